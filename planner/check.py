@@ -232,6 +232,11 @@ def failures(res: dict, gates: Gates, where: str = "") -> list[dict]:
     if not m["fits"] or peak_bytes(res) > m["usable_bytes"]:
         out.append({"kind": "memory", "overflow_bytes": overflow_bytes(res),
                     "total_bytes": peak_bytes(res), "usable_bytes": m["usable_bytes"]})
+    host = m.get("host")
+    if host is not None and host["fits"] is False:  # CPU offload's host bytes over the node's memory (offload.py)
+        out.append({"kind": "host_memory", "bytes_per_node": host["bytes_per_node"],
+                    "capacity_bytes_per_node": host["capacity_bytes_per_node"],
+                    "overflow_bytes": host["bytes_per_node"] - host["capacity_bytes_per_node"]})
     if gates.max_step_s is not None:
         t = step_seconds(res)
         if t is None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from . import comm, dispatch, placement
+from . import comm, dispatch, offload, placement
 from . import memory as mem
 from .compute import flops_summary, price_gemms
 from .layers import layer_list
@@ -131,6 +131,13 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
                           if settings.empty_unused_memory_level else {})},
         terms={k: _num(pick(v)) for k, v in est.memory.items()},
     )
+    if "offload_host_bytes_per_rank" in est.time_extra:  # CPU offload (planner/offload.py): what the host holds
+        node = _num(pick(est.time_extra["offload_host_bytes_per_node"]))
+        cap_gb = settings.hardware.host_memory_GB
+        memory["host"] = {"bytes_per_rank": _num(pick(est.time_extra["offload_host_bytes_per_rank"])),
+                          "bytes_per_node": node, "ranks_per_node": int(offload.node_ranks(settings)),
+                          "capacity_bytes_per_node": None if cap_gb is None else cap_gb * 1e9,
+                          "fits": None if cap_gb is None else bool(node <= cap_gb * 1e9)}
     if est.stages is not None:
         # every stage's own total; `fits` gates on the largest (the terms above are that stage's)
         pp = int(pick(plan.pp))
@@ -166,6 +173,9 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),
         # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
         **({"moe_host_s": t["moe_host_s"]} if "moe_host_s" in t else {}),
+        # CPU offload (planner/offload.py): optimizer_s is the CPU's Adam plus the host link's exposed copies
+        **{k: _num(pick(est.time_extra[k])) for k in ("offload_cpu_adam_s", "offload_link_s", "offload_link_exposed_s")
+           if k in est.time_extra},
     }
     thr = {k: _num(pick(v)) for k, v in est.throughput.items()}
     if settings.tokens:

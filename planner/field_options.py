@@ -130,6 +130,12 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: unset, the GPU's default workspaces)"),
     FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
                 "(default: the stack's)"),
+    FieldOption("offload_optimizer", "str", "none|cpu: the optimizer partition (fp32 master, Adam moments, fp32 "
+                "gradients) in host memory, stepped by the CPU (DeepSpeed zero_optimization.offload_optimizer device cpu; "
+                "torchtitan [training] enable_cpu_offload with --offload-param cpu); explain / check only, fit does not "
+                "search it (default: none)"),
+    FieldOption("offload_param", "str", "none|cpu: the sharded parameters in host memory too (DeepSpeed ZeRO-3 "
+                "zero_optimization.offload_param device cpu; torchtitan's CPUOffloadPolicy) (default: none)"),
     FieldOption("early_step_in_backward", "bool", "the optimizer steps each parameter in the backward (torchtitan "
                 "[optimizer] early_step_in_backward) (default: off)"),
     FieldOption("deepspeed_zero3", "pairs", "DeepSpeed ZeRO-3's gathering and bucket settings, KEY=N words of "

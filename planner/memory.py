@@ -702,6 +702,11 @@ References
      l. 171-174 (mla_up_proj). So the router's saves, the permutations' maps, DeepEP's and Hybrid-EP's handles, the
      allgather's masked_select and the permuted probabilities are kept (the policy's saved tensors), never in the
      buffer of one layer's re-run: alltoall, allgather, deepep, hybridep alike (deepep_ll prices none).
+[off] CPU offload (job fields offload_optimizer / offload_param, stack cpu_offload; planner/offload.py cites the
+     code): model_state_terms moves the fp32 master, Adam's moments and the sharded gradient (ZeRO-2 and above) and,
+     with offload_param, the sharded weights (FSDP / ZeRO-3) off the GPU; the step's temporaries and gradient copies,
+     sized by the partition left on the GPU, go with them; DeepSpeed keeps one staging buffer of the stage's largest
+     parameter in the gradient dtype (_offload_staging, in the gradients term). The host's bytes are step.offload_parts'.
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -944,7 +949,7 @@ import re
 import numpy as np
 
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
-from . import comm
+from . import comm, offload
 from .cuda_graphs import held_output_bytes
 from .cp_comm_type import fp8_kernel_saves_qkv
 from .dispatch import HYBRIDEP, group_size, group_stride
@@ -1269,7 +1274,7 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
 
 
 # ----------------------------------------------------------------------------- model states
-def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0) -> Terms:
+def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0, off=(0.0, 0.0)) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
     stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
     its own pool (`grad_pool`, reserved, not allocated).
@@ -1286,6 +1291,9 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     stream, whose pool keeps them reserved.
     accum: the sharding mode's gradient accumulation buffer, bytes a parameter, whole on every rank, in the
     gradients term beside the model-dtype gradients (stacks.grad_accum_bytes; DeepSpeed's BF16_Optimizer [bo]).
+    off: the job's (offload_optimizer, offload_param) as 0 / 1 factors [off] (planner/offload.py): the master, Adam's
+    moments and the sharded gradient (ZeRO-2 and above; ZeRO-1 keeps its whole gradients) leave the GPU, and with
+    offload_param the sharded weights (FSDP / ZeRO-3).
     """
     d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp if shard is None else shard
     s = plan.sharding
@@ -1295,13 +1303,15 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     live_g = 1.0 if fsdp is None or fsdp.grads_at_peak else np.where(fsdp_on, 0.0, 1.0)
     pool = 0.0 if fsdp is None or not fsdp.reduce_output_pool else np.where(
         fsdp_on, params_per_gpu * fsdp.grad_reduce_bytes / d, 0.0)
-    return Terms(
-        weights=keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one),
-        gradients=live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one) + params_per_gpu * accum,
-        master_weights=params_per_gpu * bpp.master / np.where(s >= ZERO1, d, one),
-        adam=params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one),
-        grad_pool=pool,
-    )
+    w = keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one)
+    g = live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one)
+    master = params_per_gpu * bpp.master / np.where(s >= ZERO1, d, one)
+    adam = params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one)
+    opt, par = off
+    if opt or par:  # [off] a job setting, not a searched quantity: what stays on the GPU
+        w, g = (1.0 - par * fsdp_on) * w, (1.0 - opt * (s >= ZERO2)) * g  # the sharded gradient on the host
+        master, adam = (1.0 - opt) * master, (1.0 - opt) * adam
+    return Terms(weights=w, gradients=g + params_per_gpu * accum, master_weights=master, adam=adam, grad_pool=pool)
 
 
 def stage_kind_counts(model: ModelSpec, plan: PlanArrays) -> dict:
@@ -2187,7 +2197,12 @@ class _PerLayer:
             m.step_grads is not None and (m.step_grads.flat or m.step_grads.partition_only or m.step_grads.norm_fp64
                                           or (m.step_grads.fp32 and gb < STEP_FP32_GRAD_BYTES))
             for m in stack.runs.sharding)
-        self.largest_params = _largest_params(pc, plan, ctx) if self.step_copies else None
+        # CPU offload [off] (job settings): the optimizer's step on the host; DeepSpeed's GPU staging buffer of the
+        # largest parameter (planner/offload.py)
+        self.offload = offload.switches(settings)
+        self.staging = (self.offload[0] > 0 and stack.cpu_offload is not None
+                        and stack.cpu_offload.transfers == "zero_offload")
+        self.largest_params = _largest_params(pc, plan, ctx) if (self.step_copies or self.staging) else None
         # DeepSpeed ZeRO-1/2's IPG buffers and the gradient reduction's partition buffers [zb]
         # (none where no mode of the stack states either: every term of _zero12_terms is then 0, stack data)
         reduces = stack.runs is not None and any(m.step_grads is not None and (m.step_grads.ipg_buffer or m.step_grads.reduction)
@@ -2666,6 +2681,22 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     return ctx.T * per_token, head
 
 
+def _offload_staging(per: _PerLayer, states: Terms, allocated, kept, counts, where):
+    """(states, allocated, kept) with DeepSpeed ZeRO-Offload's GPU staging buffer [off]: temp_grad_buffer_for_gpu_offload,
+    the largest parameter of the stage in the gradient dtype, in the gradients term (where (end, twin, single,
+    holds_loss): the embedding on the first stage, the output layer on the one holding the loss); unchanged without
+    offload (a job setting) or on a stack whose offload keeps no such buffer."""
+    if not per.staging:
+        return states, allocated, kept
+    end, twin, single, holds_loss = where
+    kinds, (emb_p, out_p), kinds_e = per.largest_params
+    first = end == "first" or single or (twin is not None and twin[1] == "first")
+    big = np.maximum(np.maximum(_of_kinds(kinds, counts), _of_kinds(kinds_e, counts)),
+                     np.maximum(np.where(first, emb_p, 0.0), np.where(holds_loss | single, out_p, 0.0)))
+    buf = big * per.settings.bpp.gradients
+    return Terms(**{k: states[k] + buf if k == "gradients" else states[k] for k in states}), allocated + buf, kept + buf
+
+
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0, embedding=0.0) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
@@ -2693,8 +2724,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     if per.early_step:  # only a sharded gradient of one unit at a time waits in the reduce-scatter pool [es]
         states = Terms(**{k: np.where(early, np.minimum(states[k], per.early_pool), states[k]) if k == "grad_pool"
                           else states[k] for k in states})
-    single = plan.pp == 1
-    r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
+    single, r = plan.pp == 1, recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # r: the share of its layers re-run
     act = _held_activations(per, held, r) + embedding * per.embedding_norm  # [en]
     # one micro-batch's layer activations of the stage (act / the micro-batches held), for per.regather_w below
     per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
@@ -2756,6 +2786,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
+    states, allocated, kept = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
                         holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
     fsdp["zero3_step_grads"], tied_end = step.pop("zero3_step_grads"), step.pop("zero3_tied_end")  # ([z3s], [z3t])
@@ -3001,10 +3032,11 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
         d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
         dense, experts = dense + d2, experts + e2
     accum = grad_accum_bytes(stack_of(settings), plan)  # the mode's gradient accumulation buffer [bo]
-    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum)
+    off = offload.switches(settings)  # [off]
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off)
     e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
-        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum)
+        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off)
         states = Terms(**{k: states[k] + e[k] for k in states})
         e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]

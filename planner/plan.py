@@ -549,6 +549,8 @@ class Settings:
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
+    offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
+    offload_param: str = "none"  # "cpu": the sharded parameters in host memory too (job field; planner/offload.py)
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
     filter_fqns: Optional[tuple] = None  # fp8 on torchtitan: the Linears kept bf16 (job field; step.py [18], _filter_fqns)
@@ -1146,6 +1148,50 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
                         "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
 
 
+def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
+    """offload_optimizer / offload_param (planner/offload.py): refused on a stack without cpu_offload, on a GPU entry
+    without its host link (pcie_GBps), without the sharding the trainers offload under (DeepSpeed's ZeRO-Offload needs
+    a ZeRO stage and its own ZeRO optimizer, not the BF16_Optimizer, engine.py @38327e07 _do_optimizer_sanity_check
+    l. 1300-1350; offload_param ZeRO-3, deepspeed/runtime/zero/stage3.py; torchtitan applies CPUOffloadPolicy under
+    FSDP / HSDP only, models/llama3/infra/parallelize.py @e347b1e5e l. 125-147), and where the stack moves parameters
+    and optimizer together (FSDP2) but the job names one."""
+    opt, par = job.offload_optimizer == "cpu", job.offload_param == "cpu"
+    if not (opt or par):
+        return
+    on = ", ".join(f"{k} cpu" for k, v in (("offload_optimizer", opt), ("offload_param", par)) if v)
+    spec = stack.cpu_offload
+    if spec is None:
+        raise PlannerError(f"{where}{on}: stack {stack.name} does not offload model states to the host (stack_db "
+                           "cpu_offload)", "leave offload_optimizer / offload_param out, or choose --stack "
+                           "megatron-deepspeed (ZeRO-Offload) or torchtitan (FSDP2 CPUOffloadPolicy)")
+    if hw.pcie_GBps is None:
+        raise PlannerError(f"{where}{on}: hardware {hw.name} gives no host link rate (pcie_GBps), which prices the "
+                           "offload's copies", "add pcie_GBps (GB/s per direction, from the datasheet) to the hardware file")
+    if spec.params_with_optimizer and opt != par:
+        raise PlannerError(f"{where}{on} alone: stack {stack.name} offloads the sharded parameters, gradients and "
+                           "optimizer states together (FSDP2's CPUOffloadPolicy)", "set offload_optimizer and "
+                           "offload_param both cpu (torchtitan [training] enable_cpu_offload = true)")
+    if par and not opt:
+        raise PlannerError(f"{where}offload_param cpu without offload_optimizer cpu is not modelled",
+                           "set offload_optimizer cpu too, or leave offload_param out")
+    if job.sharding == "none" or (spec.params_with_optimizer and job.sharding not in ("fsdp", "hsdp")):
+        need = "FSDP / HSDP sharding" if spec.params_with_optimizer else "a ZeRO stage (sharding zero1, zero2 or fsdp)"
+        raise PlannerError(f"{where}{on} with sharding {job.sharding}: the stack offloads under {need} only",
+                           f"set sharding {'fsdp' if spec.params_with_optimizer else 'zero2'}, or leave the offload out")
+    if par and job.sharding not in ("fsdp", "hsdp"):
+        raise PlannerError(f"{where}offload_param cpu with sharding {job.sharding}: the parameters are offloaded under "
+                           "ZeRO-3 / FSDP only (DeepSpeed reads offload_param at stage 3)", "set sharding fsdp")
+    if job.sharding_mode in ("bf16_optimizer", "zero0"):
+        raise PlannerError(f"{where}{on} with sharding_mode {job.sharding_mode}: DeepSpeed builds its ZeRO optimizer, "
+                           "not the BF16 / FP16 optimizer, when it offloads (engine.py @38327e07 "
+                           "_do_optimizer_sanity_check l. 1300-1350)", "use sharding_mode zero1 or zero2")
+    if not spec.params_with_optimizer and job.sharding in ("fsdp", "hsdp"):
+        warnings.append(f"{on} under ZeRO-3: priced as ZeRO-Offload's ZeRO-1/2 path (the partition's fp32 master, Adam "
+                        "moments and fp32 gradients on the host, the gradients down once a step, the 16-bit partition "
+                        "up); stage3.py's own offload buffers (sub-group swaps, its pinned gradient buffers) are not "
+                        "modelled")
+
+
 def _zero3_knobs(job: Job, stack: Stack) -> dict | None:
     """DeepSpeed ZeRO-3's gathering and bucket settings the run uses (memory.py [z3]): the stack's fsdp.zero3_modules
     (DeepSpeed's defaults at its commit) with the job's deepspeed_zero3 over them; None where the stack's FSDP gathers
@@ -1286,6 +1332,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
+        offload_optimizer=job.offload_optimizer,
+        offload_param=job.offload_param,
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=job.cublas_workspace_config,
@@ -1569,6 +1617,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     _check_early_step(job, stack, plan, where, warnings)
+    _check_offload(job, stack, hw, where, warnings)
     if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py
         raise err
     if job.attention == "eager" and job.cp > 1:
@@ -2453,6 +2502,8 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),
         **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
+        **({"offload_optimizer": settings.offload_optimizer} if settings.offload_optimizer != "none" else {}),
+        **({"offload_param": settings.offload_param} if settings.offload_param != "none" else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

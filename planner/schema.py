@@ -738,6 +738,15 @@ class Hardware(BaseModel):
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
     nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
+    pcie_GBps: Optional[float] = Field(
+        default=None, gt=0,
+        description="the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64): what CPU offload's copies between "
+                    "the GPU and the host move over (planner/offload.py); null: not given (a job that offloads is refused)")
+    host_memory_GB: Optional[float] = Field(
+        default=None, gt=0,
+        description="host (CPU) memory of one node, vendor GB (1e9 bytes), from the system's datasheet (DGX H100: 2 TB): "
+                    "the gate of CPU offload's host bytes (planner/offload.py); null: not given (the host bytes are "
+                    "reported without a gate)")
     nvls_algbw_GBps: Optional[float] = Field(
         default=None, gt=0,
         description="measured NVLS all-reduce algbw (size / time, GB/s) inside one NVLink domain at large sizes; "
@@ -1465,6 +1474,27 @@ OptimizerImpl = Literal["fused", "foreach", "for-loop"]
 
 # what a fused-accumulation linear returns as its weight gradient (memory.py [dw])
 DummyWgrads = Literal["none", "per_call", "cached"]
+
+
+class CPUOffloadSpec(BaseModel):
+    """How the stack offloads model states to the host (planner/offload.py): the job fields offload_optimizer and
+    offload_param."""
+
+    model_config = Strict
+    optimizer_step: Literal["deepspeed_cpu_adam", "torch_cpu_adam"] = Field(
+        description="what steps the offloaded optimizer partition on the CPU: DeepSpeed's vectorised DeepSpeedCPUAdam "
+                    "(ZeRO-Offload) or torch.optim's Adam on CPU tensors (FSDP2's CPUOffloadPolicy); its rate: "
+                    "offload.CPU_ADAM_PARAMS_PER_S")
+    params_with_optimizer: bool = Field(
+        description="true: one switch moves the sharded parameters, gradients and optimizer states together (FSDP2's "
+                    "CPUOffloadPolicy: offload_param and offload_optimizer both cpu, or both none); false: separate "
+                    "switches (DeepSpeed zero_optimization.offload_optimizer, and offload_param at stage 3 only)")
+    transfers: Literal["zero_offload", "fsdp2"] = Field(
+        description="what crosses the host link a step (offload.transfer_bytes): zero_offload, DeepSpeed's gradient "
+                    "partition down once a step in fp32 (and the 16-bit accumulation copies with gradient "
+                    "accumulation) and the updated 16-bit partition up; fsdp2, each all-gather's fp32 shard up and "
+                    "each reduce-scatter's fp32 gradient shard down")
+    sources: list[str] = Field(min_length=1)
 
 
 class MemoryReporting(BaseModel):
@@ -2402,6 +2432,10 @@ class Stack(BaseModel):
     cp_comm_types: Optional[CPCommTypes] = Field(
         default=None, description="the context-parallel variants the stack runs by name (job field cp_comm_type); "
                                   "null: only context_parallel, and a job's cp_comm_type is refused")
+    cpu_offload: Optional[CPUOffloadSpec] = Field(
+        default=None, description="how the stack offloads model states to the host (job fields offload_optimizer, "
+                                  "offload_param; planner/offload.py); null: it does not, and a job that offloads is "
+                                  "refused")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
@@ -2918,6 +2952,20 @@ class Job(BaseModel):
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
+    offload_optimizer: Literal["none", "cpu"] = Field(
+        json_schema_extra=STACK_ONLY,
+        default="none",
+        description="cpu: the optimizer partition (fp32 master, Adam's moments, the fp32 gradient partition) lives in "
+                    "host memory and the CPU steps it (DeepSpeed zero_optimization.offload_optimizer device cpu, "
+                    "ZeRO-Offload; torchtitan [training] enable_cpu_offload with offload_param); needs a stack with "
+                    "cpu_offload and ZeRO / FSDP sharding; the host link and the CPU step priced (planner/offload.py); "
+                    "nvme is not modelled; default none")
+    offload_param: Literal["none", "cpu"] = Field(
+        json_schema_extra=STACK_ONLY,
+        default="none",
+        description="cpu: the sharded parameters live in host memory too (DeepSpeed ZeRO-3 zero_optimization."
+                    "offload_param device cpu; torchtitan's CPUOffloadPolicy with offload_optimizer); needs FSDP / "
+                    "ZeRO-3 sharding and offload_optimizer cpu; default none")
     early_step_in_backward: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the optimizer steps each parameter inside the backward, as its sharded gradient "

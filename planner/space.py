@@ -560,6 +560,16 @@ def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
                    max_pp=cap(opts.max_pp, runs.max_pp), max_ep=cap(opts.max_ep, runs.max_ep))
 
 
+def no_offload_search(settings: Settings) -> None:
+    """fit does not search CPU offload (planner/offload.py): the job's offload_optimizer / offload_param are refused
+    there, named, rather than priced on plans whose sharding the offload does not run under."""
+    on = [k for k in ("offload_optimizer", "offload_param") if getattr(settings, k, "none") != "none"]
+    if on:
+        raise PlannerError(f"{' and '.join(on)} cpu: fit does not search CPU offload",
+                           "leave it out of fit, and price the plan fit ranks with it: planner explain / check "
+                           f"{' '.join('--' + k.replace('_', '-') + ' cpu' for k in on)}")
+
+
 def early_step_bounds(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
     """With the job's early_step_in_backward, the search's pp and ep at 1: torchtitan refuses the
     optimizer in the backward with pipeline or expert parallelism (plan.EARLY_STEP_SOURCE); a
@@ -1167,6 +1177,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     reasons: dict = {}
     runs = settings.stack.runs if settings.stack is not None else None
     opts = stack_bounds(settings.stack, opts)
+    no_offload_search(settings)
     opts = eager_cp_bounds(settings, early_step_bounds(settings, opts))
 
     mesh = _mesh(settings, seq, opts, U, reasons)

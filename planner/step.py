@@ -298,6 +298,7 @@ from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_allgather_on, recompute_fraction,
                      recomputed_layers, stage_param_split)
+from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        stage_kind_counts, stage_layers)
@@ -1452,6 +1453,7 @@ class DPTraffic:
     p_local: np.ndarray  # dense parameters per GPU (the larger end stage; DualPipe: the larger pair)
     e_local: np.ndarray  # routed-expert parameters per GPU (the stage with the most; DualPipe: pair)
     e_shard: np.ndarray  # the experts' shard group
+    counts: tuple = (1.0, 1.0, 1.0)  # (gradient reductions, FSDP all-gathers, FSDP reduce-scatters) a step (offload.py)
 
 
 def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
@@ -1610,7 +1612,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket), n_ar)
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
-                     p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
+                     p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
 
 
 def zero3_rerun_share(sc: StepCtx, p_local):
@@ -1875,6 +1877,39 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 
 
 # ----------------------------------------------------------------------------- optimizer, assembly
+def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
+    """CPU offload's step (planner/offload.py, a job setting): the rank's optimizer partition L (the dense one over
+    the shard group, the routed experts' over theirs, as optimizer_time), the CPU's Adam over it shared by the node's
+    ranks (offload.CPU_ADAM_PARAMS_PER_S, a named assumption), the host link's copies (offload.transfer_bytes, at the
+    hardware's pcie_GBps a direction, the two directions at once) and what of them the backward hides, and the host
+    bytes a rank holds (offload.host_bytes). Seconds and bytes, each array a plan."""
+    plan, settings, spec = sc.plan, sc.settings, sc.stack.cpu_offload
+    d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    local = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
+    if sc.ll.has_experts:
+        local = local + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1)
+    n_red, n_ag, n_rs = dp.counts
+    rate = offload.CPU_ADAM_PARAMS_PER_S[spec.optimizer_step]
+    cpu_adam = local * offload.node_ranks(settings) / rate
+    down, up, after = offload.transfer_bytes(settings, local, sc.m, n_red, n_ag, n_rs, sc.stack)
+    link = settings.hardware.pcie_GBps * 1e9
+    beside = np.maximum(down, up) / link  # full duplex: the two directions at once
+    # hidden behind the step's backward (DeepSpeed: with overlap_comm the gradient hooks, stage_1_and_2.py l. 527-528,
+    # copy on the reduction stream, l. 1382-1383; without it ZeRO-2's hooks copy on the compute stream and ZeRO-1
+    # reduces after the backward) or forward and backward (FSDP2's gathers and reductions) where the plan overlaps its
+    # data-parallel traffic (plan.dp_overlap, as it runs); what outlasts it exposed
+    fsdp2 = spec.transfers == "fsdp2"
+    window = sc.m * (comp.fwd_mb + comp.bwd_mb) if fsdp2 else sc.m * comp.bwd_mb
+    hooked = dp_overlap(sc.stack, plan) > 0
+    beside_exposed = np.where(hooked, np.maximum(beside - window, 0.0), beside)
+    params_up = after / link
+    host = offload.host_bytes(settings, local, local, sc.m, sc.stack)
+    return {"offload_cpu_adam_s": cpu_adam, "offload_link_s": beside + params_up,
+            "offload_link_exposed_s": beside_exposed + params_up,
+            "offload_down_bytes": down, "offload_up_bytes": up + after, "offload_host_bytes_per_rank": host,
+            "offload_host_bytes_per_node": host * offload.node_ranks(settings)}
+
+
 def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     """Adam over the local shard: reads master, m, v and the gradient, writes master, m, v and
     the bf16 weight (adam_bytes_per_param: 28 B/param with fp32 states and bf16 grads) over HBM
@@ -1997,14 +2032,19 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
+    opt = optimizer_time(sc, dp)
+    off = {}
+    if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
+        off = offload_parts(sc, dp, comp)
+        opt = off["offload_cpu_adam_s"] + off["offload_link_exposed_s"]
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
-                  dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp), **ep_terms)
+                  dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
-             **mamba_scan_time(sc, lt),
+             **mamba_scan_time(sc, lt), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra

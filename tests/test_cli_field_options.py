@@ -98,6 +98,13 @@ CASES = [
     ("cublas_workspace_config", ["--cublas-workspace-config", ":4096:16"], ":4096:16", DENSE, ":4096:8", {"memory": +1}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
+    # CPU offload (planner/offload.py, tests/test_offload.py): the optimizer partition off the GPU, the CPU's step on
+    ("offload_optimizer", ["--offload-optimizer", "cpu"], "cpu", dict(DENSE, stack="megatron-deepspeed", sharding="zero2"),
+     "none", {"memory": -1, "step": +1}),
+    # ZeRO-3's 16-bit partition off the GPU too, copied up before each all-gather: beside the backward of the
+    # step's 256 micro-batches (ZeRO-3's overlap_comm on), hidden: the step does not move
+    ("offload_param", ["--offload-param", "cpu"], "cpu", dict(DS_Z3, offload_optimizer="cpu"), "none",
+     {"memory": -1}),
     ("cp_rotate_method", ["--cp-rotate-method", "alltoall"], "alltoall", dict(TT, cp=2), "allgather", {}),
     ("deepspeed_zero3", ["--deepspeed-zero3", "reduce_bucket_size=1e9"], {"reduce_bucket_size": 10**9}, DS_Z3,
      {"reduce_bucket_size": 10**8}, {"memory": +1}),
@@ -112,7 +119,7 @@ CASES = [
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
 # (a fusion switch on: the stack's fused kernel)
-OMITTED = {"cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+OMITTED = {"offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
            "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")

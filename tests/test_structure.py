@@ -92,6 +92,9 @@ RANKS = {
     # memory read
     "planner.dispatch_codes": 20,
     "planner.power": 20,
+    # CPU offload's host bytes, link copies and CPU step (job fields offload_optimizer / offload_param): a leaf that
+    # memory, step and explain read
+    "planner.offload": 20,
 }
 
 # Upward calls the code still makes, each with how it goes away. Any other upward call fails

@@ -51,6 +51,9 @@ def print_job(name: str, res: dict) -> None:
             width = max(len(TERM_LABELS.get(k, k)) for _, k in terms)
             for v, k in terms:
                 typer.echo(f"    {TERM_LABELS.get(k, k):<{width}}  {gib(v):>9} GiB  {100 * v / m['total_bytes']:5.1f}%")
+        elif f["kind"] == "host_memory":
+            typer.echo(f"  host memory: CPU offload holds {_gib(f['bytes_per_node'])} a node, over its "
+                       f"{_gib(f['capacity_bytes_per_node'])} by {_gib(f['overflow_bytes'])}")
         elif f["kind"] == "step_time":
             typer.echo(f"  too slow: step {seconds(f['step_s'])} s > --max-step-time {seconds(f['max_step_s'])} s")
         elif f["kind"] == "mfu":

@@ -172,6 +172,15 @@ def time_table(res: dict) -> None:
     hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
     if t["dp_comm_s"] > 0:
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
+    if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
+        host = res["memory"].get("host") or {}
+        cap = host.get("capacity_bytes_per_node")
+        out.print(f"  CPU offload: the optimizer step is the host's Adam {t['offload_cpu_adam_s']:,.4g} s (its rate an "
+                  f"assumption, offload.CPU_ADAM_PARAMS_PER_S) + the host link's copies {t['offload_link_s']:,.4g} s, "
+                  f"{t['offload_link_exposed_s']:,.4g} s of them exposed; host memory {host.get('bytes_per_rank', 0) / 2**30:,.2f} "
+                  f"GiB a rank, {host.get('bytes_per_node', 0) / 2**30:,.2f} GiB a node of {host.get('ranks_per_node')} "
+                  + ("ranks (no host memory in the hardware entry: not gated)" if cap is None else
+                     f"ranks, of the node's {cap / 2**30:,.0f} GiB ({'fits' if host.get('fits') else 'DOES NOT FIT'})"))
     if t.get("unfused_passes_s", 0) > 0:
         out.print(f"  of compute, {t['unfused_passes_s']:,.4g} s per step are the stack's elementwise passes outside its "
                   "fused kernels (scaled rotary, activation clamp, expert output bias: stack kernels)")

@@ -33,9 +33,11 @@ Listed as ignored ('key=value (why)'): keys with no effect on memory or step tim
 schedules, logging, loss scaling) and the optimizer section, which builds nothing on this stack
 (Megatron-DeepSpeed passes deepspeed.initialize its own optimizer, apex FusedAdam, and the engine
 takes it over the section, whatever its type or params.torch_adam: CLIENT_OPTIMIZER); as not modelled:
-every other key, among them zero_optimization's buckets below stage 3 and offload_optimizer /
-offload_param (CPU/NVMe offload is not modelled: the planner prices the states on the GPU, an
-upper bound on memory).
+every other key, among them zero_optimization's buckets below stage 3.
+  zero_optimization.offload_optimizer / offload_param (_offload): device cpu -> the job's
+offload_optimizer / offload_param cpu (ZeRO-Offload, planner/offload.py; offload_param at stage 3
+only); device nvme is not modelled (states priced on the GPU, an upper bound on memory); another
+device is an error naming the key.
 
 Inferred (listed as assumed): tp = pp = cp = 1 (a DeepSpeed JSON has no model parallelism;
 Megatron-DeepSpeed passes it as arguments: --tensor-model-parallel-size, --pipeline-model-parallel-size),
@@ -197,12 +199,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}zero_optimization must be an object", "e.g. {\"stage\": 2}")
     for k, v in zero.items():
         if k in ("offload_optimizer", "offload_param"):
-            dev = v.get("device", "none") if isinstance(v, dict) else v
-            if dev in ("none", None):
-                ignored.append(fmt_ignored(f"zero_optimization.{k}", v) + " (no offload)")
-            else:
-                not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (offload not modelled: states priced "
-                                                                              "on the GPU, an upper bound)")
+            continue  # read below (_offload)
         elif k in ZERO3_KEYS and zero.get("stage") == 3:
             continue  # read below (the job's deepspeed_zero3)
         elif k in ("reduce_bucket_size", "contiguous_gradients") and zero.get("stage") in (1, 2) and v is not False:
@@ -275,6 +272,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         else:
             assumed.append("zero_optimization reduce_bucket_size: absent or \"auto\", the stack's (DeepSpeed's default, "
                            "stack_db fsdp.zero3_modules)")
+    _offload(where, zero, stage, job, ignored, assumed, not_modelled)
     # overlap_comm left out: DeepSpeed's default per stage, true at stage 3 only (overlap_default)
     overlap = _bool(where, "zero_optimization.overlap_comm", zero.get("overlap_comm"), stage == 3)
     job["dp_comm_overlap"] = overlap_default(stage) if overlap is None else overlap
@@ -359,6 +357,67 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+# zero_optimization.offload_optimizer / offload_param (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/
+# offload_config.py: OffloadDeviceEnum none | cpu | nvme, l. 14-18; pin_memory default false, l. 45, 72; the optimizer's
+# ratio, Twin-Flow's partial offload, default 1.0, l. 93)
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+# the sections' keys that change neither memory nor time as priced here (NVMe and swap-buffer settings, read only with
+# device nvme; fast_init: the start-up)
+OFFLOAD_NO_COST = {"nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pipeline_read", "pipeline_write",
+                   "fast_init"}
+
+
+def _offload(where, zero: dict, stage: int, job: dict, ignored: list, assumed: list, not_modelled: list) -> None:
+    """zero_optimization.offload_optimizer / offload_param -> the job's offload_optimizer / offload_param
+    (planner/offload.py): device cpu offloaded (offload_param at stage 3 only: DeepSpeed reads it in stage3.py alone,
+    below that listed as ignored), none or absent not, nvme not modelled (priced on the GPU, an upper bound on memory);
+    any other device is an error naming the key. pin_memory false (DeepSpeed's default): the host buffers pageable,
+    priced at the pinned link rate (listed as not modelled); ratio < 1 (Twin-Flow's partial offload) not modelled."""
+    for k in ("offload_optimizer", "offload_param"):
+        v = zero.get(k)
+        key = f"zero_optimization.{k}"
+        if v is None:
+            continue
+        if not isinstance(v, dict):
+            raise PlannerError(f"{where}{key} = {_short(v)} must be an object", f'e.g. "{k}": {{"device": "cpu", '
+                               '"pin_memory": true}')
+        dev = v.get("device", "none")
+        if not isinstance(dev, str) or dev not in OFFLOAD_DEVICES:
+            raise PlannerError(f"{where}{key}.device = {_short(dev)} is not an offload device",
+                               "valid: \"none\", \"cpu\", \"nvme\" (deepspeed/runtime/zero/offload_config.py "
+                               "OffloadDeviceEnum)")
+        if dev == "none":
+            ignored.append(fmt_ignored(key, v) + " (no offload)")
+            continue
+        if dev == "nvme":
+            not_modelled.append(fmt_ignored(key, v) + " (NVMe offload not modelled: states priced on the GPU, an "
+                                                      "upper bound on memory)")
+            continue
+        if k == "offload_param" and stage != 3:
+            ignored.append(fmt_ignored(key, v) + f" (read at ZeRO stage 3 only, stage3.py; stage {stage}: no effect)")
+            continue
+        job[k] = "cpu"
+        for kk, vv in v.items():
+            if kk == "device":
+                continue
+            if kk == "pin_memory":
+                if vv is not True:
+                    not_modelled.append(fmt_ignored(f"{key}.{kk}", vv) + " (pageable host buffers: the copies priced "
+                                        "at the pinned link rate, a lower bound on their time)")
+            elif kk == "ratio" and k == "offload_optimizer":
+                if vv != 1 and vv != 1.0:
+                    not_modelled.append(fmt_ignored(f"{key}.{kk}", vv) + " (Twin-Flow's partial offload: priced as "
+                                        "ratio 1, the whole partition on the host)")
+            elif kk in OFFLOAD_NO_COST:
+                ignored.append(fmt_ignored(f"{key}.{kk}", vv) + " (NVMe / start-up setting: no effect with device cpu)")
+            else:
+                not_modelled.append(fmt_ignored(f"{key}.{kk}", vv) + " (not priced: it may change memory or time)")
+        if "pin_memory" not in v:
+            not_modelled.append(f"{key}.pin_memory absent: DeepSpeed's default false (offload_config.py l. 45, 72), "
+                                "pageable host buffers; the copies priced at the pinned link rate, a lower bound on "
+                                "their time")
 
 
 def gradient_path(stage: int, model_dtype: Optional[str], accum: Optional[str], offload: bool) -> tuple[str, str]:

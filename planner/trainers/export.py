@@ -192,7 +192,7 @@ def plan_signature(plan: dict) -> dict:
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
-            "deepspeed_zero3")
+            "deepspeed_zero3", "offload_optimizer", "offload_param")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -624,6 +624,8 @@ def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict
     elif bpp not in (None, "mixed16"):
         raise _refuse(F, f"bytes_per_param {bpp}: torchtitan keeps mixed16 (fp32 master and Adam states) or pure bf16 "
                          "(training.dtype)", "price it with --bytes-per-param mixed16 or pure-bf16")
+    if plan.get("offload_optimizer", "none") != "none":  # FSDP2's CPUOffloadPolicy (job_config.py @e347b1e5e l. 270)
+        tr["enable_cpu_offload"] = True
     sec["training"] = tr
     mode = plan.get("sharding_mode")
     shard = plan.get("shard_group")
@@ -1291,6 +1293,10 @@ def deepspeed_config(plan: dict, F: str) -> dict:
     zero.update(plan.get("deepspeed_zero3") or {})  # ZeRO-3's settings the job changed from DeepSpeed's defaults
     if "contiguous_gradients" in zero:  # a JSON boolean (the job's 0 / 1)
         zero["contiguous_gradients"] = bool(zero["contiguous_gradients"])
+    # CPU offload (planner/offload.py): pinned host buffers, as priced (offload_config.py @38327e07 pin_memory, l. 45, 72)
+    for k in ("offload_optimizer", "offload_param"):
+        if plan.get(k, "none") != "none":
+            zero[k] = {"device": plan[k], "pin_memory": True}
     cfg = {
         "train_batch_size": gbs,
         "train_micro_batch_size_per_gpu": mbs,
@@ -1325,7 +1331,7 @@ MDS_FORK_FLAGS = {
     "--no-gradient-accumulation-fusion": 986, "--fp16": 1111, "--bf16": 1113, "--attention-softmax-in-fp32": 1132,
     "--tensor-model-parallel-size": 1149, "--pipeline-model-parallel-size": 1154, "--empty-unused-memory-level": 1201,
     "--vocab-size": 1269, "--seq-length": 1278, "--transformer-impl": 516, "--zero-stage": 1487,
-    "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526,
+    "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526, "--cpu-optimizer": 948,
     # DeepSpeed-MoE (_mds_moe)
     "--num-experts": 608, "--topk": 612, "--expert-interval": 614, "--moe-train-capacity-factor": 913,
     "--moe-loss-coeff": 919, "--create-moe-param-group": 921, "--enable-expert-tensor-parallelism": 1151,
@@ -1515,6 +1521,8 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
                          "re-runs layers only with --checkpoint-activations or the uniform method (Megatron-DeepSpeed "
                          "@f4157bea megatron/model/gpt_model.py l. 446-452)",
                       "price it with full recompute of every layer, or at pp 1 with ZeRO-2/3 (--no-pipeline-parallel)")
+    if plan.get("offload_optimizer", "none") != "none":  # the host's Adam for the JSON's offload (megatron/optimizer/
+        args.append(("--cpu-optimizer", None))  # __init__.py @f4157bea l. 83-94: DeepSpeedCPUAdam, as priced)
     bad = [k for k, _ in args if k not in MDS_FORK_FLAGS]
     if bad:
         raise _refuse(F, f"{', '.join(dict.fromkeys(bad))}: Megatron-LM @d98e8a64's, and microsoft/Megatron-DeepSpeed "

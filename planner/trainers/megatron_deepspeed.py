@@ -85,10 +85,13 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   `--normalization layernorm|rmsnorm` as LayerNorm / RMSNorm ([1] arguments.py l. 442-449, 623, 634-636, 647-648).
 - `--no-pipeline-parallel` with `--pipeline-model-parallel-size` > 1 is refused as arguments.py l. 94-96
   asserts (and ZeRO-2/3 without it, above); `--ds-sequence-parallel-size` > 1 (DeepSpeed-Ulysses) and `--remote-device` cpu / nvme
-  (ZeRO-3 parameters on the host) are refused; `--cpu-optimizer` is listed as not modelled (the
-  optimizer states priced on the GPU, an upper bound), as the Megatron reader lists offloading,
-  naming the host optimizer (`--cpu_torch_adam`: torch.optim.AdamW, else DeepSpeedCPUAdam;
-  `--cpu_torch_adam` alone is listed as ignored, read only with it).
+  (ZeRO-3 parameters on the host) are refused; the JSON's `offload_optimizer` / `offload_param` device
+  cpu are the job's fields (planner/offload.py), the host's Adam DeepSpeedCPUAdam with `--cpu-optimizer`
+  (_host_optimizer; `--cpu_torch_adam`'s torch.optim.AdamW, or no `--cpu-optimizer`, listed as not
+  modelled and priced as DeepSpeedCPUAdam); `--cpu-optimizer` without the JSON's offload is listed as
+  not modelled (the optimizer states priced on the GPU, an upper bound), naming the host optimizer
+  (`--cpu_torch_adam`: torch.optim.AdamW, else DeepSpeedCPUAdam; `--cpu_torch_adam` alone is listed
+  as ignored, read only with it).
 - the optimizer: Megatron-DeepSpeed hands deepspeed.initialize its own, apex FusedAdam for
   `--optimizer adam` (DeepSpeed's FusedAdam with `--ds_fused_adam`, listed as ignored: both fused),
   which DeepSpeed's engine takes over the JSON's optimizer section ([1] megatron/optimizer/__init__.py
@@ -536,6 +539,28 @@ def config_text(ds: dict, where: str, script: Path, heredocs: dict) -> tuple[str
     return str(p), files.read_text(p, "give the DeepSpeed ds_config.json the script names")
 
 
+def _host_optimizer(ds: dict, dj: dict, assumed: list, unmodelled: list) -> None:
+    """The optimizer that steps the JSON's offloaded partition (zero_optimization.offload_optimizer device cpu, the job's
+    offload_optimizer, planner/offload.py): Megatron-DeepSpeed builds DeepSpeedCPUAdam with --cpu-optimizer
+    (megatron/optimizer/__init__.py l. 83-94; torch.optim.AdamW with --cpu_torch_adam), else its GPU apex FusedAdam,
+    which the engine takes as the client optimizer. DeepSpeedCPUAdam is what the stack prices (stack_db cpu_offload
+    deepspeed_cpu_adam); the others are listed as not modelled. Without the JSON's offload --cpu-optimizer stays listed
+    as not modelled (the states priced on the GPU)."""
+    if dj.get("offload_optimizer", "none") == "none":
+        return
+    unmodelled[:] = [u for u in unmodelled if not u.startswith("--cpu-optimizer")]
+    if "--cpu-optimizer" in ds and "--cpu_torch_adam" not in ds:
+        assumed.append(f"offload_optimizer=cpu: the JSON's offload_optimizer, stepped by DeepSpeedCPUAdam (--cpu-optimizer, "
+                       f"{MDS_COMMIT} megatron/optimizer/__init__.py l. 83-94), the stack's host Adam (planner/offload.py)")
+    elif "--cpu-optimizer" in ds:
+        unmodelled.append(f"--cpu-optimizer --cpu_torch_adam (torch.optim.AdamW steps the offloaded partition, {MDS_COMMIT} "
+                          "megatron/optimizer/__init__.py l. 83-86): priced at DeepSpeedCPUAdam's rate (planner/offload.py)")
+    else:
+        unmodelled.append(f"zero_optimization.offload_optimizer cpu without --cpu-optimizer (the engine takes Megatron-"
+                          f"DeepSpeed's GPU apex FusedAdam as the client optimizer for the host partition, {MDS_COMMIT} "
+                          "megatron/optimizer/__init__.py l. 83-116): priced as DeepSpeedCPUAdam (planner/offload.py)")
+
+
 def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
           extra: tuple) -> None:
     """Lay the ds_config JSON over the Megatron reader's job (in place): module docstring."""
@@ -681,10 +706,12 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     job.pop("partition_activations", None)
     if ds.get("_partition"):  # split_flags: --partition-activations under full recompute at TP > 1 [pa]
         job["partition_activations"] = True
-    for k in ("sharding", "sharding_mode", "shard_group", "deepspeed_zero3", "dp_comm_overlap", "precision"):
+    for k in ("sharding", "sharding_mode", "shard_group", "deepspeed_zero3", "dp_comm_overlap", "precision",
+              "offload_optimizer", "offload_param"):
         job.pop(k, None)
         if k in dj:
             job[k] = dj[k]
+    _host_optimizer(ds, dj, assumed, unmodelled)
     cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("dp_comm_overlap=false: --overlap-grad-reduce",
                                                                    "precision=bf16:"))]
     if "--overlap-grad-reduce" in flags:

@@ -54,6 +54,9 @@ Read and modelled (section.key -> planner job field):
   [optimizer] early_step_in_backward -> early_step_in_backward (the optimizer stepped per parameter
                                    in the backward, job_config.py @e347b1e5e l. 160; memory.py [es];
                                    refused with PP or EP as torchtitan's build_optimizers refuses it)
+  [training] enable_cpu_offload -> offload_optimizer and offload_param cpu under FSDP / HSDP (FSDP2's
+                                   CPUOffloadPolicy, job_config.py @e347b1e5e l. 270-273; planner/offload.py);
+                                   without a shard degree ignored (torchtitan applies no policy: cpu_offload)
   (the fp8 converters in either layout of [8], not a mix: converters "float8" / "mx" with [float8] /
   [mx] before 2025-09-30, "quantize.linear.float8" / "quantize.linear.mx" with [quantize.linear.*]
   since; the export writes the later, the stack's @e347b1e5e)
@@ -181,7 +184,7 @@ def fqns_per_model_part(num_stages: int, num_layers: int, input_weight: int = 1,
 MODELLED = {
     "model": {"name", "flavor", "converters"},
     "training": {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "steps", "compile", "dtype",
-                 "mixed_precision_param"},
+                 "mixed_precision_param", "enable_cpu_offload"},
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
                     "pipeline_parallel_degree", "context_parallel_degree", "pipeline_parallel_schedule",
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
@@ -253,7 +256,8 @@ STR_KEYS = {("model", "name"), ("model", "flavor"), ("parallelism", "pipeline_pa
             ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward"), ("optimizer", "implementation"),
             ("parallelism", "context_parallel_rotate_method"), ("parallelism", "expert_parallel_comm_backend")}
 STR_LIST_KEYS = {("model", "converters"), ("compile", "components")}
-BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel")}
+BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel"),
+             ("training", "enable_cpu_offload")}
 
 
 def _check_types(where: str, data: dict) -> None:
@@ -738,9 +742,27 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             assumed.append("early_step_in_backward=true: gradient clipping ([training] max_norm) sees no gradients, "
                            "each freed in the backward (job_config.py @e347b1e5e l. 160-165: 'not compatible with "
                            "gradients clipping')")
+    cpu_offload(where, tr, job, ignored)
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+def cpu_offload(where: str, tr: dict, job: dict, ignored: list) -> None:
+    """[training] enable_cpu_offload (job_config.py @e347b1e5e l. 270-273): under FSDP / HSDP, FSDP2's CPUOffloadPolicy
+    (models/llama3/infra/parallelize.py l. 137, 315-317): the job's offload_optimizer and offload_param cpu
+    (planner/offload.py); without FSDP torchtitan applies no policy (l. 125-147): listed as ignored."""
+    on = tr.get("enable_cpu_offload") if isinstance(tr, dict) else None
+    if on is None:
+        return
+    if not isinstance(on, bool):
+        raise PlannerError(f"{where}[training] enable_cpu_offload = {_short(on)} is not true or false",
+                           "torchtitan's enable_cpu_offload is a boolean")
+    if on and job.get("sharding") in ("fsdp", "hsdp"):
+        job.update(offload_optimizer="cpu", offload_param="cpu")
+    elif on:
+        ignored.append(fmt_ignored("training.enable_cpu_offload", on) + " (applied with FSDP only, apply_fsdp's "
+                       "offload_policy: no effect without a shard degree)")
 
 
 def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int) -> int:

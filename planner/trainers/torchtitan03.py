@@ -1233,6 +1233,8 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                           "price the plan without it on --stack torchtitan-0.3")
     if "early_step_in_backward" in sec.get("optimizer", {}):
         raise _refuse("early_step_in_backward: torchtitan 0.3.0 has no such option", "price it without")
+    if sec.get("training", {}).get("enable_cpu_offload"):  # FSDP2's CPUOffloadPolicy (configs.py @4f9e9a47d l. 61-63)
+        opts.append("--training.enable-cpu-offload")
     tp = plan["tp"]
     if tp > 1:
         opts.append("--parallelism.enable-sequence-parallel" if plan.get("sequence_parallel", True) else

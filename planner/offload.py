@@ -1,0 +1,120 @@
+"""CPU offload of the model states (job fields offload_optimizer, offload_param; stack_db cpu_offload): what leaves
+the GPU, what the host holds, what crosses the host link and what the CPU's optimizer step costs. Units: bytes,
+seconds. Every function is numpy-vectorised over the plan's arrays; the job's offload switches are settings (0 / 1
+factors), not searched quantities.
+
+What leaves the GPU (memory.model_state_terms, [off] in memory.py):
+  offload_optimizer cpu: the fp32 master partition and Adam's moments, and the gradient partition (ZeRO-2, FSDP: the
+    sharded gradient; ZeRO-1 keeps its whole gradients on the GPU until the step, as without offload).
+    DeepSpeed ZeRO-1/2 (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/stage_1_and_2.py): the optimizer's
+    device is the CPU (l. 185), the fp32 partition single_partition_of_fp32_groups is cloned there and pinned
+    (l. 399-407), its fp32 gradient is a pinned CPU tensor of the partition (initialize_optimizer_states l. 683-689),
+    the GPU's 16-bit gradient partition grads_in_partition is never allocated (copy_grads_in_partition returns before
+    it, l. 1329-1341), and the GPU keeps one staging buffer of the largest parameter in the model dtype
+    (temp_grad_buffer_for_gpu_offload, l. 485-487; its pinned twin temp_grad_buffer_for_cpu_offload on the host,
+    l. 477-482). With gradient accumulation each parameter of the partition has a 16-bit host accumulation buffer
+    (accumulated_grads_in_cpu, buffer_to_accumulate_to_in_cpu l. 1203-1205: param.numel() in param.dtype).
+    The optimizer's step temporaries and the step's gradient copies run on the CPU: none on the GPU.
+  offload_param cpu (DeepSpeed ZeRO-3 offload_param; FSDP2's CPUOffloadPolicy): the sharded parameters too.
+    torchtitan @e347b1e5e torchtitan/models/llama3/infra/parallelize.py l. 137, 315-317 (apply_fsdp: offload_policy
+    CPUOffloadPolicy() when training.enable_cpu_offload; job_config.py l. 270-273 'CPU offloading of parameters,
+    gradients, and optimizer states in FSDP'), applied under FSDP / HSDP only (l. 125-147): FSDP2's sharded
+    parameter is the fp32 master (memory.py [7]), its sharded gradient fp32, both in host memory.
+
+Host memory (host_bytes): a rank's optimizer partition L (elements) x (master + Adam bytes + HOST_GRAD_BYTES), plus
+its 16-bit parameter shard where offload_param moves a separate one (DeepSpeed ZeRO-3), plus DeepSpeed's 16-bit
+accumulation buffers (L x the gradient bytes, with more than one micro-batch a step). Per node: x the node's ranks
+(min(GPUs, gpus_per_node)). Gated against hardware host_memory_GB where the entry gives it.
+
+Step time (step_parts): the optimizer term of an offloading plan is the CPU's Adam over the rank's partition, shared
+by the node's ranks (CPU_ADAM_PARAMS_PER_S, a named assumption), plus the host-link copies that are not hidden:
+  zero_offload (DeepSpeed ZeRO-1/2/3): the gradient partition down once a step in fp32 (stage_1_and_2.py
+    async_inplace_copy_grad_to_fp32_buffer_from_gpu l. 1271-1284: src_tensor.float() on the GPU, copied to the
+    pinned fp32 buffer: 4 B an element); with gradient accumulation the 16-bit accumulation copies
+    (async_accumulate_grad_in_cpu_via_gpu l. 1193-1237: the first micro-batch's gradient down, each later
+    reduction's accumulated one up, 2 B each); and the updated partition up in the model dtype after the CPU step
+    (l. 1917-1919 bit16_partitions[partition_id].data.copy_(fp32_partition.data): assumed converted on the host
+    before the copy, 2 B an element). With offload_param (ZeRO-3) each all-gather's 16-bit partition up from the host
+    first (n_ag x L x 2 B, beside the gathers). The gradient copies run in the reduction's hooks (reduce_ipg_grads
+    l. 1382-1390): on the reduction stream with overlap_comm (hidden behind the backward, what outlasts it
+    exposed), on the compute stream without it (exposed); ZeRO-1 reduces after the backward (exposed). The CPU
+    step and the parameter copy follow the backward, before the all-gather (l. 1912-1932): exposed.
+  fsdp2 (torchtitan): each all-gather's fp32 shard up (n_ag x L x 4 B) and each reduce-scatter's fp32 gradient shard
+    down (n_rs x L x 4 B), on FSDP's own streams: hidden behind the step's compute where the plan overlaps its
+    data-parallel traffic, what outlasts it exposed (an assumption: the copy engines run beside the kernels
+    without slowing them); exposed without overlap.
+The link: hardware pcie_GBps per direction per GPU (each GPU its own x16 link to the host, as in HGX H100 nodes),
+both directions at once.
+
+ZeRO-Offload's one-step delayed parameter update (DPU, arXiv:2101.06840 sec. 5.2) is not a DeepSpeed config key at
+@38327e07 (no such field in deepspeed/runtime/zero/offload_config.py): not modelled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# [cpu-adam] A named assumption, one place, replaceable by calibration: the parameters one Adam step updates a second
+# on one node's host CPUs. Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model Training"
+# (arXiv:2101.06840) Table 3, the Adam latency of CPU-Adam and of PyTorch's CPU Adam (PT-CPU) for 1 to 10 billion
+# parameters on the paper's test host; the 10-billion row, the largest: CPU-Adam 2.57 s, PT-CPU 14.12 s. (Figures
+# transcribed from the paper's table without the PDF at hand in this session: to be re-read; DeepSpeed's own docs
+# state the ratio, "5.1x to 6.5x speedups considering the model-size between 1 to 10 billion parameters with
+# respect to torch-adam", microsoft/DeepSpeed @38327e07 docs/_pages/training.md l. 378-383, which 14.12 / 2.57 =
+# 5.5 falls in.) The rate is taken as the host's, shared by the node's ranks (a memory-bandwidth-bound update on
+# the node's DRAM): a rank's step takes its partition x the node's ranks / the rate.
+CPU_ADAM_SOURCE = "Ren et al. 2021, ZeRO-Offload (arXiv:2101.06840) Table 3, 10-billion-parameter row"
+CPU_ADAM_PARAMS_PER_S = {"deepspeed_cpu_adam": 10e9 / 2.57, "torch_cpu_adam": 10e9 / 14.12}
+# the fp32 gradient partition in host memory (DeepSpeed single_partition_of_fp32_groups[i].grad, stage_1_and_2.py
+# l. 683-689; FSDP2's sharded fp32 gradient under CPUOffloadPolicy)
+HOST_GRAD_BYTES = 4.0
+# bytes an element of the gradient partition moves down once a step (async_inplace_copy_grad_to_fp32_buffer_from_gpu:
+# .float() on the GPU first); FSDP2's gathered shard and reduced gradient: fp32
+FP32_BYTES = 4.0
+
+
+def switches(settings) -> tuple[float, float]:
+    """(offload_optimizer, offload_param) as 0 / 1 factors (job settings, not searched quantities)."""
+    return (1.0 if getattr(settings, "offload_optimizer", "none") == "cpu" else 0.0,
+            1.0 if getattr(settings, "offload_param", "none") == "cpu" else 0.0)
+
+
+def node_ranks(settings) -> float:
+    """The ranks that share one node's host: min(GPUs, gpus_per_node)."""
+    return float(min(settings.gpus, settings.hardware.gpus_per_node))
+
+
+def host_bytes(settings, local, weights_local, m, stack) -> np.ndarray:
+    """Host bytes a rank holds (module docstring): local, its optimizer partition (elements); weights_local, its
+    16-bit parameter shard (elements) where offload_param moves one; m, micro-batches a step."""
+    opt, par = switches(settings)
+    bpp = settings.bpp
+    spec = stack.cpu_offload
+    states = local * (bpp.master + bpp.optimizer + HOST_GRAD_BYTES)
+    # DeepSpeed's 16-bit accumulation buffers with gradient accumulation (accumulated_grads_in_cpu)
+    accum = 0.0 if spec is None or spec.transfers != "zero_offload" else np.where(m > 1, local * bpp.gradients, 0.0)
+    sep = 0.0 if spec is None or spec.params_with_optimizer else 1.0  # FSDP2's shard is the fp32 master already
+    return opt * (states + accum) + par * sep * weights_local * bpp.weights
+
+
+def transfer_bytes(settings, local, m, n_red, n_ag, n_rs, stack) -> tuple:
+    """(down, up, up_after) bytes a rank's host link moves a step (module docstring): down and up beside the
+    backward (the gradient hooks' copies; FSDP2's gathers and reductions), up_after after the CPU step (DeepSpeed's
+    updated 16-bit partition). n_red: gradient reductions a step (DeepSpeed: m at ZeRO-2, 1 at ZeRO-1); n_ag, n_rs:
+    FSDP's all-gathers and reduce-scatters a step."""
+    opt, _ = switches(settings)
+    spec = stack.cpu_offload
+    zero = 0.0 * local
+    if spec is None:
+        return zero, zero, zero
+    g = settings.bpp.gradients
+    if spec.transfers == "fsdp2":
+        return opt * n_rs * local * FP32_BYTES, opt * n_ag * local * FP32_BYTES, zero
+    many = m > 1
+    # the accumulation copies: the first micro-batch's gradient down (ZeRO-2, whose hooks reduce every micro-batch),
+    # each later reduction's accumulated one up (ZeRO-2: m - 1; ZeRO-1: its one reduction after the last micro-batch)
+    acc_down = np.where(many & (n_red > 1), 1.0, 0.0) * local * g
+    acc_up = np.where(many, np.where(n_red > 1, n_red - 1.0, 1.0), 0.0) * local * g
+    # DeepSpeed ZeRO-3 offload_param: each all-gather's 16-bit partition copied up from the host first
+    par_up = switches(settings)[1] * n_ag * local * settings.bpp.weights
+    return opt * (local * FP32_BYTES + acc_down), opt * acc_up + par_up, opt * local * settings.bpp.weights

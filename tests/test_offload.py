@@ -1,0 +1,272 @@
+"""CPU offload (planner/offload.py; job fields offload_optimizer / offload_param; stack_db cpu_offload): what leaves
+the GPU, the host bytes and their gate, the CPU step and the host link's copies, the DeepSpeed JSON and torchtitan
+readers and exporters. Figures derived by hand from the sources the module cites.
+
+Llama 3 8B (model_zoo llama3-8b): 8,030,261,248 parameters, untied, the embedding and the output layer
+128,256 x 4,096 = 525,336,576 each (the largest parameters). On 8 GPUs at ZeRO-2 a rank's optimizer partition
+L = 8,030,261,248 / 8 = 1,003,782,656 elements.
+"""
+
+import json
+
+import pytest
+import yaml
+
+from conftest import assert_one_error
+
+P = 8_030_261_248
+L = P // 8
+EMB = 128_256 * 4_096
+DS2 = dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", sharding="zero2", micro_batch=1, global_batch=8,
+           seq_len=4096)
+
+
+def _explain(cli, tmp_path, job: dict, name="job.yaml"):
+    f = tmp_path / name
+    f.write_text(yaml.safe_dump(job))
+    r = cli("explain", str(f), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_zero2_offload_optimizer_memory_by_hand(cli, tmp_path):
+    """ZeRO-Offload at stage 2 (stage_1_and_2.py @38327e07): the fp32 master partition (4 B x L) and Adam's m, v
+    (8 B x L) leave the GPU, and the 16-bit gradient partition (grads_in_partition, 2 B x L) is never allocated; the
+    GPU keeps temp_grad_buffer_for_gpu_offload, the largest parameter in bf16 (the embedding, 2 B x 525,336,576).
+    Every other term unchanged."""
+    plain = _explain(cli, tmp_path, DS2)
+    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu"), "off.yaml")
+    a, b = plain["memory"]["terms"], off["memory"]["terms"]
+    assert a["master_weights"] == 4 * L and b["master_weights"] == 0
+    assert a["adam"] == 8 * L and b["adam"] == 0
+    assert a["gradients"] == 2 * L and b["gradients"] == 2 * EMB
+    assert {k for k in a if a[k] != b[k]} == {"master_weights", "adam", "gradients"}
+    assert plain["memory"]["total_bytes"] - off["memory"]["total_bytes"] == 4 * L + 8 * L + 2 * L - 2 * EMB
+    assert off["plan"]["offload_optimizer"] == "cpu" and "offload_optimizer" not in plain["plan"]
+    # the host: L x (4 master + 8 Adam + 4 fp32 gradient) a rank (one micro-batch: no accumulation buffers), x 8 a node
+    host = off["memory"]["host"]
+    assert host["bytes_per_rank"] == 16 * L == 16_060_522_496
+    assert host["bytes_per_node"] == 8 * 16 * L and host["ranks_per_node"] == 8
+    assert host["capacity_bytes_per_node"] == 2048e9 and host["fits"] is True  # DGX H100: 2 TB
+    assert "host" not in plain["memory"]
+
+
+def test_zero2_offload_step_by_hand(cli, tmp_path):
+    """The optimizer term: the host's Adam over L, shared by the node's 8 ranks, at the ZeRO-Offload paper's CPU-Adam
+    rate (10e9 parameters in 2.57 s: offload.CPU_ADAM_PARAMS_PER_S), plus the host link at 64 GB/s (PCIe Gen5 x16):
+    the gradient partition down in fp32 (4 B x L) beside the backward and the updated bf16 partition up (2 B x L)
+    after the CPU step. Without overlap_comm (megatron-deepspeed's ZeRO-2 default) both exposed; with it the
+    gradient copies hide behind the backward (one micro-batch's backward, over 0.06 s here), the parameter copy stays."""
+    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu"))
+    t = off["time"]
+    adam = L * 8 * 2.57 / 10e9
+    assert t["offload_cpu_adam_s"] == pytest.approx(adam, rel=1e-12)
+    assert t["offload_link_s"] == pytest.approx((4 * L + 2 * L) / 64e9, rel=1e-12)
+    assert t["offload_link_exposed_s"] == pytest.approx(t["offload_link_s"], rel=1e-12)
+    assert t["optimizer_s"] == pytest.approx(adam + 6 * L / 64e9, rel=1e-12)
+    over = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", dp_comm_overlap=True), "over.yaml")["time"]
+    assert over["offload_link_exposed_s"] == pytest.approx(2 * L / 64e9, rel=1e-12)
+    # the rest of the step is the plan's without offload
+    plain = _explain(cli, tmp_path, DS2, "plain.yaml")["time"]
+    assert t["step_s"] - t["optimizer_s"] == pytest.approx(plain["step_s"] - plain["optimizer_s"], rel=1e-12)
+
+
+def test_gradient_accumulation_host_buffers_and_copies(cli, tmp_path):
+    """Four micro-batches at ZeRO-2: DeepSpeed's accumulated_grads_in_cpu, bf16 (2 B x L on the host), the first
+    micro-batch's gradient down and each later one's accumulated one up (3 x 2 B x L) beside the fp32 copy down."""
+    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", global_batch=32))
+    assert off["memory"]["host"]["bytes_per_rank"] == 16 * L + 2 * L
+    down, up = 4 * L + 2 * L, 3 * 2 * L
+    assert off["time"]["offload_link_s"] == pytest.approx((max(down, up) + 2 * L) / 64e9, rel=1e-12)
+
+
+def test_host_memory_gate(cli, tmp_path):
+    """A node with less host memory than the offload's (here 100 GB against 8 x 16.06 GB): check fails, naming it."""
+    from planner.catalog import hardware_source
+
+    hw = yaml.safe_load(hardware_source("h100-sxm").read_text())
+    hw.update(name="h100-small-host", host_memory_GB=100)
+    (tmp_path / "hw.yaml").write_text(yaml.safe_dump(hw))
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(dict(DS2, offload_optimizer="cpu", hardware=str(tmp_path / "hw.yaml"))))
+    r = cli("check", str(job), "--format", "json")
+    assert r.exit_code == 1, r.stderr
+    (res,) = json.loads(r.stdout)
+    host = [f for f in res["failures"] if f["kind"] == "host_memory"]
+    assert host and host[0]["overflow_bytes"] == 8 * 16 * L - 100e9
+    text = cli("check", str(job))
+    assert "host memory: CPU offload holds" in text.stdout
+
+
+def test_no_gate_without_host_memory(cli, tmp_path):
+    """h100-pcie gives its link (64 GB/s) but no node memory: the host bytes reported, not gated."""
+    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", hardware="h100-pcie"))
+    assert off["memory"]["host"]["fits"] is None and off["memory"]["host"]["capacity_bytes_per_node"] is None
+
+
+def test_torchtitan_cpu_offload_policy(cli, tmp_path):
+    """FSDP2's CPUOffloadPolicy: the fp32 sharded parameter (the master) and Adam's moments on the host, the sharded
+    gradient fp32 there (FSDP2 frees it before the backward anyway: memory.py [7]); the host L x 16 B; each
+    all-gather's fp32 shard up and each reduce-scatter's fp32 gradient down (one micro-batch, reshard after forward:
+    2 gathers, 1 reduction), hidden behind the step's compute (dp overlap on); torch's CPU Adam (10e9 in 14.12 s)."""
+    tt = dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", global_batch=8, seq_len=4096)
+    plain = _explain(cli, tmp_path, tt)
+    off = _explain(cli, tmp_path, dict(tt, offload_optimizer="cpu", offload_param="cpu"), "off.yaml")
+    a, b = plain["memory"]["terms"], off["memory"]["terms"]
+    assert (b["master_weights"], b["adam"]) == (0, 0) and (a["master_weights"], a["adam"]) == (4 * L, 8 * L)
+    assert {k for k in a if a[k] != b[k]} == {"master_weights", "adam"}
+    assert off["memory"]["host"]["bytes_per_rank"] == 16 * L
+    assert off["time"]["offload_cpu_adam_s"] == pytest.approx(L * 8 * 14.12 / 10e9, rel=1e-12)
+    assert off["time"]["offload_link_s"] == pytest.approx(2 * 4 * L / 64e9, rel=1e-12)
+    assert off["time"]["offload_link_exposed_s"] == 0
+
+
+@pytest.mark.parametrize("job, needle", [
+    (dict(DS2, stack="megatron"), "does not offload"),
+    (dict(DS2, sharding="none"), "sharding none"),
+    (dict(DS2, hardware="a100-sxm-80gb"), "pcie_GBps"),
+    (dict(DS2, offload_param="cpu"), "offload_param cpu with sharding zero2"),
+    (dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp"), "together"),
+])
+def test_refusals(cli, tmp_path, job, needle):
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(dict(job, offload_optimizer="cpu")))
+    assert_one_error(cli("explain", str(f)), needle)
+
+
+def test_fit_does_not_search_offload(cli):
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-deepspeed",
+                         "--offload-optimizer", "cpu"), "fit does not search CPU offload")
+
+
+def _ds(tmp_path, zero_extra: dict, name="ds.json"):
+    cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+           "zero_optimization": {"stage": 2, **zero_extra}}
+    f = tmp_path / name
+    f.write_text(json.dumps(cfg))
+    return f
+
+
+def _read(cli, f, *extra):
+    r = cli("explain", str(f), "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", *extra, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def test_deepspeed_reader(cli, tmp_path):
+    got, err = _read(cli, _ds(tmp_path, {"offload_optimizer": {"device": "cpu", "pin_memory": True}}))
+    assert got["plan"]["offload_optimizer"] == "cpu" and "offload_param" not in got["plan"]
+    assert "offload not modelled" not in err and "offload_optimizer" not in err
+    # pin_memory left out: DeepSpeed's default false, pageable buffers: listed as not modelled
+    got, err = _read(cli, _ds(tmp_path, {"offload_optimizer": {"device": "cpu"}}, "b.json"))
+    assert got["plan"]["offload_optimizer"] == "cpu" and "pin_memory absent" in err
+    # nvme: not modelled, priced on the GPU
+    got, err = _read(cli, _ds(tmp_path, {"offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}, "c.json"))
+    assert "offload_optimizer" not in got["plan"] and "NVMe offload not modelled" in err
+    # offload_param below stage 3: DeepSpeed does not read it
+    from planner.trainers import deepspeed
+
+    f = _ds(tmp_path, {"offload_optimizer": {"device": "cpu", "pin_memory": True}, "offload_param": {"device": "cpu"}},
+            "d.json")
+    got, _ = _read(cli, f)
+    assert "offload_param" not in got["plan"]
+    cfg = deepspeed.read(f, model="llama3-8b", gpus=8)
+    assert any("read at ZeRO stage 3 only" in x for x in cfg.ignored) and "offload_param" not in cfg.job
+    none = deepspeed.read(_ds(tmp_path, {"offload_optimizer": {"device": "none"}}, "e.json"), model="llama3-8b", gpus=8)
+    assert "offload_optimizer" not in none.job and any("(no offload)" in x for x in none.ignored)
+
+
+@pytest.mark.parametrize("zero, needle", [
+    ({"offload_optimizer": {"device": "tape"}}, "zero_optimization.offload_optimizer.device"),
+    ({"offload_param": {"device": 3}}, "zero_optimization.offload_param.device"),
+    ({"offload_optimizer": "cpu"}, "zero_optimization.offload_optimizer"),
+])
+def test_deepspeed_bad_offload(cli, tmp_path, zero, needle):
+    r = cli("explain", str(_ds(tmp_path, zero)), "--model", "llama3-8b", "--gpus", "8")
+    assert_one_error(r, needle)
+
+
+def test_deepspeed_round_trip(cli, tmp_path):
+    """export writes offload_optimizer {device: cpu, pin_memory: true} (and offload_param at ZeRO-3); read back, the
+    same plan and figures."""
+    for job in (dict(DS2, offload_optimizer="cpu"), dict(DS2, sharding="fsdp", offload_optimizer="cpu", offload_param="cpu")):
+        f = tmp_path / "job.yaml"
+        f.write_text(yaml.safe_dump(job))
+        r = cli("export", str(f), "--format", "deepspeed")
+        assert r.exit_code == 0, r.stderr
+        cfg = json.loads(r.stdout)
+        assert cfg["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
+        if job.get("offload_param"):
+            assert cfg["zero_optimization"]["offload_param"] == {"device": "cpu", "pin_memory": True}
+        back = tmp_path / "back.json"
+        back.write_text(r.stdout)
+        got, _ = _read(cli, back)
+        want = _explain(cli, tmp_path, job, "want.yaml")
+        for k in ("offload_optimizer", "offload_param", "sharding"):
+            assert got["plan"].get(k) == want["plan"].get(k)
+        assert got["memory"]["total_bytes"] == want["memory"]["total_bytes"]
+        assert got["time"]["step_s"] == pytest.approx(want["time"]["step_s"], rel=1e-12)
+
+
+def test_torchtitan_reader_and_round_trip(cli, tmp_path):
+    """[training] enable_cpu_offload = true under FSDP: both fields cpu; written back by export; without a shard
+    degree torchtitan applies no policy: ignored."""
+    from pathlib import Path
+
+    base = Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml"
+    text = base.read_text().replace("compile = false", "compile = false\nenable_cpu_offload = true")
+    f = tmp_path / "off.toml"
+    f.write_text(text)
+    r = cli("explain", str(f), "--gpus", "8", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["plan"]["offload_optimizer"], got["plan"]["offload_param"]) == ("cpu", "cpu")
+    e = cli("export", str(f), "--gpus", "8", "--format", "torchtitan")
+    assert e.exit_code == 0, e.stderr
+    assert "enable_cpu_offload = true" in e.stdout
+    back = tmp_path / "back.toml"
+    back.write_text(e.stdout)
+    r2 = cli("explain", str(back), "--gpus", "8", "--format", "json")
+    assert r2.exit_code == 0, r2.stderr
+    again = json.loads(r2.stdout)
+    assert again["plan"]["offload_optimizer"] == "cpu" and again["memory"]["total_bytes"] == got["memory"]["total_bytes"]
+    ddp = text.replace("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 1").replace(
+        "data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 8")
+    f2 = tmp_path / "ddp.toml"
+    f2.write_text(ddp)
+    r3 = cli("explain", str(f2), "--gpus", "8", "--format", "json")
+    assert r3.exit_code == 0, r3.stderr
+    assert "offload_optimizer" not in json.loads(r3.stdout)["plan"]
+    from planner.trainers import torchtitan
+
+    cfg = torchtitan.read(f2, gpus=8)
+    assert "offload_optimizer" not in cfg.job and any("training.enable_cpu_offload" in x for x in cfg.ignored)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("enable_cpu_offload = true", 'enable_cpu_offload = "yes"'))
+    assert_one_error(cli("explain", str(bad), "--gpus", "8"), "enable_cpu_offload")
+
+
+def test_megatron_deepspeed_round_trip(cli, tmp_path):
+    """The Megatron-DeepSpeed launch script: the ds_config heredoc with offload_optimizer and --cpu-optimizer
+    (microsoft/Megatron-DeepSpeed @f4157bea megatron/optimizer/__init__.py l. 83-94: DeepSpeedCPUAdam, the host Adam
+    priced); read back, the same plan and figures. The JSON's offload without --cpu-optimizer is listed as not
+    modelled (the engine would step the host partition with the GPU's apex FusedAdam)."""
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(dict(DS2, offload_optimizer="cpu")))
+    r = cli("export", str(f), "--format", "megatron-deepspeed")
+    assert r.exit_code == 0, r.stderr
+    assert "--cpu-optimizer" in r.stdout and '"offload_optimizer"' in r.stdout
+    script = tmp_path / "run.sh"
+    script.write_text(r.stdout)
+    back = cli("explain", str(script), "--format", "json")
+    assert back.exit_code == 0, back.stderr
+    got, want = json.loads(back.stdout), _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu"), "want.yaml")
+    assert got["plan"]["offload_optimizer"] == "cpu"
+    assert got["memory"]["total_bytes"] == want["memory"]["total_bytes"]
+    assert got["time"]["optimizer_s"] == pytest.approx(want["time"]["optimizer_s"], rel=1e-12)
+    plain = tmp_path / "plain.sh"
+    plain.write_text(r.stdout.replace("    --cpu-optimizer \\\n", ""))
+    assert "--cpu-optimizer" not in plain.read_text()
+    r2 = cli("explain", str(plain), "--format", "json")
+    assert r2.exit_code == 0, r2.stderr
+    assert json.loads(r2.stdout)["plan"]["offload_optimizer"] == "cpu" and "without --cpu-optimizer" in r2.stderr
