@@ -27,6 +27,12 @@ FIT_NEVER_IMPORTS = ("scipy", "matplotlib", "jsonschema", "tomllib", "planner.ca
                      "planner.plot", "planner.hf_config", "planner.check", "planner.budget", "planner.reliability",
                      "planner.megatron_ci", "planner.memory_rows", "planner.profile", "planner.trainers.",
                      "planner.torchtitan_registry")
+# What `planner check` and `planner export` never import: the budget command's modules (their plan
+# options are explain's, from cli/core.py plan_parameters, not from cli/budget.py), and the libraries
+# and modules of commands they do not run.
+CHECK_NEVER_IMPORTS = ("planner.budget", "planner.reliability", "planner.cli.budget", "planner.render.budget", "scipy",
+                       "matplotlib", "jsonschema", "planner.calibrate", "planner.validate", "planner.plot",
+                       "planner.cli.fit")
 _PROCESS = """
 import gc, json, runpy, sys
 sys.argv = ['planner', *{args!r}]
@@ -57,6 +63,21 @@ def test_fit_imports_only_what_fit_runs():
     assert not bad, f"planner fit imported {bad}"
     assert not [m for m in mods if m.startswith("planner.cli.") and m not in ("planner.cli.fit", "planner.cli.core",
                                                                                "planner.cli.common", "planner.cli.helpfmt")]
+
+
+def _never(mods: list, never: tuple) -> list:
+    return [m for m in mods if any(m == p or m.startswith(p if p.endswith(".") else p + ".") for p in never)]
+
+
+def test_check_and_export_import_not_the_budget():
+    script = str(ROOT / "tests" / "data" / "trainer_configs" / "train_llama3_8b.sh")
+    for args, own in ((["check", script], "planner.cli.check"),
+                      (["export", "--model", "llama3-8b", "--gpus", "8", "--format", "megatron"], "planner.cli.export")):
+        res = _planner_process(*args)
+        assert res["code"] == 0, args
+        mods = res["modules"]
+        assert own in mods and "planner.explain" in mods  # the list is the run's
+        assert not _never(mods, CHECK_NEVER_IMPORTS), f"planner {args[0]} imported {_never(mods, CHECK_NEVER_IMPORTS)}"
 
 
 def test_help_lists_the_commands_without_importing_them():

@@ -8,7 +8,6 @@ drift apart. The arithmetic lives in planner/budget.py and planner/reliability.p
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 from typing import Optional
@@ -20,33 +19,12 @@ from ..budget import (
 )
 from ..trainers import load_trainer_config, sniff_format
 from .common import Format, FormatOption, cli_errors, warn
-from .core import job_from_cli, job_options, job_yaml, set_parameters
-from ..field_options import FIELD_NAMES
+from .core import job_option_names, job_from_cli, job_options, job_yaml, plan_parameters, with_parameters
 from ..errors import PlannerError
 from ..plan import resolve
 from ..render.budget import emit_budget, emit_sweep
 from ..render.common import progress
 from ..units import parse_seconds
-
-# job_options' own parameters and the FIELD_OPTIONS fields it takes as keywords
-_JOB_OPTION_NAMES = tuple(n for n, p in inspect.signature(job_options).parameters.items()
-                          if p.kind != inspect.Parameter.VAR_KEYWORD) + FIELD_NAMES
-
-
-def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
-    """explain's job-file argument and plan options (those job_options takes), as declared."""
-    for cmd in app.registered_commands:
-        if getattr(cmd.callback, "__name__", "") == "explain":
-            sig = inspect.signature(cmd.callback, eval_str=True)
-            return [p for name, p in sig.parameters.items()
-                    if name in ("job_file", "from_fit", "row", "config_format", "quiet") or name in _JOB_OPTION_NAMES]
-    raise RuntimeError("planner budget needs the explain command registered first (core.register)")
-
-
-def _with_parameters(fn, before: list[inspect.Parameter]):
-    """Give `fn(**kw)` a signature of `before` + fn's own keyword parameters, for typer."""
-    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
-    return set_parameters(fn, [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in before + own])
 
 
 def _yaml_has_gpus(job_file, config_format=None, model=None) -> bool:
@@ -63,7 +41,7 @@ def _yaml_has_gpus(job_file, config_format=None, model=None) -> bool:
 
 
 def register(app: typer.Typer) -> None:
-    plan_params = _plan_parameters(app)
+    plan_params = plan_parameters(app)
 
     def budget(
         mfu: Optional[float] = typer.Option(None, "--mfu", help="replace the step-time model's MFU by this figure (6N convention), e.g. 0.4"),
@@ -113,7 +91,7 @@ def register(app: typer.Typer) -> None:
         config_format = plan_kw.pop("config_format", None)
         if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file, config_format, plan_kw.get("model")):
             plan_kw["gpus"] = counts[0]  # the base count (what --mtbf-hours refers to)
-        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row,
+        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in job_option_names()}), from_fit, row,
                                   config_format)
         if job.tokens is None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
@@ -132,5 +110,5 @@ def register(app: typer.Typer) -> None:
         res["warnings"] = warnings + res["warnings"]
         emit_budget(res, fmt)
 
-    app.command("budget")(cli_errors(_with_parameters(budget, plan_params)))
+    app.command("budget")(cli_errors(with_parameters(budget, plan_params)))
 

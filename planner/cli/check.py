@@ -11,7 +11,7 @@ import typer
 
 from ..check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
 from .common import Format, FormatOption, cli_errors, report_error, warn
-from .core import job_options, load_job
+from .core import job_option_names, job_options, load_job, plan_parameters, with_parameters
 from ..errors import PlannerError
 from ..render.check import emit_check, print_job
 from ..render.common import check_finite
@@ -19,9 +19,7 @@ from ..units import parse_seconds
 
 
 def register(app: typer.Typer) -> None:
-    from .budget import _JOB_OPTION_NAMES, _plan_parameters, _with_parameters
-
-    plan_params = [p for p in _plan_parameters(app) if p.name not in ("job_file", "from_fit", "row")]
+    plan_params = [p for p in plan_parameters(app) if p.name not in ("job_file", "from_fit", "row")]
 
     def check(
         job_files: list[Path] = typer.Argument(..., help="job YAML files (the fields `planner explain` reads; see `planner schema`), or trainer configs: torchtitan .toml, Megatron launch script / argument file, DeepSpeed .json"),
@@ -51,7 +49,7 @@ def register(app: typer.Typer) -> None:
             if not gates.timed and not slack:
                 warn("this calibration profile affects time only (no run-calibrated allocator_slack); "
                      "the memory check is the same with or without it")
-        overrides = job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES})
+        overrides = job_options(**{k: plan_kw.get(k) for k in job_option_names()})
         results: list[dict] = []
         codes: list[int] = []
         internal: list[BaseException] = []  # a planner bug on one file: the others' verdicts still print
@@ -90,7 +88,7 @@ def register(app: typer.Typer) -> None:
         if code:
             raise typer.Exit(code)
 
-    app.command("check")(cli_errors(_with_parameters(check, plan_params)))
+    app.command("check")(cli_errors(with_parameters(check, plan_params)))
 
     @app.command("schema")
     @cli_errors

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from pathlib import Path
 from typing import Optional, get_args
@@ -21,7 +22,7 @@ from ..params import count_params
 from ..plan import resolve
 from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
-from ..field_options import FIELD_OPTIONS
+from ..field_options import FIELD_NAMES, FIELD_OPTIONS
 from ..schema import Job, Sharding
 from ..trainers import READ_FORMATS, default_trainer_seq, load_trainer_config, one_rank_mesh, sniff_format, words_of
 from ..units import parse_count
@@ -293,6 +294,33 @@ def set_parameters(fn, params: list[inspect.Parameter]):
     fn.__signature__ = inspect.Signature(params)
     fn.__annotations__ = {p.name: p.annotation for p in params}
     return fn
+
+
+@functools.cache
+def job_option_names() -> tuple[str, ...]:
+    """job_options' own parameters and the FIELD_OPTIONS fields it takes as keywords (computed when
+    budget, check or export registers: `planner fit` imports this module too and never reads it)."""
+    return tuple(n for n, p in inspect.signature(job_options).parameters.items()
+                 if p.kind != inspect.Parameter.VAR_KEYWORD) + FIELD_NAMES
+
+
+def plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
+    """explain's job-file argument and plan options (those job_options takes), as declared: the
+    plan options of budget, check and export (each takes them from the registered explain command,
+    so that they cannot drift apart; here, not in cli/budget.py, so that check and export do not
+    import the budget's modules: start-up, issue 24)."""
+    for cmd in app.registered_commands:
+        if getattr(cmd.callback, "__name__", "") == "explain":
+            sig = inspect.signature(cmd.callback, eval_str=True)
+            return [p for name, p in sig.parameters.items()
+                    if name in ("job_file", "from_fit", "row", "config_format", "quiet") or name in job_option_names()]
+    raise RuntimeError("budget, check and export need the explain command registered first (core.register)")
+
+
+def with_parameters(fn, before: list[inspect.Parameter]):
+    """Give `fn(**kw)` a signature of `before` + fn's own keyword parameters, for typer."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    return set_parameters(fn, [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in before + own])
 
 
 def with_field_options(fn):

@@ -10,9 +10,8 @@ from typing import Optional
 
 import typer
 
-from .budget import _JOB_OPTION_NAMES, _plan_parameters, _with_parameters
 from .common import cli_errors, warn
-from .core import job_from_cli, job_options
+from .core import job_option_names, job_from_cli, job_options, plan_parameters, with_parameters
 from .. import files
 from ..errors import PlannerError
 from ..explain import evaluate, to_json
@@ -93,7 +92,7 @@ def _settings_plan(job):
 
 
 def register(app: typer.Typer) -> None:
-    plan_params = _plan_parameters(app)
+    plan_params = plan_parameters(app)
 
     def export(
         target: str = typer.Option(..., "--format", "-f", help=f"the trainer's config format: {'|'.join(FORMATS)}"),
@@ -114,8 +113,8 @@ def register(app: typer.Typer) -> None:
                 if src is not None and files.same_file(output, src):
                     raise PlannerError(f"--output {str(output)!r} is {opt} {str(src)!r}: writing it would destroy the input",
                                        "give another --output path")
-        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row,
+        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in job_option_names()}), from_fit, row,
                                   config_format)
         write_export(resolved_plan(job, where), target, output)
 
-    app.command("export")(cli_errors(_with_parameters(export, plan_params)))
+    app.command("export")(cli_errors(with_parameters(export, plan_params)))
