@@ -112,14 +112,15 @@ def test_every_long_context_entry_cites_its_length_or_gets_the_documented_defaul
 
 def test_a_trainer_config_without_a_length_takes_no_published_one(cli):
     """A DeepSpeed JSON says nothing of the sequence: the default of a job without a recipe (4,096
-    for Mixtral 8x7B, not its published 32,768), listed as assumed; --seq-len replaces it. (Gemma 3 was
-    the model here: megatron-deepspeed builds no sliding-window layer, start-up rule STACK_LAYER_KIND.)"""
+    for Llama 3 8B, not its published 8,192), listed as assumed; --seq-len replaces it. (Gemma 3 was
+    the model here: megatron-deepspeed builds no sliding-window layer, start-up rule STACK_LAYER_KIND; then
+    Mixtral 8x7B (published 32,768): this JSON is ZeRO-3, which DeepSpeed-MoE refuses, rule DEEPSPEED_MOE.)"""
     ds = TRAINER / "ds_config_zero3.json"
-    r = cli("explain", ds, "--model", "mixtral-8x7b", "--gpus", "8", "--format", "json")
+    r = cli("explain", ds, "--model", "llama3-8b", "--gpus", "8", "--format", "json")
     assert r.exit_code in (0, 1), r.stderr
     assert json.loads(r.stdout)["plan"]["seq_len"] == 4096
     assert "seq_len=4,096: the config gives no sequence length (pass --seq-len)" in r.stderr
-    r = cli("explain", ds, "--model", "mixtral-8x7b", "--gpus", "8", "--seq-len", "2048", "--format", "json")
+    r = cli("explain", ds, "--model", "llama3-8b", "--gpus", "8", "--seq-len", "2048", "--format", "json")
     assert r.exit_code in (0, 1), r.stderr
     assert json.loads(r.stdout)["plan"]["seq_len"] == 2048 and "seq_len=" not in r.stderr
 
