@@ -282,7 +282,8 @@ References
     plateau x its wave efficiency, or a calibration's rate) and its compulsory traffic (each operand read once, the
     output written once, 2 B an element) at the streaming rate, compute.py [11]. Both go to the moe_permute term
     (perm_fwd / perm_bwd: re-run with the forward under full recompute) and the einsums' share is the extra
-    moe_gating_einsum_s (a middle stage's, as eager_core_time).
+    moe_gating_einsum_s (a middle stage's, as eager_core_time). At tp > 1 its TP all-gathers of the capacity
+    (gating_gather) join the MoE MLP's TP pair in tp_comm.
 """
 
 from __future__ import annotations
@@ -1117,7 +1118,7 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
         pairs = np.float64(0.0)
         for mult in kind.mixer.tp_pairs + kind.mlp.tp_pairs:
             if mult == "moe":
-                pairs = pairs + etp_pair(sc, coll, kind.mlp)
+                pairs = pairs + etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp)
                 continue
             if mult not in per:
                 per[mult] = pair(mult)
@@ -1134,6 +1135,20 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
         out = [o + (n + rc) * (getattr(k.mixer, "tp_synced", 0.0) + getattr(k.mlp, "tp_synced", 0.0)) * sync
                for o, k in zip(out, sc.ll.kinds)]
     return sc.mean("mid", out)
+
+
+def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
+    """One way of DeepSpeed-MoE's TP all-gather per micro-batch where the stack gates densely (stack moe_gating,
+    layers/moe.py [18]) and tp > 1: MOELayer.forward splits the capacity over the TP ranks before the dispatch
+    all-to-all (drop_tokens) and all-gathers the combine all-to-all's output back to the whole [E, C, h] on every TP
+    rank (gather_tokens, microsoft/DeepSpeed @38327e07 sharded_moe.py l. 659-664; mappings.py _gather_tokens:
+    all_gather_into_tensor over the TP group); backward, drop_tokens' gradient is the same all-gather (_DropTokens
+    .backward). 2 E C h bytes gathered (bf16), synchronous. 0 on every other stack and at tp 1."""
+    gating = sc.stack.moe_gating
+    if gating is None:  # a stack setting
+        return np.zeros(np.shape(sc.plan.tp))
+    ec = block.num_experts * block.gating_capacity(sc.ctx, sc.settings.moe_capacity_factor, gating.min_capacity)
+    return coll(comm.ALL_GATHER, ACT_BYTES * ec * block.h, sc.plan.tp, coll.strides["tp"])
 
 
 def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:

@@ -143,3 +143,20 @@ def test_other_stacks_keep_the_dispatcher_pricing():
     """The megatron stack (no moe_gating) shows no dense gating and no einsum term."""
     _, _, _, js = _mixtral_mds(stack="megatron")
     assert "dense_gating" not in js["moe"] and "moe_gating_einsum_s" not in js["time"]
+
+
+def test_tp_all_gathers_of_the_capacity_by_hand():
+    """tp 8 (SP): MOELayer splits the capacity over the TP ranks before the dispatch all-to-all and all-gathers the
+    combine's [E, C, h] back on every TP rank, and drop_tokens' gradient is that all-gather again (sharded_moe.py
+    l. 659-664, mappings.py): tp_comm_s grows by 2 all-gathers of 2 B x E C h a layer and micro-batch, 32 layers,
+    m = 1, at the TP group's place (S = 4,096 x 2 / 8 = 1,024, C = 256, 2 x 2,048 x 4,096 B = 16 MiB each)."""
+    from planner import comm
+    from planner.step import Collectives, _context, step_time
+
+    settings, plan, _, js = _mixtral_mds(tp=8, sequence_parallel=True, micro_batch=2, global_batch=16)
+    sc = _context(settings, plan)
+    coll = Collectives(sc)
+    gather = coll(comm.ALL_GATHER, 2.0 * 8 * 256 * H, plan.tp, coll.strides["tp"])
+    assert float(gather) > 0.0
+    without = float(step_time(_without_gating(settings), plan)[0].tp_comm)
+    assert js["time"]["tp_comm_s"] - without == pytest.approx(LAYERS * 2 * float(gather), rel=1e-9)

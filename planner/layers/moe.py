@@ -255,10 +255,14 @@ References
     back, with TP > 1 gather_tokens to the whole C on every TP rank (l. 659-664), and combined_output =
     einsum("sec,ecm->sm", combine_weights.type_as(input), expert_output) (l. 669, a bf16 copy of the weights; one
     GEMM [S, E C] x [E C, M]).
-  GEMMs (gating_einsum_rows; 2 S E C M FLOPs each): forward the dispatch [E C, M, K = S] and the combine
-    [S, M, K = E C]; backward (PyTorch mm: each operand's gradient a GEMM, computed only for an operand that needs
-    one; the bool mask's copy needs none) the dispatch's input gradient [S, M, K = E C], the combine's weight
-    gradient [S, E C, K = M] and expert-output gradient [E C, M, K = S]: 2 forward, 3 backward.
+  GEMMs (gating_einsum_rows; 2 S E C M FLOPs each; torch.einsum contracts through at::bmm in sumproduct_pair,
+    aten/src/ATen/native/Linear.cpp): forward the dispatch [E C, M, K = S] and the combine [S, M, K = E C]; backward
+    (each operand's gradient a GEMM, computed only for an operand that needs one; the bool mask's copy needs none)
+    the dispatch's input gradient [S, M, K = E C], the combine's weight gradient [S, E C, K = M] and expert-output
+    gradient [E C, M, K = S]: 2 forward, 3 backward. What autograd saves: mm / bmm / mul keep an operand only where
+    the other needs a gradient (the generated guards `if (grad_fn->should_compute_output(1)) grad_fn->self_ =
+    SavedVariable(self)`, pytorch/pytorch issue 97575 for MmBackward0, PR 16583 for bmm and mul): the dispatch keeps
+    the mask's copy, not its input; the combine both operands.
   HBM bytes a token of S (gating_bytes; the [S, E] and [S] tensors of the gating left out, below):
     forward: input.float() read 2M write 4M (6M); per location one-hot [S, C] (top-1 one, top-2 two) int64 write 8C,
     .float() read 8C write 4C, the outer product read 4C write 4EC (24C + 4EC each); top-2's sum read 8EC write 4EC;
@@ -283,8 +287,7 @@ References
     its fp32 cast and a product's fp32 gradient, 10EC.
   Not counted: the [S, E] fp32 / int64 tensors (gates, masks, cumsums, the normalised gates: some tens of bytes
     x E a token, under 2% of the [S, E, C] ones at C >= 8), the gate weight's fp32 copy ([E, M] a layer), the
-    TP drop / gather copies and the TP all-gathers of [E, C / tp, M] (gather_tokens forward, drop_tokens' gradient
-    backward), the host's wait at _capacity's comparison (l. 168), the chunked experts' input copies. Under
+    TP drop / gather copies (the TP all-gathers of [E, C / tp, M] themselves are step.py gating_gather's), the host's wait at _capacity's comparison (l. 168), the chunked experts' input copies. Under
     Megatron's sequence parallelism the gate's input is already the rank's 1 / tp of the sequence, yet MOELayer
     narrows the capacity dimension to 1 / tp before the all-to-all as if the tokens were duplicated over TP
     (sharded_moe.py l. 628, deepspeed/moe/mappings.py _drop_tokens l. 56-68): the planner prices the gate on the
