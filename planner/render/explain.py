@@ -267,7 +267,9 @@ def moe_lines(res: dict) -> None:
         out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
                   f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s per step before overlap "
                   f"(exposed: the EP row)")
-    out.print(f"  MoE {'per-expert GEMMs' if loop else 'grouped GEMM'}: {m['local_experts']:g} local experts x "
+    # DeepSpeed-MoE's Experts.forward is a loop of per-expert calls too (stack moe_gating, layers/moe.py [18])
+    out.print(f"  MoE {'per-expert GEMMs' if loop or m.get('dense_gating') else 'grouped GEMM'}: "
+              f"{m['local_experts']:g} local experts x "
               f"{m['tokens_per_expert']:,.0f} tokens, "
               f"efficiency {pct(m['grouped_gemm_efficiency'])} of the dense peak; fixed MoE overhead "
               f"{m['fixed_overhead_s']:,.4g} s per step ({m['fixed_overhead']})")
