@@ -171,6 +171,9 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),
+        # of moe_permute_s, a middle stage's: DeepSpeed-MoE's dispatch and combine einsums (stack moe_gating, step.py [24])
+        **({"moe_gating_einsum_s": _num(pick(est.time_extra["moe_gating_einsum_s"]))}
+           if "moe_gating_einsum_s" in est.time_extra else {}),
         # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
         **({"moe_host_s": t["moe_host_s"]} if "moe_host_s" in t else {}),
         # CPU offload (planner/offload.py): optimizer_s is the CPU's Adam plus the host link's exposed copies
@@ -284,6 +287,27 @@ def moe_arrays(settings: Settings, plan: PlanArrays, est: Estimate) -> dict:
             "fp8_dispatch": fp8_dispatch(settings, plan)}
 
 
+def dense_gating_report(settings: Settings, plan: PlanArrays, pick) -> dict:
+    """DeepSpeed-MoE's dense gating of one plan, one MoE layer and micro-batch on one GPU (layers/moe.py [18]): the
+    gate's tokens S and the capacity C, the bytes it saves for the backward by tensor (memory.py [dg]), its forward
+    and backward transients, the einsums' FLOPs forward and backward (two GEMMs and three of 2 S E C M each)."""
+    gating = stack_of(settings).moe_gating
+    kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
+    ctx = plan_context(settings, plan)
+    cf, floor = settings.moe_capacity_factor, gating.min_capacity
+    fwd, bwd = kind.mlp.gating_einsum_rows(ctx, cf, floor)
+    t_f, t_b = kind.mlp.gating_transient_bytes(ctx, cf, floor)
+    return {
+        "tokens": _num(pick(kind.mlp.gating_tokens(ctx))),
+        "capacity": _num(pick(kind.mlp.gating_capacity(ctx, cf, floor))),
+        "saved_bytes": {k: _num(pick(v)) for k, v in kind.mlp.gating_saved_bytes(ctx, cf, floor).items()},
+        "forward_transient_bytes": _num(pick(t_f)),
+        "backward_transient_bytes": _num(pick(t_b)),
+        "einsum_flops_forward": _num(pick(sum(2.0 * g.M * g.N * g.K * c for g, c in fwd))),
+        "einsum_flops_backward": _num(pick(sum(2.0 * g.M * g.N * g.K * c for g, c in bwd))),
+    }
+
+
 def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays: dict | None = None) -> dict:
     """explain's MoE terms of one plan: the dispatcher (planner/dispatch.py) with its dispatch
     and combine seconds per step on the critical stage before any overlap (their exposed share
@@ -325,6 +349,9 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
         # where the stack's code runs the routed experts as a Python loop of per-expert GEMMs (stack moe_experts,
         # layers/moe.py [16]), not a token dispatcher with grouped GEMMs: experts per_expert_loop
         **({"experts": "per_expert_loop"} if stack_of(settings).moe_experts is not None else {}),
+        # where the stack gates densely (DeepSpeed-MoE, stack moe_gating): its tensors, one MoE layer and micro-batch
+        **({"dense_gating": dense_gating_report(settings, plan, pick)} if stack_of(settings).moe_gating is not None
+           else {}),
         "fixed_overhead_s": _num(pick(est.time["moe_host"])),
         "fixed_overhead": "host issue time per step the dispatcher's synchronisation exposes (step.moe_host)"
                           if stack_of(settings).moe_host is not None else "not modelled for this stack",

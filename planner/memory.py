@@ -702,6 +702,15 @@ References
      l. 171-174 (mla_up_proj). So the router's saves, the permutations' maps, DeepEP's and Hybrid-EP's handles, the
      allgather's masked_select and the permuted probabilities are kept (the policy's saved tensors), never in the
      buffer of one layer's re-run: alltoall, allgather, deepep, hybridep alike (deepep_ll prices none).
+[dg] DeepSpeed-MoE's dense gating (stack moe_gating; layers/moe.py [18] derives each tensor): what an MoE layer saves
+     for its backward, gating_saved_bytes' named tensors (the gate's fp32 input, the fp32 location one-hots, the
+     einsums' bf16 dispatch mask and combine weights, the combine's [E, C, M] expert output, which replaces the
+     tensors() moe_expert_out), kept by every mode but full recompute (Megatron-DeepSpeed's selective policy re-runs
+     the attention core alone) and re-materialised with the layer under it; what it holds beyond them
+     (gating_transient_bytes): backward, the combine weights' gradient in bf16 and fp32 and a product's gradient, in
+     the layer's buffer; forward, the gating's fp32 [S, E, C] products (top-2: three at once), a moment of the last
+     layer's forward beside the stage's saved activations, its excess over the peak added to recompute_buffer as
+     TE's CP merge [cp3] is (the moment counts that layer's own saves too: a named approximation, high by them).
 [off] CPU offload (job fields offload_optimizer / offload_param, stack cpu_offload; planner/offload.py cites the
      code): model_state_terms moves the fp32 master, Adam's moments and the sharded gradient (ZeRO-2 and above) and,
      with offload_param, the sharded weights (FSDP / ZeRO-3) off the GPU; the step's temporaries and gradient copies,
@@ -1516,6 +1525,9 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         if not fp8_kernel_saves_qkv(stack):  # a stack setting: under CP > 1 TE's CP attention saves its own q, k, v
             ci = np.where(np.asarray(ctx.cp) > 1, f8r["dpa_qkv_cp"], ci)  # (MXFP8: the bf16 ones) [fa8]
     never = () if stack.memory.moe_keeps_expert_out else ("moe_expert_out",)  # not saved by any mode [14]
+    gating = dense_gating(settings)
+    # DeepSpeed-MoE's combine einsum saves its own [E, C, M] expert output (gating_saved_bytes) in its place [dg]
+    never += ("moe_expert_out",) if gating is not None and "moe_expert_out" not in never else ()
     route_saves = moe_routing_saves(settings)
     # where the routing saves are priced, the router's path's own bytes replace the generic fp32 logits
     never += ("moe_router_logits",) if route_saves is not None else ()
@@ -1548,6 +1560,9 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # the routing map / top-k indices and the permutations' row maps an MoE layer saves (layers/moe.py [9]):
         # kept by every mode but full recompute
         routing = route_saves(kind, ctx) if route_saves is not None else 0.0
+        # DeepSpeed-MoE's dense gating saves, kept by every mode but full recompute as the routing saves are [dg]
+        g_saved, g_fwd, g_bwd = gating(kind, ctx) if gating is not None else (0.0, 0.0, 0.0)
+        routing = routing + g_saved
         full = full + routing
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
         kept_saves = saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
@@ -1568,7 +1583,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
                       + graphed)
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
-                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)))
+                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)) + g_bwd)  # [dg]
         if stack.memory.block_backward_transients:
             extra = block_backward_extra(kind, ctx, plan, am, at)
             if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
@@ -1589,6 +1604,23 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # the P2P ring's backward beside what the layer holds then [cp4] (0 where the stack prices none)
         buffers[-1] = buffers[-1] + cp_ring_bwd(kind)
     return stored, buffers, layer_input
+
+
+def dense_gating(settings: Settings):
+    """kind, ctx -> (bytes one MoE layer's dense gating saves, its forward transient, its backward transient), one
+    micro-batch on one GPU (layers/moe.py gating_saved_bytes, gating_transient_bytes [dg]); (0, 0, 0) for a layer
+    without routed experts; None where the stack has no dense gating (stack moe_gating)."""
+    gating = stack_of(settings).moe_gating
+    if gating is None:  # a stack setting
+        return None
+    cf, floor = settings.moe_capacity_factor, gating.min_capacity
+
+    def of(kind, ctx):
+        if not kind.has_experts:  # a model property
+            return 0.0, 0.0, 0.0
+        saved = sum(kind.mlp.gating_saved_bytes(ctx, cf, floor).values())
+        return (saved, *kind.mlp.gating_transient_bytes(ctx, cf, floor))
+    return of
 
 
 def _per_dispatcher(settings: Settings, plan, f):
@@ -2179,6 +2211,9 @@ class _PerLayer:
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = stack.fsdp
         self.cp_merge = self._cp_merge(settings, plan, pc, stack, ctx)
+        # DeepSpeed-MoE's gating forward transient per layer kind [dg] (None: a stack without dense gating)
+        gating = dense_gating(settings)
+        self.gating_fwd = None if gating is None else [gating(k, ctx)[1] for k in pc.layers.kinds]
 
     def _step_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:
         """What the optimizer step holds beyond the states: its temporaries, the sharding mode's gradient copies and
@@ -2697,6 +2732,19 @@ def _offload_staging(per: _PerLayer, states: Terms, allocated, kept, counts, whe
     return Terms(**{k: states[k] + buf if k == "gradients" else states[k] for k in states}), allocated + buf, kept + buf
 
 
+def _forward_moments(per: _PerLayer, c, held, allocated):
+    """The excess over the peak `allocated` of one layer's forward transients, each a moment of the last layer's
+    forward beside `held` (the states, no sharded gradient, and the stage's saved activations): TE's CP merge [cp3],
+    DeepSpeed-MoE's gating products [dg]; the largest among the kinds the stage holds (c: its layers of each kind);
+    0 where the stack has neither (stack settings, not searched quantities)."""
+    excess = np.float64(0.0)
+    for moments in (per.cp_merge, per.gating_fwd):
+        if moments is not None:
+            top = np.maximum.reduce([np.where(c[i] > 0, m_, 0.0) for i, m_ in enumerate(moments)])
+            excess = np.maximum(excess, held + top - allocated)
+    return np.maximum(excess, 0.0)
+
+
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0, embedding=0.0) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
@@ -2773,13 +2821,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         excess = np.where(plan.pp == 1, np.maximum(kept + _end_of_backward(per, counts) - allocated, 0.0), 0.0)
         fsdp["fsdp_end_of_backward"], allocated = excess, allocated + excess
         pools, grads_pooled = pools - np.minimum(excess, grads_pooled), grads_pooled - np.minimum(excess, grads_pooled)
-    if per.cp_merge is not None:  # a stack setting, not a searched quantity
-        # the attention forward's merge under CP [cp3], a moment of the last layer's forward: the states, the
-        # saved activations and the merge's tensors; its excess over the peak above is one layer's transient
-        c = counts if twin is None else counts + twin[0]
-        merge = np.maximum.reduce([np.where(c[i] > 0, m_, 0.0) for i, m_ in enumerate(per.cp_merge)])
-        excess = np.maximum(kept - states.grad_pool + act + merge - allocated, 0.0)  # no sharded gradient in the forward
-        buf, allocated = buf + excess, allocated + excess
+    excess = _forward_moments(per, counts if twin is None else counts + twin[0], kept - states.grad_pool + act, allocated)
+    buf, allocated = buf + excess, allocated + excess
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
     # gradient and the implementation's temporaries (one moment's tensor the size of the local
     # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,

@@ -2357,6 +2357,20 @@ class MoEExpertLoop(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class MoEDenseGating(BaseModel):
+    """The MoE layer as DeepSpeed-MoE runs it (issues 21, 23; layers/moe.py [18]): a gate that builds dense one-hot
+    [tokens, experts, capacity] combine weights and dispatch mask in fp32, every expert padded to the capacity, the
+    dispatch and the combine as einsums (two GEMMs forward, three backward), the experts a loop of per-expert GEMMs.
+    Priced by layers/moe.py gating_bytes and gating_einsum_rows in place of dispatch_bytes (step.py moe_dispatch_bytes)
+    and gating_saved_bytes / gating_transient_bytes (memory.py [dg])."""
+
+    model_config = Strict
+    implementation: Literal["dense_einsum"]
+    min_capacity: int = Field(ge=0, description="the capacity's floor, slots per expert (DeepSpeed _capacity's "
+                                                "min_capacity; Megatron-DeepSpeed --moe-min-capacity's default)")
+    sources: list[str] = Field(min_length=1)
+
+
 class Stack(BaseModel):
     """One training software stack (stack_db/*.yaml)."""
 
@@ -2402,6 +2416,10 @@ class Stack(BaseModel):
     moe_experts: Optional[MoEExpertLoop] = Field(
         default=None, description="how the stack's code runs the routed experts where it is not a token dispatcher with "
                                   "permutation kernels; null: the dispatcher's (layers/moe.py dispatch_bytes)")
+    moe_gating: Optional[MoEDenseGating] = Field(
+        default=None, description="where the stack's MoE layer gates, dispatches and combines with dense one-hot "
+                                  "[tokens, experts, capacity] tensors and einsums (DeepSpeed-MoE, layers/moe.py [18]); "
+                                  "null: a token dispatcher's permutations (layers/moe.py dispatch_bytes)")
     pipeline_split: Literal["trim_ends", "front"] = Field(
         default="trim_ends",
         description="how the pipeline split places the layers L' = L + counted ends do not divide evenly: trim_ends "

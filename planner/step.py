@@ -275,6 +275,15 @@ References
     micro-batch (GPT at h 12,288 or 20,480 on the defaults: only the MLP's output projection, 4 of 12 h^2, is kept:
     2.67), where fsdp_traffic's reshard prices 2 (FSDP's unit hooks: the backward's gather serves the re-run). The
     extra gathers run in the backward and hide behind it as its other gathers (zero3_rerun_share, fsdp_traffic).
+[24] DeepSpeed-MoE's dense gating (stack moe_gating; layers/moe.py [18]): its gating, casts and the experts' cat
+    (gating_bytes) in place of a dispatcher's permutations (moe_dispatch_bytes), at the streaming rate; the dispatch
+    and combine einsums (gating_einsum_rows, two GEMMs forward, three backward, bf16 whatever the plan's precision:
+    the activations' dtype, as compute.EAGER_GEMM_PRECISION) each the slower of its GEMM time (price_gemms: the
+    plateau x its wave efficiency, or a calibration's rate) and its compulsory traffic (each operand read once, the
+    output written once, 2 B an element) at the streaming rate, compute.py [11]. Both go to the moe_permute term
+    (perm_fwd / perm_bwd: re-run with the forward under full recompute) and the einsums' share is the extra
+    moe_gating_einsum_s (a middle stage's, as eager_core_time). At tp > 1 its TP all-gathers of the capacity
+    (gating_gather) join the MoE MLP's TP pair in tp_comm.
 """
 
 from __future__ import annotations
@@ -288,7 +297,7 @@ import numpy as np
 from . import comm, dispatch, moe
 from .dispatch import dispatcher_rows  # noqa: F401 (each plan's dispatcher, moved to dispatch.py: memory.py reads it too)
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_head_dim_factor, attention_kernel,
+    ATTN_BWD_FLOPS_RATIO, EAGER_GEMM_PRECISION, HBM_EFFICIENCY, attention_block_rate, attention_head_dim_factor, attention_kernel,
     attention_rates, eager_core_terms, flops_per_token, fp8_attention_speedup,
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
@@ -417,6 +426,8 @@ class LayerTimes:
     perm_fwd: list  # MoE router top-k and token permutations (memory-bound)
     perm_bwd: list
     host_fwd: list  # MoE: host issue time the dispatcher's synchronisation exposes (moe_host)
+    gate_gemm_fwd: list  # MoE dense gating: the dispatch and combine einsums, inside perm_fwd / perm_bwd [24]
+    gate_gemm_bwd: list
     cp_fwd: list  # what context parallelism adds to the forward (merges, slower per-step kernels)
     cp_bwd: list
     unf_fwd: list = field(default_factory=list)  # the share of fwd/bwd the stack's unfused passes take (unfused_bytes)
@@ -434,6 +445,9 @@ def moe_dispatch_bytes(mlp, ctx, settings):
     (layers/moe.py loop_bytes [16])."""
     if stack_of(settings).moe_experts is not None:  # a stack setting: the experts as a Python loop (layers/moe.py [16])
         return mlp.loop_bytes(ctx)
+    gating = stack_of(settings).moe_gating
+    if gating is not None:  # a stack setting: DeepSpeed-MoE's dense gating, no permutation kernels [24]
+        return mlp.gating_bytes(ctx, settings.moe_capacity_factor, gating.min_capacity)
     fwd, bwd = mlp.dispatch_bytes(ctx)
     extra = mlp.unfused_dispatch_bytes(ctx)
     off = {"permute": not settings.moe_permute_fusion, "router": not settings.moe_router_fusion}
@@ -441,6 +455,24 @@ def moe_dispatch_bytes(mlp, ctx, settings):
         w = 1.0 if off[term] else 0.0
         fwd, bwd = fwd + w * f, bwd + w * b
     return fwd, bwd
+
+
+def gating_einsum_times(sc: StepCtx, mlp):
+    """(forward, backward) seconds per micro-batch of an MoE layer's dispatch and combine einsums where the stack
+    gates densely (stack moe_gating, DeepSpeed-MoE) [24]: each GEMM the slower of its priced time (bf16) and its
+    compulsory traffic at the streaming rate; (0, 0) on every other stack."""
+    gating = sc.stack.moe_gating
+    if gating is None:  # a stack setting
+        return np.float64(0.0), np.float64(0.0)
+    rows = mlp.gating_einsum_rows(sc.ctx, sc.settings.moe_capacity_factor, gating.min_capacity)
+    scale = sc.settings.knobs.gemm_efficiency_scale
+    out = []
+    for part in rows:
+        t = price_gemms(part, sc.settings.hardware, EAGER_GEMM_PRECISION, sc.gemm_cal)
+        traffic = [ACT_BYTES * (g.M * g.K + g.K * g.N + g.M * g.N) * c for g, c in part]
+        out.append(sum((np.maximum(t[g.name] / scale, b / sc.hbm) for (g, _), b in zip(part, traffic)),
+                       np.float64(0.0)))
+    return out[0], out[1]
 
 
 def layer_times(sc: StepCtx) -> LayerTimes:
@@ -452,7 +484,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
     kernel = attention_kernel(sc.stack, hw, settings.attention_kernel)
     rate_fwd, rate_bwd = attention_rates(hw, kernel)
     core_scale = sc.stack.attention_speed * settings.knobs.gemm_efficiency_scale
-    out = LayerTimes(*([] for _ in range(11)))
+    out = LayerTimes(*([] for _ in range(13)))
     for kind in sc.ll.kinds:
         mixer, mlp = kind.mixer, kind.mlp
         rows = mixer.gemms(ctx) + mlp.gemms(ctx)
@@ -499,6 +531,10 @@ def layer_times(sc: StepCtx) -> LayerTimes:
             ew_f, ew_b = ew_f + pass_f, ew_b + pass_b
         pf, pb = moe_dispatch_bytes(mlp, ctx, sc.settings) if kind.has_experts else (0.0, 0.0)
         pf, pb = pf / hbm, pb / hbm
+        ein_f, ein_b = gating_einsum_times(sc, mlp) if kind.has_experts else (np.float64(0.0), np.float64(0.0))
+        pf, pb = pf + ein_f, pb + ein_b
+        out.gate_gemm_fwd.append(ein_f)
+        out.gate_gemm_bwd.append(ein_b)
         # selective recompute re-runs what the stack's policy does not keep: the attention core
         # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
         # per-op policy); a state-space or linear-attention mixer is not recomputed
@@ -1082,7 +1118,7 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
         pairs = np.float64(0.0)
         for mult in kind.mixer.tp_pairs + kind.mlp.tp_pairs:
             if mult == "moe":
-                pairs = pairs + etp_pair(sc, coll, kind.mlp)
+                pairs = pairs + etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp)
                 continue
             if mult not in per:
                 per[mult] = pair(mult)
@@ -1099,6 +1135,20 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
         out = [o + (n + rc) * (getattr(k.mixer, "tp_synced", 0.0) + getattr(k.mlp, "tp_synced", 0.0)) * sync
                for o, k in zip(out, sc.ll.kinds)]
     return sc.mean("mid", out)
+
+
+def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
+    """One way of DeepSpeed-MoE's TP all-gather per micro-batch where the stack gates densely (stack moe_gating,
+    layers/moe.py [18]) and tp > 1: MOELayer.forward splits the capacity over the TP ranks before the dispatch
+    all-to-all (drop_tokens) and all-gathers the combine all-to-all's output back to the whole [E, C, h] on every TP
+    rank (gather_tokens, microsoft/DeepSpeed @38327e07 sharded_moe.py l. 659-664; mappings.py _gather_tokens:
+    all_gather_into_tensor over the TP group); backward, drop_tokens' gradient is the same all-gather (_DropTokens
+    .backward). 2 E C h bytes gathered (bf16), synchronous. 0 on every other stack and at tp 1."""
+    gating = sc.stack.moe_gating
+    if gating is None:  # a stack setting
+        return np.zeros(np.shape(sc.plan.tp))
+    ec = block.num_experts * block.gating_capacity(sc.ctx, sc.settings.moe_capacity_factor, gating.min_capacity)
+    return coll(comm.ALL_GATHER, ACT_BYTES * ec * block.h, sc.plan.tp, coll.strides["tp"])
 
 
 def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
@@ -1266,6 +1316,17 @@ def eager_core_time(sc: StepCtx, lt: LayerTimes) -> dict:
         out[f"eager_core_{t}_s"] = sc.m * n * sc.mean("mid", per)
     out["eager_core_s"] = sum(out.values(), np.float64(0.0))
     return out
+
+
+def gating_einsum_time(sc: StepCtx, lt: LayerTimes) -> dict:
+    """DeepSpeed-MoE's dispatch and combine einsums [24]: seconds per step a middle stage's take, forward (twice
+    where the layer is fully recomputed) and backward, as moe_gating_einsum_s. Part of moe_permute; {} on a stack
+    without dense gating (stack moe_gating) or a model without MoE layers."""
+    if sc.stack.moe_gating is None or not sc.ll.has_experts:  # a stack setting, a model property
+        return {}
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    per = [f + b for f, b in zip(lt.gate_gemm_fwd, lt.gate_gemm_bwd)]
+    return {"moe_gating_einsum_s": sc.m * (n * sc.mean("mid", per) + rc * sc.mean("mid", lt.gate_gemm_fwd))}
 
 
 def mamba_scan_time(sc: StepCtx, lt: LayerTimes) -> dict:
@@ -2044,7 +2105,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
-             **mamba_scan_time(sc, lt), **off,
+             **mamba_scan_time(sc, lt), **gating_einsum_time(sc, lt), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra

@@ -258,9 +258,11 @@ def test_an_every_second_layer_moe_round_trips_as_expert_interval_2(tmp_path):
 
 def test_fit_exports_an_moe_plan_that_check_passes(cli, tmp_path):
     """The issue's loop on Mixtral: fit ranks ZeRO-2 at EP 8 (ZeRO-3 is refused by rule 77), exports it (fit --export
-    reads it back as the same plan and memory) and `planner check` passes the script."""
-    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--top", "1", "--export",
-            "megatron-deepspeed")
+    reads it back as the same plan and memory) and `planner check` passes the script. At pp 1: with DeepSpeed-MoE's
+    dense gating priced (layers/moe.py [18]) fit's fastest plan at 32,768 tokens is tp 8 x pp 2, an MoE pipeline over
+    TP that the exporter refuses (export_mds: GPTModelPipe's partitioned MoE loss)."""
+    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--pp", "1", "--top", "1",
+            "--export", "megatron-deepspeed")
     assert r.exit_code == 0, r.stderr
     assert "    --num-experts 8 \\\n" in r.stdout and "--zero-stage 3" not in r.stdout
     p = tmp_path / "mixtral.sh"

@@ -233,6 +233,65 @@ References
     padding tokens the all-to-all carries (each expert's count rounded up to the fp8 / fp4 alignment,
     moe_utils.get_align_size_for_quantization: under its alignment a rank's rows, as the GroupedMLP's own padding
     would add them).
+[18] DeepSpeed-MoE's dense gating (stack moe_gating dense_einsum; gating_capacity, gating_einsum_rows,
+    gating_bytes, gating_saved_bytes, gating_transient_bytes): microsoft/DeepSpeed @38327e07
+    deepspeed/moe/sharded_moe.py, as Megatron-DeepSpeed @f4157bea megatron/model/transformer.py l. 1066-1083 builds it
+    (MoE(hidden_size, ParallelMLP(...), num_experts, ep_size, k=--topk, capacity_factor, min_capacity, drop_tokens)).
+    S = T / rep_div tokens (the layer's [s, b, h] input on the rank, sequence-sharded under SP, whole on every TP
+    rank without it: MOELayer.forward l. 597, input[0].reshape(-1, d_model)), E experts, k = top_k, M = h.
+    TopKGate.forward (l. 499-533): input.float() (l. 507) (a fp32 [S, M] copy, which F.linear saves for the gate weight's
+    gradient), fp32 logits; top1gating (l. 183-287, k 1), top2gating (l. 290-371, k 2), topkgating (l. 374-446, k > 2),
+    every tensor fp32 ("everything is in fp32 in this function"). Capacity (_capacity l. 161-170):
+    C = max(ceil(S / E x cf'), min_capacity), cf' = cf x k for top-2 and top-k (l. 331, 406), cf for top-1 (k = 1):
+    C = max(ceil(S k cf / E), min_capacity) in every case (min_capacity: Megatron-DeepSpeed's --moe-min-capacity,
+    default 4, megatron/arguments.py l. 917; the stack's figure). The [S, E, C] tensors: top-1, the fp32
+    combine_weights = einsum("se,sc->sec", gates, one_hot(locations1_s, C).float()) (l. 283), its .bool()
+    dispatch_mask; top-2, two such fp32 products and their sum (l. 366-369), then .bool(); top-k, one_hot of the
+    [S, E] locations (an int64 [S, E, C], .float(), l. 440) times the gates (l. 442), then .bool(). MOELayer.forward
+    (l. 586-678): dispatched_input = einsum("sec,sm->ecm", dispatch_mask.type_as(input), input) (l. 610, a bf16 copy
+    of the mask, USE_EINSUM True l. 113: torch.einsum, one GEMM [E C, S] x [S, M]), the all-to-all, the experts
+    (deepspeed/moe/experts.py Experts.forward: inputs.chunk(num_local_experts, dim=1), one ParallelMLP call per
+    local expert, torch.cat of the outputs: per-expert GEMMs, as gemms() prices them, and a cat), the all-to-all
+    back, with TP > 1 gather_tokens to the whole C on every TP rank (l. 659-664), and combined_output =
+    einsum("sec,ecm->sm", combine_weights.type_as(input), expert_output) (l. 669, a bf16 copy of the weights; one
+    GEMM [S, E C] x [E C, M]).
+  GEMMs (gating_einsum_rows; 2 S E C M FLOPs each; torch.einsum contracts through at::bmm in sumproduct_pair,
+    aten/src/ATen/native/Linear.cpp): forward the dispatch [E C, M, K = S] and the combine [S, M, K = E C]; backward
+    (each operand's gradient a GEMM, computed only for an operand that needs one; the bool mask's copy needs none)
+    the dispatch's input gradient [S, M, K = E C], the combine's weight gradient [S, E C, K = M] and expert-output
+    gradient [E C, M, K = S]: 2 forward, 3 backward. What autograd saves: mm / bmm / mul keep an operand only where
+    the other needs a gradient (the generated guards `if (grad_fn->should_compute_output(1)) grad_fn->self_ =
+    SavedVariable(self)`, pytorch/pytorch issue 97575 for MmBackward0, PR 16583 for bmm and mul): the dispatch keeps
+    the mask's copy, not its input; the combine both operands.
+  HBM bytes a token of S (gating_bytes; the [S, E] and [S] tensors of the gating left out, below):
+    forward: input.float() read 2M write 4M (6M); per location one-hot [S, C] (top-1 one, top-2 two) int64 write 8C,
+    .float() read 8C write 4C, the outer product read 4C write 4EC (24C + 4EC each); top-2's sum read 8EC write 4EC;
+    top-k's int64 one-hot [S, E, C] write 8EC, .float() read 8EC write 4EC, the product read 4EC write 4EC; .bool()
+    read 4EC write EC; MOELayer's two casts, the mask read EC write 2EC and the weights read 4EC write 2EC:
+      top-1 6M + 24C + 18EC; top-2 6M + 48C + 34EC; top-k 6M + 42EC;
+    backward: the weights' cast back read 2EC write 4EC; each product's gradient for the gates (torch.einsum with
+    no summed index is at::mul, aten/src/ATen/native/Linear.cpp sumproduct_pair; mul's backward grad x other, then
+    sum_to_size): read 4EC + 4C (top-k: 4EC + 4EC), write 4EC, read it 4EC; the fp32 input's gradient (written 4M
+    by the gate's dgrad) cast to bf16, read 4M write 2M: top-1 10M + 4C + 18EC; top-2 10M + 8C + 30EC;
+    top-k 10M + 22EC;
+    and the experts' torch.cat, read 2 write 2 per element of the rank's expert output (rows x M).
+  Saved for the backward, a token of S (gating_saved_bytes): the fp32 input 4M (F.linear's input, the gate weight
+    needing its gradient); the fp32 location one-hots the outer products keep for the gates' gradient, top-1 4C,
+    top-2 8C, top-k the [S, E, C] 4EC; the dispatch's bf16 mask 2EC and the combine's bf16 weights 2EC (each
+    einsum's operand for the other's gradient); and per micro-batch the combine's expert_output [E, C, M] bf16,
+    2 E C M, the whole C on every TP rank (it replaces tensors()' moe_expert_out); the gates' fp32 softmax output
+    is tensors()' moe_router_logits (4E).
+  Forward transients beyond those (gating_transient_bytes, one layer's forward): top-1 the fp32 weights and the
+    bool mask, 5EC a token, held through MOELayer.forward; top-2 its two fp32 products and their sum at once,
+    12EC; top-k the int64 one-hot beside its fp32 copy (saved), 8EC. Backward: the weights' gradient in bf16 and
+    its fp32 cast and a product's fp32 gradient, 10EC.
+  Not counted: the [S, E] fp32 / int64 tensors (gates, masks, cumsums, the normalised gates: some tens of bytes
+    x E a token, under 2% of the [S, E, C] ones at C >= 8), the gate weight's fp32 copy ([E, M] a layer), the
+    TP drop / gather copies (the TP all-gathers of [E, C / tp, M] themselves are step.py gating_gather's), the host's wait at _capacity's comparison (l. 168), the chunked experts' input copies. Under
+    Megatron's sequence parallelism the gate's input is already the rank's 1 / tp of the sequence, yet MOELayer
+    narrows the capacity dimension to 1 / tp before the all-to-all as if the tokens were duplicated over TP
+    (sharded_moe.py l. 628, deepspeed/moe/mappings.py _drop_tokens l. 56-68): the planner prices the gate on the
+    local tokens and the experts' rows as every MoE layer's; whether the fork trains correctly so is not checked.
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -733,6 +792,57 @@ class MoEMLP:
 
     def unfused_dispatch_bytes(self, ctx):
         return unfused_dispatch_bytes(self, ctx)
+
+    # ------------------------------------------------------------------ DeepSpeed-MoE's dense gating [18]
+    def gating_tokens(self, ctx):
+        """S, the tokens the gate runs on: the layer's local tokens T / rep_div [18]."""
+        return ctx.T / ctx.rep_div
+
+    def gating_capacity(self, ctx, cf, min_capacity):
+        """C = max(ceil(S k cf / E), min_capacity), each expert's slots [18] (_capacity)."""
+        S = self.gating_tokens(ctx)
+        return np.maximum(np.ceil(S / self.num_experts * (cf * self.top_k)), float(min_capacity))
+
+    def gating_einsum_rows(self, ctx, cf, min_capacity):
+        """(forward, backward) [(GemmShape, count)] of the dispatch and combine einsums [18], M = h:
+        forward the dispatch [E C, M, S] and the combine [S, M, E C]; backward the dispatch's input gradient
+        [S, M, E C], the combine's weight gradient [S, E C, M] and its expert-output gradient [E C, M, S]."""
+        S, h = self.gating_tokens(ctx), float(self.h)
+        ec = self.num_experts * self.gating_capacity(ctx, cf, min_capacity)
+        fwd = shapes([("moe_dispatch_einsum", ec, h, S, 1.0), ("moe_combine_einsum", S, h, ec, 1.0)])
+        bwd = shapes([("moe_dispatch_einsum_dinput", S, h, ec, 1.0), ("moe_combine_einsum_dweights", S, ec, h, 1.0),
+                      ("moe_combine_einsum_dexperts", ec, h, S, 1.0)])
+        return fwd, bwd
+
+    def _gating_per_token(self, ctx, cf, min_capacity):
+        """(C, E C, the top-k path: 1, 2 or 3 for top-1, top-2, top-k > 2) [18]."""
+        C = self.gating_capacity(ctx, cf, min_capacity)
+        return C, self.num_experts * C, min(self.top_k, 3)
+
+    def gating_bytes(self, ctx, cf, min_capacity):
+        """(forward, backward) HBM bytes of the dense gating, its casts and the experts' cat, one micro-batch [18]."""
+        C, ec, path = self._gating_per_token(ctx, cf, min_capacity)
+        M = float(self.h)
+        fwd = 6.0 * M + {1: 24.0 * C + 18.0 * ec, 2: 48.0 * C + 34.0 * ec, 3: 42.0 * ec}[path]
+        bwd = 10.0 * M + {1: 4.0 * C + 18.0 * ec, 2: 8.0 * C + 30.0 * ec, 3: 22.0 * ec}[path]
+        cat = 4.0 * ctx.T * self.local_rows(ctx) * M  # the rank's expert output rows, read and written once
+        S = self.gating_tokens(ctx)
+        return S * fwd + cat, S * bwd
+
+    def gating_saved_bytes(self, ctx, cf, min_capacity):
+        """Bytes one layer's dense gating saves for its backward, one micro-batch, by name [18]."""
+        C, ec, path = self._gating_per_token(ctx, cf, min_capacity)
+        S, M = self.gating_tokens(ctx), float(self.h)
+        return {"moe_gate_input_fp32": S * 4.0 * M,
+                "moe_gate_locations": S * {1: 4.0 * C, 2: 8.0 * C, 3: 4.0 * ec}[path],
+                "moe_dispatch_mask": S * 2.0 * ec, "moe_combine_weights": S * 2.0 * ec,
+                "moe_combine_expert_out": 2.0 * ec * M}
+
+    def gating_transient_bytes(self, ctx, cf, min_capacity):
+        """(forward, backward) bytes one layer's dense gating holds beyond its saves, one micro-batch [18]."""
+        _, ec, path = self._gating_per_token(ctx, cf, min_capacity)
+        S = self.gating_tokens(ctx)
+        return S * {1: 5.0, 2: 12.0, 3: 8.0}[path] * ec, S * 10.0 * ec
 
     # ------------------------------------------------------------------ memory
     def tensors(self, ctx, attention: str) -> dict:

@@ -162,7 +162,9 @@ def time_table(res: dict) -> None:
     if "ep_comm_s" in t:
         rows = rows[:3] + [("EP dispatch + combine (MoE dispatcher, exposed)", "ep_comm_s")] + rows[3:]
     if "moe_permute_s" in t:
-        rows = rows[:1] + [("MoE router top-k + token permutation (memory-bound)", "moe_permute_s")] + rows[1:]
+        label = ("MoE dense gating + dispatch/combine einsums" if "moe_gating_einsum_s" in t  # DeepSpeed-MoE (moe_gating)
+                 else "MoE router top-k + token permutation (memory-bound)")
+        rows = rows[:1] + [(label, "moe_permute_s")] + rows[1:]
     if "moe_host_s" in t:
         rows = rows[:2] + [("MoE host issue after the dispatcher's sync (exposed)", "moe_host_s")] + rows[2:]
     for name, key in rows:
@@ -265,10 +267,22 @@ def moe_lines(res: dict) -> None:
         out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
                   f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s per step before overlap "
                   f"(exposed: the EP row)")
-    out.print(f"  MoE {'per-expert GEMMs' if loop else 'grouped GEMM'}: {m['local_experts']:g} local experts x "
+    # DeepSpeed-MoE's Experts.forward is a loop of per-expert calls too (stack moe_gating, layers/moe.py [18])
+    out.print(f"  MoE {'per-expert GEMMs' if loop or m.get('dense_gating') else 'grouped GEMM'}: "
+              f"{m['local_experts']:g} local experts x "
               f"{m['tokens_per_expert']:,.0f} tokens, "
               f"efficiency {pct(m['grouped_gemm_efficiency'])} of the dense peak; fixed MoE overhead "
               f"{m['fixed_overhead_s']:,.4g} s per step ({m['fixed_overhead']})")
+    g = m.get("dense_gating")
+    if g:  # DeepSpeed-MoE's one-hot gating and einsums (stack moe_gating, layers/moe.py [18])
+        sv = g["saved_bytes"]
+        out.print(f"  MoE dense gating (DeepSpeed-MoE): {g['tokens']:,.0f} tokens, capacity {g['capacity']:,.0f} an expert; "
+                  f"one layer and micro-batch saves {gib(sum(sv.values()))} GiB ("
+                  + ", ".join(f"{k.removeprefix('moe_')} {gib(v)}" for k, v in sv.items())
+                  + f") and holds {gib(g['forward_transient_bytes'])} GiB more in its forward, "
+                  f"{gib(g['backward_transient_bytes'])} in its backward; dispatch and combine einsums "
+                  f"{g['einsum_flops_forward'] / 1e12:,.4g} + {g['einsum_flops_backward'] / 1e12:,.4g} TFLOP forward + "
+                  f"backward, {res['time'].get('moe_gating_einsum_s', 0.0):,.4g} s a step (in the gating row)")
     out.print(f"  MoE routing imbalance ({m['load_balancing']}, planner/imbalance.py): the busiest EP rank gets "
               f"{m['rank_load']:.3g} x the mean routed tokens, adding {m['imbalance_s']:,.4g} s per step and "
               f"{gib(m['imbalance_bytes'])} GiB over balanced routing")
