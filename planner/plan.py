@@ -1150,7 +1150,7 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
 
 def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
     """offload_optimizer / offload_param (planner/offload.py): refused on a stack without cpu_offload, on a GPU entry
-    without its host link (pcie_GBps), without the sharding the trainers offload under (DeepSpeed's ZeRO-Offload needs
+    without its host link (pcie_GBps) or host DRAM bandwidth (host_memory_GBps), without the sharding the trainers offload under (DeepSpeed's ZeRO-Offload needs
     a ZeRO stage and its own ZeRO optimizer, not the BF16_Optimizer, engine.py @38327e07 _do_optimizer_sanity_check
     l. 1300-1350; offload_param ZeRO-3, deepspeed/runtime/zero/stage3.py; torchtitan applies CPUOffloadPolicy under
     FSDP / HSDP only, models/llama3/infra/parallelize.py @e347b1e5e l. 125-147), and where the stack moves parameters
@@ -1167,6 +1167,11 @@ def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
     if hw.pcie_GBps is None:
         raise PlannerError(f"{where}{on}: hardware {hw.name} gives no host link rate (pcie_GBps), which prices the "
                            "offload's copies", "add pcie_GBps (GB/s per direction, from the datasheet) to the hardware file")
+    if hw.host_memory_GBps is None:
+        raise PlannerError(f"{where}{on}: hardware {hw.name} gives no host memory bandwidth (host_memory_GBps), which "
+                           "prices the host's Adam (memory-bound, planner/offload.py [cpu-adam])",
+                           "add host_memory_GBps (the node's DRAM peak, GB/s: channels x MT/s x 8 B x sockets, from the "
+                           "CPU's datasheet) to the hardware file")
     if spec.params_with_optimizer and opt != par:
         raise PlannerError(f"{where}{on} alone: stack {stack.name} offloads the sharded parameters, gradients and "
                            "optimizer states together (FSDP2's CPUOffloadPolicy)", "set offload_optimizer and "

@@ -742,6 +742,12 @@ class Hardware(BaseModel):
         default=None, gt=0,
         description="the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64): what CPU offload's copies between "
                     "the GPU and the host move over (planner/offload.py); null: not given (a job that offloads is refused)")
+    host_memory_GBps: Optional[float] = Field(
+        default=None, gt=0,
+        description="host (CPU) DRAM bandwidth of one node, GB/s, the datasheet peak (channels x MT/s x 8 B x sockets; "
+                    "DGX H100: 2 x 8 DDR5 channels at 4,400 MT/s with 2 DIMMs a channel, 563.2): what CPU offload's "
+                    "host Adam streams its partition at (planner/offload.py [cpu-adam]); null: not given (a job that "
+                    "offloads is refused)")
     host_memory_GB: Optional[float] = Field(
         default=None, gt=0,
         description="host (CPU) memory of one node, vendor GB (1e9 bytes), from the system's datasheet (DGX H100: 2 TB): "
@@ -1484,7 +1490,7 @@ class CPUOffloadSpec(BaseModel):
     optimizer_step: Literal["deepspeed_cpu_adam", "torch_cpu_adam"] = Field(
         description="what steps the offloaded optimizer partition on the CPU: DeepSpeed's vectorised DeepSpeedCPUAdam "
                     "(ZeRO-Offload) or torch.optim's Adam on CPU tensors (FSDP2's CPUOffloadPolicy); its rate: "
-                    "offload.CPU_ADAM_PARAMS_PER_S")
+                    "memory-bound on the host's DRAM, offload.host_adam_bytes)")
     params_with_optimizer: bool = Field(
         description="true: one switch moves the sharded parameters, gradients and optimizer states together (FSDP2's "
                     "CPUOffloadPolicy: offload_param and offload_optimizer both cpu, or both none); false: separate "

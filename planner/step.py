@@ -1880,7 +1880,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     """CPU offload's step (planner/offload.py, a job setting): the rank's optimizer partition L (the dense one over
     the shard group, the routed experts' over theirs, as optimizer_time), the CPU's Adam over it shared by the node's
-    ranks (offload.CPU_ADAM_PARAMS_PER_S, a named assumption), the host link's copies (offload.transfer_bytes, at the
+    ranks, memory-bound on the node's DRAM (offload.host_adam_bytes over host_memory_GBps x offload.HOST_MEMORY_EFFICIENCY, a
+    named assumption), the host link's copies (offload.transfer_bytes, at the
     hardware's pcie_GBps a direction, the two directions at once) and what of them the backward hides, and the host
     bytes a rank holds (offload.host_bytes). Seconds and bytes, each array a plan."""
     plan, settings, spec = sc.plan, sc.settings, sc.stack.cpu_offload
@@ -1889,8 +1890,8 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     if sc.ll.has_experts:
         local = local + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1)
     n_red, n_ag, n_rs = dp.counts
-    rate = offload.CPU_ADAM_PARAMS_PER_S[spec.optimizer_step]
-    cpu_adam = local * offload.node_ranks(settings) / rate
+    host_bw = settings.hardware.host_memory_GBps * 1e9 * offload.HOST_MEMORY_EFFICIENCY
+    cpu_adam = local * offload.node_ranks(settings) * offload.host_adam_bytes(settings.bpp) / host_bw
     down, up, after = offload.transfer_bytes(settings, local, sc.m, n_red, n_ag, n_rs, sc.stack)
     link = settings.hardware.pcie_GBps * 1e9
     beside = np.maximum(down, up) / link  # full duplex: the two directions at once

@@ -52,14 +52,17 @@ def test_zero2_offload_optimizer_memory_by_hand(cli, tmp_path):
 
 
 def test_zero2_offload_step_by_hand(cli, tmp_path):
-    """The optimizer term: the host's Adam over L, shared by the node's 8 ranks, at the ZeRO-Offload paper's CPU-Adam
-    rate (10e9 parameters in 2.57 s: offload.CPU_ADAM_PARAMS_PER_S), plus the host link at 64 GB/s (PCIe Gen5 x16):
+    """The optimizer term: the host's Adam over L, shared by the node's 8 ranks, memory-bound on the node's DRAM
+    (offload.py [cpu-adam]: DeepSpeed's Step_AVX reads master, m, v and the fp32 gradient, 16 B, and writes master, m,
+    v, 12 B: 28 B an element) at DGX H100's 2 x 8 DDR5 channels x 4,400 MT/s x 8 B = 563.2 GB/s x the assumed 0.5
+    (offload.HOST_MEMORY_EFFICIENCY): 8 x L x 28 / 281.6e9 = 0.798 s; plus the host link at 64 GB/s (PCIe Gen5 x16):
     the gradient partition down in fp32 (4 B x L) beside the backward and the updated bf16 partition up (2 B x L)
     after the CPU step. Without overlap_comm (megatron-deepspeed's ZeRO-2 default) both exposed; with it the
     gradient copies hide behind the backward (one micro-batch's backward, over 0.06 s here), the parameter copy stays."""
     off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu"))
     t = off["time"]
-    adam = L * 8 * 2.57 / 10e9
+    adam = L * 8 * 28 / (563.2e9 * 0.5)
+    assert adam == pytest.approx(0.79847, rel=1e-4)
     assert t["offload_cpu_adam_s"] == pytest.approx(adam, rel=1e-12)
     assert t["offload_link_s"] == pytest.approx((4 * L + 2 * L) / 64e9, rel=1e-12)
     assert t["offload_link_exposed_s"] == pytest.approx(t["offload_link_s"], rel=1e-12)
@@ -99,8 +102,14 @@ def test_host_memory_gate(cli, tmp_path):
 
 
 def test_no_gate_without_host_memory(cli, tmp_path):
-    """h100-pcie gives its link (64 GB/s) but no node memory: the host bytes reported, not gated."""
-    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", hardware="h100-pcie"))
+    """A node that gives its link and host bandwidth but no host memory size: the host bytes reported, not gated."""
+    from planner.catalog import hardware_source
+
+    hw = yaml.safe_load(hardware_source("h100-sxm").read_text())
+    hw.pop("host_memory_GB")
+    hw.update(name="h100-no-host-size")
+    (tmp_path / "hw.yaml").write_text(yaml.safe_dump(hw))
+    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", hardware=str(tmp_path / "hw.yaml")))
     assert off["memory"]["host"]["fits"] is None and off["memory"]["host"]["capacity_bytes_per_node"] is None
 
 
@@ -108,7 +117,8 @@ def test_torchtitan_cpu_offload_policy(cli, tmp_path):
     """FSDP2's CPUOffloadPolicy: the fp32 sharded parameter (the master) and Adam's moments on the host, the sharded
     gradient fp32 there (FSDP2 frees it before the backward anyway: memory.py [7]); the host L x 16 B; each
     all-gather's fp32 shard up and each reduce-scatter's fp32 gradient down (one micro-batch, reshard after forward:
-    2 gathers, 1 reduction), hidden behind the step's compute (dp overlap on); torch's CPU Adam (10e9 in 14.12 s)."""
+    2 gathers, 1 reduction), hidden behind the step's compute (dp overlap on); torch's fused CPU Adam, the same 28 B
+    an element as DeepSpeed's (FusedAdamKernel.cpp adam_fused_step_impl) over 563.2 GB/s x 0.5."""
     tt = dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", global_batch=8, seq_len=4096)
     plain = _explain(cli, tmp_path, tt)
     off = _explain(cli, tmp_path, dict(tt, offload_optimizer="cpu", offload_param="cpu"), "off.yaml")
@@ -116,7 +126,7 @@ def test_torchtitan_cpu_offload_policy(cli, tmp_path):
     assert (b["master_weights"], b["adam"]) == (0, 0) and (a["master_weights"], a["adam"]) == (4 * L, 8 * L)
     assert {k for k in a if a[k] != b[k]} == {"master_weights", "adam"}
     assert off["memory"]["host"]["bytes_per_rank"] == 16 * L
-    assert off["time"]["offload_cpu_adam_s"] == pytest.approx(L * 8 * 14.12 / 10e9, rel=1e-12)
+    assert off["time"]["offload_cpu_adam_s"] == pytest.approx(L * 8 * 28 / (563.2e9 * 0.5), rel=1e-12)
     assert off["time"]["offload_link_s"] == pytest.approx(2 * 4 * L / 64e9, rel=1e-12)
     assert off["time"]["offload_link_exposed_s"] == 0
 
@@ -124,7 +134,9 @@ def test_torchtitan_cpu_offload_policy(cli, tmp_path):
 @pytest.mark.parametrize("job, needle", [
     (dict(DS2, stack="megatron"), "does not offload"),
     (dict(DS2, sharding="none"), "sharding none"),
-    (dict(DS2, hardware="a100-sxm-80gb"), "pcie_GBps"),
+    (dict(DS2, hardware="h800-sxm"), "pcie_GBps"),
+    (dict(DS2, hardware="h100-pcie"), "host_memory_GBps"),
+    (dict(DS2, hardware="b200"), "host_memory_GBps"),
     (dict(DS2, offload_param="cpu"), "offload_param cpu with sharding zero2"),
     (dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp"), "together"),
 ])
@@ -270,3 +282,28 @@ def test_megatron_deepspeed_round_trip(cli, tmp_path):
     r2 = cli("explain", str(plain), "--format", "json")
     assert r2.exit_code == 0, r2.stderr
     assert json.loads(r2.stdout)["plan"]["offload_optimizer"] == "cpu" and "without --cpu-optimizer" in r2.stderr
+
+
+@pytest.mark.parametrize("hw, link, bw, cap, ranks", [
+    # DGX A100 640GB: PCIe Gen4 x16 32 GB/s a direction, 2 x EPYC 7742 at 8 x DDR4-3200 = 409.6 GB/s, 2 TB
+    ("a100-sxm-80gb", 32e9, 409.6e9, 2048e9, 8),
+    # DGX A100 320GB: the same link and CPUs, 1 TB
+    ("a100-sxm-40gb", 32e9, 409.6e9, 1024e9, 8),
+    # DGX H200: as DGX H100 (2 x Xeon 8480C, 16 x DDR5-4400), 2 TB
+    ("h200-sxm", 64e9, 563.2e9, 2048e9, 8),
+    # GB200 NVL72 compute tray (4 GPUs): NVLink-C2C 900 GB/s a superchip / 2 GPUs / 2 directions = 225, 2 Grace x
+    # 512 GB/s LPDDR5X, 2 x 480 GB
+    ("gb200-nvl72", 225e9, 1024e9, 960e9, 4),
+])
+def test_offload_on_other_nodes(cli, tmp_path, hw, link, bw, cap, ranks):
+    """The host fields of each node that gives them (hardware_db sources): the host's Adam is the node's ranks'
+    partitions x 28 B over the DRAM bandwidth x 0.5, the link the fp32 gradient down and the bf16 partition up (no
+    overlap: both exposed), the host gated at the node's memory."""
+    gpus = 8 if ranks == 8 else 4
+    local = P // gpus
+    off = _explain(cli, tmp_path, dict(DS2, hardware=hw, gpus=gpus, global_batch=gpus, offload_optimizer="cpu"))
+    t, host = off["time"], off["memory"]["host"]
+    assert t["offload_cpu_adam_s"] == pytest.approx(local * ranks * 28 / (bw * 0.5), rel=1e-12)
+    assert t["offload_link_s"] == pytest.approx((4 + 2) * local / link, rel=1e-12)
+    assert host["capacity_bytes_per_node"] == cap and host["ranks_per_node"] == ranks
+    assert host["bytes_per_node"] == ranks * 16 * local
