@@ -44,6 +44,23 @@ host_memory_GBps x HOST_MEMORY_EFFICIENCY, a named assumption), plus the host-li
     down (n_rs x L x 4 B), on FSDP's own streams: hidden behind the step's compute where the plan overlaps its
     data-parallel traffic, what outlasts it exposed (an assumption: the copy engines run beside the kernels
     without slowing them); exposed without overlap.
+  hybrid_device (Megatron-LM @d98e8a64 megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py,
+    HybridDeviceOptimizer, built by megatron/core/optimizer/__init__.py l. 503-546 for --optimizer-cpu-offload with
+    torch.optim.AdamW(fused=True) on the host, the GPU's FusedAdam beside it, param_update_in_fp32): the distributed
+    optimizer's shard parameters are split in order, whole tensors, until offload_fraction of the shard's elements are
+    on the host (_get_sub_optimizer_param_groups l. 251-302: a pinned fp32 copy each, l. 274-281; priced as the exact
+    fraction, the last tensor's overshoot not); at step() their main gradients are copied down into pinned fp32 host
+    buffers (_set_sub_optimizer_grads l. 103-117, on the d2h stream), the CPU optimizers step, and a post-step hook
+    copies each updated fp32 host parameter into the GPU's model-dtype parameter (l. 121-130). torch converts a
+    CPU-GPU copy's dtype on the CPU (pytorch/pytorch aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda: 'Type
+    conversions are performed on the CPU for CPU-GPU copies'): the gradients cross in the grad buffer's dtype, the
+    parameters in the model dtype. The GPU's optimizer steps the rest (1 - fraction) at the same time (step() l.
+    160-174). Without --overlap-cpu-optimizer-d2h-h2d (offload_overlap) every copy runs on the compute stream: the
+    gradients' copy, then the GPU's and the CPU's steps side by side, then the parameters' copy; with it one CPU
+    optimizer a parameter (build_cpu_optimizer_list l. 227-249) and the copies on their own streams, each parameter
+    stepped as its gradient lands and copied back as its step ends: priced as the longest of the copies down, the CPU
+    step, the copies up and the GPU's step (an assumption: a pipeline over many parameters, its fill and drain, one
+    parameter each, not priced).
 The link: hardware pcie_GBps per direction per GPU (each GPU its own x16 link to the host, as in HGX H100 nodes),
 both directions at once.
 
@@ -99,8 +116,11 @@ FP32_BYTES = 4.0
 
 
 def switches(settings) -> tuple[float, float]:
-    """(offload_optimizer, offload_param) as 0 / 1 factors (job settings, not searched quantities)."""
-    return (1.0 if getattr(settings, "offload_optimizer", "none") == "cpu" else 0.0,
+    """(offload_optimizer, offload_param) as factors (job settings, not searched quantities): the optimizer's, the
+    fraction of the rank's partition on the host (offload_fraction: 1 but on Megatron's HybridDeviceOptimizer), 0
+    without offload; the parameters' 0 / 1."""
+    return (float(getattr(settings, "offload_fraction", 1.0)) if getattr(settings, "offload_optimizer", "none") == "cpu"
+            else 0.0,
             1.0 if getattr(settings, "offload_param", "none") == "cpu" else 0.0)
 
 
@@ -133,6 +153,11 @@ def transfer_bytes(settings, local, m, n_red, n_ag, n_rs, stack) -> tuple:
     if spec is None:
         return zero, zero, zero
     g = settings.bpp.gradients
+    if spec.transfers == "hybrid_device":
+        # Megatron's HybridDeviceOptimizer, at step() (module docstring): the offloaded fraction's main gradients down
+        # in the grad buffer's dtype, after the CPU step its parameters up in the model dtype; nothing beside the
+        # backward (step.offload_parts prices the two after it)
+        return opt * local * g, zero, opt * local * settings.bpp.weights
     if spec.transfers == "fsdp2":
         return opt * n_rs * local * FP32_BYTES, opt * n_ag * local * FP32_BYTES, zero
     many = m > 1
