@@ -176,8 +176,10 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
            if "moe_gating_einsum_s" in est.time_extra else {}),
         # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
         **({"moe_host_s": t["moe_host_s"]} if "moe_host_s" in t else {}),
-        # CPU offload (planner/offload.py): optimizer_s is the CPU's Adam plus the host link's exposed copies
-        **{k: _num(pick(est.time_extra[k])) for k in ("offload_cpu_adam_s", "offload_link_s", "offload_link_exposed_s")
+        # CPU offload (planner/offload.py): optimizer_s is the CPU's Adam (Megatron's HybridDeviceOptimizer: the longer
+        # of it and the GPU's Adam over the rest) plus the host link's exposed copies
+        **{k: _num(pick(est.time_extra[k])) for k in ("offload_cpu_adam_s", "offload_gpu_adam_s", "offload_link_s",
+                                                       "offload_link_exposed_s")
            if k in est.time_extra},
     }
     thr = {k: _num(pick(v)) for k, v in est.throughput.items()}

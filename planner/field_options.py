@@ -134,6 +134,11 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "gradients) in host memory, stepped by the CPU (DeepSpeed zero_optimization.offload_optimizer device cpu; "
                 "torchtitan [training] enable_cpu_offload with --offload-param cpu); explain / check only, fit does not "
                 "search it (default: none)"),
+    FieldOption("offload_fraction", "float", "with --offload-optimizer cpu, the fraction of the optimizer partition on "
+                "the host, the rest stepped on the GPU (Megatron-LM --optimizer-offload-fraction; --stack megatron only) "
+                "(default: 1)"),
+    FieldOption("offload_overlap", "bool", "with --offload-optimizer cpu, the copies and the CPU step pipelined per "
+                "parameter (Megatron-LM --overlap-cpu-optimizer-d2h-h2d) (default: off)"),
     FieldOption("offload_param", "str", "none|cpu: the sharded parameters in host memory too (DeepSpeed ZeRO-3 "
                 "zero_optimization.offload_param device cpu; torchtitan's CPUOffloadPolicy) (default: none)"),
     FieldOption("early_step_in_backward", "bool", "the optimizer steps each parameter in the backward (torchtitan "

@@ -715,7 +715,9 @@ References
      code): model_state_terms moves the fp32 master, Adam's moments and the sharded gradient (ZeRO-2 and above) and,
      with offload_param, the sharded weights (FSDP / ZeRO-3) off the GPU; the step's temporaries and gradient copies,
      sized by the partition left on the GPU, go with them; DeepSpeed keeps one staging buffer of the stage's largest
-     parameter in the gradient dtype (_offload_staging, in the gradients term). The host's bytes are step.offload_parts'.
+     parameter in the gradient dtype (_offload_staging, in the gradients term). Megatron's HybridDeviceOptimizer
+     moves offload_fraction of the master and Adam partition (offload.switches' factor; the distributed optimizer's
+     grad buffer stays whole on the GPU, sharding zero1). The host's bytes are step.offload_parts'.
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -1300,7 +1302,8 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     stream, whose pool keeps them reserved.
     accum: the sharding mode's gradient accumulation buffer, bytes a parameter, whole on every rank, in the
     gradients term beside the model-dtype gradients (stacks.grad_accum_bytes; DeepSpeed's BF16_Optimizer [bo]).
-    off: the job's (offload_optimizer, offload_param) as 0 / 1 factors [off] (planner/offload.py): the master, Adam's
+    off: the job's (offload_optimizer, offload_param) factors [off] (planner/offload.py: the optimizer's the offloaded
+    fraction, 1 but on Megatron's HybridDeviceOptimizer; the parameters' 0 / 1): the master, Adam's
     moments and the sharded gradient (ZeRO-2 and above; ZeRO-1 keeps its whole gradients) leave the GPU, and with
     offload_param the sharded weights (FSDP / ZeRO-3).
     """

@@ -27,7 +27,8 @@ accumulation buffers (L x the gradient bytes, with more than one micro-batch a s
 (min(GPUs, gpus_per_node)). Gated against hardware host_memory_GB where the entry gives it.
 
 Step time (step_parts): the optimizer term of an offloading plan is the CPU's Adam over the rank's partition, shared
-by the node's ranks (CPU_ADAM_PARAMS_PER_S, a named assumption), plus the host-link copies that are not hidden:
+by the node's ranks over the node's host memory bandwidth ([cpu-adam]: host_adam_bytes a parameter over hardware
+host_memory_GBps x HOST_MEMORY_EFFICIENCY, a named assumption), plus the host-link copies that are not hidden:
   zero_offload (DeepSpeed ZeRO-1/2/3): the gradient partition down once a step in fp32 (stage_1_and_2.py
     async_inplace_copy_grad_to_fp32_buffer_from_gpu l. 1271-1284: src_tensor.float() on the GPU, copied to the
     pinned fp32 buffer: 4 B an element); with gradient accumulation the 16-bit accumulation copies
@@ -43,6 +44,23 @@ by the node's ranks (CPU_ADAM_PARAMS_PER_S, a named assumption), plus the host-l
     down (n_rs x L x 4 B), on FSDP's own streams: hidden behind the step's compute where the plan overlaps its
     data-parallel traffic, what outlasts it exposed (an assumption: the copy engines run beside the kernels
     without slowing them); exposed without overlap.
+  hybrid_device (Megatron-LM @d98e8a64 megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py,
+    HybridDeviceOptimizer, built by megatron/core/optimizer/__init__.py l. 503-546 for --optimizer-cpu-offload with
+    torch.optim.AdamW(fused=True) on the host, the GPU's FusedAdam beside it, param_update_in_fp32): the distributed
+    optimizer's shard parameters are split in order, whole tensors, until offload_fraction of the shard's elements are
+    on the host (_get_sub_optimizer_param_groups l. 251-302: a pinned fp32 copy each, l. 274-281; priced as the exact
+    fraction, the last tensor's overshoot not); at step() their main gradients are copied down into pinned fp32 host
+    buffers (_set_sub_optimizer_grads l. 103-117, on the d2h stream), the CPU optimizers step, and a post-step hook
+    copies each updated fp32 host parameter into the GPU's model-dtype parameter (l. 121-130). torch converts a
+    CPU-GPU copy's dtype on the CPU (pytorch/pytorch aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda: 'Type
+    conversions are performed on the CPU for CPU-GPU copies'): the gradients cross in the grad buffer's dtype, the
+    parameters in the model dtype. The GPU's optimizer steps the rest (1 - fraction) at the same time (step() l.
+    160-174). Without --overlap-cpu-optimizer-d2h-h2d (offload_overlap) every copy runs on the compute stream: the
+    gradients' copy, then the GPU's and the CPU's steps side by side, then the parameters' copy; with it one CPU
+    optimizer a parameter (build_cpu_optimizer_list l. 227-249) and the copies on their own streams, each parameter
+    stepped as its gradient lands and copied back as its step ends: priced as the longest of the copies down, the CPU
+    step, the copies up and the GPU's step (an assumption: a pipeline over many parameters, its fill and drain, one
+    parameter each, not priced).
 The link: hardware pcie_GBps per direction per GPU (each GPU its own x16 link to the host, as in HGX H100 nodes),
 both directions at once.
 
@@ -54,17 +72,41 @@ from __future__ import annotations
 
 import numpy as np
 
-# [cpu-adam] A named assumption, one place, replaceable by calibration: the parameters one Adam step updates a second
-# on one node's host CPUs. Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model Training"
-# (arXiv:2101.06840) Table 3, the Adam latency of CPU-Adam and of PyTorch's CPU Adam (PT-CPU) for 1 to 10 billion
-# parameters on the paper's test host; the 10-billion row, the largest: CPU-Adam 2.57 s, PT-CPU 14.12 s. (Figures
-# transcribed from the paper's table without the PDF at hand in this session: to be re-read; DeepSpeed's own docs
-# state the ratio, "5.1x to 6.5x speedups considering the model-size between 1 to 10 billion parameters with
-# respect to torch-adam", microsoft/DeepSpeed @38327e07 docs/_pages/training.md l. 378-383, which 14.12 / 2.57 =
-# 5.5 falls in.) The rate is taken as the host's, shared by the node's ranks (a memory-bandwidth-bound update on
-# the node's DRAM): a rank's step takes its partition x the node's ranks / the rate.
-CPU_ADAM_SOURCE = "Ren et al. 2021, ZeRO-Offload (arXiv:2101.06840) Table 3, 10-billion-parameter row"
-CPU_ADAM_PARAMS_PER_S = {"deepspeed_cpu_adam": 10e9 / 2.57, "torch_cpu_adam": 10e9 / 14.12}
+# [cpu-adam] The host's Adam is memory-bound: one pass over the partition that reads the fp32 master, both moments and
+# the fp32 gradient and writes the master and both moments back, at the node's host memory bandwidth (hardware
+# host_memory_GBps, the DRAM's datasheet peak: channels x MT/s x 8 B x sockets) times a named achievable fraction.
+#   DeepSpeedCPUAdam (optimizer_step deepspeed_cpu_adam): microsoft/DeepSpeed @38327e07 csrc/includes/cpu_adam.h
+#     Adam_Optimizer::Step_AVX l. 159-168 (simd_load of grads, _exp_avg, _exp_avg_sq, _params) and l. 189-191
+#     (simd_store of _params, _exp_avg, _exp_avg_sq), one pass under "#pragma omp parallel for" (l. 156); the 16-bit
+#     copy is not written by the kernel at this commit (ds_adam_step takes params, grads, exp_avg, exp_avg_sq only,
+#     cpu_adam.h l. 207-218; the ZeRO optimizer copies the fp32 partition to the GPU's 16-bit one after the step,
+#     stage_1_and_2.py l. 1917-1919, the host link's up copy).
+#   torch's fused Adam on CPU tensors (optimizer_step torch_cpu_adam; torchtitan's [optimizer] implementation
+#     defaults to "fused", @e347b1e5e torchtitan/config/job_config.py l. 151, components/optimizer.py l. 299-303):
+#     pytorch/pytorch @000510a6 aten/src/ATen/native/cpu/FusedAdamKernel.cpp adam_fused_step_impl: loadu of
+#     param, grad, exp_avg, exp_avg_sq and store of exp_avg, exp_avg_sq, param in one at::parallel_for pass: the
+#     same bytes. (DeepSpeed's "5.1x to 6.5x" over torch-adam, docs/_pages/training.md @38327e07 l. 378-383, was
+#     measured against torch's unfused per-op Adam of 2020, which takes several passes; torchtitan's "foreach" /
+#     "for-loop" implementations are such multi-pass loops and are not what this prices.)
+# Bytes an element, with the job's bpp (fp32 master 4, Adam 8, fp32 gradient HOST_GRAD_BYTES 4): read 16, write 12:
+# 28 B. The figure that was here before, a rate transcribed from ZeRO-Offload's (arXiv:2101.06840) Table 3 without
+# the paper at hand (10e9 parameters in 2.57 s, torch's 14.12 s), could not be re-read and was dropped.
+# HOST_MEMORY_EFFICIENCY: a named assumption, one place, replaceable by calibration: the fraction of the datasheet
+# DRAM bandwidth the host's Adam sustains while the node's ranks step their partitions at once. No measurement of CPU
+# Adam on these hosts is at hand; 0.5 is a round stated guess (the kernel interleaves a square root and a division
+# an element and an OpenMP barrier a TILE with its streams, and the D2H / H2D copies land in the same DRAM), not
+# fitted to anything.
+HOST_MEMORY_EFFICIENCY = 0.5
+HOST_ADAM_SOURCE = ("memory-bound: 28 B an element (DeepSpeed cpu_adam.h @38327e07 Step_AVX; torch FusedAdamKernel.cpp) "
+                    "over hardware host_memory_GBps x offload.HOST_MEMORY_EFFICIENCY")
+
+
+def host_adam_bytes(bpp) -> float:
+    """Host DRAM bytes the CPU's Adam moves an element of the partition ([cpu-adam]): master, moments and the fp32
+    gradient read, master and moments written."""
+    return (bpp.master + bpp.optimizer + HOST_GRAD_BYTES) + (bpp.master + bpp.optimizer)
+
+
 # the fp32 gradient partition in host memory (DeepSpeed single_partition_of_fp32_groups[i].grad, stage_1_and_2.py
 # l. 683-689; FSDP2's sharded fp32 gradient under CPUOffloadPolicy)
 HOST_GRAD_BYTES = 4.0
@@ -74,8 +116,11 @@ FP32_BYTES = 4.0
 
 
 def switches(settings) -> tuple[float, float]:
-    """(offload_optimizer, offload_param) as 0 / 1 factors (job settings, not searched quantities)."""
-    return (1.0 if getattr(settings, "offload_optimizer", "none") == "cpu" else 0.0,
+    """(offload_optimizer, offload_param) as factors (job settings, not searched quantities): the optimizer's, the
+    fraction of the rank's partition on the host (offload_fraction: 1 but on Megatron's HybridDeviceOptimizer), 0
+    without offload; the parameters' 0 / 1."""
+    return (float(getattr(settings, "offload_fraction", 1.0)) if getattr(settings, "offload_optimizer", "none") == "cpu"
+            else 0.0,
             1.0 if getattr(settings, "offload_param", "none") == "cpu" else 0.0)
 
 
@@ -108,6 +153,11 @@ def transfer_bytes(settings, local, m, n_red, n_ag, n_rs, stack) -> tuple:
     if spec is None:
         return zero, zero, zero
     g = settings.bpp.gradients
+    if spec.transfers == "hybrid_device":
+        # Megatron's HybridDeviceOptimizer, at step() (module docstring): the offloaded fraction's main gradients down
+        # in the grad buffer's dtype, after the CPU step its parameters up in the model dtype; nothing beside the
+        # backward (step.offload_parts prices the two after it)
+        return opt * local * g, zero, opt * local * settings.bpp.weights
     if spec.transfers == "fsdp2":
         return opt * n_rs * local * FP32_BYTES, opt * n_ag * local * FP32_BYTES, zero
     many = m > 1

@@ -551,6 +551,8 @@ class Settings:
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
     offload_param: str = "none"  # "cpu": the sharded parameters in host memory too (job field; planner/offload.py)
+    offload_fraction: float = 1.0  # of the optimizer partition on the host (job field; Megatron's HybridDeviceOptimizer)
+    offload_overlap: bool = False  # copies and CPU step pipelined (job field; Megatron --overlap-cpu-optimizer-d2h-h2d)
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
     filter_fqns: Optional[tuple] = None  # fp8 on torchtitan: the Linears kept bf16 (job field; step.py [18], _filter_fqns)
@@ -1150,12 +1152,22 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
 
 def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
     """offload_optimizer / offload_param (planner/offload.py): refused on a stack without cpu_offload, on a GPU entry
-    without its host link (pcie_GBps), without the sharding the trainers offload under (DeepSpeed's ZeRO-Offload needs
+    without its host link (pcie_GBps) or host DRAM bandwidth (host_memory_GBps), without the sharding the trainers offload under (DeepSpeed's ZeRO-Offload needs
     a ZeRO stage and its own ZeRO optimizer, not the BF16_Optimizer, engine.py @38327e07 _do_optimizer_sanity_check
     l. 1300-1350; offload_param ZeRO-3, deepspeed/runtime/zero/stage3.py; torchtitan applies CPUOffloadPolicy under
     FSDP / HSDP only, models/llama3/infra/parallelize.py @e347b1e5e l. 125-147), and where the stack moves parameters
     and optimizer together (FSDP2) but the job names one."""
     opt, par = job.offload_optimizer == "cpu", job.offload_param == "cpu"
+    tuned = [k for k, on in (("offload_fraction", job.offload_fraction != 1.0), ("offload_overlap", job.offload_overlap))
+             if on]
+    if tuned and not opt:
+        raise PlannerError(f"{where}{' and '.join(tuned)} without offload_optimizer cpu: nothing is offloaded",
+                           "set offload_optimizer cpu, or leave " + " and ".join(tuned) + " out")
+    if tuned and (stack.cpu_offload is None or stack.cpu_offload.transfers != "hybrid_device"):
+        raise PlannerError(f"{where}{' and '.join(tuned)} on stack {stack.name}, which offloads the whole optimizer "
+                           "partition with its own copies (DeepSpeed's Twin-Flow ratio is not modelled)",
+                           "leave " + " and ".join(tuned) + " out, or use --stack megatron (HybridDeviceOptimizer: "
+                           "--optimizer-offload-fraction, --overlap-cpu-optimizer-d2h-h2d)")
     if not (opt or par):
         return
     on = ", ".join(f"{k} cpu" for k, v in (("offload_optimizer", opt), ("offload_param", par)) if v)
@@ -1167,6 +1179,11 @@ def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
     if hw.pcie_GBps is None:
         raise PlannerError(f"{where}{on}: hardware {hw.name} gives no host link rate (pcie_GBps), which prices the "
                            "offload's copies", "add pcie_GBps (GB/s per direction, from the datasheet) to the hardware file")
+    if hw.host_memory_GBps is None:
+        raise PlannerError(f"{where}{on}: hardware {hw.name} gives no host memory bandwidth (host_memory_GBps), which "
+                           "prices the host's Adam (memory-bound, planner/offload.py [cpu-adam])",
+                           "add host_memory_GBps (the node's DRAM peak, GB/s: channels x MT/s x 8 B x sockets, from the "
+                           "CPU's datasheet) to the hardware file")
     if spec.params_with_optimizer and opt != par:
         raise PlannerError(f"{where}{on} alone: stack {stack.name} offloads the sharded parameters, gradients and "
                            "optimizer states together (FSDP2's CPUOffloadPolicy)", "set offload_optimizer and "
@@ -1185,11 +1202,36 @@ def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
         raise PlannerError(f"{where}{on} with sharding_mode {job.sharding_mode}: DeepSpeed builds its ZeRO optimizer, "
                            "not the BF16 / FP16 optimizer, when it offloads (engine.py @38327e07 "
                            "_do_optimizer_sanity_check l. 1300-1350)", "use sharding_mode zero1 or zero2")
-    if not spec.params_with_optimizer and job.sharding in ("fsdp", "hsdp"):
+    if spec.transfers == "hybrid_device":
+        _check_hybrid_device(job, stack, where, on)
+    elif not spec.params_with_optimizer and job.sharding in ("fsdp", "hsdp"):
         warnings.append(f"{on} under ZeRO-3: priced as ZeRO-Offload's ZeRO-1/2 path (the partition's fp32 master, Adam "
                         "moments and fp32 gradients on the host, the gradients down once a step, the 16-bit partition "
                         "up); stage3.py's own offload buffers (sub-group swaps, its pinned gradient buffers) are not "
                         "modelled")
+
+
+def _check_hybrid_device(job: Job, stack, where: str, on: str) -> None:
+    """Megatron's HybridDeviceOptimizer (planner/offload.py hybrid_device): it offloads optimizer states only, and it
+    runs under the distributed optimizer: --optimizer-cpu-offload needs --use-precision-aware-optimizer
+    (megatron/training/arguments.py @d98e8a64 l. 1884-1888), which needs the distributed optimizer
+    (megatron/core/optimizer/__init__.py l. 1057); Megatron-FSDP's optimizer is not the one priced."""
+    if job.offload_param == "cpu":
+        raise PlannerError(f"{where}offload_param cpu on stack {stack.name}: Megatron's --optimizer-cpu-offload moves the "
+                           "optimizer states only (HybridDeviceOptimizer)", "leave offload_param out")
+    if job.sharding_mode not in (None, "distributed_optimizer") or job.sharding != "zero1":
+        mode = job.sharding_mode or job.sharding
+        raise PlannerError(f"{where}{on} with sharding {mode}: Megatron offloads through the distributed optimizer "
+                           "only (--optimizer-cpu-offload needs --use-precision-aware-optimizer, which needs "
+                           "--use-distributed-optimizer: arguments.py @d98e8a64 l. 1884-1888, optimizer/__init__.py "
+                           "l. 1057)", "set sharding zero1 (sharding_mode distributed_optimizer)")
+    spec = job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param
+    bpp, _ = bytes_per_param(spec)
+    if (bpp.master, bpp.optimizer) != (4.0, 8.0):
+        raise PlannerError(f"{where}{on} with bytes_per_param master {bpp.master:g} B, Adam {bpp.optimizer:g} B: "
+                           "Megatron's HybridDeviceOptimizer keeps fp32 master copies (param_update_in_fp32) and torch's "
+                           "fp32 moments whatever the state dtypes (megatron/core/optimizer/__init__.py @d98e8a64 "
+                           "l. 519-546)", "use bytes_per_param megatron (or mixed16), or leave the offload out")
 
 
 def _zero3_knobs(job: Job, stack: Stack) -> dict | None:
@@ -1334,6 +1376,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         early_step_in_backward=job.early_step_in_backward,
         offload_optimizer=job.offload_optimizer,
         offload_param=job.offload_param,
+        offload_fraction=job.offload_fraction,
+        offload_overlap=job.offload_overlap,
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=job.cublas_workspace_config,
@@ -2504,6 +2548,8 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         **({"offload_optimizer": settings.offload_optimizer} if settings.offload_optimizer != "none" else {}),
         **({"offload_param": settings.offload_param} if settings.offload_param != "none" else {}),
+        **({"offload_fraction": settings.offload_fraction} if settings.offload_fraction != 1.0 else {}),
+        **({"offload_overlap": True} if settings.offload_overlap else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

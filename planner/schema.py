@@ -742,6 +742,12 @@ class Hardware(BaseModel):
         default=None, gt=0,
         description="the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64): what CPU offload's copies between "
                     "the GPU and the host move over (planner/offload.py); null: not given (a job that offloads is refused)")
+    host_memory_GBps: Optional[float] = Field(
+        default=None, gt=0,
+        description="host (CPU) DRAM bandwidth of one node, GB/s, the datasheet peak (channels x MT/s x 8 B x sockets; "
+                    "DGX H100: 2 x 8 DDR5 channels at 4,400 MT/s with 2 DIMMs a channel, 563.2): what CPU offload's "
+                    "host Adam streams its partition at (planner/offload.py [cpu-adam]); null: not given (a job that "
+                    "offloads is refused)")
     host_memory_GB: Optional[float] = Field(
         default=None, gt=0,
         description="host (CPU) memory of one node, vendor GB (1e9 bytes), from the system's datasheet (DGX H100: 2 TB): "
@@ -1484,16 +1490,19 @@ class CPUOffloadSpec(BaseModel):
     optimizer_step: Literal["deepspeed_cpu_adam", "torch_cpu_adam"] = Field(
         description="what steps the offloaded optimizer partition on the CPU: DeepSpeed's vectorised DeepSpeedCPUAdam "
                     "(ZeRO-Offload) or torch.optim's Adam on CPU tensors (FSDP2's CPUOffloadPolicy); its rate: "
-                    "offload.CPU_ADAM_PARAMS_PER_S")
+                    "memory-bound on the host's DRAM, offload.host_adam_bytes)")
     params_with_optimizer: bool = Field(
         description="true: one switch moves the sharded parameters, gradients and optimizer states together (FSDP2's "
                     "CPUOffloadPolicy: offload_param and offload_optimizer both cpu, or both none); false: separate "
                     "switches (DeepSpeed zero_optimization.offload_optimizer, and offload_param at stage 3 only)")
-    transfers: Literal["zero_offload", "fsdp2"] = Field(
+    transfers: Literal["zero_offload", "fsdp2", "hybrid_device"] = Field(
         description="what crosses the host link a step (offload.transfer_bytes): zero_offload, DeepSpeed's gradient "
                     "partition down once a step in fp32 (and the 16-bit accumulation copies with gradient "
                     "accumulation) and the updated 16-bit partition up; fsdp2, each all-gather's fp32 shard up and "
-                    "each reduce-scatter's fp32 gradient shard down")
+                    "each reduce-scatter's fp32 gradient shard down; hybrid_device, Megatron-LM's HybridDeviceOptimizer: "
+                    "at the step the offloaded fraction's main gradients down and, after the CPU step, its updated "
+                    "parameters up in the model dtype, the rest stepped on the GPU at the same time (job fields "
+                    "offload_fraction, offload_overlap)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -2984,6 +2993,19 @@ class Job(BaseModel):
         description="cpu: the sharded parameters live in host memory too (DeepSpeed ZeRO-3 zero_optimization."
                     "offload_param device cpu; torchtitan's CPUOffloadPolicy with offload_optimizer); needs FSDP / "
                     "ZeRO-3 sharding and offload_optimizer cpu; default none")
+    offload_fraction: float = Field(
+        json_schema_extra=STACK_ONLY,
+        default=1.0, gt=0, le=1,
+        description="with offload_optimizer cpu, the fraction of the rank's optimizer partition kept and stepped on "
+                    "the host, the rest on the GPU (Megatron-LM --optimizer-offload-fraction, HybridDeviceOptimizer; "
+                    "stack cpu_offload transfers hybrid_device only: the other stacks offload the whole partition); "
+                    "default 1")
+    offload_overlap: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False,
+        description="with offload_optimizer cpu, the host link's copies and the CPU step pipelined per parameter on "
+                    "their own streams (Megatron-LM --overlap-cpu-optimizer-d2h-h2d; stack cpu_offload transfers "
+                    "hybrid_device only); default off")
     early_step_in_backward: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the optimizer steps each parameter inside the backward, as its sharded gradient "

@@ -1941,7 +1941,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     """CPU offload's step (planner/offload.py, a job setting): the rank's optimizer partition L (the dense one over
     the shard group, the routed experts' over theirs, as optimizer_time), the CPU's Adam over it shared by the node's
-    ranks (offload.CPU_ADAM_PARAMS_PER_S, a named assumption), the host link's copies (offload.transfer_bytes, at the
+    ranks, memory-bound on the node's DRAM (offload.host_adam_bytes over host_memory_GBps x offload.HOST_MEMORY_EFFICIENCY, a
+    named assumption), the host link's copies (offload.transfer_bytes, at the
     hardware's pcie_GBps a direction, the two directions at once) and what of them the backward hides, and the host
     bytes a rank holds (offload.host_bytes). Seconds and bytes, each array a plan."""
     plan, settings, spec = sc.plan, sc.settings, sc.stack.cpu_offload
@@ -1950,8 +1951,9 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     if sc.ll.has_experts:
         local = local + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1)
     n_red, n_ag, n_rs = dp.counts
-    rate = offload.CPU_ADAM_PARAMS_PER_S[spec.optimizer_step]
-    cpu_adam = local * offload.node_ranks(settings) / rate
+    host_bw = settings.hardware.host_memory_GBps * 1e9 * offload.HOST_MEMORY_EFFICIENCY
+    # the host's share of the partition: offload.switches' fraction (1 but on Megatron's HybridDeviceOptimizer)
+    cpu_adam = offload.switches(settings)[0] * local * offload.node_ranks(settings) * offload.host_adam_bytes(settings.bpp) / host_bw
     down, up, after = offload.transfer_bytes(settings, local, sc.m, n_red, n_ag, n_rs, sc.stack)
     link = settings.hardware.pcie_GBps * 1e9
     beside = np.maximum(down, up) / link  # full duplex: the two directions at once
@@ -1960,6 +1962,8 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     # reduces after the backward) or forward and backward (FSDP2's gathers and reductions) where the plan overlaps its
     # data-parallel traffic (plan.dp_overlap, as it runs); what outlasts it exposed
     fsdp2 = spec.transfers == "fsdp2"
+    if spec.transfers == "hybrid_device":  # Megatron's HybridDeviceOptimizer (offload.py): after the backward
+        return _hybrid_device_parts(sc, dp, local, cpu_adam, down / link, after / link, down, after)
     window = sc.m * (comp.fwd_mb + comp.bwd_mb) if fsdp2 else sc.m * comp.bwd_mb
     hooked = dp_overlap(sc.stack, plan) > 0
     beside_exposed = np.where(hooked, np.maximum(beside - window, 0.0), beside)
@@ -1969,6 +1973,25 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
             "offload_link_exposed_s": beside_exposed + params_up,
             "offload_down_bytes": down, "offload_up_bytes": up + after, "offload_host_bytes_per_rank": host,
             "offload_host_bytes_per_node": host * offload.node_ranks(settings)}
+
+
+def _hybrid_device_parts(sc: StepCtx, dp: DPTraffic, local, cpu_adam, down_s, up_s, down, up) -> dict:
+    """Megatron's HybridDeviceOptimizer (planner/offload.py hybrid_device): the GPU steps the partition's 1 - f
+    (optimizer_time's Adam over the rank's partition x (1 - f), an elementwise pass) while the CPU steps f; the
+    gradients' copy down and the parameters' copy up follow the backward. Without offload_overlap all on the compute
+    stream: down, then the longer of the two steps, then up; with it pipelined per parameter: the longest of the four
+    (an assumption, offload.py). optimizer term = the whole; offload_link_exposed_s what the copies add to the
+    longer step."""
+    settings = sc.settings
+    f = offload.switches(settings)[0]
+    gpu_adam = (1.0 - f) * optimizer_time(sc, dp)
+    steps = np.maximum(gpu_adam, cpu_adam)
+    total = (np.maximum(steps, np.maximum(down_s, up_s)) if settings.offload_overlap
+             else down_s + steps + up_s)
+    host = offload.host_bytes(settings, local, local, sc.m, sc.stack)
+    return {"offload_cpu_adam_s": cpu_adam, "offload_gpu_adam_s": gpu_adam, "offload_link_s": down_s + up_s,
+            "offload_link_exposed_s": total - steps, "offload_down_bytes": down, "offload_up_bytes": up,
+            "offload_host_bytes_per_rank": host, "offload_host_bytes_per_node": host * offload.node_ranks(settings)}
 
 
 def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
@@ -2097,7 +2120,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     off = {}
     if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
         off = offload_parts(sc, dp, comp)
-        opt = off["offload_cpu_adam_s"] + off["offload_link_exposed_s"]
+        opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
+               else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),

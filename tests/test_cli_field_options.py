@@ -28,6 +28,7 @@ EAGER = dict(DENSE, attention="eager")
 TT = dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp")
 TT_FP8 = dict(TT, precision="fp8")
 MOE = dict(model="qwen3-30b-a3b", gpus=16, ep=8)
+MG_OFF = dict(model="llama3-8b", gpus=8, stack="megatron", sharding="zero1", offload_optimizer="cpu")  # HybridDeviceOptimizer
 DS_Z3 = dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", sharding="fsdp")  # DeepSpeed ZeRO-3
 GIB = 2**30
 
@@ -105,6 +106,11 @@ CASES = [
     # step's 256 micro-batches (ZeRO-3's overlap_comm on), hidden: the step does not move
     ("offload_param", ["--offload-param", "cpu"], "cpu", dict(DS_Z3, offload_optimizer="cpu"), "none",
      {"memory": -1}),
+    # Megatron's HybridDeviceOptimizer (tests/test_offload.py): half the partition back on the GPU (memory up), half
+    # the host's Adam (the longer step, so the step down)
+    ("offload_fraction", ["--offload-fraction", "0.5"], 0.5, MG_OFF, 1.0, {"memory": +1, "step": -1}),
+    # the copies pipelined with the host's Adam: the step the longest of them, not their sum
+    ("offload_overlap", ["--offload-overlap"], True, MG_OFF, False, {"step": -1}),
     ("cp_rotate_method", ["--cp-rotate-method", "alltoall"], "alltoall", dict(TT, cp=2), "allgather", {}),
     ("deepspeed_zero3", ["--deepspeed-zero3", "reduce_bucket_size=1e9"], {"reduce_bucket_size": 10**9}, DS_Z3,
      {"reduce_bucket_size": 10**8}, {"memory": +1}),
@@ -119,7 +125,7 @@ CASES = [
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
 # (a fusion switch on: the stack's fused kernel)
-OMITTED = {"offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+OMITTED = {"offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
            "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")

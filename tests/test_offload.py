@@ -52,14 +52,17 @@ def test_zero2_offload_optimizer_memory_by_hand(cli, tmp_path):
 
 
 def test_zero2_offload_step_by_hand(cli, tmp_path):
-    """The optimizer term: the host's Adam over L, shared by the node's 8 ranks, at the ZeRO-Offload paper's CPU-Adam
-    rate (10e9 parameters in 2.57 s: offload.CPU_ADAM_PARAMS_PER_S), plus the host link at 64 GB/s (PCIe Gen5 x16):
+    """The optimizer term: the host's Adam over L, shared by the node's 8 ranks, memory-bound on the node's DRAM
+    (offload.py [cpu-adam]: DeepSpeed's Step_AVX reads master, m, v and the fp32 gradient, 16 B, and writes master, m,
+    v, 12 B: 28 B an element) at DGX H100's 2 x 8 DDR5 channels x 4,400 MT/s x 8 B = 563.2 GB/s x the assumed 0.5
+    (offload.HOST_MEMORY_EFFICIENCY): 8 x L x 28 / 281.6e9 = 0.798 s; plus the host link at 64 GB/s (PCIe Gen5 x16):
     the gradient partition down in fp32 (4 B x L) beside the backward and the updated bf16 partition up (2 B x L)
     after the CPU step. Without overlap_comm (megatron-deepspeed's ZeRO-2 default) both exposed; with it the
     gradient copies hide behind the backward (one micro-batch's backward, over 0.06 s here), the parameter copy stays."""
     off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu"))
     t = off["time"]
-    adam = L * 8 * 2.57 / 10e9
+    adam = L * 8 * 28 / (563.2e9 * 0.5)
+    assert adam == pytest.approx(0.79847, rel=1e-4)
     assert t["offload_cpu_adam_s"] == pytest.approx(adam, rel=1e-12)
     assert t["offload_link_s"] == pytest.approx((4 * L + 2 * L) / 64e9, rel=1e-12)
     assert t["offload_link_exposed_s"] == pytest.approx(t["offload_link_s"], rel=1e-12)
@@ -99,8 +102,14 @@ def test_host_memory_gate(cli, tmp_path):
 
 
 def test_no_gate_without_host_memory(cli, tmp_path):
-    """h100-pcie gives its link (64 GB/s) but no node memory: the host bytes reported, not gated."""
-    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", hardware="h100-pcie"))
+    """A node that gives its link and host bandwidth but no host memory size: the host bytes reported, not gated."""
+    from planner.catalog import hardware_source
+
+    hw = yaml.safe_load(hardware_source("h100-sxm").read_text())
+    hw.pop("host_memory_GB")
+    hw.update(name="h100-no-host-size")
+    (tmp_path / "hw.yaml").write_text(yaml.safe_dump(hw))
+    off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", hardware=str(tmp_path / "hw.yaml")))
     assert off["memory"]["host"]["fits"] is None and off["memory"]["host"]["capacity_bytes_per_node"] is None
 
 
@@ -108,7 +117,8 @@ def test_torchtitan_cpu_offload_policy(cli, tmp_path):
     """FSDP2's CPUOffloadPolicy: the fp32 sharded parameter (the master) and Adam's moments on the host, the sharded
     gradient fp32 there (FSDP2 frees it before the backward anyway: memory.py [7]); the host L x 16 B; each
     all-gather's fp32 shard up and each reduce-scatter's fp32 gradient down (one micro-batch, reshard after forward:
-    2 gathers, 1 reduction), hidden behind the step's compute (dp overlap on); torch's CPU Adam (10e9 in 14.12 s)."""
+    2 gathers, 1 reduction), hidden behind the step's compute (dp overlap on); torch's fused CPU Adam, the same 28 B
+    an element as DeepSpeed's (FusedAdamKernel.cpp adam_fused_step_impl) over 563.2 GB/s x 0.5."""
     tt = dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", global_batch=8, seq_len=4096)
     plain = _explain(cli, tmp_path, tt)
     off = _explain(cli, tmp_path, dict(tt, offload_optimizer="cpu", offload_param="cpu"), "off.yaml")
@@ -116,15 +126,17 @@ def test_torchtitan_cpu_offload_policy(cli, tmp_path):
     assert (b["master_weights"], b["adam"]) == (0, 0) and (a["master_weights"], a["adam"]) == (4 * L, 8 * L)
     assert {k for k in a if a[k] != b[k]} == {"master_weights", "adam"}
     assert off["memory"]["host"]["bytes_per_rank"] == 16 * L
-    assert off["time"]["offload_cpu_adam_s"] == pytest.approx(L * 8 * 14.12 / 10e9, rel=1e-12)
+    assert off["time"]["offload_cpu_adam_s"] == pytest.approx(L * 8 * 28 / (563.2e9 * 0.5), rel=1e-12)
     assert off["time"]["offload_link_s"] == pytest.approx(2 * 4 * L / 64e9, rel=1e-12)
     assert off["time"]["offload_link_exposed_s"] == 0
 
 
 @pytest.mark.parametrize("job, needle", [
-    (dict(DS2, stack="megatron"), "does not offload"),
+    (dict(DS2, stack="llm-foundry", sharding="fsdp"), "does not offload"),
     (dict(DS2, sharding="none"), "sharding none"),
-    (dict(DS2, hardware="a100-sxm-80gb"), "pcie_GBps"),
+    (dict(DS2, hardware="h800-sxm"), "pcie_GBps"),
+    (dict(DS2, hardware="h100-pcie"), "host_memory_GBps"),
+    (dict(DS2, hardware="b200"), "host_memory_GBps"),
     (dict(DS2, offload_param="cpu"), "offload_param cpu with sharding zero2"),
     (dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp"), "together"),
 ])
@@ -270,3 +282,144 @@ def test_megatron_deepspeed_round_trip(cli, tmp_path):
     r2 = cli("explain", str(plain), "--format", "json")
     assert r2.exit_code == 0, r2.stderr
     assert json.loads(r2.stdout)["plan"]["offload_optimizer"] == "cpu" and "without --cpu-optimizer" in r2.stderr
+
+
+@pytest.mark.parametrize("hw, link, bw, cap, ranks", [
+    # DGX A100 640GB: PCIe Gen4 x16 32 GB/s a direction, 2 x EPYC 7742 at 8 x DDR4-3200 = 409.6 GB/s, 2 TB
+    ("a100-sxm-80gb", 32e9, 409.6e9, 2048e9, 8),
+    # DGX A100 320GB: the same link and CPUs, 1 TB
+    ("a100-sxm-40gb", 32e9, 409.6e9, 1024e9, 8),
+    # DGX H200: as DGX H100 (2 x Xeon 8480C, 16 x DDR5-4400), 2 TB
+    ("h200-sxm", 64e9, 563.2e9, 2048e9, 8),
+    # GB200 NVL72 compute tray (4 GPUs): NVLink-C2C 900 GB/s a superchip / 2 GPUs / 2 directions = 225, 2 Grace x
+    # 512 GB/s LPDDR5X, 2 x 480 GB
+    ("gb200-nvl72", 225e9, 1024e9, 960e9, 4),
+])
+def test_offload_on_other_nodes(cli, tmp_path, hw, link, bw, cap, ranks):
+    """The host fields of each node that gives them (hardware_db sources): the host's Adam is the node's ranks'
+    partitions x 28 B over the DRAM bandwidth x 0.5, the link the fp32 gradient down and the bf16 partition up (no
+    overlap: both exposed), the host gated at the node's memory."""
+    gpus = 8 if ranks == 8 else 4
+    local = P // gpus
+    off = _explain(cli, tmp_path, dict(DS2, hardware=hw, gpus=gpus, global_batch=gpus, offload_optimizer="cpu"))
+    t, host = off["time"], off["memory"]["host"]
+    assert t["offload_cpu_adam_s"] == pytest.approx(local * ranks * 28 / (bw * 0.5), rel=1e-12)
+    assert t["offload_link_s"] == pytest.approx((4 + 2) * local / link, rel=1e-12)
+    assert host["capacity_bytes_per_node"] == cap and host["ranks_per_node"] == ranks
+    assert host["bytes_per_node"] == ranks * 16 * local
+
+
+# Megatron-LM's optimizer CPU offload (HybridDeviceOptimizer, planner/offload.py hybrid_device): the distributed
+# optimizer's partition L split, f on the host (fp32 master copy, torch AdamW's fp32 moments, a pinned fp32 gradient:
+# 16 B), 1 - f on the GPU
+MG = dict(model="llama3-8b", gpus=8, stack="megatron", sharding="zero1", micro_batch=1, global_batch=8, seq_len=4096)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_megatron_hybrid_device_by_hand(cli, tmp_path, overlap):
+    """f = 0.5: the GPU keeps half the master (4 B) and Adam (8 B) partition; the host holds 0.5 L x 16 B a rank. At
+    step(): the main gradients (fp32 buffer) down, 0.5 L x 4 B, and after the CPU step the bf16 parameters up,
+    0.5 L x 2 B, at 64 GB/s; the host's Adam over 0.5 L x 8 ranks x 28 B at 563.2 GB/s x 0.5; the GPU's Adam over the
+    other half, half the plan's optimizer step without offload. Without --overlap-cpu-optimizer-d2h-h2d: down, the
+    longer step, up; with it the longest of the four."""
+    plain = _explain(cli, tmp_path, MG)
+    job = dict(MG, offload_optimizer="cpu", offload_fraction=0.5, **({"offload_overlap": True} if overlap else {}))
+    off = _explain(cli, tmp_path, job, "off.yaml")
+    a, b = plain["memory"]["terms"], off["memory"]["terms"]
+    assert (a["master_weights"], a["adam"]) == (4 * L, 8 * L)
+    assert (b["master_weights"], b["adam"]) == (2 * L, 4 * L)
+    assert b["gradients"] == a["gradients"]  # the grad buffer stays on the GPU
+    assert off["memory"]["host"]["bytes_per_rank"] == 8 * L
+    t = off["time"]
+    cpu = 0.5 * L * 8 * 28 / (563.2e9 * 0.5)
+    gpu = 0.5 * plain["time"]["optimizer_s"]
+    down, up = 0.5 * L * 4 / 64e9, 0.5 * L * 2 / 64e9
+    assert t["offload_cpu_adam_s"] == pytest.approx(cpu, rel=1e-12) and cpu == pytest.approx(0.39923, rel=1e-4)
+    assert t["offload_gpu_adam_s"] == pytest.approx(gpu, rel=1e-12)
+    assert t["offload_link_s"] == pytest.approx(down + up, rel=1e-12)
+    want = max(cpu, gpu, down, up) if overlap else down + max(cpu, gpu) + up
+    assert t["optimizer_s"] == pytest.approx(want, rel=1e-12)
+    assert off["plan"]["offload_fraction"] == 0.5 and off["plan"].get("offload_overlap", False) is overlap
+
+
+def test_megatron_round_trip(cli, tmp_path):
+    """export writes --use-precision-aware-optimizer --optimizer-cpu-offload --optimizer-offload-fraction 0.5
+    --overlap-cpu-optimizer-d2h-h2d; read back, the same plan and figures."""
+    job = dict(MG, offload_optimizer="cpu", offload_fraction=0.5, offload_overlap=True)
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(job))
+    r = cli("export", str(f), "--format", "megatron")
+    assert r.exit_code == 0, r.stderr
+    for flag in ("--use-precision-aware-optimizer", "--optimizer-cpu-offload", "--optimizer-offload-fraction 0.5",
+                 "--overlap-cpu-optimizer-d2h-h2d", "--use-distributed-optimizer"):
+        assert flag in r.stdout
+    script = tmp_path / "run.sh"
+    script.write_text(r.stdout)
+    back = cli("explain", str(script), "--format", "json")
+    assert back.exit_code == 0, back.stderr
+    got, want = json.loads(back.stdout), _explain(cli, tmp_path, job, "want.yaml")
+    for k in ("offload_optimizer", "offload_fraction", "offload_overlap"):
+        assert got["plan"][k] == want["plan"][k]
+    assert got["memory"]["total_bytes"] == want["memory"]["total_bytes"]
+    assert got["time"]["optimizer_s"] == pytest.approx(want["time"]["optimizer_s"], rel=1e-12)
+    # the argparse default fraction 1.0: the whole partition on the host, noted as assumed
+    whole = tmp_path / "whole.sh"
+    whole.write_text(r.stdout.replace("    --optimizer-offload-fraction 0.5 \\\n", ""))
+    r2 = cli("explain", str(whole), "--format", "json")
+    assert r2.exit_code == 0, r2.stderr
+    plan = json.loads(r2.stdout)["plan"]
+    assert plan["offload_optimizer"] == "cpu" and "offload_fraction" not in plan and "default 1.0" in r2.stderr
+    # fraction 0: nothing offloaded
+    zero = tmp_path / "zero.sh"
+    zero.write_text(r.stdout.replace("--optimizer-offload-fraction 0.5", "--optimizer-offload-fraction 0"))
+    r3 = cli("explain", str(zero), "--format", "json")
+    assert r3.exit_code == 0, r3.stderr
+    assert "offload_optimizer" not in json.loads(r3.stdout)["plan"] and "offloads nothing" in r3.stderr
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (("    --use-precision-aware-optimizer \\\n", ""), "without --use-precision-aware-optimizer"),
+    (("--optimizer-offload-fraction 0.5", "--optimizer-offload-fraction 1.5"), "outside 0 .. 1"),
+    (("--optimizer-offload-fraction 0.5", "--optimizer-offload-fraction -0.1"), "outside 0 .. 1"),
+    (("--optimizer-offload-fraction 0.5", "--optimizer-offload-fraction half"), "not a number"),
+])
+def test_megatron_reader_refusals(cli, tmp_path, edit, needle):
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(dict(MG, offload_optimizer="cpu", offload_fraction=0.5)))
+    r = cli("export", str(f), "--format", "megatron")
+    assert r.exit_code == 0, r.stderr
+    assert edit[0] in r.stdout
+    script = tmp_path / "run.sh"
+    script.write_text(r.stdout.replace(*edit))
+    assert_one_error(cli("explain", str(script)), needle)
+
+
+def test_megatron_reader_state_dtypes_ignored(cli, tmp_path):
+    """--exp-avg-dtype bf16 with the offload: HybridDeviceOptimizer's torch Adam keeps fp32 moments (the dtypes are
+    not handed to it): said in the assumed list, priced fp32 (bytes_per_param megatron)."""
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(dict(MG, offload_optimizer="cpu")))
+    r = cli("export", str(f), "--format", "megatron")
+    script = tmp_path / "run.sh"
+    script.write_text(r.stdout.replace("    --optimizer-cpu-offload \\\n",
+                                       "    --optimizer-cpu-offload \\\n    --exp-avg-dtype bf16 \\\n    --exp-avg-sq-dtype bf16 \\\n"))
+    back = cli("explain", str(script), "--format", "json")
+    assert back.exit_code == 0, back.stderr
+    assert json.loads(back.stdout)["memory"]["host"]["bytes_per_rank"] == 16 * L
+    assert "--exp-avg-dtype bf16, --exp-avg-sq-dtype bf16 not handed to --optimizer-cpu-offload" in back.stderr
+
+
+@pytest.mark.parametrize("job, needle", [
+    (dict(DS2, offload_optimizer="cpu", offload_fraction=0.5), "Twin-Flow"),
+    (dict(DS2, offload_optimizer="cpu", offload_overlap=True), "offload_overlap on stack megatron-deepspeed"),
+    (dict(MG, offload_fraction=0.5), "without offload_optimizer cpu"),
+    (dict(MG, offload_optimizer="cpu", sharding="none"), "sharding none"),
+    (dict(MG, offload_optimizer="cpu", offload_param="cpu", sharding="fsdp"), "optimizer states only"),
+    (dict(MG, offload_optimizer="cpu", bytes_per_param="bf16-moments"), "fp32 master copies"),
+    (dict(MG, offload_optimizer="cpu", offload_fraction=1.5), "offload_fraction"),
+    (dict(MG, offload_optimizer="cpu", offload_fraction=0), "offload_fraction"),
+])
+def test_megatron_offload_refusals(cli, tmp_path, job, needle):
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(job))
+    assert_one_error(cli("explain", str(f)), needle)

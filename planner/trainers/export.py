@@ -192,7 +192,7 @@ def plan_signature(plan: dict) -> dict:
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
-            "deepspeed_zero3", "offload_optimizer", "offload_param")
+            "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -823,6 +823,20 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     return out
 
 
+def _megatron_offload_flags(plan: dict, args: list) -> list:
+    """The optimizer's CPU offload (planner/offload.py hybrid_device; the reader's inverse, megatron._optimizer_offload):
+    --optimizer-cpu-offload with the precision-aware optimizer Megatron requires for it (arguments.py @d98e8a64
+    l. 1884-1888; fp32 states: the flag alone, no dtype flags), the fraction always written (its argparse default
+    1.0, the config's 0.0), --overlap-cpu-optimizer-d2h-h2d where the plan overlaps."""
+    if plan.get("offload_optimizer", "none") == "none":
+        return []
+    out = [] if ("--use-precision-aware-optimizer", None) in args else [("--use-precision-aware-optimizer", None)]
+    out += [("--optimizer-cpu-offload", None), ("--optimizer-offload-fraction", f"{plan.get('offload_fraction', 1.0):g}")]
+    if plan.get("offload_overlap"):
+        out.append(("--overlap-cpu-optimizer-d2h-h2d", None))
+    return out
+
+
 def megatron_layout(chunks: list[int], mtp: int = 0) -> str:
     """Megatron-Core's --pipeline-model-parallel-layout for the model chunks' layer counts (in
     layer order; chunk j runs on pipeline rank j mod pp): 'E' the embedding on the first chunk,
@@ -1153,6 +1167,7 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args.append(("--fp16", None) if plan.get("fp16") else ("--bf16", None))
     if not fork:
         args += _megatron_state_flags(plan, mode, notes)
+        args += _megatron_offload_flags(plan, args)
     if plan["precision"] == "fp8":
         args += [("--fp8-format", "hybrid"), ("--fp8-recipe", plan.get("fp8_recipe") or "delayed")]
         notes.append("--fp8-format hybrid: the plan does not fix e4m3 vs hybrid (Megatron's example recipes use hybrid)")

@@ -56,10 +56,13 @@ read). Modelled:
   --use-precision-aware-optimizer with --main-grads-dtype, --main-params-dtype,
   --exp-avg-dtype, --exp-avg-sq-dtype (-> bytes_per_param [5b]; refused without the
   distributed optimizer, and any non-fp32 dtype without it, as Megatron refuses them);
+  --optimizer-cpu-offload with --optimizer-offload-fraction, --overlap-cpu-optimizer-d2h-h2d
+  (-> offload_optimizer cpu, offload_fraction, offload_overlap: _optimizer_offload, planner/offload.py
+  hybrid_device);
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
-  --optimizer other than adam, offloading (--fine-grained-activation-offloading,
-  --offload-modules, --cpu-offloading, --optimizer-cpu-offload),
+  --optimizer other than adam, activation offloading (--fine-grained-activation-offloading,
+  --offload-modules, --cpu-offloading), pageable offload buffers (--no-pin-cpu-grads, --no-pin-cpu-params),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
   --num-distributed-optimizer-instances > 1 (outside Megatron-FSDP optim_grads_params, where it is HSDP: below),
@@ -232,6 +235,7 @@ BOOL_FLAGS = {
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
     "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--fp4-param-gather", "--use-precision-aware-optimizer",
     "--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--first-last-layers-bf16",
+    "--overlap-cpu-optimizer-d2h-h2d", "--use-torch-optimizer-for-cpu-offload", "--no-pin-cpu-grads", "--no-pin-cpu-params",
     # the fusion switches (_fusions: job fields, or ignored / not modelled where they change nothing priced)
     "--no-rope-fusion", "--no-bias-swiglu-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
     "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-persist-layer-norm",
@@ -258,6 +262,7 @@ VALUE_FLAGS = {
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    "--optimizer-offload-fraction",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
@@ -1687,6 +1692,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if flag in flags:
             job[key] = True
     _state_bytes(flags, where, job, assumed, unmodelled)
+    _optimizer_offload(flags, where, job, assumed, ignored, unmodelled)
     _unmodelled(flags, where, job, spec, tp, unmodelled)
     unmodelled += split_unmodelled
     if hardware is not None:
@@ -1951,13 +1957,84 @@ def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) ->
                    + " ".join(f"{f} {v}" for f, v in dtypes.items()))
 
 
+# Megatron-LM @d98e8a64 megatron/training/arguments.py l. 2918-2935: the optimizer offload's flags (HybridDeviceOptimizer,
+# planner/offload.py hybrid_device); --optimizer-offload-fraction's argparse default 1.0
+OFFLOAD_FLAGS = ("--optimizer-offload-fraction", "--overlap-cpu-optimizer-d2h-h2d", "--use-torch-optimizer-for-cpu-offload",
+                 "--no-pin-cpu-grads", "--no-pin-cpu-params")
+
+
+def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignored: list, unmodelled: list) -> None:
+    """--optimizer-cpu-offload (Megatron-Core's HybridDeviceOptimizer; stack_db megatron cpu_offload, planner/offload.py
+    hybrid_device) -> offload_optimizer cpu, offload_fraction from --optimizer-offload-fraction (default 1.0),
+    offload_overlap from --overlap-cpu-optimizer-d2h-h2d. Refused as Megatron refuses it: without
+    --use-precision-aware-optimizer (arguments.py @d98e8a64 l. 1884-1888); --fp8-param-gather with a recipe other
+    than delayed (l. 1889-1892); a fraction outside [0, 1] (Megatron takes any float, and one above 1 offloads every
+    parameter, below 0 none: stated, not clamped). A fraction 0 offloads nothing: every parameter stepped on the GPU
+    (the job keeps no offload, noted). The optimizer state dtypes (--main-params-dtype, --exp-avg-dtype,
+    --exp-avg-sq-dtype) are not handed to the hybrid optimizer (optimizer/__init__.py l. 519-528: lr, weight decay,
+    betas, eps, bias correction, fused): its fp32 master copies (param_update_in_fp32) and fp32 moments are priced,
+    said in the assumed list. --use-torch-optimizer-for-cpu-offload is overridden for Adam (l. 515-518: the GPU
+    optimizer is FusedAdam whatever it says): ignored. Pageable host buffers (--no-pin-cpu-grads / --no-pin-cpu-params):
+    not modelled (the link priced at its pinned rate)."""
+    if "--optimizer-cpu-offload" not in flags:
+        ignored += [fmt_ignored(f, flags[f]) + " (no --optimizer-cpu-offload)" for f in OFFLOAD_FLAGS if f in flags]
+        return
+    if "--use-precision-aware-optimizer" not in flags:
+        raise PlannerError(f"{where}--optimizer-cpu-offload without --use-precision-aware-optimizer",
+                           "Megatron asserts 'The optimizer cpu offload must be used in conjunction with "
+                           "`--use-precision-aware-optimizer`' (megatron/training/arguments.py @d98e8a64 l. 1884-1888); "
+                           "add --use-precision-aware-optimizer (and --use-distributed-optimizer)")
+    if "--fp8-param-gather" in flags and job.get("fp8_recipe", "delayed") != "delayed":
+        raise PlannerError(f"{where}--optimizer-cpu-offload with --fp8-param-gather and --fp8-recipe "
+                           f"{job.get('fp8_recipe')}", "Megatron asserts the offload takes --fp8-param-gather only "
+                           "with --fp8-recipe delayed (arguments.py @d98e8a64 l. 1889-1892)")
+    frac = _float(where, flags, "--optimizer-offload-fraction")
+    if frac is None:
+        frac = 1.0
+        assumed.append("offload_fraction=1: --optimizer-offload-fraction default 1.0 (arguments.py @d98e8a64 l. 2922)")
+    if not 0.0 <= frac <= 1.0:
+        raise PlannerError(f"{where}--optimizer-offload-fraction {_short(flags['--optimizer-offload-fraction'])} is "
+                           "outside 0 .. 1", "give the fraction of the optimizer states offloaded, 0 to 1 "
+                           "(HybridDeviceOptimizer offloads whole parameters until that fraction of the elements)")
+    if frac == 0.0:
+        assumed.append("offload_optimizer=none: --optimizer-cpu-offload with --optimizer-offload-fraction 0 offloads "
+                       "nothing (HybridDeviceOptimizer steps every parameter on the GPU)")
+        ignored += [fmt_ignored(f, flags[f]) + " (offload fraction 0)" for f in OFFLOAD_FLAGS[1:] if f in flags]
+        return
+    job["offload_optimizer"] = "cpu"
+    if frac != 1.0:
+        job["offload_fraction"] = frac
+    if "--overlap-cpu-optimizer-d2h-h2d" in flags:
+        job["offload_overlap"] = True
+    dtypes = [f"{f} {flags[f]}" for f in ("--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype")
+              if flags.get(f, "fp32") != "fp32"]
+    if dtypes:
+        bpp = job.get("bytes_per_param")
+        from ..schema import BYTES_PER_PARAM_PRESETS
+
+        bpp = dict(BYTES_PER_PARAM_PRESETS[bpp].model_dump() if isinstance(bpp, str) else bpp)
+        bpp.update(master=4.0, optimizer=8.0)
+        name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
+        job["bytes_per_param"] = name or bpp
+        assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param ")]  # _optimizer_dtypes' reading
+        assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+4+8 B): "
+                       f"{', '.join(dtypes)} not handed to --optimizer-cpu-offload's HybridDeviceOptimizer, which keeps "
+                       "fp32 master copies and fp32 moments (megatron/core/optimizer/__init__.py @d98e8a64 l. 519-546)")
+    if "--use-torch-optimizer-for-cpu-offload" in flags:
+        ignored.append("--use-torch-optimizer-for-cpu-offload (overridden for Adam: the GPU's part runs FusedAdam, "
+                       "megatron/core/optimizer/__init__.py @d98e8a64 l. 515-518)")
+    for f in ("--no-pin-cpu-grads", "--no-pin-cpu-params"):
+        if f in flags:
+            unmodelled.append(f"{f}: pageable host buffers (the host link priced at its pinned rate)")
+
+
 def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:
     """What the flags set that the planner cannot express and prices otherwise (TrainerConfig
     .unmodelled; the CLI warns, `planner validate` skips a corpus row that has any)."""
     opt = flags.get("--optimizer", "adam")
     if opt != "adam":
         unmodelled.append(f"--optimizer {opt}: its state is not modelled (Adam's two fp32 moments are priced)")
-    for f in ("--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--offload-modules"):
+    for f in ("--fine-grained-activation-offloading", "--cpu-offloading", "--offload-modules"):
         if f in flags:
             unmodelled.append(f"{f}: offloading to the host is not modelled (everything is priced on the GPU)")
     if "--export-kd-teacher-load" in flags:  # ModelOpt knowledge distillation (megatron/post_training)
