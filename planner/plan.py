@@ -1557,6 +1557,20 @@ def default_sequence_parallel(stack, tp) -> bool:
     return bool(tp > 1) and not stack_lacks_sp(stack)
 
 
+def fit_attention(stack) -> str:
+    """The core attention `fit` plans for a job that leaves attention out: the first of the stack's runs.attention
+    cores (an entry lists them fastest first: flash, a fused kernel that keeps no s x s scores, before eager), else,
+    where the entry does not list them, defaults.attention. It may differ from the core a job that says nothing runs
+    under explain / check (defaults.attention: what the stack's code runs without an option, e.g. Megatron-DeepSpeed's
+    CoreAttention unless --use-flash-attn* is given); the row then names it (explain_args --attention) and an
+    exported script carries the flag that selects it (trainers/export.py), so the plan fit ranks is one the user
+    runs (issue 22)."""
+    if stack is None:
+        return Job.model_fields["attention"].default
+    cores = stack.runs.attention if stack.runs is not None else None
+    return cores.cores[0] if cores is not None else stack.defaults.attention
+
+
 def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
     """(job, inherited): the job with the core attention and the 16-bit dtype it leaves out taken from the stack's
     defaults (defaults.attention, defaults.fp16), listed as inherited where they are not the planner's own (flash,

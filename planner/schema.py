@@ -2146,7 +2146,8 @@ class AttentionRuns(BaseModel):
     scores: FlashAttention, cuDNN, FlexAttention, by runs.attention_kernels and the stack's attention_kernels
     rules) and eager (batched GEMMs around a softmax and a dropout, the scores kept: Megatron-LM 2021's
     baddbmm / FusedScaleMaskSoftmax / bmm). A job asking for a core not listed is refused naming the stack;
-    one that leaves it out runs defaults.attention."""
+    one that leaves it out runs defaults.attention under explain / check, while fit plans the first core listed
+    (an entry lists its cores fastest first: plan.fit_attention), which an exported config selects."""
 
     model_config = Strict
     cores: list[Literal["flash", "eager"]] = Field(min_length=1)
@@ -2740,7 +2741,9 @@ class Job(BaseModel):
     attention: Literal["flash", "eager"] = Field(
         default="flash", description="the core attention: flash (a fused kernel, attention_kernel) or eager (batched GEMMs, "
                                      "softmax, dropout; the scores kept); a job that leaves it out runs the stack's "
-                                     "defaults.attention (eager on megatron-deepspeed-2021), one the stack's code lacks "
+                                     "defaults.attention under explain / check (eager on megatron-deepspeed and "
+                                     "megatron-deepspeed-2021: their code's default core) and fit plans the first of "
+                                     "runs.attention's cores (plan.fit_attention); one the stack's code lacks "
                                      "(runs.attention) is refused")
     attention_kernel: Optional[AttentionKernel] = Field(
         default=None, description="the fused attention kernel the job runs (flash2 | cudnn | flex; e.g. Megatron "

@@ -1336,7 +1336,9 @@ def explain_args(job: Job, row: dict) -> list[str]:
         args += ["--hardware", str(d["hardware"])]
     for key, flag in flags:
         v = d.get(key)
-        if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch") and v == defaults.get(key)):
+        # (attention: None above where it is the stack's default, which explain takes; else named, even flash)
+        if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch", "attention")
+                         and v == defaults.get(key)):
             continue
         if key == "mtp_layers" and not v and not _mtp_default(d):  # none, and none is what explain takes without it
             continue

@@ -57,7 +57,10 @@ def cell(model, stack) -> str:
 FEATURES_HEAD = """## What each stack's code runs (issue 22)
 
 From each entry's `runs.sequence_parallel`, `runs.recompute`, `runs.attention` and `runs.half_dtypes`
-(each cited in `stack_db/<stack>.yaml`), the default (`*`) from `defaults.attention` / `defaults.fp16`.
+(each cited in `stack_db/<stack>.yaml`), the default (`*`) from `defaults.attention` / `defaults.fp16`: what a
+job that says nothing runs under `explain` / `check`. The cores are listed fastest first and `fit` plans the
+first (flash on megatron-deepspeed, whose code runs the eager core unless `--use-flash-attn*` is given: the row's
+explain command names `--attention flash`, its exported script `--use-flash-attn-v2`), else the default.
 `fit` never ranks what a stack lacks (start-up rules STACK_SEQUENCE_PARALLEL, code 74, and
 STACK_RECOMPUTE, code 75, count those candidates), and `explain` / `check` refuse a job asking for it
 (exit 2, naming the stack and the field); `not said`: the entry does not say, every value is taken

@@ -18,6 +18,7 @@ from planner.search import explain_args, fit, row_job
 from planner.startup import CODES
 
 S21 = "megatron-deepspeed-2021"
+MDS = "megatron-deepspeed"
 GPT3 = dict(model="gpt3-175b", gpus=768, hardware="a100-sxm-80gb", stack=S21)
 ROW = ["--model", "gpt3-175b", "--gpus", "768", "--hardware", "a100-sxm-80gb", "--stack", S21, "--tp", "8", "--pp", "6",
        "--micro-batch", "1", "--global-batch", "8192", "--sharding", "zero1"]
@@ -30,10 +31,31 @@ HAS = {
     S21: (False, ("none", "full"), ("eager",), ("fp16",)),
     "torchtitan": (True, ("none", "selective", "full"), None, ("bf16",)),
     "torchtitan-0.3": (True, ("none", "selective", "full"), None, ("bf16",)),
-    "deepseek": (None, None, None, None),
-    "litgpt-benchmark": (None, None, None, None),
-    "llama3-meta": (None, None, None, None),
-    "llm-foundry": (None, None, None, None),
+    # DeepSeek-V3 (arXiv:2412.19437): the selective policy of sec. 3.2.3 only, bf16 (sec. 3.3); SP and the attention
+    # kernel not said (no TP in training, no kernel named)
+    "deepseek": (None, ("none", "selective"), None, ("bf16",)),
+    # benchmark_litgpt.py @69ee6a218: no TP, --checkpoint_activations whole Blocks, litgpt's SDPA, model.to(bfloat16)
+    "litgpt-benchmark": (False, ("none", "full"), ("flash",), ("bf16",)),
+    # the Llama 3 paper (arXiv:2407.21783 sec. 3.3.2): bf16 only named; SP, recompute granularity, kernel not said
+    "llama3-meta": (None, None, None, ("bf16",)),
+    # llm-foundry 5e85bd62d: no TP, activation_checkpointing of whole MPTBlocks, attn_impl flash / triton (torch not
+    # priced), Composer amp_bf16 / amp_fp16
+    "llm-foundry": (False, ("none", "full"), ("flash",), ("bf16", "fp16")),
+}
+
+# the words of each filled field's sources that name what it was read from (a commit, a file, a section)
+CITED = {
+    ("llm-foundry", "sequence_parallel"): ("5e85bd62d", "max_tp 1"),
+    ("llm-foundry", "recompute"): ("5e85bd62d", "train.py l. 96", "activation_checkpointing_fn l. 840-874", "MPTBlock"),
+    ("llm-foundry", "attention"): ("5e85bd62d", "attention.py", "l. 577-584", "attn_impl", "blocks.py l. 23"),
+    ("llm-foundry", "half_dtypes"): ("5e85bd62d", "train.py l. 304", "amp_fp16", "submit_benchmarks.py l. 59-65"),
+    ("litgpt-benchmark", "sequence_parallel"): ("@69ee6a218", "max_tp 1"),
+    ("litgpt-benchmark", "recompute"): ("@69ee6a218", "l. 228", "setup_activation_checkpointing l. 534-547", "Block"),
+    ("litgpt-benchmark", "attention"): ("litgpt v0.4.11", "l. 294-316", "scaled_dot_product_attention"),
+    ("litgpt-benchmark", "half_dtypes"): ("@69ee6a218", "init_model l. 406-412", "torch.bfloat16"),
+    ("deepseek", "recompute"): ("arXiv:2412.19437 sec. 3.2.3", "Recomputation of RMSNorm and MLA Up-Projection"),
+    ("deepseek", "half_dtypes"): ("arXiv:2412.19437 sec. 3.3", "BF16"),
+    ("llama3-meta", "half_dtypes"): ("arXiv:2407.21783 sec. 3.3.2", "BF16 MFU"),
 }
 
 
@@ -55,7 +77,25 @@ def test_each_stack_says_what_its_code_has():
             assert v is None or (v.sources and all(s.strip() for s in v.sources)), (name, f)
     st = load_stack(S21)
     assert (st.defaults.attention, st.defaults.fp16) == ("eager", True)
-    assert all((load_stack(n).defaults.attention, load_stack(n).defaults.fp16) == ("flash", False) for n in HAS if n != S21)
+    # Megatron-DeepSpeed @f4157bea runs CoreAttention unless a --use-flash-attn* flag is given (transformer.py l. 606-611)
+    assert (load_stack(MDS).defaults.attention, load_stack(MDS).defaults.fp16) == ("eager", False)
+    assert all((load_stack(n).defaults.attention, load_stack(n).defaults.fp16) == ("flash", False)
+               for n in HAS if n not in (S21, MDS))
+
+
+def test_each_filled_field_names_its_source():
+    """Every field filled by issue 22's second pass cites what it was read from; the fields the sources do not give
+    stay unset and the entry's `uncertain` says so."""
+    for (name, field), needles in CITED.items():
+        text = " ".join(getattr(load_stack(name).runs, field).sources)
+        for n in needles:
+            assert n in text, (name, field, n)
+    for name, fields in (("llama3-meta", ("sequence_parallel", "recompute", "attention")),
+                         ("deepseek", ("sequence_parallel", "attention"))):
+        st = load_stack(name)
+        assert all(getattr(st.runs, f) is None for f in fields)
+        said = next(u for u in st.uncertain if u.startswith("runs (issue 22)"))
+        assert all(f in said for f in fields), (name, said)
 
 
 def test_fit_never_ranks_what_the_2021_code_lacked():
@@ -118,8 +158,10 @@ def test_fit_refuses_a_pinned_feature_the_stack_lacks(cli, flag, needles):
 def test_the_other_stacks_keep_sp_selective_flash_bf16():
     job = dict(model="gpt3-175b", gpus=768, hardware="a100-sxm-80gb", tp=8, pp=6, micro_batch=1, global_batch=8192,
                sharding="zero1", stack="megatron-deepspeed")
-    settings, plan, _ = resolve(Job(**job))
-    assert int(plan.sp) == 1 and settings.attention == "flash" and not settings.fp16
+    settings, plan, _ = resolve(Job(**job))  # (the eager core: Megatron-DeepSpeed's without --use-flash-attn*)
+    assert int(plan.sp) == 1 and settings.attention == "eager" and not settings.fp16
+    settings, _, _ = resolve(Job(**job, attention="flash"))
+    assert settings.attention == "flash"
     settings, plan, _ = resolve(Job(**job, recompute="selective"))
     assert int(plan.recompute) == 1
     with pytest.raises(PlannerError, match="runs.half_dtypes"):  # torchtitan's mixed_precision_param: no float16
@@ -163,3 +205,67 @@ def test_check_suggests_only_what_the_stack_has(cli, tmp_path):
     e = cli("explain", "--model", "gpt3-175b", "--gpus", "768", "--hardware", "a100-sxm-80gb", "--stack", S21, "--tp", "4",
             "--pp", "3", "--micro-batch", "1", "--global-batch", "8192", "--sharding", "zero1", "--recompute", "full")
     assert e.exit_code == 0 and "63.09" in e.stdout
+
+
+def test_the_newly_filled_stacks_refuse_what_their_code_lacks(cli):
+    """llm-foundry (5e85bd62d) re-runs whole MPTBlocks only: selective recompute is refused naming runs.recompute, and
+    fit never ranks it; litgpt-benchmark trains in bf16 only (model.to(torch.bfloat16)): fp16 is refused; llm-foundry
+    takes Composer's amp_fp16."""
+    mpt = ["--model", "mpt-7b", "--gpus", "8", "--hardware", "a100-sxm-80gb", "--stack", "llm-foundry",
+           "--global-batch", "64", "--seq-len", "2048"]
+    assert_one_error(cli("explain", *mpt, "--micro-batch", "8", "--sharding", "full_shard", "--recompute", "selective"),
+                     "STACK_RECOMPUTE", "llm-foundry", "runs.recompute", "recompute none, full")
+    assert cli("explain", *mpt, "--micro-batch", "8", "--sharding", "full_shard", "--recompute", "full",
+               "--fp16").exit_code == 0
+    res = fit(Job(model="mpt-7b", gpus=8, hardware="a100-sxm-80gb", stack="llm-foundry", global_batch=64, seq_len=2048),
+              top=50)
+    assert res.rows and all(r["plan"]["recompute"] in ("none", "full") for r in res.rows)
+    assert any("STACK_RECOMPUTE" in k for k in res.counts.reasons)
+    with pytest.raises(PlannerError, match="runs.half_dtypes"):
+        resolve(Job(model="llama3-8b", gpus=8, stack="litgpt-benchmark", fp16=True))
+    with pytest.raises(PlannerError, match="runs.half_dtypes"):
+        resolve(Job(model="llama3-8b", gpus=8, stack="llama3-meta", fp16=True))
+
+
+LLAMA = dict(model="llama3-8b", gpus=64, stack=MDS)
+
+
+def test_fit_plans_the_fastest_core_explain_the_codes_default(cli, tmp_path):
+    """Megatron-DeepSpeed runs CoreAttention (the eager core) unless --use-flash-attn* is given: a job that says nothing
+    about attention is priced eager by explain (listed under the stack's defaults), while fit plans runs.attention's
+    first core, flash; its row's explain command names --attention flash and its export writes --use-flash-attn-v2,
+    which the script reader reads back as flash. Before: fit's row 1 was the same plan (TP 1, DP 64, zero2, 617,143
+    tokens/s) but priced under defaults.attention flash, and explain without --attention priced flash too."""
+    res = fit(Job(**LLAMA), top=3)
+    top = res.rows[0]
+    assert top["plan"]["attention"] == "flash"
+    assert (top["plan"]["tp"], top["plan"]["pp"], top["plan"]["dp"], top["plan"]["sharding"]) == (1, 1, 64, "zero2")
+    args = explain_args(Job(**LLAMA), top)
+    assert args[args.index("--attention") + 1] == "flash"
+    settings, _, _ = resolve(row_job(Job(**LLAMA), top))
+    assert settings.attention == "flash"
+    # the same plan with nothing said about attention: the code's default, the eager core
+    plain = [a for i, a in enumerate(args) if a != "--attention" and (i == 0 or args[i - 1] != "--attention")]
+    r = cli("explain", *plain)
+    assert r.exit_code == 0, r.stderr
+    inherited = next(ln for ln in r.stdout.splitlines() if "from the stack's defaults" in ln)
+    assert "attention eager" in inherited and "attention eager" in r.stdout
+    f = cli("explain", *args)
+    assert f.exit_code == 0 and "attention flash2" in f.stdout
+    out = tmp_path / "run.sh"
+    e = cli("fit", "--model", "llama3-8b", "--gpus", "64", "--stack", MDS, "--export", "megatron-deepspeed", "-o", out)
+    assert e.exit_code == 0, e.stderr
+    assert "--use-flash-attn-v2" in out.read_text()
+    back = cli("explain", out)
+    assert back.exit_code == 0 and "attention flash2" in back.stdout, back.stderr
+    # pinned, fit plans what it is told
+    assert all(r["plan"]["attention"] == "eager" for r in fit(Job(**LLAMA, attention="eager"), top=3).rows)
+
+
+@pytest.mark.parametrize("stack", ["megatron", "torchtitan"])
+def test_fit_and_explain_keep_flash_where_it_is_the_default(stack):
+    """Megatron-LM (TE's fused attention) and torchtitan (SDPA) run a fused core by default: fit and explain agree on
+    flash and the row's explain command names no --attention."""
+    job = Job(model="llama3-8b", gpus=8, stack=stack)
+    row = fit(job, top=1).rows[0]
+    assert row["plan"]["attention"] == "flash" and "--attention" not in explain_args(job, row)

@@ -25,7 +25,9 @@ from planner.schema import Job, ModeSetting, ShardingMode, StackRuns
 
 # Llama 3 8B: 8,030,261,248 parameters (HF safetensors)
 P = 8_030_261_248
-JOB = dict(model="llama3-8b", gpus=16, micro_batch=1, seq_len=8192, global_batch=64, stack="megatron-deepspeed")
+# (attention flash: --use-flash-attn-v2; left out, the stack prices Megatron-DeepSpeed's default CoreAttention, eager)
+JOB = dict(model="llama3-8b", gpus=16, micro_batch=1, seq_len=8192, global_batch=64, stack="megatron-deepspeed",
+           attention="flash")
 
 
 def test_the_stack_marks_zero0_fp16_only():
@@ -239,7 +241,7 @@ def test_check_suggestions_keep_the_jobs_dtype():
     from planner.check import Gates, check_job
 
     job = dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", sharding="none", micro_batch=1, global_batch=64,
-               seq_len=8192)
+               seq_len=8192, attention="flash")
     res = check_job(Job(**job, fp16=True), "", Gates())
     assert res["verdict"] == "fail"
     got = {tuple(sorted(s["changes"].items())): (s["plan"]["sharding_mode"], s["plan"].get("fp16"))

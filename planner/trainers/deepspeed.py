@@ -354,6 +354,12 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                        "reduces the gradients after the last backward: dp_comm_overlap false)")
     job["recompute"] = "none"
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
+    # not the stack's defaults.attention (eager: Megatron-DeepSpeed's CoreAttention without --use-flash-attn*, which
+    # is a launch flag of that model code, not a JSON key): the JSON says nothing of the model code, taken fused
+    job["attention"] = "flash"
+    assumed.append("attention=flash: a DeepSpeed JSON does not set the core attention (the model code does: "
+                   "Megatron-DeepSpeed's --use-flash-attn*, a Hugging Face model's attn_implementation); a fused kernel "
+                   "assumed, pass --attention eager for an eager core")
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)

@@ -1274,6 +1274,9 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
                          "launch flag, which a DeepSpeed JSON has no key for",
                       "price it without sync_tp_duplicated_parameters, and add the flag to the launch")
     cfg = deepspeed_config(plan, F)
+    if plan.get("attention", "flash") != "flash":  # the reader assumes a fused core (trainers/deepspeed.py)
+        notes.append(f"attention {plan['attention']}: set in the model code, not in a DeepSpeed JSON; pass --attention "
+                     f"{plan['attention']} when reading it back")
     if plan["recompute"] != "none":
         notes.append(f"recompute {plan['recompute']}: set in the model code (Hugging Face gradient_checkpointing), "
                      "not in a DeepSpeed JSON; pass --recompute when reading it back")
