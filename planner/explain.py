@@ -103,16 +103,9 @@ def _num(v):
     return float(v)
 
 
-def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None, placed=None) -> dict:
-    """The JSON object of one plan (i indexes 1-d arrays; None for 0-d). ramp: ramp_estimates of
-    the plans where the caller has them (search.rows_of prices every row's phases at once); moe:
-    moe_arrays of the plans likewise (each row reads its element); placed: placement.links of the
-    plans likewise."""
-    def pick(v):
-        v = np.asarray(v)
-        return v if (i is None or v.ndim == 0) else v[i]
-
-    pc = count_params(settings.model)
+def _memory_json(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dict:
+    """to_json's "memory": the grouped and named terms, the capacity and its fit, the host's share under CPU
+    offload, and every pipeline stage's own total (pick reads one plan's element)."""
     memory = {k: _num(pick(v)) for k, v in mem.grouped(est.memory).items()}
     memory.update(
         capacity_bytes=float(est.capacity),
@@ -144,7 +137,11 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
         names = [mem.STAGE_FIRST] + ([mem.STAGE_MIDDLE] if pp > 2 else []) + ([mem.STAGE_LAST] if pp > 1 else [])
         memory["stages"] = {mem.STAGE_NAMES[c]: {k: _num(pick(v)) for k, v in mem.grouped(est.stages[c]).items()}
                             for c in names}
-    flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}
+    return memory
+
+
+def _time_json(est: Estimate, pick) -> dict:
+    """to_json's "time": the step's named terms and the parts inside them (pick reads one plan's element)."""
     t = {f"{k}_s": _num(pick(v)) for k, v in est.time.items()}
     time = {
         "compute_s": t["compute_s"], "tp_comm_s": t["tp_comm_s"], "cp_comm_s": t["cp_comm_s"],
@@ -182,14 +179,37 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
                                                        "offload_link_exposed_s")
            if k in est.time_extra},
     }
+    return time
+
+
+def _throughput_json(settings: Settings, plan: PlanArrays, est: Estimate, pick, step_s, i, ramp) -> dict:
+    """to_json's "throughput": the estimate's rates and, where the job sets tokens, the run's steps, days and
+    GPU-hours (each ramp phase's where the job ramps its batch)."""
     thr = {k: _num(pick(v)) for k, v in est.throughput.items()}
     if settings.tokens:
         steps = settings.tokens / (int(pick(plan.gbs)) * int(pick(plan.seq)))
-        seconds = steps * time["step_s"]
+        seconds = steps * step_s
         thr.update(training_steps=steps, training_days=seconds / 86400.0,
                    gpu_hours=seconds * settings.gpus / 3600.0)
         if settings.batch_schedule:  # a batch ramp: each phase's steps at its own batch
             thr.update(batch_ramp(settings, plan, i, ramp))
+    return thr
+
+
+def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None, placed=None) -> dict:
+    """The JSON object of one plan (i indexes 1-d arrays; None for 0-d). ramp: ramp_estimates of
+    the plans where the caller has them (search.rows_of prices every row's phases at once); moe:
+    moe_arrays of the plans likewise (each row reads its element); placed: placement.links of the
+    plans likewise."""
+    def pick(v):
+        v = np.asarray(v)
+        return v if (i is None or v.ndim == 0) else v[i]
+
+    pc = count_params(settings.model)
+    memory = _memory_json(settings, plan, est, pick)
+    flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}
+    time = _time_json(est, pick)
+    thr = _throughput_json(settings, plan, est, pick, time["step_s"], i, ramp)
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face
     # moe_layer_freq past the depth) is priced as the dense model it is: no moe block

@@ -2728,7 +2728,8 @@ def _offload_staging(per: _PerLayer, states: Terms, allocated, kept, counts, whe
         return states, allocated, kept
     end, twin, single, holds_loss = where
     kinds, (emb_p, out_p), kinds_e = per.largest_params
-    first = end == "first" or single or (twin is not None and twin[1] == "first")
+    # single: plan.pp == 1, a searched quantity (an array over the plans): combined with |, never Python `or`
+    first = single | (end == "first" or (twin is not None and twin[1] == "first"))
     big = np.maximum(np.maximum(_of_kinds(kinds, counts), _of_kinds(kinds_e, counts)),
                      np.maximum(np.where(first, emb_p, 0.0), np.where(holds_loss | single, out_p, 0.0)))
     buf = big * per.settings.bpp.gradients

@@ -119,9 +119,8 @@ def switches(settings) -> tuple[float, float]:
     """(offload_optimizer, offload_param) as factors (job settings, not searched quantities): the optimizer's, the
     fraction of the rank's partition on the host (offload_fraction: 1 but on Megatron's HybridDeviceOptimizer), 0
     without offload; the parameters' 0 / 1."""
-    return (float(getattr(settings, "offload_fraction", 1.0)) if getattr(settings, "offload_optimizer", "none") == "cpu"
-            else 0.0,
-            1.0 if getattr(settings, "offload_param", "none") == "cpu" else 0.0)
+    return (float(settings.offload_fraction) if settings.offload_optimizer == "cpu" else 0.0,
+            1.0 if settings.offload_param == "cpu" else 0.0)
 
 
 def node_ranks(settings) -> float:

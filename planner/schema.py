@@ -2112,6 +2112,12 @@ class LayerKindBuilt(BaseModel):
 Recompute = Literal["none", "selective", "full"]
 
 
+def _listed_once(values: list, what: str) -> None:
+    """A stack's runs list names each choice once (RecomputeRuns, AttentionRuns, HalfDtypeRuns)."""
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} repeat: {values}")
+
+
 class SequenceParallelRuns(BaseModel):
     """Whether the stack's code has Megatron's sequence parallelism (Korthikanti et al. 2022, arXiv:2205.05198
     sec. 4.2.2: the norms' and dropouts' activations split over the TP ranks; Megatron-LM --sequence-parallel,
@@ -2136,8 +2142,7 @@ class RecomputeRuns(BaseModel):
 
     @model_validator(mode="after")
     def _once(self) -> "RecomputeRuns":
-        if len(set(self.granularities)) != len(self.granularities):
-            raise ValueError(f"recompute granularities repeat: {self.granularities}")
+        _listed_once(self.granularities, "recompute granularities")
         return self
 
 
@@ -2155,8 +2160,7 @@ class AttentionRuns(BaseModel):
 
     @model_validator(mode="after")
     def _once(self) -> "AttentionRuns":
-        if len(set(self.cores)) != len(self.cores):
-            raise ValueError(f"attention cores repeat: {self.cores}")
+        _listed_once(self.cores, "attention cores")
         return self
 
 
@@ -2171,8 +2175,7 @@ class HalfDtypeRuns(BaseModel):
 
     @model_validator(mode="after")
     def _once(self) -> "HalfDtypeRuns":
-        if len(set(self.dtypes)) != len(self.dtypes):
-            raise ValueError(f"16-bit dtypes repeat: {self.dtypes}")
+        _listed_once(self.dtypes, "16-bit dtypes")
         return self
 
 

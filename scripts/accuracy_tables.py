@@ -129,29 +129,28 @@ def dense_headline() -> str:
             f"{signed(s['median_error'])}")
 
 
-def dense_by_stack() -> str:
-    """`planner validate tests/data/published_runs.yaml --complete`, per stack and over all."""
-    s = runs_report(RUNS, True)["summary"]
+def _stack_rows(s: dict) -> list:
+    """A validate summary's per-stack table and its **all** row (dense_by_stack, dense_file_by_stack)."""
     out = ["| stack | n | median \\|error\\| | signed median | p90 \\|error\\| |", "| --- | ---: | ---: | ---: | ---: |"]
     for name, st in s["by_stack"].items():
         out.append(f"| {name} | {st['n']} | {pct(st['median_abs_error'])} | {signed(st['median_error'])} | "
                    f"{pct(st['p90_abs_error'])} |")
     out.append(f"| **all** | **{s['n']}** | **{pct(s['median_abs_error'])}** | **{signed(s['median_error'])}** | "
                f"**{pct(s['p90_abs_error'])}** |")
-    return "\n".join(out)
+    return out
+
+
+def dense_by_stack() -> str:
+    """`planner validate tests/data/published_runs.yaml --complete`, per stack and over all."""
+    s = runs_report(RUNS, True)["summary"]
+    return "\n".join(_stack_rows(s))
 
 
 def dense_file_by_stack() -> str:
     """The whole dense file (`planner validate tests/data/published_runs.yaml`), per stack and over all."""
     s = runs_report(RUNS)["summary"]
-    out = [f"`planner validate tests/data/published_runs.yaml` (every record, {s['n_skipped']} skipped):", "",
-           "| stack | n | median \\|error\\| | signed median | p90 \\|error\\| |", "| --- | ---: | ---: | ---: | ---: |"]
-    for name, st in s["by_stack"].items():
-        out.append(f"| {name} | {st['n']} | {pct(st['median_abs_error'])} | {signed(st['median_error'])} | "
-                   f"{pct(st['p90_abs_error'])} |")
-    out.append(f"| **all** | **{s['n']}** | **{pct(s['median_abs_error'])}** | **{signed(s['median_error'])}** | "
-               f"**{pct(s['p90_abs_error'])}** |")
-    return "\n".join(out)
+    return "\n".join([f"`planner validate tests/data/published_runs.yaml` (every record, {s['n_skipped']} skipped):", ""]
+                     + _stack_rows(s))
 
 
 def dense_groups() -> str:

@@ -160,3 +160,32 @@ def test_tp_all_gathers_of_the_capacity_by_hand():
     assert float(gather) > 0.0
     without = float(step_time(_without_gating(settings), plan)[0].tp_comm)
     assert js["time"]["tp_comm_s"] - without == pytest.approx(LAYERS * 2 * float(gather), rel=1e-9)
+
+
+def test_fit_rows_and_explain_agree(cli):
+    """explain and search price a plan alike: the dense-gating rows `fit` ranks (search.rows_of prices many plans as
+    one 1-d PlanArrays) and `explain` of each row's reproduce line (search.explain_args: one 0-d plan) give the same
+    time terms (moe_permute_s and its moe_gating_einsum_s, tp_comm_s with the capacity's TP all-gathers), memory
+    terms (the gating's saves and transients) and moe.dense_gating block; with and without full recompute (the
+    gating re-run and re-materialised), tp 2 (SP) and 1."""
+    import json
+
+    from planner.schema import Job
+    from planner.search import explain_args
+
+    base = ["--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--hardware", "h100-sxm",
+            "--ep", "8", "--pp", "1", "--seq-len", "4096"]
+    r = cli("fit", *base, "--tp", "1,2", "--recompute", "none,full", "--top", "40", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    seen = {(row["plan"]["tp"], row["plan"]["recompute"]) for row in rows}
+    assert {(1, "none"), (2, "none"), (2, "full")} <= seen, seen
+    job = Job(model="mixtral-8x7b", gpus=64, stack="megatron-deepspeed", hardware="h100-sxm", ep=8, pp=1, seq_len=4096)
+    for row in rows:
+        assert row["time"]["moe_gating_einsum_s"] > 0 and row["moe"]["dense_gating"]["capacity"] > 0
+        again = cli("explain", *explain_args(job, row), "--format", "json")
+        assert again.exit_code == 0, again.stderr
+        one = json.loads(again.stdout)
+        assert one["time"] == row["time"], row["plan"]
+        assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+        assert one["moe"]["dense_gating"] == row["moe"]["dense_gating"], row["plan"]

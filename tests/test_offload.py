@@ -429,3 +429,59 @@ def test_megatron_offload_refusals(cli, tmp_path, job, needle):
     f = tmp_path / "job.yaml"
     f.write_text(yaml.safe_dump(job))
     assert_one_error(cli("explain", str(f)), needle)
+
+
+# ------------------------------------------------------------------ one plan or many: the same figures
+def _stacked(plans):
+    """The 0-d plans as one 1-d PlanArrays (element j: plans[j]), as search and the batch ramp price many at once."""
+    import dataclasses
+
+    import numpy as np
+
+    return dataclasses.replace(plans[0], **{f.name: np.stack([np.asarray(getattr(p, f.name)) for p in plans])
+                                            for f in dataclasses.fields(plans[0])})
+
+
+@pytest.mark.parametrize("base, variants", [
+    # ZeRO-1 / ZeRO-2, one micro-batch or four (the accumulation copies' np.where), pp 1 or 2 (the staging buffer's
+    # stage: plan.pp == 1 is an array over the plans)
+    (dict(DS2, offload_optimizer="cpu"), [{}, {"global_batch": 32}, {"sharding": "zero1", "global_batch": 32},
+                                          {"micro_batch": 2, "global_batch": 32},
+                                          {"sharding": "zero1", "pp": 2, "global_batch": 32}]),
+    (dict(MG, offload_optimizer="cpu", offload_fraction=0.5), [{}, {"global_batch": 32}, {"pp": 2, "global_batch": 32}]),
+    (dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", micro_batch=1, global_batch=8, seq_len=4096,
+          offload_optimizer="cpu", offload_param="cpu"), [{}, {"global_batch": 32}]),
+])
+def test_offload_priced_alike_one_plan_or_many(base, variants):
+    """The offload terms are vectorised over the plans: each plan priced alone (explain's 0-d plan) and the same plans
+    priced together as one 1-d PlanArrays (what search and explain's batch ramp evaluate) give the same JSON, every
+    memory and time term. Before review5, _offload_staging combined plan.pp == 1 with Python `or`: a 1-d plan raised
+    'truth value of an array ... is ambiguous' (explain with a batch_size_schedule crashed with a traceback)."""
+    from planner.explain import evaluate, to_json
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    resolved = [resolve(Job(**dict(base, **v))) for v in variants]
+    settings = resolved[0][0]
+    assert all(repr(s) == repr(settings) for s, _, _ in resolved)  # the variants differ in the plan only
+    plans = [p for _, p, _ in resolved]
+    many = _stacked(plans)
+    est = evaluate(settings, many)
+    for i, p in enumerate(plans):
+        alone = to_json(settings, p, evaluate(settings, p))
+        assert alone["time"]["offload_link_s"] > 0 and "host" in alone["memory"]
+        assert to_json(settings, many, est, i) == alone, variants[i]
+
+
+def test_offload_with_a_batch_ramp(cli, tmp_path):
+    """explain with a batch_size_schedule prices every phase at once (explain.ramp_estimates: a 1-d plan): each
+    phase's step is the plan's at that batch, as explain prices it alone."""
+    job = dict(DS2, offload_optimizer="cpu", tokens=1e10,
+               batch_size_schedule=[{"from_tokens": 0, "global_batch": 8}, {"from_tokens": 1e9, "global_batch": 32}])
+    del job["global_batch"]
+    got = _explain(cli, tmp_path, job)["throughput"]["batch_ramp"]
+    for phase in got:
+        alone = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", global_batch=phase["global_batch"]),
+                         f"gb{phase['global_batch']}.yaml")
+        assert phase["step_s"] == alone["time"]["step_s"]
+        assert phase["memory_bytes"] == alone["memory"]["total_bytes"]

@@ -180,6 +180,14 @@ def test_schema_refuses_unknown_or_contradicting_capabilities():
                        ("half_dtypes", {"dtypes": ["fp16"], "sources": ["x"], "default": "fp16"})):
         with pytest.raises(ValidationError):
             StackRuns(**{**runs, field: bad})
+    for field, bad, message in (("recompute", {"granularities": ["none", "full", "none"], "sources": ["x"]},
+                                 r"recompute granularities repeat: \['none', 'full', 'none'\]"),
+                                ("attention", {"cores": ["eager", "eager"], "sources": ["x"]},
+                                 r"attention cores repeat: \['eager', 'eager'\]"),
+                                ("half_dtypes", {"dtypes": ["fp16", "bf16", "fp16"], "sources": ["x"]},
+                                 r"16-bit dtypes repeat: \['fp16', 'bf16', 'fp16'\]")):
+        with pytest.raises(ValidationError, match=message):
+            StackRuns(**{**runs, field: bad})
     data = load_stack(S21).model_dump()
     with pytest.raises(ValidationError, match="defaults.attention flash is not among runs.attention"):
         Stack(**{**data, "defaults": {**data["defaults"], "attention": "flash"}})
