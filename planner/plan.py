@@ -1551,10 +1551,14 @@ def sac_reruns_exchange(model, stack) -> bool:
     return bool(code is not None and model is not None and model.moe is not None and not code.sac_saves_all_to_all)
 
 
-def default_sequence_parallel(stack, tp) -> bool:
+def default_sequence_parallel(stack, tp, model=None) -> bool:
     """The sequence parallelism of a job that leaves it out: on where TP runs (tp > 1), off on a stack whose code
-    has none (stack_db runs.sequence_parallel supported false: start-up rule STACK_SEQUENCE_PARALLEL)."""
-    return bool(tp > 1) and not stack_lacks_sp(stack)
+    has none (stack_db runs.sequence_parallel supported false: start-up rule STACK_SEQUENCE_PARALLEL), and off for an
+    MoE model on a stack whose MoE layer cannot take a sequence shard (its start-up rules hold DEEPSPEED_MOE_SP:
+    Megatron-DeepSpeed's DeepSpeed-MoE, whose own default is SP off, --sequence-parallel store_true)."""
+    moe_no_sp = model is not None and model.moe is not None and stack is not None and any(
+        r.key == "DEEPSPEED_MOE_SP" for _, r in rules_for(stack))
+    return bool(tp > 1) and not stack_lacks_sp(stack) and not moe_no_sp
 
 
 def fit_attention(stack) -> str:
@@ -1632,8 +1636,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     schedule = job.schedule or default_schedule(stack, job.vpp)
-    sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp)
-    if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel)
+    sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
+    if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel),
+        # or not for an MoE model (DEEPSPEED_MOE_SP)
         features.append(("sequence_parallel", False))
     shard = job.shard_group if job.shard_group is not None else dp
     if job.ep > 1 and stack.expert_parallel is None:

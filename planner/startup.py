@@ -148,6 +148,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   DEEPSPEED_MOE             deepspeed/runtime/engine.py l. 1675: 'MoE not supported with Stage 3' (an
                             MoE model at sharding fsdp / hsdp, modes zero3 and zero3_mics), and expert TP
                             other than 1 or tp (moe/layer.py l. 89-103) (code 77)
+  DEEPSPEED_MOE_SP          an MoE model with tp > 1 under Megatron's sequence parallelism: MOELayer's
+                            drop_tokens / gather_tokens over TP (sharded_moe.py l. 626-664) assume
+                            the TP ranks hold the same tokens; Megatron-DeepSpeed @f4157bea hands the
+                            MoE the rank's sequence shard (transformer.py l. 1429-1432) (code 78)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2052,6 +2056,29 @@ LATER_RULES = LATER_RULES + (
         "use ZeRO stage 0, 1 or 2 (sharding none, zero1, zero2, bf16_optimizer) for an MoE model, and etp 1 or tp",
         lambda m, s, p: np.full(np.shape(p.sharding), m is not None and m.moe is not None)
         & ((level_of(p) >= 3) | ((etp_of(p) != 1) & (etp_of(p) != np.asarray(p.tp))))),
+    # DEEPSPEED_MOE_SP (code 78, issue 22 mdsmoefit): DeepSpeed-MoE's MOELayer assumes the TP ranks hold the same
+    # tokens; Megatron's sequence parallelism gives each its own 1 / tp of the sequence, and the fork hands the MoE
+    # layer that shard, gathering nothing (transformer.py l. 1429-1432). MOELayer.forward then keeps 1 / tp of each
+    # rank's own capacity slots before the all-to-all (drop_tokens, sharded_moe.py l. 626) and rebuilds [E, C, M] from
+    # the TP ranks' blocks after it (gather_tokens l. 638, 664): with etp 1 each expert's RowParallelLinear, still
+    # sequence-parallel (layers.py l. 721-726: only ColumnParallelLinear turns it off for an unsliced expert,
+    # l. 585-590), reduce-scatters the expert output's first dimension, ep_size, over TP (l. 797-798; mappings.py
+    # _reduce_scatter_along_first_dim l. 116-117 asserts ep_size % tp == 0, else the output is [E, C / tp, M] and the
+    # combine einsum 'sec,ecm->sm', sharded_moe.py l. 669, raises on C); with etp = tp the shapes hold and each rank
+    # combines the other TP ranks' tokens' expert outputs into (tp - 1) / tp of its own slots. No validate_args check
+    # (megatron/arguments.py); the fork disables SP only at tp 1 (l. 386-388).
+    StartupRule(
+        "DEEPSPEED_MOE_SP", "deepspeed",
+        "DeepSpeed-MoE under Megatron's sequence parallelism: its MOELayer drops and gathers tokens over TP as if "
+        "the TP ranks held the same tokens, which under SP they do not (etp 1 fails at the expert's reduce-scatter "
+        "or the combine; etp = tp combines other ranks' tokens)",
+        f"microsoft/Megatron-DeepSpeed @f4157bea megatron/model/transformer.py l. 1429-1432 (the MoE gets the rank's "
+        "sequence shard), megatron/core/tensor_parallel/layers.py l. 721-726, 797-798, mappings.py l. 116-117; "
+        f"{DEEPSPEED_COMMIT} deepspeed/moe/sharded_moe.py MOELayer.forward l. 615-669 (drop_tokens l. 626, 649; "
+        "gather_tokens l. 638, 664; the combine einsum l. 669)",
+        "turn sequence parallelism off (--no-sequence-parallel) for an MoE model with tp > 1, or use tp 1",
+        lambda m, s, p: np.full(np.shape(p.tp), m is not None and m.moe is not None)
+        & (np.asarray(p.tp) > 1) & (np.asarray(p.sp) > 0)),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -199,9 +199,9 @@ def test_moe_expert_tp_and_pipeline_round_trip():
 
 def test_moe_refusals(cli, tmp_path):
     """What DeepSpeed-MoE cannot say, each refused (exit 2) naming it: ZeRO-3 and expert TP other than 1 or tp
-    (start-up rule 77 DEEPSPEED_MOE, engine.py l. 1675, moe/layer.py l. 89-103),
-    an unpadded capacity, a dropless plan, expert TP other than 1 or tp, pp > 1 with tp > 1, MoE layers placed other
-    than every --expert-interval-th."""
+    (start-up rule 77 DEEPSPEED_MOE, engine.py l. 1675, moe/layer.py l. 89-103), sequence parallelism at tp > 1
+    (rule 78 DEEPSPEED_MOE_SP), an unpadded capacity, a dropless plan, MoE layers placed other than every
+    --expert-interval-th."""
     from planner.startup import CODES
 
     assert CODES["DEEPSPEED_MOE"] == 77
@@ -219,9 +219,11 @@ def test_moe_refusals(cli, tmp_path):
     row = _row(**MIXTRAL, tp=4, pp=1, ep=2, sharding="zero1")
     with pytest.raises(PlannerError, match="DEEPSPEED_MOE"):  # a plan dict from elsewhere: export checks the rules too
         export_plan({**row["plan"], "etp": 2}, "megatron-deepspeed")
-    row = _row(**MIXTRAL, tp=2, pp=2, ep=4, sharding="zero1")
-    with pytest.raises(PlannerError, match="an MoE model at pp 2 and tp 2"):
-        export_plan(row["plan"], "megatron-deepspeed")
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE_SP"):  # rule 78: MOELayer's TP drop / gather under SP
+        _row(**MIXTRAL, tp=2, pp=1, ep=8, sharding="zero1", sequence_parallel=True)
+    row = _row(**MIXTRAL, tp=2, pp=1, ep=8, sharding="zero1")
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE_SP"):  # a plan dict from elsewhere: export checks it too
+        export_plan({**row["plan"], "sequence_parallel": True}, "megatron-deepspeed")
     src = open("model_zoo/mixtral-8x7b.yaml", encoding="utf-8").read().replace("  router: softmax ", "  layer_freq: 2\n  router: softmax ")
     y = tmp_path / "mixtral-every-2nd.yaml"
     y.write_text(src, encoding="utf-8")
@@ -257,23 +259,61 @@ def test_an_every_second_layer_moe_round_trips_as_expert_interval_2(tmp_path):
 
 
 def test_fit_exports_an_moe_plan_that_check_passes(cli, tmp_path):
-    """The issue's loop on Mixtral: fit ranks ZeRO-2 at EP 8 (ZeRO-3 is refused by rule 77), exports it (fit --export
-    reads it back as the same plan and memory) and `planner check` passes the script. At pp 1: with DeepSpeed-MoE's
-    dense gating priced (layers/moe.py [18]) fit's fastest plan at 32,768 tokens is tp 8 x pp 2, an MoE pipeline over
-    TP that the exporter refuses (export_mds: GPTModelPipe's partitioned MoE loss)."""
+    """The issue's loop on Mixtral: fit ranks ZeRO-1/2 (ZeRO-3 is refused by rule 77) with SP off at tp > 1 (rule 78),
+    exports it (fit --export reads it back as the same plan and memory) and `planner check` passes the script. At
+    pp 1 and 32,768 tokens fit's fastest plan is tp 2, EP 4, ZeRO-2, full recompute; at EP 1 it does not fit (every
+    expert on every GPU: 102.3 GiB), and check's fix is spelled in the fork's flag."""
     r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--pp", "1", "--top", "1",
             "--export", "megatron-deepspeed")
     assert r.exit_code == 0, r.stderr
     assert "    --num-experts 8 \\\n" in r.stdout and "--zero-stage 3" not in r.stdout
+    assert "    --tensor-model-parallel-size 2 \\\n" in r.stdout and "--sequence-parallel" not in r.stdout
     p = tmp_path / "mixtral.sh"
     p.write_text(r.stdout, encoding="utf-8")
     r = cli("check", str(p), "--hardware", "h100-sxm")
     assert r.exit_code == 0, r.stdout + r.stderr
     assert "PASS" in r.stdout and "DeepSpeed-MoE" in r.stderr
-    # at EP 1 it does not fit (every expert on every GPU: 142.9 GiB); check's fix is spelled in the fork's flag
-    p.write_text(p.read_text().replace("--moe-expert-parallel-size 8", "--moe-expert-parallel-size 1"), encoding="utf-8")
+    p.write_text(p.read_text().replace("--moe-expert-parallel-size 4", "--moe-expert-parallel-size 1"), encoding="utf-8")
     r = cli("check", str(p), "--hardware", "h100-sxm")
-    assert r.exit_code == 1 and "EP 1 -> 8 [megatron-deepspeed: --moe-expert-parallel-size 8]" in r.stdout
+    assert r.exit_code == 1 and "EP 1 -> 4 [megatron-deepspeed: --moe-expert-parallel-size 4]" in r.stdout
+
+
+def test_moe_pipeline_over_tp_writes_the_unpartitioned_pipe(cli, tmp_path):
+    """Issue 22 (mdsmoefit): an MoE plan at pp > 1 and tp > 1 runs on Megatron-DeepSpeed only with DeepSpeed's
+    partitioned pipe tensors off: GPTModelPipe passes the hidden states and the aggregated MoE loss, both needing
+    gradients, and asserts pipe_partitioned / grad_partitioned are not enabled (@f4157bea gpt_model.py l. 376-384),
+    which DeepSpeed's config turns on by default (config.py @38327e07 l. 467-468). The export writes both false; the
+    p2p priced (T h x 2 B a micro-batch each way, no TP all-gather) is what they run. fit --export reads the script
+    back as the same plan and memory, and check passes it reading the section as priced. At tp 1 or pp 1 no section."""
+    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--tp", "2", "--pp", "2",
+            "--seq-len", "4096", "--global-batch", "256", "--top", "1", "--export", "megatron-deepspeed")
+    assert r.exit_code == 0, r.stderr
+    assert _json(r.stdout)["pipeline"] == {"pipe_partitioned": False, "grad_partitioned": False}
+    assert "    --pipeline-model-parallel-size 2 \\\n" in r.stdout and "--sequence-parallel" not in r.stdout
+    p = tmp_path / "mixtral-pp.sh"
+    p.write_text(r.stdout, encoding="utf-8")
+    r = cli("check", str(p), "--hardware", "h100-sxm")
+    assert r.exit_code == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+    assert 'pipeline={"pipe_partitioned":false,"grad_partitioned":false}: read, priced' in r.stderr
+    assert "not modelled" not in r.stderr or "pipeline=" not in r.stderr.split("not modelled", 1)[1]
+    # the same with the JSON's section removed: the fork's own check passes (it reads a missing key as false) but
+    # DeepSpeed partitions and asserts; the reader refuses it, naming the keys
+    p.write_text(re.sub(r',\n  "pipeline": \{[^}]*\}', "", p.read_text()), encoding="utf-8")
+    r = cli("check", str(p), "--hardware", "h100-sxm")
+    assert r.exit_code == 2 and "pipeline.pipe_partitioned and grad_partitioned true" in r.stderr
+    # the p2p priced: one send of T h bf16 a micro-batch each way (4,096 x 4,096 x 2 B = 32 MiB), not a 1 / tp slice
+    from planner import comm
+    from planner.step import Collectives, _context
+
+    settings, plan, _ = resolve(Job(stack="megatron-deepspeed", **MIXTRAL, tp=2, pp=2, ep=8, sharding="zero1"))
+    coll = Collectives(_context(settings, plan))
+    send = float(coll(comm.SEND_RECV, 4096 * 4096 * 2.0, plan.pp, coll.strides["pp"]))
+    m = 256 // (1 * 16)
+    assert _row(**MIXTRAL, tp=2, pp=2, ep=8, sharding="zero1")["time"]["pp_comm_s"] == pytest.approx(2 * m * send,
+                                                                                                       rel=1e-9)
+    for tp, pp in ((1, 2), (2, 1)):
+        text, _ = export_plan(_row(**MIXTRAL, tp=tp, pp=pp, ep=8, sharding="zero1")["plan"], "megatron-deepspeed")
+        assert "pipeline" not in _json(text)
 
 
 # ---------------------------------------------------------------- uneven pipeline splits (issue 22, mdsexport2)

@@ -130,13 +130,21 @@ def test_capacity_floor_and_the_three_gating_paths():
         assert float(m.gating_saved_bytes(_ctx(T), 1.0, 4)["moe_gate_locations"]) == T * loc(c, ec)
 
 
-def test_sequence_parallel_gates_the_local_tokens():
-    """Under SP (tp 8) the gate's input is the layer's [s / tp, b, h] slice: S = 4,096 x 2 / 8 = 1,024 tokens,
-    C = 256; without SP every TP rank gates all 8,192 tokens of the micro-batch (C = 2,048)."""
-    sp = _mixtral_mds(tp=8, sequence_parallel=True, micro_batch=2, global_batch=16)[3]["moe"]["dense_gating"]
+def test_sequence_parallel_is_refused_and_tp_ranks_gate_every_token():
+    """Without SP every TP rank gates all 8,192 tokens of the micro-batch (C = 2,048): the duplicate tokens MOELayer's
+    drop_tokens / gather_tokens assume (sharded_moe.py l. 615-669). Under SP (tp 8) the fork hands the MoE the rank's
+    [s / tp, b, h] slice (transformer.py l. 1429-1432), which those calls break: start-up rule 78 DEEPSPEED_MOE_SP."""
+    from planner.errors import PlannerError
+    from planner.startup import CODES
+
     no = _mixtral_mds(tp=8, sequence_parallel=False, micro_batch=2, global_batch=16)[3]["moe"]["dense_gating"]
-    assert (sp["tokens"], sp["capacity"]) == (1024, 256)
     assert (no["tokens"], no["capacity"]) == (8192, 2048)
+    assert CODES["DEEPSPEED_MOE_SP"] == 78
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE_SP"):
+        _mixtral_mds(tp=8, sequence_parallel=True, micro_batch=2, global_batch=16)
+    # a job that leaves SP out takes it off for an MoE model here (the fork's default; plan.default_sequence_parallel)
+    settings, plan, _, _ = _mixtral_mds(tp=8, micro_batch=2, global_batch=16)
+    assert int(plan.sp) == 0
 
 
 def test_other_stacks_keep_the_dispatcher_pricing():
@@ -146,17 +154,18 @@ def test_other_stacks_keep_the_dispatcher_pricing():
 
 
 def test_tp_all_gathers_of_the_capacity_by_hand():
-    """tp 8 (SP): MOELayer splits the capacity over the TP ranks before the dispatch all-to-all and all-gathers the
-    combine's [E, C, h] back on every TP rank, and drop_tokens' gradient is that all-gather again (sharded_moe.py
-    l. 659-664, mappings.py): tp_comm_s grows by 2 all-gathers of 2 B x E C h a layer and micro-batch, 32 layers,
-    m = 1, at the TP group's place (S = 4,096 x 2 / 8 = 1,024, C = 256, 2 x 2,048 x 4,096 B = 16 MiB each)."""
+    """tp 8 (no SP: DEEPSPEED_MOE_SP): MOELayer splits the capacity over the TP ranks before the dispatch all-to-all
+    and all-gathers the combine's [E, C, h] back on every TP rank, and drop_tokens' gradient is that all-gather again
+    (sharded_moe.py l. 659-664, mappings.py): tp_comm_s grows by 2 all-gathers of 2 B x E C h a layer and
+    micro-batch, 32 layers, m = 1, at the TP group's place (S = 4,096 x 2 = 8,192, C = 2,048, 2 x 16,384 x 4,096 B
+    = 128 MiB each)."""
     from planner import comm
     from planner.step import Collectives, _context, step_time
 
-    settings, plan, _, js = _mixtral_mds(tp=8, sequence_parallel=True, micro_batch=2, global_batch=16)
+    settings, plan, _, js = _mixtral_mds(tp=8, sequence_parallel=False, micro_batch=2, global_batch=16)
     sc = _context(settings, plan)
     coll = Collectives(sc)
-    gather = coll(comm.ALL_GATHER, 2.0 * 8 * 256 * H, plan.tp, coll.strides["tp"])
+    gather = coll(comm.ALL_GATHER, 2.0 * 8 * 2048 * H, plan.tp, coll.strides["tp"])
     assert float(gather) > 0.0
     without = float(step_time(_without_gating(settings), plan)[0].tp_comm)
     assert js["time"]["tp_comm_s"] - without == pytest.approx(LAYERS * 2 * float(gather), rel=1e-9)

@@ -360,6 +360,30 @@ def test_deepspeed_moe_pipeline_partitioning_needs_the_json(tmp_path):
                               '"wall_clock_breakdown" : true,\n  "pipeline": {"pipe_partitioned": false, "grad_partitioned": false}'))
     cfg = load_trainer_config(p, gpus=8)
     assert (cfg.job["tp"], cfg.job["pp"], cfg.job["etp"]) == (2, 2, 1)
+    # read as priced (the whole output sent, no TP all-gather: what step.py pp_comm prices), not as not modelled
+    assert any('pipeline={"pipe_partitioned":false,"grad_partitioned":false}: read, priced' in a for a in cfg.assumed)
+    assert not any("pipeline=" in x for x in cfg.not_modelled)
+
+
+def test_deepspeed_moe_under_sequence_parallelism_is_refused(tmp_path):
+    """--num-experts with --sequence-parallel at TP 2: the fork hands DeepSpeed-MoE the rank's sequence shard
+    (transformer.py l. 1429-1432) and MOELayer's drop_tokens / gather_tokens assume duplicate tokens over TP: start-up
+    rule 78 DEEPSPEED_MOE_SP refuses the job; without --sequence-parallel it resolves."""
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    text = MDS.read_text().replace("TP=1", "TP=2")
+    text = text.replace(HEADS, HEADS + "    --num-experts 4 \\\n    --create-moe-param-group \\\n")
+    text = text.replace(HEADS, HEADS + "    --disable-bias-linear \\\n")  # DeepSpeed's gate has no bias (l. 481)
+    p = tmp_path / "sp.sh"
+    p.write_text(text.replace(HEADS, HEADS + "    --sequence-parallel \\\n"))
+    job = load_trainer_config(p, gpus=8).job
+    assert (job["tp"], job["sequence_parallel"]) == (2, True)
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE_SP"):
+        resolve(Job(**job))
+    p.write_text(text)
+    job = load_trainer_config(p, gpus=8).job
+    assert int(resolve(Job(**job))[1].sp) == 0
 
 
 def test_deepspeed_moe_interval_over_too_many_layers_refused_fast(tmp_path):

@@ -290,8 +290,9 @@ References
     TP drop / gather copies (the TP all-gathers of [E, C / tp, M] themselves are step.py gating_gather's), the host's wait at _capacity's comparison (l. 168), the chunked experts' input copies. Under
     Megatron's sequence parallelism the gate's input is already the rank's 1 / tp of the sequence, yet MOELayer
     narrows the capacity dimension to 1 / tp before the all-to-all as if the tokens were duplicated over TP
-    (sharded_moe.py l. 628, deepspeed/moe/mappings.py _drop_tokens l. 56-68): the planner prices the gate on the
-    local tokens and the experts' rows as every MoE layer's; whether the fork trains correctly so is not checked.
+    (sharded_moe.py l. 626, deepspeed/moe/mappings.py _drop_tokens l. 56-68): the fork breaks there (start-up rule
+    78 DEEPSPEED_MOE_SP, planner/startup.py), so a plan priced here has SP off at tp > 1 and every TP rank gates the
+    micro-batch's T tokens (the pricing below still takes T / rep_div, which is T there).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function

@@ -1403,10 +1403,11 @@ def _mds_moe(plan: dict, args: list) -> list:
     N - 1 dense kinds and a moe kind), --moe-expert-parallel-size ep,
     --enable-expert-tensor-parallelism where the experts are split over TP (etp = tp > 1), --moe-train-capacity-factor
     cf (DeepSpeed drops the tokens beyond it and pads every expert to it: the plan's moe_capacity_factor with
-    moe_pad_to_capacity), --moe-loss-coeff, --create-moe-param-group (ZeRO-1/2 asserts the MoE groups). Refused, named:
-    another placement, an expert width other than --ffn-hidden-size, a dropless plan or one not padded, pp > 1 with
-    tp > 1 (the pipeline engine's partitioned tensors); expert TP other than 1 or tp and ZeRO-3 are start-up rule
-    DEEPSPEED_MOE's (export's _check_runnable)."""
+    moe_pad_to_capacity), --moe-loss-coeff, --create-moe-param-group (ZeRO-1/2 asserts the MoE groups). At pp > 1
+    with tp > 1 the JSON's pipeline section turns the engine's partitioned pipe tensors off (_mds_pipe_section). Refused, named:
+    another placement, an expert width other than --ffn-hidden-size, a dropless plan or one not padded; expert TP
+    other than 1 or tp and ZeRO-3 are start-up rule DEEPSPEED_MOE's, sequence parallelism at tp > 1
+    DEEPSPEED_MOE_SP's (export's _check_runnable)."""
     F = "megatron-deepspeed"
     model = _model(plan)
     if model.moe is None:
@@ -1428,7 +1429,7 @@ def _mds_moe(plan: dict, args: list) -> list:
                          f"({plan['model']}): Megatron-DeepSpeed's experts are ParallelMLP(config) of --ffn-hidden-size "
                          "(@f4157bea megatron/model/transformer.py l. 1070-1072); no flag sets another width",
                       "export --format megatron on --stack megatron")
-    tp, pp, etp = plan["tp"], plan["pp"], plan.get("etp") or plan["tp"]
+    tp, etp = plan["tp"], plan.get("etp") or plan["tp"]
     if plan.get("moe_capacity_factor") is None or not plan.get("moe_pad_to_capacity"):
         what = ("dropless (no moe_capacity_factor): DeepSpeed's --disable-moe-token-dropping pads every expert to the "
                 "busiest expert's count over the EP group (@38327e07 deepspeed/moe/sharded_moe.py top1gating l. 214-225), "
@@ -1437,12 +1438,6 @@ def _mds_moe(plan: dict, args: list) -> list:
                 "dispatches an [E, C, d] tensor (sharded_moe.py l. 609), every expert padded to the capacity")
         raise _refuse(F, what, "price it with --moe-capacity-factor CF --moe-pad-to-capacity (DeepSpeed's default: 1.0, "
                                "tokens beyond it dropped, every expert padded to it)")
-    if pp > 1 and tp > 1:
-        raise _refuse(F, f"an MoE model at pp {pp} and tp {tp}: GPTModelPipe sends the hidden states and the aggregated "
-                         "MoE loss between stages, which DeepSpeed's PipelineEngine partitions over TP by default "
-                         "(deepspeed/runtime/config.py @38327e07 l. 467-468) and supports for one tensor only "
-                         "(@f4157bea megatron/model/gpt_model.py l. 376-384); the JSON's pipeline.pipe_partitioned / "
-                         "grad_partitioned false are settings the plan does not price", "price it with tp 1 or pp 1")
     out = []
     for k, v in args:
         if k == "--moe-router-topk":
@@ -1463,6 +1458,30 @@ def _mds_moe(plan: dict, args: list) -> list:
         out.append(("--enable-expert-tensor-parallelism", None))
     out.append(("--create-moe-param-group", None))
     return out
+
+
+def mds_pipe_unpartitioned(model, tp: int, pp: int) -> bool:
+    """Whether a Megatron-DeepSpeed job must run DeepSpeed's pipeline engine with its partitioned pipe tensors off: an
+    MoE model at pp > 1 with tp > 1. GPTModelPipe then passes two tensors that need gradients between stages, the
+    hidden states and the aggregated MoE loss (microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py
+    l. 386-394: input_ / return_aggregated_moe_loss; transformer.py l. 1525-1547), and asserts the JSON's
+    pipeline.pipe_partitioned / grad_partitioned are not enabled (l. 376-384); the engine's partitioning handles one
+    such tensor only (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py _exec_forward_pass l. 743-749:
+    'TODO: Improve pipe partitioning to pass multiple tensors that require grads', an assert on the others), and both
+    are true unless the JSON says false (deepspeed/runtime/config.py l. 467-468; engine.py l. 144-145: on wherever
+    the grid has model parallelism)."""
+    return model.moe is not None and pp > 1 and tp > 1
+
+
+def _mds_pipe_section(plan: dict, cfg: dict) -> None:
+    """The JSON's "pipeline": {"pipe_partitioned": false, "grad_partitioned": false} where the plan needs it
+    (mds_pipe_unpartitioned). What the two change is the pipeline's p2p: off, each stage sends every rank's whole
+    output, T h / (tp under SP) bf16 elements, and its gradient back, with no TP all-gather on arrival (engine.py
+    l. 719-733, 743-761, 826-851: PartitionedTensor's 1 / tp slice and .full() all-gather skipped): the send
+    step.py pp_comm prices, plus the aggregated MoE loss, a 0-d tensor a micro-batch each way (one p2p latency,
+    not priced)."""
+    if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"]):
+        cfg["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}
 
 
 def _mds_split(plan: dict, notes: list[str]) -> None:
@@ -1506,6 +1525,7 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
                          "Megatron-DeepSpeed @f4157bea's arguments.py has no such flag",
                       "price it without sync_tp_duplicated_parameters")
     cfg = deepspeed_config(plan, F)
+    _mds_pipe_section(plan, cfg)
     _mds_split(plan, notes)
     stage = cfg["zero_optimization"]["stage"]
     # the model: GPTModelPipe under DeepSpeed's PipelineEngine unless --no-pipeline-parallel (pretrain_gpt.py

@@ -126,7 +126,7 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
-from . import words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
+from . import fmt_ignored, words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
 from .megatron_model import MAX_PATTERN, _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
@@ -314,7 +314,9 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
     job's moe_aux_loss_coeff (the gate computes its loss whatever the value; the stack prices no router saves).
     Refused: per-layer expert counts that differ, --mlp-type residual (PR-MoE), --disable-moe-token-dropping (every
     expert padded to the busiest one's count over the EP group, top1gating l. 214-225: not priced), --use-tutel,
-    --num-experts-switch (Megatron-LM's SwitchMLP)."""
+    --num-experts-switch (Megatron-LM's SwitchMLP). In merge: ZeRO-1/2 without --create-moe-param-group, and pp > 1
+    x tp > 1 without the JSON's pipeline.pipe_partitioned / grad_partitioned false (both false are read as priced);
+    --sequence-parallel at TP > 1 is start-up rule 78 DEEPSPEED_MOE_SP's (planner/startup.py)."""
     given = [f for f in MOE_FLAGS if f in ds]
     if "--num-experts-switch" in ds:
         raise PlannerError(f"{where}--num-experts-switch: the fork's Megatron-LM SwitchMLP ({MDS_COMMIT} megatron/model/"
@@ -679,6 +681,21 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                                '"grad_partitioned": false} in the JSON, or use tp 1 or pp 1')
         cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
                                                                        "moe_dispatcher:"))]
+    sec = data.get("pipeline") if isinstance(data, dict) else None
+    if isinstance(sec, dict) and sec and set(sec) <= {"pipe_partitioned", "grad_partitioned"} \
+            and all(v is False for v in sec.values()):
+        # the engine's partitioned pipe tensors off (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py
+        # l. 144-145, 719-761, 826-851): each stage sends every rank's whole output and its gradient, no TP all-gather
+        # on arrival, the send step.py pp_comm prices; without a pipeline over TP (is_model_parallel) no effect
+        dcfg.not_modelled[:] = [x for x in dcfg.not_modelled if not x.startswith("pipeline=")]
+        shown = fmt_ignored("pipeline", sec)
+        if pipe and pp > 1 and tp > 1:
+            assumed.append(f"{jw}{shown}: read, priced: the pipeline's p2p as the engine runs it with them, each TP "
+                           "rank's whole output (T h, / tp under SP) and its gradient with no TP all-gather "
+                           "(deepspeed/runtime/pipe/engine.py @38327e07 l. 719-761, 826-851; step.py pp_comm)")
+        else:
+            ignored.append(f"{jw}{shown} (no pipeline over TP: the engine partitions nothing at tp 1, pp 1 or "
+                           "--no-pipeline-parallel, deepspeed/runtime/pipe/engine.py @38327e07 l. 144-145)")
     # precision: the engine's
     for flag, sec, other in (("--bf16", "bf16", "fp16"), ("--fp16", "fp16", "bf16")):
         body = data.get(other) if isinstance(data, dict) else None
