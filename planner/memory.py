@@ -601,10 +601,40 @@ References
      traffic (step.py dp_traffic): one all-reduce of the gradients a step, cast to communication_data_type (engine.py
      buffered_allreduce_fallback l. 2611-2625 -> allreduce_bucket l. 2491-2516, 2 B on the wire by default), and the
      all-gather of the 2 B weights; its passes over HBM (each micro-batch's cast-and-add into the buffer, the step's
-     zeroing: step.py optimizer_time, HP_ACCUM_BYTES, HP_CLEAR_BYTES). Not priced: the reduction's cast copy of the fp32 buffer in the model dtype
-     (allreduce_bucket's tensor.to(communication_data_type) of a bucket: whole flat groups until past 5e8 elements,
-     allreduce_no_retain l. 2523-2534, so Megatron-DeepSpeed's weight-decay group whole; freed after the copy back:
-     a moment after the backward, beside the states and both gradients) and the buffer's alignment padding.
+     zeroing: step.py optimizer_time, HP_ACCUM_BYTES, HP_CLEAR_BYTES).
+     The reduction's copies (term bf16_reduce_copy; stack runs.sharding allreduce_bucket_params, fsdp.grad_reduce_bytes):
+     after the last backward (engine.py backward l. 2150-2152; the pipeline engine's ReduceGrads after the last
+     micro-batch, pipe/engine.py l. 293-304) buffered_allreduce_fallback (l. 2611-2625) takes get_grads_for_reduction
+     (bf16_optimizer.py l. 371-375: the fp32 flat buffers, one a parameter group, in the groups' order; split_half_float_
+     double_sparse l. 126-146 keeps it) to allreduce_no_retain (l. 2523-2534), which gathers whole buffers into a bucket
+     until their elements pass MEMORY_OPT_ALLREDUCE_SIZE = 5e8 (l. 111; allreduce_gradients' and _bf16_reduce_grads'
+     bucket) and hands each bucket to allreduce_and_copy (l. 2518-2521) -> allreduce_bucket (l. 2491-2516):
+     self.flatten(bucket) (torch._utils._flatten_dense_tensors: one tensor's own view, several a torch.cat, a copy in
+     fp32), .to(communication_data_type) (bf16 by default, engine.py l. 938-950: a 2 B copy; none where the JSON sets
+     fp32), the in-place division and all-reduce, tensor.copy_ back into the flat, then unflatten's views copied into
+     the buffers; both copies freed at return, before the next bucket. Megatron-DeepSpeed builds two groups
+     (microsoft/Megatron-DeepSpeed @f4157bea megatron/optimizer/__init__.py get_param_groups l. 18-64: the weight-decay
+     matrices first, then the biases and 1-D parameters, name.endswith(".bias") or len(shape) == 1), so the first
+     bucket is the weight-decay buffer alone where it passes 5e8 (a 2 B copy of it: Llama 3 8B at tp 1, pp 1), else
+     both buffers at once (4 + 2 = 6 B an element). The moment, after the backward (the activations, the loss's
+     tensors and the recompute buffer freed): the kept tensors (the states with both gradients, bf16 and fp32) and the
+     larger bucket's copies; the term is its excess over the backward's peak, before the step's (whose moment, the kept
+     tensors and apex FusedAdam's no temporaries, it covers). Llama 3 8B, bf16_optimizer on 8 GPUs, seq 1,024, micro-batch 1,
+     full recompute: 2 B x 8,030,261,248 = 16.06 GB against the peak's activations, output layer and recompute buffer
+     (0.27 + 0.80 + 0.13 GB): +14.86 GB. The weight-decay group's size is read as the stage's parameters a rank (the
+     biases and norms a small share: 13 h a layer with biases and LayerNorms beside its 12 h^2 matrices, 0.1% at h 1,024;
+     Llama 3 8B's 266,240 norm weights): an upper bound of 2 B x the second
+     group where the first passes the bucket, and 2 B where 6 B would be right for a stage whose whole parameters pass
+     5e8 but whose weight-decay ones do not (a band of the second group's width). Not priced: BigScience's fork
+     (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/optimizer/__init__.py
+     _get_params_for_weight_decay_optimization l. 27-57: the weight-decay parameters cut in two halves by count, three
+     groups; BLOOM's tr11 then flushes each half alone, about half the copy priced here); DeepSpeed MoE's expert groups
+     (reduced after the dense ones, _reduce_expert_gradients l. 2588-2609, each bucket of its moe_group_params groups:
+     the rule is read on the stage's whole parameters); the buffers' alignment padding (_flatten_dense_tensors_aligned
+     l. 267-268 with nccl_start_alignment_factor 2 x dp, runtime/utils.py align_dense_tensors l. 940-951: fewer than 2 dp
+     zero elements a group in the bf16 flat, the fp32 buffer and the cast copy, 2 + 4 + 2 B each, and under 2 elements
+     of the fp32 master and Adam partition, 12 B each: at most 2 groups x (16 dp + 24) B, 304 B at dp 8, 33 KB at
+     dp 1,024, below the printed precision); the copies' HBM passes in the step time (step.py optimizer_time).
 [zb] DeepSpeed ZeRO-1/2's gradient reduction buffers (terms zero12_ipg_bucket, zero12_grad_partition; stack_db
      runs.sharding step_grads ipg_buffer, reduction), microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/
      stage_1_and_2.py, contiguous_gradients on (config.py l. 98, its default; a DeepSpeed JSON's false is not priced):
@@ -975,7 +1005,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, 
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
-from .stacks import grad_accum_bytes
+from .stacks import allreduce_bucket_params, grad_accum_bytes
 from .stacks import step_grads as mode_step_grads
 from .terms import Groups, Terms, gather
 
@@ -1025,10 +1055,12 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "ze
               "zero3_reuse_kept", "zero3_tied_output", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 # (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
+# (bf16_reduce_copy: DeepSpeed's BF16_Optimizer's all-reduce of its fp32 buffers after the backward, the bucket's flat
+# and cast copies beyond the peak [bo])
 # (zero12_ipg_bucket: DeepSpeed ZeRO-1/2's IPG buffers in the backward of the stage holding the loss; zero12_grad_partition:
 # the gradient reduction's moment beyond the peak, ZeRO-2's second partition, ZeRO-1's reduction after the backward [zb])
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
-               "zero12_ipg_bucket", "zero12_grad_partition", "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
+               "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
                "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
@@ -2246,6 +2278,11 @@ class _PerLayer:
         reduces = stack.runs is not None and any(m.step_grads is not None and (m.step_grads.ipg_buffer or m.step_grads.reduction)
                                                  for m in stack.runs.sharding)
         self.zero12 = zero12_parts(settings, plan, pc, self.step_grads) if self.step_grads is not None and reduces else None
+        # DeepSpeed's BF16_Optimizer's all-reduce of its accumulation buffers after the backward [bo]: the bucket (elements,
+        # 0 where the plan's mode states none), the buffers' and the communication dtype's bytes (stack data)
+        self.reduce_bucket = allreduce_bucket_params(stack, plan)
+        self.reduce_copying = stack.runs is not None and any(m.allreduce_bucket_params > 0 for m in stack.runs.sharding)
+        self.reduce_bytes = (grad_accum_bytes(stack, plan), float(stack.fsdp.grad_reduce_bytes))
         # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
         # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
         # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
@@ -2834,6 +2871,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
     states, allocated, kept = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
+    temps = (temps, _reduce_copy(per, params))  # the BF16_Optimizer's all-reduce after the backward [bo]
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
                         holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
     fsdp["zero3_step_grads"], tied_end = step.pop("zero3_step_grads"), step.pop("zero3_tied_end")  # ([z3s], [z3t])
@@ -2904,25 +2942,46 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     temporaries, [opt]). where: (counts,
     holds the embedding, holds the output layer) of the stage, for the largest parameter's fp64 norm piece; loss: (the
     output layer's and loss's tensors, the recompute buffer) at the peak."""
-    kept, temps = kept_temps
+    kept, (temps, reduce_copy) = kept_temps
     if per.zero12 is None and per.zero3 is None and not per.step_copies:  # stack data: no [zb], [z3s] or [sg] moment
         # (the figures the lines below give there: ipg, part, tied_end, the z3 step and the copies +0.0, so `allocated` is unchanged
         # and the two last terms are opt_step - opt_step)
-        opt_step = np.maximum(kept + temps - allocated, 0.0)
+        reduce = np.maximum(kept + reduce_copy - allocated, 0.0)  # [bo]
+        opt_step = np.maximum(kept + temps - allocated - reduce, 0.0)
         zero = 0.0 * allocated
-        return {"zero12_ipg_bucket": zero, "zero12_grad_partition": zero, "zero3_tied_end": zero, "optimizer_step": opt_step,
-                "zero3_step_grads": 0.0 * opt_step, "step_grad_copies": 0.0 * opt_step}
+        return {"zero12_ipg_bucket": zero, "zero12_grad_partition": zero, "zero3_tied_end": zero, "bf16_reduce_copy": reduce,
+                "optimizer_step": opt_step, "zero3_step_grads": 0.0 * opt_step, "step_grad_copies": 0.0 * opt_step}
     ipg, part = _zero12_terms(per, states, kept, allocated, where[2], loss)
     # the end of the backward under ZeRO-3 with a tied output layer: the embedding's backward [z3t]
     tied_end = (np.where(per.plan.sharding >= FSDP, np.maximum(kept + fsdp["zero3_ipg_bucket"] + fsdp["zero3_persistent"]
                                                                + per.zero3["tied_end"] - allocated - ipg - part, 0.0), 0.0)
                 if per.zero3 is not None else 0.0 * ipg)
-    allocated, step_peak = allocated + ipg + part + tied_end, kept + temps
+    allocated = allocated + ipg + part + tied_end
+    # the BF16_Optimizer's all-reduce after the backward, before the step: the kept tensors and the bucket's copies [bo]
+    reduce = np.maximum(kept + reduce_copy - allocated, 0.0)
+    allocated, step_peak = allocated + reduce, kept + temps
     opt_step = np.maximum(step_peak - allocated, 0.0)
     z3_step = _zero3_step(per, states, fsdp) if per.zero3 is not None else 0.0 * opt_step
     copies = np.maximum(step_peak + _step_grad_copies(per, states, where) - allocated, 0.0) - opt_step
-    return {"zero12_ipg_bucket": ipg, "zero12_grad_partition": part, "zero3_tied_end": tied_end, "optimizer_step": opt_step,
-            "zero3_step_grads": np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, "step_grad_copies": copies}
+    return {"zero12_ipg_bucket": ipg, "zero12_grad_partition": part, "zero3_tied_end": tied_end, "bf16_reduce_copy": reduce,
+            "optimizer_step": opt_step, "zero3_step_grads": np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, "step_grad_copies": copies}
+
+
+def _reduce_copy(per: _PerLayer, params):
+    """What DeepSpeed's BF16_Optimizer's gradient all-reduce holds beyond the kept tensors at its largest bucket [bo]
+    (bytes; 0 where the plan's mode states no allreduce_bucket_params): `params` the stage's parameters a rank, in
+    Megatron-DeepSpeed's two groups, the weight-decay matrices first and the biases and 1-D parameters after, each one
+    flat buffer (grad_accum_bytes an element). allreduce_no_retain gathers whole buffers until their elements pass
+    the bucket: the first buffer alone where it does (its own view flattened, no copy; the second then alone too, a
+    smaller copy), else both, flattened by a torch.cat in the buffer's dtype; allreduce_bucket then casts the flat to
+    the communication dtype (the stack's fsdp.grad_reduce_bytes; no copy where the two are one dtype). The first
+    group's size is read as the stage's parameters (the second's biases and norms a small share of them)."""
+    if not per.reduce_copying:  # stack data: no mode of the stack states the all-reduce's bucket
+        return 0.0 * params
+    bucket = per.reduce_bucket
+    accum, comm = per.reduce_bytes
+    cast = np.where(accum != comm, comm, 0.0)
+    return np.where(bucket > 0, params * np.where(params > bucket, cast, accum + cast), 0.0)
 
 
 def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict) -> dict:

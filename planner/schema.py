@@ -1869,6 +1869,13 @@ class ShardingMode(BaseModel):
                                    "is all-reduced whole over the shard group in place of its reduce-scatter, every "
                                    "rank keeping its partition (step.py [21]: DeepSpeed ZeRO-3 of April 2021 at its "
                                    "defaults, stage3.py @a12aaedc reduce_ipg_grads -> buffered_reduce_fallback)")
+    allreduce_bucket_params: float = Field(
+        default=0.0, ge=0, description="zero1 with grad_accum_bytes and grad_allreduce: the engine's all-reduce bucket "
+                                       "of the accumulation buffers after the backward, elements (memory.py [bo]: "
+                                       "DeepSpeed's allreduce_no_retain gathers whole flat groups until past it, and "
+                                       "allreduce_bucket flattens a bucket of several, a copy in the buffer's dtype, "
+                                       "then casts it to the communication dtype, the stack's fsdp.grad_reduce_bytes, "
+                                       "a moment after the backward: term bf16_reduce_copy); 0: not priced")
     step_grads: Optional[StepGrads] = Field(
         default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
                                   "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
@@ -1908,6 +1915,10 @@ class ShardingMode(BaseModel):
         if self.grad_allreduce and self.level not in ("zero1", "fsdp"):
             raise ValueError(f"sharding mode {self.name} ({self.level}): grad_allreduce is priced for zero1 modes (the "
                              "BF16_Optimizer's) and fsdp ones (ZeRO-3's all-reduced buckets, step.py [21]) only")
+        if self.allreduce_bucket_params > 0 and not (self.grad_accum_bytes > 0 and self.grad_allreduce):
+            raise ValueError(f"sharding mode {self.name} ({self.level}): allreduce_bucket_params is priced for a zero1 "
+                             "mode with grad_accum_bytes and grad_allreduce only (the BF16_Optimizer's buffers "
+                             "all-reduced after the backward, memory.py [bo])")
         if self.step_grads is not None and self.level in ("fsdp", "hsdp"):
             raise ValueError(f"sharding mode {self.name} ({self.level}): step_grads is for modes below FSDP (an FSDP "
                              "step's gradients: memory.py [opt], DeepSpeed ZeRO-3's [z3s])")

@@ -344,6 +344,17 @@ def grad_accum_bytes(stack: Stack | None, plan) -> np.ndarray:
     return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
 
 
+def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
+    """The plan's sharding mode's all-reduce bucket of its gradient accumulation buffers, elements (stack_db
+    runs.sharding allreduce_bucket_params; memory.py [bo]), a float array of the plan's shape (0 where the mode, or the
+    stack, states none)."""
+    shape = np.shape(plan.sharding)
+    col = None if stack is None else _mode_column(stack, lambda m: float(m.allreduce_bucket_params))
+    if col is None:
+        return np.zeros(shape)
+    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
+
+
 def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
     """What the plan's sharding mode's optimizer step does with the gradients (stack_db runs.sharding step_grads,
     schema.StepGrads; memory.py [sg], [zb]) as float arrays of the plan's shape: flat, fp32, flat_fp32, partition_only, norm_fp64,

@@ -85,6 +85,12 @@ def test_fields_only_on_zero1_modes():
         with pytest.raises(ValueError, match="grad_allreduce is priced for zero1 modes"):
             ShardingMode(name="x", level=level, grad_allreduce=True, spelling="s", sources=["s"])
     assert ShardingMode(name="x", level="fsdp", grad_allreduce=True, spelling="s", sources=["s"]).grad_allreduce
+    # allreduce_bucket_params: the all-reduce of an accumulation buffer's, so with both (memory.py [bo])
+    for kw in ({"grad_accum_bytes": 4}, {"grad_allreduce": True}, {}):
+        with pytest.raises(ValueError, match="allreduce_bucket_params is priced for a zero1 mode with grad_accum_bytes"):
+            ShardingMode(name="x", level="zero1", allreduce_bucket_params=5e8, spelling="s", sources=["s"], **kw)
+    assert ShardingMode(name="x", level="zero1", grad_accum_bytes=4, grad_allreduce=True, allreduce_bucket_params=5e8,
+                        spelling="s", sources=["s"]).allreduce_bucket_params == 5e8
 
 
 def test_fp16_refused_under_the_mode():
@@ -137,3 +143,60 @@ def test_optimizer_time_adds_the_buffer_passes():
     hbm = float(_context(s, p).hbm)
     extra = float(b.time["optimizer"]) - float(z.time["optimizer"])
     assert extra == pytest.approx(P * (18 * 4 + 4) / hbm, rel=1e-9)
+
+
+# the engine's all-reduce bucket of the BF16_Optimizer's fp32 buffers (microsoft/DeepSpeed @38327e07 engine.py
+# MEMORY_OPT_ALLREDUCE_SIZE, l. 111; allreduce_no_retain l. 2523-2534): elements
+BUCKET = 500_000_000
+
+
+def _stage_peak_parts(t):
+    """What the backward's peak holds beyond the tensors kept after it, on a dense stage: the layers' activations,
+    the output layer's and the recompute buffer (memory.py _stage_terms: allocated - kept)."""
+    return float(t.layer_activations + t.output_activations + t.recompute_buffer)
+
+
+def test_reduce_copy_llama3_8b_one_bucket_per_group():
+    """memory.py [bo] bf16_reduce_copy, by hand. Llama 3 8B, 8 GPUs (tp 1, pp 1), seq 1,024, micro-batch 1, full
+    recompute: the weight-decay buffer (every matrix: P less the 266,240 norm weights) passes 5e8 elements, so it is
+    its own bucket: _flatten_dense_tensors of one tensor is its view, .to(bfloat16) a 2 B copy, P x 2 B =
+    16,060,522,496 B beside the states (weights 2P, both gradients 6P, master and Adam 12P / 8); the activations, the
+    loss's tensors and the recompute buffer are freed by then, so the term is the copy less them: 16.06 GB -
+    (0.27 + 0.80 + 0.13) GB = 14.86 GB; the optimizer step (fused Adam, no temporaries) then adds nothing. ZeRO-1 on the
+    same plan (the ZeRO optimizer's reduce_gradients, [zb]) has none."""
+    s, p, b = _run(gpus=8, global_batch=8, seq_len=1024, recompute="full", sharding_mode="bf16_optimizer")
+    m = b.memory
+    assert float(m["weights"]) == 2.0 * P  # the stage's parameters a rank, whole
+    copy = 2.0 * P
+    assert copy == 16_060_522_496
+    assert float(m["bf16_reduce_copy"]) == pytest.approx(copy - _stage_peak_parts(m), rel=1e-12)
+    assert float(m["bf16_reduce_copy"]) == pytest.approx(14.86e9, abs=0.005e9)
+    assert float(m["optimizer_step"]) == 0.0 and float(m["step_grad_copies"]) == 0.0
+    z = _run(gpus=8, global_batch=8, seq_len=1024, recompute="full", sharding_mode="zero1")[2].memory
+    assert float(z["bf16_reduce_copy"]) == 0.0
+
+
+def test_reduce_copy_both_groups_in_one_bucket_below_the_threshold():
+    """A stage under 5e8 elements a rank: Llama 3 8B at tp 8, pp 4 (2 data-parallel ranks, 64 GPUs): the weight-decay
+    buffer does not pass the bucket, so the no-weight-decay one joins it and allreduce_bucket flattens both (a
+    torch.cat, 4 B an element in fp32) and casts the flat (2 B): 6 B x the stage's parameters a rank, beyond the peak
+    by the copies less the stage's freed activations, on every stage."""
+    s, p, b = _run(gpus=64, tp=8, pp=4, global_batch=64, seq_len=1024, recompute="full", sharding_mode="bf16_optimizer")
+    # by hand: a layer a rank (4096 x 6144 + 4096 x 4096 + 3 x 4096 x 14336) / 8 + 2 x 4096 norm weights = 27,271,168;
+    # 8 layers a stage, the first with the embedding's 128,256 x 4096 / 8 = 65,667,072, the last with the output
+    # layer's and the final norm's 4,096
+    layer, emb = (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336) // 8 + 2 * 4096, 128256 * 4096 // 8
+    assert (layer, emb) == (27_271_168, 65_667_072)
+    ns = sorted(float(t.weights) / 2.0 for t in b.stages.values())
+    assert ns == [8 * layer, 8 * layer + emb, 8 * layer + emb + 4096]
+    first = b.stages[0]
+    assert float(first.weights) / 2.0 == 283_836_416
+    assert float(first.bf16_reduce_copy) == pytest.approx(6.0 * 283_836_416 - _stage_peak_parts(first), rel=1e-12)
+    seen = 0
+    for t in b.stages.values():
+        n = float(t.weights) / 2.0
+        assert 0 < n < BUCKET
+        copy = (4.0 + 2.0) * n
+        assert float(t.bf16_reduce_copy) == pytest.approx(max(copy - _stage_peak_parts(t), 0.0), rel=1e-12)
+        seen += float(t.bf16_reduce_copy) > 0
+    assert seen >= 1

@@ -337,3 +337,25 @@ def test_embedding_norm_only_where_the_stack_builds_it(tmp_path):
         resolve(Job(model=str(path), gpus=8, tp=2, stack="megatron", hardware="a100-sxm-80gb"))
     assert "a norm on the word embedding's output" in str(e.value)
     resolve(Job(model=str(path), gpus=8, tp=2, stack="megatron-deepspeed", hardware="a100-sxm-80gb"))
+
+
+def test_bf16_optimizer_reduce_copy_on_the_last_stage():
+    """memory.py [bo] bf16_reduce_copy on the run's layout (TP 4, PP 12, DP 8, ZeRO stage 0 bf16: the BF16_Optimizer).
+    The last stage a rank: 5 layers of (12 h^2 + 9 h biases) / 4 + 4 h LayerNorm weights = 616,652,288 each, the tied
+    output embedding's copy v h / 4 = 899,153,920 and the final norm's 2 h = 28,672: 3,982,444,032 parameters, above
+    the all-reduce's 5e8-element bucket, so the weight-decay buffer is its own bucket, cast to bf16: 2 B x that =
+    7,964,888,064 B beside the states, after the backward. The last stage's peak holds 3,068,133,376 B of activations
+    (one micro-batch in flight under 1F1B) that the moment has freed: +4,896,754,688 B (other_bytes 1,090,781,184 ->
+    5,987,535,872 B). The first stage (12 micro-batches in flight, 9,278,193,664 B of activations) holds more than
+    the copy: unchanged, and still the heaviest, 48,202,193,152 B. (BigScience's fork cuts the weight-decay
+    parameters in two groups by count, about halving the copy: not priced, memory.py [bo].)"""
+    h, v = 14336, 250880
+    layer = (12 * h * h + 9 * h) // 4 + 4 * h
+    assert layer == 616_652_288 and 5 * layer + v * h // 4 + 2 * h == 3_982_444_032
+    r = evaluate_job(Job.model_validate(_cfg().job))["memory"]
+    last, first = r["stages"]["last"], r["stages"]["first"]
+    assert last["weights_bytes"] == 2 * 3_982_444_032
+    assert last["activations_bytes"] == 3_068_133_376
+    assert last["other_bytes"] - 1_090_781_184 == 2 * 3_982_444_032 - 3_068_133_376 == 4_896_754_688
+    assert first["other_bytes"] == 1_090_781_184 and first["activations_bytes"] == 9_278_193_664
+    assert r["heaviest_stage"] == "first" and r["total_bytes"] == 48_202_193_152

@@ -130,6 +130,7 @@ TERM_LABELS = {
     "dummy_wgrads": "TE dummy weight gradients (cached)",
     "zero12_ipg_bucket": "ZeRO-1/2 IPG gradient buckets",
     "zero12_grad_partition": "ZeRO-1/2 gradient reduction (beyond the peak)",
+    "bf16_reduce_copy": "BF16_Optimizer all-reduce copies (beyond the peak)",
     "optimizer_step": "optimizer step (temporaries, beyond the peak)",
     "step_grad_copies": "optimizer step gradient copies (beyond the peak)",
     "stream_pools": "allocator pools (reserved, not allocated)",
