@@ -127,7 +127,7 @@ from .. import files
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import fmt_ignored, words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
-from .megatron_model import MAX_PATTERN, _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
+from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
 MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipeline-parallel", "--checkpoint-activations",
@@ -306,7 +306,7 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
     --num-experts E (nargs '+': one count, or one per MoE layer, all E here) -> --num-experts E; --topk k (default 1)
     -> --moe-router-topk k (TopKGate: top1gating, top2gating, topkgating beyond, sharded_moe.py l. 513-524);
     --expert-interval N (default 2: layer i, 1-based, is MoE iff i % N == 0, transformer.py get_num_experts_per_layer
-    l. 1650-1660) -> --moe-layer-freq as that list; --moe-expert-parallel-size -> --expert-model-parallel-size; without
+    l. 1650-1660) -> the model's layer pattern of period N (model_fields); --moe-expert-parallel-size -> --expert-model-parallel-size; without
     --enable-expert-tensor-parallelism the experts are whole on every TP rank (expert TP 1); the one dispatcher,
     MOELayer's all-to-all (alltoall); --moe-train-capacity-factor cf (default 1.0) with tokens dropped (the default):
     every expert's [E, C, d] input padded to C = ceil(k x tokens / E x cf) (_capacity l. 161-170, MOELayer.forward's
@@ -356,12 +356,14 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
     E, k = counts[0], _int(where, ds, "--topk", 1)
     flags["--num-experts"] = str(E)
     flags["--moe-router-topk"] = str(k)
-    if L is not None and N > 1 and L > MAX_PATTERN:
-        raise PlannerError(f"{where}--expert-interval {N} over {L:,} layers: the planner reads DeepSpeed-MoE's placement as "
-                           f"a per-layer list (Megatron's --moe-layer-freq, megatron_model.py), of at most {MAX_PATTERN:,} "
-                           "layers", "price a model of fewer layers, or --expert-interval 1")
-    if L is not None and N > 1:  # Megatron's list expression of the layers (megatron_model._moe reads it)
-        flags["--moe-layer-freq"] = f"([0]*{N - 1}+[1])*{L // N}" + (f"+[0]*{L % N}" if L % N else "")
+    from ..schema import MAX_LAYER_PERIOD
+
+    if N > MAX_LAYER_PERIOD:
+        raise PlannerError(f"{where}--expert-interval {N:,}: the MoE layers repeat every {N:,} layers, more than the "
+                           f"{MAX_LAYER_PERIOD:,} the planner builds (schema.MAX_LAYER_PERIOD: one object a layer of the "
+                           "period)", f"price an --expert-interval of at most {MAX_LAYER_PERIOD:,}")
+    if N > 1:  # the period, [dense] * (N - 1) + [moe], repeated from the first layer (model_fields): O(N), any depth
+        ds["_expert_interval"] = N
     flags["--moe-token-dispatcher-type"] = "alltoall"
     if "--moe-expert-parallel-size" in ds:
         flags["--expert-model-parallel-size"] = str(ds["--moe-expert-parallel-size"])
@@ -464,9 +466,18 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
 
 
 def model_fields(ds: dict) -> dict:
-    """The ModelSpec fields BigScience's fork's own flags set on the model the flags define [3]: --embed-layernorm
-    -> embedding_norm (a LayerNorm on the word embedding's output on the first stage: memory.py [en])."""
-    return {"embedding_norm": True} if "--embed-layernorm" in ds else {}
+    """The ModelSpec fields the fork's own flags set on the model the flags define: BigScience's [3] --embed-layernorm
+    -> embedding_norm (a LayerNorm on the word embedding's output on the first stage: memory.py [en]); DeepSpeed-MoE's
+    --expert-interval N > 1 (_deepspeed_moe) -> the layer pattern [dense] * (N - 1) + [moe], which the model repeats
+    from its first layer (schema layer_pattern): layer i (0-based) MoE iff i % N == N - 1, i.e. the fork's 1-based
+    i % N == 0 ([1] transformer.py get_num_experts_per_layer l. 1650-1660, layer_num = i + 1 + offset, the stage's
+    offset making it the model's layer number, l. 1848), the last L mod N layers dense either way."""
+    out = {"embedding_norm": True} if "--embed-layernorm" in ds else {}
+    N = ds.get("_expert_interval")
+    if N:
+        out["layer_kinds"] = {"dense": {"mlp": {"kind": "dense"}}, "moe": {"mlp": {"kind": "moe"}}}
+        out["layer_pattern"] = ["dense"] * (N - 1) + ["moe"]
+    return out
 
 
 RAMP_PHASES_MAX = 4096  # increments a ramp may have here: a bound on the pricing work (a phase is one more plan row)
