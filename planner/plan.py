@@ -1721,6 +1721,17 @@ def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str
             and d.moe_pad_to_capacity is not None):
         job = job.model_copy(update=dict(moe_pad_to_capacity=d.moe_pad_to_capacity))
         inherited.append(("moe_pad_to_capacity", d.moe_pad_to_capacity))
+    if model.moe is not None and stack.moe_gating is not None and job.moe_pad_to_capacity is False:
+        # DeepSpeed-MoE (stack moe_gating) dispatches one [E, C, M] tensor, every expert padded to the capacity C,
+        # whatever the job says: microsoft/DeepSpeed @38327e07 deepspeed/moe/sharded_moe.py MOELayer.forward l. 609
+        # (einsum 'sec,sm->ecm'), C from _capacity l. 161-170 (drop_tokens) or the busiest expert's count over the EP
+        # group (drop_tokens False, top1gating l. 214-225): no unpadded dispatch to price
+        raise PlannerError(f"{where}moe_pad_to_capacity false on stack {stack.name}: DeepSpeed-MoE always pads every "
+                           "expert's input to the capacity (microsoft/DeepSpeed @38327e07 deepspeed/moe/sharded_moe.py "
+                           "MOELayer.forward l. 609: the dispatch einsum 'sec,sm->ecm' builds [experts, capacity, "
+                           "hidden]; _capacity l. 161-170)",
+                           "leave moe_pad_to_capacity out or set it true on this stack, or use --stack megatron for an "
+                           "unpadded dispatch")
     mbs = job.micro_batch
     if mbs is None:
         mbs = default_micro_batch(stack, gbs, dp, job.pp, where)
