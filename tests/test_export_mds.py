@@ -208,10 +208,11 @@ def test_moe_refusals(cli, tmp_path):
     r = cli("explain", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--sharding", "fsdp",
             "--ep", "8", "--seq-len", "4096")
     assert r.exit_code == 2 and "DEEPSPEED_MOE" in r.stderr and "MoE not supported with Stage 3" in r.stderr
-    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_pad_to_capacity=False)
-    with pytest.raises(PlannerError, match="without moe_pad_to_capacity"):
-        export_plan(row["plan"], "megatron-deepspeed")
+    with pytest.raises(PlannerError, match="moe_pad_to_capacity false on stack megatron-deepspeed"):  # at start-up
+        _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_pad_to_capacity=False)
     row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="moe_pad_to_capacity false on stack"):  # a plan dict from elsewhere: export too
+        export_plan({**row["plan"], "moe_pad_to_capacity": False}, "megatron-deepspeed")
     with pytest.raises(PlannerError, match="dropless"):
         export_plan({**row["plan"], "moe_capacity_factor": None, "moe_pad_to_capacity": None}, "megatron-deepspeed")
     with pytest.raises(PlannerError, match="DEEPSPEED_MOE"):  # expert TP 1 or tp only (moe/layer.py l. 89-103)
