@@ -437,3 +437,29 @@ def test_split_ends_refused(cli):
 
     p = NS(pp=np.array([17, 18, 3, 3, 3, 1]), split_emb=np.array([1, 1, 1, 0, 0, 1]), split_loss=np.array([1, 1, 0, 1, 0, 0]))
     assert _deepspeed_split_ends(m, p).tolist() == [False, True, True, True, False, False]
+
+
+def test_moe_min_capacity_read_priced_exported_and_read_back(tmp_path):
+    """moe_min_capacity (Megatron-DeepSpeed --moe-min-capacity, arguments.py l. 917, default 4; DeepSpeed _capacity
+    l. 161-170): Mixtral, sequence 4,096, micro-batch 1, top-2, 8 experts, cf 1.0: C = max(ceil(4,096 x 2 x 1.0 / 8),
+    floor) = 1,024 at the stack's floor 4, 2,048 at a floor of 2,048, so the dispatch mask (2 B x S x E C) doubles,
+    8 x 4,096 x 2,048 x 2 B = 134,217,728 B. The floor 4 is the fork's default (no flag written); 2,048 is written as
+    --moe-min-capacity 2048 and reads back as the same plan (moe_min_capacity in plan_signature) and memory."""
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    assert plan["moe_min_capacity"] == 4 and "--moe-min-capacity" not in text
+    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_min_capacity=2048)
+    g = row["moe"]["dense_gating"]
+    assert (g["tokens"], g["capacity"]) == (4096, 2048)
+    assert g["saved_bytes"]["moe_dispatch_mask"] == 2 * 4096 * 8 * 2048 == 134_217_728
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_min_capacity=2048)
+    assert plan["moe_min_capacity"] == 2048 and "    --moe-min-capacity 2048 \\\n" in text
+    p = tmp_path / "run.sh"
+    p.write_text(text)
+    from planner.trainers import load_trainer_config
+
+    cfg = load_trainer_config(p, gpus=64)
+    assert cfg.job["moe_min_capacity"] == 2048
+    assert not any("--moe-min-capacity" in x for x in cfg.ignored)
+    # the megatron stack has no capacity floor: refused, named
+    with pytest.raises(PlannerError, match="moe_min_capacity 8 set but stack megatron has no capacity floor"):
+        resolve(Job(stack="megatron", **MIXTRAL, tp=1, pp=1, ep=8, moe_min_capacity=8))

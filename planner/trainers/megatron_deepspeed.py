@@ -379,12 +379,13 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
                    f"on every layer i (1-based) with i % {N} == 0 (--expert-interval {N}"
                    + ("" if "--expert-interval" in ds else ", the fork's default") + f"), top-{k}"
                    + ("" if "--topk" in ds else " (--topk absent: the fork's default)") + f", capacity factor {cf} with every "
-                   f"expert padded to it ({DS_MOE}/sharded_moe.py _capacity l. 161-170, MOELayer.forward l. 609), EP "
+                   f"expert padded to it, at least {ds.get('--moe-min-capacity', 4)} slots (--moe-min-capacity"
+                   + ("" if "--moe-min-capacity" in ds else " absent: the fork's default, arguments.py l. 917")
+                   + f"; the job's moe_min_capacity, C = max(ceil(k x tokens x cf / E), it): layers/moe.py [18]) ({DS_MOE}/sharded_moe.py _capacity l. 161-170, MOELayer.forward l. 609), EP "
                    f"{ds.get('--moe-expert-parallel-size', 1)}, expert TP "
                    + (f"{tp} (--enable-expert-tensor-parallelism)" if "--enable-expert-tensor-parallelism" in ds and tp > 1
                       else "1 (experts whole on each TP rank)") + "; the dispatch MOELayer's all-to-all (alltoall)")
     for flag, why in (("--moe-eval-capacity-factor", "evaluation only"),
-                      ("--moe-min-capacity", "a floor on the capacity, binding only where k x tokens x cf / E is below it"),
                       ("--disable-moe-top2-2nd-expert-sampling", "which second expert top-2 takes: numerics only"),
                       ("--create-moe-param-group", "the MoE parameters' optimizer groups, which DeepSpeed's ZeRO-1/2 needs "
                                                    "(stack_db megatron-deepspeed step_grads.moe_group_params)")):
@@ -690,6 +691,8 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                                f"partitions no more than one tensor that needs gradients ({MDS_COMMIT} megatron/model/"
                                "gpt_model.py l. 376-384)", 'set "pipeline": {"pipe_partitioned": false, '
                                '"grad_partitioned": false} in the JSON, or use tp 1 or pp 1')
+        if "--moe-min-capacity" in ds:  # the capacity's floor the stack's dense gating prices (layers/moe.py [18])
+            job["moe_min_capacity"] = _int(where, ds, "--moe-min-capacity")
         cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
                                                                        "moe_dispatcher:"))]
     sec = data.get("pipeline") if isinstance(data, dict) else None
