@@ -1465,7 +1465,7 @@ def _mds_moe(plan: dict, args: list) -> list:
     return out
 
 
-def mds_pipe_unpartitioned(model, tp: int, pp: int) -> bool:
+def mds_pipe_unpartitioned(model, tp: int, pp: int, sp: bool = False) -> bool:
     """Whether a Megatron-DeepSpeed job must run DeepSpeed's pipeline engine with its partitioned pipe tensors off: an
     MoE model at pp > 1 with tp > 1. GPTModelPipe then passes two tensors that need gradients between stages, the
     hidden states and the aggregated MoE loss (microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py
@@ -1474,8 +1474,15 @@ def mds_pipe_unpartitioned(model, tp: int, pp: int) -> bool:
     such tensor only (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py _exec_forward_pass l. 743-749:
     'TODO: Improve pipe partitioning to pass multiple tensors that require grads', an assert on the others), and both
     are true unless the JSON says false (deepspeed/runtime/config.py l. 467-468; engine.py l. 144-145: on wherever
-    the grid has model parallelism)."""
-    return model.moe is not None and pp > 1 and tp > 1
+    the grid has model parallelism).
+    Or any model under Megatron's sequence parallelism at pp > 1 with tp > 1 (sp): the engine's partitioning splits
+    each TP rank's stage output into tp parts, sends the rank's own part and all-gathers the parts on arrival
+    (engine.py l. 737-761: PartitionedTensor over the slice group, topology.py l. 355-364: the 'model' axis, the TP
+    ranks of a stage; l. 719-728: part_input.full()), and the same for the gradient (l. 826-851), which assumes the
+    TP ranks hold the same output; under SP each holds its own 1 / tp of the sequence, so the rebuilt input mixes
+    parts of different ranks' outputs (reported: microsoft/DeepSpeed#4196, microsoft/Megatron-DeepSpeed#227). The
+    fork checks neither (megatron/arguments.py)."""
+    return (model.moe is not None or sp) and pp > 1 and tp > 1
 
 
 def _mds_pipe_section(plan: dict, cfg: dict) -> None:
@@ -1484,8 +1491,8 @@ def _mds_pipe_section(plan: dict, cfg: dict) -> None:
     output, T h / (tp under SP) bf16 elements, and its gradient back, with no TP all-gather on arrival (engine.py
     l. 719-733, 743-761, 826-851: PartitionedTensor's 1 / tp slice and .full() all-gather skipped): the send
     step.py pp_comm prices, plus the aggregated MoE loss, a 0-d tensor a micro-batch each way (one p2p latency,
-    not priced)."""
-    if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"]):
+    not priced, with MoE)."""
+    if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"], bool(plan.get("sequence_parallel"))):
         cfg["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}
 
 

@@ -675,6 +675,8 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "megatron/optimizer/__init__.py l. 115-116, training.py l. 406-407; DeepSpeed's engine shards "
                        f"by the JSON's zero_optimization.stage {js} instead: sharding={dj.get('sharding', 'none')})")
     data = _section(text)
+    sec = data.get("pipeline") if isinstance(data, dict) else None
+    on = [k for k in ("pipe_partitioned", "grad_partitioned") if not (isinstance(sec, dict) and sec.get(k) is False)]
     if "--num-experts" in flags:  # DeepSpeed-MoE (_deepspeed_moe)
         if js in (1, 2) and "--create-moe-param-group" not in ds:
             raise PlannerError(f"{where}an MoE model at {jw}zero_optimization.stage {js} without --create-moe-param-group: "
@@ -682,8 +684,6 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                                "groups are marked as MoE' (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/"
                                f"stage_1_and_2.py l. 626-628); the fork marks them only with the flag ({MDS_COMMIT} "
                                "megatron/optimizer/__init__.py l. 79-81)", "add --create-moe-param-group")
-        sec = data.get("pipeline") if isinstance(data, dict) else None
-        on = [k for k in ("pipe_partitioned", "grad_partitioned") if not (isinstance(sec, dict) and sec.get(k) is False)]
         if pipe and pp > 1 and tp > 1 and on:
             raise PlannerError(f"{where}an MoE model at pp {pp} and tp {tp} with {jw}pipeline.{' and '.join(on)} true "
                                "(DeepSpeed's default, deepspeed/runtime/config.py @38327e07 l. 467-468): GPTModelPipe "
@@ -695,7 +695,17 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
             job["moe_min_capacity"] = _int(where, ds, "--moe-min-capacity")
         cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
                                                                        "moe_dispatcher:"))]
-    sec = data.get("pipeline") if isinstance(data, dict) else None
+    if pipe and pp > 1 and tp > 1 and on and flags.get("--sequence-parallel"):
+        # the engine's partitioned pipe tensors assume the TP ranks hold the same stage output (export
+        # mds_pipe_unpartitioned): under SP each holds its own sequence shard
+        raise PlannerError(f"{where}--sequence-parallel at pp {pp} and tp {tp} with {jw}pipeline.{' and '.join(on)} true "
+                           "(DeepSpeed's default, deepspeed/runtime/config.py @38327e07 l. 467-468): the PipelineEngine "
+                           "sends each TP rank's 1 / tp part of its stage output and all-gathers the parts on arrival "
+                           "(deepspeed/runtime/pipe/engine.py l. 719-761, the gradient l. 826-851, over the TP ranks of "
+                           "the stage, topology.py l. 355-364), which under sequence parallelism rebuilds a mix of "
+                           "different ranks' sequence shards (microsoft/DeepSpeed#4196, microsoft/Megatron-DeepSpeed#227)",
+                           'set "pipeline": {"pipe_partitioned": false, "grad_partitioned": false} in the JSON, or drop '
+                           "--sequence-parallel, or use tp 1 or pp 1")
     if isinstance(sec, dict) and sec and set(sec) <= {"pipe_partitioned", "grad_partitioned"} \
             and all(v is False for v in sec.values()):
         # the engine's partitioned pipe tensors off (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py
