@@ -575,23 +575,10 @@ def _host_optimizer(ds: dict, dj: dict, assumed: list, unmodelled: list) -> None
                           "megatron/optimizer/__init__.py l. 83-116): priced as DeepSpeedCPUAdam (planner/offload.py)")
 
 
-def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
-          extra: tuple) -> None:
-    """Lay the ds_config JSON over the Megatron reader's job (in place): module docstring."""
-    from .deepspeed import read as read_json
-
-    ignored, assumed, not_modelled, unmodelled = extra
+def _batch(cfg, ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: str, dp: int, assumed: list) -> None:
+    """merge's batch: the micro-batch (flag and JSON must agree; the JSON's where the flag is absent), Megatron's
+    global batch (set on the engine every step), the batch ramp."""
     job = cfg.job
-    label, text = config_text(ds, where, script, heredocs)
-    tp, pp = job["tp"], job["pp"]
-    try:
-        dcfg = read_json(Path(label), text, model=job["model"], gpus=job["gpus"], hardware=hardware,
-                         parallel={"tp": tp, "pp": pp, "cp": job.get("cp", 1)})
-    except PlannerError as e:
-        raise PlannerError(f"{where}the ds_config the script names: {e.message}", e.hint) from None
-    dj, stated = dcfg.job, dcfg.stated
-    jw = f"{label}: "
-    dp = job["gpus"] // (tp * pp * job.get("cp", 1))
     # the micro-batch: both stated must agree
     mbs_json = stated.get("train_micro_batch_size_per_gpu")
     if "--micro-batch-size" in flags and mbs_json is not None and mbs_json != job["micro_batch"]:
@@ -617,6 +604,12 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "micro-batch and sets the accumulation)")
     if "--rampup-batch-size" in ds:
         _rampup(ds, flags, job, where, g, m * dp, assumed)
+
+
+def _embed_layernorm(ds: dict, flags: dict, job: dict, where: str, dp: int, assumed: list, unmodelled: list) -> None:
+    """merge's note on BigScience's --embed-layernorm [3]: priced where the job's model carries embedding_norm."""
+    tp, pp = job["tp"], job["pp"]
+    g, m = job["global_batch"], job["micro_batch"]
     if "--embed-layernorm" in ds:  # BigScience's [3]: the model's embedding_norm (model_fields), priced
         from ..catalog import load_model
 
@@ -633,9 +626,13 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         else:  # --model given without the norm: the model wins, the flag is listed
             unmodelled.append(f"--embed-layernorm ({what}: the job's model {job['model']} has no embedding_norm, so "
                               "none priced)")
+
+
+def _zero_stage(ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: str, pipe: bool, pp: int,
+                ignored: list, assumed: list) -> tuple[int, int]:
+    """merge's ZeRO stage: the JSON's (js), checked against the pipeline engine and --zero-stage (zs); (js, zs)."""
     # the ZeRO stage: the JSON's
     js = stated.get("zero_optimization.stage", 0)
-    pipe = "--no-pipeline-parallel" not in ds
     if pipe and js >= 2:  # GPTModelPipe under DeepSpeed's PipelineEngine, at any pp (module docstring: the model)
         raise PlannerError(f"{where}{jw}zero_optimization.stage {js} without --no-pipeline-parallel: Megatron-DeepSpeed "
                            f"then builds GPTModelPipe, a PipelineModule, at every pipeline size, pp {pp} here ({MDS_COMMIT} "
@@ -674,6 +671,14 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        f"optimizer before its distributed-optimizer branch and get_model wraps no DDP: {MDS_COMMIT} "
                        "megatron/optimizer/__init__.py l. 115-116, training.py l. 406-407; DeepSpeed's engine shards "
                        f"by the JSON's zero_optimization.stage {js} instead: sharding={dj.get('sharding', 'none')})")
+    return js, zs
+
+
+def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: str, js: int, pipe: bool,
+                   ignored: list, assumed: list):
+    """merge's DeepSpeed-MoE checks and the JSON's pipeline section (the engine's partitioned pipe tensors): the
+    parsed JSON (None where it is not JSON)."""
+    tp, pp = cfg.job["tp"], cfg.job["pp"]
     data = _section(text)
     sec = data.get("pipeline") if isinstance(data, dict) else None
     on = [k for k in ("pipe_partitioned", "grad_partitioned") if not (isinstance(sec, dict) and sec.get(k) is False)]
@@ -692,7 +697,7 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                                "gpt_model.py l. 376-384)", 'set "pipeline": {"pipe_partitioned": false, '
                                '"grad_partitioned": false} in the JSON, or use tp 1 or pp 1')
         if "--moe-min-capacity" in ds:  # the capacity's floor the stack's dense gating prices (layers/moe.py [18])
-            job["moe_min_capacity"] = _int(where, ds, "--moe-min-capacity")
+            cfg.job["moe_min_capacity"] = _int(where, ds, "--moe-min-capacity")
         cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
                                                                        "moe_dispatcher:"))]
     if pipe and pp > 1 and tp > 1 and on and flags.get("--sequence-parallel"):
@@ -720,6 +725,14 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         else:
             ignored.append(f"{jw}{shown} (no pipeline over TP: the engine partitions nothing at tp 1, pp 1 or "
                            "--no-pipeline-parallel, deepspeed/runtime/pipe/engine.py @38327e07 l. 144-145)")
+    return data
+
+
+def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw: str, js: int, ignored: list,
+                     assumed: list, unmodelled: list) -> None:
+    """merge's engine settings: the precision and the attention kernel, the stack, the JSON's sharding, overlap and
+    offload fields, the host optimizer."""
+    job = cfg.job
     # precision: the engine's
     for flag, sec, other in (("--bf16", "bf16", "fp16"), ("--fp16", "fp16", "bf16")):
         body = data.get(other) if isinstance(data, dict) else None
@@ -764,6 +777,31 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         ignored.append(f"{jw}zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule, "
                        "Megatron-DeepSpeed's GPTModelPipe without --no-pipeline-parallel: microsoft/DeepSpeed @38327e07 "
                        "deepspeed/runtime/engine.py l. 1639-1642; dp_comm_overlap false)")
+
+
+def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
+          extra: tuple) -> None:
+    """Lay the ds_config JSON over the Megatron reader's job (in place): module docstring."""
+    from .deepspeed import read as read_json
+
+    ignored, assumed, not_modelled, unmodelled = extra
+    job = cfg.job
+    label, text = config_text(ds, where, script, heredocs)
+    tp, pp = job["tp"], job["pp"]
+    try:
+        dcfg = read_json(Path(label), text, model=job["model"], gpus=job["gpus"], hardware=hardware,
+                         parallel={"tp": tp, "pp": pp, "cp": job.get("cp", 1)})
+    except PlannerError as e:
+        raise PlannerError(f"{where}the ds_config the script names: {e.message}", e.hint) from None
+    dj, stated = dcfg.job, dcfg.stated
+    jw = f"{label}: "
+    dp = job["gpus"] // (tp * pp * job.get("cp", 1))
+    _batch(cfg, ds, flags, stated, dj, where, jw, dp, assumed)
+    _embed_layernorm(ds, flags, job, where, dp, assumed, unmodelled)
+    pipe = "--no-pipeline-parallel" not in ds
+    js, zs = _zero_stage(ds, flags, stated, dj, where, jw, pipe, pp, ignored, assumed)
+    data = _pipeline_json(cfg, ds, flags, text, dcfg, where, jw, js, pipe, ignored, assumed)
+    _engine_settings(cfg, ds, flags, data, dj, where, jw, js, ignored, assumed, unmodelled)
     # the JSON's own lists, each named as the JSON's
     cfg.ignored += ignored + [f"{label}: {x}" for x in dcfg.ignored]
     cfg.not_modelled += not_modelled + [f"{label}: {x}" for x in dcfg.not_modelled]
