@@ -313,10 +313,9 @@ def dense_gating_report(settings: Settings, plan: PlanArrays, pick) -> dict:
     """DeepSpeed-MoE's dense gating of one plan, one MoE layer and micro-batch on one GPU (layers/moe.py [18]): the
     gate's tokens S and the capacity C, the bytes it saves for the backward by tensor (memory.py [dg]), its forward
     and backward transients, the einsums' FLOPs forward and backward (two GEMMs and three of 2 S E C M each)."""
-    gating = stack_of(settings).moe_gating
     kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
     ctx = plan_context(settings, plan)
-    cf, floor = settings.moe_capacity_factor, gating.min_capacity
+    cf, floor = settings.moe_capacity_factor, settings.moe_min_capacity
     fwd, bwd = kind.mlp.gating_einsum_rows(ctx, cf, floor)
     t_f, t_b = kind.mlp.gating_transient_bytes(ctx, cf, floor)
     return {

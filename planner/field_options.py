@@ -159,6 +159,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "model's training recipe's, else 0.0)", 0.0),
     FieldOption("moe_z_loss_coeff", "float", "MoE: the router z-loss coefficient (Megatron --moe-z-loss-coeff); > 0 the "
                 "router keeps its logits for the backward (default: none, Megatron's)", 0.0),
+    FieldOption("moe_min_capacity", "int", "MoE on a stack that gates densely (DeepSpeed-MoE, stack moe_gating): the "
+                "capacity's floor, slots per expert, C = max(ceil(S k cf / E), N) (Megatron-DeepSpeed --moe-min-capacity) "
+                "(default: the stack's, 4)", 0),
     FieldOption("moe_router_pre_softmax", "bool", "MoE: a softmax router's softmax over all experts before the top-k "
                 "(Megatron --moe-router-pre-softmax); the unfused router keeps [n, E] scores, not [n, k] (default: off, "
                 "Megatron's)"),

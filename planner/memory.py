@@ -1648,7 +1648,7 @@ def dense_gating(settings: Settings):
     gating = stack_of(settings).moe_gating
     if gating is None:  # a stack setting
         return None
-    cf, floor = settings.moe_capacity_factor, gating.min_capacity
+    cf, floor = settings.moe_capacity_factor, settings.moe_min_capacity
 
     def of(kind, ctx):
         if not kind.has_experts:  # a model property

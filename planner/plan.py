@@ -511,6 +511,7 @@ class Settings:
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE capacity factor (moe_token_drop: the job set one)
     moe_token_drop: bool = False  # the job sets a capacity factor: tokens beyond it dropped (planner/imbalance.py)
     moe_pad_to_capacity: bool = False  # ... and pads every expert's input to it
+    moe_min_capacity: int = 0  # DeepSpeed-MoE's capacity floor (job moe_min_capacity, else stack moe_gating.min_capacity)
     moe_rank_imbalance: float = 0.0  # the job's busiest EP rank load / mean; 0: the rule of moe_load_balancing
     moe_load_balancing: str = "aux_loss"  # the router's balancing (planner/imbalance.py BALANCING)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
@@ -1347,6 +1348,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         split_loss=int(plan.split_loss),
         microbatch_group=int(plan.mbg),
         moe_capacity_factor=_capacity_factor(job, model, where),
+        moe_min_capacity=_min_capacity(job, model, stack, where),
         **_imbalance_settings(job, model, stack, where),
         bf16_layers=_bf16_layers(job, model, stack, where),
         fp8_output_layer=_fp8_output_layer(job, model, stack, where),
@@ -1721,6 +1723,17 @@ def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str
             and d.moe_pad_to_capacity is not None):
         job = job.model_copy(update=dict(moe_pad_to_capacity=d.moe_pad_to_capacity))
         inherited.append(("moe_pad_to_capacity", d.moe_pad_to_capacity))
+    if model.moe is not None and stack.moe_gating is not None and job.moe_pad_to_capacity is False:
+        # DeepSpeed-MoE (stack moe_gating) dispatches one [E, C, M] tensor, every expert padded to the capacity C,
+        # whatever the job says: microsoft/DeepSpeed @38327e07 deepspeed/moe/sharded_moe.py MOELayer.forward l. 609
+        # (einsum 'sec,sm->ecm'), C from _capacity l. 161-170 (drop_tokens) or the busiest expert's count over the EP
+        # group (drop_tokens False, top1gating l. 214-225): no unpadded dispatch to price
+        raise PlannerError(f"{where}moe_pad_to_capacity false on stack {stack.name}: DeepSpeed-MoE always pads every "
+                           "expert's input to the capacity (microsoft/DeepSpeed @38327e07 deepspeed/moe/sharded_moe.py "
+                           "MOELayer.forward l. 609: the dispatch einsum 'sec,sm->ecm' builds [experts, capacity, "
+                           "hidden]; _capacity l. 161-170)",
+                           "leave moe_pad_to_capacity out or set it true on this stack, or use --stack megatron for an "
+                           "unpadded dispatch")
     mbs = job.micro_batch
     if mbs is None:
         mbs = default_micro_batch(stack, gbs, dp, job.pp, where)
@@ -2152,6 +2165,22 @@ def _capacity_factor(job: Job, model: ModelSpec, where: str) -> float:
     return float(job.moe_capacity_factor)
 
 
+def _min_capacity(job: Job, model: ModelSpec, stack, where: str) -> int:
+    """The capacity's floor of a stack that gates densely (stack moe_gating, DeepSpeed-MoE: layers/moe.py [18]): the
+    job's moe_min_capacity, else the stack's moe_gating.min_capacity; 0 elsewhere. Set on a dense model, or on a
+    stack without dense gating (Megatron-Core's capacity has no such flag), it is refused."""
+    gating = stack.moe_gating if stack is not None else None
+    if job.moe_min_capacity is not None and (model.moe is None or gating is None):
+        why = (f"{model.name} has no experts" if model.moe is None else
+               f"stack {stack.name if stack is not None else None} has no capacity floor (it is DeepSpeed-MoE's "
+               "_capacity min_capacity, stack moe_gating)")
+        raise PlannerError(f"{where}moe_min_capacity {job.moe_min_capacity} set but {why}",
+                           "remove moe_min_capacity, or price DeepSpeed-MoE (--stack megatron-deepspeed)")
+    if gating is None or model.moe is None:
+        return 0
+    return int(job.moe_min_capacity if job.moe_min_capacity is not None else gating.min_capacity)
+
+
 def _imbalance_settings(job: Job, model: ModelSpec, stack, where: str) -> dict:
     """The job's MoE routing-imbalance fields as Settings keywords (planner/imbalance.py): whether
     a capacity factor drops tokens (and pads), the measured rank imbalance (0: the rule), the
@@ -2509,6 +2538,8 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
     return {
         "moe_capacity_factor": settings.moe_capacity_factor if settings.moe_token_drop else None,  # None: dropless
         "moe_pad_to_capacity": settings.moe_pad_to_capacity if settings.moe_token_drop else None,
+        # DeepSpeed-MoE's capacity floor, where the stack gates densely (stack moe_gating, layers/moe.py [18])
+        **({"moe_min_capacity": settings.moe_min_capacity} if settings.stack is not None and settings.stack.moe_gating is not None else {}),
         "moe_dispatcher": settings.moe_dispatcher,
         # the busiest EP rank's routed tokens / mean this plan is priced at (planner/imbalance.py)
         "moe_rank_load": float(at(np.broadcast_to(rank_load(settings, plan), np.shape(plan.tp)))),

@@ -3116,6 +3116,12 @@ class Job(BaseModel):
         default=None, ge=1.0,
         description="MoE capacity factor: an expert's tokens beyond this x the mean are dropped (Megatron "
                     "--moe-expert-capacity-factor); caps the busiest rank's load (planner/imbalance.py); default: dropless")
+    moe_min_capacity: Optional[Count] = Field(
+        default=None, ge=0,
+        description="MoE on a stack that gates densely (stack moe_gating, DeepSpeed-MoE): the capacity's floor, slots "
+                    "per expert, C = max(ceil(S k cf / E), this) (Megatron-DeepSpeed --moe-min-capacity, DeepSpeed "
+                    "_capacity's min_capacity; layers/moe.py [18]); refused on other stacks; default: the stack's "
+                    "moe_gating.min_capacity")
     moe_pad_to_capacity: Optional[bool] = Field(
         default=None,
         description="MoE: every expert's input padded to the capacity factor (Megatron --moe-pad-expert-input-to-capacity; "

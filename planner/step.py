@@ -447,7 +447,7 @@ def moe_dispatch_bytes(mlp, ctx, settings):
         return mlp.loop_bytes(ctx)
     gating = stack_of(settings).moe_gating
     if gating is not None:  # a stack setting: DeepSpeed-MoE's dense gating, no permutation kernels [24]
-        return mlp.gating_bytes(ctx, settings.moe_capacity_factor, gating.min_capacity)
+        return mlp.gating_bytes(ctx, settings.moe_capacity_factor, settings.moe_min_capacity)
     fwd, bwd = mlp.dispatch_bytes(ctx)
     extra = mlp.unfused_dispatch_bytes(ctx)
     off = {"permute": not settings.moe_permute_fusion, "router": not settings.moe_router_fusion}
@@ -464,7 +464,7 @@ def gating_einsum_times(sc: StepCtx, mlp):
     gating = sc.stack.moe_gating
     if gating is None:  # a stack setting
         return np.float64(0.0), np.float64(0.0)
-    rows = mlp.gating_einsum_rows(sc.ctx, sc.settings.moe_capacity_factor, gating.min_capacity)
+    rows = mlp.gating_einsum_rows(sc.ctx, sc.settings.moe_capacity_factor, sc.settings.moe_min_capacity)
     scale = sc.settings.knobs.gemm_efficiency_scale
     out = []
     for part in rows:
@@ -1147,7 +1147,7 @@ def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
     gating = sc.stack.moe_gating
     if gating is None:  # a stack setting
         return np.zeros(np.shape(sc.plan.tp))
-    ec = block.num_experts * block.gating_capacity(sc.ctx, sc.settings.moe_capacity_factor, gating.min_capacity)
+    ec = block.num_experts * block.gating_capacity(sc.ctx, sc.settings.moe_capacity_factor, sc.settings.moe_min_capacity)
     return coll(comm.ALL_GATHER, ACT_BYTES * ec * block.h, sc.plan.tp, coll.strides["tp"])
 
 

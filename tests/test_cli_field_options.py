@@ -119,6 +119,10 @@ CASES = [
     # the router's logits dtype: the z-loss keeps them (planner/layers/moe.py router_saved_terms; fp64 needs the unfused router)
     ("moe_router_dtype", ["--moe-router-dtype", "fp32"], "fp32", dict(MOE, moe_z_loss_coeff=0.001, moe_router_fusion=False),
      "fp64", {"memory": +1}),
+    # DeepSpeed-MoE's capacity floor: C = max(ceil(4,096 x 2 / 8), 2,048) = 2,048, twice the [S, E, C] one-hots and
+    # einsum FLOPs of the stack's floor 4 (layers/moe.py [18])
+    ("moe_min_capacity", ["--moe-min-capacity", "2048"], 2048, dict(model="mixtral-8x7b", gpus=64, ep=8, tp=1, pp=1,
+     stack="megatron-deepspeed", sharding="zero1", seq_len=4096, micro_batch=1), 8, {"memory": +1, "step": +1}),
     ("moe_route_nodes", ["--moe-route-nodes", "1"], 1, dict(model="deepseek-v3", gpus=256, ep=64, pp=4), 2,
      {"step": -1}),
 ]

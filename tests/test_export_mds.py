@@ -57,10 +57,49 @@ def test_tp4_pp8_zero1_the_plan_fit_ranks_first():
     for gone in ("--group-query-attention", "--num-query-groups", "--position-embedding-type", "--rotary-base",
                  "--context-parallel-size", "--attention-backend", "--recompute-granularity"):
         assert gone not in f
+    # sequence parallelism (the stack's default at tp > 1) at pp 8 x tp 4: the engine's partitioned pipe tensors off
+    # (export.mds_pipe_unpartitioned: under SP they rebuild a mix of the TP ranks' sequence shards)
+    assert plan["sequence_parallel"] and "--sequence-parallel" in f
     assert _json(text) == {"train_batch_size": 2048, "train_micro_batch_size_per_gpu": 1,
                            "gradient_accumulation_steps": 1024, "bf16": {"enabled": True},
-                           "zero_optimization": {"stage": 1, "overlap_comm": False}}
-    assert _json(text) == deepspeed_config(plan, "megatron-deepspeed")  # one JSON writer
+                           "zero_optimization": {"stage": 1, "overlap_comm": False},
+                           "pipeline": {"pipe_partitioned": False, "grad_partitioned": False}}
+    # one JSON writer, the pipeline section the script's own (export._mds_pipe_section)
+    assert {k: v for k, v in _json(text).items() if k != "pipeline"} == deepspeed_config(plan, "megatron-deepspeed")
+
+
+def test_sequence_parallel_at_pp_and_tp_needs_the_unpartitioned_pipe(tmp_path):
+    """DeepSpeed's PipelineEngine partitions each TP rank's stage output over the stage's TP ranks, sends the rank's
+    own 1 / tp part and all-gathers the parts on arrival (deepspeed/runtime/pipe/engine.py @38327e07 l. 719-761; the
+    gradient l. 826-851; topology.py l. 355-364), on by default (runtime/config.py l. 467-468): under SP each TP rank
+    holds its own sequence shard, so the rebuilt input mixes ranks' shards (microsoft/DeepSpeed#4196,
+    microsoft/Megatron-DeepSpeed#227). The plan fit ranks first (tp 4 pp 8, SP) is exported with the section and read
+    back as priced (step.py pp_comm: each rank's whole T h / tp send); the same script with the section removed, or
+    with one key left true, is refused naming the keys; without SP, at tp 1 or pp 1, no section."""
+    from planner.trainers import load_trainer_config
+
+    text, plan = _round_trip(model="llama3-70b", gpus=64, tp=4, pp=8, sharding="zero1", global_batch=2048, micro_batch=1,
+                             seq_len=8192)
+    assert _json(text)["pipeline"] == {"pipe_partitioned": False, "grad_partitioned": False}
+    p = tmp_path / "run.sh"
+    p.write_text(text)
+    cfg = load_trainer_config(p, gpus=64)
+    assert any("pipeline" in a and "read, priced" in a for a in cfg.assumed)
+    for old, new, named in (
+            (',\n  "pipeline": {\n    "pipe_partitioned": false,\n    "grad_partitioned": false\n  }', "",
+             "pipeline.pipe_partitioned and grad_partitioned true"),
+            ('"grad_partitioned": false', '"grad_partitioned": true', "pipeline.grad_partitioned true")):
+        body = json.dumps(_json(text), indent=2)
+        cut = body.replace(old.encode().decode("unicode_escape"), new)
+        assert cut != body
+        p.write_text(text.replace(body, cut))
+        with pytest.raises(PlannerError, match=f"--sequence-parallel at pp 8 and tp 4 with .*{named}") as e:
+            load_trainer_config(p, gpus=64)
+        assert '"pipe_partitioned": false, "grad_partitioned": false' in e.value.hint
+    for kw in (dict(tp=4, pp=8, sequence_parallel=False), dict(tp=1, pp=8), dict(tp=4, pp=1)):
+        text, plan = _round_trip(**{**dict(model="llama3-70b", gpus=64, sharding="zero1", global_batch=2048,
+                                           micro_batch=1, seq_len=8192), **kw})
+        assert "pipeline" not in _json(text), kw
 
 
 def test_sequence_parallel_is_written_with_its_environment():
@@ -208,10 +247,11 @@ def test_moe_refusals(cli, tmp_path):
     r = cli("explain", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--sharding", "fsdp",
             "--ep", "8", "--seq-len", "4096")
     assert r.exit_code == 2 and "DEEPSPEED_MOE" in r.stderr and "MoE not supported with Stage 3" in r.stderr
-    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_pad_to_capacity=False)
-    with pytest.raises(PlannerError, match="without moe_pad_to_capacity"):
-        export_plan(row["plan"], "megatron-deepspeed")
+    with pytest.raises(PlannerError, match="moe_pad_to_capacity false on stack megatron-deepspeed"):  # at start-up
+        _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_pad_to_capacity=False)
     row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="moe_pad_to_capacity false on stack"):  # a plan dict from elsewhere: export too
+        export_plan({**row["plan"], "moe_pad_to_capacity": False}, "megatron-deepspeed")
     with pytest.raises(PlannerError, match="dropless"):
         export_plan({**row["plan"], "moe_capacity_factor": None, "moe_pad_to_capacity": None}, "megatron-deepspeed")
     with pytest.raises(PlannerError, match="DEEPSPEED_MOE"):  # expert TP 1 or tp only (moe/layer.py l. 89-103)
@@ -436,3 +476,29 @@ def test_split_ends_refused(cli):
 
     p = NS(pp=np.array([17, 18, 3, 3, 3, 1]), split_emb=np.array([1, 1, 1, 0, 0, 1]), split_loss=np.array([1, 1, 0, 1, 0, 0]))
     assert _deepspeed_split_ends(m, p).tolist() == [False, True, True, True, False, False]
+
+
+def test_moe_min_capacity_read_priced_exported_and_read_back(tmp_path):
+    """moe_min_capacity (Megatron-DeepSpeed --moe-min-capacity, arguments.py l. 917, default 4; DeepSpeed _capacity
+    l. 161-170): Mixtral, sequence 4,096, micro-batch 1, top-2, 8 experts, cf 1.0: C = max(ceil(4,096 x 2 x 1.0 / 8),
+    floor) = 1,024 at the stack's floor 4, 2,048 at a floor of 2,048, so the dispatch mask (2 B x S x E C) doubles,
+    8 x 4,096 x 2,048 x 2 B = 134,217,728 B. The floor 4 is the fork's default (no flag written); 2,048 is written as
+    --moe-min-capacity 2048 and reads back as the same plan (moe_min_capacity in plan_signature) and memory."""
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    assert plan["moe_min_capacity"] == 4 and "--moe-min-capacity" not in text
+    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_min_capacity=2048)
+    g = row["moe"]["dense_gating"]
+    assert (g["tokens"], g["capacity"]) == (4096, 2048)
+    assert g["saved_bytes"]["moe_dispatch_mask"] == 2 * 4096 * 8 * 2048 == 134_217_728
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_min_capacity=2048)
+    assert plan["moe_min_capacity"] == 2048 and "    --moe-min-capacity 2048 \\\n" in text
+    p = tmp_path / "run.sh"
+    p.write_text(text)
+    from planner.trainers import load_trainer_config
+
+    cfg = load_trainer_config(p, gpus=64)
+    assert cfg.job["moe_min_capacity"] == 2048
+    assert not any("--moe-min-capacity" in x for x in cfg.ignored)
+    # the megatron stack has no capacity floor: refused, named
+    with pytest.raises(PlannerError, match="moe_min_capacity 8 set but stack megatron has no capacity floor"):
+        resolve(Job(stack="megatron", **MIXTRAL, tp=1, pp=1, ep=8, moe_min_capacity=8))

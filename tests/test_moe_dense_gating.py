@@ -198,3 +198,45 @@ def test_fit_rows_and_explain_agree(cli):
         assert one["time"] == row["time"], row["plan"]
         assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
         assert one["moe"]["dense_gating"] == row["moe"]["dense_gating"], row["plan"]
+
+
+def test_unpadded_experts_refused_alike_by_fit_explain_and_check(cli, tmp_path):
+    """moe_pad_to_capacity false on megatron-deepspeed: DeepSpeed-MoE's dispatch einsum 'sec,sm->ecm' (sharded_moe.py
+    MOELayer.forward l. 609) always builds [E, C, M], every expert padded to C: the job is refused at start-up (plan
+    _job_defaults), so explain, fit and check all exit 2 naming it (before: explain priced unpadded experts and
+    check passed; only export refused). The megatron stack prices it as given."""
+    job = tmp_path / "job.yaml"
+    job.write_text("model: mixtral-8x7b\ngpus: 64\nstack: megatron-deepspeed\nhardware: h100-sxm\nep: 8\npp: 1\ntp: 1\n"
+                   "seq_len: 4096\nglobal_batch: 64\nmicro_batch: 1\nsharding: zero1\nmoe_pad_to_capacity: false\n")
+    args = ["--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--hardware", "h100-sxm",
+            "--ep", "8", "--pp", "1", "--tp", "1", "--seq-len", "4096", "--no-moe-pad-to-capacity"]
+    for r in (cli("explain", *args, "--global-batch", "64", "--micro-batch", "1"), cli("fit", *args, "--top", "3"),
+              cli("check", str(job))):
+        assert r.exit_code == 2, r.stdout
+        assert "moe_pad_to_capacity false on stack megatron-deepspeed: DeepSpeed-MoE always pads" in r.stderr
+        assert "hint:" in r.stderr and "Traceback" not in r.stderr
+    _mixtral_mds(moe_pad_to_capacity=True)  # true, or left out (the stack's), runs
+    _mixtral_mds(stack="megatron", moe_capacity_factor=1.0, moe_pad_to_capacity=False)
+
+
+def test_min_capacity_option_in_fit_rows_and_their_explain(cli):
+    """--moe-min-capacity 2048 (the job's moe_min_capacity, Megatron-DeepSpeed's --moe-min-capacity): S 4,096, top-2,
+    8 experts, cf 1: C = max(1,024, 2,048) = 2,048 in fit's row, and its reproduce line (search.explain_args) carries
+    the option, so explain prices the same capacity and time."""
+    import json
+
+    from planner.schema import Job
+    from planner.search import explain_args
+
+    base = ["--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--hardware", "h100-sxm",
+            "--ep", "8", "--pp", "1", "--tp", "1", "--seq-len", "4096", "--micro-batch", "1"]
+    r = cli("fit", *base, "--moe-min-capacity", "2048", "--top", "1", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    row = json.loads(r.stdout)[0]
+    assert (row["moe"]["dense_gating"]["capacity"], row["plan"]["moe_min_capacity"]) == (2048, 2048)
+    job = Job(model="mixtral-8x7b", gpus=64, stack="megatron-deepspeed", hardware="h100-sxm", ep=8, pp=1, tp=1,
+              seq_len=4096, micro_batch=1, moe_min_capacity=2048)
+    args = explain_args(job, row)
+    assert "--moe-min-capacity" in args and args[args.index("--moe-min-capacity") + 1] == "2048"
+    one = json.loads(cli("explain", *args, "--format", "json").stdout)
+    assert one["moe"]["dense_gating"] == row["moe"]["dense_gating"] and one["time"] == row["time"]

@@ -312,7 +312,8 @@ def test_deepspeed_moe_flags_read_as_the_forks_layers(tmp_path):
     cfg = load_trainer_config(_moe(tmp_path, "--num-experts 4 | --create-moe-param-group"), gpus=8)
     j, m = cfg.job, load_model(cfg.job["model"])
     assert (m.moe.num_experts, m.moe.top_k, m.num_layers) == (4, 1, 24)
-    assert m.layer_pattern == ["dense", "moe"] * 12
+    assert m.layer_pattern == ["dense", "moe"]  # the period, repeated from layer 0 over the 24 layers
+    assert m.layer_kinds["dense"].mlp.kind == "dense" and m.layer_kinds["moe"].mlp.kind == "moe"
     assert (j["moe_capacity_factor"], j["moe_pad_to_capacity"], j["moe_dispatcher"]) == (1.0, True, "alltoall")
     assert any(a.startswith("DeepSpeed-MoE") and "--expert-interval 2, the fork's default" in a for a in cfg.assumed)
     # one count per MoE layer (24 // 2 = 12), all equal: the same model
@@ -386,11 +387,24 @@ def test_deepspeed_moe_under_sequence_parallelism_is_refused(tmp_path):
     assert int(resolve(Job(**job))[1].sp) == 0
 
 
-def test_deepspeed_moe_interval_over_too_many_layers_refused_fast(tmp_path):
-    """The fuzz reproducers' 2^31 - 1 layers with the default --expert-interval 2: refused naming the list bound, no
-    per-layer list built."""
+def test_deepspeed_moe_interval_read_as_its_period_at_any_depth(tmp_path):
+    """--expert-interval N is the period [dense] * (N - 1) + [moe], repeated from the first layer: 0-based layer i MoE
+    iff i % N == N - 1, the fork's 1-based i % N == 0 (transformer.py get_num_experts_per_layer l. 1650-1660), so the
+    fuzz reproducers' 2^31 - 1 layers read as 3 pattern entries, with no per-layer list (before: refused above 100,000
+    layers). 2^20 and 2^31 - 1 layers at --expert-interval 3: L mod 3 = 1 and 1, the last layer dense either way."""
+    from planner.catalog import load_model
+
+    for L in (2**20, 2**31 - 1):
+        text = MDS.read_text().replace("NLAYERS=24", f"NLAYERS={L}")
+        p = tmp_path / f"deep{L}.sh"
+        p.write_text(text.replace(HEADS, HEADS + "    --num-experts 4 \\\n    --expert-interval 3 \\\n"
+                                               "    --create-moe-param-group \\\n"))
+        m = load_model(load_trainer_config(p, gpus=8).job["model"])
+        assert (m.num_layers, m.layer_pattern) == (L, ["dense", "dense", "moe"])
+    # a period above schema.MAX_LAYER_PERIOD (65,536) is refused naming it, not built
     text = MDS.read_text().replace("NLAYERS=24", "NLAYERS=2147483647")
-    p = tmp_path / "huge.sh"
-    p.write_text(text.replace(HEADS, HEADS + "    --num-experts 4 \\\n    --create-moe-param-group \\\n"))
-    with pytest.raises(PlannerError, match="--expert-interval 2 over 2,147,483,647 layers"):
+    p = tmp_path / "wide.sh"
+    p.write_text(text.replace(HEADS, HEADS + "    --num-experts 4 \\\n    --expert-interval 65537 \\\n"
+                                           "    --create-moe-param-group \\\n"))
+    with pytest.raises(PlannerError, match="--expert-interval 65,537: the MoE layers repeat every 65,537 layers"):
         load_trainer_config(p, gpus=8)

@@ -188,7 +188,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
+            "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
@@ -1352,7 +1352,7 @@ MDS_FORK_FLAGS = {
     "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526, "--cpu-optimizer": 948,
     # DeepSpeed-MoE (_mds_moe)
     "--num-experts": 608, "--topk": 612, "--expert-interval": 614, "--moe-train-capacity-factor": 913,
-    "--moe-loss-coeff": 919, "--create-moe-param-group": 921, "--enable-expert-tensor-parallelism": 1151,
+    "--moe-min-capacity": 917, "--moe-loss-coeff": 919, "--create-moe-param-group": 921, "--enable-expert-tensor-parallelism": 1151,
     "--moe-expert-parallel-size": 1159,
 }
 # Megatron-LM @d98e8a64's spellings the fork writes otherwise ([1] of megatron_deepspeed.py; its reader maps them back)
@@ -1395,6 +1395,9 @@ def mds_moe_interval(model) -> Optional[int]:
     return n if all(is_moe[pat[i]] == ((i + 1) % n == 0) for i in range(min(p, L))) else None
 
 
+MDS_MIN_CAPACITY = 4  # --moe-min-capacity's default (microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 917)
+
+
 def _mds_moe(plan: dict, args: list) -> list:
     """The Megatron writer's MoE flags (Megatron-Core's) as microsoft/Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE
     (megatron/model/transformer.py l. 1060-1082; megatron_deepspeed._deepspeed_moe reads them back): --num-experts E,
@@ -1403,7 +1406,7 @@ def _mds_moe(plan: dict, args: list) -> list:
     N - 1 dense kinds and a moe kind), --moe-expert-parallel-size ep,
     --enable-expert-tensor-parallelism where the experts are split over TP (etp = tp > 1), --moe-train-capacity-factor
     cf (DeepSpeed drops the tokens beyond it and pads every expert to it: the plan's moe_capacity_factor with
-    moe_pad_to_capacity), --moe-loss-coeff, --create-moe-param-group (ZeRO-1/2 asserts the MoE groups). At pp > 1
+    moe_pad_to_capacity), --moe-min-capacity (the plan's moe_min_capacity, where not the fork's 4), --moe-loss-coeff, --create-moe-param-group (ZeRO-1/2 asserts the MoE groups). At pp > 1
     with tp > 1 the JSON's pipeline section turns the engine's partitioned pipe tensors off (_mds_pipe_section). Refused, named:
     another placement, an expert width other than --ffn-hidden-size, a dropless plan or one not padded; expert TP
     other than 1 or tp and ZeRO-3 are start-up rule DEEPSPEED_MOE's, sequence parallelism at tp > 1
@@ -1456,11 +1459,13 @@ def _mds_moe(plan: dict, args: list) -> list:
             out.append(("--expert-interval", interval))
     if etp == tp > 1:
         out.append(("--enable-expert-tensor-parallelism", None))
+    if plan.get("moe_min_capacity", MDS_MIN_CAPACITY) != MDS_MIN_CAPACITY:  # the capacity's floor, written where not
+        out.append(("--moe-min-capacity", plan["moe_min_capacity"]))  # the fork's default
     out.append(("--create-moe-param-group", None))
     return out
 
 
-def mds_pipe_unpartitioned(model, tp: int, pp: int) -> bool:
+def mds_pipe_unpartitioned(model, tp: int, pp: int, sp: bool = False) -> bool:
     """Whether a Megatron-DeepSpeed job must run DeepSpeed's pipeline engine with its partitioned pipe tensors off: an
     MoE model at pp > 1 with tp > 1. GPTModelPipe then passes two tensors that need gradients between stages, the
     hidden states and the aggregated MoE loss (microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py
@@ -1469,8 +1474,15 @@ def mds_pipe_unpartitioned(model, tp: int, pp: int) -> bool:
     such tensor only (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py _exec_forward_pass l. 743-749:
     'TODO: Improve pipe partitioning to pass multiple tensors that require grads', an assert on the others), and both
     are true unless the JSON says false (deepspeed/runtime/config.py l. 467-468; engine.py l. 144-145: on wherever
-    the grid has model parallelism)."""
-    return model.moe is not None and pp > 1 and tp > 1
+    the grid has model parallelism).
+    Or any model under Megatron's sequence parallelism at pp > 1 with tp > 1 (sp): the engine's partitioning splits
+    each TP rank's stage output into tp parts, sends the rank's own part and all-gathers the parts on arrival
+    (engine.py l. 737-761: PartitionedTensor over the slice group, topology.py l. 355-364: the 'model' axis, the TP
+    ranks of a stage; l. 719-728: part_input.full()), and the same for the gradient (l. 826-851), which assumes the
+    TP ranks hold the same output; under SP each holds its own 1 / tp of the sequence, so the rebuilt input mixes
+    parts of different ranks' outputs (reported: microsoft/DeepSpeed#4196, microsoft/Megatron-DeepSpeed#227). The
+    fork checks neither (megatron/arguments.py)."""
+    return (model.moe is not None or sp) and pp > 1 and tp > 1
 
 
 def _mds_pipe_section(plan: dict, cfg: dict) -> None:
@@ -1479,8 +1491,8 @@ def _mds_pipe_section(plan: dict, cfg: dict) -> None:
     output, T h / (tp under SP) bf16 elements, and its gradient back, with no TP all-gather on arrival (engine.py
     l. 719-733, 743-761, 826-851: PartitionedTensor's 1 / tp slice and .full() all-gather skipped): the send
     step.py pp_comm prices, plus the aggregated MoE loss, a 0-d tensor a micro-batch each way (one p2p latency,
-    not priced)."""
-    if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"]):
+    not priced, with MoE)."""
+    if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"], bool(plan.get("sequence_parallel"))):
         cfg["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}
 
 

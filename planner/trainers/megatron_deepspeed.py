@@ -127,7 +127,7 @@ from .. import files
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import fmt_ignored, words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
-from .megatron_model import MAX_PATTERN, _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
+from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
 MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipeline-parallel", "--checkpoint-activations",
@@ -306,7 +306,7 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
     --num-experts E (nargs '+': one count, or one per MoE layer, all E here) -> --num-experts E; --topk k (default 1)
     -> --moe-router-topk k (TopKGate: top1gating, top2gating, topkgating beyond, sharded_moe.py l. 513-524);
     --expert-interval N (default 2: layer i, 1-based, is MoE iff i % N == 0, transformer.py get_num_experts_per_layer
-    l. 1650-1660) -> --moe-layer-freq as that list; --moe-expert-parallel-size -> --expert-model-parallel-size; without
+    l. 1650-1660) -> the model's layer pattern of period N (model_fields); --moe-expert-parallel-size -> --expert-model-parallel-size; without
     --enable-expert-tensor-parallelism the experts are whole on every TP rank (expert TP 1); the one dispatcher,
     MOELayer's all-to-all (alltoall); --moe-train-capacity-factor cf (default 1.0) with tokens dropped (the default):
     every expert's [E, C, d] input padded to C = ceil(k x tokens / E x cf) (_capacity l. 161-170, MOELayer.forward's
@@ -356,12 +356,14 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
     E, k = counts[0], _int(where, ds, "--topk", 1)
     flags["--num-experts"] = str(E)
     flags["--moe-router-topk"] = str(k)
-    if L is not None and N > 1 and L > MAX_PATTERN:
-        raise PlannerError(f"{where}--expert-interval {N} over {L:,} layers: the planner reads DeepSpeed-MoE's placement as "
-                           f"a per-layer list (Megatron's --moe-layer-freq, megatron_model.py), of at most {MAX_PATTERN:,} "
-                           "layers", "price a model of fewer layers, or --expert-interval 1")
-    if L is not None and N > 1:  # Megatron's list expression of the layers (megatron_model._moe reads it)
-        flags["--moe-layer-freq"] = f"([0]*{N - 1}+[1])*{L // N}" + (f"+[0]*{L % N}" if L % N else "")
+    from ..schema import MAX_LAYER_PERIOD
+
+    if N > MAX_LAYER_PERIOD:
+        raise PlannerError(f"{where}--expert-interval {N:,}: the MoE layers repeat every {N:,} layers, more than the "
+                           f"{MAX_LAYER_PERIOD:,} the planner builds (schema.MAX_LAYER_PERIOD: one object a layer of the "
+                           "period)", f"price an --expert-interval of at most {MAX_LAYER_PERIOD:,}")
+    if N > 1:  # the period, [dense] * (N - 1) + [moe], repeated from the first layer (model_fields): O(N), any depth
+        ds["_expert_interval"] = N
     flags["--moe-token-dispatcher-type"] = "alltoall"
     if "--moe-expert-parallel-size" in ds:
         flags["--expert-model-parallel-size"] = str(ds["--moe-expert-parallel-size"])
@@ -377,12 +379,13 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
                    f"on every layer i (1-based) with i % {N} == 0 (--expert-interval {N}"
                    + ("" if "--expert-interval" in ds else ", the fork's default") + f"), top-{k}"
                    + ("" if "--topk" in ds else " (--topk absent: the fork's default)") + f", capacity factor {cf} with every "
-                   f"expert padded to it ({DS_MOE}/sharded_moe.py _capacity l. 161-170, MOELayer.forward l. 609), EP "
+                   f"expert padded to it, at least {ds.get('--moe-min-capacity', 4)} slots (--moe-min-capacity"
+                   + ("" if "--moe-min-capacity" in ds else " absent: the fork's default, arguments.py l. 917")
+                   + f"; the job's moe_min_capacity, C = max(ceil(k x tokens x cf / E), it): layers/moe.py [18]) ({DS_MOE}/sharded_moe.py _capacity l. 161-170, MOELayer.forward l. 609), EP "
                    f"{ds.get('--moe-expert-parallel-size', 1)}, expert TP "
                    + (f"{tp} (--enable-expert-tensor-parallelism)" if "--enable-expert-tensor-parallelism" in ds and tp > 1
                       else "1 (experts whole on each TP rank)") + "; the dispatch MOELayer's all-to-all (alltoall)")
     for flag, why in (("--moe-eval-capacity-factor", "evaluation only"),
-                      ("--moe-min-capacity", "a floor on the capacity, binding only where k x tokens x cf / E is below it"),
                       ("--disable-moe-top2-2nd-expert-sampling", "which second expert top-2 takes: numerics only"),
                       ("--create-moe-param-group", "the MoE parameters' optimizer groups, which DeepSpeed's ZeRO-1/2 needs "
                                                    "(stack_db megatron-deepspeed step_grads.moe_group_params)")):
@@ -464,9 +467,18 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
 
 
 def model_fields(ds: dict) -> dict:
-    """The ModelSpec fields BigScience's fork's own flags set on the model the flags define [3]: --embed-layernorm
-    -> embedding_norm (a LayerNorm on the word embedding's output on the first stage: memory.py [en])."""
-    return {"embedding_norm": True} if "--embed-layernorm" in ds else {}
+    """The ModelSpec fields the fork's own flags set on the model the flags define: BigScience's [3] --embed-layernorm
+    -> embedding_norm (a LayerNorm on the word embedding's output on the first stage: memory.py [en]); DeepSpeed-MoE's
+    --expert-interval N > 1 (_deepspeed_moe) -> the layer pattern [dense] * (N - 1) + [moe], which the model repeats
+    from its first layer (schema layer_pattern): layer i (0-based) MoE iff i % N == N - 1, i.e. the fork's 1-based
+    i % N == 0 ([1] transformer.py get_num_experts_per_layer l. 1650-1660, layer_num = i + 1 + offset, the stage's
+    offset making it the model's layer number, l. 1848), the last L mod N layers dense either way."""
+    out = {"embedding_norm": True} if "--embed-layernorm" in ds else {}
+    N = ds.get("_expert_interval")
+    if N:
+        out["layer_kinds"] = {"dense": {"mlp": {"kind": "dense"}}, "moe": {"mlp": {"kind": "moe"}}}
+        out["layer_pattern"] = ["dense"] * (N - 1) + ["moe"]
+    return out
 
 
 RAMP_PHASES_MAX = 4096  # increments a ramp may have here: a bound on the pricing work (a phase is one more plan row)
@@ -563,23 +575,10 @@ def _host_optimizer(ds: dict, dj: dict, assumed: list, unmodelled: list) -> None
                           "megatron/optimizer/__init__.py l. 83-116): priced as DeepSpeedCPUAdam (planner/offload.py)")
 
 
-def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
-          extra: tuple) -> None:
-    """Lay the ds_config JSON over the Megatron reader's job (in place): module docstring."""
-    from .deepspeed import read as read_json
-
-    ignored, assumed, not_modelled, unmodelled = extra
+def _batch(cfg, ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: str, dp: int, assumed: list) -> None:
+    """merge's batch: the micro-batch (flag and JSON must agree; the JSON's where the flag is absent), Megatron's
+    global batch (set on the engine every step), the batch ramp."""
     job = cfg.job
-    label, text = config_text(ds, where, script, heredocs)
-    tp, pp = job["tp"], job["pp"]
-    try:
-        dcfg = read_json(Path(label), text, model=job["model"], gpus=job["gpus"], hardware=hardware,
-                         parallel={"tp": tp, "pp": pp, "cp": job.get("cp", 1)})
-    except PlannerError as e:
-        raise PlannerError(f"{where}the ds_config the script names: {e.message}", e.hint) from None
-    dj, stated = dcfg.job, dcfg.stated
-    jw = f"{label}: "
-    dp = job["gpus"] // (tp * pp * job.get("cp", 1))
     # the micro-batch: both stated must agree
     mbs_json = stated.get("train_micro_batch_size_per_gpu")
     if "--micro-batch-size" in flags and mbs_json is not None and mbs_json != job["micro_batch"]:
@@ -605,6 +604,12 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "micro-batch and sets the accumulation)")
     if "--rampup-batch-size" in ds:
         _rampup(ds, flags, job, where, g, m * dp, assumed)
+
+
+def _embed_layernorm(ds: dict, flags: dict, job: dict, where: str, dp: int, assumed: list, unmodelled: list) -> None:
+    """merge's note on BigScience's --embed-layernorm [3]: priced where the job's model carries embedding_norm."""
+    tp, pp = job["tp"], job["pp"]
+    g, m = job["global_batch"], job["micro_batch"]
     if "--embed-layernorm" in ds:  # BigScience's [3]: the model's embedding_norm (model_fields), priced
         from ..catalog import load_model
 
@@ -621,9 +626,13 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         else:  # --model given without the norm: the model wins, the flag is listed
             unmodelled.append(f"--embed-layernorm ({what}: the job's model {job['model']} has no embedding_norm, so "
                               "none priced)")
+
+
+def _zero_stage(ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: str, pipe: bool, pp: int,
+                ignored: list, assumed: list) -> tuple[int, int]:
+    """merge's ZeRO stage: the JSON's (js), checked against the pipeline engine and --zero-stage (zs); (js, zs)."""
     # the ZeRO stage: the JSON's
     js = stated.get("zero_optimization.stage", 0)
-    pipe = "--no-pipeline-parallel" not in ds
     if pipe and js >= 2:  # GPTModelPipe under DeepSpeed's PipelineEngine, at any pp (module docstring: the model)
         raise PlannerError(f"{where}{jw}zero_optimization.stage {js} without --no-pipeline-parallel: Megatron-DeepSpeed "
                            f"then builds GPTModelPipe, a PipelineModule, at every pipeline size, pp {pp} here ({MDS_COMMIT} "
@@ -662,7 +671,17 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        f"optimizer before its distributed-optimizer branch and get_model wraps no DDP: {MDS_COMMIT} "
                        "megatron/optimizer/__init__.py l. 115-116, training.py l. 406-407; DeepSpeed's engine shards "
                        f"by the JSON's zero_optimization.stage {js} instead: sharding={dj.get('sharding', 'none')})")
+    return js, zs
+
+
+def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: str, js: int, pipe: bool,
+                   ignored: list, assumed: list):
+    """merge's DeepSpeed-MoE checks and the JSON's pipeline section (the engine's partitioned pipe tensors): the
+    parsed JSON (None where it is not JSON)."""
+    tp, pp = cfg.job["tp"], cfg.job["pp"]
     data = _section(text)
+    sec = data.get("pipeline") if isinstance(data, dict) else None
+    on = [k for k in ("pipe_partitioned", "grad_partitioned") if not (isinstance(sec, dict) and sec.get(k) is False)]
     if "--num-experts" in flags:  # DeepSpeed-MoE (_deepspeed_moe)
         if js in (1, 2) and "--create-moe-param-group" not in ds:
             raise PlannerError(f"{where}an MoE model at {jw}zero_optimization.stage {js} without --create-moe-param-group: "
@@ -670,8 +689,6 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                                "groups are marked as MoE' (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/"
                                f"stage_1_and_2.py l. 626-628); the fork marks them only with the flag ({MDS_COMMIT} "
                                "megatron/optimizer/__init__.py l. 79-81)", "add --create-moe-param-group")
-        sec = data.get("pipeline") if isinstance(data, dict) else None
-        on = [k for k in ("pipe_partitioned", "grad_partitioned") if not (isinstance(sec, dict) and sec.get(k) is False)]
         if pipe and pp > 1 and tp > 1 and on:
             raise PlannerError(f"{where}an MoE model at pp {pp} and tp {tp} with {jw}pipeline.{' and '.join(on)} true "
                                "(DeepSpeed's default, deepspeed/runtime/config.py @38327e07 l. 467-468): GPTModelPipe "
@@ -679,9 +696,21 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                                f"partitions no more than one tensor that needs gradients ({MDS_COMMIT} megatron/model/"
                                "gpt_model.py l. 376-384)", 'set "pipeline": {"pipe_partitioned": false, '
                                '"grad_partitioned": false} in the JSON, or use tp 1 or pp 1')
+        if "--moe-min-capacity" in ds:  # the capacity's floor the stack's dense gating prices (layers/moe.py [18])
+            cfg.job["moe_min_capacity"] = _int(where, ds, "--moe-min-capacity")
         cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
                                                                        "moe_dispatcher:"))]
-    sec = data.get("pipeline") if isinstance(data, dict) else None
+    if pipe and pp > 1 and tp > 1 and on and flags.get("--sequence-parallel"):
+        # the engine's partitioned pipe tensors assume the TP ranks hold the same stage output (export
+        # mds_pipe_unpartitioned): under SP each holds its own sequence shard
+        raise PlannerError(f"{where}--sequence-parallel at pp {pp} and tp {tp} with {jw}pipeline.{' and '.join(on)} true "
+                           "(DeepSpeed's default, deepspeed/runtime/config.py @38327e07 l. 467-468): the PipelineEngine "
+                           "sends each TP rank's 1 / tp part of its stage output and all-gathers the parts on arrival "
+                           "(deepspeed/runtime/pipe/engine.py l. 719-761, the gradient l. 826-851, over the TP ranks of "
+                           "the stage, topology.py l. 355-364), which under sequence parallelism rebuilds a mix of "
+                           "different ranks' sequence shards (microsoft/DeepSpeed#4196, microsoft/Megatron-DeepSpeed#227)",
+                           'set "pipeline": {"pipe_partitioned": false, "grad_partitioned": false} in the JSON, or drop '
+                           "--sequence-parallel, or use tp 1 or pp 1")
     if isinstance(sec, dict) and sec and set(sec) <= {"pipe_partitioned", "grad_partitioned"} \
             and all(v is False for v in sec.values()):
         # the engine's partitioned pipe tensors off (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py
@@ -696,6 +725,14 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         else:
             ignored.append(f"{jw}{shown} (no pipeline over TP: the engine partitions nothing at tp 1, pp 1 or "
                            "--no-pipeline-parallel, deepspeed/runtime/pipe/engine.py @38327e07 l. 144-145)")
+    return data
+
+
+def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw: str, js: int, ignored: list,
+                     assumed: list, unmodelled: list) -> None:
+    """merge's engine settings: the precision and the attention kernel, the stack, the JSON's sharding, overlap and
+    offload fields, the host optimizer."""
+    job = cfg.job
     # precision: the engine's
     for flag, sec, other in (("--bf16", "bf16", "fp16"), ("--fp16", "fp16", "bf16")):
         body = data.get(other) if isinstance(data, dict) else None
@@ -740,6 +777,31 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         ignored.append(f"{jw}zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule, "
                        "Megatron-DeepSpeed's GPTModelPipe without --no-pipeline-parallel: microsoft/DeepSpeed @38327e07 "
                        "deepspeed/runtime/engine.py l. 1639-1642; dp_comm_overlap false)")
+
+
+def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
+          extra: tuple) -> None:
+    """Lay the ds_config JSON over the Megatron reader's job (in place): module docstring."""
+    from .deepspeed import read as read_json
+
+    ignored, assumed, not_modelled, unmodelled = extra
+    job = cfg.job
+    label, text = config_text(ds, where, script, heredocs)
+    tp, pp = job["tp"], job["pp"]
+    try:
+        dcfg = read_json(Path(label), text, model=job["model"], gpus=job["gpus"], hardware=hardware,
+                         parallel={"tp": tp, "pp": pp, "cp": job.get("cp", 1)})
+    except PlannerError as e:
+        raise PlannerError(f"{where}the ds_config the script names: {e.message}", e.hint) from None
+    dj, stated = dcfg.job, dcfg.stated
+    jw = f"{label}: "
+    dp = job["gpus"] // (tp * pp * job.get("cp", 1))
+    _batch(cfg, ds, flags, stated, dj, where, jw, dp, assumed)
+    _embed_layernorm(ds, flags, job, where, dp, assumed, unmodelled)
+    pipe = "--no-pipeline-parallel" not in ds
+    js, zs = _zero_stage(ds, flags, stated, dj, where, jw, pipe, pp, ignored, assumed)
+    data = _pipeline_json(cfg, ds, flags, text, dcfg, where, jw, js, pipe, ignored, assumed)
+    _engine_settings(cfg, ds, flags, data, dj, where, jw, js, ignored, assumed, unmodelled)
     # the JSON's own lists, each named as the JSON's
     cfg.ignored += ignored + [f"{label}: {x}" for x in dcfg.ignored]
     cfg.not_modelled += not_modelled + [f"{label}: {x}" for x in dcfg.not_modelled]

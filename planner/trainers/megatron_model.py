@@ -127,7 +127,8 @@ NOT_BUILT = {
 # counts a Megatron flag may set to 0 (`if args.mtp_num_layers:` / `if shared_size:` read 0 as none);
 # every other integer flag is a count from 1 (arguments.py: sizes, degrees, layers)
 ZERO_OK = frozenset({"--mtp-num-layers", "--moe-shared-expert-intermediate-size", "--wgrad-deferral-limit",
-                     "--empty-unused-memory-level", "--zero-stage"})
+                     "--empty-unused-memory-level", "--zero-stage",
+                     "--moe-min-capacity"})  # Megatron-DeepSpeed's (type=int: 0 no floor, DeepSpeed _capacity)
 # totals that may pass a 32-bit count (iterations, samples): up to an int64 (numpy's)
 INT64_FLAGS = frozenset({"--train-iters", "--train-samples"})
 INT64_MAX = 2**63 - 1  # numpy's int64 (planner/cli/common.py INT64_MAX)
