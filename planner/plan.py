@@ -1358,7 +1358,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         fp8_grouped_experts=_fp8_grouped_experts(job, model, stack, inherited, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
-        pipe_partitioned=_pipe_partitioned(job, stack, where),
+        pipe_partitioned=_pipe_partitioned(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
         cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
@@ -1913,16 +1913,25 @@ def ep_overlap_applies(plan):
     return (plan.ep > 1) & ((plan.pp == 1) | (plan.vpp > 1)) & (plan.recompute != RC_FULL)
 
 
-def _pipe_partitioned(job: Job, stack, where: str = "") -> bool:
-    """The job's pipe_partitioned, default the stack's pipeline_send_partitioned_default (step.py [25]); true on a
-    stack whose pipeline runtime has no partitioned sends is refused."""
+def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> bool:
+    """The job's pipe_partitioned, default the stack's pipeline_send_partitioned_default (step.py [25]), which the
+    pricing applies where the plan runs it (step.pipe_partitioned: dense, pp > 1, tp > 1, no SP). Refused: true on a
+    stack whose pipeline runtime has none; true at pp > 1 x tp > 1 with an MoE model or the job's sequence parallelism,
+    which need it off (export.mds_pipe_unpartitioned, as the Megatron-DeepSpeed reader refuses the script)."""
     default = bool(getattr(stack, "pipeline_send_partitioned_default", False))
     if job.pipe_partitioned is None:
         return default
+    fix = "set pipe_partitioned: false, or drop it"
     if job.pipe_partitioned and not default:
         raise PlannerError(f"{where}pipe_partitioned is set but stack {stack.name}'s pipeline runtime has no partitioned "
                            "pipe tensors (DeepSpeed's PipelineEngine only: stack pipeline_send_partitioned_default)",
                            "drop pipe_partitioned, or use a megatron-deepspeed stack")
+    if job.pipe_partitioned and job.pp > 1 and job.tp > 1 and (model.moe is not None or job.sequence_parallel):
+        why = "an MoE model (GPTModelPipe sends two tensors that need gradients" if model.moe is not None else \
+            "sequence parallelism (the TP ranks hold different sequence shards"
+        raise PlannerError(f"{where}pipe_partitioned at pp {job.pp} and tp {job.tp} with {why}; the PipelineEngine's "
+                           "partitioning assumes one, the same on every TP rank: microsoft/DeepSpeed @38327e07 "
+                           "deepspeed/runtime/pipe/engine.py l. 719-761; export.mds_pipe_unpartitioned)", fix)
     return bool(job.pipe_partitioned)
 
 

@@ -543,3 +543,12 @@ def test_dense_pipeline_over_tp_round_trip():
 def test_pipe_partitioned_refused_off_deepspeed():
     with pytest.raises(PlannerError, match="pipe_partitioned is set but stack megatron"):
         resolve(Job(stack="megatron", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2, pipe_partitioned=True))
+    with pytest.raises(PlannerError, match="pipe_partitioned at pp 2 and tp 2 with sequence parallelism"):
+        resolve(Job(stack="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2,
+                    sequence_parallel=True, pipe_partitioned=True))
+    with pytest.raises(PlannerError, match="pipe_partitioned at pp 2 and tp 2 with an MoE model"):
+        resolve(Job(stack="megatron-deepspeed", model="mixtral-8x7b", hardware="h100-sxm", gpus=16, tp=2, pp=2,
+                    pipe_partitioned=True))
+    # true where the plan runs it is the default, accepted
+    resolve(Job(stack="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2,
+                sequence_parallel=False, pipe_partitioned=True))
