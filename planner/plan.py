@@ -514,6 +514,7 @@ class Settings:
     moe_min_capacity: int = 0  # DeepSpeed-MoE's capacity floor (job moe_min_capacity, else stack moe_gating.min_capacity)
     moe_rank_imbalance: float = 0.0  # the job's busiest EP rank load / mean; 0: the rule of moe_load_balancing
     moe_load_balancing: str = "aux_loss"  # the router's balancing (planner/imbalance.py BALANCING)
+    pipe_partitioned: bool = False  # DeepSpeed's partitioned pipe tensors (job field, default the stack's: step.py [25])
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
@@ -1357,6 +1358,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         fp8_grouped_experts=_fp8_grouped_experts(job, model, stack, inherited, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
+        pipe_partitioned=_pipe_partitioned(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
         cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
@@ -1909,6 +1911,28 @@ def ep_overlap_applies(plan):
     parallelism, one pipeline stage or the interleaved schedule (vpp > 1), no full recompute
     (the rules ep_comm_overlap refuses a job for; the search prices the overlap only there)."""
     return (plan.ep > 1) & ((plan.pp == 1) | (plan.vpp > 1)) & (plan.recompute != RC_FULL)
+
+
+def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> bool:
+    """The job's pipe_partitioned, default the stack's pipeline_send_partitioned_default (step.py [25]), which the
+    pricing applies where the plan runs it (step.pipe_partitioned: dense, pp > 1, tp > 1, no SP). Refused: true on a
+    stack whose pipeline runtime has none; true at pp > 1 x tp > 1 with an MoE model or the job's sequence parallelism,
+    which need it off (export.mds_pipe_unpartitioned, as the Megatron-DeepSpeed reader refuses the script)."""
+    default = bool(getattr(stack, "pipeline_send_partitioned_default", False))
+    if job.pipe_partitioned is None:
+        return default
+    fix = "set pipe_partitioned: false, or drop it"
+    if job.pipe_partitioned and not default:
+        raise PlannerError(f"{where}pipe_partitioned is set but stack {stack.name}'s pipeline runtime has no partitioned "
+                           "pipe tensors (DeepSpeed's PipelineEngine only: stack pipeline_send_partitioned_default)",
+                           "drop pipe_partitioned, or use a megatron-deepspeed stack")
+    if job.pipe_partitioned and job.pp > 1 and job.tp > 1 and (model.moe is not None or job.sequence_parallel):
+        why = "an MoE model (GPTModelPipe sends two tensors that need gradients" if model.moe is not None else \
+            "sequence parallelism (the TP ranks hold different sequence shards"
+        raise PlannerError(f"{where}pipe_partitioned at pp {job.pp} and tp {job.tp} with {why}; the PipelineEngine's "
+                           "partitioning assumes one, the same on every TP rank: microsoft/DeepSpeed @38327e07 "
+                           "deepspeed/runtime/pipe/engine.py l. 719-761; export.mds_pipe_unpartitioned)", fix)
+    return bool(job.pipe_partitioned)
 
 
 def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_checks: bool = True) -> bool:
@@ -2580,6 +2604,9 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         # as the plan's sharding mode runs it (stack_db runs.sharding job_settings: DeepSpeed's zero0 is fp16's
         # FP16_Optimizer, planned only for a job that says fp16, unset default; priced as bf16 either way)
         **({"fp16": True} if fixed.get("fp16", settings.fp16) else {}),
+        # DeepSpeed's partitioned pipe tensors, where the job turns the stack's default off (step.py [25])
+        **({"pipe_partitioned": False} if not settings.pipe_partitioned and settings.stack is not None
+           and settings.stack.pipeline_send_partitioned_default else {}),
         # the fusion switches a job turned off (the stack's fused kernels are the default)
         **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},
         **({"chunked_loss": True} if settings.chunked_loss else {}),

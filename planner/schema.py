@@ -2461,6 +2461,12 @@ class Stack(BaseModel):
         description="at pp > 1 with tied embeddings the stack's pipeline runtime all-reduces the shared weight's gradient "
                     "between the first and the last stage once a step, after the last backward, waited on (DeepSpeed's "
                     "PipelineEngine._exec_reduce_tied_grads: step.py [20], in pp_comm). false: not priced")
+    pipeline_send_partitioned_default: bool = Field(
+        default=False,
+        description="the stack's pipeline runtime, unless the job says otherwise (job pipe_partitioned), sends each TP "
+                    "rank's 1 / tp part of a stage's output and its gradient and all-gathers the parts over the TP "
+                    "group on arrival (DeepSpeed's PipelineEngine pipe_partitioned / grad_partitioned: step.py [25], "
+                    "in pp_comm; dense plans at pp > 1 x tp > 1 without SP). false: whole sends, no all-gather")
     pipeline_split_divides: bool = Field(
         default=True,
         description="with the embedding or the loss counted as a layer of the split, the layers plus the counted ends "
@@ -2845,6 +2851,12 @@ class Job(BaseModel):
     ep: Count = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep ranks of the folded "
                                                  "tp x dp x cp grid (etp x ep divides it; Megatron "
                                                  "--expert-model-parallel-size); MoE models only")
+    pipe_partitioned: Optional[bool] = Field(
+        default=None, description="DeepSpeed's pipeline engine: send each TP rank's 1 / tp part of the stage output "
+                                  "and gradient and all-gather them over the TP group on arrival (the JSON's "
+                                  "pipeline.pipe_partitioned and grad_partitioned); default the stack's "
+                                  "pipeline_send_partitioned_default; applies to dense plans at pp > 1 x tp > 1 "
+                                  "without sequence parallelism (MoE and SP plans run it off)")
     ep_comm_overlap: Optional[bool] = Field(
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "

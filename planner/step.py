@@ -284,6 +284,19 @@ References
     (perm_fwd / perm_bwd: re-run with the forward under full recompute) and the einsums' share is the extra
     moe_gating_einsum_s (a middle stage's, as eager_core_time). At tp > 1 its TP all-gathers of the capacity
     (gating_gather) join the MoE MLP's TP pair in tp_comm.
+[25] DeepSpeed's partitioned pipe tensors (job pipe_partitioned, default the stack's pipeline_send_partitioned_default:
+    the JSON's pipeline.pipe_partitioned / grad_partitioned, true unless it says false, microsoft/DeepSpeed @38327e07
+    deepspeed/runtime/config.py l. 467-468; on wherever the grid has model parallelism, pipe/engine.py l. 144-145).
+    A stage that is not the last wraps its output in a PartitionedTensor over the slice-parallel group (the TP ranks
+    of the stage, topology.py l. 355-364) and sends its own 1 / tp part (engine.py l. 737-761); the next stage
+    rebuilds the whole with part_input.full() before its forward (l. 719-733), an all_gather_into_tensor of the
+    T h elements (runtime/utils.py PartitionedTensor.full l. 671-688, even split), blocking. In the backward a stage
+    that partitioned its output rebuilds it the same way (l. 826-838) and the gradient it receives, sent as the
+    sender's 1 / tp part, too (l. 840-851). So per micro-batch a send of T h / tp each way and, on a middle stage,
+    three all-gathers of T h bf16 over the TP group (pp 2: two, on the first stage; the last stage one): priced as
+    the busiest stage's (3 if pp > 2 else 2), on the TP tier, exposed as the send is (the stack overlaps no p2p).
+    The partition's meta tensor, a few int64 sent beside each part (one more p2p latency), is not priced.
+    Only a dense plan without SP runs it (pipe_partitioned): MoE and SP plans at pp > 1 x tp > 1 need it off.
 """
 
 from __future__ import annotations
@@ -1460,12 +1473,28 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
     send."""
     plan, ctx = sc.plan, sc.ctx
     pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
-    pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])
+    part = pipe_partitioned(sc)
+    tp = np.maximum(plan.tp, 1)
+    pp_send = coll(comm.SEND_RECV, np.where(part, pp_msg / tp, pp_msg), plan.pp, coll.strides["pp"])
+    # DeepSpeed's partitioned pipe tensors [25]: the busiest stage's all-gathers of the whole T h over its TP group,
+    # waited on before the kernel that needs them, one a send (the two a micro-batch: 2 x per_send)
+    n_ag = np.where(plan.pp > 2, 3.0, 2.0)
+    per_send = np.where(part, n_ag / 2.0 * coll(comm.ALL_GATHER, pp_msg, tp, coll.strides["tp"]), 0.0)
+    pp_send = pp_send + per_send
     p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
     chunk = sc.n["mid"] / plan.vpp * comp.layer_fwd
     hidden = _hide(pp_send, chunk, sc.x)
     return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
+
+
+def pipe_partitioned(sc: StepCtx) -> np.ndarray:
+    """Where the plan runs DeepSpeed's partitioned pipe tensors [25]: the job's pipe_partitioned (default the stack's
+    pipeline_send_partitioned_default), at pp > 1 with tp > 1, on a dense model without sequence parallelism (MoE and
+    SP plans run them off: export.mds_pipe_unpartitioned, the reader's refusals)."""
+    plan, settings = sc.plan, sc.settings
+    on = bool(getattr(settings, "pipe_partitioned", False)) and settings.model.moe is None  # job and model, not searched
+    return on & (plan.pp > 1) & (plan.tp > 1) & (plan.sp == 0)
 
 
 def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:

@@ -502,3 +502,53 @@ def test_moe_min_capacity_read_priced_exported_and_read_back(tmp_path):
     # the megatron stack has no capacity floor: refused, named
     with pytest.raises(PlannerError, match="moe_min_capacity 8 set but stack megatron has no capacity floor"):
         resolve(Job(stack="megatron", **MIXTRAL, tp=1, pp=1, ep=8, moe_min_capacity=8))
+
+
+def test_dense_pipeline_over_tp_prices_the_partitioned_sends():
+    """Issue 22 (ppart): a dense plan at pp > 1 x tp > 1 without SP runs DeepSpeed's partitioned pipe tensors (the
+    stack's pipeline_send_partitioned_default; config.py @38327e07 l. 467-468, engine.py l. 719-761, 826-851:
+    step.py [25]). Llama 3 8B, tp 2, pp 2, dp 2 on h100-sxm, seq 4,096, micro-batch 1, global batch 64: m = 32.
+    T h = 4,096 x 4,096 x 2 B = 33,554,432 B. Whole send (pipe_partitioned false): 33,554,432 / 370 GB/s (NVLink,
+    hardware_db h100-sxm achievable) + 3.4 us = 94.088 us, each way: 32 x 2 x 94.088 us = 6.0216 ms.
+    Partitioned: the 1 / 2 part, 16,777,216 B: 45.344 + 3.4 = 48.744 us, plus at pp 2 the first stage's two
+    all-gathers a micro-batch (the backward's output rebuild and received gradient; one a send) of 33,554,432 B
+    over the 2 TP ranks, each receiving 16,777,216 B: 48.744 us. 32 x 2 x (48.744 + 48.744) us = 6.2392 ms."""
+    kw = dict(model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2, seq_len=4096, micro_batch=1,
+              global_batch=64, sequence_parallel=False)
+    on, off = _row(**kw), _row(pipe_partitioned=False, **kw)
+    send_half, send_whole = 16_777_216 / 370e9 + 3.4e-6, 33_554_432 / 370e9 + 3.4e-6
+    gather = (2 - 1) / 2 * 33_554_432 / 370e9 + 3.4e-6
+    assert off["time"]["pp_comm_s"] == pytest.approx(32 * 2 * send_whole, rel=1e-9)
+    assert on["time"]["pp_comm_s"] == pytest.approx(32 * 2 * (send_half + gather), rel=1e-9)
+    assert on["time"]["pp_comm_s"] == pytest.approx(6.2392e-3, rel=1e-4)
+    assert off["plan"]["pipe_partitioned"] is False and "pipe_partitioned" not in on["plan"]
+    # SP, or the stack without the engine: whole sends, the same figure as off
+    sp = _row(**{**kw, "sequence_parallel": True})
+    assert sp["time"]["pp_comm_s"] == pytest.approx(32 * 2 * (16_777_216 / 370e9 + 3.4e-6), rel=1e-9)
+
+
+def test_dense_pipeline_over_tp_round_trip():
+    """Issue 22 (ppart): the export writes the pipeline section only where the job turned the partitioned sends off;
+    the reader reads it back as pipe_partitioned false (check_readback: same plan and memory), and without the
+    section as the stack's default (partitioned)."""
+    kw = dict(model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2, seq_len=4096, micro_batch=1,
+              global_batch=64, sequence_parallel=False)
+    text, plan = _round_trip(**kw)
+    assert "pipeline" not in _json(text) and "pipe_partitioned" not in plan
+    text, plan = _round_trip(pipe_partitioned=False, **kw)
+    assert _json(text)["pipeline"] == {"pipe_partitioned": False, "grad_partitioned": False}
+    assert plan["pipe_partitioned"] is False
+
+
+def test_pipe_partitioned_refused_off_deepspeed():
+    with pytest.raises(PlannerError, match="pipe_partitioned is set but stack megatron"):
+        resolve(Job(stack="megatron", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2, pipe_partitioned=True))
+    with pytest.raises(PlannerError, match="pipe_partitioned at pp 2 and tp 2 with sequence parallelism"):
+        resolve(Job(stack="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2,
+                    sequence_parallel=True, pipe_partitioned=True))
+    with pytest.raises(PlannerError, match="pipe_partitioned at pp 2 and tp 2 with an MoE model"):
+        resolve(Job(stack="megatron-deepspeed", model="mixtral-8x7b", hardware="h100-sxm", gpus=16, tp=2, pp=2,
+                    pipe_partitioned=True))
+    # true where the plan runs it is the default, accepted
+    resolve(Job(stack="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2,
+                sequence_parallel=False, pipe_partitioned=True))

@@ -1492,7 +1492,8 @@ def _mds_pipe_section(plan: dict, cfg: dict) -> None:
     l. 719-733, 743-761, 826-851: PartitionedTensor's 1 / tp slice and .full() all-gather skipped): the send
     step.py pp_comm prices, plus the aggregated MoE loss, a 0-d tensor a micro-batch each way (one p2p latency,
     not priced, with MoE)."""
-    if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"], bool(plan.get("sequence_parallel"))):
+    if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"], bool(plan.get("sequence_parallel"))) \
+            or (plan.get("pipe_partitioned") is False and plan["pp"] > 1 and plan["tp"] > 1):  # the job turned them off
         cfg["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}
 
 

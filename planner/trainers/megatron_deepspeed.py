@@ -719,6 +719,8 @@ def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: 
         dcfg.not_modelled[:] = [x for x in dcfg.not_modelled if not x.startswith("pipeline=")]
         shown = fmt_ignored("pipeline", sec)
         if pipe and pp > 1 and tp > 1:
+            if "--num-experts" not in flags and not flags.get("--sequence-parallel"):
+                cfg.job["pipe_partitioned"] = False  # the dense plan's whole sends (step.py [25]); MoE / SP run them off anyway
             assumed.append(f"{jw}{shown}: read, priced: the pipeline's p2p as the engine runs it with them, each TP "
                            "rank's whole output (T h, / tp under SP) and its gradient with no TP all-gather "
                            "(deepspeed/runtime/pipe/engine.py @38327e07 l. 719-761, 826-851; step.py pp_comm)")
