@@ -141,6 +141,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "parameter (Megatron-LM --overlap-cpu-optimizer-d2h-h2d) (default: off)"),
     FieldOption("offload_param", "str", "none|cpu: the sharded parameters in host memory too (DeepSpeed ZeRO-3 "
                 "zero_optimization.offload_param device cpu; torchtitan's CPUOffloadPolicy) (default: none)"),
+    FieldOption("pipe_partitioned", "bool", "DeepSpeed's pipeline engine sends each TP rank's 1/tp of a stage's "
+                "output and all-gathers it over the TP group on arrival (the DeepSpeed JSON's pipeline.pipe_partitioned "
+                "/ grad_partitioned; dense models at pp > 1, tp > 1 without SP) (default: the stack's, "
+                "pipeline_send_partitioned_default)"),
     FieldOption("early_step_in_backward", "bool", "the optimizer steps each parameter in the backward (torchtitan "
                 "[optimizer] early_step_in_backward) (default: off)"),
     FieldOption("deepspeed_zero3", "pairs", "DeepSpeed ZeRO-3's gathering and bucket settings, KEY=N words of "
