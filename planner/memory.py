@@ -1207,7 +1207,7 @@ def torch_softmax_fp32(settings: Settings, ctx: Ctx, kb: dict):
     """1 where the eager core attention runs Megatron-Core's torch softmax in fp32 and saves its fp32 output [sm], else
     0: attention eager, the job's attention_softmax_in_fp32 (default true), and the torch path: the keys beyond the
     fused kernel's (kb score_softmax_max_keys) or masked_softmax_fusion false (kb unfused_masked_softmax)."""
-    if settings.attention != "eager" or not getattr(settings, "attention_softmax_in_fp32", True):  # job settings
+    if settings.attention != "eager" or not settings.attention_softmax_in_fp32:  # job settings
         return 0.0
     torch_path = (np.asarray(ctx.seq) > kb["score_softmax_max_keys"]) | (kb.get("unfused_masked_softmax", 0.0) > 0.0)
     return np.where(torch_path, 1.0, 0.0)
@@ -1727,7 +1727,7 @@ def fused_multihot(settings: Settings) -> bool:
     """Whether DeepEP's received routing map is built by Megatron's fused indices_to_multihot kernel (layers/moe.py
     deepep_saved_bytes [17]): is_experimental_enabled() (job enable_experimental) and moe_permute_fusion
     (token_dispatcher.py @d98e8a64 l. 1425-1428); read by the deepep dispatcher only."""
-    return bool(getattr(settings, "enable_experimental", False) and settings.moe_permute_fusion)
+    return bool(settings.enable_experimental and settings.moe_permute_fusion)
 
 
 def padded_routing_map(settings: Settings) -> bool:
@@ -1736,7 +1736,7 @@ def padded_routing_map(settings: Settings) -> bool:
     Triton kernel, a new int32 tensor, only where is_experimental_enabled() (job enable_experimental) and
     moe_permute_fusion (token_dispatcher.py @d98e8a64 l. 649-654, 1415-1420); otherwise pad_routing_map writes into the
     bool map in place (moe_utils.py l. 731-763) and nothing more is kept."""
-    return bool(getattr(settings, "moe_router_padding", False) and getattr(settings, "enable_experimental", False)
+    return bool(settings.moe_router_padding and settings.enable_experimental
                 and settings.moe_permute_fusion)
 
 

@@ -1918,7 +1918,7 @@ def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> boo
     pricing applies where the plan runs it (step.pipe_partitioned: dense, pp > 1, tp > 1, no SP). Refused: true on a
     stack whose pipeline runtime has none; true at pp > 1 x tp > 1 with an MoE model or the job's sequence parallelism,
     which need it off (export.mds_pipe_unpartitioned, as the Megatron-DeepSpeed reader refuses the script)."""
-    default = bool(getattr(stack, "pipeline_send_partitioned_default", False))
+    default = stack is not None and stack.pipeline_send_partitioned_default
     if job.pipe_partitioned is None:
         return default
     fix = "set pipe_partitioned: false, or drop it"

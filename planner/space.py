@@ -563,7 +563,7 @@ def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
 def no_offload_search(settings: Settings) -> None:
     """fit does not search CPU offload (planner/offload.py): the job's offload_optimizer / offload_param are refused
     there, named, rather than priced on plans whose sharding the offload does not run under."""
-    on = [k for k in ("offload_optimizer", "offload_param") if getattr(settings, k, "none") != "none"]
+    on = [k for k in ("offload_optimizer", "offload_param") if getattr(settings, k) != "none"]
     if on:
         raise PlannerError(f"{' and '.join(on)} cpu: fit does not search CPU offload",
                            "leave it out of fit, and price the plan fit ranks with it: planner explain / check "

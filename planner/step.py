@@ -1493,7 +1493,7 @@ def pipe_partitioned(sc: StepCtx) -> np.ndarray:
     pipeline_send_partitioned_default), at pp > 1 with tp > 1, on a dense model without sequence parallelism (MoE and
     SP plans run them off: export.mds_pipe_unpartitioned, the reader's refusals)."""
     plan, settings = sc.plan, sc.settings
-    on = bool(getattr(settings, "pipe_partitioned", False)) and settings.model.moe is None  # job and model, not searched
+    on = settings.pipe_partitioned and settings.model.moe is None  # job and model, not searched
     return on & (plan.pp > 1) & (plan.tp > 1) & (plan.sp == 0)
 
 
