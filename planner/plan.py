@@ -1913,11 +1913,31 @@ def ep_overlap_applies(plan):
     return (plan.ep > 1) & ((plan.pp == 1) | (plan.vpp > 1)) & (plan.recompute != RC_FULL)
 
 
+def mds_pipe_unpartitioned(model, tp: int, pp: int, sp: bool = False) -> bool:
+    """Whether a Megatron-DeepSpeed job must run DeepSpeed's pipeline engine with its partitioned pipe tensors off: an
+    MoE model at pp > 1 with tp > 1. GPTModelPipe then passes two tensors that need gradients between stages, the
+    hidden states and the aggregated MoE loss (microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py
+    l. 386-394: input_ / return_aggregated_moe_loss; transformer.py l. 1525-1547), and asserts the JSON's
+    pipeline.pipe_partitioned / grad_partitioned are not enabled (l. 376-384); the engine's partitioning handles one
+    such tensor only (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py _exec_forward_pass l. 743-749:
+    'TODO: Improve pipe partitioning to pass multiple tensors that require grads', an assert on the others), and both
+    are true unless the JSON says false (deepspeed/runtime/config.py l. 467-468; engine.py l. 144-145: on wherever
+    the grid has model parallelism).
+    Or any model under Megatron's sequence parallelism at pp > 1 with tp > 1 (sp): the engine's partitioning splits
+    each TP rank's stage output into tp parts, sends the rank's own part and all-gathers the parts on arrival
+    (engine.py l. 737-761: PartitionedTensor over the slice group, topology.py l. 355-364: the 'model' axis, the TP
+    ranks of a stage; l. 719-728: part_input.full()), and the same for the gradient (l. 826-851), which assumes the
+    TP ranks hold the same output; under SP each holds its own 1 / tp of the sequence, so the rebuilt input mixes
+    parts of different ranks' outputs (reported: microsoft/DeepSpeed#4196, microsoft/Megatron-DeepSpeed#227). The
+    fork checks neither (megatron/arguments.py)."""
+    return (model.moe is not None or sp) and pp > 1 and tp > 1
+
+
 def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> bool:
     """The job's pipe_partitioned, default the stack's pipeline_send_partitioned_default (step.py [25]), which the
     pricing applies where the plan runs it (step.pipe_partitioned: dense, pp > 1, tp > 1, no SP). Refused: true on a
     stack whose pipeline runtime has none; true at pp > 1 x tp > 1 with an MoE model or the job's sequence parallelism,
-    which need it off (export.mds_pipe_unpartitioned, as the Megatron-DeepSpeed reader refuses the script)."""
+    which need it off (mds_pipe_unpartitioned, as the Megatron-DeepSpeed reader refuses the script)."""
     default = stack is not None and stack.pipeline_send_partitioned_default
     if job.pipe_partitioned is None:
         return default
@@ -1926,12 +1946,12 @@ def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> boo
         raise PlannerError(f"{where}pipe_partitioned is set but stack {stack.name}'s pipeline runtime has no partitioned "
                            "pipe tensors (DeepSpeed's PipelineEngine only: stack pipeline_send_partitioned_default)",
                            "drop pipe_partitioned, or use a megatron-deepspeed stack")
-    if job.pipe_partitioned and job.pp > 1 and job.tp > 1 and (model.moe is not None or job.sequence_parallel):
+    if job.pipe_partitioned and mds_pipe_unpartitioned(model, job.tp, job.pp, bool(job.sequence_parallel)):
         why = "an MoE model (GPTModelPipe sends two tensors that need gradients" if model.moe is not None else \
             "sequence parallelism (the TP ranks hold different sequence shards"
         raise PlannerError(f"{where}pipe_partitioned at pp {job.pp} and tp {job.tp} with {why}; the PipelineEngine's "
                            "partitioning assumes one, the same on every TP rank: microsoft/DeepSpeed @38327e07 "
-                           "deepspeed/runtime/pipe/engine.py l. 719-761; export.mds_pipe_unpartitioned)", fix)
+                           "deepspeed/runtime/pipe/engine.py l. 719-761; plan.mds_pipe_unpartitioned)", fix)
     return bool(job.pipe_partitioned)
 
 

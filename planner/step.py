@@ -1491,7 +1491,7 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
 def pipe_partitioned(sc: StepCtx) -> np.ndarray:
     """Where the plan runs DeepSpeed's partitioned pipe tensors [25]: the job's pipe_partitioned (default the stack's
     pipeline_send_partitioned_default), at pp > 1 with tp > 1, on a dense model without sequence parallelism (MoE and
-    SP plans run them off: export.mds_pipe_unpartitioned, the reader's refusals)."""
+    SP plans run them off: plan.mds_pipe_unpartitioned, the reader's refusals)."""
     plan, settings = sc.plan, sc.settings
     on = settings.pipe_partitioned and settings.model.moe is None  # job and model, not searched
     return on & (plan.pp > 1) & (plan.tp > 1) & (plan.sp == 0)

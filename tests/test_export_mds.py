@@ -58,7 +58,7 @@ def test_tp4_pp8_zero1_the_plan_fit_ranks_first():
                  "--context-parallel-size", "--attention-backend", "--recompute-granularity"):
         assert gone not in f
     # sequence parallelism (the stack's default at tp > 1) at pp 8 x tp 4: the engine's partitioned pipe tensors off
-    # (export.mds_pipe_unpartitioned: under SP they rebuild a mix of the TP ranks' sequence shards)
+    # (plan.mds_pipe_unpartitioned: under SP they rebuild a mix of the TP ranks' sequence shards)
     assert plan["sequence_parallel"] and "--sequence-parallel" in f
     assert _json(text) == {"train_batch_size": 2048, "train_micro_batch_size_per_gpu": 1,
                            "gradient_accumulation_steps": 1024, "bf16": {"enabled": True},

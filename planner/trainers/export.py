@@ -1465,26 +1465,6 @@ def _mds_moe(plan: dict, args: list) -> list:
     return out
 
 
-def mds_pipe_unpartitioned(model, tp: int, pp: int, sp: bool = False) -> bool:
-    """Whether a Megatron-DeepSpeed job must run DeepSpeed's pipeline engine with its partitioned pipe tensors off: an
-    MoE model at pp > 1 with tp > 1. GPTModelPipe then passes two tensors that need gradients between stages, the
-    hidden states and the aggregated MoE loss (microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py
-    l. 386-394: input_ / return_aggregated_moe_loss; transformer.py l. 1525-1547), and asserts the JSON's
-    pipeline.pipe_partitioned / grad_partitioned are not enabled (l. 376-384); the engine's partitioning handles one
-    such tensor only (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py _exec_forward_pass l. 743-749:
-    'TODO: Improve pipe partitioning to pass multiple tensors that require grads', an assert on the others), and both
-    are true unless the JSON says false (deepspeed/runtime/config.py l. 467-468; engine.py l. 144-145: on wherever
-    the grid has model parallelism).
-    Or any model under Megatron's sequence parallelism at pp > 1 with tp > 1 (sp): the engine's partitioning splits
-    each TP rank's stage output into tp parts, sends the rank's own part and all-gathers the parts on arrival
-    (engine.py l. 737-761: PartitionedTensor over the slice group, topology.py l. 355-364: the 'model' axis, the TP
-    ranks of a stage; l. 719-728: part_input.full()), and the same for the gradient (l. 826-851), which assumes the
-    TP ranks hold the same output; under SP each holds its own 1 / tp of the sequence, so the rebuilt input mixes
-    parts of different ranks' outputs (reported: microsoft/DeepSpeed#4196, microsoft/Megatron-DeepSpeed#227). The
-    fork checks neither (megatron/arguments.py)."""
-    return (model.moe is not None or sp) and pp > 1 and tp > 1
-
-
 def _mds_pipe_section(plan: dict, cfg: dict) -> None:
     """The JSON's "pipeline": {"pipe_partitioned": false, "grad_partitioned": false} where the plan needs it
     (mds_pipe_unpartitioned). What the two change is the pipeline's p2p: off, each stage sends every rank's whole
@@ -1492,6 +1472,8 @@ def _mds_pipe_section(plan: dict, cfg: dict) -> None:
     l. 719-733, 743-761, 826-851: PartitionedTensor's 1 / tp slice and .full() all-gather skipped): the send
     step.py pp_comm prices, plus the aggregated MoE loss, a 0-d tensor a micro-batch each way (one p2p latency,
     not priced, with MoE)."""
+    from ..plan import mds_pipe_unpartitioned
+
     if mds_pipe_unpartitioned(_model(plan), plan["tp"], plan["pp"], bool(plan.get("sequence_parallel"))) \
             or (plan.get("pipe_partitioned") is False and plan["pp"] > 1 and plan["tp"] > 1):  # the job turned them off
         cfg["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}

@@ -701,8 +701,8 @@ def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: 
         cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
                                                                        "moe_dispatcher:"))]
     if pipe and pp > 1 and tp > 1 and on and flags.get("--sequence-parallel"):
-        # the engine's partitioned pipe tensors assume the TP ranks hold the same stage output (export
-        # mds_pipe_unpartitioned): under SP each holds its own sequence shard
+        # the engine's partitioned pipe tensors assume the TP ranks hold the same stage output
+        # (plan.mds_pipe_unpartitioned): under SP each holds its own sequence shard
         raise PlannerError(f"{where}--sequence-parallel at pp {pp} and tp {tp} with {jw}pipeline.{' and '.join(on)} true "
                            "(DeepSpeed's default, deepspeed/runtime/config.py @38327e07 l. 467-468): the PipelineEngine "
                            "sends each TP rank's 1 / tp part of its stage output and all-gathers the parts on arrival "
