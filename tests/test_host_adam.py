@@ -96,6 +96,9 @@ def test_not_applied_on_other_hardware(cli, tmp_path):
     assert cal["time"]["offload_cpu_adam_s"] == pytest.approx(8 * L * 28 / (563.2e9 * 0.5), rel=1e-12)
     assert cal["calibration"]["host_adam"]["applied"] is False
     assert "measured for hardware h100-sxm, not h200-sxm" in cal["calibration"]["host_adam"]["not_applied"]
+    text = cli("explain", str(tmp_path / "job.yaml"), "--calibration", str(out)).stdout
+    assert ("at an assumed fraction, offload.HOST_MEMORY_EFFICIENCY; profile " in text
+            and "host_adam section not applied (measured for hardware h100-sxm, not h200-sxm)" in text)
 
 
 def test_records_and_adam_test_by_hand(cli, tmp_path):
@@ -111,9 +114,11 @@ def test_records_and_adam_test_by_hand(cli, tmp_path):
     assert effs == pytest.approx([8e9 * 28 / (0.8 * 563.2e9), 2e9 * 28 / (0.25 * 563.2e9), 16e9 * 28 / (1.4 * 614.4e9)],
                                  rel=1e-12)
     assert sec["efficiency"] == pytest.approx(8e9 * 28 / (0.8 * 563.2e9), rel=1e-12) and sec["hardware"] is None
-    r = cli("calibrate", "host-adam", str(DATA / "adam_test1.txt"), "--host-memory-gbps", "614.4", "-o", str(out))
+    r = cli("calibrate", "host-adam", str(DATA / "adam_test1.txt"), "--host-memory-gbps", "614.4", "-o", str(out),
+            "--processes", "8")
     assert r.exit_code == 0, r.stderr
     assert "replacing its host_adam section" in r.stderr
+    assert "--processes: for a DeepSpeed ZeRO log; ignored" in r.stderr  # nothing dropped silently
     from planner.profile import load_profile
 
     sec = load_profile(out).host_adam

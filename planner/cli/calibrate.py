@@ -279,6 +279,12 @@ def host_adam(
     section = calibrate(list(inputs), opts)
     for w in opts.warnings:
         warn(w)
+    if not any(i.kind == "deepspeed-zero-log" for i in section.inputs):  # nothing silently dropped
+        unused = [o for o, v in (("--params", params), ("--processes", processes), ("--pcie-gbps", pcie_gbps),
+                                 ("--warmup", warmup != 1)) if v not in (None, False)]
+        if unused:
+            warn(f"{', '.join(unused)}: for a DeepSpeed ZeRO log; ignored (no such input: records and DeepSpeed's "
+                 "benchmarks say their own elements and processes)")
     with files.locked(output, "-o"):  # another calibrate writing this profile waits: no section is lost
         prof = with_host_adam_section(output, section)
         write_profile(prof, output, warn=warn, section="host_adam")
