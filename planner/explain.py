@@ -78,6 +78,11 @@ def calibration_report(settings: Settings, est: Estimate) -> dict | None:
             "affects": sorted({f for k in kn.applied for f in RUN_PARAMETER_AFFECTS[k]}),
             **({"not_applied": kn.not_applied} if kn.not_applied else {}),
         }
+    host = settings.calibration.host_adam
+    if host is not None:  # calibrate host-adam: the host Adam's fraction of the DRAM peak (planner/offload.py [cpu-adam])
+        out["host_adam"] = {"efficiency": host.efficiency, "hardware": host.hardware,
+                            "applied": settings.host_adam_calibrated,
+                            **({} if settings.host_adam_calibrated else {"not_applied": settings.host_adam_note})}
     return out
 
 
@@ -130,7 +135,11 @@ def _memory_json(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> d
         memory["host"] = {"bytes_per_rank": _num(pick(est.time_extra["offload_host_bytes_per_rank"])),
                           "bytes_per_node": node, "ranks_per_node": int(offload.node_ranks(settings)),
                           "capacity_bytes_per_node": None if cap_gb is None else cap_gb * 1e9,
-                          "fits": None if cap_gb is None else bool(node <= cap_gb * 1e9)}
+                          "fits": None if cap_gb is None else bool(node <= cap_gb * 1e9),
+                          # the host Adam's fraction of host_memory_GBps: assumed, or a profile's (calibrate host-adam)
+                          "adam_efficiency": settings.host_adam_efficiency,
+                          "adam_efficiency_source": (settings.host_adam_note if settings.host_adam_calibrated else
+                                                     "assumed: offload.HOST_MEMORY_EFFICIENCY")}
     if est.stages is not None:
         # every stage's own total; `fits` gates on the largest (the terms above are that stage's)
         pp = int(pick(plan.pp))

@@ -141,6 +141,14 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "parameter (Megatron-LM --overlap-cpu-optimizer-d2h-h2d) (default: off)"),
     FieldOption("offload_param", "str", "none|cpu: the sharded parameters in host memory too (DeepSpeed ZeRO-3 "
                 "zero_optimization.offload_param device cpu; torchtitan's CPUOffloadPolicy) (default: none)"),
+    # the node's host where the hardware entry has none (a PCIe server) or another (plan._apply_host: a flag beats
+    # the entry, noted); CPU offload reads them (planner/offload.py)
+    FieldOption("pcie_gbps", "float", "the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64), what CPU offload's "
+                "copies move over, in place of the hardware's pcie_GBps (default: the hardware's)"),
+    FieldOption("host_memory_gbps", "float", "the node's host DRAM peak, GB/s (channels x MT/s x 8 B x sockets), what CPU "
+                "offload's host Adam streams at, in place of the hardware's host_memory_GBps (default: the hardware's)"),
+    FieldOption("host_memory_gb", "float", "the node's host memory, GB, the gate of CPU offload's host bytes, in place of "
+                "the hardware's host_memory_GB (default: the hardware's)"),
     FieldOption("pipe_partitioned", "bool", "DeepSpeed's pipeline engine sends each TP rank's 1/tp of a stage's "
                 "output and all-gathers it over the TP group on arrival (the DeepSpeed JSON's pipeline.pipe_partitioned "
                 "/ grad_partitioned; dense models at pp > 1, tp > 1 without SP) (default: the stack's, "

@@ -28,7 +28,7 @@ accumulation buffers (L x the gradient bytes, with more than one micro-batch a s
 
 Step time (step_parts): the optimizer term of an offloading plan is the CPU's Adam over the rank's partition, shared
 by the node's ranks over the node's host memory bandwidth ([cpu-adam]: host_adam_bytes a parameter over hardware
-host_memory_GBps x HOST_MEMORY_EFFICIENCY, a named assumption), plus the host-link copies that are not hidden:
+host_memory_GBps x HOST_MEMORY_EFFICIENCY, a named assumption, or a profile's calibrated fraction), plus the host-link copies that are not hidden:
   zero_offload (DeepSpeed ZeRO-1/2/3): the gradient partition down once a step in fp32 (stage_1_and_2.py
     async_inplace_copy_grad_to_fp32_buffer_from_gpu l. 1271-1284: src_tensor.float() on the GPU, copied to the
     pinned fp32 buffer: 4 B an element); with gradient accumulation the 16-bit accumulation copies
@@ -62,7 +62,8 @@ host_memory_GBps x HOST_MEMORY_EFFICIENCY, a named assumption), plus the host-li
     step, the copies up and the GPU's step (an assumption: a pipeline over many parameters, its fill and drain, one
     parameter each, not priced).
 The link: hardware pcie_GBps per direction per GPU (each GPU its own x16 link to the host, as in HGX H100 nodes),
-both directions at once.
+both directions at once. The hardware's pcie_GBps, host_memory_GBps and host_memory_GB are the job's where it gives
+its own (job fields pcie_gbps, host_memory_gbps, host_memory_gb: plan._apply_host puts them in settings.hardware).
 
 ZeRO-Offload's one-step delayed parameter update (DPU, arXiv:2101.06840 sec. 5.2) is not a DeepSpeed config key at
 @38327e07 (no such field in deepspeed/runtime/zero/offload_config.py): not modelled.
@@ -91,7 +92,9 @@ import numpy as np
 # Bytes an element, with the job's bpp (fp32 master 4, Adam 8, fp32 gradient HOST_GRAD_BYTES 4): read 16, write 12:
 # 28 B. The figure that was here before, a rate transcribed from ZeRO-Offload's (arXiv:2101.06840) Table 3 without
 # the paper at hand (10e9 parameters in 2.57 s, torch's 14.12 s), could not be re-read and was dropped.
-# HOST_MEMORY_EFFICIENCY: a named assumption, one place, replaceable by calibration: the fraction of the datasheet
+# HOST_MEMORY_EFFICIENCY: a named assumption, one place, replaced by a profile's measured fraction where one applies
+# (`planner calibrate host-adam`, planner/calibrate/host_adam.py: profile section host_adam, read by plan.resolve into
+# Settings.host_adam_efficiency, which step.offload_parts prices with): the fraction of the datasheet
 # DRAM bandwidth the host's Adam sustains while the node's ranks step their partitions at once. No measurement of CPU
 # Adam on these hosts is at hand; 0.5 is a round stated guess (the kernel interleaves a square root and a division
 # an element and an OpenMP barrier a TILE with its streams, and the D2H / H2D copies land in the same DRAM), not

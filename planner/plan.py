@@ -25,6 +25,7 @@ from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .imbalance import rank_load
 from .terms import isin
 from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic models load only with a profile
+from .offload import HOST_MEMORY_EFFICIENCY
 
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
@@ -555,6 +556,12 @@ class Settings:
     offload_param: str = "none"  # "cpu": the sharded parameters in host memory too (job field; planner/offload.py)
     offload_fraction: float = 1.0  # of the optimizer partition on the host (job field; Megatron's HybridDeviceOptimizer)
     offload_overlap: bool = False  # copies and CPU step pipelined (job field; Megatron --overlap-cpu-optimizer-d2h-h2d)
+    host_fields: tuple = ()  # the job's host fields given (pcie_gbps, ...: _apply_host, in hardware); plan_dict reports them
+    # the fraction of the host's DRAM peak its Adam sustains (planner/offload.py [cpu-adam]): the named assumption
+    # offload.HOST_MEMORY_EFFICIENCY, or a profile's host_adam section (calibrate host-adam) where it applies
+    host_adam_efficiency: float = HOST_MEMORY_EFFICIENCY
+    host_adam_note: str | None = None  # the calibrated value's origin, or why a profile's section was not applied
+    host_adam_calibrated: bool = False
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
     filter_fqns: Optional[tuple] = None  # fp8 on torchtitan: the Linears kept bf16 (job field; step.py [18], _filter_fqns)
@@ -630,6 +637,43 @@ def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) 
             "calibrate with `planner calibrate gemm --sustained` at this limit"
         )
     return hw, source
+
+
+# the job's host fields and the hardware fields each replaces (schema.Job pcie_gbps, host_memory_gbps, host_memory_gb)
+HOST_FIELDS = (("pcie_gbps", "pcie_GBps"), ("host_memory_gbps", "host_memory_GBps"), ("host_memory_gb", "host_memory_GB"))
+HOST_FLAGS = "--pcie-gbps, --host-memory-gbps, --host-memory-gb"
+
+
+def _apply_host(hw: Hardware, job: Job, warnings: list[str]) -> Hardware:
+    """The hardware as the job's servers have it: each host field the job gives (pcie_gbps, host_memory_gbps,
+    host_memory_gb: a server with no fixed host, h100-pcie, or another than the entry's) replaces the hardware's figure
+    of the same name, as power_limit_w replaces power_limit_W; one that differs from a figure the entry gives is
+    noted."""
+    update = {}
+    for field, hw_field in HOST_FIELDS:
+        v = getattr(job, field)
+        if v is None:
+            continue
+        old = getattr(hw, hw_field)
+        if old is not None and float(old) != float(v):
+            warnings.append(f"{field} {v:g} replaces hardware {hw.name}'s {hw_field} {old:g} (the job's host)")
+        update[hw_field] = float(v)
+    return hw.model_copy(update=update) if update else hw
+
+
+def _host_adam(calibration, path, hardware_name: str) -> dict:
+    """Settings' host_adam_* fields: a profile's host_adam section (profile.host_adam_efficiency) in place of the
+    assumption offload.HOST_MEMORY_EFFICIENCY, where the profile has one for this hardware; else the assumption, with
+    the reason where a section was not applied."""
+    if calibration is None or calibration.host_adam is None:
+        return {}
+    from .profile import host_adam_efficiency
+
+    value, why = host_adam_efficiency(calibration, hardware_name)
+    if value is None:
+        return {"host_adam_note": f"profile {path}: host_adam section not applied ({why})"}
+    return {"host_adam_efficiency": value, "host_adam_calibrated": True,
+            "host_adam_note": f"profile {path}: host_adam {why}"}
 
 
 def _run_knobs(calibration, stack_name: str, hardware_name: str) -> RunKnobs:
@@ -1180,12 +1224,15 @@ def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
                            "megatron-deepspeed (ZeRO-Offload) or torchtitan (FSDP2 CPUOffloadPolicy)")
     if hw.pcie_GBps is None:
         raise PlannerError(f"{where}{on}: hardware {hw.name} gives no host link rate (pcie_GBps), which prices the "
-                           "offload's copies", "add pcie_GBps (GB/s per direction, from the datasheet) to the hardware file")
+                           "offload's copies", "give your server's with --pcie-gbps (job field pcie_gbps: GB/s per "
+                           "direction, PCIe Gen5 x16: 64), or add pcie_GBps to the hardware file; the host's other "
+                           f"figures: {HOST_FLAGS}")
     if hw.host_memory_GBps is None:
         raise PlannerError(f"{where}{on}: hardware {hw.name} gives no host memory bandwidth (host_memory_GBps), which "
                            "prices the host's Adam (memory-bound, planner/offload.py [cpu-adam])",
-                           "add host_memory_GBps (the node's DRAM peak, GB/s: channels x MT/s x 8 B x sockets, from the "
-                           "CPU's datasheet) to the hardware file")
+                           "give your server's with --host-memory-gbps (job field host_memory_gbps: the node's DRAM "
+                           "peak, GB/s: channels x MT/s x 8 B x sockets, from the CPU's datasheet), or add "
+                           f"host_memory_GBps to the hardware file; the host's other figures: {HOST_FLAGS}")
     if spec.params_with_optimizer and opt != par:
         raise PlannerError(f"{where}{on} alone: stack {stack.name} offloads the sharded parameters, gradients and "
                            "optimizer states together (FSDP2's CPUOffloadPolicy)", "set offload_optimizer and "
@@ -1382,6 +1429,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         offload_param=job.offload_param,
         offload_fraction=job.offload_fraction,
         offload_overlap=job.offload_overlap,
+        host_fields=tuple(f for f, _ in HOST_FIELDS if getattr(job, f) is not None),
+        **_host_adam(calibration, job.calibration, hw.name),
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=job.cublas_workspace_config,
@@ -1627,6 +1676,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         raise
     warnings: list[str] = []
     hw, power_source = _apply_power_limit(hw, job, where, warnings)
+    hw = _apply_host(hw, job, warnings)
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq, seq_assumed = _seq_len(job, model, warnings)
     gbs = _global_batch(job, seq, where)
@@ -2647,6 +2697,8 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({"offload_param": settings.offload_param} if settings.offload_param != "none" else {}),
         **({"offload_fraction": settings.offload_fraction} if settings.offload_fraction != 1.0 else {}),
         **({"offload_overlap": True} if settings.offload_overlap else {}),
+        # the job's host (_apply_host: in settings.hardware), only where the job gave it
+        **{f: getattr(settings.hardware, h) for f, h in HOST_FIELDS if f in settings.host_fields},
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

@@ -464,6 +464,64 @@ class RunCalibration(BaseModel):
         return self
 
 
+# ============================================================================= host_adam section
+# The host's Adam under CPU offload (planner/offload.py [cpu-adam]) is priced as host_adam_bytes an element over the
+# node's DRAM peak (hardware host_memory_GBps) x a fraction, the named assumption offload.HOST_MEMORY_EFFICIENCY; this
+# section holds that fraction measured (planner/calibrate/host_adam.py):
+#     efficiency = processes x params x bytes_per_param / (seconds x host_memory_GBps x 1e9)
+HOST_ADAM_FORMULA = "efficiency = processes x params x bytes_per_param / (seconds x host_memory_GBps x 1e9)"
+
+
+class HostAdamInput(BaseModel):
+    model_config = Strict
+    name: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    kind: Literal["record", "deepspeed-zero-log", "deepspeed-adam-test"]
+
+
+class HostAdamMeasurement(BaseModel):
+    """One timed host Adam step: what the input said, what was subtracted, the efficiency it gives."""
+
+    model_config = Strict
+    source: str = Field(description="file:line (a log's first-last steady line)")
+    optimizer: Literal["deepspeed_cpu_adam", "torch_fused_adam"]
+    params: float = Field(gt=0, description="elements each process steps")
+    processes: Int = Field(gt=0, description="processes of the node stepping at once (sharing its DRAM)")
+    bytes_per_param: float = Field(gt=0, description="host DRAM bytes an element (offload.host_adam_bytes, fp32 states: 28)")
+    seconds_measured: float = Field(gt=0, description="as the input gives it (a log: the median of its steady lines)")
+    copy_seconds: float = Field(default=0.0, ge=0, description="subtracted: the copy the timer spans besides the step")
+    seconds: float = Field(gt=0, description="the host Adam's own: seconds_measured - copy_seconds")
+    host_memory_GBps: float = Field(gt=0, description="the node's DRAM peak the fraction is of")
+    efficiency: float = Field(gt=0, le=1)
+    steps: Optional[Int] = Field(default=None, ge=1, description="a log's steady lines in the median")
+    notes: list[str] = Field(default_factory=list)
+
+
+class HostAdamCalibration(BaseModel):
+    """The `host_adam` section: the host Adam's fraction of the DRAM peak, measured (calibrate host-adam)."""
+
+    model_config = Strict
+    formula: Literal["efficiency = processes x params x bytes_per_param / (seconds x host_memory_GBps x 1e9)"] = \
+        HOST_ADAM_FORMULA
+    efficiency: float = Field(gt=0, le=1, description="the median of the measurements' efficiencies")
+    hardware: Optional[str] = Field(default=None, description="the hardware entry it applies to (--hardware); null: every")
+    created: datetime
+    inputs: list[HostAdamInput] = Field(min_length=1)
+    measurements: list[HostAdamMeasurement] = Field(min_length=1)
+
+
+def host_adam_efficiency(profile: Optional["CalibrationProfile"], hardware_name: str) -> tuple[Optional[float], str]:
+    """(the calibrated fraction, how) for a plan on `hardware_name`; (None, why not) where the profile has no
+    host_adam section or one for other hardware (the assumption offload.HOST_MEMORY_EFFICIENCY applies)."""
+    sec = None if profile is None else profile.host_adam
+    if sec is None:
+        return None, "no host_adam section"
+    if sec.hardware is not None and sec.hardware != hardware_name:
+        return None, f"measured for hardware {sec.hardware}, not {hardware_name}"
+    return sec.efficiency, (f"{sec.efficiency:.4g} measured (median of {len(sec.measurements)} host Adam step(s), "
+                            "planner calibrate host-adam)")
+
+
 # ============================================================================= the profile
 class CalibrationProfile(BaseModel):
     """A calibration profile file. `nccl` holds the communication fits, `gemm` the measured
@@ -479,6 +537,8 @@ class CalibrationProfile(BaseModel):
     gemm: Optional[GemmCalibration] = None
     # --- run: efficiency knobs fitted to measured training runs (planner/calibrate/run.py)
     run: Optional[RunCalibration] = None
+    # --- host_adam: the host Adam's fraction of the DRAM peak under CPU offload (planner/calibrate/host_adam.py)
+    host_adam: Optional[HostAdamCalibration] = None
 
     # --- lookups for the communication model --------------------------------------
     def group(self, collective: str, scope: str, ranks: int) -> Optional[CommGroup]:
@@ -558,4 +618,5 @@ __all__ = [
     "NcclCalibration", "Residuals", "SourceFile", "busbw_factor", "envelope_time", "load_profile",
     "IDENTITY_KNOBS", "RUN_PARAMETERS", "RUN_PARAMETER_AFFECTS", "STACK_PARAMETERS", "RunCalibration", "RunFitSettings", "RunInputFile",
     "RunKnobs", "RunMeasurement", "RunParameter", "RunParameterFit", "baseline_digests", "run_knobs", "section_digest",
+    "HOST_ADAM_FORMULA", "HostAdamCalibration", "HostAdamInput", "HostAdamMeasurement", "host_adam_efficiency",
 ]

@@ -2779,6 +2779,22 @@ class Job(BaseModel):
     torch_compile: Optional[bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
     fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8 or nvfp4: the scaling recipe (tensorwise, rowwise, delayed, mxfp8, blockwise; nvfp4); default: the stack's")
     power_limit_w: Optional[float] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")
+    # the node's host as the job's servers have it (plan._apply_host): each replaces the hardware entry's figure of the
+    # same name (hardware pcie_GBps, host_memory_GBps, host_memory_GB), as power_limit_w replaces its power_limit_W;
+    # read by CPU offload only (planner/offload.py)
+    pcie_gbps: Optional[float] = Field(
+        default=None, gt=0,
+        description="the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64), in place of the hardware's pcie_GBps: "
+                    "what CPU offload's copies move over (planner/offload.py); default: the hardware's")
+    host_memory_gbps: Optional[float] = Field(
+        default=None, gt=0,
+        description="the node's host DRAM bandwidth, GB/s, the datasheet peak (channels x MT/s x 8 B x sockets), in "
+                    "place of the hardware's host_memory_GBps: what CPU offload's host Adam streams at "
+                    "(planner/offload.py [cpu-adam]); default: the hardware's")
+    host_memory_gb: Optional[float] = Field(
+        default=None, gt=0,
+        description="the node's host memory, GB (1e9 bytes), in place of the hardware's host_memory_GB: the gate of CPU "
+                    "offload's host bytes (planner/offload.py); default: the hardware's")
     bf16_layers_at_start: int = Field(
         default=0, ge=0, description="with fp8 / nvfp4: the first transformer layers that stay bf16 (Megatron "
                                      "--first-last-layers-bf16 --num-layers-at-start-in-bf16)")

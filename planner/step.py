@@ -1971,7 +1971,7 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     """CPU offload's step (planner/offload.py, a job setting): the rank's optimizer partition L (the dense one over
     the shard group, the routed experts' over theirs, as optimizer_time), the CPU's Adam over it shared by the node's
     ranks, memory-bound on the node's DRAM (offload.host_adam_bytes over host_memory_GBps x offload.HOST_MEMORY_EFFICIENCY, a
-    named assumption), the host link's copies (offload.transfer_bytes, at the
+    named assumption, or a profile's calibrated fraction: settings.host_adam_efficiency), the host link's copies (offload.transfer_bytes, at the
     hardware's pcie_GBps a direction, the two directions at once) and what of them the backward hides, and the host
     bytes a rank holds (offload.host_bytes). Seconds and bytes, each array a plan."""
     plan, settings, spec = sc.plan, sc.settings, sc.stack.cpu_offload
@@ -1980,7 +1980,9 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     if sc.ll.has_experts:
         local = local + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1)
     n_red, n_ag, n_rs = dp.counts
-    host_bw = settings.hardware.host_memory_GBps * 1e9 * offload.HOST_MEMORY_EFFICIENCY
+    # the fraction of the DRAM peak the host's Adam sustains: offload.HOST_MEMORY_EFFICIENCY, or a profile's calibrated
+    # one (settings.host_adam_efficiency: plan._host_adam, calibrate host-adam)
+    host_bw = settings.hardware.host_memory_GBps * 1e9 * settings.host_adam_efficiency
     # the host's share of the partition: offload.switches' fraction (1 but on Megatron's HybridDeviceOptimizer)
     cpu_adam = offload.switches(settings)[0] * local * offload.node_ranks(settings) * offload.host_adam_bytes(settings.bpp) / host_bw
     down, up, after = offload.transfer_bytes(settings, local, sc.m, n_red, n_ag, n_rs, sc.stack)

@@ -111,6 +111,15 @@ CASES = [
     ("offload_fraction", ["--offload-fraction", "0.5"], 0.5, MG_OFF, 1.0, {"memory": +1, "step": -1}),
     # the copies pipelined with the host's Adam: the step the longest of them, not their sum
     ("offload_overlap", ["--offload-overlap"], True, MG_OFF, False, {"step": -1}),
+    # the job's host (plan._apply_host) in place of the hardware entry's, read by CPU offload (tests/test_host_adam.py):
+    # half h100-sxm's DRAM peak (563.2 GB/s), the host's Adam twice as long; half its PCIe Gen5 link (64 GB/s), the
+    # copies twice as long; host memory only gates (check), no figure moves
+    ("host_memory_gbps", ["--host-memory-gbps", "281.6"], 281.6, dict(DENSE, stack="megatron-deepspeed", sharding="zero2",
+     offload_optimizer="cpu"), 300.0, {"step": +1}),
+    ("pcie_gbps", ["--pcie-gbps", "32"], 32.0, dict(DENSE, stack="megatron-deepspeed", sharding="zero2",
+     offload_optimizer="cpu"), 48.0, {"step": +1}),
+    ("host_memory_gb", ["--host-memory-gb", "1024"], 1024.0, dict(DENSE, stack="megatron-deepspeed", sharding="zero2",
+     offload_optimizer="cpu"), 512.0, {}),
     # DeepSpeed's partitioned pipeline sends off (step.py [25]): the whole send in place of a 1/tp one and the TP
     # all-gathers (Llama 3 8B tp 2 pp 2, 32 micro-batches: pp_comm 6.24 -> 6.02 ms, tests/test_export_mds.py)
     ("pipe_partitioned", ["--no-pipe-partitioned"], False, dict(model="llama3-8b", gpus=8, hardware="h100-sxm", tp=2,
@@ -291,6 +300,9 @@ def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, o
     (["--cp-rotate-method", "alltoall"], DENSE, "cp_rotate_method"),
     (["--moe-fp8-dispatch"], DENSE, "moe_fp8_dispatch"),
     (["--moe-route-nodes", "2"], DENSE, "moe_route_nodes"),
+    (["--host-memory-gbps", "0"], DENSE, "--host-memory-gbps"),
+    (["--pcie-gbps", "-64"], DENSE, "--pcie-gbps"),
+    (["--host-memory-gb", "x"], DENSE, "--host-memory-gb"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_values_exit_2(cli, opt, job, needle):
     assert_one_error(cli("explain", *_args(job), *opt), needle)

@@ -9,6 +9,9 @@ gemm.py     GEMM calibration: time the model's GEMM shapes with PyTorch (--run) 
 run.py      measured training runs (run records, torchtitan and Megatron-LM logs with the
             job or trainer config they ran) -> the run-calibration knobs of the time and
             memory model (profile.RUN_PARAMETERS), fitted by bounded least squares.
+host_adam.py a timed CPU Adam step (DeepSpeed's ZeRO-1/2 wall-clock breakdown, its CPU Adam
+            benchmarks, records) -> the host Adam's fraction of the DRAM peak under CPU offload
+            (profile section host_adam, in place of offload.HOST_MEMORY_EFFICIENCY).
 profile.py  build and write the profile YAML; planner/profile.py holds its data models
             (pydantic, unknown keys are errors) and `load_profile(path)`.
 

@@ -26,6 +26,7 @@ from ..profile import (
     FitSettings,
     FittedRegime,
     GemmCalibration,
+    HostAdamCalibration,
     Measurement,
     NcclCalibration,
     Residuals,
@@ -131,7 +132,7 @@ def dump_profile(profile: CalibrationProfile) -> str:
         head += ("# gemm rows: C[M,N] = A[M,K] @ B[K,N], tflops = 2*M*N*K / time in 1e12 FLOP/s; "
                  "other shapes: see planner/calibrate/gemm.py.\n")
     data = profile.model_dump(mode="json")
-    for section in ("nccl", "gemm", "run"):
+    for section in ("nccl", "gemm", "run", "host_adam"):
         if data[section] is None:  # an absent section is left out (a communication-only profile reads as before)
             data.pop(section)
     if profile.gemm is not None:  # unset optional fields and empty lists left out; one line per measured row
@@ -142,6 +143,9 @@ def dump_profile(profile: CalibrationProfile) -> str:
                  "hardware named, value 1 / the stack's = uncalibrated.\n")
         data["run"] = _drop_empty(profile.run.model_dump(mode="json"))
         data["run"]["fit"]["baseline"] = dict(profile.run.fit.baseline)  # null = the section was absent
+    if profile.host_adam is not None:
+        head += f"# host_adam: the host Adam's fraction of the DRAM peak under CPU offload, {profile.host_adam.formula}.\n"
+        data["host_adam"] = _drop_empty(profile.host_adam.model_dump(mode="json"))
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
     return head + body
 
@@ -190,7 +194,7 @@ def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optiona
         raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, not {hardware!r}",
                            "write the GEMM calibration to a separate -o file, or pass the same --hardware")
     return CalibrationProfile(planner_version=__version__, created=old.created, hardware=hardware or old.hardware,
-                              nccl=old.nccl, gemm=gemm, run=old.run)
+                              nccl=old.nccl, gemm=gemm, run=old.run, host_adam=old.host_adam)
 
 
 def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationProfile:
@@ -205,7 +209,7 @@ def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationP
     except PlannerError as e:
         raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
                            "choose another -o path, or remove the file") from None
-    return new.model_copy(update={"gemm": old.gemm, "run": old.run})
+    return new.model_copy(update={"gemm": old.gemm, "run": old.run, "host_adam": old.host_adam})
 
 
 def with_run_section(path: str | Path, run: RunCalibration, created: Optional[datetime] = None) -> CalibrationProfile:
@@ -226,10 +230,32 @@ def with_run_section(path: str | Path, run: RunCalibration, created: Optional[da
         raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, but the runs used {run.hardware!r}",
                            "write the run calibration to a separate -o file")
     return CalibrationProfile(planner_version=__version__, created=old.created, hardware=run.hardware,
-                              nccl=old.nccl, gemm=old.gemm, run=run)
+                              nccl=old.nccl, gemm=old.gemm, run=run, host_adam=old.host_adam)
+
+
+def with_host_adam_section(path: str | Path, host_adam: HostAdamCalibration,
+                           created: Optional[datetime] = None) -> CalibrationProfile:
+    """The profile to write to `path` with `host_adam` as its host_adam section: an existing profile keeps its other
+    sections and its `created`; one calibrated on other `hardware` than the section's is refused (one profile
+    describes one kind of node). A file at `path` that is not a valid profile is an error (it is not overwritten)."""
+    p = Path(path)
+    if not files.exists(p):
+        return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
+                                  hardware=host_adam.hardware, host_adam=host_adam)
+    try:
+        old = load_profile(p)
+    except PlannerError as e:
+        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
+                           "choose another -o path, or remove the file") from None
+    if host_adam.hardware is not None and old.hardware is not None and old.hardware != host_adam.hardware:
+        raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, not {host_adam.hardware!r}",
+                           "write the host Adam calibration to a separate -o file, or pass the same --hardware")
+    return old.model_copy(update={"planner_version": __version__, "hardware": old.hardware or host_adam.hardware,
+                                  "host_adam": host_adam})
 
 
 __all__ = [
+    "with_host_adam_section",
     "dump_profile", "keep_gemm_section", "has_section", "profile_from_calibration", "with_gemm_section",
     "with_run_section",
     "write_profile",

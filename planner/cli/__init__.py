@@ -115,7 +115,7 @@ SUMMARIES = {
     "hardware": "List the hardware catalog (hardware_db/).",
     "schema": "Print the JSON Schema of a job file (or a model or hardware file), for editors and CI validators.",
     "stacks": "List the software-stack catalog (stack_db/): kernels, recompute, overlap, fp8 recipes.",
-    "calibrate": "Fit communication and GEMM figures to your own measurements; writes a profile YAML.",
+    "calibrate": "Fit communication and GEMM figures, and the host's CPU Adam, to your own measurements; writes a profile YAML.",
 }
 
 

@@ -1,4 +1,5 @@
-"""`planner calibrate ...`: fit cost figures to measurements (nccl-tests logs, GEMM timings).
+"""`planner calibrate ...`: fit cost figures to measurements (nccl-tests logs, GEMM timings, training runs, a timed
+CPU Adam step: planner/calibrate/host_adam.py).
 
 Commands only parse options, call planner.calibrate and hand the results to
 planner/render/calibrate.py; the fit lives in planner/calibrate/nccl.py, the GEMM
@@ -16,7 +17,8 @@ import typer
 from .common import cli_errors, warn
 from .. import files
 from ..errors import PlannerError
-from ..render.calibrate import print_gemm_report, print_nccl_report, print_run_report, print_shapes, progress
+from ..render.calibrate import (print_gemm_report, print_host_adam_report, print_nccl_report, print_run_report,
+                                print_shapes, progress)
 from ..profile import RUN_PARAMETERS
 from ..render.common import Format, emit
 from .common import FormatOption
@@ -25,7 +27,7 @@ from ..units import parse_bytes
 
 calibrate_app = typer.Typer(
     name="calibrate",
-    help="Fit communication and GEMM figures to your own measurements; writes a profile YAML.",
+    help="Fit communication and GEMM figures, and the host's CPU Adam, to your own measurements; writes a profile YAML.",
     no_args_is_help=True,
     cls=HelpGroup,
     rich_markup_mode=None,  # click's plain help: readable at 80 columns (helpfmt.py)
@@ -226,6 +228,67 @@ def run(
         prof = with_run_section(output, res.section)
         write_profile(prof, output)
     emit(res.section.model_dump(mode="json"), fmt, lambda: print_run_report(res.section, output))
+
+
+# --- host-adam ------------------------------------------------------------------------
+@calibrate_app.command("host-adam")
+@cli_errors
+def host_adam(
+    inputs: list[Path] = typer.Argument(..., help="host Adam record YAML files, DeepSpeed ZeRO-1/2 logs with "
+                                                  "wall_clock_breakdown (optimizer_step), or DeepSpeed's "
+                                                  "tests/perf/adam_test1.py output", exists=False),
+    output: Path = typer.Option(..., "--output", "-o", help="profile YAML to write; an existing profile keeps its other "
+                                                            "sections, its host_adam section is replaced"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="the hardware entry of the node measured: its "
+                                                                    "host_memory_GBps and pcie_GBps, and the plans the "
+                                                                    "section applies to (default: every hardware)"),
+    host_memory_gbps: Optional[float] = typer.Option(None, "--host-memory-gbps", help="the node's DRAM peak, GB/s "
+                                                     "(channels x MT/s x 8 B x sockets), in place of --hardware's"),
+    pcie_gbps: Optional[float] = typer.Option(None, "--pcie-gbps", help="a DeepSpeed log: the GPU's host link, GB/s per "
+                                              "direction, in place of --hardware's (the copy the timer spans)"),
+    params: Optional[str] = typer.Option(None, "--params", help="a DeepSpeed log: the elements of a rank's optimizer "
+                                                                "partition (parameters / data-parallel size), e.g. 1.004e9"),
+    processes: Optional[int] = typer.Option(None, "--processes", min=1, help="a DeepSpeed log: the ranks of one node, "
+                                                                             "stepping their partitions at once"),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="a DeepSpeed log: optimizer_step lines dropped at its start"),
+    fmt: Format = FormatOption,
+) -> None:
+    """The host Adam's fraction of the DRAM peak under CPU offload, from a timed step (in place of 0.5)."""
+    from ..calibrate.host_adam import Options, calibrate
+    from ..calibrate.profile import with_host_adam_section, write_profile
+    from ..units import finite
+
+    files.output_path(output, "-o")
+    for opt, v in (("--host-memory-gbps", host_memory_gbps), ("--pcie-gbps", pcie_gbps)):
+        if v is not None and not (finite(v, opt) > 0):
+            raise PlannerError(f"{opt} {v:g} must be positive", f"e.g. {opt} 563.2")
+    opts = Options(host_memory_GBps=host_memory_gbps, pcie_GBps=pcie_gbps, processes=processes, warmup=warmup)
+    if params is not None:
+        from ..units import parse_count
+
+        opts.params = parse_count(params, "--params")
+        if not opts.params > 0:
+            raise PlannerError(f"--params {params}: must be positive", "e.g. --params 1.004e9")
+    if hardware is not None:
+        from ..catalog import load_hardware
+
+        hw = load_hardware(hardware)
+        opts.hardware = hw.name
+        opts.host_memory_GBps = host_memory_gbps if host_memory_gbps is not None else hw.host_memory_GBps
+        opts.pcie_GBps = pcie_gbps if pcie_gbps is not None else hw.pcie_GBps
+    section = calibrate(list(inputs), opts)
+    for w in opts.warnings:
+        warn(w)
+    if not any(i.kind == "deepspeed-zero-log" for i in section.inputs):  # nothing silently dropped
+        unused = [o for o, v in (("--params", params), ("--processes", processes), ("--pcie-gbps", pcie_gbps),
+                                 ("--warmup", warmup != 1)) if v not in (None, False)]
+        if unused:
+            warn(f"{', '.join(unused)}: for a DeepSpeed ZeRO log; ignored (no such input: records and DeepSpeed's "
+                 "benchmarks say their own elements and processes)")
+    with files.locked(output, "-o"):  # another calibrate writing this profile waits: no section is lost
+        prof = with_host_adam_section(output, section)
+        write_profile(prof, output, warn=warn, section="host_adam")
+    emit(section.model_dump(mode="json"), fmt, lambda: print_host_adam_report(section, output))
 
 
 def register(app: typer.Typer) -> None:

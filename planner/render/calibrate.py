@@ -193,3 +193,22 @@ def print_run_report(section, output: Path) -> None:
     out.print(f"wrote {output} (run section: {len(section.parameters)} knob(s) from "
               f"{section.fit.independent_measurements} independent measurement(s); applies to "
               f"{'/'.join(section.stacks)} on {section.hardware})")
+
+
+def print_host_adam_report(section, output: Path) -> None:
+    """`calibrate host-adam`: each timed step, what was subtracted, the efficiency it gives, and the median written."""
+    t = Table(title=f"host Adam: {section.formula}", title_justify="left")
+    for col in ("measurement", "optimizer", "elements x processes", "seconds", "copy subtracted", "DRAM peak GB/s",
+                "efficiency"):
+        t.add_column(col, justify="left" if col in ("measurement", "optimizer") else "right", no_wrap=col != "measurement")
+    for m in section.measurements:
+        t.add_row(m.source, m.optimizer, f"{m.params:,.4g} x {m.processes}", f"{m.seconds:,.4g}",
+                  f"{m.copy_seconds:,.4g}" if m.copy_seconds else "-", f"{m.host_memory_GBps:,.4g}",
+                  f"{m.efficiency:.4g}")
+    print_wide(t, 160)
+    from ..offload import HOST_MEMORY_EFFICIENCY
+
+    scope = f"plans on {section.hardware}" if section.hardware else "plans on every hardware"
+    out.print(f"wrote {output} (host_adam section: efficiency {section.efficiency:.4g}, the median of "
+              f"{len(section.measurements)}, in place of the assumed {HOST_MEMORY_EFFICIENCY:g}; applies to {scope} "
+              "with --calibration)")

@@ -179,8 +179,12 @@ def time_table(res: dict) -> None:
         cap = host.get("capacity_bytes_per_node")
         gpu_part = ("" if "offload_gpu_adam_s" not in t else
                     f", beside the GPU's Adam over the partition's rest {t['offload_gpu_adam_s']:,.4g} s (the longer counts)")
+        skipped = ((res.get("calibration") or {}).get("host_adam") or {}).get("not_applied")
+        eff = (f"at an assumed fraction, offload.HOST_MEMORY_EFFICIENCY{'; ' + skipped if skipped else ''}"
+               if not host.get("adam_efficiency_source", "").startswith("profile")
+               else f"at the calibrated fraction {host['adam_efficiency']:.4g} of its peak, {host['adam_efficiency_source']}")
         out.print(f"  CPU offload: the optimizer step is the host's Adam {t['offload_cpu_adam_s']:,.4g} s (memory-bound "
-                  f"on the node's DRAM at an assumed fraction, offload.HOST_MEMORY_EFFICIENCY){gpu_part} + the host link's copies {t['offload_link_s']:,.4g} s, "
+                  f"on the node's DRAM {eff}){gpu_part} + the host link's copies {t['offload_link_s']:,.4g} s, "
                   f"{t['offload_link_exposed_s']:,.4g} s of them exposed; host memory {host.get('bytes_per_rank', 0) / 2**30:,.2f} "
                   f"GiB a rank, {host.get('bytes_per_node', 0) / 2**30:,.2f} GiB a node of {host.get('ranks_per_node')} "
                   + ("ranks (no host memory in the hardware entry: not gated)" if cap is None else
