@@ -33,9 +33,13 @@ host_memory_GBps x HOST_MEMORY_EFFICIENCY, a named assumption, or a profile's ca
     async_inplace_copy_grad_to_fp32_buffer_from_gpu l. 1271-1284: src_tensor.float() on the GPU, copied to the
     pinned fp32 buffer: 4 B an element); with gradient accumulation the 16-bit accumulation copies
     (async_accumulate_grad_in_cpu_via_gpu l. 1193-1237: the first micro-batch's gradient down, each later
-    reduction's accumulated one up, 2 B each); and the updated partition up in the model dtype after the CPU step
-    (l. 1917-1919 bit16_partitions[partition_id].data.copy_(fp32_partition.data): assumed converted on the host
-    before the copy, 2 B an element). With offload_param (ZeRO-3) each all-gather's 16-bit partition up from the host
+    reduction's accumulated one up, 2 B each); and the updated partition up after the CPU step: ZeRO-1/2 in fp32
+    (l. 1879-1882, the offload branch: bit16_partitions[partition_id].data.copy_(fp32_partition.to(device).data), the
+    fp32 partition copied to the GPU and converted there, 4 B an element; l. 1917-1919 is the branch without offload),
+    ZeRO-3 in the model dtype (stage3.py _reassign_or_swap_out_partitioned_parameters l. 2069-2072: the GPU's 16-bit
+    flat partition .copy_ from the host's fp32 one, converted on the CPU as torch does for CPU-GPU copies, Copy.cu
+    below: 2 B an element). The ZeRO-1/2 copy's fp32 partition on the GPU (4 B x L, freed with the statement) is a
+    moment of the step, with the activations freed: not priced. With offload_param (ZeRO-3) each all-gather's 16-bit partition up from the host
     first (n_ag x L x 2 B, beside the gathers). The gradient copies run in the reduction's hooks (reduce_ipg_grads
     l. 1382-1390): on the reduction stream with overlap_comm (hidden behind the backward, what outlasts it
     exposed), on the compute stream without it (exposed); ZeRO-1 reduces after the backward (exposed). The CPU
@@ -144,11 +148,11 @@ def host_bytes(settings, local, weights_local, m, stack) -> np.ndarray:
     return opt * (states + accum) + par * sep * weights_local * bpp.weights
 
 
-def transfer_bytes(settings, local, m, n_red, n_ag, n_rs, stack) -> tuple:
+def transfer_bytes(settings, local, m, n_red, n_ag, n_rs, stack, params_sharded=False) -> tuple:
     """(down, up, up_after) bytes a rank's host link moves a step (module docstring): down and up beside the
     backward (the gradient hooks' copies; FSDP2's gathers and reductions), up_after after the CPU step (DeepSpeed's
-    updated 16-bit partition). n_red: gradient reductions a step (DeepSpeed: m at ZeRO-2, 1 at ZeRO-1); n_ag, n_rs:
-    FSDP's all-gathers and reduce-scatters a step."""
+    updated partition: fp32 at ZeRO-1/2, the model dtype at ZeRO-3, params_sharded). n_red: gradient reductions a
+    step (DeepSpeed: m at ZeRO-2, 1 at ZeRO-1); n_ag, n_rs: FSDP's all-gathers and reduce-scatters a step."""
     opt, _ = switches(settings)
     spec = stack.cpu_offload
     zero = 0.0 * local
@@ -169,4 +173,7 @@ def transfer_bytes(settings, local, m, n_red, n_ag, n_rs, stack) -> tuple:
     acc_up = np.where(many, np.where(n_red > 1, n_red - 1.0, 1.0), 0.0) * local * g
     # DeepSpeed ZeRO-3 offload_param: each all-gather's 16-bit partition copied up from the host first
     par_up = switches(settings)[1] * n_ag * local * settings.bpp.weights
-    return opt * (local * FP32_BYTES + acc_down), opt * acc_up + par_up, opt * local * settings.bpp.weights
+    # the updated partition up after the CPU step (module docstring): fp32 at ZeRO-1/2 (stage_1_and_2.py l. 1879-1882),
+    # the model dtype at ZeRO-3 (stage3.py l. 2069-2072)
+    after = np.where(params_sharded, settings.bpp.weights, FP32_BYTES)
+    return opt * (local * FP32_BYTES + acc_down), opt * acc_up + par_up, opt * local * after

@@ -1985,7 +1985,7 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     host_bw = settings.hardware.host_memory_GBps * 1e9 * settings.host_adam_efficiency
     # the host's share of the partition: offload.switches' fraction (1 but on Megatron's HybridDeviceOptimizer)
     cpu_adam = offload.switches(settings)[0] * local * offload.node_ranks(settings) * offload.host_adam_bytes(settings.bpp) / host_bw
-    down, up, after = offload.transfer_bytes(settings, local, sc.m, n_red, n_ag, n_rs, sc.stack)
+    down, up, after = offload.transfer_bytes(settings, local, sc.m, n_red, n_ag, n_rs, sc.stack, plan.sharding >= FSDP)
     link = settings.hardware.pcie_GBps * 1e9
     beside = np.maximum(down, up) / link  # full duplex: the two directions at once
     # hidden behind the step's backward (DeepSpeed: with overlap_comm the gradient hooks, stage_1_and_2.py l. 527-528,

@@ -210,9 +210,9 @@ def test_host_flags_price_a_server_without_a_fixed_host(cli, tmp_path):
 
 
 def test_a_flag_beats_the_entry_with_a_note(cli, tmp_path):
-    """--pcie-gbps 32 on h100-sxm (64): the copies, 4 + 2 B x L, at 32 GB/s; noted as replacing the entry's."""
+    """--pcie-gbps 32 on h100-sxm (64): the copies, 4 + 4 B x L (fp32 down and up), at 32 GB/s; noted as replacing the entry's."""
     res = _explain(cli, tmp_path, DS2, "--pcie-gbps", "32")
-    assert res["time"]["offload_link_s"] == pytest.approx(6 * L / 32e9, rel=1e-12)
+    assert res["time"]["offload_link_s"] == pytest.approx(8 * L / 32e9, rel=1e-12)
     assert "pcie_gbps 32 replaces hardware h100-sxm's pcie_GBps 64 (the job's host)" in res["warnings"]
     same = _explain(cli, tmp_path, DS2, "--pcie-gbps", "64", name="same.yaml")
     assert not [w for w in same["warnings"] if "replaces hardware" in w]

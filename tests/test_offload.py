@@ -56,19 +56,19 @@ def test_zero2_offload_step_by_hand(cli, tmp_path):
     (offload.py [cpu-adam]: DeepSpeed's Step_AVX reads master, m, v and the fp32 gradient, 16 B, and writes master, m,
     v, 12 B: 28 B an element) at DGX H100's 2 x 8 DDR5 channels x 4,400 MT/s x 8 B = 563.2 GB/s x the assumed 0.5
     (offload.HOST_MEMORY_EFFICIENCY): 8 x L x 28 / 281.6e9 = 0.798 s; plus the host link at 64 GB/s (PCIe Gen5 x16):
-    the gradient partition down in fp32 (4 B x L) beside the backward and the updated bf16 partition up (2 B x L)
-    after the CPU step. Without overlap_comm (megatron-deepspeed's ZeRO-2 default) both exposed; with it the
+    the gradient partition down in fp32 (4 B x L) beside the backward and the updated partition up after the CPU step,
+    in fp32 (4 B x L: stage_1_and_2.py l. 1879-1882 copies fp32_partition.to(device), converted on the GPU). Without overlap_comm (megatron-deepspeed's ZeRO-2 default) both exposed; with it the
     gradient copies hide behind the backward (one micro-batch's backward, over 0.06 s here), the parameter copy stays."""
     off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu"))
     t = off["time"]
     adam = L * 8 * 28 / (563.2e9 * 0.5)
     assert adam == pytest.approx(0.79847, rel=1e-4)
     assert t["offload_cpu_adam_s"] == pytest.approx(adam, rel=1e-12)
-    assert t["offload_link_s"] == pytest.approx((4 * L + 2 * L) / 64e9, rel=1e-12)
+    assert t["offload_link_s"] == pytest.approx((4 * L + 4 * L) / 64e9, rel=1e-12)
     assert t["offload_link_exposed_s"] == pytest.approx(t["offload_link_s"], rel=1e-12)
-    assert t["optimizer_s"] == pytest.approx(adam + 6 * L / 64e9, rel=1e-12)
+    assert t["optimizer_s"] == pytest.approx(adam + 8 * L / 64e9, rel=1e-12)
     over = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", dp_comm_overlap=True), "over.yaml")["time"]
-    assert over["offload_link_exposed_s"] == pytest.approx(2 * L / 64e9, rel=1e-12)
+    assert over["offload_link_exposed_s"] == pytest.approx(4 * L / 64e9, rel=1e-12)
     # the rest of the step is the plan's without offload
     plain = _explain(cli, tmp_path, DS2, "plain.yaml")["time"]
     assert t["step_s"] - t["optimizer_s"] == pytest.approx(plain["step_s"] - plain["optimizer_s"], rel=1e-12)
@@ -80,7 +80,7 @@ def test_gradient_accumulation_host_buffers_and_copies(cli, tmp_path):
     off = _explain(cli, tmp_path, dict(DS2, offload_optimizer="cpu", global_batch=32))
     assert off["memory"]["host"]["bytes_per_rank"] == 16 * L + 2 * L
     down, up = 4 * L + 2 * L, 3 * 2 * L
-    assert off["time"]["offload_link_s"] == pytest.approx((max(down, up) + 2 * L) / 64e9, rel=1e-12)
+    assert off["time"]["offload_link_s"] == pytest.approx((max(down, up) + 4 * L) / 64e9, rel=1e-12)
 
 
 def test_host_memory_gate(cli, tmp_path):
@@ -303,14 +303,14 @@ def test_megatron_deepspeed_round_trip(cli, tmp_path):
 ])
 def test_offload_on_other_nodes(cli, tmp_path, hw, link, bw, cap, ranks):
     """The host fields of each node that gives them (hardware_db sources): the host's Adam is the node's ranks'
-    partitions x 28 B over the DRAM bandwidth x 0.5, the link the fp32 gradient down and the bf16 partition up (no
+    partitions x 28 B over the DRAM bandwidth x 0.5, the link the fp32 gradient down and the fp32 partition up (no
     overlap: both exposed), the host gated at the node's memory."""
     gpus = 8 if ranks == 8 else 4
     local = P // gpus
     off = _explain(cli, tmp_path, dict(DS2, hardware=hw, gpus=gpus, global_batch=gpus, offload_optimizer="cpu"))
     t, host = off["time"], off["memory"]["host"]
     assert t["offload_cpu_adam_s"] == pytest.approx(local * ranks * 28 / (bw * 0.5), rel=1e-12)
-    assert t["offload_link_s"] == pytest.approx((4 + 2) * local / link, rel=1e-12)
+    assert t["offload_link_s"] == pytest.approx((4 + 4) * local / link, rel=1e-12)
     assert host["capacity_bytes_per_node"] == cap and host["ranks_per_node"] == ranks
     assert host["bytes_per_node"] == ranks * 16 * local
 
