@@ -1959,8 +1959,9 @@ def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> boo
                            "is_model_parallel; its get_pipeline_config, runtime/config.py l. 373-384, keeps a JSON "
                            "pipeline.pipe_partitioned that nothing reads; the keys came with c2074b341, 2023-11: stack "
                            "pipeline_send_partitioned_switch false)",
-                           "drop pipe_partitioned (the 2021 engine sends 1 / tp of the activations and the gradient "
-                           "whole: step.py [25]), or price it on --stack megatron-deepspeed")
+                           "drop pipe_partitioned, or from a script the JSON's pipeline.pipe_partitioned / "
+                           "grad_partitioned, which a12aaedc does not read (its engine sends 1 / tp of the activations "
+                           "and the gradient whole: step.py [25]); or price it on --stack megatron-deepspeed")
     if job.pipe_partitioned and not default:
         raise PlannerError(f"{where}pipe_partitioned is set but stack {stack.name}'s pipeline runtime has no partitioned "
                            "pipe tensors (DeepSpeed's PipelineEngine only: stack pipeline_send_partitioned_default)",
