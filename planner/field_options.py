@@ -151,8 +151,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "the hardware's host_memory_GB (default: the hardware's)"),
     FieldOption("pipe_partitioned", "bool", "DeepSpeed's pipeline engine sends each TP rank's 1/tp of a stage's "
                 "output and all-gathers it over the TP group on arrival (the DeepSpeed JSON's pipeline.pipe_partitioned "
-                "/ grad_partitioned; dense models at pp > 1, tp > 1 without SP) (default: the stack's, "
-                "pipeline_send_partitioned_default)"),
+                "/ grad_partitioned; dense models at pp > 1, tp > 1 without SP; on megatron-deepspeed-2021 always "
+                "on, the activations only) (default: the stack's, pipeline_send_partitioned_default)"),
     FieldOption("early_step_in_backward", "bool", "the optimizer steps each parameter in the backward (torchtitan "
                 "[optimizer] early_step_in_backward) (default: off)"),
     FieldOption("deepspeed_zero3", "pairs", "DeepSpeed ZeRO-3's gathering and bucket settings, KEY=N words of "

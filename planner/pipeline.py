@@ -115,13 +115,34 @@ References
     >= pp, else a ValueError / RuntimeError). With N for p the bubble stays (p - 1)/(v m) (the
     simulator's, [9]); the warm-up, and so the activations in flight, grows by (v - 1)(N - p)
     chunk-micro-batches on every stage.
+[11] microsoft/DeepSpeed a12aaedc (2021-04-29, v0.3.16) deepspeed/runtime/utils.py: partition_balanced
+    l. 403-418 (the specs' weights as inclusive prefix sums, prefix_sum_inc l. 324-335; num_items <=
+    num_parts: partition_uniform), _rb_partition_balanced l. 387-400 (lower = total / parts, upper =
+    total; while upper > lower + eps: mid = lower + (upper - lower) / 2, upper = mid where _lprobe
+    succeeds, else lower = mid + eps; eps 1e-3) and _lprobe l. 352-384 (part p ends before the first
+    prefix sum >= the previous part's end + the bottleneck, bisect_left over a window the loop walks
+    chunksize at a time, the same index as over the whole list since the prefix sums rise; success:
+    the last part's target reaches the total, or a part takes every item left, the parts after it
+    empty). pipe/module.py _partition_layers l. 353-382 hands it the binary weights of
+    partition_method 'type:...' (1 for each spec whose class matches, 0 else: Megatron-DeepSpeed's
+    GPTModelPipe 'type:transformer', microsoft/Megatron-DeepSpeed b56b50bb megatron/model/gpt_model.py
+    l. 168-253, zero-weight specs before and after the layers). On n unit weights a part below a
+    bottleneck B holds k = ceil(B) - 1 units, and B succeeds iff (P - 1) k + B >= n (the float sum
+    the code compares), so the search converges to B in [k*, k* + 2 eps]: k* = ceil(n / P) units on
+    each part from the first, the last the rest, parts after the units run out empty (10 on 4:
+    3, 3, 3, 1; 9 on 4: 3, 3, 3, 0); where the search lands exactly on the integer k* (it can: 4 on 3,
+    mid = 4/3 + (8/3 - 4/3) / 2 = 2.0) k* - 1 each and the last the rest (1, 1, 2). The zero-weight
+    specs change no unit count (a boundary falls just before a unit). Today's partition_balanced
+    (@38327e07 utils.py l. 583-621) is a dynamic program for the least max - min instead (the front
+    rule, stage_layers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from math import gcd
+from functools import lru_cache
+from math import ceil, gcd
 
 import numpy as np
 
@@ -135,6 +156,17 @@ SCHEDULE_TITLES = {GPIPE: "GPipe", ONE_F_ONE_B: "1F1B", INTERLEAVED: "Interleave
                    DUALPIPE: "DualPipe"}
 # schedules the discrete-event simulator runs (DualPipe: closed forms only)
 SIMULATED = (GPIPE, ONE_F_ONE_B, INTERLEAVED, ZERO_BUBBLE_H1)
+
+# How a pipeline split places the units it does not divide evenly (Stack.pipeline_split; PlanArrays.split_front
+# holds the code): trim_ends (Megatron-Core, Llama 3), front (torchtitan, DeepSpeed @38327e07's
+# partition_balanced), bisection (DeepSpeed a12aaedc's partition_balanced [11])
+SPLIT_TRIM_ENDS, SPLIT_FRONT, SPLIT_BISECTION = 0, 1, 2
+SPLIT_CODES = {"trim_ends": SPLIT_TRIM_ENDS, "front": SPLIT_FRONT, "bisection": SPLIT_BISECTION}
+# DeepSpeed a12aaedc partition_balanced's eps (utils.py l. 403) and a bound on its binary search's steps: the
+# interval (at most the unit count, below 2^63) at least halves each step, so it is under eps = 1e-3 after
+# log2(2^63 / 1e-3) < 74 steps; the search itself stops once its interval is within eps
+BISECTION_EPS = 1e-3
+BISECTION_STEPS = 80
 
 # Backward over forward time: the backward pass computes two GEMMs (gradient w.r.t. the input
 # and w.r.t. the weights) for each forward GEMM, so it costs about twice the forward
@@ -223,7 +255,13 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
     the first L' mod S chunks one more; chunk j runs on stage j mod pp, so stage k holds
     vpp floor(L'/S) + clip(ceil((r - k) / pp), 0, vpp) units (r = L' mod S), the first less the
     embedding, the last less the loss; the heaviest middle stage is stage 1 (8 layers + 2 on
-    4 stages: 2, 3, 2, 1)."""
+    4 stages: 2, 3, 2, 1).
+
+    split_front = 2 (SPLIT_BISECTION, DeepSpeed a12aaedc's partition_balanced [11]): k units on
+    each chunk from the first until they run out, the last chunk the rest (bisection_chunk_units);
+    chunk j on stage j mod pp as above (10 layers on 4 stages: 3, 3, 3, 1; the heaviest middle
+    stage is stage 1). An end stage may then hold no transformer layer (9 on 4: 3, 3, 3, 0),
+    start-up rule DEEPSPEED_PP_SPLIT_ENDS's refusal."""
     pp = np.asarray(pp, dtype=np.int64)
     vpp = np.asarray(vpp, dtype=np.int64)
     e = np.asarray(split_emb, dtype=np.int64)
@@ -238,11 +276,87 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
     def on(k):  # units on stage k under the front rule
         return vpp * base + np.clip(-((k - r) // np.maximum(pp, 1)), 0, vpp)
 
-    front = np.asarray(split_front, dtype=np.int64) > 0
+    code = np.asarray(split_front, dtype=np.int64)
+    front = code == SPLIT_FRONT
     first, mid, last = (np.where(front, on(0) - e, first), np.where(front, on(1), mid),
                         np.where(front, on(pp - 1) - l_, last))
+    if np.any(code == SPLIT_BISECTION):  # the stack's split (a constant of the job), not a searched quantity
+        bis = code == SPLIT_BISECTION
+        k = bisection_units_per_chunk(units, chunks)
+        b0, b1, blast = (bisection_stage_units(units, pp, vpp, st, k) for st in (0, 1, pp - 1))
+        first, mid, last = (np.where(bis, b0 - e, first), np.where(bis, b1, mid), np.where(bis, blast - l_, last))
     one = pp == 1
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
+
+
+@lru_cache(maxsize=4096)
+def _bisection_bottleneck(n: int, p: int) -> float:
+    """a12aaedc's _rb_partition_balanced [11] on n unit weights and p parts, in its own Python float arithmetic:
+    lower = n / p, upper = n; mid = lower + (upper - lower) / 2 kept as upper where the probe succeeds ((p - 1) k + mid
+    >= n, k = ceil(mid) - 1 the units a part below mid holds), else lower = mid + eps. The interval at least halves a
+    step: under 80 steps for n below 2^63 (BISECTION_STEPS)."""
+    lower, upper = n / p, float(n)
+    for _ in range(BISECTION_STEPS):
+        if not upper > lower + BISECTION_EPS:
+            break
+        mid = lower + ((upper - lower) / 2)
+        if (p - 1) * (ceil(mid) - 1) + mid >= n:
+            upper = mid
+        else:
+            lower = mid + BISECTION_EPS
+    return upper
+
+
+def bisection_bottleneck(units, parts) -> np.ndarray:
+    """The bottleneck B DeepSpeed a12aaedc's _rb_partition_balanced [11] settles on for `units` unit weights on
+    `parts` parts, elementwise: _bisection_bottleneck once per distinct (units, parts) pair (a search's arrays hold a
+    few: the pp values against one unit count), found through a dense table as _Configs does, else a sort. O(1) in
+    the layer count. units > parts (the rule pp <= units; at units == parts it is 1 a part, as partition_uniform)."""
+    units, parts = np.broadcast_arrays(np.asarray(units, dtype=np.int64), np.asarray(parts, dtype=np.int64))
+    u, p = units.ravel(), np.maximum(parts.ravel(), 1)
+    base, width = int(u.min(initial=0)), int(p.max(initial=1)) + 1
+    key = (u - base) * width + p
+    top = int(key.max(initial=0))
+    if top < 1 << 22:  # a dense table over the small range, else a sort
+        present = np.zeros(top + 1, dtype=bool)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        inverse = (np.cumsum(present) - 1)[key]
+    else:
+        uniq, inverse = np.unique(key, return_inverse=True)
+    b = np.array([_bisection_bottleneck(int(k // width + base), int(k % width)) for k in uniq], dtype=np.float64)
+    return b[np.ravel(inverse)].reshape(units.shape)
+
+
+def bisection_units_per_chunk(units, parts) -> np.ndarray:
+    """k = ceil(B) - 1: the units each chunk below DeepSpeed a12aaedc's bottleneck B holds [11] (at least 1)."""
+    return np.maximum(np.ceil(bisection_bottleneck(units, parts)).astype(np.int64) - 1, 1)
+
+
+def bisection_stage_units(units, pp, vpp, stage, k=None) -> np.ndarray:
+    """Units on pipeline stage `stage` under DeepSpeed a12aaedc's split [11] of `units` over S = pp vpp chunks
+    (chunk j on stage j mod pp): k = ceil(B) - 1 units a chunk (B: bisection_bottleneck) on chunks 0 .. m - 1,
+    m = min(units // k, S - 1), the rest units mod k on chunk units // k where that is below S - 1, and the
+    last chunk units - (S - 1) k where positive. In closed form over the stage's vpp chunks. k: the per-chunk
+    units where the caller has them (bisection_units_per_chunk), else computed."""
+    units = np.asarray(units, dtype=np.int64)
+    pp = np.maximum(np.asarray(pp, dtype=np.int64), 1)
+    vpp = np.maximum(np.asarray(vpp, dtype=np.int64), 1)
+    s = np.asarray(stage, dtype=np.int64)
+    S = pp * vpp
+    k = bisection_units_per_chunk(units, S) if k is None else np.asarray(k, dtype=np.int64)
+    q, r = units // k, units % k
+    m = np.minimum(q, S - 1)
+    full = np.clip(-((s - m) // pp), 0, vpp)  # chunks j = s + i pp < m, i < vpp
+    partial = np.where((q <= S - 2) & (q % pp == s), r, 0)
+    last = np.where(s == pp - 1, np.maximum(units - (S - 1) * k, 0), 0)
+    return k * full + partial + last
+
+
+def bisection_chunk_units(units: int, parts: int) -> list[int]:
+    """Units on each of the `parts` chunks under DeepSpeed a12aaedc's split [11] (bisection_stage_units per chunk,
+    vpp 1): 10 on 4 -> [3, 3, 3, 1], 4 on 3 -> [1, 1, 2], 9 on 4 -> [3, 3, 3, 0]."""
+    return [int(x) for x in bisection_stage_units(units, parts, 1, np.arange(parts))]
 
 
 def stage_kind_counts(ll, plan) -> dict:
@@ -423,12 +537,13 @@ class _Configs:
         pp, vpp, e, l_, f = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
                              for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_))
         V, N = int(vpp.max(initial=1)) + 1, int(l_.max(initial=1)) + 1  # split_loss may count N > 1 layers
-        key = (((pp * V + vpp) * 2 + e) * N + l_) * 2 + f
+        F = 3  # the split codes SPLIT_TRIM_ENDS, SPLIT_FRONT, SPLIT_BISECTION
+        key = (((pp * V + vpp) * 2 + e) * N + l_) * F + f
         present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
         present[key] = True
         uniq = np.flatnonzero(present)
         self.inverse = (np.cumsum(present) - 1)[key]
-        self.rows = [(int(k // 2 // N // 2 // V), int(k // 2 // N // 2 % V), int(k // 2 // N % 2), int(k // 2 % N), int(k % 2))
+        self.rows = [(int(k // F // N // 2 // V), int(k // F // N // 2 % V), int(k // F // N % 2), int(k // F % N), int(k % F))
                      for k in uniq]
 
 
@@ -456,9 +571,13 @@ def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front
     [7]): c = ceil(L' / (p v)) each, the first e + ceil(r / 2) fewer and the last l + floor(r / 2)
     fewer, r = p v c - L' the layers the split leaves over (stage_layers' rule, chunk by chunk).
     A negative entry means the split cannot place the layers (the caller refuses it). front: the
-    front-loaded rule (stage_layers' split_front): floor(L' / (p v)) each, one more on each of
-    the first L' mod (p v) chunks, the first e and the last l fewer."""
+    split code (stage_layers' split_front): 1 the front-loaded rule, floor(L' / (p v)) each, one
+    more on each of the first L' mod (p v) chunks, the first e and the last l fewer; 2 DeepSpeed
+    a12aaedc's bisection [11] (bisection_stage_units), the first e and the last l fewer."""
     L = num_layers
+    if front == SPLIT_BISECTION:  # DeepSpeed a12aaedc's [11], chunk by chunk (chunk j on stage j mod p)
+        per = bisection_stage_units(L + e + l_, p * v, 1, np.arange(p * v))
+        return [int(x) - (e if j == 0 else 0) - (l_ if j == p * v - 1 else 0) for j, x in enumerate(per)]
     if front:
         base, r = divmod(L + e + l_, p * v)
         return [base + (j < r) - (e if j == 0 else 0) - (l_ if j == p * v - 1 else 0) for j in range(p * v)]

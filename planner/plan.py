@@ -20,7 +20,7 @@ from .cuda_graphs import cuda_graph_error
 from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .comm import ORDER_NAMES, order_code
-from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
+from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .imbalance import rank_load
 from .terms import isin
@@ -128,7 +128,7 @@ class PlanArrays:
     fge: np.ndarray = 1
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # layers of the split the output layer, loss and MTP count as, 0/1 or N (Job.loss_units)
-    split_front: np.ndarray = 0  # the stack's split gives the left-over units to the first chunks, 0/1 (Stack.pipeline_split)
+    split_front: np.ndarray = 0  # the stack's split, pipeline.SPLIT_CODES: 0 trim_ends, 1 front, 2 bisection (Stack.pipeline_split)
     ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py): etp x ep divides tp x dp x cp
     # which of the stack's sharding modes runs the plan (an index into stack_db runs.sharding; 0
     # for a stack without `runs`); the cost models price `sharding` (the mode's level) only
@@ -289,7 +289,9 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (plan.sharding != HSDP) & (plan.shard != dp),
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
         # a front-loaded split (torchtitan) places any count; its own check: each end's weight at most
-        # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part)
+        # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part); DeepSpeed a12aaedc's
+        # bisection (split code 2, pipeline.py [11]) too, checked so, an end stage it leaves without a transformer
+        # layer being start-up rule DEEPSPEED_PP_SPLIT_ENDS's
         # a stack whose split need not divide (Stack.pipeline_split_divides false: Llama 3's) refuses only a
         # split that places layers the model lacks (startup.split_overdrawn)
         lambda: _split_units_broken(L, stack, plan, units, counted),
@@ -326,7 +328,8 @@ def _any(x) -> bool:
 def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.ndarray:
     """rule_codes' SPLIT_UNITS: where the pipeline split cannot place the layers plus the counted
     ends (its comments). Where no candidate counts an end, none breaks it; where none splits
-    front-loaded, only the other branch is computed (the same booleans as np.where on both)."""
+    front-loaded or by bisection (split code > 0), only the other branch is computed (the same booleans as
+    np.where on both)."""
     if not np.any(counted):
         return counted
     pp, vpp = plan.pp, plan.vpp
@@ -1061,10 +1064,16 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
                "(Megatron-Core account_for_*_in_pipeline_split)")
         )
     elif model.num_layers % (job.pp * job.vpp):
-        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
+        code = int(plan.split_front)
+        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, 0, 0, code))
+        whose = {SPLIT_CODES["front"]: f"stack {stack.name if stack else ''}'s split, stack_db pipeline_split front: "
+                                       "the first L mod (pp vpp) chunks one layer more",
+                 SPLIT_CODES["bisection"]: f"stack {stack.name if stack else ''}'s split, stack_db pipeline_split "
+                                           "bisection: DeepSpeed a12aaedc's partition_balanced, ceil(L / pp) layers a "
+                                           "stage from the first, planner/pipeline.py [11]"}.get(code, "Llama 3 sec. 3.3.2")
         warnings.append(
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
-            f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
+            f"hold {mid} layers, the first {first} and the last {last} ({whose})"
         )
 
 
@@ -1706,7 +1715,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
         order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
-        split_loss=job.loss_units, split_front=int(stack.pipeline_split == "front"),
+        split_loss=job.loss_units, split_front=SPLIT_CODES[stack.pipeline_split],
         ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
@@ -1987,11 +1996,22 @@ def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> boo
     """The job's pipe_partitioned, default the stack's pipeline_send_partitioned_default (step.py [25]), which the
     pricing applies where the plan runs it (step.pipe_partitioned: dense, pp > 1, tp > 1, no SP). Refused: true on a
     stack whose pipeline runtime has none; true at pp > 1 x tp > 1 with an MoE model or the job's sequence parallelism,
-    which need it off (mds_pipe_unpartitioned, as the Megatron-DeepSpeed reader refuses the script)."""
+    which need it off (mds_pipe_unpartitioned, as the Megatron-DeepSpeed reader refuses the script); false on a stack
+    whose runtime has no setting for it (Stack.pipeline_send_partitioned_switch false: DeepSpeed a12aaedc)."""
     default = stack is not None and stack.pipeline_send_partitioned_default
     if job.pipe_partitioned is None:
         return default
     fix = "set pipe_partitioned: false, or drop it"
+    if not job.pipe_partitioned and default and not stack.pipeline_send_partitioned_switch:
+        raise PlannerError(f"{where}pipe_partitioned false on stack {stack.name}: its pipeline runtime partitions the "
+                           "stage outputs wherever the grid has TP and reads no setting that turns it off (microsoft/"
+                           "DeepSpeed a12aaedc deepspeed/runtime/pipe/engine.py l. 112: is_pipe_partitioned = "
+                           "is_model_parallel; its get_pipeline_config, runtime/config.py l. 373-384, keeps a JSON "
+                           "pipeline.pipe_partitioned that nothing reads; the keys came with c2074b341, 2023-11: stack "
+                           "pipeline_send_partitioned_switch false)",
+                           "drop pipe_partitioned, or from a script the JSON's pipeline.pipe_partitioned / "
+                           "grad_partitioned, which a12aaedc does not read (its engine sends 1 / tp of the activations "
+                           "and the gradient whole: step.py [25]); or price it on --stack megatron-deepspeed")
     if job.pipe_partitioned and not default:
         raise PlannerError(f"{where}pipe_partitioned is set but stack {stack.name}'s pipeline runtime has no partitioned "
                            "pipe tensors (DeepSpeed's PipelineEngine only: stack pipeline_send_partitioned_default)",

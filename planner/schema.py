@@ -2444,12 +2444,15 @@ class Stack(BaseModel):
         default=None, description="where the stack's MoE layer gates, dispatches and combines with dense one-hot "
                                   "[tokens, experts, capacity] tensors and einsums (DeepSpeed-MoE, layers/moe.py [18]); "
                                   "null: a token dispatcher's permutations (layers/moe.py dispatch_bytes)")
-    pipeline_split: Literal["trim_ends", "front"] = Field(
+    pipeline_split: Literal["trim_ends", "front", "bisection"] = Field(
         default="trim_ends",
         description="how the pipeline split places the layers L' = L + counted ends do not divide evenly: trim_ends "
-                    "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
-                    "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
-                    "generate_llm_fqn_per_model_part)")
+                    "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3), "
+                    "front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
+                    "generate_llm_fqn_per_model_part, DeepSpeed's partition_balanced since its dynamic program) or "
+                    "bisection (DeepSpeed a12aaedc's partition_balanced: a binary search for the least bottleneck, "
+                    "then k units a chunk from the first, the last the rest, chunks past the units empty: 10 on 4 "
+                    "3, 3, 3, 1; pipeline.py [11])")
     pipeline_ends_as_layers: bool = Field(
         default=False,
         description="the stack always counts the embedding and the output layer with the loss as one layer each of the "
@@ -2467,6 +2470,20 @@ class Stack(BaseModel):
                     "rank's 1 / tp part of a stage's output and its gradient and all-gathers the parts over the TP "
                     "group on arrival (DeepSpeed's PipelineEngine pipe_partitioned / grad_partitioned: step.py [25], "
                     "in pp_comm; dense plans at pp > 1 x tp > 1 without SP). false: whole sends, no all-gather")
+    pipeline_send_partitioned_grads: bool = Field(
+        default=True,
+        description="where the partitioned pipe tensors run (pipeline_send_partitioned_default, job pipe_partitioned), "
+                    "the gradient sent back is partitioned too (DeepSpeed's grad_partitioned, on since microsoft/"
+                    "DeepSpeed e2fdd254e, 2021-09). false: activations only, the gradient sent whole and the sender's "
+                    "output rebuilt by an all-gather before it arrives (DeepSpeed a12aaedc pipe/engine.py l. 112-113, "
+                    "914-924: step.py [25])")
+    pipeline_send_partitioned_switch: bool = Field(
+        default=True,
+        description="the pipeline runtime reads a setting that turns the partitioned pipe tensors off (DeepSpeed's JSON "
+                    "pipeline.pipe_partitioned / grad_partitioned, since microsoft/DeepSpeed c2074b341, 2023-11): a job's "
+                    "pipe_partitioned false is priced and exported. false: they run wherever the grid has TP (DeepSpeed "
+                    "a12aaedc pipe/engine.py l. 112: is_pipe_partitioned = is_model_parallel), and a job's "
+                    "pipe_partitioned false is refused")
     pipeline_split_divides: bool = Field(
         default=True,
         description="with the embedding or the loss counted as a layer of the split, the layers plus the counted ends "

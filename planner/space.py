@@ -97,7 +97,7 @@ import numpy as np
 from .batch_ramp import phase_weights
 from .comm import ORDERS, order_code, strides_by_code
 from .errors import PlannerError
-from .pipeline import INTERLEAVED, layers_on_heaviest_stage, schedule_code
+from .pipeline import INTERLEAVED, SPLIT_CODES, layers_on_heaviest_stage, schedule_code
 from .stacks import stack_of
 from .plan import (
     HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule, ep_comm_overlap,
@@ -888,7 +888,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
         schedule=cols["schedule"], precision=_constant(n, precision), order=z,
         split_emb=_constant(n, settings.split_emb), split_loss=_constant(n, settings.split_loss),
-        split_front=_constant(n, int(stack_of(settings).pipeline_split == "front")),
+        split_front=_constant(n, SPLIT_CODES[stack_of(settings).pipeline_split]),
         ep=get("ep", _constant(n, 1)), etp=get("etp", z), smode=get("smode", z),
         mbg=_constant(n, settings.microbatch_group),
     )

@@ -144,7 +144,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             l. 463 partition_method 'type:transformer'; BigScience's --pp-partition-method
                             'type:transformer|embedding'): one end alone refused, and both where the
                             last stage would keep no transformer layer (BigScience's gpt_model.py l. 308-309:
-                            its PP fails then) (code 76, in LATER_RULES)
+                            its PP fails then); on a stack whose split is DeepSpeed a12aaedc's bisection
+                            (pipeline_split bisection, pipeline.py [11]) also an end stage it leaves none
+                            (9 layers on 4 stages: 3, 3, 3, 0) (code 76, in LATER_RULES)
   DEEPSPEED_MOE             deepspeed/runtime/engine.py l. 1675: 'MoE not supported with Stage 3' (an
                             MoE model at sharding fsdp / hsdp, modes zero3 and zero3_mics), and expert TP
                             other than 1 or tp (moe/layer.py l. 89-103) (code 77)
@@ -1934,9 +1936,18 @@ def layer_kind_hint(model, stack) -> str:
 def _deepspeed_split_ends(model, plan) -> np.ndarray:
     """DEEPSPEED_PP_SPLIT_ENDS: at pp > 1, one end counted without the other, the loss as more than one layer, or
     both counted with the last stage's (L + 2) // pp units (partition_balanced's fewest, stack pipeline_split front)
-    leaving it no transformer layer."""
+    leaving it no transformer layer; under DeepSpeed a12aaedc's bisection (split code 2, pipeline.py [11]) an end
+    stage it leaves no transformer layer, ends counted or not (the last stages once the units run out: 9 on 4 is
+    3, 3, 3, 0; the first with the embedding counted and one unit a chunk)."""
+    from .pipeline import SPLIT_BISECTION, stage_layers
+
     pp, e, l_ = np.asarray(plan.pp), np.asarray(plan.split_emb), np.asarray(plan.split_loss)
-    return (pp > 1) & ((e != l_) | (l_ > 1) | ((e > 0) & ((model.num_layers + e + l_) // np.maximum(pp, 1) < 2)))
+    bad = (pp > 1) & ((e != l_) | (l_ > 1) | ((e > 0) & ((model.num_layers + e + l_) // np.maximum(pp, 1) < 2)))
+    code = np.asarray(getattr(plan, "split_front", 0))
+    if np.any(code == SPLIT_BISECTION):  # the stack's split (one value a job), not a searched quantity
+        first, _, last = stage_layers(model.num_layers, pp, getattr(plan, "vpp", 1), e, l_, code)
+        bad = bad | ((pp > 1) & (code == SPLIT_BISECTION) & ((first < 1) | (last < 1)))
+    return bad
 
 
 LATER_RULES = LATER_RULES + (
@@ -2033,15 +2044,21 @@ LATER_RULES = LATER_RULES + (
         "DEEPSPEED_PP_SPLIT_ENDS", "deepspeed",
         "Megatron-DeepSpeed's pipeline split counts the embedding and the output layer both or neither (one alone, or "
         "the loss as more than one layer, is no partition_method), and with both each end stage keeps a transformer "
-        "layer (BigScience's pipeline fails on a stage without one)",
+        "layer (BigScience's pipeline fails on a stage without one); under DeepSpeed a12aaedc's bisection split "
+        "(stack pipeline_split bisection) an end stage keeps one too, which that split can leave without (9 layers on "
+        "4 stages: 3, 3, 3, 0)",
         "microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py l. 463 (partition_method='type:transformer', "
         "no argument); bigscience-workshop/Megatron-DeepSpeed @8387ae17 gpt_model.py l. 310-319 (--pp-partition-method "
         "'type:transformer|embedding': both tied EmbeddingPipe; l. 308-309 'the current implementation of PP fails "
         f"unless each stage has at least one transformer layer'); {DEEPSPEED_COMMIT} deepspeed/runtime/pipe/module.py "
-        "_partition_layers l. 409-414, runtime/utils.py partition_balanced l. 583-621 (the last stage (L + 2) // pp units)",
+        "_partition_layers l. 409-414, runtime/utils.py partition_balanced l. 583-621 (the last stage (L + 2) // pp units); "
+        "microsoft/DeepSpeed a12aaedc runtime/utils.py partition_balanced l. 403-418, _lprobe l. 352-384 (a part that "
+        "takes every unit left leaves the parts after it empty, l. 376-380: planner/pipeline.py [11]); microsoft/"
+        "Megatron-DeepSpeed b56b50bb gpt_model.py l. 168-253 (the 2021 GPTModelPipe: partition_method='type:transformer')",
         "leave account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split out (DeepSpeed's own "
         "placement), or set both (BigScience's --pp-partition-method 'type:transformer|embedding') with pp at most "
-        "(layers + 2) / 2",
+        "(layers + 2) / 2; on the bisection split a pp whose ceil(layers / pp) per stage leaves the last stage a "
+        "layer (planner/pipeline.py bisection_chunk_units)",
         lambda m, s, p: _deepspeed_split_ends(m, p)),
     # DEEPSPEED_MOE (code 77, issue 22 mdsexport2): DeepSpeed's engine builds no ZeRO-3 optimizer for a model with MoE
     # layers (the zero3 and zero3_mics modes: sharding levels fsdp 3, hsdp 4), and DeepSpeed-MoE keeps the experts whole

@@ -297,6 +297,15 @@ References
     the busiest stage's (3 if pp > 2 else 2), on the TP tier, exposed as the send is (the stack overlaps no p2p).
     The partition's meta tensor, a few int64 sent beside each part (one more p2p latency), is not priced.
     Only a dense plan without SP runs it (pipe_partitioned): MoE and SP plans at pp > 1 x tp > 1 need it off.
+    Activations only (Stack.pipeline_send_partitioned_grads false: microsoft/DeepSpeed a12aaedc, before
+    grad_partitioned, e2fdd254e 2021-09; a12aaedc has no key for either, pipeline_send_partitioned_switch false):
+    pipe/engine.py @a12aaedc l. 112-113 is_pipe_partitioned = is_model_parallel, is_grad_partitioned = False. The
+    forward is as above (l. 498-509 part_input.full() on arrival, l. 518-528 the 1 / tp part sent); the stage
+    that sent a part rebuilds its output by part_output.full() before it receives the gradient (_exec_recv_grads
+    l. 914-924), and the gradient goes back whole, T h (_exec_send_grads l. 849-856: buffer.grad of the rebuilt
+    input); PartitionedTensor.full is a dist.all_gather over the group (runtime/utils.py l. 470-491). So per
+    micro-batch a send of T h / tp forward, T h backward, and on a middle stage two all-gathers (pp 2: one on
+    each stage): the busiest stage's (2 if pp > 2 else 1).
 """
 
 from __future__ import annotations
@@ -1479,6 +1488,10 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
     # DeepSpeed's partitioned pipe tensors [25]: the busiest stage's all-gathers of the whole T h over its TP group,
     # waited on before the kernel that needs them, one a send (the two a micro-batch: 2 x per_send)
     n_ag = np.where(plan.pp > 2, 3.0, 2.0)
+    if not sc.stack.pipeline_send_partitioned_grads:  # the stack's runtime (not searched): activations only [25]
+        whole = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])  # the gradient, sent whole
+        pp_send = (pp_send + np.where(part, whole, pp_send)) / 2.0  # the mean of the two sends a micro-batch
+        n_ag = np.where(plan.pp > 2, 2.0, 1.0)
     per_send = np.where(part, n_ag / 2.0 * coll(comm.ALL_GATHER, pp_msg, tp, coll.strides["tp"]), 0.0)
     pp_send = pp_send + per_send
     p2p = sc.stack.overlap.pp_p2p_overlapped
@@ -1491,7 +1504,8 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
 def pipe_partitioned(sc: StepCtx) -> np.ndarray:
     """Where the plan runs DeepSpeed's partitioned pipe tensors [25]: the job's pipe_partitioned (default the stack's
     pipeline_send_partitioned_default), at pp > 1 with tp > 1, on a dense model without sequence parallelism (MoE and
-    SP plans run them off: plan.mds_pipe_unpartitioned, the reader's refusals)."""
+    SP plans run them off: plan.mds_pipe_unpartitioned, the reader's refusals). The gradient's sends partitioned
+    too, or activations only: the stack's pipeline_send_partitioned_grads (pp_comm)."""
     plan, settings = sc.plan, sc.settings
     on = settings.pipe_partitioned and settings.model.moe is None  # job and model, not searched
     return on & (plan.pp > 1) & (plan.tp > 1) & (plan.sp == 0)

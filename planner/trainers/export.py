@@ -183,7 +183,7 @@ def plan_signature(plan: dict) -> dict:
     split as its placement (layers on the first, middle and last stage), since counting the
     embedding / loss as a layer (account_for_*) and the planner's uneven split with the same
     placement are one plan."""
-    from ..pipeline import stage_layers
+    from ..pipeline import SPLIT_CODES, stage_layers
 
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
@@ -207,7 +207,7 @@ def plan_signature(plan: dict) -> dict:
 
     out["stage_layers"] = tuple(int(x) for x in stage_layers(
         m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
-        split_loss_units(plan), int(load_stack(plan["stack"]).pipeline_split == "front")))
+        split_loss_units(plan), SPLIT_CODES[load_stack(plan["stack"]).pipeline_split]))
     # the rank order as the trainer builds it (equal up to size-1 axes)
 
     built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
