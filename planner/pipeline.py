@@ -135,6 +135,31 @@ References
     specs change no unit count (a boundary falls just before a unit). Today's partition_balanced
     (@38327e07 utils.py l. 583-621) is a dynamic program for the least max - min instead (the front
     rule, stage_layers).
+[12] Gradient reductions queued behind the schedule (reduce_queue_overrun; stack
+    overlap.grad_reduce_queued, planner/step.py dp_comm): a mode that reduces every micro-batch's
+    gradients issues the reduction of each chunk's gradients when that chunk's backward ends, on one
+    communication stream (the reductions run one after another, in issue order), and the compute
+    stream goes on with the schedule's next passes, forwards and backwards of other micro-batches,
+    without waiting for them until the step's end. With one chunk's reduction taking d / v
+    (d: a micro-batch's, a whole stage), the queue on a stage drains at
+    Q = max over k of (t_k + (N - k) d / v), t_k the end of its k-th backward, N = v m; what
+    outlasts the pipeline's compute, Q - T, is exposed. This module's simulator (uniform chunk
+    times f = T_F / v, b = T_B / v) gives, for 1F1B and the interleaved schedule with any N:
+    T = (v m + p - 1 + (v - 1) max(p - m, 0)) (f + b) (the bubble closed forms above); stage r's
+    first backward ends at (p + (v - 1) max(N, p)) f + (p - r) b (micro-batch 0 crosses the p v
+    virtual stages forward, N micro-batches a chunk on the first rank, then back to rank r) and its
+    last at T - r b; between them its backwards end f + b apart while the stages after it are in
+    their steady state and b apart once they are all in the flush: t_k = min(t_0 + k (f + b),
+    T - r b - (N - 1 - k) b). t_k + (N - k) d / v is then concave in k, its maximum at k = 0, at
+    k = N - 1 or where the two lines meet, and stage 0 (r = 0) drains last. Megatron's order on
+    stage 0 with N = p groups and m >= 2p (p >= 4) adds p chunk-forwards after its second backward
+    (t_2 = t_0 + (f + b) + p f, the pattern above starting again there) and, before the flush's
+    (v - 1) p backwards, a run of 2p - 2 backwards that begins b apart (how many, the ratio b / f
+    sets: not in the form). Checked against the simulator (tests/test_pipeline.py, a grid of p, m,
+    v and f : b : d): exact for 1F1B and one stage, for every m in [p, 2p) (Table 4's layout,
+    m = p = 16, v = 8, included), and for m >= 2p wherever d / v >= f + b (the queue never drains)
+    or d / v <= b (it never waits); for m >= 2p with b < d / v < f + b an upper bound (that run
+    drains the queue a little); for m < p (Llama 3's flexible N) within 6% of T either way.
 """
 
 from __future__ import annotations
@@ -223,6 +248,38 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     # (one stage: no pipeline and no bubble)
     dual = np.maximum(pp / 2.0 - 1.0, 0.0) * ((1.0 + r) + r - 3.0 * t_w) / (m * (1.0 + r))
     return np.where(schedule == ZERO_BUBBLE_H1, zb, np.where(schedule == DUALPIPE, dual, megatron))
+
+
+def reduce_queue_overrun(pp, m, vpp, group, t_f, t_b, d):
+    """(seconds a stage's queued gradient reductions outlast the pipeline's compute, that compute's
+    span T) [12]: the per-micro-batch reductions (d seconds a micro-batch, a whole stage's, on one
+    stream in issue order) of the first stage, each chunk's issued as its backward ends, drained
+    behind the passes that follow it, under 1F1B (vpp 1; one stage included) or the interleaved
+    schedule (vpp > 1, `group` N its micro-batches a virtual stage: microbatch_group). t_f, t_b:
+    a micro-batch's forward and backward through the stage, as the compute stream runs them (the
+    bubble's unit). Arrays broadcast; every branch a mask (np.where / np.maximum)."""
+    p = np.asarray(pp, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    v = np.asarray(vpp, dtype=np.float64)
+    n = np.asarray(group, dtype=np.float64)
+    f, b = np.asarray(t_f, dtype=np.float64) / v, np.asarray(t_b, dtype=np.float64) / v
+    item = np.asarray(d, dtype=np.float64) / v
+    N = v * m
+    T = (N + p - 1.0 + (v - 1.0) * np.maximum(p - m, 0.0)) * (f + b)
+    t0 = (p + (v - 1.0) * np.maximum(n, p)) * f + p * b
+    # where the f + b paced backwards meet the flush's b paced ones (f > 0 for any compute)
+    k = np.clip((T - t0 - (N - 1.0) * b) / np.where(f > 0.0, f, 1.0), 0.0, N - 1.0)
+    q = np.maximum.reduce([t0 + N * item, T + item, t0 + k * (f + b) + (N - k) * item])
+    # Megatron's order on the first stage with N = p groups and m >= 2p (p >= 4): its second
+    # backward ends f + b after the first, its third p f after that (p chunk-forwards between), and
+    # the pattern above starts again from there [12]
+    quirk = (v > 1.0) & (n == p) & (m >= 2.0 * p) & (p >= 4.0)
+    t2 = t0 + (f + b) + p * f
+    k2 = np.clip((T - t2 - (N - 3.0) * b) / np.where(f > 0.0, f, 1.0), 0.0, N - 3.0)
+    late = np.maximum.reduce([t0 + N * item, t0 + (f + b) + (N - 1.0) * item, t2 + (N - 2.0) * item, T + item,
+                              t2 + k2 * (f + b) + (N - 2.0 - k2) * item])
+    q = np.where(quirk, late, q)
+    return np.maximum(q - T, 0.0), T
 
 
 def layers_on_heaviest_stage(num_layers: int, pp, vpp, split_emb=0, split_loss=0):

@@ -1107,6 +1107,15 @@ class OverlapSpec(BaseModel):
                     "submodule's all-gather hides behind the compute queued since the previous synchronize only "
                     "(DeepSpeed a12aaedc, step.py [22]); null: the gathers are prefetched asynchronously and hide "
                     "behind the whole pass (fsdp_traffic)")
+    grad_reduce_queued: bool = Field(
+        default=False,
+        description="a zero2 mode that reduces every micro-batch's gradients issues each chunk's reduction when its "
+                    "backward ends and the compute stream goes on with the schedule's next passes (forwards and "
+                    "backwards of other micro-batches) until the step's end: the reductions queue on one stream "
+                    "behind the whole schedule (step.py [26], pipeline.py [12], 1F1B, interleaved or one stage); "
+                    "false: the runtime waits for a micro-batch's reductions at the end of its backward (DeepSpeed "
+                    "ZeRO-2's epilogue, Megatron-FSDP's root post-backward), so they hide behind that backward only. "
+                    "FSDP-level modes are priced by step.fsdp_traffic whatever this says")
     overlapped_exposed_fraction: float = Field(
         ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
                                 "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")

@@ -306,6 +306,30 @@ References
     input); PartitionedTensor.full is a dist.all_gather over the group (runtime/utils.py l. 470-491). So per
     micro-batch a send of T h / tp forward, T h backward, and on a middle stage two all-gathers (pp 2: one on
     each stage): the busiest stage's (2 if pp > 2 else 1).
+[26] Which compute a zero2 mode's per-micro-batch gradient reductions hide behind (dp_comm, the mode's grad_reduce
+    microbatch). By default (overlap.grad_reduce_queued false) the runtime waits for a micro-batch's reductions at
+    the end of its backward, so each hides behind that backward (comp.bwd_mb) and the last bucket never hides:
+    DeepSpeed ZeRO-2 (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/stage_1_and_2.py
+    independent_gradient_partition_epilogue l. 764-776: with overlap_comm a device synchronize at every backward's
+    end) and Megatron-FSDP optim_grads (NVIDIA/Megatron-LM @d98e8a64 megatron_fsdp.py _root_post_backward l. 867-900
+    -> param_and_grad_buffer.py GradReducePipeline.reset l. 3860-3862, wait_for_previous_grad_reduce(0)). A stack
+    with grad_reduce_queued (llama3-meta: arXiv:2407.21783 sec. 3.3.2 'asynchronously ... reducing gradients',
+    the runtime unpublished) issues each chunk's reduction when its backward ends, on one stream, and the compute
+    stream runs the schedule's next passes, forwards and backwards of other micro-batches and chunks, meanwhile:
+    the reductions drain in issue order and only what runs past the pipeline's compute (m t_mb (1 + bubble), the
+    compute stream's micro-batch t_mb split forward : backward as comp.fwd_mb : comp.bwd_mb) is exposed,
+    pipeline.reduce_queue_overrun [12] on the first stage, which drains last; the rest with the stack's exposed
+    share (overlapped_exposed_fraction: NCCL's SMs and HBM taken from the compute beside it). The weights'
+    all-gather (once a step) as before. PyTorch FSDP2 runs its reduce-scatters so (pytorch/pytorch @62a45b6f
+    torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py: FSDPCommContext.reduce_scatter_stream; post_backward
+    issues foreach_reduce on it) with one bound: before issuing the next unit's reduce-scatter the compute stream
+    waits for the previous one (comm_ctx.reduce_scatter_state.event, to free its input), and at a backward's end
+    only when it is the last (_fsdp_state.py @01c9f4fc _root_post_backward_final_callback, is_last_backward). On
+    the pattern [12] gives (backwards f + b apart, then b apart) that wait exposes what the queue does: each
+    reduction longer than its gap stalls by the excess where the queue would carry it, and the queue never drains
+    once it lags (the gaps only shrink), so both expose the same: the reductions from the first lag on, less the
+    compute they are issued across. Where the gaps widen again (Megatron's first stage at m >= 2p) the queue can catch up and FSDP2's wait
+    cannot: there the form is the queue's (an upper bound on it, [12]).
 """
 
 from __future__ import annotations
@@ -331,8 +355,8 @@ from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_a
                      recomputed_layers, stage_param_split)
 from . import offload
 from .params import count_params
-from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
-                       stage_kind_counts, stage_layers)
+from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
+                       reduce_queue_overrun, stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
@@ -1625,7 +1649,7 @@ def gather_bytes(sc: StepCtx, zero, share, f8_share) -> np.ndarray:
     return np.where(quant & zero, share * per + (1.0 - share) * w, w)
 
 
-def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None) -> DPTraffic:
+def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None, stream_mb=None) -> DPTraffic:
     """Gradient reduction and parameter gathering over every rank that holds the same weights,
     dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
     placed at the finer of the two axes' strides [5]; then the routed experts' over their
@@ -1701,6 +1725,10 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
     ddp_exposed = np.minimum(n_red * (_hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge)
                              + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
+    # a stack whose runtime queues the per-micro-batch reductions behind the schedule's later passes [26]
+    if sc.stack.overlap.grad_reduce_queued:  # a stack setting (the plan's mode and schedule: masks there)
+        ddp_exposed = queued_reductions(sc, comp, zero & ~allred & tr["reduce_mb"], ddp_grad, n_red, ddp_exposed,
+                                        _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total, stream_mb)
     one_dp = dpcp == 1
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
@@ -1717,6 +1745,27 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket), n_ar)
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+
+
+def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_exposed, param_exposed, ddp_total,
+                      stream_mb=None) -> np.ndarray:
+    """The exposed DP time of a zero2 mode whose per-micro-batch reductions (`per_mb`: the plan reduces every
+    micro-batch's gradients, not all-reduced) queue behind the schedule's later passes (stack
+    overlap.grad_reduce_queued [26]), under 1F1B, the interleaved schedule or one stage; `ddp_exposed` (dp_comm's
+    rule) elsewhere. Each chunk's reduction is issued as its backward ends and drained in issue order on one
+    stream; what the first stage's queue runs past the pipeline's compute (pipeline.reduce_queue_overrun [12],
+    in the compute stream's micro-batch `stream_mb`, split forward : backward as the middle stage's passes) is
+    exposed, the rest hides with the stack's exposed share; plus the weights' all-gather (`param_exposed`)."""
+    plan = sc.plan
+    queued = per_mb & ((plan.pp == 1) | (plan.schedule == ONE_F_ONE_B) | (plan.schedule == INTERLEAVED))
+    stream = comp.fwd_mb + comp.bwd_mb if stream_mb is None else stream_mb
+    fwd_share = comp.fwd_mb / (comp.fwd_mb + comp.bwd_mb)
+    over, _ = reduce_queue_overrun(plan.pp, sc.m, np.where(plan.pp > 1, plan.vpp, 1),
+                                   microbatch_group(plan.pp, plan.microbatches, plan.mbg),
+                                   stream * fwd_share, stream * (1.0 - fwd_share), ddp_grad)
+    grads = n_red * ddp_grad
+    over = np.minimum(over, grads)
+    return np.where(queued, np.minimum(over + (grads - over) * sc.x + param_exposed, ddp_total), ddp_exposed)
 
 
 def zero3_rerun_share(sc: StepCtx, p_local):
@@ -2148,10 +2197,10 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
     pp_mb, warm = pp_comm(sc, coll, comp)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
-    dp = dp_comm(sc, coll, comp, lt)
+    t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
+    dp = dp_comm(sc, coll, comp, lt, stream_mb=t_mb)  # t_mb: the compute stream's micro-batch, the pipeline's unit [26]
     tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on
     m = sc.m
-    t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own: backward / forward, and the weight-gradient GEMMs' share of backward
     # (one forward's worth of GEMMs, the dgrad being the other)

@@ -21,6 +21,7 @@ from planner.pipeline import (
     bubble_fraction,
     inflight_microbatches,
     microbatch_group,
+    reduce_queue_overrun,
     simulate,
     timeline_text,
 )
@@ -524,3 +525,66 @@ def test_given_group_by_hand():
     assert float(inflight_microbatches(4, 12, 2, INTERLEAVED)) == 5.5
     assert float(inflight_microbatches(4, 12, 2, INTERLEAVED, group=6)) == 6.5
     assert float(inflight_microbatches(4, 12, 2, ONE_F_ONE_B, group=6)) == 4.0  # read by the interleaved schedule only
+
+
+# --------------------------------------------------------------------------- queued gradient reductions [12]
+
+
+def _queue_drain(sim, stage: int, item: Fraction) -> Fraction:
+    """The stage's reductions, item each, issued as each of its backwards ends, run one after another
+    in issue order: when the last ends (the definition [12] prices, taken from the simulated passes)."""
+    t = Fraction(0)
+    for end in sorted(q.end for q in sim.passes if q.stage == stage and q.kind == "B"):
+        t = max(t, end) + item
+    return t
+
+
+def test_reduce_queue_by_hand():
+    """p 2, v 2, m 2 (N 2), a chunk's forward f = 1 and backward b = 2, a chunk's reduction 2.5 (5 a
+    micro-batch of the stage). Megatron's order: stage 0 runs its 4 forwards (0-1, 1-2, 2-3, 3-4:
+    chunk 1 waits for stage 1's chunk 0), stage 1 F(0,0) 1-2, F(1,0) 2-3, F(0,1) 3-4, B(0,1) 4-6,
+    F(1,1) 6-7, B(1,1) 7-9, B(0,0) 9-11, B(1,0) 11-13; stage 0 B(0,1) 6-8, B(1,1) 9-11, B(0,0) 11-13,
+    B(1,0) 13-15: T = 15 = (v m + p - 1)(f + b). Stage 0's reductions: 8-10.5, 11-13.5, 13.5-16,
+    16-18.5, 3.5 past T; stage 1's (backwards ending 6, 9, 11, 13): 6-8.5, 9-11.5, 11.5-14, 14-16.5,
+    1.5 past. The stage that drains last is the first: 3.5 exposed, the other 10 - 3.5 = 6.5 overlapped
+    (x the stack's exposed share in step.queued_reductions)."""
+    sim = simulate(2, 2, "interleaved", vpp=2, t_f=2, t_b=4)
+    assert sim.step == 15
+    assert [q.end for q in sim.passes if q.stage == 0 and q.kind == "B"] == [8, 11, 13, 15]
+    assert [q.end for q in sim.passes if q.stage == 1 and q.kind == "B"] == [6, 9, 11, 13]
+    assert _queue_drain(sim, 0, Fraction(5, 2)) == Fraction(37, 2)
+    assert _queue_drain(sim, 1, Fraction(5, 2)) == Fraction(33, 2)
+    over, T = reduce_queue_overrun(2, 2, 2, 2, 2.0, 4.0, 5.0)
+    assert (float(over), float(T)) == (3.5, 15.0)
+    # a reduction no longer than a chunk's backward never waits: only the last is exposed
+    assert float(reduce_queue_overrun(2, 2, 2, 2, 2.0, 4.0, 3.0)[0]) == 1.5
+    # one longer than a forward and a backward never drains: from the first backward's end, 8 + 4 x 4 - 15
+    assert float(reduce_queue_overrun(2, 2, 2, 2, 2.0, 4.0, 8.0)[0]) == 9.0
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 8])
+def test_reduce_queue_closed_form_against_the_simulator(p):
+    """[12]'s claims over a grid of v, m and chunk times f : b : d, against the first-stage queue of the
+    simulated schedule (the stage that drains last, checked on every stage): exact for 1F1B and one
+    stage, for m in [p, 2p), and for m >= 2p where d <= b or d >= f + b; an upper bound for m >= 2p
+    with b < d < f + b; within 6% of T where m < p."""
+    times = [(Fraction(1), Fraction(2), d) for d in (Fraction(1, 2), Fraction(1), Fraction(5, 2), Fraction(7, 2), Fraction(6))]
+    times += [(Fraction(2), Fraction(3), Fraction(4)), (Fraction(1), Fraction(3), Fraction(7, 2))]
+    for v in ([1] if p == 1 else [1, 2, 3, 4]):
+        for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 20, 24):
+            n = int(microbatch_group(p, m)) if v > 1 else p
+            for f, b, d in times:
+                sim = simulate(p, m, "interleaved" if v > 1 else "1f1b", vpp=v, t_f=f * v, t_b=b * v,
+                               group=n if v > 1 else None)
+                drains = [_queue_drain(sim, s, d) for s in range(p)]
+                assert max(drains) == drains[0]
+                over, T = reduce_queue_overrun(p, m, v, n, float(f * v), float(b * v), float(d * v))
+                assert float(T) == pytest.approx(float(sim.step), abs=1e-9)
+                sim_over = float(drains[0] - sim.step)
+                case = (p, v, m, f, b, d)
+                if v == 1 or p <= m < 2 * p or (m >= 2 * p and (d <= b or d >= f + b)):
+                    assert float(over) == pytest.approx(sim_over, abs=1e-9), case
+                elif m >= 2 * p:
+                    assert float(over) >= sim_over - 1e-9, case
+                else:
+                    assert abs(float(over) - sim_over) <= 0.06 * float(sim.step), case
