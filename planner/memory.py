@@ -440,6 +440,28 @@ References
      the forward merge's moment [cp3] adds only its excess beyond it. Llama 3 8B, tp 1: 36,864 B a local token
      in bf16 (cp 2, 4,096 tokens: 144 MiB). Derived from the code, not traced; not priced: the kernels' own
      workspaces, the fp32 softmax statistics' transposed copies (4 B a head a token).
+[cp5] What Transformer Engine's context-parallel attentions save and hold of the softmax statistics (issue 21,
+     branch tecp; NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/dot_product_attention/
+     context_parallel.py). Saved (ctx.save_for_backward): AttnFuncWithCPAndKVP2P (p2p, a2a+p2p) its q, one K/V
+     buffer of the local size (p2p_comm_buffers[-1]), the merged output and one merged fp32 softmax_lse [b, a/t,
+     s/cp] (torch.clone of step 0's at l. 1989, corrected in place per step; saved l. 2182-2193), the per-step rng
+     states and cu_seqlens (cp x 2 int64, cp x (b + 1) int32: bytes); the per-step lists out_per_step and
+     softmax_lse_per_step are locals, freed when the forward returns ([cp3] prices them at the merge).
+     AttnFuncWithCPAndKVAllGather saves its two query halves' lse (l. 3432-3441: together one [b, a/t, s/cp]) and
+     AttnFuncWithCPAndQKVOA2A the kernel's aux tensors (l. 4181, 4273-4282: lse [b, a/(t cp), s]): per GPU every
+     variant saves the same 4 B a head a local token as the kernel without CP, which the activation table leaves
+     out for every flash kernel (the lse, 0.1% of a Llama 3 8B layer's saved bytes: not priced here or there).
+     Held beyond them, and priced here: the P2P backward's contiguous copy of the merged lse's second half,
+     softmax_lse_ = softmax_lse.view(..., 2, -1)[..., 1, :].contiguous() (l. 2327-2346), made before the ring
+     loop on every CP rank but the last (second_half_lse_seqlen, l. 2027-2029: causal and rank < cp - 1) and
+     kept to the backward's end, beside every moment of [cp4] (bf16 and every fp8 recipe alike): fp32 over half
+     the local query rows, CP_BWD_LSE_HALF_BYTES = 4 x 1/2 = 2 B a local token and query head, T a / t x 2 per
+     layer (cp_backward_lse_copy_bytes; a2a+p2p over its p2p ranks, as [cp4]). Per GPU the heaviest rank's:
+     Megatron logs the last rank, which has none (an over-count there of this figure, one layer's: the Megatron
+     CI's CP rows 4 to 32 KiB). Hand check: Llama 3 8B (32 heads), tp 1, cp 2, one micro-batch of 8,192
+     tokens: 4,096 local tokens x 32 x 2 B = 262,144 B (tests/test_memory_unpriced_mechanisms.py). Not priced:
+     with packed sequences (qkv_format thd, softmax_lse_in_packed_format) the fused backend's transposed copies
+     (l. 2341-2346: 4 B a head a token more, the [cp4] docstring's); the planner plans no packed sequences.
 [fa8] fp8 attention (job field fp8_attention; Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer
      Engine's recipe fp8_dpa; stack_db fp8_recipes fp8_attention, with sources): NVIDIA/TransformerEngine @4329ff84
      transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc.forward quantizes q, k, v
@@ -1888,7 +1910,26 @@ def cp_p2p_backward(settings: Settings, plan: PlanArrays, stack, ctx: Ctx):
         return lambda kind: 0.0
     a2a, ring_cp = ring_ranks(stack.context_parallel, ctx.cp)
     ring_ctx = ctx if a2a == 1.0 else dataclasses.replace(ctx, cp=ring_cp)
-    return lambda kind: cp_p2p_backward_bytes(kind, ring_ctx, moments)
+    # the ring's buffers [cp4] and, beside them, the second-half softmax-statistics copy [cp5]
+    return lambda kind: cp_p2p_backward_bytes(kind, ring_ctx, moments) + cp_backward_lse_copy_bytes(kind, ring_ctx)
+
+
+# the P2P backward's contiguous copy of the merged softmax statistics' second half [cp5]: TE @4329ff84
+# context_parallel.py AttnFuncWithCPAndKVP2P.backward l. 2327-2346 (fp32, 4 B, over half the local query rows)
+CP_BWD_LSE_HALF_BYTES = 4.0 * 0.5
+
+
+def cp_backward_lse_copy_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
+    """The P2P ring backward's second-half softmax-statistics copy for one attention layer, per GPU [cp5]:
+    CP_BWD_LSE_HALF_BYTES a local token and query head (T a / t x 2 B), on every CP rank but the last, held
+    beside each moment of [cp4]; 0 without CP, for MLA and for layers without an attention core (as [cp4])."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if type(mixer) is not Attention:
+        return np.zeros(np.shape(ctx.T))
+    cp = np.asarray(ctx.cp, dtype=np.float64)
+    return np.where(cp > 1, ctx.T * CP_BWD_LSE_HALF_BYTES * mixer.a / ctx.tp, 0.0)
 
 
 def cp_p2p_backward_bytes(kind: LayerKind, ctx: Ctx, moments) -> np.ndarray:
