@@ -800,7 +800,13 @@ References
      2 t - 1 chunks of T / t rows: none of the defaults is one) register it with register_user_buffer_collective
      (userbuffers/userbuffers-host.cpp l. 514-738: cuMemCreate rounded up to the minimum multicast granularity,
      or cudaMalloc): 24 B x T h per GPU in bf16 (Llama 3 70B at 8192 tokens: 1.5 GiB), 8 + 4 x 2 = 16 B with
-     fp8 (+ 24 with bf16 layers under fp8; nvfp4 runs args.fp8 None: bf16). Not priced: a
+     fp8 (+ 24 with bf16 layers under fp8; nvfp4 runs args.fp8 None: bf16). By the run's Transformer Engine
+     release (job field te_version, else the stack's memory.te_version, 2.17.1; planner/te_version.py, read at
+     every tag v1.6-v2.18): before 2.7 no "external" method, 10 buffers, 6 all-gather (20 B x T h in bf16,
+     6 + 8 = 14 with fp8: NeMo 24.07's TE 1.8, the Nemotron-8B record 0.125 GiB lower); before 2.10 the
+     overlapped GEMMs' 3 workspaces replace the plain one (initialize_ub's _cublas_workspace =
+     get_workspace().repeat(3)): one workspace fewer than the 3 beside it priced from 2.10 (Megatron-Bridge
+     25.11's TE 2.9: 12 buffers, 32 MiB + 1 KiB less on H100 / B200). Not priced: a
      --tp-comm-overlap-cfg that moves a reduce-scatter to ring_exchange ((t - 1) / t x 2 B x T h more each),
      the communicator's flags region (about 3 MiB). Beside them, through the caching allocator, the
      overlapped GEMMs' own cuBLAS workspace (cpp_extensions/gemm.py get_cublas_workspace(ub=True):
@@ -1029,6 +1035,7 @@ from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
 from .stacks import allreduce_bucket_params, grad_accum_bytes
 from .stacks import step_grads as mode_step_grads
+from .te_version import te_userbuffers
 from .terms import Groups, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -3275,11 +3282,10 @@ def outside_bytes(t: Terms) -> np.ndarray:
 
 # the plan fields TP overlap's buffers read (tp_overlap_bytes)
 TP_OVERLAP_FIELDS = ("tpo", "tp", "cp", "mbs", "seq", "precision")
-# Transformer Engine's userbuffers of initialize_ub's default methods [ub]: the all-gather layers'
-# (uint8 under fp8: qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad, qkv_dgrad, fc1_dgrad, proj_wgrad,
-# fc2_wgrad) and the reduce-scatter layers' (bf16: proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad)
-UB_ALLGATHER_BUFFERS = 8
-UB_REDUCE_SCATTER_BUFFERS = 4
+# Transformer Engine's userbuffers of initialize_ub's default methods [ub], by the run's TE release
+# (planner/te_version.py TE_USERBUFFERS): the all-gather layers' (uint8 under fp8: qkv_fprop, fc1_fprop,
+# proj_dgrad, fc2_dgrad, qkv_dgrad, fc1_dgrad, and from 2.7 proj_wgrad, fc2_wgrad) and the reduce-scatter
+# layers' (bf16: proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad); the stack's pinned release (2.17.1): 8 and 4
 def cublas_workspace_bytes(config: str) -> float:
     """Bytes of one PyTorch cuBLAS workspace under CUBLAS_WORKSPACE_CONFIG `config` (":SIZE:COUNT"
     pairs, SIZE in KiB): the sum of SIZE x 1024 x COUNT over the pairs [ws]."""
@@ -3337,18 +3343,22 @@ def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:
     mem, h = stack_of(settings).memory, float(settings.model.hidden_size)
     on = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
     T = mb_tokens(plan).astype(np.float64)
+    te_version = settings.te_version or mem.te_version  # the run's Transformer Engine, else the stack's
+    ag, rs, beside = te_userbuffers(te_version) if te_version else (0, 0, True)  # userbuffers need one (schema)
     if mem.tp_overlap_buffers == "userbuffers":
         fp8 = np.asarray(plan.precision) == FP8
-        per_token = h * (UB_ALLGATHER_BUFFERS * np.where(fp8, 1.0, ACT_BYTES) + UB_REDUCE_SCATTER_BUFFERS * ACT_BYTES)
+        per_token = h * (ag * np.where(fp8, 1.0, ACT_BYTES) + rs * ACT_BYTES)
         if any(settings.bf16_layers):  # the NONE set beside the FP8 one (--first-last-layers-bf16)
-            per_token = per_token + np.where(fp8, (UB_ALLGATHER_BUFFERS + UB_REDUCE_SCATTER_BUFFERS) * ACT_BYTES * h, 0.0)
+            per_token = per_token + np.where(fp8, (ag + rs) * ACT_BYTES * h, 0.0)
         outside = T * per_token
     elif mem.tp_overlap_buffers == "symmetric_memory":
         outside = SYMM_MEM_CHUNKS * ACT_BYTES * T * h / np.asarray(plan.tp, dtype=np.float64)
     else:
         outside = np.zeros(np.shape(T))
     te = mem.te_workspace and settings.transformer_impl != "local"
-    ws = mem.tp_overlap_workspaces * (settings.hardware.te_workspace_MiB or 0.0) * 2.0**20 if te else 0.0
+    # before TE 2.10 the overlapped GEMMs' workspaces replace the plain one (the workspaces term's), so one fewer
+    n_ws = mem.tp_overlap_workspaces - (0 if beside or mem.tp_overlap_workspaces == 0 else 1)
+    ws = n_ws * (settings.hardware.te_workspace_MiB or 0.0) * 2.0**20 if te else 0.0
     return np.where(on, outside, 0.0), np.where(on, ws, 0.0)
 
 
