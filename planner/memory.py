@@ -440,6 +440,28 @@ References
      the forward merge's moment [cp3] adds only its excess beyond it. Llama 3 8B, tp 1: 36,864 B a local token
      in bf16 (cp 2, 4,096 tokens: 144 MiB). Derived from the code, not traced; not priced: the kernels' own
      workspaces, the fp32 softmax statistics' transposed copies (4 B a head a token).
+[cp5] What Transformer Engine's context-parallel attentions save and hold of the softmax statistics (issue 21,
+     branch tecp; NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/dot_product_attention/
+     context_parallel.py). Saved (ctx.save_for_backward): AttnFuncWithCPAndKVP2P (p2p, a2a+p2p) its q, one K/V
+     buffer of the local size (p2p_comm_buffers[-1]), the merged output and one merged fp32 softmax_lse [b, a/t,
+     s/cp] (torch.clone of step 0's at l. 1989, corrected in place per step; saved l. 2182-2193), the per-step rng
+     states and cu_seqlens (cp x 2 int64, cp x (b + 1) int32: bytes); the per-step lists out_per_step and
+     softmax_lse_per_step are locals, freed when the forward returns ([cp3] prices them at the merge).
+     AttnFuncWithCPAndKVAllGather saves its two query halves' lse (l. 3432-3441: together one [b, a/t, s/cp]) and
+     AttnFuncWithCPAndQKVOA2A the kernel's aux tensors (l. 4181, 4273-4282: lse [b, a/(t cp), s]): per GPU every
+     variant saves the same 4 B a head a local token as the kernel without CP, which the activation table leaves
+     out for every flash kernel (the lse, 0.1% of a Llama 3 8B layer's saved bytes: not priced here or there).
+     Held beyond them, and priced here: the P2P backward's contiguous copy of the merged lse's second half,
+     softmax_lse_ = softmax_lse.view(..., 2, -1)[..., 1, :].contiguous() (l. 2327-2346), made before the ring
+     loop on every CP rank but the last (second_half_lse_seqlen, l. 2027-2029: causal and rank < cp - 1) and
+     kept to the backward's end, beside every moment of [cp4] (bf16 and every fp8 recipe alike): fp32 over half
+     the local query rows, CP_BWD_LSE_HALF_BYTES = 4 x 1/2 = 2 B a local token and query head, T a / t x 2 per
+     layer (cp_backward_lse_copy_bytes; a2a+p2p over its p2p ranks, as [cp4]). Per GPU the heaviest rank's:
+     Megatron logs the last rank, which has none (an over-count there of this figure, one layer's: the Megatron
+     CI's CP rows 4 to 32 KiB). Hand check: Llama 3 8B (32 heads), tp 1, cp 2, one micro-batch of 8,192
+     tokens: 4,096 local tokens x 32 x 2 B = 262,144 B (tests/test_memory_unpriced_mechanisms.py). Not priced:
+     with packed sequences (qkv_format thd, softmax_lse_in_packed_format) the fused backend's transposed copies
+     (l. 2341-2346: 4 B a head a token more, the [cp4] docstring's); the planner plans no packed sequences.
 [fa8] fp8 attention (job field fp8_attention; Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer
      Engine's recipe fp8_dpa; stack_db fp8_recipes fp8_attention, with sources): NVIDIA/TransformerEngine @4329ff84
      transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc.forward quantizes q, k, v
@@ -778,7 +800,13 @@ References
      2 t - 1 chunks of T / t rows: none of the defaults is one) register it with register_user_buffer_collective
      (userbuffers/userbuffers-host.cpp l. 514-738: cuMemCreate rounded up to the minimum multicast granularity,
      or cudaMalloc): 24 B x T h per GPU in bf16 (Llama 3 70B at 8192 tokens: 1.5 GiB), 8 + 4 x 2 = 16 B with
-     fp8 (+ 24 with bf16 layers under fp8; nvfp4 runs args.fp8 None: bf16). Not priced: a
+     fp8 (+ 24 with bf16 layers under fp8; nvfp4 runs args.fp8 None: bf16). By the run's Transformer Engine
+     release (job field te_version, else the stack's memory.te_version, 2.17.1; planner/te_version.py, read at
+     every tag v1.6-v2.18): before 2.7 no "external" method, 10 buffers, 6 all-gather (20 B x T h in bf16,
+     6 + 8 = 14 with fp8: NeMo 24.07's TE 1.8, the Nemotron-8B record 0.125 GiB lower); before 2.10 the
+     overlapped GEMMs' 3 workspaces replace the plain one (initialize_ub's _cublas_workspace =
+     get_workspace().repeat(3)): one workspace fewer than the 3 beside it priced from 2.10 (Megatron-Bridge
+     25.11's TE 2.9: 12 buffers, 32 MiB + 1 KiB less on H100 / B200). Not priced: a
      --tp-comm-overlap-cfg that moves a reduce-scatter to ring_exchange ((t - 1) / t x 2 B x T h more each),
      the communicator's flags region (about 3 MiB). Beside them, through the caching allocator, the
      overlapped GEMMs' own cuBLAS workspace (cpp_extensions/gemm.py get_cublas_workspace(ub=True):
@@ -1007,6 +1035,7 @@ from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
 from .stacks import allreduce_bucket_params, grad_accum_bytes
 from .stacks import step_grads as mode_step_grads
+from .te_version import te_userbuffers
 from .terms import Groups, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -1888,7 +1917,26 @@ def cp_p2p_backward(settings: Settings, plan: PlanArrays, stack, ctx: Ctx):
         return lambda kind: 0.0
     a2a, ring_cp = ring_ranks(stack.context_parallel, ctx.cp)
     ring_ctx = ctx if a2a == 1.0 else dataclasses.replace(ctx, cp=ring_cp)
-    return lambda kind: cp_p2p_backward_bytes(kind, ring_ctx, moments)
+    # the ring's buffers [cp4] and, beside them, the second-half softmax-statistics copy [cp5]
+    return lambda kind: cp_p2p_backward_bytes(kind, ring_ctx, moments) + cp_backward_lse_copy_bytes(kind, ring_ctx)
+
+
+# the P2P backward's contiguous copy of the merged softmax statistics' second half [cp5]: TE @4329ff84
+# context_parallel.py AttnFuncWithCPAndKVP2P.backward l. 2327-2346 (fp32, 4 B, over half the local query rows)
+CP_BWD_LSE_HALF_BYTES = 4.0 * 0.5
+
+
+def cp_backward_lse_copy_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
+    """The P2P ring backward's second-half softmax-statistics copy for one attention layer, per GPU [cp5]:
+    CP_BWD_LSE_HALF_BYTES a local token and query head (T a / t x 2 B), on every CP rank but the last, held
+    beside each moment of [cp4]; 0 without CP, for MLA and for layers without an attention core (as [cp4])."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if type(mixer) is not Attention:
+        return np.zeros(np.shape(ctx.T))
+    cp = np.asarray(ctx.cp, dtype=np.float64)
+    return np.where(cp > 1, ctx.T * CP_BWD_LSE_HALF_BYTES * mixer.a / ctx.tp, 0.0)
 
 
 def cp_p2p_backward_bytes(kind: LayerKind, ctx: Ctx, moments) -> np.ndarray:
@@ -3234,11 +3282,10 @@ def outside_bytes(t: Terms) -> np.ndarray:
 
 # the plan fields TP overlap's buffers read (tp_overlap_bytes)
 TP_OVERLAP_FIELDS = ("tpo", "tp", "cp", "mbs", "seq", "precision")
-# Transformer Engine's userbuffers of initialize_ub's default methods [ub]: the all-gather layers'
-# (uint8 under fp8: qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad, qkv_dgrad, fc1_dgrad, proj_wgrad,
-# fc2_wgrad) and the reduce-scatter layers' (bf16: proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad)
-UB_ALLGATHER_BUFFERS = 8
-UB_REDUCE_SCATTER_BUFFERS = 4
+# Transformer Engine's userbuffers of initialize_ub's default methods [ub], by the run's TE release
+# (planner/te_version.py TE_USERBUFFERS): the all-gather layers' (uint8 under fp8: qkv_fprop, fc1_fprop,
+# proj_dgrad, fc2_dgrad, qkv_dgrad, fc1_dgrad, and from 2.7 proj_wgrad, fc2_wgrad) and the reduce-scatter
+# layers' (bf16: proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad); the stack's pinned release (2.17.1): 8 and 4
 def cublas_workspace_bytes(config: str) -> float:
     """Bytes of one PyTorch cuBLAS workspace under CUBLAS_WORKSPACE_CONFIG `config` (":SIZE:COUNT"
     pairs, SIZE in KiB): the sum of SIZE x 1024 x COUNT over the pairs [ws]."""
@@ -3296,18 +3343,22 @@ def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:
     mem, h = stack_of(settings).memory, float(settings.model.hidden_size)
     on = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
     T = mb_tokens(plan).astype(np.float64)
+    te_version = settings.te_version or mem.te_version  # the run's Transformer Engine, else the stack's
+    ag, rs, beside = te_userbuffers(te_version) if te_version else (0, 0, True)  # userbuffers need one (schema)
     if mem.tp_overlap_buffers == "userbuffers":
         fp8 = np.asarray(plan.precision) == FP8
-        per_token = h * (UB_ALLGATHER_BUFFERS * np.where(fp8, 1.0, ACT_BYTES) + UB_REDUCE_SCATTER_BUFFERS * ACT_BYTES)
+        per_token = h * (ag * np.where(fp8, 1.0, ACT_BYTES) + rs * ACT_BYTES)
         if any(settings.bf16_layers):  # the NONE set beside the FP8 one (--first-last-layers-bf16)
-            per_token = per_token + np.where(fp8, (UB_ALLGATHER_BUFFERS + UB_REDUCE_SCATTER_BUFFERS) * ACT_BYTES * h, 0.0)
+            per_token = per_token + np.where(fp8, (ag + rs) * ACT_BYTES * h, 0.0)
         outside = T * per_token
     elif mem.tp_overlap_buffers == "symmetric_memory":
         outside = SYMM_MEM_CHUNKS * ACT_BYTES * T * h / np.asarray(plan.tp, dtype=np.float64)
     else:
         outside = np.zeros(np.shape(T))
     te = mem.te_workspace and settings.transformer_impl != "local"
-    ws = mem.tp_overlap_workspaces * (settings.hardware.te_workspace_MiB or 0.0) * 2.0**20 if te else 0.0
+    # before TE 2.10 the overlapped GEMMs' workspaces replace the plain one (the workspaces term's), so one fewer
+    n_ws = mem.tp_overlap_workspaces - (0 if beside or mem.tp_overlap_workspaces == 0 else 1)
+    ws = n_ws * (settings.hardware.te_workspace_MiB or 0.0) * 2.0**20 if te else 0.0
     return np.where(on, outside, 0.0), np.where(on, ws, 0.0)
 
 

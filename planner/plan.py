@@ -19,6 +19,7 @@ from .recompute_modules import RC_FULL, RC_NONE, RC_SELECTIVE, apply_modules  # 
 from .cuda_graphs import cuda_graph_error
 from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_rotate import apply_rotate_method, exported_rotate_method
+from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_release, te_too_old
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
@@ -547,6 +548,7 @@ class Settings:
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
+    te_version: str | None = None  # the run's Transformer Engine release (job field; None: the stack's memory.te_version, memory.py [ub])
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
@@ -1110,6 +1112,12 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.empty_unused_memory_level and stack.runs.empty_unused_memory_level is None:
         raise PlannerError(f"{where}empty_unused_memory_level is set but stack {stack.name} has no such option "
                            "(stack_db runs.empty_unused_memory_level)", "leave it out, or choose --stack megatron")
+    if job.te_version is not None:
+        if stack.memory.te_version is None:
+            raise PlannerError(f"{where}te_version is set but stack {stack.name} runs no Transformer Engine "
+                               "(stack_db memory.te_version)", "leave it out, or choose --stack megatron")
+        if te_release(job.te_version) < TE_OLDEST:
+            raise PlannerError(f"{where}{te_too_old(job.te_version)}", TE_OLDEST_HINT)
     if job.dummy_wgrads is not None and stack.kernels.wgrad_unfused is None:
         raise PlannerError(f"{where}dummy_wgrads is set but stack {stack.name} has no gradient-accumulation fusion switch "
                            "(stack_db kernels.wgrad_unfused)", "leave it out, or choose --stack megatron")
@@ -1445,6 +1453,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         cublas_workspace_config=job.cublas_workspace_config,
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
+        te_version=job.te_version,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
         enable_experimental=_enable_experimental(job, stack, where),
         attention_softmax_in_fp32=job.attention_softmax_in_fp32 is not False,
@@ -2711,6 +2720,7 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({"cublas_workspace_config": settings.cublas_workspace_config}
            if settings.cublas_workspace_config is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
+        **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),
         **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         **({"offload_optimizer": settings.offload_optimizer} if settings.offload_optimizer != "none" else {}),

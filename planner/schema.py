@@ -1571,6 +1571,11 @@ class MemoryReporting(BaseModel):
         description="cuBLAS workspaces (hardware te_workspace_MiB each) the GEMMs overlapped with TP communication use "
                     "beside the plain one, through the caching allocator: Transformer Engine's get_cublas_workspace(ub=True), "
                     "_NUM_MAX_UB_STREAMS = 3")
+    te_version: Optional[str] = Field(
+        default=None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",
+        description="the Transformer Engine release the stack's TE figures are read at (MAJOR.MINOR[.PATCH]); a job's "
+                    "te_version replaces it where the run used another: it keys TP overlap's userbuffers and their cuBLAS "
+                    "workspaces (memory.py [ub], TE_USERBUFFERS); null: the stack runs no Transformer Engine")
     dummy_wgrads: DummyWgrads = Field(
         default="none",
         description="with gradient-accumulation fusion (job gradient_accumulation_fusion), what each linear returns to "
@@ -1697,6 +1702,9 @@ class MemoryReporting(BaseModel):
         if (self.optimizer_default is None) != (not self.optimizer_step_temporaries) or (
                 self.optimizer_default is not None and self.optimizer_default not in self.optimizer_step_temporaries):
             raise ValueError("optimizer_default must name one of optimizer_step_temporaries (both set, or neither)")
+        if self.tp_overlap_buffers == "userbuffers" and self.te_version is None:
+            raise ValueError("tp_overlap_buffers userbuffers needs te_version: Transformer Engine's userbuffers are "
+                             "counted by release (planner/te_version.py)")
         return self
 
 
@@ -3029,6 +3037,13 @@ class Job(BaseModel):
                                    "root unit, kept unsharded from the forward to the end of the backward, and the last "
                                    "block not resharded after its forward (memory.py [tt10]); default: the stack's "
                                    "fsdp.unsharded_ends")
+    te_version: Optional[str] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",
+        description="the Transformer Engine release the run used (MAJOR.MINOR[.PATCH]), where it is not the stack "
+                    "entry's (stack memory.te_version): TP overlap's userbuffers and their cuBLAS workspaces by release "
+                    "(memory.py [ub]: 10 buffers before 2.7, 12 from it; the overlapped GEMMs' workspaces replace the "
+                    "plain one before 2.10, beside it from it); 1.6 at the oldest; default: the stack's")
     cublas_workspace_config: Optional[str] = Field(
         default=None, pattern=r"^(:[0-9]+:[0-9]+)+$",
         description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "

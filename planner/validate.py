@@ -305,6 +305,10 @@ class RunRecord(BaseModel):
     dummy_wgrads: Optional[Literal["none", "per_call", "cached"]] = Field(
         default=None, description="with gradient-accumulation fusion, the dummy weight gradients of the run's code version "
                                   "(the Job field, memory.py [dw]); null: the stack's")
+    te_version: Optional[str] = Field(
+        default=None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",
+        description="the Transformer Engine release the run used (the Job field: TP overlap's userbuffers and their cuBLAS "
+                    "workspaces by release, memory.py [ub]); null: the stack's")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
     moe_rank_imbalance: Optional[float] = Field(
         default=None, ge=1.0, description="MoE: the busiest EP rank's routed tokens / the mean the run had (1.0: forced "
@@ -884,7 +888,8 @@ def _stated_fields(rec: RunRecord, mods, split: dict) -> dict:
     """Job fields a record passes only where it states them (else the job's defaults, which resolve
     lists as inherited), and the pipeline split: the record's stated one (its flags, or its layout's),
     else the one a legal Megatron layout needs (rule 7b)."""
-    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "dummy_wgrads", "rank_order")
+    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "dummy_wgrads", "te_version",
+                                   "rank_order")
            if getattr(rec, f) is not None}
     if mods:
         out["recompute_modules"] = list(mods)

@@ -95,6 +95,8 @@ CASES = [
     ("empty_unused_memory_level", ["--empty-unused-memory-level", "2"], 2, DENSE, 1, {}),  # by design (memory.py [13])
     ("defer_embedding_wgrad", ["--defer-embedding-wgrad", "0"], 0, dict(DENSE, pp=2), 1, {"memory": +1}),
     ("dummy_wgrads", ["--dummy-wgrads", "per_call"], "per_call", DENSE, "none", {"memory": -1}),
+    # TE before 2.7: 10 userbuffers, not 12; before 2.10 the overlapped GEMMs' workspaces replace the plain one
+    ("te_version", ["--te-version", "1.8"], "1.8", dict(DENSE, tp=2, tp_comm_overlap=True), "2.9", {"memory": -1}),
     ("rope_cache", ["--rope-cache", "model"], "model", TT, "layer", {"memory": -1}),
     ("cublas_workspace_config", ["--cublas-workspace-config", ":4096:16"], ":4096:16", DENSE, ":4096:8", {"memory": +1}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
@@ -303,6 +305,9 @@ def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, o
     (["--host-memory-gbps", "0"], DENSE, "--host-memory-gbps"),
     (["--pcie-gbps", "-64"], DENSE, "--pcie-gbps"),
     (["--host-memory-gb", "x"], DENSE, "--host-memory-gb"),
+    (["--te-version", "1.5"], DENSE, "te_version 1.5 is older than Transformer Engine 1.6"),
+    (["--te-version", "2.x"], DENSE, "te_version"),
+    (["--te-version", "2.9"], TT, "te_version is set but stack torchtitan runs no Transformer Engine"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_values_exit_2(cli, opt, job, needle):
     assert_one_error(cli("explain", *_args(job), *opt), needle)

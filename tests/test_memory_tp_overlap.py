@@ -67,6 +67,62 @@ def test_userbuffers_shape_follows_tokens_not_tp(explain):
                   bf16_layers_at_end=1)[3]) == 40 * H70 * T8K
 
 
+def test_userbuffers_by_transformer_engine_release(explain):
+    """TE's initialize_ub by release (planner/te_version.py, read at the tags): v1.6-v2.6 make 10 buffers
+    (ring_exchange 4, pipeline 2, bulk 4; all-gather 6: qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad, qkv_dgrad,
+    fc1_dgrad), from v2.7 12 (external proj_wgrad, fc2_wgrad: 8 all-gather); up to v2.9 the overlapped GEMMs'
+    3 workspaces replace the plain one (_cublas_workspace = get_workspace().repeat(3)), from v2.10 they sit
+    beside it. llama3-70b TP 8, mbs 1, seq 8192 (T h = 8192 x 8192):
+      1.8   bf16 (6 x 2 + 4 x 2) T h = 20 T h = 1,342,177,280 B; fp8 (6 x 1 + 4 x 2) = 14 T h = 939,524,096 B;
+            workspaces 2 x 33,555,456 B beyond the run without the overlap (3 in all, the plain one replaced)
+      2.9   24 T h and 16 T h (12 buffers), workspaces 2 x 33,555,456 B more
+      2.10  and the stack's 2.17.1: 24 T h, 3 x 33,555,456 B more (as test_userbuffers_bytes_by_hand_bf16_and_fp8)"""
+    def terms(version=None, **kw):
+        extra = {} if version is None else {"te_version": version}
+        on = _mg(explain, **extra, **kw)[3]["memory"]["terms"]
+        off = _mg(explain, **extra, **kw, tp_comm_overlap=False)[3]["memory"]["terms"]
+        return on["tp_overlap_buffers"], on["workspaces"] - off["workspaces"]
+
+    ws = 32 * 2**20 + 1024  # get_cublas_workspace_size_bytes() on sm 9.0 (H100)
+    assert terms("1.8") == (20 * H70 * T8K, 2 * ws) == (1_342_177_280, 67_110_912)
+    assert terms("1.8", precision="fp8")[0] == 14 * H70 * T8K == 939_524_096
+    assert terms("2.6") == terms("1.6") == terms("1.8.0") == terms("1.8")
+    assert terms("2.9") == (24 * H70 * T8K, 2 * ws)
+    assert terms("2.9", precision="fp8")[0] == 16 * H70 * T8K
+    assert terms("2.10") == terms("2.17.1") == terms() == (24 * H70 * T8K, 3 * ws) == (1_610_612_736, 100_666_368)
+    # the stack's release where the job names none: megatron's memory.te_version
+    from planner.catalog import load_stack
+    assert load_stack("megatron").memory.te_version == "2.17.1"
+
+
+def test_te_version_data_by_release():
+    """planner/te_version.py: the spans' boundaries, and releases before 1.6 refused (nothing clamped)."""
+    from planner.errors import PlannerError
+    from planner.te_version import te_userbuffers
+
+    assert te_userbuffers("1.6") == te_userbuffers("2.6.1") == (6, 4, False)
+    assert te_userbuffers("2.7") == te_userbuffers("2.9") == (8, 4, False)
+    assert te_userbuffers("2.10") == te_userbuffers("2.17.1") == te_userbuffers("3.0") == (8, 4, True)
+    with pytest.raises(PlannerError, match="older than Transformer Engine 1.6"):
+        te_userbuffers("1.5")
+
+
+def test_te_version_refused_where_it_cannot_apply():
+    """A job's te_version needs a stack that runs Transformer Engine (stack memory.te_version), and 1.6 or
+    later; a stack whose TP overlap registers userbuffers must name its release (schema)."""
+    from planner.catalog import load_stack
+    from planner.errors import PlannerError
+    from planner.plan import resolve
+
+    with pytest.raises(PlannerError, match="runs no Transformer Engine"):
+        resolve(Job(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", te_version="2.9"))
+    with pytest.raises(PlannerError, match="older than Transformer Engine 1.6"):
+        resolve(Job(model="llama3-8b", gpus=8, te_version="1.5"))
+    st = load_stack("megatron")
+    with pytest.raises(ValueError, match="needs te_version"):
+        type(st.memory).model_validate({**st.memory.model_dump(), "te_version": None})
+
+
 def test_symmetric_memory_workspace_torchtitan(explain):
     """torchtitan async TP (compile): 4 x 8192 x 8192 / 8 = 33,554,432 B (32 MiB) outside the
     allocator, no workspace of its own (Inductor's fused ops use PyTorch's cuBLAS handle)."""

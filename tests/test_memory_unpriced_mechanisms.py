@@ -168,11 +168,12 @@ def test_cp_p2p_forward_merge_by_hand():
     2 outputs 2 x 4096 x 32 x 128 x 2 = 67,108,864 B, 2 statistics 2 x 4096 x 32 x 4 = 1,048,576 B and
     2 K/V buffers 2 x 4096 x 2 x 8 x 128 x 2 = 33,554,432 B: 101,711,872 B; at cp 4 (T 2,048) the same
     4 x 12,416 x 2,048. Without recompute the first stage of pp 2 (no loss) has no other transient but
-    the ring's backward [cp4] (36,864 B a local token: 150,994,944 B at cp 2, 75,497,472 B at cp 4):
-    its recompute buffer is the larger moment, the backward's at cp 2 and the merge's at cp 4 (its
-    excess over the backward's, exactly); on the last stage the loss (6 B a logit) is far larger than
-    the merge, which adds nothing there, and the backward's moment is the one layer's buffer as on
-    every stage; cp 1: nothing."""
+    the ring's backward [cp4] (36,864 B a local token) with the second-half softmax-statistics copy beside
+    it [cp5] (32 heads x 2 B = 64 B a local token): 36,928 x 4,096 = 151,257,088 B at cp 2, 36,928 x 2,048
+    = 75,628,544 B at cp 4: its recompute buffer is the larger moment, the backward's at cp 2 and the
+    merge's at cp 4 (its excess over the backward's, exactly); on the last stage the loss (6 B a logit) is
+    far larger than the merge, which adds nothing there, and the backward's moment is the one layer's
+    buffer as on every stage; cp 1: nothing."""
     from planner import memory as mem
     from planner.plan import resolve
     from planner.schema import Job
@@ -183,8 +184,8 @@ def test_cp_p2p_forward_merge_by_hand():
         return mem.stage_memory_terms(*resolve(job)[:2])
 
     cp2 = stages(cp=2)
-    assert cp2[mem.STAGE_FIRST].recompute_buffer == pytest.approx(150_994_944, rel=1e-12)
-    assert cp2[mem.STAGE_LAST].recompute_buffer == pytest.approx(150_994_944, rel=1e-12)
+    assert cp2[mem.STAGE_FIRST].recompute_buffer == pytest.approx(151_257_088, rel=1e-12)
+    assert cp2[mem.STAGE_LAST].recompute_buffer == pytest.approx(151_257_088, rel=1e-12)
     assert stages(cp=4, gpus=8)[mem.STAGE_FIRST].recompute_buffer == pytest.approx(101_711_872, rel=1e-12)
     assert stages(cp=1, tp=2)[mem.STAGE_FIRST].recompute_buffer == 0.0
 
@@ -201,9 +202,10 @@ def test_cp_p2p_forward_merge_fp8_attention_by_hand():
     cp 2 (T 4,096): 82,176 x 4,096 = 336,592,896 B (bf16 attention: 2 x 12,416 x 4,096 = 101,711,872);
     cp 4 (T 2,048): 119,296 x 2,048 = 244,318,208 B (bf16 attention: 4 x 12,416 x 2,048 = 101,711,872).
     The first stage's recompute buffer is the larger of that moment and the ring's backward [cp4]
-    (test_cp_p2p_backward_*: delayed 96,256 B a token at cp 2, 161,792 at cp 4; bf16 36,864): the
-    backward's 394,264,576 and 331,350,016 B under fp8 attention, 150,994,944 B (cp 2) and the merge's
-    101,711,872 B (cp 4) in bf16. The merge itself: cp_forward_merge_bytes, by hand."""
+    (test_cp_p2p_backward_*: delayed 96,256 B a token at cp 2, 161,792 at cp 4; bf16 36,864) with the
+    second-half softmax-statistics copy beside it [cp5] (64 B a token): the backward's 96,320 x 4,096 =
+    394,526,720 and 161,856 x 2,048 = 331,481,088 B under fp8 attention, 36,928 x 4,096 = 151,257,088 B
+    (cp 2) and the merge's 101,711,872 B (cp 4) in bf16. The merge itself: cp_forward_merge_bytes, by hand."""
     from planner import memory as mem
     from planner.plan import resolve
     from planner.schema import Job
@@ -213,9 +215,9 @@ def test_cp_p2p_forward_merge_fp8_attention_by_hand():
                   recompute="none", precision="fp8", fp8_attention=fa)
         return mem.stage_memory_terms(*resolve(job)[:2])[mem.STAGE_FIRST].recompute_buffer
 
-    assert first(2, True) == pytest.approx(394_264_576, rel=1e-12)
-    assert first(2, False) == pytest.approx(150_994_944, rel=1e-12)
-    assert first(4, True) == pytest.approx(331_350_016, rel=1e-12)
+    assert first(2, True) == pytest.approx(394_526_720, rel=1e-12)
+    assert first(2, False) == pytest.approx(151_257_088, rel=1e-12)
+    assert first(4, True) == pytest.approx(331_481_088, rel=1e-12)
     assert first(4, False) == pytest.approx(101_711_872, rel=1e-12)
     from planner.layers import context, layer_list
     from planner.plan import FP8_RECIPE_CODES, resolve as res
@@ -276,7 +278,8 @@ def test_cp_p2p_backward_bf16_by_hand():
     element), two (2, kv) send / receive buffers (8 B a local K/V element) and the diagonal step's dq_, dk_,
     dv_ (2 + 2 B): 4 B a query element, 10 B a K/V element, whatever cp. Llama 3 8B (32 heads, 8 KV heads,
     d 128), tp 1: 4 x 4,096 + 10 x 2,048 = 36,864 B a local token, at cp 2 (T 4,096) 150,994,944 B and at
-    cp 4 (T 2,048) 75,497,472 B: the first stage's recompute buffer (pp 2, no recompute) at cp 2, where
+    cp 4 (T 2,048) 75,497,472 B; with the second-half softmax-statistics copy beside it [cp5] (64 B a
+    token: 151,257,088 B at cp 2) the first stage's recompute buffer (pp 2, no recompute) at cp 2, where
     the forward merge [cp3] is smaller (101,711,872 B). cp 1: nothing. tp 8: 4 query heads, one KV
     head: 4 x 512 + 10 x 256 = 4,608 B a token."""
     from planner import memory as mem
@@ -288,7 +291,7 @@ def test_cp_p2p_backward_bf16_by_hand():
     assert _cp_bwd_per_token(2, tp=8, gpus=32) == 4_608.0
     first = mem.stage_memory_terms(*resolve(Job(model="llama3-8b", gpus=4, pp=2, cp=2, micro_batch=1, global_batch=8,
                                                 seq_len=8192, recompute="none"))[:2])[mem.STAGE_FIRST]
-    assert first.recompute_buffer == pytest.approx(150_994_944, rel=1e-12)
+    assert first.recompute_buffer == pytest.approx(151_257_088, rel=1e-12)
 
 
 def test_cp_p2p_backward_fp8_recipes_by_hand():
@@ -314,6 +317,49 @@ def test_cp_p2p_backward_only_on_the_ring():
     assert _cp_bwd_per_token(2, cp_comm_type="all_gather") is None
     assert _cp_bwd_per_token(4, cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[2, 2]) == 36_864.0
     assert _cp_bwd_per_token(2, stack="torchtitan", sharding="fsdp") is None
+
+
+# ---- [cp5] the P2P backward's second-half softmax-statistics copy
+def test_cp_backward_lse_half_copy_by_hand():
+    """TE @4329ff84 AttnFuncWithCPAndKVP2P.backward l. 2327-2346: on every CP rank but the last (causal),
+    softmax_lse_ = softmax_lse.view(b, h, 2, -1)[..., 1, :].contiguous(), fp32 over half the local query rows,
+    kept to the end of the backward. One layer, per GPU: b x (a / t) x (s / cp / 2) x 4 B.
+    Llama 3 8B (32 heads), seq 8192, micro-batch 1: tp 1 cp 2: 1 x 32 x 2,048 x 4 = 262,144 B;
+    tp 1 cp 4: 1 x 32 x 1,024 x 4 = 131,072 B; tp 8 cp 2 (4 heads a GPU): 32,768 B; micro-batch 2, tp 2,
+    cp 2 (16 heads): 2 x 16 x 2,048 x 4 = 262,144 B; cp 1: none. a2a+p2p over 2 x 2: the ring of 2 over the
+    head-split, all-to-all'd query (a / (t 2) heads, s / 2 tokens): 1 x 16 x 2,048 x 4 = 131,072 B = the
+    cp 4 figure (the same local tokens x heads)."""
+    from planner import memory as mem
+    from planner.layers import context, layer_list
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def lse(**kw):
+        job = {"model": "llama3-8b", "gpus": 2 * kw.get("cp", 1) * kw.get("tp", 1), "pp": 2, "micro_batch": 1,
+               "global_batch": 8, "seq_len": 8192, "recompute": "none", **kw}
+        settings, plan = resolve(Job(**job))[:2]
+        return float(mem.cp_backward_lse_copy_bytes(layer_list(settings.model).kinds[0], context(plan)))
+
+    assert lse(cp=2) == 262_144.0
+    assert lse(cp=4) == 131_072.0
+    assert lse(cp=2, tp=8) == 32_768.0
+    assert lse(cp=2, tp=2, micro_batch=2, global_batch=16) == 262_144.0
+    assert lse(cp=1) == 0.0
+    # in the ring's backward beside [cp4]'s moment: 36,864 + 64 B a local token at tp 1
+    ring = _cp_bwd_per_token(2)
+    from planner.stacks import cp_backward_moments, stack_of
+    settings, plan = resolve(Job(model="llama3-8b", gpus=4, pp=2, cp=2, micro_batch=1, global_batch=8, seq_len=8192,
+                                 recompute="none"))[:2]
+    ctx = context(plan)
+    both = mem.cp_p2p_backward(settings, plan, stack_of(settings), ctx)(layer_list(settings.model).kinds[0])
+    assert float(both) / float(ctx.T) == ring + 64.0 == 36_928.0
+    assert cp_backward_moments(stack_of(settings), None) is not None
+    # a2a+p2p: the p2p ranks' ring (cp 4 as 2 x 2), 64 B a local token as at cp 4
+    s4, p4 = resolve(Job(model="llama3-8b", gpus=8, pp=2, cp=4, micro_batch=1, global_batch=8, seq_len=8192,
+                         recompute="none", cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[2, 2]))[:2]
+    c4 = context(p4)
+    hier = mem.cp_p2p_backward(s4, p4, stack_of(s4), c4)(layer_list(s4.model).kinds[0])
+    assert float(hier) / float(c4.T) == 36_928.0
 
 
 # ---- [mr] Megatron's lru_cache'd rotary tables

@@ -95,6 +95,9 @@ RANKS = {
     # CPU offload's host bytes, link copies and CPU step (job fields offload_optimizer / offload_param): a leaf that
     # memory, step and explain read
     "planner.offload": 20,
+    # Transformer Engine releases and what TP overlap allocates by release (job field te_version): a leaf that plan and
+    # memory read
+    "planner.te_version": 20,
 }
 
 # Upward calls the code still makes, each with how it goes away. Any other upward call fails

@@ -66,7 +66,8 @@ def check_readback(row: dict, target: str, text: str) -> None:
         # what the format does not hold, as its notes say to pass when reading it back
         for k in ("seq_len", "recompute", "recompute_layers", "tokens", "headroom", "reserve_GiB", "activation_model",
                   "attention", "causal_attention_flops", "calibration", "power_limit_w", "cublas_workspace_config",
-                  "pcie_gbps", "host_memory_gbps", "host_memory_gb"):  # the job's host (plan._apply_host)
+                  "pcie_gbps", "host_memory_gbps", "host_memory_gb",  # the job's host (plan._apply_host)
+                  "te_version"):
             if k in Job.model_fields and plan.get(k) is not None and (target == "deepspeed" or k not in data):
                 data[k] = plan[k]
         if plan.get("power_limit_source") != "job":

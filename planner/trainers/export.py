@@ -65,6 +65,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
+    if plan.get("te_version"):  # the installed Transformer Engine (planner/te_version.py), no setting of any format
+        notes.append(f"te_version {plan['te_version']}: the Transformer Engine release the run installs (its TP-overlap "
+                     "userbuffers and workspaces priced by release); the file cannot hold it")
     if plan.get("fp16") and fmt == "torchtitan":  # priced as bf16; the megatron (--fp16) and deepspeed (fp16.enabled) writers spell it
         raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 and "
                            "DeepSpeed's fp16.enabled are the fp16 spellings it writes)",

@@ -1,0 +1,70 @@
+"""Transformer Engine releases a run used, and what of TP overlap's memory each one allocates
+(job field te_version, stack memory.te_version; memory.py [ub]).
+
+Megatron-LM's --tp-comm-overlap (and NeMo's ub_tp_comm_overlap) calls Transformer Engine's
+initialize_ub with one [seq x micro-batch / cp, hidden] shape. What it allocates changed twice
+between the releases the published records ran (NVIDIA/TransformerEngine, read at every release
+tag from v1.6 to v2.18 and at the stack's pinned 4329ff84 = 2.17.1):
+
+  buffers     transformer_engine/pytorch/module/base.py initialize_ub, the default methods: from
+              v1.6 to v2.6 ring_exchange qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; pipeline
+              proj_fprop, fc2_fprop; bulk qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad: 10 buffers,
+              the 6 of layers_all_gather_overlap uint8 under fp8 (fp8_buf), the 4 reduce-scatter
+              ones in the activation dtype (v1.8 l. 88-103, 163-166: torch.empty(shape, dtype=uint8
+              if use_fp8 and fp8_buf), csrc/comm_gemm_overlap.h l. 160-166, 637-653:
+              register_user_buffer_collective of the sample's bytes; no reduce-scatter ring-exchange
+              among the defaults, so no 2 t - 1 chunks). From v2.7 (077e26c31, 2025-08-09, 'Use
+              userbuffers for MXFP8 wgrad all-gather overlap', #1982) the method "external" adds
+              proj_wgrad and fc2_wgrad to the all-gather layers: 12 buffers, 8 all-gather
+              (@4329ff84 l. 311-334).
+  workspaces  the overlapped GEMMs' cuBLAS workspace, _NUM_MAX_UB_STREAMS = 3 workspaces: up to
+              v2.9 initialize_ub replaces the module's one workspace with it
+              (`_cublas_workspace = get_workspace().repeat(_NUM_MAX_UB_STREAMS)`, v1.8 l. 85,
+              v2.9 l. 280-286: every GEMM then uses that one tensor, the plain workspace freed);
+              from v2.10 (cpp_extensions/gemm.py l. 40-49 get_cublas_workspace(device, ub,
+              grouped_gemm), lru_cache'd; on main since e1edaaec2, 2025-11-17, 'Reduce CPU
+              overheads', #2377; base.py no longer repeats) the overlapped GEMMs' 3 workspaces are a
+              tensor of their own beside the plain one (@4329ff84 gemm.py l. 42-61).
+
+TE_USERBUFFERS holds the three spans: (first release, all-gather buffers, reduce-scatter buffers,
+whether the overlapped GEMMs' workspaces sit beside the plain one). Releases before 1.6 are
+refused (initialize_ub's lists are not read there). Versions compare as (major, minor); a patch
+release changes none of these.
+"""
+
+from __future__ import annotations
+
+from .errors import PlannerError
+
+# (first release, all-gather userbuffers, reduce-scatter userbuffers, overlapped GEMMs' workspaces
+# beside the plain one): module docstring
+TE_USERBUFFERS = (
+    ((1, 6), 6, 4, False),
+    ((2, 7), 8, 4, False),
+    ((2, 10), 8, 4, True),
+)
+TE_OLDEST = TE_USERBUFFERS[0][0]
+
+
+def te_release(version: str) -> tuple[int, int]:
+    """(major, minor) of a MAJOR.MINOR[.PATCH] version string (the schema's pattern)."""
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def te_userbuffers(version: str) -> tuple[int, int, bool]:
+    """(all-gather buffers, reduce-scatter buffers, workspaces beside the plain one) of the
+    Transformer Engine release `version` (TE_USERBUFFERS: the last span it reaches)."""
+    release = te_release(version)
+    if release < TE_OLDEST:
+        raise PlannerError(te_too_old(version), TE_OLDEST_HINT)
+    _, ag, rs, beside = [row for row in TE_USERBUFFERS if release >= row[0]][-1]
+    return ag, rs, beside
+
+
+def te_too_old(version: str) -> str:
+    return (f"te_version {version} is older than Transformer Engine {TE_OLDEST[0]}.{TE_OLDEST[1]}, the oldest release "
+            "whose TP-overlap userbuffers the planner reads (planner/te_version.py)")
+
+
+TE_OLDEST_HINT = "give te_version 1.6 or later, or leave it out (the stack's pinned release)"
