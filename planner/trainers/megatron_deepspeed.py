@@ -161,6 +161,14 @@ BIGSCIENCE_COMMIT = "bigscience-workshop/Megatron-DeepSpeed @8387ae17"
 # BigScience's --position-embedding-type values ([3] arguments.py l. 398-402, PositionEmbeddingType) as Megatron-LM's
 BIGSCIENCE_POSITIONS = {"absolute": "learned_absolute", "rotary": "rope", "alibi": "alibi"}
 MDS_COMMIT = "microsoft/Megatron-DeepSpeed @f4157bea"
+# flags BigScience's fork [3] has and microsoft's [1] has not (none of them in microsoft/Megatron-DeepSpeed @f4157bea
+# megatron/arguments.py, whose parse_args refuses an unknown flag, l. 58-60): a script with one runs the fork, the stack
+# megatron-deepspeed-bigscience (stack_db/megatron-deepspeed-bigscience.yaml, BLOOM's commits)
+BIGSCIENCE_FLAGS = ("--position-embedding-type", "--embed-layernorm", "--sync-tp-duplicated-parameters",
+                    "--pad-vocab-size-to", "--pp-partition-method", "--abort-on-unmet-fused-kernel-constraints",
+                    "--kill-switch-path", "--train-weighted-split-paths-path", "--valid-weighted-split-paths-path",
+                    "--valid-num-workers")
+BIGSCIENCE_STACK = "megatron-deepspeed-bigscience"
 # read with no effect on memory or step time, and why
 MDS_IGNORED = {
     "--deepspeed": "turns DeepSpeed's engine on: the stack megatron-deepspeed",
@@ -755,7 +763,13 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
         job.pop("bytes_per_param")
         assumed.append("bytes_per_param: the stack's (DeepSpeed's engine keeps the gradients; Megatron-LM's gradient "
                        "buffer flags are not read under DeepSpeed)")
-    job["stack"] = "megatron-deepspeed"
+    fork = [f for f in BIGSCIENCE_FLAGS if f in ds or f in flags]
+    job["stack"] = BIGSCIENCE_STACK if fork else "megatron-deepspeed"
+    if fork:
+        assumed.append(f"stack={BIGSCIENCE_STACK}: {', '.join(fork)} {'is' if len(fork) == 1 else 'are'} BigScience's "
+                       f"fork's ({BIGSCIENCE_COMMIT} megatron/arguments.py; none in {MDS_COMMIT} megatron/arguments.py, "
+                       "whose parse_args refuses an unknown flag, l. 58-60): the fork as BLOOM ran it "
+                       "(stack_db/megatron-deepspeed-bigscience.yaml)")
     job.pop("sync_tp_duplicated_parameters", None)
     if "--sync-tp-duplicated-parameters" in ds:  # BigScience's fork [3]: _bigscience's note (step.tp_comm [sy])
         job["sync_tp_duplicated_parameters"] = True
