@@ -41,6 +41,8 @@ def test_the_entry_is_pinned_to_blooms_commits():
     assert r.attention.cores == ["eager"] and r.recompute.granularities == ["none", "full"]
     assert not r.sequence_parallel.supported and {k.kind for k in r.layer_kinds} == {"global"}
     assert s.expert_parallel is None and s.cpu_offload is None
+    # the PipelineEngine always (GPTModelPipe under --deepspeed), which turns overlap_comm off (engine.py l. 1301-1318)
+    assert not s.overlap.dp_comm_overlap_supported
     # the TP sync of BLOOM's script is the fork's option, not microsoft's
     assert r.sync_tp_duplicated_parameters == "--sync-tp-duplicated-parameters"
     assert load_stack("megatron-deepspeed").runs.sync_tp_duplicated_parameters is None
@@ -64,6 +66,8 @@ def test_what_the_fork_does_not_run_is_refused():
         resolve(_job(tp=2, sequence_parallel=True))
     with pytest.raises(PlannerError, match="STACK_LAYER_KIND"):
         resolve(_job(model="mixtral-8x7b", gpus=64, tp=8))
+    with pytest.raises(PlannerError, match="does not overlap DP communication"):
+        resolve(_job(dp_comm_overlap=True))
 
 
 def test_three_optimizer_groups_by_count_at_pp_1():
