@@ -68,13 +68,15 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   optimizer branch (megatron/optimizer/__init__.py l. 115-116) and get_model wraps no DDP (training.py
   l. 406-407); with --DDP-impl other than local or --no-contiguous-buffers-in-local-ddp it is refused,
   as validate_args asserts (arguments.py l. 213-215).
-- BigScience's fork [3] (BLOOM-176B's tr11-176B-ml.slurm): `--position-embedding-type
+- BigScience's fork [3] (BLOOM-176B's tr11-176B-ml.slurm): a script with one of its own flags (BIGSCIENCE_FLAGS, none
+  in [1]'s arguments.py, whose parse_args refuses an unknown flag) is read on the stack megatron-deepspeed-bigscience
+  (the fork and DeepSpeed as BLOOM ran them, stack_db/megatron-deepspeed-bigscience.yaml); `--position-embedding-type
   absolute|rotary|alibi` read as learned / rope / ALiBi (a model without position parameters; the
   bias added through baddbmm's input priced in the eager core, layers/attention.py [12]); `--pad-vocab-size-to N` the vocabulary
   (refused unless divisible by --make-vocab-size-divisible-by and TP, as tokenizer.py l. 72-82);
   `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
   (DeepSpeed's type: partition balances the layers and both tied embeddings, the first (L + 2) mod PP stages
-  one unit more, stack_db megatron-deepspeed pipeline_split front; an end stage of no transformer layer, on
+  one unit more, stack_db megatron-deepspeed-bigscience pipeline_split front; an end stage of no transformer layer, on
   which the fork's pipeline fails, is refused by start-up rule DEEPSPEED_PP_SPLIT_ENDS; any other method refused); `--embed-layernorm` as the model's embedding_norm (model_fields:
   its parameters and kept input on the first stage, memory.py [en]); `--sync-tp-duplicated-parameters`
   as the job's sync_tp_duplicated_parameters (its all-reduces in step.tp_comm [sy]); `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
@@ -442,7 +444,7 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
             L = _int(where, flags, "--num-layers")
             pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
             # DeepSpeed's partition_balanced gives the first (L + 2) mod pp stages one unit more (stack_db
-            # megatron-deepspeed pipeline_split front, priced); an end stage of no transformer layer, on which the
+            # megatron-deepspeed-bigscience pipeline_split front, priced); an end stage of no transformer layer, on which the
             # fork's pipeline fails, is start-up rule DEEPSPEED_PP_SPLIT_ENDS's
             for f in ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"):
                 flags[f] = True
