@@ -106,7 +106,7 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: the stack's selective policy)"),
     FieldOption("sync_tp_duplicated_parameters", "bool", "each forward all-reduces the TP-duplicated parameters (the "
                 "LayerNorms' weights and biases, the row-parallel linears' biases) over the TP group (BigScience "
-                "Megatron-DeepSpeed --sync-tp-duplicated-parameters) (default: off)"),
+                "Megatron-DeepSpeed --sync-tp-duplicated-parameters; stack megatron-deepspeed-bigscience) (default: off)"),
     FieldOption("partition_activations", "bool", "with --recompute full at TP > 1: each TP rank keeps 1/tp of the "
                 "checkpointed layer inputs, all-gathered before the re-run (Megatron-DeepSpeed --partition-activations) "
                 "(default: off)"),

@@ -647,10 +647,14 @@ References
      biases and norms a small share: 13 h a layer with biases and LayerNorms beside its 12 h^2 matrices, 0.1% at h 1,024;
      Llama 3 8B's 266,240 norm weights): an upper bound of 2 B x the second
      group where the first passes the bucket, and 2 B where 6 B would be right for a stage whose whole parameters pass
-     5e8 but whose weight-decay ones do not (a band of the second group's width). Not priced: BigScience's fork
-     (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/optimizer/__init__.py
-     _get_params_for_weight_decay_optimization l. 27-57: the weight-decay parameters cut in two halves by count, three
-     groups; BLOOM's tr11 then flushes each half alone, about half the copy priced here); DeepSpeed MoE's expert groups
+     5e8 but whose weight-decay ones do not (a band of the second group's width). BigScience's fork (stack
+     megatron-deepspeed-bigscience, memory.optimizer_groups decay_halves_by_count: bigscience-workshop/Megatron-DeepSpeed
+     @497aa1bf megatron/optimizer/__init__.py _get_params_for_weight_decay_optimization l. 27-57, the weight-decay
+     tensors cut in two halves by count in module order, three groups) is priced group by group (_decay_halves: the
+     tied embedding first, DeepSpeed's PipelineModule registering tied_modules before the layers, @77b649d16
+     pipe/module.py l. 192-200; then each layer's four matrices; from the stage's layer count in closed form) and the
+     buckets walked in turn (_bucket_copies): BLOOM's tr11 last stage flushes each half alone, its largest copy
+     2 B x 2,286,419,968, +1.50 GB over its peak (4.90 GB read with two groups). Not priced: DeepSpeed MoE's expert groups
      (reduced after the dense ones, _reduce_expert_gradients l. 2588-2609, each bucket of its moe_group_params groups:
      the rule is read on the stage's whole parameters); the buffers' alignment padding (_flatten_dense_tensors_aligned
      l. 267-268 with nccl_start_alignment_factor 2 x dp, runtime/utils.py align_dense_tensors l. 940-951: fewer than 2 dp
@@ -2919,7 +2923,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
     states, allocated, kept = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
-    temps = (temps, _reduce_copy(per, params))  # the BF16_Optimizer's all-reduce after the backward [bo]
+    temps = (temps, _reduce_copy(per, params, end, counts))  # the BF16_Optimizer's all-reduce after the backward [bo]
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
                         holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
     fsdp["zero3_step_grads"], tied_end = step.pop("zero3_step_grads"), step.pop("zero3_tied_end")  # ([z3s], [z3t])
@@ -3015,21 +3019,108 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
             "optimizer_step": opt_step, "zero3_step_grads": np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, "step_grad_copies": copies}
 
 
-def _reduce_copy(per: _PerLayer, params):
+def _reduce_copy(per: _PerLayer, params, end: str = "middle", counts=None):
     """What DeepSpeed's BF16_Optimizer's gradient all-reduce holds beyond the kept tensors at its largest bucket [bo]
     (bytes; 0 where the plan's mode states no allreduce_bucket_params): `params` the stage's parameters a rank, in
-    Megatron-DeepSpeed's two groups, the weight-decay matrices first and the biases and 1-D parameters after, each one
-    flat buffer (grad_accum_bytes an element). allreduce_no_retain gathers whole buffers until their elements pass
-    the bucket: the first buffer alone where it does (its own view flattened, no copy; the second then alone too, a
-    smaller copy), else both, flattened by a torch.cat in the buffer's dtype; allreduce_bucket then casts the flat to
-    the communication dtype (the stack's fsdp.grad_reduce_bytes; no copy where the two are one dtype). The first
-    group's size is read as the stage's parameters (the second's biases and norms a small share of them)."""
+    the model code's optimizer groups (stack memory.optimizer_groups), each one flat buffer (grad_accum_bytes an
+    element). allreduce_no_retain gathers whole buffers until their elements pass the bucket: the first buffer alone
+    where it does (its own view flattened, no copy; the second then alone too, a smaller copy), else both, flattened
+    by a torch.cat in the buffer's dtype; allreduce_bucket then casts the flat to the communication dtype (the stack's
+    fsdp.grad_reduce_bytes; no copy where the two are one dtype). decay_then_no_decay (Megatron-DeepSpeed's two
+    groups): the first group's size read as the stage's parameters (the second's biases and norms a small share of
+    them). decay_halves_by_count (BigScience's fork's three groups): each group's size from the stage's weight-decay
+    tensors in module order (_decay_halves), the buckets run in turn (_bucket_copies)."""
     if not per.reduce_copying:  # stack data: no mode of the stack states the all-reduce's bucket
         return 0.0 * params
     bucket = per.reduce_bucket
     accum, comm = per.reduce_bytes
     cast = np.where(accum != comm, comm, 0.0)
+    halves = (_decay_halves(per, params, end, counts)
+              if stack_of(per.settings).memory.optimizer_groups == "decay_halves_by_count" else None)  # stack data
+    if halves is not None:
+        return np.where(bucket > 0, _bucket_copies(halves, bucket, accum, cast), 0.0)
     return np.where(bucket > 0, params * np.where(params > bucket, cast, accum + cast), 0.0)
+
+
+def _decay_tensors(kind: LayerKind):
+    """The weight-decay tensors of one layer of `kind`, elements before the TP split, in the model code's module order
+    (BigScience's ParallelTransformerLayer: query_key_value, dense, then dense_h_to_4h, dense_4h_to_h; the biases and
+    the LayerNorms are the no-decay group's), or None for a kind the fork does not build (its stack refuses it:
+    runs.layer_kinds)."""
+    from .layers.attention import Attention
+    from .layers.mlp import DenseMLP, NoBlock
+
+    mx, mlp = kind.mixer, kind.mlp
+    if not isinstance(mx, Attention) or not isinstance(mlp, (DenseMLP, NoBlock)):
+        return None
+    g = 2 if mx.gate else 1
+    out = [float((g * mx.a + 2 * mx.k) * mx.d * mx.h), float(mx.a * mx.d * mx.h)]
+    if isinstance(mlp, DenseMLP):
+        out += [float(mlp.f1 * mlp.h), float(mlp.f * mlp.h)]
+    return out
+
+
+def _decay_halves(per: _PerLayer, params, end: str, counts):
+    """[bo] The three optimizer groups of BigScience's Megatron-DeepSpeed fork on a stage, elements a rank: its
+    _get_params_for_weight_decay_optimization (bigscience-workshop/Megatron-DeepSpeed @497aa1bf megatron/optimizer/
+    __init__.py l. 27-57) walks module.modules() and puts every LayerNorm's parameters and every bias in the no-decay
+    group and the rest in a list it cuts in two by count, first_half = params[:count // 2]: (first half, second half,
+    no decay). The order is DeepSpeed's PipelineModule's (microsoft/DeepSpeed @77b649d16 deepspeed/runtime/pipe/
+    module.py l. 192-200: tied_modules registered before _build adds the stage's layers), so on a stage holding the
+    tied embedding (the first, the last, a single stage) its word embedding (vocab-parallel, /tp) and a learned
+    position table (whole) come first, then each layer's matrices (_decay_tensors, /tp); an untied output layer
+    last. From the stage's layer count in closed form (never layer by layer): N = F + k n tensors, m = N // 2, the
+    first half the prefix of m. None where the stage holds several layer kinds or one the fork does not build (the
+    two-group reading then)."""
+    pc, plan, model = per.pc, per.plan, per.settings.model
+    if counts is None or len(pc.layers.kinds) != 1:
+        return None
+    lay = _decay_tensors(pc.layers.kinds[0])
+    if lay is None:
+        return None
+    tp = plan.tp.astype(np.float64)
+    single = plan.pp == 1
+    n = np.asarray(counts[0], dtype=np.float64) * np.ones(np.shape(params))
+    # the embedding's module: the first stage's, and the last's where tied (the fork ties always, gpt_model.py l. 225-232,
+    # 279-287; an untied model's output layer is read as params_of reads it, the last stage's last tensor)
+    tied_here = ((end == "first") or (end == "last" and model.tied_embeddings)) | single
+    # the tied EmbeddingPipe whole: the word embedding, then a learned position table (built on the last stage too,
+    # which params_of does not count there: the no-decay group, params less these, then floored at 0)
+    emb = [model.vocab_size * model.hidden_size / tp] + ([float(pc.position) * np.ones(np.shape(tp))] if pc.position else [])
+    untied_out = (end == "last") | single if not model.tied_embeddings else np.zeros(np.shape(single), dtype=bool)
+    n_front = np.where(tied_here, float(len(emb)), 0.0)
+    front = [np.where(tied_here, e, 0.0) for e in emb]
+    back = np.where(untied_out, (pc.output or 0) / tp, 0.0)
+    k = float(len(lay))
+    lay_t = [x / tp for x in lay]
+    lay_sum = sum(lay_t, np.float64(0.0) * tp)
+    total = sum(front, np.float64(0.0) * tp) + n * lay_sum + back
+    m = np.floor((n_front + k * n + np.where(untied_out, 1.0, 0.0)) / 2.0)
+    # the prefix of m tensors: within the front, within the layers (whole layers, then the first j of the next), or
+    # reaching into the back (an untied output layer: the second half then holds it alone, or nothing)
+    pre_front = np.zeros(np.shape(total))
+    for i, e in enumerate(front):
+        pre_front = pre_front + np.where(m > i, e, 0.0)
+    r = np.clip(m - n_front, 0.0, k * n)
+    whole, j = np.floor(r / k), r - k * np.floor(r / k)
+    part = sum((np.where(j > i, x, 0.0) for i, x in enumerate(lay_t)), np.float64(0.0) * tp)
+    first = pre_front + whole * lay_sum + part + np.where(m > n_front + k * n, back, 0.0)
+    return first, total - first, np.maximum(params - total, 0.0)
+
+
+def _bucket_copies(groups, bucket, accum, cast):
+    """[bo] The largest copy DeepSpeed's allreduce_no_retain makes over `groups` (the buffers' elements, in order):
+    buffers gathered until their elements pass `bucket`, then flushed; a bucket of one buffer flattens to its own
+    view (only the cast copy, `cast` bytes an element), of several a torch.cat in the buffer's dtype (`accum`) and
+    its cast; the last, partial bucket flushed at the end."""
+    pending, cnt, peak = 0.0 * groups[0], 0.0 * groups[0], 0.0 * groups[0]
+    for g in groups:
+        pending, cnt = pending + g, cnt + 1.0
+        full = pending > bucket
+        cost = pending * np.where(cnt > 1.0, accum + cast, cast)
+        peak = np.where(full, np.maximum(peak, cost), peak)
+        pending, cnt = np.where(full, 0.0, pending), np.where(full, 0.0, cnt)
+    return np.maximum(peak, pending * np.where(cnt > 1.0, accum + cast, cast))
 
 
 def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict) -> dict:

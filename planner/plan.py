@@ -1093,7 +1093,7 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.sync_tp_duplicated_parameters and (stack.runs is None or stack.runs.sync_tp_duplicated_parameters is None):
         raise PlannerError(f"{where}sync_tp_duplicated_parameters is set but stack {stack.name} does not all-reduce the "
                            "TP-duplicated parameters in the forward (stack_db runs.sync_tp_duplicated_parameters)",
-                           "leave it out, or choose --stack megatron-deepspeed")
+                           "leave it out, or choose --stack megatron-deepspeed-bigscience")
     if job.partition_activations and (stack.runs is None or stack.runs.partition_activations is None):
         raise PlannerError(f"{where}partition_activations is set but stack {stack.name} does not split the checkpointed "
                            "layer inputs over the TP ranks (stack_db runs.partition_activations)",
@@ -1521,8 +1521,10 @@ def stack_for_settings(job: Job, stack, where: str = ""):
         why.append((m, msg, hint))
     if not why:
         return stack
-    if job.sharding_mode is None and "sharding" in job.model_fields_set and not any(m.level == job.sharding for m in keep):
-        _, msg, hint = next(w for w in why if w[0].level == job.sharding)
+    refused = [w for w in why if w[0].level == job.sharding]  # (none where the stack has no mode of that level: its
+    # own refusal, "stack X has no such mode", follows; megatron-deepspeed-bigscience has no zero2)
+    if job.sharding_mode is None and "sharding" in job.model_fields_set and not any(m.level == job.sharding for m in keep) and refused:
+        _, msg, hint = refused[0]
         raise PlannerError(f"{where}sharding {job.sharding}: {msg}", hint)
     return stack.model_copy(update={"runs": runs.model_copy(update={
         "sharding": keep, "sources": [f"{msg} (left out of the search)" for _, msg, _ in why] + list(runs.sources)})})

@@ -1654,6 +1654,15 @@ class MemoryReporting(BaseModel):
                     "The step is a moment of its own, after the backward (memory.py [opt])")
     optimizer_default: Optional[OptimizerImpl] = Field(
         default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    optimizer_groups: Literal["decay_then_no_decay", "decay_halves_by_count"] = Field(
+        default="decay_then_no_decay",
+        description="the optimizer parameter groups the model code hands the optimizer, in order (what DeepSpeed's "
+                    "BF16_Optimizer flattens one buffer a group and all-reduces bucket by bucket, memory.py [bo]): "
+                    "decay_then_no_decay, the weight-decay matrices then the biases and norms (Megatron-DeepSpeed's "
+                    "get_param_groups; the first group read as the stage's whole parameters); decay_halves_by_count, "
+                    "the weight-decay matrices cut into two halves by tensor count in module order, then the biases "
+                    "and norms (BigScience's fork, _get_params_for_weight_decay_optimization: three groups, each half "
+                    "priced exactly)")
     expands_kv_heads: bool = Field(
         default=False,
         description="the model code expands K and V from the KV heads to the query heads before the attention kernel "

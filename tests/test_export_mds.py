@@ -154,8 +154,13 @@ def test_partition_activations_with_full_recompute():
 
 def test_refused_what_the_fork_cannot_run():
     row = _row(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", global_batch=64, micro_batch=1, seq_len=4096)
-    with pytest.raises(PlannerError, match="--sync-tp-duplicated-parameters is BigScience's"):
+    # the TP sync is BigScience's fork's option (stack megatron-deepspeed-bigscience), not microsoft's: the plan breaks
+    # the megatron-deepspeed stack's rule before the writer sees it
+    with pytest.raises(PlannerError, match="sync_tp_duplicated_parameters is set but stack megatron-deepspeed does not"):
         export_plan({**row["plan"], "sync_tp_duplicated_parameters": True}, "megatron-deepspeed")
+    # a plan priced on BigScience's fork: the writer writes microsoft's fork's script, so it is refused
+    with pytest.raises(PlannerError, match="priced on stack megatron-deepspeed-bigscience .*another release of the trainer"):
+        export_plan({**row["plan"], "stack": "megatron-deepspeed-bigscience"}, "megatron-deepspeed")
     with pytest.raises(PlannerError, match="not megatron-deepspeed"):  # a Megatron-LM plan
         export_plan(to_json(*_resolve_eval(Job(model="llama3-8b", gpus=8)))["plan"], "megatron-deepspeed")
 

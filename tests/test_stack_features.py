@@ -29,6 +29,8 @@ HAS = {
     "megatron": (True, ("none", "selective", "full"), ("flash", "eager"), ("bf16", "fp16")),
     "megatron-deepspeed": (True, ("none", "selective", "full"), ("flash", "eager"), ("bf16", "fp16")),
     S21: (False, ("none", "full"), ("eager",), ("fp16",)),
+    # BigScience's fork @497aa1bf: no --sequence-parallel, --checkpoint-activations only, no flash flag, --fp16/--bf16
+    "megatron-deepspeed-bigscience": (False, ("none", "full"), ("eager",), ("bf16", "fp16")),
     "torchtitan": (True, ("none", "selective", "full"), None, ("bf16",)),
     "torchtitan-0.3": (True, ("none", "selective", "full"), None, ("bf16",)),
     # DeepSeek-V3 (arXiv:2412.19437): the selective policy of sec. 3.2.3 only, bf16 (sec. 3.3); SP and the attention
@@ -79,8 +81,11 @@ def test_each_stack_says_what_its_code_has():
     assert (st.defaults.attention, st.defaults.fp16) == ("eager", True)
     # Megatron-DeepSpeed @f4157bea runs CoreAttention unless a --use-flash-attn* flag is given (transformer.py l. 606-611)
     assert (load_stack(MDS).defaults.attention, load_stack(MDS).defaults.fp16) == ("eager", False)
+    # BigScience's fork has the eager core only (no flash flag at @497aa1bf): eager, bf16 by default
+    assert (load_stack("megatron-deepspeed-bigscience").defaults.attention,
+            load_stack("megatron-deepspeed-bigscience").defaults.fp16) == ("eager", False)
     assert all((load_stack(n).defaults.attention, load_stack(n).defaults.fp16) == ("flash", False)
-               for n in HAS if n not in (S21, MDS))
+               for n in HAS if n not in (S21, MDS, "megatron-deepspeed-bigscience"))
 
 
 def test_each_filled_field_names_its_source():

@@ -19,6 +19,7 @@ BUILT = {
     "torchtitan-0.3": {"global", "sliding", "mla", "gated_deltanet", "output_gate", "moe"},
     "megatron-deepspeed": {"global", "moe"},
     "megatron-deepspeed-2021": {"global"},  # DeepSpeed a12aaedc has no deepspeed/moe
+    "megatron-deepspeed-bigscience": {"global"},  # BigScience's fork @497aa1bf has no --num-experts
     "llm-foundry": {"global", "sliding", "moe"},
     "litgpt-benchmark": {"global", "sliding", "moe"},
     "llama3-meta": {"global"},

@@ -33,7 +33,8 @@ MPT_FORMS = {"learned_positions", "linear_bias", "layernorm", "plain_mlp"}
 # the stacks whose code builds every one of those forms: Megatron-LM (learned_absolute, hidden_dropout,
 # add_bias_linear, LayerNorm, gated_linear_unit false), Megatron-DeepSpeed (the same Megatron-LM 2021 model code),
 # llm-foundry (MPTConfig learned_pos_emb, *_pdrop, no_bias false, low_precision_layernorm, ffn_type mptmlp)
-GPT_STACKS = {"llm-foundry", "megatron", "megatron-deepspeed", "megatron-deepspeed-2021"}  # -2021: the same model code
+GPT_STACKS = {"llm-foundry", "megatron", "megatron-deepspeed", "megatron-deepspeed-2021",  # -2021: the same model code
+              "megatron-deepspeed-bigscience"}  # BigScience's fork @497aa1bf: absolute positions, dropout, biases, LayerNorm, GeLU
 
 # catalog model -> the stacks whose code builds every layer of it, read by hand from the stack entries' sources
 BUILT_ON = {
@@ -112,7 +113,8 @@ def test_refusal_names_the_form_and_the_stacks_code():
             "stack torchtitan's code does not build") in msg
     assert "gpt3-175b's layers have LayerNorm (not RMSNorm) (layernorm)" in msg and "nn.RMSNorm" in msg
     assert e.value.hint == ("choose a stack that builds every layer of gpt3-175b: llm-foundry, megatron, "
-                            "megatron-deepspeed, megatron-deepspeed-2021 (--stack), or another model")
+                            "megatron-deepspeed, megatron-deepspeed-2021, megatron-deepspeed-bigscience (--stack), or "
+                            "another model")
 
 
 def test_every_hint_names_only_stacks_that_build_the_model():

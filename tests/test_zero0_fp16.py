@@ -42,7 +42,9 @@ def test_the_stack_marks_zero0_fp16_only():
 
     others = [(st, m.name, y.setting) for st in list_stacks() for m in load_stack(st).runs.sharding
               for y in m.job_settings if y.unset != "switch"]
-    assert others == [("megatron-deepspeed", "zero0", "fp16"), ("megatron-deepspeed-2021", "zero0", "fp16")]
+    # BigScience's fork (DeepSpeed 77b649d16): bf16 runs at stage 0 only, so its zero1 is fp16's too
+    assert others == [("megatron-deepspeed", "zero0", "fp16"), ("megatron-deepspeed-2021", "zero0", "fp16"),
+                      ("megatron-deepspeed-bigscience", "zero0", "fp16"), ("megatron-deepspeed-bigscience", "zero1", "fp16")]
 
 
 def test_fp16_may_be_fixed_below_fsdp_other_settings_may_not():

@@ -473,7 +473,7 @@ def register(app: typer.Typer) -> None:
         schedule: Optional[str] = typer.Option(None, "--schedule", help="1f1b|interleaved|gpipe|zb-h1|dualpipe (default: interleaved if vpp>1, else the stack's first schedule: 1f1b, dualpipe on deepseek)"),
         bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 | bf16-moments (14 B, DeepSeek-V3) (default: the stack's)"),
         activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch (shape-aware) | korthikanti (34 sbh, the seed's) (default: arch)"),
-        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: the stack's defaults.attention, what its code runs without an option: flash; eager on megatron-deepspeed, megatron-deepspeed-2021)"),
+        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: the stack's defaults.attention, what its code runs without an option: flash; eager on megatron-deepspeed, megatron-deepspeed-2021, megatron-deepspeed-bigscience)"),
         causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal (default: non-causal, PaLM)"),
         headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free (default: 0.10)"),
         reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU (default: 1.0)"),

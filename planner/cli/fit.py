@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8|nvfp4 (default: bf16; nvfp4 needs FP4 tensor cores: Blackwell)"),
         bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 | bf16-moments (14 B, DeepSeek-V3) (default: the stack's)"),
         activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch | korthikanti (default: arch)"),
-        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: the stack's fastest core, the first of its runs.attention cores: flash; else defaults.attention: eager on megatron-deepspeed-2021)"),
+        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: the stack's fastest core, the first of its runs.attention cores: flash; else defaults.attention: eager on megatron-deepspeed-2021, megatron-deepspeed-bigscience)"),
         causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal (default: non-causal, PaLM)"),
         headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free (default: 0.10)"),
         reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU (default: 1.0)"),

@@ -68,13 +68,15 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   optimizer branch (megatron/optimizer/__init__.py l. 115-116) and get_model wraps no DDP (training.py
   l. 406-407); with --DDP-impl other than local or --no-contiguous-buffers-in-local-ddp it is refused,
   as validate_args asserts (arguments.py l. 213-215).
-- BigScience's fork [3] (BLOOM-176B's tr11-176B-ml.slurm): `--position-embedding-type
+- BigScience's fork [3] (BLOOM-176B's tr11-176B-ml.slurm): a script with one of its own flags (BIGSCIENCE_FLAGS, none
+  in [1]'s arguments.py, whose parse_args refuses an unknown flag) is read on the stack megatron-deepspeed-bigscience
+  (the fork and DeepSpeed as BLOOM ran them, stack_db/megatron-deepspeed-bigscience.yaml); `--position-embedding-type
   absolute|rotary|alibi` read as learned / rope / ALiBi (a model without position parameters; the
   bias added through baddbmm's input priced in the eager core, layers/attention.py [12]); `--pad-vocab-size-to N` the vocabulary
   (refused unless divisible by --make-vocab-size-divisible-by and TP, as tokenizer.py l. 72-82);
   `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
   (DeepSpeed's type: partition balances the layers and both tied embeddings, the first (L + 2) mod PP stages
-  one unit more, stack_db megatron-deepspeed pipeline_split front; an end stage of no transformer layer, on
+  one unit more, stack_db megatron-deepspeed-bigscience pipeline_split front; an end stage of no transformer layer, on
   which the fork's pipeline fails, is refused by start-up rule DEEPSPEED_PP_SPLIT_ENDS; any other method refused); `--embed-layernorm` as the model's embedding_norm (model_fields:
   its parameters and kept input on the first stage, memory.py [en]); `--sync-tp-duplicated-parameters`
   as the job's sync_tp_duplicated_parameters (its all-reduces in step.tp_comm [sy]); `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
@@ -161,6 +163,14 @@ BIGSCIENCE_COMMIT = "bigscience-workshop/Megatron-DeepSpeed @8387ae17"
 # BigScience's --position-embedding-type values ([3] arguments.py l. 398-402, PositionEmbeddingType) as Megatron-LM's
 BIGSCIENCE_POSITIONS = {"absolute": "learned_absolute", "rotary": "rope", "alibi": "alibi"}
 MDS_COMMIT = "microsoft/Megatron-DeepSpeed @f4157bea"
+# flags BigScience's fork [3] has and microsoft's [1] has not (none of them in microsoft/Megatron-DeepSpeed @f4157bea
+# megatron/arguments.py, whose parse_args refuses an unknown flag, l. 58-60): a script with one runs the fork, the stack
+# megatron-deepspeed-bigscience (stack_db/megatron-deepspeed-bigscience.yaml, BLOOM's commits)
+BIGSCIENCE_FLAGS = ("--position-embedding-type", "--embed-layernorm", "--sync-tp-duplicated-parameters",
+                    "--pad-vocab-size-to", "--pp-partition-method", "--abort-on-unmet-fused-kernel-constraints",
+                    "--kill-switch-path", "--train-weighted-split-paths-path", "--valid-weighted-split-paths-path",
+                    "--valid-num-workers")
+BIGSCIENCE_STACK = "megatron-deepspeed-bigscience"
 # read with no effect on memory or step time, and why
 MDS_IGNORED = {
     "--deepspeed": "turns DeepSpeed's engine on: the stack megatron-deepspeed",
@@ -434,7 +444,7 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
             L = _int(where, flags, "--num-layers")
             pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
             # DeepSpeed's partition_balanced gives the first (L + 2) mod pp stages one unit more (stack_db
-            # megatron-deepspeed pipeline_split front, priced); an end stage of no transformer layer, on which the
+            # megatron-deepspeed-bigscience pipeline_split front, priced); an end stage of no transformer layer, on which the
             # fork's pipeline fails, is start-up rule DEEPSPEED_PP_SPLIT_ENDS's
             for f in ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"):
                 flags[f] = True
@@ -755,7 +765,13 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
         job.pop("bytes_per_param")
         assumed.append("bytes_per_param: the stack's (DeepSpeed's engine keeps the gradients; Megatron-LM's gradient "
                        "buffer flags are not read under DeepSpeed)")
-    job["stack"] = "megatron-deepspeed"
+    fork = [f for f in BIGSCIENCE_FLAGS if f in ds or f in flags]
+    job["stack"] = BIGSCIENCE_STACK if fork else "megatron-deepspeed"
+    if fork:
+        assumed.append(f"stack={BIGSCIENCE_STACK}: {', '.join(fork)} {'is' if len(fork) == 1 else 'are'} BigScience's "
+                       f"fork's ({BIGSCIENCE_COMMIT} megatron/arguments.py; none in {MDS_COMMIT} megatron/arguments.py, "
+                       "whose parse_args refuses an unknown flag, l. 58-60): the fork as BLOOM ran it "
+                       "(stack_db/megatron-deepspeed-bigscience.yaml)")
     job.pop("sync_tp_duplicated_parameters", None)
     if "--sync-tp-duplicated-parameters" in ds:  # BigScience's fork [3]: _bigscience's note (step.tp_comm [sy])
         job["sync_tp_duplicated_parameters"] = True
