@@ -194,20 +194,28 @@ def test_refusals(tmp_path):
 
 
 def test_an_uneven_embedding_split_is_priced_as_deepspeed_places_it(tmp_path):
-    """71 layers + 2 embeddings over 12 stages (refused before mdsexport2): DeepSpeed @38327e07's partition_balanced
-    over the 73 units gives the first 73 mod 12 = 1 stage 7 and the others 6 (tests/test_export_mds.py copies the
-    function), the first stage's 7 the embedding and 6 layers, the last's 6 the output layer and 5: stack
-    megatron-deepspeed pipeline_split front prices (first, middle, last) = (6, 6, 5)."""
+    """71 layers + 2 embeddings over 12 stages. On the fork the script names (stack megatron-deepspeed-bigscience,
+    DeepSpeed 77b649d16, whose partition_balanced is a12aaedc's: pipeline_split bisection, planner/pipeline.py [11])
+    the stages fill from the first to ceil(73 / 12) = 7 units: 7 x 10 + 3 + 0, the last stage empty, which the
+    fork's pipeline cannot run (gpt_model.py l. 308-309): refused, rule DEEPSPEED_PP_SPLIT_ENDS. With
+    `stack: megatron-deepspeed` (DeepSpeed @38327e07's partition_balanced over the 73 units: the first 73 mod 12 = 1
+    stage 7 and the others 6, tests/test_export_mds.py copies the function; the first stage's 7 the embedding and
+    6 layers, the last's 6 the output layer and 5) pipeline_split front prices (first, middle, last) = (6, 6, 5)."""
     from planner.pipeline import stage_layers
     from planner.plan import resolve
 
     p = _variant(tmp_path, "NLAYERS=70", "NLAYERS=71")
     job = _cfg(p).job
     assert job["account_for_embedding_in_pipeline_split"] and job["account_for_loss_in_pipeline_split"]
-    _, plan, _ = resolve(Job(**job))
-    assert int(plan.split_front) == 1
-    got = stage_layers(71, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front)
-    assert tuple(int(x) for x in got) == (6, 6, 5)
+    assert job["stack"] == "megatron-deepspeed-bigscience"
+    with pytest.raises(PlannerError, match=r"DEEPSPEED_PP_SPLIT_ENDS.*3, 3, 3, 0|3, 3, 3, 0.*DEEPSPEED_PP_SPLIT_ENDS"):
+        resolve(Job(**job))
+    # the same units under each split, stage_layers (transformer layers a stage: the embedding and the output
+    # layer each take a unit on the end stages): bisection (code 2) 7 - 1, 7, ..., 3 - 1 on stage 11 and none on
+    # the last; front (code 1) the (6, 6, 5) DeepSpeed @38327e07 places
+    assert tuple(int(x) for x in stage_layers(71, 12, 1, 1, 1, 1)) == (6, 6, 5)
+    first, middle, last = (int(x) for x in stage_layers(71, 12, 1, 1, 1, 2))
+    assert (first, middle) == (6, 7) and last < 1  # the last stage holds the output layer's unit only, or none
 
 
 def test_bigscience_position_spellings(tmp_path):
