@@ -2014,15 +2014,17 @@ def _pipe_partitioned(job: Job, model: ModelSpec, stack, where: str = "") -> boo
         return default
     fix = "set pipe_partitioned: false, or drop it"
     if not job.pipe_partitioned and default and not stack.pipeline_send_partitioned_switch:
+        sends = ("1 / tp of the activations and the gradient whole" if not stack.pipeline_send_partitioned_grads
+                 else "1 / tp of the activations and of the gradient")
         raise PlannerError(f"{where}pipe_partitioned false on stack {stack.name}: its pipeline runtime partitions the "
-                           "stage outputs wherever the grid has TP and reads no setting that turns it off (microsoft/"
-                           "DeepSpeed a12aaedc deepspeed/runtime/pipe/engine.py l. 112: is_pipe_partitioned = "
+                           "stage outputs wherever the grid has TP and reads no setting that turns it off (stack "
+                           "pipeline_send_partitioned_switch false, cited in the stack file: DeepSpeed before c2074b341, "
+                           "2023-11, e.g. a12aaedc deepspeed/runtime/pipe/engine.py l. 112: is_pipe_partitioned = "
                            "is_model_parallel; its get_pipeline_config, runtime/config.py l. 373-384, keeps a JSON "
-                           "pipeline.pipe_partitioned that nothing reads; the keys came with c2074b341, 2023-11: stack "
-                           "pipeline_send_partitioned_switch false)",
+                           "pipeline.pipe_partitioned that nothing reads)",
                            "drop pipe_partitioned, or from a script the JSON's pipeline.pipe_partitioned / "
-                           "grad_partitioned, which a12aaedc does not read (its engine sends 1 / tp of the activations "
-                           "and the gradient whole: step.py [25]); or price it on --stack megatron-deepspeed")
+                           f"grad_partitioned, which that DeepSpeed does not read (its engine sends {sends}: step.py "
+                           "[25]); or price it on --stack megatron-deepspeed")
     if job.pipe_partitioned and not default:
         raise PlannerError(f"{where}pipe_partitioned is set but stack {stack.name}'s pipeline runtime has no partitioned "
                            "pipe tensors (DeepSpeed's PipelineEngine only: stack pipeline_send_partitioned_default)",

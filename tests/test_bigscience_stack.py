@@ -149,3 +149,20 @@ def test_an_untied_output_layer_comes_last():
     per = SimpleNamespace(pc=pc, plan=plan, settings=settings)
     g1, g2, _ = memory._decay_halves(per, np.array([16.0 * layer + v * h]), "last", np.array([[16.0]]))
     assert (float(g1[0]), float(g2[0])) == (8 * layer, 8 * layer + v * h) == (1_744_830_464, 2_270_167_040)
+
+
+def test_pipe_partitioned_false_is_refused_on_the_fork(tmp_path):
+    """DeepSpeed 77b649d16's pipe engine partitions the activations and the gradient wherever the grid has TP and
+    reads no JSON key for it (engine.py l. 131-132; the keys came with c2074b341): stack
+    pipeline_send_partitioned_switch false, so a job's pipe_partitioned false exits 2 naming what the engine sends."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    p = tmp_path / "job.yaml"
+    p.write_text("stack: megatron-deepspeed-bigscience\nmodel: llama3-8b\ngpus: 16\ntp: 2\npp: 2\nglobal_batch: 32\n"
+                 "micro_batch: 1\nseq_len: 2048\npipe_partitioned: false\n")
+    r = CliRunner().invoke(app, ["explain", str(p)])
+    assert r.exit_code == 2
+    assert "pipeline_send_partitioned_switch false" in r.output
+    assert "1 / tp of the activations and of the gradient" in r.output
