@@ -1063,6 +1063,10 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
             + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers)"
                if stack is not None and stack.pipeline_ends_as_layers else
                "(Megatron-Core --pipeline-model-parallel-layout)" if n_loss > 1 else
+               f"(stack {stack.name}'s split, stack_db pipeline_split "
+               f"{ {v: k for k, v in SPLIT_CODES.items()}[int(plan.split_front)] }, over the embedding and the output "
+               "layer as a unit each: DeepSpeed's partition_method 'type:transformer|embedding')"
+               if stack is not None and int(plan.split_front) != SPLIT_CODES["trim_ends"] else
                "(Megatron-Core account_for_*_in_pipeline_split)")
         )
     elif model.num_layers % (job.pp * job.vpp):
