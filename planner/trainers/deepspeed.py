@@ -496,7 +496,7 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
             "@38327e07 _do_optimizer_sanity_check l. 1300-1350): bf16 weights and gradients whole, an fp32 gradient "
             "accumulation buffer over the whole model (4 B a parameter, bf16_optimizer.py l. 162), the fp32 master and "
             "Adam states partitioned over the data-parallel ranks (l. 156, 196); the gradients all-reduced, the "
-            "updated weights all-gathered (stack_db megatron-deepspeed runs.sharding bf16_optimizer)")
+            "updated weights all-gathered (runs.sharding bf16_optimizer of the megatron-deepspeed stacks: stack_db megatron-deepspeed, megatron-deepspeed-bigscience)")
     elif path == "bf16_optimizer":
         # bf16 accumulating in bf16 at stage 0 (DeepSpeed builds it under its pipeline engine only, l. 1333-1343):
         # the BF16_Optimizer with a 2 B buffer, priced as the mode's 4 B one (the mode's states and traffic as it runs)
