@@ -216,3 +216,23 @@ def test_a_flag_beats_the_entry_with_a_note(cli, tmp_path):
     assert "pcie_gbps 32 replaces hardware h100-sxm's pcie_GBps 64 (the job's host)" in res["warnings"]
     same = _explain(cli, tmp_path, DS2, "--pcie-gbps", "64", name="same.yaml")
     assert not [w for w in same["warnings"] if "replaces hardware" in w]
+
+
+@pytest.mark.parametrize("text, needle", [
+    # DeepSpeed's timer writes "%.2f" of a float: nan and inf were passed over as no line (the regexes read digits
+    # only) and the file refused as empty, or its other lines calibrated without them; now each is refused by line
+    ("[Rank 0] time (ms) | optimizer_allgather: 1.00 | optimizer_gradients: 1.00 | optimizer_step: 700.00\n"
+     "[Rank 0] time (ms) | optimizer_allgather: 1.00 | optimizer_gradients: 1.00 | optimizer_step: nan\n"
+     "[Rank 0] time (ms) | optimizer_allgather: 1.00 | optimizer_gradients: 1.00 | optimizer_step: 710.00\n",
+     "log.txt:2: optimizer_step nan ms"),
+    ("[Rank 0] time (ms) | optimizer_allgather: 1.00 | optimizer_gradients: 1.00 | optimizer_step: inf\n",
+     "log.txt:1: optimizer_step inf ms"),
+    ("Elapsed Time is  0.91\nElapsed Time is  nan\n", "log.txt:2: the step time 'nan'"),
+    ("Step time: torch_time=5.1 ds_time=inf\n", "log.txt:1: the step time 'inf'"),
+])
+def test_non_finite_timings_refused_by_line(cli, tmp_path, text, needle):
+    f = tmp_path / "log.txt"
+    f.write_text(text)
+    assert_one_error(cli("calibrate", "host-adam", str(f), "--params", "1e9", "--processes", "8", "--hardware",
+                         "h100-sxm", "-o", str(tmp_path / "p.yaml")), needle)
+    assert not (tmp_path / "p.yaml").exists()
