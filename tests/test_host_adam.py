@@ -76,8 +76,9 @@ def test_round_trip_into_explain(cli, tmp_path):
     assert cal["time"]["step_s"] - plain["time"]["step_s"] == pytest.approx(
         adam - plain["time"]["offload_cpu_adam_s"], rel=1e-9)
     assert cal["memory"] == {**plain["memory"], "host": {**plain["memory"]["host"], "adam_efficiency": LOG_EFF,
+                                                        "adam_efficiency_calibrated": True,
                                                         "adam_efficiency_source": cal["memory"]["host"]["adam_efficiency_source"]}}
-    assert plain["memory"]["host"]["adam_efficiency"] == 0.5
+    assert plain["memory"]["host"]["adam_efficiency"] == 0.5 and plain["memory"]["host"]["adam_efficiency_calibrated"] is False
     assert plain["memory"]["host"]["adam_efficiency_source"] == "assumed: offload.HOST_MEMORY_EFFICIENCY"
     assert cal["memory"]["host"]["adam_efficiency_source"].startswith(f"profile {out}: host_adam 0.6168 measured")
     assert cal["calibration"]["host_adam"] == {"efficiency": LOG_EFF, "hardware": "h100-sxm", "applied": True}
