@@ -237,3 +237,18 @@ def test_non_finite_timings_refused_by_line(cli, tmp_path, text, needle):
     assert_one_error(cli("calibrate", "host-adam", str(f), "--params", "1e9", "--processes", "8", "--hardware",
                          "h100-sxm", "-o", str(tmp_path / "p.yaml")), needle)
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_export_notes_the_jobs_host(cli):
+    """The job's host fields are no setting of any trainer file: export says so, one note each, as it does for
+    te_version and cublas_workspace_config (review6: they were left out of the file without a word)."""
+    r = cli("export", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-deepspeed", "--sharding", "zero2",
+            "--offload-optimizer", "cpu", "--pcie-gbps", "32", "--host-memory-gbps", "400", "--host-memory-gb", "1000",
+            "--format", "deepspeed")
+    assert r.exit_code == 0, r.stderr
+    for note in ("pcie_gbps 32: the servers' host (priced in place of hardware pcie_GBps); the file cannot hold it",
+                 "host_memory_gbps 400: the servers' host (priced in place of hardware host_memory_GBps)",
+                 "host_memory_gb 1000: the servers' host (priced in place of hardware host_memory_GB)"):
+        assert note in r.stderr
+    r = cli("export", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-deepspeed", "--format", "deepspeed")
+    assert r.exit_code == 0 and "the servers' host" not in r.stderr
