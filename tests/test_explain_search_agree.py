@@ -21,8 +21,8 @@ import json
 import numpy as np
 import pytest
 
+from conftest import explain_each_row
 from planner.schema import Job
-from planner.search import explain_args
 
 
 def _agree(cli, job: Job, fit_args: list[str], least: int = 2) -> list[dict]:
@@ -32,10 +32,7 @@ def _agree(cli, job: Job, fit_args: list[str], least: int = 2) -> list[dict]:
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert len(rows) >= least, [row["plan"] for row in rows]
-    for row in rows:
-        again = cli("explain", *explain_args(job, row), "--format", "json")
-        assert again.exit_code == 0, again.stderr
-        one = json.loads(again.stdout)
+    for row, one in explain_each_row(cli, job, rows):
         assert one["time"] == row["time"], row["plan"]
         assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
         assert one["memory"]["stages"] == row["memory"]["stages"], row["plan"]
