@@ -138,6 +138,7 @@ def _memory_json(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> d
                           "fits": None if cap_gb is None else bool(node <= cap_gb * 1e9),
                           # the host Adam's fraction of host_memory_GBps: assumed, or a profile's (calibrate host-adam)
                           "adam_efficiency": settings.host_adam_efficiency,
+                          "adam_efficiency_calibrated": settings.host_adam_calibrated,
                           "adam_efficiency_source": (settings.host_adam_note if settings.host_adam_calibrated else
                                                      "assumed: offload.HOST_MEMORY_EFFICIENCY")}
     if est.stages is not None:

@@ -1045,11 +1045,24 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: s
     return bpp, bpp_name
 
 
+def _split_whose(stack: Stack | None, code: int) -> str | None:
+    """Whose rule places the units a pipeline split does not divide evenly, by the stack's split code (Stack
+    .pipeline_split, pipeline.SPLIT_CODES): the stack's front or bisection rule (L the units: the layers plus the
+    ends counted), or None for trim_ends (the caller names the Megatron-Core / Llama 3 source)."""
+    name = stack.name if stack else ""
+    return {SPLIT_CODES["front"]: f"stack {name}'s split, stack_db pipeline_split front: the first L mod (pp vpp) "
+                                  "chunks one layer more",
+            SPLIT_CODES["bisection"]: f"stack {name}'s split, stack_db pipeline_split bisection: DeepSpeed a12aaedc's "
+                                      "partition_balanced, ceil(L / pp) layers a stage from the first, "
+                                      "planner/pipeline.py [11]"}.get(code)
+
+
 def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list, stack: Stack | None = None) -> None:
     """Say how the layers fall on the pipeline stages where the split is uneven or counts the
     embedding / loss as layers (pipeline.stage_layers), naming whose split it is: the stack's
-    own (Stack.pipeline_ends_as_layers) or Megatron-Core's flags."""
+    own (Stack.pipeline_ends_as_layers), Megatron-Core's flags, or the stack's front / bisection rule."""
     counted = int(plan.split_emb) + int(plan.split_loss)
+    code = int(plan.split_front)
     if job.pp > 1 and counted:
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
                                                          plan.split_front))
@@ -1057,29 +1070,24 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
         as_one = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", n_loss == 1)) if on)
         ends = " and ".join(([f"{as_one} counted as a layer"] if as_one else [])
                             + ([f"the last chunk's end (output layer, loss, MTP) counted as {n_loss} layers"] if n_loss > 1 else []))
+        units = model.num_layers + counted
+        whose = _split_whose(stack, code)  # an uneven count placed by the stack's rule, not Megatron-Core's
+        placed = f"; the {units} units placed by {whose}" if whose and units % (job.pp * job.vpp) else ""
         warnings.append(
             f"{ends} of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
             f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
-            + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers)"
+            + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers{placed})"
                if stack is not None and stack.pipeline_ends_as_layers else
-               "(Megatron-Core --pipeline-model-parallel-layout)" if n_loss > 1 else
-               f"(stack {stack.name}'s split, stack_db pipeline_split "
-               f"{ {v: k for k, v in SPLIT_CODES.items()}[int(plan.split_front)] }, over the embedding and the output "
-               "layer as a unit each: DeepSpeed's partition_method 'type:transformer|embedding')"
-               if stack is not None and int(plan.split_front) != SPLIT_CODES["trim_ends"] else
-               "(Megatron-Core account_for_*_in_pipeline_split)")
+               f"(Megatron-Core --pipeline-model-parallel-layout{placed})" if n_loss > 1 else
+               f"({whose}, over the embedding and the output layer as a unit each: DeepSpeed's partition_method "
+               "'type:transformer|embedding')" if whose else
+               f"(Megatron-Core account_for_*_in_pipeline_split{placed})")
         )
     elif model.num_layers % (job.pp * job.vpp):
-        code = int(plan.split_front)
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, 0, 0, code))
-        whose = {SPLIT_CODES["front"]: f"stack {stack.name if stack else ''}'s split, stack_db pipeline_split front: "
-                                       "the first L mod (pp vpp) chunks one layer more",
-                 SPLIT_CODES["bisection"]: f"stack {stack.name if stack else ''}'s split, stack_db pipeline_split "
-                                           "bisection: DeepSpeed a12aaedc's partition_balanced, ceil(L / pp) layers a "
-                                           "stage from the first, planner/pipeline.py [11]"}.get(code, "Llama 3 sec. 3.3.2")
         warnings.append(
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
-            f"hold {mid} layers, the first {first} and the last {last} ({whose})"
+            f"hold {mid} layers, the first {first} and the last {last} ({_split_whose(stack, code) or 'Llama 3 sec. 3.3.2'})"
         )
 
 

@@ -1700,6 +1700,16 @@ class MemoryReporting(BaseModel):
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
 
+    @field_validator("te_version")
+    @classmethod
+    def _te_version_read(cls, v):
+        """A release planner/te_version.py reads (1.6 on; a job's te_version is checked so in plan)."""
+        from .te_version import TE_OLDEST, te_release, te_too_old
+
+        if v is not None and te_release(v) < TE_OLDEST:
+            raise ValueError(te_too_old(v))
+        return v
+
     @model_validator(mode="after")
     def _fp8_bytes(self) -> "MemoryReporting":
         bad = {k: v for k, v in self.fp8_saved_bytes.items() if not 0.0 < v <= 2.0}

@@ -1943,9 +1943,9 @@ def _deepspeed_split_ends(model, plan) -> np.ndarray:
 
     pp, e, l_ = np.asarray(plan.pp), np.asarray(plan.split_emb), np.asarray(plan.split_loss)
     bad = (pp > 1) & ((e != l_) | (l_ > 1) | ((e > 0) & ((model.num_layers + e + l_) // np.maximum(pp, 1) < 2)))
-    code = np.asarray(getattr(plan, "split_front", 0))
+    code = np.asarray(plan.split_front)  # (a PlanArrays: plan.rule_codes, _broken_of; every field is there)
     if np.any(code == SPLIT_BISECTION):  # the stack's split (one value a job), not a searched quantity
-        first, _, last = stage_layers(model.num_layers, pp, getattr(plan, "vpp", 1), e, l_, code)
+        first, _, last = stage_layers(model.num_layers, pp, plan.vpp, e, l_, code)
         bad = bad | ((pp > 1) & (code == SPLIT_BISECTION) & ((first < 1) | (last < 1)))
     return bad
 

@@ -88,6 +88,19 @@ def assert_one_error(r, *needles):
         assert n in r.stderr
 
 
+def explain_each_row(cli, job, rows):
+    """(row, explain's JSON) for each fit row: `planner explain` of the row's reproduce line (search.explain_args:
+    one 0-d plan), for the tests that check explain and search (search.rows_of: one 1-d PlanArrays) price alike."""
+    import json
+
+    from planner.search import explain_args
+
+    for row in rows:
+        again = cli("explain", *explain_args(job, row), "--format", "json")
+        assert again.exit_code == 0, again.stderr
+        yield row, json.loads(again.stdout)
+
+
 def unlisted_stack_file(folder, stack: str = "megatron") -> str:
     """stack_db/megatron.yaml without runs.layer_kinds, named megatron-unlisted: a user's stack file that lists
     no layer kinds, so start-up rule STACK_LAYER_KIND (code 73) does not apply and the cost models of a kind no

@@ -479,7 +479,9 @@ def test_split_ends_refused(cli):
     from types import SimpleNamespace as NS
     import numpy as np
 
-    p = NS(pp=np.array([17, 18, 3, 3, 3, 1]), split_emb=np.array([1, 1, 1, 0, 0, 1]), split_loss=np.array([1, 1, 0, 1, 0, 0]))
+    # the plan fields the rule reads (a PlanArrays in the planner): megatron-deepspeed's front split (code 1), vpp 1
+    p = NS(pp=np.array([17, 18, 3, 3, 3, 1]), split_emb=np.array([1, 1, 1, 0, 0, 1]), split_loss=np.array([1, 1, 0, 1, 0, 0]),
+           split_front=np.ones(6, dtype=np.int64), vpp=np.ones(6, dtype=np.int64))
     assert _deepspeed_split_ends(m, p).tolist() == [False, True, True, True, False, False]
 
 

@@ -321,3 +321,22 @@ def test_a_pp_plan_reads_back_on_the_2021_stack(tmp_path):
     assert plan_signature(row["plan"])["stage_layers"] == (24, 24, 24)
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-12)
     assert back["time"]["pp_comm_s"] == pytest.approx(row["time"]["pp_comm_s"], rel=1e-12)
+
+
+def test_counted_ends_name_the_split_that_places_them():
+    """Llama 3 8B's 32 layers with both ends counted (34 units) on pp 4 of the 2021 entry: a12aaedc's bisection places
+    9, 9, 9, 7 units, so 8, 9, 9, 6 layers; the warning names that split beside the counting flags (review6: it named
+    Megatron-Core's account_for_* alone, whose trim_ends rule would place 8, 9, 9, 8 less the trim: not this; the
+    DeepSpeed stacks read no account_for_* flag, their partition_method counts the ends). An even count (32 + 2 on
+    pp 2: 17 units each) names the split too."""
+    kw = dict(model="llama3-8b", tp=1, stack=S21, sharding="zero1", micro_batch=1, seq_len=2048,
+              account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
+    _, _, w = resolve(Job(gpus=4, pp=4, global_batch=8, **kw))
+    (line,) = [x for x in w if "of the pipeline split" in x]
+    assert "the middle stages hold 9 layers, the first 8 and the last 6" in line
+    assert "(stack megatron-deepspeed-2021's split, stack_db pipeline_split bisection" in line
+    assert "DeepSpeed's partition_method 'type:transformer|embedding')" in line and "Megatron-Core" not in line
+    _, _, w = resolve(Job(gpus=2, pp=2, global_batch=8, **kw))
+    (line,) = [x for x in w if "of the pipeline split" in x]
+    assert "the middle stages hold 17 layers, the first 16 and the last 16" in line
+    assert "pipeline_split bisection" in line and "Megatron-Core" not in line

@@ -121,6 +121,10 @@ def test_te_version_refused_where_it_cannot_apply():
     st = load_stack("megatron")
     with pytest.raises(ValueError, match="needs te_version"):
         type(st.memory).model_validate({**st.memory.model_dump(), "te_version": None})
+    # a stack file's release before 1.6 is refused as its field (review6: it was refused at pricing, the message and
+    # hint naming a job's te_version)
+    with pytest.raises(ValueError, match="te_version 1.2 is older than Transformer Engine 1.6"):
+        type(st.memory).model_validate({**st.memory.model_dump(), "te_version": "1.2"})
 
 
 def test_symmetric_memory_workspace_torchtitan(explain):

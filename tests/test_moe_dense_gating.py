@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import explain_job
+from conftest import explain_each_row, explain_job
 from planner.compute import HBM_EFFICIENCY, price_gemms
 from planner.layers.common import shapes
 from planner.layers.moe import MoEMLP
@@ -180,7 +180,6 @@ def test_fit_rows_and_explain_agree(cli):
     import json
 
     from planner.schema import Job
-    from planner.search import explain_args
 
     base = ["--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--hardware", "h100-sxm",
             "--ep", "8", "--pp", "1", "--seq-len", "4096"]
@@ -190,11 +189,8 @@ def test_fit_rows_and_explain_agree(cli):
     seen = {(row["plan"]["tp"], row["plan"]["recompute"]) for row in rows}
     assert {(1, "none"), (2, "none"), (2, "full")} <= seen, seen
     job = Job(model="mixtral-8x7b", gpus=64, stack="megatron-deepspeed", hardware="h100-sxm", ep=8, pp=1, seq_len=4096)
-    for row in rows:
+    for row, one in explain_each_row(cli, job, rows):
         assert row["time"]["moe_gating_einsum_s"] > 0 and row["moe"]["dense_gating"]["capacity"] > 0
-        again = cli("explain", *explain_args(job, row), "--format", "json")
-        assert again.exit_code == 0, again.stderr
-        one = json.loads(again.stdout)
         assert one["time"] == row["time"], row["plan"]
         assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
         assert one["moe"]["dense_gating"] == row["moe"]["dense_gating"], row["plan"]

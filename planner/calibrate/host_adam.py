@@ -82,10 +82,12 @@ ADAM_TEST1_PARAMS = 1024**3
 ADAM_TEST_PARAMS = 1024**3 + 274432
 WARMUP_LINES = 1
 
-_ZERO_LINE = re.compile(r"time \(ms\)((?:\s*\|\s*[A-Za-z_]+:\s*[-+0-9.eE]+)+)")
-_TIMER = re.compile(r"\|\s*([A-Za-z_]+):\s*([-+0-9.eE]+)")
-_TEST1 = re.compile(r"^\s*Elapsed Time is\s+([-+0-9.eE]+)\s*$")
-_TEST = re.compile(r"Step time:\s*torch_time=([-+0-9.eE]+)\s+ds_time=([-+0-9.eE]+)")
+# a timer's or a benchmark's value: any word (not only digits), so that a line DeepSpeed wrote with nan or inf is read
+# and refused by the number checks below rather than passed over
+_ZERO_LINE = re.compile(r"time \(ms\)((?:\s*\|\s*[A-Za-z_]+:\s*[^\s|]+)+)")
+_TIMER = re.compile(r"\|\s*([A-Za-z_]+):\s*([^\s|]+)")
+_TEST1 = re.compile(r"^\s*Elapsed Time is\s+(\S+)\s*$")
+_TEST = re.compile(r"Step time:\s*torch_time=(\S+)\s+ds_time=(\S+)")
 
 
 @dataclass

@@ -88,7 +88,7 @@ def profile_from_calibration(cal: Calibration, hardware: Optional[str] = None, c
         )
     return CalibrationProfile(
         planner_version=__version__,
-        created=created or datetime.now(timezone.utc).replace(microsecond=0),
+        created=_created(created),
         hardware=hardware,
         nccl=NcclCalibration(fit=FitSettings(min_size_bytes=min_bytes), sources=sources, measurements=meas, groups=groups),
     )
@@ -172,6 +172,23 @@ def write_profile(profile: CalibrationProfile, path: str | Path, warn=None, sect
     files.write_atomic(p, dump_profile(profile), what="-o", hint="choose a writable -o path with free space")
 
 
+def _existing_profile(p: Path) -> Optional[CalibrationProfile]:
+    """The profile already at `p` (None where no file is): a file there that is not a valid profile is an error, and
+    is not overwritten (the with_*_section writers' rule)."""
+    if not files.exists(p):
+        return None
+    try:
+        return load_profile(p)
+    except PlannerError as e:
+        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
+                           "choose another -o path, or remove the file") from None
+
+
+def _created(created: Optional[datetime]) -> datetime:
+    """A new profile's `created`: the caller's, else now (UTC, whole seconds)."""
+    return created or datetime.now(timezone.utc).replace(microsecond=0)
+
+
 def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optional[str] = None,
                       created: Optional[datetime] = None) -> CalibrationProfile:
     """The profile to write to `path` with `gemm` as its GEMM section.
@@ -182,14 +199,9 @@ def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optiona
     not a valid profile is an error (it is not overwritten), as is a `hardware` that differs
     from the profile's: one profile describes one kind of GPU."""
     p = Path(path)
-    if not files.exists(p):
-        return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
-                                  hardware=hardware, gemm=gemm)
-    try:
-        old = load_profile(p)
-    except PlannerError as e:
-        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
-                           "choose another -o path, or remove the file") from None
+    old = _existing_profile(p)
+    if old is None:
+        return CalibrationProfile(planner_version=__version__, created=_created(created), hardware=hardware, gemm=gemm)
     if hardware is not None and old.hardware is not None and hardware != old.hardware:
         raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, not {hardware!r}",
                            "write the GEMM calibration to a separate -o file, or pass the same --hardware")
@@ -201,14 +213,9 @@ def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationP
     """`new` (an nccl calibration) with the GEMM section of the profile already at `path`,
     so that `calibrate nccl -o P` and `calibrate gemm -o P` build one profile together. A
     file at `path` that is not a valid profile is an error (it is not overwritten)."""
-    p = Path(path)
-    if not files.exists(p):
+    old = _existing_profile(Path(path))
+    if old is None:
         return new
-    try:
-        old = load_profile(p)
-    except PlannerError as e:
-        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
-                           "choose another -o path, or remove the file") from None
     return new.model_copy(update={"gemm": old.gemm, "run": old.run, "host_adam": old.host_adam})
 
 
@@ -218,14 +225,9 @@ def with_run_section(path: str | Path, run: RunCalibration, created: Optional[da
     `created`; a `hardware` it names must be the runs' (one profile describes one kind of GPU).
     A file at `path` that is not a valid profile is an error (it is not overwritten)."""
     p = Path(path)
-    if not files.exists(p):
-        return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
-                                  hardware=run.hardware, run=run)
-    try:
-        old = load_profile(p)
-    except PlannerError as e:
-        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
-                           "choose another -o path, or remove the file") from None
+    old = _existing_profile(p)
+    if old is None:
+        return CalibrationProfile(planner_version=__version__, created=_created(created), hardware=run.hardware, run=run)
     if old.hardware is not None and old.hardware != run.hardware:
         raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, but the runs used {run.hardware!r}",
                            "write the run calibration to a separate -o file")
@@ -239,14 +241,10 @@ def with_host_adam_section(path: str | Path, host_adam: HostAdamCalibration,
     sections and its `created`; one calibrated on other `hardware` than the section's is refused (one profile
     describes one kind of node). A file at `path` that is not a valid profile is an error (it is not overwritten)."""
     p = Path(path)
-    if not files.exists(p):
-        return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
-                                  hardware=host_adam.hardware, host_adam=host_adam)
-    try:
-        old = load_profile(p)
-    except PlannerError as e:
-        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
-                           "choose another -o path, or remove the file") from None
+    old = _existing_profile(p)
+    if old is None:
+        return CalibrationProfile(planner_version=__version__, created=_created(created), hardware=host_adam.hardware,
+                                  host_adam=host_adam)
     if host_adam.hardware is not None and old.hardware is not None and old.hardware != host_adam.hardware:
         raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, not {host_adam.hardware!r}",
                            "write the host Adam calibration to a separate -o file, or pass the same --hardware")

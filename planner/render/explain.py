@@ -181,7 +181,7 @@ def time_table(res: dict) -> None:
                     f", beside the GPU's Adam over the partition's rest {t['offload_gpu_adam_s']:,.4g} s (the longer counts)")
         skipped = ((res.get("calibration") or {}).get("host_adam") or {}).get("not_applied")
         eff = (f"at an assumed fraction, offload.HOST_MEMORY_EFFICIENCY{'; ' + skipped if skipped else ''}"
-               if not host.get("adam_efficiency_source", "").startswith("profile")
+               if not host.get("adam_efficiency_calibrated")
                else f"at the calibrated fraction {host['adam_efficiency']:.4g} of its peak, {host['adam_efficiency_source']}")
         out.print(f"  CPU offload: the optimizer step is the host's Adam {t['offload_cpu_adam_s']:,.4g} s (memory-bound "
                   f"on the node's DRAM {eff}){gpu_part} + the host link's copies {t['offload_link_s']:,.4g} s, "

@@ -68,6 +68,12 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("te_version"):  # the installed Transformer Engine (planner/te_version.py), no setting of any format
         notes.append(f"te_version {plan['te_version']}: the Transformer Engine release the run installs (its TP-overlap "
                      "userbuffers and workspaces priced by release); the file cannot hold it")
+    from ..plan import HOST_FIELDS
+
+    for f, hw_field in HOST_FIELDS:  # the job's host (plan._apply_host), a fact of the servers, no setting of any format
+        if plan.get(f) is not None:
+            notes.append(f"{f} {plan[f]:g}: the servers' host (priced in place of hardware {hw_field}); the file cannot "
+                         "hold it")
     if plan.get("fp16") and fmt == "torchtitan":  # priced as bf16; the megatron (--fp16) and deepspeed (fp16.enabled) writers spell it
         raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 and "
                            "DeepSpeed's fp16.enabled are the fp16 spellings it writes)",

@@ -1,0 +1,165 @@
+"""explain and search price a plan alike, for each mechanism merged in the session of hostcal, mds2021pp,
+metaoverlap, tecp and bigsci (review6): `fit` prices many plans as one 1-d PlanArrays (search.rows_of), `explain` of
+each row's reproduce line (search.explain_args) one 0-d plan; the two must give the same time and memory terms. Each
+case first checks that its rows run the mechanism (the term it moves is there), so the comparison cannot pass on
+plans that leave it out:
+
+- llama3-meta's per-micro-batch reduce-scatters queued behind the schedule (step.py [26], pipeline.py [12]);
+- TP overlap's userbuffers by Transformer Engine release (memory.py [ub], --te-version 1.8: 10 buffers);
+- TE CP's P2P backward second-half softmax-statistics copy (memory.py [cp5]);
+- DeepSpeed a12aaedc's bisection split and activations-only partitioned sends (megatron-deepspeed-2021: pipeline.py
+  [11], step.py [25]);
+- BigScience's three optimizer groups' bucket copies (megatron-deepspeed-bigscience, memory.py [bo]);
+- the host Adam's calibrated fraction (a profile's host_adam section, planner/calibrate/host_adam.py) under CPU
+  offload, beside --host-memory-gbps / --pcie-gbps / --host-memory-gb.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import explain_each_row
+from planner.schema import Job
+
+
+def _agree(cli, job: Job, fit_args: list[str], least: int = 2) -> list[dict]:
+    """fit's rows and explain of each row's reproduce line: the same time terms, memory terms, stage totals and
+    (where CPU offload runs) host block. The rows, for the caller's checks that they run the mechanism."""
+    r = cli("fit", *fit_args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) >= least, [row["plan"] for row in rows]
+    for row, one in explain_each_row(cli, job, rows):
+        assert one["time"] == row["time"], row["plan"]
+        assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+        assert one["memory"]["stages"] == row["memory"]["stages"], row["plan"]
+        assert one["memory"].get("host") == row["memory"].get("host"), row["plan"]
+    return rows
+
+
+def test_queued_reductions_on_llama3_meta(cli):
+    """llama3-meta (overlap.grad_reduce_queued): the interleaved rows' queued per-micro-batch reduce-scatters
+    (dp_comm_exposed_s from pipeline.reduce_queue_overrun), pp 2 and 4, several chunk counts."""
+    base = ["--model", "llama3-8b", "--gpus", "32", "--stack", "llama3-meta", "--seq-len", "8192",
+            "--global-batch", "64"]
+    job = Job(model="llama3-8b", gpus=32, stack="llama3-meta", seq_len=8192, global_batch=64)
+    rows = _agree(cli, job, base + ["--tp", "2", "--cp", "1", "--pp", "2,4", "--top", "6"], least=3)
+    assert len({row["plan"]["vpp"] for row in rows}) >= 2  # interleaved rows of several depths (17 and 9 chunks)
+    for row in rows:
+        assert row["plan"]["sharding_mode"] == "fsdp_no_reshard" and row["plan"]["schedule"] == "interleaved"
+        assert row["plan"]["pp"] > 1 and row["time"]["dp_comm_exposed_s"] > 0
+
+
+def test_te_version_userbuffers(cli):
+    """--te-version 1.8 with TP overlap on megatron: 10 userbuffers (6 all-gather, 4 reduce-scatter) of 2 B x T h
+    each in bf16 (20 B x T h), and the overlapped GEMMs' 3 workspaces in place of the plain one, at tp 2 and 4."""
+    base = ["--model", "llama3-8b", "--gpus", "16", "--stack", "megatron", "--seq-len", "8192",
+            "--tp-comm-overlap", "--te-version", "1.8", "--cp", "1", "--pp", "1"]
+    job = Job(model="llama3-8b", gpus=16, stack="megatron", seq_len=8192, tp_comm_overlap=True, te_version="1.8",
+              cp=1, pp=1)
+    rows = _agree(cli, job, base + ["--tp", "2,4", "--top", "6"])
+    assert {row["plan"]["tp"] for row in rows} == {2, 4}
+    for row in rows:
+        assert row["plan"]["te_version"] == "1.8"
+        tokens = row["plan"]["micro_batch"] * 8192
+        assert row["plan"]["tp_comm_overlap"] is True
+        assert row["memory"]["terms"]["tp_overlap_buffers"] >= 20 * tokens * 4096
+
+
+def test_cp_lse_copy(cli):
+    """TE's P2P CP backward's second-half lse copy (memory.cp_backward_lse_copy_bytes, 2 B a local token and query
+    head a layer) at cp 2 and 4 on megatron: priced alike in fit's rows and their explain."""
+    from planner import memory
+    from planner.catalog import load_model
+    from planner.params import count_params
+    from planner.plan import resolve
+    from planner.search import row_job
+    from planner.stacks import plan_context
+
+    base = ["--model", "llama3-8b", "--gpus", "16", "--stack", "megatron", "--seq-len", "16384", "--tp", "1",
+            "--pp", "1", "--cp-comm-type", "p2p"]
+    job = Job(model="llama3-8b", gpus=16, stack="megatron", seq_len=16384, tp=1, pp=1, cp_comm_type="p2p")
+    rows = _agree(cli, job, base + ["--cp", "2,4", "--top", "6"])
+    assert {row["plan"]["cp"] for row in rows} == {2, 4}
+    kind = count_params(load_model("llama3-8b")).layers.kinds[0]
+    for row in rows:
+        settings, plan, _ = resolve(row_job(job, row))
+        # 2 B x the local tokens (micro-batch x 16,384 / cp) x 32 heads, one layer's
+        want = 2.0 * row["plan"]["micro_batch"] * 16384 / row["plan"]["cp"] * 32
+        assert float(memory.cp_backward_lse_copy_bytes(kind, plan_context(settings, plan))) == want
+
+
+def test_bisection_split_and_activations_only_sends(cli):
+    """megatron-deepspeed-2021: Llama 3 8B's 32 layers on pp 3 and 5 (DeepSpeed a12aaedc's bisection: 11, 11, 10
+    and 7, 7, 7, 7, 4) at tp 2 (the activations-only partitioned sends)."""
+    base = ["--model", "llama3-8b", "--stack", "megatron-deepspeed-2021", "--seq-len", "2048", "--sharding", "zero1",
+            "--micro-batch", "1", "--tp", "2", "--recompute", "full"]
+    rows = []
+    for gpus, pp in ((12, 3), (20, 5)):
+        job = Job(model="llama3-8b", gpus=gpus, stack="megatron-deepspeed-2021", seq_len=2048, sharding="zero1",
+                  micro_batch=1, tp=2, pp=pp, recompute="full")
+        rows += [(row, job) for row in _agree(cli, job, base + ["--gpus", str(gpus), "--pp", str(pp), "--top", "2"],
+                                              least=1)]
+    from planner.plan import resolve
+    from planner.search import row_job
+
+    for row, job in rows:
+        assert resolve(row_job(job, row))[0].pipe_partitioned and row["time"]["pp_comm_s"] > 0, row["plan"]
+    rows = [row for row, _ in rows]
+    stages = {row["plan"]["pp"]: row["memory"]["stages"] for row in rows}
+    assert stages[5]["last"]["weights_bytes"] < stages[5]["middle"]["weights_bytes"]  # 4 layers against 7
+
+
+def test_bigscience_three_groups(cli):
+    """megatron-deepspeed-bigscience: the BF16_Optimizer's bucket copy over the three groups (bf16_reduce_copy) on
+    every stage, pp 1, 2 and 4 at tp 2 under full recompute (the first stage holds the tied embedding at the front of
+    its first half)."""
+    base = ["--model", "megatron-gpt-1.7b", "--gpus", "16", "--stack", "megatron-deepspeed-bigscience",
+            "--hardware", "a100-sxm-80gb", "--global-batch", "64", "--tp", "2", "--recompute", "full"]
+    job = Job(model="megatron-gpt-1.7b", gpus=16, stack="megatron-deepspeed-bigscience", hardware="a100-sxm-80gb",
+              global_batch=64, tp=2, recompute="full")
+    rows = _agree(cli, job, base + ["--pp", "1,2,4", "--top", "6"])
+    # the copy outlasts the step's other moments where the micro-batch is small (full recompute: little kept)
+    assert {row["plan"]["pp"] for row in rows if row["memory"]["terms"]["bf16_reduce_copy"] > 0} >= {1, 2}
+
+
+def test_host_adam_calibration_and_host_fields(cli, tmp_path):
+    """CPU offload on megatron-deepspeed ZeRO-2 with a profile's host_adam section (calibrate host-adam on the
+    records of tests/data/host_adam: 8 x 1e9 x 28 B / (0.8 s x 563.2 GB/s) = 0.4972, the median of 0.3977, 0.4972
+    and 0.5682) and the job's host (pcie_gbps 32, host_memory_gbps
+    400, host_memory_gb 1024). fit does not search CPU offload, so the batch is built as search builds one: three
+    plans (micro-batch 1, 2, 4) as one 1-d PlanArrays under one Settings, each row priced as explain prices it
+    alone, with the same calibrated fraction, host Adam, copies and host block."""
+    from pathlib import Path
+
+    from planner.explain import evaluate, to_json
+    from planner.plan import PlanArrays, resolve
+
+    prof = tmp_path / "profile.yaml"
+    data = Path(__file__).parent / "data" / "host_adam" / "records.yaml"
+    r = cli("calibrate", "host-adam", str(data), "--hardware", "h100-sxm", "-o", str(prof))
+    assert r.exit_code == 0, r.stderr
+    kw = dict(model="llama3-8b", gpus=16, tp=2, pp=1, stack="megatron-deepspeed", seq_len=4096, sharding="zero2",
+              offload_optimizer="cpu", calibration=str(prof), pcie_gbps=32, host_memory_gbps=400, host_memory_gb=1024,
+              global_batch=64)
+    alone = [resolve(Job(**kw, micro_batch=mb))[:2] for mb in (1, 2, 4)]
+    settings = alone[0][0]
+    assert settings.host_adam_calibrated and settings.host_adam_efficiency == pytest.approx(8 * 1e9 * 28 / (0.8 * 563.2e9),
+                                                                                          rel=1e-12)
+    fields = PlanArrays.__dataclass_fields__
+    batch = PlanArrays(**{f: np.concatenate([np.atleast_1d(getattr(p, f)) for _, p in alone]) for f in fields})
+    est = evaluate(settings, batch)
+    for i, (s_i, p_i) in enumerate(alone):
+        one = to_json(s_i, p_i, evaluate(s_i, p_i))
+        row = to_json(settings, batch, est, i)
+        assert row["plan"]["micro_batch"] == one["plan"]["micro_batch"] == (1, 2, 4)[i]
+        assert row["time"] == one["time"], i
+        assert row["memory"]["terms"] == one["memory"]["terms"], i
+        assert row["memory"]["host"] == one["memory"]["host"], i
+        host = one["memory"]["host"]
+        assert host["adam_efficiency"] == settings.host_adam_efficiency and "host_adam" in host["adam_efficiency_source"]
+        assert host["capacity_bytes_per_node"] == 1024e9
+        assert one["time"]["optimizer_s"] > 0
