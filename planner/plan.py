@@ -19,7 +19,7 @@ from .recompute_modules import RC_FULL, RC_NONE, RC_SELECTIVE, apply_modules  # 
 from .cuda_graphs import cuda_graph_error
 from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_rotate import apply_rotate_method, exported_rotate_method
-from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_release, te_too_old
+from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_newer_note, te_release, te_too_old
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
@@ -1765,6 +1765,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                                      FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
+    if job.te_version is not None and te_newer_note(job.te_version):
+        warnings.append(te_newer_note(job.te_version))
     _check_early_step(job, stack, plan, where, warnings)
     _check_offload(job, stack, hw, where, warnings)
     if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py

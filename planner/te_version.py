@@ -44,6 +44,8 @@ TE_USERBUFFERS = (
     ((2, 10), 8, 4, True),
 )
 TE_OLDEST = TE_USERBUFFERS[0][0]
+# the newest release tag read (module docstring: v1.6 to v2.18); a later one is priced as the last span, with a note
+TE_NEWEST_READ = (2, 18)
 
 
 def te_release(version: str) -> tuple[int, int]:
@@ -68,3 +70,12 @@ def te_too_old(version: str) -> str:
 
 
 TE_OLDEST_HINT = "give te_version 1.6 or later, or leave it out (the stack's pinned release)"
+
+
+def te_newer_note(version: str) -> str | None:
+    """A note for a te_version past the newest release read (TE_NEWEST_READ): priced as the last span's layout."""
+    if te_release(version) <= TE_NEWEST_READ:
+        return None
+    return (f"te_version {version} is newer than Transformer Engine {TE_NEWEST_READ[0]}.{TE_NEWEST_READ[1]}, the newest "
+            "release whose TP-overlap userbuffers the planner has read (planner/te_version.py): priced as that "
+            "release's (12 userbuffers, the overlapped GEMMs' workspaces beside the plain one)")

@@ -234,3 +234,13 @@ def test_megatron_ci_tp_overlap_rows():
         beside = last - sum(t[k] for k in persistent)
         assert 0 < beside < 5 * 2**20, beside / 2**20
         assert -0.02 < r["error"] < 0.0, r["error"]
+
+
+def test_a_release_past_the_newest_read_is_noted(tmp_path):
+    """te_version 3.0 (past v2.18, the newest tag te_version.py read): priced as the last span's layout (2.10 on:
+    12 userbuffers, the workspaces beside the plain one), with a note; 2.18 itself gives none."""
+    from planner.te_version import te_newer_note, te_userbuffers
+
+    assert te_userbuffers("3.0") == te_userbuffers("2.18") == (8, 4, True)
+    assert te_newer_note("2.18") is None and te_newer_note("2.18.3") is None
+    assert "newer than Transformer Engine 2.18" in te_newer_note("3.0")
