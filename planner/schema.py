@@ -2572,6 +2572,11 @@ class Stack(BaseModel):
                              f"({', '.join(runs.half_dtypes.dtypes)})")
         if runs is not None and runs.recompute is not None and "none" not in runs.recompute.granularities:
             raise ValueError("runs.recompute lacks none: a job that leaves recompute out runs none")
+        chunked = [x.schedule for x in (runs.schedules if runs else []) if x.schedule in ("interleaved", "dualpipe")]
+        if self.pipeline_split == "bisection" and chunked:  # DeepSpeed's PipelineModule split: one chunk a stage
+            raise ValueError(f"pipeline_split bisection with runs.schedules {', '.join(chunked)}: the bisection split is "
+                             "DeepSpeed's PipelineModule partition (one model chunk a stage, 1F1B TrainSchedule), which "
+                             "can leave virtual-stage chunks empty; list 1f1b / gpipe only, or pipeline_split front")
         on = [m.name for m in (self.runs.sharding if self.runs else []) if m.dp_comm_overlap]
         if on and not self.overlap.dp_comm_overlap_supported:  # a mode's default the stack cannot run (plan.resolve)
             raise ValueError(f"runs.sharding {', '.join(on)}: dp_comm_overlap true needs overlap.dp_comm_overlap_supported")

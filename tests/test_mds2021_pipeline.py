@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from math import floor
+from pathlib import Path
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -340,3 +341,21 @@ def test_counted_ends_name_the_split_that_places_them():
     (line,) = [x for x in w if "of the pipeline split" in x]
     assert "the middle stages hold 17 layers, the first 16 and the last 16" in line
     assert "pipeline_split bisection" in line and "Megatron-Core" not in line
+
+
+def test_bisection_with_an_interleaved_schedule_is_refused_at_load(tmp_path):
+    """review6: a custom stack with pipeline_split bisection and the interleaved schedule (torchtitan's, pp 7 vpp 2)
+    left chunks 11-13 empty unrefused. The bisection split is DeepSpeed's PipelineModule partition, one chunk a
+    stage: the stack file is refused, exit 2, naming the file and the field."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    d = yaml.safe_load((Path(__file__).parents[1] / "stack_db" / "torchtitan.yaml").read_text())
+    d.update(pipeline_split="bisection", name="tt-bisection")
+    p = tmp_path / "tt-bisection.yaml"
+    p.write_text(yaml.safe_dump(d))
+    r = CliRunner().invoke(app, ["explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(p)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "pipeline_split bisection with runs.schedules interleaved" in r.output and str(p) in r.output
