@@ -2258,6 +2258,11 @@ class StackRuns(BaseModel):
     mtp: Optional[bool] = Field(
         default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
                                   "model recipe's mtp_layers is taken only where true; null: the stack does not say")
+    mtp_chunked_loss: Optional[bool] = Field(
+        default=None, description="whether the stack's chunked cross-entropy (job field chunked_loss) runs beside its "
+                                  "multi-token prediction modules; false: a job with mtp_layers takes the plain loss "
+                                  "(the stack's default chunked_loss is not inherited) and a job asking both is refused; "
+                                  "null: the stack does not say (no check)")
     router_losses: Optional[bool] = Field(
         default=None, description="whether the stack's code computes the MoE router's auxiliary load-balancing loss and "
                                   "z-loss (job fields moe_aux_loss_coeff, moe_z_loss_coeff); false: a model recipe's "

@@ -219,6 +219,9 @@ ROUND_TRIPS = [
           torch_compile=True, tp_comm_overlap=True), "llama3_405b"),
     (dict(model="deepseek-v3", gpus=256, pp=8, ep=32, global_batch=256, precision="bf16", moe_aux_loss_coeff=0.0),
      "deepseek_v3_671b"),
+    # one MTP module and MTPLoss (the plain cross-entropy): deepseek_v3_debugmodel_mtp (tt03disp)
+    (dict(model="torchtitan:deepseek_v3/debugmodel_flex_attn", gpus=8, global_batch=64, seq_len=2048, mtp_layers=1,
+          chunked_loss=False, recompute="selective"), "deepseek_v3_debugmodel_mtp"),
 ]
 
 
@@ -432,3 +435,79 @@ def test_reused_refusals_speak_the_launch_lines_spelling(cli, tmp_path, option, 
     r = cli("explain", str(p), "--hardware", "h100-sxm")
     assert_one_error(r, str(p), *words)
     assert "[training]" not in r.stderr and "[parallelism]" not in r.stderr and "--gpus" not in r.stderr
+
+
+# ------------------------------------------------------------------ multi-token prediction (tt03disp)
+DSV3_DEBUG = "torchtitan:deepseek_v3/debugmodel_flex_attn"
+
+
+def test_deepseek_v3_debugmodel_mtp_reads_by_hand(tmp_path):
+    """deepseek_v3_debugmodel_mtp (deepseek_v3/config_registry.py l. 73-79): deepseek_v3_debugmodel's run (local 8,
+    seq 2048, steps 10, ep 1, SelectiveAC) with model_registry("debugmodel", num_mtp_layers=1) and MTPLoss (no
+    ChunkedLossWrapper). NGPU 8: shard 8, global 8 x 8 = 64, tokens 10 x 64 x 2048 = 1,310,720. The MTP module
+    (mtp.py MTPTransformerBlock l. 109-164, a copy of the last layer, __init__.py l. 291-316) priced as the planner's
+    (params.mtp_params): eh_proj 2 x 256 x 256 = 131,072, two norms 2 x 256 (mtp_norm, the module's third RMSNorm, 256
+    parameters, is not counted by params.mtp_params, nor Megatron's final_layernorm), one MoE layer of the debug model: MLA wq 256 x 16 x 192 = 786,432, wkv_a 256 x 576 = 147,456,
+    kv_norm 512, wkv_b 512 x 16 x 256 = 2,097,152, wo 2048 x 256 = 524,288, two norms 512, router 256 x 8 + the 8
+    expert biases = 2,056, experts 8 x 3 x 256 x 256 = 1,572,864, shared 3 x 256 x 512 = 393,216: 5,524,488;
+    in all 5,656,072."""
+    cfg = _read(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_mtp NGPU=8 ./run_train.sh")
+    j = cfg.job
+    assert (j["model"], j["gpus"], j.get("ep", 1), j["micro_batch"], j["global_batch"], j["seq_len"]) == (DSV3_DEBUG, 8, 1, 8, 64, 2048)
+    assert (j["tokens"], j["recompute"], j["mtp_layers"], j["chunked_loss"]) == (1_310_720.0, "selective", 1, False)
+    assert any(a.startswith("mtp_layers=1: deepseek_v3_debugmodel_mtp's model_registry(num_mtp_layers=1)") for a in cfg.assumed)
+    assert any(a.startswith("chunked_loss=false: deepseek_v3_debugmodel_mtp's loss is MTPLoss") for a in cfg.assumed)
+    settings, plan, _ = resolve(Job(**j))
+    row = to_json(settings, plan, evaluate(settings, plan))
+    assert row["params"]["mtp"] == 2 * 256 * 256 + 2 * 256 + 5_524_488 == 5_656_072
+    assert row["plan"]["mtp_layers"] == 1 and not settings.chunked_loss
+    # the same job without the module (deepseek_v3_debugmodel's model): MTP adds its layer, projection and logits
+    base = _read(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel NGPU=8 ./run_train.sh").job
+    s0, p0, _ = resolve(Job(**{**base, "chunked_loss": False}))
+    r0 = to_json(s0, p0, evaluate(s0, p0))
+    assert "mtp" not in r0["params"] and r0["plan"]["mtp_layers"] == 0
+    assert row["time"]["compute_s"] > r0["time"]["compute_s"]
+    assert row["memory"]["activations_bytes"] > r0["memory"]["activations_bytes"]
+
+
+@pytest.mark.parametrize("option", ["--parallelism.pipeline_parallel_degree 2", "--parallelism.context_parallel_degree 2"])
+def test_mtp_under_pp_or_cp_is_refused(cli, tmp_path, option):
+    """MTPDecoder.Config.update_from_config (mtp.py l. 199-209) raises NotImplementedError under PP or CP: start-up
+    rule TORCHTITAN_MTP_PP_CP (code 79)."""
+    p = _line(tmp_path, f"MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_mtp NGPU=8 ./run_train.sh {option}")
+    assert_one_error(cli("explain", str(p), "--hardware", "h100-sxm"), "TORCHTITAN_MTP_PP_CP", "mtp.py",
+                     "l. 199-209", "pp 1 and cp 1")
+
+
+def test_mtp_with_the_chunked_loss_is_refused(cli):
+    """trainer.py l. 510-535 sets _skip_lm_head under ChunkedLossWrapper; MTPDecoder.forward raises then (l. 271-275):
+    a job asking both on torchtitan-0.3 is refused; one that leaves chunked_loss out takes the plain loss."""
+    args = ["--model", DSV3_DEBUG, "--gpus", "8", "--hardware", "h100-sxm", "--stack", "torchtitan-0.3",
+            "--mtp-layers", "1", "--global-batch", "16"]
+    assert_one_error(cli("explain", *args, "--chunked-loss"), "chunked_loss with 1 multi-token prediction",
+                     "runs.mtp_chunked_loss false", "l. 271-275", "--no-chunked-loss")
+    settings, _, _ = resolve(Job(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3", mtp_layers=1))
+    assert settings.chunked_loss is False and settings.model.mtp_layers == 1
+    settings, _, _ = resolve(Job(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3"))
+    assert settings.chunked_loss is True  # without MTP: the stack's default, as before
+
+
+def test_fit_with_mtp_ranks_no_pp_or_cp(cli):
+    """fit on torchtitan-0.3 with an MTP module never ranks PP or CP (rule 79 masks them, and counts them); without
+    the module the same search ranks PP (the debug model's 6 layers split over 2 stages)."""
+    from planner.search import fit
+
+    job = dict(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3", global_batch=64, seq_len=2048)
+    res = fit(Job(**job, mtp_layers=1), top=1000)
+    assert res.rows and all(r["plan"]["pp"] == 1 and r["plan"]["cp"] == 1 for r in res.rows)
+    assert all(r["plan"]["mtp_layers"] == 1 and not r["plan"].get("chunked_loss") for r in res.rows)
+    assert any("TORCHTITAN_MTP_PP_CP" in k and v > 0 for k, v in res.counts.reasons.items())
+    free = fit(Job(**job), top=1000)
+    assert any(r["plan"]["pp"] > 1 for r in free.rows) and any(r["plan"]["cp"] > 1 for r in free.rows)
+
+
+def test_export_refuses_mtp_no_function_builds(cli):
+    args = ["--model", DSV3_DEBUG, "--gpus", "8", "--global-batch", "64", "--seq-len", "2048", "--stack",
+            "torchtitan-0.3", "--hardware", "h100-sxm"]
+    assert_one_error(cli("export", "--format", "torchtitan", *args, "--mtp-layers", "2"),
+                     "2 multi-token prediction module(s)", "deepseek_v3_debugmodel_mtp", "num_mtp_layers", "--mtp-layers")

@@ -383,6 +383,7 @@ class ConfigFunction:
     notes: tuple = ()  # where 0.3.0's flavor differs from main's in a field priced at nothing (said as assumed)
     export_note: str = ""  # what the export says of the function beyond the plan (its data, its start)
     chunked_loss: bool = True  # its loss is ChunkedLossWrapper (LOSS_CHUNKS); False: the plain CrossEntropyLoss
+    mtp_layers: int = 0  # model_registry's num_mtp_layers (deepseek_v3's MTP modules, job field mtp_layers)
 
     @property
     def kernel(self) -> str:
@@ -466,6 +467,13 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
                     "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective",
                    {"converters": ["quantize.linear.float8"],
                     "quantize.linear.float8": {"recipe_name": "rowwise", "filter_fqns": []}}),
+    # deepseek_v3_debugmodel (above) with model_registry("debugmodel", num_mtp_layers=1) and loss MTPLoss.Config (mtp_scale
+    # default 0.3, models/deepseek_v3/mtp.py l. 323-331): one MTP module (mtp.py MTPTransformerBlock l. 109-164, a copy of
+    # the last layer, __init__.py _build_mtp_layers l. 291-316), the plain cross-entropy on the main and the MTP logits
+    # (MTPLoss l. 339-409: no ChunkedLossWrapper, which MTPDecoder.forward refuses, l. 271-275)
+    ConfigFunction("deepseek_v3", "deepseek_v3_debugmodel_mtp", "l. 73-79", ("deepseek_v3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.expert_parallel_degree": 1}, "selective", chunked_loss=False, mtp_layers=1),
     ConfigFunction("qwen3", "qwen3_debugmodel", "l. 33-62", ("qwen3", "debugmodel"), "flex",
                    {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10}, "selective"),
     ConfigFunction("qwen3", "qwen3_moe_debug", "l. 373-403", ("qwen3", "debugmodel_moe"), "flex",
@@ -505,13 +513,13 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
 )}
 # the other config functions at 4f9e9a47d (each module's config_registry.py `def`s): known, not transcribed
 # (the debug models; NVFP4 / float8-emulated LoRA / first-85%-of-layers converters; other token dispatchers
-# (deepep, hybridep, minimal_async_ep); MTP; flex_flash; param groups; SFT chat data; the kimi_k2_7, qwen3_5 and
+# (deepep, hybridep, minimal_async_ep); flex_flash; param groups; SFT chat data; the kimi_k2_7, qwen3_5 and
 # muse_glimmer packages, whose flavors no planner model copies; flux, no language model): a launch line naming one
 # is refused naming the transcribed ones
 OTHER_FUNCTIONS = {
     "llama3": ("llama3_debugmodel_dist_gemm llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
                "llama3_debugmodel_float8_emulate_lora llama3_8b_first_85_pct_layers_nvfp4 sft_debugmodel").split(),
-    "deepseek_v3": ("deepseek_v3_debugmodel_mtp deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_hybridep "
+    "deepseek_v3": ("deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_hybridep "
                     "deepseek_v3_debugmodel_minimal_async_ep deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep "
                     "deepseek_v3_671b_float8").split(),
     "qwen3": ("qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 qwen3_debugmodel_moe_param_groups "
@@ -566,7 +574,6 @@ NOT_TRANSCRIBED_WHY = {
     "llama3_debugmodel_float8_emulate_lora": "float8 emulation (emulate=True, no fp8 GEMM) and LoRA adapters, which "
                                              "the planner does not price",
     "sft_debugmodel": "SFT from a local JSON file on the debug model (test data)",
-    "deepseek_v3_debugmodel_mtp": "the MTP loss (deepseek_v3/mtp.py MTPLoss) on a debug model with one MTP layer",
     "deepseek_v3_debugmodel_mxfp8": "MXFP8 on the grouped experts and the linears of a debug model",
     "deepseek_v3_debugmodel_hybridep": _HYBRIDEP.format(f="deepseek_v3_debugmodel", l="l. 109-116"),
     "deepseek_v3_16b_hybridep": _HYBRIDEP.format(f="deepseek_v3_16b", l="l. 173-182") + _HYBRIDEP_16B,
@@ -982,9 +989,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if not cf.chunked_loss:
         if chunks is not None:
             ignored.append(f"loss.num_chunks={chunks} ({cf.name}'s loss is CrossEntropyLoss, no ChunkedLossWrapper)")
-        assumed.append(f"chunked_loss=false: {cf.name}'s loss is the plain CrossEntropyLoss ({cf.where}), priced by "
-                       "the stack's cross-entropy terms")
+        assumed.append(f"chunked_loss=false: {cf.name}'s loss is " + (
+            "MTPLoss, the plain cross-entropy on the main logits and on each MTP depth's (models/deepseek_v3/mtp.py "
+            "l. 323-409, mtp_scale a loss weight)" if cf.mtp_layers else "the plain CrossEntropyLoss") +
+            f" ({cf.where}), priced by the stack's cross-entropy terms")
     job["chunked_loss"] = bool(cf.chunked_loss)  # the function's, never the stack's default (chunked_loss true)
+    if cf.mtp_layers:  # model_registry(num_mtp_layers=...): the job field mtp_layers (stack_db runs.mtp)
+        job["mtp_layers"] = cf.mtp_layers
+        assumed.append(f"mtp_layers={cf.mtp_layers}: {cf.name}'s model_registry(num_mtp_layers={cf.mtp_layers}) "
+                       "(DeepSeek-V3's multi-token prediction: per module RMSNorms on the shifted tokens' embedding and "
+                       "the previous hidden state, eh_proj [2h -> h], a copy of the last layer, mtp_norm, the shared "
+                       "lm_head; models/deepseek_v3/mtp.py l. 109-278), priced by the stack's MTP terms; it runs "
+                       "without PP and CP (mtp.py l. 199-209: start-up rule TORCHTITAN_MTP_PP_CP)")
     if cf.chunked_loss:
         assumed.append(f"chunked_loss=true: {cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
                    f"num_chunks {chunks if chunks is not None else f'default {LOSS_CHUNKS}'}, torchtitan {COMMIT} "
@@ -1195,6 +1211,17 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     conv = {"converters": sec.get("model", {}).get("converters", [])}
     conv.update({k: v for k, v in sec.items() if k.startswith("quantize.")})
     conv = conv if conv["converters"] else {}
+    mtp = int(plan.get("mtp_layers") or 0)  # the priced model's MTP modules (plan.py: settings.model.mtp_layers)
+    with_mtp = [cf for cf in picked if cf.mtp_layers == mtp]
+    if picked and not with_mtp:  # model_registry's num_mtp_layers is the function's (no option sets it)
+        have = [cf for cf in CONFIG_FUNCTIONS.values() if cf.mtp_layers == mtp]
+        raise _refuse(f"model {plan['model']} with {mtp} multi-token prediction module(s): the torchtitan {COMMIT} config "
+                      f"functions that build the model ({', '.join(cf.name for cf in picked)}) build "
+                      f"{', '.join(sorted({str(cf.mtp_layers) for cf in picked}))}; model_registry's num_mtp_layers is the "
+                      "config function's, which no option reaches (trainer.py l. 75-77)" +
+                      (f"; {', '.join(cf.name for cf in have)} builds {mtp}" if have else ""),
+                      "price the plan with the MTP modules of one of those functions (--mtp-layers), then export")
+    picked = with_mtp
     built = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel]
     fits = [cf for cf in built if cf.chunked_loss == bool(plan.get("chunked_loss"))]
     if built and not fits:  # the loss: ChunkedLossWrapper or CrossEntropyLoss, the function's (no option sets it)
