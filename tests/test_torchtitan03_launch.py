@@ -160,14 +160,33 @@ def test_untranscribed_config_functions_are_refused(cli, tmp_path):
     # expert_parallel_degree 1 with MinimalAsyncEP: token_dispatcher.py l. 1238-1242 raises at start-up
     ("deepseek_v3", "deepseek_v3_debugmodel_minimal_async_ep", ("l. 119-135", "expert_parallel_degree 1",
                                                                 "symmetric-memory", "all_to_all_single")),
-    ("deepseek_v3", "deepseek_v3_16b_minimal_async_ep", ("l. 185-203", "requires expert parallelism")),
-    # DeepEP v2 (ElasticBuffer), not the v1 Buffer the planner's deepep prices
-    ("qwen3", "qwen3_moe_deepep", ("l. 406-446", "ElasticBuffer", "DeepEP v1's Buffer")),
+    ("deepseek_v3", "deepseek_v3_16b_minimal_async_ep", ("l. 185-203", "requires expert parallelism",
+                                                         "does not provide microbatch communication overlap",
+                                                         "ep x n x min(k, E / ep) rows")),
+    # DeepEP v2 (ElasticBuffer), not the v1 Buffer the planner's deepep prices: the compact path's transfer is
+    # deepep's, the buffer's size is DeepEP's C++ (calculate_elastic_buffer_size) and 0.3 pins no v2 commit
+    ("qwen3", "qwen3_moe_deepep", ("l. 406-446", "ElasticBuffer", "DeepEP v1's Buffer", "compact path",
+                                   "get_buffer_size_hint", "@dd758caf", "pins no DeepEP v2 commit")),
 ])
 def test_other_token_dispatchers_refused_naming_why(cli, tmp_path, module, config, words):
     p = _line(tmp_path, f"MODULE={module} CONFIG={config} NGPU=8 ./run_train.sh")
     assert_one_error(cli("explain", str(p)), config, "not transcribed", "lists alltoall only"
                      if "minimal" not in config else "no planner dispatcher prices", *words)
+
+
+@pytest.mark.parametrize("module, config, words", [
+    # flex_flash: FlexAttention with kernel_options BACKEND FLASH (config_utils.py l. 85-94), no rate of its own
+    ("qwen3", "qwen3_debugmodel_flex_flash", ("'BACKEND': 'FLASH'", "l. 85-94", "no rate of its own",
+                                              "lists flex only")),
+    # NVFP4: torchao's NVFP4Linear, TE's numerics, not the stack's recipes nor its costs
+    ("llama3", "llama3_8b_first_85_pct_layers_nvfp4", ("NVFP4LinearConverter l. 264-315", "ceil(0.15 x layers)",
+                                                       "NVFP4BlockScaling", "@36027d82d", "lists no nvfp4 recipe",
+                                                       "re-quantizes the bf16 weight at every GEMM")),
+    ("qwen3", "qwen3_debugmodel_nvfp4", ("nvfp4_mm_triton l. 140-240", "fp8_recipes rowwise, mxfp8")),
+])
+def test_flex_flash_and_nvfp4_refused_naming_what_is_missing(cli, tmp_path, module, config, words):
+    p = _line(tmp_path, f"MODULE={module} CONFIG={config} NGPU=8 ./run_train.sh")
+    assert_one_error(cli("explain", str(p)), config, "not transcribed", *words)
 
 
 def test_16b_hybridep_rows_from_the_16b_job(tmp_path):

@@ -552,13 +552,42 @@ _MINIMAL_ASYNC_EP = ("model_registry(moe_comm_backend='minimal_async_ep') beside
                      "(expert_parallel_degree > 1)'); with EP it moves rows by torch symmetric-memory copies "
                      "(distributed/minimal_async_ep/api.py init_buffer l. 176: symm_mem.empty / rendezvous l. 230-248; "
                      "_copy_rows_to_peers_and_wait_cuda l. 300), neither NCCL's all_to_all_single nor an overlap of it, "
-                     "which no planner dispatcher prices")
+                     "which no planner dispatcher prices: its Triton kernel writes every routed copy (n k rows) into the "
+                     "peers' buffers and waits before returning ('this backend does not provide microbatch communication "
+                     "overlap', l. 312-316), and its two receive buffers of ep x n x min(k, E / ep) rows x dim each "
+                     "(l. 206-208, 229-236, n = local_batch_size x seq_len / (cp x tp)) are symmetric memory outside the "
+                     "caching allocator: the planner has no rate for the copy kernel nor a term for those buffers")
+# DeepEP v2 (models/common/token_dispatcher.py DeepEPTokenDispatcher l. 785-): in training its ElasticBuffer dispatch takes
+# the compact path (distributed/deepep/deepep.py l. 10-25: do_expand False, do_cpu_sync True, one row per distinct
+# token a rank receives, _permute_tokens l. 384-419), the transfer DeepEP v1's normal kernels make (planner/dispatch.py
+# deepep); what differs is the buffer (one ElasticBuffer of get_buffer_size_hint bytes, l. 335-381)
 _DEEPEP_V2 = ("model_registry('debugmodel_moe', moe_comm_backend='deepep') (config_registry.py l. 406-446): "
               "DeepEP v2's ElasticBuffer (distributed/deepep/deepep.py l. 44-50: 'DeepEP v2 (>= 2.0.0, ElasticBuffer) "
               "is required'), "
               "whose buffer size and handles the planner has not read (its deepep figures are DeepEP v1's Buffer, "
-              "layers/moe.py [11], ep_buffers.py): stack torchtitan-0.3 lists alltoall only")
-_NVFP4 = "its NVFP4 converter (components/quantization/nvfp4.py), which torchtitan applies to named layers only"
+              "layers/moe.py [11], ep_buffers.py): in training v2 takes the compact path (deepep.py l. 10-25: one row "
+              "per distinct token a rank receives, a host sync, then _permute_tokens l. 384-419), the transfer the "
+              "planner's deepep prices, but its one ElasticBuffer is sized by "
+              "ElasticBuffer.get_buffer_size_hint(group, num_max_tokens_per_rank, hidden, num_topk) (deepep.py "
+              "get_buffer l. 335-381; num_max_tokens_per_rank = local_batch_size x seq_len / (cp x tp), "
+              "token_dispatcher.py l. 1232-1234), which deepseek-ai/DeepEP main @dd758caf computes in C++ from the "
+              "NCCL communicator (deep_ep/buffers/elastic.py l. 381-406: _C.calculate_elastic_buffer_size), and 0.3 "
+              "pins no DeepEP v2 commit (.ci/docker/common/install_deepep.sh pins only the hybrid-ep branch "
+              "@f725d2969): stack torchtitan-0.3 lists alltoall only")
+# torchtitan's NVFP4 (components/quantization/nvfp4.py NVFP4LinearConverter l. 264-315) is torchao's nvfp4_training
+# NVFP4Linear (pytorch/ao @36027d82d torchao/prototype/moe_training/nvfp4_training/nvfp4_linear.py nvfp4_mm_triton
+# l. 140-240): the recipe the planner's nvfp4 prices on Megatron (TE NVFP4BlockScaling: RHT, 1x16 e4m3 + fp32 scales,
+# 16x16 weight blocks, stochastic rounding, fprop / dgrad / wgrad in NVFP4), on another stack's terms
+_NVFP4 = ("its NVFP4 converter (components/quantization/nvfp4.py NVFP4LinearConverter l. 264-315: torchao's nvfp4_training "
+          "NVFP4Linear on the named layers' Linears; the first_85_pct functions keep the last ceil(0.15 x layers) "
+          "layers and lm_head bf16, nvfp4_bf16_tail_fqns l. 244-261): its numerics are the planner's nvfp4 recipe "
+          "(Transformer Engine's NVFP4BlockScaling, stack megatron: RHT, 1x16 e4m3 and fp32 scales, 16x16 weight "
+          "blocks, stochastic rounding, the three GEMMs in NVFP4; pytorch/ao @36027d82d torchao/prototype/"
+          "moe_training/nvfp4_training/nvfp4_linear.py nvfp4_mm_triton l. 140-240), but stack torchtitan-0.3 lists "
+          "no nvfp4 recipe (fp8_recipes rowwise, mxfp8) and its TOML mapping no NVFP4 converter, and what this "
+          "converter costs beside TE's is not transcribed: it re-quantizes the bf16 weight at every GEMM (no "
+          "quantized-weight cache across micro-batches) with Triton amax / RHT / quantize kernels, and saves only "
+          "the fp4 column-wise input and transposed-weight codes for the backward (l. 197-236)")
 NOT_TRANSCRIBED_WHY = {
     "gpt_oss_debugmodel": "its model, 0.3.0's gpt_oss debugmodel, has vocab_size 2048 (gpt_oss/__init__.py l. 257), "
                           "main @e347b1e5e's gpt_oss debugmodel 201088 (model/args.py l. 53): no planner model has "
@@ -582,7 +611,14 @@ NOT_TRANSCRIBED_WHY = {
     "qwen3_moe_deepep": _DEEPEP_V2,
     "deepseek_v3_671b_float8": "float8 on the grouped experts beside the linears",
     "qwen3_debugmodel_moe_param_groups": "optimizer param groups (Adam on the router gate)",
-    "qwen3_debugmodel_flex_flash": "FlexAttention's FLASH backend (flex_flash), which has no rate of its own",
+    "qwen3_debugmodel_flex_flash": "FlexAttention's FLASH backend (flex_flash: models/common/config_utils.py "
+                                   "get_attention_config l. 85-94, FlexAttention.Config(block_size=(256, 128), "
+                                   "kernel_options={'BACKEND': 'FLASH'}), Hopper or Blackwell only), torch's FLASH "
+                                   "backend of flex_attention, not the Triton template flex runs, which has no rate of "
+                                   "its own: the planner's "
+                                   "kernels are flash2, cudnn and flex (FlashAttention-2's rate x flex_over_flash2, "
+                                   "compute.py [7d], measured on flex's Triton kernel), and stack torchtitan-0.3 lists "
+                                   "flex only",
     "qwen3_debugmodel_non_fused_qkv": "separate wq / wkv projections (the planner prices the fused QKV GEMM's shapes)",
 }
 # run_train.sh @4f9e9a47d l. 29-32: the environment's defaults
