@@ -511,18 +511,22 @@ def test_mtp_with_the_chunked_loss_is_refused(cli):
     assert settings.chunked_loss is True  # without MTP: the stack's default, as before
 
 
-def test_fit_with_mtp_ranks_no_pp_or_cp(cli):
-    """fit on torchtitan-0.3 with an MTP module never ranks PP or CP (rule 79 masks them, and counts them); without
-    the module the same search ranks PP (the debug model's 6 layers split over 2 stages)."""
+def test_fit_with_mtp_ranks_no_pp_or_cp():
+    """fit on torchtitan-0.3 with an MTP module never ranks PP or CP: rule 79 masks them and counts them. Ranked by
+    memory, the search without the module puts PP and CP plans on top (the debug model's 6 layers split over stages);
+    with it none, and the plans it drops are exactly the feasible PP / CP ones (the debug model fits either way)."""
     from planner.search import fit
 
     job = dict(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3", global_batch=64, seq_len=2048)
-    res = fit(Job(**job, mtp_layers=1), top=1000)
+    free = fit(Job(**job), top=50, objective="memory")
+    assert any(r["plan"]["pp"] > 1 for r in free.rows) and any(r["plan"]["cp"] > 1 for r in free.rows)
+    res = fit(Job(**job, mtp_layers=1), top=50, objective="memory")
     assert res.rows and all(r["plan"]["pp"] == 1 and r["plan"]["cp"] == 1 for r in res.rows)
     assert all(r["plan"]["mtp_layers"] == 1 and not r["plan"].get("chunked_loss") for r in res.rows)
-    assert any("TORCHTITAN_MTP_PP_CP" in k and v > 0 for k, v in res.counts.reasons.items())
-    free = fit(Job(**job), top=1000)
-    assert any(r["plan"]["pp"] > 1 for r in free.rows) and any(r["plan"]["cp"] > 1 for r in free.rows)
+    masked = next(v for k, v in res.counts.reasons.items() if "TORCHTITAN_MTP_PP_CP" in k)
+    assert not any("TORCHTITAN_MTP_PP_CP" in k for k in free.counts.reasons)
+    assert res.counts.considered == free.counts.considered and res.counts.feasible + masked == free.counts.feasible
+    assert masked > 0
 
 
 def test_export_refuses_mtp_no_function_builds(cli):
@@ -530,3 +534,30 @@ def test_export_refuses_mtp_no_function_builds(cli):
             "torchtitan-0.3", "--hardware", "h100-sxm"]
     assert_one_error(cli("export", "--format", "torchtitan", *args, "--mtp-layers", "2"),
                      "2 multi-token prediction module(s)", "deepseek_v3_debugmodel_mtp", "num_mtp_layers", "--mtp-layers")
+
+
+def test_mtp_module_is_never_recomputed_on_0_3():
+    """torchtitan 0.3's activation checkpointing wraps the children of model.layers only (activation_checkpoint.py
+    l. 152-160) and the MTP modules live in model.mtp_layers (mtp.py l. 217-224): under selective or full AC the MTP
+    layer keeps what it keeps without recompute (stack memory.mtp_checkpointed false). The debug model at micro-batch
+    8 x 2048 = 16,384 tokens, h 256, V 2048, TP 1: the module holds its MoE layer's un-recomputed activations, the two
+    normed halves 16,384 x 2 x 2 B x 256 = 16,777,216 B and its own output layer and loss, 16,384 x (2 x 256 + 2 x 256
+    (the saved norm output) + 12 x 2048 (the stack's plain loss per logit)) = 419,430,400 B; and the step adds no
+    selective re-run for it (its compute is the same under none and selective)."""
+    from planner.memory import _PerLayer
+    from planner.params import count_params
+
+    job = dict(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3", global_batch=64, seq_len=2048)
+    per, comp = {}, {}
+    for rc in ("none", "selective", "full"):
+        for m in (0, 1):
+            settings, plan, _ = resolve(Job(**job, mtp_layers=m, recompute=rc))
+            if m:
+                per[rc] = _PerLayer(settings, plan, count_params(settings.model))
+            comp[rc, m] = to_json(settings, plan, evaluate(settings, plan))["time"]["compute_s"]
+    moe = per["none"].stored[1]  # the MoE kind (layers 1-5), the MTP module's
+    assert float(per["selective"].stored[1]) < float(moe)  # selective AC keeps less in a main layer ...
+    for rc in ("none", "selective", "full"):  # ... but not in the MTP module's
+        assert float(per[rc].mtp) == pytest.approx(float(moe) + 16_777_216 + 419_430_400)
+        assert float(per[rc].mtp_buffer) == 0.0
+    assert comp["selective", 1] - comp["selective", 0] == pytest.approx(comp["none", 1] - comp["none", 0], rel=1e-9)
