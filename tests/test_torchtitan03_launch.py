@@ -60,6 +60,7 @@ def test_config_functions_build_the_flavors_main_names():
         first = CONFIG_FUNCTIONS[TORCHTITAN_03[cf.flavor]]
         assert first.flavor == cf.flavor and first.module == module
         assert first.chunked_loss and (not first.converter or first.name == "llama3_405b")  # 405B: float8 only
+        assert not first.mtp_layers  # the table's function builds no MTP module (deepseek_v3_debugmodel, not _mtp)
     assert set(TORCHTITAN_03.values()) <= set(CONFIG_FUNCTIONS)
 
 
