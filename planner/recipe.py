@@ -108,7 +108,7 @@ def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
         if runs is None or not runs.mtp:
             return f"stack {stack.name} does not train multi-token prediction modules"
         if runs.mtp_chunked_loss is False:  # torchtitan 0.3: MTP only with the plain loss, and without PP or CP
-            return (f"stack {stack.name} trains them only with its plain loss, not its default chunked one "
+            return (f"stack {stack.name} trains MTP modules only with its plain loss, not its default chunked one "
                     "(runs.mtp_chunked_loss), and without PP or CP (start-up rule TORCHTITAN_MTP_PP_CP): pass "
                     "--mtp-layers to plan them")
         return None

@@ -562,3 +562,17 @@ def test_mtp_module_is_never_recomputed_on_0_3():
         assert float(per[rc].mtp) == pytest.approx(float(moe) + 16_777_216 + 419_430_400)
         assert float(per[rc].mtp_buffer) == 0.0
     assert comp["selective", 1] - comp["selective", 0] == pytest.approx(comp["none", 1] - comp["none", 0], rel=1e-9)
+
+
+def test_deepseek_v3_recipe_mtp_not_taken_on_0_3():
+    """DeepSeek-V3's recipe trains one MTP module (model_zoo deepseek-v3.yaml training mtp_layers 1, arXiv:2412.19437
+    sec. 2.2, 4.2): taken on megatron; on torchtitan-0.3, whose MTP runs only with the plain loss and without PP or CP,
+    not taken (a job asks it with --mtp-layers), so plain DeepSeek-V3 plans there stay as they were."""
+    from planner.recipe import apply
+
+    data, notes = apply({"model": "deepseek-v3", "stack": "torchtitan-0.3", "gpus": 256, "hardware": "h100-sxm"})
+    assert "mtp_layers" not in data
+    assert any("mtp_layers 1 not taken: stack torchtitan-0.3 trains MTP modules only with its plain loss" in n
+               and "TORCHTITAN_MTP_PP_CP" in n for n in notes)
+    data, _ = apply({"model": "deepseek-v3", "stack": "megatron", "gpus": 256, "hardware": "h100-sxm"})
+    assert data["mtp_layers"] == 1
