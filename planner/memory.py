@@ -1783,7 +1783,26 @@ def mtp_recomputed(settings: Settings, plan) -> np.ndarray:
     keeps recompute_layers for any block method, trainers/megatron.py)."""
     if settings.recompute_layers is not None:  # a job setting: Megatron's --recompute-method block
         return np.zeros(np.shape(plan.tp))
+    if stack_of(settings).memory.mtp_checkpointed is False:  # a stack setting: torchtitan 0.3 checkpoints model.layers only
+        return np.zeros(np.shape(plan.tp))
     return np.where(plan.recompute == RC_FULL, 1.0, 0.0)
+
+
+def mtp_stored(settings: Settings, plan: PlanArrays, pc: ParamCounts, stored: list) -> np.ndarray:
+    """What one MTP module's layer saves for one micro-batch [dh]: the plan's layer of its kind (stored, under the plan's
+    recompute), or, where the stack's checkpointing does not cover the MTP modules (memory.mtp_checkpointed false:
+    pytorch/torchtitan release/0.3 @4f9e9a47d distributed/activation_checkpoint.py apply l. 152-160 wraps the children
+    of model.layers, and models/deepseek_v3/mtp.py keeps its modules in model.mtp_layers), the layer without recompute."""
+    ll = pc.layers
+    if stack_of(settings).memory.mtp_checkpointed is not False:  # a stack setting
+        return stored[ll.mtp_kind]
+    # RC_NONE for every plan; fit's plans may be 2-D (recompute x rows, search._memory_totals): flattened, then reshaped
+    names = [f.name for f in dataclasses.fields(plan)]
+    shape = np.broadcast_shapes(*(np.shape(getattr(plan, f)) for f in names))
+    flat = {f: np.broadcast_to(np.asarray(getattr(plan, f)), shape).reshape(-1) for f in names}
+    flat["recompute"] = np.full(flat["recompute"].shape, RC_NONE, dtype=np.int64)
+    kept = _grouped_layer_memory(settings, dataclasses.replace(plan, **flat), ll)[0][ll.mtp_kind]
+    return np.reshape(kept, shape) if shape else np.asarray(kept).reshape(())
 
 
 def _dispatcher_held(per: _PerLayer, counts, r) -> np.ndarray:
@@ -2270,8 +2289,9 @@ class _PerLayer:
         ll = pc.layers
         halves = ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
         r_mtp = mtp_recomputed(settings, plan)
-        self.mtp = (float(ll.mtp) * ((1.0 - r_mtp) * self.stored[ll.mtp_kind] + halves + self.out_act) if ll.mtp else 0.0)
-        self.mtp_buffer = r_mtp * (self.stored[ll.mtp_kind] + halves) if ll.mtp else 0.0
+        mtp_kept = mtp_stored(settings, plan, pc, self.stored) if ll.mtp else 0.0
+        self.mtp = (float(ll.mtp) * ((1.0 - r_mtp) * mtp_kept + halves + self.out_act) if ll.mtp else 0.0)
+        self.mtp_buffer = r_mtp * (mtp_kept + halves) if ll.mtp else 0.0
         # what each MoE layer's token dispatcher holds until the layer's next forward, and the MTP modules' [dh]
         self.dispatcher_held, self.mtp_held = moe_dispatcher_held(settings, ctx, ll)
         # Megatron's deferred output-layer weight gradients [10]: at the last micro-batch's

@@ -1447,7 +1447,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         fp16=job.fp16,
         **_fusion_settings(job, model, stack, inherited, where),
-        chunked_loss=_chunked_loss(job, stack, inherited),
+        chunked_loss=_chunked_loss(job, stack, inherited, model, where),
         selective_recomputes_attention=job.selective_recomputes_attention,
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
@@ -2103,9 +2103,24 @@ def with_default(stack, field: str, value):
     return stack.model_copy(update={"defaults": stack.defaults.model_copy(update={field: value})})
 
 
-def _chunked_loss(job: Job, stack, inherited: list) -> bool:
+def _chunked_loss(job: Job, stack, inherited: list, model=None, where: str = "") -> bool:
     """The job's chunked_loss, else the stack's defaults.chunked_loss (listed as inherited where it is on: the
-    torchtitan-0.3 configs' ChunkedLossWrapper, stack_db torchtitan-0.3.yaml defaults)."""
+    torchtitan-0.3 configs' ChunkedLossWrapper, stack_db torchtitan-0.3.yaml defaults). With multi-token prediction
+    modules on a stack whose chunked loss does not run beside them (runs.mtp_chunked_loss false: torchtitan 0.3's
+    MTPDecoder.forward raises under ChunkedLossWrapper's _skip_lm_head, models/deepseek_v3/mtp.py l. 271-275, and its
+    MTP config runs MTPLoss, the plain cross-entropy per depth) the plain loss is taken and a job asking the chunked
+    one is refused."""
+    runs = stack.runs
+    mtp_plain = bool(model is not None and model.mtp_layers and runs is not None and runs.mtp_chunked_loss is False)
+    if mtp_plain and job.chunked_loss:
+        raise PlannerError(f"{where}chunked_loss with {model.mtp_layers} multi-token prediction module(s) on stack "
+                           f"{stack.name}: its chunked loss does not run beside MTP (stack_db {stack.name} "
+                           "runs.mtp_chunked_loss false: torchtitan release/0.3 @4f9e9a47d models/deepseek_v3/mtp.py "
+                           "MTPDecoder.forward l. 271-275 raises 'skip_lm_head is not supported with MTP decoder until "
+                           "ChunkedLoss supports MTP outputs', and its MTP config runs MTPLoss, l. 323-409)",
+                           "leave chunked_loss out or off (--no-chunked-loss) with mtp_layers, or set mtp_layers 0")
+    if mtp_plain:
+        return False
     if job.chunked_loss is not None:
         return bool(job.chunked_loss)
     on = bool(stack.defaults.chunked_loss and stack.memory.chunked_loss_chunks is not None)

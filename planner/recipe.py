@@ -20,7 +20,10 @@ with its source), where the job's stack and hardware run it:
                   runs.bytes_per_param: bf16-moments, Adam's moments in bf16, is Megatron's
                   precision-aware optimizer and DeepSeek's own; torchtitan keeps its
                   parameters' dtype); a stack that does not say does not take it;
-  mtp_layers      the stack trains multi-token prediction modules (stack_db runs.mtp);
+  mtp_layers      the stack trains multi-token prediction modules (stack_db runs.mtp) with its
+                  default loss: not on torchtitan-0.3, whose MTP runs only with the plain loss and
+                  without PP or CP (runs.mtp_chunked_loss false, start-up rule
+                  TORCHTITAN_MTP_PP_CP): a job asks it there with --mtp-layers;
   attention_kernel the stack's model code runs it (stack_db runs.attention_kernels: torchtitan flash2
                   and flex, torchtitan-0.3 flex; a stack that does not say does not take it). The
                   models that give one are torchtitan's flavors (planner/torchtitan_registry.py:
@@ -104,6 +107,10 @@ def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
     if field == "mtp_layers":
         if runs is None or not runs.mtp:
             return f"stack {stack.name} does not train multi-token prediction modules"
+        if runs.mtp_chunked_loss is False:  # torchtitan 0.3: MTP only with the plain loss, and without PP or CP
+            return (f"stack {stack.name} trains MTP modules only with its plain loss, not its default chunked one "
+                    "(runs.mtp_chunked_loss), and without PP or CP (start-up rule TORCHTITAN_MTP_PP_CP): pass "
+                    "--mtp-layers to plan them")
         return None
     if runs is None or runs.moe_dispatchers is None:
         return f"stack {stack.name} does not list the dispatchers it runs"

@@ -1603,6 +1603,12 @@ class MemoryReporting(BaseModel):
         default=None, gt=0,
         description="the stack's chunked cross-entropy (job field chunked_loss): the sequence chunks it runs the output "
                     "layer and the loss on, one at a time (memory._chunked_loss); null: no chunked loss")
+    mtp_checkpointed: Optional[bool] = Field(
+        default=None,
+        description="whether the stack's activation checkpointing covers its multi-token prediction modules (job field "
+                    "mtp_layers); false: the MTP layer keeps every activation and re-runs nothing under any recompute "
+                    "(torchtitan 0.3 wraps model.layers only); null: as Megatron, full recompute re-runs the module "
+                    "(memory.mtp_recomputed) and selective recompute applies to its layer")
     fp8_saved_bytes: dict[Fp8SavedTensor, float] = Field(
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
@@ -2268,6 +2274,11 @@ class StackRuns(BaseModel):
     mtp: Optional[bool] = Field(
         default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
                                   "model recipe's mtp_layers is taken only where true; null: the stack does not say")
+    mtp_chunked_loss: Optional[bool] = Field(
+        default=None, description="whether the stack's chunked cross-entropy (job field chunked_loss) runs beside its "
+                                  "multi-token prediction modules; false: a job with mtp_layers takes the plain loss "
+                                  "(the stack's default chunked_loss is not inherited) and a job asking both is refused; "
+                                  "null: the stack does not say (no check)")
     router_losses: Optional[bool] = Field(
         default=None, description="whether the stack's code computes the MoE router's auxiliary load-balancing loss and "
                                   "z-loss (job fields moe_aux_loss_coeff, moe_z_loss_coeff); false: a model recipe's "

@@ -154,6 +154,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             drop_tokens / gather_tokens over TP (sharded_moe.py l. 626-664) assume
                             the TP ranks hold the same tokens; Megatron-DeepSpeed @f4157bea hands the
                             MoE the rank's sequence shard (transformer.py l. 1429-1432) (code 78)
+  TORCHTITAN_MTP_PP_CP      (the torchtitan set, on a stack whose code trains MTP: runs.mtp true, release/0.3)
+                            multi-token prediction with pp > 1 or cp > 1: torchtitan @4f9e9a47d
+                            models/deepseek_v3/mtp.py l. 199-209 raises NotImplementedError (code 79)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2096,6 +2099,29 @@ LATER_RULES = LATER_RULES + (
         "turn sequence parallelism off (--no-sequence-parallel) for an MoE model with tp > 1, or use tp 1",
         lambda m, s, p: np.full(np.shape(p.tp), m is not None and m.moe is not None)
         & (np.asarray(p.tp) > 1) & (np.asarray(p.sp) > 0)),
+)
+
+# TORCHTITAN_MTP_PP_CP (code 79, issue 22 tt03disp): torchtitan's multi-token prediction (release/0.3 @4f9e9a47d
+# torchtitan/models/deepseek_v3/mtp.py, the stack's runs.mtp true) stops at start-up under pipeline or context
+# parallelism: MTPDecoder.Config.update_from_config l. 199-209 raises NotImplementedError "MTP does not support pipeline
+# parallelism yet" (pipeline_parallel_degree > 1) and "... context parallelism yet" (context_parallel_degree > 1); its
+# design note (models/deepseek_v3/MTP.md, TODO 1-2) lists both as not integrated. A stack whose code trains no MTP
+# (runs.mtp false or null: main @e347b1e5e) is not judged here.
+def _torchtitan_mtp_broken(model, stack, plan) -> np.ndarray:
+    runs = stack.runs if stack is not None else None
+    on = model is not None and bool(model.mtp_layers) and runs is not None and bool(runs.mtp)  # model / stack settings
+    return np.full(np.shape(plan.tp), on, dtype=bool) & ((np.asarray(plan.pp) > 1) | (np.asarray(plan.cp) > 1))
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_MTP_PP_CP", "torchtitan",
+        "torchtitan's multi-token prediction runs without pipeline and context parallelism only",
+        "pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/deepseek_v3/mtp.py MTPDecoder.Config."
+        "update_from_config l. 199-209 ('MTP does not support pipeline parallelism yet.', '... context parallelism "
+        "yet.'); models/deepseek_v3/MTP.md TODO 1-2",
+        "use pp 1 and cp 1 with mtp_layers, or leave mtp_layers out (--mtp-layers 0)",
+        _torchtitan_mtp_broken),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

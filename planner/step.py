@@ -943,7 +943,10 @@ def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
     h = sc.settings.model.hidden_size
     proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision, sc.gemm_cal)
     k = ll.mtp_kind
-    return float(ll.mtp) * (lt.fwd[k] + lt.bwd[k] + lt.sel[k] + 3.0 * proj["mtp_proj"] / sc.speed + logits)
+    # selective recompute re-runs part of the module's layer, unless the stack's checkpointing leaves the MTP modules
+    # out (memory.mtp_checkpointed false: torchtitan 0.3, memory.mtp_stored)
+    sel = 0.0 if sc.stack.memory.mtp_checkpointed is False else lt.sel[k]
+    return float(ll.mtp) * (lt.fwd[k] + lt.bwd[k] + sel + 3.0 * proj["mtp_proj"] / sc.speed + logits)
 
 
 def _proj_shape(h, sc):

@@ -62,7 +62,7 @@ CITED = {
 
 
 def test_codes():
-    assert CODES["STACK_SEQUENCE_PARALLEL"] == 74 and CODES["STACK_RECOMPUTE"] == 75 and max(CODES.values()) == 78  # then DEEPSPEED_PP_SPLIT_ENDS, DEEPSPEED_MOE, DEEPSPEED_MOE_SP
+    assert CODES["STACK_SEQUENCE_PARALLEL"] == 74 and CODES["STACK_RECOMPUTE"] == 75 and max(CODES.values()) == 79  # then DEEPSPEED_PP_SPLIT_ENDS, DEEPSPEED_MOE, DEEPSPEED_MOE_SP, TORCHTITAN_MTP_PP_CP
 
 
 def test_each_stack_says_what_its_code_has():

@@ -60,6 +60,7 @@ def test_config_functions_build_the_flavors_main_names():
         first = CONFIG_FUNCTIONS[TORCHTITAN_03[cf.flavor]]
         assert first.flavor == cf.flavor and first.module == module
         assert first.chunked_loss and (not first.converter or first.name == "llama3_405b")  # 405B: float8 only
+        assert not first.mtp_layers  # the table's function builds no MTP module (deepseek_v3_debugmodel, not _mtp)
     assert set(TORCHTITAN_03.values()) <= set(CONFIG_FUNCTIONS)
 
 
@@ -160,14 +161,33 @@ def test_untranscribed_config_functions_are_refused(cli, tmp_path):
     # expert_parallel_degree 1 with MinimalAsyncEP: token_dispatcher.py l. 1238-1242 raises at start-up
     ("deepseek_v3", "deepseek_v3_debugmodel_minimal_async_ep", ("l. 119-135", "expert_parallel_degree 1",
                                                                 "symmetric-memory", "all_to_all_single")),
-    ("deepseek_v3", "deepseek_v3_16b_minimal_async_ep", ("l. 185-203", "requires expert parallelism")),
-    # DeepEP v2 (ElasticBuffer), not the v1 Buffer the planner's deepep prices
-    ("qwen3", "qwen3_moe_deepep", ("l. 406-446", "ElasticBuffer", "DeepEP v1's Buffer")),
+    ("deepseek_v3", "deepseek_v3_16b_minimal_async_ep", ("l. 185-203", "requires expert parallelism",
+                                                         "does not provide microbatch communication overlap",
+                                                         "ep x n x min(k, E / ep) rows")),
+    # DeepEP v2 (ElasticBuffer), not the v1 Buffer the planner's deepep prices: the compact path's transfer is
+    # deepep's, the buffer's size is DeepEP's C++ (calculate_elastic_buffer_size) and 0.3 pins no v2 commit
+    ("qwen3", "qwen3_moe_deepep", ("l. 406-446", "ElasticBuffer", "DeepEP v1's Buffer", "compact path",
+                                   "get_buffer_size_hint", "@dd758caf", "pins no DeepEP v2 commit")),
 ])
 def test_other_token_dispatchers_refused_naming_why(cli, tmp_path, module, config, words):
     p = _line(tmp_path, f"MODULE={module} CONFIG={config} NGPU=8 ./run_train.sh")
     assert_one_error(cli("explain", str(p)), config, "not transcribed", "lists alltoall only"
                      if "minimal" not in config else "no planner dispatcher prices", *words)
+
+
+@pytest.mark.parametrize("module, config, words", [
+    # flex_flash: FlexAttention with kernel_options BACKEND FLASH (config_utils.py l. 85-94), no rate of its own
+    ("qwen3", "qwen3_debugmodel_flex_flash", ("'BACKEND': 'FLASH'", "l. 85-94", "no rate of its own",
+                                              "lists flex only")),
+    # NVFP4: torchao's NVFP4Linear, TE's numerics, not the stack's recipes nor its costs
+    ("llama3", "llama3_8b_first_85_pct_layers_nvfp4", ("NVFP4LinearConverter l. 264-315", "ceil(0.15 x layers)",
+                                                       "NVFP4BlockScaling", "@36027d82d", "lists no nvfp4 recipe",
+                                                       "re-quantizes the bf16 weight at every GEMM")),
+    ("qwen3", "qwen3_debugmodel_nvfp4", ("nvfp4_mm_triton l. 140-240", "fp8_recipes rowwise, mxfp8")),
+])
+def test_flex_flash_and_nvfp4_refused_naming_what_is_missing(cli, tmp_path, module, config, words):
+    p = _line(tmp_path, f"MODULE={module} CONFIG={config} NGPU=8 ./run_train.sh")
+    assert_one_error(cli("explain", str(p)), config, "not transcribed", *words)
 
 
 def test_16b_hybridep_rows_from_the_16b_job(tmp_path):
@@ -219,6 +239,9 @@ ROUND_TRIPS = [
           torch_compile=True, tp_comm_overlap=True), "llama3_405b"),
     (dict(model="deepseek-v3", gpus=256, pp=8, ep=32, global_batch=256, precision="bf16", moe_aux_loss_coeff=0.0),
      "deepseek_v3_671b"),
+    # one MTP module and MTPLoss (the plain cross-entropy): deepseek_v3_debugmodel_mtp (tt03disp)
+    (dict(model="torchtitan:deepseek_v3/debugmodel_flex_attn", gpus=8, global_batch=64, seq_len=2048, mtp_layers=1,
+          chunked_loss=False, recompute="selective"), "deepseek_v3_debugmodel_mtp"),
 ]
 
 
@@ -432,3 +455,124 @@ def test_reused_refusals_speak_the_launch_lines_spelling(cli, tmp_path, option, 
     r = cli("explain", str(p), "--hardware", "h100-sxm")
     assert_one_error(r, str(p), *words)
     assert "[training]" not in r.stderr and "[parallelism]" not in r.stderr and "--gpus" not in r.stderr
+
+
+# ------------------------------------------------------------------ multi-token prediction (tt03disp)
+DSV3_DEBUG = "torchtitan:deepseek_v3/debugmodel_flex_attn"
+
+
+def test_deepseek_v3_debugmodel_mtp_reads_by_hand(tmp_path):
+    """deepseek_v3_debugmodel_mtp (deepseek_v3/config_registry.py l. 73-79): deepseek_v3_debugmodel's run (local 8,
+    seq 2048, steps 10, ep 1, SelectiveAC) with model_registry("debugmodel", num_mtp_layers=1) and MTPLoss (no
+    ChunkedLossWrapper). NGPU 8: shard 8, global 8 x 8 = 64, tokens 10 x 64 x 2048 = 1,310,720. The MTP module
+    (mtp.py MTPTransformerBlock l. 109-164, a copy of the last layer, __init__.py l. 291-316) priced as the planner's
+    (params.mtp_params): eh_proj 2 x 256 x 256 = 131,072, two norms 2 x 256 (mtp_norm, the module's third RMSNorm, 256
+    parameters, is not counted by params.mtp_params, nor Megatron's final_layernorm), one MoE layer of the debug model: MLA wq 256 x 16 x 192 = 786,432, wkv_a 256 x 576 = 147,456,
+    kv_norm 512, wkv_b 512 x 16 x 256 = 2,097,152, wo 2048 x 256 = 524,288, two norms 512, router 256 x 8 + the 8
+    expert biases = 2,056, experts 8 x 3 x 256 x 256 = 1,572,864, shared 3 x 256 x 512 = 393,216: 5,524,488;
+    in all 5,656,072."""
+    cfg = _read(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_mtp NGPU=8 ./run_train.sh")
+    j = cfg.job
+    assert (j["model"], j["gpus"], j.get("ep", 1), j["micro_batch"], j["global_batch"], j["seq_len"]) == (DSV3_DEBUG, 8, 1, 8, 64, 2048)
+    assert (j["tokens"], j["recompute"], j["mtp_layers"], j["chunked_loss"]) == (1_310_720.0, "selective", 1, False)
+    assert any(a.startswith("mtp_layers=1: deepseek_v3_debugmodel_mtp's model_registry(num_mtp_layers=1)") for a in cfg.assumed)
+    assert any(a.startswith("chunked_loss=false: deepseek_v3_debugmodel_mtp's loss is MTPLoss") for a in cfg.assumed)
+    settings, plan, _ = resolve(Job(**j))
+    row = to_json(settings, plan, evaluate(settings, plan))
+    assert row["params"]["mtp"] == 2 * 256 * 256 + 2 * 256 + 5_524_488 == 5_656_072
+    assert row["plan"]["mtp_layers"] == 1 and not settings.chunked_loss
+    # the same job without the module (deepseek_v3_debugmodel's model): MTP adds its layer, projection and logits
+    base = _read(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel NGPU=8 ./run_train.sh").job
+    s0, p0, _ = resolve(Job(**{**base, "chunked_loss": False}))
+    r0 = to_json(s0, p0, evaluate(s0, p0))
+    assert "mtp" not in r0["params"] and r0["plan"]["mtp_layers"] == 0
+    assert row["time"]["compute_s"] > r0["time"]["compute_s"]
+    assert row["memory"]["activations_bytes"] > r0["memory"]["activations_bytes"]
+
+
+@pytest.mark.parametrize("option", ["--parallelism.pipeline_parallel_degree 2", "--parallelism.context_parallel_degree 2"])
+def test_mtp_under_pp_or_cp_is_refused(cli, tmp_path, option):
+    """MTPDecoder.Config.update_from_config (mtp.py l. 199-209) raises NotImplementedError under PP or CP: start-up
+    rule TORCHTITAN_MTP_PP_CP (code 79)."""
+    p = _line(tmp_path, f"MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_mtp NGPU=8 ./run_train.sh {option}")
+    assert_one_error(cli("explain", str(p), "--hardware", "h100-sxm"), "TORCHTITAN_MTP_PP_CP", "mtp.py",
+                     "l. 199-209", "pp 1 and cp 1")
+
+
+def test_mtp_with_the_chunked_loss_is_refused(cli):
+    """trainer.py l. 510-535 sets _skip_lm_head under ChunkedLossWrapper; MTPDecoder.forward raises then (l. 271-275):
+    a job asking both on torchtitan-0.3 is refused; one that leaves chunked_loss out takes the plain loss."""
+    args = ["--model", DSV3_DEBUG, "--gpus", "8", "--hardware", "h100-sxm", "--stack", "torchtitan-0.3",
+            "--mtp-layers", "1", "--global-batch", "16"]
+    assert_one_error(cli("explain", *args, "--chunked-loss"), "chunked_loss with 1 multi-token prediction",
+                     "runs.mtp_chunked_loss false", "l. 271-275", "--no-chunked-loss")
+    settings, _, _ = resolve(Job(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3", mtp_layers=1))
+    assert settings.chunked_loss is False and settings.model.mtp_layers == 1
+    settings, _, _ = resolve(Job(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3"))
+    assert settings.chunked_loss is True  # without MTP: the stack's default, as before
+
+
+def test_fit_with_mtp_ranks_no_pp_or_cp():
+    """fit on torchtitan-0.3 with an MTP module never ranks PP or CP: rule 79 masks them and counts them. Ranked by
+    memory, the search without the module puts PP and CP plans on top (the debug model's 6 layers split over stages);
+    with it none, and the plans it drops are exactly the feasible PP / CP ones (the debug model fits either way)."""
+    from planner.search import fit
+
+    job = dict(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3", global_batch=64, seq_len=2048)
+    free = fit(Job(**job), top=50, objective="memory")
+    assert any(r["plan"]["pp"] > 1 for r in free.rows) and any(r["plan"]["cp"] > 1 for r in free.rows)
+    res = fit(Job(**job, mtp_layers=1), top=50, objective="memory")
+    assert res.rows and all(r["plan"]["pp"] == 1 and r["plan"]["cp"] == 1 for r in res.rows)
+    assert all(r["plan"]["mtp_layers"] == 1 and not r["plan"].get("chunked_loss") for r in res.rows)
+    masked = next(v for k, v in res.counts.reasons.items() if "TORCHTITAN_MTP_PP_CP" in k)
+    assert not any("TORCHTITAN_MTP_PP_CP" in k for k in free.counts.reasons)
+    assert res.counts.considered == free.counts.considered and res.counts.feasible + masked == free.counts.feasible
+    assert masked > 0
+
+
+def test_export_refuses_mtp_no_function_builds(cli):
+    args = ["--model", DSV3_DEBUG, "--gpus", "8", "--global-batch", "64", "--seq-len", "2048", "--stack",
+            "torchtitan-0.3", "--hardware", "h100-sxm"]
+    assert_one_error(cli("export", "--format", "torchtitan", *args, "--mtp-layers", "2"),
+                     "2 multi-token prediction module(s)", "deepseek_v3_debugmodel_mtp", "num_mtp_layers", "--mtp-layers")
+
+
+def test_mtp_module_is_never_recomputed_on_0_3():
+    """torchtitan 0.3's activation checkpointing wraps the children of model.layers only (activation_checkpoint.py
+    l. 152-160) and the MTP modules live in model.mtp_layers (mtp.py l. 217-224): under selective or full AC the MTP
+    layer keeps what it keeps without recompute (stack memory.mtp_checkpointed false). The debug model at micro-batch
+    8 x 2048 = 16,384 tokens, h 256, V 2048, TP 1: the module holds its MoE layer's un-recomputed activations, the two
+    normed halves 16,384 x 2 x 2 B x 256 = 16,777,216 B and its own output layer and loss, 16,384 x (2 x 256 + 2 x 256
+    (the saved norm output) + 12 x 2048 (the stack's plain loss per logit)) = 419,430,400 B; and the step adds no
+    selective re-run for it (its compute is the same under none and selective)."""
+    from planner.memory import _PerLayer
+    from planner.params import count_params
+
+    job = dict(model=DSV3_DEBUG, gpus=8, hardware="h100-sxm", stack="torchtitan-0.3", global_batch=64, seq_len=2048)
+    per, comp = {}, {}
+    for rc in ("none", "selective", "full"):
+        for m in (0, 1):
+            settings, plan, _ = resolve(Job(**job, mtp_layers=m, recompute=rc))
+            if m:
+                per[rc] = _PerLayer(settings, plan, count_params(settings.model))
+            comp[rc, m] = to_json(settings, plan, evaluate(settings, plan))["time"]["compute_s"]
+    moe = per["none"].stored[1]  # the MoE kind (layers 1-5), the MTP module's
+    assert float(per["selective"].stored[1]) < float(moe)  # selective AC keeps less in a main layer ...
+    for rc in ("none", "selective", "full"):  # ... but not in the MTP module's
+        assert float(per[rc].mtp) == pytest.approx(float(moe) + 16_777_216 + 419_430_400)
+        assert float(per[rc].mtp_buffer) == 0.0
+    assert comp["selective", 1] - comp["selective", 0] == pytest.approx(comp["none", 1] - comp["none", 0], rel=1e-9)
+
+
+def test_deepseek_v3_recipe_mtp_not_taken_on_0_3():
+    """DeepSeek-V3's recipe trains one MTP module (model_zoo deepseek-v3.yaml training mtp_layers 1, arXiv:2412.19437
+    sec. 2.2, 4.2): taken on megatron; on torchtitan-0.3, whose MTP runs only with the plain loss and without PP or CP,
+    not taken (a job asks it with --mtp-layers), so plain DeepSeek-V3 plans there stay as they were."""
+    from planner.recipe import apply
+
+    data, notes = apply({"model": "deepseek-v3", "stack": "torchtitan-0.3", "gpus": 256, "hardware": "h100-sxm"})
+    assert "mtp_layers" not in data
+    assert any("mtp_layers 1 not taken: stack torchtitan-0.3 trains MTP modules only with its plain loss" in n
+               and "TORCHTITAN_MTP_PP_CP" in n for n in notes)
+    data, _ = apply({"model": "deepseek-v3", "stack": "megatron", "gpus": 256, "hardware": "h100-sxm"})
+    assert data["mtp_layers"] == 1

@@ -383,6 +383,7 @@ class ConfigFunction:
     notes: tuple = ()  # where 0.3.0's flavor differs from main's in a field priced at nothing (said as assumed)
     export_note: str = ""  # what the export says of the function beyond the plan (its data, its start)
     chunked_loss: bool = True  # its loss is ChunkedLossWrapper (LOSS_CHUNKS); False: the plain CrossEntropyLoss
+    mtp_layers: int = 0  # model_registry's num_mtp_layers (deepseek_v3's MTP modules, job field mtp_layers)
 
     @property
     def kernel(self) -> str:
@@ -466,6 +467,13 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
                     "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective",
                    {"converters": ["quantize.linear.float8"],
                     "quantize.linear.float8": {"recipe_name": "rowwise", "filter_fqns": []}}),
+    # deepseek_v3_debugmodel (above) with model_registry("debugmodel", num_mtp_layers=1) and loss MTPLoss.Config (mtp_scale
+    # default 0.3, models/deepseek_v3/mtp.py l. 323-331): one MTP module (mtp.py MTPTransformerBlock l. 109-164, a copy of
+    # the last layer, __init__.py _build_mtp_layers l. 291-316), the plain cross-entropy on the main and the MTP logits
+    # (MTPLoss l. 339-409: no ChunkedLossWrapper, which MTPDecoder.forward refuses, l. 271-275)
+    ConfigFunction("deepseek_v3", "deepseek_v3_debugmodel_mtp", "l. 73-79", ("deepseek_v3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.expert_parallel_degree": 1}, "selective", chunked_loss=False, mtp_layers=1),
     ConfigFunction("qwen3", "qwen3_debugmodel", "l. 33-62", ("qwen3", "debugmodel"), "flex",
                    {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10}, "selective"),
     ConfigFunction("qwen3", "qwen3_moe_debug", "l. 373-403", ("qwen3", "debugmodel_moe"), "flex",
@@ -505,13 +513,13 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
 )}
 # the other config functions at 4f9e9a47d (each module's config_registry.py `def`s): known, not transcribed
 # (the debug models; NVFP4 / float8-emulated LoRA / first-85%-of-layers converters; other token dispatchers
-# (deepep, hybridep, minimal_async_ep); MTP; flex_flash; param groups; SFT chat data; the kimi_k2_7, qwen3_5 and
+# (deepep, hybridep, minimal_async_ep); flex_flash; param groups; SFT chat data; the kimi_k2_7, qwen3_5 and
 # muse_glimmer packages, whose flavors no planner model copies; flux, no language model): a launch line naming one
 # is refused naming the transcribed ones
 OTHER_FUNCTIONS = {
     "llama3": ("llama3_debugmodel_dist_gemm llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
                "llama3_debugmodel_float8_emulate_lora llama3_8b_first_85_pct_layers_nvfp4 sft_debugmodel").split(),
-    "deepseek_v3": ("deepseek_v3_debugmodel_mtp deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_hybridep "
+    "deepseek_v3": ("deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_hybridep "
                     "deepseek_v3_debugmodel_minimal_async_ep deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep "
                     "deepseek_v3_671b_float8").split(),
     "qwen3": ("qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 qwen3_debugmodel_moe_param_groups "
@@ -544,13 +552,42 @@ _MINIMAL_ASYNC_EP = ("model_registry(moe_comm_backend='minimal_async_ep') beside
                      "(expert_parallel_degree > 1)'); with EP it moves rows by torch symmetric-memory copies "
                      "(distributed/minimal_async_ep/api.py init_buffer l. 176: symm_mem.empty / rendezvous l. 230-248; "
                      "_copy_rows_to_peers_and_wait_cuda l. 300), neither NCCL's all_to_all_single nor an overlap of it, "
-                     "which no planner dispatcher prices")
+                     "which no planner dispatcher prices: its Triton kernel writes every routed copy (n k rows) into the "
+                     "peers' buffers and waits before returning ('this backend does not provide microbatch communication "
+                     "overlap', l. 312-316), and its two receive buffers of ep x n x min(k, E / ep) rows x dim each "
+                     "(l. 206-208, 229-236, n = local_batch_size x seq_len / (cp x tp)) are symmetric memory outside the "
+                     "caching allocator: the planner has no rate for the copy kernel nor a term for those buffers")
+# DeepEP v2 (models/common/token_dispatcher.py DeepEPTokenDispatcher l. 785-): in training its ElasticBuffer dispatch takes
+# the compact path (distributed/deepep/deepep.py l. 10-25: do_expand False, do_cpu_sync True, one row per distinct
+# token a rank receives, _permute_tokens l. 384-419), the transfer DeepEP v1's normal kernels make (planner/dispatch.py
+# deepep); what differs is the buffer (one ElasticBuffer of get_buffer_size_hint bytes, l. 335-381)
 _DEEPEP_V2 = ("model_registry('debugmodel_moe', moe_comm_backend='deepep') (config_registry.py l. 406-446): "
               "DeepEP v2's ElasticBuffer (distributed/deepep/deepep.py l. 44-50: 'DeepEP v2 (>= 2.0.0, ElasticBuffer) "
               "is required'), "
               "whose buffer size and handles the planner has not read (its deepep figures are DeepEP v1's Buffer, "
-              "layers/moe.py [11], ep_buffers.py): stack torchtitan-0.3 lists alltoall only")
-_NVFP4 = "its NVFP4 converter (components/quantization/nvfp4.py), which torchtitan applies to named layers only"
+              "layers/moe.py [11], ep_buffers.py): in training v2 takes the compact path (deepep.py l. 10-25: one row "
+              "per distinct token a rank receives, a host sync, then _permute_tokens l. 384-419), the transfer the "
+              "planner's deepep prices, but its one ElasticBuffer is sized by "
+              "ElasticBuffer.get_buffer_size_hint(group, num_max_tokens_per_rank, hidden, num_topk) (deepep.py "
+              "get_buffer l. 335-381; num_max_tokens_per_rank = local_batch_size x seq_len / (cp x tp), "
+              "token_dispatcher.py l. 1232-1234), which deepseek-ai/DeepEP main @dd758caf computes in C++ from the "
+              "NCCL communicator (deep_ep/buffers/elastic.py l. 381-406: _C.calculate_elastic_buffer_size), and 0.3 "
+              "pins no DeepEP v2 commit (.ci/docker/common/install_deepep.sh pins only the hybrid-ep branch "
+              "@f725d2969): stack torchtitan-0.3 lists alltoall only")
+# torchtitan's NVFP4 (components/quantization/nvfp4.py NVFP4LinearConverter l. 264-315) is torchao's nvfp4_training
+# NVFP4Linear (pytorch/ao @36027d82d torchao/prototype/moe_training/nvfp4_training/nvfp4_linear.py nvfp4_mm_triton
+# l. 140-240): the recipe the planner's nvfp4 prices on Megatron (TE NVFP4BlockScaling: RHT, 1x16 e4m3 + fp32 scales,
+# 16x16 weight blocks, stochastic rounding, fprop / dgrad / wgrad in NVFP4), on another stack's terms
+_NVFP4 = ("its NVFP4 converter (components/quantization/nvfp4.py NVFP4LinearConverter l. 264-315: torchao's nvfp4_training "
+          "NVFP4Linear on the named layers' Linears; the first_85_pct functions keep the last ceil(0.15 x layers) "
+          "layers and lm_head bf16, nvfp4_bf16_tail_fqns l. 244-261): its numerics are the planner's nvfp4 recipe "
+          "(Transformer Engine's NVFP4BlockScaling, stack megatron: RHT, 1x16 e4m3 and fp32 scales, 16x16 weight "
+          "blocks, stochastic rounding, the three GEMMs in NVFP4; pytorch/ao @36027d82d torchao/prototype/"
+          "moe_training/nvfp4_training/nvfp4_linear.py nvfp4_mm_triton l. 140-240), but stack torchtitan-0.3 lists "
+          "no nvfp4 recipe (fp8_recipes rowwise, mxfp8) and its TOML mapping no NVFP4 converter, and what this "
+          "converter costs beside TE's is not transcribed: it re-quantizes the bf16 weight at every GEMM (no "
+          "quantized-weight cache across micro-batches) with Triton amax / RHT / quantize kernels, and saves only "
+          "the fp4 column-wise input and transposed-weight codes for the backward (l. 197-236)")
 NOT_TRANSCRIBED_WHY = {
     "gpt_oss_debugmodel": "its model, 0.3.0's gpt_oss debugmodel, has vocab_size 2048 (gpt_oss/__init__.py l. 257), "
                           "main @e347b1e5e's gpt_oss debugmodel 201088 (model/args.py l. 53): no planner model has "
@@ -566,7 +603,6 @@ NOT_TRANSCRIBED_WHY = {
     "llama3_debugmodel_float8_emulate_lora": "float8 emulation (emulate=True, no fp8 GEMM) and LoRA adapters, which "
                                              "the planner does not price",
     "sft_debugmodel": "SFT from a local JSON file on the debug model (test data)",
-    "deepseek_v3_debugmodel_mtp": "the MTP loss (deepseek_v3/mtp.py MTPLoss) on a debug model with one MTP layer",
     "deepseek_v3_debugmodel_mxfp8": "MXFP8 on the grouped experts and the linears of a debug model",
     "deepseek_v3_debugmodel_hybridep": _HYBRIDEP.format(f="deepseek_v3_debugmodel", l="l. 109-116"),
     "deepseek_v3_16b_hybridep": _HYBRIDEP.format(f="deepseek_v3_16b", l="l. 173-182") + _HYBRIDEP_16B,
@@ -575,7 +611,14 @@ NOT_TRANSCRIBED_WHY = {
     "qwen3_moe_deepep": _DEEPEP_V2,
     "deepseek_v3_671b_float8": "float8 on the grouped experts beside the linears",
     "qwen3_debugmodel_moe_param_groups": "optimizer param groups (Adam on the router gate)",
-    "qwen3_debugmodel_flex_flash": "FlexAttention's FLASH backend (flex_flash), which has no rate of its own",
+    "qwen3_debugmodel_flex_flash": "FlexAttention's FLASH backend (flex_flash: models/common/config_utils.py "
+                                   "get_attention_config l. 85-94, FlexAttention.Config(block_size=(256, 128), "
+                                   "kernel_options={'BACKEND': 'FLASH'}), Hopper or Blackwell only), torch's FLASH "
+                                   "backend of flex_attention, not the Triton template flex runs, which has no rate of "
+                                   "its own: the planner's "
+                                   "kernels are flash2, cudnn and flex (FlashAttention-2's rate x flex_over_flash2, "
+                                   "compute.py [7d], measured on flex's Triton kernel), and stack torchtitan-0.3 lists "
+                                   "flex only",
     "qwen3_debugmodel_non_fused_qkv": "separate wq / wkv projections (the planner prices the fused QKV GEMM's shapes)",
 }
 # run_train.sh @4f9e9a47d l. 29-32: the environment's defaults
@@ -982,9 +1025,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if not cf.chunked_loss:
         if chunks is not None:
             ignored.append(f"loss.num_chunks={chunks} ({cf.name}'s loss is CrossEntropyLoss, no ChunkedLossWrapper)")
-        assumed.append(f"chunked_loss=false: {cf.name}'s loss is the plain CrossEntropyLoss ({cf.where}), priced by "
-                       "the stack's cross-entropy terms")
+        assumed.append(f"chunked_loss=false: {cf.name}'s loss is " + (
+            "MTPLoss, the plain cross-entropy on the main logits and on each MTP depth's (models/deepseek_v3/mtp.py "
+            "l. 323-409, mtp_scale a loss weight)" if cf.mtp_layers else "the plain CrossEntropyLoss") +
+            f" ({cf.where}), priced by the stack's cross-entropy terms")
     job["chunked_loss"] = bool(cf.chunked_loss)  # the function's, never the stack's default (chunked_loss true)
+    if cf.mtp_layers:  # model_registry(num_mtp_layers=...): the job field mtp_layers (stack_db runs.mtp)
+        job["mtp_layers"] = cf.mtp_layers
+        assumed.append(f"mtp_layers={cf.mtp_layers}: {cf.name}'s model_registry(num_mtp_layers={cf.mtp_layers}) "
+                       "(DeepSeek-V3's multi-token prediction: per module RMSNorms on the shifted tokens' embedding and "
+                       "the previous hidden state, eh_proj [2h -> h], a copy of the last layer, mtp_norm, the shared "
+                       "lm_head; models/deepseek_v3/mtp.py l. 109-278), priced by the stack's MTP terms; it runs "
+                       "without PP and CP (mtp.py l. 199-209: start-up rule TORCHTITAN_MTP_PP_CP)")
     if cf.chunked_loss:
         assumed.append(f"chunked_loss=true: {cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
                    f"num_chunks {chunks if chunks is not None else f'default {LOSS_CHUNKS}'}, torchtitan {COMMIT} "
@@ -1195,6 +1247,17 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     conv = {"converters": sec.get("model", {}).get("converters", [])}
     conv.update({k: v for k, v in sec.items() if k.startswith("quantize.")})
     conv = conv if conv["converters"] else {}
+    mtp = int(plan.get("mtp_layers") or 0)  # the priced model's MTP modules (plan.py: settings.model.mtp_layers)
+    with_mtp = [cf for cf in picked if cf.mtp_layers == mtp]
+    if picked and not with_mtp:  # model_registry's num_mtp_layers is the function's (no option sets it)
+        have = [cf for cf in CONFIG_FUNCTIONS.values() if cf.mtp_layers == mtp]
+        raise _refuse(f"model {plan['model']} with {mtp} multi-token prediction module(s): the torchtitan {COMMIT} config "
+                      f"functions that build the model ({', '.join(cf.name for cf in picked)}) build "
+                      f"{', '.join(sorted({str(cf.mtp_layers) for cf in picked}))}; model_registry's num_mtp_layers is the "
+                      "config function's, which no option reaches (trainer.py l. 75-77)" +
+                      (f"; {', '.join(cf.name for cf in have)} builds {mtp}" if have else ""),
+                      "price the plan with the MTP modules of one of those functions (--mtp-layers), then export")
+    picked = with_mtp
     built = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel]
     fits = [cf for cf in built if cf.chunked_loss == bool(plan.get("chunked_loss"))]
     if built and not fits:  # the loss: ChunkedLossWrapper or CrossEntropyLoss, the function's (no option sets it)
