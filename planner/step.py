@@ -358,7 +358,7 @@ from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        reduce_queue_overrun, stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
@@ -943,10 +943,14 @@ def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
     h = sc.settings.model.hidden_size
     proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision, sc.gemm_cal)
     k = ll.mtp_kind
-    # selective recompute re-runs part of the module's layer, unless the stack's checkpointing leaves the MTP modules
-    # out (memory.mtp_checkpointed false: torchtitan 0.3, memory.mtp_stored)
-    sel = 0.0 if sc.stack.memory.mtp_checkpointed is False else lt.sel[k]
-    return float(ll.mtp) * (lt.fwd[k] + lt.bwd[k] + sel + 3.0 * proj["mtp_proj"] / sc.speed + logits)
+    # selective recompute re-runs part of the module's layer, full recompute its whole forward (Megatron-LM @d98e8a64
+    # megatron/core/transformer/multi_token_prediction.py l. 1705-1706: recompute_granularity 'full' runs the MTP
+    # layer through _checkpointed_forward, whatever recompute_num_layers says; memory.mtp_stored prices the plan's
+    # recompute the same way), unless the stack's checkpointing leaves the MTP modules out (memory.mtp_checkpointed
+    # false: torchtitan 0.3, memory.mtp_stored)
+    covered = sc.stack.memory.mtp_checkpointed is not False  # a stack setting
+    rerun = lt.sel[k] + np.where(sc.plan.recompute == RC_FULL, lt.fwd[k], 0.0) if covered else 0.0
+    return float(ll.mtp) * (lt.fwd[k] + lt.bwd[k] + rerun + 3.0 * proj["mtp_proj"] / sc.speed + logits)
 
 
 def _proj_shape(h, sc):

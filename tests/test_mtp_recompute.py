@@ -1,0 +1,44 @@
+"""The MTP module's re-run under each recompute (issue 23; step.mtp_time): Megatron-LM @d98e8a64
+megatron/core/transformer/multi_token_prediction.py l. 1705-1706 runs the MTP layer through
+_checkpointed_forward whenever recompute_granularity is 'full' (whatever recompute_num_layers
+says), so its forward runs twice; selective recompute re-runs what it re-runs on any layer of
+the kind; torchtitan 0.3 checkpoints model.layers only (memory.mtp_checkpointed false): none."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner import step as S
+
+JOB = dict(model="qwen3-30b-a3b", gpus=8, tp=1, pp=1, ep=8, global_batch=8, micro_batch=1, seq_len=4096,
+           sharding="zero1", mtp_layers=1)
+
+
+def _mtp(explain, **kw):
+    settings, plan, _, _ = explain(**{**JOB, **kw})
+    sc = S._context(settings, plan)
+    lt = S.layer_times(sc)
+    logits = 0.0
+    return sc, lt, float(np.ravel(S.mtp_time(sc, lt, logits))[0])
+
+
+def test_full_recompute_reruns_the_mtp_layer_forward(explain):
+    sc_n, lt_n, none = _mtp(explain, recompute="none")
+    sc_f, lt_f, full = _mtp(explain, recompute="full")
+    k = sc_f.ll.mtp_kind
+    fwd = float(np.ravel(lt_f.fwd[k])[0])
+    assert fwd > 0
+    # the layer's own passes are the same under either recompute; full adds its forward once more
+    assert float(np.ravel(lt_n.fwd[k])[0]) == pytest.approx(fwd, rel=1e-12)
+    assert float(np.ravel(lt_n.sel[k])[0]) == 0.0 and float(np.ravel(lt_f.sel[k])[0]) == 0.0
+    assert full - none == pytest.approx(fwd, rel=1e-9)
+
+
+def test_torchtitan_03_reruns_no_mtp_layer(explain):
+    """torchtitan 0.3's activation checkpointing wraps model.layers only (memory.mtp_checkpointed false): the
+    MTP layer's time is the same under full recompute as without it."""
+    kw = dict(stack="torchtitan-0.3", sharding="fsdp")
+    _, _, none = _mtp(explain, recompute="none", **kw)
+    _, _, full = _mtp(explain, recompute="full", **kw)
+    assert full == pytest.approx(none, rel=1e-12) and none > 0
