@@ -119,10 +119,14 @@ class ParamCounts:
 def mtp_params(m: ModelSpec, ll: LayerList, kind_params: tuple) -> BlockParams:
     """Every multi-token-prediction module [1] sec. 2.2: RMSNorms on the hidden state and on the
     next token's embedding, the projection M [2h -> h] (split across TP), one layer of the last
-    layer's kind; the embedding and output head are the main model's."""
+    layer's kind, and the norm before the shared output head (Megatron-LM @d98e8a64
+    megatron/core/transformer/multi_token_prediction.py l. 1157-1174, 1247: enorm, hnorm, eh_proj,
+    final_layernorm; pytorch/torchtitan release/0.3 @4f9e9a47d models/deepseek_v3/mtp.py l. 121-134:
+    enorm, hnorm, mtp_norm; DeepSeek-V3's checkpoint names it shared_head.norm); the embedding and
+    output head are the main model's."""
     if not m.mtp_layers:
         return BlockParams()
-    one = BlockParams(split=2 * m.hidden_size * m.hidden_size, replicated=2 * norm_params(m)) + kind_params[ll.mtp_kind]
+    one = BlockParams(split=2 * m.hidden_size * m.hidden_size, replicated=3 * norm_params(m)) + kind_params[ll.mtp_kind]
     return BlockParams(*(m.mtp_layers * x for x in (one.split, one.replicated, one.expert, one.active_expert)))
 
 

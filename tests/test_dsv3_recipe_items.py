@@ -102,8 +102,9 @@ def test_adam_step_bytes_per_parameter_by_hand():
 
 
 def test_mtp_module_params_and_flops_by_hand():
-    """DeepSeek-V3's MTP module (sec. 2.2): projection 2h x h, two RMSNorms of h, one MoE layer
-    (the last layer's kind); 6N adds its active parameters and the output head again (V x h)."""
+    """DeepSeek-V3's MTP module (sec. 2.2): projection 2h x h, three RMSNorms of h (enorm, hnorm and the norm before
+    the shared head: Megatron's final_layernorm, torchtitan's mtp_norm), one MoE layer (the last layer's kind); 6N
+    adds its active parameters and the output head again (V x h)."""
     m = load_model("deepseek-v3")
     assert m.mtp_layers == 0
     m1 = with_mtp(m, 1)
@@ -112,9 +113,9 @@ def test_mtp_module_params_and_flops_by_hand():
     pc0, pc1 = count_params(m), count_params(m1)
     layer = pc0.layer_params[-1] if hasattr(pc0, "layer_params") else None  # noqa: F841 (kept for reading)
     one_moe_layer_total = (pc0.total - count_params(m.model_copy(update={"num_layers": 60})).total)
-    assert pc1.mtp.total == pytest.approx(2 * h * h + 2 * h + one_moe_layer_total)
+    assert pc1.mtp.total == pytest.approx(2 * h * h + 3 * h + one_moe_layer_total)
     one_moe_layer_active = (pc0.active - count_params(m.model_copy(update={"num_layers": 60})).active)
-    assert _dense_params(m1) - _dense_params(m) == pytest.approx(2 * h * h + 2 * h + one_moe_layer_active + V * h)
+    assert _dense_params(m1) - _dense_params(m) == pytest.approx(2 * h * h + 3 * h + one_moe_layer_active + V * h)
 
 
 def test_recipe_takes_bf16_moments_and_mtp_only_where_the_stack_runs_them():
@@ -172,9 +173,9 @@ def test_mtp_costs_the_last_stage_its_module_state_and_time(cli, tmp_path):
     module lives on the last stage only. Its model state there, by hand (bf16-moments: 2 B
     weights, 4 B fp32 grads, 4 + 4 B master and moments sharded over DP 128 for the dense part
     and over the expert-data-parallel 2048 / (16 x 64) = 2 for the routed experts): dense
-    335,771,904 parameters (2h x h projection 102,760,448 + two norms 14,336 + the MoE layer's
+    335,779,072 parameters (2h x h projection 102,760,448 + three norms 21,504 + the MoE layer's
     attention, router, shared expert and norms), routed experts 11,274,289,152 / EP 64."""
-    dense, experts = 318_767_104 + 17_004_800, 11_274_289_152 / 64
+    dense, experts = 318_767_104 + 17_011_968, 11_274_289_152 / 64
     out = {}
     for n in (0, 1):
         job = tmp_path / f"job{n}.yaml"
@@ -192,9 +193,9 @@ def test_mtp_costs_the_last_stage_its_module_state_and_time(cli, tmp_path):
     assert d["weights_bytes"] == pytest.approx(2 * (dense + experts))
     assert d["gradients_bytes"] == pytest.approx(4 * (dense + experts))
     assert d["optimizer_bytes"] == pytest.approx((4 + 4) * (dense / 128 + experts / 2))
-    # the projection 2h x h, two norms, and the MoE layer's MLA (187,105,280), shared expert 3 x 7168 x 2048, router
+    # the projection 2h x h, three norms (enorm, hnorm, final_layernorm), and the MoE layer's MLA (187,105,280), shared expert 3 x 7168 x 2048, router
     # 256 x 7168 and its norms (count_params: 232,997,120 in all)
-    assert dense == 2 * 7168 * 7168 + 2 * 7168 + 232_997_120
+    assert dense == 2 * 7168 * 7168 + 3 * 7168 + 232_997_120
     assert st1["last"]["activations_bytes"] > st0["last"]["activations_bytes"]
     assert out[1]["throughput"]["tokens_per_s_per_gpu"] < out[0]["throughput"]["tokens_per_s_per_gpu"]
 

@@ -466,11 +466,11 @@ def test_deepseek_v3_debugmodel_mtp_reads_by_hand(tmp_path):
     seq 2048, steps 10, ep 1, SelectiveAC) with model_registry("debugmodel", num_mtp_layers=1) and MTPLoss (no
     ChunkedLossWrapper). NGPU 8: shard 8, global 8 x 8 = 64, tokens 10 x 64 x 2048 = 1,310,720. The MTP module
     (mtp.py MTPTransformerBlock l. 109-164, a copy of the last layer, __init__.py l. 291-316) priced as the planner's
-    (params.mtp_params): eh_proj 2 x 256 x 256 = 131,072, two norms 2 x 256 (mtp_norm, the module's third RMSNorm, 256
-    parameters, is not counted by params.mtp_params, nor Megatron's final_layernorm), one MoE layer of the debug model: MLA wq 256 x 16 x 192 = 786,432, wkv_a 256 x 576 = 147,456,
+    (params.mtp_params): eh_proj 2 x 256 x 256 = 131,072, three norms 3 x 256 (enorm, hnorm, mtp_norm: Megatron's
+    final_layernorm), one MoE layer of the debug model: MLA wq 256 x 16 x 192 = 786,432, wkv_a 256 x 576 = 147,456,
     kv_norm 512, wkv_b 512 x 16 x 256 = 2,097,152, wo 2048 x 256 = 524,288, two norms 512, router 256 x 8 + the 8
     expert biases = 2,056, experts 8 x 3 x 256 x 256 = 1,572,864, shared 3 x 256 x 512 = 393,216: 5,524,488;
-    in all 5,656,072."""
+    in all 5,656,328."""
     cfg = _read(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_mtp NGPU=8 ./run_train.sh")
     j = cfg.job
     assert (j["model"], j["gpus"], j.get("ep", 1), j["micro_batch"], j["global_batch"], j["seq_len"]) == (DSV3_DEBUG, 8, 1, 8, 64, 2048)
@@ -479,7 +479,7 @@ def test_deepseek_v3_debugmodel_mtp_reads_by_hand(tmp_path):
     assert any(a.startswith("chunked_loss=false: deepseek_v3_debugmodel_mtp's loss is MTPLoss") for a in cfg.assumed)
     settings, plan, _ = resolve(Job(**j))
     row = to_json(settings, plan, evaluate(settings, plan))
-    assert row["params"]["mtp"] == 2 * 256 * 256 + 2 * 256 + 5_524_488 == 5_656_072
+    assert row["params"]["mtp"] == 2 * 256 * 256 + 3 * 256 + 5_524_488 == 5_656_328
     assert row["plan"]["mtp_layers"] == 1 and not settings.chunked_loss
     # the same job without the module (deepseek_v3_debugmodel's model): MTP adds its layer, projection and logits
     base = _read(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel NGPU=8 ./run_train.sh").job
