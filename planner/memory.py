@@ -713,6 +713,32 @@ References
      Not priced: ZeRO-2's gradients above the bucket waiting alone for the next hook inside a layer's backward (a
      weight above reduce_bucket_size a rank: 175B's 4 h^2 = 6.0e8 at tp 1), the stage-0 (DDP) path's flattened
      buckets (buffered_allreduce_fallback), cpu_offload.
+[rs] The unsharded gradient of the layer unit being reduce-scattered, in a zero2 mode that reduces every micro-batch
+     into a sharded accumulator (stack fsdp.zero2_unit_reduce, runs.sharding grad_reduce microbatch; term
+     zero2_reduce_input): llama3-meta's fsdp_no_reshard, Meta's FSDP "shards optimizer states and gradients" and
+     reduce-scatters them in fp32 (arXiv:2407.21783 sec. 3.3.2), read as torch FSDP2 runs it. pytorch/pytorch @62a45b6f
+     torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py post_backward: at a unit's post-backward its autograd
+     gradients (unsharded, the parameters' bf16) are handed to foreach_reduce, which allocates the reduce-scatter input,
+     unsharded, in the reduce dtype (fp32: grad_reduce_bytes), copies them in (foreach_reduce_scatter_copy_in, a
+     widening bf16 -> fp32 chunk-cat) and only then frees them ("Only after the copy-in finishes can we free the
+     gradients": @010ae4a8 _fsdp_collectives.py foreach_reduce, the same order in every version); post_backward keeps
+     the input in comm_ctx.reduce_scatter_state until the next unit's post_backward, which makes the compute stream
+     wait for its reduce-scatter's event and drops it before its own foreach_reduce allocates the next: one unit's
+     input at a time (with the queued reductions, overlap.grad_reduce_queued, step.py [26], no more: FSDP2's wait is
+     the queue's bound). The unit is a layer (u: the largest layer's parameters a GPU, as params_of counts them: the end
+     layers' units not priced). Two moments beyond the stage's peak (its in-flight activations A and one layer's backward
+     buffer B): the copy-in, right after a unit's backward, which has freed one layer-micro-batch's activations a and
+     B, holds (2 + r) u (r = grad_reduce_bytes); and the start of the next backward holds r u beside A + B, less a
+     where every forward of the step ran before the stage's first backward (its layer-micro-batches in flight are all
+     m n of the step: no forward brings the activations back to A after a backward), A itself where one does (1F1B's
+     steady state: the input of the last backward is held through the next forward and into the next backward). The
+     term is the larger excess, max((2 + r) u - a - B, r u - a [every forward first], 0). Meta's 405B layout (TP 8,
+     PP 16, vpp 8, m 16: a middle stage runs its 128 chunk-forwards first): u = 398,491,648, a = 1,024 tokens x
+     520,192 B, B = 0: 6 u - a = 1.73 GiB. Not priced: DeepSpeed ZeRO-2 (its IPG bucket is [zb]'s term: the stack's
+     flag off), Megatron-FSDP optim_grads (megatron_fsdp_optim_grads: param_and_grad_buffer.py @d98e8a64
+     GradReducePipeline allocates each bucket's unsharded main_grad storage for the backward and frees it as the
+     reduce queue drains to suggested_queue_capacity: a like transient, not derived here), the FSDP levels' (their own
+     terms: fsdp_unit_grads, [tt7] at the end of the backward, fsdp_accumulated_grads under PP).
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
      attention_softmax_in_fp32): Megatron-Core's DotProductAttention (dot_product_attention.py @d98e8a64 l. 100-109)
      runs fused_softmax.py FusedScaleMaskSoftmax: the fused CUDA kernel where is_kernel_available (l. 238-270:
@@ -1090,10 +1116,12 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "ze
 # (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
 # (bf16_reduce_copy: DeepSpeed's BF16_Optimizer's all-reduce of its fp32 buffers after the backward, the bucket's flat
 # and cast copies beyond the peak [bo])
+# (zero2_reduce_input: a zero2 mode reducing every micro-batch as FSDP2 does, the unit's unsharded gradient and its
+# reduce-scatter input beyond the backward's peak [rs])
 # (zero12_ipg_bucket: DeepSpeed ZeRO-1/2's IPG buffers in the backward of the stage holding the loss; zero12_grad_partition:
 # the gradient reduction's moment beyond the peak, ZeRO-2's second partition, ZeRO-1's reduction after the backward [zb])
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
-               "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
+               "zero2_reduce_input", "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
                "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
@@ -2495,6 +2523,14 @@ class _PerLayer:
             ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + gathered
         both = ends["first"] + ends["last"]
         self.ends = {st: np.where(fsdp_on & ~held, np.where(single, both, v), 0.0) for st, v in ends.items()}
+        # a zero2 mode reducing every micro-batch as FSDP2 does (a stack setting): the largest layer unit a GPU whose
+        # gradients it reduce-scatters from an unsharded input [rs], 0 elsewhere
+        z2 = (plan.sharding == ZERO2) & tr["reduce_mb"] if fs.zero2_unit_reduce else np.zeros(np.shape(tp), dtype=bool)
+        # (a GPU's parameters of the layer, params_of's: the TP-split ones / tp, the replicated norms whole, its experts
+        # / (etp ep); unit_params divides a dense layer's replicated ones by tp too)
+        e_div = etp_of(plan).astype(np.float64) * plan.ep
+        layer = np.maximum.reduce([p.split / tp + p.replicated + p.expert / e_div for p in pc.kind_params] + [0.0 * tp])
+        self.zero2_unit = np.where(z2, layer, 0.0)
 
     @functools.cached_property
     def state_groups(self) -> Groups:
@@ -2886,9 +2922,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         states = Terms(**{k: np.where(early, np.minimum(states[k], per.early_pool), states[k]) if k == "grad_pool"
                           else states[k] for k in states})
     single, r = plan.pp == 1, recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # r: the share of its layers re-run
-    act = _held_activations(per, held, r) + embedding * per.embedding_norm  # [en]
+    held_all = (_held_activations(per, held, r), sum((held[i] for i in range(len(per.stored))), np.float64(0.0)))  # [rs]
+    act = held_all[0] + embedding * per.embedding_norm  # [en]
     # one micro-batch's layer activations of the stage (act / the micro-batches held), for per.regather_w below
-    per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
+    per_mb = act * n / np.maximum(held_all[1], 1e-300)
     moe_held = _dispatcher_held(per, counts, r)  # the MoE dispatchers' attributes, once a layer [dh]
     if twin is not None:
         r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
@@ -2934,6 +2971,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         excess = np.where(plan.pp == 1, np.maximum(kept + _end_of_backward(per, counts) - allocated, 0.0), 0.0)
         fsdp["fsdp_end_of_backward"], allocated = excess, allocated + excess
         pools, grads_pooled = pools - np.minimum(excess, grads_pooled), grads_pooled - np.minimum(excess, grads_pooled)
+    z2_input = _zero2_reduce_input(per, held_all, n, buf)  # the unit's reduce-scatter input beyond the peak [rs]
+    allocated = allocated + z2_input
     excess = _forward_moments(per, counts if twin is None else counts + twin[0], kept - states.grad_pool + act, allocated)
     buf, allocated = buf + excess, allocated + excess
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
@@ -2952,8 +2991,26 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     pools = pools - np.minimum(step["optimizer_step"], grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
-                 mpu_buffer=mpu, dummy_wgrads=dummies, **step, stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
+                 mpu_buffer=mpu, dummy_wgrads=dummies, zero2_reduce_input=z2_input, **step, stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
+
+
+def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
+    """What a zero2 mode reducing every micro-batch as FSDP2 does holds beyond the backward's peak at its layer unit's
+    reduce-scatter [rs]: max((2 + r) u - a - buf, r u - a where every forward of the step precedes the stage's first
+    backward, else r u; 0), u the largest layer unit a GPU (0 where the plan's mode holds none), r the stack's
+    grad_reduce_bytes, a one layer-micro-batch's activations (held_all: the stage's layer activations in flight and
+    their layer-micro-batches), n the stage's layers, buf one layer's backward buffer."""
+    u = per.zero2_unit
+    if not per.fsdp.zero2_unit_reduce:  # a stack setting: no mode of the stack reduces so
+        return 0.0 * u
+    act, count = held_all
+    a = act / np.maximum(count, 1e-300)
+    first = count >= per.plan.microbatches * np.asarray(n, dtype=np.float64)  # every forward before the first backward
+    r = per.fsdp.grad_reduce_bytes
+    # (none on a stage without layers: its end units are not priced)
+    return np.where((u > 0) & (np.asarray(n) > 0),
+                    np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0), 0.0)
 
 
 def _with_mtp(per: _PerLayer, losses, act, moe_held, buf):

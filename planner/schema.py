@@ -1370,6 +1370,13 @@ class FSDPSpec(BaseModel):
                     "forward and for the forward that follows a forward: m + 1 gathers of the stage's weights a step "
                     "(planner/stacks.py sharding_traits regather_pp), its gradients accumulated unsharded and reduced "
                     "once. false: such a mode gathers in every forward and backward and reduces as its grad_reduce says")
+    zero2_unit_reduce: bool = Field(
+        default=False, description="a zero2 mode that reduces every micro-batch (runs.sharding grad_reduce microbatch) "
+                                   "reduce-scatters each layer unit's gradients as FSDP2's foreach_reduce does: the "
+                                   "unit's bf16 autograd gradients copied into an unsharded reduce-scatter input "
+                                   "(grad_reduce_bytes a parameter) at the unit's post-backward, the input held until "
+                                   "the next unit's post-backward (memory.py [rs], term zero2_reduce_input). false: no "
+                                   "such transient (DeepSpeed ZeRO-2's IPG bucket is its own term, [zb])")
     end_of_backward_peak: bool = Field(
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "

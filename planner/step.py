@@ -335,6 +335,7 @@ References
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -351,7 +352,7 @@ from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
-from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_allgather_on, recompute_fraction,
+from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_allgather_on, params_of, recompute_fraction,
                      recomputed_layers, stage_param_split)
 from . import offload
 from .params import count_params
@@ -1585,7 +1586,8 @@ class DPTraffic:
     total: np.ndarray  # every DP transfer of the step
     exposed: np.ndarray  # what is left on the critical path
     copies: np.ndarray  # the stack's copies into and out of the collective buffers (compute)
-    p_local: np.ndarray  # dense parameters per GPU (the larger end stage; DualPipe: the larger pair)
+    p_local: np.ndarray  # dense parameters per GPU (the larger end stage; DualPipe: the larger pair; the DP traffic's
+    # stage may be a middle one: _dp_stage_params)
     e_local: np.ndarray  # routed-expert parameters per GPU (the stage with the most; DualPipe: pair)
     e_shard: np.ndarray  # the experts' shard group
     counts: tuple = (1.0, 1.0, 1.0)  # (gradient reductions, FSDP all-gathers, FSDP reduce-scatters) a step (offload.py)
@@ -1676,7 +1678,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     dual = dualpipe_pairs(plan)
     pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
             for i in (0, 1)}
-    p_local = np.where(dual, pair[0], np.maximum(split["first"][0], split["last"][0]))
+    p_local, p_dp = _dp_stage_params(sc, pc, split, dual, pair[0])
     shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     dpcp = plan.dp * plan.cp
     dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
@@ -1686,20 +1688,20 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     w_per = gather_bytes(sc, zero, linear_share(pc), fp8_gather_share(pc, settings, plan))  # [12] [15]
     # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
-    fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_local / sc.n["mid"]
+    fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_dp / sc.n["mid"]
     ddp_bucket = np.maximum(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dpcp)
-    n_b = np.maximum(np.ceil(p_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
+    n_b = np.maximum(np.ceil(p_dp / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
 
     def bucketed(op, size, group):
         return n_b * coll(op, size / n_b, group, dp_stride)
 
-    grad_b = p_local * grad_reduce_bytes(sc, fsdp)
+    grad_b = p_dp * grad_reduce_bytes(sc, fsdp)
     tr = sharding_traits(sc.stack, plan)  # when the plan's mode moves its states (stack_db runs.sharding)
     # a zero1 mode that all-reduces the whole gradients, then all-gathers the updated weights (DeepSpeed's
     # BF16_Optimizer: engine.py @38327e07 allreduce_bucket l. 2491-2516 over its fp32 buffer cast to
     # communication_data_type, bf16_optimizer.py update_lp_params l. 423-436 all_gather_dp_groups)
     allred = zero & tr["allreduce"]
-    ag_w = bucketed(comm.ALL_GATHER, p_local * w_per, np.where(sharded, shard_n, 1))
+    ag_w = bucketed(comm.ALL_GATHER, p_dp * w_per, np.where(sharded, shard_n, 1))
     # an fsdp mode that all-reduces each gradient bucket whole in place of its reduce-scatter [21]
     rs_g = np.where(fsdp & tr["allreduce"], bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1)),
                     bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1)))
@@ -1716,7 +1718,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync, rerun)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
-    copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
+    copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_dp / sc.hbm, 0.0)
     # DDP / ZeRO-1: gradients once per step behind the last micro-batch's backward; ZeRO-2
     # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
     # the accumulated gradients (DeepSpeed stage_1_and_2.py; "gradient reduction is required
@@ -1752,6 +1754,21 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket), n_ar)
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+
+
+def _dp_stage_params(sc: StepCtx, pc, split, dual, pair):
+    """(p_local, p_dp): dense parameters per GPU of the larger end stage (DualPipe: the larger pair), what the
+    optimizer step and ZeRO-3's gathers read; and of the stage whose DP traffic is priced, the one whose exposed DP
+    time is the largest. Every stage reduces its own gradients over its own DP group at once, against the same compute
+    windows (comp: the middle stage's passes), and each of dp_comm's terms grows with the stage's parameters: so the
+    stage with the most dense parameters, a middle one where the split leaves the end stages fewer layers (Meta's 405B:
+    8 layers a middle stage, 3.19e9 a GPU, against the last stage's 7 and the output layer, 3.05e9: stack pipeline_split
+    trim_ends, Megatron's --account-for-*-in-pipeline-split, an uneven split), the middle composition with the most
+    (with pp <= 2 there is none)."""
+    plan = sc.plan
+    p_local = np.where(dual, pair, np.maximum(split["first"][0], split["last"][0]))
+    mid = functools.reduce(np.maximum, [params_of(pc, sc.settings.model, plan, c, "mid")[0] for c in sc.counts["mid_all"]])
+    return p_local, np.where(dual, pair, np.maximum(p_local, np.where(plan.pp > 2, mid, 0.0)))
 
 
 def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_exposed, param_exposed, ddp_total,

@@ -128,6 +128,7 @@ TERM_LABELS = {
     "workspaces": "GEMM library workspaces (cuBLAS, TE)",
     "mpu_buffer": "Megatron global memory buffer (mpu)",
     "dummy_wgrads": "TE dummy weight gradients (cached)",
+    "zero2_reduce_input": "ZeRO-2 unit gradient + reduce-scatter input (beyond the peak)",
     "zero12_ipg_bucket": "ZeRO-1/2 IPG gradient buckets",
     "zero12_grad_partition": "ZeRO-1/2 gradient reduction (beyond the peak)",
     "bf16_reduce_copy": "BF16_Optimizer all-reduce copies (beyond the peak)",
