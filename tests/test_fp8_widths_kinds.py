@@ -38,7 +38,8 @@ def test_codes_stay():
     assert CODES["MEGATRON_FP8_WIDTHS"] == 71 and CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72 and CODES["STACK_LAYER_KIND"] == 73
     assert CODES["STACK_SEQUENCE_PARALLEL"] == 74 and CODES["STACK_RECOMPUTE"] == 75
     assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76 and CODES["DEEPSPEED_MOE"] == 77  # mdsexport2
-    assert CODES["DEEPSPEED_MOE_SP"] == max(CODES.values()) == 78  # mdsmoefit
+    assert CODES["DEEPSPEED_MOE_SP"] == 78  # mdsmoefit
+    assert CODES["STACK_SP_NORM_GRADS"] == max(CODES.values()) == 79  # mdscheck
 
 
 def test_mamba2_in_proj_width_over_tp():
