@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import (BYTES_PER_PARAM_PRESETS, MAX_COUNT, MODE_SETTING_DEFAULTS, BytesPerParam, Hardware, Job, ModelSpec,
                      Stack, split_fields, ZERO3_KEYS)
-from .startup import (BY_CODE, cluster_of, stack_lacks_sp, CODES as BY_CODE_KEYS, layer_kinds_assumed, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
+from .startup import (BY_CODE, cluster_of, stack_lacks_sp, stack_sp_norm_grads_unreduced, CODES as BY_CODE_KEYS, layer_kinds_assumed, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
                       split_overdrawn, stack_order_ok)
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -1640,10 +1640,12 @@ def default_sequence_parallel(stack, tp, model=None) -> bool:
     """The sequence parallelism of a job that leaves it out: on where TP runs (tp > 1), off on a stack whose code
     has none (stack_db runs.sequence_parallel supported false: start-up rule STACK_SEQUENCE_PARALLEL), and off for an
     MoE model on a stack whose MoE layer cannot take a sequence shard (its start-up rules hold DEEPSPEED_MOE_SP:
-    Megatron-DeepSpeed's DeepSpeed-MoE, whose own default is SP off, --sequence-parallel store_true)."""
+    Megatron-DeepSpeed's DeepSpeed-MoE, whose own default is SP off, --sequence-parallel store_true), and off on a stack
+    whose trainer never sums the SP-partial norm gradients over TP (runs.sequence_parallel norm_grads_reduced false:
+    start-up rule STACK_SP_NORM_GRADS; Megatron-DeepSpeed under --deepspeed)."""
     moe_no_sp = model is not None and model.moe is not None and stack is not None and any(
         r.key == "DEEPSPEED_MOE_SP" for _, r in rules_for(stack))
-    return bool(tp > 1) and not stack_lacks_sp(stack) and not moe_no_sp
+    return bool(tp > 1) and not stack_lacks_sp(stack) and not stack_sp_norm_grads_unreduced(stack) and not moe_no_sp
 
 
 def fit_attention(stack) -> str:

@@ -2186,6 +2186,14 @@ class SequenceParallelRuns(BaseModel):
 
     model_config = Strict
     supported: bool = Field(description="the stack's code runs sequence parallelism under TP")
+    norm_grads_reduced: bool = Field(
+        default=True, description="the trainer sums over the TP group the gradients SP leaves partial on each TP rank: "
+                                  "the norms' weights and biases and the row-parallel linears' biases, each rank's "
+                                  "from its own 1 / tp of the sequence (Megatron-LM optimizer allreduce_layernorm_grads, "
+                                  "Megatron-Core finalize_model_grads); false: the code path never sums them, each TP "
+                                  "rank's copy steps on its shard's partial gradient and the copies diverge, and start-up "
+                                  "rule STACK_SP_NORM_GRADS refuses SP at tp > 1 (a job that leaves sequence_parallel "
+                                  "out runs it off); cite the code path in sources")
     sources: list[str] = Field(min_length=1)
 
 

@@ -157,6 +157,11 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   TORCHTITAN_MTP_PP_CP      (the torchtitan set, on a stack whose code trains MTP: runs.mtp true, release/0.3)
                             multi-token prediction with pp > 1 or cp > 1: torchtitan @4f9e9a47d
                             models/deepseek_v3/mtp.py l. 199-209 raises NotImplementedError (code 79)
+  STACK_SP_NORM_GRADS       (every stack, from runs.sequence_parallel norm_grads_reduced: Megatron-
+                            DeepSpeed's) Megatron's SP at tp > 1 where nothing sums the SP-partial norm
+                            and row-bias gradients over TP: Megatron-DeepSpeed @f4157bea training.py
+                            l. 730-732 reduces them only 'if not args.deepspeed'; DeepSpeed reduces over
+                            DP alone (engine.py l. 2048-2063, 2567-2574) (code 80)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2028,7 +2033,7 @@ LATER_RULES = LATER_RULES + (
         "sequence parallelism on a stack whose code has none",
         "stack_db <stack> runs.sequence_parallel (Korthikanti et al. 2022, arXiv:2205.05198, in Megatron-LM from 2022)",
         "leave sequence_parallel out or off (--no-sequence-parallel: the stack's default), or choose a stack that has "
-        "it (--stack megatron, megatron-deepspeed, torchtitan)",
+        "it (--stack megatron, torchtitan; megatron-deepspeed's refuses it at tp > 1: STACK_SP_NORM_GRADS)",
         _stack_sp_broken, detail=_stack_sp_detail),
     StartupRule(
         "STACK_RECOMPUTE", ANY_STACK,
@@ -2122,6 +2127,46 @@ LATER_RULES = LATER_RULES + (
         "yet.'); models/deepseek_v3/MTP.md TODO 1-2",
         "use pp 1 and cp 1 with mtp_layers, or leave mtp_layers out (--mtp-layers 0)",
         _torchtitan_mtp_broken),
+)
+
+
+def stack_sp_norm_grads_unreduced(stack) -> bool:
+    """The stack's entry says its trainer never sums the SP-partial gradients over TP (runs.sequence_parallel
+    norm_grads_reduced false): Megatron-DeepSpeed under --deepspeed."""
+    runs = stack.runs if stack is not None else None
+    return runs is not None and runs.sequence_parallel is not None and not runs.sequence_parallel.norm_grads_reduced
+
+
+def _stack_sp_norm_broken(model, stack, plan) -> np.ndarray:
+    tp = np.asarray(plan.tp)
+    if not stack_sp_norm_grads_unreduced(stack):
+        return np.zeros(np.shape(tp), dtype=bool)
+    return (np.asarray(plan.sp) > 0) & (tp > 1)
+
+
+def _stack_sp_norm_detail(model, stack, plan=None, cluster=None) -> str:
+    return f"stack {stack.name} has sequence_parallel norm_grads_reduced false (stack_db {stack.name} runs.sequence_parallel)"
+
+
+# STACK_SP_NORM_GRADS (code 80, issue 22 mdscheck): under Megatron's sequence parallelism each TP rank computes the
+# norms (and adds the row-parallel linears' biases) on its own 1 / tp of the sequence, so those replicated parameters'
+# gradients are partial per rank and must be summed over TP before the step (Korthikanti et al. 2022 sec. 4.2.2;
+# Megatron-LM's allreduce_layernorm_grads). Megatron-DeepSpeed calls that sum only outside --deepspeed, and DeepSpeed
+# reduces over DP alone (stack_db megatron-deepspeed runs.sequence_parallel sources): the TP ranks' copies diverge from
+# the first step, so the plan does not train the model it describes: refused, not warned (rule 78 refuses the MoE case
+# for its own reason). Data-driven (runs.sequence_parallel norm_grads_reduced), so every stack (ANY_STACK).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "STACK_SP_NORM_GRADS", ANY_STACK,
+        "sequence parallelism where the trainer never sums the norms' and row-parallel biases' gradients over TP "
+        "(each TP rank steps its own copy on 1 / tp of the sequence: the copies diverge)",
+        "stack_db <stack> runs.sequence_parallel norm_grads_reduced (megatron-deepspeed: microsoft/Megatron-DeepSpeed "
+        "@f4157bea megatron/training.py l. 730-732, reduce_model_grads and its allreduce_layernorm_grads, "
+        f"optimizer/optimizer.py l. 257-286, only 'if not args.deepspeed'; {DEEPSPEED_COMMIT} deepspeed/runtime/engine.py "
+        "l. 2048-2063, 2567-2574: DP-group reductions only; microsoft/Megatron-DeepSpeed#170)",
+        "turn sequence parallelism off (--no-sequence-parallel: Megatron-DeepSpeed's own default, --sequence-parallel "
+        "store_true), or use a stack whose trainer sums them (--stack megatron)",
+        _stack_sp_norm_broken, detail=_stack_sp_norm_detail),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -73,8 +73,17 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     the reason; the rest of the file is read.
  8. bytes_per_param: Megatron-LM / NeMo sources -> megatron (18 B: fp32 main grads), else
     mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
- 9. attention: eager (stores the s x s scores) for sources dated 2021 or earlier, which
-    predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022 [8]); flash otherwise.
+ 9. attention (issue 22), the first that applies, listed as assumed with the rule's letter:
+    (a) the record's own `attention`; (b) the stack's `defaults.attention` where its stack file
+    sets one (`attention` among the keys of its `defaults:`): what the stack's code runs without
+    an option, e.g. megatron-deepspeed's eager CoreAttention, as Megatron-DeepSpeed runs flash
+    only with --use-flash-attn* (stack_db/megatron-deepspeed.yaml defaults.sources:
+    microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 927-935, model/transformer.py
+    l. 528-531, 606-611); (c) else the date rule: eager (stores the s x s scores) for sources
+    dated 2021 or earlier, which predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022
+    [8]); flash otherwise. A stack file that leaves defaults.attention out (megatron,
+    torchtitan, llm-foundry, ...) has the schema's flash, which says nothing about the code a
+    2021 record ran, hence (c) there.
 12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
     shape fields cannot carry (experts, router, MLA); the record's layers, hidden size, heads
     and vocabulary must match it. ep null -> 1; etp null -> tp (Megatron's default
@@ -771,7 +780,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         sp = rec.tp > 1
         assumed.add("sequence_parallel", sp, "not published; on iff tp > 1 (Korthikanti et al. 2022)")
     bpp = rec.bytes_per_param  # null: the stack's default (resolve lists it as inherited)
-    attention = _attention(rec, assumed)
+    attention = _attention(rec, stack_name, stack, assumed)
     recompute, recompute_layers, mods = _recompute_policy(rec, stack_name, stack, assumed)
     precision, recipe = _precision(rec, assumed)
     return dict(
@@ -844,14 +853,22 @@ def _micro_batch(rec: RunRecord, cp: int, stack_name: str, stack, assumed: _Assu
     return mbs
 
 
-def _attention(rec: RunRecord, assumed: _Assumed) -> str:
-    """The record's attention, else eager for a source dated 2021 or before (before FlashAttention,
-    2022), flash otherwise."""
+def _attention(rec: RunRecord, stack_name: str, stack, assumed: _Assumed) -> str:
+    """Rule 9: the record's attention (a), else the stack's defaults.attention where its file sets
+    it (b), else eager for a source dated 2021 or before (before FlashAttention, 2022), flash
+    otherwise (c)."""
     if rec.attention is not None:
         return rec.attention
+    if "attention" in stack.defaults.model_fields_set:  # an explicit key of the stack file, not the schema's default
+        attention = stack.defaults.attention
+        assumed.add("attention", attention, f"not published; rule 9b: the {stack_name} stack's defaults.attention, "
+                    "what its code runs without an attention option")
+        return attention
     year = _source_year(rec)
     attention = "eager" if (year is not None and year <= 2021) else "flash"
-    assumed.add("attention", attention, f"source dated {year}: before FlashAttention (2022)" if attention == "eager" else "FlashAttention")
+    assumed.add("attention", attention, "not published; rule 9c: " + (
+        f"source dated {year}, before FlashAttention (2022)" if attention == "eager" else
+        (f"source dated {year}: FlashAttention" if year is not None else "source undated: FlashAttention")))
     return attention
 
 

@@ -213,7 +213,8 @@ def test_deepspeed_micro_batch_moves_the_accumulation(tmp_path):
     """The ZeRO-2 JSON (64 = micro 4 x accumulation 2 x 8 GPUs) at 8,192 tokens: micro-batch 1
     keeps 64 = 1 x 8 x 8, so gradient_accumulation_steps 8 is spelled with it (DeepSpeed refuses
     the triple otherwise); the TP and recompute changes cannot be written in the JSON and say so,
-    TP 4 with the accumulation its dp of 2 then needs (64 / (4 x 2) = 8). Each reads back as the
+    TP 8 with the accumulation its dp of 1 then needs (64 / (4 x 1) = 16; TP 4, 64 / (4 x 2) = 8, until SP was
+    refused on megatron-deepspeed, start-up rule STACK_SP_NORM_GRADS: the TP change check finds is priced SP off now). Each reads back as the
     plan checked, with the same memory: the JSON as spelled, and for TP and recompute the launcher's
     argument the spelling names given as --tp 4 / --recompute full."""
     n, sugg = _readback(tmp_path, DS2, _ds(), DS_CLI, "deepspeed", _launcher)
@@ -223,9 +224,9 @@ def test_deepspeed_micro_batch_moves_the_accumulation(tmp_path):
                                       {"key": "gradient_accumulation_steps", "value": 8}]
     [tp] = [s for s in sugg if "tp" in s["changes"]]
     assert tp["description"].startswith(
-        "TP 1 -> 4 (DP 8 -> 2) [deepspeed: cannot be written in a DeepSpeed JSON: it has no key for TP (Megatron-DeepSpeed's "
-        "--tensor-model-parallel-size 4, on its command line); with it the JSON needs \"gradient_accumulation_steps\": 8]")
-    assert 64 == tp["plan"]["micro_batch"] * 8 * tp["plan"]["dp"]
+        "TP 1 -> 8 (DP 8 -> 1) [deepspeed: cannot be written in a DeepSpeed JSON: it has no key for TP (Megatron-DeepSpeed's "
+        "--tensor-model-parallel-size 8, on its command line); with it the JSON needs \"gradient_accumulation_steps\": 16]")
+    assert 64 == tp["plan"]["micro_batch"] * 16 * tp["plan"]["dp"]
     [rc] = [s for s in sugg if "recompute" in s["changes"]]
     assert rc["trainer_unspellable"] and rc["trainer_settings"] == []
 

@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from conftest import assert_one_error
 from planner.cli.export import check_readback
 from planner.errors import PlannerError
 from planner.explain import evaluate, to_json
@@ -43,7 +44,9 @@ def _flags(text: str) -> list[str]:
 def test_tp4_pp8_zero1_the_plan_fit_ranks_first():
     """Llama 3 70B on 64 H100, tp 4 pp 8 dp 2 ZeRO-1: the fork's GPTModelPipe under the PipelineEngine (no
     --no-pipeline-parallel), GQA as --num-key-value-heads 8, RMSNorm as rmsnorm, RoPE as --use-rotary-position-
-    embeddings with theta 500000, the batch as 2048 = 2 dp x 1 micro x 1024 accumulation steps."""
+    embeddings with theta 500000, the batch as 2048 = 2 dp x 1 micro x 1024 accumulation steps. (fit ranked it first
+    while the stack ran SP by default; since mdscheck SP is refused here, start-up rule STACK_SP_NORM_GRADS, and fit
+    ranks tp 1 dp 64 FSDP first: test_fit_exports_megatron_deepspeed_end_to_end.)"""
     text, plan = _round_trip(model="llama3-70b", gpus=64, tp=4, pp=8, sharding="zero1", global_batch=2048, micro_batch=1,
                              seq_len=8192)
     f = _flags(text)
@@ -57,42 +60,44 @@ def test_tp4_pp8_zero1_the_plan_fit_ranks_first():
     for gone in ("--group-query-attention", "--num-query-groups", "--position-embedding-type", "--rotary-base",
                  "--context-parallel-size", "--attention-backend", "--recompute-granularity"):
         assert gone not in f
-    # sequence parallelism (the stack's default at tp > 1) at pp 8 x tp 4: the engine's partitioned pipe tensors off
-    # (plan.mds_pipe_unpartitioned: under SP they rebuild a mix of the TP ranks' sequence shards)
-    assert plan["sequence_parallel"] and "--sequence-parallel" in f
+    # no sequence parallelism (the stack's default since mdscheck: STACK_SP_NORM_GRADS), so the engine's partitioned
+    # pipe tensors run, the stack's default, and the JSON has no pipeline section
+    assert not plan["sequence_parallel"] and "--sequence-parallel" not in f and "CUDA_DEVICE_MAX_CONNECTIONS" not in text
     assert _json(text) == {"train_batch_size": 2048, "train_micro_batch_size_per_gpu": 1,
                            "gradient_accumulation_steps": 1024, "bf16": {"enabled": True},
-                           "zero_optimization": {"stage": 1, "overlap_comm": False},
-                           "pipeline": {"pipe_partitioned": False, "grad_partitioned": False}}
+                           "zero_optimization": {"stage": 1, "overlap_comm": False}}
     # one JSON writer, the pipeline section the script's own (export._mds_pipe_section)
     assert {k: v for k, v in _json(text).items() if k != "pipeline"} == deepspeed_config(plan, "megatron-deepspeed")
 
 
-def test_sequence_parallel_at_pp_and_tp_needs_the_unpartitioned_pipe(tmp_path):
+def test_sequence_parallel_at_pp_and_tp_needs_the_unpartitioned_pipe(tmp_path, cli):
     """DeepSpeed's PipelineEngine partitions each TP rank's stage output over the stage's TP ranks, sends the rank's
     own 1 / tp part and all-gathers the parts on arrival (deepspeed/runtime/pipe/engine.py @38327e07 l. 719-761; the
     gradient l. 826-851; topology.py l. 355-364), on by default (runtime/config.py l. 467-468): under SP each TP rank
     holds its own sequence shard, so the rebuilt input mixes ranks' shards (microsoft/DeepSpeed#4196,
-    microsoft/Megatron-DeepSpeed#227). The plan fit ranks first (tp 4 pp 8, SP) is exported with the section and read
-    back as priced (step.py pp_comm: each rank's whole T h / tp send); the same script with the section removed, or
-    with one key left true, is refused naming the keys; without SP, at tp 1 or pp 1, no section."""
+    microsoft/Megatron-DeepSpeed#227). A script with --sequence-parallel at tp 4 pp 8 (the tp 4 pp 8 export with the
+    flag added) is refused by the reader without the JSON's pipeline section, or with one key left true, naming the
+    keys; with both false the reader reads it, and the plan is then refused for SP itself (start-up rule
+    STACK_SP_NORM_GRADS, mdscheck: under --deepspeed nothing sums the norms' SP-partial gradients over TP). Without
+    SP, at tp 1 or pp 1, the export writes no section."""
     from planner.trainers import load_trainer_config
 
     text, plan = _round_trip(model="llama3-70b", gpus=64, tp=4, pp=8, sharding="zero1", global_batch=2048, micro_batch=1,
-                             seq_len=8192)
-    assert _json(text)["pipeline"] == {"pipe_partitioned": False, "grad_partitioned": False}
+                             seq_len=8192, sequence_parallel=False)
+    body = json.dumps(_json(text), indent=2)
+    sp = text.replace("    --tensor-model-parallel-size 4 \\\n", "    --tensor-model-parallel-size 4 \\\n    --sequence-parallel \\\n")
+    assert sp != text
+    section = dict(_json(text), pipeline={"pipe_partitioned": False, "grad_partitioned": False})
     p = tmp_path / "run.sh"
-    p.write_text(text)
+    p.write_text(sp.replace(body, json.dumps(section, indent=2)))
     cfg = load_trainer_config(p, gpus=64)
+    assert cfg.job["sequence_parallel"] is True
     assert any("pipeline" in a and "read, priced" in a for a in cfg.assumed)
-    for old, new, named in (
-            (',\n  "pipeline": {\n    "pipe_partitioned": false,\n    "grad_partitioned": false\n  }', "",
-             "pipeline.pipe_partitioned and grad_partitioned true"),
-            ('"grad_partitioned": false', '"grad_partitioned": true', "pipeline.grad_partitioned true")):
-        body = json.dumps(_json(text), indent=2)
-        cut = body.replace(old.encode().decode("unicode_escape"), new)
-        assert cut != body
-        p.write_text(text.replace(body, cut))
+    assert_one_error(cli("explain", str(p), "--gpus", "64"), "STACK_SP_NORM_GRADS", "norm_grads_reduced false")
+    for cut, named in ((_json(text), "pipeline.pipe_partitioned and grad_partitioned true"),
+                       (dict(section, pipeline={"pipe_partitioned": False, "grad_partitioned": True}),
+                        "pipeline.grad_partitioned true")):
+        p.write_text(sp.replace(body, json.dumps(cut, indent=2)))
         with pytest.raises(PlannerError, match=f"--sequence-parallel at pp 8 and tp 4 with .*{named}") as e:
             load_trainer_config(p, gpus=64)
         assert '"pipe_partitioned": false, "grad_partitioned": false' in e.value.hint
@@ -102,16 +107,18 @@ def test_sequence_parallel_at_pp_and_tp_needs_the_unpartitioned_pipe(tmp_path):
         assert "pipeline" not in _json(text), kw
 
 
-def test_sequence_parallel_is_written_with_its_environment():
-    """--sequence-parallel is opt-in at f4157bea (arguments.py l. 972) and raises without
-    CUDA_DEVICE_MAX_CONNECTIONS=1 (l. 398-406): the script exports it."""
-    text, plan = _round_trip(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", sequence_parallel=True,
-                             global_batch=64, micro_batch=1, seq_len=4096)
-    assert plan["sequence_parallel"] and "--sequence-parallel" in _flags(text)
-    assert "\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n" in text
-    text, plan = _round_trip(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", sequence_parallel=False,
-                             global_batch=64, micro_batch=1, seq_len=4096)
-    assert "--sequence-parallel" not in _flags(text) and "CUDA_DEVICE_MAX_CONNECTIONS" not in text
+def test_sequence_parallel_is_refused_and_not_written():
+    """--sequence-parallel is opt-in at f4157bea (arguments.py l. 972, store_true): a job that leaves SP out runs it
+    off and its script has no flag and no CUDA_DEVICE_MAX_CONNECTIONS; one that asks for it at tp > 1 is refused
+    (start-up rule STACK_SP_NORM_GRADS: training.py l. 730-732 sums the norms' SP-partial gradients over TP only
+    'if not args.deepspeed')."""
+    kw = dict(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", global_batch=64, micro_batch=1, seq_len=4096)
+    for extra in ({}, dict(sequence_parallel=False)):
+        text, plan = _round_trip(**kw, **extra)
+        assert not plan["sequence_parallel"]
+        assert "--sequence-parallel" not in _flags(text) and "CUDA_DEVICE_MAX_CONNECTIONS" not in text
+    with pytest.raises(PlannerError, match="STACK_SP_NORM_GRADS"):
+        _row(**kw, sequence_parallel=True)
 
 
 def test_zero2_at_pp1_runs_megatrons_gpt_model():
@@ -171,12 +178,14 @@ def _resolve_eval(job):
 
 
 def test_fit_exports_megatron_deepspeed_end_to_end(cli):
-    """The issue's command: fit ranks tp 4 pp 8 zero1 first and now writes its script (fit --export reads it back)."""
+    """The issue's command: fit's first row written as its script (fit --export reads it back). Before mdscheck fit
+    ranked tp 4 pp 8 zero1 with SP first (65.3 GiB, 257 s, 50.3% MFU); with SP refused on the stack
+    (STACK_SP_NORM_GRADS) tp 1 dp 64 ZeRO-3 (fsdp), micro-batch 2, full recompute (58.3 GiB, 279 s, 46.3%)."""
     r = cli("fit", "--model", "llama3-70b", "--gpus", "64", "--stack", "megatron-deepspeed", "--top", "1", "--export",
             "megatron-deepspeed")
     assert r.exit_code == 0, r.stderr
-    assert "    --tensor-model-parallel-size 4 \\\n" in r.stdout and "    --pipeline-model-parallel-size 8 \\\n" in r.stdout
-    assert r.stdout.rstrip().endswith("--zero-stage 1")
+    assert "    --tensor-model-parallel-size 1 \\\n" in r.stdout and "    --pipeline-model-parallel-size 1 \\\n" in r.stdout
+    assert r.stdout.rstrip().endswith("--zero-stage 3") and "--sequence-parallel" not in r.stdout
     r = cli("fit", "--model", "llama3-70b", "--gpus", "64", "--stack", "megatron-deepspeed", "--top", "1", "--export",
             "megatron")
     assert r.exit_code == 2 and "--stack megatron" in r.stderr
@@ -529,9 +538,9 @@ def test_dense_pipeline_over_tp_prices_the_partitioned_sends():
     assert on["time"]["pp_comm_s"] == pytest.approx(32 * 2 * (send_half + gather), rel=1e-9)
     assert on["time"]["pp_comm_s"] == pytest.approx(6.2392e-3, rel=1e-4)
     assert off["plan"]["pipe_partitioned"] is False and "pipe_partitioned" not in on["plan"]
-    # SP, or the stack without the engine: whole sends, the same figure as off
-    sp = _row(**{**kw, "sequence_parallel": True})
-    assert sp["time"]["pp_comm_s"] == pytest.approx(32 * 2 * (16_777_216 / 370e9 + 3.4e-6), rel=1e-9)
+    # SP: refused on this stack (STACK_SP_NORM_GRADS, mdscheck), so no whole-send SP plan to price here
+    with pytest.raises(PlannerError, match="STACK_SP_NORM_GRADS"):
+        _row(**{**kw, "sequence_parallel": True})
 
 
 def test_dense_pipeline_over_tp_round_trip():
@@ -550,7 +559,8 @@ def test_dense_pipeline_over_tp_round_trip():
 def test_pipe_partitioned_refused_off_deepspeed():
     with pytest.raises(PlannerError, match="pipe_partitioned is set but stack megatron"):
         resolve(Job(stack="megatron", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2, pipe_partitioned=True))
-    with pytest.raises(PlannerError, match="pipe_partitioned at pp 2 and tp 2 with sequence parallelism"):
+    # SP itself is refused first on this stack (STACK_SP_NORM_GRADS, mdscheck), pipe_partitioned or not
+    with pytest.raises(PlannerError, match="STACK_SP_NORM_GRADS"):
         resolve(Job(stack="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2,
                     sequence_parallel=True, pipe_partitioned=True))
     with pytest.raises(PlannerError, match="pipe_partitioned at pp 2 and tp 2 with an MoE model"):

@@ -62,7 +62,7 @@ CITED = {
 
 
 def test_codes():
-    assert CODES["STACK_SEQUENCE_PARALLEL"] == 74 and CODES["STACK_RECOMPUTE"] == 75 and max(CODES.values()) == 79  # then DEEPSPEED_PP_SPLIT_ENDS, DEEPSPEED_MOE, DEEPSPEED_MOE_SP, TORCHTITAN_MTP_PP_CP
+    assert CODES["STACK_SEQUENCE_PARALLEL"] == 74 and CODES["STACK_RECOMPUTE"] == 75 and max(CODES.values()) == 80  # then DEEPSPEED_PP_SPLIT_ENDS, DEEPSPEED_MOE, DEEPSPEED_MOE_SP, TORCHTITAN_MTP_PP_CP, STACK_SP_NORM_GRADS
 
 
 def test_each_stack_says_what_its_code_has():
@@ -136,7 +136,8 @@ def test_explain_takes_the_stacks_defaults(cli):
     for s in ("attention eager", "fp16 True", "sequence_parallel False"):
         assert s in inherited
     assert default_sequence_parallel(load_stack(S21), 8) is False
-    assert default_sequence_parallel(load_stack("megatron-deepspeed"), 8) is True
+    assert default_sequence_parallel(load_stack("megatron-deepspeed"), 8) is False  # STACK_SP_NORM_GRADS (mdscheck)
+    assert default_sequence_parallel(load_stack("megatron"), 8) is True
     assert default_sequence_parallel(load_stack("megatron"), 1) is False
 
 
@@ -164,7 +165,10 @@ def test_the_other_stacks_keep_sp_selective_flash_bf16():
     job = dict(model="gpt3-175b", gpus=768, hardware="a100-sxm-80gb", tp=8, pp=6, micro_batch=1, global_batch=8192,
                sharding="zero1", stack="megatron-deepspeed")
     settings, plan, _ = resolve(Job(**job))  # (the eager core: Megatron-DeepSpeed's without --use-flash-attn*)
-    assert int(plan.sp) == 1 and settings.attention == "eager" and not settings.fp16
+    # SP off: the stack has it, but under --deepspeed nothing sums the norms' SP-partial gradients (STACK_SP_NORM_GRADS)
+    assert int(plan.sp) == 0 and settings.attention == "eager" and not settings.fp16
+    settings, plan, _ = resolve(Job(**{**job, "stack": "megatron"}))
+    assert int(plan.sp) == 1
     settings, _, _ = resolve(Job(**job, attention="flash"))
     assert settings.attention == "flash"
     settings, plan, _ = resolve(Job(**job, recompute="selective"))
@@ -282,3 +286,42 @@ def test_fit_and_explain_keep_flash_where_it_is_the_default(stack):
     job = Job(model="llama3-8b", gpus=8, stack=stack)
     row = fit(job, top=1).rows[0]
     assert row["plan"]["attention"] == "flash" and "--attention" not in explain_args(job, row)
+
+
+def test_megatron_deepspeed_refuses_sp_its_deepspeed_path_never_reduces(cli):
+    """mdscheck (issue 22, microsoft/Megatron-DeepSpeed#170): under SP each TP rank runs the norms on its own 1 / tp of
+    the sequence, so their weights' (and the row-parallel biases') gradients are partial per rank. Megatron-DeepSpeed
+    @f4157bea sums them over TP in optimizer.py allreduce_layernorm_grads (l. 257-277), called by reduce_model_grads
+    only 'if not args.deepspeed' (training.py l. 730-732); DeepSpeed @38327e07 reduces over DP alone (engine.py
+    l. 2048-2063, 2567-2574). Megatron-LM @d98e8a64 sums them in finalize_model_grads.py
+    _allreduce_non_tensor_model_parallel_grads (l. 416-474, called l. 661): SP stays on the megatron stack."""
+    sp = load_stack(MDS).runs.sequence_parallel
+    assert sp.supported and sp.norm_grads_reduced is False
+    said = " ".join(sp.sources)
+    for cite in ("@f4157bea", "training.py train_step l. 730-732", "'if not args.deepspeed'", "allreduce_layernorm_grads "
+                 "l. 257-277", "@38327e07", "allreduce_gradients l. 2048-2063", "Megatron-DeepSpeed#170"):
+        assert cite in said, cite
+    assert CODES["STACK_SP_NORM_GRADS"] == 79
+    job = ["--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--sharding", "zero1", "--stack", MDS]
+    assert_one_error(cli("explain", *job, "--sequence-parallel"), "STACK_SP_NORM_GRADS", "norm_grads_reduced false",
+                     "--no-sequence-parallel")
+    r = cli("explain", *job)  # left out: off, as the stack's default (Megatron-DeepSpeed's own: store_true)
+    assert r.exit_code == 0, r.stderr
+    assert "sequence_parallel False" in next(ln for ln in r.stdout.splitlines() if "from the stack's defaults" in ln)
+    r = cli("explain", *job[:-1], "megatron", "--sequence-parallel")
+    assert r.exit_code == 0, r.stderr
+    # fit ranks no SP row on the stack and counts the SP candidates under the rule (before: TP 4 PP 8 DP 32, micro-batch
+    # 2, SP on first, 92.5 s; now micro-batch 1, SP off, 98.4 s); pinned SP: no plan (exit 1), the rule named
+    res = fit(Job(model="gpt3-175b", gpus=1024, hardware="a100-sxm-80gb", stack=MDS), top=10)
+    assert all(row["plan"]["sequence_parallel"] is False for row in res.rows)
+    assert next(v for k, v in res.counts.reasons.items() if "STACK_SP_NORM_GRADS" in k) > 0
+    top = res.rows[0]["plan"]
+    assert (top["tp"], top["pp"], top["dp"], top["micro_batch"], top["sharding"]) == (4, 8, 32, 1, "zero1")
+    r = cli("fit", "--model", "gpt3-175b", "--gpus", "1024", "--hardware", "a100-sxm-80gb", "--stack", MDS,
+            "--sequence-parallel")
+    assert r.exit_code == 1 and "STACK_SP_NORM_GRADS" in r.stderr and "Traceback" not in r.stderr
+    # every other shipped stack: the schema's default (true), the rule never breaks
+    for name in list_stacks():
+        if name != MDS:
+            st = load_stack(name)
+            assert st.runs is None or st.runs.sequence_parallel is None or st.runs.sequence_parallel.norm_grads_reduced

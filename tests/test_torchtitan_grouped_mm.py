@@ -204,7 +204,8 @@ def test_rule_code_follows_the_last():
     assert CODES["MEGATRON_FP8_WIDTHS"] == 71
     assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72
     assert CODES["STACK_LAYER_KIND"] == 73 and CODES["STACK_RECOMPUTE"] == 75  # then STACK_SEQUENCE_PARALLEL 74
-    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76 and CODES["DEEPSPEED_MOE"] == 77 and CODES["DEEPSPEED_MOE_SP"] == 78 and max(CODES.values()) == 79
+    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76 and CODES["DEEPSPEED_MOE"] == 77 and CODES["DEEPSPEED_MOE_SP"] == 78
+    assert CODES["TORCHTITAN_MTP_PP_CP"] == 79 and CODES["STACK_SP_NORM_GRADS"] == max(CODES.values()) == 80
 
 
 # qwen3's torchtitan code has no pipelining function (TORCHTITAN_MODEL_PP): pp 2 on Mixtral (no torchtitan code,

@@ -593,3 +593,40 @@ def test_calibration_profile_reaches_every_prediction(run, tmp_path):
         assert b["predicted_tokens_per_s_per_gpu"] < a["predicted_tokens_per_s_per_gpu"]
     r = run(*args, "--calibration", str(tmp_path / "none.yaml"))
     assert r.exit_code == 2 and "none.yaml" in r.stderr
+
+
+def test_attention_rule_9_record_then_stack_default_then_date(run, tmp_path):
+    """Rule 9 (issue 22): a record that leaves attention out takes the stack's defaults.attention where the
+    stack file sets one (megatron-deepspeed: eager, microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py
+    l. 927-935 --use-flash-attn* store_true, model/transformer.py l. 606-611 CoreAttention without them), whatever
+    the source's date; on a stack file without the key (megatron) the date rule: 2023 flash, 2021 eager."""
+    src = dict(source="Example et al. 2023, a training report")
+    mds = dict(src, stack="megatron-deepspeed", zero_fsdp_mode="ZeRO-1 (DeepSpeed)")  # bf16 without ZeRO: not zero0
+    recs = [_record("mds-2023", **mds),
+            _record("mds-2023-eager", attention="eager", **mds),
+            _record("mds-2023-flash", attention="flash", **mds),
+            _record("meg-2023", stack="megatron", **src),
+            _record("meg-2023-flash", stack="megatron", attention="flash", **src),
+            _record("meg-2021", stack="megatron", source="Example et al. 2021")]
+    r = run("validate", _write(tmp_path, recs), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+
+    def att(i):
+        return [a for a in rows[i]["assumed"] if a.startswith("attention=")]
+
+    mds = rows["mds-2023"]
+    assert mds["plan"]["attention"] == "eager"
+    assert att("mds-2023") == ["attention=eager (not published; rule 9b: the megatron-deepspeed stack's "
+                               "defaults.attention, what its code runs without an attention option)"]
+    # priced as the stated eager core, not as flash
+    pred = {i: rows[i]["predicted_tokens_per_s_per_gpu"] for i in rows}
+    assert pred["mds-2023"] == pred["mds-2023-eager"] != pred["mds-2023-flash"]
+    assert att("mds-2023-eager") == att("mds-2023-flash") == []  # rule 9a: stated, not assumed
+    assert rows["mds-2023-flash"]["plan"]["attention"] == "flash"
+
+    assert rows["meg-2023"]["plan"]["attention"] == "flash"
+    assert att("meg-2023") == ["attention=flash (not published; rule 9c: source dated 2023: FlashAttention)"]
+    assert pred["meg-2023"] == pred["meg-2023-flash"]
+    assert rows["meg-2021"]["plan"]["attention"] == "eager"
+    assert att("meg-2021") == ["attention=eager (not published; rule 9c: source dated 2021, before FlashAttention (2022))"]

@@ -258,15 +258,19 @@ def test_the_fp16_optimizers_step_copies():
     """FP16_Optimizer.step (fp16/fused_optimizer.py @38327e07 l. 285-291): every fp16 gradient's fp32 copy and their fp32
     flat cat at once, over the whole replicated group: 8 B x L beside the states, L = the rank's parameters (TP 4: the
     fp32 master's 4 B x L). At the step the activations are freed, so the term (its excess over the backward's peak) is
-    8 L - the backward's activations: Llama 3 8B on TP 4 x DP 4, 8,192 tokens, micro 1, 16,062,119,936 B of copies
-    against 9,126,805,504 + 1,592,786,944 B of activations: 5,342,527,488 B (4.98 GiB)."""
-    s, p, _ = resolve(Job(**{**JOB, "tp": 4}, sharding_mode="zero0", fp16=True))
+    8 L - the backward's activations: Llama 3 8B on TP 4 x DP 4, 4,096 tokens, micro 1, SP off (the stack's only SP
+    state at tp > 1 since mdscheck, start-up rule STACK_SP_NORM_GRADS; the 8,192 tokens of this test's SP-on plan,
+    9,126,805,504 + 1,592,786,944 B, would hold 15,569,256,448 + 1,643,118,592 B without SP, past the copies, leaving
+    no excess), 16,062,119,936 B of copies against 7,784,628,224 (half the 8,192-token figure) + 821,559,296 B of
+    activations: 7,455,932,416 B (6.94 GiB)."""
+    s, p, _ = resolve(Job(**{**JOB, "tp": 4, "seq_len": 4096}, sharding_mode="zero0", fp16=True))
+    assert int(p.sp) == 0
     m = evaluate(s, p).memory
     L = float(m["master_weights"]) / 4
     assert L == pytest.approx(P / 4, rel=2e-4)  # the rank's quarter (norms replicated over TP)
     acts = float(m["layer_activations"]) + float(m["output_activations"])
-    assert (float(m["layer_activations"]), float(m["output_activations"])) == (9_126_805_504, 1_592_786_944)
-    assert float(m["step_grad_copies"]) == 8 * L - acts == 5_342_527_488
+    assert (float(m["layer_activations"]), float(m["output_activations"])) == (7_784_628_224, 821_559_296)
+    assert float(m["step_grad_copies"]) == 8 * L - acts == 7_455_932_416
     # ZeRO-1 at the same plan: the partition's flat bf16 copy and its fp32 copy, 6 B x L / 4, under the activations
     assert float(resolve_memory(sharding_mode="zero1")["step_grad_copies"]) == 0.0
 

@@ -468,7 +468,7 @@ def register(app: typer.Typer) -> None:
         sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp, or a mode of the stack (`planner stacks`) (default: none)"),
         shard_group: Optional[int] = typer.Option(None, "--shard-group", help="hsdp: DP ranks per shard group"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="none|selective|full (default: none)"),
-        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help=" (default: on when tp > 1, off on a stack whose code has no SP: stack_db runs.sequence_parallel)"),
+        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help=" (default: on when tp > 1, off on a stack whose code has no SP or never sums the norms' SP gradients over TP: stack_db runs.sequence_parallel)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8|nvfp4 (default: bf16; nvfp4 needs FP4 tensor cores: Blackwell)"),
         schedule: Optional[str] = typer.Option(None, "--schedule", help="1f1b|interleaved|gpipe|zb-h1|dualpipe (default: interleaved if vpp>1, else the stack's first schedule: 1f1b, dualpipe on deepseek)"),
         bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 | bf16-moments (14 B, DeepSeek-V3) (default: the stack's)"),

@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a mode of the stack (`planner stacks`), or a comma list (default: all)"),
         shard_group: Optional[str] = typer.Option(None, "--shard-group", help="hsdp shard group sizes (default: every divisor s of dp, 2 <= s < dp)"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="pin recompute: none|selective|full or a comma list (default: all)"),
-        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="pin SP (default: both where tp > 1 and the stack's code has SP, stack_db runs.sequence_parallel)"),
+        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="pin SP (default: both where tp > 1 and the stack's code has SP and sums the norms' SP gradients over TP, stack_db runs.sequence_parallel)"),
         schedule: Optional[str] = typer.Option(None, "--schedule", help="pin pipeline schedules, comma list of 1f1b|interleaved|zb-h1|gpipe|dualpipe (default: the stack's first for vpp 1, 1f1b but on deepseek, interleaved for vpp >= 2)"),
         rank_orders: str = typer.Option(RANK_ORDERS_TP_INNER, "--rank-orders", help="tp-inner (TP innermost, 6 orders), all (24), or a comma list of orders like tp-cp-pp-dp"),
         max_layer_slack: int = typer.Option(DEFAULT_LAYER_SLACK, "--max-layer-slack", help="layers an uneven pipeline split may lack: 2 = the first and last stage one layer lighter (Llama 3 sec. 3.3.2)"),
