@@ -301,7 +301,7 @@ def test_megatron_deepspeed_refuses_sp_its_deepspeed_path_never_reduces(cli):
     for cite in ("@f4157bea", "training.py train_step l. 730-732", "'if not args.deepspeed'", "allreduce_layernorm_grads "
                  "l. 257-277", "@38327e07", "allreduce_gradients l. 2048-2063", "Megatron-DeepSpeed#170"):
         assert cite in said, cite
-    assert CODES["STACK_SP_NORM_GRADS"] == 79
+    assert CODES["STACK_SP_NORM_GRADS"] == 80
     job = ["--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--sharding", "zero1", "--stack", MDS]
     assert_one_error(cli("explain", *job, "--sequence-parallel"), "STACK_SP_NORM_GRADS", "norm_grads_reduced false",
                      "--no-sequence-parallel")

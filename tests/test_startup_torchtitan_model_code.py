@@ -131,9 +131,9 @@ def test_the_rules_are_appended_last():
     CP rule (72) follows those, then STACK_LAYER_KIND (73), STACK_SEQUENCE_PARALLEL (74), STACK_RECOMPUTE (75), DEEPSPEED_PP_SPLIT_ENDS (76)
     DEEPSPEED_MOE (77), DEEPSPEED_MOE_SP (78), TORCHTITAN_MTP_PP_CP (79) and STACK_SP_NORM_GRADS (80)."""
     keys = ["TORCHTITAN_MODEL_DISPATCHER", "TORCHTITAN_MODEL_PP", "TORCHTITAN_MODEL_CP", "TORCHTITAN_MODEL_ASYNC_TP"]
-    assert [r.key for r in LATER_RULES[-15:-11]] == keys and [r.key for r in RULES[-15:-11]] == keys
+    assert [r.key for r in LATER_RULES[-16:-12]] == keys and [r.key for r in RULES[-16:-12]] == keys
     assert [CODES[k] for k in keys] == [65, 66, 67, 68] and CODES["MEGATRON_NVFP4_TOKENS"] == 64
-    assert [r.key for r in LATER_RULES[-11:]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS",
+    assert [r.key for r in LATER_RULES[-12:]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS",
                                                  "MEGATRON_CP_SLIDING_WINDOW", "STACK_LAYER_KIND", "STACK_SEQUENCE_PARALLEL",
                                                  "STACK_RECOMPUTE", "DEEPSPEED_PP_SPLIT_ENDS", "DEEPSPEED_MOE",
                                                  "DEEPSPEED_MOE_SP", "TORCHTITAN_MTP_PP_CP",
