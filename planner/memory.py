@@ -734,10 +734,33 @@ References
      steady state: the input of the last backward is held through the next forward and into the next backward). The
      term is the larger excess, max((2 + r) u - a - B, r u - a [every forward first], 0). Meta's 405B layout (TP 8,
      PP 16, vpp 8, m 16: a middle stage runs its 128 chunk-forwards first): u = 398,491,648, a = 1,024 tokens x
-     520,192 B, B = 0: 6 u - a = 1.73 GiB. Not priced: DeepSpeed ZeRO-2 (its IPG bucket is [zb]'s term: the stack's
-     flag off), Megatron-FSDP optim_grads (megatron_fsdp_optim_grads: param_and_grad_buffer.py @d98e8a64
-     GradReducePipeline allocates each bucket's unsharded main_grad storage for the backward and frees it as the
-     reduce queue drains to suggested_queue_capacity: a like transient, not derived here), the FSDP levels' (their own
+     520,192 B, B = 0: 6 u - a = 1.73 GiB.
+     Megatron-FSDP optim_grads (megatron_fsdp_optim_grads; stack fsdp.zero2_reduce_queue_params, the queue's capacity
+     C in parameters, and zero2_reduce_queue_grad_bytes g) holds a queue of such buckets instead (NVIDIA/Megatron-LM
+     @d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/): each FSDP unit (TransformerLayer,
+     mcore_fsdp_adapter.py l. 166-171) is one bucket group (param_and_grad_buffer.py l. 1921-1957); a sharded gradient
+     buffer's param.get_main_grad() allocates the unit's unsharded bucket (l. 3094-3117 -> fetch_bucket l. 1296-1340,
+     in grad_comm_dtype else main_grads_dtype else the parameters' dtype, l. 2313-2320: bf16 by default, 'auto';
+     Megatron-FSDP reads no grad_reduce_in_fp32) at the layer's first weight gradient (TE's fused accumulation writes
+     into it; megatron_fsdp.py _grad_acc l. 635-663 copies an unfused bf16 grad in and deletes it); the unit's
+     post-backward (_process_post_backward_gradients l. 707-787, grad_reduce_every_bprop) calls GradReducePipeline.reduce_gradients (l. 3880-3922),
+     which first drains the queue, oldest first, while its buckets exceed C parameters
+     (wait_for_previous_grad_reduce l. 3924-3948: each drained bucket's storage freed, free_up_grad_bucket l. 4229-4252),
+     then queues the unit's reduce-scatter; C = suggested_RS_queue_capacity = max(1e9, the bucket size or 1e9)
+     (megatron_fsdp.py l. 420-443; --suggested-communication-unit-size sets it, not read: the stack's 1e9); the root
+     post-backward's reset (l. 867-901; reset l. 3860-3878) drains and frees every bucket at the end of each model
+     chunk's micro-batch backward, so nothing is carried into the next forward. During the backward of the chunk's
+     i-th layer min(i, k + 2) buckets are live (k = floor(C / u) left after a drain, the one just queued, the one
+     filling), i - 1 layer-micro-batches' activations freed, the layer's backward buffer B live throughout: the excess
+     over the peak A + B is max over i of min(i, k + 2) g u - (i - 1) a, linear up to m = min(k + 2, c) layers (c the
+     chunk's: ceil(n / vpp)), falling after: max(g u, m g u - (m - 1) a). Llama 3 8B tp 1 at 4,096 tokens, full
+     recompute: u = 218,112,000, k = 4, 12 u - 5 a = 2.28 GiB (tests/test_megatron_fsdp_queue.py). Bounded by the
+     largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
+     priced: the end units' buckets (embedding, output layer: the root post-backward's), the unfused path's bf16
+     autograd gradients beside the bucket, the bucket padding, a --megatron-fsdp-main-grads-dtype / grad-comm-dtype fp32
+     bucket (4 B: the flags are not read), fsdp_double_buffer's fixed pools, optim_grads_params's queue (the fsdp
+     level: its own terms).
+     Not priced: DeepSpeed ZeRO-2 (its IPG bucket is [zb]'s term: the stack's flag off), the FSDP levels' (their own
      terms: fsdp_unit_grads, [tt7] at the end of the backward, fsdp_accumulated_grads under PP).
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
      attention_softmax_in_fp32): Megatron-Core's DotProductAttention (dot_product_attention.py @d98e8a64 l. 100-109)
@@ -3006,11 +3029,28 @@ def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
         return 0.0 * u
     act, count = held_all
     a = act / np.maximum(count, 1e-300)
+    cap = per.fsdp.zero2_reduce_queue_params
+    if cap is not None:  # a stack setting: Megatron-FSDP's reduce-scatter queue [rs]
+        return _zero2_reduce_queue(per, u, a, n, cap)
     first = count >= per.plan.microbatches * np.asarray(n, dtype=np.float64)  # every forward before the first backward
     r = per.fsdp.grad_reduce_bytes
     # (none on a stage without layers: its end units are not priced)
     return np.where((u > 0) & (np.asarray(n) > 0),
                     np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0), 0.0)
+
+
+def _zero2_reduce_queue(per: _PerLayer, u, a, n, cap):
+    """Megatron-FSDP optim_grads' unsharded gradient buckets beyond the backward's peak [rs]: during the backward of
+    the i-th layer of a model chunk's micro-batch backward q(i) = min(i, k + 2) buckets of u parameters (k = floor(cap
+    / u) left in the queue after its drain, the last reduced one, the one filling) of g B a parameter, (i - 1)
+    layer-micro-batches' activations a freed: max over i <= the chunk's layers c of q(i) g u - (i - 1) a, at i = 1 or
+    i = min(k + 2, c) (linear in between, falling after): max(g u, m g u - (m - 1) a), m = min(k + 2, c)."""
+    g = per.fsdp.zero2_reduce_queue_grad_bytes
+    n = np.asarray(n, dtype=np.float64)
+    chunk = np.ceil(n / per.plan.vpp)  # each model chunk is its own Megatron-FSDP module, its queue drained at its end
+    k = np.floor(cap / np.where(u > 0, u, 1.0))
+    m = np.minimum(k + 2.0, chunk)
+    return np.where((u > 0) & (n > 0), np.maximum(g * u, m * g * u - (m - 1.0) * a), 0.0)
 
 
 def _with_mtp(per: _PerLayer, losses, act, moe_held, buf):

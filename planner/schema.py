@@ -1377,6 +1377,18 @@ class FSDPSpec(BaseModel):
                                    "(grad_reduce_bytes a parameter) at the unit's post-backward, the input held until "
                                    "the next unit's post-backward (memory.py [rs], term zero2_reduce_input). false: no "
                                    "such transient (DeepSpeed ZeRO-2's IPG bucket is its own term, [zb])")
+    zero2_reduce_queue_params: Optional[float] = Field(
+        default=None, gt=0,
+        description="with zero2_unit_reduce: the unit's unsharded gradients are a bucket of the reduce-scatter queue "
+                    "(Megatron-FSDP's GradReducePipeline): each layer's bucket (zero2_reduce_queue_grad_bytes a "
+                    "parameter) allocated at its backward's first weight gradient, reduce-scattered at its "
+                    "post-backward after the queue has been drained to at most this many parameters, all freed at the "
+                    "end of the micro-batch's backward (memory.py [rs], term zero2_reduce_input). null: FSDP2's "
+                    "foreach_reduce, one unit's input at a time")
+    zero2_reduce_queue_grad_bytes: float = Field(
+        default=2.0, gt=0, description="with zero2_reduce_queue_params: bytes a parameter of a queued unsharded "
+                                       "gradient bucket (Megatron-FSDP's main-gradient dtype, 'auto': the bf16 "
+                                       "parameters')")
     end_of_backward_peak: bool = Field(
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "

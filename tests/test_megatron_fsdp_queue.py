@@ -1,0 +1,73 @@
+"""Megatron-FSDP optim_grads' reduce-scatter queue (planner/memory.py [rs], term zero2_reduce_input; stack_db
+megatron fsdp.zero2_reduce_queue_params, zero2_reduce_queue_grad_bytes), derived by hand from
+NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/: each TransformerLayer's unsharded
+gradient bucket (bf16: main_grads_dtype 'auto') is allocated at its backward's first weight gradient and
+reduce-scattered at its post-backward, after GradReducePipeline.wait_for_previous_grad_reduce has drained the
+queue to at most 1e9 parameters (megatron_fsdp.py l. 420-443: max(1e9, the bucket size)); _root_post_backward's
+reset frees every bucket at the end of the micro-batch's backward. So during the i-th layer's backward
+min(i, k + 2) buckets of u parameters are live (k = floor(1e9 / u)), (i - 1) layer-micro-batches' activations a
+freed: max(2 u, 2 m u - (m - 1) a), m = min(k + 2, the chunk's layers)."""
+from __future__ import annotations
+
+import pytest
+
+from planner.explain import evaluate
+from planner.plan import resolve
+from planner.schema import Job
+
+GIB = 2**30
+
+
+def _layer(h, kv, f):
+    """One Llama 3 layer's parameters: q, o (h x h), k, v (h x kv), gate, up, down (h x f)."""
+    return 2 * h * h + 2 * h * kv + 3 * h * f
+
+
+def _mem(model, gpus, tp, recompute, mode="megatron_fsdp_optim_grads", sharding="zero2"):
+    s, p, _ = resolve(Job(model=model, gpus=gpus, tp=tp, sharding=sharding, sharding_mode=mode, stack="megatron",
+                          global_batch=16, micro_batch=1, seq_len=4096, recompute=recompute))
+    return evaluate(s, p).memory
+
+
+def test_llama3_8b_queue_by_hand():
+    """Llama 3 8B, 8 GPUs, tp 1, 4,096 tokens. u = 218,103,808 + the two norms 8,192 = 218,112,000 a GPU;
+    k = floor(1e9 / u) = 4, m = min(6, 32) = 6. Full recompute: a = the layer's input, 2 h T = 33,554,432 B:
+    12 u - 5 a = 2,449,571,840 B (2.28 GiB). No recompute: a = 570,425,344 B (the activation table's layer, 1/32
+    of the stage's) > 2 u, so the first layer's bucket beside the peak: 2 u = 436,224,000 B (0.41 GiB)."""
+    u = _layer(4096, 1024, 14336) + 2 * 4096
+    assert u == 218_112_000
+    mem = _mem("llama3-8b", 8, 1, "full")
+    a = 2 * 4096 * 4096
+    assert float(mem["layer_activations"]) == 32 * a  # the stage's 32 layer inputs, one micro-batch
+    assert float(mem["zero2_reduce_input"]) == pytest.approx(12 * u - 5 * a, rel=1e-12)
+    assert 12 * u - 5 * a == 2_449_571_840
+    mem = _mem("llama3-8b", 8, 1, "none")
+    a = float(mem["layer_activations"]) / 32
+    assert a == 570_425_344
+    assert float(mem["zero2_reduce_input"]) == pytest.approx(2 * u, rel=1e-12)
+
+
+def test_llama3_70b_queue_by_hand():
+    """Llama 3 70B, 16 GPUs, tp 8 (SP), dp 2, 4,096 tokens. u = 855,638,016 / 8 + 2 x 8,192 = 106,971,136;
+    k = 9, m = min(11, 80) = 11. Full recompute: a = 2 h T / 8 = 8,388,608 B: 22 u - 10 a = 2,269,478,912 B
+    (2.11 GiB). No recompute: a = 140,509,184 B: 22 u - 10 a = 948,273,152 B (0.88 GiB)."""
+    u = _layer(8192, 1024, 28672) // 8 + 2 * 8192
+    assert u == 106_971_136
+    mem = _mem("llama3-70b", 16, 8, "full")
+    a = 2 * 8192 * 4096 // 8
+    assert float(mem["layer_activations"]) == 80 * a
+    assert float(mem["zero2_reduce_input"]) == pytest.approx(22 * u - 10 * a, rel=1e-12)
+    assert 22 * u - 10 * a == 2_269_478_912
+    mem = _mem("llama3-70b", 16, 8, "none")
+    a = float(mem["layer_activations"]) / 80
+    assert a == 140_509_184
+    assert float(mem["zero2_reduce_input"]) == pytest.approx(22 * u - 10 * a, rel=1e-12)
+    assert 22 * u - 10 * a == 948_273_152
+
+
+def test_queue_only_in_optim_grads():
+    """The stack's other modes hold none of this term: the distributed optimizer and optim reduce once a step into
+    the whole gradient buffer; optim_grads_params (fsdp level) is not priced by this term (its own terms)."""
+    for mode, sharding in (("distributed_optimizer", "zero1"), ("megatron_fsdp_optim", "zero1"),
+                           ("megatron_fsdp_optim_grads_params", "fsdp")):
+        assert float(_mem("llama3-8b", 8, 1, "full", mode, sharding)["zero2_reduce_input"]) == 0.0
