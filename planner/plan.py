@@ -1698,6 +1698,25 @@ def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
     return (job.model_copy(update=update) if update else job), inherited
 
 
+def _stack_mtp(job: Job, model: ModelSpec, stack, warnings: list, where: str) -> ModelSpec:
+    """Multi-token prediction modules on a stack whose code trains none (stack_db runs.mtp false: torchtitan main
+    @e347b1e5e, whose models build no MTP module): a job that asks for them (mtp_layers) is refused; a model that
+    has them (a config.json's num_nextn_predict_layers) is priced without them, with a note, as that trainer would
+    build it. A stack that does not say (runs.mtp null) prices them."""
+    runs = stack.runs
+    if not model.mtp_layers or runs is None or runs.mtp is not False:  # a stack setting
+        return model
+    if job.mtp_layers:
+        raise PlannerError(f"{where}mtp_layers {job.mtp_layers}: stack {stack.name}'s code trains no multi-token "
+                           f"prediction module (stack_db {stack.name} runs.mtp false)",
+                           "set mtp_layers 0 (--mtp-layers 0), or use a stack that trains them (--stack megatron, "
+                           "deepseek or torchtitan-0.3)")
+    warnings.append(f"{model.name}'s {model.mtp_layers} multi-token prediction module(s) priced as absent: stack "
+                    f"{stack.name}'s code builds none (stack_db {stack.name} runs.mtp false); --stack megatron, "
+                    "deepseek or torchtitan-0.3 train them")
+    return with_mtp(model, 0)
+
+
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
@@ -1723,6 +1742,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
+    model = _stack_mtp(job, model, stack, warnings, where)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
     if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel),

@@ -324,7 +324,7 @@ NCCL_ARGS = {  # facts each seed log leaves out (tests/test_calibrate_nccl.py LO
 
 _TARGETS: dict[Path, dict[str, Target]] = {}
 ISSUE24_KINDS = ("megatron", "torchtitan", "deepspeed", "export", "run-log", "run-records", "plot", "moe-config",
-                 "megatron-deepspeed", "torchtitan-0.3")
+                 "megatron-deepspeed", "torchtitan-0.3", "host-adam")
 
 
 def targets(workdir: Path) -> dict[str, Target]:
@@ -455,6 +455,15 @@ def _issue24_targets() -> dict[str, Target]:
                                      [["check", "{f}", "--format", "json"], ["explain", "{f}"]], None, suffix=".sh",
                                      seed_args={"run_deepspeed_example.sh": ["--gpus", "8", "--hardware", "h100-sxm"],
                                                 "tr11-176B-ml.slurm": ["--gpus", "384", "--hardware", "a100-sxm-80gb"]}),
+        # calibrate host-adam (planner/calibrate/host_adam.py): a DeepSpeed ZeRO-Offload log, DeepSpeed's adam_test1
+        # output and a records file (tests/data/host_adam, SOURCES.md)
+        "host-adam": Target("host-adam", {p.name: _read(p) for p in [DATA / "host_adam" / "deepspeed_zero2_offload.log",
+                                                                      DATA / "host_adam" / "adam_test1.txt",
+                                                                      DATA / "host_adam" / "records.yaml"]},
+                            [["calibrate", "host-adam", "{f}", "--host-memory-gbps", "614.4", "-o", "{d}/p.yaml"]], None,
+                            suffix=".txt", seed_args={"deepspeed_zero2_offload.log": ["--params", "1003782656",
+                                                                                      "--processes", "8", "--hardware",
+                                                                                      "h100-sxm"]}),
         "torchtitan-0.3": Target("torchtitan-0.3", {p.name: _read(p) for p in sorted((DATA / "torchtitan03").glob("*.sh"))},
                                  [["check", "{f}", "--format", "json"], ["explain", "{f}", "--hardware", "h100-sxm"]], None,
                                  suffix=".sh"),

@@ -64,12 +64,15 @@ def test_mtp_with_learned_position_embeddings_is_refused(cli):
     r = cli("fit", "--model", "megatron-gpt-1.7b", "--gpus", "8", "--mtp-layers", "1", "--tp", "1", "--pp", "1")
     assert r.exit_code == 2 and "MEGATRON_MTP_POSITION" in r.stderr and "Traceback" not in r.stderr
     assert cli("explain", "--model", "megatron-gpt-1.7b", "--gpus", "8").exit_code == 0
-    # torchtitan has no such check: it refuses the model for its learned positions instead (rule 73, STACK_LAYER_KIND)
+    # torchtitan main has no such check, and trains no MTP module at all (stack_db torchtitan runs.mtp false): a job's
+    # mtp_layers is refused there for that, before the model's learned positions (rule 73, STACK_LAYER_KIND)
+    for model in ("megatron-gpt-1.7b", "llama3-8b"):
+        with pytest.raises(PlannerError, match="stack torchtitan's code trains no multi-token prediction module") as e:
+            resolve(Job(model=model, gpus=8, mtp_layers=1, stack="torchtitan", sharding="fsdp"))
+        assert "MEGATRON_MTP_POSITION" not in str(e.value)
     with pytest.raises(PlannerError, match="STACK_LAYER_KIND") as e:
-        resolve(Job(model="megatron-gpt-1.7b", gpus=8, mtp_layers=1, stack="torchtitan", sharding="fsdp"))
-    assert "learned_positions" in str(e.value) and "MEGATRON_MTP_POSITION" not in str(e.value)
-    settings, _, _ = resolve(Job(model="llama3-8b", gpus=8, mtp_layers=1, stack="torchtitan", sharding="fsdp"))
-    assert settings.model.mtp_layers == 1
+        resolve(Job(model="megatron-gpt-1.7b", gpus=8, stack="torchtitan", sharding="fsdp"))
+    assert "learned_positions" in str(e.value)
 
 
 def test_grouped_gemm_below_compute_capability_8_is_refused(cli, tmp_path):

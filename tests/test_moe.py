@@ -432,8 +432,8 @@ def test_mla_activations():
 
 
 def test_budget_counts_6n_on_the_active_parameters(cli):
-    """DeepSeek-V3's budget: 6 x (37.55B active + the recipe's MTP module: 2h x h projection, two
-    norms, the MoE layer's 232,997,120 non-routed and 8 x 3 x 7168 x 2048 routed active
+    """DeepSeek-V3's budget: 6 x (37.55B active + the recipe's MTP module: 2h x h projection, three
+    norms (enorm, hnorm, the norm before the shared head), the MoE layer's 232,997,120 non-routed and 8 x 3 x 7168 x 2048 routed active
     parameters, and the output layer again, 129,280 x 7168) x 14.8T tokens, and the training
     time equals steps x the step-time model's step (the MFU it divides by is in the same
     convention)."""
@@ -443,7 +443,7 @@ def test_budget_counts_6n_on_the_active_parameters(cli):
     assert r.exit_code == 0, r.stderr
     t = json.loads(r.stdout)["training"]
     h = 7168
-    mtp = 2 * h * h + 2 * h + 232_997_120 + 8 * 3 * h * 2048 + 129_280 * h
+    mtp = 2 * h * h + 3 * h + 232_997_120 + 8 * 3 * h * 2048 + 129_280 * h
     assert t["total_flops_6n"] == pytest.approx(6 * (37_552_297_472 + mtp) * 14.8e12, rel=1e-12)
     assert t["days"] == pytest.approx(t["steps"] * t["step_s"] / 86400, rel=1e-9)
 

@@ -6,6 +6,9 @@ the kind; torchtitan 0.3 checkpoints model.layers only (memory.mtp_checkpointed 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -42,3 +45,22 @@ def test_torchtitan_03_reruns_no_mtp_layer(explain):
     _, _, none = _mtp(explain, recompute="none", **kw)
     _, _, full = _mtp(explain, recompute="full", **kw)
     assert full == pytest.approx(none, rel=1e-12) and none > 0
+
+
+def test_a_stack_that_trains_no_mtp_refuses_the_field_and_drops_the_models_modules_with_a_note(cli):
+    """torchtitan main (stack_db torchtitan runs.mtp false: its models build no MTP module): --mtp-layers 1 exits 2
+    naming the field; DeepSeek-V3's config.json (num_nextn_predict_layers 1) is priced without the module, noted."""
+    base = ["--gpus", "256", "--stack", "torchtitan", "--ep", "64", "--seq-len", "4096", "--sharding", "fsdp"]
+    r = cli("explain", "--model", "deepseek-v3", "--mtp-layers", "1", *base)
+    assert r.exit_code == 2 and "mtp_layers 1: stack torchtitan's code trains no multi-token prediction module" in r.stderr
+    cfg = Path(__file__).parent / "data" / "arch" / "deepseek-v3" / "config.json"
+    r = cli("explain", "--model", str(cfg), *base, "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    out = json.loads(r.stdout)
+    assert any("multi-token prediction module(s) priced as absent: stack torchtitan's code builds none" in w
+               for w in out["warnings"])
+    assert out["plan"]["mtp_layers"] == 0 and "mtp" not in out["params"]
+    # on megatron the same config.json keeps its module
+    r = cli("explain", "--model", str(cfg), "--gpus", "256", "--ep", "64", "--seq-len", "4096", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    assert json.loads(r.stdout)["plan"]["mtp_layers"] == 1
