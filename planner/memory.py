@@ -759,7 +759,8 @@ References
      priced: the end units' buckets (embedding, output layer: the root post-backward's), the unfused path's bf16
      autograd gradients beside the bucket, the bucket padding, a --megatron-fsdp-main-grads-dtype / grad-comm-dtype fp32
      bucket (4 B: the flags are not read), fsdp_double_buffer's fixed pools, optim_grads_params's queue (the fsdp
-     level: its own terms).
+     level: its own terms), --megatron-fsdp-version 2's experimental buffers (version 1 is the default, arguments.py
+     l. 3158).
      Not priced: DeepSpeed ZeRO-2 (its IPG bucket is [zb]'s term: the stack's flag off), the FSDP levels' (their own
      terms: fsdp_unit_grads, [tt7] at the end of the backward, fsdp_accumulated_grads under PP).
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
