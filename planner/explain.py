@@ -156,6 +156,10 @@ def _time_json(est: Estimate, pick) -> dict:
     time = {
         "compute_s": t["compute_s"], "tp_comm_s": t["tp_comm_s"], "cp_comm_s": t["cp_comm_s"],
         "pp_comm_s": t["pp_comm_s"],
+        # inside tp_comm_s, where priced (Megatron, SP, tp > 1): the once-a-step TP all-reduce of the gradients SP leaves
+        # partial, the norms', row-parallel biases', routers' (step.py [27])
+        **({"tp_sp_norm_grads_s": _num(pick(est.time_extra["tp_sp_norm_grads_s"]))}
+           if float(pick(est.time_extra.get("tp_sp_norm_grads_s", 0.0))) > 0 else {}),
         # inside pp_comm_s: the interleaved schedule's warm-up and flush p2p the stack waits on (step.py [13])
         "pp_warmup_flush_s": _num(pick(est.time_extra["pp_warmup_flush_s"])),
         "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),

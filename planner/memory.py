@@ -1549,8 +1549,10 @@ def converted_linear_elems(settings: Settings, pc: ParamCounts, plan: PlanArrays
 
 def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, per=1.0, cut=0.0, out_cut=0.0,
                 conv=None) -> np.ndarray:
-    """The largest FSDP unit one GPU gathers: a layer (its parameters / tp; a layer with
-    experts: the TP-split ones / tp, the replicated whole and its E/ep experts / etp), or the
+    """The largest FSDP unit one GPU gathers: a layer (its TP-split parameters / tp and its replicated ones whole,
+    as params_of: norms, routers and MLA's down projections are whole on every TP rank, Megatron marking them no
+    tensor_model_parallel and torchtitan's SequenceParallel / norms a Replicate placement; a layer with experts also
+    its E/ep experts / etp), or the
     embedding or output layer / tp (layers_only: the largest layer). In bytes where per is the
     bytes a gathered parameter (1.0: parameters), `cut` fewer for each of a layer's linear weight
     elements (the TP-split matrices, biases left out, or per kind `conv`, converted_linear_elems: the Linears
@@ -1561,7 +1563,7 @@ def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, pe
             else np.maximum(per * pc.embedding, (per - out_cut) * pc.output) / tp)
     for i, (k, p) in enumerate(zip(pc.layers.kinds, pc.kind_params)):
         u = (p.split / tp + p.replicated + p.expert / (etp_of(plan) * plan.ep)) if k.has_experts \
-            else (p.split + p.replicated) / tp
+            else p.split / tp + p.replicated
         lin = (p.split - p.split_bias) / tp if conv is None else conv[i]
         unit = np.maximum(unit, per * u - cut * lin)
     return unit
@@ -2551,7 +2553,7 @@ class _PerLayer:
         # gradients it reduce-scatters from an unsharded input [rs], 0 elsewhere
         z2 = (plan.sharding == ZERO2) & tr["reduce_mb"] if fs.zero2_unit_reduce else np.zeros(np.shape(tp), dtype=bool)
         # (a GPU's parameters of the layer, params_of's: the TP-split ones / tp, the replicated norms whole, its experts
-        # / (etp ep); unit_params divides a dense layer's replicated ones by tp too)
+        # / (etp ep); unit_params' layer, with its experts)
         e_div = etp_of(plan).astype(np.float64) * plan.ep
         layer = np.maximum.reduce([p.split / tp + p.replicated + p.expert / e_div for p in pc.kind_params] + [0.0 * tp])
         self.zero2_unit = np.where(z2, layer, 0.0)

@@ -2206,7 +2206,20 @@ class SequenceParallelRuns(BaseModel):
                                   "rank's copy steps on its shard's partial gradient and the copies diverge, and start-up "
                                   "rule STACK_SP_NORM_GRADS refuses SP at tp > 1 (a job that leaves sequence_parallel "
                                   "out runs it off); cite the code path in sources")
+    norm_grads_step_allreduce: bool = Field(
+        default=False, description="the trainer sums them as Megatron-Core does: one all-reduce over the TP group of all "
+                                   "of a rank's SP-partial gradients flattened into one buffer, in the main gradients' "
+                                   "dtype, once a step after the data-parallel gradient sync (finalize_model_grads "
+                                   "_allreduce_non_tensor_model_parallel_grads): priced in tp_comm (step.py [27], "
+                                   "tp_sp_norm_grads_s); false: the sum is not priced (torchtitan's DTensor grads, "
+                                   "reduced where they are read); needs norm_grads_reduced")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _step_allreduce_reduces(self):
+        if self.norm_grads_step_allreduce and not self.norm_grads_reduced:
+            raise ValueError("norm_grads_step_allreduce true needs norm_grads_reduced true (the all-reduce is the sum)")
+        return self
 
 
 class RecomputeRuns(BaseModel):

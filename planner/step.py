@@ -39,7 +39,8 @@ Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
   TP  per layer and micro-batch 2 all-reduces forward and 2 backward of T h bytes x 2 (bf16),
       or with SP a reduce-scatter + all-gather pair each [2]; +2 with full recompute. Exposed
       (Megatron's default), or with tp_comm_overlap hidden behind the layer's GEMMs except
-      the first of tp chunks [7].
+      the first of tp chunks [7]. Once a step, with SP on a stack that sums them so (Megatron), the all-reduce of
+      the SP-partial gradients (norms, row-parallel biases, router) after the backward, exposed [27].
   CP  ring attention as the stack runs it (stack_db context_parallel, [4]): each pass runs
       one attention kernel per ring step (1/cp of the core each, at FlashAttention-2's rate
       for the step's block of keys: cp_kernel_factor), the K/V (and backward dK/dV) transfers
@@ -330,6 +331,26 @@ References
     once it lags (the gaps only shrink), so both expose the same: the reductions from the first lag on, less the
     compute they are issued across. Where the gaps widen again (Megatron's first stage at m >= 2p) the queue can catch up and FSDP2's wait
     cannot: there the form is the queue's (an upper bound on it, [12]).
+[27] The TP all-reduce of the gradients sequence parallelism leaves partial (stack runs.sequence_parallel
+    norm_grads_step_allreduce: megatron; sp_norm_grads). Under SP each TP rank runs the norms (and adds the row-parallel
+    linears' biases, and runs the TP-duplicated linears and the MoE router) on its own 1 / tp of the sequence, so the
+    gradients of those parameters, whole on every TP rank, are partial sums. NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/distributed/finalize_model_grads.py finalize_model_grads waits for the data-parallel gradient sync
+    (l. 639-640 finish_grad_sync) and then calls _allreduce_non_tensor_model_parallel_grads (l. 661; l. 416-484): at
+    tp > 1 the main_grad of every parameter of the rank's model chunks marked sequence_parallel (l. 452; the norms,
+    fusions/fused_layer_norm.py l. 119-120 and Transformer Engine's; the row-parallel biases, tensor_parallel/layers.py
+    l. 1499, extensions/transformer_engine.py l. 1998; the TP-duplicated linears, l. 1316: MLA's down projections; the
+    router, transformer/moe/router.py l. 85-88), cat into one buffer (_flatten_dense_tensors, l. 473) and summed by one
+    torch.distributed.all_reduce over the TP group (l. 474), synchronous, before the optimizer step: nothing overlaps
+    it. Its elements, the stage's: per layer its replicated parameters (norms, query/key norms, MLA's down projections
+    and latent norms, the router: BlockParams.replicated) plus h per row-parallel bias (the attention output's and the
+    dense MLP's down projection's, a model with linear biases), the final norm and the MTP modules' on the last stage,
+    the embedding's norm on the first; the stage with the most. Its bytes a main-gradient element (fp32 unless
+    --grad-reduce-in-bf16: grad_reduce_bytes, [9]); under FSDP the local shard (grad._local_tensor, l. 461: / the
+    shard group). Priced on the TP tier by comm.py's all-reduce, once a step, in tp_comm (its own key
+    tp_sp_norm_grads_s). The flat buffer (a copy, a few MB: Llama 3 8B at tp 8 1.07 MB) lives after the backward, when
+    the activations are freed, below the step's peak: no memory term. Not priced: the query/key norms' all-reduce
+    Megatron runs without SP (l. 452-453 config.qk_layernorm), the routed experts' biases (not in this set here).
 """
 
 from __future__ import annotations
@@ -1561,6 +1582,45 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     return np.where(on, t, 0.0)
 
 
+def sp_partial_elements(sc: StepCtx) -> np.ndarray:
+    """Parameters per GPU whose gradients sequence parallelism leaves partial on each TP rank [27]: on each stage its
+    layers' replicated parameters plus h per row-parallel bias, the final norm and the MTP modules' on the last, the
+    embedding's norm on the first (with one stage both ends); the stage with the most (first, middle, last)."""
+    settings, plan = sc.settings, sc.plan
+    pc = count_params(settings.model)
+    h = settings.model.hidden_size
+
+    def row_bias(kind) -> int:  # the attention output's and the dense MLP's down projection's bias (h each)
+        return h * (int(bool(getattr(kind.mixer, "bias", False))) + int(bool(getattr(kind.mlp, "bias", False))))
+
+    per = [p.replicated + row_bias(k) for k, p in zip(pc.layers.kinds, pc.kind_params)]
+    mtp = pc.mtp.replicated + (settings.model.mtp_layers * row_bias(pc.layers.kinds[pc.layers.mtp_kind])
+                               if pc.mtp.total else 0)
+    single = plan.pp == 1
+    head, emb = np.float64(pc.final_norm + mtp), np.float64(pc.embedding_norm)
+    first = weighted(sc.counts["first"], per) + emb + np.where(single, head, 0.0)
+    last = weighted(sc.counts["last"], per) + head + np.where(single, emb, 0.0)
+    return functools.reduce(np.maximum, (first, weighted(sc.counts["mid"], per), last))
+
+
+def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
+    """Seconds per step of the TP all-reduce of the SP-partial gradients [27]: where the stack sums them in one
+    all-reduce a step (runs.sequence_parallel norm_grads_step_allreduce), the plan runs SP and tp > 1; the
+    sp_partial_elements at the main gradients' bytes (grad_reduce_bytes; / the shard group under FSDP) over the TP
+    group, after the backward and waited on. 0 elsewhere."""
+    plan = sc.plan
+    runs = sc.stack.runs
+    spr = None if runs is None else runs.sequence_parallel
+    if spr is None or not spr.norm_grads_step_allreduce:  # a stack setting, not searched
+        return np.zeros(np.shape(plan.tp))
+    fsdp = plan.sharding >= FSDP
+    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    size = sp_partial_elements(sc) * grad_reduce_bytes(sc, fsdp) / np.where(fsdp, shard_n, 1)
+    on = (plan.sp > 0) & (plan.tp > 1)
+    t = coll(comm.ALL_REDUCE, size, np.where(on, plan.tp, 1), coll.strides["tp"])
+    return np.where(on, t, 0.0)
+
+
 def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
     """Seconds per step the interleaved schedule's warm-up and flush p2p add where the stack
     overlaps its steady state's but waits on theirs (overlap.pp_p2p_warmup_flush_blocking: Megatron-LM
@@ -2224,6 +2284,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
     dp = dp_comm(sc, coll, comp, lt, stream_mb=t_mb)  # t_mb: the compute stream's micro-batch, the pipeline's unit [26]
     tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on
+    sp_grads = sp_norm_grads(sc, coll)  # [27] once a step, after the DP gradient sync, waited on
     m = sc.m
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own: backward / forward, and the weight-gradient GEMMs' share of backward
@@ -2240,12 +2301,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
         off = offload_parts(sc, dp, comp)
         opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
-    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
-             "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied,
+             "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt), **gating_einsum_time(sc, lt), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],

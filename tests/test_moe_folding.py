@@ -130,7 +130,11 @@ def test_expert_tp_collectives_over_the_etp_ranks():
     for tp, etp, want in ((2, 1, attn2), (2, 2, attn2 + pair(T / 2 * 2 * 2 * h * 2, 2)),
                           (4, 2, attn4 + pair(T / 4 * 2 * 2 * h * 2, 2)), (4, 4, attn4 + pair(T / 4 * 4 * 2 * h * 2, 4))):
         _, _, _, js = _mixtral(tp=tp, ep=2, etp=etp, global_batch=16 // tp, tp_comm_overlap=False)  # 1 micro-batch
-        assert js["time"]["tp_comm_s"] == pytest.approx(32 * 2 * want, rel=1e-9), (tp, etp)
+        # plus once a step Megatron's all-reduce of the SP-partial gradients (step.py [27], spnorm): 32 layers x (two
+        # RMSNorms 2 x 4,096 + the router 8 x 4,096) + the final norm 4,096 = 1,314,816 fp32 main gradients over tp
+        norms = float(comm.group_collective(comm.ALL_REDUCE, 1_314_816 * 4.0, tp, 1, params)[0].time_s)
+        assert js["time"]["tp_sp_norm_grads_s"] == pytest.approx(norms, rel=1e-9)
+        assert js["time"]["tp_comm_s"] == pytest.approx(32 * 2 * want + norms, rel=1e-9), (tp, etp)
 
 
 # ------------------------------------------------------------------ rules, CLI, records

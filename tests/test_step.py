@@ -42,7 +42,11 @@ def test_tp_sp_is_reduce_scatter_plus_all_gather(explain):
     _, _, _, js = explain(model="llama3-8b", gpus=8, tp=8, sequence_parallel=True, global_batch=2, seq_len=8192)
     S = 8192 * 4096 * 2
     rs = 7 * NV_LAT + 7 / 8 * S / NV_BW  # ring reduce-scatter / all-gather: (n-1) rounds, (n-1)/n S
-    assert js["time"]["tp_comm_s"] == pytest.approx(2 * 32 * 4 * 2 * rs, rel=1e-9)
+    # plus, once a step, Megatron's all-reduce of the SP-partial norm gradients (step.py [27], spnorm): 32 x 2 x 4,096
+    # + 4,096 fp32 main gradients = 1,064,960 B, NVLS on 8 H100s
+    norms = nvls_allreduce((2 * 4096 * 32 + 4096) * 4)
+    assert js["time"]["tp_sp_norm_grads_s"] == pytest.approx(norms, rel=1e-9)
+    assert js["time"]["tp_comm_s"] == pytest.approx(2 * 32 * 4 * 2 * rs + norms, rel=1e-9)
 
 
 def test_full_recompute_repeats_forward_tp_collectives(explain):
@@ -187,9 +191,16 @@ def test_calibration_profile_changes_comm_in_measured_direction(cli, tmp_path):
     assert cal["time"]["compute_s"] == base["time"]["compute_s"]
     assert cal["calibration"]["used"] == ["all_reduce/intra-node/8"]
     assert "calibration" not in base
-    # a plan that runs no 8-rank all-reduce (SP: reduce-scatter + all-gather) uses none
+    # a plan whose layers run no 8-rank all-reduce (SP: reduce-scatter + all-gather) uses it only for the once-a-step
+    # all-reduce of the SP-partial norm gradients (step.py [27], spnorm): the layers' collectives are the default's
     sp = json.loads(cli(*args[:-3], "--format", "json", "--calibration", str(prof)).stdout)
-    assert sp["calibration"]["used"] == []
+    sp0 = json.loads(cli(*args[:-3], "--format", "json").stdout)
+    assert sp["calibration"]["used"] == ["all_reduce/intra-node/8"]
+    norms = 2 * 8192 * 80 + 8192  # llama3-70b's RMSNorms, fp32 main gradients
+    assert sp["time"]["tp_sp_norm_grads_s"] == pytest.approx(
+        float(load_profile(prof).collective_time("all_reduce", "intra-node", 8, norms * 4.0)), rel=1e-9)
+    assert (sp["time"]["tp_comm_s"] - sp["time"]["tp_sp_norm_grads_s"]
+            == pytest.approx(sp0["time"]["tp_comm_s"] - sp0["time"]["tp_sp_norm_grads_s"], rel=1e-12))
 
 
 def test_every_model_has_finite_time_on_h100(explain, unlisted_stack):
@@ -216,8 +227,9 @@ def test_tp_comm_overlap_leaves_first_chunk_exposed(explain):
     """With TP-communication overlap the collectives hide behind the layer's GEMMs (they are
     shorter here), except the first of tp chunks: exposed = total / tp."""
     kw = dict(model="llama3-70b", gpus=512, tp=8, sharding="zero1")
-    plain = explain(**kw)[3]["time"]["tp_comm_s"]
-    over = explain(tp_comm_overlap=True, **kw)[3]["time"]["tp_comm_s"]
+    # less the once-a-step all-reduce of the SP-partial norm gradients (step.py [27]), which nothing overlaps
+    plain, over = (t["tp_comm_s"] - t["tp_sp_norm_grads_s"]
+                   for t in (explain(**kw)[3]["time"], explain(tp_comm_overlap=True, **kw)[3]["time"]))
     assert over == pytest.approx(plain / 8)
 
 

@@ -57,7 +57,9 @@ def test_bare_fit_takes_the_recipe(cli):
 
 def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     """The band is the acceptance line's: |rate / 1,543.2 - 1| <= 25%. Met with the dispatcher
-    searched: EP 256 on Hybrid-EP, 1,264 tokens/s per GPU (-18.1%; 1,280 before the MoE router's
+    searched: EP 256 on Hybrid-EP, 1,262 tokens/s per GPU (-18.2%; 1,264 before Megatron's once-a-step TP all-reduce
+    of the SP-partial gradients was priced, spnorm: at tp 8, pp 1 the norms', routers' and MLA down projections'
+    1.06e9 fp32 main gradients, 34.4 ms a step, step.py [27]; 1,280 before the MoE router's
     GEMM was priced in bf16, fp8cov: DeepSeek-V3 sec. 3.3.1 keeps gating modules out of fp8); on DeepEP
     alone (fit --moe-dispatcher deepep) the best runnable plan is EP 32 with full recompute, 1,106.5
     (-28.3%; 1,109 before the MTP module's re-run under full recompute was priced, step.mtp_time)."""
@@ -65,7 +67,7 @@ def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     _, top = _bare_top(cli)
     rate = top["throughput"]["tokens_per_s_per_gpu"]
     assert abs(rate / PUBLISHED - 1.0) <= 0.25, rate
-    assert rate == pytest.approx(1264, abs=1)
+    assert rate == pytest.approx(1262, abs=1)
     r = cli("fit", *BARE, "--top", "1", "--format", "json", "--moe-dispatcher", "deepep")
     assert r.exit_code == 0, r.stderr
     deepep = json.loads(r.stdout)[0]["throughput"]["tokens_per_s_per_gpu"]
