@@ -1236,13 +1236,10 @@ def launch_flavor(plan: dict, model, picked: list) -> tuple[str, str]:
     return picked[0].flavor
 
 
-def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
-    """The launch line of a plan priced on stack torchtitan-0.3 (module docstring) from its sections in main's
-    layout (export._torchtitan_sections with launch_flavor): the config function that builds the plan's model
-    with its fp8 converter and attention backend, and every other setting as an option; PlannerError where no
-    transcribed function builds them or 0.3 has no option for a setting."""
-    from ..catalog import load_hardware
-
+def _config_function(plan: dict, sec: dict, picked: list):
+    """The transcribed config function (CONFIG_FUNCTIONS) that builds the plan's model with its MTP modules, fp8
+    converter, attention backend and loss, among `picked` (the functions that build the model); PlannerError
+    naming what differs where none does (launch_text)."""
     kernel = plan.get("attention_kernel") or "flex"
     conv = {"converters": sec.get("model", {}).get("converters", [])}
     conv.update({k: v for k, v in sec.items() if k.startswith("quantize.")})
@@ -1278,7 +1275,17 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                          f"{COMMIT} config functions that build the model are {have}; 0.3 sets converters and the "
                          "attention backend in the config function's model_spec, which no option reaches (trainer.py "
                          "l. 75-77)", "plan the precision and kernel of one of those functions, then export")
-    cf = fits[0]
+    return fits[0]
+
+
+def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
+    """The launch line of a plan priced on stack torchtitan-0.3 (module docstring) from its sections in main's
+    layout (export._torchtitan_sections with launch_flavor): the config function that builds the plan's model
+    with its fp8 converter and attention backend, and every other setting as an option; PlannerError where no
+    transcribed function builds them or 0.3 has no option for a setting."""
+    from ..catalog import load_hardware
+
+    cf = _config_function(plan, sec, picked)
     opts: list[str] = []
     for sect, keys in SAME_KEYS.items():
         for k in keys:
