@@ -278,6 +278,15 @@ def test_megatron_fsdp_levels_export_and_read_back(tmp_path, mode, flags):
     assert cfg.job["sharding_mode"] == mode
     back = resolved_plan(Job(**{**cfg.job, "model": "llama3-8b"}))
     assert back["sharding_mode"] == mode
+    # the plan's fp32 gradients (the megatron preset) are written as Megatron-FSDP's two dtype flags, whose default
+    # (auto: the parameters' bf16, arguments.py @d98e8a64 l. 3691-3698) is not what is priced; read back as priced
+    assert "--megatron-fsdp-main-grads-dtype fp32" in text and "--megatron-fsdp-grad-comm-dtype fp32" in text
+    assert not any("megatron-fsdp-main-grads-dtype" in n or "megatron-fsdp-grad-comm-dtype" in n
+                   for n in cfg.unmodelled)
+    # a plan with bf16 gradients (mixed16: --grad-reduce-in-bf16) runs Megatron-FSDP's default: no dtype flag
+    bf16 = resolved_plan(Job(model="llama3-8b", gpus=16, stack="megatron", sharding_mode=mode, global_batch=64,
+                             bytes_per_param="mixed16"))
+    assert "--megatron-fsdp-main-grads-dtype" not in export_plan(bf16, "megatron")[0]
 
 
 def test_mics_exports_its_shard_size_and_reads_back(tmp_path):

@@ -791,6 +791,16 @@ MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
 }
 
 
+def _fp32_gradients(plan: dict) -> bool:
+    """Whether the plan's bytes_per_param keeps fp32 main gradients (4 B: the megatron and bf16-moments presets)."""
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    bpp = plan.get("bytes_per_param")
+    b = BYTES_PER_PARAM_PRESETS[bpp or "megatron"].model_dump() if isinstance(bpp, (str, type(None))) else \
+        {k: float(v) for k, v in dict(bpp).items()}
+    return float(b["gradients"]) == 4.0 and not plan.get("fp16")
+
+
 def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     """The flags that give the plan's bytes_per_param in Megatron (megatron.py [5], [5b], the
     reader's inverse): 18 B none; mixed16 --grad-reduce-in-bf16; lower Adam moments (bf16-moments:
@@ -1145,6 +1155,12 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a Megatron-LM mode (stack_db megatron runs.sharding)",
                       "price it on --stack megatron")
     args += [] if fork else MEGATRON_MODE_FLAGS[mode]
+    if mode.startswith("megatron_fsdp") and _fp32_gradients(plan):
+        # Megatron-FSDP keeps its main gradients and reduces them in the parameters' dtype unless told (arguments.py
+        # @d98e8a64 l. 3691-3698: --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype default auto;
+        # param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320; grad_reduce_in_fp32 is not read there):
+        # the plan's fp32 gradients (4 B, as priced) are these two flags
+        args += [("--megatron-fsdp-main-grads-dtype", "fp32"), ("--megatron-fsdp-grad-comm-dtype", "fp32")]
     if mode == "megatron_fsdp_hsdp":
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
     rec = plan["recompute"]

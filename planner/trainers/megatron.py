@@ -467,6 +467,10 @@ def classify_unread(name: str, value) -> tuple[str, str]:
             "not_modelled", "RoPE on part of each head: fewer rope bytes than priced")
     if name in NOT_MODELLED:
         return "not_modelled", NOT_MODELLED[name]
+    if name in ("--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype") and value == "fp32":
+        return "ignored", ("fp32 Megatron-FSDP main gradients / gradient collective: what the planner prices for the "
+                           "megatron_fsdp modes where the job keeps fp32 gradients (the megatron and bf16-moments "
+                           "presets; the export writes it so)")
     for pat, why in NOT_MODELLED_PATTERNS:
         if re.match(pat, name):
             return "not_modelled", why
