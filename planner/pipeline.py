@@ -633,8 +633,8 @@ def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front
     a12aaedc's bisection [11] (bisection_stage_units), the first e and the last l fewer."""
     L = num_layers
     if front == SPLIT_BISECTION:  # DeepSpeed a12aaedc's [11], chunk by chunk (chunk j on stage j mod p)
-        per = bisection_stage_units(L + e + l_, p * v, 1, np.arange(p * v))
-        return [int(x) - (e if j == 0 else 0) - (l_ if j == p * v - 1 else 0) for j, x in enumerate(per)]
+        per = bisection_chunk_units(L + e + l_, p * v)
+        return [x - (e if j == 0 else 0) - (l_ if j == p * v - 1 else 0) for j, x in enumerate(per)]
     if front:
         base, r = divmod(L + e + l_, p * v)
         return [base + (j < r) - (e if j == 0 else 0) - (l_ if j == p * v - 1 else 0) for j in range(p * v)]

@@ -1787,8 +1787,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                                      FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
-    if job.te_version is not None and te_newer_note(job.te_version):
-        warnings.append(te_newer_note(job.te_version))
+    if job.te_version is not None and (note := te_newer_note(job.te_version)):
+        warnings.append(note)
     _check_early_step(job, stack, plan, where, warnings)
     _check_offload(job, stack, hw, where, warnings)
     if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py

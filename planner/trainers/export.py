@@ -791,14 +791,19 @@ MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
 }
 
 
-def _fp32_gradients(plan: dict) -> bool:
-    """Whether the plan's bytes_per_param keeps fp32 main gradients (4 B: the megatron and bf16-moments presets)."""
+def _plan_bytes(plan: dict) -> dict:
+    """The plan's bytes_per_param as bytes per state (a preset's, the megatron preset where it names none, or the
+    plan's own mapping)."""
     from ..schema import BYTES_PER_PARAM_PRESETS
 
     bpp = plan.get("bytes_per_param")
-    b = BYTES_PER_PARAM_PRESETS[bpp or "megatron"].model_dump() if isinstance(bpp, (str, type(None))) else \
+    return BYTES_PER_PARAM_PRESETS[bpp or "megatron"].model_dump() if isinstance(bpp, (str, type(None))) else \
         {k: float(v) for k, v in dict(bpp).items()}
-    return float(b["gradients"]) == 4.0 and not plan.get("fp16")
+
+
+def _fp32_gradients(plan: dict) -> bool:
+    """Whether the plan's bytes_per_param keeps fp32 main gradients (4 B: the megatron and bf16-moments presets)."""
+    return float(_plan_bytes(plan)["gradients"]) == 4.0 and not plan.get("fp16")
 
 
 def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
@@ -810,8 +815,7 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     from ..schema import BYTES_PER_PARAM_PRESETS
 
     bpp = plan.get("bytes_per_param")
-    b = BYTES_PER_PARAM_PRESETS[bpp or "megatron"].model_dump() if isinstance(bpp, (str, type(None))) else \
-        {k: float(v) for k, v in dict(bpp).items()}
+    b = _plan_bytes(plan)
     if plan.get("fp16"):  # --fp16 keeps the gradient buffer in fp16 unless --accumulate-allreduce-grads-in-fp32
         # (arguments.py @d98e8a64 validate_args l. 1195-1217: only --bf16 turns the fp32 accumulation on)
         if b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
