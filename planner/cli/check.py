@@ -15,6 +15,7 @@ from .core import job_option_names, job_options, load_job, plan_parameters, with
 from ..errors import PlannerError
 from ..render.check import emit_check, print_job
 from ..render.common import check_finite
+from ..trainers.report import with_config
 from ..units import parse_seconds
 
 
@@ -58,7 +59,8 @@ def register(app: typer.Typer) -> None:
                 read: list = []
                 job, where = load_job(path, overrides, config_format, read)
                 trainer, stated = (read[0].fmt, read[0].stated) if read else (None, None)
-                res = check_job(job, where, gates, trainer, stated, overrides.get("sequence_parallel"))
+                res = with_config(check_job(job, where, gates, trainer, stated, overrides.get("sequence_parallel")),
+                                  read[0] if read else None)
                 check_finite(res)  # an overflowing job is invalid, not a verdict
             except TimeModelUnavailable:
                 raise  # the same for every job: one message, exit 2

@@ -46,16 +46,11 @@ def report_trainer_config(cfg) -> None:
 
 
 def split_reason(entry: str) -> tuple[str, str]:
-    """'name=value (why)' -> ('name=value', 'why'); ('entry', '') without a trailing reason.
-    The reason is the balanced parenthesis that ends the entry."""
-    if not entry.endswith(")"):
-        return entry, ""
-    depth = 0
-    for i in range(len(entry) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(entry[i], 0)
-        if depth == 0:
-            return (entry[:i].rstrip(), entry[i + 1:-1]) if i > 0 and entry[i - 1] == " " else (entry, "")
-    return entry, ""
+    """planner/trainers/report.py split_reason ('name=value (why)' -> ('name=value', 'why')), imported
+    when called: `planner fit` imports no module of planner/trainers/ (tests/test_start_up_cost.py)."""
+    from ..trainers.report import split_reason as split
+
+    return split(entry)
 
 
 def group_by_reason(entries: list[str]) -> list[str]:
@@ -203,11 +198,12 @@ def job_yaml(path: Path, text: Optional[str] = None):
 
 
 def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[Path] = None, row: int = 1,
-                 config_format: Optional[str] = None) -> tuple[Job, str]:
+                 config_format: Optional[str] = None, trainer_out: Optional[list] = None) -> tuple[Job, str]:
     """The job a command was given: a job YAML or trainer config, or row `row` of a saved
-    `planner fit --format json` (--from-fit), with the command-line options laid over it."""
+    `planner fit --format json` (--from-fit), with the command-line options laid over it.
+    trainer_out: as load_job's (the trainer config read, for the JSON's trainer_config block)."""
     if from_fit is None:
-        return load_job(job_file, overrides, config_format)
+        return load_job(job_file, overrides, config_format, trainer_out)
     if job_file is not None:
         raise PlannerError("give a job file or --from-fit, not both", "e.g. --from-fit fit.json --row N")
     from ..search import fit_row_job, load_fit_rows, plan_job_fields
@@ -523,9 +519,14 @@ def register(app: typer.Typer) -> None:
             ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
             hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing,
             step_batch_size_schedule, moe_pad_to_capacity, **fields)
-        job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
+        read: list = []  # the trainer config read, if the job file is one
+        job, where = job_from_cli(job_file, overrides, from_fit, row, config_format, read)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
+        if read:  # the reader's assumed lines and what it did not price, as data (planner/trainers/report.py)
+            from ..trainers.report import with_config
+
+            with_config(res, read[0])
         res["warnings"] = warnings
         if plot is not None:
             from ..plot import memory_figure, save_figure

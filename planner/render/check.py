@@ -81,6 +81,10 @@ def csv_row(res: dict) -> dict:
     row["suggestions"] = "; ".join(s["description"] for s in res.get("suggestions", []))
     row["failures"] = "; ".join(f["kind"] for f in res.get("failures", []))
     row["warnings"] = "; ".join(res.get("warnings", []))
+    if "trainer_config" in res:  # each list as its lines, once each (an entry per setting shares its line)
+        tc = res["trainer_config"]
+        row["trainer_config"] = {k: "; ".join(dict.fromkeys(e["line"] for e in v)) if isinstance(v, list) else v
+                                 for k, v in tc.items()}
     return row
 
 

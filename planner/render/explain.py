@@ -78,8 +78,10 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
                   f"{p['tp'] * p['cp'] * p['dp']:,} ranks)")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
-    if res.get("assumed"):
-        out.print("  assumed (what the model file and the job leave out): " + "; ".join(res["assumed"]))
+    # the trainer config's lines were noted on stderr as the file was read (cli/core.py report_trainer_config)
+    noted = {e["line"] for e in (res.get("trainer_config") or {}).get("assumed", ())}
+    if own := [a for a in res.get("assumed", ()) if a not in noted]:
+        out.print("  assumed (what the model file and the job leave out): " + "; ".join(own))
     active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
     layers = res.get("layers") or []

@@ -59,6 +59,9 @@ class TrainerConfig:
     # the batch and data-parallel keys as the file states them ('section.key' / '--flag' / JSON key ->
     # value; absent: not stated), which a `planner check` suggestion must keep consistent (spelling.py)
     stated: dict = field(default_factory=dict)
+    # the file a line of the lists above was read from where it is not `source` (a Megatron-DeepSpeed
+    # script's ds_config JSON, whose lines start 'LABEL: '): line -> LABEL (report.py takes it off)
+    line_sources: dict = field(default_factory=dict)
 
 
 def words_of(value, strip: str = "", commas: bool = False) -> list[str]:

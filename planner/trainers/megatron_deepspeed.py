@@ -820,14 +820,18 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     js, zs = _zero_stage(ds, flags, stated, dj, where, jw, pipe, pp, ignored, assumed)
     data = _pipeline_json(cfg, ds, flags, text, dcfg, where, jw, js, pipe, ignored, assumed)
     _engine_settings(cfg, ds, flags, data, dj, where, jw, js, ignored, assumed, unmodelled)
-    # the JSON's own lists, each named as the JSON's
-    cfg.ignored += ignored + [f"{label}: {x}" for x in dcfg.ignored]
-    cfg.not_modelled += not_modelled + [f"{label}: {x}" for x in dcfg.not_modelled]
+    # the JSON's own lists, each named as the JSON's (and the lines above that the helpers named so)
+    lab_ignored, lab_not_modelled = ([f"{label}: {x}" for x in xs] for xs in (dcfg.ignored, dcfg.not_modelled))
+    cfg.ignored += ignored + lab_ignored
+    cfg.not_modelled += not_modelled + lab_not_modelled
     cfg.unmodelled += unmodelled
     drop = ("micro_batch=", "global_batch=", "recompute=none: a DeepSpeed JSON", "tp=pp=cp=1", "batch keys read at")
     if "--pad-vocab-size-to" in ds:  # _bigscience gave it as --padded-vocab-size: its own note replaces the reader's
         cfg.assumed[:] = [a for a in cfg.assumed if not re.match(r"vocab_size=[\d,]+: --padded-vocab-size \(", a)]
-    cfg.assumed += assumed + [f"{label}: {x}" for x in dcfg.assumed if not x.startswith(drop)]
+    lab_assumed = [f"{label}: {x}" for x in dcfg.assumed if not x.startswith(drop)]
+    cfg.assumed += assumed + lab_assumed
+    cfg.line_sources.update({line: label for line in lab_ignored + lab_not_modelled + lab_assumed
+                             + [x for x in assumed + ignored if x.startswith(jw)]})
     cfg.stated.update({k: v for k, v in stated.items()})
     cfg.stated["--micro-batch-size"] = flags.get("--micro-batch-size")
     cfg.stated["--zero-stage"] = zs  # absent: Megatron-DeepSpeed's default 1
