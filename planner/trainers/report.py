@@ -13,7 +13,8 @@ and never changes them:
   quotes; a line without one is all rule (setting null). A HEAD of assignments, `name=value`,
   `a=b=c=value` (one value for several names) or `name=value, name=value`, gives one entry per name;
   `name value` gives one where the name is a Job field (schema.Job) or a --flag and the value one word;
-  a lone Job field name gives that field; any other HEAD is the entry's setting as written, value null.
+  a lone Job field name gives that field (its value the job's where the reader set it, else null: resolve
+  derives it and the JSON's `plan` gives it); any other HEAD is the entry's setting as written, value null.
 - ignored / not_modelled: `name=value, name=value (reason)` (the trailing balanced parenthesis is the
   reason, cli/core.py split_reason): one entry per `name=value`.
 - unmodelled: `SETTING: how it is priced` (HEAD and RULE as for assumed, the rule as the reason).
