@@ -118,6 +118,9 @@ def test_megatron_deepspeed_script(cli):
     assert (pr["value"], pr["rule"]) == ("bf16", "fp16 priced as bf16 (same 2-byte width and tensor peak)")
     assert pr["line"] == f"{js}: {pr['setting']}={pr['value']}: {pr['rule']}"
     assert _listed(res, "ignored", "steps_per_print")["source"] == js
+    # the script's flags choose the core attention: the JSON reader's "attention=flash" line is not kept (it was,
+    # beside the script's eager, before this change)
+    assert [e["value"] for e in tc["assumed"] if e["field"] == "attention"] == ["eager"]
     assert _listed(res, "ignored", "--zero-stage")["value"] == 2
     _same_as_note(res, err)
 
@@ -245,3 +248,31 @@ def test_grammar():
     assert _entries("model code llama3", {}) == [("model code llama3", None, None)]
     assert [read_value(x) for x in ("true", "1,024", "0.1", "[1, 2]", "fsdp", "inf")] == [True, 1024, 0.1, [1, 2],
                                                                                        "fsdp", "inf"]
+
+
+FIXTURES = [(T / "llama3_8b.toml", dict(gpus=64)), (T / "train_llama3_8b.sh", {}), (T / "train_llama3_8b_h100_fp8.sh", {}),
+            (T / "train_gpt3_175b_distributed.sh", {}), (T / "ds_config_zero2.json", dict(model="llama3-8b", gpus=8)),
+            (T / "ds_config_zero3.json", dict(model="llama3-8b", gpus=8)), (T / "run_deepspeed_example.sh", dict(gpus=8)),
+            (T / "tr11-176B-ml.slurm", dict(gpus=384, hardware="a100-sxm-80gb")),
+            (T / "pretrain_llama2_distributed.sh", dict(model="llama2-7b")),
+            (DATA / "torchtitan03" / "run_train_8b.sh", {}), (DATA / "torchtitan03" / "torchrun_405b.sh", {})]
+
+
+@pytest.mark.parametrize("path, given", FIXTURES, ids=[p.name for p, _ in FIXTURES])
+def test_an_assumed_value_is_the_one_priced(path, given):
+    """Every fixture: an entry naming a job field the reader set holds the job's value (a line's text that
+    qualifies it, 'zero1 as bf16_optimizer', or a mapping's shorthand, bytes_per_param 2+2+4+8, starts with or
+    stands for it); every line of the lists is one entry or more, none dropped."""
+    from planner.cli.core import load_job
+    from planner.trainers.report import config_report
+
+    read: list = []
+    load_job(path, given, None, read)
+    cfg = read[0]
+    rep = config_report(cfg)
+    for e in rep["assumed"]:
+        if e["field"] in cfg.job and e["value"] is not None and e["source"] == cfg.source:
+            have = cfg.job[e["field"]]
+            assert e["value"] == have or isinstance(have, dict) or str(e["value"]).startswith(f"{have} "), e
+    for key in ("assumed", "ignored", "not_modelled", "unmodelled"):
+        assert list(dict.fromkeys(e["line"] for e in rep[key])) == list(dict.fromkeys(getattr(cfg, key))), key

@@ -825,7 +825,10 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     cfg.ignored += ignored + lab_ignored
     cfg.not_modelled += not_modelled + lab_not_modelled
     cfg.unmodelled += unmodelled
-    drop = ("micro_batch=", "global_batch=", "recompute=none: a DeepSpeed JSON", "tp=pp=cp=1", "batch keys read at")
+    # the JSON reader's lines on what the script decides (its batch, recompute, model parallelism and, from its
+    # --use-flash-attn* flags, the attention core: _engine_settings), not kept
+    drop = ("micro_batch=", "global_batch=", "recompute=none: a DeepSpeed JSON", "tp=pp=cp=1", "batch keys read at",
+            "attention=flash: a DeepSpeed JSON")
     if "--pad-vocab-size-to" in ds:  # _bigscience gave it as --padded-vocab-size: its own note replaces the reader's
         cfg.assumed[:] = [a for a in cfg.assumed if not re.match(r"vocab_size=[\d,]+: --padded-vocab-size \(", a)]
     lab_assumed = [f"{label}: {x}" for x in dcfg.assumed if not x.startswith(drop)]
