@@ -1073,6 +1073,7 @@ def predict(settings, plan) -> dict:
         "reported_memory_bytes": res["memory"].get("reported_bytes", res["memory"]["total_bytes"]),
         "allocated_bytes": res["memory"]["allocated_bytes"],
         "reserved_bytes": res["memory"]["reserved_bytes"],
+        "reserved_high_bytes": res["memory"]["reserved_high_bytes"],
         "plan": res["plan"],
     }
 
@@ -1091,6 +1092,7 @@ class Row:
     predicted_memory_gib: Optional[float] = None  # the peak the stack logs (allocated or reserved: memory.reported_bytes)
     predicted_allocated_gib: Optional[float] = None  # the heaviest stage's allocated and reserved peaks
     predicted_reserved_gib: Optional[float] = None
+    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
     published_memory_gib: Optional[float] = None
     memory_error: Optional[float] = None
     predicted_step_s: Optional[float] = None
@@ -1204,6 +1206,7 @@ def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: st
     if "allocated_bytes" in pred:  # the heaviest stage's two peaks, beside the one the stack logs
         row.predicted_allocated_gib = float(pred["allocated_bytes"]) / GiB
         row.predicted_reserved_gib = float(pred["reserved_bytes"]) / GiB
+        row.predicted_reserved_high_gib = float(pred["reserved_high_bytes"]) / GiB
     if rec.memory_per_gpu_gib is not None:
         row.memory_error = row.predicted_memory_gib / rec.memory_per_gpu_gib - 1.0
     row.predicted_step_s = pred.get("step_s")
