@@ -33,7 +33,8 @@ How a row becomes a job (nothing is read from ids, names or notes):
  3b. The row's `env.CUBLAS_WORKSPACE_CONFIG` (the test case's model_config.yaml ENV_VARS at the
     recording commit, which the CI exports before training; scripts/megatron_ci_env.py wrote it)
     becomes the job's cublas_workspace_config (PyTorch's cuBLAS workspace size, memory.py [ws]);
-    a row without it keeps the GPU's default workspace.
+    a row without it keeps the GPU's default workspace, as does a row whose `env` is a name (the
+    project's reference corpus: the CI environment, "dev" or "lts", no ENV_VARS).
  4. A row whose flags the reader could not express (TrainerConfig.unmodelled: fp32 parameters,
     a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, an uneven pipeline split)
     or refused (an error: exit-2 input such as a hybrid pattern) is
@@ -212,11 +213,16 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
     out.assumed += cfg.assumed
     if cfg.unmodelled:
         raise Skip("not modelled: " + "; ".join(cfg.unmodelled))
-    env = (r.get("env") or {}).get("CUBLAS_WORKSPACE_CONFIG")
-    if env:  # the test case's ENV_VARS at the recording commit: PyTorch's cuBLAS workspace size (memory.py [ws])
+    # the test case's ENV_VARS at the recording commit (scripts/megatron_ci_env.py writes them as a mapping):
+    # PyTorch's cuBLAS workspace size (memory.py [ws]). The project's reference corpus has `env` as the CI
+    # environment's name instead ("dev", "lts": the golden file's golden_values_{env}_{platform}.json),
+    # which carries no ENV_VARS: read as none, as for a row without the key.
+    env_vars = r.get("env") if isinstance(r.get("env"), dict) else {}
+    env = env_vars.get("CUBLAS_WORKSPACE_CONFIG")
+    if env:
         cfg.job["cublas_workspace_config"] = env
         out.assumed.append(f"cublas_workspace_config={env}: CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS "
-                           f"({r['env'].get('source')})")
+                           f"({env_vars.get('source')})")
     try:
         job = Job.model_validate(cfg.job)
     except ValidationError as e:

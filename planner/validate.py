@@ -62,7 +62,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     rowwise, delayed, blockwise, mxfp8 / FP8-MX -> fp8 with that recipe; nvfp4 -> nvfp4; fp16
     and "mixed 16-bit" -> bf16, assumed: fp16 and bf16 have the same dense tensor-core peak on
     A100 and H100 (hardware_db datasheet figures); null -> bf16 (assumed). The record's own
-    fp8_recipe wins over the text's. Any other precision (fp32, int8) is an error (rule 4).
+    fp8_recipe wins over the text's; it must name one of precisions.FP8_RECIPES (else an error naming
+    them, RunRecord._known_recipe). Any other precision (fp32, int8) is an error (rule 4).
  7b. pp x vpp: a megatron record whose layers do not divide into pp x vpp chunks gets
     Megatron-Core's --account-for-embedding/loss-in-pipeline-split where they make a legal
     layout (_megatron_split), listed as assumed. A record's pipeline_layout (Megatron
@@ -164,11 +165,11 @@ from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .catalog import format_validation_error, list_models, load_hardware, load_model, load_stack, model_dir, read_yaml
 from .errors import PlannerError
-from .precisions import PRECISION_TERMS, SAME_PEAK, leading_term
+from .precisions import FP8_RECIPES, PRECISION_TERMS, SAME_PEAK, leading_term
 from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
@@ -340,7 +341,9 @@ class RunRecord(BaseModel):
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0, description="multi-token prediction modules the run trained (Megatron --mtp-num-layers, the "
                                         "Job field); null: the model's mtp_layers")
-    fp8_recipe: Optional[str] = None
+    fp8_recipe: Optional[str] = Field(
+        default=None, description="the run's scaling recipe, a name of precisions.FP8_RECIPES (the Job field); null: "
+                                  "the precision text's, else the stack's")
     power_limit_w: Optional[float] = Field(default=None, gt=0)
     selective_ac_option: Optional[str] = Field(
         default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
@@ -374,6 +377,15 @@ class RunRecord(BaseModel):
     recompute_modules: Optional[list[str]] = Field(
         default=None, description="Megatron --recompute-modules with activation_recompute selective (the Job field, "
                                   "planner/recompute_modules.py: core_attn, layernorm, moe_act, mla_up_proj; rule 13b)")
+
+    @field_validator("fp8_recipe")
+    @classmethod
+    def _known_recipe(cls, v: Optional[str]) -> Optional[str]:
+        """A recipe the planner does not know is an error naming the ones it does (issue 23: never a
+        fall-back; a known recipe the record's stack does not run is a skipped row, plan.resolve)."""
+        if v is not None and v not in FP8_RECIPES:
+            raise ValueError(f"{v!r} is not a recipe the planner knows; valid: {', '.join(FP8_RECIPES)}")
+        return v
 
     @property
     def published_tokens(self) -> tuple[Optional[float], Optional[str]]:
@@ -1061,6 +1073,7 @@ def predict(settings, plan) -> dict:
         "reported_memory_bytes": res["memory"].get("reported_bytes", res["memory"]["total_bytes"]),
         "allocated_bytes": res["memory"]["allocated_bytes"],
         "reserved_bytes": res["memory"]["reserved_bytes"],
+        "reserved_high_bytes": res["memory"]["reserved_high_bytes"],
         "plan": res["plan"],
     }
 
@@ -1079,6 +1092,7 @@ class Row:
     predicted_memory_gib: Optional[float] = None  # the peak the stack logs (allocated or reserved: memory.reported_bytes)
     predicted_allocated_gib: Optional[float] = None  # the heaviest stage's allocated and reserved peaks
     predicted_reserved_gib: Optional[float] = None
+    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
     published_memory_gib: Optional[float] = None
     memory_error: Optional[float] = None
     predicted_step_s: Optional[float] = None
@@ -1192,6 +1206,7 @@ def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: st
     if "allocated_bytes" in pred:  # the heaviest stage's two peaks, beside the one the stack logs
         row.predicted_allocated_gib = float(pred["allocated_bytes"]) / GiB
         row.predicted_reserved_gib = float(pred["reserved_bytes"]) / GiB
+        row.predicted_reserved_high_gib = float(pred["reserved_high_bytes"]) / GiB
     if rec.memory_per_gpu_gib is not None:
         row.memory_error = row.predicted_memory_gib / rec.memory_per_gpu_gib - 1.0
     row.predicted_step_s = pred.get("step_s")

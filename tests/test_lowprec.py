@@ -145,6 +145,30 @@ def test_validate_refuses_an_unknown_precision_with_exit_2(cli, tmp_path):
     assert "int4 (QAT)" in r.stderr and "nvfp4" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_validate_refuses_an_unknown_fp8_recipe_with_exit_2(cli, tmp_path):
+    """A record's own fp8_recipe is a name of precisions.FP8_RECIPES: another (an MXFP6 or MXFP4
+    run) is an error naming the valid ones, exit 2, as its precision text would be; it was a skipped
+    row at exit 0. --lenient skips it with the same reason. A known recipe the record's stack does not
+    run (rowwise on megatron) stays a skipped row, naming the stack's."""
+    rec = yaml.safe_load(LOWPREC.read_text())[0]
+    p = tmp_path / "runs.yaml"
+    bad = dict(rec, id=rec["id"] + "-mxfp6", precision="fp8", fp8_recipe="mxfp6")
+    p.write_text(yaml.safe_dump([bad, rec]))
+    r = cli("validate", str(p))
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert "'mxfp6'" in r.stderr and "valid: delayed, tensorwise, rowwise, mxfp8, blockwise, nvfp4" in r.stderr
+    r = cli("validate", str(p), "--lenient", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    runs = yaml.safe_load(r.stdout)["runs"]
+    assert [x["id"] for x in runs if x["skipped"] and "mxfp6" in x["skipped"]] == [bad["id"]]
+    assert [x["id"] for x in runs if x["error"] is not None] == [rec["id"]]
+    p.write_text(yaml.safe_dump([dict(rec, precision="fp8", fp8_recipe="rowwise")]))
+    r = cli("validate", str(p), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = yaml.safe_load(r.stdout)["runs"]
+    assert "not a fp8 recipe of stack megatron" in row["skipped"]
+
+
 def test_precision_text():
     assert parse_precision_text("NVFP4") == ("nvfp4", "nvfp4")
     assert parse_precision_text("fp8 MXFP8 (FP8-MX)") == ("fp8", "mxfp8")
@@ -210,6 +234,10 @@ def test_blockwise_fp8_is_refused_on_blackwell(cli, tmp_path):
     ("--fp4-format e2m1 --fp4-recipe custom", "valid: nvfp4"),
     ("--fp4-format e2m1 --fp8-format e4m3", "simultaneously"),
     ("--fp8-format e4m3 --fp8-recipe custom", "valid: delayed, tensorwise, mxfp8, blockwise"),
+    # transformer_config.py @d98e8a64 fp8: Literal['e4m3', 'hybrid'] (argparse's choices); fp8_utils.py raises on any
+    # other: an fp4 or an e5m2-only format is an error naming the two, not listed as ignored
+    ("--fp8-format e2m1", "valid: e4m3, hybrid"),
+    ("--fp8-format e5m2 --fp8-recipe mxfp8", "valid: e4m3, hybrid"),
 ])
 def test_megatron_precision_flag_errors(cli, tmp_path, flags, needle):
     p = tmp_path / "train.sh"

@@ -287,3 +287,27 @@ def test_cublas_workspace_config_sizes_pytorchs_workspaces(rows):
     rid = "gpt__gpt3_mcore_te_tp2_pp2_cp2_etp4_nondeterministic_dp_last__lts_dgx_a100"
     assert corpus[rid]["env"]["CUBLAS_WORKSPACE_CONFIG"] is None
     assert rows[rid]["terms"]["workspaces"] == 2 * 8_519_680 + 4 * 2**20
+
+
+def test_reference_corpus_env_is_the_ci_environment_name(tmp_path):
+    """The project's reference corpus (the file this copy was trimmed from) has `env` as the CI
+    environment's name, "dev" or "lts" (golden_values_{env}_{platform}.json), where this copy has
+    scripts/megatron_ci_env.py's ENV_VARS mapping. `planner validate` reads the reference file as it
+    is: a name carries no ENV_VARS, so the row is priced as one whose case sets none (it raised an
+    AttributeError traceback before). The deterministic A100 row keeps its 2 x 32 MiB + 4 MiB from the
+    reader's --deterministic-mode rule (training/determinism.py sets :4096:8 itself), the
+    non-deterministic one the A100 default, 2 x 8.125 MiB + 4 MiB, as with `env` null."""
+    ids = ("gpt__gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files__lts_dgx_a100",
+           "gpt__gpt3_mcore_te_tp2_pp2_cp2_etp4_nondeterministic_dp_last__lts_dgx_a100")
+    data = load_corpus(CORPUS)
+    keep = [dict(r, env="lts") for r in data["rows"] if r["row_id"] in ids]
+    (tmp_path / "args").mkdir()
+    for r in keep:
+        (tmp_path / r["args_file"]).write_text((DATA / r["args_file"]).read_text())
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(dict(data, rows=keep)))
+    got = {r["row_id"]: r for r in report_corpus(path)["rows"]}
+    assert got[ids[0]]["skipped"] is None and got[ids[1]]["skipped"] is None
+    assert got[ids[0]]["terms"]["workspaces"] == 2 * 32 * 2**20 + 4 * 2**20
+    assert got[ids[1]]["terms"]["workspaces"] == 2 * 8_519_680 + 4 * 2**20
+    assert not any("CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS" in a for r in got.values() for a in r["assumed"])

@@ -40,6 +40,11 @@ def test_stored_constants_are_the_fit_on_the_records():
     mh = load_stack("megatron").moe_host
     assert (f.PER_LAYER[i], f.PER_EXPERT[j]) == pytest.approx((mh.per_layer_s, mh.per_local_expert_s), abs=1e-12)
     assert "leave-one-out" in mh.fit and "31 records" in mh.fit
+    # the figures the stack's `fit` text states are the fit's on the records as they stand (in-sample, then
+    # leave-one-out: each record predicted with the constants fitted on the other 30), so they cannot go stale
+    fit_err = np.expm1(g[:, i, j])
+    loo = [np.expm1(g[r, ii, jj]) for r in range(len(rows)) for ii, jj in [f.best(np.delete(g, r, axis=0))]]
+    assert f"in-sample {f.summary(fit_err)} " in mh.fit and f"leave-one-out {f.summary(np.array(loo))} " in mh.fit
 
 
 def test_the_other_families_alone_fit_nearly_the_same_constants():

@@ -111,6 +111,24 @@ def test_a_file_mixing_the_layouts_is_refused(cli, tmp_path, conv, sec, needles)
     assert_one_error(r, *needles, "no torchtitan reads both")
 
 
+@pytest.mark.parametrize("conv, needles", [
+    # torchtitan's TOML era registers no "nvfp4" converter (git log -G 'register_model_converter\(' to
+    # @9810191bb~1): build_model_converters' _registry_model_converter_cls[name] is a KeyError at start-up; it was
+    # listed among the settings with no effect and the job priced in bf16 (issue 23: never a silent fall-back)
+    ('["nvfp4"]', ("'nvfp4' is not a converter torchtitan registers",
+                   "valid: float8, mx, quantize.linear.float8, quantize.linear.mx, quantize.grouped_mm.float8, "
+                   "quantize.grouped_mm.mx")),
+    ('["quantize.linear.nvfp4"]', ("'quantize.linear.nvfp4' is not a converter",)),
+    # 5b5d46856 (2025-09-26) to 8a2686c4a (2025-09-30): registered, but their [quantize.dense] tables are not read
+    ('["quantize.dense.float8"]', ("2025-09-26 to 2025-09-30", "write 'quantize.linear.float8'")),
+    ('["quantize.linear.float8", "quantize.moe.float8"]', ("'quantize.moe.float8'", "'quantize.grouped_mm.float8'")),
+])
+def test_an_unregistered_converter_is_refused(cli, tmp_path, conv, needles):
+    p = tmp_path / "conv.toml"
+    p.write_text(TITAN.format(conv=conv, sec=""))
+    assert_one_error(cli("explain", str(p), "--hardware", "b200", "--gpus", "8"), *needles)
+
+
 @pytest.mark.parametrize("conv, sec", [
     ('["float8"]', '[float8]\nrecipe_name = "rowwise"\n'),
     ('["quantize.linear.float8"]', '[quantize.linear.float8]\nrecipe_name = "rowwise"\n'),

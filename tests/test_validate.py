@@ -575,6 +575,13 @@ def test_memory_records_within_10_percent(run):
     # with the records' fsdp_root_unit (memory.py [tt10]): -1.3% and -3.2% (without the field -5.8% and
     # -7.8%; their measured-memory rows in tests/data/memory, the same runs as jobs: -1.6% and -3.5%)
     assert sorted(round(e, 3) for e in errs) == [-0.032, -0.013], errs
+    # issue 21: each row carries the heaviest stage's allocated and reserved peaks and the fragmentation band's
+    # top beside the peak the stack logs (torchtitan: max reserved); FSDP2's reduce-scatter pool is reserved,
+    # not allocated; the band's top is the allocated peak x 1.45 (memory.py [13]), never below the reserved
+    for r in js["runs"]:
+        alloc, res, top = r["predicted_allocated_gib"], r["predicted_reserved_gib"], r["predicted_reserved_high_gib"]
+        assert r["predicted_memory_gib"] == res and alloc < res < top
+        assert top == pytest.approx(max(res, 1.45 * alloc), rel=1e-12)
 
 
 def test_calibration_profile_reaches_every_prediction(run, tmp_path):

@@ -1662,6 +1662,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--fp4-format" in flags:
         _fp4(flags, job, assumed, where)
     elif "--fp8-format" in flags:
+        if flags["--fp8-format"] not in FP8_FORMATS:
+            raise PlannerError(f"{where}--fp8-format {flags['--fp8-format']!r} is not an fp8 format Megatron-LM takes",
+                               f"valid: {', '.join(FP8_FORMATS)} (transformer_config.py fp8; NVFP4 is "
+                               f"--fp4-format e2m1)")
         job["precision"] = "fp8"
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
@@ -2063,6 +2067,10 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
                               + ", ".join(priced) + "; the stack's default, the attention core's, is priced)")
 
 
+# megatron/core/transformer/transformer_config.py @d98e8a64 l. 587-589 fp8: Optional[Literal['e4m3', 'hybrid']]
+# (argparse takes the Literal's choices); fp8_utils.py l. 761-766 raises "E4M3 and HYBRID are the only supported FP8
+# formats" for any other
+FP8_FORMATS = ("e4m3", "hybrid")
 FP4_FORMATS = ("e2m1",)  # megatron/core/transformer/transformer_config.py fp4: Optional[Literal['e2m1']] @d98e8a64
 FP4_RECIPES = ("nvfp4",)  # fp4_recipe Literal['nvfp4', 'custom'] (custom: a user quantizer factory, not modelled)
 

@@ -286,7 +286,7 @@ def _check_types(where: str, data: dict) -> None:
 # their settings sit in): [8] before 5b5d46856 (2025-09-26; v0.1.0) converters "float8" / "mx" with [float8] /
 # [mx]; since 8a2686c4a (2025-09-30, #1763; v0.2.0 to @e347b1e5e, the stack's, which the export writes)
 # "quantize.linear.float8" / "quantize.linear.mx" with [quantize.linear.float8] / [quantize.linear.mx]
-# (5b5d46856 to 8a2686c4a~1 named them quantize.dense.*: read as any unknown key and converter)
+# (5b5d46856 to 8a2686c4a~1 named them quantize.dense.*: refused, _precision_from_converters)
 LINEAR_LAYOUTS = {"before 2025-09-30 (v0.1.0)": (("float8", "mx"), ("float8", "mx")),
                   "since 2025-09-30 (v0.2.0 on)": (("quantize.linear.float8", "quantize.linear.mx"),
                                                    ("quantize.linear.float8", "quantize.linear.mx"))}
@@ -891,6 +891,16 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
                        "(torchtitan's default fqns [] converts none)")
 
 
+# every name torchtitan's TOML-configured releases register as a model converter (git log -G
+# 'register_model_converter\(' to @9810191bb~1, the last TOML layout): "float8" (57387af0e, 2025-02-15) and "mx"
+# (fb17e251c, 2025-05-14), then quantize.linear.* / quantize.grouped_mm.* (8a2686c4a, 2025-09-30); between
+# 5b5d46856 (2025-09-26) and 8a2686c4a quantize.dense.* / quantize.moe.*. None is a precision the planner does not
+# price: an unregistered name (an "nvfp4", which torchtitan's TOML era never had) is an error, not bf16 (issue 23).
+KNOWN_CONVERTERS = ("float8", "mx", "quantize.linear.float8", "quantize.linear.mx") + GROUPED_MM_CONVERTERS
+INTERIM_CONVERTERS = {"quantize.dense.float8": "quantize.linear.float8", "quantize.dense.mx": "quantize.linear.mx",
+                      "quantize.moe.float8": "quantize.grouped_mm.float8", "quantize.moe.mx": "quantize.grouped_mm.mx"}
+
+
 def _precision_from_converters(where, converters, sec, job, assumed, ignored):
     """[model] converters: "float8" -> fp8 with [float8] recipe_name (tensorwise when unset,
     torchao's default); "mx" -> fp8 recipe mxfp8 ([mx] recipe_name mxfp8*, torchtitan
@@ -898,8 +908,15 @@ def _precision_from_converters(where, converters, sec, job, assumed, ignored):
     fp8 = any(c in ("float8", "quantize.linear.float8") for c in converters)
     mx = any(c in ("mx", "quantize.linear.mx") for c in converters)
     for c in converters:
-        if c not in ("float8", "quantize.linear.float8", "mx", "quantize.linear.mx") + GROUPED_MM_CONVERTERS:
-            ignored.append(fmt_ignored("model.converters", c))
+        if c in INTERIM_CONVERTERS:
+            raise PlannerError(f"{where}[model] converters {c!r} is torchtitan's name of 2025-09-26 to 2025-09-30 "
+                               f"(5b5d46856, renamed by 8a2686c4a), whose [quantize.dense] / [quantize.moe] tables "
+                               f"the reader does not read: not priced as bf16",
+                               f"write {INTERIM_CONVERTERS[c]!r} with its table (v0.2.0 on), or the v0.1.0 layout")
+        if c not in KNOWN_CONVERTERS:
+            raise PlannerError(f"{where}[model] converters {c!r} is not a converter torchtitan registers (any other "
+                               f"name is a KeyError at start-up, protocols/model_converter.py l. 62 @e347b1e5e)",
+                               f"valid: {', '.join(KNOWN_CONVERTERS)}")
     if fp8 and mx:
         raise PlannerError(f"{where}[model] converters name both float8 and mx", "keep one: each Linear is converted once")
     if fp8:
