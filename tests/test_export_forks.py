@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from planner.batch_ramp import rampup_phases
 from planner.cli.export import _settings_plan, check_readback
 from planner.errors import PlannerError
 from planner.explain import to_json
@@ -124,7 +125,8 @@ def test_the_2021_fork_at_pp_1_runs_zero3_without_a_flag(tmp_path):
 def test_bloom_176b_on_384_a100_in_bigscience_flags(tmp_path):
     """BLOOM-176B's tr11 layout on 384 A100: tp 4, pp 12, dp 8, micro-batch 2, global batch 2048 (128 micro-batches),
     seq 2048, bf16 with the BF16_Optimizer (ZeRO-1's level, JSON stage 0), full recompute, both tied embeddings in the
-    split, the TP sync: read from the published script (its batch ramp left out: the plan at the full batch), exported,
+    split, the TP sync: read from the published script (its batch ramp left out here: the plan at the full batch; the
+    next test keeps it), exported,
     and the flags are the script's own (tr11-176B-ml.slurm GPT_ARGS and DEEPSPEED_ARGS), the JSON its heredoc's keys."""
     cfg = load_trainer_config(BLOOM_SLURM, gpus=384, hardware=A100)
     job = {k: v for k, v in cfg.job.items() if k != "batch_size_schedule"}
@@ -153,6 +155,41 @@ def test_bloom_176b_on_384_a100_in_bigscience_flags(tmp_path):
     assert any("the first 5, the middle 6, the last 5" in n for n in notes)
     back = _read_back(text, row, tmp_path)  # the stack inferred from the fork's flags
     assert back["plan"]["sync_tp_duplicated_parameters"] and back["plan"]["account_for_embedding_in_pipeline_split"]
+
+
+def test_bloom_batch_ramp_is_the_scripts_rampup(tmp_path):
+    """The same script read with its ramp (--rampup-batch-size 192 16 9_765_625: 117 phases, the batch from 192 up by
+    16 to 2,048) exports it as the fork's --rampup-batch-size beside --global-batch-size, the numbers the script has,
+    and --train-samples 220,000,000 (the ramp's required companion), and reads back as the same 117 phases."""
+    cfg = load_trainer_config(BLOOM_SLURM, gpus=384, hardware=A100)
+    row = to_json(*_settings_plan(Job.model_validate(cfg.job)))
+    assert len(row["plan"]["batch_size_schedule"]) == 117
+    text, _ = export_plan(row["plan"], "megatron-deepspeed")
+    assert "    --global-batch-size 2048 \\\n    --rampup-batch-size 192 16 9765625 \\\n" in text
+    assert "--train-samples 220000000 " in text and "--step-batch-size-schedule" not in text
+    _read_back(text, row, tmp_path)
+
+
+def test_gpt3_ramp_on_the_2021_fork_as_its_example(tmp_path):
+    """b56b50bb's GPT-3 175B example ramps --rampup-batch-size 16 16 5859375 to 1,536 over --train-samples 146484375:
+    the plan of those phases (batch_ramp.rampup_phases, in tokens of 2,048) exports as those flags; a schedule no
+    linear ramp runs (16 -> 32 -> 1,536, an uneven step) is refused, named; without tokens (no --train-samples) too."""
+    phases = [{"from_tokens": c * 2048, "global_batch": b} for c, b in rampup_phases(16, 16, 5859375, 1536)]
+    kw = dict(model="gpt3-175b", gpus=1024, hardware=A100, stack=S21, tp=8, pp=16, micro_batch=1, seq_len=2048,
+              recompute="full", sharding="zero1")
+    row = _row(**kw, batch_size_schedule=phases, tokens=146484375 * 2048)
+    text, _ = export_plan(row["plan"], "megatron-deepspeed")
+    assert "--rampup-batch-size 16 16 5859375 " in text and "--train-samples 146484375 " in text
+    assert "--global-batch-size 1536 " in text
+    _read_back(text, row, tmp_path, stack=S21)
+    uneven = [{"from_tokens": 0, "global_batch": 16}, {"from_tokens": 2048 * 1000, "global_batch": 32},
+              {"from_tokens": 2048 * 2000, "global_batch": 1536}]
+    row = _row(**kw, batch_size_schedule=uneven, tokens=146484375 * 2048)
+    with pytest.raises(PlannerError, match="batch_size_schedule of 3 phases: not the phases of a --rampup-batch-size"):
+        export_plan(row["plan"], "megatron-deepspeed")
+    row = _row(**kw, batch_size_schedule=phases)
+    with pytest.raises(PlannerError, match="only with --train-samples"):
+        export_plan(row["plan"], "megatron-deepspeed")
 
 
 def test_bigscience_learned_positions_are_written_to_name_the_fork(tmp_path):

@@ -61,7 +61,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("fsdp_root_unit"):  # a code version's FSDP wrapping (memory.py [tt10]), no setting of any format
         raise _refuse(fmt, "fsdp_root_unit: which units FSDP keeps unsharded is the code version's (torchtitan before "
                            "#1094), not a setting the file can hold", "price it without fsdp_root_unit (the stack's own)")
-    if plan.get("batch_size_schedule") and fmt != "megatron":  # only Megatron-LM has a batch ramp (planner/batch_ramp.py)
+    # a batch ramp: Megatron-LM's --step-batch-size-schedule, the older Megatron-DeepSpeed forks' --rampup-batch-size
+    # (_fork_rampup); planner/batch_ramp.py
+    if plan.get("batch_size_schedule") and fmt != "megatron" and not fork:
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
     if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
@@ -1552,7 +1554,8 @@ def _mds_split(plan: dict, notes: list[str]) -> None:
 MDS2021_FLAGS = {
     "--num-layers": 268, "--hidden-size": 270, "--ffn-hidden-size": 272, "--num-attention-heads": 275, "--kv-channels": 277,
     "--max-position-embeddings": 282, "--make-vocab-size-divisible-by": 285, "--attention-dropout": 344,
-    "--hidden-dropout": 346, "--micro-batch-size": 370, "--global-batch-size": 377, "--checkpoint-activations": 396,
+    "--hidden-dropout": 346, "--micro-batch-size": 370, "--global-batch-size": 377, "--rampup-batch-size": 384,
+    "--checkpoint-activations": 396,
     "--train-iters": 405, "--train-samples": 409, "--no-masked-softmax-fusion": 422, "--no-bias-gelu-fusion": 427,
     "--no-bias-dropout-fusion": 430, "--cpu-optimizer": 439, "--fp16": 536, "--attention-softmax-in-fp32": 557,
     "--tensor-model-parallel-size": 574, "--pipeline-model-parallel-size": 576, "--vocab-file": 636, "--merge-file": 638,
@@ -1563,7 +1566,8 @@ BIGSCIENCE_FLAGS_AT = {
     "--num-layers": 352, "--hidden-size": 354, "--ffn-hidden-size": 356, "--num-attention-heads": 359, "--kv-channels": 361,
     "--max-position-embeddings": 366, "--make-vocab-size-divisible-by": 369, "--pad-vocab-size-to": 372,
     "--embed-layernorm": 382, "--position-embedding-type": 394, "--attention-dropout": 456, "--hidden-dropout": 458,
-    "--micro-batch-size": 482, "--global-batch-size": 489, "--checkpoint-activations": 508, "--train-iters": 517,
+    "--micro-batch-size": 482, "--global-batch-size": 489, "--rampup-batch-size": 496, "--checkpoint-activations": 508,
+    "--train-iters": 517,
     "--train-samples": 521, "--no-masked-softmax-fusion": 537, "--no-bias-gelu-fusion": 542, "--no-bias-dropout-fusion": 545,
     "--cpu-optimizer": 558, "--pp-partition-method": 572, "--fp16": 670, "--bf16": 672, "--attention-softmax-in-fp32": 691,
     "--tensor-model-parallel-size": 708, "--pipeline-model-parallel-size": 710, "--vocab-file": 872,
@@ -1658,6 +1662,38 @@ def _fork_vocab(plan: dict, fork: str, tp: int, notes: list[str]) -> list:
     return out
 
 
+def _fork_rampup(plan: dict, args: list) -> list:
+    """The plan's batch_size_schedule as the older forks' --rampup-batch-size START INCREMENT SAMPLES beside
+    --global-batch-size (in place of the Megatron writer's --step-batch-size-schedule): both forks' megatron/
+    microbatches.py RampupBatchsizeNumMicroBatches, whose phases batch_ramp.rampup_phases gives (the reader's rule,
+    megatron_deepspeed._rampup). START the first phase's batch, INCREMENT the step to the second, SAMPLES from the last
+    phase's start (the ramp reaches the global batch at SAMPLES, or SAMPLES + 1: the candidates around it, each checked
+    by replaying rampup_phases, O(phases)). Refused, named: a schedule no such ramp runs (thresholds not whole samples,
+    uneven steps, a first phase after 0), or one without --train-samples (the forks assert a ramp only with it,
+    BigScience @8387ae17 megatron/arguments.py l. 210-217: the plan's tokens give it)."""
+    from ..batch_ramp import rampup_phases
+
+    F = "megatron-deepspeed"
+    seq, g = plan["seq_len"], plan["global_batch"]
+    pts = [(p["from_tokens"] / seq, int(p["global_batch"])) for p in plan["batch_size_schedule"]]
+    hint = "price it without the schedule, or with a linear ramp (--rampup-batch-size START INCREMENT SAMPLES's phases)"
+    if not any(k == "--train-samples" for k, _ in args):
+        raise _refuse(F, "batch_size_schedule without tokens: the forks run --rampup-batch-size only with "
+                         "--train-samples (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/arguments.py "
+                         "l. 210-217), which the plan's tokens give", "price it with --tokens (a whole number of samples)")
+    want = [(int(c), b) for c, b in pts]
+    ok = (len(pts) >= 2 and all(c == int(c) for c, _ in pts) and want[0][0] == 0 and want[-1][1] == g
+          and pts[1][1] > pts[0][1] and (g - pts[0][1]) % (pts[1][1] - pts[0][1]) == 0)
+    if ok:
+        start, inc, cn = want[0][1], want[1][1] - want[0][1], want[-1][0]
+        for samples in (cn, cn - 1, cn - 2, cn + 1):
+            if samples > 0 and rampup_phases(start, inc, samples, g) == want:
+                return [("--rampup-batch-size", f"{start} {inc} {samples}")]
+    raise _refuse(F, f"batch_size_schedule of {len(pts)} phases: not the phases of a --rampup-batch-size START INCREMENT "
+                     "SAMPLES ramp (both forks' megatron/microbatches.py RampupBatchsizeNumMicroBatches: START + "
+                     "int(c / (SAMPLES / n)) x INCREMENT at c samples, the global batch beyond SAMPLES)", hint)
+
+
 def _fork_split(plan: dict, fork: str, notes: list[str]) -> list:
     """The pipeline split the fork runs, as priced (pipeline.stage_layers with the stack's pipeline_split). 2021:
     b56b50bb's GPTModelPipe partition_method='type:transformer' (megatron/model/gpt_model.py l. 168-253; no argument)
@@ -1712,6 +1748,9 @@ def _fork_args(plan: dict, args: list, fork: str, notes: list[str]) -> list:
             continue
         if fork == MDS_BIGSCIENCE and k == "--use-rotary-position-embeddings":
             k, v = "--position-embedding-type", "rotary"
+        if k == "--step-batch-size-schedule":  # Megatron-LM's ramp: the forks' --rampup-batch-size (_fork_rampup)
+            out += [("--global-batch-size", plan["global_batch"])] + _fork_rampup(plan, args)
+            continue
         out.append((k, v))
     if fork == MDS_BIGSCIENCE:
         if not any(k == "--position-embedding-type" for k, _ in out):  # learned: the fork's absolute (its default,
