@@ -165,9 +165,15 @@ def test_refused_what_the_fork_cannot_run():
     # the megatron-deepspeed stack's rule before the writer sees it
     with pytest.raises(PlannerError, match="sync_tp_duplicated_parameters is set but stack megatron-deepspeed does not"):
         export_plan({**row["plan"], "sync_tp_duplicated_parameters": True}, "megatron-deepspeed")
-    # a plan priced on BigScience's fork: the writer writes microsoft's fork's script, so it is refused
-    with pytest.raises(PlannerError, match="priced on stack megatron-deepspeed-bigscience .*another release of the trainer"):
-        export_plan({**row["plan"], "stack": "megatron-deepspeed-bigscience"}, "megatron-deepspeed")
+    # a plan priced on BigScience's fork is written in that fork's flags (mdsexport, tests/test_export_forks.py), and
+    # Llama 3's shape is refused there, each setting named: 497aa1bf's arguments.py has none of its flags
+    with pytest.raises(PlannerError, match=r"--num-key-value-heads .*--swiglu .*--normalization .*"
+                                           r"megatron-deepspeed-bigscience\) has no such flag"):
+        export_plan({**row["plan"], "stack": "megatron-deepspeed-bigscience", "fp16": True}, "megatron-deepspeed")
+    # its DeepSpeed JSON alone is another release's file: refused, pointing at the fork's launch script
+    with pytest.raises(PlannerError, match="another release of the trainer") as e:
+        export_plan({**row["plan"], "stack": "megatron-deepspeed-bigscience", "tp": 1, "pp": 1, "dp": 16}, "deepspeed")
+    assert "--format megatron-deepspeed" in e.value.hint
     with pytest.raises(PlannerError, match="not megatron-deepspeed"):  # a Megatron-LM plan
         export_plan(to_json(*_resolve_eval(Job(model="llama3-8b", gpus=8)))["plan"], "megatron-deepspeed")
 

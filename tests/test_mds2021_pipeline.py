@@ -280,9 +280,12 @@ def test_the_2021_engine_has_no_switch(cli, tmp_path):
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--pp", "2", "--stack", S21,
             "--no-pipe-partitioned")
     assert r.exit_code == 2 and "pipeline_send_partitioned_switch" in r.stderr and "Traceback" not in r.stderr
-    # the script: exported on today's stack with the section, then priced with --stack megatron-deepspeed-2021
+    # the script: exported on today's stack with the section, then priced with --stack megatron-deepspeed-2021 (in
+    # fp16, the 2021 stack's only half dtype: a bf16 script is refused there first, since the reader reads it on the
+    # declared stack, mdsexport)
     r = cli("export", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--pp", "2", "--stack", "megatron-deepspeed",
-            "--sharding", "zero1", "--no-sequence-parallel", "--no-pipe-partitioned", "--format", "megatron-deepspeed")
+            "--sharding", "zero1", "--no-sequence-parallel", "--no-pipe-partitioned", "--fp16", "--format",
+            "megatron-deepspeed")
     assert r.exit_code == 0, r.stderr
     assert '"pipe_partitioned": false' in r.stdout
     p = tmp_path / "run.sh"
@@ -292,15 +295,13 @@ def test_the_2021_engine_has_no_switch(cli, tmp_path):
 
 
 def test_a_pp_plan_reads_back_on_the_2021_stack(tmp_path):
-    """The round trip for a pp > 1 plan priced on the 2021 stack. export refuses the 2021 stack itself (another
-    release: the format's files are the 2022 fork's, export._other_release), and a launch script does not name its
-    DeepSpeed release, so the plan is written by the format's writer (the same plan on stack megatron-deepspeed: GPT-3
-    175B's shape, fp16, eager attention, tp 2, pp 4, no pipeline section, the 2021 engine's partitioning being on
-    whatever the JSON says) and read back through the Megatron-DeepSpeed reader with the stack the reader is told
-    (--stack megatron-deepspeed-2021, as the CLI does): the same plan signature (the split's stage layers, the 2021
-    bisection's for 96 layers on 4 stages, 24 each), memory and pipeline p2p time as the plan priced from options.
-    This checks the reader and the pricing of the 2021 entry, not that b56b50bb's arguments.py takes the 2022 flags
-    (it has no --normalization nor --vocab-size, for one)."""
+    """The round trip for a pp > 1 plan priced on the 2021 stack. export writes it in the 2021 fork's flags
+    (microsoft/Megatron-DeepSpeed b56b50bb: no --normalization, no --vocab-size, GPT-2's vocabulary files; export.
+    _fork_args, mdsexport), and a launch script does not name its DeepSpeed release, so it is read back through the
+    Megatron-DeepSpeed reader with the stack the reader is told (--stack megatron-deepspeed-2021, as the CLI does;
+    GPT-3 175B's shape, fp16, eager attention, tp 2, pp 4, no pipeline section, the 2021 engine's partitioning being
+    on whatever the JSON says): the same plan signature (the split's stage layers, the 2021 bisection's for 96 layers
+    on 4 stages, 24 each), memory and pipeline p2p time as the plan priced from options."""
     from planner.cli.export import _settings_plan
     from planner.trainers import load_trainer_config
     from planner.trainers.export import export_plan, plan_signature
@@ -309,15 +310,17 @@ def test_a_pp_plan_reads_back_on_the_2021_stack(tmp_path):
               attention="eager", fp16=True, sequence_parallel=False)
     settings, plan, row = _row(**kw)
     assert settings.pipe_partitioned and row["plan"]["stack"] == S21
-    with pytest.raises(PlannerError, match="another release"):
-        export_plan(row["plan"], "megatron-deepspeed")
-    text, _ = export_plan(dict(row["plan"], stack="megatron-deepspeed"), "megatron-deepspeed")
+    with pytest.raises(PlannerError, match="another release"):  # the DeepSpeed JSON alone is the 2022 fork's file
+        export_plan(dict(row["plan"], tp=1, pp=1, dp=64), "deepspeed")
+    text, _ = export_plan(row["plan"], "megatron-deepspeed")
     assert '"pipeline"' not in text and "--pipeline-model-parallel-size 4" in text
+    assert "--normalization" not in text and "--vocab-size" not in text and "--vocab-file gpt2-vocab.json" in text
     p = tmp_path / "run.sh"
     p.write_text(text, encoding="utf-8")
-    cfg = load_trainer_config(p, fmt="megatron-deepspeed", model="gpt3-175b", gpus=64, hardware=row["plan"]["hardware"])
-    data = dict(cfg.job, stack=S21)
-    back = to_json(*_settings_plan(Job.model_validate(data)))
+    cfg = load_trainer_config(p, fmt="megatron-deepspeed", model="gpt3-175b", gpus=64, hardware=row["plan"]["hardware"],
+                              stack=S21)
+    assert cfg.job["stack"] == S21
+    back = to_json(*_settings_plan(Job.model_validate(cfg.job)))
     assert plan_signature(back["plan"]) == plan_signature(row["plan"])
     assert plan_signature(row["plan"])["stage_layers"] == (24, 24, 24)
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-12)

@@ -1,5 +1,5 @@
 """Issue 22: a plan `fit` ranks is one the trainer runs. For the seven top plans the issue
-found broken and 24 more across the stacks (dense, MoE, long context; 8 to 16,384 GPUs),
+found broken and 28 more across the stacks (dense, MoE, long context; 8 to 16,384 GPUs),
 `fit --export` writes the trainer's file, reads it back as the same plan with the same memory
 (cli/export.py check_readback, exit 2 otherwise), a Megatron script passes Megatron's own
 start-up checks (planner/trainers/rules.py), `planner check` passes that file with the
@@ -7,7 +7,7 @@ GPU named, and `planner explain` of the file gives the fitted row's plan and mem
 (checked here, apart from fit's own read-back). The stack's space limits the search.
 
 The searches are pinned where the plan is not the point (--tp, --pp, ...) and show one row, so
-that the 31 cases stay fast."""
+that the 35 cases stay fast."""
 
 from __future__ import annotations
 
@@ -83,12 +83,34 @@ MORE = [
     ("m8-deepseek-v3-2048-h800-pp16-ep64", "megatron", ["--model", "deepseek-v3", "--gpus", "2048", "--hardware", "h800-sxm",
                                                         "--pp", "16", "--ep", "64", "--tp", "1",
                                                         "--max-layer-slack", "3"]),
+    # the older Megatron-DeepSpeed forks, each in its own flags (mdsexport; tests/test_export_forks.py): the 2021
+    # fork (read back with its stack declared) as b56b50bb's GPT-3 175B example, at pp 1 with ZeRO-3 as Narayanan et
+    # al. 2021 Table 2 ran it; BigScience's as BLOOM's tr11 script, and GPT-3 175B's shape in fp16 on it
+    ("f1-gpt3-175b-1024-a100-mds2021", "megatron-deepspeed",
+     ["--model", "gpt3-175b", "--gpus", "1024", "--hardware", "a100-sxm-80gb", "--stack", "megatron-deepspeed-2021",
+      "--tp", "8", "--pp", "16", "--global-batch", "1536", "--micro-batch", "1"]),
+    ("f2-megatron-gpt-18.4b-64-a100-mds2021-zero3", "megatron-deepspeed",
+     ["--model", "megatron-gpt-18.4b", "--gpus", "64", "--hardware", "a100-sxm-80gb", "--stack", "megatron-deepspeed-2021",
+      "--tp", "2", "--pp", "1", "--sharding", "fsdp", "--global-batch", "512"]),
+    ("f3-bloom-176b-384-a100-bigscience", "megatron-deepspeed",
+     ["--model", str(Path(__file__).parent / "data" / "export_forks" / "bloom-176b.yaml"), "--gpus", "384", "--hardware",
+      "a100-sxm-80gb", "--stack", "megatron-deepspeed-bigscience", "--tp", "4", "--pp", "12", "--micro-batch", "2",
+      "--global-batch", "2048", "--seq-len", "2048"]),
+    ("f4-gpt3-175b-1024-a100-bigscience-fp16", "megatron-deepspeed",
+     ["--model", "gpt3-175b", "--gpus", "1024", "--hardware", "a100-sxm-80gb", "--stack", "megatron-deepspeed-bigscience",
+      "--tp", "8", "--pp", "16", "--global-batch", "1536", "--fp16"]),
 ]
 CASES = SEVEN + MORE
 # what the pinned cases' files must spell (the trainer's own way of the plan's split and mode)
 EXPECT = {
     "d4-llama2-13b-16-deepspeed": ['"stage": 3'],
     "d12-llama3-70b-64-megatron-deepspeed": ['"stage": 1', "--deepspeed_config $DS_CONFIG ", "--num-key-value-heads 8 "],
+    "f1-gpt3-175b-1024-a100-mds2021": ["--vocab-file gpt2-vocab.json ", '"fp16"', "--tensor-model-parallel-size 8 ",
+                                       "--pipeline-model-parallel-size 16 ", "--global-batch-size 1536 "],
+    "f2-megatron-gpt-18.4b-64-a100-mds2021-zero3": ['"stage": 3', "--zero-stage 3"],
+    "f3-bloom-176b-384-a100-bigscience": ["--position-embedding-type alibi ", "--embed-layernorm ", '"stage": 0',
+                                          "--pad-vocab-size-to 250880 "],
+    "f4-gpt3-175b-1024-a100-bigscience-fp16": ["--position-embedding-type absolute ", '"stage": 1'],
     "d10-llama3-70b-96-megatron-pp6": ["--decoder-first-pipeline-num-layers 12 ", "--decoder-last-pipeline-num-layers 12 "],
     "d11-llama2-7b-16-deepspeed-mics": ['"stage": 3', '"mics_shard_size"'],
     # the recipe's MTP module (mtp_layers 1) in the last chunk, as validate_layer_layout counts it
@@ -122,6 +144,8 @@ def test_fit_export_checks_and_reads_back_as_the_priced_plan(cli, tmp_path, name
     flags = ["--model", _opt(args, "--model"), "--gpus", str(plan["gpus"]), "--hardware", hw]
     if fmt == "deepspeed":
         flags += ["--seq-len", str(plan["seq_len"]), "--recompute", plan["recompute"]]
+    if plan["stack"] == "megatron-deepspeed-2021":  # the 2021 fork's flags cannot name it: declared (its header says)
+        flags += ["--stack", plan["stack"]]
     r = cli("check", path, *flags)
     assert r.exit_code == 0, (r.stdout, r.stderr)
     verdict = r.stdout.splitlines()[0]

@@ -60,8 +60,10 @@ def check_readback(row: dict, target: str, text: str) -> None:
         path = Path(d) / f"exported{suffix}"
         files.write_atomic(path, text, what="fit --export read-back file")
         model = plan.get("model_file") or plan["model"]
+        # the 2021 fork's script cannot name its stack (its flags are the later fork's): declared, as its header says
+        declared = plan.get("stack") if plan.get("stack") == "megatron-deepspeed-2021" else None
         cfg = load_trainer_config(path, fmt=fmt, model=model, gpus=plan["gpus"],
-                                  hardware=plan.get("hardware_file") or plan["hardware"])
+                                  hardware=plan.get("hardware_file") or plan["hardware"], stack=declared)
         data = dict(cfg.job)
         # what the format does not hold, as its notes say to pass when reading it back
         for k in ("seq_len", "recompute", "recompute_layers", "tokens", "headroom", "reserve_GiB", "activation_model",

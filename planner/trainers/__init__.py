@@ -169,7 +169,8 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .megatron import read
     else:
         from .deepspeed import read
-    extra = {"parallel": parallel} if fmt == "deepspeed" else {"stack": stack} if fmt == "torchtitan" else {}
+    extra = {"parallel": parallel} if fmt == "deepspeed" else {"stack": stack} if fmt in (
+        "torchtitan", "megatron", "megatron-deepspeed") else {}
     cfg = read(p, text, model=model, gpus=gpus, hardware=hardware, **extra)
     cfg.source = str(p)
     if fmt == "megatron-deepspeed" and cfg.fmt != "megatron-deepspeed":

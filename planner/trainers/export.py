@@ -44,7 +44,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     notes: list[str] = []
     # torchtitan 0.3.0 (stack torchtitan-0.3) is written as its launch line (torchtitan03.export_launch)
     launch = fmt == "torchtitan" and plan.get("stack") == FORMAT_STACKS["torchtitan-0.3"]
-    if plan.get("stack") != FORMAT_STACKS[fmt] and not launch:
+    # the older Megatron-DeepSpeed forks (their stacks) are written in their own flags (_megatron_deepspeed, MDS_FORKS)
+    fork = fmt == "megatron-deepspeed" and plan.get("stack") in MDS_FORKS
+    if plan.get("stack") != FORMAT_STACKS[fmt] and not launch and not fork:
         _other_release(plan.get("stack"), fmt, plan)
         raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
                            f"whose modes and rules the file runs with",
@@ -59,7 +61,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("fsdp_root_unit"):  # a code version's FSDP wrapping (memory.py [tt10]), no setting of any format
         raise _refuse(fmt, "fsdp_root_unit: which units FSDP keeps unsharded is the code version's (torchtitan before "
                            "#1094), not a setting the file can hold", "price it without fsdp_root_unit (the stack's own)")
-    if plan.get("batch_size_schedule") and fmt != "megatron":  # only Megatron-LM has a batch ramp (planner/batch_ramp.py)
+    # a batch ramp: Megatron-LM's --step-batch-size-schedule, the older Megatron-DeepSpeed forks' --rampup-batch-size
+    # (_fork_rampup); planner/batch_ramp.py
+    if plan.get("batch_size_schedule") and fmt != "megatron" and not fork:
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
     if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
@@ -107,6 +111,8 @@ def _other_release(stack_name, fmt: str, plan: Optional[dict] = None) -> None:
     raise PlannerError(f"export {fmt}: the plan was priced on stack {other.name} ({other.version.split(';')[0]}), another "
                        f"release of the trainer than the one this format's files are written for (stack {own.name}: "
                        f"{own.version.split(';')[0]}); the option names and what the release runs differ",
+                       "export it as --format megatron-deepspeed (the fork's own launch script, its JSON inside), or "
+                       f"price it on --stack {own.name}" if other.name in MDS_FORKS else
                        f"price it on --stack {own.name}, then export")
 
 
@@ -1050,7 +1056,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     mtp = _mtp(plan, model)
     if mtp:
         args.append(("--mtp-num-layers", mtp))
-    pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position_embedding)
+    # alibi: BigScience's fork's only (its writer spells it; microsoft's fork refuses the flag, MDS_FORK_FLAGS)
+    pos = {"rope": "rope", "learned": "learned_absolute", "none": "none",
+           **({"alibi": "alibi"} if fork else {})}.get(model.position_embedding)
     if pos is None:
         raise _refuse(F, f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice",
                       "export a model with rope, learned or no position embeddings")
@@ -1379,6 +1387,7 @@ MDS_FORK_FLAGS = {
     "--tensor-model-parallel-size": 1149, "--pipeline-model-parallel-size": 1154, "--empty-unused-memory-level": 1201,
     "--vocab-size": 1269, "--seq-length": 1278, "--transformer-impl": 516, "--zero-stage": 1487,
     "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526, "--cpu-optimizer": 948,
+    "--use-flash-attn-v2": 930,
     # DeepSpeed-MoE (_mds_moe)
     "--num-experts": 608, "--topk": 612, "--expert-interval": 614, "--moe-train-capacity-factor": 913,
     "--moe-min-capacity": 917, "--moe-loss-coeff": 919, "--create-moe-param-group": 921, "--enable-expert-tensor-parallelism": 1151,
@@ -1536,26 +1545,266 @@ def _mds_split(plan: dict, notes: list[str]) -> None:
                      f"gives the first {r} stage(s) {q + 1} and the other {pp - r} {q}, as priced")
 
 
+# The older forks (issue 22), each written in its own flags at the stack's pinned commit, or refused naming the setting:
+# microsoft/Megatron-DeepSpeed b56b50bb (2021-07-02, the first with DeepSpeed's engine; stack megatron-deepspeed-2021)
+# and bigscience-workshop/Megatron-DeepSpeed 497aa1bf (2022-03-11, BLOOM-176B's launch; stack
+# megatron-deepspeed-bigscience). Each table: the flag -> its line in that commit's megatron/arguments.py ("--deepspeed"
+# and "--deepspeed_config": DeepSpeed's deepspeed.add_config_arguments, _add_core_arguments, which both forks' parse_args
+# call). A flag the microsoft writer spells and the fork's table lacks is refused, named with the setting it writes.
+MDS2021_FLAGS = {
+    "--num-layers": 268, "--hidden-size": 270, "--ffn-hidden-size": 272, "--num-attention-heads": 275, "--kv-channels": 277,
+    "--max-position-embeddings": 282, "--make-vocab-size-divisible-by": 285, "--attention-dropout": 344,
+    "--hidden-dropout": 346, "--micro-batch-size": 370, "--global-batch-size": 377, "--rampup-batch-size": 384,
+    "--checkpoint-activations": 396,
+    "--train-iters": 405, "--train-samples": 409, "--no-masked-softmax-fusion": 422, "--no-bias-gelu-fusion": 427,
+    "--no-bias-dropout-fusion": 430, "--cpu-optimizer": 439, "--fp16": 536, "--attention-softmax-in-fp32": 557,
+    "--tensor-model-parallel-size": 574, "--pipeline-model-parallel-size": 576, "--vocab-file": 636, "--merge-file": 638,
+    "--seq-length": 643, "--zero-stage": 772, "--deepspeed-activation-checkpointing": 809, "--partition-activations": 811,
+    "--deepspeed": 0, "--deepspeed_config": 0,
+}
+BIGSCIENCE_FLAGS_AT = {
+    "--num-layers": 352, "--hidden-size": 354, "--ffn-hidden-size": 356, "--num-attention-heads": 359, "--kv-channels": 361,
+    "--max-position-embeddings": 366, "--make-vocab-size-divisible-by": 369, "--pad-vocab-size-to": 372,
+    "--embed-layernorm": 382, "--position-embedding-type": 394, "--attention-dropout": 456, "--hidden-dropout": 458,
+    "--micro-batch-size": 482, "--global-batch-size": 489, "--rampup-batch-size": 496, "--checkpoint-activations": 508,
+    "--train-iters": 517,
+    "--train-samples": 521, "--no-masked-softmax-fusion": 537, "--no-bias-gelu-fusion": 542, "--no-bias-dropout-fusion": 545,
+    "--cpu-optimizer": 558, "--pp-partition-method": 572, "--fp16": 670, "--bf16": 672, "--attention-softmax-in-fp32": 691,
+    "--tensor-model-parallel-size": 708, "--pipeline-model-parallel-size": 710, "--vocab-file": 872,
+    "--merge-file": 874, "--seq-length": 879,
+    "--tokenizer-type": 900, "--tokenizer-name-or-path": 907, "--zero-stage": 1018,
+    "--deepspeed-activation-checkpointing": 1055, "--partition-activations": 1057, "--deepspeed": 0, "--deepspeed_config": 0,
+    # not at 497aa1bf: merged as 'sync layer norms (#272)' e1c479e5 (2022-07-04), @8387ae17 arguments.py l. 378; BLOOM
+    # ran its band-aid from iteration 17,235 (stack_db megatron-deepspeed-bigscience runs.sources)
+    "--sync-tp-duplicated-parameters": 378,
+}
+MDS_2021 = "megatron-deepspeed-2021"
+MDS_BIGSCIENCE = "megatron-deepspeed-bigscience"
+# stack -> (the fork's name, its commit, its flag table)
+MDS_FORKS = {MDS_2021: ("microsoft/Megatron-DeepSpeed", "b56b50bb", MDS2021_FLAGS),
+             MDS_BIGSCIENCE: ("bigscience-workshop/Megatron-DeepSpeed", "497aa1bf", BIGSCIENCE_FLAGS_AT)}
+# the microsoft writer's flags the older forks lack, as the plan setting each writes (the refusal names it)
+_FORK_SETTING = {
+    "--normalization": "norm rmsnorm (the forks build LayerNorm only, MixedFusedLayerNorm)",
+    "--swiglu": "gated_mlp (a SwiGLU MLP)",
+    "--num-key-value-heads": "grouped-query attention (kv_heads < heads: query_key_value is 3 x the projection)",
+    "--use-rotary-position-embeddings": "position_embedding rope",
+    "--rotary-position-embeddings-theta": "rope_theta other than 10,000",
+    "--no-position-embedding": "position_embedding none",
+    "--untie-embeddings-and-output-weights": "untied embeddings (the forks tie the output layer to the embedding)",
+    "--disable-bias-linear": "linear_bias false (the forks' linears have biases)",
+    "--sequence-parallel": "sequence_parallel", "--recompute-granularity": "recompute selective",
+    "--use-flash-attn-v2": "attention flash", "--no-pipeline-parallel": "ZeRO-2/3 or overlap_comm at pp 1",
+    "--no-gradient-accumulation-fusion": "gradient_accumulation_fusion false",
+    "--empty-unused-memory-level": "empty_unused_memory_level", "--transformer-impl": "transformer_impl local",
+    "--vocab-size": "vocab_size", "--position-embedding-type": "position_embedding alibi",
+}
+GPT2_VOCAB = 50257  # the GPT-2 BPE vocabulary (megatron_model.TOKENIZER_VOCAB GPT2BPETokenizer)
+
+
+def _gpt2_divisor(v: int, tp: int) -> Optional[int]:
+    """The --make-vocab-size-divisible-by d with which Megatron pads GPT-2's 50,257 tokens to exactly v rows
+    (vocab_size_with_padding: the least multiple of d x tp at or above 50,257; microsoft/Megatron-DeepSpeed b56b50bb
+    megatron/tokenizer/tokenizer.py _vocab_size_with_padding), the smallest such d; None where none does. m = d tp
+    must divide v and exceed v - 50,257. Beyond 2 x 50,257 only v itself does (a proper divisor is at most v / 2, below
+    v - 50,257), so the search runs over at most 100,514 / tp candidates, whatever the vocabulary."""
+    if v < GPT2_VOCAB:
+        return None
+    if v > 2 * GPT2_VOCAB:
+        return v // tp if v % tp == 0 else None
+    for m in range(tp, v + 1, tp):
+        if v % m == 0 and m > v - GPT2_VOCAB:
+            return m // tp
+    return None
+
+
+def _fork_vocab(plan: dict, fork: str, tp: int, notes: list[str]) -> list:
+    """The vocabulary as the fork builds it, in place of --vocab-size (neither fork has it). 2021: the tokenizer's files;
+    the planner writes GPT-2's (the fork's default GPT2BPETokenizer, as b56b50bb examples/pretrain_gpt3_175B.sh) with the
+    --make-vocab-size-divisible-by that pads its 50,257 tokens to the model's rows (_gpt2_divisor), refused for a
+    vocabulary below 50,257; where no divisor gives it, the fork's default 128 and a note naming the rows it builds
+    (as the microsoft writer's --vocab-size, which Megatron pads too). BigScience: --pad-vocab-size-to V (the
+    embedding's rows, whatever the tokenizer's size below it; 497aa1bf tokenizer.py l. 70-82 checks V %
+    --make-vocab-size-divisible-by, the embedding V % tp), with BLOOM's --tokenizer-type PretrainedFromHF; where tp does
+    not divide V, GPT-2's files as the 2021 fork's."""
+    F = "megatron-deepspeed"
+    model = _model(plan)
+    v = model.vocab_size
+    if fork == MDS_BIGSCIENCE and v % tp == 0:  # else GPT-2's files, as the 2021 fork's (below)
+        out = [("--tokenizer-type", "PretrainedFromHF"), ("--tokenizer-name-or-path", "$TOKENIZER_NAME_OR_PATH")]
+        if v % 128:  # the fork's default divisor (l. 369) must divide the padded size (tokenizer.py l. 78-79)
+            out.append(("--make-vocab-size-divisible-by", 1))
+        notes.append(f"vocabulary: --pad-vocab-size-to {v:,} builds the embedding's {v:,} rows; set "
+                     f"TOKENIZER_NAME_OR_PATH to the run's Hugging Face tokenizer, of at most {v:,} tokens (the fork "
+                     "raises on a larger one, 497aa1bf megatron/tokenizer/tokenizer.py l. 72-76)")
+        return out + [("--pad-vocab-size-to", v)]
+    d = _gpt2_divisor(v, tp)
+    name, commit, _ = MDS_FORKS[fork]
+    if v < GPT2_VOCAB:
+        raise _refuse(F, f"vocab_size {v:,}" + (f" at tp {tp}" if fork == MDS_BIGSCIENCE else "") + f": {name} @{commit} "
+                         "has no --vocab-size (its vocabulary is the tokenizer's files" + (
+                             "; --pad-vocab-size-to must divide over the tensor-parallel ranks, the vocab-parallel "
+                             "embedding splitting its rows, arguments.py l. 372-375" if fork == MDS_BIGSCIENCE else "")
+                         + f"); the planner writes GPT-2's BPE files, {GPT2_VOCAB:,} tokens, more than the model's rows",
+                      "price a model of GPT-2's vocabulary (50,257, or it padded)" + (
+                          ", or a tp that divides the vocabulary" if fork == MDS_BIGSCIENCE else "")
+                      + ", or export it on another stack")
+    out = [("--vocab-file", "gpt2-vocab.json"), ("--merge-file", "gpt2-merges.txt")]
+    if fork == MDS_BIGSCIENCE:  # the fork's default tokenizer type is None (497aa1bf arguments.py l. 900): named
+        out.insert(0, ("--tokenizer-type", "GPT2BPETokenizer"))
+    if d is not None and d != 128:
+        out.insert(0, ("--make-vocab-size-divisible-by", d))
+    rows = -(-GPT2_VOCAB // ((d or 128) * tp)) * (d or 128) * tp
+    notes.append(f"vocabulary: GPT-2's BPE files (gpt2-vocab.json, gpt2-merges.txt: {GPT2_VOCAB:,} tokens; {commit} has "
+                 "no --vocab-size), which the fork pads to a multiple of --make-vocab-size-divisible-by "
+                 f"{d or 128} x tp {tp}: {rows:,} rows" + ("" if rows == v else f", where the plan priced the model's "
+                                                            f"{v:,} (no divisor pads 50,257 to it at tp {tp})"))
+    return out
+
+
+def _fork_rampup(plan: dict, args: list) -> list:
+    """The plan's batch_size_schedule as the older forks' --rampup-batch-size START INCREMENT SAMPLES beside
+    --global-batch-size (in place of the Megatron writer's --step-batch-size-schedule): both forks' megatron/
+    microbatches.py RampupBatchsizeNumMicroBatches, whose phases batch_ramp.rampup_phases gives (the reader's rule,
+    megatron_deepspeed._rampup). START the first phase's batch, INCREMENT the step to the second, SAMPLES from the last
+    phase's start (the ramp reaches the global batch at SAMPLES, or SAMPLES + 1: the candidates around it, each checked
+    by replaying rampup_phases, O(phases)). Refused, named: a schedule no such ramp runs (thresholds not whole samples,
+    uneven steps, a first phase after 0), or one without --train-samples (the forks assert a ramp only with it,
+    BigScience @8387ae17 megatron/arguments.py l. 210-217: the plan's tokens give it)."""
+    from ..batch_ramp import rampup_phases
+
+    F = "megatron-deepspeed"
+    seq, g = plan["seq_len"], plan["global_batch"]
+    pts = [(p["from_tokens"] / seq, int(p["global_batch"])) for p in plan["batch_size_schedule"]]
+    hint = "price it without the schedule, or with a linear ramp (--rampup-batch-size START INCREMENT SAMPLES's phases)"
+    if not any(k == "--train-samples" for k, _ in args):
+        raise _refuse(F, "batch_size_schedule without tokens: the forks run --rampup-batch-size only with "
+                         "--train-samples (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/arguments.py "
+                         "l. 210-217), which the plan's tokens give", "price it with --tokens (a whole number of samples)")
+    want = [(int(c), b) for c, b in pts]
+    ok = (len(pts) >= 2 and all(c == int(c) for c, _ in pts) and want[0][0] == 0 and want[-1][1] == g
+          and pts[1][1] > pts[0][1] and (g - pts[0][1]) % (pts[1][1] - pts[0][1]) == 0)
+    if ok:
+        start, inc, cn = want[0][1], want[1][1] - want[0][1], want[-1][0]
+        for samples in (cn, cn - 1, cn - 2, cn + 1):
+            if samples > 0 and rampup_phases(start, inc, samples, g) == want:
+                return [("--rampup-batch-size", f"{start} {inc} {samples}")]
+    raise _refuse(F, f"batch_size_schedule of {len(pts)} phases: not the phases of a --rampup-batch-size START INCREMENT "
+                     "SAMPLES ramp (both forks' megatron/microbatches.py RampupBatchsizeNumMicroBatches: START + "
+                     "int(c / (SAMPLES / n)) x INCREMENT at c samples, the global batch beyond SAMPLES)", hint)
+
+
+def _fork_split(plan: dict, fork: str, notes: list[str]) -> list:
+    """The pipeline split the fork runs, as priced (pipeline.stage_layers with the stack's pipeline_split). 2021:
+    b56b50bb's GPTModelPipe partition_method='type:transformer' (megatron/model/gpt_model.py l. 168-253; no argument)
+    under DeepSpeed a12aaedc's partition_balanced (the stack's bisection): only the transformer layers counted, so a
+    plan that counts an end is refused. BigScience: --pp-partition-method 'type:transformer|embedding' (497aa1bf
+    megatron/arguments.py l. 572) where the plan counts both tied embeddings (one alone is start-up rule
+    DEEPSPEED_PP_SPLIT_ENDS's), else the fork's default 'type:transformer'."""
+    from ..catalog import load_stack
+    from ..pipeline import SPLIT_CODES, stage_layers
+
+    pp = plan["pp"]
+    e, l_ = bool(plan.get("account_for_embedding_in_pipeline_split")), split_loss_units(plan)
+    out = []
+    if pp > 1 and (e or l_):
+        if fork == MDS_2021:
+            raise _refuse("megatron-deepspeed",
+                          "account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split: microsoft/"
+                          "Megatron-DeepSpeed b56b50bb's GPTModelPipe partitions with partition_method='type:transformer' "
+                          "(megatron/model/gpt_model.py l. 168-253), which no argument changes: the ends are never counted",
+                          "price it without them (the stack's own split: bisection over the transformer layers)")
+        if not (e and l_ == 1):
+            raise _refuse("megatron-deepspeed", f"the split counts {'the embedding' if e else 'the loss'} alone: "
+                          "BigScience's --pp-partition-method 'type:transformer|embedding' counts both tied EmbeddingPipe",
+                          "price it with both ends counted, or neither")
+        out.append(("--pp-partition-method", "'type:transformer|embedding'"))
+    if pp > 1:
+        L = _model(plan).num_layers
+        first, mid, last = (int(x) for x in stage_layers(L, pp, 1, int(e), l_,
+                                                         SPLIT_CODES[load_stack(plan["stack"]).pipeline_split]))
+        if len({first, mid, last}) > 1:
+            notes.append(f"pipeline split: {L} layers on {pp} stages, the first {first}, the middle {mid}, the last "
+                         f"{last}: DeepSpeed's partition_balanced over GPTModelPipe's "
+                         + ("transformer layers and both tied embeddings" if e else "transformer layers")
+                         + f" (stack {plan['stack']} pipeline_split {load_stack(plan['stack']).pipeline_split}), "
+                         "no flag of its own, as priced")
+    return out
+
+
+def _fork_args(plan: dict, args: list, fork: str, notes: list[str]) -> list:
+    """The microsoft writer's flags (2022 fork spellings) in the older fork's (MDS_FORKS): the vocabulary
+    (_fork_vocab), the positions (BigScience's --position-embedding-type absolute | rotary | alibi, written always:
+    the flag the reader infers the fork from), BigScience's --embed-layernorm; any flag the fork's table lacks refused,
+    named with the setting it writes (_FORK_SETTING)."""
+    F = "megatron-deepspeed"
+    name, commit, table = MDS_FORKS[fork]
+    model = _model(plan)
+    tp = plan["tp"]
+    out: list = []
+    for k, v in args:
+        if k == "--vocab-size":
+            out += _fork_vocab(plan, fork, tp, notes)
+            continue
+        if fork == MDS_BIGSCIENCE and k == "--use-rotary-position-embeddings":
+            k, v = "--position-embedding-type", "rotary"
+        if k == "--step-batch-size-schedule":  # Megatron-LM's ramp: the forks' --rampup-batch-size (_fork_rampup)
+            out += [("--global-batch-size", plan["global_batch"])] + _fork_rampup(plan, args)
+            continue
+        out.append((k, v))
+    if fork == MDS_BIGSCIENCE:
+        if not any(k == "--position-embedding-type" for k, _ in out):  # learned: the fork's absolute (its default,
+            i = next(j for j, (k, _) in enumerate(out) if k == "--max-position-embeddings")  # written: it names the fork)
+            out.insert(i + 1, ("--position-embedding-type", "absolute"))
+        if model.embedding_norm:  # a LayerNorm on the embedding's output (memory.py [en])
+            out.append(("--embed-layernorm", None))
+    bad = [k for k, _ in out if k not in table]
+    if bad:
+        what = "; ".join(f"{k} ({_FORK_SETTING[k]})" if k in _FORK_SETTING else k for k in dict.fromkeys(bad))
+        glu = (" (BigScience's --glu-activation, l. 399, builds a GLU MLP of 2 x --ffn-hidden-size, which the planner's "
+               "reader does not read)" if "--swiglu" in bad and fork == MDS_BIGSCIENCE else "")
+        raise _refuse(F, f"{what}: the plan's, and {name} @{commit}'s megatron/arguments.py (stack {fork}) has no "
+                         f"such flag{glu}", "price the plan without the setting, or export it on --stack megatron-deepspeed "
+                                            "(today's fork) or --stack megatron")
+    return out
+
+
 def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
     """A microsoft/Megatron-DeepSpeed @f4157bea launch script: the Megatron writer's flags (_megatron_args) in the
     fork's spellings, `--deepspeed --deepspeed_config $DS_CONFIG --zero-stage N` and the ds_config JSON (the DeepSpeed
     writer's, deepspeed_config) written by a heredoc, as the fork's examples_deepspeed scripts do. Read back by the
-    Megatron reader (megatron_deepspeed.py), whose tables are the spellings' truth."""
+    Megatron reader (megatron_deepspeed.py), whose tables are the spellings' truth. A plan on an older fork's stack
+    (MDS_FORKS) is written in that fork's flags (_fork_args, _fork_split): the 2021 fork as b56b50bb's
+    examples/pretrain_gpt3_175B.sh with DeepSpeed's flags and JSON (read back with --stack megatron-deepspeed-2021:
+    its flags cannot name it), BigScience's as BLOOM's tr11-176B-ml.slurm."""
     F = "megatron-deepspeed"
     tp, pp = plan["tp"], plan["pp"]
-    if plan.get("sync_tp_duplicated_parameters"):
+    fork = plan["stack"] if plan.get("stack") in MDS_FORKS else None
+    if plan.get("sync_tp_duplicated_parameters") and fork != MDS_BIGSCIENCE:
         raise _refuse(F, "sync_tp_duplicated_parameters: --sync-tp-duplicated-parameters is BigScience's fork's "
                          "(bigscience-workshop/Megatron-DeepSpeed @8387ae17 arguments.py l. 378); microsoft/"
                          "Megatron-DeepSpeed @f4157bea's arguments.py has no such flag",
                       "price it without sync_tp_duplicated_parameters")
     cfg = deepspeed_config(plan, F)
+    if fork == MDS_2021 and plan.get("sharding_mode") == "zero3_mics":
+        raise _refuse(F, "sharding zero3_mics: MiCS (Zhang et al. 2022) is not in DeepSpeed a12aaedc, the 2021 stack's "
+                         "(no mics_shard_size key; deepspeed/runtime/zero/mics.py came in 2023)",
+                      "price it with --sharding zero3 on this stack, or on --stack megatron-deepspeed")
     _mds_pipe_section(plan, cfg)
-    _mds_split(plan, notes)
+    split = _fork_split(plan, fork, notes) if fork else []
+    if not fork:
+        _mds_split(plan, notes)
     stage = cfg["zero_optimization"]["stage"]
     # the model: GPTModelPipe under DeepSpeed's PipelineEngine unless --no-pipeline-parallel (pretrain_gpt.py
     # model_provider l. 51-56, 83); the engine runs ZeRO 0-1 only (pipe/engine.py @38327e07 l. 77-78) and turns
-    # overlap_comm off (engine.py l. 1639-1642): at pp 1 a plan at stage 2-3 or with the overlap is written with it
-    no_pipe = pp == 1 and (stage >= 2 or bool(plan.get("dp_comm_overlap")))
+    # overlap_comm off (engine.py l. 1639-1642): at pp 1 a plan at stage 2-3 or with the overlap is written with it.
+    # The 2021 fork builds GPTModel at pp 1 whatever (b56b50bb pretrain_gpt.py l. 46): nothing to write
+    no_pipe = pp == 1 and (stage >= 2 or bool(plan.get("dp_comm_overlap"))) and fork != MDS_2021
+    if no_pipe and fork == MDS_BIGSCIENCE:
+        raise _refuse(F, f"{'ZeRO stage ' + str(stage) if stage >= 2 else 'dp_comm_overlap'} at pp 1: BigScience's "
+                         "fork builds GPTModelPipe whenever --deepspeed is given (497aa1bf pretrain_gpt.py l. 55) and has "
+                         "no --no-pipeline-parallel; DeepSpeed's PipelineEngine runs ZeRO 0-1 and turns overlap_comm off",
+                      "price it without the overlap (the stack's ZeRO 0-1)")
     args = []
     for k, v in _mds_moe(plan, _megatron_args(plan, notes, fork=True)):
         if (k, v) in _MDS_SAME_DEFAULT or k == "--attention-backend":  # the kernel: the fork's flags, below
@@ -1563,6 +1812,8 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
         if k == "--num-query-groups":
             k = "--num-key-value-heads"
         elif k == "--normalization":  # choices layernorm | rmsnorm (arguments.py l. 647-648)
+            if fork and v == "LayerNorm":  # the older forks' only norm, no flag
+                continue
             v = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[v]
         elif k == "--rotary-base":
             k = "--rotary-position-embeddings-theta"
@@ -1578,18 +1829,18 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
         i = args.index(uniform[0])
         args = [a for a in args if a not in uniform]
         args.insert(i, ("--checkpoint-activations", None))
-    elif ("--recompute-method", "block") in args and not no_pipe:
-        raise _refuse(F, f"recompute_layers {plan.get('recompute_layers')}: DeepSpeed's pipeline model (GPTModelPipe) "
+        if fork == MDS_BIGSCIENCE and not plan.get("partition_activations"):  # BLOOM's form: DeepSpeed's checkpoint
+            args.append(("--deepspeed-activation-checkpointing", None))  # function, the same layers re-run (the reader)
+    elif ("--recompute-method", "block") in args and (fork or not no_pipe):
+        raise _refuse(F, f"recompute_layers {plan.get('recompute_layers')}: " + (
+                         f"{MDS_FORKS[fork][0]} @{MDS_FORKS[fork][1]} re-runs every layer with --checkpoint-activations "
+                         "(no --recompute-method)" if fork else "DeepSpeed's pipeline model (GPTModelPipe) "
                          "re-runs layers only with --checkpoint-activations or the uniform method (Megatron-DeepSpeed "
-                         "@f4157bea megatron/model/gpt_model.py l. 446-452)",
-                      "price it with full recompute of every layer, or at pp 1 with ZeRO-2/3 (--no-pipeline-parallel)")
+                         "@f4157bea megatron/model/gpt_model.py l. 446-452)"),
+                      "price it with full recompute of every layer" + ("" if fork else
+                                                                      ", or at pp 1 with ZeRO-2/3 (--no-pipeline-parallel)"))
     if plan.get("offload_optimizer", "none") != "none":  # the host's Adam for the JSON's offload (megatron/optimizer/
         args.append(("--cpu-optimizer", None))  # __init__.py @f4157bea l. 83-94: DeepSpeedCPUAdam, as priced)
-    bad = [k for k, _ in args if k not in MDS_FORK_FLAGS]
-    if bad:
-        raise _refuse(F, f"{', '.join(dict.fromkeys(bad))}: Megatron-LM @d98e8a64's, and microsoft/Megatron-DeepSpeed "
-                         "@f4157bea's megatron/arguments.py has no such flag (the 2022 fork)",
-                      "price the plan without the setting, or export it as --format megatron on --stack megatron")
     if plan.get("attention") == "flash":  # --use-flash-attn-v2 (arguments.py l. 930); none: CoreAttention (eager),
         args.append(("--use-flash-attn-v2", None))  # as the reader reads both (megatron_deepspeed.py merge)
     elif plan.get("attention") not in (None, "eager"):
@@ -1600,17 +1851,42 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
         args.append(("--no-pipeline-parallel", None))
     if plan.get("partition_activations"):  # memory.py [pa]: the reader's partition_activations (megatron_deepspeed.py)
         args += [("--deepspeed-activation-checkpointing", None), ("--partition-activations", None)]
+    if plan.get("sync_tp_duplicated_parameters"):  # BigScience's (step.tp_comm [sy]); refused above elsewhere
+        args.append(("--sync-tp-duplicated-parameters", None))
+    args = split + args
+    if fork:
+        args = _fork_args(plan, args, fork, notes)
+    else:
+        bad = [k for k, _ in args if k not in MDS_FORK_FLAGS]
+        if bad:
+            raise _refuse(F, f"{', '.join(dict.fromkeys(bad))}: Megatron-LM @d98e8a64's, and microsoft/Megatron-DeepSpeed "
+                             "@f4157bea's megatron/arguments.py has no such flag (the 2022 fork)",
+                          "price the plan without the setting, or export it as --format megatron on --stack megatron")
     hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
     g = plan["gpus"]
     per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
+    head = {None: ["# flag names: microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py (its examples_deepspeed/ "
+                   "scripts' form); the JSON: DeepSpeed's config keys"],
+            MDS_2021: ["# flag names: microsoft/Megatron-DeepSpeed b56b50bb (2021-07-02) megatron/arguments.py (its "
+                       "examples/pretrain_gpt3_175B.sh form, with DeepSpeed's); the JSON: DeepSpeed a12aaedc's keys",
+                       "# the stack megatron-deepspeed-2021, which the flags cannot name: read it back with --stack "
+                       "megatron-deepspeed-2021"],
+            MDS_BIGSCIENCE: ["# flag names: bigscience-workshop/Megatron-DeepSpeed 497aa1bf (2022-03-11) megatron/"
+                             "arguments.py (BLOOM's train/tr11-176B-ml/tr11-176B-ml.slurm form); the JSON: DeepSpeed's keys"]}
+    launch = {None: f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} pretrain_gpt.py \\",
+              # b56b50bb examples/pretrain_gpt_distributed.sh; BLOOM's LAUNCHER (tr11-176B-ml.slurm)
+              MDS_2021: f"python -m torch.distributed.launch --nproc_per_node {per_node} --nnodes {g // per_node} "
+                        "pretrain_gpt.py \\",
+              MDS_BIGSCIENCE: f"python -u -m torch.distributed.run --nproc_per_node {per_node} --nnodes {g // per_node} "
+                              "pretrain_gpt.py \\"}[fork]
     lines = ["#!/bin/bash", "# Megatron-DeepSpeed launch written by `planner export --format megatron-deepspeed`",
-             "# flag names: microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py (its examples_deepspeed/ scripts' "
-             "form); the JSON: DeepSpeed's config keys",
+             *head[fork],
              f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}",
              # --sequence-parallel raises without it (Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 398-406)
              *(["export CUDA_DEVICE_MAX_CONNECTIONS=1"] if plan.get("sequence_parallel") else []),
-             "DS_CONFIG=ds_config.json", "", "cat <<EOT > $DS_CONFIG", json.dumps(cfg, indent=2), "EOT", "",
-             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} pretrain_gpt.py \\"]
+             *(["TOKENIZER_NAME_OR_PATH=bigscience/bloom  # the run's tokenizer"]
+               if ("--tokenizer-name-or-path", "$TOKENIZER_NAME_OR_PATH") in args else []),
+             "DS_CONFIG=ds_config.json", "", "cat <<EOT > $DS_CONFIG", json.dumps(cfg, indent=2), "EOT", "", launch]
     args += [("--deepspeed", None), ("--deepspeed_config", "$DS_CONFIG"), ("--zero-stage", stage)]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]

@@ -1023,8 +1023,9 @@ def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None) -> TrainerConfig:
-    """The config at `path`; `text`: its text when the caller already read it (else read here)."""
+         hardware: Optional[str] = None, stack: Optional[str] = None) -> TrainerConfig:
+    """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the command
+    line's --stack, which a Megatron-DeepSpeed script of the 2021 fork is read on (megatron_deepspeed.STACK_2021)."""
     where = f"{path}: "
     if text is None:
         text = files.read_text(path, "give a launch script or a file of Megatron arguments")
@@ -1044,10 +1045,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                           hardware=hardware, label=Path(path).name)
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
     flags, stray = parse_flags(words, where, mds.MDS_NARGS)
-    ds, *extra = mds.split_flags(flags, where)
+    ds, *extra = mds.split_flags(flags, where, stack)
     cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                      hardware=hardware, label=Path(path).name, model_fields=mds.model_fields(ds))
-    mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra))
+    mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra), stack)
     return cfg
 
 

@@ -9,7 +9,9 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
 (MDS_MARKERS). Then:
 
 - the stack is `megatron-deepspeed` (stack_db/megatron-deepspeed.yaml; `--stack` on the command
-  line replaces it, with a note, as for any file value);
+  line replaces it, with a note, as for any file value); BigScience's where the script has one of its fork's flags
+  (below); `megatron-deepspeed-2021` where the command line declares it (STACK_2021: the 2021 fork's flags are the later
+  fork's, so a script cannot name it; read with its one rule of its own, GPTModelPipe only at pp > 1, pipeline_model);
 - the ds_config JSON the script names is read through the DeepSpeed JSON reader (deepspeed.py:
   ZeRO stage, batch keys, bf16 / fp16, ZeRO-3 knobs) at the script's TP and PP: the file the
   script itself writes with `cat <<EOT > $CONFIG_JSON` (its body expanded with the script's
@@ -171,6 +173,19 @@ BIGSCIENCE_FLAGS = ("--position-embedding-type", "--embed-layernorm", "--sync-tp
                     "--kill-switch-path", "--train-weighted-split-paths-path", "--valid-weighted-split-paths-path",
                     "--valid-num-workers")
 BIGSCIENCE_STACK = "megatron-deepspeed-bigscience"
+# microsoft/Megatron-DeepSpeed as of 2021 (stack_db/megatron-deepspeed-2021.yaml): its flags are a subset of the 2022
+# fork's, so a script cannot name it; read on it where the command line declares it (--stack, load_trainer_config's
+# stack), which changes one rule: b56b50bb pretrain_gpt.py model_provider l. 46 builds GPTModelPipe only where
+# `args.deepspeed and mpu.get_pipeline_model_parallel_world_size() > 1` (Megatron's GPTModel at pp 1, no
+# PipelineEngine: the JSON's ZeRO stage 2 or 3 runs and its overlap_comm acts; the fork has no --no-pipeline-parallel)
+STACK_2021 = "megatron-deepspeed-2021"
+MDS2021_COMMIT = "microsoft/Megatron-DeepSpeed b56b50bb"
+
+
+def pipeline_model(ds: dict, pp: int, stack: Optional[str]) -> bool:
+    """Whether the script builds DeepSpeed's pipeline model (GPTModelPipe under the PipelineEngine): the 2021 fork at
+    pp > 1 only (STACK_2021), the later forks unless --no-pipeline-parallel (module docstring: the model)."""
+    return pp > 1 if stack == STACK_2021 else "--no-pipeline-parallel" not in ds
 # read with no effect on memory or step time, and why
 MDS_IGNORED = {
     "--deepspeed": "turns DeepSpeed's engine on: the stack megatron-deepspeed",
@@ -203,10 +218,12 @@ def is_megatron_deepspeed(flags: dict) -> bool:
     return any(f in flags for f in MDS_MARKERS)
 
 
-def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], list[str], list[str]]:
+def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[dict, list[str], list[str], list[str],
+                                                                             list[str]]:
     """Take Megatron-DeepSpeed's own flags out of `flags` (left for the Megatron reader) and turn the
-    checkpointing flags into the Megatron flags that run the same recompute. Returns (the DeepSpeed
-    flags, ignored, assumed, not_modelled, unmodelled)."""
+    checkpointing flags into the Megatron flags that run the same recompute. stack: the command line's (STACK_2021
+    changes the pipeline model's rule, pipeline_model). Returns (the DeepSpeed flags, ignored, assumed, not_modelled,
+    unmodelled)."""
     ds = {k: flags.pop(k) for k in list(flags) if k in MDS_FLAGS}
     ignored, assumed, not_modelled, unmodelled = [], [], [], []
     # Megatron-DeepSpeed's spellings of Megatron-LM's model-shape flags ([1] arguments.py l. 623, 442-449, 634-636,
@@ -225,8 +242,8 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
             ignored.append(f"{k}{'' if ds[k] is True else '=' + str(ds[k])} ({MDS_IGNORED[k]})")
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
     tp = _int(where, flags, "--tensor-model-parallel-size", 1)
-    pipe = "--no-pipeline-parallel" not in ds
-    if not pipe:
+    pipe = pipeline_model(ds, pp, stack)
+    if "--no-pipeline-parallel" in ds:
         if pp != 1:
             raise PlannerError(f"{where}--no-pipeline-parallel with --pipeline-model-parallel-size {pp}",
                                f"Megatron-DeepSpeed asserts pipeline_model_parallel_size == 1 with it ({MDS_COMMIT} "
@@ -741,7 +758,7 @@ def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: 
 
 
 def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw: str, js: int, ignored: list,
-                     assumed: list, unmodelled: list) -> None:
+                     assumed: list, unmodelled: list, stack: Optional[str] = None) -> None:
     """merge's engine settings: the precision and the attention kernel, the stack, the JSON's sharding, overlap and
     offload fields, the host optimizer."""
     job = cfg.job
@@ -766,7 +783,11 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
         assumed.append("bytes_per_param: the stack's (DeepSpeed's engine keeps the gradients; Megatron-LM's gradient "
                        "buffer flags are not read under DeepSpeed)")
     fork = [f for f in BIGSCIENCE_FLAGS if f in ds or f in flags]
-    job["stack"] = BIGSCIENCE_STACK if fork else "megatron-deepspeed"
+    job["stack"] = BIGSCIENCE_STACK if fork else STACK_2021 if stack == STACK_2021 else "megatron-deepspeed"
+    if job["stack"] == STACK_2021:
+        assumed.append(f"stack={STACK_2021}: the command line's (a script of the 2021 fork, {MDS2021_COMMIT}, names no "
+                       "release: its flags are the later fork's); DeepSpeed's pipeline model only at pp > 1 "
+                       f"({MDS2021_COMMIT} pretrain_gpt.py model_provider l. 46)")
     if fork:
         assumed.append(f"stack={BIGSCIENCE_STACK}: {', '.join(fork)} {'is' if len(fork) == 1 else 'are'} BigScience's "
                        f"fork's ({BIGSCIENCE_COMMIT} megatron/arguments.py; none in {MDS_COMMIT} megatron/arguments.py, "
@@ -789,7 +810,7 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
     if "--overlap-grad-reduce" in flags:
         cfg.ignored.append("--overlap-grad-reduce (Megatron's DDP, not built under DeepSpeed: the JSON's "
                            "zero_optimization.overlap_comm runs)")
-    if "--no-pipeline-parallel" not in ds and js == 1 and job.get("dp_comm_overlap"):
+    if pipeline_model(ds, job["pp"], stack) and js == 1 and job.get("dp_comm_overlap"):
         # GPTModelPipe (pretrain_gpt.py model_provider without --no-pipeline-parallel) is a PipelineModule
         job["dp_comm_overlap"] = False
         ignored.append(f"{jw}zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule, "
@@ -798,8 +819,9 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
 
 
 def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
-          extra: tuple) -> None:
-    """Lay the ds_config JSON over the Megatron reader's job (in place): module docstring."""
+          extra: tuple, stack: Optional[str] = None) -> None:
+    """Lay the ds_config JSON over the Megatron reader's job (in place): module docstring. stack: the command line's
+    (STACK_2021: the 2021 fork's pipeline-model rule, pipeline_model, and its stack)."""
     from .deepspeed import read as read_json
 
     ignored, assumed, not_modelled, unmodelled = extra
@@ -816,10 +838,10 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     dp = job["gpus"] // (tp * pp * job.get("cp", 1))
     _batch(cfg, ds, flags, stated, dj, where, jw, dp, assumed)
     _embed_layernorm(ds, flags, job, where, dp, assumed, unmodelled)
-    pipe = "--no-pipeline-parallel" not in ds
+    pipe = pipeline_model(ds, pp, stack)
     js, zs = _zero_stage(ds, flags, stated, dj, where, jw, pipe, pp, ignored, assumed)
     data = _pipeline_json(cfg, ds, flags, text, dcfg, where, jw, js, pipe, ignored, assumed)
-    _engine_settings(cfg, ds, flags, data, dj, where, jw, js, ignored, assumed, unmodelled)
+    _engine_settings(cfg, ds, flags, data, dj, where, jw, js, ignored, assumed, unmodelled, stack)
     # the JSON's own lists, each named as the JSON's (and the lines above that the helpers named so)
     lab_ignored, lab_not_modelled = ([f"{label}: {x}" for x in xs] for xs in (dcfg.ignored, dcfg.not_modelled))
     cfg.ignored += ignored + lab_ignored
