@@ -1451,20 +1451,21 @@ def stage_kind_counts(model: ModelSpec, plan: PlanArrays) -> dict:
 
 def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str):
     """(dense, experts) parameters per GPU before sharding of a stage holding `counts` (K, ...)
-    layers of each kind: every layer's TP-split parameters / tp and its replicated ones; the
-    routed experts / (etp ep) apart (they shard over the expert-data-parallel ranks). The first
+    layers of each kind: every layer's TP-split parameters / tp and its replicated ones (the row-parallel linears'
+    biases among them, whole on every TP rank: layers/common.py [rb]); the routed experts / (etp ep), their output
+    biases / ep, apart (they shard over the expert-data-parallel ranks). The first
     stage (end "first") also holds the input embedding (vocab-parallel: /tp) and any learned
     position table; the last ("last") the final norm and the output layer (/tp), or, with tied
     embeddings and pp > 1, a copy of the word embedding [6], and the multi-token-prediction
     modules. With one stage, both ends."""
     tp = plan.tp.astype(np.float64)
-    dense = weighted(counts, [p.split / tp + p.replicated for p in pc.kind_params])
-    e_div = etp_of(plan).astype(np.float64) * plan.ep  # experts split over etp, not tp (planner/moe.py)
-    experts = weighted(counts, [p.expert / e_div for p in pc.kind_params])
+    dense = weighted(counts, [p.dense_per_gpu(tp) for p in pc.kind_params])
+    etp = etp_of(plan).astype(np.float64)  # experts split over etp, not tp (planner/moe.py)
+    experts = weighted(counts, [p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params])
     emb = pc.embedding / tp + pc.position + pc.embedding_norm  # the embedding's norm replicated over TP [en]
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
     head = out_params / tp + pc.final_norm
-    mtp_dense, mtp_expert = pc.mtp.split / tp + pc.mtp.replicated, pc.mtp.expert / e_div
+    mtp_dense, mtp_expert = pc.mtp.dense_per_gpu(tp), pc.mtp.experts_per_gpu(etp, plan.ep)
     single = plan.pp == 1
     if end == "first":
         return dense + emb + np.where(single, head + mtp_dense, 0.0), experts + np.where(single, mtp_expert, 0.0)
@@ -1550,9 +1551,10 @@ def converted_linear_elems(settings: Settings, pc: ParamCounts, plan: PlanArrays
 def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, per=1.0, cut=0.0, out_cut=0.0,
                 conv=None) -> np.ndarray:
     """The largest FSDP unit one GPU gathers: a layer (its TP-split parameters / tp and its replicated ones whole,
-    as params_of: norms, routers and MLA's down projections are whole on every TP rank, Megatron marking them no
-    tensor_model_parallel and torchtitan's SequenceParallel / norms a Replicate placement; a layer with experts also
-    its E/ep experts / etp), or the
+    as params_of: norms, routers, MLA's down projections and the row-parallel linears' biases are whole on every TP
+    rank, Megatron marking them no tensor_model_parallel and torchtitan's SequenceParallel / norms and RowwiseParallel's
+    biases a Replicate placement (layers/common.py [rb]); a layer with experts also its E/ep experts / etp, their
+    output biases whole), or the
     embedding or output layer / tp (layers_only: the largest layer). In bytes where per is the
     bytes a gathered parameter (1.0: parameters), `cut` fewer for each of a layer's linear weight
     elements (the TP-split matrices, biases left out, or per kind `conv`, converted_linear_elems: the Linears
@@ -1562,8 +1564,7 @@ def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, pe
     unit = (np.zeros(np.shape(tp)) if layers_only
             else np.maximum(per * pc.embedding, (per - out_cut) * pc.output) / tp)
     for i, (k, p) in enumerate(zip(pc.layers.kinds, pc.kind_params)):
-        u = (p.split / tp + p.replicated + p.expert / (etp_of(plan) * plan.ep)) if k.has_experts \
-            else p.split / tp + p.replicated
+        u = (p.dense_per_gpu(tp) + p.experts_per_gpu(etp_of(plan), plan.ep)) if k.has_experts else p.dense_per_gpu(tp)
         lin = (p.split - p.split_bias) / tp if conv is None else conv[i]
         unit = np.maximum(unit, per * u - cut * lin)
     return unit
@@ -2552,10 +2553,11 @@ class _PerLayer:
         # a zero2 mode reducing every micro-batch as FSDP2 does (a stack setting): the largest layer unit a GPU whose
         # gradients it reduce-scatters from an unsharded input [rs], 0 elsewhere
         z2 = (plan.sharding == ZERO2) & tr["reduce_mb"] if fs.zero2_unit_reduce else np.zeros(np.shape(tp), dtype=bool)
-        # (a GPU's parameters of the layer, params_of's: the TP-split ones / tp, the replicated norms whole, its experts
-        # / (etp ep); unit_params' layer, with its experts)
-        e_div = etp_of(plan).astype(np.float64) * plan.ep
-        layer = np.maximum.reduce([p.split / tp + p.replicated + p.expert / e_div for p in pc.kind_params] + [0.0 * tp])
+        # (a GPU's parameters of the layer, params_of's: the TP-split ones / tp, the replicated ones whole, its experts
+        # / (etp ep) with their output biases / ep; unit_params' layer, with its experts)
+        etp = etp_of(plan).astype(np.float64)
+        layer = np.maximum.reduce([p.dense_per_gpu(tp) + p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params]
+                                  + [0.0 * tp])
         self.zero2_unit = np.where(z2, layer, 0.0)
 
     @functools.cached_property
@@ -2672,7 +2674,8 @@ def zero3_reuse_kept(mods: list, full, out, layers: int, reuse: float):
 
 
 def zero3_persistent(kind: LayerKind, p, ctx: Ctx, h: int, threshold: float):
-    """A layer's parameters DeepSpeed never partitions [z3]: its biases and norms (split_bias / t + replicated), where
+    """A layer's parameters DeepSpeed never partitions [z3]: its biases and norms (split_bias / t + replicated: the
+    column-parallel biases split, the row-parallel ones and the norms whole, layers/common.py [rb]), where
     the widest (the hidden size h, or the widest biased GEMM output) is within stage3_param_persistence_threshold."""
     widths = [np.float64(h)] + [s.N for s, _ in kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx)] * bool(p.split_bias)
     return np.where(functools.reduce(np.maximum, widths) <= threshold, p.split_bias / ctx.tp + p.replicated, 0.0)
@@ -3256,8 +3259,8 @@ def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict
     out = (pc.output or 0.0) / tp
     # the layers whose gradients all enter the first bucket before it flushes (after the output layer's, where it fits
     # in the bucket): whole layers of the largest kind's parameters a rank
-    e_div = etp_of(plan).astype(np.float64) * plan.ep
-    layer = np.maximum.reduce([p.split / tp + p.replicated + p.expert / e_div for p in pc.kind_params])
+    etp = etp_of(plan).astype(np.float64)
+    layer = np.maximum.reduce([p.dense_per_gpu(tp) + p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params])
     first = np.floor(np.maximum(bucket - np.where(out > bucket, 0.0, out), 0.0) / np.maximum(layer, 1.0))
     return {"ipg_backward": one * (1.0 + dp_overlap(stack_of(settings), plan)), "ipg_after": one, "big_out": np.where(out > bucket, out, 0.0),
             "first_layers": np.where(out > bucket, 0.0, first)}

@@ -127,7 +127,7 @@ def mtp_params(m: ModelSpec, ll: LayerList, kind_params: tuple) -> BlockParams:
     if not m.mtp_layers:
         return BlockParams()
     one = BlockParams(split=2 * m.hidden_size * m.hidden_size, replicated=3 * norm_params(m)) + kind_params[ll.mtp_kind]
-    return BlockParams(*(m.mtp_layers * x for x in (one.split, one.replicated, one.expert, one.active_expert)))
+    return one.times(m.mtp_layers)
 
 
 def _legacy(m: ModelSpec, ll: LayerList) -> dict | None:
@@ -140,9 +140,11 @@ def _legacy(m: ModelSpec, ll: LayerList) -> dict | None:
     mixer, dense = _mixer(None, m), _mlp(None, m, False)
     attn, mlp = mixer.params(), dense.params()
     norms = 2 * norm_params(m)
-    out = {"per_layer": attn.split + mlp.split + norms + (attn.replicated - norm_params(m)),
-           "attention_per_layer": attn.split, "mlp_per_layer": mlp.split, "norms_per_layer": norms}
-    attn_rep = attn.replicated - norm_params(m)
+    # the blocks' own parameters, their row-parallel biases (kept in `replicated`, common.py [rb]) included
+    attn_own, mlp_own = attn.split + attn.row_bias, mlp.split + mlp.row_bias
+    attn_rep = attn.replicated - attn.row_bias - norm_params(m)
+    out = {"per_layer": attn_own + mlp_own + norms + attn_rep,
+           "attention_per_layer": attn_own, "mlp_per_layer": mlp_own, "norms_per_layer": norms}
     if m.moe is not None or attn_rep:
         moe = _mlp(None, m, True) if m.moe is not None else None
         out.update(

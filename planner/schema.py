@@ -2210,7 +2210,8 @@ class SequenceParallelRuns(BaseModel):
         default=False, description="the trainer sums them as Megatron-Core does: one all-reduce over the TP group of all "
                                    "of a rank's SP-partial gradients flattened into one buffer, in the main gradients' "
                                    "dtype, once a step after the data-parallel gradient sync (finalize_model_grads "
-                                   "_allreduce_non_tensor_model_parallel_grads): priced in tp_comm (step.py [27], "
+                                   "_allreduce_non_tensor_model_parallel_grads), with or without SP also the query/key "
+                                   "norms' (partial over each TP rank's heads): priced in tp_comm (step.py [27], "
                                    "tp_sp_norm_grads_s); false: the sum is not priced (torchtitan's DTensor grads, "
                                    "reduced where they are read); needs norm_grads_reduced")
     sources: list[str] = Field(min_length=1)

@@ -342,15 +342,26 @@ References
     l. 1499, extensions/transformer_engine.py l. 1998; the TP-duplicated linears, l. 1316: MLA's down projections; the
     router, transformer/moe/router.py l. 85-88), cat into one buffer (_flatten_dense_tensors, l. 473) and summed by one
     torch.distributed.all_reduce over the TP group (l. 474), synchronous, before the optimizer step: nothing overlaps
-    it. Its elements, the stage's: per layer its replicated parameters (norms, query/key norms, MLA's down projections
-    and latent norms, the router: BlockParams.replicated) plus h per row-parallel bias (the attention output's and the
-    dense MLP's down projection's, a model with linear biases), the final norm and the MTP modules' on the last stage,
-    the embedding's norm on the first; the stage with the most. Its bytes a main-gradient element (fp32 unless
-    --grad-reduce-in-bf16: grad_reduce_bytes, [9]); under FSDP the local shard (grad._local_tensor, l. 461: / the
-    shard group). Priced on the TP tier by comm.py's all-reduce, once a step, in tp_comm (its own key
-    tp_sp_norm_grads_s). The flat buffer (a copy, a few MB: Llama 3 8B at tp 8 1.07 MB) lives after the backward, when
-    the activations are freed, below the step's peak: no memory term. Not priced: the query/key norms' all-reduce
-    Megatron runs without SP (l. 452-453 config.qk_layernorm), the routed experts' biases (not in this set here).
+    it. Its elements, the stage's: per layer its replicated parameters (BlockParams.replicated: norms, query/key norms,
+    MLA's down projections and latent norms, the router, and the row-parallel linears' biases, h each, whole on every
+    TP rank, layers/common.py [rb]: the attention output projection's, the dense MLP's down projection's, Mamba's
+    out_proj's, where the model has them), the final norm and the MTP modules' on the last stage, the embedding's norm
+    on the first; the stage with the most. Without SP the same all-reduce runs over the query/key norms alone
+    (l. 452-453: `config.qk_layernorm and ("q_layernorm" in name or "k_layernorm" in name)`, whatever
+    sequence_parallel says; each TP rank's q_layernorm / k_layernorm, one head_dim weight shared by the heads
+    (models/gpt/gpt_layer_specs.py l. 139-154; transformer/attention.py l. 1734-1745, hidden_size_per_attention_head),
+    sees only its own heads, so its gradient is partial: BlockParams.qk_norm, 2 head_dim
+    a layer); MLA's latent norms are not among them on the Transformer Engine spec (l. 104-130: fused into
+    linear_q_up_proj / linear_kv_up_proj as layer_norm_weight, q_layernorm / kv_layernorm IdentityOp; their gradients
+    are whole on every TP rank without SP, the column-parallel linear's input gradient being all-reduced before the
+    norm's backward). The routed experts' output biases (gpt-oss; whole on each expert-TP rank, layers/common.py [rb])
+    are not in the set either: Megatron marks them no sequence_parallel (extensions/transformer_engine.py l. 91-123
+    _set_expert_parameter_attributes), and each expert-TP rank runs the same tokens (the all-to-all dispatcher gathers
+    them over the expert-TP group, transformer/moe/token_dispatcher.py l. 86, 746-751), so their gradients are whole.
+    Its bytes a main-gradient element (fp32 unless --grad-reduce-in-bf16: grad_reduce_bytes, [9]); under FSDP the local
+    shard (grad._local_tensor, l. 461: / the shard group). Priced on the TP tier by comm.py's all-reduce, once a step,
+    in tp_comm (its own key tp_sp_norm_grads_s). The flat buffer (a copy, a few MB: Llama 3 8B at tp 8 1.07 MB) lives
+    after the backward, when the activations are freed, below the step's peak: no memory term.
 """
 
 from __future__ import annotations
@@ -1583,31 +1594,29 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
 
 
 def sp_partial_elements(sc: StepCtx) -> np.ndarray:
-    """Parameters per GPU whose gradients sequence parallelism leaves partial on each TP rank [27]: on each stage its
-    layers' replicated parameters plus h per row-parallel bias, the final norm and the MTP modules' on the last, the
-    embedding's norm on the first (with one stage both ends); the stage with the most (first, middle, last)."""
+    """Parameters per GPU whose gradients the step's TP all-reduce sums [27]. Under SP, those SP leaves partial on each
+    TP rank: on each stage its layers' replicated parameters (BlockParams.replicated: norms, query/key norms, MLA's down
+    projections and latent norms, the router, the row-parallel linears' biases), the final norm and the MTP modules' on
+    the last, the embedding's norm on the first (with one stage both ends). Without SP, the query/key norms alone
+    (BlockParams.qk_norm: each TP rank's from its own heads; the layers' and the MTP modules'). The stage with the most
+    (first, middle, last)."""
     settings, plan = sc.settings, sc.plan
     pc = count_params(settings.model)
-    h = settings.model.hidden_size
-
-    def row_bias(kind) -> int:  # the attention output's and the dense MLP's down projection's bias (h each)
-        return h * (int(bool(getattr(kind.mixer, "bias", False))) + int(bool(getattr(kind.mlp, "bias", False))))
-
-    per = [p.replicated + row_bias(k) for k, p in zip(pc.layers.kinds, pc.kind_params)]
-    mtp = pc.mtp.replicated + (settings.model.mtp_layers * row_bias(pc.layers.kinds[pc.layers.mtp_kind])
-                               if pc.mtp.total else 0)
+    sp = plan.sp > 0
+    per = [np.where(sp, np.float64(p.replicated), np.float64(p.qk_norm)) for p in pc.kind_params]
     single = plan.pp == 1
-    head, emb = np.float64(pc.final_norm + mtp), np.float64(pc.embedding_norm)
+    head = np.where(sp, np.float64(pc.final_norm + pc.mtp.replicated), np.float64(pc.mtp.qk_norm))
+    emb = np.where(sp, np.float64(pc.embedding_norm), 0.0)
     first = weighted(sc.counts["first"], per) + emb + np.where(single, head, 0.0)
     last = weighted(sc.counts["last"], per) + head + np.where(single, emb, 0.0)
     return functools.reduce(np.maximum, (first, weighted(sc.counts["mid"], per), last))
 
 
 def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
-    """Seconds per step of the TP all-reduce of the SP-partial gradients [27]: where the stack sums them in one
-    all-reduce a step (runs.sequence_parallel norm_grads_step_allreduce), the plan runs SP and tp > 1; the
-    sp_partial_elements at the main gradients' bytes (grad_reduce_bytes; / the shard group under FSDP) over the TP
-    group, after the backward and waited on. 0 elsewhere."""
+    """Seconds per step of the TP all-reduce of the SP-partial gradients and the query/key norms' [27]: where the stack
+    sums them in one all-reduce a step (runs.sequence_parallel norm_grads_step_allreduce), tp > 1 and the plan has
+    some (SP on, or query/key norms); the sp_partial_elements at the main gradients' bytes (grad_reduce_bytes; / the
+    shard group under FSDP) over the TP group, after the backward and waited on. 0 elsewhere."""
     plan = sc.plan
     runs = sc.stack.runs
     spr = None if runs is None else runs.sequence_parallel
@@ -1615,8 +1624,9 @@ def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
         return np.zeros(np.shape(plan.tp))
     fsdp = plan.sharding >= FSDP
     shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
-    size = sp_partial_elements(sc) * grad_reduce_bytes(sc, fsdp) / np.where(fsdp, shard_n, 1)
-    on = (plan.sp > 0) & (plan.tp > 1)
+    elems = sp_partial_elements(sc)
+    size = elems * grad_reduce_bytes(sc, fsdp) / np.where(fsdp, shard_n, 1)
+    on = (elems > 0) & (plan.tp > 1)
     t = coll(comm.ALL_REDUCE, size, np.where(on, plan.tp, 1), coll.strides["tp"])
     return np.where(on, t, 0.0)
 

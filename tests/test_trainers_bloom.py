@@ -361,31 +361,35 @@ def test_bf16_optimizer_reduce_copy_on_the_last_stage():
     over the fork's three optimizer groups (stack megatron-deepspeed-bigscience memory.optimizer_groups
     decay_halves_by_count: bigscience-workshop/Megatron-DeepSpeed @497aa1bf megatron/optimizer/__init__.py l. 27-57,
     the weight-decay tensors cut in two halves by count in module order, then the biases and norms).
-    The last stage a rank: 5 layers of (12 h^2 + 9 h biases) / 4 + 4 h LayerNorm weights = 616,652,288 each, the tied
-    output embedding's copy v h / 4 = 899,153,920 and the final norm's 2 h = 28,672: 3,982,444,032 parameters. Its
+    The last stage a rank: 5 layers of (12 h^2 + 7 h column-parallel biases) / 4 + 2 h row-parallel biases (whole on
+    each TP rank: the fork's mpu/layers.py @497aa1bf l. 414, `torch.empty(self.output_size`; layers/common.py [rb]) +
+    4 h LayerNorm weights = 616,673,792 each (616,652,288 when the row biases were / 4), the tied
+    output embedding's copy v h / 4 = 899,153,920 and the final norm's 2 h = 28,672: 3,982,551,552 parameters. Its
     weight-decay tensors in DeepSpeed's PipelineModule order (tied_modules first): the embedding, then each layer's
     query_key_value 3 h^2 / 4, dense h^2 / 4, dense_h_to_4h and dense_4h_to_h 4 h^2 / 4 each: 1 + 5 x 4 = 21 tensors,
     the first half 21 // 2 = 10 of them, the embedding, two whole layers (3 h^2 each) and a query_key_value:
     899,153,920 + 6.75 h^2 = 2,286,419,968; the second half the other 11, 8.25 h^2 = 1,695,547,392; the no-decay group
-    the biases and norms, 476,672. Each of the first two passes the all-reduce's 5e8-element bucket, so each is its
+    the biases and norms, 584,192. Each of the first two passes the all-reduce's 5e8-element bucket, so each is its
     own bucket cast to bf16 (a flat of one buffer is its own view): the largest copy 2 B x 2,286,419,968 =
     4,572,839,936 B beside the states, after the backward. The last stage's peak holds 3,068,133,376 B of activations
     (one micro-batch in flight under 1F1B) that the moment has freed: +1,504,706,560 B (other_bytes 1,090,781,184 ->
     2,595,487,744 B; 5,987,535,872 with microsoft's two groups, the weight-decay buffer read as the stage's whole
     parameters, this job's figure before the stack). The first stage (12 micro-batches in flight, 9,278,193,664 B of
     activations) holds more than its copy (the same halves, the embedding norm in the no-decay group): unchanged, still
-    the heaviest, 48,202,193,152 B."""
+    the heaviest, 48,203,214,592 B (48,202,193,152 with the row biases / 4: 1.5 h x 5 layers = 107,520 parameters at
+    2 + 6 + 12 / 8 B)."""
     h, v = 14336, 250880
-    layer = (12 * h * h + 9 * h) // 4 + 4 * h
-    assert layer == 616_652_288 and 5 * layer + v * h // 4 + 2 * h == 3_982_444_032
+    layer = (12 * h * h + 7 * h) // 4 + 2 * h + 4 * h
+    assert layer == 616_673_792 and 5 * layer + v * h // 4 + 2 * h == 3_982_551_552
     first_half = v * h // 4 + 2 * (3 * h * h) + 3 * h * h // 4
     second_half = (h * h + 4 * h * h + 4 * h * h) // 4 + 2 * (3 * h * h)  # the third layer's dense and MLP, two layers
     assert (first_half, second_half) == (2_286_419_968, 1_695_547_392)
-    assert 3_982_444_032 - first_half - second_half == 476_672
+    assert 3_982_551_552 - first_half - second_half == 584_192
     r = evaluate_job(Job.model_validate(_cfg().job))["memory"]
     last, first = r["stages"]["last"], r["stages"]["first"]
-    assert last["weights_bytes"] == 2 * 3_982_444_032
+    assert last["weights_bytes"] == 2 * 3_982_551_552
     assert last["activations_bytes"] == 3_068_133_376
     assert last["other_bytes"] - 1_090_781_184 == 2 * first_half - 3_068_133_376 == 1_504_706_560
     assert first["other_bytes"] == 1_090_781_184 and first["activations_bytes"] == 9_278_193_664
-    assert r["heaviest_stage"] == "first" and r["total_bytes"] == 48_202_193_152
+    assert r["heaviest_stage"] == "first" and r["total_bytes"] == 48_202_193_152 + 107_520 * (2 + 6 + 12 / 8) \
+        == 48_203_214_592

@@ -213,9 +213,10 @@ class Attention:
     def params(self) -> BlockParams:
         h, a, k, d, g = self.h, self.a, self.k, self.d, 2 if self.gate else 1
         split = g * h * (a * d) + 2 * h * (k * d) + (a * d) * h
-        bias = g * a * d + 2 * k * d + h if self.bias else 0
+        col = g * a * d + 2 * k * d if self.bias else 0  # the QKV biases, split with their outputs
+        row = h if self.bias else 0  # the output projection's, whole on every TP rank (common.py [rb])
         qk = 2 * d if self.qk_norm else 0  # q_norm and k_norm: one weight of head_dim each, shared by the heads [10]
-        return BlockParams(split=split + bias, replicated=self.norm + qk, split_bias=bias)
+        return BlockParams(split=split + col, replicated=self.norm + qk + row, split_bias=col, row_bias=row, qk_norm=qk)
 
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):

@@ -5,8 +5,29 @@ tokens. Functions take PlanArrays fields as 0-d or 1-d arrays.
 A block (one sub-block of a layer: a mixer or an MLP, planner/layers/__init__.py) reports
 its parameters as a BlockParams: `split` (the matrices and biases tensor parallelism splits
 over tp ranks), `replicated` (kept whole on every TP rank: norms, MLA's down projections and
-latent norms, the MoE router) and `expert` (routed experts, split over tp x ep ranks, of which
-`active_expert` are the ones one token passes through).
+latent norms, the MoE router, the row-parallel linears' biases [rb]) and `expert` (routed
+experts, split over etp x ep ranks but their output biases [rb], of which `active_expert` are the
+ones one token passes through). Of these, `split_bias` the column-parallel linears' biases (split
+with their outputs), `row_bias` the row-parallel linears' output biases (in `replicated`),
+`qk_norm` the query/key norms (in `replicated`), `expert_row_bias` the routed experts' output
+biases (in `expert`).
+
+[rb] A row-parallel linear's bias is whole on every TP rank: it is added after the partial outputs
+are summed, so each rank holds all `output_size` of it. NVIDIA/Megatron-LM @d98e8a64
+megatron/core/tensor_parallel/layers.py RowParallelLinear.__init__ l. 1482-1499 (`Parameter(torch.empty(
+self.output_size, ...))`, no tensor_model_parallel attribute; ColumnParallelLinear's, l. 1110-1123, is
+`output_size_per_partition`); TERowParallelLinear (extensions/transformer_engine.py l. 1912-1998:
+te.pytorch.Linear with parallel_mode "row") and NVIDIA/TransformerEngine @d0067d0d
+transformer_engine/pytorch/module/linear.py l. 1622-1625, 1703-1709, 1864-1870 (row mode divides
+in_features only; the bias has out_features and no TP attribute); the routed experts' grouped row-parallel
+linear the same (transformer_engine.py l. 91-123 _set_expert_parameter_attributes: "row-parallel biases
+remain replicated"; l. 2470-2472 divides only the input size); microsoft/Megatron-DeepSpeed @f4157bea
+megatron/core/tensor_parallel/layers.py l. 750-759 (RowParallelLinear: `torch.empty(self.output_size`);
+pytorch/torchtitan @e347b1e5e models/gpt_oss/infra/expert_parallel.py l. 32-37, 64-70 (mlp2_bias
+Replicate() over TP, Shard(0) over EP) and parallelize.py l. 224 (attention.wo RowwiseParallel, whose
+_partition_linear_fn makes the bias Replicate(): pytorch/pytorch @004c2c9a
+torch/distributed/tensor/parallel/style.py RowwiseParallel; torchtitan's other models have no linear
+biases). The whole model's count is unchanged: only where the bias lives moves.
 
 Activation tensors are named (schema.ACTIVATION_TENSORS for the ones a stack's selective
 recompute policy can name) with bytes per token and a kind that says how they divide
@@ -22,7 +43,7 @@ but full recompute (a selective policy names attention-layer tensors only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,11 +58,17 @@ class BlockParams:
     replicated: int = 0
     expert: int = 0
     active_expert: int = 0
-    split_bias: int = 0  # the linears' biases among `split` (the rest of split is weight matrices)
+    split_bias: int = 0  # the column-parallel linears' biases among `split` (the rest of split is weight matrices)
+    row_bias: int = 0  # the row-parallel linears' output biases among `replicated` [rb]
+    qk_norm: int = 0  # the query/key norms' weights among `replicated` (ModelSpec.qk_norm; step.py [27])
+    expert_row_bias: int = 0  # the routed experts' output biases among `expert`, whole on each expert-TP rank [rb]
 
     def __add__(self, o: "BlockParams") -> "BlockParams":
-        return BlockParams(self.split + o.split, self.replicated + o.replicated, self.expert + o.expert,
-                           self.active_expert + o.active_expert, self.split_bias + o.split_bias)
+        return BlockParams(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(BlockParams)))
+
+    def times(self, n: int) -> "BlockParams":
+        """n of these blocks (every field x n)."""
+        return BlockParams(*(n * getattr(self, f.name) for f in fields(BlockParams)))
 
     @property
     def total(self) -> int:
@@ -50,6 +77,16 @@ class BlockParams:
     @property
     def active(self) -> int:
         return self.split + self.replicated + self.active_expert
+
+    def dense_per_gpu(self, tp):
+        """Dense parameters one GPU holds of this block: the TP-split ones / tp, the replicated ones (row-parallel
+        biases included) whole [rb]."""
+        return self.split / tp + self.replicated
+
+    def experts_per_gpu(self, etp, ep):
+        """Routed-expert parameters one GPU holds of this block: the experts / (etp ep), their output-projection biases
+        / ep only (whole on each expert-TP rank) [rb]."""
+        return (self.expert - self.expert_row_bias) / (etp * ep) + self.expert_row_bias / ep
 
 
 class GemmShape(NamedTuple):

@@ -228,11 +228,12 @@ class Mamba2Block:
 
     def params(self) -> BlockParams:
         h, di, gn, H = self.h, self.d_inner, self.groups * self.state, self.heads
-        in_proj = h * (2 * di + 2 * gn + H) + ((2 * di + 2 * gn + H) if self.proj_bias else 0)
+        col = (2 * di + 2 * gn + H) if self.proj_bias else 0  # in_proj's bias, split with its outputs
+        row = h if self.proj_bias else 0  # out_proj's, whole on every TP rank (common.py [rb])
         conv_ch = di + 2 * gn
         conv = conv_ch * self.conv_kernel + (conv_ch if self.conv_bias else 0)
-        out_proj = di * h + (h if self.proj_bias else 0)
-        return BlockParams(split=in_proj + conv + 3 * H + di + out_proj, replicated=self.norm)
+        return BlockParams(split=h * (2 * di + 2 * gn + H) + col + conv + 3 * H + di + di * h,
+                           replicated=self.norm + row, split_bias=col, row_bias=row)
 
     # ------------------------------------------------------------------ widths per GPU
     def _groups_in(self, ctx):
@@ -346,13 +347,14 @@ class Mamba1Block:
 
     def params(self) -> BlockParams:
         h, di, N, r = self.h, self.d_inner, self.state, self.dt_rank
-        in_proj = h * 2 * di + (2 * di if self.proj_bias else 0)
+        col = 2 * di if self.proj_bias else 0  # in_proj's bias, split with its outputs
+        row = h if self.proj_bias else 0  # out_proj's, whole on every TP rank (common.py [rb])
         conv = di * self.conv_kernel + (di if self.conv_bias else 0)
         x_proj = di * (r + 2 * N)
         dt_proj = r * di + di
-        out_proj = di * h + (h if self.proj_bias else 0)
         norms = (r + 2 * N) if self.inner_norms else 0
-        return BlockParams(split=in_proj + conv + x_proj + dt_proj + di * N + di + out_proj + norms, replicated=self.norm)
+        return BlockParams(split=h * 2 * di + col + conv + x_proj + dt_proj + di * N + di + di * h + norms,
+                           replicated=self.norm + row, split_bias=col, row_bias=row)
 
     def gemms(self, ctx):
         """Forward GEMMs (module docstring): in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t],

@@ -83,8 +83,9 @@ class DenseMLP:
 
     def params(self) -> BlockParams:
         split = (3 if self.gated else 2) * self.h * self.f
-        bias = (2 * self.f if self.gated else self.f) + self.h if self.bias else 0
-        return BlockParams(split=split + bias, replicated=self.norm, split_bias=bias)
+        col = (2 * self.f if self.gated else self.f) if self.bias else 0  # the up projection's, split with its outputs
+        row = self.h if self.bias else 0  # the down projection's, whole on every TP rank (common.py [rb])
+        return BlockParams(split=split + col, replicated=self.norm + row, split_bias=col, row_bias=row)
 
     def gemms(self, ctx):
         return shapes([("mlp_up", ctx.T, self.f1 / ctx.tp, self.h, 1.0), ("mlp_down", ctx.T, self.h, self.f / ctx.tp, 1.0)])

@@ -385,7 +385,8 @@ class MoEMLP:
 
     def params(self) -> BlockParams:
         return BlockParams(split=self.shared_params, replicated=self.router_params + self.norm,
-                           expert=self.num_experts * self.expert_params, active_expert=self.top_k * self.expert_params)
+                           expert=self.num_experts * self.expert_params, active_expert=self.top_k * self.expert_params,
+                           expert_row_bias=self.num_experts * self.h if self.bias else 0)
 
     # ------------------------------------------------------------------ tokens
     def token_copies(self, ctx):
