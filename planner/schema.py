@@ -2591,6 +2591,13 @@ class Stack(BaseModel):
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
+    export_format: Optional[Literal["torchtitan", "megatron", "deepspeed", "megatron-deepspeed"]] = Field(
+        default=None,
+        description="the trainer format (planner export --format) whose files run this stack's plans where the plan's "
+                    "layers are ones the format's own stack builds: a stack that extends the format's stack and adds "
+                    "only layers (megatron-bridge: Megatron-LM flags drive the same Megatron-Core); a plan with a "
+                    "layer the format's stack does not build is refused, naming it (planner/trainers/export.py). "
+                    "null: only the format's own stack exports in it")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 
