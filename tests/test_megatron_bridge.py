@@ -20,7 +20,7 @@ from conftest import assert_one_error
 ROOT = Path(__file__).resolve().parent.parent
 SCOUT_HF = ROOT / "tests" / "data" / "arch" / "llama-4-scout-17b-16e-instruct" / "config.json"
 # what the megatron-bridge file states itself; every other field is megatron's
-OWN = {"name", "description", "version", "uncertain", "sources", "export_format"}
+OWN = {"name", "description", "version", "uncertain", "sources", "export_format", "chunked_attention"}
 
 
 def test_megatron_bridge_is_megatron_plus_chunked_attention():
@@ -34,6 +34,7 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     assert bridge["sources"][:len(mega["sources"])] == mega["sources"] and len(bridge["sources"]) == len(mega["sources"]) + 1
     assert bridge["uncertain"][:len(mega["uncertain"])] == mega["uncertain"]
     assert bridge["export_format"] == "megatron" and mega["export_format"] is None
+    assert bridge["chunked_attention"]["chunks_every_layer"] and mega["chunked_attention"] is None
     assert bridge["runs"]["startup_rules"] == "megatron"
 
 
@@ -100,35 +101,60 @@ def test_megatron_still_refuses_llama4_and_bridge_accepts_it():
 
 
 # Llama 4 Scout (tests/data/arch/llama-4-scout-17b-16e-instruct/config.json): 48 layers, 40 query heads of 128,
-# attention_chunk_size 8,192; layers 3, 7, ..., 47 (12) NoPE global, the other 36 chunked. Forward core FLOPs per
-# token and key 4 a d = 4 x 40 x 128 = 20,480; forward + backward 3 x that = 61,440 (layers/attention.py).
+# attention_chunk_size 8,192; layers 3, 7, ..., 47 (12) NoPE global in the model, the other 36 chunked. Forward core
+# FLOPs per token and key 4 a d = 4 x 40 x 128 = 20,480; forward + backward 3 x that = 61,440 (layers/attention.py).
+# Bridge's get_llama4_layer_spec puts Llama4SelfAttention, with the chunk, on every layer, the NoPE ones too
+# (stack chunked_attention): at s > c all 48 run chunked. The model's own code (torchtitan's _irope flavors) runs
+# the 12 NoPE layers global.
 #   model FLOPs (non-causal convention: the keys a query's block spans, s global, min(s, c) chunked):
 #     s = 8,192:  61,440 x 48 x 8,192                      = 24,159,191,040 a token (chunk = sequence: all alike)
-#     s = 16,384: 61,440 x (36 x 8,192 + 12 x 16,384)      = 30,198,988,800 (all global: 48,318,382,080)
+#     s = 16,384, Bridge: 61,440 x 48 x 8,192              = 24,159,191,040
+#     s = 16,384, the model's layers: 61,440 x (36 x 8,192 + 12 x 16,384) = 30,198,988,800
 #   causal (hardware) FLOPs: mean keys s/2 global; chunked (n c^2 + r^2) / (2 s), n = s / c whole chunks, r = 0
-#     (what Bridge's chunkify runs: n chunks of c, each c^2/2 keys):
+#     (what chunkify runs: n chunks of c, each c^2/2 keys: 2 x 8,192^2 / 2 / 16,384 = 4,096 a query):
 #     s = 8,192:  61,440 x 48 x 4,096                      = 12,079,595,520
-#     s = 16,384: 61,440 x (36 x 8,192^2 x 2 / 32,768 + 12 x 8,192) = 61,440 x (36 x 4,096 + 12 x 8,192)
-#                                                          = 15,099,494,400 (all global: 24,159,191,040)
-@pytest.mark.parametrize("seq, model_attn, causal_attn", [
-    (8192, 24_159_191_040, 12_079_595_520),
-    (16384, 30_198_988_800, 15_099_494_400),
+#     s = 16,384, Bridge: 61,440 x 48 x 4,096              = 12,079,595,520 (global everywhere: 24,159,191,040)
+#     s = 16,384, the model's layers: 61,440 x (36 x 4,096 + 12 x 8,192) = 15,099,494,400
+@pytest.mark.parametrize("seq, stack, model_attn, causal_attn, nope_kind", [
+    (8192, "megatron-bridge", 24_159_191_040, 12_079_595_520, "global nope"),
+    (16384, "megatron-bridge", 24_159_191_040, 12_079_595_520, "chunked(8192) nope"),
+    (16384, "torchtitan", 30_198_988_800, 15_099_494_400, "global nope"),
 ])
-def test_chunked_attention_flops_on_bridge_by_hand(explain, seq, model_attn, causal_attn):
-    *_, res = explain(model=str(SCOUT_HF), gpus=64, tp=8, ep=8, global_batch=64, seq_len=seq, stack="megatron-bridge")
+def test_chunked_attention_flops_by_hand(explain, seq, stack, model_attn, causal_attn, nope_kind):
+    on = {"tp": 8} if stack == "megatron-bridge" else {"sharding": "fsdp"}  # torchtitan: FSDP, TP 1
+    settings, plan, est, res = explain(model=str(SCOUT_HF), gpus=64, ep=8, global_batch=64, seq_len=seq, stack=stack, **on)
     f = res["flops"]
     assert f["attention_flops_per_token"] == pytest.approx(model_attn, rel=1e-12)
     assert f["recompute_flops_per_token"] == 0.0
     assert f["hardware_flops_per_token"] - f["flops_per_token_6n"] == pytest.approx(causal_attn, rel=1e-9)
     kinds = {row["kind"].split(" + ")[0]: row["count"] for row in res["layers"]}
-    assert kinds == {"chunked(8192)": 36, "global nope": 12}
+    assert kinds == {"chunked(8192)": 36, nope_kind: 12}
+
+
+def test_bridge_chunking_the_nope_layers_is_a_warning():
+    """Past the chunk, resolve says the NoPE layers are priced chunked, as Bridge builds them; at the chunk, and on
+    torchtitan, nothing is said and the model is the model's."""
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=8, ep=8, global_batch=64, stack="megatron-bridge")
+    settings, _, warnings = resolve(Job(**job, seq_len=16384))
+    assert [w for w in warnings if "priced chunked at 8,192 tokens" in w] == [
+        "llama-4-scout-17b-16e-instruct's global attention layers (global_nope_moe) priced chunked at 8,192 tokens: "
+        "stack megatron-bridge's code chunks every attention layer of a chunked model (stack_db megatron-bridge "
+        "chunked_attention), so at seq 16,384 > 8,192 it trains those layers within chunks, where "
+        "llama-4-scout-17b-16e-instruct's own code attends over the whole sequence"]
+    assert settings.model.layer_kinds["global_nope_moe"].mixer.kind == "chunked"
+    assert settings.model.layer_kinds["global_nope_moe"].mixer.position == "nope"
+    settings, _, warnings = resolve(Job(**job, seq_len=8192))
+    assert not any("priced chunked" in w for w in warnings)
+    assert settings.model.layer_kinds["global_nope_moe"].mixer.kind == "global"
+    assert load_stack("megatron").chunked_attention is None and load_stack("torchtitan").chunked_attention is None
 
 
 def test_doubling_the_sequence_past_the_chunk():
-    """At s = 16,384 the chunked layers' causal keys stay 4,096 (two chunks of 8,192) while the global ones double:
-    the attention FLOPs a token grow by 15,099,494,400 / 12,079,595,520 = 1.25, not 2."""
+    """On Bridge at s = 16,384 every layer's causal keys stay 4,096 (two chunks of 8,192): the attention FLOPs a
+    token do not grow; with the model's global NoPE layers they grow by 15,099,494,400 / 12,079,595,520 = 1.25."""
     assert 15_099_494_400 / 12_079_595_520 == 1.25
     assert 61_440 * (36 * 8192 ** 2 * 2 / 32768 + 12 * 8192) == 15_099_494_400
+    assert 61_440 * 48 * (2 * 8192 ** 2 / 2 / 16384) == 12_079_595_520
 
 
 def test_fit_ranks_llama4_plans_on_bridge(cli):
@@ -171,3 +197,20 @@ def test_bridges_scout_recipe_layout_runs_and_fits(explain):
                                        seq_len=8192, sharding="zero1", sequence_parallel=True, stack="megatron-bridge")
     assert (res["plan"]["tp"], res["plan"]["pp"], res["plan"]["cp"], res["plan"]["dp"]) == (4, 1, 1, 16)
     assert res["memory"]["fits"]
+
+
+def test_fit_and_explain_agree_past_the_chunk(cli):
+    """fit at 16,384 tokens (the NoPE layers chunked as Bridge builds them) and explain of each row's reproduce
+    line give the same time and memory terms and FLOPs: the model transformed once, in resolve, for both."""
+    from conftest import explain_each_row
+
+    args = ["--model", str(SCOUT_HF), "--gpus", "64", "--stack", "megatron-bridge", "--seq-len", "16384",
+            "--global-batch", "256", "--tp", "8", "--top", "3"]
+    r = cli("fit", *args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 3
+    job = Job(model=str(SCOUT_HF), gpus=64, stack="megatron-bridge", seq_len=16384, global_batch=256)
+    for row, one in explain_each_row(cli, job, rows):
+        assert one["time"] == row["time"] and one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+        assert one["flops"] == row["flops"] and one["flops"]["attention_flops_per_token"] == 24_159_191_040
