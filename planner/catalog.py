@@ -294,7 +294,52 @@ def load_hardware(name_or_path: str) -> Hardware:
 # ----------------------------------------------------------------------------- stacks
 @lru_cache(maxsize=32)
 def _load_stack_file(path: str) -> Stack:
-    return validate(Stack, read_yaml(Path(path)), path)
+    return validate(Stack, stack_data(Path(path)), path)
+
+
+def stack_data(path: Path, chain: tuple[str, ...] = ()) -> Any:
+    """A stack YAML's fields with its `extends:` resolved (_extend): a stack that is another plus what its own code
+    adds (megatron-bridge: megatron's Megatron-Core plus Megatron-Bridge's Llama 4 attention) names the catalog
+    entry it extends and states only what differs, so that the base's figures, each cited once, are not copied."""
+    data = read_yaml(path)
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    base_name = data["extends"]
+    if not isinstance(base_name, str) or looks_like_path(base_name) or base_name not in list_stacks():
+        raise PlannerError(f"{path}: extends {base_name!r} is not a catalog stack",
+                           f"name one of {', '.join(list_stacks())} (`planner stacks`), or write the whole stack file")
+    if base_name in chain:
+        raise PlannerError(f"{path}: extends {base_name!r} extends itself ({' -> '.join((*chain, base_name))})",
+                           "break the cycle: a stack extends a stack that extends no stack of the chain")
+    base = stack_data(stack_dir() / f"{base_name}.yaml", (*chain, base_name))
+    if not isinstance(base, dict):
+        raise PlannerError(f"{path}: extends {base_name!r}, whose file is not a mapping of fields",
+                           "fix the base stack file")
+    return _extend(base, {k: v for k, v in data.items() if k != "extends"}, str(path))
+
+
+def _extend(base: dict, over: dict, where: str) -> dict:
+    """`base` with `over` laid on it: a mapping merges key by key (recursively); a key written `name+` whose value
+    is a list appends it to the base's list `name` (runs.layer_kinds+: the kinds the extension's code adds); any
+    other value replaces the base's. A `name+` whose base is not a list, or given beside `name`, is an error."""
+    out = dict(base)
+    for k, v in over.items():
+        key = str(k)
+        if key.endswith("+"):
+            name = key[:-1]
+            if name in over:
+                raise PlannerError(f"{where}: `{name}` and `{key}` are both given",
+                                   f"give `{name}` (replaces the base's) or `{key}` (appends to it)")
+            if not isinstance(out.get(name), list) or not isinstance(v, list):
+                raise PlannerError(f"{where}: `{key}` appends a list to the base stack's list `{name}`, but "
+                                   f"{'the base has no list ' + repr(name) if not isinstance(out.get(name), list) else 'its value is not a list'}",
+                                   f"write `{name}:` to set it, or give a list")
+            out[name] = [*out[name], *v]
+        elif isinstance(v, dict) and isinstance(out.get(key), dict):
+            out[key] = _extend(out[key], v, f"{where}: {key}")
+        else:
+            out[key] = v
+    return out
 
 
 def stack_source(name_or_path: str) -> Path:

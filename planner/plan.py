@@ -1717,6 +1717,39 @@ def _stack_mtp(job: Job, model: ModelSpec, stack, warnings: list, where: str) ->
     return with_mtp(model, 0)
 
 
+_CHUNKED_MODELS: dict = {}
+
+
+def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list) -> ModelSpec:
+    """The model as a stack whose code chunks every attention layer of a chunked model builds it (stack
+    chunked_attention chunks_every_layer: Megatron-Bridge's Llama4SelfAttention on every layer): where the sequence
+    is longer than the chunk, each global softmax-attention kind becomes a chunked one at the model's chunk (its
+    position and output gate kept), with a warning that the model trained is not the model's own. At seq <= chunk a
+    chunked layer is a global one (layers/attention.py mean_causal_keys, span_keys): the model unchanged. One copy
+    per (model, chunk), as with_mtp's. A model with no chunked layer, or more than one chunk size, is unchanged."""
+    from .schema import ChunkedAttention, GlobalAttention
+
+    if getattr(stack, "chunked_attention", None) is None or not model.layer_kinds:  # a stack and a model setting
+        return model
+    chunks = {k.mixer.chunk for k in model.layer_kinds.values() if isinstance(k.mixer, ChunkedAttention)}
+    glob = [n for n, k in model.layer_kinds.items() if isinstance(k.mixer, GlobalAttention)]
+    if len(chunks) != 1 or not glob or seq <= next(iter(chunks)):
+        return model
+    c = next(iter(chunks))
+    key = (id(model), c)
+    hit = _CHUNKED_MODELS.get(key)
+    if hit is None or hit[0] is not model:
+        kinds = {n: (k.model_copy(update={"mixer": ChunkedAttention(kind="chunked", chunk=c, position=k.mixer.position,
+                                                                    output_gate=k.mixer.output_gate)})
+                     if n in glob else k) for n, k in model.layer_kinds.items()}
+        hit = _CHUNKED_MODELS[key] = (model, model.model_copy(update={"layer_kinds": kinds}))
+    warnings.append(f"{model.name}'s global attention layers ({', '.join(glob)}) priced chunked at {c:,} tokens: stack "
+                    f"{stack.name}'s code chunks every attention layer of a chunked model (stack_db {stack.name} "
+                    f"chunked_attention), so at seq {seq:,} > {c:,} it trains those layers within chunks, where "
+                    f"{model.name}'s own code attends over the whole sequence")
+    return hit[1]
+
+
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
@@ -1742,7 +1775,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
-    model = _stack_mtp(job, model, stack, warnings, where)
+    model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
     if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel),

@@ -2457,6 +2457,19 @@ class WindowedAttention(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class ChunkedAttentionRun(BaseModel):
+    """How the stack's code runs a model that has chunked attention layers (Llama 4; layers/attention.py): with
+    chunks_every_layer, the code builds every softmax-attention layer of such a model with the model's chunk, its
+    global (NoPE) layers too (Megatron-Bridge's get_llama4_layer_spec puts Llama4SelfAttention, with
+    config.attention_chunk_size, on every decoder layer), so where the sequence is longer than the chunk those layers
+    attend within chunks, where the model's own code attends globally: priced as the stack runs them, with a
+    warning (plan.resolve, _stack_chunks)."""
+
+    model_config = Strict
+    chunks_every_layer: Literal[True] = Field(description="every attention layer of a chunked model runs chunked")
+    sources: list[str] = Field(min_length=1)
+
+
 class MoEExpertLoop(BaseModel):
     """Routed experts run as a Python loop over every expert (issue 22; layers/moe.py [16]): per expert the
     indices of its tokens (torch.where on a bool routing mask), its tokens gathered (x[idx]), a dense MLP of its
@@ -2525,6 +2538,10 @@ class Stack(BaseModel):
         default=None, description="how the stack's code runs a sliding-window layer where it does not hand the window "
                                   "to a kernel that skips the blocks outside it; null: the kernel skips them (the "
                                   "causal mean keys, layers/attention.py)")
+    chunked_attention: Optional[ChunkedAttentionRun] = Field(
+        default=None, description="how the stack's code runs a model with chunked attention layers (Llama 4): "
+                                  "chunks_every_layer, its global layers chunked too at seq > chunk; null: the "
+                                  "model's layers as the model says")
     moe_experts: Optional[MoEExpertLoop] = Field(
         default=None, description="how the stack's code runs the routed experts where it is not a token dispatcher with "
                                   "permutation kernels; null: the dispatcher's (layers/moe.py dispatch_bytes)")
@@ -2592,6 +2609,13 @@ class Stack(BaseModel):
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
+    export_format: Optional[Literal["torchtitan", "megatron", "deepspeed", "megatron-deepspeed"]] = Field(
+        default=None,
+        description="the trainer format (planner export --format) whose files run this stack's plans where the plan's "
+                    "layers are ones the format's own stack builds: a stack that extends the format's stack and adds "
+                    "only layers (megatron-bridge: Megatron-LM flags drive the same Megatron-Core); a plan with a "
+                    "layer the format's stack does not build is refused, naming it (planner/trainers/export.py). "
+                    "null: only the format's own stack exports in it")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 

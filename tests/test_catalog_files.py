@@ -29,6 +29,7 @@ import pydantic
 import pytest
 import yaml
 
+from planner.catalog import stack_data
 from planner.schema import Hardware, ModelSpec, Stack
 
 ROOT = Path(__file__).parent.parent
@@ -80,7 +81,7 @@ def test_stack_file_validates(path: Path) -> None:
     from planner.startup import RULES, rules_for
 
     assert path.suffix == ".yaml", f"{path.name}: use the .yaml extension"
-    st = Stack(**_load(path))
+    st = Stack(**stack_data(path))  # its `extends:` resolved (megatron-bridge)
     assert st.name == path.stem
     assert st.sources and all(isinstance(s, str) and s.strip() for s in st.sources)
     assert st.version.strip() and st.description.strip()

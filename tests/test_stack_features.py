@@ -27,6 +27,7 @@ ROW = ["--model", "gpt3-175b", "--gpus", "768", "--hardware", "a100-sxm-80gb", "
 # the entry does not say
 HAS = {
     "megatron": (True, ("none", "selective", "full"), ("flash", "eager"), ("bf16", "fp16")),
+    "megatron-bridge": (True, ("none", "selective", "full"), ("flash", "eager"), ("bf16", "fp16")),  # megatron's (extends)
     "megatron-deepspeed": (True, ("none", "selective", "full"), ("flash", "eager"), ("bf16", "fp16")),
     S21: (False, ("none", "full"), ("eager",), ("fp16",)),
     # BigScience's fork @497aa1bf: no --sequence-parallel, --checkpoint-activations only, no flash flag, --fp16/--bf16

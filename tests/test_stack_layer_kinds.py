@@ -15,6 +15,8 @@ from planner.startup import CODES, model_layer_features, missing_layer_features,
 # what each shipped stack builds, read by hand from its code / paper (stack_db <stack> runs.layer_kinds sources)
 BUILT = {
     "megatron": {"global", "sliding", "mla", "gated_deltanet", "mamba2", "output_gate", "moe"},
+    # megatron's kinds plus Megatron-Bridge @dc805f5cf's Llama4SelfAttention (llama4_utils.py: chunkify)
+    "megatron-bridge": {"global", "sliding", "mla", "gated_deltanet", "mamba2", "output_gate", "moe", "chunked"},
     "torchtitan": {"global", "chunked", "sliding", "mla", "moe"},
     "torchtitan-0.3": {"global", "sliding", "mla", "gated_deltanet", "output_gate", "moe"},
     "megatron-deepspeed": {"global", "moe"},
@@ -40,10 +42,10 @@ def test_every_shipped_stack_carries_layer_kinds_each_cited():
 
 def test_no_shipped_stack_builds_mamba1_or_megatron_chunked():
     assert stacks_building("mamba1") == []
-    assert stacks_building("chunked") == ["torchtitan"]
-    assert stacks_building("mamba2") == ["megatron"]
-    assert stacks_building("gated_deltanet") == ["megatron", "torchtitan-0.3"]
-    assert set(stacks_building("moe")) == {"megatron", "torchtitan", "torchtitan-0.3", "megatron-deepspeed", "deepseek",
+    assert stacks_building("chunked") == ["megatron-bridge", "torchtitan"]
+    assert stacks_building("mamba2") == ["megatron", "megatron-bridge"]
+    assert stacks_building("gated_deltanet") == ["megatron", "megatron-bridge", "torchtitan-0.3"]
+    assert set(stacks_building("moe")) == {"megatron", "megatron-bridge", "torchtitan", "torchtitan-0.3", "megatron-deepspeed", "deepseek",
                                            "llm-foundry", "litgpt-benchmark"}
 
 
@@ -98,16 +100,17 @@ def test_megatron_refuses_what_it_does_not_build(model, kind):
         resolve(Job(model=model, gpus=64, tp=8, ep=8, global_batch=64, hardware="h100-sxm"))
     msg = str(e.value)
     assert f"{kind} layers" in msg and "stack megatron" in msg and "runs.layer_kinds" in msg
-    assert ("shipped stacks that build chunked: torchtitan" in msg if kind == "chunked"
+    assert ("shipped stacks that build chunked: megatron-bridge, torchtitan" in msg if kind == "chunked"
             else "shipped stacks that build mamba1: none" in msg)
-    assert e.value.hint == (f"choose a stack that builds every layer of {model}: torchtitan (--stack), or another model"
+    assert e.value.hint == (f"choose a stack that builds every layer of {model}: megatron-bridge, torchtitan (--stack), "
+                            "or another model"
                             if kind == "chunked" else
                             "no shipped stack builds every layer of jamba-v0.1 (mamba1 on none): a stack file of your "
                             "own whose code builds it (runs.layer_kinds, cited), or another model")
 
 def test_torchtitan_refuses_mamba2_and_gated_deltanet():
-    for model, kind, others in (("nemotron-h-56b", "mamba2", "megatron"),
-                                ("qwen3-next-80b-a3b", "gated_deltanet", "megatron, torchtitan-0.3")):
+    for model, kind, others in (("nemotron-h-56b", "mamba2", "megatron, megatron-bridge"),
+                                ("qwen3-next-80b-a3b", "gated_deltanet", "megatron, megatron-bridge, torchtitan-0.3")):
         with pytest.raises(PlannerError, match="STACK_LAYER_KIND") as e:
             resolve(Job(model=model, gpus=64, tp=8, global_batch=64, stack="torchtitan", sharding="fsdp"))
         assert f"{kind} layers" in str(e.value) and f"shipped stacks that build {kind}: {others}" in str(e.value)
@@ -141,7 +144,7 @@ def test_fit_says_before_searching_that_the_stack_cannot_train_the_model(cli):
     torchtitan, and ranks plans on torchtitan."""
     r = cli("fit", "--model", "llama4-scout", "--gpus", "64", "--hardware", "h100-sxm", "--top", "1")
     assert r.exit_code == 2 and "STACK_LAYER_KIND" in r.stderr and "chunked layers (36 of 48" in r.stderr
-    assert "choose a stack that builds every layer of llama4-scout: torchtitan (--stack)" in r.stderr
+    assert "choose a stack that builds every layer of llama4-scout: megatron-bridge, torchtitan (--stack)" in r.stderr
     # the rule reads the model and the stack alone (StartupRule.model_level): no plan's degrees quoted (fit has none)
     assert "the model breaks start-up rule STACK_LAYER_KIND" in r.stderr and "the plan (tp" not in r.stderr
     ok = cli("fit", "--model", "llama4-scout", "--gpus", "64", "--hardware", "h100-sxm", "--top", "1", "--stack",

@@ -33,7 +33,7 @@ MPT_FORMS = {"learned_positions", "linear_bias", "layernorm", "plain_mlp"}
 # the stacks whose code builds every one of those forms: Megatron-LM (learned_absolute, hidden_dropout,
 # add_bias_linear, LayerNorm, gated_linear_unit false), Megatron-DeepSpeed (the same Megatron-LM 2021 model code),
 # llm-foundry (MPTConfig learned_pos_emb, *_pdrop, no_bias false, low_precision_layernorm, ffn_type mptmlp)
-GPT_STACKS = {"llm-foundry", "megatron", "megatron-deepspeed", "megatron-deepspeed-2021",  # -2021: the same model code
+GPT_STACKS = {"llm-foundry", "megatron", "megatron-bridge", "megatron-deepspeed", "megatron-deepspeed-2021",  # -2021: the same model code
               "megatron-deepspeed-bigscience"}  # BigScience's fork @497aa1bf: absolute positions, dropout, biases, LayerNorm, GeLU
 
 # catalog model -> the stacks whose code builds every layer of it, read by hand from the stack entries' sources
@@ -43,17 +43,20 @@ BUILT_ON = {
     "megatron-gpt-1.7b": GPT_STACKS,
     # Gemma 3: post-norms (litgpt post_attention_norm / post_mlp_norm; Megatron-Bridge's gemma3 layers), q/k norms,
     # five windowed layers to one global (Megatron-Core window_attn_skip_freq): Megatron only
-    "gemma3-27b": {"megatron"},
+    "gemma3-27b": {"megatron", "megatron-bridge"},  # megatron-bridge: megatron's kinds and forms plus chunked
     # gpt-oss: router bias and clamped SwiGLU (Megatron-Core; torchtitan's gpt_oss code), windows on the even layers
-    "gpt-oss-20b": {"megatron", "torchtitan", "torchtitan-0.3"},
+    "gpt-oss-20b": {"megatron", "megatron-bridge", "torchtitan", "torchtitan-0.3"},
     # Mistral: a window on every layer (torchtitan main windows only gpt_oss's even layers, l. 274)
-    "mistral-7b": {"litgpt-benchmark", "llm-foundry", "megatron", "torchtitan-0.3"},
+    "mistral-7b": {"litgpt-benchmark", "llm-foundry", "megatron", "megatron-bridge", "torchtitan-0.3"},
     # Qwen3 MoE: q/k norms (not built: litgpt, Megatron-DeepSpeed, and the DeepSeek papers' LLaMA attention)
-    "qwen3-30b-a3b": {"llm-foundry", "megatron", "torchtitan", "torchtitan-0.3"},
-    "mixtral-8x7b": {"deepseek", "litgpt-benchmark", "llm-foundry", "megatron", "megatron-deepspeed", "torchtitan",
-                     "torchtitan-0.3"},  # not megatron-deepspeed-2021: DeepSpeed a12aaedc has no MoE layer
+    "qwen3-30b-a3b": {"llm-foundry", "megatron", "megatron-bridge", "torchtitan", "torchtitan-0.3"},
+    "mixtral-8x7b": {"deepseek", "litgpt-benchmark", "llm-foundry", "megatron", "megatron-bridge", "megatron-deepspeed",
+                     "torchtitan", "torchtitan-0.3"},  # not megatron-deepspeed-2021: DeepSpeed a12aaedc has no MoE layer
     "llama3-8b": set(list_stacks()),
-    "nemotron-h-56b": {"megatron"},
+    "nemotron-h-56b": {"megatron", "megatron-bridge"},
+    # Llama 4: chunked attention on the RoPE layers (torchtitan's _irope flavors; Megatron-Bridge @dc805f5cf's
+    # Llama4SelfAttention), which Megatron-LM @d98e8a64 does not build
+    "llama4-scout": {"megatron-bridge", "torchtitan"},
     "jamba-v0.1": set(),
 }
 
@@ -113,7 +116,7 @@ def test_refusal_names_the_form_and_the_stacks_code():
             "stack torchtitan's code does not build") in msg
     assert "gpt3-175b's layers have LayerNorm (not RMSNorm) (layernorm)" in msg and "nn.RMSNorm" in msg
     assert e.value.hint == ("choose a stack that builds every layer of gpt3-175b: llm-foundry, megatron, "
-                            "megatron-deepspeed, megatron-deepspeed-2021, megatron-deepspeed-bigscience (--stack), or "
+                            "megatron-bridge, megatron-deepspeed, megatron-deepspeed-2021, megatron-deepspeed-bigscience (--stack), or "
                             "another model")
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from planner import comm
-from planner.catalog import load_model, load_stack
+from planner.catalog import load_model, load_stack, stack_data
 from planner.compute import HBM_EFFICIENCY
 from planner.params import count_params
 from planner.schema import Job, Stack
@@ -32,8 +32,7 @@ DATA = Path(__file__).parent / "data" / "published_runs.yaml"
 # ------------------------------------------------------------------------- catalog
 @pytest.mark.parametrize("path", STACK_FILES, ids=lambda p: p.stem)
 def test_every_stack_file_validates_and_cites(path):
-    data = yaml.safe_load(path.read_text())
-    st = Stack(**data)
+    st = Stack(**stack_data(path))  # its `extends:` resolved (megatron-bridge)
     assert st.name == path.stem
     assert st.sources and st.kernels.sources and st.selective.sources and st.overlap.sources and st.fsdp.sources
     for r in st.fp8_recipes.values():

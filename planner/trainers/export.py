@@ -11,7 +11,9 @@ priced with, `plan["model_file"]`; the sharding mode's flags from stack_db runs.
 shared experts and dense layers, the capacity factor, the pipeline split as the trainer
 places it, expert TP), or export refuses (PlannerError, exit 2) naming what the format cannot
 say: a plan priced on another stack than the format's (its modes, kernels and start-up rules
-are not the file's), CP / TP / PP / EP in a DeepSpeed JSON, a state layout the trainer does not
+are not the file's; except a stack whose export_format is the format, which extends the format's
+stack: megatron-bridge as Megatron-LM flags where Megatron-LM builds every layer, refused naming
+the layers it does not, Llama 4's chunked attention: _written_as), CP / TP / PP / EP in a DeepSpeed JSON, a state layout the trainer does not
 keep. The plan must pass the stack's start-up rules (planner/startup.py) first. Reading the
 file back (planner/trainers, the same option names, cited in torchtitan.py, megatron.py and
 deepspeed.py) gives the same plan: `plan_signature` is what a read-back must reproduce
@@ -46,7 +48,8 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     launch = fmt == "torchtitan" and plan.get("stack") == FORMAT_STACKS["torchtitan-0.3"]
     # the older Megatron-DeepSpeed forks (their stacks) are written in their own flags (_megatron_deepspeed, MDS_FORKS)
     fork = fmt == "megatron-deepspeed" and plan.get("stack") in MDS_FORKS
-    if plan.get("stack") != FORMAT_STACKS[fmt] and not launch and not fork:
+    written_as = not launch and not fork and _written_as(plan, fmt, notes)
+    if plan.get("stack") != FORMAT_STACKS[fmt] and not launch and not fork and not written_as:
         _other_release(plan.get("stack"), fmt, plan)
         raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
                            f"whose modes and rules the file runs with",
@@ -94,6 +97,39 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed,
             "megatron-deepspeed": _megatron_deepspeed}[fmt](plan, notes)
     return text, notes
+
+
+def _written_as(plan: dict, fmt: str, notes: list[str]) -> bool:
+    """Whether the plan's stack is written in `fmt`'s files (stack_db export_format: megatron-bridge as Megatron-LM
+    flags, which drive the same Megatron-Core): True, with a note saying so, where the format's own stack builds every
+    layer of the plan's model; a layer it does not build (STACK_LAYER_KIND on the format's stack: Llama 4's chunked
+    attention, which Megatron-LM @d98e8a64 lacks) is refused, naming it, rather than written as a file the trainer
+    would run as another model or reject. False for the format's own stack and for a stack without export_format."""
+    from ..catalog import load_stack
+    from ..startup import layer_gaps, layer_kind_detail
+
+    name = plan.get("stack")
+    if name == FORMAT_STACKS[fmt]:
+        return False
+    try:
+        stack = load_stack(name)
+    except PlannerError:
+        return False
+    if stack.export_format != fmt:
+        return False
+    own, model = load_stack(FORMAT_STACKS[fmt]), _model(plan)
+    if layer_gaps(model, own):
+        raise _refuse(fmt, f"the plan was priced on stack {stack.name}, whose layers the format's trainer (stack "
+                           f"{own.name}, {own.version.split(';')[0]}) does not all build: "
+                           f"{layer_kind_detail(model, own)}; the planner writes no {stack.name} config (it is driven "
+                           "by Python recipes and model providers, not a file the planner writes)",
+                      f"train {model.name} with {stack.name}'s own Python recipe at the layout the plan gives, or "
+                      f"price a model {own.name} builds")
+    notes.append(f"stack {stack.name}: written as stack {own.name}'s file ({own.version.split(';')[0]}), whose "
+                 f"figures {stack.name} inherits (stack_db {stack.name} extends {own.name}) and whose code builds every "
+                 f"layer of {model.name}; {stack.name} itself is driven by Python recipes, which the planner does "
+                 "not write")
+    return True
 
 
 def _other_release(stack_name, fmt: str, plan: Optional[dict] = None) -> None:

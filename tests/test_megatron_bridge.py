@@ -1,0 +1,216 @@
+"""Stack megatron-bridge (issue 22 plans you can run, issue 23 MoE): Megatron-Bridge as the megatron entry plus
+what Bridge's code adds, Llama 4's chunked attention (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
+src/megatron/bridge/models/llama/llama4_utils.py Llama4SelfAttention: chunkify folds the chunks into the batch and
+Transformer Engine's causal kernel runs each as a sequence of its own), written with the catalog's `extends:`
+(planner/catalog.py stack_data). Figures derived by hand below."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_stack, stack_data
+from planner.errors import PlannerError
+from planner.plan import resolve
+from planner.schema import Job
+from planner.startup import CODES, layer_gaps
+
+from conftest import assert_one_error
+
+ROOT = Path(__file__).resolve().parent.parent
+SCOUT_HF = ROOT / "tests" / "data" / "arch" / "llama-4-scout-17b-16e-instruct" / "config.json"
+# what the megatron-bridge file states itself; every other field is megatron's
+OWN = {"name", "description", "version", "uncertain", "sources", "export_format", "chunked_attention"}
+
+
+def test_megatron_bridge_is_megatron_plus_chunked_attention():
+    bridge, mega = load_stack("megatron-bridge").model_dump(), load_stack("megatron").model_dump()
+    assert {k for k in bridge if bridge[k] != mega[k]} == OWN | {"runs"}
+    kinds_b, kinds_m = bridge["runs"].pop("layer_kinds"), mega["runs"].pop("layer_kinds")
+    assert bridge["runs"] == mega["runs"]
+    assert kinds_b[:-1] == kinds_m and kinds_b[-1]["kind"] == "chunked"
+    assert "@dc805f5cf" in kinds_b[-1]["sources"][0] and "chunkify" in kinds_b[-1]["sources"][0]
+    # the base's sources and uncertainties kept, Bridge's appended (sources+, uncertain+)
+    assert bridge["sources"][:len(mega["sources"])] == mega["sources"] and len(bridge["sources"]) == len(mega["sources"]) + 1
+    assert bridge["uncertain"][:len(mega["uncertain"])] == mega["uncertain"]
+    assert bridge["export_format"] == "megatron" and mega["export_format"] is None
+    assert bridge["chunked_attention"]["chunks_every_layer"] and mega["chunked_attention"] is None
+    assert bridge["runs"]["startup_rules"] == "megatron"
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    p = folder / name
+    p.write_text(text)
+    return p
+
+
+def test_extends_merges_appends_and_replaces(tmp_path):
+    """A user's file may extend a catalog stack: a mapping merges key by key (overlap.tp_comm_overlap_efficiency
+    replaced, the rest of overlap kept), `name+` appends to the base's list, any other value replaces."""
+    mega = stack_data(ROOT / "stack_db" / "megatron.yaml")
+    p = _write(tmp_path, "mine.yaml", "extends: megatron\nname: mine\nattention_speed: 0.5\n"
+                                      "uncertain+: [\"mine: a test\"]\nruns:\n  max_cp: 2\n")
+    st = load_stack(str(p))
+    assert st.name == "mine" and st.attention_speed == 0.5 and st.runs.max_cp == 2
+    assert st.uncertain == [*mega["uncertain"], "mine: a test"]
+    assert st.runs.sharding == load_stack("megatron").runs.sharding  # the rest of runs kept
+    assert st.kernels == load_stack("megatron").kernels
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("extends: nosuch\nname: x\n", "extends 'nosuch' is not a catalog stack"),
+    ("extends: ./megatron.yaml\nname: x\n", "is not a catalog stack"),
+    ("extends: megatron\nname: x\nsources: [a]\nsources+: [b]\n", "`sources` and `sources+` are both given"),
+    ("extends: megatron\nname: x\nkernels+: [a]\n", "`kernels+` appends a list to the base stack's list `kernels`, but the base has no list"),
+    ("extends: megatron\nname: x\nsources+: a\n", "its value is not a list"),
+])
+def test_bad_extends_is_an_error_with_a_hint(tmp_path, cli, text, needle):
+    p = _write(tmp_path, "bad.yaml", text)
+    with pytest.raises(PlannerError, match="bad.yaml"):
+        load_stack(str(p))
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(p))
+    assert_one_error(r, needle)
+
+
+def test_extends_cycle_is_refused(tmp_path, monkeypatch):
+    import planner.catalog as catalog
+
+    _write(tmp_path, "a.yaml", "extends: b\nname: a\n")
+    _write(tmp_path, "b.yaml", "extends: a\nname: b\n")
+    monkeypatch.setattr(catalog, "stack_dir", lambda: tmp_path)
+    with pytest.raises(PlannerError, match=r"extends 'a' extends itself \(a -> b -> a\)"):
+        stack_data(tmp_path / "a.yaml", ("a",))
+
+
+def test_megatron_still_refuses_llama4_and_bridge_accepts_it():
+    """Start-up rule STACK_LAYER_KIND (code 73): Megatron-LM @d98e8a64 has no chunked attention; megatron-bridge
+    builds it, and every other layer of Scout (NoPE global attention, MoE with a shared expert, sigmoid router)
+    is megatron's."""
+    assert CODES["STACK_LAYER_KIND"] == 73
+    job = dict(model="llama4-scout", gpus=64, tp=8, ep=8, global_batch=64, seq_len=8192, hardware="h100-sxm")
+    with pytest.raises(PlannerError, match="STACK_LAYER_KIND") as e:
+        resolve(Job(**job))
+    assert "chunked layers (36 of 48" in str(e.value) and "stack megatron," in str(e.value)
+    assert "shipped stacks that build chunked: megatron-bridge, torchtitan" in str(e.value)
+    settings, _, _ = resolve(Job(**job, stack="megatron-bridge"))
+    assert settings.stack.name == "megatron-bridge"
+    from planner.catalog import load_model
+
+    assert layer_gaps(load_model(str(SCOUT_HF)), load_stack("megatron")) and \
+        not layer_gaps(load_model(str(SCOUT_HF)), load_stack("megatron-bridge"))
+
+
+# Llama 4 Scout (tests/data/arch/llama-4-scout-17b-16e-instruct/config.json): 48 layers, 40 query heads of 128,
+# attention_chunk_size 8,192; layers 3, 7, ..., 47 (12) NoPE global in the model, the other 36 chunked. Forward core
+# FLOPs per token and key 4 a d = 4 x 40 x 128 = 20,480; forward + backward 3 x that = 61,440 (layers/attention.py).
+# Bridge's get_llama4_layer_spec puts Llama4SelfAttention, with the chunk, on every layer, the NoPE ones too
+# (stack chunked_attention): at s > c all 48 run chunked. The model's own code (torchtitan's _irope flavors) runs
+# the 12 NoPE layers global.
+#   model FLOPs (non-causal convention: the keys a query's block spans, s global, min(s, c) chunked):
+#     s = 8,192:  61,440 x 48 x 8,192                      = 24,159,191,040 a token (chunk = sequence: all alike)
+#     s = 16,384, Bridge: 61,440 x 48 x 8,192              = 24,159,191,040
+#     s = 16,384, the model's layers: 61,440 x (36 x 8,192 + 12 x 16,384) = 30,198,988,800
+#   causal (hardware) FLOPs: mean keys s/2 global; chunked (n c^2 + r^2) / (2 s), n = s / c whole chunks, r = 0
+#     (what chunkify runs: n chunks of c, each c^2/2 keys: 2 x 8,192^2 / 2 / 16,384 = 4,096 a query):
+#     s = 8,192:  61,440 x 48 x 4,096                      = 12,079,595,520
+#     s = 16,384, Bridge: 61,440 x 48 x 4,096              = 12,079,595,520 (global everywhere: 24,159,191,040)
+#     s = 16,384, the model's layers: 61,440 x (36 x 4,096 + 12 x 8,192) = 15,099,494,400
+@pytest.mark.parametrize("seq, stack, model_attn, causal_attn, nope_kind", [
+    (8192, "megatron-bridge", 24_159_191_040, 12_079_595_520, "global nope"),
+    (16384, "megatron-bridge", 24_159_191_040, 12_079_595_520, "chunked(8192) nope"),
+    (16384, "torchtitan", 30_198_988_800, 15_099_494_400, "global nope"),
+])
+def test_chunked_attention_flops_by_hand(explain, seq, stack, model_attn, causal_attn, nope_kind):
+    on = {"tp": 8} if stack == "megatron-bridge" else {"sharding": "fsdp"}  # torchtitan: FSDP, TP 1
+    settings, plan, est, res = explain(model=str(SCOUT_HF), gpus=64, ep=8, global_batch=64, seq_len=seq, stack=stack, **on)
+    f = res["flops"]
+    assert f["attention_flops_per_token"] == pytest.approx(model_attn, rel=1e-12)
+    assert f["recompute_flops_per_token"] == 0.0
+    assert f["hardware_flops_per_token"] - f["flops_per_token_6n"] == pytest.approx(causal_attn, rel=1e-9)
+    kinds = {row["kind"].split(" + ")[0]: row["count"] for row in res["layers"]}
+    assert kinds == {"chunked(8192)": 36, nope_kind: 12}
+
+
+def test_bridge_chunking_the_nope_layers_is_a_warning():
+    """Past the chunk, resolve says the NoPE layers are priced chunked, as Bridge builds them; at the chunk, and on
+    torchtitan, nothing is said and the model is the model's."""
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=8, ep=8, global_batch=64, stack="megatron-bridge")
+    settings, _, warnings = resolve(Job(**job, seq_len=16384))
+    assert [w for w in warnings if "priced chunked at 8,192 tokens" in w] == [
+        "llama-4-scout-17b-16e-instruct's global attention layers (global_nope_moe) priced chunked at 8,192 tokens: "
+        "stack megatron-bridge's code chunks every attention layer of a chunked model (stack_db megatron-bridge "
+        "chunked_attention), so at seq 16,384 > 8,192 it trains those layers within chunks, where "
+        "llama-4-scout-17b-16e-instruct's own code attends over the whole sequence"]
+    assert settings.model.layer_kinds["global_nope_moe"].mixer.kind == "chunked"
+    assert settings.model.layer_kinds["global_nope_moe"].mixer.position == "nope"
+    settings, _, warnings = resolve(Job(**job, seq_len=8192))
+    assert not any("priced chunked" in w for w in warnings)
+    assert settings.model.layer_kinds["global_nope_moe"].mixer.kind == "global"
+    assert load_stack("megatron").chunked_attention is None and load_stack("torchtitan").chunked_attention is None
+
+
+def test_doubling_the_sequence_past_the_chunk():
+    """On Bridge at s = 16,384 every layer's causal keys stay 4,096 (two chunks of 8,192): the attention FLOPs a
+    token do not grow; with the model's global NoPE layers they grow by 15,099,494,400 / 12,079,595,520 = 1.25."""
+    assert 15_099_494_400 / 12_079_595_520 == 1.25
+    assert 61_440 * (36 * 8192 ** 2 * 2 / 32768 + 12 * 8192) == 15_099_494_400
+    assert 61_440 * 48 * (2 * 8192 ** 2 / 2 / 16384) == 12_079_595_520
+
+
+def test_fit_ranks_llama4_plans_on_bridge(cli):
+    r = cli("fit", "--model", str(SCOUT_HF), "--gpus", "64", "--stack", "megatron-bridge", "--seq-len", "8192",
+            "--top", "3", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    rows = rows["plans"] if isinstance(rows, dict) else rows
+    assert len(rows) == 3 and all(row["plan"]["stack"] == "megatron-bridge" for row in rows)
+    assert all(row["memory"]["fits"] for row in rows)
+    steps = [row["time"]["step_s"] for row in rows]
+    assert steps == sorted(steps)
+    r = cli("fit", "--model", str(SCOUT_HF), "--gpus", "64", "--seq-len", "8192", "--top", "1")
+    assert r.exit_code == 2 and "STACK_LAYER_KIND" in r.stderr and "megatron-bridge, torchtitan (--stack)" in r.stderr
+
+
+def test_export_writes_megatron_flags_or_refuses_chunked(cli):
+    """export --format megatron: a plan on megatron-bridge of a model Megatron-LM builds is Megatron-LM's script,
+    byte for byte the megatron plan's, with a note; Llama 4 is refused, naming the chunked layers (Megatron-LM
+    @d98e8a64 has none, and the planner writes no Bridge recipe)."""
+    args = ["export", "--format", "megatron", "--model", "llama3-8b", "--gpus", "8", "--tp", "2"]
+    a, b = cli(*args, "--stack", "megatron-bridge"), cli(*args, "--stack", "megatron")
+    assert a.exit_code == b.exit_code == 0, a.stderr
+    assert a.stdout == b.stdout
+    assert "stack megatron-bridge: written as" in a.stderr and "extends megatron" in a.stderr
+    r = cli("export", "--format", "megatron", "--model", str(SCOUT_HF), "--gpus", "64", "--tp", "8", "--ep", "8",
+            "--global-batch", "64", "--seq-len", "8192", "--stack", "megatron-bridge")
+    assert_one_error(r, "export megatron: the plan was priced on stack megatron-bridge", "chunked layers (36 of 48",
+                     "on stack megatron, whose code builds", "the planner writes no megatron-bridge config")
+    r = cli("export", "--format", "torchtitan", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge")
+    assert_one_error(r, "not torchtitan")
+
+
+def test_bridges_scout_recipe_layout_runs_and_fits(explain):
+    """The layout of Megatron-Bridge's Llama 4 Scout recipe (recipes/llama/llama4_e16.py @5d194b9c1^ = a5d7c58bd,
+    pretrain_config: TP 4, PP 1, CP 1, sequence parallel, ETP 4, EP 16, global batch 512, micro-batch 1, sequence
+    8,192, the distributed optimizer) on 64 H100: expert grid etp x ep = 64 = tp x dp, so dp 16; no start-up rule
+    breaks and it fits in 80 GB."""
+    settings, plan, est, res = explain(model=str(SCOUT_HF), gpus=64, tp=4, ep=16, etp=4, global_batch=512, micro_batch=1,
+                                       seq_len=8192, sharding="zero1", sequence_parallel=True, stack="megatron-bridge")
+    assert (res["plan"]["tp"], res["plan"]["pp"], res["plan"]["cp"], res["plan"]["dp"]) == (4, 1, 1, 16)
+    assert res["memory"]["fits"]
+
+
+def test_fit_and_explain_agree_past_the_chunk(cli):
+    """fit at 16,384 tokens (the NoPE layers chunked as Bridge builds them) and explain of each row's reproduce
+    line give the same time and memory terms and FLOPs: the model transformed once, in resolve, for both."""
+    from conftest import explain_each_row
+
+    args = ["--model", str(SCOUT_HF), "--gpus", "64", "--stack", "megatron-bridge", "--seq-len", "16384",
+            "--global-batch", "256", "--tp", "8", "--top", "3"]
+    r = cli("fit", *args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 3
+    job = Job(model=str(SCOUT_HF), gpus=64, stack="megatron-bridge", seq_len=16384, global_batch=256)
+    for row, one in explain_each_row(cli, job, rows):
+        assert one["time"] == row["time"] and one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+        assert one["flops"] == row["flops"] and one["flops"]["attention_flops_per_token"] == 24_159_191_040
