@@ -89,7 +89,9 @@ def test_script_with_fp32_flags_keeps_fp32_gradients(tmp_path):
     megatron preset): 4 B, 4 P / 8 = 4,015,130,624 B a GPU; the unit gradient 4 B; no step copy (.to(fp32) of fp32)."""
     path = _script(tmp_path, "fp32.sh", "--megatron-fsdp-main-grads-dtype fp32 --megatron-fsdp-grad-comm-dtype fp32")
     cfg = _read(path)
-    assert cfg.job["bytes_per_param"] == "megatron"
+    assert cfg.job.get("bytes_per_param") is None  # the stack's default, megatron (2 + 4 + 4 + 8), as without the flags
+    assert any(a.startswith("bytes_per_param megatron (2+4+4+8 B): --use-megatron-fsdp keeps its main gradients in 4 B, "
+                            "--megatron-fsdp-main-grads-dtype fp32") for a in cfg.assumed)
     assert not any("megatron-fsdp-main-grads" in n or "grad-comm" in n for n in cfg.not_modelled + cfg.unmodelled)
     m = _memory(path)
     assert float(m["gradients"]) == pytest.approx(4 * L, rel=1e-12)
@@ -208,3 +210,20 @@ def test_check_suggestion_spells_the_dtype_flags(tmp_path, cli):
     r16 = cli("check", _script(tmp_path, "tp1b.sh", "--grad-reduce-in-bf16", tp=1, fsdp=False))
     lines = [x for x in r16.stdout.splitlines() if "--use-megatron-fsdp" in x]
     assert lines and not any("--megatron-fsdp-main-grads-dtype" in x for x in lines)
+
+
+def test_precision_aware_script_reads_one_note(tmp_path, cli):
+    """--use-megatron-fsdp with the precision-aware optimizer's bf16 moments and no dtype flag: 2 + 2 + 4 + 4 B (the
+    moments from --exp-avg-dtype / --exp-avg-sq-dtype bf16, the gradients Megatron-FSDP's bf16), one bytes_per_param
+    line naming both readings; no fp32 copy at the step (decoupled_grad). The export refuses the plan, as it refuses
+    the distributed optimizer's --main-grads-dtype bf16 with bf16 moments: the resolved plan's own mapping records
+    the master TE keeps as 16-bit remainders at its priced 2 B, which the exporter does not tell from an fp16 master."""
+    path = _script(tmp_path, "pa.sh", "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16")
+    cfg = _read(path)
+    assert cfg.job["bytes_per_param"] == {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 4.0}
+    notes = [a for a in cfg.assumed if a.startswith("bytes_per_param ")]
+    assert len(notes) == 1 and "the other states: --use-precision-aware-optimizer" in notes[0]
+    m = _memory(path)
+    assert float(m["step_grad_copies"]) == 0.0 and float(m["gradients"]) == pytest.approx(2 * L, rel=1e-12)
+    r = cli("export", path, "--format", "megatron")
+    assert r.exit_code == 2 and "fp32 master weights" in r.stderr and "Traceback" not in r.output

@@ -2071,9 +2071,13 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
     was = bpp["gradients"]
     bpp["gradients"] = main_b
     name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
-    job["bytes_per_param"] = name or bpp
-    # (_state_bytes' reading of --grad-reduce-in-bf16 / --fp16 is Megatron's DDP buffer's, not Megatron-FSDP's)
-    assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param 2+2+4+8: ")]
+    if was != main_b:  # (else the job's reading stands as it was written: a preset's name or _state_bytes' mapping)
+        job["bytes_per_param"] = name or bpp
+    # (_state_bytes' reading of --grad-reduce-in-bf16 / --fp16 is Megatron's DDP buffer's, not Megatron-FSDP's; the
+    # precision-aware optimizer's or the offload's reading of the other states is kept, in this one line)
+    others = [a.split("): ", 1)[1] for a in assumed if a.startswith("bytes_per_param ") and "): " in a
+              and not a.startswith("bytes_per_param 2+2+4+8: ")]
+    assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param ")]
     why = (f"--megatron-fsdp-main-grads-dtype {main}" if "--megatron-fsdp-main-grads-dtype" in given else
            "--megatron-fsdp-main-grads-dtype not given")
     assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
@@ -2082,7 +2086,8 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
                    "@d98e8a64 l. 3691-3694; param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320), and "
                    "reduces them in it (--megatron-fsdp-grad-comm-dtype auto, l. 3695-3698; l. 3107-3111); "
                    "--accumulate-allreduce-grads-in-fp32 and --grad-reduce-in-bf16 are not read by Megatron-FSDP"
-                   + (f" (the job's other flags read {was:g} B: Megatron's DDP buffer)" if was != main_b else ""))
+                   + (f" (the job's other flags read {was:g} B: Megatron's DDP buffer)" if was != main_b else "")
+                   + "".join(f"; the other states: {o}" for o in others))
     if comm_b != main_b:
         unmodelled.append(f"--megatron-fsdp-grad-comm-dtype {comm} with main gradients in {main_b:g} B: Megatron-FSDP "
                           f"reduces {comm_b:g} B a gradient, priced in the main gradients' dtype ({main_b:g} B)")
