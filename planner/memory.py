@@ -554,8 +554,8 @@ References
      its fp32 gradient, [sg] / [z3s]), the BF16_Optimizer's and FP16_Optimizer's largest group's fp32 master
      (torch.optim.*.step runs its groups one after the other); the FP16_Optimizer would be FP16_UnfusedOptimizer
      instead (engine.py l. 1577-1588). A job's optimizer_implementation foreach on the stack is refused.
-[sg] The optimizer step's copies of the gradients below FSDP (term step_grad_copies; stack_db runs.sharding
-     step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
+[sg] The optimizer step's copies of the gradients below FSDP, and Megatron-FSDP's fp32 copy at every level ([mg])
+     (term step_grad_copies; stack_db runs.sharding step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
      cpu_offload): the reduction's epilogue (independent_gradient_partition_epilogue l. 764-808) leaves the rank's
      partition of the gradients in grads_in_partition (the model dtype, averaged_gradients its views), releases the
      IPG buffers and frees every other gradient (zero_grad(set_to_none) l. 807: ZeRO-1's full bf16 gradients); step
@@ -597,8 +597,8 @@ References
      parameter-sized: Megatron's clip-grad norm (clip_grads.py get_grad_norm_fp32, multi_tensor_l2norm: one output
      per chunk) and TE / Apex FusedAdam (multi-tensor kernels, no workspace), torchtitan's clip_grad_norm_
      (torch.nn.utils.get_total_norm, _foreach_norm: one scalar a tensor; distributed/utils.py @e347b1e5e l. 399-475);
-     FSDP2's foreach AdamW is [opt], DeepSpeed ZeRO-3's [z3s], Megatron-FSDP's modes return before the copy
-     (distrib_optimizer.py l. 2767-2771): none states step_grads.
+     FSDP2's foreach AdamW is [opt], DeepSpeed ZeRO-3's [z3s]; Megatron-FSDP's modes return before the distributed
+     optimizer's copy (distrib_optimizer.py l. 2767-2771) and make their own, [mg].
      DeepSpeed's FP16_Optimizer (megatron-deepspeed zero0, fp16 at stage 0: flat_fp32; fp16/fused_optimizer.py
      @38327e07 step l. 246-340, not fused_adam_legacy, DeepSpeed's default): per parameter group
      _flatten_dense_tensors([p.grad.to(fp32) for p in group]) (l. 285-288): every gradient's fp32 copy and their
@@ -713,6 +713,37 @@ References
      Not priced: ZeRO-2's gradients above the bucket waiting alone for the next hook inside a layer's backward (a
      weight above reduce_bucket_size a rank: 175B's 4 h^2 = 6.0e8 at tp 1), the stage-0 (DDP) path's flattened
      buckets (buffered_allreduce_fallback), cpu_offload.
+[mg] Megatron-FSDP's main gradients (stack_db megatron runs.sharding grads_in_job_dtype, step_grads with
+     fp32_decoupled_low_moments; stacks.main_grad_bytes; terms gradients, fsdp_unit_grads, zero2_reduce_input,
+     step_grad_copies; step.py grad_reduce_bytes). NVIDIA/Megatron-LM @d98e8a64: the main gradient buffer is built in
+     --megatron-fsdp-main-grads-dtype, default auto (megatron/training/arguments.py l. 3691-3694) -> None (l. 1076-1080,
+     1092), for which param_and_grad_buffer.py _resolve_group_grad_dtype (l. 2313-2320) takes the parameter group's
+     dtype, bf16 under --bf16; the reduce-scatter moves --megatron-fsdp-grad-comm-dtype, default auto: the buffer's
+     (fetch_bucket(dtype=None), l. 3107-3111). Megatron-FSDP reads no grad_reduce_in_fp32 (no use under
+     megatron/core/distributed/fsdp/), so --accumulate-allreduce-grads-in-fp32, which --bf16 turns on, leaves it bf16.
+     The planner prices the job's gradient bytes (bytes_per_param.gradients) in every Megatron-FSDP mode, held (sharded
+     in optim_grads and optim_grads_params, whole in optim), reduced (at every level, HSDP's replica all-reduce and the
+     SP norm gradients' all-reduce too), in the gathered unit's unsharded gradient (fsdp_unit_grads) and in optim_grads'
+     queued buckets ([rs]), where the stack's fsdp.grad_reduce_bytes (4) and zero2_reduce_queue_grad_bytes (2) price
+     the other modes (--use-torch-fsdp2). The job says the dtype: the Megatron reader sets the gradients to 2 B for a
+     --use-megatron-fsdp script without --megatron-fsdp-main-grads-dtype (or with auto / bf16 / fp16) and 4 B with fp32
+     (trainers/megatron.py _megatron_fsdp_grads); the export writes fp32 for a plan keeping 4 B (the megatron and
+     bf16-moments presets), and check's suggestions do too (trainers/spelling.py). Llama 3 8B on 8 GPUs, optim_grads_params:
+     2 P / 8 = 2,007,565,312 B of gradients a GPU from a script without the flag, 4 P / 8 with fp32
+     (tests/test_megatron_fsdp_grads.py).
+     The optimizer's gradient: update_main_grads (l. 3351-3381; attach_grad_to_optimizer_state, megatron_fsdp.py
+     l. 1369-1374, and scale_gradients l. 3181-3187) hands each optimizer parameter the rank's shard of the buffer,
+     .to(param.dtype) of the fp32 main weight where a main weight buffer exists and use_decoupled_grad is off (l. 3377):
+     an fp32 copy, 4 B x the rank's shard L, where the main gradients are 16-bit (the tensor itself where they are
+     fp32), held from the step to the next train_step's zero_grad_buffer (zero_grad l. 3189-3215 sets param.grad None),
+     before its forward: a moment of the step, priced as [sg]'s fp32 copy (step_grads fp32, allowed under FSDP for this
+     copy only) and counted as its excess over the backward's peak. use_decoupled_grad is --use-precision-aware-optimizer
+     (training.py l. 2649-2650), which the planner knows from Adam's moments below fp32 (bytes_per_param.optimizer < 8:
+     stack runs.low_precision_moments; step_grads fp32_decoupled_low_moments): no copy there. Llama 3 8B, 8 GPUs,
+     optim_grads_params, mixed16, seq 512, full recompute: the step holds 2 L + 2 L + 4 L + 8 L + 4 L = 20 L, the stage's
+     peak. Not priced: a grad-comm dtype other than the main gradients' (listed as not modelled), the precision-aware
+     optimizer with fp32 moments and 16-bit main weights (decoupled_grad, but the planner prices the copy), fp32
+     parameters (neither --bf16 nor --fp16: auto would be fp32; the reader lists them as not modelled).
 [rs] The unsharded gradient of the layer unit being reduce-scattered, in a zero2 mode that reduces every micro-batch
      into a sharded accumulator (stack fsdp.zero2_unit_reduce, runs.sharding grad_reduce microbatch; term
      zero2_reduce_input): llama3-meta's fsdp_no_reshard, Meta's FSDP "shards optimizer states and gradients" and
@@ -757,8 +788,8 @@ References
      recompute: u = 218,112,000, k = 4, 12 u - 5 a = 2.28 GiB (tests/test_megatron_fsdp_queue.py). Bounded by the
      largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
      priced: the end units' buckets (embedding, output layer: the root post-backward's), the unfused path's bf16
-     autograd gradients beside the bucket, the bucket padding, a --megatron-fsdp-main-grads-dtype / grad-comm-dtype fp32
-     bucket (4 B: the flags are not read), fsdp_double_buffer's fixed pools, optim_grads_params's queue (the fsdp
+     autograd gradients beside the bucket, the bucket padding, a --megatron-fsdp-grad-comm-dtype other than the main
+     gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, optim_grads_params's queue (the fsdp
      level: its own terms), --megatron-fsdp-version 2's experimental buffers (version 1 is the default, arguments.py
      l. 3158).
      Not priced: DeepSpeed ZeRO-2 (its IPG bucket is [zb]'s term: the stack's flag off), the FSDP levels' (their own
@@ -1087,7 +1118,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, 
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
-from .stacks import allreduce_bucket_params, grad_accum_bytes
+from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes
 from .stacks import step_grads as mode_step_grads
 from .te_version import te_userbuffers
 from .terms import Groups, Terms, gather
@@ -2311,6 +2342,10 @@ class _PerLayer:
         # gradient waiting for its unit's reduce-scatter, FSDP1's gathered units and unsharded gradient
         fs = stack.fsdp
         layer_unit = unit_params(pc, plan, layers_only=True)
+        # a unit's unsharded gradient: the reduce dtype, the job's gradient bytes where the plan's mode keeps its own
+        # main gradients in them (Megatron-FSDP) [mg]; the same for its reduce-scatter queue's buckets [rs]
+        self.unit_grad_bytes = main_grad_bytes(stack, plan, settings.bpp.gradients, fs.grad_reduce_bytes)
+        self.queue_grad_bytes = main_grad_bytes(stack, plan, settings.bpp.gradients, fs.zero2_reduce_queue_grad_bytes)
         # the gathered weights' bytes (gathered_bytes: param_gather_bytes a parameter, the converted Linears' 1 B
         # under FSDP's fp8 all-gather [fa]) and the largest layer unit's so gathered
         self.gathered = gathered_bytes(settings, plan)
@@ -2322,7 +2357,7 @@ class _PerLayer:
         self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
                            + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * held_out
                                       + fs.backward_gathered_units * self.layer_gathered
-                                      + fs.backward_grad_units * fs.grad_reduce_bytes * layer_unit, 0.0))
+                                      + fs.backward_grad_units * self.unit_grad_bytes * layer_unit, 0.0))
         self.head_grads = 0.0
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
@@ -2389,10 +2424,11 @@ class _PerLayer:
         # or converts gradients narrower than fp32 (stack data and the job's gradient bytes: Megatron's modes state only
         # the fp32 copy, the tensor itself on its default fp32 grad buffer); elsewhere every element of
         # _step_grad_copies is +0.0 (g - g + max(x * 0.0, 0.0 * y), finite figures), which it then returns unpriced
-        gb = settings.bpp.gradients
+        gb, low = settings.bpp.gradients, settings.bpp.optimizer < 8.0
         self.step_copies = self.step_grads is not None and any(
             m.step_grads is not None and (m.step_grads.flat or m.step_grads.partition_only or m.step_grads.norm_fp64
-                                          or (m.step_grads.fp32 and gb < STEP_FP32_GRAD_BYTES))
+                                          or (m.step_grads.fp32 and gb < STEP_FP32_GRAD_BYTES
+                                              and not (m.step_grads.fp32_decoupled_low_moments and low)))
             for m in stack.runs.sharding)
         # CPU offload [off] (job settings): the optimizer's step on the host; DeepSpeed's GPU staging buffer of the
         # largest parameter (planner/offload.py)
@@ -2490,7 +2526,7 @@ class _PerLayer:
         self.fsdp_units = {
             "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                             * unit, 0.0),
-            "fsdp_unit_grads": np.where(fsdp_on, fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes * unit, 0.0),
+            "fsdp_unit_grads": np.where(fsdp_on, fs.gathered_grad_units_at_peak * self.unit_grad_bytes * unit, 0.0),
             "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_bucket_copy": zero, "zero3_reuse_kept": zero,
             "zero3_tied_output": zero, "zero3_ipg_bucket": zero}
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
@@ -3051,7 +3087,7 @@ def _zero2_reduce_queue(per: _PerLayer, u, a, n, cap):
     / u) left in the queue after its drain, the last reduced one, the one filling) of g B a parameter, (i - 1)
     layer-micro-batches' activations a freed: max over i <= the chunk's layers c of q(i) g u - (i - 1) a, at i = 1 or
     i = min(k + 2, c) (linear in between, falling after): max(g u, m g u - (m - 1) a), m = min(k + 2, c)."""
-    g = per.fsdp.zero2_reduce_queue_grad_bytes
+    g = per.queue_grad_bytes  # (the job's gradient bytes under Megatron-FSDP [mg])
     n = np.asarray(n, dtype=np.float64)
     chunk = np.ceil(n / per.plan.vpp)  # each model chunk is its own Megatron-FSDP module, its queue drained at its end
     k = np.floor(cap / np.where(u > 0, u, 1.0))
@@ -3318,6 +3354,8 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
              states.adam / bpp.optimizer if bpp.optimizer > 0 else states.weights / bpp.weights)
     held = np.where(sg["partition_only"] > 0, local * bpp.gradients, states.gradients)
     fp32 = STEP_FP32_GRAD_BYTES if bpp.gradients < STEP_FP32_GRAD_BYTES else 0.0  # .float() of fp32: the tensor itself
+    # (none where the precision-aware optimizer reads the shard itself: Megatron-FSDP's decoupled_grad [mg])
+    fp32 = fp32 * (1.0 - sg["fp32_decoupled_low_moments"] * float(bpp.optimizer < 8.0))
     counts, emb, out, experts = where
     kinds, (emb_p, out_p), kinds_e = per.largest_params
     layer, layer_e = (_of_kinds(k, counts) for k in (kinds, kinds_e))

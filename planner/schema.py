@@ -1388,7 +1388,8 @@ class FSDPSpec(BaseModel):
     zero2_reduce_queue_grad_bytes: float = Field(
         default=2.0, gt=0, description="with zero2_reduce_queue_params: bytes a parameter of a queued unsharded "
                                        "gradient bucket (Megatron-FSDP's main-gradient dtype, 'auto': the bf16 "
-                                       "parameters')")
+                                       "parameters'), where the plan's mode does not keep its own main gradients in "
+                                       "the job's dtype (runs.sharding grads_in_job_dtype: the job's gradient bytes)")
     end_of_backward_peak: bool = Field(
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
@@ -1851,7 +1852,8 @@ class ModeSetting(BaseModel):
 class StepGrads(BaseModel):
     """What a sharding mode's optimizer step does with the gradients before the update (memory.py [sg], term
     step_grad_copies): the copies it makes of the rank's optimizer partition of them, and which of them it still
-    holds. A moment of the step; only for modes below FSDP (DeepSpeed ZeRO-3's is [z3s], FSDP2's [opt])."""
+    holds. A moment of the step; below FSDP, and under FSDP an fp32 copy only (Megatron-FSDP's update_main_grads;
+    DeepSpeed ZeRO-3's is [z3s], FSDP2's [opt])."""
 
     model_config = Strict
     flat: bool = Field(description="the partition's gradients flattened into one new tensor in their own dtype "
@@ -1880,6 +1882,11 @@ class StepGrads(BaseModel):
                                   "in every backward, a new partition buffer beside the one accumulated over the "
                                   "earlier micro-batches (DeepSpeed ZeRO-2, partition_gradients); or once after the "
                                   "last backward, beside the full gradients (DeepSpeed ZeRO-1); null: not priced")
+    fp32_decoupled_low_moments: bool = Field(
+        default=False, description="no fp32 copy (fp32) where the job keeps Adam's moments below fp32 (bytes_per_param."
+                                   "optimizer < 8: the precision-aware optimizer, the only way the stack holds them, "
+                                   "runs.low_precision_moments), whose optimizer reads the gradient shard in its own "
+                                   "dtype (Megatron-FSDP's use_decoupled_grad: update_main_grads skips the .to(fp32))")
     moe_group_params: Optional[float] = Field(
         default=None, gt=0, description="the routed experts' parameters sit in optimizer groups of their own of at "
                                         "most this many elements a rank (one parameter above it alone), each "
@@ -1938,8 +1945,16 @@ class ShardingMode(BaseModel):
                                        "then casts it to the communication dtype, the stack's fsdp.grad_reduce_bytes, "
                                        "a moment after the backward: term bf16_reduce_copy); 0: not priced")
     step_grads: Optional[StepGrads] = Field(
-        default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
-                                  "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
+        default=None, description="none / zero1 / zero2 (fsdp / hsdp: an fp32 copy only): the optimizer step's copies of "
+                                  "the gradients (memory.py [sg]); null: none made (FSDP / ZeRO-3 modes: memory.py "
+                                  "[opt], [z3s])")
+    grads_in_job_dtype: bool = Field(
+        default=False, description="the mode keeps its own main gradients in the job's gradient dtype (bytes_per_param."
+                                   "gradients) at every level and reduces them in it: its data-parallel reduction, "
+                                   "the gathered unit's unsharded gradient and a reduce-scatter queue's buckets move "
+                                   "and hold the job's gradient bytes, not fsdp.grad_reduce_bytes / "
+                                   "zero2_reduce_queue_grad_bytes (Megatron-FSDP: --megatron-fsdp-main-grads-dtype "
+                                   "and --megatron-fsdp-grad-comm-dtype, memory.py [mg]); false: the stack's fsdp spec")
     dp_comm_overlap: Optional[bool] = Field(
         default=None, description="the DP overlap a job that leaves dp_comm_overlap out runs under this mode, where the "
                                   "trainer's default under it differs from the stack's defaults.dp_comm_overlap "
@@ -1969,7 +1984,7 @@ class ShardingMode(BaseModel):
         without the mode), so it may be fixed at any level. fp16 is priced as bf16 at every level
         (precisions.SAME_PEAK: the same 2-byte width and tensor-core peak; no cost model reads it), so
         any mode may run it at either value (DeepSpeed's zero0 runs fp16 only: stack_db megatron-deepspeed).
-        step_grads: only below FSDP."""
+        step_grads: below FSDP, and under FSDP an fp32 copy only."""
         if self.grad_accum_bytes > 0 and self.level != "zero1":
             raise ValueError(f"sharding mode {self.name} ({self.level}): grad_accum_bytes is priced "
                              "for zero1 modes only (the BF16_Optimizer's: states partitioned, gradients whole)")
@@ -1980,9 +1995,13 @@ class ShardingMode(BaseModel):
             raise ValueError(f"sharding mode {self.name} ({self.level}): allreduce_bucket_params is priced for a zero1 "
                              "mode with grad_accum_bytes and grad_allreduce only (the BF16_Optimizer's buffers "
                              "all-reduced after the backward, memory.py [bo])")
-        if self.step_grads is not None and self.level in ("fsdp", "hsdp"):
-            raise ValueError(f"sharding mode {self.name} ({self.level}): step_grads is for modes below FSDP (an FSDP "
-                             "step's gradients: memory.py [opt], DeepSpeed ZeRO-3's [z3s])")
+        sg = self.step_grads
+        if sg is not None and self.level in ("fsdp", "hsdp") and (
+                sg.flat or sg.flat_fp32 or sg.partition_only or sg.norm_fp64 or sg.ipg_buffer or sg.reduction is not None
+                or sg.moe_group_params is not None):
+            raise ValueError(f"sharding mode {self.name} ({self.level}): step_grads under FSDP is an fp32 copy of the "
+                             "rank's gradient shard only (Megatron-FSDP's update_main_grads, memory.py [mg]); an FSDP "
+                             "step's other copies: memory.py [opt], DeepSpeed ZeRO-3's [z3s]")
         names = [s.setting for s in self.job_settings]
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode {self.name}: a job setting listed twice in job_settings")

@@ -38,7 +38,8 @@ list; a pinned value is taken as given, and the constraint check then says if it
              torchtitan 0.3.0's replicate-only mesh); on a
              stack that lists its modes (stack_db runs.sharding) one candidate per mode
              priced distinctly (mode_heads: torchtitan's fsdp2 and fsdp2_no_reshard without
-             PP; Megatron-FSDP optim is the distributed optimizer's candidate)
+             PP; Megatron-FSDP optim is the distributed optimizer's candidate, and with fp32
+             gradients optim_grads_params --use-torch-fsdp2's)
   recompute  none, selective, full; those the stack's code lacks (stack_db runs.recompute) dropped after
              the base rows, counted under start-up rule STACK_RECOMPUTE (_recompute_runnable)
   rank order by default the arrangements of the mesh axes that keep TP innermost ([4] sec.
@@ -100,7 +101,7 @@ from .errors import PlannerError
 from .pipeline import INTERLEAVED, SPLIT_CODES, layers_on_heaviest_stage, schedule_code
 from .stacks import stack_of
 from .plan import (
-    HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule, ep_comm_overlap,
+    FSDP, HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule, ep_comm_overlap,
     resolve,
 )
 from .catalog import load_stack
@@ -600,24 +601,44 @@ def eager_cp_bounds(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
     return replace(opts, max_cp=1)
 
 
-def mode_heads(stack) -> np.ndarray:
+def mode_heads(stack, bpp=None) -> np.ndarray:
     """(2, modes): for plans without and with pipeline parallelism, the first of the stack's
     sharding modes (stack_db runs.sharding, in order) priced exactly as each mode: the same
-    level and the same traits (stacks.sharding_traits: when the gradients are reduced, the
-    weights re-gathered, the replicas all-reduced). Such modes differ only in name (Megatron's
-    distributed optimizer and Megatron-FSDP's optim; under PP, torchtitan's fsdp2 and its
+    level, the same traits (stacks.sharding_traits: when the gradients are reduced, the
+    weights re-gathered, the replicas all-reduced) and, for the job's bytes_per_param `bpp`
+    (None: the stack's default preset), the same gradient bytes reduced and queued
+    (runs.sharding grads_in_job_dtype, memory.py [mg]) and the same optimizer-step copies of
+    the gradients (step_grads, [sg]). Such modes differ only in name (Megatron's distributed
+    optimizer and Megatron-FSDP's optim; Megatron-FSDP's optim_grads_params and
+    --use-torch-fsdp2 where the job's gradients are fp32; under PP, torchtitan's fsdp2 and its
     reshard_after_forward "never", which torchtitan's default already is there), so the search
     prices one candidate per head and choose_modes picks the member the stack runs."""
+    from .plan import bytes_per_param
+
     runs = stack.runs
     n = len(runs.sharding)
     levels = np.array([SHARDING_CODES[m.level] for m in runs.sharding], dtype=np.int64)
+    if bpp is None:
+        bpp = bytes_per_param(stack.defaults.bytes_per_param)[0]
+    fs, gb, low = stack.fsdp, float(bpp.gradients), bpp.optimizer < 8.0
+
+    def bytes_key(m) -> tuple:  # (step.grad_reduce_bytes, memory's queue bytes, the [sg] copies) of a mode
+        own, lvl = m.grads_in_job_dtype, SHARDING_CODES[m.level]
+        reduce = gb if own else fs.grad_reduce_bytes if lvl >= FSDP else gb if fs.ddp_reduces_grad_buffer else fs.grad_reduce_bytes
+        queue = (gb if own else fs.zero2_reduce_queue_grad_bytes) if m.level == "zero2" and fs.zero2_reduce_queue_params else 0.0
+        sg = m.step_grads
+        fp32 = sg is not None and sg.fp32 and gb < 4.0 and not (sg.fp32_decoupled_low_moments and low)
+        rest = () if sg is None else tuple(v for k, v in sg.model_dump().items() if k not in ("fp32", "fp32_decoupled_low_moments", "sources"))
+        return reduce, queue, fp32, rest if any(rest) else ()
+
+    extra = [bytes_key(m) for m in runs.sharding]
     heads = np.zeros((2, n), dtype=np.int64)
     for c, pp in enumerate((1, 2)):
         probe = PlanArrays(tp=np.ones(n), cp=np.ones(n), pp=np.full(n, pp), vpp=np.ones(n), dp=np.ones(n), mbs=np.ones(n),
                            gbs=np.ones(n), seq=np.ones(n), sharding=levels, shard=np.ones(n), recompute=np.zeros(n),
                            sp=np.zeros(n), schedule=np.zeros(n), precision=np.zeros(n), smode=np.arange(n))
         tr = sharding_traits(stack, probe)
-        keys = [(int(levels[i]),) + tuple(bool(tr[k][i]) for k in sorted(tr)) for i in range(n)]
+        keys = [(int(levels[i]),) + tuple(bool(tr[k][i]) for k in sorted(tr)) + extra[i] for i in range(n)]
         heads[c] = [keys.index(k) for k in keys]
     return heads
 
@@ -742,7 +763,7 @@ def _take(plan, idx):
 def _choose_modes(settings: Settings, base, runs) -> np.ndarray:
     """choose_modes on base (a PlanArrays, or Groups.plan of one): sets base.smode, returns the codes."""
     n = len(base.tp)
-    heads = mode_heads(settings.stack)
+    heads = mode_heads(settings.stack, settings.bpp)
     k_modes = heads.shape[1]
     # a head's class in order; a mode that heads none (named by --sharding MODE) runs alone
     members = [[[j for j in range(k_modes) if heads[c, j] == h] if heads[c, h] == h else [h] for h in range(k_modes)]
@@ -1090,7 +1111,7 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
         modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)
     else:
         # the heads of the levels named (or all), and any mode named itself (--sharding MODE)
-        heads = mode_heads(settings.stack)
+        heads = mode_heads(settings.stack, settings.bpp)
         named = np.array([m.name in names for m in runs.sharding])
         modes = np.array([i for i, m in enumerate(runs.sharding) if named[i] or (
             m.level in names and (heads[0, i] == i or heads[1, i] == i))], dtype=i64)

@@ -344,6 +344,19 @@ def grad_accum_bytes(stack: Stack | None, plan) -> np.ndarray:
     return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
 
 
+def main_grad_bytes(stack: Stack | None, plan, job_bytes: float, default) -> np.ndarray:
+    """Bytes a main gradient that the plan's sharding mode holds and reduces: the job's gradient bytes (`job_bytes`,
+    bytes_per_param.gradients) where the mode keeps its own main gradients in the job's dtype (stack_db runs.sharding
+    grads_in_job_dtype: Megatron-FSDP, memory.py [mg]), else `default` (a scalar or an array of the plan's shape: the
+    stack's fsdp.grad_reduce_bytes, the DDP buffer's bytes, ...), a float array of the plan's shape."""
+    shape = np.shape(plan.sharding)
+    col = None if stack is None else _mode_column(stack, lambda m: float(m.grads_in_job_dtype))
+    if col is None or not col.any():  # stack data: no mode keeps its own
+        return np.asarray(default, dtype=np.float64) * np.ones(shape)
+    own = col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] > 0
+    return np.where(own, float(job_bytes), default) * np.ones(shape)
+
+
 def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
     """The plan's sharding mode's all-reduce bucket of its gradient accumulation buffers, elements (stack_db
     runs.sharding allreduce_bucket_params; memory.py [bo]), a float array of the plan's shape (0 where the mode, or the
@@ -358,13 +371,13 @@ def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
 def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
     """What the plan's sharding mode's optimizer step does with the gradients (stack_db runs.sharding step_grads,
     schema.StepGrads; memory.py [sg], [zb]) as float arrays of the plan's shape: flat, fp32, flat_fp32, partition_only, norm_fp64,
-    ipg_buffer and the reduction's backward / after_backward as 0/1, moe_group_params in elements (0 where the mode states
+    ipg_buffer, fp32_decoupled_low_moments and the reduction's backward / after_backward as 0/1, moe_group_params in elements (0 where the mode states
     none); None where no mode of the stack states it."""
     if stack.runs is None or all(m.step_grads is None for m in stack.runs.sharding):
         return None
     smode = np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(stack.runs.sharding) - 1)
     out = {f: _mode_column(stack, lambda m: float(m.step_grads is not None and getattr(m.step_grads, f)))[smode]
-           for f in ("flat", "fp32", "flat_fp32", "partition_only", "norm_fp64", "ipg_buffer")}
+           for f in ("flat", "fp32", "flat_fp32", "partition_only", "norm_fp64", "ipg_buffer", "fp32_decoupled_low_moments")}
     for r in ("backward", "after_backward"):  # memory.py [zb]
         out[r] = _mode_column(stack, lambda m: float(m.step_grads is not None and m.step_grads.reduction == r))[smode]
     out["moe_group_params"] = _mode_column(

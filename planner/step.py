@@ -392,7 +392,7 @@ from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone
                        reduce_queue_overrun, stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -1668,10 +1668,13 @@ def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
     fsdp.grad_reduce_bytes; on a stack whose DDP / distributed optimizer reduces its gradient
     buffer in place (fsdp.ddp_reduces_grad_buffer: Megatron-LM, whose buffer is fp32 only with
     grad_reduce_in_fp32 [9]), the job's gradient bytes (bytes_per_param.gradients: 2 with
-    --grad-reduce-in-bf16) where the plan does not shard with FSDP."""
+    --grad-reduce-in-bf16) where the plan does not shard with FSDP. A sharding mode that keeps its own
+    main gradients in the job's dtype (runs.sharding grads_in_job_dtype: Megatron-FSDP, whose
+    --megatron-fsdp-grad-comm-dtype auto reduces them in their own dtype; memory.py [mg]) moves the
+    job's gradient bytes at every level."""
     fs = sc.stack.fsdp
     ddp = sc.settings.bpp.gradients if fs.ddp_reduces_grad_buffer else fs.grad_reduce_bytes
-    return np.where(fsdp, fs.grad_reduce_bytes, ddp)
+    return main_grad_bytes(sc.stack, sc.plan, sc.settings.bpp.gradients, np.where(fsdp, fs.grad_reduce_bytes, ddp))
 
 
 def linear_share(pc) -> float:

@@ -6,7 +6,9 @@ reduce-scattered at its post-backward, after GradReducePipeline.wait_for_previou
 queue to at most 1e9 parameters (megatron_fsdp.py l. 420-443: max(1e9, the bucket size)); _root_post_backward's
 reset frees every bucket at the end of the micro-batch's backward. So during the i-th layer's backward
 min(i, k + 2) buckets of u parameters are live (k = floor(1e9 / u)), (i - 1) layer-micro-batches' activations a
-freed: max(2 u, 2 m u - (m - 1) a), m = min(k + 2, the chunk's layers)."""
+freed: max(2 u, 2 m u - (m - 1) a), m = min(k + 2, the chunk's layers). The buckets hold the job's gradient bytes
+(runs.sharding grads_in_job_dtype, memory.py [mg]): the jobs here keep 2-byte gradients (mixed16, Megatron-FSDP's
+default); with fp32 ones (--megatron-fsdp-main-grads-dtype fp32: the megatron preset) each bucket is 4 u B."""
 from __future__ import annotations
 
 import pytest
@@ -23,9 +25,9 @@ def _layer(h, kv, f):
     return 2 * h * h + 2 * h * kv + 3 * h * f
 
 
-def _mem(model, gpus, tp, recompute, mode="megatron_fsdp_optim_grads", sharding="zero2"):
+def _mem(model, gpus, tp, recompute, mode="megatron_fsdp_optim_grads", sharding="zero2", bpp="mixed16"):
     s, p, _ = resolve(Job(model=model, gpus=gpus, tp=tp, sharding=sharding, sharding_mode=mode, stack="megatron",
-                          global_batch=16, micro_batch=1, seq_len=4096, recompute=recompute))
+                          global_batch=16, micro_batch=1, seq_len=4096, recompute=recompute, bytes_per_param=bpp))
     return evaluate(s, p).memory
 
 
@@ -45,6 +47,16 @@ def test_llama3_8b_queue_by_hand():
     a = float(mem["layer_activations"]) / 32
     assert a == 570_425_344
     assert float(mem["zero2_reduce_input"]) == pytest.approx(2 * u, rel=1e-12)
+
+
+def test_llama3_8b_fp32_buckets_by_hand():
+    """The same full-recompute plan with fp32 main gradients (the megatron preset; Megatron-FSDP with
+    --megatron-fsdp-main-grads-dtype fp32, the bucket fetched in the main gradients' dtype, param_and_grad_buffer.py
+    l. 3107-3111): m g u - (m - 1) a = 6 x 4 u - 5 a = 5,066,915,840 B (4.72 GiB)."""
+    u, a = _layer(4096, 1024, 14336) + 2 * 4096, 2 * 4096 * 4096
+    assert 24 * u - 5 * a == 5_066_915_840
+    mem = _mem("llama3-8b", 8, 1, "full", bpp="megatron")
+    assert float(mem["zero2_reduce_input"]) == pytest.approx(24 * u - 5 * a, rel=1e-12)
 
 
 def test_llama3_70b_queue_by_hand():

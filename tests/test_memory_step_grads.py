@@ -110,10 +110,13 @@ def test_torchtitan_states_no_step_grad_copies(explain):
 
 
 def test_step_grads_refused_on_an_fsdp_mode():
+    """Under FSDP a mode may state the fp32 copy of its gradient shard only (Megatron-FSDP's update_main_grads)."""
     sg = StepGrads(flat=True, fp32=True, partition_only=True, sources=["s"])
     ShardingMode(name="z2", level="zero2", step_grads=sg, spelling="x", sources=["s"])
-    with pytest.raises(ValidationError, match="step_grads is for modes below FSDP"):
+    with pytest.raises(ValidationError, match="step_grads under FSDP is an fp32 copy"):
         ShardingMode(name="z3", level="fsdp", step_grads=sg, spelling="x", sources=["s"])
+    ShardingMode(name="z3", level="fsdp", step_grads=StepGrads(flat=False, fp32=True, partition_only=False, sources=["s"]),
+                 spelling="x", sources=["s"])
 
 
 def test_megatron_ci_last_step_allocated_holds_the_fp32_copy():

@@ -48,11 +48,8 @@ def test_unknown_flag_still_reported():
     ("--deterministic-mode", True, "not_modelled", "slower"),
     ("--check-weight-hash-across-dp-replicas-interval", "10", "not_modelled", "hashes"),
     ("--vocab-extra-ids", "100", "not_modelled", "larger vocabulary"),
-    ("--megatron-fsdp-grad-comm-dtype", "bf16", "not_modelled", "bytes"),
-    # fp32 is what the planner prices for a job that keeps fp32 gradients, and what its export writes
-    ("--megatron-fsdp-grad-comm-dtype", "fp32", "ignored", "what the planner prices"),
-    ("--megatron-fsdp-main-grads-dtype", "fp32", "ignored", "what the planner prices"),
-    ("--megatron-fsdp-main-grads-dtype", "auto", "not_modelled", "bytes"),
+    # (--megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype are read: tests/test_megatron_fsdp_grads.py)
+    ("--megatron-fsdp-main-params-dtype", "bf16", "not_modelled", "main weights"),
     ("--mamba-state-dim", "128", "not_modelled", "Mamba"),
     ("--export-kd-cfg", "x.yaml", "not_modelled", "teacher"),
 ])

@@ -364,6 +364,40 @@ def _show(v) -> str:
     return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
 
+def plan_bytes(plan: dict) -> dict:
+    """The plan's (explain's `plan`) bytes_per_param as bytes per state (a preset's, the megatron preset where it names
+    none, or the plan's own mapping): what the export and check's spelling write (export.py, spelling.py)."""
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    bpp = plan.get("bytes_per_param")
+    return BYTES_PER_PARAM_PRESETS[bpp or "megatron"].model_dump() if isinstance(bpp, (str, type(None))) else \
+        {k: float(v) for k, v in dict(bpp).items()}
+
+
+def fp32_gradients(plan: dict) -> bool:
+    """Whether the plan's bytes_per_param keeps fp32 main gradients (4 B: the megatron and bf16-moments presets):
+    where a Megatron-FSDP mode needs --megatron-fsdp-main-grads-dtype fp32 --megatron-fsdp-grad-comm-dtype fp32
+    (its default keeps the parameters' bf16: memory.py [mg])."""
+    return float(plan_bytes(plan)["gradients"]) == 4.0 and not plan.get("fp16")
+
+
+# Megatron-FSDP's main-gradient and gradient-collective dtype flags at fp32 (NVIDIA/Megatron-LM @d98e8a64
+# megatron/training/arguments.py l. 3691-3698; trainers/megatron.py _megatron_fsdp_grads reads them back)
+MFSDP_FP32_GRAD_FLAGS = (("--megatron-fsdp-main-grads-dtype", "fp32"), ("--megatron-fsdp-grad-comm-dtype", "fp32"))
+
+
+def megatron_fsdp_grad_flags(plan: dict) -> tuple:
+    """The flags a Megatron script needs for the plan's gradients as priced: MFSDP_FP32_GRAD_FLAGS where the plan's
+    sharding mode keeps its own main gradients in the job's dtype (stack_db runs.sharding grads_in_job_dtype:
+    Megatron-FSDP, whose default auto is the parameters' bf16, memory.py [mg]) and the plan keeps fp32 gradients
+    (fp32_gradients); () elsewhere. The export and check's suggestions write them (export.py, spelling.py)."""
+    from ..catalog import load_stack
+
+    runs = load_stack(plan["stack"]).runs
+    mode = next((m for m in (runs.sharding if runs else ()) if m.name == plan.get("sharding_mode")), None)
+    return MFSDP_FP32_GRAD_FLAGS if mode is not None and mode.grads_in_job_dtype and fp32_gradients(plan) else ()
+
+
 def fmt_ignored(name: str, value) -> str:
     if isinstance(value, bool):
         value = str(value).lower()

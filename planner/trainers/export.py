@@ -33,6 +33,7 @@ from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
 from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
+from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -833,21 +834,6 @@ MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
 }
 
 
-def _plan_bytes(plan: dict) -> dict:
-    """The plan's bytes_per_param as bytes per state (a preset's, the megatron preset where it names none, or the
-    plan's own mapping)."""
-    from ..schema import BYTES_PER_PARAM_PRESETS
-
-    bpp = plan.get("bytes_per_param")
-    return BYTES_PER_PARAM_PRESETS[bpp or "megatron"].model_dump() if isinstance(bpp, (str, type(None))) else \
-        {k: float(v) for k, v in dict(bpp).items()}
-
-
-def _fp32_gradients(plan: dict) -> bool:
-    """Whether the plan's bytes_per_param keeps fp32 main gradients (4 B: the megatron and bf16-moments presets)."""
-    return float(_plan_bytes(plan)["gradients"]) == 4.0 and not plan.get("fp16")
-
-
 def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     """The flags that give the plan's bytes_per_param in Megatron (megatron.py [5], [5b], the
     reader's inverse): 18 B none; mixed16 --grad-reduce-in-bf16; lower Adam moments (bf16-moments:
@@ -1203,12 +1189,11 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a Megatron-LM mode (stack_db megatron runs.sharding)",
                       "price it on --stack megatron")
     args += [] if fork else MEGATRON_MODE_FLAGS[mode]
-    if mode.startswith("megatron_fsdp") and _fp32_gradients(plan):
-        # Megatron-FSDP keeps its main gradients and reduces them in the parameters' dtype unless told (arguments.py
-        # @d98e8a64 l. 3691-3698: --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype default auto;
-        # param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320; grad_reduce_in_fp32 is not read there):
-        # the plan's fp32 gradients (4 B, as priced) are these two flags
-        args += [("--megatron-fsdp-main-grads-dtype", "fp32"), ("--megatron-fsdp-grad-comm-dtype", "fp32")]
+    # Megatron-FSDP keeps its main gradients and reduces them in the parameters' dtype unless told (arguments.py
+    # @d98e8a64 l. 3691-3698: --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype default auto;
+    # param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320; grad_reduce_in_fp32 is not read there):
+    # the plan's fp32 gradients (4 B, as priced) are these two flags
+    args += list(megatron_fsdp_grad_flags(plan))
     if mode == "megatron_fsdp_hsdp":
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
     rec = plan["recompute"]

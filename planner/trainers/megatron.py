@@ -59,6 +59,10 @@ read). Modelled:
   --optimizer-cpu-offload with --optimizer-offload-fraction, --overlap-cpu-optimizer-d2h-h2d
   (-> offload_optimizer cpu, offload_fraction, offload_overlap: _optimizer_offload, planner/offload.py
   hybrid_device);
+  under --use-megatron-fsdp, --megatron-fsdp-main-grads-dtype (-> bytes_per_param.gradients: 2 B
+  for auto, its default, bf16 and fp16, 4 B for fp32) and --megatron-fsdp-grad-comm-dtype (auto, or
+  the main gradients' dtype: priced; another: not modelled) (_megatron_fsdp_grads; memory.py [mg]);
+  ignored without it;
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
   --optimizer other than adam, activation offloading (--fine-grained-activation-offloading,
@@ -247,6 +251,7 @@ BOOL_FLAGS = {
     *ROUTER_PADDING_FLAGS, "--enable-experimental",
 }
 VALUE_FLAGS = {
+    "--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype",  # _megatron_fsdp_grads
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
     "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--seq-length",
@@ -361,8 +366,7 @@ NOT_MODELLED = {
 }
 # flag families the reader does not price that change memory or time: (pattern, what they change)
 NOT_MODELLED_PATTERNS = (
-    (r"--megatron-fsdp-(main-params|main-grads|grad-comm)-dtype$",
-     "Megatron-FSDP's main weights, main gradients or gradient collective dtype: their bytes"),
+    (r"--megatron-fsdp-main-params-dtype$", "Megatron-FSDP's main weights' dtype: their bytes"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
 )
@@ -467,10 +471,6 @@ def classify_unread(name: str, value) -> tuple[str, str]:
             "not_modelled", "RoPE on part of each head: fewer rope bytes than priced")
     if name in NOT_MODELLED:
         return "not_modelled", NOT_MODELLED[name]
-    if name in ("--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype") and value == "fp32":
-        return "ignored", ("fp32 Megatron-FSDP main gradients / gradient collective: what the planner prices for the "
-                           "megatron_fsdp modes where the job keeps fp32 gradients (the megatron and bf16-moments "
-                           "presets; the export writes it so)")
     for pat, why in NOT_MODELLED_PATTERNS:
         if re.match(pat, name):
             return "not_modelled", why
@@ -1702,6 +1702,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job[key] = True
     _state_bytes(flags, where, job, assumed, unmodelled)
     _optimizer_offload(flags, where, job, assumed, ignored, unmodelled)
+    _megatron_fsdp_grads(flags, where, job, assumed, ignored, unmodelled)
     _unmodelled(flags, where, job, spec, tp, unmodelled)
     unmodelled += split_unmodelled
     if hardware is not None:
@@ -2035,6 +2036,66 @@ def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignore
     for f in ("--no-pin-cpu-grads", "--no-pin-cpu-params"):
         if f in flags:
             unmodelled.append(f"{f}: pageable host buffers (the host link priced at its pinned rate)")
+
+
+# Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3691-3698: Megatron-FSDP's main-gradient and gradient
+# collective dtypes, their argparse choices (default auto each)
+MFSDP_GRAD_FLAGS = {"--megatron-fsdp-main-grads-dtype": ("fp32", "bf16", "fp16", "auto"),
+                    "--megatron-fsdp-grad-comm-dtype": ("fp32", "fp16", "bf16", "auto")}
+
+
+def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, ignored: list, unmodelled: list) -> None:
+    """Megatron-FSDP's main gradients (--use-megatron-fsdp; memory.py [mg]) -> the job's bytes_per_param.gradients:
+    --megatron-fsdp-main-grads-dtype, default auto (arguments.py @d98e8a64 l. 3691-3694), the parameters' dtype
+    (param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320: bf16 under --bf16, fp16 under --fp16), 2 B;
+    fp32 4 B. Megatron-FSDP reads neither grad_reduce_in_fp32 (--accumulate-allreduce-grads-in-fp32, which --bf16
+    turns on; no use under megatron/core/distributed/fsdp/) nor the precision-aware optimizer's --main-grads-dtype
+    (the help of l. 3693: 'Replaces --main-grads-dtype'), so this flag alone says the gradients' bytes, set here
+    whatever _state_bytes read. --megatron-fsdp-grad-comm-dtype, default auto (l. 3695-3698), reduces in the main
+    gradients' dtype (fetch_bucket(dtype=None), l. 3107-3111), as the planner prices (runs.sharding
+    grads_in_job_dtype); another dtype than theirs is not modelled (priced in theirs). Without --use-megatron-fsdp
+    both flags are ignored (only Megatron-FSDP reads them: training.py l. 2646-2648 to the DDP config,
+    mcore_fsdp_adapter.py l. 139-143)."""
+    given = {f: flags[f] for f in MFSDP_GRAD_FLAGS if f in flags}
+    if "--use-megatron-fsdp" not in flags:
+        ignored += [fmt_ignored(f, v) + " (no --use-megatron-fsdp: only Megatron-FSDP reads it)" for f, v in given.items()]
+        return
+    for f, v in given.items():
+        if v not in MFSDP_GRAD_FLAGS[f]:
+            raise PlannerError(f"{where}{f} {_short(v)}: not one of Megatron's choices",
+                               f"valid: {', '.join(MFSDP_GRAD_FLAGS[f])} (megatron/training/arguments.py @d98e8a64 "
+                               "l. 3691-3698)")
+    main = given.get("--megatron-fsdp-main-grads-dtype", "auto")
+    comm = given.get("--megatron-fsdp-grad-comm-dtype", "auto")
+    main_b = DTYPE_BYTES[main] if main != "auto" else 2.0  # auto: the 16-bit parameters' (fp32 ones: _state_bytes)
+    comm_b = main_b if comm == "auto" else DTYPE_BYTES[comm]
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    bpp = job.get("bytes_per_param") or "megatron"
+    bpp = dict(BYTES_PER_PARAM_PRESETS[bpp].model_dump() if isinstance(bpp, str) else bpp)
+    was = bpp["gradients"]
+    bpp["gradients"] = main_b
+    name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
+    if was != main_b:  # (else the job's reading stands as it was written: a preset's name or _state_bytes' mapping)
+        job["bytes_per_param"] = name or bpp
+    # (_state_bytes' reading of --grad-reduce-in-bf16 / --fp16 is Megatron's DDP buffer's, not Megatron-FSDP's; the
+    # precision-aware optimizer's or the offload's reading of the other states is kept, in this one line)
+    others = [a.split("): ", 1)[1] for a in assumed if a.startswith("bytes_per_param ") and "): " in a
+              and not a.startswith("bytes_per_param 2+2+4+8: ")]
+    assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param ")]
+    why = (f"--megatron-fsdp-main-grads-dtype {main}" if "--megatron-fsdp-main-grads-dtype" in given else
+           "--megatron-fsdp-main-grads-dtype not given")
+    assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
+                   f"{bpp['optimizer']:g} B): --use-megatron-fsdp keeps its main gradients in {main_b:g} B, {why}: "
+                   "--megatron-fsdp-main-grads-dtype default auto, the parameters' dtype (megatron/training/arguments.py "
+                   "@d98e8a64 l. 3691-3694; param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320), and "
+                   "reduces them in it (--megatron-fsdp-grad-comm-dtype auto, l. 3695-3698; l. 3107-3111); "
+                   "--accumulate-allreduce-grads-in-fp32 and --grad-reduce-in-bf16 are not read by Megatron-FSDP"
+                   + (f" (the job's other flags read {was:g} B: Megatron's DDP buffer)" if was != main_b else "")
+                   + "".join(f"; the other states: {o}" for o in others))
+    if comm_b != main_b:
+        unmodelled.append(f"--megatron-fsdp-grad-comm-dtype {comm} with main gradients in {main_b:g} B: Megatron-FSDP "
+                          f"reduces {comm_b:g} B a gradient, priced in the main gradients' dtype ({main_b:g} B)")
 
 
 def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:

@@ -154,6 +154,16 @@ def _megatron_flags(spelling: str) -> list[Setting]:
     return out
 
 
+def _megatron_fsdp_dtypes(plan: dict) -> list[Setting]:
+    """A Megatron-FSDP mode's gradient dtype flags where the plan keeps fp32 gradients, as the export writes them
+    (trainers.megatron_fsdp_grad_flags; memory.py [mg]): Megatron-FSDP's default keeps and reduces them in the
+    parameters' bf16 (NVIDIA/Megatron-LM @d98e8a64 arguments.py l. 3691-3698), and the reader reads a script without
+    them so."""
+    from . import megatron_fsdp_grad_flags
+
+    return [Setting(f, v, f"{f} {v}") for f, v in megatron_fsdp_grad_flags(plan)]
+
+
 def spell_order(stack_name: str, before: str, after: str) -> str:
     """A rank-order change in the stack's own words (stack_db runs.rank_orders spelling)."""
     runs = load_stack(stack_name).runs
@@ -197,7 +207,8 @@ def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
             return out
         if knob == "tp_comm_overlap":
             return [Setting("--tp-comm-overlap", None, "drop --tp-comm-overlap")]
-        return _megatron_flags(sharding_spelling(plan) or "")  # [] where the mode is no flags: unspellable
+        # (the mode's flags, with Megatron-FSDP's dtype flags where priced so; [] where the mode is no flags: unspellable)
+        return _megatron_flags(sharding_spelling(plan) or "") + _megatron_fsdp_dtypes(plan)
     if fmt == "torchtitan":
         if knob in TT_AXES:
             return [_tt(f"parallelism.{TT_AXES[knob]}", plan[knob])]
