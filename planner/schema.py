@@ -2149,14 +2149,20 @@ LayerFeature = Literal["global", "sliding", "chunked", "mla", "gated_deltanet", 
 # block, listed under global too and read on any model (MODEL_WIDE_FORMS): learned absolute or ALiBi positions
 # (ModelSpec.position_embedding), dropout (dropout), biases on the linears (linear_bias), LayerNorm (norm), a plain
 # (ungated) MLP (gated_mlp false), norms after the attention and the MLP (post_norms), a norm on the word embedding's
-# output (embedding_norm)
+# output (embedding_norm); and their Llama-era counterparts, which the older Megatron-DeepSpeed forks lack (issue 22,
+# mdsfork2): RMSNorm (norm rmsnorm), a gated MLP (gated_mlp), grouped-query or multi-query attention (num_kv_heads below
+# num_attention_heads, without MLA), rotary positions (position_embedding rope), no position embedding
+# (position_embedding none), an output layer of its own (tied_embeddings false), linears without biases (linear_bias
+# false)
 LayerForm = Literal["shared_experts", "dense_layers", "sigmoid_router", "expert_score_bias", "router_linear_bias",
                     "group_limited_routing", "plain_experts", "activation_clamp", "window_placement", "window_sizes",
                     "windows_every_layer", "windows_alternate", "qk_norm", "learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm",
-                    "plain_mlp", "post_norms", "embedding_norm"]
+                    "plain_mlp", "post_norms", "embedding_norm", "rmsnorm", "gated_mlp", "grouped_query",
+                    "rotary_positions", "no_positions", "untied_embeddings", "no_linear_bias"]
 # the forms of the whole transformer block rather than of one layer kind (listed under global)
 MODEL_WIDE_FORMS = ("learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm", "plain_mlp",
-                    "post_norms", "embedding_norm")
+                    "post_norms", "embedding_norm", "rmsnorm", "gated_mlp", "grouped_query", "rotary_positions",
+                    "no_positions", "untied_embeddings", "no_linear_bias")
 # the kind each form belongs to
 LAYER_FORM_KIND = {"shared_experts": "moe", "dense_layers": "moe", "sigmoid_router": "moe", "expert_score_bias": "moe",
                    "router_linear_bias": "moe", "group_limited_routing": "moe", "plain_experts": "moe",
@@ -2185,7 +2191,8 @@ class LayerKindBuilt(BaseModel):
         description="forms of this feature the code does not build (schema.LayerForm: shared experts, dense layers "
                     "beside MoE ones, a sigmoid router, ...; a window placement or several window sizes; under global "
                     "also the model-wide forms: learned or ALiBi positions, dropout, linear biases, LayerNorm, a plain "
-                    "MLP, post-norms, a norm on the embedding), each cited; empty: every form the planner prices")
+                    "MLP, post-norms, a norm on the embedding, RMSNorm, a gated MLP, grouped-query attention, rotary or "
+                    "no positions, an untied output layer, bias-free linears), each cited; empty: every form the planner prices")
 
     @model_validator(mode="after")
     def _forms(self) -> "LayerKindBuilt":

@@ -1760,7 +1760,8 @@ def model_layer_forms(model) -> dict[str, str]:
     placement (windows_every_layer: every layer windowed; windows_alternate: exactly the even-indexed layers, the
     others global attention; window_placement: any other placement) and sizes (window_sizes: more than one); and the model-wide forms
     (schema.MODEL_WIDE_FORMS: learned or ALiBi positions, dropout, linear biases, LayerNorm, a plain MLP,
-    post-norms, a norm on the embedding). From the model's fields and its layer pattern's period, never layer by layer."""
+    post-norms, a norm on the embedding; RMSNorm, a gated MLP, grouped-query attention, rotary or no positions, an
+    untied output layer, bias-free linears). From the model's fields and its layer pattern's period, never layer by layer."""
     from .schema import SlidingAttention
 
     feats = model_layer_features(model)
@@ -1806,6 +1807,22 @@ def model_layer_forms(model) -> dict[str, str]:
         out["post_norms"] = "norms after the attention and the MLP (post-norms)"
     if model.embedding_norm:
         out["embedding_norm"] = "a norm on the word embedding's output"
+    if model.norm == "rmsnorm":
+        out["rmsnorm"] = "RMSNorm (not LayerNorm)"
+    if model.gated_mlp:
+        out["gated_mlp"] = "a gated MLP (SwiGLU/GeGLU: gate, up and down matrices)"
+    kv = model.num_kv_heads or model.num_attention_heads
+    if model.mla is None and kv < model.num_attention_heads and any(f in feats for f in ("global", "sliding", "chunked")):
+        out["grouped_query"] = (f"{'multi-query' if kv == 1 else 'grouped-query'} attention ({kv} key/value heads for "
+                                f"{model.num_attention_heads} query heads)")
+    if model.position_embedding == "rope":
+        out["rotary_positions"] = "rotary position embeddings (RoPE)"
+    if model.position_embedding == "none":
+        out["no_positions"] = "no position embedding (NoPE)"
+    if not model.tied_embeddings:
+        out["untied_embeddings"] = "an output layer of its own (untied from the word embedding)"
+    if not model.linear_bias:
+        out["no_linear_bias"] = "linears without biases"
     if "sliding" in feats:
         sliding = feats["sliding"]
         windows = sorted({k.mixer.window for k in model.layer_kinds.values() if isinstance(k.mixer, SlidingAttention)})

@@ -8,6 +8,7 @@ core, full recompute, no sequence parallelism, no MoE); ALiBi and the embedding 
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -134,17 +135,32 @@ def test_alibi_and_the_embedding_norm_are_the_forks():
     assert {"alibi_positions", "embedding_norm"} <= set(unbuilt_layer_forms(m, load_stack("megatron-deepspeed")))
 
 
-def test_an_untied_output_layer_comes_last():
+def test_an_untied_output_layer_comes_last(tmp_path):
     """llama3-8b (untied, GQA 32 / 8 heads of 128, gated MLP 14,336) at TP 1, PP 2: the last stage's weight-decay
     tensors are its 16 layers' [query_key_value (32 + 2 x 8) 128 h = 25,165,824, dense 32 x 128 h = 16,777,216,
     dense_h_to_4h 2 f h = 117,440,512, dense_4h_to_h f h = 58,720,256] = 218,103,808 a layer, then the output layer
     v h = 525,336,576 (read as params_of reads it: the fork itself ties always, so this is the planner's reading of
     a model the fork would not build untied): 65 tensors, 32 in the first half, 8 whole layers = 1,744,830,464, the
-    other 8 layers and the output layer 2,270,167,040."""
+    other 8 layers and the output layer 2,270,167,040.
+
+    The shipped stack refuses the model (runs.layer_kinds global not_built untied_embeddings, grouped_query, rmsnorm,
+    no_linear_bias: start-up rule STACK_LAYER_KIND, mdsfork2), so memory's untied branch is reached through a stack file
+    of the user's, the shipped one without those four forms (tmp_path)."""
+    import yaml
+
     h, f, v = 4096, 14336, 128256
     layer = (32 + 16) * 128 * h + 32 * 128 * h + 2 * f * h + f * h
     assert layer == 218_103_808
-    settings, plan, _ = resolve(_job(model="llama3-8b", gpus=16, pp=2, global_batch=64))
+    with pytest.raises(PlannerError, match="STACK_LAYER_KIND") as e:
+        resolve(_job(model="llama3-8b", gpus=16, pp=2, global_batch=64))
+    assert "(untied_embeddings), which stack megatron-deepspeed-bigscience's code does not build" in str(e.value)
+    spec = yaml.safe_load((Path(__file__).parent.parent / "stack_db" / f"{STACK}.yaml").read_text())
+    glob = spec["runs"]["layer_kinds"][0]
+    glob["not_built"] = [x for x in glob["not_built"]
+                         if x["form"] not in ("untied_embeddings", "grouped_query", "rmsnorm", "no_linear_bias")]
+    path = tmp_path / f"{STACK}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    settings, plan, _ = resolve(_job(model="llama3-8b", gpus=16, pp=2, global_batch=64, stack=str(path)))
     pc = count_params(load_model("llama3-8b"))
     per = SimpleNamespace(pc=pc, plan=plan, settings=settings)
     g1, g2, _ = memory._decay_halves(per, np.array([16.0 * layer + v * h]), "last", np.array([[16.0]]))
@@ -160,7 +176,7 @@ def test_pipe_partitioned_false_is_refused_on_the_fork(tmp_path):
     from planner.cli import app
 
     p = tmp_path / "job.yaml"
-    p.write_text("stack: megatron-deepspeed-bigscience\nmodel: llama3-8b\ngpus: 16\ntp: 2\npp: 2\nglobal_batch: 32\n"
+    p.write_text("stack: megatron-deepspeed-bigscience\nmodel: megatron-gpt-1.7b\ngpus: 16\ntp: 2\npp: 2\nglobal_batch: 32\n"
                  "micro_batch: 1\nseq_len: 2048\npipe_partitioned: false\n")
     r = CliRunner().invoke(app, ["explain", str(p)])
     assert r.exit_code == 2

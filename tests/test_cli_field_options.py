@@ -84,7 +84,7 @@ CASES = [
      {"memory": -1, "step": +1}),
     # the TP-duplicated parameters all-reduced in every forward (step.py [sy]): more TP communication
     ("sync_tp_duplicated_parameters", ["--sync-tp-duplicated-parameters"], True,
-     dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed-bigscience", tp=2), False, {"step": +1}),
+     dict(model="megatron-gpt-1.7b", gpus=8, stack="megatron-deepspeed-bigscience", tp=2), False, {"step": +1}),
     # the kept layer inputs split over TP (memory.py [pa]): less memory, an all-gather before each re-run
     ("partition_activations", ["--partition-activations"], True,
      dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", tp=2, recompute="full"), False,

@@ -17,9 +17,14 @@ from planner.step import Collectives, _context
 
 # Llama 3 8B: 8,030,261,248 parameters (HF safetensors)
 P = 8_030_261_248
+# Megatron GPT 7.5B: 36 layers of 12 h^2 + 13 h at h 4,096, the 51,200 x h embedding (tied), 2,048 x h positions and
+# the final LayerNorm's 2 h: 7,249,674,240 + 209,715,200 + 8,388,608 + 8,192
+P_GPT = 7_467_786_240
 
 
 def _run(stack, **kw):
+    """Llama 3 8B on `stack` (the 2021 fork builds no Llama: a stack file of the user's without runs.layer_kinds,
+    conftest.unlisted_stack_file, prices the entry's mechanisms on it), or the job's model where kw names one."""
     job = dict(model="llama3-8b", gpus=16, micro_batch=1, seq_len=8192, global_batch=32, stack=stack,
                sharding="fsdp", dp_comm_overlap=False)
     job.update(kw)
@@ -42,10 +47,12 @@ def test_zero3_dp_traffic_all_reduces_the_buckets_in_place_of_the_reduce_scatter
     """Without overlap every DP transfer is on the step: 16 ranks, m = 32 / 16 = 2 micro-batches, two gathers a
     micro-batch (forward, backward: resharded) and one reduction a micro-batch (grad_reduce microbatch), each in
     n_b = ceil(P / fsdp_bucket_params) buckets of the 2 B weights / gradients. Today's stack: 4 AG + 2 RS;
-    the 2021 one: 4 AG + 2 AR, the all-gathers the same."""
+    the 2021 one: 4 AG + 2 AR, the all-gathers the same. Megatron GPT 7.5B at seq 2,048 (a shape the 2021 fork
+    builds, mdsfork2), P_GPT parameters."""
+    P = P_GPT
     out = {}
     for stack in ("megatron-deepspeed", "megatron-deepspeed-2021"):
-        s, p, b = _run(stack)
+        s, p, b = _run(stack, model="megatron-gpt-7.5b", seq_len=2048)
         assert (int(p.sharding), int(p.dp), int(p.pp)) == (3, 16, 1)
         sc = _context(s, p)
         coll = Collectives(sc)
@@ -102,8 +109,9 @@ def test_no_entry_fetches_one_deep_yet():
     assert load_stack("megatron-deepspeed-2021").overlap.fsdp_prefetch_depth is None
 
 
-def test_one_deep_total_by_hand():
-    """The entry with overlap.fsdp_prefetch_depth 1 [22], Llama 3 8B on 16 GPUs, m = 2, no recompute: DP traffic =
+def test_one_deep_total_by_hand(tmp_path):
+    """The entry with overlap.fsdp_prefetch_depth 1 [22] (its file without runs.layer_kinds: the fork builds no Llama,
+    mdsfork2), Llama 3 8B on 16 GPUs, m = 2, no recompute: DP traffic =
     2 m gathers of every parameter, one collective each (the layers' four GEMM rows: 25,165,824, 16,777,216,
     117,440,512 and 58,720,256 parameters, 2 B) plus 3 x its bytes over HBM (the zeros buffer and PyTorch's
     copy-out), and the embedding and output layer's (P less 32 layers) in one; m reductions: a layer's 218,103,808
@@ -111,7 +119,9 @@ def test_one_deep_total_by_hand():
     rest's one all-reduce."""
     import dataclasses
 
-    s, p, b = _run("megatron-deepspeed-2021", dp_comm_overlap=True)
+    from conftest import unlisted_stack_file
+
+    s, p, b = _run(unlisted_stack_file(tmp_path, "megatron-deepspeed-2021"), dp_comm_overlap=True)
     st = s.stack
     s1 = dataclasses.replace(s, stack=st.model_copy(update={"overlap": st.overlap.model_copy(
         update={"fsdp_prefetch_depth": 1})}))

@@ -41,6 +41,18 @@ def _row(**kw) -> dict:
     return to_json(*_settings_plan(Job.model_validate(kw)))
 
 
+def _gpt_variant(folder, **fields) -> str:
+    """Megatron GPT 1.7B (24 layers, h 2,304, 24 heads, ffn 9,216, vocab 51,200, learned positions, LayerNorm,
+    biases, tied) with `fields` changed, as a model YAML in `folder`."""
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).parents[1] / "model_zoo" / "megatron-gpt-1.7b.yaml").read_text())
+    spec.update(name="gpt-variant", **fields)
+    p = Path(folder) / "gpt-variant.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return str(p)
+
+
 def _script(text: str) -> tuple[list[str], dict, dict]:
     """(the launch line's words up to pretrain_gpt.py, its flags as {flag: value or None}, the heredoc's JSON)."""
     body = text.split("cat <<EOT > $DS_CONFIG\n", 1)[1]
@@ -207,23 +219,46 @@ def test_bigscience_learned_positions_are_written_to_name_the_fork(tmp_path):
     _read_back(text, row, tmp_path)
 
 
+# the Llama-era forms each fork's model code lacks (stack_db runs.layer_kinds global not_built, read at b56b50bb and
+# 497aa1bf: MixedFusedLayerNorm only, query_key_value 3 x projection_size, the TiedLayerSpec output, bias=True linears;
+# 2021 also GeLU only and learned positions only; BigScience builds --glu-activation and --position-embedding-type
+# rotary)
+LLAMA_LACKS = {S21: ["rmsnorm", "gated_mlp", "grouped_query", "rotary_positions", "untied_embeddings", "no_linear_bias"],
+               BIG: ["rmsnorm", "grouped_query", "untied_embeddings", "no_linear_bias"]}
+
+
 @pytest.mark.parametrize("stack", [S21, BIG])
-def test_what_the_forks_cannot_say_is_refused_by_name(stack):
-    """Llama 3 8B (RMSNorm, SwiGLU, GQA, RoPE at theta 500,000, untied, no biases) is priced on both stacks (their
-    runs.layer_kinds do not refuse these forms: stack_db uncertain), but neither fork's arguments.py has a flag for
-    them: export names each setting and its flag."""
-    row = _row(model="llama3-8b", gpus=16, hardware=A100, stack=stack, tp=2, pp=2, micro_batch=1, global_batch=64,
-               seq_len=4096, sharding="zero1", fp16=True)
+def test_llama_is_refused_naming_the_rule_and_each_form(stack, cli):
+    """Llama 3 8B (RMSNorm, SwiGLU, GQA, RoPE, untied, no biases) is refused on both stacks by start-up rule
+    STACK_LAYER_KIND (code 73) in fit, explain and check: exit 2, the message naming each form the fork lacks and
+    the fork's code; the hint the stacks that build it (not these two)."""
+    job = ["--model", "llama3-8b", "--gpus", "16", "--hardware", A100, "--stack", stack, "--global-batch", "64",
+           "--seq-len", "2048"]
+    for cmd in ("fit", "explain"):
+        r = cli(cmd, *job)
+        assert r.exit_code == 2 and "Traceback" not in r.stderr, (cmd, r.stderr)
+        assert "STACK_LAYER_KIND" in r.stderr or "runs.layer_kinds" in r.stderr, r.stderr
+        for form in LLAMA_LACKS[stack]:
+            assert f"({form}), which stack {stack}'s code does not build" in r.stderr, (cmd, form)
+        for form in {"gated_mlp", "rotary_positions"} - set(LLAMA_LACKS[stack]):
+            assert f"({form})" not in r.stderr, (cmd, form)
+        assert "megatron-deepspeed, torchtitan" in r.stderr and f"{stack}," not in r.stderr.split("hint:")[1]
+    with pytest.raises(PlannerError, match="STACK_LAYER_KIND"):
+        _row(model="llama3-8b", gpus=16, hardware=A100, stack=stack, tp=2, pp=2, micro_batch=1, global_batch=64,
+             seq_len=2048, sharding="zero1", fp16=True)
+
+
+def test_what_the_forks_cannot_say_is_refused_by_name(tmp_path):
+    """A model the fork builds but a setting its arguments.py cannot say: a GPT shape with a rotary base of 500,000
+    on BigScience's fork (its rotary embedding has no theta flag, 497aa1bf arguments.py): the export names the
+    setting and the flag."""
+    row = _row(model=_gpt_variant(tmp_path, position_embedding="rope", rope_theta=500000.0), gpus=16, hardware=A100, stack=BIG,
+               tp=2, pp=2, micro_batch=1, global_batch=64, seq_len=2048, sharding="zero1", fp16=True)
     with pytest.raises(PlannerError) as e:
         export_plan(row["plan"], "megatron-deepspeed")
     msg = e.value.message
-    for flag in ("--num-key-value-heads", "--swiglu", "--normalization", "--untie-embeddings-and-output-weights",
-                 "--disable-bias-linear", "--rotary-position-embeddings-theta"):
-        assert flag in msg, (flag, msg)
-    assert "norm rmsnorm" in msg and f"(stack {stack}) has no such flag" in msg
-    assert ("--glu-activation" in msg) == (stack == BIG)
-    # RoPE is BigScience's --position-embedding-type rotary; the 2021 fork has no rotary at all
-    assert ("--use-rotary-position-embeddings" in msg) == (stack == S21)
+    assert "--rotary-position-embeddings-theta (rope_theta other than 10,000)" in msg
+    assert f"(stack {BIG}) has no such flag" in msg
 
 
 def test_2021_refusals_of_what_a12aaedc_and_b56b50bb_lack():
@@ -279,3 +314,102 @@ def test_cli_fit_export_and_check_on_both_forks(cli, tmp_path):
         r = cli("explain", str(p), "--model", model, "--hardware", A100, *declared, "--format", "json")
         assert r.exit_code == 0, r.stderr
         assert json.loads(r.stdout)["plan"]["stack"] == stack
+
+
+# ------------------------------------------------------------------ mdsfork2: BigScience's GLU, the 2022 fork's ramp
+def test_bigscience_glu_exports_and_reads_back(tmp_path):
+    """A gated MLP (gated_mlp, SwiGLU) on a GPT shape on BigScience's fork: --glu-activation swiglu (497aa1bf
+    arguments.py l. 399-402; transformer.py l. 73-104: dense_h_to_4h of 2 x --ffn-hidden-size, x1 * silu(x2), then
+    dense_4h_to_h of --ffn-hidden-size, the planner's gate, up and down matrices) with --no-bias-gelu-fusion, which
+    the fork requires with it (l. 285-286); read back as the same plan and memory. The layer's parameters by hand: qkv
+    3 h^2 + 3 h, dense h^2 + h, dense_h_to_4h 2 f h + 2 f, dense_4h_to_h f h + h, two LayerNorms 4 h, at h 2,304 and
+    f 6,144: 15,932,160 + 5,310,720 + 28,323,840 + 14,158,080 + 9,216 = 63,734,016 a layer."""
+    h, f = 2304, 6144
+    layer = (3 * h * h + 3 * h) + (h * h + h) + (2 * f * h + 2 * f) + (f * h + h) + 4 * h
+    assert layer == 15_932_160 + 5_310_720 + 28_323_840 + 14_158_080 + 9_216 == 63_734_016
+    model = _gpt_variant(tmp_path, gated_mlp=True, ffn_hidden_size=f)
+    row = _row(model=model, gpus=16, hardware=A100, stack=BIG, tp=2, pp=2, micro_batch=1, global_batch=64,
+               seq_len=2048, sharding="zero1", fp16=True)
+    from planner.catalog import load_model
+    from planner.params import count_params
+    pc = count_params(load_model(model))
+    assert pc.total == 24 * layer + 51200 * h + 2048 * h + 2 * h
+    text, _ = export_plan(row["plan"], "megatron-deepspeed")
+    _, fl, _ = _script(text)
+    assert fl["--glu-activation"] == "swiglu" and "--no-bias-gelu-fusion" in fl and fl["--ffn-hidden-size"] == str(f)
+    assert "--swiglu" not in fl and set(fl) <= set(BIGSCIENCE_FLAGS_AT)
+    back = _read_back(text, row, tmp_path)
+    assert back["params"]["total"] == pc.total
+
+
+@pytest.mark.parametrize("glu, ok", [("swiglu", True), ("geglu", True), ("reglu", False), ("liglu", False)])
+def test_bigscience_glu_activations_read(tmp_path, glu, ok):
+    """The fork's four GLU_ACTIVATIONS (497aa1bf megatron/model/glu_activations.py): SwiGLU and GeGLU are the
+    planner's gated MLP (gated_mlp; the fork's --ffn-hidden-size default 4 h with it too, arguments.py l. 242-243,
+    not Megatron-LM's 8 h / 3 of --swiglu); ReGLU and LiGLU refused, named; without --no-bias-gelu-fusion the fork
+    raises at start-up (arguments.py l. 285-286): refused, named."""
+    script = (
+        "#!/bin/bash\npython -u -m torch.distributed.run --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\\n"
+        "    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --num-layers 24 --hidden-size 2304 \\\n"
+        "    --num-attention-heads 24 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 \\\n"
+        "    --global-batch-size 32 --train-iters 100 --position-embedding-type absolute --fp16 \\\n"
+        "    --vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt --tokenizer-type GPT2BPETokenizer \\\n"
+        f"    --glu-activation {glu} NOFUSE--deepspeed --deepspeed_config ds.json --zero-stage 1\n")
+    (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 1,
+                                                  "fp16": {"enabled": True}, "zero_optimization": {"stage": 1}}))
+    p = tmp_path / "run.sh"
+    p.write_text(script.replace("NOFUSE", "--no-bias-gelu-fusion "))
+    if not ok:
+        with pytest.raises(PlannerError, match=f"--glu-activation {glu}: a GLU of .*not priced"):
+            load_trainer_config(p, fmt="megatron-deepspeed", gpus=8, hardware=A100)
+        return
+    cfg = load_trainer_config(p, fmt="megatron-deepspeed", gpus=8, hardware=A100)
+    from planner.catalog import load_model
+    m = load_model(cfg.job["model"])
+    assert cfg.job["stack"] == BIG and m.gated_mlp and m.ffn_hidden_size == 4 * 2304
+    assert any(a.startswith(f"gated_mlp=true: --glu-activation {glu}") for a in cfg.assumed)
+    p.write_text(script.replace("NOFUSE", ""))
+    with pytest.raises(PlannerError, match="without --no-bias-gelu-fusion: the fork raises at start-up"):
+        load_trainer_config(p, fmt="megatron-deepspeed", gpus=8, hardware=A100)
+
+
+def test_ramp_on_the_2022_fork_exports_as_rampup(tmp_path):
+    """microsoft/Megatron-DeepSpeed @f4157bea has --rampup-batch-size (arguments.py l. 815; microbatches.py
+    RampupBatchsizeNumMicroBatches l. 78-140, the older forks' class) and the reader reads it: b56b50bb's GPT-3 175B
+    example ramp (16 16 5859375 to 1,536) priced on stack megatron-deepspeed exports as those flags beside
+    --global-batch-size and --train-samples (the same function as the older forks', export._fork_rampup), and reads
+    back as the same phases and memory; no Megatron-LM --step-batch-size-schedule."""
+    phases = [{"from_tokens": c * 2048, "global_batch": b} for c, b in rampup_phases(16, 16, 5859375, 1536)]
+    row = _row(model="gpt3-175b", gpus=1024, hardware=A100, stack="megatron-deepspeed", tp=8, pp=16, micro_batch=1,
+               seq_len=2048, recompute="full", sharding="zero1", batch_size_schedule=phases, tokens=146484375 * 2048)
+    text, _ = export_plan(row["plan"], "megatron-deepspeed")
+    assert "--rampup-batch-size 16 16 5859375 " in text and "--train-samples 146484375 " in text
+    assert "--global-batch-size 1536 " in text and "--step-batch-size-schedule" not in text
+    back = _read_back(text, row, tmp_path)
+    assert back["plan"]["batch_size_schedule"] == row["plan"]["batch_size_schedule"]
+
+
+@pytest.mark.parametrize("model, tp, divisor, rows", [
+    ("llama3-70b", 8, 96, 128256),      # 128,256 / 8 = 16,032 = 96 x 167 (167 prime): the plan's rows
+    ("megatron-gpt-1.7b", 8, None, 51200),  # 51,200 = 50 x 128 x 8: the default pads it to itself
+    ("gpt3-175b", 8, None, 51200),      # 50,257 is odd: no divisor; the fork pads to 51,200, the plan priced 50,257
+])
+def test_the_2022_vocabulary_is_the_forks_null_tokenizer(tmp_path, model, tp, divisor, rows):
+    """The 2022 fork reads --vocab-size only for its NullTokenizer (@f4157bea megatron/tokenizer/tokenizer.py
+    build_tokenizer l. 38-41; pretrain_gpt.py l. 364 defaults to GPT2BPETokenizer, which ignores it), whose size is
+    --vocab-size + 1 (the end-of-document id, l. 510-514), padded to a multiple of --make-vocab-size-divisible-by x tp
+    (l. 52, 58-71): the export writes V - 1 and the largest divisor <= 128 that pads V to itself, else the default and
+    a note naming the rows the fork builds; read back with the model, the plan's memory."""
+    from planner.catalog import load_model
+    from planner.trainers.export import mds_vocab_divisor
+    v = load_model(model).vocab_size
+    assert mds_vocab_divisor(v, tp) == (divisor if divisor is not None else (128 if v % (128 * tp) == 0 else None))
+    row = _row(model=model, gpus=64 * tp, hardware=A100, stack="megatron-deepspeed", tp=tp, pp=8, micro_batch=1,
+               global_batch=512, seq_len=2048, sharding="zero1")
+    text, notes = export_plan(row["plan"], "megatron-deepspeed")
+    _, fl, _ = _script(text)
+    assert fl["--tokenizer-type"] == "NullTokenizer" and fl["--vocab-size"] == str(v - 1)
+    assert fl.get("--make-vocab-size-divisible-by") == (None if divisor is None else str(divisor))
+    (note,) = [n for n in notes if n.startswith("vocabulary: ")]
+    assert f"{rows:,} rows" in note and (("the plan's" in note) == (rows == v))
+    _read_back(text, row, tmp_path)

@@ -166,10 +166,12 @@ def test_refused_what_the_fork_cannot_run():
     with pytest.raises(PlannerError, match="sync_tp_duplicated_parameters is set but stack megatron-deepspeed does not"):
         export_plan({**row["plan"], "sync_tp_duplicated_parameters": True}, "megatron-deepspeed")
     # a plan priced on BigScience's fork is written in that fork's flags (mdsexport, tests/test_export_forks.py), and
-    # Llama 3's shape is refused there, each setting named: 497aa1bf's arguments.py has none of its flags
-    with pytest.raises(PlannerError, match=r"--num-key-value-heads .*--swiglu .*--normalization .*"
-                                           r"megatron-deepspeed-bigscience\) has no such flag"):
+    # Llama 3's shape is refused there: the fork builds none of RMSNorm, GQA, an untied output layer or bias-free
+    # linears (start-up rule STACK_LAYER_KIND, stack_db runs.layer_kinds global not_built; mdsfork2)
+    with pytest.raises(PlannerError, match=r"breaks a rule of stack megatron-deepspeed-bigscience") as e:
         export_plan({**row["plan"], "stack": "megatron-deepspeed-bigscience", "fp16": True}, "megatron-deepspeed")
+    for form in ("(rmsnorm)", "(grouped_query)", "(untied_embeddings)", "(no_linear_bias)"):
+        assert form in e.value.message, form
     # its DeepSpeed JSON alone is another release's file: refused, pointing at the fork's launch script
     with pytest.raises(PlannerError, match="another release of the trainer") as e:
         export_plan({**row["plan"], "stack": "megatron-deepspeed-bigscience", "tp": 1, "pp": 1, "dp": 16}, "deepspeed")

@@ -186,9 +186,11 @@ def test_two_billion_layers_in_closed_form():
 
 
 def test_the_2021_stack_prices_the_bisection_split(tmp_path):
-    """Llama 3 8B's 32 layers on pp 6, tp 1: the 2021 entry places 6, 6, 6, 6, 6, 2, the same entry with today's
-    front rule 6, 6, 5, 5, 5, 5: the last stage holds 3 layers fewer, 3 x 218,112,000 parameters (a layer: q and o
-    4,096^2, k and v 4,096 x 1,024, three 4,096 x 14,336 MLP matrices, two 4,096 norms) x 2 B of 16-bit weights less."""
+    """Megatron GPT 7.5B's 36 layers on pp 8, tp 1 (a GPT shape: the 2021 fork builds no Llama, mdsfork2): the 2021
+    entry places k = ceil(36 / 8) = 5 a stage from the first, 5 x 7 = 35 and the last 1; the same entry with today's
+    front rule 5, 5, 5, 5, 4, 4, 4, 4: the last stage holds 3 layers fewer, 3 x 201,379,840 parameters (a layer: 12 h^2
+    + 13 h at h 4,096: query_key_value, dense, the two 4 h MLP matrices, their biases and two LayerNorms) x 2 B of
+    16-bit weights less (the tied output layer on the last stage of both)."""
     assert load_stack(S21).pipeline_split == "bisection" and SPLIT_CODES["bisection"] == SPLIT_BISECTION
     text = (load_stack(S21).model_dump_json())
     import json
@@ -199,25 +201,39 @@ def test_the_2021_stack_prices_the_bisection_split(tmp_path):
     import yaml
 
     p.write_text(yaml.safe_dump(d), encoding="utf-8")
-    kw = dict(model="llama3-8b", gpus=6, tp=1, pp=6, sharding="zero1", global_batch=12, micro_batch=1, seq_len=2048)
+    kw = dict(model="megatron-gpt-7.5b", gpus=8, tp=1, pp=8, sharding="zero1", global_batch=16, micro_batch=1,
+              seq_len=2048)
     rows = {}
     for stack in (S21, str(p)):
         settings, plan, _ = resolve(Job(stack=stack, **kw))
         rows[stack] = to_json(settings, plan, evaluate(settings, plan))
     assert int(resolve(Job(stack=S21, **kw))[1].split_front) == SPLIT_BISECTION
     last21, last_front = (rows[s]["memory"]["stages"]["last"]["weights_bytes"] for s in (S21, str(p)))
-    assert last_front - last21 == 3 * 218_112_000 * 2
+    assert 12 * 4096 ** 2 + 13 * 4096 == 201_379_840
+    assert last_front - last21 == 3 * 201_379_840 * 2
     first21, first_front = (rows[s]["memory"]["stages"]["first"]["weights_bytes"] for s in (S21, str(p)))
-    assert first21 == first_front  # 6 layers and the embedding on both
+    assert first21 == first_front  # 5 layers and the embedding on both
 
 
-def test_an_empty_end_stage_is_refused(cli):
+def gpt32(folder) -> str:
+    """Megatron GPT 1.7B with 32 layers (a GPT shape of Llama 3 8B's layer count: the 2021 fork builds no Llama's
+    RMSNorm, SwiGLU, GQA, rotary, untied or bias-free layers, stack_db runs.layer_kinds global not_built, mdsfork2)."""
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).parents[1] / "model_zoo" / "megatron-gpt-1.7b.yaml").read_text())
+    spec.update(name="gpt-32-layers", num_layers=32)
+    p = Path(folder) / "gpt-32-layers.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return str(p)
+
+
+def test_an_empty_end_stage_is_refused(cli, tmp_path):
     """32 layers on pp 12: k = ceil(32 / 12) = 3, eleven stages take 3 x 10 + 2 and the twelfth none (3, ..., 3, 2,
     0): the fork's pipeline fails on a stage without a transformer layer (start-up rule DEEPSPEED_PP_SPLIT_ENDS, code
     76); pp 11 (3 x 10 + 2) runs; today's front rule places 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2 on pp 12."""
     assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76
     assert bisection_chunk_units(32, 12)[-2:] == [2, 0] and bisection_chunk_units(32, 11)[-1] == 2
-    base = ["--model", "llama3-8b", "--sharding", "zero1", "--global-batch", "24", "--micro-batch", "1"]
+    base = ["--model", gpt32(tmp_path), "--sharding", "zero1", "--global-batch", "24", "--micro-batch", "1"]
     r = cli("explain", *base, "--gpus", "12", "--pp", "12", "--stack", S21)
     assert r.exit_code == 2 and "DEEPSPEED_PP_SPLIT_ENDS" in r.stderr and "Traceback" not in r.stderr
     r = cli("explain", *base, "--gpus", "11", "--pp", "11", "--global-batch", "22", "--stack", S21)
@@ -240,26 +256,29 @@ def _row(stack=S21, **kw):
     return settings, plan, to_json(settings, plan, evaluate(settings, plan))
 
 
-LLAMA = dict(model="llama3-8b", sharding="zero1", micro_batch=1, seq_len=4096)
+GPT = dict(model="megatron-gpt-7.5b", sharding="zero1", micro_batch=1, seq_len=2048)
 
 
 def test_activations_only_sends_by_hand():
-    """Llama 3 8B (untied: no tied-gradient all-reduce), micro-batch 1 x 4,096 tokens, h 4,096, tp 2, no SP (the 2021
-    code has none): the stage output is T h = 16,777,216 elements, 33,554,432 B in 16 bits. a12aaedc per micro-batch
-    (pipe/engine.py l. 112-113, 498-528, 849-856, 914-924): forward the sender's 1 / tp part, 16,777,216 B; backward
-    the whole gradient, 33,554,432 B; all-gathers of the whole 33,554,432 B over the 2 TP ranks: on a middle stage the
-    received input (forward) and its own output rebuilt before the gradient arrives (backward), 2; at pp 2 one on each
-    stage. pp_comm_s = m (send(16,777,216) + send(33,554,432) + n x all_gather(33,554,432)), m = 64 / (dp x 1)."""
+    """Megatron GPT 7.5B (its tied embedding's gradient all-reduce inside pp_comm_s, step.py [20]: once a step, the
+    vocab-parallel shard's 51,200 / 2 x 4,096 fp16 gradients, 2 B, over the first and last stage), micro-batch 1 x 2,048 tokens, h 4,096, tp 2, no SP (the 2021 code has none): the stage output is
+    T h = 8,388,608 elements, 16,777,216 B in 16 bits. a12aaedc per micro-batch (pipe/engine.py l. 112-113, 498-528,
+    849-856, 914-924): forward the sender's 1 / tp part, 8,388,608 B; backward the whole gradient, 16,777,216 B;
+    all-gathers of the whole 16,777,216 B over the 2 TP ranks: on a middle stage the received input (forward) and its
+    own output rebuilt before the gradient arrives (backward), 2; at pp 2 one on each stage. pp_comm_s = m
+    (send(8,388,608) + send(16,777,216) + n x all_gather(16,777,216)) + all_reduce(209,715,200 B over 2 ranks (pp - 1)
+    pipeline strides apart), m = 64 / (dp x 1)."""
     for pp, n_ag in ((2, 1.0), (4, 2.0)):
         gpus = 2 * pp * 2  # dp 2
-        settings, plan, row = _row(**LLAMA, gpus=gpus, tp=2, pp=pp, global_batch=64)
+        settings, plan, row = _row(**GPT, gpus=gpus, tp=2, pp=pp, global_batch=64)
         assert settings.pipe_partitioned and not row["plan"]["sequence_parallel"]
         coll = Collectives(_context(settings, plan))
-        fwd = float(coll(comm.SEND_RECV, 16_777_216.0, plan.pp, coll.strides["pp"]))
-        bwd = float(coll(comm.SEND_RECV, 33_554_432.0, plan.pp, coll.strides["pp"]))
-        ag = float(coll(comm.ALL_GATHER, 33_554_432.0, 2, coll.strides["tp"]))
+        fwd = float(coll(comm.SEND_RECV, 8_388_608.0, plan.pp, coll.strides["pp"]))
+        bwd = float(coll(comm.SEND_RECV, 16_777_216.0, plan.pp, coll.strides["pp"]))
+        ag = float(coll(comm.ALL_GATHER, 16_777_216.0, 2, coll.strides["tp"]))
         m = 64 // 2
-        assert row["time"]["pp_comm_s"] == pytest.approx(m * (fwd + bwd + n_ag * ag), rel=1e-12), pp
+        tied = float(coll(comm.ALL_REDUCE, 51200 / 2 * 4096 * 2.0, 2, (plan.pp - 1) * coll.strides["pp"]))
+        assert row["time"]["pp_comm_s"] == pytest.approx(m * (fwd + bwd + n_ag * ag) + tied, rel=1e-12), pp
         assert fwd < bwd  # the two directions differ: half the bytes forward
 
 
@@ -269,7 +288,7 @@ def test_the_2021_engine_has_no_switch(cli, tmp_path):
     A Megatron-DeepSpeed script whose JSON says pipeline.pipe_partitioned / grad_partitioned false is read (the reader
     sets pipe_partitioned false) and refused once --stack megatron-deepspeed-2021 prices it, naming the stack field."""
     with pytest.raises(PlannerError, match="pipe_partitioned false on stack megatron-deepspeed-2021") as e:
-        resolve(Job(stack=S21, **LLAMA, gpus=8, tp=2, pp=2, global_batch=64, pipe_partitioned=False))
+        resolve(Job(stack=S21, **GPT, gpus=8, tp=2, pp=2, global_batch=64, pipe_partitioned=False))
     assert "pipeline_send_partitioned_switch false" in e.value.message and "drop pipe_partitioned" in e.value.hint
     s = load_stack(S21)
     assert (s.pipeline_send_partitioned_default, s.pipeline_send_partitioned_grads,
@@ -277,13 +296,13 @@ def test_the_2021_engine_has_no_switch(cli, tmp_path):
     t = load_stack("megatron-deepspeed")
     assert (t.pipeline_send_partitioned_default, t.pipeline_send_partitioned_grads,
             t.pipeline_send_partitioned_switch) == (True, True, True)
-    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--pp", "2", "--stack", S21,
+    r = cli("explain", "--model", "megatron-gpt-7.5b", "--gpus", "8", "--tp", "2", "--pp", "2", "--stack", S21,
             "--no-pipe-partitioned")
     assert r.exit_code == 2 and "pipeline_send_partitioned_switch" in r.stderr and "Traceback" not in r.stderr
     # the script: exported on today's stack with the section, then priced with --stack megatron-deepspeed-2021 (in
     # fp16, the 2021 stack's only half dtype: a bf16 script is refused there first, since the reader reads it on the
     # declared stack, mdsexport)
-    r = cli("export", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--pp", "2", "--stack", "megatron-deepspeed",
+    r = cli("export", "--model", "megatron-gpt-7.5b", "--gpus", "8", "--tp", "2", "--pp", "2", "--stack", "megatron-deepspeed",
             "--sharding", "zero1", "--no-sequence-parallel", "--no-pipe-partitioned", "--fp16", "--format",
             "megatron-deepspeed")
     assert r.exit_code == 0, r.stderr
@@ -327,13 +346,13 @@ def test_a_pp_plan_reads_back_on_the_2021_stack(tmp_path):
     assert back["time"]["pp_comm_s"] == pytest.approx(row["time"]["pp_comm_s"], rel=1e-12)
 
 
-def test_counted_ends_name_the_split_that_places_them():
-    """Llama 3 8B's 32 layers with both ends counted (34 units) on pp 4 of the 2021 entry: a12aaedc's bisection places
+def test_counted_ends_name_the_split_that_places_them(tmp_path):
+    """A GPT of 32 layers (gpt32: Llama 3 8B's count) with both ends counted (34 units) on pp 4 of the 2021 entry: a12aaedc's bisection places
     9, 9, 9, 7 units, so 8, 9, 9, 6 layers; the warning names that split beside the counting flags (review6: it named
     Megatron-Core's account_for_* alone, whose trim_ends rule would place 8, 9, 9, 8 less the trim: not this; the
     DeepSpeed stacks read no account_for_* flag, their partition_method counts the ends). An even count (32 + 2 on
     pp 2: 17 units each) names the split too."""
-    kw = dict(model="llama3-8b", tp=1, stack=S21, sharding="zero1", micro_batch=1, seq_len=2048,
+    kw = dict(model=gpt32(tmp_path), tp=1, stack=S21, sharding="zero1", micro_batch=1, seq_len=2048,
               account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
     _, _, w = resolve(Job(gpus=4, pp=4, global_batch=8, **kw))
     (line,) = [x for x in w if "of the pipeline split" in x]

@@ -30,6 +30,10 @@ _spec.loader.exec_module(stack_models)
 # LayerNorm, a plain GELU MLP) and MPT's llm-foundry benchmark shape (mpt-*: the same without dropout)
 GPT3_FORMS = {"learned_positions", "dropout", "linear_bias", "layernorm", "plain_mlp"}
 MPT_FORMS = {"learned_positions", "linear_bias", "layernorm", "plain_mlp"}
+# the Llama-era forms (mdsfork2): RMSNorm, grouped-query attention (num_kv_heads < num_attention_heads), an untied
+# output layer, bias-free linears (every catalog Llama, Mistral, gpt-oss, Gemma 3, Nemotron-H entry has these but
+# Gemma 3's tied embeddings and gpt-oss's biases); a gated MLP and rotary positions where the entry has them
+LLAMA_FORMS = {"rmsnorm", "gated_mlp", "grouped_query", "rotary_positions", "untied_embeddings", "no_linear_bias"}
 # the stacks whose code builds every one of those forms: Megatron-LM (learned_absolute, hidden_dropout,
 # add_bias_linear, LayerNorm, gated_linear_unit false), Megatron-DeepSpeed (the same Megatron-LM 2021 model code),
 # llm-foundry (MPTConfig learned_pos_emb, *_pdrop, no_bias false, low_precision_layernorm, ffn_type mptmlp)
@@ -52,7 +56,9 @@ BUILT_ON = {
     "qwen3-30b-a3b": {"llm-foundry", "megatron", "megatron-bridge", "torchtitan", "torchtitan-0.3"},
     "mixtral-8x7b": {"deepseek", "litgpt-benchmark", "llm-foundry", "megatron", "megatron-bridge", "megatron-deepspeed",
                      "torchtitan", "torchtitan-0.3"},  # not megatron-deepspeed-2021: DeepSpeed a12aaedc has no MoE layer
-    "llama3-8b": set(list_stacks()),
+    # not the older Megatron-DeepSpeed forks: no RMSNorm, GQA, untied output or bias-free linears, and (2021) no
+    # gated MLP or rotary positions (stack_db runs.layer_kinds global not_built, mdsfork2)
+    "llama3-8b": set(list_stacks()) - {"megatron-deepspeed-2021", "megatron-deepspeed-bigscience"},
     "nemotron-h-56b": {"megatron", "megatron-bridge"},
     # Llama 4: chunked attention on the RoPE layers (torchtitan's _irope flavors; Megatron-Bridge @dc805f5cf's
     # Llama4SelfAttention), which Megatron-LM @d98e8a64 does not build
@@ -63,7 +69,9 @@ BUILT_ON = {
 
 def test_the_new_forms_are_listed_under_global():
     assert set(MODEL_WIDE_FORMS) == {"learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm",
-                                     "plain_mlp", "post_norms", "embedding_norm"}
+                                     "plain_mlp", "post_norms", "embedding_norm", "rmsnorm", "gated_mlp",
+                                     "grouped_query", "rotary_positions", "no_positions", "untied_embeddings",
+                                     "no_linear_bias"}
     assert all(LAYER_FORM_KIND[f] == "global" for f in MODEL_WIDE_FORMS)
     assert LAYER_FORM_KIND["windows_every_layer"] == LAYER_FORM_KIND["windows_alternate"] == "sliding"
     assert CODES["STACK_LAYER_KIND"] == 73
@@ -71,11 +79,13 @@ def test_the_new_forms_are_listed_under_global():
 
 @pytest.mark.parametrize("model, forms", [
     ("gpt3-175b", GPT3_FORMS), ("megatron-gpt-1.7b", GPT3_FORMS), ("mpt-7b", MPT_FORMS),
-    ("gemma3-27b", {"qk_norm", "post_norms", "window_placement"}),
-    ("gpt-oss-20b", {"linear_bias", "router_linear_bias", "activation_clamp", "windows_alternate"}),
-    ("mistral-7b", {"windows_every_layer"}),
-    ("nemotron-h-56b", {"plain_mlp"}),
-    ("llama3-8b", set()),
+    ("gemma3-27b", {"qk_norm", "post_norms", "window_placement"} | LLAMA_FORMS - {"untied_embeddings"}),
+    ("gpt-oss-20b", {"linear_bias", "router_linear_bias", "activation_clamp", "windows_alternate"}
+     | LLAMA_FORMS - {"no_linear_bias"}),
+    ("mistral-7b", {"windows_every_layer"} | LLAMA_FORMS),
+    # Nemotron-H: a plain squared-ReLU MLP, no position embedding (its attention layers run without RoPE)
+    ("nemotron-h-56b", {"plain_mlp", "no_positions"} | LLAMA_FORMS - {"gated_mlp", "rotary_positions"}),
+    ("llama3-8b", LLAMA_FORMS),
 ])
 def test_model_forms_by_hand(model, forms):
     assert set(model_layer_forms(load_model(model))) == forms

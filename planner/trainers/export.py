@@ -65,9 +65,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("fsdp_root_unit"):  # a code version's FSDP wrapping (memory.py [tt10]), no setting of any format
         raise _refuse(fmt, "fsdp_root_unit: which units FSDP keeps unsharded is the code version's (torchtitan before "
                            "#1094), not a setting the file can hold", "price it without fsdp_root_unit (the stack's own)")
-    # a batch ramp: Megatron-LM's --step-batch-size-schedule, the older Megatron-DeepSpeed forks' --rampup-batch-size
-    # (_fork_rampup); planner/batch_ramp.py
-    if plan.get("batch_size_schedule") and fmt != "megatron" and not fork:
+    # a batch ramp: Megatron-LM's --step-batch-size-schedule, every Megatron-DeepSpeed fork's --rampup-batch-size
+    # (_fork_rampup: the 2021 and BigScience forks and microsoft's 2022 one); planner/batch_ramp.py
+    if plan.get("batch_size_schedule") and fmt not in ("megatron", "megatron-deepspeed"):
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
     if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
@@ -1408,7 +1408,8 @@ MDS_FORK_FLAGS = {
     "--tensor-model-parallel-size": 1149, "--pipeline-model-parallel-size": 1154, "--empty-unused-memory-level": 1201,
     "--vocab-size": 1269, "--seq-length": 1278, "--transformer-impl": 516, "--zero-stage": 1487,
     "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526, "--cpu-optimizer": 948,
-    "--use-flash-attn-v2": 930,
+    "--use-flash-attn-v2": 930, "--rampup-batch-size": 815, "--tokenizer-type": 1299,
+    "--make-vocab-size-divisible-by": 644,
     # DeepSpeed-MoE (_mds_moe)
     "--num-experts": 608, "--topk": 612, "--expert-interval": 614, "--moe-train-capacity-factor": 913,
     "--moe-min-capacity": 917, "--moe-loss-coeff": 919, "--create-moe-param-group": 921, "--enable-expert-tensor-parallelism": 1151,
@@ -1590,7 +1591,7 @@ BIGSCIENCE_FLAGS_AT = {
     "--micro-batch-size": 482, "--global-batch-size": 489, "--rampup-batch-size": 496, "--checkpoint-activations": 508,
     "--train-iters": 517,
     "--train-samples": 521, "--no-masked-softmax-fusion": 537, "--no-bias-gelu-fusion": 542, "--no-bias-dropout-fusion": 545,
-    "--cpu-optimizer": 558, "--pp-partition-method": 572, "--fp16": 670, "--bf16": 672, "--attention-softmax-in-fp32": 691,
+    "--cpu-optimizer": 558, "--pp-partition-method": 572, "--glu-activation": 399, "--fp16": 670, "--bf16": 672, "--attention-softmax-in-fp32": 691,
     "--tensor-model-parallel-size": 708, "--pipeline-model-parallel-size": 710, "--vocab-file": 872,
     "--merge-file": 874, "--seq-length": 879,
     "--tokenizer-type": 900, "--tokenizer-name-or-path": 907, "--zero-stage": 1018,
@@ -1683,15 +1684,72 @@ def _fork_vocab(plan: dict, fork: str, tp: int, notes: list[str]) -> list:
     return out
 
 
+MDS_VOCAB_DIVISOR = 128  # microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 644 (the default)
+
+
+def mds_vocab_divisor(v: int, tp: int) -> Optional[int]:
+    """The --make-vocab-size-divisible-by d (at most the fork's default 128, the largest such) with which the 2022
+    fork builds exactly v rows: d x tp divides v (_vocab_size_with_padding, microsoft/Megatron-DeepSpeed @f4157bea
+    megatron/tokenizer/tokenizer.py l. 58-71: the least multiple of d x tp at or above the tokenizer's size); None
+    where tp does not divide v (no divisor does). At most 128 candidates."""
+    if v % tp:
+        return None
+    return next(d for d in range(MDS_VOCAB_DIVISOR, 0, -1) if (v // tp) % d == 0)
+
+
+def _mds_vocab(plan: dict, notes: list[str]) -> list:
+    """The model's vocabulary as microsoft/Megatron-DeepSpeed @f4157bea builds it, in place of the Megatron writer's
+    --vocab-size V: the fork reads --vocab-size only for its NullTokenizer (megatron/tokenizer/tokenizer.py
+    build_tokenizer l. 38-41; pretrain_gpt.py l. 364 defaults the tokenizer to GPT2BPETokenizer, which needs
+    --vocab-file and --merge-file and ignores --vocab-size), whose size is --vocab-size + 1, the end-of-document id
+    (_NullTokenizer l. 510-514); the embedding and output layer then have that size padded to a multiple of
+    --make-vocab-size-divisible-by x tp (l. 52, 58-71). So: --tokenizer-type NullTokenizer --vocab-size V - 1 and the
+    divisor that pads V to itself (mds_vocab_divisor), the plan's V rows; where tp does not divide V none does: the
+    fork's default, and a note naming the rows it builds beside the V the plan priced (the read-back prices the
+    model's V too, as the plan did)."""
+    v, tp = _model(plan).vocab_size, plan["tp"]
+    if v < 2:
+        raise _refuse("megatron-deepspeed", f"vocab_size {v}: Megatron-DeepSpeed @f4157bea's NullTokenizer has "
+                                            "--vocab-size + 1 tokens (the end-of-document id), at least 2",
+                      "price a model of two tokens or more")
+    out = [("--tokenizer-type", "NullTokenizer"), ("--vocab-size", v - 1)]
+    d = mds_vocab_divisor(v, tp)
+    if d is not None and d != MDS_VOCAB_DIVISOR:
+        out.append(("--make-vocab-size-divisible-by", d))
+    rows = -(-v // ((d or MDS_VOCAB_DIVISOR) * tp)) * (d or MDS_VOCAB_DIVISOR) * tp
+    notes.append(f"vocabulary: --tokenizer-type NullTokenizer --vocab-size {v - 1:,} (the fork's NullTokenizer adds the "
+                 f"end-of-document id: {v:,} tokens, microsoft/Megatron-DeepSpeed @f4157bea megatron/tokenizer/tokenizer.py "
+                 f"l. 510-514), padded to a multiple of --make-vocab-size-divisible-by {d or MDS_VOCAB_DIVISOR} x tp {tp}: "
+                 f"{rows:,} rows" + (", the plan's" if rows == v else
+                                     f", where the plan priced the model's {v:,} (tp {tp} does not divide it, so no "
+                                     "divisor pads it to itself)")
+                 + "; a run with its own tokenizer (--tokenizer-type HFTokenizer --tokenizer-model ...) builds its size "
+                   "padded so")
+    return out
+
+
+def _ramp_args(plan: dict, args: list) -> list:
+    """The Megatron writer's flags with its --step-batch-size-schedule (Megatron-LM's ramp) replaced by every
+    Megatron-DeepSpeed fork's --global-batch-size and --rampup-batch-size (_fork_rampup); the others as they are."""
+    out: list = []
+    for k, v in args:
+        if k == "--step-batch-size-schedule":
+            out += [("--global-batch-size", plan["global_batch"])] + _fork_rampup(plan, args)
+        else:
+            out.append((k, v))
+    return out
+
+
 def _fork_rampup(plan: dict, args: list) -> list:
-    """The plan's batch_size_schedule as the older forks' --rampup-batch-size START INCREMENT SAMPLES beside
-    --global-batch-size (in place of the Megatron writer's --step-batch-size-schedule): both forks' megatron/
-    microbatches.py RampupBatchsizeNumMicroBatches, whose phases batch_ramp.rampup_phases gives (the reader's rule,
+    """The plan's batch_size_schedule as the Megatron-DeepSpeed forks' --rampup-batch-size START INCREMENT SAMPLES beside
+    --global-batch-size (in place of the Megatron writer's --step-batch-size-schedule): the three forks' megatron/
+    microbatches.py RampupBatchsizeNumMicroBatches (b56b50bb, BigScience 497aa1bf, microsoft @f4157bea l. 78-140: the
+    same class, only the licence header differs), whose phases batch_ramp.rampup_phases gives (the reader's rule,
     megatron_deepspeed._rampup). START the first phase's batch, INCREMENT the step to the second, SAMPLES from the last
     phase's start (the ramp reaches the global batch at SAMPLES, or SAMPLES + 1: the candidates around it, each checked
     by replaying rampup_phases, O(phases)). Refused, named: a schedule no such ramp runs (thresholds not whole samples,
     uneven steps, a first phase after 0), or one without --train-samples (the forks assert a ramp only with it,
-    BigScience @8387ae17 megatron/arguments.py l. 210-217: the plan's tokens give it)."""
+    BigScience @8387ae17 megatron/arguments.py l. 210-217, microsoft @f4157bea l. 238-248: the plan's tokens give it)."""
     from ..batch_ramp import rampup_phases
 
     F = "megatron-deepspeed"
@@ -1756,7 +1814,8 @@ def _fork_split(plan: dict, fork: str, notes: list[str]) -> list:
 def _fork_args(plan: dict, args: list, fork: str, notes: list[str]) -> list:
     """The microsoft writer's flags (2022 fork spellings) in the older fork's (MDS_FORKS): the vocabulary
     (_fork_vocab), the positions (BigScience's --position-embedding-type absolute | rotary | alibi, written always:
-    the flag the reader infers the fork from), BigScience's --embed-layernorm; any flag the fork's table lacks refused,
+    the flag the reader infers the fork from), BigScience's --embed-layernorm and --glu-activation swiglu for the gated
+    MLP (with the --no-bias-gelu-fusion the fork requires); any flag the fork's table lacks refused,
     named with the setting it writes (_FORK_SETTING)."""
     F = "megatron-deepspeed"
     name, commit, table = MDS_FORKS[fork]
@@ -1769,8 +1828,10 @@ def _fork_args(plan: dict, args: list, fork: str, notes: list[str]) -> list:
             continue
         if fork == MDS_BIGSCIENCE and k == "--use-rotary-position-embeddings":
             k, v = "--position-embedding-type", "rotary"
-        if k == "--step-batch-size-schedule":  # Megatron-LM's ramp: the forks' --rampup-batch-size (_fork_rampup)
-            out += [("--global-batch-size", plan["global_batch"])] + _fork_rampup(plan, args)
+        if fork == MDS_BIGSCIENCE and k == "--swiglu":  # the gated MLP: BigScience's --glu-activation swiglu (l. 399),
+            out.append(("--glu-activation", "swiglu"))  # dense_h_to_4h of 2 x --ffn-hidden-size, as Megatron's
+            if not any(a == "--no-bias-gelu-fusion" for a, _ in args):  # the fork raises without it (l. 285-286)
+                out.append(("--no-bias-gelu-fusion", None))
             continue
         out.append((k, v))
     if fork == MDS_BIGSCIENCE:
@@ -1782,10 +1843,8 @@ def _fork_args(plan: dict, args: list, fork: str, notes: list[str]) -> list:
     bad = [k for k, _ in out if k not in table]
     if bad:
         what = "; ".join(f"{k} ({_FORK_SETTING[k]})" if k in _FORK_SETTING else k for k in dict.fromkeys(bad))
-        glu = (" (BigScience's --glu-activation, l. 399, builds a GLU MLP of 2 x --ffn-hidden-size, which the planner's "
-               "reader does not read)" if "--swiglu" in bad and fork == MDS_BIGSCIENCE else "")
         raise _refuse(F, f"{what}: the plan's, and {name} @{commit}'s megatron/arguments.py (stack {fork}) has no "
-                         f"such flag{glu}", "price the plan without the setting, or export it on --stack megatron-deepspeed "
+                         "such flag", "price the plan without the setting, or export it on --stack megatron-deepspeed "
                                             "(today's fork) or --stack megatron")
     return out
 
@@ -1874,7 +1933,10 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
         args += [("--deepspeed-activation-checkpointing", None), ("--partition-activations", None)]
     if plan.get("sync_tp_duplicated_parameters"):  # BigScience's (step.tp_comm [sy]); refused above elsewhere
         args.append(("--sync-tp-duplicated-parameters", None))
-    args = split + args
+    args = _ramp_args(plan, split + args)  # Megatron-LM's ramp as --rampup-batch-size (every fork's)
+    if not fork:  # the vocabulary as @f4157bea builds it: _mds_vocab
+        i = next(j for j, (k, _) in enumerate(args) if k == "--vocab-size")
+        args[i:i + 1] = _mds_vocab(plan, notes)
     if fork:
         args = _fork_args(plan, args, fork, notes)
     else:

@@ -83,7 +83,11 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   its parameters and kept input on the first stage, memory.py [en]); `--sync-tp-duplicated-parameters`
   as the job's sync_tp_duplicated_parameters (its all-reduces in step.tp_comm [sy]); `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
   microbatches.py) as the job's batch_size_schedule (_rampup); `--abort-on-unmet-fused-kernel-constraints`
-  checked as initialize.py l. 190-207 does; the rest (kill switch, weighted data paths) listed as ignored.
+  checked as initialize.py l. 190-207 does; `--glu-activation swiglu|geglu` (with the --no-bias-gelu-fusion the fork
+  requires) as the gated MLP of --ffn-hidden-size (default 4h), reglu and liglu refused (_glu); the rest (kill switch,
+  weighted data paths) listed as ignored.
+- `--tokenizer-type NullTokenizer --vocab-size V` ([1] tokenizer.py l. 510-514): V + 1 tokens (the end-of-document id
+  added), padded as any tokenizer's (the Megatron reader's rule); Megatron-LM's NullTokenizer has V.
 - Megatron-DeepSpeed's spellings of the shape flags are read as Megatron-LM's: `--num-key-value-heads N`
   as `--group-query-attention --num-query-groups N`, `--rotary-position-embeddings-theta` as `--rotary-base`,
   `--normalization layernorm|rmsnorm` as LayerNorm / RMSNorm ([1] arguments.py l. 442-449, 623, 634-636, 647-648).
@@ -155,6 +159,7 @@ MDS_FLAGS = {*MDS_BOOL_FLAGS, *CONFIG_FLAGS, "--zero-stage", "--checkpoint-num-l
              "--pad-vocab-size-to", "--pp-partition-method", "--kill-switch-path", "--train-weighted-split-paths-path",
              "--valid-weighted-split-paths-path", "--valid-num-workers", "--tensorboard-queue-size",
              "--rampup-batch-size",  # both forks' megatron/microbatches.py: read in _rampup
+             "--glu-activation",  # BigScience's fork [3]: a gated MLP, read in _bigscience (_glu)
              # DeepSpeed-MoE [1] (arguments.py l. 608-614, 910-926, 1151-1160): read in _deepspeed_moe
              "--topk", "--expert-interval", "--mlp-type", "--moe-expert-parallel-size", "--enable-expert-tensor-parallelism",
              "--moe-train-capacity-factor", "--moe-eval-capacity-factor", "--moe-min-capacity", "--moe-loss-coeff",
@@ -171,7 +176,13 @@ MDS_COMMIT = "microsoft/Megatron-DeepSpeed @f4157bea"
 BIGSCIENCE_FLAGS = ("--position-embedding-type", "--embed-layernorm", "--sync-tp-duplicated-parameters",
                     "--pad-vocab-size-to", "--pp-partition-method", "--abort-on-unmet-fused-kernel-constraints",
                     "--kill-switch-path", "--train-weighted-split-paths-path", "--valid-weighted-split-paths-path",
-                    "--valid-num-workers")
+                    "--valid-num-workers", "--glu-activation")
+# BigScience's --glu-activation choices (bigscience-workshop/Megatron-DeepSpeed @497aa1bf megatron/model/
+# glu_activations.py GLU_ACTIVATIONS: x1 * act(x2) over the two halves of dense_h_to_4h's 2 x --ffn-hidden-size
+# output) -> the activation. The planner's gated MLP (ModelSpec.gated_mlp) is SwiGLU / GeGLU: those two are priced;
+# ReGLU (relu) and LiGLU (identity, a bilinear layer) are refused, named
+GLU_PRICED = {"swiglu": "silu", "geglu": "gelu"}
+GLU_REFUSED = {"reglu": "relu", "liglu": "the identity (a bilinear layer)"}
 BIGSCIENCE_STACK = "megatron-deepspeed-bigscience"
 # microsoft/Megatron-DeepSpeed as of 2021 (stack_db/megatron-deepspeed-2021.yaml): its flags are a subset of the 2022
 # fork's, so a script cannot name it; read on it where the command line declares it (--stack, load_trainer_config's
@@ -235,6 +246,15 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
         flags["--rotary-base"] = ds["--rotary-position-embeddings-theta"]
     if flags.get("--normalization") in ("layernorm", "rmsnorm"):
         flags["--normalization"] = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[flags["--normalization"]]
+    if flags.get("--tokenizer-type") == "NullTokenizer" and "--vocab-size" in flags:
+        # [1] megatron/tokenizer/tokenizer.py _NullTokenizer l. 510-514: --vocab-size + 1 tokens (the end-of-document
+        # id), padded as any tokenizer's (l. 52, 58-71); Megatron-LM's NullTokenizer has --vocab-size tokens, eod
+        # among them (the Megatron reader's rule): the fork's size given it
+        v = _int(where, flags, "--vocab-size")
+        flags["--vocab-size"] = str(v + 1)
+        assumed.append(f"vocab_size: --tokenizer-type NullTokenizer --vocab-size {v:,}: {v + 1:,} tokens, the fork's "
+                       f"NullTokenizer adding the end-of-document id ({MDS_COMMIT} megatron/tokenizer/tokenizer.py "
+                       "l. 510-514)")
     _bigscience(flags, ds, where, ignored, assumed, unmodelled)
     _deepspeed_moe(flags, ds, where, ignored, assumed)
     for k in ds:
@@ -423,8 +443,43 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
                        "(moe_aux_loss_coeff 0: the stack prices no router saves, memory.moe_routing_saved off)")
 
 
+def _glu(flags: dict, ds: dict, where: str, assumed: list) -> None:
+    """BigScience's --glu-activation [3] (497aa1bf arguments.py l. 399-402; transformer.py ParallelMLP l. 73-104):
+    dense_h_to_4h of 2 x --ffn-hidden-size, GLU_ACTIVATIONS's x1 * act(x2), dense_4h_to_h of --ffn-hidden-size: the
+    gated MLP of --ffn-hidden-size (Megatron-LM's --swiglu, read so), where act is SiLU or GeLU (GLU_PRICED); ReGLU
+    and LiGLU refused (GLU_REFUSED). The fork's --ffn-hidden-size default is 4h with or without it (arguments.py
+    l. 242-243; not Megatron-LM's 8h/3 of --swiglu); the fork raises without --no-bias-gelu-fusion (l. 285-286)."""
+    glu = str(ds["--glu-activation"]).strip("\"'").lower()
+    if glu in GLU_REFUSED:
+        raise PlannerError(f"{where}--glu-activation {glu}: a GLU of {GLU_REFUSED[glu]} ({BIGSCIENCE_COMMIT} megatron/model/"
+                           "glu_activations.py); the planner's gated MLP is SwiGLU / GeGLU (the model's gated_mlp), so "
+                           f"the {glu} MLP is not priced", "--glu-activation swiglu or geglu, or no GLU (GeLU)")
+    if glu not in GLU_PRICED:
+        raise PlannerError(f"{where}--glu-activation {glu!r}: not one of the fork's choices (geglu, liglu, reglu, swiglu: "
+                           f"{BIGSCIENCE_COMMIT} megatron/model/glu_activations.py GLU_ACTIVATIONS)",
+                           "--glu-activation swiglu or geglu")
+    if "--no-bias-gelu-fusion" not in flags:
+        raise PlannerError(f"{where}--glu-activation {glu} without --no-bias-gelu-fusion: the fork raises at start-up "
+                           "('if glu-activation is used, please set --no-bias-gelu-fusion', bigscience-workshop/"
+                           "Megatron-DeepSpeed @497aa1bf megatron/arguments.py l. 285-286)", "add --no-bias-gelu-fusion")
+    del flags["--no-bias-gelu-fusion"]  # the GLU's requirement, not the Megatron reader's GeLU switch
+    flags["--swiglu"] = True  # the gated MLP of --ffn-hidden-size (the Megatron reader's gated_mlp)
+    h = _int(where, flags, "--hidden-size")
+    if "--ffn-hidden-size" not in flags and h is not None:
+        flags["--ffn-hidden-size"] = str(4 * h)
+        assumed.append(f"ffn_hidden_size={4 * h:,}: the fork's default 4 x --hidden-size, with --glu-activation too "
+                       "(497aa1bf megatron/arguments.py l. 242-243)")
+    assumed.append(f"gated_mlp=true: --glu-activation {glu} (x1 * {GLU_PRICED[glu]}(x2) over dense_h_to_4h's 2 x "
+                   "--ffn-hidden-size, 497aa1bf megatron/model/transformer.py l. 73-104, glu_activations.py), with "
+                   "--no-bias-gelu-fusion, which the fork requires with it (arguments.py l. 285-286): its bias add and GLU "
+                   "run unfused, priced at the stack's gated-activation figures (stack_db megatron-deepspeed-bigscience "
+                   "uncertain)")
+
+
 def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list, unmodelled: list) -> None:
     """BigScience's fork's flags [3] (BLOOM-176B's tr11 script), each read, priced, listed or refused."""
+    if "--glu-activation" in ds:
+        _glu(flags, ds, where, assumed)
     pos = flags.get("--position-embedding-type")
     if pos in BIGSCIENCE_POSITIONS and pos != BIGSCIENCE_POSITIONS[pos]:
         flags["--position-embedding-type"] = BIGSCIENCE_POSITIONS[pos]
