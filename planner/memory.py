@@ -1521,11 +1521,12 @@ def weight_copy_bytes(settings: Settings, code):
 def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str, n):
     """(quantized weight copies, weight bytes saved) per GPU of a stage holding `counts` (K, ...)
     layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp and the
-    experts / (etp ep)) in TE's cache beside bf16 weights, row-wise + column-wise bytes (the
-    transpose only on TN-only GPUs); with fp8_param_gather the column-wise copies only, beside
-    weights of the row-wise bytes (bpp.weights - row-wise saved a parameter). The layers kept in
-    bf16 (settings.bf16_layers: the first n0, the last n1) take their share of the stage's
-    linears. Zero in bf16, under FSDP and on stacks without memory.fp8_weight_cache."""
+    experts' matrices / (etp ep), their biases left out: layers/common.py [qb]) in TE's cache
+    beside bf16 weights, row-wise + column-wise bytes (the transpose only on TN-only GPUs); with
+    fp8_param_gather the column-wise copies only, beside weights of the row-wise bytes
+    (bpp.weights - row-wise saved a parameter). The layers kept in bf16 (settings.bf16_layers: the
+    first n0, the last n1) take their share of the stage's linears. Zero in bf16, under FSDP and
+    on stacks without memory.fp8_weight_cache."""
     zero = np.zeros(np.broadcast(plan.tp, plan.precision).shape)
     on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
     if not stack_of(settings).memory.fp8_weight_cache or not np.any(on):  # the second: a shortcut only (zero either way)
@@ -1535,7 +1536,9 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     e_div = etp_of(plan).astype(np.float64) * plan.ep
     # the routed experts' weights only where their grouped GEMMs run quantized (plan.fge: job field fp8_grouped_experts, step.py [16])
     ex = np.where(np.asarray(plan.fge) > 0, 1.0, 0.0)
-    linear = weighted(counts, [(p.split - p.split_bias) / tp + ex * p.expert / e_div for p in pc.kind_params])
+    # the experts' weight matrices only: their biases stay bf16, outside TE's cache (layers/common.py [qb])
+    linear = weighted(counts, [(p.split - p.split_bias) / tp + ex * (p.expert - p.expert_bias) / e_div
+                               for p in pc.kind_params])
     n0, n1 = settings.bf16_layers
     one = plan.pp == 1
     b16 = {"first": np.where(one, np.minimum(n0 + n1, n), np.minimum(n0, n)),
@@ -3021,7 +3024,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     fsdp_buf = sum(fsdp.values(), np.float64(0.0))
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
-    rope = _rope_bytes(per, counts if twin is None else counts + twin[0], 1.0 if twin is None else 2.0)
+    rope = _model_buffers(per, counts, twin is not None, holds_loss | single)  # counts: DualPipe's twin added above
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
     dummies = _dummy_wgrads(per, counts, np.asarray(holds_loss) | single)  # TE's cached dummy wgrads [dw]
     allocated = state_bytes + act + moe_held + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope + dummies
@@ -3419,6 +3422,28 @@ def _rope_bytes(per: _PerLayer, counts, stages: float):
         chunks = per.plan.vpp * stages
         rope = per.rope_cp_table * (np.minimum(mla, MEGATRON_ROPE_LRU) if any(per.rope_cp_mla) else chunks)
     return rope + np.zeros(np.shape(per.plan.tp))
+
+
+# fp32 elements a router with an expert score bias keeps as buffers, per bias element: the bias and its token counter
+# (Megatron-LM @d98e8a64 transformer/moe/router.py l. 180-198 'expert_bias' and 'local_tokens_per_expert';
+# torchtitan @e347b1e5e models/moe/moe.py l. 456-471 "expert_bias" and "tokens_per_expert": layers/common.py [sb])
+ROUTER_BUFFERS_PER_SCORE_BIAS = 2.0
+FP32_BUFFER_BYTES = 4.0  # both fp32 (torch.float32 in both sources)
+
+
+def _model_buffers(per: _PerLayer, counts, dual: bool, holds_loss) -> np.ndarray:
+    """The model's buffers a rank holds (model_buffers): the rotary tables (_rope_bytes; dual: DualPipe's two stages)
+    and the routers' score-bias buffers (_router_buffer_bytes)."""
+    return _rope_bytes(per, counts, 2.0 if dual else 1.0) + _router_buffer_bytes(per.pc, counts, holds_loss)
+
+
+def _router_buffer_bytes(pc: ParamCounts, counts, holds_loss) -> np.ndarray:
+    """The routers' score-bias buffers a stage holds (layers/common.py [sb]): 2 x 4 B x E a MoE layer with an expert
+    score bias, its layers' (counts) and the MTP modules' on the stage holding the loss; no gradient, no optimizer
+    state, never sharded (FSDP and the distributed optimizer shard parameters only)."""
+    elems = weighted(counts, [np.float64(p.score_bias) for p in pc.kind_params])
+    elems = elems + np.where(holds_loss, np.float64(pc.mtp.score_bias), 0.0)
+    return ROUTER_BUFFERS_PER_SCORE_BIAS * FP32_BUFFER_BYTES * elems
 
 
 # the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)

@@ -54,8 +54,11 @@ class MoESpec(BaseModel):
     expert_score_bias: bool = Field(
         default=False, description="a per-expert bias added to the router's scores for the top-k choice only, updated to "
                                    "balance the load (aux-loss-free balancing: DeepSeek-V3 e_score_correction_bias, "
-                                   "Megatron --moe-router-enable-expert-bias, which needs a sigmoid router); E parameters "
-                                   "a layer; the default balancing rule keys on it (planner/imbalance.py)")
+                                   "Megatron --moe-router-enable-expert-bias, which needs a sigmoid router); E elements "
+                                   "a layer, a fp32 buffer with its fp32 token counter, not a trained parameter (no "
+                                   "gradient or optimizer state; counted in the model's total as its checkpoint lists "
+                                   "it: planner/layers/common.py [sb]); the default balancing rule keys on it "
+                                   "(planner/imbalance.py)")
     router_linear_bias: bool = Field(
         default=False, description="the router's linear has a bias of its own, E parameters a layer added to the logits "
                                    "(gpt-oss GptOssTopKRouter; Megatron-Core gives the router one exactly under "

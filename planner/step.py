@@ -346,10 +346,13 @@ References
     MLA's down projections and latent norms, the router, and the row-parallel linears' biases, h each, whole on every
     TP rank, layers/common.py [rb]: the attention output projection's, the dense MLP's down projection's, Mamba's
     out_proj's, where the model has them), the final norm and the MTP modules' on the last stage, the embedding's norm
-    on the first; the stage with the most. Without SP the same all-reduce runs over the query/key norms alone
-    (l. 452-453: `config.qk_layernorm and ("q_layernorm" in name or "k_layernorm" in name)`, whatever
-    sequence_parallel says; each TP rank's q_layernorm / k_layernorm, one head_dim weight shared by the heads
-    (models/gpt/gpt_layer_specs.py l. 139-154; transformer/attention.py l. 1734-1745, hidden_size_per_attention_head),
+    on the first; the stage with the most. Gated DeltaNet's gated output norm is among them (whole on every rank, a
+    TENorm marked sequence_parallel: layers/linear_attention.py); the router's expert score bias is not (a buffer,
+    not a parameter: router.py l. 180-198, layers/common.py [sb]). Without SP the same all-reduce runs over the
+    query/key norms alone (l. 452-453: `config.qk_layernorm and ("q_layernorm" in name or "k_layernorm" in
+    name)`, whatever sequence_parallel says; each TP rank's q_layernorm / k_layernorm, one head_dim weight shared
+    by the heads (models/gpt/gpt_layer_specs.py l. 139-154; transformer/attention.py l. 1734-1745,
+    hidden_size_per_attention_head),
     sees only its own heads, so its gradient is partial: BlockParams.qk_norm, 2 head_dim
     a layer); MLA's latent norms are not among them on the Transformer Engine spec (l. 104-130: fused into
     linear_q_up_proj / linear_kv_up_proj as layer_norm_weight, q_layernorm / kv_layernorm IdentityOp; their gradients

@@ -116,8 +116,10 @@ def test_layout_fits_with_a_hand_derived_breakdown():
     """The heaviest rank is a middle one holding stage 1 (layer 2, dense, and layers 3-5, MoE)
     twice (DualPipe: stage 1 and stage 14, the same composition). Per stage:
       dense layer  MLA 187,107,328 + 2 norms 2 x 7,168 + MLP 3 x 7,168 x 18,432 = 583,483,392
-      MoE layer    MLA + 2 norms + shared expert 3 x 7,168 x 2,048 + router 7,168 x 256 + bias 256
-                   = 232,997,120 on every rank, + 256 experts x 44,040,192 / EP 64 = 176,160,768
+      MoE layer    MLA + 2 norms + shared expert 3 x 7,168 x 2,048 + router 7,168 x 256
+                   = 232,996,864 on every rank, + 256 experts x 44,040,192 / EP 64 = 176,160,768; the
+                   router's score bias 256 a fp32 buffer with its fp32 token counter (layers/common.py
+                   [sb]): model_buffers 2 x 3 MoE layers x 2 x 4 B x 256 = 12,288
     weights 2 B, gradients 4 B (fp32, sec. 3.3.3) of twice the stage; master 4 B and AdamW
     moments 2 + 2 B (bf16, sec. 3.3.3) sharded over DP 128 (dense) and 128 / 64 = 2 (experts).
     Activations, bytes per token kept (fp8 caching sec. 3.3.3, recompute sec. 3.2.3):
@@ -138,9 +140,9 @@ def test_layout_fits_with_a_hand_derived_breakdown():
     (14,336 + 2,072) = 367,550,720: 778,783,136."""
     mla, norm = _mla_params(), 7168
     dense_layer = mla + 2 * norm + 3 * 7168 * 18432
-    moe_rank = mla + 2 * norm + 3 * 7168 * 2048 + 7168 * 256 + 256
+    moe_rank = mla + 2 * norm + 3 * 7168 * 2048 + 7168 * 256  # the score bias a buffer, not a parameter
     experts = 256 * 3 * 7168 * 2048 // 64
-    assert (dense_layer, moe_rank, experts) == (583_483_392, 232_997_120, 176_160_768)
+    assert (dense_layer, moe_rank, experts) == (583_483_392, 232_996_864, 176_160_768)
     dense_p, expert_p = 2 * (dense_layer + 3 * moe_rank), 2 * 3 * experts  # the stage twice
     L = 1.0 + 0.04 * math.sqrt(math.log(64) / (256 / 64 * math.log(64)))  # 1.02: aux-loss-free, 4 experts a rank
     assert L == pytest.approx(1.02)
@@ -149,7 +151,7 @@ def test_layout_fits_with_a_hand_derived_breakdown():
     want = dict(weights=2 * (dense_p + expert_p), gradients=4 * (dense_p + expert_p),
                 master_weights=4 * dense_p / 128 + 4 * expert_p / 2, adam=4 * dense_p / 128 + 4 * expert_p / 2,
                 layer_activations=per_token * 4096 * 17, recompute_buffer=buffer * 4096,
-                workspaces=2 * 32 * 2**20, reserve=GIB,
+                workspaces=2 * 32 * 2**20, reserve=GIB, model_buffers=2 * 3 * 2 * 4 * 256,
                 ep_buffers=377_677_824 + 160 + 32 * 2**20 + 367_550_720)
     assert want["ep_buffers"] == 778_783_136
     settings, plan, _ = resolve(Job(**LAYOUT))

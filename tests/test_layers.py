@@ -158,10 +158,12 @@ def test_scans_are_linear_in_sequence_length(block):
 # ------------------------------------------------------------------ Gated DeltaNet by hand
 def test_gdn_params_and_gemms_by_hand():
     # in_proj 8 (2*4 + 2*8) + 8 * 2*2 = 224; conv (8 + 8) x 4 = 64; dt_bias, A_log 2 x 2 = 4;
-    # norm 4; out_proj 8 x 8 = 64 -> 360
+    # out_proj 8 x 8 = 64 -> 356 TP-split; the gated norm's d_v = 4 whole on every TP rank (Megatron-Core
+    # gated_delta_net/common.py l. 263-268, hidden_size value_head_dim) beside the pre-norm 8: 12 replicated
     b = gdn()
     p = b.params()
-    assert (p.split, p.replicated) == (360, 8)
+    assert (p.split, p.replicated) == (356, 12)
+    assert p.total == 368
     g = b.gemms(ctx_of())
     # in_proj [8, 2*4 + 2*8 + 2*2 = 28, 8], out_proj [8, 8, 8]
     assert [(s.name, float(s.N), float(s.K)) for s, _ in g] == [("gdn_in", 28.0, 8.0), ("gdn_out", 8.0, 8.0)]

@@ -369,7 +369,8 @@ def test_megatron_rope_lru_cache_by_hand():
     Llama 3 8B (head dim 128), seq 8192: cp 2, pp 2 x vpp 2: 4 x 4096 x 128 x 2 chunks =
     4,194,304 B on each stage; cp 1, pp 1: 4 x 8192 x 128 = 4,194,304 B. With multi-latent
     attention each MLA layer has its own (qk_rope_head_dim 64), at most 32 cached: DeepSeek-V3
-    (61 layers) on one stage at seq 4096: 32 x 4 x 4096 x 64 = 33,554,432 B."""
+    (61 layers) on one stage at seq 4096: 32 x 4 x 4096 x 64 = 33,554,432 B, beside its 58 routers' fp32 score
+    biases and token counters, 58 x 2 x 4 x 256 = 118,784 B (layers/common.py [sb]): 33,673,216 B."""
     from planner import memory as mem
     from planner.plan import resolve
     from planner.schema import Job
@@ -383,7 +384,7 @@ def test_megatron_rope_lru_cache_by_hand():
     assert rope(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192)[mem.STAGE_FIRST] == 4 * 8192 * 128
     ds = rope(model="deepseek-v3", gpus=64, ep=64, micro_batch=1, global_batch=64, seq_len=4096,
               sharding="zero1", recompute="full")
-    assert ds[mem.STAGE_FIRST] == 32 * 4 * 4096 * 64
+    assert ds[mem.STAGE_FIRST] == 32 * 4 * 4096 * 64 + 58 * 2 * 4 * 256 == 33_673_216
     # torchtitan's own tables are untouched (memory.py [tt9]: complex64, one per layer)
     tt = rope(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", micro_batch=1, global_batch=8, seq_len=8192)
     assert tt[mem.STAGE_FIRST] == 32 * 8192 * 64 * 8

@@ -10,7 +10,28 @@ experts, split over etp x ep ranks but their output biases [rb], of which `activ
 ones one token passes through). Of these, `split_bias` the column-parallel linears' biases (split
 with their outputs), `row_bias` the row-parallel linears' output biases (in `replicated`),
 `qk_norm` the query/key norms (in `replicated`), `expert_row_bias` the routed experts' output
-biases (in `expert`).
+biases (in `expert`), `expert_bias` all the routed experts' biases (in `expert`: not quantized [qb]).
+`score_bias` the router's expert score bias, in none of the others: a buffer, not a trained
+parameter [sb]; `total` and `active` count it (the checkpoints list it), the per-GPU parameter
+counts (dense_per_gpu, experts_per_gpu) do not.
+
+[sb] DeepSeek-V3's score-correction bias (MoESpec.expert_score_bias; HF e_score_correction_bias) is a
+buffer in the trainers: NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/router.py
+TopKRouter.__init__ l. 180-198 (register_buffer 'expert_bias', torch.float32, beside its fp32
+'local_tokens_per_expert' counter, non-persistent; l. 262-271 keep it fp32), updated outside autograd
+from the token counts; pytorch/torchtitan @e347b1e5e torchtitan/models/moe/moe.py l. 456-471
+(register_buffer "expert_bias" float32 with load_balance_coeff, and the float32 "tokens_per_expert"
+counter), updated by the optimizer's pre-step hook (components/optimizer.py l. 367-440). A buffer has
+no gradient, no optimizer state, and is in no gradient reduction (Megatron's finalize_model_grads
+walks named_parameters only). It and its counter are priced as fp32 buffers, whole on every rank
+(memory.py model_buffers: 2 x 4 B x E a MoE layer).
+
+[qb] Transformer Engine quantizes a grouped linear's weights only: NVIDIA/TransformerEngine
+@d0067d0d transformer_engine/pytorch/module/grouped_linear.py l. 832-850 (quantize_weight per
+weight{i} into the cached workspace), l. 853-857 (the biases cast_if_needed to the activation
+dtype: bf16 stays bf16, no copy), l. 1738-1771 (weight{i} registered with an fp8_meta_index,
+bias{i} without: fp8 primary weights leave the biases in params_dtype). So the experts' biases
+are neither in TE's quantized weight cache nor quantized parameters (memory.quantized_weight_terms).
 
 [rb] A row-parallel linear's bias is whole on every TP rank: it is added after the partial outputs
 are summed, so each rank holds all `output_size` of it. NVIDIA/Megatron-LM @d98e8a64
@@ -62,6 +83,8 @@ class BlockParams:
     row_bias: int = 0  # the row-parallel linears' output biases among `replicated` [rb]
     qk_norm: int = 0  # the query/key norms' weights among `replicated` (ModelSpec.qk_norm; step.py [27])
     expert_row_bias: int = 0  # the routed experts' output biases among `expert`, whole on each expert-TP rank [rb]
+    expert_bias: int = 0  # every routed expert's biases among `expert` (column and row: expert_row_bias of them) [qb]
+    score_bias: int = 0  # the router's expert score bias: a fp32 buffer, in no other field [sb]
 
     def __add__(self, o: "BlockParams") -> "BlockParams":
         return BlockParams(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(BlockParams)))
@@ -72,11 +95,12 @@ class BlockParams:
 
     @property
     def total(self) -> int:
-        return self.split + self.replicated + self.expert
+        """The block's parameters as its checkpoint lists them (the score bias [sb] among them)."""
+        return self.split + self.replicated + self.expert + self.score_bias
 
     @property
     def active(self) -> int:
-        return self.split + self.replicated + self.active_expert
+        return self.split + self.replicated + self.active_expert + self.score_bias
 
     def dense_per_gpu(self, tp):
         """Dense parameters one GPU holds of this block: the TP-split ones / tp, the replicated ones (row-parallel

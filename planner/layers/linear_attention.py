@@ -11,8 +11,15 @@ RMSNorm d_v (shared by the heads), out_proj value_dim h; one pre-norm.
 
 Tensor parallelism (Megatron-Core GatedDeltaNet [3]): one column-parallel in_proj [q, k, v,
 z, beta, alpha] split by head, the conv channels, dt_bias and A_log by head, out_proj
-row-parallel; one TP collective pair each way. q and k are per key head: past H_k ranks each
-keeps one (as GQA's K/V; Megatron divides H_k by t). Forward GEMMs in_proj
+row-parallel; one TP collective pair each way. The gated RMSNorm's d_v weights are whole on
+every TP rank (common.py `replicated`): Megatron-Core builds out_norm with hidden_size
+value_head_dim, not divided by t (gated_delta_net/common.py l. 263-268; the spec's TENorm,
+extensions/transformer_engine.py l. 1096-1101, a te.pytorch.RMSNorm marked sequence_parallel
+under SP, TransformerEngine @d0067d0d module/rmsnorm.py l. 141-142), each rank normalising its
+own H/t heads with it: under SP its gradient is in the step's TP all-reduce (step.py [27]);
+without SP Megatron reduces it nowhere (finalize_model_grads.py l. 452-453 name q/k norms
+only). q and k are per key head: past H_k ranks each keeps one (as GQA's K/V; Megatron
+divides H_k by t). Forward GEMMs in_proj
 [T, 2 K max(H_k/t, 1) + (2 H V + 2 H)/t, h], out_proj [T, h, H V/t].
 
 Scan FLOPs: the chunkwise gated delta rule (DeltaNet's chunkwise form, Yang et al. 2024 [2]
@@ -138,7 +145,8 @@ class GatedDeltaNetBlock:
         kd, vd = self.key_heads * self.key_dim, self.value_heads * self.value_dim
         in_proj = h * (2 * kd + 2 * vd) + h * 2 * self.value_heads
         conv = (2 * kd + vd) * self.conv_kernel
-        return BlockParams(split=in_proj + conv + 2 * self.value_heads + self.value_dim + vd * h, replicated=self.norm)
+        # the gated RMSNorm (d_v, shared by the heads) whole on every TP rank [3] (module docstring)
+        return BlockParams(split=in_proj + conv + 2 * self.value_heads + vd * h, replicated=self.norm + self.value_dim)
 
     # ------------------------------------------------------------------ widths per GPU
     def _qk_width(self, ctx):

@@ -21,7 +21,12 @@ out_proj [T, h, d_i/t]. Mamba: no trainer in reach shards it; assumed Megatron-s
 column- and out_proj row-parallel over d_i, x_proj row-parallel over its d_i input, which
 needs a second all-reduce of its r + 2N outputs per direction ([6]: Mamba-1 "requires 2
 all-reduces per layer"): GEMMs in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t], dt_proj
-[T, d_i/t, r], out_proj [T, h, d_i/t].
+[T, d_i/t, r], out_proj [T, h, d_i/t]. dt, B and C, x_proj's r + 2N outputs, are then whole on
+every rank, and so are Jamba's RMSNorms on them (r + 2N weights, `replicated`). Which trainer
+runs Jamba: Hugging Face transformers' JambaMambaMixer (models/jamba/modeling_jamba.py: dt_layernorm
+r, b_layernorm and c_layernorm N each) with no tensor-parallel plan (JambaConfig declares no
+base_model_tp_plan), and no shipped stack builds Mamba-1 (below): the split of these norms matters
+only to the assumed layout here, on a user's stack file.
 
 Mamba-2 scan FLOPs (SSD, [1] sec. 6 and Listing 1, mamba_ssm/modules/ssd_minimal.py; the
 Triton kernels of mamba_ssm/ops/triton/ssd_combined.py `_mamba_chunk_scan_combined_fwd`).
@@ -352,9 +357,9 @@ class Mamba1Block:
         conv = di * self.conv_kernel + (di if self.conv_bias else 0)
         x_proj = di * (r + 2 * N)
         dt_proj = r * di + di
-        norms = (r + 2 * N) if self.inner_norms else 0
-        return BlockParams(split=h * 2 * di + col + conv + x_proj + dt_proj + di * N + di + di * h + norms,
-                           replicated=self.norm + row, split_bias=col, row_bias=row)
+        norms = (r + 2 * N) if self.inner_norms else 0  # Jamba's dt, B, C norms: whole on every TP rank (docstring)
+        return BlockParams(split=h * 2 * di + col + conv + x_proj + dt_proj + di * N + di + di * h,
+                           replicated=self.norm + row + norms, split_bias=col, row_bias=row)
 
     def gemms(self, ctx):
         """Forward GEMMs (module docstring): in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t],

@@ -5,8 +5,8 @@ the experts live, the all-to-alls, their overlap) is planner/moe.py.
 Parameters (planner/params.py [1]-[3]): E routed experts of width f_e (each a gated or plain
 MLP: 3 h f_e or 2 h f_e, + 2 f_e (f_e) + h biases where the model has linear biases), s shared
 experts of width f_s (split across TP as a dense MLP) with Qwen2-MoE's sigmoid gate h, a router
-h E (+ E for DeepSeek-V3's score-correction bias, + E for gpt-oss's router linear bias; replicated
-across TP), one pre-norm. A token
+h E (+ E for gpt-oss's router linear bias; replicated across TP; + E for DeepSeek-V3's score-correction
+bias, a fp32 buffer: layers/common.py [sb]), one pre-norm. A token
 passes through its top_k routed experts, the shared experts and the router.
 
 Expert GEMMs. Each local expert runs its MLP on its tokens, T x top_k x ep / E x c per
@@ -383,10 +383,24 @@ class MoEMLP:
     def router_params(self) -> int:
         return self.h * self.num_experts + self.num_experts * int(self.router_bias)
 
+    @property
+    def score_bias_params(self) -> int:
+        """The router's expert score bias, E (DeepSeek-V3's e_score_correction_bias): a buffer (common.py [sb])."""
+        return self.num_experts if self.score_bias else 0
+
     def params(self) -> BlockParams:
-        return BlockParams(split=self.shared_params, replicated=self.router_params + self.norm,
+        """The router's linear (+ its linear bias, gpt-oss) replicated, its score bias a buffer apart (common.py [sb]);
+        the routed experts with their biases (expert_bias: 2 f_e (f_e) + h each, h of them the output bias, [rb] [qb]).
+        The shared experts have no biases: Megatron-LM @d98e8a64 megatron/core/transformer/moe/shared_experts.py
+        l. 124-125 asserts add_bias_linear False, torchtitan's FeedForward has none (pytorch/torchtitan @e347b1e5e
+        torchtitan/models/moe/moe.py l. 63-65, bias=False), and no catalogued model has a
+        shared expert with biases."""
+        sb = self.score_bias_params
+        eb = ((2 * self.fe if self.gated else self.fe) + self.h) if self.bias else 0
+        return BlockParams(split=self.shared_params, replicated=self.router_params - sb + self.norm,
                            expert=self.num_experts * self.expert_params, active_expert=self.top_k * self.expert_params,
-                           expert_row_bias=self.num_experts * self.h if self.bias else 0)
+                           expert_row_bias=self.num_experts * self.h if self.bias else 0,
+                           expert_bias=self.num_experts * eb, score_bias=sb)
 
     # ------------------------------------------------------------------ tokens
     def token_copies(self, ctx):

@@ -123,7 +123,7 @@ TERM_LABELS = {
     "fsdp_unsharded_stage": "FSDP stage kept unsharded (PP, no reshard)",
     "fsdp_accumulated_grads": "FSDP accumulated gradients (PP, unsharded)",
     "fsdp_end_of_backward": "FSDP end of backward (beyond the peak)",
-    "model_buffers": "model buffers (RoPE tables)",
+    "model_buffers": "model buffers (RoPE tables, router biases)",
     "quantized_weights": "fp8 weight copies (TE cache, transposes)",
     "workspaces": "GEMM library workspaces (cuBLAS, TE)",
     "mpu_buffer": "Megatron global memory buffer (mpu)",
