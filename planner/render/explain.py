@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_count, mesh_words, out, pct, warn
+from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_count, mesh_words, out, pct, print_assumed, warn
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
@@ -78,10 +78,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
                   f"{p['tp'] * p['cp'] * p['dp']:,} ranks)")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
-    # the trainer config's lines were noted on stderr as the file was read (cli/core.py report_trainer_config)
-    noted = {e["line"] for e in (res.get("trainer_config") or {}).get("assumed", ())}
-    if own := [a for a in res.get("assumed", ()) if a not in noted]:
-        out.print("  assumed (what the model file and the job leave out): " + "; ".join(own))
+    print_assumed(res)
     active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
     layers = res.get("layers") or []
