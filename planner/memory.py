@@ -2183,10 +2183,12 @@ def states_floor(settings: Settings, plan, placed, groups=None) -> np.ndarray:
 
 class _StatesOnly:
     """What _stage_states reads of _PerLayer (the settings, the parameter counts, the stack's
-    FSDP), for states_floor without the activations _PerLayer prices."""
+    FSDP; copy_back 0: the floor reads the states alone, not the offload copy-back's partition [ocb]), for
+    states_floor without the activations _PerLayer prices."""
 
     def __init__(self, settings: Settings, pc: ParamCounts, fsdp):
         self.settings, self.pc, self.fsdp = settings, pc, fsdp
+        self.copy_back = 0.0
 
 
 def _where(mask, a, b):
@@ -3356,7 +3358,8 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     counts, emb, out, experts = where
     # the routed experts' partition left on the GPU, as `local` (CPU offload [off] steps the rest on the host: its
     # expert groups' copies are the host's too)
-    experts = experts * (1.0 - per.offload[0])
+    if per.offload[0]:  # a job setting
+        experts = experts * (1.0 - per.offload[0])
     kinds, (emb_p, out_p), kinds_e = per.largest_params
     layer = _of_kinds(kinds, counts)
     largest = np.maximum(layer, np.maximum(np.where(emb, emb_p, 0.0), np.where(out, out_p, 0.0)))
@@ -3473,9 +3476,12 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off)
         states = Terms(**{k: states[k] + e[k] for k in states})
         e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
-    # the optimizer partition (elements) whatever offload moves: the master's (model_state_terms' d) [ocb]
-    d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
-    local = dense / np.where(plan.sharding >= ZERO1, d, 1) + e_part
+    # the optimizer partition (elements) whatever offload moves: the master's (model_state_terms' d), read only by
+    # ZeRO-Offload's copy-back [ocb] (a job setting: 0.0 elsewhere, not computed)
+    local = 0.0
+    if per.copy_back:
+        d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+        local = dense / np.where(plan.sharding >= ZERO1, d, 1) + e_part
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
     copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
                                            n if twin is None else n + twin[2])
