@@ -57,7 +57,7 @@ import numpy as np
 
 from . import reliability as rel
 from .errors import PlannerError
-from .explain import Estimate, evaluate, to_json
+from .explain import Estimate, assumed_lines, evaluate, to_json
 from .params import count_params
 from .plan import PRECISION_CODES, PlanArrays, Settings, plan_dict, resolve
 from .schema import Job
@@ -335,6 +335,8 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
         )
     mc = b.mc
     return {
+        # explain's list (explain.assumed_lines); a trainer config's lines and block follow (cli/budget.py, with_config)
+        **({"assumed": assumed} if (assumed := assumed_lines(settings)) else {}),
         "plan": plan_dict(plan, settings),
         "params": ex["params"]["total"],
         "fits": bool(ex["memory"]["fits"]),

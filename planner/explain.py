@@ -210,6 +210,14 @@ def _throughput_json(settings: Settings, plan: PlanArrays, est: Estimate, pick, 
     return thr
 
 
+def assumed_lines(settings: Settings) -> list[str]:
+    """The job's `assumed` list (explain's and budget's JSON): what the model's file left out and a documented rule
+    filled in (settings.assumed: HF config keys), the training length where the job gave none (seq_assumed) and the
+    trainer model code not checked (code_assumed); a trainer config's own assumed lines follow them
+    (trainers/report.with_config)."""
+    return list(settings.assumed) + list(settings.seq_assumed) + list(settings.code_assumed)
+
+
 def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None, placed=None) -> dict:
     """The JSON object of one plan (i indexes 1-d arrays; None for 0-d). ramp: ramp_estimates of
     the plans where the caller has them (search.rows_of prices every row's phases at once); moe:
@@ -230,8 +238,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
     moe_out = moe_report(settings, plan, est, pick, moe) if layer_list(settings.model).has_experts else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
-        **({"assumed": list(settings.assumed) + list(settings.seq_assumed) + list(settings.code_assumed)}
-           if settings.assumed or settings.seq_assumed or settings.code_assumed else {}),
+        **({"assumed": assumed} if (assumed := assumed_lines(settings)) else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "layers": pc.layers.described(),

@@ -592,8 +592,8 @@ References
      the worst rank's (a rank's piece is the part of the parameter inside its partition); the moment is the larger of
      the two, the norm's only where one parameter covers more than 3/4 of a partition (Llama 3 8B, ZeRO-2 on 64 GPUs:
      L = 125M below the embedding's 525M, 8 L against 6 L). Not priced: the parameters straddling a partition's ends
-     (grads_in_partition holds them whole, l. 1344-1352) and cpu_offload (the BF16_Optimizer path is its own
-     mode, [bo]). Nothing else of the step is
+     (grads_in_partition holds them whole, l. 1344-1352). With cpu_offload the step's copies are the host's (the
+     updated partition's copy back to the GPU is [ocb]); the BF16_Optimizer path is its own mode, [bo]. Nothing else of the step is
      parameter-sized: Megatron's clip-grad norm (clip_grads.py get_grad_norm_fp32, multi_tensor_l2norm: one output
      per chunk) and TE / Apex FusedAdam (multi-tensor kernels, no workspace), torchtitan's clip_grad_norm_
      (torch.nn.utils.get_total_norm, _foreach_norm: one scalar a tensor; distributed/utils.py @e347b1e5e l. 399-475);
@@ -855,6 +855,29 @@ References
      parameter in the gradient dtype (_offload_staging, in the gradients term). Megatron's HybridDeviceOptimizer
      moves offload_fraction of the master and Adam partition (offload.switches' factor; the distributed optimizer's
      grad buffer stays whole on the GPU, sharding zero1). The host's bytes are step.offload_parts'.
+[ocb] DeepSpeed ZeRO-1/2 offload's copy of the updated partition back to the GPU (term offload_copy_back; job field
+     offload_optimizer cpu, stack cpu_offload.transfers zero_offload; planner/offload.py copy_back_gpu_bytes).
+     microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/stage_1_and_2.py step (l. 1826-1944), cpu_offload branch
+     (l. 1865-1884): per parameter group, after the CPU optimizer's step (_optimizer_step l. 1871, on the host's fp32
+     partition and its pinned fp32 gradient), bit16_partitions[partition_id].data.copy_(fp32_partition.to(device).data)
+     (l. 1879-1882): the group's fp32 partition copied to the GPU (4 B an element), converted into the bf16 partition in
+     place (a view of bit16_groups_flat), freed with the statement, before the next group. What else is live on the
+     GPU then: the 16-bit weights whole (bit16_groups_flat, the states' weights), the staging buffer
+     temp_grad_buffer_for_gpu_offload (l. 483-485, an attribute kept all run: [off]), the workspaces and buffers of the
+     kept tensors; no gradient: the hooks' copies set each partition gradient's param.grad = None (l. 1284), the
+     partition buffer grads_in_partition is never allocated under offload (copy_grads_in_partition returns first,
+     l. 1329-1342) nor averaged_gradients filled (l. 780), and the reduction's epilogue releases the IPG buffers and
+     frees every other gradient (l. 802, 807: ZeRO-1's whole ones); the gradient norm is the hooks' per-parameter
+     scalars (scaled_global_norm l. 1791-1796), the unscale and the step run on host tensors, the activations are
+     freed. The moment: the kept tensors less the gradients but the staging buffer, plus 4 B x the largest group's
+     partition (one dense group assumed, an upper bound as in [sg]: Megatron-DeepSpeed's no-weight-decay group is
+     small; DeepSpeed MoE's expert groups at most moe_group_params a rank, _largest_group); the term is its excess over
+     the backward's peak and the step's terms before it. Llama 3 8B, ZeRO-2 on 8 H100s, seq 1,024, micro-batch 1, full
+     recompute: 4 B x 1,003,782,656 = 4.02 GB against the peak's activations, output layer, recompute buffer and IPG
+     buffer (0.27 + 0.80 + 0.13 + 1.00 GB): +1.82 GB (tests/test_offload.py). ZeRO-1 frees its 2 P of gradients first:
+     the moment sets the peak only where 4 P / d > 2 P + the activations (d < 2). ZeRO-3's copy-back holds
+     nothing on the GPU (stage3.py l. 2069-2072 copies the host's fp32 into the 16-bit partition, converted on the
+     CPU). Not priced: the partition's alignment padding (under 2 dp elements a group).
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -1169,6 +1192,8 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "ze
               "zero3_reuse_kept", "zero3_tied_output", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 # (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
+# (offload_copy_back: DeepSpeed ZeRO-1/2 offload's updated fp32 partition copied up to the GPU after the CPU step, its
+# moment beyond the peak and the step's terms before it [ocb])
 # (bf16_reduce_copy: DeepSpeed's BF16_Optimizer's all-reduce of its fp32 buffers after the backward, the bucket's flat
 # and cast copies beyond the peak [bo])
 # (zero2_reduce_input: a zero2 mode reducing every micro-batch as FSDP2 does, the unit's unsharded gradient and its
@@ -1176,7 +1201,7 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "ze
 # (zero12_ipg_bucket: DeepSpeed ZeRO-1/2's IPG buffers in the backward of the stage holding the loss; zero12_grad_partition:
 # the gradient reduction's moment beyond the peak, ZeRO-2's second partition, ZeRO-1's reduction after the backward [zb])
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
-               "zero2_reduce_input", "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
+               "zero2_reduce_input", "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "offload_copy_back", "stream_pools", "allocator_slack", "tp_overlap_buffers",
                "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
@@ -2192,10 +2217,12 @@ def states_floor(settings: Settings, plan, placed, groups=None) -> np.ndarray:
 
 class _StatesOnly:
     """What _stage_states reads of _PerLayer (the settings, the parameter counts, the stack's
-    FSDP), for states_floor without the activations _PerLayer prices."""
+    FSDP; copy_back 0: the floor reads the states alone, not the offload copy-back's partition [ocb]), for
+    states_floor without the activations _PerLayer prices."""
 
     def __init__(self, settings: Settings, pc: ParamCounts, fsdp):
         self.settings, self.pc, self.fsdp = settings, pc, fsdp
+        self.copy_back = 0.0
 
 
 def _where(mask, a, b):
@@ -2438,6 +2465,9 @@ class _PerLayer:
         self.offload = offload.switches(settings)
         self.staging = (self.offload[0] > 0 and stack.cpu_offload is not None
                         and stack.cpu_offload.transfers == "zero_offload")
+        # DeepSpeed ZeRO-1/2 offload's updated fp32 partition copied up after the CPU step [ocb]: bytes an element of the
+        # largest parameter group's partition (0 without offload or on a stack whose offload makes no such copy)
+        self.copy_back = offload.copy_back_gpu_bytes(settings, stack)
         self.largest_params = _largest_params(pc, plan, ctx) if (self.step_copies or self.staging) else None
         # DeepSpeed ZeRO-1/2's IPG buffers and the gradient reduction's partition buffers [zb]
         # (none where no mode of the stack states either: every term of _zero12_terms is then 0, stack data)
@@ -2933,12 +2963,12 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
 
 
 def _offload_staging(per: _PerLayer, states: Terms, allocated, kept, counts, where):
-    """(states, allocated, kept) with DeepSpeed ZeRO-Offload's GPU staging buffer [off]: temp_grad_buffer_for_gpu_offload,
-    the largest parameter of the stage in the gradient dtype, in the gradients term (where (end, twin, single,
-    holds_loss): the embedding on the first stage, the output layer on the one holding the loss); unchanged without
-    offload (a job setting) or on a stack whose offload keeps no such buffer."""
+    """(states, allocated, kept, the buffer's bytes) with DeepSpeed ZeRO-Offload's GPU staging buffer [off]:
+    temp_grad_buffer_for_gpu_offload, the largest parameter of the stage in the gradient dtype, in the gradients term
+    (where (end, twin, single, holds_loss): the embedding on the first stage, the output layer on the one holding the
+    loss); unchanged (and 0) without offload (a job setting) or on a stack whose offload keeps no such buffer."""
     if not per.staging:
-        return states, allocated, kept
+        return states, allocated, kept, 0.0
     end, twin, single, holds_loss = where
     kinds, (emb_p, out_p), kinds_e = per.largest_params
     # single: plan.pp == 1, a searched quantity (an array over the plans): combined with |, never Python `or`
@@ -2946,7 +2976,7 @@ def _offload_staging(per: _PerLayer, states: Terms, allocated, kept, counts, whe
     big = np.maximum(np.maximum(_of_kinds(kinds, counts), _of_kinds(kinds_e, counts)),
                      np.maximum(np.where(first, emb_p, 0.0), np.where(holds_loss | single, out_p, 0.0)))
     buf = big * per.settings.bpp.gradients
-    return Terms(**{k: states[k] + buf if k == "gradients" else states[k] for k in states}), allocated + buf, kept + buf
+    return Terms(**{k: states[k] + buf if k == "gradients" else states[k] for k in states}), allocated + buf, kept + buf, buf
 
 
 def _forward_moments(per: _PerLayer, c, held, allocated):
@@ -2981,10 +3011,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     g = per.state_groups
     if twin is None:
         c, n_ = g.pick(counts, n)
-        states, copies, params, e_part = g.expand(_stage_states(per, g.plan, end, c, n_))
+        states, copies, params, e_part, local = g.expand(_stage_states(per, g.plan, end, c, n_))
     else:
         c, n_, c2, n2 = g.pick(counts, n, twin[0], twin[3])
-        states, copies, params, e_part = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
+        states, copies, params, e_part, local = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
     early = per.early_step & (plan.sharding >= FSDP)  # the optimizer stepped in the backward [es] (a job setting)
     if per.early_step:  # only a sharded gradient of one unit at a time waits in the reduce-scatter pool [es]
         states = Terms(**{k: np.where(early, np.minimum(states[k], per.early_pool), states[k]) if k == "grad_pool"
@@ -3049,10 +3079,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
-    states, allocated, kept = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
+    states, allocated, kept, staging = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
     temps = (temps, _reduce_copy(per, params, end, counts))  # the BF16_Optimizer's all-reduce after the backward [bo]
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
-                        holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
+                        holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n), (local, staging))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
     fsdp["zero3_step_grads"], tied_end = step.pop("zero3_step_grads"), step.pop("zero3_tied_end")  # ([z3s], [z3t])
     fsdp["zero3_tied_output"] = fsdp["zero3_tied_output"] + tied_end
     allocated = allocated + fsdp["zero3_step_grads"] + tied_end + sum(step.values(), np.float64(0.0))  # ([zb], [opt], [sg])
@@ -3141,7 +3171,7 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
             "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin, "zero3_step_grads": 0.0 * lin}
 
 
-def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocated, where, loss) -> dict:
+def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocated, where, loss, off_part) -> dict:
     """The terms beyond the backward's peak `allocated`, in order (each the excess of its moment over the peak and
     the terms before it): zero12_ipg_bucket and zero12_grad_partition, DeepSpeed ZeRO-1/2's IPG buffers at the peak and
     its gradient reduction's moment [zb] (_zero12_terms); zero3_tied_end, the end of DeepSpeed ZeRO-3's backward with a
@@ -3153,9 +3183,12 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     the gradient partition, less the gradients it no longer holds, _step_grad_copies; the two never on one plan: [z3s]
     under FSDP, [sg] below it). A step that frees gradients (delta < 0) beside temporaries would make the last term
     negative; no stack prices both (DeepSpeed's under Megatron-DeepSpeed and Megatron's optimizers are fused: no
-    temporaries, [opt]). where: (counts,
-    holds the embedding, holds the output layer) of the stage, for the largest parameter's fp64 norm piece; loss: (the
-    output layer's and loss's tensors, the recompute buffer) at the peak."""
+    temporaries, [opt]); offload_copy_back, DeepSpeed ZeRO-1/2 offload's copy of the updated fp32 partition up to the
+    GPU after the CPU step, beyond all of them [ocb] (_offload_copy_back). where: (counts,
+    holds the embedding, holds the output layer, the routed experts' partition) of the stage, for the largest
+    parameter's fp64 norm piece and the largest group; loss: (the output layer's and loss's tensors, the recompute
+    buffer) at the peak; off_part: (the rank's optimizer partition, elements, offloaded or not; the offload's staging
+    buffer, bytes, in the states' gradients)."""
     kept, (temps, reduce_copy) = kept_temps
     if per.zero12 is None and per.zero3 is None and not per.step_copies:  # stack data: no [zb], [z3s] or [sg] moment
         # (the figures the lines below give there: ipg, part, tied_end, the z3 step and the copies +0.0, so `allocated` is unchanged
@@ -3163,8 +3196,10 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
         reduce = np.maximum(kept + reduce_copy - allocated, 0.0)  # [bo]
         opt_step = np.maximum(kept + temps - allocated - reduce, 0.0)
         zero = 0.0 * allocated
+        back = _offload_copy_back(per, states, kept, allocated + reduce + opt_step, where, off_part)  # [ocb]
         return {"zero12_ipg_bucket": zero, "zero12_grad_partition": zero, "zero3_tied_end": zero, "bf16_reduce_copy": reduce,
-                "optimizer_step": opt_step, "zero3_step_grads": 0.0 * opt_step, "step_grad_copies": 0.0 * opt_step}
+                "optimizer_step": opt_step, "zero3_step_grads": 0.0 * opt_step, "step_grad_copies": 0.0 * opt_step,
+                "offload_copy_back": back}
     ipg, part = _zero12_terms(per, states, kept, allocated, where[2], loss)
     # the end of the backward under ZeRO-3 with a tied output layer: the embedding's backward [z3t]
     tied_end = (np.where(per.plan.sharding >= FSDP, np.maximum(kept + fsdp["zero3_ipg_bucket"] + fsdp["zero3_persistent"]
@@ -3177,8 +3212,10 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     opt_step = np.maximum(step_peak - allocated, 0.0)
     z3_step = _zero3_step(per, states, fsdp) if per.zero3 is not None else 0.0 * opt_step
     copies = np.maximum(step_peak + _step_grad_copies(per, states, where) - allocated, 0.0) - opt_step
+    z3_term = np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step
+    back = _offload_copy_back(per, states, kept, allocated + opt_step + z3_term + copies, where, off_part)  # [ocb]
     return {"zero12_ipg_bucket": ipg, "zero12_grad_partition": part, "zero3_tied_end": tied_end, "bf16_reduce_copy": reduce,
-            "optimizer_step": opt_step, "zero3_step_grads": np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, "step_grad_copies": copies}
+            "optimizer_step": opt_step, "zero3_step_grads": z3_term, "step_grad_copies": copies, "offload_copy_back": back}
 
 
 def _reduce_copy(per: _PerLayer, params, end: str = "middle", counts=None):
@@ -3360,15 +3397,14 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     # (none where the precision-aware optimizer reads the shard itself: Megatron-FSDP's decoupled_grad [mg])
     fp32 = fp32 * (1.0 - sg["fp32_decoupled_low_moments"] * float(bpp.optimizer < 8.0))
     counts, emb, out, experts = where
+    # the routed experts' partition left on the GPU, as `local` (CPU offload [off] steps the rest on the host: its
+    # expert groups' copies are the host's too)
+    if per.offload[0]:  # a job setting
+        experts = experts * (1.0 - per.offload[0])
     kinds, (emb_p, out_p), kinds_e = per.largest_params
-    layer, layer_e = (_of_kinds(k, counts) for k in (kinds, kinds_e))
+    layer = _of_kinds(kinds, counts)
     largest = np.maximum(layer, np.maximum(np.where(emb, emb_p, 0.0), np.where(out, out_p, 0.0)))
-    # DeepSpeed MoE: the routed experts' groups are stepped apart, each at most moe_group_params elements a rank (one
-    # larger parameter alone) before its partition over the expert-data-parallel ranks: the largest group's copies
-    groups = sg["moe_group_params"] > 0
-    d_e = np.where(per.plan.sharding >= ZERO1, expert_shard(per.plan), 1).astype(np.float64)
-    group_e = np.minimum(experts * d_e, np.maximum(sg["moe_group_params"], layer_e)) / d_e
-    step_l = np.where(groups, np.maximum(local - experts, group_e), local)
+    groups, step_l, group_e, layer_e = _largest_group(per, local, counts, experts)
     piece = np.where(groups, np.maximum(np.minimum(largest, local - experts), np.minimum(layer_e, group_e)),
                      np.minimum(np.maximum(largest, layer_e), local))
     # the flat copy in the gradients' dtype, or in fp32 where each gradient is converted first (flat_fp32: FP16_Optimizer)
@@ -3376,6 +3412,39 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     copies = step_l * (sg["flat"] * flat + sg["fp32"] * fp32)
     norm = sg["norm_fp64"] * STEP_NORM_FP64_BYTES * piece
     return held - states.gradients + np.maximum(copies, norm)
+
+
+def _largest_group(per: _PerLayer, local, counts, experts):
+    """(DeepSpeed MoE's expert groups on (bool array), the largest optimizer group's partition (elements), the largest
+    expert group's partition, the largest routed expert weight a rank) of a stage whose rank's partition is `local`
+    elements, `experts` of them the routed experts' [sg]: DeepSpeed steps its parameter groups one at a time; the
+    routed experts' groups (stack step_grads moe_group_params) hold at most moe_group_params elements a rank (one larger
+    parameter alone) before their partition over the expert-data-parallel ranks; the dense parameters one group (an
+    upper bound: Megatron-DeepSpeed's no-weight-decay group of biases and norms is apart, and small)."""
+    sg = per.step_grads
+    layer_e = _of_kinds(per.largest_params[2], counts)
+    if sg is None:  # stack data: no mode states its step's gradients, nor DeepSpeed MoE's groups
+        return np.zeros(np.shape(local), dtype=bool), local, 0.0 * local, layer_e
+    groups = sg["moe_group_params"] > 0
+    d_e = np.where(per.plan.sharding >= ZERO1, expert_shard(per.plan), 1).astype(np.float64)
+    group_e = np.minimum(experts * d_e, np.maximum(sg["moe_group_params"], layer_e)) / d_e
+    return groups, np.where(groups, np.maximum(local - experts, group_e), local), group_e, layer_e
+
+
+def _offload_copy_back(per: _PerLayer, states: Terms, kept, allocated, where, off_part):
+    """DeepSpeed ZeRO-1/2 offload's copy of the updated partition up to the GPU, the moment's excess over `allocated`
+    (the peak and the step's terms before it) [ocb]: after the CPU step of each parameter group, the kept tensors less
+    the gradients the reduction's epilogue freed (every one but the staging buffer: ZeRO-1's whole gradients; ZeRO-2
+    keeps none on the GPU) and the group's fp32 partition on the GPU (offload.copy_back_gpu_bytes an element, the
+    largest group's: _largest_group). Below FSDP only (ZeRO-3's copy converts on the CPU); 0 without offload or on a
+    stack whose offload makes no such copy (job settings and stack data, not searched quantities)."""
+    if per.copy_back == 0.0 or per.largest_params is None:  # no ZeRO-Offload copy-back (the staging buffer's data too)
+        return 0.0 * allocated
+    local, staging = off_part
+    counts, _, _, experts = where
+    _, group, _, _ = _largest_group(per, local, counts, experts)
+    moment = kept - (states.gradients - staging) + per.copy_back * group
+    return np.where(per.plan.sharding < FSDP, np.maximum(moment - allocated, 0.0), 0.0)
 
 
 def _of_kinds(per_kind: list, counts) -> np.ndarray:
@@ -3453,7 +3522,7 @@ STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "smode", "shard
 
 def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     """(model state terms, quantized weight copies, dense + expert parameters, the routed experts' optimizer partition
-    in elements) of one stage
+    in elements, the rank's whole optimizer partition in elements, offloaded or not) of one stage
     holding `counts` (K, ...) layers, n in all (twin: DualPipe's second stage (counts, end, n)):
     params_of, sharded by model_state_terms [1] (the routed experts over their own shard
     group), less the weight bytes fp8 parameters save, and TE's quantized copies [11]."""
@@ -3470,11 +3539,17 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off)
         states = Terms(**{k: states[k] + e[k] for k in states})
         e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
+    # the optimizer partition (elements) whatever offload moves: the master's (model_state_terms' d), read only by
+    # ZeRO-Offload's copy-back [ocb] (a job setting: 0.0 elsewhere, not computed)
+    local = 0.0
+    if per.copy_back:
+        d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+        local = dense / np.where(plan.sharding >= ZERO1, d, 1) + e_part
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
     copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
                                            n if twin is None else n + twin[2])
     states = Terms(**{k: states[k] - saved if k == "weights" else states[k] for k in states})
-    return states, copies, dense + experts, e_part
+    return states, copies, dense + experts, e_part, local
 
 
 def _largest_buffer(per: _PerLayer, counts) -> np.ndarray:

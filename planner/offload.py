@@ -38,8 +38,9 @@ host_memory_GBps x HOST_MEMORY_EFFICIENCY, a named assumption, or a profile's ca
     fp32 partition copied to the GPU and converted there, 4 B an element; l. 1917-1919 is the branch without offload),
     ZeRO-3 in the model dtype (stage3.py _reassign_or_swap_out_partitioned_parameters l. 2069-2072: the GPU's 16-bit
     flat partition .copy_ from the host's fp32 one, converted on the CPU as torch does for CPU-GPU copies, Copy.cu
-    below: 2 B an element). The ZeRO-1/2 copy's fp32 partition on the GPU (4 B x L, freed with the statement) is a
-    moment of the step, with the activations freed: not priced. With offload_param (ZeRO-3) each all-gather's 16-bit partition up from the host
+    below: 2 B an element). The ZeRO-1/2 copy's fp32 partition on the GPU (4 B x the parameter group's partition,
+    freed with the statement) is a moment of the step, with the activations freed: memory.py [ocb] prices it
+    (copy_back_gpu_bytes). With offload_param (ZeRO-3) each all-gather's 16-bit partition up from the host
     first (n_ag x L x 2 B, beside the gathers). The gradient copies run in the reduction's hooks (reduce_ipg_grads
     l. 1382-1390): on the reduction stream with overlap_comm (hidden behind the backward, what outlasts it
     exposed), on the compute stream without it (exposed); ZeRO-1 reduces after the backward (exposed). The CPU
@@ -120,6 +121,21 @@ HOST_GRAD_BYTES = 4.0
 # bytes an element of the gradient partition moves down once a step (async_inplace_copy_grad_to_fp32_buffer_from_gpu:
 # .float() on the GPU first); FSDP2's gathered shard and reduced gradient: fp32
 FP32_BYTES = 4.0
+
+
+def copy_back_gpu_bytes(settings, stack) -> float:
+    """GPU bytes an element of a parameter group's optimizer partition holds while DeepSpeed ZeRO-1/2 copies the
+    updated partition back after the CPU step (memory.py [ocb]), a job setting: stage_1_and_2.py @38327e07 l. 1879-1882
+    (the offload branch of step) runs bit16_partitions[partition_id].data.copy_(fp32_partition.to(device).data): the
+    host's fp32 partition copied to the GPU first, FP32_BYTES an element, a temporary freed with the statement, then
+    converted into the 16-bit partition in place. FP32_BYTES x the offloaded fraction on a zero_offload stack (the
+    caller applies it below FSDP only: ZeRO-3's copy converts on the CPU, stage3.py l. 2069-2072 and the module
+    docstring), 0 elsewhere (FSDP2 steps its shard on the host in place; Megatron's HybridDeviceOptimizer copies each
+    fp32 host parameter into the model-dtype one, converted on the CPU)."""
+    spec = stack.cpu_offload
+    if spec is None or spec.transfers != "zero_offload":
+        return 0.0
+    return switches(settings)[0] * FP32_BYTES
 
 
 def switches(settings) -> tuple[float, float]:

@@ -354,3 +354,58 @@ def test_gpu_count_ranges_double():
         parse_gpu_list("64..8")
     with pytest.raises(PlannerError, match="64 is listed twice"):
         parse_gpu_list("64,32..64")
+
+
+# ---------------------------------------------------------------- what was assumed, and the trainer config read
+GEMMA2_NO_TIE = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
+                 "intermediate_size": 14336, "num_hidden_layers": 42, "num_attention_heads": 16,
+                 "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000, "hidden_act": "gelu_pytorch_tanh",
+                 "max_position_embeddings": 8192, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+                 "attention_bias": False, "attention_dropout": 0.0}  # Gemma 2 9B's config.json less tie_word_embeddings
+
+
+def test_budget_json_lists_what_was_assumed(cli, tmp_path):
+    """budget's JSON (and table) has explain's `assumed` list (explain.assumed_lines, one function for both): a job YAML whose
+    model is a config.json without tie_word_embeddings (transformers' PretrainedConfig default True, the model's
+    default) and without a seq_len (plan.HF_DEFAULT_SEQ 4,096 below its 8,192 positions, the job's default), in that
+    order; a job that leaves nothing to a default has no such key, in either command."""
+    d = tmp_path / "gemma-2-9b"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(GEMMA2_NO_TIE))
+    job = tmp_path / "job.yaml"
+    job.write_text(f"model: {d}\ngpus: 8\nglobal_batch: 8\ntokens: 1.0e9\n")
+    b = _json(cli, str(job), "--mc-runs", "0")
+    assert b["assumed"] == [
+        "tie_word_embeddings absent: tied input/output embeddings (transformers' PretrainedConfig default: True)",
+        "seq_len=4,096: a Hugging Face config's default training length (plan.HF_DEFAULT_SEQ); its "
+        "max_position_embeddings 8,192 is the context the model serves, not the length it trains at (pass --seq-len)"]
+    assert b["plan"]["seq_len"] == 4096 and b["params"] == 9_241_705_984  # tied: tests/test_newcomer.py's count
+    ex = json.loads(cli("explain", str(job), "--format", "json").stdout)
+    assert ex["assumed"] == b["assumed"] and "trainer_config" not in b
+    # the table says them too, as explain's does (render.common.print_assumed)
+    assert ("  assumed (what the model file and the job leave out): tie_word_embeddings absent"
+            in cli("budget", str(job), "--mc-runs", "0").stdout)
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("model: llama3-8b\ngpus: 8\nglobal_batch: 8\nseq_len: 8192\ntokens: 1.0e9\n")
+    assert "assumed" not in _json(cli, str(plain), "--mc-runs", "0")
+    assert "assumed" not in json.loads(cli("explain", str(plain), "--format", "json").stdout)
+
+
+def test_budget_json_has_the_trainer_config_block(cli):
+    """A trainer config (tests/data/trainer_configs/train_llama3_8b.sh, a Megatron-LM launch script: 8 GPUs, global
+    batch 128, seq 8,192, --train-iters 1000, no --tokens needed): budget's JSON has the `trainer_config` block and
+    the reader's assumed lines after the job's, as explain's (trainers/report.with_config, one function for both).
+    The tokens the reader derives: 1,000 x 128 x 8,192 = 1,048,576,000."""
+    from pathlib import Path
+
+    sh = str(Path(__file__).parent / "data" / "trainer_configs" / "train_llama3_8b.sh")
+    b = _json(cli, sh, "--mc-runs", "0")
+    tc = b["trainer_config"]
+    assert tc["source"] == sh and tc["format"] == "megatron"
+    assert [(e["setting"], e["value"]) for e in tc["assumed"]] == [
+        ("model", "llama3-8b"), ("tokens", 1_000 * 128 * 8192), ("rank_order", "tp-cp-dp-pp"), ("attention", "flash")]
+    assert b["assumed"] == [e["line"] for e in tc["assumed"]]
+    assert b["training"]["tokens"] == 1_048_576_000 and b["plan"]["gpus"] == 8 and b["plan"]["tp"] == 2
+    assert tc["not_modelled"] == [] and tc["unmodelled"] == [] and tc["ignored"]
+    ex = json.loads(cli("explain", sh, "--format", "json").stdout)
+    assert ex["trainer_config"] == tc and ex["assumed"] == b["assumed"]

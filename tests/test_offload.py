@@ -74,6 +74,74 @@ def test_zero2_offload_step_by_hand(cli, tmp_path):
     assert t["step_s"] - t["optimizer_s"] == pytest.approx(plain["step_s"] - plain["optimizer_s"], rel=1e-12)
 
 
+def test_zero2_offload_copy_back_moment_by_hand(cli, tmp_path):
+    """The step's copy of the updated partition back to the GPU (memory.py [ocb]; stage_1_and_2.py @38327e07
+    l. 1879-1882: bit16_partitions[partition_id].data.copy_(fp32_partition.to(device).data), one parameter group at a
+    time). Llama 3 8B, ZeRO-2 offload on 8 H100s, seq 1,024, micro-batch 1, full recompute. At that statement the GPU
+    holds the bf16 weights whole (2 B x P), the staging buffer (2 B x EMB), the GEMM workspaces and the group's fp32
+    partition, 4 B x L = 4,015,130,624 B (no gradient: the hooks set param.grad = None, l. 1284; the IPG buffers and
+    the activations are freed). The backward's peak held, beside the same tensors, the layers' inputs (32 x 2 B x
+    1,024 x 4,096 = 268,435,456), the output layer's tensors, one layer's recompute buffer and the IPG buffer
+    (reduce_bucket_size 5e8 x 2 B): the term is 4 L less those, 1,816,083,968 B, and the allocated peak the moment's."""
+    job = dict(DS2, seq_len=1024, recompute="full", offload_optimizer="cpu")
+    off = _explain(cli, tmp_path, job)
+    t, m = off["memory"]["terms"], off["memory"]
+    assert t["layer_activations"] == 32 * 2 * 1024 * 4096
+    assert t["zero12_ipg_bucket"] == 5e8 * 2
+    held = t["layer_activations"] + t["output_activations"] + t["recompute_buffer"] + t["zero12_ipg_bucket"]
+    assert t["offload_copy_back"] == 4 * L - held == 1_816_083_968
+    assert m["allocated_bytes"] == 2 * P + 2 * EMB + t["workspaces"] + 4 * L
+    # the step's other terms add nothing here (its temporaries and gradient copies are the host's)
+    assert t["optimizer_step"] == t["step_grad_copies"] == t["zero12_grad_partition"] == 0
+    # without offload no such copy: the step's moment is [sg]'s (the copies of the GPU's own partition)
+    assert _explain(cli, tmp_path, dict(job, offload_optimizer="none"), "plain.yaml")["memory"]["terms"][
+        "offload_copy_back"] == 0
+
+
+def test_moe_offload_copy_back_one_group_at_a_time(cli, tmp_path):
+    """DeepSpeed MoE under offload (memory.py [ocb], [sg]): Mixtral 8x7B, ZeRO-2 on 8 H200s, EP 8, seq 256, full
+    recompute, reduce_bucket_size 1e7 (so that the IPG buffer, 2e7 B, does not hide the step). The groups are stepped
+    and copied back one at a time: the dense partition L_d = (46,702,792,704 - 45,097,156,608) / 8 = 200,704,512
+    above any expert group (at most 178,956,971 elements a rank): 4 B x L_d = 802,818,048 B on the GPU, less the
+    peak's activations, output layer, recompute buffer and IPG buffer; not 4 B x (L_d + the rank's 5.64e9 experts).
+    The step's gradient copies are the host's: none on the GPU (before this change an expert group's 6 B x
+    178,956,971 was priced there, +603,108,098 B over the peak)."""
+    job = dict(model="mixtral-8x7b", gpus=8, stack="megatron-deepspeed", sharding="zero2", ep=8, recompute="full",
+               micro_batch=1, global_batch=8, seq_len=256, hardware="h200-sxm", offload_optimizer="cpu",
+               deepspeed_zero3={"reduce_bucket_size": 10**7})
+    t = _explain(cli, tmp_path, job)["memory"]["terms"]
+    dense = (46_702_792_704 - 45_097_156_608) // 8
+    assert dense == 200_704_512 and t["zero12_ipg_bucket"] == 2e7
+    held = t["layer_activations"] + t["output_activations"] + t["recompute_buffer"] + t["zero12_ipg_bucket"]
+    assert t["offload_copy_back"] == 4 * dense - held
+    assert t["step_grad_copies"] == 0
+
+
+def test_zero1_offload_copy_back_frees_the_gradients(cli, tmp_path):
+    """ZeRO-1 offload keeps its whole bf16 gradients to the reduction after the backward, whose epilogue frees them
+    (stage_1_and_2.py l. 807) before the step: the copy-back's moment is the kept tensors less 2 B x P plus 4 B x L.
+    On 8 GPUs 4 L = P / 2 < 2 P: below the peak, no term. On 1 GPU (L = P) the moment is the kept tensors + 2 P:
+    2 P - (the activations, the output layer's tensors, the recompute buffer and the reduction's IPG buffer) above the
+    backward's peak, or above the reduction's moment after it where that is the larger ([zb]: its IPG buffer 1e9 B,
+    the activations freed), which one GPU's 2 P dwarfs."""
+    job = dict(DS2, sharding="zero1", seq_len=1024, recompute="full", offload_optimizer="cpu")
+    assert _explain(cli, tmp_path, job)["memory"]["terms"]["offload_copy_back"] == 0
+    one = _explain(cli, tmp_path, dict(job, gpus=1, global_batch=1), "one.yaml")["memory"]
+    t = one["terms"]
+    peak = (t["layer_activations"] + t["output_activations"] + t["recompute_buffer"] + t["zero12_ipg_bucket"]
+            + t["zero12_grad_partition"])
+    assert t["offload_copy_back"] == 4 * P - 2 * P - peak
+    # the allocated peak: the weights, the staging buffer, the workspaces and the fp32 partition (P elements)
+    assert one["allocated_bytes"] == 2 * P + 2 * EMB + t["workspaces"] + 4 * P
+
+
+def test_zero3_offload_has_no_gpu_copy_back(cli, tmp_path):
+    """ZeRO-3 copies the host's fp32 sub-group into the 16-bit partition, converted on the CPU (stage3.py l. 2069-2072;
+    torch's Copy.cu converts a CPU-GPU copy's dtype on the CPU): no fp32 temporary on the GPU, no term."""
+    job = dict(DS2, sharding="fsdp", seq_len=1024, recompute="full", offload_optimizer="cpu")
+    assert _explain(cli, tmp_path, job)["memory"]["terms"]["offload_copy_back"] == 0
+
+
 def test_gradient_accumulation_host_buffers_and_copies(cli, tmp_path):
     """Four micro-batches at ZeRO-2: DeepSpeed's accumulated_grads_in_cpu, bf16 (2 B x L on the host), the first
     micro-batch's gradient down and each later one's accumulated one up (3 x 2 B x L) beside the fp32 copy down."""

@@ -91,8 +91,9 @@ def register(app: typer.Typer) -> None:
         config_format = plan_kw.pop("config_format", None)
         if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file, config_format, plan_kw.get("model")):
             plan_kw["gpus"] = counts[0]  # the base count (what --mtbf-hours refers to)
+        read: list = []  # the trainer config read, if the job file is one (its JSON block, as explain's)
         job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in job_option_names()}), from_fit, row,
-                                  config_format)
+                                  config_format, read)
         if job.tokens is None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
         if counts is not None:
@@ -107,6 +108,10 @@ def register(app: typer.Typer) -> None:
             return
         settings, plan, warnings = resolve(job, where)
         res = plan_budget(settings, plan, opts)
+        if read:  # the reader's assumed lines and what it did not price, as explain's JSON has them (trainers/report.py)
+            from ..trainers.report import with_config
+
+            with_config(res, read[0])
         res["warnings"] = warnings + res["warnings"]
         emit_budget(res, fmt)
 

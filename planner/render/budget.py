@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import Format, emit, gb, gbps, mesh, mesh_words, mfu_convention, millions, money, out, pct, warn
+from .common import Format, emit, gb, gbps, mesh, mesh_words, mfu_convention, millions, money, out, pct, print_assumed, warn
 
 
 def _days(s: float) -> str:
@@ -39,6 +39,7 @@ def budget_table(res: dict) -> None:
     p, t, ck, fl, iv, gp, ef = (res[k] for k in ("plan", "training", "checkpoint", "failures", "interval", "goodput", "effective"))
     out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh_words(p)}, {p['sharding']}, "
               f"{t['tokens']:.3g} tokens")
+    print_assumed(res)
     if t["mfu_source"] == "--mfu":
         mfu_note = f"given (--mfu), 6N convention; step-time model: {pct(t['step_model_mfu_6n'])}"
         time_note = "6N x tokens / (GPUs x peak x MFU)"

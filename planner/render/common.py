@@ -99,6 +99,15 @@ def progress(description: str, total: int, console: Optional[Console] = None):
         yield tick
 
 
+def print_assumed(res: dict) -> None:
+    """The table's line of what the model file and the job left to a stated rule (explain's and budget's JSON
+    `assumed`), less a trainer config's own lines, noted on stderr as the file was read (cli/core.py
+    report_trainer_config)."""
+    noted = {e["line"] for e in (res.get("trainer_config") or {}).get("assumed", ())}
+    if own := [a for a in res.get("assumed", ()) if a not in noted]:
+        out.print("  assumed (what the model file and the job leave out): " + "; ".join(own))
+
+
 # Labels of explain's memory terms (planner/memory.py MemoryTerms keys), for every table
 # and message that names them.
 TERM_LABELS = {
@@ -134,6 +143,7 @@ TERM_LABELS = {
     "bf16_reduce_copy": "BF16_Optimizer all-reduce copies (beyond the peak)",
     "optimizer_step": "optimizer step (temporaries, beyond the peak)",
     "step_grad_copies": "optimizer step gradient copies (beyond the peak)",
+    "offload_copy_back": "CPU offload fp32 partition copied back (beyond the peak)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
     "tp_overlap_buffers": "TP overlap buffers (outside the allocator)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_count, mesh_words, out, pct, warn
+from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_count, mesh_words, out, pct, print_assumed, warn
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
@@ -15,12 +15,12 @@ _FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "z
                "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer") + _FSDP_TERMS + (
     "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads", "zero2_reduce_input", "zero12_ipg_bucket",
-    "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
+    "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "offload_copy_back", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
 # a row only where the plan has it (TP overlap on; a DeepEP / Hybrid-EP dispatcher; each FSDP / ZeRO-3 buffer the
 # plan's sharding holds; the step's gradient copies where they set the peak; DeepSpeed ZeRO-1/2's IPG buffers and
-# gradient reduction)
+# gradient reduction; ZeRO-Offload's copy of the updated partition back to the GPU where it sets the peak)
 _SHOWN_IF_ANY = ("tp_overlap_buffers", "ep_buffers", "step_grad_copies", "zero2_reduce_input", "zero12_ipg_bucket",
-                 "zero12_grad_partition", "bf16_reduce_copy") + _FSDP_TERMS
+                 "zero12_grad_partition", "bf16_reduce_copy", "offload_copy_back") + _FSDP_TERMS
 
 
 def emit_explain(res: dict, warnings: list[str], fmt: Format, inherited: tuple = ()) -> None:
@@ -78,10 +78,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
                   f"{p['tp'] * p['cp'] * p['dp']:,} ranks)")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
-    # the trainer config's lines were noted on stderr as the file was read (cli/core.py report_trainer_config)
-    noted = {e["line"] for e in (res.get("trainer_config") or {}).get("assumed", ())}
-    if own := [a for a in res.get("assumed", ()) if a not in noted]:
-        out.print("  assumed (what the model file and the job leave out): " + "; ".join(own))
+    print_assumed(res)
     active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
     layers = res.get("layers") or []
