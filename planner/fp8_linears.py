@@ -27,8 +27,9 @@ Module names (torchtitan @e347b1e5e): models/llama3/model/model.py l. 203-208 at
 l. 338-340 feed_forward.w1 / w2 / w3 (llama4, qwen3 the same); models/deepseek_v3/model/model.py l. 215-231
 attention.wq (no q_lora_rank) or wq_a / wq_b, wkv_a, wkv_b, wo; models/moe/moe.py l. 224 moe.router.gate, l. 445
 moe.shared_experts (a FeedForward: w1 / w2 / w3, l. 63-65). A row whose linears this table does not name (Mamba,
-Gated DeltaNet, the MTP projection: no torchtitan model has them) is converted whole, as before. Not modelled:
-torchtitan 0.3.0's own module paths (release/0.3 @4f9e9a47d models/common/attention.py l. 964-965:
+Gated DeltaNet, the MTP projection: no torchtitan model has them) is converted whole, as before: its linears' matrices
+(BlockParams.split_linear), not the mixers' conv1d, dt_bias, A_log, D or norms, which are no nn.Linear
+(layers/common.py [pl]). Not modelled: torchtitan 0.3.0's own module paths (release/0.3 @4f9e9a47d models/common/attention.py l. 964-965:
 attention.qkv_linear.wq / wk / wv, decoder.py l. 204 lm_head), which a filter is matched against here as if they
 were @e347b1e5e's (the shipped "router.gate" entry names the same module in both: common/moe.py l. 215, 377); a
 filter naming some layers by index (the reader lists it as not modelled).

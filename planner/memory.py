@@ -1545,8 +1545,9 @@ def weight_copy_bytes(settings: Settings, code):
 
 def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str, n):
     """(quantized weight copies, weight bytes saved) per GPU of a stage holding `counts` (K, ...)
-    layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp and the
-    experts' matrices / (etp ep), their biases left out: layers/common.py [qb]) in TE's cache
+    layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp, BlockParams.split_linear: the
+    biases and the mixers' conv1d, dt_bias, A_log, D and norms left out, layers/common.py [pl]; and the experts'
+    matrices / (etp ep), their biases left out: layers/common.py [qb]) in TE's cache
     beside bf16 weights, row-wise + column-wise bytes (the transpose only on TN-only GPUs); with
     fp8_param_gather the column-wise copies only, beside weights of the row-wise bytes
     (bpp.weights - row-wise saved a parameter). The layers kept in bf16 (settings.bf16_layers: the
@@ -1562,7 +1563,7 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     # the routed experts' weights only where their grouped GEMMs run quantized (plan.fge: job field fp8_grouped_experts, step.py [16])
     ex = np.where(np.asarray(plan.fge) > 0, 1.0, 0.0)
     # the experts' weight matrices only: their biases stay bf16, outside TE's cache (layers/common.py [qb])
-    linear = weighted(counts, [(p.split - p.split_bias) / tp + ex * (p.expert - p.expert_bias) / e_div
+    linear = weighted(counts, [p.split_linear / tp + ex * (p.expert - p.expert_bias) / e_div
                                for p in pc.kind_params])
     n0, n1 = settings.bf16_layers
     one = plan.pp == 1
@@ -1589,7 +1590,8 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
 
 def converted_linear_elems(settings: Settings, pc: ParamCounts, plan: PlanArrays, per_gpu: bool = True) -> list:
     """Per layer kind, the linear weight elements FSDP's fp8 all-gather gathers at FP8_GATHER_BYTES [fa]: the
-    TP-split matrices (biases left out) / tp, on a stack that converts Linear modules by filter (torchtitan,
+    TP-split matrices (BlockParams.split_linear: biases and the mixers' plain parameters left out, layers/common.py
+    [pl]) / tp, on a stack that converts Linear modules by filter (torchtitan,
     step.py [18]) less the kept-bf16 linears' and plus a converted router's or MLA down projection's (whole on each
     TP rank) (fp8_linears.converted_param_change). per_gpu False: the layer's whole (no / tp)."""
     from .fp8_linears import converted_param_change, module_filter
@@ -1598,7 +1600,7 @@ def converted_linear_elems(settings: Settings, pc: ParamCounts, plan: PlanArrays
     filt = module_filter(stack_of(settings))
     out = []
     for k, p in zip(pc.layers.kinds, pc.kind_params):
-        base = np.float64(p.split - p.split_bias)
+        base = np.float64(p.split_linear)
         if filt:
             split, rep = converted_param_change(k.mixer, k.mlp, settings.filter_fqns, plan.f8r)
             out.append((base + split) / tp + rep)
@@ -1616,7 +1618,8 @@ def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, pe
     output biases whole), or the
     embedding or output layer / tp (layers_only: the largest layer). In bytes where per is the
     bytes a gathered parameter (1.0: parameters), `cut` fewer for each of a layer's linear weight
-    elements (the TP-split matrices, biases left out, or per kind `conv`, converted_linear_elems: the Linears
+    elements (the TP-split matrices, biases and the mixers' plain parameters left out: BlockParams.split_linear,
+    layers/common.py [pl]; or per kind `conv`, converted_linear_elems: the Linears
     FSDP's fp8 all-gather gathers at FP8_GATHER_BYTES, gathered_bytes [fa]) and `out_cut` fewer for the output
     layer's."""
     tp = plan.tp.astype(np.float64)
@@ -1624,7 +1627,7 @@ def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, pe
             else np.maximum(per * pc.embedding, (per - out_cut) * pc.output) / tp)
     for i, (k, p) in enumerate(zip(pc.layers.kinds, pc.kind_params)):
         u = (p.dense_per_gpu(tp) + p.experts_per_gpu(etp_of(plan), plan.ep)) if k.has_experts else p.dense_per_gpu(tp)
-        lin = (p.split - p.split_bias) / tp if conv is None else conv[i]
+        lin = p.split_linear / tp if conv is None else conv[i]
         unit = np.maximum(unit, per * u - cut * lin)
     return unit
 
@@ -1651,10 +1654,11 @@ def gathered_bytes(settings: Settings, plan: PlanArrays):
 
 def stage_linear_params(pc: ParamCounts, plan: PlanArrays, counts, conv=None) -> np.ndarray:
     """The layers' linear weight elements per GPU of a stage holding `counts` (K, ...) layers of each kind:
-    their TP-split matrices / tp, biases left out, or per kind `conv` (converted_linear_elems) (what FSDP's fp8
+    their TP-split matrices / tp (BlockParams.split_linear: biases and the mixers' plain parameters left out,
+    layers/common.py [pl]), or per kind `conv` (converted_linear_elems) (what FSDP's fp8
     all-gather gathers at 1 B [fa])."""
     if conv is None:
-        conv = [(p.split - p.split_bias) / plan.tp.astype(np.float64) for p in pc.kind_params]
+        conv = [p.split_linear / plan.tp.astype(np.float64) for p in pc.kind_params]
     return weighted(counts, conv)
 
 
@@ -3495,7 +3499,9 @@ def _rope_bytes(per: _PerLayer, counts, stages: float):
 
 # fp32 elements a router with an expert score bias keeps as buffers, per bias element: the bias and its token counter
 # (Megatron-LM @d98e8a64 transformer/moe/router.py l. 180-198 'expert_bias' and 'local_tokens_per_expert';
-# torchtitan @e347b1e5e models/moe/moe.py l. 456-471 "expert_bias" and "tokens_per_expert": layers/common.py [sb])
+# torchtitan @e347b1e5e models/moe/moe.py l. 456-471 "expert_bias" and "tokens_per_expert": layers/common.py [sb]);
+# on a stack whose MoE keeps the counter on every MoE layer (stack memory.moe_token_counter: torchtitan's
+# "tokens_per_expert", registered with or without the bias) the bias alone, the counter priced per MoE layer
 ROUTER_BUFFERS_PER_SCORE_BIAS = 2.0
 FP32_BUFFER_BYTES = 4.0  # both fp32 (torch.float32 in both sources)
 
@@ -3503,16 +3509,26 @@ FP32_BUFFER_BYTES = 4.0  # both fp32 (torch.float32 in both sources)
 def _model_buffers(per: _PerLayer, counts, dual: bool, holds_loss) -> np.ndarray:
     """The model's buffers a rank holds (model_buffers): the rotary tables (_rope_bytes; dual: DualPipe's two stages)
     and the routers' score-bias buffers (_router_buffer_bytes)."""
-    return _rope_bytes(per, counts, 2.0 if dual else 1.0) + _router_buffer_bytes(per.pc, counts, holds_loss)
+    counter = bool(stack_of(per.settings).memory.moe_token_counter)  # a stack setting, not a searched quantity
+    return (_rope_bytes(per, counts, 2.0 if dual else 1.0)
+            + _router_buffer_bytes(per.pc, counts, holds_loss, counter, per.settings.model.mtp_layers))
 
 
-def _router_buffer_bytes(pc: ParamCounts, counts, holds_loss) -> np.ndarray:
-    """The routers' score-bias buffers a stage holds (layers/common.py [sb]): 2 x 4 B x E a MoE layer with an expert
-    score bias, its layers' (counts) and the MTP modules' on the stage holding the loss; no gradient, no optimizer
-    state, never sharded (FSDP and the distributed optimizer shard parameters only)."""
+def _router_buffer_bytes(pc: ParamCounts, counts, holds_loss, counter: bool = False, mtp_layers: int = 0) -> np.ndarray:
+    """The routers' buffers a stage holds (layers/common.py [sb]): 2 x 4 B x E a MoE layer with an expert score bias
+    (the bias and its token counter); on a stack whose MoE keeps the counter on every MoE layer (`counter`: stack
+    memory.moe_token_counter, torchtitan's tokens_per_expert) 4 B x E the bias and 4 B x E the counter a MoE layer,
+    with or without the bias. Its layers' (counts) and the MTP modules' (mtp_layers, each a layer of the MTP kind) on
+    the stage holding the loss; no gradient, no optimizer state, never sharded (FSDP and the distributed optimizer
+    shard parameters only), every expert's count on every rank (not divided by EP)."""
     elems = weighted(counts, [np.float64(p.score_bias) for p in pc.kind_params])
     elems = elems + np.where(holds_loss, np.float64(pc.mtp.score_bias), 0.0)
-    return ROUTER_BUFFERS_PER_SCORE_BIAS * FP32_BUFFER_BYTES * elems
+    if not counter:
+        return ROUTER_BUFFERS_PER_SCORE_BIAS * FP32_BUFFER_BYTES * elems
+    experts = [np.float64(k.mlp.num_experts if k.has_experts else 0) for k in pc.layers.kinds]
+    mtp = np.float64(mtp_layers * experts[pc.layers.mtp_kind]) if mtp_layers else np.float64(0.0)
+    tally = weighted(counts, experts) + np.where(holds_loss, mtp, 0.0)
+    return FP32_BUFFER_BYTES * (elems + tally)
 
 
 # the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)

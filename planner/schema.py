@@ -1567,6 +1567,12 @@ class MemoryReporting(BaseModel):
         description="MoE: the rows each local expert's token group is padded to a multiple of before the bf16 grouped "
                     "GEMMs (torchtitan's TOKEN_GROUP_ALIGN_SIZE_M), held in the permuted buffer and its GEMMs' outputs "
                     "and computed by them (layers/moe.py [12]); 0: no padding (the rows as routed)")
+    moe_token_counter: bool = Field(
+        default=False,
+        description="every MoE layer keeps a fp32 tokens-per-expert counter of E elements as a buffer, with or "
+                    "without the expert score bias (torchtitan's MoE.tokens_per_expert): 4 B x E a MoE layer in "
+                    "model_buffers (memory.py _router_buffer_bytes, layers/common.py [sb]); false: the counter "
+                    "exists only beside the score bias (Megatron-Core's local_tokens_per_expert)")
     moe_keeps_expert_out: bool = Field(
         default=True,
         description="the routed experts' outputs before the combine (moe_expert_out, 2 B x top_k x h per token) are "

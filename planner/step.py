@@ -1682,11 +1682,12 @@ def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
 
 def linear_share(pc) -> float:
     """The share of the dense parameters that are the layers' linear weights (their TP-split
-    matrices, biases left out), over the model: what quantized parameters cover [12] (the
-    embedding, output layer, norms and routers stay 16-bit); a stage's own share is taken as
+    matrices, BlockParams.split_linear: biases and the mixers' conv1d, dt_bias, A_log, D and norms left out,
+    layers/common.py [pl]), over the model: what quantized parameters cover [12] (the embedding, output layer,
+    norms, routers and the mixers' plain parameters stay 16-bit); a stage's own share is taken as
     the model's (a named approximation: the first stage holds the embedding, the last the
     output layer)."""
-    lin = sum(int(n) * (p.split - p.split_bias) for n, p in zip(pc.layers.totals, pc.kind_params))
+    lin = sum(int(n) * p.split_linear for n, p in zip(pc.layers.totals, pc.kind_params))
     dense = sum(int(n) * (p.split + p.replicated) for n, p in zip(pc.layers.totals, pc.kind_params)) + pc.ends
     return lin / dense if dense else 0.0
 

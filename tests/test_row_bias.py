@@ -89,7 +89,8 @@ def test_mamba_and_mlp_forms_keep_row_bias_whole():
                                    norm=64).params().total + d_in + 64
     m1 = Mamba1Block(h=64, d_inner=128, state=16, conv_kernel=4, dt_rank=4, norm=64, proj_bias=True)
     b1 = m1.params()
-    assert (b1.row_bias, b1.split_bias, b1.replicated) == (64, 2 * 128, 64 + 64)
+    # in_proj's 2 d_i and dt_proj's d_i (an nn.Linear bias, column-parallel over d_i: layers/common.py [pl])
+    assert (b1.row_bias, b1.split_bias, b1.replicated) == (64, 2 * 128 + 128, 64 + 64)
     a = Attention(h=64, a=4, k=2, d=16, norm=64, bias=True, qk_norm=True)
     ba = a.params()
     assert (ba.split_bias, ba.row_bias, ba.qk_norm, ba.replicated) == (4 * 16 + 2 * 2 * 16, 64, 32, 64 + 32 + 64)

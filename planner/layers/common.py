@@ -13,7 +13,28 @@ with their outputs), `row_bias` the row-parallel linears' output biases (in `rep
 biases (in `expert`), `expert_bias` all the routed experts' biases (in `expert`: not quantized [qb]).
 `score_bias` the router's expert score bias, in none of the others: a buffer, not a trained
 parameter [sb]; `total` and `active` count it (the checkpoints list it), the per-GPU parameter
-counts (dense_per_gpu, experts_per_gpu) do not.
+counts (dense_per_gpu, experts_per_gpu) do not. `split_plain` the mixer's TP-split parameters that belong to no
+linear (in `split`: Mamba's and Gated DeltaNet's conv1d weights and biases, dt_bias, A_log, D, Mamba-2's gated
+norm) [pl]; `split_linear` what is left of `split`: the linears' weight matrices, all that Transformer Engine
+quantizes and torchao converts.
+
+[pl] Mamba-2's conv1d_weight / conv1d_bias, dt_bias, A_log and D are plain nn.Parameters of MambaMixer and its gated
+norm a mamba_ssm RMSNormGated (ExtendedRMSNorm), no Transformer Engine module: NVIDIA/Megatron-LM @d98e8a64
+megatron/core/ssm/mamba_mixer.py l. 321-351 (conv1d_weight, conv1d_bias in config.params_dtype), l. 377-392 (dt_bias),
+l. 394-404 (A_log, built fp32), l. 413-421 (D, built fp32), l. 422-434 (norm, params_dtype); only in_proj and out_proj
+are TE linears (l. 281-295, 437-451). Gated DeltaNet's conv1d is an nn.Conv1d, its dt_bias and A_log nn.Parameters in
+params_dtype (gated_delta_net/common.py l. 229-260); its out_norm is in `replicated` already. The "Keep in fp32" of
+A_log and D does not survive Megatron's bf16 wrapper: Float16Module casts every floating parameter but those marked
+keep_in_fp32 (transformer/module.py l. 445-476, convert_module_to_dtype_except_fp32_marked), which no SSM parameter
+is at d98e8a64 (mark_keep_in_fp32 is called in tests only; training/training.py l. 2468-2470 wraps every model under
+--bf16), so they are weights of the job's dtype like the norms: no fp32 share to price apart. They are not weights of
+any GEMM: Transformer Engine's fp8 / mxfp8 / nvfp4 autocast quantizes a TE module's own weight only
+(TransformerEngine @d0067d0d transformer_engine/pytorch/module/linear.py l. 480 quantize_weight of the module's
+weight, l. 1926-1948; [qb]), and fp8_model_init (--fp8-param-gather) makes TE modules' weights Float8Tensors, not
+plain parameters; torchao's converters swap nn.Linear modules only (fp8_linears.py [1]). So they are neither in
+TE's quantized weight cache, nor quantized parameters, nor gathered in fp8 by FSDP (memory.quantized_weight_terms,
+converted_linear_elems, step.linear_share). Mamba-1's dt_proj bias (an nn.Linear bias, column-parallel over d_i
+in the assumed layout) is a split_bias; its conv1d, A_log and D are split_plain.
 
 [sb] DeepSeek-V3's score-correction bias (MoESpec.expert_score_bias; HF e_score_correction_bias) is a
 buffer in the trainers: NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/router.py
@@ -85,6 +106,7 @@ class BlockParams:
     expert_row_bias: int = 0  # the routed experts' output biases among `expert`, whole on each expert-TP rank [rb]
     expert_bias: int = 0  # every routed expert's biases among `expert` (column and row: expert_row_bias of them) [qb]
     score_bias: int = 0  # the router's expert score bias: a fp32 buffer, in no other field [sb]
+    split_plain: int = 0  # the mixer's TP-split parameters of no linear, among `split` (conv1d, dt_bias, A_log...) [pl]
 
     def __add__(self, o: "BlockParams") -> "BlockParams":
         return BlockParams(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(BlockParams)))
@@ -101,6 +123,12 @@ class BlockParams:
     @property
     def active(self) -> int:
         return self.split + self.replicated + self.active_expert + self.score_bias
+
+    @property
+    def split_linear(self) -> int:
+        """The TP-split linears' weight matrices: `split` less the column-parallel biases and the plain mixer
+        parameters [pl] (what TE quantizes, torchao converts and FSDP's fp8 all-gather gathers)."""
+        return self.split - self.split_bias - self.split_plain
 
     def dense_per_gpu(self, tp):
         """Dense parameters one GPU holds of this block: the TP-split ones / tp, the replicated ones (row-parallel

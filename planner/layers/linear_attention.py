@@ -146,7 +146,9 @@ class GatedDeltaNetBlock:
         in_proj = h * (2 * kd + 2 * vd) + h * 2 * self.value_heads
         conv = (2 * kd + vd) * self.conv_kernel
         # the gated RMSNorm (d_v, shared by the heads) whole on every TP rank [3] (module docstring)
-        return BlockParams(split=in_proj + conv + 2 * self.value_heads + vd * h, replicated=self.norm + self.value_dim)
+        # conv1d, dt_bias and A_log (value heads each): plain parameters, no linear's (common.py [pl])
+        return BlockParams(split=in_proj + conv + 2 * self.value_heads + vd * h, replicated=self.norm + self.value_dim,
+                           split_plain=conv + 2 * self.value_heads)
 
     # ------------------------------------------------------------------ widths per GPU
     def _qk_width(self, ctx):

@@ -237,8 +237,9 @@ class Mamba2Block:
         row = h if self.proj_bias else 0  # out_proj's, whole on every TP rank (common.py [rb])
         conv_ch = di + 2 * gn
         conv = conv_ch * self.conv_kernel + (conv_ch if self.conv_bias else 0)
+        # conv1d, dt_bias, A_log, D (H each) and the gated norm (d_i): plain parameters, no linear's (common.py [pl])
         return BlockParams(split=h * (2 * di + 2 * gn + H) + col + conv + 3 * H + di + di * h,
-                           replicated=self.norm + row, split_bias=col, row_bias=row)
+                           replicated=self.norm + row, split_bias=col, row_bias=row, split_plain=conv + 3 * H + di)
 
     # ------------------------------------------------------------------ widths per GPU
     def _groups_in(self, ctx):
@@ -358,8 +359,10 @@ class Mamba1Block:
         x_proj = di * (r + 2 * N)
         dt_proj = r * di + di
         norms = (r + 2 * N) if self.inner_norms else 0  # Jamba's dt, B, C norms: whole on every TP rank (docstring)
+        # dt_proj's bias (d_i) a column-parallel linear's; conv1d, A_log (d_i N), D (d_i) plain (common.py [pl])
         return BlockParams(split=h * 2 * di + col + conv + x_proj + dt_proj + di * N + di + di * h,
-                           replicated=self.norm + row + norms, split_bias=col, row_bias=row)
+                           replicated=self.norm + row + norms, split_bias=col + di, row_bias=row,
+                           split_plain=conv + di * N + di)
 
     def gemms(self, ctx):
         """Forward GEMMs (module docstring): in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t],
