@@ -129,8 +129,8 @@ References
     then [:s], a view of it) and that view is the output projection's input, which it saves (its storage p x) where
     it saves a bf16 input; under fp8 it saves its own quantized tensor of the s real tokens and the copy is freed.
     So beside attn_out's 2 a d / t a token (in Megatron the core's output and the projection's input are one tensor)
-    the layer keeps TE's padded output and the copy's padding: memory.py [pc] (chunk_out_elements). The torch.cat copy (l. 104) is
-    freed inside chunkify: a transient of one layer's forward, not priced. The packed (THD) path splits cu_seqlens
+    the layer keeps TE's padded output and the copy's padding: memory.py [pc] (chunk_out_elements). The torch.cat
+    copy (l. 104) is freed inside chunkify: a transient of one layer's forward, not priced. The packed (THD) path splits cu_seqlens
     at the chunk boundaries instead (l. 279-293), no padding: not priced (the planner prices no packed sequences).
 """
 
