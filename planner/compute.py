@@ -34,13 +34,16 @@ from .schema import ModelSpec
 from .terms import Terms
 
 
-def _core_flops(model: ModelSpec, seq, causal: bool, selective_only: bool = False, dense_windows: bool = False):
+def _core_flops(model: ModelSpec, seq, causal: bool, selective_only: bool = False, dense_windows: bool = False,
+                kernels: bool = False):
     """Model FLOPs per token of the layers' cores (attention, scans), forward and backward:
     each kind's module (planner/layers/: 12 a d x keys for attention [2], the state-space and
     linear-attention scans), times its layer count, and the multi-token-prediction layers.
     selective_only: the cores selective recompute re-runs (attention). dense_windows (counted
     causal, what the kernels run): a windowed layer as the stack's dense mask runs it, the
-    whole square (layers/attention.py [11], stack windowed_attention)."""
+    whole square (layers/attention.py [11], stack windowed_attention). kernels (counted causal, what the kernels
+    run: hardware FLOPs): a padded chunked layer's last chunk whole (layers/attention.py [13], stack
+    chunked_attention.pads_last_chunk); the model-FLOP convention counts its real part."""
     ll = layer_list(model)
     seq = np.asarray(seq, dtype=np.float64)
     counts = ll.totals.copy()
@@ -50,7 +53,9 @@ def _core_flops(model: ModelSpec, seq, causal: bool, selective_only: bool = Fals
         mixer = kind.mixer
         if mixer.has_core and (mixer.selective_core or not selective_only):
             dense = dense_windows and causal and getattr(mixer, "window", None) is not None  # a model / stack setting
-            out = out + n * (mixer.dense_mask_model_flops(seq) if dense else mixer.core_model_flops(seq, causal))
+            padded = kernels and causal and getattr(mixer, "chunk_padded", False)  # a stack setting [13]
+            out = out + n * (mixer.dense_mask_model_flops(seq) if dense else
+                             mixer.padded_chunk_flops(seq) if padded else mixer.core_model_flops(seq, causal))
     return out
 
 
@@ -62,7 +67,8 @@ def _dense_params(model: ModelSpec) -> float:
     return float(pc.active + pc.mtp.active + model.mtp_layers * head)
 
 
-def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, dense_windows: bool = False) -> Terms:
+def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, dense_windows: bool = False,
+                    kernels: bool = False) -> Terms:
     """Model FLOPs per token as named terms: dense (6N [1]) + attention (the layers' cores: 12
     L a d s for global attention [2], halved when counted causal; a window or chunk fewer keys,
     the scans of state-space and linear-attention layers: planner/layers/). recompute (codes
@@ -70,20 +76,20 @@ def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, dens
     parameters (planner/params.py); MLA: d = the mean of the query/key and value head dims."""
     seq = np.asarray(seq, dtype=np.float64)
     return Terms(dense=np.full(seq.shape, 6.0 * _dense_params(model)),
-                 attention=_core_flops(model, seq, causal, dense_windows=dense_windows))
+                 attention=_core_flops(model, seq, causal, dense_windows=dense_windows, kernels=kernels))
 
 
 def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, fraction=1.0,
-                              dense_windows: bool = False) -> np.ndarray:
+                              dense_windows: bool = False, kernels: bool = False) -> np.ndarray:
     """Extra FLOPs per token that recomputation adds [3]: full = one more forward (2N + the
     cores' forward, a third of their model FLOPs), times the fraction of layers it re-runs
     (recompute_layers); selective = the attention cores' forward."""
     n = _dense_params(model)
     seq = np.asarray(seq, dtype=np.float64)
-    core = _core_flops(model, seq, causal, dense_windows=dense_windows) / 3.0
+    core = _core_flops(model, seq, causal, dense_windows=dense_windows, kernels=kernels) / 3.0
     recompute = np.asarray(recompute)
     full = np.asarray(fraction, dtype=np.float64) * (2.0 * n + core)
-    sel = _core_flops(model, seq, causal, selective_only=True, dense_windows=dense_windows) / 3.0
+    sel = _core_flops(model, seq, causal, selective_only=True, dense_windows=dense_windows, kernels=kernels) / 3.0
     return np.where(recompute == RC_FULL, full, np.where(recompute == RC_SELECTIVE, sel, 0.0))
 
 
@@ -95,8 +101,8 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
     recomputation, whatever convention MFU counts, so that hardware FLOPs x tokens/s is the
     executed TFLOP/s explain prints."""
     t = flops_per_token(model, seq, recompute, causal)
-    run = flops_per_token(model, seq, recompute, True, dense_windows=dense_windows)
-    extra = recompute_flops_per_token(model, seq, recompute, True, fraction, dense_windows=dense_windows)
+    run = flops_per_token(model, seq, recompute, True, dense_windows=dense_windows, kernels=True)
+    extra = recompute_flops_per_token(model, seq, recompute, True, fraction, dense_windows=dense_windows, kernels=True)
     out = {
         "flops_per_token_6n": t.dense,
         "attention_flops_per_token": t.attention,

@@ -515,6 +515,17 @@ References
      heads' 2 x 2 B x k x head_size; the smaller qkv output is saved by nothing (the projection saves its input; the
      rope's products save cos and sin). A layer's saved activations, so under full recompute the re-run block's
      (the recompute buffer). Inductor's compiled graph is assumed to hand SDPA's backward the same expanded tensors.
+[pc] Padded chunks (stack chunked_attention.pads_last_chunk; layers/attention.py [13], Megatron-Bridge @dc805f5cf
+    llama4_utils.py chunkify l. 78-122 and Llama4SelfAttention.forward l. 294-302, 417-426): the chunked layer's saved q,
+    k and v are the padded ones, p = ceil(s / c) c / s times the real part's (Attention.tensors), and so is Transformer
+    Engine's saved output (TE @4329ff84 backends.py l. 1535-1569); the output folded back to [s, b, a d] is a copy
+    whose [:s] view the output projection saves as its bf16 input (its storage p x), or, where the projection saves
+    its own quantized input (fp8 / nvfp4 with the stack's attn_out among its fp8 saves), a quantized tensor of the s
+    real tokens (attn_out's own width) and the copy is freed. Beyond attn_out's 2 B a d / t a token (the projection's
+    input, which in Megatron is the core's output itself): (2p - 1) x 2 B a d / t in bf16, (p - 1) x under fp8 (the
+    core's padded output beside the narrow input, attn_out's width adding the core's unpadded one); where selective
+    recompute re-runs the core (TE's output unsaved, the cp2 pattern below) (p - 1) x in bf16, 0 under fp8. Full
+    recompute re-materialises the core-kept figure with the layer's backward (a buffer).
 [lg3] A window as a dense mask (stack windowed_attention; layers/attention.py [11]): litgpt v0.4.11 litgpt/model.py
      l. 280-285 builds, in each windowed Block's forward, mask = torch.ones(T, T, dtype=q.dtype).triu(1) masked to
      -inf plus the window's tril(-w) band, and l. 313 hands it to F.scaled_dot_product_attention(attn_mask=mask,
@@ -1132,6 +1143,7 @@ from .cp_comm_type import fp8_kernel_saves_qkv
 from .dispatch import HYBRIDEP, group_size, group_stride
 from .dispatch_codes import plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
+from .layers.attention import chunk_pad_factor
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
@@ -1690,6 +1702,22 @@ def _heaviest_code(first, last, middle) -> np.ndarray:
     return np.where(middle > np.maximum(first, last), STAGE_MIDDLE, stage).astype(np.int64)
 
 
+def padded_chunk_bytes(kind: LayerKind, ctx: Ctx, plan: PlanArrays, stack, f8: dict) -> tuple:
+    """(bytes one layer keeps, the buffer full recompute re-materialises) of a padded chunked layer's output beyond
+    attn_out's 2 B a d / t a token [pc]: TE's padded output (p x, with the core's state) and, where the output
+    projection saves its bf16 input, the folded-back copy's storage (p x) in attn_out's place; 0 for every other
+    layer (Attention.chunk_padded: a stack setting on the layer kind, plan._stack_chunks)."""
+    if not getattr(kind.mixer, "chunk_padded", False):
+        return 0.0, 0.0
+    p = chunk_pad_factor(ctx.seq, kind.mixer.chunk, True)
+    out_el = kind.mixer.chunk_out_elements(ctx)
+    narrow = (plan.precision == FP8) | (plan.precision == NVFP4) if "attn_out" in f8 else False
+    kept = ACT_BYTES * out_el * np.where(narrow, p - 1.0, 2.0 * p - 1.0)  # the core's state kept
+    rerun = ACT_BYTES * out_el * np.where(narrow, 0.0, p - 1.0)  # the core re-run: TE's output unsaved
+    stored = np.where(plan.recompute == RC_SELECTIVE, rerun if stack.selective.recompute_attention_core else kept, kept)
+    return stored, np.where(plan.recompute == RC_FULL, kept, 0.0)
+
+
 def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, np.ndarray]:
     """Per layer kind: (what one layer keeps for one micro-batch under the plan's recompute
     mode, the buffer that mode needs while one layer's backward runs), and the layer input a
@@ -1764,12 +1792,12 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
-        graphed = held_output_bytes(settings, kind, ctx)  # a CUDA graph's static outputs [cg]
+        graphed, (pc_kept, pc_held) = held_output_bytes(settings, kind, ctx), padded_chunk_bytes(kind, ctx, plan, stack, f8)
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra)
-                      + graphed)
+                      + graphed + pc_kept)  # a CUDA graph's static outputs [cg]; a padded chunked layer's [pc]
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
-                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)) + g_bwd)  # [dg]
+                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)) + g_bwd + pc_held)  # [dg]
         if stack.memory.block_backward_transients:
             extra = block_backward_extra(kind, ctx, plan, am, at)
             if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity

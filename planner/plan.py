@@ -1724,29 +1724,47 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list) -> ModelSpe
     """The model as a stack whose code chunks every attention layer of a chunked model builds it (stack
     chunked_attention chunks_every_layer: Megatron-Bridge's Llama4SelfAttention on every layer): where the sequence
     is longer than the chunk, each global softmax-attention kind becomes a chunked one at the model's chunk (its
-    position and output gate kept), with a warning that the model trained is not the model's own. At seq <= chunk a
-    chunked layer is a global one (layers/attention.py mean_causal_keys, span_keys): the model unchanged. One copy
-    per (model, chunk), as with_mtp's. A model with no chunked layer, or more than one chunk size, is unchanged."""
+    position and output gate kept), with a warning that the model trained is not the model's own; and, where the
+    stack pads the sequence to whole chunks (chunked_attention.pads_last_chunk: Bridge's chunkify), every chunked
+    kind is marked padded (ChunkedAttention._padded: layers/attention.py [13], the last chunk run whole and the
+    padded tensors saved). At seq <= chunk a chunked layer is a global one (layers/attention.py mean_causal_keys,
+    span_keys) and the code does not chunkify: the model unchanged. One copy per (model, chunk), as with_mtp's. A
+    model with no chunked layer, or more than one chunk size, is unchanged."""
     from .schema import ChunkedAttention, GlobalAttention
 
-    if getattr(stack, "chunked_attention", None) is None or not model.layer_kinds:  # a stack and a model setting
+    run = getattr(stack, "chunked_attention", None)
+    if run is None or not model.layer_kinds:  # a stack and a model setting
         return model
     chunks = {k.mixer.chunk for k in model.layer_kinds.values() if isinstance(k.mixer, ChunkedAttention)}
     glob = [n for n, k in model.layer_kinds.items() if isinstance(k.mixer, GlobalAttention)]
-    if len(chunks) != 1 or not glob or seq <= next(iter(chunks)):
+    pad = bool(run.pads_last_chunk)
+    if len(chunks) != 1 or not (glob or pad) or seq <= next(iter(chunks)):
         return model
     c = next(iter(chunks))
-    key = (id(model), c)
+    key = (id(model), c, pad)
     hit = _CHUNKED_MODELS.get(key)
     if hit is None or hit[0] is not model:
-        kinds = {n: (k.model_copy(update={"mixer": ChunkedAttention(kind="chunked", chunk=c, position=k.mixer.position,
-                                                                    output_gate=k.mixer.output_gate)})
-                     if n in glob else k) for n, k in model.layer_kinds.items()}
+        def chunked(mixer):
+            out = ChunkedAttention(kind="chunked", chunk=c, position=mixer.position, output_gate=mixer.output_gate)
+            out._padded = pad  # the stack's chunked_attention.pads_last_chunk (a stack setting)
+            return out
+
+        kinds = {n: (k.model_copy(update={"mixer": chunked(k.mixer)})
+                     if isinstance(k.mixer, (GlobalAttention, ChunkedAttention)) else k)
+                 for n, k in model.layer_kinds.items()}
         hit = _CHUNKED_MODELS[key] = (model, model.model_copy(update={"layer_kinds": kinds}))
-    warnings.append(f"{model.name}'s global attention layers ({', '.join(glob)}) priced chunked at {c:,} tokens: stack "
-                    f"{stack.name}'s code chunks every attention layer of a chunked model (stack_db {stack.name} "
-                    f"chunked_attention), so at seq {seq:,} > {c:,} it trains those layers within chunks, where "
-                    f"{model.name}'s own code attends over the whole sequence")
+    if glob:
+        warnings.append(f"{model.name}'s global attention layers ({', '.join(glob)}) priced chunked at {c:,} tokens: "
+                        f"stack {stack.name}'s code chunks every attention layer of a chunked model (stack_db "
+                        f"{stack.name} chunked_attention), so at seq {seq:,} > {c:,} it trains those layers within "
+                        f"chunks, where {model.name}'s own code attends over the whole sequence")
+    if pad and seq % c:
+        n = -(-seq // c)
+        warnings.append(f"seq {seq:,} is not a multiple of the attention chunk {c:,}: stack {stack.name}'s code pads it "
+                        f"to {n} chunks ({n * c:,} tokens) and runs the last chunk whole, its {n * c - seq:,} padded "
+                        f"tokens too (stack_db {stack.name} chunked_attention.pads_last_chunk): priced as it runs, "
+                        f"{n * c / seq:.3g}x the chunked layers' saved q, k, v and output; choose a multiple of {c:,} "
+                        "to run none")
     return hit[1]
 
 

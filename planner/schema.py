@@ -13,7 +13,7 @@ key names that say so (`hbm_GB`, `nvlink_GBps`); the properties convert to SI.
 import math
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from .precisions import Precision
 
@@ -211,6 +211,10 @@ class ChunkedAttention(BaseModel):
     chunk: Count = Field(gt=0, description="tokens per attention chunk")
     position: Optional[Position] = None
     output_gate: bool = False
+    # not a model file's key: set by plan._stack_chunks from the stack's chunked_attention.pads_last_chunk where the
+    # sequence is longer than the chunk (the stack's code pads the sequence to whole chunks, runs every chunk whole
+    # and copies the output back: layers/attention.py [13])
+    _padded: bool = PrivateAttr(default=False)
 
 
 class MLAAttention(BaseModel):
@@ -2502,6 +2506,12 @@ class ChunkedAttentionRun(BaseModel):
 
     model_config = Strict
     chunks_every_layer: Literal[True] = Field(description="every attention layer of a chunked model runs chunked")
+    pads_last_chunk: bool = Field(
+        default=False, description="where the sequence is longer than the chunk, the code pads it to whole chunks and "
+                                   "folds them into the batch (Megatron-Bridge's chunkify): the last, partial chunk runs "
+                                   "whole, c^2/2 keys, and the attention saves the padded q, k, v and output, beside a "
+                                   "copy of the output folded back (layers/attention.py [13]); false: the partial "
+                                   "chunk runs its real part only")
     sources: list[str] = Field(min_length=1)
 
 

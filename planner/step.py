@@ -2339,9 +2339,9 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
     # HFU counts what the kernels run: causal attention (FlashAttention skips the masked
     # blocks) and the recomputation, whatever convention MFU uses
     dense = stack_of(settings).windowed_attention is not None  # a stack setting: windows run as dense masks [11]
-    ft_hw = flops_per_token(model, plan.seq, plan.recompute, True, dense_windows=dense)
+    ft_hw = flops_per_token(model, plan.seq, plan.recompute, True, dense_windows=dense, kernels=True)  # attention.py [13]
     rc = recompute_flops_per_token(model, plan.seq, plan.recompute, True, recompute_fraction(settings, plan),
-                                   dense_windows=dense)
+                                   dense_windows=dense, kernels=True)
     tokens = plan.gbs * plan.seq
     tps = tokens / step_s
     peak = np.select([plan.precision == FP8, plan.precision == NVFP4],

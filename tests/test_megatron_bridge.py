@@ -214,3 +214,127 @@ def test_fit_and_explain_agree_past_the_chunk(cli):
     for row, one in explain_each_row(cli, job, rows):
         assert one["time"] == row["time"] and one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
         assert one["flops"] == row["flops"] and one["flops"]["attention_flops_per_token"] == 24_159_191_040
+
+
+# A sequence that is not a multiple of the chunk (issue 22/23, bridgepad): Scout at s = 10,000, chunk 8,192.
+# Bridge's chunkify (llama4_utils.py @dc805f5cf l. 95-122) pads q, k, v to ceil(10,000 / 8,192) = 2 whole chunks and
+# Transformer Engine's causal kernel runs both whole (stack chunked_attention.pads_last_chunk; layers/attention.py
+# [13]); torchtitan's FlexAttention mask (get_fixed_block_mask_mod) runs the real part only:
+#   mean keys a token, padded:    2 x 8,192^2 / 2 / 10,000            = 6,710.8864
+#   mean keys a token, real part: (8,192^2 + 1,808^2) / 2 / 10,000    = 3,518.8864
+#   hardware attention FLOPs a token, Bridge (48 chunked layers): 61,440 x 48 x 6,710.8864 = 19,791,209,299.968
+#     (priced before this change at the real part: 61,440 x 48 x 3,518.8864 = 10,377,618,259.968, 1.907x less)
+#   torchtitan (36 chunked, 12 global NoPE at s/2 = 5,000): 61,440 x (36 x 3,518.8864 + 12 x 5,000) = 11,469,613,694.976
+#   model FLOPs (the non-causal convention, MFU's): 61,440 x 48 x min(s, c) = 24,159,191,040 on Bridge, padding or not
+@pytest.mark.parametrize("stack, hw_attn, model_attn", [
+    ("megatron-bridge", 19_791_209_299.968, 24_159_191_040),
+    ("torchtitan", 11_469_613_694.976, 61_440 * (36 * 8192 + 12 * 10_000)),
+])
+def test_partial_chunk_is_run_whole_on_bridge_only(explain, stack, hw_attn, model_attn):
+    on = {"tp": 4, "ep": 16, "micro_batch": 1} if stack == "megatron-bridge" else {"sharding": "fsdp", "ep": 8}
+    settings, plan, est, res = explain(model=str(SCOUT_HF), gpus=64, global_batch=64, seq_len=10_000, stack=stack, **on)
+    f = res["flops"]
+    assert f["hardware_flops_per_token"] - f["flops_per_token_6n"] == pytest.approx(hw_attn, rel=1e-12)
+    assert f["attention_flops_per_token"] == pytest.approx(model_attn, rel=1e-12)
+
+
+def test_padded_chunk_keys_and_factor():
+    from planner.layers.attention import chunk_pad_factor, mean_causal_keys
+
+    s = [4096, 8192, 10_000, 16_384, 20_000]
+    # at s <= c no chunkify (one chunk: s/2, the global layer's); a whole multiple pads nothing
+    assert mean_causal_keys(s, chunk=8192, padded=True).tolist() == pytest.approx(
+        [2048, 4096, 8192 ** 2 / 10_000, 4096, 3 * 8192 ** 2 / 2 / 20_000], rel=1e-15)
+    assert mean_causal_keys(s, chunk=8192).tolist() == pytest.approx(
+        [2048, 4096, (8192 ** 2 + 1808 ** 2) / 20_000, 4096, (2 * 8192 ** 2 + 3616 ** 2) / 40_000], rel=1e-15)
+    assert chunk_pad_factor(s, 8192, True).tolist() == pytest.approx([1, 1, 1.6384, 1, 24_576 / 20_000], rel=1e-15)
+    assert chunk_pad_factor(s, 8192, False).tolist() == [1, 1, 1, 1, 1]
+
+
+def _unpadded(tmp_path) -> str:
+    p = tmp_path / "bridge-unpadded.yaml"
+    p.write_text("extends: megatron-bridge\nname: bridge-unpadded\nchunked_attention:\n  pads_last_chunk: false\n")
+    return str(p)
+
+
+# Saved tensors at s = 10,000 on one GPU (TP 4 with sequence parallel, micro-batch 1, PP 1: one micro-batch in flight,
+# bf16, no recompute). p = 16,384 / 10,000 = 1.6384. Per token per layer: q 2 a d / t = 2 x 40 x 128 / 4 = 2,560 B,
+# the core output 2,560 B, k and v 2 k d / min(t, k) = 2 x 8 x 128 / 4 = 512 B each; chunkify's padded copies (TE's
+# FusedAttnFunc saves the q, k, v it is given and its output, backends.py @4329ff84 l. 1535-1569): p times each,
+# (p - 1) x 6,144 = 3,922.3296 B more; the output folded back (llama4_utils.py l. 417-426: a copy, the output
+# projection's saved input) beside TE's output: p x 2,560 = 4,194.304 B. Sum 8,116.6336 B a token a layer, x 10,000
+# tokens x 48 layers = 3,895,984,128 B.
+def test_padded_chunk_saved_tensors_by_hand(explain, tmp_path):
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=4, pp=1, ep=16, micro_batch=1, global_batch=64, seq_len=10_000,
+               sequence_parallel=True, precision="bf16")
+    _, _, _, padded = explain(**job, stack="megatron-bridge")
+    _, _, _, real = explain(**job, stack=_unpadded(tmp_path))
+    assert padded["plan"]["recompute"] == real["plan"]["recompute"] == "none"
+    extra = padded["memory"]["terms"]["layer_activations"] - real["memory"]["terms"]["layer_activations"]
+    assert extra == pytest.approx(3_895_984_128, rel=1e-12)
+    # at a whole number of chunks nothing is padded: only the fold-back copy, 2,560 B a token a layer
+    job.update(seq_len=16_384)
+    _, _, _, padded = explain(**job, stack="megatron-bridge")
+    _, _, _, real = explain(**job, stack=_unpadded(tmp_path))
+    extra = padded["memory"]["terms"]["layer_activations"] - real["memory"]["terms"]["layer_activations"]
+    assert extra == pytest.approx(2560 * 16_384 * 48, rel=1e-12)
+    assert padded["flops"] == real["flops"]
+
+
+def test_stack_versions_read_right_in_messages(cli):
+    """megatron's version names the Megatron-Core its figures are read at (Megatron-LM @d98e8a64
+    megatron/core/package_info.py: MAJOR 0, MINOR 20, PATCH 0), quoted whole in export's refusal (the text before
+    the first ';'); Bridge's names the Megatron-Core 0.16.0rc0 its 905c0e386 pins (package_info.py there)."""
+    mega, bridge = load_stack("megatron").version, load_stack("megatron-bridge").version
+    assert mega.split(";")[0] == "Megatron-Core 0.20.0 (Megatron-LM @d98e8a64, 2026-08-22) with Transformer Engine 2.17.1"
+    assert bridge.split(";")[0] == ("Megatron-Bridge @dc805f5cf (2026-03-16, pinning Megatron-LM 905c0e386, "
+                                    "Megatron-Core 0.16.0rc0) for the chunked attention")
+    r = cli("export", "--format", "megatron", "--model", str(SCOUT_HF), "--gpus", "64", "--tp", "8", "--ep", "8",
+            "--global-batch", "64", "--seq-len", "8192", "--stack", "megatron-bridge")
+    assert_one_error(r, "(stack megatron, Megatron-Core 0.20.0 (Megatron-LM @d98e8a64, 2026-08-22) with Transformer "
+                        "Engine 2.17.1) does not all build")
+
+
+# At s = 10,240 (p = 16,384 / 10,240 = 1.6; fp8 needs the rows a multiple of 8, 10,240 / 4 = 2,560) per token per
+# layer beyond the unpadded stack's, q, k and v (p - 1) x 3,584 = 2,150.4 B everywhere but full recompute (Megatron's
+# selective policy re-runs the core from its saved q, k, v), and of the output (memory.py [pc]):
+#   bf16, no recompute: TE's padded output and the fold-back copy beside the projection's 2 B input, (2p - 1) x 2,560
+#   bf16, selective (the core re-run, TE's output unsaved): the copy's padding, (p - 1) x 2,560
+#   fp8, no recompute: TE's padded output beside the projection's quantized input of the 10,240 real tokens,
+#     (p - 1) x 2,560; fp8, selective: 0
+# each x 10,240 tokens x 48 layers; full recompute: one layer's (the bf16 no-recompute figure) as the buffer.
+@pytest.mark.parametrize("precision, recompute, out_bytes", [
+    ("bf16", "none", (2 * 1.6 - 1) * 2560), ("bf16", "selective", 0.6 * 2560),
+    ("fp8", "none", 0.6 * 2560), ("fp8", "selective", 0.0),
+])
+def test_padded_chunk_saved_tensors_by_precision_and_recompute(explain, tmp_path, precision, recompute, out_bytes):
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=4, pp=1, ep=16, micro_batch=1, global_batch=64, seq_len=10_240,
+               sequence_parallel=True, precision=precision, recompute=recompute)
+    _, _, _, padded = explain(**job, stack="megatron-bridge")
+    _, _, _, real = explain(**job, stack=_unpadded(tmp_path))
+    extra = padded["memory"]["terms"]["layer_activations"] - real["memory"]["terms"]["layer_activations"]
+    assert extra == pytest.approx((0.6 * 3584 + out_bytes) * 10_240 * 48, rel=1e-12)
+
+
+def test_padded_chunk_under_full_recompute(explain, tmp_path):
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=4, pp=1, ep=16, micro_batch=1, global_batch=64, seq_len=10_240,
+               sequence_parallel=True, precision="bf16", recompute="full")
+    _, _, _, padded = explain(**job, stack="megatron-bridge")
+    _, _, _, real = explain(**job, stack=_unpadded(tmp_path))
+    t, u = padded["memory"]["terms"], real["memory"]["terms"]
+    assert t["layer_activations"] == u["layer_activations"]  # the layer inputs only
+    assert t["recompute_buffer"] - u["recompute_buffer"] == pytest.approx((0.6 * 3584 + 2.2 * 2560) * 10_240, rel=1e-12)
+
+
+def test_padding_is_a_warning():
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=4, ep=16, global_batch=64, stack="megatron-bridge")
+    _, _, warnings = resolve(Job(**job, seq_len=10_000))
+    assert [w for w in warnings if "not a multiple of the attention chunk" in w] == [
+        "seq 10,000 is not a multiple of the attention chunk 8,192: stack megatron-bridge's code pads it to 2 chunks "
+        "(16,384 tokens) and runs the last chunk whole, its 6,384 padded tokens too (stack_db megatron-bridge "
+        "chunked_attention.pads_last_chunk): priced as it runs, 1.64x the chunked layers' saved q, k, v and output; "
+        "choose a multiple of 8,192 to run none"]
+    for seq in (8192, 16_384):
+        assert not any("not a multiple" in w for w in resolve(Job(**job, seq_len=seq))[2])
+    assert not any("not a multiple" in w for w in resolve(Job(**{**job, "stack": "torchtitan", "tp": 1,
+                                                                  "sharding": "fsdp", "ep": 8}, seq_len=10_000))[2])

@@ -251,7 +251,8 @@ def _mixer(spec, m: ModelSpec):
                          bias=m.linear_bias, rope=pos == "rope", gate=spec.output_gate, dropout=m.dropout,
                          window=getattr(spec, "window", None), chunk=getattr(spec, "chunk", None),
                          rope_scaled=m.rope_attention_factor != 1.0, qk_norm=m.qk_norm,
-                         alibi=spec.position is None and m.position_embedding == "alibi")
+                         alibi=spec.position is None and m.position_embedding == "alibi",
+                         chunk_padded=bool(getattr(spec, "_padded", False)))  # plan._stack_chunks (a stack setting)
     if isinstance(spec, MLAAttention):
         ml = m.mla
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,

@@ -110,6 +110,28 @@ References
     times the copy at the streaming rate and adds the read to the scores GEMM's traffic). The bias needs no
     gradient (a plain tensor attribute): the backward is unchanged. Not counted: the bias tensors themselves
     (2 B x b a/t x s a layer, 0.22 MiB for BLOOM-176B at TP 4, micro-batch 2).
+[13] Padded chunks (stack chunked_attention.pads_last_chunk; Attention.chunk_padded, set by plan._stack_chunks where
+    seq > c): NVIDIA-NeMo/Megatron-Bridge @dc805f5cf src/megatron/bridge/models/llama/llama4_utils.py
+    Llama4SelfAttention.forward l. 294-302 runs chunkify (l. 78-122) on q, k and v wherever the sequence is longer
+    than the chunk: torch.cat with zeros to n' = ceil(s / c) whole chunks (l. 98-104), reshape, transpose and
+    reshape(...).contiguous() into [c, n' b, heads, d] (l. 113-120: the chunk and batch dims do not merge as a view,
+    so a copy), handed to Transformer Engine's causal attention as n' b sequences of c. The kernel runs the last
+    chunk whole (its zero-padded queries too; the causal mask keeps the real queries off the zero keys, which sit
+    after them), so a sequence runs n' c^2 / 2 keys, mean keys n' c^2 / (2 s) a token (mean_causal_keys padded),
+    against (n c^2 + r^2) / (2 s) for the real part (torchtitan's FlexAttention mask, get_fixed_block_mask_mod,
+    runs no padding). Hardware FLOPs and the kernel's time count the padded chunk; the model-FLOP convention
+    (MFU) does not (a model property). Saved: TE's FusedAttnFunc saves the q, k, v it is given and its output
+    (NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/dot_product_attention/backends.py
+    l. 1535-1569: f16_tensors = (q, k, v, out_f16) to ctx.save_for_backward): q (after the rotary on a RoPE layer,
+    whose input, the chunkify copy, is then freed; the copy itself on a NoPE layer), k and v, each p = n' c / s
+    times the unpadded tensor (chunk_pad_factor, Attention.tensors), and its output, p x 2 a d / t a token. The
+    output is folded back (l. 417-426: reshape, transpose, reshape to [n' c, b, a d], a copy for the same reason,
+    then [:s], a view of it) and that view is the output projection's input, which it saves (its storage p x) where
+    it saves a bf16 input; under fp8 it saves its own quantized tensor of the s real tokens and the copy is freed.
+    So beside attn_out's 2 a d / t a token (in Megatron the core's output and the projection's input are one tensor)
+    the layer keeps TE's padded output and the copy's padding: memory.py [pc] (chunk_out_elements). The torch.cat
+    copy (l. 104) is freed inside chunkify: a transient of one layer's forward, not priced. The packed (THD) path splits cu_seqlens
+    at the chunk boundaries instead (l. 279-293), no padding: not priced (the planner prices no packed sequences).
 """
 
 from __future__ import annotations
@@ -129,8 +151,9 @@ def dense_windows(stack, mixer) -> bool:
             and getattr(mixer, "window", None) is not None)
 
 
-def mean_causal_keys(seq, window=None, chunk=None):
-    """Mean keys a query attends to over a causal sequence of `seq` tokens (module docstring)."""
+def mean_causal_keys(seq, window=None, chunk=None, padded: bool = False):
+    """Mean keys a query attends to over a causal sequence of `seq` tokens (module docstring); padded (a stack
+    setting [13]): where seq > chunk the last, partial chunk runs whole, ceil(s / c) c^2 / (2 s)."""
     s = np.asarray(seq, dtype=np.float64)
     if window is not None:
         w = float(window)
@@ -139,8 +162,21 @@ def mean_causal_keys(seq, window=None, chunk=None):
         c = float(chunk)
         n = np.floor(s / c)
         r = s - n * c
-        return (n * c * c + r * r) / (2.0 * s)
+        real = (n * c * c + r * r) / (2.0 * s)
+        if not padded:
+            return real
+        return np.where(s > c, np.ceil(s / c) * c * c / (2.0 * s), real)
     return s / 2.0
+
+
+def chunk_pad_factor(seq, chunk, padded: bool):
+    """Tokens a padded chunked layer runs per real token [13]: ceil(s / c) c / s where s > c, else 1 (no chunkify);
+    1 for a layer that is not padded."""
+    s = np.asarray(seq, dtype=np.float64)
+    if not padded or chunk is None:
+        return np.ones(s.shape)
+    c = float(chunk)
+    return np.where(s > c, np.ceil(s / c) * c / s, 1.0)
 
 
 def eager_core(T, heads_local, seq, d, alibi: bool = False) -> dict:
@@ -189,6 +225,7 @@ class Attention:
     rope_scaled: bool = False  # cos/sin carry a factor (ModelSpec.rope_attention_factor != 1): the stack's rope_scaled bytes
     qk_norm: bool = False  # an RMSNorm over each head's query and key (ModelSpec.qk_norm) [10]
     alibi: bool = False  # ALiBi positions (ModelSpec.position_embedding alibi): the eager core's bias path [12]
+    chunk_padded: bool = False  # the stack pads the sequence to whole chunks (chunked_attention.pads_last_chunk) [13]
 
     kind = "attention"
     has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
@@ -242,7 +279,8 @@ class Attention:
         """Forward FLOPs the causal kernel runs for one micro-batch on one GPU: 4 T a d / t x
         mean keys (the local queries of a CP rank attend, over the ring, to the keys a whole
         sequence's queries do)."""
-        return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq, self.window, self.chunk)
+        return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq, self.window, self.chunk,
+                                                                          self.chunk_padded)
 
     def eager_core(self, ctx) -> dict:
         """Eager core attention's score elements and batched GEMMs (module docstring, [9])."""
@@ -267,6 +305,20 @@ class Attention:
         """Model FLOPs per token, forward and backward (3x forward): 12 a d x keys [6]."""
         keys = mean_causal_keys(seq, self.window, self.chunk) if causal else span_keys(seq, self.window, self.chunk)
         return 12.0 * self.a * self.d * keys
+
+    def padded_chunk_flops(self, seq):
+        """FLOPs per token, forward and backward, the causal kernel runs on a padded chunked layer [13]: 12 a d x
+        ceil(s / c) c^2 / (2 s) where s > c (compute._core_flops with kernels: HFU's hardware FLOPs)."""
+        return 12.0 * self.a * self.d * mean_causal_keys(seq, self.window, self.chunk, self.chunk_padded)
+
+    def chunk_out_elements(self, ctx):
+        """Elements per micro-batch on one GPU of the padded layer's output, T a d / t, where the stack runs it
+        through chunkify (s > c, padded) and 0 elsewhere; with chunk_pad_factor, what memory.py [pc] prices of TE's
+        padded output and its folded-back copy [13]."""
+        if not self.chunk_padded:  # a stack setting on the layer kind, not a searched quantity
+            return np.zeros(np.shape(ctx.seq))
+        s = np.asarray(ctx.seq, dtype=np.float64)
+        return np.where(s > float(self.chunk), ctx.T * self.a * self.d / ctx.tp, 0.0)
 
     def qk_norm_elements(self, ctx):
         """Elements of Q and K one GPU's query/key norms run over per micro-batch, T (a/t +
@@ -314,10 +366,11 @@ class Attention:
         the rotary and the core do not [10]."""
         h, a, k, d = self.h, self.a, self.k, self.d
         drop = 1.0 if self.dropout else 0.0
+        p = chunk_pad_factor(ctx.seq, self.chunk, self.chunk_padded)  # 1 but on a padded chunked layer [13]
         table = {
             "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
-            "q": ((4.0 if self.gate else 2.0) * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
-            "k": (2.0 * k * d, "kv"), "v": (2.0 * k * d, "kv"),
+            "q": ((2.0 * p + (2.0 if self.gate else 0.0)) * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
+            "k": (2.0 * k * d * p, "kv"), "v": (2.0 * k * d * p, "kv"),
             "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
         }
