@@ -86,16 +86,19 @@ def test_forms_by_hand_on_shapes_of_our_own():
     block_idx % 2 == 0); the even ones on a model of 2^31 - 1 layers -> windows_alternate, which litgpt builds
     ('interleaved'), read from the pattern's period (never layer by layer: the fuzz reproducers' size)."""
     base = load_model("mistral-7b")
+    # Mistral's model-wide forms beside the windows (branch mdsfork2's Llama-era forms): RMSNorm, SwiGLU, 8 key/value
+    # heads of 32, rotary positions, an untied output layer, no linear biases (its config.json)
+    llama = {"rmsnorm", "gated_mlp", "grouped_query", "rotary_positions", "untied_embeddings", "no_linear_bias"}
     glob = base.layer_kinds["swa"].model_copy(update={"mixer": GlobalAttention()})
     two = base.model_copy(update={"layer_kinds": {
         "a": base.layer_kinds["swa"], "b": base.layer_kinds["swa"].model_copy(
             update={"mixer": SlidingAttention(kind="sliding", window=1024)})}, "layer_pattern": ["a", "b"]})
-    assert set(model_layer_forms(two)) == {"window_sizes", "windows_every_layer"}
+    assert set(model_layer_forms(two)) == llama | {"window_sizes", "windows_every_layer"}
     odd = base.model_copy(update={"layer_kinds": {"g": glob, "s": base.layer_kinds["swa"]}, "layer_pattern": ["g", "s"]})
-    assert set(model_layer_forms(odd)) == {"window_placement"}
+    assert set(model_layer_forms(odd)) == llama | {"window_placement"}
     even = base.model_copy(update={"layer_kinds": {"g": glob, "s": base.layer_kinds["swa"]}, "layer_pattern": ["s", "g"],
                                    "num_layers": 2**31 - 1})
-    assert set(model_layer_forms(even)) == {"windows_alternate"}  # litgpt's 'interleaved': built there
+    assert set(model_layer_forms(even)) == llama | {"windows_alternate"}  # litgpt's 'interleaved': built there
     assert unbuilt_layer_forms(even, load_stack(STACK)) == {}
 
 
