@@ -132,6 +132,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: unset, the GPU's default workspaces)"),
     FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
                 "(default: the stack's)"),
+    FieldOption("precision_aware_optimizer", "bool", "the stack's precision-aware optimizer (Megatron-LM "
+                "--use-precision-aware-optimizer, TE's FusedAdam): its master weights as 16-bit remainders, no fp32 copy "
+                "of the gradients at the step (default: on where --bytes-per-param keeps Adam's moments below fp32)"),
     FieldOption("offload_optimizer", "str", "none|cpu: the optimizer partition (fp32 master, Adam moments, fp32 "
                 "gradients) in host memory, stepped by the CPU (DeepSpeed zero_optimization.offload_optimizer device cpu; "
                 "torchtitan [training] enable_cpu_offload with --offload-param cpu); explain / check only, fit does not "

@@ -592,7 +592,21 @@ References
      rank's shard; optimizer.py l. 1097 under DDP, of every gradient) is an fp32 copy only where the grad buffer is bf16
      (--grad-reduce-in-bf16: bytes_per_param mixed16; the default fp32 buffer's .float() is the tensor itself), kept
      to the next train_step's optimizer.zero_grad() (training.py l. 3044), before its forward: a moment of the step,
-     the grad buffer kept. The step's moment is kept + copies - the gradients freed; the term is its excess over the
+     the grad buffer kept. The precision-aware optimizer (--use-precision-aware-optimizer; the job's precision_aware_optimizer,
+     plan.Settings.precision_aware, by default on where Adam's moments are below fp32) makes none where TE's FusedAdam
+     holds the master weights (plan.Settings.te_master; stack step_grads fp32_decoupled te_master):
+     use_precision_aware_optimizer_no_fp8_or_ds_fp8 (optimizer_config.py l. 407-413: main weights below fp32, or no fp8
+     recipe or delayed scaling, or the CPU offload, which planner/offload.py prices apart) hands FusedAdam the grad
+     buffer's shard itself as decoupled_grad (distrib_optimizer.py l. 2784-2790; optimizer/__init__.py l. 576-584:
+     master_weights, use_decoupled_grad, master_weight_dtype), whatever the main gradients' (--main-grads-dtype bf16:
+     a bf16 buffer, arguments.py l. 1215) and the moments' dtypes; FusedAdam's master is then an int16 remainder beside
+     the bf16 weights where it is fp32 (store_param_remainders, optimizer_config.py l. 192, no flag turns it off;
+     TransformerEngine @4329ff84 fused_adam.py l. 213-215, 612: master 2 B, plan._bytes_per_param). Under another fp8
+     recipe with fp32 main weights Megatron keeps its own fp32 master and the copy (l. 2792). Llama 3 8B on 8 H100,
+     the distributed optimizer, seq 1,024, full recompute, --main-grads-dtype bf16 --exp-avg-dtype bf16
+     --exp-avg-sq-dtype bf16: 2 P + 2 P + 2 L + 4 L held; the step held 4 L more (4 P + 10 L, 43.75 GB, term
+     2.81 GB), now none, the backward's 4 P + 6 L + one layer the peak (40.94 GB); fp8 blockwise keeps the copy,
+     4 P + 12 L (tests/test_precision_aware_step.py). The step's moment is kept + copies - the gradients freed; the term is its excess over the
      backward's peak (the stage's allocated peak is the larger). DeepSpeed ZeRO-2 on Llama 3 8B, 8 GPUs, seq 1,024,
      full recompute: 2 P + 20 L against 2 P + 14 L + one layer: +4.49 GiB; ZeRO-1 frees 2 P - 2 L first: the step
      sets its peak only at small d (2 P + 20 P / d above 4 P + 12 P / d + the activations needs d < 4). Megatron's
@@ -749,11 +763,12 @@ References
      fp32), held from the step to the next train_step's zero_grad_buffer (zero_grad l. 3189-3215 sets param.grad None),
      before its forward: a moment of the step, priced as [sg]'s fp32 copy (step_grads fp32, allowed under FSDP for this
      copy only) and counted as its excess over the backward's peak. use_decoupled_grad is --use-precision-aware-optimizer
-     (training.py l. 2649-2650), which the planner knows from Adam's moments below fp32 (bytes_per_param.optimizer < 8:
-     stack runs.low_precision_moments; step_grads fp32_decoupled_low_moments): no copy there. Llama 3 8B, 8 GPUs,
+     (training.py l. 2649-2650), which the job says (precision_aware_optimizer, the Megatron reader's
+     --use-precision-aware-optimizer; by default on where Adam's moments are below fp32, bytes_per_param.optimizer < 8:
+     stack runs.low_precision_moments; step_grads fp32_decoupled precision_aware): no copy there, whatever the moments'
+     and the main weights' dtypes. Llama 3 8B, 8 GPUs,
      optim_grads_params, mixed16, seq 512, full recompute: the step holds 2 L + 2 L + 4 L + 8 L + 4 L = 20 L, the stage's
-     peak. Not priced: a grad-comm dtype other than the main gradients' (listed as not modelled), the precision-aware
-     optimizer with fp32 moments and 16-bit main weights (decoupled_grad, but the planner prices the copy), fp32
+     peak. Not priced: a grad-comm dtype other than the main gradients' (listed as not modelled), fp32
      parameters (neither --bf16 nor --fp16: auto would be fp32; the reader lists them as not modelled).
 [rs] The unsharded gradient of the layer unit being reduce-scattered, in a zero2 mode that reduces every micro-batch
      into a sharded accumulator (stack fsdp.zero2_unit_reduce, runs.sharding grad_reduce microbatch; term
@@ -2486,11 +2501,11 @@ class _PerLayer:
         # or converts gradients narrower than fp32 (stack data and the job's gradient bytes: Megatron's modes state only
         # the fp32 copy, the tensor itself on its default fp32 grad buffer); elsewhere every element of
         # _step_grad_copies is +0.0 (g - g + max(x * 0.0, 0.0 * y), finite figures), which it then returns unpriced
-        gb, low = settings.bpp.gradients, settings.bpp.optimizer < 8.0
+        gb = settings.bpp.gradients
         self.step_copies = self.step_grads is not None and any(
             m.step_grads is not None and (m.step_grads.flat or m.step_grads.partition_only or m.step_grads.norm_fp64
                                           or (m.step_grads.fp32 and gb < STEP_FP32_GRAD_BYTES
-                                              and not (m.step_grads.fp32_decoupled_low_moments and low)))
+                                              and not decoupled_grad(settings, m.step_grads.fp32_decoupled)))
             for m in stack.runs.sharding)
         # CPU offload [off] (job settings): the optimizer's step on the host; DeepSpeed's GPU staging buffer of the
         # largest parameter (planner/offload.py)
@@ -3410,6 +3425,15 @@ def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, lo
     return ipg, np.maximum(np.maximum(second, after) - allocated - ipg, 0.0)
 
 
+def decoupled_grad(settings: Settings, kind: str | None) -> bool:
+    """Whether a sharding mode whose step_grads.fp32_decoupled is `kind` hands the optimizer the gradient shard in its
+    own dtype (decoupled_grad, no fp32 copy) for the job [sg]: precision_aware wherever the job runs the stack's
+    precision-aware optimizer (Settings.precision_aware), te_master only where TE's FusedAdam also holds the master
+    weights (Settings.te_master, plan._bytes_per_param); None never."""
+    return bool(kind == "precision_aware" and getattr(settings, "precision_aware", False)
+                or kind == "te_master" and getattr(settings, "te_master", False))
+
+
 def _step_grad_copies(per: _PerLayer, states: Terms, where):
     """What the optimizer step of the plan's sharding mode holds beyond the states at its copies of the gradients
     [sg] (stack_db runs.sharding step_grads): the rank's optimizer partition (L elements, the fp32 master's) flattened
@@ -3426,8 +3450,11 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
              states.adam / bpp.optimizer if bpp.optimizer > 0 else states.weights / bpp.weights)
     held = np.where(sg["partition_only"] > 0, local * bpp.gradients, states.gradients)
     fp32 = STEP_FP32_GRAD_BYTES if bpp.gradients < STEP_FP32_GRAD_BYTES else 0.0  # .float() of fp32: the tensor itself
-    # (none where the precision-aware optimizer reads the shard itself: Megatron-FSDP's decoupled_grad [mg])
-    fp32 = fp32 * (1.0 - sg["fp32_decoupled_low_moments"] * float(bpp.optimizer < 8.0))
+    # (none where the precision-aware optimizer reads the shard itself as decoupled_grad: Megatron-FSDP's whenever it
+    # runs [mg], the distributed optimizer's where TE's FusedAdam holds the master weights [sg])
+    st = per.settings
+    fp32 = fp32 * (1.0 - sg["decoupled_precision_aware"] * float(decoupled_grad(st, "precision_aware"))
+                   - sg["decoupled_te_master"] * float(decoupled_grad(st, "te_master")))
     counts, emb, out, experts = where
     # the routed experts' partition left on the GPU, as `local` (CPU offload [off] steps the rest on the host: its
     # expert groups' copies are the host's too)

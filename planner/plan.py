@@ -561,6 +561,10 @@ class Settings:
     offload_param: str = "none"  # "cpu": the sharded parameters in host memory too (job field; planner/offload.py)
     offload_fraction: float = 1.0  # of the optimizer partition on the host (job field; Megatron's HybridDeviceOptimizer)
     offload_overlap: bool = False  # copies and CPU step pipelined (job field; Megatron --overlap-cpu-optimizer-d2h-h2d)
+    # the stack's precision-aware optimizer runs (job field precision_aware_optimizer, else Adam's moments below fp32);
+    # TE's FusedAdam holds the master weights and reads decoupled_grad (plan._bytes_per_param; memory.py [sg])
+    precision_aware: bool = False
+    te_master: bool = False
     host_fields: tuple = ()  # the job's host fields given (pcie_gbps, ...: _apply_host, in hardware); plan_dict reports them
     # the fraction of the host's DRAM peak its Adam sustains (planner/offload.py [cpu-adam]): the named assumption
     # offload.HOST_MEMORY_EFFICIENCY, or a profile's host_adam section (calibrate host-adam) where it applies
@@ -1011,15 +1015,22 @@ def _global_batch(job: Job, seq: int, where: str) -> int:
     return gbs
 
 
-def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: str | None = None) -> tuple[BytesPerParam, str]:
-    """(BytesPerParam, preset name): the job's, else the stack's default (inherited); warns without
-    an fp32 master copy. A preset the stack runs with its precision-aware optimizer (stack_db
-    runs.low_precision_moments: Adam moments below fp32) under a precision or fp8 recipe of its
-    master_remainders keeps the fp32 master as 16-bit remainders beside bf16 weights: master 2
-    B, said in a warning
-    (Megatron-LM @d98e8a64 optimizer_config.py l. 192, 407-413: TE's FusedAdam holds the master
-    weights with bf16 training or delayed scaling, store_param_remainders on; TransformerEngine
-    @4329ff84 fused_adam.py l. 213-215, 414-415: an int16 tensor)."""
+def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: str | None = None,
+                     where: str = "") -> tuple[BytesPerParam, str, bool, bool]:
+    """(BytesPerParam, preset name, precision-aware, TE master): the job's bytes, else the stack's default
+    (inherited); warns without an fp32 master copy. The stack's precision-aware optimizer (stack_db
+    runs.low_precision_moments; Megatron-LM --use-precision-aware-optimizer) runs where the job says so
+    (precision_aware_optimizer), by default where the bytes keep Adam's moments below fp32 (the only way such a
+    stack holds them: Megatron asserts fp32 states without it, optimizer_config.py @d98e8a64 l. 466-480). TE's
+    FusedAdam then holds the master weights (te_master: Megatron's use_precision_aware_optimizer_no_fp8_or_ds_fp8,
+    optimizer_config.py l. 407-413: main weights below fp32, or no fp8 recipe / delayed scaling; optimizer/__init__.py
+    l. 576-588 hands it master_weights, use_decoupled_grad, master_weight_dtype, store_param_remainders) where the
+    job's precision or recipe is one of runs.low_precision_moments.te_master or its master is below 4 B, and the job
+    offloads no optimizer (HybridDeviceOptimizer: planner/offload.py prices its own fp32 states). Under a precision of
+    master_remainders, with fp32 main weights beside bf16 ones, it keeps them as 16-bit remainders: master 2 B, said
+    in a warning (optimizer_config.py l. 192: store_param_remainders True, no flag sets it; TransformerEngine
+    @4329ff84 fused_adam.py l. 213-215, 612: master_weights, fp32 master and bf16 parameters; l. 414-415: an int16
+    tensor)."""
     bpp_spec = job.bytes_per_param
     if bpp_spec is None:
         bpp_spec = stack.defaults.bytes_per_param
@@ -1031,7 +1042,9 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: s
                         f"runs.bytes_per_param); priced as asked, but its trainer files cannot say it (export refuses)")
     key = job.precision if job.precision != "fp8" else recipe
     lpm = runs.low_precision_moments if runs is not None else None
-    if (lpm is not None and bpp.optimizer < 8.0 and key in lpm.master_remainders
+    pao = precision_aware(job, stack, bpp, where)
+    te_master = bool(pao and job.offload_optimizer == "none" and (key in lpm.te_master or bpp.master < 4.0))
+    if (te_master and key in lpm.master_remainders and not job.fp16
             and bpp.master == 4.0 and bpp.weights == 2.0):
         bpp = bpp.model_copy(update={"master": 2.0})
         warnings.append(f"bytes_per_param {bpp_name} with {key}: stack {stack.name}'s precision-aware optimizer keeps the fp32 "
@@ -1042,7 +1055,32 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: s
             "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
             "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
         )
-    return bpp, bpp_name
+    return bpp, bpp_name, pao, te_master
+
+
+def precision_aware(job: Job, stack, bpp: BytesPerParam | None = None, where: str = "") -> bool:
+    """Whether the job runs the stack's precision-aware optimizer (stack_db runs.low_precision_moments): the job's
+    precision_aware_optimizer, else Adam's moments below fp32 beside a master copy (`bpp`: the job's bytes, else the
+    stack's default). Refused: the field on a stack without one; off with moments below fp32 on a stack that holds
+    them only with it (Megatron asserts the state dtypes are fp32 without it, optimizer_config.py @d98e8a64
+    l. 466-480)."""
+    runs = stack.runs if stack is not None else None
+    lpm = runs.low_precision_moments if runs is not None else None
+    if bpp is None:
+        bpp = bytes_per_param(job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param)[0]
+    low = bpp.optimizer < 8.0 and bpp.master > 0.0
+    given = job.precision_aware_optimizer
+    if given and lpm is None:
+        raise PlannerError(f"{where}precision_aware_optimizer true on stack {stack.name if stack else None}, which runs no "
+                           "precision-aware optimizer (stack_db runs.low_precision_moments)",
+                           "leave precision_aware_optimizer out, or plan --stack megatron")
+    if given is False and low and lpm is not None:
+        raise PlannerError(f"{where}precision_aware_optimizer false with Adam moments of {bpp.optimizer:g} B: stack "
+                           f"{stack.name} keeps moments below fp32 only with its precision-aware optimizer (Megatron "
+                           "asserts 'exp_avg_dtype can only be fp32 when not using precision-aware optimizer', "
+                           "megatron/core/optimizer/optimizer_config.py @d98e8a64 l. 475-480)",
+                           "leave precision_aware_optimizer out, or keep fp32 moments (--bytes-per-param megatron)")
+    return bool(given) if given is not None else (low and lpm is not None)
 
 
 def _split_whose(stack: Stack | None, code: int) -> str | None:
@@ -1398,7 +1436,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
               inherited: list, seq_assumed: list, where: str) -> Settings:
     """The resolved job's Settings (everything the search does not vary): the model, hardware
     and stack read, the calibration profile, the files' paths and hashes, the MoE options."""
-    bpp, bpp_name = bpp
+    bpp, bpp_name, pao, te_master = bpp
     calibration = _load_calibration(job.calibration, hw)
     model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
     settings = Settings(
@@ -1407,6 +1445,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         gpus=job.gpus,
         bpp=bpp,
         bpp_name=bpp_name,
+        precision_aware=pao,
+        te_master=te_master,
         activation_model=job.activation_model,
         attention=job.attention,
         attention_kernel=job.attention_kernel,
@@ -1569,7 +1609,8 @@ def mode_run_settings(job: Job, stack, smode: int) -> list[tuple[str, bool]]:
 
 def stack_for_states(job: Job, stack, where: str = ""):
     """The stack as it runs the job's model states (job.bytes_per_param, else the stack's
-    default): with Adam moments below fp32 (optimizer < 8 B) beside a master copy on a stack that keeps them under
+    default): with its precision-aware optimizer (plan.precision_aware: the job's precision_aware_optimizer, else Adam
+    moments below fp32, optimizer < 8 B, beside a master copy) on a stack that runs it under
     some sharding modes only (stack_db runs.low_precision_moments: Megatron's precision-aware
     optimizer needs the distributed optimizer, megatron/core/optimizer/__init__.py @d98e8a64
     l. 1057), only those modes, the restriction cited first among the stack's sources; else
@@ -1583,11 +1624,12 @@ def stack_for_states(job: Job, stack, where: str = ""):
     if lpm is None:
         return stack
     bpp, name = bytes_per_param(job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param)
-    if bpp.optimizer >= 8.0 or bpp.master == 0.0:  # fp32 Adam, or no master copy at all (pure bf16: no such optimizer)
+    if not precision_aware(job, stack, bpp, where):  # fp32 Adam without the job's precision_aware_optimizer
         return stack
     keep = [m for m in runs.sharding if m.name in lpm.sharding_modes]
-    why = (f"bytes_per_param {name} keeps Adam moments below fp32 ({bpp.optimizer:g} B), which stack {stack.name} runs only "
-           f"under sharding modes {', '.join(lpm.sharding_modes)} (stack_db runs.low_precision_moments: {lpm.sources[0]})")
+    what = (f"bytes_per_param {name} keeps Adam moments below fp32 ({bpp.optimizer:g} B), which" if bpp.optimizer < 8.0 else
+            "precision_aware_optimizer true: the precision-aware optimizer, which")
+    why = (f"{what} stack {stack.name} runs only under sharding modes {', '.join(lpm.sharding_modes)} (stack_db runs.low_precision_moments: {lpm.sources[0]})")
     return stack.model_copy(update={"runs": runs.model_copy(update={"sharding": keep, "sources": [why, *runs.sources]})})
 
 
@@ -1834,8 +1876,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
                            "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
                            "leave moe_grouped_gemm out (--moe-grouped-gemm), or plan an Ampere or newer GPU")
-    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings,
-                                     FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
+    bpp, bpp_name, pao, te_master = _bytes_per_param(job, stack, inherited, warnings,
+                                                     FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None, where)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     if job.te_version is not None and (note := te_newer_note(job.te_version)):
@@ -1847,7 +1889,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.attention == "eager" and job.cp > 1:
         raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
                            f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
-    settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
+    settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name, pao, te_master), power_source, inherited, seq_assumed,
+                         where)
     return settings, plan, warnings
 
 
@@ -2833,6 +2876,8 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({"offload_param": settings.offload_param} if settings.offload_param != "none" else {}),
         **({"offload_fraction": settings.offload_fraction} if settings.offload_fraction != 1.0 else {}),
         **({"offload_overlap": True} if settings.offload_overlap else {}),
+        # the precision-aware optimizer where the bytes do not imply it (Adam's moments in fp32)
+        **({"precision_aware_optimizer": True} if settings.precision_aware and settings.bpp.optimizer >= 8.0 else {}),
         # the job's host (_apply_host: in settings.hardware), only where the job gave it
         **{f: getattr(settings.hardware, h) for f, h in HOST_FIELDS if f in settings.host_fields},
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)

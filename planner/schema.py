@@ -1895,11 +1895,14 @@ class StepGrads(BaseModel):
                                   "in every backward, a new partition buffer beside the one accumulated over the "
                                   "earlier micro-batches (DeepSpeed ZeRO-2, partition_gradients); or once after the "
                                   "last backward, beside the full gradients (DeepSpeed ZeRO-1); null: not priced")
-    fp32_decoupled_low_moments: bool = Field(
-        default=False, description="no fp32 copy (fp32) where the job keeps Adam's moments below fp32 (bytes_per_param."
-                                   "optimizer < 8: the precision-aware optimizer, the only way the stack holds them, "
-                                   "runs.low_precision_moments), whose optimizer reads the gradient shard in its own "
-                                   "dtype (Megatron-FSDP's use_decoupled_grad: update_main_grads skips the .to(fp32))")
+    fp32_decoupled: Optional[Literal["precision_aware", "te_master"]] = Field(
+        default=None, description="no fp32 copy (fp32) where the job runs the stack's precision-aware optimizer (the job's "
+                                  "precision_aware_optimizer, plan.Settings.precision_aware), whose optimizer reads the "
+                                  "gradient shard in its own dtype as decoupled_grad: precision_aware, whenever it runs "
+                                  "(Megatron-FSDP's use_decoupled_grad: update_main_grads skips the .to(fp32)); te_master, "
+                                  "only where TE's FusedAdam also holds the master weights (Megatron's distributed "
+                                  "optimizer: use_precision_aware_optimizer_no_fp8_or_ds_fp8, runs.low_precision_moments."
+                                  "te_master, plan.Settings.te_master); null: the copy whatever the optimizer")
     moe_group_params: Optional[float] = Field(
         default=None, gt=0, description="the routed experts' parameters sit in optimizer groups of their own of at "
                                         "most this many elements a rank (one parameter above it alone), each "
@@ -2092,9 +2095,10 @@ class AttentionKernelRule(BaseModel):
 
 
 class LowPrecisionMoments(BaseModel):
-    """How a stack keeps Adam moments below fp32 (a bytes_per_param with optimizer < 8 B, e.g.
-    bf16-moments; Megatron-LM's precision-aware optimizer, TE's FusedAdam): the sharding modes
-    it runs under, and where it keeps the fp32 master weights as 16-bit remainders."""
+    """The stack's precision-aware optimizer (Megatron-LM's, TE's FusedAdam), the only way it keeps Adam moments
+    below fp32 (a bytes_per_param with optimizer < 8 B, e.g. bf16-moments) and what a job's
+    precision_aware_optimizer runs: the sharding modes it runs under, where TE's FusedAdam holds the master weights
+    (and reads decoupled_grad) and where it keeps fp32 ones as 16-bit remainders."""
 
     model_config = Strict
     sharding_modes: list[str] = Field(min_length=1, description="the sharding modes (names in runs.sharding) it runs under; "
@@ -2103,6 +2107,12 @@ class LowPrecisionMoments(BaseModel):
         default_factory=list,
         description="the precisions and fp8 recipes (bf16, delayed, ...) under which it keeps fp32 master weights as 16-bit "
                     "remainders beside bf16 weights (TE FusedAdam store_param_remainders): 2 B of master a parameter")
+    te_master: list[str] = Field(
+        default_factory=list,
+        description="the precisions and fp8 recipes (bf16, delayed, ...) under which TE's FusedAdam holds the master "
+                    "weights and the optimizer reads the gradient shard in its own dtype (Megatron's "
+                    "use_precision_aware_optimizer_no_fp8_or_ds_fp8; with main weights below fp32 under any recipe): "
+                    "where step_grads.fp32_decoupled te_master makes no fp32 copy; master_remainders a subset")
     sources: list[str] = Field(min_length=1)
 
 
@@ -3210,6 +3220,14 @@ class Job(BaseModel):
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
+    precision_aware_optimizer: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None,
+        description="the stack's precision-aware optimizer (Megatron-LM --use-precision-aware-optimizer, TE's FusedAdam; "
+                    "stack runs.low_precision_moments): where TE's FusedAdam holds the master weights it keeps them as "
+                    "16-bit remainders beside bf16 weights and reads the gradient shard in its own dtype, no fp32 copy "
+                    "(memory.py [sg]); default: on where bytes_per_param keeps Adam's moments below fp32 (the only way "
+                    "such a stack holds them), else off")
     offload_optimizer: Literal["none", "cpu"] = Field(
         json_schema_extra=STACK_ONLY,
         default="none",

@@ -601,7 +601,12 @@ def eager_cp_bounds(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
     return replace(opts, max_cp=1)
 
 
-def mode_heads(stack, bpp=None) -> np.ndarray:
+def mode_decoupled(settings) -> dict:
+    """{fp32_decoupled kind: no fp32 copy} for the job's settings (memory.decoupled_grad [sg])."""
+    return {"precision_aware": bool(settings.precision_aware), "te_master": bool(settings.te_master)}
+
+
+def mode_heads(stack, bpp=None, decoupled: dict | None = None) -> np.ndarray:
     """(2, modes): for plans without and with pipeline parallelism, the first of the stack's
     sharding modes (stack_db runs.sharding, in order) priced exactly as each mode: the same
     level, the same traits (stacks.sharding_traits: when the gradients are reduced, the
@@ -620,15 +625,20 @@ def mode_heads(stack, bpp=None) -> np.ndarray:
     levels = np.array([SHARDING_CODES[m.level] for m in runs.sharding], dtype=np.int64)
     if bpp is None:
         bpp = bytes_per_param(stack.defaults.bytes_per_param)[0]
-    fs, gb, low = stack.fsdp, float(bpp.gradients), bpp.optimizer < 8.0
+    fs, gb = stack.fsdp, float(bpp.gradients)
+    # the modes' step_grads.fp32_decoupled that make no fp32 copy for the job (memory.decoupled_grad; None: the
+    # bytes' default, the precision-aware optimizer where Adam's moments are below fp32, TE's master with it)
+    if decoupled is None:
+        low = bpp.optimizer < 8.0 and stack.runs.low_precision_moments is not None
+        decoupled = {"precision_aware": low, "te_master": low}
 
     def bytes_key(m) -> tuple:  # (step.grad_reduce_bytes, memory's queue bytes, the [sg] copies) of a mode
         own, lvl = m.grads_in_job_dtype, SHARDING_CODES[m.level]
         reduce = gb if own else fs.grad_reduce_bytes if lvl >= FSDP else gb if fs.ddp_reduces_grad_buffer else fs.grad_reduce_bytes
         queue = (gb if own else fs.zero2_reduce_queue_grad_bytes) if m.level == "zero2" and fs.zero2_reduce_queue_params else 0.0
         sg = m.step_grads
-        fp32 = sg is not None and sg.fp32 and gb < 4.0 and not (sg.fp32_decoupled_low_moments and low)
-        rest = () if sg is None else tuple(v for k, v in sg.model_dump().items() if k not in ("fp32", "fp32_decoupled_low_moments", "sources"))
+        fp32 = sg is not None and sg.fp32 and gb < 4.0 and not (sg.fp32_decoupled is not None and decoupled[sg.fp32_decoupled])
+        rest = () if sg is None else tuple(v for k, v in sg.model_dump().items() if k not in ("fp32", "fp32_decoupled", "sources"))
         return reduce, queue, fp32, rest if any(rest) else ()
 
     extra = [bytes_key(m) for m in runs.sharding]
@@ -763,7 +773,7 @@ def _take(plan, idx):
 def _choose_modes(settings: Settings, base, runs) -> np.ndarray:
     """choose_modes on base (a PlanArrays, or Groups.plan of one): sets base.smode, returns the codes."""
     n = len(base.tp)
-    heads = mode_heads(settings.stack, settings.bpp)
+    heads = mode_heads(settings.stack, settings.bpp, mode_decoupled(settings))
     k_modes = heads.shape[1]
     # a head's class in order; a mode that heads none (named by --sharding MODE) runs alone
     members = [[[j for j in range(k_modes) if heads[c, j] == h] if heads[c, h] == h else [h] for h in range(k_modes)]
@@ -1111,7 +1121,7 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
         modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)
     else:
         # the heads of the levels named (or all), and any mode named itself (--sharding MODE)
-        heads = mode_heads(settings.stack, settings.bpp)
+        heads = mode_heads(settings.stack, settings.bpp, mode_decoupled(settings))
         named = np.array([m.name in names for m in runs.sharding])
         modes = np.array([i for i, m in enumerate(runs.sharding) if named[i] or (
             m.level in names and (heads[0, i] == i or heads[1, i] == i))], dtype=i64)

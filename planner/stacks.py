@@ -371,13 +371,16 @@ def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
 def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
     """What the plan's sharding mode's optimizer step does with the gradients (stack_db runs.sharding step_grads,
     schema.StepGrads; memory.py [sg], [zb]) as float arrays of the plan's shape: flat, fp32, flat_fp32, partition_only, norm_fp64,
-    ipg_buffer, fp32_decoupled_low_moments and the reduction's backward / after_backward as 0/1, moe_group_params in elements (0 where the mode states
+    ipg_buffer, fp32_decoupled's precision_aware and te_master (decoupled_precision_aware, decoupled_te_master) and the reduction's backward / after_backward as 0/1, moe_group_params in elements (0 where the mode states
     none); None where no mode of the stack states it."""
     if stack.runs is None or all(m.step_grads is None for m in stack.runs.sharding):
         return None
     smode = np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(stack.runs.sharding) - 1)
     out = {f: _mode_column(stack, lambda m: float(m.step_grads is not None and getattr(m.step_grads, f)))[smode]
-           for f in ("flat", "fp32", "flat_fp32", "partition_only", "norm_fp64", "ipg_buffer", "fp32_decoupled_low_moments")}
+           for f in ("flat", "fp32", "flat_fp32", "partition_only", "norm_fp64", "ipg_buffer")}
+    for d in ("precision_aware", "te_master"):  # memory.py [sg]: no fp32 copy where the optimizer reads decoupled_grad
+        out[f"decoupled_{d}"] = _mode_column(stack, lambda m: float(m.step_grads is not None
+                                                                     and m.step_grads.fp32_decoupled == d))[smode]
     for r in ("backward", "after_backward"):  # memory.py [zb]
         out[r] = _mode_column(stack, lambda m: float(m.step_grads is not None and m.step_grads.reduction == r))[smode]
     out["moe_group_params"] = _mode_column(

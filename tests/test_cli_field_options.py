@@ -113,6 +113,11 @@ CASES = [
     ("offload_fraction", ["--offload-fraction", "0.5"], 0.5, MG_OFF, 1.0, {"memory": +1, "step": -1}),
     # the copies pipelined with the host's Adam: the step the longest of them, not their sum
     ("offload_overlap", ["--offload-overlap"], True, MG_OFF, False, {"step": -1}),
+    # Megatron's precision-aware optimizer with fp32 moments and bf16 main gradients (tests/test_precision_aware_step.py):
+    # TE's FusedAdam's 2 B master remainders and no fp32 copy of the shard at the step, memory down; its update moves
+    # 26 B a parameter, not 28 (step.adam_bytes_per_param: the remainders and the bf16 weight read), the step down
+    ("precision_aware_optimizer", ["--precision-aware-optimizer"], True, dict(DENSE, stack="megatron", sharding="zero1",
+     bytes_per_param="mixed16"), False, {"memory": -1, "step": -1}),
     # the job's host (plan._apply_host) in place of the hardware entry's, read by CPU offload (tests/test_host_adam.py):
     # half h100-sxm's DRAM peak (563.2 GB/s), the host's Adam twice as long; half its PCIe Gen5 link (64 GB/s), the
     # copies twice as long; host memory only gates (check), no figure moves

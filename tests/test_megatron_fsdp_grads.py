@@ -180,7 +180,10 @@ def test_mixed16_reduces_two_bytes_at_every_level(explain):
 def test_mode_heads_follow_the_jobs_gradient_bytes():
     """With fp32 gradients Megatron-FSDP optim prices as the distributed optimizer and optim_grads_params as
     --use-torch-fsdp2 (one candidate each); with 2-byte gradients torch_fsdp2 reduces 4 B, its own candidate; with the
-    precision-aware optimizer's 2-byte gradients the distributed optimizer copies them to fp32 and optim does not."""
+    precision-aware optimizer's 2-byte gradients neither copies them to fp32 where TE's FusedAdam holds the master
+    weights (bf16, delayed fp8: the distributed optimizer's decoupled_grad, distrib_optimizer.py @d98e8a64 l. 2784-2790),
+    so optim prices as the distributed optimizer; under another fp8 recipe (Megatron's own fp32 master) the distributed
+    optimizer copies them (l. 2792) and optim does not (Megatron-FSDP's decoupled_grad whenever the optimizer runs)."""
     from planner.catalog import load_stack
     from planner.schema import BYTES_PER_PARAM_PRESETS, BytesPerParam
     from planner.space import mode_heads
@@ -188,15 +191,17 @@ def test_mode_heads_follow_the_jobs_gradient_bytes():
     mg = load_stack("megatron")
     names = [m.name for m in mg.runs.sharding]
 
-    def heads(bpp):
-        return [names[i] for i in mode_heads(mg, bpp)[0]]
+    def heads(bpp, decoupled=None):
+        return [names[i] for i in mode_heads(mg, bpp, decoupled)[0]]
 
     base = ["ddp", "distributed_optimizer", "distributed_optimizer", "megatron_fsdp_optim_grads",
             "megatron_fsdp_optim_grads_params"]
     assert heads(None) == heads(BYTES_PER_PARAM_PRESETS["megatron"]) == base + [
         "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"]
     assert heads(BYTES_PER_PARAM_PRESETS["mixed16"]) == base + ["torch_fsdp2", "megatron_fsdp_hsdp"]
-    assert heads(BytesPerParam(weights=2, gradients=2, master=4, optimizer=4))[2] == "megatron_fsdp_optim"
+    low = BytesPerParam(weights=2, gradients=2, master=4, optimizer=4)
+    assert heads(low)[2] == "distributed_optimizer"
+    assert heads(low, {"precision_aware": True, "te_master": False})[2] == "megatron_fsdp_optim"
 
 
 def test_check_suggestion_spells_the_dtype_flags(tmp_path, cli):

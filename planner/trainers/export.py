@@ -244,7 +244,8 @@ def plan_signature(plan: dict) -> dict:
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
-            "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap")
+            "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
+            "precision_aware_optimizer")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -844,6 +845,9 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
 
     bpp = plan.get("bytes_per_param")
     b = _plan_bytes(plan)
+    if plan.get("fp16") and plan.get("precision_aware_optimizer"):
+        raise _refuse("megatron", "precision_aware_optimizer with fp16: the planner writes the precision-aware optimizer "
+                                  "with --bf16 only", "price it without fp16, or leave precision_aware_optimizer out")
     if plan.get("fp16"):  # --fp16 keeps the gradient buffer in fp16 unless --accumulate-allreduce-grads-in-fp32
         # (arguments.py @d98e8a64 validate_args l. 1195-1217: only --bf16 turns the fp32 accumulation on)
         if b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
@@ -853,6 +857,20 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
         raise _refuse("megatron", f"bytes_per_param {bpp} with fp16: the planner writes fp16 with the megatron or mixed16 "
                                   "bytes only (16-bit weights, fp32 or fp16 gradients, fp32 master and Adam moments)",
                       "price it with --bytes-per-param megatron or mixed16, or without fp16")
+    if plan.get("precision_aware_optimizer") and b["optimizer"] == 8.0:
+        # the precision-aware optimizer with fp32 moments (the job's precision_aware_optimizer): its 16-bit main
+        # gradients are --main-grads-dtype bf16, not --grad-reduce-in-bf16 (megatron.py [5b])
+        if b["weights"] != 2.0 or b["gradients"] not in (2.0, 4.0) or b["master"] != 4.0:
+            raise _refuse("megatron", f"bytes_per_param {bpp} with precision_aware_optimizer: Megatron with --bf16 keeps "
+                                      "bf16 weights, fp32 or bf16 main gradients and fp32 master weights",
+                          "price it with --bytes-per-param megatron or mixed16")
+        from .megatron import NO_DISTRIBUTED_OPTIMIZER
+
+        if mode in NO_DISTRIBUTED_OPTIMIZER:
+            raise _refuse("megatron", f"precision_aware_optimizer: Megatron's precision-aware optimizer runs only with the "
+                                      f"distributed optimizer, not sharding mode {mode} (megatron/core/optimizer/"
+                                      "__init__.py @d98e8a64 l. 1057)", "plan it with --sharding zero1")
+        return [("--use-precision-aware-optimizer", None)] + ([("--main-grads-dtype", "bf16")] if b["gradients"] == 2.0 else [])
     if bpp is None or b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
         return []
     if b == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes

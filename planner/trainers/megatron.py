@@ -54,7 +54,8 @@ read). Modelled:
   --fp16 / --bf16 with --accumulate-allreduce-grads-in-fp32 / --grad-reduce-in-bf16 (the
   gradient buffer's dtype -> bytes_per_param [5]);
   --use-precision-aware-optimizer with --main-grads-dtype, --main-params-dtype,
-  --exp-avg-dtype, --exp-avg-sq-dtype (-> bytes_per_param [5b]; refused without the
+  --exp-avg-dtype, --exp-avg-sq-dtype (-> bytes_per_param [5b], and precision_aware_optimizer true:
+  TE's master remainders and no fp32 gradient copy at the step, memory.py [sg]; refused without the
   distributed optimizer, and any non-fp32 dtype without it, as Megatron refuses them);
   --optimizer-cpu-offload with --optimizer-offload-fraction, --overlap-cpu-optimizer-d2h-h2d
   (-> offload_optimizer cpu, offload_fraction, offload_overlap: _optimizer_offload, planner/offload.py
@@ -1950,12 +1951,15 @@ def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) ->
         raise PlannerError(f"{where}--main-grads-dtype bf16 with --accumulate-allreduce-grads-in-fp32",
                            "Megatron asserts '--main-grads-dtype can only be fp32 when --accumulate-allreduce-grads-in-"
                            "fp32 is set' (arguments.py @d98e8a64 l. 1209-1211)")
+    # the job says it (plan._bytes_per_param: TE's FusedAdam holds the master weights and reads the gradient shard as
+    # decoupled_grad whatever the state dtypes, memory.py [sg])
+    job["precision_aware_optimizer"] = True
     bpp = dict(job.get("bytes_per_param") or {"weights": 2.0, "gradients": 4.0, "master": 4.0, "optimizer": 8.0})
     if dtypes["--main-grads-dtype"] == "bf16":  # arguments.py l. 1215: fp32 accumulation only with fp32 main grads
         bpp["gradients"] = 2.0
     # the master weights in --main-params-dtype; where TE's FusedAdam holds fp32 ones beside bf16
     # weights it keeps their 16-bit remainders, which the stack prices (stack_db megatron
-    # runs.low_precision_moments, plan._bytes_per_param), as for a planned job
+    # runs.low_precision_moments, plan._bytes_per_param), as for a planned job, fp32 moments too
     bpp["master"] = DTYPE_BYTES[dtypes["--main-params-dtype"]]
     bpp["optimizer"] = DTYPE_BYTES[dtypes["--exp-avg-dtype"]] + DTYPE_BYTES[dtypes["--exp-avg-sq-dtype"]]
     from ..schema import BYTES_PER_PARAM_PRESETS
