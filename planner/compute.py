@@ -35,7 +35,7 @@ from .terms import Terms
 
 
 def _core_flops(model: ModelSpec, seq, causal: bool, selective_only: bool = False, dense_windows: bool = False,
-                kernels: bool = False):
+                kernels: bool = False, cp=1.0):
     """Model FLOPs per token of the layers' cores (attention, scans), forward and backward:
     each kind's module (planner/layers/: 12 a d x keys for attention [2], the state-space and
     linear-attention scans), times its layer count, and the multi-token-prediction layers.
@@ -43,19 +43,21 @@ def _core_flops(model: ModelSpec, seq, causal: bool, selective_only: bool = Fals
     causal, what the kernels run): a windowed layer as the stack's dense mask runs it, the
     whole square (layers/attention.py [11], stack windowed_attention). kernels (counted causal, what the kernels
     run: hardware FLOPs): a padded chunked layer's last chunk whole (layers/attention.py [13], stack
-    chunked_attention.pads_last_chunk); the model-FLOP convention counts its real part."""
+    chunked_attention.pads_last_chunk); the model-FLOP convention counts its real part. cp: the plans' CP degree
+    (broadcast against seq), which decides whether a chunked layer of a stack that chunks by the CP rank's sequence
+    runs chunked or global (layers/attention.py [14], stack chunked_attention.cp_local_sequence)."""
     ll = layer_list(model)
     seq = np.asarray(seq, dtype=np.float64)
     counts = ll.totals.copy()
     counts[ll.mtp_kind] += ll.mtp
-    out = np.zeros(seq.shape)
+    out = np.zeros(np.broadcast(seq, np.asarray(cp)).shape)
     for n, kind in zip(counts, ll.kinds):
         mixer = kind.mixer
         if mixer.has_core and (mixer.selective_core or not selective_only):
             dense = dense_windows and causal and getattr(mixer, "window", None) is not None  # a model / stack setting
             padded = kernels and causal and getattr(mixer, "chunk_padded", False)  # a stack setting [13]
             out = out + n * (mixer.dense_mask_model_flops(seq) if dense else
-                             mixer.padded_chunk_flops(seq) if padded else mixer.core_model_flops(seq, causal))
+                             mixer.padded_chunk_flops(seq, cp) if padded else mixer.core_model_flops(seq, causal, cp))
     return out
 
 
@@ -68,41 +70,44 @@ def _dense_params(model: ModelSpec) -> float:
 
 
 def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, dense_windows: bool = False,
-                    kernels: bool = False) -> Terms:
+                    kernels: bool = False, cp=1.0) -> Terms:
     """Model FLOPs per token as named terms: dense (6N [1]) + attention (the layers' cores: 12
     L a d s for global attention [2], halved when counted causal; a window or chunk fewer keys,
     the scans of state-space and linear-attention layers: planner/layers/). recompute (codes
     from plan) is only used by hardware_flops_per_token. Mixture-of-experts: N = the active
-    parameters (planner/params.py); MLA: d = the mean of the query/key and value head dims."""
+    parameters (planner/params.py); MLA: d = the mean of the query/key and value head dims. cp: the plans' CP
+    degree (_core_flops)."""
     seq = np.asarray(seq, dtype=np.float64)
-    return Terms(dense=np.full(seq.shape, 6.0 * _dense_params(model)),
-                 attention=_core_flops(model, seq, causal, dense_windows=dense_windows, kernels=kernels))
+    return Terms(dense=np.full(np.broadcast(seq, np.asarray(cp)).shape, 6.0 * _dense_params(model)),
+                 attention=_core_flops(model, seq, causal, dense_windows=dense_windows, kernels=kernels, cp=cp))
 
 
 def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, fraction=1.0,
-                              dense_windows: bool = False, kernels: bool = False) -> np.ndarray:
+                              dense_windows: bool = False, kernels: bool = False, cp=1.0) -> np.ndarray:
     """Extra FLOPs per token that recomputation adds [3]: full = one more forward (2N + the
     cores' forward, a third of their model FLOPs), times the fraction of layers it re-runs
     (recompute_layers); selective = the attention cores' forward."""
     n = _dense_params(model)
     seq = np.asarray(seq, dtype=np.float64)
-    core = _core_flops(model, seq, causal, dense_windows=dense_windows, kernels=kernels) / 3.0
+    core = _core_flops(model, seq, causal, dense_windows=dense_windows, kernels=kernels, cp=cp) / 3.0
     recompute = np.asarray(recompute)
     full = np.asarray(fraction, dtype=np.float64) * (2.0 * n + core)
-    sel = _core_flops(model, seq, causal, selective_only=True, dense_windows=dense_windows, kernels=kernels) / 3.0
+    sel = _core_flops(model, seq, causal, selective_only=True, dense_windows=dense_windows, kernels=kernels,
+                      cp=cp) / 3.0
     return np.where(recompute == RC_FULL, full, np.where(recompute == RC_SELECTIVE, sel, 0.0))
 
 
 def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens: float | None = None,
-                  fraction=1.0, dense_windows: bool = False) -> dict:
+                  fraction=1.0, dense_windows: bool = False, cp=1.0) -> dict:
     """The `flops` object of explain's JSON. model_flops_per_token is MFU's (the job's attention
     convention); recompute_flops_per_token and hardware_flops_per_token are what the kernels run,
     HFU's (step.throughput): causal attention cores (a window's or chunk's mean keys) and the
     recomputation, whatever convention MFU counts, so that hardware FLOPs x tokens/s is the
-    executed TFLOP/s explain prints."""
-    t = flops_per_token(model, seq, recompute, causal)
-    run = flops_per_token(model, seq, recompute, True, dense_windows=dense_windows, kernels=True)
-    extra = recompute_flops_per_token(model, seq, recompute, True, fraction, dense_windows=dense_windows, kernels=True)
+    executed TFLOP/s explain prints. cp: the plan's CP degree (_core_flops)."""
+    t = flops_per_token(model, seq, recompute, causal, cp=cp)
+    run = flops_per_token(model, seq, recompute, True, dense_windows=dense_windows, kernels=True, cp=cp)
+    extra = recompute_flops_per_token(model, seq, recompute, True, fraction, dense_windows=dense_windows, kernels=True,
+                                      cp=cp)
     out = {
         "flops_per_token_6n": t.dense,
         "attention_flops_per_token": t.attention,

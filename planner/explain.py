@@ -92,7 +92,8 @@ def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:
     cap, usable = mem.capacity(settings)
     flops = flops_summary(settings.model, plan.seq, plan.recompute, settings.causal_attention_flops, settings.tokens,
                           mem.recompute_fraction(settings, plan),
-                          dense_windows=stack_of(settings).windowed_attention is not None)  # attention.py [11]
+                          dense_windows=stack_of(settings).windowed_attention is not None,  # attention.py [11]
+                          cp=plan.cp)  # the chunking Bridge runs reads cp (attention.py [14])
     time, extra = step_time(settings, plan)
     thr = throughput(settings, plan, time.total)
     return Estimate(memory=terms, stage=stage, capacity=cap, usable=usable, fits=terms.total <= usable, flops=flops,

@@ -1724,7 +1724,7 @@ def padded_chunk_bytes(kind: LayerKind, ctx: Ctx, plan: PlanArrays, stack, f8: d
     layer (Attention.chunk_padded: a stack setting on the layer kind, plan._stack_chunks)."""
     if not getattr(kind.mixer, "chunk_padded", False):
         return 0.0, 0.0
-    p = chunk_pad_factor(ctx.seq, kind.mixer.chunk, True)
+    p = chunk_pad_factor(ctx.seq, kind.mixer.chunk_of(ctx), True)  # 1 where the code chunks nothing [14]
     out_el = kind.mixer.chunk_out_elements(ctx)
     narrow = (plan.precision == FP8) | (plan.precision == NVFP4) if "attn_out" in f8 else False
     kept = ACT_BYTES * out_el * np.where(narrow, p - 1.0, 2.0 * p - 1.0)  # the core's state kept

@@ -1762,7 +1762,7 @@ def _stack_mtp(job: Job, model: ModelSpec, stack, warnings: list, where: str) ->
 _CHUNKED_MODELS: dict = {}
 
 
-def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list) -> ModelSpec:
+def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list, cp: int = 1) -> ModelSpec:
     """The model as a stack whose code chunks every attention layer of a chunked model builds it (stack
     chunked_attention chunks_every_layer: Megatron-Bridge's Llama4SelfAttention on every layer): where the sequence
     is longer than the chunk, each global softmax-attention kind becomes a chunked one at the model's chunk (its
@@ -1770,8 +1770,12 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list) -> ModelSpe
     stack pads the sequence to whole chunks (chunked_attention.pads_last_chunk: Bridge's chunkify), every chunked
     kind is marked padded (ChunkedAttention._padded: layers/attention.py [13], the last chunk run whole and the
     padded tensors saved). At seq <= chunk a chunked layer is a global one (layers/attention.py mean_causal_keys,
-    span_keys) and the code does not chunkify: the model unchanged. One copy per (model, chunk), as with_mtp's. A
-    model with no chunked layer, or more than one chunk size, is unchanged."""
+    span_keys) and the code does not chunkify: the model unchanged. Where the stack chunks by the CP rank's sequence
+    (chunked_attention.cp_local_sequence: Bridge's query.shape[0] is s / cp), every chunked kind is marked so
+    (ChunkedAttention._local): at cp > 1 and s / cp <= c it is priced global, per plan (Attention.chunk_at,
+    layers/attention.py [14]); the warnings name the job's cp (`cp`: fit's rows are resolved each at its own). One
+    copy per (model, chunk, padded, local), as with_mtp's. A model with no chunked layer, or more than one chunk size,
+    is unchanged."""
     from .schema import ChunkedAttention, GlobalAttention
 
     run = getattr(stack, "chunked_attention", None)
@@ -1779,27 +1783,39 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list) -> ModelSpe
         return model
     chunks = {k.mixer.chunk for k in model.layer_kinds.values() if isinstance(k.mixer, ChunkedAttention)}
     glob = [n for n, k in model.layer_kinds.items() if isinstance(k.mixer, GlobalAttention)]
-    pad = bool(run.pads_last_chunk)
-    if len(chunks) != 1 or not (glob or pad) or seq <= next(iter(chunks)):
+    pad, local = bool(run.pads_last_chunk), bool(run.cp_local_sequence)
+    if len(chunks) != 1 or not (glob or pad or local) or seq <= next(iter(chunks)):
         return model
     c = next(iter(chunks))
-    key = (id(model), c, pad)
+    key = (id(model), c, pad, local)
     hit = _CHUNKED_MODELS.get(key)
     if hit is None or hit[0] is not model:
         def chunked(mixer):
             out = ChunkedAttention(kind="chunked", chunk=c, position=mixer.position, output_gate=mixer.output_gate)
             out._padded = pad  # the stack's chunked_attention.pads_last_chunk (a stack setting)
+            out._local = local  # the stack's chunked_attention.cp_local_sequence (a stack setting)
             return out
 
         kinds = {n: (k.model_copy(update={"mixer": chunked(k.mixer)})
                      if isinstance(k.mixer, (GlobalAttention, ChunkedAttention)) else k)
                  for n, k in model.layer_kinds.items()}
         hit = _CHUNKED_MODELS[key] = (model, model.model_copy(update={"layer_kinds": kinds}))
+    if local and cp > 1 and seq <= c * cp:  # the job's cp (fit resolves each row at its own)
+        warnings.append(f"{model.name}'s attention layers priced as global attention at cp {cp}: stack {stack.name}'s "
+                        f"code tests the CP rank's {seq // cp:,} tokens (seq {seq:,} / cp {cp}) against the chunk "
+                        f"{c:,} and chunks no layer at or under it (stack_db {stack.name} "
+                        f"chunked_attention.cp_local_sequence), so every layer attends over the whole sequence through "
+                        f"the context-parallel kernel, where {model.name}'s own code chunks "
+                        f"{'them' if not glob else 'its chunked layers'}; cp 1 (or seq / cp > {c:,}) trains them "
+                        "chunked")
+        return hit[1]
+    cp_note = (f" (under cp > 1 where seq / cp > {c:,}: at seq / cp <= {c:,} it chunks no layer, priced global)"
+               if local else "")
     if glob:
         warnings.append(f"{model.name}'s global attention layers ({', '.join(glob)}) priced chunked at {c:,} tokens: "
                         f"stack {stack.name}'s code chunks every attention layer of a chunked model (stack_db "
                         f"{stack.name} chunked_attention), so at seq {seq:,} > {c:,} it trains those layers within "
-                        f"chunks, where {model.name}'s own code attends over the whole sequence")
+                        f"chunks, where {model.name}'s own code attends over the whole sequence{cp_note}")
     if pad and seq % c:
         n = -(-seq // c)
         warnings.append(f"seq {seq:,} is not a multiple of the attention chunk {c:,}: stack {stack.name}'s code pads it "
@@ -1835,7 +1851,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
-    model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings)
+    model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
     if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel),

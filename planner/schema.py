@@ -215,6 +215,9 @@ class ChunkedAttention(BaseModel):
     # sequence is longer than the chunk (the stack's code pads the sequence to whole chunks, runs every chunk whole
     # and copies the output back: layers/attention.py [13])
     _padded: bool = PrivateAttr(default=False)
+    # likewise, from the stack's chunked_attention.cp_local_sequence: the code compares the CP rank's s / cp with the
+    # chunk and chunks nothing at s / cp <= chunk under cp > 1 (layers/attention.py [14])
+    _local: bool = PrivateAttr(default=False)
 
 
 class MLAAttention(BaseModel):
@@ -2522,6 +2525,13 @@ class ChunkedAttentionRun(BaseModel):
                                    "whole, c^2/2 keys, and the attention saves the padded q, k, v and output, beside a "
                                    "copy of the output folded back (layers/attention.py [13]); false: the partial "
                                    "chunk runs its real part only")
+    cp_local_sequence: bool = Field(
+        default=False, description="under context parallelism the code tests the CP rank's sequence, s / cp, against "
+                                   "the chunk (Megatron-Bridge's Llama4SelfAttention: query.shape[0]): at cp > 1 and "
+                                   "s / cp <= chunk it chunks nothing, every attention layer global attention through "
+                                   "the CP kernel (priced so, per plan: layers/attention.py [14]); at s / cp > chunk it "
+                                   "asserts s / cp a multiple of 2 cp and s / (2 cp^2) a multiple of the chunk "
+                                   "(start-up rule BRIDGE_CHUNK_CP); false: the layers chunk by the whole sequence")
     sources: list[str] = Field(min_length=1)
 
 

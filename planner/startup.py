@@ -162,6 +162,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             and row-bias gradients over TP: Megatron-DeepSpeed @f4157bea training.py
                             l. 730-732 reduces them only 'if not args.deepspeed'; DeepSpeed reduces over
                             DP alone (engine.py l. 2048-2063, 2567-2574) (code 80)
+  BRIDGE_CHUNK_CP           (every stack, from chunked_attention.cp_local_sequence: megatron-bridge) a chunked
+                            model at cp > 1 where s / cp exceeds the chunk c and s is not a multiple of
+                            2 cp^2 c: Megatron-Bridge @dc805f5cf llama4_utils.py Llama4SelfAttention.forward
+                            l. 304-307 asserts s / cp % (2 cp) == 0 and (s / cp // 2 cp) % c == 0 (code 81)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2184,6 +2188,65 @@ LATER_RULES = LATER_RULES + (
         "turn sequence parallelism off (--no-sequence-parallel: Megatron-DeepSpeed's own default, --sequence-parallel "
         "store_true), or use a stack whose trainer sums them (--stack megatron)",
         _stack_sp_norm_broken, detail=_stack_sp_norm_detail),
+)
+
+
+BRIDGE_COMMIT = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
+
+
+def _local_chunk(model, stack) -> int | None:
+    """The attention chunk of a model whose chunked layers the stack chunks by the CP rank's sequence (stack
+    chunked_attention.cp_local_sequence, Bridge's Llama4SelfAttention); None elsewhere. The model's used kinds only
+    (its layer pattern: never a per-layer loop)."""
+    from .schema import ChunkedAttention
+
+    run = getattr(stack, "chunked_attention", None) if stack is not None else None
+    if run is None or not run.cp_local_sequence or model is None or model.layer_pattern is None:
+        return None
+    chunks = {model.layer_kinds[k].mixer.chunk for k in set(model.layer_pattern)
+              if isinstance(model.layer_kinds[k].mixer, ChunkedAttention)}
+    return next(iter(chunks)) if len(chunks) == 1 else None  # plan._stack_chunks: one chunk size, or none chunked
+
+
+def _bridge_chunk_cp(model, stack, plan) -> np.ndarray:
+    """BRIDGE_CHUNK_CP: Llama4SelfAttention.forward l. 304-307 at cp > 1 where the CP rank's sequence L = s / cp
+    (query.shape[0], l. 295) exceeds the chunk c: assert L % (2 cp) == 0, then (L // (2 cp)) % c == 0."""
+    cp = np.asarray(plan.cp, dtype=np.int64)
+    c = _local_chunk(model, stack)
+    if c is None:
+        return np.zeros(np.shape(cp), dtype=bool)
+    local = np.asarray(plan.seq, dtype=np.int64) // cp  # the rank's tokens (MEGATRON_CP_SEQ: s % 2 cp == 0)
+    return (cp > 1) & (local > c) & ((local % (2 * cp) != 0) | ((local // (2 * cp)) % c != 0))
+
+
+def _bridge_chunk_cp_detail(model, stack, plan=None, cluster=None) -> str:
+    c, cp, s = _local_chunk(model, stack), int(plan.cp), int(plan.seq)
+    return (f"seq {s:,} / cp {cp} = {s // cp:,} tokens a CP rank, over the chunk {c:,}: the code asserts them a multiple "
+            f"of 2 cp = {2 * cp} and {s // cp:,} // {2 * cp} = {s // cp // (2 * cp):,} a multiple of {c:,}, i.e. seq a "
+            f"multiple of 2 cp^2 x chunk = {2 * cp * cp * c:,} (stack_db {stack.name} chunked_attention.cp_local_sequence)")
+
+
+# BRIDGE_CHUNK_CP (code 81, issue 22 bridgecp): Megatron-Bridge's Llama4SelfAttention compares the CP rank's sequence,
+# query.shape[0] = s / cp (hidden_states [s / (cp tp), b, h] under SP, gathered by the QKV projection), with the chunk;
+# past it, under cp > 1, it asserts that length a multiple of 2 cp and its 2 cp-th part a multiple of the chunk (l.
+# 304-307: cp_chunk_len = original_seq_len // (cp x 2), so s a multiple of 2 cp^2 c) before the core attention: any
+# other layout fails at the first forward. At s / cp <= c it runs (no assert) every layer as global attention through
+# Transformer Engine's CP kernel, which the cost models price per plan (layers/attention.py [14]). Keyed on the stack's
+# chunked_attention.cp_local_sequence and the model's chunked layers, so every stack (ANY_STACK).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "BRIDGE_CHUNK_CP", ANY_STACK,
+        "context parallelism on chunked attention where the CP rank's sequence s / cp exceeds the chunk c but is not a "
+        "multiple of 2 cp with its 2 cp-th part a multiple of c (seq not a multiple of 2 cp^2 c): the code's asserts "
+        "fail at the first forward",
+        f"{BRIDGE_COMMIT} src/megatron/bridge/models/llama/llama4_utils.py Llama4SelfAttention.forward l. 294-307 "
+        "(original_seq_len = query.shape[0], the CP rank's s / cp; with get_context_parallel_world_size() > 1 and "
+        "original_seq_len > attention_chunk_size: assert original_seq_len % (cp x 2) == 0, cp_chunk_len = "
+        "original_seq_len // (cp x 2), assert cp_chunk_len % attention_chunk_size == 0); stack_db <stack> "
+        "chunked_attention.cp_local_sequence",
+        "use cp 1, or a cp with seq / cp at most the chunk (the code then runs every attention layer global), or a seq "
+        "that is a multiple of 2 cp^2 x the chunk",
+        _bridge_chunk_cp, detail=_bridge_chunk_cp_detail),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

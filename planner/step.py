@@ -2335,13 +2335,14 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
     """Tokens/s, MFU and HFU for a step time (PaLM's definitions)."""
     model, hw = settings.model, settings.hardware
     causal = settings.causal_attention_flops
-    ft = flops_per_token(model, plan.seq, plan.recompute, causal)
+    ft = flops_per_token(model, plan.seq, plan.recompute, causal, cp=plan.cp)  # cp: attention.py [14]
     # HFU counts what the kernels run: causal attention (FlashAttention skips the masked
     # blocks) and the recomputation, whatever convention MFU uses
     dense = stack_of(settings).windowed_attention is not None  # a stack setting: windows run as dense masks [11]
-    ft_hw = flops_per_token(model, plan.seq, plan.recompute, True, dense_windows=dense, kernels=True)  # attention.py [13]
+    ft_hw = flops_per_token(model, plan.seq, plan.recompute, True, dense_windows=dense, kernels=True,
+                            cp=plan.cp)  # attention.py [13], [14]
     rc = recompute_flops_per_token(model, plan.seq, plan.recompute, True, recompute_fraction(settings, plan),
-                                   dense_windows=dense, kernels=True)
+                                   dense_windows=dense, kernels=True, cp=plan.cp)
     tokens = plan.gbs * plan.seq
     tps = tokens / step_s
     peak = np.select([plan.precision == FP8, plan.precision == NVFP4],

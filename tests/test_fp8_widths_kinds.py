@@ -40,7 +40,8 @@ def test_codes_stay():
     assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76 and CODES["DEEPSPEED_MOE"] == 77  # mdsexport2
     assert CODES["DEEPSPEED_MOE_SP"] == 78  # mdsmoefit
     assert CODES["TORCHTITAN_MTP_PP_CP"] == 79  # tt03disp
-    assert CODES["STACK_SP_NORM_GRADS"] == max(CODES.values()) == 80  # mdscheck
+    assert CODES["STACK_SP_NORM_GRADS"] == 80  # mdscheck
+    assert CODES["BRIDGE_CHUNK_CP"] == max(CODES.values()) == 81  # bridgecp
 
 
 def test_mamba2_in_proj_width_over_tp():

@@ -140,7 +140,8 @@ def test_bridge_chunking_the_nope_layers_is_a_warning():
         "llama-4-scout-17b-16e-instruct's global attention layers (global_nope_moe) priced chunked at 8,192 tokens: "
         "stack megatron-bridge's code chunks every attention layer of a chunked model (stack_db megatron-bridge "
         "chunked_attention), so at seq 16,384 > 8,192 it trains those layers within chunks, where "
-        "llama-4-scout-17b-16e-instruct's own code attends over the whole sequence"]
+        "llama-4-scout-17b-16e-instruct's own code attends over the whole sequence (under cp > 1 where seq / cp > "
+        "8,192: at seq / cp <= 8,192 it chunks no layer, priced global)"]
     assert settings.model.layer_kinds["global_nope_moe"].mixer.kind == "chunked"
     assert settings.model.layer_kinds["global_nope_moe"].mixer.position == "nope"
     settings, _, warnings = resolve(Job(**job, seq_len=8192))
@@ -338,3 +339,149 @@ def test_padding_is_a_warning():
         assert not any("not a multiple" in w for w in resolve(Job(**job, seq_len=seq))[2])
     assert not any("not a multiple" in w for w in resolve(Job(**{**job, "stack": "torchtitan", "tp": 1,
                                                                   "sharding": "fsdp", "ep": 8}, seq_len=10_000))[2])
+
+
+# Context parallelism on Bridge's chunked layers (issue 22, bridgecp). Megatron-Bridge @dc805f5cf llama4_utils.py
+# Llama4SelfAttention.forward l. 294-307 tests original_seq_len = query.shape[0], the CP rank's L = s / cp tokens,
+# against the chunk c: at cp > 1 and L <= c it chunkifies nothing, and Transformer Engine's causal CP attention runs
+# every layer over the whole sequence (global; stack chunked_attention.cp_local_sequence, layers/attention.py [14]);
+# at L > c it asserts L % (2 cp) == 0 and (L // (2 cp)) % c == 0 (start-up rule BRIDGE_CHUNK_CP, code 81).
+# Scout at s = 16,384, c = 8,192 (4 a d = 20,480 forward FLOPs a key, 61,440 forward + backward; 48 layers):
+#   cp 1: chunked (two chunks)          model (non-causal) 61,440 x 48 x 8,192  = 24,159,191,040 a token
+#                                       hardware (causal)  61,440 x 48 x 4,096  = 12,079,595,520
+#   cp 2, 4 (L = 8,192, 4,096 <= c): global  model 61,440 x 48 x 16,384 = 48,318,382,080, hardware x 8,192 = 24,159,191,040
+#   (12 a d s L = 12 x 40 x 128 x 16,384 x 48: the global formula)
+def _cp_global_off(tmp_path) -> str:
+    p = tmp_path / "bridge-cp-whole.yaml"
+    p.write_text("extends: megatron-bridge\nname: bridge-cp-whole\nchunked_attention:\n  cp_local_sequence: false\n")
+    return str(p)
+
+
+def test_cp_local_sequence_is_read_from_the_code():
+    run = load_stack("megatron-bridge").chunked_attention
+    assert run.cp_local_sequence and load_stack("megatron").chunked_attention is None
+    said = " ".join(s for s in run.sources if s.startswith("cp_local_sequence:"))
+    for cite in ("@dc805f5cf", "l. 294-307", "original_seq_len = query.shape[0] (l. 295)",
+                 "assert original_seq_len % (cp x 2) == 0", "assert cp_chunk_len % self.attention_chunk_size == 0"):
+        assert cite in said, cite
+    assert CODES["BRIDGE_CHUNK_CP"] == 81
+
+
+def test_chunk_by_cp_rank_by_hand():
+    """Attention.chunk_at: the sequence where the stack chunks by the CP rank's sequence and s / cp <= c at cp > 1,
+    so the keys, reach and ring sends are the global layer's; the model's chunk elsewhere."""
+    import numpy as np
+
+    from planner.layers.attention import Attention, mean_causal_keys, span_keys
+
+    local = Attention(h=5120, a=40, k=8, d=128, norm=5120, chunk=8192, chunk_local=True)
+    whole = Attention(h=5120, a=40, k=8, d=128, norm=5120, chunk=8192)
+    cp = np.array([1.0, 2.0, 4.0, 2.0, 4.0])
+    s = np.array([16_384.0, 16_384.0, 16_384.0, 65_536.0, 65_536.0])
+    c = local.chunk_at(s, cp)
+    # L = s / cp: 16,384 (cp 1: not CP), 8,192 and 4,096 (<= c: global, the chunk is s), 32,768 and 16,384 (> c: chunked;
+    # the rule passes cp 2 at 65,536, 32,768 // 4 = 8,192, and refuses cp 4, 16,384 // 8 = 2,048)
+    assert c.tolist() == [8192, 16_384, 16_384, 8192, 8192]
+    assert whole.chunk_at(s, cp) == 8192
+    assert mean_causal_keys(s, chunk=c).tolist() == [4096, 8192, 8192, 4096, 4096]  # s / 2 global, c / 2 chunked
+    assert span_keys(s, chunk=c).tolist() == [8192, 16_384, 16_384, 8192, 8192]
+    # ring sends forward: global cp - 1; chunked min(cp - 1, ceil((c - 1) / (s / cp))): cp 4 at 16,384 reaches
+    # ceil(8,191 / 4,096) = 2 ranks chunked, 3 global
+    assert local.cp_sends(cp, s).tolist() == [0, 1, 3, 1, 1]
+    assert whole.cp_sends(cp, s).tolist() == [0, 1, 2, 1, 1]
+    assert float(local.core_model_flops(16_384, False, 2)) == 61_440 * 16_384
+    assert float(local.core_model_flops(16_384, True, 1)) == 61_440 * 4096
+
+
+@pytest.mark.parametrize("cp, model_attn, hw_attn", [
+    (1, 24_159_191_040, 12_079_595_520),
+    (2, 48_318_382_080, 24_159_191_040),
+    (4, 48_318_382_080, 24_159_191_040),
+])
+def test_cp_at_or_under_the_chunk_prices_global_attention(explain, tmp_path, cp, model_attn, hw_attn):
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=4, cp=cp, ep=16, micro_batch=1, global_batch=64, seq_len=16_384,
+               sequence_parallel=True, precision="bf16")
+    _, _, _, res = explain(**job, stack="megatron-bridge")
+    f = res["flops"]
+    assert f["attention_flops_per_token"] == pytest.approx(model_attn, rel=1e-12)
+    assert f["hardware_flops_per_token"] - f["flops_per_token_6n"] == pytest.approx(hw_attn, rel=1e-12)
+    assert 12 * 40 * 128 * 16_384 * 48 == 48_318_382_080  # 12 a d s L, the global formula
+    # a stack that chunked by the whole sequence (cp_local_sequence false) would run chunkify at every cp: chunked
+    # FLOPs, and the fold-back copy of the output (2 a d / t = 2,560 B a token a layer, memory.py [pc]) on the rank's
+    # 16,384 / cp tokens, which Bridge at cp > 1 does not make
+    _, _, _, whole = explain(**job, stack=_cp_global_off(tmp_path))
+    assert whole["flops"]["attention_flops_per_token"] == pytest.approx(24_159_191_040, rel=1e-12)
+    extra = whole["memory"]["terms"]["layer_activations"] - res["memory"]["terms"]["layer_activations"]
+    assert extra == pytest.approx(0.0 if cp == 1 else 2560 * 16_384 / cp * 48, abs=1e-3)
+    if cp > 1:  # the attention core runs twice the FLOPs: the step is longer
+        assert res["time"]["step_s"] > whole["time"]["step_s"]
+    else:
+        assert res["time"] == whole["time"] and res["flops"] == whole["flops"]
+
+
+def test_cp_global_is_a_warning():
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=4, ep=16, global_batch=64, stack="megatron-bridge", seq_len=16_384)
+    _, _, warnings = resolve(Job(**job, cp=2))
+    assert [w for w in warnings if "priced as global attention" in w] == [
+        "llama-4-scout-17b-16e-instruct's attention layers priced as global attention at cp 2: stack megatron-bridge's "
+        "code tests the CP rank's 8,192 tokens (seq 16,384 / cp 2) against the chunk 8,192 and chunks no layer at or "
+        "under it (stack_db megatron-bridge chunked_attention.cp_local_sequence), so every layer attends over the whole "
+        "sequence through the context-parallel kernel, where llama-4-scout-17b-16e-instruct's own code chunks its "
+        "chunked layers; cp 1 (or seq / cp > 8,192) trains them chunked"]
+    assert not any("priced chunked" in w for w in warnings)  # nothing is chunked at cp 2
+    assert not any("priced as global" in w for w in resolve(Job(**job))[2])
+
+
+# BRIDGE_CHUNK_CP by hand (c = 8,192): L = s / cp > c needs L % 2 cp == 0 and (L // 2 cp) % c == 0, s a multiple of
+# 2 cp^2 c (65,536 at cp 2, 262,144 at cp 4):
+#   s 32,768 cp 2: L 16,384, 16,384 // 4 = 4,096: refused     s 65,536 cp 2: L 32,768 // 4 = 8,192: runs
+#   s 65,536 cp 4: L 16,384 // 8 = 2,048: refused              s 262,144 cp 4: L 65,536 // 8 = 8,192: runs
+#   s 16,384 cp 2 / s 32,768 cp 4: L 8,192 <= c: no assert (global)     s 32,768 cp 1: no CP
+def test_bridge_chunk_cp_rule_by_hand(cli):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from planner.catalog import load_model
+    from planner.plan import _stack_chunks
+    from planner.startup import BY_CODE
+
+    rule, stack = BY_CODE[81], load_stack("megatron-bridge")
+    assert rule.key == "BRIDGE_CHUNK_CP"
+    cp = np.array([2, 2, 4, 4, 2, 4, 1])
+    seq = np.array([32_768, 65_536, 65_536, 262_144, 16_384, 32_768, 32_768])
+    for model in (load_model(str(SCOUT_HF)), _stack_chunks(load_model(str(SCOUT_HF)), stack, 32_768, [])):
+        assert rule.broken(model, stack, SimpleNamespace(cp=cp, seq=seq)).tolist() == [
+            True, False, True, False, False, False, False]
+        # torchtitan's entry has no chunked_attention: never broken
+        assert not rule.broken(model, load_stack("torchtitan"), SimpleNamespace(cp=cp, seq=seq)).any()
+    args = ["explain", "--model", str(SCOUT_HF), "--gpus", "64", "--tp", "4", "--ep", "16", "--global-batch", "64",
+            "--stack", "megatron-bridge"]
+    assert_one_error(cli(*args, "--cp", "2", "--seq-len", "32768"), "BRIDGE_CHUNK_CP",
+                     "seq 32,768 / cp 2 = 16,384 tokens a CP rank", "16,384 // 4 = 4,096 a multiple of 8,192",
+                     "llama4_utils.py Llama4SelfAttention.forward l. 294-307", "use cp 1")
+    for seq, cp_ in ((65_536, 2), (16_384, 2), (32_768, 4)):
+        resolve(Job(model=str(SCOUT_HF), gpus=64, tp=4, ep=16, global_batch=64, stack="megatron-bridge", seq_len=seq,
+                    cp=cp_))
+
+
+def test_fit_masks_bridge_chunk_cp_and_agrees_with_explain(cli):
+    """fit at 32,768 tokens counts the cp 2 candidates under BRIDGE_CHUNK_CP and ranks none; at 16,384 with cp 2
+    pinned every row is priced global, and explain of each row's reproduce line agrees term by term."""
+    from conftest import explain_each_row
+    from planner.search import fit
+
+    res = fit(Job(model=str(SCOUT_HF), gpus=64, stack="megatron-bridge", seq_len=32_768, global_batch=64, tp=4), top=5)
+    assert next(v for k, v in res.counts.reasons.items() if "BRIDGE_CHUNK_CP" in k) > 0
+    assert all(row["plan"]["cp"] != 2 for row in res.rows)
+    args = ["--model", str(SCOUT_HF), "--gpus", "64", "--stack", "megatron-bridge", "--seq-len", "16384",
+            "--global-batch", "256", "--tp", "4", "--cp", "2", "--top", "2"]
+    r = cli("fit", *args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 2
+    job = Job(model=str(SCOUT_HF), gpus=64, stack="megatron-bridge", seq_len=16_384, global_batch=256)
+    for row, one in explain_each_row(cli, job, rows):
+        assert one["time"] == row["time"] and one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+        assert one["flops"] == row["flops"] and one["flops"]["attention_flops_per_token"] == 48_318_382_080
+        assert any("priced as global attention at cp 2" in w for w in row["warnings"])

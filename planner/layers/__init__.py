@@ -12,7 +12,7 @@ dataclass with the same methods (each takes a Ctx, the per-micro-batch quantitie
 as 0-d or 1-d arrays): params(), gemms(ctx) (the forward GEMMs with their counts),
 projection_shares(ctx), elementwise_bytes(ctx, kernel_bytes, "" | "_bwd"),
 cast_elements(ctx), tensors(ctx, attention) (the activation table, common.py), and mixers
-core_kernel_flops(ctx) / core_model_flops(seq, causal), cp_ring(ctx) (attention: what its
+core_kernel_flops(ctx) / core_model_flops(seq, causal, cp), cp_ring(ctx) (attention: what its
 context-parallel ring moves) or cp_collectives(ctx) (the others); tp_pairs says
 which TP collective pairs the block runs each way. A mixer whose core runs on the CUDA cores
 (Mamba's selective scan) adds scan_times(ctx, rates, hbm), its own roofline, which step.py
@@ -252,7 +252,8 @@ def _mixer(spec, m: ModelSpec):
                          window=getattr(spec, "window", None), chunk=getattr(spec, "chunk", None),
                          rope_scaled=m.rope_attention_factor != 1.0, qk_norm=m.qk_norm,
                          alibi=spec.position is None and m.position_embedding == "alibi",
-                         chunk_padded=bool(getattr(spec, "_padded", False)))  # plan._stack_chunks (a stack setting)
+                         chunk_padded=bool(getattr(spec, "_padded", False)),  # plan._stack_chunks (a stack setting)
+                         chunk_local=bool(getattr(spec, "_local", False)))  # likewise (chunked_attention.cp_local_sequence)
     if isinstance(spec, MLAAttention):
         ml = m.mla
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,

@@ -132,6 +132,19 @@ References
     the layer keeps TE's padded output and the copy's padding: memory.py [pc] (chunk_out_elements). The torch.cat
     copy (l. 104) is freed inside chunkify: a transient of one layer's forward, not priced. The packed (THD) path splits cu_seqlens
     at the chunk boundaries instead (l. 279-293), no padding: not priced (the planner prices no packed sequences).
+[14] Chunking by the CP rank's sequence (stack chunked_attention.cp_local_sequence; Attention.chunk_local, set by
+    plan._stack_chunks where seq > c): NVIDIA-NeMo/Megatron-Bridge @dc805f5cf llama4_utils.py Llama4SelfAttention.forward
+    l. 294-302 tests original_seq_len = query.shape[0] against the chunk, and under context parallelism the query is
+    the CP rank's s / cp tokens (the layer's hidden_states are [s / (cp t), b, h] under SP, [s / cp, b, h] without;
+    the QKV projection gathers the TP shards, Megatron-Core's get_query_key_value_tensors). So at cp > 1 and
+    s / cp <= c nothing is chunkified: q, k, v go whole to Transformer Engine's core attention, with attn_mask_type
+    causal and the CP group, i.e. causal attention over the whole sequence through the CP ring, every layer global
+    (the chunked RoPE layers and the NoPE ones). Priced so, per plan (cp is searched): Attention.chunk_at gives the
+    sequence itself as the chunk there (np.where on cp), at which mean_causal_keys is s / 2, span_keys s,
+    chunk_pad_factor 1 and cp_sends cp - 1: the global layer's FLOPs, saved tensors and ring. At cp 1, and at
+    s / cp > c, the model's chunk; there the code asserts s / cp a multiple of 2 cp and s / (2 cp^2) a multiple of c
+    (l. 304-307, start-up rule BRIDGE_CHUNK_CP), so no padding runs under cp > 1. Model FLOPs (MFU) follow the
+    layer the code trains, as plan._stack_chunks' NoPE layers do: global where it runs global.
 """
 
 from __future__ import annotations
@@ -159,7 +172,7 @@ def mean_causal_keys(seq, window=None, chunk=None, padded: bool = False):
         w = float(window)
         return np.where(w < s, w - w * w / (2.0 * s), s / 2.0)
     if chunk is not None:
-        c = float(chunk)
+        c = np.asarray(chunk, dtype=np.float64)  # per plan where the stack's chunking reads cp [14]
         n = np.floor(s / c)
         r = s - n * c
         real = (n * c * c + r * r) / (2.0 * s)
@@ -175,7 +188,7 @@ def chunk_pad_factor(seq, chunk, padded: bool):
     s = np.asarray(seq, dtype=np.float64)
     if not padded or chunk is None:
         return np.ones(s.shape)
-    c = float(chunk)
+    c = np.asarray(chunk, dtype=np.float64)
     return np.where(s > c, np.ceil(s / c) * c / s, 1.0)
 
 
@@ -204,7 +217,7 @@ def span_keys(seq, window=None, chunk=None):
     """Keys a query's block spans without the causal mask (the model-FLOP convention)."""
     s = np.asarray(seq, dtype=np.float64)
     reach = window if window is not None else chunk
-    return s if reach is None else np.minimum(s, float(reach))
+    return s if reach is None else np.minimum(s, np.asarray(reach, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -226,6 +239,7 @@ class Attention:
     qk_norm: bool = False  # an RMSNorm over each head's query and key (ModelSpec.qk_norm) [10]
     alibi: bool = False  # ALiBi positions (ModelSpec.position_embedding alibi): the eager core's bias path [12]
     chunk_padded: bool = False  # the stack pads the sequence to whole chunks (chunked_attention.pads_last_chunk) [13]
+    chunk_local: bool = False  # the stack chunks by the CP rank's s / cp (chunked_attention.cp_local_sequence) [14]
 
     kind = "attention"
     has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
@@ -245,6 +259,21 @@ class Attention:
         base = "global" if self.window is None and self.chunk is None else (
             f"sliding({self.window})" if self.window is not None else f"chunked({self.chunk})")
         return base + ("" if self.rope else " nope") + (" gated" if self.gate else "")
+
+    def chunk_at(self, seq, cp=1.0):
+        """The chunk the layer runs, per plan: the model's chunk (None for a global or sliding layer), but, where the
+        stack chunks by the CP rank's sequence (chunk_local, a stack setting) and s / cp <= c at cp > 1, the
+        sequence itself: the code chunkifies nothing and the layer is global attention (mean_causal_keys, span_keys,
+        chunk_pad_factor and cp_sends at c = s are the global layer's) [14]."""
+        if self.chunk is None or not self.chunk_local:  # a model / stack setting, not a searched quantity
+            return self.chunk
+        s, cp = np.asarray(seq, dtype=np.float64), np.asarray(cp, dtype=np.float64)
+        return np.where((cp > 1.0) & (s / cp <= float(self.chunk)), s, float(self.chunk))
+
+    def chunk_of(self, ctx):
+        """chunk_at for a plan's Ctx, at the plan's whole CP degree (ctx.plan.cp: the code tests the CP group's world
+        size, which a2a+p2p's ring context, ctx.cp = the ring's ranks, does not change)."""
+        return self.chunk_at(ctx.seq, ctx.plan.cp)
 
     # ------------------------------------------------------------------ parameters
     def params(self) -> BlockParams:
@@ -279,7 +308,8 @@ class Attention:
         """Forward FLOPs the causal kernel runs for one micro-batch on one GPU: 4 T a d / t x
         mean keys (the local queries of a CP rank attend, over the ring, to the keys a whole
         sequence's queries do)."""
-        return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq, self.window, self.chunk,
+        return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq, self.window,
+                                                                          self.chunk_of(ctx),
                                                                           self.chunk_padded)
 
     def eager_core(self, ctx) -> dict:
@@ -301,15 +331,17 @@ class Attention:
         s = np.asarray(ctx.seq, dtype=np.float64)
         return (0.0 if self.window is None else 1.0) * mask_bytes * s * s
 
-    def core_model_flops(self, seq, causal: bool):
-        """Model FLOPs per token, forward and backward (3x forward): 12 a d x keys [6]."""
-        keys = mean_causal_keys(seq, self.window, self.chunk) if causal else span_keys(seq, self.window, self.chunk)
+    def core_model_flops(self, seq, causal: bool, cp=1.0):
+        """Model FLOPs per token, forward and backward (3x forward): 12 a d x keys [6]; cp: the plans' CP degree,
+        which decides the chunk where the stack chunks by the CP rank's sequence (chunk_at [14])."""
+        c = self.chunk_at(seq, cp)
+        keys = mean_causal_keys(seq, self.window, c) if causal else span_keys(seq, self.window, c)
         return 12.0 * self.a * self.d * keys
 
-    def padded_chunk_flops(self, seq):
+    def padded_chunk_flops(self, seq, cp=1.0):
         """FLOPs per token, forward and backward, the causal kernel runs on a padded chunked layer [13]: 12 a d x
         ceil(s / c) c^2 / (2 s) where s > c (compute._core_flops with kernels: HFU's hardware FLOPs)."""
-        return 12.0 * self.a * self.d * mean_causal_keys(seq, self.window, self.chunk, self.chunk_padded)
+        return 12.0 * self.a * self.d * mean_causal_keys(seq, self.window, self.chunk_at(seq, cp), self.chunk_padded)
 
     def chunk_out_elements(self, ctx):
         """Elements per micro-batch on one GPU of the padded layer's output, T a d / t, where the stack runs it
@@ -318,7 +350,7 @@ class Attention:
         if not self.chunk_padded:  # a stack setting on the layer kind, not a searched quantity
             return np.zeros(np.shape(ctx.seq))
         s = np.asarray(ctx.seq, dtype=np.float64)
-        return np.where(s > float(self.chunk), ctx.T * self.a * self.d / ctx.tp, 0.0)
+        return np.where(s > self.chunk_of(ctx), ctx.T * self.a * self.d / ctx.tp, 0.0)
 
     def qk_norm_elements(self, ctx):
         """Elements of Q and K one GPU's query/key norms run over per micro-batch, T (a/t +
@@ -366,7 +398,7 @@ class Attention:
         the rotary and the core do not [10]."""
         h, a, k, d = self.h, self.a, self.k, self.d
         drop = 1.0 if self.dropout else 0.0
-        p = chunk_pad_factor(ctx.seq, self.chunk, self.chunk_padded)  # 1 but on a padded chunked layer [13]
+        p = chunk_pad_factor(ctx.seq, self.chunk_of(ctx), self.chunk_padded)  # 1 but padded chunks [13]
         table = {
             "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
             "q": ((2.0 * p + (2.0 if self.gate else 0.0)) * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
@@ -399,17 +431,20 @@ class Attention:
         kv_el = ctx.T * 2.0 * kv_local(self.k, ctx.tp) * self.d
         o_el = ctx.T * self.a * self.d / ctx.tp
         return {"kv_bytes": kv_el * ACT_BYTES, "kv_el": kv_el, "o_el": o_el, "q_el": o_el,
-                "sends": self.cp_sends(ctx.cp, ctx.seq), "keys": span_keys(ctx.seq, self.window, self.chunk),
+                "sends": self.cp_sends(ctx.cp, ctx.seq, self.chunk_of(ctx)),
+                "keys": span_keys(ctx.seq, self.window, self.chunk_of(ctx)),
                 "seq": np.asarray(ctx.seq, dtype=np.float64)}
 
-    def cp_sends(self, cp, seq):
-        """Ring sends forward (module docstring): cp - 1, or the ranks within a window's reach."""
+    def cp_sends(self, cp, seq, chunk=None):
+        """Ring sends forward (module docstring): cp - 1, or the ranks within a window's reach (a chunk's: `chunk`,
+        the layer's chunk per plan, chunk_of; by default chunk_at at this cp: the sequence, so cp - 1, where the
+        stack's code runs the layer global [14])."""
+        reach = self.window if self.window is not None else (self.chunk_at(seq, cp) if chunk is None else chunk)
         cp = np.asarray(cp, dtype=np.float64)
-        reach = self.window if self.window is not None else self.chunk
         if reach is None:
             return cp - 1.0
         local = np.asarray(seq, dtype=np.float64) / cp
-        return np.minimum(cp - 1.0, np.ceil((float(reach) - 1.0) / local))
+        return np.minimum(cp - 1.0, np.ceil((np.asarray(reach, dtype=np.float64) - 1.0) / local))
 
 
 @dataclass(frozen=True)
@@ -489,7 +524,7 @@ class MLA:
         """As Attention.eager_core at the mean head dim (a named approximation, as core_kernel_flops)."""
         return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, self.d)
 
-    def core_model_flops(self, seq, causal: bool):
+    def core_model_flops(self, seq, causal: bool, cp=1.0):
         return 12.0 * self.a * self.d * (mean_causal_keys(seq) if causal else np.asarray(seq, dtype=np.float64))
 
     def elementwise_bytes(self, ctx, kb, sfx):

@@ -177,7 +177,7 @@ class GatedDeltaNetBlock:
         return ctx.T * gdn_flops(ctx.seq, self.value_heads / ctx.tp, self.key_dim, self.value_dim, self.chunk,
                                  kernel=True)
 
-    def core_model_flops(self, seq, causal: bool):
+    def core_model_flops(self, seq, causal: bool, cp=1.0):
         """Model FLOPs per token, forward and backward (3x forward): 3 F_GDN over the H value
         heads; causal=False counts the intra-chunk products at the chunk span min(s, C)."""
         return 3.0 * gdn_flops(seq, float(self.value_heads), self.key_dim, self.value_dim, self.chunk, kernel=causal)

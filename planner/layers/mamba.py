@@ -270,7 +270,7 @@ class Mamba2Block:
         return ctx.T * ssd_flops(ctx.seq, self.heads / ctx.tp, self._groups_scan(ctx), self.head_dim, self.state,
                                  self.chunk, kernel=True)
 
-    def core_model_flops(self, seq, causal: bool):
+    def core_model_flops(self, seq, causal: bool, cp=1.0):
         """Model FLOPs per token, forward and backward (3x forward): 3 F_SSD over all H heads and
         G groups; causal=False counts the intra-chunk products at the chunk span min(s, Q)."""
         return 3.0 * ssd_flops(seq, float(self.heads), float(self.groups), self.head_dim, self.state, self.chunk,
@@ -407,7 +407,7 @@ class Mamba1Block:
         (ff, fb), (bf, bb) = self.scan_flops(ctx), self.scan_bytes(ctx)
         return np.maximum(ff / rates[0], bf / hbm), np.maximum(fb / rates[1], bb / hbm)
 
-    def core_model_flops(self, seq, causal: bool):
+    def core_model_flops(self, seq, causal: bool, cp=1.0):
         """Model FLOPs per token, forward and backward: 3 x 9 N d_i (no mask, no chunks: the same
         either convention)."""
         return np.full(np.shape(seq), 3.0 * SCAN_FLOPS_PER_STATE * self.state * self.d_inner)
