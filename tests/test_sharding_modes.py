@@ -210,10 +210,11 @@ def test_mode_heads_price_each_distinct_mode_once():
     names = [m.name for m in mg.runs.sharding]
     heads = mode_heads(mg)
     # ddp, distributed_optimizer, megatron_fsdp_optim (= distributed_optimizer), optim_grads,
-    # optim_grads_params, torch_fsdp2 (= optim_grads_params), hsdp
+    # optim_grads_params, torch_fsdp2 (its own: optim_grads_params' gradients wait in the reduce-scatter queue,
+    # runs.sharding reduce_queue_units, memory.py [rs]), hsdp
     assert [names[i] for i in heads[0]] == [names[i] for i in heads[1]] == [
         "ddp", "distributed_optimizer", "distributed_optimizer", "megatron_fsdp_optim_grads",
-        "megatron_fsdp_optim_grads_params", "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"]
+        "megatron_fsdp_optim_grads_params", "torch_fsdp2", "megatron_fsdp_hsdp"]
     tt = load_stack("torchtitan")
     names = [m.name for m in tt.runs.sharding]
     heads = mode_heads(tt)
