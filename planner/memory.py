@@ -748,8 +748,9 @@ References
      megatron/core/distributed/fsdp/), so --accumulate-allreduce-grads-in-fp32, which --bf16 turns on, leaves it bf16.
      The planner prices the job's gradient bytes (bytes_per_param.gradients) in every Megatron-FSDP mode, held (sharded
      in optim_grads and optim_grads_params, whole in optim), reduced (at every level, HSDP's replica all-reduce and the
-     SP norm gradients' all-reduce too), in the gathered unit's unsharded gradient (fsdp_unit_grads) and in optim_grads'
-     queued buckets ([rs]), where the stack's fsdp.grad_reduce_bytes (4) and zero2_reduce_queue_grad_bytes (2) price
+     SP norm gradients' all-reduce too), in the gathered unit's unsharded gradient (fsdp_unit_grads) and in the
+     reduce-scatter queue's buckets of optim_grads, optim_grads_params and its HSDP ([rs]), where the stack's
+     fsdp.grad_reduce_bytes (4) and zero2_reduce_queue_grad_bytes (2) price
      the other modes (--use-torch-fsdp2). The job says the dtype: the Megatron reader sets the gradients to 2 B for a
      --use-megatron-fsdp script without --megatron-fsdp-main-grads-dtype (or with auto / bf16 / fp16) and 4 B with fp32
      (trainers/megatron.py _megatron_fsdp_grads); the export writes fp32 for a plan keeping 4 B (the megatron and
@@ -792,8 +793,9 @@ References
      term is the larger excess, max((2 + r) u - a - B, r u - a [every forward first], 0). Meta's 405B layout (TP 8,
      PP 16, vpp 8, m 16: a middle stage runs its 128 chunk-forwards first): u = 398,491,648, a = 1,024 tokens x
      520,192 B, B = 0: 6 u - a = 1.73 GiB.
-     Megatron-FSDP optim_grads (megatron_fsdp_optim_grads; stack fsdp.zero2_reduce_queue_params, the queue's capacity
-     C in parameters, and zero2_reduce_queue_grad_bytes g) holds a queue of such buckets instead (NVIDIA/Megatron-LM
+     Megatron-FSDP optim_grads (megatron_fsdp_optim_grads, runs.sharding reduce_queue_units 0; stack
+     fsdp.zero2_reduce_queue_params, the queue's capacity C in parameters, and zero2_reduce_queue_grad_bytes g) holds
+     a queue of such buckets instead (NVIDIA/Megatron-LM
      @d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/): each FSDP unit (TransformerLayer,
      mcore_fsdp_adapter.py l. 166-171) is one bucket group (param_and_grad_buffer.py l. 1921-1957); a sharded gradient
      buffer's param.get_main_grad() allocates the unit's unsharded bucket (l. 3094-3117 -> fetch_bucket l. 1296-1340,
@@ -815,9 +817,25 @@ References
      largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
      priced: the end units' buckets (embedding, output layer: the root post-backward's), the unfused path's bf16
      autograd gradients beside the bucket, the bucket padding, a --megatron-fsdp-grad-comm-dtype other than the main
-     gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, optim_grads_params's queue (the fsdp
-     level: its own terms), --megatron-fsdp-version 2's experimental buffers (version 1 is the default, arguments.py
-     l. 3158).
+     gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, --megatron-fsdp-version 2's
+     experimental buffers (version 1 is the default, arguments.py l. 3158).
+     optim_grads_params and its HSDP (megatron_fsdp_hsdp) run the same queue, priced by the same function
+     (_reduce_queue), the mode's data saying which and how large (stack runs.sharding reduce_queue_units: 0 for
+     optim_grads, 2 for these): grad_reduce_every_bprop holds for both (l. 707-787), the root post-backward resets the
+     queue for both (l. 867-901), and optim_grads_params' capacity is max(1e9, twice the average FSDP unit's parameters,
+     total_param_elements // total_fsdp_module * 2, counted on the TP-local parameters before they are made
+     distributed, l. 349-353) (l. 420-443): C = max(1e9, 2 x the model's average layer a GPU, by kind; a chunk's own
+     average where the kinds split unevenly over the stages is not followed). A unit's bucket is queued from its last
+     parameter's post-accumulate-grad hook (l. 1137) while its gathered weights are released only at its post-backward
+     (_post_backward_release_module l. 684-705, attached to the unit's inputs, l. 852): its weights sit beside its
+     bucket, as the fsdp level's fsdp_gathered_units (the current and the prefetched unit) already price. HSDP's
+     replica all-reduce (param_and_grad_buffer.py l. 4134-4220, at the last micro-batch) runs in place on the sharded
+     main gradients: no buffer but with a custom --megatron-fsdp-grad-comm-dtype (hsdp_comm_gbuf, not modelled). At the
+     fsdp levels the backward's peak already holds one unit's gradient (fsdp_unit_grads: g x the largest unit, the
+     embedding's or output layer's where larger, read as the end units' bucket queued first): the term is the queue's
+     moment less that, at least 0. Llama 3 8B tp 1, 4,096 tokens, full recompute: 12 u - 5 a - 2 x 525,336,576 =
+     1.30 GiB (0 before), none 0; 70B tp 8: 1.87 / 0.64 GiB; 405B tp 4 (2 u = 1.59e9 > 1e9: k = 2, m = 4):
+     8 u - 3 a - 2 u = 4.36 GiB (tests/test_megatron_fsdp_queue.py).
      Not priced: DeepSpeed ZeRO-2 (its IPG bucket is [zb]'s term: the stack's flag off), the FSDP levels' (their own
      terms: fsdp_unit_grads, [tt7] at the end of the backward, fsdp_accumulated_grads under PP).
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
@@ -1168,7 +1186,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, 
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
-from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes
+from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, reduce_queue_units
 from .stacks import step_grads as mode_step_grads
 from .te_version import te_userbuffers
 from .terms import Groups, Terms, gather
@@ -2666,15 +2684,36 @@ class _PerLayer:
             ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + gathered
         both = ends["first"] + ends["last"]
         self.ends = {st: np.where(fsdp_on & ~held, np.where(single, both, v), 0.0) for st, v in ends.items()}
+        self._reduce_parts(plan, pc, stack, tr)  # [rs]
+
+    def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
+        """The layer unit whose gradients a zero2 mode reducing every micro-batch, or a mode running Megatron-FSDP's
+        reduce-scatter queue, holds unsharded (zero2_unit), and the queue's mask, capacity and the unit gradient the
+        peak already holds (queue_on, queue_cap, queue_held) [rs]."""
+        fs = stack.fsdp
+        tp = plan.tp.astype(np.float64)
+        fsdp_on = plan.sharding >= FSDP
         # a zero2 mode reducing every micro-batch as FSDP2 does (a stack setting): the largest layer unit a GPU whose
         # gradients it reduce-scatters from an unsharded input [rs], 0 elsewhere
         z2 = (plan.sharding == ZERO2) & tr["reduce_mb"] if fs.zero2_unit_reduce else np.zeros(np.shape(tp), dtype=bool)
+        # a mode whose layer units' gradients wait in the stack's reduce-scatter queue (Megatron-FSDP's
+        # GradReducePipeline, stack runs.sharding reduce_queue_units) at the zero2, fsdp and hsdp levels [rs]
+        units = reduce_queue_units(stack, plan)
+        self.queue_on = (~np.isnan(units) & tr["reduce_mb"] & ((plan.sharding == ZERO2) | fsdp_on)
+                         & (fs.zero2_reduce_queue_params is not None))
         # (a GPU's parameters of the layer, params_of's: the TP-split ones / tp, the replicated ones whole, its experts
         # / (etp ep) with their output biases / ep; unit_params' layer, with its experts)
         etp = etp_of(plan).astype(np.float64)
-        layer = np.maximum.reduce([p.dense_per_gpu(tp) + p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params]
-                                  + [0.0 * tp])
-        self.zero2_unit = np.where(z2, layer, 0.0)
+        per_kind = [p.dense_per_gpu(tp) + p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params]
+        layer = np.maximum.reduce(per_kind + [0.0 * tp])
+        self.zero2_unit = np.where(z2 | self.queue_on, layer, 0.0)
+        # the queue's capacity in parameters: max(the stack's, the mode's units x the average layer unit a GPU, over the
+        # model's layers by kind: megatron_fsdp.py l. 420-443 averages the chunk's FSDP units' parameters) [rs]
+        avg = sum((float(c) * u for c, u in zip(pc.layers.totals, per_kind)), 0.0 * tp) / max(pc.num_layers, 1)
+        self.queue_cap = np.maximum(fs.zero2_reduce_queue_params or 0.0, np.nan_to_num(units) * avg)
+        # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
+        # zero2 (its queue's buckets are this term's alone) [rs]
+        self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
 
     @functools.cached_property
     def state_groups(self) -> Groups:
@@ -3142,37 +3181,38 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
 
 def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
     """What a zero2 mode reducing every micro-batch as FSDP2 does holds beyond the backward's peak at its layer unit's
-    reduce-scatter [rs]: max((2 + r) u - a - buf, r u - a where every forward of the step precedes the stage's first
+    reduce-scatter [rs] (a mode running Megatron-FSDP's queue, at any level: _reduce_queue's): max((2 + r) u - a - buf, r u - a where every forward of the step precedes the stage's first
     backward, else r u; 0), u the largest layer unit a GPU (0 where the plan's mode holds none), r the stack's
     grad_reduce_bytes, a one layer-micro-batch's activations (held_all: the stage's layer activations in flight and
     their layer-micro-batches), n the stage's layers, buf one layer's backward buffer."""
     u = per.zero2_unit
-    if not per.fsdp.zero2_unit_reduce:  # a stack setting: no mode of the stack reduces so
+    if not per.fsdp.zero2_unit_reduce and per.fsdp.zero2_reduce_queue_params is None:  # stack data: no mode reduces so
         return 0.0 * u
     act, count = held_all
     a = act / np.maximum(count, 1e-300)
-    cap = per.fsdp.zero2_reduce_queue_params
-    if cap is not None:  # a stack setting: Megatron-FSDP's reduce-scatter queue [rs]
-        return _zero2_reduce_queue(per, u, a, n, cap)
     first = count >= per.plan.microbatches * np.asarray(n, dtype=np.float64)  # every forward before the first backward
     r = per.fsdp.grad_reduce_bytes
     # (none on a stage without layers: its end units are not priced)
-    return np.where((u > 0) & (np.asarray(n) > 0),
-                    np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0), 0.0)
+    fsdp2 = np.where((u > 0) & (np.asarray(n) > 0),
+                     np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0), 0.0)
+    # a mode running Megatron-FSDP's reduce-scatter queue (stack runs.sharding reduce_queue_units) [rs]
+    return np.where(per.queue_on, _reduce_queue(per, u, a, n), fsdp2)
 
 
-def _zero2_reduce_queue(per: _PerLayer, u, a, n, cap):
-    """Megatron-FSDP optim_grads' unsharded gradient buckets beyond the backward's peak [rs]: during the backward of
-    the i-th layer of a model chunk's micro-batch backward q(i) = min(i, k + 2) buckets of u parameters (k = floor(cap
-    / u) left in the queue after its drain, the last reduced one, the one filling) of g B a parameter, (i - 1)
-    layer-micro-batches' activations a freed: max over i <= the chunk's layers c of q(i) g u - (i - 1) a, at i = 1 or
-    i = min(k + 2, c) (linear in between, falling after): max(g u, m g u - (m - 1) a), m = min(k + 2, c)."""
+def _reduce_queue(per: _PerLayer, u, a, n):
+    """Megatron-FSDP's unsharded gradient buckets (GradReducePipeline: optim_grads, optim_grads_params, its HSDP)
+    beyond the backward's peak [rs]: during the backward of the i-th layer of a model chunk's micro-batch backward
+    q(i) = min(i, k + 2) buckets of u parameters (k = floor(C / u) left in the queue after its drain, C the mode's
+    capacity per.queue_cap; the last reduced one, the one filling) of g B a parameter, (i - 1) layer-micro-batches'
+    activations a freed: max over i <= the chunk's layers c of q(i) g u - (i - 1) a, at i = 1 or i = min(k + 2, c)
+    (linear in between, falling after): max(g u, m g u - (m - 1) a), m = min(k + 2, c); less what the peak already
+    holds of the filling bucket (per.queue_held: the fsdp levels' fsdp_unit_grads, 0 at zero2), at least 0."""
     g = per.queue_grad_bytes  # (the job's gradient bytes under Megatron-FSDP [mg])
     n = np.asarray(n, dtype=np.float64)
     chunk = np.ceil(n / per.plan.vpp)  # each model chunk is its own Megatron-FSDP module, its queue drained at its end
-    k = np.floor(cap / np.where(u > 0, u, 1.0))
+    k = np.floor(per.queue_cap / np.where(u > 0, u, 1.0))
     m = np.minimum(k + 2.0, chunk)
-    return np.where((u > 0) & (n > 0), np.maximum(g * u, m * g * u - (m - 1.0) * a), 0.0)
+    return np.where((u > 0) & (n > 0), np.maximum(np.maximum(g * u, m * g * u - (m - 1.0) * a) - per.queue_held, 0.0), 0.0)
 
 
 def _with_mtp(per: _PerLayer, losses, act, moe_held, buf):

@@ -1389,8 +1389,8 @@ class FSDPSpec(BaseModel):
                                    "such transient (DeepSpeed ZeRO-2's IPG bucket is its own term, [zb])")
     zero2_reduce_queue_params: Optional[float] = Field(
         default=None, gt=0,
-        description="with zero2_unit_reduce: the unit's unsharded gradients are a bucket of the reduce-scatter queue "
-                    "(Megatron-FSDP's GradReducePipeline): each layer's bucket (zero2_reduce_queue_grad_bytes a "
+        description="the capacity of the reduce-scatter queue of the modes stating runs.sharding reduce_queue_units "
+                    "(Megatron-FSDP's GradReducePipeline; at least that many average layer units): each layer's bucket (zero2_reduce_queue_grad_bytes a "
                     "parameter) allocated at its backward's first weight gradient, reduce-scattered at its "
                     "post-backward after the queue has been drained to at most this many parameters, all freed at the "
                     "end of the micro-batch's backward (memory.py [rs], term zero2_reduce_input). null: FSDP2's "
@@ -1974,6 +1974,15 @@ class ShardingMode(BaseModel):
                                    "and hold the job's gradient bytes, not fsdp.grad_reduce_bytes / "
                                    "zero2_reduce_queue_grad_bytes (Megatron-FSDP: --megatron-fsdp-main-grads-dtype "
                                    "and --megatron-fsdp-grad-comm-dtype, memory.py [mg]); false: the stack's fsdp spec")
+    reduce_queue_units: Optional[float] = Field(
+        default=None, ge=0, description="the mode's layer units' unsharded gradients wait in the stack's reduce-scatter "
+                                        "queue (Megatron-FSDP's GradReducePipeline; the stack's fsdp."
+                                        "zero2_reduce_queue_params, needed): its capacity in parameters is max(that, "
+                                        "this x the average layer unit a GPU) (0: optim_grads, the bucket size or 1e9; "
+                                        "2: optim_grads_params, twice the average FSDP unit; megatron_fsdp.py l. "
+                                        "420-443), priced at the zero2, fsdp and hsdp levels alike (memory.py [rs], "
+                                        "term zero2_reduce_input). null: no queue (FSDP2's one reduce-scatter input at "
+                                        "a time where fsdp.zero2_unit_reduce says so, the fsdp levels' fsdp_unit_grads)")
     dp_comm_overlap: Optional[bool] = Field(
         default=None, description="the DP overlap a job that leaves dp_comm_overlap out runs under this mode, where the "
                                   "trainer's default under it differs from the stack's defaults.dp_comm_overlap "
@@ -2721,6 +2730,10 @@ class Stack(BaseModel):
         on = [m.name for m in (self.runs.sharding if self.runs else []) if m.dp_comm_overlap]
         if on and not self.overlap.dp_comm_overlap_supported:  # a mode's default the stack cannot run (plan.resolve)
             raise ValueError(f"runs.sharding {', '.join(on)}: dp_comm_overlap true needs overlap.dp_comm_overlap_supported")
+        queued = [m.name for m in (self.runs.sharding if self.runs else []) if m.reduce_queue_units is not None]
+        if queued and self.fsdp.zero2_reduce_queue_params is None:  # the queue's capacity (memory.py [rs])
+            raise ValueError(f"runs.sharding {', '.join(queued)}: reduce_queue_units needs fsdp.zero2_reduce_queue_params "
+                             "(the reduce-scatter queue's capacity, memory.py [rs])")
         ipg = [m.name for m in (self.runs.sharding if self.runs else []) if m.step_grads and m.step_grads.ipg_buffer]
         if ipg and self.fsdp.zero3_modules is None:  # the buffer's size is fsdp.zero3_modules.reduce_bucket_size
             raise ValueError(f"runs.sharding {', '.join(ipg)}: step_grads.ipg_buffer needs fsdp.zero3_modules "

@@ -612,10 +612,9 @@ def mode_heads(stack, bpp=None, decoupled: dict | None = None) -> np.ndarray:
     level, the same traits (stacks.sharding_traits: when the gradients are reduced, the
     weights re-gathered, the replicas all-reduced) and, for the job's bytes_per_param `bpp`
     (None: the stack's default preset), the same gradient bytes reduced and queued
-    (runs.sharding grads_in_job_dtype, memory.py [mg]) and the same optimizer-step copies of
+    (runs.sharding grads_in_job_dtype, memory.py [mg]; reduce_queue_units, [rs]) and the same optimizer-step copies of
     the gradients (step_grads, [sg]). Such modes differ only in name (Megatron's distributed
-    optimizer and Megatron-FSDP's optim; Megatron-FSDP's optim_grads_params and
-    --use-torch-fsdp2 where the job's gradients are fp32; under PP, torchtitan's fsdp2 and its
+    optimizer and Megatron-FSDP's optim; under PP, torchtitan's fsdp2 and its
     reshard_after_forward "never", which torchtitan's default already is there), so the search
     prices one candidate per head and choose_modes picks the member the stack runs."""
     from .plan import bytes_per_param
@@ -635,7 +634,8 @@ def mode_heads(stack, bpp=None, decoupled: dict | None = None) -> np.ndarray:
     def bytes_key(m) -> tuple:  # (step.grad_reduce_bytes, memory's queue bytes, the [sg] copies) of a mode
         own, lvl = m.grads_in_job_dtype, SHARDING_CODES[m.level]
         reduce = gb if own else fs.grad_reduce_bytes if lvl >= FSDP else gb if fs.ddp_reduces_grad_buffer else fs.grad_reduce_bytes
-        queue = (gb if own else fs.zero2_reduce_queue_grad_bytes) if m.level == "zero2" and fs.zero2_reduce_queue_params else 0.0
+        queue = (((gb if own else fs.zero2_reduce_queue_grad_bytes), m.reduce_queue_units)
+                 if m.reduce_queue_units is not None and fs.zero2_reduce_queue_params else 0.0)
         sg = m.step_grads
         fp32 = sg is not None and sg.fp32 and gb < 4.0 and not (sg.fp32_decoupled is not None and decoupled[sg.fp32_decoupled])
         rest = () if sg is None else tuple(v for k, v in sg.model_dump().items() if k not in ("fp32", "fp32_decoupled", "sources"))

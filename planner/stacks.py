@@ -357,6 +357,18 @@ def main_grad_bytes(stack: Stack | None, plan, job_bytes: float, default) -> np.
     return np.where(own, float(job_bytes), default) * np.ones(shape)
 
 
+def reduce_queue_units(stack: Stack | None, plan) -> np.ndarray:
+    """The plan's sharding mode's reduce-scatter queue (stack_db runs.sharding reduce_queue_units: Megatron-FSDP's
+    GradReducePipeline, memory.py [rs]): the average layer units its capacity is at least, a float array of the
+    plan's shape, NaN where the mode (or the stack) runs no queue."""
+    shape = np.shape(plan.sharding)
+    nan = float("nan")
+    col = None if stack is None else _mode_column(stack, lambda m: nan if m.reduce_queue_units is None else float(m.reduce_queue_units))
+    if col is None:
+        return np.full(shape, nan)
+    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
+
+
 def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
     """The plan's sharding mode's all-reduce bucket of its gradient accumulation buffers, elements (stack_db
     runs.sharding allreduce_bucket_params; memory.py [bo]), a float array of the plan's shape (0 where the mode, or the

@@ -1767,7 +1767,11 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
     fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_dp / sc.n["mid"]
     ddp_bucket = np.maximum(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dpcp)
-    n_b = np.maximum(np.ceil(p_dp / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
+    # FSDP's units a layer each (no fsdp_bucket_params, a stack setting): the middle stage's layer count itself, an
+    # integer, not ceil(p_dp / (p_dp / n)), whose float round trip gave n + 1 (62 for 61 layers)
+    n_units = (np.maximum(np.asarray(sc.n["mid"], dtype=np.float64), 1.0) if fs.fsdp_bucket_params is None
+               else np.ceil(p_dp / fs.fsdp_bucket_params))
+    n_b = np.maximum(np.where(fsdp, n_units, np.ceil(p_dp / ddp_bucket)), 1.0)
 
     def bucketed(op, size, group):
         return n_b * coll(op, size / n_b, group, dp_stride)

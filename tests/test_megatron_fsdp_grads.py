@@ -128,18 +128,21 @@ def _held(t):
 
 
 def test_step_fp32_copy_of_the_shard_by_hand(explain):
-    """optim_grads_params, 2-byte gradients (mixed16), seq 512, full recompute: the step holds the sharded states
-    2 L (weights) + 2 L (main gradients) + 4 L (fp32 main weights) + 8 L (Adam) and the fp32 copy of the gradient
-    shard 4 L: 20 L = 20 x 1,003,782,656 B, above the backward's peak (16 L + the gathered units, one unit's
-    gradient, the activations): the stage's allocated peak, step_grad_copies its excess."""
-    m = _8b(explain, "megatron_fsdp_optim_grads_params", "fsdp", bytes_per_param="mixed16")[3]["memory"]
+    """optim_grads_params, 2-byte gradients (mixed16), seq 512, full recompute, 4 GPUs (L4 = P / 4): the step holds
+    the sharded states 2 L4 (weights) + 2 L4 (main gradients) + 4 L4 (fp32 main weights) + 8 L4 (Adam) and the fp32
+    copy of the gradient shard 4 L4: 20 L4 = 20 x 2,007,565,312 B, above the backward's peak (16 L4 + the gathered
+    units, one unit's gradient, the reduce-scatter queue's excess, memory.py [rs], the activations): the stage's
+    allocated peak, step_grad_copies its excess. (On 8 GPUs the queue's excess, 12 u - 5 a - 2 E = 1.55e9 B at 512
+    tokens, lifts the backward's peak above the step's 20 L: no excess there.)"""
+    l4 = P // 4
+    m = _8b(explain, "megatron_fsdp_optim_grads_params", "fsdp", bytes_per_param="mixed16", gpus=4)[3]["memory"]
     t = m["terms"]
-    assert (t["weights"], t["gradients"], t["master_weights"], t["adam"]) == pytest.approx((2 * L, 2 * L, 4 * L, 8 * L),
+    assert (t["weights"], t["gradients"], t["master_weights"], t["adam"]) == pytest.approx((2 * l4, 2 * l4, 4 * l4, 8 * l4),
                                                                                          rel=1e-12)
     assert t["step_grad_copies"] > 0 and t["optimizer_step"] == 0.0
-    assert m["allocated_bytes"] == pytest.approx(20 * L + _held(t), rel=1e-12)
-    # the moment counts only its excess: the copy (4 L) is more than what it adds over the backward's peak
-    assert t["step_grad_copies"] < 4 * L
+    assert m["allocated_bytes"] == pytest.approx(20 * l4 + _held(t), rel=1e-12)
+    # the moment counts only its excess: the copy (4 L4) is more than what it adds over the backward's peak
+    assert t["step_grad_copies"] < 4 * l4
 
 
 def test_step_copy_none_with_fp32_gradients_or_decoupled_grad(explain):
@@ -178,8 +181,9 @@ def test_mixed16_reduces_two_bytes_at_every_level(explain):
 
 
 def test_mode_heads_follow_the_jobs_gradient_bytes():
-    """With fp32 gradients Megatron-FSDP optim prices as the distributed optimizer and optim_grads_params as
-    --use-torch-fsdp2 (one candidate each); with 2-byte gradients torch_fsdp2 reduces 4 B, its own candidate; with the
+    """With fp32 gradients Megatron-FSDP optim prices as the distributed optimizer (one candidate); optim_grads_params
+    is never --use-torch-fsdp2's candidate: its gradients wait in the reduce-scatter queue (runs.sharding
+    reduce_queue_units, memory.py [rs]), FSDP2's do not, and with 2-byte gradients torch_fsdp2 also reduces 4 B; with the
     precision-aware optimizer's 2-byte gradients neither copies them to fp32 where TE's FusedAdam holds the master
     weights (bf16, delayed fp8: the distributed optimizer's decoupled_grad, distrib_optimizer.py @d98e8a64 l. 2784-2790),
     so optim prices as the distributed optimizer; under another fp8 recipe (Megatron's own fp32 master) the distributed
@@ -196,9 +200,8 @@ def test_mode_heads_follow_the_jobs_gradient_bytes():
 
     base = ["ddp", "distributed_optimizer", "distributed_optimizer", "megatron_fsdp_optim_grads",
             "megatron_fsdp_optim_grads_params"]
-    assert heads(None) == heads(BYTES_PER_PARAM_PRESETS["megatron"]) == base + [
-        "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"]
-    assert heads(BYTES_PER_PARAM_PRESETS["mixed16"]) == base + ["torch_fsdp2", "megatron_fsdp_hsdp"]
+    assert heads(None) == heads(BYTES_PER_PARAM_PRESETS["megatron"]) == heads(BYTES_PER_PARAM_PRESETS["mixed16"]) \
+        == base + ["torch_fsdp2", "megatron_fsdp_hsdp"]
     low = BytesPerParam(weights=2, gradients=2, master=4, optimizer=4)
     assert heads(low)[2] == "distributed_optimizer"
     assert heads(low, {"precision_aware": True, "te_master": False})[2] == "megatron_fsdp_optim"

@@ -77,9 +77,57 @@ def test_llama3_70b_queue_by_hand():
     assert 22 * u - 10 * a == 948_273_152
 
 
-def test_queue_only_in_optim_grads():
-    """The stack's other modes hold none of this term: the distributed optimizer and optim reduce once a step into
-    the whole gradient buffer; optim_grads_params (fsdp level) is not priced by this term (its own terms)."""
-    for mode, sharding in (("distributed_optimizer", "zero1"), ("megatron_fsdp_optim", "zero1"),
-                           ("megatron_fsdp_optim_grads_params", "fsdp")):
+def test_queue_not_in_the_step_reducing_modes():
+    """The distributed optimizer and optim reduce once a step into the whole gradient buffer: no queue; nor does
+    --use-torch-fsdp2 (FSDP2's own terms: fsdp_unit_grads)."""
+    for mode, sharding in (("distributed_optimizer", "zero1"), ("megatron_fsdp_optim", "zero1"), ("torch_fsdp2", "fsdp")):
         assert float(_mem("llama3-8b", 8, 1, "full", mode, sharding)["zero2_reduce_input"]) == 0.0
+
+
+# optim_grads_params and its HSDP run the same GradReducePipeline (megatron_fsdp.py l. 707-787: grad_reduce_every_bprop
+# for both; l. 867-901 the root post-backward's reset), their capacity max(1e9, twice the average FSDP unit) (l. 420-443;
+# 2 u < 1e9 for both models here, so k is optim_grads'). The backward's peak already holds one unit's gradient at the
+# job's bytes, fsdp_unit_grads = g x the largest unit (the embedding's / output layer's where larger): the queue's
+# term is the excess over it. The unit's gathered weights (released at its post-backward, l. 684-705, after its
+# bucket is queued) are fsdp_gathered_units' already; HSDP's replica all-reduce runs in place on the sharded main
+# gradients (param_and_grad_buffer.py l. 4134-4220: no buffer without a custom grad-comm dtype).
+EMB_8B = 128_256 * 4_096  # 525,336,576 > u: the largest unit of 8B at tp 1
+EMB_70B_TP8 = 128_256 * 8_192 // 8  # 131,334,144 > u = 106,971,136
+
+
+@pytest.mark.parametrize("mode,sharding,extra", [("megatron_fsdp_optim_grads_params", "fsdp", {}),
+                                                 ("megatron_fsdp_hsdp", "hsdp", {"shard_group": 4})])
+def test_optim_grads_params_queue_by_hand(mode, sharding, extra):
+    """Llama 3 8B tp 1 (8 GPUs; HSDP 2 x 4): full recompute, 12 u - 5 a - 2 x 525,336,576 = 1,398,898,688 B (was 0:
+    fsdp_unit_grads alone, 1,050,673,152 B); no recompute, max(2 u, ...) - 2 E < 0: 0. Llama 3 70B tp 8 (16 GPUs; HSDP
+    2 x 8): full, 22 u - 10 a - 2 x 131,334,144 = 2,006,810,624 B; none, 948,273,152 - 262,668,288 = 685,604,864 B."""
+    u8, a8 = _layer(4096, 1024, 14336) + 2 * 4096, 2 * 4096 * 4096
+    u70, a70 = _layer(8192, 1024, 28672) // 8 + 2 * 8192, 2 * 8192 * 4096 // 8
+    assert 12 * u8 - 5 * a8 - 2 * EMB_8B == 1_398_898_688
+    assert 22 * u70 - 10 * a70 - 2 * EMB_70B_TP8 == 2_006_810_624
+    for model, gpus, tp, rc, want in (("llama3-8b", 8, 1, "full", 1_398_898_688), ("llama3-8b", 8, 1, "none", 0.0),
+                                      ("llama3-70b", 16, 8, "full", 2_006_810_624),
+                                      ("llama3-70b", 16, 8, "none", 685_604_864)):
+        gs = {"shard_group": gpus // 2 // tp} if extra else {}
+        s, p, _ = resolve(Job(model=model, gpus=gpus, tp=tp, sharding=sharding, sharding_mode=mode, stack="megatron",
+                              global_batch=16, micro_batch=1, seq_len=4096, recompute=rc, bytes_per_param="mixed16", **gs))
+        mem = evaluate(s, p).memory
+        assert float(mem["fsdp_unit_grads"]) == 2 * (EMB_8B if model == "llama3-8b" else EMB_70B_TP8)
+        assert float(mem["zero2_reduce_input"]) == pytest.approx(want, rel=1e-12, abs=1e-3)
+    # no recompute on 70B: a = 140,509,184 B, as optim_grads' test reads it
+    assert 22 * u70 - 10 * 140_509_184 - 2 * EMB_70B_TP8 == 685_604_864
+
+
+def test_optim_grads_params_capacity_twice_the_average_unit():
+    """Llama 3 405B at tp 4 (8 GPUs), full recompute: u = 3,187,671,040 / 4 + 2 x 16,384 = 796,950,528 a GPU, twice
+    it 1,593,901,056 > 1e9, so optim_grads_params' queue keeps k = floor(2 u / u) = 2 buckets after a drain (optim_grads'
+    1e9: k = 1): m = 4, a = 2 h T / 4 = 33,554,432 B, the peak's fsdp_unit_grads 2 u (the layer the largest unit):
+    8 u - 3 a - 2 u = 4,681,039,872 B; optim_grads (zero2, m = 3): 6 u - 2 a = 4,714,594,304 B."""
+    u, a = _layer(16384, 1024, 53248) // 4 + 2 * 16384, 2 * 16384 * 4096 // 4
+    assert u == 796_950_528 and 2 * u > 1e9 > u
+    assert 6 * u - 3 * a == 4_681_039_872 and 6 * u - 2 * a == 4_714_594_304
+    mem = _mem("llama3-405b", 8, 4, "full", "megatron_fsdp_optim_grads_params", "fsdp")
+    assert float(mem["fsdp_unit_grads"]) == 2 * u
+    assert float(mem["zero2_reduce_input"]) == pytest.approx(6 * u - 3 * a, rel=1e-12)
+    mem = _mem("llama3-405b", 8, 4, "full")
+    assert float(mem["zero2_reduce_input"]) == pytest.approx(6 * u - 2 * a, rel=1e-12)

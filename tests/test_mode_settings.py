@@ -81,7 +81,12 @@ def test_torch_fsdp2_left_unset_runs_and_exports_the_fusion_off(explain, tmp_pat
     _, _, _, mfsdp = explain(**{**FSDP2, "sharding_mode": "megatron_fsdp_optim_grads_params"})
     dummies = 2 * (6144 * 4096 + 4096 * 4096 + 28672 * 4096 + 4096 * 14336 + 128256 * 4096)
     assert dummies == 1_486_880_768
-    assert mfsdp["memory"]["allocated_bytes"] - unset["memory"]["allocated_bytes"] == dummies
+    # and its gradients wait in Megatron-FSDP's reduce-scatter queue (memory.py [rs]): fp32 buckets (the megatron
+    # preset, g 4) of u = 218,112,000, k = floor(1e9 / u) = 4, m = 6, a = 570,425,344 B (no recompute), less the
+    # peak's fsdp_unit_grads 4 x 525,336,576 (the embedding, the largest unit; torch_fsdp2's too)
+    queue = 24 * 218_112_000 - 5 * 570_425_344 - 4 * 525_336_576
+    assert queue == 281_214_976 and mfsdp["memory"]["terms"]["zero2_reduce_input"] == queue
+    assert mfsdp["memory"]["allocated_bytes"] - unset["memory"]["allocated_bytes"] == dummies + queue
     assert unset["time"]["step_s"] == mfsdp["time"]["step_s"]
     plan = resolved_plan(Job(**FSDP2))
     text, _ = export_plan(plan, "megatron")

@@ -223,14 +223,16 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
         vpps = [1] if pp == 1 else range(1, L // pp + 1)
         for vpp in [v for v in vpps if pp * v * math.ceil(L / (pp * v)) - L <= 2]:
             for mbs in [m for m in _divisors(gbs) if m <= max_mbs]:
-                shardings = [(s, None) for s in ("none", "zero1", "zero2", "fsdp")]
-                shardings += [("hsdp", g) for g in range(2, dp) if dp % g == 0]
-                for (sharding, group), sp, rc, order in itertools.product(
+                # each level's default mode, and --use-torch-fsdp2 beside Megatron-FSDP's optim_grads_params (priced
+                # apart: the latter's reduce-scatter queue, memory.py [rs]; space.mode_heads)
+                shardings = [(s, None, None) for s in ("none", "zero1", "zero2", "fsdp")] + [("fsdp", None, "torch_fsdp2")]
+                shardings += [("hsdp", g, None) for g in range(2, dp) if dp % g == 0]
+                for (sharding, group, mode), sp, rc, order in itertools.product(
                         shardings, [True, False] if tp > 1 else [False], ("none", "selective", "full"), mesh_orders):
                     counts["considered"] += 1
                     job = base.model_copy(update=dict(
                         tp=tp, cp=cp, pp=pp, vpp=vpp, micro_batch=mbs, sharding=sharding, shard_group=group,
-                        recompute=rc, sequence_parallel=sp, rank_order=order))
+                        recompute=rc, sequence_parallel=sp, rank_order=order, sharding_mode=mode))
                     try:
                         s, plan, _ = resolve(job)
                     except PlannerError:
@@ -239,7 +241,8 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
                     total = float(mem.memory_terms(s, plan)[0].total)
                     if total <= usable:
                         counts["feasible"] += 1
-                        key = (tp, cp, pp, vpp, dp, mbs, sharding, group, rc, sp, order)
+                        key = (tp, cp, pp, vpp, dp, mbs, sharding, group, rc, sp, s.stack.runs.sharding[int(plan.smode)].name,
+                               order)
                         feasible[key] = [plan, total]
                     else:
                         counts["did_not_fit"] += 1
@@ -267,7 +270,7 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
 def _key(row):
     p = row["plan"]
     return (p["tp"], p["cp"], p["pp"], p["vpp"], p["dp"], p["micro_batch"], p["sharding"], p["shard_group"],
-            p["recompute"], p["sequence_parallel"], p["rank_order"])
+            p["recompute"], p["sequence_parallel"], p["sharding_mode"], p["rank_order"])
 
 
 @pytest.fixture(scope="module")
@@ -294,12 +297,13 @@ def test_brute_force_same_counts_and_feasible_set(small):
     plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
     from planner.comm import ORDER_NAMES
     from planner.plan import RECOMPUTE_NAMES, SHARDING_NAMES, HSDP
+    job_modes = [m.name for m in settings_for(job)[0].stack.runs.sharding]
     got = {}
     for i in range(len(f["step"])):
         g = lambda n: int(getattr(plans, n)[i])  # noqa: E731
         key = (g("tp"), g("cp"), g("pp"), g("vpp"), g("dp"), g("mbs"), SHARDING_NAMES[g("sharding")],
                g("shard") if g("sharding") == HSDP else None, RECOMPUTE_NAMES[g("recompute")], bool(g("sp")),
-               ORDER_NAMES[g("order")])
+               job_modes[g("smode")], ORDER_NAMES[g("order")])
         got[key] = (float(f["memory"][i]), float(f["step"][i]))
     assert set(got) == set(feasible)
     for k, (m, t) in got.items():

@@ -210,10 +210,11 @@ def test_mode_heads_price_each_distinct_mode_once():
     names = [m.name for m in mg.runs.sharding]
     heads = mode_heads(mg)
     # ddp, distributed_optimizer, megatron_fsdp_optim (= distributed_optimizer), optim_grads,
-    # optim_grads_params, torch_fsdp2 (= optim_grads_params), hsdp
+    # optim_grads_params, torch_fsdp2 (its own: optim_grads_params' gradients wait in the reduce-scatter queue,
+    # runs.sharding reduce_queue_units, memory.py [rs]), hsdp
     assert [names[i] for i in heads[0]] == [names[i] for i in heads[1]] == [
         "ddp", "distributed_optimizer", "distributed_optimizer", "megatron_fsdp_optim_grads",
-        "megatron_fsdp_optim_grads_params", "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"]
+        "megatron_fsdp_optim_grads_params", "torch_fsdp2", "megatron_fsdp_hsdp"]
     tt = load_stack("torchtitan")
     names = [m.name for m in tt.runs.sharding]
     heads = mode_heads(tt)
@@ -379,3 +380,28 @@ def test_torchtitan_always_regathers_every_micro_batch_under_pp(tmp_path):
     assert cfg.job["sharding_mode"] == "fsdp2_reshard_always"
     path.write_text(text.replace("pipeline_parallel_degree = 2", "pipeline_parallel_degree = 1"), encoding="utf-8")
     assert load_trainer_config(path, fmt="torchtitan", model="llama3-70b", gpus=32).job["sharding_mode"] == "fsdp2"
+
+
+def test_fsdp_unit_count_is_the_layer_count():
+    """FSDP issues one all-gather and one reduce-scatter a layer unit (step.dp_comm, no fs.fsdp_bucket_params): the
+    count is the stage's layer count itself. Llama 3 405B on torchtitan, tp 2, pp 1, 64 GPUs (dp 32): p = (2 x
+    128,256 x 16,384 + 126 x 3,187,671,040) / 2 + 126 x 2 x 16,384 + 16,384 = 202,928,766,976 parameters a GPU (the
+    TP-split matrices / 2, the norms whole); the float round trip ceil(p / (p / 126)) the count took before gave 127
+    (p / (p / 126) = 126.00000000000001): one collective's latency too many each direction."""
+    import math
+
+    p = (2 * 128_256 * 16_384 + 126 * 3_187_671_040) // 2 + 126 * 2 * 16_384 + 16_384
+    assert p == 202_928_766_976 and math.ceil(p / (p / 126)) == 127
+    s, pl, ev = _run(model="llama3-405b", gpus=64, tp=2, stack="torchtitan", sharding="fsdp", global_batch=64,
+                     seq_len=4096)
+    sc = _context(s, pl)
+    coll = Collectives(sc)
+    assert int(pl.dp) == 32 and int(pl.pp) == 1
+
+    def per_unit(op, per_param):
+        return float(126 * coll(op, p * per_param / 126, 32, coll.strides["dp"]))
+
+    ag = per_unit(comm.ALL_GATHER, s.stack.fsdp.param_gather_bytes)
+    rs = per_unit(comm.REDUCE_SCATTER, s.stack.fsdp.grad_reduce_bytes)
+    m = int(pl.microbatches)
+    assert float(ev.time_extra["dp_comm_s"]) == pytest.approx(m * (2 * ag + rs), rel=1e-9)
