@@ -1765,7 +1765,6 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     w_per = gather_bytes(sc, zero, linear_share(pc), fp8_gather_share(pc, settings, plan))  # [12] [15]
     # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
-    fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_dp / sc.n["mid"]
     ddp_bucket = np.maximum(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dpcp)
     # FSDP's units a layer each (no fsdp_bucket_params, a stack setting): the middle stage's layer count itself, an
     # integer, not ceil(p_dp / (p_dp / n)), whose float round trip gave n + 1 (62 for 61 layers)
@@ -1827,14 +1826,44 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
     off = np.where(always, f_gathers, total)
     exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), off))
-    # the stage with the most expert parameters (with pp <= 2 there is no middle stage: the
-    # notional one is the compute model's only)
-    e_local = np.where(dual, pair[1], np.maximum.reduce([split["first"][1], split["last"][1],
-                                                         np.where(plan.pp > 2, split["mid"][1], 0.0)]))
+    e_local, e_units = _expert_stage(sc, pc, split, mid, dual)
     n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
-    e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket), n_ar)
+    e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+
+
+def _expert_stage(sc: StepCtx, pc, split, mid, dual):
+    """(routed-expert parameters a GPU, MoE layers) of the stage with the most expert parameters (with pp <= 2
+    there is no middle stage: the notional one is the compute model's only; DualPipe: the rank's two stages). The
+    MoE layers are its FSDP units of experts where the stack's FSDP unit is a layer (no fsdp.fsdp_bucket_params):
+    torchtitan wraps each MoE block's routed experts as their own FSDP2 unit, fully_shard(transformer_block.moe.experts,
+    mesh=edp_mesh) (models/llama4/infra/parallelize.py @e347b1e5e apply_fsdp l. 381-409, which deepseek_v3's and
+    qwen3's parallelize import; the router and shared experts stay in the block's unit), and Megatron-FSDP gives each
+    unit's expert parameters their own parameter group and bucket ((fsdp_unit_id, is_expert_param) keys,
+    megatron_fsdp/param_and_grad_buffer.py @d98e8a64 l. 1787-1799, 1829-1870: suggested_bucket_size splits only
+    groups outside a unit): one expert collective a MoE layer, a multi-token-prediction module of a MoE kind one more on
+    the last stage (as params_of counts its experts). At ep 1 torchtitan leaves the experts in the block's unit (one
+    collective with the dense parameters): still priced as their own collectives here (assumed, their latency terms
+    extra). Integers from the stage's layer counts (pipeline.stage_kind_counts),
+    where ceil(e / (p_dp / n)) before counted dense-layer-sized buckets of experts, a float ratio."""
+    plan = sc.plan
+    moe_kind = [1.0 if k.has_experts else 0.0 for k in pc.layers.kinds]
+    mtp = float(pc.layers.mtp) * moe_kind[pc.layers.mtp_kind] if pc.layers.mtp else 0.0
+    single = plan.pp == 1
+    units = {"first": weighted(sc.counts["first"], moe_kind) + np.where(single, mtp, 0.0),
+             "last": weighted(sc.counts["last"], moe_kind) + mtp,
+             "mid": weighted(mid, moe_kind)}
+    mid_e = np.where(plan.pp > 2, split["mid"][1], 0.0)
+    stages = [(split["first"][1], units["first"]), (split["last"][1], units["last"]), (mid_e, units["mid"])]
+    single_e = np.maximum.reduce([e for e, _ in stages])
+    # the stage that holds single_e (ties: the most units, the more latency terms)
+    single_u = np.maximum.reduce([np.where(e == single_e, u, 0.0) for e, u in stages])
+    pair_fl, pair_mid = split["first"][1] + split["last"][1], np.where(plan.pp > 2, 2.0 * split["mid"][1], 0.0)
+    pair_e = np.maximum(pair_fl, pair_mid)
+    pair_u = np.maximum(np.where(pair_fl == pair_e, units["first"] + units["last"], 0.0),
+                        np.where(pair_mid == pair_e, 2.0 * units["mid"], 0.0))
+    return np.where(dual, pair_e, single_e), np.where(dual, pair_u, single_u)
 
 
 def _dp_stage_params(sc: StepCtx, pc, split, dual, pair):
@@ -2082,9 +2111,9 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     """(total, exposed) routed-expert gradient traffic (and FSDP/ZeRO weight gathers) over the
     expert-data-parallel ranks, tp dp cp / (etp ep) (tp shard group cp / (etp ep): moe.expert_dp,
     moe.expert_shard), at their place in the folded expert grid (moe.expert_strides), on
-    the stage with the most expert parameters, in the dense traffic's buckets; it hides behind
-    what the dense traffic leaves of the same compute window. dense: the dense traffic's
-    (all-gathers, reduce-scatters, FSDP bucket, DDP bucket); n_ar: HSDP's replica all-reduces a
+    the stage with the most expert parameters, in one collective a MoE layer (FSDP) or the dense traffic's buckets
+    (DDP / ZeRO); it hides behind what the dense traffic leaves of the same compute window. dense: the dense traffic's
+    (all-gathers, reduce-scatters, the stage's MoE layers (_expert_stage), DDP bucket); n_ar: HSDP's replica all-reduces a
     step (fsdp_traffic's).
 
     Under HSDP the experts, sharded over the shard group's expert-data-parallel ranks, are
@@ -2097,13 +2126,16 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     plan, fs = sc.plan, sc.stack.fsdp
     if not sc.ll.has_experts:
         return np.float64(0.0), np.float64(0.0)
-    n_ag, n_rs, fsdp_bucket, ddp_bucket = dense
+    n_ag, n_rs, e_units, ddp_bucket = dense
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
     e_shard, edp = moe.expert_shard(plan), moe.expert_dp(plan)
     e_st = moe.expert_strides(plan, coll.strides, ("edp",))["edp"]
-    n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
+    # FSDP: one collective a MoE layer's experts (_expert_stage), or a stated bucket's; DDP / ZeRO: its buckets
+    n_fsdp = (np.asarray(e_units, dtype=np.float64) if fs.fsdp_bucket_params is None
+              else np.ceil(e_local / fs.fsdp_bucket_params))
+    n_be = np.maximum(np.where(fsdp, n_fsdp, np.ceil(e_local / ddp_bucket)), 1.0)
     # the experts' weights are linears' [12]; torchtitan's float8 Linear converter leaves the routed
     # experts (GroupedExperts, not nn.Linear) to bf16 gathers [15]
     w_per = gather_bytes(sc, zero, 1.0, 0.0)

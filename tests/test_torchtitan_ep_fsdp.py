@@ -167,3 +167,59 @@ def test_export_writes_and_reads_back_the_plan(kw):
     assert "expert_parallel_degree = %d\n" % kw["ep"] in text and "expert_tensor_parallel_degree = 1\n" in text
     with pytest.raises(PlannerError, match="TORCHTITAN_EP_FSDP"):
         export_plan({**js["plan"], "sharding": "none", "sharding_mode": "ddp", "shard_group": None}, "torchtitan")
+
+
+def test_expert_collectives_one_a_moe_layer(tiny):
+    """FSDP's expert collectives are one a MoE block: torchtitan @e347b1e5e wraps each block's routed experts as
+    their own FSDP2 unit (models/llama4/infra/parallelize.py apply_fsdp l. 381-409; step._expert_stage). 16 GPUs
+    (two 8-GPU nodes), fsdp, ep 8: dense over 16 ranks, efsdp = 16 / 8 = 2; each GPU holds 1 of the 8 experts of
+    each of the 2 MoE layers, 2 x 24,576 = 49,152 expert parameters, so 2 all-gathers (forward, backward's
+    re-gather) and a reduce-scatter (fp32) of 24,576 parameters over the 2 efsdp ranks, twice, each micro-batch
+    (m = 2). The count before, ceil(e / (p_dp / n)) = ceil(49,152 / (46,912 / 2)) = ceil(2.0955) = 3, a
+    dense-layer-sized bucket count, not the units torchtitan builds."""
+    from planner import moe
+
+    settings, plan, _ = resolve(_job(tiny, gpus=16, sharding="fsdp", ep=8, global_batch=32))
+    assert int(plan.dp) == 16 and int(moe.expert_shard(plan)) == 2
+    est = evaluate(settings, plan)
+    sc = _context(settings, plan)
+    coll = Collectives(sc)
+    m, g = 2, settings.stack.fsdp.grad_reduce_bytes
+    assert g == 4 and float(sc.m) == m
+    e_st = moe.expert_strides(plan, coll.strides, ("edp",))["edp"]
+
+    def units(n, params, op, per_param, group, stride):
+        return float(n * coll(op, params * per_param / n, group, stride))
+
+    dense = m * (2 * units(2, DENSE, comm.ALL_GATHER, 2.0, 16, coll.strides["dp"])
+                 + units(2, DENSE, comm.REDUCE_SCATTER, g, 16, coll.strides["dp"]))
+    experts = m * (2 * units(2, 2 * EXPERT, comm.ALL_GATHER, 2.0, 2, e_st)
+                   + units(2, 2 * EXPERT, comm.REDUCE_SCATTER, g, 2, e_st))
+    assert float(est.time_extra["dp_comm_s"]) == pytest.approx(dense + experts, rel=1e-9)
+    # the count before (3 collectives of a third each) prices more latency terms: a different figure
+    old = m * (2 * units(3, 2 * EXPERT, comm.ALL_GATHER, 2.0, 2, e_st) + units(3, 2 * EXPERT, comm.REDUCE_SCATTER, g, 2, e_st))
+    assert old > experts
+    assert float(est.time_extra["dp_comm_s"]) != pytest.approx(dense + old, rel=1e-9)
+
+
+@pytest.mark.parametrize("pp, units", [(1, 58), (2, 30), (4, 15), (8, 8)])
+def test_deepseek_v3_expert_units_are_its_moe_layers(monkeypatch, pp, units):
+    """DeepSeek-V3 on torchtitan, 256 GPUs, tp 1, ep 32, fsdp: 61 layers, the first 3 dense; torchtitan's split puts
+    the remainder first (pp 2: 31 / 30, pp 4: 16 / 15 / 15 / 15, pp 8: 8 x 5 then 7 x 3), so the stage with the most
+    experts holds 58 (pp 1), 30 (the last), 15, 8 (a middle) MoE layers: that many expert FSDP units, each 256 / 32 = 8
+    experts of 3 x 7,168 x 2,048 = 44,040,192 parameters a GPU. The count before, ceil(e / (p_dp / n)), gave 73, 35,
+    14, 6 (dense-layer-sized buckets of experts)."""
+    from planner import step
+
+    seen = []
+    real = step.dp_expert_comm
+
+    def spy(sc, coll, comp, e_local, dense_total, dense, n_ar=1.0):
+        seen.append((float(e_local), float(dense[2])))
+        return real(sc, coll, comp, e_local, dense_total, dense, n_ar)
+
+    monkeypatch.setattr(step, "dp_expert_comm", spy)
+    settings, plan, _ = resolve(Job(model="deepseek-v3", gpus=256, stack="torchtitan", hardware="h100-sxm", tp=1,
+                                    pp=pp, ep=32, sharding="fsdp", global_batch=256, seq_len=4096, micro_batch=1))
+    evaluate(settings, plan)
+    assert seen and all(s == (units * 8 * 44_040_192, units) for s in seen)
