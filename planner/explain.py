@@ -242,7 +242,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
         **({"assumed": assumed} if (assumed := assumed_lines(settings)) else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
-        "layers": pc.layers.described(),
+        "layers": pc.layers.described(_num(pick(plan.seq)), _num(pick(plan.cp))),  # labelled as priced at the row's cp
         "memory": memory,
         "flops": flops,
         "time": time,

@@ -485,3 +485,21 @@ def test_fit_masks_bridge_chunk_cp_and_agrees_with_explain(cli):
         assert one["time"] == row["time"] and one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
         assert one["flops"] == row["flops"] and one["flops"]["attention_flops_per_token"] == 48_318_382_080
         assert any("priced as global attention at cp 2" in w for w in row["warnings"])
+
+
+@pytest.mark.parametrize("cp, label", [(1, "chunked(8192)"), (2, "chunked(8192; run global at cp 2)")])
+def test_layer_list_labels_the_chunked_layers_as_priced(explain, cli, cp, label):
+    """explain's layer list (LayerList.described at the plan's seq and cp, Attention.label_at from the same chunk_at
+    that prices them): at cp 2, s / cp = 8,192 <= c, Bridge chunks no layer (the warning above) and the label says the
+    chunked layers run global; at cp 1 they run chunked. Scout: 36 RoPE layers, 12 NoPE (every fourth), all MoE."""
+    job = dict(model=str(SCOUT_HF), gpus=64, tp=4, cp=cp, ep=16, micro_batch=1, global_batch=64, seq_len=16_384,
+               sequence_parallel=True, precision="bf16", stack="megatron-bridge")
+    _, _, _, res = explain(**job)
+    moe = "moe(16 x 8192, top-1 + 1 shared)"
+    assert [(r["kind"], r["count"]) for r in res["layers"]] == [(f"{label} + {moe}", 36), (f"{label} nope + {moe}", 12)]
+    r = cli("explain", "--model", SCOUT_HF, "--gpus", 64, "--tp", 4, "--cp", cp, "--ep", 16, "--micro-batch", 1,
+            "--global-batch", 64, "--seq-len", 16_384, "--sequence-parallel", "--stack", "megatron-bridge",
+            "--hardware", "h100-sxm")
+    assert r.exit_code == 0, r.stderr
+    assert f"36 x {label} + {moe}: 0-2, 4-6," in r.stdout and f"12 x {label} nope + {moe}: 3, 7," in r.stdout
+    assert ("run global" in r.stdout) == (cp == 2)

@@ -69,7 +69,13 @@ class LayerKind:
 
     @property
     def label(self) -> str:
-        parts = [b.label for b in (self.mixer, self.mlp) if b.label != "none"]
+        return self.label_at()
+
+    def label_at(self, seq=None, cp=1) -> str:
+        """label, for one plan (seq, cp: scalars; None: the model's own): an attention mixer's as priced at them
+        (Attention.label_at)."""
+        parts = [b.label_at(seq, cp) if isinstance(b, Attention) else b.label
+                 for b in (self.mixer, self.mlp) if b.label != "none"]
         return " + ".join(parts) or "none"
 
     @property
@@ -194,10 +200,11 @@ class LayerList:
             yield k, j, e - 1
             j = e
 
-    def described(self) -> list[dict]:
+    def described(self, seq=None, cp=1) -> list[dict]:
         """Each kind with its count and its layers as index ranges (explain's `layers`); past
         DESCRIBED_RUNS ranges of a kind the rest are counted, not listed (the listing stays a
-        line whatever the layer count; no catalogued model comes near it)."""
+        line whatever the layer count; no catalogued model comes near it). seq, cp: one plan's (scalars), whose
+        kinds are labelled as priced there (LayerKind.label_at)."""
         totals, L = self.totals, self.num_layers
         listed: list[list[str]] = [[] for _ in self.kinds]
         seen = [0] * len(self.kinds)
@@ -216,9 +223,9 @@ class LayerList:
             n = self._run_count(k) if cut else seen[k]
             if n > len(listed[k]):
                 text += f", ... ({n:,} ranges in all)"
-            out.append({"kind": kind.label, "count": int(totals[k]), "layers": text})
+            out.append({"kind": kind.label_at(seq, cp), "count": int(totals[k]), "layers": text})
         if self.mtp:
-            out.append({"kind": self.kinds[self.mtp_kind].label, "count": self.mtp,
+            out.append({"kind": self.kinds[self.mtp_kind].label_at(seq, cp), "count": self.mtp,
                         "layers": "multi-token prediction (after the last layer)"})
         return out
 

@@ -256,8 +256,17 @@ class Attention:
 
     @property
     def label(self) -> str:
+        return self.label_at()
+
+    def label_at(self, seq=None, cp=1) -> str:
+        """label, for one plan (seq, cp: scalars; None: the model's own): a chunked layer that chunk_at runs global
+        (the stack chunks by the CP rank's sequence and s / cp <= c at cp > 1 [14]) says so, "chunked(8192; run global
+        at cp 2)", as it is priced."""
+        chunk = self.chunk
+        if chunk is not None and seq is not None and float(self.chunk_at(seq, cp)) != float(chunk):
+            chunk = f"{chunk}; run global at cp {int(cp)}"
         base = "global" if self.window is None and self.chunk is None else (
-            f"sliding({self.window})" if self.window is not None else f"chunked({self.chunk})")
+            f"sliding({self.window})" if self.window is not None else f"chunked({chunk})")
         return base + ("" if self.rope else " nope") + (" gated" if self.gate else "")
 
     def chunk_at(self, seq, cp=1.0):
