@@ -835,6 +835,23 @@ MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
 }
 
 
+def _precision_aware_layout(b: dict, mode, what: str, hint: str, moments_ok: bool, moment: Optional[str] = None):
+    """Refuse bytes the precision-aware optimizer's export cannot say (Megatron with --bf16: bf16 weights, fp32 or bf16
+    main gradients, fp32 master weights, two moments of one dtype) or a sharding mode without the distributed
+    optimizer, which that optimizer needs (megatron/core/optimizer/__init__.py @d98e8a64 l. 1057)."""
+    from .megatron import NO_DISTRIBUTED_OPTIMIZER
+
+    if b["weights"] != 2.0 or b["gradients"] not in (2.0, 4.0) or not moments_ok or b["master"] != 4.0:
+        raise _refuse("megatron", f"{what}: Megatron with --bf16 keeps bf16 weights, fp32 or bf16 main gradients, fp32 "
+                                  "master weights and Adam moments of one dtype (fp32, bf16, fp8; "
+                                  "--use-precision-aware-optimizer)", hint)
+    if mode in NO_DISTRIBUTED_OPTIMIZER:
+        held = f" (Adam moments in {moment})" if moment else ""
+        raise _refuse("megatron", f"{what}: Megatron's precision-aware optimizer{held} runs only with the distributed "
+                                  f"optimizer, not sharding mode {mode} (megatron/core/optimizer/__init__.py @d98e8a64 "
+                                  "l. 1057)", "plan it with --sharding zero1 (--use-distributed-optimizer)")
+
+
 def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     """The flags that give the plan's bytes_per_param in Megatron (megatron.py [5], [5b], the
     reader's inverse): 18 B none; mixed16 --grad-reduce-in-bf16; lower Adam moments (bf16-moments:
@@ -860,32 +877,16 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     if plan.get("precision_aware_optimizer") and b["optimizer"] == 8.0:
         # the precision-aware optimizer with fp32 moments (the job's precision_aware_optimizer): its 16-bit main
         # gradients are --main-grads-dtype bf16, not --grad-reduce-in-bf16 (megatron.py [5b])
-        if b["weights"] != 2.0 or b["gradients"] not in (2.0, 4.0) or b["master"] != 4.0:
-            raise _refuse("megatron", f"bytes_per_param {bpp} with precision_aware_optimizer: Megatron with --bf16 keeps "
-                                      "bf16 weights, fp32 or bf16 main gradients and fp32 master weights",
-                          "price it with --bytes-per-param megatron or mixed16")
-        from .megatron import NO_DISTRIBUTED_OPTIMIZER
-
-        if mode in NO_DISTRIBUTED_OPTIMIZER:
-            raise _refuse("megatron", f"precision_aware_optimizer: Megatron's precision-aware optimizer runs only with the "
-                                      f"distributed optimizer, not sharding mode {mode} (megatron/core/optimizer/"
-                                      "__init__.py @d98e8a64 l. 1057)", "plan it with --sharding zero1")
+        _precision_aware_layout(b, mode, f"bytes_per_param {bpp} with precision_aware_optimizer",
+                                "price it with --bytes-per-param megatron or mixed16", moments_ok=True)
         return [("--use-precision-aware-optimizer", None)] + ([("--main-grads-dtype", "bf16")] if b["gradients"] == 2.0 else [])
     if bpp is None or b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
         return []
     if b == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes
         return [("--grad-reduce-in-bf16", None)]
     moment = {8.0: "fp32", 4.0: "bf16", 2.0: "fp8"}.get(b["optimizer"])  # two moments of one dtype (DTYPE_BYTES)
-    if b["weights"] != 2.0 or b["gradients"] not in (2.0, 4.0) or moment is None or b["master"] != 4.0:
-        raise _refuse("megatron", f"bytes_per_param {bpp}: Megatron with --bf16 keeps bf16 weights, fp32 or bf16 main gradients, fp32 "
-                         "master weights and Adam moments of one dtype (fp32, bf16, fp8; --use-precision-aware-optimizer)",
-                      "price it with --bytes-per-param megatron, mixed16 or bf16-moments")
-    from .megatron import NO_DISTRIBUTED_OPTIMIZER
-
-    if mode in NO_DISTRIBUTED_OPTIMIZER:
-        raise _refuse("megatron", f"bytes_per_param {bpp}: Megatron's precision-aware optimizer (Adam moments in {moment}) runs only "
-                         f"with the distributed optimizer, not sharding mode {mode} (megatron/core/optimizer/__init__.py "
-                         "@d98e8a64 l. 1057)", "plan it with --sharding zero1 (--use-distributed-optimizer)")
+    _precision_aware_layout(b, mode, f"bytes_per_param {bpp}", "price it with --bytes-per-param megatron, mixed16 or "
+                            "bf16-moments", moments_ok=moment is not None, moment=moment)
     out = [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", moment), ("--exp-avg-sq-dtype", moment)]
     if b["gradients"] == 2.0:
         out.append(("--main-grads-dtype", "bf16"))
