@@ -828,7 +828,7 @@ References
      average where the kinds split unevenly over the stages is not followed). A unit's bucket is queued from its last
      parameter's post-accumulate-grad hook (l. 1137) while its gathered weights are released only at its post-backward
      (_post_backward_release_module l. 684-705, attached to the unit's inputs, l. 852): its weights sit beside its
-     bucket, as the fsdp level's fsdp_gathered_units (the current and the prefetched unit) already price. HSDP's
+     bucket, as the fsdp level's fsdp_gathered_units (the current and the prefetched units, [pf]) already price. HSDP's
      replica all-reduce (param_and_grad_buffer.py l. 4134-4220, at the last micro-batch) runs in place on the sharded
      main gradients: no buffer but with a custom --megatron-fsdp-grad-comm-dtype (hsdp_comm_gbuf, not modelled). At the
      fsdp levels the backward's peak already holds one unit's gradient (fsdp_unit_grads: g x the largest unit, the
@@ -838,6 +838,24 @@ References
      8 u - 3 a - 2 u = 4.36 GiB (tests/test_megatron_fsdp_queue.py).
      Not priced: DeepSpeed ZeRO-2 (its IPG bucket is [zb]'s term: the stack's flag off), the FSDP levels' (their own
      terms: fsdp_unit_grads, [tt7] at the end of the backward, fsdp_accumulated_grads under PP).
+[pf] Megatron-FSDP's all-gather prefetch (stack fsdp.gather_prefetch_share; the modes stating runs.sharding
+     reduce_queue_units at the fsdp levels: optim_grads_params, megatron_fsdp_hsdp), NVIDIA/Megatron-LM @d98e8a64
+     megatron/core/distributed/fsdp/src/megatron_fsdp/: each FSDP unit's pre-forward and pre-backward hook
+     (megatron_fsdp.py l. 793-811, 918-931) all-gathers its unit and prefetches the next units (forward or backward
+     order) while the parameters already prefetched are below suggested_AG_prefetch_size P = the queue's capacity
+     // 2 (l. 420-444: max(1e9, twice the average FSDP unit) // 2; param_and_grad_buffer.py l. 4487-4516): ceil(P / u)
+     units of u parameters, those already gathered not gathered again, a unit released at its post-backward
+     (l. 684-700). At the backward's peak: the current unit (priced as the largest unit, the embedding's or output
+     layer's where larger, as gathered_units_at_peak prices it) and min(ceil(P / u), the chunk's layers) layer
+     units, u the largest layer unit a GPU (_gathered_units): at the i-th layer's backward of a chunk the current
+     layer and the next min(ceil(P / u), i - 1) layers, and on the first stage, once the prefetch passes layer 0
+     within P, the embedding's bucket (non-unit, bucket 0) too, so at most the largest unit + min(ceil(P / u), c)
+     layers (c the chunk's layers; a middle stage whose whole chunk fits in P holds c, one layer unit fewer). Llama 3 8B tp 1: u = 218,112,000, P = 5e8: 3 prefetched,
+     (525,336,576 + 3 u) x 2 B = 2,359,345,152 B (was 2 x 525,336,576 x 2 = 2,101,346,304); 70B tp 8: u =
+     106,971,136, 5 prefetched: (131,334,144 + 5 u) x 2 = 1,332,379,648 B (was 525,336,576)
+     (tests/test_megatron_fsdp_prefetch.py). Not priced: the non-unit buckets (embedding, output layer, final norm)
+     kept gathered between steps where reset(preserve_non_fsdp_units) preserves them, fsdp_double_buffer's 2-unit
+     limit (off by default), a chunk's own average unit where kinds split unevenly over the stages.
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
      attention_softmax_in_fp32): Megatron-Core's DotProductAttention (dot_product_attention.py @d98e8a64 l. 100-109)
      runs fused_softmax.py FusedScaleMaskSoftmax: the fused CUDA kernel where is_kernel_available (l. 238-270:
@@ -1200,7 +1218,8 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 # sharding holds none:
 #   fsdp_gathered_units     the unsharded weights of the layer units in flight at the peak (stack
 #                           fsdp.gathered_units_at_peak): FSDP1's current and prefetched unit [4], none at FSDP2's loss
-#                           backward [7]; torchtitan's last block, not resharded after its forward (fsdp_root_unit) [tt10]
+#                           backward [7]; torchtitan's last block, not resharded after its forward (fsdp_root_unit) [tt10];
+#                           Megatron-FSDP's current unit and the layer units its prefetch gathers (gather_prefetch_share) [pf]
 #   fsdp_unit_grads         the unsharded gradient of the unit being reduce-scattered, in the reduce dtype (stack
 #                           fsdp.gathered_grad_units_at_peak, grad_reduce_bytes) [4]
 #   zero3_working_set       DeepSpeed ZeRO-3's gathered parameters at a layer's worst moment: the module's own
@@ -2621,9 +2640,12 @@ class _PerLayer:
         keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         zero = np.zeros(np.shape(tp))
         # (the stage-independent parts of FSDP_TERMS, every plan's; _stage_fsdp adds the stage's)
+        # the units gathered at the peak: the stack's gathered_units_at_peak of the largest unit, or, where the mode
+        # prefetches up to a capacity (fsdp.gather_prefetch_share), the current unit and its prefetched layer units [pf]
+        current, prefetched, layer_unit = _gathered_units(pc, plan, stack)
         self.fsdp_units = {
-            "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
-                                            * unit, 0.0),
+            "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, current * unit + prefetched * layer_unit)
+                                            * settings.bpp.weights, 0.0),
             "fsdp_unit_grads": np.where(fsdp_on, fs.gathered_grad_units_at_peak * self.unit_grad_bytes * unit, 0.0),
             "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_bucket_copy": zero, "zero3_reuse_kept": zero,
             "zero3_tied_output": zero, "zero3_ipg_bucket": zero}
@@ -2701,16 +2723,8 @@ class _PerLayer:
         units = reduce_queue_units(stack, plan)
         self.queue_on = (~np.isnan(units) & tr["reduce_mb"] & ((plan.sharding == ZERO2) | fsdp_on)
                          & (fs.zero2_reduce_queue_params is not None))
-        # (a GPU's parameters of the layer, params_of's: the TP-split ones / tp, the replicated ones whole, its experts
-        # / (etp ep) with their output biases / ep; unit_params' layer, with its experts)
-        etp = etp_of(plan).astype(np.float64)
-        per_kind = [p.dense_per_gpu(tp) + p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params]
-        layer = np.maximum.reduce(per_kind + [0.0 * tp])
+        layer, self.queue_cap = _layer_and_queue_capacity(pc, plan, stack)
         self.zero2_unit = np.where(z2 | self.queue_on, layer, 0.0)
-        # the queue's capacity in parameters: max(the stack's, the mode's units x the average layer unit a GPU, over the
-        # model's layers by kind: megatron_fsdp.py l. 420-443 averages the chunk's FSDP units' parameters) [rs]
-        avg = sum((float(c) * u for c, u in zip(pc.layers.totals, per_kind)), 0.0 * tp) / max(pc.num_layers, 1)
-        self.queue_cap = np.maximum(fs.zero2_reduce_queue_params or 0.0, np.nan_to_num(units) * avg)
         # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
         # zero2 (its queue's buckets are this term's alone) [rs]
         self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
@@ -3177,6 +3191,46 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
                  mpu_buffer=mpu, dummy_wgrads=dummies, zero2_reduce_input=z2_input, **step, stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
+
+
+def _layer_and_queue_capacity(pc: ParamCounts, plan: PlanArrays, stack):
+    """(the largest layer unit a GPU, the reduce-scatter queue's capacity in parameters [rs]).
+    The layer: a GPU's parameters of it, params_of's (the TP-split ones / tp, the replicated ones whole, its experts
+    / (etp ep) with their output biases / ep; unit_params' layer, with its experts). The capacity: max(the stack's
+    zero2_reduce_queue_params, the mode's reduce_queue_units x the average layer unit a GPU, over the model's layers
+    by kind: megatron_fsdp.py l. 420-443 averages the chunk's FSDP units' parameters); NaN units (no queue): the
+    stack's."""
+    tp = plan.tp.astype(np.float64)
+    etp = etp_of(plan).astype(np.float64)
+    per_kind = [p.dense_per_gpu(tp) + p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params]
+    layer = np.maximum.reduce(per_kind + [0.0 * tp])
+    avg = sum((float(c) * u for c, u in zip(pc.layers.totals, per_kind)), 0.0 * tp) / max(pc.num_layers, 1)
+    units = reduce_queue_units(stack, plan)
+    return layer, np.maximum(stack.fsdp.zero2_reduce_queue_params or 0.0, np.nan_to_num(units) * avg)
+
+
+def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack):
+    """(current, prefetched, layer) of fsdp_gathered_units = (current x the largest unit + prefetched x layer) x the
+    weights' bytes [pf]: the stack's gathered_units_at_peak of the largest unit (0 prefetched) where its fsdp spec has
+    no gather_prefetch_share or the plan's mode no reduce-scatter queue (runs.sharding reduce_queue_units); else
+    Megatron-FSDP's all-gather prefetch: the current unit and min(ceil(P / layer), the chunk's layers) layer units,
+    P = floor(share x the queue's capacity), layer the largest layer unit a GPU (the chunk's layers, not one fewer:
+    on the first / last stage the prefetch also reaches the embedding's / output layer's bucket, which the current
+    unit, the largest, stands for; a middle stage whose chunk is within P: one layer unit over) [pf]."""
+    fs = stack.fsdp
+    tp = plan.tp.astype(np.float64)
+    base = np.full(np.shape(tp), fs.gathered_units_at_peak)
+    if fs.gather_prefetch_share is None:  # stack data: no mode prefetches to a capacity
+        return base, 0.0 * tp, 0.0 * tp
+    layer, cap = _layer_and_queue_capacity(pc, plan, stack)
+    on = ~np.isnan(reduce_queue_units(stack, plan)) & (layer > 0)
+    budget = np.floor(fs.gather_prefetch_share * cap)
+    # at most the largest model chunk's layers (each chunk its own Megatron-FSDP module and all-gather pipeline): the
+    # chunk's other layers and, on the stages holding them, the embedding's / output layer's bucket the prefetch
+    # reaches after them, the current unit priced as the largest unit standing for the chunk's last layer gathered
+    chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
+    prefetched = np.minimum(np.ceil(budget / np.where(layer > 0, layer, 1.0)), chunk)
+    return np.where(on, 1.0, base), np.where(on, prefetched, 0.0), layer
 
 
 def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):

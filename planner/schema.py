@@ -1360,6 +1360,16 @@ class FSDPSpec(BaseModel):
     unsharded_ends: list[Literal["embedding", "output"]] = Field(
         default_factory=list, description="end units kept unsharded from their forward to their backward (FSDP2's root)")
     gathered_units_at_peak: float = Field(default=2.0, ge=0, description="layer units all-gathered at the peak (current + prefetched)")
+    gather_prefetch_share: Optional[float] = Field(
+        default=None, gt=0,
+        description="the all-gather prefetch's capacity, in parameters, as a share of the reduce-scatter queue's "
+                    "(zero2_reduce_queue_params, max'd with the mode's reduce_queue_units x the average layer unit: "
+                    "memory.py [rs]); for the fsdp modes stating runs.sharding reduce_queue_units, each layer unit's "
+                    "pre-forward / pre-backward all-gather prefetches the next units until the prefetched parameters "
+                    "reach floor(share x that capacity) P: at the peak the current unit (the largest unit) and "
+                    "min(ceil(P / the largest layer unit), the chunk's layers) prefetched layer units are gathered, "
+                    "in place of gathered_units_at_peak (Megatron-FSDP: suggested_AG_prefetch_size = "
+                    "suggested_communication_unit_size // 2, 0.5; memory.py [pf]). null: gathered_units_at_peak")
     gathered_grad_units_at_peak: float = Field(default=1.0, ge=0, description="unsharded layer gradients at the peak (in the reduce dtype)")
     allgather_pool_units: float = Field(
         default=0.0, ge=0, description="flat all-gather buffers (units, param_gather_bytes each) in the all-gather "
@@ -2734,6 +2744,9 @@ class Stack(BaseModel):
         if queued and self.fsdp.zero2_reduce_queue_params is None:  # the queue's capacity (memory.py [rs])
             raise ValueError(f"runs.sharding {', '.join(queued)}: reduce_queue_units needs fsdp.zero2_reduce_queue_params "
                              "(the reduce-scatter queue's capacity, memory.py [rs])")
+        if self.fsdp.gather_prefetch_share is not None and self.fsdp.zero2_reduce_queue_params is None:
+            raise ValueError("fsdp.gather_prefetch_share needs fsdp.zero2_reduce_queue_params (the prefetch's capacity is a "
+                             "share of the reduce-scatter queue's, memory.py [pf])")
         ipg = [m.name for m in (self.runs.sharding if self.runs else []) if m.step_grads and m.step_grads.ipg_buffer]
         if ipg and self.fsdp.zero3_modules is None:  # the buffer's size is fsdp.zero3_modules.reduce_bucket_size
             raise ValueError(f"runs.sharding {', '.join(ipg)}: step_grads.ipg_buffer needs fsdp.zero3_modules "

@@ -264,11 +264,14 @@ def test_fsdp_buffers_and_reserve(explain):
     m = load_model("llama3-70b")
     pc = count_params(m)
     _, _, est, _ = explain(model="llama3-70b", gpus=4096, tp=8, sharding="fsdp")
-    # two unsharded bf16 units + one unsharded gradient in the dtype the stack reduces it in
-    # (megatron: fp32, stack_db fsdp.grad_reduce_bytes 4); the largest unit is the
+    # the unsharded bf16 units (megatron's default fsdp mode, optim_grads_params: the current unit, priced as the
+    # largest, and the layer units Megatron-FSDP's all-gather prefetches up to 5e8 parameters, memory.py [pf]:
+    # ceil(5e8 / 106,971,136) = 5 layers of 855,638,016 / 8 + two norms 8,192 whole) + one unsharded gradient in the
+    # dtype the stack reduces it in (megatron: fp32, stack_db fsdp.grad_reduce_bytes 4); the largest unit is the
     # 1.05e9-parameter vocab matrix / 8 (larger than a 0.86e9-parameter layer / 8)
     unit = max(pc.as_dict()["per_layer"], pc.embedding) / 8
-    assert float(est.memory.fsdp_gathered_units) == pytest.approx(2 * 2 * unit)
+    assert unit == 131_334_144
+    assert float(est.memory.fsdp_gathered_units) == pytest.approx(2 * (unit + 5 * 106_971_136))
     assert float(est.memory.fsdp_unit_grads) == pytest.approx(4 * unit)
     # nothing else of FSDP's on megatron without PP: no end unit kept unsharded, no end-of-backward moment
     others = [k for k in FSDP_TERMS if k not in ("fsdp_gathered_units", "fsdp_unit_grads")]

@@ -86,7 +86,12 @@ def test_torch_fsdp2_left_unset_runs_and_exports_the_fusion_off(explain, tmp_pat
     # peak's fsdp_unit_grads 4 x 525,336,576 (the embedding, the largest unit; torch_fsdp2's too)
     queue = 24 * 218_112_000 - 5 * 570_425_344 - 4 * 525_336_576
     assert queue == 281_214_976 and mfsdp["memory"]["terms"]["zero2_reduce_input"] == queue
-    assert mfsdp["memory"]["allocated_bytes"] - unset["memory"]["allocated_bytes"] == dummies + queue
+    # and Megatron-FSDP's all-gather prefetch (memory.py [pf]): beside the current unit (priced as the largest,
+    # 525,336,576) ceil(5e8 / u) = 3 prefetched layers, not torch_fsdp2's second largest unit: 2 x (3 u - E)
+    prefetch = 2 * (3 * 218_112_000 - 525_336_576)
+    assert prefetch == 257_998_848
+    assert mfsdp["memory"]["terms"]["fsdp_gathered_units"] - unset["memory"]["terms"]["fsdp_gathered_units"] == prefetch
+    assert mfsdp["memory"]["allocated_bytes"] - unset["memory"]["allocated_bytes"] == dummies + queue + prefetch
     assert unset["time"]["step_s"] == mfsdp["time"]["step_s"]
     plan = resolved_plan(Job(**FSDP2))
     text, _ = export_plan(plan, "megatron")
