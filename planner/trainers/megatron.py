@@ -43,7 +43,10 @@ read). Modelled:
   listed as ignored; --rotary-base [10000] where Megatron builds a rotary (ModelSpec.rope_theta, compared like
   the shape, megatron_model.megatron_rotary_base);
   and, for a model the flags define (below), the vocabulary
-  (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
+  (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size);
+  for a catalog model or --model, --make-vocab-size-divisible-by, --padded-vocab-size and
+  --no-pad-vocab-size pad the model's vocab_size (the tokenizer's size) as Megatron does: the job's
+  padded_vocab_size where the rows differ (megatron_model.catalog_vocab_rows, plan.with_padded_vocab),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
   --moe-shared-expert-gate, --moe-layer-freq, --moe-router-score-function,
   --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
