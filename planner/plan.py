@@ -522,6 +522,7 @@ class Settings:
     pipe_partitioned: bool = False  # DeepSpeed's partitioned pipe tensors (job field, default the stack's: step.py [25])
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
+    padded_vocab_size: int | None = None  # the job's padded vocabulary (with_padded_vocab: model.vocab_size holds it); None: none
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
     cuda_graph_impl: str = "none"  # Megatron's CUDA graphs (job field; planner/cuda_graphs.py: checked, memory [cg])
@@ -1476,6 +1477,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         pipe_partitioned=_pipe_partitioned(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
+        padded_vocab_size=job.padded_vocab_size,
         cross_entropy_fusion=job.cross_entropy_fusion,
         cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
         cuda_graph_impl=job.cuda_graph_impl,
@@ -1646,6 +1648,37 @@ def with_mtp(model: ModelSpec, mtp_layers) -> ModelSpec:
     hit = _MTP_MODELS.get(key)
     if hit is None or hit[0] is not model:
         hit = _MTP_MODELS[key] = (model, model.model_copy(update={"mtp_layers": int(mtp_layers)}))
+    return hit[1]
+
+
+_PADDED_MODELS: dict = {}
+
+
+def with_padded_vocab(model: ModelSpec, rows, tp: int, where: str = "") -> ModelSpec:
+    """The model with the job's padded_vocab_size rows in place of its vocab_size (schema.Job
+    padded_vocab_size: the embedding and output layer as Megatron builds them, its vocab_size_with_padding,
+    NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py l. 133-146); None: the
+    model as it is. Every cost model reads model.vocab_size, so the padded rows reach the weights, gradients,
+    optimizer states, the logits and loss bytes per logit and the output GEMM at once; the model FLOPs (MFU)
+    count them too, as Megatron's own throughput count does (megatron/training/training.py l. 1302:
+    hidden_size x args.padded_vocab_size). Refused below the model's vocabulary (tokens without a row) and
+    where tp does not divide the rows (VocabParallelEmbedding splits them evenly: tensor_parallel/utils.py
+    VocabUtility.vocab_range_from_global_vocab_size, divide()). One copy per (model, rows), as with_mtp."""
+    if rows is None or int(rows) == model.vocab_size:
+        return model
+    rows = int(rows)
+    if rows < model.vocab_size:
+        raise PlannerError(f"{where}padded_vocab_size {rows:,} is below {model.name}'s vocab_size {model.vocab_size:,}: "
+                           "tokens without an embedding row",
+                           f"give at least {model.vocab_size:,} (Megatron pads up, to a multiple of 128 x tp)")
+    if rows % tp:
+        raise PlannerError(f"{where}padded_vocab_size {rows:,} is not a multiple of tp {tp}: Megatron's vocab-parallel "
+                           "embedding splits the rows evenly over the tensor-parallel ranks",
+                           f"give a multiple of 128 x tp = {128 * tp:,} (Megatron's vocab_size_with_padding)")
+    key = (id(model), rows)
+    hit = _PADDED_MODELS.get(key)
+    if hit is None or hit[0] is not model:
+        hit = _PADDED_MODELS[key] = (model, model.model_copy(update={"vocab_size": rows}))
     return hit[1]
 
 
@@ -1836,6 +1869,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         if where and not e.message.startswith(where):
             raise type(e)(f"{where}{e.message}", e.hint) from None
         raise
+    model = with_padded_vocab(model, job.padded_vocab_size, job.tp, where)
     warnings: list[str] = []
     hw, power_source = _apply_power_limit(hw, job, where, warnings)
     hw = _apply_host(hw, job, warnings)
@@ -2848,6 +2882,7 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
     sets it away from the stack's default, in the order the JSON has always listed them."""
     return {
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
+        **({"padded_vocab_size": settings.padded_vocab_size} if settings.padded_vocab_size is not None else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
         **({"cuda_graph_impl": settings.cuda_graph_impl, "cuda_graph_scope": list(settings.cuda_graph_scope)}

@@ -2982,6 +2982,15 @@ class Job(BaseModel):
         description="multi-token prediction modules trained on the last pipeline stage (DeepSeek-V3 sec. 2.2; Megatron "
                     "--mtp-num-layers): each a 2h x h projection, two RMSNorms, one layer of the last layer's kind and "
                     "a second pass of the shared output head and loss; default: the model's mtp_layers")
+    padded_vocab_size: Optional[Count] = Field(
+        default=None, gt=0,
+        description="the embedding's and output layer's rows as the trainer builds them (Megatron --padded-vocab-size: "
+                    "the tokenizer's vocabulary rounded up to a multiple of --make-vocab-size-divisible-by [128] x tp, "
+                    "NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py "
+                    "vocab_size_with_padding; the Megatron readers set it from the script's tp): the model priced "
+                    "with this many rows (weights, gradients, optimizer states, logits, the output GEMM, the model "
+                    "FLOPs as Megatron's own count, training.py l. 1302 args.padded_vocab_size); at least the model's "
+                    "vocab_size and a multiple of tp; default: the model's vocab_size (no padding: torchtitan)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = Field(
         default="flash", description="the core attention: flash (a fused kernel, attention_kernel) or eager (batched GEMMs, "

@@ -339,6 +339,10 @@ def test_a_pp_plan_reads_back_on_the_2021_stack(tmp_path):
     cfg = load_trainer_config(p, fmt="megatron-deepspeed", model="gpt3-175b", gpus=64, hardware=row["plan"]["hardware"],
                               stack=S21)
     assert cfg.job["stack"] == S21
+    # GPT-2's 50,257 tokens padded as the fork pads them: 128 x tp 2 = 256, ceil(50,257 / 256) = 197 -> 50,432 rows
+    # (megatron_model.catalog_vocab_rows), the plan priced with those rows
+    assert cfg.job["padded_vocab_size"] == 50432
+    row = _row(**kw, padded_vocab_size=50432)[2]
     back = to_json(*_settings_plan(Job.model_validate(cfg.job)))
     assert plan_signature(back["plan"]) == plan_signature(row["plan"])
     assert plan_signature(row["plan"])["stage_layers"] == (24, 24, 24)

@@ -72,6 +72,10 @@ def check_readback(row: dict, target: str, text: str) -> None:
                   "te_version"):
             if k in Job.model_fields and plan.get(k) is not None and (target == "deepspeed" or k not in data):
                 data[k] = plan[k]
+        # the vocabulary's rows: a plan priced at the model's rows that the file cannot hold (tp does not divide
+        # them; the writers' vocabulary notes name the rows the trainer builds) is compared at those rows
+        if plan.get("padded_vocab_size") is None:
+            data.pop("padded_vocab_size", None)
         if plan.get("power_limit_source") != "job":
             data.pop("power_limit_w", None)
         # MoE routing: a measured imbalance is no trainer flag (Megatron's force balancing, 1.0, is read back);

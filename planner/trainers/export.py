@@ -1027,6 +1027,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
     args += [("--kv-channels", model.dhead), ("--vocab-size", model.vocab_size),
              ("--max-position-embeddings", max(model.max_seq_len, plan["seq_len"]))]
+    if not fork:  # the rows the plan priced (the forks' own: _mds_vocab, _fork_vocab)
+        args += _megatron_vocab_rows(plan, model.vocab_size, tp, notes)
     if model.moe is not None:  # Megatron-Core MoE shape (arguments.py _add_moe_args; megatron_model.py reads them back)
         moe = model.moe
         args += [("--num-experts", moe.num_experts), ("--moe-router-topk", moe.top_k)]
@@ -1701,6 +1703,28 @@ def _fork_vocab(plan: dict, fork: str, tp: int, notes: list[str]) -> list:
                  f"{d or 128} x tp {tp}: {rows:,} rows" + ("" if rows == v else f", where the plan priced the model's "
                                                             f"{v:,} (no divisor pads 50,257 to it at tp {tp})"))
     return out
+
+
+def _megatron_vocab_rows(plan: dict, v: int, tp: int, notes: list[str]) -> list:
+    """--padded-vocab-size R where Megatron-LM's default padding of the model's v tokens (a multiple of 128 x tp,
+    vocab_size_with_padding, NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py
+    l. 133-152; --padded-vocab-size: training/config/training_config.py l. 682, TokenizerConfig) builds other rows
+    than the R the plan priced (its padded_vocab_size, else v): the script then builds R rows. Where tp does not
+    divide R (an unpadded plan of such a vocabulary: the vocab-parallel embedding needs it), nothing, and a note
+    naming the rows Megatron builds."""
+    from .megatron_model import DEFAULT_VOCAB_DIVISOR
+
+    rows = plan.get("padded_vocab_size") or v
+    mult = DEFAULT_VOCAB_DIVISOR * tp
+    built = -(-v // mult) * mult
+    if rows == built:
+        return []
+    if rows % tp == 0:
+        return [("--padded-vocab-size", rows)]
+    notes.append(f"vocabulary: Megatron pads the model's {v:,} tokens to {built:,} rows (a multiple of 128 x tp {tp}, "
+                 f"vocab_size_with_padding), where the plan priced {rows:,} (tp {tp} does not divide them, so no "
+                 f"--padded-vocab-size gives them); price it with --padded-vocab-size {built:,}")
+    return []
 
 
 MDS_VOCAB_DIVISOR = 128  # microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 644 (the default)

@@ -43,7 +43,10 @@ read). Modelled:
   listed as ignored; --rotary-base [10000] where Megatron builds a rotary (ModelSpec.rope_theta, compared like
   the shape, megatron_model.megatron_rotary_base);
   and, for a model the flags define (below), the vocabulary
-  (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
+  (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size);
+  for a catalog model or --model, --make-vocab-size-divisible-by, --padded-vocab-size and
+  --no-pad-vocab-size pad the model's vocab_size (the tokenizer's size) as Megatron does: the job's
+  padded_vocab_size where the rows differ (megatron_model.catalog_vocab_rows, plan.with_padded_vocab),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
   --moe-shared-expert-gate, --moe-layer-freq, --moe-router-score-function,
   --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
@@ -210,7 +213,7 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import (INT64_MAX, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
+from .megatron_model import (INT64_MAX, catalog_vocab_rows, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron, rampup_phases, to_megatron
@@ -1452,6 +1455,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     spec = load_model(job["model"])
     if not from_flags_model:
         _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
+        # the embedding's rows as Megatron builds them for a catalog model (the model the flags define has them
+        # in its vocab_size already: megatron_model.padded_vocab): the job's padded_vocab_size (plan.with_padded_vocab)
+        rows, note = catalog_vocab_rows(flags, job["model"], spec.vocab_size, tp, where)
+        if rows is not None:  # rows equal to the model's: nothing to list
+            job["padded_vocab_size"] = rows
+            assumed.append(note)
     if "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules)
         job["mtp_layers"] = _int(where, flags, "--mtp-num-layers")
     elif spec.mtp_layers:  # transformer_config.py @d98e8a64 l. 68: mtp_num_layers default None (no MTP)

@@ -234,18 +234,39 @@ def padded_vocab(flags: dict, tp: int, where: str, assumed: list[str]) -> int:
         v = TOKENIZER_VOCAB[name]
         src = (f"{name}'s {v:,} tokens" + ("" if tok else " (no --tokenizer-type: pretrain_gpt.py's default GPT2BPETokenizer; "
                                                          "--vocab-file / --merge-file taken to be GPT-2's)"))
+    out, note = pad_vocab(flags, v, tp, where)
+    assumed.append(f"vocab_size={out:,}: {src}, {note}")
+    return out
+
+
+def pad_vocab(flags: dict, v: int, tp: int, where: str) -> tuple[int, str]:
+    """(the rows Megatron builds for a tokenizer of v tokens, how, as text) [4]: v under --no-pad-vocab-size, else v
+    rounded up to a multiple of --make-vocab-size-divisible-by [128] x tp (vocab_size_with_padding, build_tokenizer.py
+    l. 133-146). --padded-vocab-size is the caller's (it replaces the rule)."""
     if "--no-pad-vocab-size" in flags:
-        assumed.append(f"vocab_size={v:,}: {src}, not padded (--no-pad-vocab-size)")
-        return v
+        return v, "not padded (--no-pad-vocab-size)"
     div = _int(where, flags, "--make-vocab-size-divisible-by", DEFAULT_VOCAB_DIVISOR)
     if div <= 0:
         raise PlannerError(f"{where}--make-vocab-size-divisible-by {div} must be positive", "Megatron's default is 128")
     mult = div * tp
-    out = int(math.ceil(v / mult) * mult)
     how = "--make-vocab-size-divisible-by" if "--make-vocab-size-divisible-by" in flags else "Megatron's default"
-    assumed.append(f"vocab_size={out:,}: {src}, padded to a multiple of {div} ({how}) x tp {tp} = {mult:,} "
-                   "(vocab_size_with_padding)")
-    return out
+    return int(math.ceil(v / mult) * mult), f"padded to a multiple of {div} ({how}) x tp {tp} = {mult:,} (vocab_size_with_padding)"
+
+
+def catalog_vocab_rows(flags: dict, model: str, v: int, tp: int, where: str) -> tuple[Optional[int], str]:
+    """The job's padded_vocab_size for a catalog model (or --model) of v tokens, whose vocab_size stands for the
+    tokenizer's size, and the note that lists it as assumed: --padded-vocab-size where given, else pad_vocab's
+    rows. None (and a note) where the rows are the model's own."""
+    if "--padded-vocab-size" in flags:
+        rows = _int(where, flags, "--padded-vocab-size")
+        how = "--padded-vocab-size (Megatron pads no further)"
+    else:
+        rows, how = pad_vocab(flags, v, tp, where)
+    if rows == v:
+        return None, f"vocab_size={v:,}: {model}'s vocabulary, {how}: no padded rows"
+    return rows, (f"padded_vocab_size={rows:,}: {model}'s {v:,} tokens, {how}: the embedding and output layer have "
+                  f"{rows:,} rows, priced (NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py "
+                  "l. 133-152)")
 
 
 def layer_windows(flags: dict, where: str, L: int, assumed: list[str]) -> Optional[tuple[int, ...]]:
