@@ -845,17 +845,37 @@ References
      order) while the parameters already prefetched are below suggested_AG_prefetch_size P = the queue's capacity
      // 2 (l. 420-444: max(1e9, twice the average FSDP unit) // 2; param_and_grad_buffer.py l. 4487-4516): ceil(P / u)
      units of u parameters, those already gathered not gathered again, a unit released at its post-backward
-     (l. 684-700). At the backward's peak: the current unit (priced as the largest unit, the embedding's or output
-     layer's where larger, as gathered_units_at_peak prices it) and min(ceil(P / u), the chunk's layers) layer
-     units, u the largest layer unit a GPU (_gathered_units): at the i-th layer's backward of a chunk the current
-     layer and the next min(ceil(P / u), i - 1) layers, and on the first stage, once the prefetch passes layer 0
-     within P, the embedding's bucket (non-unit, bucket 0) too, so at most the largest unit + min(ceil(P / u), c)
-     layers (c the chunk's layers; a middle stage whose whole chunk fits in P holds c, one layer unit fewer). Llama 3 8B tp 1: u = 218,112,000, P = 5e8: 3 prefetched,
-     (525,336,576 + 3 u) x 2 B = 2,359,345,152 B (was 2 x 525,336,576 x 2 = 2,101,346,304); 70B tp 8: u =
-     106,971,136, 5 prefetched: (131,334,144 + 5 u) x 2 = 1,332,379,648 B (was 525,336,576)
-     (tests/test_megatron_fsdp_prefetch.py). Not priced: the non-unit buckets (embedding, output layer, final norm)
-     kept gathered between steps where reset(preserve_non_fsdp_units) preserves them, fsdp_double_buffer's 2-unit
-     limit (off by default), a chunk's own average unit where kinds split unevenly over the stages.
+     (l. 684-700). At the backward's peak: the current layer unit and min(ceil(P / u), c - 1) prefetched layer
+     units (c the chunk's layers; u the largest layer unit a GPU, _gathered_units): at the i-th layer's backward of a
+     chunk the current layer and the next min(ceil(P / u), i - 1) layers; the prefetch's reach past layer 0 into the
+     embedding's bucket (non-unit, bucket 0) gathers nothing, that bucket being kept gathered the whole step ([nu]:
+     fsdp_unsharded_ends). Llama 3 8B tp 1: u = 218,112,000, P = 5e8: 3 prefetched, 4 u x 2 B = 1,744,896,000 B
+     (before [nu] the current unit was priced as the largest unit, the embedding: (525,336,576 + 3 u) x 2 =
+     2,359,345,152; before [pf] 2 x 525,336,576 x 2 = 2,101,346,304); 70B tp 8: u = 106,971,136, 5 prefetched:
+     6 u x 2 = 1,283,653,632 B (was (131,334,144 + 5 u) x 2 = 1,332,379,648) (tests/test_megatron_fsdp_prefetch.py).
+     Not priced: fsdp_double_buffer's 2-unit limit (off by default), a chunk's own average unit where kinds split
+     unevenly over the stages.
+[nu] Megatron-FSDP's non-unit buckets kept gathered (the modes [pf] prices, term fsdp_unsharded_ends, and in the kept
+     tensors of every moment of the step), NVIDIA/Megatron-LM @d98e8a64: the FSDP units are TransformerLayer,
+     MoETransformerLayer and MambaLayer by default for any sharding strategy but no_shard
+     (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py l. 163-173); every parameter outside them (the embedding,
+     a learned position embedding, the output layer, the final norm) is in a bucket of its own unit id None
+     (param_and_grad_buffer.py l. 1756-1810), and optim_grads_params shards every model weight buffer, these too
+     (is_model_weight_buffer_distributed, l. 2342-2345; l. 2652-2670). A non-unit module's forward pre-hook
+     all-gathers its direct parameters (megatron_fsdp.py l. 559-600, 793-811, 1074-1087); nothing releases them: the
+     post-forward release and the post-backward release are registered on FSDP units alone (l. 977-1001, 684-705,
+     1074-1125; _root_pre_backward marks only unit buckets releasable, l. 936-975), release_bucket's docstring says
+     non-unit buckets "should remain persistently allocated" (param_and_grad_buffer.py l. 4612-4650), and
+     synchronize_param_gather's reset(preserve_non_fsdp_units=True) (megatron_fsdp.py l. 1342-1347;
+     param_and_grad_buffer.py l. 4339-4386) marks them PRESERVED, their storage kept and refreshed in place by the
+     next all-gather (l. 4518-4527). So from the first forward on, the stage holding the embedding keeps E / t
+     (+ a learned position embedding, + an embedding norm) unsharded, and the stage holding the output layer its
+     V h / t (under PP a tied output layer's copy of the embedding) and the final norm, in the gathered weights'
+     bytes (2 B; an fp8-converted output layer 1 B [fa]). Llama 3 8B tp 1 (pp 1): (2 x 525,336,576 + 4,096) x 2 =
+     2,101,354,496 B; with [pf]'s 4 u, 3,846,250,496 B gathered at the peak (was 2,359,345,152: +1,486,905,344);
+     70B tp 8 on 64: (2 x 131,334,144 + 8,192) x 2 = 525,352,960 B + 6 u x 2 = 1,809,006,592 B (was 1,332,379,648)
+     (tests/test_megatron_fsdp_prefetch.py). Not priced: an MTP module's non-unit parameters (its projection and
+     norms), fine-grained param-gather hooks (megatron_fsdp_enable_fine_grained_param_gather, off by default).
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
      attention_softmax_in_fp32): Megatron-Core's DotProductAttention (dot_product_attention.py @d98e8a64 l. 100-109)
      runs fused_softmax.py FusedScaleMaskSoftmax: the fused CUDA kernel where is_kernel_available (l. 238-270:
@@ -1219,7 +1239,8 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #   fsdp_gathered_units     the unsharded weights of the layer units in flight at the peak (stack
 #                           fsdp.gathered_units_at_peak): FSDP1's current and prefetched unit [4], none at FSDP2's loss
 #                           backward [7]; torchtitan's last block, not resharded after its forward (fsdp_root_unit) [tt10];
-#                           Megatron-FSDP's current unit and the layer units its prefetch gathers (gather_prefetch_share) [pf]
+#                           Megatron-FSDP's current layer unit and the layer units its prefetch gathers
+#                           (gather_prefetch_share) [pf]
 #   fsdp_unit_grads         the unsharded gradient of the unit being reduce-scattered, in the reduce dtype (stack
 #                           fsdp.gathered_grad_units_at_peak, grad_reduce_bytes) [4]
 #   zero3_working_set       DeepSpeed ZeRO-3's gathered parameters at a layer's worst moment: the module's own
@@ -1244,7 +1265,8 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #                           its fp32 copy (stage3.py l. 1895-1915) beside the states [z3s]
 #   fsdp_unsharded_ends     the end units kept unsharded from their forward to their backward (stack fsdp.unsharded_ends;
 #                           torchtitan's [norm, output], the root unit before #1094) [7] [tt10] [lg1], 1 B a converted
-#                           weight under the fp8 all-gather [fa]
+#                           weight under the fp8 all-gather [fa]; Megatron-FSDP's non-unit buckets (embedding, output
+#                           layer, final norm), gathered the whole step [nu]
 #   fsdp_unsharded_stage    every unit of the stage gathered (2 B, the converted linears 1 B [fa]): under PP
 #                           (reshard_after_forward False) or torchtitan's "never", less what a resharding stage's
 #                           micro-batch frees first (regather_pp) [7]
@@ -2642,7 +2664,7 @@ class _PerLayer:
         # (the stage-independent parts of FSDP_TERMS, every plan's; _stage_fsdp adds the stage's)
         # the units gathered at the peak: the stack's gathered_units_at_peak of the largest unit, or, where the mode
         # prefetches up to a capacity (fsdp.gather_prefetch_share), the current unit and its prefetched layer units [pf]
-        current, prefetched, layer_unit = _gathered_units(pc, plan, stack)
+        current, prefetched, layer_unit, kept_on = _gathered_units(pc, plan, stack)
         self.fsdp_units = {
             "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, current * unit + prefetched * layer_unit)
                                             * settings.bpp.weights, 0.0),
@@ -2706,6 +2728,17 @@ class _PerLayer:
             ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + gathered
         both = ends["first"] + ends["last"]
         self.ends = {st: np.where(fsdp_on & ~held, np.where(single, both, v), 0.0) for st, v in ends.items()}
+        # Megatron-FSDP's non-unit buckets (the modes that prefetch to a capacity, kept_on): the embedding (and a learned
+        # position embedding, an embedding norm) on the first stage, the output layer (under PP a tied one's copy of the
+        # embedding) and the final norm on the last, gathered at their first forward and never released: the whole step,
+        # the optimizer step's moment included (self.kept_ends) [nu]
+        first_nu = pgb * (pc.embedding / tp + pc.position + pc.embedding_norm)
+        out_nu = np.where(single, float(pc.output or 0.0), float(pc.output or pc.embedding)) / tp
+        last_nu = (pgb - out_cut) * out_nu + pgb * pc.final_norm
+        nu = {"first": np.where(single, first_nu + last_nu, first_nu), "last": np.where(single, first_nu + last_nu, last_nu),
+              "mid": 0.0 * tp}
+        self.kept_ends = {st: np.where(fsdp_on & ~held & kept_on, v, 0.0) for st, v in nu.items()}
+        self.ends = {st: self.ends[st] + self.kept_ends[st] for st in self.ends}
         self._reduce_parts(plan, pc, stack, tr)  # [rs]
 
     def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
@@ -3161,7 +3194,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # what every moment of the step holds: the states, every sharded gradient (allocated at the
     # end of the backward and at the optimizer step, no longer only reserved), the workspaces, the
     # quantized copies, the mpu buffer, the rotary tables, TE's dummy weight gradients, the MoE dispatchers' attributes
-    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies + moe_held
+    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies + moe_held + per.kept_ends[end]
     grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
         # the end of the backward [tt7]: its excess over the peak above is FSDP's; the sharded gradients it
@@ -3210,27 +3243,26 @@ def _layer_and_queue_capacity(pc: ParamCounts, plan: PlanArrays, stack):
 
 
 def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack):
-    """(current, prefetched, layer) of fsdp_gathered_units = (current x the largest unit + prefetched x layer) x the
-    weights' bytes [pf]: the stack's gathered_units_at_peak of the largest unit (0 prefetched) where its fsdp spec has
-    no gather_prefetch_share or the plan's mode no reduce-scatter queue (runs.sharding reduce_queue_units); else
-    Megatron-FSDP's all-gather prefetch: the current unit and min(ceil(P / layer), the chunk's layers) layer units,
-    P = floor(share x the queue's capacity), layer the largest layer unit a GPU (the chunk's layers, not one fewer:
-    on the first / last stage the prefetch also reaches the embedding's / output layer's bucket, which the current
-    unit, the largest, stands for; a middle stage whose chunk is within P: one layer unit over) [pf]."""
+    """(current, prefetched, layer, on) of fsdp_gathered_units = (current x the largest unit + prefetched x layer) x
+    the weights' bytes [pf]: the stack's gathered_units_at_peak of the largest unit (0 prefetched) where its fsdp spec
+    has no gather_prefetch_share or the plan's mode no reduce-scatter queue (runs.sharding reduce_queue_units); else
+    (`on`) Megatron-FSDP's all-gather prefetch: no end unit (its non-unit buckets, the embedding's and output layer's,
+    are kept gathered the whole step, fsdp_unsharded_ends [nu]) and min(1 + ceil(P / layer), the chunk's layers) layer
+    units, the current one and those it prefetches, P = floor(share x the queue's capacity), layer the largest layer
+    unit a GPU (the prefetch's reach past the chunk's layers, into the end buckets, gathers nothing: they are already
+    gathered) [pf]."""
     fs = stack.fsdp
     tp = plan.tp.astype(np.float64)
     base = np.full(np.shape(tp), fs.gathered_units_at_peak)
     if fs.gather_prefetch_share is None:  # stack data: no mode prefetches to a capacity
-        return base, 0.0 * tp, 0.0 * tp
+        return base, 0.0 * tp, 0.0 * tp, np.zeros(np.shape(tp), dtype=bool)
     layer, cap = _layer_and_queue_capacity(pc, plan, stack)
     on = ~np.isnan(reduce_queue_units(stack, plan)) & (layer > 0)
     budget = np.floor(fs.gather_prefetch_share * cap)
-    # at most the largest model chunk's layers (each chunk its own Megatron-FSDP module and all-gather pipeline): the
-    # chunk's other layers and, on the stages holding them, the embedding's / output layer's bucket the prefetch
-    # reaches after them, the current unit priced as the largest unit standing for the chunk's last layer gathered
+    # at most the largest model chunk's layers (each chunk its own Megatron-FSDP module and all-gather pipeline)
     chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
-    prefetched = np.minimum(np.ceil(budget / np.where(layer > 0, layer, 1.0)), chunk)
-    return np.where(on, 1.0, base), np.where(on, prefetched, 0.0), layer
+    units = np.minimum(1.0 + np.ceil(budget / np.where(layer > 0, layer, 1.0)), chunk)
+    return np.where(on, 0.0, base), np.where(on, units, 0.0), layer, on
 
 
 def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):

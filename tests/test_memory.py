@@ -264,17 +264,19 @@ def test_fsdp_buffers_and_reserve(explain):
     m = load_model("llama3-70b")
     pc = count_params(m)
     _, _, est, _ = explain(model="llama3-70b", gpus=4096, tp=8, sharding="fsdp")
-    # the unsharded bf16 units (megatron's default fsdp mode, optim_grads_params: the current unit, priced as the
-    # largest, and the layer units Megatron-FSDP's all-gather prefetches up to 5e8 parameters, memory.py [pf]:
-    # ceil(5e8 / 106,971,136) = 5 layers of 855,638,016 / 8 + two norms 8,192 whole) + one unsharded gradient in the
-    # dtype the stack reduces it in (megatron: fp32, stack_db fsdp.grad_reduce_bytes 4); the largest unit is the
-    # 1.05e9-parameter vocab matrix / 8 (larger than a 0.86e9-parameter layer / 8)
+    # the unsharded bf16 units (megatron's default fsdp mode, optim_grads_params: the current layer unit and the
+    # layer units Megatron-FSDP's all-gather prefetches up to 5e8 parameters, memory.py [pf]:
+    # ceil(5e8 / 106,971,136) = 5 layers of 855,638,016 / 8 + two norms 8,192 whole; the embedding and output layer
+    # are non-unit buckets kept gathered, fsdp_unsharded_ends, [nu]: 2 x (2 x 131,334,144 + 8,192)) + one unsharded
+    # gradient in the dtype the stack reduces it in (megatron: fp32, stack_db fsdp.grad_reduce_bytes 4); the largest
+    # unit is the 1.05e9-parameter vocab matrix / 8 (larger than a 0.86e9-parameter layer / 8)
     unit = max(pc.as_dict()["per_layer"], pc.embedding) / 8
     assert unit == 131_334_144
-    assert float(est.memory.fsdp_gathered_units) == pytest.approx(2 * (unit + 5 * 106_971_136))
+    assert float(est.memory.fsdp_gathered_units) == pytest.approx(2 * 6 * 106_971_136)
+    assert float(est.memory.fsdp_unsharded_ends) == 2 * (2 * unit + 8192)
     assert float(est.memory.fsdp_unit_grads) == pytest.approx(4 * unit)
-    # nothing else of FSDP's on megatron without PP: no end unit kept unsharded, no end-of-backward moment
-    others = [k for k in FSDP_TERMS if k not in ("fsdp_gathered_units", "fsdp_unit_grads")]
+    # nothing else of FSDP's on megatron without PP: no end-of-backward moment, no other kept end unit
+    others = [k for k in FSDP_TERMS if k not in ("fsdp_gathered_units", "fsdp_unit_grads", "fsdp_unsharded_ends")]
     assert [float(est.memory[k]) for k in others] == [0.0] * len(others)
     assert float(est.memory.reserve) == 2**30
 

@@ -86,12 +86,16 @@ def test_torch_fsdp2_left_unset_runs_and_exports_the_fusion_off(explain, tmp_pat
     # peak's fsdp_unit_grads 4 x 525,336,576 (the embedding, the largest unit; torch_fsdp2's too)
     queue = 24 * 218_112_000 - 5 * 570_425_344 - 4 * 525_336_576
     assert queue == 281_214_976 and mfsdp["memory"]["terms"]["zero2_reduce_input"] == queue
-    # and Megatron-FSDP's all-gather prefetch (memory.py [pf]): beside the current unit (priced as the largest,
-    # 525,336,576) ceil(5e8 / u) = 3 prefetched layers, not torch_fsdp2's second largest unit: 2 x (3 u - E)
-    prefetch = 2 * (3 * 218_112_000 - 525_336_576)
-    assert prefetch == 257_998_848
+    # and Megatron-FSDP's all-gather prefetch (memory.py [pf]): the current layer unit and ceil(5e8 / u) = 3 prefetched
+    # layers, 4 u, in place of torch_fsdp2's two largest units (2 E): 2 x (4 u - 2 E)
+    prefetch = 2 * (4 * 218_112_000 - 2 * 525_336_576)
+    assert prefetch == -356_450_304
     assert mfsdp["memory"]["terms"]["fsdp_gathered_units"] - unset["memory"]["terms"]["fsdp_gathered_units"] == prefetch
-    assert mfsdp["memory"]["allocated_bytes"] - unset["memory"]["allocated_bytes"] == dummies + queue + prefetch
+    # and its non-unit buckets kept gathered (memory.py [nu]): embedding, untied output layer, final norm, 2 B each
+    ends = 2 * (2 * 525_336_576 + 4096)
+    assert ends == 2_101_354_496 and mfsdp["memory"]["terms"]["fsdp_unsharded_ends"] == ends
+    assert unset["memory"]["terms"]["fsdp_unsharded_ends"] == 0.0
+    assert mfsdp["memory"]["allocated_bytes"] - unset["memory"]["allocated_bytes"] == dummies + queue + prefetch + ends
     assert unset["time"]["step_s"] == mfsdp["time"]["step_s"]
     plan = resolved_plan(Job(**FSDP2))
     text, _ = export_plan(plan, "megatron")
