@@ -497,13 +497,19 @@ def llama405_noovl_inline() -> str:
     return f"{pct(th['mfu'])} MFU (PaLM; {pct(th['mfu_6n'])} 6N): {_band(th['mfu'])}"
 
 
+def _plan_phrase(r: dict, setting: str) -> str:
+    """A fit row in a phrase: layout, vpp, `setting` (the row's sharding or recompute), micro-batches, memory, step,
+    MFU both ways."""
+    p, th = r["plan"], r["throughput"]
+    return (f"{_layout(p)} (TPxCPxPPxDP), vpp {p['vpp']}, {setting}, {_mb(p)} micro-batches, "
+            f"{r['memory']['total_bytes'] / GIB:.1f} GiB, {r['time']['step_s']:.2f} s, {pct(th['mfu'])} MFU "
+            f"(PaLM; {pct(th['mfu_6n'])} 6N)")
+
+
 def llama405_top_inline() -> str:
     """Inline: the megatron top plan in a phrase."""
     r = _top405()
-    p, th = r["plan"], r["throughput"]
-    return (f"{_layout(p)} (TPxCPxPPxDP), vpp {p['vpp']}, {p['sharding']}, {_mb(p)} micro-batches, "
-            f"{r['memory']['total_bytes'] / GIB:.1f} GiB, {r['time']['step_s']:.2f} s, {pct(th['mfu'])} MFU "
-            f"(PaLM; {pct(th['mfu_6n'])} 6N): {_band(th['mfu'])}")
+    return f"{_plan_phrase(r, r['plan']['sharding'])}: {_band(r['throughput']['mfu'])}"
 
 
 def llama405_meta_inline() -> str:
@@ -518,10 +524,7 @@ def llama405_meta_inline() -> str:
 def llama405_meta_top_inline() -> str:
     """Inline: the llama3-meta stack's top plan in a phrase."""
     r = _fit405("llama3-meta")[0][0]
-    p, th = r["plan"], r["throughput"]
-    return (f"{_layout(p)} (TPxCPxPPxDP), vpp {p['vpp']}, {_mb(p)} micro-batches, {p['recompute']} recompute, "
-            f"{r['memory']['total_bytes'] / GIB:.1f} GiB, {r['time']['step_s']:.2f} s, {pct(th['mfu'])} MFU "
-            f"(PaLM; {pct(th['mfu_6n'])} 6N)")
+    return _plan_phrase(r, f"{r['plan']['recompute']} recompute")
 
 
 def llama405_scaling_inline() -> str:
