@@ -1386,6 +1386,38 @@ def explain_args(job: Job, row: dict) -> list[str]:
     return args + stack_args(d, stack)
 
 
+def config_explain_args(path: str, job: Job, row: dict) -> list[str]:
+    """`planner explain CONFIG` arguments that price a row of `planner fit CONFIG` (the file, whose
+    non-plan settings every row took): the row's GPU count and every plan axis fit searched, each
+    named (an option beats the file's value: none of the file's plan is kept), then the stack options
+    where the row's differ from what resolve infers (stack_args; TP overlap is named above, the stack
+    is the file's). The job options given to the fit itself (--seq-len, --hardware, ...) are the
+    caller's to repeat."""
+    d = _job_fields(job, row["plan"])
+    args = [str(path), "--gpus", str(d["gpus"])]
+    for key, flag in (("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("vpp", "--vpp"), ("dp", "--dp"),
+                      ("micro_batch", "--micro-batch")):
+        args += [flag, str(d[key])]
+    args += ["--sharding", str(d.get("sharding_mode") or d["sharding"])]
+    if d["sharding"] == "hsdp":
+        args += ["--shard-group", str(d["shard_group"])]
+    args += ["--recompute", str(d["recompute"]), "--sequence-parallel" if d["sequence_parallel"] else "--no-sequence-parallel",
+             "--schedule", str(d["schedule"]), "--rank-order", str(d["rank_order"])]
+    if "moe_capacity_factor" in row["plan"]:  # a mixture-of-experts model: its expert axes
+        args += ["--ep", str(d["ep"]), "--etp", str(d.get("etp") or d["tp"])]
+    args.append("--tp-comm-overlap" if d.get("tp_comm_overlap") else "--no-tp-comm-overlap")
+    rest = stack_args(d, load_stack(d["stack"]))
+    i = 0
+    while i < len(rest):
+        if rest[i] == "--stack":
+            i += 2
+            continue
+        if rest[i] not in ("--tp-comm-overlap", "--no-tp-comm-overlap"):
+            args.append(rest[i])
+        i += 1
+    return args
+
+
 # the FIELD_OPTIONS fields explain_args reads from the row itself (above); the others from the job
 _ROW_FIELDS = ("fp8_attention", "fp16", "moe_router_pre_softmax", "fsdp_root_unit", "moe_aux_loss_coeff",
                "moe_z_loss_coeff", "moe_dispatcher", "fp8_grouped_experts")
@@ -1690,6 +1722,60 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
                      assumed=list(job_assumed))
 
 
+def row_objective(row: dict, objective: str) -> tuple:
+    """The ranking keys of one plan priced by explain (its to_json `row`), as _search_space ranks a
+    candidate: (objective, memory) for time and cost, (memory, memory, step) for memory, each
+    rank_key-rounded. The step is the row's step time, or over a batch ramp the run's time per
+    last-batch step (batch_ramp.phase_weights: each phase's steps x gbs x seq / tokens times its step,
+    the figure step_times ranks on); the memory the heaviest stage's total, or the ramp's peak."""
+    p, th = row["plan"], row["throughput"]
+    step = row["time"]["step_s"]
+    memory = th.get("memory_peak_bytes_ramp", row["memory"]["total_bytes"])
+    if th.get("batch_ramp"):
+        scale = float(p["global_batch"]) * float(p["seq_len"]) / float(p["tokens"])
+        step = 0.0
+        for ph in th["batch_ramp"]:
+            step += ph["steps"] * scale * ph["step_s"]
+    obj = {"time": step, "memory": memory, "cost": p["gpus"] * step / (p["global_batch"] * p["seq_len"])}[objective]
+    keys = (obj, memory, step) if objective == "memory" else (obj, memory)
+    return tuple(float(rank_key(k)) for k in keys)
+
+
+def rank_config(result: FitResult, row: dict) -> dict:
+    """Where a plan priced by explain (`planner fit CONFIG`'s own plan, its to_json `row`) ranks among
+    the fitting plans of a one-count search run with keep_feasible (every fitting candidate's step at
+    every rank order, its best variant: _search_space): rank = 1 + the fitting plans whose ranking keys
+    (row_objective) sort before its own, of `of` fitting plans, each counted as the table counts a row
+    (one per candidate and distinct rounded step: orders that give it the same step are one row).
+    `searched`: a searched plan has the same keys (the file's plan is among the candidates, or one
+    priced the same); where none has (the search chose a stack option of that plan otherwise, e.g.
+    the faster TP overlap, or the plan is outside the searched space: a pin, a --max-* bound), `of`
+    counts it too."""
+    if not result.feasible:
+        raise ValueError("rank_config needs a fit run with keep_feasible")
+    own = row_objective(row, result.objective)
+    better = of = 0
+    same = False
+    for f in result.feasible:
+        space = f["space"]
+        step = rank_key(f["step"])
+        # one per candidate and distinct rounded step (the table's rows)
+        _, first = np.unique(np.stack([f["base"], f["rc"], step.view(np.int64)]), axis=1, return_index=True)
+        memory, step, b = f["memory"][first], f["step"][first], f["base"][first]
+        obj = rank_key(_objective(result.objective, space.settings, space, step, memory, b))
+        mem_k = rank_key(memory)
+        keys = (obj, mem_k, rank_key(step)) if result.objective == "memory" else (obj, mem_k)
+        lt = np.zeros(len(first), dtype=bool)
+        eq = np.ones(len(first), dtype=bool)
+        for k, o in zip(keys, own):
+            lt |= eq & (k < o)
+            eq &= k == o
+        better += int(lt.sum())
+        of += len(first)
+        same |= bool(eq.any())
+    return {"rank": better + 1, "of": of + (0 if same else 1), "searched": same}
+
+
 def load_fit_rows(path) -> list[dict]:
     """The rows of `planner fit --format json|yaml` saved to a file."""
     from . import files
@@ -1700,6 +1786,8 @@ def load_fit_rows(path) -> list[dict]:
         data = files.parse_json(text, str(path), hint)
     except PlannerError:
         data = files.parse_yaml(text, str(path))  # `--format yaml`
+    if isinstance(data, dict) and isinstance(data.get("rows"), list) and "config_plan" in data:
+        data = data["rows"]  # `planner fit CONFIG --format json`: the rows beside the file's own plan
     if not isinstance(data, list) or not all(isinstance(r, dict) and isinstance(r.get("plan"), dict) for r in data):
         raise PlannerError(f"{path}: not the output of `planner fit --format json`", "save it with: planner fit ... --format json > fit.json")
     return data

@@ -169,6 +169,20 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     return validate(Job, data, str(path) if path else "command line"), where
 
 
+def explain_json(job: Job, where: str, trainer=None) -> tuple[dict, object]:
+    """`planner explain --format json` of one job, and its Settings: resolve, evaluate, to_json, the
+    trainer config's block (trainer: the TrainerConfig load_job read, or None) and the plan's warnings.
+    The one path `explain` and `fit CONFIG`'s own plan (planner/cli/fit_config.py) price a job by."""
+    settings, plan, warnings = resolve(job, where)
+    res = to_json(settings, plan, evaluate(settings, plan))
+    if trainer is not None:  # the reader's assumed lines and what it did not price, as data (planner/trainers/report.py)
+        from ..trainers.report import with_config
+
+        with_config(res, trainer)
+    res["warnings"] = warnings
+    return res, settings
+
+
 ConfigFormatOption = typer.Option(
     None, "--config-format",
     help=f"read the job file as a trainer config: {'|'.join(READ_FORMATS)} (default: detected: .toml torchtitan, "
@@ -521,13 +535,8 @@ def register(app: typer.Typer) -> None:
             step_batch_size_schedule, moe_pad_to_capacity, **fields)
         read: list = []  # the trainer config read, if the job file is one
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format, read)
-        settings, plan, warnings = resolve(job, where)
-        res = to_json(settings, plan, evaluate(settings, plan))
-        if read:  # the reader's assumed lines and what it did not price, as data (planner/trainers/report.py)
-            from ..trainers.report import with_config
-
-            with_config(res, read[0])
-        res["warnings"] = warnings
+        res, settings = explain_json(job, where, read[0] if read else None)
+        warnings = res["warnings"]
         if plot is not None:
             from ..plot import memory_figure, save_figure
 

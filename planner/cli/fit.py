@@ -10,7 +10,7 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import (field_values, with_field_options, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+from .core import (ConfigFormatOption, field_values, with_field_options, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from .. import files
 from ..errors import NoFitError, PlannerError
@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     @with_field_options
     def fit_cmd(
+        job_file: Optional[Path] = typer.Argument(None, help="a trainer config (torchtitan .toml, Megatron launch script / argument file, DeepSpeed .json, torchtitan 0.3.0 launch line) or a job YAML: the job (model, GPUs, batch, precision, stack, ...) as `planner explain` reads it; its plan is searched, not pinned, and is priced and ranked among the rows", exists=False),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
         gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU count, or counts to compare: a comma list (2048,4096) or a doubling range (512..4096)"),
         hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: h100-sxm)"),
@@ -115,6 +116,7 @@ def register(app: typer.Typer) -> None:
         pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         pp_p2p_overlap_warmup_flush: Optional[bool] = PpP2pWarmupFlushOption,
         step_batch_size_schedule: Optional[str] = StepBatchScheduleOption,
+        config_format: Optional[str] = ConfigFormatOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -127,14 +129,18 @@ def register(app: typer.Typer) -> None:
     ):
         """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
         micro-batch, sharding, recompute, SP, schedule, rank order) by step time; exit 1 with
-        the closest plan when none fits."""
+        the closest plan when none fits.
+
+        Given a trainer config (or a job YAML), the job is the file's, as `planner explain`
+        reads it, every option beating the file's value with a note; its plan is searched, not
+        pinned, and is priced and ranked beside the rows (stderr; `config_plan` in json|yaml)."""
         if gpus is not None and ".." in str(gpus):
             from ..budget import parse_gpu_list
 
             gpus_list = parse_gpu_list(gpus, "--gpus")
         else:
             gpus_list = list(_ints(gpus, "--gpus") or ())
-        job, where = load_job(None, dict(
+        overrides = dict(
             model=model, gpus=gpus_list[0] if gpus_list else None, hardware=hardware, seq_len=seq_len,
             global_batch=global_batch,
             global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
@@ -155,7 +161,33 @@ def register(app: typer.Typer) -> None:
             # job fields every candidate takes as they are (planner/field_options.py; e.g. fp8_attention: the
             # recipes that run it, space.py; fp16: the sharding modes that take it, plan.stack_for_settings)
             **field_values(fields),
-        ))
+        )
+        own = None  # the job of the file's own plan (fit CONFIG), priced and ranked beside the rows
+        config = None  # fit CONFIG: (the file, its job options as given, the file's settings explain keeps), for the rows' explain commands
+        if job_file is None:
+            job, where = load_job(None, overrides, config_format)
+        else:  # (planner/cli/fit_config.py: imported only here, with the readers it brings)
+            from .fit_config import config_jobs, unkept
+
+            pins = _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, recompute, sequence_parallel,
+                         schedule, rank_orders)
+            bounds = {}  # the options that bound a plan axis's search without pinning it (--max-pp 4, --tp 4,8)
+            for field, values, flag, bound, max_flag in (
+                    ("tp", tp, "--tp", max_tp, "--max-tp"), ("cp", cp, "--cp", max_cp, "--max-cp"),
+                    ("pp", pp, "--pp", max_pp, "--max-pp"), ("vpp", vpp, "--vpp", max_vpp, "--max-vpp"),
+                    ("dp", dp, "--dp", max_dp, "--max-dp"), ("micro_batch", micro_batch, "--micro-batch", max_micro_batch,
+                                                            "--max-micro-batch"),
+                    ("ep", ep, "--ep", max_ep, "--max-ep"), ("etp", etp, "--etp", max_etp, "--max-etp"),
+                    ("sharding", sharding, "--sharding", None, None), ("recompute", recompute, "--recompute", None, None),
+                    ("schedule", schedule, "--schedule", None, None), ("shard_group", shard_group, "--shard-group", None, None)):
+                said = ([f"{flag} {values}"] if values is not None and pins.get(field) is None else []) + (
+                    [f"{max_flag} {bound}"] if bound is not None else [])
+                if said:
+                    bounds[field] = " ".join(said)
+            job, own, where, trainer = config_jobs(job_file, overrides, pins, config_format, bounds)
+            if not gpus_list:
+                gpus_list = [job.gpus]
+            config = (str(job_file), _given_job_args(), unkept(own, overrides, pins))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
         opts = SpaceOptions(
@@ -190,10 +222,31 @@ def register(app: typer.Typer) -> None:
             if differs is not None:  # torchtitan's own flavor of the model prices otherwise (issue 22): said, not refused
                 note(differs)
         several = len(gpus_list) > 1
-        with progress("fit", len(gpus_list)) as tick:
-            result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
-                         search_dispatchers=fields.get("moe_dispatcher") is None,
-                         keep_feasible=plot is not None and not several, progress=tick)
+        config_plan = None
+        if own is not None:
+            from .fit_config import price_config
+
+            own_res, why = price_config(own, where, trainer, several)
+            config_plan = {"file": str(job_file), "rank": None, "of": None, "searched": None, "reason": why,
+                           "explain": own_res}
+        ranking = config_plan is not None and config_plan["reason"] is None
+        try:
+            with progress("fit", len(gpus_list)) as tick:
+                result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                             search_dispatchers=fields.get("moe_dispatcher") is None,
+                             keep_feasible=(plot is not None or ranking) and not several, progress=tick)
+        except NoFitError:
+            if config_plan is not None:
+                if ranking:
+                    config_plan["reason"] = "no searched plan fits"
+                note(_config_line(config_plan, None))
+            raise
+        if ranking:
+            from ..search import rank_config
+
+            config_plan.update(rank_config(result, config_plan["explain"]))
+        if config_plan is not None:
+            note(_config_line(config_plan, result.rows[0] if result.rows else None))
         for w in result.warnings:
             warn(w)
         if result.counts.dispatchers:  # the MoE dispatcher searched (search.dispatcher_settings)
@@ -234,11 +287,116 @@ def register(app: typer.Typer) -> None:
         if explain_row is not None:
             if explain_row > len(rows):
                 raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")
-            emit_fit_row(rows[explain_row - 1], job, fmt)
+            emit_fit_row(rows[explain_row - 1], job, fmt, config)
             return
         if several and fmt == Format.table:
             rows = result.best  # the best plan of each GPU count (json|yaml|csv keep the ranked rows)
-        emit_fit(result, rows[:top] if not several or fmt != Format.table else rows, job, opts.rank_orders, fmt)
+        emit_fit(result, rows[:top] if not several or fmt != Format.table else rows, job, opts.rank_orders, fmt,
+                 config_plan=_config_json(config_plan, result.rows[0]) if config_plan is not None else None, config=config)
+
+
+# fit's options that are no job option of `planner explain CONFIG` (the search's own, and the plan axes and GPU
+# count a row's explain command names from the row itself: search.config_explain_args)
+_NOT_EXPLAIN = ("job_file", "gpus", "tp", "cp", "pp", "vpp", "dp", "micro_batch", "max_tp", "max_cp", "max_pp", "max_vpp",
+                "max_dp", "max_micro_batch", "ep", "max_ep", "etp", "max_etp", "sharding", "shard_group", "recompute",
+                "sequence_parallel", "schedule", "rank_orders", "max_layer_slack", "tp_comm_overlap", "objective", "top",
+                "explain_row", "plot", "export", "output", "fmt", "quiet")
+
+
+def _given_job_args() -> Optional[list[str]]:
+    """The job options given to this `fit CONFIG` on the command line, as written for `planner explain CONFIG`
+    (the two commands spell them alike: core.py's shared options), for the rows' explain commands; None where
+    the command line cannot be read back (no click context), which the row command then says."""
+    try:  # typer >= 0.16 vendors click as typer._click (planner/cli/__init__.py)
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return None
+    args: list[str] = []
+    for p in ctx.command.params:
+        source = ctx.get_parameter_source(p.name) if p.name else None
+        if p.name in _NOT_EXPLAIN or source is None or source.name != "COMMANDLINE" or not p.opts:
+            continue
+        v = ctx.params.get(p.name)
+        if getattr(p, "is_flag", False):
+            if p.secondary_opts:
+                args.append(p.opts[0] if v else p.secondary_opts[0])
+            elif v:
+                args.append(p.opts[0])
+        elif v is not None:
+            args += [p.opts[0], repr(v) if isinstance(v, float) else str(v)]
+    return args
+
+
+def _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, recompute, sequence_parallel, schedule,
+          rank_orders) -> dict:
+    """The plan axes fit's options pin to one value, as job fields (--tp 8: tp=8; --sharding takes a level or a
+    mode of the stack, as explain's: job_options), for `fit CONFIG`: each beats the file's value as any option
+    does (core.load_job, with its note), so that the file's own plan is the one `planner explain CONFIG` prices
+    with the same options. A comma list pins the search only (SpaceOptions), not the file's plan."""
+    from .core import SHARDING_LEVELS
+
+    def one(text, option):
+        v = _ints(text, option)
+        return v[0] if v is not None and len(v) == 1 else None
+
+    def one_name(text):
+        v = _names(text)
+        return v[0] if v is not None and len(v) == 1 else None
+
+    mode = one_name(sharding)
+    order = rank_orders if rank_orders not in (RANK_ORDERS_TP_INNER, "all") and "," not in rank_orders else None
+    return dict(tp=one(tp, "--tp"), cp=one(cp, "--cp"), pp=one(pp, "--pp"), vpp=one(vpp, "--vpp"), dp=one(dp, "--dp"),
+                micro_batch=one(micro_batch, "--micro-batch"), ep=one(ep, "--ep"), etp=one(etp, "--etp"),
+                shard_group=one(shard_group, "--shard-group"), recompute=one_name(recompute),
+                sequence_parallel=sequence_parallel, schedule=one_name(schedule), rank_order=order,
+                **({"sharding_mode": mode} if mode is not None and mode not in SHARDING_LEVELS else {"sharding": mode}))
+
+
+def _plan_text(p: dict) -> str:
+    """'TP1xCP1xPP1xDP8 (zero1, micro-batch 1 x 16, recompute none)' of a plan_dict."""
+    from ..render.fit import _sharding  # the table's sharding column
+
+    vpp = f", vpp {p['vpp']}" if p["vpp"] > 1 else ""
+    return (f"TP{p['tp']}xCP{p['cp']}xPP{p['pp']}xDP{p['dp']} ({_sharding(p)}{vpp}, "
+            f"micro-batch {p['micro_batch']} x {p['microbatches_per_step']}, recompute {p['recompute']})")
+
+
+def _config_line(cp: dict, top_row: Optional[dict]) -> str:
+    """The stderr line of `fit CONFIG`: the file's own plan, where it ranks (or why not), its step
+    and MFU, and how much faster the top row is (the file plan's step / the top row's - 1)."""
+    res = cp["explain"]
+    if res is None:
+        return f"{cp['file']}: your config's plan is not ranked: {cp['reason']}"
+    head = f"{cp['file']}: your config's plan {_plan_text(res['plan'])}"
+    figures = f"step {res['time']['step_s']:.3g} s, MFU {100 * res['throughput']['mfu']:.1f}%"
+    if cp["rank"] is None:
+        return f"{head}: not ranked: {cp['reason']} ({figures} as planned)" + _versus(res, top_row)
+    outside = "" if cp["searched"] else (" (no searched plan prices the same: a stack option the search chooses "
+                                          "otherwise, or a plan outside the searched space)")
+    if cp["rank"] == 1 and cp["searched"]:  # nothing ranks before it and a searched plan prices the same: the top row
+        return f"{head}: rank 1 of {cp['of']:,}, {figures}: the top row prices the same"
+    return f"{head}: rank {cp['rank']:,} of {cp['of']:,}{outside}, {figures}" + _versus(res, top_row)
+
+
+def _versus(res: dict, top_row: Optional[dict]) -> str:
+    if top_row is None:
+        return ""
+    r = res["time"]["step_s"] / top_row["time"]["step_s"] - 1.0
+    return (f"; top plan {_plan_text(top_row['plan'])} {100 * abs(r):.1f}% {'faster' if r >= 0 else 'slower'} "
+            f"(step {top_row['time']['step_s']:.3g} s)")
+
+
+def _config_json(cp: dict, top_row: dict) -> dict:
+    """The `config_plan` object of `fit CONFIG --format json|yaml`: the file, its plan's rank of `of`
+    (null with `reason` where it is not ranked), `searched`, the top row's speed-up over it
+    (`top_speedup`: the file plan's step / the top row's - 1) and explain's JSON of it (`explain`)."""
+    res = cp["explain"]
+    speedup = None if res is None else res["time"]["step_s"] / top_row["time"]["step_s"] - 1.0
+    return {"file": cp["file"], "rank": cp["rank"], "of": cp["of"], "searched": cp["searched"], "reason": cp["reason"],
+            "top_speedup": speedup, "explain": res}
 
 
 def note_calibration(rows: list[dict]) -> None:

@@ -7,7 +7,7 @@ import shlex
 
 from rich.table import Table
 
-from ..search import explain_args
+from ..search import config_explain_args, explain_args
 from ..space import RANK_ORDERS_TP_INNER
 from .common import Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, pct, print_wide, seconds
 from .explain import explain_table
@@ -85,21 +85,39 @@ def searched(result) -> str:
             f"{c.did_not_fit:,} did not fit, {c.feasible:,} fit{dropped}")
 
 
-def emit_fit(result, rows: list[dict], job, rank_orders, fmt: Format) -> None:
+def emit_fit(result, rows: list[dict], job, rank_orders, fmt: Format, config_plan: dict | None = None,
+             config: tuple | None = None) -> None:
     """The first `rows` of a fit result; a machine format gets the counts as a note on stderr.
-    The rank-order column appears when --rank-orders was given or a row is not tp-cp-pp-dp."""
+    The rank-order column appears when --rank-orders was given or a row is not tp-cp-pp-dp.
+    config_plan (`fit CONFIG`): json and yaml print {"rows": [...], "config_plan": {...}} (the rows
+    as ever, the file's own plan beside them); csv the rows alone."""
     if fmt != Format.table:
         note(searched(result))
     shown_orders = rank_orders != RANK_ORDERS_TP_INNER or any(r["plan"]["rank_order"] != "tp-cp-pp-dp" for r in rows)
-    emit(rows, fmt, lambda: fit_table(result.__class__(**{**result.__dict__, "rows": rows}), job,
-                                      result.gpus, shown_orders))
+    data = {"rows": rows, "config_plan": config_plan} if config_plan is not None and fmt in (Format.json, Format.yaml) else rows
+    emit(data, fmt, lambda: fit_table(result.__class__(**{**result.__dict__, "rows": rows}), job,
+                                      result.gpus, shown_orders, config))
 
 
-def emit_fit_row(res: dict, job, fmt: Format) -> None:
+def row_command(job, row: dict, config: tuple | None) -> str:
+    """The `planner explain` command that prices a fit row: from the model and options (explain_args), or
+    for `fit CONFIG` (config: (the file, the job options given to the fit as explain takes them, or None
+    where they could not be read back, the file's settings explain keeps: fit_config.unkept)) from the file
+    with the row's plan (config_explain_args)."""
+    if config is None:
+        return f"planner explain {shlex.join(explain_args(job, row))}"
+    path, given, kept = config
+    return (f"planner explain {shlex.join(config_explain_args(path, job, row) + (given or []))}"
+            + (" and this command's job options" if given is None else "")
+            + (f" (it keeps the file's {', '.join(kept)}, which the row was priced without: --explain N here prices "
+               "the row itself)" if kept else ""))
+
+
+def emit_fit_row(res: dict, job, fmt: Format, config: tuple | None = None) -> None:
     """`fit --explain N`: row N as `explain` shows it, and the explain command that repeats it."""
     emit(res, fmt, lambda: explain_table(res, res.get("warnings", [])))
     if fmt == Format.table:
-        out.print(f"  the same: planner explain {shlex.join(explain_args(job, res))}")
+        out.print(f"  the same: {row_command(job, res, config)}")
 
 
 def _ranked_by(objective: str, p0: dict) -> str:
@@ -120,7 +138,7 @@ def ramp_text(schedule: list) -> str:
             "step s, MFU, tokens/s: the last phase's; days: the whole run, each phase's steps at its own batch")
 
 
-def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
+def fit_table(result, job, gpus_list, rank_order_shown: bool, config: tuple | None = None) -> None:
     """The ranked plans."""
     c = result.counts
     rows = result.rows
@@ -184,5 +202,5 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     searched_off = uncompiled_text(rows, job)
     if searched_off:
         out.print(f"  {searched_off}")
-    out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
+    out.print(f"  row 1 in full: {row_command(job, rows[0], config)}")
     out.print("  (or add --explain N to this command for the breakdown of row N)")

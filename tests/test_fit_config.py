@@ -1,0 +1,224 @@
+"""`planner fit CONFIG` (issue 22, "fit takes no trainer config"): the file gives the job, fit searches
+the plan, and the file's own plan is priced by explain's path and ranked among the rows.
+
+Files: tests/data/trainer_configs/ (their sources in that folder's README.md). The figures compared
+are the planner's own through two paths (fit's search against `planner explain`, and fit CONFIG
+against a plain `fit --model` of the same job), and the hand-counted facts of the files (8 GPUs from
+the script's torchrun line, 128 x 8,192 tokens, fp8, the torchtitan preset's 64 x 8,192)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from conftest import assert_one_error
+
+from planner.render.common import GiB
+
+D = "tests/data/trainer_configs/"
+FP8 = D + "train_llama3_8b_h100_fp8.sh"  # NVIDIA's Llama 3 8B fp8 script: 8 H100 (GPUS_PER_NODE 8, NUM_NODES 1)
+TOML = D + "llama3_8b.toml"  # torchtitan's Llama 3 8B preset: no GPU count (the launcher's)
+DS = D + "ds_config_zero3.json"  # a DeepSpeed ZeRO-3 JSON: no model, no sequence length
+
+
+def _json(r) -> dict:
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _line(stderr: str, needle: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if needle in ln]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_the_fp8_script_on_8_h100_its_own_plan_does_not_fit_the_top_row_does(cli):
+    r = cli("fit", FP8, "--top", "3", "--format", "json")
+    d = _json(r)
+    rows, cp = d["rows"], d["config_plan"]
+    assert len(rows) == 3
+    # the file's facts, in every row: 8 GPUs (torchrun 8 x 1), 128 x 8,192 tokens, fp8 on megatron
+    for row in rows:
+        p = row["plan"]
+        assert (p["gpus"], p["global_batch"], p["seq_len"], p["precision"], p["stack"]) == (8, 128, 8192, "fp8", "megatron")
+        assert row["memory"]["fits"] and row["memory"]["total_bytes"] <= row["memory"]["usable_bytes"]
+    # the file's own plan: TP 1 CP 1 PP 1 DP 8, the distributed optimizer, priced and not ranked
+    own = cp["explain"]
+    assert (own["plan"]["tp"], own["plan"]["cp"], own["plan"]["pp"], own["plan"]["dp"]) == (1, 1, 1, 8)
+    assert own["plan"]["sharding_mode"] == "distributed_optimizer"
+    assert not own["memory"]["fits"] and cp["rank"] is None and cp["of"] is None
+    gib = own["memory"]["total_bytes"] / GiB
+    assert cp["reason"].startswith(f"does not fit: {gib:,.1f} GiB per GPU")
+    # the figures `planner check` gives the script (its FAIL line: 83.0 GiB of 71.2 GiB usable)
+    c = json.loads(cli("check", FP8, "--format", "json").stdout)[0]
+    assert c["verdict"] == "fail" and (c["memory"], c["time"]) == (own["memory"], own["time"])
+    assert f"{gib:.1f}" == "83.0"
+    assert cp["top_speedup"] == own["time"]["step_s"] / rows[0]["time"]["step_s"] - 1
+    line = _line(r.stderr, "your config's plan")
+    assert "TP1xCP1xPP1xDP8 (zero1, micro-batch 1 x 16, recompute none): not ranked: does not fit" in line
+    # the file's plan values fit searches, said once
+    searched = _line(r.stderr, "fit searches the plan")
+    for v in ("tp=1", "cp=1", "pp=1", "micro_batch=1", "sharding=zero1", "sharding_mode=distributed_optimizer",
+              "recompute=none", "sequence_parallel=false", "rank_order=tp-cp-dp-pp"):
+        assert v in searched
+
+
+def test_the_own_plan_is_explains_and_its_rank_line_gives_explains_figures(cli):
+    """--cp 2 (the plan NVIDIA's examples/llama/README.md reports for this script) beats the file's CP 1
+    with check's note; the file's plan then fits, is ranked, and its step and MFU are `planner explain
+    CONFIG --cp 2`'s, bit for bit in the JSON and as printed on the rank line."""
+    r = cli("fit", FP8, "--cp", "2", "--top", "3", "--format", "json")
+    cp = _json(r)["config_plan"]
+    e = _json(cli("explain", FP8, "--cp", "2", "--format", "json"))
+    assert cp["explain"]["time"] == e["time"] and cp["explain"]["memory"] == e["memory"]
+    assert cp["explain"]["throughput"] == e["throughput"]
+    assert "cp=2: the command line replaces the file's 1" in r.stderr  # flags beat file values, as check says
+    assert cp["reason"] is None and cp["searched"] is True and 1 <= cp["rank"] <= cp["of"]
+    line = _line(r.stderr, "your config's plan")
+    m = re.search(r"rank (\d+) of ([\d,]+), step ([\d.]+) s, MFU ([\d.]+)%", line)
+    assert m and int(m[1]) == cp["rank"] and int(m[2].replace(",", "")) == cp["of"]
+    assert m[3] == f"{e['time']['step_s']:.3g}" and m[4] == f"{100 * e['throughput']['mfu']:.1f}"
+    # the pinned CP reaches the search: every row has it
+    r = cli("fit", FP8, "--cp", "2", "--top", "3", "--format", "json")
+    assert {row["plan"]["cp"] for row in _json(r)["rows"]} == {2}
+
+
+def test_a_torchtitan_toml_needs_gpus_and_ranks_as_a_plain_fit_of_the_same_job(cli):
+    assert_one_error(cli("fit", TOML), "--gpus")
+    args = ("--gpus", "64", "--hardware", "a100-sxm-80gb")
+    r = cli("fit", TOML, *args, "--top", "30", "--format", "json")
+    d = _json(r)
+    cp = d["config_plan"]
+    own = cp["explain"]["plan"]
+    assert (own["tp"], own["dp"], own["sharding_mode"], own["recompute"], own["micro_batch"]) == (1, 64, "fsdp2", "selective", 1)
+    # hand check: the same job from options (the preset's facts: llama3-8b, 64 x 8,192 tokens, compile off, its
+    # 1,000 steps) gives the same ranked rows, and the file's plan sits where its step and memory put it
+    plain = _json(cli("fit", "--model", "llama3-8b", *args, "--stack", "torchtitan", "--seq-len", "8192",
+                      "--global-batch", "64", "--no-compile", "--tokens", "524288000", "--top", "30", "--format", "json"))
+    assert [(x["time"]["step_s"], x["memory"]["total_bytes"]) for x in plain] == \
+        [(x["time"]["step_s"], x["memory"]["total_bytes"]) for x in d["rows"]]
+    s, m = cp["explain"]["time"]["step_s"], cp["explain"]["memory"]["total_bytes"]
+    faster = [x for x in plain if (x["time"]["step_s"], x["memory"]["total_bytes"]) < (s, m)]
+    assert cp["rank"] == len(faster) + 1 < 30  # 25 of 6,444 at the time of writing
+    same = plain[cp["rank"] - 1]
+    assert same["plan"]["recompute"] == "selective" and same["time"]["step_s"] == s
+    assert cp["of"] == int(re.search(r"([\d,]+) fit", r.stderr)[1].replace(",", "")) == 6444
+
+
+def test_a_deepspeed_json_with_model_and_seq_len(cli):
+    r = cli("fit", DS, "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--top", "3", "--format", "json")
+    d = _json(r)
+    assert {(x["plan"]["seq_len"], x["plan"]["global_batch"], x["plan"]["stack"]) for x in d["rows"]} == \
+        {(4096, 64, "megatron-deepspeed")}
+    own = d["config_plan"]["explain"]["plan"]
+    assert (own["sharding"], own["sharding_mode"], own["micro_batch"]) == ("fsdp", "zero3", 1)
+    e = _json(cli("explain", DS, "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--format", "json"))
+    assert d["config_plan"]["explain"]["time"]["step_s"] == e["time"]["step_s"]
+    assert d["config_plan"]["rank"] >= 1
+
+
+def test_a_flag_beats_the_file_with_a_note(cli):
+    r = cli("fit", FP8, "--seq-len", "4096", "--tp", "2", "--top", "2", "--format", "json")
+    d = _json(r)
+    assert "seq_len=4096: the command line replaces the file's 8192" in r.stderr
+    assert "tp=2: the command line replaces the file's 1" in r.stderr
+    assert {(x["plan"]["seq_len"], x["plan"]["tp"]) for x in d["rows"]} == {(4096, 2)}
+    assert d["config_plan"]["explain"]["plan"]["tp"] == 2  # the file's plan as the command line amends it
+    assert "tp=" not in _line(r.stderr, "fit searches the plan")  # pinned, not searched
+    # a bound or a list bounds the search, not the file's plan: named beside the file's value it searches over
+    r = cli("fit", FP8, "--max-pp", "2", "--tp", "1,2", "--top", "1", "--format", "json")
+    searched = _line(r.stderr, "fit searches the plan")
+    assert "tp=1 (searched within the command line's --tp 1,2)" in searched
+    assert "pp=1 (searched within the command line's --max-pp 2)" in searched
+    assert {x["plan"]["tp"] for x in _json(r)["rows"]} <= {1, 2}
+    # several GPU counts: the file's plan is priced at the first, not ranked
+    r = cli("fit", FP8, "--cp", "2", "--gpus", "8,16", "--top", "2", "--format", "json")
+    cp = _json(r)["config_plan"]
+    assert cp["rank"] is None and cp["reason"].startswith("fit compares several GPU counts")
+    assert cp["explain"]["plan"]["gpus"] == 8 and cp["explain"]["memory"]["fits"]
+    # a model flag beats the file's flags-built model, as check's does
+    r = cli("fit", FP8, "--model", "llama3-8b", "--top", "1", "--format", "json")
+    assert _json(r)["rows"][0]["plan"]["model"] == "llama3-8b"
+
+
+def test_the_json_contract_and_from_fit(cli, tmp_path):
+    r = cli("fit", FP8, "--cp", "2", "--top", "2", "--format", "json")
+    d = _json(r)
+    assert set(d) == {"rows", "config_plan"}
+    assert set(d["config_plan"]) == {"file", "rank", "of", "searched", "reason", "top_speedup", "explain"}
+    for row in d["rows"] + [d["config_plan"]["explain"]]:
+        assert {"plan", "params", "memory", "flops", "time", "throughput"} <= set(row)
+    assert "trainer_config" in d["config_plan"]["explain"]  # explain's block of the file read
+    saved = tmp_path / "fit.json"
+    saved.write_text(r.stdout)
+    e = _json(cli("explain", "--from-fit", str(saved), "--row", "2", "--format", "json"))
+    assert e["time"]["step_s"] == d["rows"][1]["time"]["step_s"]
+    # csv: the rows alone; without a file the JSON is the list it always was
+    assert cli("fit", FP8, "--top", "2", "--format", "csv").stdout.count("\n") == 3
+    assert isinstance(_json(cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--format", "json")), list)
+
+
+def test_the_table_and_its_row_command(cli):
+    """The command under the table is `planner explain CONFIG` with row 1's plan and the job options the fit
+    was given, and it prices row 1: the file's flags-built model and custom bytes per parameter (which no
+    `explain --model` option spells) stay the file's."""
+    for args in ((FP8, "--top", "2"),
+                 (DS, "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--headroom", "0.05", "--tokens", "1T",
+                  "--no-dp-comm-overlap", "--top", "2")):
+        r = cli("fit", *args)
+        assert r.exit_code == 0, r.stderr
+        cmd = re.search(r"row 1 in full: planner explain (.*)", r.stdout)[1].split()
+        assert cmd[0] == args[0] and "job options" not in cmd
+        step = re.search(r"│ 1 │.*│\s+([\d.]+) │\s+[\d.]+% │", r.stdout)[1]
+        j = _json(cli("fit", *args, "--format", "json"))["rows"][0]
+        e = _json(cli("explain", *cmd, "--format", "json"))
+        assert f"{e['time']['step_s']:.2f}" == step
+        assert (e["time"], e["memory"], e["throughput"]) == (j["time"], j["memory"], j["throughput"])
+
+
+def test_export_keeps_the_files_settings(cli):
+    r = cli("fit", FP8, "--export", "megatron")
+    assert r.exit_code == 0, r.stderr
+    for flag in ("--fp8-format hybrid", "--fp8-recipe delayed", "--fp8-param-gather", "--grad-reduce-in-bf16",
+                 "--rotary-base 1000000", "--global-batch-size 128", "--seq-length 8192", "--empty-unused-memory-level 1"):
+        assert flag in r.stdout
+
+
+def test_bad_files_give_checks_messages(cli, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("just some words\n")
+    for path in (str(tmp_path / "missing.sh"), str(notes)):
+        f, c = cli("fit", path), cli("check", path)
+        assert_one_error(f, path)
+        assert [ln for ln in f.stderr.splitlines() if ln.startswith(("error", "hint"))] == \
+            [ln for ln in c.stderr.splitlines() if ln.startswith(("error", "hint"))]
+
+
+def test_a_launch_line_whose_own_plan_is_the_top_row(cli):
+    """torchtitan 0.3.0's Llama 3 405B launch line (tests/data/torchtitan03/torchrun_405b.sh: 128 GPUs, TP 8,
+    FSDP, full recompute, rowwise fp8): nothing the search finds beats it, and the top row prices the same."""
+    r = cli("fit", "tests/data/torchtitan03/torchrun_405b.sh", "--top", "1", "--format", "json")
+    d = _json(r)
+    cp, top = d["config_plan"], d["rows"][0]
+    assert (cp["rank"], cp["searched"], cp["reason"]) == (1, True, None)
+    assert (top["time"]["step_s"], top["memory"]["total_bytes"]) == \
+        (cp["explain"]["time"]["step_s"], cp["explain"]["memory"]["total_bytes"])
+    assert cp["top_speedup"] == 0.0
+    assert _line(r.stderr, "your config's plan").endswith("the top row prices the same")
+
+
+def test_a_file_setting_explain_keeps_is_said_in_the_row_command(cli, tmp_path):
+    """A Megatron --microbatch-group-size-per-virtual-pipeline-stage is the interleaved schedule's at the file's
+    pp: fit searches without it (listed among the searched values), and the rows' `planner explain CONFIG`
+    command, which keeps it (no option clears it), says so."""
+    text = open(D + "train_llama3_8b.sh").read()
+    flag = "    --tensor-model-parallel-size $TP_SIZE"
+    assert flag in text
+    script = tmp_path / "train.sh"
+    script.write_text(text.replace(flag, flag + " --microbatch-group-size-per-virtual-pipeline-stage 4"))
+    r = cli("fit", script, "--top", "1")
+    assert r.exit_code == 0, r.stderr
+    assert "microbatch_group=4" in _line(r.stderr, "fit searches the plan")
+    assert "(it keeps the file's microbatch_group=4, which the row was priced without" in r.stdout
+    r = cli("fit", D + "train_llama3_8b.sh", "--top", "1")
+    assert "it keeps the file's" not in r.stdout
