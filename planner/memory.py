@@ -449,8 +449,8 @@ References
      softmax_lse_per_step are locals, freed when the forward returns ([cp3] prices them at the merge).
      AttnFuncWithCPAndKVAllGather saves its two query halves' lse (l. 3432-3441: together one [b, a/t, s/cp]) and
      AttnFuncWithCPAndQKVOA2A the kernel's aux tensors (l. 4181, 4273-4282: lse [b, a/(t cp), s]): per GPU every
-     variant saves the same 4 B a head a local token as the kernel without CP, which the activation table leaves
-     out for every flash kernel (the lse, 0.1% of a Llama 3 8B layer's saved bytes: not priced here or there).
+     variant saves the same 4 B a head a local token as the kernel without CP, which the activation table prices
+     for every flash kernel (softmax_lse, layers/attention.py [ls]: 0.1% of a Llama 3 8B layer's saved bytes).
      Held beyond them, and priced here: the P2P backward's contiguous copy of the merged lse's second half,
      softmax_lse_ = softmax_lse.view(..., 2, -1)[..., 1, :].contiguous() (l. 2327-2346), made before the ring
      loop on every CP rank but the last (second_half_lse_seqlen, l. 2027-2029: causal and rank < cp - 1) and
@@ -474,8 +474,9 @@ References
      (a/t + 2 k') d more (gated attention: the gate half of q stays bf16). The bf16 q, k, v TE quantizes are freed
      (the fused rotary's outputs, saved by nothing else). Only where the core's state is kept: Megatron's selective
      recompute checkpoints the core with its bf16 inputs (as without fp8 attention), and its buffer is priced
-     without the re-run's fp8 copies (one layer's). The FP8 backend's fp32 softmax statistics (M, ZInv) replace the
-     F16 backend's one log-sum-exp: left out either way (4 or 8 B a head a token). Under CP > 1 TE's context-parallel
+     without the re-run's fp8 copies (one layer's). The FP8 backend's fp32 softmax statistics (M, [b, h, s, 1] at
+     @4329ff84: fused_attn_fp8.cu l. 1129-1134) replace the F16 backend's one log-sum-exp, 4 B a head a token either
+     way (softmax_lse, layers/attention.py [ls]). Under CP > 1 TE's context-parallel
      attention saves in place of the kernel (context_parallel.py @4329ff84): AttnFuncWithCPAndKVP2P (p2p, a2a+p2p)
      its q and one K/V chunk of the local size (kv = p2p_comm_buffers[-1], l. 2138), the fp8 data under delayed and
      current scaling (l. 2150) and under MXFP8, whose q_fp8 stays None (l. 1536, 1575-1583), the bf16 q and kv
@@ -792,7 +793,7 @@ References
      steady state: the input of the last backward is held through the next forward and into the next backward). The
      term is the larger excess, max((2 + r) u - a - B, r u - a [every forward first], 0). Meta's 405B layout (TP 8,
      PP 16, vpp 8, m 16: a middle stage runs its 128 chunk-forwards first): u = 398,491,648, a = 1,024 tokens x
-     520,192 B, B = 0: 6 u - a = 1.73 GiB.
+     520,704 B, B = 0: 6 u - a = 1.73 GiB.
      Megatron-FSDP optim_grads (megatron_fsdp_optim_grads, runs.sharding reduce_queue_units 0; stack
      fsdp.zero2_reduce_queue_params, the queue's capacity C in parameters, and zero2_reduce_queue_grad_bytes g) holds
      a queue of such buckets instead (NVIDIA/Megatron-LM
@@ -1195,8 +1196,9 @@ Other kinds add their own tensors (MLA latents, MoE router logits and expert ten
 state-space and linear-attention mixers' inputs and states: each module's `tensors`), kept
 by every recompute policy but full recompute. activation_model "korthikanti" scales an
 attention layer's standard tensors to GPT-3's coefficients and leaves the others as derived.
-FlashAttention also keeps the fp32 softmax log-sum-exp, 4a bytes per token (0.03 h for
-GPT-3), left out here: below 0.1% of the layer.
+A fused (flash) core also keeps its fp32 softmax log-sum-exp, 4a bytes per token (0.03 h for
+GPT-3; layers/attention.py [ls]): the table's "softmax_lse" (split across TP), kept with the core's state; the "korthikanti"
+model, [2]'s coefficients for the whole attention layer, counts none.
 """
 
 from __future__ import annotations
@@ -1334,7 +1336,8 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
     """A layer kind's activation tensors -> (bytes per token, common.py kind). The "arch"
     derivation is the module docstring's; "korthikanti" scales an attention layer's standard
     tensors so that they sum to GPT-3's 10h + 24h + 5as of [2] on any shape (the seed's model),
-    K and V counted as split tensors."""
+    K and V counted as split tensors, and counts no fused core's softmax statistics (softmax_lse: [2]'s
+    coefficients are the whole attention layer)."""
     from .layers.common import merge_tables
 
     t = merge_tables(kind.mixer.tensors(ctx, attention), kind.mlp.tensors(ctx, attention), kind.post_norm_tensors())
@@ -1348,7 +1351,10 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
              "split": target["split"] / split_all if split_all else 0.0,
              "score": target["score"] / std["score"] if std["score"] else 0.0}
     scale["kv"] = scale["split"]
-    return {n: ((b * scale[kk], "split" if kk == "kv" else kk) if n in ACTIVATION_TENSORS else (b, kk))
+    # [2]'s coefficients are the whole attention layer: no fused core's softmax statistics beside them (its 34 sbh
+    # predates them; layers/attention.py [ls] prices them under "arch")
+    return {n: ((b * scale[kk], "split" if kk == "kv" else kk) if n in ACTIVATION_TENSORS
+                else ((0.0 * b, kk) if n == "softmax_lse" else (b, kk)))
             for n, (b, kk) in t.items()}
 
 
@@ -1523,6 +1529,9 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     the recompute (the selective buffer), as every re-run tensor:
       the stack's recomputes, those no mode saves (`never`) and the norm outputs a named-module policy re-runs
       (recompute_modules.norm_drops): every row;
+      the fused core's softmax statistics (softmax_lse, layers/attention.py [ls]) where the policy re-runs the core
+      (the stack's recompute_attention_core, Megatron's core_attn, or the run's selective_recomputes_attention
+      [tt8]): every row;
       the EP exchange's outputs where the model's code re-runs the exchange (Settings.sac_reruns_exchange, resolved
       from the model's code: plan.sac_reruns_exchange): the dispatch all-to-all's output (the experts' input rows,
       moe_expert_in) and the combine's (the experts' output rows, moe_expert_out), on every row;
@@ -1532,7 +1541,9 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     A tensor two of them drop keeps the first's rows. Which rule applies is job, stack and kind data; the rows
     are the mask, never a Python branch on a searched quantity."""
     sel = stack_of(settings).selective
-    rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind), True),
+    # the fused core's softmax statistics go with the core where the policy re-runs it (layers/attention.py [ls])
+    lse = ("softmax_lse",) if sel.recompute_attention_core or settings.selective_recomputes_attention else ()
+    rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind) + lse, True),
              (("moe_expert_in", "moe_expert_out") if settings.sac_reruns_exchange else (), True),
              (("moe_expert_gate_up", "moe_expert_act_out") if sel.expert_gemms_kept == "compiled" and kind.has_experts
               else (), experts_run_eager(settings, plan)))

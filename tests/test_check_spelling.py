@@ -267,7 +267,9 @@ def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
     t = res["memory"]["terms"]
     P = 8_030_261_248
     assert (t["weights"], t["gradients"], t["master_weights"], t["adam"]) == (2 * P, 6 * P, 4 * P / 8, 8 * P / 8)
-    assert round(res["memory"]["total_bytes"] / 2**30, 2) == 92.08
+    # 92.08 before the flash core's fp32 log-sum-exp (layers/attention.py [ls]): 32 layers x 4,096 tokens x 32 heads
+    # x 4 B = 16 MiB a micro-batch in flight
+    assert round(res["memory"]["total_bytes"] / 2**30, 2) == 92.09
     n, sugg = _readback(tmp_path, DS2, text, {**DS_CLI, "seq_len": 4096}, "deepspeed", _launcher)
     assert n == len(sugg) == 3
     [z2] = [s for s in sugg if "sharding" in s["changes"]]

@@ -202,7 +202,10 @@ def test_clamp_saved_in_explain_by_hand(cli, tmp_path):
 ROUTING_BYTES = 8 * (4 + 128 + 4) + 4 * 4 - 4 * 128  # 592
 # the bf16 routing probability the weighted activation saves per routed row, 2 B x top-4 (layers/moe.py [13])
 PROBS_BYTES = 2 * 4  # 8
-LAYER_BYTES = 134144 + ROWS_BYTES + ROUTING_BYTES + PROBS_BYTES  # a token's saved bytes a layer without recompute (docs/gpt_oss_gap.md sec. 7)
+# the fused attention core's fp32 log-sum-exp, 4 B x 64 query heads (layers/attention.py [ls])
+LSE_BYTES = 4 * 64  # 256
+# a token's saved bytes a layer without recompute (docs/gpt_oss_gap.md sec. 7)
+LAYER_BYTES = 134144 + ROWS_BYTES + ROUTING_BYTES + PROBS_BYTES + LSE_BYTES
 # what the alltoall dispatcher keeps as attributes once a layer (not per micro-batch in flight), the bf16 dense [n, 128]
 # probabilities and the unfused router's bool map, 2 x 128 + 128 B a token of one micro-batch (layers/moe.py [13])
 HELD_BYTES = 2 * 128 + 128  # 384
@@ -220,7 +223,8 @@ HELD_BYTES = 2 * 128 + 128  # 384
 def test_25_11_rows_fit_only_as_their_presets_ran(cli, tmp_path, fields, layer_mbs, tokens, fits):
     """No 25.11 gpt-oss run recomputed (Bridge v0.2.0 sets recompute_modules without selective
     granularity): every layer keeps 134,144 + 46,080 + 592 (the unfused routing's indices and softmax output,
-    less the generic fp32 logits) + 8 (the per-row probabilities) = 180,824 B a token. The stored activations are
+    less the generic fp32 logits) + 8 (the per-row probabilities) + 256 (the attention core's fp32 log-sum-exp, 64
+    heads x 4 B) = 181,080 B a token. The stored activations are
     layer-micro-batches x tokens x that, plus the dispatcher's attributes, the stage's layers x tokens x 384, by hand
     (106.7 GB at H100 MBS 4
     on the first stage,

@@ -82,10 +82,11 @@ def test_torch_fsdp2_left_unset_runs_and_exports_the_fusion_off(explain, tmp_pat
     dummies = 2 * (6144 * 4096 + 4096 * 4096 + 28672 * 4096 + 4096 * 14336 + 128256 * 4096)
     assert dummies == 1_486_880_768
     # and its gradients wait in Megatron-FSDP's reduce-scatter queue (memory.py [rs]): fp32 buckets (the megatron
-    # preset, g 4) of u = 218,112,000, k = floor(1e9 / u) = 4, m = 6, a = 570,425,344 B (no recompute), less the
+    # preset, g 4) of u = 218,112,000, k = floor(1e9 / u) = 4, m = 6, a = 570,949,632 B (no recompute; the attention
+    # core's fp32 log-sum-exp, 4,096 x 32 heads x 4 B, among it: planner/layers/attention.py [ls]), less the
     # peak's fsdp_unit_grads 4 x 525,336,576 (the embedding, the largest unit; torch_fsdp2's too)
-    queue = 24 * 218_112_000 - 5 * 570_425_344 - 4 * 525_336_576
-    assert queue == 281_214_976 and mfsdp["memory"]["terms"]["zero2_reduce_input"] == queue
+    queue = 24 * 218_112_000 - 5 * 570_949_632 - 4 * 525_336_576
+    assert queue == 278_593_536 and mfsdp["memory"]["terms"]["zero2_reduce_input"] == queue
     # and Megatron-FSDP's all-gather prefetch (memory.py [pf]): the current layer unit and ceil(5e8 / u) = 3 prefetched
     # layers, 4 u, in place of torch_fsdp2's two largest units (2 E): 2 x (4 u - 2 E)
     prefetch = 2 * (4 * 218_112_000 - 2 * 525_336_576)

@@ -22,6 +22,7 @@ from planner.schema import Job
 T = 4096  # one micro-batch of one 4,096-token sequence
 H, FE, TOPK, E = 2048, 768, 8, 128  # Qwen3-30B-A3B: hidden, expert width, routed experts per token, experts
 QK = 2 * (32 + 4) * 128  # its q/k norms' bf16 inputs a token (32 query and 4 KV heads of 128; attention.py [10])
+LSE = 4 * 32  # the fused attention core's fp32 log-sum-exp a token, 32 query heads (attention.py [ls])
 
 
 def _moe_kind():
@@ -46,14 +47,15 @@ def test_moe_kind_tensors_by_hand_bf16_and_fp8():
     logits 4 E = 512 B (fp32), expert inputs 2 x 8 x 2048 = 32,768 B, gate+up 2 x 2 x 768 x 8 =
     24,576 B, activation outputs 2 x 768 x 8 = 12,288 B; the expert outputs (32,768 B) dropped.
     Under fp8 the two GEMM inputs are 1 B: 16,384 and 6,144 B. The attention block's own
-    tensors, the q/k norms' inputs (QK = 9,216 B, bf16 in every precision), beside them."""
+    tensors, the q/k norms' inputs (QK = 9,216 B, bf16 in every precision) and the fused core's fp32 log-sum-exp
+    (LSE = 128 B, kept by every policy that keeps the core's state), beside them."""
     kind, f8 = _moe_kind(), fp8_saved_bytes(load_stack("megatron"))
     never = ("moe_expert_out",)
     bf16 = float(kind_activation_bytes(kind, _ctx(BF16), keeps=(), fp8_bytes=f8, drops=never))
     fp8 = float(kind_activation_bytes(kind, _ctx(FP8), keeps=(), fp8_bytes=f8, drops=never))
     kept = float(kind_activation_bytes(kind, _ctx(BF16), keeps=(), fp8_bytes=f8))
-    assert bf16 == T * (4 * E + 2 * TOPK * H + 2 * 2 * FE * TOPK + 2 * FE * TOPK + QK) == T * (70144 + 9216)
-    assert fp8 == T * (4 * E + 1 * TOPK * H + 2 * 2 * FE * TOPK + 1 * FE * TOPK + QK) == T * (47616 + 9216)
+    assert bf16 == T * (4 * E + 2 * TOPK * H + 2 * 2 * FE * TOPK + 2 * FE * TOPK + QK + LSE) == T * (70144 + 9344)
+    assert fp8 == T * (4 * E + 1 * TOPK * H + 2 * 2 * FE * TOPK + 1 * FE * TOPK + QK + LSE) == T * (47616 + 9344)
     assert kept - bf16 == T * 2 * TOPK * H
 
 
@@ -108,7 +110,8 @@ def test_nvfp4_saves_the_expert_gemm_inputs_at_nvfp4_width():
     kind, f8 = _moe_kind(), fp8_saved_bytes(load_stack("megatron"))
     never = ("moe_expert_out",)
     fp4 = float(kind_activation_bytes(kind, _ctx(NVFP4), keeps=(), fp8_bytes=f8, drops=never))
-    assert fp4 == T * (4 * E + 0.5625 * TOPK * H + 2 * 2 * FE * TOPK + 0.5625 * FE * TOPK + QK) == T * (37760 + 9216)
+    want = T * (4 * E + 0.5625 * TOPK * H + 2 * 2 * FE * TOPK + 0.5625 * FE * TOPK + QK + LSE)
+    assert fp4 == want == T * (37760 + 9344)
 
 
 def test_drops_by_row_mask():
@@ -123,7 +126,7 @@ def test_drops_by_row_mask():
     rows = np.array([True, False])
     drops = {"moe_expert_out": True, "moe_expert_gate_up": rows, "moe_expert_act_out": rows}
     got = kind_activation_bytes(kind, two, keeps=(), fp8_bytes=f8, drops=drops)
-    assert got.tolist() == [T * (70144 + 9216 - 2 * 2 * FE * TOPK - 2 * FE * TOPK), T * (47616 + 9216)]
+    assert got.tolist() == [T * (70144 + 9344 - 2 * 2 * FE * TOPK - 2 * FE * TOPK), T * (47616 + 9344)]
     for prec, row in ((BF16, 0), (FP8, 1)):  # a mask of True is the name dropped on every row
         names = ("moe_expert_out",) + (("moe_expert_gate_up", "moe_expert_act_out") if row == 0 else ())
         assert float(kind_activation_bytes(kind, _ctx(prec), keeps=(), fp8_bytes=f8, drops=names)) == got[row]

@@ -205,6 +205,9 @@ def test_torchtitan_cpu_offload_policy(cli, tmp_path):
     (dict(DS2, hardware="h800-sxm"), "pcie_GBps"),
     (dict(DS2, hardware="h100-pcie"), "host_memory_GBps"),
     (dict(DS2, hardware="b200"), "host_memory_GBps"),
+    # no cited host figures (each entry's uncertain list says what was searched; issue 21)
+    (dict(DS2, hardware="gb300-nvl72"), "pcie_GBps"),
+    (dict(DS2, hardware="h100-sxm-96gb-hbm2e"), "pcie_GBps"),
     (dict(DS2, offload_param="cpu"), "offload_param cpu with sharding zero2"),
     (dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp"), "together"),
 ])
@@ -368,6 +371,9 @@ def test_megatron_deepspeed_round_trip(cli, tmp_path):
     # GB200 NVL72 compute tray (4 GPUs): NVLink-C2C 900 GB/s a superchip / 2 GPUs / 2 directions = 225, 2 Grace x
     # 512 GB/s LPDDR5X, 2 x 480 GB
     ("gb200-nvl72", 225e9, 1024e9, 960e9, 4),
+    # MI300X, AMD's MLPerf node (issue 21): PCIe Gen5 x16 64 GB/s a direction, 2 x EPYC 9374F at 12 x DDR5-4800 =
+    # 2 x 12 x 4,800e6 x 8 B = 921.6 GB/s, 24 x 64 GB = 1,536 GB
+    ("mi300x", 64e9, 2 * 12 * 4800e6 * 8, 1536e9, 8),
 ])
 def test_offload_on_other_nodes(cli, tmp_path, hw, link, bw, cap, ranks):
     """The host fields of each node that gives them (hardware_db sources): the host's Adam is the node's ranks'

@@ -44,3 +44,43 @@ def test_figures_and_refresh():
     assert skeleton("a 1.5 GiB b 12%") == skeleton("a   2.25 GiB b 9%")
     new, stuck = refreshed(["total 1.5 GiB, 12%", "other 3.0"], "total 2.5 GiB, 13%\n")
     assert new == ["total 2.5 GiB, 13%", "other 3.0"] and stuck == ["other 3.0"]
+
+
+def memory_rows(lines: list[str]) -> list[str]:
+    """The component labels of the first `Memory per GPU` table in lines (a row folded over two lines is one label)."""
+    rows: list[str] = []
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Memory per GPU")), None)
+    if start is None:
+        return rows
+    for ln in lines[start + 1:]:
+        if ln.startswith("└"):
+            break
+        if not ln.startswith("│"):
+            continue
+        cells = [c.strip() for c in ln.split("│")[1:-1]]
+        if rows and all(c == "" for c in cells[1:]):  # a label folded onto the next line
+            rows[-1] += " " + cells[0]
+        else:
+            rows.append(cells[0])
+    return rows
+
+
+MEMORY_TABLES = [ex for ex in EXAMPLES if ex.argv[0] == "explain" and memory_rows(ex.quoted)]
+
+
+def test_memory_rows_parse_folded_labels():
+    table = ["Memory per GPU (x)", "┃ component ┃ GB ┃", "│ weights │ 1.00 │", "│ ZeRO-2 unit (beyond the │ 1.37 │",
+             "│ peak) │ │", "└──┘", "│ after │ 2 │"]
+    assert memory_rows(table) == ["weights", "ZeRO-2 unit (beyond the peak)"]
+
+
+def test_readme_memory_tables_show_every_term():
+    """The README's quoted `explain` memory table (hand-kept: the figures script refreshes numbers, not rows) lists
+    every row the command prints now, in its order (issue 21: the Llama 3 70B excerpt had lost zero2_reduce_input)."""
+    assert MEMORY_TABLES, "the README quotes an explain memory table"
+
+
+@pytest.mark.parametrize("ex", MEMORY_TABLES, ids=[f"README:{ex.line}" for ex in MEMORY_TABLES])
+def test_readme_memory_table_rows_match(ex, jobs_dir, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert memory_rows(ex.quoted) == memory_rows(output(ex, jobs_dir).splitlines())

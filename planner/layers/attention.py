@@ -54,7 +54,7 @@ Activations (Korthikanti et al. 2022 sec. 4.1 [8], planner/memory.py's derivatio
 block input 2h and its norm output 2h (replicated unless SP), Q 2ad (with the gate 4ad), K
 and V 2kd each (per local KV head), the core output 2ad; eager attention (no FlashAttention)
 also the softmax output 2a and its dropout (3a) per key; dropout mask h where the model has
-dropout.
+dropout; with a fused (flash) core its fp32 softmax statistics, 4 B a query head (softmax_lse, [ls]).
 
 References
 [1] Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from
@@ -145,6 +145,32 @@ References
     s / cp > c, the model's chunk; there the code asserts s / cp a multiple of 2 cp and s / (2 cp^2) a multiple of c
     (l. 304-307, start-up rule BRIDGE_CHUNK_CP), so no padding runs under cp > 1. Model FLOPs (MFU) follow the
     layer the code trains, as plan._stack_chunks' NoPE layers do: global where it runs global.
+[ls] The fused core's saved softmax statistics (Attention.tensors, MLA.tensors: "softmax_lse"; issue 21). Every flash
+    kernel a stack runs saves, beside q, k, v and its output, one fp32 log-sum-exp per query head and query token for
+    its backward (which rebuilds the probabilities from it, FlashAttention [3] of planner/memory.py):
+    FlashAttention-2: Dao-AILab/flash-attention @0251105a csrc/flash_attn/flash_api.cpp l. 464 (mha_fwd: softmax_lse
+    = torch::empty({batch_size, num_heads, seqlen_q}, kFloat)) and flash_attn/flash_attn_interface.py l. 869
+    (FlashAttnFunc.forward: ctx.save_for_backward(q, k, v, out_padded, softmax_lse, rng_state)); PyTorch SDPA's flash
+    backend (torchtitan's SDPA flash, litgpt's SDPA), the same kernel: pytorch/pytorch @03b7c19d
+    aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp mha_fwd (softmax_lse at::empty({batch_size,
+    num_heads, seqlen_q}, kFloat), returned as _scaled_dot_product_flash_attention's logsumexp, which its backward
+    takes); FlexAttention (torchtitan 0.3) saves the same fp32 logsumexp (stack_db torchtitan-0.3 attention_kernels);
+    Transformer Engine's fused attention (Megatron): NVIDIA/TransformerEngine @4329ff84
+    transformer_engine/common/fused_attn/fused_attn_f16_arbitrary_seqlen.cu l. 1143-1150 (cuDNN's Stats, [b, h,
+    s_q, 1] kFloat32; [t, h, 1] for THD) and fused_attn_fp8.cu l. 1129-1134 (the FP8 backend's M, [b, h, s_q, 1]
+    kFloat32: one fp32 tensor as well), saved as aux_ctx_tensors (pytorch/attention/dot_product_attention/
+    backends.py FusedAttnFunc.forward l. 1555-1569); TE's FlashAttention backend is flash-attn's. Per GPU: the local
+    query heads (a / t; MLA's a) x 4 B x the local tokens (under CP each rank's s / cp: TE's CP attentions save one
+    merged [b, a/t, s/cp] lse, or [b, a/(t cp), s] under a2a, the same count, planner/memory.py [cp5]), sliding and
+    chunked layers alike (one statistic a query, whatever its keys); a padded chunked layer's p x [13]. Kept with the
+    core's saved state: dropped where a selective policy re-runs the core (Megatron's core_attn, the run's
+    selective_recomputes_attention), kept by torchtitan's op-level policy, which saves the SDPA op's outputs (memory.py
+    selective_drops), re-made in the recompute buffer with the layer under full recompute. Eager cores save their
+    softmax output instead ("scores"): no statistics. Not priced: the padding of PyTorch's memory-efficient kernel
+    (litgpt's windowed layers under a dense mask [11]), whose logsumexp is [b, h, ceil(s / 32) 32] (pytorch/pytorch
+    @e129513e aten/src/ATen/native/transformers/cuda/attention.cu _efficient_attention_forward: kAlignLSE 32), and of
+    llm-foundry's Triton kernel (seqlen rounded to 128): 0 at every sequence a multiple of 128; TE's optional
+    max_logit tensor (return_max_logit, another [b, h, s_q, 1] fp32) and the rng state (2 int64 a layer).
 """
 
 from __future__ import annotations
@@ -155,6 +181,8 @@ from typing import Optional
 import numpy as np
 
 from .common import ACT_BYTES, BlockParams, kv_local, shapes
+
+SOFTMAX_LSE_BYTES = 4.0  # the fused core's fp32 log-sum-exp, one a query head and query token [ls]
 
 
 def dense_windows(stack, mixer) -> bool:
@@ -414,6 +442,7 @@ class Attention:
             "k": (2.0 * k * d * p, "kv"), "v": (2.0 * k * d * p, "kv"),
             "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
+            "softmax_lse": (SOFTMAX_LSE_BYTES * a * p if attention == "flash" else 0.0, "split"),  # [ls]
         }
         if self.qk_norm:  # a model property, not a searched quantity
             table.update({"q_norm_in": (2.0 * a * d, "split"), "k_norm_in": (2.0 * k * d, "kv")})
@@ -566,6 +595,7 @@ class MLA:
             "k": (2.0 * a * self.qk_head_dim, "kv"), "v": (2.0 * a * self.v_head_dim, "kv"),
             "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
+            "softmax_lse": (SOFTMAX_LSE_BYTES * a if attention == "flash" else 0.0, "split"),  # [ls]
             "mla_latent_norm_in": (2.0 * latents, "full"),
             "mla_latent_norm_out": (2.0 * latents, "full"),
             "mla_k_rope": (2.0 * self.qk_rope_head_dim, "full"),
