@@ -17,7 +17,7 @@ from .layers import layer_list
 from .params import count_params
 from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
 from .knobs import RUN_PARAMETER_AFFECTS
-from .stacks import plan_context, stack_of
+from .stacks import capacity_rows, plan_context, stack_of
 from .step import step_time, throughput
 from .terms import Terms
 
@@ -369,6 +369,8 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
         "dispatcher_description": dispatch.DESCRIPTIONS[settings.moe_dispatcher],
         "fp8_dispatch": bool(pick(a["fp8_dispatch"])),
         "route_nodes": int(settings.moe_route_nodes) or None,
+        # HybridEP's non-blocking dispatch: the permuted rows a local token allocates (layers/moe.py [19]), where set
+        **({"capacity_rows": _num(pick(capacity_rows(settings, plan)))} if settings.moe_hybridep_capacity_factor else {}),
         # group-limited routing (the model's; planner/dispatch.py caps the nodes a token reaches)
         "route_groups": ([settings.model.moe.expert_groups, settings.model.moe.groups_per_token]
                          if settings.model.moe.expert_groups else None),

@@ -191,6 +191,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "kernels) | deepep_ll | hybridep (Megatron --moe-token-dispatcher-type, --moe-flex-dispatcher-backend; one "
                 "the stack runs, stack_db runs.moe_dispatchers; planner/dispatch.py); fit searches the stack's where it is "
                 "not given (default: the model's training recipe's where the stack runs it, else the stack's)"),
+    FieldOption("moe_hybridep_capacity_factor", "float", "MoE with moe_dispatcher hybridep on a stack whose HybridEP has a "
+                "non-blocking dispatch (torchtitan-0.3: model_registry's non_blocking_capacity_factor, in (0, 1]): the "
+                "permuted expert input and grouped-GEMM outputs held at ep x min(E / ep, top_k) x this rows a local token, "
+                "no host synchronisation (layers/moe.py [19]) (default: the blocking dispatch, the rows routed)"),
     FieldOption("moe_fp8_dispatch", "bool", "MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 "
                 "sec. 3.3.3; DeepEP / Hybrid-EP); fp8 jobs only (refused under bf16: planner/dispatch.py [11]); Megatron-LM "
                 "runs it only on the ncclep backend (--moe-dispatch-fwd-dtype mxfp8), so export --format megatron refuses "

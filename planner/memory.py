@@ -1030,6 +1030,20 @@ References
      is sized by its own piece (comm.domain_pieces), and where groups straddle domains unevenly (EP 48
      on 72-GPU racks: ranks see 48 or 24 of their group) the GPU's figure is the heaviest rank's, the
      largest of the buffers at each piece the job's ranks see.
+     The tokens per rank the buffers are sized for (stack runs.hybridep_buffer_tokens, hybridep_tokens):
+     dispatch, Megatron-Core's, the first dispatch's rows (fused_a2a.py HybridEPDispatch.forward: the micro-
+     batch's T / rep_div, padded to 64 there); local_batch, torchtitan 0.3's, local_batch_size x seq_len / (cp x
+     tp) (pytorch/torchtitan release/0.3 @4f9e9a47d models/common/token_dispatcher.py
+     update_ep_token_dispatcher_config l. 1216-1255 into HybridEPTokenDispatcher.init_buffer l. 946-963 and
+     distributed/deepep/hybridep.py get_buffer l. 394-452: HybridEPBuffer(max_num_of_tokens_per_rank=that,
+     use_shared_buffer=True, enable_custom_allgather=True, 16 dispatch / 16 combine SMs), whatever the PP
+     micro-batch, with the local batch taken as the plan's micro-batch without PP and gbs / dp with it (one
+     pipeline pass a step: a named assumption where the run accumulates gradients), then the Configurer's
+     max(tokens, 512) rounded up to the 64-token combine chunk (csrc/hybrid_ep/config.cuh @94a9f8f l. 385-387;
+     the @f725d2969 torchtitan pins is @94a9f8f with a build fix, layers/moe.py [19]). The buffers' formulas are
+     the same for both (ep_buffers.hybridep); the SM counts size none of the priced buffers (only the
+     preprocessing scratch, not priced). Megatron's rule is priced without the 512 floor (its first dispatch's
+     rows, which Megatron pads to 64): a micro-batch under 512 tokens a rank is priced below the Configurer's size.
 
 [z3] DeepSpeed ZeRO-3's gathered working set (stack fsdp.zero3_modules, DeepSpeed's defaults; job field
      deepspeed_zero3, the DeepSpeed JSON's zero_optimization keys), at microsoft/DeepSpeed @38327e07: parameters are
@@ -3885,10 +3899,26 @@ def _dispatcher_buffers(settings: Settings, plan, ctx: Ctx, dispatcher: str) -> 
     pieces = comm.domain_piece_columns(group, group_stride(HYBRIDEP, plan, strides),
                                        comm.comm_params(settings.hardware), settings.gpus)
     b = np.zeros(np.shape(plan.tp))
+    tokens = hybridep_tokens(settings, plan, ctx)
     for j in range(pieces.shape[-1]):  # each distinct piece a column (the last repeats the largest)
-        b = np.maximum(b, ep_buffer_bytes("hybridep", model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
+        b = np.maximum(b, ep_buffer_bytes("hybridep", model.hidden_size, plan.ep, tokens,
                                           model.moe.num_experts, pieces[..., j], etp))
     return b.astype(np.float64)
+
+
+HYBRIDEP_CONFIGURER_MIN_TOKENS = 512  # csrc/hybrid_ep/config.cuh @94a9f8f Configurer l. 385-387: max(tokens, 512) [ep]
+
+
+def hybridep_tokens(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
+    """The tokens per rank Hybrid-EP's buffers are sized for under the stack's rule (runs.hybridep_buffer_tokens [ep]):
+    dispatch, the micro-batch's T / rep_div; local_batch, max(local batch x seq / (cp x tp), 512), the local batch the
+    plan's micro-batch without PP and gbs / dp with it."""
+    runs = stack_of(settings).runs
+    if runs is None or runs.hybridep_buffer_tokens == "dispatch":  # a stack setting
+        return ctx.T / ctx.rep_div
+    local = np.where(plan.pp > 1, plan.gbs / np.maximum(plan.dp, 1), plan.mbs).astype(np.float64)
+    t = local * plan.seq / (plan.cp * plan.tp)
+    return np.maximum(t, float(HYBRIDEP_CONFIGURER_MIN_TOKENS))
 
 
 def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:

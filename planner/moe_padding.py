@@ -12,7 +12,10 @@ PAD_WITHOUT_SYNC = ("alltoall", "hybridep")  # padded, these never synchronise w
 PAD_REFUSED = ("deepep", "deepep_ll")  # Megatron refuses the padding on DeepEP's backend
 
 
-def host_synced(pad_to_capacity: bool, dispatcher: str) -> bool:
+def host_synced(pad_to_capacity: bool, dispatcher: str, non_blocking: bool = False) -> bool:
     """Whether the dispatcher copies the token counts to the host and synchronises each MoE
-    layer forward: every dropless or dropping one; padded to capacity, all but PAD_WITHOUT_SYNC."""
-    return not (pad_to_capacity and dispatcher in PAD_WITHOUT_SYNC)
+    layer forward: every dropless or dropping one; padded to capacity, all but PAD_WITHOUT_SYNC;
+    HybridEP's non-blocking dispatch (job moe_hybridep_capacity_factor: `non_blocking`) never
+    (pytorch/torchtitan release/0.3 @4f9e9a47d distributed/deepep/hybridep.py l. 1-20, 176-183:
+    "no D2H sync is allowed", the output sized on the host from the shapes)."""
+    return not ((pad_to_capacity and dispatcher in PAD_WITHOUT_SYNC) or (non_blocking and dispatcher == "hybridep"))

@@ -595,6 +595,9 @@ class Settings:
     moe_router_padding: bool = False
     enable_experimental: bool = False
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
+    # HybridEP's non-blocking dispatch (job moe_hybridep_capacity_factor; layers/moe.py [19]): the permuted rows
+    # allocated a local token are ep x min(E / ep, top_k) x this; 0: the blocking dispatch (the rows routed)
+    moe_hybridep_capacity_factor: float = 0.0
     # the router's path (job fields; planner/layers/moe.py router_saved_terms): an auxiliary loss computed, a
     # z-loss, softmax before the top-k
     moe_aux_loss_coeff: float = 0.0
@@ -2309,8 +2312,8 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     run, stack_db runs.moe_dispatchers, is refused), moe_fp8_dispatch (None: the stack's fp8
     recipe's, fp8_dispatch below), moe_route_nodes (0: no limit); an error where a dense model
     sets them."""
-    given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff")
-             if getattr(job, f) is not None]
+    given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff",
+                         "moe_hybridep_capacity_factor") if getattr(job, f) is not None]
     given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax", "moe_router_dtype",
                                     "moe_router_padding") if getattr(job, f)]
     if model.moe is None:
@@ -2350,13 +2353,32 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                            "moe/fused_a2a.py @d98e8a64 init_hybrid_ep_buffer l. 327; HybridEPDispatch.forward l. 402 "
                            "sets fp8_dispatch = False)",
                            "remove moe_fp8_dispatch, or use moe_dispatcher deepep")
+    hcf = _hybridep_capacity(job, stack, name, where)
     fusions = moe_fusion_settings(job, stack, inherited, where)
     _router_dtype_ok(job, stack, fusions["moe_router_fusion"], where)
     _router_padding_ok(job, stack, name, where)
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
-                moe_route_nodes=int(job.moe_route_nodes or 0), **fusions,
+                moe_route_nodes=int(job.moe_route_nodes or 0), moe_hybridep_capacity_factor=hcf, **fusions,
                 moe_router_padding=job.moe_router_padding,
                 **moe_router_settings(job, stack, inherited, where, model), moe_router_dtype=job.moe_router_dtype)
+
+
+def _hybridep_capacity(job: Job, stack, name: str, where: str) -> float:
+    """Settings.moe_hybridep_capacity_factor: the job's moe_hybridep_capacity_factor (0.0: the blocking dispatch), refused
+    with another dispatcher or on a stack whose HybridEP has no non-blocking dispatch (runs.hybridep_non_blocking)."""
+    f = job.moe_hybridep_capacity_factor
+    if f is None:
+        return 0.0
+    if name != "hybridep":
+        raise PlannerError(f"{where}moe_hybridep_capacity_factor {f:g} with moe_dispatcher {name}: it sizes HybridEP's "
+                           "non-blocking dispatch (layers/moe.py [19]), which the job does not run",
+                           "use moe_dispatcher hybridep, or remove moe_hybridep_capacity_factor")
+    if stack.runs is None or not stack.runs.hybridep_non_blocking:
+        raise PlannerError(f"{where}moe_hybridep_capacity_factor {f:g} on stack {stack.name}: its HybridEP dispatcher has "
+                           "no non-blocking dispatch sized by a capacity factor (stack_db runs.hybridep_non_blocking "
+                           "false: Megatron-Core's _HybridEPManager takes no such setting)",
+                           "remove moe_hybridep_capacity_factor, or use --stack torchtitan-0.3")
+    return float(f)
 
 
 def _enable_experimental(job: Job, stack, where: str) -> bool:
@@ -2872,6 +2894,9 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
         "moe_router_dtype": settings.moe_router_dtype,
         "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))),
         "moe_route_nodes": settings.moe_route_nodes or None,
+        # HybridEP's non-blocking capacity factor, where the job sets one (layers/moe.py [19])
+        **({"moe_hybridep_capacity_factor": settings.moe_hybridep_capacity_factor}
+           if settings.moe_hybridep_capacity_factor else {}),
         # on where the plan allows it (the search applies a job's overlap only there)
         "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan))),
     }

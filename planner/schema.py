@@ -2379,6 +2379,17 @@ class StackRuns(BaseModel):
         default=None, min_length=1,
         description="the MoE token dispatchers the stack runs (planner/dispatch.py); a job asking for another is refused; "
                     "null: the stack does not say (a job's dispatcher is taken as runnable, a model recipe's is not taken)")
+    hybridep_non_blocking: bool = Field(
+        default=False,
+        description="the stack's HybridEP dispatcher has a non-blocking dispatch sized by a capacity factor (job field "
+                    "moe_hybridep_capacity_factor: torchtitan 0.3 distributed/deepep/hybridep.py); false: a job setting "
+                    "it is refused")
+    hybridep_buffer_tokens: Literal["dispatch", "local_batch"] = Field(
+        default="dispatch",
+        description="the tokens per rank the stack sizes HybridEPBuffer for (planner/ep_buffers.py hybridep): dispatch, "
+                    "the first dispatch's rows (Megatron-Core: the micro-batch's tokens on the rank, T / rep_div); "
+                    "local_batch, local_batch_size x seq_len / (cp x tp) (torchtitan 0.3: models/common/"
+                    "token_dispatcher.py l. 1232-1234), floored at the Configurer's 512 (memory.py [ep])")
     bytes_per_param: Optional[list[BppPreset]] = Field(
         default=None, min_length=1,
         description="the model-state presets (optimizer state dtypes) the stack's optimizer keeps; a model recipe's is "
@@ -3399,6 +3410,13 @@ class Job(BaseModel):
                     "per expert, C = max(ceil(S k cf / E), this) (Megatron-DeepSpeed --moe-min-capacity, DeepSpeed "
                     "_capacity's min_capacity; layers/moe.py [18]); refused on other stacks; default: the stack's "
                     "moe_gating.min_capacity")
+    moe_hybridep_capacity_factor: Optional[float] = Field(
+        default=None, gt=0.0, le=1.0,
+        description="MoE with moe_dispatcher hybridep on a stack whose HybridEP has a non-blocking dispatch (stack "
+                    "runs.hybridep_non_blocking: torchtitan 0.3's model_registry(non_blocking_capacity_factor=...)): the "
+                    "dispatch allocates the permuted expert input, and the grouped GEMMs their outputs, at n x ep x "
+                    "min(E / ep, top_k) x this rows for n local tokens, not the rows routed, and never synchronises with "
+                    "the host (layers/moe.py [19]); default: the blocking dispatch (the rows routed)")
     moe_pad_to_capacity: Optional[bool] = Field(
         default=None,
         description="MoE: every expert's input padded to the capacity factor (Megatron --moe-pad-expert-input-to-capacity; "

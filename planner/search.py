@@ -1017,7 +1017,9 @@ def floor_variants(space: Space) -> tuple:
     firsts = {}
     # a dispatcher changes the floor only through moe_host, whose synchronisation differs between
     # dispatchers only padded to capacity (dispatch.host_synced): else the floor reads none of it
-    cols = [0] + ([DISPATCHER_COLUMN] if space.dispatchers is not None and not space.settings.moe_pad_to_capacity else [])
+    st = space.settings
+    synced_alike = not (st.moe_pad_to_capacity or st.moe_hybridep_capacity_factor > 0)
+    cols = [0] + ([DISPATCHER_COLUMN] if space.dispatchers is not None and synced_alike else [])
     for v in range(len(space.variants)):
         firsts.setdefault(tuple(np.delete(space.variants[v], cols)), v)
     return tuple(firsts.values())

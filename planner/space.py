@@ -877,7 +877,7 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     hcp = dict(cp_comm_type=None, hierarchical_cp_sizes=None) if job.hierarchical_cp_sizes else {}
     # likewise the job's MoE dispatcher, whose start-up rules read ep (torchtitan's DeepEP refuses the probe's
     # ep 1, startup.TORCHTITAN_DEEPEP_EP): the probe runs the stack's, the job's is checked and laid on after
-    disp = dict(moe_dispatcher=None) if job.moe_dispatcher is not None else {}
+    disp = dict(moe_dispatcher=None, moe_hybridep_capacity_factor=None) if job.moe_dispatcher is not None else {}
     one = job.model_copy(update=dict(  # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only)
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=_probe_micro_batch(job),
         sharding=runs.sharding[0].level if runs is not None else "none", shard_group=None,
@@ -893,6 +893,7 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
 
         d = moe_dispatch_settings(job, settings.model, settings.stack, [], where)  # the job's own, validated
         settings = replace(settings, moe_dispatcher=d["moe_dispatcher"], stack=apply_moe_dispatcher(job, settings.stack),
+                           moe_hybridep_capacity_factor=d["moe_hybridep_capacity_factor"],
                            inherited=tuple((k, v) for k, v in settings.inherited if k != "moe_dispatcher"))
     # the MoE all-to-all overlap: the model and stack checked here, each candidate's ep, pp/vpp
     # and recompute in the cost model (moe.ep_overlap_applies). Not pinned: on for an MoE model

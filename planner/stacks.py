@@ -433,5 +433,25 @@ def plan_context(settings, plan):
     from .imbalance import rank_load
     from .layers import context
 
-    align = token_group_align(stack_of(settings), plan) if settings.model.moe is not None else 0.0
-    return context(plan, rank_load(settings, plan), align)
+    if settings.model.moe is None:  # a model property
+        return context(plan, rank_load(settings, plan), 0.0)
+    return context(plan, rank_load(settings, plan), token_group_align(stack_of(settings), plan),
+                   capacity_rows(settings, plan))
+
+
+def capacity_rows(settings, plan) -> np.ndarray:
+    """Ctx.capacity_rows of each plan of an MoE model: HybridEP's non-blocking dispatch (job moe_hybridep_capacity_factor
+    f > 0; layers/moe.py [19]) allocates int(n x ep x min(E / ep, k) x f) rows for n local tokens (pytorch/torchtitan
+    release/0.3 @4f9e9a47d torchtitan/distributed/deepep/hybridep.py _num_permuted_tokens_for_non_blocking l. 80-109,
+    pad_multiple None: no alignment), ep x min(E / ep, k) x f a local token (the int() truncation, under one row of
+    n x ep x k, left out), where the plan runs hybridep and ep > 1; 0 elsewhere (the rows routed)."""
+    from .dispatch_codes import HYBRIDEP, dispatcher_rows
+
+    f = float(settings.moe_hybridep_capacity_factor)
+    if not f:  # a job setting
+        return np.zeros(np.shape(plan.tp))
+    moe = settings.model.moe
+    ep = np.asarray(plan.ep, dtype=np.float64)
+    codes, _ = dispatcher_rows(settings, plan)
+    rows = ep * np.minimum(moe.num_experts / ep, float(moe.top_k)) * f
+    return np.where((np.asarray(codes) == HYBRIDEP) & (ep > 1), rows, 0.0) + np.zeros(np.shape(plan.tp))

@@ -166,6 +166,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             model at cp > 1 where s / cp exceeds the chunk c and s is not a multiple of
                             2 cp^2 c: Megatron-Bridge @dc805f5cf llama4_utils.py Llama4SelfAttention.forward
                             l. 304-307 asserts s / cp % (2 cp) == 0 and (s / cp // 2 cp) % c == 0 (code 81)
+  TORCHTITAN_HYBRIDEP       (torchtitan, stack torchtitan-0.3 with moe_dispatcher hybridep) ep 1, or seq_len
+                            not a multiple of cp x tp: release/0.3 @4f9e9a47d models/common/token_dispatcher.py
+                            update_ep_token_dispatcher_config l. 1216-1242 raises (code 82)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -1260,7 +1263,8 @@ LATER_RULES = LATER_RULES + (
 #                            VARIANT_RULES, so fit tries TP overlap only where the code applies it
 # torchtitan 0.3.0 (stack torchtitan-0.3, release/0.3 @4f9e9a47d) keeps its own map (stack_db torchtitan-0.3
 # runs.model_codes): no llama4 code; every code it lists has pipeline_llm and applies async TP through
-# apply_compile, builds the stack's one dispatcher (alltoall), and runs CP under FlexAttention; only gpt_oss's released
+# apply_compile, builds both the stack's dispatchers (alltoall, hybridep: model_registry's moe_comm_backend), and runs
+# CP under FlexAttention; only gpt_oss's released
 # configs (varlen attention) refuse CP there. So on 0.3.0 only TORCHTITAN_MODEL_CP can fire (gpt_oss).
 # A model whose hf_model_type no entry lists (torchtitan has no code for it: mixtral, gemma3, ...) or that has none
 # (no config.json: Megatron's GPT) breaks none of these: it is priced on the stack's runs, as a port of the model into
@@ -2249,6 +2253,30 @@ LATER_RULES = LATER_RULES + (
         _bridge_chunk_cp, detail=_bridge_chunk_cp_detail),
 )
 
+
+
+def _torchtitan_hybridep_broken(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_HYBRIDEP: an MoE model on hybridep with ep 1, or with seq not a multiple of cp x tp."""
+    if not _dispatcher_on(model, stack, "hybridep"):  # a job setting
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    return (np.asarray(plan.ep) == 1) | (np.asarray(plan.seq) % (np.asarray(plan.cp) * np.asarray(plan.tp)) != 0)
+
+
+# torchtitan 0.3's HybridEP token dispatcher (job moe_dispatcher hybridep on stack torchtitan-0.3, the config functions
+# deepseek_v3_*_hybridep): update_ep_token_dispatcher_config raises at start-up for ep 1 and for a seq_len that
+# cp x tp does not divide (its buffer's per-rank tokens, layers/moe.py [19]). Code 82.
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_HYBRIDEP", "torchtitan",
+        "torchtitan's HybridEP dispatcher needs expert parallelism (ep > 1) and seq_len a multiple of cp x tp",
+        "pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/common/token_dispatcher.py "
+        "update_ep_token_dispatcher_config l. 1216-1242 (ValueError 'training.seq_len (...) must be divisible by "
+        "context_parallel_degree * tensor_parallel_degree'; ValueError 'HybridEPTokenDispatcher.Config requires expert "
+        "parallelism (expert_parallel_degree > 1)')",
+        "use ep > 1 and a seq_len that cp x tp divides with moe_dispatcher hybridep, or moe_dispatcher alltoall",
+        _torchtitan_hybridep_broken),
+)
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -2327,6 +2355,7 @@ DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",), "TORCHTITAN_DEEPEP_EP"
                     "TORCHTITAN_DEEPEP_GPU": ("deepep",), "DEEPSEEK_DEEPEP_GPU": ("deepep",),
                     "MEGATRON_HYBRIDEP_GPU": ("hybridep",), "MEGATRON_HYBRIDEP_DOMAIN": ("hybridep",),
                     "MEGATRON_HYBRIDEP_EXPERTS": ("hybridep",), "MEGATRON_HYBRIDEP_TOKENS": ("hybridep",),
+                    "TORCHTITAN_HYBRIDEP": ("hybridep",),
                     # every dispatcher a code may leave out (each code builds alltoall, the stack's default)
                     "TORCHTITAN_MODEL_DISPATCHER": ("allgather", "deepep", "deepep_ll", "hybridep")}
 

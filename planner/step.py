@@ -775,11 +775,11 @@ def _host_synced_rows(sc: StepCtx):
     grouped_layer_times)."""
     st = sc.settings
     if not _rows(st) or len(_synced_table(st)) == 1:
-        return dispatch.host_synced(st.moe_pad_to_capacity, st.moe_dispatcher)
+        return dispatch.host_synced(st.moe_pad_to_capacity, st.moe_dispatcher, st.moe_hybridep_capacity_factor > 0)
     codes, _ = dispatcher_rows(st, sc.plan)
     table = np.zeros(len(dispatch.NAMES), dtype=bool)
     for c in _codes_of(st):
-        table[c] = dispatch.host_synced(st.moe_pad_to_capacity, dispatch.NAMES[c])
+        table[c] = dispatch.host_synced(st.moe_pad_to_capacity, dispatch.NAMES[c], st.moe_hybridep_capacity_factor > 0)
     return table[codes]
 
 
@@ -790,7 +790,8 @@ def _codes_of(settings: Settings) -> tuple:
 
 def _synced_table(settings: Settings) -> set:
     """The distinct dispatch.host_synced values of the dispatchers a plan may run (_codes_of)."""
-    return {dispatch.host_synced(settings.moe_pad_to_capacity, dispatch.NAMES[c]) for c in _codes_of(settings)}
+    return {dispatch.host_synced(settings.moe_pad_to_capacity, dispatch.NAMES[c],
+                                   settings.moe_hybridep_capacity_factor > 0) for c in _codes_of(settings)}
 
 
 def moe_host(sc: StepCtx, kind, gpu_fwd):

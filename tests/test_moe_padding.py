@@ -31,7 +31,8 @@ def _sc(pad: bool, dispatcher: str, ep):
     megatron stack's fitted moe_host at the time of writing, given here by hand)."""
     mh = SimpleNamespace(per_layer_s=0.7e-3, per_local_expert_s=0.44e-3)
     return SimpleNamespace(stack=SimpleNamespace(moe_host=mh), plan=SimpleNamespace(ep=np.asarray(ep)),
-                           settings=SimpleNamespace(moe_pad_to_capacity=pad, moe_dispatcher=dispatcher))
+                           settings=SimpleNamespace(moe_pad_to_capacity=pad, moe_dispatcher=dispatcher,
+                                                    moe_hybridep_capacity_factor=0.0))
 
 
 KIND = SimpleNamespace(mlp=SimpleNamespace(num_experts=128))

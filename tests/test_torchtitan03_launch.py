@@ -152,12 +152,9 @@ def test_untranscribed_config_functions_are_refused(cli, tmp_path):
 
 
 # the config functions that build another token dispatcher (models/common/config_utils.py
-# make_token_dispatcher_config l. 360-425): refused, each naming what 0.3 runs that the planner does not price
+# make_token_dispatcher_config l. 360-425) that the planner does not price: refused, each naming what 0.3 runs
+# (HybridEP's are priced: tests/test_torchtitan03_hybridep.py)
 @pytest.mark.parametrize("module, config, words", [
-    # HybridEP, non_blocking_capacity_factor 1.0: permuted rows n x ep x min(E / ep, k) (hybridep.py l. 80-109)
-    ("deepseek_v3", "deepseek_v3_debugmodel_hybridep", ("l. 109-116", "n x ep x min(E / ep, k)", "@f725d2969",
-                                                        "local_batch_size x seq_len / (cp x tp)")),
-    ("deepseek_v3", "deepseek_v3_16b_hybridep", ("l. 173-182", "non_blocking_capacity_factor=1.0", "@94a9f8f")),
     # expert_parallel_degree 1 with MinimalAsyncEP: token_dispatcher.py l. 1238-1242 raises at start-up
     ("deepseek_v3", "deepseek_v3_debugmodel_minimal_async_ep", ("l. 119-135", "expert_parallel_degree 1",
                                                                 "symmetric-memory", "all_to_all_single")),
@@ -171,7 +168,7 @@ def test_untranscribed_config_functions_are_refused(cli, tmp_path):
 ])
 def test_other_token_dispatchers_refused_naming_why(cli, tmp_path, module, config, words):
     p = _line(tmp_path, f"MODULE={module} CONFIG={config} NGPU=8 ./run_train.sh")
-    assert_one_error(cli("explain", str(p)), config, "not transcribed", "lists alltoall only"
+    assert_one_error(cli("explain", str(p)), config, "not transcribed", "lists alltoall and hybridep, not deepep"
                      if "minimal" not in config else "no planner dispatcher prices", *words)
 
 
@@ -188,22 +185,6 @@ def test_other_token_dispatchers_refused_naming_why(cli, tmp_path, module, confi
 def test_flex_flash_and_nvfp4_refused_naming_what_is_missing(cli, tmp_path, module, config, words):
     p = _line(tmp_path, f"MODULE={module} CONFIG={config} NGPU=8 ./run_train.sh")
     assert_one_error(cli("explain", str(p)), config, "not transcribed", *words)
-
-
-def test_16b_hybridep_rows_from_the_16b_job(tmp_path):
-    """The 48 rows the refusal names, from the transcribed deepseek_v3_16b job: E 64 routed experts, top-6
-    (deepseek_v3/__init__.py _16b l. 403, 421), expert_parallel_degree 8 (config_registry.py l. 165): HybridEP's
-    capacity n x ep x min(E / ep, k) = n x 8 x min(8, 6) = 48 n rows, against the n k = 6 n a rank receives under
-    uniform routing (what the planner prices)."""
-    job = load_trainer_config(_line(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_16b NGPU=8 ./run_train.sh"),
-                              hardware="h100-sxm").job
-    settings, _, _ = resolve(Job(**job))
-    E, k, ep = settings.model.moe.num_experts, settings.model.moe.top_k, job["ep"]
-    assert (E, k, ep) == (64, 6, 8)
-    assert ep * min(E // ep, k) == 48
-    p = _line(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_16b_hybridep NGPU=8 ./run_train.sh", "h.sh")
-    with pytest.raises(PlannerError, match=r"8 x 6 = 48 rows a local token against the 6 priced"):
-        load_trainer_config(p)
 
 
 def test_gpu_count_must_match(tmp_path):

@@ -299,6 +299,31 @@ References
     (fused=False: score function, torch.topk, scatter into zeros); token_dispatcher.py
     MoEAlltoAllTokenDispatcher (permute with probs, unpermute without); transformer_config.py
     l. 941-947 (moe_permute_fusion, moe_router_fusion default False).
+[19] HybridEP's non-blocking dispatch (Ctx.capacity_rows, stacks.capacity_rows; job moe_hybridep_capacity_factor f,
+    stack runs.hybridep_non_blocking): pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/distributed/deepep/
+    hybridep.py _dispatch_impl l. 151-174 hands DeepEP's dispatch_with_permute num_permuted_tokens =
+    _num_permuted_tokens_for_non_blocking (l. 80-109: int(n x ep x min(E / ep, k) x f), pad_multiple None from
+    model_registry, models/common/config_utils.py make_token_dispatcher_config l. 402-409), the rows of the permuted
+    expert input it returns (_dispatch_fake l. 207-218: hidden [out_tokens, h], fp32 scores [out_tokens]);
+    deepseek-ai/DeepEP hybrid-ep @94a9f8f deep_ep/hybrid_ep_buffer.py dispatch_with_permute l. 351-357 (non_blocking:
+    num_permuted_tokens given, no host synchronisation) -- torchtitan pins @f725d2969 (.ci/docker/common/
+    install_deepep.sh), DeepEP PR #699 merged on hybrid-ep@94a9f8f, which changes setup.py's C++ standard flag and adds
+    a build test only (torchtitan c91448d20 "Bump DeepEP HybridEP pin": "the current hybrid-ep branch head and
+    includes DeepEP PR #699"). models/common/moe.py GroupedExperts.forward l. 81-108 then runs its three
+    torch._grouped_mm over those rows with offsets the cumulative routed counts: the gate / up outputs, the SiLU and
+    product (the activation output) and the down output have as many rows, and so does the product with the
+    permuted scores before the combine (hybridep.py combine_tokens l. 535-540). Held (tensors): moe_expert_in,
+    moe_expert_gate_up, moe_expert_act_out and moe_expert_out at ep x min(E / ep, k) x f rows a local token
+    (capacity_scale: those over local_rows), under the stack's recompute rules as the rows routed (selective AC saves
+    the hybridep dispatch and combine ops' outputs, activation_checkpoint.py _get_default_save_ops l. 61-70).
+    Computed (gemms): the rows routed, unchanged: torch.nn.functional.grouped_mm ignores the rows beyond offs[-1]
+    (docs.pytorch.org/docs/main/generated/torch.nn.functional.grouped_mm.html, offs: "elements beyond offs[-1] are
+    ignored"); the gated activation's memory-bound kernels (SiLU, the product: elementwise_bytes) run over every row
+    of their tensors, the capacity rows. Not priced (named): the product with the permuted scores and the scores'
+    bf16 copy (hybridep.py l. 515-516, 535-536) over those rows, the bf16 permuted scores the combine's product saves
+    (2 B a capacity row, against 2 h B of the row it scales), the int64 top-k indices the dispatch saves
+    (_dispatch_setup_context l. 357-364: 8 k B a local token) and the handle's tensors (priced for Megatron's
+    dispatcher only: stack memory.moe_routing_saved).
 """
 
 from __future__ import annotations
@@ -413,6 +438,14 @@ class MoEMLP:
         E_l = E / ep local experts, A = ctx.group_align (torchtitan's _permute buffer [14]); 1 where A = 0."""
         return 1.0 + (self.num_experts / ctx.ep) * ctx.group_align / (ctx.T * self.local_rows(ctx))
 
+    def capacity_scale(self, ctx):
+        """The rows one micro-batch's expert tensors hold over the rows routed to the rank: where the dispatcher
+        allocates Ctx.capacity_rows a local token (HybridEP's non-blocking dispatch [19]), those rows of the rank's
+        T / rep_div x gather local tokens over local_rows; 1 elsewhere."""
+        cap = np.asarray(ctx.capacity_rows, dtype=np.float64)
+        held = cap * ctx.gather / ctx.rep_div
+        return np.where(cap > 0, held / np.where(cap > 0, self.local_rows(ctx), 1.0), 1.0)
+
     def local_rows(self, ctx):
         """Routed rows per token on this rank (the expert inputs it receives, as moe_expert_in):
         token_copies x ctx.expert_scale x etp / tp."""
@@ -477,7 +510,9 @@ class MoEMLP:
         weighted_bias_quick_geglu_impl), the output bias, which the router probability scales,
         as a per-expert loop t + b x p in fp32, a cat and a cast back (_apply_bias; linear_fc2
         is built with skip_bias_add=True); stack_db/megatron.yaml counts their bytes."""
-        return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx) + self.unfused_bytes(ctx, kb, sfx)
+        # the routed part over the rows the expert tensors hold (capacity_scale: HybridEP's capacity rows [19])
+        width = self.token_width(ctx) + self.token_copies(ctx) * self.fe * ctx.expert_scale * (self.capacity_scale(ctx) - 1.0)
+        return mlp_elementwise_bytes(self, width, ctx, kb, sfx) + self.unfused_bytes(ctx, kb, sfx)
 
     def unfused_bytes(self, ctx, kb, sfx):
         """The two passes of elementwise_bytes' docstring (0 where the stack fuses them), and
@@ -872,13 +907,14 @@ class MoEMLP:
         g = 2.0 if self.gated else 1.0  # gate + up (gated) or up
         x = self.token_copies(ctx)
         xs = ctx.expert_scale
-        pad = self.padded_rows(ctx)  # the grouped GEMMs' padded token groups [14]
+        cap = self.capacity_scale(ctx)  # rows allocated by capacity, not as routed [19]
+        pad = np.where(cap != 1.0, cap, self.padded_rows(ctx))  # the grouped GEMMs' padded token groups [14]
         return {
             "norm2_in": (2.0 * h, "rep"), "norm2_out": (2.0 * h, "rep"),
             "mlp_out": (2.0 * h, "rep"), "dropout_masks": (drop * h, "rep"),
             "moe_router_logits": (ROUTER_LOGIT_BYTES * self.num_experts, "rep"),
             "moe_expert_in": (2.0 * x * h * xs * ctx.etp / ctx.tp * pad, "full"),
-            "moe_expert_out": (2.0 * x * h * xs * ctx.etp / ctx.tp, "full"),
+            "moe_expert_out": (2.0 * x * h * xs * ctx.etp / ctx.tp * cap, "full"),
             "moe_expert_gate_up": (2.0 * g * self.fe * x * xs * pad, "split"),
             "moe_expert_act_out": (2.0 * self.fe * x * xs * pad, "split"),
             "moe_shared_gate_up": (2.0 * g * self.num_shared * self.fs, "split"),

@@ -264,6 +264,9 @@ def moe_lines(res: dict) -> None:
     extra += f", tokens to at most {m['route_nodes']} nodes" if m["route_nodes"] else ""
     if m.get("route_groups"):
         extra += f", group-limited routing ({m['route_groups'][1]} of {m['route_groups'][0]} expert groups per token)"
+    if m.get("capacity_rows"):  # HybridEP's non-blocking dispatch (layers/moe.py [19])
+        extra += (f", non-blocking: the expert tensors at {m['capacity_rows']:g} rows a local token, the GEMMs over the "
+                  "rows routed")
     loop = m.get("experts") == "per_expert_loop"
     if loop:  # the stack's code loops over the experts: no token dispatcher (stack moe_experts)
         out.print("  MoE experts: a Python loop over the experts on each GPU (each expert's tokens gathered, its own "

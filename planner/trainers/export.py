@@ -91,9 +91,11 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
 
         picked: list = []
         # the chunked loss is every 0.3.0 config function's (torchtitan03.LOSS_CHUNKS), checked by launch_text; the
-        # TOML's mapping refuses it (main's torchtitan has none)
-        sec = _torchtitan_sections({k: v for k, v in plan.items() if k != "chunked_loss"}, notes,
-                                   lambda p, m, n: launch_flavor(p, m, picked))
+        # TOML's mapping refuses it (main's torchtitan has none); the token dispatcher is the config function's too
+        # (model_registry's moe_comm_backend, matched by launch_text), not the TOML's expert_parallel_comm_backend
+        toml = {k: v for k, v in plan.items() if k not in ("chunked_loss", "moe_hybridep_capacity_factor")}
+        toml["moe_dispatcher"] = "alltoall" if plan.get("moe_dispatcher") == "hybridep" else plan.get("moe_dispatcher")
+        sec = _torchtitan_sections(toml, notes, lambda p, m, n: launch_flavor(p, m, picked))
         return launch_text(plan, sec, picked, notes), notes
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed,
             "megatron-deepspeed": _megatron_deepspeed}[fmt](plan, notes)
@@ -240,7 +242,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
+            "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_hybridep_capacity_factor", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",

@@ -384,6 +384,10 @@ class ConfigFunction:
     export_note: str = ""  # what the export says of the function beyond the plan (its data, its start)
     chunked_loss: bool = True  # its loss is ChunkedLossWrapper (LOSS_CHUNKS); False: the plain CrossEntropyLoss
     mtp_layers: int = 0  # model_registry's num_mtp_layers (deepseek_v3's MTP modules, job field mtp_layers)
+    # model_registry's moe_comm_backend as the planner's dispatcher ("standard" -> alltoall, "hybridep" -> hybridep)
+    # and its non_blocking_capacity_factor (job fields moe_dispatcher, moe_hybridep_capacity_factor; None: blocking)
+    moe_dispatcher: str = "alltoall"
+    hybridep_capacity: Optional[float] = None
 
     @property
     def kernel(self) -> str:
@@ -482,6 +486,21 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
     ConfigFunction("deepseek_v3", "deepseek_v3_debugmodel", "l. 38-70", ("deepseek_v3", "debugmodel_flex_attn"), "flex",
                    {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
                     "parallelism.expert_parallel_degree": 1}, "selective"),
+    # deepseek_v3_debugmodel (above) with model_registry("debugmodel", moe_comm_backend="hybridep",
+    # non_blocking_capacity_factor=1.0): HybridEP's token dispatcher, non-blocking at capacity factor 1.0 (stack_db
+    # torchtitan-0.3 runs.sources moe_dispatchers); its expert_parallel_degree stays 1, which 0.3 refuses at start-up
+    # (start-up rule TORCHTITAN_HYBRIDEP): a launch line gives --parallelism.expert_parallel_degree
+    ConfigFunction("deepseek_v3", "deepseek_v3_debugmodel_hybridep", "l. 109-116", ("deepseek_v3", "debugmodel_flex_attn"),
+                   "flex", {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                            "parallelism.expert_parallel_degree": 1}, "selective",
+                   moe_dispatcher="hybridep", hybridep_capacity=1.0),
+    # deepseek_v3_16b (above) with model_registry("16B", attn_backend="flex", moe_comm_backend="hybridep",
+    # non_blocking_capacity_factor=1.0) and training.disable_cuda_graphs False (l. 181)
+    ConfigFunction("deepseek_v3", "deepseek_v3_16b_hybridep", "l. 173-182", ("deepseek_v3", "16B"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 1000,
+                    "training.disable_cuda_graphs": False, "parallelism.pipeline_parallel_schedule": "Interleaved1F1B",
+                    "parallelism.expert_parallel_degree": 8, "compile.enable": True, "compile.components": ["loss"]},
+                   "selective", moe_dispatcher="hybridep", hybridep_capacity=1.0),
     ConfigFunction("qwen3", "qwen3_0_6b", "l. 176-203", ("qwen3", "0.6B"), "flex",
                    {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 10}, "selective",
                    notes=(_QWEN3_CTX.format(l="l. 282-286", m=4096),)),
@@ -513,15 +532,14 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
 )}
 # the other config functions at 4f9e9a47d (each module's config_registry.py `def`s): known, not transcribed
 # (the debug models; NVFP4 / float8-emulated LoRA / first-85%-of-layers converters; other token dispatchers
-# (deepep, hybridep, minimal_async_ep); flex_flash; param groups; SFT chat data; the kimi_k2_7, qwen3_5 and
+# (deepep, minimal_async_ep); flex_flash; param groups; SFT chat data; the kimi_k2_7, qwen3_5 and
 # muse_glimmer packages, whose flavors no planner model copies; flux, no language model): a launch line naming one
 # is refused naming the transcribed ones
 OTHER_FUNCTIONS = {
     "llama3": ("llama3_debugmodel_dist_gemm llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
                "llama3_debugmodel_float8_emulate_lora llama3_8b_first_85_pct_layers_nvfp4 sft_debugmodel").split(),
-    "deepseek_v3": ("deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_hybridep "
-                    "deepseek_v3_debugmodel_minimal_async_ep deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep "
-                    "deepseek_v3_671b_float8").split(),
+    "deepseek_v3": ("deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_minimal_async_ep "
+                    "deepseek_v3_16b_minimal_async_ep deepseek_v3_671b_float8").split(),
     "qwen3": ("qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 qwen3_debugmodel_moe_param_groups "
               "qwen3_debugmodel_flex_flash qwen3_8b_first_85_pct_layers_nvfp4 qwen3_debugmodel_non_fused_qkv "
               "qwen3_moe_deepep").split(),
@@ -535,17 +553,8 @@ OTHER_FUNCTIONS = {
 }
 # why a function of the llama3 / qwen3 / deepseek_v3 / gpt_oss modules is not transcribed, where it is one thing
 # the other token dispatchers (models/common/config_utils.py make_token_dispatcher_config l. 360-425: standard |
-# deepep | hybridep | minimal_async_ep, a model_registry argument no launch option reaches): why each is not priced
-_HYBRIDEP = ("{f} with model_registry(moe_comm_backend='hybridep', non_blocking_capacity_factor=1.0) "
-             "(config_registry.py {l}): HybridEP's non-blocking dispatch allocates the permuted expert input at "
-             "n x ep x min(E / ep, k) x 1.0 rows for n local tokens (distributed/deepep/hybridep.py "
-             "_num_permuted_tokens_for_non_blocking l. 80-109), the grouped GEMMs' outputs likewise, where the "
-             "planner prices the n k rows a rank receives; its HybridEPBuffer takes local_batch_size x seq_len / "
-             "(cp x tp) tokens (models/common/token_dispatcher.py l. 1232-1234), not the micro-batch's; and it pins "
-             "deepseek-ai/DeepEP hybrid-ep @f725d2969 (.ci/docker/common/install_deepep.sh), not the @94a9f8f whose "
-             "buffers and handle the planner prices: stack torchtitan-0.3 lists alltoall only")
-_HYBRIDEP_16B = ("; for the 16B flavor (E 64, k 6) at its expert_parallel_degree 8: 8 x 6 = 48 rows a local "
-                 "token against the 6 priced")
+# deepep | hybridep | minimal_async_ep, a model_registry argument no launch option reaches): why each not priced is not
+# (hybridep is: ConfigFunction.moe_dispatcher, stack_db torchtitan-0.3 runs.sources moe_dispatchers)
 _MINIMAL_ASYNC_EP = ("model_registry(moe_comm_backend='minimal_async_ep') beside expert_parallel_degree 1 "
                      "(config_registry.py {l}), which 0.3 refuses at start-up (models/common/token_dispatcher.py "
                      "update_ep_token_dispatcher_config l. 1238-1242: 'requires expert parallelism "
@@ -573,7 +582,7 @@ _DEEPEP_V2 = ("model_registry('debugmodel_moe', moe_comm_backend='deepep') (conf
               "token_dispatcher.py l. 1232-1234), which deepseek-ai/DeepEP main @dd758caf computes in C++ from the "
               "NCCL communicator (deep_ep/buffers/elastic.py l. 381-406: _C.calculate_elastic_buffer_size), and 0.3 "
               "pins no DeepEP v2 commit (.ci/docker/common/install_deepep.sh pins only the hybrid-ep branch "
-              "@f725d2969): stack torchtitan-0.3 lists alltoall only")
+              "@f725d2969): stack torchtitan-0.3 lists alltoall and hybridep, not deepep")
 # torchtitan's NVFP4 (components/quantization/nvfp4.py NVFP4LinearConverter l. 264-315) is torchao's nvfp4_training
 # NVFP4Linear (pytorch/ao @36027d82d torchao/prototype/moe_training/nvfp4_training/nvfp4_linear.py nvfp4_mm_triton
 # l. 140-240): the recipe the planner's nvfp4 prices on Megatron (TE NVFP4BlockScaling: RHT, 1x16 e4m3 + fp32 scales,
@@ -604,8 +613,6 @@ NOT_TRANSCRIBED_WHY = {
                                              "the planner does not price",
     "sft_debugmodel": "SFT from a local JSON file on the debug model (test data)",
     "deepseek_v3_debugmodel_mxfp8": "MXFP8 on the grouped experts and the linears of a debug model",
-    "deepseek_v3_debugmodel_hybridep": _HYBRIDEP.format(f="deepseek_v3_debugmodel", l="l. 109-116"),
-    "deepseek_v3_16b_hybridep": _HYBRIDEP.format(f="deepseek_v3_16b", l="l. 173-182") + _HYBRIDEP_16B,
     "deepseek_v3_debugmodel_minimal_async_ep": _MINIMAL_ASYNC_EP.format(l="l. 119-135"),
     "deepseek_v3_16b_minimal_async_ep": _MINIMAL_ASYNC_EP.format(l="l. 185-203"),
     "qwen3_moe_deepep": _DEEPEP_V2,
@@ -1030,6 +1037,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             "l. 323-409, mtp_scale a loss weight)" if cf.mtp_layers else "the plain CrossEntropyLoss") +
             f" ({cf.where}), priced by the stack's cross-entropy terms")
     job["chunked_loss"] = bool(cf.chunked_loss)  # the function's, never the stack's default (chunked_loss true)
+    if cf.moe_dispatcher != "alltoall":  # model_registry(moe_comm_backend=...): job fields (stack_db runs.moe_dispatchers)
+        job["moe_dispatcher"] = cf.moe_dispatcher
+        if cf.hybridep_capacity is not None:
+            job["moe_hybridep_capacity_factor"] = cf.hybridep_capacity
     if cf.mtp_layers:  # model_registry(num_mtp_layers=...): the job field mtp_layers (stack_db runs.mtp)
         job["mtp_layers"] = cf.mtp_layers
         assumed.append(f"mtp_layers={cf.mtp_layers}: {cf.name}'s model_registry(num_mtp_layers={cf.mtp_layers}) "
@@ -1052,9 +1063,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg.fmt = STACK
     # the TOML mapping's lines on what 0.3 sets in the model config, not by an option: said in 0.3's terms
     cfg.assumed = [a for a in assumed if not a.startswith("attention_kernel=flex: [model]")]
-    cfg.assumed = [f"moe_dispatcher=alltoall: {cf.name} keeps model_registry's moe_comm_backend \"standard\" "
-                   f"({MOE_BACKEND_LINES[cf.module]}; no option sets it)"
-                   if a.startswith("moe_dispatcher=alltoall: expert_parallel_comm_backend") else a for a in cfg.assumed]
+    cfg.assumed = [_dispatcher_line(cf) if a.startswith("moe_dispatcher=alltoall: expert_parallel_comm_backend") else a
+                   for a in cfg.assumed]
     cfg.assumed = [_in_03_terms(a, cf) for a in cfg.assumed]
     if not any("block_causal" in a for a in cfg.assumed):
         cfg.assumed.append(f"attention mask block_causal: {cf.name}'s attention, as every 0.3.0 language model's "
@@ -1068,6 +1078,20 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
 MOE_BACKEND_LINES = {"deepseek_v3": "deepseek_v3/__init__.py l. 616-619",
                      "qwen3": "qwen3/__init__.py l. 613-621, the MoE flavors' default l. 477, 518, 559",
                      "gpt_oss": "gpt_oss/__init__.py l. 388-390", "llama3": "llama3 has no MoE"}
+
+
+def _dispatcher_line(cf: ConfigFunction) -> str:
+    """What the config function builds as its token dispatcher (model_registry's moe_comm_backend), as assumed."""
+    if cf.moe_dispatcher == "alltoall":
+        return (f"moe_dispatcher=alltoall: {cf.name} keeps model_registry's moe_comm_backend \"standard\" "
+                f"({MOE_BACKEND_LINES[cf.module]}; no option sets it)")
+    return (f"moe_dispatcher=hybridep, moe_hybridep_capacity_factor={cf.hybridep_capacity:g}: {cf.name}'s "
+            f"model_registry(moe_comm_backend='hybridep', non_blocking_capacity_factor={cf.hybridep_capacity:g}) ({cf.where}; "
+            "no option sets it): HybridEP's non-blocking dispatch (distributed/deepep/hybridep.py) on deepseek-ai/DeepEP "
+            "hybrid-ep @f725d2969 (.ci/docker/common/install_deepep.sh), its permuted expert input and grouped-GEMM "
+            "outputs at ep x min(E / ep, top_k) x the factor rows a local token (layers/moe.py [19]), its buffers at "
+            "local_batch_size x seq_len / (cp x tp) tokens a rank (memory.py [ep]); ep 1 raises at start-up "
+            "(TORCHTITAN_HYBRIDEP)")
 
 
 def _in_03_terms(line: str, cf: ConfigFunction) -> str:
@@ -1255,6 +1279,15 @@ def _config_function(plan: dict, sec: dict, picked: list):
                       (f"; {', '.join(cf.name for cf in have)} builds {mtp}" if have else ""),
                       "price the plan with the MTP modules of one of those functions (--mtp-layers), then export")
     picked = with_mtp
+    disp = (plan.get("moe_dispatcher") or "alltoall", plan.get("moe_hybridep_capacity_factor"))
+    with_disp = [cf for cf in picked if (cf.moe_dispatcher, cf.hybridep_capacity) == disp]
+    if picked and not with_disp:  # model_registry's moe_comm_backend is the config function's (no option sets it)
+        have = "; ".join(f"{cf.name}: {_disp_text(cf.moe_dispatcher, cf.hybridep_capacity)}" for cf in picked)
+        raise _refuse(f"model {plan['model']} with {_disp_text(*disp)}: the torchtitan {COMMIT} config functions that "
+                      f"build the model run {have}; model_registry's moe_comm_backend and non_blocking_capacity_factor "
+                      "are the config function's, which no option reaches (trainer.py l. 75-77)",
+                      "price the plan with the dispatcher of one of those functions, then export")
+    picked = with_disp
     built = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel]
     fits = [cf for cf in built if cf.chunked_loss == bool(plan.get("chunked_loss"))]
     if built and not fits:  # the loss: ChunkedLossWrapper or CrossEntropyLoss, the function's (no option sets it)
@@ -1352,6 +1385,14 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     words = [f"torchrun --nnodes={nodes} --nproc_per_node={nproc} -m torchtitan.train --module {cf.module} "
              f"--config {cf.name}"] + opts + [f"activation-checkpoint:{sub}"]
     return "\n".join(head) + "\n" + " \\\n  ".join(words) + "\n"
+
+
+def _disp_text(name: str, capacity) -> str:
+    """A token dispatcher as the export names it: alltoall, or hybridep with its non-blocking capacity factor."""
+    if name == "alltoall":
+        return "moe_dispatcher alltoall (moe_comm_backend 'standard')"
+    return f"moe_dispatcher {name}" + (f", moe_hybridep_capacity_factor {capacity:g}" if capacity is not None
+                                      else " (blocking)")
 
 
 def _priced_conv(conv: dict) -> dict:

@@ -1,0 +1,278 @@
+"""torchtitan 0.3's HybridEP token dispatcher, priced (issue 22; layers/moe.py [19], memory.py [ep], stack_db
+torchtitan-0.3 runs.sources moe_dispatchers).
+
+deepseek_v3_16b_hybridep (pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/deepseek_v3/config_registry.py
+l. 173-182) is deepseek_v3_16b (l. 138-170: local_batch_size 4, seq_len 4096, expert_parallel_degree 8, SelectiveAC,
+compile of the loss only) with model_registry("16B", moe_comm_backend="hybridep", non_blocking_capacity_factor=1.0)
+and disable_cuda_graphs False. Its model (deepseek_v3/__init__.py _16b): h 2048, 27 layers (the first dense, 26 MoE),
+64 routed experts of f_e 1408, top-6, 2 shared experts.
+
+By hand, on 8 GPUs (NGPU 8: dp_shard 8, tp = cp = pp = 1, ep 8), n = 4 x 4096 / (1 x 1) = 16,384 local tokens:
+  HybridEP's non-blocking dispatch (distributed/deepep/hybridep.py _num_permuted_tokens_for_non_blocking l. 80-109)
+  allocates int(n x ep x min(E / ep, k) x 1.0) = 16,384 x 8 x min(8, 6) = 786,432 rows, 48 a local token against the
+  6 routed (x the busiest rank's load);
+  permuted expert input: 786,432 rows x 2048 x 2 B = 3,221,225,472 B a MoE layer (and the experts' output as many);
+  gate + up outputs 786,432 x 2 x 1408 x 2 B = 4,429,185,024 B; the activation output 786,432 x 1408 x 2 B =
+  2,214,592,512 B;
+  HybridEPBuffer (deepseek-ai/DeepEP hybrid-ep @94a9f8f = the pinned @f725d2969 but a build fix): the Configurer's
+  max(16,384, 512) rounded up to 64 = 16,384 tokens a rank, one NVLink domain (8 ranks of an H100 node: N = 1, no
+  RDMA buffer), NVLink buffers M = 16,384 x 8 = 131,072 rows of 2h + 4 (E / ep) x 8 + 4 x h / 128 = 4096 + 256 + 64 =
+  4,416 B (578,813,952 B) + the all-gather's routing map E x M = 8,388,608 B: 587,202,560 B.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.catalog import load_stack
+from planner.errors import PlannerError
+from planner.explain import evaluate, to_json
+from planner.layers import layer_list
+from planner.moe_padding import host_synced
+from planner.plan import resolve
+from planner.schema import Job
+from planner.stacks import plan_context
+from planner.trainers import load_trainer_config
+from planner.trainers.export import export_plan
+
+from conftest import assert_one_error
+
+H, FE, MOE_LAYERS = 2048, 1408, 26
+N = 4 * 4096  # local tokens a rank: local_batch_size x seq_len / (cp x tp)
+ROWS = N * 8 * min(64 // 8, 6)  # 786,432 permuted rows a MoE layer
+HAND_BUFFER = 131_072 * (2 * H + 4 * (64 // 8) * 8 + 4 * (H // 128)) + 64 * 131_072
+
+
+def _line(tmp_path, text: str, name: str = "run.sh") -> Path:
+    p = tmp_path / name
+    p.write_text("#!/usr/bin/bash\n" + text + "\n")
+    return p
+
+
+def _priced(tmp_path, config: str, extra: str = ""):
+    cfg = load_trainer_config(_line(tmp_path, f"MODULE=deepseek_v3 CONFIG={config} NGPU=8 ./run_train.sh {extra}",
+                                    f"{config}.sh"), hardware="h100-sxm")
+    settings, plan, _ = resolve(Job(**cfg.job))
+    est = evaluate(settings, plan)
+    return cfg, settings, plan, to_json(settings, plan, est)
+
+
+def _moe(settings):
+    return next(k for k in layer_list(settings.model).kinds if k.has_experts).mlp
+
+
+def test_hand_figures():
+    assert ROWS == 786_432 and ROWS * H * 2 == 3_221_225_472
+    assert ROWS * 2 * FE * 2 == 4_429_185_024 and ROWS * FE * 2 == 2_214_592_512
+    assert HAND_BUFFER == 587_202_560
+
+
+def test_16b_hybridep_reads_by_hand(tmp_path):
+    """The function's settings are deepseek_v3_16b's; its dispatcher and capacity factor the job's fields."""
+    cfg, settings, plan, js = _priced(tmp_path, "deepseek_v3_16b_hybridep")
+    j = cfg.job
+    assert (j["model"], j["ep"], j["micro_batch"], j["global_batch"], j["seq_len"]) == ("torchtitan:deepseek_v3/16B", 8,
+                                                                                       4, 32, 4096)
+    assert (j["moe_dispatcher"], j["moe_hybridep_capacity_factor"]) == ("hybridep", 1.0)
+    assert any(a.startswith("moe_dispatcher=hybridep, moe_hybridep_capacity_factor=1: deepseek_v3_16b_hybridep's "
+                            "model_registry(moe_comm_backend='hybridep', non_blocking_capacity_factor=1)")
+               for a in cfg.assumed)
+    assert (settings.moe_dispatcher, settings.moe_hybridep_capacity_factor) == ("hybridep", 1.0)
+    assert js["plan"]["moe_hybridep_capacity_factor"] == 1.0 and js["moe"]["dispatcher"] == "hybridep"
+    assert js["moe"]["capacity_rows"] == 48.0  # explain's MoE line says it
+    # 0.3 captures the step in a CUDA graph here (l. 181: disable_cuda_graphs False): listed, not priced
+    assert any(n.startswith("training.disable_cuda_graphs=false") for n in cfg.not_modelled)
+
+
+def test_16b_capacity_rows_by_hand(tmp_path):
+    """48 rows a local token (ep x min(E / ep, k) x 1.0) in Ctx; the expert tensors of one MoE layer and micro-batch
+    at the 786,432 rows, whatever the busiest rank's load; the alltoall function's at the rows routed."""
+    _, settings, plan, _ = _priced(tmp_path, "deepseek_v3_16b_hybridep")
+    ctx = plan_context(settings, plan)
+    assert float(ctx.capacity_rows) == 48.0 and float(ctx.T) == N and float(ctx.rep_div) == 1.0
+    moe = _moe(settings)
+    t = moe.tensors(ctx, "flash")
+    got = {k: float(ctx.T * t[k][0]) for k in ("moe_expert_in", "moe_expert_out", "moe_expert_gate_up",
+                                                "moe_expert_act_out")}
+    # "split" tensors divide by tp (1 here), "full" ones are per token as they stand
+    assert got["moe_expert_in"] == pytest.approx(3_221_225_472, rel=1e-12)
+    assert got["moe_expert_out"] == pytest.approx(3_221_225_472, rel=1e-12)
+    assert got["moe_expert_gate_up"] == pytest.approx(4_429_185_024, rel=1e-12)
+    assert got["moe_expert_act_out"] == pytest.approx(2_214_592_512, rel=1e-12)
+    _, s16, p16, _ = _priced(tmp_path, "deepseek_v3_16b")
+    c16 = plan_context(s16, p16)
+    assert float(c16.capacity_rows) == 0.0
+    load = float(c16.cf)  # the busiest rank's routed tokens / the mean (planner/imbalance.py)
+    assert 1.0 <= load < 1.1
+    assert float(c16.T * _moe(s16).tensors(c16, "flash")["moe_expert_in"][0]) == pytest.approx(N * 6 * load * H * 2,
+                                                                                              rel=1e-12)
+
+
+def test_16b_layer_activations_move_by_the_capacity_rows(tmp_path):
+    """Against deepseek_v3_16b (the same job on the standard all-to-all), the 26 MoE layers' kept expert tensors
+    (input, output, gate + up, activation output: 2 h + 2 h + 2 x 2 f_e + 2 f_e = 16,640 B a row; the stack's op
+    SAC keeps them all, stack_db torchtitan-0.3 selective) grow from 6 x load to 48 rows a local token."""
+    _, _, _, hy = _priced(tmp_path, "deepseek_v3_16b_hybridep")
+    _, s16, p16, a16 = _priced(tmp_path, "deepseek_v3_16b")
+    load = float(plan_context(s16, p16).cf)
+    per_row = 2 * H + 2 * H + 2 * 2 * FE + 2 * FE
+    want = MOE_LAYERS * N * (48 - 6 * load) * per_row
+    got = hy["memory"]["terms"]["layer_activations"] - a16["memory"]["terms"]["layer_activations"]
+    assert got == pytest.approx(want, rel=1e-9)
+    assert got / 2**30 == pytest.approx(276.9, abs=0.1)
+    # memory no longer moves with the routing imbalance: the rows are the capacity's
+    assert hy["moe"]["imbalance_bytes"] == 0.0 and a16["moe"]["imbalance_bytes"] > 0.0
+
+
+def test_16b_hybridep_buffer_by_hand(tmp_path):
+    """HybridEPBuffer at local_batch_size x seq_len / (cp x tp) = 16,384 tokens a rank (stack runs.
+    hybridep_buffer_tokens local_batch), one 8-GPU NVLink domain: 587,202,560 B outside the allocator; the
+    alltoall function none."""
+    _, _, _, hy = _priced(tmp_path, "deepseek_v3_16b_hybridep")
+    _, _, _, a16 = _priced(tmp_path, "deepseek_v3_16b")
+    assert hy["memory"]["terms"]["ep_buffers"] == HAND_BUFFER
+    assert a16["memory"]["terms"]["ep_buffers"] == 0.0
+    assert load_stack("torchtitan-0.3").runs.hybridep_buffer_tokens == "local_batch"
+    assert load_stack("megatron").runs.hybridep_buffer_tokens == "dispatch"
+
+
+def test_buffer_tokens_rule_floor_and_pp(tmp_path):
+    """The local-batch rule: the Configurer's floor of 512 tokens (config.cuh l. 385-387), and under PP the local
+    batch (gbs / dp), not the PP micro-batch: local 2 x seq 128 = 256 tokens -> 512; with pp 2 and micro-batch 1
+    of a local batch of 4 at seq 2048: 8,192 tokens a rank, not 2,048."""
+    from planner.memory import hybridep_tokens
+
+    _, settings, plan, _ = _priced(tmp_path, "deepseek_v3_debugmodel_hybridep",
+                                   "--parallelism.expert_parallel_degree 8 --training.local_batch_size 2 "
+                                   "--training.seq_len 128")
+    assert float(hybridep_tokens(settings, plan, plan_context(settings, plan))) == 512.0
+    _, settings, plan, _ = _priced(tmp_path, "deepseek_v3_debugmodel_hybridep",
+                                   "--parallelism.expert_parallel_degree 4 --parallelism.pipeline_parallel_degree 2 "
+                                   "--parallelism.data_parallel_shard_degree 4 --training.local_batch_size 4 "
+                                   "--parallelism.pipeline_parallel_microbatch_size 1")
+    assert (int(plan.pp), int(plan.mbs), int(plan.gbs), int(plan.dp)) == (2, 1, 16, 4)
+    assert float(hybridep_tokens(settings, plan, plan_context(settings, plan))) == 4 * 2048
+
+
+def test_grouped_gemms_run_the_rows_routed(tmp_path):
+    """torch.nn.functional.grouped_mm ignores the rows past offs[-1]: the GEMMs' shapes are the routed rows', the
+    same as on the all-to-all; the gated activation's memory-bound bytes run over the capacity rows."""
+    _, s_h, p_h, _ = _priced(tmp_path, "deepseek_v3_16b_hybridep")
+    _, s_a, p_a, _ = _priced(tmp_path, "deepseek_v3_16b")
+    c_h, c_a = plan_context(s_h, p_h), plan_context(s_a, p_a)
+    g_h = {r[0].name: (r[0].M, r[0].N, r[0].K, r[1]) for r in _moe(s_h).gemms(c_h)}
+    g_a = {r[0].name: (r[0].M, r[0].N, r[0].K, r[1]) for r in _moe(s_a).gemms(c_a)}
+    assert g_h == g_a
+    from collections import defaultdict
+
+    kb = defaultdict(lambda: 1.0)  # every kernel's bytes 1 an element: the widths alone
+    moe = _moe(s_h)
+    # width per token of the gated activation: routed rows x f_e (over the capacity rows) + the shared experts'
+    w_h = float(moe.token_copies(c_h) * FE * c_h.expert_scale * moe.capacity_scale(c_h) + moe.num_shared * moe.fs)
+    assert float(moe.token_copies(c_h) * c_h.expert_scale * moe.capacity_scale(c_h)) == pytest.approx(48.0, rel=1e-12)
+    from planner.layers.mlp import mlp_elementwise_bytes
+
+    assert float(moe.elementwise_bytes(c_h, kb, "")) == pytest.approx(
+        float(mlp_elementwise_bytes(moe, w_h, c_h, kb, "") + moe.unfused_bytes(c_h, kb, "")), rel=1e-12)
+
+
+def test_non_blocking_never_synchronises():
+    """hybridep.py l. 1-20, 176-183: no device-to-host copy in non-blocking mode; the blocking one synchronises."""
+    assert host_synced(False, "hybridep", non_blocking=True) is False
+    assert host_synced(False, "hybridep") is True and host_synced(False, "alltoall", non_blocking=True) is True
+
+
+def test_debugmodel_hybridep_needs_ep(cli, tmp_path):
+    """deepseek_v3_debugmodel_hybridep keeps deepseek_v3_debugmodel's expert_parallel_degree 1, which 0.3 refuses at
+    start-up (token_dispatcher.py l. 1238-1242): rule TORCHTITAN_HYBRIDEP; with ep 8 it is priced, E 8 top-3 over 8
+    ranks: 8 x min(1, 3) = 8 rows a local token."""
+    p = _line(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_hybridep NGPU=8 ./run_train.sh")
+    assert_one_error(cli("explain", str(p), "--hardware", "h100-sxm"), "TORCHTITAN_HYBRIDEP",
+                     "update_ep_token_dispatcher_config l. 1216-1242", "ep > 1")
+    _, settings, plan, js = _priced(tmp_path, "deepseek_v3_debugmodel_hybridep", "--parallelism.expert_parallel_degree 8")
+    assert float(plan_context(settings, plan).capacity_rows) == 8.0 and js["moe"]["dispatcher"] == "hybridep"
+
+
+def test_rule_reads_ep_and_the_token_shards(tmp_path):
+    """TORCHTITAN_HYBRIDEP's own check on a priced plan: ep 1, or seq_len % (cp x tp) (a seq the stack's
+    TORCHTITAN_SEQ_DIVISOR, tp x 2 cp, refuses first on every plan it reaches)."""
+    from dataclasses import replace
+
+    from planner.startup import LATER_RULES
+
+    rule = LATER_RULES[-1]
+    _, settings, plan, _ = _priced(tmp_path, "deepseek_v3_16b_hybridep")
+    assert rule.key == "TORCHTITAN_HYBRIDEP" and not rule.broken(settings.model, settings.stack, plan)
+    assert rule.broken(settings.model, settings.stack, replace(plan, ep=np.int64(1)))
+    assert rule.broken(settings.model, settings.stack, replace(plan, tp=np.int64(2), dp=np.int64(4), seq=np.int64(4095)))
+    # another dispatcher on the same plan: nothing to refuse
+    st = settings.stack.model_copy(update={"defaults": settings.stack.defaults.model_copy(
+        update={"moe_dispatcher": "alltoall"})})
+    assert not rule.broken(settings.model, st, replace(plan, ep=np.int64(1)))
+
+
+def test_capacity_factor_refused_off_hybridep_and_on_megatron():
+    base = dict(model="qwen3-30b-a3b", gpus=8, ep=8, hardware="h100-sxm", moe_hybridep_capacity_factor=1.0)
+    with pytest.raises(PlannerError, match="with moe_dispatcher alltoall"):
+        resolve(Job(stack="torchtitan-0.3", moe_dispatcher="alltoall", **base))
+    with pytest.raises(PlannerError, match="runs.hybridep_non_blocking"):
+        resolve(Job(stack="megatron", moe_dispatcher="hybridep", **base))
+
+
+def test_export_writes_the_hybridep_function_and_reads_back(tmp_path):
+    """The export picks the config function whose dispatcher is the plan's (no option sets it), both ways."""
+    for config in ("deepseek_v3_16b_hybridep", "deepseek_v3_16b"):
+        _, settings, plan, js = _priced(tmp_path, config)
+        text, _ = export_plan(js["plan"], "torchtitan")
+        assert f"--config {config} " in text
+        back = load_trainer_config(_line(tmp_path, text, f"back_{config}.sh"), hardware="h100-sxm").job
+        assert back.get("moe_hybridep_capacity_factor") == js["plan"].get("moe_hybridep_capacity_factor")
+
+
+def test_megatron_hybridep_prices_as_before(explain):
+    """The megatron stack's HybridEP: no capacity rows, the first dispatch's tokens for the buffer (T / rep_div)."""
+    settings, plan, _, js = explain(model="qwen3-30b-a3b", gpus=8, ep=8, stack="megatron", moe_dispatcher="hybridep",
+                                    micro_batch=1, seq_len=4096, global_batch=8, hardware="h100-sxm")
+    ctx = plan_context(settings, plan)
+    assert float(ctx.capacity_rows) == 0.0 and float(_moe(settings).capacity_scale(ctx)) == 1.0
+    from planner.memory import hybridep_tokens
+
+    assert np.all(hybridep_tokens(settings, plan, ctx) == ctx.T / ctx.rep_div)
+
+
+def test_fit_and_explain_agree_on_the_capacity_rows(cli):
+    """fit --stack torchtitan-0.3 --moe-dispatcher hybridep --moe-hybridep-capacity-factor 1.0 over ep 2, 4, 8 (the
+    capacity rows ep x min(128 / ep, 8) = 16, 32, 64 a local token for Qwen3-30B-A3B): each row's reproduce line
+    prices the same time and memory terms; no row at ep 1 (rule TORCHTITAN_HYBRIDEP)."""
+    import json
+
+    from conftest import explain_each_row
+
+    args = ["--model", "qwen3-30b-a3b", "--gpus", "16", "--stack", "torchtitan-0.3", "--moe-dispatcher", "hybridep",
+            "--moe-hybridep-capacity-factor", "1.0", "--ep", "1,2,4,8", "--tp", "1", "--pp", "1", "--seq-len", "4096",
+            "--global-batch", "32", "--hardware", "h100-sxm", "--top", "6"]
+    r = cli("fit", *args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert {row["plan"]["ep"] for row in rows} <= {2, 4, 8} and len(rows) >= 2
+    job = Job(model="qwen3-30b-a3b", gpus=16, stack="torchtitan-0.3", moe_dispatcher="hybridep",
+              moe_hybridep_capacity_factor=1.0, seq_len=4096, global_batch=32, hardware="h100-sxm")
+    for row, one in explain_each_row(cli, job, rows):
+        assert row["plan"]["moe_hybridep_capacity_factor"] == 1.0
+        assert one["time"] == row["time"], row["plan"]
+        assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+        assert one["memory"]["stages"] == row["memory"]["stages"], row["plan"]
+
+
+def test_export_refuses_the_blocking_dispatch(tmp_path):
+    """A plan on the blocking HybridEP dispatch (no capacity factor: what fit's dispatcher search prices) has no
+    transcribed config function: model_registry's moe_comm_backend / non_blocking_capacity_factor are the function's."""
+    _, _, _, js = _priced(tmp_path, "deepseek_v3_16b_hybridep")
+    p = dict(js["plan"])
+    p.pop("moe_hybridep_capacity_factor")
+    with pytest.raises(PlannerError, match=r"moe_dispatcher hybridep \(blocking\).*deepseek_v3_16b_hybridep: moe_dispatcher "
+                                           r"hybridep, moe_hybridep_capacity_factor 1"):
+        export_plan(p, "torchtitan")
