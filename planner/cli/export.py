@@ -55,7 +55,7 @@ def check_readback(row: dict, target: str, text: str) -> None:
     # a plan on torchtitan 0.3.0 is exported as its launch line (trainers/torchtitan03.py), read back as one
     fmt = "torchtitan-0.3" if target == "torchtitan" and plan.get("stack") == "torchtitan-0.3" else target
     suffix = {"torchtitan": ".toml", "megatron": ".sh", "deepspeed": ".json", "megatron-deepspeed": ".sh",
-              "torchtitan-0.3": ".sh"}[fmt]
+              "torchtitan-0.3": ".sh", "megatron-bridge": ".sh"}[fmt]
     with tempfile.TemporaryDirectory(prefix="planner-export-") as d:
         path = Path(d) / f"exported{suffix}"
         files.write_atomic(path, text, what="fit --export read-back file")

@@ -95,6 +95,10 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         sec = _torchtitan_sections({k: v for k, v in plan.items() if k != "chunked_loss"}, notes,
                                    lambda p, m, n: launch_flavor(p, m, picked))
         return launch_text(plan, sec, picked, notes), notes
+    if fmt == "megatron-bridge":  # Megatron-Bridge's run_recipe.py launch (megatron_bridge.py)
+        from .megatron_bridge import export_launch
+
+        return export_launch(plan, notes), notes
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed,
             "megatron-deepspeed": _megatron_deepspeed}[fmt](plan, notes)
     return text, notes

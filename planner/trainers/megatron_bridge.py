@@ -1,0 +1,691 @@
+"""Megatron-Bridge's own launch: `torchrun ... scripts/training/run_recipe.py --recipe NAME key=value ...`, written
+(export_launch, `planner export --format megatron-bridge`) and read (read) (issue 22).
+
+What run_recipe.py does (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf scripts/training/run_recipe.py): calls the recipe
+function named by --recipe (l. 148-209, `getattr(megatron.bridge.recipes, name)()`), then applies the remaining
+command-line words as Hydra overrides of the ConfigContainer's dot paths (l. 242-245; src/megatron/bridge/training/
+utils/omegaconf_utils.py process_config_with_overrides l. 99-154, parse_hydra_overrides l. 157-181: Hydra's
+OverridesParser, `key=value`, `null`, `true` / `false`, lists `[a,b]`), then pretrain(). So the run is the recipe's
+ConfigContainer with the overrides laid on it: the reader starts from the recipe's values the planner prices
+(RECIPES, COMMON: transcribed from the recipe files, cited) and lays the overrides on; the writer writes every
+priced setting as an override (never a recipe default left to stand), so the file says the plan whatever the
+recipe holds.
+
+What the format holds: the recipes' models only (run_recipe.py builds the model from the recipe, whose provider is
+AutoBridge.from_hf_pretrained(<Hugging Face id>): RECIPES, matched to the priced model by its shape fields, never
+by name); of the plan, the settings in KEYS. A plan setting outside them is refused, naming it (export), and an
+override the reader does not know is listed as not modelled (read), never dropped.
+
+Where the run's values go (config.py @dc805f5cf): ConfigContainer.validate syncs ddp.use_distributed_optimizer and
+optimizer.use_distributed_optimizer (either True sets both, l. 1944-1966); the mixed-precision config's fields
+overwrite the model's, optimizer's and ddp's fields of the same name (mixed_precision.py update_config_with_
+precision_overrides l. 125-151): its grad_reduce_in_fp32 is the run's ddp.grad_reduce_in_fp32, its fp8_param_gather
+the model's and ddp's; comm_overlap, where the recipe has a CommOverlapConfig, puts its non-None fields over the
+model's and ddp's (comm_overlap.py _override_user_cfgs l. 590-598). A recipe whose mixed_precision is a preset's
+name (a string, llama3_8b_pretrain_config) takes another name only (`mixed_precision=bf16_with_fp8_...`), one that
+holds a MixedPrecisionConfig (the others) takes its fields (`mixed_precision.fp8=hybrid`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+from .. import files
+from ..errors import PlannerError
+from . import TrainerConfig, check_model_shape, resolve_gpus
+
+BRIDGE = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
+SCRIPT = "scripts/training/run_recipe.py"
+FMT = "megatron-bridge"
+STACK = "megatron-bridge"
+L3 = "src/megatron/bridge/recipes/llama/llama3.py"
+
+# the ConfigContainer values every transcribed recipe shares: recipes/common.py _pretrain_common l. 37-135 (train,
+# ddp, dist=DistributedInitConfig(), comm_overlap None, mixed_precision "bf16_mixed"), then each recipe's own lines
+# (llama3.py, e.g. llama3_8b_pretrain_config l. 225-303: train.global_batch_size 512, micro_batch_size 1,
+# train_iters 1168251, transformer_impl transformer_engine, cuda_graph_impl none, attention_backend None,
+# cross_entropy_loss_fusion True with cross_entropy_fusion_impl te, recompute_granularity None, the optimizer's fp32
+# states without the precision-aware optimizer, ddp overlap_grad_reduce / overlap_param_gather / use_distributed_
+# optimizer / grad_reduce_in_fp32 True, use_megatron_fsdp False, data_parallel_sharding_strategy no_shard); the
+# model provider's (models/llama/llama_bridge.py provider_bridge l. 66-70: bias_activation_fusion, masked_softmax_
+# fusion, bias_dropout_fusion, apply_rope_fusion True; models/gpt_provider.py l. 186 gradient_accumulation_fusion
+# fusions.can_enable_gradient_accumulation_fusion(): True where Transformer Engine is installed); Megatron-Core
+# 905c0e386's TransformerConfig / ModelParallelConfig defaults the recipes leave (model_parallel_config.py l. 289,
+# 294: overlap_p2p_comm False, batch_p2p_comm True; transformer_config.py l. 111, 115: account_for_* False;
+# l. 466, 474: recompute_method, recompute_num_layers None); training/config.py DistributedInitConfig l. 148-161
+# (use_megatron_fsdp, use_torch_fsdp2, use_tp_pp_dp_mapping False); recipes/utils/optimizer_utils.py l. 135
+# (optimizer.use_distributed_optimizer True)
+COMMON = {
+    "model.expert_model_parallel_size": 1, "model.expert_tensor_parallel_size": None,
+    "model.recompute_granularity": None, "model.recompute_method": None, "model.recompute_num_layers": None,
+    "model.recompute_modules": None, "model.account_for_embedding_in_pipeline_split": False,
+    "model.account_for_loss_in_pipeline_split": False, "model.transformer_impl": "transformer_engine",
+    "model.cuda_graph_impl": "none", "model.attention_backend": None, "model.cross_entropy_loss_fusion": True,
+    "model.cross_entropy_fusion_impl": "te", "model.apply_rope_fusion": True, "model.bias_activation_fusion": True,
+    "model.bias_dropout_fusion": True, "model.gradient_accumulation_fusion": True,
+    "model.overlap_p2p_comm": False, "model.batch_p2p_comm": True,
+    "train.global_batch_size": 512, "train.micro_batch_size": 1, "train.train_iters": 1168251,
+    "optimizer.use_precision_aware_optimizer": False, "optimizer.use_distributed_optimizer": True,
+    "ddp.use_distributed_optimizer": True, "ddp.use_megatron_fsdp": False, "ddp.overlap_grad_reduce": True,
+    "ddp.overlap_param_gather": True, "ddp.grad_reduce_in_fp32": True, "ddp.data_parallel_sharding_strategy": "no_shard",
+    "dist.use_megatron_fsdp": False, "dist.use_torch_fsdp2": False, "dist.use_tp_pp_dp_mapping": False,
+}
+
+
+class Recipe(NamedTuple):
+    hf_id: str           # AutoBridge.from_hf_pretrained(...): the model run_recipe.py builds
+    lines: str           # where in llama3.py
+    shape: dict          # ModelSpec attribute -> value (the Hugging Face config the provider reads)
+    values: dict         # the recipe's own ConfigContainer values (over COMMON)
+    mp_object: bool      # mixed_precision a MixedPrecisionConfig (bf16_mixed()) rather than the name "bf16_mixed"
+    comm_overlap: bool   # a CommOverlapConfig (tp_comm_overlap=True) rather than None
+
+
+def _llama(layers, hidden, ffn, heads, rope_scaling):
+    # meta-llama config.json: num_hidden_layers, hidden_size, intermediate_size, num_attention_heads,
+    # num_key_value_heads 8, vocab_size 128256, rope_theta 500000.0, untied; Llama 3.1's rope_scaling llama3
+    # (factor 8, low 1, high 4, original 8192), which llama_bridge.py l. 74-78 turns into provider.rope_scaling
+    return {"num_layers": layers, "hidden_size": hidden, "ffn_hidden_size": ffn, "num_attention_heads": heads,
+            "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": False,
+            "llama3_rope_scaling": (8.0, 1.0, 4.0, 8192) if rope_scaling else None}
+
+
+def _par(tp, pp, vp, cp, sp, seq, **extra):
+    out = {"model.tensor_model_parallel_size": tp, "model.pipeline_model_parallel_size": pp,
+           "model.virtual_pipeline_model_parallel_size": vp, "model.context_parallel_size": cp,
+           "model.sequence_parallel": sp, "model.seq_length": seq, "dataset.seq_length": seq}
+    out.update({k.replace("__", "."): v for k, v in extra.items()})
+    return out
+
+
+# the recipes whose models the planner's catalog holds (llama3-8b, llama3-70b: Llama 3, no RoPE scaling;
+# llama3-405b: Llama 3.1's shape and scaling) and the Llama 3.1 8B / 70B recipes for a model file of that shape
+RECIPES = {
+    "llama3_8b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
+        _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False),
+    "llama3_70b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 733-736, mixed_precision bf16_mixed() l. 739)",
+        _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True),
+    "llama31_8b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1009)",
+        _llama(32, 4096, 14336, 32, True), _par(1, 1, None, 2, False, 8192), mp_object=True, comm_overlap=False),
+    "llama31_70b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3.1-70B", "l. 1014-1100 (seq_length SEQUENCE_LENGTH_128K, comm_overlap l. 1093-1096)",
+        _llama(80, 8192, 28672, 64, True), _par(4, 4, 5, 2, True, 131072), mp_object=True, comm_overlap=True),
+    "llama31_405b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3.1-405B", "l. 1103-1195 (account_for_* True l. 1131-1132, comm_overlap l. 1188-1191)",
+        _llama(126, 16384, 53248, 128, True),
+        _par(8, 8, 2, 4, True, 131072, model__account_for_embedding_in_pipeline_split=True,
+             model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True),
+}
+
+# the mixed-precision presets (training/mixed_precision.py @dc805f5cf, each a @register'ed function, its name the
+# string mixed_precision takes): the fields the planner prices. bf16_mixed l. 171-184 (bf16, grad_reduce_in_fp32
+# True); bf16_with_fp8_delayed_scaling_mixed l. 203-219 (hybrid, delayed, fp8_param_gather True);
+# bf16_with_fp8_current_scaling_mixed l. 271-290 (hybrid, tensorwise, first_last_layers_bf16 with 1 and 1 layers,
+# fp8_param_gather True); bf16_with_fp8_subchannel_scaling_mixed l. 359-372 (hybrid, blockwise, no param gather);
+# MixedPrecisionConfig defaults l. 35-69 (fp8 None, fp8_recipe tensorwise, fp8_param_gather False, first_last_
+# layers_bf16 False, 0 and 0 layers, grad_reduce_in_fp32 True)
+MP_FIELDS = ("bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "first_last_layers_bf16",
+             "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16", "grad_reduce_in_fp32", "fp4")
+MP_DEFAULT = {"bf16": False, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param_gather": False,
+              "first_last_layers_bf16": False, "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0,
+              "grad_reduce_in_fp32": True, "fp4": None}
+_BF16 = dict(MP_DEFAULT, bf16=True)
+MP_PRESETS = {
+    "bf16_mixed": _BF16,
+    "bf16_with_fp8_delayed_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="delayed", fp8_param_gather=True),
+    "bf16_with_fp8_current_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="tensorwise", fp8_param_gather=True,
+                                                first_last_layers_bf16=True, num_layers_at_start_in_bf16=1,
+                                                num_layers_at_end_in_bf16=1),
+    "bf16_with_fp8_subchannel_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="blockwise"),
+}
+
+# the override keys the reader prices (ConfigContainer dot paths; each checked at @dc805f5cf: training/config.py
+# TrainingConfig l. 660-708, GPTDatasetConfig.seq_length l. 451, DistributedInitConfig l. 125-161, Bridge's
+# DistributedDataParallelConfig / OptimizerConfig over Megatron-Core's, l. 57-105; models/gpt_provider.py
+# GPTModelProvider over Megatron-Core 905c0e386's TransformerConfig and ModelParallelConfig; comm_overlap.py
+# CommOverlapConfig l. 375-397; mixed_precision.py MixedPrecisionConfig l. 28-69)
+KEYS = set(COMMON) | set(RECIPES["llama31_405b_pretrain_config"].values) | {
+    "comm_overlap.tp_comm_overlap", "comm_overlap.overlap_p2p_comm", "comm_overlap.batch_p2p_comm",
+    "comm_overlap.overlap_grad_reduce", "comm_overlap.overlap_param_gather", "mixed_precision",
+    "checkpoint.ckpt_format"} | {f"mixed_precision.{f}" for f in MP_FIELDS}
+# keys with no effect on the plan's memory or time: read, listed as ignored (with why)
+NO_EFFECT = {"checkpoint.ckpt_format": "the checkpoint files' format"}
+
+_LINE = re.compile(r"(^|/)run_recipe\.py$")
+
+
+def recipe_for(model) -> Optional[str]:
+    """The recipe whose model is `model` (a ModelSpec): every shape field equal (no name read); None if none."""
+    from . import _attr
+
+    for name, r in RECIPES.items():
+        if all(_attr(model, a) == v for a, v in r.shape.items()) and model.moe is None and model.layer_pattern is None:
+            return name
+    return None
+
+
+def is_launch_line(text: str) -> bool:
+    """Whether the text runs Megatron-Bridge's run_recipe.py with --recipe."""
+    return bool(re.search(r"run_recipe\.py\b", text)) and "--recipe" in text
+
+
+# ------------------------------------------------------------------ writing
+def _v(x) -> str:
+    """A value in Hydra's override grammar: true / false, null, a list [a,b], numbers and words as they are."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if x is None:
+        return "null"
+    if isinstance(x, (list, tuple)):
+        return "[" + ",".join(_v(i) for i in x) + "]"
+    return str(x)
+
+
+def _refuse(what: str, hint: str) -> PlannerError:
+    return PlannerError(f"export {FMT}: {what}", hint)
+
+
+# plan keys (export.plan_signature's) the writer spells, each below; any other that the plan sets away from the
+# stack's default is refused, naming it
+_WRITTEN = {"gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
+            "sharding_mode", "shard_group", "recompute", "recompute_layers", "recompute_modules", "sequence_parallel",
+            "schedule", "precision", "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap",
+            "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
+            "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
+            "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
+            "mtp_layers", "cuda_graph_impl", "fp8_allgather"}
+_SCHEDULES = {"1f1b", "interleaved"}
+
+
+def export_launch(plan: dict, notes: list[str]) -> str:
+    """The launch script of `plan` (explain's `plan`, stack megatron-bridge): run_recipe.py with the recipe of the
+    plan's model and every priced setting as an override."""
+    from .export import _model, _plan_arrays, megatron_split_args, plan_signature
+    from ..schema import BYTES_PER_PARAM_PRESETS
+    from ..startup import uses_tp_pp_dp_mapping
+    from ..catalog import load_hardware
+
+    if plan.get("stack") != STACK:
+        raise _refuse(f"the plan was priced on stack {plan.get('stack')}, not {STACK}, whose modes and rules the file "
+                      "runs with", f"price it on that stack first (--stack {STACK}), then export")
+    model = _model(plan)
+    name = recipe_for(model)
+    if name is None:
+        raise _refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
+                      f"{BRIDGE} {L3}); run_recipe.py builds the model its --recipe names",
+                      "price a model of one of those recipes (llama3-8b, llama3-70b, llama3-405b), or write the "
+                      "Bridge recipe for this model yourself")
+    rec = RECIPES[name]
+    sig = plan_signature(plan)
+    for k in sig:
+        if k in _WRITTEN or k == "stage_layers":
+            continue
+        if sig[k] not in (None, False, 0, [], ()):
+            raise _refuse(f"{k} {sig[k]!r}: the planner's {FMT} writer spells no ConfigContainer key for it",
+                          f"price it without {k}, or export --format megatron")
+    if plan["schedule"] not in _SCHEDULES:
+        raise _refuse(f"schedule {plan['schedule']}: Megatron-Core runs 1F1B, interleaved where vpp > 1",
+                      "price it with the 1f1b or interleaved schedule")
+    if plan.get("mtp_layers"):
+        raise _refuse(f"mtp_layers {plan['mtp_layers']}: the recipes' Llama models have no MTP", "price it without MTP")
+    if plan.get("cuda_graph_impl", "none") != "none":
+        raise _refuse(f"cuda_graph_impl {plan['cuda_graph_impl']}: not written by the planner's {FMT} writer",
+                      "price it without CUDA graphs")
+    if plan.get("transformer_impl") not in (None, "transformer_engine"):
+        raise _refuse(f"transformer_impl {plan['transformer_impl']}: the recipes build Transformer Engine layers; "
+                      "the planner's writer spells no other", "price it with Transformer Engine layers")
+    if plan.get("padded_vocab_size") not in (None, model.vocab_size):
+        raise _refuse(f"padded_vocab_size {plan['padded_vocab_size']:,}: the recipes' providers build the model's "
+                      f"{model.vocab_size:,} rows (models/gpt_provider.py l. 164 should_pad_vocab False, l. 245-248)",
+                      "price it without --padded-vocab-size")
+    if plan.get("fp16"):
+        raise _refuse("fp16: the planner's writer spells Bridge's bf16 presets only", "price it without fp16")
+    tp, cp, pp, vpp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"]
+    o: list[tuple[str, object]] = [
+        ("model.tensor_model_parallel_size", tp), ("model.pipeline_model_parallel_size", pp),
+        ("model.virtual_pipeline_model_parallel_size", vpp if vpp > 1 else None),
+        ("model.context_parallel_size", cp), ("model.sequence_parallel", bool(plan["sequence_parallel"])),
+        ("model.expert_model_parallel_size", plan.get("ep", 1)), ("model.expert_tensor_parallel_size", plan.get("etp") or tp),
+        ("model.seq_length", plan["seq_len"]), ("dataset.seq_length", plan["seq_len"]),
+        ("train.micro_batch_size", plan["micro_batch"]), ("train.global_batch_size", plan["global_batch"])]
+    steps = None
+    if plan.get("tokens") is not None:
+        per = plan["global_batch"] * plan["seq_len"]
+        steps = int(plan["tokens"] // per) if plan["tokens"] % per == 0 else None
+    if steps is not None:
+        o.append(("train.train_iters", steps))
+    else:
+        notes.append(f"train.train_iters: the plan fixes no whole step count; the recipe's "
+                     f"{COMMON['train.train_iters']:,} iterations stand (no effect on a step's memory or time)")
+    # the pipeline split: even, or the ends one layer lighter (account_for_*); other placements are refused
+    split = megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
+                                _split_loss(plan), 0) if pp > 1 else []
+    extra = [f for f, _ in split if f != "--num-virtual-stages-per-pipeline-rank"]
+    if any(not f.startswith("--account-for-") for f in extra):
+        raise _refuse(f"the pipeline split of {model.num_layers} layers on pp {pp} x vpp {vpp} "
+                      f"({', '.join(extra)}): the planner's {FMT} writer spells an even split or the "
+                      "account_for_* one only", "price a pp x vpp that divides the layers, or with "
+                      "--account-for-embedding/loss-in-pipeline-split")
+    o += [("model.account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split" in extra),
+          ("model.account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split" in extra)]
+    # recompute (as export._megatron_args writes it)
+    r, rl = plan["recompute"], plan.get("recompute_layers")
+    gran, method, num, mods = None, None, None, None
+    if r == "full":
+        gran = "full"
+        if rl is None:
+            method, num = "uniform", 1
+        elif rl % vpp == 0:
+            method, num = "block", rl // vpp
+        else:
+            raise _refuse(f"recompute_layers {rl}: Megatron-Core's block method counts layers per model chunk; {rl} "
+                          f"is not a multiple of vpp {vpp}", "price a multiple of vpp")
+    elif r == "selective":
+        gran, mods = "selective", list(plan.get("recompute_modules") or ["core_attn"])
+    o += [("model.recompute_granularity", gran), ("model.recompute_method", method),
+          ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
+    # the sharding mode
+    mode = plan.get("sharding_mode")
+    if mode not in ("ddp", "distributed_optimizer"):
+        raise _refuse(f"sharding {plan['sharding']} (mode {mode}): the planner's {FMT} writer spells DDP and the "
+                      "distributed optimizer only (Megatron-FSDP and torch FSDP2 not yet)",
+                      "price it with --sharding none or zero1, or export --format megatron")
+    dist = mode == "distributed_optimizer"
+    o += [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
+          ("ddp.use_megatron_fsdp", False), ("dist.use_megatron_fsdp", False), ("dist.use_torch_fsdp2", False),
+          ("ddp.data_parallel_sharding_strategy", "no_shard")]
+    # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
+    dpo = bool(plan.get("dp_comm_overlap"))
+    ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]
+    o += [(f"ddp.{k}", v) for k, v in ddp_ov]
+    # pipeline p2p (Megatron-LM's default: overlapped under the interleaved schedule, batched otherwise)
+    p2p = []
+    if pp > 1:
+        ov = vpp > 1 and plan.get("pp_p2p_overlap") is not False
+        p2p = [("overlap_p2p_comm", ov), ("batch_p2p_comm", not ov)]
+        o += [(f"model.{k}", v) for k, v in p2p]
+    # TP overlap: the recipe's CommOverlapConfig (its non-None fields beat the model's and ddp's)
+    if rec.comm_overlap:
+        o.append(("comm_overlap.tp_comm_overlap", bool(plan.get("tp_comm_overlap"))))
+        o += [(f"comm_overlap.{k}", v) for k, v in p2p + ddp_ov]
+    elif plan.get("tp_comm_overlap"):
+        raise _refuse(f"tp_comm_overlap: recipe {name} has no CommOverlapConfig (comm_overlap None, {BRIDGE} "
+                      f"{L3} {rec.lines}; recipes/common.py l. 130), which an override cannot create",
+                      "price it without TP overlap (--no-tp-comm-overlap)")
+    # rank order
+    o.append(("dist.use_tp_pp_dp_mapping", bool(uses_tp_pp_dp_mapping(_plan_arrays(plan)))))
+    # fusions (the plan's None is Megatron-LM's default, as export._megatron_args reads it)
+    ce = bool(plan.get("cross_entropy_fusion"))
+    o += [("model.cross_entropy_loss_fusion", ce),
+          ("model.cross_entropy_fusion_impl", plan.get("cross_entropy_fusion_impl") or "native")]
+    for f in ("apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion"):
+        o.append((f"model.{f}", plan.get(f) is not False))
+    o += [("model.transformer_impl", "transformer_engine"), ("model.cuda_graph_impl", "none"),
+          ("model.attention_backend", _attention_backend(plan))]
+    # precision and the optimizer states' bytes
+    b = _bytes(plan, BYTES_PER_PARAM_PRESETS)
+    mp = _mp_fields(plan, b)
+    o.append(("optimizer.use_precision_aware_optimizer", False))
+    if rec.mp_object:
+        o += [(f"mixed_precision.{f}", mp[f]) for f in MP_FIELDS if f != "fp4"]
+    else:
+        preset = next((n for n, p in MP_PRESETS.items() if p == mp), None)
+        if preset is None:
+            raise _refuse(f"precision {plan['precision']} ({', '.join(f'{k} {v}' for k, v in mp.items() if v != _BF16[k])}): "
+                          f"recipe {name} holds mixed_precision as a preset's name ({BRIDGE} recipes/common.py l. 132), "
+                          "which an override replaces by another name only, and no preset (training/mixed_precision.py) "
+                          "has these fields", f"price it as one of the presets: {', '.join(MP_PRESETS)}")
+        o.append(("mixed_precision", preset))
+    if mp["fp8"]:
+        notes.append("mixed_precision.fp8 hybrid: the plan does not fix e4m3 vs hybrid (the fp8 presets of "
+                     "training/mixed_precision.py use hybrid)")
+    hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
+    g = plan["gpus"]
+    per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
+    notes.append(f"recipe {name}: run_recipe.py builds its model from the Hugging Face config of {rec.hf_id} "
+                 f"(AutoBridge.from_hf_pretrained, {L3} {rec.lines}), which the launch downloads (a gated repository)")
+    lines = ["#!/bin/bash", f"# Megatron-Bridge launch written by `planner export --format {FMT}`",
+             f"# {BRIDGE}: {SCRIPT} --recipe (the recipe's ConfigContainer) with Hydra overrides of its dot paths "
+             "(training/config.py, models/gpt_provider.py, training/mixed_precision.py, training/comm_overlap.py)",
+             f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}", "",
+             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
+    body = [f"    {k}={_v(v)}" for k, v in o]
+    lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
+    return "\n".join(lines) + "\n"
+
+
+def _split_loss(plan: dict) -> int:
+    from ..schema import split_loss_units
+
+    return split_loss_units(plan)
+
+
+def _attention_backend(plan: dict):
+    """model.attention_backend (Megatron-Core AttnBackend: flash, fused, unfused, local, auto): null (the recipes'
+    None: Transformer Engine's own choice) where the plan runs the kernel TE picks on its GPU, else the kernel."""
+    from .export import _auto_attention_kernel
+
+    if plan.get("local_core_attention"):
+        raise _refuse("local_core_attention: not written by the planner's writer", "price it without it")
+    if plan.get("attention") == "eager":
+        return "unfused"
+    k = plan.get("attention_kernel")
+    if k and k != _auto_attention_kernel(plan):
+        return "flash" if k == "flash2" else "fused"
+    return None
+
+
+def _bytes(plan: dict, presets) -> dict:
+    from . import plan_bytes
+
+    b = plan_bytes(plan)
+    if plan.get("precision_aware_optimizer") or plan.get("offload_optimizer", "none") != "none":
+        raise _refuse("the precision-aware optimizer / optimizer offload: not written by the planner's writer",
+                      "price it without them")
+    if b not in (presets["megatron"].model_dump(), {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}):
+        raise _refuse(f"bytes_per_param {plan.get('bytes_per_param')}: the planner's writer spells bf16 weights with "
+                      "fp32 master weights and Adam moments, and fp32 or bf16 main gradients (mixed_precision."
+                      "grad_reduce_in_fp32) only", "price it with --bytes-per-param megatron or mixed16")
+    return b
+
+
+def _mp_fields(plan: dict, b: dict) -> dict:
+    """The MixedPrecisionConfig fields of the plan's precision."""
+    out = dict(_BF16, grad_reduce_in_fp32=b["gradients"] == 4.0)
+    prec = plan["precision"]
+    if prec == "fp8":
+        rec = plan.get("fp8_recipe") or "delayed"
+        if rec not in ("delayed", "tensorwise", "blockwise", "mxfp8"):
+            raise _refuse(f"fp8_recipe {rec}: MixedPrecisionConfig.fp8_recipe takes tensorwise, delayed, mxfp8, "
+                          "blockwise (training/mixed_precision.py l. 45-47)", "price another fp8 recipe")
+        if rec == "mxfp8" and plan.get("fp8_param_gather"):
+            raise _refuse("fp8_param_gather with mxfp8: Bridge then reuses the gradient buffer for the gather "
+                          "(mixed_precision.py l. 87-92), which the planner does not price", "price it without it")
+        out.update(fp8="hybrid", fp8_recipe=rec, fp8_param_gather=bool(plan.get("fp8_param_gather")))
+        s, e = int(plan.get("bf16_layers_at_start") or 0), int(plan.get("bf16_layers_at_end") or 0)
+        if s or e:
+            out.update(first_last_layers_bf16=True, num_layers_at_start_in_bf16=s, num_layers_at_end_in_bf16=e)
+    elif prec != "bf16":
+        raise _refuse(f"precision {prec}: the planner's writer spells bf16 and fp8 only", "price it in bf16 or fp8")
+    return out
+
+
+# ------------------------------------------------------------------ reading
+_TRUE, _FALSE = {"true", "True"}, {"false", "False"}
+
+
+def _parse_value(raw: str):
+    """A Hydra override value: null, true / false, an int, a float, a list [a,b], else the word (quotes taken off)."""
+    s = raw.strip()
+    if s in ("null", "None", "~"):
+        return None
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    if s.startswith("[") and s.endswith("]"):
+        return [_parse_value(x) for x in s[1:-1].split(",") if x.strip()]
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
+         hardware: Optional[str] = None) -> TrainerConfig:
+    """A run_recipe.py launch read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
+    overrides laid on them, then mapped to the job."""
+    from .megatron import _launcher_gpus, command_words
+    from . import match_catalog_model
+
+    where = f"{path}: "
+    if text is None:
+        text = files.read_text(path, "give a launch script of run_recipe.py")
+    assumed: list[str] = []
+    try:
+        launch, words, soft = command_words(text, where, assumed)
+    except ValueError as e:
+        raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
+    if not is_launch_line(text):
+        raise PlannerError(f"{where}no {SCRIPT} --recipe line found", f"give a launch of {SCRIPT} --recipe NAME key=value ...")
+    # command_words splits at the script word: launch holds the launcher's words, words the script's
+    ignored: list[str] = []
+    not_modelled: list[str] = []
+    recipe, overrides = None, {}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w in ("--recipe",) and i + 1 < len(words):
+            recipe = words[i + 1]
+            i += 2
+            continue
+        if w.startswith("--recipe="):
+            recipe = w.split("=", 1)[1]
+        elif w.startswith("--"):
+            opt = w.split("=", 1)[0]
+            if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path", "--mode", "--step_func"):
+                # run_recipe.py l. 99-141: passed to recipe functions that take them; the transcribed recipes take
+                # no arguments (llama3.py: `def llama3_8b_pretrain_config() -> ConfigContainer`)
+                val = w.split("=", 1)[1] if "=" in w else (words[i + 1] if opt != "--packed_sequence" and i + 1 < len(words) else True)
+                if "=" not in w and opt != "--packed_sequence":
+                    i += 1
+                if opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
+                    ignored.append(f"{opt}={val} (run_recipe.py's default)")
+                else:
+                    not_modelled.append(f"{opt}={val} (run_recipe.py passes it to recipes that take it: the planner "
+                                        "reads none)")
+            else:
+                raise PlannerError(f"{where}{opt}: not an option of {SCRIPT} ({BRIDGE} l. 91-141)",
+                                   "valid: --recipe, --mode, --step_func, --peft_scheme, --packed_sequence, "
+                                   "--seq_length, --hf_path, then key=value overrides")
+        elif "=" in w:
+            k, v = w.split("=", 1)
+            k = k.lstrip("+")
+            overrides[k] = _parse_value(v)
+        else:
+            raise PlannerError(f"{where}{w!r}: neither a {SCRIPT} option nor a key=value override",
+                               "give overrides as ConfigContainer dot paths, key=value")
+        i += 1
+    if recipe is None:
+        raise PlannerError(f"{where}{SCRIPT} without --recipe", "name the recipe: --recipe llama3_8b_pretrain_config")
+    if recipe not in RECIPES:
+        raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {L3})",
+                           f"one of: {', '.join(RECIPES)}")
+    rec = RECIPES[recipe]
+    cfg = dict(COMMON)
+    cfg.update(rec.values)
+    cfg["mixed_precision"] = "bf16_mixed" if not rec.mp_object else None
+    mp = dict(MP_PRESETS["bf16_mixed"])  # bf16_mixed(), as a string or an object
+    co = {"tp_comm_overlap": True} if rec.comm_overlap else None
+    assumed.append(f"recipe {recipe}: its values ({BRIDGE} {L3} {rec.lines}; recipes/common.py _pretrain_common), "
+                   "then the overrides")
+    for k, v in overrides.items():
+        if k == "mixed_precision":
+            if rec.mp_object:
+                raise PlannerError(f"{where}mixed_precision={v}: recipe {recipe} holds a MixedPrecisionConfig "
+                                   "(bf16_mixed()), which Hydra cannot replace by a name",
+                                   "override its fields: mixed_precision.fp8=hybrid mixed_precision.fp8_recipe=...")
+            if v not in MP_PRESETS:
+                raise PlannerError(f"{where}mixed_precision={v}: not a preset the planner prices",
+                                   f"one of: {', '.join(MP_PRESETS)} (training/mixed_precision.py)")
+            mp = dict(MP_PRESETS[v])
+        elif k.startswith("mixed_precision."):
+            f = k.split(".", 1)[1]
+            if not rec.mp_object:
+                raise PlannerError(f"{where}{k}: recipe {recipe} holds mixed_precision as a name ('bf16_mixed'), "
+                                   "which has no fields to override", "name a preset: mixed_precision=NAME")
+            if f in MP_FIELDS:
+                mp[f] = v
+            else:
+                not_modelled.append(f"{k}={_v(v)} (a MixedPrecisionConfig field the planner does not price)")
+        elif k.startswith("comm_overlap."):
+            if co is None:
+                raise PlannerError(f"{where}{k}: recipe {recipe} has comm_overlap None ({L3} {rec.lines}), "
+                                   "which an override cannot fill", "drop it")
+            co[k.split(".", 1)[1]] = v
+        elif k in NO_EFFECT:
+            ignored.append(f"{k}={_v(v)} ({NO_EFFECT[k]})")
+            cfg[k] = v
+        elif k in cfg:
+            cfg[k] = v
+        else:
+            not_modelled.append(f"{k}={_v(v)} (an override the planner does not read: its effect is not priced)")
+    # where the run's values go: the mixed-precision config over the model / ddp, comm_overlap over both
+    cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
+    if co is not None:
+        for f in ("overlap_p2p_comm", "batch_p2p_comm"):
+            if co.get(f) is not None:
+                cfg[f"model.{f}"] = co[f]
+        for f in ("overlap_grad_reduce", "overlap_param_gather"):
+            if co.get(f) is not None:
+                cfg[f"ddp.{f}"] = co[f]
+    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled)
+    # the model: the recipe's (its shape), checked against --model
+    shape = {a: (a, v) for a, v in rec.shape.items()}
+    if model is not None:
+        check_model_shape(where, model, {f"--recipe {recipe} ({a})": (a, v) for a, v in rec.shape.items()})
+        job["model"] = model
+    else:
+        name, rule = match_catalog_model(where, shape, f"recipe {recipe}'s model ({rec.hf_id})")
+        job["model"] = name
+        assumed.append(rule)
+    file_gpus = _launcher_gpus(list(launch), where)
+    g = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=soft, assumed=assumed)
+    if g is None:
+        raise PlannerError(f"{where}the launch does not give the GPU count", "pass --gpus N")
+    job["gpus"] = g
+    if hardware is not None:
+        job["hardware"] = hardware
+    job["stack"] = STACK
+    stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
+    return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list) -> dict:
+    """The job fields of the run's values."""
+    def num(k):
+        v = cfg[k]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise PlannerError(f"{where}{k}={_v(v)}: not a positive count", f"give {k} as a whole number")
+        return v
+
+    def flag(k):
+        v = cfg[k]
+        if not isinstance(v, bool):
+            raise PlannerError(f"{where}{k}={_v(v)}: not true or false", f"give {k}=true or {k}=false")
+        return v
+
+    job: dict = {"tp": num("model.tensor_model_parallel_size"), "pp": num("model.pipeline_model_parallel_size"),
+                 "cp": num("model.context_parallel_size"), "ep": num("model.expert_model_parallel_size")}
+    vpp = cfg["model.virtual_pipeline_model_parallel_size"]
+    vpp = 1 if vpp is None else num("model.virtual_pipeline_model_parallel_size")
+    job["vpp"] = vpp
+    job["schedule"] = "interleaved" if vpp > 1 else "1f1b"
+    etp = cfg["model.expert_tensor_parallel_size"]
+    if etp is not None and num("model.expert_tensor_parallel_size") != job["tp"]:
+        job["etp"] = etp
+    job["sequence_parallel"] = flag("model.sequence_parallel")
+    seq, dseq = num("model.seq_length"), num("dataset.seq_length")
+    if seq != dseq:  # ConfigContainer.validate asserts it (training/config.py l. 1662-1677)
+        raise PlannerError(f"{where}model.seq_length {seq} but dataset.seq_length {dseq}: Bridge refuses the pair "
+                           "(training/config.py l. 1673-1677)", "give both the same length")
+    job["seq_len"] = seq
+    job["micro_batch"], job["global_batch"] = num("train.micro_batch_size"), num("train.global_batch_size")
+    # recompute
+    gran, method, n = cfg["model.recompute_granularity"], cfg["model.recompute_method"], cfg["model.recompute_num_layers"]
+    if gran not in (None, "full", "selective"):
+        raise PlannerError(f"{where}model.recompute_granularity={gran}", "valid: full, selective, null")
+    job["recompute"] = gran or "none"
+    if gran == "full":
+        if method == "block" and isinstance(n, int):
+            job["recompute_layers"] = n * vpp
+        elif method == "uniform" and n not in (None, 1):
+            not_modelled.append(f"model.recompute_num_layers={n} (uniform chunks of {n} layers: only each chunk's input "
+                                "is saved, less than priced)")
+        elif method not in (None, "uniform", "block"):
+            raise PlannerError(f"{where}model.recompute_method={method}", "valid: uniform, block")
+    elif gran == "selective" and cfg["model.recompute_modules"] is not None:
+        job["recompute_modules"] = list(cfg["model.recompute_modules"])
+    # sharding
+    if flag("ddp.use_megatron_fsdp") or flag("dist.use_megatron_fsdp") or flag("dist.use_torch_fsdp2"):
+        raise PlannerError(f"{where}Megatron-FSDP / torch FSDP2: the planner's {FMT} reader does not read them yet",
+                           "read the run as a Megatron-LM script (--use-megatron-fsdp), or use the distributed optimizer")
+    dist = flag("ddp.use_distributed_optimizer") or flag("optimizer.use_distributed_optimizer")
+    job["sharding_mode"] = "distributed_optimizer" if dist else "ddp"
+    job["sharding"] = "zero1" if dist else "none"
+    job["dp_comm_overlap"] = flag("ddp.overlap_grad_reduce")
+    if flag("ddp.overlap_param_gather") and not dist:
+        ignored.append("ddp.overlap_param_gather=true (no distributed optimizer: nothing to gather)")
+    if job["pp"] > 1 and vpp > 1 and not flag("model.overlap_p2p_comm"):
+        job["pp_p2p_overlap"] = False
+    job["tp_comm_overlap"] = bool(co and co.get("tp_comm_overlap"))
+    if job["tp_comm_overlap"] and not (job["tp"] > 1 and job["sequence_parallel"]):
+        job["tp_comm_overlap"] = False  # comm_overlap.py l. 440-450 turns it off
+        assumed.append("tp_comm_overlap=false: Bridge turns TP overlap off below TP 2 or without sequence parallelism "
+                       "(training/comm_overlap.py _get_model_comm_overlap_cfgs)")
+    if flag("dist.use_tp_pp_dp_mapping"):
+        job["rank_order"] = "tp-cp-pp-dp"
+    if flag("model.account_for_embedding_in_pipeline_split"):
+        job["account_for_embedding_in_pipeline_split"] = True
+    if flag("model.account_for_loss_in_pipeline_split"):
+        job["account_for_loss_in_pipeline_split"] = True
+    # fusions: set where they differ from Megatron-LM's defaults (the planner's own, as the Megatron reader reads them)
+    if flag("model.cross_entropy_loss_fusion"):
+        job["cross_entropy_fusion"] = True
+        if cfg["model.cross_entropy_fusion_impl"] == "te":
+            job["cross_entropy_fusion_impl"] = "te"
+        elif cfg["model.cross_entropy_fusion_impl"] != "native":
+            raise PlannerError(f"{where}model.cross_entropy_fusion_impl={cfg['model.cross_entropy_fusion_impl']}",
+                               "valid: native, te")
+    for f in ("apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion"):
+        if not flag(f"model.{f}"):
+            job[f] = False
+    if cfg["model.transformer_impl"] != "transformer_engine":
+        raise PlannerError(f"{where}model.transformer_impl={cfg['model.transformer_impl']}: the planner's {FMT} reader "
+                           "reads Transformer Engine layers only", "drop the override")
+    if cfg["model.cuda_graph_impl"] not in ("none", None):
+        raise PlannerError(f"{where}model.cuda_graph_impl={cfg['model.cuda_graph_impl']}: not read by the planner's "
+                           f"{FMT} reader", "drop the override")
+    ab = cfg["model.attention_backend"]
+    if ab == "unfused":
+        job["attention"] = "eager"
+    elif ab in ("flash", "fused"):
+        job["attention_kernel"] = "flash2" if ab == "flash" else "cudnn"
+    elif ab not in (None, "auto"):
+        raise PlannerError(f"{where}model.attention_backend={ab}", "valid: flash, fused, unfused, auto, null")
+    if flag("optimizer.use_precision_aware_optimizer"):
+        raise PlannerError(f"{where}optimizer.use_precision_aware_optimizer=true: not read by the planner's {FMT} "
+                           "reader", "drop it")
+    # precision
+    if mp.get("fp16") or mp.get("fp4"):
+        raise PlannerError(f"{where}mixed_precision fp16 / fp4: not read by the planner's {FMT} reader",
+                           "use a bf16 or fp8 preset")
+    if mp.get("fp8"):
+        if mp["fp8"] not in ("hybrid", "e4m3"):
+            raise PlannerError(f"{where}mixed_precision.fp8={mp['fp8']}", "valid: hybrid, e4m3")
+        job["precision"] = "fp8"
+        job["fp8_recipe"] = mp["fp8_recipe"]
+        if mp["fp8_param_gather"]:
+            job["fp8_param_gather"] = True
+        if mp["first_last_layers_bf16"]:
+            job["bf16_layers_at_start"] = int(mp["num_layers_at_start_in_bf16"])
+            job["bf16_layers_at_end"] = int(mp["num_layers_at_end_in_bf16"])
+    else:
+        job["precision"] = "bf16"
+    if not mp["grad_reduce_in_fp32"]:
+        job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
+    it = cfg["train.train_iters"]
+    if isinstance(it, int) and not isinstance(it, bool) and it > 0:
+        job["tokens"] = float(it * job["global_batch"] * job["seq_len"])
+    return job
