@@ -2,8 +2,8 @@
 (export_launch, `planner export --format megatron-bridge`) and read (read) (issue 22).
 
 What run_recipe.py does (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf scripts/training/run_recipe.py): calls the recipe
-function named by --recipe (l. 148-209, `getattr(megatron.bridge.recipes, name)()`), then applies the remaining
-command-line words as Hydra overrides of the ConfigContainer's dot paths (l. 242-245; src/megatron/bridge/training/
+function named by --recipe (l. 147-211, `getattr(megatron.bridge.recipes, name)()`), then applies the remaining
+command-line words as Hydra overrides of the ConfigContainer's dot paths (l. 143, 244-247; src/megatron/bridge/training/
 utils/omegaconf_utils.py process_config_with_overrides l. 99-154, parse_hydra_overrides l. 157-181: Hydra's
 OverridesParser, `key=value`, `null`, `true` / `false`, lists `[a,b]`), then pretrain(). So the run is the recipe's
 ConfigContainer with the overrides laid on it: the reader starts from the recipe's values the planner prices
@@ -35,6 +35,7 @@ from typing import NamedTuple, Optional
 from .. import files
 from ..errors import PlannerError
 from . import TrainerConfig, check_model_shape, resolve_gpus
+from .spelling import hydra_value as _v
 
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
 SCRIPT = "scripts/training/run_recipe.py"
@@ -42,7 +43,7 @@ FMT = "megatron-bridge"
 STACK = "megatron-bridge"
 L3 = "src/megatron/bridge/recipes/llama/llama3.py"
 
-# the ConfigContainer values every transcribed recipe shares: recipes/common.py _pretrain_common l. 37-135 (train,
+# the ConfigContainer values every transcribed recipe shares: recipes/common.py _pretrain_common l. 37-132 (train,
 # ddp, dist=DistributedInitConfig(), comm_overlap None, mixed_precision "bf16_mixed"), then each recipe's own lines
 # (llama3.py, e.g. llama3_8b_pretrain_config l. 225-303: train.global_batch_size 512, micro_batch_size 1,
 # train_iters 1168251, transformer_impl transformer_engine, cuda_graph_impl none, attention_backend None,
@@ -54,7 +55,7 @@ L3 = "src/megatron/bridge/recipes/llama/llama3.py"
 # fusions.can_enable_gradient_accumulation_fusion(): True where Transformer Engine is installed); Megatron-Core
 # 905c0e386's TransformerConfig / ModelParallelConfig defaults the recipes leave (model_parallel_config.py l. 289,
 # 294: overlap_p2p_comm False, batch_p2p_comm True; transformer_config.py l. 111, 115: account_for_* False;
-# l. 466, 474: recompute_method, recompute_num_layers None); training/config.py DistributedInitConfig l. 148-161
+# l. 466, 474: recompute_method, recompute_num_layers None); training/config.py DistributedInitConfig l. 125-161
 # (use_megatron_fsdp, use_torch_fsdp2, use_tp_pp_dp_mapping False); recipes/utils/optimizer_utils.py l. 135
 # (optimizer.use_distributed_optimizer True)
 COMMON = {
@@ -95,7 +96,7 @@ def _llama(layers, hidden, ffn, heads, rope_scaling):
 def _par(tp, pp, vp, cp, sp, seq, **extra):
     out = {"model.tensor_model_parallel_size": tp, "model.pipeline_model_parallel_size": pp,
            "model.virtual_pipeline_model_parallel_size": vp, "model.context_parallel_size": cp,
-           "model.sequence_parallel": sp, "model.seq_length": seq, "dataset.seq_length": seq}
+           "model.sequence_parallel": sp, "model.seq_length": seq, "dataset.sequence_length": seq}
     out.update({k.replace("__", "."): v for k, v in extra.items()})
     return out
 
@@ -107,16 +108,16 @@ RECIPES = {
         "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
         _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False),
     "llama3_70b_pretrain_config": Recipe(
-        "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 733-736, mixed_precision bf16_mixed() l. 739)",
+        "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 737-740, mixed_precision bf16_mixed() l. 743)",
         _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True),
     "llama31_8b_pretrain_config": Recipe(
-        "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1009)",
+        "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1011)",
         _llama(32, 4096, 14336, 32, True), _par(1, 1, None, 2, False, 8192), mp_object=True, comm_overlap=False),
     "llama31_70b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-70B", "l. 1014-1100 (seq_length SEQUENCE_LENGTH_128K, comm_overlap l. 1093-1096)",
         _llama(80, 8192, 28672, 64, True), _par(4, 4, 5, 2, True, 131072), mp_object=True, comm_overlap=True),
     "llama31_405b_pretrain_config": Recipe(
-        "meta-llama/Meta-Llama-3.1-405B", "l. 1103-1195 (account_for_* True l. 1131-1132, comm_overlap l. 1188-1191)",
+        "meta-llama/Meta-Llama-3.1-405B", "l. 1103-1195 (account_for_* True l. 1132-1133, comm_overlap l. 1188-1191)",
         _llama(126, 16384, 53248, 128, True),
         _par(8, 8, 2, 4, True, 131072, model__account_for_embedding_in_pipeline_split=True,
              model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True),
@@ -172,247 +173,6 @@ def recipe_for(model) -> Optional[str]:
 def is_launch_line(text: str) -> bool:
     """Whether the text runs Megatron-Bridge's run_recipe.py with --recipe."""
     return bool(re.search(r"run_recipe\.py\b", text)) and "--recipe" in text
-
-
-# ------------------------------------------------------------------ writing
-def _v(x) -> str:
-    """A value in Hydra's override grammar: true / false, null, a list [a,b], numbers and words as they are."""
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if x is None:
-        return "null"
-    if isinstance(x, (list, tuple)):
-        return "[" + ",".join(_v(i) for i in x) + "]"
-    return str(x)
-
-
-def _refuse(what: str, hint: str) -> PlannerError:
-    return PlannerError(f"export {FMT}: {what}", hint)
-
-
-# plan keys (export.plan_signature's) the writer spells, each below; any other that the plan sets away from the
-# stack's default is refused, naming it
-_WRITTEN = {"gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
-            "sharding_mode", "shard_group", "recompute", "recompute_layers", "recompute_modules", "sequence_parallel",
-            "schedule", "precision", "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap",
-            "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
-            "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
-            "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
-            "mtp_layers", "cuda_graph_impl", "fp8_allgather"}
-_SCHEDULES = {"1f1b", "interleaved"}
-
-
-def export_launch(plan: dict, notes: list[str]) -> str:
-    """The launch script of `plan` (explain's `plan`, stack megatron-bridge): run_recipe.py with the recipe of the
-    plan's model and every priced setting as an override."""
-    from .export import _model, _plan_arrays, megatron_split_args, plan_signature
-    from ..schema import BYTES_PER_PARAM_PRESETS
-    from ..startup import uses_tp_pp_dp_mapping
-    from ..catalog import load_hardware
-
-    if plan.get("stack") != STACK:
-        raise _refuse(f"the plan was priced on stack {plan.get('stack')}, not {STACK}, whose modes and rules the file "
-                      "runs with", f"price it on that stack first (--stack {STACK}), then export")
-    model = _model(plan)
-    name = recipe_for(model)
-    if name is None:
-        raise _refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
-                      f"{BRIDGE} {L3}); run_recipe.py builds the model its --recipe names",
-                      "price a model of one of those recipes (llama3-8b, llama3-70b, llama3-405b), or write the "
-                      "Bridge recipe for this model yourself")
-    rec = RECIPES[name]
-    sig = plan_signature(plan)
-    for k in sig:
-        if k in _WRITTEN or k == "stage_layers":
-            continue
-        if sig[k] not in (None, False, 0, [], ()):
-            raise _refuse(f"{k} {sig[k]!r}: the planner's {FMT} writer spells no ConfigContainer key for it",
-                          f"price it without {k}, or export --format megatron")
-    if plan["schedule"] not in _SCHEDULES:
-        raise _refuse(f"schedule {plan['schedule']}: Megatron-Core runs 1F1B, interleaved where vpp > 1",
-                      "price it with the 1f1b or interleaved schedule")
-    if plan.get("mtp_layers"):
-        raise _refuse(f"mtp_layers {plan['mtp_layers']}: the recipes' Llama models have no MTP", "price it without MTP")
-    if plan.get("cuda_graph_impl", "none") != "none":
-        raise _refuse(f"cuda_graph_impl {plan['cuda_graph_impl']}: not written by the planner's {FMT} writer",
-                      "price it without CUDA graphs")
-    if plan.get("transformer_impl") not in (None, "transformer_engine"):
-        raise _refuse(f"transformer_impl {plan['transformer_impl']}: the recipes build Transformer Engine layers; "
-                      "the planner's writer spells no other", "price it with Transformer Engine layers")
-    if plan.get("padded_vocab_size") not in (None, model.vocab_size):
-        raise _refuse(f"padded_vocab_size {plan['padded_vocab_size']:,}: the recipes' providers build the model's "
-                      f"{model.vocab_size:,} rows (models/gpt_provider.py l. 164 should_pad_vocab False, l. 245-248)",
-                      "price it without --padded-vocab-size")
-    if plan.get("fp16"):
-        raise _refuse("fp16: the planner's writer spells Bridge's bf16 presets only", "price it without fp16")
-    tp, cp, pp, vpp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"]
-    o: list[tuple[str, object]] = [
-        ("model.tensor_model_parallel_size", tp), ("model.pipeline_model_parallel_size", pp),
-        ("model.virtual_pipeline_model_parallel_size", vpp if vpp > 1 else None),
-        ("model.context_parallel_size", cp), ("model.sequence_parallel", bool(plan["sequence_parallel"])),
-        ("model.expert_model_parallel_size", plan.get("ep", 1)), ("model.expert_tensor_parallel_size", plan.get("etp") or tp),
-        ("model.seq_length", plan["seq_len"]), ("dataset.seq_length", plan["seq_len"]),
-        ("train.micro_batch_size", plan["micro_batch"]), ("train.global_batch_size", plan["global_batch"])]
-    steps = None
-    if plan.get("tokens") is not None:
-        per = plan["global_batch"] * plan["seq_len"]
-        steps = int(plan["tokens"] // per) if plan["tokens"] % per == 0 else None
-    if steps is not None:
-        o.append(("train.train_iters", steps))
-    else:
-        notes.append(f"train.train_iters: the plan fixes no whole step count; the recipe's "
-                     f"{COMMON['train.train_iters']:,} iterations stand (no effect on a step's memory or time)")
-    # the pipeline split: even, or the ends one layer lighter (account_for_*); other placements are refused
-    split = megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                                _split_loss(plan), 0) if pp > 1 else []
-    extra = [f for f, _ in split if f != "--num-virtual-stages-per-pipeline-rank"]
-    if any(not f.startswith("--account-for-") for f in extra):
-        raise _refuse(f"the pipeline split of {model.num_layers} layers on pp {pp} x vpp {vpp} "
-                      f"({', '.join(extra)}): the planner's {FMT} writer spells an even split or the "
-                      "account_for_* one only", "price a pp x vpp that divides the layers, or with "
-                      "--account-for-embedding/loss-in-pipeline-split")
-    o += [("model.account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split" in extra),
-          ("model.account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split" in extra)]
-    # recompute (as export._megatron_args writes it)
-    r, rl = plan["recompute"], plan.get("recompute_layers")
-    gran, method, num, mods = None, None, None, None
-    if r == "full":
-        gran = "full"
-        if rl is None:
-            method, num = "uniform", 1
-        elif rl % vpp == 0:
-            method, num = "block", rl // vpp
-        else:
-            raise _refuse(f"recompute_layers {rl}: Megatron-Core's block method counts layers per model chunk; {rl} "
-                          f"is not a multiple of vpp {vpp}", "price a multiple of vpp")
-    elif r == "selective":
-        gran, mods = "selective", list(plan.get("recompute_modules") or ["core_attn"])
-    o += [("model.recompute_granularity", gran), ("model.recompute_method", method),
-          ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
-    # the sharding mode
-    mode = plan.get("sharding_mode")
-    if mode not in ("ddp", "distributed_optimizer"):
-        raise _refuse(f"sharding {plan['sharding']} (mode {mode}): the planner's {FMT} writer spells DDP and the "
-                      "distributed optimizer only (Megatron-FSDP and torch FSDP2 not yet)",
-                      "price it with --sharding none or zero1, or export --format megatron")
-    dist = mode == "distributed_optimizer"
-    o += [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
-          ("ddp.use_megatron_fsdp", False), ("dist.use_megatron_fsdp", False), ("dist.use_torch_fsdp2", False),
-          ("ddp.data_parallel_sharding_strategy", "no_shard")]
-    # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
-    dpo = bool(plan.get("dp_comm_overlap"))
-    ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]
-    o += [(f"ddp.{k}", v) for k, v in ddp_ov]
-    # pipeline p2p (Megatron-LM's default: overlapped under the interleaved schedule, batched otherwise)
-    p2p = []
-    if pp > 1:
-        ov = vpp > 1 and plan.get("pp_p2p_overlap") is not False
-        p2p = [("overlap_p2p_comm", ov), ("batch_p2p_comm", not ov)]
-        o += [(f"model.{k}", v) for k, v in p2p]
-    # TP overlap: the recipe's CommOverlapConfig (its non-None fields beat the model's and ddp's)
-    if rec.comm_overlap:
-        o.append(("comm_overlap.tp_comm_overlap", bool(plan.get("tp_comm_overlap"))))
-        o += [(f"comm_overlap.{k}", v) for k, v in p2p + ddp_ov]
-    elif plan.get("tp_comm_overlap"):
-        raise _refuse(f"tp_comm_overlap: recipe {name} has no CommOverlapConfig (comm_overlap None, {BRIDGE} "
-                      f"{L3} {rec.lines}; recipes/common.py l. 130), which an override cannot create",
-                      "price it without TP overlap (--no-tp-comm-overlap)")
-    # rank order
-    o.append(("dist.use_tp_pp_dp_mapping", bool(uses_tp_pp_dp_mapping(_plan_arrays(plan)))))
-    # fusions (the plan's None is Megatron-LM's default, as export._megatron_args reads it)
-    ce = bool(plan.get("cross_entropy_fusion"))
-    o += [("model.cross_entropy_loss_fusion", ce),
-          ("model.cross_entropy_fusion_impl", plan.get("cross_entropy_fusion_impl") or "native")]
-    for f in ("apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion"):
-        o.append((f"model.{f}", plan.get(f) is not False))
-    o += [("model.transformer_impl", "transformer_engine"), ("model.cuda_graph_impl", "none"),
-          ("model.attention_backend", _attention_backend(plan))]
-    # precision and the optimizer states' bytes
-    b = _bytes(plan, BYTES_PER_PARAM_PRESETS)
-    mp = _mp_fields(plan, b)
-    o.append(("optimizer.use_precision_aware_optimizer", False))
-    if rec.mp_object:
-        o += [(f"mixed_precision.{f}", mp[f]) for f in MP_FIELDS if f != "fp4"]
-    else:
-        preset = next((n for n, p in MP_PRESETS.items() if p == mp), None)
-        if preset is None:
-            raise _refuse(f"precision {plan['precision']} ({', '.join(f'{k} {v}' for k, v in mp.items() if v != _BF16[k])}): "
-                          f"recipe {name} holds mixed_precision as a preset's name ({BRIDGE} recipes/common.py l. 132), "
-                          "which an override replaces by another name only, and no preset (training/mixed_precision.py) "
-                          "has these fields", f"price it as one of the presets: {', '.join(MP_PRESETS)}")
-        o.append(("mixed_precision", preset))
-    if mp["fp8"]:
-        notes.append("mixed_precision.fp8 hybrid: the plan does not fix e4m3 vs hybrid (the fp8 presets of "
-                     "training/mixed_precision.py use hybrid)")
-    hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
-    g = plan["gpus"]
-    per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
-    notes.append(f"recipe {name}: run_recipe.py builds its model from the Hugging Face config of {rec.hf_id} "
-                 f"(AutoBridge.from_hf_pretrained, {L3} {rec.lines}), which the launch downloads (a gated repository)")
-    lines = ["#!/bin/bash", f"# Megatron-Bridge launch written by `planner export --format {FMT}`",
-             f"# {BRIDGE}: {SCRIPT} --recipe (the recipe's ConfigContainer) with Hydra overrides of its dot paths "
-             "(training/config.py, models/gpt_provider.py, training/mixed_precision.py, training/comm_overlap.py)",
-             f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}", "",
-             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
-    body = [f"    {k}={_v(v)}" for k, v in o]
-    lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
-    return "\n".join(lines) + "\n"
-
-
-def _split_loss(plan: dict) -> int:
-    from ..schema import split_loss_units
-
-    return split_loss_units(plan)
-
-
-def _attention_backend(plan: dict):
-    """model.attention_backend (Megatron-Core AttnBackend: flash, fused, unfused, local, auto): null (the recipes'
-    None: Transformer Engine's own choice) where the plan runs the kernel TE picks on its GPU, else the kernel."""
-    from .export import _auto_attention_kernel
-
-    if plan.get("local_core_attention"):
-        raise _refuse("local_core_attention: not written by the planner's writer", "price it without it")
-    if plan.get("attention") == "eager":
-        return "unfused"
-    k = plan.get("attention_kernel")
-    if k and k != _auto_attention_kernel(plan):
-        return "flash" if k == "flash2" else "fused"
-    return None
-
-
-def _bytes(plan: dict, presets) -> dict:
-    from . import plan_bytes
-
-    b = plan_bytes(plan)
-    if plan.get("precision_aware_optimizer") or plan.get("offload_optimizer", "none") != "none":
-        raise _refuse("the precision-aware optimizer / optimizer offload: not written by the planner's writer",
-                      "price it without them")
-    if b not in (presets["megatron"].model_dump(), {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}):
-        raise _refuse(f"bytes_per_param {plan.get('bytes_per_param')}: the planner's writer spells bf16 weights with "
-                      "fp32 master weights and Adam moments, and fp32 or bf16 main gradients (mixed_precision."
-                      "grad_reduce_in_fp32) only", "price it with --bytes-per-param megatron or mixed16")
-    return b
-
-
-def _mp_fields(plan: dict, b: dict) -> dict:
-    """The MixedPrecisionConfig fields of the plan's precision."""
-    out = dict(_BF16, grad_reduce_in_fp32=b["gradients"] == 4.0)
-    prec = plan["precision"]
-    if prec == "fp8":
-        rec = plan.get("fp8_recipe") or "delayed"
-        if rec not in ("delayed", "tensorwise", "blockwise", "mxfp8"):
-            raise _refuse(f"fp8_recipe {rec}: MixedPrecisionConfig.fp8_recipe takes tensorwise, delayed, mxfp8, "
-                          "blockwise (training/mixed_precision.py l. 45-47)", "price another fp8 recipe")
-        if rec == "mxfp8" and plan.get("fp8_param_gather"):
-            raise _refuse("fp8_param_gather with mxfp8: Bridge then reuses the gradient buffer for the gather "
-                          "(mixed_precision.py l. 87-92), which the planner does not price", "price it without it")
-        out.update(fp8="hybrid", fp8_recipe=rec, fp8_param_gather=bool(plan.get("fp8_param_gather")))
-        s, e = int(plan.get("bf16_layers_at_start") or 0), int(plan.get("bf16_layers_at_end") or 0)
-        if s or e:
-            out.update(first_last_layers_bf16=True, num_layers_at_start_in_bf16=s, num_layers_at_end_in_bf16=e)
-    elif prec != "bf16":
-        raise _refuse(f"precision {prec}: the planner's writer spells bf16 and fp8 only", "price it in bf16 or fp8")
-    return out
 
 
 # ------------------------------------------------------------------ reading
@@ -475,7 +235,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         elif w.startswith("--"):
             opt = w.split("=", 1)[0]
             if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path", "--mode", "--step_func"):
-                # run_recipe.py l. 99-141: passed to recipe functions that take them; the transcribed recipes take
+                # run_recipe.py l. 92-211: passed to recipe functions that take them; the transcribed recipes take
                 # no arguments (llama3.py: `def llama3_8b_pretrain_config() -> ConfigContainer`)
                 val = w.split("=", 1)[1] if "=" in w else (words[i + 1] if opt != "--packed_sequence" and i + 1 < len(words) else True)
                 if "=" not in w and opt != "--packed_sequence":
@@ -486,12 +246,15 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                     not_modelled.append(f"{opt}={val} (run_recipe.py passes it to recipes that take it: the planner "
                                         "reads none)")
             else:
-                raise PlannerError(f"{where}{opt}: not an option of {SCRIPT} ({BRIDGE} l. 91-141)",
+                raise PlannerError(f"{where}{opt}: not an option of {SCRIPT} ({BRIDGE} l. 92-144)",
                                    "valid: --recipe, --mode, --step_func, --peft_scheme, --packed_sequence, "
                                    "--seq_length, --hf_path, then key=value overrides")
         elif "=" in w:
             k, v = w.split("=", 1)
             k = k.lstrip("+")
+            # GPTDatasetConfig.seq_length: a property over Megatron-Core's sequence_length field (training/config.py
+            # l. 450-456), which the override reaches through its setter
+            k = "dataset.sequence_length" if k == "dataset.seq_length" else k
             overrides[k] = _parse_value(v)
         else:
             raise PlannerError(f"{where}{w!r}: neither a {SCRIPT} option nor a key=value override",
@@ -542,14 +305,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         else:
             not_modelled.append(f"{k}={_v(v)} (an override the planner does not read: its effect is not priced)")
     # where the run's values go: the mixed-precision config over the model / ddp, comm_overlap over both
+    file_gpus = _launcher_gpus(list(launch), where)
+    g = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=soft, assumed=assumed)
+    if g is None:
+        raise PlannerError(f"{where}the launch does not give the GPU count", "pass --gpus N")
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
-        for f in ("overlap_p2p_comm", "batch_p2p_comm"):
-            if co.get(f) is not None:
-                cfg[f"model.{f}"] = co[f]
-        for f in ("overlap_grad_reduce", "overlap_param_gather"):
-            if co.get(f) is not None:
-                cfg[f"ddp.{f}"] = co[f]
+        _comm_overlap(cfg, co, g, assumed)
     job = _job(cfg, mp, co, where, assumed, ignored, not_modelled)
     # the model: the recipe's (its shape), checked against --model
     shape = {a: (a, v) for a, v in rec.shape.items()}
@@ -560,16 +322,34 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         name, rule = match_catalog_model(where, shape, f"recipe {recipe}'s model ({rec.hf_id})")
         job["model"] = name
         assumed.append(rule)
-    file_gpus = _launcher_gpus(list(launch), where)
-    g = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=soft, assumed=assumed)
-    if g is None:
-        raise PlannerError(f"{where}the launch does not give the GPU count", "pass --gpus N")
     job["gpus"] = g
     if hardware is not None:
         job["hardware"] = hardware
     job["stack"] = STACK
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list) -> None:
+    """A recipe's CommOverlapConfig laid on the model's and ddp's values as Bridge's setup does
+    (training/comm_overlap.py @dc805f5cf): its own defaults, then the user's non-None fields (_override_user_cfgs
+    l. 590-598) replace the model's p2p flags (_get_model_comm_overlap_cfgs l. 453-461: pp > 1 overlaps the p2p
+    under vpp > 1, batches it otherwise; off at pp 1) and the ddp overlap (_get_optimizer_overlap_cfgs: both on
+    where the data-parallel size exceeds 1, both off otherwise)."""
+    ints = [cfg[k] for k in ("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size",
+                              "model.context_parallel_size")]
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in ints):
+        return  # _job names the bad count
+    tp, pp, cp = ints
+    vpp = cfg["model.virtual_pipeline_model_parallel_size"] or 1
+    dp = gpus // (tp * pp * cp)
+    own = {"overlap_p2p_comm": pp > 1 and vpp > 1, "batch_p2p_comm": pp > 1 and not vpp > 1,
+           "overlap_grad_reduce": dp > 1, "overlap_param_gather": dp > 1}
+    for f, v in own.items():
+        val = co.get(f) if co.get(f) is not None else v
+        cfg[("model." if "p2p" in f else "ddp.") + f] = val
+    assumed.append("comm_overlap: the recipe's CommOverlapConfig sets the p2p and data-parallel overlap "
+                   "(training/comm_overlap.py), its stated fields over its own defaults")
 
 
 def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list) -> dict:
@@ -596,9 +376,9 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     if etp is not None and num("model.expert_tensor_parallel_size") != job["tp"]:
         job["etp"] = etp
     job["sequence_parallel"] = flag("model.sequence_parallel")
-    seq, dseq = num("model.seq_length"), num("dataset.seq_length")
+    seq, dseq = num("model.seq_length"), num("dataset.sequence_length")
     if seq != dseq:  # ConfigContainer.validate asserts it (training/config.py l. 1662-1677)
-        raise PlannerError(f"{where}model.seq_length {seq} but dataset.seq_length {dseq}: Bridge refuses the pair "
+        raise PlannerError(f"{where}model.seq_length {seq} but dataset.sequence_length {dseq}: Bridge refuses the pair "
                            "(training/config.py l. 1673-1677)", "give both the same length")
     job["seq_len"] = seq
     job["micro_batch"], job["global_batch"] = num("train.micro_batch_size"), num("train.global_batch_size")
