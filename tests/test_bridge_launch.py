@@ -81,11 +81,12 @@ def test_reader_lays_overrides_on_the_recipe(tmp_path):
     8,192 tokens, micro-batch 1 of 512, train_iters 1,168,251, the distributed optimizer, fused TE cross-entropy,
     bf16_mixed() (grad_reduce_in_fp32), a CommOverlapConfig with tp_comm_overlap; its p2p overlap from the
     comm_overlap setup (vp 5 > 1: overlapped) and its data-parallel overlap (dp 2 > 1: on). The line overrides
-    CP (1) and the global batch (128); an unknown key is listed, never dropped."""
+    CP (1) and the global batch (128); a key the reader does not know is listed as not modelled, one without effect
+    on a step as ignored, never dropped."""
     f = tmp_path / "launch.sh"
     f.write_text("#!/bin/bash\ntorchrun --nproc_per_node=8 --nnodes=4 scripts/training/run_recipe.py \\\n"
                  "  --recipe llama3_70b_pretrain_config model.context_parallel_size=1 train.global_batch_size=128 \\\n"
-                 "  logger.log_interval=1 optimizer.lr=0.0001\n")
+                 "  logger.log_interval=1 optimizer.lr=0.0001 model.cuda_graph_warmup_steps=2\n")
     cfg = load_trainer_config(f, hardware="h100-sxm")
     assert cfg.fmt == "megatron-bridge"
     j = cfg.job
@@ -97,8 +98,9 @@ def test_reader_lays_overrides_on_the_recipe(tmp_path):
     assert (j["cross_entropy_fusion"], j["cross_entropy_fusion_impl"], j["precision"]) == (True, "te", "bf16")
     assert "pp_p2p_overlap" not in j and "bytes_per_param" not in j  # overlapped p2p, fp32 gradients: the defaults
     assert j["tokens"] == 1168251 * 128 * 8192
-    assert any(n.startswith("logger.log_interval=1 ") for n in cfg.not_modelled)
-    assert any(n.startswith("optimizer.lr=0.0001 ") for n in cfg.not_modelled)
+    assert any(n.startswith("logger.log_interval=1 (logging") for n in cfg.ignored)
+    assert any(n.startswith("optimizer.lr=0.0001 (an Adam hyper-parameter") for n in cfg.ignored)
+    assert [n.split(" ")[0] for n in cfg.not_modelled] == ["model.cuda_graph_warmup_steps=2"]
 
 
 def test_reader_refuses_a_name_for_an_object_mixed_precision(tmp_path):
@@ -132,3 +134,14 @@ def test_reader_nvidia_405b_preset_file():
     assert (j["seq_len"], j["micro_batch"], j["global_batch"], j["recompute"]) == (8192, 1, 512, "none")
     assert j["account_for_embedding_in_pipeline_split"] and j["account_for_loss_in_pipeline_split"]
     assert (j["tp_comm_overlap"], j["dp_comm_overlap"], j["sharding"]) == (True, True, "zero1")
+
+
+def test_check_spells_fixes_as_the_launch_overrides(cli):
+    """check on the 405B preset (no recompute: 77.8 GiB against 71.2 usable) suggests full recompute and a deeper
+    pipeline in the launch's own ConfigContainer keys (trainers/spelling.py _bridge_knob)."""
+    r = cli("check", "tests/data/trainer_configs/bridge_llama31_405b_h100.sh", "--hardware", "h100-sxm")
+    assert r.exit_code == 1, r.stderr
+    assert ("recompute none -> full [megatron-bridge: model.recompute_granularity=full; model.recompute_method=uniform; "
+            "model.recompute_num_layers=1]") in r.stdout
+    assert "PP 8 -> 16 (DP 8 -> 4) [megatron-bridge: model.pipeline_model_parallel_size=16; micro-batches per step " \
+           "64 -> 128" in r.stdout

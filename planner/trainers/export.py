@@ -2029,13 +2029,14 @@ def _bridge_refuse(what: str, hint: str) -> PlannerError:
 
 # plan keys (export.plan_signature's) the writer spells, each below; any other that the plan sets away from the
 # stack's default is refused, naming it
-_BRIDGE_WRITTEN = {"gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
-            "sharding_mode", "shard_group", "recompute", "recompute_layers", "recompute_modules", "sequence_parallel",
-            "schedule", "precision", "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap",
-            "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
-            "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
-            "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
-            "mtp_layers", "cuda_graph_impl"}
+_BRIDGE_WRITTEN = {
+    "gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
+    "sharding_mode", "shard_group", "recompute", "recompute_layers", "recompute_modules", "sequence_parallel",
+    "schedule", "precision", "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap",
+    "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
+    "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
+    "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
+    "mtp_layers", "cuda_graph_impl"}
 _BRIDGE_SCHEDULES = {"1f1b", "interleaved"}
 
 
@@ -2047,14 +2048,14 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
 
     if plan.get("stack") != BRIDGE_STACK:
         raise _bridge_refuse(f"the plan was priced on stack {plan.get('stack')}, not {BRIDGE_STACK}, whose modes and rules the file "
-                      "runs with", f"price it on that stack first (--stack {BRIDGE_STACK}), then export")
+                             "runs with", f"price it on that stack first (--stack {BRIDGE_STACK}), then export")
     model = _model(plan)
     name = recipe_for(model)
     if name is None:
         raise _bridge_refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
-                      f"{BRIDGE} {L3}); run_recipe.py builds the model its --recipe names",
-                      "price a model of one of those recipes (llama3-8b, llama3-70b, llama3-405b), or write the "
-                      "Bridge recipe for this model yourself")
+                             f"{BRIDGE} {L3}); run_recipe.py builds the model its --recipe names",
+                             "price a model of one of those recipes (llama3-8b, llama3-70b, llama3-405b), or write the "
+                             "Bridge recipe for this model yourself")
     rec = RECIPES[name]
     sig = plan_signature(plan)
     for k in sig:
@@ -2062,22 +2063,22 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
             continue
         if sig[k] not in (None, False, 0, [], ()):
             raise _bridge_refuse(f"{k} {sig[k]!r}: the planner's {BRIDGE_FMT} writer spells no ConfigContainer key for it",
-                          f"price it without {k}, or export --format megatron")
+                                 f"price it without {k}, or export --format megatron")
     if plan["schedule"] not in _BRIDGE_SCHEDULES:
         raise _bridge_refuse(f"schedule {plan['schedule']}: Megatron-Core runs 1F1B, interleaved where vpp > 1",
-                      "price it with the 1f1b or interleaved schedule")
+                             "price it with the 1f1b or interleaved schedule")
     if plan.get("mtp_layers"):
         raise _bridge_refuse(f"mtp_layers {plan['mtp_layers']}: the recipes' Llama models have no MTP", "price it without MTP")
     if plan.get("cuda_graph_impl", "none") != "none":
         raise _bridge_refuse(f"cuda_graph_impl {plan['cuda_graph_impl']}: not written by the planner's {BRIDGE_FMT} writer",
-                      "price it without CUDA graphs")
+                             "price it without CUDA graphs")
     if plan.get("transformer_impl") not in (None, "transformer_engine"):
         raise _bridge_refuse(f"transformer_impl {plan['transformer_impl']}: the recipes build Transformer Engine layers; "
-                      "the planner's writer spells no other", "price it with Transformer Engine layers")
+                             "the planner's writer spells no other", "price it with Transformer Engine layers")
     if plan.get("padded_vocab_size") not in (None, model.vocab_size):
         raise _bridge_refuse(f"padded_vocab_size {plan['padded_vocab_size']:,}: the recipes' providers build the model's "
-                      f"{model.vocab_size:,} rows (models/gpt_provider.py l. 164 should_pad_vocab False, l. 245-248)",
-                      "price it without --padded-vocab-size")
+                             f"{model.vocab_size:,} rows (models/gpt_provider.py l. 164 should_pad_vocab False, l. 245-248)",
+                             "price it without --padded-vocab-size")
     if plan.get("fp16"):
         raise _bridge_refuse("fp16: the planner's writer spells Bridge's bf16 presets only", "price it without fp16")
     tp, cp, pp, vpp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"]
@@ -2103,9 +2104,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     extra = [f for f, _ in split if f != "--num-virtual-stages-per-pipeline-rank"]
     if any(not f.startswith("--account-for-") for f in extra):
         raise _bridge_refuse(f"the pipeline split of {model.num_layers} layers on pp {pp} x vpp {vpp} "
-                      f"({', '.join(extra)}): the planner's {BRIDGE_FMT} writer spells an even split or the "
-                      "account_for_* one only", "price a pp x vpp that divides the layers, or with "
-                      "--account-for-embedding/loss-in-pipeline-split")
+                             f"({', '.join(extra)}): the planner's {BRIDGE_FMT} writer spells an even split or the "
+                             "account_for_* one only", "price a pp x vpp that divides the layers, or with "
+                             "--account-for-embedding/loss-in-pipeline-split")
     o += [("model.account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split" in extra),
           ("model.account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split" in extra)]
     # recompute (as export._megatron_args writes it)
@@ -2119,7 +2120,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
             method, num = "block", rl // vpp
         else:
             raise _bridge_refuse(f"recompute_layers {rl}: Megatron-Core's block method counts layers per model chunk; {rl} "
-                          f"is not a multiple of vpp {vpp}", "price a multiple of vpp")
+                                 f"is not a multiple of vpp {vpp}", "price a multiple of vpp")
     elif r == "selective":
         # the plan's modules, else null: Megatron-Core's own choice for selective (core_attn: transformer_config.py
         # @905c0e386 l. 1316-1317), which the plan prices so
@@ -2135,8 +2136,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
                if mode and mode.startswith("megatron_fsdp") else
                "the planner's writer spells DDP and the distributed optimizer only")
         raise _bridge_refuse(f"sharding {plan['sharding']} (mode {mode}): {why}",
-                      "price it with --sharding none or zero1 (the recipes' distributed optimizer), or export "
-                      "--format megatron")
+                             "price it with --sharding none or zero1 (the recipes' distributed optimizer), or export "
+                             "--format megatron")
     dist = mode == "distributed_optimizer"
     o += [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
           ("ddp.use_megatron_fsdp", False), ("dist.use_megatron_fsdp", False), ("dist.use_torch_fsdp2", False),
@@ -2157,8 +2158,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o += [(f"comm_overlap.{k}", v) for k, v in p2p + ddp_ov]
     elif plan.get("tp_comm_overlap"):
         raise _bridge_refuse(f"tp_comm_overlap: recipe {name} has no CommOverlapConfig (comm_overlap None, {BRIDGE} "
-                      f"{L3} {rec.lines}; recipes/common.py l. 127), which an override cannot create",
-                      "price it without TP overlap (--no-tp-comm-overlap)")
+                             f"{L3} {rec.lines}; recipes/common.py l. 127), which an override cannot create",
+                             "price it without TP overlap (--no-tp-comm-overlap)")
     # rank order
     o.append(("dist.use_tp_pp_dp_mapping", bool(uses_tp_pp_dp_mapping(_plan_arrays(plan)))))
     # fusions (the plan's None is Megatron-LM's default, as export._megatron_args reads it)
@@ -2179,9 +2180,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         preset = next((n for n, p in MP_PRESETS.items() if p == mp), None)
         if preset is None:
             raise _bridge_refuse(f"precision {plan['precision']} ({', '.join(f'{k} {v}' for k, v in mp.items() if v != BRIDGE_BF16[k])}): "
-                          f"recipe {name} holds mixed_precision as a preset's name ({BRIDGE} recipes/common.py l. 129), "
-                          "which an override replaces by another name only, and no preset (training/mixed_precision.py) "
-                          "has these fields", f"price it as one of the presets: {', '.join(MP_PRESETS)}")
+                                 f"recipe {name} holds mixed_precision as a preset's name ({BRIDGE} recipes/common.py l. 129), "
+                                 "which an override replaces by another name only, and no preset (training/mixed_precision.py) "
+                                 "has these fields", f"price it as one of the presets: {', '.join(MP_PRESETS)}")
         o.append(("mixed_precision", preset))
     if mp["fp8"]:
         notes.append("mixed_precision.fp8 hybrid: the plan does not fix e4m3 vs hybrid (the fp8 presets of "
@@ -2211,7 +2212,7 @@ def _bridge_max_connections(hw, tp: int, cp: int, pp: int, dp: int) -> int:
     cc = hw.capability
     if cc is None:
         raise _bridge_refuse(f"hardware {hw.name} gives no compute_capability, which Bridge's CUDA_DEVICE_MAX_CONNECTIONS "
-                      "rule reads (recipes/run_plugins.py l. 576-590)", "give the hardware entry's compute_capability")
+                             "rule reads (recipes/run_plugins.py l. 576-590)", "give the hardware entry's compute_capability")
     if cc >= (10, 0):
         return 32 if (tp > 1 or cp > 1) and (dp > 1 or pp > 1) else 8
     return 1 if tp > 1 or cp > 1 else 8
@@ -2240,11 +2241,11 @@ def _bridge_bytes(plan: dict, presets) -> dict:
     b = plan_bytes(plan)
     if plan.get("precision_aware_optimizer") or plan.get("offload_optimizer", "none") != "none":
         raise _bridge_refuse("the precision-aware optimizer / optimizer offload: not written by the planner's writer",
-                      "price it without them")
+                             "price it without them")
     if b not in (presets["megatron"].model_dump(), {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}):
         raise _bridge_refuse(f"bytes_per_param {plan.get('bytes_per_param')}: the planner's writer spells bf16 weights with "
-                      "fp32 master weights and Adam moments, and fp32 or bf16 main gradients (mixed_precision."
-                      "grad_reduce_in_fp32) only", "price it with --bytes-per-param megatron or mixed16")
+                             "fp32 master weights and Adam moments, and fp32 or bf16 main gradients (mixed_precision."
+                             "grad_reduce_in_fp32) only", "price it with --bytes-per-param megatron or mixed16")
     return b
 
 
@@ -2256,10 +2257,10 @@ def _bridge_mp_fields(plan: dict, b: dict) -> dict:
         rec = plan.get("fp8_recipe") or "delayed"
         if rec not in ("delayed", "tensorwise", "blockwise", "mxfp8"):
             raise _bridge_refuse(f"fp8_recipe {rec}: MixedPrecisionConfig.fp8_recipe takes tensorwise, delayed, mxfp8, "
-                          "blockwise (training/mixed_precision.py l. 45-47)", "price another fp8 recipe")
+                                 "blockwise (training/mixed_precision.py l. 45-47)", "price another fp8 recipe")
         if rec == "mxfp8" and plan.get("fp8_param_gather"):
             raise _bridge_refuse("fp8_param_gather with mxfp8: Bridge then reuses the gradient buffer for the gather "
-                          "(mixed_precision.py l. 87-92), which the planner does not price", "price it without it")
+                                 "(mixed_precision.py l. 87-92), which the planner does not price", "price it without it")
         out.update(fp8="hybrid", fp8_recipe=rec, fp8_param_gather=bool(plan.get("fp8_param_gather")))
         s, e = int(plan.get("bf16_layers_at_start") or 0), int(plan.get("bf16_layers_at_end") or 0)
         if s or e:

@@ -1,5 +1,6 @@
-"""Megatron-Bridge's own launch: `torchrun ... scripts/training/run_recipe.py --recipe NAME key=value ...`, written
-(export_launch, `planner export --format megatron-bridge`) and read (read) (issue 22).
+"""Megatron-Bridge's own launch: `torchrun ... scripts/training/run_recipe.py --recipe NAME key=value ...`, read here
+(`read`) and written by export.py `_megatron_bridge` (`planner export --format megatron-bridge`) from this module's
+tables (issue 22).
 
 What run_recipe.py does (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf scripts/training/run_recipe.py): calls the recipe
 function named by --recipe (l. 147-211, `getattr(megatron.bridge.recipes, name)()`), then applies the remaining
@@ -13,8 +14,8 @@ recipe holds.
 
 What the format holds: the recipes' models only (run_recipe.py builds the model from the recipe, whose provider is
 AutoBridge.from_hf_pretrained(<Hugging Face id>): RECIPES, matched to the priced model by its shape fields, never
-by name); of the plan, the settings in KEYS. A plan setting outside them is refused, naming it (export), and an
-override the reader does not know is listed as not modelled (read), never dropped.
+by name); of the plan, the settings export.py _BRIDGE_WRITTEN names. A plan setting outside them is refused,
+naming it (export), and an override the reader does not know is listed as not modelled (read), never dropped.
 
 Where the run's values go (config.py @dc805f5cf): ConfigContainer.validate syncs ddp.use_distributed_optimizer and
 optimizer.use_distributed_optimizer (either True sets both, l. 1944-1966); the mixed-precision config's fields
@@ -145,19 +146,21 @@ MP_PRESETS = {
     "bf16_with_fp8_subchannel_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="blockwise"),
 }
 
-# the override keys the reader prices (ConfigContainer dot paths; each checked at @dc805f5cf: training/config.py
-# TrainingConfig l. 660-708, GPTDatasetConfig.seq_length l. 451, DistributedInitConfig l. 125-161, Bridge's
+# the override keys the reader prices: COMMON's and RECIPES', comm_overlap.* and mixed_precision[.*] (ConfigContainer
+# dot paths; each checked at @dc805f5cf: training/config.py TrainingConfig l. 660-708, GPTDatasetConfig.seq_length
+# l. 451, DistributedInitConfig l. 125-161, Bridge's
 # DistributedDataParallelConfig / OptimizerConfig over Megatron-Core's, l. 57-105; models/gpt_provider.py
 # GPTModelProvider over Megatron-Core 905c0e386's TransformerConfig and ModelParallelConfig; comm_overlap.py
 # CommOverlapConfig l. 375-397; mixed_precision.py MixedPrecisionConfig l. 28-69)
-KEYS = set(COMMON) | set(RECIPES["llama31_405b_pretrain_config"].values) | {
-    "comm_overlap.tp_comm_overlap", "comm_overlap.overlap_p2p_comm", "comm_overlap.batch_p2p_comm",
-    "comm_overlap.overlap_grad_reduce", "comm_overlap.overlap_param_gather", "mixed_precision",
-    "checkpoint.ckpt_format"} | {f"mixed_precision.{f}" for f in MP_FIELDS}
 # keys with no effect on the plan's memory or time: read, listed as ignored (with why)
 NO_EFFECT = {"checkpoint.ckpt_format": "the checkpoint files' format"}
-
-_LINE = re.compile(r"(^|/)run_recipe\.py$")
+# whole sections and optimizer fields with no effect on a step's memory or time: listed as ignored, with why
+# (training/config.py @dc805f5cf LoggerConfig l. 978, SchedulerConfig l. 561, RNGConfig l. 107, ValidationConfig
+# l. 779: logging, the learning-rate schedule, seeds, the evaluation between steps; Adam's hyper-parameters)
+NO_EFFECT_SECTIONS = {"logger.": "logging", "scheduler.": "the learning-rate schedule", "rng.": "seeds",
+                      "validation.": "evaluation between steps, not a training step"}
+NO_EFFECT_OPTIMIZER = ("optimizer.lr", "optimizer.min_lr", "optimizer.weight_decay", "optimizer.adam_beta1",
+                       "optimizer.adam_beta2", "optimizer.adam_eps")
 
 
 def recipe_for(model) -> Optional[str]:
@@ -214,7 +217,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         text = files.read_text(path, "give a launch script of run_recipe.py")
     assumed: list[str] = []
     try:
-        launch, words, soft = command_words(text, where, assumed)
+        launch, words, _ = command_words(text, where, assumed)
     except ValueError as e:
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
     if not is_launch_line(text):
@@ -279,10 +282,12 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                 raise PlannerError(f"{where}mixed_precision={v}: recipe {recipe} holds a MixedPrecisionConfig "
                                    "(bf16_mixed()), which Hydra cannot replace by a name",
                                    "override its fields: mixed_precision.fp8=hybrid mixed_precision.fp8_recipe=...")
-            if v not in MP_PRESETS:
+            # register() files each preset under its name and with hyphens (mixed_precision.py l. 154-168)
+            name = v.replace("-", "_") if isinstance(v, str) else v
+            if name not in MP_PRESETS:
                 raise PlannerError(f"{where}mixed_precision={v}: not a preset the planner prices",
                                    f"one of: {', '.join(MP_PRESETS)} (training/mixed_precision.py)")
-            mp = dict(MP_PRESETS[v])
+            mp = dict(MP_PRESETS[name])
         elif k.startswith("mixed_precision."):
             f = k.split(".", 1)[1]
             if not rec.mp_object:
@@ -300,15 +305,23 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         elif k in NO_EFFECT:
             ignored.append(f"{k}={_v(v)} ({NO_EFFECT[k]})")
             cfg[k] = v
+        elif k in NO_EFFECT_OPTIMIZER or any(k.startswith(p) for p in NO_EFFECT_SECTIONS):
+            why = next((w for p, w in NO_EFFECT_SECTIONS.items() if k.startswith(p)), "an Adam hyper-parameter")
+            ignored.append(f"{k}={_v(v)} ({why}: no effect on a step's memory or time)")
         elif k in cfg:
             cfg[k] = v
         else:
             not_modelled.append(f"{k}={_v(v)} (an override the planner does not read: its effect is not priced)")
     # where the run's values go: the mixed-precision config over the model / ddp, comm_overlap over both
     file_gpus = _launcher_gpus(list(launch), where)
-    g = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=soft, assumed=assumed)
+    # soft: --gpus replaces the launch's count, as for a Megatron-LM script (its node count comes from the scheduler)
+    g = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=True, assumed=assumed)
     if g is None:
         raise PlannerError(f"{where}the launch does not give the GPU count", "pass --gpus N")
+    if "ddp.grad_reduce_in_fp32" in overrides and overrides["ddp.grad_reduce_in_fp32"] != mp["grad_reduce_in_fp32"]:
+        assumed.append(f"ddp.grad_reduce_in_fp32={_v(mp['grad_reduce_in_fp32'])}: the mixed-precision config's, which "
+                       "Bridge lays over the ddp config (mixed_precision.py update_config_with_precision_overrides "
+                       "l. 125-151), not the override's")
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
         _comm_overlap(cfg, co, g, assumed)
