@@ -19,6 +19,9 @@ CASES = [
     ("llama3-8b-8", "llama3_8b_pretrain_config",
      ["--model", "llama3-8b", "--gpus", "8", "--sharding", "zero1", "--no-tp-comm-overlap"]),
     ("llama3-70b-64", "llama3_70b_pretrain_config", ["--model", "llama3-70b", "--gpus", "64", "--sharding", "zero1"]),
+    # the search's own top row for Llama 3 8B on 8 GPUs: torch FSDP2 (dist.use_torch_fsdp2, no distributed optimizer)
+    ("llama3-8b-8-fsdp2", "llama3_8b_pretrain_config", ["--model", "llama3-8b", "--gpus", "8", "--sharding", "fsdp",
+                                                        "--no-tp-comm-overlap"]),
     # NVIDIA's LLAMA31_405B_PRETRAIN_CONFIG_H100_BF16_V1 (scripts/performance/configs/llama/
     # llama31_workload_base_configs.py @dc805f5cf l. 192-200: 1,024 GPUs, TP 8, PP 8, CP 2, VP 8, global batch 512)
     # with the recipe's account_for_* (llama3.py l. 1132-1133), TP overlap and 8,192-token sequences
@@ -42,17 +45,19 @@ def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, a
     assert plan_signature(back["plan"]) == plan_signature(row["plan"])
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
     p = row["plan"]
+    dist = "true" if p["sharding_mode"] == "distributed_optimizer" else "false"
+    fsdp2 = "true" if p["sharding_mode"] == "torch_fsdp2" else "false"
     for key, value in (("model.tensor_model_parallel_size", p["tp"]), ("model.pipeline_model_parallel_size", p["pp"]),
                        ("model.context_parallel_size", p["cp"]), ("train.global_batch_size", p["global_batch"]),
                        ("train.micro_batch_size", p["micro_batch"]), ("model.seq_length", p["seq_len"]),
-                       ("dataset.sequence_length", p["seq_len"]),
-                       ("ddp.use_distributed_optimizer", "true"), ("optimizer.use_distributed_optimizer", "true")):
+                       ("dataset.sequence_length", p["seq_len"]), ("ddp.use_distributed_optimizer", dist),
+                       ("optimizer.use_distributed_optimizer", dist), ("dist.use_torch_fsdp2", fsdp2)):
         assert f"    {key}={value} \\\n" in text
 
 
 def test_the_405b_preset_is_written_as_nvidia_runs_it(cli, tmp_path):
     out = tmp_path / "405b.sh"
-    assert cli("fit", *CASES[2][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    assert cli("fit", *CASES[3][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
     text = out.read_text()
     assert "torchrun --nproc_per_node 8 --nnodes 128 scripts/training/run_recipe.py" in text
     for line in ("model.virtual_pipeline_model_parallel_size=8", "model.sequence_parallel=true",
@@ -145,3 +150,21 @@ def test_check_spells_fixes_as_the_launch_overrides(cli):
             "model.recompute_num_layers=1]") in r.stdout
     assert "PP 8 -> 16 (DP 8 -> 4) [megatron-bridge: model.pipeline_model_parallel_size=16; micro-batches per step " \
            "64 -> 128" in r.stdout
+
+
+def test_reader_torch_fsdp2(tmp_path):
+    """dist.use_torch_fsdp2 (training/config.py DistributedInitConfig l. 151): the stack's torch_fsdp2 mode, once the
+    recipe's distributed optimizer (recipes/common.py l. 87, llama3.py l. 297; recipes/utils/optimizer_utils.py l. 135) is turned off."""
+    from planner.errors import PlannerError
+
+    f = tmp_path / "launch.sh"
+    head = "torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "
+    f.write_text(head + "dist.use_torch_fsdp2=true\n")
+    with pytest.raises(PlannerError, match="with the distributed optimizer"):
+        load_trainer_config(f, hardware="h100-sxm")
+    f.write_text(head + "dist.use_torch_fsdp2=true ddp.use_distributed_optimizer=false "
+                 "optimizer.use_distributed_optimizer=false model.gradient_accumulation_fusion=false\n")
+    j = load_trainer_config(f, hardware="h100-sxm").job
+    assert (j["sharding"], j["sharding_mode"], j["gradient_accumulation_fusion"]) == ("fsdp", "torch_fsdp2", False)
+    # the recipe's CP 2 (llama3.py l. 247) and global batch 512 (l. 252) stand
+    assert (j["cp"], j["global_batch"], j["gpus"]) == (2, 512, 8)

@@ -2129,19 +2129,24 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
           ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
     # the sharding mode
     mode = plan.get("sharding_mode")
-    if mode not in ("ddp", "distributed_optimizer"):
+    if mode not in ("ddp", "distributed_optimizer", "torch_fsdp2"):
         why = ("Megatron-Core 905c0e386, which Bridge @dc805f5cf pins, has no megatron_fsdp_main_grads_dtype in its "
                "DistributedDataParallelConfig (megatron/core/distributed/distributed_data_parallel_config.py), the "
                "Megatron-LM @d98e8a64 setting whose gradient dtype the stack prices (memory.py [mg])"
                if mode and mode.startswith("megatron_fsdp") else
-               "the planner's writer spells DDP and the distributed optimizer only")
+               "the planner's writer spells DDP, the distributed optimizer and torch FSDP2 only")
         raise _bridge_refuse(f"sharding {plan['sharding']} (mode {mode}): {why}",
                              "price it with --sharding none or zero1 (the recipes' distributed optimizer), or export "
                              "--format megatron")
     dist = mode == "distributed_optimizer"
+    # torch FSDP2: Bridge wraps each model chunk in Megatron-Core's TorchFullyShardedDataParallel (models/common/
+    # unimodal.py l. 217-222), the class Megatron-LM's --use-torch-fsdp2 builds (905c0e386 and d98e8a64 differ in a
+    # parameter marker and a finish_grad_sync that calls the base's); its checkpoint format torch_dist (the recipes'
+    # own, recipes/common.py l. 120), written so, as Megatron-LM requires it with FSDP2 (stack_db megatron runs.sharding)
+    fsdp2 = mode == "torch_fsdp2"
     o += [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
-          ("ddp.use_megatron_fsdp", False), ("dist.use_megatron_fsdp", False), ("dist.use_torch_fsdp2", False),
-          ("ddp.data_parallel_sharding_strategy", "no_shard")]
+          ("ddp.use_megatron_fsdp", False), ("dist.use_megatron_fsdp", False), ("dist.use_torch_fsdp2", fsdp2),
+          ("ddp.data_parallel_sharding_strategy", "no_shard")] + ([("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else [])
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
     dpo = bool(plan.get("dp_comm_overlap"))
     ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]

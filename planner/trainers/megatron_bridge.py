@@ -411,12 +411,26 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     elif gran == "selective" and cfg["model.recompute_modules"] is not None:
         job["recompute_modules"] = list(cfg["model.recompute_modules"])
     # sharding
-    if flag("ddp.use_megatron_fsdp") or flag("dist.use_megatron_fsdp") or flag("dist.use_torch_fsdp2"):
-        raise PlannerError(f"{where}Megatron-FSDP / torch FSDP2: the planner's {FMT} reader does not read them yet",
-                           "read the run as a Megatron-LM script (--use-megatron-fsdp), or use the distributed optimizer")
+    mfsdp, fsdp2 = flag("ddp.use_megatron_fsdp") or flag("dist.use_megatron_fsdp"), flag("dist.use_torch_fsdp2")
+    if mfsdp and fsdp2:  # ConfigContainer.validate raises (training/config.py l. 1533-1534)
+        raise PlannerError(f"{where}Megatron-FSDP and torch FSDP2 together: Bridge refuses the pair "
+                           "(training/config.py l. 1533-1534)", "keep one")
+    if mfsdp:
+        raise PlannerError(f"{where}Megatron-FSDP: not read by the planner's {FMT} reader (Megatron-Core 905c0e386, "
+                           "Bridge's pin, has no megatron_fsdp_main_grads_dtype, the Megatron-LM @d98e8a64 setting "
+                           "whose gradient dtype the stack prices: memory.py [mg])",
+                           "price it as a Megatron-LM script (--use-megatron-fsdp) on --stack megatron")
     dist = flag("ddp.use_distributed_optimizer") or flag("optimizer.use_distributed_optimizer")
-    job["sharding_mode"] = "distributed_optimizer" if dist else "ddp"
-    job["sharding"] = "zero1" if dist else "none"
+    if fsdp2:  # Megatron-Core's TorchFullyShardedDataParallel (models/common/unimodal.py l. 217-222)
+        job["sharding_mode"], job["sharding"] = "torch_fsdp2", "fsdp"
+        if dist:  # the recipes' distributed optimizer left on: the stack's torch_fsdp2 mode runs without it
+            raise PlannerError(f"{where}dist.use_torch_fsdp2=true with the distributed optimizer (the recipe's "
+                               "ddp / optimizer.use_distributed_optimizer true): Megatron-LM refuses the pair "
+                               "(stack_db megatron runs.sharding torch_fsdp2), and the planner prices FSDP2 without it",
+                               "add ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false")
+    else:
+        job["sharding_mode"] = "distributed_optimizer" if dist else "ddp"
+        job["sharding"] = "zero1" if dist else "none"
     job["dp_comm_overlap"] = flag("ddp.overlap_grad_reduce")
     if flag("ddp.overlap_param_gather") and not dist:
         ignored.append("ddp.overlap_param_gather=true (no distributed optimizer: nothing to gather)")

@@ -120,8 +120,8 @@ class Spelling:
                 parts.append(s.text)
         parts += self.notes
         if self.unspellable:
-            head = (f"not spelled by the planner's {fmt} export (megatron_bridge.py writes DDP and the distributed "
-                    f"optimizer): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
+            head = (f"not spelled by the planner's {fmt} export (it writes DDP, the distributed optimizer and torch "
+                    f"FSDP2): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
                     f"cannot be written in {FILE_NAMES[fmt]}: it has no key for {', '.join(self.unspellable)}")
             return head + (f"; with it the JSON needs {'; '.join(parts)}" if parts else "")
         return "; ".join(parts)
@@ -177,9 +177,9 @@ def spell_order(stack_name: str, before: str, after: str) -> str:
 # overrides key=value
 BRIDGE_AXES = {"tp": "model.tensor_model_parallel_size", "cp": "model.context_parallel_size",
                "pp": "model.pipeline_model_parallel_size", "ep": "model.expert_model_parallel_size"}
-# the sharding modes the Bridge writer spells (megatron_bridge.export_launch): both flags, which Bridge keeps in step
-# (training/config.py l. 1944-1966: either True sets both)
-BRIDGE_MODES = {"ddp": False, "distributed_optimizer": True}
+# the sharding modes the Bridge writer spells (export.py _megatron_bridge): (distributed optimizer, torch FSDP2); the
+# distributed optimizer's two flags, which Bridge keeps in step (training/config.py l. 1944-1966: either True sets both)
+BRIDGE_MODES = {"ddp": (False, False), "distributed_optimizer": (True, False), "torch_fsdp2": (False, True)}
 
 
 def _ov(key: str, value) -> Setting:
@@ -213,8 +213,11 @@ def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
     if knob == "tp_comm_overlap":
         return [_ov("comm_overlap.tp_comm_overlap", False)]
     if knob == "sharding" and plan.get("sharding_mode") in BRIDGE_MODES:
-        on = BRIDGE_MODES[plan["sharding_mode"]]
-        return [_ov("ddp.use_distributed_optimizer", on), _ov("optimizer.use_distributed_optimizer", on)]
+        dist, fsdp2 = BRIDGE_MODES[plan["sharding_mode"]]
+        # with the gradient-accumulation fusion as the plan runs it (off under torch FSDP2: the mode's job setting)
+        return [_ov("ddp.use_distributed_optimizer", dist), _ov("optimizer.use_distributed_optimizer", dist),
+                _ov("dist.use_torch_fsdp2", fsdp2),
+                _ov("model.gradient_accumulation_fusion", plan.get("gradient_accumulation_fusion") is not False)]
     return []
 
 
