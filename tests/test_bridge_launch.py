@@ -86,12 +86,12 @@ def test_reader_lays_overrides_on_the_recipe(tmp_path):
     8,192 tokens, micro-batch 1 of 512, train_iters 1,168,251, the distributed optimizer, fused TE cross-entropy,
     bf16_mixed() (grad_reduce_in_fp32), a CommOverlapConfig with tp_comm_overlap; its p2p overlap from the
     comm_overlap setup (vp 5 > 1: overlapped) and its data-parallel overlap (dp 2 > 1: on). The line overrides
-    CP (1) and the global batch (128); a key the reader does not know is listed as not modelled, one without effect
+    CP (1), the global batch (128) and the embedding's rows (128,512); a key the reader does not know is listed as not modelled, one without effect
     on a step as ignored, never dropped."""
     f = tmp_path / "launch.sh"
     f.write_text("#!/bin/bash\ntorchrun --nproc_per_node=8 --nnodes=4 scripts/training/run_recipe.py \\\n"
                  "  --recipe llama3_70b_pretrain_config model.context_parallel_size=1 train.global_batch_size=128 \\\n"
-                 "  logger.log_interval=1 optimizer.lr=0.0001 model.cuda_graph_warmup_steps=2\n")
+                 "  logger.log_interval=1 optimizer.lr=0.0001 model.cuda_graph_warmup_steps=2 model.vocab_size=128512\n")
     cfg = load_trainer_config(f, hardware="h100-sxm")
     assert cfg.fmt == "megatron-bridge"
     j = cfg.job
@@ -103,6 +103,8 @@ def test_reader_lays_overrides_on_the_recipe(tmp_path):
     assert (j["cross_entropy_fusion"], j["cross_entropy_fusion_impl"], j["precision"]) == (True, "te", "bf16")
     assert "pp_p2p_overlap" not in j and "bytes_per_param" not in j  # overlapped p2p, fp32 gradients: the defaults
     assert j["tokens"] == 1168251 * 128 * 8192
+    # model.vocab_size at least the tokenizer's is built unpadded (training/setup.py l. 467-498)
+    assert j["padded_vocab_size"] == 128512
     assert any(n.startswith("logger.log_interval=1 (logging") for n in cfg.ignored)
     assert any(n.startswith("optimizer.lr=0.0001 (an Adam hyper-parameter") for n in cfg.ignored)
     assert [n.split(" ")[0] for n in cfg.not_modelled] == ["model.cuda_graph_warmup_steps=2"]

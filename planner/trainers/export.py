@@ -2075,10 +2075,6 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     if plan.get("transformer_impl") not in (None, "transformer_engine"):
         raise _bridge_refuse(f"transformer_impl {plan['transformer_impl']}: the recipes build Transformer Engine layers; "
                              "the planner's writer spells no other", "price it with Transformer Engine layers")
-    if plan.get("padded_vocab_size") not in (None, model.vocab_size):
-        raise _bridge_refuse(f"padded_vocab_size {plan['padded_vocab_size']:,}: the recipes' providers build the model's "
-                             f"{model.vocab_size:,} rows (models/gpt_provider.py l. 164 should_pad_vocab False, l. 245-248)",
-                             "price it without --padded-vocab-size")
     if plan.get("fp16"):
         raise _bridge_refuse("fp16: the planner's writer spells Bridge's bf16 presets only", "price it without fp16")
     tp, cp, pp, vpp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"]
@@ -2088,7 +2084,11 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         ("model.context_parallel_size", cp), ("model.sequence_parallel", bool(plan["sequence_parallel"])),
         ("model.expert_model_parallel_size", plan.get("ep", 1)), ("model.expert_tensor_parallel_size", plan.get("etp") or tp),
         ("model.seq_length", plan["seq_len"]), ("dataset.sequence_length", plan["seq_len"]),
-        ("train.micro_batch_size", plan["micro_batch"]), ("train.global_batch_size", plan["global_batch"])]
+        ("train.micro_batch_size", plan["micro_batch"]), ("train.global_batch_size", plan["global_batch"]),
+        # the embedding's rows: the provider builds model.vocab_size of them, unpadded, where it is at least the
+        # tokenizer's (training/setup.py l. 177-180, _validate_and_set_vocab_size l. 467-498; should_pad_vocab False):
+        # the Hugging Face config's, or the rows the plan priced
+        ("model.vocab_size", plan.get("padded_vocab_size") or model.vocab_size)]
     steps = None
     if plan.get("tokens") is not None:
         per = plan["global_batch"] * plan["seq_len"]

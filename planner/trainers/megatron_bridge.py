@@ -67,7 +67,7 @@ COMMON = {
     "model.cuda_graph_impl": "none", "model.attention_backend": None, "model.cross_entropy_loss_fusion": True,
     "model.cross_entropy_fusion_impl": "te", "model.apply_rope_fusion": True, "model.bias_activation_fusion": True,
     "model.bias_dropout_fusion": True, "model.gradient_accumulation_fusion": True,
-    "model.overlap_p2p_comm": False, "model.batch_p2p_comm": True,
+    "model.overlap_p2p_comm": False, "model.batch_p2p_comm": True, "model.vocab_size": None,
     "train.global_batch_size": 512, "train.micro_batch_size": 1, "train.train_iters": 1168251,
     "optimizer.use_precision_aware_optimizer": False, "optimizer.use_distributed_optimizer": True,
     "ddp.use_distributed_optimizer": True, "ddp.use_megatron_fsdp": False, "ddp.overlap_grad_reduce": True,
@@ -492,6 +492,11 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["precision"] = "bf16"
     if not mp["grad_reduce_in_fp32"]:
         job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
+    # the embedding's rows (training/setup.py @dc805f5cf l. 177-180, 467-498): the provider's vocab_size (None here:
+    # the recipe's Hugging Face config's, the model's) unpadded where it is at least the tokenizer's
+    rows = cfg["model.vocab_size"]
+    if rows is not None:
+        job["padded_vocab_size"] = num("model.vocab_size")
     it = cfg["train.train_iters"]
     if isinstance(it, int) and not isinstance(it, bool) and it > 0:
         job["tokens"] = float(it * job["global_batch"] * job["seq_len"])
