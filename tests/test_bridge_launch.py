@@ -18,6 +18,9 @@ CASES = [
     # Llama 3 8B on 8 GPUs: the recipe's distributed optimizer; its recipe has no CommOverlapConfig, so no TP overlap
     ("llama3-8b-8", "llama3_8b_pretrain_config",
      ["--model", "llama3-8b", "--gpus", "8", "--sharding", "zero1", "--no-tp-comm-overlap"]),
+    # its top row on 64 GPUs runs TP 2 with TP overlap: a CommOverlapConfig the recipe lacks, made by the override
+    ("llama3-8b-64-tp-overlap", "llama3_8b_pretrain_config", ["--model", "llama3-8b", "--gpus", "64", "--sharding",
+                                                              "zero1", "--tp-comm-overlap"]),
     ("llama3-70b-64", "llama3_70b_pretrain_config", ["--model", "llama3-70b", "--gpus", "64", "--sharding", "zero1"]),
     # the search's own top row for Llama 3 8B on 8 GPUs: torch FSDP2 (dist.use_torch_fsdp2, no distributed optimizer)
     ("llama3-8b-8-fsdp2", "llama3_8b_pretrain_config", ["--model", "llama3-8b", "--gpus", "8", "--sharding", "fsdp",
@@ -44,6 +47,8 @@ def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, a
     back = json.loads(cli("explain", out, "--hardware", "h100-sxm", "--format", "json").stdout)
     assert plan_signature(back["plan"]) == plan_signature(row["plan"])
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
+    checked = cli("check", out, "--hardware", "h100-sxm")  # the trainer's start-up rules and the memory gate
+    assert checked.exit_code == 0 and checked.stdout.startswith(f"PASS {out}"), checked.stdout + checked.stderr
     p = row["plan"]
     dist = "true" if p["sharding_mode"] == "distributed_optimizer" else "false"
     fsdp2 = "true" if p["sharding_mode"] == "torch_fsdp2" else "false"
@@ -57,7 +62,7 @@ def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, a
 
 def test_the_405b_preset_is_written_as_nvidia_runs_it(cli, tmp_path):
     out = tmp_path / "405b.sh"
-    assert cli("fit", *CASES[3][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    assert cli("fit", *CASES[4][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
     text = out.read_text()
     assert "torchrun --nproc_per_node 8 --nnodes 128 scripts/training/run_recipe.py" in text
     for line in ("model.virtual_pipeline_model_parallel_size=8", "model.sequence_parallel=true",
@@ -72,10 +77,12 @@ def test_refuses_what_bridge_cannot_run_as_priced(cli):
     # a model no transcribed recipe builds
     assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "llama2-7b", "--gpus", "8", *H100),
                      "model llama2-7b is none of the transcribed recipes' models")
-    # TP overlap on a recipe without a CommOverlapConfig (llama3.py l. 225-303: comm_overlap stays None)
+    # fp8 delayed scaling without the fp8 parameter gather on the recipe that holds its precision as a preset's name
+    # (recipes/common.py l. 129): bf16_with_fp8_delayed_scaling_mixed gathers fp8 parameters (mixed_precision.py
+    # l. 203-219), so no name says the plan
     assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "llama3-8b", "--gpus", "8", "--tp", "2",
-                         "--sequence-parallel", "--tp-comm-overlap", *H100),
-                     "tp_comm_overlap: recipe llama3_8b_pretrain_config has no CommOverlapConfig")
+                         "--sharding", "zero1", "--precision", "fp8", "--fp8-recipe", "delayed", *H100),
+                     "recipe llama3_8b_pretrain_config holds mixed_precision as a preset's name")
     # a plan priced on another stack
     assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "llama3-8b", "--gpus", "8",
                          "--hardware", "h100-sxm"), "price it on --stack megatron-bridge")
@@ -170,3 +177,14 @@ def test_reader_torch_fsdp2(tmp_path):
     assert (j["sharding"], j["sharding_mode"], j["gradient_accumulation_fusion"]) == ("fsdp", "torch_fsdp2", False)
     # the recipe's CP 2 (llama3.py l. 247) and global batch 512 (l. 252) stand
     assert (j["cp"], j["global_batch"], j["gpus"]) == (2, 512, 8)
+
+
+def test_tp_overlap_on_a_recipe_without_comm_overlap(cli, tmp_path):
+    """llama3_8b_pretrain_config keeps comm_overlap None (recipes/common.py l. 127): the launch makes one with a
+    `_target_` dict (training/utils/omegaconf_utils.py l. 461-471), quoted for the shell, every overlap stated."""
+    out = tmp_path / "tpo.sh"
+    assert cli("fit", *CASES[1][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    assert ("    comm_overlap='{_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,tp_comm_overlap:true,"
+            "overlap_grad_reduce:true,overlap_param_gather:true}' \\\n") in out.read_text()
+    j = load_trainer_config(out, hardware="h100-sxm").job
+    assert (j["tp"], j["sequence_parallel"], j["tp_comm_overlap"], j["dp_comm_overlap"]) == (2, True, True, True)

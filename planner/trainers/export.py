@@ -34,7 +34,7 @@ from ..errors import PlannerError
 from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
-from .megatron_bridge import BRIDGE, COMMON, L3, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, recipe_for
+from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, L3, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
 from .spelling import hydra_value
 
@@ -2158,13 +2158,16 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         p2p = [("overlap_p2p_comm", ov), ("batch_p2p_comm", not ov)]
         o += [(f"model.{k}", v) for k, v in p2p]
     # TP overlap: the recipe's CommOverlapConfig (its non-None fields beat the model's and ddp's)
+    co = [("tp_comm_overlap", bool(plan.get("tp_comm_overlap")))] + p2p + ddp_ov
     if rec.comm_overlap:
-        o.append(("comm_overlap.tp_comm_overlap", bool(plan.get("tp_comm_overlap"))))
-        o += [(f"comm_overlap.{k}", v) for k, v in p2p + ddp_ov]
+        o += [(f"comm_overlap.{k}", v) for k, v in co]
     elif plan.get("tp_comm_overlap"):
-        raise _bridge_refuse(f"tp_comm_overlap: recipe {name} has no CommOverlapConfig (comm_overlap None, {BRIDGE} "
-                             f"{L3} {rec.lines}; recipes/common.py l. 127), which an override cannot create",
-                             "price it without TP overlap (--no-tp-comm-overlap)")
+        # the recipe's comm_overlap is None (recipes/common.py l. 127): a CommOverlapConfig made by the override,
+        # quoted for the shell (its braces and commas)
+        o.append(("comm_overlap", "'{" + ",".join([f"_target_:{COMM_OVERLAP_TARGET}"] +
+                                                  [f"{k}:{hydra_value(v)}" for k, v in co]) + "}'"))
+        notes.append(f"comm_overlap: recipe {name} has none; the launch creates a CommOverlapConfig through Bridge's "
+                     "_target_ instantiation of an override (training/utils/omegaconf_utils.py l. 461-471)")
     # rank order
     o.append(("dist.use_tp_pp_dp_mapping", bool(uses_tp_pp_dp_mapping(_plan_arrays(plan)))))
     # fusions (the plan's None is Megatron-LM's default, as export._megatron_args reads it)

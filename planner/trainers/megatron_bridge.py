@@ -43,6 +43,10 @@ SCRIPT = "scripts/training/run_recipe.py"
 FMT = "megatron-bridge"
 STACK = "megatron-bridge"
 L3 = "src/megatron/bridge/recipes/llama/llama3.py"
+# a CommOverlapConfig where the recipe has none (comm_overlap None): the override's dict with `_target_`, which Bridge
+# instantiates (training/utils/omegaconf_utils.py _apply_overrides l. 461-471, tested at the dict level by
+# tests/unit_tests/training/utils/test_omegaconf_utils.py l. 509-531); Hydra's grammar takes `{key:value,...}`
+COMM_OVERLAP_TARGET = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
 
 # the ConfigContainer values every transcribed recipe shares: recipes/common.py _pretrain_common l. 37-132 (train,
 # ddp, dist=DistributedInitConfig(), comm_overlap None, mixed_precision "bf16_mixed"), then each recipe's own lines
@@ -183,8 +187,17 @@ _TRUE, _FALSE = {"true", "True"}, {"false", "False"}
 
 
 def _parse_value(raw: str):
-    """A Hydra override value: null, true / false, an int, a float, a list [a,b], else the word (quotes taken off)."""
+    """A Hydra override value: null, true / false, an int, a float, a list [a,b], a dict {k:v,...} of such scalars,
+    else the word (quotes taken off)."""
     s = raw.strip()
+    if s.startswith("{") and s.endswith("}"):
+        out = {}
+        for item in (x for x in s[1:-1].split(",") if x.strip()):
+            k, sep, v = item.partition(":")
+            if not sep:
+                raise ValueError(f"{item!r} is not key:value")
+            out[k.strip()] = _parse_value(v)
+        return out
     if s in ("null", "None", "~"):
         return None
     if s in _TRUE:
@@ -258,7 +271,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             # GPTDatasetConfig.seq_length: a property over Megatron-Core's sequence_length field (training/config.py
             # l. 450-456), which the override reaches through its setter
             k = "dataset.sequence_length" if k == "dataset.seq_length" else k
-            overrides[k] = _parse_value(v)
+            try:
+                overrides[k] = _parse_value(v)
+            except ValueError as e:
+                raise PlannerError(f"{where}{w}: {e}", "give a dict as {key:value,...}") from None
         else:
             raise PlannerError(f"{where}{w!r}: neither a {SCRIPT} option nor a key=value override",
                                "give overrides as ConfigContainer dot paths, key=value")
@@ -297,11 +313,27 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                 mp[f] = v
             else:
                 not_modelled.append(f"{k}={_v(v)} (a MixedPrecisionConfig field the planner does not price)")
+        elif k == "comm_overlap":
+            if v is None:
+                co = None
+            elif isinstance(v, dict) and v.get("_target_") == COMM_OVERLAP_TARGET:
+                co = {f: x for f, x in v.items() if f != "_target_"}
+            else:
+                raise PlannerError(f"{where}comm_overlap={_v(v)}: neither null nor a dict with _target_ "
+                                   f"{COMM_OVERLAP_TARGET}", "give comm_overlap={_target_:" + COMM_OVERLAP_TARGET +
+                                   ",tp_comm_overlap:true} (quoted in the shell), or null")
+            unknown = sorted(set(co or ()) - {"tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
+                                               "overlap_grad_reduce", "overlap_param_gather"})
+            not_modelled += [f"comm_overlap.{f}={_v(co[f])} (a CommOverlapConfig field the planner does not read)"
+                             for f in unknown]
         elif k.startswith("comm_overlap."):
             if co is None:
                 raise PlannerError(f"{where}{k}: recipe {recipe} has comm_overlap None ({L3} {rec.lines}), "
                                    "which an override cannot fill", "drop it")
             co[k.split(".", 1)[1]] = v
+            if k.split(".", 1)[1] not in ("tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
+                                          "overlap_grad_reduce", "overlap_param_gather"):
+                not_modelled.append(f"{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
         elif k in NO_EFFECT:
             ignored.append(f"{k}={_v(v)} ({NO_EFFECT[k]})")
             cfg[k] = v
