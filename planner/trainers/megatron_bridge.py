@@ -251,16 +251,20 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         elif w.startswith("--"):
             opt = w.split("=", 1)[0]
             if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path", "--mode", "--step_func"):
-                # run_recipe.py l. 92-211: passed to recipe functions that take them; the transcribed recipes take
-                # no arguments (llama3.py: `def llama3_8b_pretrain_config() -> ConfigContainer`)
-                val = w.split("=", 1)[1] if "=" in w else (words[i + 1] if opt != "--packed_sequence" and i + 1 < len(words) else True)
+                val = w.split("=", 1)[1] if "=" in w else (
+                    True if opt == "--packed_sequence" else words[i + 1] if i + 1 < len(words) else None)
                 if "=" not in w and opt != "--packed_sequence":
                     i += 1
-                if opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
-                    ignored.append(f"{opt}={val} (run_recipe.py's default)")
+                if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path"):
+                    # load_recipe passes each only to a recipe function whose signature takes it (run_recipe.py
+                    # l. 180-208); the transcribed recipes take none (llama3.py: `def llama3_8b_pretrain_config()`)
+                    ignored.append(f"{opt}={val} (run_recipe.py hands it only to a recipe that takes it; the "
+                                   "transcribed recipes take no argument)")
+                elif opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
+                    ignored.append(f"{opt}={val} (run_recipe.py's default for a pretrain recipe, l. 222-249)")
                 else:
-                    not_modelled.append(f"{opt}={val} (run_recipe.py passes it to recipes that take it: the planner "
-                                        "reads none)")
+                    raise PlannerError(f"{where}{opt} {val}: the planner prices a GPT pre-training step "
+                                       "(--mode pretrain, --step_func gpt_step) only", f"drop {opt}")
             else:
                 raise PlannerError(f"{where}{opt}: not an option of {SCRIPT} ({BRIDGE} l. 92-144)",
                                    "valid: --recipe, --mode, --step_func, --peft_scheme, --packed_sequence, "
@@ -442,6 +446,10 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
             raise PlannerError(f"{where}model.recompute_method={method}", "valid: uniform, block")
     elif gran == "selective" and cfg["model.recompute_modules"] is not None:
         job["recompute_modules"] = list(cfg["model.recompute_modules"])
+    # what Megatron-Core reads only under another granularity (transformer_config.py @905c0e386 l. 455-483)
+    unread = [k for k in ("model.recompute_method", "model.recompute_num_layers") if gran != "full" and cfg[k] is not None]
+    unread += ["model.recompute_modules"] if gran != "selective" and cfg["model.recompute_modules"] is not None else []
+    ignored += [f"{k}={_v(cfg[k])} (model.recompute_granularity={_v(gran)}: not read)" for k in unread]
     # sharding
     mfsdp, fsdp2 = flag("ddp.use_megatron_fsdp") or flag("dist.use_megatron_fsdp"), flag("dist.use_torch_fsdp2")
     if mfsdp and fsdp2:  # ConfigContainer.validate raises (training/config.py l. 1533-1534)
