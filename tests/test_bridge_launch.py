@@ -114,7 +114,10 @@ def test_reader_lays_overrides_on_the_recipe(tmp_path):
     assert j["padded_vocab_size"] == 128512
     assert any(n.startswith("logger.log_interval=1 (logging") for n in cfg.ignored)
     assert any(n.startswith("optimizer.lr=0.0001 (an Adam hyper-parameter") for n in cfg.ignored)
-    assert [n.split(" ")[0] for n in cfg.not_modelled] == ["model.cuda_graph_warmup_steps=2"]
+    # the recipe's CommOverlapConfig buckets 128 Mi parameters at dp 32 / (4 x 4 x 1) = 2 > 1 (comm_overlap.py
+    # l. 560-580) where Megatron-Core's max(40e6, 1e6 x 2) = 40,000,000 is priced
+    assert [n.split(" (")[0] for n in cfg.not_modelled] == ["model.cuda_graph_warmup_steps=2",
+                                                            "DDP bucket 134,217,728 parameters"]
 
 
 def test_reader_refuses_a_name_for_an_object_mixed_precision(tmp_path):
@@ -181,10 +184,11 @@ def test_reader_torch_fsdp2(tmp_path):
 
 def test_tp_overlap_on_a_recipe_without_comm_overlap(cli, tmp_path):
     """llama3_8b_pretrain_config keeps comm_overlap None (recipes/common.py l. 127): the launch makes one with a
-    `_target_` dict (training/utils/omegaconf_utils.py l. 461-471), quoted for the shell, every overlap stated."""
+    `_target_` dict (training/utils/omegaconf_utils.py l. 461-471), quoted for the shell, every overlap stated, and the
+    DDP bucket priced, max(40e6, 1e6 x dp 32 x cp 1) = 40,000,000 (its own default would be 128 Mi at dp > 1)."""
     out = tmp_path / "tpo.sh"
     assert cli("fit", *CASES[1][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
     assert ("    comm_overlap='{_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,tp_comm_overlap:true,"
-            "overlap_grad_reduce:true,overlap_param_gather:true}' \\\n") in out.read_text()
+            "overlap_grad_reduce:true,overlap_param_gather:true,bucket_size:40000000}' \\\n") in out.read_text()
     j = load_trainer_config(out, hardware="h100-sxm").job
     assert (j["tp"], j["sequence_parallel"], j["tp_comm_overlap"], j["dp_comm_overlap"]) == (2, True, True, True)

@@ -2159,6 +2159,16 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o += [(f"model.{k}", v) for k, v in p2p]
     # TP overlap: the recipe's CommOverlapConfig (its non-None fields beat the model's and ddp's)
     co = [("tp_comm_overlap", bool(plan.get("tp_comm_overlap")))] + p2p + ddp_ov
+    # a CommOverlapConfig sets the DDP bucket to 128 Mi parameters where dp > 1 (comm_overlap.py
+    # _get_optimizer_overlap_cfgs l. 560-580), over Megatron-Core's max(40e6, 1e6 x dp x cp) (distributed_data_parallel.py
+    # @905c0e386 l. 64-65), which the stack prices (stack_db fsdp.ddp_bucket_params, step.py): written as priced
+    from ..catalog import load_stack
+
+    fs = load_stack(plan["stack"]).fsdp
+    bucket = max(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * plan["dp"] * cp)
+    if bucket != int(bucket):
+        raise _bridge_refuse(f"DDP bucket {bucket:g} parameters: not a whole number", "report it: a stack figure")
+    co.append(("bucket_size", int(bucket)))
     if rec.comm_overlap:
         o += [(f"comm_overlap.{k}", v) for k, v in co]
     elif plan.get("tp_comm_overlap"):

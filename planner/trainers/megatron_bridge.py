@@ -327,7 +327,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                    f"{COMM_OVERLAP_TARGET}", "give comm_overlap={_target_:" + COMM_OVERLAP_TARGET +
                                    ",tp_comm_overlap:true} (quoted in the shell), or null")
             unknown = sorted(set(co or ()) - {"tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
-                                               "overlap_grad_reduce", "overlap_param_gather"})
+                                               "overlap_grad_reduce", "overlap_param_gather", "bucket_size"})
             not_modelled += [f"comm_overlap.{f}={_v(co[f])} (a CommOverlapConfig field the planner does not read)"
                              for f in unknown]
         elif k.startswith("comm_overlap."):
@@ -336,7 +336,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                    "which an override cannot fill", "drop it")
             co[k.split(".", 1)[1]] = v
             if k.split(".", 1)[1] not in ("tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
-                                          "overlap_grad_reduce", "overlap_param_gather"):
+                                          "overlap_grad_reduce", "overlap_param_gather", "bucket_size"):
                 not_modelled.append(f"{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
         elif k in NO_EFFECT:
             ignored.append(f"{k}={_v(v)} ({NO_EFFECT[k]})")
@@ -360,7 +360,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                        "l. 125-151), not the override's")
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
-        _comm_overlap(cfg, co, g, assumed)
+        _comm_overlap(cfg, co, g, assumed, not_modelled)
     job = _job(cfg, mp, co, where, assumed, ignored, not_modelled)
     # the model: the recipe's (its shape), checked against --model
     shape = {a: (a, v) for a, v in rec.shape.items()}
@@ -379,7 +379,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
 
-def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list) -> None:
+def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: list) -> None:
     """A recipe's CommOverlapConfig laid on the model's and ddp's values as Bridge's setup does
     (training/comm_overlap.py @dc805f5cf): its own defaults, then the user's non-None fields (_override_user_cfgs
     l. 590-598) replace the model's p2p flags (_get_model_comm_overlap_cfgs l. 453-461: pp > 1 overlaps the p2p
@@ -399,6 +399,16 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list) -> None:
         cfg[("model." if "p2p" in f else "ddp.") + f] = val
     assumed.append("comm_overlap: the recipe's CommOverlapConfig sets the p2p and data-parallel overlap "
                    "(training/comm_overlap.py), its stated fields over its own defaults")
+    # and the DDP bucket: 128 Mi parameters where dp > 1 (_get_optimizer_overlap_cfgs l. 560-580), else Megatron-Core's
+    # max(40e6, 1e6 x dp x cp) (distributed_data_parallel.py @905c0e386 l. 64-65), which the stack prices
+    from ..catalog import load_stack
+
+    fs = load_stack(STACK).fsdp
+    priced = max(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dp * cp)
+    bucket = co.get("bucket_size") if co.get("bucket_size") is not None else (128 * 1024 * 1024 if dp > 1 else None)
+    if bucket is not None and bucket != priced:
+        not_modelled.append(f"DDP bucket {bucket:,} parameters (the CommOverlapConfig's{' stated' if co.get('bucket_size') is not None else ''} "
+                            f"bucket_size; priced at Megatron-Core's {priced:,.0f}: the data-parallel collectives' count)")
 
 
 def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list) -> dict:
