@@ -34,7 +34,8 @@ from ..errors import PlannerError
 from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
-from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, L3, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, recipe_for
+from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, L3, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
+from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
 from .spelling import hydra_value
 
@@ -2171,6 +2172,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     co.append(("bucket_size", int(bucket)))
     if rec.comm_overlap:
         o += [(f"comm_overlap.{k}", v) for k, v in co]
+        if plan.get("tp_comm_overlap"):
+            notes.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} stands: it {UB_NOTE}")
     elif plan.get("tp_comm_overlap"):
         # the recipe's comm_overlap is None (recipes/common.py l. 127): a CommOverlapConfig made by the override,
         # quoted for the shell (its braces and commas)

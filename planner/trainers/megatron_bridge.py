@@ -87,6 +87,7 @@ class Recipe(NamedTuple):
     values: dict         # the recipe's own ConfigContainer values (over COMMON)
     mp_object: bool      # mixed_precision a MixedPrecisionConfig (bf16_mixed()) rather than the name "bf16_mixed"
     comm_overlap: bool   # a CommOverlapConfig (tp_comm_overlap=True) rather than None
+    ub_cfg: str = ""     # its tp_comm_overlap_cfg (training/comm_overlap.py), where it has one
 
 
 def _llama(layers, hidden, ffn, heads, rope_scaling):
@@ -106,6 +107,15 @@ def _par(tp, pp, vp, cp, sp, seq, **extra):
     return out
 
 
+# the recipes' TP-overlap configs (training/comm_overlap.py @dc805f5cf l. 96-107, 149-160): Transformer Engine's own
+# default method for each GEMM (ring_exchange qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; pipeline proj_fprop,
+# fc2_fprop; bulk qkv/fc1 dgrad and wgrad; proj_wgrad and fc2_wgrad unset, TE's default), so the userbuffers priced
+# (memory.py [ub]) are theirs; their SM counts, CGA sizes and splits tune the overlap's speed, which is not priced
+UB_H8192 = "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192 (l. 96-107)"
+UB_H16384 = "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192 (l. 149-160)"
+UB_NOTE = ("keeps Transformer Engine's default method for each GEMM (its userbuffers as priced); its SM counts and "
+           "splits, which tune the overlap's speed, are not priced")
+
 # the recipes whose models the planner's catalog holds (llama3-8b, llama3-70b: Llama 3, no RoPE scaling;
 # llama3-405b: Llama 3.1's shape and scaling) and the Llama 3.1 8B / 70B recipes for a model file of that shape
 RECIPES = {
@@ -114,18 +124,20 @@ RECIPES = {
         _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False),
     "llama3_70b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 737-740, mixed_precision bf16_mixed() l. 743)",
-        _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True),
+        _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192),
     "llama31_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1011)",
         _llama(32, 4096, 14336, 32, True), _par(1, 1, None, 2, False, 8192), mp_object=True, comm_overlap=False),
     "llama31_70b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-70B", "l. 1014-1100 (seq_length SEQUENCE_LENGTH_128K, comm_overlap l. 1093-1096)",
-        _llama(80, 8192, 28672, 64, True), _par(4, 4, 5, 2, True, 131072), mp_object=True, comm_overlap=True),
+        _llama(80, 8192, 28672, 64, True), _par(4, 4, 5, 2, True, 131072), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192),
     "llama31_405b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-405B", "l. 1103-1195 (account_for_* True l. 1132-1133, comm_overlap l. 1188-1191)",
         _llama(126, 16384, 53248, 128, True),
         _par(8, 8, 2, 4, True, 131072, model__account_for_embedding_in_pipeline_split=True,
-             model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True),
+             model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True, ub_cfg=UB_H16384),
 }
 
 # the mixed-precision presets (training/mixed_precision.py @dc805f5cf, each a @register'ed function, its name the
@@ -362,6 +374,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
     job = _job(cfg, mp, co, where, assumed, ignored, not_modelled)
+    if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
+        assumed.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} {UB_NOTE}")
     # the model: the recipe's (its shape), checked against --model
     shape = {a: (a, v) for a, v in rec.shape.items()}
     if model is not None:
