@@ -21,6 +21,8 @@ CASES = [
     # its top row on 64 GPUs runs TP 2 with TP overlap: a CommOverlapConfig the recipe lacks, made by the override
     ("llama3-8b-64-tp-overlap", "llama3_8b_pretrain_config", ["--model", "llama3-8b", "--gpus", "64", "--sharding",
                                                               "zero1", "--tp-comm-overlap"]),
+    # llama2.py's recipe: 4,096 tokens (recipes/common.py l. 95), a CommOverlapConfig without TP overlap (llama2.py l. 118)
+    ("llama2-7b-8", "llama2_7b_pretrain_config", ["--model", "llama2-7b", "--gpus", "8", "--sharding", "zero1"]),
     ("llama3-70b-64", "llama3_70b_pretrain_config", ["--model", "llama3-70b", "--gpus", "64", "--sharding", "zero1"]),
     # the search's own top row for Llama 3 8B on 8 GPUs: torch FSDP2 (dist.use_torch_fsdp2, no distributed optimizer)
     ("llama3-8b-8-fsdp2", "llama3_8b_pretrain_config", ["--model", "llama3-8b", "--gpus", "8", "--sharding", "fsdp",
@@ -62,7 +64,7 @@ def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, a
 
 def test_the_405b_preset_is_written_as_nvidia_runs_it(cli, tmp_path):
     out = tmp_path / "405b.sh"
-    assert cli("fit", *CASES[4][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    assert cli("fit", *CASES[5][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
     text = out.read_text()
     assert "torchrun --nproc_per_node 8 --nnodes 128 scripts/training/run_recipe.py" in text
     for line in ("model.virtual_pipeline_model_parallel_size=8", "model.sequence_parallel=true",
@@ -75,8 +77,8 @@ def test_the_405b_preset_is_written_as_nvidia_runs_it(cli, tmp_path):
 
 def test_refuses_what_bridge_cannot_run_as_priced(cli):
     # a model no transcribed recipe builds
-    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "llama2-7b", "--gpus", "8", *H100),
-                     "model llama2-7b is none of the transcribed recipes' models")
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "mpt-7b", "--gpus", "8", *H100),
+                     "model mpt-7b is none of the transcribed recipes' models")
     # fp8 delayed scaling without the fp8 parameter gather on the recipe that holds its precision as a preset's name
     # (recipes/common.py l. 129): bf16_with_fp8_delayed_scaling_mixed gathers fp8 parameters (mixed_precision.py
     # l. 203-219), so no name says the plan

@@ -34,7 +34,7 @@ from ..errors import PlannerError
 from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
-from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, L3, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
+from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
 from .spelling import hydra_value
@@ -2054,8 +2054,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     name = recipe_for(model)
     if name is None:
         raise _bridge_refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
-                             f"{BRIDGE} {L3}); run_recipe.py builds the model its --recipe names",
-                             "price a model of one of those recipes (llama3-8b, llama3-70b, llama3-405b), or write the "
+                             f"{BRIDGE} src/megatron/bridge/recipes/llama/); run_recipe.py builds the model its "
+                             "--recipe names",
+                             "price a model of one of those recipes (llama2-7b, llama3-8b, llama3-70b, llama3-405b), or write the "
                              "Bridge recipe for this model yourself")
     rec = RECIPES[name]
     sig = plan_signature(plan)
@@ -2212,7 +2213,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     g = plan["gpus"]
     per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
     notes.append(f"recipe {name}: run_recipe.py builds its model from the Hugging Face config of {rec.hf_id} "
-                 f"(AutoBridge.from_hf_pretrained, {L3} {rec.lines}), which the launch downloads (a gated repository)")
+                 f"(AutoBridge.from_hf_pretrained, {rec.file} {rec.lines}), which the launch downloads (a gated repository)")
     lines = ["#!/bin/bash", f"# Megatron-Bridge launch written by `planner export --format {BRIDGE_FMT}`",
              f"# {BRIDGE}: {SCRIPT} --recipe (the recipe's ConfigContainer) with Hydra overrides of its dot paths "
              "(training/config.py, models/gpt_provider.py, training/mixed_precision.py, training/comm_overlap.py)",

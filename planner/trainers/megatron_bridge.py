@@ -86,8 +86,13 @@ class Recipe(NamedTuple):
     shape: dict          # ModelSpec attribute -> value (the Hugging Face config the provider reads)
     values: dict         # the recipe's own ConfigContainer values (over COMMON)
     mp_object: bool      # mixed_precision a MixedPrecisionConfig (bf16_mixed()) rather than the name "bf16_mixed"
-    comm_overlap: bool   # a CommOverlapConfig (tp_comm_overlap=True) rather than None
+    comm_overlap: bool   # a CommOverlapConfig rather than None
     ub_cfg: str = ""     # its tp_comm_overlap_cfg (training/comm_overlap.py), where it has one
+    co_tp: bool = True   # its tp_comm_overlap
+    file: str = L3       # the recipe's file
+
+
+L2 = "src/megatron/bridge/recipes/llama/llama2.py"
 
 
 def _llama(layers, hidden, ffn, heads, rope_scaling):
@@ -111,14 +116,25 @@ def _par(tp, pp, vp, cp, sp, seq, **extra):
 # default method for each GEMM (ring_exchange qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; pipeline proj_fprop,
 # fc2_fprop; bulk qkv/fc1 dgrad and wgrad; proj_wgrad and fc2_wgrad unset, TE's default), so the userbuffers priced
 # (memory.py [ub]) are theirs; their SM counts, CGA sizes and splits tune the overlap's speed, which is not priced
+NULL_TOKENIZER_VOCAB = 32000
 UB_H8192 = "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192 (l. 96-107)"
 UB_H16384 = "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192 (l. 149-160)"
 UB_NOTE = ("keeps Transformer Engine's default method for each GEMM (its userbuffers as priced); its SM counts and "
            "splits, which tune the overlap's speed, are not priced")
 
 # the recipes whose models the planner's catalog holds (llama3-8b, llama3-70b: Llama 3, no RoPE scaling;
-# llama3-405b: Llama 3.1's shape and scaling) and the Llama 3.1 8B / 70B recipes for a model file of that shape
+# llama3-405b: Llama 3.1's shape and scaling; llama2-7b) and the Llama 3.1 8B / 70B recipes for a model file of
+# that shape
 RECIPES = {
+    # meta-llama/Llama-2-7b-hf config.json: 32 layers, 4096 wide, 11008 FFN, 32 heads, MHA, vocab 32000, rope_theta
+    # 10000, untied; the recipe leaves dataset.seq_length at _pretrain_common's 4096 (recipes/common.py l. 95), its
+    # mixed_precision the name "bf16_mixed", and holds CommOverlapConfig(tp_comm_overlap=False) (l. 118)
+    "llama2_7b_pretrain_config": Recipe(
+        "meta-llama/Llama-2-7b-hf", "l. 24-120 (cross_entropy_fusion_impl native l. 78, comm_overlap l. 118)",
+        {"num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 11008, "num_attention_heads": 32, "kv_heads": 32,
+         "vocab_size": 32000, "rope_theta": 10000.0, "tied_embeddings": False, "llama3_rope_scaling": None},
+        _par(2, 1, None, 1, False, 4096, model__cross_entropy_fusion_impl="native"), mp_object=False,
+        comm_overlap=True, co_tp=False, file=L2),
     "llama3_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
         _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False),
@@ -298,15 +314,15 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if recipe is None:
         raise PlannerError(f"{where}{SCRIPT} without --recipe", "name the recipe: --recipe llama3_8b_pretrain_config")
     if recipe not in RECIPES:
-        raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {L3})",
+        raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {L3}, {L2})",
                            f"one of: {', '.join(RECIPES)}")
     rec = RECIPES[recipe]
     cfg = dict(COMMON)
     cfg.update(rec.values)
     cfg["mixed_precision"] = "bf16_mixed" if not rec.mp_object else None
     mp = dict(MP_PRESETS["bf16_mixed"])  # bf16_mixed(), as a string or an object
-    co = {"tp_comm_overlap": True} if rec.comm_overlap else None
-    assumed.append(f"recipe {recipe}: its values ({BRIDGE} {L3} {rec.lines}; recipes/common.py _pretrain_common), "
+    co = {"tp_comm_overlap": rec.co_tp} if rec.comm_overlap else None
+    assumed.append(f"recipe {recipe}: its values ({BRIDGE} {rec.file} {rec.lines}; recipes/common.py _pretrain_common), "
                    "then the overrides")
     for k, v in overrides.items():
         if k == "mixed_precision":
@@ -344,7 +360,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                              for f in unknown]
         elif k.startswith("comm_overlap."):
             if co is None:
-                raise PlannerError(f"{where}{k}: recipe {recipe} has comm_overlap None ({L3} {rec.lines}), "
+                raise PlannerError(f"{where}{k}: recipe {recipe} has comm_overlap None ({rec.file} {rec.lines}), "
                                    "which an override cannot fill", "drop it")
             co[k.split(".", 1)[1]] = v
             if k.split(".", 1)[1] not in ("tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
@@ -561,6 +577,12 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     rows = cfg["model.vocab_size"]
     if rows is not None:
         job["padded_vocab_size"] = num("model.vocab_size")
+        # the recipes' NullTokenizer of DEFAULT_NULL_TOKENIZER_VOCAB_SIZE 32,000 tokens (recipes/utils/tokenizer_utils.py
+        # l. 15): Bridge refuses fewer rows (training/setup.py l. 486-490)
+        if rows < NULL_TOKENIZER_VOCAB:
+            raise PlannerError(f"{where}model.vocab_size={rows}: fewer rows than the recipes' NullTokenizer's "
+                               f"{NULL_TOKENIZER_VOCAB:,} tokens, which Bridge refuses (training/setup.py l. 486-490)",
+                               f"give at least {NULL_TOKENIZER_VOCAB:,}")
     it = cfg["train.train_iters"]
     if isinstance(it, int) and not isinstance(it, bool) and it > 0:
         job["tokens"] = float(it * job["global_batch"] * job["seq_len"])
