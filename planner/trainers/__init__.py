@@ -1,5 +1,5 @@
 """Read (and write) the configs trainers already run: torchtitan TOML job files, Megatron-LM
-argument lists / launch scripts, DeepSpeed JSON configs.
+argument lists / launch scripts, DeepSpeed JSON configs, Megatron-Bridge run_recipe.py launches.
 
 `load_trainer_config(path)` turns one of them into the planner's job fields (`job`, keys
 exactly planner/schema.py `Job` fields, so `Job.model_validate(job)` works), with the
