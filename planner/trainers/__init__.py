@@ -35,7 +35,7 @@ from ..errors import PlannerError
 # megatron-deepspeed: a microsoft/Megatron-DeepSpeed launch script (Megatron flags, --deepspeed and the ds_config JSON
 # it writes), read by the Megatron reader (megatron_deepspeed.py) and written by export.py _megatron_deepspeed
 # megatron-bridge: a Megatron-Bridge launch of scripts/training/run_recipe.py (--recipe and ConfigContainer
-# overrides), read and written by megatron_bridge.py
+# overrides), read by megatron_bridge.py and written by export.py _megatron_bridge
 FORMATS = ("torchtitan", "megatron", "deepspeed", "megatron-deepspeed", "megatron-bridge")
 # the formats read: FORMATS (each also written) and torchtitan 0.3.0's launch line (torchtitan03.py: --module /
 # --config with command-line options; `export --format torchtitan` writes it for a plan on stack torchtitan-0.3)
@@ -131,7 +131,8 @@ def detect_format(path) -> Optional[str]:
     """torchtitan for .toml; deepspeed for a JSON object with zero_optimization or
     train_micro_batch_size_per_gpu; megatron for a text file (.sh, .txt, an args file) that
     holds --tensor-model-parallel-size, --pipeline-model-parallel-size, --num-layers or
-    pretrain_gpt.py; megatron-bridge for one that runs Megatron-Bridge's run_recipe.py with --recipe; torchtitan-0.3 for one that launches torchtitan 0.3.0 (torchtitan03.is_launch_line:
+    pretrain_gpt.py; megatron-bridge for one that runs Megatron-Bridge's run_recipe.py with --recipe;
+    torchtitan-0.3 for one that launches torchtitan 0.3.0 (torchtitan03.is_launch_line:
     run_train.sh or `-m torchtitan.train` with --module / --config or MODULE= / CONFIG=); None otherwise
     (a planner job YAML, say)."""
     return sniff_format(path)[0]

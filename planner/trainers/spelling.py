@@ -89,7 +89,8 @@ DS_NO_KEY = {"tp": "TP (Megatron-DeepSpeed's --tensor-model-parallel-size {tp}, 
              "tp_comm_overlap": "TP communication overlap"}
 
 
-FILE_NAMES = {"megatron-bridge": "Megatron-Bridge's run_recipe.py overrides", "deepspeed": "a DeepSpeed JSON", "torchtitan": "a torchtitan TOML", "megatron": "Megatron's flags",
+FILE_NAMES = {"deepspeed": "a DeepSpeed JSON", "torchtitan": "a torchtitan TOML", "megatron": "Megatron's flags",
+              "megatron-bridge": "Megatron-Bridge's run_recipe.py overrides",
               "megatron-deepspeed": "a Megatron-DeepSpeed script and its ds_config JSON",
               "torchtitan-0.3": "a torchtitan 0.3.0 launch line"}
 # what a Megatron-DeepSpeed script cannot hold (megatron_deepspeed.py: no CP, no TP overlap on its stack)
@@ -123,7 +124,8 @@ class Spelling:
             head = (f"not spelled by the planner's {fmt} export (it writes DDP, the distributed optimizer and torch "
                     f"FSDP2): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
                     f"cannot be written in {FILE_NAMES[fmt]}: it has no key for {', '.join(self.unspellable)}")
-            return head + (f"; with it the JSON needs {'; '.join(parts)}" if parts else "")
+            needs = "the launch needs" if fmt == "megatron-bridge" else "the JSON needs"
+            return head + (f"; with it {needs} {'; '.join(parts)}" if parts else "")
         return "; ".join(parts)
 
 
