@@ -99,9 +99,9 @@ SUMMARIES = {
              "takes applies to every file and overrides what the file says (a note names each value it replaces). Exit "
              "0 when every job passes, 1 when any fails, 2 when any input is invalid.",
     "budget": "Training days, GPU-hours, cost, energy, checkpoint interval and goodput of a plan.",
-    "export": "Write a plan as a torchtitan TOML, a Megatron-LM launch script, a DeepSpeed JSON or a Megatron-DeepSpeed "
-              "launch script (its ds_config JSON inside); what the format cannot express is reported on stderr, never "
-              "dropped.",
+    "export": "Write a plan as a torchtitan TOML, a Megatron-LM launch script, a DeepSpeed JSON, a Megatron-DeepSpeed "
+              "launch script (its ds_config JSON inside) or a Megatron-Bridge run_recipe.py launch; what the format "
+              "cannot express is reported on stderr, never dropped.",
     "validate": "Compare predicted with published tokens/s per GPU (and memory per GPU) for each run record; print the "
                 "relative errors, their count, median and 90th percentile, and every skipped record with its reason. "
                 "Assumed fields are listed per record. Given the Megatron-LM CI corpus (a JSON object with `rows`, "

@@ -1,4 +1,4 @@
-"""`planner export --format torchtitan|megatron|deepspeed|megatron-deepspeed`: a plan (explain's options, a job
+"""`planner export --format torchtitan|megatron|deepspeed|megatron-deepspeed|megatron-bridge`: a plan (explain's options, a job
 file or trainer config, or a saved fit row: --from-fit FILE --row N) written as the
 trainer's own config (planner/trainers/export.py). What the format cannot express goes to
 stderr; the file goes to stdout or --output."""
@@ -55,7 +55,7 @@ def check_readback(row: dict, target: str, text: str) -> None:
     # a plan on torchtitan 0.3.0 is exported as its launch line (trainers/torchtitan03.py), read back as one
     fmt = "torchtitan-0.3" if target == "torchtitan" and plan.get("stack") == "torchtitan-0.3" else target
     suffix = {"torchtitan": ".toml", "megatron": ".sh", "deepspeed": ".json", "megatron-deepspeed": ".sh",
-              "torchtitan-0.3": ".sh"}[fmt]
+              "torchtitan-0.3": ".sh", "megatron-bridge": ".sh"}[fmt]
     with tempfile.TemporaryDirectory(prefix="planner-export-") as d:
         path = Path(d) / f"exported{suffix}"
         files.write_atomic(path, text, what="fit --export read-back file")
@@ -107,8 +107,8 @@ def register(app: typer.Typer) -> None:
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the file here (default: stdout)"),
         **plan_kw,
     ):
-        """Write a plan as a torchtitan TOML, a Megatron-LM launch script, a DeepSpeed JSON or a
-        Megatron-DeepSpeed launch script (its ds_config JSON inside);
+        """Write a plan as a torchtitan TOML, a Megatron-LM launch script, a DeepSpeed JSON, a
+        Megatron-DeepSpeed launch script (its ds_config JSON inside) or a Megatron-Bridge run_recipe.py launch;
         what the format cannot express is reported on stderr, never dropped."""
         if target not in FORMATS:
             raise PlannerError(f"--format {target!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")

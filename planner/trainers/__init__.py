@@ -1,5 +1,5 @@
 """Read (and write) the configs trainers already run: torchtitan TOML job files, Megatron-LM
-argument lists / launch scripts, DeepSpeed JSON configs.
+argument lists / launch scripts, DeepSpeed JSON configs, Megatron-Bridge run_recipe.py launches.
 
 `load_trainer_config(path)` turns one of them into the planner's job fields (`job`, keys
 exactly planner/schema.py `Job` fields, so `Job.model_validate(job)` works), with the
@@ -34,13 +34,16 @@ from ..errors import PlannerError
 
 # megatron-deepspeed: a microsoft/Megatron-DeepSpeed launch script (Megatron flags, --deepspeed and the ds_config JSON
 # it writes), read by the Megatron reader (megatron_deepspeed.py) and written by export.py _megatron_deepspeed
-FORMATS = ("torchtitan", "megatron", "deepspeed", "megatron-deepspeed")
+# megatron-bridge: a Megatron-Bridge launch of scripts/training/run_recipe.py (--recipe and ConfigContainer
+# overrides), read by megatron_bridge.py and written by export.py _megatron_bridge
+FORMATS = ("torchtitan", "megatron", "deepspeed", "megatron-deepspeed", "megatron-bridge")
 # the formats read: FORMATS (each also written) and torchtitan 0.3.0's launch line (torchtitan03.py: --module /
 # --config with command-line options; `export --format torchtitan` writes it for a plan on stack torchtitan-0.3)
 READ_FORMATS = FORMATS + ("torchtitan-0.3",)
 # the software stack each format runs on (stack_db/): the Job's `stack` unless stated
 FORMAT_STACKS = {"torchtitan": "torchtitan", "megatron": "megatron", "deepspeed": "megatron-deepspeed",
-                 "megatron-deepspeed": "megatron-deepspeed", "torchtitan-0.3": "torchtitan-0.3"}
+                 "megatron-deepspeed": "megatron-deepspeed", "torchtitan-0.3": "torchtitan-0.3",
+                 "megatron-bridge": "megatron-bridge"}
 
 
 @dataclass
@@ -111,6 +114,10 @@ def sniff_format(path, fmt: Optional[str] = None) -> tuple[Optional[str], Option
         if isinstance(data, dict) and ("zero_optimization" in data or "train_micro_batch_size_per_gpu" in data):
             return "deepspeed", text
         return None, text
+    from .megatron_bridge import is_launch_line as is_bridge_launch
+
+    if is_bridge_launch(text):  # before Megatron's markers: a Bridge launch names no Megatron-LM flag, but say so first
+        return "megatron-bridge", text
     if _MEGATRON_MARKERS.search(text):
         return "megatron", text
     from .torchtitan03 import is_launch_line
@@ -124,7 +131,8 @@ def detect_format(path) -> Optional[str]:
     """torchtitan for .toml; deepspeed for a JSON object with zero_optimization or
     train_micro_batch_size_per_gpu; megatron for a text file (.sh, .txt, an args file) that
     holds --tensor-model-parallel-size, --pipeline-model-parallel-size, --num-layers or
-    pretrain_gpt.py; torchtitan-0.3 for one that launches torchtitan 0.3.0 (torchtitan03.is_launch_line:
+    pretrain_gpt.py; megatron-bridge for one that runs Megatron-Bridge's run_recipe.py with --recipe;
+    torchtitan-0.3 for one that launches torchtitan 0.3.0 (torchtitan03.is_launch_line:
     run_train.sh or `-m torchtitan.train` with --module / --config or MODULE= / CONFIG=); None otherwise
     (a planner job YAML, say)."""
     return sniff_format(path)[0]
@@ -157,7 +165,8 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
             raise PlannerError(
                 f"{p}: not a trainer config this planner reads",
                 "a torchtitan .toml, a DeepSpeed .json with zero_optimization / train_micro_batch_size_per_gpu, or a "
-                "Megatron script or argument file with --tensor-model-parallel-size or pretrain_gpt.py, a torchtitan "
+                "Megatron script or argument file with --tensor-model-parallel-size or pretrain_gpt.py, a Megatron-Bridge "
+                "run_recipe.py --recipe launch, a torchtitan "
                 "0.3.0 launch line (--module / --config); or pass --config-format " + "|".join(READ_FORMATS))
     if fmt not in READ_FORMATS:
         raise PlannerError(f"--config-format {fmt!r} is not a trainer format", f"valid: {', '.join(READ_FORMATS)}")
@@ -165,6 +174,8 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .torchtitan import read
     elif fmt == "torchtitan-0.3":
         from .torchtitan03 import read
+    elif fmt == "megatron-bridge":
+        from .megatron_bridge import read
     elif fmt in ("megatron", "megatron-deepspeed"):  # a Megatron-DeepSpeed script is the Megatron reader's dialect
         from .megatron import read
     else:

@@ -34,6 +34,10 @@ from ..errors import PlannerError
 from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
+from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
+from .megatron_bridge import recipe_for
+from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
+from .spelling import hydra_value
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -98,7 +102,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         sec = _torchtitan_sections(toml, notes, lambda p, m, n: launch_flavor(p, m, picked))
         return launch_text(plan, sec, picked, notes), notes
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed,
-            "megatron-deepspeed": _megatron_deepspeed}[fmt](plan, notes)
+            "megatron-deepspeed": _megatron_deepspeed, "megatron-bridge": _megatron_bridge}[fmt](plan, notes)
     return text, notes
 
 
@@ -2019,3 +2023,272 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------ Megatron-Bridge (megatron_bridge.py: the recipes, the reader)
+def _bridge_refuse(what: str, hint: str) -> PlannerError:
+    return PlannerError(f"export {BRIDGE_FMT}: {what}", hint)
+
+
+# plan keys (export.plan_signature's) the writer spells, each below; any other that the plan sets away from the
+# stack's default is refused, naming it
+_BRIDGE_WRITTEN = {
+    "gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
+    "sharding_mode", "shard_group", "recompute", "recompute_layers", "recompute_modules", "sequence_parallel",
+    "schedule", "precision", "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap",
+    "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
+    "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
+    "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
+    "mtp_layers", "cuda_graph_impl"}
+_BRIDGE_SCHEDULES = {"1f1b", "interleaved"}
+
+
+def _megatron_bridge(plan: dict, notes: list[str]) -> str:
+    """The launch script of `plan` (explain's `plan`, stack megatron-bridge): run_recipe.py with the recipe of the
+    plan's model and every priced setting as an override."""
+    from ..schema import BYTES_PER_PARAM_PRESETS
+    from ..startup import uses_tp_pp_dp_mapping
+
+    if plan.get("stack") != BRIDGE_STACK:
+        raise _bridge_refuse(f"the plan was priced on stack {plan.get('stack')}, not {BRIDGE_STACK}, whose modes and rules the file "
+                             "runs with", f"price it on that stack first (--stack {BRIDGE_STACK}), then export")
+    model = _model(plan)
+    name = recipe_for(model)
+    if name is None:
+        raise _bridge_refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
+                             f"{BRIDGE} src/megatron/bridge/recipes/llama/); run_recipe.py builds the model its "
+                             "--recipe names",
+                             "price a model of one of those recipes (llama2-7b, llama3-8b, llama3-70b, llama3-405b), or write the "
+                             "Bridge recipe for this model yourself")
+    rec = RECIPES[name]
+    sig = plan_signature(plan)
+    for k in sig:
+        if k in _BRIDGE_WRITTEN or k == "stage_layers":
+            continue
+        if sig[k] not in (None, False, 0, [], ()):
+            raise _bridge_refuse(f"{k} {sig[k]!r}: the planner's {BRIDGE_FMT} writer spells no ConfigContainer key for it",
+                                 f"price it without {k}, or export --format megatron")
+    if plan["schedule"] not in _BRIDGE_SCHEDULES:
+        raise _bridge_refuse(f"schedule {plan['schedule']}: Megatron-Core runs 1F1B, interleaved where vpp > 1",
+                             "price it with the 1f1b or interleaved schedule")
+    if plan.get("mtp_layers"):
+        raise _bridge_refuse(f"mtp_layers {plan['mtp_layers']}: the recipes' Llama models have no MTP", "price it without MTP")
+    if plan.get("cuda_graph_impl", "none") != "none":
+        raise _bridge_refuse(f"cuda_graph_impl {plan['cuda_graph_impl']}: not written by the planner's {BRIDGE_FMT} writer",
+                             "price it without CUDA graphs")
+    if plan.get("transformer_impl") not in (None, "transformer_engine"):
+        raise _bridge_refuse(f"transformer_impl {plan['transformer_impl']}: the recipes build Transformer Engine layers; "
+                             "the planner's writer spells no other", "price it with Transformer Engine layers")
+    if plan.get("fp16"):
+        raise _bridge_refuse("fp16: the planner's writer spells Bridge's bf16 presets only", "price it without fp16")
+    tp, cp, pp, vpp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"]
+    o: list[tuple[str, object]] = [
+        ("model.tensor_model_parallel_size", tp), ("model.pipeline_model_parallel_size", pp),
+        ("model.virtual_pipeline_model_parallel_size", vpp if vpp > 1 else None),
+        ("model.context_parallel_size", cp), ("model.sequence_parallel", bool(plan["sequence_parallel"])),
+        ("model.expert_model_parallel_size", plan.get("ep", 1)), ("model.expert_tensor_parallel_size", plan.get("etp") or tp),
+        ("model.seq_length", plan["seq_len"]), ("dataset.sequence_length", plan["seq_len"]),
+        ("train.micro_batch_size", plan["micro_batch"]), ("train.global_batch_size", plan["global_batch"]),
+        # the embedding's rows: the provider builds model.vocab_size of them, unpadded, where it is at least the
+        # tokenizer's (training/setup.py l. 177-180, _validate_and_set_vocab_size l. 467-498; should_pad_vocab False):
+        # the Hugging Face config's, or the rows the plan priced
+        ("model.vocab_size", plan.get("padded_vocab_size") or model.vocab_size)]
+    steps = None
+    if plan.get("tokens") is not None:
+        per = plan["global_batch"] * plan["seq_len"]
+        steps = int(plan["tokens"] // per) if plan["tokens"] % per == 0 else None
+    if steps is not None:
+        o.append(("train.train_iters", steps))
+    else:
+        notes.append(f"train.train_iters: the plan fixes no whole step count; the recipe's "
+                     f"{COMMON['train.train_iters']:,} iterations stand (no effect on a step's memory or time)")
+    # the pipeline split: even, or the ends one layer lighter (account_for_*); other placements are refused
+    split = megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
+                                _bridge_split_loss(plan), 0) if pp > 1 else []
+    extra = [f for f, _ in split if f != "--num-virtual-stages-per-pipeline-rank"]
+    if any(not f.startswith("--account-for-") for f in extra):
+        raise _bridge_refuse(f"the pipeline split of {model.num_layers} layers on pp {pp} x vpp {vpp} "
+                             f"({', '.join(extra)}): the planner's {BRIDGE_FMT} writer spells an even split or the "
+                             "account_for_* one only", "price a pp x vpp that divides the layers, or with "
+                             "--account-for-embedding/loss-in-pipeline-split")
+    o += [("model.account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split" in extra),
+          ("model.account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split" in extra)]
+    # recompute (as export._megatron_args writes it)
+    r, rl = plan["recompute"], plan.get("recompute_layers")
+    gran, method, num, mods = None, None, None, None
+    if r == "full":
+        gran = "full"
+        if rl is None:
+            method, num = "uniform", 1
+        elif rl % vpp == 0:
+            method, num = "block", rl // vpp
+        else:
+            raise _bridge_refuse(f"recompute_layers {rl}: Megatron-Core's block method counts layers per model chunk; {rl} "
+                                 f"is not a multiple of vpp {vpp}", "price a multiple of vpp")
+    elif r == "selective":
+        # the plan's modules, else null: Megatron-Core's own choice for selective (core_attn: transformer_config.py
+        # @905c0e386 l. 1316-1317), which the plan prices so
+        gran, mods = "selective", (list(plan["recompute_modules"]) if plan.get("recompute_modules") else None)
+    o += [("model.recompute_granularity", gran), ("model.recompute_method", method),
+          ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
+    # the sharding mode
+    mode = plan.get("sharding_mode")
+    if mode not in ("ddp", "distributed_optimizer", "torch_fsdp2"):
+        why = ("Megatron-Core 905c0e386, which Bridge @dc805f5cf pins, has no megatron_fsdp_main_grads_dtype in its "
+               "DistributedDataParallelConfig (megatron/core/distributed/distributed_data_parallel_config.py), the "
+               "Megatron-LM @d98e8a64 setting whose gradient dtype the stack prices (memory.py [mg])"
+               if mode and mode.startswith("megatron_fsdp") else
+               "the planner's writer spells DDP, the distributed optimizer and torch FSDP2 only")
+        raise _bridge_refuse(f"sharding {plan['sharding']} (mode {mode}): {why}",
+                             "price it with --sharding none or zero1 (the recipes' distributed optimizer), or export "
+                             "--format megatron")
+    dist = mode == "distributed_optimizer"
+    # torch FSDP2: Bridge wraps each model chunk in Megatron-Core's TorchFullyShardedDataParallel (models/common/
+    # unimodal.py l. 217-222), the class Megatron-LM's --use-torch-fsdp2 builds (905c0e386 and d98e8a64 differ in a
+    # parameter marker and a finish_grad_sync that calls the base's); its checkpoint format torch_dist (the recipes'
+    # own, recipes/common.py l. 120), written so, as Megatron-LM requires it with FSDP2 (stack_db megatron runs.sharding)
+    fsdp2 = mode == "torch_fsdp2"
+    o += [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
+          ("ddp.use_megatron_fsdp", False), ("dist.use_megatron_fsdp", False), ("dist.use_torch_fsdp2", fsdp2),
+          ("ddp.data_parallel_sharding_strategy", "no_shard")] + ([("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else [])
+    # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
+    dpo = bool(plan.get("dp_comm_overlap"))
+    ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]
+    o += [(f"ddp.{k}", v) for k, v in ddp_ov]
+    # pipeline p2p (Megatron-LM's default: overlapped under the interleaved schedule, batched otherwise)
+    p2p = []
+    if pp > 1:
+        ov = vpp > 1 and plan.get("pp_p2p_overlap") is not False
+        p2p = [("overlap_p2p_comm", ov), ("batch_p2p_comm", not ov)]
+        o += [(f"model.{k}", v) for k, v in p2p]
+    # TP overlap: the recipe's CommOverlapConfig (its non-None fields beat the model's and ddp's)
+    co = [("tp_comm_overlap", bool(plan.get("tp_comm_overlap")))] + p2p + ddp_ov
+    # a CommOverlapConfig sets the DDP bucket to 128 Mi parameters where dp > 1 (comm_overlap.py
+    # _get_optimizer_overlap_cfgs l. 560-580), over Megatron-Core's max(40e6, 1e6 x dp x cp) (distributed_data_parallel.py
+    # @905c0e386 l. 64-65), which the stack prices (stack_db fsdp.ddp_bucket_params, step.py): written as priced
+    from ..catalog import load_stack
+
+    fs = load_stack(plan["stack"]).fsdp
+    bucket = max(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * plan["dp"] * cp)
+    if bucket != int(bucket):
+        raise _bridge_refuse(f"DDP bucket {bucket:g} parameters: not a whole number", "report it: a stack figure")
+    co.append(("bucket_size", int(bucket)))
+    if rec.comm_overlap:
+        o += [(f"comm_overlap.{k}", v) for k, v in co]
+        if plan.get("tp_comm_overlap"):
+            notes.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} stands: it {UB_NOTE}")
+    elif plan.get("tp_comm_overlap"):
+        # the recipe's comm_overlap is None (recipes/common.py l. 127): a CommOverlapConfig made by the override,
+        # quoted for the shell (its braces and commas)
+        o.append(("comm_overlap", "'{" + ",".join([f"_target_:{COMM_OVERLAP_TARGET}"] +
+                                                  [f"{k}:{hydra_value(v)}" for k, v in co]) + "}'"))
+        notes.append(f"comm_overlap: recipe {name} has none; the launch creates a CommOverlapConfig through Bridge's "
+                     "_target_ instantiation of an override (training/utils/omegaconf_utils.py l. 461-471)")
+    # rank order
+    o.append(("dist.use_tp_pp_dp_mapping", bool(uses_tp_pp_dp_mapping(_plan_arrays(plan)))))
+    # fusions (the plan's None is Megatron-LM's default, as export._megatron_args reads it)
+    ce = bool(plan.get("cross_entropy_fusion"))
+    o += [("model.cross_entropy_loss_fusion", ce),
+          ("model.cross_entropy_fusion_impl", plan.get("cross_entropy_fusion_impl") or "native")]
+    for f in ("apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion"):
+        o.append((f"model.{f}", plan.get(f) is not False))
+    o += [("model.transformer_impl", "transformer_engine"), ("model.cuda_graph_impl", "none"),
+          ("model.attention_backend", _bridge_attention_backend(plan))]
+    # precision and the optimizer states' bytes
+    b = _bridge_bytes(plan, BYTES_PER_PARAM_PRESETS)
+    mp = _bridge_mp_fields(plan, b)
+    o.append(("optimizer.use_precision_aware_optimizer", False))
+    if rec.mp_object:
+        o += [(f"mixed_precision.{f}", mp[f]) for f in MP_FIELDS if f != "fp4"]
+    else:
+        preset = next((n for n, p in MP_PRESETS.items() if p == mp), None)
+        if preset is None:
+            raise _bridge_refuse(f"precision {plan['precision']} ({', '.join(f'{k} {v}' for k, v in mp.items() if v != BRIDGE_BF16[k])}): "
+                                 f"recipe {name} holds mixed_precision as a preset's name ({BRIDGE} recipes/common.py l. 129), "
+                                 "which an override replaces by another name only, and no preset (training/mixed_precision.py) "
+                                 "has these fields", f"price it as one of the presets: {', '.join(MP_PRESETS)}")
+        o.append(("mixed_precision", preset))
+    if mp["fp8"]:
+        notes.append("mixed_precision.fp8 hybrid: the plan does not fix e4m3 vs hybrid (the fp8 presets of "
+                     "training/mixed_precision.py use hybrid)")
+    hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
+    g = plan["gpus"]
+    per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
+    notes.append(f"recipe {name}: run_recipe.py builds its model from the Hugging Face config of {rec.hf_id} "
+                 f"(AutoBridge.from_hf_pretrained, {rec.file} {rec.lines}), which the launch downloads (a gated repository)")
+    lines = ["#!/bin/bash", f"# Megatron-Bridge launch written by `planner export --format {BRIDGE_FMT}`",
+             f"# {BRIDGE}: {SCRIPT} --recipe (the recipe's ConfigContainer) with Hydra overrides of its dot paths "
+             "(training/config.py, models/gpt_provider.py, training/mixed_precision.py, training/comm_overlap.py)",
+             f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}",
+             "# CUDA_DEVICE_MAX_CONNECTIONS: Bridge's own rule for its launches (recipes/run_plugins.py "
+             "PerfEnvPlugin._set_num_cuda_device_max_connections l. 570-595)",
+             f"export CUDA_DEVICE_MAX_CONNECTIONS={_bridge_max_connections(hw, tp, cp, pp, g // (tp * cp * pp))}", "",
+             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
+    body = [f"    {k}={hydra_value(v)}" for k, v in o]
+    lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
+    return "\n".join(lines) + "\n"
+
+
+def _bridge_max_connections(hw, tp: int, cp: int, pp: int, dp: int) -> int:
+    """Megatron-Bridge's CUDA_DEVICE_MAX_CONNECTIONS (recipes/run_plugins.py @dc805f5cf l. 570-595): 8; on sm100
+    and newer 32 where TP or CP runs beside DP or PP; on Hopper and earlier 1 where TP or CP runs (no EP a2a
+    overlap, which a dense recipe has not), so the communication kernel is queued before the overlapping GEMM."""
+    cc = hw.capability
+    if cc is None:
+        raise _bridge_refuse(f"hardware {hw.name} gives no compute_capability, which Bridge's CUDA_DEVICE_MAX_CONNECTIONS "
+                             "rule reads (recipes/run_plugins.py l. 576-590)", "give the hardware entry's compute_capability")
+    if cc >= (10, 0):
+        return 32 if (tp > 1 or cp > 1) and (dp > 1 or pp > 1) else 8
+    return 1 if tp > 1 or cp > 1 else 8
+
+
+def _bridge_split_loss(plan: dict) -> int:
+    return split_loss_units(plan)
+
+
+def _bridge_attention_backend(plan: dict):
+    """model.attention_backend (Megatron-Core AttnBackend: flash, fused, unfused, local, auto): null (the recipes'
+    None: Transformer Engine's own choice) where the plan runs the kernel TE picks on its GPU, else the kernel."""
+    if plan.get("local_core_attention"):
+        raise _bridge_refuse("local_core_attention: not written by the planner's writer", "price it without it")
+    if plan.get("attention") == "eager":
+        return "unfused"
+    k = plan.get("attention_kernel")
+    if k and k != _auto_attention_kernel(plan):
+        return "flash" if k == "flash2" else "fused"
+    return None
+
+
+def _bridge_bytes(plan: dict, presets) -> dict:
+    from . import plan_bytes
+
+    b = plan_bytes(plan)
+    if plan.get("precision_aware_optimizer") or plan.get("offload_optimizer", "none") != "none":
+        raise _bridge_refuse("the precision-aware optimizer / optimizer offload: not written by the planner's writer",
+                             "price it without them")
+    if b not in (presets["megatron"].model_dump(), {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}):
+        raise _bridge_refuse(f"bytes_per_param {plan.get('bytes_per_param')}: the planner's writer spells bf16 weights with "
+                             "fp32 master weights and Adam moments, and fp32 or bf16 main gradients (mixed_precision."
+                             "grad_reduce_in_fp32) only", "price it with --bytes-per-param megatron or mixed16")
+    return b
+
+
+def _bridge_mp_fields(plan: dict, b: dict) -> dict:
+    """The MixedPrecisionConfig fields of the plan's precision."""
+    out = dict(BRIDGE_BF16, grad_reduce_in_fp32=b["gradients"] == 4.0)
+    prec = plan["precision"]
+    if prec == "fp8":
+        rec = plan.get("fp8_recipe") or "delayed"
+        if rec not in ("delayed", "tensorwise", "blockwise", "mxfp8"):
+            raise _bridge_refuse(f"fp8_recipe {rec}: MixedPrecisionConfig.fp8_recipe takes tensorwise, delayed, mxfp8, "
+                                 "blockwise (training/mixed_precision.py l. 45-47)", "price another fp8 recipe")
+        if rec == "mxfp8" and plan.get("fp8_param_gather"):
+            raise _bridge_refuse("fp8_param_gather with mxfp8: Bridge then reuses the gradient buffer for the gather "
+                                 "(mixed_precision.py l. 87-92), which the planner does not price", "price it without it")
+        out.update(fp8="hybrid", fp8_recipe=rec, fp8_param_gather=bool(plan.get("fp8_param_gather")))
+        s, e = int(plan.get("bf16_layers_at_start") or 0), int(plan.get("bf16_layers_at_end") or 0)
+        if s or e:
+            out.update(first_last_layers_bf16=True, num_layers_at_start_in_bf16=s, num_layers_at_end_in_bf16=e)
+    elif prec != "bf16":
+        raise _bridge_refuse(f"precision {prec}: the planner's writer spells bf16 and fp8 only", "price it in bf16 or fp8")
+    return out

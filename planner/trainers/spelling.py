@@ -90,6 +90,7 @@ DS_NO_KEY = {"tp": "TP (Megatron-DeepSpeed's --tensor-model-parallel-size {tp}, 
 
 
 FILE_NAMES = {"deepspeed": "a DeepSpeed JSON", "torchtitan": "a torchtitan TOML", "megatron": "Megatron's flags",
+              "megatron-bridge": "Megatron-Bridge's run_recipe.py overrides",
               "megatron-deepspeed": "a Megatron-DeepSpeed script and its ds_config JSON",
               "torchtitan-0.3": "a torchtitan 0.3.0 launch line"}
 # what a Megatron-DeepSpeed script cannot hold (megatron_deepspeed.py: no CP, no TP overlap on its stack)
@@ -120,8 +121,11 @@ class Spelling:
                 parts.append(s.text)
         parts += self.notes
         if self.unspellable:
-            head = f"cannot be written in {FILE_NAMES[fmt]}: it has no key for {', '.join(self.unspellable)}"
-            return head + (f"; with it the JSON needs {'; '.join(parts)}" if parts else "")
+            head = (f"not spelled by the planner's {fmt} export (it writes DDP, the distributed optimizer and torch "
+                    f"FSDP2): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
+                    f"cannot be written in {FILE_NAMES[fmt]}: it has no key for {', '.join(self.unspellable)}")
+            needs = "the launch needs" if fmt == "megatron-bridge" else "the JSON needs"
+            return head + (f"; with it {needs} {'; '.join(parts)}" if parts else "")
         return "; ".join(parts)
 
 
@@ -171,8 +175,58 @@ def spell_order(stack_name: str, before: str, after: str) -> str:
     return f"rank order {after} {spell.get(after, '')} instead of {spell.get(before, before)}".replace("  ", " ")
 
 
+# Megatron-Bridge's ConfigContainer keys (megatron_bridge.py, NVIDIA-NeMo/Megatron-Bridge @dc805f5cf), as run_recipe.py
+# overrides key=value
+BRIDGE_AXES = {"tp": "model.tensor_model_parallel_size", "cp": "model.context_parallel_size",
+               "pp": "model.pipeline_model_parallel_size", "ep": "model.expert_model_parallel_size"}
+# the sharding modes the Bridge writer spells (export.py _megatron_bridge): (distributed optimizer, torch FSDP2); the
+# distributed optimizer's two flags, which Bridge keeps in step (training/config.py l. 1944-1966: either True sets both)
+BRIDGE_MODES = {"ddp": (False, False), "distributed_optimizer": (True, False), "torch_fsdp2": (False, True)}
+
+
+def _ov(key: str, value) -> Setting:
+    return Setting(key, value, f"{key}={hydra_value(value)}")
+
+
+def hydra_value(x) -> str:
+    """A value in Hydra's override grammar: true / false, null, a list [a,b], numbers and words as they are."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if x is None:
+        return "null"
+    if isinstance(x, (list, tuple)):
+        return "[" + ",".join(hydra_value(i) for i in x) + "]"
+    return str(x)
+
+
+
+def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
+    """A knob's own ConfigContainer override(s) (megatron_bridge.export_launch writes the same)."""
+    if knob in BRIDGE_AXES:
+        return [_ov(BRIDGE_AXES[knob], plan[knob])]
+    if knob == "micro_batch":
+        return [_ov("train.micro_batch_size", plan["micro_batch"])]
+    if knob == "recompute":
+        r = plan["recompute"]
+        full = r == "full"
+        return [_ov("model.recompute_granularity", None if r == "none" else r),
+                _ov("model.recompute_method", "uniform" if full else None),
+                _ov("model.recompute_num_layers", 1 if full else None)]
+    if knob == "tp_comm_overlap":
+        return [_ov("comm_overlap.tp_comm_overlap", False)]
+    if knob == "sharding" and plan.get("sharding_mode") in BRIDGE_MODES:
+        dist, fsdp2 = BRIDGE_MODES[plan["sharding_mode"]]
+        # with the gradient-accumulation fusion as the plan runs it (off under torch FSDP2: the mode's job setting)
+        return [_ov("ddp.use_distributed_optimizer", dist), _ov("optimizer.use_distributed_optimizer", dist),
+                _ov("dist.use_torch_fsdp2", fsdp2),
+                _ov("model.gradient_accumulation_fusion", plan.get("gradient_accumulation_fusion") is not False)]
+    return []
+
+
 def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
     """The knob's own key(s) in the trainer's file, with the checked plan's value."""
+    if fmt == "megatron-bridge":
+        return _bridge_knob(knob, plan)
     if fmt == "megatron-deepspeed":  # Megatron's flags for the model parallelism, the JSON's keys for ZeRO (and both
         # for the micro-batch, which must agree: megatron_deepspeed.py)
         if knob == "ep":  # DeepSpeed-MoE's degree (microsoft/Megatron-DeepSpeed @f4157bea arguments.py l. 1159)
@@ -260,13 +314,15 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
     unspellable = [DS_NO_KEY[k].format(**after) for k in knobs if fmt == "deepspeed" and k in DS_NO_KEY]
     unspellable += [MDS_NO_KEY[k] for k in knobs if fmt == "megatron-deepspeed" and k in MDS_NO_KEY]
     if "sharding" in knobs and ((fmt == "torchtitan" and after["sharding"] not in TT_LEVELS) or
-                                (fmt == "megatron" and not _knob(fmt, "sharding", after))):
+                                (fmt in ("megatron", "megatron-bridge") and not _knob(fmt, "sharding", after))):
         # a stack chosen on the command line whose mode the file's trainer does not run
         unspellable.append(f"sharding {after['sharding']} ({after.get('sharding_mode')}: {sharding_spelling(after)})")
     if fmt == "torchtitan":
         settings += _torchtitan(before, after, stated)
     elif fmt == "megatron":
         settings += _megatron(before, after, stated, notes, order)
+    elif fmt == "megatron-bridge":
+        settings += _bridge(before, after, notes, order)
     elif fmt == "megatron-deepspeed":  # Megatron's global batch, and the JSON's batch triple at the new dp
         settings = [s for s in settings if not (s.key in ("zero_optimization.stage", "--zero-stage") and
                                                 stated.get(s.key, 0 if s.key.startswith("zero") else 1) == s.value)]
@@ -377,6 +433,22 @@ def _megatron(before: dict, after: dict, stated: dict, notes: list, order) -> li
                          "(--micro-batch-size x dp); no flag)")
     elif after["global_batch"] != after["micro_batch"] * after["dp"]:  # the default, micro x dp, would move it
         out.append(Setting("--global-batch-size", after["global_batch"], f"--global-batch-size {after['global_batch']}"))
+    return out
+
+
+def _bridge(before: dict, after: dict, notes: list, order) -> list[Setting]:
+    """What moves with a knob in a Bridge launch: the rank order (dist.use_tp_pp_dp_mapping), sequence parallelism as
+    the checked plan runs it (model.sequence_parallel, written by the export whatever TP is), the global batch the
+    recipe states (train.global_batch_size: Megatron-Core derives the micro-batch count from it)."""
+    out: list[Setting] = []
+    if order is not None:
+        out.append(_ov("dist.use_tp_pp_dp_mapping", order[1] == "tp-cp-pp-dp"))
+    if bool(after.get("sequence_parallel")) != bool(before.get("sequence_parallel")):
+        out.append(_ov("model.sequence_parallel", bool(after.get("sequence_parallel"))))
+    m0, m1 = before.get("microbatches_per_step"), after.get("microbatches_per_step")
+    if m0 is not None and m1 is not None and m0 != m1:
+        notes.append(f"micro-batches per step {m0} -> {m1} (Megatron-Core derives them: train.global_batch_size / "
+                     "(train.micro_batch_size x dp); no key)")
     return out
 
 

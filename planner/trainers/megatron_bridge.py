@@ -1,0 +1,589 @@
+"""Megatron-Bridge's own launch: `torchrun ... scripts/training/run_recipe.py --recipe NAME key=value ...`, read here
+(`read`) and written by export.py `_megatron_bridge` (`planner export --format megatron-bridge`) from this module's
+tables (issue 22).
+
+What run_recipe.py does (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf scripts/training/run_recipe.py): calls the recipe
+function named by --recipe (l. 147-211, `getattr(megatron.bridge.recipes, name)()`), then applies the remaining
+command-line words as Hydra overrides of the ConfigContainer's dot paths (l. 143, 244-247; src/megatron/bridge/training/
+utils/omegaconf_utils.py process_config_with_overrides l. 99-154, parse_hydra_overrides l. 157-181: Hydra's
+OverridesParser, `key=value`, `null`, `true` / `false`, lists `[a,b]`), then pretrain(). So the run is the recipe's
+ConfigContainer with the overrides laid on it: the reader starts from the recipe's values the planner prices
+(RECIPES, COMMON: transcribed from the recipe files, cited) and lays the overrides on; the writer writes every
+priced setting as an override (never a recipe default left to stand), so the file says the plan whatever the
+recipe holds.
+
+What the format holds: the recipes' models only (run_recipe.py builds the model from the recipe, whose provider is
+AutoBridge.from_hf_pretrained(<Hugging Face id>): RECIPES, matched to the priced model by its shape fields, never
+by name); of the plan, the settings export.py _BRIDGE_WRITTEN names. A plan setting outside them is refused,
+naming it (export), and an override the reader does not know is listed as not modelled (read), never dropped.
+
+Where the run's values go (config.py @dc805f5cf): ConfigContainer.validate syncs ddp.use_distributed_optimizer and
+optimizer.use_distributed_optimizer (either True sets both, l. 1944-1966); the mixed-precision config's fields
+overwrite the model's, optimizer's and ddp's fields of the same name (mixed_precision.py update_config_with_
+precision_overrides l. 125-151): its grad_reduce_in_fp32 is the run's ddp.grad_reduce_in_fp32, its fp8_param_gather
+the model's and ddp's; comm_overlap, where the recipe has a CommOverlapConfig, puts its non-None fields over the
+model's and ddp's (comm_overlap.py _override_user_cfgs l. 590-598). A recipe whose mixed_precision is a preset's
+name (a string, llama3_8b_pretrain_config) takes another name only (`mixed_precision=bf16_with_fp8_...`), one that
+holds a MixedPrecisionConfig (the others) takes its fields (`mixed_precision.fp8=hybrid`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+from .. import files
+from ..errors import PlannerError
+from . import TrainerConfig, check_model_shape, resolve_gpus
+from .spelling import hydra_value as _v
+
+BRIDGE = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
+SCRIPT = "scripts/training/run_recipe.py"
+FMT = "megatron-bridge"
+STACK = "megatron-bridge"
+L3 = "src/megatron/bridge/recipes/llama/llama3.py"
+# a CommOverlapConfig where the recipe has none (comm_overlap None): the override's dict with `_target_`, which Bridge
+# instantiates (training/utils/omegaconf_utils.py _apply_overrides l. 461-471, tested at the dict level by
+# tests/unit_tests/training/utils/test_omegaconf_utils.py l. 509-531); Hydra's grammar takes `{key:value,...}`
+COMM_OVERLAP_TARGET = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
+
+# the ConfigContainer values every transcribed recipe shares: recipes/common.py _pretrain_common l. 37-132 (train,
+# ddp, dist=DistributedInitConfig(), comm_overlap None, mixed_precision "bf16_mixed"), then each recipe's own lines
+# (llama3.py, e.g. llama3_8b_pretrain_config l. 225-303: train.global_batch_size 512, micro_batch_size 1,
+# train_iters 1168251, transformer_impl transformer_engine, cuda_graph_impl none, attention_backend None,
+# cross_entropy_loss_fusion True with cross_entropy_fusion_impl te, recompute_granularity None, the optimizer's fp32
+# states without the precision-aware optimizer, ddp overlap_grad_reduce / overlap_param_gather / use_distributed_
+# optimizer / grad_reduce_in_fp32 True, use_megatron_fsdp False, data_parallel_sharding_strategy no_shard); the
+# model provider's (models/llama/llama_bridge.py provider_bridge l. 66-70: bias_activation_fusion, masked_softmax_
+# fusion, bias_dropout_fusion, apply_rope_fusion True; models/gpt_provider.py l. 186 gradient_accumulation_fusion
+# fusions.can_enable_gradient_accumulation_fusion(): True where Transformer Engine is installed); Megatron-Core
+# 905c0e386's TransformerConfig / ModelParallelConfig defaults the recipes leave (model_parallel_config.py l. 289,
+# 294: overlap_p2p_comm False, batch_p2p_comm True; transformer_config.py l. 111, 115: account_for_* False;
+# l. 466, 474: recompute_method, recompute_num_layers None); training/config.py DistributedInitConfig l. 125-161
+# (use_megatron_fsdp, use_torch_fsdp2, use_tp_pp_dp_mapping False); recipes/utils/optimizer_utils.py l. 135
+# (optimizer.use_distributed_optimizer True)
+COMMON = {
+    "model.expert_model_parallel_size": 1, "model.expert_tensor_parallel_size": None,
+    "model.recompute_granularity": None, "model.recompute_method": None, "model.recompute_num_layers": None,
+    "model.recompute_modules": None, "model.account_for_embedding_in_pipeline_split": False,
+    "model.account_for_loss_in_pipeline_split": False, "model.transformer_impl": "transformer_engine",
+    "model.cuda_graph_impl": "none", "model.attention_backend": None, "model.cross_entropy_loss_fusion": True,
+    "model.cross_entropy_fusion_impl": "te", "model.apply_rope_fusion": True, "model.bias_activation_fusion": True,
+    "model.bias_dropout_fusion": True, "model.gradient_accumulation_fusion": True,
+    "model.overlap_p2p_comm": False, "model.batch_p2p_comm": True, "model.vocab_size": None,
+    "train.global_batch_size": 512, "train.micro_batch_size": 1, "train.train_iters": 1168251,
+    "optimizer.use_precision_aware_optimizer": False, "optimizer.use_distributed_optimizer": True,
+    "ddp.use_distributed_optimizer": True, "ddp.use_megatron_fsdp": False, "ddp.overlap_grad_reduce": True,
+    "ddp.overlap_param_gather": True, "ddp.grad_reduce_in_fp32": True, "ddp.data_parallel_sharding_strategy": "no_shard",
+    "dist.use_megatron_fsdp": False, "dist.use_torch_fsdp2": False, "dist.use_tp_pp_dp_mapping": False,
+}
+
+
+class Recipe(NamedTuple):
+    hf_id: str           # AutoBridge.from_hf_pretrained(...): the model run_recipe.py builds
+    lines: str           # where in llama3.py
+    shape: dict          # ModelSpec attribute -> value (the Hugging Face config the provider reads)
+    values: dict         # the recipe's own ConfigContainer values (over COMMON)
+    mp_object: bool      # mixed_precision a MixedPrecisionConfig (bf16_mixed()) rather than the name "bf16_mixed"
+    comm_overlap: bool   # a CommOverlapConfig rather than None
+    ub_cfg: str = ""     # its tp_comm_overlap_cfg (training/comm_overlap.py), where it has one
+    co_tp: bool = True   # its tp_comm_overlap
+    file: str = L3       # the recipe's file
+
+
+L2 = "src/megatron/bridge/recipes/llama/llama2.py"
+
+
+def _llama(layers, hidden, ffn, heads, rope_scaling):
+    # meta-llama config.json: num_hidden_layers, hidden_size, intermediate_size, num_attention_heads,
+    # num_key_value_heads 8, vocab_size 128256, rope_theta 500000.0, untied; Llama 3.1's rope_scaling llama3
+    # (factor 8, low 1, high 4, original 8192), which llama_bridge.py l. 74-78 turns into provider.rope_scaling
+    return {"num_layers": layers, "hidden_size": hidden, "ffn_hidden_size": ffn, "num_attention_heads": heads,
+            "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": False,
+            "llama3_rope_scaling": (8.0, 1.0, 4.0, 8192) if rope_scaling else None}
+
+
+def _par(tp, pp, vp, cp, sp, seq, **extra):
+    out = {"model.tensor_model_parallel_size": tp, "model.pipeline_model_parallel_size": pp,
+           "model.virtual_pipeline_model_parallel_size": vp, "model.context_parallel_size": cp,
+           "model.sequence_parallel": sp, "model.seq_length": seq, "dataset.sequence_length": seq}
+    out.update({k.replace("__", "."): v for k, v in extra.items()})
+    return out
+
+
+# the recipes' TP-overlap configs (training/comm_overlap.py @dc805f5cf l. 96-107, 149-160): Transformer Engine's own
+# default method for each GEMM (ring_exchange qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; pipeline proj_fprop,
+# fc2_fprop; bulk qkv/fc1 dgrad and wgrad; proj_wgrad and fc2_wgrad unset, TE's default), so the userbuffers priced
+# (memory.py [ub]) are theirs; their SM counts, CGA sizes and splits tune the overlap's speed, which is not priced
+NULL_TOKENIZER_VOCAB = 32000
+UB_H8192 = "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192 (l. 96-107)"
+UB_H16384 = "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192 (l. 149-160)"
+UB_NOTE = ("keeps Transformer Engine's default method for each GEMM (its userbuffers as priced); its SM counts and "
+           "splits, which tune the overlap's speed, are not priced")
+
+# the recipes whose models the planner's catalog holds (llama3-8b, llama3-70b: Llama 3, no RoPE scaling;
+# llama3-405b: Llama 3.1's shape and scaling; llama2-7b) and the Llama 3.1 8B / 70B recipes for a model file of
+# that shape
+RECIPES = {
+    # meta-llama/Llama-2-7b-hf config.json: 32 layers, 4096 wide, 11008 FFN, 32 heads, MHA, vocab 32000, rope_theta
+    # 10000, untied; the recipe leaves dataset.seq_length at _pretrain_common's 4096 (recipes/common.py l. 95), its
+    # mixed_precision the name "bf16_mixed", and holds CommOverlapConfig(tp_comm_overlap=False) (l. 118)
+    "llama2_7b_pretrain_config": Recipe(
+        "meta-llama/Llama-2-7b-hf", "l. 24-120 (cross_entropy_fusion_impl native l. 78, comm_overlap l. 118)",
+        {"num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 11008, "num_attention_heads": 32, "kv_heads": 32,
+         "vocab_size": 32000, "rope_theta": 10000.0, "tied_embeddings": False, "llama3_rope_scaling": None},
+        _par(2, 1, None, 1, False, 4096, model__cross_entropy_fusion_impl="native"), mp_object=False,
+        comm_overlap=True, co_tp=False, file=L2),
+    "llama3_8b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
+        _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False),
+    "llama3_70b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 737-740, mixed_precision bf16_mixed() l. 743)",
+        _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192),
+    "llama31_8b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1011)",
+        _llama(32, 4096, 14336, 32, True), _par(1, 1, None, 2, False, 8192), mp_object=True, comm_overlap=False),
+    "llama31_70b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3.1-70B", "l. 1014-1100 (seq_length SEQUENCE_LENGTH_128K, comm_overlap l. 1093-1096)",
+        _llama(80, 8192, 28672, 64, True), _par(4, 4, 5, 2, True, 131072), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192),
+    "llama31_405b_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3.1-405B", "l. 1103-1195 (account_for_* True l. 1132-1133, comm_overlap l. 1188-1191)",
+        _llama(126, 16384, 53248, 128, True),
+        _par(8, 8, 2, 4, True, 131072, model__account_for_embedding_in_pipeline_split=True,
+             model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True, ub_cfg=UB_H16384),
+}
+
+# the mixed-precision presets (training/mixed_precision.py @dc805f5cf, each a @register'ed function, its name the
+# string mixed_precision takes): the fields the planner prices. bf16_mixed l. 171-184 (bf16, grad_reduce_in_fp32
+# True); bf16_with_fp8_delayed_scaling_mixed l. 203-219 (hybrid, delayed, fp8_param_gather True);
+# bf16_with_fp8_current_scaling_mixed l. 271-290 (hybrid, tensorwise, first_last_layers_bf16 with 1 and 1 layers,
+# fp8_param_gather True); bf16_with_fp8_subchannel_scaling_mixed l. 359-372 (hybrid, blockwise, no param gather);
+# MixedPrecisionConfig defaults l. 35-69 (fp8 None, fp8_recipe tensorwise, fp8_param_gather False, first_last_
+# layers_bf16 False, 0 and 0 layers, grad_reduce_in_fp32 True)
+MP_FIELDS = ("bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "first_last_layers_bf16",
+             "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16", "grad_reduce_in_fp32", "fp4")
+MP_DEFAULT = {"bf16": False, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param_gather": False,
+              "first_last_layers_bf16": False, "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0,
+              "grad_reduce_in_fp32": True, "fp4": None}
+_BF16 = dict(MP_DEFAULT, bf16=True)
+MP_PRESETS = {
+    "bf16_mixed": _BF16,
+    "bf16_with_fp8_delayed_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="delayed", fp8_param_gather=True),
+    "bf16_with_fp8_current_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="tensorwise", fp8_param_gather=True,
+                                                first_last_layers_bf16=True, num_layers_at_start_in_bf16=1,
+                                                num_layers_at_end_in_bf16=1),
+    "bf16_with_fp8_subchannel_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="blockwise"),
+}
+
+# the override keys the reader prices: COMMON's and RECIPES', comm_overlap.* and mixed_precision[.*] (ConfigContainer
+# dot paths; each checked at @dc805f5cf: training/config.py TrainingConfig l. 660-708, GPTDatasetConfig.seq_length
+# l. 451, DistributedInitConfig l. 125-161, Bridge's
+# DistributedDataParallelConfig / OptimizerConfig over Megatron-Core's, l. 57-105; models/gpt_provider.py
+# GPTModelProvider over Megatron-Core 905c0e386's TransformerConfig and ModelParallelConfig; comm_overlap.py
+# CommOverlapConfig l. 375-397; mixed_precision.py MixedPrecisionConfig l. 28-69)
+# keys with no effect on the plan's memory or time: read, listed as ignored (with why)
+NO_EFFECT = {"checkpoint.ckpt_format": "the checkpoint files' format"}
+# whole sections and optimizer fields with no effect on a step's memory or time: listed as ignored, with why
+# (training/config.py @dc805f5cf LoggerConfig l. 978, SchedulerConfig l. 561, RNGConfig l. 107, ValidationConfig
+# l. 779: logging, the learning-rate schedule, seeds, the evaluation between steps; Adam's hyper-parameters)
+NO_EFFECT_SECTIONS = {"logger.": "logging", "scheduler.": "the learning-rate schedule", "rng.": "seeds",
+                      "validation.": "evaluation between steps, not a training step"}
+NO_EFFECT_OPTIMIZER = ("optimizer.lr", "optimizer.min_lr", "optimizer.weight_decay", "optimizer.adam_beta1",
+                       "optimizer.adam_beta2", "optimizer.adam_eps")
+
+
+def recipe_for(model) -> Optional[str]:
+    """The recipe whose model is `model` (a ModelSpec): every shape field equal (no name read); None if none."""
+    from . import _attr
+
+    for name, r in RECIPES.items():
+        if all(_attr(model, a) == v for a, v in r.shape.items()) and model.moe is None and model.layer_pattern is None:
+            return name
+    return None
+
+
+def is_launch_line(text: str) -> bool:
+    """Whether the text runs Megatron-Bridge's run_recipe.py with --recipe."""
+    return bool(re.search(r"run_recipe\.py\b", text)) and "--recipe" in text
+
+
+# ------------------------------------------------------------------ reading
+_TRUE, _FALSE = {"true", "True"}, {"false", "False"}
+
+
+def _parse_value(raw: str):
+    """A Hydra override value: null, true / false, an int, a float, a list [a,b], a dict {k:v,...} of such scalars,
+    else the word (quotes taken off)."""
+    s = raw.strip()
+    if s.startswith("{") and s.endswith("}"):
+        out = {}
+        for item in (x for x in s[1:-1].split(",") if x.strip()):
+            k, sep, v = item.partition(":")
+            if not sep:
+                raise ValueError(f"{item!r} is not key:value")
+            out[k.strip()] = _parse_value(v)
+        return out
+    if s in ("null", "None", "~"):
+        return None
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    if s.startswith("[") and s.endswith("]"):
+        return [_parse_value(x) for x in s[1:-1].split(",") if x.strip()]
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
+         hardware: Optional[str] = None) -> TrainerConfig:
+    """A run_recipe.py launch read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
+    overrides laid on them, then mapped to the job."""
+    from .megatron import _launcher_gpus, command_words
+    from . import match_catalog_model
+
+    where = f"{path}: "
+    if text is None:
+        text = files.read_text(path, "give a launch script of run_recipe.py")
+    assumed: list[str] = []
+    try:
+        launch, words, _ = command_words(text, where, assumed)
+    except ValueError as e:
+        raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
+    if not is_launch_line(text):
+        raise PlannerError(f"{where}no {SCRIPT} --recipe line found", f"give a launch of {SCRIPT} --recipe NAME key=value ...")
+    # command_words splits at the script word: launch holds the launcher's words, words the script's
+    ignored: list[str] = []
+    not_modelled: list[str] = []
+    recipe, overrides = None, {}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w in ("--recipe",) and i + 1 < len(words):
+            recipe = words[i + 1]
+            i += 2
+            continue
+        if w.startswith("--recipe="):
+            recipe = w.split("=", 1)[1]
+        elif w.startswith("--"):
+            opt = w.split("=", 1)[0]
+            if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path", "--mode", "--step_func"):
+                val = w.split("=", 1)[1] if "=" in w else (
+                    True if opt == "--packed_sequence" else words[i + 1] if i + 1 < len(words) else None)
+                if "=" not in w and opt != "--packed_sequence":
+                    i += 1
+                if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path"):
+                    # load_recipe passes each only to a recipe function whose signature takes it (run_recipe.py
+                    # l. 180-208); the transcribed recipes take none (llama3.py: `def llama3_8b_pretrain_config()`)
+                    ignored.append(f"{opt}={val} (run_recipe.py hands it only to a recipe that takes it; the "
+                                   "transcribed recipes take no argument)")
+                elif opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
+                    ignored.append(f"{opt}={val} (run_recipe.py's default for a pretrain recipe, l. 222-249)")
+                else:
+                    raise PlannerError(f"{where}{opt} {val}: the planner prices a GPT pre-training step "
+                                       "(--mode pretrain, --step_func gpt_step) only", f"drop {opt}")
+            else:
+                raise PlannerError(f"{where}{opt}: not an option of {SCRIPT} ({BRIDGE} l. 92-144)",
+                                   "valid: --recipe, --mode, --step_func, --peft_scheme, --packed_sequence, "
+                                   "--seq_length, --hf_path, then key=value overrides")
+        elif "=" in w:
+            k, v = w.split("=", 1)
+            k = k.lstrip("+")
+            # GPTDatasetConfig.seq_length: a property over Megatron-Core's sequence_length field (training/config.py
+            # l. 450-456), which the override reaches through its setter
+            k = "dataset.sequence_length" if k == "dataset.seq_length" else k
+            try:
+                overrides[k] = _parse_value(v)
+            except ValueError as e:
+                raise PlannerError(f"{where}{w}: {e}", "give a dict as {key:value,...}") from None
+        else:
+            raise PlannerError(f"{where}{w!r}: neither a {SCRIPT} option nor a key=value override",
+                               "give overrides as ConfigContainer dot paths, key=value")
+        i += 1
+    if recipe is None:
+        raise PlannerError(f"{where}{SCRIPT} without --recipe", "name the recipe: --recipe llama3_8b_pretrain_config")
+    if recipe not in RECIPES:
+        raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {L3}, {L2})",
+                           f"one of: {', '.join(RECIPES)}")
+    rec = RECIPES[recipe]
+    cfg = dict(COMMON)
+    cfg.update(rec.values)
+    cfg["mixed_precision"] = "bf16_mixed" if not rec.mp_object else None
+    mp = dict(MP_PRESETS["bf16_mixed"])  # bf16_mixed(), as a string or an object
+    co = {"tp_comm_overlap": rec.co_tp} if rec.comm_overlap else None
+    assumed.append(f"recipe {recipe}: its values ({BRIDGE} {rec.file} {rec.lines}; recipes/common.py _pretrain_common), "
+                   "then the overrides")
+    for k, v in overrides.items():
+        if k == "mixed_precision":
+            if rec.mp_object:
+                raise PlannerError(f"{where}mixed_precision={v}: recipe {recipe} holds a MixedPrecisionConfig "
+                                   "(bf16_mixed()), which Hydra cannot replace by a name",
+                                   "override its fields: mixed_precision.fp8=hybrid mixed_precision.fp8_recipe=...")
+            # register() files each preset under its name and with hyphens (mixed_precision.py l. 154-168)
+            name = v.replace("-", "_") if isinstance(v, str) else v
+            if name not in MP_PRESETS:
+                raise PlannerError(f"{where}mixed_precision={v}: not a preset the planner prices",
+                                   f"one of: {', '.join(MP_PRESETS)} (training/mixed_precision.py)")
+            mp = dict(MP_PRESETS[name])
+        elif k.startswith("mixed_precision."):
+            f = k.split(".", 1)[1]
+            if not rec.mp_object:
+                raise PlannerError(f"{where}{k}: recipe {recipe} holds mixed_precision as a name ('bf16_mixed'), "
+                                   "which has no fields to override", "name a preset: mixed_precision=NAME")
+            if f in MP_FIELDS:
+                mp[f] = v
+            else:
+                not_modelled.append(f"{k}={_v(v)} (a MixedPrecisionConfig field the planner does not price)")
+        elif k == "comm_overlap":
+            if v is None:
+                co = None
+            elif isinstance(v, dict) and v.get("_target_") == COMM_OVERLAP_TARGET:
+                co = {f: x for f, x in v.items() if f != "_target_"}
+            else:
+                raise PlannerError(f"{where}comm_overlap={_v(v)}: neither null nor a dict with _target_ "
+                                   f"{COMM_OVERLAP_TARGET}", "give comm_overlap={_target_:" + COMM_OVERLAP_TARGET +
+                                   ",tp_comm_overlap:true} (quoted in the shell), or null")
+            unknown = sorted(set(co or ()) - {"tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
+                                               "overlap_grad_reduce", "overlap_param_gather", "bucket_size"})
+            not_modelled += [f"comm_overlap.{f}={_v(co[f])} (a CommOverlapConfig field the planner does not read)"
+                             for f in unknown]
+        elif k.startswith("comm_overlap."):
+            if co is None:
+                raise PlannerError(f"{where}{k}: recipe {recipe} has comm_overlap None ({rec.file} {rec.lines}), "
+                                   "which an override cannot fill", "drop it")
+            co[k.split(".", 1)[1]] = v
+            if k.split(".", 1)[1] not in ("tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
+                                          "overlap_grad_reduce", "overlap_param_gather", "bucket_size"):
+                not_modelled.append(f"{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
+        elif k in NO_EFFECT:
+            ignored.append(f"{k}={_v(v)} ({NO_EFFECT[k]})")
+            cfg[k] = v
+        elif k in NO_EFFECT_OPTIMIZER or any(k.startswith(p) for p in NO_EFFECT_SECTIONS):
+            why = next((w for p, w in NO_EFFECT_SECTIONS.items() if k.startswith(p)), "an Adam hyper-parameter")
+            ignored.append(f"{k}={_v(v)} ({why}: no effect on a step's memory or time)")
+        elif k in cfg:
+            cfg[k] = v
+        else:
+            not_modelled.append(f"{k}={_v(v)} (an override the planner does not read: its effect is not priced)")
+    # where the run's values go: the mixed-precision config over the model / ddp, comm_overlap over both
+    file_gpus = _launcher_gpus(list(launch), where)
+    # soft: --gpus replaces the launch's count, as for a Megatron-LM script (its node count comes from the scheduler)
+    g = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=True, assumed=assumed)
+    if g is None:
+        raise PlannerError(f"{where}the launch does not give the GPU count", "pass --gpus N")
+    if "ddp.grad_reduce_in_fp32" in overrides and overrides["ddp.grad_reduce_in_fp32"] != mp["grad_reduce_in_fp32"]:
+        assumed.append(f"ddp.grad_reduce_in_fp32={_v(mp['grad_reduce_in_fp32'])}: the mixed-precision config's, which "
+                       "Bridge lays over the ddp config (mixed_precision.py update_config_with_precision_overrides "
+                       "l. 125-151), not the override's")
+    cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
+    if co is not None:
+        _comm_overlap(cfg, co, g, assumed, not_modelled)
+    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled)
+    if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
+        assumed.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} {UB_NOTE}")
+    # the model: the recipe's (its shape), checked against --model
+    shape = {a: (a, v) for a, v in rec.shape.items()}
+    if model is not None:
+        check_model_shape(where, model, {f"--recipe {recipe} ({a})": (a, v) for a, v in rec.shape.items()})
+        job["model"] = model
+    else:
+        name, rule = match_catalog_model(where, shape, f"recipe {recipe}'s model ({rec.hf_id})")
+        job["model"] = name
+        assumed.append(rule)
+    job["gpus"] = g
+    if hardware is not None:
+        job["hardware"] = hardware
+    job["stack"] = STACK
+    stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
+    return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: list) -> None:
+    """A recipe's CommOverlapConfig laid on the model's and ddp's values as Bridge's setup does
+    (training/comm_overlap.py @dc805f5cf): its own defaults, then the user's non-None fields (_override_user_cfgs
+    l. 590-598) replace the model's p2p flags (_get_model_comm_overlap_cfgs l. 453-461: pp > 1 overlaps the p2p
+    under vpp > 1, batches it otherwise; off at pp 1) and the ddp overlap (_get_optimizer_overlap_cfgs: both on
+    where the data-parallel size exceeds 1, both off otherwise)."""
+    ints = [cfg[k] for k in ("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size",
+                              "model.context_parallel_size")]
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in ints):
+        return  # _job names the bad count
+    tp, pp, cp = ints
+    vpp = cfg["model.virtual_pipeline_model_parallel_size"] or 1
+    dp = gpus // (tp * pp * cp)
+    own = {"overlap_p2p_comm": pp > 1 and vpp > 1, "batch_p2p_comm": pp > 1 and not vpp > 1,
+           "overlap_grad_reduce": dp > 1, "overlap_param_gather": dp > 1}
+    for f, v in own.items():
+        val = co.get(f) if co.get(f) is not None else v
+        cfg[("model." if "p2p" in f else "ddp.") + f] = val
+    assumed.append("comm_overlap: the recipe's CommOverlapConfig sets the p2p and data-parallel overlap "
+                   "(training/comm_overlap.py), its stated fields over its own defaults")
+    # and the DDP bucket: 128 Mi parameters where dp > 1 (_get_optimizer_overlap_cfgs l. 560-580), else Megatron-Core's
+    # max(40e6, 1e6 x dp x cp) (distributed_data_parallel.py @905c0e386 l. 64-65), which the stack prices
+    from ..catalog import load_stack
+
+    fs = load_stack(STACK).fsdp
+    priced = max(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dp * cp)
+    bucket = co.get("bucket_size") if co.get("bucket_size") is not None else (128 * 1024 * 1024 if dp > 1 else None)
+    if bucket is not None and bucket != priced:
+        not_modelled.append(f"DDP bucket {bucket:,} parameters (the CommOverlapConfig's{' stated' if co.get('bucket_size') is not None else ''} "
+                            f"bucket_size; priced at Megatron-Core's {priced:,.0f}: the data-parallel collectives' count)")
+
+
+def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list) -> dict:
+    """The job fields of the run's values."""
+    def num(k):
+        v = cfg[k]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise PlannerError(f"{where}{k}={_v(v)}: not a positive count", f"give {k} as a whole number")
+        return v
+
+    def flag(k):
+        v = cfg[k]
+        if not isinstance(v, bool):
+            raise PlannerError(f"{where}{k}={_v(v)}: not true or false", f"give {k}=true or {k}=false")
+        return v
+
+    job: dict = {"tp": num("model.tensor_model_parallel_size"), "pp": num("model.pipeline_model_parallel_size"),
+                 "cp": num("model.context_parallel_size"), "ep": num("model.expert_model_parallel_size")}
+    vpp = cfg["model.virtual_pipeline_model_parallel_size"]
+    vpp = 1 if vpp is None else num("model.virtual_pipeline_model_parallel_size")
+    job["vpp"] = vpp
+    job["schedule"] = "interleaved" if vpp > 1 else "1f1b"
+    etp = cfg["model.expert_tensor_parallel_size"]
+    if etp is not None and num("model.expert_tensor_parallel_size") != job["tp"]:
+        job["etp"] = etp
+    job["sequence_parallel"] = flag("model.sequence_parallel")
+    seq, dseq = num("model.seq_length"), num("dataset.sequence_length")
+    if seq != dseq:  # ConfigContainer.validate asserts it (training/config.py l. 1662-1677)
+        raise PlannerError(f"{where}model.seq_length {seq} but dataset.sequence_length {dseq}: Bridge refuses the pair "
+                           "(training/config.py l. 1673-1677)", "give both the same length")
+    job["seq_len"] = seq
+    job["micro_batch"], job["global_batch"] = num("train.micro_batch_size"), num("train.global_batch_size")
+    # recompute
+    gran, method, n = cfg["model.recompute_granularity"], cfg["model.recompute_method"], cfg["model.recompute_num_layers"]
+    if gran not in (None, "full", "selective"):
+        raise PlannerError(f"{where}model.recompute_granularity={gran}", "valid: full, selective, null")
+    job["recompute"] = gran or "none"
+    if gran == "full":
+        if method == "block" and isinstance(n, int):
+            job["recompute_layers"] = n * vpp
+        elif method == "uniform" and n not in (None, 1):
+            not_modelled.append(f"model.recompute_num_layers={n} (uniform chunks of {n} layers: only each chunk's input "
+                                "is saved, less than priced)")
+        elif method not in (None, "uniform", "block"):
+            raise PlannerError(f"{where}model.recompute_method={method}", "valid: uniform, block")
+    elif gran == "selective" and cfg["model.recompute_modules"] is not None:
+        job["recompute_modules"] = list(cfg["model.recompute_modules"])
+    # what Megatron-Core reads only under another granularity (transformer_config.py @905c0e386 l. 455-483)
+    unread = [k for k in ("model.recompute_method", "model.recompute_num_layers") if gran != "full" and cfg[k] is not None]
+    unread += ["model.recompute_modules"] if gran != "selective" and cfg["model.recompute_modules"] is not None else []
+    ignored += [f"{k}={_v(cfg[k])} (model.recompute_granularity={_v(gran)}: not read)" for k in unread]
+    # sharding
+    mfsdp, fsdp2 = flag("ddp.use_megatron_fsdp") or flag("dist.use_megatron_fsdp"), flag("dist.use_torch_fsdp2")
+    if mfsdp and fsdp2:  # ConfigContainer.validate raises (training/config.py l. 1533-1534)
+        raise PlannerError(f"{where}Megatron-FSDP and torch FSDP2 together: Bridge refuses the pair "
+                           "(training/config.py l. 1533-1534)", "keep one")
+    if mfsdp:
+        raise PlannerError(f"{where}Megatron-FSDP: not read by the planner's {FMT} reader (Megatron-Core 905c0e386, "
+                           "Bridge's pin, has no megatron_fsdp_main_grads_dtype, the Megatron-LM @d98e8a64 setting "
+                           "whose gradient dtype the stack prices: memory.py [mg])",
+                           "price it as a Megatron-LM script (--use-megatron-fsdp) on --stack megatron")
+    dist = flag("ddp.use_distributed_optimizer") or flag("optimizer.use_distributed_optimizer")
+    if fsdp2:  # Megatron-Core's TorchFullyShardedDataParallel (models/common/unimodal.py l. 217-222)
+        job["sharding_mode"], job["sharding"] = "torch_fsdp2", "fsdp"
+        if dist:  # the recipes' distributed optimizer left on: the stack's torch_fsdp2 mode runs without it
+            raise PlannerError(f"{where}dist.use_torch_fsdp2=true with the distributed optimizer (the recipe's "
+                               "ddp / optimizer.use_distributed_optimizer true): Megatron-LM refuses the pair "
+                               "(stack_db megatron runs.sharding torch_fsdp2), and the planner prices FSDP2 without it",
+                               "add ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false")
+    else:
+        job["sharding_mode"] = "distributed_optimizer" if dist else "ddp"
+        job["sharding"] = "zero1" if dist else "none"
+    job["dp_comm_overlap"] = flag("ddp.overlap_grad_reduce")
+    if flag("ddp.overlap_param_gather") and not dist:
+        ignored.append("ddp.overlap_param_gather=true (no distributed optimizer: nothing to gather)")
+    if job["pp"] > 1 and vpp > 1 and not flag("model.overlap_p2p_comm"):
+        job["pp_p2p_overlap"] = False
+    job["tp_comm_overlap"] = bool(co and co.get("tp_comm_overlap"))
+    if job["tp_comm_overlap"] and not (job["tp"] > 1 and job["sequence_parallel"]):
+        job["tp_comm_overlap"] = False  # comm_overlap.py l. 440-450 turns it off
+        assumed.append("tp_comm_overlap=false: Bridge turns TP overlap off below TP 2 or without sequence parallelism "
+                       "(training/comm_overlap.py _get_model_comm_overlap_cfgs)")
+    if flag("dist.use_tp_pp_dp_mapping"):
+        job["rank_order"] = "tp-cp-pp-dp"
+    if flag("model.account_for_embedding_in_pipeline_split"):
+        job["account_for_embedding_in_pipeline_split"] = True
+    if flag("model.account_for_loss_in_pipeline_split"):
+        job["account_for_loss_in_pipeline_split"] = True
+    # fusions: set where they differ from Megatron-LM's defaults (the planner's own, as the Megatron reader reads them)
+    if flag("model.cross_entropy_loss_fusion"):
+        job["cross_entropy_fusion"] = True
+        if cfg["model.cross_entropy_fusion_impl"] == "te":
+            job["cross_entropy_fusion_impl"] = "te"
+        elif cfg["model.cross_entropy_fusion_impl"] != "native":
+            raise PlannerError(f"{where}model.cross_entropy_fusion_impl={cfg['model.cross_entropy_fusion_impl']}",
+                               "valid: native, te")
+    for f in ("apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion"):
+        if not flag(f"model.{f}"):
+            job[f] = False
+    if cfg["model.transformer_impl"] != "transformer_engine":
+        raise PlannerError(f"{where}model.transformer_impl={cfg['model.transformer_impl']}: the planner's {FMT} reader "
+                           "reads Transformer Engine layers only", "drop the override")
+    if cfg["model.cuda_graph_impl"] not in ("none", None):
+        raise PlannerError(f"{where}model.cuda_graph_impl={cfg['model.cuda_graph_impl']}: not read by the planner's "
+                           f"{FMT} reader", "drop the override")
+    ab = cfg["model.attention_backend"]
+    if ab == "unfused":
+        job["attention"] = "eager"
+    elif ab in ("flash", "fused"):
+        job["attention_kernel"] = "flash2" if ab == "flash" else "cudnn"
+    elif ab not in (None, "auto"):
+        raise PlannerError(f"{where}model.attention_backend={ab}", "valid: flash, fused, unfused, auto, null")
+    if flag("optimizer.use_precision_aware_optimizer"):
+        raise PlannerError(f"{where}optimizer.use_precision_aware_optimizer=true: not read by the planner's {FMT} "
+                           "reader", "drop it")
+    # precision
+    if mp.get("fp16") or mp.get("fp4"):
+        raise PlannerError(f"{where}mixed_precision fp16 / fp4: not read by the planner's {FMT} reader",
+                           "use a bf16 or fp8 preset")
+    if mp.get("fp8"):
+        if mp["fp8"] not in ("hybrid", "e4m3"):
+            raise PlannerError(f"{where}mixed_precision.fp8={mp['fp8']}", "valid: hybrid, e4m3")
+        job["precision"] = "fp8"
+        job["fp8_recipe"] = mp["fp8_recipe"]
+        if mp["fp8_param_gather"]:
+            job["fp8_param_gather"] = True
+        if mp["first_last_layers_bf16"]:
+            job["bf16_layers_at_start"] = int(mp["num_layers_at_start_in_bf16"])
+            job["bf16_layers_at_end"] = int(mp["num_layers_at_end_in_bf16"])
+    else:
+        job["precision"] = "bf16"
+    if not mp["grad_reduce_in_fp32"]:
+        job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
+    # the embedding's rows (training/setup.py @dc805f5cf l. 177-180, 467-498): the provider's vocab_size (None here:
+    # the recipe's Hugging Face config's, the model's) unpadded where it is at least the tokenizer's
+    rows = cfg["model.vocab_size"]
+    if rows is not None:
+        job["padded_vocab_size"] = num("model.vocab_size")
+        # the recipes' NullTokenizer of DEFAULT_NULL_TOKENIZER_VOCAB_SIZE 32,000 tokens (recipes/utils/tokenizer_utils.py
+        # l. 15): Bridge refuses fewer rows (training/setup.py l. 486-490)
+        if rows < NULL_TOKENIZER_VOCAB:
+            raise PlannerError(f"{where}model.vocab_size={rows}: fewer rows than the recipes' NullTokenizer's "
+                               f"{NULL_TOKENIZER_VOCAB:,} tokens, which Bridge refuses (training/setup.py l. 486-490)",
+                               f"give at least {NULL_TOKENIZER_VOCAB:,}")
+    it = cfg["train.train_iters"]
+    if isinstance(it, int) and not isinstance(it, bool) and it > 0:
+        job["tokens"] = float(it * job["global_batch"] * job["seq_len"])
+    return job

@@ -1,0 +1,196 @@
+"""Megatron-Bridge's run_recipe.py launch as a trainer format (planner/trainers/megatron_bridge.py, issue 22): fit
+--export writes it and reads it back as the priced plan; the reader lays the overrides on the recipe's values
+(NVIDIA-NeMo/Megatron-Bridge @dc805f5cf src/megatron/bridge/recipes/llama/llama3.py, recipes/common.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.trainers import detect_format, load_trainer_config
+from planner.trainers.export import plan_signature
+
+from conftest import assert_one_error
+
+H100 = ["--hardware", "h100-sxm", "--stack", "megatron-bridge"]
+CASES = [
+    # Llama 3 8B on 8 GPUs: the recipe's distributed optimizer; its recipe has no CommOverlapConfig, so no TP overlap
+    ("llama3-8b-8", "llama3_8b_pretrain_config",
+     ["--model", "llama3-8b", "--gpus", "8", "--sharding", "zero1", "--no-tp-comm-overlap"]),
+    # its top row on 64 GPUs runs TP 2 with TP overlap: a CommOverlapConfig the recipe lacks, made by the override
+    ("llama3-8b-64-tp-overlap", "llama3_8b_pretrain_config", ["--model", "llama3-8b", "--gpus", "64", "--sharding",
+                                                              "zero1", "--tp-comm-overlap"]),
+    # llama2.py's recipe: 4,096 tokens (recipes/common.py l. 95), a CommOverlapConfig without TP overlap (llama2.py l. 118)
+    ("llama2-7b-8", "llama2_7b_pretrain_config", ["--model", "llama2-7b", "--gpus", "8", "--sharding", "zero1"]),
+    ("llama3-70b-64", "llama3_70b_pretrain_config", ["--model", "llama3-70b", "--gpus", "64", "--sharding", "zero1"]),
+    # the search's own top row for Llama 3 8B on 8 GPUs: torch FSDP2 (dist.use_torch_fsdp2, no distributed optimizer)
+    ("llama3-8b-8-fsdp2", "llama3_8b_pretrain_config", ["--model", "llama3-8b", "--gpus", "8", "--sharding", "fsdp",
+                                                        "--no-tp-comm-overlap"]),
+    # NVIDIA's LLAMA31_405B_PRETRAIN_CONFIG_H100_BF16_V1 (scripts/performance/configs/llama/
+    # llama31_workload_base_configs.py @dc805f5cf l. 192-200: 1,024 GPUs, TP 8, PP 8, CP 2, VP 8, global batch 512)
+    # with the recipe's account_for_* (llama3.py l. 1132-1133), TP overlap and 8,192-token sequences
+    ("llama3-405b-1024", "llama31_405b_pretrain_config",
+     ["--model", "llama3-405b", "--gpus", "1024", "--tp", "8", "--pp", "8", "--cp", "2", "--vpp", "8",
+      "--micro-batch", "1", "--global-batch", "512", "--seq-len", "8192", "--sharding", "zero1",
+      "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--tp-comm-overlap"]),
+]
+
+
+@pytest.mark.parametrize("name,recipe,args", CASES, ids=[c[0] for c in CASES])
+def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, args):
+    out = tmp_path / f"{name}.sh"
+    r = cli("fit", *args, *H100, "--export", "megatron-bridge", "--output", out)
+    assert r.exit_code == 0, r.stderr  # fit --export read the file back: same plan, same memory
+    text = out.read_text()
+    assert f"scripts/training/run_recipe.py \\\n    --recipe {recipe} \\\n" in text
+    assert detect_format(out) == "megatron-bridge"
+    row = json.loads(cli("fit", *args, *H100, "--top", "1", "--format", "json").stdout)[0]
+    back = json.loads(cli("explain", out, "--hardware", "h100-sxm", "--format", "json").stdout)
+    assert plan_signature(back["plan"]) == plan_signature(row["plan"])
+    assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
+    checked = cli("check", out, "--hardware", "h100-sxm")  # the trainer's start-up rules and the memory gate
+    assert checked.exit_code == 0 and checked.stdout.startswith(f"PASS {out}"), checked.stdout + checked.stderr
+    p = row["plan"]
+    dist = "true" if p["sharding_mode"] == "distributed_optimizer" else "false"
+    fsdp2 = "true" if p["sharding_mode"] == "torch_fsdp2" else "false"
+    for key, value in (("model.tensor_model_parallel_size", p["tp"]), ("model.pipeline_model_parallel_size", p["pp"]),
+                       ("model.context_parallel_size", p["cp"]), ("train.global_batch_size", p["global_batch"]),
+                       ("train.micro_batch_size", p["micro_batch"]), ("model.seq_length", p["seq_len"]),
+                       ("dataset.sequence_length", p["seq_len"]), ("ddp.use_distributed_optimizer", dist),
+                       ("optimizer.use_distributed_optimizer", dist), ("dist.use_torch_fsdp2", fsdp2)):
+        assert f"    {key}={value} \\\n" in text
+
+
+def test_the_405b_preset_is_written_as_nvidia_runs_it(cli, tmp_path):
+    out = tmp_path / "405b.sh"
+    assert cli("fit", *CASES[5][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    text = out.read_text()
+    assert "torchrun --nproc_per_node 8 --nnodes 128 scripts/training/run_recipe.py" in text
+    for line in ("model.virtual_pipeline_model_parallel_size=8", "model.sequence_parallel=true",
+                 "model.account_for_embedding_in_pipeline_split=true", "model.account_for_loss_in_pipeline_split=true",
+                 "comm_overlap.tp_comm_overlap=true", "mixed_precision.bf16=true", "mixed_precision.grad_reduce_in_fp32=true",
+                 # the recipe's fused TE cross-entropy is not what the plan priced: written off explicitly
+                 "model.cross_entropy_loss_fusion=false"):
+        assert f"    {line}" in text
+
+
+def test_refuses_what_bridge_cannot_run_as_priced(cli):
+    # a model no transcribed recipe builds
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "mpt-7b", "--gpus", "8", *H100),
+                     "model mpt-7b is none of the transcribed recipes' models")
+    # fp8 delayed scaling without the fp8 parameter gather on the recipe that holds its precision as a preset's name
+    # (recipes/common.py l. 129): bf16_with_fp8_delayed_scaling_mixed gathers fp8 parameters (mixed_precision.py
+    # l. 203-219), so no name says the plan
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "llama3-8b", "--gpus", "8", "--tp", "2",
+                         "--sharding", "zero1", "--precision", "fp8", "--fp8-recipe", "delayed", *H100),
+                     "recipe llama3_8b_pretrain_config holds mixed_precision as a preset's name")
+    # a plan priced on another stack
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "llama3-8b", "--gpus", "8",
+                         "--hardware", "h100-sxm"), "price it on --stack megatron-bridge")
+
+
+def test_reader_lays_overrides_on_the_recipe(tmp_path):
+    """llama3_70b_pretrain_config (llama3.py @dc805f5cf l. 658-745), by hand: TP 4, PP 4, VP 5, CP 2, SP on,
+    8,192 tokens, micro-batch 1 of 512, train_iters 1,168,251, the distributed optimizer, fused TE cross-entropy,
+    bf16_mixed() (grad_reduce_in_fp32), a CommOverlapConfig with tp_comm_overlap; its p2p overlap from the
+    comm_overlap setup (vp 5 > 1: overlapped) and its data-parallel overlap (dp 2 > 1: on). The line overrides
+    CP (1), the global batch (128) and the embedding's rows (128,512); a key the reader does not know is listed as not modelled, one without effect
+    on a step as ignored, never dropped."""
+    f = tmp_path / "launch.sh"
+    f.write_text("#!/bin/bash\ntorchrun --nproc_per_node=8 --nnodes=4 scripts/training/run_recipe.py \\\n"
+                 "  --recipe llama3_70b_pretrain_config model.context_parallel_size=1 train.global_batch_size=128 \\\n"
+                 "  logger.log_interval=1 optimizer.lr=0.0001 model.cuda_graph_warmup_steps=2 model.vocab_size=128512\n")
+    cfg = load_trainer_config(f, hardware="h100-sxm")
+    assert cfg.fmt == "megatron-bridge"
+    j = cfg.job
+    assert (j["model"], j["gpus"], j["stack"]) == ("llama3-70b", 32, "megatron-bridge")
+    assert (j["tp"], j["pp"], j["vpp"], j["cp"], j["schedule"]) == (4, 4, 5, 1, "interleaved")
+    assert (j["sequence_parallel"], j["seq_len"], j["micro_batch"], j["global_batch"]) == (True, 8192, 1, 128)
+    assert (j["sharding"], j["sharding_mode"], j["dp_comm_overlap"], j["tp_comm_overlap"]) == (
+        "zero1", "distributed_optimizer", True, True)
+    assert (j["cross_entropy_fusion"], j["cross_entropy_fusion_impl"], j["precision"]) == (True, "te", "bf16")
+    assert "pp_p2p_overlap" not in j and "bytes_per_param" not in j  # overlapped p2p, fp32 gradients: the defaults
+    assert j["tokens"] == 1168251 * 128 * 8192
+    # model.vocab_size at least the tokenizer's is built unpadded (training/setup.py l. 467-498)
+    assert j["padded_vocab_size"] == 128512
+    assert any(n.startswith("logger.log_interval=1 (logging") for n in cfg.ignored)
+    assert any(n.startswith("optimizer.lr=0.0001 (an Adam hyper-parameter") for n in cfg.ignored)
+    # the recipe's CommOverlapConfig buckets 128 Mi parameters at dp 32 / (4 x 4 x 1) = 2 > 1 (comm_overlap.py
+    # l. 560-580) where Megatron-Core's max(40e6, 1e6 x 2) = 40,000,000 is priced
+    assert [n.split(" (")[0] for n in cfg.not_modelled] == ["model.cuda_graph_warmup_steps=2",
+                                                            "DDP bucket 134,217,728 parameters"]
+
+
+def test_reader_refuses_a_name_for_an_object_mixed_precision(tmp_path):
+    from planner.errors import PlannerError
+
+    f = tmp_path / "launch.sh"
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+                 "mixed_precision=bf16_with_fp8_delayed_scaling_mixed\n")
+    with pytest.raises(PlannerError, match="holds a MixedPrecisionConfig"):
+        load_trainer_config(f, hardware="h100-sxm", gpus=8)
+    # the 8B recipe holds the preset's name (recipes/common.py l. 129): a name it takes, with the preset's fields
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "
+                 "mixed_precision=bf16_with_fp8_current_scaling_mixed\n")
+    j = load_trainer_config(f, hardware="h100-sxm").job
+    assert (j["precision"], j["fp8_recipe"], j["fp8_param_gather"]) == ("fp8", "tensorwise", True)
+    assert (j["bf16_layers_at_start"], j["bf16_layers_at_end"]) == (1, 1)
+
+
+def test_reader_nvidia_405b_preset_file():
+    """tests/data/trainer_configs/bridge_llama31_405b_h100.sh: llama31_405b_pretrain_config (llama3.py l. 1103-1195:
+    TP 8, PP 8, SP, account_for_* true, micro-batch 1, the distributed optimizer, TP overlap, bf16_mixed()) with the
+    preset's CP 2, VP 8, 8,192 tokens and global batch 512 (llama31_workload_base_configs.py l. 192-200); the
+    comm_overlap setup's data-parallel overlap on at dp = 1,024 / (8 x 8 x 2) = 8 > 1."""
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "trainer_configs" / "bridge_llama31_405b_h100.sh"
+    assert detect_format(path) == "megatron-bridge"
+    j = load_trainer_config(path, hardware="h100-sxm").job
+    assert (j["model"], j["gpus"]) == ("llama3-405b", 1024)
+    assert (j["tp"], j["pp"], j["cp"], j["vpp"], j["sequence_parallel"]) == (8, 8, 2, 8, True)
+    assert (j["seq_len"], j["micro_batch"], j["global_batch"], j["recompute"]) == (8192, 1, 512, "none")
+    assert j["account_for_embedding_in_pipeline_split"] and j["account_for_loss_in_pipeline_split"]
+    assert (j["tp_comm_overlap"], j["dp_comm_overlap"], j["sharding"]) == (True, True, "zero1")
+
+
+def test_check_spells_fixes_as_the_launch_overrides(cli):
+    """check on the 405B preset (no recompute: 77.8 GiB against 71.2 usable) suggests full recompute and a deeper
+    pipeline in the launch's own ConfigContainer keys (trainers/spelling.py _bridge_knob)."""
+    r = cli("check", "tests/data/trainer_configs/bridge_llama31_405b_h100.sh", "--hardware", "h100-sxm")
+    assert r.exit_code == 1, r.stderr
+    assert ("recompute none -> full [megatron-bridge: model.recompute_granularity=full; model.recompute_method=uniform; "
+            "model.recompute_num_layers=1]") in r.stdout
+    assert "PP 8 -> 16 (DP 8 -> 4) [megatron-bridge: model.pipeline_model_parallel_size=16; micro-batches per step " \
+           "64 -> 128" in r.stdout
+
+
+def test_reader_torch_fsdp2(tmp_path):
+    """dist.use_torch_fsdp2 (training/config.py DistributedInitConfig l. 151): the stack's torch_fsdp2 mode, once the
+    recipe's distributed optimizer (recipes/common.py l. 87, llama3.py l. 297; recipes/utils/optimizer_utils.py l. 135) is turned off."""
+    from planner.errors import PlannerError
+
+    f = tmp_path / "launch.sh"
+    head = "torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "
+    f.write_text(head + "dist.use_torch_fsdp2=true\n")
+    with pytest.raises(PlannerError, match="with the distributed optimizer"):
+        load_trainer_config(f, hardware="h100-sxm")
+    f.write_text(head + "dist.use_torch_fsdp2=true ddp.use_distributed_optimizer=false "
+                 "optimizer.use_distributed_optimizer=false model.gradient_accumulation_fusion=false\n")
+    j = load_trainer_config(f, hardware="h100-sxm").job
+    assert (j["sharding"], j["sharding_mode"], j["gradient_accumulation_fusion"]) == ("fsdp", "torch_fsdp2", False)
+    # the recipe's CP 2 (llama3.py l. 247) and global batch 512 (l. 252) stand
+    assert (j["cp"], j["global_batch"], j["gpus"]) == (2, 512, 8)
+
+
+def test_tp_overlap_on_a_recipe_without_comm_overlap(cli, tmp_path):
+    """llama3_8b_pretrain_config keeps comm_overlap None (recipes/common.py l. 127): the launch makes one with a
+    `_target_` dict (training/utils/omegaconf_utils.py l. 461-471), quoted for the shell, every overlap stated, and the
+    DDP bucket priced, max(40e6, 1e6 x dp 32 x cp 1) = 40,000,000 (its own default would be 128 Mi at dp > 1)."""
+    out = tmp_path / "tpo.sh"
+    assert cli("fit", *CASES[1][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    assert ("    comm_overlap='{_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,tp_comm_overlap:true,"
+            "overlap_grad_reduce:true,overlap_param_gather:true,bucket_size:40000000}' \\\n") in out.read_text()
+    j = load_trainer_config(out, hardware="h100-sxm").job
+    assert (j["tp"], j["sequence_parallel"], j["tp_comm_overlap"], j["dp_comm_overlap"]) == (2, True, True, True)
