@@ -302,7 +302,11 @@ def stack_data(path: Path, chain: tuple[str, ...] = ()) -> Any:
     adds (megatron-bridge: megatron's Megatron-Core plus Megatron-Bridge's Llama 4 attention) names the catalog
     entry it extends and states only what differs, so that the base's figures, each cited once, are not copied."""
     data = read_yaml(path)
-    if not isinstance(data, dict) or "extends" not in data:
+    if not isinstance(data, dict):
+        return data
+    if "extends" not in data:
+        _no_appends(data, str(path), "this file has no `extends:` (no base stack to append to)",
+                    "write `{name}:` with the whole list, or add `extends: <catalog stack>`")
         return data
     base_name = data["extends"]
     if not isinstance(base_name, str) or looks_like_path(base_name) or base_name not in list_stacks():
@@ -311,6 +315,10 @@ def stack_data(path: Path, chain: tuple[str, ...] = ()) -> Any:
     if base_name in chain:
         raise PlannerError(f"{path}: extends {base_name!r} extends itself ({' -> '.join((*chain, base_name))})",
                            "break the cycle: a stack extends a stack that extends no stack of the chain")
+    if "name" not in data:  # inherited, the stack would be reported, and a profile's run knobs found, as the base
+        raise PlannerError(f"{path}: extends {base_name!r} but gives no `name`: its own figures would be reported as "
+                           f"stack {base_name}'s (and a calibration profile's run knobs for {base_name} applied to them)",
+                           "add `name: <this stack's name>`")
     base = stack_data(stack_dir() / f"{base_name}.yaml", (*chain, base_name))
     if not isinstance(base, dict):
         raise PlannerError(f"{path}: extends {base_name!r}, whose file is not a mapping of fields",
@@ -334,12 +342,33 @@ def _extend(base: dict, over: dict, where: str) -> dict:
                 raise PlannerError(f"{where}: `{key}` appends a list to the base stack's list `{name}`, but "
                                    f"{'the base has no list ' + repr(name) if not isinstance(out.get(name), list) else 'its value is not a list'}",
                                    f"write `{name}:` to set it, or give a list")
+            _no_appends(v, f"{where}: {key}", "the items a list appends are taken as written",
+                        "write `{name}:` with the whole list")
             out[name] = [*out[name], *v]
         elif isinstance(v, dict) and isinstance(out.get(key), dict):
             out[key] = _extend(out[key], v, f"{where}: {key}")
         else:
+            why = (f"the base stack has no `{key}` (null or absent) to merge it into" if out.get(key) is None else
+                   f"`{key}` replaces the base stack's whole (only a mapping merges, into the base's mapping)")
+            _no_appends(v, f"{where}: {key}", why, "write `{name}:` with the whole list")
             out[key] = v
     return out
+
+
+def _no_appends(value: Any, where: str, why: str, hint: str) -> None:
+    """A PlannerError for the first `name+` key inside `value` (mappings and lists walked without recursion, so a
+    deeply nested file cannot exhaust the stack): an append means something only at a mapping _extend merges into
+    the base's, never in a file without `extends:` or inside a value that replaces the base's."""
+    todo = [((), value)]
+    while todo:
+        at, v = todo.pop()
+        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+        for k, x in items:
+            if isinstance(k, str) and k.endswith("+"):
+                inner = ".".join(map(str, (*at, k)))
+                raise PlannerError(f"{where}: `{inner}` appends to a base stack's list `{k[:-1]}`, but {why}",
+                                   hint.format(name=k[:-1]))
+            todo.append(((*at, k), x))
 
 
 def stack_source(name_or_path: str) -> Path:

@@ -1244,6 +1244,17 @@ class ContextParallelSpec(BaseModel):
                     "for its backward beside the all-to-all's result the output projection saves)")
     sources: list[str] = Field(min_length=1)
 
+    @field_validator("hierarchical_sizes")
+    @classmethod
+    def _sizes_from_the_job(cls, v):
+        """The sizes are the job's (cp_comm_type.apply_cp_comm_type sets them with model_copy, which does not
+        validate): a stack file that states them would be read as the job's, and its errors blamed on the job's
+        --hierarchical-context-parallel-sizes."""
+        if v is not None:
+            raise ValueError("hierarchical_sizes is the job's (--hierarchical-context-parallel-sizes, job field "
+                             "hierarchical_cp_sizes), set when a plan is resolved; a stack file does not give it")
+        return v
+
     @model_validator(mode="after")
     def _one_kernel(self) -> "ContextParallelSpec":
         exchange = (self.fwd_kv, self.bwd_kv, self.dkv)
@@ -1636,7 +1647,7 @@ class MemoryReporting(BaseModel):
                     "across micro-batches and steps: Transformer Engine's _fp8_workspaces, which Megatron turns on "
                     "through is_first_microbatch (memory.py [11]); with the job's fp8_param_gather the weights are "
                     "themselves quantized and only the backward's copy is kept beside them")
-    te_loss_per_logit: Optional[list[float]] = Field(
+    te_loss_per_logit: Optional[list[Annotated[float, Field(ge=0)]]] = Field(
         default=None, min_length=2, max_length=2,
         description="Transformer Engine's fused cross-entropy (Megatron-Core cross_entropy_fusion_impl te; job field "
                     "cross_entropy_fusion_impl): [bytes per logit it holds for the backward, bytes per logit its kernels "

@@ -64,6 +64,11 @@ class Target:
     suffix: str = ".yaml"
     filename: str | None = None  # a fixed name (config.json) inside a fresh folder per input
     seed_args: dict[str, list[str]] = field(default_factory=dict)  # appended for inputs made from that seed
+    # files written beside each input (name -> text; `{f}` and the seed's seed_vars substituted), e.g. a job file
+    # that names the input by a path relative to itself
+    companions: dict[str, str] = field(default_factory=dict)
+    # per seed, placeholders of args and companions (`{m}` -> a model that seed's stack builds)
+    seed_vars: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -206,7 +211,76 @@ def _parse(structured: str, seed: bytes):
     return _load(seed)
 
 
+# the stack kind (catalog.stack_data): what `extends:` may be set to (a catalog name, one that extends another, the
+# input's own name, paths, which extends may not name, wrong types), values a number is set to, and what a nested
+# mapping or list is swapped for
+EXTENDS = ["megatron", "megatron-bridge", "torchtitan", "megatron-deepspeed-2021", "nosuch", "input", "input.yaml",
+           "./input.yaml", "stack_db/megatron.yaml", "MEGATRON", "megatron ", "", None, 7, True, 1e400, [], ["megatron"],
+           {}, {"megatron": 1}, "x" * 300]
+STACK_NUMBERS = [-1, -0.5, 0, 0.0, 1e-300, float("nan"), float("inf"), -float("inf"), 2**63, 2**70, 10**400, 1e308,
+                 0.999999, 1.000001, 7, 10**6]
+
+
+def _stack_mutation(rng: random.Random, doc):
+    """One mutation aimed at a stack file (schema.Stack, catalog.stack_data / _extend): `extends:` set to another
+    value, added or deleted; a `name+` append key (on a list, a non-list, beside `name`); a number out of range;
+    a nested mapping (a mode table, runs.sharding's entries) or a list (sources) of the wrong shape."""
+    if not isinstance(doc, dict):
+        return doc
+    doc = copy.deepcopy(doc)
+    op = rng.randrange(6)
+    if op == 0:  # extends: another value, or gone
+        if "extends" in doc and rng.random() < 0.2:
+            del doc["extends"]
+        else:
+            doc = {"extends": rng.choice(EXTENDS), **{k: v for k, v in doc.items() if k != "extends"}}
+        return doc
+    paths = [p for p, _ in _paths(doc) if p]
+    if op == 1:  # an append key: `name+` at a mapping's key, with its value or another
+        maps = [p for p, v in _paths(doc) if isinstance(v, dict) and v]
+        path = rng.choice(maps)
+        node = doc
+        for k in path:
+            node = node[k]
+        key = rng.choice(list(node))
+        value = rng.choice([node[key], [node[key]], ["an appended source"], "not a list", None, {"a": 1}, []])
+        if rng.random() < 0.5:
+            node[f"{key}+"] = node.pop(key)  # the key itself as an append
+            if rng.random() < 0.3:
+                node[f"{key}+"] = value
+        else:
+            node[f"{key}+"] = value  # beside the key
+        return doc
+    if op == 2:  # a number out of range
+        nums = [p for p, v in _paths(doc) if p and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if nums:
+            return _set(doc, rng.choice(nums), rng.choice(STACK_NUMBERS))
+    if op == 3:  # a nested mapping of the wrong shape
+        maps = [p for p, v in _paths(doc) if p and isinstance(v, dict)]
+        if maps:
+            return _set(doc, rng.choice(maps), rng.choice([None, [], [{}], "table", 0, {}, {"unknown": 1}]))
+    if op == 4:  # a list (sources, modes, layer kinds) of the wrong shape
+        lists = [p for p, v in _paths(doc) if p and isinstance(v, list)]
+        if lists:
+            return _set(doc, rng.choice(lists), rng.choice([None, [], [None], [1], "a string", [[]], [{}], ["s"] * 1000]))
+    # a key of a nested mapping deleted or given twice over (a mode entry with its name missing)
+    path = rng.choice(paths)
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    if isinstance(parent, dict):
+        del parent[path[-1]]
+    elif isinstance(parent, list):
+        parent.append(copy.deepcopy(parent[path[-1]]))
+    return doc
+
+
 def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
+    if target.kind == "stack" and rng.random() < 0.3:
+        doc = _parse("yaml", seed)
+        for _ in range(rng.choice([1, 1, 2])):
+            doc = _stack_mutation(rng, doc)
+        return _dump(doc, "yaml")
     if target.structured and rng.random() < 0.6:
         try:
             doc = _parse(target.structured, seed)
@@ -247,7 +321,16 @@ def _lay_out(target: Target, name: str, data: bytes, folder: Path, cmd: int) -> 
     folder.mkdir(parents=True)
     f = folder / (target.filename or f"input{target.suffix}")
     f.write_bytes(data)
-    return [a.replace("{f}", str(f)).replace("{d}", str(folder)) for a in target.args[cmd] + target.seed_args.get(name, [])]
+    subst = {"{f}": str(f), "{d}": str(folder), **target.seed_vars.get(name, {})}
+
+    def fill(a: str) -> str:
+        for k, v in subst.items():
+            a = a.replace(k, v)
+        return a
+
+    for cname, text in target.companions.items():
+        (folder / cname).write_text(fill(text))
+    return [fill(a) for a in target.args[cmd] + target.seed_args.get(name, [])]
 
 
 def seed_results(workdir: Path, every_command: bool = True) -> list[tuple[str, str, list[str], object]]:
@@ -391,7 +474,32 @@ def _targets(workdir: Path) -> dict[str, Target]:
         "fit-json": Target("fit-json", {"fit.json": fit_json.encode()}, [["explain", "--from-fit", "{f}", "--row", "2"]],
                            "json", suffix=".json"),
         **_issue24_targets(),
+        "stack": _stack_target(),
     }
+
+
+STACKS = DATA / "stacks"
+# a model each seed's stack builds (runs.layer_kinds): the synthetic 4-layer tiny-fit (RMSNorm, SwiGLU, GQA, RoPE)
+# for the Megatron-Core and torchtitan entries, a GPT-2-style model for Megatron-DeepSpeed 2021, which builds
+# LayerNorm, GeLU, MHA and learned positions only (its runs.layer_kinds not_built)
+STACK_MODELS = {"megatron-deepspeed-2021.yaml": "megatron-gpt-1.7b"}
+
+
+def _stack_target() -> Target:
+    """Stack files (`--stack FILE.yaml`, a job's `stack:`; schema.Stack, catalog.stack_data): four catalog entries,
+    one of them written with `extends:` (megatron-bridge), and a user's file that extends megatron
+    (tests/data/stacks/megatron-no-overlap.yaml); read by explain, by check of a job file that names the input by a
+    path relative to itself, and by a small fit."""
+    sdb = ROOT / "stack_db"
+    seeds = {p.name: _read(p) for p in [sdb / "megatron.yaml", sdb / "torchtitan.yaml", sdb / "megatron-bridge.yaml",
+                                        sdb / "megatron-deepspeed-2021.yaml", STACKS / "megatron-no-overlap.yaml"]}
+    tiny = str(DATA / "tiny-fit.yaml")
+    job = "model: {m}\ngpus: 8\nsharding: fsdp\nrecompute: full\nglobal_batch: 16\nseq_len: 1024\nstack: input.yaml\n"
+    return Target("stack", seeds, [["explain", "--model", "{m}", "--gpus", "8", "--stack", "{f}"],
+                                   ["check", "{d}/job.yaml", "--format", "json"],
+                                   ["fit", "--model", "{m}", "--gpus", "8", "--top", "1", "--seq-len", "1024", "--stack", "{f}"]],
+                  "yaml", companions={"job.yaml": job},
+                  seed_vars={name: {"{m}": STACK_MODELS.get(name, tiny)} for name in seeds})
 
 
 # issue 24: the inputs added since issue 12 (trainer configs, export, calibrate run, --plot, MoE configs)

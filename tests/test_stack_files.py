@@ -1,0 +1,109 @@
+"""A user's stack file (`--stack FILE.yaml`, a job's `stack:`): what the fuzzer's stack kind (tests/fuzzing.py,
+seeds stack_db/megatron, torchtitan, megatron-bridge, megatron-deepspeed-2021 and
+tests/data/stacks/megatron-no-overlap.yaml) found the reader (planner/catalog.py stack_data, _extend;
+planner/schema.py Stack) taking without a word, each now bad input: exit 2, `error:` naming the file and the
+field, then `hint:`. And the seed written with `extends:` prices as the megatron entry with the data-parallel
+collectives exposed."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import assert_one_error
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_OVERLAP = ROOT / "tests" / "data" / "stacks" / "megatron-no-overlap.yaml"
+
+
+def _write(folder: Path, text: str, name: str = "mine.yaml") -> Path:
+    p = folder / name
+    p.write_text(text)
+    return p
+
+
+def _explain(cli, stack: Path, *more: str):
+    return cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(stack), *more)
+
+
+def test_a_file_that_extends_names_itself(tmp_path, cli):
+    """Without `name:` the extending file took the base's name: its figures reported as stack megatron's, and a
+    calibration profile's run knobs fitted on megatron applied to them (profile.run_knobs matches by name)."""
+    p = _write(tmp_path, "extends: megatron\nruns:\n  max_cp: 2\n")
+    r = _explain(cli, p)
+    assert_one_error(r, f"{p}: extends 'megatron' but gives no `name`", "reported as stack megatron's",
+                     "hint: add `name: <this stack's name>`")
+    ok = _explain(cli, _write(tmp_path, "extends: megatron\nname: mine\nruns:\n  max_cp: 2\n", "named.yaml"),
+                  "--format", "json")
+    assert ok.exit_code == 0, ok.stderr
+
+
+def test_an_append_key_in_a_file_without_extends(tmp_path, cli):
+    """`sources+:` in a whole stack file (no `extends:`) has no base list to append to; it was refused only as an
+    unknown field with the hint "did you mean `sources`", which keeps the wrong reading."""
+    data = yaml.safe_load((ROOT / "stack_db" / "megatron.yaml").read_text())
+    data["runs"]["recompute"]["sources+"] = ["mine"]
+    p = _write(tmp_path, yaml.safe_dump(data, sort_keys=False))
+    assert_one_error(_explain(cli, p), f"{p}: `runs.recompute.sources+` appends to a base stack's list `sources`, "
+                                       "but this file has no `extends:`",
+                     "hint: write `sources:` with the whole list, or add `extends: <catalog stack>`")
+
+
+@pytest.mark.parametrize("text, needle", [
+    # megatron's chunked_attention is null: the mapping replaces it, so its `sources+` reached the schema
+    ("extends: megatron\nname: x\nchunked_attention:\n  chunks_every_layer: true\n  sources+: [a]\n",
+     "chunked_attention: `sources+` appends to a base stack's list `sources`, but the base stack has no "
+     "`chunked_attention` (null or absent) to merge it into"),
+    # a list replaces the base's whole: an append inside one of its items appends to nothing
+    ("extends: megatron\nname: x\nruns:\n  sharding:\n    - name: ddp\n      sources+: [a]\n",
+     "runs: sharding: `0.sources+` appends to a base stack's list `sources`, but `sharding` replaces the base "
+     "stack's whole"),
+    # the items an append adds are taken as written
+    ("extends: megatron-bridge\nname: x\nruns:\n  layer_kinds+:\n    - kind: mamba1\n      sources+: [a]\n",
+     "runs: layer_kinds+: `0.sources+` appends to a base stack's list `sources`, but the items a list appends are "
+     "taken as written"),
+])
+def test_an_append_key_where_nothing_merges(tmp_path, cli, text, needle):
+    p = _write(tmp_path, text)
+    assert_one_error(_explain(cli, p), f"{p}: {needle}", "hint: write `sources:` with the whole list")
+
+
+def test_hierarchical_sizes_are_the_jobs_not_the_stack_files(tmp_path, cli):
+    """context_parallel.hierarchical_sizes is set at resolve from the job's --hierarchical-context-parallel-sizes
+    (cp_comm_type.apply_cp_comm_type). A stack file that gave [0, -3] was taken as the job's: at cp 2 the error
+    blamed Megatron's --hierarchical-context-parallel-sizes, which the job never gave."""
+    p = _write(tmp_path, "extends: megatron\nname: x\ncontext_parallel:\n  hierarchical_sizes: [0, -3]\n")
+    assert_one_error(_explain(cli, p, "--cp", "2"),
+                     f"{p}: field `context_parallel.hierarchical_sizes`: Value error, hierarchical_sizes is the job's "
+                     "(--hierarchical-context-parallel-sizes")
+    # the job's own sizes still reach the spec (a2a 2 x p2p 2 = cp 4)
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--cp", "4", "--cp-comm-type", "a2a+p2p",
+            "--hierarchical-context-parallel-sizes", "2,2")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_te_loss_bytes_are_not_negative(tmp_path, cli):
+    """memory.te_loss_per_logit (bytes per logit Transformer Engine's fused loss holds and moves) had no lower
+    bound: [-1000, -1000] was priced, taking 279,445,504 B off llama3-8b's memory at TP 8 on 8 GPUs and 10.5 s
+    off its step."""
+    p = _write(tmp_path, "extends: megatron\nname: x\nmemory:\n  te_loss_per_logit: [-1000, -1000]\n")
+    assert_one_error(_explain(cli, p, "--tp", "8", "--cross-entropy-fusion", "--cross-entropy-fusion-impl", "te"),
+                     f"{p}: field `memory.te_loss_per_logit.0`: Input should be greater than or equal to 0")
+
+
+def test_the_fuzz_seed_that_extends_megatron(cli):
+    """tests/data/stacks/megatron-no-overlap.yaml: megatron with defaults.dp_comm_overlap false (Megatron-LM
+    @d98e8a64 --overlap-grad-reduce, default False). The same plan on both: every figure but the data-parallel
+    collectives' exposure is megatron's; on megatron part of the DP traffic hides behind the backward, on the
+    file's none of it (exposed = the whole)."""
+    args = ("explain", "--model", "llama3-8b", "--gpus", "8", "--sharding", "zero1", "--format", "json")
+    mine, mega = cli(*args, "--stack", str(NO_OVERLAP)), cli(*args, "--stack", "megatron")
+    assert mine.exit_code == 0 and mega.exit_code == 0, (mine.stderr, mega.stderr)
+    import json
+
+    a, b = json.loads(mine.stdout), json.loads(mega.stdout)
+    assert a["plan"]["dp_comm_overlap"] is False and b["plan"]["dp_comm_overlap"] is True
+    assert a["time"]["dp_comm_s"] == b["time"]["dp_comm_s"] > 0
+    assert a["time"]["dp_comm_exposed_s"] == a["time"]["dp_comm_s"]
+    assert b["time"]["dp_comm_exposed_s"] < b["time"]["dp_comm_s"]
+    assert a["memory"]["total_bytes"] == b["memory"]["total_bytes"]
