@@ -107,6 +107,17 @@ instead of pricing those candidates again (the same function of the same candida
 dispatcher search, the seed's candidates whose every variant _seed_steps priced (those its bounded
 run deferred nothing of) keep their choice too (_seed_steps' known, _first_orders').
 
+Ranking a given plan (`planner fit CONFIG`'s own, priced by explain's path: fit(around=its row_objective)):
+each bound above prunes only what sorts after both the k-th best and that plan (the prefilter keeps a
+candidate whose floor's objective is at most the plan's, with BOUND_MARGIN for rank_key's rounding; the
+variants' reach and bound and the rank orders' bound take the larger of the two), so that every row that
+sorts before it or ties with it is priced as an unbounded search prices it, and is counted
+(rows_before: Counts.around_before, around_same; rank_config). One exception spares work and not
+exactness: a candidate of one distinct rank order whose step so far already sorts before the plan, and
+which cannot reach the k-th best, tries no more bounded variants (whatever it chooses, it is one row
+before the plan). The rows are those of the same search without it; the count equals the one taken over
+every fitting candidate's step at every order (keep_feasible; tests/test_fit_config.py).
+
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
 (space.py) counted once, a rank order being part of a candidate; prefilter_dropped: of the
 fitting ones, those _prefilter left unpriced (fit's counts line says how many).
@@ -160,12 +171,17 @@ class Counts:
     # fit's dispatcher search (dispatcher_settings): the dispatchers tried, and those left out with why
     dispatchers: tuple = ()
     dispatchers_left: tuple = ()
+    # fit(around=keys) (`planner fit CONFIG`'s own plan): the table rows whose ranking keys sort before those
+    # keys (rows_before), and whether one has the same keys
+    around_before: int = 0
+    around_same: bool = False
 
     def add(self, o: "Counts") -> None:
         for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
-                  "slack_dropped", "prefilter_dropped"):
+                  "slack_dropped", "prefilter_dropped", "around_before"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         self.bound_fallback |= o.bound_fallback
+        self.around_same |= o.around_same
         self.dispatchers = self.dispatchers or o.dispatchers
         self.dispatchers_left = self.dispatchers_left or o.dispatchers_left
         for k, v in o.reasons.items():
@@ -207,6 +223,7 @@ class FitResult:
     # what the job left out and was assumed (its training length): printed once by fit; a row is
     # the explain of its own command, which names the length (--seq-len), so rows do not carry it
     assumed: list = field(default_factory=list)
+    around: tuple = None  # the ranking keys fit(around=...) counted the rows before (rank_config)
 
 
 def _blocks(n: int, chunk: int = CHUNK):
@@ -861,7 +878,7 @@ def _top(keys: tuple, k: int) -> np.ndarray:
 
 
 def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-                  extra=None, v0=None, cap=np.inf, known=None):
+                  extra=None, v0=None, cap=np.inf, known=None, around=None):
     """Steps 3 and 4 of the module docstring, up to the other orders' evaluation: each fitting
     candidate's variant, step and floor at its first distinct order (best_variants, with its
     bounds unless every feasible candidate is kept; a variant only where it fits, fm + extra
@@ -871,9 +888,19 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
     0's (step, floor, rest) at the first order where the caller has them (_prefilter's seed,
     search_one), else priced here (best_variants). known (optional, with v0 and the bounds): (exact,
     variant, step, floor) of candidates whose choice is already made as an unbounded best_variants makes
-    it (_seed_steps' exact ones): taken, not priced again (the same function of the same candidate)."""
+    it (_seed_steps' exact ones): taken, not priced again (the same function of the same candidate).
+    around (fit's, optional): the rank_key-rounded objective of a plan whose rows before are counted: every
+    candidate and order whose objective can be at most it (reach_to: with BOUND_MARGIN, for rank_key's
+    rounding) is priced as an unbounded search prices it, each bound pruning only beyond the larger of it
+    and the k-th best; but a stack variant's bound (best_variants' `bound`) spares a candidate of one
+    distinct rank order whose step so far already sorts before it (its rounded objective below around's:
+    whatever variant it chooses, its best step is at most that one) and that cannot reach the k-th best:
+    it is deferred, as one beyond the k-th is, and is one row before around whatever its variant. (One of
+    several orders is not spared: its other orders need its variant, and re-running it costs more.)"""
     settings = space.settings
     reach = bound = None
+    reach_to = -np.inf if around is None else around * (1.0 + BOUND_MARGIN)
+    single = None if around is None else row_counts(space.order_ok[fb]) == 1  # one distinct rank order
     if not keep_feasible and objective != "memory":
         obj = lambda x: _objective(objective, settings, space, x, fm, fb)  # noqa: E731
 
@@ -882,10 +909,14 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
             return min(np.partition(obj(step0), k - 1)[k - 1], cap)
 
         def reach(step0, floor0):
-            return obj(floor0) <= kth0(step0)
+            return obj(floor0) <= max(kth0(step0), reach_to)
 
         def bound(step0, rest0):
-            return obj(rest0) <= kth0(step0) * (1.0 + BOUND_MARGIN)
+            o = obj(rest0)
+            b = o <= kth0(step0) * (1.0 + BOUND_MARGIN)
+            if around is None:
+                return b
+            return b | ((o <= reach_to) & ~(single & (rank_key(obj(step0)) < around)))
     fit = None if extra is None else (fm + extra <= mem.capacity(settings)[1] if isinstance(extra, np.ndarray) else extra)
     priced = len(fb) if v0 is None else 0  # variant 0 at the first order, priced by best_variants
     if known is not None and reach is not None:  # the known candidates start at their best, left out of the run
@@ -908,7 +939,7 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         fm = fm + _chosen(extra, fv)
     obj1 = fm if objective == "memory" else _objective(objective, settings, space, step1, fm, fb)
     k = min(top, len(fb))
-    kth = np.partition(obj1, k - 1)[k - 1]  # the k-th best of real candidates: >= the final k-th
+    kth = max(np.partition(obj1, k - 1)[k - 1], reach_to)  # the k-th best of real candidates: >= the final k-th
     resolved = ~deferred
     while True:
         ok = space.order_ok[fb].copy()
@@ -942,7 +973,7 @@ PREFILTER_MOE_FLOOR = True
 
 
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-               extra_of=None):
+               extra_of=None, reach_to=-np.inf):
     """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
     candidates that can still rank, or None where no bound applies (seed: the indices of the
     candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
@@ -961,7 +992,8 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     on the rest is still >= the final k-th (its bounds stay exact; they may prune a little less
     than on all). The fact step >= floor is checked on the
     seed here and on every kept candidate by the caller (search_one); where it fails, nothing is
-    dropped (Counts.bound_fallback)."""
+    dropped (Counts.bound_fallback). reach_to (fit(around=...)): a candidate whose floor's objective is
+    at most it is kept too, whatever K0."""
     n = len(fb)
     if keep_feasible or objective == "memory" or n <= 2 * PREFILTER_SEED or top > PREFILTER_SEED // 2:
         return None  # (a seed of fewer than k candidates has no k-th best to bound with)
@@ -981,7 +1013,7 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
         return None  # the cost model no longer has the fact the bound rests on
     k = top
     k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
-    keep = _objective(objective, settings, space, low, fm, fb) <= k0 * (1.0 + BOUND_MARGIN)
+    keep = _objective(objective, settings, space, low, fm, fb) <= max(k0, reach_to) * (1.0 + BOUND_MARGIN)
     return keep, low, len(seed), seed, seed_v0, k0, seed_best
 
 
@@ -1123,13 +1155,13 @@ def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
 
 
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
-               keep_feasible: bool = False, where: str = "", search_dispatchers: bool = False):
+               keep_feasible: bool = False, where: str = "", search_dispatchers: bool = False, around: tuple = None):
     """Search one GPU count. Returns (Ranked list, Counts, closest, warnings, feasible list). search_dispatchers:
     the MoE dispatcher is a searched stack option (dispatcher_settings), each priced with its own Settings.
     Where torch.compile is the search's to choose and a start-up rule refuses some options compiled
     (space.uncompiled_choices: torchtitan's mxfp8 with TP), their compile-off twins are variants too, and
     the base rows whose own options are refused compiled are searched uncompiled in a second space
-    (space.uncompiled_space): one Ranked per space, best first in each (fit merges them)."""
+    (space.uncompiled_space): one Ranked per space, best first in each (fit merges them). around: fit's."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
     settings = replace(settings, seq_assumed=(), code_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
     variants = variant_choices(settings.stack, job, where, settings.hardware, settings.model)
@@ -1157,7 +1189,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     for sp in (space, second):
         if sp is None:
             continue
-        r, cs, cl, fz = _search_space(sp, objective, top, keep_feasible)
+        r, cs, cl, fz = _search_space(sp, objective, top, keep_feasible, around)
         c.add(cs)
         if r is not None:
             ranked.append(r)
@@ -1168,11 +1200,15 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     return ranked, c, closest, warnings, feasible
 
 
-def _search_space(space: Space, objective: str, top: int, keep_feasible: bool):
+def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, around: tuple = None):
     """Steps 2-5 of the module docstring on one space: (Ranked | None, Counts of the memory and time
-    evaluations, closest (settings, space, base row, recompute index, bytes) or None, feasible or None)."""
+    evaluations, closest (settings, space, base row, recompute index, bytes) or None, feasible or None).
+    around (fit's): ranking keys whose rows before are counted (Counts.around_before, around_same)."""
     settings = space.settings
     c = Counts()
+    # every candidate and order whose objective is at most around's (the margin: rank_key's rounding) is priced
+    # as without the bounds, so that the rows before it are all found (fit's around)
+    reach_to = -np.inf if around is None else float(around[0]) * (1.0 + BOUND_MARGIN)
     n_rc = len(space.recompute)
     n_ord = space.n_orders
     bad = space.codes != OK
@@ -1209,7 +1245,7 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool):
     extra_of = ((lambda i, fb=fb, fr=fr, fm=fm: variant_memory(space, fb[i], fr[i], fm[i]))
                 if space.dispatchers is None else _LazyFit(space, fb, fr, fm, usable).take
                 if len(space.variants) > 1 else None)
-    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of)
+    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to)
     if pre is not None:
         keep, low, seeded, seed, seed_v0, k0, seed_best = pre
         kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
@@ -1217,7 +1253,7 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool):
         v0, priced, known = _kept_v0(space, keep, kb, kr, ko, seed, seed_v0, seed_best)
         fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0,
                                               cap=k0 * (1.0 + BOUND_MARGIN) if space.dispatchers is not None else np.inf,
-                                              known=known)
+                                              known=known, around=None if around is None else float(around[0]))
         c.time_evaluations += seeded + priced
         if np.all(step1 >= low[keep]):
             c.prefilter_dropped = int(n_ord[fb[~keep]].sum())  # in candidates with their rank orders, as c.feasible
@@ -1227,7 +1263,8 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool):
             pre = None
     if pre is None:
         extra = None if extra_of is None else extra_of(np.arange(len(fb)))
-        fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
+        fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra,
+                                              around=None if around is None else float(around[0]))
     if extra is not None:  # each candidate's memory with its chosen variant
         fm = fm + _chosen(extra, fv)
     oi, ri = pairs(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
@@ -1255,6 +1292,9 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool):
     all_obj = _objective(objective, settings, space, all_s, all_m, all_b)
     if keep_feasible:
         feasible = dict(base=all_b, rc=all_r, order=all_o, var=all_v, step=all_s, memory=all_m, space=space)
+    if around is not None:
+        # every pair that can sort before `around` or tie with it was priced (reach_to); the others sort after it
+        c.around_before, c.around_same = rows_before(space, objective, all_b, all_r, all_s, all_m, around)
     keys = (all_obj, all_m, all_s) if objective == "memory" else (all_obj, all_m)
     window = _top(tuple(rank_key(k) for k in keys), min(top * len(space.orders), len(all_obj)))
     # one row per candidate and result: an order that gives the same step time as a better
@@ -1653,12 +1693,16 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
 
 def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = SpaceOptions(), objective: str = "time",
         top: int = 10, keep_feasible: bool = False, where: str = "", progress=None,
-        search_dispatchers: bool = False) -> FitResult:
+        search_dispatchers: bool = False, around: tuple = None) -> FitResult:
     """Search every GPU count of gpus_list (default: job.gpus), rank, return the top rows
     (explain JSON, best first) and the best row of each count. Raises NoFitError (exit 1)
     when nothing fits. progress(done, total, gpus): called after each GPU count.
     search_dispatchers: the job's moe_dispatcher is not fixed (`planner fit` without --moe-dispatcher):
-    every dispatcher the stack runs is tried (dispatcher_settings), as a stack option."""
+    every dispatcher the stack runs is tried (dispatcher_settings), as a stack option.
+    around: the ranking keys (row_objective) of a plan to rank among the rows (`planner fit CONFIG`'s own
+    plan; one GPU count): the bounds prune only what sorts after both the k-th best and it, so that every
+    row before it is priced and counted (Counts.around_before; rank_config), without pricing every
+    fitting plan as keep_feasible does."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
     if top < 1:
@@ -1670,13 +1714,15 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     t0 = _time.perf_counter()
     gpus_list = list(gpus_list or [job.gpus])
     check_count(gpus_list, "--gpus")
+    if around is not None and len(gpus_list) > 1:
+        raise ValueError("fit(around=...) ranks a plan among the rows of one GPU count")
     job_assumed = check_pins(job, opts, where)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     per_count = []  # each GPU count's Ranked (one per space it searched: search_one)
     for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
         ranked, c, closest, w, fz = search_one(job.model_copy(update=dict(gpus=g)), opts, objective, top,
-                                              keep_feasible, where, search_dispatchers)
+                                              keep_feasible, where, search_dispatchers, around)
         counts.add(c)
         warnings += [x for x in w if x not in warnings]
         closests.append(closest)
@@ -1721,7 +1767,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         best = out[:1]
     return FitResult(rows=out, counts=counts, objective=objective, gpus=gpus_list,
                      wall_s=_time.perf_counter() - t0, warnings=warnings, feasible=feasible, best=best,
-                     assumed=list(job_assumed))
+                     assumed=list(job_assumed), around=around)
 
 
 def row_objective(row: dict, objective: str) -> tuple:
@@ -1743,39 +1789,52 @@ def row_objective(row: dict, objective: str) -> tuple:
     return tuple(float(rank_key(k)) for k in keys)
 
 
+def rows_before(space: Space, objective: str, b, r, step, memory, keys: tuple) -> tuple:
+    """(the rows that sort before `keys`, whether a row has `keys`) among priced (candidate, order) pairs of one
+    space (base rows b, recompute indices r, their steps and memory): each counted as the table counts a row,
+    one per candidate and distinct rounded step (orders that give it the same step are one row), by its
+    ranking keys as _search_space ranks it ((objective, memory); (memory, memory, step) for memory, each
+    rank_key-rounded) against `keys` (row_objective's)."""
+    step = rank_key(step)
+    _, first = np.unique(np.stack([b, r, step.view(np.int64)]), axis=1, return_index=True)
+    memory, step, b = memory[first], step[first], b[first]
+    mem_k = rank_key(memory)
+    obj = rank_key(_objective(objective, space.settings, space, step, memory, b))
+    ks = (obj, mem_k, step) if objective == "memory" else (obj, mem_k)
+    lt = np.zeros(len(first), dtype=bool)
+    eq = np.ones(len(first), dtype=bool)
+    for k, o in zip(ks, keys):
+        lt |= eq & (k < o)
+        eq &= k == o
+    return int(lt.sum()), bool(eq.any())
+
+
 def rank_config(result: FitResult, row: dict) -> dict:
     """Where a plan priced by explain (`planner fit CONFIG`'s own plan, its to_json `row`) ranks among
-    the fitting plans of a one-count search run with keep_feasible (every fitting candidate's step at
-    every rank order, its best variant: _search_space): rank = 1 + the fitting plans whose ranking keys
-    (row_objective) sort before its own, of `of` fitting plans, each counted as the table counts a row
-    (one per candidate and distinct rounded step: orders that give it the same step are one row).
+    the plans of a one-count search: rank = 1 + the table rows whose ranking keys (row_objective) sort
+    before its own (rows_before: one per candidate and distinct rounded step, as the table lists them),
+    of `of` = the plans that fit as the counts line counts them (Counts.feasible: every fitting candidate
+    at each of its distinct rank orders; the table lists two orders that give a candidate the same step
+    as one row, so `of` may exceed the rows an all-rows table would list). The rows before it come from
+    a search run with around=row_objective(row) (fit: its bounds keep every plan that can sort before it,
+    and price no other plan for it) or, where the search ran with keep_feasible (fit --plot), from every
+    fitting candidate's step at every order: the same count (tests/test_fit_config.py).
     `searched`: a searched plan has the same keys (the file's plan is among the candidates, or one
     priced the same); where none has (the search chose a stack option of that plan otherwise, e.g.
     the faster TP overlap, or the plan is outside the searched space: a pin, a --max-* bound), `of`
     counts it too."""
-    if not result.feasible:
-        raise ValueError("rank_config needs a fit run with keep_feasible")
     own = row_objective(row, result.objective)
-    better = of = 0
-    same = False
-    for f in result.feasible:
-        space = f["space"]
-        step = rank_key(f["step"])
-        # one per candidate and distinct rounded step (the table's rows)
-        _, first = np.unique(np.stack([f["base"], f["rc"], step.view(np.int64)]), axis=1, return_index=True)
-        memory, step, b = f["memory"][first], f["step"][first], f["base"][first]
-        obj = rank_key(_objective(result.objective, space.settings, space, step, memory, b))
-        mem_k = rank_key(memory)
-        keys = (obj, mem_k, rank_key(step)) if result.objective == "memory" else (obj, mem_k)
-        lt = np.zeros(len(first), dtype=bool)
-        eq = np.ones(len(first), dtype=bool)
-        for k, o in zip(keys, own):
-            lt |= eq & (k < o)
-            eq &= k == o
-        better += int(lt.sum())
-        of += len(first)
-        same |= bool(eq.any())
-    return {"rank": better + 1, "of": of + (0 if same else 1), "searched": same}
+    if result.feasible:
+        better, same = 0, False
+        for f in result.feasible:
+            n, s = rows_before(f["space"], result.objective, f["base"], f["rc"], f["step"], f["memory"], own)
+            better += n
+            same |= s
+    elif result.around is not None and tuple(result.around) == own:
+        better, same = result.counts.around_before, result.counts.around_same
+    else:
+        raise ValueError("rank_config needs a fit run with around=row_objective(row) or keep_feasible")
+    return {"rank": better + 1, "of": result.counts.feasible + (0 if same else 1), "searched": same}
 
 
 def load_fit_rows(path) -> list[dict]:

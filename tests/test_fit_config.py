@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from conftest import assert_one_error
 
 from planner.render.common import GiB
@@ -222,3 +224,77 @@ def test_a_file_setting_explain_keeps_is_said_in_the_row_command(cli, tmp_path):
     assert "(it keeps the file's microbatch_group=4, which the row was priced without" in r.stdout
     r = cli("fit", D + "train_llama3_8b.sh", "--top", "1")
     assert "it keeps the file's" not in r.stdout
+
+
+DSV3 = D + "deepseek_v3_2048_h800.yaml"  # DeepSeek-V3's published layout (PP 16, EP 64, ZeRO-1) on 2,048 H800, megatron
+
+
+def _ranks(path, overrides: dict, objective: str = "time") -> tuple:
+    """fit CONFIG's rank of the file's own plan two ways, as planner/cli/fit.py runs them: the pruned search
+    widened to the plan's keys (search.fit around=, what fit CONFIG runs) and every fitting plan priced
+    (keep_feasible, as --plot runs); each with its FitResult."""
+    from pathlib import Path
+
+    from planner.cli.fit_config import config_jobs, price_config
+    from planner.search import fit, rank_config, row_objective
+
+    job, own, where, trainer = config_jobs(Path(path), overrides, {}, None)
+    res, why = price_config(own, where, trainer, False)
+    assert why is None, why
+    fast = fit(job, objective=objective, search_dispatchers=True, around=row_objective(res, objective))
+    brute = fit(job, objective=objective, search_dispatchers=True, keep_feasible=True)
+    return rank_config(fast, res), fast, rank_config(brute, res), brute
+
+
+@pytest.mark.parametrize("path,overrides,objectives", [
+    (D + "train_llama3_8b.sh", {}, ("time", "memory", "cost")),  # dense, Megatron-LM launch script (8 GPUs)
+    (TOML, dict(gpus=64, hardware="a100-sxm-80gb"), ("time", "memory")),  # torchtitan TOML
+    (DS, dict(model="llama3-8b", gpus=8, seq_len=4096), ("time", "cost")),  # DeepSpeed JSON
+    ("llama3-405b", {}, ("time",)),  # a job YAML whose fitting plans are many (the prefilter runs)
+    (DSV3, {}, ("time",)),  # MoE, the dispatchers searched
+])
+def test_the_pruned_rank_is_the_rank_among_every_fitting_plan(tmp_path, path, overrides, objectives):
+    """The rank fit CONFIG gives (its search's bounds widened to the file's plan: every plan that can sort
+    before it priced, no other) equals the rank counted among every fitting plan's step at every order
+    (keep_feasible), for each objective, and the rows are the same; `of` is the counts line's "fit" (with
+    the file's plan where no searched plan prices the same)."""
+    if path == "llama3-405b":  # Llama 3 405B on 16,384 H100 at Meta's TP 8, PP 16 (arXiv:2407.21783 Table 4), ZeRO-1, full recompute
+        path = tmp_path / "job.yaml"
+        path.write_text("model: llama3-405b\ngpus: 16384\ntp: 8\npp: 16\nsharding: zero1\nrecompute: full\n")
+    for objective in objectives:
+        fast, f, brute, b = _ranks(path, overrides, objective)
+        assert fast == brute, (objective, fast, brute)
+        assert [(r["time"]["step_s"], r["memory"]["total_bytes"]) for r in f.rows] == \
+            [(r["time"]["step_s"], r["memory"]["total_bytes"]) for r in b.rows]
+        assert fast["of"] == f.counts.feasible + (0 if fast["searched"] else 1)
+        assert 1 < fast["rank"] <= fast["of"]  # the cases' own plans are not the top row
+        # the pruning ran: fewer steps priced than every fitting plan's (at the time of writing: DeepSeek-V3
+        # 192,053 of 1,556,764; Llama 3 405B, whose own plan ranks 6,039th, 81,270 of 129,393)
+        if objective != "memory" and f.counts.feasible > 20000:
+            assert f.counts.time_evaluations < b.counts.time_evaluations and f.counts.prefilter_dropped > 0
+
+
+def test_the_deepseek_v3_layouts_rank(cli):
+    """fit CONFIG on DeepSeek-V3's published layout: the rank line's figures are the JSON's, and `of` the counts
+    line's "fit" plus the file's plan, which lies outside the searched space (61 layers on PP 16 leave 3 of 64
+    slots empty, beyond the default --max-layer-slack: README "DeepSeek-V3"; with `--max-layer-slack 3` a
+    searched plan prices the same)."""
+    r = cli("fit", DSV3, "--top", "3", "--format", "json")
+    cp = _json(r)["config_plan"]
+    own = cp["explain"]["plan"]
+    assert (own["tp"], own["pp"], own["ep"], own["dp"], own["recompute"]) == (1, 16, 64, 128, "full")
+    fitting = int(re.search(r"([\d,]+) fit", r.stderr)[1].replace(",", ""))
+    assert cp["searched"] is False and cp["of"] == fitting + 1
+    line = _line(r.stderr, "your config's plan")
+    assert f"rank {cp['rank']:,} of {cp['of']:,}" in line
+
+
+def test_with_a_plot_the_rank_is_the_same(cli, tmp_path):
+    """--plot prices every fitting plan (keep_feasible), and rank_config then counts over all of them: the same
+    rank and `of` as the pruned search without --plot."""
+    args = (TOML, "--gpus", "64", "--hardware", "a100-sxm-80gb", "--top", "3", "--format", "json")
+    plain = _json(cli("fit", *args))["config_plan"]
+    plotted = _json(cli("fit", *args, "--plot", str(tmp_path / "fit.svg")))["config_plan"]
+    assert (tmp_path / "fit.svg").exists()
+    assert (plain["rank"], plain["of"], plain["searched"]) == (plotted["rank"], plotted["of"], plotted["searched"]) == \
+        (25, 6444, True)

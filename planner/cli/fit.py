@@ -17,7 +17,7 @@ from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
 from ..render.fit import emit_fit, emit_fit_row
-from ..search import OBJECTIVES, fit
+from ..search import OBJECTIVES, fit, rank_config, row_objective
 from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
 from ..units import parse_count, refuse_thousands_separator
 
@@ -232,9 +232,11 @@ def register(app: typer.Typer) -> None:
         ranking = config_plan is not None and config_plan["reason"] is None
         try:
             with progress("fit", len(gpus_list)) as tick:
+                # the file's plan is ranked by the search's own bounds, widened to its keys (search.fit's around)
                 result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
                              search_dispatchers=fields.get("moe_dispatcher") is None,
-                             keep_feasible=(plot is not None or ranking) and not several, progress=tick)
+                             keep_feasible=plot is not None and not several, progress=tick,
+                             around=row_objective(config_plan["explain"], objective) if ranking else None)
         except NoFitError:
             if config_plan is not None:
                 if ranking:
@@ -242,8 +244,6 @@ def register(app: typer.Typer) -> None:
                 note(_config_line(config_plan, None))
             raise
         if ranking:
-            from ..search import rank_config
-
             config_plan.update(rank_config(result, config_plan["explain"]))
         if config_plan is not None:
             note(_config_line(config_plan, result.rows[0] if result.rows else None))
@@ -390,8 +390,9 @@ def _versus(res: dict, top_row: Optional[dict]) -> str:
 
 
 def _config_json(cp: dict, top_row: dict) -> dict:
-    """The `config_plan` object of `fit CONFIG --format json|yaml`: the file, its plan's rank of `of`
-    (null with `reason` where it is not ranked), `searched`, the top row's speed-up over it
+    """The `config_plan` object of `fit CONFIG --format json|yaml`: the file, its plan's rank (1 + the table
+    rows before it) of `of` (the plans that fit, as the counts line counts them: search.rank_config; null
+    with `reason` where it is not ranked), `searched`, the top row's speed-up over it
     (`top_speedup`: the file plan's step / the top row's - 1) and explain's JSON of it (`explain`)."""
     res = cp["explain"]
     speedup = None if res is None else res["time"]["step_s"] / top_row["time"]["step_s"] - 1.0
