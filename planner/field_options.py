@@ -123,8 +123,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "N micro-batches to the flush, 0: all (Megatron --defer-embedding-wgrad-compute --wgrad-deferral-limit N) "
                 "(default: off)", 0),
     FieldOption("padded_vocab_size", "int", "the embedding's and output layer's rows as the trainer builds them "
-                "(Megatron --padded-vocab-size; its default pads the vocabulary to a multiple of "
-                "--make-vocab-size-divisible-by 128 x tp) (default: the model's vocab_size, no padding)", 1),
+                "(Megatron --padded-vocab-size) (default: the stack's padding at the plan's tp, Megatron's multiple of "
+                "--make-vocab-size-divisible-by 128 x tp; none on torchtitan)", 1),
+    FieldOption("make_vocab_size_divisible_by", "int", "the stack's vocabulary padding divisor: the rows a multiple of it "
+                "x tp (Megatron --make-vocab-size-divisible-by) (default: the stack's, 128; stacks that pad only)", 1),
     FieldOption("dummy_wgrads", "str", "the dummy weight gradients the run's code version returns: per_call|none|cached "
                 "(Transformer Engine before #1651 per_call; no trainer flag) (default: the stack's)"),
     FieldOption("te_version", "str", "the Transformer Engine release the run used, e.g. 1.8 (TP overlap's userbuffers and "

@@ -228,6 +228,12 @@ assert GRAPHS_FULL_RECOMPUTE not in REASONS
 # planner/cuda_graphs.py _combination_error: the job's per-layer graphs refuse full recompute
 REASONS[GRAPHS_FULL_RECOMPUTE] = ("full recompute with per-layer CUDA graphs (cuda_graph_impl local / transformer_engine): "
                                   "Megatron-Core runs full recompute with graphs only under full_iteration")
+# not a candidate rule either: fit's tp that do not divide the job's padded_vocab_size (with_padded_vocab refuses it
+# for one plan; search.vocab_mask counts the candidates under it), beside the rules
+VOCAB_TP = 998
+assert VOCAB_TP not in REASONS
+REASONS[VOCAB_TP] = ("tp does not divide the job's padded_vocab_size: Megatron's vocab-parallel embedding splits the rows "
+                     "evenly (tensor_parallel/utils.py VocabUtility, divide())")
 # the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
 LAST_BATCH_RULE = VPP_LAYERS
 
@@ -523,6 +529,11 @@ class Settings:
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     padded_vocab_size: int | None = None  # the job's padded vocabulary (with_padded_vocab: model.vocab_size holds it); None: none
+    # the stack's vocabulary padding (stack_db vocab_padding, vocab_divisor): the rows a multiple of vocab_divisor x tp,
+    # model.vocab_size holding them at the plan's tp (fit: each space of one tp's rows, search.vocab_spaces); None: none
+    vocab_divisor: int | None = None
+    vocab_tokens: int = 0  # the model's own vocab_size (the tokenizer's), before any padding
+    make_vocab_size_divisible_by: int | None = None  # the job's divisor (plan_dict); None: the stack's
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
     cuda_graph_impl: str = "none"  # Megatron's CUDA graphs (job field; planner/cuda_graphs.py: checked, memory [cg])
@@ -1657,6 +1668,43 @@ def with_mtp(model: ModelSpec, mtp_layers) -> ModelSpec:
 _PADDED_MODELS: dict = {}
 
 
+def vocab_divisor(job: Job, stack: Stack, where: str = "") -> int | None:
+    """The multiple per tensor-parallel rank the stack pads the vocabulary to (stack_db vocab_padding.divisor, the job's
+    make_vocab_size_divisible_by in its place: Megatron's --make-vocab-size-divisible-by); None where the stack pads
+    none (torchtitan: nn.Embedding(vocab_size, dim), models/llama3/model/model.py @e347b1e5e). Refused: a divisor on
+    a stack that pads nothing, or beside padded_vocab_size (which pins the rows)."""
+    pad = stack.vocab_padding
+    d = job.make_vocab_size_divisible_by
+    if d is None:
+        return pad.divisor if pad is not None else None
+    if pad is None:
+        raise PlannerError(f"{where}make_vocab_size_divisible_by {d} on stack {stack.name}, which pads no vocabulary "
+                           "(stack_db vocab_padding null): its embedding and output layer have the model's vocab_size "
+                           "rows at every tp", "leave it out, or give padded_vocab_size: the rows the run builds")
+    if job.padded_vocab_size is not None:
+        raise PlannerError(f"{where}make_vocab_size_divisible_by {d} beside padded_vocab_size {job.padded_vocab_size:,}, "
+                           "which pins the rows (Megatron pads no further, build_tokenizer.py _set_padded_vocab_size)",
+                           "give one of the two")
+    return int(d)
+
+
+def padded_rows(tokens: int, tp, divisor: int):
+    """Megatron's vocab_size_with_padding, vectorized over tp: the tokenizer's `tokens` rounded up to a multiple of
+    divisor x tp (NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py l. 133-146:
+    ceil(after / multiple) x multiple; the Megatron-DeepSpeed forks' _vocab_size_with_padding the same, by a while
+    loop). int64, one value per tp."""
+    m = np.asarray(tp, dtype=np.int64) * np.int64(divisor)
+    return -(-np.int64(tokens) // m) * m
+
+
+def job_vocab_rows(job: Job, tokens: int, divisor: int | None):
+    """The rows the job's plan builds: its padded_vocab_size, else the stack's padding of the tokens at the job's tp
+    (padded_rows), else None (the model's own)."""
+    if job.padded_vocab_size is not None:
+        return job.padded_vocab_size
+    return None if divisor is None else int(padded_rows(tokens, job.tp, divisor))
+
+
 def with_padded_vocab(model: ModelSpec, rows, tp: int, where: str = "") -> ModelSpec:
     """The model with the job's padded_vocab_size rows in place of its vocab_size (schema.Job
     padded_vocab_size: the embedding and output layer as Megatron builds them, its vocab_size_with_padding,
@@ -1667,17 +1715,19 @@ def with_padded_vocab(model: ModelSpec, rows, tp: int, where: str = "") -> Model
     hidden_size x args.padded_vocab_size). Refused below the model's vocabulary (tokens without a row) and
     where tp does not divide the rows (VocabParallelEmbedding splits them evenly: tensor_parallel/utils.py
     VocabUtility.vocab_range_from_global_vocab_size, divide()). One copy per (model, rows), as with_mtp."""
-    if rows is None or int(rows) == model.vocab_size:
+    if rows is None:
         return model
     rows = int(rows)
+    if rows % tp:  # (also where the rows are the model's own: Megatron --no-pad-vocab-size at a tp that does not divide them)
+        raise PlannerError(f"{where}padded_vocab_size {rows:,} is not a multiple of tp {tp}: Megatron's vocab-parallel "
+                           "embedding splits the rows evenly over the tensor-parallel ranks",
+                           f"give a multiple of 128 x tp = {128 * tp:,} (Megatron's vocab_size_with_padding)")
+    if rows == model.vocab_size:
+        return model
     if rows < model.vocab_size:
         raise PlannerError(f"{where}padded_vocab_size {rows:,} is below {model.name}'s vocab_size {model.vocab_size:,}: "
                            "tokens without an embedding row",
                            f"give at least {model.vocab_size:,} (Megatron pads up, to a multiple of 128 x tp)")
-    if rows % tp:
-        raise PlannerError(f"{where}padded_vocab_size {rows:,} is not a multiple of tp {tp}: Megatron's vocab-parallel "
-                           "embedding splits the rows evenly over the tensor-parallel ranks",
-                           f"give a multiple of 128 x tp = {128 * tp:,} (Megatron's vocab_size_with_padding)")
     key = (id(model), rows)
     hit = _PADDED_MODELS.get(key)
     if hit is None or hit[0] is not model:
@@ -1872,7 +1922,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         if where and not e.message.startswith(where):
             raise type(e)(f"{where}{e.message}", e.hint) from None
         raise
-    model = with_padded_vocab(model, job.padded_vocab_size, job.tp, where)
+    tokens, divisor = model.vocab_size, vocab_divisor(job, load_stack(job.stack), where)
+    model = with_padded_vocab(model, job_vocab_rows(job, tokens, divisor), job.tp, where)
     warnings: list[str] = []
     hw, power_source = _apply_power_limit(hw, job, where, warnings)
     hw = _apply_host(hw, job, warnings)
@@ -1944,6 +1995,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name, pao, te_master), power_source, inherited, seq_assumed,
                          where)
+    settings = replace(settings, vocab_divisor=divisor, vocab_tokens=tokens,
+                       make_vocab_size_divisible_by=job.make_vocab_size_divisible_by)
     return settings, plan, warnings
 
 
@@ -2908,6 +2961,12 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
     return {
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         **({"padded_vocab_size": settings.padded_vocab_size} if settings.padded_vocab_size is not None else {}),
+        **({"make_vocab_size_divisible_by": settings.make_vocab_size_divisible_by}
+           if settings.make_vocab_size_divisible_by is not None else {}),
+        # the rows the stack's padding builds at the plan's tp (stack_db vocab_padding), where they are not the model's own
+        **({"vocab_rows": settings.model.vocab_size}
+           if settings.vocab_divisor is not None and settings.padded_vocab_size is None
+           and settings.model.vocab_size != settings.vocab_tokens else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
         **({"cuda_graph_impl": settings.cuda_graph_impl, "cuda_graph_scope": list(settings.cuda_graph_scope)}

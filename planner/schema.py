@@ -2602,6 +2602,20 @@ class MoEDenseGating(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class VocabPadding(BaseModel):
+    """How the stack pads the tokenizer's vocabulary into the embedding's and output layer's rows (stack_db
+    vocab_padding): rows = ceil(V / (divisor x tp)) x divisor x tp, Megatron's vocab_size_with_padding
+    (NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py l. 133-146; the Megatron-DeepSpeed
+    forks' _vocab_size_with_padding, the same rule). A job's padded_vocab_size pins the rows instead; its
+    make_vocab_size_divisible_by replaces the divisor."""
+
+    model_config = Strict
+    divisor: Count = Field(default=128, gt=0, description="--make-vocab-size-divisible-by's default: the rows are a "
+                                                          "multiple of divisor x tp")
+    option: str = Field(description="the trainer's option that sets the divisor (informational)")
+    source: str = Field(description="the code that pads, file and lines at the stack's commit")
+
+
 class Stack(BaseModel):
     """One training software stack (stack_db/*.yaml)."""
 
@@ -2655,6 +2669,11 @@ class Stack(BaseModel):
         default=None, description="where the stack's MoE layer gates, dispatches and combines with dense one-hot "
                                   "[tokens, experts, capacity] tensors and einsums (DeepSpeed-MoE, layers/moe.py [18]); "
                                   "null: a token dispatcher's permutations (layers/moe.py dispatch_bytes)")
+    vocab_padding: Optional[VocabPadding] = Field(
+        default=None, description="how the stack pads the vocabulary to its embedding's and output layer's rows, per "
+                                  "tensor-parallel size (Megatron's vocab_size_with_padding: a multiple of 128 x tp); "
+                                  "null: the model's vocab_size rows at every tp (torchtitan, llm-foundry, Megatron-Bridge's "
+                                  "default should_pad_vocab false)")
     pipeline_split: Literal["trim_ends", "front", "bisection"] = Field(
         default="trim_ends",
         description="how the pipeline split places the layers L' = L + counted ends do not divide evenly: trim_ends "
@@ -3004,6 +3023,11 @@ class Job(BaseModel):
         description="multi-token prediction modules trained on the last pipeline stage (DeepSeek-V3 sec. 2.2; Megatron "
                     "--mtp-num-layers): each a 2h x h projection, two RMSNorms, one layer of the last layer's kind and "
                     "a second pass of the shared output head and loss; default: the model's mtp_layers")
+    make_vocab_size_divisible_by: Optional[Count] = Field(
+        default=None, gt=0,
+        description="the divisor of the stack's vocabulary padding (Megatron --make-vocab-size-divisible-by: the rows "
+                    "a multiple of it x tp, stack_db vocab_padding); default: the stack's (128); refused on a stack "
+                    "that does not pad (vocab_padding null) and beside padded_vocab_size (which pins the rows)")
     padded_vocab_size: Optional[Count] = Field(
         default=None, gt=0,
         description="the embedding's and output layer's rows as the trainer builds them (Megatron --padded-vocab-size: "
@@ -3012,7 +3036,9 @@ class Job(BaseModel):
                     "vocab_size_with_padding; the Megatron readers set it from the script's tp): the model priced "
                     "with this many rows (weights, gradients, optimizer states, logits, the output GEMM, the model "
                     "FLOPs as Megatron's own count, training.py l. 1302 args.padded_vocab_size); at least the model's "
-                    "vocab_size and a multiple of tp; default: the model's vocab_size (no padding: torchtitan)")
+                    "vocab_size and a multiple of tp (fit refuses the tp that do not divide it); default: the stack's padding of the "
+                    "model's vocab_size at the plan's tp (stack_db vocab_padding: Megatron's 128 x tp), none where the "
+                    "stack pads none (torchtitan)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = Field(
         default="flash", description="the core attention: flash (a fused kernel, attention_kernel) or eager (batched GEMMs, "

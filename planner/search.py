@@ -136,7 +136,8 @@ from .errors import NoFitError, PlannerError
 from .explain import evaluate, moe_arrays, phase_plans, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
-                   mode_dp_overlap, resolve, rule_reasons, stack_options)
+                   VOCAB_TP, mode_dp_overlap, padded_rows, resolve, rule_reasons, stack_options,
+                   with_padded_vocab)
 from .schema import Job
 from .space import (DISPATCHER_COLUMN, FGE_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, fill_variant, pairs, row_counts,
                     settings_for, uncompiled_choices, uncompiled_space, variant_choices)
@@ -973,7 +974,7 @@ PREFILTER_MOE_FLOOR = True
 
 
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-               extra_of=None, reach_to=-np.inf):
+               extra_of=None, reach_to=-np.inf, bound: float = np.inf):
     """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
     candidates that can still rank, or None where no bound applies (seed: the indices of the
     candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
@@ -990,16 +991,20 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     objective exceeds K0 (1 + BOUND_MARGIN) cannot rank: it is dropped before step 3. Every
     candidate that can rank is kept, so the k-th best variant-0 step _first_orders bounds with
     on the rest is still >= the final k-th (its bounds stay exact; they may prune a little less
-    than on all). The fact step >= floor is checked on the
+    than on all). bound: the k-th best objective of the spaces of the same GPU count searched before (vocab_spaces'
+    other vocabularies, search_one), >= the final k-th too, so K0 is the lesser of the two; with one, the seed is k
+    candidates (the bound needs no seed of its own: a space's seed of PREFILTER_SEED is priced once a GPU count). The fact step >= floor is checked on the
     seed here and on every kept candidate by the caller (search_one); where it fails, nothing is
     dropped (Counts.bound_fallback). reach_to (fit(around=...)): a candidate whose floor's objective is
     at most it is kept too, whatever K0."""
     n = len(fb)
-    if keep_feasible or objective == "memory" or n <= 2 * PREFILTER_SEED or top > PREFILTER_SEED // 2:
+    # with another space's bound, a seed of k candidates (the bound is K0 already, or a lower one of theirs)
+    n_seed = PREFILTER_SEED if not np.isfinite(bound) else top
+    if keep_feasible or objective == "memory" or n <= 2 * n_seed or top > PREFILTER_SEED // 2:
         return None  # (a seed of fewer than k candidates has no k-th best to bound with)
     settings = space.settings
     low = candidate_floors(space, fb, fr, floor_variants(space))
-    seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
+    seed = np.argpartition(low, n_seed - 1)[:n_seed]
     # a variant only where it fits (variant 0's memory + variant_memory), as _first_orders tries it
     fit = None if extra_of is None else extra_of(seed)
     fit = fm[seed] + fit <= mem.capacity(settings)[1] if isinstance(fit, np.ndarray) else fit
@@ -1013,6 +1018,7 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
         return None  # the cost model no longer has the fact the bound rests on
     k = top
     k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
+    k0 = min(k0, bound)  # another space's k-th best, searched before (search_one: the same GPU count's other vocabularies)
     keep = _objective(objective, settings, space, low, fm, fb) <= max(k0, reach_to) * (1.0 + BOUND_MARGIN)
     return keep, low, len(seed), seed, seed_v0, k0, seed_best
 
@@ -1179,6 +1185,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     space.dispatchers = disp
     space.uncompiled = tuple(int(v) for v in np.flatnonzero(twin))
     space, second = uncompiled_space(space)
+    space, second = vocab_mask(space, second)
     c = Counts(considered=space.considered, slack_dropped=space.slack_dropped,
                dispatchers=tuple(s.moe_dispatcher for s in disp.values()) if disp else (), dispatchers_left=tuple(left))
     c.broke_constraint = int(sum(space.reasons.values()))
@@ -1186,21 +1193,96 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     c.reasons = {_reason_text(k, reasons, settings): v
                  for k, v in sorted(space.reasons.items(), key=lambda kv: (-1,) + kv[:1] if np.ndim(kv[0]) == 0 else kv[0])}
     ranked, closest, feasible = [], None, []
-    for sp in (space, second):
-        if sp is None:
+    for parent in (space, second):
+        if parent is None:
             continue
-        r, cs, cl, fz = _search_space(sp, objective, top, keep_feasible, around)
-        c.add(cs)
-        if r is not None:
-            ranked.append(r)
-        if cl is not None and (closest is None or cl[4] < closest[4]):
-            closest = cl
-        if fz is not None:
-            feasible.append(fz)
+        bound = np.inf  # the k-th best objective of the parent's vocabulary spaces searched so far (vocab_spaces)
+        for sp in vocab_spaces(parent):
+            r, cs, cl, fz, bound = _vocab_space(sp, objective, top, keep_feasible, bound, c, ranked, feasible, around)
+            if cl is not None and (closest is None or cl[4] < closest[4]):
+                closest = cl
     return ranked, c, closest, warnings, feasible
 
 
-def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, around: tuple = None):
+def _vocab_space(sp: Space, objective: str, top: int, keep_feasible: bool, bound: float, c: Counts, ranked: list,
+                 feasible: list, around: tuple = None) -> tuple:
+    """search_one's search of one space (one vocabulary's: vocab_spaces), its results added to c, ranked and
+    feasible; returns _search_space's four and the bound for the next space of the same parent: the k-th best
+    objective ranked so far, which bounds the final k-th best of the GPU count (fit keeps the top k over every
+    space), so the next space's prefilter drops what cannot rank with it (_prefilter's bound)."""
+    r, cs, cl, fz = _search_space(sp, objective, top, keep_feasible, around, bound)
+    c.add(cs)
+    if r is not None and len(r.base):  # (none where the bound dropped every candidate)
+        ranked.append(r)
+        if len(r.objective) >= top:
+            bound = min(bound, float(np.sort(r.objective)[top - 1]))
+    if fz is not None:
+        feasible.append(fz)
+    return r, cs, cl, fz, bound
+
+
+def vocab_mask(space: Space, second):
+    """fit with the job's padded_vocab_size (settings.padded_vocab_size: every candidate builds those rows): the valid
+    rows whose tp does not divide them refused, as explain refuses such a plan (plan.with_padded_vocab), counted under
+    plan.VOCAB_TP in the space's reasons (those of the uncompiled space too, whose rows the space counts). Returns
+    (space, second), copies where a row was refused."""
+    if space.settings.padded_vocab_size is None:
+        return space, second
+    rows = np.int64(space.settings.padded_vocab_size)
+    reasons, out = dict(space.reasons), []
+    for sp in (space, second):
+        if sp is None:
+            out.append(None)
+            continue
+        bad = (sp.codes == OK) & (rows % np.asarray(sp.base.tp, dtype=np.int64) != 0)
+        if bad.any():
+            reasons[VOCAB_TP] = reasons.get(VOCAB_TP, 0) + int(row_counts(sp.order_ok[bad]).sum()) * len(sp.recompute)
+            sp = replace(sp, codes=np.where(bad, VOCAB_TP, sp.codes))
+        out.append(sp)
+    return replace(out[0], reasons=reasons), out[1]
+
+
+def vocab_spaces(space: Space) -> list:
+    """The space as spaces of one vocabulary each, where the stack pads it per tp (stack_db vocab_padding; Megatron's
+    vocab_size_with_padding: the rows a multiple of divisor x tp, plan.padded_rows): every cost model reads the rows
+    from the model (model.vocab_size: params, memory, step, compute, the model FLOPs), so each space's settings hold
+    the model with its rows (plan.with_padded_vocab, as explain pads a plan of that tp) and explain and fit price one
+    figure. The rows are computed over the base rows at once (int64); the spaces are one per distinct value (a handful:
+    tp's few values), the valid rows of each, the broken rows (only counted) in the first with the space's counts.
+    One space where the stack pads nothing, the job pins the rows (vocab_mask) or every valid row builds the same."""
+    s = space.settings
+    if s.vocab_divisor is None or s.padded_vocab_size is not None:
+        return [space]
+    rows = padded_rows(s.vocab_tokens, space.base.tp, s.vocab_divisor)
+    ok = space.codes == OK
+    values = np.unique(rows[ok])
+    if len(values) <= 1:
+        r = int(values[0]) if len(values) else int(rows[0]) if len(rows) else s.model.vocab_size
+        return [_with_rows(space, r)]
+    out = []
+    for i, r in enumerate(values[::-1]):  # one space a padded vocabulary (not a loop over candidates), the largest
+        # tp's first (the rows grow with tp): on a large model its rows rank best, and their k-th best bounds the others'
+        pick = np.flatnonzero((ok & (rows == r)) | (~ok if i == 0 else False))
+        sub = replace(space, base=space.base.take(pick), codes=space.codes[pick], order_ok=space.order_ok[pick])
+        if i:
+            sub = replace(sub, reasons={}, considered=0, slack_dropped=0)
+        out.append(_with_rows(sub, int(r)))
+    return out
+
+
+def _with_rows(space: Space, rows: int) -> Space:
+    """The space priced with `rows` vocabulary rows (its settings' model and its dispatchers' with them)."""
+    def pad(st):
+        return replace(st, model=with_padded_vocab(st.model, rows, 1))
+
+    if rows == space.settings.model.vocab_size and space.dispatchers is None:
+        return space
+    disp = None if space.dispatchers is None else {k: pad(v) for k, v in space.dispatchers.items()}
+    return replace(space, settings=pad(space.settings), dispatchers=disp)
+
+
+def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, around: tuple = None,
+                  bound: float = np.inf):
     """Steps 2-5 of the module docstring on one space: (Ranked | None, Counts of the memory and time
     evaluations, closest (settings, space, base row, recompute index, bytes) or None, feasible or None).
     around (fit's): ranking keys whose rows before are counted (Counts.around_before, around_same)."""
@@ -1245,7 +1327,11 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     extra_of = ((lambda i, fb=fb, fr=fr, fm=fm: variant_memory(space, fb[i], fr[i], fm[i]))
                 if space.dispatchers is None else _LazyFit(space, fb, fr, fm, usable).take
                 if len(space.variants) > 1 else None)
-    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to)
+    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to, bound)
+    if pre is not None and not pre[0].any():  # another space's bound (vocab_spaces) leaves none that can rank
+        c.time_evaluations += pre[2]
+        c.prefilter_dropped = int(n_ord[fb].sum())
+        return None, c, closest, feasible
     if pre is not None:
         keep, low, seeded, seed, seed_v0, k0, seed_best = pre
         kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]

@@ -181,7 +181,9 @@ def test_reduce_copy_both_groups_in_one_bucket_below_the_threshold():
     buffer does not pass the bucket, so the no-weight-decay one joins it and allreduce_bucket flattens both (a
     torch.cat, 4 B an element in fp32) and casts the flat (2 B): 6 B x the stage's parameters a rank, beyond the peak
     by the copies less the stage's freed activations, on every stage."""
-    s, p, b = _run(gpus=64, tp=8, pp=4, global_batch=64, seq_len=1024, recompute="full", sharding_mode="bf16_optimizer")
+    # Llama 3's own 128,256 rows pinned (the stack pads them to 129,024 at tp 8, stack_db vocab_padding)
+    s, p, b = _run(gpus=64, tp=8, pp=4, global_batch=64, seq_len=1024, recompute="full", sharding_mode="bf16_optimizer",
+                   padded_vocab_size=128256)
     # by hand: a layer a rank (4096 x 6144 + 4096 x 4096 + 3 x 4096 x 14336) / 8 + 2 x 4096 norm weights = 27,271,168;
     # 8 layers a stage, the first with the embedding's 128,256 x 4096 / 8 = 65,667,072, the last with the output
     # layer's and the final norm's 4,096

@@ -25,7 +25,10 @@ from conftest import assert_one_error
 
 PEAK = 989e12  # H100 SXM dense BF16 (datasheet; hardware_db/h100-sxm.yaml)
 TDP_W = 700.0  # H100 SXM datasheet
-N_70B = 70_553_706_496  # llama3-70b in the catalog (vocab 128,256), tests/test_cli_explain.py's shape
+# llama3-70b in the catalog (vocab 128,256: 70,553,706,496, tests/test_cli_explain.py's shape) as PLAN_70B builds it on
+# megatron at tp 8: 129,024 rows (stack_db vocab_padding, 128 x 8 = 1,024 x 126), 768 x 8,192 x 2 (embedding and output)
+# = 12,582,912 more parameters
+N_70B = 70_553_706_496 + 768 * 8192 * 2
 PLAN_70B = ("--model", "llama3-70b", "--gpus", "4096", "--tp", "8", "--sharding", "fsdp", "--tokens", "15e12")
 SEED_9_2 = ("--mtbf-hours", "12", "--checkpoint-save-s", "30", "--restart-s", "600")
 
@@ -97,7 +100,7 @@ def test_mfu_output_names_the_6n_convention(cli):
 def test_seed_days_at_40_30_50_percent(cli, mfu, days):
     js = _json(cli, *PLAN_70B, "--mfu", str(mfu), "--mc-runs", "0")
     t = js["training"]
-    # 6 x 70.55e9 x 15e12 / (4,096 x 989e12 x 0.4) / 86,400 = 45.4 days; 0.3 -> 60.5; 0.5 -> 36.3
+    # 6 x 70.57e9 x 15e12 / (4,096 x 989e12 x 0.4) / 86,400 = 45.4 days; 0.3 -> 60.5; 0.5 -> 36.3
     assert t["days"] == pytest.approx(6 * N_70B * 15e12 / (4096 * PEAK * mfu) / 86400, rel=1e-12)
     assert round(t["days"]) == days
     assert t["gpu_hours"] == pytest.approx(t["days"] * 24 * 4096, rel=1e-12)
@@ -152,7 +155,7 @@ def test_checkpoint_size_and_write_time(cli):
     assert ck["saved_terms"] == "master_weights + adam"
     assert ck["bytes_per_gpu"] == pytest.approx(terms["master_weights"] + terms["adam"], rel=1e-12)
     assert ck["bytes_per_gpu"] == pytest.approx(12 * N_70B / 4096, rel=2e-3)
-    # one copy of the job's state: 12 B x 70.55e9 = 846.6 GB (seed: 846 GB)
+    # one copy of the job's state: 12 B x 70.57e9 = 846.8 GB (seed: 846 GB)
     assert ck["job_bytes"] == pytest.approx(12 * N_70B, rel=1e-12)
     # over Llama 3's 2 TB/s: 0.42 s
     assert ck["storage_Bps"] == 2e12
@@ -175,8 +178,9 @@ def test_pure_bf16_saves_the_weights(cli):
                "--bytes-per-param", "pure-bf16", "--mc-runs", "0")["checkpoint"]
     assert ck["saved_terms"] == "master_weights + adam + weights"
     assert ck["master_weights_bytes_per_gpu"] == 0.0 and ck["weights_bytes_per_gpu"] > 0
-    # no fp32 master: bf16 weights 2 + bf16 Adam m, v 4 = 6 B per parameter, 8.03e9 parameters
-    assert ck["job_bytes"] == pytest.approx(6 * 8_030_261_248, rel=1e-12)
+    # no fp32 master: bf16 weights 2 + bf16 Adam m, v 4 = 6 B per parameter, 8.03e9 parameters with megatron's
+    # 129,024 rows at tp 8 (stack_db vocab_padding: 768 x 4,096 x 2 more than the catalog's 8,030,261,248)
+    assert ck["job_bytes"] == pytest.approx(6 * (8_030_261_248 + 768 * 4096 * 2), rel=1e-12)
 
 
 def test_async_checkpoint_pause_is_the_host_copy(cli):
@@ -259,7 +263,7 @@ def test_sweep_days_fall_with_gpus(cli):
 def test_sweep_at_fixed_mfu_keeps_gpu_hours(cli):
     rows = _json(cli, *PLAN_70B, "--mfu", "0.4", "--mtbf-hours", "12", "--sweep-gpus", "2048,4096,8192")
     # days ~ 1 / GPUs at a fixed MFU: 90.7, 45.4, 22.7; GPU-hours 4.46 M each
-    assert [r["days"] for r in rows] == pytest.approx([45.3558 * 2, 45.3558, 45.3558 / 2], rel=1e-5)
+    assert [r["days"] for r in rows] == pytest.approx([45.3638 * 2, 45.3638, 45.3638 / 2], rel=1e-5)
     assert rows[0]["gpu_hours"] == pytest.approx(rows[2]["gpu_hours"], rel=1e-12)
     # --mtbf-hours refers to --gpus 4,096 and scales as a per-GPU rate: 24 h, 12 h, 6 h
     assert [r["mtbf_hours"] for r in rows] == pytest.approx([24.0, 12.0, 6.0], rel=1e-12)

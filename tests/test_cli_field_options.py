@@ -94,9 +94,13 @@ CASES = [
      ["attn"], {}),
     ("empty_unused_memory_level", ["--empty-unused-memory-level", "2"], 2, DENSE, 1, {}),  # by design (memory.py [13])
     ("defer_embedding_wgrad", ["--defer-embedding-wgrad", "0"], 0, dict(DENSE, pp=2), 1, {"memory": +1}),
-    # Megatron's padded vocabulary (plan.with_padded_vocab): Llama 3's 128,256 rows at tp 8 padded to a multiple of
-    # 128 x 8 = 1,024, 129,024 rows: more embedding / output weights and logits, a larger output GEMM
-    ("padded_vocab_size", ["--padded-vocab-size", "129024"], 129024, dict(DENSE, tp=8), 128256, {"memory": +1, "step": +1}),
+    # Megatron's padded vocabulary (plan.with_padded_vocab): the megatron stack pads Llama 3's 128,256 rows at tp 8 to a
+    # multiple of 128 x 8 = 1,024 itself (stack_db vocab_padding), 129,024 rows; pinned to its own 128,256 (Megatron
+    # --no-pad-vocab-size): fewer embedding / output weights and logits, a smaller output GEMM
+    ("padded_vocab_size", ["--padded-vocab-size", "128256"], 128256, dict(DENSE, tp=8), 129024, {"memory": -1, "step": -1}),
+    # the divisor: 64 x 8 = 512 pads 128,256 to 128,512 rows (251 x 512), 512 fewer than the default's 129,024
+    ("make_vocab_size_divisible_by", ["--make-vocab-size-divisible-by", "64"], 64, dict(DENSE, tp=8), 128,
+     {"memory": -1, "step": -1}),
     ("dummy_wgrads", ["--dummy-wgrads", "per_call"], "per_call", DENSE, "none", {"memory": -1}),
     # TE before 2.7: 10 userbuffers, not 12; before 2.10 the overlapped GEMMs' workspaces replace the plain one
     ("te_version", ["--te-version", "1.8"], "1.8", dict(DENSE, tp=2, tp_comm_overlap=True), "2.9", {"memory": -1}),

@@ -171,3 +171,19 @@ def test_host_adam_calibration_and_host_fields(cli, tmp_path):
         assert host["adam_efficiency"] == settings.host_adam_efficiency and "host_adam" in host["adam_efficiency_source"]
         assert host["capacity_bytes_per_node"] == 1024e9
         assert one["time"]["optimizer_s"] > 0
+
+
+def test_padded_vocabulary_per_tp_on_megatron(cli):
+    """fit on megatron pads Llama 3's 128,256 tokens per candidate's tp as Megatron builds them (stack_db megatron
+    vocab_padding: a multiple of 128 x tp; search.vocab_spaces): tp 1 and 2 keep 128,256 (128 x 1,002 = 256 x 501),
+    tp 4 128,512 (251 x 512), tp 8 129,024 (126 x 1,024); explain of each row's line (no --padded-vocab-size: the
+    stack pads at the row's tp) prices the same rows."""
+    base = ["--model", "llama3-8b", "--gpus", "16", "--stack", "megatron", "--seq-len", "4096", "--global-batch", "64",
+            "--cp", "1", "--pp", "1"]
+    job = Job(model="llama3-8b", gpus=16, stack="megatron", seq_len=4096, global_batch=64, cp=1, pp=1)
+    want = {1: None, 2: None, 4: 128512, 8: 129024}
+    for tp in (1, 2, 4, 8):
+        rows = _agree(cli, job, base + ["--tp", str(tp), "--top", "3"], least=1)
+        for row in rows:
+            assert row["plan"].get("vocab_rows") == want[tp]
+            assert row["params"]["embedding"] == (want[tp] or 128256) * 4096

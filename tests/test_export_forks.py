@@ -90,7 +90,7 @@ def test_gpt3_175b_on_1024_a100_in_the_2021_fork_flags(tmp_path):
     """GPT-3 175B on 1,024 A100 as b56b50bb's example trains it: tp 8 x pp 16 x dp 8, micro-batch 1, global batch
     1536 (192 micro-batches of 8 ranks), seq 2048, fp16 (the stack's only half dtype), full recompute, ZeRO-1. The
     flags are the example's, the vocabulary GPT-2's files (no --vocab-size at b56b50bb; 50,257 tokens padded to 128 x 8
-    = 1,024: 51,200 rows, the note says, the plan pricing the model's 50,257 as the other exports do), and nothing the
+    = 1,024: 51,200 rows, the note says, the rows the plan priced: the stack pads as the fork does), and nothing the
     fork lacks: no --normalization, --vocab-size, --no-pipeline-parallel, flash or recompute-granularity flag."""
     row = _row(model="gpt3-175b", gpus=1024, hardware=A100, stack=S21, tp=8, pp=16, micro_batch=1, global_batch=1536,
                seq_len=2048, recompute="full", sharding="zero1")
@@ -110,7 +110,9 @@ def test_gpt3_175b_on_1024_a100_in_the_2021_fork_flags(tmp_path):
     assert "--make-vocab-size-divisible-by" not in f  # the default 128 x tp 8 pads to 51,200; no divisor gives 50,257
     assert ds == {"train_batch_size": 1536, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 192,
                   "fp16": {"enabled": True}, "zero_optimization": {"stage": 1, "overlap_comm": False}}
-    assert any("51,200 rows, where the plan priced the model's 50,257" in n for n in notes)
+    # the stack pads as the fork does (stack_db vocab_padding): the plan priced the 51,200 rows the fork builds
+    assert plan["vocab_rows"] == 51200
+    assert any("128 x tp 8: 51,200 rows" in n and "where the plan priced" not in n for n in notes)
     assert "read it back with --stack megatron-deepspeed-2021" in text
     # the reader prices the rows the fork builds: 51,200 (megatron_model.catalog_vocab_rows)
     (tmp_path / "rows.sh").write_text(text, encoding="utf-8")
@@ -396,27 +398,30 @@ def test_ramp_on_the_2022_fork_exports_as_rampup(tmp_path):
     assert back["plan"]["batch_size_schedule"] == row["plan"]["batch_size_schedule"]
 
 
-@pytest.mark.parametrize("model, tp, divisor, rows", [
-    ("llama3-70b", 8, 96, 128256),      # 128,256 / 8 = 16,032 = 96 x 167 (167 prime): the plan's rows
-    ("megatron-gpt-1.7b", 8, None, 51200),  # 51,200 = 50 x 128 x 8: the default pads it to itself
-    ("gpt3-175b", 8, None, 51200),      # 50,257 is odd: no divisor; the fork pads to 51,200, the plan priced 50,257
+@pytest.mark.parametrize("model, tp, pinned, divisor, tokens, rows", [
+    # the stack's padding (stack_db megatron-deepspeed vocab_padding: 128 x tp, the fork's own rule): 128,256 -> 129,024
+    # rows (126 x 1,024), which the fork builds from Llama 3's own 128,256 tokens with its default divisor
+    ("llama3-70b", 8, None, None, 128256, 129024),
+    # pinned to the model's own 128,256: 128,256 / 8 = 16,032 = 96 x 167 (167 prime): divisor 96 pads them to themselves
+    ("llama3-70b", 8, 128256, 96, 128256, 128256),
+    ("megatron-gpt-1.7b", 8, None, None, 51200, 51200),  # 51,200 = 50 x 128 x 8: the default pads it to itself
+    ("gpt3-175b", 8, None, None, 50257, 51200),  # 50,257 at 128 x 8: 51,200, the plan's rows
 ])
-def test_the_2022_vocabulary_is_the_forks_null_tokenizer(tmp_path, model, tp, divisor, rows):
+def test_the_2022_vocabulary_is_the_forks_null_tokenizer(tmp_path, model, tp, pinned, divisor, tokens, rows):
     """The 2022 fork reads --vocab-size only for its NullTokenizer (@f4157bea megatron/tokenizer/tokenizer.py
     build_tokenizer l. 38-41; pretrain_gpt.py l. 364 defaults to GPT2BPETokenizer, which ignores it), whose size is
     --vocab-size + 1 (the end-of-document id, l. 510-514), padded to a multiple of --make-vocab-size-divisible-by x tp
-    (l. 52, 58-71): the export writes V - 1 and the largest divisor <= 128 that pads V to itself, else the default and
-    a note naming the rows the fork builds; read back with the model, the plan's memory."""
-    from planner.catalog import load_model
+    (l. 52, 58-71): the export writes V - 1 and the largest divisor <= 128 that pads V to the rows the plan priced;
+    read back with the model, the plan's memory."""
     from planner.trainers.export import mds_vocab_divisor
-    v = load_model(model).vocab_size
-    assert mds_vocab_divisor(v, tp) == (divisor if divisor is not None else (128 if v % (128 * tp) == 0 else None))
+    assert mds_vocab_divisor(128256, 8) == 96 and mds_vocab_divisor(50257, 8) is None
     row = _row(model=model, gpus=64 * tp, hardware=A100, stack="megatron-deepspeed", tp=tp, pp=8, micro_batch=1,
-               global_batch=512, seq_len=2048, sharding="zero1")
+               global_batch=512, seq_len=2048, sharding="zero1", padded_vocab_size=pinned)
+    assert row["plan"].get("padded_vocab_size", row["plan"].get("vocab_rows", tokens)) == rows
     text, notes = export_plan(row["plan"], "megatron-deepspeed")
     _, fl, _ = _script(text)
-    assert fl["--tokenizer-type"] == "NullTokenizer" and fl["--vocab-size"] == str(v - 1)
+    assert fl["--tokenizer-type"] == "NullTokenizer" and fl["--vocab-size"] == str(tokens - 1)
     assert fl.get("--make-vocab-size-divisible-by") == (None if divisor is None else str(divisor))
     (note,) = [n for n in notes if n.startswith("vocabulary: ")]
-    assert f"{rows:,} rows" in note and (("the plan's" in note) == (rows == v))
+    assert f"{rows:,} rows, the plan's" in note
     _read_back(text, row, tmp_path)

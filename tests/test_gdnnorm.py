@@ -25,9 +25,11 @@ from planner.params import count_params
 from planner.step import _compute_pass, sp_partial_elements
 
 Q3N = dict(model="qwen3-next-80b-a3b", gpus=64, micro_batch=1, global_batch=64, seq_len=4096, hardware="h100-sxm",
-           stack="megatron", tp=8, ep=8)
+           stack="megatron", tp=8, ep=8, padded_vocab_size=151936)
 V3 = dict(model="deepseek-v3", gpus=1024, micro_batch=1, global_batch=1024, seq_len=4096, hardware="h100-sxm",
-          stack="megatron", tp=8, pp=16, ep=8, etp=1)
+          stack="megatron", tp=8, pp=16, ep=8, etp=1, padded_vocab_size=129280)
+# (the checkpoints' own vocabularies pinned: megatron would pad them to 152,576 and 130,048 rows at tp 8, stack_db
+# vocab_padding; the figures below are the checkpoints' counts)
 
 
 def test_qwen3_next_gdn_output_norm_whole_at_tp8(explain):

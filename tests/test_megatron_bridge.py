@@ -20,7 +20,8 @@ from conftest import assert_one_error
 ROOT = Path(__file__).resolve().parent.parent
 SCOUT_HF = ROOT / "tests" / "data" / "arch" / "llama-4-scout-17b-16e-instruct" / "config.json"
 # what the megatron-bridge file states itself; every other field is megatron's
-OWN = {"name", "description", "version", "uncertain", "sources", "export_format", "chunked_attention"}
+OWN = {"name", "description", "version", "uncertain", "sources", "export_format", "chunked_attention",
+       "vocab_padding"}  # Bridge's provider pads no vocabulary by default (stack_db megatron-bridge vocab_padding)
 
 
 def test_megatron_bridge_is_megatron_plus_chunked_attention():

@@ -231,8 +231,9 @@ def test_sharding_modes_small_model(explain, tmp_path, sharding, w, g, o):
     path.write_text(
         "name: tiny\nnum_layers: 2\nhidden_size: 64\nffn_hidden_size: 256\nnum_attention_heads: 4\n"
         "vocab_size: 100\ngated_mlp: false\nnorm: layernorm\nmax_seq_len: 128\nsources: [test]\n")
+    # padded_vocab_size 100: the model's own rows (megatron would pad them to 128 at tp 1, stack_db vocab_padding)
     _, _, est, _ = explain(model=str(path), gpus=64, sharding=sharding, global_batch=64, seq_len=128,
-                           bytes_per_param="mixed16")
+                           bytes_per_param="mixed16", padded_vocab_size=100)
     # 2 layers x (4*64*64 + 2*64*256 + 2 LN x 128) + emb 6400 + out 6400 + final LN 128
     n = 2 * (4 * 64 * 64 + 2 * 64 * 256 + 2 * 128) + 6400 + 6400 + 128
     assert float(est.memory.weights) == pytest.approx(n * w)
@@ -263,7 +264,8 @@ def test_megatron_bytes_per_param(explain):
 def test_fsdp_buffers_and_reserve(explain):
     m = load_model("llama3-70b")
     pc = count_params(m)
-    _, _, est, _ = explain(model="llama3-70b", gpus=4096, tp=8, sharding="fsdp")
+    # the catalog's 128,256 rows pinned (megatron pads them to 129,024 at tp 8, stack_db vocab_padding)
+    _, _, est, _ = explain(model="llama3-70b", gpus=4096, tp=8, sharding="fsdp", padded_vocab_size=128256)
     # the unsharded bf16 units (megatron's default fsdp mode, optim_grads_params: the current layer unit and the
     # layer units Megatron-FSDP's all-gather prefetches up to 5e8 parameters, memory.py [pf]:
     # ceil(5e8 / 106,971,136) = 5 layers of 855,638,016 / 8 + two norms 8,192 whole; the embedding and output layer
@@ -282,7 +284,8 @@ def test_fsdp_buffers_and_reserve(explain):
 
 
 def test_logits_term(explain):
-    _, _, est, _ = explain(model="llama3-70b", gpus=8, tp=8, global_batch=1, seq_len=8192)
+    # the catalog's 128,256 rows pinned (megatron pads them to 129,024 at tp 8: tests/test_fit_padded_vocab.py)
+    _, _, est, _ = explain(model="llama3-70b", gpus=8, tp=8, global_batch=1, seq_len=8192, padded_vocab_size=128256)
     # final-norm input 2h/t (SP), its output saved by Megatron's output layer 2h/t (sequence-sharded:
     # stack_db megatron memory.output_saves_norm_out) + (2 + 4) bytes per vocab entry per token / t
     assert float(est.memory.output_activations) == pytest.approx(8192 * (2 * 2 * 8192 / 8 + 6 * 128256 / 8))
@@ -340,7 +343,9 @@ def test_array_path_equals_scalar_path(explain, free_stack):
         dict(gpus=64, pp=4, schedule="gpipe", sharding="zero2"),
     ]
     # megatron's figures on a stack file that runs every plan (the GPipe row: Megatron-LM has none)
-    singles = [explain(model="llama3-70b", stack=free_stack, **j) for j in jobs]
+    # the catalog's 128,256 rows on every plan (tp 1 to 8 divide them): one model for the stacked plans (megatron pads
+    # per tp, stack_db vocab_padding, which fit prices as one space a padded vocabulary: search.vocab_spaces)
+    singles = [explain(model="llama3-70b", stack=free_stack, padded_vocab_size=128256, **j) for j in jobs]
     settings = singles[0][0]
     stacked = PlanArrays(**{f: np.array([getattr(s[1], f) for s in singles]) for f in singles[0][1].__dataclass_fields__})
     est = evaluate(settings, stacked)

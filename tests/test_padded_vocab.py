@@ -52,34 +52,41 @@ def test_the_reader_with_model_pads_that_models_vocabulary(tmp_path):
 
 
 def test_gpt3_embedding_bytes_per_gpu(explain):
-    """GPT-3 175B at tp 8, pp 16, dp 8 (1,024 GPUs), zero1, bf16 weights + fp32 gradients + 12 B optimizer states:
-    943 more rows (51,200 - 50,257) of 12,288 on each tp rank's 1/8: 1,448,448 more elements per GPU on the first
-    stage (the embedding) and on the last (its tied output copy)."""
+    """GPT-3 175B at tp 8, pp 16, dp 8 (1,024 GPUs), zero1, bf16 weights + fp32 gradients + 12 B optimizer states, on
+    the megatron stack, which pads the vocabulary itself (stack_db vocab_padding): 51,200 rows, the same figures as
+    --padded-vocab-size 51200. Against 50,264 rows (the least multiple of tp 8 at or above 50,257, 8 x 6,283: what
+    --padded-vocab-size can give below Megatron's padding), 936 more rows of 12,288 on each tp rank's 1/8: 1,437,696
+    more elements per GPU on the first stage (the embedding) and on the last (its tied output copy)."""
     job = dict(model="gpt3-175b", gpus=1024, tp=8, pp=16, sharding="zero1", micro_batch=1, global_batch=1536)
-    _, _, _, before = explain(**job)
-    _, _, _, after = explain(**job, padded_vocab_size=51200)
-    elems = 943 * 12288 // 8
-    assert elems == 1448448
-    # the embedding alone, per GPU: 50,257 x 12,288 / 8 x 2 B = 154,389,504 B before, 51,200 rows: 157,286,400 B
-    assert before["params"]["embedding"] * 2 / 8 == 154389504
-    assert after["params"]["embedding"] * 2 / 8 == 157286400
-    b, a = before["memory"]["stages"]["first"], after["memory"]["stages"]["first"]
-    assert a["weights_bytes"] - b["weights_bytes"] == elems * 2 == 2896896
+    _, _, _, padded = explain(**job)
+    _, _, _, pinned = explain(**job, padded_vocab_size=51200)
+    _, _, _, before = explain(**job, padded_vocab_size=50264)
+    assert padded["memory"] == pinned["memory"] and padded["time"] == pinned["time"]
+    assert padded["plan"]["vocab_rows"] == 51200 and "padded_vocab_size" not in padded["plan"]
+    elems = 936 * 12288 // 8
+    assert elems == 1437696
+    # the embedding alone, per GPU: 51,200 x 12,288 / 8 x 2 B = 157,286,400 B; 50,264 rows: 154,411,008 B
+    assert padded["params"]["embedding"] * 2 / 8 == 157286400
+    assert before["params"]["embedding"] * 2 / 8 == 154411008
+    b, a = before["memory"]["stages"]["first"], padded["memory"]["stages"]["first"]
+    assert a["weights_bytes"] - b["weights_bytes"] == elems * 2 == 2875392
     assert a["gradients_bytes"] - b["gradients_bytes"] == elems * 4  # fp32 gradient buffer
     assert a["optimizer_bytes"] - b["optimizer_bytes"] == elems * 12 / 8  # fp32 master + 2 moments over dp 8
-    last_b, last_a = before["memory"]["stages"]["last"], after["memory"]["stages"]["last"]
+    last_b, last_a = before["memory"]["stages"]["last"], padded["memory"]["stages"]["last"]
     assert last_a["weights_bytes"] - last_b["weights_bytes"] == elems * 2
     # the output GEMM's FLOPs per token (6 x rows x h), model FLOPs as Megatron counts them (args.padded_vocab_size)
-    assert after["flops"]["flops_per_token_6n"] - before["flops"]["flops_per_token_6n"] == 6 * 943 * 12288
-    assert after["plan"]["padded_vocab_size"] == 51200 and "padded_vocab_size" not in before["plan"]
+    assert padded["flops"]["flops_per_token_6n"] - before["flops"]["flops_per_token_6n"] == 6 * 936 * 12288
+    assert pinned["plan"]["padded_vocab_size"] == 51200 and before["plan"]["padded_vocab_size"] == 50264
 
 
 def test_llama3_8b_at_tp8_logits(explain):
-    """Llama 3 8B at tp 8 with 129,024 rows: the output layer (untied) and embedding each 768 x 4,096 / 8 more
-    elements a GPU; the step's time grows (the output GEMM)."""
+    """Llama 3 8B at tp 8 on megatron: 129,024 rows; against its own 128,256 (--padded-vocab-size 128256, what
+    --no-pad-vocab-size builds), the output layer (untied) and embedding each 768 x 4,096 / 8 more elements a GPU;
+    the step's time grows (the output GEMM)."""
     job = dict(model="llama3-8b", gpus=8, tp=8)
-    _, _, _, before = explain(**job)
-    _, _, _, after = explain(**job, padded_vocab_size=129024)
+    _, _, _, before = explain(**job, padded_vocab_size=128256)
+    _, _, _, after = explain(**job)
+    assert after["plan"]["vocab_rows"] == 129024 and "vocab_rows" not in before["plan"]
     assert after["params"]["embedding"] - before["params"]["embedding"] == 768 * 4096
     assert after["params"]["output"] - before["params"]["output"] == 768 * 4096
     assert after["memory"]["weights_bytes"] - before["memory"]["weights_bytes"] == 2 * 768 * 4096 / 8 * 2

@@ -42,8 +42,9 @@ def test_gpt3_175b_layer_split(explain):
     assert kp.split == 12 * H * H + 7 * H == 1_812_025_344
     assert kp.replicated == 6 * H == 73_728 and kp.row_bias == 2 * H and kp.split_bias == 7 * H
     assert kp.total == 12 * H * H + 13 * H
-    # the whole model: 96 layers + the word embedding 50,257 h (tied) + learned positions 2,048 h + the final LayerNorm
-    assert pc.total == 96 * (12 * H * H + 13 * H) + 50_257 * H + 2048 * H + 2 * H == 174_604_259_328
+    # the whole model: 96 layers + the word embedding (tied) of 51,200 rows (GPT-3's 50,257 tokens as megatron pads them
+    # at tp 8: 128 x 8 x 50, stack_db vocab_padding) + learned positions 2,048 h + the final LayerNorm
+    assert pc.total == 96 * (12 * H * H + 13 * H) + 51_200 * H + 2048 * H + 2 * H == 174_615_846_912
     assert js["params"]["attention_per_layer"] == 4 * H * H + 4 * H and js["params"]["mlp_per_layer"] == 8 * H * H + 5 * H
     assert js["params"]["per_layer"] == 12 * H * H + 13 * H
 
@@ -65,12 +66,13 @@ def test_gpt3_175b_tp8_per_gpu_memory(explain):
 
 def test_gpt3_175b_tp8_dp_traffic_reads_the_whole_biases(explain):
     """The DP gradient reduction and the optimizer step read the larger end stage's dense parameters a GPU: the first
-    stage's word embedding / 8 (50,257 h / 8 = 77,194,752) + positions 2,048 h (whole) + 6 layers = 1,461,821,952."""
+    stage's word embedding / 8 (51,200 rows, megatron's padding of 50,257 at tp 8: 51,200 h / 8 = 78,643,200) +
+    positions 2,048 h (whole) + 6 layers = 1,463,270,400."""
     s, p, est, js = explain(**GPT3)
     sc, _, comp = _compute_pass(s, p)
     dp = dp_comm(sc, Collectives(sc), comp)
-    first = 50_257 * H // 8 + 2048 * H + 6 * ((12 * H * H + 7 * H) // 8 + 6 * H)
-    assert float(dp.p_local) == first == 1_461_821_952
+    first = 51_200 * H // 8 + 2048 * H + 6 * ((12 * H * H + 7 * H) // 8 + 6 * H)
+    assert float(dp.p_local) == first == 1_463_270_400
     counts = stage_kind_counts(s.model, p)
     assert float(params_of(count_params(s.model), s.model, p, counts["first"], "first")[0]) == first
 

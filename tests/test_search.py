@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -188,7 +189,8 @@ def _divisors(n):
 def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
     """Every plan of the documented space, one at a time: resolve() says whether it is
     valid, memory_terms whether it fits; the step time of the fitting plans comes from
-    step_time on all of them stacked (one call, no blocks, no pruning).
+    step_time on all of them stacked (one call a padded vocabulary, each plan's model as resolve pads it at
+    its tp; no blocks, no pruning).
 
     The rank orders are those the stack builds (the megatron stack: Megatron's default
     tp-cp-dp-pp and --use-tp-pp-dp-mapping's tp-cp-pp-dp, stack_db runs.rank_orders), less the
@@ -202,7 +204,7 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
     usable = mem.capacity(settings)[1]
     assert [o.order for o in settings.stack.runs.rank_orders] == ["tp-cp-dp-pp", "tp-cp-pp-dp"]
     counts = Counter()
-    feasible = {}
+    feasible, models = {}, {}
     for tp, cp, pp in itertools.product(_divisors(hw.nvlink_domain), [c for c in _divisors(seq) if c <= max_cp], range(1, L + 1)):
         if gpus % (tp * cp * pp):
             counts["considered"] += 1
@@ -244,26 +246,30 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
                         key = (tp, cp, pp, vpp, dp, mbs, sharding, group, rc, sp, s.stack.runs.sharding[int(plan.smode)].name,
                                order)
                         feasible[key] = [plan, total]
+                        models[key] = s.model  # its vocabulary padded at its tp (stack_db megatron vocab_padding)
                     else:
                         counts["did_not_fit"] += 1
-    keys = list(feasible)
-    stacked = PlanArrays(**{f: np.array([getattr(feasible[k][0], f) for k in keys]) for f in PlanArrays.__dataclass_fields__})
-    step = step_time(settings, stacked)[0].total
-    # the stack's options are part of a plan: megatron can overlap TP communication (with SP,
-    # tp > 1), and fit keeps the faster of off and on (space.variant_choices) where it fits with
-    # TP overlap's own buffers (memory.tp_overlap_bytes); the plan's memory is then the overlap's
-    can = (stacked.sp > 0) & (stacked.tp > 1)
-    stacked.tpo = np.where(can, 1, 0)
-    mem_on = mem.memory_terms(settings, stacked)[0].total
-    step_on = step_time(settings, stacked)[0].total
-    better = can & (mem_on <= usable) & (step_on < step)
-    counts["overlap_chosen"] = int(better.sum())
-    counts["least_memory_plain"] = min(feasible[k][1] for k in keys)  # without TP overlap: the closest plan's
-    step = np.where(better, step_on, step)
-    for k, t, m_on, b in zip(keys, step, mem_on, better):
-        if b:
-            feasible[k][1] = float(m_on)
-        feasible[k].append(float(t))
+    counts["least_memory_plain"] = min(feasible[k][1] for k in feasible)  # without TP overlap: the closest plan's
+    # one call per padded vocabulary (the plans of one tp's rows: Megatron pads 128 x tp), with that model
+    for rows in sorted({m.vocab_size for m in models.values()}):
+        keys = [k for k in feasible if models[k].vocab_size == rows]
+        st = replace(settings, model=models[keys[0]])
+        stacked = PlanArrays(**{f: np.array([getattr(feasible[k][0], f) for k in keys]) for f in PlanArrays.__dataclass_fields__})
+        step = step_time(st, stacked)[0].total
+        # the stack's options are part of a plan: megatron can overlap TP communication (with SP,
+        # tp > 1), and fit keeps the faster of off and on (space.variant_choices) where it fits with
+        # TP overlap's own buffers (memory.tp_overlap_bytes); the plan's memory is then the overlap's
+        can = (stacked.sp > 0) & (stacked.tp > 1)
+        stacked.tpo = np.where(can, 1, 0)
+        mem_on = mem.memory_terms(st, stacked)[0].total
+        step_on = step_time(st, stacked)[0].total
+        better = can & (mem_on <= usable) & (step_on < step)
+        counts["overlap_chosen"] += int(better.sum())
+        step = np.where(better, step_on, step)
+        for k, t, m_on, b in zip(keys, step, mem_on, better):
+            if b:
+                feasible[k][1] = float(m_on)
+            feasible[k].append(float(t))
     return counts, feasible
 
 
@@ -292,19 +298,21 @@ def test_brute_force_same_counts_and_feasible_set(small):
     # reports to CUDA, hardware_db hbm_visible_GiB; 100+ over the datasheet's 0.9 x 40e9 B)
     assert counts["did_not_fit"] > 50 and counts["broke"] > 100 and counts["feasible"] > 1000
     assert counts["overlap_chosen"] > 100  # plans whose memory is the TP-overlap variant's
-    f = res.feasible[0]
-    space = f["space"]
-    plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
     from planner.comm import ORDER_NAMES
     from planner.plan import RECOMPUTE_NAMES, SHARDING_NAMES, HSDP
     job_modes = [m.name for m in settings_for(job)[0].stack.runs.sharding]
     got = {}
-    for i in range(len(f["step"])):
-        g = lambda n: int(getattr(plans, n)[i])  # noqa: E731
-        key = (g("tp"), g("cp"), g("pp"), g("vpp"), g("dp"), g("mbs"), SHARDING_NAMES[g("sharding")],
-               g("shard") if g("sharding") == HSDP else None, RECOMPUTE_NAMES[g("recompute")], bool(g("sp")),
-               job_modes[g("smode")], ORDER_NAMES[g("order")])
-        got[key] = (float(f["memory"][i]), float(f["step"][i]))
+    # one space a padded vocabulary with fitting plans (search.vocab_spaces): tp 1 and 2 (128,256 rows), tp 4 (128,512)
+    assert sorted(f["space"].settings.model.vocab_size for f in res.feasible) == [128256, 128512]
+    for f in res.feasible:
+        space = f["space"]
+        plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
+        for i in range(len(f["step"])):
+            g = lambda n: int(getattr(plans, n)[i])  # noqa: E731
+            key = (g("tp"), g("cp"), g("pp"), g("vpp"), g("dp"), g("mbs"), SHARDING_NAMES[g("sharding")],
+                   g("shard") if g("sharding") == HSDP else None, RECOMPUTE_NAMES[g("recompute")], bool(g("sp")),
+                   job_modes[g("smode")], ORDER_NAMES[g("order")])
+            got[key] = (float(f["memory"][i]), float(f["step"][i]))
     assert set(got) == set(feasible)
     for k, (m, t) in got.items():
         assert m == feasible[k][1] and t == feasible[k][2], k
@@ -435,21 +443,23 @@ def test_prefilter_dropped_counted_and_shown(cli, monkeypatch):
     import planner.search as search
     from planner.render.fit import searched
 
-    seen = {}
+    seen = []
     real = search._prefilter
 
     def spy(space, fb, *args, **kw):
         out = real(space, fb, *args, **kw)
-        seen.update(space=space, fb=fb, out=out)
+        seen.append((space, fb, out))
         return out
 
     monkeypatch.setattr(search, "_prefilter", spy)
     res = fit(Job(model="llama3-70b", gpus=512), top=5)
-    keep, low, *_ = seen["out"]
-    dropped = ~keep
-    assert res.counts.prefilter_dropped == int(seen["space"].n_orders[seen["fb"][dropped]].sum()) > dropped.sum() > 0
+    # one _prefilter a space it bounds (search.vocab_spaces: one a padded vocabulary), the counts their sum
+    seen = [(sp, fb, out) for sp, fb, out in seen if out is not None]
+    assert len(seen) >= 2
+    assert res.counts.prefilter_dropped == sum(int(sp.n_orders[fb[~out[0]]].sum()) for sp, fb, out in seen) > 0
+    assert res.counts.prefilter_dropped > sum(int((~out[0]).sum()) for _, _, out in seen)
     assert res.counts.prefilter_dropped < res.counts.feasible
-    assert low[dropped].min() > res.rows[-1]["time"]["step_s"]
+    assert min(out[1][~out[0]].min() for _, _, out in seen if (~out[0]).any()) > res.rows[-1]["time"]["step_s"]
     assert (f"{res.counts.feasible:,} fit ({res.counts.prefilter_dropped:,} of them priced by their compute alone, "
             "which already ranks them below the top rows)") in searched(res)
     # shown where fit shows its counts: the table's line, the note on stderr beside JSON
@@ -473,19 +483,23 @@ def test_fp8_recipe_variant_gated_on_its_own_weight_copies():
     from planner.plan import FP8_RECIPE_CODES, FSDP
 
     r = fit(Job(model="llama3-70b", gpus=32, hardware="b200", precision="fp8"), top=5, keep_feasible=True)
-    f = r.feasible[0]
-    sp = f["space"]
-    assert int(sp.variants[0, 3]) == FP8_RECIPE_CODES["delayed"]
-    sel = np.flatnonzero((sp.variants[f["var"], 3] == FP8_RECIPE_CODES["mxfp8"]) & (sp.base.sharding[f["base"]] < FSDP))
-    assert len(sel) > 0
-    chosen = sp.plans(f["base"][sel], f["rc"][sel], f["order"][sel], f["var"][sel])
-    assert f["memory"][sel] == pytest.approx(mem.memory_total(sp.settings, chosen), rel=1e-12)
-    delayed = sp.plans(f["base"][sel], f["rc"][sel], f["order"][sel], f["var"][sel])
-    delayed.f8r = np.full(len(sel), FP8_RECIPE_CODES["delayed"])
-    t_mx, t_d = mem.memory_terms(sp.settings, chosen)[0], mem.memory_terms(sp.settings, delayed)[0]
-    assert np.all(t_d.quantized_weights > 0)
-    assert t_mx.quantized_weights == pytest.approx(2.0625 * t_d.quantized_weights, rel=1e-12)
-    assert np.all(f["memory"][sel] - mem.memory_total(sp.settings, delayed) > 4 * 2**30)  # what the gate missed
+    n = 0
+    for f in r.feasible:  # one space a padded vocabulary (search.vocab_spaces)
+        sp = f["space"]
+        assert int(sp.variants[0, 3]) == FP8_RECIPE_CODES["delayed"]
+        sel = np.flatnonzero((sp.variants[f["var"], 3] == FP8_RECIPE_CODES["mxfp8"]) & (sp.base.sharding[f["base"]] < FSDP))
+        n += len(sel)
+        if not len(sel):
+            continue
+        chosen = sp.plans(f["base"][sel], f["rc"][sel], f["order"][sel], f["var"][sel])
+        assert f["memory"][sel] == pytest.approx(mem.memory_total(sp.settings, chosen), rel=1e-12)
+        delayed = sp.plans(f["base"][sel], f["rc"][sel], f["order"][sel], f["var"][sel])
+        delayed.f8r = np.full(len(sel), FP8_RECIPE_CODES["delayed"])
+        t_mx, t_d = mem.memory_terms(sp.settings, chosen)[0], mem.memory_terms(sp.settings, delayed)[0]
+        assert np.all(t_d.quantized_weights > 0)
+        assert t_mx.quantized_weights == pytest.approx(2.0625 * t_d.quantized_weights, rel=1e-12)
+        assert np.all(f["memory"][sel] - mem.memory_total(sp.settings, delayed) > 4 * 2**30)  # what the gate missed
+    assert n > 0
 
 
 def test_first_recipe_holds_the_least_weight_copies():
@@ -626,24 +640,27 @@ def test_rows_placement_links_once_for_all_rows(monkeypatch):
     import planner.search as search
     from planner import placement
 
-    seen = {}
+    calls = []
     real = search.rows_of
 
     def spy(r):
-        seen["r"] = r
-        return real(r)
+        out = real(r)
+        calls.append((r, out))
+        return out
 
     monkeypatch.setattr(search, "rows_of", spy)
     for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=4096)):
-        res = fit(job, top=10)
-        r = seen["r"]
-        plan = r.space.plans(r.base, r.rc, r.order, r.var)
-        tiers = set()
-        for i, row in enumerate(res.rows):
-            alone = placement.report(r.settings, plan, lambda v, i=i: np.asarray(v) if np.ndim(v) == 0 else np.asarray(v)[i])
-            assert row["placement"] == alone
-            tiers |= {v["tier"] for v in alone.values() if isinstance(v, dict)}
-        assert len(res.rows) == 10 and len(tiers) > 1
+        calls.clear()
+        res = fit(job, top=10)  # one rows_of a space the rows come from (search.vocab_spaces: one a padded vocabulary)
+        tiers, n = set(), 0
+        for r, out in calls:
+            plan = r.space.plans(r.base, r.rc, r.order, r.var)
+            for i, row in enumerate(out):
+                alone = placement.report(r.settings, plan, lambda v, i=i: np.asarray(v) if np.ndim(v) == 0 else np.asarray(v)[i])
+                assert row["placement"] == alone
+                tiers |= {v["tier"] for v in alone.values() if isinstance(v, dict)}
+                n += 1
+        assert len(res.rows) == 10 == n and len(tiers) > 1
 
 
 def test_memory_totals_is_memory_total_of_each_candidate():
@@ -897,11 +914,12 @@ def test_memory_total_is_memory_terms_total(small):
     stage's terms) equals memory_terms(...)[0].total exactly: on every feasible candidate of the
     small search, and on single plans with a middle stage, DualPipe and FSDP under PP."""
     job, opts, _, _ = small
-    f = fit(job, opts=opts, top=5, keep_feasible=True).feasible[0]
-    space = f["space"]
-    plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
-    assert len(f["step"]) > 1000
-    assert np.array_equal(mem.memory_total(space.settings, plans), mem.memory_terms(space.settings, plans)[0].total)
+    feasible = fit(job, opts=opts, top=5, keep_feasible=True).feasible  # one a padded vocabulary (search.vocab_spaces)
+    assert sum(len(f["step"]) for f in feasible) > 1000
+    for f in feasible:
+        space = f["space"]
+        plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
+        assert np.array_equal(mem.memory_total(space.settings, plans), mem.memory_terms(space.settings, plans)[0].total)
     for extra in (dict(model="llama3-8b", gpus=64, tp=2, pp=8, vpp=2),
                   dict(model="deepseek-v3", gpus=2048, pp=16, ep=64, schedule="dualpipe", stack="deepseek", sharding="zero1"),
                   dict(model="mixtral-8x7b", gpus=64, tp=2, pp=4, ep=8, sharding="fsdp", stack="torchtitan")):

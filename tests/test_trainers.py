@@ -500,13 +500,11 @@ def test_round_trip_torchtitan(tmp_path, job):
 def test_round_trip_megatron(tmp_path, job):
     plan, text, notes = _round_trip(tmp_path, "megatron", ".sh", {}, stack="megatron", **job)
     assert f"--tensor-model-parallel-size {plan['tp']} " in text and f"--global-batch-size {plan['global_batch']} " in text
-    # GPT-3's 50,257 tokens priced unpadded at tp 8: Megatron builds 51,200 rows (export._megatron_vocab_rows);
-    # Qwen3's 151,936 at tp 2 (Megatron's default: 152,064) is pinned by --padded-vocab-size 151936
-    vocab = [f"vocabulary: Megatron pads the model's 50,257 tokens to 51,200 rows (a multiple of 128 x tp 8, "
-             "vocab_size_with_padding), where the plan priced 50,257 (tp 8 does not divide them, so no "
-             "--padded-vocab-size gives them); price it with --padded-vocab-size 51,200"] if plan["model"] == "gpt3-175b" else []
-    assert [n for n in notes if not n.startswith("--fp8-format hybrid")] == vocab
-    assert ("--padded-vocab-size 151936 " in text) == (plan["model"] == "qwen3-30b-a3b")
+    # the plans price the rows Megatron builds (stack_db megatron vocab_padding: GPT-3's 50,257 tokens at tp 8, 51,200;
+    # Qwen3's 151,936 at tp 2, 152,064), so the script writes Megatron's default padding: no --padded-vocab-size, no note
+    assert [n for n in notes if not n.startswith("--fp8-format hybrid")] == []
+    assert "--padded-vocab-size" not in text
+    assert plan.get("vocab_rows") == {"gpt3-175b": 51200, "qwen3-30b-a3b": 152064}.get(plan["model"], plan.get("vocab_rows"))
     assert ("--use-tp-pp-dp-mapping" in text) == (plan["rank_order"] == "tp-cp-pp-dp" and plan["pp"] > 1)
     if plan["pp"] == 6:
         assert "--decoder-first-pipeline-num-layers 12 " in text and "--decoder-last-pipeline-num-layers 12 " in text

@@ -264,7 +264,8 @@ def test_the_fp16_optimizers_step_copies():
     no excess), 16,062,119,936 B of copies against 7,788,822,528 (7,784,628,224, half the 8,192-token figure, and the
     flash cores' fp32 log-sum-exp, 32 layers x 4,096 tokens x 8 heads x 4 B = 4,194,304: planner/layers/attention.py
     [ls]) + 821,559,296 B of activations: 7,451,738,112 B (6.94 GiB)."""
-    s, p, _ = resolve(Job(**{**JOB, "tp": 4, "seq_len": 4096}, sharding_mode="zero0", fp16=True))
+    # Llama 3's own 128,256 rows (megatron-deepspeed pads them to 128,512 at tp 4, stack_db vocab_padding)
+    s, p, _ = resolve(Job(**{**JOB, "tp": 4, "seq_len": 4096, "padded_vocab_size": 128256}, sharding_mode="zero0", fp16=True))
     assert int(p.sp) == 0
     m = evaluate(s, p).memory
     L = float(m["master_weights"]) / 4

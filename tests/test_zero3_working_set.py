@@ -130,7 +130,7 @@ def test_toy_reuse_kept():
 
 # GPT-3 175B (h = 12,288, d_ff = 4h, biases, LayerNorm, tied output), tp 1: a layer's modules qkv 3h^2,
 # proj h^2, fc1 = fc2 4h^2. DeepSpeed's defaults: L 1e9, P 5e7, R 1e9, B 5e8. Full recompute: only fc2 is
-# kept from its re-run (2 x 4h^2 = 1.21e9 >= R for fc1). The tied word embedding (50,257 x h = 617,558,016, TIED) is
+# kept from its re-run (2 x 4h^2 = 1.21e9 >= R for fc1). The tied word embedding (50,304 x h = 618,135,552, TIED: the padded rows) is
 # gathered all through the backward [z3t] and counts in __n_available_params, so the prefetch budget at a module is
 # min(L - its parameters - TIED, P): negative at fc2, fc1 (4h^2 = 604M) and qkv (3h^2 = 453M), 5e7 at proj (151M,
 # which prefetches qkv whole). In Megatron-DeepSpeed's hook order [z3h] fc1's bias hook (bias-GeLU) flushes fc2's
@@ -142,7 +142,7 @@ def test_toy_reuse_kept():
 # 4h = 49,152, within 1e5). IPG buffer: 2 B x 5e8.
 H2 = 12288**2
 PERSIST = 2 * 13 * 12288 * 96
-TIED = 50257 * 12288
+TIED = 50304 * 12288  # GPT-3's 50,257 tokens padded to 128 x 393 at tp 1 (stack_db megatron-deepspeed vocab_padding)
 
 
 def _gpt3(explain, **kw):
@@ -166,7 +166,7 @@ def _z3_new(t):
 
 def test_gpt3_defaults(explain):
     """Back fc2's GEMM: fc2 4 h^2 gathered (the tied weight leaves no prefetch budget), fc2's gradient 4 h^2; the tied
-    weight and its held gradient beside them, 2 B x 2 x 617,558,016."""
+    weight and its held gradient beside them, 2 B x 2 x 618,135,552."""
     t = _gpt3(explain)
     assert _z3(t) == pytest.approx((2 * 4 * H2, 2 * 4 * H2, 2 * 5e8, PERSIST), rel=1e-12)
     assert t["zero3_tied_output"] == 2 * 2 * TIED
@@ -311,7 +311,7 @@ def test_8b_bucket_copy_bound_tp2(explain):
 
 def test_explain_names_each_zero3_term(cli):
     """explain's table has a row for each ZeRO-3 term (2 B x 4 h^2 = 1.12 GiB gathered, 2 B x 4 h^2 = 1.12 GiB of
-    gradients, the tied weight and its gradient 2 B x 2 x 617,558,016 = 2.30 GiB, the 2 B x 5e8 = 0.93 GiB bucket,
+    gradients, the tied weight and its gradient 2 B x 2 x 618,135,552 = 2.30 GiB, the 2 B x 5e8 = 0.93 GiB bucket,
     2 B x 13 h x 96 = 0.03 GiB persistent) and none for FSDP's layer units, which the plan does not hold; a ZeRO-1
     plan shows no FSDP or ZeRO-3 row at all."""
     job = ["--model", "gpt3-175b", "--gpus", "64", "--stack", "megatron-deepspeed", "--recompute", "full",

@@ -1678,8 +1678,8 @@ def _fork_vocab(plan: dict, fork: str, tp: int, notes: list[str]) -> list:
     not divide V, GPT-2's files as the 2021 fork's."""
     F = "megatron-deepspeed"
     model = _model(plan)
-    v = model.vocab_size
-    if fork == MDS_BIGSCIENCE and v % tp == 0:  # else GPT-2's files, as the 2021 fork's (below)
+    v = plan_rows(plan, model.vocab_size)  # the rows the plan priced (the stack's padding at its tp, or the job's)
+    if fork == MDS_BIGSCIENCE and model.vocab_size % tp == 0:  # else GPT-2's files, as the 2021 fork's (below)
         out = [("--tokenizer-type", "PretrainedFromHF"), ("--tokenizer-name-or-path", "$TOKENIZER_NAME_OR_PATH")]
         if v % 128:  # the fork's default divisor (l. 369) must divide the padded size (tokenizer.py l. 78-79)
             out.append(("--make-vocab-size-divisible-by", 1))
@@ -1711,6 +1711,12 @@ def _fork_vocab(plan: dict, fork: str, tp: int, notes: list[str]) -> list:
     return out
 
 
+def plan_rows(plan: dict, v: int) -> int:
+    """The embedding's rows the plan priced: the job's padded_vocab_size, else the stack's padding of the model's v
+    tokens at the plan's tp (plan vocab_rows: stack_db vocab_padding, Megatron's 128 x tp), else v."""
+    return int(plan.get("padded_vocab_size") or plan.get("vocab_rows") or v)
+
+
 def _megatron_vocab_rows(plan: dict, v: int, tp: int, notes: list[str]) -> list:
     """--padded-vocab-size R where Megatron-LM's default padding of the model's v tokens (a multiple of 128 x tp,
     vocab_size_with_padding, NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py
@@ -1720,7 +1726,7 @@ def _megatron_vocab_rows(plan: dict, v: int, tp: int, notes: list[str]) -> list:
     naming the rows Megatron builds."""
     from .megatron_model import DEFAULT_VOCAB_DIVISOR
 
-    rows = plan.get("padded_vocab_size") or v
+    rows = plan_rows(plan, v)
     mult = DEFAULT_VOCAB_DIVISOR * tp
     built = -(-v // mult) * mult
     if rows == built:
@@ -1753,24 +1759,29 @@ def _mds_vocab(plan: dict, notes: list[str]) -> list:
     --vocab-file and --merge-file and ignores --vocab-size), whose size is --vocab-size + 1, the end-of-document id
     (_NullTokenizer l. 510-514); the embedding and output layer then have that size padded to a multiple of
     --make-vocab-size-divisible-by x tp (l. 52, 58-71). So: --tokenizer-type NullTokenizer --vocab-size V - 1 and the
-    divisor that pads V to itself (mds_vocab_divisor), the plan's V rows; where tp does not divide V none does: the
-    fork's default, and a note naming the rows it builds beside the V the plan priced (the read-back prices the
-    model's V too, as the plan did)."""
+    largest divisor <= 128 that pads V to the R rows the plan priced (plan_rows: the stack's padding at the plan's tp,
+    128 x tp, where no flag is written; a job's padded_vocab_size), else R - 1 tokens and the divisor that pads R to
+    itself (mds_vocab_divisor); where tp does not divide R none does: the fork's default, and a note naming the rows it
+    builds beside the R the plan priced."""
     v, tp = _model(plan).vocab_size, plan["tp"]
-    if v < 2:
-        raise _refuse("megatron-deepspeed", f"vocab_size {v}: Megatron-DeepSpeed @f4157bea's NullTokenizer has "
+    want = plan_rows(plan, v)
+    d = next((d for d in range(MDS_VOCAB_DIVISOR, 0, -1) if -(-v // (d * tp)) * d * tp == want), None)
+    tokens = v if d is not None else want
+    if d is None:
+        d = mds_vocab_divisor(want, tp)
+    if tokens < 2:
+        raise _refuse("megatron-deepspeed", f"vocab_size {tokens}: Megatron-DeepSpeed @f4157bea's NullTokenizer has "
                                             "--vocab-size + 1 tokens (the end-of-document id), at least 2",
                       "price a model of two tokens or more")
-    out = [("--tokenizer-type", "NullTokenizer"), ("--vocab-size", v - 1)]
-    d = mds_vocab_divisor(v, tp)
+    out = [("--tokenizer-type", "NullTokenizer"), ("--vocab-size", tokens - 1)]
     if d is not None and d != MDS_VOCAB_DIVISOR:
         out.append(("--make-vocab-size-divisible-by", d))
-    rows = -(-v // ((d or MDS_VOCAB_DIVISOR) * tp)) * (d or MDS_VOCAB_DIVISOR) * tp
-    notes.append(f"vocabulary: --tokenizer-type NullTokenizer --vocab-size {v - 1:,} (the fork's NullTokenizer adds the "
-                 f"end-of-document id: {v:,} tokens, microsoft/Megatron-DeepSpeed @f4157bea megatron/tokenizer/tokenizer.py "
+    rows = -(-tokens // ((d or MDS_VOCAB_DIVISOR) * tp)) * (d or MDS_VOCAB_DIVISOR) * tp
+    notes.append(f"vocabulary: --tokenizer-type NullTokenizer --vocab-size {tokens - 1:,} (the fork's NullTokenizer adds the "
+                 f"end-of-document id: {tokens:,} tokens, microsoft/Megatron-DeepSpeed @f4157bea megatron/tokenizer/tokenizer.py "
                  f"l. 510-514), padded to a multiple of --make-vocab-size-divisible-by {d or MDS_VOCAB_DIVISOR} x tp {tp}: "
-                 f"{rows:,} rows" + (", the plan's" if rows == v else
-                                     f", where the plan priced the model's {v:,} (tp {tp} does not divide it, so no "
+                 f"{rows:,} rows" + (", the plan's" if rows == want else
+                                     f", where the plan priced {want:,} (tp {tp} does not divide it, so no "
                                      "divisor pads it to itself)")
                  + "; a run with its own tokenizer (--tokenizer-type HFTokenizer --tokenizer-model ...) builds its size "
                    "padded so")

@@ -213,7 +213,7 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import (INT64_MAX, catalog_vocab_rows, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
+from .megatron_model import (INT64_MAX, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron, rampup_phases, to_megatron
@@ -1461,6 +1461,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if rows is not None:  # rows equal to the model's: nothing to list
             job["padded_vocab_size"] = rows
             assumed.append(note)
+        elif stack_pads_other(spec.vocab_size, tp):  # the model's own rows (--no-pad-vocab-size, a divisor that pads
+            job["padded_vocab_size"] = spec.vocab_size  # none), where the stack's padding would build others: pinned
+            assumed.append(note)
+    elif stack_pads_other(spec.vocab_size, tp):  # the flags' model holds the rows Megatron builds (padded_vocab) in its
+        job["padded_vocab_size"] = spec.vocab_size  # vocab_size; pinned where the stack's padding would pad them further
+        assumed.append(f"padded_vocab_size={spec.vocab_size:,}: the arguments' rows (--padded-vocab-size or "
+                       "--no-pad-vocab-size), which the stack's padding (stack_db vocab_padding) would not build")
     if "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules)
         job["mtp_layers"] = _int(where, flags, "--mtp-num-layers")
     elif spec.mtp_layers:  # transformer_config.py @d98e8a64 l. 68: mtp_num_layers default None (no MTP)

@@ -253,6 +253,14 @@ def pad_vocab(flags: dict, v: int, tp: int, where: str) -> tuple[int, str]:
     return int(math.ceil(v / mult) * mult), f"padded to a multiple of {div} ({how}) x tp {tp} = {mult:,} (vocab_size_with_padding)"
 
 
+def stack_pads_other(rows: int, tp: int) -> bool:
+    """Whether the Megatron stacks' own padding (stack_db vocab_padding: a multiple of 128 x tp, plan.padded_rows)
+    builds other rows than `rows` from a vocabulary of `rows` tokens: then the reader pins them (padded_vocab_size),
+    as the arguments build them."""
+    mult = DEFAULT_VOCAB_DIVISOR * tp
+    return rows % mult != 0
+
+
 def catalog_vocab_rows(flags: dict, model: str, v: int, tp: int, where: str) -> tuple[Optional[int], str]:
     """The job's padded_vocab_size for a catalog model (or --model) of v tokens, whose vocab_size stands for the
     tokenizer's size, and the note that lists it as assumed: --padded-vocab-size where given, else pad_vocab's
