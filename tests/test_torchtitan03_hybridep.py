@@ -276,3 +276,99 @@ def test_export_refuses_the_blocking_dispatch(tmp_path):
     with pytest.raises(PlannerError, match=r"moe_dispatcher hybridep \(blocking\).*deepseek_v3_16b_hybridep: moe_dispatcher "
                                            r"hybridep, moe_hybridep_capacity_factor 1"):
         export_plan(p, "torchtitan")
+
+
+# fit ranks what a 0.3 launch line reaches: HybridEP is built only by deepseek_v3_*_hybridep, at
+# non_blocking_capacity_factor 1.0 (config_registry.py l. 114, 179), the stack's defaults.moe_hybridep_capacity_factor
+FIT_16 = ["--model", "qwen3-30b-a3b", "--gpus", "16", "--stack", "torchtitan-0.3", "--ep", "2,4,8,16", "--tp", "1",
+          "--pp", "1", "--seq-len", "4096", "--global-batch", "32", "--hardware", "h100-sxm"]
+
+
+def _fit_rows(cli, *extra, args=FIT_16):
+    import json
+
+    r = cli("fit", *args, *extra, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_hybridep_without_a_factor_takes_the_config_functions_one():
+    """A job on hybridep that gives no factor runs the shipped functions' 1.0 (listed as inherited); 0 is the blocking
+    dispatch, priced only where asked; alltoall reads none."""
+    from planner.catalog import load_stack
+
+    assert load_stack("torchtitan-0.3").defaults.moe_hybridep_capacity_factor == 1.0
+    assert load_stack("megatron").defaults.moe_hybridep_capacity_factor is None
+    base = dict(model="qwen3-30b-a3b", gpus=8, ep=8, hardware="h100-sxm", stack="torchtitan-0.3")
+    s, p, _ = resolve(Job(moe_dispatcher="hybridep", **base))
+    assert s.moe_hybridep_capacity_factor == 1.0 and ("moe_hybridep_capacity_factor", 1.0) in s.inherited
+    # E 128, k 8 over ep 8: 8 x min(16, 8) x 1.0 = 64 rows a local token
+    assert float(plan_context(s, p).capacity_rows) == 64.0
+    s, p, _ = resolve(Job(moe_dispatcher="hybridep", moe_hybridep_capacity_factor=0.0, **base))
+    assert s.moe_hybridep_capacity_factor == 0.0 and float(plan_context(s, p).capacity_rows) == 0.0
+    s, _, _ = resolve(Job(moe_dispatcher="alltoall", **base))
+    assert s.moe_hybridep_capacity_factor == 0.0
+    # megatron's HybridEP is the blocking one: 0 is what it runs, anything above refused (as before)
+    s, _, _ = resolve(Job(**{**base, "stack": "megatron"}, moe_dispatcher="hybridep", moe_hybridep_capacity_factor=0.0))
+    assert s.moe_hybridep_capacity_factor == 0.0
+
+
+def test_fit_no_longer_ranks_the_blocking_dispatch_first(cli):
+    """fit ranked blocking HybridEP first here (0.804 s against the all-to-all's 0.809 s, on the model 0.3 builds), a
+    row the export refuses (no config function builds it). The search now prices hybridep at the config functions'
+    1.0 (64 capacity rows a token at ep 8: heavier), the all-to-all row leads and exports (qwen3_30b_a3b); the blocking
+    dispatch comes back only with --moe-hybridep-capacity-factor 0, named in the row, and still refused by the export."""
+    case = ["--model", "torchtitan:qwen3/30B-A3B", "--gpus", "16", "--stack", "torchtitan-0.3", "--ep", "2,4,8,16",
+            "--global-batch", "32", "--hardware", "h100-sxm"]  # the case as found (tp, pp searched)
+    rows = _fit_rows(cli, "--top", "4", args=case)
+    top = rows[0]["plan"]
+    assert top["moe_dispatcher"] == "alltoall" and "moe_hybridep_capacity_factor" not in top
+    assert rows[0]["time"]["step_s"] == pytest.approx(0.8094, abs=5e-4)
+    assert all(r["plan"].get("moe_hybridep_capacity_factor", 1.0) == 1.0 for r in rows)
+    assert "--config qwen3_30b_a3b " in export_plan(top, "torchtitan")[0]
+    blocking = _fit_rows(cli, "--top", "1", "--moe-hybridep-capacity-factor", "0", args=case)[0]
+    assert (blocking["plan"]["moe_dispatcher"], blocking["plan"]["moe_hybridep_capacity_factor"]) == ("hybridep", 0.0)
+    assert blocking["time"]["step_s"] == pytest.approx(0.8040, abs=5e-4)
+    assert blocking["time"]["step_s"] < rows[0]["time"]["step_s"]
+    with pytest.raises(PlannerError, match=r"moe_dispatcher hybridep \(blocking\)"):
+        export_plan(blocking["plan"], "torchtitan")
+
+
+def test_fit_factor_without_a_dispatcher_sizes_the_hybridep_rows_only(cli):
+    """--moe-hybridep-capacity-factor 0.5 with the dispatcher searched: the all-to-all rows carry no factor and price as
+    without it, the hybridep rows run at 0.5 (ep 4: 4 x min(32, 8) x 0.5 = 16 rows a token); explain of each row's
+    reproduce line prices the same terms."""
+    from conftest import explain_each_row
+
+    plain = {(r["plan"]["ep"], r["plan"]["dp"], r["plan"]["micro_batch"], r["plan"]["sharding_mode"],
+              r["plan"]["recompute"]): r["time"]["step_s"] for r in _fit_rows(cli, "--top", "8")}
+    rows = _fit_rows(cli, "--top", "8", "--moe-hybridep-capacity-factor", "0.5")
+    kinds = {r["plan"]["moe_dispatcher"] for r in rows}
+    assert kinds == {"alltoall", "hybridep"}, kinds
+    for r in rows:
+        p = r["plan"]
+        if p["moe_dispatcher"] == "alltoall":
+            assert "moe_hybridep_capacity_factor" not in p and r["moe"].get("capacity_rows") is None
+            key = (p["ep"], p["dp"], p["micro_batch"], p["sharding_mode"], p["recompute"])
+            if key in plain:
+                assert r["time"]["step_s"] == plain[key]
+        else:
+            assert p["moe_hybridep_capacity_factor"] == 0.5
+            assert r["moe"]["capacity_rows"] == p["ep"] * min(128 // p["ep"], 8) * 0.5
+    job = Job(model="qwen3-30b-a3b", gpus=16, stack="torchtitan-0.3", moe_hybridep_capacity_factor=0.5, seq_len=4096,
+              global_batch=32, hardware="h100-sxm")
+    for row, one in explain_each_row(cli, job, rows):
+        assert one["plan"].get("moe_hybridep_capacity_factor") == row["plan"].get("moe_hybridep_capacity_factor")
+        assert one["time"] == row["time"], row["plan"]
+        assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+
+
+def test_fit_factor_with_no_hybridep_row_is_refused(cli):
+    """The factor sizes nothing where the search prices no hybridep row: the job's own reason (megatron: no
+    non-blocking dispatch) or the search's (a dense model: no MoE fields), exit 2."""
+    r = cli("fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--stack", "megatron", "--global-batch", "32",
+            "--moe-hybridep-capacity-factor", "0.5")
+    assert_one_error(r, "moe_hybridep_capacity_factor 0.5 on stack megatron", "runs.hybridep_non_blocking")
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--stack", "torchtitan-0.3", "--moe-hybridep-capacity-factor",
+            "0.5")
+    assert_one_error(r, "moe_hybridep_capacity_factor set but llama3-8b has no experts")
