@@ -2395,7 +2395,7 @@ class StackRuns(BaseModel):
         description="the tokens per rank the stack sizes HybridEPBuffer for (planner/ep_buffers.py hybridep): dispatch, "
                     "the first dispatch's rows (Megatron-Core: the micro-batch's tokens on the rank, T / rep_div); "
                     "local_batch, local_batch_size x seq_len / (cp x tp) (torchtitan 0.3: models/common/"
-                    "token_dispatcher.py l. 1232-1234), floored at the Configurer's 512 (memory.py [ep])")
+                    "token_dispatcher.py l. 1232-1234); either floored at DeepEP's Configurer's 512 (memory.py [ep])")
     bytes_per_param: Optional[list[BppPreset]] = Field(
         default=None, min_length=1,
         description="the model-state presets (optimizer state dtypes) the stack's optimizer keeps; a model recipe's is "

@@ -233,7 +233,8 @@ def test_export_writes_the_hybridep_function_and_reads_back(tmp_path):
 
 
 def test_megatron_hybridep_prices_as_before(explain):
-    """The megatron stack's HybridEP: no capacity rows, the first dispatch's tokens for the buffer (T / rep_div)."""
+    """The megatron stack's HybridEP: no capacity rows, the first dispatch's tokens for the buffer (T / rep_div; 4,096
+    here, above DeepEP's floor of 512)."""
     settings, plan, _, js = explain(model="qwen3-30b-a3b", gpus=8, ep=8, stack="megatron", moe_dispatcher="hybridep",
                                     micro_batch=1, seq_len=4096, global_batch=8, hardware="h100-sxm")
     ctx = plan_context(settings, plan)
@@ -372,3 +373,19 @@ def test_fit_factor_with_no_hybridep_row_is_refused(cli):
     r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--stack", "torchtitan-0.3", "--moe-hybridep-capacity-factor",
             "0.5")
     assert_one_error(r, "moe_hybridep_capacity_factor set but llama3-8b has no experts")
+
+
+def test_megatron_buffer_takes_deepeps_512_token_floor(explain):
+    """Megatron passes the first dispatch's x.shape[-2] to HybridEPBuffer (fused_a2a.py @d98e8a64 l. 401, 343), whose
+    Configurer takes max(tokens, 512) (DeepEP hybrid-ep @94a9f8f config.cuh l. 385-387): a micro-batch of 1 x 256
+    tokens a rank is sized at 512. Qwen3-30B-A3B (h 2048, E 128) over ep 8 in one 8-GPU NVLink domain: 512 x 8 x
+    (2 x 2048 + 4 x 16 x 8 + 4 x 16) + 128 x 512 x 8 = 19,660,800 B (before: 9,830,400 B at 256 tokens)."""
+    from planner.memory import hybridep_tokens
+
+    settings, plan, _, js = explain(model="qwen3-30b-a3b", gpus=8, ep=8, stack="megatron", moe_dispatcher="hybridep",
+                                    micro_batch=1, seq_len=256, global_batch=8, hardware="h100-sxm")
+    ctx = plan_context(settings, plan)
+    assert float(ctx.T / ctx.rep_div) == 256.0 and float(hybridep_tokens(settings, plan, ctx)) == 512.0
+    hand = 512 * 8 * (2 * 2048 + 4 * 16 * 8 + 4 * (2048 // 128)) + 128 * 512 * 8
+    assert hand == 19_660_800
+    assert js["memory"]["terms"]["ep_buffers"] == hand
