@@ -364,6 +364,9 @@ def rule_reasons(stack, group: int = 0) -> dict:
     # the stack's own entry in the words of the rules on its runs' feature fields (startup STACK_SEQUENCE_PARALLEL, _RECOMPUTE)
     named = {c: REASONS[c].replace("stack_db <stack>", f"stack_db {stack.name}") for c in
              (BY_CODE_KEYS["STACK_SEQUENCE_PARALLEL"], BY_CODE_KEYS["STACK_RECOMPUTE"])} if stack is not None else {}
+    # DeepEP's Hybrid-EP rules name the stack's trainer (StartupRule.text_for)
+    named.update({c: f"{r.text_on(stack)} ({r.key}: {r.source.split(' (')[0]})" for c, r in BY_CODE.items()
+                  if r.text_for is not None} if stack is not None else {})
     return {**REASONS, INTERLEAVED_M: text, **named}
 
 
@@ -781,7 +784,8 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
         who = ("the model" if r.model_level else  # every plan alike: no degrees to name (StartupRule.model_level)
                f"the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, ep {job.ep}, sharding "
                f"{job.sharding} as {job.sharding_mode}, rank order {job.rank_order})")
-        return PlannerError(f"{where}{r.text}{figures}: {who} breaks start-up rule {r.key} of {r.trainer} ({r.source})",
+        return PlannerError(f"{where}{r.text_on(stack)}{figures}: {who} breaks start-up rule {r.key} of "
+                            f"{r.trainer_on(stack)} ({r.source})",
                             r.hint(model, stack) if callable(r.hint) else r.hint)
     if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
         return _stack_error(code, where, job, stack, dp)

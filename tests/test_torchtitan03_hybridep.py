@@ -389,3 +389,70 @@ def test_megatron_buffer_takes_deepeps_512_token_floor(explain):
     hand = 512 * 8 * (2 * 2048 + 4 * 16 * 8 + 4 * (2048 // 128)) + 128 * 512 * 8
     assert hand == 19_660_800
     assert js["memory"]["terms"]["ep_buffers"] == hand
+
+
+# DeepEP's own Hybrid-EP checks (codes 58-61, keyed on the dispatcher: StartupRule.dispatcher) on torchtitan 0.3
+TT16 = dict(model="torchtitan:deepseek_v3/16B", stack="torchtitan-0.3", moe_dispatcher="hybridep", tp=1, pp=1, cp=1)
+
+
+def _tt_refused(rule: str, **kw) -> PlannerError:
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**{**TT16, **kw}))
+    assert f"breaks start-up rule {rule} of torchtitan " in e.value.message, e.value.message
+    assert e.value.message.startswith("torchtitan's HybridEP dispatcher (DeepEP's HybridEPBuffer"), e.value.message
+    return e.value
+
+
+def test_deepep_hybridep_rules_apply_on_torchtitan_03():
+    """rules_for gives the four to every stack that runs hybridep (megatron, torchtitan-0.3), none to one that does not;
+    Megatron's messages are its own words as before."""
+    from planner.startup import BY_CODE, CODES, rules_for
+
+    keys = ("MEGATRON_HYBRIDEP_GPU", "MEGATRON_HYBRIDEP_DOMAIN", "MEGATRON_HYBRIDEP_EXPERTS", "MEGATRON_HYBRIDEP_TOKENS")
+    assert [CODES[k] for k in keys] == [58, 59, 60, 61]
+    for st, has in (("megatron", True), ("torchtitan-0.3", True), ("torchtitan", False), ("deepseek", False)):
+        got = {r.key for _, r in rules_for(load_stack(st))}
+        assert all((k in got) == has for k in keys), st
+    r = BY_CODE[58]
+    assert r.text_on(load_stack("megatron")) == r.text == ("Megatron's Hybrid-EP dispatcher runs its TMA kernels on "
+                                                           "compute capability 9.0+ only")
+    assert r.trainer_on(load_stack("megatron")) == "megatron" and r.trainer_on(load_stack("torchtitan-0.3")) == "torchtitan"
+
+
+def test_torchtitan_hybridep_needs_hopper():
+    """TMA bulk copies (sm_90): the 16B at ep 8 on A100 is refused, on H100 it runs."""
+    _tt_refused("MEGATRON_HYBRIDEP_GPU", gpus=8, ep=8, hardware="a100-sxm-80gb", global_batch=32, seq_len=4096)
+    resolve(Job(**TT16, gpus=8, ep=8, hardware="h100-sxm", global_batch=32, seq_len=4096))
+
+
+def test_torchtitan_hybridep_expert_columns():
+    """The debug flavor (E 8) on H100 PCIe (NVLink pairs): ep 8 holds 1 expert a rank x 2 ranks a domain = 2, not a
+    multiple of 4 (BufferConfig::is_valid): refused; ep 4, 2 x 2 = 4, runs."""
+    base = dict(TT16, model="torchtitan:deepseek_v3/debugmodel", hardware="h100-pcie", gpus=8, global_batch=8,
+                seq_len=2048)
+    e = _tt_refused("MEGATRON_HYBRIDEP_EXPERTS", **base, ep=8)
+    assert "(1 experts per rank x 2 ranks per NVLink domain; hidden size 256)" in e.message
+    resolve(Job(**base, ep=4))
+
+
+def test_torchtitan_hybridep_group_divisible_by_domain_ranks():
+    """GB200 NVL72, 288 GPUs: EP 32 straddles a rack as 8 + 24 ranks (32 % 24 != 0): refused; EP 16 runs."""
+    base = dict(TT16, hardware="gb200-nvl72", gpus=288, global_batch=288, seq_len=4096)
+    e = _tt_refused("MEGATRON_HYBRIDEP_DOMAIN", **base, ep=32)
+    assert "its 32 ranks meet 8 or 16 or 24 or 32 of their group in an NVLink domain of 72 GPUs on 288" in e.message
+    resolve(Job(**base, ep=16))
+
+
+def test_torchtitan_hybridep_token_cap_reads_the_local_batch():
+    """Across domains (ep 16 over two 8-GPU H100 nodes) at most 21,844 tokens a rank, counted by 0.3's rule
+    (runs.hybridep_buffer_tokens local_batch): with pp 2 the local batch gbs / dp = 64 / 16 = 4 sequences of 8,192 =
+    32,768 tokens (3 x 32,768 + 1 = 98,305 >= 65,536), refused, where Megatron's rule (the micro-batch's 1 x 8,192)
+    would pass; the same plan at a local batch of 2 x 8,192 = 16,384 runs."""
+    from planner.startup import hybridep_tokens
+
+    base = dict(TT16, hardware="h100-sxm", gpus=32, pp=2, ep=16, micro_batch=1, seq_len=8192, schedule="1f1b")
+    e = _tt_refused("MEGATRON_HYBRIDEP_TOKENS", **base, global_batch=64)
+    assert "32,768 tokens per rank as padded: 3 x 32,768 + 1 = 98,305" in e.message
+    assert e.hint.startswith("lower the tokens per rank (the local batch x seq_len / (cp x tp)")
+    settings, plan, _ = resolve(Job(**base, global_batch=32))
+    assert int(hybridep_tokens(plan, settings.stack)) == 16_384 and int(hybridep_tokens(plan)) == 8_192
