@@ -32,7 +32,8 @@ deepep_ll (low-latency kernels; Megatron @d98e8a64 does not run them): one RDMA 
   max(m_d, m_c) and two signalling buffers of ceil128(4 experts), rounded up past 128, with
   m_d = 16 + max(2h, h + 4 h / 128) and m_c = 4 h / 128 + 2h bytes a message; + the workspace.
 hybridep (Hybrid-EP, DeepEP's hybrid-ep branch) [3]: HybridEPBuffer(hidden_dim, max tokens per
-  rank = the first dispatch's tokens, padded to 64 [1], num_local_experts = experts / ep, bf16)
+  rank = the first dispatch's tokens, at least 512 and padded to 64 [1] (the caller's token count,
+  memory.hybridep_tokens, holds the Configurer's floor), num_local_experts = experts / ep, bf16)
   with n = per_domain ranks per NVLink domain and N = ep / n domains:
   NVLink: the worst case of every token of the group at one rank, M = tokens x ep rows: bf16
           tokens 2h, fp32 probabilities of the domain's experts 4 (experts / ep) n and the

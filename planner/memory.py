@@ -1042,8 +1042,11 @@ References
      max(tokens, 512) rounded up to the 64-token combine chunk (csrc/hybrid_ep/config.cuh @94a9f8f l. 385-387;
      the @f725d2969 torchtitan pins is @94a9f8f with a build fix, layers/moe.py [19]). The buffers' formulas are
      the same for both (ep_buffers.hybridep); the SM counts size none of the priced buffers (only the
-     preprocessing scratch, not priced). Megatron's rule is priced without the 512 floor (its first dispatch's
-     rows, which Megatron pads to 64): a micro-batch under 512 tokens a rank is priced below the Configurer's size.
+     preprocessing scratch, not priced). The 512 floor applies to Megatron's rule too: Megatron @d98e8a64
+     fused_a2a.py HybridEPDispatch.forward l. 400-412 passes num_tokens = x.shape[-2] to init_hybrid_ep_buffer
+     (l. 285-350: HybridEPBuffer(max_num_of_tokens_per_rank=num_tokens), l. 343), whose deep_ep/hybrid_ep_buffer.py
+     @94a9f8f l. 85-87 hands it to the same Configurer, max(tokens, 512) (config.cuh l. 385-387): a rank's
+     micro-batch under 512 tokens is sized at 512.
 
 [z3] DeepSpeed ZeRO-3's gathered working set (stack fsdp.zero3_modules, DeepSpeed's defaults; job field
      deepspeed_zero3, the DeepSpeed JSON's zero_optimization keys), at microsoft/DeepSpeed @38327e07: parameters are
@@ -3910,14 +3913,16 @@ HYBRIDEP_CONFIGURER_MIN_TOKENS = 512  # csrc/hybrid_ep/config.cuh @94a9f8f Confi
 
 
 def hybridep_tokens(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
-    """The tokens per rank Hybrid-EP's buffers are sized for under the stack's rule (runs.hybridep_buffer_tokens [ep]):
-    dispatch, the micro-batch's T / rep_div; local_batch, max(local batch x seq / (cp x tp), 512), the local batch the
-    plan's micro-batch without PP and gbs / dp with it."""
+    """The tokens per rank Hybrid-EP's buffers are sized for under the stack's rule (runs.hybridep_buffer_tokens [ep]),
+    at least the Configurer's 512 on either (DeepEP's floor, whichever trainer builds the buffer): dispatch, the
+    micro-batch's T / rep_div; local_batch, local batch x seq / (cp x tp), the local batch the plan's micro-batch
+    without PP and gbs / dp with it."""
     runs = stack_of(settings).runs
     if runs is None or runs.hybridep_buffer_tokens == "dispatch":  # a stack setting
-        return ctx.T / ctx.rep_div
-    local = np.where(plan.pp > 1, plan.gbs / np.maximum(plan.dp, 1), plan.mbs).astype(np.float64)
-    t = local * plan.seq / (plan.cp * plan.tp)
+        t = np.asarray(ctx.T / ctx.rep_div, dtype=np.float64)
+    else:
+        local = np.where(plan.pp > 1, plan.gbs / np.maximum(plan.dp, 1), plan.mbs).astype(np.float64)
+        t = local * plan.seq / (plan.cp * plan.tp)
     return np.maximum(t, float(HYBRIDEP_CONFIGURER_MIN_TOKENS))
 
 

@@ -370,6 +370,9 @@ def rule_reasons(stack, group: int = 0) -> dict:
     # the stack's own entry in the words of the rules on its runs' feature fields (startup STACK_SEQUENCE_PARALLEL, _RECOMPUTE)
     named = {c: REASONS[c].replace("stack_db <stack>", f"stack_db {stack.name}") for c in
              (BY_CODE_KEYS["STACK_SEQUENCE_PARALLEL"], BY_CODE_KEYS["STACK_RECOMPUTE"])} if stack is not None else {}
+    # DeepEP's Hybrid-EP rules name the stack's trainer (StartupRule.text_for)
+    named.update({c: f"{r.text_on(stack)} ({r.key}: {r.source.split(' (')[0]})" for c, r in BY_CODE.items()
+                  if r.text_for is not None} if stack is not None else {})
     return {**REASONS, INTERLEAVED_M: text, **named}
 
 
@@ -792,7 +795,8 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
         who = ("the model" if r.model_level else  # every plan alike: no degrees to name (StartupRule.model_level)
                f"the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, ep {job.ep}, sharding "
                f"{job.sharding} as {job.sharding_mode}, rank order {job.rank_order})")
-        return PlannerError(f"{where}{r.text}{figures}: {who} breaks start-up rule {r.key} of {r.trainer} ({r.source})",
+        return PlannerError(f"{where}{r.text_on(stack)}{figures}: {who} breaks start-up rule {r.key} of "
+                            f"{r.trainer_on(stack)} ({r.source})",
                             r.hint(model, stack) if callable(r.hint) else r.hint)
     if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
         return _stack_error(code, where, job, stack, dp)
@@ -2406,7 +2410,7 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                            "moe/fused_a2a.py @d98e8a64 init_hybrid_ep_buffer l. 327; HybridEPDispatch.forward l. 402 "
                            "sets fp8_dispatch = False)",
                            "remove moe_fp8_dispatch, or use moe_dispatcher deepep")
-    hcf = _hybridep_capacity(job, stack, name, where)
+    hcf = _hybridep_capacity(job, stack, name, where, inherited)
     fusions = moe_fusion_settings(job, stack, inherited, where)
     _router_dtype_ok(job, stack, fusions["moe_router_fusion"], where)
     _router_padding_ok(job, stack, name, where)
@@ -2416,21 +2420,28 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                 **moe_router_settings(job, stack, inherited, where, model), moe_router_dtype=job.moe_router_dtype)
 
 
-def _hybridep_capacity(job: Job, stack, name: str, where: str) -> float:
-    """Settings.moe_hybridep_capacity_factor: the job's moe_hybridep_capacity_factor (0.0: the blocking dispatch), refused
+def _hybridep_capacity(job: Job, stack, name: str, where: str, inherited: list) -> float:
+    """Settings.moe_hybridep_capacity_factor: the job's moe_hybridep_capacity_factor (0.0: the blocking dispatch), else
+    on hybridep the stack's defaults.moe_hybridep_capacity_factor (torchtitan-0.3's 1.0: the factor its only HybridEP
+    config functions build, config_registry.py l. 114 / 179; listed as inherited), else 0.0; a factor above 0 refused
     with another dispatcher or on a stack whose HybridEP has no non-blocking dispatch (runs.hybridep_non_blocking)."""
     f = job.moe_hybridep_capacity_factor
     if f is None:
-        return 0.0
+        d = stack.defaults.moe_hybridep_capacity_factor
+        if name != "hybridep" or d is None:
+            return 0.0
+        inherited.append(("moe_hybridep_capacity_factor", d))
+        return float(d)
     if name != "hybridep":
         raise PlannerError(f"{where}moe_hybridep_capacity_factor {f:g} with moe_dispatcher {name}: it sizes HybridEP's "
                            "non-blocking dispatch (layers/moe.py [19]), which the job does not run",
                            "use moe_dispatcher hybridep, or remove moe_hybridep_capacity_factor")
-    if stack.runs is None or not stack.runs.hybridep_non_blocking:
+    if f > 0 and (stack.runs is None or not stack.runs.hybridep_non_blocking):
         raise PlannerError(f"{where}moe_hybridep_capacity_factor {f:g} on stack {stack.name}: its HybridEP dispatcher has "
                            "no non-blocking dispatch sized by a capacity factor (stack_db runs.hybridep_non_blocking "
                            "false: Megatron-Core's _HybridEPManager takes no such setting)",
-                           "remove moe_hybridep_capacity_factor, or use --stack torchtitan-0.3")
+                           "remove moe_hybridep_capacity_factor (or give 0: the blocking dispatch), or use --stack "
+                           "torchtitan-0.3")
     return float(f)
 
 
@@ -2947,9 +2958,11 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
         "moe_router_dtype": settings.moe_router_dtype,
         "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))),
         "moe_route_nodes": settings.moe_route_nodes or None,
-        # HybridEP's non-blocking capacity factor, where the job sets one (layers/moe.py [19])
+        # HybridEP's capacity factor where the plan runs hybridep on a stack that has a non-blocking dispatch
+        # (layers/moe.py [19]; 0.0: the blocking dispatch), so the row names which one it priced
         **({"moe_hybridep_capacity_factor": settings.moe_hybridep_capacity_factor}
-           if settings.moe_hybridep_capacity_factor else {}),
+           if settings.moe_dispatcher == "hybridep" and settings.stack is not None and settings.stack.runs is not None
+           and settings.stack.runs.hybridep_non_blocking else {}),
         # on where the plan allows it (the search applies a job's overlap only there)
         "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan))),
     }

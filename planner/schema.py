@@ -1810,6 +1810,12 @@ class StackDefaults(BaseModel):
                                   "null: the stack has no such switch (priced fused; the job field is refused)")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="the MoE router top-k a job runs when it does not say (as moe_permute_fusion)")
+    moe_hybridep_capacity_factor: Optional[float] = Field(
+        default=None, ge=0.0, le=1.0,
+        description="HybridEP's non-blocking capacity factor a job on moe_dispatcher hybridep runs when it does not say "
+                    "(job moe_hybridep_capacity_factor; 0: the blocking dispatch): the factor the trainer's shipped "
+                    "configs build it with (torchtitan 0.3: config_registry.py's deepseek_v3_*_hybridep, 1.0); null: "
+                    "the blocking dispatch. Only where runs.hybridep_non_blocking; cite it in sources")
     moe_capacity_factor: Optional[float] = Field(
         default=None, ge=1.0, description="the MoE capacity factor a job runs when it does not say (job "
                                           "moe_capacity_factor: tokens beyond it dropped); null: dropless")
@@ -2400,7 +2406,7 @@ class StackRuns(BaseModel):
         description="the tokens per rank the stack sizes HybridEPBuffer for (planner/ep_buffers.py hybridep): dispatch, "
                     "the first dispatch's rows (Megatron-Core: the micro-batch's tokens on the rank, T / rep_div); "
                     "local_batch, local_batch_size x seq_len / (cp x tp) (torchtitan 0.3: models/common/"
-                    "token_dispatcher.py l. 1232-1234), floored at the Configurer's 512 (memory.py [ep])")
+                    "token_dispatcher.py l. 1232-1234); either floored at DeepEP's Configurer's 512 (memory.py [ep])")
     bytes_per_param: Optional[list[BppPreset]] = Field(
         default=None, min_length=1,
         description="the model-state presets (optimizer state dtypes) the stack's optimizer keeps; a model recipe's is "
@@ -2760,6 +2766,9 @@ class Stack(BaseModel):
             raise ValueError("defaults.attention eager but kernels.score_softmax is null: the stack describes no eager "
                              "core attention")
         runs = self.runs
+        if self.defaults.moe_hybridep_capacity_factor and not (runs is not None and runs.hybridep_non_blocking):
+            raise ValueError("defaults.moe_hybridep_capacity_factor is set but runs.hybridep_non_blocking is false: the "
+                             "stack's HybridEP has no non-blocking dispatch to size")
         if runs is not None and runs.attention is not None and self.defaults.attention not in runs.attention.cores:
             raise ValueError(f"defaults.attention {self.defaults.attention} is not among runs.attention cores "
                              f"({', '.join(runs.attention.cores)})")
@@ -3448,12 +3457,14 @@ class Job(BaseModel):
                     "_capacity's min_capacity; layers/moe.py [18]); refused on other stacks; default: the stack's "
                     "moe_gating.min_capacity")
     moe_hybridep_capacity_factor: Optional[float] = Field(
-        default=None, gt=0.0, le=1.0,
+        default=None, ge=0.0, le=1.0,
         description="MoE with moe_dispatcher hybridep on a stack whose HybridEP has a non-blocking dispatch (stack "
                     "runs.hybridep_non_blocking: torchtitan 0.3's model_registry(non_blocking_capacity_factor=...)): the "
                     "dispatch allocates the permuted expert input, and the grouped GEMMs their outputs, at n x ep x "
                     "min(E / ep, top_k) x this rows for n local tokens, not the rows routed, and never synchronises with "
-                    "the host (layers/moe.py [19]); default: the blocking dispatch (the rows routed)")
+                    "the host (layers/moe.py [19]); 0: the blocking dispatch (the rows routed, a host synchronisation); "
+                    "default: the stack's defaults.moe_hybridep_capacity_factor (torchtitan-0.3: 1.0, what its "
+                    "deepseek_v3_*_hybridep config functions build), else the blocking dispatch")
     moe_pad_to_capacity: Optional[bool] = Field(
         default=None,
         description="MoE: every expert's input padded to the capacity factor (Megatron --moe-pad-expert-input-to-capacity; "

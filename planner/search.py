@@ -1149,8 +1149,10 @@ def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
             left.append((name, f"{settings.stack.name}'s model code {code.code} (model_type {settings.model.hf_model_type}) "
                                "does not build it (start-up rule TORCHTITAN_MODEL_DISPATCHER)"))
             continue
-        try:
-            st, *_ = settings_for(job.model_copy(update={"moe_dispatcher": name}), where=where)
+        try:  # a job's HybridEP capacity factor sizes the hybridep rows only (the other dispatchers refuse one)
+            st, *_ = settings_for(job.model_copy(update={"moe_dispatcher": name, "moe_hybridep_capacity_factor":
+                                                         job.moe_hybridep_capacity_factor if name == "hybridep" else None}),
+                                  where=where)
         except PlannerError as e:
             left.append((name, e.message))
             continue
@@ -1158,6 +1160,30 @@ def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
     if len(out) < 2 or dispatch.NAMES[next(iter(out))] != default:
         return None, left
     return out, left
+
+
+def _capacity_rows_only(job: Job, search_dispatchers: bool) -> bool:
+    """A job's moe_hybridep_capacity_factor with the dispatcher searched (fit without --moe-dispatcher): it sizes the
+    hybridep rows only (dispatcher_settings)."""
+    return bool(search_dispatchers and job.moe_dispatcher is None and job.moe_hybridep_capacity_factor is not None)
+
+
+def _searched_base(job: Job, search_dispatchers: bool) -> Job:
+    """The job the search's base (the stack's default dispatcher) resolves: without a capacity factor that sizes the
+    hybridep rows only (_capacity_rows_only)."""
+    return job.model_copy(update={"moe_hybridep_capacity_factor": None}) if _capacity_rows_only(job, search_dispatchers) else job
+
+
+def _capacity_without_hybridep(job: Job, left: list, where: str):
+    """A job's moe_hybridep_capacity_factor with the dispatcher searched where no hybridep row is: the reason the job
+    with moe_dispatcher hybridep is refused, else the search's (PlannerError; the factor would size nothing)."""
+    from .errors import PlannerError
+
+    settings_for(job.model_copy(update={"moe_dispatcher": "hybridep"}), where=where)  # raises the job's own reason
+    why = next((w for n, w in left if n == "hybridep"), "the stack searches no other dispatcher beside it")
+    raise PlannerError(f"{where}moe_hybridep_capacity_factor {job.moe_hybridep_capacity_factor:g}: it sizes HybridEP's "
+                       f"rows, and the dispatcher search prices none here (hybridep: {why})",
+                       "remove moe_hybridep_capacity_factor, or pin --moe-dispatcher hybridep")
 
 
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
@@ -1168,17 +1194,24 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     (space.uncompiled_choices: torchtitan's mxfp8 with TP), their compile-off twins are variants too, and
     the base rows whose own options are refused compiled are searched uncompiled in a second space
     (space.uncompiled_space): one Ranked per space, best first in each (fit merges them). around: fit's."""
-    settings, gbs, seq, warnings = settings_for(job, where=where)
+    hcf_rows = _capacity_rows_only(job, search_dispatchers)
+    settings, gbs, seq, warnings = settings_for(_searched_base(job, search_dispatchers), where=where)
     settings = replace(settings, seq_assumed=(), code_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
     variants = variant_choices(settings.stack, job, where, settings.hardware, settings.model)
     twins = uncompiled_choices(settings.stack, job, variants)
     twin = np.r_[np.zeros(len(variants), dtype=bool), np.ones(len(twins), dtype=bool)]
     variants = np.concatenate([variants, twins])
     disp, left = dispatcher_settings(job, settings, where) if search_dispatchers else (None, [])
+    from . import dispatch
+
+    if hcf_rows and (disp is None or dispatch.CODES["hybridep"] not in disp):
+        _capacity_without_hybridep(job, left, where)
     if disp is not None:  # variant 0 the stack's default dispatcher, which every candidate runs
-        # (with every dispatcher's ep_comm_overlap, which step_time looks up per plan: step.dispatcher_rows)
+        # (with every dispatcher's ep_comm_overlap, which step_time looks up per plan: step.dispatcher_rows), and
+        # hybridep's capacity factor, which only the hybridep rows read (stacks.capacity_rows, step.host_synced_rows)
         settings = replace(next(iter(disp.values())),
-                           dispatcher_rows=tuple((int(c), bool(s.ep_comm_overlap)) for c, s in disp.items()))
+                           dispatcher_rows=tuple((int(c), bool(s.ep_comm_overlap)) for c, s in disp.items()),
+                           moe_hybridep_capacity_factor=max(s.moe_hybridep_capacity_factor for s in disp.values()))
         variants = np.array([list(r) + [c] for c in disp for r in variants], dtype=np.int64)
         twin = np.tile(twin, len(disp))
     space = build_space(settings, gbs, seq, job.precision, opts, variants)
@@ -1488,6 +1521,9 @@ def explain_args(job: Job, row: dict) -> list[str]:
     disp = d.get("moe_dispatcher")
     if disp is not None and disp != (_recipe_value(d, "moe_dispatcher") or load_stack(d["stack"]).defaults.moe_dispatcher):
         args += ["--moe-dispatcher", disp]  # not what explain takes without it (the recipe's where the stack runs it, else the stack's)
+    hcf = d.get("moe_hybridep_capacity_factor")  # the row's (a hybridep row only), where not the stack's default
+    if hcf is not None and hcf != load_stack(d["stack"]).defaults.moe_hybridep_capacity_factor:
+        args += ["--moe-hybridep-capacity-factor", repr(float(hcf))]
     if job.moe_load_balancing is not None:  # the job's router balancing (else the model's default: imbalance.py)
         args += ["--moe-load-balancing", job.moe_load_balancing]
     if job.moe_pad_to_capacity:  # the experts padded to the capacity (off is what explain assumes without it)
@@ -1548,7 +1584,7 @@ def config_explain_args(path: str, job: Job, row: dict) -> list[str]:
 
 # the FIELD_OPTIONS fields explain_args reads from the row itself (above); the others from the job
 _ROW_FIELDS = ("fp8_attention", "fp16", "moe_router_pre_softmax", "fsdp_root_unit", "moe_aux_loss_coeff",
-               "moe_z_loss_coeff", "moe_dispatcher", "fp8_grouped_experts")
+               "moe_z_loss_coeff", "moe_dispatcher", "fp8_grouped_experts", "moe_hybridep_capacity_factor")
 
 
 def job_field_args(job: Job, skip: tuple = ()) -> list[str]:
@@ -1802,7 +1838,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     check_count(gpus_list, "--gpus")
     if around is not None and len(gpus_list) > 1:
         raise ValueError("fit(around=...) ranks a plan among the rows of one GPU count")
-    job_assumed = check_pins(job, opts, where)
+    job_assumed = check_pins(_searched_base(job, search_dispatchers), opts, where)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     per_count = []  # each GPU count's Ranked (one per space it searched: search_one)
@@ -1819,7 +1855,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         if progress is not None:
             progress(len(closests), len(gpus_list), g)
     if not ranked_all:
-        raise _no_fit(job, closests, counts, gpus_list, opts, where)
+        raise _no_fit(_searched_base(job, search_dispatchers), closests, counts, gpus_list, opts, where)
     # merge the GPU counts: best objective, then memory (then time for --objective memory)
     cand = [(float(rank_key(r.objective[i])), float(rank_key(r.memory[i])), float(rank_key(r.step[i])), n, i)
             for n, r in enumerate(ranked_all) for i in range(len(r.base))]

@@ -177,13 +177,16 @@ DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
 The rules that read the hardware (StartupRule.reads_cluster; a Cluster: the GPU entry's compute
 capability, its NVLink domains as the job fills them): DeepEP's GPU generation (MEGATRON_ /
 TORCHTITAN_ / DEEPSEEK_DEEPEP_GPU) and Hybrid-EP's (MEGATRON_HYBRIDEP_GPU, _DOMAIN, _EXPERTS,
-_TOKENS), cited in the comment above them (codes from 55, after LATER_RULES' first seven).
+_TOKENS), cited in the comment above them (codes from 55, after LATER_RULES' first seven). The four
+Hybrid-EP rules are DeepEP's own checks: keyed on the dispatcher (StartupRule.dispatcher), not on a
+start-up set, they apply on every stack that runs hybridep (megatron, torchtitan-0.3), each with the
+stack's group, token rule (runs.hybridep_buffer_tokens) and trainer named; their keys and codes stay.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -229,6 +232,21 @@ class StartupRule:
 
     # the figures of a refused plan (0-d PlanArrays) for its message: (model, stack, plan, cluster) -> str
     detail: Callable | None = None
+    # a check of the dispatcher's own library (DeepEP's Hybrid-EP): the rule applies on every stack that runs this
+    # dispatcher (runs.moe_dispatchers; rules_for), whatever its start-up set, and names the stack's trainer as the
+    # one whose start-up refuses (text_for: stack -> its text on that stack)
+    dispatcher: str | None = None
+    text_for: Callable | None = None
+
+    def text_on(self, stack) -> str:
+        """The rule's text as the stack's users meet it (text_for where the rule has one)."""
+        return self.text_for(stack) if self.text_for is not None and stack is not None else self.text
+
+    def trainer_on(self, stack) -> str:
+        """The trainer whose start-up refuses: a dispatcher rule's the stack's start-up set's."""
+        if self.dispatcher is not None and stack is not None and stack.runs is not None and stack.runs.startup_rules:
+            return stack.runs.startup_rules
+        return self.trainer
 
     def check(self, model, stack, plan, cluster: "Cluster | None") -> np.ndarray:
         """Where the plan breaks the rule: `broken` with the cluster where the rule reads one (a rule
@@ -978,12 +996,22 @@ def _tp_ep_pieces_of(plan, cluster: Cluster):
     return (group,) + comm.domain_pieces(group, stride, cluster.params, cluster.gpus)
 
 
-def hybridep_tokens(plan) -> np.ndarray:
-    """The tokens per rank Hybrid-EP's Configurer sizes for (MEGATRON_HYBRIDEP_TOKENS): the first dispatch's
-    rows, micro-batch x seq / cp (/ tp under SP), at least 512, rounded up to the 64-token chunk."""
+def hybridep_tokens(plan, stack=None) -> np.ndarray:
+    """The tokens per rank Hybrid-EP's Configurer sizes for (MEGATRON_HYBRIDEP_TOKENS), by the stack's
+    runs.hybridep_buffer_tokens (memory.hybridep_tokens, the same rule): dispatch (Megatron's, and a stack that
+    names none), the first dispatch's rows, micro-batch x seq / cp (/ tp under SP); local_batch (torchtitan 0.3's),
+    the local batch x seq / (cp x tp), the local batch the micro-batch without PP and gbs / dp with it; at least
+    512, rounded up to the 64-token chunk."""
     from .layers.common import mb_tokens, rep_div
 
-    t = np.maximum(np.ceil(mb_tokens(plan) / rep_div(plan)), HYBRIDEP_MIN_TOKENS)
+    runs = stack.runs if stack is not None else None
+    if runs is not None and runs.hybridep_buffer_tokens == "local_batch":  # a stack setting
+        pp, dp = np.asarray(plan.pp), np.maximum(np.asarray(plan.dp), 1)
+        local = np.where(pp > 1, np.asarray(plan.gbs) // dp, np.asarray(plan.mbs))
+        raw = local * np.asarray(plan.seq) / (np.asarray(plan.cp) * np.asarray(plan.tp))
+    else:
+        raw = mb_tokens(plan) / rep_div(plan)
+    t = np.maximum(np.ceil(raw), HYBRIDEP_MIN_TOKENS)
     return (np.ceil(t / HYBRIDEP_CHUNK_TOKENS) * HYBRIDEP_CHUNK_TOKENS).astype(np.int64)
 
 
@@ -1012,7 +1040,8 @@ def _hybridep_experts(model, stack, plan, cluster: Cluster) -> np.ndarray:
 def _hybridep_tokens(model, stack, plan, cluster: Cluster) -> np.ndarray:
     if not _dispatcher_on(model, stack, "hybridep"):
         return np.zeros(np.shape(plan.tp), dtype=bool)
-    over = HYBRIDEP_TX_DEPTH_TOKEN_FACTOR * hybridep_tokens(plan) + HYBRIDEP_TX_DEPTH_EXTRA >= HYBRIDEP_IB_QP_MAX_TX_DEPTH
+    over = (HYBRIDEP_TX_DEPTH_TOKEN_FACTOR * hybridep_tokens(plan, stack) + HYBRIDEP_TX_DEPTH_EXTRA
+            >= HYBRIDEP_IB_QP_MAX_TX_DEPTH)
     if not np.any(over):
         return over
     group, _, _, spans = _tp_ep_pieces(plan, cluster)
@@ -1044,7 +1073,7 @@ def _experts_detail(model, stack, plan, cluster: Cluster) -> str:
 
 
 def _tokens_detail(model, stack, plan, cluster: Cluster) -> str:
-    t = int(hybridep_tokens(plan))
+    t = int(hybridep_tokens(plan, stack))
     return (f"{t:,} tokens per rank as padded: 3 x {t:,} + 1 = "
             f"{HYBRIDEP_TX_DEPTH_TOKEN_FACTOR * t + HYBRIDEP_TX_DEPTH_EXTRA:,}")
 
@@ -1057,6 +1086,21 @@ def _gpu_detail(group_of):
 
 
 _MEGATRON_GROUP = lambda p: etp_of(p) * np.asarray(p.ep)  # noqa: E731
+# who runs Hybrid-EP, by the stack's start-up set: the four HYBRIDEP rules below are DeepEP's own checks (rule
+# field dispatcher), met at Megatron's start-up (fused_a2a.py init_hybrid_ep_buffer) or torchtitan 0.3's
+# (pytorch/torchtitan release/0.3 @4f9e9a47d distributed/deepep/hybridep.py get_buffer l. 394-452: the same
+# HybridEPBuffer over the EP group, etp 1, at local_batch_size x seq_len / (cp x tp) tokens)
+_HYBRIDEP_WHO = {"megatron": "Megatron's Hybrid-EP dispatcher",
+                 "torchtitan": "torchtitan's HybridEP dispatcher (DeepEP's HybridEPBuffer, distributed/deepep/hybridep.py)"}
+
+
+def _hybridep_text(text: str):
+    """text_for of a HYBRIDEP rule: `text` (Megatron's words, its REASONS line) with the stack's trainer named."""
+    def on(stack) -> str:
+        name = stack.runs.startup_rules if stack.runs is not None else None
+        who = _HYBRIDEP_WHO.get(name, f"{stack.name}'s Hybrid-EP dispatcher")
+        return text.replace(_HYBRIDEP_WHO["megatron"], who, 1)
+    return on
 _DEEPEP_GPU_SOURCE = (f"{_DEEPEP} @567632d README.md l. 43-49 (Requirements: Ampere (SM80), Hopper (SM90)), setup.py l. 57-66 "
                       "(DISABLE_SM90_FEATURES for SM80: assert disable_nvshmem, 'Disable internode and low-latency kernels'), "
                       "csrc/deep_ep.cpp Buffer::Buffer l. 166-168 (num_rdma_ranks = max(1, num_ranks / 8); without NVSHMEM "
@@ -1128,6 +1172,26 @@ LATER_RULES = LATER_RULES + (
         "EP group in one NVLink domain, or moe_dispatcher alltoall",
         _hybridep_tokens, reads_cluster=True, reads_mbs=True, detail=_tokens_detail),
 )
+
+
+# DeepEP's own Hybrid-EP checks (codes 58-61, keys kept): keyed on the dispatcher, not the stack's start-up set, so they
+# apply on every stack that runs hybridep (megatron, torchtitan-0.3: runs.moe_dispatchers), each group, token count
+# and text the stack's (etp_of x ep: torchtitan 0.3 runs etp 1 under EP; hybridep_tokens by runs.hybridep_buffer_tokens)
+HYBRIDEP_RULES = ("MEGATRON_HYBRIDEP_GPU", "MEGATRON_HYBRIDEP_DOMAIN", "MEGATRON_HYBRIDEP_EXPERTS", "MEGATRON_HYBRIDEP_TOKENS")
+def _hybridep_tokens_hint(model, stack) -> str:
+    """MEGATRON_HYBRIDEP_TOKENS's hint in the stack's token rule (runs.hybridep_buffer_tokens)."""
+    megatron = ("lower the tokens per rank (micro_batch x seq_len / cp, / tp under SP) to 21,824 or fewer, keep the "
+                "expert-TP x EP group in one NVLink domain, or moe_dispatcher alltoall")
+    if stack is None or stack.runs is None or stack.runs.hybridep_buffer_tokens != "local_batch":  # a stack setting
+        return megatron
+    return ("lower the tokens per rank (the local batch x seq_len / (cp x tp): torchtitan sizes the buffer for the "
+            "local batch, gbs / dp under PP, not the micro-batch) to 21,824 or fewer, keep the EP group in one NVLink "
+            "domain, or moe_dispatcher alltoall")
+
+
+LATER_RULES = tuple(replace(r, trainer="deepep", dispatcher="hybridep", text_for=_hybridep_text(r.text),
+                            **({"hint": _hybridep_tokens_hint} if r.key == "MEGATRON_HYBRIDEP_TOKENS" else {}))
+                    if r.key in HYBRIDEP_RULES else r for r in LATER_RULES)
 
 
 # appended after the cluster rules so that their codes stay (TORCHTITAN_FP32 landed after them)
@@ -2445,7 +2509,12 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     if unknown:
         raise ValueError(f"stack {stack.name}: runs.startup_rules_absent names {', '.join(sorted(unknown))}, not rules of "
                          f"the {name} set (planner/startup.py)")
-    return [(CODES[r.key], r) for r in RULES if r.trainer in (name, ANY_STACK) and r.key not in absent]
+    runs = stack.runs if stack is not None else None
+    disps = runs.moe_dispatchers if runs is not None else None
+    return [(CODES[r.key], r) for r in RULES
+            if (r.trainer in (name, ANY_STACK)
+                or (r.dispatcher is not None and stack is not None and (disps is None or r.dispatcher in disps)))
+            and r.key not in absent]
 
 
 __all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "model_layer_forms",

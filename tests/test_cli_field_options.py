@@ -153,10 +153,11 @@ CASES = [
      stack="megatron-deepspeed", sharding="zero1", seq_len=4096, micro_batch=1), 8, {"memory": +1, "step": +1}),
     ("moe_route_nodes", ["--moe-route-nodes", "1"], 1, dict(model="deepseek-v3", gpus=256, ep=64, pp=4), 2,
      {"step": -1}),
-    # HybridEP's non-blocking dispatch on torchtitan 0.3 (layers/moe.py [19]): the expert tensors at 8 x min(16, 8) = 64
-    # rows a local token against the 8 x load routed, and the gated activation's bytes over them
-    ("moe_hybridep_capacity_factor", ["--moe-hybridep-capacity-factor", "1.0"], 1.0,
-     dict(MOE, stack="torchtitan-0.3", moe_dispatcher="hybridep"), 0.5, {"memory": +1, "step": +1}),
+    # HybridEP's non-blocking dispatch on torchtitan 0.3 (layers/moe.py [19]): without the option the stack's 1.0 (its
+    # config functions'), the expert tensors at 8 x min(16, 8) = 64 rows a local token; 0, the blocking dispatch, holds
+    # the 8 x load routed, and the gated activation's bytes run over those
+    ("moe_hybridep_capacity_factor", ["--moe-hybridep-capacity-factor", "0"], 0.0,
+     dict(MOE, stack="torchtitan-0.3", moe_dispatcher="hybridep"), 0.5, {"memory": -1, "step": -1}),
 ]
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values

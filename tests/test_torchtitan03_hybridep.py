@@ -233,7 +233,8 @@ def test_export_writes_the_hybridep_function_and_reads_back(tmp_path):
 
 
 def test_megatron_hybridep_prices_as_before(explain):
-    """The megatron stack's HybridEP: no capacity rows, the first dispatch's tokens for the buffer (T / rep_div)."""
+    """The megatron stack's HybridEP: no capacity rows, the first dispatch's tokens for the buffer (T / rep_div; 4,096
+    here, above DeepEP's floor of 512)."""
     settings, plan, _, js = explain(model="qwen3-30b-a3b", gpus=8, ep=8, stack="megatron", moe_dispatcher="hybridep",
                                     micro_batch=1, seq_len=4096, global_batch=8, hardware="h100-sxm")
     ctx = plan_context(settings, plan)
@@ -276,3 +277,182 @@ def test_export_refuses_the_blocking_dispatch(tmp_path):
     with pytest.raises(PlannerError, match=r"moe_dispatcher hybridep \(blocking\).*deepseek_v3_16b_hybridep: moe_dispatcher "
                                            r"hybridep, moe_hybridep_capacity_factor 1"):
         export_plan(p, "torchtitan")
+
+
+# fit ranks what a 0.3 launch line reaches: HybridEP is built only by deepseek_v3_*_hybridep, at
+# non_blocking_capacity_factor 1.0 (config_registry.py l. 114, 179), the stack's defaults.moe_hybridep_capacity_factor
+FIT_16 = ["--model", "qwen3-30b-a3b", "--gpus", "16", "--stack", "torchtitan-0.3", "--ep", "2,4,8,16", "--tp", "1",
+          "--pp", "1", "--seq-len", "4096", "--global-batch", "32", "--hardware", "h100-sxm"]
+
+
+def _fit_rows(cli, *extra, args=FIT_16):
+    import json
+
+    r = cli("fit", *args, *extra, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_hybridep_without_a_factor_takes_the_config_functions_one():
+    """A job on hybridep that gives no factor runs the shipped functions' 1.0 (listed as inherited); 0 is the blocking
+    dispatch, priced only where asked; alltoall reads none."""
+    from planner.catalog import load_stack
+
+    assert load_stack("torchtitan-0.3").defaults.moe_hybridep_capacity_factor == 1.0
+    assert load_stack("megatron").defaults.moe_hybridep_capacity_factor is None
+    base = dict(model="qwen3-30b-a3b", gpus=8, ep=8, hardware="h100-sxm", stack="torchtitan-0.3")
+    s, p, _ = resolve(Job(moe_dispatcher="hybridep", **base))
+    assert s.moe_hybridep_capacity_factor == 1.0 and ("moe_hybridep_capacity_factor", 1.0) in s.inherited
+    # E 128, k 8 over ep 8: 8 x min(16, 8) x 1.0 = 64 rows a local token
+    assert float(plan_context(s, p).capacity_rows) == 64.0
+    s, p, _ = resolve(Job(moe_dispatcher="hybridep", moe_hybridep_capacity_factor=0.0, **base))
+    assert s.moe_hybridep_capacity_factor == 0.0 and float(plan_context(s, p).capacity_rows) == 0.0
+    s, _, _ = resolve(Job(moe_dispatcher="alltoall", **base))
+    assert s.moe_hybridep_capacity_factor == 0.0
+    # megatron's HybridEP is the blocking one: 0 is what it runs, anything above refused (as before)
+    s, _, _ = resolve(Job(**{**base, "stack": "megatron"}, moe_dispatcher="hybridep", moe_hybridep_capacity_factor=0.0))
+    assert s.moe_hybridep_capacity_factor == 0.0
+
+
+def test_fit_no_longer_ranks_the_blocking_dispatch_first(cli):
+    """fit ranked blocking HybridEP first here (0.804 s against the all-to-all's 0.809 s, on the model 0.3 builds), a
+    row the export refuses (no config function builds it). The search now prices hybridep at the config functions'
+    1.0 (64 capacity rows a token at ep 8: heavier), the all-to-all row leads and exports (qwen3_30b_a3b); the blocking
+    dispatch comes back only with --moe-hybridep-capacity-factor 0, named in the row, and still refused by the export."""
+    case = ["--model", "torchtitan:qwen3/30B-A3B", "--gpus", "16", "--stack", "torchtitan-0.3", "--ep", "2,4,8,16",
+            "--global-batch", "32", "--hardware", "h100-sxm"]  # the case as found (tp, pp searched)
+    rows = _fit_rows(cli, "--top", "4", args=case)
+    top = rows[0]["plan"]
+    assert top["moe_dispatcher"] == "alltoall" and "moe_hybridep_capacity_factor" not in top
+    assert rows[0]["time"]["step_s"] == pytest.approx(0.8094, abs=5e-4)
+    assert all(r["plan"].get("moe_hybridep_capacity_factor", 1.0) == 1.0 for r in rows)
+    assert "--config qwen3_30b_a3b " in export_plan(top, "torchtitan")[0]
+    blocking = _fit_rows(cli, "--top", "1", "--moe-hybridep-capacity-factor", "0", args=case)[0]
+    assert (blocking["plan"]["moe_dispatcher"], blocking["plan"]["moe_hybridep_capacity_factor"]) == ("hybridep", 0.0)
+    assert blocking["time"]["step_s"] == pytest.approx(0.8040, abs=5e-4)
+    assert blocking["time"]["step_s"] < rows[0]["time"]["step_s"]
+    with pytest.raises(PlannerError, match=r"moe_dispatcher hybridep \(blocking\)"):
+        export_plan(blocking["plan"], "torchtitan")
+
+
+def test_fit_factor_without_a_dispatcher_sizes_the_hybridep_rows_only(cli):
+    """--moe-hybridep-capacity-factor 0.5 with the dispatcher searched: the all-to-all rows carry no factor and price as
+    without it, the hybridep rows run at 0.5 (ep 4: 4 x min(32, 8) x 0.5 = 16 rows a token); explain of each row's
+    reproduce line prices the same terms."""
+    from conftest import explain_each_row
+
+    plain = {(r["plan"]["ep"], r["plan"]["dp"], r["plan"]["micro_batch"], r["plan"]["sharding_mode"],
+              r["plan"]["recompute"]): r["time"]["step_s"] for r in _fit_rows(cli, "--top", "8")}
+    rows = _fit_rows(cli, "--top", "8", "--moe-hybridep-capacity-factor", "0.5")
+    kinds = {r["plan"]["moe_dispatcher"] for r in rows}
+    assert kinds == {"alltoall", "hybridep"}, kinds
+    for r in rows:
+        p = r["plan"]
+        if p["moe_dispatcher"] == "alltoall":
+            assert "moe_hybridep_capacity_factor" not in p and r["moe"].get("capacity_rows") is None
+            key = (p["ep"], p["dp"], p["micro_batch"], p["sharding_mode"], p["recompute"])
+            if key in plain:
+                assert r["time"]["step_s"] == plain[key]
+        else:
+            assert p["moe_hybridep_capacity_factor"] == 0.5
+            assert r["moe"]["capacity_rows"] == p["ep"] * min(128 // p["ep"], 8) * 0.5
+    job = Job(model="qwen3-30b-a3b", gpus=16, stack="torchtitan-0.3", moe_hybridep_capacity_factor=0.5, seq_len=4096,
+              global_batch=32, hardware="h100-sxm")
+    for row, one in explain_each_row(cli, job, rows):
+        assert one["plan"].get("moe_hybridep_capacity_factor") == row["plan"].get("moe_hybridep_capacity_factor")
+        assert one["time"] == row["time"], row["plan"]
+        assert one["memory"]["terms"] == row["memory"]["terms"], row["plan"]
+
+
+def test_fit_factor_with_no_hybridep_row_is_refused(cli):
+    """The factor sizes nothing where the search prices no hybridep row: the job's own reason (megatron: no
+    non-blocking dispatch) or the search's (a dense model: no MoE fields), exit 2."""
+    r = cli("fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--stack", "megatron", "--global-batch", "32",
+            "--moe-hybridep-capacity-factor", "0.5")
+    assert_one_error(r, "moe_hybridep_capacity_factor 0.5 on stack megatron", "runs.hybridep_non_blocking")
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--stack", "torchtitan-0.3", "--moe-hybridep-capacity-factor",
+            "0.5")
+    assert_one_error(r, "moe_hybridep_capacity_factor set but llama3-8b has no experts")
+
+
+def test_megatron_buffer_takes_deepeps_512_token_floor(explain):
+    """Megatron passes the first dispatch's x.shape[-2] to HybridEPBuffer (fused_a2a.py @d98e8a64 l. 401, 343), whose
+    Configurer takes max(tokens, 512) (DeepEP hybrid-ep @94a9f8f config.cuh l. 385-387): a micro-batch of 1 x 256
+    tokens a rank is sized at 512. Qwen3-30B-A3B (h 2048, E 128) over ep 8 in one 8-GPU NVLink domain: 512 x 8 x
+    (2 x 2048 + 4 x 16 x 8 + 4 x 16) + 128 x 512 x 8 = 19,660,800 B (before: 9,830,400 B at 256 tokens)."""
+    from planner.memory import hybridep_tokens
+
+    settings, plan, _, js = explain(model="qwen3-30b-a3b", gpus=8, ep=8, stack="megatron", moe_dispatcher="hybridep",
+                                    micro_batch=1, seq_len=256, global_batch=8, hardware="h100-sxm")
+    ctx = plan_context(settings, plan)
+    assert float(ctx.T / ctx.rep_div) == 256.0 and float(hybridep_tokens(settings, plan, ctx)) == 512.0
+    hand = 512 * 8 * (2 * 2048 + 4 * 16 * 8 + 4 * (2048 // 128)) + 128 * 512 * 8
+    assert hand == 19_660_800
+    assert js["memory"]["terms"]["ep_buffers"] == hand
+
+
+# DeepEP's own Hybrid-EP checks (codes 58-61, keyed on the dispatcher: StartupRule.dispatcher) on torchtitan 0.3
+TT16 = dict(model="torchtitan:deepseek_v3/16B", stack="torchtitan-0.3", moe_dispatcher="hybridep", tp=1, pp=1, cp=1)
+
+
+def _tt_refused(rule: str, **kw) -> PlannerError:
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**{**TT16, **kw}))
+    assert f"breaks start-up rule {rule} of torchtitan " in e.value.message, e.value.message
+    assert e.value.message.startswith("torchtitan's HybridEP dispatcher (DeepEP's HybridEPBuffer"), e.value.message
+    return e.value
+
+
+def test_deepep_hybridep_rules_apply_on_torchtitan_03():
+    """rules_for gives the four to every stack that runs hybridep (megatron, torchtitan-0.3), none to one that does not;
+    Megatron's messages are its own words as before."""
+    from planner.startup import BY_CODE, CODES, rules_for
+
+    keys = ("MEGATRON_HYBRIDEP_GPU", "MEGATRON_HYBRIDEP_DOMAIN", "MEGATRON_HYBRIDEP_EXPERTS", "MEGATRON_HYBRIDEP_TOKENS")
+    assert [CODES[k] for k in keys] == [58, 59, 60, 61]
+    for st, has in (("megatron", True), ("torchtitan-0.3", True), ("torchtitan", False), ("deepseek", False)):
+        got = {r.key for _, r in rules_for(load_stack(st))}
+        assert all((k in got) == has for k in keys), st
+    r = BY_CODE[58]
+    assert r.text_on(load_stack("megatron")) == r.text == ("Megatron's Hybrid-EP dispatcher runs its TMA kernels on "
+                                                           "compute capability 9.0+ only")
+    assert r.trainer_on(load_stack("megatron")) == "megatron" and r.trainer_on(load_stack("torchtitan-0.3")) == "torchtitan"
+
+
+def test_torchtitan_hybridep_needs_hopper():
+    """TMA bulk copies (sm_90): the 16B at ep 8 on A100 is refused, on H100 it runs."""
+    _tt_refused("MEGATRON_HYBRIDEP_GPU", gpus=8, ep=8, hardware="a100-sxm-80gb", global_batch=32, seq_len=4096)
+    resolve(Job(**TT16, gpus=8, ep=8, hardware="h100-sxm", global_batch=32, seq_len=4096))
+
+
+def test_torchtitan_hybridep_expert_columns():
+    """The debug flavor (E 8) on H100 PCIe (NVLink pairs): ep 8 holds 1 expert a rank x 2 ranks a domain = 2, not a
+    multiple of 4 (BufferConfig::is_valid): refused; ep 4, 2 x 2 = 4, runs."""
+    base = dict(TT16, model="torchtitan:deepseek_v3/debugmodel", hardware="h100-pcie", gpus=8, global_batch=8,
+                seq_len=2048)
+    e = _tt_refused("MEGATRON_HYBRIDEP_EXPERTS", **base, ep=8)
+    assert "(1 experts per rank x 2 ranks per NVLink domain; hidden size 256)" in e.message
+    resolve(Job(**base, ep=4))
+
+
+def test_torchtitan_hybridep_group_divisible_by_domain_ranks():
+    """GB200 NVL72, 288 GPUs: EP 32 straddles a rack as 8 + 24 ranks (32 % 24 != 0): refused; EP 16 runs."""
+    base = dict(TT16, hardware="gb200-nvl72", gpus=288, global_batch=288, seq_len=4096)
+    e = _tt_refused("MEGATRON_HYBRIDEP_DOMAIN", **base, ep=32)
+    assert "its 32 ranks meet 8 or 16 or 24 or 32 of their group in an NVLink domain of 72 GPUs on 288" in e.message
+    resolve(Job(**base, ep=16))
+
+
+def test_torchtitan_hybridep_token_cap_reads_the_local_batch():
+    """Across domains (ep 16 over two 8-GPU H100 nodes) at most 21,844 tokens a rank, counted by 0.3's rule
+    (runs.hybridep_buffer_tokens local_batch): with pp 2 the local batch gbs / dp = 64 / 16 = 4 sequences of 8,192 =
+    32,768 tokens (3 x 32,768 + 1 = 98,305 >= 65,536), refused, where Megatron's rule (the micro-batch's 1 x 8,192)
+    would pass; the same plan at a local batch of 2 x 8,192 = 16,384 runs."""
+    from planner.startup import hybridep_tokens
+
+    base = dict(TT16, hardware="h100-sxm", gpus=32, pp=2, ep=16, micro_batch=1, seq_len=8192, schedule="1f1b")
+    e = _tt_refused("MEGATRON_HYBRIDEP_TOKENS", **base, global_batch=64)
+    assert "32,768 tokens per rank as padded: 3 x 32,768 + 1 = 98,305" in e.message
+    assert e.hint.startswith("lower the tokens per rank (the local batch x seq_len / (cp x tp)")
+    settings, plan, _ = resolve(Job(**base, global_batch=32))
+    assert int(hybridep_tokens(plan, settings.stack)) == 16_384 and int(hybridep_tokens(plan)) == 8_192

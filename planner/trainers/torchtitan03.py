@@ -1279,7 +1279,8 @@ def _config_function(plan: dict, sec: dict, picked: list):
                       (f"; {', '.join(cf.name for cf in have)} builds {mtp}" if have else ""),
                       "price the plan with the MTP modules of one of those functions (--mtp-layers), then export")
     picked = with_mtp
-    disp = (plan.get("moe_dispatcher") or "alltoall", plan.get("moe_hybridep_capacity_factor"))
+    # (a hybridep row's factor 0.0 is the blocking dispatch: model_registry's non_blocking_capacity_factor None)
+    disp = (plan.get("moe_dispatcher") or "alltoall", plan.get("moe_hybridep_capacity_factor") or None)
     with_disp = [cf for cf in picked if (cf.moe_dispatcher, cf.hybridep_capacity) == disp]
     if picked and not with_disp:  # model_registry's moe_comm_backend is the config function's (no option sets it)
         have = "; ".join(f"{cf.name}: {_disp_text(cf.moe_dispatcher, cf.hybridep_capacity)}" for cf in picked)
