@@ -107,3 +107,36 @@ def test_the_fuzz_seed_that_extends_megatron(cli):
     assert a["time"]["dp_comm_exposed_s"] == a["time"]["dp_comm_s"]
     assert b["time"]["dp_comm_exposed_s"] < b["time"]["dp_comm_s"]
     assert a["memory"]["total_bytes"] == b["memory"]["total_bytes"]
+
+
+_QWEN_FIT = ("fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--ep", "8", "--global-batch", "64",
+             "--hardware", "h100-sxm", "--top", "1")
+# tests/test_torchtitan_zoo.py test_fit_notes_torchtitans_own_flavor: the line fit writes on stack torchtitan
+_QWEN_NOTE = ("note: qwen3-30b-a3b: torchtitan @e347b1e5e builds its own qwen3 30B-A3B flavor, which differs "
+              "(flavor / model: layers 0-47: mlp.router_bias 1 / 0, mlp.score_bias True / False): these rows "
+              "price qwen3-30b-a3b as given, and --export torchtitan refuses them; --model "
+              "torchtitan:qwen3/30B-A3B plans what torchtitan builds")
+
+
+def test_the_flavor_note_follows_the_stacks_flavor_registry(tmp_path, cli):
+    """fit's note on a model whose torchtitan flavor prices otherwise was asked by the stack's name (`stack.name ==
+    "torchtitan"`): a file extending torchtitan under its own name lost it, a file named torchtitan extending megatron
+    got it. It follows runs.flavor_registry now (stack_db/torchtitan.yaml, inherited by `extends:`)."""
+    def notes(stack):
+        r = cli(*_QWEN_FIT, "--stack", str(stack))
+        assert r.exit_code == 0, r.stderr
+        return [ln for ln in r.stderr.splitlines() if "builds its own" in ln]
+
+    assert notes(_write(tmp_path, "extends: torchtitan\nname: my-titan\n", "titan.yaml")) == [_QWEN_NOTE]
+    assert notes(_write(tmp_path, "extends: megatron\nname: torchtitan\n", "named.yaml")) == []
+    # the field set to null in a file extending torchtitan: no registry, no note
+    off = _write(tmp_path, "extends: torchtitan\nname: my-titan\nruns:\n  flavor_registry: null\n", "off.yaml")
+    assert notes(off) == []
+
+
+def test_a_flavor_registry_needs_model_codes(tmp_path, cli):
+    """The flavor is looked up by the model's code (runs.model_codes): a registry without codes would never note."""
+    p = _write(tmp_path, "extends: megatron\nname: x\nruns:\n  flavor_registry: torchtitan\n")
+    assert_one_error(_explain(cli, p), f"{p}: field `runs`: Value error, flavor_registry torchtitan without model_codes")
+    p = _write(tmp_path, "extends: torchtitan\nname: x\nruns:\n  flavor_registry: megatron\n", "other.yaml")
+    assert_one_error(_explain(cli, p), f"{p}: field `runs.flavor_registry`: Input should be 'torchtitan'")
