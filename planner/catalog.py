@@ -294,7 +294,13 @@ def load_hardware(name_or_path: str) -> Hardware:
 # ----------------------------------------------------------------------------- stacks
 @lru_cache(maxsize=32)
 def _load_stack_file(path: str) -> Stack:
-    return validate(Stack, stack_data(Path(path)), path)
+    data = stack_data(Path(path))
+    stack = validate(Stack, data, path)
+    if Path(path).resolve().parent != stack_dir().resolve():  # a user's file: messages name it (Stack.origin)
+        raw = read_yaml(Path(path))
+        stack._file = path
+        stack._extends = raw.get("extends") if isinstance(raw, dict) else None
+    return stack
 
 
 def stack_data(path: Path, chain: tuple[str, ...] = ()) -> Any:

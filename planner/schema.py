@@ -2735,6 +2735,24 @@ class Stack(BaseModel):
                     "null: only the format's own stack exports in it")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
+    # the file the stack was read from where it is not a stack_db entry, and the catalog stack it extends (set by
+    # catalog.load_stack; None: a catalog entry): what messages name as the stack's fields' place (origin)
+    _file: Optional[str] = PrivateAttr(default=None)
+    _extends: Optional[str] = PrivateAttr(default=None)
+
+    @property
+    def file(self) -> Optional[str]:
+        """The user's file the stack was read from; None for a stack_db entry."""
+        return self._file
+
+    @property
+    def origin(self) -> str:
+        """Where a message says the stack's fields are written: `stack_db NAME` for a catalog entry, else `stack
+        file PATH` (with `(extends BASE)` where the file extends a catalog stack, whose fields it inherits): a
+        user's file named like an entry, or extending one, is not that entry."""
+        if self._file is None:
+            return f"stack_db {self.name}"
+        return f"stack file {self._file}" + (f" (extends {self._extends})" if self._extends is not None else "")
 
     @model_validator(mode="after")
     def _check(self) -> "Stack":

@@ -140,3 +140,24 @@ def test_a_flavor_registry_needs_model_codes(tmp_path, cli):
     assert_one_error(_explain(cli, p), f"{p}: field `runs`: Value error, flavor_registry torchtitan without model_codes")
     p = _write(tmp_path, "extends: torchtitan\nname: x\nruns:\n  flavor_registry: megatron\n", "other.yaml")
     assert_one_error(_explain(cli, p), f"{p}: field `runs.flavor_registry`: Input should be 'torchtitan'")
+
+
+def test_a_refusal_names_the_users_file_not_stack_db(tmp_path, cli):
+    """A plan refused by a user's stack file named it `stack_db megatron-no-overlap runs.layer_kinds`, an entry
+    stack_db does not have; a file named like an entry was named as that entry. Now the file (Stack.origin)."""
+    r = cli("explain", "--model", "llama4-scout", "--gpus", "64", "--ep", "4", "--stack", str(NO_OVERLAP))
+    assert_one_error(r, "llama4-scout's chunked layers (36 of 48: 0-2, 4-6, 8-10, 12-14, 16-18, 20-22, 24-26, 28-30, "
+                        "32-34, 36-38, 40-42, 44-46) on stack megatron-no-overlap, whose code builds global, sliding, "
+                        f"mla, gated_deltanet, mamba2, output_gate, moe (stack file {NO_OVERLAP} (extends megatron) "
+                        "runs.layer_kinds, its sources)")
+    assert "stack_db megatron-no-overlap" not in r.stderr
+    # a user's file that calls itself megatron is not stack_db's megatron
+    p = _write(tmp_path, "extends: megatron\nname: megatron\nruns:\n  recompute:\n    granularities: [none]\n"
+                         "    sources: [mine]\n")
+    r = _explain(cli, p, "--recompute", "full")
+    assert_one_error(r, f"on stack megatron, whose code has recompute none (stack file {p.resolve()} (extends "
+                        "megatron) runs.recompute: mine)")
+    assert "(stack_db megatron " not in r.stderr
+    # the catalog entry itself is still stack_db's
+    r = cli("explain", "--model", "llama4-scout", "--gpus", "64", "--ep", "4", "--stack", "megatron")
+    assert r.exit_code == 2 and "(stack_db megatron runs.layer_kinds, its sources)" in r.stderr
