@@ -362,7 +362,7 @@ def rule_reasons(stack, group: int = 0) -> dict:
             "(Megatron's --microbatch-group-size-per-virtual-pipeline-stage)" if group and rule == "multiple_of_pp" else
             REASONS[INTERLEAVED_M])
     # the stack's own entry in the words of the rules on its runs' feature fields (startup STACK_SEQUENCE_PARALLEL, _RECOMPUTE)
-    named = {c: REASONS[c].replace("stack_db <stack>", f"{stack.origin}") for c in
+    named = {c: REASONS[c].replace("stack_db <stack>", stack.origin) for c in
              (BY_CODE_KEYS["STACK_SEQUENCE_PARALLEL"], BY_CODE_KEYS["STACK_RECOMPUTE"])} if stack is not None else {}
     return {**REASONS, INTERLEAVED_M: text, **named}
 
