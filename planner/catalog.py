@@ -294,13 +294,21 @@ def load_hardware(name_or_path: str) -> Hardware:
 # ----------------------------------------------------------------------------- stacks
 @lru_cache(maxsize=32)
 def _load_stack_file(path: str) -> Stack:
-    return validate(Stack, stack_data(Path(path)), path)
+    data = stack_data(Path(path))
+    stack = validate(Stack, data, path)
+    if Path(path).resolve().parent != stack_dir().resolve():  # a user's file: messages name it (Stack.origin)
+        raw = read_yaml(Path(path))
+        stack._file = path
+        stack._extends = raw.get("extends") if isinstance(raw, dict) else None
+    return stack
 
 
 def stack_data(path: Path, chain: tuple[str, ...] = ()) -> Any:
     """A stack YAML's fields with its `extends:` resolved (_extend): a stack that is another plus what its own code
     adds (megatron-bridge: megatron's Megatron-Core plus Megatron-Bridge's Llama 4 attention) names the catalog
-    entry it extends and states only what differs, so that the base's figures, each cited once, are not copied."""
+    entry it extends and states only what differs, so that the base's figures, each cited once, are not copied.
+    What names the stack itself is never inherited: `name` and `version` are required (the base's would report
+    this stack as the base, or as the base's release), and the base's `description` is dropped."""
     data = read_yaml(path)
     if not isinstance(data, dict):
         return data
@@ -319,10 +327,16 @@ def stack_data(path: Path, chain: tuple[str, ...] = ()) -> Any:
         raise PlannerError(f"{path}: extends {base_name!r} but gives no `name`: its own figures would be reported as "
                            f"stack {base_name}'s (and a calibration profile's run knobs for {base_name} applied to them)",
                            "add `name: <this stack's name>`")
+    if "version" not in data:  # inherited, export's messages would quote the base's release as this stack's
+        raise PlannerError(f"{path}: extends {base_name!r} but gives no `version`: the base's would be reported as "
+                           f"the release or commit this stack's code is (export quotes it)",
+                           "add `version: <the release or commit of the code your stack describes>`")
     base = stack_data(stack_dir() / f"{base_name}.yaml", (*chain, base_name))
     if not isinstance(base, dict):
         raise PlannerError(f"{path}: extends {base_name!r}, whose file is not a mapping of fields",
                            "fix the base stack file")
+    # the base's description is prose about the base: not inherited (a file that gives none has none, as a whole file)
+    base = {k: v for k, v in base.items() if k != "description"}
     return _extend(base, {k: v for k, v in data.items() if k != "extends"}, str(path))
 
 

@@ -368,7 +368,7 @@ def rule_reasons(stack, group: int = 0) -> dict:
             "(Megatron's --microbatch-group-size-per-virtual-pipeline-stage)" if group and rule == "multiple_of_pp" else
             REASONS[INTERLEAVED_M])
     # the stack's own entry in the words of the rules on its runs' feature fields (startup STACK_SEQUENCE_PARALLEL, _RECOMPUTE)
-    named = {c: REASONS[c].replace("stack_db <stack>", f"stack_db {stack.name}") for c in
+    named = {c: REASONS[c].replace("stack_db <stack>", stack.origin) for c in
              (BY_CODE_KEYS["STACK_SEQUENCE_PARALLEL"], BY_CODE_KEYS["STACK_RECOMPUTE"])} if stack is not None else {}
     # DeepEP's Hybrid-EP rules name the stack's trainer (StartupRule.text_for)
     named.update({c: f"{r.text_on(stack)} ({r.key}: {r.source.split(' (')[0]})" for c, r in BY_CODE.items()
@@ -1808,7 +1808,7 @@ def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
     if "attention" in given:
         if cores is not None and job.attention not in cores.cores:
             raise PlannerError(f"{where}attention {job.attention} on stack {stack.name}, whose code runs the core "
-                               f"attention {', '.join(cores.cores)} only (stack_db {stack.name} runs.attention: "
+                               f"attention {', '.join(cores.cores)} only ({stack.origin} runs.attention: "
                                f"{'; '.join(cores.sources)})",
                                f"leave attention out (the stack's {stack.defaults.attention}) or set --attention "
                                f"{' or '.join(cores.cores)}, or choose another --stack")
@@ -1820,7 +1820,7 @@ def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
         half = "fp16" if job.fp16 else "bf16"
         if dtypes is not None and half not in dtypes.dtypes:
             raise PlannerError(f"{where}fp16 {str(job.fp16).lower()} ({half}) on stack {stack.name}, whose code trains "
-                               f"in {', '.join(dtypes.dtypes)} only (stack_db {stack.name} runs.half_dtypes: "
+                               f"in {', '.join(dtypes.dtypes)} only ({stack.origin} runs.half_dtypes: "
                                f"{'; '.join(dtypes.sources)})",
                                f"leave fp16 out (the stack's {'fp16' if stack.defaults.fp16 else 'bf16'}), or choose "
                                "another --stack")
@@ -1840,11 +1840,11 @@ def _stack_mtp(job: Job, model: ModelSpec, stack, warnings: list, where: str) ->
         return model
     if job.mtp_layers:
         raise PlannerError(f"{where}mtp_layers {job.mtp_layers}: stack {stack.name}'s code trains no multi-token "
-                           f"prediction module (stack_db {stack.name} runs.mtp false)",
+                           f"prediction module ({stack.origin} runs.mtp false)",
                            "set mtp_layers 0 (--mtp-layers 0), or use a stack that trains them (--stack megatron, "
                            "deepseek or torchtitan-0.3)")
     warnings.append(f"{model.name}'s {model.mtp_layers} multi-token prediction module(s) priced as absent: stack "
-                    f"{stack.name}'s code builds none (stack_db {stack.name} runs.mtp false); --stack megatron, "
+                    f"{stack.name}'s code builds none ({stack.origin} runs.mtp false); --stack megatron, "
                     "deepseek or torchtitan-0.3 train them")
     return with_mtp(model, 0)
 
@@ -1893,7 +1893,7 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list, cp: int = 1
     if local and cp > 1 and seq <= c * cp:  # the job's cp (fit resolves each row at its own)
         warnings.append(f"{model.name}'s attention layers priced as global attention at cp {cp}: stack {stack.name}'s "
                         f"code tests the CP rank's {seq // cp:,} tokens (seq {seq:,} / cp {cp}) against the chunk "
-                        f"{c:,} and chunks no layer at or under it (stack_db {stack.name} "
+                        f"{c:,} and chunks no layer at or under it ({stack.origin} "
                         f"chunked_attention.cp_local_sequence), so every layer attends over the whole sequence through "
                         f"the context-parallel kernel, where {model.name}'s own code chunks "
                         f"{'them' if not glob else 'its chunked layers'}; cp 1 (or seq / cp > {c:,}) trains them "
@@ -1903,14 +1903,14 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list, cp: int = 1
                if local else "")
     if glob:
         warnings.append(f"{model.name}'s global attention layers ({', '.join(glob)}) priced chunked at {c:,} tokens: "
-                        f"stack {stack.name}'s code chunks every attention layer of a chunked model (stack_db "
-                        f"{stack.name} chunked_attention), so at seq {seq:,} > {c:,} it trains those layers within "
+                        f"stack {stack.name}'s code chunks every attention layer of a chunked model ("
+                        f"{stack.origin} chunked_attention), so at seq {seq:,} > {c:,} it trains those layers within "
                         f"chunks, where {model.name}'s own code attends over the whole sequence{cp_note}")
     if pad and seq % c:
         n = -(-seq // c)
         warnings.append(f"seq {seq:,} is not a multiple of the attention chunk {c:,}: stack {stack.name}'s code pads it "
                         f"to {n} chunks ({n * c:,} tokens) and runs the last chunk whole, its {n * c - seq:,} padded "
-                        f"tokens too (stack_db {stack.name} chunked_attention.pads_last_chunk): priced as it runs, "
+                        f"tokens too ({stack.origin} chunked_attention.pads_last_chunk): priced as it runs, "
                         f"{n * c / seq:.3g}x the chunked layers' saved q, k, v and output; choose a multiple of {c:,} "
                         "to run none")
     return hit[1]
@@ -2340,7 +2340,7 @@ def _chunked_loss(job: Job, stack, inherited: list, model=None, where: str = "")
     mtp_plain = bool(model is not None and model.mtp_layers and runs is not None and runs.mtp_chunked_loss is False)
     if mtp_plain and job.chunked_loss:
         raise PlannerError(f"{where}chunked_loss with {model.mtp_layers} multi-token prediction module(s) on stack "
-                           f"{stack.name}: its chunked loss does not run beside MTP (stack_db {stack.name} "
+                           f"{stack.name}: its chunked loss does not run beside MTP ({stack.origin} "
                            "runs.mtp_chunked_loss false: torchtitan release/0.3 @4f9e9a47d models/deepseek_v3/mtp.py "
                            "MTPDecoder.forward l. 271-275 raises 'skip_lm_head is not supported with MTP decoder until "
                            "ChunkedLoss supports MTP outputs', and its MTP config runs MTPLoss, l. 323-409)",
@@ -2386,7 +2386,7 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     if runs is not None and runs.moe_dispatchers is not None and name not in runs.moe_dispatchers:
         src = next((x for x in runs.sources if x.startswith("moe_dispatchers")), runs.sources[0])
         raise PlannerError(f"{where}moe_dispatcher {name}: stack {stack.name} runs {', '.join(runs.moe_dispatchers)} "
-                           f"(stack_db {stack.name}.yaml runs.moe_dispatchers: {src[:240]})",
+                           f"({stack.origin} runs.moe_dispatchers: {src[:240]})",
                            f"use one of {', '.join(runs.moe_dispatchers)}, or a stack that runs {name}")
     from .moe_padding import PAD_REFUSED
 

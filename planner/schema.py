@@ -2471,6 +2471,14 @@ class StackRuns(BaseModel):
                     "TORCHTITAN_MODEL_*); a model whose hf_model_type none lists, or that has none, is priced on the "
                     "stack's runs alone, listed as assumed (startup.model_code_assumed); null: the entry maps none (no "
                     "model-code rule applies, nothing listed: the stacks other than torchtitan and torchtitan-0.3)")
+    flavor_registry: Optional[Literal["torchtitan"]] = Field(
+        default=None,
+        description="the registry of model flavors the stack's model codes (model_codes) build, which `fit` compares a "
+                    "model against, noting where the code's own flavor of the model prices otherwise "
+                    "(trainers/torchtitan_flavors.py fit_note): torchtitan, pytorch/torchtitan @e347b1e5e's "
+                    "models/<code>/__init__.py flavor tables (planner/torchtitan_registry.py). A stack file that "
+                    "`extends:` an entry with it inherits it; null: none compared (torchtitan-0.3, whose 0.3.0 builds "
+                    "its models in config functions, and every stack that is not torchtitan's)")
     layer_kinds: Optional[list[LayerKindBuilt]] = Field(
         default=None, min_length=1,
         description="the layer features the stack's code builds (mixer kinds, the attention output gate, the MoE MLP), "
@@ -2519,6 +2527,9 @@ class StackRuns(BaseModel):
         kinds = [k.kind for k in self.layer_kinds or ()]
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"layer_kinds: a kind listed twice ({sorted(k for k in set(kinds) if kinds.count(k) > 1)})")
+        if self.flavor_registry is not None and not self.model_codes:  # the flavor is looked up by the model's code
+            raise ValueError(f"flavor_registry {self.flavor_registry} without model_codes: its flavors are found by the "
+                             "model code that trains the model (model_codes), which the stack does not list")
         types = [t for c in self.model_codes or () for t in c.model_types]
         if len(set(types)) != len(types):
             raise ValueError(f"model_codes: a model_type listed twice ({sorted(t for t in set(types) if types.count(t) > 1)})")
@@ -2749,6 +2760,24 @@ class Stack(BaseModel):
                     "null: only the format's own stack exports in it")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
+    # the file the stack was read from where it is not a stack_db entry, and the catalog stack it extends (set by
+    # catalog.load_stack; None: a catalog entry): what messages name as the stack's fields' place (origin)
+    _file: Optional[str] = PrivateAttr(default=None)
+    _extends: Optional[str] = PrivateAttr(default=None)
+
+    @property
+    def file(self) -> Optional[str]:
+        """The user's file the stack was read from; None for a stack_db entry."""
+        return self._file
+
+    @property
+    def origin(self) -> str:
+        """Where a message says the stack's fields are written: `stack_db NAME` for a catalog entry, else `stack
+        file PATH` (with `(extends BASE)` where the file extends a catalog stack, whose fields it inherits): a
+        user's file named like an entry, or extending one, is not that entry."""
+        if self._file is None:
+            return f"stack_db {self.name}"
+        return f"stack file {self._file}" + (f" (extends {self._extends})" if self._extends is not None else "")
 
     @model_validator(mode="after")
     def _check(self) -> "Stack":

@@ -1062,13 +1062,13 @@ def _check_features(stack, opts: SpaceOptions) -> None:
     lacking = [r for r in opts.recompute or () if have is not None and r not in have]
     if lacking:
         raise PlannerError(f"--recompute {','.join(lacking)} on stack {stack.name}, whose code has recompute "
-                           f"{', '.join(have)} only (stack_db {stack.name} runs.recompute: "
+                           f"{', '.join(have)} only ({stack.origin} runs.recompute: "
                            f"{'; '.join(stack.runs.recompute.sources)})",
                            f"use --recompute {' or '.join(have)}, or leave --recompute out (fit searches those), or "
                            "choose another --stack")
     if opts.sequence_parallel and stack_lacks_sp(stack):
         raise PlannerError(f"--sequence-parallel on stack {stack.name}, whose code has no sequence parallelism "
-                           f"(stack_db {stack.name} runs.sequence_parallel supported false: "
+                           f"({stack.origin} runs.sequence_parallel supported false: "
                            f"{'; '.join(stack.runs.sequence_parallel.sources)})",
                            "leave --sequence-parallel out (fit plans SP off on this stack), or choose another --stack")
 

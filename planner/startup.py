@@ -1352,7 +1352,7 @@ def model_code_assumed(model, stack) -> list[str]:
     types = ", ".join(t for c in codes for t in c.model_types)
     why = (f"{model.name} gives no hf_model_type (no Hugging Face config.json)" if model.hf_model_type is None
            else f"{stack.name} has no model code for model_type {model.hf_model_type!r}")
-    return [f"model code: {why}; {stack.name}'s codes train {types} (stack_db {stack.name} runs.model_codes): priced on "
+    return [f"model code: {why}; {stack.name}'s codes train {types} ({stack.origin} runs.model_codes): priced on "
             f"the stack's runs as a port of the model would run them, the model-code start-up rules "
             f"(TORCHTITAN_MODEL_*) not applied"]
 
@@ -1365,7 +1365,7 @@ def model_code_compile_note(model, stack) -> list[str]:
     if code is None or code.compiles_blocks or stack.compiled_kernels is None:
         return []
     return [f"torch.compile: {stack.name}'s model code {code.code} (model_type {model.hf_model_type}) applies no "
-            f"torch.compile to its blocks (stack_db {stack.name} runs.model_codes compiles_blocks false): where the "
+            f"torch.compile to its blocks ({stack.origin} runs.model_codes compiles_blocks false): where the "
             f"plan compiles, its blocks are priced eager (the stack's eager kernels and saves; under selective "
             f"recompute the routed experts' grouped GEMMs re-run) and only the loss compiled"]
 
@@ -2008,13 +2008,13 @@ def layer_kind_detail(model, stack, plan=None, cluster=None) -> str:
     for f, ls in missing.items():
         others = stacks_building(f)
         parts.append(f"{model.name}'s {f} layers ({len(ls)} of {model.num_layers}: {_spans(ls)}) on stack {stack.name}, "
-                     f"whose code builds {', '.join(k.kind for k in stack.runs.layer_kinds)} (stack_db {stack.name} "
+                     f"whose code builds {', '.join(k.kind for k in stack.runs.layer_kinds)} ({stack.origin} "
                      f"runs.layer_kinds, its sources); shipped stacks that build {f}: "
                      f"{', '.join(others) if others else 'none'}")
     for form, (kind, what, sources) in unbuilt_layer_forms(model, stack).items():
         whose = f"{model.name}'s layers" if form in MODEL_WIDE_FORMS else f"{model.name}'s {kind} layers"
         parts.append(f"{whose} have {what} ({form}), which stack {stack.name}'s code does not "
-                     f"build (stack_db {stack.name} runs.layer_kinds {kind} not_built: {'; '.join(sources)})")
+                     f"build ({stack.origin} runs.layer_kinds {kind} not_built: {'; '.join(sources)})")
     return "; ".join(parts)
 
 
@@ -2094,7 +2094,7 @@ def _stack_sp_broken(model, stack, plan) -> np.ndarray:
 
 
 def _stack_sp_detail(model, stack, plan=None, cluster=None) -> str:
-    return (f"stack {stack.name} has sequence_parallel supported false (stack_db {stack.name} runs.sequence_parallel: "
+    return (f"stack {stack.name} has sequence_parallel supported false ({stack.origin} runs.sequence_parallel: "
             f"{'; '.join(stack.runs.sequence_parallel.sources)})")
 
 
@@ -2108,8 +2108,8 @@ def _stack_recompute_broken(model, stack, plan) -> np.ndarray:
 def _stack_recompute_detail(model, stack, plan=None, cluster=None) -> str:
     names = {v: k for k, v in _RC.items()}
     asked = f"recompute {names[int(plan.recompute)]} " if plan is not None and np.ndim(plan.recompute) == 0 else ""
-    return (f"{asked}on stack {stack.name}, whose code has recompute {', '.join(recompute_runs(stack))} (stack_db "
-            f"{stack.name} runs.recompute: {'; '.join(stack.runs.recompute.sources)})")
+    return (f"{asked}on stack {stack.name}, whose code has recompute {', '.join(recompute_runs(stack))} ("
+            f"{stack.origin} runs.recompute: {'; '.join(stack.runs.recompute.sources)})")
 
 
 def _stack_recompute_hint(model, stack) -> str:
@@ -2234,7 +2234,7 @@ def _stack_sp_norm_broken(model, stack, plan) -> np.ndarray:
 
 
 def _stack_sp_norm_detail(model, stack, plan=None, cluster=None) -> str:
-    return f"stack {stack.name} has sequence_parallel norm_grads_reduced false (stack_db {stack.name} runs.sequence_parallel)"
+    return f"stack {stack.name} has sequence_parallel norm_grads_reduced false ({stack.origin} runs.sequence_parallel)"
 
 
 # STACK_SP_NORM_GRADS (code 80, issue 22 mdscheck): under Megatron's sequence parallelism each TP rank computes the
@@ -2291,7 +2291,7 @@ def _bridge_chunk_cp_detail(model, stack, plan=None, cluster=None) -> str:
     c, cp, s = _local_chunk(model, stack), int(plan.cp), int(plan.seq)
     return (f"seq {s:,} / cp {cp} = {s // cp:,} tokens a CP rank, over the chunk {c:,}: the code asserts them a multiple "
             f"of 2 cp = {2 * cp} and {s // cp:,} // {2 * cp} = {s // cp // (2 * cp):,} a multiple of {c:,}, i.e. seq a "
-            f"multiple of 2 cp^2 x chunk = {2 * cp * cp * c:,} (stack_db {stack.name} chunked_attention.cp_local_sequence)")
+            f"multiple of 2 cp^2 x chunk = {2 * cp * cp * c:,} ({stack.origin} chunked_attention.cp_local_sequence)")
 
 
 # BRIDGE_CHUNK_CP (code 81, issue 22 bridgecp): Megatron-Bridge's Llama4SelfAttention compares the CP rank's sequence,

@@ -49,7 +49,7 @@ def test_extends_merges_appends_and_replaces(tmp_path):
     """A user's file may extend a catalog stack: a mapping merges key by key (overlap.tp_comm_overlap_efficiency
     replaced, the rest of overlap kept), `name+` appends to the base's list, any other value replaces."""
     mega = stack_data(ROOT / "stack_db" / "megatron.yaml")
-    p = _write(tmp_path, "mine.yaml", "extends: megatron\nname: mine\nattention_speed: 0.5\n"
+    p = _write(tmp_path, "mine.yaml", "extends: megatron\nname: mine\nversion: mine\nattention_speed: 0.5\n"
                                       "uncertain+: [\"mine: a test\"]\nruns:\n  max_cp: 2\n")
     st = load_stack(str(p))
     assert st.name == "mine" and st.attention_speed == 0.5 and st.runs.max_cp == 2
@@ -59,11 +59,11 @@ def test_extends_merges_appends_and_replaces(tmp_path):
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("extends: nosuch\nname: x\n", "extends 'nosuch' is not a catalog stack"),
-    ("extends: ./megatron.yaml\nname: x\n", "is not a catalog stack"),
-    ("extends: megatron\nname: x\nsources: [a]\nsources+: [b]\n", "`sources` and `sources+` are both given"),
-    ("extends: megatron\nname: x\nkernels+: [a]\n", "`kernels+` appends a list to the base stack's list `kernels`, but the base has no list"),
-    ("extends: megatron\nname: x\nsources+: a\n", "its value is not a list"),
+    ("extends: nosuch\nname: x\nversion: mine\n", "extends 'nosuch' is not a catalog stack"),
+    ("extends: ./megatron.yaml\nname: x\nversion: mine\n", "is not a catalog stack"),
+    ("extends: megatron\nname: x\nversion: mine\nsources: [a]\nsources+: [b]\n", "`sources` and `sources+` are both given"),
+    ("extends: megatron\nname: x\nversion: mine\nkernels+: [a]\n", "`kernels+` appends a list to the base stack's list `kernels`, but the base has no list"),
+    ("extends: megatron\nname: x\nversion: mine\nsources+: a\n", "its value is not a list"),
 ])
 def test_bad_extends_is_an_error_with_a_hint(tmp_path, cli, text, needle):
     p = _write(tmp_path, "bad.yaml", text)
@@ -76,8 +76,8 @@ def test_bad_extends_is_an_error_with_a_hint(tmp_path, cli, text, needle):
 def test_extends_cycle_is_refused(tmp_path, monkeypatch):
     import planner.catalog as catalog
 
-    _write(tmp_path, "a.yaml", "extends: b\nname: a\n")
-    _write(tmp_path, "b.yaml", "extends: a\nname: b\n")
+    _write(tmp_path, "a.yaml", "extends: b\nname: a\nversion: mine\n")
+    _write(tmp_path, "b.yaml", "extends: a\nname: b\nversion: mine\n")
     monkeypatch.setattr(catalog, "stack_dir", lambda: tmp_path)
     with pytest.raises(PlannerError, match=r"extends 'a' extends itself \(a -> b -> a\)"):
         stack_data(tmp_path / "a.yaml", ("a",))
@@ -255,7 +255,7 @@ def test_padded_chunk_keys_and_factor():
 
 def _unpadded(tmp_path) -> str:
     p = tmp_path / "bridge-unpadded.yaml"
-    p.write_text("extends: megatron-bridge\nname: bridge-unpadded\nchunked_attention:\n  pads_last_chunk: false\n")
+    p.write_text("extends: megatron-bridge\nname: bridge-unpadded\nversion: mine\nchunked_attention:\n  pads_last_chunk: false\n")
     return str(p)
 
 
@@ -358,7 +358,7 @@ def test_padding_is_a_warning():
 #   (12 a d s L = 12 x 40 x 128 x 16,384 x 48: the global formula)
 def _cp_global_off(tmp_path) -> str:
     p = tmp_path / "bridge-cp-whole.yaml"
-    p.write_text("extends: megatron-bridge\nname: bridge-cp-whole\nchunked_attention:\n  cp_local_sequence: false\n")
+    p.write_text("extends: megatron-bridge\nname: bridge-cp-whole\nversion: mine\nchunked_attention:\n  cp_local_sequence: false\n")
     return str(p)
 
 

@@ -33,7 +33,7 @@ def test_a_file_that_extends_names_itself(tmp_path, cli):
     r = _explain(cli, p)
     assert_one_error(r, f"{p}: extends 'megatron' but gives no `name`", "reported as stack megatron's",
                      "hint: add `name: <this stack's name>`")
-    ok = _explain(cli, _write(tmp_path, "extends: megatron\nname: mine\nruns:\n  max_cp: 2\n", "named.yaml"),
+    ok = _explain(cli, _write(tmp_path, "extends: megatron\nname: mine\nversion: mine\nruns:\n  max_cp: 2\n", "named.yaml"),
                   "--format", "json")
     assert ok.exit_code == 0, ok.stderr
 
@@ -51,15 +51,15 @@ def test_an_append_key_in_a_file_without_extends(tmp_path, cli):
 
 @pytest.mark.parametrize("text, needle", [
     # megatron's chunked_attention is null: the mapping replaces it, so its `sources+` reached the schema
-    ("extends: megatron\nname: x\nchunked_attention:\n  chunks_every_layer: true\n  sources+: [a]\n",
+    ("extends: megatron\nname: x\nversion: mine\nchunked_attention:\n  chunks_every_layer: true\n  sources+: [a]\n",
      "chunked_attention: `sources+` appends to a base stack's list `sources`, but the base stack has no "
      "`chunked_attention` (null or absent) to merge it into"),
     # a list replaces the base's whole: an append inside one of its items appends to nothing
-    ("extends: megatron\nname: x\nruns:\n  sharding:\n    - name: ddp\n      sources+: [a]\n",
+    ("extends: megatron\nname: x\nversion: mine\nruns:\n  sharding:\n    - name: ddp\n      sources+: [a]\n",
      "runs: sharding: `0.sources+` appends to a base stack's list `sources`, but `sharding` replaces the base "
      "stack's whole"),
     # the items an append adds are taken as written
-    ("extends: megatron-bridge\nname: x\nruns:\n  layer_kinds+:\n    - kind: mamba1\n      sources+: [a]\n",
+    ("extends: megatron-bridge\nname: x\nversion: mine\nruns:\n  layer_kinds+:\n    - kind: mamba1\n      sources+: [a]\n",
      "runs: layer_kinds+: `0.sources+` appends to a base stack's list `sources`, but the items a list appends are "
      "taken as written"),
 ])
@@ -72,7 +72,7 @@ def test_hierarchical_sizes_are_the_jobs_not_the_stack_files(tmp_path, cli):
     """context_parallel.hierarchical_sizes is set at resolve from the job's --hierarchical-context-parallel-sizes
     (cp_comm_type.apply_cp_comm_type). A stack file that gave [0, -3] was taken as the job's: at cp 2 the error
     blamed Megatron's --hierarchical-context-parallel-sizes, which the job never gave."""
-    p = _write(tmp_path, "extends: megatron\nname: x\ncontext_parallel:\n  hierarchical_sizes: [0, -3]\n")
+    p = _write(tmp_path, "extends: megatron\nname: x\nversion: mine\ncontext_parallel:\n  hierarchical_sizes: [0, -3]\n")
     assert_one_error(_explain(cli, p, "--cp", "2"),
                      f"{p}: field `context_parallel.hierarchical_sizes`: Value error, hierarchical_sizes is the job's "
                      "(--hierarchical-context-parallel-sizes")
@@ -86,7 +86,7 @@ def test_te_loss_bytes_are_not_negative(tmp_path, cli):
     """memory.te_loss_per_logit (bytes per logit Transformer Engine's fused loss holds and moves) had no lower
     bound: [-1000, -1000] was priced, taking 279,445,504 B off llama3-8b's memory at TP 8 on 8 GPUs and 10.5 s
     off its step."""
-    p = _write(tmp_path, "extends: megatron\nname: x\nmemory:\n  te_loss_per_logit: [-1000, -1000]\n")
+    p = _write(tmp_path, "extends: megatron\nname: x\nversion: mine\nmemory:\n  te_loss_per_logit: [-1000, -1000]\n")
     assert_one_error(_explain(cli, p, "--tp", "8", "--cross-entropy-fusion", "--cross-entropy-fusion-impl", "te"),
                      f"{p}: field `memory.te_loss_per_logit.0`: Input should be greater than or equal to 0")
 
@@ -107,3 +107,76 @@ def test_the_fuzz_seed_that_extends_megatron(cli):
     assert a["time"]["dp_comm_exposed_s"] == a["time"]["dp_comm_s"]
     assert b["time"]["dp_comm_exposed_s"] < b["time"]["dp_comm_s"]
     assert a["memory"]["total_bytes"] == b["memory"]["total_bytes"]
+
+
+_QWEN_FIT = ("fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--ep", "8", "--global-batch", "64",
+             "--hardware", "h100-sxm", "--top", "1")
+# tests/test_torchtitan_zoo.py test_fit_notes_torchtitans_own_flavor: the line fit writes on stack torchtitan
+_QWEN_NOTE = ("note: qwen3-30b-a3b: torchtitan @e347b1e5e builds its own qwen3 30B-A3B flavor, which differs "
+              "(flavor / model: layers 0-47: mlp.router_bias 1 / 0, mlp.score_bias True / False): these rows "
+              "price qwen3-30b-a3b as given, and --export torchtitan refuses them; --model "
+              "torchtitan:qwen3/30B-A3B plans what torchtitan builds")
+
+
+def test_the_flavor_note_follows_the_stacks_flavor_registry(tmp_path, cli):
+    """fit's note on a model whose torchtitan flavor prices otherwise was asked by the stack's name (`stack.name ==
+    "torchtitan"`): a file extending torchtitan under its own name lost it, a file named torchtitan extending megatron
+    got it. It follows runs.flavor_registry now (stack_db/torchtitan.yaml, inherited by `extends:`)."""
+    def notes(stack):
+        r = cli(*_QWEN_FIT, "--stack", str(stack))
+        assert r.exit_code == 0, r.stderr
+        return [ln for ln in r.stderr.splitlines() if "builds its own" in ln]
+
+    assert notes(_write(tmp_path, "extends: torchtitan\nname: my-titan\nversion: mine\n", "titan.yaml")) == [_QWEN_NOTE]
+    assert notes(_write(tmp_path, "extends: megatron\nname: torchtitan\nversion: mine\n", "named.yaml")) == []
+    # the field set to null in a file extending torchtitan: no registry, no note
+    off = _write(tmp_path, "extends: torchtitan\nname: my-titan\nversion: mine\nruns:\n  flavor_registry: null\n", "off.yaml")
+    assert notes(off) == []
+
+
+def test_a_flavor_registry_needs_model_codes(tmp_path, cli):
+    """The flavor is looked up by the model's code (runs.model_codes): a registry without codes would never note."""
+    p = _write(tmp_path, "extends: megatron\nname: x\nversion: mine\nruns:\n  flavor_registry: torchtitan\n")
+    assert_one_error(_explain(cli, p), f"{p}: field `runs`: Value error, flavor_registry torchtitan without model_codes")
+    p = _write(tmp_path, "extends: torchtitan\nname: x\nversion: mine\nruns:\n  flavor_registry: megatron\n", "other.yaml")
+    assert_one_error(_explain(cli, p), f"{p}: field `runs.flavor_registry`: Input should be 'torchtitan'")
+
+
+def test_a_refusal_names_the_users_file_not_stack_db(tmp_path, cli):
+    """A plan refused by a user's stack file named it `stack_db megatron-no-overlap runs.layer_kinds`, an entry
+    stack_db does not have; a file named like an entry was named as that entry. Now the file (Stack.origin)."""
+    r = cli("explain", "--model", "llama4-scout", "--gpus", "64", "--ep", "4", "--stack", str(NO_OVERLAP))
+    assert_one_error(r, "llama4-scout's chunked layers (36 of 48: 0-2, 4-6, 8-10, 12-14, 16-18, 20-22, 24-26, 28-30, "
+                        "32-34, 36-38, 40-42, 44-46) on stack megatron-no-overlap, whose code builds global, sliding, "
+                        f"mla, gated_deltanet, mamba2, output_gate, moe (stack file {NO_OVERLAP} (extends megatron) "
+                        "runs.layer_kinds, its sources)")
+    assert "stack_db megatron-no-overlap" not in r.stderr
+    # a user's file that calls itself megatron is not stack_db's megatron
+    p = _write(tmp_path, "extends: megatron\nname: megatron\nversion: mine\nruns:\n  recompute:\n    granularities: [none]\n"
+                         "    sources: [mine]\n")
+    r = _explain(cli, p, "--recompute", "full")
+    assert_one_error(r, f"on stack megatron, whose code has recompute none (stack file {p.resolve()} (extends "
+                        "megatron) runs.recompute: mine)")
+    assert "(stack_db megatron " not in r.stderr
+    # the catalog entry itself is still stack_db's
+    r = cli("explain", "--model", "llama4-scout", "--gpus", "64", "--ep", "4", "--stack", "megatron")
+    assert r.exit_code == 2 and "(stack_db megatron runs.layer_kinds, its sources)" in r.stderr
+
+
+def test_a_file_that_extends_gives_its_own_version(tmp_path, cli):
+    """`version` left out was inherited: export quotes it as the release the stack's code is ("the plan was priced
+    on stack my-titan (runs and start-up rules: torchtitan main @e347b1e5e ...)"), claiming the user's stack is the
+    base's release. Now bad input; the base's description (prose about the base) is not inherited either."""
+    p = _write(tmp_path, "extends: torchtitan\nname: my-titan\n")
+    assert_one_error(_explain(cli, p), f"{p}: extends 'torchtitan' but gives no `version`: the base's would be "
+                                       "reported as the release or commit this stack's code is (export quotes it)",
+                     "hint: add `version: <the release or commit of the code your stack describes>`")
+    from planner.catalog import load_stack
+
+    mine = load_stack(str(_write(tmp_path, "extends: torchtitan\nname: my-titan\nversion: my fork @abc123\n", "v.yaml")))
+    assert (mine.version, mine.description) == ("my fork @abc123", "")
+    # the shipped entry written with extends, and the fuzz seed, give their own
+    bridge, mega = load_stack("megatron-bridge"), load_stack("megatron")
+    assert bridge.version.startswith("Megatron-Bridge @dc805f5cf") and bridge.description.startswith("Megatron-Bridge:")
+    assert bridge.version != mega.version and bridge.description != mega.description
+    assert load_stack(str(NO_OVERLAP)).version == "Megatron-Core 0.20.0 (Megatron-LM @d98e8a64), launched without --overlap-grad-reduce"

@@ -215,7 +215,8 @@ def register(app: typer.Typer) -> None:
         from ..catalog import load_model, load_stack
 
         stack = load_stack(job.stack)
-        if stack.name == "torchtitan":  # torchtitan @e347b1e5e's flavor registry, read (imported) on that stack only
+        if stack.runs is not None and stack.runs.flavor_registry == "torchtitan":
+            # torchtitan @e347b1e5e's flavor registry (stack field runs.flavor_registry), imported on such a stack only
             from ..trainers.torchtitan_flavors import fit_note
 
             differs = fit_note(job.model, load_model(job.model), stack)

@@ -132,8 +132,9 @@ def _written_as(plan: dict, fmt: str, notes: list[str]) -> bool:
                            "by Python recipes and model providers, not a file the planner writes)",
                       f"train {model.name} with {stack.name}'s own Python recipe at the layout the plan gives, or "
                       f"price a model {own.name} builds")
+    inherits = stack.origin if stack.file is not None else f"stack_db {stack.name} extends {own.name}"
     notes.append(f"stack {stack.name}: written as stack {own.name}'s file ({own.version.split(';')[0]}), whose "
-                 f"figures {stack.name} inherits (stack_db {stack.name} extends {own.name}) and whose code builds every "
+                 f"figures {stack.name} inherits ({inherits}) and whose code builds every "
                  f"layer of {model.name}; {stack.name} itself is driven by Python recipes, which the planner does "
                  "not write")
     return True

@@ -318,7 +318,8 @@ def kernel_flag(fl: Flavor) -> str:
 def fit_note(model_arg: str, spec, stack) -> Optional[str]:
     """fit's one line on a model whose torchtitan counterpart flavor differs in a priced way (counterpart): the
     plan prices the model as given (valid), torchtitan @e347b1e5e builds the flavor, and --model names it. For the
-    torchtitan stack only: its one caller (cli/fit.py) asks on that stack alone, and imports this module only there."""
+    stacks whose runs.flavor_registry is torchtitan only (stack_db torchtitan, and a stack file that extends it): its one
+    caller (cli/fit.py) asks on those alone, and imports this module only there."""
     from ..startup import model_code
 
     have = model_code(spec, stack)
