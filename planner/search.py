@@ -281,7 +281,10 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
     # columns it and the floor both read taken once)
     pipe, state = mem.PIPELINE_FIELDS + ("tp",), mem.STATE_FIELDS + ("schedule",)
     cols = _columns(b, rows, tuple(dict.fromkeys(pipe + state)))
-    placed, p_index, p_size = mem.placement_groups(space.settings, KeyedPlan({f: cols[f] for f in pipe}))
+    if space.placement is not None:  # (vocab_spaces': the parent's rows placed once for all its spaces)
+        placed, p_index, p_size = space.placement[0], space.placement[1][rows], space.placement[2]
+    else:
+        placed, p_index, p_size = mem.placement_groups(space.settings, KeyedPlan({f: cols[f] for f in pipe}))
     # the rows' model-state groups, once over all of them: the states floor's, and each block's (memory_total's
     # `states`: _PerLayer.state_groups numbers its block's groups by them instead of ranking the fields again)
     sg = Groups(KeyedPlan({f: cols[f] for f in mem.STATE_FIELDS}), mem.STATE_FIELDS)
@@ -619,7 +622,8 @@ def _options_memory(space: Space, v: int, bidx, rcidx) -> np.ndarray:
     space of their base rows alone (_few_memory): the layers' activations read compile, so the base rows
     themselves take the options (memory_totals' f8r= replaces the recipe after the layers are priced)."""
     rows, at = np.unique(bidx, return_inverse=True)
-    sub = replace(space, base=fill_variant(space.base.take(rows), space.variants[v]), dispatchers=None)
+    sub = replace(space, base=fill_variant(space.base.take(rows), space.variants[v]), dispatchers=None,
+                  placement=_placement_at(space, rows))
     return memory_totals(sub, np.reshape(at, -1), rcidx)
 
 
@@ -703,7 +707,7 @@ def _few_memory(space: Space, settings: Settings, bidx, rcidx) -> np.ndarray:
     ~18 ms on DeepSeek-V3 / 2,048 H800's 2.8M rows, whatever the candidates), and each candidate's
     memory is its own (memory_totals' docstring), so the numbers are the same."""
     rows, at = np.unique(bidx, return_inverse=True)
-    sub = replace(space, base=space.base.take(rows), settings=settings, dispatchers=None)
+    sub = replace(space, base=space.base.take(rows), settings=settings, dispatchers=None, placement=_placement_at(space, rows))
     return memory_totals(sub, np.reshape(at, -1), rcidx)
 
 
@@ -719,7 +723,7 @@ def _dispatchers_memory(space: Space, codes, bidx, rcidx) -> np.ndarray:
         return np.zeros((k, len(bidx)))
     base = space.base.take(np.tile(rows, k))
     base.disp = np.repeat(np.asarray(codes, dtype=np.int64), n)
-    sub = replace(space, base=base, dispatchers=None)
+    sub = replace(space, base=base, dispatchers=None, placement=_placement_at(space, np.tile(rows, k)))
     at = np.reshape(at, -1)
     out = memory_totals(sub, (np.arange(k)[:, None] * n + at[None, :]).ravel(), np.tile(rcidx, k))
     return out.reshape(k, len(bidx))
@@ -925,11 +929,13 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         v0 = tuple(np.array(x, dtype=np.float64) for x in v0)
         v0[0][done], v0[1][done] = known[2][done], known[3][done]
         reach = lambda st, fl: reach0(st, fl) & ~done  # noqa: E731
-    # with a dispatcher search, a candidate with another distinct rank order is never deferred: were it
-    # deferred, its choice would be re-run below (a best_variants call: a step_time and a memory_totals
-    # call per dispatcher, each with its fixed cost) if that order can rank; so it is priced in this run
-    # (DeepSeek-V3 / 2,048 H800: the 1,215 kept candidates with two orders, every one re-run before)
-    eager = row_counts(space.order_ok[fb]) > 1 if bound is not None and space.dispatchers is not None else None
+    # a candidate with another distinct rank order is never deferred: were it deferred, its choice would be
+    # re-run below (a best_variants call: a step_time call, and with a dispatcher search a step_time and a
+    # memory_totals call per dispatcher, each with its fixed cost) if that order can rank; so it is priced in
+    # this run (DeepSeek-V3 / 2,048 H800: the 1,215 kept candidates with two orders, every one re-run before;
+    # llama3-405b / 16,384 H100, one per vocabulary space: 238 + 70 + 41 candidates re-run in three calls
+    # before, 986 + 606 + 498 variant prices in the first run against 748 + 536 + 457)
+    eager = row_counts(space.order_ok[fb]) > 1 if bound is not None else None
     fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit,
                                                                       v0=v0, eager=eager)
     if known is not None and reach is not None:
@@ -993,7 +999,11 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     on the rest is still >= the final k-th (its bounds stay exact; they may prune a little less
     than on all). bound: the k-th best objective of the spaces of the same GPU count searched before (vocab_spaces'
     other vocabularies, search_one), >= the final k-th too, so K0 is the lesser of the two; with one, the seed is k
-    candidates (the bound needs no seed of its own: a space's seed of PREFILTER_SEED is priced once a GPU count). The fact step >= floor is checked on the
+    candidates (the bound needs no seed of its own: a space's seed of PREFILTER_SEED is priced once a GPU count), priced
+    at variant 0 in one step_times call with every candidate the bound keeps (a superset of those kept: K0 <= bound),
+    whose figures _kept_v0 then reuses (returned as the seed: each step_times call pays a fixed cost, about 2.5 ms
+    on llama3-405b / 16,384 H100, and DeepSeek-V3's seed took five and a memory call a space); the seed's stack
+    variants are priced only where _bound_k0 cannot show that K0 is the bound. The fact step >= floor is checked on the
     seed here and on every kept candidate by the caller (search_one); where it fails, nothing is
     dropped (Counts.bound_fallback). reach_to (fit(around=...)): a candidate whose floor's objective is
     at most it is kept too, whatever K0."""
@@ -1005,25 +1015,77 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     settings = space.settings
     low = candidate_floors(space, fb, fr, floor_variants(space))
     seed = np.argpartition(low, n_seed - 1)[:n_seed]
+    low_obj = _objective(objective, settings, space, low, fm, fb)
+    v0 = None
+    if np.isfinite(bound):
+        # another space's bound: the candidates it keeps (k0 <= bound: a superset of those kept below) and the seed
+        # priced at variant 0 in one step_times call (each call pays a fixed cost: _kept_v0 then prices none of them)
+        own = seed
+        seed = np.union1d(own, np.flatnonzero(low_obj <= max(bound, reach_to) * (1.0 + BOUND_MARGIN)))
+        v0 = step_times(space, fb[seed], fr[seed], first_order[seed], rest=True)
+        at = np.searchsorted(seed, own)  # the k seed candidates among them
+        k0 = _bound_k0(space, objective, top, bound, low[seed[at]], fm[seed[at]], fb[seed[at]], tuple(x[at] for x in v0))
+        if k0 is not None:  # the seed's own k-th best cannot undercut the bound: its stack variants not priced
+            keep = low_obj <= max(k0, reach_to) * (1.0 + BOUND_MARGIN)
+            return keep, low, len(seed), seed, v0, k0, None
+    # the seed's own candidates (the k lowest floors, where v0 priced more)
+    own, priced = (seed, None) if v0 is None else (seed[at], seed)
+    sv0 = None if v0 is None else tuple(x[at] for x in v0)
     # a variant only where it fits (variant 0's memory + variant_memory), as _first_orders tries it
-    fit = None if extra_of is None else extra_of(seed)
-    fit = fm[seed] + fit <= mem.capacity(settings)[1] if isinstance(fit, np.ndarray) else fit
+    fit = None if extra_of is None else extra_of(own)
+    fit = fm[own] + fit <= mem.capacity(settings)[1] if isinstance(fit, np.ndarray) else fit
     if space.dispatchers is None:
-        _, s0, *_, seed_v0 = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
+        _, s0, *_, seed_v0 = best_variants(space, fb[own], fr[own], first_order[own], fit=fit, v0=sv0)
         seed_best = None
     else:
-        s0, seed_v0, seed_best = _seed_steps(space, fb[seed], fr[seed], fm[seed], first_order[seed], objective, top, fit)
-    if not np.all(s0 >= low[seed]):
+        s0, seed_v0, seed_best = _seed_steps(space, fb[own], fr[own], fm[own], first_order[own], objective, top, fit, v0=sv0)
+    if not np.all(s0 >= low[own]):
         c.bound_fallback = True
         return None  # the cost model no longer has the fact the bound rests on
     k = top
-    k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
+    k0 = np.partition(_objective(objective, settings, space, s0, fm[own], fb[own]), k - 1)[k - 1]
     k0 = min(k0, bound)  # another space's k-th best, searched before (search_one: the same GPU count's other vocabularies)
-    keep = _objective(objective, settings, space, low, fm, fb) <= max(k0, reach_to) * (1.0 + BOUND_MARGIN)
-    return keep, low, len(seed), seed, seed_v0, k0, seed_best
+    keep = low_obj <= max(k0, reach_to) * (1.0 + BOUND_MARGIN)
+    if priced is None:
+        return keep, low, len(own), own, seed_v0, k0, seed_best
+    # every candidate priced at variant 0 (the seed's among them: the same figures) handed on; the seed's known
+    # choices (_seed_steps) at their places, none elsewhere
+    if seed_best is not None:
+        seed_best = tuple(_placed(x, at, len(priced)) for x in seed_best)
+    return keep, low, len(priced), priced, v0, k0, seed_best
 
 
-def _seed_steps(space: Space, b, r, m, order, objective: str, top: int, fit) -> tuple:
+def _placed(x, at, n: int) -> np.ndarray:
+    """x (one value per seed candidate) at positions `at` of an array of n (zeros / False elsewhere)."""
+    x = np.asarray(x)
+    out = np.zeros(n, dtype=x.dtype)
+    out[at] = x
+    return out
+
+
+def _bound_k0(space: Space, objective: str, top: int, bound: float, low, m, b, v0) -> float | None:
+    """_prefilter's K0 where another space's bound is given, without pricing the seed's stack variants, or None
+    where that cannot be shown: the seed's k candidates' best steps (over every variant) are at least
+    min(variant 0's step, its rest): a variant that differs from variant 0 only in TP overlap (and, with a
+    dispatcher search, the dispatcher) changes only _bound_terms, so its step is >= variant 0's step without them
+    (best_variants' bound, whose facts it checks wherever it prices such a variant). Where the least objective of
+    those lower bounds' k-th (k = the seed: its largest) is at least the bound, K0 = min(seed's k-th, bound) is the
+    bound, as pricing the variants finds it. Also checked here, as _prefilter checks it on the priced seed: those
+    lower bounds are >= the compute floors (else None: the seed priced as before). Other variants (an fp8 recipe,
+    torch.compile, whose compute differs): None."""
+    cols = [0] + ([DISPATCHER_COLUMN] if space.dispatchers is not None else [])
+    rest_of = np.delete(space.variants, cols, axis=1)
+    if not np.all(rest_of == rest_of[0]):
+        return None
+    step0, _, rest0 = v0
+    lower = np.minimum(step0, rest0) if len(space.variants) > 1 else step0
+    if not np.all(lower >= low):
+        return None
+    k0 = np.partition(_objective(objective, space.settings, space, lower, m, b), top - 1)[top - 1]
+    return float(bound) if k0 >= bound else None
+
+
+def _seed_steps(space: Space, b, r, m, order, objective: str, top: int, fit, v0=None) -> tuple:
     """(best step, variant 0's (step, floor, rest), known) of the seed's candidates at their first order, with
     a dispatcher search (where every dispatcher but variant 0's is a variant best_variants bounds): the seed
     with best_variants' bounds at the k-th best found so far (a variant that changes only _bound_terms
@@ -1036,7 +1098,7 @@ def _seed_steps(space: Space, b, r, m, order, objective: str, top: int, fit) -> 
     (a fixed cost each) cost more than its tighter start saved (instruction counts, whole process, the
     same output: DeepSeek-V3 / 2,048 H800 8.93 G -> 8.61 G; Qwen3-30B-A3B / 128 B200 fp8 16.95 G -> 16.44 G)."""
     settings = space.settings
-    v0 = step_times(space, b, r, order, rest=True)
+    v0 = step_times(space, b, r, order, rest=True) if v0 is None else v0  # (v0: _prefilter priced them)
     obj = lambda x: _objective(objective, settings, space, x, m, b)  # noqa: E731
     kth = lambda step0: np.partition(obj(step0), top - 1)[top - 1]  # noqa: E731
     var, s0, f0, _, deferred, _, can, _ = best_variants(
@@ -1293,14 +1355,34 @@ def vocab_spaces(space: Space) -> list:
         r = int(values[0]) if len(values) else int(rows[0]) if len(rows) else s.model.vocab_size
         return [_with_rows(space, r)]
     out = []
+    # the pipeline placement (memory.placement_groups: stage layers and micro-batches in flight, no vocabulary) of
+    # the valid rows, once for every space: each space's memory calls would place their own rows, the same
+    # (pp, vpp, micro-batches, schedule) groups in each (llama3-405b / 16,384 H100: three times)
+    placement = None
+    if ok.sum() > 1:
+        valid = np.flatnonzero(ok)
+        cols = _columns(space.base, valid, mem.PIPELINE_FIELDS + ("tp",))
+        placed, index, size = mem.placement_groups(s, KeyedPlan(cols))
+        if index is not None:
+            at = np.zeros(len(ok), dtype=np.int64)
+            at[valid] = index
+            placement = (placed, at, size)
     for i, r in enumerate(values[::-1]):  # one space a padded vocabulary (not a loop over candidates), the largest
         # tp's first (the rows grow with tp): on a large model its rows rank best, and their k-th best bounds the others'
         pick = np.flatnonzero((ok & (rows == r)) | (~ok if i == 0 else False))
-        sub = replace(space, base=space.base.take(pick), codes=space.codes[pick], order_ok=space.order_ok[pick])
+        sub = replace(space, base=space.base.take(pick), codes=space.codes[pick], order_ok=space.order_ok[pick],
+                      placement=None if placement is None else (placement[0], placement[1][pick], placement[2]))
         if i:
             sub = replace(sub, reasons={}, considered=0, slack_dropped=0)
         out.append(_with_rows(sub, int(r)))
     return out
+
+
+def _placement_at(space: Space, rows) -> tuple | None:
+    """space.placement for a space of the base rows `rows` of this one (the same settings' pipeline: a variant's,
+    a dispatcher's), or None."""
+    p = space.placement
+    return None if p is None else (p[0], p[1][rows], p[2])
 
 
 def _with_rows(space: Space, rows: int) -> Space:

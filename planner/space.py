@@ -358,6 +358,9 @@ class Space:
     # the recompute choices asked for, before the start-up rules on recompute alone dropped some
     # (_recompute_runnable): what uncompiled_space counts the rows it revives with
     recompute_asked: np.ndarray = None
+    # memory.placement_groups of every base row, computed once for the spaces of one parent (search.vocab_spaces:
+    # the placement reads no vocabulary): (placed, each base row's group, groups); None: each memory call its own
+    placement: tuple = None
     # variant_ok's (plan, {dispatcher code: where it runs}) of the last plan it was given (held, so that its
     # identity is not reused), the dispatcher's start-up rules evaluated once per plan and dispatcher
     _dispatcher_memo: tuple = field(default=None, init=False, repr=False, compare=False)
