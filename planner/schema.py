@@ -1995,6 +1995,10 @@ class ShardingMode(BaseModel):
                                    "and hold the job's gradient bytes, not fsdp.grad_reduce_bytes / "
                                    "zero2_reduce_queue_grad_bytes (Megatron-FSDP: --megatron-fsdp-main-grads-dtype "
                                    "and --megatron-fsdp-grad-comm-dtype, memory.py [mg]); false: the stack's fsdp spec")
+    tp_pp_dp_mapping: bool = Field(
+        default=True, description="the trainer runs the mode with Megatron's tp-pp-dp mapping (rank order tp-cp-pp-dp, "
+                                  "--use-tp-pp-dp-mapping); false: it asserts the mapping off under the mode "
+                                  "(Megatron-Bridge's Megatron-FSDP), start-up rule STACK_MODE_TP_PP_DP")
     main_grads_bytes: Optional[float] = Field(
         default=None, gt=0, description="the trainer builds the mode's main gradients in this many bytes a parameter "
                                         "whatever the job's gradient dtype says (Megatron-Core 905c0e386's Megatron-FSDP "

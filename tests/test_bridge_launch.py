@@ -43,6 +43,9 @@ CASES = [
     # torch FSDP2, stack_db megatron runs.sharding torch_fsdp2), its fusion off as Bridge runs it
     ("llama3-8b-16-mfsdp-pp2", "llama3_8b_pretrain_config",
      ["--model", "llama3-8b", "--gpus", "16", "--pp", "2", "--sharding", "fsdp", "--no-tp-comm-overlap"]),
+    # Megatron-FSDP's HSDP: ddp.num_distributed_optimizer_instances = dp / shard group (mcore_fsdp_adapter.py @905c0e386
+    # l. 228: enable_hsdp); the search's order is tp-cp-dp-pp (STACK_MODE_TP_PP_DP leaves the tp-pp-dp one out)
+    ("llama3-70b-64-mfsdp-hsdp", "llama3_70b_pretrain_config", ["--model", "llama3-70b", "--gpus", "64", "--sharding", "hsdp"]),
 ]
 
 
@@ -258,6 +261,13 @@ def test_megatron_fsdp_refusals(cli, tmp_path):
     # the gradient-accumulation fusion left on: planned without the zero1 / zero2 Megatron-FSDP modes
     assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--sharding", "zero2", *H100),
                      "stack megatron-bridge's trainer runs the mode only with gradient_accumulation_fusion false")
+    # the tp-pp-dp rank order under Megatron-FSDP: start-up rule STACK_MODE_TP_PP_DP (code 83) on megatron-bridge,
+    # which Megatron-LM runs (the megatron stack's modes state tp_pp_dp_mapping true)
+    plan = ["--model", "llama3-8b", "--gpus", "16", "--pp", "2", "--sharding", "fsdp", "--rank-order", "tp-cp-pp-dp",
+            "--hardware", "h100-sxm"]
+    assert_one_error(cli("explain", *plan, "--stack", "megatron-bridge"), "breaks start-up rule STACK_MODE_TP_PP_DP",
+                     "sharding fsdp as megatron_fsdp_optim_grads_params, rank order tp-cp-pp-dp")
+    assert cli("explain", *plan, "--stack", "megatron").exit_code == 0
     # the tp-pp-dp mapping: Bridge asserts it off under Megatron-FSDP
     f = tmp_path / "launch.sh"
     f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "

@@ -37,6 +37,7 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
             assert b == m
             continue
         assert (b.pop("main_grads_bytes"), m.pop("main_grads_bytes")) == (4.0, None)
+        assert (b.pop("tp_pp_dp_mapping"), m.pop("tp_pp_dp_mapping")) == (False, True)  # STACK_MODE_TP_PP_DP
         assert b.pop("sources")[:-1] == m.pop("sources")
         (fusion,) = b.pop("job_settings")
         assert (fusion["setting"], fusion["value"], fusion["other"]) == ("gradient_accumulation_fusion", False,

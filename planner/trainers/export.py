@@ -2134,9 +2134,10 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     # the sharding mode
     mode = plan.get("sharding_mode")
     mfsdp = {m: k for k, (m, _) in BRIDGE_MFSDP_MODES.items()}
+    mfsdp["megatron_fsdp_hsdp"] = "optim_grads_params"  # with ddp.num_distributed_optimizer_instances = dp / shard group
     if mode not in ("ddp", "distributed_optimizer", "torch_fsdp2", *mfsdp):
         raise _bridge_refuse(f"sharding {plan['sharding']} (mode {mode}): the planner's writer spells DDP, the distributed "
-                             "optimizer, torch FSDP2 and Megatron-FSDP's optim, optim_grads and optim_grads_params only",
+                             "optimizer, torch FSDP2 and Megatron-FSDP's optim, optim_grads, optim_grads_params and its HSDP only",
                              "price it with another --sharding, or export --format megatron")
     dist = mode == "distributed_optimizer" or mode in mfsdp
     # torch FSDP2: Bridge wraps each model chunk in Megatron-Core's TorchFullyShardedDataParallel (models/common/
@@ -2164,6 +2165,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
           ("ddp.use_megatron_fsdp", mode in mfsdp), ("dist.use_megatron_fsdp", mode in mfsdp), ("dist.use_torch_fsdp2", fsdp2),
           ("ddp.data_parallel_sharding_strategy", mfsdp.get(mode, "no_shard"))]
     o += [("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else [("checkpoint.ckpt_format", "fsdp_dtensor")] if mode in mfsdp else []
+    # HSDP: Megatron-Core 905c0e386's Megatron-FSDP shards within each of ddp.num_distributed_optimizer_instances
+    # instances and replicates across them (mcore_fsdp_adapter.py l. 228-300; Bridge's initialize.py l. 125)
+    o.append(("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"] if mode == "megatron_fsdp_hsdp" else 1))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
     dpo = bool(plan.get("dp_comm_overlap"))
     ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]

@@ -77,6 +77,9 @@ COMMON = {
     "ddp.use_distributed_optimizer": True, "ddp.use_megatron_fsdp": False, "ddp.overlap_grad_reduce": True,
     "ddp.overlap_param_gather": True, "ddp.grad_reduce_in_fp32": True, "ddp.data_parallel_sharding_strategy": "no_shard",
     "dist.use_megatron_fsdp": False, "dist.use_torch_fsdp2": False, "dist.use_tp_pp_dp_mapping": False,
+    # Megatron-Core 905c0e386 distributed_data_parallel_config.py l. 30 (Bridge's initialize.py l. 125 hands it to the
+    # process groups): Megatron-FSDP's HSDP where above 1 (mcore_fsdp_adapter.py l. 228)
+    "ddp.num_distributed_optimizer_instances": 1,
 }
 
 
@@ -394,7 +397,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
-    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled)
+    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g)
     if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
         assumed.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} {UB_NOTE}")
     # the model: the recipe's (its shape), checked against --model
@@ -446,7 +449,7 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
                             f"bucket_size; priced at Megatron-Core's {priced:,.0f}: the data-parallel collectives' count)")
 
 
-def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list) -> dict:
+def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
     """The job fields of the run's values."""
     def num(k):
         v = cfg[k]
@@ -511,6 +514,18 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
             raise PlannerError(f"{where}Megatron-FSDP with dist.use_tp_pp_dp_mapping=true: Bridge refuses the pair "
                                "(training/config.py l. 1542)", "drop dist.use_tp_pp_dp_mapping")
         job["sharding_mode"], job["sharding"] = MFSDP_MODES[strat]
+        n = num("ddp.num_distributed_optimizer_instances")
+        if n > 1:  # HSDP: FSDP within each of n instances, replicated across them (mcore_fsdp_adapter.py @905c0e386
+            # l. 228-300: enable_hsdp, whatever the strategy; the stack's megatron_fsdp_hsdp mode is optim_grads_params's)
+            if strat != "optim_grads_params":
+                raise PlannerError(f"{where}ddp.num_distributed_optimizer_instances={n} with Megatron-FSDP {strat}: not read "
+                                   f"by the planner's {FMT} reader (its HSDP mode shards optim_grads_params)",
+                                   "use ddp.data_parallel_sharding_strategy=optim_grads_params, or one instance")
+            dp_all = gpus // (job["tp"] * job["pp"] * job["cp"])
+            if dp_all % n:
+                raise PlannerError(f"{where}ddp.num_distributed_optimizer_instances={n} does not divide dp {dp_all}",
+                                   "Megatron-Core asserts (dp x cp) % instances == 0")
+            job["sharding_mode"], job["sharding"], job["shard_group"] = "megatron_fsdp_hsdp", "hsdp", dp_all // n
         if flag("model.gradient_accumulation_fusion"):
             assumed.append("model.gradient_accumulation_fusion=false: Bridge turns it off under Megatron-FSDP "
                            "(training/config.py l. 1554-1557)")
@@ -519,6 +534,9 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
                            "Megatron-Core 905c0e386's FullyShardedDataParallel with its main_grads_dtype default float32 "
                            "(models/common/unimodal.py l. 232-241; mcore_fsdp_adapter.py l. 73-75, 92-97)")
     dist = flag("ddp.use_distributed_optimizer") or flag("optimizer.use_distributed_optimizer")
+    if not mfsdp and num("ddp.num_distributed_optimizer_instances") > 1:
+        not_modelled.append(f"ddp.num_distributed_optimizer_instances={cfg['ddp.num_distributed_optimizer_instances']}: "
+                            "the optimizer is sharded over dp / instances, priced over dp")
     if mfsdp:
         pass
     elif fsdp2:  # Megatron-Core's TorchFullyShardedDataParallel (models/common/unimodal.py l. 217-222)

@@ -122,7 +122,7 @@ class Spelling:
         parts += self.notes
         if self.unspellable:
             head = (f"not spelled by the planner's {fmt} export (it writes DDP, the distributed optimizer, torch "
-                    f"FSDP2 and Megatron-FSDP's optim, optim_grads and optim_grads_params): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
+                    f"FSDP2 and Megatron-FSDP's optim, optim_grads, optim_grads_params and its HSDP): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
                     f"cannot be written in {FILE_NAMES[fmt]}: it has no key for {', '.join(self.unspellable)}")
             needs = "the launch needs" if fmt == "megatron-bridge" else "the JSON needs"
             return head + (f"; with it {needs} {'; '.join(parts)}" if parts else "")
@@ -184,10 +184,10 @@ BRIDGE_AXES = {"tp": "model.tensor_model_parallel_size", "cp": "model.context_pa
 # distributed optimizer's two flags, which Bridge keeps in step (training/config.py l. 1944-1966: either True sets both)
 BRIDGE_MODES = {"ddp": (False, False), "distributed_optimizer": (True, False), "torch_fsdp2": (False, True),
                 "megatron_fsdp_optim": (True, False), "megatron_fsdp_optim_grads": (True, False),
-                "megatron_fsdp_optim_grads_params": (True, False)}
+                "megatron_fsdp_optim_grads_params": (True, False), "megatron_fsdp_hsdp": (True, False)}
 # Megatron-FSDP's modes as ddp.data_parallel_sharding_strategy (megatron_bridge.MFSDP_MODES)
 BRIDGE_MFSDP_STRATEGY = {"megatron_fsdp_optim": "optim", "megatron_fsdp_optim_grads": "optim_grads",
-                         "megatron_fsdp_optim_grads_params": "optim_grads_params"}
+                         "megatron_fsdp_optim_grads_params": "optim_grads_params", "megatron_fsdp_hsdp": "optim_grads_params"}
 
 
 def _ov(key: str, value) -> Setting:
@@ -227,7 +227,10 @@ def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
         # modes' job settings); Megatron-FSDP with its strategy and the fsdp_dtensor checkpoint format (as the export)
         return [_ov("ddp.use_distributed_optimizer", dist), _ov("optimizer.use_distributed_optimizer", dist),
                 _ov("ddp.use_megatron_fsdp", strategy is not None), _ov("dist.use_torch_fsdp2", fsdp2),
-                _ov("ddp.data_parallel_sharding_strategy", strategy or "no_shard")] + \
+                _ov("ddp.data_parallel_sharding_strategy", strategy or "no_shard"),
+                # HSDP: one instance per replica of the shard group (export._megatron_bridge)
+                _ov("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"]
+                    if plan["sharding_mode"] == "megatron_fsdp_hsdp" else 1)] + \
             ([_ov("checkpoint.ckpt_format", "fsdp_dtensor")] if strategy else
              [_ov("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else []) + \
             [_ov("model.gradient_accumulation_fusion", plan.get("gradient_accumulation_fusion") is not False)]
