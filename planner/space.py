@@ -1275,8 +1275,10 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     order_ok = mesh_orders[rows["mesh"]]
     from .startup import CODES as _CODES, mode_order_ok
 
-    by_mode = mode_order_ok(settings.stack, base, O)  # the orders a row's sharding mode runs (STACK_MODE_TP_PP_DP)
-    if not by_mode.all():
+    # the orders a row's sharding mode runs (STACK_MODE_TP_PP_DP): only on a stack with a mode that refuses some
+    restricted = runs is not None and not all(m.tp_pp_dp_mapping for m in runs.sharding)
+    by_mode = mode_order_ok(settings.stack, base, O) if restricted else None
+    if by_mode is not None and not by_mode.all():
         dropped = row_counts(order_ok & ~by_mode) * (codes == OK)
         _count(reasons, np.full(len(dropped), _CODES["STACK_MODE_TP_PP_DP"]), (dropped * len(RC)).astype(np.float64))
         order_ok = order_ok & by_mode
