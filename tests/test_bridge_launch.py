@@ -292,7 +292,7 @@ def test_check_suggests_megatron_fsdp_as_the_launch_runs_it(cli, tmp_path):
     fixes = json.loads(r.stdout)[0]["suggestions"]
     fsdp = next(x for x in fixes if x["plan"]["sharding_mode"] == "megatron_fsdp_optim_grads_params")
     got = {x["key"]: x["value"] for x in fsdp["trainer_settings"]}
-    assert got == {**got, "ddp.use_megatron_fsdp": True, "dist.use_torch_fsdp2": False,
+    assert got == {**got, "ddp.use_megatron_fsdp": True, "dist.use_megatron_fsdp": True, "dist.use_torch_fsdp2": False,
                    "ddp.data_parallel_sharding_strategy": "optim_grads_params", "checkpoint.ckpt_format": "fsdp_dtensor",
                    "model.gradient_accumulation_fusion": False}
     assert not fsdp["trainer_unspellable"]

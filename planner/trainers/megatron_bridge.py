@@ -504,8 +504,9 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         raise PlannerError(f"{where}Megatron-FSDP and torch FSDP2 together: Bridge refuses the pair "
                            "(training/config.py l. 1533-1534)", "keep one")
     if mfsdp:
-        # Megatron-Core 905c0e386's Megatron-FSDP (ddp.data_parallel_sharding_strategy, MFSDP_MODES); Bridge asserts no tp-pp-dp mapping with it and turns
-        # the gradient-accumulation fusion off (training/config.py @dc805f5cf l. 1537-1557)
+        # Megatron-Core 905c0e386's Megatron-FSDP (ddp.data_parallel_sharding_strategy, MFSDP_MODES); Bridge asserts
+        # no tp-pp-dp mapping with it and turns the gradient-accumulation fusion off (training/config.py @dc805f5cf
+        # l. 1537-1557)
         strat = cfg["ddp.data_parallel_sharding_strategy"]
         if strat not in MFSDP_MODES:
             raise PlannerError(f"{where}Megatron-FSDP with ddp.data_parallel_sharding_strategy={_v(strat)}: not read by the "

@@ -226,7 +226,9 @@ def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
         # with the gradient-accumulation fusion as the plan runs it (off under torch FSDP2 and Megatron-FSDP: the
         # modes' job settings); Megatron-FSDP with its strategy and the fsdp_dtensor checkpoint format (as the export)
         return [_ov("ddp.use_distributed_optimizer", dist), _ov("optimizer.use_distributed_optimizer", dist),
-                _ov("ddp.use_megatron_fsdp", strategy is not None), _ov("dist.use_torch_fsdp2", fsdp2),
+                # both Megatron-FSDP flags: either true turns it on (training/config.py l. 1537-1540)
+                _ov("ddp.use_megatron_fsdp", strategy is not None), _ov("dist.use_megatron_fsdp", strategy is not None),
+                _ov("dist.use_torch_fsdp2", fsdp2),
                 _ov("ddp.data_parallel_sharding_strategy", strategy or "no_shard"),
                 # HSDP: one instance per replica of the shard group (export._megatron_bridge)
                 _ov("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"]
