@@ -757,7 +757,10 @@ References
      (trainers/megatron.py _megatron_fsdp_grads); the export writes fp32 for a plan keeping 4 B (the megatron and
      bf16-moments presets), and check's suggestions do too (trainers/spelling.py). Llama 3 8B on 8 GPUs, optim_grads_params:
      2 P / 8 = 2,007,565,312 B of gradients a GPU from a script without the flag, 4 P / 8 with fp32
-     (tests/test_megatron_fsdp_grads.py).
+     (tests/test_megatron_fsdp_grads.py). Stack megatron-bridge: Bridge's pinned Megatron-Core 905c0e386 builds them in
+     fp32 whatever grad_reduce_in_fp32 says (mcore_fsdp_adapter.py l. 73-75, 92-97), so its modes state
+     main_grads_bytes 4 and a job of other gradient bytes is planned without them (plan.stack_for_states); at 4 B the
+     two stacks price one figure (tests/test_bridge_launch.py: Llama 3 70B, 4 x 70,553,706,496 / 8 B a GPU).
      The optimizer's gradient: update_main_grads (l. 3351-3381; attach_grad_to_optimizer_state, megatron_fsdp.py
      l. 1369-1374, and scale_gradients l. 3181-3187) hands each optimizer parameter the rank's shard of the buffer,
      .to(param.dtype) of the fp32 main weight where a main weight buffer exists and use_decoupled_grad is off (l. 3377):

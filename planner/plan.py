@@ -1579,7 +1579,12 @@ def stack_for_settings(job: Job, stack, where: str = ""):
             keep.append(m)
             continue
         x = bad[0]
-        if x.instead is None:
+        if x.instead is None and x.unset == "default":  # the job's default is the other value: leaving it out is no fix
+            msg = (f"sharding mode {m.name} with {x.setting} {str(not x.value).lower()}: stack {stack.name}'s trainer runs "
+                   f"the mode only with {x.setting} {str(x.value).lower()} ({x.source})")
+            hint = (f"{x.setting} {str(x.value).lower()} (--{'' if x.value else 'no-'}{x.setting.replace('_', '-')}) for "
+                    f"{m.name}, or choose another sharding mode")
+        elif x.instead is None:
             msg = f"sharding mode {m.name} with {x.setting} {str(not x.value).lower()}: stack {stack.name}'s trainer refuses it ({x.source})"
             hint = f"leave {x.setting} out (the mode runs it {str(x.value).lower()}), or choose another sharding mode"
         else:  # the trainer builds another mode from the same settings (DeepSpeed: bf16 at stage 0, the BF16_Optimizer)
@@ -1627,6 +1632,36 @@ def mode_run_settings(job: Job, stack, smode: int) -> list[tuple[str, bool]]:
             if mode_setting_value(job, x) is None and x.value != MODE_SETTING_DEFAULTS[x.setting]]
 
 
+def _stack_for_grad_bytes(job: Job, stack, where: str = ""):
+    """The stack without the sharding modes whose trainer builds the main gradients in other bytes than the job's
+    (stack_db runs.sharding main_grads_bytes: Megatron-FSDP under Megatron-Bridge, fp32 whatever grad_reduce_in_fp32
+    says), each left-out mode cited first among the stack's sources, so `fit` never ranks it and `check` never
+    suggests it; a job naming such a mode (sharding_mode, or a sharding level whose every mode is left out) is refused."""
+    runs = stack.runs if stack is not None else None
+    if runs is None or all(m.main_grads_bytes is None for m in runs.sharding):
+        return stack
+    bpp, name = bytes_per_param(job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param)
+    out = [m for m in runs.sharding if m.main_grads_bytes is not None and m.main_grads_bytes != bpp.gradients]
+    if not out:
+        return stack
+    keep = [m for m in runs.sharding if m not in out]
+
+    def msg(m):
+        return (f"sharding mode {m.name} with bytes_per_param {name} ({bpp.gradients:g}-byte gradients): stack "
+                f"{stack.name}'s trainer builds its main gradients in {m.main_grads_bytes:g} bytes whatever the job says "
+                f"({m.sources[-1] if m.sources else 'stack_db runs.sharding main_grads_bytes'})")
+    hint = "give bytes_per_param with {g:g}-byte gradients (--bytes-per-param megatron), or choose another sharding mode"
+    named = next((m for m in out if m.name == job.sharding_mode), None)
+    if named is not None:
+        raise PlannerError(f"{where}{msg(named)}", hint.format(g=named.main_grads_bytes))
+    at_level = [m for m in out if m.level == job.sharding]
+    if job.sharding_mode is None and "sharding" in job.model_fields_set and at_level and not any(
+            m.level == job.sharding for m in keep):
+        raise PlannerError(f"{where}sharding {job.sharding}: {msg(at_level[0])}", hint.format(g=at_level[0].main_grads_bytes))
+    return stack.model_copy(update={"runs": runs.model_copy(update={
+        "sharding": keep, "sources": [f"{msg(m)} (left out of the search)" for m in out] + list(runs.sources)})})
+
+
 def stack_for_states(job: Job, stack, where: str = ""):
     """The stack as it runs the job's model states (job.bytes_per_param, else the stack's
     default): with its precision-aware optimizer (plan.precision_aware: the job's precision_aware_optimizer, else Adam
@@ -1639,6 +1674,7 @@ def stack_for_states(job: Job, stack, where: str = ""):
     training.dtype bfloat16, pure-bf16, trains in bf16 where its mixed precision is off)."""
     stack = stack_for_settings(job, stack, where)
     stack = with_default(stack, "bytes_per_param", job.bytes_per_param)
+    stack = _stack_for_grad_bytes(job, stack, where)
     runs = stack.runs if stack is not None else None
     lpm = runs.low_precision_moments if runs is not None else None
     if lpm is None:

@@ -2001,6 +2001,16 @@ class ShardingMode(BaseModel):
                                    "and hold the job's gradient bytes, not fsdp.grad_reduce_bytes / "
                                    "zero2_reduce_queue_grad_bytes (Megatron-FSDP: --megatron-fsdp-main-grads-dtype "
                                    "and --megatron-fsdp-grad-comm-dtype, memory.py [mg]); false: the stack's fsdp spec")
+    tp_pp_dp_mapping: bool = Field(
+        default=True, description="the trainer runs the mode with Megatron's tp-pp-dp mapping (rank order tp-cp-pp-dp, "
+                                  "--use-tp-pp-dp-mapping); false: it asserts the mapping off under the mode "
+                                  "(Megatron-Bridge's Megatron-FSDP), start-up rule STACK_MODE_TP_PP_DP")
+    main_grads_bytes: Optional[float] = Field(
+        default=None, gt=0, description="the trainer builds the mode's main gradients in this many bytes a parameter "
+                                        "whatever the job's gradient dtype says (Megatron-Core 905c0e386's Megatron-FSDP "
+                                        "under Megatron-Bridge: fp32, 4); a job whose bytes_per_param.gradients differ "
+                                        "is planned without the mode, and one naming it is refused (plan.stack_for_states); "
+                                        "null: the job's gradient bytes")
     reduce_queue_units: Optional[float] = Field(
         default=None, ge=0, description="the mode's layer units' unsharded gradients wait in the stack's reduce-scatter "
                                         "queue (Megatron-FSDP's GradReducePipeline; the stack's fsdp."

@@ -1276,6 +1276,15 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         base.order = _constant(len(base.tp), order_code(runs.rank_orders[0].order))
     codes = choose_modes(settings, base, (rows["prow"] * len(opt_code) + rows["shopt"]) * len(sp_vals) + rows["spopt"])
     order_ok = mesh_orders[rows["mesh"]]
+    from .startup import CODES as _CODES, mode_order_ok
+
+    # the orders a row's sharding mode runs (STACK_MODE_TP_PP_DP): only on a stack with a mode that refuses some
+    restricted = runs is not None and not all(m.tp_pp_dp_mapping for m in runs.sharding)
+    by_mode = mode_order_ok(settings.stack, base, O) if restricted else None
+    if by_mode is not None and not by_mode.all():
+        dropped = row_counts(order_ok & ~by_mode) * (codes == OK)
+        _count(reasons, np.full(len(dropped), _CODES["STACK_MODE_TP_PP_DP"]), (dropped * len(RC)).astype(np.float64))
+        order_ok = order_ok & by_mode
     _count(reasons, codes, (row_counts(order_ok) * len(RC)).astype(np.float64))
     asked = RC
     RC = _recompute_runnable(settings, RC, reasons, int(row_counts(order_ok)[codes == OK].sum()))

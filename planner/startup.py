@@ -169,6 +169,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   TORCHTITAN_HYBRIDEP       (torchtitan, stack torchtitan-0.3 with moe_dispatcher hybridep) ep 1, or seq_len
                             not a multiple of cp x tp: release/0.3 @4f9e9a47d models/common/token_dispatcher.py
                             update_ep_token_dispatcher_config l. 1216-1242 raises (code 82)
+  STACK_MODE_TP_PP_DP       (every stack, from runs.sharding tp_pp_dp_mapping false: megatron-bridge's
+                            Megatron-FSDP modes) the tp-pp-dp rank order under such a mode: Megatron-Bridge
+                            @dc805f5cf training/config.py l. 1542 asserts it off under Megatron-FSDP (code 83)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2341,6 +2344,47 @@ LATER_RULES = LATER_RULES + (
         _torchtitan_hybridep_broken),
 )
 
+def _mode_tp_pp_dp(model, stack, plan) -> np.ndarray:
+    """STACK_MODE_TP_PP_DP: a sharding mode whose trainer asserts the tp-pp-dp mapping off (stack_db runs.sharding
+    tp_pp_dp_mapping false) under a rank order that needs it (uses_tp_pp_dp_mapping)."""
+    runs = stack.runs if stack is not None else None
+    if runs is None or all(m.tp_pp_dp_mapping for m in runs.sharding):
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    return mode_is(stack, plan, *[m.name for m in runs.sharding if not m.tp_pp_dp_mapping]) & uses_tp_pp_dp_mapping(plan)
+
+
+def mode_order_ok(stack, plan, orders) -> np.ndarray:
+    """[plan rows, orders]: false where the row's sharding mode asserts the tp-pp-dp mapping off (stack_db runs.sharding
+    tp_pp_dp_mapping false) and the order needs it for the row's mesh (STACK_MODE_TP_PP_DP): the search's rank-order
+    axis per sharding mode (order_ok is per mesh, before the modes)."""
+    from types import SimpleNamespace
+
+    orders = np.asarray(orders)
+    n = len(np.asarray(plan.tp))
+    runs = stack.runs if stack is not None else None
+    if runs is None or all(m.tp_pp_dp_mapping for m in runs.sharding):
+        return np.ones((n, len(orders)), dtype=bool)
+    bad = mode_is(stack, plan, *[m.name for m in runs.sharding if not m.tp_pp_dp_mapping])[:, None]
+    shape = (n, len(orders))
+    b = lambda x: np.broadcast_to(np.asarray(x, dtype=np.int64), shape)  # noqa: E731
+    p = SimpleNamespace(order=b(orders[None, :]), **{k: b(np.asarray(getattr(plan, k))[:, None]) for k in ("tp", "cp", "pp", "dp")})
+    return ~(bad & uses_tp_pp_dp_mapping(p))
+
+
+# STACK_MODE_TP_PP_DP (code 83, issue 22 bridgefsdp): Megatron-Bridge's ConfigContainer.validate asserts
+# `not self.dist.use_tp_pp_dp_mapping` under Megatron-FSDP (training/config.py @dc805f5cf l. 1542), which Megatron-LM
+# @d98e8a64 does not; keyed on the stack's runs.sharding tp_pp_dp_mapping, so every stack (ANY_STACK).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "STACK_MODE_TP_PP_DP", ANY_STACK,
+        "a sharding mode whose trainer asserts Megatron's tp-pp-dp mapping off (rank order tp-cp-pp-dp) under that order",
+        f"{BRIDGE_COMMIT} src/megatron/bridge/training/config.py ConfigContainer.validate l. 1537-1542 (under "
+        "use_megatron_fsdp: assert not self.dist.use_tp_pp_dp_mapping, 'use_tp_pp_dp_mapping is not supported with "
+        "Megatron FSDP'); stack_db <stack> runs.sharding tp_pp_dp_mapping",
+        "use the default rank order tp-cp-dp-pp (--rank-order tp-cp-dp-pp), or another sharding mode",
+        _mode_tp_pp_dp),
+)
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -2520,4 +2564,4 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
 __all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "model_layer_forms",
            "unbuilt_layer_forms", "layer_gaps", "stacks_building", "RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
            "model_code", "model_code_assumed", "model_code_compile_note",
-           "end_weights", "stack_order_ok", "built_order", "order_ok"]
+           "end_weights", "stack_order_ok", "built_order", "order_ok", "mode_order_ok"]

@@ -34,6 +34,18 @@ CASES = [
      ["--model", "llama3-405b", "--gpus", "1024", "--tp", "8", "--pp", "8", "--cp", "2", "--vpp", "8",
       "--micro-batch", "1", "--global-batch", "512", "--seq-len", "8192", "--sharding", "zero1",
       "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--tp-comm-overlap"]),
+    # Megatron-FSDP optim_grads (ddp.data_parallel_sharding_strategy): Bridge turns the gradient-accumulation fusion off
+    # under it (training/config.py l. 1554-1557), so a job keeping the fusion is planned without the zero2 mode
+    ("llama3-8b-8-mfsdp-optim-grads", "llama3_8b_pretrain_config",
+     ["--model", "llama3-8b", "--gpus", "8", "--sharding", "zero2", "--no-gradient-accumulation-fusion",
+      "--no-tp-comm-overlap"]),
+    # Megatron-FSDP optim_grads_params: at pp 2 the search's fsdp level is Megatron-FSDP (Megatron-LM asserts pp 1 for
+    # torch FSDP2, stack_db megatron runs.sharding torch_fsdp2), its fusion off as Bridge runs it
+    ("llama3-8b-16-mfsdp-pp2", "llama3_8b_pretrain_config",
+     ["--model", "llama3-8b", "--gpus", "16", "--pp", "2", "--sharding", "fsdp", "--no-tp-comm-overlap"]),
+    # Megatron-FSDP's HSDP: ddp.num_distributed_optimizer_instances = dp / shard group (mcore_fsdp_adapter.py @905c0e386
+    # l. 228: enable_hsdp); the search's order is tp-cp-dp-pp (STACK_MODE_TP_PP_DP leaves the tp-pp-dp one out)
+    ("llama3-70b-64-mfsdp-hsdp", "llama3_70b_pretrain_config", ["--model", "llama3-70b", "--gpus", "64", "--sharding", "hsdp"]),
 ]
 
 
@@ -52,7 +64,7 @@ def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, a
     checked = cli("check", out, "--hardware", "h100-sxm")  # the trainer's start-up rules and the memory gate
     assert checked.exit_code == 0 and checked.stdout.startswith(f"PASS {out}"), checked.stdout + checked.stderr
     p = row["plan"]
-    dist = "true" if p["sharding_mode"] == "distributed_optimizer" else "false"
+    dist = "true" if p["sharding_mode"] == "distributed_optimizer" or p["sharding_mode"].startswith("megatron_fsdp") else "false"
     fsdp2 = "true" if p["sharding_mode"] == "torch_fsdp2" else "false"
     for key, value in (("model.tensor_model_parallel_size", p["tp"]), ("model.pipeline_model_parallel_size", p["pp"]),
                        ("model.context_parallel_size", p["cp"]), ("train.global_batch_size", p["global_batch"]),
@@ -194,3 +206,100 @@ def test_tp_overlap_on_a_recipe_without_comm_overlap(cli, tmp_path):
             "overlap_grad_reduce:true,overlap_param_gather:true,bucket_size:40000000}' \\\n") in out.read_text()
     j = load_trainer_config(out, hardware="h100-sxm").job
     assert (j["tp"], j["sequence_parallel"], j["tp_comm_overlap"], j["dp_comm_overlap"]) == (2, True, True, True)
+
+
+def test_megatron_fsdp_reads_fp32_main_grads_and_agrees_with_megatron(cli, tmp_path):
+    """Megatron-FSDP on Bridge @dc805f5cf: Megatron-Core 905c0e386's FullyShardedDataParallel builds its main gradients
+    in fp32 whatever grad_reduce_in_fp32 says (mcore_fsdp_adapter.py l. 73-75, 92-97; Bridge passes no main_grads_dtype,
+    models/common/unimodal.py l. 232-241), and Bridge turns the gradient-accumulation fusion off (training/config.py
+    l. 1554-1557). Llama 3 70B (its recipe holds a MixedPrecisionConfig, whose grad_reduce_in_fp32 an override sets; 70,553,706,496
+    parameters) on 8 GPUs at TP 1, optim_grads_params: 4 B x P / 8 = 35,276,853,248 B
+    of gradients a GPU, where a Megatron-LM @d98e8a64 script without --megatron-fsdp-main-grads-dtype holds 2 B x P / 8
+    (tests/test_megatron_fsdp_grads.py); with fp32 gradients and the fusion off the two stacks price one memory."""
+    f = tmp_path / "launch.sh"
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+                 "model.tensor_model_parallel_size=1 model.pipeline_model_parallel_size=1 "
+                 "model.virtual_pipeline_model_parallel_size=null model.context_parallel_size=1 model.sequence_parallel=false "
+                 "train.global_batch_size=64 model.cross_entropy_loss_fusion=false ddp.use_megatron_fsdp=true "
+                 "ddp.data_parallel_sharding_strategy=optim_grads_params mixed_precision.grad_reduce_in_fp32=false\n")
+    c = load_trainer_config(f, hardware="h100-sxm")
+    j = c.job
+    assert (j["sharding"], j["sharding_mode"], j["gradient_accumulation_fusion"]) == \
+        ("fsdp", "megatron_fsdp_optim_grads_params", False)
+    assert "bytes_per_param" not in j  # the recipe's preset: fp32 gradients, not the 2 B grad_reduce_in_fp32 false gives DDP
+    assert any("main gradients fp32" in a for a in c.assumed)
+    bridge = json.loads(cli("explain", f, "--hardware", "h100-sxm", "--format", "json").stdout)
+    assert bridge["params"]["total"] == 70_553_706_496
+    assert bridge["memory"]["gradients_bytes"] == 4 * 70_553_706_496 / 8 == 35_276_853_248
+    p = bridge["plan"]
+    args = ["--model", p["model"], "--gpus", "8", "--tp", str(p["tp"]), "--pp", str(p["pp"]), "--cp", "1",
+            "--micro-batch", str(p["micro_batch"]), "--global-batch", "64", "--seq-len", str(p["seq_len"]),
+            "--sharding", "fsdp", "--hardware", "h100-sxm", "--no-gradient-accumulation-fusion", "--format", "json"]
+    for k in ("tp_comm_overlap", "dp_comm_overlap", "cross_entropy_fusion", "sequence_parallel"):
+        args += [f"--{'' if p.get(k) else 'no-'}{k.replace('_', '-')}"]
+    mega = json.loads(cli("explain", *args, "--stack", "megatron").stdout)
+    same = {k: v for k, v in plan_signature(mega["plan"]).items() if k != "stack"}
+    assert same == {k: v for k, v in plan_signature(p).items() if k != "stack"}  # one plan on the two stacks
+    assert mega["plan"]["sharding_mode"] == "megatron_fsdp_optim_grads_params"
+    assert mega["memory"]["gradients_bytes"] == bridge["memory"]["gradients_bytes"]
+    assert mega["memory"]["total_bytes"] == pytest.approx(bridge["memory"]["total_bytes"], rel=1e-12)
+
+
+def test_megatron_fsdp_refusals(cli, tmp_path):
+    # 2-byte main gradients: not what Bridge's Megatron-FSDP builds (stack_db megatron-bridge runs.sharding
+    # main_grads_bytes 4): a job naming the level is refused, the search plans a mixed16 job without the modes
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "llama3-8b", "--gpus", "8", "--sharding",
+                         "zero2", "--no-gradient-accumulation-fusion", "--bytes-per-param", "mixed16", *H100),
+                     "stack megatron-bridge's trainer builds its main gradients in 4 bytes whatever the job says")
+    modes = {r["plan"]["sharding_mode"] for r in json.loads(cli(
+        "fit", "--model", "llama3-8b", "--gpus", "8", "--sharding", "fsdp", "--bytes-per-param", "mixed16", "--format",
+        "json", *H100).stdout)}
+    assert modes == {"torch_fsdp2"}
+    modes = {r["plan"]["sharding_mode"] for r in json.loads(cli(
+        "fit", "--model", "llama3-8b", "--gpus", "8", "--sharding", "fsdp", "--format", "json", *H100).stdout)}
+    assert modes == {"torch_fsdp2", "megatron_fsdp_optim_grads_params"}  # with the recipes' fp32 gradients
+    # the gradient-accumulation fusion left on: planned without the zero1 / zero2 Megatron-FSDP modes
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--sharding", "zero2", *H100),
+                     "stack megatron-bridge's trainer runs the mode only with gradient_accumulation_fusion false")
+    # the tp-pp-dp rank order under Megatron-FSDP: start-up rule STACK_MODE_TP_PP_DP (code 83) on megatron-bridge,
+    # which Megatron-LM runs (the megatron stack's modes state tp_pp_dp_mapping true)
+    plan = ["--model", "llama3-8b", "--gpus", "16", "--pp", "2", "--sharding", "fsdp", "--rank-order", "tp-cp-pp-dp",
+            "--hardware", "h100-sxm"]
+    assert_one_error(cli("explain", *plan, "--stack", "megatron-bridge"), "breaks start-up rule STACK_MODE_TP_PP_DP",
+                     "sharding fsdp as megatron_fsdp_optim_grads_params, rank order tp-cp-pp-dp")
+    assert cli("explain", *plan, "--stack", "megatron").exit_code == 0
+    # the tp-pp-dp mapping: Bridge asserts it off under Megatron-FSDP
+    f = tmp_path / "launch.sh"
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "
+                 "ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim dist.use_tp_pp_dp_mapping=true\n")
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="Bridge refuses the pair"):
+        load_trainer_config(f, hardware="h100-sxm")
+
+
+def test_check_suggests_megatron_fsdp_as_the_launch_runs_it(cli, tmp_path):
+    """check on a Bridge launch that needs sharded weights suggests Megatron-FSDP (the stack's fsdp level at pp 1 with
+    recompute) in the keys the export writes, and the launch with them passes at the figure check printed."""
+    head = ("torchrun --nproc_per_node=8 --nnodes=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+            "model.tensor_model_parallel_size=1 model.pipeline_model_parallel_size=1 "
+            "model.virtual_pipeline_model_parallel_size=null model.context_parallel_size=1 model.sequence_parallel=false "
+            "train.global_batch_size=64 model.seq_length=4096 dataset.sequence_length=4096")
+    f = tmp_path / "launch.sh"
+    f.write_text(head + "\n")
+    r = cli("check", f, "--hardware", "h100-sxm", "--format", "json")
+    assert r.exit_code == 1
+    fixes = json.loads(r.stdout)[0]["suggestions"]
+    fsdp = next(x for x in fixes if x["plan"]["sharding_mode"] == "megatron_fsdp_optim_grads_params")
+    got = {x["key"]: x["value"] for x in fsdp["trainer_settings"]}
+    assert got == {**got, "ddp.use_megatron_fsdp": True, "dist.use_megatron_fsdp": True, "dist.use_torch_fsdp2": False,
+                   "ddp.data_parallel_sharding_strategy": "optim_grads_params", "checkpoint.ckpt_format": "fsdp_dtensor",
+                   "model.gradient_accumulation_fusion": False}
+    assert not fsdp["trainer_unspellable"]
+    from planner.trainers.spelling import hydra_value
+
+    f.write_text(head + " " + " ".join(f"{k}={hydra_value(v)}" for k, v in got.items()) + "\n")
+    back = json.loads(cli("explain", f, "--hardware", "h100-sxm", "--format", "json").stdout)
+    assert back["plan"]["sharding_mode"] == "megatron_fsdp_optim_grads_params"
+    assert back["memory"]["total_bytes"] == pytest.approx(fsdp["total_bytes"], rel=1e-9)
+    assert cli("check", f, "--hardware", "h100-sxm").exit_code == 0

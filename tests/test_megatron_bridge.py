@@ -28,11 +28,26 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     bridge, mega = load_stack("megatron-bridge").model_dump(), load_stack("megatron").model_dump()
     assert {k for k in bridge if bridge[k] != mega[k]} == OWN | {"runs"}
     kinds_b, kinds_m = bridge["runs"].pop("layer_kinds"), mega["runs"].pop("layer_kinds")
+    # runs.sharding: megatron's modes, the Megatron-FSDP ones as Bridge runs them on Megatron-Core 905c0e386 (fp32 main
+    # gradients, main_grads_bytes; the gradient-accumulation fusion off: training/config.py l. 1554-1557), one source more
+    modes_b, modes_m = bridge["runs"].pop("sharding"), mega["runs"].pop("sharding")
     assert bridge["runs"] == mega["runs"]
+    assert [m["name"] for m in modes_b] == [m["name"] for m in modes_m]
+    for b, m in zip(modes_b, modes_m):
+        if not m["name"].startswith("megatron_fsdp"):
+            assert b == m
+            continue
+        assert (b.pop("main_grads_bytes"), m.pop("main_grads_bytes")) == (4.0, None)
+        assert (b.pop("tp_pp_dp_mapping"), m.pop("tp_pp_dp_mapping")) == (False, True)  # STACK_MODE_TP_PP_DP
+        assert b.pop("sources")[:-1] == m.pop("sources")
+        (fusion,) = b.pop("job_settings")
+        assert (fusion["setting"], fusion["value"], fusion["other"]) == ("gradient_accumulation_fusion", False,
+                                                                         "overridden" if m["level"] in ("fsdp", "hsdp") else "refused")
+        assert m.pop("job_settings") == [] and b == m
     assert kinds_b[:-1] == kinds_m and kinds_b[-1]["kind"] == "chunked"
     assert "@dc805f5cf" in kinds_b[-1]["sources"][0] and "chunkify" in kinds_b[-1]["sources"][0]
     # the base's sources and uncertainties kept, Bridge's appended (sources+, uncertain+)
-    assert bridge["sources"][:len(mega["sources"])] == mega["sources"] and len(bridge["sources"]) == len(mega["sources"]) + 1
+    assert bridge["sources"][:len(mega["sources"])] == mega["sources"] and len(bridge["sources"]) == len(mega["sources"]) + 3
     assert bridge["uncertain"][:len(mega["uncertain"])] == mega["uncertain"]
     assert bridge["export_format"] == "megatron" and mega["export_format"] is None
     assert bridge["chunked_attention"]["chunks_every_layer"] and mega["chunked_attention"] is None

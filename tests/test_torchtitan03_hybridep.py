@@ -203,7 +203,7 @@ def test_rule_reads_ep_and_the_token_shards(tmp_path):
 
     from planner.startup import LATER_RULES
 
-    rule = LATER_RULES[-1]
+    rule = next(r for r in LATER_RULES if r.key == "TORCHTITAN_HYBRIDEP")  # (code 82; STACK_MODE_TP_PP_DP, 83, follows)
     _, settings, plan, _ = _priced(tmp_path, "deepseek_v3_16b_hybridep")
     assert rule.key == "TORCHTITAN_HYBRIDEP" and not rule.broken(settings.model, settings.stack, plan)
     assert rule.broken(settings.model, settings.stack, replace(plan, ep=np.int64(1)))

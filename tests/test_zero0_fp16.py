@@ -42,8 +42,12 @@ def test_the_stack_marks_zero0_fp16_only():
 
     others = [(st, m.name, y.setting) for st in list_stacks() for m in load_stack(st).runs.sharding
               for y in m.job_settings if y.unset != "switch"]
-    # BigScience's fork (DeepSpeed 77b649d16): bf16 runs at stage 0 only, so its zero1 is fp16's too
-    assert others == [("megatron-deepspeed", "zero0", "fp16"), ("megatron-deepspeed-2021", "zero0", "fp16"),
+    # BigScience's fork (DeepSpeed 77b649d16): bf16 runs at stage 0 only, so its zero1 is fp16's too; Megatron-Bridge
+    # runs Megatron-FSDP's optim / optim_grads without the gradient-accumulation fusion (training/config.py
+    # l. 1554-1557), priced per job below FSDP: a job leaving the fusion on is planned without them
+    assert others == [("megatron-bridge", "megatron_fsdp_optim", "gradient_accumulation_fusion"),
+                      ("megatron-bridge", "megatron_fsdp_optim_grads", "gradient_accumulation_fusion"),
+                      ("megatron-deepspeed", "zero0", "fp16"), ("megatron-deepspeed-2021", "zero0", "fp16"),
                       ("megatron-deepspeed-bigscience", "zero0", "fp16"), ("megatron-deepspeed-bigscience", "zero1", "fp16")]
 
 

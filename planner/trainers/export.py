@@ -35,7 +35,7 @@ from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
-from .megatron_bridge import recipe_for
+from .megatron_bridge import MFSDP_MODES as BRIDGE_MFSDP_MODES, recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
 from .spelling import hydra_value
 
@@ -2145,24 +2145,41 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
           ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
     # the sharding mode
     mode = plan.get("sharding_mode")
-    if mode not in ("ddp", "distributed_optimizer", "torch_fsdp2"):
-        why = ("Megatron-Core 905c0e386, which Bridge @dc805f5cf pins, has no megatron_fsdp_main_grads_dtype in its "
-               "DistributedDataParallelConfig (megatron/core/distributed/distributed_data_parallel_config.py), the "
-               "Megatron-LM @d98e8a64 setting whose gradient dtype the stack prices (memory.py [mg])"
-               if mode and mode.startswith("megatron_fsdp") else
-               "the planner's writer spells DDP, the distributed optimizer and torch FSDP2 only")
-        raise _bridge_refuse(f"sharding {plan['sharding']} (mode {mode}): {why}",
-                             "price it with --sharding none or zero1 (the recipes' distributed optimizer), or export "
-                             "--format megatron")
-    dist = mode == "distributed_optimizer"
+    mfsdp = {m: k for k, (m, _) in BRIDGE_MFSDP_MODES.items()}
+    mfsdp["megatron_fsdp_hsdp"] = "optim_grads_params"  # with ddp.num_distributed_optimizer_instances = dp / shard group
+    if mode not in ("ddp", "distributed_optimizer", "torch_fsdp2", *mfsdp):
+        raise _bridge_refuse(f"sharding {plan['sharding']} (mode {mode}): the planner's writer spells DDP, the distributed "
+                             "optimizer, torch FSDP2 and Megatron-FSDP's optim, optim_grads, optim_grads_params and its HSDP only",
+                             "price it with another --sharding, or export --format megatron")
+    dist = mode == "distributed_optimizer" or mode in mfsdp
     # torch FSDP2: Bridge wraps each model chunk in Megatron-Core's TorchFullyShardedDataParallel (models/common/
     # unimodal.py l. 217-222), the class Megatron-LM's --use-torch-fsdp2 builds (905c0e386 and d98e8a64 differ in a
     # parameter marker and a finish_grad_sync that calls the base's); its checkpoint format torch_dist (the recipes'
     # own, recipes/common.py l. 120), written so, as Megatron-LM requires it with FSDP2 (stack_db megatron runs.sharding)
     fsdp2 = mode == "torch_fsdp2"
+    # Megatron-FSDP: FullyShardedDataParallel (unimodal.py l. 217-219) at ddp.data_parallel_sharding_strategy; its
+    # main gradients fp32 whatever grad_reduce_in_fp32 says (mcore_fsdp_adapter.py @905c0e386 l. 73-75, 92-97: Bridge
+    # passes no main_grads_dtype), so a plan of other gradient bytes is not what runs; checkpoint.ckpt_format
+    # fsdp_dtensor, the only format Bridge saves or loads with it (training/config.py l. 1544-1548); no tp-pp-dp
+    # mapping (l. 1542); the gradient-accumulation fusion off (l. 1554-1557: the stack's runs.sharding job_settings)
+    if mode in mfsdp:
+        if _plan_bytes(plan)["gradients"] != 4.0:
+            raise _bridge_refuse(f"sharding mode {mode} with {_plan_bytes(plan)['gradients']:g}-byte gradients: Megatron-Core 905c0e386, "
+                                 "which Bridge @dc805f5cf pins, builds Megatron-FSDP's main gradients in fp32 whatever "
+                                 "grad_reduce_in_fp32 says (mcore_fsdp_adapter.py l. 73-75, 92-97; Bridge passes no "
+                                 "main_grads_dtype, models/common/unimodal.py l. 232-241)",
+                                 "price it with fp32 gradients (--bytes-per-param megatron)")
+        if uses_tp_pp_dp_mapping(_plan_arrays(plan)):
+            raise _bridge_refuse(f"sharding mode {mode} with the tp-pp-dp rank order: Bridge asserts no "
+                                 "dist.use_tp_pp_dp_mapping under Megatron-FSDP (training/config.py l. 1542)",
+                                 "price it with the tp-cp-dp-pp rank order")
     o += [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
-          ("ddp.use_megatron_fsdp", False), ("dist.use_megatron_fsdp", False), ("dist.use_torch_fsdp2", fsdp2),
-          ("ddp.data_parallel_sharding_strategy", "no_shard")] + ([("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else [])
+          ("ddp.use_megatron_fsdp", mode in mfsdp), ("dist.use_megatron_fsdp", mode in mfsdp), ("dist.use_torch_fsdp2", fsdp2),
+          ("ddp.data_parallel_sharding_strategy", mfsdp.get(mode, "no_shard"))]
+    o += [("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else [("checkpoint.ckpt_format", "fsdp_dtensor")] if mode in mfsdp else []
+    # HSDP: Megatron-Core 905c0e386's Megatron-FSDP shards within each of ddp.num_distributed_optimizer_instances
+    # instances and replicates across them (mcore_fsdp_adapter.py l. 228-300; Bridge's initialize.py l. 125)
+    o.append(("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"] if mode == "megatron_fsdp_hsdp" else 1))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
     dpo = bool(plan.get("dp_comm_overlap"))
     ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]
@@ -2203,7 +2220,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     o += [("model.cross_entropy_loss_fusion", ce),
           ("model.cross_entropy_fusion_impl", plan.get("cross_entropy_fusion_impl") or "native")]
     for f in ("apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion"):
-        o.append((f"model.{f}", plan.get(f) is not False))
+        o.append((f"model.{f}", plan.get(f) is not False and not (f == "gradient_accumulation_fusion" and mode in mfsdp)))
     o += [("model.transformer_impl", "transformer_engine"), ("model.cuda_graph_impl", "none"),
           ("model.attention_backend", _bridge_attention_backend(plan))]
     # precision and the optimizer states' bytes

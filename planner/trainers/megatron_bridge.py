@@ -77,6 +77,9 @@ COMMON = {
     "ddp.use_distributed_optimizer": True, "ddp.use_megatron_fsdp": False, "ddp.overlap_grad_reduce": True,
     "ddp.overlap_param_gather": True, "ddp.grad_reduce_in_fp32": True, "ddp.data_parallel_sharding_strategy": "no_shard",
     "dist.use_megatron_fsdp": False, "dist.use_torch_fsdp2": False, "dist.use_tp_pp_dp_mapping": False,
+    # Megatron-Core 905c0e386 distributed_data_parallel_config.py l. 30 (Bridge's initialize.py l. 125 hands it to the
+    # process groups): Megatron-FSDP's HSDP where above 1 (mcore_fsdp_adapter.py l. 228)
+    "ddp.num_distributed_optimizer_instances": 1,
 }
 
 
@@ -185,6 +188,11 @@ MP_PRESETS = {
 # GPTModelProvider over Megatron-Core 905c0e386's TransformerConfig and ModelParallelConfig; comm_overlap.py
 # CommOverlapConfig l. 375-397; mixed_precision.py MixedPrecisionConfig l. 28-69)
 # keys with no effect on the plan's memory or time: read, listed as ignored (with why)
+# ddp.data_parallel_sharding_strategy under Megatron-FSDP -> (the stack's sharding mode, its level): Megatron-Core
+# 905c0e386 distributed_data_parallel_config.py l. 82 data_parallel_sharding_strategy (default no_shard; megatron_fsdp.py
+# l. 284, 668-671 read optim, optim_grads, optim_grads_params); stack_db megatron-bridge runs.sharding
+MFSDP_MODES = {"optim": ("megatron_fsdp_optim", "zero1"), "optim_grads": ("megatron_fsdp_optim_grads", "zero2"),
+               "optim_grads_params": ("megatron_fsdp_optim_grads_params", "fsdp")}
 NO_EFFECT = {"checkpoint.ckpt_format": "the checkpoint files' format"}
 # whole sections and optimizer fields with no effect on a step's memory or time: listed as ignored, with why
 # (training/config.py @dc805f5cf LoggerConfig l. 978, SchedulerConfig l. 561, RNGConfig l. 107, ValidationConfig
@@ -389,7 +397,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
-    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled)
+    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g)
     if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
         assumed.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} {UB_NOTE}")
     # the model: the recipe's (its shape), checked against --model
@@ -441,7 +449,7 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
                             f"bucket_size; priced at Megatron-Core's {priced:,.0f}: the data-parallel collectives' count)")
 
 
-def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list) -> dict:
+def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
     """The job fields of the run's values."""
     def num(k):
         v = cfg[k]
@@ -496,12 +504,43 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         raise PlannerError(f"{where}Megatron-FSDP and torch FSDP2 together: Bridge refuses the pair "
                            "(training/config.py l. 1533-1534)", "keep one")
     if mfsdp:
-        raise PlannerError(f"{where}Megatron-FSDP: not read by the planner's {FMT} reader (Megatron-Core 905c0e386, "
-                           "Bridge's pin, has no megatron_fsdp_main_grads_dtype, the Megatron-LM @d98e8a64 setting "
-                           "whose gradient dtype the stack prices: memory.py [mg])",
-                           "price it as a Megatron-LM script (--use-megatron-fsdp) on --stack megatron")
+        # Megatron-Core 905c0e386's Megatron-FSDP (ddp.data_parallel_sharding_strategy, MFSDP_MODES); Bridge asserts
+        # no tp-pp-dp mapping with it and turns the gradient-accumulation fusion off (training/config.py @dc805f5cf
+        # l. 1537-1557)
+        strat = cfg["ddp.data_parallel_sharding_strategy"]
+        if strat not in MFSDP_MODES:
+            raise PlannerError(f"{where}Megatron-FSDP with ddp.data_parallel_sharding_strategy={_v(strat)}: not read by the "
+                               f"planner's {FMT} reader", f"valid: {', '.join(MFSDP_MODES)}")
+        if flag("dist.use_tp_pp_dp_mapping"):
+            raise PlannerError(f"{where}Megatron-FSDP with dist.use_tp_pp_dp_mapping=true: Bridge refuses the pair "
+                               "(training/config.py l. 1542)", "drop dist.use_tp_pp_dp_mapping")
+        job["sharding_mode"], job["sharding"] = MFSDP_MODES[strat]
+        n = num("ddp.num_distributed_optimizer_instances")
+        if n > 1:  # HSDP: FSDP within each of n instances, replicated across them (mcore_fsdp_adapter.py @905c0e386
+            # l. 228-300: enable_hsdp, whatever the strategy; the stack's megatron_fsdp_hsdp mode is optim_grads_params's)
+            if strat != "optim_grads_params":
+                raise PlannerError(f"{where}ddp.num_distributed_optimizer_instances={n} with Megatron-FSDP {strat}: not read "
+                                   f"by the planner's {FMT} reader (its HSDP mode shards optim_grads_params)",
+                                   "use ddp.data_parallel_sharding_strategy=optim_grads_params, or one instance")
+            dp_all = gpus // (job["tp"] * job["pp"] * job["cp"])
+            if dp_all % n:
+                raise PlannerError(f"{where}ddp.num_distributed_optimizer_instances={n} does not divide dp {dp_all}",
+                                   "Megatron-Core asserts (dp x cp) % instances == 0")
+            job["sharding_mode"], job["sharding"], job["shard_group"] = "megatron_fsdp_hsdp", "hsdp", dp_all // n
+        if flag("model.gradient_accumulation_fusion"):
+            assumed.append("model.gradient_accumulation_fusion=false: Bridge turns it off under Megatron-FSDP "
+                           "(training/config.py l. 1554-1557)")
+        if not mp["grad_reduce_in_fp32"]:
+            assumed.append("Megatron-FSDP's main gradients fp32 (4 B) with grad_reduce_in_fp32 false: Bridge builds "
+                           "Megatron-Core 905c0e386's FullyShardedDataParallel with its main_grads_dtype default float32 "
+                           "(models/common/unimodal.py l. 232-241; mcore_fsdp_adapter.py l. 73-75, 92-97)")
     dist = flag("ddp.use_distributed_optimizer") or flag("optimizer.use_distributed_optimizer")
-    if fsdp2:  # Megatron-Core's TorchFullyShardedDataParallel (models/common/unimodal.py l. 217-222)
+    if not mfsdp and num("ddp.num_distributed_optimizer_instances") > 1:
+        not_modelled.append(f"ddp.num_distributed_optimizer_instances={cfg['ddp.num_distributed_optimizer_instances']}: "
+                            "the optimizer is sharded over dp / instances, priced over dp")
+    if mfsdp:
+        pass
+    elif fsdp2:  # Megatron-Core's TorchFullyShardedDataParallel (models/common/unimodal.py l. 217-222)
         job["sharding_mode"], job["sharding"] = "torch_fsdp2", "fsdp"
         if dist:  # the recipes' distributed optimizer left on: the stack's torch_fsdp2 mode runs without it
             raise PlannerError(f"{where}dist.use_torch_fsdp2=true with the distributed optimizer (the recipe's "
@@ -536,7 +575,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
             raise PlannerError(f"{where}model.cross_entropy_fusion_impl={cfg['model.cross_entropy_fusion_impl']}",
                                "valid: native, te")
     for f in ("apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion"):
-        if not flag(f"model.{f}"):
+        if not flag(f"model.{f}") or (mfsdp and f == "gradient_accumulation_fusion"):
             job[f] = False
     if cfg["model.transformer_impl"] != "transformer_engine":
         raise PlannerError(f"{where}model.transformer_impl={cfg['model.transformer_impl']}: the planner's {FMT} reader "
@@ -570,7 +609,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
             job["bf16_layers_at_end"] = int(mp["num_layers_at_end_in_bf16"])
     else:
         job["precision"] = "bf16"
-    if not mp["grad_reduce_in_fp32"]:
+    if not mp["grad_reduce_in_fp32"] and not mfsdp:  # Megatron-FSDP's main gradients: fp32 whatever it says (above)
         job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
     # the embedding's rows (training/setup.py @dc805f5cf l. 177-180, 467-498): the provider's vocab_size (None here:
     # the recipe's Hugging Face config's, the model's) unpadded where it is at least the tokenizer's

@@ -121,8 +121,8 @@ class Spelling:
                 parts.append(s.text)
         parts += self.notes
         if self.unspellable:
-            head = (f"not spelled by the planner's {fmt} export (it writes DDP, the distributed optimizer and torch "
-                    f"FSDP2): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
+            head = (f"not spelled by the planner's {fmt} export (it writes DDP, the distributed optimizer, torch "
+                    f"FSDP2 and Megatron-FSDP's optim, optim_grads, optim_grads_params and its HSDP): {', '.join(self.unspellable)}" if fmt == "megatron-bridge" else
                     f"cannot be written in {FILE_NAMES[fmt]}: it has no key for {', '.join(self.unspellable)}")
             needs = "the launch needs" if fmt == "megatron-bridge" else "the JSON needs"
             return head + (f"; with it {needs} {'; '.join(parts)}" if parts else "")
@@ -179,9 +179,15 @@ def spell_order(stack_name: str, before: str, after: str) -> str:
 # overrides key=value
 BRIDGE_AXES = {"tp": "model.tensor_model_parallel_size", "cp": "model.context_parallel_size",
                "pp": "model.pipeline_model_parallel_size", "ep": "model.expert_model_parallel_size"}
-# the sharding modes the Bridge writer spells (export.py _megatron_bridge): (distributed optimizer, torch FSDP2); the
+# the sharding modes the Bridge writer spells (export.py _megatron_bridge): (distributed optimizer, torch FSDP2; Megatron-FSDP
+# runs the distributed optimizer's flags as the recipes leave them, on); the
 # distributed optimizer's two flags, which Bridge keeps in step (training/config.py l. 1944-1966: either True sets both)
-BRIDGE_MODES = {"ddp": (False, False), "distributed_optimizer": (True, False), "torch_fsdp2": (False, True)}
+BRIDGE_MODES = {"ddp": (False, False), "distributed_optimizer": (True, False), "torch_fsdp2": (False, True),
+                "megatron_fsdp_optim": (True, False), "megatron_fsdp_optim_grads": (True, False),
+                "megatron_fsdp_optim_grads_params": (True, False), "megatron_fsdp_hsdp": (True, False)}
+# Megatron-FSDP's modes as ddp.data_parallel_sharding_strategy (megatron_bridge.MFSDP_MODES)
+BRIDGE_MFSDP_STRATEGY = {"megatron_fsdp_optim": "optim", "megatron_fsdp_optim_grads": "optim_grads",
+                         "megatron_fsdp_optim_grads_params": "optim_grads_params", "megatron_fsdp_hsdp": "optim_grads_params"}
 
 
 def _ov(key: str, value) -> Setting:
@@ -216,10 +222,20 @@ def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
         return [_ov("comm_overlap.tp_comm_overlap", False)]
     if knob == "sharding" and plan.get("sharding_mode") in BRIDGE_MODES:
         dist, fsdp2 = BRIDGE_MODES[plan["sharding_mode"]]
-        # with the gradient-accumulation fusion as the plan runs it (off under torch FSDP2: the mode's job setting)
+        strategy = BRIDGE_MFSDP_STRATEGY.get(plan["sharding_mode"])
+        # with the gradient-accumulation fusion as the plan runs it (off under torch FSDP2 and Megatron-FSDP: the
+        # modes' job settings); Megatron-FSDP with its strategy and the fsdp_dtensor checkpoint format (as the export)
         return [_ov("ddp.use_distributed_optimizer", dist), _ov("optimizer.use_distributed_optimizer", dist),
+                # both Megatron-FSDP flags: either true turns it on (training/config.py l. 1537-1540)
+                _ov("ddp.use_megatron_fsdp", strategy is not None), _ov("dist.use_megatron_fsdp", strategy is not None),
                 _ov("dist.use_torch_fsdp2", fsdp2),
-                _ov("model.gradient_accumulation_fusion", plan.get("gradient_accumulation_fusion") is not False)]
+                _ov("ddp.data_parallel_sharding_strategy", strategy or "no_shard"),
+                # HSDP: one instance per replica of the shard group (export._megatron_bridge)
+                _ov("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"]
+                    if plan["sharding_mode"] == "megatron_fsdp_hsdp" else 1)] + \
+            ([_ov("checkpoint.ckpt_format", "fsdp_dtensor")] if strategy else
+             [_ov("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else []) + \
+            [_ov("model.gradient_accumulation_fusion", plan.get("gradient_accumulation_fusion") is not False)]
     return []
 
 
