@@ -2789,6 +2789,14 @@ class Stack(BaseModel):
             return f"stack_db {self.name}"
         return f"stack file {self._file}" + (f" (extends {self._extends})" if self._extends is not None else "")
 
+    @property
+    def base(self) -> Optional[str]:
+        """The stack_db entry whose trainer code the stack runs: its own name for an entry, the entry a user's file
+        `extends:` (catalog.stack_data allows a catalog stack only), None for a user's file that extends none. What
+        tables keyed by a catalog trainer (trainers/torchtitan.py TORCHTITAN_NAME_CODES) are looked up by, so a
+        user's file extending torchtitan reads a TOML as torchtitan does and one merely named like an entry does not."""
+        return self.name if self._file is None else self._extends
+
     @model_validator(mode="after")
     def _check(self) -> "Stack":
         r = self.defaults.fp8_recipe

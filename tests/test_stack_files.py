@@ -180,3 +180,33 @@ def test_a_file_that_extends_gives_its_own_version(tmp_path, cli):
     assert bridge.version.startswith("Megatron-Bridge @dc805f5cf") and bridge.description.startswith("Megatron-Bridge:")
     assert bridge.version != mega.version and bridge.description != mega.description
     assert load_stack(str(NO_OVERLAP)).version == "Megatron-Core 0.20.0 (Megatron-LM @d98e8a64), launched without --overlap-grad-reduce"
+
+
+TOML_8B = ROOT / "tests" / "data" / "trainer_configs" / "llama3_8b.toml"  # [model] name "llama3", flavor "8B"
+
+
+def test_a_file_extending_torchtitan_checks_a_tomls_model_name(tmp_path, cli):
+    """trainers/torchtitan.py TORCHTITAN_NAME_CODES was looked up by the --stack argument, so a user's file that
+    extends torchtitan (same model codes, inherited) read llama3_8b.toml's [model] name "llama3" with no check: a
+    --model qwen3-30b-a3b (model_type qwen3_moe, torchtitan's qwen3 code) was priced as the llama3 code torchtitan
+    would build. It follows Stack.base now (the entry the file extends): the same refusal as the catalog
+    torchtitan, citing the file; a file named torchtitan that extends megatron gets no torchtitan table."""
+    from planner.errors import PlannerError
+    from planner.trainers import load_trainer_config
+
+    titan = _write(tmp_path, "extends: torchtitan\nname: my-titan\nversion: mine\n", "titan.yaml")
+    origin = f"stack file {titan.resolve()} (extends torchtitan)"
+    cfg = load_trainer_config(TOML_8B, gpus=8, stack=str(titan))
+    assert [a for a in cfg.assumed if a.startswith("model code")] == [
+        f"model code llama3: [model] name 'llama3', the code {origin} runs.model_codes gives llama3-8b's model_type 'llama'"]
+    for stack, who, where in (("torchtitan", "torchtitan", "stack_db torchtitan"), (str(titan), "my-titan", origin)):
+        with pytest.raises(PlannerError) as e:
+            load_trainer_config(TOML_8B, model="qwen3-30b-a3b", gpus=8, stack=stack)
+        assert e.value.message == (f"{TOML_8B}: [model] name 'llama3' builds torchtitan's llama3 code (model_type llama), "
+                                   f"but --model qwen3-30b-a3b is model_type 'qwen3_moe', which {who} trains with its "
+                                   f"qwen3 code ({where} runs.model_codes)")
+    r = cli("explain", str(TOML_8B), "--model", "qwen3-30b-a3b", "--stack", str(titan))
+    assert_one_error(r, "[model] name 'llama3' builds torchtitan's llama3 code", f"({origin} runs.model_codes)")
+    named = _write(tmp_path, "extends: megatron\nname: torchtitan\nversion: mine\n", "named.yaml")
+    cfg = load_trainer_config(TOML_8B, gpus=8, stack=str(named))
+    assert [a for a in cfg.assumed if a.startswith("model code")] == []

@@ -316,23 +316,29 @@ def _one_layout(where: str, data: dict) -> None:
 def model_code_line(where: str, name: Optional[str], model: str, given: bool, stack_name: str) -> Optional[str]:
     """The model code the start-up rules take for `model` on the stack (startup.model_code, by its hf_model_type)
     against the one the TOML's [model] name builds (TORCHTITAN_NAME_CODES): the assumed line that names it, or
-    None where the stack has no torchtitan names (a command-line --stack megatron) or the model or stack does
+    None where the stack has no torchtitan names (a command-line --stack megatron; the table is keyed by the stack's
+    Stack.base, the catalog trainer it runs: a user's file that extends torchtitan is checked as torchtitan) or the model or stack does
     not load (resolve names that). A name of no language model, or of another code than the model's, or of a
     code that trains other model types than the model's, is a contradiction: PlannerError (exit 2). given:
     the model came from --model (else from the flavor table)."""
     from ..catalog import load_model, load_stack
     from ..startup import model_code
 
-    table = TORCHTITAN_NAME_CODES.get(stack_name)
+    try:
+        stack = load_stack(stack_name)
+    except PlannerError:
+        return None
+    base = stack.base  # the catalog trainer the stack runs (a user's file: the entry it extends), not its name
+    table = TORCHTITAN_NAME_CODES.get(base)
     if table is None:
         return None
     try:
-        spec, stack = load_model(model), load_stack(stack_name)
+        spec = load_model(model)
     except PlannerError:
         return None
     have, mt = model_code(spec, stack), spec.hf_model_type
     who = f"--model {model}" if given else model
-    src = f"stack_db {stack_name} runs.model_codes"
+    src = f"{stack.origin} runs.model_codes"
     codes = {c.code: c for c in (stack.runs.model_codes or ())} if stack.runs is not None else {}
     own = "no hf_model_type" if mt is None else f"model_type {mt!r}"
     if name is None:  # torchtitan's default name: not stated, so noted, never a contradiction
@@ -348,7 +354,7 @@ def model_code_line(where: str, name: Optional[str], model: str, given: bool, st
                 "model priced")
     if name not in table:
         taken = f"{model}'s code {have.code} (model_type {mt!r}, {src})" if have is not None else f"no code ({model}: {own})"
-        return (f"model code: [model] name {name!r} is no model package of torchtitan {TORCHTITAN_COMMITS[stack_name]} "
+        return (f"model code: [model] name {name!r} is no model package of torchtitan {TORCHTITAN_COMMITS[base]} "
                 f"(an experiment or a TrainSpec registered outside torchtitan): the start-up rules take {taken}")
     code = table[name]
     if code is None:
@@ -361,12 +367,12 @@ def model_code_line(where: str, name: Optional[str], model: str, given: bool, st
         names = [n for n, c in table.items() if c == have.code]
         raise PlannerError(
             f"{where}[model] name {name!r} builds torchtitan's {code} code (model_type {trains}), but {who} is model_type "
-            f"{mt!r}, which {stack_name} trains with its {have.code} code ({src})",
+            f"{mt!r}, which {stack.name} trains with its {have.code} code ({src})",
             f"set [model] name = \"{names[0] if names else have.code}\" with a flavor of the model's shape, or give a "
             f"--model of model_type {trains}")
     if mt is not None:
         raise PlannerError(f"{where}[model] name {name!r} builds torchtitan's {code} code, which trains model_type {trains} "
-                           f"({src}); {who} is model_type {mt!r}, which no {stack_name} code trains",
+                           f"({src}); {who} is model_type {mt!r}, which no {stack.name} code trains",
                            f"give a --model of model_type {trains}, or a model YAML without hf_model_type")
     return (f"model code {code}: [model] name {name!r}; {model} gives no hf_model_type, so the start-up rules do not read "
             f"the {code} code's limits ({src}: priced on the stack's runs alone)")
