@@ -428,7 +428,7 @@ def microbatch_group_error(stack, n: int, where: str = "") -> PlannerError | Non
            "any": "is Llama 3's, whose N the paper sets freely without publishing it or a setting for it (stack_db "
                   "runs.schedules microbatches: any; arXiv:2407.21783 sec. 3.3.2)"}.get(rule, "")
     why = f"the interleaved schedule of stack {stack.name} {why}" if inter else \
-        f"stack {stack.name} has no interleaved schedule (stack_db runs.schedules)"
+        f"stack {stack.name} has no interleaved schedule ({stack.origin} runs.schedules)"
     return PlannerError(f"{where}microbatch_group {n} is {flag}; {why}",
                         "leave microbatch_group (--microbatch-group) out, or price the plan on --stack megatron")
 
@@ -888,7 +888,7 @@ def _mode_level(stack, job: Job, where: str) -> str:
     names = [m.name for m in runs.sharding] if runs is not None else []
     if job.sharding_mode not in names:
         raise PlannerError(f"{where}sharding_mode {job.sharding_mode!r} is not a mode of stack {stack.name}",
-                           f"its modes (stack_db runs.sharding): {', '.join(names) or 'none listed'}")
+                           f"its modes ({stack.origin} runs.sharding): {', '.join(names) or 'none listed'}")
     level = runs.sharding[names.index(job.sharding_mode)].level
     if "sharding" in job.model_fields_set and job.sharding != level:
         raise PlannerError(f"{where}sharding {job.sharding} contradicts sharding_mode {job.sharding_mode} (a {level} mode)",
@@ -942,27 +942,27 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
     src = "; ".join(runs.sources)
     if code == STACK_SHARDING:
         modes = ", ".join(f"{m.name} ({m.level})" for m in runs.sharding)
-        return PlannerError(f"{where}stack {stack.name} has no {job.sharding} sharding mode (stack_db runs.sharding: {modes}; "
+        return PlannerError(f"{where}stack {stack.name} has no {job.sharding} sharding mode ({stack.origin} runs.sharding: {modes}; "
                             f"{runs.sources[0]})",
                             f"choose a level the stack runs ({', '.join(dict.fromkeys(m.level for m in runs.sharding))})")
     if code == STACK_SCHEDULE:
         have = ", ".join(x.schedule for x in runs.schedules)
         return PlannerError(f"{where}stack {stack.name} does not run the {job.schedule or default_schedule(stack, job.vpp)} pipeline schedule "
-                            f"(stack_db runs.schedules: {have}; {runs.schedules[0].sources[0]})",
+                            f"({stack.origin} runs.schedules: {have}; {runs.schedules[0].sources[0]})",
                             f"use one of {have}" + ("" if "interleaved" in have else " (vpp 1)"))
     if code == STACK_ORDER:
         have = ", ".join(f"{o.order} ({o.spelling})" for o in runs.rank_orders)
         return PlannerError(f"{where}stack {stack.name} does not build rank order {job.rank_order} with tp {job.tp}, cp {job.cp}, "
-                            f"pp {job.pp}, dp {dp} (stack_db runs.rank_orders: {have}; {runs.rank_orders[0].sources[0]})",
+                            f"pp {job.pp}, dp {dp} ({stack.origin} runs.rank_orders: {have}; {runs.rank_orders[0].sources[0]})",
                             f"use --rank-order {runs.rank_orders[0].order}, or leave it out (the stack's order)")
     if code == STACK_DEGREE:
         over = [f"{ax} {getattr(job, ax)} > {cap}" for ax, cap in (("tp", runs.max_tp), ("cp", runs.max_cp),
                                                                   ("pp", runs.max_pp), ("ep", runs.max_ep))
                 if cap is not None and getattr(job, ax) > cap]
-        return PlannerError(f"{where}stack {stack.name} runs at most {', '.join(over)} (stack_db runs.max_*; {src})",
+        return PlannerError(f"{where}stack {stack.name} runs at most {', '.join(over)} ({stack.origin} runs.max_*; {src})",
                             "lower the degree, or choose a stack that has it (planner stacks)")
     return PlannerError(f"{where}etp {job.etp} differs from tp {job.tp}, but stack {stack.name} has no expert tensor parallelism "
-                        "of its own (stack_db runs.expert_tensor_parallel)", "leave etp out (it is tp) or choose --stack megatron")
+                        f"of its own ({stack.origin} runs.expert_tensor_parallel)", "leave etp out (it is tp) or choose --stack megatron")
 
 
 def default_seq_len(model: ModelSpec, recipe: bool = False) -> int:
@@ -1057,7 +1057,7 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: s
     bpp, bpp_name = bytes_per_param(bpp_spec)
     runs = stack.runs if stack is not None else None
     if runs is not None and runs.bytes_per_param is not None and isinstance(bpp_spec, str) and bpp_spec not in runs.bytes_per_param:
-        warnings.append(f"bytes_per_param {bpp_spec}: stack {stack.name} keeps {', '.join(runs.bytes_per_param)} (stack_db "
+        warnings.append(f"bytes_per_param {bpp_spec}: stack {stack.name} keeps {', '.join(runs.bytes_per_param)} ({stack.origin} "
                         f"runs.bytes_per_param); priced as asked, but its trainer files cannot say it (export refuses)")
     key = job.precision if job.precision != "fp8" else recipe
     lpm = runs.low_precision_moments if runs is not None else None
@@ -1068,7 +1068,7 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: s
         bpp = bpp.model_copy(update={"master": 2.0})
         warnings.append(f"bytes_per_param {bpp_name} with {key}: stack {stack.name}'s precision-aware optimizer keeps the fp32 "
                         "master weights as 16-bit remainders beside the bf16 weights (store_param_remainders): 2 B a "
-                        "parameter, not 4 (stack_db runs.low_precision_moments.master_remainders)")
+                        f"parameter, not 4 ({stack.origin} runs.low_precision_moments.master_remainders)")
     if bpp.master == 0:
         warnings.append(
             "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
@@ -1091,7 +1091,7 @@ def precision_aware(job: Job, stack, bpp: BytesPerParam | None = None, where: st
     given = job.precision_aware_optimizer
     if given and lpm is None:
         raise PlannerError(f"{where}precision_aware_optimizer true on stack {stack.name if stack else None}, which runs no "
-                           "precision-aware optimizer (stack_db runs.low_precision_moments)",
+                           f"precision-aware optimizer ({stack.origin if stack else 'stack_db'} runs.low_precision_moments)",
                            "leave precision_aware_optimizer out, or plan --stack megatron")
     if given is False and low and lpm is not None:
         raise PlannerError(f"{where}precision_aware_optimizer false with Adam moments of {bpp.optimizer:g} B: stack "
@@ -1155,60 +1155,60 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     optimizer, which Megatron refuses them on, prices bf16 weights: memory.py [11])."""
     if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
         raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
-                           "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
+                           f"weight gradients ({stack.origin} runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
     if job.chunked_loss and stack.memory.chunked_loss_chunks is None:
         raise PlannerError(f"{where}chunked_loss is set but stack {stack.name} has no chunked cross-entropy "
-                           "(stack_db memory.chunked_loss_chunks)", "leave it out, or choose --stack torchtitan")
+                           f"({stack.origin} memory.chunked_loss_chunks)", "leave it out, or choose --stack torchtitan")
     if job.sync_tp_duplicated_parameters and (stack.runs is None or stack.runs.sync_tp_duplicated_parameters is None):
         raise PlannerError(f"{where}sync_tp_duplicated_parameters is set but stack {stack.name} does not all-reduce the "
-                           "TP-duplicated parameters in the forward (stack_db runs.sync_tp_duplicated_parameters)",
+                           f"TP-duplicated parameters in the forward ({stack.origin} runs.sync_tp_duplicated_parameters)",
                            "leave it out, or choose --stack megatron-deepspeed-bigscience")
     if job.partition_activations and (stack.runs is None or stack.runs.partition_activations is None):
         raise PlannerError(f"{where}partition_activations is set but stack {stack.name} does not split the checkpointed "
-                           "layer inputs over the TP ranks (stack_db runs.partition_activations)",
+                           f"layer inputs over the TP ranks ({stack.origin} runs.partition_activations)",
                            "leave it out, or choose --stack megatron-deepspeed")
     sel = stack.selective
     if job.selective_recomputes_attention and (sel.recompute_attention_core or "attn_out" not in sel.keeps):
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
-                           "does not save the attention output (stack_db selective: attn_out kept, "
+                           f"does not save the attention output ({stack.origin} selective: attn_out kept, "
                            "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
     impls = stack.memory.optimizer_step_temporaries
     if job.optimizer_implementation is not None and job.optimizer_implementation not in impls:
         runs = ", ".join(impls) if impls else "its one fused optimizer only"
         raise PlannerError(f"{where}optimizer_implementation {job.optimizer_implementation} is not one stack {stack.name} "
-                           f"runs (stack_db memory.optimizer_step_temporaries: {runs})",
+                           f"runs ({stack.origin} memory.optimizer_step_temporaries: {runs})",
                            "leave it out (the stack's default), or choose --stack torchtitan")
     if job.empty_unused_memory_level and stack.runs.empty_unused_memory_level is None:
         raise PlannerError(f"{where}empty_unused_memory_level is set but stack {stack.name} has no such option "
-                           "(stack_db runs.empty_unused_memory_level)", "leave it out, or choose --stack megatron")
+                           f"({stack.origin} runs.empty_unused_memory_level)", "leave it out, or choose --stack megatron")
     if job.te_version is not None:
         if stack.memory.te_version is None:
             raise PlannerError(f"{where}te_version is set but stack {stack.name} runs no Transformer Engine "
-                               "(stack_db memory.te_version)", "leave it out, or choose --stack megatron")
+                               f"({stack.origin} memory.te_version)", "leave it out, or choose --stack megatron")
         if te_release(job.te_version) < TE_OLDEST:
             raise PlannerError(f"{where}{te_too_old(job.te_version)}", TE_OLDEST_HINT)
     if job.dummy_wgrads is not None and stack.kernels.wgrad_unfused is None:
         raise PlannerError(f"{where}dummy_wgrads is set but stack {stack.name} has no gradient-accumulation fusion switch "
-                           "(stack_db kernels.wgrad_unfused)", "leave it out, or choose --stack megatron")
+                           f"({stack.origin} kernels.wgrad_unfused)", "leave it out, or choose --stack megatron")
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
-                           "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
+                           f"({stack.origin} memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
     if job.cross_entropy_fusion_impl == "te" and not job.cross_entropy_fusion:
         raise PlannerError(f"{where}cross_entropy_fusion_impl te is set without cross_entropy_fusion (Megatron-Core reads "
                            "the implementation only with cross_entropy_loss_fusion)", "set cross_entropy_fusion: true, or leave "
                            "cross_entropy_fusion_impl out")
     if job.cross_entropy_fusion_impl == "te" and stack.memory.te_loss_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion_impl te is set but stack {stack.name} has no Transformer Engine "
-                           "cross-entropy (stack_db memory.te_loss_per_logit)", "leave it out, or choose --stack megatron")
+                           f"cross-entropy ({stack.origin} memory.te_loss_per_logit)", "leave it out, or choose --stack megatron")
     if (job.transformer_impl is not None or job.local_core_attention) and not stack.memory.global_memory_buffer:
         raise PlannerError(f"{where}transformer_impl / local_core_attention are Megatron-Core's; stack {stack.name} has "
-                           "neither (stack_db memory.global_memory_buffer)", "leave them out, or choose --stack megatron")
+                           f"neither ({stack.origin} memory.global_memory_buffer)", "leave them out, or choose --stack megatron")
     if (job.transformer_impl == "local" or job.local_core_attention) and job.attention != "eager":
         raise PlannerError(f"{where}Megatron-Core's local core attention keeps the softmax output (attention eager), "
                            f"not {job.attention}", "set attention: eager")
     if job.attention == "eager" and stack.kernels.score_softmax is None:
         raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
-                           "moves (stack_db kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
+                           f"moves ({stack.origin} kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
     if job.masked_softmax_fusion is False and not (job.transformer_impl == "local" or job.local_core_attention):
         raise PlannerError(f"{where}masked_softmax_fusion false without Megatron-Core's local core attention: only its "
                            "DotProductAttention reads TransformerConfig.masked_softmax_fusion (dot_product_attention.py "
@@ -1216,7 +1216,7 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
                            "set transformer_impl: local (or local_core_attention: true), or leave masked_softmax_fusion out")
     if job.attention_softmax_in_fp32 is not None and stack.kernels.score_softmax_unfused is None:
         raise PlannerError(f"{where}attention_softmax_in_fp32 is set but stack {stack.name} runs no torch softmax in its "
-                           "eager core attention (stack_db kernels.score_softmax_unfused null)",
+                           f"eager core attention ({stack.origin} kernels.score_softmax_unfused null)",
                            "leave it out, or choose --stack megatron")
     if job.defer_embedding_wgrad is not None and job.gradient_accumulation_fusion is False:
         # Megatron-LM @d98e8a64 megatron/core/model_parallel_config.py l. 550-553
@@ -1225,7 +1225,7 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
                            "leave one of the two out")
     for name, fields in FUSION_FIELDS.items():
         if getattr(job, name) is False and any(getattr(stack.kernels, f) is None for f in fields):
-            raise PlannerError(f"{where}{name} false is set but stack {stack.name} has no such switch (stack_db "
+            raise PlannerError(f"{where}{name} false is set but stack {stack.name} has no such switch ({stack.origin} "
                                f"kernels {', '.join(fields)} null: its kernels are the ones priced)",
                                f"leave {name} out, or choose --stack megatron")
     # quantized parameters: each needs TE's quantized weights and its own training precision
@@ -1236,7 +1236,7 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
                                           "(arguments.py l. 1104-1105)")):
         if getattr(job, name) and not stack.memory.fp8_weight_cache:
             raise PlannerError(f"{where}{name} is set but stack {stack.name} keeps no quantized weights "
-                               "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
+                               f"({stack.origin} memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
         if getattr(job, name) and job.precision != precision:
             raise PlannerError(f"{where}{name} needs precision {precision} (got {job.precision}): {why}",
                                f"set precision: {precision}, or leave it out")
@@ -1266,7 +1266,7 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
         return
     if not stack.memory.optimizer_in_backward:
         raise PlannerError(f"{where}early_step_in_backward is set but stack {stack.name} does not step the optimizer in "
-                           "the backward (stack_db memory.optimizer_in_backward)", "leave it out, or choose --stack torchtitan")
+                           f"the backward ({stack.origin} memory.optimizer_in_backward)", "leave it out, or choose --stack torchtitan")
     for name, deg, msg in (("pp", job.pp, "Pipeline Parallel"), ("ep", job.ep, "Expert Parallel")):
         if deg > 1:
             raise PlannerError(f"{where}early_step_in_backward with {name} {deg}: torchtitan refuses it ('Optimizers in "
@@ -1305,7 +1305,7 @@ def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
     on = ", ".join(f"{k} cpu" for k, v in (("offload_optimizer", opt), ("offload_param", par)) if v)
     spec = stack.cpu_offload
     if spec is None:
-        raise PlannerError(f"{where}{on}: stack {stack.name} does not offload model states to the host (stack_db "
+        raise PlannerError(f"{where}{on}: stack {stack.name} does not offload model states to the host ({stack.origin} "
                            "cpu_offload)", "leave offload_optimizer / offload_param out, or choose --stack "
                            "megatron-deepspeed (ZeRO-Offload) or torchtitan (FSDP2 CPUOffloadPolicy)")
     if hw.pcie_GBps is None:
@@ -1685,7 +1685,7 @@ def stack_for_states(job: Job, stack, where: str = ""):
     keep = [m for m in runs.sharding if m.name in lpm.sharding_modes]
     what = (f"bytes_per_param {name} keeps Adam moments below fp32 ({bpp.optimizer:g} B), which" if bpp.optimizer < 8.0 else
             "precision_aware_optimizer true: the precision-aware optimizer, which")
-    why = (f"{what} stack {stack.name} runs only under sharding modes {', '.join(lpm.sharding_modes)} (stack_db runs.low_precision_moments: {lpm.sources[0]})")
+    why = (f"{what} stack {stack.name} runs only under sharding modes {', '.join(lpm.sharding_modes)} ({stack.origin} runs.low_precision_moments: {lpm.sources[0]})")
     return stack.model_copy(update={"runs": runs.model_copy(update={"sharding": keep, "sources": [why, *runs.sources]})})
 
 
@@ -1719,7 +1719,7 @@ def vocab_divisor(job: Job, stack: Stack, where: str = "") -> int | None:
         return pad.divisor if pad is not None else None
     if pad is None:
         raise PlannerError(f"{where}make_vocab_size_divisible_by {d} on stack {stack.name}, which pads no vocabulary "
-                           "(stack_db vocab_padding null): its embedding and output layer have the model's vocab_size "
+                           f"({stack.origin} vocab_padding null): its embedding and output layer have the model's vocab_size "
                            "rows at every tp", "leave it out, or give padded_vocab_size: the rows the run builds")
     if job.padded_vocab_size is not None:
         raise PlannerError(f"{where}make_vocab_size_divisible_by {d} beside padded_vocab_size {job.padded_vocab_size:,}, "
@@ -1987,7 +1987,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         features.append(("sequence_parallel", False))
     shard = job.shard_group if job.shard_group is not None else dp
     if job.ep > 1 and stack.expert_parallel is None:
-        raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
+        raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism ({stack.origin} `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
     inherited += features
@@ -2048,7 +2048,7 @@ def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str
     if stack.pipeline_ends_as_layers:  # the stack's own split (Llama 3: one layer fewer on each end stage)
         if job.loss_units > 1:
             raise PlannerError(f"{where}loss_layers_in_pipeline_split {job.loss_units}: stack {stack.name} counts the loss "
-                               "as one layer of the split (stack_db pipeline_ends_as_layers)",
+                               f"as one layer of the split ({stack.origin} pipeline_ends_as_layers)",
                                "leave loss_layers_in_pipeline_split out, or use a stack that places the split as given")
         ends = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
         inherited.extend((f, True) for f in ends if not getattr(job, f))
@@ -2187,7 +2187,7 @@ def _overlap_switch(job, stack, field: str, switch: str, what: str, where: str):
     ov = stack.overlap
     if want is not None and getattr(ov, switch) is None:
         raise PlannerError(f"{where}{field} {str(want).lower()} is set but stack {stack.name} has no switch for {what} "
-                           f"(stack_db overlap.{switch}; it runs pp_p2p_overlapped {ov.pp_p2p_overlapped})",
+                           f"({stack.origin} overlap.{switch}; it runs pp_p2p_overlapped {ov.pp_p2p_overlapped})",
                            f"leave {field} out, or price the plan on --stack megatron")
     return want, ov
 
@@ -2474,7 +2474,7 @@ def _hybridep_capacity(job: Job, stack, name: str, where: str, inherited: list) 
                            "use moe_dispatcher hybridep, or remove moe_hybridep_capacity_factor")
     if f > 0 and (stack.runs is None or not stack.runs.hybridep_non_blocking):
         raise PlannerError(f"{where}moe_hybridep_capacity_factor {f:g} on stack {stack.name}: its HybridEP dispatcher has "
-                           "no non-blocking dispatch sized by a capacity factor (stack_db runs.hybridep_non_blocking "
+                           f"no non-blocking dispatch sized by a capacity factor ({stack.origin} runs.hybridep_non_blocking "
                            "false: Megatron-Core's _HybridEPManager takes no such setting)",
                            "remove moe_hybridep_capacity_factor (or give 0: the blocking dispatch), or use --stack "
                            "torchtitan-0.3")

@@ -548,13 +548,13 @@ def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
     levels = tuple(dict.fromkeys(m.level for m in runs.sharding))
     bad = [n for n in (opts.sharding or ()) if n in SHARDING_CODES and n not in levels]
     if bad:
-        raise PlannerError(f"--sharding {','.join(bad)}: stack {stack.name} has no such mode (stack_db runs.sharding: "
+        raise PlannerError(f"--sharding {','.join(bad)}: stack {stack.name} has no such mode ({stack.origin} runs.sharding: "
                            + ", ".join(f"{m.name} = {m.level}" for m in runs.sharding) + ")",
                            f"choose among {', '.join(levels)}, or another --stack")
     scheds = tuple(x.schedule for x in runs.schedules)
     bad = [n for n in (opts.schedule or ()) if n not in scheds]
     if bad:
-        raise PlannerError(f"--schedule {','.join(bad)}: stack {stack.name} does not run it (stack_db runs.schedules: "
+        raise PlannerError(f"--schedule {','.join(bad)}: stack {stack.name} does not run it ({stack.origin} runs.schedules: "
                            f"{', '.join(scheds)})", f"choose among {', '.join(scheds)}")
 
     def cap(mx, limit):

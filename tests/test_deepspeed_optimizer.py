@@ -60,7 +60,7 @@ def test_zero2_step_moment_is_the_copies_alone(explain):
 
 def test_foreach_refused_on_the_stack(explain):
     with pytest.raises(PlannerError, match=r"optimizer_implementation foreach is not one stack megatron-deepspeed runs "
-                                           r"\(stack_db memory.optimizer_step_temporaries: fused\)"):
+                                           r"\(stack_db megatron-deepspeed memory.optimizer_step_temporaries: fused\)"):
         explain(model="llama3-8b", gpus=8, stack="megatron-deepspeed", sharding="zero2", optimizer_implementation="foreach")
 
 

@@ -210,3 +210,21 @@ def test_a_file_extending_torchtitan_checks_a_tomls_model_name(tmp_path, cli):
     named = _write(tmp_path, "extends: megatron\nname: torchtitan\nversion: mine\n", "named.yaml")
     cfg = load_trainer_config(TOML_8B, gpus=8, stack=str(named))
     assert [a for a in cfg.assumed if a.startswith("model code")] == []
+
+
+@pytest.mark.parametrize("stack, origin", [
+    ("megatron", "stack_db megatron"),
+    (str(NO_OVERLAP), f"stack file {NO_OVERLAP} (extends megatron)")])
+def test_messages_that_cited_stack_db_without_a_stack_name_their_origin(cli, stack, origin):
+    """cp_rotate.py's refusal, plan.py's bytes_per_param warning (and the other refusals of plan.py / space.py that
+    said '(stack_db runs.X)' with no stack: the sharding / schedule / order / degree refusals, the output-layer,
+    kernel-switch, cpu_offload, overlap-switch ones) said 'stack_db memory.cp_ring_backward' / 'stack_db
+    runs.bytes_per_param' whatever the stack, a user's file included; now Stack.origin, as the other messages."""
+    name = "megatron" if stack == "megatron" else "megatron-no-overlap"
+    r = _explain(cli, Path(stack), "--cp", "2", "--cp-rotate-method", "alltoall")
+    assert_one_error(r, f"error: cp_rotate_method is set but stack {name}'s context parallelism is not torch's ring "
+                        f"attention ({origin} memory.cp_ring_backward)")
+    r = _explain(cli, Path(stack), "--bytes-per-param", "pure-bf16")
+    assert r.exit_code == 0, r.stderr
+    assert (f"warning: bytes_per_param pure-bf16: stack {name} keeps megatron, mixed16, bf16-moments ({origin} "
+            "runs.bytes_per_param); priced as asked, but its trainer files cannot say it (export refuses)") in r.stderr
