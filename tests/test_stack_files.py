@@ -228,3 +228,24 @@ def test_messages_that_cited_stack_db_without_a_stack_name_their_origin(cli, sta
     assert r.exit_code == 0, r.stderr
     assert (f"warning: bytes_per_param pure-bf16: stack {name} keeps megatron, mixed16, bf16-moments ({origin} "
             "runs.bytes_per_param); priced as asked, but its trainer files cannot say it (export refuses)") in r.stderr
+
+
+def test_the_export_note_follows_the_trainer_the_stack_extends(tmp_path, cli):
+    """export.py's note for a stack written in another's files (export_format) said '{name} itself is driven by
+    Python recipes', Megatron-Bridge's wording, for any such stack: a user's file that extends megatron and sets
+    export_format megatron was told so too. It follows Stack.base now (export.OWN_DRIVERS): Bridge's recipes for
+    stack_db megatron-bridge and a file extending it; a file extending the format's own stack runs its trainer."""
+    args = ["export", "--format", "megatron", "--model", "llama3-8b", "--gpus", "8", "--tp", "2"]
+    want = cli(*args, "--stack", "megatron").stdout
+    recipes = ("is driven by Megatron-Bridge's Python recipes and model providers (a recipe function returns its "
+               "ConfigContainer, Megatron-Bridge @dc805f5cf src/megatron/bridge/recipes/), not a file the planner writes")
+    bridge = _write(tmp_path, "extends: megatron-bridge\nname: my-bridge\nversion: mine\n", "bridge.yaml")
+    meg = _write(tmp_path, "extends: megatron\nname: my-meg\nversion: mine\nexport_format: megatron\n", "meg.yaml")
+    for stack, tail in (("megatron-bridge", f"the planner writes no megatron-bridge config: it {recipes}"),
+                        (str(bridge), f"the planner writes no my-bridge config: megatron-bridge, which it extends, {recipes}"),
+                        (str(meg), "my-meg extends megatron, whose trainer reads the file")):
+        r = cli(*args, "--stack", stack)
+        assert r.exit_code == 0 and r.stdout == want, r.stderr
+        note = [x for x in r.stderr.splitlines() if "written as stack megatron's file" in x]
+        assert len(note) == 1 and note[0].endswith(f"every layer of llama3-8b; {tail}"), r.stderr
+        assert ("Python recipes" in note[0]) == (stack != str(meg))

@@ -106,6 +106,29 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     return text, notes
 
 
+# what drives a catalog trainer whose plans are written in another stack's files (export_format), in place of a file
+# the planner writes, keyed by Stack.base (a user's file that extends the entry runs the same trainer); a stack
+# whose base is absent here is said to have no config of its own written, nothing more. Megatron-Bridge
+# @dc805f5cf: src/megatron/bridge/recipes/<family>/*.py, e.g. llama/llama3.py l. 225 llama3_8b_pretrain_config()
+# -> ConfigContainer, overridden in Python (stack_db/megatron-bridge.yaml export_format).
+OWN_DRIVERS = {"megatron-bridge": ("Megatron-Bridge's Python recipes and model providers (a recipe function returns its "
+                                   "ConfigContainer, Megatron-Bridge @dc805f5cf src/megatron/bridge/recipes/)",
+                                   "Python recipe")}
+
+
+def _own_driver(stack, own) -> tuple[str, str]:
+    """(the clause of _written_as's note and refusal that says what drives the stack instead of the file written,
+    the hint's name for it): OWN_DRIVERS by Stack.base; a user's file that extends the format's own stack (own) runs
+    that trainer, which reads the file; else no config of the stack's own is written."""
+    if stack.base in OWN_DRIVERS:
+        driver, thing = OWN_DRIVERS[stack.base]
+        who = "it" if stack.base == stack.name else f"{stack.base}, which it extends,"
+        return f"the planner writes no {stack.name} config: {who} is driven by {driver}, not a file the planner writes", thing
+    if stack.base == own.name:
+        return f"{stack.name} extends {own.name}, whose trainer reads the file", "trainer"
+    return f"the planner writes no config of {stack.name}'s own trainer", "trainer"
+
+
 def _written_as(plan: dict, fmt: str, notes: list[str]) -> bool:
     """Whether the plan's stack is written in `fmt`'s files (stack_db export_format: megatron-bridge as Megatron-LM
     flags, which drive the same Megatron-Core): True, with a note saying so, where the format's own stack builds every
@@ -128,15 +151,13 @@ def _written_as(plan: dict, fmt: str, notes: list[str]) -> bool:
     if layer_gaps(model, own):
         raise _refuse(fmt, f"the plan was priced on stack {stack.name}, whose layers the format's trainer (stack "
                            f"{own.name}, {own.version.split(';')[0]}) does not all build: "
-                           f"{layer_kind_detail(model, own)}; the planner writes no {stack.name} config (it is driven "
-                           "by Python recipes and model providers, not a file the planner writes)",
-                      f"train {model.name} with {stack.name}'s own Python recipe at the layout the plan gives, or "
+                           f"{layer_kind_detail(model, own)}; {_own_driver(stack, own)[0]}",
+                      f"train {model.name} with {stack.name}'s own {_own_driver(stack, own)[1]} at the layout the plan gives, or "
                       f"price a model {own.name} builds")
     inherits = stack.origin if stack.file is not None else f"stack_db {stack.name} extends {own.name}"
     notes.append(f"stack {stack.name}: written as stack {own.name}'s file ({own.version.split(';')[0]}), whose "
                  f"figures {stack.name} inherits ({inherits}) and whose code builds every "
-                 f"layer of {model.name}; {stack.name} itself is driven by Python recipes, which the planner does "
-                 "not write")
+                 f"layer of {model.name}; {_own_driver(stack, own)[0]}")
     return True
 
 
