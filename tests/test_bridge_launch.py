@@ -303,3 +303,51 @@ def test_check_suggests_megatron_fsdp_as_the_launch_runs_it(cli, tmp_path):
     assert back["plan"]["sharding_mode"] == "megatron_fsdp_optim_grads_params"
     assert back["memory"]["total_bytes"] == pytest.approx(fsdp["total_bytes"], rel=1e-9)
     assert cli("check", f, "--hardware", "h100-sxm").exit_code == 0
+
+
+@pytest.mark.parametrize("stack,bpp,model,want", [
+    # Bridge's Megatron-FSDP builds fp32 main gradients (runs.sharding main_grads_bytes 4): a mixed16 job's stack has
+    # no other fsdp mode, so the hint offers the degrees and the levels the job can run, no Megatron-FSDP mode
+    ("megatron-bridge", "mixed16", "llama3-8b",
+     "use pp 1 and ep 1, or sharding none or zero1 (stack megatron-bridge runs no other fsdp mode for this job's settings)"),
+    # with the recipes' fp32 gradients (the stack's bytes_per_param megatron) it runs optim_grads_params, and zero2 and
+    # hsdp (the fusion off)
+    ("megatron-bridge", None, "llama3-8b", "use sharding_mode megatron_fsdp_optim_grads_params (no such assert in "
+     "validate_args), or pp 1 and ep 1, or sharding none or zero1 or zero2 or hsdp"),
+    # Megatron-LM @d98e8a64's Megatron-FSDP holds the job's gradient dtype (no main_grads_bytes): offered to mixed16
+    ("megatron", "mixed16", "llama3-8b", "use sharding_mode megatron_fsdp_optim_grads_params (no such assert in "
+     "validate_args), or pp 1 and ep 1, or sharding none or zero1 or zero2 or hsdp"),
+    # tied embeddings break the rule at pp 1 and ep 1 too: not offered
+    ("megatron-bridge", "mixed16", "megatron-gpt-1.7b",
+     "use sharding none or zero1 (stack megatron-bridge runs no other fsdp mode for this job's settings)"),
+])
+def test_torch_fsdp2_hint_names_only_modes_the_stack_runs_for_the_job(stack, bpp, model, want):
+    """MEGATRON_TORCH_FSDP2 (Megatron-LM @d98e8a64 arguments.py l. 1031-1045: --use-torch-fsdp2 asserts pp 1, ep 1 and
+    untied embeddings): its hint names the modes of the fsdp level that the job's stack runs for the job (the stack
+    plan.stack_for_states leaves), so a mixed16 job on megatron-bridge is never pointed at a mode that refuses it."""
+    from planner.errors import PlannerError
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    job = dict(model=model, gpus=16, pp=1 if model != "llama3-8b" else 2, sharding="fsdp", sharding_mode="torch_fsdp2",
+               gradient_accumulation_fusion=False, hardware="h100-sxm", stack=stack)
+    if bpp is not None:
+        job["bytes_per_param"] = bpp
+    with pytest.raises(PlannerError, match="breaks start-up rule MEGATRON_TORCH_FSDP2") as e:
+        resolve(Job(**job))
+    assert e.value.hint == want
+    if bpp == "mixed16" and stack == "megatron-bridge":  # and a mode it names is one resolve runs for the job
+        assert "megatron_fsdp" not in e.value.hint
+        with pytest.raises(PlannerError, match="builds its main gradients in 4 bytes"):
+            resolve(Job(**{**job, "sharding_mode": "megatron_fsdp_optim_grads_params"}))
+
+
+def test_torch_fsdp2_hint_on_the_command_line(cli):
+    """The case the hint was wrong for: explain --stack megatron-bridge --sharding fsdp --pp 2 with mixed16 runs
+    torch_fsdp2 (the only fsdp mode left) and used to be told to use megatron_fsdp_optim_grads_params, which the stack
+    refuses for 2-byte gradients."""
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "16", "--pp", "2", "--sharding", "fsdp", "--bytes-per-param",
+            "mixed16", *H100)
+    assert_one_error(r, "sharding fsdp as torch_fsdp2", "breaks start-up rule MEGATRON_TORCH_FSDP2",
+                     "hint: use pp 1 and ep 1, or sharding none or zero1 (stack megatron-bridge runs no other fsdp mode")
+    assert "megatron_fsdp" not in r.stderr
