@@ -351,3 +351,37 @@ def test_torch_fsdp2_hint_on_the_command_line(cli):
     assert_one_error(r, "sharding fsdp as torch_fsdp2", "breaks start-up rule MEGATRON_TORCH_FSDP2",
                      "hint: use pp 1 and ep 1, or sharding none or zero1 (stack megatron-bridge runs no other fsdp mode")
     assert "megatron_fsdp" not in r.stderr
+
+
+def test_check_tries_only_the_modes_the_stack_runs_for_a_mixed16_launch(cli, tmp_path):
+    """A Bridge launch with 2-byte gradients (mixed_precision.grad_reduce_in_fp32=false under the distributed optimizer)
+    and the fusion off: Bridge's Megatron-FSDP builds fp32 main gradients (main_grads_bytes 4), so the search plans it
+    without the Megatron-FSDP modes, and check's sharding rungs come from the same test (plan.stack_for_job): zero1 ->
+    fsdp (torch_fsdp2) only, where it used to try zero2 (megatron_fsdp_optim_grads, refused for the job) too; no
+    suggestion names a mode the stack refuses for the job."""
+    from planner.catalog import load_stack
+    from planner.check import _stack_levels, evaluate_job, ladders
+    from planner.schema import Job
+    from planner.space import settings_for
+
+    f = tmp_path / "launch.sh"
+    f.write_text("torchrun --nproc_per_node=8 --nnodes=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+                 "model.tensor_model_parallel_size=1 model.pipeline_model_parallel_size=1 "
+                 "model.virtual_pipeline_model_parallel_size=null model.context_parallel_size=1 model.sequence_parallel=false "
+                 "train.global_batch_size=64 model.seq_length=4096 dataset.sequence_length=4096 "
+                 "mixed_precision.grad_reduce_in_fp32=false model.gradient_accumulation_fusion=false\n")
+    job = Job.model_validate(load_trainer_config(f, hardware="h100-sxm").job)
+    assert (job.sharding_mode, job.bytes_per_param.gradients, job.gradient_accumulation_fusion) == \
+        ("distributed_optimizer", 2.0, False)
+    searched = settings_for(job.model_copy(update={"sharding_mode": None}))[0].stack.runs.sharding  # fit's modes for it
+    assert [m.name for m in searched] == ["ddp", "distributed_optimizer", "torch_fsdp2"]
+    assert _stack_levels(job) == ("none", "zero1", "fsdp") == tuple(dict.fromkeys(m.level for m in searched))
+    assert [c.text for c in ladders(job, evaluate_job(job))["sharding"]] == ["sharding zero1 -> fsdp"]
+    refused = {m.name for m in load_stack("megatron-bridge").runs.sharding
+               if m.main_grads_bytes is not None and m.main_grads_bytes != job.bytes_per_param.gradients}
+    assert refused == {"megatron_fsdp_optim", "megatron_fsdp_optim_grads", "megatron_fsdp_optim_grads_params",
+                       "megatron_fsdp_hsdp"}
+    r = cli("check", f, "--hardware", "h100-sxm", "--format", "json")
+    assert r.exit_code == 1, r.stderr
+    modes = [x["plan"]["sharding_mode"] for x in json.loads(r.stdout)[0]["suggestions"]]
+    assert "torch_fsdp2" in modes and set(modes) <= {m.name for m in searched}  # (the fsdp rung is suggested)
