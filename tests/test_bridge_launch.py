@@ -385,3 +385,54 @@ def test_check_tries_only_the_modes_the_stack_runs_for_a_mixed16_launch(cli, tmp
     assert r.exit_code == 1, r.stderr
     modes = [x["plan"]["sharding_mode"] for x in json.loads(r.stdout)[0]["suggestions"]]
     assert "torch_fsdp2" in modes and set(modes) <= {m.name for m in searched}  # (the fsdp rung is suggested)
+
+
+@pytest.mark.parametrize("strategy,want", [
+    # optim_grads_params: the TransformerLayers are the units (mcore_fsdp_adapter.py @905c0e386 l. 117-123), the bucket
+    # cuts only what lies outside them (param_and_grad_buffer.py l. 1474-1486); priced per unit whatever the bucket
+    ("optim_grads_params", "DDP bucket 134,217,728 parameters (the CommOverlapConfig's bucket_size; Megatron-FSDP "
+     "optim_grads_params cuts by it only the parameters outside its FSDP units, the embedding, final norm and output "
+     "layer, one collective a bucket: megatron_fsdp/param_and_grad_buffer.py @905c0e386 l. 1474-1486, megatron_fsdp.py "
+     "l. 269-271, 355; priced one collective per FSDP unit, a layer, whatever the bucket)"),
+    # optim_grads: no units at 905c0e386, every group cut by the bucket, the queue max(1e9, it); priced in
+    # Megatron-Core DDP's buckets, max(40e6, 1e6 x dp 64 x cp 1) = 64,000,000
+    ("optim_grads", "DDP bucket 134,217,728 parameters (the CommOverlapConfig's bucket_size; Megatron-FSDP optim_grads "
+     "builds no FSDP units at 905c0e386 (mcore_fsdp_adapter.py l. 117-123) and cuts every parameter group by it, one "
+     "reduce-scatter a bucket (megatron_fsdp/param_and_grad_buffer.py l. 1474-1486), its reduce-scatter queue max(1e9, "
+     "it) (megatron_fsdp.py l. 384-407); priced at Megatron-Core DDP's 64,000,000: the data-parallel collectives' count)"),
+    # without Megatron-FSDP: Megatron-Core DDP's bucket, as before
+    (None, "DDP bucket 134,217,728 parameters (the CommOverlapConfig's bucket_size; priced at Megatron-Core's "
+     "64,000,000: the data-parallel collectives' count)"),
+])
+def test_ddp_bucket_under_megatron_fsdp(tmp_path, strategy, want):
+    """The CommOverlapConfig's 128 Mi bucket at dp > 1 (training/comm_overlap.py @dc805f5cf l. 572-573) under
+    Megatron-FSDP: Megatron-Core 905c0e386's FullyShardedDataParallel reads ddp_config.bucket_size (mcore_fsdp_adapter.py
+    l. 112-114, megatron_fsdp.py l. 269-271, 355), so the line says what it changes there, not that it has no effect."""
+    f = tmp_path / "launch.sh"
+    mfsdp = f" ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy={strategy}" if strategy else ""
+    f.write_text("torchrun --nproc_per_node=8 --nnodes=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+                 "model.tensor_model_parallel_size=1 model.pipeline_model_parallel_size=1 "
+                 "model.virtual_pipeline_model_parallel_size=null model.context_parallel_size=1 model.sequence_parallel=false "
+                 f"model.gradient_accumulation_fusion=false{mfsdp}\n")
+    c = load_trainer_config(f, hardware="h100-sxm")
+    assert [n for n in c.not_modelled if n.startswith("DDP bucket")] == [want]
+
+
+def test_ddp_bucket_size_flag_under_megatron_fsdp(tmp_path):
+    """Megatron-LM @d98e8a64 hands --ddp-bucket-size to Megatron-FSDP as to DDP (training.py l. 2496-2502): listed as
+    not modelled with what it changes there, where it used to be an unknown flag."""
+    f = tmp_path / "pretrain.sh"
+    f.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "
+                 "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 4096 "
+                 "--max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 64 --bf16 --use-megatron-fsdp "
+                 "--data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor --ddp-bucket-size "
+                 "100000000 --swiglu --normalization RMSNorm --position-embedding-type rope --rotary-base 500000 "
+                 "--untie-embeddings-and-output-weights --disable-bias-linear --padded-vocab-size 128256 "
+                 "--no-gradient-accumulation-fusion --use-distributed-optimizer\n")
+    c = load_trainer_config(f, hardware="h100-sxm")
+    line = next(n for n in c.not_modelled if n.startswith("--ddp-bucket-size"))
+    assert line.startswith("--ddp-bucket-size=100000000 (the gradient buckets' size, one collective each, in place of "
+                           "Megatron-Core's max(40e6, 1e6 x dp x cp)")
+    assert ("under --use-megatron-fsdp it cuts only the parameters outside the FSDP units, the embedding, final norm and "
+            "output layer (megatron_fsdp/param_and_grad_buffer.py l. 1858-1866") in line
+    assert "unknown to the planner" not in line
