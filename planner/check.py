@@ -335,14 +335,16 @@ def ladders(job: Job, res: dict, sp_asked: bool = False) -> dict[str, list[Chang
 
 
 def _stack_levels(job: Job) -> tuple[str, ...]:
-    """The sharding levels the job's stack runs for the job (all for a stack file that lists none): a level
-    whose every mode the trainer runs otherwise for the job's settings is none of them (plan.stack_for_settings:
-    DeepSpeed's zero0 is fp16's FP16_Optimizer, so a job on megatron-deepspeed that does not say fp16 has no
-    level none)."""
+    """The sharding levels the job's stack runs for the job (all for a stack file that lists none), by the test the
+    search uses for its candidate modes (plan.stack_for_job, as space.settings_for): a level whose every mode the
+    trainer runs otherwise for the job's settings is none of them (DeepSpeed's zero0 is fp16's FP16_Optimizer, so a
+    job on megatron-deepspeed that does not say fp16 has no level none), nor one whose every mode builds other
+    gradient bytes than the job's (megatron-bridge's Megatron-FSDP zero2 and hsdp, fp32 main gradients, for a
+    mixed16 job) or refuses its low-precision moments."""
     from .catalog import load_stack
-    from .plan import stack_for_settings
+    from .plan import stack_for_job
 
-    runs = stack_for_settings(job, load_stack(job.stack)).runs
+    runs = stack_for_job(job, load_stack(job.stack)).runs
     return SHARDING_LADDER + ("hsdp",) if runs is None else tuple(dict.fromkeys(m.level for m in runs.sharding))
 
 

@@ -1689,6 +1689,15 @@ def stack_for_states(job: Job, stack, where: str = ""):
     return stack.model_copy(update={"runs": runs.model_copy(update={"sharding": keep, "sources": [why, *runs.sources]})})
 
 
+def stack_for_job(job: Job, stack, where: str = ""):
+    """The stack as it runs `job`'s model states and settings, the 16-bit dtype and core attention the job leaves out
+    the stack's (apply_stack_features, then stack_for_states): the one test of which sharding modes a stack runs for a
+    job. The search's candidate modes (space.settings_for) and check's sharding rungs (check._stack_levels) both read
+    its runs.sharding, so check never tries a level whose every mode the search leaves out (megatron-bridge's
+    Megatron-FSDP zero2 / hsdp for a job of 2-byte gradients: main_grads_bytes)."""
+    return stack_for_states(apply_stack_features(job, stack, where)[0], stack, where)
+
+
 _MTP_MODELS: dict = {}
 
 

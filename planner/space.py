@@ -867,13 +867,13 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     itself run on a one-GPU plan (so the model, hardware, batch and precision rules and
     messages are resolve's), with the GPU count put back. Returns (settings, global batch
     in sequences, seq_len, warnings)."""
-    from .plan import apply_stack_features, fit_attention, stack_for_states
+    from .plan import fit_attention, stack_for_job
 
     stack = load_stack(job.stack)
     if "attention" not in job.model_fields_set:  # the stack's fastest core (runs.attention's first), not explain's default
         job = job.model_copy(update=dict(attention=fit_attention(stack)))
     # the modes the job's model-state preset and settings run under (its 16-bit dtype the stack's where it leaves it out)
-    runs = stack_for_states(apply_stack_features(job, stack, where)[0], stack, where).runs
+    runs = stack_for_job(job, stack, where).runs
     # a2a+p2p's sizes fix cp (start-up rule MEGATRON_HCP_SIZES), which the probe's cp 1 would break: the
     # probe resolves without the variant, laid on its stack after (planner/cp_comm_type.py), and the
     # search's rule masks every other cp

@@ -422,14 +422,37 @@ def _tt_etp(model, stack, plan) -> np.ndarray:
     return (etp != tp) & ((ep == 1) | (etp != 1))
 
 
+TORCH_FSDP2 = "torch_fsdp2"  # the mode MEGATRON_TORCH_FSDP2 reads (stack_db runs.sharding: --use-torch-fsdp2)
+
+
+def _torch_fsdp2_hint(model, stack) -> str:
+    """MEGATRON_TORCH_FSDP2's hint: the stack's other modes of torch_fsdp2's level, as the stack runs them for the
+    job (resolve hands the rules the stack plan.stack_for_states left: a mode whose job_settings or main_grads_bytes
+    refuse the job is not there, so megatron-bridge's Megatron-FSDP modes are not offered to a job of 2-byte
+    gradients), none of which validate_args ties to pp 1, ep 1 and untied embeddings; pp 1 and ep 1 only where the
+    model's embeddings are untied (tied ones break the rule at any degrees); the stack's other levels."""
+    modes = stack.runs.sharding if stack is not None and stack.runs is not None else []
+    level = next((m.level for m in modes if m.name == TORCH_FSDP2), "fsdp")
+    other = [m.name for m in modes if m.level == level and m.name != TORCH_FSDP2]
+    fixes = [f"sharding_mode {' or '.join(other)} (no such assert in validate_args)"] if other else []
+    if not (model is not None and model.tied_embeddings):
+        fixes.append("pp 1 and ep 1")
+    levels = [lv for lv in dict.fromkeys(m.level for m in modes) if lv != level]
+    if levels:
+        fixes.append(f"sharding {' or '.join(levels)}")
+    name = stack.name if stack is not None else "megatron"
+    none = "" if other else f" (stack {name} runs no other {level} mode for this job's settings)"
+    return "use " + ", or ".join(fixes) + none if fixes else f"choose another stack{none}"
+
+
 RULES: tuple[StartupRule, ...] = (
     StartupRule(
         "MEGATRON_TORCH_FSDP2", "megatron",
         "Megatron's --use-torch-fsdp2 with pipeline or expert parallelism, or tied embeddings",
         f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args ('--use-torch-fsdp2 is not supported with "
         "pipeline parallelism' / 'with expert parallelism' / 'requires --untie-embeddings-and-output-weights')",
-        "use sharding_mode megatron_fsdp_optim_grads_params (Megatron-FSDP runs with PP and EP), or pp 1 and ep 1",
-        lambda m, s, p: mode_is(s, p, "torch_fsdp2") & ((np.asarray(p.pp) > 1) | (np.asarray(p.ep) > 1)
+        _torch_fsdp2_hint,
+        lambda m, s, p: mode_is(s, p, TORCH_FSDP2) & ((np.asarray(p.pp) > 1) | (np.asarray(p.ep) > 1)
                                                          | bool(m is not None and m.tied_embeddings))),
     StartupRule(
         "MEGATRON_TP_PP_DP_MAPPING", "megatron",

@@ -303,3 +303,136 @@ def test_check_suggests_megatron_fsdp_as_the_launch_runs_it(cli, tmp_path):
     assert back["plan"]["sharding_mode"] == "megatron_fsdp_optim_grads_params"
     assert back["memory"]["total_bytes"] == pytest.approx(fsdp["total_bytes"], rel=1e-9)
     assert cli("check", f, "--hardware", "h100-sxm").exit_code == 0
+
+
+@pytest.mark.parametrize("stack,bpp,model,want", [
+    # Bridge's Megatron-FSDP builds fp32 main gradients (runs.sharding main_grads_bytes 4): a mixed16 job's stack has
+    # no other fsdp mode, so the hint offers the degrees and the levels the job can run, no Megatron-FSDP mode
+    ("megatron-bridge", "mixed16", "llama3-8b",
+     "use pp 1 and ep 1, or sharding none or zero1 (stack megatron-bridge runs no other fsdp mode for this job's settings)"),
+    # with the recipes' fp32 gradients (the stack's bytes_per_param megatron) it runs optim_grads_params, and zero2 and
+    # hsdp (the fusion off)
+    ("megatron-bridge", None, "llama3-8b", "use sharding_mode megatron_fsdp_optim_grads_params (no such assert in "
+     "validate_args), or pp 1 and ep 1, or sharding none or zero1 or zero2 or hsdp"),
+    # Megatron-LM @d98e8a64's Megatron-FSDP holds the job's gradient dtype (no main_grads_bytes): offered to mixed16
+    ("megatron", "mixed16", "llama3-8b", "use sharding_mode megatron_fsdp_optim_grads_params (no such assert in "
+     "validate_args), or pp 1 and ep 1, or sharding none or zero1 or zero2 or hsdp"),
+    # tied embeddings break the rule at pp 1 and ep 1 too: not offered
+    ("megatron-bridge", "mixed16", "megatron-gpt-1.7b",
+     "use sharding none or zero1 (stack megatron-bridge runs no other fsdp mode for this job's settings)"),
+])
+def test_torch_fsdp2_hint_names_only_modes_the_stack_runs_for_the_job(stack, bpp, model, want):
+    """MEGATRON_TORCH_FSDP2 (Megatron-LM @d98e8a64 arguments.py l. 1031-1045: --use-torch-fsdp2 asserts pp 1, ep 1 and
+    untied embeddings): its hint names the modes of the fsdp level that the job's stack runs for the job (the stack
+    plan.stack_for_states leaves), so a mixed16 job on megatron-bridge is never pointed at a mode that refuses it."""
+    from planner.errors import PlannerError
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    job = dict(model=model, gpus=16, pp=1 if model != "llama3-8b" else 2, sharding="fsdp", sharding_mode="torch_fsdp2",
+               gradient_accumulation_fusion=False, hardware="h100-sxm", stack=stack)
+    if bpp is not None:
+        job["bytes_per_param"] = bpp
+    with pytest.raises(PlannerError, match="breaks start-up rule MEGATRON_TORCH_FSDP2") as e:
+        resolve(Job(**job))
+    assert e.value.hint == want
+    if bpp == "mixed16" and stack == "megatron-bridge":  # and a mode it names is one resolve runs for the job
+        assert "megatron_fsdp" not in e.value.hint
+        with pytest.raises(PlannerError, match="builds its main gradients in 4 bytes"):
+            resolve(Job(**{**job, "sharding_mode": "megatron_fsdp_optim_grads_params"}))
+
+
+def test_torch_fsdp2_hint_on_the_command_line(cli):
+    """The case the hint was wrong for: explain --stack megatron-bridge --sharding fsdp --pp 2 with mixed16 runs
+    torch_fsdp2 (the only fsdp mode left) and used to be told to use megatron_fsdp_optim_grads_params, which the stack
+    refuses for 2-byte gradients."""
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "16", "--pp", "2", "--sharding", "fsdp", "--bytes-per-param",
+            "mixed16", *H100)
+    assert_one_error(r, "sharding fsdp as torch_fsdp2", "breaks start-up rule MEGATRON_TORCH_FSDP2",
+                     "hint: use pp 1 and ep 1, or sharding none or zero1 (stack megatron-bridge runs no other fsdp mode")
+    assert "megatron_fsdp" not in r.stderr
+
+
+def test_check_tries_only_the_modes_the_stack_runs_for_a_mixed16_launch(cli, tmp_path):
+    """A Bridge launch with 2-byte gradients (mixed_precision.grad_reduce_in_fp32=false under the distributed optimizer)
+    and the fusion off: Bridge's Megatron-FSDP builds fp32 main gradients (main_grads_bytes 4), so the search plans it
+    without the Megatron-FSDP modes, and check's sharding rungs come from the same test (plan.stack_for_job): zero1 ->
+    fsdp (torch_fsdp2) only, where it used to try zero2 (megatron_fsdp_optim_grads, refused for the job) too; no
+    suggestion names a mode the stack refuses for the job."""
+    from planner.catalog import load_stack
+    from planner.check import _stack_levels, evaluate_job, ladders
+    from planner.schema import Job
+    from planner.space import settings_for
+
+    f = tmp_path / "launch.sh"
+    f.write_text("torchrun --nproc_per_node=8 --nnodes=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+                 "model.tensor_model_parallel_size=1 model.pipeline_model_parallel_size=1 "
+                 "model.virtual_pipeline_model_parallel_size=null model.context_parallel_size=1 model.sequence_parallel=false "
+                 "train.global_batch_size=64 model.seq_length=4096 dataset.sequence_length=4096 "
+                 "mixed_precision.grad_reduce_in_fp32=false model.gradient_accumulation_fusion=false\n")
+    job = Job.model_validate(load_trainer_config(f, hardware="h100-sxm").job)
+    assert (job.sharding_mode, job.bytes_per_param.gradients, job.gradient_accumulation_fusion) == \
+        ("distributed_optimizer", 2.0, False)
+    searched = settings_for(job.model_copy(update={"sharding_mode": None}))[0].stack.runs.sharding  # fit's modes for it
+    assert [m.name for m in searched] == ["ddp", "distributed_optimizer", "torch_fsdp2"]
+    assert _stack_levels(job) == ("none", "zero1", "fsdp") == tuple(dict.fromkeys(m.level for m in searched))
+    assert [c.text for c in ladders(job, evaluate_job(job))["sharding"]] == ["sharding zero1 -> fsdp"]
+    refused = {m.name for m in load_stack("megatron-bridge").runs.sharding
+               if m.main_grads_bytes is not None and m.main_grads_bytes != job.bytes_per_param.gradients}
+    assert refused == {"megatron_fsdp_optim", "megatron_fsdp_optim_grads", "megatron_fsdp_optim_grads_params",
+                       "megatron_fsdp_hsdp"}
+    r = cli("check", f, "--hardware", "h100-sxm", "--format", "json")
+    assert r.exit_code == 1, r.stderr
+    modes = [x["plan"]["sharding_mode"] for x in json.loads(r.stdout)[0]["suggestions"]]
+    assert "torch_fsdp2" in modes and set(modes) <= {m.name for m in searched}  # (the fsdp rung is suggested)
+
+
+@pytest.mark.parametrize("strategy,want", [
+    # optim_grads_params: the TransformerLayers are the units (mcore_fsdp_adapter.py @905c0e386 l. 117-123), the bucket
+    # cuts only what lies outside them (param_and_grad_buffer.py l. 1474-1486); priced per unit whatever the bucket
+    ("optim_grads_params", "DDP bucket 134,217,728 parameters (the CommOverlapConfig's bucket_size; Megatron-FSDP "
+     "optim_grads_params cuts by it only the parameters outside its FSDP units, the embedding, final norm and output "
+     "layer, one collective a bucket: megatron_fsdp/param_and_grad_buffer.py @905c0e386 l. 1474-1486, megatron_fsdp.py "
+     "l. 269-271, 355; priced one collective per FSDP unit, a layer, whatever the bucket)"),
+    # optim_grads: no units at 905c0e386, every group cut by the bucket, the queue max(1e9, it); priced in
+    # Megatron-Core DDP's buckets, max(40e6, 1e6 x dp 64 x cp 1) = 64,000,000
+    ("optim_grads", "DDP bucket 134,217,728 parameters (the CommOverlapConfig's bucket_size; Megatron-FSDP optim_grads "
+     "builds no FSDP units at 905c0e386 (mcore_fsdp_adapter.py l. 117-123) and cuts every parameter group by it, one "
+     "reduce-scatter a bucket (megatron_fsdp/param_and_grad_buffer.py l. 1474-1486), its reduce-scatter queue max(1e9, "
+     "it) (megatron_fsdp.py l. 384-407); priced at Megatron-Core DDP's 64,000,000: the data-parallel collectives' count)"),
+    # without Megatron-FSDP: Megatron-Core DDP's bucket, as before
+    (None, "DDP bucket 134,217,728 parameters (the CommOverlapConfig's bucket_size; priced at Megatron-Core's "
+     "64,000,000: the data-parallel collectives' count)"),
+])
+def test_ddp_bucket_under_megatron_fsdp(tmp_path, strategy, want):
+    """The CommOverlapConfig's 128 Mi bucket at dp > 1 (training/comm_overlap.py @dc805f5cf l. 572-573) under
+    Megatron-FSDP: Megatron-Core 905c0e386's FullyShardedDataParallel reads ddp_config.bucket_size (mcore_fsdp_adapter.py
+    l. 112-114, megatron_fsdp.py l. 269-271, 355), so the line says what it changes there, not that it has no effect."""
+    f = tmp_path / "launch.sh"
+    mfsdp = f" ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy={strategy}" if strategy else ""
+    f.write_text("torchrun --nproc_per_node=8 --nnodes=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+                 "model.tensor_model_parallel_size=1 model.pipeline_model_parallel_size=1 "
+                 "model.virtual_pipeline_model_parallel_size=null model.context_parallel_size=1 model.sequence_parallel=false "
+                 f"model.gradient_accumulation_fusion=false{mfsdp}\n")
+    c = load_trainer_config(f, hardware="h100-sxm")
+    assert [n for n in c.not_modelled if n.startswith("DDP bucket")] == [want]
+
+
+def test_ddp_bucket_size_flag_under_megatron_fsdp(tmp_path):
+    """Megatron-LM @d98e8a64 hands --ddp-bucket-size to Megatron-FSDP as to DDP (training.py l. 2496-2502): listed as
+    not modelled with what it changes there, where it used to be an unknown flag."""
+    f = tmp_path / "pretrain.sh"
+    f.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "
+                 "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 4096 "
+                 "--max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 64 --bf16 --use-megatron-fsdp "
+                 "--data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor --ddp-bucket-size "
+                 "100000000 --swiglu --normalization RMSNorm --position-embedding-type rope --rotary-base 500000 "
+                 "--untie-embeddings-and-output-weights --disable-bias-linear --padded-vocab-size 128256 "
+                 "--no-gradient-accumulation-fusion --use-distributed-optimizer\n")
+    c = load_trainer_config(f, hardware="h100-sxm")
+    line = next(n for n in c.not_modelled if n.startswith("--ddp-bucket-size"))
+    assert line.startswith("--ddp-bucket-size=100000000 (the gradient buckets' size, one collective each, in place of "
+                           "Megatron-Core's max(40e6, 1e6 x dp x cp)")
+    assert ("under --use-megatron-fsdp it cuts only the parameters outside the FSDP units, the embedding, final norm and "
+            "output layer (megatron_fsdp/param_and_grad_buffer.py l. 1858-1866") in line
+    assert "unknown to the planner" not in line

@@ -349,6 +349,15 @@ NOT_MODELLED = {
                                            "655-657): one read of the gradients per step saved",
     "--ddp-average-in-collective": "the 1/dp gradient scaling done by the collective (ReduceOp.AVG) instead of a "
                                    "pass over the gradient buffer before it",
+    "--ddp-bucket-size": "the gradient buckets' size, one collective each, in place of Megatron-Core's max(40e6, 1e6 x "
+                         "dp x cp), which the stack prices (training.py @d98e8a64 resolve_ddp_bucket_size l. 2179-2194, "
+                         "get_model l. 2496-2502: for DDP and Megatron-FSDP alike); under --use-megatron-fsdp it cuts "
+                         "only the parameters outside the FSDP units, the embedding, final norm and output layer "
+                         "(megatron_fsdp/param_and_grad_buffer.py l. 1858-1866; mcore_fsdp_adapter.py l. 158-160, 171: "
+                         "the layers are units at every sharded strategy) and under optim / optim_grads sizes the "
+                         "reduce-scatter queue, max(1e9, it) (megatron_fsdp.py l. 420-443); the stack prices those two "
+                         "in the DDP buckets above, optim_grads_params one collective per unit (not read without "
+                         "--overlap-grad-reduce: no buckets, l. 2192-2193)",
     "--ddp-num-buckets": "the gradient buckets' size set by count (training/models/dist_utils.py l. 304-308): the "
                          "reduce-scatter overlap's granularity",
     "--cross-entropy-fusion-impl": "which fused cross-entropy kernel runs (native or TE, language_module.py l. "

@@ -444,9 +444,38 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
     fs = load_stack(STACK).fsdp
     priced = max(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dp * cp)
     bucket = co.get("bucket_size") if co.get("bucket_size") is not None else (128 * 1024 * 1024 if dp > 1 else None)
-    if bucket is not None and bucket != priced:
-        not_modelled.append(f"DDP bucket {bucket:,} parameters (the CommOverlapConfig's{' stated' if co.get('bucket_size') is not None else ''} "
-                            f"bucket_size; priced at Megatron-Core's {priced:,.0f}: the data-parallel collectives' count)")
+    whose = f"the CommOverlapConfig's{' stated' if co.get('bucket_size') is not None else ''} bucket_size"
+    strat = cfg["ddp.data_parallel_sharding_strategy"]
+    if bucket is not None and (cfg["ddp.use_megatron_fsdp"] is True or cfg["dist.use_megatron_fsdp"] is True) \
+            and strat in MFSDP_MODES:
+        not_modelled.extend(_mfsdp_bucket(bucket, whose, strat, priced))
+    elif bucket is not None and bucket != priced:
+        not_modelled.append(f"DDP bucket {bucket:,} parameters ({whose}; priced at Megatron-Core's {priced:,.0f}: the "
+                            "data-parallel collectives' count)")
+
+
+def _mfsdp_bucket(bucket: int, whose: str, strat: str, priced: float) -> list[str]:
+    """The DDP bucket under Megatron-FSDP, which reads it too (not without effect): Megatron-Core 905c0e386's
+    FullyShardedDataParallel takes ddp_config.bucket_size (mcore_fsdp_adapter.py l. 112-114; megatron_fsdp.py
+    l. 269-271, 355: BucketingPolicy.suggested_bucket_size) and cuts by it the parameter groups outside its FSDP units
+    into buckets of at least that many parameters, one collective each (megatron_fsdp/param_and_grad_buffer.py
+    l. 1474-1486: group.fsdp_unit_id is None); under optim / optim_grads it builds no units (mcore_fsdp_adapter.py
+    l. 117-123), so every group is cut, and sizes its reduce-scatter queue max(1e9, the bucket) (megatron_fsdp.py
+    l. 384-407); under optim_grads_params the units are the TransformerLayers and the queue twice the average unit.
+    Priced: optim / optim_grads as the distributed optimizer, in Megatron-Core DDP's buckets (listed only where the
+    bucket differs); optim_grads_params one collective per FSDP unit (a layer), whatever the bucket."""
+    if MFSDP_MODES[strat][1] == "fsdp":
+        return [f"DDP bucket {bucket:,} parameters ({whose}; Megatron-FSDP {strat} cuts by it only the parameters "
+                "outside its FSDP units, the embedding, final norm and output layer, one collective a bucket: "
+                "megatron_fsdp/param_and_grad_buffer.py @905c0e386 l. 1474-1486, megatron_fsdp.py l. 269-271, 355; "
+                "priced one collective per FSDP unit, a layer, whatever the bucket)"]
+    if bucket == priced:
+        return []
+    return [f"DDP bucket {bucket:,} parameters ({whose}; Megatron-FSDP {strat} builds no FSDP units at 905c0e386 "
+            "(mcore_fsdp_adapter.py l. 117-123) and cuts every parameter group by it, one reduce-scatter a bucket "
+            "(megatron_fsdp/param_and_grad_buffer.py l. 1474-1486), its reduce-scatter queue max(1e9, it) "
+            f"(megatron_fsdp.py l. 384-407); priced at Megatron-Core DDP's {priced:,.0f}: the data-parallel "
+            "collectives' count)"]
 
 
 def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
