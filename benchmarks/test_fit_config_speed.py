@@ -7,7 +7,8 @@ tests/data/trainer_configs/deepseek_v3_2048_h800.yaml: DeepSeek-V3's published l
 runs it (the job read by fit_config.config_jobs, once, outside the timing):
 
 - "fit CONFIG": the file's own plan priced by explain's path (fit_config.price_config) and ranked by a search whose
-  bounds are widened to its keys (search.fit around=; search.rank_config);
+  bounds are widened to its keys (search.fit around=; search.rank_config), its space widened to the file's PP 16
+  split (fit_config.widen_to_plan; the other two search the default space without it);
 - "plain search": the same job's search without the file's plan, what `fit --model ...` with the file's settings
   runs;
 - "every fitting plan": the rank counted among every fitting plan's step (keep_feasible), how fit CONFIG first
@@ -36,11 +37,14 @@ def _jobs():
 
 
 def _fit_config(job, own, where, trainer):
-    from planner.cli.fit_config import price_config
+    from planner.cli.fit_config import price_config, widen_to_plan
+    from planner.space import SpaceOptions
 
     res, why = price_config(own, where, trainer, False)
     assert why is None, why
-    result = fit(job, search_dispatchers=True, around=row_objective(res, "time"))
+    # the layer slack widened to the file's PP 16 split, as fit.py widens it (no bound given on the command line)
+    opts, _ = widen_to_plan(SpaceOptions(), res["plan"], job, set(), where)
+    result = fit(job, opts=opts, search_dispatchers=True, around=row_objective(res, "time"))
     return result, rank_config(result, res)
 
 

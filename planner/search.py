@@ -1652,6 +1652,15 @@ def config_explain_args(path: str, job: Job, row: dict) -> list[str]:
     if "moe_capacity_factor" in row["plan"]:  # a mixture-of-experts model: its expert axes
         args += ["--ep", str(d["ep"]), "--etp", str(d.get("etp") or d["tp"])]
     args.append("--tp-comm-overlap" if d.get("tp_comm_overlap") else "--no-tp-comm-overlap")
+    disp = d.get("moe_dispatcher")  # the row's, where not what `explain CONFIG` takes (the file's, else the recipe's or stack's)
+    if disp is not None and disp != (job.moe_dispatcher or _recipe_value(d, "moe_dispatcher")
+                                     or load_stack(d["stack"]).defaults.moe_dispatcher):
+        args += ["--moe-dispatcher", disp]
+    eo = d.get("ep_comm_overlap")  # the row's EP overlap (fit plans it on where it runs), where not the file's (explain: off without it)
+    if eo and not job.ep_comm_overlap:
+        args.append("--ep-comm-overlap")
+    elif eo is False and job.ep_comm_overlap:
+        args.append("--no-ep-comm-overlap")
     rest = stack_args(d, load_stack(d["stack"]))
     i = 0
     while i < len(rest):

@@ -241,6 +241,9 @@ class SpaceOptions:
     schedule: tuple[str, ...] | None = None
     rank_orders: str | tuple[str, ...] = RANK_ORDERS_TP_INNER
     max_layer_slack: int = DEFAULT_LAYER_SLACK
+    # (pp, vpp) splits searched whatever their layer slack (`fit CONFIG`: the file's own split, past the bound:
+    # planner/cli/fit_config.widen_to_plan)
+    splits: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self):
         for name in ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "shard_group", "max_tp", "max_cp", "max_pp", "max_vpp",
@@ -1184,6 +1187,8 @@ def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, c
         # fall (explain prices any split, with a warning), with one chunk per rank unless --vpp is
         # pinned too; the slack bound prunes the splits the search chooses
         slack_ok |= (V[None, :] == 1) if not opts.vpp else True
+    for p, v in opts.splits:  # the few splits searched past the slack bound (SpaceOptions.splits)
+        slack_ok |= (mesh["pp"][:, None] == p) & (V[None, :] == v)
     slack_dropped = int((v_ok & ~slack_ok).sum())
     v_ok &= slack_ok
     if runs is not None and not any(x.schedule == "interleaved" for x in runs.schedules) and not opts.schedule:

@@ -238,11 +238,15 @@ def _ranks(path, overrides: dict, objective: str = "time") -> tuple:
     from planner.cli.fit_config import config_jobs, price_config
     from planner.search import fit, rank_config, row_objective
 
+    from planner.cli.fit_config import widen_to_plan
+    from planner.space import SpaceOptions
+
     job, own, where, trainer = config_jobs(Path(path), overrides, {}, None)
     res, why = price_config(own, where, trainer, False)
     assert why is None, why
-    fast = fit(job, objective=objective, search_dispatchers=True, around=row_objective(res, objective))
-    brute = fit(job, objective=objective, search_dispatchers=True, keep_feasible=True)
+    opts, _ = widen_to_plan(SpaceOptions(), res["plan"], job, set(), where)  # as fit.py: no bound given on the command line
+    fast = fit(job, opts=opts, objective=objective, search_dispatchers=True, around=row_objective(res, objective))
+    brute = fit(job, opts=opts, objective=objective, search_dispatchers=True, keep_feasible=True)
     return rank_config(fast, res), fast, rank_config(brute, res), brute
 
 
@@ -275,18 +279,55 @@ def test_the_pruned_rank_is_the_rank_among_every_fitting_plan(tmp_path, path, ov
 
 
 def test_the_deepseek_v3_layouts_rank(cli):
-    """fit CONFIG on DeepSeek-V3's published layout: the rank line's figures are the JSON's, and `of` the counts
-    line's "fit" plus the file's plan, which lies outside the searched space (61 layers on PP 16 leave 3 of 64
-    slots empty, beyond the default --max-layer-slack: README "DeepSeek-V3"; with `--max-layer-slack 3` a
-    searched plan prices the same)."""
+    """fit CONFIG on DeepSeek-V3's published layout: 61 layers on PP 16 leave 64 - 61 = 3 layer slots empty,
+    beyond the default --max-layer-slack 2 (README "DeepSeek-V3"): fit widens the bound to 3 for that split only,
+    with a note, so a searched plan prices the same and `of` is the counts line's "fit"; the rank line's figures
+    are the JSON's. A --max-layer-slack given on the command line is never widened: the plan then lies outside the
+    searched space, `of` counts it beside the counts line's "fit", and the rank line says so."""
     r = cli("fit", DSV3, "--top", "3", "--format", "json")
     cp = _json(r)["config_plan"]
     own = cp["explain"]["plan"]
-    assert (own["tp"], own["pp"], own["ep"], own["dp"], own["recompute"]) == (1, 16, 64, 128, "full")
+    assert (own["tp"], own["pp"], own["vpp"], own["ep"], own["dp"], own["recompute"]) == (1, 16, 1, 64, 128, "full")
+    assert (f"{DSV3}: --max-layer-slack 2 -> 3 for the file's split only, to include its PP 16 over 61 layers "
+            "(3 of its 64 layer slots empty; the other splits keep 2)") in r.stderr
     fitting = int(re.search(r"([\d,]+) fit", r.stderr)[1].replace(",", ""))
-    assert cp["searched"] is False and cp["of"] == fitting + 1
+    assert cp["searched"] is True and cp["of"] == fitting
     line = _line(r.stderr, "your config's plan")
-    assert f"rank {cp['rank']:,} of {cp['of']:,}" in line
+    assert f"rank {cp['rank']:,} of {cp['of']:,}, step" in line and "no searched plan prices the same" not in line
+    given = cli("fit", DSV3, "--top", "3", "--format", "json", "--max-layer-slack", "2")
+    cg = _json(given)["config_plan"]
+    assert "--max-layer-slack 2 ->" not in given.stderr
+    fitting = int(re.search(r"([\d,]+) fit", given.stderr)[1].replace(",", ""))
+    # the bounded space lacks the PP 16 plans the widened one ranks before the file's (3,223 against 3,742 at the time
+    # of writing)
+    assert cg["searched"] is False and cg["of"] == fitting + 1 and cg["rank"] < cp["rank"]
+    assert "no searched plan prices the same" in _line(given.stderr, "your config's plan")
+
+
+def test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is(cli, tmp_path):
+    """A job YAML's moe_dispatcher is a stack option fit CONFIG searches (every dispatcher the stack runs, the
+    faster per plan), as it searches the file's tp_comm_overlap: listed in the "fit searches the plan" note; the
+    dispatcher note says `explain CONFIG` takes the file's; a row on another dispatcher names it in its explain
+    command. DeepSeek-V3's recipe dispatcher (deepep) is not the file's and is not listed; --moe-dispatcher pins
+    one (no search, nothing listed)."""
+    path = tmp_path / "dsv3.yaml"
+    path.write_text(open(DSV3).read() + "moe_dispatcher: alltoall\n")
+    r = cli("fit", str(path), "--top", "1")
+    assert r.exit_code == 0, r.stderr
+    assert "recompute=full, moe_dispatcher=alltoall are searched over, not pinned" in _line(r.stderr, "fit searches the plan")
+    assert "explain and check take alltoall without --moe-dispatcher" in _line(r.stderr, "MoE dispatcher searched")
+    assert "hybridep," in r.stdout and "--moe-dispatcher hybridep" in r.stdout  # row 1 on Hybrid-EP, its command says so
+    cmd = re.search(r"row 1 in full: planner explain (.*)", r.stdout)[1].split()
+    j = _json(cli("fit", str(path), "--top", "1", "--format", "json"))["rows"][0]
+    e = _json(cli("explain", *cmd, "--format", "json"))  # without --moe-dispatcher it would price the file's alltoall
+    assert (e["plan"]["moe_dispatcher"], e["time"], e["memory"]) == ("hybridep", j["time"], j["memory"])
+    plain = cli("fit", DSV3, "--top", "1")
+    assert "moe_dispatcher=" not in _line(plain.stderr, "fit searches the plan")
+    assert "explain and check take deepep without --moe-dispatcher" in _line(plain.stderr, "MoE dispatcher searched")
+    pinned = cli("fit", str(path), "--top", "1", "--moe-dispatcher", "deepep")
+    assert pinned.exit_code == 0, pinned.stderr
+    assert "moe_dispatcher=" not in _line(pinned.stderr, "fit searches the plan")
+    assert "MoE dispatcher searched" not in pinned.stderr
 
 
 def test_with_a_plot_the_rank_is_the_same(cli, tmp_path):
@@ -298,3 +339,32 @@ def test_with_a_plot_the_rank_is_the_same(cli, tmp_path):
     assert (tmp_path / "fit.svg").exists()
     assert (plain["rank"], plain["of"], plain["searched"]) == (plotted["rank"], plotted["of"], plotted["searched"]) == \
         (25, 6444, True)
+
+
+def test_widen_to_plan_by_hand():
+    """widen_to_plan on llama3-8b's 32 layers: PP 5 holds ceil(32 / 5) = 7 layers a stage, 5 x 7 - 32 = 3 slots
+    empty, past the default slack 2: that split alone is searched (SpaceOptions.splits), the bound kept; PP 4
+    (slack 0) widens nothing; an order with TP not innermost is added to the TP-inner six; a bound given on the
+    command line is never widened."""
+    from planner.cli.fit_config import widen_to_plan
+    from planner.schema import Job
+    from planner.space import SpaceOptions, build_space, order_choices, settings_for
+
+    job = Job(model="llama3-8b", gpus=40, global_batch=40, seq_len=8192)
+    plan = dict(pp=5, vpp=1, rank_order="tp-cp-dp-pp")
+    opts, notes = widen_to_plan(SpaceOptions(), plan, job, set())
+    assert (opts.splits, opts.max_layer_slack, opts.rank_orders) == (((5, 1),), 2, SpaceOptions().rank_orders)
+    assert notes == ["--max-layer-slack 2 -> 3 for the file's split only, to include its PP 5 over 32 layers (3 of its "
+                     "35 layer slots empty; the other splits keep 2); --max-layer-slack N bounds it"]
+    assert widen_to_plan(SpaceOptions(), plan, job, {"max_layer_slack"}) == (SpaceOptions(), [])
+    assert widen_to_plan(SpaceOptions(), dict(plan, pp=4), job, set()) == (SpaceOptions(), [])
+    # the space: PP 5 splits at vpp 1 only join it (vpp 2: 10 chunks of 4 = 40, slack 8, still out)
+    settings = settings_for(job)[0]
+    plain, wide = (build_space(settings, 40, 8192, opts=o) for o in (SpaceOptions(), opts))
+    assert 5 not in set(plain.base.pp.tolist()) and set(wide.base.vpp[wide.base.pp == 5].tolist()) == {1}
+    assert wide.slack_dropped < plain.slack_dropped
+    opts, notes = widen_to_plan(SpaceOptions(), dict(pp=1, vpp=1, rank_order="cp-tp-dp-pp"), job, set())
+    assert set(order_choices(opts.rank_orders)) == set(order_choices("tp-inner")) | set(order_choices(("cp-tp-dp-pp",)))
+    assert notes == ["--rank-orders tp-inner -> tp-inner and cp-tp-dp-pp to include the file's rank order; "
+                     "--rank-orders bounds it"]
+    assert widen_to_plan(SpaceOptions(), dict(pp=1, vpp=1, rank_order="cp-tp-dp-pp"), job, {"rank_orders"})[1] == []

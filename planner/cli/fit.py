@@ -228,6 +228,12 @@ def register(app: typer.Typer) -> None:
             from .fit_config import price_config
 
             own_res, why = price_config(own, where, trainer, several)
+            if why is None:  # the search's default bounds widened to the file's plan where it lies outside them
+                from .fit_config import widen_to_plan
+
+                opts, widened = widen_to_plan(opts, own_res["plan"], job, _from_command_line(), where)
+                for w in widened:
+                    note(f"{job_file}: {w}")
             config_plan = {"file": str(job_file), "rank": None, "of": None, "searched": None, "reason": why,
                            "explain": own_res}
         ranking = config_plan is not None and config_plan["reason"] is None
@@ -302,6 +308,21 @@ _NOT_EXPLAIN = ("job_file", "gpus", "tp", "cp", "pp", "vpp", "dp", "micro_batch"
                 "max_dp", "max_micro_batch", "ep", "max_ep", "etp", "max_etp", "sharding", "shard_group", "recompute",
                 "sequence_parallel", "schedule", "rank_orders", "max_layer_slack", "tp_comm_overlap", "objective", "top",
                 "explain_row", "plot", "export", "output", "fmt", "quiet")
+
+
+def _from_command_line() -> set:
+    """The names of fit's parameters given on the command line (click's parameter source), for `fit CONFIG`'s
+    widening of the search's default bounds (fit_config.widen_to_plan), which never widens a bound given there;
+    without a click context, every parameter (nothing widened)."""
+    try:  # typer >= 0.16 vendors click as typer._click (planner/cli/__init__.py)
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return {"max_layer_slack", "rank_orders"}
+    return {p.name for p in ctx.command.params if p.name and (ctx.get_parameter_source(p.name) is None
+                                                              or ctx.get_parameter_source(p.name).name != "DEFAULT")}
 
 
 def _given_job_args() -> Optional[list[str]]:

@@ -9,7 +9,9 @@ and named in a note (flags beat file values). The plan axes `fit` searches (PLAN
 pinned by the file: the search job is the file's job without them, and a note lists the file's own
 values that fit searches over instead. The file's own plan, as the command line amends it, is
 priced by explain's path (core.explain_json: what `planner explain CONFIG` with the same options
-prints) and ranked among the plans the search found (search.rank_config).
+prints) and ranked among the plans the search found (search.rank_config). Where that plan lies outside a
+default bound of the search the command line did not give (the layer slack, the rank orders), the bound is
+widened just enough to include it, each named in a note (widen_to_plan), so that a searched plan prices the same.
 
 Imported only when fit is given a file: `planner fit --model ...` imports no module of
 planner/trainers/ (tests/test_start_up_cost.py).
@@ -33,6 +35,10 @@ from .core import explain_json, load_job
 # (microbatch_group), TP overlap needs TP > 1 and SP (tp_comm_overlap: fit tries it where the
 # stack has it, the faster per plan), a sharding mode is one of its level's (sharding_mode).
 # A file's value of one of these is searched over, not pinned, unless the command line gives it.
+# The MoE dispatcher is a stack option fit searches as it searches TP overlap (search.dispatcher_settings:
+# every one the stack runs, the faster per plan, unless --moe-dispatcher pins one): the file's is listed in
+# the note beside these, but kept in the search job, where it is what `explain CONFIG` takes (the dispatcher
+# note's "explain and check take X", and the rows' explain commands name a row's other dispatcher).
 PLAN_FIELDS = ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "ep", "etp", "sharding", "sharding_mode", "shard_group",
                "recompute", "recompute_layers", "sequence_parallel", "schedule", "microbatch_group", "rank_order",
                "tp_comm_overlap")
@@ -64,6 +70,8 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
     job = validate(Job, data, str(path))
     bounds = bounds or {}
     fields = [k for k in PLAN_FIELDS if k in own.model_fields_set and k not in given]
+    if own.moe_dispatcher is not None and "moe_dispatcher" not in given and _file_dispatcher(own):
+        fields.append("moe_dispatcher")  # searched (fit's search_dispatchers: no --moe-dispatcher), as TP overlap is
     if fields:
         listed = ", ".join(f"{k}={_shown(getattr(own, k))}" + (f" (searched within the command line's {bounds[k]})"
                                                                if k in bounds else "") for k in fields)
@@ -72,6 +80,59 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
         note(f"{path}: fit searches the plan: the file's own {listed} are searched over, not pinned (its own plan is "
              f"priced and ranked below; an option pins one{example})")
     return job, own, where, read[0] if read else None
+
+
+def _file_dispatcher(own: Job) -> bool:
+    """Whether the job's moe_dispatcher is the file's own, not the model recipe's (recipe.apply, which core.load_job
+    lays on where the file says none): the recipe applied to the job without it gives another (or none)."""
+    from .. import recipe
+
+    data = {k: v for k, v in own.model_dump(exclude_unset=True).items() if k != "moe_dispatcher"}
+    return recipe.apply(data)[0].get("moe_dispatcher") != own.moe_dispatcher
+
+
+def widen_to_plan(opts, plan: dict, job: Job, given: set, where: str = "") -> tuple:
+    """(opts, notes): the search's SpaceOptions with each default bound that the file's own plan (explain's
+    JSON `plan` of it) lies outside widened just enough to include it, and a note per bound widened. The layer
+    slack is widened for the file's (pp, vpp) only (SpaceOptions.splits): widening it for every split would
+    search other uneven splits the user did not ask for (DeepSeek-V3's 61 layers on 2,048 H800: 2.8 million
+    candidates at slack 2, 16.3 million at 3, 2.4 -> 13.5 s). A bound
+    the command line gave (`given`: the option names, e.g. "max_layer_slack") is never widened: the plan then
+    stays outside the searched space, as the rank line says. The default bounds are the layer slack
+    (DEFAULT_LAYER_SLACK: how unevenly the search splits the layers, space._pipeline_rows) and the rank
+    orders (TP innermost); the --max-* bounds have none by default (None: the axis' own list) and a pin is the
+    command line's. The stack's own limits (stack_db runs.max_tp, ...) are what its trainer runs, not
+    widened."""
+    from dataclasses import replace
+
+    from ..comm import ORDER_CODES, ORDER_NAMES
+    from ..space import layer_slack, order_choices, settings_for
+
+    notes = []
+    # the layer slack: pp x vpp chunks of ceil(units / (pp vpp)) layers hold this many more than the split's units;
+    # not bounded where the command line pins pp with one chunk per rank, or pins both (space._pipeline_rows)
+    if "max_layer_slack" not in given and plan["pp"] * plan["vpp"] > 1 and not (opts.pp and (opts.vpp or plan["vpp"] == 1)):
+        settings = settings_for(job, where=where)[0]
+        counted = int(settings.split_emb + settings.split_loss)
+        layers = settings.model.num_layers
+        slack = int(layer_slack(layers, plan["pp"], plan["vpp"], counted))
+        if slack > opts.max_layer_slack:
+            vpp = f" x vpp {plan['vpp']}" if plan["vpp"] > 1 else ""
+            ends = f" (+ {counted} end(s) counted as layers of the split)" if counted else ""
+            notes.append(f"--max-layer-slack {opts.max_layer_slack} -> {slack} for the file's split only, to include its "
+                         f"PP {plan['pp']}{vpp} over {layers:,} layers{ends} ({slack} of its {layers + counted + slack:,} "
+                         f"layer slots empty; the other splits keep {opts.max_layer_slack}); --max-layer-slack N bounds it")
+            opts = replace(opts, splits=opts.splits + ((int(plan["pp"]), int(plan["vpp"])),))
+    # the rank orders: TP innermost unless the command line says (--rank-orders)
+    own = ORDER_CODES.get(str(plan.get("rank_order")))
+    if "rank_orders" not in given and own is not None:
+        codes = order_choices(opts.rank_orders)
+        if own not in codes:
+            was = opts.rank_orders if isinstance(opts.rank_orders, str) else ",".join(opts.rank_orders)
+            opts = replace(opts, rank_orders=tuple(ORDER_NAMES[int(c)] for c in codes) + (ORDER_NAMES[own],))
+            notes.append(f"--rank-orders {was} -> {was} and {ORDER_NAMES[own]} to include the file's rank order; "
+                         f"--rank-orders bounds it")
+    return opts, notes
 
 
 # PLAN_FIELDS a file may set that no fit row sets and `planner explain`'s options cannot clear: a row's explain
