@@ -275,7 +275,70 @@ def _stack_mutation(rng: random.Random, doc):
     return doc
 
 
+# megatron-bridge: what an override's value is set to (Hydra's grammar: null, booleans, numbers, quoted strings,
+# lists, dicts, `_target_` dicts) and the keys an override may name beside the seed's (unknown, misspelt, sections)
+BRIDGE_VALUES = ["null", "None", "~", "true", "false", "True", "0", "-1", "1", "2", "3", "7", "1000", "2147483647",
+                 "99999999999999999999999", "1e400", "-1e400", "nan", "inf", "-inf", "1e-308", "0.5", "-0.0", "abc", "''",
+                 '""', "'8'", '"true"', "'null'", "[]", "[1,2]", "[[1]]", "{}", "{a:1}", "{a}", "{:}", "{a:{b:1}}",
+                 "{_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,tp_comm_overlap:true}",
+                 "{_target_:nosuch.Class}", "{_target_:null}", "{tp_comm_overlap:true}", "hybrid", "e4m3", "full",
+                 "selective", "uniform", "block", "optim_grads_params", "bf16_mixed", "bf16_with_fp8_hybrid", "=",
+                 "x" * 300, "1" * 400]
+BRIDGE_KEYS = ["model.nosuch", "nosuch", "model", "model.", ".x", "train.global_batch_size", "train.micro_batch_size",
+               "model.tensor_model_parallel_size", "model.pipeline_model_parallel_size", "model.num_layers",
+               "model.hidden_size", "model.seq_length", "dataset.seq_length", "dataset.sequence_length",
+               "comm_overlap", "comm_overlap.tp_comm_overlap", "comm_overlap._target_", "mixed_precision",
+               "mixed_precision.fp8", "mixed_precision.fp8_recipe", "ddp.use_megatron_fsdp", "dist.use_torch_fsdp2",
+               "ddp.data_parallel_sharding_strategy", "ddp.num_distributed_optimizer_instances",
+               "model.recompute_granularity", "model.recompute_num_layers", "model.vocab_size",
+               "model.expert_model_parallel_size", "+model.new_key", "++train.train_iters", "model.seq_length.x"]
+
+
+def _bridge_mutation(rng: random.Random, data: bytes) -> bytes:
+    """One mutation aimed at a run_recipe.py launch (planner/trainers/megatron_bridge.py): an override's value set to
+    another (BRIDGE_VALUES), quoted, or to nothing; an override deleted, given twice (with another value), or added
+    under another key (BRIDGE_KEYS); the --recipe's name changed."""
+    lines = data.decode("utf-8", "replace").split("\n")
+    over = [i for i, ln in enumerate(lines) if re.match(r"\s*\+{0,2}[\w.]+=", ln)]
+    if not over:
+        return data
+    i = rng.choice(over)
+    m = re.match(r"(\s*)(\+{0,2}[\w.]+)=(\S*)(.*)$", lines[i])
+    indent, key, val, tail = m.groups()
+    op = rng.randrange(7)
+    if op == 0:  # the value replaced
+        val = rng.choice(BRIDGE_VALUES)
+    elif op == 1:  # the value quoted, or its quoting broken
+        val = rng.choice([f"'{val}'", f'"{val}"', f"'{val}", f"\\'{val}\\'", f"'{val}'\"x\""])
+    elif op == 2:  # the key given twice, the second time with another value
+        lines.insert(i + 1, f"{indent}{key}={rng.choice(BRIDGE_VALUES + [val])}{tail}")
+    elif op == 3:  # another key added
+        lines.insert(i + 1, f"{indent}{rng.choice(BRIDGE_KEYS)}={rng.choice(BRIDGE_VALUES + [val])}{tail}")
+    elif op == 4:  # the override deleted (the recipe's value stands)
+        del lines[i]
+        return "\n".join(lines).encode()
+    elif op == 5:  # the recipe
+        j = next((k for k, ln in enumerate(lines) if "--recipe" in ln), None)
+        if j is not None:
+            lines[j] = re.sub(r"--recipe[ =]\S+", "--recipe " + rng.choice(
+                ["llama3_8b_pretrain_config", "llama3_70b_pretrain_config", "llama31_405b_pretrain_config",
+                 "nosuch_config", "''", "--recipe", "llama3_8b_pretrain_config --recipe llama3_70b_pretrain_config"]),
+                lines[j])
+    else:  # the value emptied, or the `=` gone
+        val = rng.choice(["", "=", " "])
+        if rng.random() < 0.5:
+            lines[i] = f"{indent}{key}{val}{tail}"
+            return "\n".join(lines).encode()
+    lines[i] = f"{indent}{key}={val}{tail}"
+    return "\n".join(lines).encode()
+
+
 def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
+    if target.kind == "megatron-bridge" and rng.random() < 0.7:
+        data = seed
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            data = _bridge_mutation(rng, data)
+        return data
     if target.kind == "stack" and rng.random() < 0.3:
         doc = _parse("yaml", seed)
         for _ in range(rng.choice([1, 1, 2])):
@@ -475,7 +538,24 @@ def _targets(workdir: Path) -> dict[str, Target]:
                            "json", suffix=".json"),
         **_issue24_targets(),
         "stack": _stack_target(),
+        "megatron-bridge": _bridge_target(seeds_dir),
     }
+
+
+def _bridge_target(seeds_dir: Path) -> Target:
+    """Megatron-Bridge run_recipe.py launches (planner/trainers/megatron_bridge.py): the hand-written 405B fixture
+    and two launches the CLI writes (`export --format megatron-bridge` of Llama 3 8B on 8 GPUs at TP 4, a plan that fits; `fit --export
+    megatron-bridge` of Llama 3 70B on 64 with Megatron-FSDP), read by check and explain."""
+    runner = CliRunner()
+    out8, out70 = seeds_dir / "bridge-8b.sh", seeds_dir / "bridge-70b-fsdp.sh"
+    runner.invoke(app, ["export", "--model", "llama3-8b", "--gpus", "8", "--tp", "4", "--stack", "megatron-bridge", "--format",
+                        "megatron-bridge", "-o", str(out8)])
+    runner.invoke(app, ["fit", "--model", "llama3-70b", "--gpus", "64", "--sharding", "fsdp", "--stack",
+                        "megatron-bridge", "--top", "1", "--export", "megatron-bridge", "-o", str(out70)])
+    seeds = {"bridge_llama31_405b_h100.sh": _read(CONFIGS / "bridge_llama31_405b_h100.sh"),
+             "bridge-8b.sh": out8.read_bytes(), "bridge-70b-fsdp.sh": out70.read_bytes()}
+    return Target("megatron-bridge", seeds, [["check", "{f}", "--format", "json"], ["explain", "{f}"]], None,
+                  suffix=".sh")
 
 
 STACKS = DATA / "stacks"

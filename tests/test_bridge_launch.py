@@ -436,3 +436,53 @@ def test_ddp_bucket_size_flag_under_megatron_fsdp(tmp_path):
     assert ("under --use-megatron-fsdp it cuts only the parameters outside the FSDP units, the embedding, final norm and "
             "output layer (megatron_fsdp/param_and_grad_buffer.py l. 1858-1866") in line
     assert "unknown to the planner" not in line
+
+
+# fuzz pass of 2026-12-05 (`scripts/fuzz.py --runs 1500 --seed 63 --kinds megatron-bridge`): override values of the
+# wrong type reached comparisons and set lookups (TypeError, ValueError tracebacks); each is now exit 2 naming the key
+L70 = "torchrun --nproc_per_node=8 --nnodes=8 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+L8 = "torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "
+
+
+@pytest.mark.parametrize("line, needles", [
+    # a word as the virtual pipeline size of a recipe with a CommOverlapConfig: `'abc' > 1` in its p2p setup
+    (L70 + "model.virtual_pipeline_model_parallel_size=abc",
+     ["model.virtual_pipeline_model_parallel_size='abc': not a positive count"]),
+    # '8' quoted for Hydra (inside the shell's quotes) is the string 8 for the reader: named quoted, not as the
+    # count it looks like
+    (L70 + "\"model.virtual_pipeline_model_parallel_size='8'\"",
+     ["model.virtual_pipeline_model_parallel_size='8': not a positive count"]),
+    # a dict (a `_target_` one) there: `dict > 1`
+    (L70 + "'model.virtual_pipeline_model_parallel_size={_target_:nosuch.Class}'",
+     ["model.virtual_pipeline_model_parallel_size={'_target_': 'nosuch.Class'}: not a positive count"]),
+    # a word as the CommOverlapConfig's bucket: `{bucket:,}` on a string (ValueError)
+    (L70 + "comm_overlap.bucket_size=uniform", ["comm_overlap.bucket_size='uniform': not a whole number >= 0 or null"]),
+    # a dict as the 8B recipe's mixed-precision preset name: `dict in MP_PRESETS` (unhashable)
+    (L8 + "'mixed_precision={}'", ["mixed_precision={}: not a preset the planner prices"]),
+    # a list as Megatron-FSDP's sharding strategy: `list in MFSDP_MODES` (unhashable)
+    (L70 + "ddp.use_megatron_fsdp=true 'ddp.data_parallel_sharding_strategy=[1,2]' model.gradient_accumulation_fusion=false",
+     ["ddp.data_parallel_sharding_strategy=[1,2]: not read"]),
+    # found while fixing those: a word as a mixed-precision flag was taken as true, a comm_overlap dict without the
+    # tp_comm_overlap CommOverlapConfig requires (training/comm_overlap.py l. 382) as tp_comm_overlap false
+    (L70 + "mixed_precision.fp8_param_gather=abc", ["mixed_precision.fp8_param_gather='abc': not true or false"]),
+    (L70 + "comm_overlap.tp_comm_overlap=null", ["comm_overlap.tp_comm_overlap=null: not true or false"]),
+    (L8 + "'comm_overlap={_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,bucket_size:1}'",
+     ["no tp_comm_overlap, which CommOverlapConfig requires", "add tp_comm_overlap:true"]),
+])
+def test_override_values_of_the_wrong_type_are_refused(cli, tmp_path, line, needles):
+    f = tmp_path / "launch.sh"
+    f.write_text(line + "\n")
+    for cmd in (("check", str(f), "--format", "json"), ("explain", str(f))):
+        assert_one_error(cli(*cmd), str(f), *needles)
+
+
+def test_an_override_given_twice_keeps_the_last_and_says_so(tmp_path):
+    """Hydra applies the overrides in order (omegaconf_utils.py @dc805f5cf parse_hydra_overrides l. 157-181): the
+    last of a key given twice stands; the reader said nothing of the first (fuzz pass of 2026-12-05), it now lists
+    it among what it assumed."""
+    f = tmp_path / "launch.sh"
+    f.write_text(L8 + "train.global_batch_size=64 train.global_batch_size=128\n")
+    c = load_trainer_config(f, hardware="h100-sxm")
+    assert c.job["global_batch"] == 128
+    assert ("train.global_batch_size given twice (64, then 128): the last stands, as Hydra applies the overrides "
+            "in order") in c.assumed

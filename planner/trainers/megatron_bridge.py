@@ -312,9 +312,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             # l. 450-456), which the override reaches through its setter
             k = "dataset.sequence_length" if k == "dataset.seq_length" else k
             try:
-                overrides[k] = _parse_value(v)
+                value = _parse_value(v)
             except ValueError as e:
                 raise PlannerError(f"{where}{w}: {e}", "give a dict as {key:value,...}") from None
+            if k in overrides:
+                # Hydra applies the overrides in their order (ConfigLoaderImpl._apply_overrides_to_config, called by
+                # omegaconf_utils.py parse_hydra_overrides l. 157-181): the last value stands, in the last one's place
+                assumed.append(f"{k} given twice ({_v(overrides[k])}, then {_v(value)}): the last stands, as Hydra "
+                               "applies the overrides in order")
+                del overrides[k]
+            overrides[k] = value
         else:
             raise PlannerError(f"{where}{w!r}: neither a {SCRIPT} option nor a key=value override",
                                "give overrides as ConfigContainer dot paths, key=value")
@@ -339,7 +346,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                    "(bf16_mixed()), which Hydra cannot replace by a name",
                                    "override its fields: mixed_precision.fp8=hybrid mixed_precision.fp8_recipe=...")
             # register() files each preset under its name and with hyphens (mixed_precision.py l. 154-168)
-            name = v.replace("-", "_") if isinstance(v, str) else v
+            name = v.replace("-", "_") if isinstance(v, str) else None
             if name not in MP_PRESETS:
                 raise PlannerError(f"{where}mixed_precision={v}: not a preset the planner prices",
                                    f"one of: {', '.join(MP_PRESETS)} (training/mixed_precision.py)")
@@ -358,6 +365,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                 co = None
             elif isinstance(v, dict) and v.get("_target_") == COMM_OVERLAP_TARGET:
                 co = {f: x for f, x in v.items() if f != "_target_"}
+                if "tp_comm_overlap" not in co:  # CommOverlapConfig's one field without a default (comm_overlap.py l. 382)
+                    raise PlannerError(f"{where}comm_overlap={_v(v)}: no tp_comm_overlap, which CommOverlapConfig "
+                                       "requires (training/comm_overlap.py l. 382)",
+                                       "add tp_comm_overlap:true or tp_comm_overlap:false to the dict")
             else:
                 raise PlannerError(f"{where}comm_overlap={_v(v)}: neither null nor a dict with _target_ "
                                    f"{COMM_OVERLAP_TARGET}", "give comm_overlap={_target_:" + COMM_OVERLAP_TARGET +
@@ -394,6 +405,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         assumed.append(f"ddp.grad_reduce_in_fp32={_v(mp['grad_reduce_in_fp32'])}: the mixed-precision config's, which "
                        "Bridge lays over the ddp config (mixed_precision.py update_config_with_precision_overrides "
                        "l. 125-151), not the override's")
+    _check_field_types(mp, co, where)
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
@@ -417,6 +429,39 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
 
+# the field types the reader reads (mixed_precision.py @dc805f5cf MixedPrecisionConfig l. 35-69; comm_overlap.py
+# CommOverlapConfig l. 382-391): (type, whether None is allowed)
+MP_TYPES = {"bf16": (bool, False), "fp16": (bool, False), "fp8": (str, True), "fp8_recipe": (str, False),
+            "fp8_param_gather": (bool, False), "first_last_layers_bf16": (bool, False),
+            "num_layers_at_start_in_bf16": (int, False), "num_layers_at_end_in_bf16": (int, False),
+            "grad_reduce_in_fp32": (bool, False), "fp4": (str, True)}
+CO_TYPES = {"tp_comm_overlap": (bool, False), "overlap_p2p_comm": (bool, True), "batch_p2p_comm": (bool, True),
+            "overlap_grad_reduce": (bool, True), "overlap_param_gather": (bool, True), "bucket_size": (int, True)}
+
+
+def _shown(v) -> str:
+    """A value as an error names it: a string quoted (the quoted `'8'` of a launch is the string 8, not the count)."""
+    return repr(v) if isinstance(v, str) else _v(v)
+
+
+def _check_field_types(mp: dict, co, where: str) -> None:
+    """The mixed-precision and comm-overlap fields the reader reads, of their dataclass's type (a bool true or
+    false, a count a whole number >= 0, a name a string; None where the field is Optional), else an error naming
+    the override."""
+    for section, fields, types in (("mixed_precision", mp, MP_TYPES), ("comm_overlap", co or {}, CO_TYPES)):
+        for f, (typ, nullable) in types.items():
+            if f not in fields:
+                continue
+            v = fields[f]
+            if v is None and nullable:
+                continue
+            ok = isinstance(v, typ) and (typ is bool or not isinstance(v, bool)) and (typ is not int or v >= 0)
+            if not ok:
+                want = {bool: "true or false", int: "a whole number >= 0", str: "a name"}[typ]
+                raise PlannerError(f"{where}{section}.{f}={_shown(v)}: not {want}" + (" or null" if nullable else ""),
+                                   f"give {section}.{f} as {want}" + (" (or null)" if nullable else ""))
+
+
 def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: list) -> None:
     """A recipe's CommOverlapConfig laid on the model's and ddp's values as Bridge's setup does
     (training/comm_overlap.py @dc805f5cf): its own defaults, then the user's non-None fields (_override_user_cfgs
@@ -428,7 +473,10 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
     if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in ints):
         return  # _job names the bad count
     tp, pp, cp = ints
-    vpp = cfg["model.virtual_pipeline_model_parallel_size"] or 1
+    vpp = cfg["model.virtual_pipeline_model_parallel_size"]
+    if vpp is not None and not (isinstance(vpp, int) and not isinstance(vpp, bool) and vpp > 0):
+        return  # _job names the bad count
+    vpp = vpp or 1
     dp = gpus // (tp * pp * cp)
     own = {"overlap_p2p_comm": pp > 1 and vpp > 1, "batch_p2p_comm": pp > 1 and not vpp > 1,
            "overlap_grad_reduce": dp > 1, "overlap_param_gather": dp > 1}
@@ -447,7 +495,7 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
     whose = f"the CommOverlapConfig's{' stated' if co.get('bucket_size') is not None else ''} bucket_size"
     strat = cfg["ddp.data_parallel_sharding_strategy"]
     if bucket is not None and (cfg["ddp.use_megatron_fsdp"] is True or cfg["dist.use_megatron_fsdp"] is True) \
-            and strat in MFSDP_MODES:
+            and isinstance(strat, str) and strat in MFSDP_MODES:
         not_modelled.extend(_mfsdp_bucket(bucket, whose, strat, priced))
     elif bucket is not None and bucket != priced:
         not_modelled.append(f"DDP bucket {bucket:,} parameters ({whose}; priced at Megatron-Core's {priced:,.0f}: the "
@@ -483,13 +531,13 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     def num(k):
         v = cfg[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise PlannerError(f"{where}{k}={_v(v)}: not a positive count", f"give {k} as a whole number")
+            raise PlannerError(f"{where}{k}={_shown(v)}: not a positive count", f"give {k} as a whole number")
         return v
 
     def flag(k):
         v = cfg[k]
         if not isinstance(v, bool):
-            raise PlannerError(f"{where}{k}={_v(v)}: not true or false", f"give {k}=true or {k}=false")
+            raise PlannerError(f"{where}{k}={_shown(v)}: not true or false", f"give {k}=true or {k}=false")
         return v
 
     job: dict = {"tp": num("model.tensor_model_parallel_size"), "pp": num("model.pipeline_model_parallel_size"),
@@ -537,7 +585,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         # no tp-pp-dp mapping with it and turns the gradient-accumulation fusion off (training/config.py @dc805f5cf
         # l. 1537-1557)
         strat = cfg["ddp.data_parallel_sharding_strategy"]
-        if strat not in MFSDP_MODES:
+        if not isinstance(strat, str) or strat not in MFSDP_MODES:
             raise PlannerError(f"{where}Megatron-FSDP with ddp.data_parallel_sharding_strategy={_v(strat)}: not read by the "
                                f"planner's {FMT} reader", f"valid: {', '.join(MFSDP_MODES)}")
         if flag("dist.use_tp_pp_dp_mapping"):
