@@ -1293,7 +1293,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
             continue
         bound = np.inf  # the k-th best objective of the parent's vocabulary spaces searched so far (vocab_spaces)
         for sp in vocab_spaces(parent):
-            r, cs, cl, fz, bound = _vocab_space(sp, objective, top, keep_feasible, bound, c, ranked, feasible, around)
+            cl, bound = _vocab_space(sp, objective, top, keep_feasible, bound, c, ranked, feasible, around)
             if cl is not None and (closest is None or cl[4] < closest[4]):
                 closest = cl
     return ranked, c, closest, warnings, feasible
@@ -1302,7 +1302,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
 def _vocab_space(sp: Space, objective: str, top: int, keep_feasible: bool, bound: float, c: Counts, ranked: list,
                  feasible: list, around: tuple = None) -> tuple:
     """search_one's search of one space (one vocabulary's: vocab_spaces), its results added to c, ranked and
-    feasible; returns _search_space's four and the bound for the next space of the same parent: the k-th best
+    feasible; returns its closest plan (_search_space's) and the bound for the next space of the same parent: the k-th best
     objective ranked so far, which bounds the final k-th best of the GPU count (fit keeps the top k over every
     space), so the next space's prefilter drops what cannot rank with it (_prefilter's bound)."""
     r, cs, cl, fz = _search_space(sp, objective, top, keep_feasible, around, bound)
@@ -1313,7 +1313,7 @@ def _vocab_space(sp: Space, objective: str, top: int, keep_feasible: bool, bound
             bound = min(bound, float(np.sort(r.objective)[top - 1]))
     if fz is not None:
         feasible.append(fz)
-    return r, cs, cl, fz, bound
+    return cl, bound
 
 
 def vocab_mask(space: Space, second):

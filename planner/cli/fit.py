@@ -310,15 +310,21 @@ _NOT_EXPLAIN = ("job_file", "gpus", "tp", "cp", "pp", "vpp", "dp", "micro_batch"
                 "explain_row", "plot", "export", "output", "fmt", "quiet")
 
 
-def _from_command_line() -> set:
-    """The names of fit's parameters given on the command line (click's parameter source), for `fit CONFIG`'s
-    widening of the search's default bounds (fit_config.widen_to_plan), which never widens a bound given there;
-    without a click context, every parameter (nothing widened)."""
+def _click_context():
+    """The running command's click context (None outside one: a direct call), read by _from_command_line and
+    _given_job_args."""
     try:  # typer >= 0.16 vendors click as typer._click (planner/cli/__init__.py)
         from typer._click.globals import get_current_context
     except ImportError:  # pragma: no cover - depends on the installed typer
         from click import get_current_context
-    ctx = get_current_context(silent=True)
+    return get_current_context(silent=True)
+
+
+def _from_command_line() -> set:
+    """The names of fit's parameters given on the command line (click's parameter source), for `fit CONFIG`'s
+    widening of the search's default bounds (fit_config.widen_to_plan), which never widens a bound given there;
+    without a click context, every parameter (nothing widened)."""
+    ctx = _click_context()
     if ctx is None:
         return {"max_layer_slack", "rank_orders"}
     return {p.name for p in ctx.command.params if p.name and (ctx.get_parameter_source(p.name) is None
@@ -329,11 +335,7 @@ def _given_job_args() -> Optional[list[str]]:
     """The job options given to this `fit CONFIG` on the command line, as written for `planner explain CONFIG`
     (the two commands spell them alike: core.py's shared options), for the rows' explain commands; None where
     the command line cannot be read back (no click context), which the row command then says."""
-    try:  # typer >= 0.16 vendors click as typer._click (planner/cli/__init__.py)
-        from typer._click.globals import get_current_context
-    except ImportError:  # pragma: no cover - depends on the installed typer
-        from click import get_current_context
-    ctx = get_current_context(silent=True)
+    ctx = _click_context()
     if ctx is None:
         return None
     args: list[str] = []
