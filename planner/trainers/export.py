@@ -35,9 +35,9 @@ from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
-from .megatron_bridge import MFSDP_MODES as BRIDGE_MFSDP_MODES, recipe_for
+from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
-from .spelling import hydra_value
+from .spelling import BRIDGE_MFSDP_STRATEGY, BRIDGE_MODES, hydra_value
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -2166,18 +2166,18 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
           ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
     # the sharding mode
     mode = plan.get("sharding_mode")
-    mfsdp = {m: k for k, (m, _) in BRIDGE_MFSDP_MODES.items()}
-    mfsdp["megatron_fsdp_hsdp"] = "optim_grads_params"  # with ddp.num_distributed_optimizer_instances = dp / shard group
-    if mode not in ("ddp", "distributed_optimizer", "torch_fsdp2", *mfsdp):
+    # (spelling's tables, which check's suggestions spell by too: the HSDP mode is optim_grads_params with
+    # ddp.num_distributed_optimizer_instances = dp / shard group)
+    mfsdp = BRIDGE_MFSDP_STRATEGY
+    if mode not in BRIDGE_MODES:
         raise _bridge_refuse(f"sharding {plan['sharding']} (mode {mode}): the planner's writer spells DDP, the distributed "
                              "optimizer, torch FSDP2 and Megatron-FSDP's optim, optim_grads, optim_grads_params and its HSDP only",
                              "price it with another --sharding, or export --format megatron")
-    dist = mode == "distributed_optimizer" or mode in mfsdp
     # torch FSDP2: Bridge wraps each model chunk in Megatron-Core's TorchFullyShardedDataParallel (models/common/
     # unimodal.py l. 217-222), the class Megatron-LM's --use-torch-fsdp2 builds (905c0e386 and d98e8a64 differ in a
     # parameter marker and a finish_grad_sync that calls the base's); its checkpoint format torch_dist (the recipes'
     # own, recipes/common.py l. 120), written so, as Megatron-LM requires it with FSDP2 (stack_db megatron runs.sharding)
-    fsdp2 = mode == "torch_fsdp2"
+    dist, fsdp2 = BRIDGE_MODES[mode]
     # Megatron-FSDP: FullyShardedDataParallel (unimodal.py l. 217-219) at ddp.data_parallel_sharding_strategy; its
     # main gradients fp32 whatever grad_reduce_in_fp32 says (mcore_fsdp_adapter.py @905c0e386 l. 73-75, 92-97: Bridge
     # passes no main_grads_dtype), so a plan of other gradient bytes is not what runs; checkpoint.ckpt_format
