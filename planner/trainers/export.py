@@ -37,7 +37,9 @@ from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
-from .spelling import BRIDGE_MFSDP_STRATEGY, BRIDGE_MODES, hydra_value
+from .megatron_bridge import MFSDP_STRATEGY as BRIDGE_MFSDP_STRATEGY, SHARDING_MODES as BRIDGE_MODES
+from .megatron_bridge import sharding_overrides as bridge_sharding_overrides
+from .spelling import hydra_value
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -2166,7 +2168,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
           ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
     # the sharding mode
     mode = plan.get("sharding_mode")
-    # (spelling's tables, which check's suggestions spell by too: the HSDP mode is optim_grads_params with
+    # (megatron_bridge's tables, which check's suggestions spell by too: the HSDP mode is optim_grads_params with
     # ddp.num_distributed_optimizer_instances = dp / shard group)
     mfsdp = BRIDGE_MFSDP_STRATEGY
     if mode not in BRIDGE_MODES:
@@ -2177,7 +2179,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     # unimodal.py l. 217-222), the class Megatron-LM's --use-torch-fsdp2 builds (905c0e386 and d98e8a64 differ in a
     # parameter marker and a finish_grad_sync that calls the base's); its checkpoint format torch_dist (the recipes'
     # own, recipes/common.py l. 120), written so, as Megatron-LM requires it with FSDP2 (stack_db megatron runs.sharding)
-    dist, fsdp2 = BRIDGE_MODES[mode]
+    dist = BRIDGE_MODES[mode][0]
     # Megatron-FSDP: FullyShardedDataParallel (unimodal.py l. 217-219) at ddp.data_parallel_sharding_strategy; its
     # main gradients fp32 whatever grad_reduce_in_fp32 says (mcore_fsdp_adapter.py @905c0e386 l. 73-75, 92-97: Bridge
     # passes no main_grads_dtype), so a plan of other gradient bytes is not what runs; checkpoint.ckpt_format
@@ -2194,13 +2196,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
             raise _bridge_refuse(f"sharding mode {mode} with the tp-pp-dp rank order: Bridge asserts no "
                                  "dist.use_tp_pp_dp_mapping under Megatron-FSDP (training/config.py l. 1542)",
                                  "price it with the tp-cp-dp-pp rank order")
-    o += [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
-          ("ddp.use_megatron_fsdp", mode in mfsdp), ("dist.use_megatron_fsdp", mode in mfsdp), ("dist.use_torch_fsdp2", fsdp2),
-          ("ddp.data_parallel_sharding_strategy", mfsdp.get(mode, "no_shard"))]
-    o += [("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else [("checkpoint.ckpt_format", "fsdp_dtensor")] if mode in mfsdp else []
-    # HSDP: Megatron-Core 905c0e386's Megatron-FSDP shards within each of ddp.num_distributed_optimizer_instances
-    # instances and replicates across them (mcore_fsdp_adapter.py l. 228-300; Bridge's initialize.py l. 125)
-    o.append(("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"] if mode == "megatron_fsdp_hsdp" else 1))
+    # the mode's overrides (megatron_bridge.sharding_overrides, which check's suggestions spell too): the flags, the
+    # strategy, the checkpoint format it needs, HSDP's instances
+    o += bridge_sharding_overrides(plan)
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
     dpo = bool(plan.get("dp_comm_overlap"))
     ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]

@@ -179,15 +179,6 @@ def spell_order(stack_name: str, before: str, after: str) -> str:
 # overrides key=value
 BRIDGE_AXES = {"tp": "model.tensor_model_parallel_size", "cp": "model.context_parallel_size",
                "pp": "model.pipeline_model_parallel_size", "ep": "model.expert_model_parallel_size"}
-# the sharding modes the Bridge writer spells (export.py _megatron_bridge): (distributed optimizer, torch FSDP2; Megatron-FSDP
-# runs the distributed optimizer's flags as the recipes leave them, on); the
-# distributed optimizer's two flags, which Bridge keeps in step (training/config.py l. 1944-1966: either True sets both)
-BRIDGE_MODES = {"ddp": (False, False), "distributed_optimizer": (True, False), "torch_fsdp2": (False, True),
-                "megatron_fsdp_optim": (True, False), "megatron_fsdp_optim_grads": (True, False),
-                "megatron_fsdp_optim_grads_params": (True, False), "megatron_fsdp_hsdp": (True, False)}
-# Megatron-FSDP's modes as ddp.data_parallel_sharding_strategy (megatron_bridge.MFSDP_MODES)
-BRIDGE_MFSDP_STRATEGY = {"megatron_fsdp_optim": "optim", "megatron_fsdp_optim_grads": "optim_grads",
-                         "megatron_fsdp_optim_grads_params": "optim_grads_params", "megatron_fsdp_hsdp": "optim_grads_params"}
 
 
 def _ov(key: str, value) -> Setting:
@@ -205,9 +196,10 @@ def hydra_value(x) -> str:
     return str(x)
 
 
-
 def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
-    """A knob's own ConfigContainer override(s) (megatron_bridge.export_launch writes the same)."""
+    """A knob's own ConfigContainer override(s) (export._megatron_bridge writes the same)."""
+    from . import megatron_bridge as bridge  # (here: megatron_bridge reads spelling's hydra_value)
+
     if knob in BRIDGE_AXES:
         return [_ov(BRIDGE_AXES[knob], plan[knob])]
     if knob == "micro_batch":
@@ -220,21 +212,11 @@ def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
                 _ov("model.recompute_num_layers", 1 if full else None)]
     if knob == "tp_comm_overlap":
         return [_ov("comm_overlap.tp_comm_overlap", False)]
-    if knob == "sharding" and plan.get("sharding_mode") in BRIDGE_MODES:
-        dist, fsdp2 = BRIDGE_MODES[plan["sharding_mode"]]
-        strategy = BRIDGE_MFSDP_STRATEGY.get(plan["sharding_mode"])
-        # with the gradient-accumulation fusion as the plan runs it (off under torch FSDP2 and Megatron-FSDP: the
-        # modes' job settings); Megatron-FSDP with its strategy and the fsdp_dtensor checkpoint format (as the export)
-        return [_ov("ddp.use_distributed_optimizer", dist), _ov("optimizer.use_distributed_optimizer", dist),
-                # both Megatron-FSDP flags: either true turns it on (training/config.py l. 1537-1540)
-                _ov("ddp.use_megatron_fsdp", strategy is not None), _ov("dist.use_megatron_fsdp", strategy is not None),
-                _ov("dist.use_torch_fsdp2", fsdp2),
-                _ov("ddp.data_parallel_sharding_strategy", strategy or "no_shard"),
-                # HSDP: one instance per replica of the shard group (export._megatron_bridge)
-                _ov("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"]
-                    if plan["sharding_mode"] == "megatron_fsdp_hsdp" else 1)] + \
-            ([_ov("checkpoint.ckpt_format", "fsdp_dtensor")] if strategy else
-             [_ov("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else []) + \
+    if knob == "sharding" and plan.get("sharding_mode") in bridge.SHARDING_MODES:
+        # the mode's overrides as the export writes them (megatron_bridge.sharding_overrides), with the
+        # gradient-accumulation fusion as the plan runs it (off under torch FSDP2 and Megatron-FSDP: the modes' job
+        # settings)
+        return [_ov(k, v) for k, v in bridge.sharding_overrides(plan)] + \
             [_ov("model.gradient_accumulation_fusion", plan.get("gradient_accumulation_fusion") is not False)]
     return []
 
