@@ -291,7 +291,11 @@ BRIDGE_KEYS = ["model.nosuch", "nosuch", "model", "model.", ".x", "train.global_
                "mixed_precision.fp8", "mixed_precision.fp8_recipe", "ddp.use_megatron_fsdp", "dist.use_torch_fsdp2",
                "ddp.data_parallel_sharding_strategy", "ddp.num_distributed_optimizer_instances",
                "model.recompute_granularity", "model.recompute_num_layers", "model.vocab_size",
-               "model.expert_model_parallel_size", "+model.new_key", "++train.train_iters", "model.seq_length.x"]
+               "model.expert_model_parallel_size", "+model.new_key", "++train.train_iters", "model.seq_length.x",
+               # Hydra's other forms (issue 22): a deletion of a held, a null, an unknown key or a section, an add over a
+               # held key, a property, a package / group
+               "~model.context_parallel_size", "~model.vocab_size", "~nosuch", "~model", "+train.micro_batch_size",
+               "+dataset.seq_length", "model@pkg", "model/x"]
 
 
 def _bridge_mutation(rng: random.Random, data: bytes) -> bytes:

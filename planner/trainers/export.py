@@ -37,8 +37,8 @@ from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
-from .megatron_bridge import MFSDP_STRATEGY as BRIDGE_MFSDP_STRATEGY, SHARDING_MODES as BRIDGE_MODES
-from .megatron_bridge import sharding_overrides as bridge_sharding_overrides
+from .bridge_sharding import MFSDP_STRATEGY as BRIDGE_MFSDP_STRATEGY, SHARDING_MODES as BRIDGE_MODES
+from .bridge_sharding import sharding_overrides as bridge_sharding_overrides
 from .spelling import hydra_value
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
@@ -2168,7 +2168,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
           ("model.recompute_num_layers", num), ("model.recompute_modules", mods)]
     # the sharding mode
     mode = plan.get("sharding_mode")
-    # (megatron_bridge's tables, which check's suggestions spell by too: the HSDP mode is optim_grads_params with
+    # (bridge_sharding's tables, which check's suggestions spell by too: the HSDP mode is optim_grads_params with
     # ddp.num_distributed_optimizer_instances = dp / shard group)
     mfsdp = BRIDGE_MFSDP_STRATEGY
     if mode not in BRIDGE_MODES:
@@ -2196,7 +2196,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
             raise _bridge_refuse(f"sharding mode {mode} with the tp-pp-dp rank order: Bridge asserts no "
                                  "dist.use_tp_pp_dp_mapping under Megatron-FSDP (training/config.py l. 1542)",
                                  "price it with the tp-cp-dp-pp rank order")
-    # the mode's overrides (megatron_bridge.sharding_overrides, which check's suggestions spell too): the flags, the
+    # the mode's overrides (bridge_sharding.sharding_overrides, which check's suggestions spell too): the flags, the
     # strategy, the checkpoint format it needs, HSDP's instances
     o += bridge_sharding_overrides(plan)
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)

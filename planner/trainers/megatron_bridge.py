@@ -31,11 +31,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import yaml
 from typing import NamedTuple, Optional
 
 from .. import files
 from ..errors import PlannerError
+from ..schema import MAX_COUNT
 from . import TrainerConfig, check_model_shape, resolve_gpus
+from .bridge_sharding import HSDP_MODE, HSDP_STRATEGY, MFSDP_MODES
 from .spelling import hydra_value as _v
 
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
@@ -188,42 +192,8 @@ MP_PRESETS = {
 # GPTModelProvider over Megatron-Core 905c0e386's TransformerConfig and ModelParallelConfig; comm_overlap.py
 # CommOverlapConfig l. 375-397; mixed_precision.py MixedPrecisionConfig l. 28-69)
 # keys with no effect on the plan's memory or time: read, listed as ignored (with why)
-# ddp.data_parallel_sharding_strategy under Megatron-FSDP -> (the stack's sharding mode, its level): Megatron-Core
-# 905c0e386 distributed_data_parallel_config.py l. 82 data_parallel_sharding_strategy (default no_shard; megatron_fsdp.py
-# l. 284, 668-671 read optim, optim_grads, optim_grads_params); stack_db megatron-bridge runs.sharding
-MFSDP_MODES = {"optim": ("megatron_fsdp_optim", "zero1"), "optim_grads": ("megatron_fsdp_optim_grads", "zero2"),
-               "optim_grads_params": ("megatron_fsdp_optim_grads_params", "fsdp")}
-# HSDP: Megatron-FSDP within each of ddp.num_distributed_optimizer_instances instances (mcore_fsdp_adapter.py @905c0e386
-# l. 228-300); the stack's megatron_fsdp_hsdp mode shards as optim_grads_params
-HSDP_MODE, HSDP_STRATEGY = "megatron_fsdp_hsdp", "optim_grads_params"
-# the other direction, which the writer and check's suggestions spell by: mode -> ddp.data_parallel_sharding_strategy
-MFSDP_STRATEGY = {mode: strat for strat, (mode, _) in MFSDP_MODES.items()} | {HSDP_MODE: HSDP_STRATEGY}
-# the sharding modes the writer spells, (distributed optimizer, torch FSDP2): the distributed optimizer's two flags,
-# which Bridge keeps in step (training/config.py l. 1944-1966: either True sets both); Megatron-FSDP runs them as the
-# recipes leave them, on
-SHARDING_MODES = {"ddp": (False, False), "distributed_optimizer": (True, False), "torch_fsdp2": (False, True),
-                  **{mode: (True, False) for mode in MFSDP_STRATEGY}}
-
-
-def sharding_overrides(plan: dict) -> list[tuple[str, object]]:
-    """The ConfigContainer overrides of the plan's sharding mode (one of SHARDING_MODES), as export's
-    `_megatron_bridge` writes them and check's suggestions spell them (spelling._bridge_knob): the distributed
-    optimizer's two flags; both Megatron-FSDP flags (either true turns it on: training/config.py l. 1537-1540); torch
-    FSDP2 (Megatron-Core's TorchFullyShardedDataParallel, models/common/unimodal.py l. 217-222); Megatron-FSDP's
-    strategy (no_shard, the default, otherwise); the checkpoint format the mode needs (torch_dist under FSDP2, the
-    recipes' own, recipes/common.py l. 120, as Megatron-LM requires it with FSDP2; fsdp_dtensor, the only format
-    Bridge saves or loads under Megatron-FSDP, training/config.py l. 1544-1548); the HSDP instances (dp / shard group:
-    Megatron-Core 905c0e386's Megatron-FSDP shards within each and replicates across them, mcore_fsdp_adapter.py
-    l. 228-300; Bridge's initialize.py l. 125), 1 otherwise."""
-    mode = plan["sharding_mode"]
-    dist, fsdp2 = SHARDING_MODES[mode]
-    strat = MFSDP_STRATEGY.get(mode)
-    return [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
-            ("ddp.use_megatron_fsdp", strat is not None), ("dist.use_megatron_fsdp", strat is not None),
-            ("dist.use_torch_fsdp2", fsdp2), ("ddp.data_parallel_sharding_strategy", strat or "no_shard"),
-            *([("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else
-              [("checkpoint.ckpt_format", "fsdp_dtensor")] if strat is not None else []),
-            ("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"] if mode == HSDP_MODE else 1)]
+# the sharding tables (MFSDP_MODES strategy -> mode, its inverse MFSDP_STRATEGY, SHARDING_MODES) and the overrides of a
+# mode: bridge_sharding.py, which check's suggestions (spelling.py) spell by without importing this reader
 NO_EFFECT = {"checkpoint.ckpt_format": "the checkpoint files' format"}
 # whole sections and optimizer fields with no effect on a step's memory or time: listed as ignored, with why
 # (training/config.py @dc805f5cf LoggerConfig l. 978, SchedulerConfig l. 561, RNGConfig l. 107, ValidationConfig
@@ -244,9 +214,51 @@ def recipe_for(model) -> Optional[str]:
     return None
 
 
+class Script(NamedTuple):
+    path: str                # in Bridge's repository
+    recipe: Optional[str]    # the recipe it builds; None: --recipe names it
+    options: dict            # its argparse options besides --recipe's: name -> takes a value
+    yaml: str                # where it merges the --config-file YAML ("": it takes none)
+    no_file: str = ""        # why a launch without --config-file is refused ("": it then merges none)
+
+
+# the launches the reader reads (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf), by the script's file name. run_recipe.py
+# lays the command-line overrides on the recipe, with no YAML file (parse_args l. 92-144 has no --config-file;
+# scripts/training/README.md l. 63-65: "CLI overrides (highest), Recipe defaults (lowest)"). The scripts that take a
+# YAML override file fix their recipe and merge the file between the recipe and the overrides:
+# training/utils/omegaconf_utils.py process_config_with_overrides l. 99-154 (OmegaConf.merge of the file l. 136-143,
+# then parse_hydra_overrides l. 145-148), which tutorials/recipes/llama/02_pretrain_with_yaml.py calls (l. 74-98,
+# "Configuration Priority: 1. Command-line overrides, 2. YAML config file, 3. Base recipe defaults", l. 40-43), and
+# examples/quantization/pretrain_quantized_llama3_8b.py does step by step (l. 171-194, the precedence l. 50-53)
+SCRIPTS = {
+    "run_recipe.py": Script(SCRIPT, None, {"--mode": True, "--step_func": True, "--peft_scheme": True,
+                                           "--packed_sequence": False, "--seq_length": True, "--hf_path": True}, ""),
+    "02_pretrain_with_yaml.py": Script("tutorials/recipes/llama/02_pretrain_with_yaml.py", "llama32_1b_pretrain_config",
+                                       {"--config-file": True, "--debug": False}, "l. 74-79, 94-98"),
+    "pretrain_quantized_llama3_8b.py": Script("examples/quantization/pretrain_quantized_llama3_8b.py",
+                                              "llama3_8b_pretrain_config",
+                                              {"--config-file": True, "--hf-path": True, "--debug": False},
+                                              "l. 104-120, 171-194",
+                                              # its default file (l. 104-108) sets checkpoint.pretrained_checkpoint to
+                                              # a ModelOpt-quantized checkpoint, whose state it restores (l. 196-199)
+                                              "it then merges its own conf/quantized_llama3_8b_pretrain_override_"
+                                              "example.yaml (l. 104-108), which loads a quantized checkpoint "
+                                              "(restore_modelopt_state, l. 196-199) the planner does not price"),
+}
+_SCRIPT_WORD = re.compile(r"(?:^|[\s/\"'])(" + "|".join(re.escape(n) for n in SCRIPTS) + r")(?=[\s\"';]|$)", re.M)
+
+
+def _scripts_named(text: str) -> set[str]:
+    """The SCRIPTS the text's lines name, its comment lines aside."""
+    body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    return {m.group(1) for m in _SCRIPT_WORD.finditer(body)}
+
+
 def is_launch_line(text: str) -> bool:
-    """Whether the text runs Megatron-Bridge's run_recipe.py with --recipe."""
-    return bool(re.search(r"run_recipe\.py\b", text)) and "--recipe" in text
+    """Whether the text runs Megatron-Bridge's run_recipe.py with --recipe, or one of the SCRIPTS that fix their
+    recipe."""
+    names = _scripts_named(text)
+    return bool(names - {"run_recipe.py"}) or ("run_recipe.py" in names and "--recipe" in text)
 
 
 # ------------------------------------------------------------------ reading
@@ -285,10 +297,159 @@ def _parse_value(raw: str):
         return s
 
 
+# Hydra 1.3.2 (Bridge's pin: pyproject.toml hydra-core >1.3,<=1.3.2; uv.lock 1.3.2), which parse_hydra_overrides
+# (omegaconf_utils.py l. 157-181) runs: OverridesParser, then ConfigLoaderImpl._apply_overrides_to_config
+# (hydra/_internal/config_loader_impl.py @v1.3.2 l. 336-399), on the config in struct mode (l. 174). Its forms:
+# key=value changes a key the config holds (else "Could not override", l. 388-395); +key=value adds one, refused where
+# the config holds a non-null value there, unless the value is a dict or list (l. 370-385); ++key=value adds or
+# changes (l. 386-387); ~key and ~key=value delete (refused where the key is absent or null, or holds another value
+# than the one named, l. 348-368). What a deletion leaves: Bridge lays the merged dict back on the recipe's
+# ConfigContainer key by key, only the keys it holds (_apply_overrides l. 452-489), so a deleted key keeps the recipe's
+# value; a key the ConfigContainer has not is skipped (l. 453-457).
+_HYDRA_KEY = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+)*")
+_NO_VALUE = object()
+
+
+def _hydra_word(w: str, where: str) -> tuple[str, str, object]:
+    """(form, key, value) of one override word: form 'set' (key=value), 'add' (+), 'force' (++), 'del' (~; value
+    _NO_VALUE where none is named). A word Hydra reads otherwise (a sweep, an interpolation, a function, a config
+    group or package) or that it refuses is an error naming it."""
+    form, rest = ("del", w[1:]) if w.startswith("~") else ("force", w[2:]) if w.startswith("++") else \
+        ("add", w[1:]) if w.startswith("+") else ("set", w)
+    key, sep, raw = rest.partition("=")
+    if not sep and form != "del":
+        raise PlannerError(f"{where}{w!r}: neither a {SCRIPT} option nor a key=value override",
+                           "give overrides as ConfigContainer dot paths: key=value, +key=value, ++key=value, ~key")
+    if "@" in key or "/" in key:
+        raise PlannerError(f"{where}{w}: a Hydra config group or package override, which Bridge's config has none of "
+                           "(hydra config_loader_impl.py @v1.3.2 l. 338-343)", "give a ConfigContainer dot path: key=value")
+    if not _HYDRA_KEY.fullmatch(key):
+        raise PlannerError(f"{where}{w}: {key!r} is not a ConfigContainer dot path", "give key=value, e.g. train.micro_batch_size=2")
+    if not sep:
+        return form, key, _NO_VALUE
+    depth, quote = 0, None
+    for c in raw:  # Hydra's grammar: a comma outside brackets and quotes makes a sweep (a multirun choice)
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "[{(":
+            depth += 1
+        elif c in "]})":
+            depth -= 1
+        elif c == "," and depth == 0:
+            raise PlannerError(f"{where}{w}: a Hydra sweep (a choice of values for --multirun), which Bridge's "
+                               "parse_hydra_overrides cannot apply (omegaconf_utils.py l. 157-181)",
+                               "give one value, or a list in brackets: key=[a,b]")
+    if "${" in raw:
+        raise PlannerError(f"{where}{w}: an OmegaConf interpolation, which the planner does not resolve",
+                           "give the value itself")
+    if re.match(r"\s*[A-Za-z_]\w*\(", raw):
+        raise PlannerError(f"{where}{w}: a Hydra grammar function (choice, range, int, ...), which the planner does "
+                           "not evaluate", "give the value itself")
+    try:
+        return form, key, _parse_value(raw)
+    except ValueError as e:
+        raise PlannerError(f"{where}{w}: {e}", "give a dict as {key:value,...}") from None
+
+
+class _OmegaConfLoader(yaml.SafeLoader):
+    """PyYAML's safe loader as OmegaConf.load reads a file (omegaconf 2.3.0, Bridge's pin, _utils.py get_yaml_loader):
+    a duplicate key refused, 1e-4 a float (its float resolver), no timestamps."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG:
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                            f"found duplicate key {key_node.value}", key_node.start_mark)
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
+
+
+_OmegaConfLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"""^(?:
+     [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X), list("-+0123456789."))
+_OmegaConfLoader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in _OmegaConfLoader.yaml_implicit_resolvers.items()}
+
+
+def _yaml_overrides(name: str, launch: Path, heredocs: dict, where: str, ignored: list) -> tuple[str, list]:
+    """(the file as shown, its keys as (key, value) in the file's order): the --config-file YAML, the launch's own
+    heredoc for it or the file relative to the launch. OmegaConf.merge lays the file on the recipe's config key by key
+    (a nested mapping into the section it names; a mapping with _target_ whole, as Bridge instantiates it:
+    omegaconf_utils.py _apply_overrides l. 461-471), so each key is read as the command line's key=value."""
+    if name in heredocs:
+        text, unknown, line = heredocs[name]
+        if unknown:
+            raise PlannerError(f"{where}--config-file {name}, written by the launch's heredoc (line {line}), uses "
+                               f"{', '.join('$' + u for u in sorted(unknown))}, which the launch does not set",
+                               "set them at the launch's top level")
+        shown = f"{launch} (line {line}: {name})"
+    else:
+        if "$" in name:
+            raise PlannerError(f"{where}--config-file {name}: the launch does not set its variables",
+                               "set them at the launch's top level, or write the file's name")
+        p = Path(name)
+        p = p if p.is_absolute() else launch.parent / p
+        if not files.is_file(p):
+            raise PlannerError(f"{where}--config-file {name}: no such file ({p}; resolved relative to the launch)",
+                               "put the YAML override file beside the launch")
+        shown, text = str(p), files.read_text(p, "give the YAML override file the launch names")
+    try:
+        data = yaml.load(text, Loader=_OmegaConfLoader)
+    except Exception as e:  # noqa: BLE001 - a YAML or constructor error, named with the file
+        mark = getattr(e, "problem_mark", None)
+        why = getattr(e, "problem", None) or (str(e).splitlines() or [type(e).__name__])[0]
+        raise PlannerError(f"{shown}: not YAML OmegaConf reads ({why}" + (f", line {mark.line + 1}" if mark else "") + ")",
+                           "fix the YAML") from None
+    if data is None:
+        return shown, []
+    if not isinstance(data, dict):
+        raise PlannerError(f"{shown}: a YAML {type(data).__name__}, not a mapping of ConfigContainer sections, which "
+                           "OmegaConf.merge cannot lay on the config (omegaconf_utils.py l. 141-142)",
+                           "give sections: model:, train:, ...")
+    out: list = []
+
+    def check(v, key):
+        if isinstance(v, str) and ("${" in v or v == "???"):
+            raise PlannerError(f"{shown}: {key}: {v}: an OmegaConf interpolation or missing value, which the planner "
+                               "does not resolve", "give the value itself")
+        for x in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()):
+            check(x, key)
+
+    def walk(d: dict, prefix: str):
+        for k, v in d.items():
+            if not isinstance(k, str) or not _HYDRA_KEY.fullmatch(k) or "." in k:
+                if isinstance(k, str) and "." in k and _HYDRA_KEY.fullmatch(k):
+                    # OmegaConf keeps a dotted YAML key as one key, which no ConfigContainer field is: skipped
+                    ignored.append(f"{shown}: {prefix}{k} (a key with a dot: OmegaConf takes it as one key, no "
+                                   "ConfigContainer field, which Bridge skips: omegaconf_utils.py l. 453-457; nest it "
+                                   "as sections)")
+                    continue
+                raise PlannerError(f"{shown}: key {prefix}{k!r} is not a ConfigContainer field name",
+                                   "give sections of field names: model: {tensor_model_parallel_size: 2}")
+            if isinstance(v, dict) and v and "_target_" not in v:
+                walk(v, f"{prefix}{k}.")
+            elif not (isinstance(v, dict) and not v):  # an empty mapping merges nothing
+                check(v, prefix + k)
+                out.append((prefix + k, v))
+
+    walk(data, "")
+    return shown, out
+
+
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
          hardware: Optional[str] = None) -> TrainerConfig:
-    """A run_recipe.py launch read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
-    overrides laid on them, then mapped to the job."""
+    """A launch of one of the SCRIPTS read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
+    --config-file YAML's keys laid on them, then the command line's overrides (process_config_with_overrides's order),
+    each key read by one table (the loop below), then mapped to the job."""
     from .megatron import _launcher_gpus, command_words
     from . import match_catalog_model
 
@@ -296,72 +457,88 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if text is None:
         text = files.read_text(path, "give a launch script of run_recipe.py")
     assumed: list[str] = []
+    heredocs: dict = {}
     try:
-        launch, words, _ = command_words(text, where, assumed)
+        launch, words, _ = command_words(text, where, assumed, heredocs)
     except ValueError as e:
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
-    if not is_launch_line(text):
-        raise PlannerError(f"{where}no {SCRIPT} --recipe line found", f"give a launch of {SCRIPT} --recipe NAME key=value ...")
+    names = _scripts_named(text)
+    if not is_launch_line(text) or len(names) != 1:
+        raise PlannerError(f"{where}no {SCRIPT} --recipe line found" if len(names) < 2 else
+                           f"{where}launches of {', '.join(sorted(names))}: one launch a file",
+                           f"give a launch of {SCRIPT} --recipe NAME key=value ...")
+    script = SCRIPTS[names.pop()]
     # command_words splits at the script word: launch holds the launcher's words, words the script's
     ignored: list[str] = []
     not_modelled: list[str] = []
-    recipe, overrides = None, {}
+    recipe, ops, config_file = script.recipe, [], None
     i = 0
     while i < len(words):
         w = words[i]
-        if w in ("--recipe",) and i + 1 < len(words):
-            recipe = words[i + 1]
-            i += 2
-            continue
-        if w.startswith("--recipe="):
-            recipe = w.split("=", 1)[1]
-        elif w.startswith("--"):
-            opt = w.split("=", 1)[0]
-            if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path", "--mode", "--step_func"):
-                val = w.split("=", 1)[1] if "=" in w else (
-                    True if opt == "--packed_sequence" else words[i + 1] if i + 1 < len(words) else None)
-                if "=" not in w and opt != "--packed_sequence":
-                    i += 1
-                if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path"):
-                    # load_recipe passes each only to a recipe function whose signature takes it (run_recipe.py
-                    # l. 180-208); the transcribed recipes take none (llama3.py: `def llama3_8b_pretrain_config()`)
-                    ignored.append(f"{opt}={val} (run_recipe.py hands it only to a recipe that takes it; the "
-                                   "transcribed recipes take no argument)")
-                elif opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
-                    ignored.append(f"{opt}={val} (run_recipe.py's default for a pretrain recipe, l. 222-249)")
-                else:
-                    raise PlannerError(f"{where}{opt} {val}: the planner prices a GPT pre-training step "
-                                       "(--mode pretrain, --step_func gpt_step) only", f"drop {opt}")
+        opt, eq, val = w.partition("=") if w.startswith("--") else (w, "", "")
+        if opt == "--recipe" and script.recipe is None:
+            if not eq and i + 1 < len(words):
+                val, i = words[i + 1], i + 1
+            recipe = val
+        elif opt == "--config-file" and script.yaml:
+            if not eq and i + 1 < len(words):
+                val, i = words[i + 1], i + 1
+            config_file = val
+        elif opt == "--config-file":  # parse_known_args hands it to Hydra's parser, which refuses it
+            raise PlannerError(f"{where}--config-file: {script.path} ({BRIDGE}) takes no YAML file ("
+                               "parse_args l. 92-144; scripts/training/README.md l. 63-65): the word "
+                               "reaches Hydra's override parser, which refuses it",
+                               "give the file's keys as key=value overrides, or launch a script that merges the file: "
+                               + ", ".join(f"{x.path} ({x.recipe})" for x in SCRIPTS.values() if x.yaml))
+        elif opt in script.options and script.recipe is not None:
+            if script.options[opt] and not eq:
+                val, i = (words[i + 1] if i + 1 < len(words) else None), i + 1
+            if opt == "--debug":
+                ignored.append(f"--debug ({script.path}: debug logging)")
+            else:  # --hf-path: AutoBridge.from_hf_pretrained(path).to_megatron_provider() replaces the recipe's model
+                raise PlannerError(f"{where}{opt} {val}: {script.path} then builds the model provider from that "
+                                   f"checkpoint's config ({script.yaml}), not the recipe's model settings the planner "
+                                   "transcribes", f"drop {opt}")
+        elif opt in script.options:
+            if opt == "--packed_sequence":
+                val = True
+            elif not eq:
+                val, i = (words[i + 1] if i + 1 < len(words) else None), i + 1
+            if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path"):
+                # load_recipe passes each only to a recipe function whose signature takes it (run_recipe.py
+                # l. 180-208); the transcribed recipes take none (llama3.py: `def llama3_8b_pretrain_config()`)
+                ignored.append(f"{opt}={val} (run_recipe.py hands it only to a recipe that takes it; the "
+                               "transcribed recipes take no argument)")
+            elif opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
+                ignored.append(f"{opt}={val} (run_recipe.py's default for a pretrain recipe, l. 222-249)")
             else:
-                raise PlannerError(f"{where}{opt}: not an option of {SCRIPT} ({BRIDGE} l. 92-144)",
-                                   "valid: --recipe, --mode, --step_func, --peft_scheme, --packed_sequence, "
-                                   "--seq_length, --hf_path, then key=value overrides")
-        elif "=" in w:
-            k, v = w.split("=", 1)
-            k = k.lstrip("+")
-            # GPTDatasetConfig.seq_length: a property over Megatron-Core's sequence_length field (training/config.py
-            # l. 450-456), which the override reaches through its setter
-            k = "dataset.sequence_length" if k == "dataset.seq_length" else k
-            try:
-                value = _parse_value(v)
-            except ValueError as e:
-                raise PlannerError(f"{where}{w}: {e}", "give a dict as {key:value,...}") from None
-            if k in overrides:
-                # Hydra applies the overrides in their order (ConfigLoaderImpl._apply_overrides_to_config, called by
-                # omegaconf_utils.py parse_hydra_overrides l. 157-181): the last value stands, in the last one's place
-                assumed.append(f"{k} given twice ({_v(overrides[k])}, then {_v(value)}): the last stands, as Hydra "
-                               "applies the overrides in order")
-                del overrides[k]
-            overrides[k] = value
+                raise PlannerError(f"{where}{opt} {val}: the planner prices a GPT pre-training step "
+                                   "(--mode pretrain, --step_func gpt_step) only", f"drop {opt}")
+        elif w.startswith("--"):
+            valid = (["--recipe"] if script.recipe is None else []) + list(script.options) + \
+                (["--config-file"] if script.yaml and "--config-file" not in script.options else [])
+            raise PlannerError(f"{where}{opt}: not an option of {script.path} ({BRIDGE})",
+                               f"valid: {', '.join(valid)}, then key=value overrides")
         else:
-            raise PlannerError(f"{where}{w!r}: neither a {SCRIPT} option nor a key=value override",
-                               "give overrides as ConfigContainer dot paths, key=value")
+            ops.append((*_hydra_word(w, where), w))
         i += 1
     if recipe is None:
         raise PlannerError(f"{where}{SCRIPT} without --recipe", "name the recipe: --recipe llama3_8b_pretrain_config")
+    if config_file is None and script.no_file:
+        raise PlannerError(f"{where}{script.path} without --config-file: {script.no_file}",
+                           "name the YAML override file: --config-file FILE")
     if recipe not in RECIPES:
-        raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {L3}, {L2})",
-                           f"one of: {', '.join(RECIPES)}")
+        raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {L3}, {L2})"
+                           if script.recipe is None else
+                           f"{where}{script.path} builds recipe {recipe}, which the planner does not transcribe "
+                           f"({BRIDGE} {L3}, {L2})", f"one of: {', '.join(RECIPES)}")
+    yaml_ops: list = []
+    if config_file is not None:
+        shown, keys = _yaml_overrides(config_file, Path(path), heredocs, where, ignored)
+        yaml_ops = [("merge", k, v, shown) for k, v in keys]
+        assumed.append(f"--config-file {shown}: its keys laid on the recipe's config, then the command line's "
+                       f"overrides ({script.path} {script.yaml}; training/utils/omegaconf_utils.py "
+                       "process_config_with_overrides l. 135-148)")
     rec = RECIPES[recipe]
     cfg = dict(COMMON)
     cfg.update(rec.values)
@@ -370,62 +547,74 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     co = {"tp_comm_overlap": rec.co_tp} if rec.comm_overlap else None
     assumed.append(f"recipe {recipe}: its values ({BRIDGE} {rec.file} {rec.lines}; recipes/common.py _pretrain_common), "
                    "then the overrides")
+    overrides, source = _lay(yaml_ops + ops, _recipe_values(cfg, mp, co, rec), where, assumed, ignored)
     for k, v in overrides.items():
+        # (a key the YAML file gave is named with the file)
+        wk, tag = (f"{where}{source[k]}: ", f"{source[k]}: ") if source[k] else (where, "")
         if k == "mixed_precision":
             if rec.mp_object:
-                raise PlannerError(f"{where}mixed_precision={v}: recipe {recipe} holds a MixedPrecisionConfig "
+                raise PlannerError(f"{wk}mixed_precision={v}: recipe {recipe} holds a MixedPrecisionConfig "
                                    "(bf16_mixed()), which Hydra cannot replace by a name",
                                    "override its fields: mixed_precision.fp8=hybrid mixed_precision.fp8_recipe=...")
             # register() files each preset under its name and with hyphens (mixed_precision.py l. 154-168)
             name = v.replace("-", "_") if isinstance(v, str) else None
             if name not in MP_PRESETS:
-                raise PlannerError(f"{where}mixed_precision={v}: not a preset the planner prices",
+                raise PlannerError(f"{wk}mixed_precision={v}: not a preset the planner prices",
                                    f"one of: {', '.join(MP_PRESETS)} (training/mixed_precision.py)")
             mp = dict(MP_PRESETS[name])
         elif k.startswith("mixed_precision."):
             f = k.split(".", 1)[1]
             if not rec.mp_object:
-                raise PlannerError(f"{where}{k}: recipe {recipe} holds mixed_precision as a name ('bf16_mixed'), "
+                raise PlannerError(f"{wk}{k}: recipe {recipe} holds mixed_precision as a name ('bf16_mixed'), "
                                    "which has no fields to override", "name a preset: mixed_precision=NAME")
             if f in MP_FIELDS:
                 mp[f] = v
             else:
-                not_modelled.append(f"{k}={_v(v)} (a MixedPrecisionConfig field the planner does not price)")
+                not_modelled.append(f"{tag}{k}={_v(v)} (a MixedPrecisionConfig field the planner does not price)")
         elif k == "comm_overlap":
             if v is None:
                 co = None
             elif isinstance(v, dict) and v.get("_target_") == COMM_OVERLAP_TARGET:
                 co = {f: x for f, x in v.items() if f != "_target_"}
                 if "tp_comm_overlap" not in co:  # CommOverlapConfig's one field without a default (comm_overlap.py l. 382)
-                    raise PlannerError(f"{where}comm_overlap={_v(v)}: no tp_comm_overlap, which CommOverlapConfig "
+                    raise PlannerError(f"{wk}comm_overlap={_v(v)}: no tp_comm_overlap, which CommOverlapConfig "
                                        "requires (training/comm_overlap.py l. 382)",
                                        "add tp_comm_overlap:true or tp_comm_overlap:false to the dict")
             else:
-                raise PlannerError(f"{where}comm_overlap={_v(v)}: neither null nor a dict with _target_ "
+                raise PlannerError(f"{wk}comm_overlap={_v(v)}: neither null nor a dict with _target_ "
                                    f"{COMM_OVERLAP_TARGET}", "give comm_overlap={_target_:" + COMM_OVERLAP_TARGET +
                                    ",tp_comm_overlap:true} (quoted in the shell), or null")
             unknown = sorted(set(co or ()) - {"tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
                                                "overlap_grad_reduce", "overlap_param_gather", "bucket_size"})
-            not_modelled += [f"comm_overlap.{f}={_v(co[f])} (a CommOverlapConfig field the planner does not read)"
+            not_modelled += [f"{tag}comm_overlap.{f}={_v(co[f])} (a CommOverlapConfig field the planner does not read)"
                              for f in unknown]
         elif k.startswith("comm_overlap."):
             if co is None:
-                raise PlannerError(f"{where}{k}: recipe {recipe} has comm_overlap None ({rec.file} {rec.lines}), "
+                raise PlannerError(f"{wk}{k}: recipe {recipe} has comm_overlap None ({rec.file} {rec.lines}), "
                                    "which an override cannot fill", "drop it")
             co[k.split(".", 1)[1]] = v
             if k.split(".", 1)[1] not in ("tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
                                           "overlap_grad_reduce", "overlap_param_gather", "bucket_size"):
-                not_modelled.append(f"{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
+                not_modelled.append(f"{tag}{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
+        elif k in PROPERTIES:  # below, after the fields
+            continue
         elif k in NO_EFFECT:
-            ignored.append(f"{k}={_v(v)} ({NO_EFFECT[k]})")
+            ignored.append(f"{tag}{k}={_v(v)} ({NO_EFFECT[k]})")
             cfg[k] = v
         elif k in NO_EFFECT_OPTIMIZER or any(k.startswith(p) for p in NO_EFFECT_SECTIONS):
             why = next((w for p, w in NO_EFFECT_SECTIONS.items() if k.startswith(p)), "an Adam hyper-parameter")
-            ignored.append(f"{k}={_v(v)} ({why}: no effect on a step's memory or time)")
+            ignored.append(f"{tag}{k}={_v(v)} ({why}: no effect on a step's memory or time)")
         elif k in cfg:
             cfg[k] = v
         else:
-            not_modelled.append(f"{k}={_v(v)} (an override the planner does not read: its effect is not priced)")
+            not_modelled.append(f"{tag}{k}={_v(v)} (an override the planner does not read: its effect is not priced)")
+    for k, field in PROPERTIES.items():
+        if k in overrides:
+            if field in overrides and overrides[field] != overrides[k]:
+                assumed.append(f"{field}={_v(overrides[k])}: {k}'s, a property Bridge sets after the field "
+                               f"({field}={_v(overrides[field])}): it lays the merged dict back key by key, the added "
+                               "key last (omegaconf_utils.py _apply_overrides l. 452-489)")
+            cfg[field] = overrides[k]
     # where the run's values go: the mixed-precision config over the model / ddp, comm_overlap over both
     file_gpus = _launcher_gpus(list(launch), where)
     # soft: --gpus replaces the launch's count, as for a Megatron-LM script (its node count comes from the scheduler)
@@ -460,6 +649,103 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
 
+
+def _recipe_values(cfg: dict, mp: dict, co, rec: Recipe) -> dict:
+    """The recipe's values of the keys the reader reads, by dot path (what Hydra's ~ and + check against): its
+    ConfigContainer values, mixed_precision (a preset's name, or a MixedPrecisionConfig and its fields) and
+    comm_overlap (None, or a CommOverlapConfig and its fields)."""
+    base = dict(cfg)
+    base["mixed_precision"] = dict(mp) if rec.mp_object else "bf16_mixed"
+    base.update({f"mixed_precision.{f}": x for f, x in mp.items()} if rec.mp_object else {})
+    base["comm_overlap"] = dict(co) if co is not None else None
+    base.update({f"comm_overlap.{f}": co.get(f) for f in CO_TYPES} if co is not None else {})
+    return base
+
+
+# ConfigContainer properties an override reaches through their setters: no field, so no key of the dict Bridge
+# merges until a YAML file or a + override adds one; Bridge lays the dict back key by key in its order, the added key
+# after the fields, so the property's value is the field's whatever the field's own override (omegaconf_utils.py
+# _apply_overrides l. 452-489). GPTDatasetConfig.seq_length over Megatron-Core's sequence_length (training/config.py
+# @dc805f5cf l. 450-457)
+PROPERTIES = {"dataset.seq_length": "dataset.sequence_length"}
+
+
+def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tuple[dict, dict]:
+    """The overrides the run lays on the recipe, key -> value in their order, and key -> the YAML file that gave it
+    ("" for the command line): the --config-file YAML's keys (form 'merge': OmegaConf.merge adds or replaces any key),
+    then the command line's Hydra forms as Hydra 1.3.2 applies them (_hydra_word), checked against the values the
+    run's config holds at that point (base: the recipe's; the overrides before)."""
+    overrides: dict = {}
+    source: dict = {}
+    deleted: set = set()
+
+    def under(k, roots):
+        return any(k == r or k.startswith(r + ".") for r in roots)
+
+    for form, k, v, src in ops:
+        if k in overrides:
+            known, cur = True, overrides[k]
+        elif any(x.startswith(k + ".") for x in overrides):
+            known, cur = True, {}  # a section
+        elif under(k, deleted) or k in PROPERTIES:  # (a property: no key of the merged dict until one is added)
+            known, cur = True, None
+        elif k in base:
+            known, cur = True, base[k]
+        elif any(x.startswith(k + ".") for x in base):
+            known, cur = True, {}
+        else:
+            known, cur = False, None
+        if form == "del":
+            if known and cur is None:
+                raise PlannerError(f"{where}{src}: the run's config holds {k} as null or not at all, and Hydra refuses "
+                                   "to delete it ('Could not delete from config': hydra config_loader_impl.py @v1.3.2 "
+                                   "l. 349-354)", f"drop {src}")
+            if known and v is not _NO_VALUE and v != cur:
+                raise PlannerError(f"{where}{src}: the run's config holds {k}={_v(cur)}, not {_v(v)}, and Hydra refuses "
+                                   "the deletion (l. 355-360)", f"give ~{k}")
+            for x in [x for x in overrides if under(x, {k})]:
+                del overrides[x]
+                source.pop(x, None)
+            deleted.add(k)
+            if known:
+                was = _v(base[k]) if k in base and not isinstance(base[k], dict) else "its section's values"
+                assumed.append(f"{src}: {k} deleted from the merged config, so the recipe's value stands ({was}): Bridge "
+                               "lays back only the keys the dict holds (omegaconf_utils.py _apply_overrides l. 452-489)")
+            else:
+                ignored.append(f"{src} (a key the planner does not read: Hydra deletes it where the recipe's config "
+                               "holds it, and the recipe's value stands; it refuses the deletion otherwise)")
+            continue
+        if form == "set" and k in PROPERTIES and k not in overrides:
+            raise PlannerError(f"{where}{src}: {k} is a property of the dataset config, not a field, so the merged "
+                               "config holds no such key, and Hydra changes no key the config does not hold ('Could "
+                               "not override': config_loader_impl.py @v1.3.2 l. 388-395; Bridge's dict holds the "
+                               f"dataclass fields only: omegaconf_utils.py l. 266-275; training/config.py l. 450-457)",
+                               f"give {PROPERTIES[k]}={src.split('=', 1)[1]}")
+        if form == "set" and under(k, deleted):
+            raise PlannerError(f"{where}{src}: {k} was deleted by an earlier ~ override, and Hydra changes no key the "
+                               "config does not hold ('Could not override': config_loader_impl.py @v1.3.2 l. 388-395)",
+                               f"give +{src}")
+        if form == "add" and known and cur is not None and not isinstance(v, (dict, list)):
+            raise PlannerError(f"{where}{src}: the run's config already holds {k}"
+                               f"{'' if isinstance(cur, dict) else '=' + _v(cur)}, and Hydra refuses + on it ('Could "
+                               "not append to config': config_loader_impl.py @v1.3.2 l. 370-385)",
+                               f"give {src[1:]} (or +{src})")
+        deleted.discard(k)
+        if k in overrides:
+            if source.get(k) and form != "merge":
+                assumed.append(f"{k}: {_v(overrides[k])} in {source[k]}, then {_v(v)} on the command line: the command "
+                               "line's stands (process_config_with_overrides merges the file, then applies the "
+                               "overrides: omegaconf_utils.py l. 135-148)")
+            else:
+                # Hydra applies the overrides in their order (ConfigLoaderImpl._apply_overrides_to_config, called by
+                # omegaconf_utils.py parse_hydra_overrides l. 157-181): the last value stands, in the last one's place
+                assumed.append(f"{k} given twice ({_v(overrides[k])}, then {_v(v)}): the last stands, as Hydra "
+                               "applies the overrides in order")
+            del overrides[k]
+        overrides[k] = v
+        source[k] = src if form == "merge" else ""
+    return overrides, source
+
 # the field types the reader reads (mixed_precision.py @dc805f5cf MixedPrecisionConfig l. 35-69; comm_overlap.py
 # CommOverlapConfig l. 382-391): (type, whether None is allowed)
 MP_TYPES = {"bf16": (bool, False), "fp16": (bool, False), "fp8": (str, True), "fp8_recipe": (str, False),
@@ -468,6 +754,11 @@ MP_TYPES = {"bf16": (bool, False), "fp16": (bool, False), "fp8": (str, True), "f
             "grad_reduce_in_fp32": (bool, False), "fp4": (str, True)}
 CO_TYPES = {"tp_comm_overlap": (bool, False), "overlap_p2p_comm": (bool, True), "batch_p2p_comm": (bool, True),
             "overlap_grad_reduce": (bool, True), "overlap_param_gather": (bool, True), "bucket_size": (int, True)}
+
+
+def _count(v: int) -> str:
+    """A count as an error names it: a long one by its digits."""
+    return f"{v:,}" if len(str(v)) <= 24 else f"({len(str(v))} digits)"
 
 
 def _shown(v) -> str:
@@ -509,6 +800,8 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
         return  # _job names the bad count
     vpp = vpp or 1
     dp = gpus // (tp * pp * cp)
+    if dp < 1:
+        return  # more model-parallel ranks than GPUs: the job's check names it (a 400-digit CP had overflowed below)
     own = {"overlap_p2p_comm": pp > 1 and vpp > 1, "batch_p2p_comm": pp > 1 and not vpp > 1,
            "overlap_grad_reduce": dp > 1, "overlap_param_gather": dp > 1}
     for f, v in own.items():
@@ -563,6 +856,10 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         v = cfg[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise PlannerError(f"{where}{k}={_shown(v)}: not a positive count", f"give {k} as a whole number")
+        if v > MAX_COUNT:  # the job's bound (schema.MAX_COUNT), named here: a 400-digit count overflowed a float below
+            raise PlannerError(f"{where}{k}={_count(v)}: above the planner's largest count",
+                               "counts are whole numbers up to "
+                               f"{MAX_COUNT:,} (2**31 - 1)")
         return v
 
     def flag(k):
@@ -732,5 +1029,8 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
                                f"give at least {NULL_TOKENIZER_VOCAB:,}")
     it = cfg["train.train_iters"]
     if isinstance(it, int) and not isinstance(it, bool) and it > 0:
+        if it > MAX_COUNT:
+            raise PlannerError(f"{where}train.train_iters={_count(it)}: above the planner's largest count",
+                               f"counts are whole numbers up to {MAX_COUNT:,} (2**31 - 1)")
         job["tokens"] = float(it * job["global_batch"] * job["seq_len"])
     return job

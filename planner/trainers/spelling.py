@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..catalog import load_stack
+from .bridge_sharding import SHARDING_MODES as BRIDGE_SHARDING_MODES, sharding_overrides as bridge_sharding_overrides
 
 # torchtitan job_config.py @e347b1e5e defaults of the keys spelled here
 TT_DEFAULTS = {"parallelism.data_parallel_replicate_degree": 1, "parallelism.data_parallel_shard_degree": -1,
@@ -198,8 +199,6 @@ def hydra_value(x) -> str:
 
 def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
     """A knob's own ConfigContainer override(s) (export._megatron_bridge writes the same)."""
-    from . import megatron_bridge as bridge  # (here: megatron_bridge reads spelling's hydra_value)
-
     if knob in BRIDGE_AXES:
         return [_ov(BRIDGE_AXES[knob], plan[knob])]
     if knob == "micro_batch":
@@ -212,11 +211,11 @@ def _bridge_knob(knob: str, plan: dict) -> list[Setting]:
                 _ov("model.recompute_num_layers", 1 if full else None)]
     if knob == "tp_comm_overlap":
         return [_ov("comm_overlap.tp_comm_overlap", False)]
-    if knob == "sharding" and plan.get("sharding_mode") in bridge.SHARDING_MODES:
-        # the mode's overrides as the export writes them (megatron_bridge.sharding_overrides), with the
+    if knob == "sharding" and plan.get("sharding_mode") in BRIDGE_SHARDING_MODES:
+        # the mode's overrides as the export writes them (bridge_sharding.sharding_overrides), with the
         # gradient-accumulation fusion as the plan runs it (off under torch FSDP2 and Megatron-FSDP: the modes' job
         # settings)
-        return [_ov(k, v) for k, v in bridge.sharding_overrides(plan)] + \
+        return [_ov(k, v) for k, v in bridge_sharding_overrides(plan)] + \
             [_ov("model.gradient_accumulation_fusion", plan.get("gradient_accumulation_fusion") is not False)]
     return []
 

@@ -12,5 +12,5 @@ torchrun --nproc_per_node=8 --nnodes=128 scripts/training/run_recipe.py \
     model.context_parallel_size=2 \
     model.virtual_pipeline_model_parallel_size=8 \
     model.seq_length=8192 \
-    dataset.seq_length=8192 \
+    dataset.sequence_length=8192 \
     train.global_batch_size=512
