@@ -4,6 +4,8 @@ l. 99-154), and Hydra 1.3.2's override forms key=value, +key=value, ++key=value,
 config_loader_impl.py @v1.3.2 l. 336-399). The figures are the recipe's (llama3.py llama3_8b_pretrain_config
 l. 225-303: TP 1, CP 2, micro-batch 1, global batch 512) and the files' own."""
 
+import re
+
 import pytest
 
 from planner.errors import PlannerError
@@ -143,3 +145,15 @@ def test_one_script_a_launch(tmp_path):
     assert c.job["global_batch"] == 32
     with pytest.raises(PlannerError, match="one launch a file"):
         _read(tmp_path, HEAD + "\n" + QUANT + "--config-file c.yaml")
+
+
+@pytest.mark.parametrize("word,key", [
+    ("model.context_parallel_size=" + "1" * 400, "model.context_parallel_size=(400 digits)"),  # overflowed the bucket
+    ("train.global_batch_size=" + "1" * 400, "train.global_batch_size=(400 digits)"),  # overflowed the tokens
+    ("train.global_batch_size=2147483648", "train.global_batch_size=2,147,483,648"),  # schema.MAX_COUNT + 1
+])
+def test_counts_above_the_largest_refused(tmp_path, word, key):
+    """A local fuzz pass's tracebacks (on main before this branch): a count past schema.MAX_COUNT (2**31 - 1) is an
+    error naming the key, not a float overflow."""
+    with pytest.raises(PlannerError, match=re.escape(f"{key}: above the planner's largest count")):
+        _read(tmp_path, HEAD + word)

@@ -131,7 +131,8 @@ def detect_format(path) -> Optional[str]:
     """torchtitan for .toml; deepspeed for a JSON object with zero_optimization or
     train_micro_batch_size_per_gpu; megatron for a text file (.sh, .txt, an args file) that
     holds --tensor-model-parallel-size, --pipeline-model-parallel-size, --num-layers or
-    pretrain_gpt.py; megatron-bridge for one that runs Megatron-Bridge's run_recipe.py with --recipe;
+    pretrain_gpt.py; megatron-bridge for one that runs Megatron-Bridge's run_recipe.py with --recipe (or a script of
+    megatron_bridge.SCRIPTS);
     torchtitan-0.3 for one that launches torchtitan 0.3.0 (torchtitan03.is_launch_line:
     run_train.sh or `-m torchtitan.train` with --module / --config or MODULE= / CONFIG=); None otherwise
     (a planner job YAML, say)."""

@@ -1,6 +1,7 @@
 """Megatron-Bridge's own launch: `torchrun ... scripts/training/run_recipe.py --recipe NAME key=value ...`, read here
 (`read`) and written by export.py `_megatron_bridge` (`planner export --format megatron-bridge`) from this module's
-tables (issue 22).
+tables (issue 22); also the launches of the scripts that merge a `--config-file` YAML between their recipe and the
+overrides (SCRIPTS), and Hydra's +key, ++key and ~key forms as Hydra 1.3.2 applies them (_hydra_word, _lay).
 
 What run_recipe.py does (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf scripts/training/run_recipe.py): calls the recipe
 function named by --recipe (l. 147-211, `getattr(megatron.bridge.recipes, name)()`), then applies the remaining
