@@ -157,3 +157,17 @@ def test_counts_above_the_largest_refused(tmp_path, word, key):
     error naming the key, not a float overflow."""
     with pytest.raises(PlannerError, match=re.escape(f"{key}: above the planner's largest count")):
         _read(tmp_path, HEAD + word)
+
+
+def test_comm_overlap_dict_merges_into_the_recipes(tmp_path):
+    """llama3_70b_pretrain_config holds a CommOverlapConfig with tp_comm_overlap True (llama3.py l. 737-740): a
+    `comm_overlap={_target_:...}` dict is merged into it (Hydra's update with merge=True, config_loader_impl.py @v1.3.2
+    l. 390), so its TP overlap stands; on llama3_8b_pretrain_config (comm_overlap None) the dict is the whole config and
+    must name tp_comm_overlap (test_bridge_launch)."""
+    target = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
+    head = "torchrun --nproc_per_node=8 --nnodes=16 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
+    j = _read(tmp_path, head + f"'comm_overlap={{_target_:{target},bucket_size:40000000}}'").job
+    assert j["tp_comm_overlap"] is True
+    c = _read(tmp_path, QUANT + "--config-file c.yaml",
+              **{"c.yaml": f"comm_overlap:\n  _target_: {target}\n  tp_comm_overlap: false\n"})
+    assert c.job["tp_comm_overlap"] is False

@@ -576,7 +576,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             if v is None:
                 co = None
             elif isinstance(v, dict) and v.get("_target_") == COMM_OVERLAP_TARGET:
-                co = {f: x for f, x in v.items() if f != "_target_"}
+                # merged into the recipe's CommOverlapConfig where it has one: Hydra updates a dict node with
+                # merge=True (config_loader_impl.py @v1.3.2 l. 374, 387, 390), as OmegaConf.merge does the YAML's, and
+                # Bridge instantiates the merged dict, the recipe's fields under the given (omegaconf_utils.py
+                # _apply_overrides l. 461-471)
+                co = {**(co or {}), **{f: x for f, x in v.items() if f != "_target_"}}
                 if "tp_comm_overlap" not in co:  # CommOverlapConfig's one field without a default (comm_overlap.py l. 382)
                     raise PlannerError(f"{wk}comm_overlap={_v(v)}: no tp_comm_overlap, which CommOverlapConfig "
                                        "requires (training/comm_overlap.py l. 382)",
