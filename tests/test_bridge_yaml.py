@@ -161,13 +161,23 @@ def test_counts_above_the_largest_refused(tmp_path, word, key):
 
 def test_comm_overlap_dict_merges_into_the_recipes(tmp_path):
     """llama3_70b_pretrain_config holds a CommOverlapConfig with tp_comm_overlap True (llama3.py l. 737-740): a
-    `comm_overlap={_target_:...}` dict is merged into it (Hydra's update with merge=True, config_loader_impl.py @v1.3.2
-    l. 390), so its TP overlap stands; on llama3_8b_pretrain_config (comm_overlap None) the dict is the whole config and
-    must name tp_comm_overlap (test_bridge_launch)."""
+    `+comm_overlap={_target_:...}` dict is merged into it (Hydra's update with merge=True and force_add,
+    config_loader_impl.py @v1.3.2 l. 374), so its TP overlap stands; the plain form is refused, as struct mode refuses
+    the _target_ key the node lacks (omegaconf dictconfig.py @v2.3.0 l. 149-166); on llama3_8b_pretrain_config
+    (comm_overlap None) the dict is the whole config and must name tp_comm_overlap (test_bridge_launch)."""
     target = "megatron.bridge.training.comm_overlap.CommOverlapConfig"
     head = "torchrun --nproc_per_node=8 --nnodes=16 scripts/training/run_recipe.py --recipe llama3_70b_pretrain_config "
-    j = _read(tmp_path, head + f"'comm_overlap={{_target_:{target},bucket_size:40000000}}'").job
+    j = _read(tmp_path, head + f"'+comm_overlap={{_target_:{target},bucket_size:40000000}}'").job
     assert j["tp_comm_overlap"] is True
+    with pytest.raises(PlannerError, match="struct mode refuses its _target_ key"):
+        _read(tmp_path, head + f"'comm_overlap={{_target_:{target},bucket_size:40000000}}'")
     c = _read(tmp_path, QUANT + "--config-file c.yaml",
               **{"c.yaml": f"comm_overlap:\n  _target_: {target}\n  tp_comm_overlap: false\n"})
     assert c.job["tp_comm_overlap"] is False
+
+
+def test_a_dict_into_a_section_is_its_keys(tmp_path):
+    """`train={global_batch_size:64,micro_batch_size:2}` merges into the train section key by key (OmegaConf.update
+    with merge=True, omegaconf.py @v2.3.0 l. 731-737): read as the two overrides."""
+    j = _read(tmp_path, HEAD + "'train={global_batch_size:64,micro_batch_size:2}'").job
+    assert (j["global_batch"], j["micro_batch"]) == (64, 2)

@@ -576,10 +576,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             if v is None:
                 co = None
             elif isinstance(v, dict) and v.get("_target_") == COMM_OVERLAP_TARGET:
-                # merged into the recipe's CommOverlapConfig where it has one: Hydra updates a dict node with
-                # merge=True (config_loader_impl.py @v1.3.2 l. 374, 387, 390), as OmegaConf.merge does the YAML's, and
-                # Bridge instantiates the merged dict, the recipe's fields under the given (omegaconf_utils.py
-                # _apply_overrides l. 461-471)
+                # merged into the recipe's CommOverlapConfig where it has one (+ and ++: Hydra's update with merge=True
+                # and force_add, config_loader_impl.py @v1.3.2 l. 374, 387; the YAML: OmegaConf.merge; the plain form is
+                # refused there, _lay), and Bridge instantiates the merged dict, the recipe's fields under the given
+                # (omegaconf_utils.py _apply_overrides l. 461-471)
                 co = {**(co or {}), **{f: x for f, x in v.items() if f != "_target_"}}
                 if "tp_comm_overlap" not in co:  # CommOverlapConfig's one field without a default (comm_overlap.py l. 382)
                     raise PlannerError(f"{wk}comm_overlap={_v(v)}: no tp_comm_overlap, which CommOverlapConfig "
@@ -687,7 +687,9 @@ def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tup
     def under(k, roots):
         return any(k == r or k.startswith(r + ".") for r in roots)
 
-    for form, k, v, src in ops:
+    todo = list(reversed(ops))
+    while todo:
+        form, k, v, src = todo.pop()
         if k in overrides:
             known, cur = True, overrides[k]
         elif any(x.startswith(k + ".") for x in overrides):
@@ -730,6 +732,18 @@ def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tup
             raise PlannerError(f"{where}{src}: {k} was deleted by an earlier ~ override, and Hydra changes no key the "
                                "config does not hold ('Could not override': config_loader_impl.py @v1.3.2 l. 388-395)",
                                f"give +{src}")
+        if form != "del" and isinstance(v, dict) and v and "_target_" not in v and isinstance(cur, dict):
+            # a dict into a section or config: merged key by key (OmegaConf.update merge=True, omegaconf.py @v2.3.0
+            # l. 731-737; + and ++ with force_add), so read as its keys, each as the command line's key=value
+            todo += [("force" if form == "add" else form, f"{k}.{f}", x, src) for f, x in reversed(list(v.items()))]
+            continue
+        if form == "set" and isinstance(v, dict) and "_target_" in v and isinstance(cur, dict):
+            # OmegaConf.update merges a dict into the config node it names (omegaconf.py @v2.3.0 l. 731-737), and in
+            # struct mode a key the node lacks, _target_ (no dataclass field), is refused (dictconfig.py l. 149-166)
+            raise PlannerError(f"{where}{src}: the run's config holds {k} as a config, into which Hydra merges the dict, "
+                               "and struct mode refuses its _target_ key (omegaconf.py @v2.3.0 update l. 731-737, "
+                               "dictconfig.py _validate_get l. 149-166)",
+                               f"give +{src} to merge it into the recipe's (or set its fields: {k}.FIELD=...)")
         if form == "add" and known and cur is not None and not isinstance(v, (dict, list)):
             raise PlannerError(f"{where}{src}: the run's config already holds {k}"
                                f"{'' if isinstance(cur, dict) else '=' + _v(cur)}, and Hydra refuses + on it ('Could "
