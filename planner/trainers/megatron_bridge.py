@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 import yaml
-from typing import NamedTuple, Optional
 
 from .. import files
 from ..errors import PlannerError
@@ -355,8 +355,8 @@ def _hydra_word(w: str, where: str) -> tuple[str, str, object]:
 
 
 class _OmegaConfLoader(yaml.SafeLoader):
-    """PyYAML's safe loader as OmegaConf.load reads a file (omegaconf 2.3.0, Bridge's pin, _utils.py get_yaml_loader):
-    a duplicate key refused, 1e-4 a float (its float resolver), no timestamps."""
+    """PyYAML's safe loader as OmegaConf.load reads a file (omry/omegaconf v2.3.0, Bridge's pin, omegaconf/_utils.py
+    get_yaml_loader l. 136-176): a duplicate key refused, 1e-4 a float (its float resolver, copied), no timestamps."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -370,10 +370,10 @@ class _OmegaConfLoader(yaml.SafeLoader):
 
 
 _OmegaConfLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"""^(?:
-     [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-    |\.[0-9_]+(?:[eE][-+][0-9]+)?
-    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+     [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+    |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
     |[-+]?\.(?:inf|Inf|INF)
     |\.(?:nan|NaN|NAN))$""", re.X), list("-+0123456789."))
 _OmegaConfLoader.yaml_implicit_resolvers = {
@@ -496,10 +496,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                 val, i = (words[i + 1] if i + 1 < len(words) else None), i + 1
             if opt == "--debug":
                 ignored.append(f"--debug ({script.path}: debug logging)")
-            else:  # --hf-path: AutoBridge.from_hf_pretrained(path).to_megatron_provider() replaces the recipe's model
+            else:  # --hf-path (pretrain_quantized_llama3_8b.py l. 159-165): the recipe's model replaced
                 raise PlannerError(f"{where}{opt} {val}: {script.path} then builds the model provider from that "
-                                   f"checkpoint's config ({script.yaml}), not the recipe's model settings the planner "
-                                   "transcribes", f"drop {opt}")
+                                   "checkpoint's config (AutoBridge.from_hf_pretrained(path).to_megatron_provider(), "
+                                   "l. 159-165), not the recipe's model settings the planner transcribes", f"drop {opt}")
         elif opt in script.options:
             if opt == "--packed_sequence":
                 val = True
@@ -726,7 +726,7 @@ def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tup
             raise PlannerError(f"{where}{src}: {k} is a property of the dataset config, not a field, so the merged "
                                "config holds no such key, and Hydra changes no key the config does not hold ('Could "
                                "not override': config_loader_impl.py @v1.3.2 l. 388-395; Bridge's dict holds the "
-                               f"dataclass fields only: omegaconf_utils.py l. 266-275; training/config.py l. 450-457)",
+                               f"dataclass fields only: omegaconf_utils.py l. 268-287; training/config.py l. 450-457)",
                                f"give {PROPERTIES[k]}={src.split('=', 1)[1]}")
         if form == "set" and under(k, deleted):
             raise PlannerError(f"{where}{src}: {k} was deleted by an earlier ~ override, and Hydra changes no key the "
