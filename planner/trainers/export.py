@@ -2075,6 +2075,12 @@ _BRIDGE_WRITTEN = {
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl"}
+# and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
+_BRIDGE_MOE_WRITTEN = {
+    "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
+    "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental",
+    "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "precision_aware_optimizer",
+    "fp8_grouped_experts", "moe_load_balancing", "moe_rank_imbalance", "loss_layers_in_pipeline_split"}
 _BRIDGE_SCHEDULES = {"1f1b", "interleaved"}
 
 
@@ -2083,6 +2089,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     plan's model and every priced setting as an override."""
     from ..schema import BYTES_PER_PARAM_PRESETS
     from ..startup import uses_tp_pp_dp_mapping
+    from .bridge_moe import layout_text, moe_overrides, optimizer_overrides
 
     if plan.get("stack") != BRIDGE_STACK:
         raise _bridge_refuse(f"the plan was priced on stack {plan.get('stack')}, not {BRIDGE_STACK}, whose modes and rules the file "
@@ -2091,14 +2098,14 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     name = recipe_for(model)
     if name is None:
         raise _bridge_refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
-                             f"{BRIDGE} src/megatron/bridge/recipes/llama/); run_recipe.py builds the model its "
-                             "--recipe names",
-                             "price a model of one of those recipes (llama2-7b, llama3-8b, llama3-70b, llama3-405b), or write the "
-                             "Bridge recipe for this model yourself")
+                             f"{BRIDGE} src/megatron/bridge/recipes/llama/, deepseek/deepseek_v3.py, qwen/qwen3_moe.py); "
+                             "run_recipe.py builds the model its --recipe names",
+                             "price a model of one of those recipes (llama2-7b, llama3-8b, llama3-70b, llama3-405b, deepseek-v3, "
+                             "qwen3-30b-a3b, qwen3-235b-a22b), or write the Bridge recipe for this model yourself")
     rec = RECIPES[name]
     sig = plan_signature(plan)
     for k in sig:
-        if k in _BRIDGE_WRITTEN or k == "stage_layers":
+        if k in _BRIDGE_WRITTEN or k == "stage_layers" or (rec.moe and k in _BRIDGE_MOE_WRITTEN):
             continue
         if sig[k] not in (None, False, 0, [], ()):
             raise _bridge_refuse(f"{k} {sig[k]!r}: the planner's {BRIDGE_FMT} writer spells no ConfigContainer key for it",
@@ -2106,7 +2113,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     if plan["schedule"] not in _BRIDGE_SCHEDULES:
         raise _bridge_refuse(f"schedule {plan['schedule']}: Megatron-Core runs 1F1B, interleaved where vpp > 1",
                              "price it with the 1f1b or interleaved schedule")
-    if plan.get("mtp_layers"):
+    if plan.get("mtp_layers") and not rec.moe:
         raise _bridge_refuse(f"mtp_layers {plan['mtp_layers']}: the recipes' Llama models have no MTP", "price it without MTP")
     if plan.get("cuda_graph_impl", "none") != "none":
         raise _bridge_refuse(f"cuda_graph_impl {plan['cuda_graph_impl']}: not written by the planner's {BRIDGE_FMT} writer",
@@ -2138,9 +2145,20 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         notes.append(f"train.train_iters: the plan fixes no whole step count; the recipe's "
                      f"{COMMON['train.train_iters']:,} iterations stand (no effect on a step's memory or time)")
     # the pipeline split: even, or the ends one layer lighter (account_for_*); other placements are refused
-    split = megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                                _bridge_split_loss(plan), 0) if pp > 1 else []
+    e_, l_ = int(plan.get("account_for_embedding_in_pipeline_split", False)), _bridge_split_loss(plan)
+    split = megatron_split_args(model, pp, vpp, e_, l_, 0) if pp > 1 else []
     extra = [f for f, _ in split if f != "--num-virtual-stages-per-pipeline-rank"]
+    layout = None
+    if rec.moe:
+        # a MoE recipe holds its own layout (deepseek_v3.py l. 29-49, 101): the plan's written over it, null where the
+        # plan's split needs none (account_for_* or even), else the split as Megatron-Core's layout string (which
+        # refuses account_for_* beside it: transformer_config.py @905c0e386 l. 1430-1447)
+        if any(not f.startswith("--account-for-") for f in extra):
+            from ..pipeline import chunk_layers
+
+            layout = layout_text([int(x) for x in chunk_layers(model.num_layers, pp, vpp, e_, l_)], _mtp(plan, model))
+            extra = []
+        o.append(("model.pipeline_model_parallel_layout", f"'\"{layout}\"'" if layout else None))
     if any(not f.startswith("--account-for-") for f in extra):
         raise _bridge_refuse(f"the pipeline split of {model.num_layers} layers on pp {pp} x vpp {vpp} "
                              f"({', '.join(extra)}): the planner's {BRIDGE_FMT} writer spells an even split or the "
@@ -2221,10 +2239,16 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     if bucket != int(bucket):
         raise _bridge_refuse(f"DDP bucket {bucket:g} parameters: not a whole number", "report it: a stack figure")
     co.append(("bucket_size", int(bucket)))
+    if rec.moe:  # the EP overlap (comm_overlap.py l. 468-502 asserts its conditions), no deferred weight gradients
+        co += [("overlap_moe_expert_parallel_comm", bool(plan.get("ep_comm_overlap"))), ("delay_wgrad_compute", False)]
+        o += moe_overrides(plan, model, rec.values, notes, _mtp(plan, model), _grouped_experts_on(plan))
     if rec.comm_overlap:
         o += [(f"comm_overlap.{k}", v) for k, v in co]
-        if plan.get("tp_comm_overlap"):
+        if plan.get("tp_comm_overlap") and rec.ub_cfg:
             notes.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} stands: it {UB_NOTE}")
+        elif plan.get("tp_comm_overlap"):
+            notes.append(f"comm_overlap.tp_comm_overlap_cfg: recipe {name} has none: Bridge initializes Transformer "
+                         "Engine's userbuffers with their default config (training/comm_overlap.py l. 615-621)")
     elif plan.get("tp_comm_overlap"):
         # the recipe's comm_overlap is None (recipes/common.py l. 127): a CommOverlapConfig made by the override,
         # quoted for the shell (its braces and commas)
@@ -2243,9 +2267,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     o += [("model.transformer_impl", "transformer_engine"), ("model.cuda_graph_impl", "none"),
           ("model.attention_backend", _bridge_attention_backend(plan))]
     # precision and the optimizer states' bytes
-    b = _bridge_bytes(plan, BYTES_PER_PARAM_PRESETS)
+    b = _bridge_bytes(plan, BYTES_PER_PARAM_PRESETS, rec.moe)
     mp = _bridge_mp_fields(plan, b)
-    o.append(("optimizer.use_precision_aware_optimizer", False))
+    o += optimizer_overrides(plan, b) if rec.moe else [("optimizer.use_precision_aware_optimizer", False)]
     if rec.mp_object:
         o += [(f"mixed_precision.{f}", mp[f]) for f in MP_FIELDS if f != "fp4"]
     else:
@@ -2262,6 +2286,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
     g = plan["gpus"]
     per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
+    flex, a2a = plan.get("moe_dispatcher") in ("deepep", "hybridep"), bool(plan.get("ep_comm_overlap"))
     notes.append(f"recipe {name}: run_recipe.py builds its model from the Hugging Face config of {rec.hf_id} "
                  f"(AutoBridge.from_hf_pretrained, {rec.file} {rec.lines}), which the launch downloads (a gated repository)")
     lines = ["#!/bin/bash", f"# Megatron-Bridge launch written by `planner export --format {BRIDGE_FMT}`",
@@ -2270,24 +2295,26 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
              f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}",
              "# CUDA_DEVICE_MAX_CONNECTIONS: Bridge's own rule for its launches (recipes/run_plugins.py "
              "PerfEnvPlugin._set_num_cuda_device_max_connections l. 570-595)",
-             f"export CUDA_DEVICE_MAX_CONNECTIONS={_bridge_max_connections(hw, tp, cp, pp, g // (tp * cp * pp))}", "",
+             f"export CUDA_DEVICE_MAX_CONNECTIONS={_bridge_max_connections(hw, tp, cp, pp, g // (tp * cp * pp), flex, a2a)}", "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
     body = [f"    {k}={hydra_value(v)}" for k, v in o]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
     return "\n".join(lines) + "\n"
 
 
-def _bridge_max_connections(hw, tp: int, cp: int, pp: int, dp: int) -> int:
-    """Megatron-Bridge's CUDA_DEVICE_MAX_CONNECTIONS (recipes/run_plugins.py @dc805f5cf l. 570-595): 8; on sm100
-    and newer 32 where TP or CP runs beside DP or PP; on Hopper and earlier 1 where TP or CP runs (no EP a2a
-    overlap, which a dense recipe has not), so the communication kernel is queued before the overlapping GEMM."""
+def _bridge_max_connections(hw, tp: int, cp: int, pp: int, dp: int, flex: bool = False, a2a_overlap: bool = False) -> int:
+    """Megatron-Bridge's CUDA_DEVICE_MAX_CONNECTIONS (recipes/run_plugins.py @dc805f5cf l. 570-595): 8, 32 under a
+    flex dispatcher (deepep, hybridep: l. 574-575); on sm100 and newer 32 where TP or CP runs beside DP or PP; on
+    Hopper and earlier 1 where TP or CP runs without the EP a2a overlap, so the communication kernel is queued
+    before the overlapping GEMM."""
     cc = hw.capability
     if cc is None:
         raise _bridge_refuse(f"hardware {hw.name} gives no compute_capability, which Bridge's CUDA_DEVICE_MAX_CONNECTIONS "
                              "rule reads (recipes/run_plugins.py l. 576-590)", "give the hardware entry's compute_capability")
+    base = 32 if flex else 8
     if cc >= (10, 0):
-        return 32 if (tp > 1 or cp > 1) and (dp > 1 or pp > 1) else 8
-    return 1 if tp > 1 or cp > 1 else 8
+        return 32 if (tp > 1 or cp > 1) and (dp > 1 or pp > 1) else base
+    return 1 if (tp > 1 or cp > 1) and not a2a_overlap else base
 
 
 def _bridge_split_loss(plan: dict) -> int:
@@ -2307,10 +2334,12 @@ def _bridge_attention_backend(plan: dict):
     return None
 
 
-def _bridge_bytes(plan: dict, presets) -> dict:
+def _bridge_bytes(plan: dict, presets, moe: bool = False) -> dict:
     from . import plan_bytes
 
     b = plan_bytes(plan)
+    if moe and plan.get("offload_optimizer", "none") == "none":  # a MoE recipe's OptimizerConfig dtypes (bridge_moe.py)
+        return b
     if plan.get("precision_aware_optimizer") or plan.get("offload_optimizer", "none") != "none":
         raise _bridge_refuse("the precision-aware optimizer / optimizer offload: not written by the planner's writer",
                              "price it without them")

@@ -42,6 +42,7 @@ from ..schema import MAX_COUNT
 from . import TrainerConfig, check_model_shape, resolve_gpus
 from .bridge_sharding import HSDP_MODE, HSDP_STRATEGY, MFSDP_MODES
 from .spelling import hydra_value as _v
+from . import bridge_moe
 
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
 SCRIPT = "scripts/training/run_recipe.py"
@@ -98,6 +99,8 @@ class Recipe(NamedTuple):
     ub_cfg: str = ""     # its tp_comm_overlap_cfg (training/comm_overlap.py), where it has one
     co_tp: bool = True   # its tp_comm_overlap
     file: str = L3       # the recipe's file
+    moe: bool = False    # a MoE recipe (bridge_moe.py): its MoE keys in values, read by bridge_moe.moe_job
+    mp: Optional[dict] = None  # its MixedPrecisionConfig's fields where they are not bf16_mixed()'s
 
 
 L2 = "src/megatron/bridge/recipes/llama/llama2.py"
@@ -164,6 +167,9 @@ RECIPES = {
              model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True, ub_cfg=UB_H16384),
 }
 
+# the MoE recipes (bridge_moe.py: DeepSeek-V3's two, Qwen3 MoE's two)
+RECIPES.update({name: Recipe(moe=True, **kw) for name, kw in bridge_moe.MOE_RECIPES.items()})
+
 # the mixed-precision presets (training/mixed_precision.py @dc805f5cf, each a @register'ed function, its name the
 # string mixed_precision takes): the fields the planner prices. bf16_mixed l. 171-184 (bf16, grad_reduce_in_fp32
 # True); bf16_with_fp8_delayed_scaling_mixed l. 203-219 (hybrid, delayed, fp8_param_gather True);
@@ -203,6 +209,7 @@ NO_EFFECT_SECTIONS = {"logger.": "logging", "scheduler.": "the learning-rate sch
                       "validation.": "evaluation between steps, not a training step"}
 NO_EFFECT_OPTIMIZER = ("optimizer.lr", "optimizer.min_lr", "optimizer.weight_decay", "optimizer.adam_beta1",
                        "optimizer.adam_beta2", "optimizer.adam_eps")
+NO_EFFECT.update(bridge_moe.MOE_NO_EFFECT)  # and the MoE recipes' keys without effect (bridge_moe.py)
 
 
 def recipe_for(model) -> Optional[str]:
@@ -210,7 +217,8 @@ def recipe_for(model) -> Optional[str]:
     from . import _attr
 
     for name, r in RECIPES.items():
-        if all(_attr(model, a) == v for a, v in r.shape.items()) and model.moe is None and model.layer_pattern is None:
+        if all(_attr(model, a) == v for a, v in r.shape.items()) and (model.moe is not None) == r.moe \
+                and model.layer_pattern is None:
             return name
     return None
 
@@ -544,8 +552,17 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg = dict(COMMON)
     cfg.update(rec.values)
     cfg["mixed_precision"] = "bf16_mixed" if not rec.mp_object else None
-    mp = dict(MP_PRESETS["bf16_mixed"])  # bf16_mixed(), as a string or an object
+    mp = dict(MP_PRESETS["bf16_mixed"], **(rec.mp or {}))  # bf16_mixed(), as a string or an object, or the recipe's
     co = {"tp_comm_overlap": rec.co_tp} if rec.comm_overlap else None
+    hw = None
+    if rec.moe:  # the recipe's own apply_flex_dispatcher_backend, on the launch's GPU (bridge_moe.py)
+        from ..catalog import load_hardware
+        from ..schema import Job
+
+        hw = load_hardware(hardware or Job.model_fields["hardware"].default)
+        bridge_moe.apply_recipe_flex(cfg, recipe, hw, where, assumed)
+        if co is not None:  # deepseek_v3.py l. 169-170 (the recipes with a CommOverlapConfig)
+            co.update({f: False for f in bridge_moe.MOE_CO_FIELDS})
     assumed.append(f"recipe {recipe}: its values ({BRIDGE} {rec.file} {rec.lines}; recipes/common.py _pretrain_common), "
                    "then the overrides")
     overrides, source = _lay(yaml_ops + ops, _recipe_values(cfg, mp, co, rec), where, assumed, ignored)
@@ -590,7 +607,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                    f"{COMM_OVERLAP_TARGET}", "give comm_overlap={_target_:" + COMM_OVERLAP_TARGET +
                                    ",tp_comm_overlap:true} (quoted in the shell), or null")
             unknown = sorted(set(co or ()) - {"tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
-                                               "overlap_grad_reduce", "overlap_param_gather", "bucket_size"})
+                                               "overlap_grad_reduce", "overlap_param_gather", "bucket_size",
+                                               *(bridge_moe.MOE_CO_FIELDS if rec.moe else ())})
             not_modelled += [f"{tag}comm_overlap.{f}={_v(co[f])} (a CommOverlapConfig field the planner does not read)"
                              for f in unknown]
         elif k.startswith("comm_overlap."):
@@ -599,7 +617,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                    "which an override cannot fill", "drop it")
             co[k.split(".", 1)[1]] = v
             if k.split(".", 1)[1] not in ("tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
-                                          "overlap_grad_reduce", "overlap_param_gather", "bucket_size"):
+                                          "overlap_grad_reduce", "overlap_param_gather", "bucket_size",
+                                          *(bridge_moe.MOE_CO_FIELDS if rec.moe else ())):
                 not_modelled.append(f"{tag}{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
         elif k in PROPERTIES:  # below, after the fields
             continue
@@ -650,6 +669,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if hardware is not None:
         job["hardware"] = hardware
     job["stack"] = STACK
+    if rec.moe:  # the MoE settings (bridge_moe.py), on the model priced
+        from ..catalog import load_model
+
+        bridge_moe.moe_job(cfg, co, job, load_model(job["model"]), hw, where, assumed, ignored, not_modelled)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
@@ -772,7 +795,8 @@ MP_TYPES = {"bf16": (bool, False), "fp16": (bool, False), "fp8": (str, True), "f
             "num_layers_at_start_in_bf16": (int, False), "num_layers_at_end_in_bf16": (int, False),
             "grad_reduce_in_fp32": (bool, False), "fp4": (str, True)}
 CO_TYPES = {"tp_comm_overlap": (bool, False), "overlap_p2p_comm": (bool, True), "batch_p2p_comm": (bool, True),
-            "overlap_grad_reduce": (bool, True), "overlap_param_gather": (bool, True), "bucket_size": (int, True)}
+            "overlap_grad_reduce": (bool, True), "overlap_param_gather": (bool, True), "bucket_size": (int, True),
+            "overlap_moe_expert_parallel_comm": (bool, True), "delay_wgrad_compute": (bool, True)}
 
 
 def _count(v: int) -> str:
@@ -917,7 +941,11 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}model.recompute_method={method}", "valid: uniform, block")
     elif gran == "selective" and cfg["model.recompute_modules"] is not None:
-        job["recompute_modules"] = list(cfg["model.recompute_modules"])
+        mods = cfg["model.recompute_modules"]
+        if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
+            raise PlannerError(f"{where}model.recompute_modules={_shown(mods)}: not a list of module names",
+                               "give a list, e.g. model.recompute_modules=[core_attn,moe_act]")
+        job["recompute_modules"] = list(mods)
     # what Megatron-Core reads only under another granularity (transformer_config.py @905c0e386 l. 455-483)
     unread = [k for k in ("model.recompute_method", "model.recompute_num_layers") if gran != "full" and cfg[k] is not None]
     unread += ["model.recompute_modules"] if gran != "selective" and cfg["model.recompute_modules"] is not None else []
@@ -1014,7 +1042,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["attention_kernel"] = "flash2" if ab == "flash" else "cudnn"
     elif ab not in (None, "auto"):
         raise PlannerError(f"{where}model.attention_backend={ab}", "valid: flash, fused, unfused, auto, null")
-    if flag("optimizer.use_precision_aware_optimizer"):
+    if flag("optimizer.use_precision_aware_optimizer") and "optimizer.exp_avg_dtype" not in cfg:  # a MoE recipe's: moe_job
         raise PlannerError(f"{where}optimizer.use_precision_aware_optimizer=true: not read by the planner's {FMT} "
                            "reader", "drop it")
     # precision

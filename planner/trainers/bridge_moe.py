@@ -1,0 +1,498 @@
+"""Megatron-Bridge's MoE recipes (issue 22, beyond the Llama recipes): their ConfigContainer values, the reader's
+MoE part (moe_job: the overrides' MoE settings into the job) and the writer's (moe_overrides: the plan's MoE settings
+as overrides). megatron_bridge.py holds the recipe table (RECIPES, which takes MOE_RECIPES) and the launch parsing;
+export.py _megatron_bridge the rest of the writer.
+
+Transcribed at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf over Megatron-Core 905c0e386:
+
+- recipes/deepseek/deepseek_v3.py deepseek_v3_pretrain_config l. 52-198 (TP 2, PP 16, EP 64, ETP 1, SP, 4,096
+  tokens, MTP 1, the (16, 1) pipeline layout of set_deepseek_v3_pipeline_model_parallel_layout l. 29-49, the alltoall
+  dispatcher with the hybridep flex backend l. 105-107 applied by apply_flex_dispatcher_backend l. 196, global batch
+  4,096, micro-batch 1, 1,000,000 iterations, selective recompute l. 138-141, bf16 MixedPrecisionConfig without fp32
+  gradient reduction l. 146-152, the precision-aware optimizer with bf16 main gradients and Adam moments l. 161-165,
+  CommOverlapConfig(tp_comm_overlap=False) without the EP overlap l. 168-172, ddp l. 182-188) and
+  deepseek_v3_pretrain_config_32nodes l. 201-340 (PP 8, EP 32, full uniform recompute of 1 layer l. 288-290, the
+  (8, 1) layout), both building the model of AutoBridge.from_hf_pretrained("deepseek-ai/DeepSeek-V3") (l. 60, 210).
+- The model provider: models/deepseek/deepseek_v3_bridge.py provider_bridge l. 48-95 over the Hugging Face config
+  (models/conversion/model_bridge.py CONFIG_MAPPING l. 251-292: num_hidden_layers 61, hidden_size 7168,
+  intermediate_size 18432, 128 heads, vocab 129280, n_routed_experts 256, num_experts_per_tok 8,
+  moe_intermediate_size 2048, n_group 8, topk_group 4, scoring_func sigmoid, the MLA ranks q 1536 / kv 512, qk nope
+  128 / rope 64, v 128), with moe_layer_freq [0]*3 + [1]*58 (l. 87-89), one shared expert of 2048
+  (moe_shared_expert_intermediate_size = moe_intermediate_size x n_shared_experts, l. 90), RMSNorm, SwiGLU, untied,
+  qk_layernorm (the MLA latents' norms), expert bias, router pre-softmax, router dtype fp32, seq_aux_loss with
+  coefficient 1e-4, grouped GEMM and the permute fusion, no RoPE fusion (l. 53-79): the shape of model_zoo
+  deepseek-v3.yaml field for field (its rope_scaling yarn factor 40 as the recipe's rotary_scaling_factor 40,
+  l. 88-92). The provider leaves mtp_num_layers None (l. 93); the recipe sets 1 (l. 84): the job's mtp_layers.
+
+- recipes/qwen/qwen3_moe.py qwen3_30b_a3b_pretrain_config l. 26-130 and qwen3_235b_a22b_pretrain_config l. 133-243
+  (_qwen3 below), their models AutoBridge.from_hf_pretrained("Qwen/Qwen3-30B-A3B" / "Qwen/Qwen3-235B-A22B") through
+  models/qwen/qwen3_moe_bridge.py provider_bridge l. 43-63: the shapes of model_zoo qwen3-30b-a3b.yaml and
+  qwen3-235b-a22b.yaml field for field (_qwen3_shape).
+
+Not transcribed (refused by --recipe as not a recipe the planner transcribes; the writer refuses their models):
+deepseek_v2.py (DeepSeek-V2 / V2-Lite: no model_zoo entry); gpt_oss/gpt_oss.py (gpt-oss-20b / 120b are in model_zoo,
+but as layer_pattern entries (sliding / full), which the trainer readers' shape match leaves out, and the recipe's
+cp_comm_type a2a and per-token loss are not read here yet).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import PlannerError
+from .spelling import hydra_value as _v
+
+DSV3 = "src/megatron/bridge/recipes/deepseek/deepseek_v3.py"
+DSV3_HF = "deepseek-ai/DeepSeek-V3"
+FLEX = "src/megatron/bridge/training/flex_dispatcher_backend.py"
+
+# the model_zoo fields a DeepSeek-V3 recipe's provider fixes (above): recipe_for and the reader match the model by them
+DSV3_SHAPE = {
+    "num_layers": 61, "hidden_size": 7168, "ffn_hidden_size": 18432, "num_attention_heads": 128, "vocab_size": 129280,
+    "tied_embeddings": False, "gated_mlp": True, "norm": "rmsnorm",
+    "mla.q_lora_rank": 1536, "mla.kv_lora_rank": 512, "mla.qk_rope_head_dim": 64, "mla.qk_nope_head_dim": 128,
+    "mla.v_head_dim": 128,
+    "moe.num_experts": 256, "moe.top_k": 8, "moe.expert_ffn_hidden_size": 2048, "moe.num_shared_experts": 1,
+    "moe.first_k_dense": 3, "moe.router": "sigmoid", "moe.expert_score_bias": True, "moe.expert_groups": 8,
+    "moe.groups_per_token": 4,
+}
+
+
+def layout_text(chunks: list[int], mtp: int) -> str:
+    """A layout's Megatron-Core string (pipeline_parallel_layer_layout.py @905c0e386 from_str: 'E' embedding, 't' a
+    decoder layer, 'm' an MTP layer, 'L' the loss, '|' between chunks), which TransformerConfig takes as a str or as
+    the recipes' list of lists (transformer_config.py l. 1449-1461)."""
+    def part(n):
+        return "" if n == 0 else ("t" if n == 1 else f"t*{n}")
+
+    out = [part(n) for n in chunks]
+    out[0] = "E" + out[0]
+    out[-1] += ("m" if mtp == 1 else f"m*{mtp}" if mtp else "") + "L"
+    return "|".join(out)
+
+
+# the MoE keys of a MoE recipe's ConfigContainer (Megatron-Core 905c0e386 TransformerConfig / OptimizerConfig fields,
+# Bridge's GPTModelProvider and DistributedInitConfig), with the DeepSeek-V3 provider's and recipe's values (above);
+# each override of one is read by moe_job
+def _dsv3(pp: int, ep: int, chunks: list[int], recompute: dict) -> dict:
+    return {
+        "model.tensor_model_parallel_size": 2, "model.pipeline_model_parallel_size": pp,
+        "model.virtual_pipeline_model_parallel_size": None, "model.context_parallel_size": 1,
+        "model.expert_model_parallel_size": ep, "model.expert_tensor_parallel_size": 1, "model.sequence_parallel": True,
+        "model.seq_length": 4096, "dataset.sequence_length": 4096,
+        "model.mtp_num_layers": 1, "model.mtp_loss_scaling_factor": 0.1,
+        "model.pipeline_model_parallel_layout": layout_text(chunks, 1),
+        "model.num_layers_in_first_pipeline_stage": None, "model.num_layers_in_last_pipeline_stage": None,
+        # l. 105-107; apply_flex_dispatcher_backend (l. 196) turns alltoall into flex where the GPU takes hybridep
+        "model.moe_token_dispatcher_type": "alltoall", "model.moe_flex_dispatcher_backend": "hybridep",
+        "model.moe_hybridep_num_sms": 16, "model.moe_shared_expert_overlap": True,
+        "train.global_batch_size": 4096, "train.micro_batch_size": 1, "train.train_iters": 1_000_000,
+        "model.moe_router_fusion": False, "model.moe_permute_fusion": True, "model.moe_grouped_gemm": True,
+        "model.cross_entropy_loss_fusion": True, "model.cross_entropy_fusion_impl": "te",
+        **recompute,
+        "model.moe_router_padding_for_fp8": False, "model.moe_router_force_load_balancing": False,
+        # the provider's (deepseek_v3_bridge.py l. 62-72)
+        "model.moe_router_pre_softmax": True, "model.moe_router_load_balancing_type": "seq_aux_loss",
+        "model.moe_router_enable_expert_bias": True, "model.moe_router_dtype": "fp32", "model.moe_aux_loss_coeff": 0.0001,
+        "model.apply_rope_fusion": False,
+        # Megatron-Core 905c0e386 transformer_config.py defaults the recipe leaves: no z-loss, dropless
+        "model.moe_z_loss_coeff": None, "model.moe_expert_capacity_factor": None,
+        "model.moe_pad_expert_input_to_capacity": False, "model.overlap_moe_expert_parallel_comm": False,
+        "dist.enable_megatron_core_experimental": False,
+        "optimizer.use_precision_aware_optimizer": True, "optimizer.main_params_dtype": "float32",
+        "optimizer.main_grads_dtype": "bfloat16", "optimizer.exp_avg_dtype": "bfloat16",
+        "optimizer.exp_avg_sq_dtype": "bfloat16",
+    }
+
+
+_SELECTIVE = {"model.recompute_granularity": "selective", "model.recompute_modules": None,
+              "model.recompute_method": None, "model.recompute_num_layers": None}
+_FULL1 = {"model.recompute_granularity": "full", "model.recompute_method": "uniform", "model.recompute_num_layers": 1,
+          "model.recompute_modules": None}
+_NONE = {"model.recompute_granularity": None, "model.recompute_modules": None,
+         "model.recompute_method": None, "model.recompute_num_layers": None}
+
+QWEN3_MOE = "src/megatron/bridge/recipes/qwen/qwen3_moe.py"
+
+
+def _qwen3(tp, pp, cp, ep, micro, recompute, account_for: bool) -> dict:
+    """qwen3_moe.py's pre-training recipes over recipes/common.py _pretrain_common l. 60-93 (train_iters 300,000, global
+    batch 32, micro-batch 2, ddp.data_parallel_sharding_strategy optim_grads_params, comm_overlap None, mixed_precision
+    'bf16_mixed'), the provider models/qwen/qwen3_moe_bridge.py provider_bridge l. 43-63 (grouped GEMM, aux_loss with
+    coefficient 1e-3, no pre-softmax, alltoall, the permute fusion) over GPTModelProvider (models/gpt_provider.py
+    l. 184-186: masked softmax, cross-entropy and gradient-accumulation fusions) and Megatron-Core 905c0e386's
+    TransformerConfig defaults (transformer_config.py l. 423, 437, 440: no bias-activation, bias-dropout or RoPE
+    fusion; l. 701 router dtype None; l. 706 no expert bias)."""
+    return {
+        "model.tensor_model_parallel_size": tp, "model.pipeline_model_parallel_size": pp,
+        "model.virtual_pipeline_model_parallel_size": None, "model.context_parallel_size": cp,
+        "model.expert_model_parallel_size": ep, "model.expert_tensor_parallel_size": 1, "model.sequence_parallel": True,
+        "model.seq_length": 4096, "dataset.sequence_length": 4096,
+        "model.mtp_num_layers": None, "model.mtp_loss_scaling_factor": 0.1,
+        "model.pipeline_model_parallel_layout": None,
+        "model.num_layers_in_first_pipeline_stage": None, "model.num_layers_in_last_pipeline_stage": None,
+        "model.account_for_embedding_in_pipeline_split": account_for, "model.account_for_loss_in_pipeline_split": account_for,
+        "model.moe_token_dispatcher_type": "alltoall", "model.moe_flex_dispatcher_backend": "deepep",
+        "model.moe_hybridep_num_sms": 16, "model.moe_shared_expert_overlap": False,
+        "train.global_batch_size": 32, "train.micro_batch_size": micro, "train.train_iters": 300000,
+        "model.moe_router_fusion": False, "model.moe_permute_fusion": True, "model.moe_grouped_gemm": True,
+        "model.cross_entropy_loss_fusion": True, "model.cross_entropy_fusion_impl": "te",
+        **recompute,
+        "model.moe_router_padding_for_fp8": False, "model.moe_router_force_load_balancing": False,
+        "model.moe_router_pre_softmax": False, "model.moe_router_load_balancing_type": "aux_loss",
+        "model.moe_router_enable_expert_bias": False, "model.moe_router_dtype": None, "model.moe_aux_loss_coeff": 0.001,
+        "model.apply_rope_fusion": False, "model.bias_activation_fusion": False, "model.bias_dropout_fusion": False,
+        "model.moe_z_loss_coeff": None, "model.moe_expert_capacity_factor": None,
+        "model.moe_pad_expert_input_to_capacity": False, "model.overlap_moe_expert_parallel_comm": False,
+        "dist.enable_megatron_core_experimental": False,
+        "ddp.data_parallel_sharding_strategy": "optim_grads_params",
+        "optimizer.use_precision_aware_optimizer": False, "optimizer.main_params_dtype": "float32",
+        "optimizer.main_grads_dtype": "float32", "optimizer.exp_avg_dtype": "float32", "optimizer.exp_avg_sq_dtype": "float32",
+    }
+
+
+def _qwen3_shape(layers, hidden, ffn, heads, expert_ffn) -> dict:
+    # Qwen/Qwen3-*-A*B config.json (model_zoo qwen3-30b-a3b.yaml, qwen3-235b-a22b.yaml, their sources): 4 KV heads of
+    # 128, vocab 151936, untied, rope_theta 1e6, q/k norms (qwen3_moe_bridge.py l. 53 qk_layernorm), 128 experts top-8
+    # with a softmax router, no shared expert, every layer MoE (decoder_sparse_step 1)
+    return {"num_layers": layers, "hidden_size": hidden, "ffn_hidden_size": ffn, "num_attention_heads": heads,
+            "kv_heads": 4, "dhead": 128, "vocab_size": 151936, "tied_embeddings": False, "gated_mlp": True,
+            "norm": "rmsnorm", "qk_norm": True, "rope_theta": 1000000.0, "mla": None,
+            "moe.num_experts": 128, "moe.top_k": 8, "moe.expert_ffn_hidden_size": expert_ffn, "moe.num_shared_experts": 0,
+            "moe.first_k_dense": 0, "moe.router": "softmax", "moe.expert_score_bias": False}
+
+
+# name -> the Recipe fields (megatron_bridge.Recipe, moe=True): the recipe's Hugging Face model, where in its file,
+# the model's shape, its ConfigContainer values, its mixed_precision (an object, or the name "bf16_mixed"), its
+# CommOverlapConfig
+_DSV3_KW = dict(hf_id=DSV3_HF, shape=DSV3_SHAPE, mp_object=True, comm_overlap=True, co_tp=False, file=DSV3,
+                mp={"grad_reduce_in_fp32": False})
+MOE_RECIPES = {
+    "deepseek_v3_pretrain_config": dict(
+        _DSV3_KW, lines="l. 52-198 (layout (16, 1) l. 42, dispatcher l. 105-107, mixed_precision l. 146-152, optimizer "
+                        "l. 161-165)", values=_dsv3(16, 64, [4] * 15 + [1], _SELECTIVE)),
+    "deepseek_v3_pretrain_config_32nodes": dict(
+        _DSV3_KW, lines="l. 201-340 (layout (8, 1) l. 40, full recompute l. 288-290)",
+        values=_dsv3(8, 32, [8] * 7 + [5], _FULL1)),
+    "qwen3_30b_a3b_pretrain_config": dict(
+        hf_id="Qwen/Qwen3-30B-A3B", shape=_qwen3_shape(48, 2048, 6144, 32, 768), mp_object=False, comm_overlap=False,
+        file=QWEN3_MOE, lines="l. 26-130 (TP 4, PP 2, EP 4 l. 44-51, deepep l. 58-59, full recompute l. 83-86)",
+        values=_qwen3(4, 2, 1, 4, 2, _FULL1, False)),
+    "qwen3_235b_a22b_pretrain_config": dict(
+        hf_id="Qwen/Qwen3-235B-A22B", shape=_qwen3_shape(94, 4096, 12288, 64, 1536), mp_object=False,
+        comm_overlap=False, file=QWEN3_MOE,
+        lines="l. 133-243 (TP 4, PP 16, CP 2, EP 8 l. 153-160, account_for_* l. 166-167, micro-batch 1 l. 176)",
+        values=_qwen3(4, 16, 2, 8, 1, _NONE, True)),
+}
+# CommOverlapConfig fields the MoE recipes set (deepseek_v3.py l. 168-170): read by moe_job
+MOE_CO_FIELDS = ("overlap_moe_expert_parallel_comm", "delay_wgrad_compute")
+# no effect on a step's memory or time: read, listed as ignored
+MOE_NO_EFFECT = {"model.mtp_loss_scaling_factor": "the MTP loss's weight",
+                 "model.moe_hybridep_num_sms": "the SMs HybridEP's kernels take (its speed, not priced)"}
+
+# OptimizerConfig's dtype fields, as a Hydra override names them (omegaconf_utils.py @dc805f5cf l. 481-486:
+# getattr(torch, value.split('.')[-1])): bytes per element
+DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+DISPATCHERS = {("alltoall", None): "alltoall", ("allgather", None): "allgather", ("flex", "deepep"): "deepep",
+               ("flex", "hybridep"): "hybridep"}
+
+
+# apply_flex_dispatcher_backend's answer where it reads the device's name (deepep on compute capability 10: the B200
+# and B300 take it, a GB200 not), which no hardware field gives: the launch must name its dispatcher
+BY_NAME = "<decided by the device name>"
+
+
+def flex_applies(backend: Optional[str], hw) -> Optional[bool]:
+    """Whether apply_flex_dispatcher_backend (flex_dispatcher_backend.py @dc805f5cf l. 46-65) and
+    validate_flex_dispatcher_backend (l. 72-84) take the backend on the launch's GPU: hybridep on compute capability
+    major 8, 9, 10; deepep on 8, 9, and on 10 only on a B200 / B300 by device name (None: not decided here, as where
+    the hardware gives no capability)."""
+    cc = hw.capability
+    if cc is None or (backend == "deepep" and cc[0] == 10):
+        return None
+    return cc[0] in ((8, 9, 10) if backend == "hybridep" else (8, 9))
+
+
+def apply_recipe_flex(cfg: dict, recipe: str, hw, where: str, assumed: list) -> None:
+    """The recipe function's own apply_flex_dispatcher_backend (deepseek_v3.py l. 196), which runs before the
+    overrides: on a GPU that takes the backend, dispatcher flex and no shared-expert overlap."""
+    backend = cfg["model.moe_flex_dispatcher_backend"]
+    on = flex_applies(backend, hw)
+    if on is None and hw.capability is not None:  # the device's name decides: the launch's override must say
+        cfg["model.moe_token_dispatcher_type"] = BY_NAME
+        return
+    if on is None:
+        raise PlannerError(f"{where}recipe {recipe} picks its MoE dispatcher by the GPU's compute capability "
+                           f"({FLEX} l. 46-65), which hardware {hw.name} does not give", "give the hardware's compute_capability")
+    if on:
+        cfg["model.moe_token_dispatcher_type"] = "flex"
+        cfg["model.moe_shared_expert_overlap"] = False
+        assumed.append(f"recipe {recipe}: model.moe_token_dispatcher_type=flex with {backend}, no shared-expert overlap "
+                       f"(apply_flex_dispatcher_backend on compute capability {hw.compute_capability}: {FLEX} l. 54-69)")
+    else:
+        assumed.append(f"recipe {recipe}: model.moe_token_dispatcher_type=alltoall (apply_flex_dispatcher_backend skips "
+                       f"{backend} on compute capability {hw.compute_capability}: {FLEX} l. 54-61)")
+
+
+def _bool(cfg, k, where):
+    v = cfg[k]
+    if not isinstance(v, bool):
+        raise PlannerError(f"{where}{k}={v!r}: not true or false", f"give {k}=true or {k}=false")
+    return v
+
+
+def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignored: list, not_modelled: list) -> None:
+    """The MoE recipe's MoE settings (after the overrides) into the job: the dispatcher, MTP, the pipeline layout,
+    the router's path and balancing, the capacity factor, the fused kernels, the EP overlap, the precision-aware
+    optimizer's state bytes. What the planner does not price is refused or listed, naming the key."""
+    from ..plan import with_mtp
+    from ..schema import BYTES_PER_PARAM_PRESETS, split_fields
+    from .megatron import AUX_LOSS_TYPES, BALANCING_TYPES, NO_DISTRIBUTED_OPTIMIZER, ROUTER_DTYPES, parse_layout, split_of
+
+    # the dispatcher (the run's, checked as validate_flex_dispatcher_backend does at start-up, l. 72-84)
+    kind, backend = cfg["model.moe_token_dispatcher_type"], cfg["model.moe_flex_dispatcher_backend"]
+    if kind == BY_NAME:
+        raise PlannerError(f"{where}the recipe's dispatcher on {hw.name}: apply_flex_dispatcher_backend turns it into flex "
+                           f"with {backend} on compute capability {hw.compute_capability} only on a B200 or B300, by the "
+                           f"device's name ({FLEX} l. 46-53), which the planner does not read",
+                           "name it: model.moe_token_dispatcher_type=alltoall, or =flex")
+    key = (kind, backend if kind == "flex" else None)
+    if not all(isinstance(x, (str, type(None))) for x in key) or key not in DISPATCHERS:
+        raise PlannerError(f"{where}model.moe_token_dispatcher_type={_v(kind)} model.moe_flex_dispatcher_backend="
+                           f"{_v(backend)}: not a dispatcher the planner prices",
+                           "valid: alltoall, allgather, flex with deepep or hybridep")
+    if kind == "flex" and flex_applies(backend, hw) is None:
+        assumed.append(f"model.moe_token_dispatcher_type=flex with {backend} on {hw.name}: Bridge takes it on compute "
+                       f"capability {hw.compute_capability} on a B200 or B300 only, by the device's name "
+                       f"({FLEX} l. 76-78): assumed one")
+    elif kind == "flex" and not flex_applies(backend, hw):
+        raise PlannerError(f"{where}model.moe_token_dispatcher_type=flex with {backend} on {hw.name} (compute capability "
+                           f"{hw.compute_capability}): Bridge refuses it at start-up ({FLEX} validate_flex_dispatcher_backend "
+                           "l. 72-84)", "use model.moe_token_dispatcher_type=alltoall")
+    job["moe_dispatcher"] = DISPATCHERS[key]
+    shared_overlap = _bool(cfg, "model.moe_shared_expert_overlap", where)
+    if shared_overlap:
+        not_modelled.append("model.moe_shared_expert_overlap=true (the shared expert's compute overlapped with the "
+                            "dispatch: not priced)")
+    # fused kernels and grouped GEMM (written where on: the job's defaults are off)
+    for k, f in (("model.moe_permute_fusion", "moe_permute_fusion"), ("model.moe_router_fusion", "moe_router_fusion")):
+        job[f] = _bool(cfg, k, where)
+    if _bool(cfg, "model.moe_grouped_gemm", where):
+        job["moe_grouped_gemm"] = True
+    if _bool(cfg, "model.moe_router_padding_for_fp8", where):
+        job["moe_router_padding"] = True
+    if _bool(cfg, "dist.enable_megatron_core_experimental", where):
+        job["enable_experimental"] = True
+    # MTP (the recipe's model.mtp_num_layers; None or 0: none)
+    mtp = cfg["model.mtp_num_layers"]
+    if mtp is not None and (not isinstance(mtp, int) or isinstance(mtp, bool) or mtp < 0):
+        raise PlannerError(f"{where}model.mtp_num_layers={_v(mtp)}: not a count", "give a whole number >= 0, or null")
+    job["mtp_layers"] = int(mtp or 0)
+    # the router: balancing (transformer_config.py @905c0e386: force, then the expert bias, then the loss type), the
+    # auxiliary loss's coefficient where its type is one, z-loss, pre-softmax, dtype
+    if _bool(cfg, "model.moe_router_force_load_balancing", where):
+        job["moe_rank_imbalance"] = 1.0
+    elif _bool(cfg, "model.moe_router_enable_expert_bias", where):
+        job["moe_load_balancing"] = "aux_loss_free"
+    kind = cfg["model.moe_router_load_balancing_type"]
+    if isinstance(kind, list):  # one type per layer group (transformer_config.py @905c0e386 l. 636): not read here
+        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kind)}: a list of types is not read by the "
+                           "planner's megatron-bridge reader", "give one type")
+    if not isinstance(kind, str) or kind not in BALANCING_TYPES:
+        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kind)}", f"valid: {', '.join(BALANCING_TYPES)}")
+    if "moe_rank_imbalance" not in job and "moe_load_balancing" not in job:
+        job["moe_load_balancing"] = BALANCING_TYPES[kind]
+    coeff = cfg["model.moe_aux_loss_coeff"]
+    if not isinstance(coeff, (int, float)) or isinstance(coeff, bool) or coeff < 0:
+        raise PlannerError(f"{where}model.moe_aux_loss_coeff={_v(coeff)}: not a coefficient >= 0 (a list of them, one "
+                           "per type, is not read by the planner's megatron-bridge reader)", "give one number >= 0")
+    job["moe_aux_loss_coeff"] = float(coeff) if kind in AUX_LOSS_TYPES else 0.0
+    z = cfg["model.moe_z_loss_coeff"]
+    if z is not None:
+        if not isinstance(z, (int, float)) or isinstance(z, bool) or z < 0:
+            raise PlannerError(f"{where}model.moe_z_loss_coeff={_v(z)}: not a coefficient >= 0", "give a number >= 0, or null")
+        job["moe_z_loss_coeff"] = float(z)
+    job["moe_router_pre_softmax"] = _bool(cfg, "model.moe_router_pre_softmax", where)
+    dt = cfg["model.moe_router_dtype"]
+    if dt is not None:
+        if dt not in ROUTER_DTYPES:
+            raise PlannerError(f"{where}model.moe_router_dtype={_v(dt)}", f"valid: {', '.join(ROUTER_DTYPES)}, null")
+        job["moe_router_dtype"] = dt
+    # the capacity factor (None: dropless)
+    cf = cfg["model.moe_expert_capacity_factor"]
+    if cf is not None:
+        if not isinstance(cf, (int, float)) or isinstance(cf, bool) or cf <= 0:
+            raise PlannerError(f"{where}model.moe_expert_capacity_factor={_v(cf)}: not a factor > 0", "give a number, or null")
+        job["moe_capacity_factor"] = float(cf)
+        job["moe_pad_to_capacity"] = _bool(cfg, "model.moe_pad_expert_input_to_capacity", where)
+    elif _bool(cfg, "model.moe_pad_expert_input_to_capacity", where):
+        ignored.append("model.moe_pad_expert_input_to_capacity=true (no capacity factor: dropless, nothing to pad to)")
+    # the pipeline layout (a string, or the recipe's own): Megatron-Core refuses it beside the other split settings
+    # (transformer_config.py @905c0e386 l. 1430-1447) and a vpp other than its chunks' (l. 1463-1474)
+    first_last = [cfg[k] for k in ("model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage")]
+    if any(x is not None for x in first_last):
+        raise PlannerError(f"{where}model.num_layers_in_first/last_pipeline_stage: not read by the planner's "
+                           "megatron-bridge reader", "use model.pipeline_model_parallel_layout, or null them")
+    layout = cfg["model.pipeline_model_parallel_layout"]
+    if layout is not None:
+        if not isinstance(layout, str):
+            raise PlannerError(f"{where}model.pipeline_model_parallel_layout={_v(layout)}: not read as a list by the "
+                               "planner's megatron-bridge reader", "give Megatron-Core's string form, e.g. 'Et*4|t*4|tmL'")
+        if job.get("account_for_embedding_in_pipeline_split") or job.get("account_for_loss_in_pipeline_split"):
+            raise PlannerError(f"{where}model.pipeline_model_parallel_layout with model.account_for_*_in_pipeline_split: "
+                               "Megatron-Core refuses them together (transformer_config.py @905c0e386 l. 1430-1447)",
+                               "drop one")
+        spec = with_mtp(spec, job["mtp_layers"])
+        chunks = parse_layout(layout, job["pp"], spec, where, not_modelled)
+        vpp = len(chunks) // job["pp"]
+        stated = cfg["model.virtual_pipeline_model_parallel_size"]
+        if stated is not None and stated != vpp:
+            raise PlannerError(f"{where}model.virtual_pipeline_model_parallel_size={stated} but the layout has {vpp} chunks a "
+                               "pipeline rank: Megatron-Core asserts they agree (transformer_config.py l. 1463-1474)",
+                               "give one of them")
+        job["vpp"], job["schedule"] = vpp, "interleaved" if vpp > 1 else "1f1b"
+        if job["pp"] > 1:
+            e_l = split_of(spec.num_layers, job["pp"], vpp, chunks=chunks)
+            if e_l is None:
+                not_modelled.append(f"model.pipeline_model_parallel_layout {layout}: {chunks} layers on the model chunks, "
+                                    "not a split the planner models; priced as the planner's split of pp x vpp")
+            else:
+                job.update(split_fields(*e_l))
+        elif vpp == 1:
+            ignored.append(f"model.pipeline_model_parallel_layout={layout} (one stage: every layer on it)")
+    # the EP overlap: the CommOverlapConfig's stated field over the model's (comm_overlap.py _override_user_cfgs
+    # l. 590-598), with the asserts Bridge makes (l. 468-502)
+    ov = co.get("overlap_moe_expert_parallel_comm") if co else None
+    ep_ov = _bool(cfg, "model.overlap_moe_expert_parallel_comm", where) if ov is None else ov
+    if not isinstance(ep_ov, bool):
+        raise PlannerError(f"{where}comm_overlap.overlap_moe_expert_parallel_comm={_v(ep_ov)}: not true or false",
+                           "give true or false")
+    if ep_ov:
+        bad = [why for cond, why in (
+            (job["ep"] <= 1, "expert_model_parallel_size > 1"), (job["moe_dispatcher"] == "allgather",
+                                                                   "moe_token_dispatcher_type alltoall or flex"),
+            (job["pp"] > 1 and job["vpp"] == 1, "virtual_pipeline_model_parallel_size (a layout's chunks) where pp > 1"),
+            (job["recompute"] == "full" or cfg["model.recompute_method"] is not None or
+             cfg["model.recompute_num_layers"] is not None, "no full recompute, recompute_method or recompute_num_layers"),
+            (shared_overlap, "moe_shared_expert_overlap false"), (job["mtp_layers"] > 1, "mtp_num_layers None or 1")) if cond]
+        if bad:
+            raise PlannerError(f"{where}the EP overlap (overlap_moe_expert_parallel_comm) needs {'; '.join(bad)}: Bridge "
+                               "asserts them (training/comm_overlap.py l. 468-502)", "turn the EP overlap off, or meet them")
+        job["ep_comm_overlap"] = True
+    if co and co.get("delay_wgrad_compute"):
+        not_modelled.append("comm_overlap.delay_wgrad_compute=true (the weight gradients deferred under the EP overlap: "
+                            "not priced)")
+    # the precision-aware optimizer's state dtypes (OptimizerConfig @905c0e386; Bridge's ConfigContainer keeps the
+    # distributed optimizer on, which it needs: megatron/core/optimizer/__init__.py)
+    if _bool(cfg, "optimizer.use_precision_aware_optimizer", where):
+        dts = {}
+        for f in ("main_params_dtype", "main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+            v = cfg[f"optimizer.{f}"]
+            name = v.split(".")[-1] if isinstance(v, str) else None
+            if name not in DTYPE_BYTES:
+                raise PlannerError(f"{where}optimizer.{f}={_v(v)}: not a dtype the planner prices",
+                                   f"valid: {', '.join(DTYPE_BYTES)}")
+            dts[f] = name
+        if job.get("sharding_mode") in NO_DISTRIBUTED_OPTIMIZER:
+            raise PlannerError(f"{where}optimizer.use_precision_aware_optimizer=true under sharding mode "
+                               f"{job.get('sharding_mode')}: Megatron-Core runs it with the distributed optimizer only "
+                               "(megatron/core/optimizer/__init__.py: 'only supported with distributed optimizer')",
+                               "keep ddp.use_distributed_optimizer=true, or turn it off")
+        grads = 2.0 if (job.get("bytes_per_param") or {}).get("gradients") == 2.0 else 4.0
+        if dts["main_grads_dtype"] == "bfloat16" and grads == 4.0:
+            raise PlannerError(f"{where}optimizer.main_grads_dtype=bfloat16 with mixed_precision.grad_reduce_in_fp32=true: "
+                               "not read by the planner's megatron-bridge reader (Megatron-LM asserts fp32 main gradients "
+                               "under fp32 reduction, arguments.py @d98e8a64 l. 1209-1211)",
+                               "give mixed_precision.grad_reduce_in_fp32=false, or optimizer.main_grads_dtype=float32")
+        if dts["main_params_dtype"] != "float32" or dts["exp_avg_dtype"] != dts["exp_avg_sq_dtype"]:
+            raise PlannerError(f"{where}optimizer.main_params_dtype={dts['main_params_dtype']}, exp_avg_dtype="
+                               f"{dts['exp_avg_dtype']}, exp_avg_sq_dtype={dts['exp_avg_sq_dtype']}: the planner prices "
+                               "fp32 main weights and two moments of one dtype", "use float32 main weights, one moment dtype")
+        bpp = {"weights": 2.0, "gradients": grads, "master": 4.0, "optimizer": 2 * DTYPE_BYTES[dts["exp_avg_dtype"]]}
+        name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
+        job["bytes_per_param"] = name or bpp
+        if bpp["optimizer"] == 8.0:
+            job["precision_aware_optimizer"] = True
+        assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
+                       f"{bpp['optimizer']:g} B): optimizer.use_precision_aware_optimizer with "
+                       + ", ".join(f"{f} {v}" for f, v in dts.items()))
+    else:
+        low = [f for f in ("main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype")
+               if str(cfg[f"optimizer.{f}"]).split(".")[-1] != "float32"]
+        if low:
+            raise PlannerError(f"{where}optimizer.{low[0]}={_v(cfg['optimizer.' + low[0]])} without the precision-aware "
+                               "optimizer: Megatron-Core asserts fp32 states without it (optimizer_config.py)",
+                               "add optimizer.use_precision_aware_optimizer=true, or give float32")
+
+
+# ------------------------------------------------------------------ writing
+def _bridge_refuse(what: str, hint: str) -> PlannerError:
+    return PlannerError(f"export megatron-bridge: {what}", hint)  # as export._bridge_refuse words it
+
+
+def moe_overrides(plan: dict, model, rec_values: dict, notes: list, mtp: int, grouped_fp8) -> list[tuple[str, object]]:
+    """The plan's MoE settings as a MoE recipe's overrides (the reader's inverse, moe_job): every one written, so the
+    recipe's own (its flex dispatcher, its layout, its recompute) never stands in for the plan's. `mtp` is the plan's
+    MTP modules, `grouped_fp8` its fp8_grouped_experts as export.plan_signature resolves them."""
+    out: list[tuple[str, object]] = []
+    disp = plan.get("moe_dispatcher") or "alltoall"
+    kind = next((k for k, d in DISPATCHERS.items() if d == disp), None)
+    if kind is None:
+        raise _bridge_refuse(f"moe_dispatcher {disp}: Megatron-Core's moe_token_dispatcher_type / moe_flex_dispatcher_backend "
+                             "have no such dispatcher", f"price it with one of {', '.join(DISPATCHERS.values())}")
+    for k in ("moe_fp8_dispatch", "moe_min_capacity", "moe_hybridep_capacity_factor"):
+        if plan.get(k):
+            raise _bridge_refuse(f"{k} {plan[k]}: no ConfigContainer key of Megatron-Bridge @dc805f5cf runs it", f"price it without {k}")
+    if grouped_fp8 is False:
+        raise _bridge_refuse("fp8_grouped_experts false: Megatron-Core runs the routed experts' grouped GEMMs under the "
+                             "layer's fp8 autocast, no key keeps them bf16", "price it without fp8_grouped_experts")
+    out += [("model.moe_token_dispatcher_type", kind[0]),
+            ("model.moe_flex_dispatcher_backend", kind[1] or rec_values["model.moe_flex_dispatcher_backend"]),
+            # off: the plan prices no shared-expert overlap (and Bridge asserts it off under the EP overlap)
+            ("model.moe_shared_expert_overlap", False),
+            ("model.moe_permute_fusion", bool(plan.get("moe_permute_fusion"))),
+            ("model.moe_router_fusion", bool(plan.get("moe_router_fusion"))),
+            ("model.moe_grouped_gemm", bool(plan.get("moe_grouped_gemm"))),
+            ("model.moe_router_padding_for_fp8", bool(plan.get("moe_router_padding"))),
+            ("dist.enable_megatron_core_experimental", bool(plan.get("enable_experimental"))),
+            ("model.mtp_num_layers", mtp or None)]
+    # balancing: force; else the model's expert bias (aux_loss_free) and the recipe's loss type, or sinkhorn
+    bal = plan.get("moe_load_balancing")
+    force = bal == "force" or plan.get("moe_rank_imbalance") == 1.0
+    if plan.get("moe_rank_imbalance") not in (None, 1.0):  # 1.0: balanced, Bridge's forced balancing; else no key
+        raise _bridge_refuse(f"moe_rank_imbalance {plan['moe_rank_imbalance']}: a stated imbalance no ConfigContainer key "
+                             "runs (model.moe_router_force_load_balancing is 1.0)", "price it without moe_rank_imbalance")
+    bias = bool(model.moe.expert_score_bias)
+    if not force and bal is not None and (bal == "aux_loss_free") != bias:
+        raise _bridge_refuse(f"moe_load_balancing {bal} on {plan['model']} (expert_score_bias {str(bias).lower()}): the "
+                             "provider builds the model's router, its expert bias with it", "price the model's balancing")
+    ltype = "sinkhorn" if bal == "sinkhorn" else rec_values["model.moe_router_load_balancing_type"]
+    out += [("model.moe_router_force_load_balancing", force), ("model.moe_router_enable_expert_bias", bias),
+            ("model.moe_router_load_balancing_type", ltype),
+            ("model.moe_aux_loss_coeff", float(plan.get("moe_aux_loss_coeff") or 0.0)),
+            ("model.moe_z_loss_coeff", plan.get("moe_z_loss_coeff")),
+            ("model.moe_router_pre_softmax", bool(plan.get("moe_router_pre_softmax"))),
+            ("model.moe_router_dtype", plan.get("moe_router_dtype")),
+            ("model.moe_expert_capacity_factor", plan.get("moe_capacity_factor")),
+            ("model.moe_pad_expert_input_to_capacity", bool(plan.get("moe_pad_to_capacity"))),
+            # the EP overlap on the model too (a CommOverlapConfig's stated field, written beside it, wins: the same)
+            ("model.overlap_moe_expert_parallel_comm", bool(plan.get("ep_comm_overlap")))]
+    if disp in ("deepep", "hybridep"):
+        notes.append(f"model.moe_token_dispatcher_type=flex with {disp}: Bridge checks the GPU takes it at start-up "
+                     f"({FLEX} validate_flex_dispatcher_backend l. 72-84)")
+    return out
+
+
+def optimizer_overrides(plan: dict, b: dict) -> list[tuple[str, object]]:
+    """The plan's optimizer state bytes as a MoE recipe's OptimizerConfig overrides: the precision-aware optimizer
+    where the moments are below fp32 (or the plan runs it), fp32 main weights; the main gradients in the gradient
+    buffer's dtype (mixed_precision.grad_reduce_in_fp32 writes the buffer)."""
+    moment = {8.0: "float32", 4.0: "bfloat16"}.get(b["optimizer"])
+    if moment is None or b["master"] != 4.0 or b["weights"] != 2.0:
+        raise _bridge_refuse(f"bytes_per_param {plan.get('bytes_per_param')}: the planner's writer spells bf16 weights, "
+                             "fp32 master weights and two fp32 or bf16 Adam moments only",
+                             "price it with --bytes-per-param megatron, mixed16 or bf16-moments")
+    pa = moment != "float32" or bool(plan.get("precision_aware_optimizer"))
+    return [("optimizer.use_precision_aware_optimizer", pa), ("optimizer.main_params_dtype", "float32"),
+            ("optimizer.main_grads_dtype", "bfloat16" if pa and b["gradients"] == 2.0 else "float32"),
+            ("optimizer.exp_avg_dtype", moment), ("optimizer.exp_avg_sq_dtype", moment)]

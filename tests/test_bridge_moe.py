@@ -1,0 +1,223 @@
+"""Megatron-Bridge's MoE recipes (planner/trainers/bridge_moe.py, issue 22): DeepSeek-V3's and Qwen3 MoE's
+pre-training recipes at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf read into the job as the recipe builds them, and
+fit --export of a MoE plan written as the recipe plus overrides that read back as the priced plan."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.errors import PlannerError
+from planner.trainers import detect_format, load_trainer_config
+from planner.trainers.export import plan_signature
+
+from conftest import assert_one_error
+
+RUN = "scripts/training/run_recipe.py"
+
+
+def _launch(tmp_path, recipe: str, nodes: int, *overrides: str):
+    f = tmp_path / "launch.sh"
+    f.write_text(f"torchrun --nproc_per_node 8 --nnodes {nodes} {RUN} --recipe {recipe} {' '.join(overrides)}\n")
+    return f
+
+
+def test_deepseek_v3_recipe_reads_as_it_builds(tmp_path):
+    """deepseek_v3_pretrain_config (recipes/deepseek/deepseek_v3.py @dc805f5cf l. 52-198) on 1,024 H800 (compute
+    capability 9.0), by hand: TP 2, PP 16, no VP, CP 1, EP 64, ETP 1, SP on, 4,096 tokens (l. 72-81); MTP 1 (l. 84);
+    the (16, 1) layout E+4 | 4 x 14 | 1+mtp+loss (l. 42): 61 decoder layers with the 3 units of the last chunk's end,
+    64 / 16 = 4 a chunk (loss_layers_in_pipeline_split 3); alltoall with backend hybridep (l. 105-106) turned into flex
+    by apply_flex_dispatcher_backend on major 9 (flex_dispatcher_backend.py l. 54-69); global batch 4,096, micro-batch
+    1, 1,000,000 iterations (l. 110-112); selective recompute (l. 138); the permute fusion and grouped GEMM, no router
+    fusion (l. 131-133); TE cross-entropy (l. 134-135); MixedPrecisionConfig(bf16, grad_reduce_in_fp32=False)
+    (l. 146-152): bf16 gradients; the precision-aware optimizer with fp32 main weights and bf16 main gradients and
+    moments (l. 161-165): 2 + 2 + 4 + 4 B; the provider's router (deepseek_v3_bridge.py l. 62-72): pre-softmax,
+    fp32, seq_aux_loss 1e-4 with the expert bias (aux-loss-free balancing), no RoPE fusion."""
+    f = _launch(tmp_path, "deepseek_v3_pretrain_config", 128)
+    assert detect_format(f) == "megatron-bridge"
+    cfg = load_trainer_config(f, hardware="h800-sxm")
+    j = cfg.job
+    assert (j["model"], j["gpus"], j["stack"]) == ("deepseek-v3", 1024, "megatron-bridge")
+    assert (j["tp"], j["pp"], j["vpp"], j["cp"], j["ep"], j["etp"], j["schedule"]) == (2, 16, 1, 1, 64, 1, "1f1b")
+    assert (j["sequence_parallel"], j["seq_len"], j["micro_batch"], j["global_batch"]) == (True, 4096, 1, 4096)
+    assert j["tokens"] == 1_000_000 * 4096 * 4096
+    assert (j["mtp_layers"], j["loss_layers_in_pipeline_split"]) == (1, 3)
+    assert j["account_for_embedding_in_pipeline_split"] is False
+    assert (j["moe_dispatcher"], j["recompute"], j["precision"]) == ("hybridep", "selective", "bf16")
+    assert (j["moe_permute_fusion"], j["moe_router_fusion"], j["moe_grouped_gemm"]) == (True, False, True)
+    assert (j["moe_router_pre_softmax"], j["moe_router_dtype"]) == (True, "fp32")
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss_free", 0.0001)
+    assert j["bytes_per_param"] == {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 4.0}
+    assert (j["apply_rope_fusion"], j["cross_entropy_fusion_impl"], j["sharding_mode"]) == (False, "te",
+                                                                                          "distributed_optimizer")
+    assert "ep_comm_overlap" not in j and j["tp_comm_overlap"] is False  # deepseek_v3.py l. 168-170
+
+
+def test_deepseek_v3_32nodes_recipe(tmp_path):
+    """deepseek_v3_pretrain_config_32nodes (deepseek_v3.py l. 201-340) on 256 GPUs: PP 8, EP 32 (l. 223, 228), full
+    uniform recompute of 1 layer (l. 288-290), the (8, 1) layout E+8 | 8 x 6 | 5+mtp+loss (l. 40): 61 + 3 = 64
+    units, 8 a chunk."""
+    j = load_trainer_config(_launch(tmp_path, "deepseek_v3_pretrain_config_32nodes", 32), hardware="h800-sxm").job
+    assert (j["tp"], j["pp"], j["ep"], j["recompute"], j["loss_layers_in_pipeline_split"]) == (2, 8, 32, "full", 3)
+    assert "recompute_layers" not in j  # uniform, 1 layer a chunk: every layer's input saved
+
+
+def test_qwen3_30b_a3b_recipe(tmp_path):
+    """qwen3_30b_a3b_pretrain_config (recipes/qwen/qwen3_moe.py l. 26-130): TP 4, PP 2, EP 4, ETP 1, SP, 4,096 tokens
+    (l. 44-53), full uniform recompute (l. 83-85), over _pretrain_common's global batch 32, micro-batch 2, 300,000
+    iterations (recipes/common.py l. 64-67); the provider's aux_loss 1e-3 without pre-softmax (qwen3_moe_bridge.py
+    l. 57-60); alltoall with backend deepep (l. 58-59), flex on the H100's major 9 (flex_dispatcher_backend.py
+    l. 47-53); the gradients fp32 (bf16_mixed): no bytes_per_param. On a GPU whose entry gives no compute capability
+    the recipe's dispatcher is not read."""
+    f = _launch(tmp_path, "qwen3_30b_a3b_pretrain_config", 1)
+    with pytest.raises(PlannerError, match="picks its MoE dispatcher by the GPU's compute capability"):
+        load_trainer_config(f, hardware="mi300x")
+    j = load_trainer_config(f, hardware="h100-sxm").job
+    assert (j["model"], j["tp"], j["pp"], j["ep"], j["etp"]) == ("qwen3-30b-a3b", 4, 2, 4, 1)
+    assert (j["micro_batch"], j["global_batch"], j["tokens"]) == (2, 32, 300000 * 32 * 4096)
+    assert (j["recompute"], j["moe_dispatcher"]) == ("full", "deepep")
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"], j["moe_router_pre_softmax"]) == ("aux_loss", 0.001, False)
+    assert "bytes_per_param" not in j and "moe_router_dtype" not in j and j["mtp_layers"] == 0
+
+
+def test_qwen3_235b_recipe_account_for(tmp_path):
+    """qwen3_235b_a22b_pretrain_config (qwen3_moe.py l. 133-240): TP 4, PP 16, CP 2, EP 8, account_for_* true
+    (l. 166-167): 94 + 2 = 96 units, 6 a stage; no recompute (l. 198)."""
+    j = load_trainer_config(_launch(tmp_path, "qwen3_235b_a22b_pretrain_config", 64), hardware="h100-sxm").job
+    assert (j["model"], j["tp"], j["pp"], j["cp"], j["ep"], j["recompute"]) == ("qwen3-235b-a22b", 4, 16, 2, 8, "none")
+    assert j["account_for_embedding_in_pipeline_split"] and j["account_for_loss_in_pipeline_split"]
+
+
+def test_deepep_on_compute_capability_10_is_decided_by_name(tmp_path):
+    """apply_flex_dispatcher_backend takes deepep on major 10 only on a B200 / B300, by the device's name
+    (flex_dispatcher_backend.py l. 47-53): the launch must name its dispatcher; named, it is read."""
+    f = _launch(tmp_path, "qwen3_30b_a3b_pretrain_config", 1)
+    with pytest.raises(PlannerError, match="by the device's name"):
+        load_trainer_config(f, hardware="b200")
+    f = _launch(tmp_path, "qwen3_30b_a3b_pretrain_config", 1, "model.moe_token_dispatcher_type=alltoall")
+    assert load_trainer_config(f, hardware="b200").job["moe_dispatcher"] == "alltoall"
+
+
+H800 = ["--hardware", "h800-sxm", "--stack", "megatron-bridge"]
+H100 = ["--hardware", "h100-sxm", "--stack", "megatron-bridge"]
+ROUND_TRIPS = [
+    # the task's case: the search's top plan for DeepSeek-V3 on 2,048 H800
+    ("dsv3-2048-h800", "deepseek_v3_pretrain_config", ["--model", "deepseek-v3", "--gpus", "2048", *H800]),
+    # PP 16: the split the search places (the embedding counted) written as Megatron-Core's layout string
+    ("dsv3-1024-pp16", "deepseek_v3_pretrain_config", ["--model", "deepseek-v3", "--gpus", "1024", "--pp", "16", *H800]),
+    ("qwen3-30b-8", "qwen3_30b_a3b_pretrain_config", ["--model", "qwen3-30b-a3b", "--gpus", "8", *H100]),
+    ("qwen3-235b-512-vpp", "qwen3_235b_a22b_pretrain_config",
+     ["--model", "qwen3-235b-a22b", "--gpus", "512", "--pp", "8", "--vpp", "2", *H100]),
+]
+
+
+@pytest.mark.parametrize("name,recipe,args", ROUND_TRIPS, ids=[c[0] for c in ROUND_TRIPS])
+def test_moe_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, args):
+    out = tmp_path / f"{name}.sh"
+    r = cli("fit", *args, "--export", "megatron-bridge", "--output", out)
+    assert r.exit_code == 0, r.stderr  # fit --export read the file back: same plan, same memory
+    text = out.read_text()
+    assert f"{RUN} \\\n    --recipe {recipe} \\\n" in text
+    hw = args[args.index("--hardware") + 1]
+    row = json.loads(cli("fit", *args, "--top", "1", "--format", "json").stdout)[0]
+    back = json.loads(cli("explain", out, "--hardware", hw, "--format", "json").stdout)
+    assert plan_signature(back["plan"]) == plan_signature(row["plan"])
+    assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
+    assert back["time"]["step_s"] == pytest.approx(row["time"]["step_s"], rel=1e-9)
+    checked = cli("check", out, "--hardware", hw)  # the start-up rules (EP x ETP in tp x dp x cp, ...) and memory
+    assert checked.exit_code == 0 and checked.stdout.startswith(f"PASS {out}"), checked.stdout + checked.stderr
+    p = row["plan"]
+    disp = {"alltoall": ("alltoall", None), "allgather": ("allgather", None), "deepep": ("flex", "deepep"),
+            "hybridep": ("flex", "hybridep")}[p["moe_dispatcher"] or "alltoall"]
+    moments = "bfloat16" if p["bytes_per_param"] == "bf16-moments" else "float32"
+    for key, value in (("model.expert_model_parallel_size", p["ep"]),
+                       ("model.expert_tensor_parallel_size", p["etp"] or p["tp"]),
+                       ("model.moe_token_dispatcher_type", disp[0]),
+                       ("model.mtp_num_layers", p["mtp_layers"] or "null"),
+                       ("model.overlap_moe_expert_parallel_comm", str(bool(p["ep_comm_overlap"])).lower()),
+                       ("optimizer.exp_avg_dtype", moments), ("optimizer.exp_avg_sq_dtype", moments),
+                       ("model.moe_expert_capacity_factor", p["moe_capacity_factor"] or "null")):
+        assert f"    {key}={value} \\\n" in text
+    if disp[1]:
+        assert f"    model.moe_flex_dispatcher_backend={disp[1]} \\\n" in text
+        # CUDA_DEVICE_MAX_CONNECTIONS 32 under a flex backend (recipes/run_plugins.py l. 573-575), on Hopper 1 only
+        # where TP runs without the EP a2a overlap (l. 584-592)
+        want = 1 if p["tp"] > 1 and not p["ep_comm_overlap"] else 32
+        assert f"export CUDA_DEVICE_MAX_CONNECTIONS={want}\n" in text
+
+
+def test_the_deepseek_v3_top_plan_on_2048_h800_as_written(cli, tmp_path):
+    """What the 2,048-H800 export holds beyond the round trip: the recipe's own layout cleared where the plan runs
+    another pipeline (pp 1: null), its recompute and dispatcher written over, the fp8 recipe in its MixedPrecisionConfig
+    fields (deepseek_v3.py l. 146-152 holds an object)."""
+    out = tmp_path / "dsv3.sh"
+    assert cli("fit", "--model", "deepseek-v3", "--gpus", "2048", *H800, "--export", "megatron-bridge",
+               "--output", out).exit_code == 0
+    row = json.loads(cli("fit", "--model", "deepseek-v3", "--gpus", "2048", *H800, "--top", "1", "--format",
+                         "json").stdout)[0]["plan"]
+    text = out.read_text()
+    layout = "null" if row["pp"] == 1 else None
+    if layout:
+        assert "    model.pipeline_model_parallel_layout=null \\\n" in text
+    assert f"    mixed_precision.fp8_recipe={row['fp8_recipe']} \\\n" in text
+    assert "    optimizer.use_precision_aware_optimizer=true \\\n" in text  # bf16 moments need it
+    assert "    model.moe_shared_expert_overlap=false \\\n" in text
+
+
+def test_moe_reader_refusals(tmp_path):
+    # the EP overlap on the 32-node recipe: Bridge asserts vpp where pp > 1 and no full recompute (comm_overlap.py
+    # l. 468-502)
+    f = _launch(tmp_path, "deepseek_v3_pretrain_config_32nodes", 32, "comm_overlap.overlap_moe_expert_parallel_comm=true")
+    with pytest.raises(PlannerError, match="virtual_pipeline_model_parallel_size.*no full recompute"):
+        load_trainer_config(f, hardware="h800-sxm")
+    # a layout beside account_for_*: Megatron-Core refuses them together (transformer_config.py @905c0e386 l. 1430-1447)
+    f = _launch(tmp_path, "deepseek_v3_pretrain_config", 128, "model.account_for_loss_in_pipeline_split=true")
+    with pytest.raises(PlannerError, match="Megatron-Core refuses them together"):
+        load_trainer_config(f, hardware="h800-sxm")
+    # the recipe's (16, 1) layout at another pp it does not divide into (16 chunks on pp 5)
+    f = _launch(tmp_path, "deepseek_v3_pretrain_config", 80, "model.pipeline_model_parallel_size=5")
+    with pytest.raises(PlannerError, match="not a multiple of"):
+        load_trainer_config(f, hardware="h800-sxm")
+    # an optimizer state dtype the planner does not price
+    f = _launch(tmp_path, "deepseek_v3_pretrain_config", 128, "optimizer.exp_avg_dtype=uint8")
+    with pytest.raises(PlannerError, match="optimizer.exp_avg_dtype=uint8"):
+        load_trainer_config(f, hardware="h800-sxm")
+    # a dispatcher the planner does not price
+    f = _launch(tmp_path, "qwen3_30b_a3b_pretrain_config", 1, "model.moe_token_dispatcher_type=flex",
+                "model.moe_flex_dispatcher_backend=ncclep")
+    with pytest.raises(PlannerError, match="not a dispatcher the planner prices"):
+        load_trainer_config(f, hardware="h100-sxm")
+
+
+def test_moe_start_up_rules_and_untranscribed_recipes(cli, tmp_path):
+    # ETP 2 x EP 64 = 128 expert ranks in TP 2 x DP 32 = 64: Megatron-Core's expert grid does not fold (start-up rule)
+    f = _launch(tmp_path, "deepseek_v3_pretrain_config", 128, "model.expert_tensor_parallel_size=2")
+    r = cli("check", f, "--hardware", "h800-sxm")  # after the reader's warning (the recipe's DDP bucket), the error
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert "error: " in r.stderr and "etp=2 x ep=64 does not divide the tp x dp x cp ranks (64)" in r.stderr
+    # DeepSeek-V2 and gpt-oss: recipes not transcribed (no model_zoo entry / not read yet)
+    f = _launch(tmp_path, "deepseek_v2_pretrain_config", 32)
+    assert_one_error(cli("explain", f, "--hardware", "h800-sxm"), "not a recipe the planner transcribes")
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "gpt-oss-20b", "--gpus", "8", *H100),
+                     "model gpt-oss-20b is none of the transcribed recipes' models")
+
+
+def test_moe_writer_balancing(cli, tmp_path):
+    """Forced balancing (moe_rank_imbalance 1.0) is model.moe_router_force_load_balancing=true and reads back so; a
+    stated imbalance other than 1.0 has no ConfigContainer key: refused, named. The plan's PP 16 split (the embedding
+    counted as 2 layers, the search's own) is written as Megatron-Core's layout string over the recipe's (16, 1) one."""
+    args = ["--model", "deepseek-v3", "--gpus", "1024", "--tp", "2", "--pp", "16", "--ep", "64", "--etp", "1", *H800]
+    assert_one_error(cli("export", "--format", "megatron-bridge", *args, "--moe-rank-imbalance", "1.3"),
+                     "moe_rank_imbalance 1.3")
+    out = tmp_path / "forced.sh"
+    assert cli("export", "--format", "megatron-bridge", *args, "--moe-rank-imbalance", "1.0", "-o", out).exit_code == 0
+    text = out.read_text()
+    assert "    model.moe_router_force_load_balancing=true \\\n" in text
+    row = json.loads(cli("explain", *args, "--moe-rank-imbalance", "1.0", "--format", "json").stdout)
+    back = json.loads(cli("explain", out, "--hardware", "h800-sxm", "--format", "json").stdout)
+    assert back["plan"]["moe_rank_imbalance"] == 1.0
+    assert plan_signature(back["plan"]) == plan_signature(row["plan"])
+    assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
+    # 61 layers on 16 stages: neither even nor account_for_* (61, 62, 63 are no multiples of 16), so a layout
+    assert "    model.pipeline_model_parallel_layout='\"E" in text and "mL\"' \\\n" in text
