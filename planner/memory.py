@@ -925,6 +925,28 @@ References
      l. 171-174 (mla_up_proj). So the router's saves, the permutations' maps, DeepEP's and Hybrid-EP's handles, the
      allgather's masked_select and the permuted probabilities are kept (the policy's saved tensors), never in the
      buffer of one layer's re-run: alltoall, allgather, deepep, hybridep alike (deepep_ll prices none).
+[hs] torchtitan 0.3's HybridEP ops (stack memory.hybridep_dispatch_saves; layers/moe.py hybridep_torch_saved_bytes [20],
+     hybridep_torch_saves): beside the layer's tensors (its generic fp32 router scores 4 E, moe_router_logits, and
+     the experts' rows), per MoE layer and micro-batch in flight, the router's int64 top-k indices (gather's and the
+     dispatch's saved index, one tensor: 8 k B a local token) and the combine's bf16 permuted scores (2 B a permuted
+     row: the capacity rows of the non-blocking dispatch); op-level SAC keeps the save list's cached topk outputs (fp32
+     values + int64 indices, 12 k B) and the dispatch's fp32 scores (4 B a row) instead, the bf16 scores re-made in the
+     re-run layer; full AC keeps none and re-makes the no-recompute set with the layer. DeepSeek-V3 16B (E 64, k 6) at
+     EP 8, capacity factor 1 (48 rows a local token): 48 + 96 = 144 B a local token a layer without recompute, 72 + 192
+     = 264 B under SAC. DeepEP's dispatch handle (hybridep_saved_bytes [15]: 353.5 B a local token there) is a ctx
+     attribute of the dispatch and combine nodes, kept under every mode: full recompute's re-run layers keep it beside
+     their input (layer_memory's per-kind inputs). docs/memory_mechanisms.md (z), fifth pass.
+[vs] The vocabulary's uneven TP split (stack memory.vocab_split_uneven; vocab_tp_divisor): torchtitan shards the
+     embedding's and the output layer's weights along the vocabulary as DTensor Shard(0) placements (pytorch/torchtitan
+     @e347b1e5e models/llama3/infra/parallelize.py l. 173-188; release/0.3 @4f9e9a47d models/common/decoder_sharding.py
+     set_decoder_sharding_config l. 301-345) and the vocab-parallel loss's logits as Shard(-1); torch's
+     Shard._split_tensor splits by torch.chunk, the first ranks ceil(V / tp) rows, the last the remainder. The largest
+     rank's rows are priced: V / ceil(V / tp) in place of tp for the embedding and output parameters (params_of, the FSDP
+     units and ends, the root unit, FSDP2's end of the backward), the logits and the loss (output activations, the
+     logits PP and the loop hold, the loss pool, ChunkedLossWrapper's chunk and head). tp itself where tp divides V (every
+     catalog model a torchtitan stack runs). Not moved: the output GEMM's time and the DP reduction's volume (step.py
+     reads params_of without it: under one row a rank), the Megatron and DeepSpeed sites (their stacks pad or split V
+     evenly: the field is false there).
 [dg] DeepSpeed-MoE's dense gating (stack moe_gating; layers/moe.py [18] derives each tensor): what an MoE layer saves
      for its backward, gating_saved_bytes' named tensors (the gate's fp32 input, the fp32 location one-hots, the
      einsums' bf16 dispatch mask and combine weights, the combine's [E, C, M] expert output, which replaces the
@@ -1234,7 +1256,7 @@ from . import comm, offload
 from .cuda_graphs import held_output_bytes
 from .cp_comm_type import fp8_kernel_saves_qkv
 from .dispatch import HYBRIDEP, group_size, group_stride
-from .dispatch_codes import plan_dispatchers
+from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
 from .layers.common import ACT_BYTES, kv_local, norm_params
@@ -1622,7 +1644,20 @@ def stage_kind_counts(model: ModelSpec, plan: PlanArrays) -> dict:
     return placed_kind_counts(layer_list(model), plan)
 
 
-def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str):
+def vocab_tp_divisor(settings: Settings, tp) -> np.ndarray:
+    """What the vocabulary's V rows (V h embedding / output parameters, V logits a token) divide by for the largest
+    tensor-parallel rank's share [vs]: tp where the split is even (Megatron pads V to a multiple of tp, stack
+    vocab_padding; any stack where tp divides V), V / ceil(V / tp) where the stack shards the vocabulary as a DTensor
+    Shard placement (stack memory.vocab_split_uneven: torch's Shard._split_tensor, torch.chunk, gives the first ranks
+    ceil(V / tp) rows); tp itself, bit for bit, where tp divides V."""
+    t = np.asarray(tp, dtype=np.float64)
+    if not stack_of(settings).memory.vocab_split_uneven:  # a stack setting
+        return t
+    V = float(settings.model.vocab_size)
+    return V / np.ceil(V / t)
+
+
+def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str, vdiv=None):
     """(dense, experts) parameters per GPU before sharding of a stage holding `counts` (K, ...)
     layers of each kind: every layer's TP-split parameters / tp and its replicated ones (the row-parallel linears'
     biases among them, whole on every TP rank: layers/common.py [rb]); the routed experts / (etp ep), their output
@@ -1630,14 +1665,16 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     stage (end "first") also holds the input embedding (vocab-parallel: /tp) and any learned
     position table; the last ("last") the final norm and the output layer (/tp), or, with tied
     embeddings and pp > 1, a copy of the word embedding [6], and the multi-token-prediction
-    modules. With one stage, both ends."""
+    modules. With one stage, both ends. vdiv: the vocabulary's divisor for the largest TP rank (vocab_tp_divisor
+    [vs]; None: tp)."""
     tp = plan.tp.astype(np.float64)
+    vd = tp if vdiv is None else vdiv
     dense = weighted(counts, [p.dense_per_gpu(tp) for p in pc.kind_params])
     etp = etp_of(plan).astype(np.float64)  # experts split over etp, not tp (planner/moe.py)
     experts = weighted(counts, [p.experts_per_gpu(etp, plan.ep) for p in pc.kind_params])
-    emb = pc.embedding / tp + pc.position + pc.embedding_norm  # the embedding's norm replicated over TP [en]
+    emb = pc.embedding / vd + pc.position + pc.embedding_norm  # the embedding's norm replicated over TP [en]
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
-    head = out_params / tp + pc.final_norm
+    head = out_params / vd + pc.final_norm
     mtp_dense, mtp_expert = pc.mtp.dense_per_gpu(tp), pc.mtp.experts_per_gpu(etp, plan.ep)
     single = plan.pp == 1
     if end == "first":
@@ -1727,7 +1764,7 @@ def converted_linear_elems(settings: Settings, pc: ParamCounts, plan: PlanArrays
 
 
 def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, per=1.0, cut=0.0, out_cut=0.0,
-                conv=None) -> np.ndarray:
+                conv=None, vdiv=None) -> np.ndarray:
     """The largest FSDP unit one GPU gathers: a layer (its TP-split parameters / tp and its replicated ones whole,
     as params_of: norms, routers, MLA's down projections and the row-parallel linears' biases are whole on every TP
     rank, Megatron marking them no tensor_model_parallel and torchtitan's SequenceParallel / norms and RowwiseParallel's
@@ -1738,10 +1775,10 @@ def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, pe
     elements (the TP-split matrices, biases and the mixers' plain parameters left out: BlockParams.split_linear,
     layers/common.py [pl]; or per kind `conv`, converted_linear_elems: the Linears
     FSDP's fp8 all-gather gathers at FP8_GATHER_BYTES, gathered_bytes [fa]) and `out_cut` fewer for the output
-    layer's."""
+    layer's. vdiv: the vocabulary's divisor for the largest TP rank (vocab_tp_divisor [vs]; None: tp)."""
     tp = plan.tp.astype(np.float64)
     unit = (np.zeros(np.shape(tp)) if layers_only
-            else np.maximum(per * pc.embedding, (per - out_cut) * pc.output) / tp)
+            else np.maximum(per * pc.embedding, (per - out_cut) * pc.output) / (tp if vdiv is None else vdiv))
     for i, (k, p) in enumerate(zip(pc.layers.kinds, pc.kind_params)):
         u = (p.dense_per_gpu(tp) + p.experts_per_gpu(etp_of(plan), plan.ep)) if k.has_experts else p.dense_per_gpu(tp)
         lin = p.split_linear / tp if conv is None else conv[i]
@@ -1823,7 +1860,28 @@ def padded_chunk_bytes(kind: LayerKind, ctx: Ctx, plan: PlanArrays, stack, f8: d
     return stored, np.where(plan.recompute == RC_FULL, kept, 0.0)
 
 
-def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, np.ndarray]:
+def hybridep_torch_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
+    """(bytes one layer keeps, the buffer of the layer being re-run, the handle every mode keeps) of what torchtitan
+    0.3's HybridEP ops hold for the backward beyond the layer's tensors [hs] (layers/moe.py hybridep_torch_saved_bytes
+    [20]), on the plans that run moe_dispatcher hybridep with ep > 1 (dispatch_codes.dispatcher_rows: the job's, or
+    fit's dispatcher search's per plan): without recompute the int64 top-k indices and the bf16 permuted scores; under
+    selective recompute the save list's cached topk and dispatch outputs, the bf16 scores re-made in the re-run; under
+    full recompute nothing kept, the no-recompute set re-made in the re-run layer's buffer; and DeepEP's dispatch handle
+    (hybridep_saved_bytes [15], over the group's NVLink domains), a ctx attribute of the dispatch and combine nodes,
+    kept under every mode, full recompute's re-run layers too. (0, 0, 0) for a layer without routed experts and on a
+    stack whose memory.hybridep_dispatch_saves is false (a stack setting)."""
+    if not stack_of(settings).memory.hybridep_dispatch_saves or not kind.has_experts:  # stack and model settings
+        return 0.0, 0.0, 0.0
+    codes, _ = dispatcher_rows(settings, plan)
+    on = (np.asarray(codes) == HYBRIDEP) & (np.asarray(plan.ep) > 1)
+    none, sac, rerun = kind.mlp.hybridep_torch_saved_bytes(ctx)
+    kept = np.where(plan.recompute == RC_SELECTIVE, sac, none)  # full recompute: the layers it does not re-run
+    held = np.where(plan.recompute == RC_FULL, none, np.where(plan.recompute == RC_SELECTIVE, rerun, 0.0))
+    domain = float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
+    return np.where(on, kept, 0.0), np.where(on, held, 0.0), np.where(on, kind.mlp.hybridep_saved_bytes(ctx, domain), 0.0)
+
+
+def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, list]:
     """Per layer kind: (what one layer keeps for one micro-batch under the plan's recompute
     mode, the buffer that mode needs while one layer's backward runs), and the layer input a
     fully recomputed layer keeps. Full recompute keeps only the inputs of the layers it
@@ -1832,7 +1890,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     already counted; selective recompute keeps what the stack's policy saves (the job's
     Megatron --recompute-modules replace it: planner/recompute_modules.py, whose norm_drops
     names the norm outputs each kind discards), and the tensors it re-runs exist for one layer
-    at a time."""
+    at a time; per kind, what a fully re-run layer keeps: its input, and its ops' handle [hs]."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
@@ -1861,7 +1919,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         layer_input = layer_input / ctx.tp
     # a selective policy that re-runs the elementwise kernels keeps none of the eager norms' extra saves
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
-    stored, buffers = [], []
+    stored, buffers, inputs = [], [], []
     cp_ring_bwd = cp_p2p_backward(settings, plan, stack, ctx)
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
@@ -1876,9 +1934,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # that re-runs the routed experts' activation (recompute_modules moe_act)
         saves = getattr(kind.mlp, "unfused_saved_bytes", None)
         full = full + (saves(ctx, kb) if saves else 0.0)
-        # the routing map / top-k indices and the permutations' row maps an MoE layer saves (layers/moe.py [9]):
-        # kept by every mode but full recompute
-        routing = route_saves(kind, ctx) if route_saves is not None else 0.0
+        routing = route_saves(kind, ctx) if route_saves is not None else 0.0  # every mode but full ([9])
         # DeepSpeed-MoE's dense gating saves, kept by every mode but full recompute as the routing saves are [dg]
         g_saved, g_fwd, g_bwd = gating(kind, ctx) if gating is not None else (0.0, 0.0, 0.0)
         routing = routing + g_saved
@@ -1898,11 +1954,13 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
         graphed, (pc_kept, pc_held) = held_output_bytes(settings, kind, ctx), padded_chunk_bytes(kind, ctx, plan, stack, f8)
+        he_kept, he_held, he_handle = hybridep_torch_saves(settings, kind, ctx, plan)  # torchtitan 0.3's HybridEP [hs]
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra)
-                      + graphed + pc_kept)  # a CUDA graph's static outputs [cg]; a padded chunked layer's [pc]
+                      + graphed + pc_kept + he_kept + he_handle)  # a CUDA graph's static outputs [cg]; a padded chunk's [pc]
+        inputs.append(layer_input + he_handle)
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
-                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)) + g_bwd + pc_held)  # [dg]
+                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)) + g_bwd + pc_held + he_held)  # [dg]
         if stack.memory.block_backward_transients:
             extra = block_backward_extra(kind, ctx, plan, am, at)
             if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
@@ -1922,7 +1980,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_held_extra(kind, ctx, cps.held), 0.0)
         # the P2P ring's backward beside what the layer holds then [cp4] (0 where the stack prices none)
         buffers[-1] = buffers[-1] + cp_ring_bwd(kind)
-    return stored, buffers, layer_input
+    return stored, buffers, inputs
 
 
 def dense_gating(settings: Settings):
@@ -2501,8 +2559,9 @@ class _PerLayer:
             fused, loss_b = 0.0, stack.memory.te_loss_per_logit[0]
         norm_out = (ACT_BYTES * model.hidden_size / (1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div)
                     if stack.memory.output_saves_norm_out else 0.0)
+        vd = self.vdiv = vocab_tp_divisor(settings, ctx.tp)  # the largest TP rank's vocabulary rows [vs]
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
-                                + (loss_b + fused) * model.vocab_size / ctx.tp)
+                                + (loss_b + fused) * model.vocab_size / vd)
         self.loss_apart = bool(stack.memory.loss_peak_apart)
         # what a layer's backward holds beyond the loss's peak on the stage holding the loss [lg1]:
         # the bf16 logits the training loop still references, the output layer's unsharded weight
@@ -2518,19 +2577,18 @@ class _PerLayer:
         self.gathered = gathered_bytes(settings, plan)
         self.conv = converted_linear_elems(settings, pc, plan)  # per kind, the Linears gathered in fp8 [fa]
         self.layer_gathered = unit_params(pc, plan, True, *self.gathered, conv=self.conv)
-        out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
+        out_params = (pc.output or pc.embedding) / vd
         # (FSDP2's root unit before torchtitan #1094, a job setting: its reduce-scatter waits for the backward's end [tt10])
         held_out = np.where(plan.pp == 1, float(settings.fsdp_root_unit), 0.0) if not fs.output_grad_held else 1.0
-        self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
+        self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / vd * float(stack.memory.loop_holds_logits)
                            + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * held_out
                                       + fs.backward_gathered_units * self.layer_gathered
                                       + fs.backward_grad_units * self.unit_grad_bytes * layer_unit, 0.0))
         self.head_grads = 0.0
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
-        # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward
-        # to the end of its stage backward [tt4]
-        self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / ctx.tp, 0.0)
+        # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward to its stage backward [tt4]
+        self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / vd, 0.0)
                           if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
         # ... and every other stage's output, the activation [T, h] (/t under SP) sent to the next
         # stage, from its forward to its backward [tt4]; Megatron frees the data after the send
@@ -2562,7 +2620,7 @@ class _PerLayer:
             self.deferred_wgrad = np.where(plan.pp > 1, ctx.T * ACT_BYTES * (grads * model.vocab_size / ctx.tp
                                                                              + inputs * model.hidden_size / ctx.rep_div), 0.0)
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
-        self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
+        self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / vd
         self.out_wgrad = output_wgrad_moment(settings, plan, ctx, kb)
         self.emb_wgrad = embedding_wgrad_moment(settings, plan, ctx)
         # (dummies: the plan's _dummy_wgrad_shapes where the caller priced them: memory_total)
@@ -2678,7 +2736,7 @@ class _PerLayer:
         fs = stack.fsdp
         fsdp_on = plan.sharding >= FSDP
         pgb, cut, out_cut = self.gathered  # (__init__: gathered_bytes [fa])
-        unit = unit_params(pc, plan)
+        unit = unit_params(pc, plan, vdiv=self.vdiv)
         # the gathered layer units at the peak (FSDP1: the current and the prefetched; DeepSpeed ZeRO-3: [z3] below)
         # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
         # unsharded from their forward to their backward (bf16) [7]
@@ -2721,9 +2779,9 @@ class _PerLayer:
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
         # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
         # and the first block at the start of the forward), then layers'
-        largest = unit_params(pc, plan, False, pgb, cut, out_cut, conv=self.conv)
+        largest = unit_params(pc, plan, False, pgb, cut, out_cut, conv=self.conv, vdiv=self.vdiv)
         if settings.fsdp_root_unit:  # without PP one root unit holds the embedding and the output layer [tt10]
-            root_unit = (pgb * pc.embedding + (pgb - out_cut) * (pc.output or 0.0)) / tp
+            root_unit = (pgb * pc.embedding + (pgb - out_cut) * (pc.output or 0.0)) / self.vdiv
             largest = np.where(plan.pp == 1, np.maximum(largest, root_unit), largest)
         pool_units = np.where(fs.allgather_pool_units > 0, largest
                               + max(fs.allgather_pool_units - 1.0, 0.0) * self.layer_gathered, 0.0)
@@ -2738,7 +2796,7 @@ class _PerLayer:
         self.held_cut = np.where(held, cut, 0.0)
         # a converted output layer (fp8_output_layer) is gathered at 1 B as the layers' Linears are [fa]: on the stage
         # holding it, its unsharded weight (V / t) h 1 B fewer (an untied output layer; a tied one is the embedding's)
-        out_elems = (pc.output or 0.0) / tp
+        out_elems = (pc.output or 0.0) / self.vdiv
         self.held_out_cut = np.where(held, out_cut, 0.0) * out_elems
         # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
         # end of a backward, when that micro-batch's activations are freed, and all resharded at
@@ -2755,7 +2813,8 @@ class _PerLayer:
         # the root unit before torchtitan #1094 [tt10] (a job setting): the embedding and an untied output layer
         root_ends = ("embedding",) + (("output",) if pc.output else ())
         for e in (root_ends if settings.fsdp_root_unit else fs.unsharded_ends):  # a converted output layer's at 1 B [fa]
-            gathered = pgb * pc.embedding / tp if e == "embedding" else (pgb - out_cut) * (pc.output or pc.embedding) / tp
+            gathered = (pgb * pc.embedding / self.vdiv if e == "embedding"
+                        else (pgb - out_cut) * (pc.output or pc.embedding) / self.vdiv)
             ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + gathered
         both = ends["first"] + ends["last"]
         self.ends = {st: np.where(fsdp_on & ~held, np.where(single, both, v), 0.0) for st, v in ends.items()}
@@ -3118,10 +3177,11 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     reduce-scatter input (4) and output (4 / N, N the shard degree)."""
     model = settings.model
     h, V = model.hidden_size, model.vocab_size
+    vd = vocab_tp_divisor(settings, ctx.tp)  # the largest TP rank's vocabulary rows [vs]
     per_token = (ACT_BYTES * h / ctx.rep_div + ACT_BYTES * h + 4.0 * h + np.where(plan.mbs > 1, ACT_BYTES * h, 0.0)
-                 + ACT_BYTES * V / (ctx.tp * chunks))
+                 + ACT_BYTES * V / (vd * chunks))
     shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
-    params = V * h / plan.tp.astype(np.float64)
+    params = V * h / vd
     head = np.where(plan.sharding >= FSDP, (ACT_BYTES + 4.0 + 4.0 + 4.0 / shard) * params, 0.0)
     return ctx.T * per_token, head
 
@@ -3755,9 +3815,10 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     params_of, sharded by model_state_terms [1] (the routed experts over their own shard
     group), less the weight bytes fp8 parameters save, and TE's quantized copies [11]."""
     settings, pc = per.settings, per.pc
-    dense, experts = params_of(pc, settings.model, plan, counts, end)
+    vd = vocab_tp_divisor(settings, plan.tp)  # the largest TP rank's vocabulary rows [vs]
+    dense, experts = params_of(pc, settings.model, plan, counts, end, vd)
     if twin is not None:
-        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
+        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1], vd)
         dense, experts = dense + d2, experts + e2
     accum = grad_accum_bytes(stack_of(settings), plan)  # the mode's gradient accumulation buffer [bo]
     off = offload.switches(settings)  # [off]
@@ -3796,19 +3857,18 @@ def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
     setting, [tt10]) is reduced last, embedding and output layer together, and the output layer's bf16
     gradient waits beside the first block's."""
     plan, pc = per.plan, per.pc
-    tp = plan.tp.astype(np.float64)
     block = unit_params(pc, plan, layers_only=True)
     buf = _largest_buffer(per, counts)
     grads = ACT_BYTES + per.fsdp.grad_reduce_bytes  # the unit's bf16 gradient and its reduce-scatter input
-    out = (pc.output or 0.0) / tp if per.settings.fsdp_root_unit else 0.0
-    return np.where(plan.sharding >= FSDP, np.maximum(grads * (pc.embedding / tp + out),
+    out = (pc.output or 0.0) / per.vdiv if per.settings.fsdp_root_unit else 0.0
+    return np.where(plan.sharding >= FSDP, np.maximum(grads * (pc.embedding / per.vdiv + out),
                                                       grads * block + per.layer_gathered + buf + ACT_BYTES * out), 0.0)
 
 
 def _held_activations(per: _PerLayer, held, r):
     """The layers' activations of the micro-batches a stage holds (held: layers x micro-batches
     of each kind), a share r of its layers re-run under full recompute (their inputs kept)."""
-    return sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input) for i in range(len(per.stored))),
+    return sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input[i]) for i in range(len(per.stored))),
                np.float64(0.0))
 
 

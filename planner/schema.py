@@ -1676,6 +1676,27 @@ class MemoryReporting(BaseModel):
                     "its permutations' row maps for the backward beside its tensors, per in-flight micro-batch, as "
                     "Megatron-Core's router and its alltoall and flex (DeepEP) dispatchers do (planner/layers/moe.py "
                     "routing_saved_bytes)")
+    vocab_split_uneven: bool = Field(
+        default=False,
+        description="the stack shards the embedding and output layer over TP as DTensor Shard placements, which split a "
+                    "vocabulary tp does not divide unevenly (torch.chunk: the first ranks ceil(V / tp) rows): the largest "
+                    "rank's rows are priced (memory.vocab_tp_divisor [vs]); false: V / tp (an even split, or a stack "
+                    "that pads V to a multiple of tp)")
+    attention_lse_align: Optional[int] = Field(
+        default=None, gt=0,
+        description="the stack's fused attention core rounds each sequence's saved fp32 log-sum-exp rows up to a "
+                    "multiple of this many queries (llm-foundry's Triton FlashAttention: 128; layers/attention.py "
+                    "[ls2]), in the layers without a window; null: the queries as they are (the flash kernels)")
+    hybridep_dispatch_saves: bool = Field(
+        default=False,
+        description="on the moe_dispatcher hybridep plans, the MoE layer saves what torchtitan 0.3's HybridEP custom ops "
+                    "keep for the backward beside its tensors, per in-flight micro-batch (planner/layers/moe.py [20], "
+                    "hybridep_torch_saved_bytes): the router's int64 top-k indices (8 k B a local token) and the "
+                    "combine's bf16 permuted scores (2 B a permuted row) without recompute; under op-level selective "
+                    "recompute the cached outputs of topk and hybridep::dispatch on the save list instead (fp32 values "
+                    "and int64 indices, 12 k B a local token, and the fp32 permuted scores, 4 B a row); and DeepEP's "
+                    "dispatch handle (hybridep_saved_bytes), a ctx attribute kept under every recompute mode; false: not "
+                    "priced (Megatron's flex dispatcher prices its own under moe_routing_saved)")
     embedding_wgrad_transient: bool = Field(
         default=False,
         description="the word embedding's dense weight gradient (vocab / tp x h, in the gradient's dtype) and its "
@@ -2574,6 +2595,11 @@ class WindowedAttention(BaseModel):
     model_config = Strict
     dense_mask: Literal[True] = Field(description="the window is a dense [s, s] additive mask (no kernel skip)")
     mask_bytes: float = Field(gt=0, description="bytes of one mask element (the activations' dtype: 2 for bf16)")
+    lse_align: Optional[int] = Field(
+        default=None, gt=0,
+        description="the kernel the dense mask runs rounds each sequence's saved log-sum-exp rows up to a multiple of "
+                    "this many queries (PyTorch's memory-efficient SDPA kernel: 32, layers/attention.py [ls2]); null: "
+                    "the queries as they are")
     sources: list[str] = Field(min_length=1)
 
 

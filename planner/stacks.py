@@ -433,10 +433,20 @@ def plan_context(settings, plan):
     from .imbalance import rank_load
     from .layers import context
 
+    la, lw = lse_aligns(stack_of(settings))
     if settings.model.moe is None:  # a model property
-        return context(plan, rank_load(settings, plan), 0.0)
+        return context(plan, rank_load(settings, plan), 0.0, lse_align=la, lse_align_windowed=lw)
     return context(plan, rank_load(settings, plan), token_group_align(stack_of(settings), plan),
-                   capacity_rows(settings, plan))
+                   capacity_rows(settings, plan), lse_align=la, lse_align_windowed=lw)
+
+
+def lse_aligns(stack) -> tuple:
+    """(Ctx.lse_align, Ctx.lse_align_windowed) of a stack (layers/attention.py [ls2]): the multiple its fused core rounds
+    a sequence's log-sum-exp rows up to for the layers without a window (memory.attention_lse_align; 0 none), and the
+    one of the kernel a windowed layer runs (windowed_attention.lse_align: litgpt's dense-mask kernel; 0 elsewhere:
+    a window runs in a flash kernel, llm-foundry's in flash-attn 2's, never its Triton core)."""
+    wa = stack.windowed_attention
+    return float(stack.memory.attention_lse_align or 0), float(wa.lse_align or 0) if wa is not None else 0.0
 
 
 def capacity_rows(settings, plan) -> np.ndarray:

@@ -388,19 +388,26 @@ class Ctx:
     # rows routed (HybridEP's non-blocking dispatch: ep x min(E / ep, top_k) x its capacity factor, layers/moe.py
     # [19]); 0: the rows routed
     capacity_rows: Any = 0.0
+    # the multiple of queries a sequence's fused-core log-sum-exp rows are rounded up to, by the stack's kernel
+    # (layers/attention.py [ls2]: stack memory.attention_lse_align; a dense-mask windowed layer's kernel,
+    # windowed_attention.lse_align); 0: the queries as they are
+    lse_align: Any = 0.0
+    lse_align_windowed: Any = 0.0
 
 
-def context(plan, rank_load=1.0, group_align=0.0, capacity_rows=0.0) -> Ctx:
+def context(plan, rank_load=1.0, group_align=0.0, capacity_rows=0.0, lse_align=0.0, lse_align_windowed=0.0) -> Ctx:
     """The plan's Ctx; rank_load: the busiest EP rank's routed tokens / mean (planner/imbalance.py
     rank_load: the routing imbalance composed with the capacity factor), a number or an array
     over the plan's candidates; group_align: Ctx.group_align (stacks.token_group_align), likewise;
-    capacity_rows: Ctx.capacity_rows (stacks.capacity_rows), likewise."""
+    capacity_rows: Ctx.capacity_rows (stacks.capacity_rows), likewise; lse_align, lse_align_windowed: the stack's
+    (stacks.lse_aligns)."""
     tp, etp, gather, rd = plan.tp.astype(np.float64), etp_of(plan).astype(np.float64), gathered_tokens(plan), rep_div(plan)
     return Ctx(plan=plan, tp=tp, T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
                cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rd,
                cf=np.asarray(rank_load, dtype=np.float64), etp=etp, gather=gather, expert_scale=gather / rd * (tp / etp),
                group_align=np.asarray(group_align, dtype=np.float64),
-               capacity_rows=np.asarray(capacity_rows, dtype=np.float64))
+               capacity_rows=np.asarray(capacity_rows, dtype=np.float64), lse_align=float(lse_align),
+               lse_align_windowed=float(lse_align_windowed))
 
 
 def weighted(counts: np.ndarray, values: list) -> np.ndarray:

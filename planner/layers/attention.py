@@ -166,11 +166,25 @@ References
     core's saved state: dropped where a selective policy re-runs the core (Megatron's core_attn, the run's
     selective_recomputes_attention), kept by torchtitan's op-level policy, which saves the SDPA op's outputs (memory.py
     selective_drops), re-made in the recompute buffer with the layer under full recompute. Eager cores save their
-    softmax output instead ("scores"): no statistics. Not priced: the padding of PyTorch's memory-efficient kernel
-    (litgpt's windowed layers under a dense mask [11]), whose logsumexp is [b, h, ceil(s / 32) 32] (pytorch/pytorch
-    @e129513e aten/src/ATen/native/transformers/cuda/attention.cu _efficient_attention_forward: kAlignLSE 32), and of
-    llm-foundry's Triton kernel (seqlen rounded to 128): 0 at every sequence a multiple of 128; TE's optional
-    max_logit tensor (return_max_logit, another [b, h, s_q, 1] fp32) and the rng state (2 int64 a layer).
+    softmax output instead ("scores"): no statistics. The rows' padding of two kernels: [ls2]. Not priced: TE's
+    max_logit (read at @4329ff84: nothing saved, [ls2]) and the rng state (2 int64 a layer).
+[ls2] Kernels that pad the statistics' rows (Ctx.lse_align, lse_align_windowed: stack memory.attention_lse_align,
+    windowed_attention.lse_align; lse_rows_factor): each sequence's local queries s' rounded up to a multiple of m,
+    ceil(s' / m) m rows a head, saved whole. PyTorch's memory-efficient SDPA kernel, which litgpt's windowed layers
+    run (a float attn_mask rules out the flash backend, [11]): pytorch/pytorch @e129513e
+    aten/src/ATen/native/transformers/cuda/attention.cu _efficient_attention_forward (logsumexp = at::empty({B,
+    num_heads, compute_logsumexp ? ceil_div(max_seqlen_q, kAlignLSE) * kAlignLSE : 0}, kFloat), kAlignLSE =
+    Kernel::kAlignLSE: 32, "block size of backward", in mem_eff_attention/kernel_forward.h, read in the public code
+    index, not at a pinned commit; litgpt's stack pins no PyTorch), returned as the op's
+    logsumexp and taken by _efficient_attention_backward: m 32. llm-foundry's Triton FlashAttention (attn_impl
+    triton, the stack's kernel): mosaicml/llm-foundry @b2a43a147 llmfoundry/models/layers/flash_attn_triton.py
+    _flash_attn_forward l. 617-618 (seqlen_q_rounded = math.ceil(seqlen_q / 128) * 128; lse = torch.empty((batch,
+    nheads, seqlen_q_rounded), float32)), FlashAttnFunc.forward l. 819 (ctx.save_for_backward(q, k, v, o, lse,
+    bias)): m 128 (its `tmp` buffer of the same shape is a forward transient, not saved). 0 at every sequence a
+    multiple of m (4,096: none). TE's max_logit (Megatron's qk_clip / log_max_attention_logit, default off,
+    transformer_engine.py @d98e8a64 l. 2219-2224; TE @4329ff84 DotProductAttention return_max_logit default False):
+    when on, cpp_extensions/fused_attn.py l. 343-390 takes the Max tensor out of aux_ctx_tensors (Stats + rng_state
+    only) and reduces it to [h] in the forward: nothing more saved for the backward, so nothing priced either way.
 """
 
 from __future__ import annotations
@@ -218,6 +232,16 @@ def chunk_pad_factor(seq, chunk, padded: bool):
         return np.ones(s.shape)
     c = np.asarray(chunk, dtype=np.float64)
     return np.where(s > c, np.ceil(s / c) * c / s, 1.0)
+
+
+def lse_rows_factor(ctx, align):
+    """Log-sum-exp rows a kernel allocates per query over the queries [ls2]: ceil(s' / m) m / s' for a kernel that
+    rounds each sequence's s' = s / cp local queries up to a multiple of m (PyTorch's memory-efficient SDPA kernel
+    32, llm-foundry's Triton FlashAttention 128); 1 where m is 0 (the flash kernels: exactly s')."""
+    m = np.asarray(align, dtype=np.float64)
+    s = np.asarray(ctx.seq, dtype=np.float64) / np.asarray(ctx.cp, dtype=np.float64)
+    mm = np.where(m > 0, m, 1.0)
+    return np.where(m > 0, np.ceil(s / mm) * mm / s, 1.0)
 
 
 def eager_core(T, heads_local, seq, d, alibi: bool = False) -> dict:
@@ -442,7 +466,11 @@ class Attention:
             "k": (2.0 * k * d * p, "kv"), "v": (2.0 * k * d * p, "kv"),
             "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
-            "softmax_lse": (SOFTMAX_LSE_BYTES * a * p if attention == "flash" else 0.0, "split"),  # [ls]
+            # [ls]; a kernel that pads its statistics' rows per sequence [ls2]: the stack's dense-mask (windowed) kernel
+            # for a windowed layer (Ctx.lse_align_windowed), else its fused core's (Ctx.lse_align)
+            "softmax_lse": (SOFTMAX_LSE_BYTES * a * p * lse_rows_factor(
+                ctx, ctx.lse_align_windowed if self.window is not None else ctx.lse_align)
+                            if attention == "flash" else 0.0, "split"),
         }
         if self.qk_norm:  # a model property, not a searched quantity
             table.update({"q_norm_in": (2.0 * a * d, "split"), "k_norm_in": (2.0 * k * d, "kv")})
@@ -595,7 +623,8 @@ class MLA:
             "k": (2.0 * a * self.qk_head_dim, "kv"), "v": (2.0 * a * self.v_head_dim, "kv"),
             "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
-            "softmax_lse": (SOFTMAX_LSE_BYTES * a if attention == "flash" else 0.0, "split"),  # [ls]
+            "softmax_lse": (SOFTMAX_LSE_BYTES * a * lse_rows_factor(ctx, ctx.lse_align) if attention == "flash"
+                            else 0.0, "split"),  # [ls], [ls2]
             "mla_latent_norm_in": (2.0 * latents, "full"),
             "mla_latent_norm_out": (2.0 * latents, "full"),
             "mla_k_rope": (2.0 * self.qk_rope_head_dim, "full"),

@@ -320,10 +320,31 @@ References
     (docs.pytorch.org/docs/main/generated/torch.nn.functional.grouped_mm.html, offs: "elements beyond offs[-1] are
     ignored"); the gated activation's memory-bound kernels (SiLU, the product: elementwise_bytes) run over every row
     of their tensors, the capacity rows. Not priced (named): the product with the permuted scores and the scores'
-    bf16 copy (hybridep.py l. 515-516, 535-536) over those rows, the bf16 permuted scores the combine's product saves
-    (2 B a capacity row, against 2 h B of the row it scales), the int64 top-k indices the dispatch saves
-    (_dispatch_setup_context l. 357-364: 8 k B a local token) and the handle's tensors (priced for Megatron's
-    dispatcher only: stack memory.moe_routing_saved).
+    bf16 copy (hybridep.py l. 515-516, 535-536) over those rows (their time). What the ops save for the backward and
+    the handle they keep: [20].
+[20] What torchtitan 0.3's HybridEP path saves for the backward (hybridep_torch_saved_bytes; stack
+    memory.hybridep_dispatch_saves), read at pytorch/torchtitan release/0.3 @4f9e9a47d. The router
+    (models/common/moe.py TokenChoiceTopKRouter.forward l. 297-341) computes its scores in fp32 (the gate under fp32
+    autocast, l. 298-308), takes `_, topk_expert_ids = torch.topk(scores_for_choice, k)` (l. 318-320: the values
+    dropped) and `topk_scores = scores.gather(-1, topk_expert_ids)` (l. 324: GatherBackward0 keeps the int64 [n, k]
+    index). The HybridEP dispatch (distributed/deepep/hybridep.py) saves the same tensor: dispatch_tokens passes
+    selected_experts_indices.contiguous() (l. 491, already contiguous: no copy) and _dispatch_setup_context
+    (l. 357-364) ctx.save_for_backward(topk_idx): 8 k B a local token, one tensor. The dispatch op returns the permuted
+    scores in fp32, one a permuted row (hybridep.py l. 165-190, _dispatch_fake l. 219: [out_tokens] float32, out_tokens
+    the capacity rows [19] or, blocking, the rows routed); dispatch_tokens casts them to the hidden states' bf16
+    (l. 515-516; ToCopyBackward0 saves nothing, the fp32 tensor is freed) and combine_tokens multiplies the experts'
+    output by them (l. 535-536: MulBackward0 keeps both factors, the output rows are tensors()' moe_expert_out and the
+    bf16 scores 2 B a row). Without recompute: 8 k B a local token + 2 B a permuted row. Op-level selective AC
+    (distributed/activation_checkpoint.py _get_default_save_ops l. 31-70: torch.ops.aten.topk.default l. 51-53 and
+    hybridep.dispatch l. 67-68 are MUST_SAVE, their outputs cached whole; gather and mul are not, their saves are
+    dropped and re-made in the backward's re-run): topk's fp32 values and int64 indices, 12 k B a local token, and the
+    dispatch's fp32 scores, 4 B a permuted row, kept; the bf16 copy and its product re-made in the re-run (2 B a row,
+    one layer's). Full AC keeps none (the re-run layer re-makes the no-recompute set). n = T / rep_div local tokens,
+    as [19]. The dispatch handle (DeepEP's dispatch_with_permute tuple, the one Megatron's fused_a2a.py l. 425 gets:
+    hybridep_saved_bytes [15]) is a Python attribute of the dispatch and combine nodes' ctx (l. 361, 379), not a saved
+    tensor, so the checkpoint's hooks never drop it: kept under every mode, full AC's re-run layers too (memory.py
+    hybridep_torch_saves). Not priced: route_norm's division (l. 333-335: the fp32 top-k scores and their sum, 4 k + 4 B
+    a local token; every dispatcher), the re-run dispatch's second handle (a transient of the layer's recompute).
 """
 
 from __future__ import annotations
@@ -578,6 +599,20 @@ class MoEMLP:
         per_row = {"alltoall": logit_bytes, "allgather": logit_bytes, "hybridep": PROB_BYTES,
                    "deepep": logit_bytes if logit_bytes == ROUTER_DTYPE_BYTES["fp64"] else PROB_BYTES}.get(dispatcher, 0.0)
         return ctx.T * self.local_rows(ctx) * per_row
+
+    def hybridep_torch_saved_bytes(self, ctx):
+        """(no recompute, op-level selective, selective's re-run) bytes one MoE layer saves on torchtitan 0.3's
+        HybridEP path beyond its tensors, one micro-batch [20]: n = T / rep_div local tokens, R = the permuted rows the
+        dispatch returns (T x local_rows x capacity_scale: the capacity rows [19], else the rows routed);
+          none       int64 top-k indices 8 k n + the combine's bf16 permuted scores 2 R;
+          selective  topk's cached fp32 values and int64 indices 12 k n + the dispatch's cached fp32 scores 4 R;
+          re-run     the bf16 scores re-made by the selective re-run, 2 R (one layer's)."""
+        n = ctx.T / ctx.rep_div
+        k = float(self.top_k)
+        rows = ctx.T * self.local_rows(ctx) * self.capacity_scale(ctx)
+        none = n * INT64_INDEX_BYTES * k + rows * PERMUTE_ACT_BYTES
+        sac = n * (INT64_INDEX_BYTES + PROB_BYTES) * k + rows * PROB_BYTES
+        return none, sac, rows * PERMUTE_ACT_BYTES
 
     def dispatcher_held_bytes(self, ctx, dispatcher: str, logit_bytes: float = LOGIT_BYTES,
                               router_fused: bool = False, padded_map: bool = False):
