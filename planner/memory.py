@@ -997,7 +997,8 @@ References
      (l. 1268-1284: src_tensor.float(), 4 B an element, after the fp64 copy is freed); the norms are combined on the
      host (complete_grad_norm_calculation_for_cpu_offload l. 1286-1326). ZeRO-2 flushes in the last backward's hooks
      and the epilogue (the embedding, the backward's last gradient, there: after the backward, the activations freed),
-     ZeRO-1 after the backward; the IPG buffers are live until the epilogue releases them (l. 802). The moment: the
+     ZeRO-1 (and under PP the pipeline engine's stages without the loss, pipe/engine.py l. 803-812, 860-862) after the
+     backward with one buffer; the IPG buffers are live until the epilogue releases them (l. 802). The moment: the
      kept tensors (ZeRO-1's whole gradients; ZeRO-2's staging buffer), the mode's IPG buffers and 8 B x the largest
      piece (_norm_piece, [sg]'s: min(the stage's largest parameter, the rank's whole partition), offloaded or not);
      the term is its excess over the peak and the reduction's terms ([zb]) before it, and the step's terms after it
@@ -3723,7 +3724,10 @@ def _offload_norm_fp64(per: _PerLayer, kept, allocated, where, off_part):
     local, _ = off_part
     counts, emb, out, experts = where
     piece, _ = _norm_piece(per, local, (counts, emb, out, experts))
-    ipg = np.where(sg["after_backward"] > 0, z["ipg_after"], z["ipg_backward"])
+    # the IPG buffers then: the backward's (ZeRO-2 in the engine's backward, on the stage holding the loss), else the
+    # one the reduction after the backward allocates (ZeRO-1; under PP the pipeline engine's other stages, [zb])
+    after = (sg["after_backward"] > 0) | ~np.asarray(where[2], dtype=bool)
+    ipg = np.where(after, z["ipg_after"], z["ipg_backward"])
     moment = kept + ipg + STEP_NORM_FP64_BYTES * piece
     return np.where((per.plan.sharding < FSDP) & (sg["norm_fp64"] > 0), np.maximum(moment - allocated, 0.0), 0.0)
 
