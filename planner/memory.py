@@ -878,8 +878,30 @@ References
      bytes (2 B; an fp8-converted output layer 1 B [fa]). Llama 3 8B tp 1 (pp 1): (2 x 525,336,576 + 4,096) x 2 =
      2,101,354,496 B; with [pf]'s 4 u, 3,846,250,496 B gathered at the peak (was 2,359,345,152: +1,486,905,344);
      70B tp 8 on 64: (2 x 131,334,144 + 8,192) x 2 = 525,352,960 B + 6 u x 2 = 1,809,006,592 B (was 1,332,379,648)
-     (tests/test_megatron_fsdp_prefetch.py). Not priced: an MTP module's non-unit parameters (its projection and
-     norms), fine-grained param-gather hooks (megatron_fsdp_enable_fine_grained_param_gather, off by default).
+     (tests/test_megatron_fsdp_prefetch.py). An MTP module's non-unit parameters (its projection and norms, and the
+     MTP stage's own embedding under PP) since [me]. Not priced: fine-grained param-gather hooks
+     (megatron_fsdp_enable_fine_grained_param_gather, off by default).
+[me] The multi-token-prediction stage's own word embedding and the MTP modules' non-unit parameters (issue 21,
+     memsmall4). NVIDIA/Megatron-LM @d98e8a64 (and 905c0e386, Megatron-Bridge's pin): GPTModel builds a
+     LanguageModelEmbedding `if self.pre_process or self.mtp_process` (megatron/core/models/gpt/gpt_model.py
+     l. 166-181; mtp_process: the last pipeline stage without a custom layout, multi_token_prediction.py l. 788-828),
+     so under PP the stage holding the MTP modules keeps a second word embedding (V/t x h, a learned position table
+     with it) that setup_embeddings_and_output_layer zero-fills, marks shared_embedding and all-reduces with the
+     first stage's (language_module.py l. 229-230, 253-305): a trainable parameter of that stage, with its gradient
+     and optimizer states in the stage's buffers, beside its output layer, which allocates its own weight on a stage
+     without pre_process whether or not the embeddings are tied (gpt_model.py l. 289-290; tied, the MTP stage's
+     forward passes the embedding's weight, language_module.py l. 345-357). params_of adds it on the last stage where
+     pp > 1 and the stack says so (stack memory.mtp_embedding_copy: megatron, inherited by megatron-bridge; not
+     deepseek, whose DualPipe end rank holds the embedding and the head together, nor torchtitan-0.3, which refuses
+     MTP under PP): Llama 3 8B with one MTP module at pp 2, tp 1: E = 525,336,576 parameters more on the last stage.
+     Under Megatron-FSDP every MTP module's eh_proj (2 h x h / t) and three norms (enorm, hnorm, final_layernorm:
+     multi_token_prediction.py l. 1157-1174, 1247) are outside its one FSDP unit, mtp_model_layer (a TransformerLayer,
+     l. 1220-1228; mcore_fsdp_adapter.py l. 163-173), and the MTP stage's embedding copy too: [nu]'s non-unit
+     buckets, kept gathered the whole step on the last stage (_mtp_non_unit): Llama 3 8B, one module, tp 1,
+     (33,554,432 + 3 x 4,096) x 2 B = 67,133,440 B at pp 1, + 525,336,576 x 2 B at pp 2 (tests/test_mtp_embedding.py).
+     With tied embeddings the last stage then holds two V/t x h copies, the output layer's ([6]) and this one. Not
+     priced: an fp8-gathered eh_proj at 1 B (priced at the gathered weights' bytes), the time of the embedding
+     group's all-reduce between the first and the MTP stage.
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
      attention_softmax_in_fp32): Megatron-Core's DotProductAttention (dot_product_attention.py @d98e8a64 l. 100-109)
      runs fused_softmax.py FusedScaleMaskSoftmax: the fused CUDA kernel where is_kernel_available (l. 238-270:
@@ -985,7 +1007,29 @@ References
      buffer (0.27 + 0.80 + 0.13 + 1.00 GB): +1.82 GB (tests/test_offload.py). ZeRO-1 frees its 2 P of gradients first:
      the moment sets the peak only where 4 P / d > 2 P + the activations (d < 2). ZeRO-3's copy-back holds
      nothing on the GPU (stage3.py l. 2069-2072 copies the host's fp32 into the 16-bit partition, converted on the
-     CPU). Not priced: the partition's alignment padding (under 2 dp elements a group).
+     CPU). Not priced: the partition's alignment padding (under 2 dp elements a group). Since [onf] the reduction's
+     fp64 norm piece comes first and is the larger moment on that example: the copy-back adds 0 there.
+[onf] DeepSpeed ZeRO-1/2 offload's fp64 gradient-norm piece (term offload_norm_fp64; issue 21, memsmall4). Under
+     cpu_offload the gradient norm is not taken at the step (get_grad_norm_direct, [sg]'s norm_fp64) but in the
+     reduction's hooks: microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/stage_1_and_2.py reduce_ipg_grads
+     (l. 1370-1420) -> copy_grads_in_partition (l. 1329-1340), whose cpu_offload branch at the accumulation boundary
+     runs set_norm_for_param_grad_in_gpu (l. 1253-1266: accumulated_grad.view(-1).narrow(0, source_offset,
+     num_elements).data.double().norm(2): an fp64 copy of the parameter's piece inside the rank's partition on the
+     GPU, 8 B an element, freed once its 0-d norm is taken) and then async_inplace_copy_grad_to_fp32_buffer_from_gpu
+     (l. 1268-1284: src_tensor.float(), 4 B an element, after the fp64 copy is freed); the norms are combined on the
+     host (complete_grad_norm_calculation_for_cpu_offload l. 1286-1326). ZeRO-2 flushes in the last backward's hooks
+     and the epilogue (the embedding, the backward's last gradient, there: after the backward, the activations freed),
+     ZeRO-1 (and under PP the pipeline engine's stages without the loss, pipe/engine.py l. 803-812, 860-862) after the
+     backward with one buffer; the IPG buffers are live until the epilogue releases them (l. 802). The moment: the
+     kept tensors (ZeRO-1's whole gradients; ZeRO-2's staging buffer), the mode's IPG buffers and 8 B x the largest
+     piece (_norm_piece, [sg]'s: min(the stage's largest parameter, the rank's whole partition), offloaded or not);
+     the term is its excess over the peak and the reduction's terms ([zb]) before it, and the step's terms after it
+     are priced over it. Llama 3 8B, ZeRO-2 offload on 8 H100s, seq 1,024, full recompute: 8 x 525,336,576 +
+     1e9 = 5,202,692,608 B beside the kept tensors, 3,003,645,952 B above the backward's peak and 1,187,561,984 B
+     above [ocb]'s copy-back moment: allocated 21,193,435,136 -> 22,380,997,120 B (tests/test_offload.py). A lower
+     bound where the largest piece is flushed inside the backward (the output layer's, a layer's weight: the
+     activations not yet freed beside it are not added); the 0-d fp64 norms kept to the step (one 512-B block a
+     parameter of the partition) are not priced.
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -1323,7 +1367,8 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "ze
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 # (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
 # (offload_copy_back: DeepSpeed ZeRO-1/2 offload's updated fp32 partition copied up to the GPU after the CPU step, its
-# moment beyond the peak and the step's terms before it [ocb])
+# moment beyond the peak and the step's terms before it [ocb]; offload_norm_fp64: the same offload's fp64 copy of one
+# parameter's gradient piece for its norm, in the reduction's hooks, beyond the peak and the reduction's terms [onf])
 # (bf16_reduce_copy: DeepSpeed's BF16_Optimizer's all-reduce of its fp32 buffers after the backward, the bucket's flat
 # and cast copies beyond the peak [bo])
 # (zero2_reduce_input: a zero2 mode reducing every micro-batch as FSDP2 does, the unit's unsharded gradient and its
@@ -1331,7 +1376,7 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "ze
 # (zero12_ipg_bucket: DeepSpeed ZeRO-1/2's IPG buffers in the backward of the stage holding the loss; zero12_grad_partition:
 # the gradient reduction's moment beyond the peak, ZeRO-2's second partition, ZeRO-1's reduction after the backward [zb])
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
-               "zero2_reduce_input", "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "offload_copy_back", "stream_pools", "allocator_slack", "tp_overlap_buffers",
+               "zero2_reduce_input", "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "offload_norm_fp64", "offload_copy_back", "stream_pools", "allocator_slack", "tp_overlap_buffers",
                "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
@@ -1657,7 +1702,8 @@ def vocab_tp_divisor(settings: Settings, tp) -> np.ndarray:
     return V / np.ceil(V / t)
 
 
-def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str, vdiv=None):
+def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str, vdiv=None,
+              mtp_copy: bool = False):
     """(dense, experts) parameters per GPU before sharding of a stage holding `counts` (K, ...)
     layers of each kind: every layer's TP-split parameters / tp and its replicated ones (the row-parallel linears'
     biases among them, whole on every TP rank: layers/common.py [rb]); the routed experts / (etp ep), their output
@@ -1665,8 +1711,9 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     stage (end "first") also holds the input embedding (vocab-parallel: /tp) and any learned
     position table; the last ("last") the final norm and the output layer (/tp), or, with tied
     embeddings and pp > 1, a copy of the word embedding [6], and the multi-token-prediction
-    modules. With one stage, both ends. vdiv: the vocabulary's divisor for the largest TP rank (vocab_tp_divisor
-    [vs]; None: tp)."""
+    modules, with pp > 1 on a stack whose MTP stage builds its own word embedding (mtp_copy: stack
+    memory.mtp_embedding_copy, a stack setting) that copy and any learned position table too [me]. With one
+    stage, both ends. vdiv: the vocabulary's divisor for the largest TP rank (vocab_tp_divisor [vs]; None: tp)."""
     tp = plan.tp.astype(np.float64)
     vd = tp if vdiv is None else vdiv
     dense = weighted(counts, [p.dense_per_gpu(tp) for p in pc.kind_params])
@@ -1680,7 +1727,9 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     if end == "first":
         return dense + emb + np.where(single, head + mtp_dense, 0.0), experts + np.where(single, mtp_expert, 0.0)
     if end == "last":
-        return dense + head + mtp_dense + np.where(single, emb, 0.0), experts + mtp_expert
+        # the MTP stage's own word embedding (and position table) under PP [me]
+        copy = (pc.embedding / vd + pc.position) if (mtp_copy and model.mtp_layers) else 0.0
+        return dense + head + mtp_dense + np.where(single, emb, copy), experts + mtp_expert
     return dense, experts
 
 
@@ -1730,10 +1779,10 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     return copies + zero, np.where(on & pg, linear * (settings.bpp.weights - row), 0.0) + zero
 
 
-def stage_param_split(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts: dict) -> dict:
+def stage_param_split(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts: dict, mtp_copy: bool = False) -> dict:
     """{"first", "mid", "last": (dense, experts)} params_of each stage; counts["mid"] (K, ...):
-    the middle stage's composition."""
-    return {st: params_of(pc, model, plan, counts[st], st) for st in STAGES}
+    the middle stage's composition; mtp_copy: params_of's (the stack's memory.mtp_embedding_copy) [me]."""
+    return {st: params_of(pc, model, plan, counts[st], st, mtp_copy=mtp_copy) for st in STAGES}
 
 
 def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
@@ -2512,6 +2561,20 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dumm
     return first, last, mids, dual_stages, has_mid
 
 
+def _mtp_non_unit(settings: Settings, pc: ParamCounts, plan) -> np.ndarray:
+    """Parameters a GPU of the MTP stage holds outside Megatron-FSDP's units [me]: each multi-token-prediction module's
+    projection eh_proj (2 h x h / tp) and its three norms (enorm, hnorm, final_layernorm: params.mtp_params), its layer
+    being a unit of its own; with pp > 1 on a stack whose MTP stage builds its own word embedding (stack
+    memory.mtp_embedding_copy) that copy (V h / tp) and any learned position table. 0 without MTP."""
+    m = settings.model
+    tp = plan.tp.astype(np.float64)
+    if not m.mtp_layers:
+        return 0.0 * tp
+    own = m.mtp_layers * (2.0 * m.hidden_size * m.hidden_size / tp + 3.0 * norm_params(m))
+    copy = (pc.embedding / tp + pc.position) if stack_of(settings).memory.mtp_embedding_copy else 0.0 * tp
+    return own + np.where(plan.pp > 1, copy, 0.0)
+
+
 def _ends_only(placed: dict) -> dict:
     """A placement dict (_placement's counts, held or outputs) without its middle stage entries."""
     return {k: v for k, v in placed.items() if k not in ("mid", "mid_stage")}
@@ -2824,7 +2887,7 @@ class _PerLayer:
         # the optimizer step's moment included (self.kept_ends) [nu]
         first_nu = pgb * (pc.embedding / tp + pc.position + pc.embedding_norm)
         out_nu = np.where(single, float(pc.output or 0.0), float(pc.output or pc.embedding)) / tp
-        last_nu = (pgb - out_cut) * out_nu + pgb * pc.final_norm
+        last_nu = (pgb - out_cut) * out_nu + pgb * (pc.final_norm + _mtp_non_unit(settings, pc, plan))  # (MTP's [me])
         nu = {"first": np.where(single, first_nu + last_nu, first_nu), "last": np.where(single, first_nu + last_nu, last_nu),
               "mid": 0.0 * tp}
         self.kept_ends = {st: np.where(fsdp_on & ~held & kept_on, v, 0.0) for st, v in nu.items()}
@@ -3447,8 +3510,10 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     the gradient partition, less the gradients it no longer holds, _step_grad_copies; the two never on one plan: [z3s]
     under FSDP, [sg] below it). A step that frees gradients (delta < 0) beside temporaries would make the last term
     negative; no stack prices both (DeepSpeed's under Megatron-DeepSpeed and Megatron's optimizers are fused: no
-    temporaries, [opt]); offload_copy_back, DeepSpeed ZeRO-1/2 offload's copy of the updated fp32 partition up to the
-    GPU after the CPU step, beyond all of them [ocb] (_offload_copy_back). where: (counts,
+    temporaries, [opt]); offload_norm_fp64, DeepSpeed ZeRO-1/2 offload's fp64 norm piece in the reduction's hooks,
+    beyond the peak and the reduction's terms [onf] (_offload_norm_fp64); offload_copy_back, DeepSpeed ZeRO-1/2
+    offload's copy of the updated fp32 partition up to the GPU after the CPU step, beyond all of them [ocb]
+    (_offload_copy_back). where: (counts,
     holds the embedding, holds the output layer, the routed experts' partition) of the stage, for the largest
     parameter's fp64 norm piece and the largest group; loss: (the output layer's and loss's tensors, the recompute
     buffer) at the peak; off_part: (the rank's optimizer partition, elements, offloaded or not; the offload's staging
@@ -3463,13 +3528,15 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
         back = _offload_copy_back(per, states, kept, allocated + reduce + opt_step, where, off_part)  # [ocb]
         return {"zero12_ipg_bucket": zero, "zero12_grad_partition": zero, "zero3_tied_end": zero, "bf16_reduce_copy": reduce,
                 "optimizer_step": opt_step, "zero3_step_grads": 0.0 * opt_step, "step_grad_copies": 0.0 * opt_step,
-                "offload_copy_back": back}
+                "offload_norm_fp64": 0.0 * opt_step, "offload_copy_back": back}
     ipg, part = _zero12_terms(per, states, kept, allocated, where[2], loss)
+    # ZeRO-Offload's fp64 norm piece in the reduction's hooks, before the step [onf]
+    norm = _offload_norm_fp64(per, kept, allocated + ipg + part, where, off_part)
     # the end of the backward under ZeRO-3 with a tied output layer: the embedding's backward [z3t]
     tied_end = (np.where(per.plan.sharding >= FSDP, np.maximum(kept + fsdp["zero3_ipg_bucket"] + fsdp["zero3_persistent"]
-                                                               + per.zero3["tied_end"] - allocated - ipg - part, 0.0), 0.0)
+                                                               + per.zero3["tied_end"] - allocated - ipg - part - norm, 0.0), 0.0)
                 if per.zero3 is not None else 0.0 * ipg)
-    allocated = allocated + ipg + part + tied_end
+    allocated = allocated + ipg + part + norm + tied_end
     # the BF16_Optimizer's all-reduce after the backward, before the step: the kept tensors and the bucket's copies [bo]
     reduce = np.maximum(kept + reduce_copy - allocated, 0.0)
     allocated, step_peak = allocated + reduce, kept + temps
@@ -3479,7 +3546,8 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     z3_term = np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step
     back = _offload_copy_back(per, states, kept, allocated + opt_step + z3_term + copies, where, off_part)  # [ocb]
     return {"zero12_ipg_bucket": ipg, "zero12_grad_partition": part, "zero3_tied_end": tied_end, "bf16_reduce_copy": reduce,
-            "optimizer_step": opt_step, "zero3_step_grads": z3_term, "step_grad_copies": copies, "offload_copy_back": back}
+            "optimizer_step": opt_step, "zero3_step_grads": z3_term, "step_grad_copies": copies, "offload_norm_fp64": norm,
+            "offload_copy_back": back}
 
 
 def _reduce_copy(per: _PerLayer, params, end: str = "middle", counts=None):
@@ -3677,17 +3745,51 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     # expert groups' copies are the host's too)
     if per.offload[0]:  # a job setting
         experts = experts * (1.0 - per.offload[0])
+    piece, (groups, step_l) = _norm_piece(per, local, (counts, emb, out, experts))
+    # the flat copy in the gradients' dtype, or in fp32 where each gradient is converted first (flat_fp32: FP16_Optimizer)
+    flat = np.where(sg["flat_fp32"] > 0, np.maximum(bpp.gradients, STEP_FP32_GRAD_BYTES), bpp.gradients)
+    copies = step_l * (sg["flat"] * flat + sg["fp32"] * fp32)
+    norm = sg["norm_fp64"] * STEP_NORM_FP64_BYTES * piece
+    return held - states.gradients + np.maximum(copies, norm)
+
+
+def _norm_piece(per: _PerLayer, local, where):
+    """(the largest piece of one parameter inside a rank's partition of `local` elements, in elements; (DeepSpeed MoE's
+    expert groups on, the largest group's partition): _largest_group's) of a stage, where = (counts, holds the
+    embedding, holds the output layer, the routed experts' partition): min(the stage's largest parameter, the
+    partition), the largest a layer GEMM's weight N x K, the embedding on the first stage, the output layer on the last
+    (V x h / tp); under DeepSpeed MoE's groups the dense group's or an expert group's, the larger [sg]. At most the worst
+    rank's: a rank's piece of a parameter is all of it, or the part inside its partition."""
+    counts, emb, out, experts = where
     kinds, (emb_p, out_p), kinds_e = per.largest_params
     layer = _of_kinds(kinds, counts)
     largest = np.maximum(layer, np.maximum(np.where(emb, emb_p, 0.0), np.where(out, out_p, 0.0)))
     groups, step_l, group_e, layer_e = _largest_group(per, local, counts, experts)
     piece = np.where(groups, np.maximum(np.minimum(largest, local - experts), np.minimum(layer_e, group_e)),
                      np.minimum(np.maximum(largest, layer_e), local))
-    # the flat copy in the gradients' dtype, or in fp32 where each gradient is converted first (flat_fp32: FP16_Optimizer)
-    flat = np.where(sg["flat_fp32"] > 0, np.maximum(bpp.gradients, STEP_FP32_GRAD_BYTES), bpp.gradients)
-    copies = step_l * (sg["flat"] * flat + sg["fp32"] * fp32)
-    norm = sg["norm_fp64"] * STEP_NORM_FP64_BYTES * piece
-    return held - states.gradients + np.maximum(copies, norm)
+    return piece, (groups, step_l)
+
+
+def _offload_norm_fp64(per: _PerLayer, kept, allocated, where, off_part):
+    """DeepSpeed ZeRO-1/2 offload's fp64 copy of one parameter's gradient piece for its norm [onf], the moment's excess
+    over `allocated` (the peak and the reduction's terms before it): the kept tensors (ZeRO-1's whole gradients among
+    the states; ZeRO-2's none but the staging buffer), the mode's IPG buffers and STEP_NORM_FP64_BYTES x the largest
+    piece of one parameter in the rank's whole partition (_norm_piece; offloaded or not, every piece is normed on the
+    GPU). Below FSDP only, on a mode that takes its norm in fp64 (step_grads norm_fp64), with ZeRO-Offload's copy-back
+    (per.copy_back > 0: job offload_optimizer cpu on a zero_offload stack); 0 elsewhere (job settings and stack data)."""
+    z = per.zero12
+    if per.copy_back == 0.0 or per.largest_params is None or z is None:  # no ZeRO-Offload, or no IPG buffer stated
+        return 0.0 * allocated
+    sg = per.step_grads
+    local, _ = off_part
+    counts, emb, out, experts = where
+    piece, _ = _norm_piece(per, local, (counts, emb, out, experts))
+    # the IPG buffers then: the backward's (ZeRO-2 in the engine's backward, on the stage holding the loss), else the
+    # one the reduction after the backward allocates (ZeRO-1; under PP the pipeline engine's other stages, [zb])
+    after = (sg["after_backward"] > 0) | ~np.asarray(where[2], dtype=bool)
+    ipg = np.where(after, z["ipg_after"], z["ipg_backward"])
+    moment = kept + ipg + STEP_NORM_FP64_BYTES * piece
+    return np.where((per.plan.sharding < FSDP) & (sg["norm_fp64"] > 0), np.maximum(moment - allocated, 0.0), 0.0)
 
 
 def _largest_group(per: _PerLayer, local, counts, experts):
@@ -3816,9 +3918,10 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     group), less the weight bytes fp8 parameters save, and TE's quantized copies [11]."""
     settings, pc = per.settings, per.pc
     vd = vocab_tp_divisor(settings, plan.tp)  # the largest TP rank's vocabulary rows [vs]
-    dense, experts = params_of(pc, settings.model, plan, counts, end, vd)
+    copy = bool(stack_of(settings).memory.mtp_embedding_copy)  # the MTP stage's own embedding [me] (a stack setting)
+    dense, experts = params_of(pc, settings.model, plan, counts, end, vd, copy)
     if twin is not None:
-        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1], vd)
+        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1], vd, copy)
         dense, experts = dense + d2, experts + e2
     accum = grad_accum_bytes(stack_of(settings), plan)  # the mode's gradient accumulation buffer [bo]
     off = offload.switches(settings)  # [off]

@@ -1595,6 +1595,14 @@ class MemoryReporting(BaseModel):
         description="MoE: the rows each local expert's token group is padded to a multiple of before the bf16 grouped "
                     "GEMMs (torchtitan's TOKEN_GROUP_ALIGN_SIZE_M), held in the permuted buffer and its GEMMs' outputs "
                     "and computed by them (layers/moe.py [12]); 0: no padding (the rows as routed)")
+    mtp_embedding_copy: bool = Field(
+        default=False,
+        description="under pipeline parallelism the stage holding the multi-token-prediction modules builds its own "
+                    "word embedding (and learned position table), a trainable copy of the first stage's kept in sync "
+                    "by an all-reduce, beside its output layer (Megatron-Core's GPTModel: mtp_process builds a "
+                    "LanguageModelEmbedding): its parameters, gradients and optimizer states on the last stage "
+                    "(memory.params_of [me]); false: the MTP modules use the first stage's embedding (one stage, or "
+                    "DualPipe's end rank holding both)")
     moe_token_counter: bool = Field(
         default=False,
         description="every MoE layer keeps a fp32 tokens-per-expert counter of E elements as a buffer, with or "

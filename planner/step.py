@@ -1749,7 +1749,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     mid = sc.counts["mid_all"][0]
     for cand in sc.counts["mid_all"][1:]:
         mid = np.where(weighted(cand, experts) > weighted(mid, experts), cand, mid)
-    split = stage_param_split(pc, settings.model, plan, {**sc.counts, "mid": mid})
+    split = stage_param_split(pc, settings.model, plan, {**sc.counts, "mid": mid},
+                              bool(sc.stack.memory.mtp_embedding_copy))  # the MTP stage's embedding (memory.py [me])
     # DualPipe: every rank holds two stages, s and p - 1 - s (the end rank the first and the last,
     # a middle rank two middle ones) and reduces and steps both stages' parameters [8] (sec. 3.2.1:
     # "DualPipe requires keeping two copies of the model parameters")

@@ -82,20 +82,28 @@ def test_zero2_offload_copy_back_moment_by_hand(cli, tmp_path):
     partition, 4 B x L = 4,015,130,624 B (no gradient: the hooks set param.grad = None, l. 1284; the IPG buffers and
     the activations are freed). The backward's peak held, beside the same tensors, the layers' inputs (32 x 2 B x
     1,024 x 4,096 = 268,435,456), the output layer's tensors, one layer's recompute buffer and the IPG buffer
-    (reduce_bucket_size 5e8 x 2 B): the term is 4 L less those, 1,816,083,968 B, and the allocated peak the moment's."""
+    (reduce_bucket_size 5e8 x 2 B): 4 L less those is 1,816,083,968 B above the peak. Before the step, though, the
+    reduction's hooks took each parameter piece's norm in fp64 on the GPU (memory.py [onf]: copy_grads_in_partition
+    l. 1329-1340 -> set_norm_for_param_grad_in_gpu l. 1253-1266, accumulated_grad.data.double().norm(2)) beside the
+    IPG buffer: the embedding's, flushed by the epilogue after the backward (rank 0's partition holds it whole,
+    L > EMB), 8 B x EMB = 4,202,692,608 B + the 1e9-B buffer, 1,187,561,984 B above the copy-back's moment: that
+    moment is the step's peak (offload_norm_fp64 = 8 EMB + IPG - held = 3,003,645,952 B), the copy-back below it
+    (term 0)."""
     job = dict(DS2, seq_len=1024, recompute="full", offload_optimizer="cpu")
     off = _explain(cli, tmp_path, job)
     t, m = off["memory"]["terms"], off["memory"]
     assert t["layer_activations"] == 32 * 2 * 1024 * 4096
     assert t["zero12_ipg_bucket"] == 5e8 * 2
     held = t["layer_activations"] + t["output_activations"] + t["recompute_buffer"] + t["zero12_ipg_bucket"]
-    assert t["offload_copy_back"] == 4 * L - held == 1_816_083_968
-    assert m["allocated_bytes"] == 2 * P + 2 * EMB + t["workspaces"] + 4 * L
+    assert 4 * L - held == 1_816_083_968
+    assert t["offload_norm_fp64"] == 8 * EMB + 5e8 * 2 - held == 3_003_645_952
+    assert t["offload_copy_back"] == 0 and 8 * EMB + 5e8 * 2 - 4 * L == 1_187_561_984
+    assert m["allocated_bytes"] == 2 * P + 2 * EMB + t["workspaces"] + 5e8 * 2 + 8 * EMB
     # the step's other terms add nothing here (its temporaries and gradient copies are the host's)
     assert t["optimizer_step"] == t["step_grad_copies"] == t["zero12_grad_partition"] == 0
     # without offload no such copy: the step's moment is [sg]'s (the copies of the GPU's own partition)
-    assert _explain(cli, tmp_path, dict(job, offload_optimizer="none"), "plain.yaml")["memory"]["terms"][
-        "offload_copy_back"] == 0
+    plain = _explain(cli, tmp_path, dict(job, offload_optimizer="none"), "plain.yaml")["memory"]["terms"]
+    assert plain["offload_copy_back"] == plain["offload_norm_fp64"] == 0
 
 
 def test_moe_offload_copy_back_one_group_at_a_time(cli, tmp_path):
@@ -105,7 +113,9 @@ def test_moe_offload_copy_back_one_group_at_a_time(cli, tmp_path):
     above any expert group (at most 178,956,971 elements a rank): 4 B x L_d = 802,818,048 B on the GPU, less the
     peak's activations, output layer, recompute buffer and IPG buffer; not 4 B x (L_d + the rank's 5.64e9 experts).
     The step's gradient copies are the host's: none on the GPU (before this change an expert group's 6 B x
-    178,956,971 was priced there, +603,108,098 B over the peak)."""
+    178,956,971 was priced there, +603,108,098 B over the peak). Since [onf] the reduction's fp64 norm piece of the
+    largest dense parameter (8 B x 131,072,000 = 1,048,576,000 B beside the IPG buffer) comes before and is the larger
+    moment, so the copy-back adds nothing beyond it (a whole-partition copy-back, 4 B x (L_d + 5.64e9), would)."""
     job = dict(model="mixtral-8x7b", gpus=8, stack="megatron-deepspeed", sharding="zero2", ep=8, recompute="full",
                micro_batch=1, global_batch=8, seq_len=256, hardware="h200-sxm", offload_optimizer="cpu",
                deepspeed_zero3={"reduce_bucket_size": 10**7})
@@ -113,7 +123,11 @@ def test_moe_offload_copy_back_one_group_at_a_time(cli, tmp_path):
     dense = (46_702_792_704 - 45_097_156_608) // 8
     assert dense == 200_704_512 and t["zero12_ipg_bucket"] == 2e7
     held = t["layer_activations"] + t["output_activations"] + t["recompute_buffer"] + t["zero12_ipg_bucket"]
-    assert t["offload_copy_back"] == 4 * dense - held
+    # the fp64 norm piece before the step ([onf]): the largest dense parameter, the embedding or the output layer
+    # (32,000 x 4,096 = 131,072,000 < L_d), 8 B each, beside the 2e7-B IPG buffer: above the copy-back's moment
+    emb = 32_000 * 4_096
+    assert t["offload_norm_fp64"] == 8 * emb + 2e7 - held and 8 * emb + 2e7 > 4 * dense
+    assert t["offload_copy_back"] == 0
     assert t["step_grad_copies"] == 0
 
 
@@ -130,7 +144,10 @@ def test_zero1_offload_copy_back_frees_the_gradients(cli, tmp_path):
     t = one["terms"]
     peak = (t["layer_activations"] + t["output_activations"] + t["recompute_buffer"] + t["zero12_ipg_bucket"]
             + t["zero12_grad_partition"])
-    assert t["offload_copy_back"] == 4 * P - 2 * P - peak
+    # the reduction's fp64 norm piece first ([onf]: the embedding whole, beside the whole gradients and the 1e9-B
+    # IPG buffer), then the copy-back's 2 P above it
+    assert t["offload_norm_fp64"] == 8 * EMB + 1e9 - peak
+    assert t["offload_copy_back"] == 4 * P - 2 * P - (8 * EMB + 1e9)
     # the allocated peak: the weights, the staging buffer, the workspaces and the fp32 partition (P elements)
     assert one["allocated_bytes"] == 2 * P + 2 * EMB + t["workspaces"] + 4 * P
 

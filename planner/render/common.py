@@ -143,6 +143,7 @@ TERM_LABELS = {
     "bf16_reduce_copy": "BF16_Optimizer all-reduce copies (beyond the peak)",
     "optimizer_step": "optimizer step (temporaries, beyond the peak)",
     "step_grad_copies": "optimizer step gradient copies (beyond the peak)",
+    "offload_norm_fp64": "CPU offload fp64 gradient-norm piece (beyond the peak)",
     "offload_copy_back": "CPU offload fp32 partition copied back (beyond the peak)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
