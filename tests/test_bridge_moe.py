@@ -99,6 +99,68 @@ def test_deepep_on_compute_capability_10_is_decided_by_name(tmp_path):
     assert load_trainer_config(f, hardware="b200").job["moe_dispatcher"] == "alltoall"
 
 
+def test_gpt_oss_20b_recipe_reads_as_it_builds(tmp_path):
+    """gpt_oss_20b_pretrain_config (recipes/gpt_oss/gpt_oss.py @dc805f5cf l. 33-151) on 32 H100, by hand: TP 2, PP 4,
+    no VP, CP 1, EP 4, ETP 1, SP, 4,096 tokens (l. 50, 54-63); global batch 512, micro-batch 1, 1,000,000 iterations
+    (l. 81-83); no recompute (l. 108); the dispatcher alltoall (l. 76): the recipe names deepep (l. 77) but never calls
+    apply_flex_dispatcher_backend, so alltoall runs even on the H100 that takes deepep; grouped GEMM and the permute
+    fusion, no router fusion (l. 101-103), native cross-entropy (l. 105); fp32 optimizer states (l. 122-126), bf16_mixed
+    (fp32 gradient reduction): no bytes_per_param; the provider's (gpt_oss_bridge.py l. 76-83): no pre-softmax, the
+    "none" balancing (no auxiliary loss: coefficient 0), no bias-dropout fusion. The model: the one catalog entry of the
+    provider's shape, per-layer windows included (128 keys on the even layers). cp_comm_type a2a (l. 66) is ignored at
+    CP 1; the per-token loss (l. 73) and the learnable softmax (gpt_oss_bridge.py l. 95) are listed as not priced."""
+    f = _launch(tmp_path, "gpt_oss_20b_pretrain_config", 4)
+    cfg = load_trainer_config(f, hardware="h100-sxm")
+    j = cfg.job
+    assert (j["model"], j["gpus"], j["stack"]) == ("gpt-oss-20b", 32, "megatron-bridge")
+    assert (j["tp"], j["pp"], j["vpp"], j["cp"], j["ep"], j["etp"], j["schedule"]) == (2, 4, 1, 1, 4, 1, "1f1b")
+    assert (j["sequence_parallel"], j["seq_len"], j["micro_batch"], j["global_batch"]) == (True, 4096, 1, 512)
+    assert j["tokens"] == 1_000_000 * 512 * 4096
+    assert (j["moe_dispatcher"], j["recompute"], j["precision"], j["mtp_layers"]) == ("alltoall", "none", "bf16", 0)
+    assert (j["moe_permute_fusion"], j["moe_router_fusion"], j["moe_grouped_gemm"]) == (True, False, True)
+    assert (j["moe_aux_loss_coeff"], j["moe_router_pre_softmax"], j["bias_dropout_fusion"]) == (0.0, False, False)
+    assert "cross_entropy_fusion_impl" not in j and j["cross_entropy_fusion"] is True  # native
+    assert "bytes_per_param" not in j and "cp_comm_type" not in j and "moe_router_dtype" not in j
+    assert j["sharding_mode"] == "distributed_optimizer"
+    assert "model.cp_comm_type=a2a (context_parallel_size 1: no context parallelism)" in cfg.ignored
+    assert [x.split(" ")[0] for x in cfg.not_modelled] == ["model.calculate_per_token_loss=true",
+                                                         "model.softmax_type=learnable"]
+
+
+def test_gpt_oss_120b_recipe_cp_comm_type(cli, tmp_path):
+    """gpt_oss_120b_pretrain_config (gpt_oss.py l. 154-262): EP 16 (l. 181); with CP 2 its cp_comm_type a2a (l. 187)
+    is the job's (planner/cp_comm_type.py); model.cp_comm_type=p2p (None too: transformer_engine.py @905c0e386
+    l. 1445-1446) is the stack's default, which check refuses on the windowed layers (TE asserts a window only with
+    a2a or all_gather: start-up rule MEGATRON_CP_SLIDING_WINDOW); a list or a2a+p2p is refused, named."""
+    f = _launch(tmp_path, "gpt_oss_120b_pretrain_config", 16, "model.context_parallel_size=2")
+    j = load_trainer_config(f, hardware="h100-sxm").job
+    assert (j["model"], j["tp"], j["pp"], j["cp"], j["ep"], j["cp_comm_type"]) == ("gpt-oss-120b", 2, 4, 2, 16, "a2a")
+    f = _launch(tmp_path, "gpt_oss_120b_pretrain_config", 16, "model.context_parallel_size=2",
+                "model.cp_comm_type=p2p")
+    assert "cp_comm_type" not in load_trainer_config(f, hardware="h100-sxm").job
+    r = cli("check", f, "--hardware", "h100-sxm")  # after the reader's not-modelled warning, the start-up rule
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert "error: " in r.stderr and "breaks start-up rule MEGATRON_CP_SLIDING_WINDOW" in r.stderr
+    f = _launch(tmp_path, "gpt_oss_120b_pretrain_config", 16, "model.context_parallel_size=2",
+                "model.cp_comm_type=a2a+p2p")
+    with pytest.raises(PlannerError, match=r"model.cp_comm_type=a2a\+p2p"):
+        load_trainer_config(f, hardware="h100-sxm")
+
+
+def test_gpt_oss_recipe_model_is_matched_by_fields(tmp_path):
+    """The recipe's model is found by its fields, the per-layer windows among them (no name read): --model of another
+    shape (gpt-oss-120b's 36 layers for the 20B recipe) is refused, naming the field."""
+    f = _launch(tmp_path, "gpt_oss_20b_pretrain_config", 4)
+    with pytest.raises(PlannerError, match="num_layers = 36"):
+        load_trainer_config(f, model="gpt-oss-120b", hardware="h100-sxm")
+    from planner.catalog import load_model
+    from planner.trainers.megatron_bridge import recipe_for
+
+    assert recipe_for(load_model("gpt-oss-20b")) == "gpt_oss_20b_pretrain_config"
+    assert recipe_for(load_model("gpt-oss-120b")) == "gpt_oss_120b_pretrain_config"
+    assert recipe_for(load_model("mistral-7b")) is None  # a window on every layer (layer_pattern [swa]): no recipe
+
+
 H800 = ["--hardware", "h800-sxm", "--stack", "megatron-bridge"]
 H100 = ["--hardware", "h100-sxm", "--stack", "megatron-bridge"]
 ROUND_TRIPS = [
@@ -109,6 +171,12 @@ ROUND_TRIPS = [
     ("qwen3-30b-8", "qwen3_30b_a3b_pretrain_config", ["--model", "qwen3-30b-a3b", "--gpus", "8", *H100]),
     ("qwen3-235b-512-vpp", "qwen3_235b_a22b_pretrain_config",
      ["--model", "qwen3-235b-a22b", "--gpus", "512", "--pp", "8", "--vpp", "2", *H100]),
+    ("gpt-oss-20b-32", "gpt_oss_20b_pretrain_config", ["--model", "gpt-oss-20b", "--gpus", "32", *H100]),
+    # PP 4 (36 layers, 9 a stage) and CP 2 with the recipe's a2a (the windowed layers need a2a or all_gather)
+    ("gpt-oss-120b-128-cp2", "gpt_oss_120b_pretrain_config",
+     ["--model", "gpt-oss-120b", "--gpus", "128", "--pp", "4", "--cp", "2", "--cp-comm-type", "a2a", *H100]),
+    ("gpt-oss-20b-16-allgather", "gpt_oss_20b_pretrain_config",
+     ["--model", "gpt-oss-20b", "--gpus", "16", "--cp", "2", "--cp-comm-type", "all_gather", *H100]),
 ]
 
 
@@ -139,6 +207,9 @@ def test_moe_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recip
                        ("optimizer.exp_avg_dtype", moments), ("optimizer.exp_avg_sq_dtype", moments),
                        ("model.moe_expert_capacity_factor", p["moe_capacity_factor"] or "null")):
         assert f"    {key}={value} \\\n" in text
+    if p["cp"] > 1 and "gpt_oss" in recipe:  # the plan's CP variant over the recipe's a2a
+        assert f"    model.cp_comm_type={p.get('cp_comm_type') or 'p2p'} \\\n" in text
+        assert back["plan"].get("cp_comm_type") == p.get("cp_comm_type")
     if disp[1]:
         assert f"    model.moe_flex_dispatcher_backend={disp[1]} \\\n" in text
         # CUDA_DEVICE_MAX_CONNECTIONS 32 under a flex backend (recipes/run_plugins.py l. 573-575), on Hopper 1 only
@@ -196,11 +267,16 @@ def test_moe_start_up_rules_and_untranscribed_recipes(cli, tmp_path):
     r = cli("check", f, "--hardware", "h800-sxm")  # after the reader's warning (the recipe's DDP bucket), the error
     assert r.exit_code == 2 and "Traceback" not in r.stderr
     assert "error: " in r.stderr and "etp=2 x ep=64 does not divide the tp x dp x cp ranks (64)" in r.stderr
-    # DeepSeek-V2 and gpt-oss: recipes not transcribed (no model_zoo entry / not read yet)
-    f = _launch(tmp_path, "deepseek_v2_pretrain_config", 32)
-    assert_one_error(cli("explain", f, "--hardware", "h800-sxm"), "not a recipe the planner transcribes")
-    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "gpt-oss-20b", "--gpus", "8", *H100),
-                     "model gpt-oss-20b is none of the transcribed recipes' models")
+    # DeepSeek-V2 (no model_zoo entry) and gpt-oss's fp8 variant: recipes not transcribed
+    for name in ("deepseek_v2_pretrain_config", "gpt_oss_20b_pretrain_fp8_current_scaling_config"):
+        f = _launch(tmp_path, name, 32)
+        assert_one_error(cli("explain", f, "--hardware", "h800-sxm"), "not a recipe the planner transcribes")
+    # a layer_pattern model no recipe builds (Gemma 3's 5:1 windows)
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "gemma3-27b", "--gpus", "8", *H100),
+                     "model gemma3-27b is none of the transcribed recipes' models")
+    # a CP variant at cp 1: the layers ignore model.cp_comm_type without CP, so no file reads back with it
+    assert_one_error(cli("export", "--format", "megatron-bridge", "--model", "gpt-oss-20b", "--gpus", "8",
+                         "--cp-comm-type", "a2a", *H100), "cp_comm_type a2a at cp 1")
 
 
 def test_moe_writer_balancing(cli, tmp_path):

@@ -29,14 +29,43 @@ Transcribed at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf over Megatron-Core 905c0e3
   models/qwen/qwen3_moe_bridge.py provider_bridge l. 43-63: the shapes of model_zoo qwen3-30b-a3b.yaml and
   qwen3-235b-a22b.yaml field for field (_qwen3_shape).
 
+- recipes/gpt_oss/gpt_oss.py gpt_oss_20b_pretrain_config l. 33-151 and gpt_oss_120b_pretrain_config l. 154-262
+  (_gpt_oss below: TP 2, PP 4, EP 4 / 16, ETP 1, SP, 4,096 tokens, cp_comm_type a2a l. 66 / 187, no account_for_*,
+  calculate_per_token_loss l. 73 / 193, alltoall with deepep named but not applied (the recipes never call
+  apply_flex_dispatcher_backend: Recipe.applies_flex False), global batch 512, micro-batch 1, 1,000,000 iterations,
+  no recompute, cross_entropy_fusion_impl native l. 105 / 225, fp32 optimizer states, no CommOverlapConfig,
+  ddp no_shard with the distributed optimizer and average_in_collective False l. 139-146 / 250-257), their models
+  AutoBridge.from_hf_pretrained("openai/gpt-oss-20b" / "openai/gpt-oss-120b") through models/gpt_oss/gpt_oss_bridge.py
+  provider_bridge l. 65-119 (GPTOSSProvider, gpt_oss_provider.py l. 38-90) over the Hugging Face config, compared
+  with model_zoo gpt-oss-20b.yaml / gpt-oss-120b.yaml field by field (_gpt_oss_shape): 24 / 36 layers, hidden 2,880,
+  the experts' width moe_ffn_hidden_size = intermediate_size 2,880 (l. 100), 64 heads of kv_channels 64 with 8 query
+  groups, vocab 201,088, untied (l. 73), RMSNorm (l. 69), gated (l. 70), add_bias_linear True (l. 71: the QKV, output,
+  expert and router linears biased, Megatron-Core 905c0e386 attention.py l. 1287 `add_bias_linear or add_qkv_bias`,
+  moe/router.py l. 61-66), 32 / 128 experts top-4 (provider l. 69, 97-98, 105-106) with a softmax router after the
+  top-k (moe_router_pre_softmax False l. 76), no shared expert, every layer MoE, no expert bias, no balancing loss
+  (moe_router_load_balancing_type "none" l. 80); YaRN factor 32 over 4,096 with beta_fast 32, beta_slow 1, no
+  rounding of the correction range (= the config's truncate false), mscale None (l. 102-109): the catalog's
+  rope_yarn_params and its attention factor 0.1 ln 32 + 1 (Megatron-Core _yarn_get_concentration_factor), rotary base
+  150,000 (gpt_oss_provider.py l. 60); the window: window_size (sliding_window - 1, 0) = (127, 0), 128 keys with the
+  query's own, on the layers with layer_number % window_attn_skip_freq 2 != 0 (l. 96-97; Megatron-Core
+  transformer/utils.py @905c0e386 is_layer_window_attention l. 453-464, 1-based): layers 0, 2, ... windowed, 1, 3, ...
+  full, the catalog's layer_pattern [sliding, full] (ModelSpec.layer_windows, compared as the Megatron reader
+  compares --window-size / --window-attn-skip-freq); the SwiGLU clamp activation_func_clamp_value 7.0 (l. 92: the
+  catalog's activation_clamp 7.0, whose kernels the stack prices) with quick_gelu and glu_linear_offset 1.0 (l. 91-93:
+  x sigmoid(1.702 x) (up + 1), the Hugging Face GptOssExperts' alpha 1.702 and +1: elementwise inside the activation
+  kernel, no FLOPs or bytes of its own priced). Not priced, listed on every read (cp_job): the learnable
+  softmax (softmax_type "learnable" l. 95: one sink logit a head a layer, 64 x 24 = 1,536 / 2,304 parameters, and
+  Transformer Engine's sink attention kernel's speed) and the per-token loss (below).
+
 Not transcribed (refused by --recipe as not a recipe the planner transcribes; the writer refuses their models):
-deepseek_v2.py (DeepSeek-V2 / V2-Lite: no model_zoo entry); gpt_oss/gpt_oss.py (gpt-oss-20b / 120b are in model_zoo,
-but as layer_pattern entries (sliding / full), which the trainer readers' shape match leaves out, and the recipe's
-cp_comm_type a2a and per-token loss are not read here yet).
+deepseek_v2.py (DeepSeek-V2 / V2-Lite: no model_zoo entry); gpt_oss.py's fp8 and MXFP8 variants
+(gpt_oss_20b_pretrain_fp8_current_scaling_config l. 265-268, gpt_oss_20b_pretrain_mxfp8_config l. 824-827) and its SFT
+and PEFT recipes (the planner prices pre-training).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from ..errors import PlannerError
@@ -162,6 +191,93 @@ def _qwen3_shape(layers, hidden, ffn, heads, expert_ffn) -> dict:
             "moe.first_k_dense": 0, "moe.router": "softmax", "moe.expert_score_bias": False}
 
 
+GPT_OSS = "src/megatron/bridge/recipes/gpt_oss/gpt_oss.py"
+
+
+def _gpt_oss(ep: int) -> dict:
+    """gpt_oss.py's pre-training recipes (l. 33-151, 154-262: the same lines but EP 4 / 16) over recipes/common.py
+    _pretrain_common (mixed_precision "bf16_mixed", comm_overlap None), the provider models/gpt_oss/gpt_oss_bridge.py
+    provider_bridge l. 65-119 (grouped GEMM, alltoall, the permute fusion, no pre-softmax, balancing "none",
+    bias_activation_fusion True, bias_dropout_fusion False) and Megatron-Core 905c0e386's TransformerConfig defaults
+    the recipe leaves (transformer_config.py l. 440 no RoPE fusion, l. 701 router dtype None, l. 727
+    moe_aux_loss_coeff 0.0; no expert bias, no z-loss, dropless)."""
+    return {
+        "model.tensor_model_parallel_size": 2, "model.pipeline_model_parallel_size": 4,
+        "model.virtual_pipeline_model_parallel_size": None, "model.context_parallel_size": 1,
+        "model.expert_model_parallel_size": ep, "model.expert_tensor_parallel_size": 1, "model.sequence_parallel": True,
+        "model.seq_length": 4096, "dataset.sequence_length": 4096,
+        "model.cp_comm_type": "a2a", "model.calculate_per_token_loss": True,
+        "model.mtp_num_layers": None, "model.mtp_loss_scaling_factor": 0.1,
+        "model.pipeline_model_parallel_layout": None,
+        "model.num_layers_in_first_pipeline_stage": None, "model.num_layers_in_last_pipeline_stage": None,
+        "model.account_for_embedding_in_pipeline_split": False, "model.account_for_loss_in_pipeline_split": False,
+        "model.moe_token_dispatcher_type": "alltoall", "model.moe_flex_dispatcher_backend": "deepep",
+        "model.moe_hybridep_num_sms": 16, "model.moe_shared_expert_overlap": False,
+        "train.global_batch_size": 512, "train.micro_batch_size": 1, "train.train_iters": 1_000_000,
+        "model.moe_router_fusion": False, "model.moe_permute_fusion": True, "model.moe_grouped_gemm": True,
+        "model.cross_entropy_loss_fusion": True, "model.cross_entropy_fusion_impl": "native",
+        **_NONE,
+        "model.moe_router_padding_for_fp8": False, "model.moe_router_force_load_balancing": False,
+        "model.moe_router_pre_softmax": False, "model.moe_router_load_balancing_type": "none",
+        "model.moe_router_enable_expert_bias": False, "model.moe_router_dtype": None, "model.moe_aux_loss_coeff": 0.0,
+        "model.apply_rope_fusion": False, "model.bias_activation_fusion": True, "model.bias_dropout_fusion": False,
+        "model.moe_z_loss_coeff": None, "model.moe_expert_capacity_factor": None,
+        "model.moe_pad_expert_input_to_capacity": False, "model.overlap_moe_expert_parallel_comm": False,
+        "dist.enable_megatron_core_experimental": False,
+        "ddp.data_parallel_sharding_strategy": "no_shard", "model.softmax_type": "learnable",
+        "optimizer.use_precision_aware_optimizer": False, "optimizer.main_params_dtype": "float32",
+        "optimizer.main_grads_dtype": "float32", "optimizer.exp_avg_dtype": "float32", "optimizer.exp_avg_sq_dtype": "float32",
+    }
+
+
+def _gpt_oss_shape(layers: int, experts: int) -> dict:
+    # the provider's model (module docstring) as model_zoo gpt-oss-20b.yaml / gpt-oss-120b.yaml's fields; num_layers
+    # first so that a model of other depth fails before its per-layer windows are built, which come last
+    return {"num_layers": layers, "hidden_size": 2880, "ffn_hidden_size": 2880, "num_attention_heads": 64,
+            "kv_heads": 8, "dhead": 64, "vocab_size": 201088, "tied_embeddings": False, "gated_mlp": True,
+            "norm": "rmsnorm", "linear_bias": True, "activation_clamp": 7.0, "rope_theta": 150000.0, "mla": None,
+            "yarn_rope_scaling": (32.0, 4096, 32.0, 1.0, False, round(0.1 * math.log(32.0) + 1.0, 12)),
+            "moe.num_experts": experts, "moe.top_k": 4, "moe.expert_ffn_hidden_size": None,
+            "moe.num_shared_experts": 0, "moe.first_k_dense": 0, "moe.router": "softmax", "moe.router_linear_bias": True,
+            "moe.expert_score_bias": False,
+            "layer_windows": (128, 0) * (layers // 2)}
+
+
+# the softmax types (TransformerConfig @905c0e386 l. 134): vanilla is what the planner prices; the other two add one
+# learned (learnable) or fixed (off-by-one) logit a head to the softmax's denominator, the attention sinks
+SINK_SOFTMAX = ("learnable", "off-by-one")
+PER_TOKEN_LOSS = ("the per-token loss: finalize_model_grads (Megatron-Core 905c0e386 distributed/finalize_model_grads.py "
+                  "l. 485-501) broadcasts the token count over the pipeline, all-reduces it over DP x CP (one element "
+                  "each) and scales the gradient buffers by 1 / tokens (one elementwise pass a step): not priced; no "
+                  "memory beyond the one-element count")
+CP_COMM_TYPES = ("p2p", "all_gather", "a2a")
+
+
+def cp_job(cfg: dict, job: dict, where: str, ignored: list, not_modelled: list) -> None:
+    """model.cp_comm_type (TransformerConfig @905c0e386 l. 806-810; None is p2p, transformer_engine.py l. 1445-1446)
+    as the job's cp_comm_type (planner/cp_comm_type.py) where cp > 1, ignored at cp 1; the per-token loss and the
+    softmax's sinks, listed as not priced (the gpt-oss recipes, whose values hold these keys)."""
+    v = cfg["model.cp_comm_type"]
+    if v is not None and (not isinstance(v, str) or v not in CP_COMM_TYPES):
+        raise PlannerError(f"{where}model.cp_comm_type={_v(v)}: not a context-parallel variant the planner's "
+                           "megatron-bridge reader reads (a per-layer list, or a2a+p2p, whose group sizes it does not "
+                           "read, are not)", f"valid: {', '.join(CP_COMM_TYPES)}, null")
+    if job["cp"] > 1 and v is not None and v != "p2p":
+        job["cp_comm_type"] = v
+    elif job["cp"] == 1 and v is not None:
+        ignored.append(f"model.cp_comm_type={v} (context_parallel_size 1: no context parallelism)")
+    if _bool(cfg, "model.calculate_per_token_loss", where):
+        not_modelled.append(f"model.calculate_per_token_loss=true ({PER_TOKEN_LOSS})")
+    sm = cfg.get("model.softmax_type", "vanilla")
+    if sm in SINK_SOFTMAX:
+        not_modelled.append(f"model.softmax_type={sm} (the attention sinks, gpt_oss_bridge.py l. 95: one "
+                            f"{'learned ' if sm == 'learnable' else ''}logit a head a layer in the softmax's "
+                            "denominator, 64 parameters a layer, and Transformer Engine's sink attention kernel's "
+                            "speed: not priced)")
+    elif sm != "vanilla":
+        raise PlannerError(f"{where}model.softmax_type={_v(sm)}", "valid: vanilla, off-by-one, learnable")
+
+
 # name -> the Recipe fields (megatron_bridge.Recipe, moe=True): the recipe's Hugging Face model, where in its file,
 # the model's shape, its ConfigContainer values, its mixed_precision (an object, or the name "bf16_mixed"), its
 # CommOverlapConfig
@@ -183,6 +299,14 @@ MOE_RECIPES = {
         comm_overlap=False, file=QWEN3_MOE,
         lines="l. 133-243 (TP 4, PP 16, CP 2, EP 8 l. 153-160, account_for_* l. 166-167, micro-batch 1 l. 176)",
         values=_qwen3(4, 16, 2, 8, 1, _NONE, True)),
+    "gpt_oss_20b_pretrain_config": dict(
+        hf_id="openai/gpt-oss-20b", shape=_gpt_oss_shape(24, 32), mp_object=False, comm_overlap=False, file=GPT_OSS,
+        lines="l. 33-151 (TP 2, PP 4, EP 4 l. 54-62, cp_comm_type a2a l. 66, per-token loss l. 73)",
+        values=_gpt_oss(4), applies_flex=False),
+    "gpt_oss_120b_pretrain_config": dict(
+        hf_id="openai/gpt-oss-120b", shape=_gpt_oss_shape(36, 128), mp_object=False, comm_overlap=False, file=GPT_OSS,
+        lines="l. 154-262 (TP 2, PP 4, EP 16 l. 175-183, cp_comm_type a2a l. 187, per-token loss l. 193)",
+        values=_gpt_oss(16), applies_flex=False),
 }
 # CommOverlapConfig fields the MoE recipes set (deepseek_v3.py l. 168-170): read by moe_job
 MOE_CO_FIELDS = ("overlap_moe_expert_parallel_comm", "delay_wgrad_compute")

@@ -2089,7 +2089,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     plan's model and every priced setting as an override."""
     from ..schema import BYTES_PER_PARAM_PRESETS
     from ..startup import uses_tp_pp_dp_mapping
-    from .bridge_moe import layout_text, moe_overrides, optimizer_overrides
+    from .bridge_moe import CP_COMM_TYPES, layout_text, moe_overrides, optimizer_overrides
 
     if plan.get("stack") != BRIDGE_STACK:
         raise _bridge_refuse(f"the plan was priced on stack {plan.get('stack')}, not {BRIDGE_STACK}, whose modes and rules the file "
@@ -2098,15 +2098,23 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     name = recipe_for(model)
     if name is None:
         raise _bridge_refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
-                             f"{BRIDGE} src/megatron/bridge/recipes/llama/, deepseek/deepseek_v3.py, qwen/qwen3_moe.py); "
-                             "run_recipe.py builds the model its --recipe names",
+                             f"{BRIDGE} src/megatron/bridge/recipes/llama/, deepseek/deepseek_v3.py, qwen/qwen3_moe.py, "
+                             "gpt_oss/gpt_oss.py); run_recipe.py builds the model its --recipe names",
                              "price a model of one of those recipes (llama2-7b, llama3-8b, llama3-70b, llama3-405b, deepseek-v3, "
-                             "qwen3-30b-a3b, qwen3-235b-a22b), or write the Bridge recipe for this model yourself")
+                             "qwen3-30b-a3b, qwen3-235b-a22b, gpt-oss-20b, gpt-oss-120b), or write the Bridge recipe for "
+                             "this model yourself")
     rec = RECIPES[name]
     sig = plan_signature(plan)
     for k in sig:
         if k in _BRIDGE_WRITTEN or k == "stage_layers" or (rec.moe and k in _BRIDGE_MOE_WRITTEN):
             continue
+        if k == "cp_comm_type" and "model.cp_comm_type" in rec.values and sig[k] in CP_COMM_TYPES:
+            if plan["cp"] == 1:  # no key makes it read back: Megatron-Core ignores the variant without CP
+                raise _bridge_refuse(f"cp_comm_type {sig[k]} at cp 1: without context parallelism the layers ignore "
+                                     "model.cp_comm_type (transformer_engine.py @905c0e386 l. 1433-1457 passes it only to "
+                                     "the CP attention), so the file would read back without it",
+                                     "price it without --cp-comm-type, or with cp > 1")
+            continue  # written below (the gpt-oss recipes hold the key)
         if sig[k] not in (None, False, 0, [], ()):
             raise _bridge_refuse(f"{k} {sig[k]!r}: the planner's {BRIDGE_FMT} writer spells no ConfigContainer key for it",
                                  f"price it without {k}, or export --format megatron")
@@ -2135,6 +2143,10 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         # tokenizer's (training/setup.py l. 177-180, _validate_and_set_vocab_size l. 467-498; should_pad_vocab False):
         # the Hugging Face config's, or the rows the plan priced
         ("model.vocab_size", plan.get("padded_vocab_size") or model.vocab_size)]
+    if "model.cp_comm_type" in rec.values and cp > 1:
+        # the plan's context-parallel variant over the recipe's (gpt_oss.py l. 66: a2a): the stack's default p2p
+        # where the plan names none (plan.plan_dict writes cp_comm_type only away from it)
+        o.append(("model.cp_comm_type", plan.get("cp_comm_type") or "p2p"))
     steps = None
     if plan.get("tokens") is not None:
         per = plan["global_batch"] * plan["seq_len"]
@@ -2143,7 +2155,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o.append(("train.train_iters", steps))
     else:
         notes.append(f"train.train_iters: the plan fixes no whole step count; the recipe's "
-                     f"{COMMON['train.train_iters']:,} iterations stand (no effect on a step's memory or time)")
+                     f"{rec.values.get('train.train_iters', COMMON['train.train_iters']):,} iterations stand (no effect on a step's memory or time)")
     # the pipeline split: even, or the ends one layer lighter (account_for_*); other placements are refused
     e_, l_ = int(plan.get("account_for_embedding_in_pipeline_split", False)), _bridge_split_loss(plan)
     split = megatron_split_args(model, pp, vpp, e_, l_, 0) if pp > 1 else []

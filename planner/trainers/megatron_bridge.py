@@ -101,6 +101,8 @@ class Recipe(NamedTuple):
     file: str = L3       # the recipe's file
     moe: bool = False    # a MoE recipe (bridge_moe.py): its MoE keys in values, read by bridge_moe.moe_job
     mp: Optional[dict] = None  # its MixedPrecisionConfig's fields where they are not bf16_mixed()'s
+    applies_flex: bool = True  # a MoE recipe that calls apply_flex_dispatcher_backend (deepseek_v3.py l. 196,
+    # qwen3_moe.py l. 128, 241); gpt_oss.py's name deepep but never call it: alltoall runs
 
 
 L2 = "src/megatron/bridge/recipes/llama/llama2.py"
@@ -167,7 +169,7 @@ RECIPES = {
              model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True, ub_cfg=UB_H16384),
 }
 
-# the MoE recipes (bridge_moe.py: DeepSeek-V3's two, Qwen3 MoE's two)
+# the MoE recipes (bridge_moe.py: DeepSeek-V3's two, Qwen3 MoE's two, gpt-oss's two)
 RECIPES.update({name: Recipe(moe=True, **kw) for name, kw in bridge_moe.MOE_RECIPES.items()})
 
 # the mixed-precision presets (training/mixed_precision.py @dc805f5cf, each a @register'ed function, its name the
@@ -217,8 +219,10 @@ def recipe_for(model) -> Optional[str]:
     from . import _attr
 
     for name, r in RECIPES.items():
-        if all(_attr(model, a) == v for a, v in r.shape.items()) and (model.moe is not None) == r.moe \
-                and model.layer_pattern is None:
+        # a layer_pattern model only for a recipe whose shape names its per-layer windows (gpt-oss's); all() stops
+        # at the first field that differs (num_layers first), so no model's layers are listed unless the rest agree
+        if (model.layer_pattern is None or "layer_windows" in r.shape) and (model.moe is not None) == r.moe \
+                and all(_attr(model, a) == v for a, v in r.shape.items()):
             return name
     return None
 
@@ -560,7 +564,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         from ..schema import Job
 
         hw = load_hardware(hardware or Job.model_fields["hardware"].default)
-        bridge_moe.apply_recipe_flex(cfg, recipe, hw, where, assumed)
+        if rec.applies_flex:
+            bridge_moe.apply_recipe_flex(cfg, recipe, hw, where, assumed)
         if co is not None:  # deepseek_v3.py l. 169-170 (the recipes with a CommOverlapConfig)
             co.update({f: False for f in bridge_moe.MOE_CO_FIELDS})
     assumed.append(f"recipe {recipe}: its values ({BRIDGE} {rec.file} {rec.lines}; recipes/common.py _pretrain_common), "
@@ -673,6 +678,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         from ..catalog import load_model
 
         bridge_moe.moe_job(cfg, co, job, load_model(job["model"]), hw, where, assumed, ignored, not_modelled)
+    if "model.cp_comm_type" in cfg:  # the gpt-oss recipes' CP variant, per-token loss and sinks (bridge_moe.py)
+        bridge_moe.cp_job(cfg, job, where, ignored, not_modelled)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
