@@ -899,9 +899,16 @@ References
      l. 1220-1228; mcore_fsdp_adapter.py l. 163-173), and the MTP stage's embedding copy too: [nu]'s non-unit
      buckets, kept gathered the whole step on the last stage (_mtp_non_unit): Llama 3 8B, one module, tp 1,
      (33,554,432 + 3 x 4,096) x 2 B = 67,133,440 B at pp 1, + 525,336,576 x 2 B at pp 2 (tests/test_mtp_embedding.py).
-     With tied embeddings the last stage then holds two V/t x h copies, the output layer's ([6]) and this one. Not
-     priced: an fp8-gathered eh_proj at 1 B (priced at the gathered weights' bytes), the time of the embedding
-     group's all-reduce between the first and the MTP stage.
+     With tied embeddings the last stage then holds two V/t x h copies, the output layer's ([6]) and this one. The
+     copy's gradient all-reduce with the first stage's, tied or not, is priced in the step's pp_comm since mtpmore
+     (step.py [20], pp_tied_grads). With a custom layout (--pipeline-model-parallel-layout) Megatron's MTP stage is
+     the rank whose last model chunk holds the 'm's (mtp_on_this_rank l. 788-828; pipeline_parallel_layer_layout.py
+     validate_layer_layout: after every decoder layer, all in one rank's last virtual stage), possibly not the last
+     ("MTP standalone"); the planner prices the MTP modules on the last stage whatever the layout (trainers/
+     megatron.py parse_layout notes a layout that puts them elsewhere), and the copy with them, on the same stage.
+     Not priced: an fp8-gathered eh_proj at 1 B (priced at the gathered weights' bytes); a standalone MTP stage's
+     copy on its own rank (with the modules, on the last stage instead), or none where a layout puts the modules on
+     the first rank (vpp 1: pre_process, one embedding).
 [sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
      attention_softmax_in_fp32): Megatron-Core's DotProductAttention (dot_product_attention.py @d98e8a64 l. 100-109)
      runs fused_softmax.py FusedScaleMaskSoftmax: the fused CUDA kernel where is_kernel_available (l. 238-270:

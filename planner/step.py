@@ -212,6 +212,21 @@ References
     first and the last stage; none at pp 1), and the TrainSchedule's ReduceTiedGrads, after the last backward, runs
     PipelineEngine._exec_reduce_tied_grads (pipe/engine.py l. 275-291): dist.all_reduce(grad, group=group), blocking,
     of weight.grad (weight._hp_grad, fp32, under the BF16_Optimizer). Priced in pp_comm (pp_tied_grads).
+    Megatron-LM does the same for a tied model (stack_db/megatron.yaml pipeline_tied_grad_allreduce) and, tied or
+    not, for the multi-token-prediction stage's own word embedding (issue 21/22, mtpmore; stack
+    memory.mtp_embedding_copy, memory.py [me]): NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/
+    finalize_model_grads.py finalize_model_grads l. 671-680 calls _allreduce_word_embedding_grads (l. 164-201), whose
+    weight getter _get_shared_word_embedding_weight (l. 132-148) returns shared_embedding_or_output_weight() where
+    share_embeddings_and_output_weights or mtp_num_layers (the MTP stage's copy: language_module.py l. 345-357), and
+    _allreduce_embedding_grad (l. 204-259) runs torch.distributed.all_reduce(main_grad, group=embd_group), blocking,
+    after the data-parallel gradient sync (finish_grad_sync, l. 639-640) and before the step; the embedding group is
+    pretrain_gpt.py get_embedding_ranks (l. 493-505): the first stage, the last where tied, and the MTP stages
+    (multi_token_prediction.py get_mtp_ranks l. 834-847: the last stage without a custom layout); the planner prices
+    the MTP modules, and so this copy, on the last stage (trainers/megatron.py parse_layout), so the group is the two
+    ends, (pp - 1) pipeline strides apart, tied or not. The main_grad is the gradient buffer's (bytes_per_param
+    gradients: fp32 for the megatron preset). Not priced: a layout's MTP stage other than the last (a third rank in
+    the group where tied; noted by the reader), Megatron-FSDP's all-reduce of the main_grad DTensor's local tensor (l. 252-253:
+    orig_grad._local_tensor, its shard where the mode shards gradients; priced whole, an upper bound).
 [21] DeepSpeed ZeRO-3 of April 2021 all-reduces its gradient buckets whole (ShardingMode.grad_allreduce on an fsdp
     mode: stack megatron-deepspeed-2021's zero3): microsoft/DeepSpeed a12aaedc deepspeed/runtime/zero/stage3.py
     reduce_ipg_grads l. 2162-2193 sends a flushed bucket, without contiguous_gradients (the stage-3 default,
@@ -1585,9 +1600,14 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     all-reduce of the input embedding's gradient, vocabulary / tp x hidden elements (its vocab-parallel shard), over
     the two ranks that hold it, (pp - 1) pipeline strides apart; in the gradient's bytes (the mode's fp32 accumulation
     buffer's where it keeps one: DeepSpeed's BF16_Optimizer reduces weight._hp_grad; else bytes_per_param gradients);
-    after the last backward and waited on: all of it on the step. 0 elsewhere."""
+    after the last backward and waited on: all of it on the step. Likewise, tied or not, the multi-token-prediction
+    stage's own word embedding where the stack builds one (stack memory.mtp_embedding_copy, memory.py [me]): its
+    gradient is all-reduced with the first stage's over the same group, one tensor of the same size whether the
+    embeddings are tied or not [20]. 0 elsewhere."""
     plan, settings = sc.plan, sc.settings
-    if not (sc.stack.pipeline_tied_grad_allreduce and settings.model.tied_embeddings):  # stack and model, not searched
+    tied = sc.stack.pipeline_tied_grad_allreduce and settings.model.tied_embeddings
+    mtp_copy = bool(sc.stack.memory.mtp_embedding_copy and settings.model.mtp_layers)  # the MTP stage's copy [me]
+    if not (tied or mtp_copy):  # stack and model, not searched
         return np.zeros(np.shape(plan.pp))
     elems = count_params(settings.model).embedding / plan.tp
     acc = grad_accum_bytes(sc.stack, plan)

@@ -100,3 +100,51 @@ def test_which_stacks_build_the_copy():
     names = ("megatron", "megatron-bridge", "deepseek", "torchtitan-0.3")
     got = {n: load_stack(n).memory.mtp_embedding_copy for n in names}
     assert got == {"megatron": True, "megatron-bridge": True, "deepseek": False, "torchtitan-0.3": False}
+
+
+def _step(model, pp, mtp, tp=1, stack="megatron"):
+    from planner.step import step_time
+
+    s, p, _ = resolve(Job(model=model, gpus=8 * pp, tp=tp, pp=pp, sharding="zero1", stack=stack, hardware="h100-sxm",
+                          global_batch=16, micro_batch=1, seq_len=4096, recompute="full", mtp_layers=mtp))
+    terms, extra = step_time(s, p)
+    return s, terms, extra
+
+
+def test_the_copys_gradient_all_reduce_is_priced_in_pp_comm():
+    """The MTP stage's embedding copy is all-reduced with the first stage's every step (step.py [20]):
+    Megatron-LM @d98e8a64 finalize_model_grads.py l. 671-680 -> _allreduce_word_embedding_grads, whose
+    _get_shared_word_embedding_weight (l. 132-148) returns the copy where mtp_num_layers, tied or not; _allreduce_
+    embedding_grad (l. 204-259) all-reduces its main_grad over the embedding group (pretrain_gpt.py get_embedding_ranks
+    l. 493-505: the first stage and the MTP stage, the last one here), blocking, before the step.
+    By hand, Llama 3 8B (untied) on 16 H100s, tp 1, pp 2 (dp 8, the default order: the two ends 8 ranks apart, on two
+    nodes): E = 525,336,576 elements of fp32 main gradients (the megatron preset's 4 B) = 2,101,346,304 B, a 2-rank
+    ring all-reduce over the network (hardware_db/h100-sxm.yaml: 50 GB/s line x 0.94 = 47 GB/s, 10 us a round):
+    2 (n - 1) = 2 rounds x 10 us + 2 (n - 1) / n x 2,101,346,304 B / 47e9 B/s = 0.044729496 s. Without MTP the
+    untied model has no embedding group (size 1: 0); at pp 1 no copy (0)."""
+    size = 4 * E
+    assert size == 2_101_346_304
+    want = 2 * 10e-6 + size / 47e9
+    s0, t0, x0 = _step("llama3-8b", 2, 0)
+    s1, t1, x1 = _step("llama3-8b", 2, 1)
+    assert s1.bpp.gradients == 4.0 and not s1.model.tied_embeddings
+    assert float(x0["pp_tied_grads_s"]) == 0.0
+    assert float(x1["pp_tied_grads_s"]) == pytest.approx(want, rel=1e-12)
+    assert float(x1["pp_tied_grads_s"]) == pytest.approx(0.044729496, rel=1e-8)
+    # a named term of pp_comm: the MTP module adds no pipeline send of its own, so pp_comm moves by the all-reduce alone
+    assert float(t1.pp_comm) - float(t0.pp_comm) == pytest.approx(want, rel=1e-9)
+    _, _, x = _step("llama3-8b", 1, 1)
+    assert float(x["pp_tied_grads_s"]) == 0.0
+
+
+def test_tied_and_mtp_share_one_all_reduce():
+    """With tied embeddings the last stage's shared weight is the MTP copy itself (language_module.py l. 345-357:
+    shared_embedding_or_output_weight returns the embedding on the mtp_process stage), so one tensor is all-reduced,
+    tied or not: Gemma 3 27B (tied, rotary) at pp 2 costs the same all-reduce with and without an MTP module. Megatron-
+    Bridge runs Megatron-Core (its entry extends megatron): the same there (its own vocabulary padding, so its own
+    figure)."""
+    for stack in ("megatron", "megatron-bridge"):
+        _, _, x0 = _step("gemma3-27b", 2, 0, stack=stack)
+        _, _, x1 = _step("gemma3-27b", 2, 1, stack=stack)
+        assert float(x0["pp_tied_grads_s"]) > 0.0
+        assert float(x1["pp_tied_grads_s"]) == float(x0["pp_tied_grads_s"]), stack

@@ -44,10 +44,11 @@ def test_layout_chunks_by_hand(text, pp, model, chunks):
 
 def test_layout_notes_mtp_off_the_last_chunk():
     """validate_layer_layout allows the MTP layers in another rank's last chunk ('MTP standalone');
-    the planner prices them beside the loss on the last stage and says so."""
+    the planner prices them beside the loss on the last stage, with the MTP stage's embedding copy and its
+    all-reduce (memory.py [me], step.py [20]), and says so."""
     notes: list[str] = []
     parse_layout("Ettt|(tt|)*29,m|L", 32, DSV3, "", notes)
-    assert len(notes) == 1 and "MTP standalone" in notes[0]
+    assert len(notes) == 1 and "MTP standalone" in notes[0] and "own embedding copy and its gradient all-reduce" in notes[0]
     notes.clear()
     parse_layout(BRIDGE_DSV3, 16, DSV3, "", notes)
     assert notes == []

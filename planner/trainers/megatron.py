@@ -1147,7 +1147,8 @@ def parse_layout(text: str, pp: int, spec, where: str, notes: list | None = None
                            "one 't' per layer of --num-layers")
     if notes is not None and stages[-1].count("m") != flat.count("m"):
         notes.append(f"--pipeline-model-parallel-layout {_short(text)}: the MTP layers are not in the last chunk (Megatron's "
-                     "MTP standalone); priced on the last pipeline stage, beside the loss")
+                     "MTP standalone); priced on the last pipeline stage, beside the loss, with the MTP stage's own embedding "
+                     "copy and its gradient all-reduce")
     return [st.count("t") for st in stages]
 
 
