@@ -46,6 +46,13 @@ CASES = [
     # Megatron-FSDP's HSDP: ddp.num_distributed_optimizer_instances = dp / shard group (mcore_fsdp_adapter.py @905c0e386
     # l. 228: enable_hsdp); the search's order is tp-cp-dp-pp (STACK_MODE_TP_PP_DP leaves the tp-pp-dp one out)
     ("llama3-70b-64-mfsdp-hsdp", "llama3_70b_pretrain_config", ["--model", "llama3-70b", "--gpus", "64", "--sharding", "hsdp"]),
+    # Llama 3.2 (llama3.py l. 42-136, 139-217): the recipe's TP 1 / CP 1 layout on one node
+    ("llama3.2-1b-8", "llama32_1b_pretrain_config", ["--model", "llama3.2-1b", "--gpus", "8", "--sharding", "zero1",
+                                                     "--no-tp-comm-overlap"]),
+    # tied embeddings under PP: the last stage's copy of the word embedding and its gradient all-reduce
+    ("llama3.2-3b-16-pp2", "llama32_3b_pretrain_config",
+     ["--model", "llama3.2-3b", "--gpus", "16", "--pp", "2", "--vpp", "1", "--seq-len", "8192", "--sharding", "zero1",
+      "--no-tp-comm-overlap"]),
 ]
 
 
@@ -486,3 +493,65 @@ def test_an_override_given_twice_keeps_the_last_and_says_so(tmp_path):
     assert c.job["global_batch"] == 128
     assert ("train.global_batch_size given twice (64, then 128): the last stands, as Hydra applies the overrides "
             "in order") in c.assumed
+
+
+def test_llama32_recipe_by_hand(tmp_path):
+    """llama32_3b_pretrain_config (llama3.py @dc805f5cf l. 139-217), by hand: TP 1, PP 1, CP 1 (l. 156-163; the 8B
+    recipe's values but CP), 8,192 tokens, micro-batch 1 of 512, 1,168,251 iterations, the distributed optimizer with
+    both overlaps, fused TE cross-entropy, bf16_mixed as a name (recipes/common.py l. 129), comm_overlap None; its model
+    (AutoBridge of meta-llama/Llama-3.2-3B) matched to the catalog by shape: llama3.2-3b, tied, llama3 scaling x32."""
+    from planner.errors import PlannerError
+
+    f = tmp_path / "launch.sh"
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama32_3b_pretrain_config\n")
+    cfg = load_trainer_config(f, hardware="h100-sxm")
+    j = cfg.job
+    assert (j["model"], j["gpus"]) == ("llama3.2-3b", 8)
+    assert (j["tp"], j["pp"], j["cp"], j["vpp"], j["sequence_parallel"]) == (1, 1, 1, 1, False)
+    assert (j["seq_len"], j["micro_batch"], j["global_batch"], j["tokens"]) == (8192, 1, 512, 1168251 * 512 * 8192)
+    assert (j["sharding_mode"], j["dp_comm_overlap"], j["tp_comm_overlap"], j["precision"]) == (
+        "distributed_optimizer", True, False, "bf16")
+    assert any("tied_embeddings=True, llama3_rope_scaling=(32.0, 1.0, 4.0, 8192)" in a for a in cfg.assumed)
+    # the recipe holds mixed_precision as a name and comm_overlap None, as the 8B recipe does
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama32_1b_pretrain_config "
+                 "comm_overlap.tp_comm_overlap=true\n")
+    with pytest.raises(PlannerError, match="has comm_overlap None"):
+        load_trainer_config(f, hardware="h100-sxm")
+    # the model is the recipe's: another catalog model of another shape is refused
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama32_1b_pretrain_config\n")
+    with pytest.raises(PlannerError):
+        load_trainer_config(f, hardware="h100-sxm", model="llama3.2-3b")
+
+
+def test_llama32_tied_embedding_under_pp(cli, tmp_path):
+    """Llama 3.2 3B at PP 2 (28 layers, 14 a stage), read back from its launch: Megatron's last stage holds its own copy
+    of the tied word embedding (Narayanan et al. 2021 sec. 2.2; memory.py params_of [6]) and the first the embedding;
+    by hand, a layer 3,072 x (3,072 + 2,048 + 3,072) attention + 3 x 3,072 x 8,192 MLP + 2 x 3,072 norms =
+    100,669,440, the embedding 128,256 x 3,072 = 394,002,432: first 14 x 100,669,440 + 394,002,432 =
+    1,803,374,592 parameters, last the same + the final norm 3,072 = 1,803,377,664 (bf16 weights, 2 B). At PP 1
+    the model's 3,212,749,824 (the embedding once). The copy's gradient is all-reduced between the two ends once a
+    step (finalize_model_grads _allreduce_word_embedding_grads, stack_db megatron pipeline_tied_grad_allreduce):
+    V h fp32 main_grad elements over 2 ranks one pipeline stride apart, in pp_comm."""
+    import numpy as np
+
+    from planner import comm
+    from planner.plan import resolve
+    from planner.schema import Job
+    from planner.step import Collectives, _compute_pass, step_time
+
+    out = tmp_path / "pp2.sh"
+    args = CASES[-1][2]
+    assert cli("fit", *args, *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    d = json.loads(cli("explain", out, "--hardware", "h100-sxm", "--format", "json").stdout)
+    st = d["memory"]["stages"]
+    first, last = 14 * 100_669_440 + 394_002_432, 14 * 100_669_440 + 394_002_432 + 3_072
+    assert (st["first"]["weights_bytes"], st["last"]["weights_bytes"]) == (2 * first, 2 * last)
+    cfg = load_trainer_config(out, hardware="h100-sxm")
+    s, p, _ = resolve(Job(**cfg.job))
+    tied = float(step_time(s, p)[1]["pp_tied_grads_s"])
+    sc = _compute_pass(s, p)[0]
+    coll = Collectives(sc)
+    assert tied == float(coll(comm.ALL_REDUCE, 128256 * 3072 * 4.0, np.asarray(2), coll.strides["pp"])) > 0
+    one = json.loads(cli("explain", "--model", "llama3.2-3b", "--gpus", "8", "--sharding", "zero1", *H100,
+                         "--format", "json").stdout)
+    assert one["memory"]["weights_bytes"] == 2 * 3_212_749_824

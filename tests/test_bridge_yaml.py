@@ -86,11 +86,52 @@ def test_quantized_script_refusals(tmp_path, words, match):
         _read(tmp_path, QUANT + words, **{"c.yaml": "train:\n  global_batch_size: 64\n"})
 
 
-def test_tutorial_script_recipe_not_transcribed(tmp_path):
-    """02_pretrain_with_yaml.py builds llama32_1b_pretrain_config (l. 92), which the planner does not transcribe."""
-    with pytest.raises(PlannerError, match="builds recipe llama32_1b_pretrain_config"):
-        _read(tmp_path, "torchrun --nproc_per_node=2 tutorials/recipes/llama/02_pretrain_with_yaml.py "
-                        "--config-file c.yaml", **{"c.yaml": "train:\n  global_batch_size: 64\n"})
+def test_tutorial_launch_reads():
+    """The tutorial's own launch (tutorials/recipes/llama/README.md @dc805f5cf l. 96-100: 02_pretrain_with_yaml.py
+    --config-file conf/llama32_1b_pretrain.yaml train.train_iters=5000 train.global_batch_size=512 optimizer.lr=0.0002;
+    the YAML a byte copy of Bridge's, tests/data/bridge_yaml/conf/), by hand. The script builds
+    llama32_1b_pretrain_config (l. 92; llama3.py l. 42-136), whose model is Llama 3.2 1B (16 layers, 2,048 wide,
+    tied): TP 1 (l. 63), PP 1, CP 1 (l. 68), SP off, micro-batch 1 (l. 75; the file's 1 too), the distributed
+    optimizer with both DDP overlaps (l. 127-130), fused TE cross-entropy (l. 96-97), bf16_mixed (recipes/common.py
+    l. 129), no TP overlap (comm_overlap None, l. 127). The file's sequence_length / seq_length 4096 (l. 23, 54) over
+    the recipe's 8,192 (l. 60, 70); the command line's global batch 512 over the file's 8 (l. 28) and 5,000 iterations
+    over its 100 (l. 27): 5,000 x 512 x 4,096 = 10,485,760,000 tokens. 2 GPUs (--nproc_per_node=2): DP 2."""
+    path = f"{DATA}/launch_tutorial.sh"
+    f = f"{DATA}/conf/llama32_1b_pretrain.yaml"
+    c = load_trainer_config(path, hardware="h100-sxm")
+    j = c.job
+    assert (j["model"], j["gpus"], j["stack"]) == ("llama3.2-1b", 2, "megatron-bridge")
+    assert (j["tp"], j["pp"], j["cp"], j["vpp"], j["sequence_parallel"]) == (1, 1, 1, 1, False)
+    assert (j["seq_len"], j["micro_batch"], j["global_batch"], j["recompute"]) == (4096, 1, 512, "none")
+    assert j["tokens"] == 5000 * 512 * 4096 == 10_485_760_000
+    assert (j["sharding"], j["sharding_mode"], j["dp_comm_overlap"], j["tp_comm_overlap"]) == (
+        "zero1", "distributed_optimizer", True, False)
+    assert (j["precision"], j["cross_entropy_fusion"], j["cross_entropy_fusion_impl"]) == ("bf16", True, "te")
+    assert any(a.startswith(f"train.global_batch_size: 8 in {f}, then 512 on the command line") for a in c.assumed)
+    assert any(a.startswith("recipe llama32_1b_pretrain_config: its values (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf "
+                            "src/megatron/bridge/recipes/llama/llama3.py l. 42-136") for a in c.assumed)
+    # the file's keys without effect on a step are ignored (validation, schedule, logging, seeds, checkpoint paths),
+    # named with the file; the checkpoint interval, which costs time between steps, is not priced: listed as such
+    for key in ("train.eval_iters=10", "train.eval_interval=50", "scheduler.lr_warmup_iters=20", "rng.seed=1234",
+                "checkpoint.save=./checkpoints/llama32_1b", "optimizer.weight_decay=0.1"):
+        assert any(i.startswith(f"{f}: {key} (") for i in c.ignored), key
+    assert c.not_modelled == [f"{f}: checkpoint.save_interval=50 (an override the planner does not read: its effect "
+                              "is not priced)"]
+
+
+def test_tutorial_launch_priced(cli):
+    """explain on the tutorial's launch: Llama 3.2 1B's 1,235,814,400 parameters, the tied embedding counted once at
+    PP 1; bf16 weights 2 B each, fp32 gradients 4 B, the distributed optimizer's fp32 master and Adam m, v over DP 2:
+    2,471,628,800 + 4,943,257,600 + 2,471,628,800 + 4,943,257,600 bytes."""
+    import json
+
+    r = cli("explain", f"{DATA}/launch_tutorial.sh", "--hardware", "h100-sxm", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    n = 1_235_814_400
+    assert d["params"]["total"] == n
+    m = d["memory"]
+    assert (m["weights_bytes"], m["gradients_bytes"], m["optimizer_bytes"]) == (2 * n, 4 * n, (4 + 8) * n / 2)
 
 
 def test_hydra_add_force_delete(tmp_path):

@@ -46,6 +46,8 @@ COPIES = {
     "llama3-70b-paper": "llama-3.1-70b",
     "llama3-405b": "llama-3.1-405b",
     "llama3-405b-paper": "llama-3.1-405b",
+    "llama3.2-1b": "llama-3.2-1b",
+    "llama3.2-3b": "llama-3.2-3b",
     "llama4-maverick": "llama-4-maverick-17b-128e-instruct",
     "llama4-scout": "llama-4-scout-17b-16e-instruct",
     "mistral-7b": "mistral-7b-v0.1",
@@ -217,6 +219,8 @@ SEQ_FROM = {
     "llama3-70b-paper": "rope_scaling.original_max_position_embeddings",
     "llama3-405b": "rope_scaling.original_max_position_embeddings",
     "llama3-405b-paper": "rope_scaling.original_max_position_embeddings",
+    "llama3.2-1b": "max_position_embeddings",  # the context it serves; Meta publishes no pre-training length
+    "llama3.2-3b": "max_position_embeddings",
     "llama4-maverick": "max_position_embeddings",
     "llama4-scout": "rope_scaling.original_max_position_embeddings",
     "mistral-7b": None,  # paper Table 1 context_len 8192; config.json max_position_embeddings 32768
@@ -354,6 +358,31 @@ def test_llama31_rope_scaling_by_hand(name, factor, theta):
         factor, 1.0, 4.0, 8192)
 
 
+@pytest.mark.parametrize("name,shape,params", [
+    # config.json (tests/data/arch/llama-3.2-1b, -3b): layers, hidden, heads, KV heads, head_dim, intermediate
+    ("llama3.2-1b", (16, 2048, 32, 8, 64, 8192), 1_235_814_400),
+    ("llama3.2-3b", (28, 3072, 24, 8, 128, 8192), 3_212_749_824),
+])
+def test_llama32_by_hand(name, shape, params):
+    """Llama 3.2: tie_word_embeddings true, rope_scaling llama3 with factor 32.0 (Llama 3.1's is 8.0), low 1.0,
+    high 4.0 over 8192, rope_theta 500000.0, max_position_embeddings 131072. Parameters by hand: the shared
+    128,256 x h embedding counted once, each layer h (h + 2 x 8 x d + h) attention + 3 h 8,192 MLP + 2 h norms,
+    a final norm: 1B 262,668,288 + 16 x 60,821,504 + 2,048 = 1,235,814,400 (model card 1.23B); 3B 394,002,432 +
+    28 x 100,669,440 + 3,072 = 3,212,749,824 (model card 3.21B)."""
+    from planner.params import count_params
+
+    m = load_model(name)
+    assert (m.num_layers, m.hidden_size, m.num_attention_heads, m.kv_heads, m.head_dim, m.ffn_hidden_size) == shape
+    p = m.rope_scaling_params
+    assert m.tied_embeddings is True and m.rope_scaling == "llama3" and m.rope_theta == 500000.0
+    assert (p.factor, p.low_freq_factor, p.high_freq_factor, p.original_max_position_embeddings) == (
+        32.0, 1.0, 4.0, 8192)
+    assert m.max_seq_len == 131072 and m.training is None
+    layers, h, heads, kv, d, f = shape
+    assert layers * (h * (heads * d + 2 * kv * d) + heads * d * h + 3 * h * f + 2 * h) + 128256 * h + h == params
+    assert count_params(m).total == params
+
+
 def test_a_wrong_zoo_number_is_caught():
     """The comparison fails on a changed number: rope_theta, an expert count, a yarn beta, a MLA rank."""
     top, cfg = config_of("deepseek-v3")
@@ -375,7 +404,7 @@ def test_a_wrong_zoo_number_is_caught():
 
 # the copies added for issue 22 (the ten non-uniform ones: tests/test_layer_zoo.py)
 ADDED = ("deepseek-v3", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
-         "mixtral-8x7b", "mixtral-8x22b", "qwen3-235b-a22b", "qwen3-30b-a3b")
+         "llama3.2-1b", "llama3.2-3b", "mixtral-8x7b", "mixtral-8x22b", "qwen3-235b-a22b", "qwen3-30b-a3b")
 # parameters in the released checkpoint, as the zoo entries' "Parameter check" sources cite them
 CHECKPOINT_PARAMS = {"llama2-7b": 6_738_415_616, "llama2-13b": 13_015_864_320, "llama2-70b": 68_976_648_192,
                      "llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "llama3-405b": 405_853_388_800}

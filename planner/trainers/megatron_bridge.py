@@ -108,13 +108,15 @@ class Recipe(NamedTuple):
 L2 = "src/megatron/bridge/recipes/llama/llama2.py"
 
 
-def _llama(layers, hidden, ffn, heads, rope_scaling):
+def _llama(layers, hidden, ffn, heads, rope_scaling, factor=8.0, tied=False):
     # meta-llama config.json: num_hidden_layers, hidden_size, intermediate_size, num_attention_heads,
     # num_key_value_heads 8, vocab_size 128256, rope_theta 500000.0, untied; Llama 3.1's rope_scaling llama3
-    # (factor 8, low 1, high 4, original 8192), which llama_bridge.py l. 74-78 turns into provider.rope_scaling
+    # (factor 8, low 1, high 4, original 8192), which llama_bridge.py l. 74-78 turns into provider.rope_scaling.
+    # Llama 3.2 1B / 3B: factor 32 and tie_word_embeddings true (models/conversion/model_bridge.py l. 266 maps it to the
+    # provider's share_embeddings_and_output_weights; Llama32ModelProvider1B / 3B, llama_provider.py l. 231-268, say the same)
     return {"num_layers": layers, "hidden_size": hidden, "ffn_hidden_size": ffn, "num_attention_heads": heads,
-            "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": False,
-            "llama3_rope_scaling": (8.0, 1.0, 4.0, 8192) if rope_scaling else None}
+            "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": tied,
+            "llama3_rope_scaling": (factor, 1.0, 4.0, 8192) if rope_scaling else None}
 
 
 def _par(tp, pp, vp, cp, sp, seq, **extra):
@@ -136,8 +138,8 @@ UB_NOTE = ("keeps Transformer Engine's default method for each GEMM (its userbuf
            "splits, which tune the overlap's speed, are not priced")
 
 # the recipes whose models the planner's catalog holds (llama3-8b, llama3-70b: Llama 3, no RoPE scaling;
-# llama3-405b: Llama 3.1's shape and scaling; llama2-7b) and the Llama 3.1 8B / 70B recipes for a model file of
-# that shape
+# llama3-405b: Llama 3.1's shape and scaling; llama2-7b; llama3.2-1b, llama3.2-3b) and the Llama 3.1 8B / 70B
+# recipes for a model file of that shape
 RECIPES = {
     # meta-llama/Llama-2-7b-hf config.json: 32 layers, 4096 wide, 11008 FFN, 32 heads, MHA, vocab 32000, rope_theta
     # 10000, untied; the recipe leaves dataset.seq_length at _pretrain_common's 4096 (recipes/common.py l. 95), its
@@ -148,6 +150,21 @@ RECIPES = {
          "vocab_size": 32000, "rope_theta": 10000.0, "tied_embeddings": False, "llama3_rope_scaling": None},
         _par(2, 1, None, 1, False, 4096, model__cross_entropy_fusion_impl="native"), mp_object=False,
         comm_overlap=True, co_tp=False, file=L2),
+    # Llama 3.2 (meta-llama/Llama-3.2-1B, -3B config.json: 16 / 28 layers, 2048 / 3072 wide, 8192 FFN, 32 / 24
+    # heads, 8 KV heads, tied, llama3 RoPE scaling factor 32): llama32_1b_pretrain_config l. 42-136 and
+    # llama32_3b_pretrain_config l. 139-217, line for line llama3_8b_pretrain_config's values but CP 1 (l. 68, 161):
+    # TP 1, PP 1, no VP, no SP, dataset and model seq_length 8192 (l. 60, 70; 154, 163), global batch 512,
+    # micro-batch 1, train_iters 1168251 (l. 73-75; 165-167), TE, no CUDA graph, fused TE cross-entropy (l. 87-97;
+    # 176-184), no recompute (l. 100-101; 186-187), fp32 optimizer states without the precision-aware optimizer
+    # (l. 114-118; 197-201), the distributed optimizer with both DDP overlaps and fp32 gradient reduction, no
+    # Megatron-FSDP (l. 127-134; 208-215); no mixed_precision or comm_overlap line: _pretrain_common's "bf16_mixed"
+    # name and None (recipes/common.py l. 127, 129)
+    "llama32_1b_pretrain_config": Recipe(
+        "meta-llama/Llama-3.2-1B", "l. 42-136", _llama(16, 2048, 8192, 32, True, factor=32.0, tied=True),
+        _par(1, 1, None, 1, False, 8192), mp_object=False, comm_overlap=False),
+    "llama32_3b_pretrain_config": Recipe(
+        "meta-llama/Llama-3.2-3B", "l. 139-217", _llama(28, 3072, 8192, 24, True, factor=32.0, tied=True),
+        _par(1, 1, None, 1, False, 8192), mp_object=False, comm_overlap=False),
     "llama3_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
         _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False),
@@ -203,7 +220,14 @@ MP_PRESETS = {
 # keys with no effect on the plan's memory or time: read, listed as ignored (with why)
 # the sharding tables (MFSDP_MODES strategy -> mode, its inverse MFSDP_STRATEGY, SHARDING_MODES) and the overrides of a
 # mode: bridge_sharding.py, which check's suggestions (spelling.py) spell by without importing this reader
-NO_EFFECT = {"checkpoint.ckpt_format": "the checkpoint files' format"}
+NO_EFFECT = {"checkpoint.ckpt_format": "the checkpoint files' format",
+             # training/config.py @dc805f5cf CheckpointConfig l. 801, 816: directories (the save interval, which costs
+             # time between steps, stays not modelled); TrainingConfig l. 753-757: the deprecated copies of
+             # ValidationConfig's fields (tutorials/recipes/llama/conf/llama32_1b_pretrain.yaml l. 30-31 sets them)
+             "checkpoint.save": "the directory checkpoints are saved to",
+             "checkpoint.load": "the directory a checkpoint is loaded from",
+             "train.eval_iters": "evaluation between steps, not a training step",
+             "train.eval_interval": "evaluation between steps, not a training step"}
 # whole sections and optimizer fields with no effect on a step's memory or time: listed as ignored, with why
 # (training/config.py @dc805f5cf LoggerConfig l. 978, SchedulerConfig l. 561, RNGConfig l. 107, ValidationConfig
 # l. 779: logging, the learning-rate schedule, seeds, the evaluation between steps; Adam's hyper-parameters)
