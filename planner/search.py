@@ -1501,8 +1501,9 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     # one row per candidate and result: an order that gives the same step time as a better
     # ranked order of the same candidate is the same row (the first order listed is kept)
     seen, idx = set(), []
-    for i in window:
-        key = (int(all_b[i]), int(all_r[i]), float(rank_key(all_s[i])))
+    window_steps = rank_key(all_s[window])  # (rank_key is elementwise: one call, not one a window entry)
+    for i, step_key in zip(window, window_steps):
+        key = (int(all_b[i]), int(all_r[i]), float(step_key))
         if key not in seen:
             seen.add(key)
             idx.append(i)
@@ -1948,8 +1949,9 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     if not ranked_all:
         raise _no_fit(_searched_base(job, search_dispatchers), closests, counts, gpus_list, opts, where)
     # merge the GPU counts: best objective, then memory (then time for --objective memory)
-    cand = [(float(rank_key(r.objective[i])), float(rank_key(r.memory[i])), float(rank_key(r.step[i])), n, i)
-            for n, r in enumerate(ranked_all) for i in range(len(r.base))]
+    # each Ranked's keys rounded in one rank_key call a column (elementwise: the numbers one call an entry gives)
+    keys = [tuple(rank_key(x).tolist() for x in (r.objective, r.memory, r.step)) for r in ranked_all]
+    cand = [(o, m, s, n, i) for n, (obj, mem_, stp) in enumerate(keys) for i, (o, m, s) in enumerate(zip(obj, mem_, stp))]
     cand.sort(key=lambda x: (x[0], x[1], x[2]) if objective == "memory" else (x[0], x[1]))
     cand = cand[:top]
     rows = []
@@ -1959,8 +1961,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
             continue
         sub = Ranked(settings=r.settings, space=r.space, base=r.base[pick], rc=r.rc[pick], order=r.order[pick],
                      objective=r.objective[pick], memory=r.memory[pick], step=r.step[pick], var=r.var[pick])
-        rows += [(float(rank_key(r.objective[i])), float(rank_key(r.memory[i])), float(rank_key(r.step[i])), row)
-                 for i, row in zip(pick, rows_of(sub))]
+        rows += [(keys[n][0][i], keys[n][1][i], keys[n][2][i], row) for i, row in zip(pick, rows_of(sub))]
     rows.sort(key=lambda x: (x[0], x[1], x[2]) if objective == "memory" else (x[0], x[1]))
     out = []
     for _, _, _, row in rows:
