@@ -145,7 +145,7 @@ from .layers import layer_list
 from .params import count_params
 from .stacks import plan_context, stack_of
 from .terms import Groups, KeyedPlan, gather
-from .step import FLOOR_FIELDS, group_floor, step_time
+from .step import FLOOR_FIELDS, _wgrad_field, group_floor, step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
 # measured 5x faster than one block of a million). Step time: 262,144, because each
@@ -1132,7 +1132,10 @@ def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray, variants: tup
     0's options are the base rows' own, another's replace them; the rank order is not read), in
     blocks of TIME_CHUNK groups (step.group_floor) and gathered back: the same numbers as
     compute_floor on the candidates (the least over the variants' plans)."""
-    keyed, index, size = row_groups(space, fb, fr, tuple(f for f in FLOOR_FIELDS if f not in ("recompute", "microbatches")))
+    # the base-row columns the floor reads (its recompute index apart, its micro-batch count from them), the sharding
+    # level among them where gradient-accumulation fusion is off (step._wgrad_field)
+    keyed, index, size = row_groups(space, fb, fr, tuple(f for f in FLOOR_FIELDS if f not in ("recompute", "microbatches"))
+                                    + _wgrad_field(space.settings))
     low = None
     for var in variants:
         opts = {f: np.full(size, space.variants[var, j], dtype=np.int64)
@@ -1745,7 +1748,7 @@ def stack_args(d: dict, stack) -> list[str]:
             args.append(flag)
     if d.get("loss_layers_in_pipeline_split"):  # > 1 (plan_dict: 0 / 1 are the flag above)
         args += ["--loss-layers-in-pipeline-split", str(d["loss_layers_in_pipeline_split"])]
-    if d.get("power_limit_source") == "job":
+    if d.get("power_limit_w") is not None:  # the job's limit (plan_job_fields: None where the hardware's is in force)
         args += ["--power-limit-w", repr(d["power_limit_w"])]
     return args
 

@@ -187,3 +187,54 @@ def test_padded_vocabulary_per_tp_on_megatron(cli):
         for row in rows:
             assert row["plan"].get("vocab_rows") == want[tp]
             assert row["params"]["embedding"] == (want[tp] or 128256) * 4096
+
+
+def test_job_power_limit_in_the_reproduce_line(cli):
+    """A job's GPU power limit (--power-limit-w 500 on H100 SXM's 700 W) is in each fit row's reproduce line: the
+    line had left it out (search.stack_args asked the row's job fields for power_limit_source, which they do not
+    hold), so explain priced the row at the hardware's 700 W: the job-fields fuzz pass (scripts/fuzz.py --seed 64,
+    tests/data/fuzz_issue24/job-fields-20-36.yaml) found explain's compute 0.683 s against fit's 1.008 s at 200 W.
+    At 500 W the tensor cores run at (500/700)^(1/3) = 0.893904 of their rate (tests/test_power.py)."""
+    from planner.search import explain_args
+
+    base = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "16", "--power-limit-w", "500"]
+    job = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16, power_limit_w=500)
+    rows = _agree(cli, job, base + ["--top", "3"])
+    for row in rows:
+        assert (row["plan"]["power_limit_w"], row["plan"]["power_limit_source"]) == (500.0, "job")
+        assert row["plan"]["tensor_rate_fraction"] == pytest.approx(0.893904, abs=1e-6)
+        args = explain_args(job, row)
+        assert args[args.index("--power-limit-w") + 1] == "500.0"
+    # the hardware's own limit is not a job field: no option for it
+    job700 = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16)
+    rows = _agree(cli, job700, base[:-2] + ["--top", "1"], least=1)
+    assert rows[0]["plan"]["power_limit_source"] == "tdp" and "--power-limit-w" not in explain_args(job700, rows[0])
+
+
+def test_unfused_wgrad_add_in_the_search(cli):
+    """Without gradient-accumulation fusion (Megatron --no-gradient-accumulation-fusion) the layer's backward adds each
+    weight gradient by a kernel of its own, except under FSDP (step.wgrad_add_bytes [11]): the compute floor reads
+    the sharding level. The search's floor grouped the candidates without it (KeyError 'plan.sharding was read':
+    every fit with the switch off; the job-fields fuzz pass, seed 64, tests/data/fuzz_issue24/job-fields-3-12.yaml).
+    Rows below FSDP carry the add (unfused_passes_s > 0), FSDP rows none, and explain prices each row alike."""
+    base = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "16",
+            "--no-gradient-accumulation-fusion"]
+    job = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16, gradient_accumulation_fusion=False)
+    below = _agree(cli, job, base + ["--sharding", "zero1", "--top", "3"])
+    fsdp = _agree(cli, job, base + ["--sharding", "fsdp", "--top", "3"])
+    assert all(row["plan"]["sharding"] == "zero1" and row["time"]["unfused_passes_s"] > 0.0 for row in below)
+    assert all(row["plan"]["sharding"] == "fsdp" and row["time"]["unfused_passes_s"] == 0.0 for row in fsdp)
+
+
+@pytest.mark.parametrize("stack", ["megatron", "torchtitan"])
+def test_korthikanti_activations_with_fp8_in_the_search(cli, stack):
+    """activation_model korthikanti with fp8: the search prices its candidates' fp8 recipes as one array, so a
+    layer's tensor bytes are arrays, and kind_tensors' scale to Korthikanti's 34 sbh took their truth value
+    (ValueError: every `fit --precision fp8 --activation-model korthikanti`; the job-fields fuzz pass, seed 64,
+    tests/data/fuzz_issue24/job-fields-16-3.yaml). Each row now priced as explain prices it."""
+    base = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "16", "--stack", stack,
+            "--precision", "fp8", "--activation-model", "korthikanti"]
+    job = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16, stack=stack, precision="fp8",
+              activation_model="korthikanti")
+    rows = _agree(cli, job, base + ["--top", "3"])
+    assert all(row["plan"]["activation_model"] == "korthikanti" and row["plan"]["precision"] == "fp8" for row in rows)
