@@ -1635,13 +1635,15 @@ def explain_args(job: Job, row: dict) -> list[str]:
     return args + stack_args(d, stack)
 
 
-def config_explain_args(path: str, job: Job, row: dict) -> list[str]:
+def config_explain_args(path: str, job: Job, row: dict, axes: tuple = ()) -> list[str]:
     """`planner explain CONFIG` arguments that price a row of `planner fit CONFIG` (the file, whose
     non-plan settings every row took): the row's GPU count and every plan axis fit searched, each
     named (an option beats the file's value: none of the file's plan is kept), then the stack options
     where the row's differ from what resolve infers (stack_args; TP overlap is named above, the stack
     is the file's). The job options given to the fit itself (--seq-len, --hardware, ...) are the
-    caller's to repeat."""
+    caller's to repeat. axes: the expert axes (ep, etp) the file or a pin sets (fit_config.file_axes), named on a
+    dense row too, where `explain CONFIG` would otherwise keep the file's (a torchtitan job's etp 4 at the row's
+    tp 2 is refused)."""
     d = _job_fields(job, row["plan"])
     args = [str(path), "--gpus", str(d["gpus"])]
     for key, flag in (("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("vpp", "--vpp"), ("dp", "--dp"),
@@ -1654,7 +1656,15 @@ def config_explain_args(path: str, job: Job, row: dict) -> list[str]:
              "--schedule", str(d["schedule"]), "--rank-order", str(d["rank_order"])]
     if "moe_capacity_factor" in row["plan"]:  # a mixture-of-experts model: its expert axes
         args += ["--ep", str(d["ep"]), "--etp", str(d.get("etp") or d["tp"])]
+    else:  # a dense row: the expert axes the file sets, as the row has them (ep 1, etp its tp)
+        args += [a for k, flag in (("ep", "--ep"), ("etp", "--etp")) if k in axes
+                 for a in (flag, str(d.get(k) or (d["tp"] if k == "etp" else 1)))]
     args.append("--tp-comm-overlap" if d.get("tp_comm_overlap") else "--no-tp-comm-overlap")
+    # the row's core attention, where not what `explain CONFIG` takes: the file's, else the stack's defaults.attention
+    # (fit plans plan.fit_attention for a job that leaves it out: flash on megatron-deepspeed, whose default is eager)
+    file_attention = job.attention if "attention" in job.model_fields_set else load_stack(d["stack"]).defaults.attention
+    if d.get("attention") is not None and d["attention"] != file_attention:
+        args += ["--attention", str(d["attention"])]
     disp = d.get("moe_dispatcher")  # the row's, where not what `explain CONFIG` takes (the file's, else the recipe's or stack's)
     if disp is not None and disp != (job.moe_dispatcher or _recipe_value(d, "moe_dispatcher")
                                      or load_stack(d["stack"]).defaults.moe_dispatcher):

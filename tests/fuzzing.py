@@ -718,39 +718,48 @@ def _differ(a, b, where: str = "") -> str | None:
 
 
 def fit_rows_agree(args: list[str], r) -> str | None:
-    """`fit JOB.yaml --format json`'s rows each priced again by `explain` of the row's reproduce line
-    (search.explain_args, the command fit prints): it must exit 0 and give the same time terms, memory terms, stage
-    totals and host block (DESIGN: explain and search never disagree; tests/test_explain_search_agree.py's check,
-    on the plans the job-fields kind's mutations make)."""
+    """`fit JOB.yaml --format json`'s rows each priced again by `explain` of the row's reproduce lines: the one
+    `fit --model ...` prints (search.explain_args, as tests/conftest.explain_each_row) and the one `fit JOB.yaml`
+    prints (search.config_explain_args: `explain JOB.yaml` with the row's plan; where the file sets none of the
+    settings that explain keeps and the row was priced without, fit_config.unkept). Each must exit 0 and give the
+    same time terms, memory terms, stage totals and host block (DESIGN: explain and search never disagree;
+    tests/test_explain_search_agree.py's check, on the plans the job-fields kind's mutations make)."""
+    import contextlib
     import shlex
 
-    from planner.cli.core import load_job
+    from planner.cli.fit_config import config_jobs, file_axes, unkept
     from planner.errors import PlannerError
-    from planner.search import explain_args
+    from planner.search import config_explain_args, explain_args
 
     if args[0] != "fit" or r.exit_code != 0 or "json" not in args:
         return None
     data = json.loads(r.stdout)
     rows = data["rows"] if isinstance(data, dict) else data
-    job, _ = load_job(Path(args[1]), {})
+    with contextlib.redirect_stderr(io.StringIO()):  # config_jobs' notes, which fit has printed
+        job, own, _, _ = config_jobs(Path(args[1]), {}, {}, None)
     runner = CliRunner()
     for i, row in enumerate(rows, 1):
         try:
-            again = explain_args(job, row)
+            lines = [explain_args(job, row)]
         except PlannerError as e:  # a row the options cannot spell (a custom bytes_per_param): fit says so
-            return None if "has no explain option" in str(e) else f"row {i}: explain_args: {e}"
-        e = runner.invoke(app, ["explain", *again, "--format", "json"])
-        line = f"row {i}: planner explain {shlex.join(again)}"
-        if e.exit_code != 0:
-            return f"{line}: exit {e.exit_code} where fit ranked the row: {(e.stderr or '')[-300:]}"
-        one = json.loads(e.stdout)
-        for key in ("time", "memory"):
-            got, want = one[key], row[key]
-            if key == "memory":
-                got, want = ({k: m.get(k) for k in ("terms", "stages", "host")} for m in (got, want))
-            d = _differ(got, want, key)
-            if d:
-                return f"{line}: disagrees with fit at {d}"[:600]
+            if "has no explain option" not in str(e):
+                return f"row {i}: explain_args: {e}"
+            lines = []
+        if not unkept(own, {}, {}):
+            lines.append(config_explain_args(args[1], job, row, file_axes(own)))
+        for again in lines:
+            e = runner.invoke(app, ["explain", *again, "--format", "json"])
+            line = f"row {i}: planner explain {shlex.join(again)}"
+            if e.exit_code != 0:
+                return f"{line}: exit {e.exit_code} where fit ranked the row: {(e.stderr or '')[-300:]}"
+            one = json.loads(e.stdout)
+            for key in ("time", "memory"):
+                got, want = one[key], row[key]
+                if key == "memory":
+                    got, want = ({k: m.get(k) for k in ("terms", "stages", "host")} for m in (got, want))
+                d = _differ(got, want, key)
+                if d:
+                    return f"{line}: disagrees with fit at {d}"[:600]
     return None
 
 

@@ -89,6 +89,27 @@ def _mode_level(data: dict, mode: str, stack_name, assumed: list) -> None:
                        f"{mode} chooses its level, {level}")
 
 
+def command_line_sharding(data: dict, given: dict) -> list[str]:
+    """The file's sharding level or mode that the command line's options replace, each taken out of `data` and
+    returned as a line: the two must agree (plan.resolve refuses a level and a mode of another level), and an
+    option beats the file's value (issues 22, 24). The file's mode is a mode of the file's stack and level: the
+    command line's stack or level chooses the mode anew (the stack's first of the level, plan.resolve); a
+    command-line mode chooses its own level (_mode_level). For a trainer config (its reader's assumed lines) and
+    a job YAML (a note) alike: `fit JOB.yaml` prints each row as `explain JOB.yaml --sharding MODE ...`
+    (search.config_explain_args), whose mode replaces the file's level."""
+    lines: list[str] = []
+    if "sharding_mode" in data and "sharding_mode" not in given and (
+            given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
+        lines.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
+                     + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
+                     + " choose(s) the mode (the stack's first of the level)")
+    if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
+        # (a job without `stack:` runs the default stack, Job.stack's)
+        _mode_level(data, given["sharding_mode"], given.get("stack", data.get("stack", Job.model_fields["stack"].default)),
+                    lines)
+    return lines
+
+
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None,
              trainer_out: Optional[list] = None) -> tuple[Job, str]:
     """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
@@ -112,15 +133,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         from ..trainers.megatron import command_line_tp
 
         command_line_tp(cfg, data, given, f"{path}: ")
-        if "sharding_mode" in data and "sharding_mode" not in given and (
-                given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
-            # the file's mode is a mode of the file's stack and level: the command line's stack or
-            # sharding level chooses the mode anew (the stack's first of the level, plan.resolve)
-            cfg.assumed.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
-                               + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
-                               + " choose(s) the mode (the stack's first of the level)")
-        if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
-            _mode_level(data, given["sharding_mode"], given.get("stack", data.get("stack")), cfg.assumed)
+        cfg.assumed += command_line_sharding(data, given)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
             one_rank_mesh(data, given["stack"], cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack"):
@@ -148,8 +161,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         data.update(job_file_data(raw, path, Job.model_fields))
         where = f"{path}: "
     given = {k: v for k, v in overrides.items() if v is not None}
-    if path is not None and (lines := replaced(data, given)):  # flags beat the job file's values, each named (issue 24)
-        note(f"{path}: {'; '.join(lines)}")
+    if path is not None and (lines := replaced(data, given) + command_line_sharding(data, given)):
+        note(f"{path}: {'; '.join(lines)}")  # flags beat the job file's values, each named (issue 24)
     data.update(given)
     if "model" not in data:
         raise PlannerError("no model given", "pass --model NAME (see `planner models`) or a job YAML with `model:`")
