@@ -25,6 +25,8 @@ import pytest
 from conftest import explain_each_row
 from planner.schema import Job
 
+FUZZ = Path(__file__).resolve().parent / "data" / "fuzz_issue24"
+
 
 def _agree(cli, job: Job, fit_args: list[str], least: int = 2) -> list[dict]:
     """fit's rows and explain of each row's reproduce line: the same time terms, memory terms, stage totals and
@@ -331,3 +333,22 @@ def test_config_line_names_a_dense_rows_expert_tp(cli, tmp_path):
     g.write_text(f.read_text().replace("etp: 4\n", ""))
     job, own = config_jobs(g, {}, {}, None)[:2]
     assert file_axes(own) == () and "--etp" not in config_explain_args(str(g), job, _config_rows_agree(cli, g, least=1)[0])
+
+
+def test_config_line_level_drops_the_files_shard_group(cli, tmp_path):
+    """A job YAML's hsdp shard group under a command-line sharding that is not hsdp: `explain JOB.yaml --sharding
+    distributed_optimizer ...`, the line fit prints for a zero1 row, exited 2 ("shard_group is only used with
+    sharding hsdp"): the job-fields pass, scripts/fuzz.py --runs 1000 --seed 66 --kinds job-fields, input 18-18
+    (tests/data/fuzz_issue24/job-fields-18-18.yaml: Qwen3-30B-A3B, zero1, shard_group 16). The command line's
+    level or mode chooses anew: the file's shard group is named as not kept (core.command_line_sharding)."""
+    f = tmp_path / "hsdp.yaml"
+    f.write_text("model: llama3-8b\ngpus: 16\nsharding: hsdp\nshard_group: 8\nglobal_batch: 32\nseq_len: 4096\n")
+    for option, level in (("zero1", "zero1"), ("torch_fsdp2", "fsdp")):
+        r = cli("explain", f, "--sharding", option, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        assert f"shard_group: the file's 8 is not kept: the command line's sharding {option} is not hsdp" in r.stderr
+        assert json.loads(r.stdout)["plan"]["sharding"] == level
+    r = cli("explain", f, "--sharding", "hsdp", "--format", "json")  # an hsdp option keeps it
+    assert r.exit_code == 0 and json.loads(r.stdout)["plan"]["shard_group"] == 8
+    rows = _config_rows_agree(cli, FUZZ / "job-fields-18-18.yaml")
+    assert all(row["plan"]["sharding"] != "hsdp" for row in rows)

@@ -74,16 +74,21 @@ def replaced(data: dict, given: dict) -> list[str]:
             if k in data and data[k] != v]
 
 
+def _level_of(mode: str, stack_name) -> Optional[str]:
+    """The sharding level of the stack's mode `mode`; None for an unknown stack or mode (resolve names it)."""
+    try:
+        runs = load_stack(stack_name).runs if stack_name is not None else None
+    except PlannerError:
+        return None
+    return next((m.level for m in (runs.sharding if runs is not None else ()) if m.name == mode), None)
+
+
 def _mode_level(data: dict, mode: str, stack_name, assumed: list) -> None:
     """A command-line sharding mode over a trainer config's sharding level of another (a DeepSpeed JSON at stage 0,
     sharding none, with --sharding bf16_optimizer, the zero1 mode DeepSpeed runs for bf16 there): the mode chooses
     its level, the file's not kept, listed as assumed (flags beat file values, as a command-line level chooses the
     mode anew). An unknown stack or mode is left to resolve, which names it."""
-    try:
-        runs = load_stack(stack_name).runs if stack_name is not None else None
-    except PlannerError:
-        return
-    level = next((m.level for m in (runs.sharding if runs is not None else ()) if m.name == mode), None)
+    level = _level_of(mode, stack_name)
     if level is not None and level != data["sharding"]:
         assumed.append(f"sharding: the file's {data.pop('sharding')} is not kept: the command line's sharding mode "
                        f"{mode} chooses its level, {level}")
@@ -103,10 +108,14 @@ def command_line_sharding(data: dict, given: dict) -> list[str]:
         lines.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
                      + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
                      + " choose(s) the mode (the stack's first of the level)")
+    stack = given.get("stack", data.get("stack", Job.model_fields["stack"].default))  # (a job without `stack:`: the default)
     if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
-        # (a job without `stack:` runs the default stack, Job.stack's)
-        _mode_level(data, given["sharding_mode"], given.get("stack", data.get("stack", Job.model_fields["stack"].default)),
-                    lines)
+        _mode_level(data, given["sharding_mode"], stack, lines)
+    # the file's hsdp shard group under a command-line level or mode that is not hsdp (fit's rows of another level)
+    level = given.get("sharding") or (_level_of(given["sharding_mode"], stack) if "sharding_mode" in given else None)
+    if "shard_group" in data and "shard_group" not in given and level is not None and level != "hsdp":
+        lines.append(f"shard_group: the file's {data.pop('shard_group')} is not kept: the command line's sharding "
+                     f"{given.get('sharding_mode') or level} is not hsdp")
     return lines
 
 
