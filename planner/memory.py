@@ -1426,6 +1426,11 @@ STAGES = ("first", "mid", "last")
 
 
 # ----------------------------------------------------------------------------- activation tables
+def _scale_to(target, have):
+    """target / have elementwise, 0 where have is 0 (kind_tensors' korthikanti scales)."""
+    return np.where(have != 0, target / np.where(have != 0, have, 1.0), 0.0)
+
+
 def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", attention: str = "flash") -> dict:
     """A layer kind's activation tensors -> (bytes per token, common.py kind). The "arch"
     derivation is the module docstring's; "korthikanti" scales an attention layer's standard
@@ -1441,9 +1446,10 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
     std = {k: sum(b for n, (b, kk) in t.items() if n in STANDARD_TENSORS and kk == k) for k in ("rep", "split", "kv", "score")}
     target = {"rep": 10.0 * h, "split": 24.0 * h, "score": 5.0 * a if attention != "flash" else 0.0}
     split_all = std["split"] + std["kv"]
-    scale = {"rep": target["rep"] / std["rep"] if std["rep"] else 0.0,
-             "split": target["split"] / split_all if split_all else 0.0,
-             "score": target["score"] / std["score"] if std["score"] else 0.0}
+    # a kind's bytes may be arrays of candidates (an fp8 recipe searched: the quantized tensors' widths), so each
+    # scale is taken elementwise, 0 where the layer keeps none of that kind
+    scale = {"rep": _scale_to(target["rep"], std["rep"]), "split": _scale_to(target["split"], split_all),
+             "score": _scale_to(target["score"], std["score"])}
     scale["kv"] = scale["split"]
     # [2]'s coefficients are the whole attention layer: no fused core's softmax statistics beside them (its 34 sbh
     # predates them; layers/attention.py [ls] prices them under "arch")

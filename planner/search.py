@@ -145,7 +145,7 @@ from .layers import layer_list
 from .params import count_params
 from .stacks import plan_context, stack_of
 from .terms import Groups, KeyedPlan, gather
-from .step import FLOOR_FIELDS, group_floor, step_time
+from .step import FLOOR_FIELDS, _wgrad_field, group_floor, step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
 # measured 5x faster than one block of a million). Step time: 262,144, because each
@@ -1132,7 +1132,10 @@ def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray, variants: tup
     0's options are the base rows' own, another's replace them; the rank order is not read), in
     blocks of TIME_CHUNK groups (step.group_floor) and gathered back: the same numbers as
     compute_floor on the candidates (the least over the variants' plans)."""
-    keyed, index, size = row_groups(space, fb, fr, tuple(f for f in FLOOR_FIELDS if f not in ("recompute", "microbatches")))
+    # the base-row columns the floor reads (its recompute index apart, its micro-batch count from them), the sharding
+    # level among them where gradient-accumulation fusion is off (step._wgrad_field)
+    keyed, index, size = row_groups(space, fb, fr, tuple(f for f in FLOOR_FIELDS if f not in ("recompute", "microbatches"))
+                                    + _wgrad_field(space.settings))
     low = None
     for var in variants:
         opts = {f: np.full(size, space.variants[var, j], dtype=np.int64)
@@ -1633,13 +1636,15 @@ def explain_args(job: Job, row: dict) -> list[str]:
     return args + stack_args(d, stack)
 
 
-def config_explain_args(path: str, job: Job, row: dict) -> list[str]:
+def config_explain_args(path: str, job: Job, row: dict, axes: tuple = ()) -> list[str]:
     """`planner explain CONFIG` arguments that price a row of `planner fit CONFIG` (the file, whose
     non-plan settings every row took): the row's GPU count and every plan axis fit searched, each
     named (an option beats the file's value: none of the file's plan is kept), then the stack options
     where the row's differ from what resolve infers (stack_args; TP overlap is named above, the stack
     is the file's). The job options given to the fit itself (--seq-len, --hardware, ...) are the
-    caller's to repeat."""
+    caller's to repeat. axes: the expert axes (ep, etp) the file or a pin sets (fit_config.file_axes), named on a
+    dense row too, where `explain CONFIG` would otherwise keep the file's (a torchtitan job's etp 4 at the row's
+    tp 2 is refused)."""
     d = _job_fields(job, row["plan"])
     args = [str(path), "--gpus", str(d["gpus"])]
     for key, flag in (("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("vpp", "--vpp"), ("dp", "--dp"),
@@ -1652,7 +1657,15 @@ def config_explain_args(path: str, job: Job, row: dict) -> list[str]:
              "--schedule", str(d["schedule"]), "--rank-order", str(d["rank_order"])]
     if "moe_capacity_factor" in row["plan"]:  # a mixture-of-experts model: its expert axes
         args += ["--ep", str(d["ep"]), "--etp", str(d.get("etp") or d["tp"])]
+    else:  # a dense row: the expert axes the file sets, as the row has them (ep 1, etp its tp)
+        args += [a for k, flag in (("ep", "--ep"), ("etp", "--etp")) if k in axes
+                 for a in (flag, str(d.get(k) or (d["tp"] if k == "etp" else 1)))]
     args.append("--tp-comm-overlap" if d.get("tp_comm_overlap") else "--no-tp-comm-overlap")
+    # the row's core attention, where not what `explain CONFIG` takes: the file's, else the stack's defaults.attention
+    # (fit plans plan.fit_attention for a job that leaves it out: flash on megatron-deepspeed, whose default is eager)
+    file_attention = job.attention if "attention" in job.model_fields_set else load_stack(d["stack"]).defaults.attention
+    if d.get("attention") is not None and d["attention"] != file_attention:
+        args += ["--attention", str(d["attention"])]
     disp = d.get("moe_dispatcher")  # the row's, where not what `explain CONFIG` takes (the file's, else the recipe's or stack's)
     if disp is not None and disp != (job.moe_dispatcher or _recipe_value(d, "moe_dispatcher")
                                      or load_stack(d["stack"]).defaults.moe_dispatcher):
@@ -1746,7 +1759,7 @@ def stack_args(d: dict, stack) -> list[str]:
             args.append(flag)
     if d.get("loss_layers_in_pipeline_split"):  # > 1 (plan_dict: 0 / 1 are the flag above)
         args += ["--loss-layers-in-pipeline-split", str(d["loss_layers_in_pipeline_split"])]
-    if d.get("power_limit_source") == "job":
+    if d.get("power_limit_w") is not None:  # the job's limit (plan_job_fields: None where the hardware's is in force)
         args += ["--power-limit-w", repr(d["power_limit_w"])]
     return args
 

@@ -781,6 +781,19 @@ def _disp_field(settings) -> tuple:
     return ("disp",) if _rows(settings) and len(_synced_table(settings)) > 1 else ()
 
 
+def _wgrad_field(settings) -> tuple:
+    """("sharding",) where the job turns gradient-accumulation fusion off: the separate weight-gradient add reads
+    the plan's sharding level (wgrad_add_bytes [11], none under FSDP), so the layer times and the compute floor
+    grouped by (LAYER_TIME_FIELDS, FLOOR_FIELDS, which leave sharding out) add it; else ()."""
+    return () if settings.gradient_accumulation_fusion else ("sharding",)
+
+
+def floor_fields(settings) -> tuple:
+    """The plan fields the compute floor (compute_floor, group_floor) reads under these settings: FLOOR_FIELDS,
+    the dispatcher (_disp_field) and the sharding level (_wgrad_field) where they are read."""
+    return FLOOR_FIELDS + _disp_field(settings) + _wgrad_field(settings)
+
+
 _rows = dispatch.table_rows  # Settings.dispatcher_rows (a test's stand-in settings without the field: none)
 
 
@@ -2290,7 +2303,7 @@ def grouped_layer_times(sc: StepCtx) -> LayerTimes:
     here), so it fails to broadcast or leaves a result that Groups.expand refuses."""
     kn = sc.settings.knobs
     # without gradient-accumulation fusion the layer's backward reads the sharding level too (wgrad_add_bytes [11])
-    g = Groups(sc.plan, LAYER_TIME_FIELDS + _disp_field(sc.settings) + (() if sc.settings.gradient_accumulation_fusion else ("sharding",)))
+    g = Groups(sc.plan, LAYER_TIME_FIELDS + _disp_field(sc.settings) + _wgrad_field(sc.settings))
     if (not g.active or g.size == g.n or np.ndim(kn.gemm_efficiency_scale)
             or np.ndim(kn.memory_bound_efficiency_scale)):
         return layer_times(sc)
@@ -2325,12 +2338,12 @@ def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np
     moe_host terms (m x comp.perm, m x comp.host, from the same compute pass), added in
     step_time's order (they follow compute there): each partial sum of step_time's terms is >=
     the floor's, float rounding being monotone, so the total is still >= it."""
-    g = Groups(plan, FLOOR_FIELDS + _disp_field(settings))
+    g = Groups(plan, floor_fields(settings))
     return g.expand(group_floor(settings, g.plan, moe))
 
 
 def group_floor(settings: Settings, plan, moe: bool = False) -> np.ndarray:
-    """compute_floor of a plan of distinct tuples of FLOOR_FIELDS (its Groups.plan, or the
+    """compute_floor of a plan of distinct tuples of floor_fields(settings) (its Groups.plan, or the
     search's own grouping: search._prefilter)."""
     sc, _, comp = _compute_pass(settings, plan)
     floor = sc.m * _gpu_mb(sc, comp)

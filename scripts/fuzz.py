@@ -8,7 +8,8 @@ pass is reproducible from (--runs, --seed, --chunk). Each input runs in-process 
 typer's CliRunner, as in tests/test_fuzz.py, with a wall-clock limit (--timeout): an input
 that runs past it is a hang. The report (OUT/report.json, and a summary on stdout) counts the
 exit codes per kind and lists every failure (a traceback, an exit code other than 0/1/2, an
-exit 2 without `error:` first, a hang) with its command line; each failing input is saved
+exit 2 without `error:` first, a hang, or what the kind's own check found: the job-fields kind's fit rows that
+explain, given each row's reproduce line, prices otherwise) with its command line; each failing input is saved
 under OUT/inputs/ to reproduce it, and each kind's slowest input under OUT/slowest/ (its command
 line in the report's `slowest`). Exit 0 when there is no failure, 1 otherwise.
 """
@@ -59,6 +60,8 @@ def _chunk(task: tuple) -> dict:
         try:
             r = runner.invoke(app, args)
             why, code = check_result(r), r.exit_code
+            if why is None and t.check is not None:  # the kind's own invariant (job-fields: explain agrees with fit)
+                why = t.check(args, r)
         except Hang:
             why, code = f"hang: still running after {timeout} s", "hang"
         finally:

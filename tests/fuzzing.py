@@ -10,7 +10,10 @@ CliRunner and checks the contract of the README ("Robustness"):
 
 - the exit code is 0, 1 or 2 (1 only for "does not fit");
 - no exception escapes (no traceback);
-- an exit 2 prints `error: ...` first on stderr (after any `warning:` / `note:` lines).
+- an exit 2 prints `error: ...` first on stderr (after any `warning:` / `note:` lines);
+- and a kind's own check (Target.check): the job-fields kind's job files, with random schema.Job fields set
+  (_job_field_mutation), have each row of their `fit` priced again by `explain` of the row's reproduce line, to
+  the same time and memory terms (fit_rows_agree).
 
 tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
 under `pytest -m fuzz`.
@@ -69,6 +72,8 @@ class Target:
     companions: dict[str, str] = field(default_factory=dict)
     # per seed, placeholders of args and companions (`{m}` -> a model that seed's stack builds)
     seed_vars: dict[str, dict[str, str]] = field(default_factory=dict)
+    # a check beyond check_result's contract, run on an input that kept it: (args, result) -> None, or what broke
+    check: Callable | None = None
 
 
 @dataclass
@@ -337,7 +342,127 @@ def _bridge_mutation(rng: random.Random, data: bytes) -> bytes:
     return "\n".join(lines).encode()
 
 
+# the job-fields kind: every schema.Job field, each set to values of its own domain (the seeds set a handful of
+# fields; the other kinds' mutations only change, delete or misspell the keys a seed has, so most Job fields, and
+# their combinations, never reached the cost models). Drawn from the schema itself (a Literal's options, a
+# boolean, a count or a fraction inside the field's bounds), so a new field is fuzzed without a change here; a
+# string, mapping or list-of-strings field takes the values below (catalog names, the stacks' mode and recipe
+# names, the spellings its pattern allows). A value may still be refused by the combination: that is exit 2.
+JOB_FIELD_VALUES = {
+    "model": ["llama3-8b", "qwen3-30b-a3b", "megatron-gpt-1.7b", "mistral-7b", "gpt-oss-20b", "jamba-v0.1",
+              str(DATA / "tiny-fit.yaml")],
+    "gpus": [1, 2, 4, 8, 16, 24, 64],
+    "global_batch": [1, 8, 16, 24, 64, 1024],
+    "global_batch_tokens": [65536.0, 4194304.0, 1e3],
+    "seq_len": [128, 1024, 2048, 4096, 8192, 32768],
+    "tokens": [1e9, 1e12, 1.5e13],
+    "power_limit_w": [200.0, 500.0, 700.0, 1200.0],
+    "pcie_gbps": [16.0, 64.0, 256.0],
+    "host_memory_gbps": [100.0, 614.4, 2000.0],
+    "host_memory_gb": [64.0, 2048.0],
+    "reserve_GiB": [0.0, 1.0, 8.0, 70.0],
+    "rank_order": ["tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "pp-dp-cp-tp", "dp-pp-cp-tp"],
+    "te_version": ["1.8", "1.13", "2.1", "2.8.0"],
+    "cublas_workspace_config": [":4096:8", ":16:8", ":4096:2:16:8"],
+    "filter_fqns": [["output"], ["output", "router.gate"], ["auto_filter_small_kn"], ["attention.wq", "feed_forward.w1"],
+                    []],
+    "batch_size_schedule": [[{"from_tokens": 0, "global_batch": 8}, {"from_tokens": 1e9, "global_batch": 16}],
+                            [{"from_tokens": 0, "global_batch": 16}]],
+    "deepspeed_zero3": [{"stage3_max_live_parameters": 10**9}, {"reduce_bucket_size": 5 * 10**8, "contiguous_gradients": 1},
+                        {"stage3_param_persistence_threshold": 0, "sub_group_size": 10**9}],
+    "hierarchical_cp_sizes": [[2, 2], [1, 4], [2, 1]],
+    "padded_vocab_size": [32000, 50304, 128256, 128512, 151936, 152064, 201088],  # the models' vocabularies, padded or not
+    "calibration": [None],
+}
+
+
+def _bounds(meta) -> tuple[float, float, bool, bool]:
+    """A field's numeric bounds from its annotated_types metadata: (low, high, low inclusive, high inclusive)."""
+    lo, hi, lo_in, hi_in = -float("inf"), float("inf"), True, True
+    for m in meta:
+        for attr, strict in (("gt", True), ("ge", False)):
+            if getattr(m, attr, None) is not None:
+                lo, lo_in = getattr(m, attr), not strict
+        for attr, strict in (("lt", True), ("le", False)):
+            if getattr(m, attr, None) is not None:
+                hi, hi_in = getattr(m, attr), not strict
+    return lo, hi, lo_in, hi_in
+
+
+def _inside(v, bounds) -> bool:
+    lo, hi, lo_in, hi_in = bounds
+    return (v > lo or (lo_in and v == lo)) and (v < hi or (hi_in and v == hi))
+
+
+def _domain(ann, meta) -> list:
+    """The values a field annotation allows that the fuzz sets: a Literal's options, both booleans, counts and
+    fractions inside the bounds, lists of a Literal's options; [] where it has none of its own (strings)."""
+    import typing
+
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Literal:
+        return list(args)
+    if origin is typing.Annotated:
+        return _domain(args[0], list(meta) + list(getattr(args[1], "metadata", []) if len(args) > 1 else []))
+    if origin is typing.Union:
+        return [v for a in args if a is not type(None) for v in _domain(a, meta)] + [None]
+    if origin is list:
+        opts = _domain(args[0], [])
+        return [opts[:1], opts[:2], opts, opts[1:]] if opts and all(isinstance(o, str) for o in opts) else []
+    if ann is bool:
+        return [True, False]
+    bounds = _bounds(meta)
+    if ann is int:
+        return [v for v in (0, 1, 2, 3, 4, 8, 16, 64) if _inside(v, bounds)]
+    if ann is float:
+        return [v for v in (0.0, 0.001, 0.05, 0.5, 0.9, 1.0, 1.25, 2.0, 64.0) if _inside(v, bounds)]
+    return []
+
+
+def job_field_domains() -> dict[str, list]:
+    """Each schema.Job field's values for the job-fields kind (JOB_FIELD_VALUES, else the schema's domain; the
+    string fields naming catalog entries or a stack's own names from the catalog)."""
+    from planner.catalog import list_hardware, list_stacks, load_stack
+    from planner.schema import Job
+
+    stacks = [load_stack(s) for s in list_stacks()]
+    named = {"hardware": list_hardware(), "stack": list_stacks(),
+             "sharding_mode": sorted({m.name for st in stacks for m in (st.runs.sharding if st.runs else ())}),
+             "fp8_recipe": sorted({r for st in stacks for r in st.fp8_recipes})}
+    out = {}
+    for name, info in Job.model_fields.items():
+        values = JOB_FIELD_VALUES.get(name) or named.get(name) or _domain(info.annotation, info.metadata)
+        if values:
+            out[name] = values
+    return out
+
+
+_JOB_DOMAINS: dict[str, list] = {}
+
+
+def _job_field_mutation(rng: random.Random, doc):
+    """One Job field set to a value of its domain (job_field_domains), or a field the job sets (not its model or GPU
+    count, which every command needs) removed."""
+    if not isinstance(doc, dict):
+        return doc
+    if not _JOB_DOMAINS:
+        _JOB_DOMAINS.update(job_field_domains())
+    doc = dict(doc)
+    optional = sorted(k for k in doc if k not in ("model", "gpus"))
+    if optional and rng.random() < 0.1:
+        del doc[rng.choice(optional)]
+        return doc
+    name = rng.choice(sorted(_JOB_DOMAINS))
+    doc[name] = copy.deepcopy(rng.choice(_JOB_DOMAINS[name]))
+    return doc
+
+
 def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
+    if target.kind == "job-fields" and rng.random() < 0.85:
+        doc = _parse("yaml", seed)
+        for _ in range(rng.choice([1, 1, 2, 2, 3, 4, 6])):
+            doc = _job_field_mutation(rng, doc)
+        return _dump(doc, "yaml")
     if target.kind == "megatron-bridge" and rng.random() < 0.7:
         data = seed
         for _ in range(rng.choice([1, 1, 2, 3])):
@@ -427,6 +552,8 @@ def fuzz(target: Target, n: int, seed: int, workdir: Path, on_input: Callable | 
         out.tried += 1
         out.codes[r.exit_code] = out.codes.get(r.exit_code, 0) + 1
         why = check_result(r)
+        if why is None and target.check is not None:
+            why = target.check(args, r)
         if why is not None:
             out.failures.append((target.kind, name, i, args, why, data[:400]))
         if on_input is not None:
@@ -543,6 +670,7 @@ def _targets(workdir: Path) -> dict[str, Target]:
         **_issue24_targets(),
         "stack": _stack_target(),
         "megatron-bridge": _bridge_target(seeds_dir),
+        "job-fields": _job_fields_target(),
     }
 
 
@@ -560,6 +688,91 @@ def _bridge_target(seeds_dir: Path) -> Target:
              "bridge-8b.sh": out8.read_bytes(), "bridge-70b-fsdp.sh": out70.read_bytes()}
     return Target("megatron-bridge", seeds, [["check", "{f}", "--format", "json"], ["explain", "{f}"]], None,
                   suffix=".sh")
+
+
+# the job-fields kind: small job files (a dense and an MoE model on Megatron-Core, torchtitan in fp8 under FSDP,
+# Megatron-DeepSpeed ZeRO-1 with GPT-2's shape), each plan fitting its GPUs, each mutated by _job_field_mutation
+JOB_FIELD_SEEDS = {
+    "jf-llama3-8b.yaml": {"model": "llama3-8b", "gpus": 8, "tp": 2, "sharding": "zero1", "global_batch": 16, "seq_len": 4096},
+    "jf-qwen3-moe.yaml": {"model": "qwen3-30b-a3b", "gpus": 16, "ep": 8, "sharding": "zero1", "recompute": "full",
+                          "global_batch": 32, "seq_len": 4096, "stack": "megatron"},
+    "jf-titan-fp8.yaml": {"model": "llama3-8b", "gpus": 8, "stack": "torchtitan", "sharding": "fsdp", "precision": "fp8",
+                          "recompute": "full", "global_batch": 16, "seq_len": 4096},
+    "jf-mds.yaml": {"model": "megatron-gpt-1.7b", "gpus": 8, "stack": "megatron-deepspeed", "sharding": "zero1",
+                    "global_batch": 16, "seq_len": 2048},
+}
+
+
+def _differ(a, b, where: str = "") -> str | None:
+    """Where two JSON values differ (numbers beyond a relative 1e-9: the same sums in another order), else None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{where}.{k}: only in {'fit' if k in b else 'explain'}"
+            d = _differ(a[k], b[k], f"{where}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _differ(x, y, f"{where}[{i}]"))), None)
+    num = (int, float)
+    if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
+        return None if a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b)) else f"{where}: explain {a!r}, fit {b!r}"
+    return None if a == b else f"{where}: explain {a!r}, fit {b!r}"
+
+
+def fit_rows_agree(args: list[str], r) -> str | None:
+    """`fit JOB.yaml --format json`'s rows each priced again by `explain` of the row's reproduce lines: the one
+    `fit --model ...` prints (search.explain_args, as tests/conftest.explain_each_row) and the one `fit JOB.yaml`
+    prints (search.config_explain_args: `explain JOB.yaml` with the row's plan; where the file sets none of the
+    settings that explain keeps and the row was priced without, fit_config.unkept). Each must exit 0 and give the
+    same time terms, memory terms, stage totals and host block (DESIGN: explain and search never disagree;
+    tests/test_explain_search_agree.py's check, on the plans the job-fields kind's mutations make)."""
+    import contextlib
+    import shlex
+
+    from planner.cli.fit_config import config_jobs, file_axes, unkept
+    from planner.errors import PlannerError
+    from planner.search import config_explain_args, explain_args
+
+    if args[0] != "fit" or r.exit_code != 0 or "json" not in args:
+        return None
+    data = json.loads(r.stdout)
+    rows = data["rows"] if isinstance(data, dict) else data
+    with contextlib.redirect_stderr(io.StringIO()):  # config_jobs' notes, which fit has printed
+        job, own, _, _ = config_jobs(Path(args[1]), {}, {}, None)
+    runner = CliRunner()
+    for i, row in enumerate(rows, 1):
+        try:
+            lines = [explain_args(job, row)]
+        except PlannerError as e:  # a row the options cannot spell (a custom bytes_per_param): fit says so
+            if "has no explain option" not in str(e):
+                return f"row {i}: explain_args: {e}"
+            lines = []
+        if not unkept(own, {}, {}):
+            lines.append(config_explain_args(args[1], job, row, file_axes(own)))
+        for again in lines:
+            e = runner.invoke(app, ["explain", *again, "--format", "json"])
+            line = f"row {i}: planner explain {shlex.join(again)}"
+            if e.exit_code != 0:
+                return f"{line}: exit {e.exit_code} where fit ranked the row: {(e.stderr or '')[-300:]}"
+            one = json.loads(e.stdout)
+            for key in ("time", "memory"):
+                got, want = one[key], row[key]
+                if key == "memory":
+                    got, want = ({k: m.get(k) for k in ("terms", "stages", "host")} for m in (got, want))
+                d = _differ(got, want, key)
+                if d:
+                    return f"{line}: disagrees with fit at {d}"[:600]
+    return None
+
+
+def _job_fields_target() -> Target:
+    """Job files with random Job fields set (_job_field_mutation): read by fit (its rows priced again by explain,
+    fit_rows_agree), explain and check."""
+    seeds = {k: yaml.safe_dump(v, sort_keys=False).encode() for k, v in JOB_FIELD_SEEDS.items()}
+    return Target("job-fields", seeds, [["fit", "{f}", "--top", "3", "--format", "json"], ["explain", "{f}", "--format", "json"],
+                                        ["check", "{f}", "--format", "json"]], "yaml", check=fit_rows_agree)
 
 
 STACKS = DATA / "stacks"
@@ -687,5 +900,5 @@ def run_all(workdir: Path, n: int, seed: int, kinds=None) -> dict[str, Outcome]:
             if not kinds or kind in kinds}
 
 
-__all__ = ["ISSUE24_KINDS", "NASTY", "Outcome", "Target", "check_result", "fuzz", "mutate", "run_all", "seed_results",
+__all__ = ["ISSUE24_KINDS", "JOB_FIELD_SEEDS", "fit_rows_agree", "job_field_domains", "NASTY", "Outcome", "Target", "check_result", "fuzz", "mutate", "run_all", "seed_results",
            "split_gemm", "targets"]

@@ -25,6 +25,8 @@ import pytest
 from conftest import explain_each_row
 from planner.schema import Job
 
+FUZZ = Path(__file__).resolve().parent / "data" / "fuzz_issue24"
+
 
 def _agree(cli, job: Job, fit_args: list[str], least: int = 2) -> list[dict]:
     """fit's rows and explain of each row's reproduce line: the same time terms, memory terms, stage totals and
@@ -187,3 +189,166 @@ def test_padded_vocabulary_per_tp_on_megatron(cli):
         for row in rows:
             assert row["plan"].get("vocab_rows") == want[tp]
             assert row["params"]["embedding"] == (want[tp] or 128256) * 4096
+
+
+def test_job_power_limit_in_the_reproduce_line(cli):
+    """A job's GPU power limit (--power-limit-w 500 on H100 SXM's 700 W) is in each fit row's reproduce line: the
+    line had left it out (search.stack_args asked the row's job fields for power_limit_source, which they do not
+    hold), so explain priced the row at the hardware's 700 W: the job-fields fuzz pass (scripts/fuzz.py --seed 64,
+    tests/data/fuzz_issue24/job-fields-20-36.yaml) found explain's compute 0.683 s against fit's 1.008 s at 200 W.
+    At 500 W the tensor cores run at (500/700)^(1/3) = 0.893904 of their rate (tests/test_power.py)."""
+    from planner.search import explain_args
+
+    base = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "16", "--power-limit-w", "500"]
+    job = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16, power_limit_w=500)
+    rows = _agree(cli, job, base + ["--top", "3"])
+    for row in rows:
+        assert (row["plan"]["power_limit_w"], row["plan"]["power_limit_source"]) == (500.0, "job")
+        assert row["plan"]["tensor_rate_fraction"] == pytest.approx(0.893904, abs=1e-6)
+        args = explain_args(job, row)
+        assert args[args.index("--power-limit-w") + 1] == "500.0"
+    # the hardware's own limit is not a job field: no option for it
+    job700 = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16)
+    rows = _agree(cli, job700, base[:-2] + ["--top", "1"], least=1)
+    assert rows[0]["plan"]["power_limit_source"] == "tdp" and "--power-limit-w" not in explain_args(job700, rows[0])
+
+
+def test_unfused_wgrad_add_in_the_search(cli):
+    """Without gradient-accumulation fusion (Megatron --no-gradient-accumulation-fusion) the layer's backward adds each
+    weight gradient by a kernel of its own, except under FSDP (step.wgrad_add_bytes [11]): the compute floor reads
+    the sharding level. The search's floor grouped the candidates without it (KeyError 'plan.sharding was read':
+    every fit with the switch off; the job-fields fuzz pass, seed 64, tests/data/fuzz_issue24/job-fields-3-12.yaml).
+    Rows below FSDP carry the add (unfused_passes_s > 0), FSDP rows none, and explain prices each row alike."""
+    base = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "16",
+            "--no-gradient-accumulation-fusion"]
+    job = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16, gradient_accumulation_fusion=False)
+    below = _agree(cli, job, base + ["--sharding", "zero1", "--top", "3"])
+    fsdp = _agree(cli, job, base + ["--sharding", "fsdp", "--top", "3"])
+    assert all(row["plan"]["sharding"] == "zero1" and row["time"]["unfused_passes_s"] > 0.0 for row in below)
+    assert all(row["plan"]["sharding"] == "fsdp" and row["time"]["unfused_passes_s"] == 0.0 for row in fsdp)
+
+
+@pytest.mark.parametrize("stack", ["megatron", "torchtitan"])
+def test_korthikanti_activations_with_fp8_in_the_search(cli, stack):
+    """activation_model korthikanti with fp8: the search prices its candidates' fp8 recipes as one array, so a
+    layer's tensor bytes are arrays, and kind_tensors' scale to Korthikanti's 34 sbh took their truth value
+    (ValueError: every `fit --precision fp8 --activation-model korthikanti`; the job-fields fuzz pass, seed 64,
+    tests/data/fuzz_issue24/job-fields-16-3.yaml). Each row now priced as explain prices it."""
+    base = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "16", "--stack", stack,
+            "--precision", "fp8", "--activation-model", "korthikanti"]
+    job = Job(model="llama3-8b", gpus=8, seq_len=4096, global_batch=16, stack=stack, precision="fp8",
+              activation_model="korthikanti")
+    rows = _agree(cli, job, base + ["--top", "3"])
+    assert all(row["plan"]["activation_model"] == "korthikanti" and row["plan"]["precision"] == "fp8" for row in rows)
+
+
+def _config_rows_agree(cli, path, least: int = 2) -> list[dict]:
+    """`fit JOB.yaml`'s rows and explain of the line it prints for each (search.config_explain_args: `explain
+    JOB.yaml` with the row's plan): exit 0, the same time terms, memory terms and stage totals. The rows."""
+    from planner.cli.fit_config import config_jobs, file_axes
+    from planner.search import config_explain_args
+
+    r = cli("fit", path, "--top", "3", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert len(rows) >= least
+    job, own = config_jobs(Path(path), {}, {}, None)[:2]
+    for row in rows:
+        line = config_explain_args(str(path), job, row, file_axes(own))
+        one = cli("explain", *line, "--format", "json")
+        assert one.exit_code == 0, (line, one.stderr)
+        one = json.loads(one.stdout)
+        assert one["time"] == row["time"], line
+        assert one["memory"]["terms"] == row["memory"]["terms"] and one["memory"]["stages"] == row["memory"]["stages"], line
+    return rows
+
+
+def test_config_line_mode_replaces_the_files_level(cli, tmp_path):
+    """A job YAML with `sharding: zero1` whose best rows are FSDP modes (torch_fsdp2 on 8 GPUs): fit prints each row
+    as `explain JOB.yaml --sharding torch_fsdp2 ...`, which exited 2 ("sharding zero1 contradicts sharding_mode
+    torch_fsdp2"): a job YAML's command-line mode did not replace the file's level, as it does a trainer config's
+    (core.command_line_sharding, found by fuzzing.fit_rows_agree on the job-fields kind's seed jf-llama3-8b.yaml).
+    Now the mode chooses its level, the file's named as not kept; and a command-line level over the file's mode
+    chooses the mode anew."""
+    f = tmp_path / "job.yaml"
+    f.write_text("model: llama3-8b\ngpus: 8\ntp: 2\nsharding: zero1\nglobal_batch: 16\nseq_len: 4096\n")
+    rows = _config_rows_agree(cli, f)
+    assert {row["plan"]["sharding"] for row in rows} != {"zero1"}  # a row of another level than the file's
+    r = cli("explain", f, "--sharding", "torch_fsdp2", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert ("sharding: the file's zero1 is not kept: the command line's sharding mode torch_fsdp2 chooses its level, "
+            "fsdp") in r.stderr
+    assert (json.loads(r.stdout)["plan"]["sharding"], json.loads(r.stdout)["plan"]["sharding_mode"]) == ("fsdp", "torch_fsdp2")
+    g = tmp_path / "mode.yaml"
+    g.write_text("model: llama3-8b\ngpus: 8\nsharding_mode: torch_fsdp2\nglobal_batch: 16\nseq_len: 4096\n")
+    r = cli("explain", g, "--sharding", "zero1", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert "sharding_mode: the file's torch_fsdp2 is not kept: the command line's sharding zero1 choose(s) the mode" in r.stderr
+    assert json.loads(r.stdout)["plan"]["sharding_mode"] == "distributed_optimizer"  # megatron's first zero1 mode
+
+
+def test_config_line_names_the_searched_attention(cli, tmp_path):
+    """megatron-deepspeed runs eager attention unless told (defaults.attention), fit plans flash for a job that
+    leaves it out (plan.fit_attention): the line `fit JOB.yaml` printed left --attention out, so its explain priced
+    eager (compute 0.130 s against the row's 0.094 s: found by fuzzing.fit_rows_agree on the job-fields seed
+    jf-mds.yaml). The line names the row's core where it is not what explain takes for the file."""
+    from planner.cli.fit_config import config_jobs
+    from planner.search import config_explain_args
+
+    f = tmp_path / "job.yaml"
+    f.write_text("model: megatron-gpt-1.7b\ngpus: 8\nstack: megatron-deepspeed\nsharding: zero1\nglobal_batch: 16\n"
+                 "seq_len: 2048\n")
+    rows = _config_rows_agree(cli, f)
+    job = config_jobs(f, {}, {}, None)[0]
+    for row in rows:
+        assert row["plan"]["attention"] == "flash"
+        line = config_explain_args(str(f), job, row)
+        assert line[line.index("--attention") + 1] == "flash"
+    g = tmp_path / "eager.yaml"  # the file says eager: the rows' core, no option
+    g.write_text(f.read_text() + "attention: eager\n")
+    rows = _config_rows_agree(cli, g)
+    assert all(row["plan"]["attention"] == "eager" for row in rows)
+    assert "--attention" not in config_explain_args(str(g), config_jobs(g, {}, {}, None)[0], rows[0])
+
+
+def test_config_line_names_a_dense_rows_expert_tp(cli, tmp_path):
+    """A torchtitan job of a dense model that sets etp 4 (no tp): fit searches the plan axes (the file's etp among
+    them) and ranks rows at tp 2 with etp 2, but the line it printed named no --etp on a dense row, so `explain
+    JOB.yaml --tp 2 ...` kept the file's etp 4, which torchtitan refuses (etp must be tp or 1): the short fuzz
+    pass's job-fields input 3 (seed 12) under fuzzing.fit_rows_agree. The line names the expert axes the file sets
+    (fit_config.file_axes) as the row has them; a file without them gets none (the printed lines unchanged)."""
+    from planner.cli.fit_config import config_jobs, file_axes
+    from planner.search import config_explain_args
+
+    f = tmp_path / "job.yaml"
+    f.write_text("model: llama3-8b\ngpus: 8\nstack: torchtitan\nsharding: fsdp\nrecompute: full\nglobal_batch: 16\n"
+                 "seq_len: 4096\netp: 4\n")
+    rows = _config_rows_agree(cli, f, least=1)
+    job, own = config_jobs(f, {}, {}, None)[:2]
+    assert file_axes(own) == ("etp",)
+    for row in rows:
+        line = config_explain_args(str(f), job, row, file_axes(own))
+        assert line[line.index("--etp") + 1] == str(row["plan"]["tp"]) and "--ep" not in line
+    g = tmp_path / "plain.yaml"
+    g.write_text(f.read_text().replace("etp: 4\n", ""))
+    job, own = config_jobs(g, {}, {}, None)[:2]
+    assert file_axes(own) == () and "--etp" not in config_explain_args(str(g), job, _config_rows_agree(cli, g, least=1)[0])
+
+
+def test_config_line_level_drops_the_files_shard_group(cli, tmp_path):
+    """A job YAML's hsdp shard group under a command-line sharding that is not hsdp: `explain JOB.yaml --sharding
+    distributed_optimizer ...`, the line fit prints for a zero1 row, exited 2 ("shard_group is only used with
+    sharding hsdp"): the job-fields pass, scripts/fuzz.py --runs 1000 --seed 66 --kinds job-fields, input 18-18
+    (tests/data/fuzz_issue24/job-fields-18-18.yaml: Qwen3-30B-A3B, zero1, shard_group 16). The command line's
+    level or mode chooses anew: the file's shard group is named as not kept (core.command_line_sharding)."""
+    f = tmp_path / "hsdp.yaml"
+    f.write_text("model: llama3-8b\ngpus: 16\nsharding: hsdp\nshard_group: 8\nglobal_batch: 32\nseq_len: 4096\n")
+    for option, level in (("zero1", "zero1"), ("torch_fsdp2", "fsdp")):
+        r = cli("explain", f, "--sharding", option, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        assert f"shard_group: the file's 8 is not kept: the command line's sharding {option} is not hsdp" in r.stderr
+        assert json.loads(r.stdout)["plan"]["sharding"] == level
+    r = cli("explain", f, "--sharding", "hsdp", "--format", "json")  # an hsdp option keeps it
+    assert r.exit_code == 0 and json.loads(r.stdout)["plan"]["shard_group"] == 8
+    rows = _config_rows_agree(cli, FUZZ / "job-fields-18-18.yaml")
+    assert all(row["plan"]["sharding"] != "hsdp" for row in rows)

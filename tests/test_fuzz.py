@@ -20,8 +20,8 @@ from fuzzing import ISSUE24_KINDS, check_result, mutate, run_all, seed_results, 
 from planner.catalog import list_hardware, list_models, list_stacks
 from planner.errors import PlannerError
 
-FUZZ_SHORT = 8  # mutated inputs per reader (24 readers: 192 CLI runs)
-FUZZ_LONG = 600  # per reader under -m fuzz, over seeds 1..3 (14,400 CLI runs); scripts/fuzz.py for a pass outside pytest
+FUZZ_SHORT = 8  # mutated inputs per reader (25 readers: 200 CLI runs)
+FUZZ_LONG = 600  # per reader under -m fuzz, over seeds 1..3 (15,000 CLI runs); scripts/fuzz.py for a pass outside pytest
 SEED = 12  # the short pass's seed; the long pass uses seeds 1..3
 
 SHORT = settings(max_examples=30, derandomize=True, database=None, deadline=None,
@@ -194,9 +194,11 @@ def workdir(tmp_path_factory):
 
 def _seeds_hold(workdir, every_command):
     res = seed_results(workdir, every_command)
-    assert len({k for k, *_ in res}) == 24 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
+    assert len({k for k, *_ in res}) == 25 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
     for kind, name, args, r in res:
         assert check_result(r) is None and r.exit_code in (0, 1), (kind, name, args, r.stderr)
+        t = targets(workdir)[kind] if kind in targets(workdir) else None
+        assert t is None or t.check is None or t.check(args, r) is None, (kind, name, args)
         if r.exit_code == 1:  # plans that do not fit: the check of the fp8 script, zero2 at 8k tokens, DeepSeek-V3 on 16,
             # the Bridge 405B preset (77.8 GiB of 71.2 usable, tests/test_bridge_launch.py)
             assert (kind, name) in {("model", "gpt3-175b.yaml"), ("job", "job-titan.yaml"),
@@ -238,6 +240,55 @@ def test_check_result_flags_a_traceback_and_a_bare_exit_2():
     assert check_result(R(2, "note: f.sh: read as megatron\nwarning: w\nerror: x\nhint: y\n", SystemExit(2))) is None
     assert check_result(R(2, "note: f.sh: read as megatron\nTypeError: boom\n", SystemExit(2))) is not None
     assert check_result(R(3, "error: x")) == "exit code 3"
+
+
+def test_job_field_domains_cover_every_job_field():
+    """The job-fields kind sets every schema.Job field: a field the schema gives no domain of its own (a string, a
+    mapping) needs values in fuzzing.JOB_FIELD_VALUES, else this fails; each value a valid one of the field alone."""
+    from pydantic import TypeAdapter
+
+    from fuzzing import job_field_domains
+    from planner.schema import Job
+
+    domains = job_field_domains()
+    assert set(domains) == set(Job.model_fields)
+    for name, values in domains.items():
+        info = Job.model_fields[name]
+        for v in values:
+            if v is not None or not info.is_required():
+                TypeAdapter(info.annotation).validate_python(v)  # the type (bounds are the combination's to refuse)
+
+
+def test_fit_rows_agree_flags_a_row_explain_prices_otherwise(tmp_path):
+    """fit_rows_agree (the job-fields kind's check): None on fit's own rows; a row whose step time or memory term
+    differs from what explain gives for its reproduce line is named, with the line; a row explain refuses too."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from fuzzing import JOB_FIELD_SEEDS, fit_rows_agree
+    from planner.cli import app
+
+    f = tmp_path / "job.yaml"
+    f.write_text(json.dumps(JOB_FIELD_SEEDS["jf-llama3-8b.yaml"]))
+    args = ["fit", str(f), "--top", "2", "--format", "json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and fit_rows_agree(args, r) is None
+
+    class R:
+        def __init__(self, data):
+            self.exit_code, self.stdout, self.stderr = 0, json.dumps(data), ""
+
+    data = json.loads(r.stdout)
+    data["rows"][1]["time"]["step_s"] *= 1.001
+    why = fit_rows_agree(args, R(data))
+    assert why.startswith("row 2: planner explain --model llama3-8b --gpus 8 ") and "at time.step_s: explain " in why
+    data = json.loads(r.stdout)
+    data["rows"][0]["memory"]["terms"]["weights"] = 1.0
+    assert "at memory.terms.weights: explain " in fit_rows_agree(args, R(data))
+    data = json.loads(r.stdout)
+    data["rows"][0]["plan"]["tp"] = 3  # a row explain refuses: TP 3 does not divide 8 GPUs
+    assert " exit 2 where fit ranked the row" in fit_rows_agree(args, R(data))
 
 
 def _report(outcomes):

@@ -704,3 +704,20 @@ def test_layer_kind_rule_reads_the_pattern_not_each_layer(cli, tmp_path):
     r = cli("explain", "--model", str(tmp_path / "jamba.yaml"), "--gpus", "8")
     assert r.exit_code == 2 and "STACK_LAYER_KIND" in r.stderr
     assert "0-3, 5-11, 13-19, 21-27, 29-35, 37-43, 45-51, 53-59, 61-67, 69-75, 77-83, 85-91, ... (more runs)" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["job-fields-3-12.yaml", "job-fields-16-3.yaml", "job-fields-16-21.yaml",
+                                  "job-fields-20-36.yaml", "job-fields-18-18.yaml"])
+def test_fuzz_pass_job_fields_reproducers(cli, name):
+    """The first pass of the job-fields kind (scripts/fuzz.py --runs 1500 --seed 64 --kinds job-fields; job files
+    with random Job fields, fit's rows priced again by explain, tests/data/fuzz_issue24/README.md): a traceback
+    without gradient-accumulation fusion (the compute floor's grouping), one with korthikanti activations in fp8,
+    and two reproduce lines without the job's power limit; and of the seed-66 pass (--runs 1000), the line `fit F`
+    prints keeping the file's hsdp shard group under a zero1 row. Each fit now runs, and explain prices its rows
+    alike (both printed lines: fuzzing.fit_rows_agree)."""
+    from fuzzing import fit_rows_agree
+
+    args = ["fit", str(FUZZ / name), "--top", "3", "--format", "json"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert fit_rows_agree(args, r) is None

@@ -74,19 +74,49 @@ def replaced(data: dict, given: dict) -> list[str]:
             if k in data and data[k] != v]
 
 
+def _level_of(mode: str, stack_name) -> Optional[str]:
+    """The sharding level of the stack's mode `mode`; None for an unknown stack or mode (resolve names it)."""
+    try:
+        runs = load_stack(stack_name).runs if stack_name is not None else None
+    except PlannerError:
+        return None
+    return next((m.level for m in (runs.sharding if runs is not None else ()) if m.name == mode), None)
+
+
 def _mode_level(data: dict, mode: str, stack_name, assumed: list) -> None:
     """A command-line sharding mode over a trainer config's sharding level of another (a DeepSpeed JSON at stage 0,
     sharding none, with --sharding bf16_optimizer, the zero1 mode DeepSpeed runs for bf16 there): the mode chooses
     its level, the file's not kept, listed as assumed (flags beat file values, as a command-line level chooses the
     mode anew). An unknown stack or mode is left to resolve, which names it."""
-    try:
-        runs = load_stack(stack_name).runs if stack_name is not None else None
-    except PlannerError:
-        return
-    level = next((m.level for m in (runs.sharding if runs is not None else ()) if m.name == mode), None)
+    level = _level_of(mode, stack_name)
     if level is not None and level != data["sharding"]:
         assumed.append(f"sharding: the file's {data.pop('sharding')} is not kept: the command line's sharding mode "
                        f"{mode} chooses its level, {level}")
+
+
+def command_line_sharding(data: dict, given: dict) -> list[str]:
+    """The file's sharding level or mode that the command line's options replace, each taken out of `data` and
+    returned as a line: the two must agree (plan.resolve refuses a level and a mode of another level), and an
+    option beats the file's value (issues 22, 24). The file's mode is a mode of the file's stack and level: the
+    command line's stack or level chooses the mode anew (the stack's first of the level, plan.resolve); a
+    command-line mode chooses its own level (_mode_level). For a trainer config (its reader's assumed lines) and
+    a job YAML (a note) alike: `fit JOB.yaml` prints each row as `explain JOB.yaml --sharding MODE ...`
+    (search.config_explain_args), whose mode replaces the file's level."""
+    lines: list[str] = []
+    if "sharding_mode" in data and "sharding_mode" not in given and (
+            given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
+        lines.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
+                     + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
+                     + " choose(s) the mode (the stack's first of the level)")
+    stack = given.get("stack", data.get("stack", Job.model_fields["stack"].default))  # (a job without `stack:`: the default)
+    if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
+        _mode_level(data, given["sharding_mode"], stack, lines)
+    # the file's hsdp shard group under a command-line level or mode that is not hsdp (fit's rows of another level)
+    level = given.get("sharding") or (_level_of(given["sharding_mode"], stack) if "sharding_mode" in given else None)
+    if "shard_group" in data and "shard_group" not in given and level is not None and level != "hsdp":
+        lines.append(f"shard_group: the file's {data.pop('shard_group')} is not kept: the command line's sharding "
+                     f"{given.get('sharding_mode') or level} is not hsdp")
+    return lines
 
 
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None,
@@ -112,15 +142,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         from ..trainers.megatron import command_line_tp
 
         command_line_tp(cfg, data, given, f"{path}: ")
-        if "sharding_mode" in data and "sharding_mode" not in given and (
-                given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
-            # the file's mode is a mode of the file's stack and level: the command line's stack or
-            # sharding level chooses the mode anew (the stack's first of the level, plan.resolve)
-            cfg.assumed.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
-                               + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
-                               + " choose(s) the mode (the stack's first of the level)")
-        if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
-            _mode_level(data, given["sharding_mode"], given.get("stack", data.get("stack")), cfg.assumed)
+        cfg.assumed += command_line_sharding(data, given)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
             one_rank_mesh(data, given["stack"], cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack"):
@@ -148,8 +170,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         data.update(job_file_data(raw, path, Job.model_fields))
         where = f"{path}: "
     given = {k: v for k, v in overrides.items() if v is not None}
-    if path is not None and (lines := replaced(data, given)):  # flags beat the job file's values, each named (issue 24)
-        note(f"{path}: {'; '.join(lines)}")
+    if path is not None and (lines := replaced(data, given) + command_line_sharding(data, given)):
+        note(f"{path}: {'; '.join(lines)}")  # flags beat the job file's values, each named (issue 24)
     data.update(given)
     if "model" not in data:
         raise PlannerError("no model given", "pass --model NAME (see `planner models`) or a job YAML with `model:`")

@@ -163,11 +163,11 @@ def register(app: typer.Typer) -> None:
             **field_values(fields),
         )
         own = None  # the job of the file's own plan (fit CONFIG), priced and ranked beside the rows
-        config = None  # fit CONFIG: (the file, its job options as given, the file's settings explain keeps), for the rows' explain commands
+        config = None  # fit CONFIG: (the file, its job options as given, the file's settings explain keeps, its expert axes), for the rows' explain commands
         if job_file is None:
             job, where = load_job(None, overrides, config_format)
         else:  # (planner/cli/fit_config.py: imported only here, with the readers it brings)
-            from .fit_config import config_jobs, unkept
+            from .fit_config import config_jobs, file_axes, unkept
 
             pins = _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, recompute, sequence_parallel,
                          schedule, rank_orders)
@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
             job, own, where, trainer = config_jobs(job_file, overrides, pins, config_format, bounds)
             if not gpus_list:
                 gpus_list = [job.gpus]
-            config = (str(job_file), _given_job_args(), unkept(own, overrides, pins))
+            config = (str(job_file), _given_job_args(), unkept(own, overrides, pins), file_axes(own))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
         opts = SpaceOptions(

@@ -140,6 +140,13 @@ def widen_to_plan(opts, plan: dict, job: Job, given: set, where: str = "") -> tu
 EXPLAIN_KEEPS = ("recompute_layers", "microbatch_group")
 
 
+def file_axes(own: Job) -> tuple:
+    """The expert axes (ep, etp) the file or a pin sets: the rows' explain commands name them on a dense row too
+    (search.config_explain_args), where `planner explain CONFIG` would keep the file's, which the row was priced
+    without (fit searches them: PLAN_FIELDS)."""
+    return tuple(k for k in ("ep", "etp") if k in own.model_fields_set)
+
+
 def unkept(own: Job, overrides: dict, pins: dict) -> list[str]:
     """'recompute_layers=4' for each EXPLAIN_KEEPS field the file set and the command line did not: the rows'
     explain commands say that `planner explain CONFIG` keeps it, where the row was priced without it."""

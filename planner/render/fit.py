@@ -102,12 +102,13 @@ def emit_fit(result, rows: list[dict], job, rank_orders, fmt: Format, config_pla
 def row_command(job, row: dict, config: tuple | None) -> str:
     """The `planner explain` command that prices a fit row: from the model and options (explain_args), or
     for `fit CONFIG` (config: (the file, the job options given to the fit as explain takes them, or None
-    where they could not be read back, the file's settings explain keeps: fit_config.unkept)) from the file
+    where they could not be read back, the file's settings explain keeps: fit_config.unkept, the expert axes it
+    sets: fit_config.file_axes)) from the file
     with the row's plan (config_explain_args)."""
     if config is None:
         return f"planner explain {shlex.join(explain_args(job, row))}"
-    path, given, kept = config
-    return (f"planner explain {shlex.join(config_explain_args(path, job, row) + (given or []))}"
+    path, given, kept, axes = config
+    return (f"planner explain {shlex.join(config_explain_args(path, job, row, axes) + (given or []))}"
             + (" and this command's job options" if given is None else "")
             + (f" (it keeps the file's {', '.join(kept)}, which the row was priced without: --explain N here prices "
                "the row itself)" if kept else ""))
