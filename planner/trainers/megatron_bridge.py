@@ -114,8 +114,13 @@ def _llama(layers, hidden, ffn, heads, rope_scaling, factor=8.0, tied=False):
     # (factor 8, low 1, high 4, original 8192), which llama_bridge.py l. 74-78 turns into provider.rope_scaling.
     # Llama 3.2 1B / 3B: factor 32 and tie_word_embeddings true (models/conversion/model_bridge.py l. 266 maps it to the
     # provider's share_embeddings_and_output_weights; Llama32ModelProvider1B / 3B, llama_provider.py l. 231-268, say the same)
+    # The head width (ModelSpec.dhead: the model's explicit head_dim, else hidden / heads) is Megatron's kv_channels:
+    # the config's head_dim where it gives one (model_bridge.py CONFIG_MAPPING l. 258, ("head_dim", "kv_channels");
+    # Llama 3.2 1B / 3B give 64 / 128), else hidden_size // num_attention_heads (Megatron-Core 905c0e386
+    # transformer_config.py l. 1031-1032): hidden / heads for every Llama recipe, so a model whose explicit head_dim
+    # differs is not the recipe's model
     return {"num_layers": layers, "hidden_size": hidden, "ffn_hidden_size": ffn, "num_attention_heads": heads,
-            "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": tied,
+            "dhead": hidden // heads, "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": tied,
             "llama3_rope_scaling": (factor, 1.0, 4.0, 8192) if rope_scaling else None}
 
 
@@ -146,7 +151,8 @@ RECIPES = {
     # mixed_precision the name "bf16_mixed", and holds CommOverlapConfig(tp_comm_overlap=False) (l. 118)
     "llama2_7b_pretrain_config": Recipe(
         "meta-llama/Llama-2-7b-hf", "l. 24-120 (cross_entropy_fusion_impl native l. 78, comm_overlap l. 118)",
-        {"num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 11008, "num_attention_heads": 32, "kv_heads": 32,
+        {"num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 11008, "num_attention_heads": 32, "dhead": 128,
+         "kv_heads": 32,
          "vocab_size": 32000, "rope_theta": 10000.0, "tied_embeddings": False, "llama3_rope_scaling": None},
         _par(2, 1, None, 1, False, 4096, model__cross_entropy_fusion_impl="native"), mp_object=False,
         comm_overlap=True, co_tp=False, file=L2),
