@@ -292,11 +292,11 @@ MOE_RECIPES = {
         values=_dsv3(8, 32, [8] * 7 + [5], _FULL1)),
     "qwen3_30b_a3b_pretrain_config": dict(
         hf_id="Qwen/Qwen3-30B-A3B", shape=_qwen3_shape(48, 2048, 6144, 32, 768), mp_object=False, comm_overlap=False,
-        file=QWEN3_MOE, lines="l. 26-130 (TP 4, PP 2, EP 4 l. 44-51, deepep l. 58-59, full recompute l. 83-86)",
+        hf_tokenizer=True, file=QWEN3_MOE, lines="l. 26-130 (TP 4, PP 2, EP 4 l. 44-51, deepep l. 58-59, full recompute l. 83-86)",
         values=_qwen3(4, 2, 1, 4, 2, _FULL1, False)),
     "qwen3_235b_a22b_pretrain_config": dict(
         hf_id="Qwen/Qwen3-235B-A22B", shape=_qwen3_shape(94, 4096, 12288, 64, 1536), mp_object=False,
-        comm_overlap=False, file=QWEN3_MOE,
+        comm_overlap=False, file=QWEN3_MOE, hf_tokenizer=True,
         lines="l. 133-243 (TP 4, PP 16, CP 2, EP 8 l. 153-160, account_for_* l. 166-167, micro-batch 1 l. 176)",
         values=_qwen3(4, 16, 2, 8, 1, _NONE, True)),
     "gpt_oss_20b_pretrain_config": dict(
