@@ -340,3 +340,52 @@ def test_vocab_rows_checked_against_the_recipes_tokenizer(tmp_path):
                             hardware="h100-sxm")
     with pytest.raises(PlannerError, match="32,000 rows .* fewer than the recipe's model's 128,256"):
         load_trainer_config(_launch(tmp_path, l8, 1, "model.vocab_size=null"), hardware="h100-sxm")
+
+
+def test_balancing_type_and_coefficient_lists(cli, tmp_path):
+    """Megatron-Core 905c0e386 takes a list of load-balancing types with a list of coefficients of the same length
+    (transformer_config.py l. 636, 727-730; asserted l. 1220-1226). Its router computes each auxiliary loss with the
+    coefficient of the type's first entry (router.py get_aux_loss_coeff l. 262-275) on one set of scores for them all
+    (l. 639-665) after the same top-k routing, so [aux_loss, seq_aux_loss] with [1e-3, 1e-4] routes as one auxiliary
+    loss: moe_load_balancing aux_loss (imbalance.py's rule), moe_aux_loss_coeff 1e-3 (the largest; any above 0 keeps
+    the router's scores, layers/moe.py router_saved_terms), priced as the recipe's own aux_loss 1e-3 (qwen3_moe_bridge.py
+    l. 43-63). [none, global_aux_loss] with [0.5, 0]: no loss computed (none's coefficient is never read,
+    is_aux_loss_enabled l. 277-282), moe_aux_loss_coeff 0. Refused by name: sinkhorn in a list (router.py l. 611
+    applies it only as the string), a coefficient list beside one type or of another length, quantile_balancing
+    (no type at 905c0e386: Megatron-LM's later router)."""
+    q = "qwen3_30b_a3b_pretrain_config"
+
+    def read(*o):
+        return load_trainer_config(_launch(tmp_path, q, 1, *o), hardware="h100-sxm")
+
+    both = read("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0.001,0.0001]")
+    assert (both.job["moe_load_balancing"], both.job["moe_aux_loss_coeff"]) == ("aux_loss", 0.001)
+    assert any(a.startswith("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss] with") for a in both.assumed)
+    j = read("model.moe_router_load_balancing_type=[none,global_aux_loss,none]", "model.moe_aux_loss_coeff=[0.5,0,0.7]").job
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss", 0.0)
+    # the first entry of a type is its coefficient (list.index): seq_aux_loss 0 then 0.01 -> 0
+    j = read("model.moe_router_load_balancing_type=[seq_aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0,0.01]").job
+    assert j["moe_aux_loss_coeff"] == 0.0
+    # the expert bias still decides the rule (moe_job: force, then the bias, then the types)
+    j = read("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[0.001]",
+             "model.moe_router_enable_expert_bias=true").job
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss_free", 0.001)
+    f = _launch(tmp_path, q, 1, "model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",
+                "model.moe_aux_loss_coeff=[0.001,0.0001]")
+    listed = json.loads(cli("explain", f, "--hardware", "h100-sxm", "--format", "json").stdout)
+    own = json.loads(cli("explain", _launch(tmp_path, q, 1), "--hardware", "h100-sxm", "--format", "json").stdout)
+    assert (listed["time"], listed["memory"]) == (own["time"], own["memory"])
+    for o, match in [(("model.moe_router_load_balancing_type=[aux_loss,sinkhorn]", "model.moe_aux_loss_coeff=[0.001,0]"),
+                      "sinkhorn in a list"),
+                     (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",), "of the same length"),
+                     (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0.001]"),
+                      "of the same length"),
+                     (("model.moe_aux_loss_coeff=[0.001]",), "with one type Megatron-Core's get_aux_loss_coeff"),
+                     (("model.moe_router_load_balancing_type=[aux_loss,quantile_balancing]", "model.moe_aux_loss_coeff=[0,0]"),
+                      "quantile_balancing is not a type a list"),
+                     (("model.moe_router_load_balancing_type=quantile_balancing",), "no type of Megatron-Core 905c0e386"),
+                     (("model.moe_router_load_balancing_type=[]", "model.moe_aux_loss_coeff=[]"), "an empty list"),
+                     (("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[-1]"),
+                      "not coefficients >= 0")]:
+        with pytest.raises(PlannerError, match=match):
+            read(*o)
