@@ -555,3 +555,36 @@ def test_llama32_tied_embedding_under_pp(cli, tmp_path):
     one = json.loads(cli("explain", "--model", "llama3.2-3b", "--gpus", "8", "--sharding", "zero1", *H100,
                          "--format", "json").stdout)
     assert one["memory"]["weights_bytes"] == 2 * 3_212_749_824
+
+
+@pytest.mark.parametrize("base,recipe,head_dim", [("llama3-8b", "llama3_8b_pretrain_config", 64),
+                                                  ("llama2-7b", "llama2_7b_pretrain_config", 64),
+                                                  ("qwen3-30b-a3b", "qwen3_30b_a3b_pretrain_config", 64)])
+def test_recipe_model_matched_on_head_width(tmp_path, base, recipe, head_dim):
+    """A recipe's model is matched with its head width, Megatron's kv_channels: the Hugging Face config's head_dim where
+    it gives one, else hidden / heads (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf models/conversion/model_bridge.py
+    l. 258 ("head_dim", "kv_channels"); Megatron-Core 905c0e386 transformer_config.py l. 1031-1032): 4,096 / 32 = 128
+    for Llama 3 8B and Llama 2 7B, Qwen3-30B-A3B's config head_dim 128 (2,048 / 32 would be 64). A model file that
+    differs from the catalog entry only in an explicit head_dim of 64 is no recipe's model: the writer finds no recipe
+    and the reader refuses it as --model, naming the field."""
+    import yaml
+
+    from planner.catalog import load_model
+    from planner.errors import PlannerError
+    from planner.trainers.megatron_bridge import recipe_for
+
+    assert recipe_for(load_model(base)) == recipe
+    data = yaml.safe_load(open(f"model_zoo/{base}.yaml"))
+    data.update(name=f"{base}-hd{head_dim}", head_dim=head_dim)
+    data.pop("training", None)
+    m = tmp_path / f"{base}-hd{head_dim}.yaml"
+    m.write_text(yaml.safe_dump(data))
+    other = load_model(str(m))
+    assert (other.dhead, other.hidden_size, other.num_attention_heads) == (head_dim, load_model(base).hidden_size,
+                                                                           load_model(base).num_attention_heads)
+    assert recipe_for(other) is None
+    f = tmp_path / "launch.sh"
+    f.write_text(f"torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe {recipe}\n")
+    with pytest.raises(PlannerError, match=rf"\(dhead\) 128 contradicts --model .* \(dhead = {head_dim}\)"):
+        load_trainer_config(f, hardware="h100-sxm", model=str(m))
+    assert load_trainer_config(f, hardware="h100-sxm", model=base).job["model"] == base

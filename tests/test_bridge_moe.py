@@ -297,3 +297,95 @@ def test_moe_writer_balancing(cli, tmp_path):
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
     # 61 layers on 16 stages: neither even nor account_for_* (61, 62, 63 are no multiples of 16), so a layout
     assert "    model.pipeline_model_parallel_layout='\"E" in text and "mL\"' \\\n" in text
+
+
+def test_vocab_rows_checked_against_the_recipes_tokenizer(tmp_path):
+    """model.vocab_size is checked against the tokenizer the recipe builds (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
+    training/setup.py l. 175-181, _validate_and_set_vocab_size l. 467-498: fewer rows than the tokenizer's vocab_size
+    raise ValueError; at least as many are built unpadded). The Qwen3 MoE recipes build the Hugging Face tokenizer of
+    their model (qwen3_moe.py l. 36-37; recipes/common.py l. 111-114), vocab_size len(tokenizer) (Megatron-Core
+    905c0e386 huggingface_tokenizer.py l. 291-293): Qwen3's 151,643 BPE tokens + 26 added (ids 151,643-151,668) =
+    151,669, not the Llama recipes' 32,000-token NullTokenizer (llama3.py l. 234-236), which was the only figure
+    checked. model.vocab_size=null builds the tokenizer's size padded to make_vocab_size_divisible_by x tp
+    (gpt_provider.py l. 244-250, vocab_utils.py l. 57-71; the provider's divisor 128, the largest power of 2 up to
+    128 dividing 151,936 = 128 x 1,187: model_bridge.py l. 1092-1120): at the recipe's TP 4, 151,669 up to a
+    multiple of 512, 297 x 512 = 152,064 rows."""
+    q = "qwen3_30b_a3b_pretrain_config"
+    for rows in (40000, 151668):  # >= 32,000, below Qwen3's 151,669 tokens: Bridge's ValueError
+        with pytest.raises(PlannerError, match="fewer rows than the Hugging Face tokenizer Qwen/Qwen3-30B-A3B's "
+                                               "151,669 tokens"):
+            load_trainer_config(_launch(tmp_path, q, 1, f"model.vocab_size={rows}"), hardware="h100-sxm")
+    j = load_trainer_config(_launch(tmp_path, q, 1, "model.vocab_size=152064"), hardware="h100-sxm").job
+    assert j["padded_vocab_size"] == 152064
+    assert "padded_vocab_size" not in load_trainer_config(_launch(tmp_path, q, 1), hardware="h100-sxm").job
+    cfg = load_trainer_config(_launch(tmp_path, q, 1, "model.vocab_size=null"), hardware="h100-sxm")
+    assert (cfg.job["tp"], cfg.job["padded_vocab_size"]) == (4, 297 * 512)
+    assert any("padded_vocab_size 152,064: model.vocab_size=null" in a for a in cfg.assumed)
+    # the Hugging Face tokenizer is read whole: tokenizer.vocab_size is not read (tokenizer.py l. 58-66)
+    cfg = load_trainer_config(_launch(tmp_path, q, 1, "tokenizer.vocab_size=1000"), hardware="h100-sxm")
+    assert any(i.startswith("tokenizer.vocab_size=1000 (a HuggingFaceTokenizer is read whole") for i in cfg.ignored)
+    # a tokenizer whose size the planner does not know: the check is listed as not made; null rows refused
+    cfg = load_trainer_config(_launch(tmp_path, q, 1, "tokenizer.tokenizer_model=Qwen/Qwen2.5-7B"), hardware="h100-sxm")
+    assert any("tokenizer HuggingFaceTokenizer Qwen/Qwen2.5-7B: its size" in n for n in cfg.not_modelled)
+    with pytest.raises(PlannerError, match="which the planner does not know"):
+        load_trainer_config(_launch(tmp_path, q, 1, "tokenizer.tokenizer_model=Qwen/Qwen2.5-7B", "model.vocab_size=null"),
+                            hardware="h100-sxm")
+    # the Llama recipes' NullTokenizer: its tokenizer.vocab_size override is the figure (null_tokenizer.py l. 14-16,
+    # 50-52: vocab_size - 1 passed, + 1 returned); null rows pad 32,000 to 32,000 (128 x tp 1), fewer than the model's
+    l8 = "llama3_8b_pretrain_config"
+    assert load_trainer_config(_launch(tmp_path, l8, 1, "model.vocab_size=128512"),
+                               hardware="h100-sxm").job["padded_vocab_size"] == 128512
+    with pytest.raises(PlannerError, match="fewer rows than the NullTokenizer's 129,000 tokens"):
+        load_trainer_config(_launch(tmp_path, l8, 1, "tokenizer.vocab_size=129000", "model.vocab_size=128512"),
+                            hardware="h100-sxm")
+    with pytest.raises(PlannerError, match="32,000 rows .* fewer than the recipe's model's 128,256"):
+        load_trainer_config(_launch(tmp_path, l8, 1, "model.vocab_size=null"), hardware="h100-sxm")
+
+
+def test_balancing_type_and_coefficient_lists(cli, tmp_path):
+    """Megatron-Core 905c0e386 takes a list of load-balancing types with a list of coefficients of the same length
+    (transformer_config.py l. 636, 727-730; asserted l. 1220-1226). Its router computes each auxiliary loss with the
+    coefficient of the type's first entry (router.py get_aux_loss_coeff l. 262-275) on one set of scores for them all
+    (l. 639-665) after the same top-k routing, so [aux_loss, seq_aux_loss] with [1e-3, 1e-4] routes as one auxiliary
+    loss: moe_load_balancing aux_loss (imbalance.py's rule), moe_aux_loss_coeff 1e-3 (the largest; any above 0 keeps
+    the router's scores, layers/moe.py router_saved_terms), priced as the recipe's own aux_loss 1e-3 (qwen3_moe_bridge.py
+    l. 43-63). [none, global_aux_loss] with [0.5, 0]: no loss computed (none's coefficient is never read,
+    is_aux_loss_enabled l. 277-282), moe_aux_loss_coeff 0. Refused by name: sinkhorn in a list (router.py l. 611
+    applies it only as the string), a coefficient list beside one type or of another length, quantile_balancing
+    (no type at 905c0e386: Megatron-LM's later router)."""
+    q = "qwen3_30b_a3b_pretrain_config"
+
+    def read(*o):
+        return load_trainer_config(_launch(tmp_path, q, 1, *o), hardware="h100-sxm")
+
+    both = read("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0.001,0.0001]")
+    assert (both.job["moe_load_balancing"], both.job["moe_aux_loss_coeff"]) == ("aux_loss", 0.001)
+    assert any(a.startswith("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss] with") for a in both.assumed)
+    j = read("model.moe_router_load_balancing_type=[none,global_aux_loss,none]", "model.moe_aux_loss_coeff=[0.5,0,0.7]").job
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss", 0.0)
+    # the first entry of a type is its coefficient (list.index): seq_aux_loss 0 then 0.01 -> 0
+    j = read("model.moe_router_load_balancing_type=[seq_aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0,0.01]").job
+    assert j["moe_aux_loss_coeff"] == 0.0
+    # the expert bias still decides the rule (moe_job: force, then the bias, then the types)
+    j = read("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[0.001]",
+             "model.moe_router_enable_expert_bias=true").job
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss_free", 0.001)
+    f = _launch(tmp_path, q, 1, "model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",
+                "model.moe_aux_loss_coeff=[0.001,0.0001]")
+    listed = json.loads(cli("explain", f, "--hardware", "h100-sxm", "--format", "json").stdout)
+    own = json.loads(cli("explain", _launch(tmp_path, q, 1), "--hardware", "h100-sxm", "--format", "json").stdout)
+    assert (listed["time"], listed["memory"]) == (own["time"], own["memory"])
+    for o, match in [(("model.moe_router_load_balancing_type=[aux_loss,sinkhorn]", "model.moe_aux_loss_coeff=[0.001,0]"),
+                      "sinkhorn in a list"),
+                     (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",), "of the same length"),
+                     (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0.001]"),
+                      "of the same length"),
+                     (("model.moe_aux_loss_coeff=[0.001]",), "with one type Megatron-Core's get_aux_loss_coeff"),
+                     (("model.moe_router_load_balancing_type=[aux_loss,quantile_balancing]", "model.moe_aux_loss_coeff=[0,0]"),
+                      "quantile_balancing is not a type a list"),
+                     (("model.moe_router_load_balancing_type=quantile_balancing",), "no type of Megatron-Core 905c0e386"),
+                     (("model.moe_router_load_balancing_type=[]", "model.moe_aux_loss_coeff=[]"), "an empty list"),
+                     (("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[-1]"),
+                      "not coefficients >= 0")]:
+        with pytest.raises(PlannerError, match=match):
+            read(*o)

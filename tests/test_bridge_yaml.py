@@ -135,17 +135,21 @@ def test_tutorial_launch_priced(cli):
 
 
 def test_hydra_add_force_delete(tmp_path):
-    """++ changes a held key; + fills a null one (model.vocab_size None in the recipe); ~ deletes a key, so the
-    recipe's value stands (Bridge lays back only the keys the merged dict holds: omegaconf_utils.py l. 452-489)."""
-    j = _read(tmp_path, HEAD + "++model.tensor_model_parallel_size=2 +model.vocab_size=131072 "
-                               "model.context_parallel_size=1 ~model.context_parallel_size").job
-    assert (j["tp"], j["padded_vocab_size"], j["cp"]) == (2, 131072, 2)
+    """++ changes a held key; + fills a null one (model.recompute_granularity None in the recipe); ~ deletes a key,
+    so the recipe's value stands (Bridge lays back only the keys the merged dict holds: omegaconf_utils.py l. 452-489).
+    model.vocab_size is held (the provider's, the Hugging Face config's 128,256: models/conversion/model_bridge.py
+    @dc805f5cf l. 259), so ++ changes it."""
+    j = _read(tmp_path, HEAD + "++model.tensor_model_parallel_size=2 +model.recompute_granularity=selective "
+                               "++model.vocab_size=131072 model.context_parallel_size=1 ~model.context_parallel_size").job
+    assert (j["tp"], j["recompute"], j["padded_vocab_size"], j["cp"]) == (2, "selective", 131072, 2)
     # ~key=value where the value agrees
     assert _read(tmp_path, HEAD + "model.context_parallel_size=4 ~model.context_parallel_size=4").job["cp"] == 2
 
 
 @pytest.mark.parametrize("word,match", [
     ("+model.tensor_model_parallel_size=2", "refuses \\+ on it"),  # l. 370-385: held, not null
+    # the provider's vocab_size, the Hugging Face config's (model_bridge.py @dc805f5cf l. 259): held, not null
+    ("+model.vocab_size=131072", "already holds model.vocab_size=128256"),
     ("~model.virtual_pipeline_model_parallel_size", "null or not at all"),  # l. 349-354: null in the recipe
     ("~model.context_parallel_size=4", "holds model.context_parallel_size=2, not 4"),  # l. 355-360
     ("~model.context_parallel_size model.context_parallel_size=1", "deleted by an earlier"),  # l. 388-395

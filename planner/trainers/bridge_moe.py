@@ -292,11 +292,11 @@ MOE_RECIPES = {
         values=_dsv3(8, 32, [8] * 7 + [5], _FULL1)),
     "qwen3_30b_a3b_pretrain_config": dict(
         hf_id="Qwen/Qwen3-30B-A3B", shape=_qwen3_shape(48, 2048, 6144, 32, 768), mp_object=False, comm_overlap=False,
-        file=QWEN3_MOE, lines="l. 26-130 (TP 4, PP 2, EP 4 l. 44-51, deepep l. 58-59, full recompute l. 83-86)",
+        hf_tokenizer=True, file=QWEN3_MOE, lines="l. 26-130 (TP 4, PP 2, EP 4 l. 44-51, deepep l. 58-59, full recompute l. 83-86)",
         values=_qwen3(4, 2, 1, 4, 2, _FULL1, False)),
     "qwen3_235b_a22b_pretrain_config": dict(
         hf_id="Qwen/Qwen3-235B-A22B", shape=_qwen3_shape(94, 4096, 12288, 64, 1536), mp_object=False,
-        comm_overlap=False, file=QWEN3_MOE,
+        comm_overlap=False, file=QWEN3_MOE, hf_tokenizer=True,
         lines="l. 133-243 (TP 4, PP 16, CP 2, EP 8 l. 153-160, account_for_* l. 166-167, micro-batch 1 l. 176)",
         values=_qwen3(4, 16, 2, 8, 1, _NONE, True)),
     "gpt_oss_20b_pretrain_config": dict(
@@ -356,6 +356,57 @@ def apply_recipe_flex(cfg: dict, recipe: str, hw, where: str, assumed: list) -> 
     else:
         assumed.append(f"recipe {recipe}: model.moe_token_dispatcher_type=alltoall (apply_flex_dispatcher_backend skips "
                        f"{backend} on compute capability {hw.compute_capability}: {FLEX} l. 54-61)")
+
+
+# Megatron-Core 905c0e386's balancing types (transformer_config.py l. 636-648); those a list may hold (below)
+BRIDGE_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none")
+LIST_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
+AUX_LOSS_TYPES_905 = ("aux_loss", "seq_aux_loss", "global_aux_loss")  # router.py is_aux_loss_enabled l. 277-282
+
+
+def _coefficient(c) -> bool:
+    return isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 0
+
+
+def _balancing_list(kinds: list, coeffs, where: str, assumed: list) -> float:
+    """A list of load-balancing types with its list of coefficients (Megatron-Core 905c0e386 transformer_config.py
+    l. 636, 727-730: one coefficient per type, asserted of equal length l. 1220-1226) as the planner prices it: the
+    router computes each auxiliary loss type's loss with its coefficient, the first of the type's entries
+    (router.py get_aux_loss_coeff l. 262-275, list.index), on one set of scores for them all
+    (compute_routing_scores_for_aux_loss once, l. 639-665), after the same top-k routing; `none` adds nothing. So the
+    run routes as under one auxiliary loss: imbalance.py's aux_loss rule (which prices aux_loss, seq_aux_loss,
+    global_aux_loss and none alike), and the router's saved scores once where any coefficient is above 0
+    (layers/moe.py router_saved_terms, RouterPath.aux_loss); moe_aux_loss_coeff is the largest coefficient (its
+    value beyond > 0 is not priced). Refused by name: sinkhorn in a list (routing runs Sinkhorn only where the type
+    is the string 'sinkhorn', l. 611: a list's sinkhorn is never applied), a type 905c0e386 has not, and
+    coefficients that are not one number >= 0 per type."""
+    if not kinds:
+        raise PlannerError(f"{where}model.moe_router_load_balancing_type=[]: an empty list of types",
+                           f"give a type, or a list of {', '.join(LIST_TYPES)}")
+    bad = [k for k in kinds if not isinstance(k, str) or k not in LIST_TYPES]
+    if "sinkhorn" in bad:
+        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kinds)}: sinkhorn in a list, which "
+                           "Megatron-Core 905c0e386 never applies (router.py l. 611 runs Sinkhorn only where the type "
+                           "is the string 'sinkhorn'), so the planner does not read it",
+                           "give model.moe_router_load_balancing_type=sinkhorn alone, or drop it from the list")
+    if bad:
+        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kinds)}: {_v(bad[0])} is not a type a list "
+                           "of Megatron-Core 905c0e386 takes (transformer_config.py l. 636-648)",
+                           f"list {', '.join(LIST_TYPES)}")
+    if not isinstance(coeffs, list) or len(coeffs) != len(kinds):
+        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kinds)} with model.moe_aux_loss_coeff="
+                           f"{_v(coeffs)}: Megatron-Core asserts a list of coefficients of the same length "
+                           "(transformer_config.py @905c0e386 l. 1220-1226)",
+                           f"give model.moe_aux_loss_coeff=[...] with {len(kinds)} numbers")
+    if not all(_coefficient(c) for c in coeffs):
+        raise PlannerError(f"{where}model.moe_aux_loss_coeff={_v(coeffs)}: not coefficients >= 0", "give numbers >= 0")
+    first = {k: float(coeffs[kinds.index(k)]) for k in kinds}  # get_aux_loss_coeff: the type's first entry
+    aux = max([c for k, c in first.items() if k in AUX_LOSS_TYPES_905], default=0.0)
+    assumed.append(f"model.moe_router_load_balancing_type={_v(kinds)} with model.moe_aux_loss_coeff={_v(coeffs)}: "
+                   "priced as auxiliary-loss balancing (imbalance.py's aux_loss rule), the router's scores saved once "
+                   f"where a coefficient is above 0, moe_aux_loss_coeff {aux:g} the largest (router.py @905c0e386 "
+                   "l. 262-282, 639-665: each type's loss on the same scores)")
+    return aux
 
 
 def _bool(cfg, k, where):
@@ -418,19 +469,29 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
         job["moe_rank_imbalance"] = 1.0
     elif _bool(cfg, "model.moe_router_enable_expert_bias", where):
         job["moe_load_balancing"] = "aux_loss_free"
-    kind = cfg["model.moe_router_load_balancing_type"]
-    if isinstance(kind, list):  # one type per layer group (transformer_config.py @905c0e386 l. 636): not read here
-        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kind)}: a list of types is not read by the "
-                           "planner's megatron-bridge reader", "give one type")
-    if not isinstance(kind, str) or kind not in BALANCING_TYPES:
-        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kind)}", f"valid: {', '.join(BALANCING_TYPES)}")
-    if "moe_rank_imbalance" not in job and "moe_load_balancing" not in job:
-        job["moe_load_balancing"] = BALANCING_TYPES[kind]
-    coeff = cfg["model.moe_aux_loss_coeff"]
-    if not isinstance(coeff, (int, float)) or isinstance(coeff, bool) or coeff < 0:
-        raise PlannerError(f"{where}model.moe_aux_loss_coeff={_v(coeff)}: not a coefficient >= 0 (a list of them, one "
-                           "per type, is not read by the planner's megatron-bridge reader)", "give one number >= 0")
-    job["moe_aux_loss_coeff"] = float(coeff) if kind in AUX_LOSS_TYPES else 0.0
+    kind, coeff = cfg["model.moe_router_load_balancing_type"], cfg["model.moe_aux_loss_coeff"]
+    if isinstance(kind, list):
+        job["moe_aux_loss_coeff"] = _balancing_list(kind, coeff, where, assumed)
+        if "moe_rank_imbalance" not in job and "moe_load_balancing" not in job:
+            job["moe_load_balancing"] = "aux_loss"
+    else:
+        if kind == "quantile_balancing":  # Megatron-LM's later router (d98e8a64), not Bridge's pin's
+            raise PlannerError(f"{where}model.moe_router_load_balancing_type=quantile_balancing: no type of Megatron-Core "
+                               "905c0e386, Bridge's pin (transformer_config.py l. 636-648 lists aux_loss, seq_aux_loss, "
+                               "global_aux_loss, sinkhorn, none; its router, router.py, has no quantile balancing and "
+                               "would route unbalanced)", f"valid: {', '.join(BRIDGE_BALANCING_TYPES)}")
+        if not isinstance(kind, str) or kind not in BRIDGE_BALANCING_TYPES:
+            raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kind)}",
+                               f"valid: {', '.join(BRIDGE_BALANCING_TYPES)}, or a list of {', '.join(LIST_TYPES)}")
+        if "moe_rank_imbalance" not in job and "moe_load_balancing" not in job:
+            job["moe_load_balancing"] = BALANCING_TYPES[kind]
+        if not _coefficient(coeff):
+            raise PlannerError(f"{where}model.moe_aux_loss_coeff={_v(coeff)}: not a coefficient >= 0" +
+                               (" (a list, one per type, goes with a list of types: with one type Megatron-Core's "
+                                "get_aux_loss_coeff returns the list and compares it with 0, router.py @905c0e386 "
+                                "l. 262-282)" if isinstance(coeff, list) else ""),
+                               "give one number >= 0, or list the types: model.moe_router_load_balancing_type=[...]")
+        job["moe_aux_loss_coeff"] = float(coeff) if kind in AUX_LOSS_TYPES else 0.0
     z = cfg["model.moe_z_loss_coeff"]
     if z is not None:
         if not isinstance(z, (int, float)) or isinstance(z, bool) or z < 0:

@@ -77,7 +77,7 @@ COMMON = {
     "model.cuda_graph_impl": "none", "model.attention_backend": None, "model.cross_entropy_loss_fusion": True,
     "model.cross_entropy_fusion_impl": "te", "model.apply_rope_fusion": True, "model.bias_activation_fusion": True,
     "model.bias_dropout_fusion": True, "model.gradient_accumulation_fusion": True,
-    "model.overlap_p2p_comm": False, "model.batch_p2p_comm": True, "model.vocab_size": None,
+    "model.overlap_p2p_comm": False, "model.batch_p2p_comm": True,
     "train.global_batch_size": 512, "train.micro_batch_size": 1, "train.train_iters": 1168251,
     "optimizer.use_precision_aware_optimizer": False, "optimizer.use_distributed_optimizer": True,
     "ddp.use_distributed_optimizer": True, "ddp.use_megatron_fsdp": False, "ddp.overlap_grad_reduce": True,
@@ -103,6 +103,7 @@ class Recipe(NamedTuple):
     mp: Optional[dict] = None  # its MixedPrecisionConfig's fields where they are not bf16_mixed()'s
     applies_flex: bool = True  # a MoE recipe that calls apply_flex_dispatcher_backend (deepseek_v3.py l. 196,
     # qwen3_moe.py l. 128, 241); gpt_oss.py's name deepep but never call it: alltoall runs
+    hf_tokenizer: bool = False  # its tokenizer the Hugging Face one of hf_id (qwen3_moe.py), not the NullTokenizer
 
 
 L2 = "src/megatron/bridge/recipes/llama/llama2.py"
@@ -114,8 +115,13 @@ def _llama(layers, hidden, ffn, heads, rope_scaling, factor=8.0, tied=False):
     # (factor 8, low 1, high 4, original 8192), which llama_bridge.py l. 74-78 turns into provider.rope_scaling.
     # Llama 3.2 1B / 3B: factor 32 and tie_word_embeddings true (models/conversion/model_bridge.py l. 266 maps it to the
     # provider's share_embeddings_and_output_weights; Llama32ModelProvider1B / 3B, llama_provider.py l. 231-268, say the same)
+    # The head width (ModelSpec.dhead: the model's explicit head_dim, else hidden / heads) is Megatron's kv_channels:
+    # the config's head_dim where it gives one (model_bridge.py CONFIG_MAPPING l. 258, ("head_dim", "kv_channels");
+    # Llama 3.2 1B / 3B give 64 / 128), else hidden_size // num_attention_heads (Megatron-Core 905c0e386
+    # transformer_config.py l. 1031-1032): hidden / heads for every Llama recipe, so a model whose explicit head_dim
+    # differs is not the recipe's model
     return {"num_layers": layers, "hidden_size": hidden, "ffn_hidden_size": ffn, "num_attention_heads": heads,
-            "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": tied,
+            "dhead": hidden // heads, "kv_heads": 8, "vocab_size": 128256, "rope_theta": 500000.0, "tied_embeddings": tied,
             "llama3_rope_scaling": (factor, 1.0, 4.0, 8192) if rope_scaling else None}
 
 
@@ -132,6 +138,19 @@ def _par(tp, pp, vp, cp, sp, seq, **extra):
 # fc2_fprop; bulk qkv/fc1 dgrad and wgrad; proj_wgrad and fc2_wgrad unset, TE's default), so the userbuffers priced
 # (memory.py [ub]) are theirs; their SM counts, CGA sizes and splits tune the overlap's speed, which is not priced
 NULL_TOKENIZER_VOCAB = 32000
+# the recipes' tokenizers (TokenizerConfig, training/tokenizers/config.py @dc805f5cf l. 20-57): the Llama, DeepSeek-V3
+# and gpt-oss recipes set tokenizer_type NullTokenizer with vocab_size DEFAULT_NULL_TOKENIZER_VOCAB_SIZE 32,000 (llama3.py
+# l. 234-236, llama2.py l. 35-37, deepseek_v3.py l. 63-65, gpt_oss.py l. 44-46: recipes/utils/tokenizer_utils.py
+# l. 15), which build_tokenizer hands Megatron-Core's NullTokenizer as vocab_size - 1 (training/tokenizers/
+# tokenizer.py l. 77-80), whose vocab_size is that + 1 (Megatron-Core 905c0e386 tokenizers/text/libraries/
+# null_tokenizer.py l. 14-16, 50-52): 32,000 tokens. The Qwen3 MoE recipes keep _pretrain_common's
+# HuggingFaceTokenizer (recipes/common.py l. 111-114) of the model's own id (qwen3_moe.py l. 36-37, 145-146), read
+# whole (tokenizer.py l. 58-66 passes no vocab_size), whose vocab_size is len(tokenizer) (huggingface_tokenizer.py
+# l. 105, 291-293): Qwen3's 151,643 byte-level BPE tokens and its 26 added tokens, ids 151,643-151,668 (<|endoftext|>
+# to </think>: huggingface.co/Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B tokenizer_config.json added_tokens_decoder),
+# 151,669 (fewer than the config's 151,936 embedding rows)
+HF_TOKENIZER_VOCAB = {"Qwen/Qwen3-30B-A3B": 151669, "Qwen/Qwen3-235B-A22B": 151669}
+SETUP_VOCAB = "training/setup.py l. 175-181, _validate_and_set_vocab_size l. 467-498"
 UB_H8192 = "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192 (l. 96-107)"
 UB_H16384 = "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192 (l. 149-160)"
 UB_NOTE = ("keeps Transformer Engine's default method for each GEMM (its userbuffers as priced); its SM counts and "
@@ -146,7 +165,8 @@ RECIPES = {
     # mixed_precision the name "bf16_mixed", and holds CommOverlapConfig(tp_comm_overlap=False) (l. 118)
     "llama2_7b_pretrain_config": Recipe(
         "meta-llama/Llama-2-7b-hf", "l. 24-120 (cross_entropy_fusion_impl native l. 78, comm_overlap l. 118)",
-        {"num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 11008, "num_attention_heads": 32, "kv_heads": 32,
+        {"num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 11008, "num_attention_heads": 32, "dhead": 128,
+         "kv_heads": 32,
          "vocab_size": 32000, "rope_theta": 10000.0, "tied_embeddings": False, "llama3_rope_scaling": None},
         _par(2, 1, None, 1, False, 4096, model__cross_entropy_fusion_impl="native"), mp_object=False,
         comm_overlap=True, co_tp=False, file=L2),
@@ -579,6 +599,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     rec = RECIPES[recipe]
     cfg = dict(COMMON)
     cfg.update(rec.values)
+    cfg.update(_vocab_values(rec))
     cfg["mixed_precision"] = "bf16_mixed" if not rec.mp_object else None
     mp = dict(MP_PRESETS["bf16_mixed"], **(rec.mp or {}))  # bf16_mixed(), as a string or an object, or the recipe's
     co = {"tp_comm_overlap": rec.co_tp} if rec.comm_overlap else None
@@ -683,6 +704,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
     job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g)
+    _vocab_rows(cfg, rec, "model.vocab_size" in overrides, job, where, assumed, ignored, not_modelled)
     if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
         assumed.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} {UB_NOTE}")
     # the model: the recipe's (its shape), checked against --model
@@ -924,6 +946,90 @@ def _mfsdp_bucket(bucket: int, whose: str, strat: str, priced: float) -> list[st
             "collectives' count)"]
 
 
+def _divisible_by(vocab: int) -> int:
+    """The provider's make_vocab_size_divisible_by: the largest power of 2 up to 128 that divides the Hugging Face
+    config's vocab_size (models/conversion/model_bridge.py @dc805f5cf l. 421-425, 1092-1120)."""
+    base = 128
+    while vocab % base:
+        base //= 2
+    return base
+
+
+def _vocab_values(rec: Recipe) -> dict:
+    """The recipe's vocabulary keys: the provider's vocab_size, the Hugging Face config's (model_bridge.py l. 259
+    ("vocab_size", "vocab_size"): a held value, not null, so Hydra's +model.vocab_size is refused), its
+    make_vocab_size_divisible_by, and the tokenizer the recipe sets (NULL_TOKENIZER_VOCAB, HF_TOKENIZER_VOCAB)."""
+    v = rec.shape["vocab_size"]
+    return {"model.vocab_size": v, "model.make_vocab_size_divisible_by": _divisible_by(v),
+            "tokenizer.tokenizer_type": "HuggingFaceTokenizer" if rec.hf_tokenizer else "NullTokenizer",
+            "tokenizer.tokenizer_model": rec.hf_id if rec.hf_tokenizer else None,
+            "tokenizer.vocab_size": None if rec.hf_tokenizer else NULL_TOKENIZER_VOCAB}
+
+
+def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assumed: list, ignored: list,
+                not_modelled: list) -> None:
+    """The embedding's rows as Bridge sets them at start-up (SETUP_VOCAB): the tokenizer's size T (the NullTokenizer's
+    tokenizer.vocab_size; the recipe's Hugging Face tokenizer's length, HF_TOKENIZER_VOCAB); model.vocab_size V of at
+    least T builds V rows unpadded (should_pad_vocab False), fewer is refused (ValueError, l. 486-490); V null builds T
+    padded to a multiple of make_vocab_size_divisible_by x tp (should_pad_vocab True: models/gpt_provider.py l. 244-250,
+    utils/vocab_utils.py l. 57-71). job padded_vocab_size: V where an override gives it, else the padded T where it
+    is null; absent where V stands at the provider's (the model's own rows)."""
+    def count(k, v):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v > MAX_COUNT:
+            raise PlannerError(f"{where}{k}={_v(v)}: not a count", f"give {k} as a whole number up to {MAX_COUNT:,}")
+        return v
+
+    kind, name, nv = cfg["tokenizer.tokenizer_type"], cfg["tokenizer.tokenizer_model"], cfg["tokenizer.vocab_size"]
+    tokens, what = None, ""
+    if kind == "NullTokenizer":
+        if nv is None:  # build_tokenizer then passes no vocab_size (tokenizer.py l. 79-80), which NullTokenizer requires
+            raise PlannerError(f"{where}tokenizer.tokenizer_type=NullTokenizer without tokenizer.vocab_size: Megatron-Core's "
+                               "NullTokenizer takes its size from it (null_tokenizer.py @905c0e386 l. 14-16)",
+                               f"give tokenizer.vocab_size, e.g. {NULL_TOKENIZER_VOCAB}")
+        tokens = count("tokenizer.vocab_size", nv)
+        what = f"the NullTokenizer's {tokens:,} tokens (tokenizer.vocab_size)"
+        if name is not None:
+            ignored.append(f"tokenizer.tokenizer_model={_v(name)} (the NullTokenizer reads only tokenizer.vocab_size: "
+                           "training/tokenizers/tokenizer.py l. 77-80)")
+    elif kind == "HuggingFaceTokenizer" and name in HF_TOKENIZER_VOCAB:
+        tokens = HF_TOKENIZER_VOCAB[name]
+        what = f"the Hugging Face tokenizer {name}'s {tokens:,} tokens (len(tokenizer))"
+        if nv is not None:
+            ignored.append(f"tokenizer.vocab_size={_v(nv)} (a HuggingFaceTokenizer is read whole: training/tokenizers/"
+                           "tokenizer.py l. 58-66 passes no vocab_size)")
+    rows = cfg["model.vocab_size"]
+    if tokens is None:  # another tokenizer: its size, which Bridge checks the rows against, is not known here
+        if rows is None:
+            raise PlannerError(f"{where}model.vocab_size=null with tokenizer {_v(kind)} {_v(name)}: Bridge builds that "
+                               f"tokenizer's size in rows ({SETUP_VOCAB}), which the planner does not know",
+                               "give model.vocab_size: the rows the run builds")
+        not_modelled.append(f"tokenizer {_v(kind)} {_v(name)}: its size, which Bridge requires model.vocab_size={rows} "
+                            f"to reach ({SETUP_VOCAB}), is not known to the planner: not checked")
+    elif rows is not None and count("model.vocab_size", rows) < tokens:
+        raise PlannerError(f"{where}model.vocab_size={rows}: fewer rows than {what}, which Bridge refuses "
+                           f"({SETUP_VOCAB}: 'cannot be smaller than tokenizer's vocab_size')",
+                           f"give at least {tokens:,}")
+    if rows is None:
+        d = count("model.make_vocab_size_divisible_by", cfg["model.make_vocab_size_divisible_by"])
+        m = d * job["tp"]
+        padded = -(-tokens // m) * m
+        if padded < rec.shape["vocab_size"]:
+            raise PlannerError(f"{where}model.vocab_size=null: Bridge builds {what} padded to a multiple of "
+                               f"{d} x tp {job['tp']}, {padded:,} rows ({SETUP_VOCAB}; models/gpt_provider.py l. 244-250), "
+                               f"fewer than the recipe's model's {rec.shape['vocab_size']:,}: a smaller embedding than the "
+                               "catalog model's, which the planner does not price",
+                               f"give model.vocab_size (at least {rec.shape['vocab_size']:,})")
+        job["padded_vocab_size"] = padded
+        assumed.append(f"padded_vocab_size {padded:,}: model.vocab_size=null, so Bridge pads {what} to a multiple of "
+                       f"make_vocab_size_divisible_by {d} x tp {job['tp']} ({SETUP_VOCAB}; models/gpt_provider.py "
+                       "l. 244-250; utils/vocab_utils.py l. 57-71)")
+    elif given:
+        job["padded_vocab_size"] = rows
+    if cfg["model.make_vocab_size_divisible_by"] != _divisible_by(rec.shape["vocab_size"]) and rows is not None:
+        ignored.append(f"model.make_vocab_size_divisible_by={_v(cfg['model.make_vocab_size_divisible_by'])} "
+                       "(model.vocab_size set: Bridge pads no vocabulary, models/gpt_provider.py l. 244-250)")
+
+
 def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
     """The job fields of the run's values."""
     def num(k):
@@ -1094,17 +1200,6 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["precision"] = "bf16"
     if not mp["grad_reduce_in_fp32"] and not mfsdp:  # Megatron-FSDP's main gradients: fp32 whatever it says (above)
         job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
-    # the embedding's rows (training/setup.py @dc805f5cf l. 177-180, 467-498): the provider's vocab_size (None here:
-    # the recipe's Hugging Face config's, the model's) unpadded where it is at least the tokenizer's
-    rows = cfg["model.vocab_size"]
-    if rows is not None:
-        job["padded_vocab_size"] = num("model.vocab_size")
-        # the recipes' NullTokenizer of DEFAULT_NULL_TOKENIZER_VOCAB_SIZE 32,000 tokens (recipes/utils/tokenizer_utils.py
-        # l. 15): Bridge refuses fewer rows (training/setup.py l. 486-490)
-        if rows < NULL_TOKENIZER_VOCAB:
-            raise PlannerError(f"{where}model.vocab_size={rows}: fewer rows than the recipes' NullTokenizer's "
-                               f"{NULL_TOKENIZER_VOCAB:,} tokens, which Bridge refuses (training/setup.py l. 486-490)",
-                               f"give at least {NULL_TOKENIZER_VOCAB:,}")
     it = cfg["train.train_iters"]
     if isinstance(it, int) and not isinstance(it, bool) and it > 0:
         if it > MAX_COUNT:
