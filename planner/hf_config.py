@@ -259,7 +259,7 @@ _NO_COST_GROUPS = {
         "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
         "floor_scale", "attn_scale", "use_qk_norm"),
     "routing and load balancing (which experts a token picks, not how many nor their size)": (
-        "norm_topk_prob", "routed_scaling_factor", "router_aux_loss_coef", "aux_loss_alpha",
+        "routed_scaling_factor", "router_aux_loss_coef", "aux_loss_alpha",
         "seq_aux", "output_router_logits", "router_jitter_noise", "ep_size"),
     "activation clamps and the SSM activation (elementwise; swiglu_limit is read: activation_clamp)": (
         "swiglu_alpha", "time_step_limit", "mamba_hidden_act"),
@@ -983,6 +983,17 @@ class Reader:
         groups, per = self.count("n_group", None), self.count("topk_group", None)
         if groups is not None and per is not None and groups > 1:
             moe.update(expert_groups=groups, groups_per_token=per)
+        # the top-k weights divided by their sum (MoESpec.route_norm; what torchtitan's division saves, layers/moe.py
+        # [21]): config.json norm_topk_prob where it says; Mixtral's and gpt-oss's routers take the softmax over the
+        # top-k logits (MixtralSparseMoeBlock, GptOssTopKRouter), which sums to one, and have no such key
+        norm = self.flag("norm_topk_prob") if self.has("norm_topk_prob") else None
+        if norm is None and self.model_type in ("mixtral", "gpt_oss"):
+            norm = True
+        elif norm is None:
+            self.notes.append("norm_topk_prob absent: the top-k routing weights taken as not renormalised "
+                              "(route_norm false; the class defaults differ by model_type)")
+        if norm:
+            moe["route_norm"] = True
         return moe
 
     def _mlps(self, L: int, moe: dict | None):

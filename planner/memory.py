@@ -956,15 +956,24 @@ References
      buffer of one layer's re-run: alltoall, allgather, deepep, hybridep alike (deepep_ll prices none).
 [hs] torchtitan 0.3's HybridEP ops (stack memory.hybridep_dispatch_saves; layers/moe.py hybridep_torch_saved_bytes [20],
      hybridep_torch_saves): beside the layer's tensors (its generic fp32 router scores 4 E, moe_router_logits, and
-     the experts' rows), per MoE layer and micro-batch in flight, the router's int64 top-k indices (gather's and the
-     dispatch's saved index, one tensor: 8 k B a local token) and the combine's bf16 permuted scores (2 B a permuted
-     row: the capacity rows of the non-blocking dispatch); op-level SAC keeps the save list's cached topk outputs (fp32
-     values + int64 indices, 12 k B) and the dispatch's fp32 scores (4 B a row) instead, the bf16 scores re-made in the
-     re-run layer; full AC keeps none and re-makes the no-recompute set with the layer. DeepSeek-V3 16B (E 64, k 6) at
-     EP 8, capacity factor 1 (48 rows a local token): 48 + 96 = 144 B a local token a layer without recompute, 72 + 192
-     = 264 B under SAC. DeepEP's dispatch handle (hybridep_saved_bytes [15]: 353.5 B a local token there) is a ctx
-     attribute of the dispatch and combine nodes, kept under every mode: full recompute's re-run layers keep it beside
-     their input (layer_memory's per-kind inputs). docs/memory_mechanisms.md (z), fifth pass.
+     the experts' rows), per MoE layer and micro-batch in flight, the combine's bf16 permuted scores (2 B a permuted
+     row: the capacity rows of the non-blocking dispatch); op-level SAC keeps the dispatch's cached fp32 scores (4 B a
+     row) instead, the bf16 scores re-made in the re-run layer; full AC keeps none and re-makes the no-recompute set
+     with the layer. The router's int64 top-k indices (gather's and the dispatch's saved index, one tensor: 8 k B a
+     local token) and, under SAC, topk's cached outputs (12 k B) are the router's, priced on every dispatcher by [tr].
+     DeepSeek-V3 16B (E 64, k 6) at EP 8, capacity factor 1 (48 rows a local token), router and dispatch together:
+     48 + 96 = 144 B a local token a layer without recompute, 72 + 192 = 264 B under SAC. DeepEP's dispatch handle
+     (hybridep_saved_bytes [15]: 353.5 B a local token there) is a ctx attribute of the dispatch and combine nodes,
+     kept under every mode: full recompute's re-run layers keep it beside their input (layer_memory's per-kind
+     inputs). docs/memory_mechanisms.md (z), fifth pass.
+[tr] torchtitan's router (stack memory.router_topk_saves; layers/moe.py torch_router_saved_bytes [21],
+     torch_router_saves), on every dispatcher: beside the layer's fp32 scores (4 E, moe_router_logits), per MoE layer
+     and micro-batch in flight, the gather's int64 [n, k] index (8 k B a local token) and, where the model's router
+     renormalises (MoESpec.route_norm), the division's fp32 operands (4 k + 4 B). Op-level SAC: at torchtitan main
+     ('recompute_topk') none kept, all re-made in the re-run layer; at 0.3 ('cache_topk') topk's cached fp32 values
+     and int64 indices (12 k B) kept, the division's operands re-made in the re-run. Full AC keeps none and re-makes
+     the no-recompute set with the layer. Qwen3-30B-A3B (k 8, route_norm) without recompute: 64 + 36 = 100 B a local
+     token a layer. docs/memory_mechanisms.md (z), sixth pass.
 [vs] The vocabulary's uneven TP split (stack memory.vocab_split_uneven; vocab_tp_divisor): torchtitan shards the
      embedding's and the output layer's weights along the vocabulary as DTensor Shard(0) placements (pytorch/torchtitan
      @e347b1e5e models/llama3/infra/parallelize.py l. 173-188; release/0.3 @4f9e9a47d models/common/decoder_sharding.py
@@ -1926,8 +1935,9 @@ def hybridep_torch_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: Pl
     """(bytes one layer keeps, the buffer of the layer being re-run, the handle every mode keeps) of what torchtitan
     0.3's HybridEP ops hold for the backward beyond the layer's tensors [hs] (layers/moe.py hybridep_torch_saved_bytes
     [20]), on the plans that run moe_dispatcher hybridep with ep > 1 (dispatch_codes.dispatcher_rows: the job's, or
-    fit's dispatcher search's per plan): without recompute the int64 top-k indices and the bf16 permuted scores; under
-    selective recompute the save list's cached topk and dispatch outputs, the bf16 scores re-made in the re-run; under
+    fit's dispatcher search's per plan): without recompute the bf16 permuted scores; under selective recompute the save
+    list's cached dispatch output, the bf16 scores re-made in the re-run (the router's index and cached topk outputs:
+    torch_router_saves [tr]); under
     full recompute nothing kept, the no-recompute set re-made in the re-run layer's buffer; and DeepEP's dispatch handle
     (hybridep_saved_bytes [15], over the group's NVLink domains), a ctx attribute of the dispatch and combine nodes,
     kept under every mode, full recompute's re-run layers too. (0, 0, 0) for a layer without routed experts and on a
@@ -1941,6 +1951,30 @@ def hybridep_torch_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: Pl
     held = np.where(plan.recompute == RC_FULL, none, np.where(plan.recompute == RC_SELECTIVE, rerun, 0.0))
     domain = float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
     return np.where(on, kept, 0.0), np.where(on, held, 0.0), np.where(on, kind.mlp.hybridep_saved_bytes(ctx, domain), 0.0)
+
+
+def torch_router_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
+    """(bytes one layer keeps, the buffer of the layer being re-run) of what torchtitan's router saves beyond the
+    layer's fp32 scores [tr] (layers/moe.py torch_router_saved_bytes [21]), on every plan and dispatcher of a stack
+    whose memory.router_topk_saves is set: without recompute the gather's int64 index and route_norm's operands; under
+    selective recompute the save list's cached topk outputs ('cache_topk'; none for 'recompute_topk'), the rest
+    re-made in the re-run; under full recompute none kept, the no-recompute set re-made in the re-run layer's buffer.
+    (0, 0) for a layer without routed experts and where the field is null (a stack setting)."""
+    mode = stack_of(settings).memory.router_topk_saves
+    if mode is None or not kind.has_experts:  # stack and model settings
+        return 0.0, 0.0
+    none, sac, rerun = kind.mlp.torch_router_saved_bytes(ctx, mode == "cache_topk")
+    kept = np.where(plan.recompute == RC_SELECTIVE, sac, none)  # full recompute: the layers it does not re-run
+    held = np.where(plan.recompute == RC_FULL, none, np.where(plan.recompute == RC_SELECTIVE, rerun, 0.0))
+    return kept, held
+
+
+def torch_moe_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
+    """(kept, re-run buffer, handle) of torchtitan's MoE ops beyond the layer's tensors: the router's on every
+    dispatcher [tr] plus torchtitan 0.3's HybridEP dispatch and combine on its plans [hs]."""
+    r_kept, r_held = torch_router_saves(settings, kind, ctx, plan)
+    kept, held, handle = hybridep_torch_saves(settings, kind, ctx, plan)
+    return kept + r_kept, held + r_held, handle
 
 
 def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, list]:
@@ -2016,7 +2050,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
         graphed, (pc_kept, pc_held) = held_output_bytes(settings, kind, ctx), padded_chunk_bytes(kind, ctx, plan, stack, f8)
-        he_kept, he_held, he_handle = hybridep_torch_saves(settings, kind, ctx, plan)  # torchtitan 0.3's HybridEP [hs]
+        he_kept, he_held, he_handle = torch_moe_saves(settings, kind, ctx, plan)  # torchtitan's ops [tr] [hs]
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra)
                       + graphed + pc_kept + he_kept + he_handle)  # a CUDA graph's static outputs [cg]; a padded chunk's [pc]
         inputs.append(layer_input + he_handle)

@@ -69,6 +69,12 @@ class MoESpec(BaseModel):
     groups_per_token: Optional[Count] = Field(
         default=None, gt=0, description="a token's top_k experts come from at most this many groups (DeepSeek-V3 "
                                         "topk_group 4: node-limited routing, at most 4 nodes per token)")
+    route_norm: bool = Field(
+        default=False, description="a token's top_k routing weights are divided by their sum (config.json "
+                                   "norm_topk_prob: DeepSeek-V3, Kimi K2, the Qwen3 MoE models; torchtitan MoEArgs "
+                                   "route_norm; Mixtral's and gpt-oss's routers renormalise over the top k always); "
+                                   "what the division saves for its backward is priced on the stacks whose router "
+                                   "runs it as an op (stack memory.router_topk_saves, planner/layers/moe.py [21])")
 
     @model_validator(mode="before")
     @classmethod
@@ -1704,7 +1710,17 @@ class MemoryReporting(BaseModel):
                     "recompute the cached outputs of topk and hybridep::dispatch on the save list instead (fp32 values "
                     "and int64 indices, 12 k B a local token, and the fp32 permuted scores, 4 B a row); and DeepEP's "
                     "dispatch handle (hybridep_saved_bytes), a ctx attribute kept under every recompute mode; false: not "
-                    "priced (Megatron's flex dispatcher prices its own under moe_routing_saved)")
+                    "priced (Megatron's flex dispatcher prices its own under moe_routing_saved). The router's top-k "
+                    "index and its cached topk outputs are router_topk_saves' (every dispatcher)")
+    router_topk_saves: Optional[Literal["recompute_topk", "cache_topk"]] = Field(
+        default=None,
+        description="the MoE layer's router is torchtitan's TokenChoiceTopKRouter (planner/layers/moe.py [21], "
+                    "torch_router_saved_bytes), which keeps beside the layer's fp32 scores, on every dispatcher and per "
+                    "in-flight micro-batch, the gather's int64 top-k index (8 k B a local token) and, where the model's "
+                    "router divides the top-k weights by their sum (MoESpec.route_norm), the division's fp32 operands "
+                    "(4 k + 4 B); under op-level selective recompute 'recompute_topk' keeps none of them (topk is not on "
+                    "the save list: torchtitan main) and 'cache_topk' keeps topk's cached fp32 values and int64 indices "
+                    "(12 k B: aten.topk on the save list, torchtitan 0.3); null: the generic fp32 scores alone")
     embedding_wgrad_transient: bool = Field(
         default=False,
         description="the word embedding's dense weight gradient (vocab / tp x h, in the gradient's dtype) and its "

@@ -26,6 +26,7 @@ class Moe:
     num_experts: int = 8
     num_shared_experts: int = 1
     score_func: str = "sigmoid"
+    route_norm: bool = False
     gate_bias: bool = False
     top_k: int = 1
     num_expert_groups: Optional[int] = None
@@ -56,11 +57,12 @@ def _f(code, flavor, lines, **args) -> Flavor:
     return Flavor(code, flavor, args, lines)
 
 
-_QWEN3_MOE = dict(num_shared_experts=0, score_func="softmax")  # route_norm / route_scale / score_before: not priced
+_QWEN3_MOE = dict(num_shared_experts=0, score_func="softmax", route_norm=True)  # route_scale / score_before: not priced
 _V3_SMALL = dict(q_lora_rank=0, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
 _V3_BIG = dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
 _FLEX = dict(attn_type="flex", attn_mask_type="block_causal")
-_GPT_OSS_MOE = dict(num_shared_experts=0, score_func="softmax", gate_bias=True, top_k=4, load_balance_coeff=1e-3)
+_GPT_OSS_MOE = dict(num_shared_experts=0, score_func="softmax", route_norm=True, gate_bias=True, top_k=4,
+                    load_balance_coeff=1e-3)
 _L4 = dict(dim=5120, n_layers=48, n_heads=40, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=2048, rope_theta=500000)
 
 # the registries at @e347b1e5e, flavor by flavor ([1]-[5]; `lines`: the flavor's lines in the package __init__.py)
@@ -129,7 +131,7 @@ FLAVOR_ARGS: tuple[Flavor, ...] = (
     _f("deepseek_v3", "671B", "l. 130-156", vocab_size=129280, dim=7168, inter_dim=18432, moe_inter_dim=2048,
        n_layers=61, n_dense_layers=3, n_heads=128,
        moe_args=Moe(num_experts=256, num_shared_experts=1, top_k=8, num_expert_groups=8, num_limited_groups=4,
-                    score_func="sigmoid"), **_V3_BIG, **_FLEX),
+                    score_func="sigmoid", route_norm=True), **_V3_BIG, **_FLEX),
     _f("gpt_oss", "debugmodel", "l. 30-46", dim=256, n_layers=4,
        moe_args=Moe(num_experts=8, **_GPT_OSS_MOE), attn_mask_type="causal"),
     _f("gpt_oss", "20b", "l. 47-61", n_layers=24, moe_args=Moe(num_experts=32, **_GPT_OSS_MOE)),
@@ -157,6 +159,8 @@ def _moe(m: Moe, width: int, **more) -> dict:
                expert_score_bias=m.load_balance_coeff is not None, router_linear_bias=m.gate_bias, **more)
     if m.num_expert_groups is not None:
         out.update(expert_groups=m.num_expert_groups, groups_per_token=m.num_limited_groups)
+    if m.route_norm:  # the router divides the top-k scores by their sum (layers/moe.py [21])
+        out["route_norm"] = True
     return out
 
 

@@ -32,7 +32,7 @@ import pytest
 from planner.catalog import load_stack
 from planner.explain import evaluate, to_json
 from planner.layers import layer_list
-from planner.memory import hybridep_torch_saves
+from planner.memory import hybridep_torch_saves, torch_router_saves
 from planner.plan import resolve
 from planner.schema import Job
 from planner.stacks import plan_context
@@ -50,12 +50,16 @@ def _job(tmp_path, config="deepseek_v3_16b_hybridep") -> dict:
     return dict(load_trainer_config(p, hardware="h100-sxm").job)
 
 
-def _saves(job: dict):
+def _saves(job: dict, dispatch_only: bool = False):
     settings, plan, _ = resolve(Job(**job))
     kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
     ctx = plan_context(settings, plan)
     kept, held, handle = hybridep_torch_saves(settings, kind, ctx, plan)
-    return float(np.asarray(kept)), float(np.asarray(held)), float(np.asarray(handle)), settings, plan
+    if dispatch_only:
+        return float(np.asarray(kept)), float(np.asarray(held)), float(np.asarray(handle)), settings, plan
+    r_kept, r_held = torch_router_saves(settings, kind, ctx, plan)  # the router's index and cached topk [tr]
+    return (float(np.asarray(kept + r_kept)), float(np.asarray(held + r_held)), float(np.asarray(handle)), settings,
+            plan)
 
 
 def test_hand_figures():
@@ -86,9 +90,11 @@ def test_blocking_dispatch_rows_routed(tmp_path):
 
 
 def test_other_dispatchers_and_stacks_save_none(tmp_path):
-    """The standard all-to-all on 0.3 takes no HybridEP op (0); Megatron's flex dispatcher prices its own saves
-    (moe_routing_saved), not these: the field is torchtitan-0.3's alone."""
-    assert _saves(_job(tmp_path, "deepseek_v3_16b"))[:3] == (0.0, 0.0, 0.0)
+    """The standard all-to-all on 0.3 takes no HybridEP op (0; its router's index and cached topk outputs are still
+    kept: tests/test_torch_router_saves.py); Megatron's flex dispatcher prices its own saves (moe_routing_saved), not
+    these: the field is torchtitan-0.3's alone."""
+    assert _saves(_job(tmp_path, "deepseek_v3_16b"), dispatch_only=True)[:3] == (0.0, 0.0, 0.0)
+    assert _saves(_job(tmp_path, "deepseek_v3_16b"))[:3] == (N * 12 * K, 0.0, 0.0)  # SAC: topk's cache, 12 k B
     assert load_stack("torchtitan-0.3").memory.hybridep_dispatch_saves is True
     for name in ("torchtitan", "megatron", "megatron-bridge", "llm-foundry"):
         assert load_stack(name).memory.hybridep_dispatch_saves is False
@@ -96,12 +102,14 @@ def test_other_dispatchers_and_stacks_save_none(tmp_path):
 
 def test_explain_layer_activations_without_recompute(tmp_path):
     """explain's layer_activations (26 MoE layers, one micro-batch in flight at pp 1) rise by the hand figures (the
-    saves and the handle) over the same job priced with the field off; under full recompute by the handles alone."""
+    saves, the router's [tr] among them, and the handle) over the same job priced with both fields off; under full
+    recompute by the handles alone."""
     job = {**_job(tmp_path), "recompute": "none"}
     settings, plan, _ = resolve(Job(**job))
     on = to_json(settings, plan, evaluate(settings, plan))["memory"]["terms"]["layer_activations"]
     st = settings.stack
-    off_stack = st.model_copy(update={"memory": st.memory.model_copy(update={"hybridep_dispatch_saves": False})})
+    off_stack = st.model_copy(update={"memory": st.memory.model_copy(update={"hybridep_dispatch_saves": False,
+                                                                               "router_topk_saves": None})})
     import dataclasses
     s_off = dataclasses.replace(settings, stack=off_stack)
     off = to_json(s_off, plan, evaluate(s_off, plan))["memory"]["terms"]["layer_activations"]

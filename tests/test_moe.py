@@ -120,14 +120,14 @@ DEEPSEEK_V3_HF = {  # deepseek-ai/DeepSeek-V3 config.json
     "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
     "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840, "rms_norm_eps": 1e-6,
     "rope_theta": 10000, "tie_word_embeddings": False, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
-    "num_nextn_predict_layers": 1, "n_group": 8, "topk_group": 4,
+    "num_nextn_predict_layers": 1, "n_group": 8, "topk_group": 4, "norm_topk_prob": True,
 }
 QWEN3_MOE_HF = {  # Qwen/Qwen3-30B-A3B config.json
     "model_type": "qwen3_moe", "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144,
     "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
     "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
     "vocab_size": 151936, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
-    "tie_word_embeddings": False,
+    "tie_word_embeddings": False, "norm_topk_prob": True,
 }
 
 

@@ -293,7 +293,8 @@ def _mlp(spec, m: ModelSpec, moe_layer: bool):
                       gated=m.gated_mlp, norm=norm,
                       bias=m.linear_bias, dropout=m.dropout, dense_f=m.ffn_hidden_size,
                       expert_groups=e.expert_groups or 0, groups_per_token=e.groups_per_token or 0,
-                      clamp=m.activation_clamp is not None and m.gated_mlp, sigmoid=e.router == "sigmoid")
+                      clamp=m.activation_clamp is not None and m.gated_mlp, sigmoid=e.router == "sigmoid",
+                      route_norm=e.route_norm)
     assert isinstance(spec, NoMLP)
     return NoBlock()
 

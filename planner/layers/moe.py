@@ -343,8 +343,29 @@ References
     as [19]. The dispatch handle (DeepEP's dispatch_with_permute tuple, the one Megatron's fused_a2a.py l. 425 gets:
     hybridep_saved_bytes [15]) is a Python attribute of the dispatch and combine nodes' ctx (l. 361, 379), not a saved
     tensor, so the checkpoint's hooks never drop it: kept under every mode, full AC's re-run layers too (memory.py
-    hybridep_torch_saves). Not priced: route_norm's division (l. 333-335: the fp32 top-k scores and their sum, 4 k + 4 B
-    a local token; every dispatcher), the re-run dispatch's second handle (a transient of the layer's recompute).
+    hybridep_torch_saves). The router's part (the index, topk's cached outputs, route_norm's division) is [21]'s, on
+    every dispatcher. Not priced: the re-run dispatch's second handle (a transient of the layer's recompute).
+[21] What torchtitan's router saves for the backward beyond the layer's fp32 scores (torch_router_saved_bytes; stack
+    memory.router_topk_saves), the same TokenChoiceTopKRouter on every dispatcher (alltoall, DeepEP, HybridEP) and at
+    both commits: pytorch/torchtitan @e347b1e5e torchtitan/models/moe/moe.py TokenChoiceTopKRouter.forward l. 311-355
+    (built by MoE l. 432-443 and DeepEPMoE, moe_deepep.py l. 51-53), release/0.3 @4f9e9a47d
+    torchtitan/models/common/moe.py l. 297-341 (MoE.forward l. 422-426, every token dispatcher). The softmax / sigmoid
+    saves its fp32 result [n, E] (the generic 4 E, moe_router_logits); `_, ids = torch.topk(scores_for_choice, k)`
+    (main l. 326-328, 0.3 l. 318-320) drops the values, so TopkBackward0 dies with them after the forward;
+    `top_scores = scores.gather(dim=1, index=ids)` (main l. 333, 0.3 l. 324): GatherBackward0 keeps the int64 [n, k]
+    index (its `self` is the softmax's saved result, no new bytes): 8 k B a local token. Where the model's router
+    renormalises (MoESpec.route_norm; torchtitan MoEArgs route_norm: DeepSeek-V3 671B, the Qwen3 MoE and gpt-oss
+    flavors), `denominator = top_scores.sum(-1, keepdim=True) + 1e-20; top_scores = top_scores / denominator` (main
+    l. 342-344, 0.3 l. 333-335): DivBackward0 keeps both fp32 operands, the gathered [n, k] scores and the [n, 1] sum,
+    4 k + 4 B a local token (sum and the scalar add save no tensor; `* route_scale`, a Python number, saves none). So
+    without recompute 8 k (+ 4 k + 4) B a local token, n = T / rep_div. Full AC keeps none, the layer's re-run
+    re-makes them (its buffer). Op-level selective AC caches the outputs of the save list's ops and re-runs the rest
+    (torch.utils.checkpoint create_selective_checkpoint_contexts): at main the list (e.g.
+    models/deepseek_v3/infra/parallelize.py _op_sac_save_list l. 33-48) holds no topk, so nothing of the router's is
+    kept and the re-run re-makes all of it ('recompute_topk'); at 0.3 aten.topk is MUST_SAVE
+    (distributed/activation_checkpoint.py _get_default_save_ops l. 51-53), its fp32 values and int64 indices cached
+    whole, 12 k B a local token, and the re-run's gather keeps the cached index (no new bytes) while its division
+    re-makes 4 k + 4 B ('cache_topk'). The HybridEP dispatch's saved index is the same tensor ([20]).
 """
 
 from __future__ import annotations
@@ -399,6 +420,7 @@ class MoEMLP:
     clamp: bool = False  # the gated activation's inputs are clamped (ModelSpec.activation_clamp)
     sigmoid: bool = False  # the router's score function is a sigmoid (MoESpec.router), else a softmax
     score_bias: bool = False  # the expert score bias alone (schema.MoESpec.expert_score_bias: aux-loss-free balancing)
+    route_norm: bool = False  # a token's k routing weights divided by their sum (schema.MoESpec.route_norm)
 
     kind = "mlp"
     has_core = False
@@ -600,19 +622,33 @@ class MoEMLP:
                    "deepep": logit_bytes if logit_bytes == ROUTER_DTYPE_BYTES["fp64"] else PROB_BYTES}.get(dispatcher, 0.0)
         return ctx.T * self.local_rows(ctx) * per_row
 
-    def hybridep_torch_saved_bytes(self, ctx):
-        """(no recompute, op-level selective, selective's re-run) bytes one MoE layer saves on torchtitan 0.3's
-        HybridEP path beyond its tensors, one micro-batch [20]: n = T / rep_div local tokens, R = the permuted rows the
-        dispatch returns (T x local_rows x capacity_scale: the capacity rows [19], else the rows routed);
-          none       int64 top-k indices 8 k n + the combine's bf16 permuted scores 2 R;
-          selective  topk's cached fp32 values and int64 indices 12 k n + the dispatch's cached fp32 scores 4 R;
-          re-run     the bf16 scores re-made by the selective re-run, 2 R (one layer's)."""
+    def torch_router_saved_bytes(self, ctx, cache_topk: bool):
+        """(no recompute, op-level selective kept, op-level selective's re-run) bytes torchtitan's router saves for
+        one MoE layer and micro-batch beyond the layer's fp32 scores [21], on every dispatcher: n = T / rep_div local
+        tokens, k = top_k;
+          none       the gather's int64 index 8 k n (+ route_norm's fp32 operands (4 k + 4) n);
+          selective  cache_topk (topk on the save list): topk's cached fp32 values and int64 indices 12 k n; else 0;
+          re-run     what the selective re-run re-makes (one layer's): route_norm's operands, and the index too where
+                     topk is not cached (the re-run gather keeps the cached index: no new bytes).
+        Full recompute re-makes the no-recompute set (memory.py torch_router_saves)."""
         n = ctx.T / ctx.rep_div
         k = float(self.top_k)
+        norm = n * (PROB_BYTES * k + PROB_BYTES) if self.route_norm else 0.0  # DivBackward0: [n, k] and [n, 1] fp32
+        index = n * INT64_INDEX_BYTES * k
+        if cache_topk:  # a stack setting
+            return index + norm, n * (PROB_BYTES + INT64_INDEX_BYTES) * k, norm
+        return index + norm, 0.0 * n, index + norm
+
+    def hybridep_torch_saved_bytes(self, ctx):
+        """(no recompute, op-level selective, selective's re-run) bytes one MoE layer's HybridEP dispatch and combine
+        save on torchtitan 0.3 beyond its tensors, one micro-batch [20] (the router's index, the same tensor as the
+        dispatch's, and topk's cached outputs are torch_router_saved_bytes' [21]): R = the permuted rows the dispatch
+        returns (T x local_rows x capacity_scale: the capacity rows [19], else the rows routed);
+          none       the combine's bf16 permuted scores 2 R;
+          selective  the dispatch's cached fp32 scores 4 R;
+          re-run     the bf16 scores re-made by the selective re-run, 2 R (one layer's)."""
         rows = ctx.T * self.local_rows(ctx) * self.capacity_scale(ctx)
-        none = n * INT64_INDEX_BYTES * k + rows * PERMUTE_ACT_BYTES
-        sac = n * (INT64_INDEX_BYTES + PROB_BYTES) * k + rows * PROB_BYTES
-        return none, sac, rows * PERMUTE_ACT_BYTES
+        return rows * PERMUTE_ACT_BYTES, rows * PROB_BYTES, rows * PERMUTE_ACT_BYTES
 
     def dispatcher_held_bytes(self, ctx, dispatcher: str, logit_bytes: float = LOGIT_BYTES,
                               router_fused: bool = False, padded_map: bool = False):
