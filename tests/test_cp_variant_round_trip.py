@@ -9,6 +9,7 @@ The plans are fixed by hand: Llama 3 8B on one HGX H100 (8 GPUs), tp 2, the vari
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -67,18 +68,25 @@ def test_megatron_round_trip(cct, sizes, cp, listed, listed_sizes, flag):
         assert (row["memory"], row["time"]) == (plain["memory"], plain["time"])
 
 
-@pytest.mark.parametrize("cct", ["p2p", "a2a", "all_gather"])
-@pytest.mark.parametrize("cp", [1, 2])
-def test_megatron_bridge_round_trip(cct, cp):
-    """Every recipe reads and writes model.cp_comm_type (megatron_bridge.COMMON: Megatron-Core 905c0e386's None, p2p):
-    the Llama 3 8B recipe's here; at cp 2 the plan's variant is written (p2p where the plan names none), at cp 1
+BRIDGE = [(c, None, cp, c if cp > 1 and c != "p2p" else None, None) for c in ("p2p", "a2a", "all_gather") for cp in (1, 2)]
+BRIDGE += [("a2a+p2p", [1, 1], 1, None, None), ("a2a+p2p", [2, 1], 2, "a2a", None), ("a2a+p2p", [1, 2], 2, None, None),
+           ("a2a+p2p", [2, 2], 4, "a2a+p2p", [2, 2])]
+
+
+@pytest.mark.parametrize("cct,sizes,cp,listed,listed_sizes", BRIDGE)
+def test_megatron_bridge_round_trip(cct, sizes, cp, listed, listed_sizes):
+    """Every recipe reads and writes model.cp_comm_type and model.hierarchical_context_parallel_sizes
+    (megatron_bridge.COMMON: Megatron-Core 905c0e386's None, p2p): the Llama 3 8B recipe's here; at cp > 1 the plan's
+    variant is written (p2p where the plan names none), a2a+p2p's sizes where it runs hierarchically; at cp 1
     nothing (the recipe's None stands)."""
-    row, text = _round_trip("megatron-bridge", stack="megatron-bridge", cp=cp, cp_comm_type=cct)
-    listed = cct if cp > 1 and cct != "p2p" else None
-    assert row["plan"].get("cp_comm_type") == listed
+    row, text = _round_trip("megatron-bridge", stack="megatron-bridge", cp=cp, cp_comm_type=cct,
+                            hierarchical_cp_sizes=sizes)
+    assert (row["plan"].get("cp_comm_type"), row["plan"].get("hierarchical_cp_sizes")) == (listed, listed_sizes)
     assert ("    model.cp_comm_type=" in text) == (cp > 1)
     if cp > 1:
-        assert f"    model.cp_comm_type={cct} \\\n" in text
+        assert f"    model.cp_comm_type={listed or 'p2p'} \\\n" in text
+    assert ("    model.hierarchical_context_parallel_sizes=[2,2] \\\n" in text) == (listed_sizes is not None)
+    assert ("hierarchical_context_parallel_sizes" in text) == (listed_sizes is not None)
 
 
 @pytest.mark.parametrize("rotate", ["allgather", "alltoall"])
@@ -140,7 +148,8 @@ def test_fit_export_at_cp1_with_a_variant(cli):
 def test_bridge_llama_recipe_reads_model_cp_comm_type(tmp_path):
     """model.cp_comm_type is every recipe's key (megatron_bridge.COMMON, Megatron-Core 905c0e386's None): on the
     Llama 3 8B recipe (CP 2, llama3.py) it is the job's where not p2p, ignored at CP 1, never listed as not
-    modelled; a2a+p2p (its sizes not read) is refused, named."""
+    modelled; a2a+p2p takes model.hierarchical_context_parallel_sizes (ignored beside another variant); a per-layer list
+    is refused, named."""
     from planner.trainers import load_trainer_config
 
     run = "torchrun --nproc_per_node 8 --nnodes 1 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config"
@@ -155,6 +164,16 @@ def test_bridge_llama_recipe_reads_model_cp_comm_type(tmp_path):
         assert cfg.job.get("cp_comm_type") == want, over
         assert not any("cp_comm_type" in x for x in cfg.not_modelled)
         assert any(x.startswith("model.cp_comm_type=a2a (context_parallel_size 1") for x in cfg.ignored) == ignored
-    f.write_text(f"{run} model.context_parallel_size=2 model.cp_comm_type=a2a+p2p\n")
-    with pytest.raises(PlannerError, match=r"model.cp_comm_type=a2a\+p2p"):
-        load_trainer_config(f, hardware="h100-sxm")
+    f.write_text(f"{run} model.context_parallel_size=4 model.cp_comm_type=a2a+p2p "
+                 "model.hierarchical_context_parallel_sizes=[2,2]\n")
+    cfg = load_trainer_config(f, hardware="h100-sxm")
+    assert (cfg.job["cp_comm_type"], cfg.job["hierarchical_cp_sizes"]) == ("a2a+p2p", [2, 2])
+    f.write_text(f"{run} model.cp_comm_type=a2a model.hierarchical_context_parallel_sizes=[2,1]\n")
+    cfg = load_trainer_config(f, hardware="h100-sxm")
+    assert "hierarchical_cp_sizes" not in cfg.job and cfg.job["cp_comm_type"] == "a2a"
+    assert any(x.startswith("model.hierarchical_context_parallel_sizes=[2,1] (read by") for x in cfg.ignored)
+    for bad, what in (("model.cp_comm_type=[p2p,a2a]", "model.cp_comm_type="),
+                      ("model.hierarchical_context_parallel_sizes=[2,0]", "model.hierarchical_context_parallel_sizes=")):
+        f.write_text(f"{run} {bad}\n")
+        with pytest.raises(PlannerError, match=re.escape(what)):
+            load_trainer_config(f, hardware="h100-sxm")

@@ -2116,8 +2116,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     for k in sig:
         if k in _BRIDGE_WRITTEN or k == "stage_layers" or (rec.moe and k in _BRIDGE_MOE_WRITTEN):
             continue
-        if k == "cp_comm_type" and sig[k] in CP_COMM_TYPES:
-            continue  # model.cp_comm_type, written below (every recipe reads it: megatron_bridge.COMMON)
+        if (k == "cp_comm_type" and sig[k] in CP_COMM_TYPES) or k == "hierarchical_cp_sizes":
+            continue  # model.cp_comm_type and a2a+p2p's sizes, written below (every recipe reads them: megatron_bridge.COMMON)
         if sig[k] not in (None, False, 0, [], ()):
             raise _bridge_refuse(f"{k} {sig[k]!r}: the planner's {BRIDGE_FMT} writer spells no ConfigContainer key for it",
                                  f"price it without {k}, or export --format megatron")
@@ -2151,6 +2151,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         # p2p where the plan names none (plan.plan_dict writes cp_comm_type only away from it, and none at cp 1, where
         # Megatron-Core runs no variant: the recipe's value stands, ignored, as the reader reads it)
         o.append(("model.cp_comm_type", plan.get("cp_comm_type") or "p2p"))
+        if plan.get("hierarchical_cp_sizes"):  # a2a+p2p run hierarchically (planner/cp_comm_type.py)
+            o.append(("model.hierarchical_context_parallel_sizes", list(plan["hierarchical_cp_sizes"])))
     steps = None
     if plan.get("tokens") is not None:
         per = plan["global_batch"] * plan["seq_len"]
