@@ -39,7 +39,16 @@ stack (a2a+p2p's sizes in its spec, hierarchical_sizes).
 Megatron takes a per-layer list (--cp-comm-type p2p p2p a2a ...); the reader takes a list whose
 entries are all one value as that value and refuses a mixed list (planner/trainers/megatron.py).
 Export writes the variant back where it is not the stack's default (plan.plan_dict through
-exported_cp_comm_type; the Megatron exporter writes --cp-comm-type).
+exported_cp_comm_type; the Megatron exporter writes --cp-comm-type, the Megatron-Bridge one
+model.cp_comm_type).
+
+  cp 1     without context parallelism no variant runs: Megatron-Core hands cp_comm_type to
+           Transformer Engine only where context_parallel_size > 1 [3], so a job's variant at cp 1
+           is the plan without it. The cost models price every variant's terms under np.where(cp > 1)
+           (identical at cp 1), and a plan at cp 1 lists none (exported_cp_comm_type,
+           exported_hierarchical_sizes: what explain's and fit's `plan` hold and export writes, as
+           the trainers' readers read such a file back: the variant ignored at cp 1); resolve lists
+           the job's as such (ignored_at_cp1), so nothing is dropped unsaid.
 
 References
 [1] NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3221-3226 (--cp-comm-type),
@@ -51,6 +60,9 @@ References
     AttnFuncWithCPAndKVP2P (l. 1407-2990; the a2a group l. 1469-1470, 1537-1561, 2083-2096),
     AttnFuncWithCPAndKVAllGather (l. 3018-3876), AttnFuncWithCPAndQKVOA2A (l. 3877-4629;
     num_heads % cp_size, l. 3951-3954).
+[3] NVIDIA/Megatron-LM @d98e8a64 megatron/core/extensions/transformer_engine.py TEDotProductAttention
+    l. 2129-2153 ('if self.config.context_parallel_size > 1': cp_group, cp_stream and cp_comm_type
+    handed to Transformer Engine there only); the same at Megatron-Bridge's pinned 905c0e386, l. 1433-1457.
 """
 
 from __future__ import annotations
@@ -129,21 +141,37 @@ def hierarchical_sizes(stack) -> tuple[int, int] | None:
     return None if spec is None else spec.hierarchical_sizes
 
 
-def exported_hierarchical_sizes(settings) -> list | None:
-    """The sizes export writes back: a2a+p2p's where it runs hierarchically (a one-rank level runs,
-    and is written as, p2p or a2a)."""
+def exported_hierarchical_sizes(settings, cp: int) -> list | None:
+    """The sizes a plan at `cp` lists and export writes back: a2a+p2p's where it runs hierarchically
+    (a one-rank level runs, and is written as, p2p or a2a); None at cp 1, where no variant runs [3]."""
     spec = None if settings.stack is None else settings.stack.context_parallel
-    return list(spec.hierarchical_sizes) if spec is not None and spec.hierarchical and spec.hierarchical_sizes else None
+    hier = spec is not None and spec.hierarchical and spec.hierarchical_sizes
+    return list(spec.hierarchical_sizes) if hier and cp > 1 else None
 
 
-def exported_cp_comm_type(settings) -> str | None:
-    """The resolved stack's variant where it is not the stack's default (what export writes
-    back), else None."""
+def exported_cp_comm_type(settings, cp: int) -> str | None:
+    """The resolved stack's variant where it is not the stack's default and the plan's `cp` is above
+    1 (what a plan lists and export writes back), else None: at cp 1 Megatron-Core hands no variant
+    to the attention [3], so the plan is the one without it."""
     stack = settings.stack
-    if stack is None or stack.cp_comm_types is None:
+    if stack is None or stack.cp_comm_types is None or cp <= 1:
         return None
     name = cp_comm_type_of(stack)
     return name if name != stack.cp_comm_types.default else None
+
+
+def ignored_at_cp1(job) -> list[str]:
+    """The job's cp_comm_type (and hierarchical_cp_sizes) where its cp is 1, as resolve lists them:
+    without context parallelism Megatron-Core runs no variant [3], so the plan is priced and listed
+    as the one without it (the variant's terms are zero at cp 1); [] where the job sets none."""
+    name, sizes = getattr(job, "cp_comm_type", None), getattr(job, "hierarchical_cp_sizes", None)
+    if name is None and not sizes:
+        return []
+    what = " ".join(([f"cp_comm_type {name}"] if name is not None else [])
+                    + ([f"hierarchical_cp_sizes {','.join(map(str, sizes))}"] if sizes else []))
+    return [f"{what} at cp 1: without context parallelism Megatron-Core hands the attention no variant "
+            "(megatron/core/extensions/transformer_engine.py @d98e8a64 l. 2129-2153: only where "
+            "context_parallel_size > 1), so a plan at cp 1 is priced and listed as the one without it"]
 
 
 def a2a_ranks(stack) -> int:

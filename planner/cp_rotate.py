@@ -21,13 +21,20 @@ the cost models read only the stack.
              (step.cp_spec's named assumption).
 
 Export writes the method back where it is not the catalog stack's (plan.plan_dict through
-exported_rotate_method; torchtitan's exporter writes it as context_parallel_rotate_method).
+exported_rotate_method; torchtitan's exporter writes it as context_parallel_rotate_method). At cp 1
+no ring runs: torchtitan hands the method to torch only where parallel_dims.cp_enabled [3] and the
+ring's terms are zero at cp 1, so a plan at cp 1 lists none (what torchtitan's reader reads back:
+the option ignored at context_parallel_degree 1), and resolve lists the job's as such
+(ignored_at_cp1).
 
 References
 [1] pytorch/pytorch torch/distributed/tensor/experimental/_context_parallel/_attention.py (torch
     2.13): _AllToAllRotater, _AllGatherRotater, _templated_ring_attention(_backward).
 [2] pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e
     Parallelism.context_parallel_rotate_method.
+[3] pytorch/torchtitan @e347b1e5e torchtitan/components/validate.py l. 204-214: create_context_parallel_ctx
+    (torchtitan/distributed/utils.py l. 200-222, set_rotate_method) called with
+    context_parallel_rotate_method only under 'if parallel_dims.cp_enabled' (its one reader at that commit).
 """
 
 from __future__ import annotations
@@ -61,10 +68,23 @@ def apply_rotate_method(job, stack: Stack, where: str = "") -> Stack:
     return stack.model_copy(update=update) if update else stack
 
 
-def exported_rotate_method(settings) -> str | None:
+def exported_rotate_method(settings, cp: int) -> str | None:
     """The resolved stack's rotate method where it is not the catalog stack's (the job's
-    cp_rotate_method that changed it: what export writes back), else None."""
-    if settings.stack is None:
+    cp_rotate_method that changed it: what a plan at `cp` lists and export writes back), else None;
+    None at cp 1, where no ring runs [3]."""
+    if settings.stack is None or cp <= 1:
         return None
     rotate = settings.stack.memory.cp_ring_backward
     return rotate if rotate != load_stack(settings.stack_name).memory.cp_ring_backward else None
+
+
+def ignored_at_cp1(job) -> list[str]:
+    """The job's cp_rotate_method where its cp is 1, as resolve lists it: no ring runs without
+    context parallelism [3], so the plan is priced and listed as the one without it (the ring's
+    terms are zero at cp 1); [] where the job sets none."""
+    rotate = getattr(job, "cp_rotate_method", None)
+    if rotate is None:
+        return []
+    return [f"cp_rotate_method {rotate} at cp 1: without context parallelism no ring attention runs (torchtitan "
+            "@e347b1e5e hands the method to torch only where parallel_dims.cp_enabled, components/validate.py "
+            "l. 204-214), so a plan at cp 1 is priced and listed as the one without it"]

@@ -18,7 +18,9 @@ from .errors import PlannerError
 from .recompute_modules import RC_FULL, RC_NONE, RC_SELECTIVE, apply_modules  # noqa: F401 (the recompute codes: defined there)
 from .cuda_graphs import cuda_graph_error
 from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
+from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
 from .cp_rotate import apply_rotate_method, exported_rotate_method
+from .cp_rotate import ignored_at_cp1 as rotate_ignored
 from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_newer_note, te_release, te_too_old
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, stage_layers
@@ -1986,6 +1988,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     job, features = apply_stack_features(job, load_stack(job.stack), where)  # the stack's attention and 16-bit dtype
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
+    if job.cp == 1:  # a CP variant without CP: the plan without it, listed (planner/cp_comm_type.py, cp_rotate.py)
+        warnings += cp_variant_ignored(job) + rotate_ignored(job)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
@@ -2970,7 +2974,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
         **_moe_plan_fields(plan, settings, at),
-        **_job_switch_fields(settings, fixed),
+        **_job_switch_fields(settings, fixed, g("cp")),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),
@@ -3013,7 +3017,7 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
     }
 
 
-def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
+def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
     """plan_dict's job switches, each only where the job (or the plan's sharding mode, fixed: mode_settings)
     sets it away from the stack's default, in the order the JSON has always listed them."""
     return {
@@ -3077,10 +3081,12 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
         # only where the job's changed the catalog stack's (planner/cp_rotate.py)
-        **({"cp_rotate_method": rotate} if (rotate := exported_rotate_method(settings)) is not None else {}),
-        # only where the job's changed the stack's default (planner/cp_comm_type.py)
-        **({"cp_comm_type": cct} if (cct := exported_cp_comm_type(settings)) is not None else {}),
-        **({"hierarchical_cp_sizes": hs} if (hs := exported_hierarchical_sizes(settings)) is not None else {}),
+        # (none at cp 1, where no ring runs: the plan without it)
+        **({"cp_rotate_method": rotate} if (rotate := exported_rotate_method(settings, cp)) is not None else {}),
+        # only where the job's changed the stack's default (planner/cp_comm_type.py); none at cp 1, where
+        # Megatron-Core runs no variant (the plan without it, as its readers read such a file back)
+        **({"cp_comm_type": cct} if (cct := exported_cp_comm_type(settings, cp)) is not None else {}),
+        **({"hierarchical_cp_sizes": hs} if (hs := exported_hierarchical_sizes(settings, cp)) is not None else {}),
         # only where the job turned the stack's p2p overlap off (apply_pp_p2p_overlap)
         **({"pp_p2p_overlap": False} if exported_pp_p2p_overlap(settings) is False else {}),
         **({"pp_p2p_overlap_warmup_flush": True} if exported_pp_p2p_warmup_flush(settings) else {}),

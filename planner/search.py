@@ -1262,6 +1262,13 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     hcf_rows = _capacity_rows_only(job, search_dispatchers)
     settings, gbs, seq, warnings = settings_for(_searched_base(job, search_dispatchers), where=where)
     settings = replace(settings, seq_assumed=(), code_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
+    sizes = job.hierarchical_cp_sizes
+    if (opts.cp is None or 1 in opts.cp) and not (sizes and int(np.prod(sizes)) > 1):  # (a2a+p2p's sizes fix cp)
+        # the plans at cp 1 run the job's CP variant as none (planner/cp_comm_type.py, cp_rotate.py): said once
+        from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
+        from .cp_rotate import ignored_at_cp1 as rotate_ignored
+
+        warnings = warnings + [w for w in cp_variant_ignored(job) + rotate_ignored(job) if w not in warnings]
     variants = variant_choices(settings.stack, job, where, settings.hardware, settings.model)
     twins = uncompiled_choices(settings.stack, job, variants)
     twin = np.r_[np.zeros(len(variants), dtype=bool), np.ones(len(twins), dtype=bool)]

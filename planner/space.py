@@ -890,6 +890,13 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
         ep_comm_overlap=False, **hcp, **disp))
     settings, plan, warnings = resolve(one, where)
+    # the probe's cp 1 lists the job's CP variant as run without CP (plan.resolve): whether a searched plan runs at
+    # cp 1 is the search's to say (search.search_one), not the probe's
+    from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
+    from .cp_rotate import ignored_at_cp1 as rotate_ignored
+
+    probe_notes = cp_variant_ignored(one) + rotate_ignored(one)
+    warnings = [w for w in warnings if w not in probe_notes]
     if hcp:
         from .cp_comm_type import apply_cp_comm_type
 

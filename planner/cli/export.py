@@ -123,6 +123,13 @@ def register(app: typer.Typer) -> None:
                                        "give another --output path")
         job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in job_option_names()}), from_fit, row,
                                   config_format)
-        write_export(resolved_plan(job, where), target, output)
+        plan = resolved_plan(job, where)
+        if job.cp == 1:  # a CP variant without CP: the plan lists none and the file holds none (planner/cp_comm_type.py)
+            from ..cp_comm_type import ignored_at_cp1 as cp_variant_ignored
+            from ..cp_rotate import ignored_at_cp1 as rotate_ignored
+
+            for w in cp_variant_ignored(job) + rotate_ignored(job):
+                warn(f"export {target}: {w}")
+        write_export(plan, target, output)
 
     app.command("export")(cli_errors(with_parameters(export, plan_params)))

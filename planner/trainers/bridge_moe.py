@@ -250,22 +250,12 @@ PER_TOKEN_LOSS = ("the per-token loss: finalize_model_grads (Megatron-Core 905c0
                   "l. 485-501) broadcasts the token count over the pipeline, all-reduces it over DP x CP (one element "
                   "each) and scales the gradient buffers by 1 / tokens (one elementwise pass a step): not priced; no "
                   "memory beyond the one-element count")
-CP_COMM_TYPES = ("p2p", "all_gather", "a2a")
 
 
-def cp_job(cfg: dict, job: dict, where: str, ignored: list, not_modelled: list) -> None:
-    """model.cp_comm_type (TransformerConfig @905c0e386 l. 806-810; None is p2p, transformer_engine.py l. 1445-1446)
-    as the job's cp_comm_type (planner/cp_comm_type.py) where cp > 1, ignored at cp 1; the per-token loss and the
-    softmax's sinks, listed as not priced (the gpt-oss recipes, whose values hold these keys)."""
-    v = cfg["model.cp_comm_type"]
-    if v is not None and (not isinstance(v, str) or v not in CP_COMM_TYPES):
-        raise PlannerError(f"{where}model.cp_comm_type={_v(v)}: not a context-parallel variant the planner's "
-                           "megatron-bridge reader reads (a per-layer list, or a2a+p2p, whose group sizes it does not "
-                           "read, are not)", f"valid: {', '.join(CP_COMM_TYPES)}, null")
-    if job["cp"] > 1 and v is not None and v != "p2p":
-        job["cp_comm_type"] = v
-    elif job["cp"] == 1 and v is not None:
-        ignored.append(f"model.cp_comm_type={v} (context_parallel_size 1: no context parallelism)")
+def gpt_oss_job(cfg: dict, where: str, not_modelled: list) -> None:
+    """The gpt-oss recipes' per-token loss and the softmax's sinks, listed as not priced (the recipes whose values
+    hold these keys); their model.cp_comm_type a2a (gpt_oss.py l. 66, 187) is every recipe's key (megatron_bridge.py
+    COMMON, _cp_job)."""
     if _bool(cfg, "model.calculate_per_token_loss", where):
         not_modelled.append(f"model.calculate_per_token_loss=true ({PER_TOKEN_LOSS})")
     sm = cfg.get("model.softmax_type", "vanilla")

@@ -62,6 +62,13 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
+    if plan.get("cp") == 1:  # a CP variant without CP: no run holds one, so no trainer's file reads back with it
+        held = [f"{k} {plan[k]}" for k in ("cp_comm_type", "hierarchical_cp_sizes", "cp_rotate_method") if plan.get(k)]
+        if held:
+            raise _refuse(fmt, f"{', '.join(held)} at cp 1: without context parallelism no variant runs (Megatron-Core "
+                               "hands the attention none, torchtitan no ring: planner/cp_comm_type.py, cp_rotate.py), "
+                               "and a plan at cp 1 lists none (plan.plan_dict); each trainer's reader ignores it there",
+                          "export the plan as explain lists it (without the variant at cp 1)")
     if plan.get("dummy_wgrads") is not None:  # a code version's dummy weight gradients (memory.py [dw])
         raise _refuse(fmt, f"dummy_wgrads {plan['dummy_wgrads']}: what the linears return as weight gradients is the "
                            "code version's, not a setting the file can hold", "price it without dummy_wgrads (the stack's own)")
@@ -2089,7 +2096,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     plan's model and every priced setting as an override."""
     from ..schema import BYTES_PER_PARAM_PRESETS
     from ..startup import uses_tp_pp_dp_mapping
-    from .bridge_moe import CP_COMM_TYPES, layout_text, moe_overrides, optimizer_overrides
+    from .bridge_moe import layout_text, moe_overrides, optimizer_overrides
+    from .megatron_bridge import CP_COMM_TYPES
 
     if plan.get("stack") != BRIDGE_STACK:
         raise _bridge_refuse(f"the plan was priced on stack {plan.get('stack')}, not {BRIDGE_STACK}, whose modes and rules the file "
@@ -2108,13 +2116,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     for k in sig:
         if k in _BRIDGE_WRITTEN or k == "stage_layers" or (rec.moe and k in _BRIDGE_MOE_WRITTEN):
             continue
-        if k == "cp_comm_type" and "model.cp_comm_type" in rec.values and sig[k] in CP_COMM_TYPES:
-            if plan["cp"] == 1:  # no key makes it read back: Megatron-Core ignores the variant without CP
-                raise _bridge_refuse(f"cp_comm_type {sig[k]} at cp 1: without context parallelism the layers ignore "
-                                     "model.cp_comm_type (transformer_engine.py @905c0e386 l. 1433-1457 passes it only to "
-                                     "the CP attention), so the file would read back without it",
-                                     "price it without --cp-comm-type, or with cp > 1")
-            continue  # written below (the gpt-oss recipes hold the key)
+        if (k == "cp_comm_type" and sig[k] in CP_COMM_TYPES) or k == "hierarchical_cp_sizes":
+            continue  # model.cp_comm_type and a2a+p2p's sizes, written below (every recipe reads them: megatron_bridge.COMMON)
         if sig[k] not in (None, False, 0, [], ()):
             raise _bridge_refuse(f"{k} {sig[k]!r}: the planner's {BRIDGE_FMT} writer spells no ConfigContainer key for it",
                                  f"price it without {k}, or export --format megatron")
@@ -2143,10 +2146,13 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         # tokenizer's (training/setup.py l. 177-180, _validate_and_set_vocab_size l. 467-498; should_pad_vocab False):
         # the Hugging Face config's, or the rows the plan priced
         ("model.vocab_size", plan.get("padded_vocab_size") or model.vocab_size)]
-    if "model.cp_comm_type" in rec.values and cp > 1:
-        # the plan's context-parallel variant over the recipe's (gpt_oss.py l. 66: a2a): the stack's default p2p
-        # where the plan names none (plan.plan_dict writes cp_comm_type only away from it)
+    if cp > 1:
+        # the plan's context-parallel variant over the recipe's (None, p2p; gpt_oss.py l. 66: a2a): the stack's default
+        # p2p where the plan names none (plan.plan_dict writes cp_comm_type only away from it, and none at cp 1, where
+        # Megatron-Core runs no variant: the recipe's value stands, ignored, as the reader reads it)
         o.append(("model.cp_comm_type", plan.get("cp_comm_type") or "p2p"))
+        if plan.get("hierarchical_cp_sizes"):  # a2a+p2p run hierarchically (planner/cp_comm_type.py)
+            o.append(("model.hierarchical_context_parallel_sizes", list(plan["hierarchical_cp_sizes"])))
     steps = None
     if plan.get("tokens") is not None:
         per = plan["global_batch"] * plan["seq_len"]

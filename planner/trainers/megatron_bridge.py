@@ -86,7 +86,20 @@ COMMON = {
     # Megatron-Core 905c0e386 distributed_data_parallel_config.py l. 30 (Bridge's initialize.py l. 125 hands it to the
     # process groups): Megatron-FSDP's HSDP where above 1 (mcore_fsdp_adapter.py l. 228)
     "ddp.num_distributed_optimizer_instances": 1,
+    # the context-parallel variant: Megatron-Core 905c0e386 transformer_config.py l. 806 (cp_comm_type: None), which
+    # transformer_engine.py l. 1445-1446 hands Transformer Engine as p2p where context_parallel_size > 1 (l. 1433-1457:
+    # nothing at CP 1); no Llama, DeepSeek or Qwen recipe nor their providers set it (gpt_oss.py l. 66, 187: a2a)
+    "model.cp_comm_type": None,
+    # a2a+p2p's all-to-all group's and ring's ranks: model_parallel_config.py @905c0e386 l. 48 (None), handed to
+    # parallel_state.initialize_model_parallel by Bridge's initialize.py @dc805f5cf l. 624 (which asserts their
+    # product is cp, parallel_state.py @905c0e386 l. 987-988)
+    "model.hierarchical_context_parallel_sizes": None,
 }
+
+# the variants the reader takes as the job's cp_comm_type (planner/cp_comm_type.py) and the writer writes: those of
+# TransformerConfig's docstring (transformer_config.py @905c0e386 l. 807-822; a2a+p2p with the sizes above), not a
+# per-layer list
+CP_COMM_TYPES = ("p2p", "all_gather", "a2a", "a2a+p2p")
 
 
 class Recipe(NamedTuple):
@@ -724,11 +737,43 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         from ..catalog import load_model
 
         bridge_moe.moe_job(cfg, co, job, load_model(job["model"]), hw, where, assumed, ignored, not_modelled)
-    if "model.cp_comm_type" in cfg:  # the gpt-oss recipes' CP variant, per-token loss and sinks (bridge_moe.py)
-        bridge_moe.cp_job(cfg, job, where, ignored, not_modelled)
+    _cp_job(cfg, job, where, ignored)
+    if "model.softmax_type" in cfg:  # the gpt-oss recipes' per-token loss and sinks (bridge_moe.py)
+        bridge_moe.gpt_oss_job(cfg, where, not_modelled)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
+
+
+def _cp_job(cfg: dict, job: dict, where: str, ignored: list) -> None:
+    """model.cp_comm_type (TransformerConfig @905c0e386 l. 806-810; None is p2p, transformer_engine.py l. 1445-1446)
+    as the job's cp_comm_type (planner/cp_comm_type.py) where cp > 1 and it is not p2p, ignored at cp 1 (Megatron-Core
+    hands the attention no variant without CP, l. 1433-1457); a2a+p2p with model.hierarchical_context_parallel_sizes
+    as the job's hierarchical_cp_sizes (the sizes beside another variant, or at cp 1, listed as ignored: only a2a+p2p
+    reads them, transformer_engine.py l. 1447-1454); a per-layer list is refused, named."""
+    v, sizes = cfg["model.cp_comm_type"], cfg["model.hierarchical_context_parallel_sizes"]
+    if v is not None and (not isinstance(v, str) or v not in CP_COMM_TYPES):
+        raise PlannerError(f"{where}model.cp_comm_type={_v(v)}: not a context-parallel variant the planner's "
+                           "megatron-bridge reader reads (a per-layer list is not)", f"valid: {', '.join(CP_COMM_TYPES)}, null")
+    if sizes is not None and (not isinstance(sizes, list) or len(sizes) != 2
+                              or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in sizes)):
+        raise PlannerError(f"{where}model.hierarchical_context_parallel_sizes={_v(sizes)}: not two positive whole numbers "
+                           "(the all-to-all group's and the ring's ranks)",
+                           "e.g. model.hierarchical_context_parallel_sizes=[2,2]")
+    if job["cp"] > 1 and v == "a2a+p2p" and sizes is None:
+        raise PlannerError(f"{where}model.cp_comm_type=a2a+p2p without model.hierarchical_context_parallel_sizes: "
+                           "Megatron-Core builds the hierarchical groups only from those sizes (parallel_state.py "
+                           "@905c0e386 l. 987-1000), so the attention gets none (transformer_engine.py l. 1447-1454)",
+                           "give model.hierarchical_context_parallel_sizes=[A,P] with A x P = context_parallel_size")
+    if job["cp"] > 1 and v is not None and v != "p2p":
+        job["cp_comm_type"] = v
+        if v == "a2a+p2p":
+            job["hierarchical_cp_sizes"] = list(sizes)
+    elif job["cp"] == 1 and v is not None:
+        ignored.append(f"model.cp_comm_type={v} (context_parallel_size 1: no context parallelism)")
+    if sizes is not None and "hierarchical_cp_sizes" not in job:
+        ignored.append(f"model.hierarchical_context_parallel_sizes={_v(sizes)} (read by model.cp_comm_type a2a+p2p only, "
+                       "at context_parallel_size > 1)")
 
 
 def _recipe_values(cfg: dict, mp: dict, co, rec: Recipe) -> dict:
