@@ -1994,6 +1994,26 @@ class StepGrads(BaseModel):
         return self
 
 
+class EmbeddingGradShard(BaseModel):
+    """What the pipeline's word-embedding gradient all-reduce (Stack.pipeline_tied_grad_allreduce, step.py [20]) moves
+    under a sharding mode whose optimizer parameter holds the gradient as a DTensor shard (Megatron-FSDP): the rank's
+    shard of the embedding's own bucket, not the whole V/tp x h main gradient. Megatron-LM @d98e8a64 (and Megatron-Core
+    905c0e386) finalize_model_grads.py l. 250-258: under use_megatron_fsdp the tensor all-reduced is param.grad's
+    _local_tensor; update_main_grads installs as param.grad the rank's (virtual) shard of the main gradient buffer
+    (get_item only_shard, at every sharded level), converted to the fp32 main weight's dtype; the shared embedding
+    copies are each a bucket of their own (_get_parameter_groups _does_param_require_new_bucket), padded to a
+    multiple of the shard group x hidden: ceil(V/tp / n) x h elements a rank."""
+
+    model_config = Strict
+    skipped_decoupled: bool = Field(description="the job's precision-aware optimizer (plan.Settings.precision_aware) "
+                                                "installs the shard as decoupled_grad and leaves param.grad None, so "
+                                                "the all-reduce returns without running (Megatron-LM @d98e8a64: "
+                                                "megatron_fsdp_use_decoupled_grad); false: it runs whatever the "
+                                                "optimizer (Megatron-Core 905c0e386: nothing sets the buffer's "
+                                                "use_precision_aware_optimizer)")
+    sources: list[str] = Field(min_length=1)
+
+
 class ShardingMode(BaseModel):
     """One data-parallel sharding mode a stack runs (issue 22): the stack's own name for it,
     its ZeRO level (`level`: which states it shards at rest, over which group), when it moves
@@ -2046,6 +2066,11 @@ class ShardingMode(BaseModel):
                                    "and hold the job's gradient bytes, not fsdp.grad_reduce_bytes / "
                                    "zero2_reduce_queue_grad_bytes (Megatron-FSDP: --megatron-fsdp-main-grads-dtype "
                                    "and --megatron-fsdp-grad-comm-dtype, memory.py [mg]); false: the stack's fsdp spec")
+    embedding_grad_shard: Optional[EmbeddingGradShard] = Field(
+        default=None, description="the pipeline's word-embedding gradient all-reduce (step.py [20]) moves the rank's "
+                                  "shard of the optimizer's gradient, ceil(V/tp / shard group) x h elements in fp32 (the "
+                                  "main weight's dtype), not the whole V/tp x h main gradient (Megatron-FSDP: "
+                                  "finalize_model_grads all-reduces weight.grad._local_tensor); null: the whole gradient")
     tp_pp_dp_mapping: bool = Field(
         default=True, description="the trainer runs the mode with Megatron's tp-pp-dp mapping (rank order tp-cp-pp-dp, "
                                   "--use-tp-pp-dp-mapping); false: it asserts the mapping off under the mode "
@@ -2105,6 +2130,10 @@ class ShardingMode(BaseModel):
             raise ValueError(f"sharding mode {self.name} ({self.level}): allreduce_bucket_params is priced for a zero1 "
                              "mode with grad_accum_bytes and grad_allreduce only (the BF16_Optimizer's buffers "
                              "all-reduced after the backward, memory.py [bo])")
+        if self.embedding_grad_shard is not None and self.level == "none":
+            raise ValueError(f"sharding mode {self.name} (none): embedding_grad_shard is a shard of the optimizer's "
+                             "partition, which a mode sharding nothing has not (Megatron-FSDP no_shard: the whole "
+                             "gradient, get_item without only_shard)")
         sg = self.step_grads
         if sg is not None and self.level in ("fsdp", "hsdp") and (
                 sg.flat or sg.flat_fp32 or sg.partition_only or sg.norm_fp64 or sg.ipg_buffer or sg.reduction is not None

@@ -357,6 +357,21 @@ def main_grad_bytes(stack: Stack | None, plan, job_bytes: float, default) -> np.
     return np.where(own, float(job_bytes), default) * np.ones(shape)
 
 
+def embedding_grad_shard(stack: Stack | None, plan, precision_aware: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(shard, skipped), boolean arrays of the plan's shape, for the pipeline's word-embedding gradient all-reduce
+    (step.py [20]): shard where the plan's sharding mode all-reduces the rank's shard of the optimizer's gradient
+    (stack_db runs.sharding embedding_grad_shard: Megatron-FSDP), skipped where it runs none at all for this job
+    (embedding_grad_shard skipped_decoupled, under the job's precision-aware optimizer, `precision_aware`)."""
+    shape = np.shape(plan.sharding)
+    col = None if stack is None else _mode_column(stack, lambda m: float(m.embedding_grad_shard is not None))
+    if col is None or not col.any():  # stack data: no mode shards it
+        return np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    skip = _mode_column(stack, lambda m: float(m.embedding_grad_shard is not None and precision_aware
+                                               and m.embedding_grad_shard.skipped_decoupled))
+    idx = np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)
+    return (col[idx] > 0) & np.ones(shape, dtype=bool), (skip[idx] > 0) & np.ones(shape, dtype=bool)
+
+
 def reduce_queue_units(stack: Stack | None, plan) -> np.ndarray:
     """The plan's sharding mode's reduce-scatter queue (stack_db runs.sharding reduce_queue_units: Megatron-FSDP's
     GradReducePipeline, memory.py [rs]): the average layer units its capacity is at least, a float array of the

@@ -224,9 +224,30 @@ References
     (multi_token_prediction.py get_mtp_ranks l. 834-847: the last stage without a custom layout); the planner prices
     the MTP modules, and so this copy, on the last stage (trainers/megatron.py parse_layout), so the group is the two
     ends, (pp - 1) pipeline strides apart, tied or not. The main_grad is the gradient buffer's (bytes_per_param
-    gradients: fp32 for the megatron preset). Not priced: a layout's MTP stage other than the last (a third rank in
-    the group where tied; noted by the reader), Megatron-FSDP's all-reduce of the main_grad DTensor's local tensor (l. 252-253:
-    orig_grad._local_tensor, its shard where the mode shards gradients; priced whole, an upper bound).
+    gradients: fp32 for the megatron preset). Under Megatron-FSDP (stack runs.sharding embedding_grad_shard: the
+    megatron_fsdp_optim, _optim_grads, _optim_grads_params and _hsdp modes) the tensor is the rank's shard of the
+    optimizer's gradient: finalize_model_grads l. 250-258 reads weight.grad (the module's parameter is by then the
+    optimizer's DTensor, finish_grad_sync -> _replace_param_with_distributed_if_needed, megatron_fsdp.py l. 1376-1427,
+    which has no main_grad attribute) and all-reduces its _local_tensor; update_main_grads (param_and_grad_buffer.py
+    l. 3351-3409) makes that the rank's (virtual) shard of the main gradient buffer at every sharded level (get_item
+    only_shard, l. 1598-1630: the gradients' buffer sharded under optim_grads / optim_grads_params, whole under optim,
+    where the shard is read from it all the same), .to(param.dtype), the main weight's (fp32:
+    --megatron-fsdp-main-params-dtype default fp32, arguments.py l. 3687, distributed_data_parallel_config.py l. 125; the planner does not read
+    the flag), where use_decoupled_grad is off. Both ends' embedding copies carry shared_embedding (language_module.py
+    l. 270-290) and so each is a bucket of its own under any sharded level (_get_parameter_groups
+    _does_param_require_new_bucket, l. 1774-1785, "so that the first and last pipeline stage partition ... the same
+    way"), chunk size h (l. 1876-1912), padded to a multiple of n x h (l. 283-286) and cut in n equal shards (l.
+    410-411): ceil(V/tp / n) x h elements a rank, x 4 B, over the same two ranks; n the main buffer's group, dp x cp
+    (HSDP: the shard group x cp; mcore_fsdp_adapter.py _init_dist_index dp_shard_dim "dp_cp"). Under
+    --use-precision-aware-optimizer update_main_grads installs the shard as decoupled_grad instead (l. 3404-3409;
+    training.py l. 2649-2650) and weight.grad stays None, so the all-reduce returns without running (l. 255-257):
+    the two copies' gradients are not summed (priced 0; stack embedding_grad_shard skipped_decoupled). Megatron-Core
+    905c0e386 (stack megatron-bridge) runs the same code (finalize_model_grads.py l. 204-259, param_and_grad_buffer.py
+    l. 283-286, 408, 1392-1403, 2813-2875; main_params_dtype float32, mcore_fsdp_adapter.py l. 73) but installs
+    param.grad whatever the optimizer (l. 2845, 2872 read a use_precision_aware_optimizer attribute nothing sets):
+    the shard always moves. torch FSDP2 (--use-torch-fsdp2) asserts pipeline_model_parallel_size 1 and untied
+    embeddings (arguments.py l. 1034-1035, 1044-1045; start-up rule 24): its embedding group is one rank, nothing moves. Not
+    priced: a layout's MTP stage other than the last (a third rank in the group where tied; noted by the reader).
 [21] DeepSpeed ZeRO-3 of April 2021 all-reduces its gradient buckets whole (ShardingMode.grad_allreduce on an fsdp
     mode: stack megatron-deepspeed-2021's zero3): microsoft/DeepSpeed a12aaedc deepspeed/runtime/zero/stage3.py
     reduce_ipg_grads l. 2162-2193 sends a flushed bucket, without contiguous_gradients (the stage-3 default,
@@ -402,15 +423,15 @@ from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
-from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_allgather_on, params_of, recompute_fraction,
-                     recomputed_layers, stage_param_split)
+from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, experts_run_eager, fp8_allgather_on,
+                     params_of, recompute_fraction, recomputed_layers, stage_param_split)
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        reduce_queue_overrun, stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -1616,16 +1637,24 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     after the last backward and waited on: all of it on the step. Likewise, tied or not, the multi-token-prediction
     stage's own word embedding where the stack builds one (stack memory.mtp_embedding_copy, memory.py [me]): its
     gradient is all-reduced with the first stage's over the same group, one tensor of the same size whether the
-    embeddings are tied or not [20]. 0 elsewhere."""
+    embeddings are tied or not [20]. Under Megatron-FSDP (the mode's embedding_grad_shard) the rank's shard of the
+    optimizer's fp32 gradient, ceil(V/tp / n) x h elements x 4 B (n: dp x cp, HSDP's shard x cp), and nothing where the
+    job's precision-aware optimizer leaves param.grad unset (skipped_decoupled) [20]. 0 elsewhere."""
     plan, settings = sc.plan, sc.settings
     tied = sc.stack.pipeline_tied_grad_allreduce and settings.model.tied_embeddings
     mtp_copy = bool(sc.stack.memory.mtp_embedding_copy and settings.model.mtp_layers)  # the MTP stage's copy [me]
     if not (tied or mtp_copy):  # stack and model, not searched
         return np.zeros(np.shape(plan.pp))
-    elems = count_params(settings.model).embedding / plan.tp
+    model = settings.model
     acc = grad_accum_bytes(sc.stack, plan)
-    size = elems * np.where(acc > 0, acc, settings.bpp.gradients)
-    on = plan.pp > 1
+    whole = count_params(model).embedding / plan.tp * np.where(acc > 0, acc, settings.bpp.gradients)
+    # Megatron-FSDP: the rank's shard of its own bucket, padded to the shard group x h, in fp32 (the main weight's);
+    # none where the precision-aware optimizer leaves param.grad unset [20]
+    shard, skipped = embedding_grad_shard(sc.stack, plan, settings.precision_aware)
+    n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    rows = np.ceil(float(model.vocab_size) / plan.tp / n)
+    size = np.where(shard, rows * model.hidden_size * STEP_FP32_GRAD_BYTES, whole)
+    on = (plan.pp > 1) & ~skipped
     t = coll(comm.ALL_REDUCE, size, np.where(on, 2, 1), np.maximum(plan.pp - 1, 1) * coll.strides["pp"])
     return np.where(on, t, 0.0)
 

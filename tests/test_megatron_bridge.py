@@ -39,6 +39,11 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
             continue
         assert (b.pop("main_grads_bytes"), m.pop("main_grads_bytes")) == (4.0, None)
         assert (b.pop("tp_pp_dp_mapping"), m.pop("tp_pp_dp_mapping")) == (False, True)  # STACK_MODE_TP_PP_DP
+        # the embedding gradient all-reduce's shard (step.py [20]): 905c0e386 sets param.grad under the precision-aware
+        # optimizer too (update_main_grads l. 2845, 2872), d98e8a64 leaves it None (decoupled_grad): no all-reduce
+        eb, em = b.pop("embedding_grad_shard"), m.pop("embedding_grad_shard")
+        assert (eb["skipped_decoupled"], em["skipped_decoupled"]) == (False, True)
+        assert "@905c0e386" in eb["sources"][0] and "@d98e8a64" in em["sources"][0]
         assert b.pop("sources")[:-1] == m.pop("sources")
         (fusion,) = b.pop("job_settings")
         assert (fusion["setting"], fusion["value"], fusion["other"]) == ("gradient_accumulation_fusion", False,
