@@ -761,6 +761,10 @@ References
      fp32 whatever grad_reduce_in_fp32 says (mcore_fsdp_adapter.py l. 73-75, 92-97), so its modes state
      main_grads_bytes 4 and a job of other gradient bytes is planned without them (plan.stack_for_states); at 4 B the
      two stacks price one figure (tests/test_bridge_launch.py: Llama 3 70B, 4 x 70,553,706,496 / 8 B a GPU).
+     Its update_main_grads (param_and_grad_buffer.py @905c0e386 l. 2813-2875) skips the conversion and param.grad only
+     where the buffer's use_precision_aware_optimizer attribute is set (l. 2845, 2872), which nothing at 905c0e386 sets:
+     megatron-bridge's modes state no fp32_decoupled, and with its fp32 main gradients .to(fp32) is the tensor itself,
+     so no copy with the precision-aware optimizer or without (tests/test_bridge_step_grads.py).
      The optimizer's gradient: update_main_grads (l. 3351-3381; attach_grad_to_optimizer_state, megatron_fsdp.py
      l. 1369-1374, and scale_gradients l. 3181-3187) hands each optimizer parameter the rank's shard of the buffer,
      .to(param.dtype) of the fp32 main weight where a main weight buffer exists and use_decoupled_grad is off (l. 3377):

@@ -1284,6 +1284,32 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
                         "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
 
 
+EMBEDDING_GRAD_SKIP_SOURCE = ("NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/finalize_model_grads.py "
+                              "_allreduce_word_embedding_grads l. 250-258: under use_megatron_fsdp the all-reduced tensor is "
+                              "weight.grad._local_tensor, and with param.grad None (update_main_grads installs the shard as "
+                              "decoupled_grad under --use-precision-aware-optimizer) l. 255-257 return before the all_reduce")
+
+
+def _embedding_grad_skip_warning(job: Job, model: ModelSpec, stack, plan: PlanArrays, pao: bool, warnings: list) -> None:
+    """The pipeline's word-embedding gradient all-reduce that the plan's sharding mode never runs under the job's
+    precision-aware optimizer (stack_db runs.sharding embedding_grad_shard skipped_decoupled: Megatron-LM @d98e8a64's
+    Megatron-FSDP, step.py [20], priced 0): at pp > 1 with a tied embedding (where the stack's pipeline all-reduces
+    it, Stack.pipeline_tied_grad_allreduce) or the MTP stage's own embedding copy (stack memory.mtp_embedding_copy),
+    the two copies' gradients are never summed, a trainer bug the planner prices and says, not fixes."""
+    if job.pp <= 1 or not pao or stack.runs is None or not stack.runs.sharding:
+        return
+    tied = bool(stack.pipeline_tied_grad_allreduce and model.tied_embeddings)
+    mtp = bool(stack.memory.mtp_embedding_copy and model.mtp_layers)
+    mode = stack.runs.sharding[min(max(int(plan.smode), 0), len(stack.runs.sharding) - 1)]  # stacks._mode_column's index
+    if not (tied or mtp) or mode.embedding_grad_shard is None or not mode.embedding_grad_shard.skipped_decoupled:
+        return
+    copies = "the tied input and output embeddings" if tied else "the first stage's and the MTP stage's word embeddings"
+    warnings.append(f"{copies} at pp {job.pp} under {mode.name} with the precision-aware optimizer: stack {stack.name}'s "
+                    f"trainer never sums the two copies' gradients, so they drift apart each step ({EMBEDDING_GRAD_SKIP_SOURCE}; "
+                    f"{stack.origin} runs.sharding {mode.name} embedding_grad_shard skipped_decoupled); the all-reduce is priced "
+                    "0 as it runs (step.py [20])")
+
+
 def _check_offload(job: Job, stack, hw, where: str, warnings: list) -> None:
     """offload_optimizer / offload_param (planner/offload.py): refused on a stack without cpu_offload, on a GPU entry
     without its host link (pcie_GBps) or host DRAM bandwidth (host_memory_GBps), without the sharding the trainers offload under (DeepSpeed's ZeRO-Offload needs
@@ -2040,6 +2066,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.te_version is not None and (note := te_newer_note(job.te_version)):
         warnings.append(note)
     _check_early_step(job, stack, plan, where, warnings)
+    _embedding_grad_skip_warning(job, model, stack, plan, pao, warnings)
     _check_offload(job, stack, hw, where, warnings)
     if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py
         raise err

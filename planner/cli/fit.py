@@ -15,7 +15,7 @@ from .core import (ConfigFormatOption, field_values, with_field_options, Capacit
 from .. import files
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
-from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
+from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS, EMBEDDING_GRAD_SKIP_SOURCE
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit, rank_config, row_objective
 from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
@@ -256,6 +256,8 @@ def register(app: typer.Typer) -> None:
             note(_config_line(config_plan, result.rows[0] if result.rows else None))
         for w in result.warnings:
             warn(w)
+        for w, nums in _trainer_bug_rows(result.rows[:top], result.warnings).items():
+            warn(f"row{'s' if len(nums) > 1 else ''} {', '.join(map(str, nums))}: {w}")
         if result.counts.dispatchers:  # the MoE dispatcher searched (search.dispatcher_settings)
             left = "".join(f"; {n} left out: {why}" for n, why in result.counts.dispatchers_left)
             note(f"{job.model}: MoE dispatcher searched, the faster per plan where it starts (stack options column): "
@@ -422,6 +424,18 @@ def _config_json(cp: dict, top_row: dict) -> dict:
     speedup = None if res is None else res["time"]["step_s"] / top_row["time"]["step_s"] - 1.0
     return {"file": cp["file"], "rank": cp["rank"], "of": cp["of"], "searched": cp["searched"], "reason": cp["reason"],
             "top_speedup": speedup, "explain": res}
+
+
+def _trainer_bug_rows(rows: list[dict], said: list[str]) -> dict[str, list[int]]:
+    """{warning: the 1-based rows it holds for} for the searched rows' own warnings on a trainer bug that only some rows
+    meet (plan._embedding_grad_skip_warning: Megatron-LM's skipped embedding all-reduce, named by its source constant),
+    those not already said for the whole search; each row's warnings are explain's (search.fit resolves every row)."""
+    out: dict[str, list[int]] = {}
+    for i, row in enumerate(rows, 1):
+        for w in row.get("warnings", []):
+            if EMBEDDING_GRAD_SKIP_SOURCE in w and w not in said:
+                out.setdefault(w, []).append(i)
+    return out
 
 
 def note_calibration(rows: list[dict]) -> None:
