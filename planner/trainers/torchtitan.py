@@ -38,7 +38,10 @@ Read and modelled (section.key -> planner job field):
                                    pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
                                    pipeline_parallel_layers_per_stage, enable_async_tensor_parallel,
                                    context_parallel_rotate_method (-> cp_rotate_method:
-                                   allgather | alltoall, anything else refused),
+                                   allgather | alltoall, anything else refused; on a stack
+                                   whose training never sets it, runs.cp_rotate_method_trains
+                                   false as the catalog torchtitan's, listed as ignored, or
+                                   not modelled under [validation] enable: cp_rotate.py [4]),
                                    expert_parallel_degree, expert_tensor_parallel_degree (-> ep,
                                    etp; etp default 1), expert_parallel_comm_backend (-> moe_dispatcher:
                                    standard -> alltoall, deepep -> deepep [7]; an MoE model only),
