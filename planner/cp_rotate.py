@@ -35,6 +35,18 @@ References
 [3] pytorch/torchtitan @e347b1e5e torchtitan/components/validate.py l. 204-214: create_context_parallel_ctx
     (torchtitan/distributed/utils.py l. 200-222, set_rotate_method) called with
     context_parallel_rotate_method only under 'if parallel_dims.cp_enabled' (its one reader at that commit).
+[4] Issue 22 (ttrotate): at pytorch/torchtitan @e347b1e5e [3] is the only call of set_rotate_method;
+    train.py shards the batch (distributed/context_parallel.py prepare_context_parallel_input l. 89-135) and
+    the attention runs torch's ring through apply_cp_to_attention_module (l. 27-86), which reads torch's
+    process-global _cp_options.rotate_method, ALL_GATHER unless set (pytorch/pytorch
+    torch/distributed/tensor/experimental/_context_parallel/_attention.py, stored version 09b101c5,
+    _ContextParallelOptions l. 58-68, _create_rotater). The option changes training only after a validation
+    pass under CP (not priced; the TOML reader lists it as not modelled then, as ignored otherwise). Such a
+    stack says so in runs.cp_rotate_method_trains false (stack_db torchtitan, with its sources): the job's
+    method is listed as ignored and the stack's memory.cp_ring_backward priced. torchtitan 0.3.0
+    (release/0.3 @4f9e9a47d) has neither the option nor a call of set_rotate_method, and its language
+    models run FlexAttention's all-gather, not the ring (stack torchtitan-0.3: memory.cp_ring_backward null,
+    the job field refused).
 """
 
 from __future__ import annotations
@@ -58,6 +70,8 @@ def apply_rotate_method(job, stack: Stack, where: str = "") -> Stack:
                            f"runs.cp_rotate_methods: its trainer has no option for another; {stack.runs.sources[0]})",
                            f"leave cp_rotate_method out (the stack's {stack.memory.cp_ring_backward}), or choose a stack "
                            "whose trainer sets it (--stack torchtitan)")
+    if not trains(stack):  # the trainer's training never hands the option to torch [4]: its default runs
+        return stack
     rotate = rotate or stack.memory.cp_ring_backward
     update = {}
     if rotate != stack.memory.cp_ring_backward:
@@ -66,6 +80,24 @@ def apply_rotate_method(job, stack: Stack, where: str = "") -> Stack:
         spec = stack.context_parallel or load_stack(DEFAULT_STACK).context_parallel  # stacks.default_stack's
         update["context_parallel"] = spec.model_copy(update={"fwd_kv": "ring", "bwd_kv": "ring"})
     return stack.model_copy(update=update) if update else stack
+
+
+def trains(stack: Stack) -> bool:
+    """Whether a job's rotate method reaches the training step's ring attention on `stack` (its
+    runs.cp_rotate_method_trains; a stack without runs: yes)."""
+    return stack.runs is None or stack.runs.cp_rotate_method_trains
+
+
+def ignored_on_stack(job, stack: Stack) -> list[str]:
+    """The job's cp_rotate_method at cp > 1 on a stack whose training never sets it [4], as resolve lists it:
+    the plan is priced with the stack's memory.cp_ring_backward (torch's default); [] otherwise."""
+    rotate = getattr(job, "cp_rotate_method", None)
+    if rotate is None or getattr(job, "cp", 1) == 1 or trains(stack) or stack.memory.cp_ring_backward is None:
+        return []
+    return [f"cp_rotate_method {rotate}: stack {stack.name}'s training never hands it to torch (torchtitan @e347b1e5e "
+            "calls set_rotate_method only in components/validate.py l. 204-214, not in train.py; "
+            f"{stack.origin} runs.cp_rotate_method_trains false), so the plan is priced with torch's default "
+            f"{stack.memory.cp_ring_backward} (memory.cp_ring_backward)"]
 
 
 def exported_rotate_method(settings, cp: int) -> str | None:

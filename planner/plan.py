@@ -21,6 +21,7 @@ from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hi
 from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
 from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .cp_rotate import ignored_at_cp1 as rotate_ignored
+from .cp_rotate import ignored_on_stack as rotate_ignored_on_stack
 from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_newer_note, te_release, te_too_old
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, stage_layers
@@ -2016,6 +2017,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_cp_comm_type(job, stack, where)
     if job.cp == 1:  # a CP variant without CP: the plan without it, listed (planner/cp_comm_type.py, cp_rotate.py)
         warnings += cp_variant_ignored(job) + rotate_ignored(job)
+    warnings += rotate_ignored_on_stack(job, stack)  # a stack whose training never sets it (cp_rotate.py [4])
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)

@@ -2527,6 +2527,12 @@ class StackRuns(BaseModel):
         description="the torch ring-attention rotate methods a job may choose (job field cp_rotate_method, "
                     "planner/cp_rotate.py); null: either (torchtitan @e347b1e5e's context_parallel_rotate_method); "
                     "a trainer without the option runs torch's default only (torchtitan 0.3.0: allgather)")
+    cp_rotate_method_trains: bool = Field(
+        default=True,
+        description="the job's cp_rotate_method reaches the training step's ring attention (the trainer calls torch's "
+                    "set_rotate_method before training); false: training runs the stack's memory.cp_ring_backward "
+                    "(torch's default) whatever the job says, the job's method listed as ignored (planner/cp_rotate.py; "
+                    "torchtitan @e347b1e5e: only components/validate.py calls it); cite it in sources")
     fsdp_one_rank: bool = Field(
         default=False,
         description="the trainer applies FSDP (fully_shard with its MixedPrecisionPolicy) at every shard degree, one "
@@ -3494,8 +3500,9 @@ class Job(BaseModel):
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."
                                   "cp_ring_backward): how the K/V pass between the cp ranks, torchtitan [parallelism] "
                                   "context_parallel_rotate_method: allgather (one all-gather a pass, the whole K/V held) "
-                                  "or alltoall (one permute a ring step, beside the step before's kernel); default: "
-                                  "the stack's")
+                                  "or alltoall (one permute a ring step, beside the step before's kernel); priced "
+                                  "only where the stack's training sets it (runs.cp_rotate_method_trains; the catalog "
+                                  "torchtitan's does not: listed as ignored, its allgather priced); default: the stack's")
     pp_p2p_overlap_warmup_flush: Optional[bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack with a switch for it (stack_db overlap.pp_p2p_warmup_flush_switch: Megatron-LM "

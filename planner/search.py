@@ -1269,6 +1269,11 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         from .cp_rotate import ignored_at_cp1 as rotate_ignored
 
         warnings = warnings + [w for w in cp_variant_ignored(job) + rotate_ignored(job) if w not in warnings]
+    if opts.cp is None or any(c > 1 for c in opts.cp):  # a stack whose training never sets the rotate method
+        from .cp_rotate import ignored_on_stack as rotate_ignored_on_stack  # (cp_rotate.py [4]): said once
+
+        notes = rotate_ignored_on_stack(job.model_copy(update={"cp": None}), settings.stack)
+        warnings = warnings + [w for w in notes if w not in warnings]
     variants = variant_choices(settings.stack, job, where, settings.hardware, settings.model)
     twins = uncompiled_choices(settings.stack, job, variants)
     twin = np.r_[np.zeros(len(variants), dtype=bool), np.ones(len(twins), dtype=bool)]

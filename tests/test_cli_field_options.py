@@ -13,6 +13,7 @@ MoE router's coefficients and pre-softmax, fsdp_root_unit) and a trainer config'
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -26,6 +27,7 @@ DENSE = dict(model="llama3-8b", gpus=8)
 FP8 = dict(DENSE, precision="fp8")
 EAGER = dict(DENSE, attention="eager")
 TT = dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp")
+TT_ROTATE_TRAINS = str(Path(__file__).parent / "data" / "stacks" / "torchtitan-rotate-trains.yaml")  # cp_rotate.py [4]
 TT_FP8 = dict(TT, precision="fp8")
 MOE = dict(model="qwen3-30b-a3b", gpus=16, ep=8)
 MG_OFF = dict(model="llama3-8b", gpus=8, stack="megatron", sharding="zero1", offload_optimizer="cpu")  # HybridDeviceOptimizer
@@ -139,7 +141,9 @@ CASES = [
     ("pipe_partitioned", ["--no-pipe-partitioned"], False, dict(model="llama3-8b", gpus=8, hardware="h100-sxm", tp=2,
      pp=2, stack="megatron-deepspeed", sharding="zero1", seq_len=4096, micro_batch=1, global_batch=64,
      sequence_parallel=False), True, {"step": -1}),
-    ("cp_rotate_method", ["--cp-rotate-method", "alltoall"], "alltoall", dict(TT, cp=2), "allgather", {}),
+    # on a stack whose training takes it (torchtitan before 1e8f9acd1; the catalog's never does: planner/cp_rotate.py [4])
+    ("cp_rotate_method", ["--cp-rotate-method", "alltoall"], "alltoall", dict(TT, cp=2, stack=TT_ROTATE_TRAINS), "allgather",
+     {}),
     ("deepspeed_zero3", ["--deepspeed-zero3", "reduce_bucket_size=1e9"], {"reduce_bucket_size": 10**9}, DS_Z3,
      {"reduce_bucket_size": 10**8}, {"memory": +1}),
     # MoE dispatch and routing (planner/dispatch.py)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,9 @@ from conftest import assert_one_error
 
 BASE = dict(model="llama3-8b", gpus=8, tp=2, hardware="h100-sxm", seq_len=8192, global_batch=8, micro_batch=1)
 NOTE = "at cp 1: without context parallelism"
+
+# torchtitan before 1e8f9acd1, whose training takes context_parallel_rotate_method (planner/cp_rotate.py [4])
+TT_ROTATE_TRAINS = str(Path(__file__).parent / "data" / "stacks" / "torchtitan-rotate-trains.yaml")
 
 
 def _row(**kw) -> dict:
@@ -92,15 +96,19 @@ def test_megatron_bridge_round_trip(cct, sizes, cp, listed, listed_sizes):
 @pytest.mark.parametrize("rotate", ["allgather", "alltoall"])
 @pytest.mark.parametrize("cp", [1, 2])
 def test_torchtitan_round_trip(rotate, cp):
-    """torchtitan spells the ring's rotate method (context_parallel_rotate_method): written where it is not the
-    stack's allgather and cp > 1."""
+    """torchtitan spells the ring's rotate method context_parallel_rotate_method, which the catalog torchtitan
+    (@e347b1e5e) never hands to torch in training (planner/cp_rotate.py [4]): at every cp its plan lists none, its
+    file holds none and its row is the one without the option. A stack whose training takes it (torchtitan before
+    1e8f9acd1, tests/data/stacks/torchtitan-rotate-trains.yaml) lists and writes it where it is not the stack's
+    allgather and cp > 1."""
     row, text = _round_trip("torchtitan", stack="torchtitan", sharding="fsdp", cp=cp, cp_rotate_method=rotate)
+    assert "cp_rotate_method" not in row["plan"] and "context_parallel_rotate_method" not in text
+    plain = _row(stack="torchtitan", sharding="fsdp", cp=cp)
+    assert (row["plan"], row["memory"], row["time"]) == (plain["plan"], plain["memory"], plain["time"])
+    trains = _row(stack=TT_ROTATE_TRAINS, sharding="fsdp", cp=cp, cp_rotate_method=rotate)
     listed = rotate if cp > 1 and rotate != "allgather" else None
-    assert row["plan"].get("cp_rotate_method") == listed
-    assert ("context_parallel_rotate_method" in text) == (listed is not None)
-    if cp == 1:
-        plain = _row(stack="torchtitan", sharding="fsdp", cp=1)
-        assert (row["plan"], row["memory"], row["time"]) == (plain["plan"], plain["memory"], plain["time"])
+    assert trains["plan"].get("cp_rotate_method") == listed
+    assert ("context_parallel_rotate_method" in export_plan(trains["plan"], "torchtitan")[0]) == (listed is not None)
 
 
 def test_megatron_deepspeed_has_no_variant(cli):

@@ -6,6 +6,7 @@ Llama 3 8B: P = 8,030,261,248 parameters; the output layer 128,256 x 4,096 = 525
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,9 @@ from planner.errors import PlannerError
 
 P = 8_030_261_248
 OUT = 128_256 * 4096
+
+# torchtitan before 1e8f9acd1, whose training takes context_parallel_rotate_method (planner/cp_rotate.py [4])
+TT_ROTATE_TRAINS = str(Path(__file__).parent / "data" / "stacks" / "torchtitan-rotate-trains.yaml")
 
 
 def _tt(explain, **kw):
@@ -214,10 +218,14 @@ def test_cp_ring_attention_backward_by_hand(explain):
     ag = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
     a2a = stage_memory_terms(_without_cp_ring(settings, "alltoall"), plan)[STAGE_FIRST].recompute_buffer
     assert float(ag - a2a) == 8 * 2048 * 1024
-    # the job field (torchtitan's context_parallel_rotate_method) chooses it the same way
-    settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8, cp_rotate_method="alltoall")
+    # the job field (torchtitan's context_parallel_rotate_method) chooses it the same way, on a stack whose training
+    # takes it (torchtitan before 1e8f9acd1); the catalog torchtitan's never does (planner/cp_rotate.py [4])
+    settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8, cp_rotate_method="alltoall", stack=TT_ROTATE_TRAINS)
     assert settings.stack.memory.cp_ring_backward == "alltoall"
     assert float(stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer) == float(a2a)
+    settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8, cp_rotate_method="alltoall")
+    assert settings.stack.memory.cp_ring_backward == "allgather"
+    assert float(stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer) == float(ag)
     # without CP nothing moves
     settings, plan, _, _ = _tt(explain, pp=2, global_batch=8)
     t = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
@@ -229,8 +237,9 @@ def test_cp_rotate_method_memory_by_hand_and_export(tmp_path):
     of every cp rank (4 cp B per element of the local K, bf16 K and V) or the received and the
     next permute output (alltoall: 8 B). Llama 3 8B, tp 1, cp 8, 131,072 tokens: T = 16,384
     local tokens, K elements 16,384 x 8 KV heads x 128 = 16,777,216; the all-gather holds
-    (32 - 8) B x that = 402,653,184 B (0.375 GiB) more. The export writes the method back and
-    the TOML reads back the same plan."""
+    (32 - 8) B x that = 402,653,184 B (0.375 GiB) more. On a stack whose training takes the option
+    (torchtitan before 1e8f9acd1) the export writes the method back and the TOML reads back the same plan;
+    the catalog torchtitan's (@e347b1e5e) never hands it to torch, so it prices, lists and writes none."""
     import numpy as np
 
     from planner.cli.export import resolved_plan
@@ -241,7 +250,7 @@ def test_cp_rotate_method_memory_by_hand_and_export(tmp_path):
     from planner.trainers import load_trainer_config
     from planner.trainers.export import export_plan
 
-    job = Job(model="llama3-8b", gpus=8, cp=8, seq_len=131072, global_batch=1, stack="torchtitan", sharding="fsdp",
+    job = Job(model="llama3-8b", gpus=8, cp=8, seq_len=131072, global_batch=1, stack=TT_ROTATE_TRAINS, sharding="fsdp",
               cp_rotate_method="alltoall")
     settings, plan, _ = resolve(job)
     ctx, kind = context(plan), layer_list(settings.model).kinds[0]
@@ -253,9 +262,20 @@ def test_cp_rotate_method_memory_by_hand_and_export(tmp_path):
     assert 'context_parallel_rotate_method = "alltoall"' in text
     p = tmp_path / "cp.toml"
     p.write_text(text)
-    assert load_trainer_config(p).job["cp_rotate_method"] == "alltoall"
+    assert load_trainer_config(p, stack=TT_ROTATE_TRAINS).job["cp_rotate_method"] == "alltoall"
     # the default method is the stack's and is not written
     assert "context_parallel_rotate_method" not in export_plan(resolved_plan(job.model_copy(update={"cp_rotate_method": None})), "torchtitan")[0]
+    # the catalog torchtitan: the job's alltoall priced as allgather, not listed, not written
+    titan = job.model_copy(update={"stack": "torchtitan"})
+    rp = resolved_plan(titan)
+    assert "cp_rotate_method" not in rp
+    assert "context_parallel_rotate_method" not in export_plan(rp, "torchtitan")[0]
+    settings, _, warnings = resolve(titan)
+    assert settings.stack.memory.cp_ring_backward == "allgather"
+    assert [w for w in warnings if "rotate" in w] == [
+        "cp_rotate_method alltoall: stack torchtitan's training never hands it to torch (torchtitan @e347b1e5e calls "
+        "set_rotate_method only in components/validate.py l. 204-214, not in train.py; stack_db torchtitan "
+        "runs.cp_rotate_method_trains false), so the plan is priced with torch's default allgather (memory.cp_ring_backward)"]
 
 
 # ---- [ws] PyTorch's cuBLAS workspaces under CUBLAS_WORKSPACE_CONFIG

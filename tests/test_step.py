@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,9 @@ from planner.params import count_params
 H100 = load_hardware("h100-sxm")
 NV_BW = 450e9 * comm.NVLINK_RING_EFFICIENCY  # achievable NVLink ring bandwidth
 NV_LAT = comm.NVLINK_LATENCY_S
+
+# torchtitan before 1e8f9acd1, whose training takes context_parallel_rotate_method (planner/cp_rotate.py [4])
+TT_ROTATE_TRAINS = str(Path(__file__).parent / "data" / "stacks" / "torchtitan-rotate-trains.yaml")
 
 
 def ring_allreduce(size, n, bw=NV_BW, lat=NV_LAT):
@@ -475,13 +479,17 @@ def test_cp_torch_alltoall_ring_by_hand(explain, tmp_path, gbps):
 
     hw_arg = _slow_nvlink_hw(tmp_path, gbps)
     hw = load_hardware(hw_arg)
-    job = dict(model="llama3-8b", gpus=8, tp=2, cp=4, global_batch=2, micro_batch=1, seq_len=8192, stack="torchtitan",
-               sharding="fsdp", hardware=hw_arg)
+    # torchtitan before 1e8f9acd1, whose training takes the option (tests/data/stacks/torchtitan-rotate-trains.yaml)
+    job = dict(model="llama3-8b", gpus=8, tp=2, cp=4, global_batch=2, micro_batch=1, seq_len=8192,
+               stack=TT_ROTATE_TRAINS, sharding="fsdp", hardware=hw_arg)
     _, _, _, ring = explain(**job, cp_rotate_method="alltoall")
     _, _, _, ag_js = explain(**job, cp_rotate_method="allgather")
     _, _, _, default = explain(**job)
     assert default["time"] == ag_js["time"]  # torchtitan's default rotate method
     assert ring["plan"]["cp_rotate_method"] == "alltoall" and "cp_rotate_method" not in ag_js["plan"]
+    # the catalog torchtitan (@e347b1e5e) never hands the option to torch (planner/cp_rotate.py [4]): allgather priced
+    _, _, _, titan = explain(**{**job, "stack": "torchtitan"}, cp_rotate_method="alltoall")
+    assert titan["time"] == default["time"] and "cp_rotate_method" not in titan["plan"]
     cp, m, layers = 4, 2, 32
     T = 8192 // cp
     kv_el = T * 2 * (8 // 2) * 128  # K and V, 8 KV heads over tp 2, head dim 128

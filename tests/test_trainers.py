@@ -16,6 +16,8 @@ from planner.trainers import detect_format, load_trainer_config
 
 DATA = Path(__file__).parent / "data" / "trainer_configs"
 TOML = DATA / "llama3_8b.toml"
+# torchtitan before 1e8f9acd1, whose training takes context_parallel_rotate_method (planner/cp_rotate.py [4])
+TT_ROTATE_TRAINS = str(Path(__file__).parent / "data" / "stacks" / "torchtitan-rotate-trains.yaml")
 SH = DATA / "train_llama3_8b.sh"
 DS = DATA / "ds_config_zero2.json"
 DS3 = DATA / "ds_config_zero3.json"
@@ -1242,17 +1244,36 @@ def test_megatron_window_flags_define_layer_kinds(tmp_path):
 
 
 def test_torchtitan_cp_rotate_method(tmp_path):
-    """[parallelism] context_parallel_rotate_method (torchtitan job_config.py @e347b1e5e:
-    Literal["allgather", "alltoall"], default allgather) is the job field cp_rotate_method; any
-    other value is refused as torchtitan refuses it; without CP it is listed as ignored."""
+    """[parallelism] context_parallel_rotate_method (torchtitan job_config.py @e347b1e5e l. 446:
+    Literal["allgather", "alltoall"], default allgather) never reaches training at @e347b1e5e: train.py
+    does not call set_rotate_method, only components/validate.py l. 204-214 does (planner/cp_rotate.py [4];
+    stack_db torchtitan runs.cp_rotate_method_trains false). So the catalog stack lists it as ignored
+    (validation off) or not modelled (validation on: the validator sets torch's global for the steps after
+    it) and prices torch's default allgather; a stack whose training takes it (torchtitan before 1e8f9acd1,
+    tests/data/stacks/torchtitan-rotate-trains.yaml) reads it as the job field cp_rotate_method. Any other
+    value is refused as torchtitan refuses it; without CP it is listed as ignored."""
     p = _variant(tmp_path, TOML, "context_parallel_degree = 1",
                  'context_parallel_degree = 2\ncontext_parallel_rotate_method = "alltoall"')
     cfg = load_trainer_config(p, gpus=64)
-    assert cfg.job["cp"] == 2 and cfg.job["cp_rotate_method"] == "alltoall"
+    assert cfg.job["cp"] == 2 and "cp_rotate_method" not in cfg.job
+    line = [i for i in cfg.ignored if i.startswith("parallelism.context_parallel_rotate_method=alltoall")]
+    assert len(line) == 1 and "components/validate.py l. 204-214" in line[0] and "allgather" in line[0]
+    assert not any("rotate" in n for n in cfg.not_modelled)
     settings, _, _ = resolve(Job.model_validate(cfg.job))
+    assert settings.stack.memory.cp_ring_backward == "allgather"
+    assert (settings.stack.context_parallel.fwd_kv, settings.stack.context_parallel.bwd_kv) != ("ring", "ring")
+    # with validation on, training switches after the first validation pass: not modelled, priced as allgather
+    val = tmp_path / "val.toml"
+    val.write_text(p.read_text() + "\n[validation]\nenable = true\n")
+    cfg = load_trainer_config(val, gpus=64)
+    assert "cp_rotate_method" not in cfg.job and not any("rotate" in i for i in cfg.ignored)
+    assert [n for n in cfg.not_modelled if "rotate" in n][0].startswith("parallelism.context_parallel_rotate_method=alltoall")
+    # a stack whose training takes it: the job field, the ring priced
+    cfg = load_trainer_config(p, gpus=64, stack=TT_ROTATE_TRAINS)
+    assert cfg.job["cp_rotate_method"] == "alltoall"
+    settings, _, _ = resolve(Job.model_validate({**cfg.job, "stack": TT_ROTATE_TRAINS}))
     assert settings.stack.memory.cp_ring_backward == "alltoall"
     assert (settings.stack.context_parallel.fwd_kv, settings.stack.context_parallel.bwd_kv) == ("ring", "ring")
-    assert not any("rotate" in n for n in cfg.not_modelled)
     bad = _variant(tmp_path, TOML, "context_parallel_degree = 1",
                    'context_parallel_degree = 2\ncontext_parallel_rotate_method = "ring"', name="bad.toml")
     with pytest.raises(PlannerError, match=r"context_parallel_rotate_method 'ring' is not one torchtitan accepts") as e:

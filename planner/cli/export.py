@@ -130,6 +130,11 @@ def register(app: typer.Typer) -> None:
 
             for w in cp_variant_ignored(job) + rotate_ignored(job):
                 warn(f"export {target}: {w}")
+        from ..catalog import load_stack
+        from ..cp_rotate import ignored_on_stack as rotate_ignored_on_stack
+
+        for w in rotate_ignored_on_stack(job, load_stack(job.stack)):  # the file leaves it out: training never sets it
+            warn(f"export {target}: {w}; the file leaves context_parallel_rotate_method out")
         write_export(plan, target, output)
 
     app.command("export")(cli_errors(with_parameters(export, plan_params)))

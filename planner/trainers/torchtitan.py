@@ -38,7 +38,10 @@ Read and modelled (section.key -> planner job field):
                                    pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
                                    pipeline_parallel_layers_per_stage, enable_async_tensor_parallel,
                                    context_parallel_rotate_method (-> cp_rotate_method:
-                                   allgather | alltoall, anything else refused),
+                                   allgather | alltoall, anything else refused; on a stack
+                                   whose training never sets it, runs.cp_rotate_method_trains
+                                   false as the catalog torchtitan's, listed as ignored, or
+                                   not modelled under [validation] enable: cp_rotate.py [4]),
                                    expert_parallel_degree, expert_tensor_parallel_degree (-> ep,
                                    etp; etp default 1), expert_parallel_comm_backend (-> moe_dispatcher:
                                    standard -> alltoall, deepep -> deepep [7]; an MoE model only),
@@ -474,6 +477,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack)
 
 
+def _rotate_trains(stack_name: str) -> bool:
+    """Whether the stack's training takes the TOML's context_parallel_rotate_method (runs.cp_rotate_method_trains,
+    planner/cp_rotate.py [4]); a stack that does not load: yes (resolve names the stack's error)."""
+    from ..catalog import load_stack
+    from ..cp_rotate import trains
+
+    try:
+        return trains(load_stack(stack_name))
+    except PlannerError:
+        return True
+
+
 def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: Optional[int] = None,
                   hardware: Optional[str] = None, stack: Optional[str] = None,
                   ignored: Optional[list] = None, assumed: Optional[list] = None,
@@ -577,7 +592,17 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         if rot not in CP_ROTATE_METHODS:
             raise PlannerError(f"{where}[parallelism] context_parallel_rotate_method {_short(rot)} is not one torchtitan accepts",
                                f"valid: {', '.join(CP_ROTATE_METHODS)} (torchtitan/config/job_config.py @e347b1e5e)")
-        if cp > 1:
+        if cp > 1 and not _rotate_trains(stack or "torchtitan"):  # planner/cp_rotate.py [4]
+            line = fmt_ignored("parallelism.context_parallel_rotate_method", rot)
+            val = data.get("validation")
+            if isinstance(val, dict) and val.get("enable") is True:  # the validator sets torch's global for later steps
+                not_modelled.append(line + " (training runs torch's default allgather until the first validation pass, "
+                                    "whose create_context_parallel_ctx calls set_rotate_method: torchtitan @e347b1e5e "
+                                    "components/validate.py l. 204-214; the later steps' method not priced)")
+            else:
+                ignored.append(line + " (no effect on training: torchtitan @e347b1e5e calls set_rotate_method only in "
+                               "components/validate.py l. 204-214, validation off; training runs torch's default allgather)")
+        elif cp > 1:
             job["cp_rotate_method"] = rot
         else:
             ignored.append(fmt_ignored("parallelism.context_parallel_rotate_method", rot) + " (context_parallel_degree 1)")
