@@ -978,6 +978,14 @@ References
      and int64 indices (12 k B) kept, the division's operands re-made in the re-run. Full AC keeps none and re-makes
      the no-recompute set with the layer. Qwen3-30B-A3B (k 8, route_norm) without recompute: 64 + 36 = 100 B a local
      token a layer. docs/memory_mechanisms.md (z), sixth pass.
+[ro] torchtitan's standard reorder and combine (stack memory.reorder_combine_saves; layers/moe.py
+     torch_reorder_saved_bytes [22], torch_reorder_saves), on the all-to-all plans (EP 1 too): per MoE layer and
+     micro-batch in flight, the argsort's int64 index and its `// top_k` copy (16 k B a local token) and the fp32 copy
+     of the expert rows the score multiplies (main: the input rows under score_before_experts, the outputs else; 0.3:
+     the combine's outputs), 4 h B a row of which the generic moe_expert_out prices 2 h, with the fp32 scores 4 B a
+     row: beyond the generic table n k (2 h + 4) + 16 k n. Op-level SAC and full AC keep none, the re-run layer
+     re-makes them. Qwen3-30B-A3B (h 2,048, k 8): 8 x (4,096 + 4 + 16) = 32,928 B a local token a layer.
+     docs/memory_mechanisms.md (z), seventh pass.
 [vs] The vocabulary's uneven TP split (stack memory.vocab_split_uneven; vocab_tp_divisor): torchtitan shards the
      embedding's and the output layer's weights along the vocabulary as DTensor Shard(0) placements (pytorch/torchtitan
      @e347b1e5e models/llama3/infra/parallelize.py l. 173-188; release/0.3 @4f9e9a47d models/common/decoder_sharding.py
@@ -1319,7 +1327,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from . import comm, offload
 from .cuda_graphs import held_output_bytes
 from .cp_comm_type import fp8_kernel_saves_qkv
-from .dispatch import HYBRIDEP, group_size, group_stride
+from .dispatch import ALLTOALL, HYBRIDEP, group_size, group_stride
 from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
@@ -1973,12 +1981,32 @@ def torch_router_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: Plan
     return kept, held
 
 
+def torch_reorder_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
+    """(bytes one layer keeps, the buffer of the layer being re-run) of what torchtitan's standard reorder and combine
+    save beyond the generic table [ro] (layers/moe.py torch_reorder_saved_bytes [22]), on the plans whose dispatcher
+    is the standard all-to-all (dispatch_codes.dispatcher_rows: the job's, or fit's dispatcher search's per plan) on a
+    stack whose memory.reorder_combine_saves is true: without recompute the two int64 reorder indices and the fp32
+    expert rows and scores; selective recompute keeps none and re-makes them in the re-run layer; full recompute keeps
+    none, the no-recompute set in the re-run layer's buffer. (0, 0) for a layer without routed experts and where the
+    field is false (a stack setting)."""
+    if not stack_of(settings).memory.reorder_combine_saves or not kind.has_experts:  # stack and model settings
+        return 0.0, 0.0
+    codes, _ = dispatcher_rows(settings, plan)
+    on = np.asarray(codes) == ALLTOALL
+    none, sac, rerun = kind.mlp.torch_reorder_saved_bytes(ctx)
+    kept = np.where(plan.recompute == RC_SELECTIVE, sac, none)  # full recompute: the layers it does not re-run
+    held = np.where(plan.recompute == RC_FULL, none, np.where(plan.recompute == RC_SELECTIVE, rerun, 0.0))
+    return np.where(on, kept, 0.0), np.where(on, held, 0.0)
+
+
 def torch_moe_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
     """(kept, re-run buffer, handle) of torchtitan's MoE ops beyond the layer's tensors: the router's on every
-    dispatcher [tr] plus torchtitan 0.3's HybridEP dispatch and combine on its plans [hs]."""
+    dispatcher [tr], the standard reorder and combine's on the all-to-all plans [ro], plus torchtitan 0.3's HybridEP
+    dispatch and combine on its plans [hs]."""
     r_kept, r_held = torch_router_saves(settings, kind, ctx, plan)
+    o_kept, o_held = torch_reorder_saves(settings, kind, ctx, plan)
     kept, held, handle = hybridep_torch_saves(settings, kind, ctx, plan)
-    return kept + r_kept, held + r_held, handle
+    return kept + r_kept + o_kept, held + r_held + o_held, handle
 
 
 def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, list]:

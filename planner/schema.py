@@ -1721,6 +1721,14 @@ class MemoryReporting(BaseModel):
                     "(4 k + 4 B); under op-level selective recompute 'recompute_topk' keeps none of them (topk is not on "
                     "the save list: torchtitan main) and 'cache_topk' keeps topk's cached fp32 values and int64 indices "
                     "(12 k B: aten.topk on the save list, torchtitan 0.3); null: the generic fp32 scores alone")
+    reorder_combine_saves: bool = Field(
+        default=False,
+        description="the MoE layer's standard all-to-all path is torchtitan's reorder and combine (planner/layers/moe.py "
+                    "[22], torch_reorder_saved_bytes), which keeps, per in-flight micro-batch, the argsort's int64 index "
+                    "and its `// top_k` copy (16 k B a local token) and an fp32 copy of the expert rows the routing "
+                    "scores multiply with the fp32 scores (4 h + 4 B a row, n k rows, of which the generic "
+                    "moe_expert_out prices 2 h); none under op-level selective or full recompute (re-made in the re-run "
+                    "layer); false: the generic bf16 moe_expert_out alone")
     embedding_wgrad_transient: bool = Field(
         default=False,
         description="the word embedding's dense weight gradient (vocab / tp x h, in the gradient's dtype) and its "

@@ -366,6 +366,37 @@ References
     (distributed/activation_checkpoint.py _get_default_save_ops l. 51-53), its fp32 values and int64 indices cached
     whole, 12 k B a local token, and the re-run's gather keeps the cached index (no new bytes) while its division
     re-makes 4 k + 4 B ('cache_topk'). The HybridEP dispatch's saved index is the same tensor ([20]).
+[22] What torchtitan's standard reorder and combine save for the backward beyond the generic table (torch_reorder_saved_bytes;
+    stack memory.reorder_combine_saves), on the plans whose dispatcher is the standard all-to-all (EP 1 too; DeepEP and
+    HybridEP run their own: main's DeepEPMoE.forward, moe_deepep.py l. 48-81, skips the reorderer; 0.3's DeepEP and
+    HybridEP dispatchers, models/common/token_dispatcher.py l. 785, 891). n = T / rep_div local tokens (the router's
+    input, as [21]), k = top_k, h the hidden size; the reorder's rows are n k (every token's k copies, before the
+    dispatch's all-to-all and after the combine's).
+    pytorch/torchtitan @e347b1e5e torchtitan/models/moe/moe.py: TokenReorderer.forward l. 408-412 `argsort(ids.view(-1))`
+    (int64 [n k]), kept by `top_scores.view(-1)[argsort]`'s IndexBackward0 (where its output is used) and by
+    MoE.forward l. 537's `routed_output_unsorted[argsort] = routed_output` (IndexPutBackward0 keeps the index, not the
+    values); l. 515 `x[argsort // top_k]`: a second int64 [n k] tensor, kept by IndexBackward0 (x needs grad): 16 k B a
+    token. The scores: flavors with MoEArgs score_before_experts true (l. 517-521, Qwen3, Llama 4) compute
+    `routed_input.to(float32) * scores_sorted.reshape(-1, 1)`: MulBackward0 keeps the fp32 input rows (4 h B a row; the
+    ToCopyBackward0 on either side keeps nothing) and the fp32 sorted scores (4 B a row), and the output side's
+    index_put_ and sum(dim=1) (l. 551) keep no expert row; false (l. 541-549, DeepSeek-V3, gpt-oss)
+    `torch.bmm(top_scores.reshape(-1, 1, k), routed_output_unsorted.float())`: BmmBackward0 keeps the fp32 [n, k, h]
+    expert outputs (4 h B a row) and the fp32 [n, 1, k] scores (4 B a row). Both flavors keep 4 h + 4 B a row: the
+    place differs, not the bytes, so no model field is read.
+    release/0.3 @4f9e9a47d torchtitan/models/common/token_dispatcher.py LocalTokenDispatcher._local_reorder l. 93-100 (the
+    AllToAll and TorchAO dispatchers call it, l. 419, 678): the argsort kept by the scores' IndexBackward0 (l. 96-98),
+    its `// top_k` copy by `x_TD[...]`'s IndexBackward0 (l. 100) and by deterministic_scatter_add's saved index
+    (torchtitan/ops/scatter_add.py l. 36-42, an expand view: no new bytes): 16 k B a token; combine l. 616-619 (EP 1:
+    l. 158-161) `routed_output_RD.to(float32) * scores_sorted.reshape(-1, 1)`: the fp32 expert rows and scores, 4 h +
+    4 B a row, whatever the flavor (0.3 has no score_before_experts).
+    No bf16 copy of the experts' output rows is kept at either commit (the grouped GEMMs keep their inputs); the generic
+    table's moe_expert_out (2 h B a routed row, tensors()) stands for the fp32 copy's first half, so beyond it: 2 h + 4 B a
+    row over n k rows, + 16 k B a token. Without recompute n k (2 h + 4) + 16 k n. Op-level SAC keeps none: argsort,
+    floor_divide, index, index_put_, mul, bmm and _to_copy are on neither save list (main: models/qwen3/infra/
+    parallelize.py _op_sac_save_list l. 39-54, deepseek_v3 l. 33-48, llama4 l. 51-66, aten.mm.default matched exactly,
+    not aten.bmm; 0.3: distributed/activation_checkpoint.py _get_default_save_ops l. 31-94, torch's
+    get_default_op_list compute_intensive_ops holds bmm, which 0.3's combine does not run), so the re-run layer
+    re-makes the no-recompute set; full AC likewise.
 """
 
 from __future__ import annotations
@@ -375,7 +406,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ep_buffers import DEEPEP_SMS
-from .common import BlockParams, shapes
+from .common import ACT_BYTES, BlockParams, shapes
 from .mlp import mlp_cast_elements, mlp_elementwise_bytes
 
 ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the backward [2]
@@ -638,6 +669,20 @@ class MoEMLP:
         if cache_topk:  # a stack setting
             return index + norm, n * (PROB_BYTES + INT64_INDEX_BYTES) * k, norm
         return index + norm, 0.0 * n, index + norm
+
+    def torch_reorder_saved_bytes(self, ctx):
+        """(no recompute, op-level selective kept, op-level selective's re-run) bytes torchtitan's standard reorder
+        and combine save for one MoE layer and micro-batch beyond the generic table's tensors [22]: n = T / rep_div
+        local tokens, k = top_k, n k rows;
+          none       the argsort and its `// top_k` copy, int64, 16 k n; the fp32 expert rows (input rows under
+                     score_before_experts, output rows else, the combine's at 0.3) beyond the generic bf16
+                     moe_expert_out, 2 h a row; the fp32 sorted scores, 4 a row;
+          selective  none (no op of theirs on the save list);
+          re-run     the no-recompute set, re-made in the re-run layer (one layer's)."""
+        n = ctx.T / ctx.rep_div
+        k = float(self.top_k)
+        none = n * k * (2.0 * INT64_INDEX_BYTES + (PROB_BYTES - ACT_BYTES) * self.h + PROB_BYTES)
+        return none, 0.0 * n, none
 
     def hybridep_torch_saved_bytes(self, ctx):
         """(no recompute, op-level selective, selective's re-run) bytes one MoE layer's HybridEP dispatch and combine
