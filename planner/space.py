@@ -74,7 +74,10 @@ planner/batch_ramp.py), a break counted under (phase, code).
 
 The rules up to VPP_LAYERS read only the mesh, the pipeline split and the micro-batch, so they
 are checked before SP and sharding are crossed in: a row that breaks one is counted with its
-multiplicity (SP choices x sharding options x recompute x rank orders) and not expanded.
+multiplicity (SP choices x sharding options x recompute x rank orders) and not expanded; a (mesh,
+split, micro-batch) whose dp x micro-batch does not divide the batch (BATCH, the first rule after MESH)
+is counted so before the micro-batch is crossed in, and is not listed at all. batch_divides asks
+the same of the meshes alone (search.nearest_working, before building a space per try).
 Counts are exact: `considered` = every candidate = broken + valid (tests/test_search.py
 compares them with a plain loop over the same space).
 
