@@ -139,7 +139,7 @@ from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Pla
                    VOCAB_TP, mode_dp_overlap, padded_rows, resolve, rule_reasons, stack_options,
                    with_padded_vocab)
 from .schema import Job
-from .space import (DISPATCHER_COLUMN, FGE_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, fill_variant, pairs, row_counts,
+from .space import (DISPATCHER_COLUMN, FGE_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, batch_divides, build_space, check_count, fill_variant, pairs, row_counts,
                     settings_for, uncompiled_choices, uncompiled_space, variant_choices)
 from .layers import layer_list
 from .params import count_params
@@ -1862,6 +1862,8 @@ def nearest_working(job: Job, opts: SpaceOptions, where: str = "") -> tuple[list
     twins = uncompiled_choices(settings.stack, job, variants)
 
     def ok(s: Settings, g: int) -> bool:
+        if not batch_divides(s, g, seq, opts):  # no mesh x micro-batch divides the batch: no valid row (cheap)
+            return False
         space = build_space(s, g, seq, job.precision, opts, np.concatenate([variants, twins]))
         if np.any(space.codes == OK):
             return True

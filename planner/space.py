@@ -74,7 +74,10 @@ planner/batch_ramp.py), a break counted under (phase, code).
 
 The rules up to VPP_LAYERS read only the mesh, the pipeline split and the micro-batch, so they
 are checked before SP and sharding are crossed in: a row that breaks one is counted with its
-multiplicity (SP choices x sharding options x recompute x rank orders) and not expanded.
+multiplicity (SP choices x sharding options x recompute x rank orders) and not expanded; a (mesh,
+split, micro-batch) whose dp x micro-batch does not divide the batch (BATCH, the first rule after MESH)
+is counted so before the micro-batch is crossed in, and is not listed at all. batch_divides asks
+the same of the meshes alone (search.nearest_working, before building a space per try).
 Counts are exact: `considered` = every candidate = broken + valid (tests/test_search.py
 compares them with a plain loop over the same space).
 
@@ -112,7 +115,7 @@ from .schema import MAX_COUNT, Job
 
 # ----------------------------------------------------------------- constraint codes
 # The rules live in plan.py (`rule_codes`), where `resolve` raises from them; re-exported here.
-from .plan import LAST_BATCH_RULE, MESH, OK, REASONS, rule_codes  # noqa: E402
+from .plan import BATCH, LAST_BATCH_RULE, MESH, OK, REASONS, rule_codes  # noqa: E402
 
 
 def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = None, after: int = 0) -> np.ndarray:
@@ -1212,6 +1215,29 @@ def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, c
     return rows, v_ok, slack_dropped
 
 
+def _bounded(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
+    """The options as build_space searches them: bounded by the stack (stack_bounds), early_step_in_backward and
+    eager attention; a job setting fit does not search refused (no_offload_search)."""
+    opts = stack_bounds(settings.stack, opts)
+    no_offload_search(settings)
+    return eager_cp_bounds(settings, early_step_bounds(settings, opts))
+
+
+def batch_divides(settings: Settings, gbs: int, seq: int, opts: SpaceOptions = SpaceOptions()) -> bool:
+    """Whether some (tp, cp, pp) mesh of build_space's (the same axes, pins and bounds) divides the GPUs with a dp
+    that, times one of the searched micro-batches, divides the global batch gbs: false means every candidate of
+    build_space(settings, gbs, seq, ..., opts) breaks MESH or BATCH (plan.rule_codes' first two rules), so it has
+    no valid row, without building it (search.nearest_working tries up to 2 x NEAREST_TRIES GPU counts and
+    batches; a few hundred microseconds a try against milliseconds for a space). A necessary condition only: true
+    does not mean a valid plan exists (the other rules, expert parallelism and a batch ramp's phases are the
+    space's to check)."""
+    counted = settings.split_emb + settings.split_loss
+    opts = _bounded(settings, opts)
+    mesh = _mesh(settings, seq, opts, settings.model.num_layers + counted, {})
+    MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)
+    return bool((gbs % (mesh["dp"][:, None] * MB[None, :]) == 0).any())
+
+
 def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
                 opts: SpaceOptions = SpaceOptions(), variants: np.ndarray | None = None) -> Space:
     """Every candidate of the search (module docstring): the valid ones as arrays, the
@@ -1225,9 +1251,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     O = order_choices(opts.rank_orders)
     reasons: dict = {}
     runs = settings.stack.runs if settings.stack is not None else None
-    opts = stack_bounds(settings.stack, opts)
-    no_offload_search(settings)
-    opts = eager_cp_bounds(settings, early_step_bounds(settings, opts))
+    opts = _bounded(settings, opts)
 
     mesh = _mesh(settings, seq, opts, U, reasons)
     # ---- expert parallelism: divisors of the routed experts that divide tp*dp*cp (1 for a dense
@@ -1259,7 +1283,15 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)
     _guard(len(rows["vpp"]) * len(MB), f"{len(rows['vpp']):,} pipeline splits x {len(MB):,} micro-batch sizes "
            f"(divisors of the global batch {gbs:,})", "pin --micro-batch, --pp or --vpp")
-    rows = _expand(rows, np.ones((len(rows["vpp"]), len(MB)), dtype=bool), {"mbs": MB})
+    # BATCH, the first rule after MESH (which every mesh here passes): a (row, micro-batch) pair whose dp x
+    # micro-batch does not divide the global batch breaks it whatever else the pair holds, so it is counted here,
+    # with its multiplicity (per_mesh), and not listed: the other rules are checked on the pairs that divide only
+    # (the same pairs in the same order as listing every one and dropping those the rules break)
+    divides = gbs % (mesh["dp"].take(rows["mesh"])[:, None] * MB[None, :]) == 0
+    n_batch = int((per_mesh.take(rows["mesh"]) * (len(MB) - row_counts(divides))).sum())
+    if n_batch:
+        reasons[BATCH] = reasons.get(BATCH, 0) + n_batch
+    rows = _expand(rows, divides, {"mbs": MB})
     rows.update({k: v[rows["mesh"]] for k, v in mesh.items()})
     codes = constraint_codes(settings, _plan(rows, gbs, seq, prec, settings), upto=LAST_BATCH_RULE)
     _count(reasons, codes, per_mesh[rows["mesh"]].astype(np.float64))

@@ -33,7 +33,7 @@ from planner.plan import PlanArrays, resolve
 from planner.schema import Job
 from planner.search import explain_args, fit, fit_row_job, load_fit_rows, row_job
 from planner.space import (
-    OK, REASONS, SpaceOptions, constraint_codes, distinct_orders, layer_slack, settings_for,
+    BATCH, OK, REASONS, SpaceOptions, constraint_codes, distinct_orders, layer_slack, settings_for,
 )
 from planner.step import step_time
 
@@ -239,6 +239,9 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
                         s, plan, _ = resolve(job)
                     except PlannerError:
                         counts["broke"] += 1
+                        # the mesh divides the GPUs (MESH passes), so one whose dp x micro-batch does not divide the
+                        # batch breaks BATCH, resolve's second rule (plan.rule_codes), whatever else it holds
+                        counts["batch"] += bool(gbs % (dp * mbs))
                         continue
                     total = float(mem.memory_terms(s, plan)[0].total)
                     if total <= usable:
@@ -271,6 +274,48 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
                 feasible[k][1] = float(m_on)
             feasible[k].append(float(t))
     return counts, feasible
+
+
+def test_brute_force_batch_counted_without_listing():
+    """build_space counts the (mesh, split, micro-batch) pairs whose dp x micro-batch does not divide the global
+    batch under BATCH arithmetically (their multiplicity, not listed): the same counts as the plain loop. On 16
+    GPUs (dp 1, 2, 4, 8, 16) and a batch of 12 sequences, dp 8 and 16 break BATCH at every micro-batch and dp 4 at
+    micro-batch 2 (4 x 2 = 8 does not divide 12): a space that has plans and BATCH breaks both."""
+    gpus, hw, gbs = 16, "a100-sxm-40gb", 12
+    counts, _ = brute_force(gpus, hw, gbs, max_cp=2, max_mbs=2)
+    res = fit(Job(model=TINY, gpus=gpus, hardware=hw, global_batch=gbs), opts=SpaceOptions(max_cp=2, max_micro_batch=2),
+              top=5, keep_feasible=True)
+    c = res.counts
+    assert (c.considered, c.broke_constraint, c.did_not_fit, c.feasible) == (
+        counts["considered"], counts["broke"], counts["did_not_fit"], counts["feasible"])
+    assert c.reasons[REASONS[BATCH]] == counts["batch"] > 100 and counts["feasible"] > 100
+
+
+def test_no_plan_on_16m_gpus_builds_one_space(monkeypatch):
+    """16,000,000 = 2^10 x 5^6 GPUs and a batch of 32 sequences: tp (divisors of 8) and cp (of the 8,192 tokens) are
+    powers of two and pp <= 80 layers holds at most 5^2, so dp = gpus / (tp cp pp) holds 5^4 = 625 or more and
+    divides no batch of 32 (nor any within NEAREST_TRIES of it, nor of any GPU count within NEAREST_TRIES: none
+    is 2^a x (pp <= 82) with 2^a <= 8 x 8,192 x 32). fit says so with the counts of every candidate by its
+    reason, and the nearest-working search behind its hint decides every one of its 1,567 tries by
+    space.batch_divides without building a space: build_space runs once, for the search itself."""
+    import planner.search as search
+    from planner.space import batch_divides, build_space
+
+    job = Job(model="llama3-70b", gpus=16_000_000, global_batch=32)
+    settings, gbs, seq, _ = settings_for(job)
+    assert (gbs, seq) == (32, 8192) and not batch_divides(settings, gbs, seq)
+    assert batch_divides(replace(settings, gpus=16_000_000 // 625), gbs, seq)  # dp 1 on tp 8 x cp 8,192 x pp ...
+    built = []
+    monkeypatch.setattr(search, "build_space", lambda *a, **k: built.append(a[1]) or build_space(*a, **k))
+    with pytest.raises(NoFitError) as e:
+        fit(job)
+    assert len(built) == 1
+    # the listing before this change counted the same: every candidate once, by the first rule it breaks
+    assert ("no plan for llama3-70b on 16,000,000 x h100-sxm satisfies the constraints (1,351,394 candidates; global "
+            "batch does not divide into dp x micro-batch: 1,347,318; tp*cp*pp does not divide the GPU count: 4,076; "
+            "2,512 pipeline splits (pp, vpp) left out") in str(e.value)
+    assert 1_347_318 + 4_076 == 1_351_394  # nothing else broken: no mesh passes BATCH
+    assert "GPU counts near" not in e.value.hint and "global batches near" not in e.value.hint
 
 
 def _key(row):
