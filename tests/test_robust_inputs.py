@@ -721,3 +721,20 @@ def test_fuzz_pass_job_fields_reproducers(cli, name):
     r = cli(*args)
     assert r.exit_code == 0, r.stderr
     assert fit_rows_agree(args, r) is None
+
+
+def test_fuzz_pass_config_fit_reproducer(cli):
+    """The config-fit kind's first run (branch fuzzcfg, 2026-12-05; tests/data/fuzz_issue24/README.md): its own
+    Megatron-Bridge seed, the launch `export --format megatron-bridge` writes for Llama 3 8B at TP 4; each row of `fit
+    F` exported as Megatron-LM flags (stack_db megatron-bridge export_format: megatron) read back as stack megatron,
+    'another plan' (cli/export.check_readback), so every `fit --stack megatron-bridge --export megatron` exited 2.
+    Now the read-back prices the file on the plan's stack, and each row's reproduce lines and exports agree
+    (fuzzing.config_fit_check)."""
+    from fuzzing import config_fit_check
+
+    args = ["fit", str(FUZZ / "config-fit-bridge-8b.sh"), "--top", "2", "--format", "json"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert config_fit_check(args, r) is None
+    r = cli(*args[:-2], "--export", "megatron")
+    assert r.exit_code == 0 and "--tensor-model-parallel-size" in r.stdout, r.stderr
