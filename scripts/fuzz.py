@@ -9,7 +9,8 @@ typer's CliRunner, as in tests/test_fuzz.py, with a wall-clock limit (--timeout)
 that runs past it is a hang. The report (OUT/report.json, and a summary on stdout) counts the
 exit codes per kind and lists every failure (a traceback, an exit code other than 0/1/2, an
 exit 2 without `error:` first, a hang, or what the kind's own check found: the job-fields kind's fit rows that
-explain, given each row's reproduce line, prices otherwise) with its command line; each failing input is saved
+explain, given each row's reproduce line, prices otherwise; the config-fit kind's, and its rows' exports that read
+back as another plan or memory) with its command line; each failing input is saved
 under OUT/inputs/ to reproduce it, and each kind's slowest input under OUT/slowest/ (its command
 line in the report's `slowest`). Exit 0 when there is no failure, 1 otherwise.
 """
@@ -72,14 +73,15 @@ def _chunk(task: tuple) -> dict:
         res["tried"] += 1
         res["codes"][str(code)] = res["codes"].get(str(code), 0) + 1
         if why is not None:
-            saved = Path(out) / "inputs" / f"{kind}-{chunk}-{i}{Path(args_file(t)).suffix}"
+            saved = Path(out) / "inputs" / f"{kind}-{chunk}-{i}{Path(args_file(t, name)).suffix}"
             saved.parent.mkdir(parents=True, exist_ok=True)
             saved.write_bytes(data)
             res["failures"].append({"kind": kind, "seed": name, "chunk": chunk, "input": i, "why": why,
                                     "args": [str(a) for a in args], "saved": str(saved)})
     if res["tried"]:
         i, args, data = slowest
-        saved = Path(out) / "slowest" / f"{kind}-{chunk}-{i}{Path(args_file(t)).suffix}"
+        name = names[i % len(names)]
+        saved = Path(out) / "slowest" / f"{kind}-{chunk}-{i}{Path(args_file(t, name)).suffix}"
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_bytes(data)
         res["slowest"] = {"chunk": chunk, "input": i, "s": round(res["slowest_s"], 2),
@@ -87,8 +89,9 @@ def _chunk(task: tuple) -> dict:
     return res
 
 
-def args_file(t) -> str:
-    return t.filename or f"input{t.suffix}"
+def args_file(t, name: str) -> str:
+    """The input's file name (the kind's, or `input` with the seed's suffix)."""
+    return t.filename or f"input{t.seed_suffix.get(name, t.suffix)}"
 
 
 def main(argv=None) -> int:

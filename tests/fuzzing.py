@@ -74,6 +74,8 @@ class Target:
     seed_vars: dict[str, dict[str, str]] = field(default_factory=dict)
     # a check beyond check_result's contract, run on an input that kept it: (args, result) -> None, or what broke
     check: Callable | None = None
+    # per seed, the input's suffix where it is not `suffix` (a kind whose seeds are several trainers' formats)
+    seed_suffix: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -463,6 +465,13 @@ def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
         for _ in range(rng.choice([1, 1, 2, 2, 3, 4, 6])):
             doc = _job_field_mutation(rng, doc)
         return _dump(doc, "yaml")
+    if target.kind == "config-fit" and rng.random() < 0.85:
+        name = next(n for n, d in target.seeds.items() if d == seed)
+        data = seed
+        for _ in range(rng.choice([1, 1, 2, 3])):  # a Bridge launch's overrides as the megatron-bridge kind mutates them
+            data = (_bridge_mutation(rng, data) if name in CONFIG_FIT_BRIDGE
+                    else _config_mutation(rng, data, target.seed_suffix.get(name, target.suffix)))
+        return data
     if target.kind == "megatron-bridge" and rng.random() < 0.7:
         data = seed
         for _ in range(rng.choice([1, 1, 2, 3])):
@@ -511,7 +520,7 @@ def _lay_out(target: Target, name: str, data: bytes, folder: Path, cmd: int) -> 
     """Write one input into a fresh folder (a fresh path: the catalog caches files by path)
     and return the command line that reads it."""
     folder.mkdir(parents=True)
-    f = folder / (target.filename or f"input{target.suffix}")
+    f = folder / (target.filename or f"input{target.seed_suffix.get(name, target.suffix)}")
     f.write_bytes(data)
     subst = {"{f}": str(f), "{d}": str(folder), **target.seed_vars.get(name, {})}
 
@@ -671,6 +680,7 @@ def _targets(workdir: Path) -> dict[str, Target]:
         "stack": _stack_target(),
         "megatron-bridge": _bridge_target(seeds_dir),
         "job-fields": _job_fields_target(),
+        "config-fit": _config_fit_target(seeds_dir),
     }
 
 
@@ -739,8 +749,9 @@ def fit_rows_agree(args: list[str], r) -> str | None:
         return None
     data = json.loads(r.stdout)
     rows = data["rows"] if isinstance(data, dict) else data
+    overrides, repeat = _fit_job_options(args)
     with contextlib.redirect_stderr(io.StringIO()):  # config_jobs' notes, which fit has printed
-        job, own, _, _ = config_jobs(Path(args[1]), {}, {}, None)
+        job, own, _, _ = config_jobs(Path(args[1]), overrides, {}, None)
     runner = CliRunner()
     for i, row in enumerate(rows, 1):
         try:
@@ -749,8 +760,8 @@ def fit_rows_agree(args: list[str], r) -> str | None:
             if "has no explain option" not in str(e):
                 return f"row {i}: explain_args: {e}"
             lines = []
-        if not unkept(own, {}, {}):
-            lines.append(config_explain_args(args[1], job, row, file_axes(own)))
+        if not unkept(own, overrides, {}):  # the options given to fit itself are the caller's to repeat
+            lines.append(config_explain_args(args[1], job, row, file_axes(own)) + repeat)
         for again in lines:
             e = runner.invoke(app, ["explain", *again, "--format", "json"])
             line = f"row {i}: planner explain {shlex.join(again)}"
@@ -767,12 +778,151 @@ def fit_rows_agree(args: list[str], r) -> str | None:
     return None
 
 
+# fit CONFIG's job options that a fuzz command line gives (the config-fit kind's seed_args: what a trainer config does
+# not hold), as fit passes them to config_jobs (Job field -> value) and as explain of a row's reproduce line repeats them
+FIT_JOB_OPTIONS = {"--gpus": ("gpus", int), "--hardware": ("hardware", str), "--model": ("model", str),
+                   "--seq-len": ("seq_len", int)}
+
+
+def _fit_job_options(args: list[str]) -> tuple[dict, list[str]]:
+    """(config_jobs' overrides, the options to repeat) of a `fit CONFIG ...` command line (FIT_JOB_OPTIONS)."""
+    overrides, repeat = {}, []
+    for j, a in enumerate(args[:-1]):
+        if a in FIT_JOB_OPTIONS:
+            key, typ = FIT_JOB_OPTIONS[a]
+            overrides[key] = typ(args[j + 1])
+            repeat += [a, args[j + 1]]
+    return overrides, repeat
+
+
+def exports_read_back(args: list[str], r) -> str | None:
+    """Each row of `fit ... --format json` exported in every trainer format that writes it (export_plan; a format
+    that refuses the plan, naming why, is skipped: another stack's format, a setting it cannot hold) and read back as
+    `fit --export` reads its file back (cli/export.check_readback): the same plan signature and memory total, else
+    what differs. `fit --export FORMAT` refuses such a row (exit 2, "report it"); this finds it on every row."""
+    from planner.cli.export import check_readback
+    from planner.errors import PlannerError
+    from planner.trainers import FORMATS
+    from planner.trainers.export import export_plan
+
+    if args[0] != "fit" or r.exit_code != 0 or "json" not in args:
+        return None
+    data = json.loads(r.stdout)
+    for i, row in enumerate(data["rows"] if isinstance(data, dict) else data, 1):
+        for fmt in FORMATS:
+            try:
+                text, _ = export_plan(row["plan"], fmt)
+            except PlannerError:
+                continue
+            try:
+                check_readback(row, fmt, text)
+            except PlannerError as e:
+                return f"row {i}: export {fmt} read back: {e}"[:600]
+    return None
+
+
+def config_fit_check(args: list[str], r) -> str | None:
+    """The config-fit kind's check: fit_rows_agree (each row's reproduce lines priced again by explain), then
+    exports_read_back (each row exported in every format that writes it reads back as the same plan and memory)."""
+    return fit_rows_agree(args, r) or exports_read_back(args, r)
+
+
+# the config-fit kind: trainer configs of each format that `fit CONFIG` searches around (fit --top 2 --format json),
+# each row priced again by explain of its reproduce lines and exported in every format that writes it, read back
+# (config_fit_check). Its mutations aim at configs that still read (_config_mutation): a value set to one a trainer
+# takes, a setting removed, a parallelism or memory flag added
+CONFIG_VALUES = ["1", "2", "3", "4", "8", "16", "64", "0", "-1", "true", "false", "full", "selective", "none", "uniform",
+                 "block", "bf16", "fp8", "e4m3", "hybrid", "2048", "8192"]
+CONFIG_FLAGS = ["--sequence-parallel", "--use-distributed-optimizer", "--recompute-activations", "--overlap-grad-reduce",
+                "--overlap-param-gather", "--tensor-model-parallel-size 2", "--pipeline-model-parallel-size 2",
+                "--context-parallel-size 2", "--micro-batch-size 2", "--recompute-granularity full",
+                "--recompute-method uniform --recompute-num-layers 1", "--num-layers-per-virtual-pipeline-stage 2",
+                "--fp8-format hybrid", "--zero-stage 1", "--zero-stage 3", "--tp-comm-overlap", "--bf16",
+                "--parallelism.tensor_parallel_degree 2", "--parallelism.pipeline_parallel_degree 2",
+                "--parallelism.context_parallel_degree 2", "--activation_checkpoint.mode full",
+                "--training.local_batch_size 4"]
+CONFIG_TOML = [("parallelism", "tensor_parallel_degree", [1, 2, 4, 8]), ("parallelism", "pipeline_parallel_degree", [1, 2]),
+               ("parallelism", "context_parallel_degree", [1, 2]), ("parallelism", "data_parallel_replicate_degree", [1, 2]),
+               ("parallelism", "data_parallel_shard_degree", [-1, 1, 2, 4]), ("training", "local_batch_size", [1, 2, 4]),
+               ("training", "seq_len", [2048, 4096, 8192]), ("activation_checkpoint", "mode", ["none", "selective", "full"]),
+               ("model", "converters", [["float8"], []]), ("compile", "enable", [True, False]),
+               ("parallelism", "enable_async_tensor_parallel", [True, False]),
+               ("parallelism", "fsdp_reshard_after_forward", ["default", "always", "never"])]
+CONFIG_JSON = [(("zero_optimization", "stage"), [0, 1, 2, 3]), (("train_micro_batch_size_per_gpu",), [1, 2, 8]),
+               (("gradient_accumulation_steps",), [1, 2, 4]), (("train_batch_size",), [16, 64, 128]),
+               (("bf16", "enabled"), [True, False]), (("fp16", "enabled"), [True, False]),
+               (("zero_optimization", "offload_optimizer"), [{"device": "cpu"}, {"device": "none"}]),
+               (("activation_checkpointing", "partition_activations"), [True, False])]
+
+
+def _config_mutation(rng: random.Random, data: bytes, suffix: str) -> bytes:
+    """One change to a trainer config that leaves it a config of its trainer: a TOML section's key or a DeepSpeed
+    JSON key set to a value the trainer takes (CONFIG_TOML, CONFIG_JSON) or removed; in a launch script a flag's
+    value (`--name value`) or a variable (`NAME=value`) set to another (CONFIG_VALUES), a flag removed, or a flag
+    added after another (CONFIG_FLAGS)."""
+    if suffix == ".toml":
+        import tomllib
+
+        doc = tomllib.loads(data.decode())
+        sec, key, values = rng.choice(CONFIG_TOML)
+        if rng.random() < 0.15:
+            doc.get(sec, {}).pop(key, None)
+        else:
+            doc.setdefault(sec, {})[key] = rng.choice(values)
+        return _dump(doc, "toml")
+    if suffix == ".json":
+        doc = json.loads(data)
+        path, values = rng.choice(CONFIG_JSON)
+        node = doc
+        for k in path[:-1]:
+            node = node.setdefault(k, {}) if isinstance(node, dict) else {}
+        if rng.random() < 0.15:
+            node.pop(path[-1], None)
+        else:
+            node[path[-1]] = rng.choice(values)
+        return json.dumps(doc, indent=2).encode()
+    text = data.decode("utf-8", "replace")
+    spots = [m for m in re.finditer(r"(--[\w.-]+)([ =])(?!-)([^\s\\]+)|^(\s*)([A-Z_][A-Z0-9_]*)=(\S*)", text, re.M)]
+    op = rng.randrange(4)
+    if op == 3 or not spots:  # a flag added after a flag's line
+        at = [m.end() for m in re.finditer(r"--[\w.-]+[^\n\\]*", text)]
+        if at:
+            i = rng.choice(at)
+            return (text[:i] + " " + rng.choice(CONFIG_FLAGS) + text[i:]).encode()
+        return data
+    m = rng.choice(spots)
+    if m.group(1):  # --name value
+        if op == 2:  # the flag removed
+            return (text[:m.start()] + text[m.end():]).encode()
+        return (text[:m.start(3)] + rng.choice(CONFIG_VALUES) + text[m.end(3):]).encode()
+    return (text[:m.start(6)] + rng.choice(CONFIG_VALUES) + text[m.end(6):]).encode()  # NAME=value
+
+
+CONFIG_FIT_BRIDGE = ("bridge-8b.sh",)  # the config-fit seeds that are Megatron-Bridge launches (key=value overrides)
+
+
+def _config_fit_target(seeds_dir: Path) -> Target:
+    """Trainer configs fit searches around, one of each read format: torchtitan TOML (llama3_8b.toml), a Megatron-LM
+    launch (train_llama3_8b.sh), a Megatron-DeepSpeed launch (run_deepspeed_example.sh), a DeepSpeed JSON
+    (ds_config_zero2.json, with the model), the Megatron-Bridge launch the megatron-bridge kind writes (bridge-8b.sh)
+    and a torchtitan 0.3 launch (run_train_8b.sh): `fit CONFIG --top 2 --format json`, checked by config_fit_check."""
+    seeds = {"llama3_8b.toml": _read(CONFIGS / "llama3_8b.toml"), "train_llama3_8b.sh": _read(CONFIGS / "train_llama3_8b.sh"),
+             "run_deepspeed_example.sh": _read(CONFIGS / "run_deepspeed_example.sh"),
+             "ds_config_zero2.json": _read(CONFIGS / "ds_config_zero2.json"),
+             "bridge-8b.sh": (seeds_dir / "bridge-8b.sh").read_bytes(),
+             "run_train_8b.sh": _read(DATA / "torchtitan03" / "run_train_8b.sh")}
+    return Target("config-fit", seeds, [["fit", "{f}", "--top", "2", "--format", "json"]], None, suffix=".sh",
+                  seed_args={"llama3_8b.toml": ["--gpus", "8"], "run_deepspeed_example.sh": ["--gpus", "8", "--hardware", "h100-sxm"],
+                             "ds_config_zero2.json": ["--model", "llama3-8b", "--gpus", "8"]},
+                  seed_suffix={"llama3_8b.toml": ".toml", "ds_config_zero2.json": ".json"}, check=config_fit_check)
+
+
 def _job_fields_target() -> Target:
     """Job files with random Job fields set (_job_field_mutation): read by fit (its rows priced again by explain,
-    fit_rows_agree), explain and check."""
+    fit_rows_agree, and exported in every format that writes them, read back: exports_read_back), explain and check."""
     seeds = {k: yaml.safe_dump(v, sort_keys=False).encode() for k, v in JOB_FIELD_SEEDS.items()}
     return Target("job-fields", seeds, [["fit", "{f}", "--top", "3", "--format", "json"], ["explain", "{f}", "--format", "json"],
-                                        ["check", "{f}", "--format", "json"]], "yaml", check=fit_rows_agree)
+                                        ["check", "{f}", "--format", "json"]], "yaml", check=config_fit_check)
 
 
 STACKS = DATA / "stacks"

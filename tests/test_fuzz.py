@@ -20,8 +20,8 @@ from fuzzing import ISSUE24_KINDS, check_result, mutate, run_all, seed_results, 
 from planner.catalog import list_hardware, list_models, list_stacks
 from planner.errors import PlannerError
 
-FUZZ_SHORT = 8  # mutated inputs per reader (25 readers: 200 CLI runs)
-FUZZ_LONG = 600  # per reader under -m fuzz, over seeds 1..3 (15,000 CLI runs); scripts/fuzz.py for a pass outside pytest
+FUZZ_SHORT = 8  # mutated inputs per reader (26 readers: 208 CLI runs)
+FUZZ_LONG = 600  # per reader under -m fuzz, over seeds 1..3 (15,600 CLI runs); scripts/fuzz.py for a pass outside pytest
 SEED = 12  # the short pass's seed; the long pass uses seeds 1..3
 
 SHORT = settings(max_examples=30, derandomize=True, database=None, deadline=None,
@@ -194,7 +194,7 @@ def workdir(tmp_path_factory):
 
 def _seeds_hold(workdir, every_command):
     res = seed_results(workdir, every_command)
-    assert len({k for k, *_ in res}) == 25 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
+    assert len({k for k, *_ in res}) == 26 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
     for kind, name, args, r in res:
         assert check_result(r) is None and r.exit_code in (0, 1), (kind, name, args, r.stderr)
         t = targets(workdir)[kind] if kind in targets(workdir) else None
@@ -289,6 +289,39 @@ def test_fit_rows_agree_flags_a_row_explain_prices_otherwise(tmp_path):
     data = json.loads(r.stdout)
     data["rows"][0]["plan"]["tp"] = 3  # a row explain refuses: TP 3 does not divide 8 GPUs
     assert " exit 2 where fit ranked the row" in fit_rows_agree(args, R(data))
+
+
+def test_exports_read_back_flags_a_row_that_reads_back_otherwise(tmp_path):
+    """exports_read_back (the config-fit kind's second check): None on the rows of `fit llama3_8b.toml` (torchtitan,
+    each row exported as torchtitan TOML and read back); a row whose memory total is not the file's is named with the
+    format; a row of stack megatron-bridge exported as Megatron-LM flags (its export_format) reads back on its stack
+    (before: 'stack: megatron-bridge priced, megatron read back', every `fit --stack megatron-bridge --export
+    megatron` refused so)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from fuzzing import CONFIGS, exports_read_back
+    from planner.cli import app
+
+    args = ["fit", str(CONFIGS / "llama3_8b.toml"), "--gpus", "8", "--top", "2", "--format", "json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and exports_read_back(args, r) is None
+
+    class R:
+        def __init__(self, data):
+            self.exit_code, self.stdout, self.stderr = 0, json.dumps(data), ""
+
+    data = json.loads(r.stdout)
+    data["rows"][1]["memory"]["total_bytes"] *= 1.01
+    why = exports_read_back(args, R(data))
+    assert why.startswith("row 2: export torchtitan read back: fit --export torchtitan: the exported file reads back "
+                          "as another plan: memory ") and "GiB read back" in why, why
+    args = ["fit", "--model", "llama3-70b", "--gpus", "64", "--stack", "megatron-bridge", "--top", "2", "--format", "json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and exports_read_back(args, r) is None
+    r = CliRunner().invoke(app, args[:-2] + ["--export", "megatron"])
+    assert r.exit_code == 0 and "--tensor-model-parallel-size" in r.stdout, r.stderr
 
 
 def _report(outcomes):

@@ -721,3 +721,41 @@ def test_fuzz_pass_job_fields_reproducers(cli, name):
     r = cli(*args)
     assert r.exit_code == 0, r.stderr
     assert fit_rows_agree(args, r) is None
+
+
+def test_fuzz_pass_job_fields_export_reproducer(cli):
+    """The job-fields pass with the export read-back check (scripts/fuzz.py --runs 300 --seed 68 --kinds job-fields,
+    branch fuzzcfg; its only failure): Megatron-DeepSpeed with `attention_softmax_in_fp32: false`; the row (flash
+    attention, where the torch softmax does not run) exported as a DeepSpeed JSON read back without it, 'another
+    plan'. Now plan_signature holds the setting only where it runs (the eager core), and the DeepSpeed JSON refuses
+    the model-code settings it has no key for where they run (mtp_layers, the eager fp32 softmax, grouped expert
+    GEMMs) and a bytes_per_param other than mixed16."""
+    from fuzzing import config_fit_check
+
+    args = ["fit", str(FUZZ / "job-fields-3-33.yaml"), "--top", "3", "--format", "json"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert config_fit_check(args, r) is None
+    for extra, want in ((["--mtp-layers", "1"], "mtp_layers 1: set in the model code (Megatron-DeepSpeed's --mtp-num-layers"),
+                        (["--bytes-per-param", "megatron"], "bytes_per_param megatron: a DeepSpeed JSON's bf16 / fp16 "
+                                                            "section runs mixed16")):
+        r = cli("export", "--model", "megatron-gpt-1.7b", "--gpus", "8", "--stack", "megatron-deepspeed", "--sharding",
+                "zero1", "--format", "deepspeed", *extra)
+        assert r.exit_code == 2 and want in r.stderr, r.stderr
+
+
+def test_fuzz_pass_config_fit_reproducer(cli):
+    """The config-fit kind's first run (branch fuzzcfg, 2026-12-05; tests/data/fuzz_issue24/README.md): its own
+    Megatron-Bridge seed, the launch `export --format megatron-bridge` writes for Llama 3 8B at TP 4; each row of `fit
+    F` exported as Megatron-LM flags (stack_db megatron-bridge export_format: megatron) read back as stack megatron,
+    'another plan' (cli/export.check_readback), so every `fit --stack megatron-bridge --export megatron` exited 2.
+    Now the read-back prices the file on the plan's stack, and each row's reproduce lines and exports agree
+    (fuzzing.config_fit_check)."""
+    from fuzzing import config_fit_check
+
+    args = ["fit", str(FUZZ / "config-fit-bridge-8b.sh"), "--top", "2", "--format", "json"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert config_fit_check(args, r) is None
+    r = cli(*args[:-2], "--export", "megatron")
+    assert r.exit_code == 0 and "--tensor-model-parallel-size" in r.stdout, r.stderr

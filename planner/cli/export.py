@@ -49,7 +49,7 @@ def check_readback(row: dict, target: str, text: str) -> None:
 
     from ..schema import Job
     from ..trainers import load_trainer_config
-    from ..trainers.export import plan_signature
+    from ..trainers.export import _written_as, plan_signature
 
     plan = row["plan"]
     # a plan on torchtitan 0.3.0 is exported as its launch line (trainers/torchtitan03.py), read back as one
@@ -65,6 +65,11 @@ def check_readback(row: dict, target: str, text: str) -> None:
         cfg = load_trainer_config(path, fmt=fmt, model=model, gpus=plan["gpus"],
                                   hardware=plan.get("hardware_file") or plan["hardware"], stack=declared)
         data = dict(cfg.job)
+        # a plan of a stack whose plans the format's files carry (stack_db export_format: megatron-bridge as Megatron-LM
+        # flags, export._written_as, which notes it) is read back on that stack: the reader names the format's own
+        # (megatron), which the file cannot tell apart, and the settings the file holds are compared on the plan's stack
+        if _written_as(plan, fmt, []):
+            data["stack"] = plan["stack"]
         # what the format does not hold, as its notes say to pass when reading it back
         for k in ("seq_len", "recompute", "recompute_layers", "tokens", "headroom", "reserve_GiB", "activation_model",
                   "attention", "causal_attention_flops", "calibration", "power_limit_w", "cublas_workspace_config",

@@ -305,6 +305,15 @@ def plan_signature(plan: dict) -> dict:
         out["rank_order"] = built
     out["fp8_allgather"] = _fp8_allgather_on(plan, load_stack(plan["stack"]))
     out["fp8_grouped_experts"] = _grouped_experts_on(plan)
+    if m.moe is None:  # a dense model runs no experts: the MoE settings a plan holds (moe_grouped_gemm) are no setting
+        out.update({k: None for k in out if k.startswith("moe_")})  # of the file read back (torchtitan leaves them unset)
+    # --recompute-modules names what selective recompute re-runs (planner/recompute_modules.py): no setting at another
+    # recompute (the memory total, compared beside the signature, still tells a module that changes the cost)
+    if plan.get("recompute") != "selective":
+        out["recompute_modules"] = None
+    # the torch softmax's fp32 runs on the eager core only (memory.py [sm]; default true): elsewhere no setting
+    out["attention_softmax_in_fp32"] = (False if plan.get("attention") == "eager" and plan.get("attention_softmax_in_fp32")
+                                        is False else None)
     return out
 
 
@@ -1389,6 +1398,16 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
         raise _refuse(F, "sync_tp_duplicated_parameters: BigScience's Megatron-DeepSpeed --sync-tp-duplicated-parameters "
                          "launch flag, which a DeepSpeed JSON has no key for",
                       "price it without sync_tp_duplicated_parameters, and add the flag to the launch")
+    # what the model code sets, which a DeepSpeed JSON has no key for and its reader (trainers/deepspeed.py) leaves to
+    # the stack (None; mtp_layers 0): refused where the plan runs it (plan_signature: the fp32 softmax only on the eager
+    # core, grouped GEMMs only with experts), as partition_activations above: the file would read back as another plan
+    sig = plan_signature(plan)
+    for k, flag in (("mtp_layers", "--mtp-num-layers"), ("attention_softmax_in_fp32", "--attention-softmax-in-fp32"),
+                    ("moe_grouped_gemm", "--moe-grouped-gemm")):
+        if sig.get(k) not in (None, 0) or sig.get(k) is False:
+            raise _refuse(F, f"{k} {plan[k]}: set in the model code (Megatron-DeepSpeed's {flag} launch flag), which a "
+                             "DeepSpeed JSON has no key for", "export it as --format megatron-deepspeed (the launch "
+                             f"script, its JSON inside), or price it without {k}")
     cfg = deepspeed_config(plan, F)
     if plan.get("attention", "flash") != "flash":  # the reader assumes a fused core (trainers/deepspeed.py)
         notes.append(f"attention {plan['attention']}: set in the model code, not in a DeepSpeed JSON; pass --attention "
@@ -1420,6 +1439,15 @@ def deepspeed_config(plan: dict, F: str) -> dict:
                       "--fp16 (zero0 is fp16's FP16_Optimizer)")
     if mode not in stages:
         raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a DeepSpeed ZeRO stage", "price it on --stack megatron-deepspeed")
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    b = plan.get("bytes_per_param")  # a preset's name or its bytes
+    b = BYTES_PER_PARAM_PRESETS[b].model_dump() if isinstance(b, str) and b in BYTES_PER_PARAM_PRESETS else b
+    if b is not None and {k: float(v) for k, v in dict(b).items()} != {
+            k: float(v) for k, v in BYTES_PER_PARAM_PRESETS["mixed16"].model_dump().items()}:
+        raise _refuse(F, f"bytes_per_param {plan['bytes_per_param']}: a DeepSpeed JSON's bf16 / fp16 section runs mixed16 "
+                         "(16-bit weights and gradients, fp32 master and Adam states), as its reader "
+                         "(trainers/deepspeed.py) prices it", "price it with --bytes-per-param mixed16")
     gbs, mbs = plan["global_batch"], plan["micro_batch"]
     zero: dict = {"stage": stages[mode], "overlap_comm": bool(plan.get("dp_comm_overlap"))}
     if mode == "zero3_mics":
