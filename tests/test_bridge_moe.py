@@ -375,6 +375,11 @@ def test_balancing_type_and_coefficient_lists(cli, tmp_path):
     j = read("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[0.001]",
              "model.moe_router_enable_expert_bias=true").job
     assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss_free", 0.001)
+    # one type `none` with a list of coefficients: get_aux_loss_coeff never reads it (router.py l. 262-275), no loss
+    r = read("model.moe_router_load_balancing_type=none", "model.moe_aux_loss_coeff=[0,0.01]")
+    assert (r.job["moe_load_balancing"], r.job["moe_aux_loss_coeff"]) == ("aux_loss", 0.0)
+    assert any(a.startswith("model.moe_aux_loss_coeff=[0,0.01] beside model.moe_router_load_balancing_type=none: never "
+                            "read") for a in r.assumed)
     f = _launch(tmp_path, q, 1, "model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",
                 "model.moe_aux_loss_coeff=[0.001,0.0001]")
     listed = json.loads(cli("explain", f, "--hardware", "h100-sxm", "--format", "json").stdout)
@@ -385,10 +390,13 @@ def test_balancing_type_and_coefficient_lists(cli, tmp_path):
                      (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",), "of the same length"),
                      (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0.001]"),
                       "of the same length"),
-                     (("model.moe_aux_loss_coeff=[0.001]",), "with one type Megatron-Core's get_aux_loss_coeff"),
+                     (("model.moe_aux_loss_coeff=[0.001]",), "beside the one type aux_loss: a list of coefficients goes "
+                                                             "with a list of types"),
+                     (("model.moe_router_load_balancing_type=sinkhorn", "model.moe_aux_loss_coeff=0.001"),
+                      "asserts a coefficient of 0 under Sinkhorn"),
                      (("model.moe_router_load_balancing_type=[aux_loss,quantile_balancing]", "model.moe_aux_loss_coeff=[0,0]"),
                       "quantile_balancing is not a type a list"),
-                     (("model.moe_router_load_balancing_type=quantile_balancing",), "no type of Megatron-Core 905c0e386"),
+                     (("model.moe_router_load_balancing_type=quantile_balancing",), "not a type of Megatron-Core 905c0e386"),
                      (("model.moe_router_load_balancing_type=[]", "model.moe_aux_loss_coeff=[]"), "an empty list"),
                      (("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[-1]"),
                       "not coefficients >= 0")]:
