@@ -347,6 +347,41 @@ def test_vocab_rows_checked_against_the_recipes_tokenizer(tmp_path):
         load_trainer_config(_launch(tmp_path, l8, 1, "model.vocab_size=null"), hardware="h100-sxm")
 
 
+def test_qwen3_rows_between_its_tokens_and_its_padded_rows_are_priced(cli, tmp_path):
+    """Bridge builds model.vocab_size=V rows unpadded for any V of at least the tokenizer's 151,669 tokens
+    (training/setup.py @dc805f5cf _validate_and_set_vocab_size l. 467-498), so 151,669 <= V < 151,936 (the Hugging
+    Face config's padded rows, the catalog's vocab_size) is a run Bridge accepts: the model then has V rows, every
+    token with one (the catalog entry's tokenizer_vocab_size 151,669, tokenizer_config.json added_tokens_decoder).
+    The planner priced nothing below 151,936 (plan.with_padded_vocab's floor was vocab_size); now its floor is the
+    tokens. V = 151,672 (a multiple of the recipe's TP 4, which the vocab-parallel embedding needs): 264 rows fewer
+    than 151,936, untied, so 2 x 264 x 2,048 = 1,081,344 parameters fewer, the embedding 151,672 x 2,048 =
+    310,624,256. model.vocab_size=null at TP 2: 151,669 padded to a multiple of 128 x 2, 593 x 256 = 151,808 rows
+    (gpt_provider.py l. 244-250), below 151,936, also priced now. Below 151,669 stays refused (Bridge's ValueError)."""
+    q = "qwen3_30b_a3b_pretrain_config"
+
+    def params(*o):
+        r = cli("explain", _launch(tmp_path, q, 1, *o), "--hardware", "h100-sxm", "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)["params"]
+
+    own, fewer = params(), params("model.vocab_size=151672")
+    assert (own["embedding"], own["output"]) == (151936 * 2048, 151936 * 2048)
+    assert (fewer["embedding"], fewer["output"]) == (310_624_256, 310_624_256)
+    assert own["total"] - fewer["total"] == 1_081_344
+    cfg = load_trainer_config(_launch(tmp_path, q, 1, "model.vocab_size=null", "model.tensor_model_parallel_size=2"),
+                              hardware="h100-sxm")
+    assert (cfg.job["tp"], cfg.job["padded_vocab_size"]) == (2, 593 * 256)
+    assert params("model.vocab_size=null", "model.tensor_model_parallel_size=2")["embedding"] == 151808 * 2048
+    # the job file's padded_vocab_size, below the tokens: refused by the plan
+    from planner.catalog import load_model
+    from planner.plan import with_padded_vocab
+
+    m = load_model("qwen3-30b-a3b")
+    assert with_padded_vocab(m, 151672, 4).vocab_size == 151672
+    with pytest.raises(PlannerError, match="below qwen3-30b-a3b's tokenizer's 151,669 tokens"):
+        with_padded_vocab(m, 151668, 1)
+
+
 def test_balancing_type_and_coefficient_lists(cli, tmp_path):
     """Megatron-Core 905c0e386 takes a list of load-balancing types with a list of coefficients of the same length
     (transformer_config.py l. 636, 727-730; asserted l. 1220-1226). Its router computes each auxiliary loss with the
