@@ -1790,7 +1790,9 @@ def with_padded_vocab(model: ModelSpec, rows, tp: int, where: str = "") -> Model
     model as it is. Every cost model reads model.vocab_size, so the padded rows reach the weights, gradients,
     optimizer states, the logits and loss bytes per logit and the output GEMM at once; the model FLOPs (MFU)
     count them too, as Megatron's own throughput count does (megatron/training/training.py l. 1302:
-    hidden_size x args.padded_vocab_size). Refused below the model's vocabulary (tokens without a row) and
+    hidden_size x args.padded_vocab_size). Refused below the model's tokens (its tokenizer_vocab_size where the
+    model's vocab_size pads beyond its tokenizer, as Qwen3's 151,936 rows hold 151,669 tokens; else its vocab_size:
+    tokens without a row; rows between them are a smaller embedding, priced as built) and
     where tp does not divide the rows (VocabParallelEmbedding splits them evenly: tensor_parallel/utils.py
     VocabUtility.vocab_range_from_global_vocab_size, divide()). One copy per (model, rows), as with_mtp."""
     if rows is None:
@@ -1802,10 +1804,12 @@ def with_padded_vocab(model: ModelSpec, rows, tp: int, where: str = "") -> Model
                            f"give a multiple of 128 x tp = {128 * tp:,} (Megatron's vocab_size_with_padding)")
     if rows == model.vocab_size:
         return model
-    if rows < model.vocab_size:
-        raise PlannerError(f"{where}padded_vocab_size {rows:,} is below {model.name}'s vocab_size {model.vocab_size:,}: "
-                           "tokens without an embedding row",
-                           f"give at least {model.vocab_size:,} (Megatron pads up, to a multiple of 128 x tp)")
+    tokens = model.tokenizer_vocab_size or model.vocab_size
+    if rows < tokens:
+        what = (f"{model.name}'s tokenizer's {tokens:,} tokens (tokenizer_vocab_size)" if model.tokenizer_vocab_size
+                else f"{model.name}'s vocab_size {model.vocab_size:,}")
+        raise PlannerError(f"{where}padded_vocab_size {rows:,} is below {what}: tokens without an embedding row",
+                           f"give at least {tokens:,} (Megatron pads up, to a multiple of 128 x tp)")
     key = (id(model), rows)
     hit = _PADDED_MODELS.get(key)
     if hit is None or hit[0] is not model:

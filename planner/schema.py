@@ -394,6 +394,12 @@ class ModelSpec(BaseModel):
     num_kv_heads: Optional[Count] = Field(default=None, gt=0, description="default: num_attention_heads (MHA)")
     head_dim: Optional[Count] = Field(default=None, gt=0, description="default: hidden_size / num_attention_heads")
     vocab_size: Count = Field(gt=0)
+    tokenizer_vocab_size: Optional[Count] = Field(
+        default=None, gt=0,
+        description="the tokens of the model's own tokenizer where vocab_size (the checkpoint's embedding rows) pads "
+                    "beyond them (Qwen3: 151,669 tokens in 151,936 rows): a trainer may build fewer rows than "
+                    "vocab_size, down to these, and a job's padded_vocab_size may too (plan.with_padded_vocab); at "
+                    "most vocab_size; default: vocab_size (every row a token)")
     gated_mlp: bool = Field(description="SwiGLU/GeGLU (3 matrices) instead of a plain 2-matrix MLP")
     norm: Literal["rmsnorm", "layernorm"]
     tied_embeddings: bool = False
@@ -502,6 +508,9 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
+        if self.tokenizer_vocab_size is not None and self.tokenizer_vocab_size > self.vocab_size:
+            raise ValueError(f"tokenizer_vocab_size ({self.tokenizer_vocab_size}) is above vocab_size ({self.vocab_size}): "
+                             "tokens without an embedding row")
         kv = self.kv_heads
         if self.num_attention_heads % kv:
             raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_kv_heads ({kv})")
@@ -3185,7 +3194,7 @@ class Job(BaseModel):
                     "vocab_size_with_padding; the Megatron readers set it from the script's tp): the model priced "
                     "with this many rows (weights, gradients, optimizer states, logits, the output GEMM, the model "
                     "FLOPs as Megatron's own count, training.py l. 1302 args.padded_vocab_size); at least the model's "
-                    "vocab_size and a multiple of tp (fit refuses the tp that do not divide it); default: the stack's padding of the "
+                    "tokens (its tokenizer_vocab_size where given, else its vocab_size) and a multiple of tp (fit refuses the tp that do not divide it); default: the stack's padding of the "
                     "model's vocab_size at the plan's tp (stack_db vocab_padding: Megatron's 128 x tp), none where the "
                     "stack pads none (torchtitan)")
     activation_model: Literal["arch", "korthikanti"] = "arch"

@@ -347,6 +347,41 @@ def test_vocab_rows_checked_against_the_recipes_tokenizer(tmp_path):
         load_trainer_config(_launch(tmp_path, l8, 1, "model.vocab_size=null"), hardware="h100-sxm")
 
 
+def test_qwen3_rows_between_its_tokens_and_its_padded_rows_are_priced(cli, tmp_path):
+    """Bridge builds model.vocab_size=V rows unpadded for any V of at least the tokenizer's 151,669 tokens
+    (training/setup.py @dc805f5cf _validate_and_set_vocab_size l. 467-498), so 151,669 <= V < 151,936 (the Hugging
+    Face config's padded rows, the catalog's vocab_size) is a run Bridge accepts: the model then has V rows, every
+    token with one (the catalog entry's tokenizer_vocab_size 151,669, tokenizer_config.json added_tokens_decoder).
+    The planner priced nothing below 151,936 (plan.with_padded_vocab's floor was vocab_size); now its floor is the
+    tokens. V = 151,672 (a multiple of the recipe's TP 4, which the vocab-parallel embedding needs): 264 rows fewer
+    than 151,936, untied, so 2 x 264 x 2,048 = 1,081,344 parameters fewer, the embedding 151,672 x 2,048 =
+    310,624,256. model.vocab_size=null at TP 2: 151,669 padded to a multiple of 128 x 2, 593 x 256 = 151,808 rows
+    (gpt_provider.py l. 244-250), below 151,936, also priced now. Below 151,669 stays refused (Bridge's ValueError)."""
+    q = "qwen3_30b_a3b_pretrain_config"
+
+    def params(*o):
+        r = cli("explain", _launch(tmp_path, q, 1, *o), "--hardware", "h100-sxm", "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)["params"]
+
+    own, fewer = params(), params("model.vocab_size=151672")
+    assert (own["embedding"], own["output"]) == (151936 * 2048, 151936 * 2048)
+    assert (fewer["embedding"], fewer["output"]) == (310_624_256, 310_624_256)
+    assert own["total"] - fewer["total"] == 1_081_344
+    cfg = load_trainer_config(_launch(tmp_path, q, 1, "model.vocab_size=null", "model.tensor_model_parallel_size=2"),
+                              hardware="h100-sxm")
+    assert (cfg.job["tp"], cfg.job["padded_vocab_size"]) == (2, 593 * 256)
+    assert params("model.vocab_size=null", "model.tensor_model_parallel_size=2")["embedding"] == 151808 * 2048
+    # the job file's padded_vocab_size, below the tokens: refused by the plan
+    from planner.catalog import load_model
+    from planner.plan import with_padded_vocab
+
+    m = load_model("qwen3-30b-a3b")
+    assert with_padded_vocab(m, 151672, 4).vocab_size == 151672
+    with pytest.raises(PlannerError, match="below qwen3-30b-a3b's tokenizer's 151,669 tokens"):
+        with_padded_vocab(m, 151668, 1)
+
+
 def test_balancing_type_and_coefficient_lists(cli, tmp_path):
     """Megatron-Core 905c0e386 takes a list of load-balancing types with a list of coefficients of the same length
     (transformer_config.py l. 636, 727-730; asserted l. 1220-1226). Its router computes each auxiliary loss with the
@@ -375,6 +410,11 @@ def test_balancing_type_and_coefficient_lists(cli, tmp_path):
     j = read("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[0.001]",
              "model.moe_router_enable_expert_bias=true").job
     assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss_free", 0.001)
+    # one type `none` with a list of coefficients: get_aux_loss_coeff never reads it (router.py l. 262-275), no loss
+    r = read("model.moe_router_load_balancing_type=none", "model.moe_aux_loss_coeff=[0,0.01]")
+    assert (r.job["moe_load_balancing"], r.job["moe_aux_loss_coeff"]) == ("aux_loss", 0.0)
+    assert any(a.startswith("model.moe_aux_loss_coeff=[0,0.01] beside model.moe_router_load_balancing_type=none: never "
+                            "read") for a in r.assumed)
     f = _launch(tmp_path, q, 1, "model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",
                 "model.moe_aux_loss_coeff=[0.001,0.0001]")
     listed = json.loads(cli("explain", f, "--hardware", "h100-sxm", "--format", "json").stdout)
@@ -385,10 +425,13 @@ def test_balancing_type_and_coefficient_lists(cli, tmp_path):
                      (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]",), "of the same length"),
                      (("model.moe_router_load_balancing_type=[aux_loss,seq_aux_loss]", "model.moe_aux_loss_coeff=[0.001]"),
                       "of the same length"),
-                     (("model.moe_aux_loss_coeff=[0.001]",), "with one type Megatron-Core's get_aux_loss_coeff"),
+                     (("model.moe_aux_loss_coeff=[0.001]",), "beside the one type aux_loss: a list of coefficients goes "
+                                                             "with a list of types"),
+                     (("model.moe_router_load_balancing_type=sinkhorn", "model.moe_aux_loss_coeff=0.001"),
+                      "asserts a coefficient of 0 under Sinkhorn"),
                      (("model.moe_router_load_balancing_type=[aux_loss,quantile_balancing]", "model.moe_aux_loss_coeff=[0,0]"),
                       "quantile_balancing is not a type a list"),
-                     (("model.moe_router_load_balancing_type=quantile_balancing",), "no type of Megatron-Core 905c0e386"),
+                     (("model.moe_router_load_balancing_type=quantile_balancing",), "not a type of Megatron-Core 905c0e386"),
                      (("model.moe_router_load_balancing_type=[]", "model.moe_aux_loss_coeff=[]"), "an empty list"),
                      (("model.moe_router_load_balancing_type=[aux_loss]", "model.moe_aux_loss_coeff=[-1]"),
                       "not coefficients >= 0")]:

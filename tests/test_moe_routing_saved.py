@@ -16,6 +16,7 @@ Mixtral 8x7B (E 8, top-2) at seq 4096, micro-batch 1, TP 2 with SP, balanced rou
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -231,12 +232,80 @@ def test_reader_reads_the_router_flags(tmp_path, extra, aux, z, pre):
                                                                                                         "z-loss" in extra)
 
 
+def test_reader_balancing_type_and_coefficient_lists(tmp_path, cli):
+    """The Megatron-LM reader's lists, read by the rule the Megatron-Bridge reader shares (megatron.router_balancing;
+    tests/test_bridge_moe.py test_balancing_type_and_coefficient_lists), at Megatron-LM d98e8a64: both flags take
+    nargs '+' (arguments.py l. 3532-3537) and a one-word list becomes its word (l. 1661-1664); transformer_config.py
+    l. 1828-1834 asserts a list of types has a list of coefficients of its length; the router computes each auxiliary
+    type's loss with its first entry's coefficient (router.py get_aux_loss_coeff l. 388-401, list.index) on the scores
+    of one top-k routing (l. 771-830). So aux_loss seq_aux_loss with 1e-3 1e-4 routes as one auxiliary loss:
+    moe_load_balancing aux_loss, moe_aux_loss_coeff 1e-3 (the largest), priced as aux_loss with 1e-3 alone."""
+    from planner.trainers import load_trainer_config
+
+    def read(extra):
+        p = tmp_path / "run.args"
+        p.write_text(ARGS + " " + extra + "\n")
+        return load_trainer_config(p, fmt="megatron", gpus=16, model="mixtral-8x7b")
+
+    both = read("--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-3 1e-4")
+    assert (both.job["moe_load_balancing"], both.job["moe_aux_loss_coeff"]) == ("aux_loss", 1e-3)
+    assert any(a.startswith("--moe-router-load-balancing-type aux_loss seq_aux_loss with --moe-aux-loss-coeff 0.001 "
+                            "0.0001: priced as auxiliary-loss balancing") for a in both.assumed)
+    # `none`'s coefficient is never read (is_aux_loss_enabled l. 403-408): 0.5 and 0.7 give no loss
+    j = read("--moe-router-load-balancing-type none global_aux_loss none --moe-aux-loss-coeff 0.5 0 0.7").job
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss", 0.0)
+    # the first entry of a type is its coefficient (list.index): seq_aux_loss 0 then 0.01 -> 0
+    assert read("--moe-router-load-balancing-type seq_aux_loss seq_aux_loss --moe-aux-loss-coeff 0 0.01"
+                ).job["moe_aux_loss_coeff"] == 0.0
+    # the expert bias, then force, still decide the rule; the coefficient is the list's all the same
+    j = read("--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-3 0 "
+             "--moe-router-enable-expert-bias").job
+    assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"]) == ("aux_loss_free", 1e-3)
+    j = read("--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 0 2e-3 "
+             "--moe-router-force-load-balancing").job
+    assert (j["moe_rank_imbalance"], j["moe_aux_loss_coeff"], "moe_load_balancing" in j) == (1.0, 2e-3, False)
+    # one type `none` beside a list of coefficients: never read, no loss (get_aux_loss_coeff returns 0.0)
+    r = read("--moe-router-load-balancing-type none --moe-aux-loss-coeff 0 0.01")
+    assert r.job["moe_aux_loss_coeff"] == 0.0 and any(a.startswith("--moe-aux-loss-coeff 0 0.01 beside") for a in r.assumed)
+    # priced as the one type with the largest coefficient
+    p = tmp_path / "a.args"
+    p.write_text(ARGS + " --moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-3 1e-4\n")
+    q = tmp_path / "b.args"
+    q.write_text(ARGS + " --moe-aux-loss-coeff 1e-3\n")
+    listed, own = (json.loads(cli("explain", str(f), "--gpus", "16", "--format", "json").stdout) for f in (p, q))
+    assert (listed["time"], listed["memory"]) == (own["time"], own["memory"])
+    assert listed["plan"]["moe_aux_loss_coeff"] == own["plan"]["moe_aux_loss_coeff"] == 1e-3
+
+
+@pytest.mark.parametrize("extra, match", [
+    # router.py l. 771-777 runs Sinkhorn and quantile balancing only where the type is that string
+    ("--moe-router-load-balancing-type aux_loss sinkhorn --moe-aux-loss-coeff 1e-3 0", "sinkhorn in a list"),
+    ("--moe-router-load-balancing-type quantile_balancing aux_loss --moe-aux-loss-coeff 0 1e-3",
+     "quantile_balancing in a list"),
+    # no coefficient (the default 0.0) or one (a one-word list becomes its word, arguments.py l. 1663-1664): not a list
+    ("--moe-router-load-balancing-type aux_loss seq_aux_loss", "of the same length"),
+    ("--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-3", "of the same length"),
+    # one type (the default aux_loss) with a list: get_aux_loss_coeff returns the list, compared with 0
+    ("--moe-aux-loss-coeff 1e-3 1e-4", "beside the one type aux_loss: a list of coefficients goes with a list of types"),
+    ("--moe-router-load-balancing-type sinkhorn --moe-aux-loss-coeff 1e-2",
+     "asserts a coefficient of 0 under Sinkhorn (router.py l. 298"),
+])
+def test_reader_refuses_lists_megatron_refuses(tmp_path, cli, extra, match):
+    from tests.conftest import assert_one_error
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " " + extra + "\n")
+    assert_one_error(cli("explain", str(p), "--gpus", "16"), match)
+
+
 def test_reader_refuses_mismatched_coefficients(tmp_path, cli):
     from tests.conftest import assert_one_error
 
     p = tmp_path / "run.args"
     p.write_text(ARGS + " --moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-2 1e-3 1e-4\n")
-    assert_one_error(cli("explain", str(p), "--gpus", "16"), "--moe-aux-loss-coeff has 3 values", "2")
+    assert_one_error(cli("explain", str(p), "--gpus", "16"), "--moe-router-load-balancing-type aux_loss seq_aux_loss with "
+                     "--moe-aux-loss-coeff 0.01 0.001 0.0001: Megatron-Core asserts a list of coefficients of the same "
+                     "length (transformer_config.py l. 1828-1834 @d98e8a64)", "give --moe-aux-loss-coeff 2 numbers")
 
 
 @pytest.mark.parametrize("extra, flag", [

@@ -348,57 +348,6 @@ def apply_recipe_flex(cfg: dict, recipe: str, hw, where: str, assumed: list) -> 
                        f"{backend} on compute capability {hw.compute_capability}: {FLEX} l. 54-61)")
 
 
-# Megatron-Core 905c0e386's balancing types (transformer_config.py l. 636-648); those a list may hold (below)
-BRIDGE_BALANCING_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none")
-LIST_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
-AUX_LOSS_TYPES_905 = ("aux_loss", "seq_aux_loss", "global_aux_loss")  # router.py is_aux_loss_enabled l. 277-282
-
-
-def _coefficient(c) -> bool:
-    return isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 0
-
-
-def _balancing_list(kinds: list, coeffs, where: str, assumed: list) -> float:
-    """A list of load-balancing types with its list of coefficients (Megatron-Core 905c0e386 transformer_config.py
-    l. 636, 727-730: one coefficient per type, asserted of equal length l. 1220-1226) as the planner prices it: the
-    router computes each auxiliary loss type's loss with its coefficient, the first of the type's entries
-    (router.py get_aux_loss_coeff l. 262-275, list.index), on one set of scores for them all
-    (compute_routing_scores_for_aux_loss once, l. 639-665), after the same top-k routing; `none` adds nothing. So the
-    run routes as under one auxiliary loss: imbalance.py's aux_loss rule (which prices aux_loss, seq_aux_loss,
-    global_aux_loss and none alike), and the router's saved scores once where any coefficient is above 0
-    (layers/moe.py router_saved_terms, RouterPath.aux_loss); moe_aux_loss_coeff is the largest coefficient (its
-    value beyond > 0 is not priced). Refused by name: sinkhorn in a list (routing runs Sinkhorn only where the type
-    is the string 'sinkhorn', l. 611: a list's sinkhorn is never applied), a type 905c0e386 has not, and
-    coefficients that are not one number >= 0 per type."""
-    if not kinds:
-        raise PlannerError(f"{where}model.moe_router_load_balancing_type=[]: an empty list of types",
-                           f"give a type, or a list of {', '.join(LIST_TYPES)}")
-    bad = [k for k in kinds if not isinstance(k, str) or k not in LIST_TYPES]
-    if "sinkhorn" in bad:
-        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kinds)}: sinkhorn in a list, which "
-                           "Megatron-Core 905c0e386 never applies (router.py l. 611 runs Sinkhorn only where the type "
-                           "is the string 'sinkhorn'), so the planner does not read it",
-                           "give model.moe_router_load_balancing_type=sinkhorn alone, or drop it from the list")
-    if bad:
-        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kinds)}: {_v(bad[0])} is not a type a list "
-                           "of Megatron-Core 905c0e386 takes (transformer_config.py l. 636-648)",
-                           f"list {', '.join(LIST_TYPES)}")
-    if not isinstance(coeffs, list) or len(coeffs) != len(kinds):
-        raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kinds)} with model.moe_aux_loss_coeff="
-                           f"{_v(coeffs)}: Megatron-Core asserts a list of coefficients of the same length "
-                           "(transformer_config.py @905c0e386 l. 1220-1226)",
-                           f"give model.moe_aux_loss_coeff=[...] with {len(kinds)} numbers")
-    if not all(_coefficient(c) for c in coeffs):
-        raise PlannerError(f"{where}model.moe_aux_loss_coeff={_v(coeffs)}: not coefficients >= 0", "give numbers >= 0")
-    first = {k: float(coeffs[kinds.index(k)]) for k in kinds}  # get_aux_loss_coeff: the type's first entry
-    aux = max([c for k, c in first.items() if k in AUX_LOSS_TYPES_905], default=0.0)
-    assumed.append(f"model.moe_router_load_balancing_type={_v(kinds)} with model.moe_aux_loss_coeff={_v(coeffs)}: "
-                   "priced as auxiliary-loss balancing (imbalance.py's aux_loss rule), the router's scores saved once "
-                   f"where a coefficient is above 0, moe_aux_loss_coeff {aux:g} the largest (router.py @905c0e386 "
-                   "l. 262-282, 639-665: each type's loss on the same scores)")
-    return aux
-
-
 def _bool(cfg, k, where):
     v = cfg[k]
     if not isinstance(v, bool):
@@ -412,7 +361,7 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
     optimizer's state bytes. What the planner does not price is refused or listed, naming the key."""
     from ..plan import with_mtp
     from ..schema import BYTES_PER_PARAM_PRESETS, split_fields
-    from .megatron import AUX_LOSS_TYPES, BALANCING_TYPES, NO_DISTRIBUTED_OPTIMIZER, ROUTER_DTYPES, parse_layout, split_of
+    from .megatron import BRIDGE_BALANCING, NO_DISTRIBUTED_OPTIMIZER, ROUTER_DTYPES, parse_layout, router_balancing, split_of
 
     # the dispatcher (the run's, checked as validate_flex_dispatcher_backend does at start-up, l. 72-84)
     kind, backend = cfg["model.moe_token_dispatcher_type"], cfg["model.moe_flex_dispatcher_backend"]
@@ -455,33 +404,11 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
     job["mtp_layers"] = int(mtp or 0)
     # the router: balancing (transformer_config.py @905c0e386: force, then the expert bias, then the loss type), the
     # auxiliary loss's coefficient where its type is one, z-loss, pre-softmax, dtype
-    if _bool(cfg, "model.moe_router_force_load_balancing", where):
-        job["moe_rank_imbalance"] = 1.0
-    elif _bool(cfg, "model.moe_router_enable_expert_bias", where):
-        job["moe_load_balancing"] = "aux_loss_free"
-    kind, coeff = cfg["model.moe_router_load_balancing_type"], cfg["model.moe_aux_loss_coeff"]
-    if isinstance(kind, list):
-        job["moe_aux_loss_coeff"] = _balancing_list(kind, coeff, where, assumed)
-        if "moe_rank_imbalance" not in job and "moe_load_balancing" not in job:
-            job["moe_load_balancing"] = "aux_loss"
-    else:
-        if kind == "quantile_balancing":  # Megatron-LM's later router (d98e8a64), not Bridge's pin's
-            raise PlannerError(f"{where}model.moe_router_load_balancing_type=quantile_balancing: no type of Megatron-Core "
-                               "905c0e386, Bridge's pin (transformer_config.py l. 636-648 lists aux_loss, seq_aux_loss, "
-                               "global_aux_loss, sinkhorn, none; its router, router.py, has no quantile balancing and "
-                               "would route unbalanced)", f"valid: {', '.join(BRIDGE_BALANCING_TYPES)}")
-        if not isinstance(kind, str) or kind not in BRIDGE_BALANCING_TYPES:
-            raise PlannerError(f"{where}model.moe_router_load_balancing_type={_v(kind)}",
-                               f"valid: {', '.join(BRIDGE_BALANCING_TYPES)}, or a list of {', '.join(LIST_TYPES)}")
-        if "moe_rank_imbalance" not in job and "moe_load_balancing" not in job:
-            job["moe_load_balancing"] = BALANCING_TYPES[kind]
-        if not _coefficient(coeff):
-            raise PlannerError(f"{where}model.moe_aux_loss_coeff={_v(coeff)}: not a coefficient >= 0" +
-                               (" (a list, one per type, goes with a list of types: with one type Megatron-Core's "
-                                "get_aux_loss_coeff returns the list and compares it with 0, router.py @905c0e386 "
-                                "l. 262-282)" if isinstance(coeff, list) else ""),
-                               "give one number >= 0, or list the types: model.moe_router_load_balancing_type=[...]")
-        job["moe_aux_loss_coeff"] = float(coeff) if kind in AUX_LOSS_TYPES else 0.0
+    # (router_balancing: the rule the Megatron-LM reader shares, 905c0e386's types as data)
+    force = _bool(cfg, "model.moe_router_force_load_balancing", where)
+    bias = not force and _bool(cfg, "model.moe_router_enable_expert_bias", where)
+    job.update(router_balancing(cfg["model.moe_router_load_balancing_type"], cfg["model.moe_aux_loss_coeff"], force,
+                                bias, BRIDGE_BALANCING, where, assumed))
     z = cfg["model.moe_z_loss_coeff"]
     if z is not None:
         if not isinstance(z, (int, float)) or isinstance(z, bool) or z < 0:

@@ -84,7 +84,7 @@ read). Modelled:
   and --moe-pad-expert-input-to-capacity, the router's balancing (--moe-router-force-load-balancing: moe_rank_imbalance
   1.0; --moe-router-enable-expert-bias, --moe-router-load-balancing-type: moe_load_balancing, planner/imbalance.py),
   the router's path (--moe-aux-loss-coeff of an auxiliary-loss type: moe_aux_loss_coeff, absent 0.0 as in Megatron-LM,
-  listed as assumed; --moe-z-loss-coeff: moe_z_loss_coeff; --moe-router-pre-softmax: moe_router_pre_softmax;
+  listed as assumed; a list of types with a list of coefficients by router_balancing, the Bridge reader's rule; --moe-z-loss-coeff: moe_z_loss_coeff; --moe-router-pre-softmax: moe_router_pre_softmax;
   --moe-router-dtype: moe_router_dtype; what the router saves for its backward: planner/layers/moe.py
   router_saved_terms),
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
@@ -2233,60 +2233,162 @@ def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
 # price as aux_loss; quantile_balancing, a per-expert bias, as aux_loss_free
 BALANCING_TYPES = {"aux_loss": "aux_loss", "seq_aux_loss": "aux_loss", "global_aux_loss": "aux_loss", "none": "aux_loss",
                    "sinkhorn": "sinkhorn", "quantile_balancing": "aux_loss_free"}
+AUX_LOSS_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss")  # router.py @d98e8a64 is_aux_loss_enabled l. 403-408
+# the types a list may hold: a list routes by top-k with each auxiliary loss added (router.py @d98e8a64 l. 771-790,
+# 803-830; @905c0e386 l. 611-665): Sinkhorn and quantile balancing run only where the type is that string
+LIST_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
+
+
+class BalancingRules(typing.NamedTuple):
+    """What differs between the Megatron-Core commits the readers follow, as data (router_balancing): the keys'
+    spellings in messages, the commit, the single types its router knows, and its source lines."""
+    types_key: str   # "--moe-router-load-balancing-type" / "model.moe_router_load_balancing_type"
+    coeff_key: str   # "--moe-aux-loss-coeff" / "model.moe_aux_loss_coeff"
+    sep: str         # between a key and its value in a message: " " (a flag) or "=" (an override)
+    commit: str
+    types: tuple     # the commit's types (transformer_config.py's list)
+    types_at: str    # where the commit lists them
+    coeff_at: str    # router.py get_aux_loss_coeff
+    same_length_at: str  # transformer_config.py's assert of a list of coefficients of the types' length
+    sinkhorn_at: str     # router.py's Sinkhorn assert on the coefficient
+
+
+# Megatron-LM's own pin (its launch scripts' reader) and Megatron-Bridge's Megatron-Core (bridge_moe.py): the same
+# list semantics, one type more at d98e8a64 (quantile_balancing)
+MEGATRON_LM_BALANCING = BalancingRules(
+    "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", " ", "d98e8a64", tuple(BALANCING_TYPES),
+    "arguments.py l. 3532-3537 choices; transformer_config.py l. 743-758", "router.py l. 388-401",
+    "transformer_config.py l. 1828-1834", "router.py l. 298")
+BRIDGE_BALANCING = BalancingRules(
+    "model.moe_router_load_balancing_type", "model.moe_aux_loss_coeff", "=", "905c0e386",
+    ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none"), "transformer_config.py l. 636-648",
+    "router.py l. 262-275", "transformer_config.py l. 1220-1226", "router.py l. 247")
+
+
+def _coefficient(c) -> bool:
+    return isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c >= 0
+
+
+def _shown_as(v, sep: str) -> str:
+    """A value as the reader's input spells it: a flag's words (sep " "), an override's [a,b] (sep "=")."""
+    if isinstance(v, list):
+        words = [_shown_as(x, sep) for x in v]
+        return " ".join(words) if sep == " " else "[" + ",".join(words) + "]"
+    if isinstance(v, str) and v in BALANCING_TYPES:
+        return v
+    return f"{v:g}" if isinstance(v, float) else _short(v) if isinstance(v, str) else repr(v)
+
+
+def router_balancing(kind, coeff, force: bool, expert_bias: bool, rules: BalancingRules, where: str,
+                     assumed: list) -> dict:
+    """The job's balancing fields of Megatron-Core's router settings, one rule for both readers (Megatron-LM's launch
+    scripts, after arguments.py @d98e8a64 l. 1661-1664 turns a one-word list into its word; Megatron-Bridge's
+    overrides, as given): `kind` the load-balancing type (a string) or a list of them, `coeff` the auxiliary-loss
+    coefficient (a number) or a list, one per type. Megatron-Core (both commits):
+    - force load balancing is balanced routing (moe_rank_imbalance 1.0); else the expert bias is aux_loss_free; else
+      the type names the rule (BALANCING_TYPES; planner/imbalance.py), a list aux_loss;
+    - one type: its coefficient is the loss's where the type is an auxiliary loss, else none is computed (0.0;
+      get_aux_loss_coeff); Sinkhorn asserts a coefficient of 0 (rules.sinkhorn_at); a list of coefficients beside
+      an auxiliary type or sinkhorn is refused (get_aux_loss_coeff returns the list, which the router compares with
+      0), beside `none` or quantile_balancing never read (listed as assumed);
+    - a list of types (transformer_config.py: a list of coefficients of the same length, asserted): the router
+      routes by top-k and computes each auxiliary type's loss with its first entry's coefficient (list.index) on one
+      set of scores (compute_routing_scores_for_aux_loss once); `none` adds nothing. So the run routes as under one
+      auxiliary loss (imbalance.py's aux_loss rule prices aux_loss, seq_aux_loss, global_aux_loss and none alike)
+      and keeps the router's scores once where a coefficient is above 0 (layers/moe.py router_saved_terms):
+      moe_aux_loss_coeff is the largest first-entry coefficient among the auxiliary types (its value beyond > 0 is
+      not priced). Sinkhorn or quantile balancing in a list is refused: the router runs them only where the type is
+      that string, so a list's is never applied.
+    What differs between the commits (the type list, the keys, the lines) is `rules`."""
+    tk, ck, s, c = rules.types_key, rules.coeff_key, rules.sep, rules.commit
+
+    def _shown(v):
+        return _shown_as(v, s)
+
+    job = {"moe_rank_imbalance": 1.0} if force else {"moe_load_balancing": "aux_loss_free"} if expert_bias else {}
+    if isinstance(kind, list):
+        if not kind:
+            raise PlannerError(f"{where}{tk}{s}[]: an empty list of types", f"give a type, or a list of {', '.join(LIST_TYPES)}")
+        bad = [k for k in kind if not isinstance(k, str) or k not in LIST_TYPES]
+        if bad and bad[0] in ("sinkhorn", "quantile_balancing") and bad[0] in rules.types:
+            raise PlannerError(f"{where}{tk}{s}{_shown(kind)}: {bad[0]} in a list, which Megatron-Core {c} never applies "
+                               f"(its router runs {bad[0]} only where the type is the string '{bad[0]}'), so the planner "
+                               "does not read it", f"give {tk}{s}{bad[0]} alone, or drop it from the list")
+        if bad:
+            raise PlannerError(f"{where}{tk}{s}{_shown(kind)}: {_shown(bad[0])} is not a type a list of Megatron-Core {c} "
+                               f"takes ({rules.types_at})", f"list {', '.join(LIST_TYPES)}")
+        if not isinstance(coeff, list) or len(coeff) != len(kind):
+            raise PlannerError(f"{where}{tk}{s}{_shown(kind)} with {ck}{s}{_shown(coeff)}: Megatron-Core asserts a list "
+                               f"of coefficients of the same length ({rules.same_length_at} @{c})",
+                               f"give {ck} {len(kind)} numbers, one per type")
+        if not all(_coefficient(x) for x in coeff):
+            raise PlannerError(f"{where}{ck}{s}{_shown(coeff)}: not coefficients >= 0", "give numbers >= 0")
+        first = {k: float(coeff[kind.index(k)]) for k in kind}  # get_aux_loss_coeff: the type's first entry
+        aux = max([x for k, x in first.items() if k in AUX_LOSS_TYPES], default=0.0)
+        if not job:
+            job["moe_load_balancing"] = "aux_loss"
+        job["moe_aux_loss_coeff"] = aux
+        assumed.append(f"{tk}{s}{_shown(kind)} with {ck}{s}{_shown(coeff)}: priced as auxiliary-loss balancing "
+                       "(imbalance.py's aux_loss rule), the router's scores saved once where a coefficient is above 0, "
+                       f"moe_aux_loss_coeff {aux:g} the largest ({rules.coeff_at} @{c}: each type's loss on the same scores)")
+        return job
+    if not isinstance(kind, str) or kind not in rules.types:
+        raise PlannerError(f"{where}{tk}{s}{_shown(kind)}: not a type of Megatron-Core {c} ({rules.types_at})",
+                           f"valid: {', '.join(rules.types)}, or a list of {', '.join(LIST_TYPES)}")
+    if isinstance(coeff, list) and (kind in AUX_LOSS_TYPES or kind == "sinkhorn"):
+        raise PlannerError(f"{where}{ck}{s}{_shown(coeff)} beside the one type {kind}: a list of coefficients goes with "
+                           "a list of types (Megatron-Core's get_aux_loss_coeff returns the list, which the router "
+                           f"compares with 0 and fails, {rules.coeff_at} @{c}"
+                           + (f"; Sinkhorn asserts it is 0, {rules.sinkhorn_at})" if kind == "sinkhorn" else ")"),
+                           f"give one number >= 0, or list the types: {tk}{s}[...]" if s == "=" else
+                           f"give one number >= 0, or one type per coefficient: {tk} {kind} ...")
+    if isinstance(coeff, list) and coeff and all(_coefficient(x) for x in coeff):  # `none`, quantile_balancing
+        assumed.append(f"{ck}{s}{_shown(coeff)} beside {tk}{s}{kind}: never read (get_aux_loss_coeff gives "
+                       f"{kind} no auxiliary loss, {rules.coeff_at} @{c}): moe_aux_loss_coeff 0")
+        coeff = 0.0
+    if not _coefficient(coeff):
+        raise PlannerError(f"{where}{ck}{s}{_shown(coeff)}: not a coefficient >= 0", "give one number >= 0")
+    if kind == "sinkhorn" and coeff > 0:
+        raise PlannerError(f"{where}{tk}{s}sinkhorn with {ck}{s}{_shown(coeff)}: Megatron-Core {c} asserts a "
+                           f"coefficient of 0 under Sinkhorn ({rules.sinkhorn_at}: 'Sinkhorn routing does not support "
+                           "aux loss'), so the run stops at its first step", f"give {ck}{s}0, or another type")
+    if not job:
+        job["moe_load_balancing"] = BALANCING_TYPES[kind]
+    job["moe_aux_loss_coeff"] = float(coeff) if kind in AUX_LOSS_TYPES else 0.0
+    return job
 
 
 def _balancing(where: str, flags: dict, job: dict, assumed: list) -> None:
-    """The MoE routing imbalance of Megatron's flags (planner/imbalance.py [3]):
-    --moe-router-force-load-balancing is balanced routing, moe_rank_imbalance 1.0; else
-    --moe-router-enable-expert-bias (a per-expert score bias) is aux_loss_free, and
-    --moe-router-load-balancing-type (default aux_loss; one value, or one per layer type: the
-    first is read) names the rest (BALANCING_TYPES)."""
-    if "--moe-router-force-load-balancing" in flags:
-        job["moe_rank_imbalance"] = 1.0
-        return
-    if "--moe-router-enable-expert-bias" in flags:
-        job["moe_load_balancing"] = "aux_loss_free"
-        return
-    kinds = flags.get("--moe-router-load-balancing-type")
-    kind = (words_of(kinds) or ["aux_loss"])[0]
-    if kind not in BALANCING_TYPES:
-        raise PlannerError(f"{where}--moe-router-load-balancing-type {kind!r} is not one the planner knows",
-                           f"use one of {', '.join(BALANCING_TYPES)}")
-    job["moe_load_balancing"] = BALANCING_TYPES[kind]
-    if kinds is None:
+    """The MoE routing imbalance and the auxiliary loss's coefficient of Megatron-LM's flags (router_balancing, the
+    rule Megatron-Bridge's reader shares): --moe-router-force-load-balancing, --moe-router-enable-expert-bias,
+    --moe-router-load-balancing-type (nargs '+', default aux_loss) and --moe-aux-loss-coeff (nargs '+', default
+    0.0), a one-word list turned into its word as arguments.py @d98e8a64 l. 1661-1664 does. A coefficient word is
+    read as a number and refused when negative, naming the word."""
+    raw_kinds, raw = flags.get("--moe-router-load-balancing-type"), flags.get("--moe-aux-loss-coeff")
+    kinds = words_of(raw_kinds) or ["aux_loss"]
+    if raw is None:
+        coeffs = [0.0]
+        assumed.append("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff: Megatron-LM arguments.py's default; no "
+                       "auxiliary loss computed, none of its scores kept)")
+    else:
+        coeffs = [_non_negative(where, "--moe-aux-loss-coeff", w, _float(where, {"--moe-aux-loss-coeff": w},
+                                                                          "--moe-aux-loss-coeff")) for w in words_of(raw)]
+    force, bias = "--moe-router-force-load-balancing" in flags, "--moe-router-enable-expert-bias" in flags
+    job.update(router_balancing(kinds[0] if len(kinds) == 1 else kinds, coeffs[0] if len(coeffs) == 1 else coeffs,
+                                force, bias, MEGATRON_LM_BALANCING, where, assumed))
+    if raw_kinds is None and not force and not bias:
         assumed.append("moe_load_balancing: aux_loss (no --moe-router-load-balancing-type: Megatron-LM arguments.py's "
                        "default; the routing imbalance rule of planner/imbalance.py)")
 
 
 ROUTER_DTYPES = ("fp32", "fp64")  # transformer_config.py @d98e8a64 l. 811 moe_router_dtype Optional[Literal['fp32', 'fp64']]
-AUX_LOSS_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss")  # router.py @d98e8a64 is_aux_loss_enabled l. 403-408
 
 
 def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
-    """The router's path (planner/layers/moe.py router_saved_terms [10]): moe_aux_loss_coeff is the coefficient
-    Megatron-Core gives an auxiliary loss type among --moe-router-load-balancing-type (router.py @d98e8a64
-    get_aux_loss_coeff l. 388-401: one type and one coefficient, or one coefficient per type; the largest of the
-    aux_loss / seq_aux_loss / global_aux_loss types', 0 where none is one: `none`, sinkhorn, quantile_balancing);
-    absent, Megatron-LM's default 0.0 (arguments.py --moe-aux-loss-coeff), listed as assumed. --moe-z-loss-coeff
-    is moe_z_loss_coeff (absent: none, transformer_config.py), --moe-router-pre-softmax moe_router_pre_softmax,
-    --moe-router-dtype moe_router_dtype (absent: the input's dtype)."""
-    kinds = words_of(flags.get("--moe-router-load-balancing-type")) or ["aux_loss"]
-    raw = flags.get("--moe-aux-loss-coeff")
-    if raw is None:
-        job["moe_aux_loss_coeff"] = 0.0
-        assumed.append("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff: Megatron-LM arguments.py's default; no "
-                       "auxiliary loss computed, none of its scores kept)")
-    else:
-        words = words_of(raw)
-        values = [_float(where, {"--moe-aux-loss-coeff": w}, "--moe-aux-loss-coeff") for w in words]
-        if len(values) > 1 and len(values) != len(kinds):
-            raise PlannerError(f"{where}--moe-aux-loss-coeff has {len(values)} values for {len(kinds)} "
-                               "--moe-router-load-balancing-type value(s)",
-                               "give one coefficient per load-balancing type (transformer_config.py @d98e8a64 l. 1828-1834)")
-        for w, v in zip(words, values):
-            _non_negative(where, "--moe-aux-loss-coeff", w, v)
-        pairs = zip(kinds, values) if len(values) > 1 else [(kinds[0], values[0])]
-        job["moe_aux_loss_coeff"] = max([v for k, v in pairs if k in AUX_LOSS_TYPES], default=0.0)
+    """The router's path (planner/layers/moe.py router_saved_terms [10]) beyond the auxiliary loss's coefficient
+    (moe_aux_loss_coeff: _balancing): --moe-z-loss-coeff is moe_z_loss_coeff (absent: none, transformer_config.py),
+    --moe-router-pre-softmax moe_router_pre_softmax, --moe-router-dtype moe_router_dtype (absent: the input's
+    dtype)."""
     if "--moe-z-loss-coeff" in flags:
         z = _float(where, flags, "--moe-z-loss-coeff")
         job["moe_z_loss_coeff"] = _non_negative(where, "--moe-z-loss-coeff", flags["--moe-z-loss-coeff"], z)

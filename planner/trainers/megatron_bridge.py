@@ -717,7 +717,6 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
     job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g)
-    _vocab_rows(cfg, rec, "model.vocab_size" in overrides, job, where, assumed, ignored, not_modelled)
     if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
         assumed.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} {UB_NOTE}")
     # the model: the recipe's (its shape), checked against --model
@@ -729,6 +728,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         name, rule = match_catalog_model(where, shape, f"recipe {recipe}'s model ({rec.hf_id})")
         job["model"] = name
         assumed.append(rule)
+    # the rows, checked against the recipe's tokenizer and the catalog model's tokens
+    _vocab_rows(cfg, rec, "model.vocab_size" in overrides, job, where, assumed, ignored, not_modelled)
     job["gpus"] = g
     if hardware is not None:
         job["hardware"] = hardware
@@ -1018,7 +1019,9 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
     least T builds V rows unpadded (should_pad_vocab False), fewer is refused (ValueError, l. 486-490); V null builds T
     padded to a multiple of make_vocab_size_divisible_by x tp (should_pad_vocab True: models/gpt_provider.py l. 244-250,
     utils/vocab_utils.py l. 57-71). job padded_vocab_size: V where an override gives it, else the padded T where it
-    is null; absent where V stands at the provider's (the model's own rows)."""
+    is null; absent where V stands at the provider's (the model's own rows). Rows below the catalog model's vocab_size
+    but at least its tokenizer's tokens (Qwen3: 151,669 <= V < 151,936), which Bridge builds, are priced as built
+    (plan.with_padded_vocab, ModelSpec.tokenizer_vocab_size)."""
     def count(k, v):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1 or v > MAX_COUNT:
             raise PlannerError(f"{where}{k}={_v(v)}: not a count", f"give {k} as a whole number up to {MAX_COUNT:,}")
@@ -1042,6 +1045,11 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
         if nv is not None:
             ignored.append(f"tokenizer.vocab_size={_v(nv)} (a HuggingFaceTokenizer is read whole: training/tokenizers/"
                            "tokenizer.py l. 58-66 passes no vocab_size)")
+    # the catalog model's own tokens (its tokenizer_vocab_size where its vocab_size pads beyond its tokenizer:
+    # Qwen3's 151,669 in 151,936 rows), the fewest rows plan.with_padded_vocab prices
+    from ..catalog import load_model
+    model = load_model(job["model"])
+    own, own_is_tokens = model.tokenizer_vocab_size or model.vocab_size, model.tokenizer_vocab_size is not None
     rows = cfg["model.vocab_size"]
     if tokens is None:  # another tokenizer: its size, which Bridge checks the rows against, is not known here
         if rows is None:
@@ -1058,12 +1066,12 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
         d = count("model.make_vocab_size_divisible_by", cfg["model.make_vocab_size_divisible_by"])
         m = d * job["tp"]
         padded = -(-tokens // m) * m
-        if padded < rec.shape["vocab_size"]:
+        if padded < own:
             raise PlannerError(f"{where}model.vocab_size=null: Bridge builds {what} padded to a multiple of "
                                f"{d} x tp {job['tp']}, {padded:,} rows ({SETUP_VOCAB}; models/gpt_provider.py l. 244-250), "
-                               f"fewer than the recipe's model's {rec.shape['vocab_size']:,}: a smaller embedding than the "
-                               "catalog model's, which the planner does not price",
-                               f"give model.vocab_size (at least {rec.shape['vocab_size']:,})")
+                               f"fewer than the recipe's model's {own:,} {'tokens' if own_is_tokens else 'rows'}: tokens "
+                               "of the catalog model without an embedding row, which the planner does not price",
+                               f"give model.vocab_size (at least {own:,})")
         job["padded_vocab_size"] = padded
         assumed.append(f"padded_vocab_size {padded:,}: model.vocab_size=null, so Bridge pads {what} to a multiple of "
                        f"make_vocab_size_divisible_by {d} x tp {job['tp']} ({SETUP_VOCAB}; models/gpt_provider.py "
