@@ -44,6 +44,12 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
         eb, em = b.pop("embedding_grad_shard"), m.pop("embedding_grad_shard")
         assert (eb["skipped_decoupled"], em["skipped_decoupled"]) == (False, True)
         assert "@905c0e386" in eb["sources"][0] and "@d98e8a64" in em["sources"][0]
+        # the step's gradient copy (memory.py [mg]): 905c0e386 never sets the decoupled flag (update_main_grads l. 2845,
+        # 2872), so the precision-aware optimizer does not spare the copy there (tests/test_bridge_step_grads.py)
+        sb, sm = b.pop("step_grads"), m.pop("step_grads")
+        assert (sb.pop("fp32_decoupled"), sm.pop("fp32_decoupled")) == (None, "precision_aware")
+        assert "@905c0e386" in sb.pop("sources")[0] and "@d98e8a64" in sm.pop("sources")[0]
+        assert sb == sm
         assert b.pop("sources")[:-1] == m.pop("sources")
         (fusion,) = b.pop("job_settings")
         assert (fusion["setting"], fusion["value"], fusion["other"]) == ("gradient_accumulation_fusion", False,
