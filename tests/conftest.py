@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -34,6 +35,17 @@ def explain_job(**fields):
     settings, plan, warnings = resolve(job)
     est = evaluate(settings, plan)
     return settings, plan, est, to_json(settings, plan, est)
+
+
+def moe_layer_saves(saves, **fields) -> tuple:
+    """A memory.py per-kind MoE saves function (torch_router_saves, torch_reorder_saves: (kept, re-run buffer) of one
+    layer) on the model's first routed-expert layer kind, for one job, as floats."""
+    from planner.layers import layer_list
+    from planner.stacks import plan_context
+
+    settings, plan, _ = resolve(Job(**fields))
+    kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
+    return tuple(float(np.asarray(x)) for x in saves(settings, kind, plan_context(settings, plan), plan))
 
 
 @pytest.fixture

@@ -25,27 +25,21 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
+from conftest import moe_layer_saves
 from planner.catalog import load_stack
 from planner.explain import evaluate, to_json
-from planner.layers import layer_list
 from planner.memory import torch_router_saves
 from planner.plan import resolve
 from planner.schema import Job
-from planner.stacks import plan_context
 
 N = 4096
 QWEN = dict(model="qwen3-30b-a3b", gpus=8, ep=8, sharding="fsdp", global_batch=8, seq_len=4096, hardware="h100-sxm")
 
 
 def _saves(**job):
-    settings, plan, _ = resolve(Job(**job))
-    kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
-    ctx = plan_context(settings, plan)
-    kept, held = torch_router_saves(settings, kind, ctx, plan)
-    return float(np.asarray(kept)), float(np.asarray(held))
+    return moe_layer_saves(torch_router_saves, **job)
 
 
 def test_hand_figures():
