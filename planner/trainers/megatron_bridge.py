@@ -40,6 +40,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT
 from . import TrainerConfig, check_model_shape, resolve_gpus
+from .launch_files import Naming, launch_file
 from .bridge_sharding import HSDP_MODE, HSDP_STRATEGY, MFSDP_MODES
 from .spelling import hydra_value as _v
 from . import bridge_moe
@@ -450,28 +451,20 @@ _OmegaConfLoader.yaml_implicit_resolvers = {
     for k, v in _OmegaConfLoader.yaml_implicit_resolvers.items()}
 
 
+# how the --config-file refusals name the file (launch_files.launch_file: the heredoc, else the file beside the launch)
+_CONFIG_FILE = Naming(noun="launch", field="--config-file",
+                      in_heredoc="--config-file {name}, written by the launch's heredoc (line {line}),",
+                      unset_hint="set them at the launch's top level",
+                      missing_hint="put the YAML override file beside the launch",
+                      read_hint="give the YAML override file the launch names")
+
+
 def _yaml_overrides(name: str, launch: Path, heredocs: dict, where: str, ignored: list) -> tuple[str, list]:
     """(the file as shown, its keys as (key, value) in the file's order): the --config-file YAML, the launch's own
     heredoc for it or the file relative to the launch. OmegaConf.merge lays the file on the recipe's config key by key
     (a nested mapping into the section it names; a mapping with _target_ whole, as Bridge instantiates it:
     omegaconf_utils.py _apply_overrides l. 461-471), so each key is read as the command line's key=value."""
-    if name in heredocs:
-        text, unknown, line = heredocs[name]
-        if unknown:
-            raise PlannerError(f"{where}--config-file {name}, written by the launch's heredoc (line {line}), uses "
-                               f"{', '.join('$' + u for u in sorted(unknown))}, which the launch does not set",
-                               "set them at the launch's top level")
-        shown = f"{launch} (line {line}: {name})"
-    else:
-        if "$" in name:
-            raise PlannerError(f"{where}--config-file {name}: the launch does not set its variables",
-                               "set them at the launch's top level, or write the file's name")
-        p = Path(name)
-        p = p if p.is_absolute() else launch.parent / p
-        if not files.is_file(p):
-            raise PlannerError(f"{where}--config-file {name}: no such file ({p}; resolved relative to the launch)",
-                               "put the YAML override file beside the launch")
-        shown, text = str(p), files.read_text(p, "give the YAML override file the launch names")
+    shown, text = launch_file(name, launch, heredocs, where, _CONFIG_FILE)
     try:
         data = yaml.load(text, Loader=_OmegaConfLoader)
     except Exception as e:  # noqa: BLE001 - a YAML or constructor error, named with the file

@@ -131,10 +131,10 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from .. import files
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import fmt_ignored, words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
+from .launch_files import Naming, launch_file
 from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
@@ -607,7 +607,7 @@ def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int,
 
 def config_text(ds: dict, where: str, script: Path, heredocs: dict) -> tuple[str, str]:
     """(the ds_config's name as shown, its text): the script's own heredoc for that file, else the
-    file relative to the script."""
+    file relative to the script (launch_files.launch_file, the lookup the Megatron-Bridge reader shares)."""
     named = [f for f in CONFIG_FLAGS if f in ds]
     if not named:
         raise PlannerError(f"{where}--deepspeed without --deepspeed_config: the DeepSpeed engine needs its JSON "
@@ -617,22 +617,11 @@ def config_text(ds: dict, where: str, script: Path, heredocs: dict) -> tuple[str
         raise PlannerError(f"{where}{' and '.join(f'{f} {ds[f]}' for f in named)} name different files",
                            "give the one the job runs with")
     name = str(ds[named[0]]).strip("\"'")
-    if name in heredocs:
-        text, unknown, line = heredocs[name]
-        if unknown:
-            raise PlannerError(f"{where}the ds_config {name} written by the script's heredoc (line {line}) uses "
-                               f"{', '.join('$' + u for u in sorted(unknown))}, which the script does not set",
-                               "set them at the script's top level, or pass the JSON the job runs with")
-        return f"{script} (line {line}: {name})", text
-    if "$" in name:
-        raise PlannerError(f"{where}{named[0]} {name}: the script does not set its variables",
-                           "set them at the script's top level, or write the file's name")
-    p = Path(name)
-    p = p if p.is_absolute() else script.parent / p
-    if not files.is_file(p):
-        raise PlannerError(f"{where}{named[0]} {name}: no such file ({p}; resolved relative to the script) and no "
-                           f"`cat <<EOT > {name}` in the script", "put the ds_config JSON beside the script")
-    return str(p), files.read_text(p, "give the DeepSpeed ds_config.json the script names")
+    return launch_file(name, script, heredocs, where, Naming(
+        noun="script", field=named[0], in_heredoc="the ds_config {name} written by the script's heredoc (line {line})",
+        unset_hint="set them at the script's top level, or pass the JSON the job runs with",
+        missing_hint="put the ds_config JSON beside the script",
+        read_hint="give the DeepSpeed ds_config.json the script names", says_no_heredoc=True))
 
 
 def _host_optimizer(ds: dict, dj: dict, assumed: list, unmodelled: list) -> None:
