@@ -64,12 +64,6 @@ def apply_rotate_method(job, stack: Stack, where: str = "") -> Stack:
     if rotate is not None and stack.memory.cp_ring_backward is None:
         raise PlannerError(f"{where}cp_rotate_method is set but stack {stack.name}'s context parallelism is not torch's "
                            f"ring attention ({stack.origin} memory.cp_ring_backward)", "leave it out, or choose --stack torchtitan")
-    allowed = stack.runs.cp_rotate_methods if stack.runs is not None else None
-    if rotate is not None and allowed is not None and rotate not in allowed:
-        raise PlannerError(f"{where}cp_rotate_method {rotate}: stack {stack.name} runs {', '.join(allowed)} only ({stack.origin} "
-                           f"runs.cp_rotate_methods: its trainer has no option for another; {stack.runs.sources[0]})",
-                           f"leave cp_rotate_method out (the stack's {stack.memory.cp_ring_backward}), or choose a stack "
-                           "whose trainer sets it (--stack torchtitan)")
     if not trains(stack):  # the trainer's training never hands the option to torch [4]: its default runs
         return stack
     rotate = rotate or stack.memory.cp_ring_backward

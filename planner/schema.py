@@ -2539,11 +2539,6 @@ class StackRuns(BaseModel):
         description="the attention kernels the stack's model code can run (job field attention_kernel): a model "
                     "recipe's attention_kernel is taken only where listed (planner/recipe.py); null: the stack does "
                     "not say (not taken). Which one runs by default is attention_kernels' rules (the stack's field)")
-    cp_rotate_methods: Optional[list[Literal["allgather", "alltoall"]]] = Field(
-        default=None, min_length=1,
-        description="the torch ring-attention rotate methods a job may choose (job field cp_rotate_method, "
-                    "planner/cp_rotate.py); null: either (torchtitan @e347b1e5e's context_parallel_rotate_method); "
-                    "a trainer without the option runs torch's default only (torchtitan 0.3.0: allgather)")
     cp_rotate_method_trains: bool = Field(
         default=True,
         description="the job's cp_rotate_method reaches the training step's ring attention (the trainer calls torch's "
