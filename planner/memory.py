@@ -253,6 +253,23 @@ References
      re-runs: kept as the stack's keeps say. gpt_oss's own model/moe.py _run_experts_grouped_mm, which no
      apply_compile reaches (its parallelize.py calls none: ModelCode.compiles_blocks false), is re-run with
      compile on too (experts_run_eager).
+[xk] torchtitan 0.3's token exchange under op SAC (stack selective.exchange_kept: compiled; exchange_reruns). The
+     save list holds torch.ops._c10d_functional.all_to_all_single.default (pytorch/torchtitan release/0.3 @4f9e9a47d
+     torchtitan/distributed/activation_checkpoint.py _get_default_save_ops l. 61-63), but
+     models/common/token_dispatcher.py AllToAllTokenDispatcher calls torch's functional all_to_all_single only when
+     compiling or off the spmd_types backend (_token_count_exchange l. 258-266, _dispatch_token_exchange l. 325-333,
+     _combine_token_exchange l. 353-361); on the default backend (config/configs.py l. 163-165 spmd_backend
+     'spmd_types', set by trainer.py l. 319) eager it calls spmd_types 0.2.3's all_to_all (l. 335-342, 363-370;
+     pyproject.toml l. 30 pins spmd_types==0.2.3), _collectives.py l. 1154 _AllToAllUneven.apply, whose forward
+     (l. 897-923) runs torch.split, .contiguous(), torch.empty, torch.distributed.all_to_all (l. 920, c10d alltoall_)
+     and torch.cat (l. 922), none of them on the list, so the policy (_wrapped_policy l. 246-274:
+     PREFER_RECOMPUTE off the list) keeps neither the dispatch's received rows nor the combine's returned rows, and
+     the block's recompute (early_stop False, l. 285) re-runs both exchanges. Compiled (distributed/compile.py l. 69-70
+     transformer_block.compile(fullgraph=True), AC applied first) the traced exchange is the functional op, kept.
+     Priced as the model-code rule (Settings.sac_reruns_exchange) on the eager alltoall rows: moe_expert_in and
+     moe_expert_out leave the kept set (one layer's worth in the selective buffer), the forward dispatch and combine
+     run again in the backward (step.py ep_comm). A stated non-default spmd_backend is listed as not modelled
+     (trainers/torchtitan03.py).
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -986,6 +1003,13 @@ References
      row: beyond the generic table n k (2 h + 4) + 16 k n. Op-level SAC and full AC keep none, the re-run layer
      re-makes them. Qwen3-30B-A3B (h 2,048, k 8): 8 x (4,096 + 4 + 16) = 32,928 B a local token a layer.
      docs/memory_mechanisms.md (z), seventh pass.
+[pi] torchtitan's EP permutation index (stack memory.ep_permute_index; layers/moe.py torch_permute_index_bytes [23],
+     torch_permute_index_saves), on the all-to-all plans: per MoE layer and micro-batch in flight, the index the
+     received rows' expert-major gather and the combine's index_put keep (one tensor): 0.3 ('int64') 8 B a received
+     row with EP > 1 only (AllToAllTokenDispatcher._permute; EP 1 runs LocalTokenDispatcher, no permute); main
+     ('padded_int32') 4 B a padded row, R + E_l A entries, EP 1 too. Op-level SAC and full AC keep none, the re-run
+     layer re-makes it. Qwen3-30B-A3B (k 8, E 128) at EP 8 on 0.3: 8 x 8 = 64 B a local token a layer where the
+     busiest rank receives the mean (planner/imbalance.py: cf scales R).
 [vs] The vocabulary's uneven TP split (stack memory.vocab_split_uneven; vocab_tp_divisor): torchtitan shards the
      embedding's and the output layer's weights along the vocabulary as DTensor Shard(0) placements (pytorch/torchtitan
      @e347b1e5e models/llama3/infra/parallelize.py l. 173-188; release/0.3 @4f9e9a47d models/common/decoder_sharding.py
@@ -1644,6 +1668,18 @@ def experts_run_eager(settings: Settings, plan: PlanArrays) -> np.ndarray:
     return (np.asarray(plan.compile) == 0) | (not getattr(settings, "code_compiles_blocks", True))
 
 
+def exchange_reruns(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Where selective recompute re-runs the EP token exchange and keeps neither of its outputs (moe_expert_in,
+    moe_expert_out), per plan (bool): a model code whose save list leaves the all-to-all out (Settings.
+    sac_reruns_exchange: torchtitan main's qwen3, every plan), or, on a stack whose policy keeps the exchange only
+    compiled (selective.exchange_kept 'compiled' [xk]: torchtitan 0.3), the standard all-to-all plans whose blocks
+    run eager (experts_run_eager: no plan.compile, or a code that compiles no block)."""
+    codes, _ = dispatcher_rows(settings, plan)
+    compiled_only = stack_of(settings).selective.exchange_kept == "compiled"  # a stack setting
+    rule = compiled_only & (np.asarray(codes) == ALLTOALL) & experts_run_eager(settings, plan)
+    return np.asarray(bool(settings.sac_reruns_exchange)) | rule
+
+
 def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     """The tensors of `kind` a selective policy does not keep, each with the rows it drops it on (True: every
     row; a boolean array: the rows it marks), kind_activation_bytes' drops; each exists for one layer at a time in
@@ -1653,9 +1689,10 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
       the fused core's softmax statistics (softmax_lse, layers/attention.py [ls]) where the policy re-runs the core
       (the stack's recompute_attention_core, Megatron's core_attn, or the run's selective_recomputes_attention
       [tt8]): every row;
-      the EP exchange's outputs where the model's code re-runs the exchange (Settings.sac_reruns_exchange, resolved
-      from the model's code: plan.sac_reruns_exchange): the dispatch all-to-all's output (the experts' input rows,
-      moe_expert_in) and the combine's (the experts' output rows, moe_expert_out), on every row;
+      the EP exchange's outputs where the policy re-runs the exchange (exchange_reruns: the model code's save list,
+      Settings.sac_reruns_exchange, on every row; torchtitan 0.3's eager exchange [xk] on the rows it marks): the
+      dispatch all-to-all's output (the experts' input rows, moe_expert_in) and the combine's (the experts' output
+      rows, moe_expert_out);
       the routed experts' grouped-GEMM outputs a policy keeps only under torch.compile (stack
       selective.expert_gemms_kept "compiled" [gmm]), on the rows where they run eager (experts_run_eager:
       no plan.compile, or a model code that compiles no block).
@@ -1665,7 +1702,7 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     # the fused core's softmax statistics go with the core where the policy re-runs it (layers/attention.py [ls])
     lse = ("softmax_lse",) if sel.recompute_attention_core or settings.selective_recomputes_attention else ()
     rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind) + lse, True),
-             (("moe_expert_in", "moe_expert_out") if settings.sac_reruns_exchange else (), True),
+             (("moe_expert_in", "moe_expert_out") if kind.has_experts else (), exchange_reruns(settings, plan)),
              (("moe_expert_gate_up", "moe_expert_act_out") if sel.expert_gemms_kept == "compiled" and kind.has_experts
               else (), experts_run_eager(settings, plan)))
     drops = {}
@@ -1999,14 +2036,33 @@ def torch_reorder_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: Pla
     return np.where(on, kept, 0.0), np.where(on, held, 0.0)
 
 
+def torch_permute_index_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
+    """(bytes one layer keeps, the buffer of the layer being re-run) of the EP permutation index torchtitan's standard
+    all-to-all path keeps [pi] (layers/moe.py torch_permute_index_bytes [23]), on the plans whose dispatcher is the
+    standard all-to-all on a stack whose memory.ep_permute_index is set: 'int64' (0.3) with EP > 1 only, 'padded_int32'
+    (main) on every such plan; without recompute the index, under selective or full recompute none kept and the index
+    re-made in the re-run layer's buffer. (0, 0) for a layer without routed experts and where the field is null."""
+    mode = stack_of(settings).memory.ep_permute_index
+    if mode is None or not kind.has_experts:  # stack and model settings
+        return 0.0, 0.0
+    codes, _ = dispatcher_rows(settings, plan)
+    ep1 = mode == "padded_int32"  # a stack setting: main pads at EP 1 too (indices_padding_wrapper)
+    on = (np.asarray(codes) == ALLTOALL) & ((np.asarray(plan.ep) > 1) | ep1)
+    none, sac, rerun = kind.mlp.torch_permute_index_bytes(ctx, mode)
+    kept = np.where(plan.recompute == RC_SELECTIVE, sac, none)  # full recompute: the layers it does not re-run
+    held = np.where(plan.recompute == RC_FULL, none, np.where(plan.recompute == RC_SELECTIVE, rerun, 0.0))
+    return np.where(on, kept, 0.0), np.where(on, held, 0.0)
+
+
 def torch_moe_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
     """(kept, re-run buffer, handle) of torchtitan's MoE ops beyond the layer's tensors: the router's on every
-    dispatcher [tr], the standard reorder and combine's on the all-to-all plans [ro], plus torchtitan 0.3's HybridEP
-    dispatch and combine on its plans [hs]."""
+    dispatcher [tr], the standard reorder and combine's and the EP permutation index on the all-to-all plans [ro] [pi],
+    plus torchtitan 0.3's HybridEP dispatch and combine on its plans [hs]."""
     r_kept, r_held = torch_router_saves(settings, kind, ctx, plan)
     o_kept, o_held = torch_reorder_saves(settings, kind, ctx, plan)
+    p_kept, p_held = torch_permute_index_saves(settings, kind, ctx, plan)
     kept, held, handle = hybridep_torch_saves(settings, kind, ctx, plan)
-    return kept + r_kept + o_kept, held + r_held + o_held, handle
+    return kept + r_kept + o_kept + p_kept, held + r_held + o_held + p_held, handle
 
 
 def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, list]:

@@ -1079,6 +1079,17 @@ class SelectiveRecompute(BaseModel):
                     "aten._grouped_mm, so without compile the selective policy keeps neither tensor (one layer's "
                     "worth joins the recompute buffer) and the backward's recompute re-runs the experts' forward "
                     "grouped GEMMs (memory.py [gmm], step.py layer_times)")
+    exchange_kept: Literal["always", "compiled"] = Field(
+        default="always",
+        description="when the policy keeps the standard all-to-all dispatcher's token exchange outputs (moe_expert_in, "
+                    "moe_expert_out) and does not re-run the exchange, on the moe_dispatcher alltoall plans of a model "
+                    "code whose save list holds the all-to-all (ModelCode.sac_saves_all_to_all): always, or only where "
+                    "the block is compiled (plan.compile, ModelCode.compiles_blocks): torchtitan 0.3's save list holds "
+                    "_c10d_functional.all_to_all_single, which its dispatcher runs only when compiling, while eager it "
+                    "exchanges through spmd_types' autograd function (c10d all_to_all and a cat, on no save list), so "
+                    "eager the policy keeps neither output (one layer's worth joins the recompute buffer) and the "
+                    "backward's recompute re-runs the forward exchange (memory.py [xk], exchange_reruns; step.py "
+                    "ep_comm)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -1738,6 +1749,16 @@ class MemoryReporting(BaseModel):
                     "scores multiply with the fp32 scores (4 h + 4 B a row, n k rows, of which the generic "
                     "moe_expert_out prices 2 h); none under op-level selective or full recompute (re-made in the re-run "
                     "layer); false: the generic bf16 moe_expert_out alone")
+    ep_permute_index: Optional[Literal["int64", "padded_int32"]] = Field(
+        default=None,
+        description="the MoE layer's standard all-to-all path reorders the received rows to expert-major order by an "
+                    "index gather and back by an index_put (torchtitan's _permute / _unpermute; planner/layers/moe.py "
+                    "[23], torch_permute_index_bytes), whose backward nodes keep the index, one per in-flight "
+                    "micro-batch: 'int64' one int64 a received row, with EP > 1 only (torchtitan 0.3: "
+                    "AllToAllTokenDispatcher._permute); 'padded_int32' one int32 a padded row, (R + E_l A) entries for "
+                    "R received rows, E_l local experts and the token-group alignment A, on every all-to-all plan, EP 1 "
+                    "too (torchtitan main: moe/utils.py _permute with generate_permute_indices); none under op-level "
+                    "selective or full recompute (re-made in the re-run layer); null: not priced")
     embedding_wgrad_transient: bool = Field(
         default=False,
         description="the word embedding's dense weight gradient (vocab / tp x h, in the gradient's dtype) and its "

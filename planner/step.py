@@ -423,7 +423,7 @@ from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
-from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, experts_run_eager, fp8_allgather_on,
+from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, experts_run_eager, fp8_allgather_on,
                      params_of, recompute_fraction, recomputed_layers, stage_param_split)
 from . import offload
 from .params import count_params
@@ -1324,7 +1324,8 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     group's tier, for explain. DeepEP's and Hybrid-EP's kernels run over the etp x ep group
     (dispatch.group_size), placed as the folded grid's tp_ep group.
     Selective recompute under a model code whose save list leaves the all-to-all out
-    (Settings.sac_reruns_exchange, plan.sac_reruns_exchange: torchtitan's qwen3) re-runs every
+    (Settings.sac_reruns_exchange, plan.sac_reruns_exchange: torchtitan's qwen3), or with torchtitan 0.3's eager
+    exchange (memory.exchange_reruns [xk]), re-runs every
     MoE layer's forward dispatch and combine in the backward's recompute: `again` = n more layer forwards of transfers, part
     of ep_comm (and of explain's dispatch / combine seconds, and info's sac_rerun). They run in
     the backward pass, exposed as the forward's without ep_comm_overlap; with it they are priced
@@ -1343,7 +1344,7 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
             tier, domains = np.where(on, t2, tier), np.where(on, dom2, domains)
     n, rc = sc.n["mid"], sc.rc["mid"]
     # the layers whose forward transfers selective recompute re-runs (the model code's save list)
-    again = np.where(plan.recompute == RC_SELECTIVE, n, 0.0) if st.sac_reruns_exchange else np.zeros(np.shape(n))
+    again = np.where((plan.recompute == RC_SELECTIVE) & exchange_reruns(st, plan), n, 0.0)  # memory.py [xk]
     twice = rc + again
     half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
     info = {"dispatch": n * sc.mean("mid", disp) + twice * sc.mean("mid", [d / 2.0 for d in disp]),

@@ -75,3 +75,44 @@ def test_no_code_or_dense_model_reruns_nothing(explain):
     assert not explain(model="mixtral-8x7b", recompute="selective", **JOB)[0].sac_reruns_exchange  # no torchtitan code
     assert not explain(model="llama3-8b", recompute="selective", gpus=8, stack="torchtitan", sharding="fsdp",
                        micro_batch=1, seq_len=4096, global_batch=8)[0].sac_reruns_exchange  # dense
+
+
+# torchtitan 0.3 (stack selective.exchange_kept 'compiled', memory.py [xk]): its one save list holds
+# _c10d_functional.all_to_all_single (distributed/activation_checkpoint.py l. 61-63), but eager on the default
+# spmd_types backend the AllToAllTokenDispatcher exchanges through spmd_types' _AllToAllUneven (c10d all_to_all and a
+# cat, token_dispatcher.py l. 335-342, 363-370), which no save-list op matches: eager, op SAC re-runs both forward
+# exchanges and keeps neither output; compiled (token_dispatcher.py l. 258-266, 325-333, 353-361: the functional op)
+# keeps them. HybridEP's dispatch and combine ops are on the list whatever the mode.
+JOB03 = dict(JOB, stack="torchtitan-0.3", model="qwen3-30b-a3b", moe_rank_imbalance=1.0)
+
+
+def test_03_stack_field():
+    assert load_stack("torchtitan-0.3").selective.exchange_kept == "compiled"
+    assert load_stack("torchtitan").selective.exchange_kept == "always"
+
+
+def test_03_eager_selective_reruns_the_forward_all_to_alls(explain):
+    """As qwen3 on main: the forward dispatch + combine once more, ep_comm(none) / 2; none compiled."""
+    _, _, _, jn = explain(recompute="none", **JOB03)
+    fwd = jn["time"]["ep_comm_s"] / 2.0
+    _, _, _, js = explain(recompute="selective", **JOB03)
+    assert js["moe"]["sac_rerun_s"] == pytest.approx(fwd, rel=1e-12) and fwd > 0.0
+    assert js["time"]["ep_comm_s"] == pytest.approx(3.0 * fwd, rel=1e-12)
+    _, _, _, jc = explain(recompute="selective", torch_compile=True, **JOB03)
+    assert jc["moe"]["sac_rerun_s"] == 0.0
+    _, _, _, jh = explain(recompute="selective", moe_dispatcher="hybridep", **JOB03)
+    assert jh["moe"]["sac_rerun_s"] == 0.0
+
+
+def test_03_eager_selective_keeps_neither_all_to_all_output(explain):
+    """The drop against the same job priced as keeping them (exchange_kept 'always'): moe_expert_in and
+    moe_expert_out, 2 B x h a received row each (0.3 pads no token group: no padded rows), R = 4,096 x 8 rows at a
+    rank load of 1: 48 x 32,768 x 2 x 2,048 x 2 = 12,884,901,888 B."""
+    settings, plan, est, js = explain(recompute="selective", **JOB03)
+    st = settings.stack
+    keep = replace(settings, stack=st.model_copy(update={"selective": st.selective.model_copy(
+        update={"exchange_kept": "always"})}))
+    saved = to_json(keep, plan, evaluate(keep, plan))
+    assert 48 * 32_768 * 2 * 2048 * 2 == 12_884_901_888
+    assert saved["memory"]["activations_bytes"] - js["memory"]["activations_bytes"] == 12_884_901_888
+    assert saved["moe"]["sac_rerun_s"] == 0.0

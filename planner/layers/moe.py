@@ -397,6 +397,30 @@ References
     not aten.bmm; 0.3: distributed/activation_checkpoint.py _get_default_save_ops l. 31-94, torch's
     get_default_op_list compute_intensive_ops holds bmm, which 0.3's combine does not run), so the re-run layer
     re-makes the no-recompute set; full AC likewise.
+[23] The EP permutation index torchtitan's standard all-to-all path keeps for the backward (torch_permute_index_bytes;
+    stack memory.ep_permute_index), on the plans whose dispatcher is the standard all-to-all. After the dispatch
+    all-to-all the rank's R received rows (R = T x local_rows, as moe_expert_in) are reordered from rank-major to
+    expert-major by an index gather `x[permuted_indices, :]` and put back by `out[permuted_indices, :] = y` before
+    the combine: IndexBackward0 and IndexPutBackward0 both keep the index (one tensor, not the rows), so one index
+    tensor a MoE layer and micro-batch lives until the layer's backward.
+    release/0.3 @4f9e9a47d ('int64'): torchtitan/models/common/token_dispatcher.py AllToAllTokenDispatcher._permute
+    l. 501-553: permuted_indices = input_starts[seg_ids] + torch.arange(seg_ids.shape[0]) - output_starts[seg_ids]
+    (l. 541-545), int64 (torch.arange's default dtype; the counts are int64, MoE.forward l. 437 routing_map.sum),
+    one a received row, no padding (total = routed_input_RD.shape[0], l. 518): 8 B x R. Kept by
+    routed_input_RD[permuted_indices, :] (l. 550) and _unpermute's index_put_ (l. 555-559). Only with EP > 1: at
+    EP 1 dispatch and combine fall back to LocalTokenDispatcher (l. 403-410, 579-585), which runs no _permute.
+    main @e347b1e5e ('padded_int32'): torchtitan/models/moe/utils.py _permute l. 42-59 builds it by
+    kernels.py generate_permute_indices (fill_indices_wrapper l. 80-82: torch.full((max_len,), -1,
+    dtype=torch.int32)) at max_len = padded_max_len = round_up(R + E_l A, A) (l. 44-45; E_l = E / ep local experts,
+    A = ctx.group_align, [14]; the round-up, under A entries, left out as in padded_rows): 4 B x R (R + E_l A) / R;
+    x[permuted_indices, :] (l. 57) and _unpermute's index_put_ (l. 62-66) keep it. With EP through
+    distributed/expert_parallel.py ExpertParallel._token_dispatch l. 157-164, at EP 1 through
+    models/moe/moe.py GroupedExperts.forward l. 166-178 indices_padding_wrapper: every all-to-all plan.
+    Under op-level SAC nothing of it is kept: the ops that build it (cumsum, repeat_interleave, arange, index; main's
+    torch.full and the Triton fill) are on neither save list (0.3 distributed/activation_checkpoint.py
+    _get_default_save_ops l. 31-94; main models/<code>/infra/parallelize.py _op_sac_save_list), so the re-run
+    layer re-makes it; full AC likewise. The dispatch and combine all-to-alls' own outputs are priced as
+    moe_expert_in / moe_expert_out (memory.selective_drops, plan.sac_reruns_exchange).
 """
 
 from __future__ import annotations
@@ -414,6 +438,8 @@ PROB_BYTES = 4.0  # fp32 router probabilities and scores (TE router.py [7]: "sco
 INDEX_BYTES = 4.0  # int32 row-id maps of the fused permutation kernels [7]
 PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron dispatches bf16 unless fp8 dispatch [6])
 INT64_INDEX_BYTES = 8.0  # torch.argsort / torch.topk indices are int64 (the unfused paths [8])
+# torchtitan main's permutation index: kernels.py @e347b1e5e fill_indices_wrapper l. 80-82 torch.full(..., dtype=torch.int32) [23]
+INT32_INDEX_BYTES = 4.0
 BOOL_BYTES = 1.0  # torch.bool routing map
 LOGIT_BYTES = 2.0  # the router's logits in the input's dtype, bf16, without --moe-router-dtype [10] (router.py l. 105-111)
 # the router's logits by --moe-router-dtype (Job.moe_router_dtype; None: the input's dtype, bf16) [10]: router.py
@@ -683,6 +709,20 @@ class MoEMLP:
         k = float(self.top_k)
         none = n * k * (2.0 * INT64_INDEX_BYTES + (PROB_BYTES - ACT_BYTES) * self.h + PROB_BYTES)
         return none, 0.0 * n, none
+
+    def torch_permute_index_bytes(self, ctx, mode: str):
+        """(no recompute, op-level selective kept, op-level selective's re-run) bytes of the EP permutation index
+        torchtitan's standard all-to-all path keeps for one MoE layer and micro-batch [23]: R = T x local_rows the
+        rank's received rows;
+          none       'int64' (0.3): 8 R; 'padded_int32' (main): 4 R (R + E_l A) / R (padded_rows);
+          selective  none (no op that builds it on the save list);
+          re-run     the no-recompute set, re-made in the re-run layer (one layer's)."""
+        rows = ctx.T * self.local_rows(ctx)
+        if mode == "padded_int32":  # a stack setting
+            index = rows * self.padded_rows(ctx) * INT32_INDEX_BYTES
+        else:
+            index = rows * INT64_INDEX_BYTES
+        return index, 0.0 * index, index
 
     def hybridep_torch_saved_bytes(self, ctx):
         """(no recompute, op-level selective, selective's re-run) bytes one MoE layer's HybridEP dispatch and combine
