@@ -325,6 +325,33 @@ class LayerKindSpec(BaseModel):
     mlp: Optional[MLP] = None
 
 
+def _kind_text(k: "LayerKindSpec") -> str:
+    def part(x) -> str:
+        if x is None:
+            return "default"
+        d = x.model_dump()
+        return d.pop("kind") + "(" + ", ".join(f"{f}={v}" for f, v in d.items()) + ")"
+    return f"{part(k.mixer)} + {part(k.mlp)}"
+
+
+def layer_mixers_text(kinds: list) -> str:
+    """A canonical text of a model's layers (LayerKindSpec each, in order): each layer's mixer and MLP with their
+    fields ('default' where the kind leaves the model's default), the shortest period p of the layers that repeats to
+    the whole list, its runs of equal layers as 'x n', and 'repeated to N layers' where p < N. Two lists of the same
+    layers give the same text whatever their layer_pattern's length (ModelSpec.layer_mixers)."""
+    descs = [_kind_text(k) for k in kinds]
+    n = len(descs)
+    p = next(q for q in range(1, n + 1) if all(descs[i] == descs[i % q] for i in range(n)))
+    runs: list = []
+    for d in descs[:p]:
+        if runs and runs[-1][0] == d:
+            runs[-1][1] += 1
+        else:
+            runs.append([d, 1])
+    text = "; ".join(d if c == 1 else f"{d} x {c}" for d, c in runs)
+    return text + (f"; repeated to {n} layers" if p < n else "")
+
+
 # the model-state presets (BYTES_PER_PARAM_PRESETS below): bytes_per_param by name
 BppPreset = Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
 
@@ -630,6 +657,17 @@ class ModelSpec(BaseModel):
             else:
                 return None
         return tuple(out)
+
+    @property
+    def layer_mixers(self) -> Optional[str]:
+        """Each layer's mixer and MLP kind in order, as one text (layer_mixers_text): what a trainer reader compares
+        with the per-layer layers a model provider builds (Megatron-Bridge's Qwen3-Next provider: Megatron-Core's
+        linear_attention_freq, planner/trainers/bridge_moe.py). None without layer_pattern (every layer the default
+        kind)."""
+        if self.layer_pattern is None:
+            return None
+        return layer_mixers_text([self.layer_kinds[self.layer_pattern[i % len(self.layer_pattern)]]
+                                  for i in range(self.num_layers)])
 
     def tp_split_counts(self) -> list[tuple[str, int]]:
         """What tensor parallelism splits whole in the model's state-space and linear-attention

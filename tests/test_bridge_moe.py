@@ -173,6 +173,11 @@ ROUND_TRIPS = [
     ("qwen3-235b-512-vpp", "qwen3_235b_a22b_pretrain_config",
      ["--model", "qwen3-235b-a22b", "--gpus", "512", "--pp", "8", "--vpp", "2", *H100]),
     ("gpt-oss-20b-32", "gpt_oss_20b_pretrain_config", ["--model", "gpt-oss-20b", "--gpus", "32", *H100]),
+    # DeepSeek-V2 / V2-Lite (bridgemore): MLA with and without the query latent, group-limited softmax routing
+    ("dsv2-lite-8", "deepseek_v2_lite_pretrain_config", ["--model", "deepseek-v2-lite", "--gpus", "8", *H100]),
+    ("dsv2-128", "deepseek_v2_pretrain_config", ["--model", "deepseek-v2", "--gpus", "128", *H100]),
+    # Qwen3-Next (bridgemore): its Gated DeltaNet / gated-attention layers matched by ModelSpec.layer_mixers
+    ("qwen3-next-32", "qwen3_next_80b_a3b_pretrain_config", ["--model", "qwen3-next-80b-a3b", "--gpus", "32", *H100]),
     # PP 4 (36 layers, 9 a stage) and CP 2 with the recipe's a2a (the windowed layers need a2a or all_gather)
     ("gpt-oss-120b-128-cp2", "gpt_oss_120b_pretrain_config",
      ["--model", "gpt-oss-120b", "--gpus", "128", "--pp", "4", "--cp", "2", "--cp-comm-type", "a2a", *H100]),
@@ -268,8 +273,9 @@ def test_moe_start_up_rules_and_untranscribed_recipes(cli, tmp_path):
     r = cli("check", f, "--hardware", "h800-sxm")  # after the reader's warning (the recipe's DDP bucket), the error
     assert r.exit_code == 2 and "Traceback" not in r.stderr
     assert "error: " in r.stderr and "etp=2 x ep=64 does not divide the tp x dp x cp ranks (64)" in r.stderr
-    # DeepSeek-V2 (no model_zoo entry) and gpt-oss's fp8 variant: recipes not transcribed
-    for name in ("deepseek_v2_pretrain_config", "gpt_oss_20b_pretrain_fp8_current_scaling_config"):
+    # Qwen3-Next's SFT recipe and gpt-oss's fp8 variant: recipes not transcribed (DeepSeek-V2's are since bridgemore:
+    # tests/test_bridge_more_recipes.py)
+    for name in ("qwen3_next_80b_a3b_sft_config", "gpt_oss_20b_pretrain_fp8_current_scaling_config"):
         f = _launch(tmp_path, name, 32)
         assert_one_error(cli("explain", f, "--hardware", "h800-sxm"), "not a recipe the planner transcribes")
     # a layer_pattern model no recipe builds (Gemma 3's 5:1 windows)

@@ -32,6 +32,7 @@ ARCH = Path(__file__).parent / "data" / "arch"
 # checked against the Llama 3.1 copies, which Meta released with the same shape (the zoo entries
 # cite both), with the Llama 3.1-only fields in EXPECTED_DIFFERENCES.
 COPIES = {
+    "deepseek-v2": "deepseek-v2",
     "deepseek-v3": "deepseek-v3",
     "gemma3-27b": "gemma-3-27b-it",
     "gpt-oss-120b": "gpt-oss-120b",
@@ -62,6 +63,9 @@ COPIES = {
 # Zoo entries that cite a Hugging Face config.json with no local copy (README "No local copy"):
 # the citation stays as it is.
 NO_COPY = {
+    "deepseek-v2-lite": "deepseek-ai/DeepSeek-V2-Lite config.json (cited for the family's model_type): no vendored copy "
+                        "found; the entry's shape is cited from Megatron-Bridge's DeepSeekV2LiteModelProvider and "
+                        "Megatron-LM's DeepSeek-V2-Lite.sh, which agree",
     "gpt3-175b": "openai-community/gpt2 config.json (cited for vocab 50257, dropout 0.1, tied lm_head; GPT-3 has no HF "
                  "checkpoint): no vendored byte copy with a nameable repository, path and commit was found",
 }
@@ -165,6 +169,7 @@ FAMILY_FIELDS = {
     "jamba": _DENSE + (("moe.num_experts", "num_experts", same), ("moe.top_k", "num_experts_per_tok", same)),
     "qwen3_moe": _QWEN_MOE + _BIASES[:1] + _DROPOUT,
     "qwen3_next": _QWEN_MOE + (("moe.shared_expert_ffn_hidden_size", "shared_expert_intermediate_size", same),),
+    "deepseek_v2": _DEEPSEEK,
     "deepseek_v3": _DEEPSEEK,
     "kimi_k2": _DEEPSEEK,
     # Llama4TextConfig: intermediate_size is one expert's (and the shared expert's) width,
@@ -205,6 +210,7 @@ HEAD_DIM_FROM_HEADS = {"llama", "mistral", "mixtral"}
 # zoo entry -> config.json key its max_seq_len is ("rope_scaling.original_max_position_embeddings": the context
 # before the rope scaling's extension), or None: a published training context the config does not state
 SEQ_FROM = {
+    "deepseek-v2": "rope_scaling.original_max_position_embeddings",  # 4K pre-training (paper sec. 3.1.2)
     "deepseek-v3": "rope_scaling.original_max_position_embeddings",  # 4K pre-training (report sec. 4.2)
     "gemma3-27b": "max_position_embeddings",  # absent: Gemma3TextConfig's default (CLASS_DEFAULTS)
     "gpt-oss-120b": "rope_scaling.original_max_position_embeddings",

@@ -34,6 +34,7 @@ ARCH = ROOT / "tests" / "data" / "arch"
 # every model_zoo entry's config.json model_type, read by hand from the config each cites (the stored copies
 # under tests/data/arch say the same: test_stored_configs_say_the_zoo_model_type); None: no config.json
 ZOO_TYPES = {
+    "deepseek-v2": "deepseek_v2", "deepseek-v2-lite": "deepseek_v2",
     "deepseek-v3": "deepseek_v3", "gemma3-27b": "gemma3", "gpt-oss-120b": "gpt_oss", "gpt-oss-20b": "gpt_oss",
     "gpt3-175b": None, "jamba-v0.1": "jamba", "kimi-k2": "kimi_k2", "llama2-13b": "llama", "llama2-70b": "llama",
     "llama2-7b": "llama", "llama3-405b-paper": "llama", "llama3-405b": "llama", "llama3-70b-paper": "llama",

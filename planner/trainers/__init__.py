@@ -291,8 +291,8 @@ def catalog_models_with_shape(given: dict[str, tuple[str, object]]) -> list[str]
         m = load_model(name)
         if m.moe is not None and "moe.num_experts" not in attrs:  # a config that names no experts is a dense model
             continue
-        if m.layer_pattern is not None and "layer_windows" not in attrs:  # per-layer windows are the one pattern read
-            continue
+        if m.layer_pattern is not None and not {"layer_windows", "layer_mixers"} & attrs:  # the patterns read: per-layer
+            continue  # windows, or every layer's mixer and MLP (ModelSpec.layer_mixers: the Bridge Qwen3-Next recipe's)
         if all(_attr(m, a) == v for a, v in given.values()):
             hits.append(name)
     return hits

@@ -57,8 +57,22 @@ Transcribed at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf over Megatron-Core 905c0e3
   softmax (softmax_type "learnable" l. 95: one sink logit a head a layer, 64 x 24 = 1,536 / 2,304 parameters, and
   Transformer Engine's sink attention kernel's speed) and the per-token loss (below).
 
-Not transcribed (refused by --recipe as not a recipe the planner transcribes; the writer refuses their models):
-deepseek_v2.py (DeepSeek-V2 / V2-Lite: no model_zoo entry); gpt_oss.py's fp8 and MXFP8 variants
+- recipes/qwen/qwen3_next.py qwen3_next_80b_a3b_pretrain_config l. 27-142 (_qwen3_next, _qwen3_next_shape below:
+  TP 1, PP 4, EP 8, MTP 1, deepep, selective recompute of layernorm, moe and moe_act), its model
+  AutoBridge.from_hf_pretrained("Qwen/Qwen3-Next-80B-A3B-Instruct") through models/qwen/qwen3_next_bridge.py
+  provider_bridge l. 50-92: the shape of model_zoo qwen3-next-80b-a3b.yaml field for field, its per-layer Gated
+  DeltaNet and gated attention layers among the fields (ModelSpec.layer_mixers). As it ships the recipe is refused:
+  its recompute module "moe" is one the planner does not price (named; model.recompute_modules=[layernorm,moe_act]
+  reads); context parallelism on its Gated DeltaNet layers is refused (gdn_job).
+
+- recipes/deepseek/deepseek_v2.py deepseek_v2_lite_pretrain_config l. 24-139 and deepseek_v2_pretrain_config
+  l. 142-257 (_dsv2, _dsv2_shape below: TP 1, PP 1 / 4, EP 8 / 32, full recompute, alltoall: no
+  apply_flex_dispatcher_backend call), their models AutoBridge.from_hf_pretrained("deepseek-ai/DeepSeek-V2-Lite" /
+  "deepseek-ai/DeepSeek-V2") through models/deepseek/deepseek_v2_bridge.py provider_bridge l. 44-85: the shapes of
+  model_zoo deepseek-v2-lite.yaml and deepseek-v2.yaml (added for this, with their sources) field for field.
+
+Not transcribed (refused by --recipe by name, NOT_TRANSCRIBED; the writer refuses their models): qwen3_next.py's SFT
+and PEFT recipes; Llama 4 (no recipe at the pin or HEAD: NO_LLAMA4); gpt_oss.py's fp8 and MXFP8 variants
 (gpt_oss_20b_pretrain_fp8_current_scaling_config l. 265-268, gpt_oss_20b_pretrain_mxfp8_config l. 824-827) and its SFT
 and PEFT recipes (the planner prices pre-training).
 """
@@ -191,6 +205,159 @@ def _qwen3_shape(layers, hidden, ffn, heads, expert_ffn) -> dict:
             "moe.first_k_dense": 0, "moe.router": "softmax", "moe.expert_score_bias": False}
 
 
+QWEN3_NEXT = "src/megatron/bridge/recipes/qwen/qwen3_next.py"
+QWEN3_NEXT_HF = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+# the recipe's selective recompute modules (qwen3_next.py l. 95-96): Megatron-Core's "moe" module (the whole MoE
+# block checkpointed and re-run, its output kept: transformer_layer.py @905c0e386 _forward_mlp) is one the planner does
+# not price (planner/recompute_modules.py; schema.RecomputeModule), so the recipe as it ships is refused naming it
+QWEN3_NEXT_RECOMPUTE = ["layernorm", "moe", "moe_act"]
+
+
+def _qwen3_next() -> dict:
+    """qwen3_next.py qwen3_next_80b_a3b_pretrain_config l. 27-142 over recipes/common.py _pretrain_common l. 60-130
+    (train_iters 300,000, global batch 32, micro-batch 2 l. 64-67; ddp.data_parallel_sharding_strategy
+    optim_grads_params l. 86; dataset seq_length 4,096 l. 95; the HuggingFaceTokenizer l. 111-114; comm_overlap None
+    l. 127; mixed_precision 'bf16_mixed' l. 129): TP 1, PP 4, no layout, no VP, CP 1, EP 8, ETP 1, no SP, 4,096
+    tokens (l. 49-58), MTP 1 (l. 62-63), alltoall with the deepep flex backend (l. 67-69) applied by
+    apply_flex_dispatcher_backend (l. 140), TE, no CUDA graph (l. 79-84), no router fusion, the permute fusion,
+    grouped GEMM, native cross-entropy fusion (l. 87-92), selective recompute of layernorm, moe, moe_act (l. 95-98),
+    no fp8 router padding (l. 109), fp32 optimizer states without the precision-aware optimizer (l. 112-116), no
+    shared-expert overlap (l. 123), both DDP overlaps with the distributed optimizer, no Megatron-FSDP (l. 131-135), no
+    forced balancing (l. 138). The provider (models/qwen/qwen_provider.py Qwen3NextModelProvider l. 434-466 over
+    Qwen3MoEModelProvider l. 364-397): router dtype fp32 (l. 453), global_aux_loss balancing (l. 454) with coefficient
+    1e-3 (l. 392), no pre-softmax (l. 394), alltoall, the permute fusion (l. 396-397); GPTModelProvider's and
+    Megatron-Core 905c0e386's TransformerConfig defaults as for Qwen3 MoE (_qwen3: no bias-activation, bias-dropout or
+    RoPE fusion, no expert bias, no z-loss, dropless)."""
+    return dict(_qwen3(1, 4, 1, 8, 2, {"model.recompute_granularity": "selective",
+                                       "model.recompute_modules": list(QWEN3_NEXT_RECOMPUTE),
+                                       "model.recompute_method": None, "model.recompute_num_layers": None}, False),
+                **{"model.sequence_parallel": False, "model.mtp_num_layers": 1, "model.cross_entropy_fusion_impl": "native",
+                   "model.moe_router_load_balancing_type": "global_aux_loss", "model.moe_router_dtype": "fp32"})
+
+
+def _qwen3_next_shape() -> dict:
+    """The model Qwen3NextBridge.provider_bridge builds (models/qwen/qwen3_next_bridge.py @dc805f5cf l. 50-92) from
+    the Hugging Face config of Qwen/Qwen3-Next-80B-A3B-Instruct (the values of Qwen3NextModelProvider80B_A3B,
+    qwen_provider.py l. 470-482, and of model_zoo qwen3-next-80b-a3b.yaml's config.json): 48 layers, hidden 2,048,
+    the dense width 5,120 (intermediate_size; no dense layer), 16 heads of kv_channels = head_dim 256 in 2 query groups,
+    vocab 151,936, untied (tie_word_embeddings false), RMSNorm (zero-centred, layernorm_zero_centered_gamma l. 77: the
+    same parameters and kernels), gated (l. 64), qk_layernorm (l. 73), rotary base 1e7 (l. 66; rotary_percent 0.25,
+    l. 81: RoPE on a quarter of each head, priced as a rotary layer, as the catalog entry says); 512 experts top-10 of
+    moe_ffn_hidden_size 512 (l. 57-61), one shared expert of 512 with its sigmoid gate (l. 82-83), every layer MoE
+    (no moe_layer_freq: Megatron-Core's default 1); the layers: experimental_attention_variant gated_delta_net with
+    linear_attention_freq = full_attention_interval 4 (l. 78-80), which Megatron-Core 905c0e386 builds as Gated
+    DeltaNet on layer i unless (i + 1) % 4 == 0 (models/gpt/experimental_attention_variant_module_specs.py
+    get_linear_attention_pattern l. 316-327, the block spec l. 190-234), its heads 16 key / 32 value of 128 and
+    128, conv kernel 4 (l. 84-88), run by fla's chunk_gated_delta_rule (ssm/gated_delta_net.py l. 40-41, 386: the
+    catalog's chunk 64), and softmax attention with attention_output_gate (l. 78) on the others: the catalog's
+    layer_pattern [linear x 3, attention] (ModelSpec.layer_mixers). The router: softmax after the top-k (no
+    pre-softmax), which normalises the k scores (the config's norm_topk_prob true), no expert bias."""
+    from ..schema import GatedDeltaNet, GlobalAttention, LayerKindSpec, layer_mixers_text
+
+    gdn = LayerKindSpec(mixer=GatedDeltaNet(kind="gated_deltanet", num_key_heads=16, num_value_heads=32,
+                                            key_head_dim=128, value_head_dim=128, conv_kernel=4))
+    gated = LayerKindSpec(mixer=GlobalAttention(output_gate=True))
+    return {"num_layers": 48, "hidden_size": 2048, "ffn_hidden_size": 5120, "num_attention_heads": 16, "kv_heads": 2,
+            "dhead": 256, "vocab_size": 151936, "tied_embeddings": False, "gated_mlp": True, "norm": "rmsnorm",
+            "qk_norm": True, "rope_theta": 10000000.0, "mla": None,
+            "moe.num_experts": 512, "moe.top_k": 10, "moe.expert_ffn_hidden_size": 512, "moe.num_shared_experts": 1,
+            "moe.shared_expert_ffn_hidden_size": 512, "moe.shared_expert_gate": True, "moe.first_k_dense": 0,
+            "moe.layer_freq": 1, "moe.router": "softmax", "moe.route_norm": True, "moe.expert_score_bias": False,
+            # Megatron-Core's rule, layer by layer (0-based i: softmax attention iff (i + 1) % 4 == 0)
+            "layer_mixers": layer_mixers_text([gated if (i + 1) % 4 == 0 else gdn for i in range(48)])}
+
+
+def gdn_job(spec, job: dict, where: str) -> None:
+    """What Megatron-Core 905c0e386 runs of a model with Gated DeltaNet layers (the Qwen3-Next recipe's) that the
+    planner's job cannot take: context
+    parallelism, which its GatedDeltaNet does not implement (ssm/gated_delta_net.py: the context-parallel module's
+    import commented out, l. 37, and forward runs the rank's tokens as the whole sequence, l. 288-289), refused."""
+    from ..schema import GatedDeltaNet
+
+    if job["cp"] > 1 and any(isinstance(k.mixer, GatedDeltaNet) for k in spec.layer_kinds.values()):
+        raise PlannerError(f"{where}model.context_parallel_size={job['cp']} on {spec.name}'s Gated DeltaNet layers: Megatron-Core "
+                           "905c0e386 (Bridge's pin) has no context parallelism in GatedDeltaNet (ssm/gated_delta_net.py "
+                           "l. 37: its context-parallel module not imported; l. 288-289 the rank's tokens taken as the "
+                           "sequence), so each rank's recurrence would start from zero mid-sequence: not a run the "
+                           "planner prices", "use model.context_parallel_size=1")
+
+
+DSV2 = "src/megatron/bridge/recipes/deepseek/deepseek_v2.py"
+
+
+def _dsv2(pp: int, ep: int) -> dict:
+    """deepseek_v2.py's two pre-training recipes (deepseek_v2_lite_pretrain_config l. 24-139, deepseek_v2_pretrain_config
+    l. 142-257: the same lines but PP 1 / 4, EP 8 / 32) over recipes/common.py _pretrain_common (dataset seq_length
+    4,096 l. 95, mixed_precision 'bf16_mixed' l. 129): TP 1, no layout, no VP, CP 1, no SP, 4,096 tokens (l. 44-52 /
+    162-170; expert_tensor_parallel_size not set: Megatron-Core's None, TP's), alltoall with the deepep backend named
+    (l. 56-58 / 174-176) but no apply_flex_dispatcher_backend call (Recipe.applies_flex False: alltoall runs), global
+    batch 512, micro-batch 1, 1,000,000 iterations (l. 61-63 / 179-181), TE, no CUDA graph (l. 72-77 / 190-195), no
+    router fusion, the permute fusion, grouped GEMM, TE cross-entropy (l. 80-87 / 198-205), full uniform recompute of 1
+    layer (l. 90-93 / 208-211), no fp8 router padding (l. 104 / 222), fp32 optimizer states without the precision-aware
+    optimizer (l. 107-111 / 225-229), CommOverlapConfig(tp_comm_overlap=False) without the EP overlap or delayed
+    weight gradients (l. 114-116 / 232-234), the shared-expert overlap on (l. 117-119 / 235-237: listed as not
+    priced), both DDP overlaps with the distributed optimizer, no Megatron-FSDP, no_shard (l. 129-134 / 247-252), no
+    forced balancing (l. 137 / 255). The provider (models/deepseek/deepseek_v2_bridge.py provider_bridge l. 44-85 over
+    models/conversion/model_bridge.py CONFIG_MAPPING l. 251-293): pre-softmax, alltoall, seq_aux_loss, the shared-
+    expert overlap, router dtype fp32, the permute fusion (l. 57-63), no RoPE fusion, the bias-activation and
+    bias-dropout fusions, TE cross-entropy, the gradient-accumulation fusion (l. 65-72), make_vocab_size_divisible_by
+    3,200 (l. 77); moe_aux_loss_coeff the config's aux_loss_alpha 0.001 (CONFIG_MAPPING l. 278; Bridge's unit test
+    asserts it, tests/unit_tests/models/deepseek/test_deepseek_bridges.py l. 120); no expert bias, z-loss or capacity
+    factor (Megatron-Core 905c0e386 defaults)."""
+    return {
+        "model.tensor_model_parallel_size": 1, "model.pipeline_model_parallel_size": pp,
+        "model.virtual_pipeline_model_parallel_size": None, "model.context_parallel_size": 1,
+        "model.expert_model_parallel_size": ep, "model.sequence_parallel": False,
+        "model.seq_length": 4096, "dataset.sequence_length": 4096,
+        "model.mtp_num_layers": None, "model.mtp_loss_scaling_factor": 0.1,
+        "model.pipeline_model_parallel_layout": None,
+        "model.num_layers_in_first_pipeline_stage": None, "model.num_layers_in_last_pipeline_stage": None,
+        "model.moe_token_dispatcher_type": "alltoall", "model.moe_flex_dispatcher_backend": "deepep",
+        "model.moe_hybridep_num_sms": 16, "model.moe_shared_expert_overlap": True,
+        "train.global_batch_size": 512, "train.micro_batch_size": 1, "train.train_iters": 1_000_000,
+        "model.moe_router_fusion": False, "model.moe_permute_fusion": True, "model.moe_grouped_gemm": True,
+        "model.cross_entropy_loss_fusion": True, "model.cross_entropy_fusion_impl": "te",
+        **_FULL1,
+        "model.moe_router_padding_for_fp8": False, "model.moe_router_force_load_balancing": False,
+        "model.moe_router_pre_softmax": True, "model.moe_router_load_balancing_type": "seq_aux_loss",
+        "model.moe_router_enable_expert_bias": False, "model.moe_router_dtype": "fp32", "model.moe_aux_loss_coeff": 0.001,
+        "model.apply_rope_fusion": False, "model.bias_activation_fusion": True, "model.bias_dropout_fusion": True,
+        "model.make_vocab_size_divisible_by": 3200,
+        "model.moe_z_loss_coeff": None, "model.moe_expert_capacity_factor": None,
+        "model.moe_pad_expert_input_to_capacity": False, "model.overlap_moe_expert_parallel_comm": False,
+        "dist.enable_megatron_core_experimental": False,
+        "ddp.data_parallel_sharding_strategy": "no_shard",
+        "optimizer.use_precision_aware_optimizer": False, "optimizer.main_params_dtype": "float32",
+        "optimizer.main_grads_dtype": "float32", "optimizer.exp_avg_dtype": "float32", "optimizer.exp_avg_sq_dtype": "float32",
+    }
+
+
+def _dsv2_shape(lite: bool) -> dict:
+    """The model DeepSeekV2Bridge.provider_bridge builds (deepseek_v2_bridge.py @dc805f5cf l. 44-85: MLA,
+    qk_layernorm (the latents' norms), RMSNorm, SwiGLU, untied, no linear bias, moe_layer_freq [0] x
+    first_k_dense_replace + [1] x the rest l. 80-82, one shared MLP of moe_intermediate_size x n_shared_experts l. 83)
+    from the Hugging Face config through CONFIG_MAPPING (model_bridge.py l. 251-293), as model_zoo deepseek-v2.yaml /
+    deepseek-v2-lite.yaml state it field by field: DeepSeek-V2 (deepseek-ai/DeepSeek-V2 config.json, which Bridge's
+    test_deepseek_bridges.py l. 36-93 copies: 60 layers, hidden 5,120, intermediate 12,288, 128 heads, q / kv latents
+    1,536 / 512, qk nope / rope 128 / 64, v 128, 160 experts top-6 of 1,536, 2 shared, first layer dense, softmax
+    scores, n_group 8, topk_group 3, vocab 102,400) or DeepSeek-V2-Lite (27 layers, hidden 2,048, intermediate 10,944,
+    16 heads, no query latent, kv latent 512, 64 experts top-6 of 1,408, 2 shared, first layer dense, one expert
+    group: DeepSeekV2LiteModelProvider, deepseek_provider.py l. 92-115, and Megatron-LM's DeepSeek-V2-Lite.sh give the
+    same). The router: pre-softmax over all experts, top-k without renormalisation (moe_router_topk_scaling_factor, the
+    config's routed_scaling_factor, scales the k scores: no cost), no expert bias."""
+    common = {"vocab_size": 102400, "tied_embeddings": False, "gated_mlp": True, "norm": "rmsnorm",
+              "mla.kv_lora_rank": 512, "mla.qk_rope_head_dim": 64, "mla.qk_nope_head_dim": 128, "mla.v_head_dim": 128,
+              "moe.top_k": 6, "moe.num_shared_experts": 2, "moe.first_k_dense": 1, "moe.layer_freq": 1,
+              "moe.router": "softmax", "moe.route_norm": False, "moe.expert_score_bias": False}
+    if lite:
+        return {"num_layers": 27, "hidden_size": 2048, "ffn_hidden_size": 10944, "num_attention_heads": 16, **common,
+                "mla.q_lora_rank": None, "moe.num_experts": 64, "moe.expert_ffn_hidden_size": 1408,
+                "moe.expert_groups": None, "moe.groups_per_token": None}
+    return {"num_layers": 60, "hidden_size": 5120, "ffn_hidden_size": 12288, "num_attention_heads": 128, **common,
+            "mla.q_lora_rank": 1536, "moe.num_experts": 160, "moe.expert_ffn_hidden_size": 1536,
+            "moe.expert_groups": 8, "moe.groups_per_token": 3}
+
+
 GPT_OSS = "src/megatron/bridge/recipes/gpt_oss/gpt_oss.py"
 
 
@@ -289,6 +456,18 @@ MOE_RECIPES = {
         comm_overlap=False, file=QWEN3_MOE, hf_tokenizer=True,
         lines="l. 133-243 (TP 4, PP 16, CP 2, EP 8 l. 153-160, account_for_* l. 166-167, micro-batch 1 l. 176)",
         values=_qwen3(4, 16, 2, 8, 1, _NONE, True)),
+    "qwen3_next_80b_a3b_pretrain_config": dict(
+        hf_id=QWEN3_NEXT_HF, shape=_qwen3_next_shape(), mp_object=False, comm_overlap=False, hf_tokenizer=True,
+        file=QWEN3_NEXT, lines="l. 27-142 (TP 1, PP 4, EP 8 l. 49-57, MTP 1 l. 62, deepep l. 67-68, selective recompute "
+                               "l. 95-96, flex l. 140)", values=_qwen3_next()),
+    "deepseek_v2_lite_pretrain_config": dict(
+        hf_id="deepseek-ai/DeepSeek-V2-Lite", shape=_dsv2_shape(True), mp_object=False, comm_overlap=True, co_tp=False,
+        file=DSV2, lines="l. 24-139 (TP 1, PP 1, EP 8 l. 44-51, full recompute l. 90-92, comm_overlap l. 114-116)",
+        values=_dsv2(1, 8), applies_flex=False),
+    "deepseek_v2_pretrain_config": dict(
+        hf_id="deepseek-ai/DeepSeek-V2", shape=_dsv2_shape(False), mp_object=False, comm_overlap=True, co_tp=False,
+        file=DSV2, lines="l. 142-257 (TP 1, PP 4, EP 32 l. 162-169, full recompute l. 208-210, comm_overlap l. 232-234)",
+        values=_dsv2(4, 32), applies_flex=False),
     "gpt_oss_20b_pretrain_config": dict(
         hf_id="openai/gpt-oss-20b", shape=_gpt_oss_shape(24, 32), mp_object=False, comm_overlap=False, file=GPT_OSS,
         lines="l. 33-151 (TP 2, PP 4, EP 4 l. 54-62, cp_comm_type a2a l. 66, per-token loss l. 73)",
@@ -298,6 +477,26 @@ MOE_RECIPES = {
         lines="l. 154-262 (TP 2, PP 4, EP 16 l. 175-183, cp_comm_type a2a l. 187, per-token loss l. 193)",
         values=_gpt_oss(16), applies_flex=False),
 }
+# Recipes of Bridge's that the planner does not read, each refused by name with why (megatron_bridge.read): the
+# Qwen3-Next SFT / PEFT ones are not pre-training. Checked at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf (and HEAD
+# 067f987df: the same recipe functions in recipes/qwen/qwen3_next.py).
+NOT_TRANSCRIBED = {
+    "qwen3_next_80b_a3b_sft_config": (
+        f"{QWEN3_NEXT} l. 145-285: a fine-tuning recipe (_sft_common, SQuAD at 2,048 tokens); the planner reads "
+        "the pre-training recipes", "use --recipe qwen3_next_80b_a3b_pretrain_config"),
+    "qwen3_next_80b_a3b_peft_config": (
+        f"{QWEN3_NEXT} l. 288-305: raises NotImplementedError ('PEFT is not currently supported for Qwen3-Next "
+        "models')", "use --recipe qwen3_next_80b_a3b_pretrain_config"),
+}
+# Llama 4: Bridge has no recipe at the pin or at HEAD (recipes/llama/ holds llama2.py and llama3.py at dc805f5cf and
+# 067f987df; llama4_e16.py and llama4_e128.py, whose module-level pretrain_config built Scout (TP 4, EP 16, ETP 4) and
+# Maverick (EP 128), were removed by 5d194b9c1 (#607, 2025-10-03), an ancestor of dc805f5cf): run_recipe.py
+# (getattr(megatron.bridge.recipes, name), l. 147-211) finds none. The catalog's llama4-scout / llama4-maverick are priced on --stack megatron-bridge from
+# explain's options (its chunked attention: stack_db/megatron-bridge.yaml), not from a launch.
+NO_LLAMA4 = ("Llama 4: Megatron-Bridge @dc805f5cf (and HEAD 067f987df) has no Llama 4 recipe (recipes/llama/llama4_e16.py, "
+             "llama4_e128.py removed by 5d194b9c1, #607): price llama4-scout / llama4-maverick with `planner explain "
+             "--model NAME --stack megatron-bridge`")
+
 # CommOverlapConfig fields the MoE recipes set (deepseek_v3.py l. 168-170): read by moe_job
 MOE_CO_FIELDS = ("overlap_moe_expert_parallel_comm", "delay_wgrad_compute")
 # no effect on a step's memory or time: read, listed as ignored

@@ -2124,7 +2124,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     plan's model and every priced setting as an override."""
     from ..schema import BYTES_PER_PARAM_PRESETS
     from ..startup import uses_tp_pp_dp_mapping
-    from .bridge_moe import layout_text, moe_overrides, optimizer_overrides
+    from .bridge_moe import NO_LLAMA4, layout_text, moe_overrides, optimizer_overrides
     from .megatron_bridge import CP_COMM_TYPES
 
     if plan.get("stack") != BRIDGE_STACK:
@@ -2134,11 +2134,13 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     name = recipe_for(model)
     if name is None:
         raise _bridge_refuse(f"model {model.name} is none of the transcribed recipes' models ({', '.join(RECIPES)}: "
-                             f"{BRIDGE} src/megatron/bridge/recipes/llama/, deepseek/deepseek_v3.py, qwen/qwen3_moe.py, "
-                             "gpt_oss/gpt_oss.py); run_recipe.py builds the model its --recipe names",
-                             "price a model of one of those recipes (llama2-7b, llama3-8b, llama3-70b, llama3-405b, deepseek-v3, "
-                             "qwen3-30b-a3b, qwen3-235b-a22b, gpt-oss-20b, gpt-oss-120b), or write the Bridge recipe for "
-                             "this model yourself")
+                             f"{BRIDGE} src/megatron/bridge/recipes/llama/, deepseek/deepseek_v2.py, deepseek_v3.py, qwen/qwen3_moe.py, "
+                             "qwen/qwen3_next.py, gpt_oss/gpt_oss.py); run_recipe.py builds the model its --recipe names "
+                             f"({NO_LLAMA4})",
+                             "price a model of one of those recipes (llama2-7b, llama3-8b, llama3-70b, llama3-405b, deepseek-v2, "
+                             "deepseek-v2-lite, deepseek-v3, "
+                             "qwen3-30b-a3b, qwen3-235b-a22b, qwen3-next-80b-a3b, gpt-oss-20b, gpt-oss-120b), or write the "
+                             "Bridge recipe for this model yourself")
     rec = RECIPES[name]
     sig = plan_signature(plan)
     for k in sig:

@@ -277,9 +277,11 @@ def recipe_for(model) -> Optional[str]:
     from . import _attr
 
     for name, r in RECIPES.items():
-        # a layer_pattern model only for a recipe whose shape names its per-layer windows (gpt-oss's); all() stops
-        # at the first field that differs (num_layers first), so no model's layers are listed unless the rest agree
-        if (model.layer_pattern is None or "layer_windows" in r.shape) and (model.moe is not None) == r.moe \
+        # a layer_pattern model only for a recipe whose shape names its per-layer windows (gpt-oss's) or layers
+        # (Qwen3-Next's layer_mixers); all() stops at the first field that differs (num_layers first), so no model's
+        # layers are listed unless the rest agree
+        if (model.layer_pattern is None or {"layer_windows", "layer_mixers"} & set(r.shape)) \
+                and (model.moe is not None) == r.moe \
                 and all(_attr(model, a) == v for a, v in r.shape.items()):
             return name
     return None
@@ -590,11 +592,14 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if config_file is None and script.no_file:
         raise PlannerError(f"{where}{script.path} without --config-file: {script.no_file}",
                            "name the YAML override file: --config-file FILE")
+    if recipe in bridge_moe.NOT_TRANSCRIBED:
+        why, hint = bridge_moe.NOT_TRANSCRIBED[recipe]
+        raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {why})", hint)
     if recipe not in RECIPES:
         raise PlannerError(f"{where}--recipe {recipe}: not a recipe the planner transcribes ({BRIDGE} {L3}, {L2})"
                            if script.recipe is None else
                            f"{where}{script.path} builds recipe {recipe}, which the planner does not transcribe "
-                           f"({BRIDGE} {L3}, {L2})", f"one of: {', '.join(RECIPES)}")
+                           f"({BRIDGE} {L3}, {L2})", f"one of: {', '.join(RECIPES)} ({bridge_moe.NO_LLAMA4})")
     yaml_ops: list = []
     if config_file is not None:
         shown, keys = _yaml_overrides(config_file, Path(path), heredocs, where, ignored)
@@ -730,7 +735,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if rec.moe:  # the MoE settings (bridge_moe.py), on the model priced
         from ..catalog import load_model
 
-        bridge_moe.moe_job(cfg, co, job, load_model(job["model"]), hw, where, assumed, ignored, not_modelled)
+        spec = load_model(job["model"])
+        bridge_moe.moe_job(cfg, co, job, spec, hw, where, assumed, ignored, not_modelled)
+        bridge_moe.gdn_job(spec, job, where)
     _cp_job(cfg, job, where, ignored)
     if "model.softmax_type" in cfg:  # the gpt-oss recipes' per-token loss and sinks (bridge_moe.py)
         bridge_moe.gpt_oss_job(cfg, where, not_modelled)
@@ -994,12 +1001,18 @@ def _divisible_by(vocab: int) -> int:
     return base
 
 
+def _recipe_divisor(rec: Recipe) -> int:
+    """The recipe's provider's make_vocab_size_divisible_by: its bridge's own where it sets one (the recipe's values:
+    DeepSeek-V2's 3,200, deepseek_v2_bridge.py @dc805f5cf l. 77), else _divisible_by of the config's vocab_size."""
+    return rec.values.get("model.make_vocab_size_divisible_by") or _divisible_by(rec.shape["vocab_size"])
+
+
 def _vocab_values(rec: Recipe) -> dict:
     """The recipe's vocabulary keys: the provider's vocab_size, the Hugging Face config's (model_bridge.py l. 259
     ("vocab_size", "vocab_size"): a held value, not null, so Hydra's +model.vocab_size is refused), its
     make_vocab_size_divisible_by, and the tokenizer the recipe sets (NULL_TOKENIZER_VOCAB, HF_TOKENIZER_VOCAB)."""
     v = rec.shape["vocab_size"]
-    return {"model.vocab_size": v, "model.make_vocab_size_divisible_by": _divisible_by(v),
+    return {"model.vocab_size": v, "model.make_vocab_size_divisible_by": _recipe_divisor(rec),
             "tokenizer.tokenizer_type": "HuggingFaceTokenizer" if rec.hf_tokenizer else "NullTokenizer",
             "tokenizer.tokenizer_model": rec.hf_id if rec.hf_tokenizer else None,
             "tokenizer.vocab_size": None if rec.hf_tokenizer else NULL_TOKENIZER_VOCAB}
@@ -1071,7 +1084,7 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
                        "l. 244-250; utils/vocab_utils.py l. 57-71)")
     elif given:
         job["padded_vocab_size"] = rows
-    if cfg["model.make_vocab_size_divisible_by"] != _divisible_by(rec.shape["vocab_size"]) and rows is not None:
+    if cfg["model.make_vocab_size_divisible_by"] != _recipe_divisor(rec) and rows is not None:
         ignored.append(f"model.make_vocab_size_divisible_by={_v(cfg['model.make_vocab_size_divisible_by'])} "
                        "(model.vocab_size set: Bridge pads no vocabulary, models/gpt_provider.py l. 244-250)")
 
@@ -1128,6 +1141,16 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
             raise PlannerError(f"{where}model.recompute_modules={_shown(mods)}: not a list of module names",
                                "give a list, e.g. model.recompute_modules=[core_attn,moe_act]")
+        from typing import get_args
+        from ..schema import RecomputeModule
+
+        bad = [m for m in mods if m not in get_args(RecomputeModule)]
+        if bad:  # Megatron-Core's mlp, moe, shared_experts, ... (planner/recompute_modules.py: not priced)
+            raise PlannerError(f"{where}model.recompute_modules={_shown(mods)}: {', '.join(bad)} not a module whose "
+                               "selective recompute the planner prices (it prices "
+                               f"{', '.join(get_args(RecomputeModule))}: planner/recompute_modules.py)",
+                               "give the modules without it, e.g. model.recompute_modules=["
+                               + ",".join(m for m in mods if m not in bad) + "]")
         job["recompute_modules"] = list(mods)
     # what Megatron-Core reads only under another granularity (transformer_config.py @905c0e386 l. 455-483)
     unread = [k for k in ("model.recompute_method", "model.recompute_num_layers") if gran != "full" and cfg[k] is not None]
