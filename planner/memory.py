@@ -796,6 +796,14 @@ References
      optim_grads_params, mixed16, seq 512, full recompute: the step holds 2 L + 2 L + 4 L + 8 L + 4 L = 20 L, the stage's
      peak. Not priced: a grad-comm dtype other than the main gradients' (listed as not modelled), fp32
      parameters (neither --bf16 nor --fp16: auto would be fp32; the reader lists them as not modelled).
+[mw] The master weights under Megatron-FSDP with the precision-aware optimizer (master_bytes; stack_db
+     runs.low_precision_moments.own_master_modes): Megatron-FSDP's own fp32 main weight shards, which FusedAdam steps
+     with master_weights set False (Megatron-LM @d98e8a64 optimizer/__init__.py l. 1147-1161): 4 B a parameter where
+     the distributed optimizer holds TE's 16-bit remainders (2 B, Settings.remainders). Llama 3 8B, 8 GPUs, DP 8,
+     bf16-moments: master 4 P / 8 = 4,015,130,624 B under megatron_fsdp_optim, 2 P / 8 under distributed_optimizer, and
+     the step's HBM bytes 22 against 20 a parameter (step.adam_bytes_per_param; tests/test_precision_aware_mfsdp.py).
+     At Megatron-LM 905c0e386 (megatron-bridge) the pair with TE's decoupled_grad does not train at all: start-up rule
+     PRECISION_AWARE_MFSDP.
 [rs] The unsharded gradient of the layer unit being reduce-scattered, in a zero2 mode that reduces every micro-batch
      into a sharded accumulator (stack fsdp.zero2_unit_reduce, runs.sharding grad_reduce microbatch; term
      zero2_reduce_input): llama3-meta's fsdp_no_reshard, Meta's FSDP "shards optimizer states and gradients" and
@@ -1364,7 +1372,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, 
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
-from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, reduce_queue_units
+from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, own_master, reduce_queue_units
 from .stacks import step_grads as mode_step_grads
 from .te_version import te_userbuffers
 from .terms import Groups, Terms, gather
@@ -1713,7 +1721,31 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
 
 
 # ----------------------------------------------------------------------------- model states
-def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0, off=(0.0, 0.0)) -> Terms:
+def master_bytes(settings, plan) -> np.ndarray | float:
+    """Bytes a parameter of the master weights the plan's sharding mode holds [mw]: the job's bytes_per_param.master
+    (settings.bpp: 2 B where TE's FusedAdam keeps the fp32 master as 16-bit remainders, Settings.remainders), but the
+    job's 4 B under a mode that steps its own fp32 main weights (stack_db runs.low_precision_moments.own_master_modes).
+    [mw] NVIDIA/Megatron-LM @d98e8a64, Megatron-FSDP v1 with --use-precision-aware-optimizer: the optimizer's
+    parameters are the main weight buffer's DTensor shards (param_and_grad_buffer.py _init_distributed_params
+    l. 3224-3293, _init_optimizer_named_parameters l. 3295-3349), fp32 (--megatron-fsdp-main-params-dtype default fp32,
+    arguments.py l. 3687; fsdp distributed_data_parallel_config.py l. 125); get_megatron_optimizer sets FusedAdam's
+    master_weights False under Megatron-FSDP (optimizer/__init__.py l. 1147-1161: 'Megatron-FSDP should NEVER use
+    FusedAdam's main weights'), so FusedAdam allocates no master_param (TransformerEngine @4329ff84 fused_adam.py
+    initialize_state l. 452-469: only `if self.master_weights`) and keeps no remainder of an fp32 parameter (step
+    l. 612: store_param_remainders only where p is bf16): 4 B a parameter, sharded as the mode shards the optimizer. A float where no mode differs."""
+    bpp = settings.bpp
+    if not getattr(settings, "remainders", False):
+        return bpp.master
+    own = own_master(stack_of(settings), plan)
+    # the job's fp32 master (remainders is set only where it is 4 B, plan._bytes_per_param)
+    return np.where(own, OWN_MASTER_BYTES, bpp.master) if own.any() else bpp.master
+
+
+OWN_MASTER_BYTES = 4.0  # Megatron-FSDP's main weight buffer: torch.float32 (--megatron-fsdp-main-params-dtype fp32) [mw]
+
+
+def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0, off=(0.0, 0.0),
+                      master=None) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
     stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
     its own pool (`grad_pool`, reserved, not allocated).
@@ -1734,6 +1766,7 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     fraction, 1 but on Megatron's HybridDeviceOptimizer; the parameters' 0 / 1): the master, Adam's
     moments and the sharded gradient (ZeRO-2 and above; ZeRO-1 keeps its whole gradients) leave the GPU, and with
     offload_param the sharded weights (FSDP / ZeRO-3).
+    master: the master's bytes a parameter where they differ from bpp.master (master_bytes [mw]: per sharding mode).
     """
     d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp if shard is None else shard
     s = plan.sharding
@@ -1745,7 +1778,7 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
         fsdp_on, params_per_gpu * fsdp.grad_reduce_bytes / d, 0.0)
     w = keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one)
     g = live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one)
-    master = params_per_gpu * bpp.master / np.where(s >= ZERO1, d, one)
+    master = params_per_gpu * (bpp.master if master is None else master) / np.where(s >= ZERO1, d, one)
     adam = params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one)
     opt, par = off
     if opt or par:  # [off] a job setting, not a searched quantity: what stays on the GPU
@@ -3866,7 +3899,7 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     if not per.step_copies:  # stack data (and the job's gradient bytes): no mode's step copies a gradient [sg]
         return 0.0 * states.gradients
     bpp = per.settings.bpp
-    local = (states.master_weights / bpp.master if bpp.master > 0 else
+    local = (states.master_weights / master_bytes(per.settings, per.plan) if bpp.master > 0 else
              states.adam / bpp.optimizer if bpp.optimizer > 0 else states.weights / bpp.weights)
     held = np.where(sg["partition_only"] > 0, local * bpp.gradients, states.gradients)
     fp32 = STEP_FP32_GRAD_BYTES if bpp.gradients < STEP_FP32_GRAD_BYTES else 0.0  # .float() of fp32: the tensor itself
@@ -4060,10 +4093,12 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
         dense, experts = dense + d2, experts + e2
     accum = grad_accum_bytes(stack_of(settings), plan)  # the mode's gradient accumulation buffer [bo]
     off = offload.switches(settings)  # [off]
-    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off)
+    mw = master_bytes(settings, plan)  # [mw]
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw)
     e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
-        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off)
+        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off,
+                              master=mw)
         states = Terms(**{k: states[k] + e[k] for k in states})
         e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
     # the optimizer partition (elements) whatever offload moves: the master's (model_state_terms' d), read only by

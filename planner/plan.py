@@ -583,6 +583,9 @@ class Settings:
     # TE's FusedAdam holds the master weights and reads decoupled_grad (plan._bytes_per_param; memory.py [sg])
     precision_aware: bool = False
     te_master: bool = False
+    # bpp.master is TE's FusedAdam's 16-bit remainders (2 B, plan._bytes_per_param): the job's master is 4 B under the
+    # stack's runs.low_precision_moments.own_master_modes, where FusedAdam holds none (memory.master_bytes)
+    remainders: bool = False
     host_fields: tuple = ()  # the job's host fields given (pcie_gbps, ...: _apply_host, in hardware); plan_dict reports them
     # the fraction of the host's DRAM peak its Adam sustains (planner/offload.py [cpu-adam]): the named assumption
     # offload.HOST_MEMORY_EFFICIENCY, or a profile's host_adam section (calibrate host-adam) where it applies
@@ -1038,8 +1041,8 @@ def _global_batch(job: Job, seq: int, where: str) -> int:
 
 
 def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: str | None = None,
-                     where: str = "") -> tuple[BytesPerParam, str, bool, bool]:
-    """(BytesPerParam, preset name, precision-aware, TE master): the job's bytes, else the stack's default
+                     where: str = "") -> tuple[BytesPerParam, str, bool, bool, bool]:
+    """(BytesPerParam, preset name, precision-aware, TE master, remainders): the job's bytes, else the stack's default
     (inherited); warns without an fp32 master copy. The stack's precision-aware optimizer (stack_db
     runs.low_precision_moments; Megatron-LM --use-precision-aware-optimizer) runs where the job says so
     (precision_aware_optimizer), by default where the bytes keep Adam's moments below fp32 (the only way such a
@@ -1052,7 +1055,9 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: s
     master_remainders, with fp32 main weights beside bf16 ones, it keeps them as 16-bit remainders: master 2 B, said
     in a warning (optimizer_config.py l. 192: store_param_remainders True, no flag sets it; TransformerEngine
     @4329ff84 fused_adam.py l. 213-215, 612: master_weights, fp32 master and bf16 parameters; l. 414-415: an int16
-    tensor)."""
+    tensor). Not under the stack's own_master_modes (Megatron-FSDP at d98e8a64: FusedAdam's master_weights set False,
+    optimizer/__init__.py l. 1147-1161; it steps Megatron-FSDP's fp32 main weight shards, whose fp32 parameters keep no
+    remainders, fused_adam.py l. 612): the master is the job's 4 B there (remainders true: memory.master_bytes)."""
     bpp_spec = job.bytes_per_param
     if bpp_spec is None:
         bpp_spec = stack.defaults.bytes_per_param
@@ -1066,18 +1071,23 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: s
     lpm = runs.low_precision_moments if runs is not None else None
     pao = precision_aware(job, stack, bpp, where)
     te_master = bool(pao and job.offload_optimizer == "none" and (key in lpm.te_master or bpp.master < 4.0))
-    if (te_master and key in lpm.master_remainders and not job.fp16
-            and bpp.master == 4.0 and bpp.weights == 2.0):
+    remainders = bool(te_master and key in lpm.master_remainders and not job.fp16
+                      and bpp.master == 4.0 and bpp.weights == 2.0)
+    if remainders:
         bpp = bpp.model_copy(update={"master": 2.0})
+        own = [m for m in lpm.own_master_modes if m in {x.name for x in runs.sharding}
+               and m not in lpm.no_decoupled_grad_modes]  # those refused (PRECISION_AWARE_MFSDP: te_master)
+        besides = (f", under sharding modes other than {', '.join(own)}, whose own fp32 main weights it steps (4 B: "
+                   f"{stack.origin} runs.low_precision_moments.own_master_modes)" if own else "")
         warnings.append(f"bytes_per_param {bpp_name} with {key}: stack {stack.name}'s precision-aware optimizer keeps the fp32 "
                         "master weights as 16-bit remainders beside the bf16 weights (store_param_remainders): 2 B a "
-                        f"parameter, not 4 ({stack.origin} runs.low_precision_moments.master_remainders)")
+                        f"parameter, not 4 ({stack.origin} runs.low_precision_moments.master_remainders){besides}")
     if bpp.master == 0:
         warnings.append(
             "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
             "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
         )
-    return bpp, bpp_name, pao, te_master
+    return bpp, bpp_name, pao, te_master, remainders
 
 
 def precision_aware(job: Job, stack, bpp: BytesPerParam | None = None, where: str = "") -> bool:
@@ -1484,7 +1494,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
               inherited: list, seq_assumed: list, where: str) -> Settings:
     """The resolved job's Settings (everything the search does not vary): the model, hardware
     and stack read, the calibration profile, the files' paths and hashes, the MoE options."""
-    bpp, bpp_name, pao, te_master = bpp
+    bpp, bpp_name, pao, te_master, remainders = bpp
     calibration = _load_calibration(job.calibration, hw)
     model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
     settings = Settings(
@@ -1495,6 +1505,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         bpp_name=bpp_name,
         precision_aware=pao,
         te_master=te_master,
+        remainders=remainders,
         activation_model=job.activation_model,
         attention=job.attention,
         attention_kernel=job.attention_kernel,
@@ -1700,7 +1711,8 @@ def stack_for_states(job: Job, stack, where: str = ""):
     l. 1057), only those modes, the restriction cited first among the stack's sources; else
     the stack itself. Its defaults.bytes_per_param is the job's (a preset name, or the job's own
     BytesPerParam), the model states the start-up rules read (startup.TORCHTITAN_FP32: torchtitan's
-    training.dtype bfloat16, pure-bf16, trains in bf16 where its mixed precision is off)."""
+    training.dtype bfloat16, pure-bf16, trains in bf16 where its mixed precision is off); with the precision-aware
+    optimizer, its defaults.precision_aware_fused_adam the job's (PRECISION_AWARE_MFSDP)."""
     stack = stack_for_settings(job, stack, where)
     stack = with_default(stack, "bytes_per_param", job.bytes_per_param)
     stack = _stack_for_grad_bytes(job, stack, where)
@@ -1711,6 +1723,10 @@ def stack_for_states(job: Job, stack, where: str = ""):
     bpp, name = bytes_per_param(job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param)
     if not precision_aware(job, stack, bpp, where):  # fp32 Adam without the job's precision_aware_optimizer
         return stack
+    # TE's FusedAdam on the GPU, where start-up rule PRECISION_AWARE_MFSDP reads it (the CPU offload runs Megatron's
+    # HybridDeviceOptimizer instead, which reads decoupled_grad or grad: hybrid_optimizer.py @905c0e386 l. 91, 102)
+    stack = with_default(stack, "precision_aware_fused_adam", job.offload_optimizer == "none")
+    runs = stack.runs
     keep = [m for m in runs.sharding if m.name in lpm.sharding_modes]
     what = (f"bytes_per_param {name} keeps Adam moments below fp32 ({bpp.optimizer:g} B), which" if bpp.optimizer < 8.0 else
             "precision_aware_optimizer true: the precision-aware optimizer, which")
@@ -2065,7 +2081,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
                            "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
                            "leave moe_grouped_gemm out (--moe-grouped-gemm), or plan an Ampere or newer GPU")
-    bpp, bpp_name, pao, te_master = _bytes_per_param(job, stack, inherited, warnings,
+    bpp, bpp_name, pao, te_master, remainders = _bytes_per_param(job, stack, inherited, warnings,
                                                      FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None, where)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
@@ -2079,7 +2095,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.attention == "eager" and job.cp > 1:
         raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
                            f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
-    settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name, pao, te_master), power_source, inherited, seq_assumed,
+    settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name, pao, te_master, remainders), power_source, inherited, seq_assumed,
                          where)
     settings = replace(settings, vocab_divisor=divisor, vocab_tokens=tokens,
                        make_vocab_size_divisible_by=job.make_vocab_size_divisible_by)

@@ -1962,7 +1962,19 @@ class StackDefaults(BaseModel):
                                   "GroupedLinear under the layer's fp8 autocast), false where the experts stay bf16 unless "
                                   "the job names a converter for them (torchtitan: [quantize.grouped_mm.*]); cite it in "
                                   "sources")
+    precision_aware_fused_adam: Optional[bool] = Field(
+        default=None, description="not a stack file's setting (null there): the job's precision-aware optimizer as TE's "
+                                  "FusedAdam on the GPU (plan.precision_aware with offload_optimizer none; under the CPU "
+                                  "offload Megatron's HybridDeviceOptimizer runs in its place), laid on the stack by "
+                                  "plan.stack_for_states where start-up rule PRECISION_AWARE_MFSDP reads it")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _job_laid(self):
+        if self.precision_aware_fused_adam is not None:  # model_copy (stack_for_states) does not validate
+            raise ValueError("defaults.precision_aware_fused_adam is the job's (laid by plan.stack_for_states from "
+                             "precision_aware_optimizer and offload_optimizer), not a stack file's setting: leave it out")
+        return self
 
 
 Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
@@ -2312,7 +2324,30 @@ class LowPrecisionMoments(BaseModel):
                     "weights and the optimizer reads the gradient shard in its own dtype (Megatron's "
                     "use_precision_aware_optimizer_no_fp8_or_ds_fp8; with main weights below fp32 under any recipe): "
                     "where step_grads.fp32_decoupled te_master makes no fp32 copy; master_remainders a subset")
+    own_master_modes: list[str] = Field(
+        default_factory=list,
+        description="the sharding modes (among sharding_modes) under which the optimizer steps the mode's own main weights "
+                    "and TE's FusedAdam holds none (Megatron-LM @d98e8a64, Megatron-FSDP v1: optimizer/__init__.py "
+                    "l. 1147-1161 sets FusedAdam's master_weights False; its parameters are Megatron-FSDP's fp32 main "
+                    "weight shards): no 16-bit remainders there (master_remainders does not apply), the master the job's "
+                    "bytes_per_param.master (plan.Settings.remainders, memory.master_bytes)")
+    no_decoupled_grad_modes: list[str] = Field(
+        default_factory=list,
+        description="the sharding modes (among sharding_modes) that never install the optimizer's gradient as "
+                    "decoupled_grad, which TE's FusedAdam reads alone where the trainer builds it with use_decoupled_grad "
+                    "(the plan's precision or fp8 recipe among te_master, or a master below 4 B, with no CPU offload): "
+                    "FusedAdam then skips every parameter and the job does not train (Megatron-LM 905c0e386's "
+                    "Megatron-FSDP); start-up rule PRECISION_AWARE_MFSDP refuses such a plan")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _subsets(self):
+        for f in ("own_master_modes", "no_decoupled_grad_modes"):
+            bad = [m for m in getattr(self, f) if m not in self.sharding_modes]
+            if bad:
+                raise ValueError(f"low_precision_moments.{f} {bad}: not among its sharding_modes "
+                                 f"({', '.join(self.sharding_modes)})")
+        return self
 
 
 class AbsentRule(BaseModel):

@@ -615,14 +615,15 @@ def mode_decoupled(settings) -> dict:
     return {"precision_aware": bool(settings.precision_aware), "te_master": bool(settings.te_master)}
 
 
-def mode_heads(stack, bpp=None, decoupled: dict | None = None) -> np.ndarray:
+def mode_heads(stack, bpp=None, decoupled: dict | None = None, remainders: bool = False) -> np.ndarray:
     """(2, modes): for plans without and with pipeline parallelism, the first of the stack's
     sharding modes (stack_db runs.sharding, in order) priced exactly as each mode: the same
     level, the same traits (stacks.sharding_traits: when the gradients are reduced, the
     weights re-gathered, the replicas all-reduced) and, for the job's bytes_per_param `bpp`
     (None: the stack's default preset), the same gradient bytes reduced and queued
     (runs.sharding grads_in_job_dtype, memory.py [mg]; reduce_queue_units, [rs]) and the same optimizer-step copies of
-    the gradients (step_grads, [sg]). Such modes differ only in name (Megatron's distributed
+    the gradients (step_grads, [sg]), and the same master bytes (`remainders`, Settings.remainders: TE's 2 B, but 4 B
+    under runs.low_precision_moments.own_master_modes, memory.py [mw]). Such modes differ only in name (Megatron's distributed
     optimizer and Megatron-FSDP's optim; under PP, torchtitan's fsdp2 and its
     reshard_after_forward "never", which torchtitan's default already is there), so the search
     prices one candidate per head and choose_modes picks the member the stack runs."""
@@ -648,8 +649,10 @@ def mode_heads(stack, bpp=None, decoupled: dict | None = None) -> np.ndarray:
         sg = m.step_grads
         fp32 = sg is not None and sg.fp32 and gb < 4.0 and not (sg.fp32_decoupled is not None and decoupled[sg.fp32_decoupled])
         rest = () if sg is None else tuple(v for k, v in sg.model_dump().items() if k not in ("fp32", "fp32_decoupled", "sources"))
-        return reduce, queue, fp32, rest if any(rest) else ()
+        own = bool(remainders and lpm is not None and m.name in lpm.own_master_modes)  # [mw]: 4 B, not TE's 2 B
+        return reduce, queue, fp32, rest if any(rest) else (), own
 
+    lpm = runs.low_precision_moments
     extra = [bytes_key(m) for m in runs.sharding]
     heads = np.zeros((2, n), dtype=np.int64)
     for c, pp in enumerate((1, 2)):
@@ -782,7 +785,7 @@ def _take(plan, idx):
 def _choose_modes(settings: Settings, base, runs) -> np.ndarray:
     """choose_modes on base (a PlanArrays, or Groups.plan of one): sets base.smode, returns the codes."""
     n = len(base.tp)
-    heads = mode_heads(settings.stack, settings.bpp, mode_decoupled(settings))
+    heads = mode_heads(settings.stack, settings.bpp, mode_decoupled(settings), bool(settings.remainders))
     k_modes = heads.shape[1]
     # a head's class in order; a mode that heads none (named by --sharding MODE) runs alone
     members = [[[j for j in range(k_modes) if heads[c, j] == h] if heads[c, h] == h else [h] for h in range(k_modes)]
@@ -1138,7 +1141,7 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
         modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)
     else:
         # the heads of the levels named (or all), and any mode named itself (--sharding MODE)
-        heads = mode_heads(settings.stack, settings.bpp, mode_decoupled(settings))
+        heads = mode_heads(settings.stack, settings.bpp, mode_decoupled(settings), bool(settings.remainders))
         named = np.array([m.name in names for m in runs.sharding])
         modes = np.array([i for i, m in enumerate(runs.sharding) if named[i] or (
             m.level in names and (heads[0, i] == i or heads[1, i] == i))], dtype=i64)

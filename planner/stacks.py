@@ -357,6 +357,18 @@ def main_grad_bytes(stack: Stack | None, plan, job_bytes: float, default) -> np.
     return np.where(own, float(job_bytes), default) * np.ones(shape)
 
 
+def own_master(stack: Stack | None, plan) -> np.ndarray:
+    """Where the plan's sharding mode steps its own main weights, TE's FusedAdam holding no master (stack_db
+    runs.low_precision_moments.own_master_modes: Megatron-FSDP at Megatron-LM @d98e8a64), a boolean array of the plan's
+    shape (false on a stack that names none)."""
+    shape = np.shape(plan.sharding)
+    lpm = stack.runs.low_precision_moments if stack is not None and stack.runs is not None else None
+    if lpm is None or not lpm.own_master_modes:  # stack data
+        return np.zeros(shape, dtype=bool)
+    col = _mode_column(stack, lambda m: float(m.name in lpm.own_master_modes))
+    return (col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] > 0) & np.ones(shape, dtype=bool)
+
+
 def embedding_grad_shard(stack: Stack | None, plan, precision_aware: bool) -> tuple[np.ndarray, np.ndarray]:
     """(shard, skipped), boolean arrays of the plan's shape, for the pipeline's word-embedding gradient all-reduce
     (step.py [20]): shard where the plan's sharding mode all-reduces the rank's shard of the optimizer's gradient

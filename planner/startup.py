@@ -172,6 +172,12 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   STACK_MODE_TP_PP_DP       (every stack, from runs.sharding tp_pp_dp_mapping false: megatron-bridge's
                             Megatron-FSDP modes) the tp-pp-dp rank order under such a mode: Megatron-Bridge
                             @dc805f5cf training/config.py l. 1542 asserts it off under Megatron-FSDP (code 83)
+  PRECISION_AWARE_MFSDP     (every stack, from runs.low_precision_moments no_decoupled_grad_modes: megatron-bridge's
+                            Megatron-FSDP modes) the precision-aware optimizer where TE's FusedAdam reads
+                            decoupled_grad alone (bf16, delayed fp8, a master below 4 B; no CPU offload) under a mode
+                            that never sets it: Megatron-LM 905c0e386's update_main_grads sets param.grad, FusedAdam
+                            skips every parameter (TE @28777046 fused_adam.py l. 571-577): the job does not train;
+                            nothing refuses it at start-up (code 84)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2406,6 +2412,67 @@ LATER_RULES = LATER_RULES + (
         "Megatron FSDP'); stack_db <stack> runs.sharding tp_pp_dp_mapping",
         "use the default rank order tp-cp-dp-pp (--rank-order tp-cp-dp-pp), or another sharding mode",
         _mode_tp_pp_dp),
+)
+
+def te_decoupled(stack, plan) -> np.ndarray:
+    """Where the stack builds TE's FusedAdam with use_decoupled_grad for the job (PRECISION_AWARE_MFSDP): the job's
+    precision-aware optimizer on the GPU (defaults.precision_aware_fused_adam, laid by plan.stack_for_states) where the
+    plan's precision or fp8 recipe is one of runs.low_precision_moments.te_master or the job's master is below 4 B
+    (Megatron's use_precision_aware_optimizer_no_fp8_or_ds_fp8, optimizer_config.py @905c0e386 l. 355-362, as
+    plan._bytes_per_param's te_master), a boolean array of the plan's shape."""
+    from .precisions import FP8, FP8_RECIPE_CODES, PRECISION_CODES
+    from .schema import BYTES_PER_PARAM_PRESETS
+
+    shape = np.shape(plan.tp)
+    lpm = stack.runs.low_precision_moments if stack is not None and stack.runs is not None else None
+    if lpm is None or not stack.defaults.precision_aware_fused_adam:  # job settings, every candidate alike
+        return np.zeros(shape, dtype=bool)
+    bpp = stack.defaults.bytes_per_param
+    bpp = BYTES_PER_PARAM_PRESETS[bpp] if isinstance(bpp, str) else bpp
+    if bpp.master < 4.0:
+        return np.ones(shape, dtype=bool)
+    prec = np.asarray(plan.precision)
+    precs = np.array([PRECISION_CODES[k] for k in lpm.te_master if k in PRECISION_CODES and k != "fp8"], dtype=np.int64)
+    recipes = np.array([FP8_RECIPE_CODES[k] for k in lpm.te_master if k in FP8_RECIPE_CODES], dtype=np.int64)
+    return (isin(prec, precs) | ((prec == FP8) & isin(np.asarray(plan.f8r), recipes))) & np.ones(shape, dtype=bool)
+
+
+def _precision_aware_mfsdp(model, stack, plan) -> np.ndarray:
+    """PRECISION_AWARE_MFSDP: a sharding mode that never installs decoupled_grad (stack_db runs.low_precision_moments
+    no_decoupled_grad_modes) where TE's FusedAdam reads only it (te_decoupled)."""
+    lpm = stack.runs.low_precision_moments if stack is not None and stack.runs is not None else None
+    if lpm is None or not lpm.no_decoupled_grad_modes:  # stack data
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    return mode_is(stack, plan, *lpm.no_decoupled_grad_modes) & te_decoupled(stack, plan)
+
+
+# PRECISION_AWARE_MFSDP (code 84, issue 22 pamfsdp): at Megatron-LM 905c0e386 (Megatron-Bridge @dc805f5cf's pin) with
+# --use-precision-aware-optimizer and no fp8 recipe or delayed scaling, get_megatron_optimizer builds TE's FusedAdam
+# with use_decoupled_grad True (optimizer/__init__.py l. 522-529), which reads p.decoupled_grad alone and skips a
+# parameter without one (TransformerEngine @28777046, v2.13.0, Bridge's uv.lock pin: fused_adam.py l. 571-577); under
+# Megatron-FSDP the optimizer's parameters get param.grad, and decoupled_grad only where the buffer's
+# use_precision_aware_optimizer attribute is set (param_and_grad_buffer.py l. 2845, 2872-2875), which nothing at
+# 905c0e386 sets: no parameter is ever updated, and nothing refuses it at start-up (no validate_args or Bridge check).
+# Megatron-LM fixed it after 905c0e386 (fe5291fa40, #4024, 2026-04-01: megatron_fsdp_use_decoupled_grad; ab43d43f0b,
+# #4133, 2026-04-10: FusedAdam's master_weights off under Megatron-FSDP); @d98e8a64 trains it (megatron's
+# no_decoupled_grad_modes empty). Keyed on the stack's data, so every stack (ANY_STACK).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "PRECISION_AWARE_MFSDP", ANY_STACK,
+        "the precision-aware optimizer (TE FusedAdam reading decoupled_grad) under a sharding mode that never sets "
+        "decoupled_grad: no parameter is updated",
+        "NVIDIA/Megatron-LM @905c0e386 (pinned by NVIDIA-NeMo/Megatron-Bridge @dc805f5cf) megatron/core/optimizer/"
+        "__init__.py l. 522-529 (FusedAdam master_weights, use_decoupled_grad True where "
+        "use_precision_aware_optimizer_no_fp8_or_ds_fp8), megatron/core/distributed/fsdp/src/megatron_fsdp/"
+        "param_and_grad_buffer.py update_main_grads l. 2844-2846, 2870-2875 (decoupled_grad only under the buffer's "
+        "use_precision_aware_optimizer attribute, which nothing sets: param.grad); NVIDIA/TransformerEngine @28777046 "
+        "(v2.13.0, Bridge's uv.lock) transformer_engine/pytorch/optimizers/fused_adam.py step l. 571-577 (p_grad = "
+        "p.decoupled_grad; None: continue); fixed in Megatron-LM fe5291fa40 and ab43d43f0b; stack_db <stack> "
+        "runs.low_precision_moments no_decoupled_grad_modes",
+        "use sharding_mode distributed_optimizer (--sharding zero1), or fp32 Adam moments without "
+        "precision_aware_optimizer (--bytes-per-param megatron), or --stack megatron (Megatron-LM @d98e8a64 sets "
+        "decoupled_grad under Megatron-FSDP)",
+        _precision_aware_mfsdp),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -424,7 +424,7 @@ from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, experts_run_eager, fp8_allgather_on,
-                     params_of, recompute_fraction, recomputed_layers, stage_param_split)
+                     master_bytes, params_of, recompute_fraction, recomputed_layers, stage_param_split)
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
@@ -436,15 +436,18 @@ from .terms import Groups, Terms
 
 
 
-def adam_bytes_per_param(bpp) -> float:
+def adam_bytes_per_param(bpp, master=None):
     """HBM bytes one parameter's Adam update moves, from its state bytes (schema.BytesPerParam):
     it reads and writes the master copy and the moments, reads the gradient and writes the
     weight: 2 (master + optimizer) + weights + gradients (megatron 18 B: 30; mixed16: 28; bf16
     moments, arXiv:2412.19437 sec. 3.3.3: 22). A master copy below 4 B (none: pure bf16; or
     the 16-bit remainders TE's FusedAdam keeps, fused_adam.py @4329ff84 store_param_remainders)
-    does not hold the fp32 value alone: the weight is read too (pure-bf16: 14)."""
-    reread = bpp.weights if bpp.master < 4.0 else 0.0
-    return 2.0 * (bpp.master + bpp.optimizer) + bpp.weights + bpp.gradients + reread
+    does not hold the fp32 value alone: the weight is read too (pure-bf16: 14). master: the master's bytes where they
+    differ from bpp.master (memory.master_bytes [mw]: a sharding mode that steps its own fp32 main weights), an array."""
+    m = bpp.master if master is None else master
+    reread = np.where(np.asarray(m) < 4.0, bpp.weights, 0.0)
+    out = 2.0 * (m + bpp.optimizer) + bpp.weights + bpp.gradients + reread
+    return float(out) if np.ndim(out) == 0 else out
 
 
 # profile collective names (nccl-tests) -> comm op codes
@@ -2299,7 +2302,7 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     plan, bpp = sc.plan, sc.settings.bpp
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
-    per_param = adam_bytes_per_param(bpp)
+    per_param = adam_bytes_per_param(bpp, master_bytes(sc.settings, plan))  # per mode: memory.py [mw]
     out = local_shard * per_param / sc.hbm
     if sc.ll.has_experts:
         out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * per_param / sc.hbm

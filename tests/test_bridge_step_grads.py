@@ -13,9 +13,13 @@ What the code does with the optimizer's gradient (update_main_grads: the rank's 
   at any level, with the precision-aware optimizer or without. No figure moves.
 
 By hand, Llama 3 8B (P = 8,030,261,248) on 4 GPUs, optim_grads_params, L4 = P / 4 = 2,007,565,312: with bf16 weights,
-fp32 main gradients and bf16 Adam moments (the precision-aware optimizer on by default, Adam's moments below fp32; the
-master priced as TE's FusedAdam's 2 B remainders, te_master) the states are 2 L4 + 4 L4 + 2 L4 + 4 L4 on either stack
-and the step copies nothing (step_grad_copies 0: 4 B gradients, .to(fp32) the tensor itself).
+fp32 main gradients and bf16 Adam moments (the precision-aware optimizer on by default, Adam's moments below fp32) the
+megatron stack's states are 2 L4 + 4 L4 + 4 L4 + 4 L4: the master is Megatron-FSDP's own fp32 main weight shard, 4 B,
+not TE's 2 B remainders (d98e8a64 optimizer/__init__.py l. 1147-1161 sets FusedAdam's master_weights False under
+Megatron-FSDP; runs.low_precision_moments.own_master_modes, memory.py [mw]), and the step copies nothing
+(step_grad_copies 0: 4 B gradients, .to(fp32) the tensor itself). On megatron-bridge (905c0e386) the same job does not
+train: FusedAdam reads decoupled_grad, which that Megatron-FSDP never sets (start-up rule PRECISION_AWARE_MFSDP,
+tests/test_precision_aware_mfsdp.py); with fp8 tensorwise (FusedAdam reads param.grad) it runs, decoupling nothing.
 """
 from __future__ import annotations
 
@@ -45,21 +49,23 @@ def test_stack_data_per_commit():
     assert all("@905c0e386" in bridge[m].step_grads.sources[0] for m in MFSDP)
 
 
-@pytest.mark.parametrize("stack, decoupled", [("megatron", True), ("megatron-bridge", False)])
-def test_precision_aware_decouples_on_megatron_lm_only(explain, stack, decoupled):
-    """The job's precision-aware optimizer (on: bf16 moments) decouples the shard only where the stack's mode says so."""
+@pytest.mark.parametrize("stack, decoupled, extra", [("megatron", True, {}),
+                                                    ("megatron-bridge", False, dict(precision="fp8", fp8_recipe="tensorwise"))])
+def test_precision_aware_decouples_on_megatron_lm_only(explain, stack, decoupled, extra):
+    """The job's precision-aware optimizer (on: bf16 moments) decouples the shard only where the stack's mode says so
+    (on megatron-bridge only with an fp8 recipe whose FusedAdam reads param.grad: bf16 is PRECISION_AWARE_MFSDP's)."""
     s, p, _, out = explain(model="llama3-8b", gpus=4, tp=1, stack=stack, sharding="fsdp",
                            sharding_mode="megatron_fsdp_optim_grads_params", recompute="full", micro_batch=1,
-                           global_batch=4, seq_len=512, bytes_per_param=BF16_MOMENTS_FP32_GRADS)
+                           global_batch=4, seq_len=512, bytes_per_param=BF16_MOMENTS_FP32_GRADS, **extra)
     mode = s.stack.runs.sharding[int(p.smode)]
     assert s.precision_aware and mode.name == "megatron_fsdp_optim_grads_params"
     assert decoupled_grad(s, mode.step_grads.fp32_decoupled) is decoupled
     t = out["memory"]["terms"]
-    # the master as the planner prices it where TE's FusedAdam holds it (te_master: its int16 remainders, 2 B,
-    # plan._bytes_per_param; the same on both stacks)
-    assert s.te_master
+    # the master: Megatron-FSDP's fp32 main weight shard, 4 B (bf16 on megatron: TE would hold 2 B remainders under
+    # the distributed optimizer, te_master, but holds no master here, memory.py [mw]; tensorwise: no TE master at all)
+    assert s.te_master is decoupled and s.remainders is decoupled
     assert (t["weights"], t["gradients"], t["master_weights"], t["adam"]) == pytest.approx(
-        (2 * L4, 4 * L4, 2 * L4, 4 * L4), rel=1e-12)
+        (2 * L4, 4 * L4, 4 * L4, 4 * L4), rel=1e-12)
     # fp32 main gradients: .to(fp32) is the tensor itself, decoupled or not
     assert t["step_grad_copies"] == 0.0
 
@@ -95,7 +101,8 @@ def test_warns_for_a_tied_embedding():
 
 @pytest.mark.parametrize("kw", [
     dict(precision_aware_optimizer=False),  # param.grad set: the all-reduce runs
-    dict(stack="megatron-bridge", bytes_per_param="megatron"),  # 905c0e386 sets param.grad whatever the optimizer
+    # 905c0e386 sets param.grad whatever the optimizer (tensorwise: FusedAdam reads it; bf16 is PRECISION_AWARE_MFSDP's)
+    dict(stack="megatron-bridge", bytes_per_param="megatron", precision="fp8", fp8_recipe="tensorwise"),
     dict(pp=1, gpus=8, global_batch=8),  # one stage: no embedding group
     dict(mtp_layers=0),  # llama3-8b untied, no MTP: no second copy
     dict(sharding="zero1", sharding_mode=None),  # the distributed optimizer all-reduces main_grad

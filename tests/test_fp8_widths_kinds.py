@@ -42,7 +42,8 @@ def test_codes_stay():
     assert CODES["TORCHTITAN_MTP_PP_CP"] == 79  # tt03disp
     assert CODES["STACK_SP_NORM_GRADS"] == 80  # mdscheck
     assert CODES["BRIDGE_CHUNK_CP"] == 81 and CODES["TORCHTITAN_HYBRIDEP"] == 82  # bridgecp, tt03ep
-    assert max(CODES.values()) == CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp
+    assert CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp
+    assert max(CODES.values()) == CODES["PRECISION_AWARE_MFSDP"] == 84  # pamfsdp
 
 
 def test_mamba2_in_proj_width_over_tp():

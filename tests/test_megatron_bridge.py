@@ -31,6 +31,13 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     # runs.sharding: megatron's modes, the Megatron-FSDP ones as Bridge runs them on Megatron-Core 905c0e386 (fp32 main
     # gradients, main_grads_bytes; the gradient-accumulation fusion off: training/config.py l. 1554-1557), one source more
     modes_b, modes_m = bridge["runs"].pop("sharding"), mega["runs"].pop("sharding")
+    # runs.low_precision_moments: megatron's, plus the Megatron-FSDP modes that never set decoupled_grad on 905c0e386
+    # (start-up rule PRECISION_AWARE_MFSDP, tests/test_precision_aware_mfsdp.py) and the source saying so
+    lb, lm = bridge["runs"].pop("low_precision_moments"), mega["runs"].pop("low_precision_moments")
+    assert (lb.pop("no_decoupled_grad_modes"), lm.pop("no_decoupled_grad_modes")) == (
+        ["megatron_fsdp_optim", "megatron_fsdp_optim_grads", "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"], [])
+    sb_, sm_ = lb.pop("sources"), lm.pop("sources")
+    assert sb_[:-1] == sm_ and "@905c0e386" in sb_[-1] and lb == lm
     assert bridge["runs"] == mega["runs"]
     assert [m["name"] for m in modes_b] == [m["name"] for m in modes_m]
     for b, m in zip(modes_b, modes_m):

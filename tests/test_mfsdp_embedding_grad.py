@@ -117,11 +117,12 @@ def test_tied_model_at_tp_2():
 def test_precision_aware_optimizer_skips_it_on_megatron_lm_only():
     """Megatron-LM @d98e8a64: under --use-precision-aware-optimizer param.grad is None, the all-reduce never runs (0;
     the two copies' gradients are not summed). Megatron-Core 905c0e386 (megatron-bridge) installs param.grad anyway:
-    the shard moves."""
+    the shard moves (fp8 tensorwise: FusedAdam reads param.grad there; under bf16 it reads decoupled_grad, which
+    905c0e386 never sets, start-up rule PRECISION_AWARE_MFSDP)."""
     s, _, t = _tied_s(sharding="fsdp", sharding_mode="megatron_fsdp_optim_grads_params", precision_aware_optimizer=True)
     assert s.precision_aware and t == 0.0
     s, _, t = _tied_s(sharding="fsdp", sharding_mode="megatron_fsdp_optim_grads_params", precision_aware_optimizer=True,
-                      stack="megatron-bridge")
+                      stack="megatron-bridge", precision="fp8", fp8_recipe="tensorwise")
     assert s.precision_aware and t == pytest.approx(_want(16_032), rel=1e-12)
     _, _, t = _tied_s(sharding="fsdp", sharding_mode="megatron_fsdp_optim_grads_params", stack="megatron-bridge")
     assert t == pytest.approx(_want(16_032), rel=1e-12)

@@ -39,9 +39,10 @@ def test_entry_is_its_own_release():
     # mdscheck) and BRIDGE_CHUNK_CP (81, bridgecp: breaks only where the stack's chunked_attention.cp_local_sequence
     # says so) every stack's; TORCHTITAN_HYBRIDEP (82, tt03ep) in both, breaking only where the job runs hybridep, which
     # only 0.3's entry lists (runs.moe_dispatchers); DeepEP's own Hybrid-EP checks (58-61, keyed on the dispatcher, branch
-    # hybridep2) on 0.3's only, the one of the two that runs hybridep; STACK_MODE_TP_PP_DP (83, bridgefsdp) every stack's
-    assert [c for c, _ in rules_for(old)] == [28, 29, 30, 31, 32, 48, 49, 50, 51, 52, 53, 54, 56, 62, 63, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83]
-    assert [c for c, _ in rules_for(new)] == [28, 31, 32, 48, 49, 50, 51, 52, 54, 56, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83]
+    # hybridep2) on 0.3's only, the one of the two that runs hybridep; STACK_MODE_TP_PP_DP (83, bridgefsdp) and
+    # PRECISION_AWARE_MFSDP (84, pamfsdp) every stack's
+    assert [c for c, _ in rules_for(old)] == [28, 29, 30, 31, 32, 48, 49, 50, 51, 52, 53, 54, 56, 62, 63, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84]
+    assert [c for c, _ in rules_for(new)] == [28, 31, 32, 48, 49, 50, 51, 52, 54, 56, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84]
     assert "hybridep" in new.runs.moe_dispatchers and "hybridep" not in old.runs.moe_dispatchers
     assert new.runs.mtp and not old.runs.mtp
     assert [c.code for c in old.runs.model_codes] == ["llama3", "llama4", "deepseek_v3", "qwen3", "gpt_oss"]

@@ -215,7 +215,8 @@ def test_rule_code_follows_the_last():
     assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76 and CODES["DEEPSPEED_MOE"] == 77 and CODES["DEEPSPEED_MOE_SP"] == 78
     assert CODES["TORCHTITAN_MTP_PP_CP"] == 79 and CODES["STACK_SP_NORM_GRADS"] == 80
     assert CODES["BRIDGE_CHUNK_CP"] == 81 and CODES["TORCHTITAN_HYBRIDEP"] == 82  # bridgecp, tt03ep
-    assert max(CODES.values()) == CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp
+    assert CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp
+    assert max(CODES.values()) == CODES["PRECISION_AWARE_MFSDP"] == 84  # pamfsdp
 
 
 # qwen3's torchtitan code has no pipelining function (TORCHTITAN_MODEL_PP): pp 2 on Mixtral (no torchtitan code,
