@@ -98,10 +98,15 @@ _LazyFit's (_LazyFit.seed: not priced again). Counted once: a candidate fits (Co
 variant 0 or another dispatcher fits it, else did not fit; of those, Counts.dispatcher_unpriced (fit's
 counts line says how many) are the ones whose other dispatchers were not priced (their floor ranks them
 below the top rows: whether one fits is not known). Where nothing fits, the closest plan is the least
-memory over the dispatchers (with that dispatcher's Settings). Measured (whole-process user time, this
-branch against main, alternately, 3 runs each): DeepSeek-V3 / 2,048 H800 1.59 -> 1.93 s (about 35k
-candidates a vocabulary space priced under three more dispatchers, 73 of them fit); a dense model
-(one variant per dispatcher: no search) runs the code it ran before.
+memory over the dispatchers (with that dispatcher's Settings). fit(around=...) prices every such candidate
+(rank_config's `of` is Counts.feasible, which must not depend on the bounds there). The cost (branch
+dispsearch against main f2f2cc6, DeepSeek-V3 / 2,048 H800): whole-process user time, median of 3 run
+alternately, 1.61 -> 1.94 s; instructions (cachegrind, PYTHONHASHSEED=0) 11.82e9 -> 14.56e9: 29,793 to
+41,937 candidates a vocabulary space priced under three more dispatchers (their floors within K0), of
+which 73 fit and none ranks; their excess over the usable HBM has a median of 120-140 GiB against a
+largest saving of 3.3 GiB, so a lower bound of memory_total over the dispatchers would spare most of that
+pricing (not built). A dense model (no dispatcher search) runs the code it ran before (llama3-405b / 16,384
+H100: 0.85 -> 0.86 s user).
 
 Compile off (space.uncompiled_choices, space.uncompiled_space): where the job leaves torch.compile to the
 search and a start-up rule reads it (startup.COMPILE_RULES: torchtitan's mxfp8 with TP under compile),
@@ -1067,8 +1072,14 @@ PREFILTER_SEED = 8192
 PREFILTER_MOE_FLOOR = True
 
 
+def _prefilters(n: int, objective: str, top: int, keep_feasible: bool, bound: float = np.inf) -> bool:
+    """Whether _prefilter bounds n fitting candidates (else it returns None)."""
+    n_seed = PREFILTER_SEED if not np.isfinite(bound) else top
+    return not (keep_feasible or objective == "memory" or n <= 2 * n_seed or top > PREFILTER_SEED // 2)
+
+
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-               extra_of=None, reach_to=-np.inf, bound: float = np.inf):
+               extra_of=None, reach_to=-np.inf, bound: float = np.inf, low=None):
     """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
     candidates that can still rank, or None where no bound applies (seed: the indices of the
     candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
@@ -1098,10 +1109,11 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     n = len(fb)
     # with another space's bound, a seed of k candidates (the bound is K0 already, or a lower one of theirs)
     n_seed = PREFILTER_SEED if not np.isfinite(bound) else top
-    if keep_feasible or objective == "memory" or n <= 2 * n_seed or top > PREFILTER_SEED // 2:
+    if not _prefilters(n, objective, top, keep_feasible, bound):
         return None  # (a seed of fewer than k candidates has no k-th best to bound with)
     settings = space.settings
-    low = candidate_floors(space, fb, fr, floor_variants(space))
+    if low is None:  # (low: the caller's, the same candidate_floors: _search_space's, with the other dispatchers')
+        low = candidate_floors(space, fb, fr, floor_variants(space))
     seed = np.argpartition(low, n_seed - 1)[:n_seed]
     low_obj = _objective(objective, settings, space, low, fm, fb)
     v0 = None
@@ -1561,14 +1573,21 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     extra_of = ((lambda i, fb=fb, fr=fr, fm=fm: variant_memory(space, fb[i], fr[i], fm[i]))
                 if space.dispatchers is None else root.take
                 if len(space.variants) > 1 else None)
-    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to, bound) if nf else None
-    rescued, low_o = other[:0], None
+    low = low_o = None
+    if len(other) and around is None and _prefilters(nf, objective, top, keep_feasible, bound):
+        # the compute floors (over floor_variants: a bound on every variant's step) of the fitting candidates and
+        # the others in one call (one grouping of their rows: candidate_floors works candidate by candidate)
+        low = candidate_floors(space, np.r_[fb, bidx[other]], np.r_[fr, rcidx[other]], floor_variants(space))
+        low, low_o = low[:nf], low[nf:]
+    pre = (_prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to, bound, low)
+           if nf else None)
+    rescued = other[:0]
     if len(other):
-        # priced under the other dispatchers where they can rank: their floor over floor_variants (a bound on every
-        # variant's step) within the prefilter's K0, as _prefilter keeps a fitting candidate; every one without it
+        # priced under the other dispatchers where they can rank: their floor within the prefilter's K0, as _prefilter
+        # keeps a fitting candidate; every one where no prefilter applies, and for fit(around=...) (rank_config's
+        # `of` counts every fitting plan: Counts.feasible may not depend on the bounds)
         can = np.ones(len(other), dtype=bool)
-        if pre is not None:
-            low_o = candidate_floors(space, bidx[other], rcidx[other], floor_variants(space))
+        if pre is not None and low_o is not None:
             can = (_objective(objective, settings, space, low_o, memory[other], bidx[other])
                    <= max(pre[5], reach_to) * (1.0 + BOUND_MARGIN))
         rescued = rescue(np.flatnonzero(can))
@@ -1598,7 +1617,9 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     if len(rescued):
         fb, fr, fm, first_order, extra_of = appended(fb, fr, fm, first_order, rescued)
         if pre is not None:  # kept, with their floors
-            pre = (np.r_[pre[0], np.ones(len(rescued), dtype=bool)], np.r_[pre[1], low_o[rescued]]) + tuple(pre[2:])
+            low_r = (low_o[rescued] if low_o is not None
+                     else candidate_floors(space, bidx[other[rescued]], rcidx[other[rescued]], floor_variants(space)))
+            pre = (np.r_[pre[0], np.ones(len(rescued), dtype=bool)], np.r_[pre[1], low_r]) + tuple(pre[2:])
     if pre is not None and not pre[0].any():  # another space's bound (vocab_spaces) leaves none that can rank
         c.time_evaluations += pre[2]
         c.prefilter_dropped = int(n_ord[fb].sum())
