@@ -39,9 +39,9 @@ def captured(request):
     got = {}
     real_mem, real_pre = search.fitting_memory, search._prefilter
 
-    def mem(space, bidx, rcidx, usable):
+    def mem(space, bidx, rcidx, usable, **k):  # (whole=True: fit's dispatcher search, search._other_dispatchers)
         got["space"], got["bidx"], got["rcidx"], got["usable"] = space, bidx, rcidx, usable
-        return real_mem(space, bidx, rcidx, usable)
+        return real_mem(space, bidx, rcidx, usable, **k)
 
     def pre(space, fb, fr, fm, first_order, *a, **k):
         got["fit"] = (fb, fr, first_order)

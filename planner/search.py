@@ -84,6 +84,29 @@ row of its space), where _LazyFit first needs one of them on a candidate; the sa
 dispatcher's own Settings, every term (tests/test_dispatch_rows.py). _first_orders defers no candidate that has another
 distinct rank order (best_variants' eager mask): its choice would otherwise be re-run before its other
 orders are priced, one more step_time and memory_totals call per dispatcher.
+A candidate over the usable HBM with variant 0's dispatcher that another fits is a candidate too
+(_other_dispatchers; issue 22: torchtitan 0.3's blocking HybridEP row of Qwen3-30B-A3B / 16 H100 at tp 1,
+ep 8 holds 70.5 GiB where its all-to-all twin needs 76 GiB): the candidates priced in full (not by their
+model states' floor, which reads no dispatcher) with ep > 1 are priced under every other dispatcher that
+runs on them (with variant 0's other options, which hold the least, as variant_memory assumes of variant
+0), in one memory_totals call, where their compute floor over floor_variants can reach _prefilter's K0 as
+a fitting candidate's must (every one where no prefilter applies); those it fits join the fitting ones,
+their variant 0 left out (best_variants takes variant 0 only where it fits: their step starts at inf, so
+the first fitting variant tried is taken, a strictly faster one after it; one no variant of which is
+tried, its step inf, makes no row and no other order). Their bytes under each dispatcher are the
+_LazyFit's (_LazyFit.seed: not priced again). Counted once: a candidate fits (Counts.feasible) where
+variant 0 or another dispatcher fits it, else did not fit; of those, Counts.dispatcher_unpriced (fit's
+counts line says how many) are the ones whose other dispatchers were not priced (their floor ranks them
+below the top rows: whether one fits is not known). Where nothing fits, the closest plan is the least
+memory over the dispatchers (with that dispatcher's Settings). fit(around=...) prices every such candidate
+(rank_config's `of` is Counts.feasible, which must not depend on the bounds there). The cost (branch
+dispsearch against main f2f2cc6, DeepSeek-V3 / 2,048 H800): whole-process user time, median of 3 run
+alternately, 1.61 -> 1.94 s; instructions (cachegrind, PYTHONHASHSEED=0) 11.82e9 -> 14.56e9: 29,793 to
+41,937 candidates a vocabulary space priced under three more dispatchers (their floors within K0), of
+which 73 fit and none ranks; their excess over the usable HBM has a median of 120-140 GiB against a
+largest saving of 3.3 GiB, so a lower bound of memory_total over the dispatchers would spare most of that
+pricing (not built). A dense model (no dispatcher search) runs the code it ran before (llama3-405b / 16,384
+H100: 0.85 -> 0.86 s user).
 
 Compile off (space.uncompiled_choices, space.uncompiled_space): where the job leaves torch.compile to the
 search and a start-up rule reads it (startup.COMPILE_RULES: torchtitan's mxfp8 with TP under compile),
@@ -169,6 +192,10 @@ class Counts:
     bound_fallback: bool = False  # the branch-and-bound's facts failed: every order was evaluated
     slack_dropped: int = 0  # (mesh, pp, vpp) splits left out of the space by --max-layer-slack
     prefilter_dropped: int = 0  # fitting candidates (x rank orders, as feasible) _prefilter's compute floor dropped before pricing communication
+    # fit's dispatcher search: of did_not_fit, the candidates (x rank orders) that do not fit with the stack's default
+    # dispatcher and whose other dispatchers' memory was not priced, their compute alone ranking them below the top
+    # rows (_other_dispatchers): whether another dispatcher fits them is not known
+    dispatcher_unpriced: int = 0
     # fit's dispatcher search (dispatcher_settings): the dispatchers tried, and those left out with why
     dispatchers: tuple = ()
     dispatchers_left: tuple = ()
@@ -179,7 +206,7 @@ class Counts:
 
     def add(self, o: "Counts") -> None:
         for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
-                  "slack_dropped", "prefilter_dropped", "around_before"):
+                  "slack_dropped", "prefilter_dropped", "dispatcher_unpriced", "around_before"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         self.bound_fallback |= o.bound_fallback
         self.around_same |= o.around_same
@@ -253,7 +280,7 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     return _memory_totals(space, bidx, rcidx, f8r)[0]
 
 
-def fitting_memory(space: Space, bidx: np.ndarray, rcidx: np.ndarray, usable: float) -> tuple:
+def fitting_memory(space: Space, bidx: np.ndarray, rcidx: np.ndarray, usable: float, whole: bool = False) -> tuple:
     """(memory_totals of the candidates, held) where a candidate is priced in full only if it can
     fit: a base row whose model states alone (memory.states_floor, a lower bound of memory_total)
     exceed `usable` bytes does not fit with any recompute choice, and its candidates get that
@@ -261,15 +288,23 @@ def fitting_memory(space: Space, bidx: np.ndarray, rcidx: np.ndarray, usable: fl
     memory_totals', and so is every fits = total <= usable). Each row priced in full is checked
     to hold the bound (its floor at most each of its totals); where one does not (held False),
     every candidate is priced in full, as memory_totals prices them. On llama3-405b on 16,384
-    H100 the floor keeps 47,834 of 71,557 base rows."""
-    return _memory_totals(space, bidx, rcidx, None, usable)
+    H100 the floor keeps 47,834 of 71,557 base rows. whole: a third item, the bool mask of the
+    candidates priced in full (False: given their row's floor; the model states read no MoE
+    dispatcher, memory.STATE_FIELDS, so such a candidate fits with none: _other_dispatchers)."""
+    out, held, floored = _memory_totals(space, bidx, rcidx, None, usable)
+    if not whole:
+        return out, held
+    mask = np.zeros(np.size(space.base.tp), dtype=bool)
+    mask[floored] = True
+    return out, held, ~mask[bidx]
 
 
 def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, cap=None) -> tuple:
-    """(memory_totals, held): memory_totals' work, with fitting_memory's floor where cap is given."""
+    """(memory_totals, held, the base rows given fitting_memory's floor): memory_totals' work, with
+    fitting_memory's floor where cap is given."""
     out = np.empty(len(bidx))
     if not len(bidx):
-        return out, True
+        return out, True, bidx[:0]
     b, rc = space.base, space.recompute
     n_base, n_rc = np.size(b.tp), len(rc)
     present = np.zeros(n_base, dtype=bool)
@@ -326,13 +361,13 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
             _phase_peaks(space, rows, index, layers, size, totals, f8r)
     if floor is not None:
         if not np.all(floor <= totals):  # the bound failed: price every candidate (fitting_memory)
-            return _memory_totals(space, bidx, rcidx, f8r)[0], False
+            return _memory_totals(space, bidx, rcidx, f8r)[0], False, rows[:0]
         if len(dropped):  # their floor, over cap, stands for each of their totals
             rows = np.concatenate([rows, dropped])
             totals = np.concatenate([totals, np.broadcast_to(dropped_floor, (n_rc, len(dropped)))], axis=1)
     at = np.empty(n_base, dtype=np.int64)
     at[rows] = np.arange(len(rows))
-    return totals[rcidx, at[bidx]], True
+    return totals[rcidx, at[bidx]], True, dropped
 
 
 def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> None:
@@ -692,6 +727,17 @@ class _LazyFit:
     def fits(self, v: int, idx) -> np.ndarray:
         return self.root.fm[self.at[idx]] + self.extra(v, idx) <= self.usable
 
+    def fits0(self) -> np.ndarray:
+        """Where variant 0 fits on this view's candidates (its extra is 0: fm <= usable); False only on the candidates
+        _other_dispatchers let in (another dispatcher fits them)."""
+        return self.root.fm[self.at] <= self.usable
+
+    def seed(self, pos, codes, extra) -> None:
+        """The dispatcher bytes _other_dispatchers priced (extra (codes, len(pos)), NaN where one does not run) of the
+        root's candidates pos, taken as extra would price them (the same memory_totals figures less fm)."""
+        for code, e in zip(codes, extra):
+            self.root.cache[int(code)][pos] = e
+
     def chosen(self, fv) -> np.ndarray:
         """Each candidate's bytes with its chosen variant fv."""
         out = np.zeros(len(self.at))
@@ -727,6 +773,47 @@ def _dispatchers_memory(space: Space, codes, bidx, rcidx) -> np.ndarray:
     at = np.reshape(at, -1)
     out = memory_totals(sub, (np.arange(k)[:, None] * n + at[None, :]).ravel(), np.tile(rcidx, k))
     return out.reshape(k, len(bidx))
+
+
+def _other_dispatchers(space: Space, bidx, rcidx, fm, usable) -> tuple:
+    """fit's dispatcher search on candidates (bidx, rcidx) that do not fit with variant 0 (the stack's default
+    dispatcher; fm its memory_totals, over `usable`): (bool mask of those another dispatcher fits, (codes, n) bytes
+    each such dispatcher adds to fm (NaN where it does not run), the codes, each candidate's least memory over the
+    dispatchers that run on it (inf where none) and that dispatcher's code (the closest plan's)). Each dispatcher
+    but variant 0's, with variant 0's other options (its TP overlap, compile, recipe: the variant of that
+    dispatcher that holds the least, as variant_memory assumes of variant 0 itself), where it runs
+    (Space.variant_ok: ep > 1, its start-up rules), priced in full: memory_totals under it, every dispatcher in
+    one call (as _dispatchers_memory: each dispatcher's copies of the base rows it runs on, their `disp` its
+    code). It fits where fm + (its memory - fm) <= usable: the figure _LazyFit.fits compares, so that a candidate
+    counted as fitting here is one best_variants may try (its other variants gated each by its own memory)."""
+    d0 = int(space.variants[0, DISPATCHER_COLUMN])
+    rest = np.delete(space.variants, DISPATCHER_COLUMN, axis=1)
+    same = np.flatnonzero(np.all(rest == rest[0], axis=1))  # variant 0's options, one variant per dispatcher
+    vs = [int(v) for v in same if int(space.variants[v, DISPATCHER_COLUMN]) != d0]
+    codes = [int(space.variants[v, DISPATCHER_COLUMN]) for v in vs]
+    n = len(bidx)
+    extra = np.full((len(codes), n), np.nan)
+    if not n or not codes:
+        return np.zeros(n, dtype=bool), extra, codes, np.full(n, np.inf), np.full(n, d0, dtype=np.int64)
+    plan = space.plans(bidx, rcidx)
+    oks = np.array([space.variant_ok(plan, v) for v in vs]).reshape(len(vs), n)
+    # one memory_totals call: each dispatcher's copies of the base rows it runs on (as _dispatchers_memory)
+    rows_of = [np.unique(bidx[ok]) for ok in oks]
+    base = space.base.take(np.concatenate(rows_of))
+    base.disp = np.repeat(np.asarray(codes, dtype=np.int64), [len(r) for r in rows_of])
+    sub = replace(space, base=base, dispatchers=None, placement=_placement_at(space, np.concatenate(rows_of)))
+    start = np.cumsum([0] + [len(r) for r in rows_of])
+    at = [start[j] + np.searchsorted(rows_of[j], bidx[ok]) for j, ok in enumerate(oks)]
+    priced = memory_totals(sub, np.concatenate(at), np.concatenate([rcidx[ok] for ok in oks]))
+    least, least_code = np.full(n, np.inf), np.full(n, d0, dtype=np.int64)
+    fits = np.zeros(n, dtype=bool)
+    for j, m in enumerate(np.split(priced, np.cumsum([len(a) for a in at])[:-1])):  # (one dispatcher at a time)
+        ok = np.flatnonzero(oks[j])
+        extra[j, ok] = m - fm[ok]
+        fits[ok] |= fm[ok] + extra[j, ok] <= usable
+        lower = m < least[ok]
+        least[ok[lower]], least_code[ok[lower]] = m[lower], codes[j]
+    return fits, extra, codes, least, least_code
 
 
 def _chosen(extra, fv) -> np.ndarray:
@@ -774,6 +861,10 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     if v0 is None:
         v0 = step_times(space, bidx, rcidx, order, var, rest=True)
     step, floor, rest0 = (np.array(x, dtype=np.float64) for x in v0)
+    if fit is not None:  # variant 0 too only where it fits (fit's dispatcher search: _other_dispatchers' candidates
+        fits0 = fit[0] if isinstance(fit, np.ndarray) else fit.fits0()  # do not): there the step starts at inf,
+        if not fits0.all():  # and a fitting variant, any, is strictly faster; none tried, it stays inf (no row)
+            step[~fits0] = np.inf
     if can is None:
         can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
     tight = can if bound is None else can & bound(step, rest0)
@@ -955,6 +1046,8 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
             ok &= ((fm if objective == "memory" else _objective(objective, settings, space, floor1, fm, fb)) <= kth)[:, None]
         need = np.flatnonzero(~resolved & (row_counts(ok) > 0))
         if not len(need):
+            if isinstance(fit, _LazyFit):  # a candidate no variant of which fits or was tried (step inf): no other order
+                ok &= np.isfinite(step1)[:, None]
             return fv, step1, floor1, ok
         # a deferred candidate evaluated at another order: its variant as an unbounded search chooses it
         # (variant 0 was priced there by the first run: its figures are reused)
@@ -979,8 +1072,14 @@ PREFILTER_SEED = 8192
 PREFILTER_MOE_FLOOR = True
 
 
+def _prefilters(n: int, objective: str, top: int, keep_feasible: bool, bound: float = np.inf) -> bool:
+    """Whether _prefilter bounds n fitting candidates (else it returns None)."""
+    n_seed = PREFILTER_SEED if not np.isfinite(bound) else top
+    return not (keep_feasible or objective == "memory" or n <= 2 * n_seed or top > PREFILTER_SEED // 2)
+
+
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-               extra_of=None, reach_to=-np.inf, bound: float = np.inf):
+               extra_of=None, reach_to=-np.inf, bound: float = np.inf, low=None):
     """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
     candidates that can still rank, or None where no bound applies (seed: the indices of the
     candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
@@ -1010,10 +1109,11 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     n = len(fb)
     # with another space's bound, a seed of k candidates (the bound is K0 already, or a lower one of theirs)
     n_seed = PREFILTER_SEED if not np.isfinite(bound) else top
-    if keep_feasible or objective == "memory" or n <= 2 * n_seed or top > PREFILTER_SEED // 2:
+    if not _prefilters(n, objective, top, keep_feasible, bound):
         return None  # (a seed of fewer than k candidates has no k-th best to bound with)
     settings = space.settings
-    low = candidate_floors(space, fb, fr, floor_variants(space))
+    if low is None:  # (low: the caller's, the same candidate_floors: _search_space's, with the other dispatchers')
+        low = candidate_floors(space, fb, fr, floor_variants(space))
     seed = np.argpartition(low, n_seed - 1)[:n_seed]
     low_obj = _objective(objective, settings, space, low, fm, fb)
     v0 = None
@@ -1415,7 +1515,10 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
                   bound: float = np.inf):
     """Steps 2-5 of the module docstring on one space: (Ranked | None, Counts of the memory and time
     evaluations, closest (settings, space, base row, recompute index, bytes) or None, feasible or None).
-    around (fit's): ranking keys whose rows before are counted (Counts.around_before, around_same)."""
+    around (fit's): ranking keys whose rows before are counted (Counts.around_before, around_same).
+    With fit's dispatcher search the candidates are the fitting ones, then those only another dispatcher fits
+    (_other_dispatchers, module docstring), each counted once: feasible where one dispatcher fits, did_not_fit
+    else (dispatcher_unpriced among them: not priced under the others), in candidates x rank orders."""
     settings = space.settings
     c = Counts()
     # every candidate and order whose objective is at most around's (the margin: rank_key's rounding) is priced
@@ -1431,23 +1534,36 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     rcidx = np.tile(np.arange(n_rc), len(vrows))
     usable = mem.capacity(settings)[1]
     # (a candidate whose model states alone exceed usable is not priced in full: fitting_memory)
-    memory, held = fitting_memory(space, bidx, rcidx, usable)
+    lazy = space.dispatchers is not None and len(space.variants) > 1  # fit's dispatcher search (_LazyFit)
+    if lazy:
+        memory, held, whole = fitting_memory(space, bidx, rcidx, usable, whole=True)
+    else:
+        memory, held = fitting_memory(space, bidx, rcidx, usable)
     c.bound_fallback |= not held
     c.memory_evaluations = len(bidx)
     fits = memory <= usable
-    if len(bidx) and not fits.any():  # the closest plan below reads every candidate's total
-        memory = memory_totals(space, bidx, rcidx)
     mult = n_ord[bidx]
-    c.feasible = int(mult[fits].sum())
-    c.did_not_fit = int(mult[~fits].sum())
-    closest = None
-    if len(bidx):
-        j = int(np.argmin(memory))
-        closest = (settings, space, int(bidx[j]), int(rcidx[j]), float(memory[j]))
-    feasible = None
-    if not fits.any():
-        return None, c, closest, feasible
     fb, fr, fm = bidx[fits], rcidx[fits], memory[fits]
+    nf = len(fb)
+    # fit's dispatcher search: the candidates over usable with the default dispatcher (variant 0) that another may
+    # fit (priced in full, ep > 1: _other_dispatchers), after the fitting ones among the _LazyFit's candidates
+    other = (np.flatnonzero(~fits & whole & (np.broadcast_to(np.asarray(space.base.ep), np.shape(space.base.tp))[bidx] > 1))
+             if lazy else bidx[:0])
+    root = _LazyFit(space, np.r_[fb, bidx[other]], np.r_[fr, rcidx[other]], np.r_[fm, memory[other]], usable) if lazy else None
+    unpriced = np.ones(len(other), dtype=bool)  # of other: not priced under the other dispatchers
+    least, least_code = np.full(len(other), np.inf), np.zeros(len(other), dtype=np.int64)
+
+    def rescue(at):
+        """_other_dispatchers on other[at], its bytes seeded in the _LazyFit: the positions (in other) it fits."""
+        f, e, codes, m, mc = _other_dispatchers(space, bidx[other[at]], rcidx[other[at]], memory[other[at]], usable)
+        root.seed(nf + at, codes, e)
+        unpriced[at], least[at], least_code[at] = False, m, mc
+        return at[f]
+
+    def count():  # a candidate (x its rank orders) fits where variant 0 or another dispatcher fits it (rescued): once
+        c.feasible = int(mult[fits].sum() + mult[other[rescued]].sum())
+        c.did_not_fit = int(mult.sum()) - c.feasible
+        c.dispatcher_unpriced = int(mult[other[unpriced]].sum())
 
     # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
@@ -1455,9 +1571,55 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     # (priced only on the candidates that need it: the prefilter's seed and those it keeps; each
     # candidate's figure is its own, memory_totals)
     extra_of = ((lambda i, fb=fb, fr=fr, fm=fm: variant_memory(space, fb[i], fr[i], fm[i]))
-                if space.dispatchers is None else _LazyFit(space, fb, fr, fm, usable).take
+                if space.dispatchers is None else root.take
                 if len(space.variants) > 1 else None)
-    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to, bound)
+    low = low_o = None
+    if len(other) and around is None and _prefilters(nf, objective, top, keep_feasible, bound):
+        # the compute floors (over floor_variants: a bound on every variant's step) of the fitting candidates and
+        # the others in one call (one grouping of their rows: candidate_floors works candidate by candidate)
+        low = candidate_floors(space, np.r_[fb, bidx[other]], np.r_[fr, rcidx[other]], floor_variants(space))
+        low, low_o = low[:nf], low[nf:]
+    pre = (_prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to, bound, low)
+           if nf else None)
+    rescued = other[:0]
+    if len(other):
+        # priced under the other dispatchers where they can rank: their floor within the prefilter's K0, as _prefilter
+        # keeps a fitting candidate; every one where no prefilter applies, and for fit(around=...) (rank_config's
+        # `of` counts every fitting plan: Counts.feasible may not depend on the bounds)
+        can = np.ones(len(other), dtype=bool)
+        if pre is not None and low_o is not None:
+            can = (_objective(objective, settings, space, low_o, memory[other], bidx[other])
+                   <= max(pre[5], reach_to) * (1.0 + BOUND_MARGIN))
+        rescued = rescue(np.flatnonzero(can))
+    count()
+    closest = None
+    feasible = None
+    if len(bidx) and not nf and not len(rescued):  # the closest plan below reads every candidate's total
+        memory = memory_totals(space, bidx, rcidx)
+    if len(bidx):
+        j = int(np.argmin(memory))
+        closest = (settings, space, int(bidx[j]), int(rcidx[j]), float(memory[j]))
+        if len(other) and np.min(least) < closest[4]:  # another dispatcher's plan is the closest (where none fits,
+            j = int(np.argmin(least))  # every other candidate was priced: no prefilter), with its own Settings
+            closest = (space.dispatchers[int(least_code[j])], space, int(bidx[other[j]]), int(rcidx[other[j]]),
+                       float(least[j]))
+    if not nf and not len(rescued):
+        return None, c, closest, feasible
+
+    def appended(fb, fr, fm, first_order, at):
+        """The candidates with other[at] appended (variant 0's memory, over usable: best_variants takes variant 0
+        only where it fits) and the _LazyFit view of them all (the fitting ones, then other[rescued])."""
+        o = other[at]
+        return (np.r_[fb, bidx[o]], np.r_[fr, rcidx[o]], np.r_[fm, memory[o]],
+                np.r_[first_order, space.orders[np.argmax(space.order_ok[bidx[o]], axis=1)]],
+                root.take(np.r_[np.arange(nf), nf + rescued]).take)
+
+    if len(rescued):
+        fb, fr, fm, first_order, extra_of = appended(fb, fr, fm, first_order, rescued)
+        if pre is not None:  # kept, with their floors
+            low_r = (low_o[rescued] if low_o is not None
+                     else candidate_floors(space, bidx[other[rescued]], rcidx[other[rescued]], floor_variants(space)))
+            pre = (np.r_[pre[0], np.ones(len(rescued), dtype=bool)], np.r_[pre[1], low_r]) + tuple(pre[2:])
     if pre is not None and not pre[0].any():  # another space's bound (vocab_spaces) leaves none that can rank
         c.time_evaluations += pre[2]
         c.prefilter_dropped = int(n_ord[fb].sum())
@@ -1477,6 +1639,11 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
         else:  # the fact the prefilter rests on failed: every fitting candidate, as without it
             c.bound_fallback = True
             pre = None
+            if unpriced.any():  # (the other dispatchers too, where that floor left them unpriced)
+                more = rescue(np.flatnonzero(unpriced))
+                rescued = np.r_[rescued, more]
+                fb, fr, fm, first_order, extra_of = appended(fb, fr, fm, first_order, more)
+                count()
     if pre is None:
         extra = None if extra_of is None else extra_of(np.arange(len(fb)))
         fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra,
@@ -1492,6 +1659,8 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
         rest = space.order_ok[fb].copy()
         rest[np.arange(len(fb)), np.argmax(rest, axis=1)] = False
         rest &= ~ok
+        if len(rescued):  # (a candidate no variant of which fits or was tried, its step inf: no order)
+            rest &= np.isfinite(step1)[:, None]
         oi2, ri2 = pairs(rest.T)
         step3, _ = step_times(space, fb[ri2], fr[ri2], space.orders[oi2], fv[ri2])
         c.time_evaluations += len(ri2)
@@ -1505,6 +1674,9 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     all_v = np.concatenate([fv, pv])
     all_s = np.concatenate([step1, step2])
     all_m = np.concatenate([fm, fm[ri]])
+    if len(rescued):  # a candidate let in by another dispatcher whose every fitting variant was left untried (bounded:
+        live = np.isfinite(all_s)  # it cannot rank) or that none fits (its step inf) makes no row
+        all_b, all_r, all_o, all_v, all_s, all_m = (x[live] for x in (all_b, all_r, all_o, all_v, all_s, all_m))
     all_obj = _objective(objective, settings, space, all_s, all_m, all_b)
     if keep_feasible:
         feasible = dict(base=all_b, rc=all_r, order=all_o, var=all_v, step=all_s, memory=all_m, space=space)

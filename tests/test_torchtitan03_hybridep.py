@@ -344,19 +344,15 @@ def test_fit_no_longer_ranks_the_blocking_dispatch_first(cli):
     assert "--config qwen3_30b_a3b " in export_plan(top, "torchtitan")[0]
     blocking = _fit_rows(cli, "--top", "1", "--moe-hybridep-capacity-factor", "0", args=case)[0]
     assert (blocking["plan"]["moe_dispatcher"], blocking["plan"]["moe_hybridep_capacity_factor"]) == ("hybridep", 0.0)
-    # 0.8040 s before branch ttexpert (tp 1, ep 8, 70.5 GiB); now 0.8116 s (tp 4, ep 16): the search drops a
-    # candidate whose default dispatcher (all-to-all, since [ro] 76 GiB there) does not fit before it tries another
-    # (test_dispatcher_search_keeps_a_row_only_another_dispatcher_fits below, xfail)
-    assert blocking["time"]["step_s"] == pytest.approx(0.8116, abs=5e-4)
+    # 0.8040 s (tp 1, ep 8, 70.5 GiB), as before branch ttexpert: since [ro] its all-to-all twin needs 76 GiB, and the
+    # search dropped the candidate (0.8116 s, tp 4, ep 16) until it kept those another dispatcher fits (branch
+    # dispsearch: test_dispatcher_search_keeps_a_row_only_another_dispatcher_fits below)
+    assert blocking["time"]["step_s"] == pytest.approx(0.8040, abs=5e-4)
     assert blocking["time"]["step_s"] < rows[0]["time"]["step_s"]
     with pytest.raises(PlannerError, match=r"moe_dispatcher hybridep \(blocking\)"):
         export_plan(blocking["plan"], "torchtitan")
 
 
-@pytest.mark.xfail(strict=True, reason="fit's dispatcher search keeps only the candidates whose variant 0 (the stack's "
-                   "default dispatcher) fits (search.py _search_space: fits = memory <= usable before the variants): "
-                   "since branch ttexpert's reorder and combine saves [ro] the all-to-all row of tp 1, ep 8 needs "
-                   "76 GiB and its blocking HybridEP twin (70.5 GiB, 0.804 s) is never tried")
 def test_dispatcher_search_keeps_a_row_only_another_dispatcher_fits(cli):
     """The dispatcher search's best blocking row is the pinned dispatcher's best (explain and search must agree)."""
     case = ["--model", "torchtitan:qwen3/30B-A3B", "--gpus", "16", "--stack", "torchtitan-0.3", "--ep", "2,4,8,16",

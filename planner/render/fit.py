@@ -81,8 +81,12 @@ def searched(result) -> str:
     c = result.counts
     dropped = (f" ({c.prefilter_dropped:,} of them priced by their compute alone, which already ranks them below the "
                "top rows)") if c.prefilter_dropped else ""
+    # fit's dispatcher search: candidates over the HBM with the stack's default dispatcher whose other dispatchers'
+    # memory was not priced (search._other_dispatchers: their compute alone ranks them below the top rows)
+    unpriced = (f" ({c.dispatcher_unpriced:,} of them with the default dispatcher, the others not priced: their compute "
+                "alone ranks them below the top rows)") if c.dispatcher_unpriced else ""
     return (f"searched {c.considered:,} candidates in {result.wall_s:.2f} s: {c.broke_constraint:,} broke a constraint, "
-            f"{c.did_not_fit:,} did not fit, {c.feasible:,} fit{dropped}")
+            f"{c.did_not_fit:,} did not fit{unpriced}, {c.feasible:,} fit{dropped}")
 
 
 def emit_fit(result, rows: list[dict], job, rank_orders, fmt: Format, config_plan: dict | None = None,
