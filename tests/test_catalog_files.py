@@ -372,3 +372,20 @@ def test_borrowed_fabric_is_labelled(name: str) -> None:
     hw = hardware(name)
     assert (hw.fabric.pod_gpus, hw.fabric.oversubscription) == (3072, 7)
     assert "assumption" in hw.fabric.sources[0] and "Meta" in hw.fabric.sources[0]
+
+
+HOST_FIELDS = ("pcie_GBps", "host_memory_GBps", "host_memory_GB")
+
+
+@pytest.mark.parametrize("path", HW_FILES, ids=lambda p: p.name)
+def test_missing_host_figures_are_stated(path: Path) -> None:
+    """CPU offload reads pcie_GBps, host_memory_GBps and host_memory_GB (planner/offload.py; issue 21). An entry
+    that leaves one out says so: an `uncertain` line naming the field as 'not given', with the rule that follows
+    (offload refused without the link or the DRAM rate, planner/plan.py _check_offload; the host bytes ungated without
+    the capacity). An entry that gives one cites it in `sources` by name."""
+    hw = Hardware(**_load(path))
+    for field in HOST_FIELDS:
+        if getattr(hw, field) is None:
+            assert any(field in u and "not given" in u for u in hw.uncertain), f"{path.name}: {field} left out silently"
+        else:
+            assert any(field in s for s in hw.sources), f"{path.name}: {field} has no source line naming it"

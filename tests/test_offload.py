@@ -406,6 +406,25 @@ def test_offload_on_other_nodes(cli, tmp_path, hw, link, bw, cap, ranks):
     assert host["bytes_per_node"] == ranks * 16 * local
 
 
+def test_gb300_tray_host_figures_by_hand(cli, tmp_path):
+    """GB300 NVL72 compute tray (hardware_db/gb300-nvl72.yaml, issue 21): NVIDIA's GB300 NVL72 spec table gives the
+    rack's CPU memory as '17 TB LPDDR5X | 14 TB/s' over 36 Grace; the GH200 datasheet pairs a Grace's 480 GB of
+    LPDDR5X with 'up to 384 GB/s' (512 only at 120 / 240 GB). 36 x 480 = 17,280 GB rounds to the rack's 17 TB and
+    36 x 384 = 13,824 GB/s to its 14 TB/s; a tray of 2 Grace: 2 x 480 = 960 GB, 2 x 384 = 768 GB/s. The entry gives
+    no host link (no GB300 NVLink-C2C figure at hand), so the job names one: pcie_gbps 100, a value of the test's
+    choosing. The host's Adam: 4 ranks' partitions x 28 B over 768 GB/s x 0.5; the link: the fp32 gradient down
+    and the fp32 partition up, 8 B an element over 100 GB/s; the gate: 960 GB."""
+    per_grace_gb, per_grace_gbps = 480, 384
+    assert round(36 * per_grace_gb / 1000) == 17 and round(36 * per_grace_gbps / 1000) == 14
+    local = P // 4
+    off = _explain(cli, tmp_path, dict(DS2, hardware="gb300-nvl72", gpus=4, global_batch=4, offload_optimizer="cpu",
+                                       pcie_gbps=100))
+    t, host = off["time"], off["memory"]["host"]
+    assert t["offload_cpu_adam_s"] == pytest.approx(local * 4 * 28 / (2 * per_grace_gbps * 1e9 * 0.5), rel=1e-12)
+    assert t["offload_link_s"] == pytest.approx((4 + 4) * local / 100e9, rel=1e-12)
+    assert host["capacity_bytes_per_node"] == 2 * per_grace_gb * 1e9 and host["ranks_per_node"] == 4
+
+
 # Megatron-LM's optimizer CPU offload (HybridDeviceOptimizer, planner/offload.py hybrid_device): the distributed
 # optimizer's partition L split, f on the host (fp32 master copy, torch AdamW's fp32 moments, a pinned fp32 gradient:
 # 16 B), 1 - f on the GPU
