@@ -386,8 +386,8 @@ def test_megatron_deepspeed_round_trip(cli, tmp_path):
     # DGX H200: as DGX H100 (2 x Xeon 8480C, 16 x DDR5-4400), 2 TB
     ("h200-sxm", 64e9, 563.2e9, 2048e9, 8),
     # GB200 NVL72 compute tray (4 GPUs): NVLink-C2C 900 GB/s a superchip / 2 GPUs / 2 directions = 225, 2 Grace x
-    # 512 GB/s LPDDR5X, 2 x 480 GB
-    ("gb200-nvl72", 225e9, 1024e9, 960e9, 4),
+    # 384 GB/s LPDDR5X (the GH200 datasheet's rate at 480 GB a Grace; rack 36 x 384 = 13,824 GB/s, '14 TB/s'), 2 x 480 GB
+    ("gb200-nvl72", 225e9, 2 * 384e9, 960e9, 4),
     # MI300X, AMD's MLPerf node (issue 21): PCIe Gen5 x16 64 GB/s a direction, 2 x EPYC 9374F at 12 x DDR5-4800 =
     # 2 x 12 x 4,800e6 x 8 B = 921.6 GB/s, 24 x 64 GB = 1,536 GB
     ("mi300x", 64e9, 2 * 12 * 4800e6 * 8, 1536e9, 8),
