@@ -45,10 +45,20 @@ def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
     return tuple(vals)
 
 
-def _names(text: Optional[str]) -> Optional[tuple[str, ...]]:
+def _names(text: Optional[str], option: str) -> Optional[tuple[str, ...]]:
+    """'zero1, fsdp' -> ('zero1', 'fsdp'); None stays None; a value with no name in it (`--sharding ,`, `--rank-orders
+    ''`) is refused, as _ints refuses `--tp ,`: an empty pin is no search (before: the pin was dropped silently, the
+    whole axis searched, and an empty --rank-orders list raised in the search)."""
     if text is None:
         return None
-    return tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
+    names = tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
+    if not names:
+        raise PlannerError(f"{option} is empty", f"give {option} as a name or a comma list, e.g. {_NAME_EXAMPLES[option]}")
+    return names
+
+
+_NAME_EXAMPLES = {"--sharding": "--sharding zero1,fsdp", "--recompute": "--recompute selective,full",
+                  "--schedule": "--schedule 1f1b,interleaved", "--rank-orders": "--rank-orders tp-cp-dp-pp,tp-dp-cp-pp"}
 
 
 def register(app: typer.Typer) -> None:
@@ -190,14 +200,17 @@ def register(app: typer.Typer) -> None:
             config = (str(job_file), _given_job_args(), unkept(own, overrides, pins), file_axes(own))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
+        orders = _names(rank_orders, "--rank-orders")  # (an empty one refused)
         opts = SpaceOptions(
             tp=_ints(tp, "--tp"), cp=_ints(cp, "--cp"), pp=_ints(pp, "--pp"), vpp=_ints(vpp, "--vpp"),
             dp=_ints(dp, "--dp"), micro_batch=_ints(micro_batch, "--micro-batch"),
             max_tp=max_tp, max_cp=max_cp, max_pp=max_pp, max_vpp=max_vpp, max_dp=max_dp, max_micro_batch=max_micro_batch,
             ep=_ints(ep, "--ep"), max_ep=max_ep, etp=_ints(etp, "--etp"), max_etp=max_etp,
-            sharding=_names(sharding), shard_group=_ints(shard_group, "--shard-group"), recompute=_names(recompute),
-            sequence_parallel=sequence_parallel, schedule=_names(schedule),
-            rank_orders=rank_orders if "," not in rank_orders else _names(rank_orders), max_layer_slack=max_layer_slack,
+            sharding=_names(sharding, "--sharding"), shard_group=_ints(shard_group, "--shard-group"),
+            recompute=_names(recompute, "--recompute"), sequence_parallel=sequence_parallel,
+            schedule=_names(schedule, "--schedule"),
+            rank_orders=rank_orders if "," not in rank_orders else orders,
+            max_layer_slack=max_layer_slack,
         )
         if explain_row is not None and explain_row < 1:
             raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
@@ -368,16 +381,17 @@ def _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, reco
         v = _ints(text, option)
         return v[0] if v is not None and len(v) == 1 else None
 
-    def one_name(text):
-        v = _names(text)
+    def one_name(text, option):
+        v = _names(text, option)
         return v[0] if v is not None and len(v) == 1 else None
 
-    mode = one_name(sharding)
+    _names(rank_orders, "--rank-orders")  # an empty list refused before it is taken for an order to pin
+    mode = one_name(sharding, "--sharding")
     order = rank_orders if rank_orders not in (RANK_ORDERS_TP_INNER, "all") and "," not in rank_orders else None
     return dict(tp=one(tp, "--tp"), cp=one(cp, "--cp"), pp=one(pp, "--pp"), vpp=one(vpp, "--vpp"), dp=one(dp, "--dp"),
                 micro_batch=one(micro_batch, "--micro-batch"), ep=one(ep, "--ep"), etp=one(etp, "--etp"),
-                shard_group=one(shard_group, "--shard-group"), recompute=one_name(recompute),
-                sequence_parallel=sequence_parallel, schedule=one_name(schedule), rank_order=order,
+                shard_group=one(shard_group, "--shard-group"), recompute=one_name(recompute, "--recompute"),
+                sequence_parallel=sequence_parallel, schedule=one_name(schedule, "--schedule"), rank_order=order,
                 **({"sharding_mode": mode} if mode is not None and mode not in SHARDING_LEVELS else {"sharding": mode}))
 
 

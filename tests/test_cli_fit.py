@@ -1,0 +1,33 @@
+"""`planner fit`'s own options (planner/cli/fit.py): bad input is exit 2 with one `error:` line and a `hint:` line,
+no traceback."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_one_error
+
+FIT = ("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1")
+
+
+@pytest.mark.parametrize("option, value", [("--rank-orders", ","), ("--rank-orders", ""), ("--rank-orders", " "),
+                                           ("--sharding", ","), ("--recompute", ""), ("--schedule", " , ")])
+def test_an_empty_name_list_is_refused(cli, tmp_path, option, value):
+    """A pin of names with no name in it is bad input, as `--tp ,` is ('--tp is empty'). Found by probing the
+    options beside the cli-options fuzz kind: `fit ... --rank-orders ,` (or '') raised ValueError ('attempt to get
+    argmax of an empty sequence': no rank order searched, space.order_choices of ()); `--sharding ,`, `--recompute ''`
+    and `--schedule ,` searched the whole axis, the pin dropped silently. The same through fit JOB.yaml (its pins)."""
+    r = cli(*FIT, option, value)
+    assert_one_error(r, f"{option} is empty")
+    assert f"hint: give {option} as a name or a comma list, e.g. {option} " in r.stderr
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\n")
+    assert_one_error(cli("fit", str(job), "--top", "1", option, value), f"{option} is empty")
+
+
+def test_a_name_list_with_an_empty_item_keeps_its_names(cli):
+    """`--rank-orders tp-cp-dp-pp,` (a trailing comma) pins the one order, as `--tp 8,` pins TP 8."""
+    import json
+
+    r = cli(*FIT, "--rank-orders", "tp-dp-cp-pp,", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)[0]["plan"]["rank_order"] == "tp-dp-cp-pp"
