@@ -31,3 +31,11 @@ def test_a_name_list_with_an_empty_item_keeps_its_names(cli):
     r = cli(*FIT, "--rank-orders", "tp-dp-cp-pp,", "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)[0]["plan"]["rank_order"] == "tp-dp-cp-pp"
+
+
+@pytest.mark.parametrize("extra", [(), ("--explain", "2"), ("--export", "megatron")])
+def test_a_top_below_1_is_refused_as_typed(cli, extra):
+    """`--top -5` is refused naming -5 (before: 'got 0', the max of --top and --explain that search.fit is given), and
+    `--top -5 --explain 2` is refused too (before: it ran, the bad --top dropped silently). Found probing the
+    options beside the cli-options fuzz kind."""
+    assert_one_error(cli(*FIT[:-2], "--top", "-5", *extra), "--top must be at least 1, got -5")

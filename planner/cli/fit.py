@@ -214,6 +214,8 @@ def register(app: typer.Typer) -> None:
         )
         if explain_row is not None and explain_row < 1:
             raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
+        if top < 1:  # here, not only in search.fit, which is given max(top, --explain): the value the user typed
+            raise PlannerError(f"--top must be at least 1, got {top}", "e.g. --top 10")
         if export is not None and export not in FORMATS:
             raise PlannerError(f"--export {export!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
         if output is not None:
