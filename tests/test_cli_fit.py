@@ -39,3 +39,16 @@ def test_a_top_below_1_is_refused_as_typed(cli, extra):
     `--top -5 --explain 2` is refused too (before: it ran, the bad --top dropped silently). Found probing the
     options beside the cli-options fuzz kind."""
     assert_one_error(cli(*FIT[:-2], "--top", "-5", *extra), "--top must be at least 1, got -5")
+
+
+def test_export_with_explain_is_refused_and_a_format_is_said_unused(cli, tmp_path):
+    """--export writes row 1's trainer config on stdout, --explain N prints row N's breakdown there: given both, fit
+    refuses (before: the export was written and --explain dropped silently). A --format other than the default
+    table is said to be unused with --export (the file is the trainer's own format), and the export still written."""
+    r = cli(*FIT, "--export", "megatron", "--explain", "2")
+    assert_one_error(r, "--export writes row 1 as a trainer config and --explain 2 prints a row's breakdown: give one")
+    out = tmp_path / "out.sh"
+    r = cli(*FIT, "--export", "megatron", "--format", "json", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert "warning: --format json is not used with --export: the file is a megatron config" in r.stderr
+    assert "--tensor-model-parallel-size" in out.read_text()

@@ -218,6 +218,12 @@ def register(app: typer.Typer) -> None:
             raise PlannerError(f"--top must be at least 1, got {top}", "e.g. --top 10")
         if export is not None and export not in FORMATS:
             raise PlannerError(f"--export {export!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
+        if export is not None and explain_row is not None:  # two outputs for stdout: neither dropped silently
+            raise PlannerError(f"--export writes row 1 as a trainer config and --explain {explain_row} prints a row's "
+                               "breakdown: give one", f"drop --explain, or --export (`planner export --from-fit FILE --row "
+                               f"{explain_row}` exports another row of a saved fit)")
+        if export is not None and fmt != Format.table:  # the file is in the trainer's own format
+            warn(f"--format {fmt.value} is not used with --export: the file is a {export} config")
         if output is not None:
             if export is None:
                 raise PlannerError("--output writes the --export file: without --export fit writes no file",
