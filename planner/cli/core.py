@@ -239,6 +239,9 @@ def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[P
     `planner fit --format json` (--from-fit), with the command-line options laid over it.
     trainer_out: as load_job's (the trainer config read, for the JSON's trainer_config block)."""
     if from_fit is None:
+        if row != 1:  # --row picks a row of --from-fit: without one it would be dropped silently
+            raise PlannerError(f"--row {row} picks a row of a saved fit, and no --from-fit is given",
+                               "add --from-fit FILE (a saved `planner fit --format json`), or leave --row out")
         return load_job(job_file, overrides, config_format, trainer_out)
     if job_file is not None:
         raise PlannerError("give a job file or --from-fit, not both", "e.g. --from-fit fit.json --row N")
