@@ -1303,8 +1303,8 @@ def cli_options_check(args: list[str], r) -> str | None:
         if field not in file_data or value is None or field in ("sharding", "model", "hardware"):
             continue
         want = file_data[field]
-        if not isinstance(want, (int, str)) or isinstance(want, bool):
-            continue
+        if not isinstance(want, (int, str)) or isinstance(want, bool) or (cmd == "fit" and "," in value):
+            continue  # (fit's comma list pins the search, not the file's plan: no replacement)
         try:
             given = type(want)(value)
         except ValueError:

@@ -269,6 +269,9 @@ def test_cli_options_check_flags_a_missing_hint_an_unparsed_json_and_a_silent_ov
     assert cli_options_check(job + ["--tp", "4"], R(0, json.dumps({"plan": {"tp": 2}}), note)) == (
         "--tp 4 given with the job file: the plan has tp 2")
     assert cli_options_check(job + ["--tp", "2"], R(0, json.dumps({"plan": {"tp": 2}}), "")) is None  # the file's own
+    # fit's comma list pins the search, replacing nothing (seed 70's two false failures before this rule)
+    fit = ["fit", "/x/job.yaml", "--format", "json", "--recompute", "none,selective,full"]
+    assert cli_options_check(fit, R(0, json.dumps({"rows": []}), "")) is None
 
 
 def test_cli_option_values_cover_every_value_option():
