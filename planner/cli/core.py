@@ -273,7 +273,7 @@ def job_options(
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
         micro_batch=micro_batch, global_batch=global_batch,
-        global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
+        global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens is not None else None,
         seq_len=seq_len, shard_group=shard_group, recompute=recompute,
         # --sharding takes a level or one of the stack's modes (stack_db runs.sharding, e.g.
         # fsdp2_no_reshard): a mode sets sharding_mode, whose level resolve reads
@@ -281,7 +281,7 @@ def job_options(
         sequence_parallel=sequence_parallel, precision=precision, schedule=schedule,
         bytes_per_param=bytes_per_param, activation_model=activation_model, attention=attention,
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
-        tokens=parse_count(tokens, "--tokens") if tokens else None, rank_order=rank_order,
+        tokens=parse_count(tokens, "--tokens") if tokens is not None else None, rank_order=rank_order,
         calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
         recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,

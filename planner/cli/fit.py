@@ -153,10 +153,10 @@ def register(app: typer.Typer) -> None:
         overrides = dict(
             model=model, gpus=gpus_list[0] if gpus_list else None, hardware=hardware, seq_len=seq_len,
             global_batch=global_batch,
-            global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
+            global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens is not None else None,
             precision=precision, bytes_per_param=bytes_per_param, activation_model=activation_model,
             attention=attention, causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
-            tokens=parse_count(tokens, "--tokens") if tokens else None,
+            tokens=parse_count(tokens, "--tokens") if tokens is not None else None,
             calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
