@@ -52,3 +52,22 @@ def test_export_with_explain_is_refused_and_a_format_is_said_unused(cli, tmp_pat
     assert r.exit_code == 0, r.stderr
     assert "warning: --format json is not used with --export: the file is a megatron config" in r.stderr
     assert "--tensor-model-parallel-size" in out.read_text()
+
+
+@pytest.mark.parametrize("orders, first", [("TP-INNER", None), ("tp-innermost", None), ("ALL", None),
+                                           ("TP-DP-CP-PP", "tp-dp-cp-pp")])
+def test_rank_orders_read_alike_with_a_job_file(cli, tmp_path, orders, first):
+    """`fit JOB.yaml --rank-orders X` reads X as `fit --model ...` does (space.order_choices: any case, tp-innermost):
+    a keyword pins nothing, one order pins the file's plan, lowercased. Before: the keywords in another case, and
+    tp-innermost, were pinned as the job's rank_order and refused ('rank_order 'TP-INNER' must name tp, cp, pp and
+    dp'), though the same option without a job file searched. Found probing the options beside the cli-options kind."""
+    import json
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\n")
+    for args in ((str(job),), ("--model", "llama3-8b", "--gpus", "8")):
+        r = cli("fit", *args, "--top", "1", "--rank-orders", orders, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        data = json.loads(r.stdout)
+        rows = data["rows"] if isinstance(data, dict) else data
+        assert first is None or rows[0]["plan"]["rank_order"] == first

@@ -18,7 +18,7 @@ from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS, EMBEDDING_GRAD_SKIP_SOURCE
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit, rank_config, row_objective
-from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
+from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_ALL, RANK_ORDERS_TP_INNER, SpaceOptions
 from ..units import parse_count, refuse_thousands_separator
 
 DEFAULT_TOP = 10
@@ -393,9 +393,10 @@ def _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, reco
         v = _names(text, option)
         return v[0] if v is not None and len(v) == 1 else None
 
-    _names(rank_orders, "--rank-orders")  # an empty list refused before it is taken for an order to pin
     mode = one_name(sharding, "--sharding")
-    order = rank_orders if rank_orders not in (RANK_ORDERS_TP_INNER, "all") and "," not in rank_orders else None
+    # one order pins the file's plan; the keywords (any case, as space.order_choices reads them) pin nothing
+    order = one_name(rank_orders, "--rank-orders")  # (an empty list refused)
+    order = None if order in (RANK_ORDERS_TP_INNER, "tp-innermost", RANK_ORDERS_ALL) else order
     return dict(tp=one(tp, "--tp"), cp=one(cp, "--cp"), pp=one(pp, "--pp"), vpp=one(vpp, "--vpp"), dp=one(dp, "--dp"),
                 micro_batch=one(micro_batch, "--micro-batch"), ep=one(ep, "--ep"), etp=one(etp, "--etp"),
                 shard_group=one(shard_group, "--shard-group"), recompute=one_name(recompute, "--recompute"),
