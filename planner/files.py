@@ -91,20 +91,21 @@ def is_dir(path: str | Path) -> bool:
 
 
 def read_bytes(path: str | Path, hint: Optional[str] = None, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of a regular file of at most `max_bytes`; PlannerError otherwise."""
+    """The bytes of a regular file of at most `max_bytes`; PlannerError otherwise, with the caller's hint, else one
+    that says what to check (README: every bad input gets `error: ...` and `hint: ...`)."""
     p = Path(path)
     try:
         st = os.stat(p)  # stat, not open: opening a FIFO blocks until a writer comes
     except FileNotFoundError:
-        raise PlannerError(f"{p}: cannot read (no such file)", hint) from None
+        raise PlannerError(f"{p}: cannot read (no such file)", hint or MISSING_HINT) from None
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
             raise name_too_long(p) from None
-        raise PlannerError(f"{p}: cannot read ({e.strerror or e})", hint) from None
+        raise PlannerError(f"{p}: cannot read ({e.strerror or e})", hint or UNREADABLE_HINT) from None
     except ValueError:  # a NUL byte: no file system takes it
-        raise PlannerError(f"{str(p)!r}: not a valid path (it holds a NUL byte)", hint) from None
+        raise PlannerError(f"{str(p)!r}: not a valid path (it holds a NUL byte)", hint or MISSING_HINT) from None
     if stat.S_ISDIR(st.st_mode):
-        raise PlannerError(f"{p}: is a folder, not a file", hint)
+        raise PlannerError(f"{p}: is a folder, not a file", hint or "give the path of a file in it, not the folder")
     if not stat.S_ISREG(st.st_mode):
         raise PlannerError(f"{p}: not a regular file (a device, FIFO or socket)", hint or "give the path of a saved file")
     if st.st_size > max_bytes:
@@ -114,10 +115,16 @@ def read_bytes(path: str | Path, hint: Optional[str] = None, max_bytes: int = MA
         with open(p, "rb") as f:
             data = f.read(max_bytes + 1)
     except OSError as e:
-        raise PlannerError(f"{p}: cannot read ({e.strerror or e})", hint) from None
+        raise PlannerError(f"{p}: cannot read ({e.strerror or e})", hint or UNREADABLE_HINT) from None
     if len(data) > max_bytes:  # grew since the stat
-        raise PlannerError(f"{p}: more than the {max_bytes:,} bytes a planner input may have", hint)
+        raise PlannerError(f"{p}: more than the {max_bytes:,} bytes a planner input may have",
+                           hint or "give the right file; planner inputs are text files of kilobytes to megabytes")
     return data
+
+
+# read_bytes' hints where its caller gives none (a job file, a trainer config, a model or hardware file by path)
+MISSING_HINT = "check the path: a relative path is read from the folder the command runs in"
+UNREADABLE_HINT = "check that the file exists and is readable"
 
 
 def read_text(path: str | Path, hint: Optional[str] = None, max_bytes: int = MAX_FILE_BYTES) -> str:

@@ -2102,11 +2102,29 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     return settings, plan, warnings
 
 
+def _loss_end_holds(job: Job, model: ModelSpec, where: str) -> None:
+    """A loss end of N layers (loss_layers_in_pipeline_split) is held by the last of pp x vpp >= 2 chunks of
+    U = L + e + N units (e: the embedding counted) only if N <= ceil(U / (pp vpp)) <= ceil(U / 2), that is N <= L + e + 1
+    (the split rule SPLIT_UNITS: N <= U / (pp vpp) where the stack's split divides, a chunk's ceiling where it does not,
+    pipeline.stage_layers); with pp 1 nothing is split and N counts nothing. A larger N is refused here, once: it fits
+    no split, and its units would size the search's virtual stages and the pipeline's configuration key (before:
+    `explain --loss-layers-in-pipeline-split 2147483647` at pp 1 asked numpy for a 42 GiB array; `fit` refused the
+    search space as too large, naming vpp)."""
+    most = model.num_layers + int(job.account_for_embedding_in_pipeline_split) + 1
+    if job.loss_units > most:
+        raise PlannerError(f"{where}loss_layers_in_pipeline_split {job.loss_units}: more than the {model.num_layers} "
+                           f"layers of {model.name} + {most - model.num_layers}: no pipeline split of two or more chunks "
+                           "holds a loss end of that many layers, and with pp 1 it counts nothing",
+                           "count the last chunk's end as the layers it stands for (1: the output layer and loss; more "
+                           "with multi-token prediction modules, Megatron's layout 'm...L')")
+
+
 def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str, *, gbs: int, dp: int,
                   shard: int) -> tuple[Job, int, str, int]:
     """(job, micro-batch, sharding level, shard group) with what the job leaves out taken from the stack and listed
     as inherited: the stack's pipeline ends as layers, the expert-TP degree, the micro-batch, the sharding level
     (a named mode's, or the stack's first mode where it has no unsharded one)."""
+    _loss_end_holds(job, model, where)
     if stack.pipeline_ends_as_layers:  # the stack's own split (Llama 3: one layer fewer on each end stage)
         if job.loss_units > 1:
             raise PlannerError(f"{where}loss_layers_in_pipeline_split {job.loss_units}: stack {stack.name} counts the loss "

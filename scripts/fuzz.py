@@ -10,7 +10,8 @@ that runs past it is a hang. The report (OUT/report.json, and a summary on stdou
 exit codes per kind and lists every failure (a traceback, an exit code other than 0/1/2, an
 exit 2 without `error:` first, a hang, or what the kind's own check found: the job-fields kind's fit rows that
 explain, given each row's reproduce line, prices otherwise; the config-fit kind's, and its rows' exports that read
-back as another plan or memory) with its command line; each failing input is saved
+back as another plan or memory; the cli-options kind's exit 2 without a hint, `--format json` output that does not
+parse, and an option that replaces a job file's value without a note) with its command line; each failing input is saved
 under OUT/inputs/ to reproduce it, and each kind's slowest input under OUT/slowest/ (its command
 line in the report's `slowest`). Exit 0 when there is no failure, 1 otherwise.
 """

@@ -14,6 +14,10 @@ CliRunner and checks the contract of the README ("Robustness"):
 - and a kind's own check (Target.check): the job-fields kind's job files, with random schema.Job fields set
   (_job_field_mutation), have each row of their `fit` priced again by `explain` of the row's reproduce line, to
   the same time and memory terms (fit_rows_agree).
+- the cli-options kind's command lines (fit, explain, check, budget, export with options drawn from each command's
+  typer parameters, valid and bad values; _cli_mutation): an exit 2 gives `hint:` too, a `--format json` output
+  parses, and an option that replaces a job file's or trainer config's value is named in a note and held by the
+  plan (cli_options_check).
 
 tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
 under `pytest -m fuzz`.
@@ -21,6 +25,7 @@ under `pytest -m fuzz`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import io
@@ -76,6 +81,9 @@ class Target:
     check: Callable | None = None
     # per seed, the input's suffix where it is not `suffix` (a kind whose seeds are several trainers' formats)
     seed_suffix: dict[str, str] = field(default_factory=dict)
+    # the input is itself a command line (a JSON list of arguments, `{f}` / `{d}` and the seed_vars substituted),
+    # appended to `args` (the cli-options kind: the options are what is mutated; the file keeps the input to reproduce)
+    argv_input: bool = False
 
 
 @dataclass
@@ -465,6 +473,11 @@ def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
         for _ in range(rng.choice([1, 1, 2, 2, 3, 4, 6])):
             doc = _job_field_mutation(rng, doc)
         return _dump(doc, "yaml")
+    if target.kind == "cli-options":
+        argv = cli_argv(seed)
+        for _ in range(rng.choice([1, 1, 2, 2, 3, 4])):
+            argv = _cli_mutation(rng, argv)
+        return json.dumps(argv).encode()
     if target.kind == "config-fit" and rng.random() < 0.85:
         name = next(n for n, d in target.seeds.items() if d == seed)
         data = seed
@@ -531,7 +544,8 @@ def _lay_out(target: Target, name: str, data: bytes, folder: Path, cmd: int) -> 
 
     for cname, text in target.companions.items():
         (folder / cname).write_text(fill(text))
-    return [fill(a) for a in target.args[cmd] + target.seed_args.get(name, [])]
+    given = cli_argv(data) if target.argv_input else []
+    return [fill(a) for a in target.args[cmd] + target.seed_args.get(name, []) + given]
 
 
 def seed_results(workdir: Path, every_command: bool = True) -> list[tuple[str, str, list[str], object]]:
@@ -681,6 +695,7 @@ def _targets(workdir: Path) -> dict[str, Target]:
         "megatron-bridge": _bridge_target(seeds_dir),
         "job-fields": _job_fields_target(),
         "config-fit": _config_fit_target(seeds_dir),
+        "cli-options": _cli_options_target(seeds_dir, prof, fit_json),
     }
 
 
@@ -1028,6 +1043,280 @@ def _issue24_targets() -> dict[str, Target]:
                               ["fit", "--model", "{d}", "--gpus", "16", "--top", "1", *MOE_SEQ]], "json",
                              filename="config.json"),
     }
+
+
+# ------------------------------------------------------------------ the cli-options kind
+# Command lines of fit, check, explain, budget and export with their options drawn from each command's own typer
+# parameters (introspected from the app, so a new option is fuzzed without a change here): added with a value of its
+# domain (CLI_VALUES, else the schema.Job field it sets, job_field_domains, else its annotation: an Enum's members, a
+# help text's `a|b|c` choices, counts and fractions), with a bad value (CLI_BAD), a flag or its --no- form, removed,
+# given twice, or junk (an unknown option, a missing value, a stray argument). The seeds run with and without a job
+# file or trainer config, which the options override (issue 22: "flags beat file values", with a note).
+CLI_JOB = {"model": "llama3-8b", "gpus": 8, "tp": 2, "sharding": "zero1", "global_batch": 16, "seq_len": 4096,
+           "recompute": "full", "precision": "bf16"}
+CLI_BAD = ["-1", "0", "abc", "", "1e400", "nan", "inf", "-inf", "9223372036854775808", "9" * 40, "0.5", "1,2,x", ",",
+           "..", "8..", "x" * 300, " 8", "\uff18", "1e-308", "-0", "1_000", "0x10", "None", "[1]", "{}", "8,8", "3", "7",
+           "1e6", "2147483647", "-", "=", "k=v", "a=1 b", ".", "/", "{d}", "{d}/nosuch/x"]
+# a path option's bad values (--output, --plot, --calibration, --from-fit): each under the input's scratch folder {d}
+CLI_BAD_PATHS = ["{d}", "{d}/nosuch/x.png", "{d}/" + "x" * 300, "{d}/x.txt", "{d}/job.yaml", "{d}/x.PNG", "{d}/x."]
+# the options whose domain neither the Job schema nor the annotation gives (by parameter name; (command, name) first)
+CLI_VALUES = {
+    "model": ["llama3-8b", "qwen3-30b-a3b", "megatron-gpt-1.7b", "mistral-7b", "llama3-70b", str(DATA / "tiny-fit.yaml")],
+    "gpus": ["1", "2", "8", "16", "64"], ("fit", "gpus"): ["8", "16", "8,16", "8..32", "64"],
+    "hardware": ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "mi300x", "b200", "gb200-nvl72", str(DATA / "hardware" / "aws-p4de.yaml")],
+    "tokens": ["1T", "15e12", "1e9", "2.5B"], "global_batch_tokens": ["4M", "65536", "1e6"],
+    "step_batch_size_schedule": ["0:8 1M:16", "0:16", "0:512 252M:1024"],
+    "hierarchical_cp_sizes": ["2,2", "1,2", "2 1"], "rank_orders": ["tp-inner", "all", "tp-cp-dp-pp,tp-dp-cp-pp"],
+    "objective": ["time", "memory", "cost"], "top": ["1", "3", "50"], "explain_row": ["1", "2"],
+    "export": ["torchtitan", "megatron", "deepspeed", "megatron-deepspeed", "megatron-bridge"],
+    ("export", "target"): ["torchtitan", "megatron", "deepspeed", "megatron-deepspeed", "megatron-bridge"],
+    "sweep_gpus": ["8,16", "8..32", "64"], "checkpoint_interval": ["27min", "1h", "90s"],
+    "max_step_time": ["100s", "1s", "2min"], "min_mfu": ["0.1", "0.9"], "mfu": ["0.4", "0.01"], "currency": ["USD", "EUR"],
+    "row": ["1", "2", "3"], "config_format": ["torchtitan", "megatron", "deepspeed", "megatron-deepspeed", "torchtitan-0.3"],
+    "plot": ["{d}/p.png", "{d}/p.svg", "{d}/p.txt"], "output": ["{d}/out.txt", "{d}/out.sh"],
+    "mc_runs": ["0", "2"], "mc_seed": ["0", "7"], "max_layer_slack": ["0", "2", "5"],
+    # {prof}, {fit}: the calibration profile and the saved fit the kind's seeds_dir holds (Target.seed_vars)
+    "calibration": ["{prof}", str(DATA / "tiny-fit.yaml"), "{d}/nosuch.yaml"], "from_fit": ["{fit}", "{d}/job.yaml"],
+}
+# option parameter -> the schema.Job field it sets, where the names differ (cli/core.py job_options)
+CLI_FIELD = {"causal": "causal_attention_flops", "reserve_gib": "reserve_GiB",
+             "split_emb": "account_for_embedding_in_pipeline_split", "split_loss": "account_for_loss_in_pipeline_split",
+             "loss_layers": "loss_layers_in_pipeline_split", "step_batch_size_schedule": "batch_size_schedule",
+             "hierarchical_cp_sizes": "hierarchical_cp_sizes"}
+# fit's options that take a comma list (the search's pins)
+CLI_FIT_LISTS = ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "ep", "etp", "sharding", "shard_group", "recompute", "schedule")
+_CLI_PARAMS: dict[str, list] = {}
+
+
+def cli_argv(data: bytes) -> list[str]:
+    """A cli-options input's command line (a JSON list of arguments); [] for anything else."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return []
+    return [str(a) for a in doc] if isinstance(doc, list) else []
+
+
+def _cli_params(cmd: str) -> list:
+    """The command's click options (typer's parameters, introspected from the app)."""
+    if cmd not in _CLI_PARAMS:
+        import typer.main
+
+        group = typer.main.get_command(app)
+        _CLI_PARAMS[cmd] = [p for p in group.commands[cmd].params if p.param_type_name == "option"]
+    return _CLI_PARAMS[cmd]
+
+
+def _cli_text(v) -> str:
+    """A Job field's value as the option spells it: a list as a comma list, a mapping as KEY=N words."""
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return " ".join(f"{k}={x}" for k, x in v.items())
+    return str(v)
+
+
+def cli_option_values(cmd: str, p) -> list[str]:
+    """The valid values of a value option: CLI_VALUES, else the Job field's domain, else its annotation's."""
+    import enum
+
+    if not _JOB_DOMAINS:
+        _JOB_DOMAINS.update(job_field_domains())
+    got = CLI_VALUES.get((cmd, p.name)) or CLI_VALUES.get(p.name)
+    field = CLI_FIELD.get(p.name, p.name)
+    if not got and field in _JOB_DOMAINS:
+        got = [_cli_text(v) for v in _JOB_DOMAINS[field] if v is not None and not isinstance(v, bool)]
+        if p.name == "sharding":
+            got += _JOB_DOMAINS.get("sharding_mode", [])
+        if cmd == "fit" and p.name in CLI_FIT_LISTS and len(got) > 1:
+            got += [f"{got[0]},{got[1]}", ",".join(got[:3])]
+    if got:
+        return list(got)
+    ann = p.type_descriptor.annotation
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return [m.value for m in ann]
+    choices = re.findall(r"\b([\w.+-]+(?:\|[\w.+-]+)+)", p.help or "")
+    if choices:
+        return choices[0].split("|")
+    if ann is int:
+        return ["1", "2", "4", "8", "64"]
+    if ann is float:
+        return ["0.1", "0.5", "1", "2"]
+    return ["{d}/x"] if ann is Path else ["abc"]
+
+
+def _cli_opt_spans(cmd: str, argv: list[str]) -> list[tuple[int, int, object]]:
+    """The options of a command line: (start, end, click parameter) per option given (a flag one argument, else two)."""
+    by = {o: p for p in _cli_params(cmd) for o in p.opts + p.secondary_opts}
+    spans, i = [], 1
+    while i < len(argv):
+        p = by.get(argv[i])
+        if argv[i] == "--":
+            break
+        if p is None:
+            i += 1
+            continue
+        n = 1 if p.is_flag else 2
+        spans.append((i, min(i + n, len(argv)), p))
+        i += n
+    return spans
+
+
+def _cli_option(rng: random.Random, cmd: str, p) -> list[str]:
+    """One option of `p` with a value: a flag or its --no- form; a valid value, or a bad one (CLI_BAD)."""
+    if p.is_flag:
+        return [rng.choice(p.opts + p.secondary_opts)]
+    opt = rng.choice(p.opts)
+    bad = CLI_BAD_PATHS if p.type_descriptor.annotation is Path else CLI_BAD  # (a file written stays in the scratch folder)
+    value = rng.choice(cli_option_values(cmd, p) if rng.random() < 0.6 else bad)
+    return [f"{opt}={value}"] if opt.startswith("--") and rng.random() < 0.1 else [opt, value]
+
+
+def _cli_mutation(rng: random.Random, argv: list[str]) -> list[str]:
+    """One change to a command line: an option added (a valid or a bad value), an option given removed, an option
+    given again with another value (click keeps the last), or junk (an unknown option, an option missing its value,
+    a stray argument, `--`, `--help`)."""
+    if not argv:
+        return argv
+    argv, cmd = list(argv), argv[0]
+    params, spans = _cli_params(cmd), _cli_opt_spans(cmd, argv)
+    op = rng.randrange(10)
+    if op < 6 or (op < 9 and not spans):
+        return argv + _cli_option(rng, cmd, rng.choice(params))
+    if op < 8:
+        i, j, p = rng.choice(spans)
+        return argv[:i] + argv[j:] if op == 6 else argv + _cli_option(rng, cmd, p)
+    junk = rng.choice([["--nosuch"], [rng.choice(params).opts[0]], ["extra"], ["--", "--tp"], ["--help"], ["-Z"],
+                       ["--tp=2"], ["--gpus", "--tp"]])
+    return argv + junk
+
+
+# the seeds: each command with and without a job file ({d}/job.yaml, CLI_JOB) or a trainer config
+def _cli_seeds() -> dict[str, list[str]]:
+    toml, sh = str(CONFIGS / "llama3_8b.toml"), str(CONFIGS / "train_llama3_8b.sh")
+    return {
+        "fit.json": ["fit", "--model", "llama3-8b", "--gpus", "8", "--top", "2", "--format", "json"],
+        "fit-job.json": ["fit", "{d}/job.yaml", "--top", "2", "--format", "json"],
+        "fit-moe.json": ["fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4096", "--top", "1", "--format", "json"],
+        "explain.json": ["explain", "--model", "llama3-8b", "--gpus", "8", "--format", "json"],
+        "explain-job.json": ["explain", "{d}/job.yaml", "--format", "json"],
+        "explain-toml.json": ["explain", toml, "--gpus", "8", "--format", "json"],
+        "explain-fit.json": ["explain", "--from-fit", "{fit}", "--row", "2", "--format", "json"],
+        "check-job.json": ["check", "{d}/job.yaml", "--format", "json"],
+        "check-megatron.json": ["check", sh, "--format", "json"],
+        "check-calibration.json": ["check", "{d}/job.yaml", "--calibration", "{prof}", "--max-step-time", "100s",
+                                   "--format", "json"],
+        "budget.json": ["budget", "{d}/job.yaml", "--tokens", "1T", "--mc-runs", "0", "--format", "json"],
+        "budget-sweep.json": ["budget", "--model", "llama3-8b", "--tokens", "1T", "--sweep-gpus", "8,16", "--mc-runs", "0",
+                              "--format", "json"],
+        "export.json": ["export", "{d}/job.yaml", "--format", "megatron", "-o", "{d}/out.sh"],
+        "export-titan.json": ["export", "--model", "llama3-8b", "--gpus", "8", "--stack", "torchtitan", "--format", "torchtitan"],
+    }
+
+
+def _cli_options_target(seeds_dir: Path, prof: Path, fit_json: str) -> Target:
+    """Command lines whose options are drawn (_cli_mutation), checked by cli_options_check."""
+    saved = seeds_dir / "fit.json"
+    saved.write_text(fit_json)
+    seeds = {k: json.dumps(v).encode() for k, v in _cli_seeds().items()}
+    return Target("cli-options", seeds, [[]], None, suffix=".json", argv_input=True,
+                  companions={"job.yaml": yaml.safe_dump(CLI_JOB, sort_keys=False)}, check=cli_options_check,
+                  seed_vars={name: {"{prof}": str(prof), "{fit}": str(saved)} for name in seeds})
+
+
+def _last(argv: list[str], opts: tuple[str, ...]):
+    """The value of the last of `opts` on a command line (click keeps the last), or None."""
+    out = None
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        if a in opts and i + 1 < len(argv):
+            out = argv[i + 1]
+        elif any(a.startswith(o + "=") for o in opts if o.startswith("--")):
+            out = a.split("=", 1)[1]
+    return out
+
+
+_CLI_FILES: dict[tuple, dict] = {}
+
+
+def _cli_file_data(args: list[str]) -> dict | None:
+    """The job fields the command line's file sets: CLI_JOB for the seeds' job YAML, a trainer config's as its reader
+    gives them (at the command line's --gpus, as load_job reads it), None without a file."""
+    if len(args) < 2 or args[1].startswith("-"):
+        return None
+    if args[1].endswith("/job.yaml"):
+        return CLI_JOB
+    if not args[1].endswith((".toml", ".sh")):
+        return None
+    from planner.errors import PlannerError
+    from planner.trainers import load_trainer_config
+
+    gpus = _last(args, ("--gpus", "-g"))
+    key = (args[1], gpus)
+    if key not in _CLI_FILES:
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                _CLI_FILES[key] = dict(load_trainer_config(Path(args[1]), gpus=int(gpus) if gpus else None).job)
+        except (PlannerError, ValueError):
+            _CLI_FILES[key] = {}
+    return _CLI_FILES[key]
+
+
+# the plan fields the override check compares with the option's value (a scalar explain's `plan` holds as given)
+CLI_PLAN_FIELDS = ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "global_batch", "seq_len", "recompute", "precision",
+                   "schedule", "ep", "etp", "gpus", "rank_order")
+
+
+def cli_options_check(args: list[str], r) -> str | None:
+    """Beyond check_result's contract: an exit 2 gives a `hint:` after its error; a `--format json` output parses; an
+    option that replaces a value the job file (CLI_JOB) sets is named in a note (unless --quiet), and explain's,
+    check's and budget's plan holds the option's value."""
+    if "--help" in args[:args.index("--")] if "--" in args else "--help" in args:
+        return None
+    err = r.stderr or ""
+    if r.exit_code == 2:
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        at = next((i for i, ln in enumerate(lines) if ln.startswith("error: ")), None)
+        if at is None or not any(ln.startswith("hint: ") for ln in lines[at + 1:]):
+            return f"exit 2 without a hint: {err[-300:]!r}"
+        return None
+    cmd = args[0]
+    fmt = _last(args, ("--format", "-f"))
+    data = None
+    if cmd != "export" and fmt == "json" and not (cmd == "fit" and _last(args, ("--export",))) and (
+            r.exit_code == 0 or r.stdout.strip()):
+        try:
+            data = json.loads(r.stdout)
+        except ValueError as e:
+            return f"--format json printed what does not parse ({e}): {r.stdout[:200]!r}"
+    file_data = _cli_file_data(args) if r.exit_code == 0 else None
+    if not file_data:
+        return None
+    quiet = any(a in ("--quiet", "-q") for a in args)
+    for opt in {a.split("=", 1)[0] for a in args[2:] if a.startswith("-")}:
+        p = next((q for q in _cli_params(cmd) if opt in q.opts), None)
+        if p is None or p.is_flag:
+            continue
+        field = CLI_FIELD.get(p.name, p.name)
+        value = _last(args, tuple(p.opts))
+        if field not in file_data or value is None or field in ("sharding", "model", "hardware"):
+            continue
+        want = file_data[field]
+        if not isinstance(want, (int, str)) or isinstance(want, bool) or (cmd == "fit" and "," in value):
+            continue  # (fit's comma list pins the search, not the file's plan: no replacement)
+        try:
+            given = type(want)(value)
+        except ValueError:
+            continue
+        if given == want:
+            continue
+        if not quiet and f"{field}={given}: the command line replaces the file's {want}" not in err:
+            return f"{opt} {value} replaces the job file's {field}: {want} without a note"
+        plan = (data[0] if isinstance(data, list) and data else data or {}).get("plan") if cmd in ("explain", "check") else None
+        if field in CLI_PLAN_FIELDS and isinstance(plan, dict) and field in plan and plan[field] != given:
+            return f"{opt} {value} given with the job file: the plan has {field} {plan[field]!r}"
+    return None
 
 
 def split_gemm(ts: dict[str, Target]) -> dict[str, Target]:

@@ -158,3 +158,25 @@ def test_every_model_explains_on_h100(cli, unlisted_stack):
         r = cli("explain", "--model", name, "--gpus", str(8 * tp), "--tp", str(tp), "--sharding", "fsdp",
                 "--global-batch", "64", "--format", "json", *etp, *stack)
         assert r.exit_code == 0, (name, r.stderr)
+
+
+@pytest.mark.parametrize("cmd", [("explain",), ("budget", "--tokens", "1T", "--mc-runs", "0"),
+                                 ("export", "--format", "megatron")])
+def test_row_without_from_fit_is_refused(cli, cmd):
+    """--row picks a row of --from-fit (explain, and budget and export, which take explain's options): given without
+    it, it is refused (before: `explain --model llama3-8b --gpus 8 --row 3` priced the options' plan, the row dropped
+    silently). --row 1, the default, is the same plan either way. Found probing the options beside the cli-options
+    fuzz kind."""
+    base = ("--model", "llama3-8b", "--gpus", "8")
+    assert_one_error(cli(*cmd, *base, "--row", "3"), "--row 3 picks a row of a saved fit, and no --from-fit is given")
+    assert cli(*cmd, *base, "--row", "1").exit_code == 0
+
+
+@pytest.mark.parametrize("cmd", [("explain",), ("fit", "--top", "1"), ("budget", "--mc-runs", "0")])
+@pytest.mark.parametrize("option", ["--tokens", "--global-batch-tokens"])
+def test_an_empty_token_count_is_refused(cli, cmd, option):
+    """`--tokens ''` and `--global-batch-tokens ''` are bad input, as `--tokens abc` is (before: an empty string is
+    falsy, so the option was taken as not given: explain priced the default batch, the value dropped silently).
+    Found probing the options beside the cli-options fuzz kind."""
+    extra = ("--tokens", "1T") if cmd[0] == "budget" and option != "--tokens" else ()
+    assert_one_error(cli(*cmd, "--model", "llama3-8b", "--gpus", "8", *extra, option, ""), f"cannot read {option} ''")

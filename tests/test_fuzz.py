@@ -20,7 +20,7 @@ from fuzzing import ISSUE24_KINDS, check_result, mutate, run_all, seed_results, 
 from planner.catalog import list_hardware, list_models, list_stacks
 from planner.errors import PlannerError
 
-FUZZ_SHORT = 8  # mutated inputs per reader (26 readers: 208 CLI runs)
+FUZZ_SHORT = 8  # mutated inputs per reader (27 readers: 216 CLI runs)
 FUZZ_LONG = 600  # per reader under -m fuzz, over seeds 1..3 (15,600 CLI runs); scripts/fuzz.py for a pass outside pytest
 SEED = 12  # the short pass's seed; the long pass uses seeds 1..3
 
@@ -194,7 +194,7 @@ def workdir(tmp_path_factory):
 
 def _seeds_hold(workdir, every_command):
     res = seed_results(workdir, every_command)
-    assert len({k for k, *_ in res}) == 26 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
+    assert len({k for k, *_ in res}) == 27 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
     for kind, name, args, r in res:
         assert check_result(r) is None and r.exit_code in (0, 1), (kind, name, args, r.stderr)
         t = targets(workdir)[kind] if kind in targets(workdir) else None
@@ -240,6 +240,51 @@ def test_check_result_flags_a_traceback_and_a_bare_exit_2():
     assert check_result(R(2, "note: f.sh: read as megatron\nwarning: w\nerror: x\nhint: y\n", SystemExit(2))) is None
     assert check_result(R(2, "note: f.sh: read as megatron\nTypeError: boom\n", SystemExit(2))) is not None
     assert check_result(R(3, "error: x")) == "exit code 3"
+
+
+def test_cli_options_check_flags_a_missing_hint_an_unparsed_json_and_a_silent_override():
+    """cli_options_check (the cli-options kind's check): None on a result that keeps the contract; an exit 2 with no
+    `hint:` after its error; a `--format json` output that does not parse (the last --format wins); an option that
+    replaces the job file's value (fuzzing.CLI_JOB: tp 2) with no note naming it, or whose value the plan does not
+    hold; --quiet drops the note, not the plan check."""
+    import json
+
+    from fuzzing import cli_options_check
+
+    class R:
+        def __init__(self, code, out="", err=""):
+            self.exit_code, self.stdout, self.stderr = code, out, err
+
+    job = ["explain", "/x/job.yaml", "--format", "json"]
+    note = "note: /x/job.yaml: tp=4: the command line replaces the file's 2\n"
+    ok = json.dumps({"plan": {"tp": 4}})
+    assert cli_options_check(job + ["--tp", "4"], R(0, ok, note)) is None
+    assert cli_options_check(job, R(2, "", "error: x\nhint: y\n")) is None
+    assert cli_options_check(job, R(2, "", "error: x\n")).startswith("exit 2 without a hint")
+    assert cli_options_check(job, R(0, "{", "")).startswith("--format json printed what does not parse")
+    assert cli_options_check(job + ["-f", "table"], R(0, "{", "")) is None
+    assert cli_options_check(job + ["--help"], R(2, "", "Usage")) is None
+    assert cli_options_check(job + ["--tp", "4"], R(0, ok, "")) == "--tp 4 replaces the job file's tp: 2 without a note"
+    assert cli_options_check(job + ["--tp", "4", "-q"], R(0, ok, "")) is None
+    assert cli_options_check(job + ["--tp", "4"], R(0, json.dumps({"plan": {"tp": 2}}), note)) == (
+        "--tp 4 given with the job file: the plan has tp 2")
+    assert cli_options_check(job + ["--tp", "2"], R(0, json.dumps({"plan": {"tp": 2}}), "")) is None  # the file's own
+    # fit's comma list pins the search, replacing nothing (seed 70's two false failures before this rule)
+    fit = ["fit", "/x/job.yaml", "--format", "json", "--recompute", "none,selective,full"]
+    assert cli_options_check(fit, R(0, json.dumps({"rows": []}), "")) is None
+
+
+def test_cli_option_values_cover_every_value_option():
+    """The cli-options kind draws a valid value for every option of fit, explain, check, budget and export that takes
+    one (typer's parameters, introspected): from CLI_VALUES, the Job field's domain or the annotation, never the
+    fallback placeholder; so a new option is fuzzed with values of its own."""
+    from fuzzing import _cli_params, cli_option_values
+
+    for cmd in ("fit", "explain", "check", "budget", "export"):
+        for p in _cli_params(cmd):
+            if not p.is_flag:
+                values = cli_option_values(cmd, p)
+                assert values and values not in (["abc"], ["{d}/x"]), (cmd, p.name, values)
 
 
 def test_job_field_domains_cover_every_job_field():

@@ -188,3 +188,23 @@ def test_microbatch_group_in_the_ep_overlap_alone_passes():
     plan = PlanArrays(tp=1, cp=1, pp=4, vpp=2, dp=8, mbs=1, gbs=96, seq=4096, sharding=0, shard=8, recompute=0, sp=0,
                       schedule=2, precision=0, ep=8, mbg=[0, 6])
     assert alone_pass_share(plan, 12).tolist() == [11 / 24, 13 / 24]
+
+
+def test_a_loss_end_no_split_holds_is_refused(cli):
+    """loss_layers_in_pipeline_split N is held by the last of k >= 2 chunks of U = L + e + N units only if
+    N <= ceil(U / k) <= ceil(U / 2), i.e. N <= L + e + 1 (plan._loss_end_holds): Llama 3 8B (32 layers, no embedding
+    counted) takes N = 33 and refuses 34 in explain, fit and export alike. Found by the cli-options fuzz kind (seed 70,
+    `export --model llama3-8b --gpus 8 --stack torchtitan --format megatron-bridge --loss-layers-in-pipeline-split
+    2147483647`): at pp 1 the count sized pipeline._Configs' dense key, a 42 GiB array (MemoryError); `fit` refused
+    its search space as too large, naming vpp."""
+    from conftest import assert_one_error
+
+    base = ("--model", "llama3-8b", "--gpus", "8", "--loss-layers-in-pipeline-split")
+    for cmd, extra in (("explain", ()), ("fit", ("--top", "1")), ("export", ("--format", "megatron"))):
+        assert_one_error(cli(cmd, *base, "34", *extra), "loss_layers_in_pipeline_split 34: more than the 32 layers of "
+                         "llama3-8b + 1: no pipeline split of two or more chunks holds")
+        assert_one_error(cli(cmd, *base, "2147483647", *extra), "loss_layers_in_pipeline_split 2147483647")
+    assert cli("explain", *base, "33").exit_code == 0
+    # the embedding counted: the bound is 34, so 35 is refused naming it
+    assert_one_error(cli("explain", *base, "35", "--account-for-embedding-in-pipeline-split"),
+                     "loss_layers_in_pipeline_split 35: more than the 32 layers of llama3-8b + 2")

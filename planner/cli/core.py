@@ -239,6 +239,9 @@ def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[P
     `planner fit --format json` (--from-fit), with the command-line options laid over it.
     trainer_out: as load_job's (the trainer config read, for the JSON's trainer_config block)."""
     if from_fit is None:
+        if row != 1:  # --row picks a row of --from-fit: without one it would be dropped silently
+            raise PlannerError(f"--row {row} picks a row of a saved fit, and no --from-fit is given",
+                               "add --from-fit FILE (a saved `planner fit --format json`), or leave --row out")
         return load_job(job_file, overrides, config_format, trainer_out)
     if job_file is not None:
         raise PlannerError("give a job file or --from-fit, not both", "e.g. --from-fit fit.json --row N")
@@ -270,7 +273,7 @@ def job_options(
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
         micro_batch=micro_batch, global_batch=global_batch,
-        global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
+        global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens is not None else None,
         seq_len=seq_len, shard_group=shard_group, recompute=recompute,
         # --sharding takes a level or one of the stack's modes (stack_db runs.sharding, e.g.
         # fsdp2_no_reshard): a mode sets sharding_mode, whose level resolve reads
@@ -278,7 +281,7 @@ def job_options(
         sequence_parallel=sequence_parallel, precision=precision, schedule=schedule,
         bytes_per_param=bytes_per_param, activation_model=activation_model, attention=attention,
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
-        tokens=parse_count(tokens, "--tokens") if tokens else None, rank_order=rank_order,
+        tokens=parse_count(tokens, "--tokens") if tokens is not None else None, rank_order=rank_order,
         calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
         recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,

@@ -18,7 +18,7 @@ from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS, EMBEDDING_GRAD_SKIP_SOURCE
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit, rank_config, row_objective
-from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
+from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_ALL, RANK_ORDERS_TP_INNER, SpaceOptions
 from ..units import parse_count, refuse_thousands_separator
 
 DEFAULT_TOP = 10
@@ -45,10 +45,20 @@ def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
     return tuple(vals)
 
 
-def _names(text: Optional[str]) -> Optional[tuple[str, ...]]:
+def _names(text: Optional[str], option: str) -> Optional[tuple[str, ...]]:
+    """'zero1, fsdp' -> ('zero1', 'fsdp'); None stays None; a value with no name in it (`--sharding ,`, `--rank-orders
+    ''`) is refused, as _ints refuses `--tp ,`: an empty pin is no search (before: the pin was dropped silently, the
+    whole axis searched, and an empty --rank-orders list raised in the search)."""
     if text is None:
         return None
-    return tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
+    names = tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
+    if not names:
+        raise PlannerError(f"{option} is empty", f"give {option} as a name or a comma list, e.g. {_NAME_EXAMPLES[option]}")
+    return names
+
+
+_NAME_EXAMPLES = {"--sharding": "--sharding zero1,fsdp", "--recompute": "--recompute selective,full",
+                  "--schedule": "--schedule 1f1b,interleaved", "--rank-orders": "--rank-orders tp-cp-dp-pp,tp-dp-cp-pp"}
 
 
 def register(app: typer.Typer) -> None:
@@ -143,10 +153,10 @@ def register(app: typer.Typer) -> None:
         overrides = dict(
             model=model, gpus=gpus_list[0] if gpus_list else None, hardware=hardware, seq_len=seq_len,
             global_batch=global_batch,
-            global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
+            global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens is not None else None,
             precision=precision, bytes_per_param=bytes_per_param, activation_model=activation_model,
             attention=attention, causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
-            tokens=parse_count(tokens, "--tokens") if tokens else None,
+            tokens=parse_count(tokens, "--tokens") if tokens is not None else None,
             calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
@@ -190,19 +200,30 @@ def register(app: typer.Typer) -> None:
             config = (str(job_file), _given_job_args(), unkept(own, overrides, pins), file_axes(own))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
+        orders = _names(rank_orders, "--rank-orders")  # (an empty one refused)
         opts = SpaceOptions(
             tp=_ints(tp, "--tp"), cp=_ints(cp, "--cp"), pp=_ints(pp, "--pp"), vpp=_ints(vpp, "--vpp"),
             dp=_ints(dp, "--dp"), micro_batch=_ints(micro_batch, "--micro-batch"),
             max_tp=max_tp, max_cp=max_cp, max_pp=max_pp, max_vpp=max_vpp, max_dp=max_dp, max_micro_batch=max_micro_batch,
             ep=_ints(ep, "--ep"), max_ep=max_ep, etp=_ints(etp, "--etp"), max_etp=max_etp,
-            sharding=_names(sharding), shard_group=_ints(shard_group, "--shard-group"), recompute=_names(recompute),
-            sequence_parallel=sequence_parallel, schedule=_names(schedule),
-            rank_orders=rank_orders if "," not in rank_orders else _names(rank_orders), max_layer_slack=max_layer_slack,
+            sharding=_names(sharding, "--sharding"), shard_group=_ints(shard_group, "--shard-group"),
+            recompute=_names(recompute, "--recompute"), sequence_parallel=sequence_parallel,
+            schedule=_names(schedule, "--schedule"),
+            rank_orders=rank_orders if "," not in rank_orders else orders,
+            max_layer_slack=max_layer_slack,
         )
         if explain_row is not None and explain_row < 1:
             raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
+        if top < 1:  # here, not only in search.fit, which is given max(top, --explain): the value the user typed
+            raise PlannerError(f"--top must be at least 1, got {top}", "e.g. --top 10")
         if export is not None and export not in FORMATS:
             raise PlannerError(f"--export {export!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
+        if export is not None and explain_row is not None:  # two outputs for stdout: neither dropped silently
+            raise PlannerError(f"--export writes row 1 as a trainer config and --explain {explain_row} prints a row's "
+                               "breakdown: give one", f"drop --explain, or --export (`planner export --from-fit FILE --row "
+                               f"{explain_row}` exports another row of a saved fit)")
+        if export is not None and fmt != Format.table:  # the file is in the trainer's own format
+            warn(f"--format {fmt.value} is not used with --export: the file is a {export} config")
         if output is not None:
             if export is None:
                 raise PlannerError("--output writes the --export file: without --export fit writes no file",
@@ -368,16 +389,18 @@ def _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, reco
         v = _ints(text, option)
         return v[0] if v is not None and len(v) == 1 else None
 
-    def one_name(text):
-        v = _names(text)
+    def one_name(text, option):
+        v = _names(text, option)
         return v[0] if v is not None and len(v) == 1 else None
 
-    mode = one_name(sharding)
-    order = rank_orders if rank_orders not in (RANK_ORDERS_TP_INNER, "all") and "," not in rank_orders else None
+    mode = one_name(sharding, "--sharding")
+    # one order pins the file's plan; the keywords (any case, as space.order_choices reads them) pin nothing
+    order = one_name(rank_orders, "--rank-orders")  # (an empty list refused)
+    order = None if order in (RANK_ORDERS_TP_INNER, "tp-innermost", RANK_ORDERS_ALL) else order
     return dict(tp=one(tp, "--tp"), cp=one(cp, "--cp"), pp=one(pp, "--pp"), vpp=one(vpp, "--vpp"), dp=one(dp, "--dp"),
                 micro_batch=one(micro_batch, "--micro-batch"), ep=one(ep, "--ep"), etp=one(etp, "--etp"),
-                shard_group=one(shard_group, "--shard-group"), recompute=one_name(recompute),
-                sequence_parallel=sequence_parallel, schedule=one_name(schedule), rank_order=order,
+                shard_group=one(shard_group, "--shard-group"), recompute=one_name(recompute, "--recompute"),
+                sequence_parallel=sequence_parallel, schedule=one_name(schedule, "--schedule"), rank_order=order,
                 **({"sharding_mode": mode} if mode is not None and mode not in SHARDING_LEVELS else {"sharding": mode}))
 
 

@@ -1,0 +1,73 @@
+"""`planner fit`'s own options (planner/cli/fit.py): bad input is exit 2 with one `error:` line and a `hint:` line,
+no traceback."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_one_error
+
+FIT = ("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1")
+
+
+@pytest.mark.parametrize("option, value", [("--rank-orders", ","), ("--rank-orders", ""), ("--rank-orders", " "),
+                                           ("--sharding", ","), ("--recompute", ""), ("--schedule", " , ")])
+def test_an_empty_name_list_is_refused(cli, tmp_path, option, value):
+    """A pin of names with no name in it is bad input, as `--tp ,` is ('--tp is empty'). Found by probing the
+    options beside the cli-options fuzz kind: `fit ... --rank-orders ,` (or '') raised ValueError ('attempt to get
+    argmax of an empty sequence': no rank order searched, space.order_choices of ()); `--sharding ,`, `--recompute ''`
+    and `--schedule ,` searched the whole axis, the pin dropped silently. The same through fit JOB.yaml (its pins)."""
+    r = cli(*FIT, option, value)
+    assert_one_error(r, f"{option} is empty")
+    assert f"hint: give {option} as a name or a comma list, e.g. {option} " in r.stderr
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\n")
+    assert_one_error(cli("fit", str(job), "--top", "1", option, value), f"{option} is empty")
+
+
+def test_a_name_list_with_an_empty_item_keeps_its_names(cli):
+    """`--rank-orders tp-cp-dp-pp,` (a trailing comma) pins the one order, as `--tp 8,` pins TP 8."""
+    import json
+
+    r = cli(*FIT, "--rank-orders", "tp-dp-cp-pp,", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)[0]["plan"]["rank_order"] == "tp-dp-cp-pp"
+
+
+@pytest.mark.parametrize("extra", [(), ("--explain", "2"), ("--export", "megatron")])
+def test_a_top_below_1_is_refused_as_typed(cli, extra):
+    """`--top -5` is refused naming -5 (before: 'got 0', the max of --top and --explain that search.fit is given), and
+    `--top -5 --explain 2` is refused too (before: it ran, the bad --top dropped silently). Found probing the
+    options beside the cli-options fuzz kind."""
+    assert_one_error(cli(*FIT[:-2], "--top", "-5", *extra), "--top must be at least 1, got -5")
+
+
+def test_export_with_explain_is_refused_and_a_format_is_said_unused(cli, tmp_path):
+    """--export writes row 1's trainer config on stdout, --explain N prints row N's breakdown there: given both, fit
+    refuses (before: the export was written and --explain dropped silently). A --format other than the default
+    table is said to be unused with --export (the file is the trainer's own format), and the export still written."""
+    r = cli(*FIT, "--export", "megatron", "--explain", "2")
+    assert_one_error(r, "--export writes row 1 as a trainer config and --explain 2 prints a row's breakdown: give one")
+    out = tmp_path / "out.sh"
+    r = cli(*FIT, "--export", "megatron", "--format", "json", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert "warning: --format json is not used with --export: the file is a megatron config" in r.stderr
+    assert "--tensor-model-parallel-size" in out.read_text()
+
+
+@pytest.mark.parametrize("orders, first", [("TP-INNER", None), ("tp-innermost", None), ("ALL", None),
+                                           ("TP-DP-CP-PP", "tp-dp-cp-pp")])
+def test_rank_orders_read_alike_with_a_job_file(cli, tmp_path, orders, first):
+    """`fit JOB.yaml --rank-orders X` reads X as `fit --model ...` does (space.order_choices: any case, tp-innermost):
+    a keyword pins nothing, one order pins the file's plan, lowercased. Before: the keywords in another case, and
+    tp-innermost, were pinned as the job's rank_order and refused ('rank_order 'TP-INNER' must name tp, cp, pp and
+    dp'), though the same option without a job file searched. Found probing the options beside the cli-options kind."""
+    import json
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\n")
+    for args in ((str(job),), ("--model", "llama3-8b", "--gpus", "8")):
+        r = cli("fit", *args, "--top", "1", "--rank-orders", orders, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        data = json.loads(r.stdout)
+        rows = data["rows"] if isinstance(data, dict) else data
+        assert first is None or rows[0]["plan"]["rank_order"] == first
