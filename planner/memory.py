@@ -253,6 +253,27 @@ References
      re-runs: kept as the stack's keeps say. gpt_oss's own model/moe.py _run_experts_grouped_mm, which no
      apply_compile reaches (its parallelize.py calls none: ModelCode.compiles_blocks false), is re-run with
      compile on too (experts_run_eager).
+[gmm3] torchtitan 0.3's routed experts under op SAC (stack selective.expert_gemms_kept: never): kept neither eager nor
+     compiled. pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/common/moe.py GroupedExperts.forward
+     l. 94-108 runs three GroupedExperts._grouped_mm (l. 110-120: torch._grouped_mm, aten._grouped_mm.default) with
+     F.silu and the multiply between them. The save list (distributed/activation_checkpoint.py _get_default_save_ops
+     l. 31-94) is its own ops (SDPA, max, flex_attention, linear, topk, inductor_compiled_code, varlen) and comms plus
+     torch's get_default_op_list().compute_intensive_ops (l. 87-91). 0.3.0 pins torch 2.14.0
+     (.github/workflows/validate_rc.yaml l. 42, the release candidate's install: torch==2.14.0, torchao==0.18.0), whose
+     torch/_functorch/partitioners.py get_default_op_list l. 3306-3318 lists mm, convolution, convolution_backward,
+     bmm, addmm, the flash / efficient SDPA and attention-forward ops, upsample_bilinear2d and _scaled_mm: no
+     _grouped_mm. So wrapped_policy (l. 246-274) returns PREFER_RECOMPUTE for the three GEMMs (their counter is only
+     for aten.mm / aten.linear) and eager the block's recompute (early_stop False, l. 285) re-runs them. Compiled,
+     0.3 compiles the whole checkpointed block (models/qwen3/parallelize.py l. 60 applies AC, then apply_compile l. 64;
+     distributed/compile.py l. 70 transformer_block.compile(fullgraph=True)), no separate compile of the experts:
+     torch 2.14.0 torch/utils/checkpoint.py _CachingTorchDispatchMode l. 1593-1598 tags each traced node with the
+     same policy (node.meta["recompute"] = PREFER_RECOMPUTE for aten._grouped_mm), and the partitioner recomputes
+     every such node (partitioners.py must_recompute l. 176-180, solve_min_cut l. 2698-2705: an infinite edge to the
+     sink). So the gate / up and activation outputs (moe_expert_gate_up, moe_expert_act_out) are never kept and the
+     forward grouped GEMMs re-run on every plan, EP 1 (LocalTokenDispatcher) and EP > 1 alike (expert_gemms_rerun).
+     torchao's scaled grouped GEMM (plan.fge; components/quantization/mx.py l. 134-139 overrides _grouped_mm with
+     _quantize_then_scaled_grouped_mm) is priced the same: no op of it is on the list either (_scaled_grouped_mm is
+     not _scaled_mm).
 [xk] torchtitan 0.3's token exchange under op SAC (stack selective.exchange_kept: compiled; exchange_reruns). The
      save list holds torch.ops._c10d_functional.all_to_all_single.default (pytorch/torchtitan release/0.3 @4f9e9a47d
      torchtitan/distributed/activation_checkpoint.py _get_default_save_ops l. 61-63), but
@@ -1676,6 +1697,16 @@ def experts_run_eager(settings: Settings, plan: PlanArrays) -> np.ndarray:
     return (np.asarray(plan.compile) == 0) | (not getattr(settings, "code_compiles_blocks", True))
 
 
+def expert_gemms_rerun(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Where selective recompute keeps neither of the routed experts' grouped-GEMM outputs (moe_expert_gate_up,
+    moe_expert_act_out) and re-runs those GEMMs, per plan (bool), by the stack's selective.expert_gemms_kept:
+    'always' nowhere; 'compiled' (torchtitan main [gmm]) where the experts run eager (experts_run_eager);
+    'never' (torchtitan 0.3 [gmm3]) on every plan."""
+    kept = stack_of(settings).selective.expert_gemms_kept  # a stack setting
+    eager = experts_run_eager(settings, plan)
+    return (eager & (kept == "compiled")) | ((kept == "never") & np.ones(np.shape(eager), dtype=bool))
+
+
 def exchange_reruns(settings: Settings, plan: PlanArrays) -> np.ndarray:
     """Where selective recompute re-runs the EP token exchange and keeps neither of its outputs (moe_expert_in,
     moe_expert_out), per plan (bool): a model code whose save list leaves the all-to-all out (Settings.
@@ -1701,9 +1732,9 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
       Settings.sac_reruns_exchange, on every row; torchtitan 0.3's eager exchange [xk] on the rows it marks): the
       dispatch all-to-all's output (the experts' input rows, moe_expert_in) and the combine's (the experts' output
       rows, moe_expert_out);
-      the routed experts' grouped-GEMM outputs a policy keeps only under torch.compile (stack
-      selective.expert_gemms_kept "compiled" [gmm]), on the rows where they run eager (experts_run_eager:
-      no plan.compile, or a model code that compiles no block).
+      the routed experts' grouped-GEMM outputs a policy does not keep (expert_gemms_rerun: stack
+      selective.expert_gemms_kept "compiled" [gmm] on the rows where they run eager, experts_run_eager: no
+      plan.compile, or a model code that compiles no block; "never" [gmm3] on every row).
     A tensor two of them drop keeps the first's rows. Which rule applies is job, stack and kind data; the rows
     are the mask, never a Python branch on a searched quantity."""
     sel = stack_of(settings).selective
@@ -1711,8 +1742,8 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     lse = ("softmax_lse",) if sel.recompute_attention_core or settings.selective_recomputes_attention else ()
     rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind) + lse, True),
              (("moe_expert_in", "moe_expert_out") if kind.has_experts else (), exchange_reruns(settings, plan)),
-             (("moe_expert_gate_up", "moe_expert_act_out") if sel.expert_gemms_kept == "compiled" and kind.has_experts
-              else (), experts_run_eager(settings, plan)))
+             (("moe_expert_gate_up", "moe_expert_act_out") if kind.has_experts else (),
+              expert_gemms_rerun(settings, plan)))
     drops = {}
     for names, rows in rules:
         for n in names:

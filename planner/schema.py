@@ -1108,15 +1108,18 @@ class SelectiveRecompute(BaseModel):
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
                     "and the row-parallel MLP output it keeps is the full-length partial sum (2h, not /t): torchtitan's "
                     "save list holds _c10d_functional.reduce_scatter_tensor")
-    expert_gemms_kept: Literal["always", "compiled"] = Field(
+    expert_gemms_kept: Literal["always", "compiled", "never"] = Field(
         default="always",
         description="when the policy keeps the routed experts' grouped-GEMM outputs (moe_expert_gate_up, "
                     "moe_expert_act_out) and does not re-run those GEMMs: always (their keeps and recomputes as the "
-                    "other fields say), or only under torch.compile (plan.compile): torchtitan's save lists hold "
+                    "other fields say), only under torch.compile (plan.compile): torchtitan's save lists hold "
                     "inductor_compiled_code, which keeps the compiled _run_experts_grouped_mm's outputs, but not "
                     "aten._grouped_mm, so without compile the selective policy keeps neither tensor (one layer's "
                     "worth joins the recompute buffer) and the backward's recompute re-runs the experts' forward "
-                    "grouped GEMMs (memory.py [gmm], step.py layer_times)")
+                    "grouped GEMMs (memory.py [gmm], step.py layer_times), or never: torchtitan 0.3, whose save "
+                    "list (torch 2.14.0's compute-intensive ops and its own) has no aten._grouped_mm and whose "
+                    "compile traces the whole checkpointed block, the policy tagging the traced op alike "
+                    "(memory.py [gmm3]): neither tensor kept and the GEMMs re-run, compiled or not")
     exchange_kept: Literal["always", "compiled"] = Field(
         default="always",
         description="when the policy keeps the standard all-to-all dispatcher's token exchange outputs (moe_expert_in, "

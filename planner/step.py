@@ -423,8 +423,9 @@ from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
-from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, experts_run_eager, fp8_allgather_on,
-                     master_bytes, params_of, recompute_fraction, recomputed_layers, stage_param_split)
+from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
+                     fp8_allgather_on, master_bytes, params_of, recompute_fraction, recomputed_layers,
+                     stage_param_split)
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
@@ -661,13 +662,14 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         # per-op policy); a state-space or linear-attention mixer is not recomputed
         shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
         # a policy that keeps the routed experts' grouped GEMMs only under compile (memory.py [gmm]) re-runs all of
-        # them without it (their forward seconds once more) and none with it, whatever its projection list says
-        gmm = kind.has_experts and sel.expert_gemms_kept == "compiled"
+        # them without it (their forward seconds once more) and none with it, one that never keeps them (torchtitan
+        # 0.3, [gmm3]) re-runs them on every plan, whatever its projection list says (memory.expert_gemms_rerun)
+        gmm = kind.has_experts and sel.expert_gemms_kept != "always"  # memory.py [gmm], [gmm3]
         sel_g = sum((times[name] * share for p in sel.recompute_projections
                      for name, share in _share_list(shares.get(p)) if not (gmm and name in EXPERT_GEMMS)),
                     np.float64(0.0)) / sc.speed
         if gmm:
-            sel_g = sel_g + np.where(experts_run_eager(settings, plan), sum(
+            sel_g = sel_g + np.where(expert_gemms_rerun(settings, plan), sum(
                 (times[n] for n in EXPERT_GEMMS if n in times), np.float64(0.0)) / sc.speed, 0.0)
         core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges

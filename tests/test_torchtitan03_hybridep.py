@@ -112,12 +112,12 @@ def test_16b_capacity_rows_by_hand(tmp_path):
 
 
 def test_16b_layer_activations_move_by_the_capacity_rows(tmp_path):
-    """Against deepseek_v3_16b (the same job on the standard all-to-all), the 26 MoE layers' kept expert tensors
-    (input, output, gate + up, activation output: 2 h + 2 h + 2 x 2 f_e + 2 f_e = 16,640 B a row; the stack's op
-    SAC keeps them all on HybridEP, whose dispatch and combine ops are on the save list, stack_db torchtitan-0.3
-    selective) at 48 rows a local token, against 6 x load rows of gate + up and activation output alone (2 x 2 f_e +
-    2 f_e B a row) on the all-to-all, whose eager exchange is on no save list (selective.exchange_kept compiled,
-    memory.py [xk]: the job does not compile, so its input and output rows are re-made, not kept); and the
+    """Against deepseek_v3_16b (the same job on the standard all-to-all), the 26 MoE layers' kept expert tensors:
+    on HybridEP, whose dispatch and combine ops are on the save list (stack_db torchtitan-0.3 selective), the input
+    and output rows (2 h + 2 h = 8,192 B a row) at 48 rows a local token; gate + up and the activation output
+    (2 x 2 f_e + 2 f_e) are kept on neither dispatcher (aten._grouped_mm is on no save list: selective.expert_gemms_kept
+    never, memory.py [gmm3]), and the all-to-all, whose eager exchange is on no save list (selective.exchange_kept
+    compiled, memory.py [xk]: the job does not compile), keeps none of the four; and the
     HybridEP ops' saves under the op SAC (layers/moe.py [20]: the dispatch's cached fp32 scores, 4 B x 48 rows, 192 B a
     local token, 81,788,928 B over the 26 layers; and the dispatch handle, 353.5 B a local token at R 8 in one NVLink
     domain, 150,585,344 B: tests/test_hybridep_torch_saves.py). topk's cached fp32 values and int64 indices (12 x 6 B a
@@ -126,17 +126,24 @@ def test_16b_layer_activations_move_by_the_capacity_rows(tmp_path):
     _, s16, p16, a16 = _priced(tmp_path, "deepseek_v3_16b")
     load = float(plan_context(s16, p16).cf)
     per_row = 2 * H + 2 * H + 2 * 2 * FE + 2 * FE
-    a2a_row = 2 * 2 * FE + 2 * FE  # the all-to-all's kept rows: its exchange outputs re-made eager [xk]
     saves = MOE_LAYERS * N * (4 * 48 + 353.5)
     assert saves == 81_788_928 + 150_585_344
     assert not s16.sac_reruns_exchange and int(p16.compile) == 0  # the code keeps it; the job runs eager
-    want = MOE_LAYERS * N * (48 * per_row - 6 * load * a2a_row) + saves
+    # gate + up and the activation output are kept on neither dispatcher (aten._grouped_mm on no save list, eager or
+    # compiled: selective.expert_gemms_kept never, memory.py [gmm3]); the all-to-all's exchange outputs re-made eager
+    # [xk]: HybridEP keeps its input and output rows (2 h + 2 h), the all-to-all none of the four
+    assert per_row - (2 * 2 * FE + 2 * FE) == 2 * H + 2 * H
+    want = MOE_LAYERS * N * 48 * (2 * H + 2 * H) + saves
     got = hy["memory"]["terms"]["layer_activations"] - a16["memory"]["terms"]["layer_activations"]
     assert got == pytest.approx(want, rel=1e-9)
-    # 277.11 before the router's topk cache was priced on both, 277.09 before the eager exchange's outputs left [xk]
-    assert got / 2**30 == pytest.approx(296.79, abs=0.01)
-    # memory no longer moves with the routing imbalance: the rows are the capacity's
-    assert hy["moe"]["imbalance_bytes"] == 0.0 and a16["moe"]["imbalance_bytes"] > 0.0
+    # 277.11 before the router's topk cache was priced on both, 277.09 before the eager exchange's outputs left [xk],
+    # 296.79 before the grouped GEMMs' outputs left on both [gmm3] (48 rows of 2 x 2 f_e + 2 f_e on HybridEP less
+    # 6 x load on the all-to-all)
+    assert got / 2**30 == pytest.approx(156.22, abs=0.01)
+    # memory no longer moves with the routing imbalance: the rows are the capacity's; nor on the all-to-all under
+    # eager op SAC now that none of its routed rows is kept ([xk], [gmm3], the reorder saves and permutation index
+    # re-made: [ro], [pi]) and the peak (the loss's backward) holds no layer's recompute buffer
+    assert hy["moe"]["imbalance_bytes"] == 0.0 and a16["moe"]["imbalance_bytes"] == 0.0
 
 
 def test_16b_hybridep_buffer_by_hand(tmp_path):
@@ -337,9 +344,12 @@ def test_fit_no_longer_ranks_the_blocking_dispatch_first(cli):
     top = rows[0]["plan"]
     assert top["moe_dispatcher"] == "alltoall" and "moe_hybridep_capacity_factor" not in top
     # 0.8094 s before branch ttexpert: its no-recompute row (70.2 GiB) takes the reorder and combine's saves
-    # (memory.py [ro], 48 x 134,873,088 B) and no longer fits; the op-SAC row of the same split leads (68.5 GiB)
-    assert rows[0]["plan"]["recompute"] == "selective"
-    assert rows[0]["time"]["step_s"] == pytest.approx(0.8605, abs=5e-4)
+    # (memory.py [ro], 48 x 134,873,088 B) and no longer fits; the op-SAC row of the same split led (0.8605 s) until
+    # the routed experts' grouped GEMMs were re-run under 0.3's op SAC compiled too (stack selective.expert_gemms_kept
+    # never, memory.py [gmm3]): the op-SAC rows (tp 1 / 2 / 4, pp 1: 0.8605 / 0.8677 / 0.8705 s) fall behind and the
+    # no-recompute row of tp 2, pp 2 (0.8730 s, unchanged) leads
+    assert (rows[0]["plan"]["recompute"], rows[0]["plan"]["tp"], rows[0]["plan"]["pp"]) == ("none", 2, 2)
+    assert rows[0]["time"]["step_s"] == pytest.approx(0.8730, abs=5e-4)
     assert all(r["plan"].get("moe_hybridep_capacity_factor", 1.0) == 1.0 for r in rows)
     assert "--config qwen3_30b_a3b " in export_plan(top, "torchtitan")[0]
     blocking = _fit_rows(cli, "--top", "1", "--moe-hybridep-capacity-factor", "0", args=case)[0]

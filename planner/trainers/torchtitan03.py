@@ -1157,9 +1157,16 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
             elif stated:
                 ignored.append(f"{name} (the default)")
         elif key == "parallelism.spmd_backend":
-            if stated or v != ONLY_03_DEFAULTS[key]:
-                not_modelled.append(f"{name} (how the TP / SP layouts are expressed, configs.py l. 163-172: the "
-                                    "planner prices the collectives, not the backend)")
+            if v != ONLY_03_DEFAULTS[key]:
+                # what a DTensor backend changes (memory.py [xk]): the EP exchange's op and the TP / SP layouts' type
+                not_modelled.append(
+                    f"{name} (priced as the default spmd_types: on a DTensor backend the EP dispatch and combine run "
+                    "torch's functional all_to_all_single eager too (models/common/token_dispatcher.py l. 258-266, "
+                    "325-333, 353-361), which the op-SAC save list holds (distributed/activation_checkpoint.py l. 63), "
+                    "so op SAC would keep their outputs where the default's re-run is priced (memory.py [xk]); and the "
+                    "TP / SP layouts are DTensor placements, not spmd_types' own collectives (configs.py l. 163-172))")
+            elif stated:
+                ignored.append(f"{name} (the default)")
         elif key == "parallelism.context_parallel_ptrr_mask_key":
             if v is not None:
                 (ignored if job.get("cp", 1) == 1 else not_modelled).append(
