@@ -298,3 +298,21 @@ def test_block_modules_step_and_exchange(cli, tmp_path):
     assert step["core"] < step["mlp"] and step["core"] < step["shared"] < step["moe"]
     assert out["core"]["moe"]["sac_rerun_s"] == 0.0 and out["moe"]["moe"]["sac_rerun_s"] > 0.0
     assert out["moe"]["memory"]["total_bytes"] < out["core"]["memory"]["total_bytes"]
+
+
+def test_megatron_args_shared_experts_recompute(cli, tmp_path):
+    """A Megatron-LM argument file with shared experts (Megatron-LM CI's gpt3_moe tp4 ep2 etp2 pp2 test,
+    --moe-shared-expert-intermediate-size) takes --recompute-granularity selective --recompute-modules shared_experts
+    moe into the job (priced), and with --moe-shared-expert-overlap is refused as Megatron-Core refuses it
+    (transformer_config.py @d98e8a64 l. 1991-1998)."""
+    src = ROOT / "tests/data/megatron_ci/args/moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_h100.args"
+    base = src.read_text().strip() + " --recompute-granularity selective --recompute-modules shared_experts moe"
+    ok, bad = tmp_path / "ok.args", tmp_path / "bad.args"
+    ok.write_text(base + "\n")
+    bad.write_text(base + " --moe-shared-expert-overlap\n")
+    r = cli("explain", str(ok), "--gpus", "8", "--hardware", "h100-sxm", "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["recompute_modules"] == ["shared_experts", "moe"]
+    r = cli("explain", str(bad), "--gpus", "8", "--hardware", "h100-sxm")
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert "--recompute-modules shared_experts with --moe-shared-expert-overlap: Megatron-Core refuses it" in r.stderr
