@@ -47,6 +47,9 @@ Each module, as the code at NVIDIA/Megatron-LM @d98e8a64 runs it:
                the block's forward GEMMs (router, shared and routed experts), its memory-bound
                kernels (activation, permutation), its expert-TP collectives and the dispatch and
                combine (step.ep_comm). Not a dense layer's module: an MoE layer ignores mlp (l. 537-539).
+               Under cuda_graph_impl local with partial MoE graphs the checkpoint moves to the layer
+               (transformer_layer.py l. 2034-2038, 2225-2245) and also holds the pre-MLP norm, whose
+               output it then drops too: not priced apart (priced as the module's checkpoint).
   shared_experts  moe_layer.py l. 252-255, 507-531: the shared experts module checkpointed from the
                block's input (norm2_out, which the router keeps anyway): their gate/up and activation
                outputs (moe_shared_gate_up, moe_shared_act_out) are not kept and their two GEMMs
