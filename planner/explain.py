@@ -377,7 +377,8 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
         # of those, the forward all-to-alls selective recompute re-runs (a model code whose save list
-        # leaves them out: torchtitan's qwen3; step.ep_comm, plan.sac_reruns_exchange)
+        # leaves them out: torchtitan's qwen3; step.ep_comm, plan.sac_reruns_exchange; Megatron-Core's
+        # recompute_modules moe, whose checkpoint holds them: planner/recompute_modules.py)
         "sac_rerun_s": _num(pick(x["moe_sac_rerun_s"])),
         # the dispatcher's group: EP, or etp x ep for DeepEP's and Hybrid-EP's kernels (planner/dispatch.py)
         "ep_tier": ("none" if int(pick(dispatch.group_size(dispatch.CODES[settings.moe_dispatcher], plan.ep,

@@ -1390,7 +1390,7 @@ from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
-from .recompute_modules import norm_drops
+from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
 from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, own_master, reduce_queue_units
@@ -1724,7 +1724,7 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     row; a boolean array: the rows it marks), kind_activation_bytes' drops; each exists for one layer at a time in
     the recompute (the selective buffer), as every re-run tensor:
       the stack's recomputes, those no mode saves (`never`) and the norm outputs a named-module policy re-runs
-      (recompute_modules.norm_drops): every row;
+      (recompute_modules.norm_drops) and the tensors inside a whole-block checkpoint (block_drops): every row;
       the fused core's softmax statistics (softmax_lse, layers/attention.py [ls]) where the policy re-runs the core
       (the stack's recompute_attention_core, Megatron's core_attn, or the run's selective_recomputes_attention
       [tt8]): every row;
@@ -1740,7 +1740,7 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     sel = stack_of(settings).selective
     # the fused core's softmax statistics go with the core where the policy re-runs it (layers/attention.py [ls])
     lse = ("softmax_lse",) if sel.recompute_attention_core or settings.selective_recomputes_attention else ()
-    rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind) + lse, True),
+    rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind) + block_drops(sel, kind) + lse, True),
              (("moe_expert_in", "moe_expert_out") if kind.has_experts else (), exchange_reruns(settings, plan)),
              (("moe_expert_gate_up", "moe_expert_act_out") if kind.has_experts else (),
               expert_gemms_rerun(settings, plan)))
@@ -2136,9 +2136,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     re-runs [2] and re-materialises one layer's activations during that layer's backward pass
     (the seed's sec. 8.1: one layer's 34 sbh), all but the layer input, which is the checkpoint
     already counted; selective recompute keeps what the stack's policy saves (the job's
-    Megatron --recompute-modules replace it: planner/recompute_modules.py, whose norm_drops
-    names the norm outputs each kind discards), and the tensors it re-runs exist for one layer
-    at a time; per kind, what a fully re-run layer keeps: its input, and its ops' handle [hs]."""
+    Megatron --recompute-modules replace it: recompute_modules.py norm_drops, block_drops), and the tensors it
+    re-runs exist for one layer at a time; per kind, what a fully re-run layer keeps: its input, its ops' handle [hs]."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
@@ -2188,14 +2187,15 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         routing = routing + g_saved
         full = full + routing
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
-        kept_saves = saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
+        rr = 0.0 if reruns_moe_block(stack.selective, kind) else 1.0  # recompute_modules moe re-runs both (policy, kind)
+        kept_saves = rr * saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + routing
+                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
-        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr], and so are the
-        # unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
-        sel_buffer = np.maximum(full - routing - kept_saves - kind_activation_bytes(
+        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
+        # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
+        sel_buffer = np.maximum(full - rr * routing - kept_saves - kind_activation_bytes(
             kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
             softmax_fp32=sm32), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input

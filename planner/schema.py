@@ -1103,6 +1103,13 @@ class SelectiveRecompute(BaseModel):
         description="norms run as modules of their own whose outputs the policy discards and re-runs (the other norms "
                     "are fused into the next linear, which keeps its input): the input norm of an MLA layer, the pre-MLP "
                     "norm of an MoE layer (Megatron-Core --recompute-modules layernorm, planner/recompute_modules.py)")
+    recompute_blocks: list[Literal["mlp", "moe", "shared_experts"]] = Field(
+        default_factory=list,
+        description="whole blocks the policy checkpoints (tensor_parallel.checkpoint / te_checkpoint): it keeps the "
+                    "block's input, none of the tensors inside, and re-runs the block's forward (its GEMMs, kernels and "
+                    "the collectives inside) before the block's backward: a dense layer's MLP (mlp), an MoE layer's "
+                    "whole MoE block with its router, permutation, dispatch and combine (moe), its shared experts "
+                    "(shared_experts) (Megatron-Core --recompute-modules, planner/recompute_modules.py block_drops)")
     saves_tp_partials: bool = Field(
         default=False,
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
@@ -3099,8 +3106,8 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
 }
 
 # Megatron-Core --recompute-modules the planner prices (planner/recompute_modules.py); Megatron's
-# other choices (mlp, moe, shared_experts, and the linear-attention / hyper-connection ones) are refused
-RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
+# other choices (the linear-attention ones gdn_norm_out, gdp_in_proj, gdp_qkv and the hyper-connections' mhc) are refused
+RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts"]
 
 
 # A Job field that names an option of one stack's code (Megatron's fused loss, torchtitan's rotate

@@ -430,7 +430,7 @@ from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        reduce_queue_overrun, stage_kind_counts, stage_layers)
-from .recompute_modules import rerun_kernel_bytes
+from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
@@ -675,7 +675,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
         sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
                  + (ew_f - pass_f if sel.recompute_elementwise else 0.0)
-                 + rerun_kernel_bytes(sel, kind, ctx, kb) / hbm)  # named norms / MoE activation (recompute_modules.py)
+                 + rerun_kernel_bytes(sel, kind, ctx, kb) / hbm  # named norms / MoE activation (recompute_modules.py)
+                 + block_rerun_times(sel, kind, ctx, kb, times, sc.speed, hbm, pf))  # mlp / moe / shared_experts
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
         out.bwd.append(g_bwd + core_b + ew_b + pb)
@@ -1268,6 +1269,14 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
                 per[mult] = pair(mult)
             pairs = pairs + per[mult]
         extra = sel_tp * one if kind.mixer.selective_core else 0.0
+        # a checkpointed dense MLP or MoE block (recompute_modules mlp, moe) re-runs its forward collectives once more
+        # in the backward (the SP all-gather and reduce-scatter, the expert-TP pair: planner/recompute_modules.py)
+        if reruns_dense_mlp(sc.stack.selective, kind) or reruns_moe_block(sc.stack.selective, kind):  # policy, kind
+            block = np.float64(0.0)
+            for mult in kind.mlp.tp_pairs:
+                block = block + (etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp) if mult == "moe"
+                                 else per.setdefault(mult, pair(mult)))
+            extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
         g = lt.gemm_fwd[i]
         out.append((n - rc) * hidden(2.0 * pairs + extra, 3.0, g) + rc * hidden(3.0 * pairs, 4.0, g))
     if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
@@ -1349,7 +1358,10 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
             tier, domains = np.where(on, t2, tier), np.where(on, dom2, domains)
     n, rc = sc.n["mid"], sc.rc["mid"]
     # the layers whose forward transfers selective recompute re-runs (the model code's save list)
-    again = np.where((plan.recompute == RC_SELECTIVE) & exchange_reruns(st, plan), n, 0.0)  # memory.py [xk]
+    # (memory.py [xk]), and a policy that checkpoints the whole MoE block (recompute_modules moe: the dispatch and
+    # combine are inside moe_layer.py custom_forward, planner/recompute_modules.py)
+    block = "moe" in sc.stack.selective.recompute_blocks  # the stack's policy
+    again = np.where((plan.recompute == RC_SELECTIVE) & (exchange_reruns(st, plan) | block), n, 0.0)
     twice = rc + again
     half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
     info = {"dispatch": n * sc.mean("mid", disp) + twice * sc.mean("mid", [d / 2.0 for d in disp]),

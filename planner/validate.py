@@ -115,7 +115,7 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     off, Megatron-Core's default), which moe_act needs (start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another
     activation_recompute is skipped with the reason, as is one naming a module the planner
-    does not price (mlp, moe, shared_experts, ...).
+    does not price (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc).
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
     (never read from names or notes); fp8_param_gather, fsdp_root_unit and cross_entropy_fusion likewise (null -> off;
     cross_entropy_fusion_impl null -> native); fp8_allgather null -> the stack's recipe rule
@@ -376,7 +376,8 @@ class RunRecord(BaseModel):
                                   "...): the Job field; null: none (with an impl: the whole layer)")
     recompute_modules: Optional[list[str]] = Field(
         default=None, description="Megatron --recompute-modules with activation_recompute selective (the Job field, "
-                                  "planner/recompute_modules.py: core_attn, layernorm, moe_act, mla_up_proj; rule 13b)")
+                                  "planner/recompute_modules.py: core_attn, layernorm, moe_act, mla_up_proj, mlp, moe, "
+                                  "shared_experts; rule 13b)")
 
     @field_validator("fp8_recipe")
     @classmethod

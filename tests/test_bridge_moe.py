@@ -443,3 +443,18 @@ def test_balancing_type_and_coefficient_lists(cli, tmp_path):
                       "not coefficients >= 0")]:
         with pytest.raises(PlannerError, match=match):
             read(*o)
+
+
+def test_shared_experts_recompute_with_shared_expert_overlap_refused(cli, tmp_path):
+    """Megatron-Core refuses --recompute-modules shared_experts with --moe-shared-expert-overlap on a model with shared
+    experts ('shared_experts recompute cannot work with --moe-shared-expert-overlap.', transformer_config.py @905c0e386
+    l. 1355-1362): DeepSeek-V3's recipe with the overlap set back on over apply_flex_dispatcher_backend's false is
+    refused, naming both; without the overlap it reads with the module (planner/recompute_modules.py)."""
+    sel = ("model.recompute_granularity=selective", "model.recompute_modules=[mla_up_proj,shared_experts]")
+    f = _launch(tmp_path, "deepseek_v3_pretrain_config", 128, *sel, "model.moe_shared_expert_overlap=true")
+    r = cli("check", f, "--hardware", "h800-sxm")
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert "model.recompute_modules with shared_experts and model.moe_shared_expert_overlap=true" in r.stderr
+    assert "hint: set model.moe_shared_expert_overlap=false, or leave shared_experts out" in r.stderr
+    j = load_trainer_config(_launch(tmp_path, "deepseek_v3_pretrain_config", 128, *sel), hardware="h800-sxm").job
+    assert (j["recompute"], j["recompute_modules"]) == ("selective", ["mla_up_proj", "shared_experts"])

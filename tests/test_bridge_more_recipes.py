@@ -6,6 +6,8 @@ with why: Qwen3-Next's SFT / PEFT, and Llama 4 (no recipe at NVIDIA-NeMo/Megatro
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from planner.catalog import load_model
@@ -19,25 +21,28 @@ from conftest import assert_one_error
 RUN = "scripts/training/run_recipe.py"
 RECIPE = "qwen3_next_80b_a3b_pretrain_config"
 H100 = ["--hardware", "h100-sxm"]
-# the recipe's recompute modules without "moe", which the planner does not price (qwen3_next.py l. 96)
-NO_MOE = "model.recompute_modules=[layernorm,moe_act]"
-
-
 def _launch(tmp_path, recipe: str, nodes: int, *overrides: str, name: str = "launch.sh"):
     f = tmp_path / name
     f.write_text(f"torchrun --nproc_per_node 8 --nnodes {nodes} {RUN} --recipe {recipe} {' '.join(overrides)}\n")
     return f
 
 
-def test_qwen3_next_recipe_as_it_ships_names_its_moe_recompute(cli, tmp_path):
+def test_qwen3_next_recipe_as_it_ships_prices_its_moe_recompute(cli, tmp_path):
     """qwen3_next.py @dc805f5cf l. 95-96: selective recompute of ["layernorm", "moe", "moe_act"]. Megatron-Core's "moe"
-    module checkpoints the whole MoE block (its output kept, the block re-run in the backward), which the planner does
-    not price (planner/recompute_modules.py; schema.RecomputeModule): refused, naming it, with the list that reads."""
+    module checkpoints the whole MoE block (moe_layer.py @905c0e386 l. 494-553: router, permutation, dispatch, experts,
+    combine; only its input kept), priced (planner/recompute_modules.py): the recipe reads as it ships, and its
+    plan is lighter and slower than the same recipe without "moe" (the block's saves re-run, its forward GEMMs and
+    all-to-alls run again in the backward)."""
     f = _launch(tmp_path, RECIPE, 4)
     assert detect_format(f) == "megatron-bridge"
-    r = cli("explain", f, *H100)
-    assert_one_error(r, "model.recompute_modules=[layernorm,moe,moe_act]: moe not a module whose selective recompute")
-    assert "hint: give the modules without it, e.g. model.recompute_modules=[layernorm,moe_act]" in r.stderr
+    a = cli("explain", f, *H100, "--format", "json", "-q")
+    b = cli("explain", _launch(tmp_path, RECIPE, 4, "model.recompute_modules=[layernorm,moe_act]", name="no_moe.sh"),
+            *H100, "--format", "json", "-q")
+    assert a.exit_code == 0 and b.exit_code == 0, a.stderr + b.stderr
+    pa, pb = json.loads(a.stdout), json.loads(b.stdout)
+    assert pa["plan"]["recompute_modules"] == ["layernorm", "moe", "moe_act"]
+    assert pa["memory"]["total_bytes"] < pb["memory"]["total_bytes"] and pa["time"]["step_s"] > pb["time"]["step_s"]
+    assert pa["moe"]["sac_rerun_s"] > 0.0 == pb["moe"]["sac_rerun_s"]
 
 
 def test_qwen3_next_recipe_reads_as_it_builds(tmp_path):
@@ -53,7 +58,7 @@ def test_qwen3_next_recipe_reads_as_it_builds(tmp_path):
     global_aux_loss with 1e-3 (priced as the auxiliary-loss rule, planner/imbalance.py), no pre-softmax; no RoPE,
     bias-activation or bias-dropout fusion (Megatron-Core 905c0e386 defaults). The model: the one catalog entry of the
     provider's shape, its 36 Gated DeltaNet and 12 gated-attention layers included."""
-    cfg = load_trainer_config(_launch(tmp_path, RECIPE, 4, NO_MOE), hardware="h100-sxm")
+    cfg = load_trainer_config(_launch(tmp_path, RECIPE, 4), hardware="h100-sxm")
     j = cfg.job
     assert (j["model"], j["gpus"], j["stack"]) == ("qwen3-next-80b-a3b", 32, "megatron-bridge")
     assert (j["tp"], j["pp"], j["vpp"], j["cp"], j["ep"], j["schedule"]) == (1, 4, 1, 1, 8, "1f1b")
@@ -62,7 +67,7 @@ def test_qwen3_next_recipe_reads_as_it_builds(tmp_path):
     assert j["global_batch"] // (32 // (1 * 4 * 1) * j["micro_batch"]) == 2
     assert j["tokens"] == 300_000 * 32 * 4096
     assert (j["mtp_layers"], j["moe_dispatcher"]) == (1, "deepep")
-    assert (j["recompute"], j["recompute_modules"]) == ("selective", ["layernorm", "moe_act"])
+    assert (j["recompute"], j["recompute_modules"]) == ("selective", ["layernorm", "moe", "moe_act"])
     assert (j["moe_permute_fusion"], j["moe_router_fusion"], j["moe_grouped_gemm"]) == (True, False, True)
     assert (j["moe_load_balancing"], j["moe_aux_loss_coeff"], j["moe_router_pre_softmax"], j["moe_router_dtype"]) == \
         ("aux_loss", 0.001, False, "fp32")
@@ -75,12 +80,12 @@ def test_qwen3_next_recipe_reads_as_it_builds(tmp_path):
 
 def test_qwen3_next_check_verdicts(cli, tmp_path):
     """The verdict line names the model, the GPU count and type. The recipe's layout (micro-batch 2, selective
-    recompute without "moe") on 32 H100 does not fit; with micro-batch 1 and full uniform recompute of each layer it
-    does (the planner's figures; the mesh is the hand-derived one above)."""
-    f = _launch(tmp_path, RECIPE, 4, NO_MOE)
+    recompute of layernorm, moe and moe_act as shipped) on 32 H100 does not fit; with micro-batch 1 and full uniform
+    recompute of each layer it does (the planner's figures; the mesh is the hand-derived one above)."""
+    f = _launch(tmp_path, RECIPE, 4)
     r = cli("check", f, *H100)
     assert r.stdout.startswith(f"FAIL {f}: qwen3-next-80b-a3b on 32 x h100-sxm: "), r.stdout + r.stderr
-    f = _launch(tmp_path, RECIPE, 4, NO_MOE, "train.micro_batch_size=1", "model.recompute_granularity=full",
+    f = _launch(tmp_path, RECIPE, 4, "train.micro_batch_size=1", "model.recompute_granularity=full",
                 "model.recompute_method=uniform", "model.recompute_num_layers=1", name="full.sh")
     r = cli("check", f, *H100)
     assert r.exit_code == 0 and r.stdout.startswith(f"PASS {f}: qwen3-next-80b-a3b on 32 x h100-sxm: "), \
@@ -100,7 +105,7 @@ def test_qwen3_next_layers_are_part_of_the_shape(cli, tmp_path):
     assert m.layer_mixers != layer_mixers_text([gated if (i + 1) % 2 == 0 else gdn for i in range(48)])
     assert recipe_for(m) == RECIPE
     assert recipe_for(load_model("llama4-scout")) is None
-    f = _launch(tmp_path, RECIPE, 4, NO_MOE)
+    f = _launch(tmp_path, RECIPE, 4)
     assert_one_error(cli("explain", f, *H100, "--model", "llama4-scout"),
                      f"--recipe {RECIPE} (hidden_size) 2,048 contradicts --model llama4-scout")
 
@@ -108,7 +113,7 @@ def test_qwen3_next_layers_are_part_of_the_shape(cli, tmp_path):
 def test_qwen3_next_context_parallel_refused(tmp_path):
     """Megatron-Core 905c0e386's GatedDeltaNet has no context parallelism (ssm/gated_delta_net.py l. 37, 288-289):
     CP 2 on the recipe is refused, naming it."""
-    f = _launch(tmp_path, RECIPE, 4, NO_MOE, "model.context_parallel_size=2", "model.pipeline_model_parallel_size=2")
+    f = _launch(tmp_path, RECIPE, 4, "model.context_parallel_size=2", "model.pipeline_model_parallel_size=2")
     with pytest.raises(PlannerError, match="no context parallelism in GatedDeltaNet"):
         load_trainer_config(f, hardware="h100-sxm")
 
@@ -196,3 +201,18 @@ def test_llama4_has_no_recipe_at_the_pin(cli, tmp_path):
             *H100, "--stack", "megatron-bridge")
     assert_one_error(r, "model llama4-scout is none of the transcribed recipes' models")
     assert "no Llama 4 recipe" in r.stderr
+
+
+@pytest.mark.parametrize("model, repo, gated", [("llama3-8b", "meta-llama/Meta-Llama-3-8B", True),
+                                                ("qwen3-next-80b-a3b", "Qwen/Qwen3-Next-80B-A3B-Instruct", False)])
+def test_export_names_a_gated_repository_only_where_it_is(cli, tmp_path, model, repo, gated):
+    """The writer's note on the Hugging Face model run_recipe.py downloads says "gated" from the recipe's field
+    (megatron_bridge.Recipe.hf_gated: the meta-llama repositories, whose files need the Llama licence's access form),
+    not for every recipe: Qwen's (Apache 2.0) is public."""
+    args = ["--model", model, "--gpus", "32" if gated is False else "8", *H100, "--stack", "megatron-bridge"]
+    if not gated:
+        args += ["--tp", "1", "--pp", "4", "--ep", "8", "--micro-batch", "1", "--global-batch", "32", "--recompute", "full"]
+    r = cli("export", "--format", "megatron-bridge", *args, "-o", tmp_path / "x.sh")
+    assert r.exit_code == 0, r.stderr
+    assert f"the Hugging Face config of {repo} " in r.stderr
+    assert ("a gated repository" in r.stderr) is gated

@@ -14,7 +14,7 @@ from planner.catalog import load_model, load_stack
 from planner.layers import context, layer_list
 from planner.memory import layer_memory
 from planner.plan import resolve
-from planner.recompute_modules import modules_policy, norm_drops, rerun_kernel_bytes
+from planner.recompute_modules import block_drops, block_rerun_times, modules_policy, norm_drops, rerun_kernel_bytes
 from planner.schema import Job
 from planner.stacks import kernel_bytes
 
@@ -127,7 +127,7 @@ def test_step_slower_by_the_reruns(cli, tmp_path):
 @pytest.mark.parametrize("extra, needle", [
     (dict(stack="torchtitan"), "has no option that names the modules"),
     (dict(recompute_modules=["mla_up_proj"]), "needs multi-latent attention"),
-    (dict(recompute_modules=["mlp"]), "recompute_modules"),
+    (dict(recompute_modules=["mhc"]), "recompute_modules"),
 ])
 def test_refused(cli, tmp_path, extra, needle):
     job = dict(model="qwen3-30b-a3b", hardware="h100-sxm", gpus=16, tp=1, pp=1, dp=16, ep=16, micro_batch=1,
@@ -196,3 +196,123 @@ def test_command_line_stack_drops_the_files_modules(tmp_path):
     assert list(job.recompute_modules) == ["core_attn", "layernorm"]
     job, _ = load_job(p, {"gpus": 8, "stack": "torchtitan"})
     assert not job.recompute_modules
+
+
+def _v2_lite(**kw):
+    base = dict(model="deepseek-v2-lite", hardware="h100-sxm", gpus=8, tp=1, pp=1, dp=8, ep=8, etp=1, micro_batch=1,
+                global_batch=64, seq_len=4096, sharding="zero1", recompute="selective", stack="megatron",
+                moe_grouped_gemm=True)
+    return Job(**{**base, **kw})
+
+
+def _layer_bytes(job):
+    s, p, _ = resolve(job)
+    stored, buffers, _ = layer_memory(s, p, context(p, s.moe_capacity_factor), layer_list(s.model))
+    return [float(x) for x in stored], [float(x) for x in buffers]
+
+
+def test_block_modules_policy_and_drops():
+    """mlp, moe, shared_experts checkpoint whole blocks (transformer_layer.py @d98e8a64 l. 537-539, moe_layer.py
+    l. 247-255): the policy names them, keeps Megatron's standard list (the block inputs are the checkpoints'),
+    and each kind drops what its block holds: mlp a dense layer's fused norm output, gate, up and activation output
+    (an MoE layer ignores mlp: l. 537-539 is_moe_layer), moe an MoE layer's own tensors, shared_experts the shared
+    experts' two."""
+    base = load_stack("megatron").selective
+    pol = modules_policy(["core_attn", "mlp", "moe", "shared_experts"], base)
+    assert pol.recompute_blocks == ["mlp", "moe", "shared_experts"] and pol.keeps == MEGATRON_KEEPS
+    dense, moe = layer_list(load_model("deepseek-v2-lite")).kinds
+    assert block_drops(pol, dense) == ("norm2_out", "gate", "up", "act_out")
+    assert set(block_drops(pol, moe)) == {"moe_router_logits", "moe_expert_in", "moe_expert_out", "moe_expert_gate_up",
+                                          "moe_expert_act_out", "moe_shared_gate_up", "moe_shared_act_out"}
+    shared = modules_policy(["shared_experts"], base)
+    assert block_drops(shared, dense) == () and block_drops(shared, moe) == ("moe_shared_gate_up", "moe_shared_act_out")
+    assert block_drops(modules_policy(["mlp"], base), moe) == () and block_drops(base, dense) == ()
+
+
+def test_block_memory_freed_by_hand():
+    """DeepSeek-V2-Lite (h 2048; the dense first layer's MLP 10,944 wide, SwiGLU; 64 experts of 1,408, top-6, 2
+    shared experts of 1,408), TP 1, EP 8, one micro-batch of 4,096 tokens, bf16, per layer and token against
+    Megatron's default policy [core_attn]:
+      mlp (dense layer): norm2_out 2h = 4,096 + gate, up, act_out 3 x 2 x 10,944 = 65,664: 69,760 B; MoE layer 0;
+      shared_experts (MoE layer): gate+up 2 x 2 x (2 x 1,408) = 11,264 + act 2 x 2,816 = 5,632: 16,896 B;
+      moe (MoE layer): the 6 routed rows' inputs 6 x 2h = 24,576, gate+up 6 x 2 x 2 x 1,408 = 33,792, activation
+      6 x 2 x 1,408 = 16,896, the shared experts' 16,896, and the routing saves (layers/moe.py routing_saved_bytes
+      on the unfused alltoall path: the top-k's int64 indices 8 x 6 = 48 and the softmax-after-top-k's fp32 output
+      4 x 6 = 24; the unfused permutation's int64 argsort and sorted indices 8 (64 + 6) = 560; the permuted bf16
+      probabilities 2 x 6 = 12): 644; 92,804 B (the experts' outputs moe_expert_out and the router logits no
+      mode keeps on this stack). Each re-run tensor joins the one-layer recompute buffer: the buffer grows by the
+      same bytes."""
+    st0, buf0 = _layer_bytes(_v2_lite())
+    for mods, freed in ((["core_attn", "mlp"], (69760, 0)), (["core_attn", "shared_experts"], (0, 16896)),
+                        (["core_attn", "moe"], (0, 92804)), (["core_attn", "mlp", "moe", "shared_experts"], (69760, 92804))):
+        st1, buf1 = _layer_bytes(_v2_lite(recompute_modules=mods))
+        for i in (0, 1):
+            assert st0[i] - st1[i] == pytest.approx(4096 * freed[i], rel=1e-12, abs=1e-6), (mods, i)
+            assert buf1[i] - buf0[i] == pytest.approx(4096 * freed[i], rel=1e-12, abs=1e-6), (mods, i)
+
+
+def test_block_rerun_kernel_bytes_by_hand():
+    """block_rerun_times with no GEMM seconds, unit speed and bandwidth and no permutation: the bytes of the
+    memory-bound kernels inside each checkpoint, DeepSeek-V2-Lite, 4,096 tokens (stack_db/megatron.yaml: norm 4 B,
+    SwiGLU 6 B per element of its output):
+      mlp, dense layer: the fused pre-MLP norm over h and the activation over f: 4,096 (4 x 2,048 + 6 x 10,944);
+      moe, MoE layer: the activation over the 6 routed rows' and the shared experts' outputs (the pre-MLP norm is the
+      checkpoint's input, outside it): 4,096 x 6 x (6 x 1,408 + 2 x 1,408);
+      shared_experts: its two GEMMs only (0 here)."""
+    kb = kernel_bytes(load_stack("megatron"), 0)
+    assert (kb["norm"], kb["mlp_activation_gated"]) == (4, 6)
+    s, p, _ = resolve(_v2_lite())
+    ctx = context(p, s.moe_capacity_factor)
+    dense, moe = layer_list(s.model).kinds
+    base = load_stack("megatron").selective
+
+    def run(mods, kind):
+        return float(block_rerun_times(modules_policy(mods, base), kind, ctx, kb, {}, 1.0, 1.0, 0.0))
+    assert run(["mlp"], dense) == pytest.approx(4096 * (4 * 2048 + 6 * 10944), rel=1e-12)
+    assert run(["mlp"], moe) == 0.0 and run(["moe"], dense) == 0.0
+    assert run(["moe"], moe) == pytest.approx(4096 * 6 * (6 * 1408 + 2 * 1408), rel=1e-12)
+    assert run(["shared_experts"], moe) == 0.0
+    # the GEMM seconds as given, over the stack's speed
+    times = {"mlp_up": 3.0, "mlp_down": 1.0, "router": 0.5, "shared_up": 2.0, "shared_down": 1.0, "expert_up": 4.0,
+             "expert_down": 2.0}
+    pol = modules_policy(["shared_experts"], base)
+    assert float(block_rerun_times(pol, moe, ctx, kb, times, 2.0, 1.0, 0.0)) == pytest.approx(1.5, rel=1e-12)
+
+
+def test_block_modules_step_and_exchange(cli, tmp_path):
+    """Each block module makes the step slower than Megatron's default policy alone (its re-run forward GEMMs);
+    moe re-runs the dispatch and combine all-to-alls inside its checkpoint (moe_layer.py @d98e8a64 l. 658-719:
+    sac_rerun_s > 0, which the default policy leaves at 0)."""
+    common = dict(model="deepseek-v2-lite", hardware="h100-sxm", gpus=16, tp=1, pp=1, dp=16, ep=16, etp=1,
+                  micro_batch=1, global_batch=64, seq_len=4096, sharding="zero1", stack="megatron", moe_grouped_gemm=True,
+                  recompute="selective")
+    out = {}
+    for name, mods in (("core", ["core_attn"]), ("mlp", ["core_attn", "mlp"]), ("shared", ["core_attn", "shared_experts"]),
+                       ("moe", ["core_attn", "moe"])):
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(json.dumps({**common, "recompute_modules": mods}))
+        r = cli("explain", str(p), "--format", "json", "-q")
+        assert r.exit_code == 0, r.stderr
+        out[name] = json.loads(r.stdout)
+    step = {k: v["time"]["step_s"] for k, v in out.items()}
+    assert step["core"] < step["mlp"] and step["core"] < step["shared"] < step["moe"]
+    assert out["core"]["moe"]["sac_rerun_s"] == 0.0 and out["moe"]["moe"]["sac_rerun_s"] > 0.0
+    assert out["moe"]["memory"]["total_bytes"] < out["core"]["memory"]["total_bytes"]
+
+
+def test_megatron_args_shared_experts_recompute(cli, tmp_path):
+    """A Megatron-LM argument file with shared experts (Megatron-LM CI's gpt3_moe tp4 ep2 etp2 pp2 test,
+    --moe-shared-expert-intermediate-size) takes --recompute-granularity selective --recompute-modules shared_experts
+    moe into the job (priced), and with --moe-shared-expert-overlap is refused as Megatron-Core refuses it
+    (transformer_config.py @d98e8a64 l. 1991-1998)."""
+    src = ROOT / "tests/data/megatron_ci/args/moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_h100.args"
+    base = src.read_text().strip() + " --recompute-granularity selective --recompute-modules shared_experts moe"
+    ok, bad = tmp_path / "ok.args", tmp_path / "bad.args"
+    ok.write_text(base + "\n")
+    bad.write_text(base + " --moe-shared-expert-overlap\n")
+    r = cli("explain", str(ok), "--gpus", "8", "--hardware", "h100-sxm", "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["recompute_modules"] == ["shared_experts", "moe"]
+    r = cli("explain", str(bad), "--gpus", "8", "--hardware", "h100-sxm")
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert "--recompute-modules shared_experts with --moe-shared-expert-overlap: Megatron-Core refuses it" in r.stderr

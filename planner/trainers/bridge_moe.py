@@ -61,9 +61,9 @@ Transcribed at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf over Megatron-Core 905c0e3
   TP 1, PP 4, EP 8, MTP 1, deepep, selective recompute of layernorm, moe and moe_act), its model
   AutoBridge.from_hf_pretrained("Qwen/Qwen3-Next-80B-A3B-Instruct") through models/qwen/qwen3_next_bridge.py
   provider_bridge l. 50-92: the shape of model_zoo qwen3-next-80b-a3b.yaml field for field, its per-layer Gated
-  DeltaNet and gated attention layers among the fields (ModelSpec.layer_mixers). As it ships the recipe is refused:
-  its recompute module "moe" is one the planner does not price (named; model.recompute_modules=[layernorm,moe_act]
-  reads); context parallelism on its Gated DeltaNet layers is refused (gdn_job).
+  DeltaNet and gated attention layers among the fields (ModelSpec.layer_mixers). It reads as it ships, its
+  recompute module "moe" (the whole MoE block checkpointed) priced by planner/recompute_modules.py; context
+  parallelism on its Gated DeltaNet layers is refused (gdn_job).
 
 - recipes/deepseek/deepseek_v2.py deepseek_v2_lite_pretrain_config l. 24-139 and deepseek_v2_pretrain_config
   l. 142-257 (_dsv2, _dsv2_shape below: TP 1, PP 1 / 4, EP 8 / 32, full recompute, alltoall: no
@@ -208,8 +208,8 @@ def _qwen3_shape(layers, hidden, ffn, heads, expert_ffn) -> dict:
 QWEN3_NEXT = "src/megatron/bridge/recipes/qwen/qwen3_next.py"
 QWEN3_NEXT_HF = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 # the recipe's selective recompute modules (qwen3_next.py l. 95-96): Megatron-Core's "moe" module (the whole MoE
-# block checkpointed and re-run, its output kept: transformer_layer.py @905c0e386 _forward_mlp) is one the planner does
-# not price (planner/recompute_modules.py; schema.RecomputeModule), so the recipe as it ships is refused naming it
+# block checkpointed from its input and re-run in the backward, dispatch and combine included: moe_layer.py @905c0e386
+# l. 494-553) priced with the others (planner/recompute_modules.py), so the recipe reads as it ships
 QWEN3_NEXT_RECOMPUTE = ["layernorm", "moe", "moe_act"]
 
 
@@ -585,6 +585,13 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
     job["moe_dispatcher"] = DISPATCHERS[key]
     shared_overlap = _bool(cfg, "model.moe_shared_expert_overlap", where)
     if shared_overlap:
+        mods = cfg["model.recompute_modules"]
+        if (cfg["model.recompute_granularity"] == "selective" and isinstance(mods, list) and "shared_experts" in mods
+                and spec.moe is not None and spec.moe.num_shared_experts):
+            raise PlannerError(f"{where}model.recompute_modules with shared_experts and model.moe_shared_expert_overlap=true: "
+                               "Megatron-Core refuses it ('shared_experts recompute cannot work with "
+                               "--moe-shared-expert-overlap.', transformer_config.py @905c0e386 l. 1355-1362)",
+                               "set model.moe_shared_expert_overlap=false, or leave shared_experts out")
         not_modelled.append("model.moe_shared_expert_overlap=true (the shared expert's compute overlapped with the "
                             "dispatch: not priced)")
     # fused kernels and grouped GEMM (written where on: the job's defaults are off)

@@ -2335,8 +2335,10 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     g = plan["gpus"]
     per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
     flex, a2a = plan.get("moe_dispatcher") in ("deepep", "hybridep"), bool(plan.get("ep_comm_overlap"))
+    # a gated repository only where the recipe's field says so (megatron_bridge.Recipe.hf_gated: the meta-llama ones)
+    gate = "; a gated repository: accept its licence on Hugging Face and log in first" if rec.hf_gated else ""
     notes.append(f"recipe {name}: run_recipe.py builds its model from the Hugging Face config of {rec.hf_id} "
-                 f"(AutoBridge.from_hf_pretrained, {rec.file} {rec.lines}), which the launch downloads (a gated repository)")
+                 f"(AutoBridge.from_hf_pretrained, {rec.file} {rec.lines}), which the launch downloads{gate}")
     lines = ["#!/bin/bash", f"# Megatron-Bridge launch written by `planner export --format {BRIDGE_FMT}`",
              f"# {BRIDGE}: {SCRIPT} --recipe (the recipe's ConfigContainer) with Hydra overrides of its dot paths "
              "(training/config.py, models/gpt_provider.py, training/mixed_precision.py, training/comm_overlap.py)",

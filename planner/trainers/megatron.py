@@ -2151,6 +2151,12 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     mods = None if "--recompute-modules" not in flags else words_of(flags["--recompute-modules"])
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         priced = typing.get_args(RecomputeModule)
+        if ("shared_experts" in mods and "--moe-shared-expert-overlap" in flags
+                and "--moe-shared-expert-intermediate-size" in flags):
+            raise PlannerError(f"{where}--recompute-modules shared_experts with --moe-shared-expert-overlap: Megatron-Core "
+                               "refuses it ('shared_experts recompute cannot work with --moe-shared-expert-overlap.', "
+                               "transformer_config.py @d98e8a64 l. 1991-1998)",
+                               "drop --moe-shared-expert-overlap, or leave shared_experts out")
         if mods and all(m in priced for m in mods):  # the job's recompute_modules (planner/recompute_modules.py)
             job["recompute_modules"] = list(mods)
         else:

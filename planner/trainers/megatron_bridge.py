@@ -118,6 +118,11 @@ class Recipe(NamedTuple):
     applies_flex: bool = True  # a MoE recipe that calls apply_flex_dispatcher_backend (deepseek_v3.py l. 196,
     # qwen3_moe.py l. 128, 241); gpt_oss.py's name deepep but never call it: alltoall runs
     hf_tokenizer: bool = False  # its tokenizer the Hugging Face one of hf_id (qwen3_moe.py), not the NullTokenizer
+    # hf_id a gated Hugging Face repository (its files downloaded only after the user accepts its licence and logs in):
+    # the meta-llama repositories (huggingface.co/meta-llama/<repo>: access granted on the Llama 2 / 3 / 3.1 / 3.2
+    # community licence's form); the Qwen, DeepSeek and openai gpt-oss repositories are public (Apache 2.0 / MIT /
+    # DeepSeek licence, no access form)
+    hf_gated: bool = False
 
 
 L2 = "src/megatron/bridge/recipes/llama/llama2.py"
@@ -183,7 +188,7 @@ RECIPES = {
          "kv_heads": 32,
          "vocab_size": 32000, "rope_theta": 10000.0, "tied_embeddings": False, "llama3_rope_scaling": None},
         _par(2, 1, None, 1, False, 4096, model__cross_entropy_fusion_impl="native"), mp_object=False,
-        comm_overlap=True, co_tp=False, file=L2),
+        comm_overlap=True, co_tp=False, file=L2, hf_gated=True),
     # Llama 3.2 (meta-llama/Llama-3.2-1B, -3B config.json: 16 / 28 layers, 2048 / 3072 wide, 8192 FFN, 32 / 24
     # heads, 8 KV heads, tied, llama3 RoPE scaling factor 32): llama32_1b_pretrain_config l. 42-136 and
     # llama32_3b_pretrain_config l. 139-217, line for line llama3_8b_pretrain_config's values but CP 1 (l. 68, 161):
@@ -195,29 +200,31 @@ RECIPES = {
     # name and None (recipes/common.py l. 127, 129)
     "llama32_1b_pretrain_config": Recipe(
         "meta-llama/Llama-3.2-1B", "l. 42-136", _llama(16, 2048, 8192, 32, True, factor=32.0, tied=True),
-        _par(1, 1, None, 1, False, 8192), mp_object=False, comm_overlap=False),
+        _par(1, 1, None, 1, False, 8192), mp_object=False, comm_overlap=False, hf_gated=True),
     "llama32_3b_pretrain_config": Recipe(
         "meta-llama/Llama-3.2-3B", "l. 139-217", _llama(28, 3072, 8192, 24, True, factor=32.0, tied=True),
-        _par(1, 1, None, 1, False, 8192), mp_object=False, comm_overlap=False),
+        _par(1, 1, None, 1, False, 8192), mp_object=False, comm_overlap=False, hf_gated=True),
     "llama3_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
-        _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False),
+        _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False, hf_gated=True),
     "llama3_70b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 737-740, mixed_precision bf16_mixed() l. 743)",
         _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True,
-        ub_cfg=UB_H8192),
+        ub_cfg=UB_H8192, hf_gated=True),
     "llama31_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1011)",
-        _llama(32, 4096, 14336, 32, True), _par(1, 1, None, 2, False, 8192), mp_object=True, comm_overlap=False),
+        _llama(32, 4096, 14336, 32, True), _par(1, 1, None, 2, False, 8192), mp_object=True, comm_overlap=False,
+        hf_gated=True),
     "llama31_70b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-70B", "l. 1014-1100 (seq_length SEQUENCE_LENGTH_128K, comm_overlap l. 1093-1096)",
         _llama(80, 8192, 28672, 64, True), _par(4, 4, 5, 2, True, 131072), mp_object=True, comm_overlap=True,
-        ub_cfg=UB_H8192),
+        ub_cfg=UB_H8192, hf_gated=True),
     "llama31_405b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-405B", "l. 1103-1195 (account_for_* True l. 1132-1133, comm_overlap l. 1188-1191)",
         _llama(126, 16384, 53248, 128, True),
         _par(8, 8, 2, 4, True, 131072, model__account_for_embedding_in_pipeline_split=True,
-             model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True, ub_cfg=UB_H16384),
+             model__account_for_loss_in_pipeline_split=True), mp_object=True, comm_overlap=True, ub_cfg=UB_H16384,
+        hf_gated=True),
 }
 
 # the MoE recipes (bridge_moe.py: DeepSeek-V3's two, Qwen3 MoE's two, gpt-oss's two)
@@ -1145,7 +1152,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         from ..schema import RecomputeModule
 
         bad = [m for m in mods if m not in get_args(RecomputeModule)]
-        if bad:  # Megatron-Core's mlp, moe, shared_experts, ... (planner/recompute_modules.py: not priced)
+        if bad:  # Megatron-Core's gdn_*, gdp_*, mhc (planner/recompute_modules.py: not priced)
             raise PlannerError(f"{where}model.recompute_modules={_shown(mods)}: {', '.join(bad)} not a module whose "
                                "selective recompute the planner prices (it prices "
                                f"{', '.join(get_args(RecomputeModule))}: planner/recompute_modules.py)",

@@ -1,7 +1,6 @@
 #!/bin/bash
 # Megatron-Bridge's Qwen3-Next 80B-A3B pre-training recipe (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
 # src/megatron/bridge/recipes/qwen/qwen3_next.py qwen3_next_80b_a3b_pretrain_config l. 27-142: TP 1, PP 4, EP 8, its
-# docstring's "Recommended parallelism: TP=1, PP=4, EP=8") on 4 nodes of 8 GPUs (DP 8), its recompute modules without
-# "moe" (l. 96: the whole MoE block's checkpoint, which the planner does not price)
-torchrun --nproc_per_node 8 --nnodes 4 scripts/training/run_recipe.py --recipe qwen3_next_80b_a3b_pretrain_config \
-    model.recompute_modules=[layernorm,moe_act]
+# docstring's "Recommended parallelism: TP=1, PP=4, EP=8") on 4 nodes of 8 GPUs (DP 8), as it ships (its selective
+# recompute of layernorm, moe and moe_act, l. 95-96: planner/recompute_modules.py)
+torchrun --nproc_per_node 8 --nnodes 4 scripts/training/run_recipe.py --recipe qwen3_next_80b_a3b_pretrain_config
