@@ -17,10 +17,14 @@ How each figure is made:
   energy          reliability.energy: every GPU at its TDP, times the PUE.
   checkpoint      each GPU holds its shard of the fp32 master weights and Adam's m and v
                   (explain's memory terms `master_weights` + `adam`; also `weights` when the
-                  plan keeps no fp32 master, since the bf16 weights are then the only copy).
-                  The bf16 working weights and the gradients are not saved (seed sec. 9.2;
+                  plan keeps no fp32 master, since the bf16 weights are then the only copy,
+                  or keeps it as TE's 16-bit remainders, which restore it only with the bf16
+                  weights [5]), at the bytes the checkpoint writes (checkpoint_bytes_per_param
+                  [5]: the memory model's master_bytes, but Adam's moments in fp32 where
+                  Megatron's distributed optimizer saves them through TE's get_unscaled_state).
+                  The bf16 working weights and the gradients are not saved otherwise (seed sec. 9.2;
                   reliability.checkpoint_bytes_per_gpu). One full copy of the job's state is
-                  N x (master + optimizer bytes per parameter) (seed sec. 9.2: 846 GB for
+                  N x (those bytes per parameter) (seed sec. 9.2: 846 GB for
                   Llama 3 70B); replicas (DDP, HSDP across groups) write it once, as PyTorch
                   DCP deduplicates replicated tensors [3]. Write time = that copy over the
                   aggregate storage bandwidth; host copy = one GPU's shard over PCIe
@@ -44,6 +48,30 @@ References
     `async_save` stages the local state dict in CPU memory and writes in the background.
 [4] The seed chapter sec. 9.2: restart (detect, swap the node, reload, warm up) 10 min;
     its simulation averages 20 runs.
+[5] What Megatron's checkpoint writes under the precision-aware optimizer (--use-precision-aware-optimizer, TE's
+    FusedAdam; Settings.te_master / remainders), NVIDIA/Megatron-LM @d98e8a64 (the same code at 905c0e386,
+    megatron-bridge's pin) and NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/optimizers/fused_adam.py:
+    - the distributed optimizer (--ckpt-format torch_dist, the default: training/config/training_config.py l. 486;
+      sharding type dp_reshardable, training/checkpointing.py l. 558): get_parameter_state_dp_reshardable
+      (optimizer/distrib_optimizer.py l. 1227-1260) takes each parameter's tensors from
+      _get_main_param_and_optimizer_states (l. 1090-1117), which under use_precision_aware_optimizer_no_fp8_or_ds_fp8
+      (the planner's te_master) reads FusedAdam.get_unscaled_state for every state (l. 1108) and saves master_param as
+      "param" (l. 1109); sharded_param_state_dp_reshardable writes each tensor at its own dtype (ShardedTensor
+      tensors[key].dtype, l. 1977). get_unscaled_state (fused_adam.py l. 306-352) returns the int16 remainders as they
+      are (l. 334-341: no fp32 master is reconstructed) and every moment below fp32 as .float() (bf16 l. 344-349, fp16
+      l. 330-332, fp8 l. 328-329): Adam's m and v are written 4 B each whatever their dtype in memory, the master 2 B
+      (remainders) or 4 B (an fp32 master; a 16-bit master without remainders, .float(), is 4 B too). The remainders
+      restore the master only beside the bf16 weights (fused_adam.py l. 98-101, load_state_dict l. 535-541), which the
+      model's own sharded state dict writes: priced as the `weights` term, 2 B. Not under the CPU offload:
+      HybridDeviceOptimizer's states are taken as held (l. 1103-1105).
+    - Megatron-FSDP (--ckpt-format fsdp_dtensor, required: training/arguments.py l. 1169-1170): the optimizer writes
+      its raw state (sharded_param_state_fsdp_dtensor, distrib_optimizer.py l. 1635-1657: self.state, the moments at
+      their dtype in memory), and the model's state dict holds the optimizer's parameters, the fp32 main weight shards
+      (megatron_fsdp.py l. 1168-1173, a state_dict pre-hook, and l. 1408-1427, _replace_param_with_distributed_if_needed:
+      pg_buffer.optimizer_named_parameters; param_and_grad_buffer.py _init_distributed_params l. 3249-3259, the main
+      weight buffer), 4 B: memory.master_bytes [mw]; the bf16 weights are not written beside them.
+    Llama 3 8B (8,030,261,248 parameters), bf16-moments (tests/test_checkpoint_written.py): 12 B a parameter under the
+    distributed optimizer (2 + 2 + 8), 8 B under Megatron-FSDP (4 + 4), against 6 B (2 + 4) for both before.
 """
 
 from __future__ import annotations
@@ -155,14 +183,57 @@ class CheckpointShards:
     distinct: float
 
 
-def checkpoint_shards(settings: Settings, est: Estimate) -> CheckpointShards:
-    """Checkpoint bytes per GPU from explain's memory terms (heaviest pipeline stage) and
-    for the whole job from the parameter count; see the module docstring."""
+CHECKPOINT_MOMENT_BYTES = 4.0  # FusedAdam.get_unscaled_state: a moment below fp32 as .float() (fused_adam.py @4329ff84 l. 328-349) [5]
+CHECKPOINT_MASTER_BYTES = 4.0  # get_unscaled_state: a master that is not remainders, fp32 (l. 334-343, .float() otherwise) [5]
+ADAM_MOMENTS = 2  # Adam's m and v (schema.BytesPerParam.optimizer: both)
+
+
+@dataclass(frozen=True)
+class CheckpointBytes:
+    """Bytes a parameter the checkpoint writes [5], arrays of the plan's shape: the master (the memory model's
+    memory.master_bytes, or 4 B where get_unscaled_state widens a 16-bit master), Adam's moments, and the bf16 weights
+    where they are the master's only full copy or its other half (pure bf16: no master; TE's remainders)."""
+
+    master: object
+    optimizer: object
+    weights: object
+
+
+def checkpoint_bytes_per_param(settings: Settings, plan: PlanArrays) -> CheckpointBytes:
+    """What one parameter costs the checkpoint, by term [5]: the memory model's bytes (memory.master_bytes: TE's 2 B
+    remainders under the distributed optimizer, Megatron-FSDP's 4 B fp32 main weights under its own modes), but where
+    Megatron's distributed optimizer saves through TE's FusedAdam.get_unscaled_state (te_master, not a mode that steps
+    its own master, no CPU offload) the moments are written fp32 (4 B each) and a master that is not remainders fp32;
+    the bf16 weights are written with the remainders (they restore the fp32 master together) and in pure bf16."""
+    from .memory import master_bytes
+    from .stacks import own_master, stack_of
+
+    bpp = settings.bpp
+    shape = np.shape(plan.sharding)
+    held = np.asarray(master_bytes(settings, plan), dtype=np.float64) * np.ones(shape)
+    own = own_master(stack_of(settings), plan)
+    unscaled = bool(settings.te_master and settings.offload_optimizer != "cpu") & ~own
+    remainders = bool(settings.remainders) & ~own  # the master held as int16 remainders (memory.master_bytes)
+    master = np.where(unscaled & ~remainders & (bpp.master > 0), CHECKPOINT_MASTER_BYTES, held)
+    optimizer = np.where(unscaled & (bpp.optimizer > 0), ADAM_MOMENTS * CHECKPOINT_MOMENT_BYTES, bpp.optimizer)
+    weights = np.where((bpp.master == 0) | remainders, bpp.weights, 0.0)
+    return CheckpointBytes(master=master, optimizer=optimizer * np.ones(shape), weights=weights * np.ones(shape))
+
+
+def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> CheckpointShards:
+    """Checkpoint bytes per GPU from explain's memory terms (heaviest pipeline stage) at the bytes a parameter the
+    checkpoint writes (checkpoint_bytes_per_param [5]: each term's elements, its bytes over the bytes held, times the
+    bytes written), and for the whole job from the parameter count at the same bytes; see the module docstring."""
+    from .memory import master_bytes
+
     t, bpp = est.memory, settings.bpp
-    no_master = bpp.master == 0  # pure-bf16: the bf16 weights are the only copy, save them
-    size = rel.checkpoint_bytes_per_gpu(t.master_weights, t.adam, np.where(no_master, t.weights, 0.0))
+    ck = checkpoint_bytes_per_param(settings, plan)
+    held = np.asarray(master_bytes(settings, plan), dtype=np.float64)
+    master = t.master_weights * np.where(held > 0, ck.master / np.where(held > 0, held, 1.0), 0.0)
+    adam = t.adam * (ck.optimizer / bpp.optimizer if bpp.optimizer > 0 else 0.0)
+    size = rel.checkpoint_bytes_per_gpu(master, adam, np.where(ck.weights > 0, t.weights, 0.0))
     n = float(count_params(settings.model).total)
-    job = n * (bpp.master + bpp.optimizer + (bpp.weights if no_master else 0.0))
+    job = float(n * (ck.master + ck.optimizer + ck.weights))
     return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total_bytes))
 
 
@@ -311,7 +382,7 @@ def plan_budget(settings: Settings, plan: PlanArrays, opts: BudgetOptions, est: 
         # a batch ramp (explain.batch_ramp): the run's 6N MFU is the last batch's scaled by its time over the
         # ramp's, so that the wall time is the phases' steps x their step times
         mfu = thr["mfu_6n"] * thr["training_days"] / thr["training_days_ramp"]
-    shards = checkpoint_shards(settings, est)
+    shards = checkpoint_shards(settings, plan, est)
     # 6N on the parameters a token passes through: the active ones of an MoE model (planner/moe.py),
     # and each multi-token prediction module's with the output layer it runs again: the N of the
     # step model's MFU (compute._dense_params), so that the days are steps x step time
@@ -366,7 +437,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
             "energy_kwh": float(b.energy.total_kwh),
         },
         "checkpoint": {
-            "saved_terms": "master_weights + adam" + (" + weights" if settings.bpp.master == 0 else ""),
+            "saved_terms": "master_weights + adam" + (" + weights" if float(sz.extra_bytes) > 0 else ""),
             "bytes_per_gpu": float(sz.total_bytes),
             "master_weights_bytes_per_gpu": float(sz.master_weights_bytes),
             "optimizer_bytes_per_gpu": float(sz.optimizer_bytes),
