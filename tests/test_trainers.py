@@ -938,6 +938,21 @@ def test_command_line_tp_1_turns_a_scripts_sequence_parallelism_off(cli):
             "at tp 1: arguments.py @d98e8a64 l. 1433-1439)") in r.stderr
 
 
+
+def test_reader_turns_sequence_parallelism_off_at_tp_1_as_megatron_does():
+    """The fp8 script states --sequence-parallel at TP_SIZE=1: Megatron-LM's validate_args turns it off there with a
+    warning and starts ('Disabling sequence parallelism because tensor model parallelism is disabled', arguments.py
+    @d98e8a64 l. 1433-1439), so the reader reads it off with a note naming that rule (Megatron-Bridge refuses the
+    same pair instead: tests/test_bridge_launch.py)."""
+    from planner.trainers.megatron import SP_OFF_AT_TP1
+
+    cfg = load_trainer_config(FP8_SH)
+    assert (cfg.job["tp"], cfg.job["sequence_parallel"]) == (1, False)
+    assert "--sequence-parallel" in cfg.stated  # the script asks for it
+    assert SP_OFF_AT_TP1 in cfg.assumed
+    assert SP_OFF_AT_TP1 == ("sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: "
+                             "validate_args, arguments.py @d98e8a64 l. 1433-1439)")
+
 TPO_SH = DATA / "train_llama3_8b_tp1_tp_comm_overlap.sh"  # train_llama3_8b.sh at TP_SIZE=1 with --tp-comm-overlap
 
 

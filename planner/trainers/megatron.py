@@ -1740,7 +1740,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                                  if f in flags})
 
 
-SP_OFF_AT_TP1 = "sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: arguments.py)"
+# Megatron-LM's validate_args turns --sequence-parallel off at tp 1 with a warning and starts (arguments.py @d98e8a64
+# l. 1433-1439); Megatron-Bridge refuses it instead (megatron_bridge.py _job: ModelParallelConfig's ValueError)
+SP_OFF_AT_TP1 = ("sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: validate_args, "
+                 "arguments.py @d98e8a64 l. 1433-1439)")
 
 
 def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> None:

@@ -1117,6 +1117,17 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     if etp is not None and num("model.expert_tensor_parallel_size") != job["tp"]:
         job["etp"] = etp
     job["sequence_parallel"] = flag("model.sequence_parallel")
+    if job["sequence_parallel"] and job["tp"] == 1:
+        # Bridge refuses it where Megatron-LM's validate_args turns it off (arguments.py @d98e8a64 l. 1433-1439):
+        # ConfigContainer.validate finalizes the model (training/config.py l. 1484-1485), whose finalize runs
+        # Megatron-Core's TransformerConfig.__post_init__ (models/transformer_config.py l. 83-92), which runs
+        # ModelParallelConfig's (905c0e386 transformer_config.py l. 993-998): a ValueError at tp <= 1
+        # (model_parallel_config.py l. 401-403)
+        raise PlannerError(f"{where}model.sequence_parallel=true with model.tensor_model_parallel_size=1: Bridge does not "
+                           "start (ConfigContainer.validate, training/config.py l. 1484-1485, finalizes the model: "
+                           "Megatron-Core 905c0e386 model_parallel_config.py l. 401-403 raises 'Cannot use sequence "
+                           "parallelism without tensor parallelism')",
+                           "give model.sequence_parallel=false, or model.tensor_model_parallel_size above 1")
     seq, dseq = num("model.seq_length"), num("dataset.sequence_length")
     if seq != dseq:  # ConfigContainer.validate asserts it (training/config.py l. 1662-1677)
         raise PlannerError(f"{where}model.seq_length {seq} but dataset.sequence_length {dseq}: Bridge refuses the pair "
