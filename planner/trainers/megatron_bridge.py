@@ -36,7 +36,6 @@ from typing import NamedTuple, Optional
 
 import yaml
 
-from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT
 from . import TrainerConfig, check_model_shape, resolve_gpus
@@ -515,18 +514,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """A launch of one of the SCRIPTS read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
     --config-file YAML's keys laid on them, then the command line's overrides (process_config_with_overrides's order),
     each key read by one table (the loop below), then mapped to the job."""
-    from .megatron import _launcher_gpus, command_words
+    from .megatron import _launcher_gpus, read_script_words
     from . import match_catalog_model
 
     where = f"{path}: "
-    if text is None:
-        text = files.read_text(path, "give a launch script of run_recipe.py")
-    assumed: list[str] = []
-    heredocs: dict = {}
-    try:
-        launch, words, _ = command_words(text, where, assumed, heredocs)
-    except ValueError as e:
-        raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
+    text, launch, words, _, assumed, heredocs = read_script_words(path, text, where, "give a launch script of run_recipe.py")
     names = _scripts_named(text)
     if not is_launch_line(text) or len(names) != 1:
         raise PlannerError(f"{where}no {SCRIPT} --recipe line found" if len(names) < 2 else
