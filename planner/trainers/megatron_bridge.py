@@ -1081,6 +1081,21 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
                        "(model.vocab_size set: Bridge pads no vocabulary, models/gpt_provider.py l. 244-250)")
 
 
+SP_TP1_RULE = ("Bridge does not start (ConfigContainer.validate, training/config.py l. 1484-1485, finalizes the model: "
+               "Megatron-Core 905c0e386 model_parallel_config.py l. 401-403 raises 'Cannot use sequence parallelism "
+               "without tensor parallelism')")
+
+
+def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> None:
+    """A launch's model.sequence_parallel=true at a command-line tp 1 (load_job: `data` the launch's job fields,
+    `given` the options laid over them): Bridge refuses the pair, as _job refuses it in the launch (SP_TP1_RULE),
+    unless the command line also turns sequence parallelism off (--no-sequence-parallel: it wins)."""
+    if cfg.fmt != FMT or given.get("tp") != 1 or not given.get("sequence_parallel", data.get("sequence_parallel")):
+        return
+    how = "the command line's --sequence-parallel" if given.get("sequence_parallel") else "the launch's model.sequence_parallel=true"
+    raise PlannerError(f"{where}{how} at the command line's tp 1: {SP_TP1_RULE}",
+                       "pass --no-sequence-parallel with --tp 1 (model.sequence_parallel=false), or a tp above 1")
+
 def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
     """The job fields of the run's values."""
     def num(k):
@@ -1115,10 +1130,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         # Megatron-Core's TransformerConfig.__post_init__ (models/transformer_config.py l. 83-92), which runs
         # ModelParallelConfig's (905c0e386 transformer_config.py l. 993-998): a ValueError at tp <= 1
         # (model_parallel_config.py l. 401-403)
-        raise PlannerError(f"{where}model.sequence_parallel=true with model.tensor_model_parallel_size=1: Bridge does not "
-                           "start (ConfigContainer.validate, training/config.py l. 1484-1485, finalizes the model: "
-                           "Megatron-Core 905c0e386 model_parallel_config.py l. 401-403 raises 'Cannot use sequence "
-                           "parallelism without tensor parallelism')",
+        raise PlannerError(f"{where}model.sequence_parallel=true with model.tensor_model_parallel_size=1: {SP_TP1_RULE}",
                            "give model.sequence_parallel=false, or model.tensor_model_parallel_size above 1")
     seq, dseq = num("model.seq_length"), num("dataset.sequence_length")
     if seq != dseq:  # ConfigContainer.validate asserts it (training/config.py l. 1662-1677)
