@@ -588,3 +588,35 @@ def test_recipe_model_matched_on_head_width(tmp_path, base, recipe, head_dim):
     with pytest.raises(PlannerError, match=rf"\(dhead\) 128 contradicts --model .* \(dhead = {head_dim}\)"):
         load_trainer_config(f, hardware="h100-sxm", model=str(m))
     assert load_trainer_config(f, hardware="h100-sxm", model=base).job["model"] == base
+
+
+def test_sequence_parallel_at_tp_1_is_refused_as_bridge_refuses_it(cli, tmp_path):
+    """model.sequence_parallel=true at model.tensor_model_parallel_size=1: Megatron-LM's validate_args turns it off
+    and starts (arguments.py @d98e8a64 l. 1433-1439), Bridge does not start: ConfigContainer.validate finalizes the
+    model (training/config.py @dc805f5cf l. 1484-1485; models/transformer_config.py l. 83-92), which runs Megatron-Core
+    905c0e386 ModelParallelConfig.__post_init__: 'Cannot use sequence parallelism without tensor parallelism' (a
+    ValueError at tp <= 1, model_parallel_config.py l. 401-403). The reader refuses it in those words (before: the
+    job's generic 'sequence_parallel needs tp > 1'), and so does load_job at a command-line --tp 1 over a launch that
+    runs it at tp 2 (megatron_bridge.command_line_tp); at tp 2 it reads sequence parallelism on."""
+    from planner.errors import PlannerError
+
+    f = tmp_path / "launch.sh"
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama32_1b_pretrain_config "
+                 "model.sequence_parallel=true\n")
+    with pytest.raises(PlannerError, match="model_parallel_config.py l. 401-403 raises 'Cannot use sequence parallelism "
+                                           "without tensor parallelism'"):
+        load_trainer_config(f, hardware="h100-sxm")
+    assert_one_error(cli("explain", f, "--hardware", "h100-sxm"),
+                     "model.sequence_parallel=true with model.tensor_model_parallel_size=1: Bridge does not start",
+                     "hint: give model.sequence_parallel=false, or model.tensor_model_parallel_size above 1")
+    f.write_text("torchrun --nproc_per_node=8 scripts/training/run_recipe.py --recipe llama32_1b_pretrain_config "
+                 "model.sequence_parallel=true model.tensor_model_parallel_size=2\n")
+    j = load_trainer_config(f, hardware="h100-sxm").job
+    assert (j["tp"], j["sequence_parallel"]) == (2, True)
+    # the command line's tp 1 over it (flags beat file values): Bridge refuses it so, unless --no-sequence-parallel
+    assert_one_error(cli("explain", f, "--hardware", "h100-sxm", "--tp", 1),
+                     "the launch's model.sequence_parallel=true at the command line's tp 1: Bridge does not start",
+                     "model_parallel_config.py l. 401-403", "hint: pass --no-sequence-parallel with --tp 1")
+    r = cli("explain", f, "--hardware", "h100-sxm", "--tp", 1, "--no-sequence-parallel", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert (json.loads(r.stdout)["plan"]["tp"], json.loads(r.stdout)["plan"]["sequence_parallel"]) == (1, False)

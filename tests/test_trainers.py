@@ -938,6 +938,21 @@ def test_command_line_tp_1_turns_a_scripts_sequence_parallelism_off(cli):
             "at tp 1: arguments.py @d98e8a64 l. 1433-1439)") in r.stderr
 
 
+
+def test_reader_turns_sequence_parallelism_off_at_tp_1_as_megatron_does():
+    """The fp8 script states --sequence-parallel at TP_SIZE=1: Megatron-LM's validate_args turns it off there with a
+    warning and starts ('Disabling sequence parallelism because tensor model parallelism is disabled', arguments.py
+    @d98e8a64 l. 1433-1439), so the reader reads it off with a note naming that rule (Megatron-Bridge refuses the
+    same pair instead: tests/test_bridge_launch.py)."""
+    from planner.trainers.megatron import SP_OFF_AT_TP1
+
+    cfg = load_trainer_config(FP8_SH)
+    assert (cfg.job["tp"], cfg.job["sequence_parallel"]) == (1, False)
+    assert "--sequence-parallel" in cfg.stated  # the script asks for it
+    assert SP_OFF_AT_TP1 in cfg.assumed
+    assert SP_OFF_AT_TP1 == ("sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: "
+                             "validate_args, arguments.py @d98e8a64 l. 1433-1439)")
+
 TPO_SH = DATA / "train_llama3_8b_tp1_tp_comm_overlap.sh"  # train_llama3_8b.sh at TP_SIZE=1 with --tp-comm-overlap
 
 
@@ -1425,3 +1440,23 @@ def test_deepspeed_gradient_path_read(tmp_path):
                               "data_types": {"grad_accum_dtype": "fp32"}}))
     with pytest.raises(PlannerError, match="fp16 weights with data_types.grad_accum_dtype fp32 at ZeRO stage 0"):
         deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
+
+
+def test_both_megatron_readers_split_a_script_with_one_function(tmp_path):
+    """The Megatron-LM and Megatron-Bridge readers read and split a script with megatron.read_script_words: an
+    unclosed quote (shlex's 'No closing quotation', in a file of arguments, which command_words splits whole) is
+    the same bad input in both, and a missing file keeps each reader's own hint."""
+    from planner.trainers import megatron, megatron_bridge
+
+    for mod, text in ((megatron, '--tensor-model-parallel-size "2\n'), (megatron_bridge, '--recipe "llama32_1b\n')):
+        with pytest.raises(PlannerError) as e:
+            mod.read(Path("x.sh"), text)
+        assert (str(e.value), e.value.hint) == ("x.sh: cannot split the arguments (No closing quotation)", "check the quotes")
+    for mod, hint in ((megatron, "give a launch script or a file of Megatron arguments"),
+                      (megatron_bridge, "give a launch script of run_recipe.py")):
+        with pytest.raises(PlannerError) as e:
+            mod.read(tmp_path / "none.sh")
+        assert e.value.hint == hint
+    w = megatron.read_script_words(Path("x.sh"), "torchrun --nproc_per_node=8 pretrain_gpt.py --tensor-model-parallel-size 2\n",
+                                   "x.sh: ", "")
+    assert (w.launch[-1], w.words, w.soft, w.heredocs) == ("--nproc_per_node=8", ["--tensor-model-parallel-size", "2"], False, {})

@@ -140,8 +140,10 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         cfg.assumed += replaced(data, {k: v for k, v in given.items() if k != "hardware"})
         # Megatron's own rules on the script's --sequence-parallel / --tp-comm-overlap at the tp it starts with
         from ..trainers.megatron import command_line_tp
+        from ..trainers import megatron_bridge
 
         command_line_tp(cfg, data, given, f"{path}: ")
+        megatron_bridge.command_line_tp(cfg, data, given, f"{path}: ")  # Bridge refuses SP at tp 1
         cfg.assumed += command_line_sharding(data, given)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
             one_rank_mesh(data, given["stack"], cfg.assumed)

@@ -827,6 +827,31 @@ _REDIRECT = re.compile(r"(\d*|&)(>>?|<)(&\d+|&-)?")  # a redirection operator al
 _REDIRECT_JOINED = re.compile(r"(\d*|&)(>>?|<)(&\d+|&-|[^\s&<>-]\S*)")  # with its target: 2>&1, >log, 2>>err.txt
 
 
+class ScriptWords(typing.NamedTuple):
+    """A launch script split as command_words splits it (read_script_words)."""
+    text: str            # the script's text
+    launch: list         # the launcher's words before the script
+    words: list          # the argument words after it
+    soft: bool           # the GPU-count words came from shell defaults
+    assumed: list        # what splitting it assumed (command_words' notes)
+    heredocs: dict       # the files it writes with `cat <<EOT > $FILE` (command_words' heredocs)
+
+
+def read_script_words(path: Path, text: Optional[str], where: str, hint: str) -> ScriptWords:
+    """The script at `path` (`text`: its text when the caller already read it; else read here, `hint` the
+    read error's hint) split by command_words with its heredoc files collected; a quoting shlex cannot split
+    (unbalanced quotes) is bad input. The Megatron-LM and Megatron-Bridge readers share it."""
+    if text is None:
+        text = files.read_text(path, hint)
+    assumed: list[str] = []
+    heredocs: dict = {}
+    try:
+        launch, words, soft = command_words(text, where, assumed, heredocs)
+    except ValueError as e:  # shlex: unbalanced quotes
+        raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
+    return ScriptWords(text, launch, words, soft, assumed, heredocs)
+
+
 def _drop_redirections(words: list[str]) -> list[str]:
     """`words` without bash redirections: `2>&1`, `>log`, `> log` (the target word too)."""
     out, skip = [], False
@@ -1040,14 +1065,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the command
     line's --stack, which a Megatron-DeepSpeed script of the 2021 fork is read on (megatron_deepspeed.STACK_2021)."""
     where = f"{path}: "
-    if text is None:
-        text = files.read_text(path, "give a launch script or a file of Megatron arguments")
-    assumed: list[str] = []
-    heredocs: dict = {}
-    try:
-        launch, words, soft = command_words(text, where, assumed, heredocs)
-    except ValueError as e:  # shlex: unbalanced quotes
-        raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
+    text, launch, words, soft, assumed, heredocs = read_script_words(
+        path, text, where, "give a launch script or a file of Megatron arguments")
     flags, stray = parse_flags(words, where)
     if not mds.is_megatron_deepspeed(flags):
         if flags.get("--position-embedding-type") == "alibi":
@@ -1740,7 +1759,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                                  if f in flags})
 
 
-SP_OFF_AT_TP1 = "sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: arguments.py)"
+# Megatron-LM's validate_args turns --sequence-parallel off at tp 1 with a warning and starts (arguments.py @d98e8a64
+# l. 1433-1439); Megatron-Bridge refuses it instead (megatron_bridge.py _job: ModelParallelConfig's ValueError)
+SP_OFF_AT_TP1 = ("sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: validate_args, "
+                 "arguments.py @d98e8a64 l. 1433-1439)")
 
 
 def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> None:

@@ -36,7 +36,6 @@ from typing import NamedTuple, Optional
 
 import yaml
 
-from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT
 from . import TrainerConfig, check_model_shape, resolve_gpus
@@ -522,18 +521,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """A launch of one of the SCRIPTS read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
     --config-file YAML's keys laid on them, then the command line's overrides (process_config_with_overrides's order),
     each key read by one table (the loop below), then mapped to the job."""
-    from .megatron import _launcher_gpus, command_words
+    from .megatron import _launcher_gpus, read_script_words
     from . import match_catalog_model
 
     where = f"{path}: "
-    if text is None:
-        text = files.read_text(path, "give a launch script of run_recipe.py")
-    assumed: list[str] = []
-    heredocs: dict = {}
-    try:
-        launch, words, _ = command_words(text, where, assumed, heredocs)
-    except ValueError as e:
-        raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
+    text, launch, words, _, assumed, heredocs = read_script_words(path, text, where, "give a launch script of run_recipe.py")
     names = _scripts_named(text)
     if not is_launch_line(text) or len(names) != 1:
         raise PlannerError(f"{where}no {SCRIPT} --recipe line found" if len(names) < 2 else
@@ -1096,6 +1088,21 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
                        "(model.vocab_size set: Bridge pads no vocabulary, models/gpt_provider.py l. 244-250)")
 
 
+SP_TP1_RULE = ("Bridge does not start (ConfigContainer.validate, training/config.py l. 1484-1485, finalizes the model: "
+               "Megatron-Core 905c0e386 model_parallel_config.py l. 401-403 raises 'Cannot use sequence parallelism "
+               "without tensor parallelism')")
+
+
+def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> None:
+    """A launch's model.sequence_parallel=true at a command-line tp 1 (load_job: `data` the launch's job fields,
+    `given` the options laid over them): Bridge refuses the pair, as _job refuses it in the launch (SP_TP1_RULE),
+    unless the command line also turns sequence parallelism off (--no-sequence-parallel: it wins)."""
+    if cfg.fmt != FMT or given.get("tp") != 1 or not given.get("sequence_parallel", data.get("sequence_parallel")):
+        return
+    how = "the command line's --sequence-parallel" if given.get("sequence_parallel") else "the launch's model.sequence_parallel=true"
+    raise PlannerError(f"{where}{how} at the command line's tp 1: {SP_TP1_RULE}",
+                       "pass --no-sequence-parallel with --tp 1 (model.sequence_parallel=false), or a tp above 1")
+
 def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
     """The job fields of the run's values."""
     def num(k):
@@ -1124,6 +1131,14 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     if etp is not None and num("model.expert_tensor_parallel_size") != job["tp"]:
         job["etp"] = etp
     job["sequence_parallel"] = flag("model.sequence_parallel")
+    if job["sequence_parallel"] and job["tp"] == 1:
+        # Bridge refuses it where Megatron-LM's validate_args turns it off (arguments.py @d98e8a64 l. 1433-1439):
+        # ConfigContainer.validate finalizes the model (training/config.py l. 1484-1485), whose finalize runs
+        # Megatron-Core's TransformerConfig.__post_init__ (models/transformer_config.py l. 83-92), which runs
+        # ModelParallelConfig's (905c0e386 transformer_config.py l. 993-998): a ValueError at tp <= 1
+        # (model_parallel_config.py l. 401-403)
+        raise PlannerError(f"{where}model.sequence_parallel=true with model.tensor_model_parallel_size=1: {SP_TP1_RULE}",
+                           "give model.sequence_parallel=false, or model.tensor_model_parallel_size above 1")
     seq, dseq = num("model.seq_length"), num("dataset.sequence_length")
     if seq != dseq:  # ConfigContainer.validate asserts it (training/config.py l. 1662-1677)
         raise PlannerError(f"{where}model.seq_length {seq} but dataset.sequence_length {dseq}: Bridge refuses the pair "
