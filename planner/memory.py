@@ -291,6 +291,21 @@ References
      moe_expert_out leave the kept set (one layer's worth in the selective buffer), the forward dispatch and combine
      run again in the backward (step.py ep_comm). A stated non-default spmd_backend is listed as not modelled
      (trainers/torchtitan03.py).
+[tk] torchtitan 0.3's TP collectives under op SAC (stack selective.tp_collectives_kept: compiled; tp_collectives_rerun).
+     On the default spmd_types backend (pytorch/torchtitan release/0.3 @4f9e9a47d config/configs.py l. 163-165) the
+     row-parallel wo / w2 redistribute P -> S(1) under SP (models/common/decoder_sharding.py rowwise_config l. 81-98;
+     protocols/module.py _redistribute_outputs l. 673-680; distributed/spmd_types.py l. 389-395) through spmd_types
+     0.2.3 _ReduceScatterShard (_collectives.py l. 633-655: a movedim copy, new_empty, c10d
+     dist.reduce_scatter_tensor l. 648), and the block inputs S(1) -> R through _AllGatherShard (c10d
+     all_gather_into_tensor l. 307); the save list (distributed/activation_checkpoint.py _get_default_save_ops
+     l. 31-94) names _c10d_functional.reduce_scatter_tensor (l. 62) and no c10d op, so eager _wrapped_policy
+     (l. 246-274) returns PREFER_RECOMPUTE: neither reduce-scatter output is kept (tp_partials drops the 2h / t a
+     token a block) and the recompute (early_stop False, l. 285) re-runs both reduce-scatters beside the 2
+     all-gathers: 4 TP collectives a layer, 2 pairs (step.py tp_comm). The w2 mm output (the full-length partial
+     sum) stays kept (aten.mm, l. 87-91). Compiled (distributed/compile.py l. 69-70, fullgraph) dynamo is taken to
+     trace the c10d collectives as the _c10d_functional ops (torch's traceable-collective remap, not read at torch
+     2.14.0: stack uncertain), which the list keeps. The re-run reduce-scatter output is consumed by the residual
+     add and saved by no backward node: it joins no recompute buffer. docs/torchtitan_model_codes.md.
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -1655,15 +1670,27 @@ def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_mo
                                  keeps, gathered_input)
 
 
-def tp_partials(kind: LayerKind, ctx: Ctx, h: int, keeps_mlp_out: bool):
+def tp_partials(kind: LayerKind, ctx: Ctx, h: int, keeps_mlp_out: bool, rs_kept=True):
     """What a selective policy that saves reduce-scatter outputs keeps beyond its tensors under
     TP (tp > 1; torchtitan, docs/memory_mechanisms.md (i)): each TP-split block's reduce-scatter
-    output, 2h / t per token, and the row-parallel MLP output it keeps at its full length, the
-    partial sum before the reduce-scatter (2h, of which the table counted 2h / t)."""
+    output, 2h / t per token, on the rows rs_kept marks (tp_collectives_rerun's complement [tk]:
+    torchtitan 0.3's eager c10d reduce-scatter is on no save list), and the row-parallel MLP
+    output it keeps at its full length, the partial sum before the reduce-scatter (2h, of which
+    the table counted 2h / t; aten.mm's output, kept eager or compiled)."""
     tp = ctx.tp
     blocks = len(kind.mixer.tp_pairs) + len(kind.mlp.tp_pairs)
     mlp = 1.0 if keeps_mlp_out and kind.mlp.label != "none" else 0.0
-    return np.where(tp > 1, ctx.T * (blocks * ACT_BYTES * h / tp + mlp * ACT_BYTES * h * (1.0 - 1.0 / tp)), 0.0)
+    rs = np.where(rs_kept, blocks * ACT_BYTES * h / tp, 0.0)
+    return np.where(tp > 1, ctx.T * (rs + mlp * ACT_BYTES * h * (1.0 - 1.0 / tp)), 0.0)
+
+
+def tp_collectives_rerun(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Where selective recompute keeps neither TP reduce-scatter output and re-runs the reduce-scatters with the
+    all-gathers, per plan (bool) [tk]: on a stack whose policy keeps them only compiled (selective.
+    tp_collectives_kept 'compiled': torchtitan 0.3), the plans whose blocks run eager (experts_run_eager: no
+    plan.compile, or a code that compiles no block); nowhere on 'always'."""
+    compiled_only = stack_of(settings).selective.tp_collectives_kept == "compiled"  # a stack setting
+    return compiled_only & experts_run_eager(settings, plan)
 
 
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
@@ -2192,7 +2219,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
                                          drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing
         if stack.selective.saves_tp_partials:
-            kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
+            kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
         # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
         # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
         sel_buffer = np.maximum(full - rr * routing - kept_saves - kind_activation_bytes(

@@ -1138,6 +1138,16 @@ class SelectiveRecompute(BaseModel):
                     "eager the policy keeps neither output (one layer's worth joins the recompute buffer) and the "
                     "backward's recompute re-runs the forward exchange (memory.py [xk], exchange_reruns; step.py "
                     "ep_comm)")
+    tp_collectives_kept: Literal["always", "compiled"] = Field(
+        default="always",
+        description="when a policy that saves TP partials (saves_tp_partials) keeps the reduce-scatter outputs and "
+                    "re-runs only recompute_tp_collectives TP collectives a layer: always, or only where the block is "
+                    "compiled (plan.compile, ModelCode.compiles_blocks): torchtitan 0.3's save list holds "
+                    "_c10d_functional.reduce_scatter_tensor, but eager on the default spmd_types backend the TP "
+                    "reduce-scatters / all-gathers are spmd_types autograd functions over c10d collectives, on no save "
+                    "list, so eager the policy keeps neither reduce-scatter output (memory.tp_partials) and the "
+                    "backward's recompute re-runs each re-run all-gather's reduce-scatter too: 2 x "
+                    "recompute_tp_collectives (memory.py [tk], tp_collectives_rerun; step.py tp_comm)")
     sources: list[str] = Field(min_length=1)
 
 

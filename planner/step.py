@@ -424,7 +424,7 @@ from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
-                     fp8_allgather_on, master_bytes, params_of, recompute_fraction, recomputed_layers,
+                     fp8_allgather_on, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
                      stage_param_split)
 from . import offload
 from .params import count_params
@@ -1257,7 +1257,12 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
 
     one = pair(1.0)
     per = {1.0: one}
-    sel_tp = np.where(plan.recompute == RC_SELECTIVE, sc.stack.selective.recompute_tp_collectives / 2.0, 0.0)
+    # recompute_tp_collectives forward all-gathers re-run a layer, priced as half as many pairs (an all-gather and a
+    # reduce-scatter); where the eager reduce-scatters are on no save list (memory.tp_collectives_rerun [tk]) each
+    # re-run all-gather's block re-runs its reduce-scatter too: as many pairs as all-gathers
+    rtc = sc.stack.selective.recompute_tp_collectives
+    sel_tp = np.where(plan.recompute == RC_SELECTIVE,
+                      np.where(tp_collectives_rerun(sc.settings, plan), rtc, rtc / 2.0), 0.0)
     n, rc, out = sc.n["mid"], sc.rc["mid"], []
     for i, kind in enumerate(sc.ll.kinds):
         pairs = np.float64(0.0)

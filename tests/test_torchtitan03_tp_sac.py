@@ -1,0 +1,72 @@
+"""torchtitan 0.3's TP collectives under op SAC (issue 21; stack selective.tp_collectives_kept 'compiled', memory.py [tk]).
+
+pytorch/torchtitan release/0.3 @4f9e9a47d, default spmd_backend 'spmd_types' (config/configs.py l. 163-165), SP on
+(l. 160): the row-parallel wo / w2 reduce-scatter through spmd_types 0.2.3 _ReduceScatterShard (c10d
+dist.reduce_scatter_tensor, _collectives.py l. 648) and the block inputs all-gather through _AllGatherShard (c10d,
+l. 307). The save list (distributed/activation_checkpoint.py l. 31-94) holds only _c10d_functional.reduce_scatter_tensor
+(l. 62): eager, op SAC keeps neither reduce-scatter output and the recompute re-runs 4 TP collectives a layer (2
+all-gathers + 2 reduce-scatters: 2 pairs), not 2 (1 pair). Compiled, dynamo's functional rewrite is assumed (stack
+uncertain): both outputs kept, 2 collectives re-run, as the stack's other fields say."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from planner.catalog import load_stack
+from planner.explain import evaluate, to_json
+
+JOB = dict(model="llama3-8b", stack="torchtitan-0.3", gpus=8, tp=2, pp=1, sharding="fsdp", micro_batch=1,
+           seq_len=4096, global_batch=4)
+# Llama 3 8B: h 4,096, 32 layers; T = mbs 1 x seq 4,096 tokens; 2 TP-split blocks (attention, MLP) a layer, each
+# reduce-scatter output 2 B x h / t a token: 2 x 4,096 x 2 x 4,096 / 2 = 33,554,432 B a layer, x 32 layers (PP 1,
+# one micro-batch in flight) = 1,073,741,824 B.
+PER_LAYER = 2 * 4096 * 2 * 4096 // 2
+TOTAL = 32 * PER_LAYER
+
+
+def test_stack_field():
+    assert load_stack("torchtitan-0.3").selective.tp_collectives_kept == "compiled"
+    assert load_stack("torchtitan").selective.tp_collectives_kept == "always"
+
+
+def _kept_always(settings, plan):
+    st = settings.stack
+    keep = replace(settings, stack=st.model_copy(update={"selective": st.selective.model_copy(
+        update={"tp_collectives_kept": "always"})}))
+    return to_json(keep, plan, evaluate(keep, plan))
+
+
+def test_eager_keeps_neither_reduce_scatter_output(explain):
+    """33,554,432 B a layer, 1,073,741,824 B over 32 layers less than the same eager job priced as keeping them
+    ('always'), and less than the compiled job (the same 32 layers' reduce-scatter outputs kept)."""
+    assert PER_LAYER == 33_554_432 and TOTAL == 1_073_741_824
+    settings, plan, _, je = explain(recompute="selective", **JOB)
+    assert int(plan.sp) == 1
+    kept = _kept_always(settings, plan)
+    assert kept["memory"]["activations_bytes"] - je["memory"]["activations_bytes"] == TOTAL
+    _, _, _, jc = explain(recompute="selective", torch_compile=True, **JOB)
+    assert jc["memory"]["activations_bytes"] - je["memory"]["activations_bytes"] == TOTAL
+
+
+def test_eager_reruns_twice_the_tp_collectives(explain):
+    """Without recompute a layer runs 2 pairs forward + 2 backward (tp_comm(none) = 4 p a layer, no TP overlap);
+    selective re-runs 1 pair compiled (5 p) and 2 pairs eager (6 p): the re-run TP time doubles."""
+    _, _, _, jn = explain(recompute="none", **JOB)
+    p = jn["time"]["tp_comm_s"] / 4.0
+    assert p > 0.0
+    settings, plan, _, je = explain(recompute="selective", **JOB)
+    _, _, _, jc = explain(recompute="selective", torch_compile=True, **JOB)
+    assert jc["time"]["tp_comm_s"] == pytest.approx(5.0 * p, rel=1e-12)
+    assert je["time"]["tp_comm_s"] == pytest.approx(6.0 * p, rel=1e-12)
+    assert _kept_always(settings, plan)["time"]["tp_comm_s"] == pytest.approx(5.0 * p, rel=1e-12)
+
+
+def test_torchtitan_main_unchanged(explain):
+    """On torchtitan main ('always') eager and compiled keep the same partials: no activation difference from them."""
+    job = dict(JOB, stack="torchtitan")
+    settings, plan, _, je = explain(recompute="selective", **job)
+    assert _kept_always(settings, plan)["memory"]["activations_bytes"] == je["memory"]["activations_bytes"]
+    _, _, _, jn = explain(recompute="none", **job)
+    assert je["time"]["tp_comm_s"] == pytest.approx(1.25 * jn["time"]["tp_comm_s"], rel=1e-12)
