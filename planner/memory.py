@@ -306,6 +306,12 @@ References
      trace the c10d collectives as the _c10d_functional ops (torch's traceable-collective remap, not read at torch
      2.14.0: stack uncertain), which the list keeps. The re-run reduce-scatter output is consumed by the residual
      add and saved by no backward node: it joins no recompute buffer. docs/torchtitan_model_codes.md.
+     Without SP (parallelism.enable_sequence_parallel false, configs.py l. 160) rowwise_config(output_sp=False)
+     (decoder_sharding.py l. 81-98) all-reduces the wo / w2 outputs (P -> I): no reduce-scatter runs and
+     _c10d_functional.all_reduce is on no save list (l. 31-94), so tp_partials keeps nothing beyond the table's
+     mlp_out (the w2 mm output, full length at rep_div 1), eager or compiled; eager re-runs both all-reduces, compiled
+     the partitioner re-runs only the attention one, whose sum h the ffn_norm backward reads (1 all-reduce:
+     recompute_tp_collectives / 2 pairs, step.py tp_comm; stack uncertain). tests/test_torchtitan03_tp_sac.py.
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -1676,12 +1682,17 @@ def tp_partials(kind: LayerKind, ctx: Ctx, h: int, keeps_mlp_out: bool, rs_kept=
     output, 2h / t per token, on the rows rs_kept marks (tp_collectives_rerun's complement [tk]:
     torchtitan 0.3's eager c10d reduce-scatter is on no save list), and the row-parallel MLP
     output it keeps at its full length, the partial sum before the reduce-scatter (2h, of which
-    the table counted 2h / t; aten.mm's output, kept eager or compiled)."""
+    the table counted 2h / rep_div; aten.mm's output, kept eager or compiled). Without SP
+    (plan.sp 0) there is no reduce-scatter: the row-parallel outputs are all-reduced (P -> R),
+    _c10d_functional.all_reduce is on no save list (torchtitan release/0.3 @4f9e9a47d
+    distributed/activation_checkpoint.py l. 31-94; main's _op_sac_save_list, llama3/infra/
+    parallelize.py l. 36-51, neither) and the table's mlp_out already holds the full-length w2
+    output (rep_div 1): nothing more is kept, eager or compiled [tk]."""
     tp = ctx.tp
     blocks = len(kind.mixer.tp_pairs) + len(kind.mlp.tp_pairs)
     mlp = 1.0 if keeps_mlp_out and kind.mlp.label != "none" else 0.0
-    rs = np.where(rs_kept, blocks * ACT_BYTES * h / tp, 0.0)
-    return np.where(tp > 1, ctx.T * (rs + mlp * ACT_BYTES * h * (1.0 - 1.0 / tp)), 0.0)
+    rs = np.where(rs_kept & (ctx.plan.sp > 0), blocks * ACT_BYTES * h / tp, 0.0)
+    return np.where(tp > 1, ctx.T * (rs + mlp * ACT_BYTES * h * (1.0 - 1.0 / ctx.rep_div)), 0.0)
 
 
 def tp_collectives_rerun(settings: Settings, plan: PlanArrays) -> np.ndarray:

@@ -70,3 +70,54 @@ def test_torchtitan_main_unchanged(explain):
     assert _kept_always(settings, plan)["memory"]["activations_bytes"] == je["memory"]["activations_bytes"]
     _, _, _, jn = explain(recompute="none", **job)
     assert je["time"]["tp_comm_s"] == pytest.approx(1.25 * jn["time"]["tp_comm_s"], rel=1e-12)
+
+
+# TP without SP (parallelism.enable_sequence_parallel false, configs.py l. 160): rowwise_config(output_sp=False)
+# (decoder_sharding.py l. 81-98) redistributes the row-parallel wo / w2 outputs P -> I, an all-reduce; no
+# reduce-scatter runs, and _c10d_functional.all_reduce is on no save list (activation_checkpoint.py l. 31-94: of the
+# collectives only reduce_scatter_tensor and all_to_all_single): nothing beyond the table is kept, eager or compiled.
+# The table's mlp_out is the w2 mm output at its full length already (rep_div 1: 2h a token, not 2h / t).
+# Before the fix the compiled job kept 2 x 2h / t (reduce-scatter outputs that do not exist) + 2h (1 - 1/t) (the w2
+# partial counted twice): T (2 x 2 x 4,096 / 2 + 2 x 4,096 x 1/2) = 4,096 x 12,288 = 50,331,648 B a layer,
+# 1,610,612,736 B over 32; the eager job the second part, 4,096 x 4,096 = 16,777,216 B a layer, 536,870,912 B.
+NO_SP_RS = 32 * 4096 * (2 * 2 * 4096 // 2)
+NO_SP_MLP = 32 * 4096 * (2 * 4096 // 2)
+
+
+def _without_partials(settings, plan):
+    st = settings.stack
+    none = replace(settings, stack=st.model_copy(update={"selective": st.selective.model_copy(
+        update={"saves_tp_partials": False})}))
+    return to_json(none, plan, evaluate(none, plan))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_without_sp_no_partial_kept(explain, compiled):
+    """SP off, eager or compiled: the job's activations equal the same job priced with no TP partials at all
+    (saves_tp_partials false), and eager equals compiled. SP on, compiled, the same comparison differs by the
+    reduce-scatter outputs and the w2 partial's 2h (1 - 1/t): NO_SP_RS + NO_SP_MLP = 1,610,612,736 B (the figures
+    the SP-off job carried before)."""
+    assert NO_SP_RS == 1_073_741_824 and NO_SP_MLP == 536_870_912
+    settings, plan, _, j = explain(recompute="selective", torch_compile=compiled, sequence_parallel=False, **JOB)
+    assert int(plan.sp) == 0
+    assert _without_partials(settings, plan)["memory"]["activations_bytes"] == j["memory"]["activations_bytes"]
+    _, _, _, je = explain(recompute="selective", sequence_parallel=False, **JOB)
+    assert je["memory"]["activations_bytes"] == j["memory"]["activations_bytes"]
+    settings, plan, _, js = explain(recompute="selective", torch_compile=True, **JOB)
+    assert int(plan.sp) == 1
+    assert (js["memory"]["activations_bytes"] - _without_partials(settings, plan)["memory"]["activations_bytes"]
+            == NO_SP_RS + NO_SP_MLP)
+
+
+def test_without_sp_all_reduces_rerun(explain):
+    """SP off a layer runs 2 all-reduces forward and 2 backward (tp_comm(none) = 4 a); eager op SAC's recompute
+    (early_stop False) re-runs both forward all-reduces (6 a); compiled, the partitioner re-runs only what the backward
+    needs: the attention all-reduce, whose sum h the ffn_norm backward reads (5 a; the w2 all-reduce feeds only the
+    block output)."""
+    _, _, _, jn = explain(recompute="none", sequence_parallel=False, **JOB)
+    a = jn["time"]["tp_comm_s"] / 4.0
+    assert a > 0.0
+    _, _, _, je = explain(recompute="selective", sequence_parallel=False, **JOB)
+    _, _, _, jc = explain(recompute="selective", torch_compile=True, sequence_parallel=False, **JOB)
+    assert je["time"]["tp_comm_s"] == pytest.approx(6.0 * a, rel=1e-12)
+    assert jc["time"]["tp_comm_s"] == pytest.approx(5.0 * a, rel=1e-12)
