@@ -113,6 +113,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("selective_recomputes_attention", "bool", "with --recompute selective: the policy re-runs the attention "
                 "core instead of saving its output (torchtitan's op SAC on Blackwell, 2025-05-20 to 2025-12-01) "
                 "(default: off)"),
+    FieldOption("spmd_backend", "str", "spmd_types|partial_dtensor|full_dtensor (torchtitan 0.3 "
+                "--parallelism.spmd-backend; stack torchtitan-0.3 only): on a DTensor backend op SAC keeps the EP "
+                "exchange's and the TP reduce-scatters' outputs eager too (default: the stack's, spmd_types)"),
     FieldOption("cuda_graph_impl", "str", "CUDA graphs: none|local|transformer_engine|full_iteration (Megatron "
                 "--cuda-graph-impl) (default: none)"),
     FieldOption("cuda_graph_scope", "words", "with per-layer graphs, the parts captured: words of attn|mlp|moe|"

@@ -289,8 +289,8 @@ References
      transformer_block.compile(fullgraph=True), AC applied first) the traced exchange is the functional op, kept.
      Priced as the model-code rule (Settings.sac_reruns_exchange) on the eager alltoall rows: moe_expert_in and
      moe_expert_out leave the kept set (one layer's worth in the selective buffer), the forward dispatch and combine
-     run again in the backward (step.py ep_comm). A stated non-default spmd_backend is listed as not modelled
-     (trainers/torchtitan03.py).
+     run again in the backward (step.py ep_comm). On a DTensor backend (job field spmd_backend, [sb]) the eager
+     exchange is the functional op too: kept, as compiled.
 [tk] torchtitan 0.3's TP collectives under op SAC (stack selective.tp_collectives_kept: compiled; tp_collectives_rerun).
      On the default spmd_types backend (pytorch/torchtitan release/0.3 @4f9e9a47d config/configs.py l. 163-165) the
      row-parallel wo / w2 redistribute P -> S(1) under SP (models/common/decoder_sharding.py rowwise_config l. 81-98;
@@ -312,6 +312,14 @@ References
      mlp_out (the w2 mm output, full length at rep_div 1), eager or compiled; eager re-runs both all-reduces, compiled
      the partitioner re-runs only the attention one, whose sum h the ffn_norm backward reads (1 all-reduce:
      recompute_tp_collectives / 2 pairs, step.py tp_comm; stack uncertain). tests/test_torchtitan03_tp_sac.py.
+[sb] torchtitan 0.3's SPMD backend (job field spmd_backend; stack runs.spmd_backends: pytorch/torchtitan release/0.3
+     @4f9e9a47d config/configs.py l. 163-165, default 'spmd_types'; functional_collectives_eager). Off spmd_types
+     ('partial_dtensor', 'full_dtensor') the dispatcher runs torch's functional all_to_all_single eager as compiled
+     (models/common/token_dispatcher.py l. 258-266, 325-333, 353-361: `is_compiling() or get_spmd_backend() !=
+     "spmd_types"`), and the TP / SP layouts are DTensor placements whose redistributes are the _c10d_functional
+     collectives (the memory oracle's partial_dtensor traces peak at _c10d_functional.reduce_scatter_tensor,
+     scripts/memory_oracle/results/sweep.jsonl), both on the op-SAC save list (distributed/activation_checkpoint.py
+     l. 62-63): selective.exchange_kept and tp_collectives_kept 'compiled' are priced as 'always' ([xk], [tk]).
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -1701,7 +1709,21 @@ def tp_collectives_rerun(settings: Settings, plan: PlanArrays) -> np.ndarray:
     tp_collectives_kept 'compiled': torchtitan 0.3), the plans whose blocks run eager (experts_run_eager: no
     plan.compile, or a code that compiles no block); nowhere on 'always'."""
     compiled_only = stack_of(settings).selective.tp_collectives_kept == "compiled"  # a stack setting
+    compiled_only = compiled_only and not functional_collectives_eager(settings)  # the job's backend [sb]
     return compiled_only & experts_run_eager(settings, plan)
+
+
+def functional_collectives_eager(settings: Settings) -> bool:
+    """Whether the run's SPMD backend runs the TP redistributes and the EP token exchange as torch's functional
+    collectives eager too (the op-SAC save list's ops) [sb]: the job's spmd_backend, or the stack's default
+    (runs.spmd_backends), is a DTensor backend ('partial_dtensor', 'full_dtensor'); False on a stack without the
+    option. A job setting, not searched: one bool for every plan."""
+    runs = stack_of(settings).runs
+    spmd = runs.spmd_backends if runs is not None else None
+    if spmd is None:
+        return False
+    backend = getattr(settings, "spmd_backend", None) or spmd.default
+    return backend != "spmd_types"
 
 
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
@@ -1753,6 +1775,7 @@ def exchange_reruns(settings: Settings, plan: PlanArrays) -> np.ndarray:
     run eager (experts_run_eager: no plan.compile, or a code that compiles no block)."""
     codes, _ = dispatcher_rows(settings, plan)
     compiled_only = stack_of(settings).selective.exchange_kept == "compiled"  # a stack setting
+    compiled_only = compiled_only and not functional_collectives_eager(settings)  # the job's backend [sb]
     rule = compiled_only & (np.asarray(codes) == ALLTOALL) & experts_run_eager(settings, plan)
     return np.asarray(bool(settings.sac_reruns_exchange)) | rule
 

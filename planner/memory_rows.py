@@ -102,9 +102,8 @@ Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
     configuration (`_run2`, the plain tracker) is skipped as a duplicate.
  O5 the SPMD backend traced: the oracle scripts run torchtitan's parallelism.spmd_backend 'partial_dtensor'
     (scripts/memory_oracle/tt_fake_mem.py l. 46 --spmd-backend default, tt_fake_pp.py l. 56 and 67), not the
-    release's default 'spmd_types' the stack prices: TP redistributes and the EP exchange are DTensor's
-    _c10d_functional collectives, on the op-SAC save list eager too, so the rows are priced with the stack's
-    selective.tp_collectives_kept and exchange_kept 'always' (ORACLE_SELECTIVE; memory.py [tk], [xk]).
+    release's default 'spmd_types': each row's job sets the job field spmd_backend 'partial_dtensor', whose
+    DTensor _c10d_functional collectives the op-SAC save list holds eager too (memory.py [sb], [tk], [xk]).
 """
 
 from __future__ import annotations
@@ -112,7 +111,7 @@ from __future__ import annotations
 import math
 import re
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -124,7 +123,7 @@ from .catalog import format_validation_error, load_model, load_stack, read_yaml
 from .errors import PlannerError
 from .precisions import parse_precision_text
 from .explain import evaluate, to_json
-from .schema import Count, ModelSpec
+from .schema import Count, ModelSpec, SpmdBackend
 from .validate import Skip, _Assumed, _write_model, infer_hardware, resolve_fields
 
 GiB = 2.0**30
@@ -215,6 +214,8 @@ class OracleRow(BaseModel):
     loss: Literal["ce_fp32", "chunked"]
     ops: str
     tracker: Literal["fsdp", "plain"]
+    spmd_backend: SpmdBackend = Field(description="torchtitan 0.3's parallelism.spmd_backend the trace ran (rule O5: "
+                                                  "the job field spmd_backend)")
     loss_parallel: bool = False
     peak_allocated_gib: float = Field(gt=0)
     phase_peaks_gib: Optional[dict[str, Optional[float]]] = None
@@ -353,13 +354,9 @@ def _mesh(p: dict) -> str:
     return s
 
 
-def _predict(fields: dict, r: Result, stage: Optional[str], selective: Optional[dict] = None) -> None:
-    """Resolve and evaluate the job; fill r's predictions (of r.kind); `selective` replaces stack selective
-    fields (rule O5: the oracle's traced backend)."""
+def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
+    """Resolve and evaluate the job; fill r's predictions (of r.kind)."""
     settings, plan, warnings = resolve_fields(fields)
-    if selective:
-        st = settings.stack
-        settings = replace(settings, stack=st.model_copy(update={"selective": st.selective.model_copy(update=selective)}))
     r.warnings = list(warnings)
     r.stack = settings.stack_name
     assumed = _Assumed(r.assumed)
@@ -562,8 +559,6 @@ _ORACLE_MODELS = {"8B": "llama3-8b", "70B": "llama3-70b"}
 # apply_fsdp_to_decoder always, stack_db runs.fsdp_one_rank) is its fsdp2 mode at dp 1
 ORACLE_STACK = "torchtitan-0.3"
 CUDA_LIKE = "cuda-like(rms,sdpa)"
-# rule O5: the backend the oracle traced (partial_dtensor) keeps the functional TP / EP collectives eager too
-ORACLE_SELECTIVE = {"tp_collectives_kept": "always", "exchange_kept": "always"}
 
 
 def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str]]:
@@ -598,13 +593,11 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
         split = dict(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
         assumed.add("pipeline_split", "embedding and output counted as a layer each",
                     "torchtitan 0.3.0 pipeline_parallel_first/last_stage_less_layers = 1")
-    assumed.add("spmd_backend", "partial_dtensor", "the oracle scripts' --spmd-backend default "
-                "(scripts/memory_oracle/tt_fake_mem.py l. 46): selective tp_collectives_kept and exchange_kept "
-                "always (rule O5)")
     fields = dict(model=model, hardware=hw, gpus=row.world, tp=row.tp, pp=row.pp, dp=row.fsdp, **split,
                   micro_batch=row.micro_batch, global_batch=row.micro_batch * row.fsdp * row.microbatches,
                   seq_len=row.seq, sharding="fsdp", recompute=row.ac, sequence_parallel=row.tp > 1,
                   precision="bf16", stack=ORACLE_STACK, torch_compile=False, chunked_loss=row.loss == "chunked",
+                  spmd_backend=row.spmd_backend,  # rule O5
                   **({"schedule": row.schedule.lower()} if row.schedule else {}))
     return fields, stage
 
@@ -617,12 +610,11 @@ def evaluate_rows(parsed: Union[MeasuredFile, OracleFile]) -> list[Result]:
     else:
         rows = [(row, Result(id=row.id, group=f"oracle {row.flavor}", measured_gib=row.peak_allocated_gib), oracle_job)
                 for row in parsed.oracle_rows]
-    selective = ORACLE_SELECTIVE if isinstance(parsed, OracleFile) else None  # rule O5
     with tempfile.TemporaryDirectory(prefix="planner-memory-rows-") as d:
         for row, r, job_of in rows:
             try:
                 fields, stage = job_of(row, r, Path(d))
-                _predict(fields, r, stage, selective)
+                _predict(fields, r, stage)
             except Skip as s:
                 r.skipped = str(s)
     return [r for _, r, _ in rows]

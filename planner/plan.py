@@ -561,6 +561,7 @@ class Settings:
     attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    spmd_backend: str | None = None  # torchtitan 0.3 parallelism.spmd_backend (job field; None: the stack's runs.spmd_backends default; memory.py [sb])
     partition_activations: bool = False  # full recompute's kept inputs split over TP (job field; memory.layer_memory [pa], step.tp_comm)
     sync_tp_duplicated_parameters: bool = False  # the TP-duplicated parameters all-reduced each forward (job field; step.tp_comm [sy])
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
@@ -1180,6 +1181,12 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}partition_activations is set but stack {stack.name} does not split the checkpointed "
                            f"layer inputs over the TP ranks ({stack.origin} runs.partition_activations)",
                            "leave it out, or choose --stack megatron-deepspeed")
+    spmd = stack.runs.spmd_backends if stack.runs is not None else None
+    if job.spmd_backend is not None and (spmd is None or job.spmd_backend not in spmd.backends):
+        raise PlannerError(f"{where}spmd_backend {job.spmd_backend} is set but stack {stack.name} "
+                           + ("has no SPMD backend option" if spmd is None else
+                              f"runs only {', '.join(spmd.backends)}") + f" ({stack.origin} runs.spmd_backends)",
+                           "leave it out, or choose --stack torchtitan-0.3")
     sel = stack.selective
     if job.selective_recomputes_attention and (sel.recompute_attention_core or "attn_out" not in sel.keeps):
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
@@ -1549,6 +1556,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         **_fusion_settings(job, model, stack, inherited, where),
         chunked_loss=_chunked_loss(job, stack, inherited, model, where),
         selective_recomputes_attention=job.selective_recomputes_attention,
+        spmd_backend=job.spmd_backend,
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
@@ -3123,6 +3131,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
+        **({"spmd_backend": settings.spmd_backend} if settings.spmd_backend is not None else {}),
         **({"partition_activations": True} if settings.partition_activations else {}),
         **({"sync_tp_duplicated_parameters": True} if settings.sync_tp_duplicated_parameters else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),

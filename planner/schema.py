@@ -2576,6 +2576,26 @@ class HalfDtypeRuns(BaseModel):
         return self
 
 
+SpmdBackend = Literal["spmd_types", "partial_dtensor", "full_dtensor"]
+
+
+class SpmdBackendRuns(BaseModel):
+    """The SPMD backends a stack's trainer selects between (job field spmd_backend): torchtitan 0.3's
+    parallelism.spmd_backend. The backend decides which op the TP / SP redistributes and the EP token exchange
+    run eager, and so what the op-SAC save list keeps (memory.py [xk], [tk], functional_collectives_eager)."""
+
+    model_config = Strict
+    backends: list[SpmdBackend] = Field(min_length=1, description="the backends the option takes")
+    default: SpmdBackend = Field(description="the backend a run that does not set the option gets")
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _default_listed(self):
+        if self.default not in self.backends:
+            raise ValueError(f"spmd_backends default {self.default} must be one of backends {self.backends}")
+        return self
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -2605,6 +2625,9 @@ class StackRuns(BaseModel):
         default=None, description="the option that all-reduces the parameters duplicated over the TP ranks (norms, "
                                   "row-parallel biases) in every forward (job field sync_tp_duplicated_parameters; null: "
                                   "the stack has none)")
+    spmd_backends: Optional[SpmdBackendRuns] = Field(
+        default=None, description="the SPMD backends the trainer selects between and its default (job field "
+                                  "spmd_backend; null: the stack has no such option, a job setting it is refused)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     moe_dispatchers: Optional[list[Dispatcher]] = Field(
@@ -3677,6 +3700,16 @@ class Job(BaseModel):
                     "ranks all-gather it before the layer's re-run (DeepSpeed activation checkpointing's "
                     "partition_activations, Megatron-DeepSpeed --deepspeed-activation-checkpointing "
                     "--partition-activations; stack_db runs.partition_activations); default off")
+    spmd_backend: Optional[SpmdBackend] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None,
+        description="torchtitan 0.3's parallelism.spmd_backend (pytorch/torchtitan release/0.3 @4f9e9a47d "
+                    "config/configs.py l. 163-165): spmd_types (the default), partial_dtensor or full_dtensor. On a "
+                    "DTensor backend the TP / SP redistributes and the EP token exchange run torch's functional "
+                    "collectives eager too, which the op-SAC save list holds, so selective recompute keeps their "
+                    "outputs as compiled (stack selective.tp_collectives_kept / exchange_kept priced as always; "
+                    "memory.py [sb]); valid only on a stack with the option (stack_db runs.spmd_backends); null: "
+                    "the stack's default")
     selective_recomputes_attention: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,

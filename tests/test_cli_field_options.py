@@ -84,6 +84,10 @@ CASES = [
      dict(MOE, recompute="selective", moe_grouped_gemm=True), ["core_attn"], {"memory": -1, "step": +1}),
     ("selective_recomputes_attention", ["--selective-recomputes-attention"], True, dict(TT, recompute="selective"), False,
      {"memory": -1, "step": +1}),
+    # torchtitan 0.3's DTensor backend (memory.py [sb]): op SAC keeps the eager TP reduce-scatter outputs (more memory)
+    # and re-runs 1 TP pair a layer, not 2 (less TP time)
+    ("spmd_backend", ["--spmd-backend", "partial_dtensor"], "partial_dtensor",
+     dict(TT, stack="torchtitan-0.3", tp=2, recompute="selective"), "full_dtensor", {"memory": +1, "step": -1}),
     # the TP-duplicated parameters all-reduced in every forward (step.py [sy]): more TP communication
     ("sync_tp_duplicated_parameters", ["--sync-tp-duplicated-parameters"], True,
      dict(model="megatron-gpt-1.7b", gpus=8, stack="megatron-deepspeed-bigscience", tp=2), False, {"step": +1}),
@@ -317,6 +321,7 @@ def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, o
     (["--cross-entropy-fusion-impl", "te"], DENSE, "cross_entropy_fusion"),
     (["--chunked-loss"], DENSE, "chunked_loss"),
     (["--selective-recomputes-attention"], DENSE, "selective_recomputes_attention"),
+    (["--spmd-backend", "partial_dtensor"], DENSE, "spmd_backend"),
     (["--cuda-graph-scope", "attn"], DENSE, "cuda_graph_impl"),
     (["--early-step-in-backward"], DENSE, "early_step_in_backward"),
     (["--early-step-in-backward", "--pp", "2"], TT, "early_step_in_backward"),

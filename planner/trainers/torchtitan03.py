@@ -46,7 +46,9 @@ priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.
       SP, which 0.3 runs: stack_db torchtitan-0.3 startup_rules_absent TORCHTITAN_SP)
   compile.enable_async_tensor_parallel (configs.py l. 295; main's parallelism.enable_async_tensor_parallel)
       -> tp_comm_overlap
-  parallelism.spmd_backend (default "spmd_types", l. 163-172), enable_fsdp_symm_mem (default false, l. 151),
+  parallelism.spmd_backend (default "spmd_types", l. 163-172) -> spmd_backend (a DTensor backend: op SAC keeps
+      the EP exchange's and the TP reduce-scatters' outputs eager too, memory.py [sb]; the default stated: ignored)
+  parallelism.enable_fsdp_symm_mem (default false, l. 151),
       context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
       backward step captured in a CUDA graph, trainer.py l. 613-614) -> not priced: listed (a stated non-default
       as not modelled, the default as assumed), never dropped
@@ -1158,13 +1160,9 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
                 ignored.append(f"{name} (the default)")
         elif key == "parallelism.spmd_backend":
             if v != ONLY_03_DEFAULTS[key]:
-                # what a DTensor backend changes (memory.py [xk]): the EP exchange's op and the TP / SP layouts' type
-                not_modelled.append(
-                    f"{name} (priced as the default spmd_types: on a DTensor backend the EP dispatch and combine run "
-                    "torch's functional all_to_all_single eager too (models/common/token_dispatcher.py l. 258-266, "
-                    "325-333, 353-361), which the op-SAC save list holds (distributed/activation_checkpoint.py l. 63), "
-                    "so op SAC would keep their outputs where the default's re-run is priced (memory.py [xk]); and the "
-                    "TP / SP layouts are DTensor placements, not spmd_types' own collectives (configs.py l. 163-172))")
+                # the job field (memory.py [sb]): on a DTensor backend op SAC keeps the EP exchange's and the TP
+                # reduce-scatters' outputs eager too (the functional collectives on the save list)
+                job["spmd_backend"] = v
             elif stated:
                 ignored.append(f"{name} (the default)")
         elif key == "parallelism.context_parallel_ptrr_mask_key":
@@ -1350,6 +1348,8 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     if tp > 1:
         opts.append("--parallelism.enable-sequence-parallel" if plan.get("sequence_parallel", True) else
                     "--parallelism.no-enable-sequence-parallel")
+    if plan.get("spmd_backend") is not None:  # the job field (configs.py l. 163-165; memory.py [sb])
+        opts.append(f"--parallelism.spmd-backend {plan['spmd_backend']}")
     comp = sec["compile"]
     opts.append("--compile.enable" if comp["enable"] else "--compile.no-enable")
     opts.append(f"--compile.components {','.join(comp['components'])}")

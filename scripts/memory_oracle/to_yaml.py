@@ -52,7 +52,8 @@ def main():
         loss = {"ce": "ce_fp32", "chunked": "chunked"}[a["loss"]]
         out.append(f"- id: {rid}\n  flavor: {a['flavor']}\n  world: {a['world']}\n  fsdp: {fsdp}\n  tp: {a['tp']}\n"
                    f"  seq: {a['seq']}\n  micro_batch: {a['bs']}\n  ac: {a['ac']}\n  loss: {loss}\n"
-                   f"  ops: cuda-like(rms,sdpa)\n  tracker: fsdp\n  loss_parallel: {str(a['tp'] > 1).lower()}\n"
+                   f"  ops: cuda-like(rms,sdpa)\n  tracker: fsdp\n  spmd_backend: {a['spmd_backend']}\n"
+                   f"  loss_parallel: {str(a['tp'] > 1).lower()}\n"
                    f"  peak_allocated_gib: {d['peak']['Total']}\n  phase_peaks_gib:\n")
         for ph in ("forward", "loss", "backward", "optimizer"):
             out.append(f"    {ph}: {pp.get(ph, {}).get('Total')}\n")
@@ -78,7 +79,8 @@ def main():
                        f"  pp: {a['pp']}\n  stage: {stage}\n  microbatches: {a['bs'] // a['mbs']}\n  schedule: {a['schedule']}\n"
                        f"  seq: {a['seq']}\n  micro_batch: {a['mbs']}\n  ac: selective\n  loss: ce_fp32\n"
                        f"  ops: {'cuda-like(rms,sdpa)' if a.get('cuda_like') == 'rms,sdpa' else 'cpu default'}\n"
-                       f"  tracker: {a['tracker']}\n  peak_allocated_gib: {d['peak']['Total']}\n  at_peak_gib:\n")
+                       # tt_fake_pp.py l. 56 and 67 set partial_dtensor (no argument, so none in the args)
+                       f"  tracker: {a['tracker']}\n  spmd_backend: partial_dtensor\n  peak_allocated_gib: {d['peak']['Total']}\n  at_peak_gib:\n")
             for k in ("Sharded Param", "Unsharded Param", "Buffer", "Sharded Grad", "Unsharded Grad", "Activation",
                       "Temp", "All Gather", "Reduce Scatter", "OptState"):
                 out.append(f"    {k.replace(' ', '')}: {d['peak'].get(k)}\n")
