@@ -96,3 +96,11 @@ def test_fit_pin_at_its_bound_still_searches(cli):
     r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--tp", "4", "--max-tp", "4", "--top", "1", "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)[0]["plan"]["tp"] == 4
+
+
+@pytest.mark.parametrize("gpus,dup", [("8,8", "8"), ("8,16,8", "8"), ("8..16,16", "16")])
+def test_fit_gpus_listed_twice_exits_2_as_budget_does(cli, gpus, dup):
+    """`fit --gpus 8,8` searched 8 GPUs twice; `budget --sweep-gpus 8,8` refuses it (budget.parse_gpu_list: 'is listed
+    twice' / 'list each GPU count once'). fit now says the same."""
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", gpus), f"--gpus: {dup} is listed twice",
+                     "list each GPU count once")

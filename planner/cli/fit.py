@@ -59,6 +59,16 @@ def _pins_within_bounds(pairs) -> None:
                                f"give {flag} values at most {bound}, or raise {max_flag} (or drop one of them)")
 
 
+def _no_repeats(values, option: str) -> None:
+    """A count listed twice is refused, as `budget --sweep-gpus` refuses it (budget.parse_gpu_list): the same
+    message, not the same count searched twice."""
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise PlannerError(f"{option}: {v} is listed twice", "list each GPU count once")
+        seen.add(v)
+
+
 def _names(text: Optional[str], option: str) -> Optional[tuple[str, ...]]:
     """'zero1, fsdp' -> ('zero1', 'fsdp'); None stays None; a value with no name in it (`--sharding ,`, `--rank-orders
     ''`) is refused, as _ints refuses `--tp ,`: an empty pin is no search (before: the pin was dropped silently, the
@@ -164,6 +174,7 @@ def register(app: typer.Typer) -> None:
             gpus_list = parse_gpu_list(gpus, "--gpus")
         else:
             gpus_list = list(_ints(gpus, "--gpus") or ())
+        _no_repeats(gpus_list, "--gpus")
         _pins_within_bounds((("--tp", tp, "--max-tp", max_tp), ("--cp", cp, "--max-cp", max_cp),
                              ("--pp", pp, "--max-pp", max_pp), ("--vpp", vpp, "--max-vpp", max_vpp),
                              ("--dp", dp, "--max-dp", max_dp), ("--micro-batch", micro_batch, "--max-micro-batch",
