@@ -2492,8 +2492,6 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     # the fused MoE kernels' switches, either way (--moe-permute-fusion / --no-moe-permute-fusion): on a dense model
     # they fuse nothing (moe_fusion_settings runs for an MoE model only), refused as the dispatcher is, not dropped
     given += [f for f in MOE_FUSIONS if getattr(job, f) is not None]
-    if "moe_grouped_gemm" in job.model_fields_set and not job.moe_grouped_gemm:  # given false (--no-moe-grouped-gemm)
-        given.append("moe_grouped_gemm")
     if model.moe is None:
         if given:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
