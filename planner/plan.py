@@ -2496,7 +2496,10 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff",
                          "moe_hybridep_capacity_factor") if getattr(job, f) is not None]
     given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax", "moe_router_dtype",
-                                    "moe_router_padding") if getattr(job, f)]
+                                    "moe_router_padding", "moe_grouped_gemm") if getattr(job, f)]
+    # the fused MoE kernels' switches, either way (--moe-permute-fusion / --no-moe-permute-fusion): on a dense model
+    # they fuse nothing (moe_fusion_settings runs for an MoE model only), refused as the dispatcher is, not dropped
+    given += [f for f in MOE_FUSIONS if getattr(job, f) is not None]
     if model.moe is None:
         if given:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",

@@ -71,3 +71,36 @@ def test_rank_orders_read_alike_with_a_job_file(cli, tmp_path, orders, first):
         data = json.loads(r.stdout)
         rows = data["rows"] if isinstance(data, dict) else data
         assert first is None or rows[0]["plan"]["rank_order"] == first
+
+
+@pytest.mark.parametrize("pin,bound,named", [
+    (["--tp", "8", "--max-tp", "4"], "8 is above the bound", ("--tp 8", "--max-tp 4")),
+    (["--tp", "2,8", "--max-tp", "4"], "8 is above the bound", ("--tp 2,8", "--max-tp 4")),
+    (["--pp", "4,8", "--max-pp", "2"], "4, 8 are above the bound", ("--pp 4,8", "--max-pp 2")),
+    (["--cp", "2", "--max-cp", "1"], "2 is above the bound", ("--cp 2", "--max-cp 1")),
+    (["--dp", "8", "--max-dp", "4"], "8 is above the bound", ("--dp 8", "--max-dp 4")),
+    (["--vpp", "2", "--max-vpp", "1"], "2 is above the bound", ("--vpp 2", "--max-vpp 1")),
+    (["--micro-batch", "2", "--max-micro-batch", "1"], "2 is above the bound", ("--micro-batch 2", "--max-micro-batch 1")),
+])
+def test_fit_pin_above_its_bound_exits_2_naming_both(cli, pin, bound, named):
+    """`fit --tp 8 --max-tp 4` searched nothing and exited 1 ('no plan fits', 0 candidates); a list with one value
+    above the bound (`--tp 2,8 --max-tp 4`) dropped 8 without a word. Both are contradictory input: exit 2 naming the
+    pin and the bound (cli/fit._pins_within_bounds, every pin / --max-* pair in one place)."""
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "8", *pin), *named, bound)
+
+
+def test_fit_pin_at_its_bound_still_searches(cli):
+    """A pin equal to its bound is no contradiction: `--tp 4 --max-tp 4` ranks TP 4 rows."""
+    import json
+
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--tp", "4", "--max-tp", "4", "--top", "1", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)[0]["plan"]["tp"] == 4
+
+
+@pytest.mark.parametrize("gpus,dup", [("8,8", "8"), ("8,16,8", "8"), ("8..16,16", "16")])
+def test_fit_gpus_listed_twice_exits_2_as_budget_does(cli, gpus, dup):
+    """`fit --gpus 8,8` searched 8 GPUs twice; `budget --sweep-gpus 8,8` refuses it (budget.parse_gpu_list: 'is listed
+    twice' / 'list each GPU count once'). fit now says the same."""
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", gpus), f"--gpus: {dup} is listed twice",
+                     "list each GPU count once")

@@ -192,3 +192,45 @@ def test_a_fit_row_without_the_options_reproduces_without_them(cli):
     for o in ("--fp8-attention", "--fp16", "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-router-pre-softmax",
               "--fsdp-root-unit"):
         assert o not in args
+
+
+@pytest.mark.parametrize("opt,field", [
+    ("--moe-grouped-gemm", "moe_grouped_gemm"),
+    ("--moe-permute-fusion", "moe_permute_fusion"), ("--no-moe-permute-fusion", "moe_permute_fusion"),
+    ("--moe-router-fusion", "moe_router_fusion"), ("--no-moe-router-fusion", "moe_router_fusion"),
+])
+@pytest.mark.parametrize("cmd", ["explain", "fit"])
+def test_moe_kernel_switches_on_a_dense_model_exit_2(cli, cmd, opt, field):
+    """The MoE kernel switches on a dense model (Llama 3 8B, no experts) are refused as --moe-dispatcher and
+    --moe-router-padding are (plan.moe_dispatch_settings: '... set but llama3-8b has no experts'): before, they
+    were taken and dropped (moe_fusion_settings runs for an MoE model only; grouped GEMM is priced only with
+    experts, memory.py [12]), exit 0 with nothing said. Either fusion spelling is refused: the user typed it;
+    --no-moe-grouped-gemm is the schema's default (a bool, not Optional), indistinguishable from not given."""
+    assert_one_error(cli(cmd, "--model", "llama3-8b", "--gpus", "8", opt), f"{field} set but llama3-8b has no experts",
+                     "remove them")
+
+
+def test_moe_kernel_switches_on_an_moe_model_still_run(cli):
+    """The same switches on Qwen3-30B-A3B (128 experts) still price: exit 0, the plan carries them."""
+    r = cli("explain", "--model", "qwen3-30b-a3b", "--gpus", "16", "--ep", "8", "--moe-grouped-gemm",
+            "--moe-permute-fusion", "--no-moe-router-fusion", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)["plan"]
+    assert (plan["moe_grouped_gemm"], plan["moe_permute_fusion"], plan["moe_router_fusion"]) == (True, True, False)
+
+
+def test_megatron_reader_lists_moe_kernel_flags_of_a_dense_script_as_ignored(tmp_path):
+    """A Megatron launch without --num-experts builds no MoE layer (Megatron-LM @d98e8a64 takes the flags and
+    builds dense MLPs): the reader lists --moe-grouped-gemm / --moe-permute-fusion / --moe-router-fusion as
+    ignored (as it does --moe-router-padding-for-quantization) instead of setting job fields the plan refuses."""
+    from planner.trainers import load_trainer_config
+    from tests.test_imbalance import ARGS
+
+    dense = ARGS.replace("--expert-model-parallel-size 8 --num-experts 8 --moe-router-topk 2 ", "").replace(
+        " --moe-token-dispatcher-type alltoall", "")
+    p = tmp_path / "run.args"
+    p.write_text(dense + " --moe-grouped-gemm --moe-permute-fusion --moe-router-fusion\n")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=8)
+    assert not {"moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion"} & set(cfg.job)
+    for flag in ("--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion"):
+        assert any(x.startswith(flag) and "no --num-experts" in x for x in cfg.ignored), cfg.ignored

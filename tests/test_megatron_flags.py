@@ -188,15 +188,28 @@ def test_reader_maps_each_flag(tmp_path):
     cfg = _read(tmp_path, "--bf16-reduce")
     [x] = _listed(cfg, "--bf16-reduce")
     assert x in " ".join(cfg.not_modelled) and "no such flag in Megatron-LM" in x
-    # TE's fused MoE kernels: the job's moe_permute_fusion / moe_router_fusion (read, not listed);
-    # absent, the fields stay unset (the stack's default: Megatron-LM's off, plan.moe_fusion_settings)
-    cfg = _read(tmp_path, "--moe-permute-fusion --moe-router-fusion --micro-batch-size 2")
+    # TE's fused MoE kernels: on an MoE launch (--num-experts) the job's moe_permute_fusion / moe_router_fusion
+    # (read, not listed); absent, the fields stay unset (the stack's default: Megatron-LM's off,
+    # plan.moe_fusion_settings); on this dense launch (no --num-experts) listed as ignored, as the router padding is
+    from tests.test_imbalance import ARGS as MOE_ARGS  # a Mixtral-shaped launch
+
+    def _moe(extra):
+        p = tmp_path / "moe.args"
+        p.write_text(MOE_ARGS + " " + extra + "\n")
+        return load_trainer_config(p, fmt="megatron", model="mixtral-8x7b", gpus=16)
+
+    cfg = _moe("--moe-permute-fusion --moe-router-fusion --micro-batch-size 2")
     assert cfg.job["micro_batch"] == 2  # store_true: the next flag is read, not taken as their value
     assert cfg.job["moe_permute_fusion"] is True and cfg.job["moe_router_fusion"] is True
     for flag in ("--moe-permute-fusion", "--moe-router-fusion"):
         assert not _listed(cfg, flag)
-    cfg = _read(tmp_path, "--moe-permute-fusion=false")
+    cfg = _moe("--moe-permute-fusion=false")
     assert cfg.job["moe_permute_fusion"] is False and "moe_router_fusion" not in cfg.job
+    cfg = _read(tmp_path, "--moe-permute-fusion --moe-router-fusion --micro-batch-size 2")
+    assert cfg.job["micro_batch"] == 2 and not {"moe_permute_fusion", "moe_router_fusion"} & set(cfg.job)
+    for flag in ("--moe-permute-fusion", "--moe-router-fusion"):
+        [x] = _listed(cfg, flag)
+        assert x in " ".join(cfg.ignored) and "no --num-experts" in x
     # kept "not modelled", each with what it changes at the code
     cfg = _read(tmp_path, "--empty-unused-memory-level 1 --manual-gc --manual-gc-interval 100")
     # read since: the job's empty_unused_memory_level (tests/test_memory_dummy_wgrads.py)

@@ -529,7 +529,7 @@ def test_te_grouped_gemm_workspaces_by_hand(explain, tmp_path):
     """--moe-grouped-gemm on Megatron with TE layers: TE's grouped GEMM keeps 4 more cuBLAS
     workspaces (one per compute stream, TE common/util/multi_stream.cpp) of 32 MiB + 1 KiB on an
     H100: workspaces 2 x 32 MiB + 5 x (32 MiB + 1 KiB); none with --transformer-impl local
-    (SequentialMLP) or on a dense model; read from and written to a Megatron script."""
+    (SequentialMLP); refused on a dense model; read from and written to a Megatron script."""
     from planner.cli.export import resolved_plan
     from planner.schema import Job
     from planner.trainers import load_trainer_config
@@ -543,9 +543,11 @@ def test_te_grouped_gemm_workspaces_by_hand(explain, tmp_path):
     assert ws(gg) == 2 * 32 * 2**20 + 5 * (32 * 2**20 + 1024)
     _, _, _, local = explain(**job, moe_grouped_gemm=True, transformer_impl="local", attention="eager")
     assert ws(local) == 2 * 32 * 2**20
-    _, _, _, dense = explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=64, seq_len=4096,
-                             sharding="zero1", moe_grouped_gemm=True)
-    assert ws(dense) == ws(plain)
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="moe_grouped_gemm set but llama3-8b has no experts"):  # a dense model: refused
+        explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=64, seq_len=4096, sharding="zero1",
+                moe_grouped_gemm=True)  # (as moe_dispatcher is, plan.moe_dispatch_settings; before: no workspaces)
     text, _ = export_plan(resolved_plan(Job(**job, moe_grouped_gemm=True)), "megatron")
     assert "--moe-grouped-gemm" in text
     p = tmp_path / "x.sh"

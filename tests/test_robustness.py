@@ -436,3 +436,34 @@ def test_a_path_with_a_nul_byte_is_bad_input(tmp_path):
         files.read_bytes("a\0b.yaml")
     with pytest.raises(PlannerError, match="no such file"):
         files.read_text(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize("args,where", [
+    (["fit", "--model", "llama3-8b", "--shard-group"], "planner fit"),
+    (["explain", "--model"], "planner explain"),
+    (["calibrate", "nccl", "--output"], "planner calibrate nccl"),
+])
+def test_option_missing_its_value_names_the_subcommand(args, where):
+    """An option with no value after it: click's parser raises 'Option ... requires an argument.' with no context
+    (parser._get_value_from_state), so the error named the group: 'error: planner: option '--shard-group' requires an
+    argument' and 'planner --help'. Now the command the words name (cli._command_path), as click's other usage errors
+    (no such option) already did. Run through planner.cli.main, the `planner` entry point (prog_name 'planner')."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent  # this checkout's planner, not another install's
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    r = subprocess.run([sys.executable, "-m", "planner", *args], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2, r.stderr
+    opt = args[-1]
+    assert r.stderr.splitlines()[0] == f"error: {where}: option '{opt}' requires an argument."
+    assert r.stderr.splitlines()[1] == f"hint: `{where} --help` lists the arguments and options"
+
+
+def test_option_missing_its_value_in_process_names_the_subcommand(cli):
+    """The same through typer's CliRunner (the tests' cli fixture): the subcommand is named."""
+    r = cli("fit", "--model", "llama3-8b", "--shard-group")
+    assert_one_error(r, " fit: option '--shard-group' requires an argument", " fit --help`")

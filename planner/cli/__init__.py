@@ -37,7 +37,7 @@ class _PlannerGroup(HelpGroup):
             if type(e).__name__ == "NoArgsIsHelpError":  # click >= 8.2: a bare group prints its help
                 e.show()
             else:
-                report_usage_error(e)
+                report_usage_error(e, _command_path(self, prog_name or "planner", args))
             sys.exit(e.exit_code)
         except _ABORT:
             sys.stderr.write("error: aborted\n")
@@ -45,12 +45,28 @@ class _PlannerGroup(HelpGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-def report_usage_error(e) -> None:
-    """`error: <click's message on one line>` and a hint naming the command's --help."""
+def _command_path(group, prog: str, args) -> str:
+    """The command a command line runs, from its leading words that name a command of the group (or of a command
+    group under it): ['fit', '--shard-group'] -> 'planner fit', ['calibrate', 'nccl', ...] -> 'planner calibrate
+    nccl'. A usage error click raises while parsing a value (`option '--shard-group' requires an argument`,
+    parser._get_value_from_state) carries no context, so its command is named from the words given."""
+    words, cmd = [prog], group
+    for a in list(args or ()):
+        sub = getattr(cmd, "commands", {}).get(a)
+        if sub is None:
+            break
+        words.append(a)
+        cmd = sub
+    return " ".join(words)
+
+
+def report_usage_error(e, fallback: str = "planner") -> None:
+    """`error: <click's message on one line>` and a hint naming the command's --help: the error's own context's
+    command, else `fallback` (the command the words given name: _command_path)."""
     msg = " ".join(e.format_message().split())
     msg = msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg  # "No such option" -> "no such option"
     ctx = getattr(e, "ctx", None)
-    where = ctx.command_path if ctx is not None else "planner"
+    where = ctx.command_path if ctx is not None else fallback
     sys.stderr.write(f"error: {where}: {msg}\nhint: `{where} --help` lists the arguments and options\n")
 
 

@@ -45,6 +45,30 @@ def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
     return tuple(vals)
 
 
+def _pins_within_bounds(pairs) -> None:
+    """Each pinned value (`--tp 8`, `--tp 4,8`) at most its own bound (`--max-tp 4`), else an error naming both options:
+    a pin above the bound is a search of nothing (before: 'no plan fits', exit 1, from 0 candidates) or, in a list, a
+    value dropped without a word. pairs: (pin option, its text, bound option, the bound) per axis with both."""
+    for flag, text, max_flag, bound in pairs:
+        if text is None or bound is None:
+            continue
+        above = [v for v in _ints(text, flag) if v > bound]
+        if above:
+            raise PlannerError(f"{flag} {text} and {max_flag} {bound} contradict: {', '.join(map(str, above))} "
+                               f"{'is' if len(above) == 1 else 'are'} above the bound",
+                               f"give {flag} values at most {bound}, or raise {max_flag} (or drop one of them)")
+
+
+def _no_repeats(values, option: str) -> None:
+    """A count listed twice is refused, as `budget --sweep-gpus` refuses it (budget.parse_gpu_list): the same
+    message, not the same count searched twice."""
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise PlannerError(f"{option}: {v} is listed twice", "list each GPU count once")
+        seen.add(v)
+
+
 def _names(text: Optional[str], option: str) -> Optional[tuple[str, ...]]:
     """'zero1, fsdp' -> ('zero1', 'fsdp'); None stays None; a value with no name in it (`--sharding ,`, `--rank-orders
     ''`) is refused, as _ints refuses `--tp ,`: an empty pin is no search (before: the pin was dropped silently, the
@@ -150,6 +174,12 @@ def register(app: typer.Typer) -> None:
             gpus_list = parse_gpu_list(gpus, "--gpus")
         else:
             gpus_list = list(_ints(gpus, "--gpus") or ())
+        _no_repeats(gpus_list, "--gpus")
+        _pins_within_bounds((("--tp", tp, "--max-tp", max_tp), ("--cp", cp, "--max-cp", max_cp),
+                             ("--pp", pp, "--max-pp", max_pp), ("--vpp", vpp, "--max-vpp", max_vpp),
+                             ("--dp", dp, "--max-dp", max_dp), ("--micro-batch", micro_batch, "--max-micro-batch",
+                                                                max_micro_batch),
+                             ("--ep", ep, "--max-ep", max_ep), ("--etp", etp, "--max-etp", max_etp)))
         overrides = dict(
             model=model, gpus=gpus_list[0] if gpus_list else None, hardware=hardware, seq_len=seq_len,
             global_batch=global_batch,

@@ -1403,9 +1403,15 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
     for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
-        if flag in flags:
+        if flag in flags and "--num-experts" not in flags:  # a dense model builds no MoE layer (as _router_padding)
+            ignored.append(fmt_ignored(flag, flags[flag]) + " (no --num-experts: a dense model builds no MoE layer, the "
+                                                            "flag fuses nothing)")
+        elif flag in flags:
             job[field] = flags[flag] is True or str(flags[flag]).lower() in ("true", "1")
-    if "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
+    if "--moe-grouped-gemm" in flags and "--num-experts" not in flags:
+        ignored.append(fmt_ignored("--moe-grouped-gemm", flags["--moe-grouped-gemm"]) + " (no --num-experts: a dense "
+                                                                                       "model builds no experts to group)")
+    elif "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
         job["moe_grouped_gemm"] = True
     if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11]; under a mode that runs it off: _mode_settings)
         job["fp8_param_gather"] = True
