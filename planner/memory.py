@@ -1708,8 +1708,15 @@ def tp_collectives_rerun(settings: Settings, plan: PlanArrays) -> np.ndarray:
     all-gathers, per plan (bool) [tk]: on a stack whose policy keeps them only compiled (selective.
     tp_collectives_kept 'compiled': torchtitan 0.3), the plans whose blocks run eager (experts_run_eager: no
     plan.compile, or a code that compiles no block); nowhere on 'always'."""
-    compiled_only = stack_of(settings).selective.tp_collectives_kept == "compiled"  # a stack setting
-    compiled_only = compiled_only and not functional_collectives_eager(settings)  # the job's backend [sb]
+    return kept_only_compiled_reruns(settings, plan, stack_of(settings).selective.tp_collectives_kept)
+
+
+def kept_only_compiled_reruns(settings: Settings, plan: PlanArrays, kept: str) -> np.ndarray:
+    """Where a collective the stack's op-SAC policy keeps only compiled (`kept`, a selective.*_kept stack setting:
+    'compiled' [xk] [tk]) is re-run, per plan (bool): the plans whose blocks run eager (experts_run_eager), unless
+    the job's SPMD backend runs the functional collectives eager too (functional_collectives_eager [sb]); nowhere
+    on 'always'."""
+    compiled_only = kept == "compiled" and not functional_collectives_eager(settings)
     return compiled_only & experts_run_eager(settings, plan)
 
 
@@ -1722,7 +1729,7 @@ def functional_collectives_eager(settings: Settings) -> bool:
     spmd = runs.spmd_backends if runs is not None else None
     if spmd is None:
         return False
-    backend = getattr(settings, "spmd_backend", None) or spmd.default
+    backend = settings.spmd_backend or spmd.default
     return backend != "spmd_types"
 
 
@@ -1774,9 +1781,8 @@ def exchange_reruns(settings: Settings, plan: PlanArrays) -> np.ndarray:
     compiled (selective.exchange_kept 'compiled' [xk]: torchtitan 0.3), the standard all-to-all plans whose blocks
     run eager (experts_run_eager: no plan.compile, or a code that compiles no block)."""
     codes, _ = dispatcher_rows(settings, plan)
-    compiled_only = stack_of(settings).selective.exchange_kept == "compiled"  # a stack setting
-    compiled_only = compiled_only and not functional_collectives_eager(settings)  # the job's backend [sb]
-    rule = compiled_only & (np.asarray(codes) == ALLTOALL) & experts_run_eager(settings, plan)
+    kept = stack_of(settings).selective.exchange_kept  # a stack setting
+    rule = (np.asarray(codes) == ALLTOALL) & kept_only_compiled_reruns(settings, plan, kept)
     return np.asarray(bool(settings.sac_reruns_exchange)) | rule
 
 
