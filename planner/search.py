@@ -1511,6 +1511,37 @@ def _with_rows(space: Space, rows: int) -> Space:
     return replace(space, settings=pad(space.settings), dispatchers=disp)
 
 
+def _other_orders(space: Space, fb, fr, fv, ok, step1=None):
+    """Every rank order of the candidates (fb, fr, chosen variants fv) not yet priced (neither their first distinct
+    order nor one in `ok`), for when the bound on the orders fails: (their candidate index, order index, step
+    time). step1 given (fit's dispatcher search let candidates in): a candidate whose step is inf (no variant of it
+    fits or was tried) gets no order."""
+    rest = space.order_ok[fb].copy()
+    rest[np.arange(len(fb)), np.argmax(rest, axis=1)] = False
+    rest &= ~ok
+    if step1 is not None:
+        rest &= np.isfinite(step1)[:, None]
+    oi2, ri2 = pairs(rest.T)
+    step3, _ = step_times(space, fb[ri2], fr[ri2], space.orders[oi2], fv[ri2])
+    return ri2, oi2, step3
+
+
+def _closest(space: Space, bidx, rcidx, memory, other, least, least_code):
+    """The closest plan (settings, space, base row, recompute index, bytes) of the candidates (bidx, rcidx) by their
+    memory (None where there are none), or, where another dispatcher holds less (fit's dispatcher search: `least`,
+    `least_code` of the candidates `other`; where none fits every other candidate was priced: no prefilter), that
+    dispatcher's plan with its own Settings."""
+    if not len(bidx):
+        return None
+    j = int(np.argmin(memory))
+    closest = (space.settings, space, int(bidx[j]), int(rcidx[j]), float(memory[j]))
+    if len(other) and np.min(least) < closest[4]:
+        j = int(np.argmin(least))
+        closest = (space.dispatchers[int(least_code[j])], space, int(bidx[other[j]]), int(rcidx[other[j]]),
+                   float(least[j]))
+    return closest
+
+
 def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, around: tuple = None,
                   bound: float = np.inf):
     """Steps 2-5 of the module docstring on one space: (Ranked | None, Counts of the memory and time
@@ -1592,17 +1623,10 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
                    <= max(pre[5], reach_to) * (1.0 + BOUND_MARGIN))
         rescued = rescue(np.flatnonzero(can))
     count()
-    closest = None
     feasible = None
     if len(bidx) and not nf and not len(rescued):  # the closest plan below reads every candidate's total
         memory = memory_totals(space, bidx, rcidx)
-    if len(bidx):
-        j = int(np.argmin(memory))
-        closest = (settings, space, int(bidx[j]), int(rcidx[j]), float(memory[j]))
-        if len(other) and np.min(least) < closest[4]:  # another dispatcher's plan is the closest (where none fits,
-            j = int(np.argmin(least))  # every other candidate was priced: no prefilter), with its own Settings
-            closest = (space.dispatchers[int(least_code[j])], space, int(bidx[other[j]]), int(rcidx[other[j]]),
-                       float(least[j]))
+    closest = _closest(space, bidx, rcidx, memory, other, least, least_code)
     if not nf and not len(rescued):
         return None, c, closest, feasible
 
@@ -1656,13 +1680,7 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     c.time_evaluations += len(pb)
     if not keep_feasible and not (np.array_equal(floor2, floor1[ri]) and np.all(step1 >= floor1) and np.all(step2 >= floor2)):
         # the cost model no longer has the two facts the bound rests on: evaluate every order
-        rest = space.order_ok[fb].copy()
-        rest[np.arange(len(fb)), np.argmax(rest, axis=1)] = False
-        rest &= ~ok
-        if len(rescued):  # (a candidate no variant of which fits or was tried, its step inf: no order)
-            rest &= np.isfinite(step1)[:, None]
-        oi2, ri2 = pairs(rest.T)
-        step3, _ = step_times(space, fb[ri2], fr[ri2], space.orders[oi2], fv[ri2])
+        ri2, oi2, step3 = _other_orders(space, fb, fr, fv, ok, step1 if len(rescued) else None)
         c.time_evaluations += len(ri2)
         ri, pb, pr, po, pv = (np.concatenate([ri, ri2]), np.concatenate([pb, fb[ri2]]), np.concatenate([pr, fr[ri2]]),
                               np.concatenate([po, space.orders[oi2]]), np.concatenate([pv, fv[ri2]]))
@@ -1683,10 +1701,16 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     if around is not None:
         # every pair that can sort before `around` or tie with it was priced (reach_to); the others sort after it
         c.around_before, c.around_same = rows_before(space, objective, all_b, all_r, all_s, all_m, around)
+    ranked = _ranked_rows(space, objective, top, all_b, all_r, all_o, all_v, all_s, all_m, all_obj)
+    return ranked, c, closest, feasible
+
+
+def _ranked_rows(space: Space, objective: str, top: int, all_b, all_r, all_o, all_v, all_s, all_m, all_obj) -> Ranked:
+    """Step 5 of the module docstring: the `top` rows of the priced (candidate, order, variant) pairs by the ranking
+    keys (objective, memory[, step]), one row per candidate and result: an order that gives the same step time as a
+    better ranked order of the same candidate is the same row (the first order listed is kept)."""
     keys = (all_obj, all_m, all_s) if objective == "memory" else (all_obj, all_m)
     window = _top(tuple(rank_key(k) for k in keys), min(top * len(space.orders), len(all_obj)))
-    # one row per candidate and result: an order that gives the same step time as a better
-    # ranked order of the same candidate is the same row (the first order listed is kept)
     seen, idx = set(), []
     window_steps = rank_key(all_s[window])  # (rank_key is elementwise: one call, not one a window entry)
     for i, step_key in zip(window, window_steps):
@@ -1697,9 +1721,8 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
             if len(idx) == top:
                 break
     idx = np.asarray(idx, dtype=np.int64)
-    ranked = Ranked(settings=settings, space=space, base=all_b[idx], rc=all_r[idx], order=all_o[idx],
-                    objective=all_obj[idx], memory=all_m[idx], step=all_s[idx], var=all_v[idx])
-    return ranked, c, closest, feasible
+    return Ranked(settings=space.settings, space=space, base=all_b[idx], rc=all_r[idx], order=all_o[idx],
+                  objective=all_obj[idx], memory=all_m[idx], step=all_s[idx], var=all_v[idx])
 
 
 def plan_job_fields(row_plan: dict) -> dict:
