@@ -48,6 +48,19 @@ def moe_layer_saves(saves, **fields) -> tuple:
     return tuple(float(np.asarray(x)) for x in saves(settings, kind, plan_context(settings, plan), plan))
 
 
+def layer_activations_with_and_without(memory_field: str, off, **fields) -> tuple:
+    """explain's layer_activations of one job (settings, then the term with the stack's memory.<memory_field> as
+    given, then with it set to `off`): (settings, on, off)."""
+    import dataclasses
+
+    settings, plan, _ = resolve(Job(**fields))
+    on = to_json(settings, plan, evaluate(settings, plan))["memory"]["terms"]["layer_activations"]
+    st = settings.stack
+    s_off = dataclasses.replace(settings, stack=st.model_copy(
+        update={"memory": st.memory.model_copy(update={memory_field: off})}))
+    return settings, on, to_json(s_off, plan, evaluate(s_off, plan))["memory"]["terms"]["layer_activations"]
+
+
 @pytest.fixture
 def explain():
     return explain_job

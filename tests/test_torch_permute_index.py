@@ -23,17 +23,13 @@ With the default rank load (aux_loss rule, planner/imbalance.py: L = 1 + 0.52 sq
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
 
-from conftest import moe_layer_saves
+from conftest import layer_activations_with_and_without, moe_layer_saves
 from planner.catalog import load_stack
-from planner.explain import evaluate, to_json
 from planner.memory import torch_permute_index_saves
-from planner.plan import resolve
-from planner.schema import Job
 
 QWEN = dict(model="qwen3-30b-a3b", gpus=8, ep=8, sharding="fsdp", global_batch=8, seq_len=4096, hardware="h100-sxm",
             moe_rank_imbalance=1.0)
@@ -91,11 +87,7 @@ def test_other_dispatchers_and_stacks_price_none():
 def test_explain_layer_activations():
     """explain's layer_activations (48 MoE layers, one micro-batch in flight) rise by 48 x 262,144 B on 0.3 without
     recompute over the same job with the field off."""
-    settings, plan, _ = resolve(Job(stack="torchtitan-0.3", recompute="none", **QWEN))
+    settings, on, off = layer_activations_with_and_without("ep_permute_index", None, stack="torchtitan-0.3",
+                                                           recompute="none", **QWEN)
     assert settings.model.num_layers == 48
-    on = to_json(settings, plan, evaluate(settings, plan))["memory"]["terms"]["layer_activations"]
-    st = settings.stack
-    off_stack = st.model_copy(update={"memory": st.memory.model_copy(update={"ep_permute_index": None})})
-    s_off = dataclasses.replace(settings, stack=off_stack)
-    off = to_json(s_off, plan, evaluate(s_off, plan))["memory"]["terms"]["layer_activations"]
     assert on - off == 48 * I03

@@ -22,16 +22,12 @@ Llama 4 Scout (h 5,120, k 1): 10,244 + 16 = 10,260 B a token, 42,024,960 B.
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
-from conftest import moe_layer_saves
+from conftest import layer_activations_with_and_without, moe_layer_saves
 from planner.catalog import load_stack
-from planner.explain import evaluate, to_json
 from planner.memory import torch_reorder_saves
-from planner.plan import resolve
-from planner.schema import Job
 
 N = 4096
 QWEN = dict(model="qwen3-30b-a3b", gpus=8, ep=8, sharding="fsdp", global_batch=8, seq_len=4096, hardware="h100-sxm")
@@ -78,11 +74,7 @@ def test_other_dispatchers_and_stacks_price_none():
 def test_explain_layer_activations(stack):
     """explain's layer_activations (48 MoE layers, one micro-batch in flight) rise by 48 x 134,873,088 B without
     recompute over the same job with the field off."""
-    settings, plan, _ = resolve(Job(stack=stack, recompute="none", **QWEN))
+    settings, on, off = layer_activations_with_and_without("reorder_combine_saves", False, stack=stack,
+                                                           recompute="none", **QWEN)
     assert settings.model.num_layers == 48 and settings.model.hidden_size == 2048
-    on = to_json(settings, plan, evaluate(settings, plan))["memory"]["terms"]["layer_activations"]
-    st = settings.stack
-    off_stack = st.model_copy(update={"memory": st.memory.model_copy(update={"reorder_combine_saves": False})})
-    s_off = dataclasses.replace(settings, stack=off_stack)
-    off = to_json(s_off, plan, evaluate(s_off, plan))["memory"]["terms"]["layer_activations"]
     assert on - off == 48 * PER_LAYER

@@ -23,16 +23,12 @@ Llama 4 Scout (k 1, no route_norm) on main without recompute: 8 B a token, 32,76
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
-from conftest import moe_layer_saves
+from conftest import layer_activations_with_and_without, moe_layer_saves
 from planner.catalog import load_stack
-from planner.explain import evaluate, to_json
 from planner.memory import torch_router_saves
-from planner.plan import resolve
-from planner.schema import Job
 
 N = 4096
 QWEN = dict(model="qwen3-30b-a3b", gpus=8, ep=8, sharding="fsdp", global_batch=8, seq_len=4096, hardware="h100-sxm")
@@ -82,13 +78,9 @@ def test_other_stacks_price_none():
 def test_explain_layer_activations(stack):
     """explain's layer_activations (48 MoE layers, one micro-batch in flight) rise by 48 x 409,600 B without
     recompute over the same job with the field off, on the standard all-to-all (the job's dispatcher)."""
-    settings, plan, _ = resolve(Job(stack=stack, recompute="none", **QWEN))
+    settings, on, off = layer_activations_with_and_without("router_topk_saves", None, stack=stack,
+                                                           recompute="none", **QWEN)
     assert settings.model.num_layers == 48
-    on = to_json(settings, plan, evaluate(settings, plan))["memory"]["terms"]["layer_activations"]
-    st = settings.stack
-    off_stack = st.model_copy(update={"memory": st.memory.model_copy(update={"router_topk_saves": None})})
-    s_off = dataclasses.replace(settings, stack=off_stack)
-    off = to_json(s_off, plan, evaluate(s_off, plan))["memory"]["terms"]["layer_activations"]
     assert on - off == 48 * 409_600
 
 
