@@ -61,6 +61,15 @@ def layer_activations_with_and_without(memory_field: str, off, **fields) -> tupl
     return settings, on, to_json(s_off, plan, evaluate(s_off, plan))["memory"]["terms"]["layer_activations"]
 
 
+def priced_with_selective(settings, plan, **update) -> dict:
+    """explain's JSON of the plan with the stack's selective policy fields replaced by `update`."""
+    import dataclasses
+
+    st = settings.stack
+    s = dataclasses.replace(settings, stack=st.model_copy(update={"selective": st.selective.model_copy(update=update)}))
+    return to_json(s, plan, evaluate(s, plan))
+
+
 @pytest.fixture
 def explain():
     return explain_job

@@ -12,13 +12,11 @@ PREFER_RECOMPUTE for it. Compiled, 0.3 compiles the whole checkpointed block (di
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
+from conftest import priced_with_selective
 from planner.catalog import load_stack
 from planner.compute import price_gemms
-from planner.explain import evaluate, to_json
 from planner.layers import layer_list
 from planner.stacks import plan_context
 
@@ -30,10 +28,7 @@ T, L, H, FE, K = 4096, 48, 2048, 768, 8
 
 def _always(settings, plan):
     """The same plan priced as if the policy kept the grouped GEMMs (the field's default, 0.3's value before)."""
-    st = settings.stack
-    old = replace(settings, stack=st.model_copy(update={"selective": st.selective.model_copy(
-        update={"expert_gemms_kept": "always"})}))
-    return to_json(old, plan, evaluate(old, plan))
+    return priced_with_selective(settings, plan, expert_gemms_kept="always")
 
 
 def test_stack_field():

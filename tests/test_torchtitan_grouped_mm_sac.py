@@ -9,13 +9,11 @@ expert_gemms_kept: compiled; memory.py [gmm])."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
+from conftest import priced_with_selective
 from planner.catalog import load_stack
 from planner.compute import price_gemms
-from planner.explain import evaluate, to_json
 from planner.layers import layer_list
 from planner.stacks import plan_context
 
@@ -27,10 +25,7 @@ T, L, H, FE = 4096, 48, 2048, 768
 
 def _always(settings, plan):
     """The same plan priced on the stack as it stood before the field (the grouped GEMMs kept either way)."""
-    st = settings.stack
-    old = replace(settings, stack=st.model_copy(update={"selective": st.selective.model_copy(
-        update={"expert_gemms_kept": "always"})}))
-    return to_json(old, plan, evaluate(old, plan))
+    return priced_with_selective(settings, plan, expert_gemms_kept="always")
 
 
 def test_stack_fields():
