@@ -510,7 +510,7 @@ def parse_gpu_list(text: str, option: str = "--sweep-gpus", warn: Callable[[str]
     B ('512..4096' -> 512, 1024, 2048, 4096). One number written with thousands separators
     ('1,024') is refused; a list that could be one ('64,128,256') is read as a list and
     warn(message) is told so, once the list has parsed (units.refuse_thousands_separator)."""
-    from .units import refuse_thousands_separator
+    from .units import refuse_repeat, refuse_thousands_separator
 
     note = refuse_thousands_separator(text, option)
     out: list[int] = []
@@ -519,8 +519,7 @@ def parse_gpu_list(text: str, option: str = "--sweep-gpus", warn: Callable[[str]
             continue
         if ".." in part:
             for g in gpu_range(part, option):
-                if g in out:
-                    raise PlannerError(f"{option}: {g} is listed twice", "list each GPU count once")
+                refuse_repeat(g, out, option)
                 out.append(g)
             continue
         try:
@@ -529,8 +528,7 @@ def parse_gpu_list(text: str, option: str = "--sweep-gpus", warn: Callable[[str]
             g = float("nan")
         if not (np.isfinite(g) and g >= 1 and g == int(g)):
             raise PlannerError(f"{option}: cannot read {part!r} as a GPU count", "write positive integers separated by commas, e.g. 1024,2048,4096")
-        if int(g) in out:
-            raise PlannerError(f"{option}: {int(g)} is listed twice", "list each GPU count once")
+        refuse_repeat(int(g), out, option)
         out.append(int(g))
     if not out:
         raise PlannerError(f"{option} is empty", "write GPU counts separated by commas, e.g. 1024,2048,4096")

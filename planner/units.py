@@ -95,3 +95,10 @@ def parse_seconds(text: str | int | float, what: str = "time") -> float:
     if not m:
         raise PlannerError(f"cannot read {what} {text!r}", "write a time such as 10us, 30s, 10min, 12h")
     return finite(float(m.group(1)) * _TIME[m.group(2) or "s"], what, text)
+
+
+def refuse_repeat(g: int, seen, option: str) -> None:
+    """A GPU count already in `seen` is refused (a list of GPU counts: budget's --sweep-gpus, fit's --gpus), not
+    searched twice."""
+    if g in seen:
+        raise PlannerError(f"{option}: {g} is listed twice", "list each GPU count once")

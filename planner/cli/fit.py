@@ -19,7 +19,7 @@ from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS, EMBEDDING_GRAD_SKIP_SOURCE
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit, rank_config, row_objective
 from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_ALL, RANK_ORDERS_TP_INNER, SpaceOptions
-from ..units import parse_count, refuse_thousands_separator
+from ..units import parse_count, refuse_repeat, refuse_thousands_separator
 
 DEFAULT_TOP = 10
 
@@ -60,13 +60,10 @@ def _pins_within_bounds(pairs) -> None:
 
 
 def _no_repeats(values, option: str) -> None:
-    """A count listed twice is refused, as `budget --sweep-gpus` refuses it (budget.parse_gpu_list): the same
-    message, not the same count searched twice."""
-    seen = set()
-    for v in values:
-        if v in seen:
-            raise PlannerError(f"{option}: {v} is listed twice", "list each GPU count once")
-        seen.add(v)
+    """A count listed twice is refused, as `budget --sweep-gpus` refuses it (units.refuse_repeat): not the same
+    count searched twice."""
+    for i, v in enumerate(values):
+        refuse_repeat(v, values[:i], option)
 
 
 def _names(text: Optional[str], option: str) -> Optional[tuple[str, ...]]:
