@@ -344,6 +344,55 @@ def _period(names: list[str], whole: bool) -> list[str]:
     return names
 
 
+def layer_kinds_of(mixers: "Seq | None", mlps: "Seq | None", L: int) -> tuple[dict, list[str]]:
+    """(layer_kinds, layer_pattern) of L layers whose mixers and MLPs the two Seqs give (None: the model's
+    default): one kind per distinct (mixer, MLP) pair, named from them (_mixer_name, _mlp_name: "mamba2_nomlp",
+    "nomixer_dense", ...), and the shortest repeating prefix of the names. The HF reader (Reader._pattern) and
+    the Megatron reader (trainers/megatron_model.hybrid_spec) both build a model's layers with it."""
+    # the sequence repeats from the start with the least common multiple of the two periods
+    n = min(math.lcm(*(s.period for s in (mixers, mlps) if s is not None)), L)
+    kinds: dict = {}
+    spec_name: dict = {}
+    names = []
+    for i in range(n):
+        mixer = mixers.at(i) if mixers is not None else None
+        mlp = mlps.at(i) if mlps is not None else None
+        key = (id(mixer), mlp if isinstance(mlp, str) else id(mlp))
+        if key not in spec_name:
+            mlp_spec = {"kind": mlp} if isinstance(mlp, str) else mlp
+            spec = {k: v for k, v in (("mixer", mixer), ("mlp", mlp_spec)) if v is not None}
+            name = base = "_".join(x for x in (_mixer_name(mixer), _mlp_name(mlp_spec)) if x)
+            j = 1
+            while name in kinds and kinds[name] != spec:
+                j += 1
+                name = f"{base}_{j}"
+            kinds.setdefault(name, spec)
+            spec_name[key] = name
+        names.append(spec_name[key])
+    return kinds, _period(names, whole=n == L)
+
+
+#: a hybrid block pattern's characters (Nemotron-H's hybrid_override_pattern, Megatron-LM's --hybrid-layer-pattern:
+#: megatron/core/models/hybrid/hybrid_layer_allocation.py @d98e8a64 l. 14-26 Symbols MAMBA 'M', ATTENTION '*',
+#: MLP '-', MOE 'E') -> what each block holds: one mixer or one MLP behind one pre-norm
+HYBRID_BLOCKS = "M*-E"
+
+
+def hybrid_block_table(mamba2: "dict | None", attn: dict) -> dict:
+    """symbol -> (mixer, mlp) of a hybrid block (HYBRID_BLOCKS): M the Mamba-2 mixer alone, * the attention mixer
+    alone, - a dense MLP alone, E an MoE MLP alone (NemotronHBlock; Megatron-LM's HybridStack, hybrid_block.py
+    @d98e8a64 l. 134-193: one MambaLayer, TransformerLayer of attention only, MLPLayer or MoETransformerLayer a
+    symbol)."""
+    none = {"kind": "none"}
+    return {"M": (mamba2, none), "*": (attn, none), "-": (none, {"kind": "dense"}), "E": (none, {"kind": "moe"})}
+
+
+def hybrid_block_seqs(blocks: list[str], table: dict) -> tuple["Seq", "Seq"]:
+    """(mixers, mlps) Seqs over the blocks (one a layer) from hybrid_block_table's table."""
+    L = len(blocks)
+    return Seq(lambda i: table[blocks[i]][0], L, L), Seq(lambda i: table[blocks[i]][1], L, L)
+
+
 class Reader:
     """One config.json's reading: `data()` the ModelSpec fields, `assumed` what defaults filled in."""
 
@@ -1053,10 +1102,8 @@ class Reader:
                       "moe_shared_expert_intermediate_size"):
                 if k in self.cfg:
                     self.used.add(k)
-        none = {"kind": "none"}
-        table = {"M": ((self._mamba2() if "M" in blocks else None), none), "*": (self._attn(), none),
-                 "-": (none, {"kind": "dense"}), "E": (none, {"kind": "moe"})}
-        return (Seq(lambda i: table[blocks[i]][0], L, L), Seq(lambda i: table[blocks[i]][1], L, L), moe)
+        table = hybrid_block_table(self._mamba2() if "M" in blocks else None, self._attn())
+        return (*hybrid_block_seqs(blocks, table), moe)
 
     def _pattern(self, data: dict, mixers, mlps) -> None:
         """layer_kinds + layer_pattern, unless every layer has the default mixer and the MLPs follow
@@ -1071,28 +1118,7 @@ class Reader:
         if moe is not None:
             moe.pop("first_k_dense", None)
             moe.pop("layer_freq", None)
-        # the sequence repeats from the start with the least common multiple of the two periods
-        n = min(math.lcm(*(s.period for s in (mixers, mlps) if s is not None)), L)
-        kinds: dict = {}
-        spec_name: dict = {}
-        names = []
-        for i in range(n):
-            mixer = mixers.at(i) if mixers is not None else None
-            mlp = mlps.at(i) if mlps is not None else None
-            key = (id(mixer), mlp if isinstance(mlp, str) else id(mlp))
-            if key not in spec_name:
-                mlp_spec = {"kind": mlp} if isinstance(mlp, str) else mlp
-                spec = {k: v for k, v in (("mixer", mixer), ("mlp", mlp_spec)) if v is not None}
-                name = base = "_".join(x for x in (_mixer_name(mixer), _mlp_name(mlp_spec)) if x)
-                j = 1
-                while name in kinds and kinds[name] != spec:
-                    j += 1
-                    name = f"{base}_{j}"
-                kinds.setdefault(name, spec)
-                spec_name[key] = name
-            names.append(spec_name[key])
-        data["layer_kinds"] = kinds
-        data["layer_pattern"] = _period(names, whole=n == L)
+        data["layer_kinds"], data["layer_pattern"] = layer_kinds_of(mixers, mlps, L)
 
     def _check_unread(self) -> None:
         self._check_keys(self.cfg, self.prefix, lambda k: k in self.used or k in HF_NO_COST)

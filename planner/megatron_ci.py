@@ -18,11 +18,12 @@ How a row becomes a job (nothing is read from ids, names or notes):
     the reason.
  2. The training script, from the row's `family` (the test-case folder
     tests/functional_tests/test_cases/{family}/ whose recipe sets TRAINING_SCRIPT_PATH [3]):
-    gpt and moe run pretrain_gpt.py, which the planner models (a decoder-only GPT);
-    bert runs examples/bert/pretrain_bert.py and t5 examples/t5/pretrain_t5.py (encoders,
-    not modelled), hybrid and nemotron pretrain_hybrid.py (Mamba hybrids: --hybrid-layer-pattern
-    is not read from flags), mimo examples/mimo/train.py (a vision-language model); those rows
-    are skipped with the script named.
+    gpt and moe run pretrain_gpt.py (a decoder-only GPT), hybrid and nemotron pretrain_hybrid.py
+    (Mamba hybrids: the Megatron reader builds their layers from --hybrid-layer-pattern and the
+    --mamba-* flags, planner/trainers/megatron_model.py [9]), both modelled; bert runs
+    examples/bert/pretrain_bert.py and t5 examples/t5/pretrain_t5.py (encoders, not modelled),
+    mimo examples/mimo/train.py (a vision-language model); those rows are skipped with the
+    script named.
  3. The argument file (`args_file`, relative to the corpus) is read by the Megatron reader
     (planner/trainers/megatron.py: the model from the flags, every default listed as assumed),
     with the row's `world_size` as the GPU count and its GPU as the hardware: A100 ->
@@ -37,7 +38,7 @@ How a row becomes a job (nothing is read from ids, names or notes):
     project's reference corpus: the CI environment, "dev" or "lts", no ENV_VARS).
  4. A row whose flags the reader could not express (TrainerConfig.unmodelled: fp32 parameters,
     a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, an uneven pipeline split)
-    or refused (an error: exit-2 input such as a hybrid pattern) is
+    or refused (an error: exit-2 input such as a hybrid pattern's MTP parts) is
     skipped with that reason.
 
 Statistics, per memory trust tier (the corpus' `trust.memory`, A/B/C: README "Trust tiers")
@@ -78,11 +79,10 @@ TRAINING_SCRIPTS = {
     "mimo": "examples/mimo/train.py",
 }
 #: the scripts whose model the planner builds, and why the others are not
-MODELLED_SCRIPTS = {"pretrain_gpt.py"}
+MODELLED_SCRIPTS = {"pretrain_gpt.py", "pretrain_hybrid.py"}
 SCRIPT_SKIP = {
     "examples/bert/pretrain_bert.py": "a BERT encoder (bidirectional, with a pooler and binary head): the planner models decoder-only GPTs",
     "examples/t5/pretrain_t5.py": "a T5 encoder-decoder: the planner models decoder-only GPTs",
-    "pretrain_hybrid.py": "a hybrid Mamba stack (--hybrid-layer-pattern), not read from Megatron flags",
     "examples/mimo/train.py": "a multimodal (vision-language) model: the planner models the language model only",
 }
 TIERS = ("A", "B", "C")

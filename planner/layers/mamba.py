@@ -108,7 +108,10 @@ Activations (what the autograd functions save, bytes per local token):
   B and C (contiguous copies) 4 N, the scan's chunk states (csrc/selective_scan/
   selective_scan.cpp: fp32 [batch, d_i, ceil(s/2048), 2N]) 8 N d_i ceil(s/2048)/s, the scan
   output 2 d_i (out_proj's input, out_z, is recomputed); the in_proj input (norm output) 2h.
-Names other than "input" and "norm1_out" are not in schema.ACTIVATION_TENSORS: every
+Where the model has dropout, the hidden dropout after the mixer keeps its mask, 1 B a hidden element
+(Megatron-Core MambaLayer.forward [3b]: mamba_bda(...)(mixer_out, residual, hidden_dropout), the
+bias-dropout-add the attention and MLP blocks run; "dropout_masks", as theirs).
+Names other than "input", "norm1_out" and "dropout_masks" are not in schema.ACTIVATION_TENSORS: every
 recompute policy but full keeps them (a selective policy names attention tensors only).
 
 Context parallelism. Mamba-2: Megatron-Core's all-to-all CP [5] (MambaContextParallel
@@ -135,6 +138,9 @@ References
     80GB PCIe against FlashAttention-2: faster beyond 2K tokens).
 [3] NVIDIA Megatron-LM megatron/core/ssm/mamba_mixer.py (MambaMixer: nheads % tp, ngroups % tp
     asserts, in_proj ColumnParallel, out_proj RowParallel, _ssm_training), commit d98e8a64.
+[3b] NVIDIA Megatron-LM megatron/core/ssm/mamba_layer.py MambaLayer.__init__ l. 88 (hidden_dropout =
+    config.hidden_dropout), forward l. 176-179 (mamba_bda: get_bias_dropout_add, hybrid_layer_specs.py
+    l. 119), commit d98e8a64.
 [4] state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py (MambaSplitConv1dScanCombinedFn),
     ssd_bmm.py, ssd_chunk_scan.py, ssd_chunk_state.py, ssd_state_passing.py,
     ops/selective_scan_interface.py (MambaInnerFn), csrc/selective_scan/selective_scan.cpp,
@@ -216,6 +222,7 @@ class Mamba2Block:
     norm: int
     conv_bias: bool = True
     proj_bias: bool = False
+    dropout: bool = False  # the model's hidden dropout after the mixer (MambaLayer's bias-dropout-add [3b])
 
     kind = "mixer"
     has_core = True
@@ -285,8 +292,9 @@ class Mamba2Block:
         in_proj and out_proj biases where the model has them."""
         h, tp, di = self.h, ctx.tp, self.d_inner
         bias = kb["bias"] * (1.0 if self.proj_bias else 0.0)
+        drop = kb["dropout" + sfx] * (1.0 if self.dropout else 0.0)  # the hidden dropout's mask pass [3b]
         conv = di / tp + 2.0 * self.state * self._groups_scan(ctx)
-        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + bias * h) / ctx.rep_div
+        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + bias * h + drop * h) / ctx.rep_div
                         + kb["mlp_activation_plain" + sfx] * conv
                         + (kb["mlp_activation_gated" + sfx] + kb["norm" + sfx]) * di / tp
                         + bias * self._in_width(ctx))
@@ -300,7 +308,9 @@ class Mamba2Block:
         """Activation table, bytes per local token (module docstring, [3] [4]). B and C are kept
         per group a GPU holds (max(G/t, c), computed here: kind "full")."""
         h, di, H, N = self.h, self.d_inner, self.heads, self.state
+        drop = {"dropout_masks": (1.0 * h, "rep")} if self.dropout else {}  # 1 B a hidden element [3b]
         return {
+            **drop,
             "input": (ACT_BYTES * h, "rep"), "norm1_out": (ACT_BYTES * h, "rep"),
             "mamba_zxdt": (ACT_BYTES * (2.0 * di + H), "split"),  # zxbcdt without B, C
             "mamba_bc": (ACT_BYTES * 2.0 * N * self._groups_scan(ctx), "full"),  # B, C of zxbcdt
@@ -455,7 +465,7 @@ def mamba_block(spec, m, norm: int):
     if spec.kind == "mamba2":
         return Mamba2Block(h=m.hidden_size, heads=spec.num_heads, head_dim=spec.head_dim, state=spec.state_size,
                            groups=spec.n_groups, conv_kernel=spec.conv_kernel, chunk=spec.chunk_size, norm=norm,
-                           conv_bias=spec.conv_bias, proj_bias=spec.proj_bias)
+                           conv_bias=spec.conv_bias, proj_bias=spec.proj_bias, dropout=m.dropout)
     return Mamba1Block(h=m.hidden_size, d_inner=spec.d_inner, state=spec.state_size, conv_kernel=spec.conv_kernel,
                        dt_rank=spec.dt_rank, norm=norm, conv_bias=spec.conv_bias, proj_bias=spec.proj_bias,
                        inner_norms=spec.inner_norms)

@@ -85,7 +85,8 @@ def words_of(value, strip: str = "", commas: bool = False) -> list[str]:
     return [w.strip(strip) for w in items if w.strip(strip)]
 
 
-_MEGATRON_MARKERS = re.compile(r"--tensor-model-parallel-size|pretrain_gpt\.py|--pipeline-model-parallel-size|--num-layers\b")
+_MEGATRON_MARKERS = re.compile(r"--tensor-model-parallel-size|pretrain_gpt\.py|--pipeline-model-parallel-size|--num-layers\b"
+                               r"|pretrain_hybrid\.py|--hybrid-(layer|override)-pattern\b")  # Megatron-LM's hybrid stacks
 
 
 def sniff_format(path, fmt: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:

@@ -34,6 +34,9 @@ from ..errors import PlannerError
 from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
+# Megatron-LM @d98e8a64's hybrid stack (megatron_model.py [9]): the Mamba mixer settings no flag sets (mamba_mixer.py
+# l. 174-194) and the stack spec pretrain_hybrid.py builds Transformer Engine layers from
+from .megatron_model import HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
@@ -1035,6 +1038,77 @@ def _window_args(model, F: str) -> list[tuple[str, object]]:
     return args
 
 
+def _hybrid_symbol(model, name: str, k, F: str) -> str:
+    """A layer kind as a --hybrid-layer-pattern symbol (hf_config.hybrid_block_table's inverse): M a Mamba-2 mixer
+    alone, * global attention alone at the model's positions, - the model's dense MLP alone, E its MoE MLP alone;
+    any other kind refused naming it."""
+    mixer, mlp = k.mixer, k.mlp
+    mk, lk = getattr(mixer, "kind", None), getattr(mlp, "kind", None)
+    if mk == "mamba2" and lk == "none":
+        return "M"
+    if mk == "global" and lk == "none" and not mixer.output_gate and (
+            mixer.position is None or (mixer.position == "rope") == (model.position_embedding == "rope")):
+        return "*"
+    if mk == "none" and lk == "dense" and mlp.ffn_hidden_size in (None, model.ffn_hidden_size) \
+            and mlp.gated in (None, model.gated_mlp):
+        return "-"
+    if mk == "none" and lk == "moe":
+        return "E"
+    raise _refuse(F, f"layer kind {name!r} of model {model.name} ({mk or 'default mixer'} with {lk or 'default MLP'}) is no "
+                     "block of Megatron-LM's hybrid stack (M Mamba-2, * attention at the model's positions, - the model's "
+                     "MLP, E its MoE: hybrid_layer_allocation.py @d98e8a64 l. 14-26)",
+                  "export a model whose layers are those blocks, or in another format")
+
+
+def _hybrid_blocks(model, F: str) -> list[str] | None:
+    """The model's layers as hybrid-stack symbols, one a layer; None for a model with no Mamba-2 mixer and no
+    mixer-less block (a pretrain_gpt.py model)."""
+    kinds = model.layer_kinds or {}
+    if not any(getattr(k.mixer, "kind", None) in ("mamba2", "none") for k in kinds.values()):
+        return None
+    sym = {name: _hybrid_symbol(model, name, k, F) for name, k in kinds.items()}
+    pat = model.layer_pattern
+    return [sym[pat[i % len(pat)]] for i in range(model.num_layers)]
+
+
+def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str, object]]:
+    """--hybrid-layer-pattern with a '|' between the plan's model chunks (pipeline.chunk_layers: chunk j = vp x pp +
+    pp_rank, Megatron's segment index, hybrid_layer_allocation.py @d98e8a64 l. 466-478, so the segments place the
+    layers as priced and give vpp = segments / pp, arguments.py l. 840-863), --spec's TE hybrid stack and the Mamba
+    mixer's shape (megatron_model.hybrid_spec reads them back); refused where the flags cannot say the plan."""
+    from ..pipeline import chunk_layers
+
+    if model.mla is not None or _mtp(plan, model):
+        raise _refuse(F, f"model {model.name}: MLA or multi-token prediction in a hybrid stack, which the planner prices as "
+                         "pretrain_gpt.py builds them, not as HybridStack does", "export a plan without them")
+    pp, vpp = plan["pp"], plan["vpp"]
+    chunks = chunk_layers(model.num_layers, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
+                          split_loss_units(plan))
+    if pp * vpp > 1 and min(chunks) <= 0:
+        raise _refuse(F, f"the plan's model chunks {chunks} include an empty one, which a hybrid pattern's '|' segments "
+                         "do not place", "choose pp x vpp with layers on every chunk")
+    text, at = [], 0
+    for n in (chunks if pp * vpp > 1 else [model.num_layers]):
+        text.append("".join(blocks[at:at + n]))
+        at += n
+    args: list[tuple[str, object]] = [("--hybrid-layer-pattern", shlex_quote("|".join(text))),
+                                      ("--spec", " ".join(HYBRID_TE_SPEC))]
+    mambas = {(k.mixer.num_heads, k.mixer.head_dim, k.mixer.state_size, k.mixer.n_groups, k.mixer.conv_kernel,
+               k.mixer.chunk_size, k.mixer.conv_bias, k.mixer.proj_bias)
+              for k in model.layer_kinds.values() if getattr(k.mixer, "kind", None) == "mamba2"}
+    if len(mambas) > 1:
+        raise _refuse(F, f"model {model.name} has {len(mambas)} Mamba-2 shapes; Megatron's --mamba-* flags set one",
+                      "export a model with one Mamba-2 shape")
+    if mambas:
+        H, P, N, G, w, Q, cb, pb = mambas.pop()
+        if (w, Q, cb, pb) != (MAMBA_CONV_KERNEL, MAMBA_CHUNK, True, False):
+            raise _refuse(F, f"model {model.name}'s Mamba-2 mixer has conv kernel {w}, chunk {Q}, conv bias {cb}, projection "
+                             f"bias {pb}; Megatron-Core's MambaMixer fixes {MAMBA_CONV_KERNEL}, {MAMBA_CHUNK}, True, False "
+                             "(mamba_mixer.py @d98e8a64 l. 174-194) and no flag sets them", "export in another format")
+        args += [("--mamba-num-heads", H), ("--mamba-head-dim", P), ("--mamba-state-dim", N), ("--mamba-num-groups", G)]
+    return args
+
+
 def _megatron(plan: dict, notes: list[str]) -> str:
     hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
     g = plan["gpus"]
@@ -1047,10 +1121,16 @@ def _megatron(plan: dict, notes: list[str]) -> str:
              f"# hardware {plan['hardware']}: {plan['gpus']} GPUs = {g // per_node} node(s) x {per_node}",
              # FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 (arguments.py validate_args)
              "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"), "",
-             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} pretrain_gpt.py \\"]
+             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {_megatron_script(plan)} \\"]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
     return "\n".join(lines) + "\n"
+
+
+def _megatron_script(plan: dict) -> str:
+    """pretrain_hybrid.py for a hybrid stack (it builds HybridModel from --hybrid-layer-pattern: hybrid_builders.py
+    @d98e8a64 l. 12-44), else pretrain_gpt.py."""
+    return "pretrain_hybrid.py" if _hybrid_blocks(_model(plan), "megatron") is not None else "pretrain_gpt.py"
 
 
 def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tuple[str, object]]:
@@ -1067,7 +1147,13 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         ("--num-attention-heads", model.num_attention_heads)]
     # a pattern of MoE and dense layers alone is the fork's --expert-interval or refused by _mds_moe, naming it
     mlp_only = model.moe is not None and all(k.mixer is None for k in model.layer_kinds.values())
-    if model.layer_pattern is not None and not (fork and mlp_only):
+    hybrid = _hybrid_blocks(model, F)
+    if hybrid is not None and fork:
+        raise _refuse(F, f"model {model.name} is a hybrid Mamba stack, which the Megatron-DeepSpeed forks do not build",
+                      "export it with --format megatron (pretrain_hybrid.py)")
+    if hybrid is not None:
+        args += _hybrid_args(plan, model, hybrid, F)
+    elif model.layer_pattern is not None and not (fork and mlp_only):
         args += _window_args(model, F)
     if model.kv_heads != model.num_attention_heads:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
@@ -1233,6 +1319,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     if plan.get("empty_unused_memory_level"):  # training_config.py @d98e8a64 l. 48-51 (memory.py [13])
         args.append(("--empty-unused-memory-level", plan["empty_unused_memory_level"]))
     if pp > 1 and fork:  # DeepSpeed's PipelineModule places the split itself (_mds_split checks it is the plan's)
+        pass
+    elif hybrid is not None:  # the pattern's '|' segments place the split and give vpp (_hybrid_args)
         pass
     elif pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
         args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),

@@ -50,7 +50,10 @@ read). Modelled:
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
   --moe-shared-expert-gate, --moe-layer-freq, --moe-router-score-function,
   --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
-  --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim), --mtp-num-layers
+  --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim), --mtp-num-layers, a hybrid
+  stack's --hybrid-layer-pattern / --hybrid-override-pattern with --mamba-num-heads, --mamba-head-dim,
+  --mamba-state-dim, --mamba-num-groups and --spec naming the TE hybrid stack spec (the virtual
+  pipeline size and the split from the pattern's '|' segments: _hybrid_split)
   (megatron_model.py cites each),
   --attention-backend / --transformer-impl (-> attention eager or flash [4]),
   --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split,
@@ -117,7 +120,7 @@ with what it changes, cited at the code
 (NOT_MODELLED, NOT_MODELLED_PATTERNS: --manual-gc /
 --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag at any commit),
 --deterministic-mode (slower kernels), --check-weight-hash-across-dp-replicas-interval, --spec,
-Megatron-FSDP dtypes, Mamba and encoder-decoder shapes, ...; --rotary-percent below 1; and any
+Megatron-FSDP dtypes, encoder-decoder shapes, the --mamba-* shape flags without a hybrid pattern, ...; --rotary-percent below 1; and any
 flag the planner does not know, "unknown to the planner": the CI corpus's argument files have
 none, tests/test_reader_lists.py); --moe-permute-fusion and
 --moe-router-fusion are the job's moe_permute_fusion / moe_router_fusion (absent: the stack's default,
@@ -213,7 +216,8 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import (INT64_MAX, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
+from .megatron_model import (HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_pattern,
+                             INT64_MAX, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron, rampup_phases, to_megatron
@@ -267,7 +271,8 @@ VALUE_FLAGS = {
     "--tokenizer-type", "--make-vocab-size-divisible-by", "--padded-vocab-size", "--moe-shared-expert-intermediate-size",
     "--moe-layer-freq", "--moe-router-score-function", "--moe-router-num-groups", "--moe-router-group-topk", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
     "--qk-pos-emb-head-dim", "--v-head-dim", "--mtp-num-layers", "--encoder-num-layers", "--decoder-num-layers",
-    "--hybrid-layer-pattern", "--window-size", "--window-attn-skip-freq", "--rope-type",
+    "--hybrid-layer-pattern", "--hybrid-override-pattern",  # a hybrid stack (megatron_model.hybrid_pattern)
+    "--window-size", "--window-attn-skip-freq", "--rope-type",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
@@ -292,6 +297,7 @@ BOOL_READ = {"--overlap-p2p-communication", "--multi-latent-attention", "--moe-r
              "--fp8-dot-product-attention"}  # the job's fp8_attention (_fp8_attention)
 KNOWN_BOOL_IGNORED = {
     *MDS_BOOL_FLAGS,  # Megatron-DeepSpeed's store_true flags (megatron_deepspeed.py reads them)
+    "--is-hybrid-model",  # TransformerConfig.is_hybrid_model (store_true from the argument factory): IGNORED_REASONS
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
     "--calculate-per-token-loss", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
@@ -408,6 +414,10 @@ IGNORED_REASONS = (
      "l. 465 passes --use-rope-scaling only; GPTModelConfig.rope_scaling_factor stays 8.0, training/models/gpt.py "
      "l. 179): --use-rope-scaling scales by 8; a constant of the rotary embedding, the same kernel and bytes"),
     (r"--apply-layernorm-1p$", "the norm's weight read as 1 + w (zero-centred gamma): numerics only, the same kernel"),
+    # TransformerConfig.is_hybrid_model (transformer_config.py @d98e8a64 l. 1256), which --hybrid-layer-pattern sets
+    # itself (argument_utils.py l. 345-346); its one other use is the output layers' init scale (l. 2603-2609)
+    (r"--is-hybrid-model$", "an initialisation constant (the output layers' init scale; the hybrid stack itself comes "
+     "from --hybrid-layer-pattern): the same kernels and bytes"),
     (r"--calculate-per-token-loss$", "how the loss is averaged: numerics only"),
     (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
     (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
@@ -804,7 +814,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         words = words if end is None else words[:end]
         if script_at:  # bash redirections after the script are the shell's, not arguments: `... $CMD" 2>&1 | tee`
             words = words[:script_at[0] + 1] + _drop_redirections(words[script_at[0] + 1:])
-        if script_at and ("pretrain_gpt.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
+        if script_at and ("pretrain_gpt.py" in ex or "pretrain_hybrid.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
             cmd = (words, script_at[0], s)
     if evaluated:
         assumed.append(f"script lines {', '.join(map(str, evaluated[:8]))}: if-conditions on the script's constants "
@@ -1200,6 +1210,50 @@ def _take_split(job: dict, e_l, placed: str, rule: str, unmodelled: list[str]) -
     return True
 
 
+def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dict, assumed: list[str],
+                  unmodelled: list[str]) -> int:
+    """The virtual pipeline size of a hybrid stack and its split, as Megatron-LM @d98e8a64 derives them from the
+    pattern's '|' segments (megatron_model.py [9]: arguments.py l. 802-863, hybrid_layer_allocation.py
+    select_pipeline_segment l. 372-493): the flags it asserts absent beside a pattern are refused; segments must be
+    a multiple of pp (vpp = segments / pp where more), chunk j = vp x pp + pp_rank holds segment j, read into the
+    planner's split (split_of); without pipes the layers split evenly (or by --decoder-first/last-pipeline-num-layers,
+    read by the caller) with no virtual stages. L is the priced model's layer count."""
+    flag, main, segments = hyb
+    for f, line in (("--num-layers-per-virtual-pipeline-stage", "814-819"), ("--num-virtual-stages-per-pipeline-rank", "820-824"),
+                    ("--pipeline-model-parallel-layout", "825-828"), ("--account-for-embedding-in-pipeline-split", "829-833"),
+                    ("--account-for-loss-in-pipeline-split", "834-838")):
+        if f in flags:
+            raise PlannerError(f"{where}{f} with {flag}: Megatron-LM asserts it is absent (arguments.py @d98e8a64 l. {line}: "
+                               "the pattern's '|' segments place the layers)", f"drop {f}; split the pattern with '|'")
+    if len(segments) == 1:
+        firsts = any(f in flags for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"))
+        if pp > 1 and L % pp and not firsts:
+            raise PlannerError(f"{where}{flag} without '|' splits {L} layers evenly over --pipeline-model-parallel-size "
+                               f"{pp}, which does not divide them: Megatron-LM raises (hybrid_layer_allocation.py "
+                               "@d98e8a64 l. 436-441)", "split the pattern with '|' into pp x N segments")
+        if pp > 1:
+            assumed.append(f"{flag} without '|': the {L} layers split evenly over pp {pp}, no virtual stages "
+                           "(hybrid_layer_allocation.py @d98e8a64 l. 385-456, deprecated by Megatron)")
+        return 1
+    for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"):
+        if f in flags:
+            raise PlannerError(f"{where}{f} with a '|' in {flag}: Megatron-LM asserts it is absent (arguments.py "
+                               "@d98e8a64 l. 802-813)", f"drop {f} (the segments place the layers)")
+    if len(segments) % pp:
+        raise PlannerError(f"{where}{flag} has {len(segments)} '|' segments, not a multiple of "
+                           f"--pipeline-model-parallel-size {pp}: Megatron-LM asserts it (arguments.py @d98e8a64 l. 849-853)",
+                           f"give {pp} x N segments")
+    vpp = len(segments) // pp
+    chunks = [len(x) for x in segments]
+    if sum(chunks) != L:
+        unmodelled.append(f"{flag} segments {chunks} place {sum(chunks)} layers, the model has {L}; priced as the "
+                          "planner's split of pp x vpp")
+    else:
+        _take_split(job, split_of(L, pp, vpp, chunks=chunks), f"{flag} segments: {chunks} layers on the model chunks",
+                    "pipeline.chunk_layers", unmodelled)
+    return vpp
+
+
 def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
     """(account_for_embedding, loss units) whose planner split (pipeline.chunk_layers) places the
     layers as given, per model chunk or per GPU; None if none does. The loss end counts as 0 or 1
@@ -1247,7 +1301,7 @@ def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assu
     core = {k: v for k, v in shape.items() if v[0] in CORE_ATTRS}
     have = {a for a, _ in core.values()}
     why = None
-    if (not model_fields and not any(f in flags for f in NOT_BUILT)
+    if (not model_fields and not any(f in flags for f in NOT_BUILT) and not any(f in flags for f in HYBRID_FLAGS)
             and {"num_layers", "hidden_size", "num_attention_heads"} <= have):
         hits = catalog_models_with_shape(core)
         if len(hits) == 1:
@@ -1367,6 +1421,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         {"--rotary-base"} if rotary_built(flags) else set())  # _rope_scaling reads them
     if flags.get("--attention-backend") == "local" or flags.get("--transformer-impl") == "local":
         read_rope = read_rope | set(SOFTMAX_FP32_FLAGS)  # Megatron-Core's own core attention: _fusions reads them
+    hybrid = any(f in flags for f in HYBRID_FLAGS)
+    if hybrid:  # the Mamba mixer's shape (megatron_model.hybrid_spec); the TE hybrid stack spec, the layers priced
+        read_rope = read_rope | set(MAMBA_FLAGS) | (
+            {"--spec"} if words_of(flags.get("--spec"), strip="'\"") == HYBRID_TE_SPEC else set())
     for k, v in flags.items():
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue
@@ -1423,6 +1481,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     for flag, attr in SHAPE_FLAGS.items():
         if flag in flags:
             shape[flag] = (attr, _int(where, flags, flag))
+    hyb_shape = hybrid_pattern(flags, where)
+    if hyb_shape is not None:  # the pattern's layer count replaces --num-layers (arguments.py @d98e8a64 l. 787-797)
+        shape.pop("--num-layers", None)
+        shape[f"{hyb_shape[0]} (its layer count)"] = ("num_layers", len(hyb_shape[1].replace("|", "")))
     h = shape.get("--hidden-size", (None, None))[1]
     if h is not None and "--ffn-hidden-size" not in flags:  # validate_args' default [1]
         ffn = int((4 * h * 2 / 3) / 64) * 64 if "--swiglu" in flags else 4 * h
@@ -1481,6 +1543,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             check_model_shape(where, model, shape)
         except PlannerError as e:  # --model beats the file's shape flags, with a note (issue 22)
             assumed.append(f"model={model}: --model replaces the arguments' shape ({e.message.removeprefix(where)})")
+        if hyb_shape is not None:
+            assumed.append(f"{hyb_shape[0]}: --model's layer kinds are priced (the pattern's symbols are not compared "
+                           "with them; its layer count is, and its '|' segments place the split)")
         job["model"] = model
     else:
         job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed, model_fields)
@@ -1503,7 +1568,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["padded_vocab_size"] = spec.vocab_size  # vocab_size; pinned where the stack's padding would pad them further
         assumed.append(f"padded_vocab_size={spec.vocab_size:,}: the arguments' rows (--padded-vocab-size or "
                        "--no-pad-vocab-size), which the stack's padding (stack_db vocab_padding) would not build")
-    if "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules)
+    if "--mtp-num-layers" in flags and hybrid:  # no '/' MTP pattern (hybrid_pattern refuses one): no MTP module
+        _int(where, flags, "--mtp-num-layers")
+        job["mtp_layers"] = 0
+        assumed.append("mtp_layers=0: --mtp-num-layers with a hybrid pattern without '/' MTP parts: HybridModel builds "
+                       "MTP layers only from the pattern's '/' parts (hybrid_model.py @d98e8a64 l. 204-233; arguments.py "
+                       "l. 897-907 warns)")
+    elif "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules)
         job["mtp_layers"] = _int(where, flags, "--mtp-num-layers")
     elif spec.mtp_layers:  # transformer_config.py @d98e8a64 l. 68: mtp_num_layers default None (no MTP)
         job["mtp_layers"] = 0
@@ -1540,6 +1611,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         vpp = vps
     # ---- the pipeline split (Megatron-Core's uneven placements, read back into the planner's)
     split_unmodelled: list[str] = []
+    hyb = hybrid_pattern(flags, where)
+    if hyb is not None:  # a hybrid stack's segments (megatron_model.py [9]): vpp and the split from its '|'
+        vpp = _hybrid_split(flags, where, hyb, pp, L, job, assumed, split_unmodelled)
     layout = flags.get("--pipeline-model-parallel-layout")
     if layout is not None:
         if vps is not None or lpv is not None:

@@ -52,8 +52,21 @@ GPT2BPETokenizer [7]; its --vocab-file / --merge-file are GPT-2's vocab.json / m
 any other tokenizer without --vocab-size is an error naming the flag to add.
 
 Not read from flags (an error: pass --model with a model YAML): encoder-decoder models
-(--encoder-num-layers / --decoder-num-layers, T5), hybrid Mamba stacks
-(--hybrid-layer-pattern, pretrain_hybrid.py), relative position embeddings.
+(--encoder-num-layers / --decoder-num-layers, T5), relative position embeddings.
+
+Hybrid (Mamba) stacks, pretrain_hybrid.py [9]: --hybrid-layer-pattern (or its deprecated spelling
+--hybrid-override-pattern; both at once is Megatron's assertion) gives one symbol a layer, M a Mamba-2
+MambaLayer, * a TransformerLayer of self-attention only, - an MLPLayer, E an MoE layer, each one
+sub-block behind one pre-norm (the structure the Hugging Face reader builds for Nemotron-H:
+hf_config.hybrid_block_table, layer_kinds_of); '|' splits the main pattern into pipeline segments
+(chunk j = vp x pp + pp_rank, so segments / pp is the virtual pipeline size); '/' introduces MTP
+patterns. The layer count is the pattern's (arguments.py overrides --num-layers with it, a warning
+where they differ). The Mamba mixer: --mamba-num-heads [None: 2h / head dim], --mamba-head-dim [64],
+--mamba-state-dim [128], --mamba-num-groups [8] (TransformerConfig fields the argument factory turns
+into flags), with MambaMixer's fixed expand 2, conv kernel 4 (with a bias), SSD chunk 128 and no
+projection biases. Refused (exit 2, naming the symbol): G (Gated DeltaNet, whose head flags this
+reader does not read), D (DeepSeek sparse attention), + (MLA) and MTP patterns ('/'), which the
+planner does not price as Megatron builds them.
 
 Sliding-window attention [8]: --window-size L,R (tuple_type) with R = 0 (causal) makes a layer
 attend to its last L + 1 keys (TE's window (left, right), itself included); every layer, or
@@ -85,7 +98,23 @@ References (NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a3955
     (megatron/core/tokenizers/text/libraries/megatron_hf_tokenizer.py MEGATRON_CONFIG_MAP
     GPT2BPETokenizer) has 50,257 entries.
 [7] pretrain_gpt.py `__main__`: parse_and_validate_args(..., args_defaults={'tokenizer_type':
-    'GPT2BPETokenizer'}).
+    'GPT2BPETokenizer'}); pretrain_hybrid.py l. 544 the same default.
+[9] megatron/core/models/hybrid/hybrid_layer_allocation.py l. 14-26 (Symbols: M, G, *, D, +, -, E, '|',
+    '/'), l. 128-142 get_hybrid_total_layer_count, l. 277-298 _validate_pattern, l. 372-493
+    select_pipeline_segment (pipe segments: count % pp == 0, segment index vp x pp + pp_rank; no pipes
+    and pp > 1: an even split, no virtual stages); megatron/training/arguments.py l. 743-755 (the
+    deprecated --hybrid-override-pattern forwarded; both given asserted), l. 787-797 (num_layers from
+    the pattern), l. 802-863 (--decoder-first/last-pipeline-num-layers refused with pipes;
+    --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,
+    --pipeline-model-parallel-layout and --account-for-*-in-pipeline-split asserted absent; vpp =
+    segments / pp); megatron/core/transformer/transformer_config.py l. 1256-1270 (is_hybrid_model,
+    mamba_state_dim 128, mamba_head_dim 64, mamba_num_groups 8, mamba_num_heads None);
+    megatron/core/ssm/mamba_mixer.py l. 174-194 (MambaMixer defaults d_conv 4, expand 2, bias False,
+    conv_bias True, chunk_size 128), l. 237-274 (nheads = d_inner / headdim unless mamba_num_heads,
+    nheads % tp, ngroups % tp, nheads % ngroups asserted); megatron/core/models/hybrid/hybrid_block.py
+    l. 134-193 (one layer module a symbol), hybrid_layer_specs.py l. 107-234 (hybrid_stack_spec: TE
+    layers, the norms fused into in_proj / linear_qkv / linear_fc1); hybrid_builders.py l. 12-44 (the
+    model: --spec's stack, tied unless --untie-embeddings-and-output-weights, --position-embedding-type).
 [8] megatron/core/transformer/moe/router.py Router.__init__ l. 67-72 (self.bias, E entries, if
     config.add_bias_linear, else None); transformer_config.py __post_init__ l. 2617-2625
     (moe_router_enable_expert_bias only with moe_router_score_function sigmoid or sqrtsoftplus).
@@ -120,8 +149,23 @@ MAX_PATTERN = 100_000  # entries a --moe-layer-freq list may evaluate to (one a 
 NOT_BUILT = {
     "--encoder-num-layers": "an encoder-decoder model (T5: --encoder-num-layers / --decoder-num-layers)",
     "--decoder-num-layers": "an encoder-decoder model (T5: --encoder-num-layers / --decoder-num-layers)",
-    "--hybrid-layer-pattern": "a hybrid Mamba stack (--hybrid-layer-pattern, pretrain_hybrid.py)",
 }
+# [9] the hybrid stack's flags: the pattern (and its deprecated spelling), the Mamba mixer's shape with
+# TransformerConfig's defaults (transformer_config.py @d98e8a64 l. 1259-1268), MambaMixer's fixed settings
+# (mamba_mixer.py @d98e8a64 l. 174-194: d_conv 4, expand 2, bias False, conv_bias True, chunk_size 128)
+HYBRID_FLAGS = ("--hybrid-layer-pattern", "--hybrid-override-pattern")
+MAMBA_DEFAULTS = {"--mamba-head-dim": 64, "--mamba-state-dim": 128, "--mamba-num-groups": 8}
+MAMBA_FLAGS = ("--mamba-num-heads", *MAMBA_DEFAULTS)
+MAMBA_EXPAND, MAMBA_CONV_KERNEL, MAMBA_CHUNK = 2, 4, 128
+#: the stack spec pretrain_hybrid.py's recipes name (hybrid_layer_specs.py @d98e8a64 l. 107): Transformer Engine layers
+HYBRID_TE_SPEC = ["megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"]
+# [9] Symbols the planner does not price as Megatron builds them (hybrid_layer_allocation.py l. 18-21)
+HYBRID_UNPRICED = {
+    "G": "a Gated DeltaNet layer (Symbols.GDN; its head shapes come from flags this reader does not read)",
+    "D": "a DeepSeek sparse-attention layer (Symbols.DS_ATTENTION: an indexer the planner does not price)",
+    "+": "an MLA layer in a hybrid stack (Symbols.MLA: the planner reads MLA for pretrain_gpt.py models only)",
+}
+HYBRID_VALID = set("M*-E") | set(HYBRID_UNPRICED)
 
 
 # counts a Megatron flag may set to 0 (`if args.mtp_num_layers:` / `if shared_size:` read 0 as none);
@@ -326,6 +370,99 @@ def _window_kinds(windows: tuple[int, ...], where: str) -> dict:
     return {"layer_kinds": kinds, "layer_pattern": [names[w] for w in windows[:period]]}
 
 
+def hybrid_pattern(flags: dict, where: str) -> Optional[tuple[str, str, list[str]]]:
+    """(the flag, the main pattern as given, its '|' segments) of a hybrid stack [9], or None without one. Megatron's
+    checks: both spellings at once (arguments.py l. 745-749), a symbol outside Symbols (_validate_pattern l. 288-294);
+    the planner's refusals: HYBRID_UNPRICED symbols and MTP patterns ('/'), each naming the flag and value."""
+    given = [f for f in HYBRID_FLAGS if f in flags]
+    if not given:
+        return None
+    if len(given) == 2:
+        raise PlannerError(f"{where}--hybrid-override-pattern and --hybrid-layer-pattern together: Megatron-LM asserts "
+                           "only one is given (arguments.py @d98e8a64 l. 745-749)",
+                           "drop --hybrid-override-pattern (the deprecated spelling)")
+    flag = given[0]
+    text = str(flags[flag]).strip().strip("\"'")
+    if flags[flag] is True or not text:
+        raise PlannerError(f"{where}{flag} has no pattern", "give one symbol a layer, e.g. \"M-M-M*-\"")
+    if "/" in text:
+        raise PlannerError(f"{where}{flag} {_short(text)}: the '/' parts are multi-token-prediction layers of the hybrid "
+                           "stack (hybrid_layer_allocation.py @d98e8a64 l. 200-274: one pattern a depth), which the "
+                           "planner does not price (its MTP module is pretrain_gpt.py's transformer layer)",
+                           "drop the '/...' MTP parts (and --mtp-num-layers), or pass --model with a model YAML")
+    if flags.get("--mtp-hybrid-override-pattern") not in (None, True) and str(flags.get("--mtp-num-layers", "0")) != "0":
+        raise PlannerError(f"{where}--mtp-hybrid-override-pattern with --mtp-num-layers: Megatron-LM appends it to {flag} "
+                           "as '/' MTP parts (arguments.py @d98e8a64 l. 774-785), which the planner does not price",
+                           "drop the MTP flags, or pass --model with a model YAML")
+    main = text
+    bad = sorted({ch for ch in main if ch not in HYBRID_VALID and ch != "|"})
+    if bad:
+        raise PlannerError(f"{where}{flag} {_short(text)}: {', '.join(repr(c) for c in bad)} not a layer symbol "
+                           "(Megatron-LM's _validate_pattern raises: hybrid_layer_allocation.py @d98e8a64 l. 288-294)",
+                           "symbols: M Mamba-2, * attention, - MLP, E MoE; | between pipeline segments")
+    for ch in main:
+        if ch in HYBRID_UNPRICED:
+            raise PlannerError(f"{where}{flag} {_short(text)}: {ch!r} is {HYBRID_UNPRICED[ch]}, which the planner cannot "
+                               "price from Megatron flags", "use M, *, - and E only, or pass --model with a model YAML "
+                               "that lists its layers (layer_kinds, layer_pattern)")
+    segments = main.split("|")
+    if not main.replace("|", ""):
+        raise PlannerError(f"{where}{flag} {_short(text)} has no layers", "give one symbol a layer, e.g. \"M-M-M*-\"")
+    return flag, main, segments
+
+
+def hybrid_spec(flags: dict, where: str, h: int, tp: int, blocks: list[str], spec: dict, defaults: list[str],
+                assumed: list[str]) -> dict:
+    """layer_kinds + layer_pattern of the hybrid stack [9] (hf_config.hybrid_block_table, layer_kinds_of: the
+    structure the Nemotron-H reader builds), its Mamba-2 mixer from the --mamba-* flags (Megatron's defaults
+    listed in `defaults`); MambaMixer's assertions are Megatron's errors."""
+    from ..hf_config import hybrid_block_seqs, hybrid_block_table, layer_kinds_of
+
+    mamba = None
+    if "M" in blocks:
+        vals = {f: _int(where, flags, f, d) for f, d in MAMBA_DEFAULTS.items()}
+        absent = [f for f in MAMBA_DEFAULTS if f not in flags]
+        P, N, G = vals["--mamba-head-dim"], vals["--mamba-state-dim"], vals["--mamba-num-groups"]
+        H = _int(where, flags, "--mamba-num-heads")
+        if H is None:  # mamba_mixer.py l. 245-251: d_inner = expand x d_model, nheads = d_inner / headdim
+            if (MAMBA_EXPAND * h) % P:
+                raise PlannerError(f"{where}--mamba-head-dim {P} does not divide d_inner {MAMBA_EXPAND * h} (2 x --hidden-size): "
+                                   "MambaMixer asserts it (mamba_mixer.py @d98e8a64 l. 250)", "give --mamba-num-heads")
+            H = MAMBA_EXPAND * h // P
+            absent.append(f"--mamba-num-heads ({MAMBA_EXPAND} x {h} / {P} = {H})")
+        for bad, msg in ((H % tp, f"--mamba-num-heads {H} is not divisible by --tensor-model-parallel-size {tp} (l. 262)"),
+                         (G % tp, f"--mamba-num-groups {G} is not divisible by --tensor-model-parallel-size {tp} (l. 270)"),
+                         (H % G, f"--mamba-num-heads {H} is not divisible by --mamba-num-groups {G} (l. 274)")):
+            if bad:
+                raise PlannerError(f"{where}{msg}: MambaMixer asserts it (mamba_mixer.py @d98e8a64)",
+                                   "choose Mamba heads and groups that divide as Megatron requires")
+        if absent:
+            defaults.append("Mamba " + ", ".join(f"{f} {MAMBA_DEFAULTS[f]}" if f in MAMBA_DEFAULTS else f for f in absent))
+        defaults.append(f"Mamba conv kernel {MAMBA_CONV_KERNEL} with bias, SSD chunk {MAMBA_CHUNK}, no projection "
+                        "biases (MambaMixer's fixed defaults, no flag sets them)")
+        mamba = {"kind": "mamba2", "num_heads": H, "head_dim": P, "state_size": N, "n_groups": G,
+                 "conv_kernel": MAMBA_CONV_KERNEL, "chunk_size": MAMBA_CHUNK, "conv_bias": True, "proj_bias": False}
+    else:
+        given = [f for f in MAMBA_FLAGS if f in flags]
+        if given:
+            assumed.append(f"{', '.join(given)}: the pattern has no M layer (no Mamba mixer is built)")
+    moe = spec.get("moe")
+    if "E" in blocks and moe is None:
+        raise PlannerError(f"{where}the hybrid pattern has MoE layers (E) but no --num-experts",
+                           "add --num-experts (Megatron builds the MoE layer from it)")
+    if moe is not None and "E" not in blocks:
+        spec.pop("moe")
+        assumed.append("--num-experts: the hybrid pattern has no E layer, so Megatron builds no experts")
+    elif moe is not None and ("layer_freq" in moe or "first_k_dense" in moe or "layer_kinds" in spec):
+        moe.pop("layer_freq", None)
+        moe.pop("first_k_dense", None)
+        assumed.append("--moe-layer-freq: the hybrid pattern's E symbols place the MoE layers (HybridStack builds "
+                       "one layer a symbol, hybrid_block.py @d98e8a64 l. 134-193)")
+    mixers, mlps = hybrid_block_seqs(blocks, hybrid_block_table(mamba, {"kind": "global"}))
+    kinds, pattern = layer_kinds_of(mixers, mlps, len(blocks))
+    return {"layer_kinds": kinds, "layer_pattern": pattern}
+
+
 def rope_scaled(flags: dict) -> bool:
     """Whether Megatron applies --use-rope-scaling: GPTModel builds its RotaryEmbedding (which takes rope_scaling)
     for --position-embedding-type rope without MLA only (gpt_model.py @d98e8a64 l. 183-194; MLA and yarn build
@@ -473,11 +610,26 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         if flag in flags:
             raise PlannerError(f"{where}{what}: the planner builds decoder-only transformers from Megatron flags",
                                "pass --model with a model YAML that lists its layers (layer_kinds, layer_pattern)")
-    missing = [f for f in ("--num-layers", "--hidden-size", "--num-attention-heads") if f not in flags]
+    hybrid = hybrid_pattern(flags, where)
+    missing = [f for f in ("--num-layers", "--hidden-size", "--num-attention-heads") if f not in flags
+               and not (hybrid and f == "--num-layers")]
     if missing:
         raise PlannerError(f"{where}the Megatron arguments do not give the model's shape ({', '.join(missing)} needed) "
                            "and no --model was given", "add the flags, or pass --model NAME, a model YAML or a Hugging Face config.json")
-    L = _int(where, flags, "--num-layers")
+    if hybrid:  # the pattern's layer count replaces --num-layers (arguments.py @d98e8a64 l. 787-797) [9]
+        blocks = list(hybrid[1].replace("|", ""))
+        L = len(blocks)
+        given = _int(where, flags, "--num-layers")
+        if given is not None and given != L:
+            assumed.append(f"num_layers={L}: {hybrid[0]} has {L} layers; --num-layers {given} ignored, as Megatron-LM "
+                           "ignores it (arguments.py @d98e8a64 l. 787-797: the pattern's count wins, with a warning)")
+        for f in ("--multi-latent-attention", "--window-size"):
+            if f in flags:
+                raise PlannerError(f"{where}{f} with {hybrid[0]}: the planner reads a hybrid stack's attention layers as "
+                                   "plain self-attention (hybrid_layer_specs.py @d98e8a64 attention_layer)",
+                                   "drop the flag, or pass --model with a model YAML that lists its layers")
+    else:
+        L = _int(where, flags, "--num-layers")
     h = _int(where, flags, "--hidden-size")
     a = _int(where, flags, "--num-attention-heads")
     for name, v in (("--num-layers", L), ("--hidden-size", h), ("--num-attention-heads", a)):
@@ -617,8 +769,10 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             raise PlannerError(f"{where}sliding-window attention with {'MLA' if 'mla' in spec else 'a --moe-layer-freq list'}",
                                "pass --model with a model YAML that lists its layers (layer_kinds, layer_pattern)")
         spec.update(_window_kinds(windows, where))
+    if hybrid:
+        spec.update(hybrid_spec(flags, where, h, tp, blocks, spec, defaults, assumed))
     mtp = _int(where, flags, "--mtp-num-layers")
-    if mtp:
+    if mtp and not hybrid:  # a hybrid stack's MTP comes from '/' parts only (hybrid_pattern refuses them)
         spec["mtp_layers"] = mtp
     spec["sources"] = [f"Megatron-LM arguments in {label}",
                        "defaults: NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py, "
