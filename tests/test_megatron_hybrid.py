@@ -71,7 +71,7 @@ def test_hybrid_mr_parameters_and_mamba_layer_activations_by_hand():
     assert (m.num_layers, m.hidden_size, m.ffn_hidden_size, m.vocab_size) == (44, 1024, 4096, 50304)
     assert (m.position_embedding, m.norm, m.tied_embeddings, m.linear_bias, m.dropout) == (
         "learned", "layernorm", True, True, True)
-    mamba = 2 * 1024 * 0 + 1024 * (4096 + 2048 + 32) + 4096 * 5 + 3 * 32 + 2048 + 2048 * 1024 + 2 * 1024
+    mamba = 1024 * (4096 + 2048 + 32) + 4096 * 5 + 3 * 32 + 2048 + 2048 * 1024 + 2 * 1024
     attn = 1024 * 2048 + 2048 + 1024 * 1024 + 1024 + 2 * 1024
     mlp = 1024 * 4096 + 4096 + 4096 * 1024 + 1024 + 2 * 1024
     assert (mamba, attn, mlp) == (8_446_048, 3_150_848, 8_395_776)
