@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from planner.trainers import load_trainer_config
-from planner.trainers.torchtitan03 import cuda_graph_conflict
+from planner.trainers.spelling import cuda_graph_conflict
 
 from conftest import assert_one_error
 

@@ -341,10 +341,19 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
     return Spelling(_dedupe(settings), notes, unspellable)
 
 
-def _cuda_graph_conflict(plan: dict) -> Optional[str]:
-    """torchtitan03.cuda_graph_conflict of an explain `plan` dict (pp, ep and its MoE dispatch)."""
-    from .torchtitan03 import cuda_graph_conflict
+def cuda_graph_conflict(pp: int, ep: int, dispatcher: Optional[str], capacity: Optional[float]) -> Optional[str]:
+    """Which of the plan's axes torchtitan 0.3.0's _validate_cuda_graphs refuses beside CUDA graphs (release/0.3
+    @4f9e9a47d trainer.py l. 179-210; torchtitan03.cuda_graph_refusal says it): 'pp' (pp > 1), 'ep' (ep > 1 under any dispatch but HybridEP's non-blocking one: dispatcher hybridep with a
+    capacity factor; 0 or None is the blocking dispatch, plan_dict's moe_hybridep_capacity_factor), else None."""
+    if pp > 1:
+        return "pp"
+    if ep > 1 and not (dispatcher == "hybridep" and capacity):
+        return "ep"
+    return None
 
+
+def _cuda_graph_conflict(plan: dict) -> Optional[str]:
+    """cuda_graph_conflict of an explain `plan` dict (pp, ep and its MoE dispatch)."""
     return cuda_graph_conflict(plan["pp"], plan.get("ep", 1), plan.get("moe_dispatcher"),
                                plan.get("moe_hybridep_capacity_factor"))
 

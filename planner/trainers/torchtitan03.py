@@ -1145,6 +1145,8 @@ def cuda_graph_refusal(cf: ConfigFunction, pp: int, ep: int) -> Optional[str]:
     and MinimalAsyncEP, which the planner does not price (l. 189-210: 'CUDA graphs support only expert parallel token
     dispatcher configurations without CPU synchronization'). The dispatcher is the config function's model_registry
     (cf.moe_dispatcher, cf.hybridep_capacity); ep > 1 is an MoE model's (resolve refuses it on a dense one)."""
+    from .spelling import cuda_graph_conflict
+
     what = cuda_graph_conflict(pp, ep, cf.moe_dispatcher, cf.hybridep_capacity)
     if what == "pp":
         return (f"pipeline_parallel_degree {pp} (l. 183-187: 'CUDA graphs do not support pipeline parallelism yet. "
@@ -1153,17 +1155,6 @@ def cuda_graph_refusal(cf: ConfigFunction, pp: int, ep: int) -> Optional[str]:
         return (f"expert_parallel_degree {ep} with {cf.name}'s {_disp_text(cf.moe_dispatcher, cf.hybridep_capacity)} "
                 "(l. 189-210: 'CUDA graphs support only expert parallel token dispatcher configurations without CPU "
                 "synchronization', HybridEP's non-blocking dispatch or MinimalAsyncEP)")
-    return None
-
-
-def cuda_graph_conflict(pp: int, ep: int, dispatcher: Optional[str], capacity: Optional[float]) -> Optional[str]:
-    """Which of the plan's axes torchtitan 0.3.0's _validate_cuda_graphs refuses beside CUDA graphs (cuda_graph_refusal):
-    'pp' (pp > 1), 'ep' (ep > 1 under any dispatch but HybridEP's non-blocking one: dispatcher hybridep with a
-    capacity factor; 0 or None is the blocking dispatch, plan_dict's moe_hybridep_capacity_factor), else None."""
-    if pp > 1:
-        return "pp"
-    if ep > 1 and not (dispatcher == "hybridep" and capacity):
-        return "ep"
     return None
 
 
