@@ -178,6 +178,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             that never sets it: Megatron-LM 905c0e386's update_main_grads sets param.grad, FusedAdam
                             skips every parameter (TE @28777046 fused_adam.py l. 571-577): the job does not train;
                             nothing refuses it at start-up (code 84)
+  TORCHTITAN_SEQ_SP_CP      (the torchtitan set, on torchtitan-0.3; main lists it absent, its TORCHTITAN_SEQ_DIVISOR
+                            is stricter) seq_len % ((tp under SP, else 1) x (2 cp where cp > 1, else 1)):
+                            release/0.3 @4f9e9a47d trainer.py l. 306-315 raises; torchtitan-0.3 lists
+                            TORCHTITAN_SEQ_DIVISOR absent (code 85)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2473,6 +2477,35 @@ LATER_RULES = LATER_RULES + (
         "precision_aware_optimizer (--bytes-per-param megatron), or --stack megatron (Megatron-LM @d98e8a64 sets "
         "decoupled_grad under Megatron-FSDP)",
         _precision_aware_mfsdp),
+)
+
+
+def _tt_seq_sp_cp(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_SEQ_SP_CP: seq_len % ((tp under SP, else 1) x (2 cp where cp > 1, else 1)) != 0."""
+    tp, cp = np.asarray(plan.tp, dtype=np.int64), np.asarray(plan.cp, dtype=np.int64)
+    div = np.where(np.asarray(plan.sp) > 0, tp, 1) * np.where(cp > 1, 2 * cp, 1)
+    return np.asarray(plan.seq, dtype=np.int64) % div != 0
+
+
+# TORCHTITAN_SEQ_SP_CP (code 85, issue 22 rule85): torchtitan 0.3.0's one sequence-length check. release/0.3 @4f9e9a47d
+# torchtitan/trainer.py Trainer.__init__ l. 306-315 computes seq_len_divisor = (tp if parallelism.enable_sequence_parallel
+# else 1) x (2 cp if cp > 1 else 1) and raises ValueError ('Training sequence length (...) must be divisible by ... for
+# the configured sequence/context parallelism') where training.seq_len is not a multiple; no model's parallelize asserts
+# parallel_dims.seq_len_divisor there (only experiments/graph_trainer and transformers_modeling_backend read it). So under
+# 0.3.0 TP without SP (enable_sequence_parallel false, the planner's sp 0) puts no TP factor on the sequence, and cp 1 no
+# factor 2, where main's TORCHTITAN_SEQ_DIVISOR (tp x 2 cp, always) refuses them. The torchtitan-0.3 stack leaves
+# TORCHTITAN_SEQ_DIVISOR out (runs.startup_rules_absent) and main leaves this one out (its stricter check implies it:
+# (tp or 1) x (2 cp or 1) divides tp x 2 cp).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_SEQ_SP_CP", "torchtitan",
+        "torchtitan 0.3.0 needs the sequence length divisible by tp under sequence parallelism times 2 cp under context "
+        "parallelism",
+        "pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/trainer.py Trainer.__init__ l. 306-315 (seq_len_divisor = "
+        "(parallel_dims.tp if parallelism.enable_sequence_parallel else 1) x (2 x parallel_dims.cp if cp > 1 else 1); "
+        "ValueError 'Training sequence length ... must be divisible by ...')",
+        "choose a sequence length divisible by tp (under SP) x 2 cp (with cp > 1), or tp and cp that divide it",
+        _tt_seq_sp_cp),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -307,8 +307,11 @@ def _read(tmp_path, line: str, hardware: str = "h100-sxm"):
 def test_qwen3_30b_a3b_reads_by_hand(tmp_path):
     """qwen3_30b_a3b (qwen3/config_registry.py l. 295-327): model_registry('30B-A3B'), local_batch_size 2, seq_len
     4096, steps 3000, shard -1, tp / cp / pp 1, FullAC, flex. NGPU 16 with --parallelism.expert_parallel_degree 8:
-    shard 16, global 2 x 16 = 32, tokens 3000 x 32 x 4096 = 393,216,000; EP borrows 8 of the 16 shard ranks."""
-    cfg = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_30b_a3b NGPU=16 ./run_train.sh --parallelism.expert_parallel_degree 8")
+    shard 16, global 2 x 16 = 32, tokens 3000 x 32 x 4096 = 393,216,000; EP borrows 8 of the 16 shard ranks (with
+    --training.disable_cuda_graphs: EP under the standard all-to-all and CUDA graphs stops at start-up, trainer.py
+    l. 189-210)."""
+    cfg = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_30b_a3b NGPU=16 ./run_train.sh --parallelism.expert_parallel_degree 8 "
+                          "--training.disable_cuda_graphs")
     j = cfg.job
     assert (j["model"], j["gpus"], j["tp"], j["pp"], j["ep"]) == ("torchtitan:qwen3/30B-A3B", 16, 1, 1, 8)
     assert (j["micro_batch"], j["global_batch"], j["seq_len"], j["tokens"]) == (2, 32, 4096, 393_216_000.0)
@@ -477,8 +480,9 @@ def test_deepseek_v3_debugmodel_mtp_reads_by_hand(tmp_path):
 @pytest.mark.parametrize("option", ["--parallelism.pipeline_parallel_degree 2", "--parallelism.context_parallel_degree 2"])
 def test_mtp_under_pp_or_cp_is_refused(cli, tmp_path, option):
     """MTPDecoder.Config.update_from_config (mtp.py l. 199-209) raises NotImplementedError under PP or CP: start-up
-    rule TORCHTITAN_MTP_PP_CP (code 79)."""
-    p = _line(tmp_path, f"MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_mtp NGPU=8 ./run_train.sh {option}")
+    rule TORCHTITAN_MTP_PP_CP (code 79). CUDA graphs off, which PP needs first (trainer.py l. 183-187)."""
+    p = _line(tmp_path, f"MODULE=deepseek_v3 CONFIG=deepseek_v3_debugmodel_mtp NGPU=8 ./run_train.sh {option} "
+                        "--training.disable_cuda_graphs")
     assert_one_error(cli("explain", str(p), "--hardware", "h100-sxm"), "TORCHTITAN_MTP_PP_CP", "mtp.py",
                      "l. 199-209", "pp 1 and cp 1")
 

@@ -32,7 +32,7 @@ def test_entry_is_its_own_release():
     assert new.runs.etp_one_under_ep and not old.runs.etp_one_under_ep
     assert [m.name for m in new.runs.sharding] == ["fsdp2", "fsdp2_no_reshard", "fsdp2_reshard_always", "hsdp"]
     assert "ddp" in [m.name for m in old.runs.sharding]
-    # the rule sets: main's (with the every-stack rules 73-75 and 79); 0.3.0 without the checks its code lacks (rules 29, 30, 53, 63). The model-code
+    # the rule sets: main's (with the every-stack rules 73-75 and 79); 0.3.0 without the checks its code lacks (rules 28, 29, 30, 53, 63). The model-code
     # rules 65-68 are in both sets; each entry maps its own release's codes (runs.model_codes: 0.3.0's at
     # release/0.3 @4f9e9a47d, no llama4 code; tests/test_startup_torchtitan_model_code.py). TORCHTITAN_MTP_PP_CP (79,
     # tt03disp) is in both sets and breaks only where the entry's code trains MTP (runs.mtp true: 0.3); STACK_SP_NORM_GRADS (80,
@@ -40,15 +40,18 @@ def test_entry_is_its_own_release():
     # says so) every stack's; TORCHTITAN_HYBRIDEP (82, tt03ep) in both, breaking only where the job runs hybridep, which
     # only 0.3's entry lists (runs.moe_dispatchers); DeepEP's own Hybrid-EP checks (58-61, keyed on the dispatcher, branch
     # hybridep2) on 0.3's only, the one of the two that runs hybridep; STACK_MODE_TP_PP_DP (83, bridgefsdp) and
-    # PRECISION_AWARE_MFSDP (84, pamfsdp) every stack's
+    # PRECISION_AWARE_MFSDP (84, pamfsdp) every stack's; the sequence-length check: main's TORCHTITAN_SEQ_DIVISOR (28,
+    # tp x 2 cp) and 0.3.0's trainer.py one, TORCHTITAN_SEQ_SP_CP (85, rule85: (tp under SP) x (2 cp at cp > 1)), each
+    # entry listing the other's absent
     assert [c for c, _ in rules_for(old)] == [28, 29, 30, 31, 32, 48, 49, 50, 51, 52, 53, 54, 56, 62, 63, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84]
-    assert [c for c, _ in rules_for(new)] == [28, 31, 32, 48, 49, 50, 51, 52, 54, 56, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84]
+    assert [c for c, _ in rules_for(new)] == [31, 32, 48, 49, 50, 51, 52, 54, 56, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84, 85]
     assert "hybridep" in new.runs.moe_dispatchers and "hybridep" not in old.runs.moe_dispatchers
     assert new.runs.mtp and not old.runs.mtp
     assert [c.code for c in old.runs.model_codes] == ["llama3", "llama4", "deepseek_v3", "qwen3", "gpt_oss"]
     assert [c.code for c in new.runs.model_codes] == ["llama3", "deepseek_v3", "qwen3", "gpt_oss"]
     absent = {CODES[a.rule] for a in new.runs.startup_rules_absent}
-    assert absent == {29, 30, 53, 63}
+    assert absent == {28, 29, 30, 53, 63}
+    assert {CODES[a.rule] for a in old.runs.startup_rules_absent} == {85}
 
 
 def test_llama3_8b_ddp_as_fsdp_over_one_rank_by_hand(explain):

@@ -301,8 +301,14 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
     job and of the checked change."""
     if fmt == "torchtitan-0.3":  # the same keys as torchtitan's TOML, spelled as 0.3.0's options (torchtitan03.py)
         sp = spell("torchtitan", knobs, before, after, stated, order)
-        return Spelling([_option_03(x) for x in sp.settings if x.key != "activation_checkpoint.selective_ac_option"],
-                        sp.notes, sp.unspellable)
+        settings = [_option_03(x) for x in sp.settings if x.key != "activation_checkpoint.selective_ac_option"]
+        if _cuda_graph_conflict(after) and not _cuda_graph_conflict(before):
+            # 0.3.0 refuses PP, and EP but under HybridEP's non-blocking dispatch, with its CUDA graphs on (the
+            # launch line's default; the reader refuses a line that states the axis without the flag)
+            settings.append(Setting("training.disable_cuda_graphs", True, "--training.disable_cuda_graphs (0.3.0 refuses "
+                                    f"{'PP' if _cuda_graph_conflict(after) == 'pp' else 'this EP dispatch'} with its "
+                                    "CUDA graphs: trainer.py _validate_cuda_graphs l. 179-210)"))
+        return Spelling(settings, sp.notes, sp.unspellable)
     stated = stated or {}
     settings: list[Setting] = []
     for k in knobs:
@@ -333,6 +339,23 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
                                                 stated.get("zero_optimization.stage", 0) == s.value)]
         settings += _deepspeed(knobs, before, after, stated, notes)
     return Spelling(_dedupe(settings), notes, unspellable)
+
+
+def cuda_graph_conflict(pp: int, ep: int, dispatcher: Optional[str], capacity: Optional[float]) -> Optional[str]:
+    """Which of the plan's axes torchtitan 0.3.0's _validate_cuda_graphs refuses beside CUDA graphs (release/0.3
+    @4f9e9a47d trainer.py l. 179-210; torchtitan03.cuda_graph_refusal says it): 'pp' (pp > 1), 'ep' (ep > 1 under any dispatch but HybridEP's non-blocking one: dispatcher hybridep with a
+    capacity factor; 0 or None is the blocking dispatch, plan_dict's moe_hybridep_capacity_factor), else None."""
+    if pp > 1:
+        return "pp"
+    if ep > 1 and not (dispatcher == "hybridep" and capacity):
+        return "ep"
+    return None
+
+
+def _cuda_graph_conflict(plan: dict) -> Optional[str]:
+    """cuda_graph_conflict of an explain `plan` dict (pp, ep and its MoE dispatch)."""
+    return cuda_graph_conflict(plan["pp"], plan.get("ep", 1), plan.get("moe_dispatcher"),
+                               plan.get("moe_hybridep_capacity_factor"))
 
 
 def _option_03(x: Setting) -> Setting:

@@ -76,6 +76,9 @@ Everything else is listed: as ignored ('section.key=value (why)') where it canno
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
 as not modelled (a setting that may change either; the plan is priced without it).
 
+  [parallelism] enable_sequence_parallel [10] -> sequence_parallel (false: TP without SP) on a stack whose
+                                   trainer has the option (torchtitan 0.3.0: --stack torchtitan-0.3);
+                                   refused on main, which has no such field (_sequence_parallel_option)
 Inferred (listed as assumed): torchtitan's TP always shards the norms' sequence dimension
 (SequenceParallel in parallelize_llama [5]) -> sequence_parallel on when tp > 1; DP
 sharding: shard > 1 and replicate > 1 -> hsdp (shard group = shard degree), shard > 1 ->
@@ -112,6 +115,11 @@ References
     _supported_models l. 7-9, or an experiment / a user's register_train_spec) and job_config.py
     Model.name (default "llama3", l. 101); release/0.3 @4f9e9a47d: --module, a name of
     torchtitan/models/__init__.py _supported_models l. 7-18 (config/manager.py l. 94-110).
+[10] parallelism.enable_sequence_parallel: pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/config/configs.py
+    l. 160 (bool, default true: 'Whether to use SequenceParallel as part of tensor parallelism'); main @e347b1e5e has
+    no such field (git grep enable_sequence_parallel finds none in torchtitan/; config/job_config.py Parallelism
+    l. 311-484), and config/manager.py _dict_to_dataclass l. 160-171 raises ValueError 'Invalid field names' for a
+    TOML key its dataclass lacks; its apply_tp always applies SequenceParallel [5].
 """
 
 from __future__ import annotations
@@ -194,7 +202,7 @@ MODELLED = {
                     "enable_async_tensor_parallel", "expert_parallel_degree", "expert_tensor_parallel_degree",
                     "fsdp_reshard_after_forward", "pipeline_parallel_first_stage_less_layers",
                     "pipeline_parallel_last_stage_less_layers", "context_parallel_rotate_method",
-                    "expert_parallel_comm_backend", "module_fqns_per_model_part"},
+                    "expert_parallel_comm_backend", "module_fqns_per_model_part", "enable_sequence_parallel"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns"},
@@ -260,7 +268,7 @@ STR_KEYS = {("model", "name"), ("model", "flavor"), ("parallelism", "pipeline_pa
             ("parallelism", "context_parallel_rotate_method"), ("parallelism", "expert_parallel_comm_backend")}
 STR_LIST_KEYS = {("model", "converters"), ("compile", "components")}
 BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel"),
-             ("training", "enable_cpu_offload")}
+             ("training", "enable_cpu_offload"), ("parallelism", "enable_sequence_parallel")}
 
 
 def _check_types(where: str, data: dict) -> None:
@@ -489,6 +497,44 @@ def _rotate_trains(stack_name: str) -> bool:
         return True
 
 
+def _sp_always(stack_name: str) -> bool:
+    """Whether the stack's TP always runs sequence parallelism, so its trainer has no option turning it off: start-up
+    rule TORCHTITAN_SP is in its rule set (stack_db runs.startup_rules torchtitan, less runs.startup_rules_absent:
+    main @e347b1e5e keeps it, release/0.3 leaves it out); a stack that does not load: yes (resolve names its error)."""
+    from ..catalog import load_stack
+    from ..startup import rules_for
+
+    try:
+        stack = load_stack(stack_name)
+    except PlannerError:
+        return True
+    return any(r.key == "TORCHTITAN_SP" for _, r in rules_for(stack))
+
+
+def _sequence_parallel_option(where: str, v: bool, tp: int, stack_name: str, job: dict, assumed: list,
+                              ignored: list) -> None:
+    """[parallelism] enable_sequence_parallel [10]: on a stack whose TP always runs SP (_sp_always: main) refused, as
+    main's ConfigManager refuses a key its Parallelism has not; elsewhere (torchtitan 0.3.0, configs.py l. 160) read:
+    false at tp > 1 is TP without SP (sequence_parallel false), true SP on, either ignored at tp 1."""
+    if _sp_always(stack_name):
+        raise PlannerError(
+            f"{where}[parallelism] enable_sequence_parallel = {str(v).lower()}: torchtitan @e347b1e5e (stack "
+            f"{stack_name}) has no such option: its Parallelism (torchtitan/config/job_config.py l. 311-484) has no "
+            "enable_sequence_parallel field, so its ConfigManager refuses the file (config/manager.py _dict_to_dataclass "
+            "l. 160-171: 'Invalid field names'), and its TP always shards the norms' sequence dimension (SequenceParallel, "
+            "models/llama3/infra/parallelize.py apply_tp; start-up rule TORCHTITAN_SP)",
+            "remove the key (main's TP is always sequence-parallel), or price the run on torchtitan 0.3.0, which has "
+            "the option (--stack torchtitan-0.3; its launch line spells it --parallelism.no-enable-sequence-parallel)")
+    if tp <= 1:
+        ignored.append(fmt_ignored("parallelism.enable_sequence_parallel", v) + " (tensor_parallel_degree 1)")
+        return
+    job["sequence_parallel"] = bool(v)
+    assumed.append(f"sequence_parallel={str(bool(v)).lower()}: [parallelism] enable_sequence_parallel "
+                   f"{str(v).lower()} (torchtitan release/0.3 @4f9e9a47d configs.py l. 160" +
+                   ("; TP without SequenceParallel: the norms and the TP collectives' outputs whole on every TP rank, "
+                    "all-reduces in place of reduce-scatter / all-gather)" if not v else ")"))
+
+
 def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: Optional[int] = None,
                   hardware: Optional[str] = None, stack: Optional[str] = None,
                   ignored: Optional[list] = None, assumed: Optional[list] = None,
@@ -584,7 +630,10 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                    "fsdp2_reshard_always" if reshard == "always" and pp > 1 else "fsdp2")
     else:
         job.update(sharding="none", sharding_mode="ddp")
-    if tp > 1:
+    if "enable_sequence_parallel" in par:  # [10]: torchtitan 0.3.0's option, which main has not
+        _sequence_parallel_option(where, par["enable_sequence_parallel"], tp, stack or "torchtitan", job, assumed,
+                                  ignored)
+    elif tp > 1:
         job["sequence_parallel"] = True
         assumed.append("sequence_parallel=true: torchtitan's TP shards the norms' sequence dimension (SequenceParallel)")
     if "context_parallel_rotate_method" in par:  # torch CP's K/V exchange (stack_db memory.cp_ring_backward)

@@ -51,7 +51,10 @@ priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.
   parallelism.enable_fsdp_symm_mem (default false, l. 151),
       context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
       backward step captured in a CUDA graph, trainer.py l. 613-614) -> not priced: listed (a stated non-default
-      as not modelled, the default as assumed), never dropped
+      as not modelled, the default as assumed), never dropped; CUDA graphs on (the default) beside pipeline
+      parallelism, or expert parallelism under any dispatch but HybridEP's non-blocking one, is refused as
+      0.3.0 refuses it (trainer.py _validate_cuda_graphs l. 179-210: cuda_graph_refusal), and the export and
+      check's fixes write --training.disable_cuda_graphs wherever the plan has either
 Main's options that 0.3 has not (parallelism.context_parallel_rotate_method, disable_loss_parallel,
 enable_async_tensor_parallel, expert_parallel_comm_backend, expert_tensor_parallel_degree,
 pipeline_parallel_expert_parallel_overlap) are unknown options of 0.3: refused.
@@ -1057,6 +1060,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                    f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's")
     assumed.extend(f"{cf.flavor[0]} {cf.flavor[1]}: {n}" for n in cf.notes)
     _only_03(only, job, assumed, ignored, not_modelled)
+    if only.get("training.disable_cuda_graphs", ONLY_03_DEFAULTS["training.disable_cuda_graphs"]) is not True:
+        why = cuda_graph_refusal(cf, job.get("pp", 1), job.get("ep", 1))
+        if why is not None:
+            raise PlannerError(f"{where}{why}, with torchtitan 0.3's CUDA graphs on (training.disable_cuda_graphs "
+                               f"{'false' if 'training.disable_cuda_graphs' in only else 'default false'}): "
+                               f"{CUDA_GRAPH_SOURCE} stops the run at start-up",
+                               "add --training.disable_cuda_graphs (no CUDA graph: the step as the planner prices it)")
     _compile_components({**cf.settings, **launch.options}, "compile.components" in launch.options, ignored)
     _async_tp(where, {**cf.settings, **launch.options}, job)
     if job.get("sharding") == "none":  # 0.3.0 applies FSDP over one rank (stack_db runs.fsdp_one_rank)
@@ -1121,6 +1131,31 @@ def _spell_03(text: Optional[str], run: Optional[int], launcher: Optional[str]) 
     if launcher is not None:
         text = text.replace(f"--gpus {run}", launcher).replace("change --gpus or", "change the GPU count or")
     return text
+
+
+CUDA_GRAPH_SOURCE = (f"torchtitan {COMMIT} torchtitan/trainer.py Trainer.Config._validate_cuda_graphs l. 179-210 "
+                     "(called by __post_init__ l. 141 and Trainer.__init__ l. 359)")
+
+
+def cuda_graph_refusal(cf: ConfigFunction, pp: int, ep: int) -> Optional[str]:
+    """What of the plan torchtitan 0.3.0 refuses beside its CUDA graphs (training.disable_cuda_graphs false, the
+    default; CUDA_GRAPH_SOURCE), None where nothing: pipeline parallelism (l. 183-187: 'CUDA graphs do not support
+    pipeline parallelism yet. Set --training.disable_cuda_graphs.'), and expert parallelism under a token dispatcher
+    that synchronizes with the CPU, every one but HybridEP's non-blocking dispatch (non_blocking_capacity_factor set)
+    and MinimalAsyncEP, which the planner does not price (l. 189-210: 'CUDA graphs support only expert parallel token
+    dispatcher configurations without CPU synchronization'). The dispatcher is the config function's model_registry
+    (cf.moe_dispatcher, cf.hybridep_capacity); ep > 1 is an MoE model's (resolve refuses it on a dense one)."""
+    from .spelling import cuda_graph_conflict
+
+    what = cuda_graph_conflict(pp, ep, cf.moe_dispatcher, cf.hybridep_capacity)
+    if what == "pp":
+        return (f"pipeline_parallel_degree {pp} (l. 183-187: 'CUDA graphs do not support pipeline parallelism yet. "
+                "Set --training.disable_cuda_graphs.')")
+    if what == "ep":
+        return (f"expert_parallel_degree {ep} with {cf.name}'s {_disp_text(cf.moe_dispatcher, cf.hybridep_capacity)} "
+                "(l. 189-210: 'CUDA graphs support only expert parallel token dispatcher configurations without CPU "
+                "synchronization', HybridEP's non-blocking dispatch or MinimalAsyncEP)")
+    return None
 
 
 def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
@@ -1357,8 +1392,14 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
         opts.append("--compile.enable-async-tensor-parallel" if par.get("enable_async_tensor_parallel") else
                     "--compile.no-enable-async-tensor-parallel")
     if (cf.settings.get("training.disable_cuda_graphs") or False) is not True:
-        notes.append(f"training.disable_cuda_graphs: {cf.name} leaves torchtitan 0.3's CUDA graph of the forward + "
-                     "backward step on (trainer.py l. 613-614), which the plan does not price")
+        why = cuda_graph_refusal(cf, plan["pp"], plan.get("ep", 1))
+        if why is not None:  # 0.3.0 refuses the plan beside its CUDA graphs: written off, as the plan is priced
+            opts.append("--training.disable-cuda-graphs")
+            notes.append(f"training.disable_cuda_graphs written: torchtitan 0.3 refuses {why} with its CUDA graphs on "
+                         f"({CUDA_GRAPH_SOURCE}); without them the step is the one the plan prices")
+        else:
+            notes.append(f"training.disable_cuda_graphs: {cf.name} leaves torchtitan 0.3's CUDA graph of the forward + "
+                         "backward step on (trainer.py l. 613-614), which the plan does not price")
     if cf.export_note:
         notes.append(cf.export_note)
     if "steps" not in sec["training"]:
