@@ -136,3 +136,46 @@ def test_fit_holds_them_and_its_export_reads_back(cli, tmp_path):
     text = out.read_text()
     assert "--decoder-first-pipeline-num-layers 10 " in text and "--decoder-last-pipeline-num-layers 10 " in text
     assert "--num-virtual-stages-per-pipeline-rank 5 " in text and "--account-for" not in text
+
+
+def test_interleaved_uneven_chunks_hold_their_own_micro_batches():
+    """Llama 3 8B's 32 layers on pp 4 x vpp 2 with 4 / 4 on the ends: the middle ranks (32 - 8)/2 = 12
+    each, 6 a chunk; the end ranks 2 a chunk (chunks 2, 6, 6, 2, 2, 6, 6, 2). Megatron's interleaved
+    1F1B, m = 8, N = p = 4 (pipeline.py [2][5]): before its first backward stage s has run
+    F = min(2 (p - s - 1) + (v - 1) N + 1, m v) forwards, forward k on chunk (k mod N v) // N, so chunk c
+    holds (F // N v) N + min(max(F mod N v - c N, 0), N) micro-batches. Stage 0: F = 11, chunks 7 and 4:
+    7 x 2 + 4 x 2 = 22 layer-micro-batches; stage 1: F = 9, 5 and 4: 5 x 6 + 4 x 6 = 54; stage 3: F = 5,
+    4 and 1: 4 x 2 + 1 x 2 = 10 (the planner's even split, 4 a chunk: 44, 36 and 20)."""
+    from planner.catalog import load_model
+    from planner.layers import layer_list
+    from planner.pipeline import stage_inflight_kinds
+    from planner.plan import PlanArrays
+
+    ll = layer_list(load_model("llama3-8b"))
+
+    def held(first, last):
+        return stage_inflight_kinds(ll, PlanArrays(tp=1, cp=1, pp=4, vpp=2, dp=1, mbs=1, gbs=8, seq=4096, sharding=0,
+                                                   shard=1, recompute=0, sp=0, schedule=2, precision=0,
+                                                   split_first=first, split_last=last))
+
+    h = held(4, 4)
+    assert (h["first"].tolist(), h["mid"][0].tolist(), h["last"].tolist()) == ([22.0], [54.0], [10.0])
+    h = held(0, 0)
+    assert (h["first"].tolist(), h["mid"][0].tolist(), h["last"].tolist()) == ([44.0], [36.0], [20.0])
+
+
+def test_layer_kinds_follow_the_placement():
+    """DeepSeek-V3: 61 layers, the first 3 dense. pp 4 with 13 / 16: the middle ranks (61 - 29)/2 = 16
+    each. Stage 0 holds layers 0-12 (3 dense, 10 MoE), stage 1 13-28 (16 MoE), stage 3 45-60 (16 MoE)."""
+    from planner.catalog import load_model
+    from planner.layers import layer_list
+    from planner.pipeline import stage_kind_counts
+    from planner.plan import PlanArrays
+
+    ll = layer_list(load_model("deepseek-v3"))
+    dense = 0 if not ll.kinds[0].has_experts else 1
+    c = stage_kind_counts(ll, PlanArrays(tp=1, cp=1, pp=4, vpp=1, dp=1, mbs=1, gbs=64, seq=4096, sharding=0, shard=1,
+                                         recompute=0, sp=0, schedule=1, precision=0, split_first=13, split_last=16))
+    assert c["first"][dense].tolist() == 3.0 and c["first"][1 - dense].tolist() == 10.0
+    assert c["last"][1 - dense].tolist() == 16.0 and c["last"][dense].tolist() == 0.0
+    assert [m[1 - dense].tolist() for m in c["mid"]] == [16.0] and c["mid_stage"].ravel().tolist() == [1]
