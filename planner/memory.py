@@ -1417,7 +1417,8 @@ from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
-from .pipeline import dualpipe_pairs, plan_stage_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts
+from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
+                       stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
