@@ -204,6 +204,11 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "sec. 3.3.3; DeepEP / Hybrid-EP); fp8 jobs only (refused under bf16: planner/dispatch.py [11]); Megatron-LM "
                 "runs it only on the ncclep backend (--moe-dispatch-fwd-dtype mxfp8), so export --format megatron refuses "
                 "it (default: the stack's fp8 recipe's under fp8)"),
+    FieldOption("first_stage_layers", "int", "transformer layers on the first pipeline stage, the rest equal over the "
+                "middle stages (Megatron --decoder-first-pipeline-num-layers: > 0, a multiple of vpp; not with "
+                "--account-for-*; fit does not search it, every plan it ranks holds it) (default: the planner's split)", 1),
+    FieldOption("last_stage_layers", "int", "transformer layers on the last pipeline stage (Megatron "
+                "--decoder-last-pipeline-num-layers, first_stage_layers' rules) (default: the planner's split)", 1),
     FieldOption("moe_route_nodes", "int", "MoE node-limited routing: a token reaches at most N nodes (DeepSeek-V3 "
                 "sec. 2.1.2, M = 4; no trainer flag: Megatron's --moe-router-num-groups / --moe-router-group-topk are the "
                 "model's group-limited routing, read into the model) (default: no limit beyond the model's)", 1),

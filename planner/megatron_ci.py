@@ -37,7 +37,9 @@ How a row becomes a job (nothing is read from ids, names or notes):
     a row without it keeps the GPU's default workspace, as does a row whose `env` is a name (the
     project's reference corpus: the CI environment, "dev" or "lts", no ENV_VARS).
  4. A row whose flags the reader could not express (TrainerConfig.unmodelled: fp32 parameters,
-    a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, an uneven pipeline split)
+    a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, a pipeline layout the planner's
+    split does not make; --decoder-first/last-pipeline-num-layers are priced as Megatron places them,
+    planner/pipeline.py [14])
     or refused (an error: exit-2 input such as a hybrid pattern's MTP parts) is
     skipped with that reason.
 

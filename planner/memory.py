@@ -1417,7 +1417,8 @@ from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
-from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
+from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
+                       stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
@@ -1743,7 +1744,7 @@ def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
 
 def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     """Share of a middle stage's layers that full recompute re-runs (1 for plain full)."""
-    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front)
+    _, mid, _ = plan_stage_layers(settings.model.num_layers, plan)
     return recomputed_layers(settings, plan, mid) / mid
 
 
@@ -2763,13 +2764,14 @@ def _choose_stages(first, last, mids, dual, has_mid):
 
 # the plan fields (and properties) the pipeline placement reads: the layers of each kind on the
 # stages and the micro-batches each holds in flight (stage_kind_counts, stage_inflight_kinds)
-PIPELINE_FIELDS = ("pp", "vpp", "split_emb", "split_loss", "split_front", "microbatches", "schedule", "mbg")
+PIPELINE_FIELDS = ("pp", "vpp", "split_emb", "split_loss", "split_front", "split_first", "split_last", "microbatches",
+                   "schedule", "mbg")
 
 
 def _placement(model: ModelSpec, layers: LayerList, plan) -> tuple:
     """(stage_kind_counts, stage_inflight_kinds, (first, middle, last) stage_layers) of a plan."""
     return (stage_kind_counts(model, plan), stage_inflight_kinds(layers, plan),
-            stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front))
+            plan_stage_layers(model.num_layers, plan))
 
 
 def placement_groups(settings: Settings, plan) -> tuple:
@@ -4173,7 +4175,7 @@ def _router_buffer_bytes(pc: ParamCounts, counts, holds_loss, counter: bool = Fa
 
 # the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)
 STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "smode", "shard", "precision", "f8r", "fge",
-                "vpp", "split_emb", "split_loss", "split_front")
+                "vpp", "split_emb", "split_loss", "split_front", "split_first", "split_last")
 
 
 def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):

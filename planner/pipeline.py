@@ -160,6 +160,20 @@ References
     m = p = 16, v = 8, included), and for m >= 2p wherever d / v >= f + b (the queue never drains)
     or d / v <= b (it never waits); for m >= 2p with b < d / v < f + b an upper bound (that run
     drains the queue a little); for m < p (Llama 3's flexible N) within 6% of T either way.
+[14] Megatron-LM's uneven split, NVIDIA/Megatron-LM @d98e8a64 --decoder-first-pipeline-num-layers /
+    --decoder-last-pipeline-num-layers (megatron/training/arguments.py l. 3095-3102; TransformerConfig
+    num_layers_in_first/last_pipeline_stage, transformer_config.py l. 103-109): the first (last) pipeline
+    rank holds F (E) transformer layers and the other L - F - E divide equally over the ranks left
+    (transformer_block.py get_num_layers_to_build l. 103-146; a flag left out makes its rank a middle one);
+    with vpp model chunks a rank each of its chunks holds 1/vpp of the rank's layers, and the layers run
+    round by round, the first rank's F/vpp, each middle rank's, the last rank's E/vpp
+    (transformer_layer.py get_transformer_layer_offset l. 80-178, offset = vp_stage x (F + M + E)/vpp + ...,
+    l. 155-166). Megatron-Core refuses (transformer_config.py __post_init__ l. 2229-2239, 2294-2368): either
+    with account_for_embedding/loss_in_pipeline_split, either with --pipeline-model-parallel-layout, a count
+    <= 0, a count vpp does not divide, middle layers without middle ranks or middle ranks without layers,
+    middle layers the middle ranks do not divide, and a middle rank's layers vpp does not divide.
+    stage_layers' and chunk_layers' `first` / `last` (0: the flag left out; PlanArrays.split_first /
+    split_last, Job first_stage_layers / last_stage_layers).
 """
 
 from __future__ import annotations
@@ -293,7 +307,7 @@ def layers_on_heaviest_stage(num_layers: int, pp, vpp, split_emb=0, split_loss=0
     return (-(-units // (pp * vpp))) * vpp
 
 
-def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_front=0):
+def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_front=0, first=0, last=0):
     """(first, middle, last) layers per GPU of an uneven split: the middle stages hold
     ceil(L'/(pp v)) per chunk, and the layers that split leaves over come off the first and
     the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
@@ -318,7 +332,14 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
     each chunk from the first until they run out, the last chunk the rest (bisection_chunk_units);
     chunk j on stage j mod pp as above (10 layers on 4 stages: 3, 3, 3, 1; the heaviest middle
     stage is stage 1). An end stage may then hold no transformer layer (9 on 4: 3, 3, 3, 0),
-    start-up rule DEEPSPEED_PP_SPLIT_ENDS's refusal."""
+    start-up rule DEEPSPEED_PP_SPLIT_ENDS's refusal.
+
+    first / last > 0 (Megatron-LM's --decoder-first/last-pipeline-num-layers [14]): the first
+    (last) stage holds that many layers and the L - first - last others divide equally over the
+    stages left (12 layers on 4 stages, 2 and 2: 2, 4, 4, 2); with pp 2 the middle candidate is
+    stage 1's (the last), as _stage_chunks'. 0 leaves that end to the rules above (a plan's
+    fields; the rules refuse one set beside the counted ends, plan.uneven_split_broken)."""
+    fs, ls_ = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
     pp = np.asarray(pp, dtype=np.int64)
     vpp = np.asarray(vpp, dtype=np.int64)
     e = np.asarray(split_emb, dtype=np.int64)
@@ -342,8 +363,23 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
         k = bisection_units_per_chunk(units, chunks)
         b0, b1, blast = (bisection_stage_units(units, pp, vpp, st, k) for st in (0, 1, pp - 1))
         first, mid, last = (np.where(bis, b0 - e, first), np.where(bis, b1, mid), np.where(bis, blast - l_, last))
+    if np.any(fs > 0) or np.any(ls_ > 0):  # a job's fields (constants of the job), not searched quantities
+        uneven, has_f, has_l = (fs > 0) | (ls_ > 0), fs > 0, ls_ > 0
+        left = pp - has_f - has_l  # the middle ranks [14]
+        each = np.where(left > 0, (num_layers - np.maximum(fs, 0) - np.maximum(ls_, 0)) // np.maximum(left, 1), 0)
+        u_first, u_last = np.where(has_f, fs, each), np.where(has_l, ls_, each)
+        u_mid = np.where(pp > 2, each, u_last)
+        first, mid, last = (np.where(uneven, u_first, first), np.where(uneven, u_mid, mid),
+                            np.where(uneven, u_last, last))
     one = pp == 1
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
+
+
+def plan_stage_layers(num_layers: int, plan):
+    """stage_layers of a plan's own split fields (pp, vpp, split_emb, split_loss, split_front,
+    split_first, split_last)."""
+    return stage_layers(num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, getattr(plan, "split_front", 0),
+                        getattr(plan, "split_first", 0), getattr(plan, "split_last", 0))
 
 
 @lru_cache(maxsize=4096)
@@ -428,8 +464,7 @@ def stage_kind_counts(ll, plan) -> dict:
     except that the first chunk holds e + ceil(r / 2) fewer and the last l + floor(r / 2)
     fewer, where e, l are the embedding and the loss counted in the split and r the layers
     the split leaves over (the stage_layers rule). A model of one kind needs only the counts."""
-    n_first, n_mid, n_last = stage_layers(ll.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
-                                          getattr(plan, "split_front", 0))
+    n_first, n_mid, n_last = plan_stage_layers(ll.num_layers, plan)
     if len(ll.kinds) == 1:
         out = {st: np.asarray(n, dtype=np.float64)[None] for st, n in (("first", n_first), ("last", n_last))}
         out["mid"] = np.asarray(n_mid, dtype=np.float64)[None, None]
@@ -585,23 +620,45 @@ def _weighted_chunks(chunks, v: int, counts):
 
 
 class _Configs:
-    """The distinct (pp, vpp, split_emb, split_loss) of a plan array, found in one pass (a search
-    holds a million plans but a few dozen configurations): a dense key over their small ranges."""
+    """The distinct (pp, vpp, split_emb, split_loss, split_front, split_first, split_last) of a plan
+    array, found in one pass (a search holds a million plans but a few dozen configurations): a
+    dense key over their small ranges (the first / last stage layers, a job's constants, by their
+    few distinct values)."""
 
     def __init__(self, plan):
         front_ = getattr(plan, "split_front", 0)
-        self.shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_, plan.microbatches).shape
-        pp, vpp, e, l_, f = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
-                             for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_))
+        first_, last_ = getattr(plan, "split_first", 0), getattr(plan, "split_last", 0)
+        self.shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_, first_, last_,
+                                  plan.microbatches).shape
+        pp, vpp, e, l_, f, fs, ls_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
+                                      for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_, first_, last_))
         V, N = int(vpp.max(initial=1)) + 1, int(l_.max(initial=1)) + 1  # split_loss may count N > 1 layers
         F = 3  # the split codes SPLIT_TRIM_ENDS, SPLIT_FRONT, SPLIT_BISECTION
         key = (((pp * V + vpp) * 2 + e) * N + l_) * F + f
+        fv, fi = _distinct(fs)
+        lv, li = _distinct(ls_)
+        A, B = len(fv), len(lv)
+        key = (key * A + np.ravel(fi)) * B + np.ravel(li)
         present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
         present[key] = True
         uniq = np.flatnonzero(present)
         self.inverse = (np.cumsum(present) - 1)[key]
-        self.rows = [(int(k // F // N // 2 // V), int(k // F // N // 2 % V), int(k // F // N % 2), int(k // F % N), int(k % F))
-                     for k in uniq]
+        rows = []
+        for k in uniq:
+            k, b = divmod(int(k), B)
+            k, a = divmod(k, A)
+            rows.append((k // F // N // 2 // V, k // F // N // 2 % V, k // F // N % 2, k // F % N, k % F,
+                         int(fv[a]), int(lv[b])))
+        self.rows = rows
+
+
+def _distinct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, each element's index among them) of a 1-d int64 array, without a sort where it
+    holds one value (a job's first / last stage layers: every candidate's the same)."""
+    lo, hi = (int(x.min()), int(x.max())) if x.size else (0, 0)
+    if lo == hi:
+        return np.array([lo], dtype=np.int64), np.zeros(x.shape, dtype=np.int64)
+    return np.unique(x, return_inverse=True)
 
 
 def _pipeline_configs(plan) -> _Configs:
@@ -623,15 +680,24 @@ def _gather(per, configs, K, reduce_chunks) -> dict:
     return out
 
 
-def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front: int = 0) -> list[int]:
+def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front: int = 0, first: int = 0,
+                 last: int = 0) -> list[int]:
     """Transformer layers of each model chunk j = 0 .. p v - 1 (chunk j runs on stage j mod p
     [7]): c = ceil(L' / (p v)) each, the first e + ceil(r / 2) fewer and the last l + floor(r / 2)
     fewer, r = p v c - L' the layers the split leaves over (stage_layers' rule, chunk by chunk).
     A negative entry means the split cannot place the layers (the caller refuses it). front: the
     split code (stage_layers' split_front): 1 the front-loaded rule, floor(L' / (p v)) each, one
     more on each of the first L' mod (p v) chunks, the first e and the last l fewer; 2 DeepSpeed
-    a12aaedc's bisection [11] (bisection_stage_units), the first e and the last l fewer."""
+    a12aaedc's bisection [11] (bisection_stage_units), the first e and the last l fewer.
+    first / last > 0: Megatron-LM's --decoder-first/last-pipeline-num-layers [14], each of a rank's v
+    chunks 1/v of the rank's layers (stage_layers'), whatever e, l and front (the rules refuse them
+    together)."""
     L = num_layers
+    if first > 0 or last > 0:
+        left = p - (first > 0) - (last > 0)
+        each = (L - max(first, 0) - max(last, 0)) // left if left > 0 else 0
+        rank = [first if s == 0 and first > 0 else last if s == p - 1 and last > 0 else each for s in range(p)]
+        return [rank[j % p] // v for j in range(p * v)]
     if front == SPLIT_BISECTION:  # DeepSpeed a12aaedc's [11], chunk by chunk (chunk j on stage j mod p)
         per = bisection_chunk_units(L + e + l_, p * v)
         return [x - (e if j == 0 else 0) - (l_ if j == p * v - 1 else 0) for j, x in enumerate(per)]
@@ -644,7 +710,7 @@ def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front
     return [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
 
 
-def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0) -> dict:
+def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0, first: int = 0, last: int = 0) -> dict:
     """Per stage, the layers of each kind in each of its model chunks, (v, K): stage 0
     ("first"), stage p - 1 ("last"), and the middle stages' distinct chunk compositions ("mid",
     each first held by stage "mid_stage"; stage 1's with p <= 2), for one (pp, vpp, split_emb,
@@ -653,7 +719,7 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0) -> dict:
     if p == 1:
         one = ll.totals[None] / v
         return {"first": one, "last": one, "mid": [one], "mid_stage": [1]}
-    length = chunk_layers(L, p, v, e, l_, front)
+    length = chunk_layers(L, p, v, e, l_, front, first, last)
     start = np.minimum(np.concatenate([[0], np.cumsum(np.maximum(length, 0))]), L)
     chunks = ll.count(start[:-1], start[1:]).T  # (p v, K)
 

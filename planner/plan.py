@@ -24,7 +24,7 @@ from .cp_rotate import ignored_at_cp1 as rotate_ignored
 from .cp_rotate import ignored_on_stack as rotate_ignored_on_stack
 from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_newer_note, te_release, te_too_old
 from .comm import ORDER_NAMES, order_code
-from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, stage_layers
+from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, plan_stage_layers, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .imbalance import rank_load
 from .terms import isin
@@ -133,6 +133,11 @@ class PlanArrays:
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # layers of the split the output layer, loss and MTP count as, 0/1 or N (Job.loss_units)
     split_front: np.ndarray = 0  # the stack's split, pipeline.SPLIT_CODES: 0 trim_ends, 1 front, 2 bisection (Stack.pipeline_split)
+    # transformer layers on the first / last pipeline stage, the rest equal over the middle stages (Job
+    # first_stage_layers / last_stage_layers: Megatron-LM --decoder-first/last-pipeline-num-layers, pipeline.py [14]);
+    # 0: the split above
+    split_first: np.ndarray = 0
+    split_last: np.ndarray = 0
     ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py): etp x ep divides tp x dp x cp
     # which of the stack's sharding modes runs the plan (an index into stack_db runs.sharding; 0
     # for a stack without `runs`); the cost models price `sharding` (the mode's level) only
@@ -207,7 +212,8 @@ REASONS = {
     HSDP_SHARD: "hsdp shard group does not divide dp",
     SHARD_NOT_HSDP: "shard group without hsdp",
     TPO_COMPILE: "TP-communication overlap of this stack needs torch.compile",
-    SPLIT_UNITS: "layers plus the embedding/loss counted in the split do not divide into pp*vpp chunks",
+    SPLIT_UNITS: "layers plus the embedding/loss counted in the split do not divide into pp*vpp chunks, or the first/last "
+                 "stage layers (first_stage_layers / last_stage_layers) leave a split Megatron-Core refuses",
     EP_EXPERTS: "ep does not divide the routed experts (or the model has none)",
     EP_DPCP: "etp x ep does not divide tp x dp x cp (hsdp: tp x shard_group x cp): Megatron's folded expert grid",
     STACK_SHARDING: "the stack has no such sharding mode (stack_db runs.sharding)",
@@ -304,7 +310,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         # layer being start-up rule DEEPSPEED_PP_SPLIT_ENDS's
         # a stack whose split need not divide (Stack.pipeline_split_divides false: Llama 3's) refuses only a
         # split that places layers the model lacks (startup.split_overdrawn)
-        lambda: _split_units_broken(L, stack, plan, units, counted),
+        lambda: _split_units_broken(L, stack, plan, units, counted) | uneven_split_broken(L, plan),
         lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
         # Megatron-Core's expert grid: etp x ep x pp divides the world (parallel_state.py), i.e.
         # etp x ep divides tp x (dp or the shard group) x cp; with etp = tp: ep divides dp x cp
@@ -351,6 +357,93 @@ def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.n
     return counted & (pp > 1) & np.where(plan.split_front > 0,
                                          (units // (pp * vpp) < plan.split_emb) | (units // (pp * vpp) < plan.split_loss),
                                          rest)
+
+
+# Megatron-Core's rules on --decoder-first/last-pipeline-num-layers (pipeline.py [14])
+UNEVEN_SPLIT_SOURCE = ("NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/transformer_config.py __post_init__ l. "
+                       "2229-2239 (not with account_for_*_in_pipeline_split), l. 2294-2368 (each > 0 and a multiple of "
+                       "vpp; middle layers and middle ranks both or neither; the middle layers equal on the middle "
+                       "ranks, each rank's a multiple of vpp); transformer_block.py get_num_layers_to_build l. 103-146")
+
+
+def _uneven_parts(L: int, pp, vpp, first, last):
+    """(middle ranks, layers they share, whether each broken rule holds) of an uneven split."""
+    pp, vpp = np.asarray(pp, dtype=np.int64), np.maximum(np.asarray(vpp, dtype=np.int64), 1)
+    f, l_ = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
+    left = pp - (f > 0) - (l_ > 0)
+    rest = L - np.maximum(f, 0) - np.maximum(l_, 0)
+    return left, rest, {
+        "pp": pp < 2,
+        "vpp": (f % vpp != 0) | (l_ % vpp != 0),
+        "ends": (rest > 0) != (left > 0),
+        "middle": (left > 0) & (rest % np.maximum(left, 1) != 0),
+        "middle_vpp": (left > 0) & ((rest // np.maximum(left, 1)) % vpp != 0),
+    }
+
+
+def uneven_split_broken(L: int, plan) -> np.ndarray:
+    """Where a plan's first / last stage layers (PlanArrays.split_first / split_last, 0: none) break Megatron-Core's
+    rules (UNEVEN_SPLIT_SOURCE), or stand beside the counted ends (account_for_*) or on a single stage (pp 1: no
+    first and last stage to hold them). False where neither is set (a job's constants: the search's every candidate
+    holds the same pair)."""
+    f, l_ = np.asarray(getattr(plan, "split_first", 0)), np.asarray(getattr(plan, "split_last", 0))
+    if not (np.any(f > 0) or np.any(l_ > 0)):
+        return np.zeros(np.shape(plan.pp), dtype=bool)
+    _, _, bad = _uneven_parts(L, plan.pp, plan.vpp, f, l_)
+    counted = (np.asarray(plan.split_emb) + np.asarray(plan.split_loss)) > 0
+    return ((f > 0) | (l_ > 0)) & (np.logical_or.reduce(list(bad.values())) | counted)
+
+
+def uneven_split_error(L: int, job, stack, where: str = "", at_pp: bool = True) -> PlannerError | None:
+    """The error for a job's first_stage_layers / last_stage_layers that Megatron-Core refuses at the job's pp and vpp
+    (UNEVEN_SPLIT_SOURCE), that a stack placing the split by its own rule cannot take, or None. Names the field and
+    what would be valid. at_pp False: only what holds whatever the pp (fit's: rule SPLIT_UNITS masks each candidate
+    by uneven_split_broken)."""
+    f, l_ = job.first_stage_layers, job.last_stage_layers
+    if f is None and l_ is None:
+        return None
+    named = " and ".join(f"{k} {v}" for k, v in (("first_stage_layers", f), ("last_stage_layers", l_)) if v is not None)
+    if stack is not None and (stack.pipeline_split != "trim_ends" or stack.pipeline_ends_as_layers):
+        own = ("counts the embedding and the loss as layers of its split (stack_db pipeline_ends_as_layers)"
+               if stack.pipeline_ends_as_layers else f"places the split by its own rule (stack_db pipeline_split "
+                                                     f"{stack.pipeline_split})")
+        return PlannerError(f"{where}{named}: Megatron-LM's --decoder-first/last-pipeline-num-layers; stack {stack.name} "
+                            f"{own}", "leave first_stage_layers / last_stage_layers out, or price the plan on --stack megatron")
+    if job.account_for_embedding_in_pipeline_split or job.loss_units:
+        return PlannerError(f"{where}{named} with the embedding / loss counted in the pipeline split "
+                            "(account_for_*_in_pipeline_split, loss_layers_in_pipeline_split): Megatron-Core refuses them "
+                            f"together ({UNEVEN_SPLIT_SOURCE})", "give the end stages' layers or count the ends, not both")
+    if not at_pp:
+        return None
+    pp, vpp = job.pp, job.vpp
+    left, rest, bad = _uneven_parts(L, pp, vpp, f or 0, l_ or 0)
+    left, rest = int(left), int(rest)
+    valid = ""
+    if pp >= 2:  # the counts Megatron accepts at this pp and vpp for the end given (the first where both are), the
+        # other end as given
+        which = "first" if f is not None else "last"
+        ok = [n for n in range(vpp, L + 1, vpp)
+              if not any(bool(b) for b in _uneven_parts(L, pp, vpp, n if which == "first" else (f or 0),
+                                                        n if which == "last" else (l_ or 0))[2].values())]
+        valid = (f"; {which}_stage_layers Megatron accepts here: {', '.join(map(str, ok[:12]))}"
+                 f"{' ...' if len(ok) > 12 else ''}" if ok else f"; no {which}_stage_layers works with the other as given")
+    why = ("pp 1 has no first and last stage to give them" if bool(bad["pp"]) else
+           f"{'first' if (f or 0) % max(vpp, 1) else 'last'} stage's layers are not a multiple of vpp {vpp}"
+           if bool(bad["vpp"]) else
+           f"{rest} layers left for {left} middle stages" if bool(bad["ends"]) else
+           f"the {rest} layers left do not divide equally over the {left} middle stages" if bool(bad["middle"]) else
+           f"each of the {left} middle stages would hold {rest // max(left, 1)} layers, not a multiple of vpp {vpp}"
+           if bool(bad["middle_vpp"]) else None)
+    if why is None:
+        return None
+    if bool(bad["pp"]):  # Megatron-Core checks no pp here: its one rank, first and last, builds the last count only
+        return PlannerError(f"{where}{named} with pp {pp}: {why} (Megatron-Core's one rank is first and last stage at "
+                            "once and builds the last stage's count only: transformer_block.py @d98e8a64 "
+                            "get_num_layers_to_build l. 142-146)", "leave them out at pp 1, or give pp >= 2")
+    return PlannerError(f"{where}{named} on {L} layers, pp {pp}, vpp {vpp}: {why}: Megatron-Core refuses it "
+                        f"({UNEVEN_SPLIT_SOURCE})",
+                        "the middle stages share L - first - last layers equally, each a multiple of vpp, and each end's "
+                        f"count is > 0 and a multiple of vpp{valid}")
 
 
 # the source of INTERLEAVED_M (Megatron-LM's rule, every stack's unless its schedule says `any`)
@@ -524,6 +617,8 @@ class Settings:
     power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"; the limit: power_limit_w
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
     split_loss: int = 0  # ... and the loss (with the MTP modules: N layers, Job.loss_units)
+    split_first: int = 0  # the job's first_stage_layers (PlanArrays.split_first); 0: none
+    split_last: int = 0  # the job's last_stage_layers (PlanArrays.split_last); 0: none
     microbatch_group: int = 0  # the job's contiguous micro-batches per virtual stage (PlanArrays.mbg); 0: the stack's rule
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE capacity factor (moe_token_drop: the job set one)
     moe_token_drop: bool = False  # the job sets a capacity factor: tokens beyond it dropped (planner/imbalance.py)
@@ -1134,7 +1229,15 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
     own (Stack.pipeline_ends_as_layers), Megatron-Core's flags, or the stack's front / bisection rule."""
     counted = int(plan.split_emb) + int(plan.split_loss)
     code = int(plan.split_front)
-    if job.pp > 1 and counted:
+    if job.pp > 1 and (int(plan.split_first) or int(plan.split_last)):
+        first, mid, last = (int(x) for x in plan_stage_layers(model.num_layers, plan))
+        given = ", ".join(f"{k} {int(v)}" for k, v in (("first_stage_layers", plan.split_first),
+                                                          ("last_stage_layers", plan.split_last)) if int(v))
+        per = ", ".join(map(str, [first] + [mid] * (job.pp - 2) + [last]))
+        warnings.append(f"{given}: {per} layers on the {job.pp} pipeline stages"
+                        + (f", {job.vpp} model chunks a stage of 1/{job.vpp} each" if job.vpp > 1 else "")
+                        + " (Megatron-LM --decoder-first/last-pipeline-num-layers, pipeline.py [14])")
+    elif job.pp > 1 and counted:
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
                                                          plan.split_front))
         n_loss = int(plan.split_loss)
@@ -1529,6 +1632,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         power_limit_source=power_source,
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
+        split_first=int(plan.split_first),
+        split_last=int(plan.split_last),
         microbatch_group=int(plan.mbg),
         moe_capacity_factor=_capacity_factor(job, model, where),
         moe_min_capacity=_min_capacity(job, model, stack, where),
@@ -2067,12 +2172,16 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
         order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
         split_loss=job.loss_units, split_front=SPLIT_CODES[stack.pipeline_split],
+        split_first=job.first_stage_layers or 0, split_last=job.last_stage_layers or 0,
         ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
     warnings += overridden_settings(job, stack, int(plan.smode))
     _mode_dp_overlap(job, stack, plan, opts, inherited, warnings)
     inherited += mode_run_settings(job, stack, int(plan.smode))
+    err = uneven_split_error(model.num_layers, job, stack, where)  # Megatron's own words before SPLIT_UNITS'
+    if err is not None:
+        raise err
     code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
         raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
@@ -3049,6 +3158,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"fp8_grouped_experts": bool(g("fge"))} if _grouped_experts_named(settings, g("fge"), g("precision")) else {}),
         **({"fp8_attention": True} if settings.fp8_attention else {}),
         **split_fields(g("split_emb"), g("split_loss")),
+        **{k: g(f) for k, f in (("first_stage_layers", "split_first"), ("last_stage_layers", "split_last")) if g(f) > 0},
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
         **_moe_plan_fields(plan, settings, at),

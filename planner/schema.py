@@ -3431,6 +3431,20 @@ class Job(BaseModel):
                     "transformer layers fewer (Megatron-Core --pipeline-model-parallel-layout with 'm' and 'L' at the "
                     "end, e.g. Megatron-Bridge's DeepSeek-V3 'Et*4|(t*4|)*14tmL': 3, pipeline.stage_layers); 1 is "
                     "account_for_loss_in_pipeline_split; null: that flag's 0 or 1")
+    first_stage_layers: Optional[Count] = Field(
+        default=None, gt=0,
+        description="transformer layers on the first pipeline stage; the layers the first and last stage leave divide "
+                    "equally over the other stages (Megatron-LM --decoder-first-pipeline-num-layers, TransformerConfig "
+                    "num_layers_in_first_pipeline_stage; NVIDIA/Megatron-LM @d98e8a64 transformer_block.py "
+                    "get_num_layers_to_build l. 103-146, pipeline.py [14]). Megatron's rules apply (plan.uneven_split_error): "
+                    "> 0 and a multiple of vpp, the middle stages' layers equal and each a multiple of vpp, not with "
+                    "account_for_*_in_pipeline_split or a layout; a stack that splits by its own rule refuses it. "
+                    "Not searched by fit: a constant of every plan it ranks. null: the planner's split")
+    last_stage_layers: Optional[Count] = Field(
+        default=None, gt=0,
+        description="transformer layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers, "
+                    "TransformerConfig num_layers_in_last_pipeline_stage), under first_stage_layers' rules. null: the "
+                    "planner's split")
     etp: Optional[Count] = Field(
         default=None, gt=0, description="expert tensor-parallel degree: each routed expert split over etp ranks, an "
                                         "axis of its own (MoE parallel folding: etp x ep divides tp x dp x cp; Megatron "

@@ -890,12 +890,24 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # likewise the job's MoE dispatcher, whose start-up rules read ep (torchtitan's DeepEP refuses the probe's
     # ep 1, startup.TORCHTITAN_DEEPEP_EP): the probe runs the stack's, the job's is checked and laid on after
     disp = dict(moe_dispatcher=None, moe_hybridep_capacity_factor=None) if job.moe_dispatcher is not None else {}
+    # the job's first / last stage layers (Megatron --decoder-first/last-pipeline-num-layers): not searched, every
+    # candidate holds them; the probe's pp 1 has no end stages, so they are checked without it and laid on the
+    # Settings after, rule SPLIT_UNITS masking the pp x vpp Megatron refuses them at (plan.uneven_split_broken)
+    uneven = (dict(first_stage_layers=None, last_stage_layers=None)
+              if job.first_stage_layers is not None or job.last_stage_layers is not None else {})
     one = job.model_copy(update=dict(  # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only)
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=_probe_micro_batch(job),
         sharding=runs.sharding[0].level if runs is not None else "none", shard_group=None,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
-        ep_comm_overlap=False, **hcp, **disp))
+        ep_comm_overlap=False, **hcp, **disp, **uneven))
     settings, plan, warnings = resolve(one, where)
+    if uneven:
+        from .plan import uneven_split_error
+
+        err = uneven_split_error(settings.model.num_layers, job, settings.stack, where, at_pp=False)
+        if err is not None:
+            raise err
+        settings = replace(settings, split_first=int(job.first_stage_layers or 0), split_last=int(job.last_stage_layers or 0))
     # the probe's cp 1 lists the job's CP variant as run without CP (plan.resolve): whether a searched plan runs at
     # cp 1 is the search's to say (search.search_one), not the probe's
     from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
@@ -940,6 +952,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         schedule=cols["schedule"], precision=_constant(n, precision), order=z,
         split_emb=_constant(n, settings.split_emb), split_loss=_constant(n, settings.split_loss),
         split_front=_constant(n, SPLIT_CODES[stack_of(settings).pipeline_split]),
+        split_first=_constant(n, settings.split_first), split_last=_constant(n, settings.split_last),
         ep=get("ep", _constant(n, 1)), etp=get("etp", z), smode=get("smode", z),
         mbg=_constant(n, settings.microbatch_group),
     )

@@ -486,7 +486,9 @@ RULES: tuple[StartupRule, ...] = (
         "decoder layers ... must match num_layers') and transformer_config.py __post_init__ (uneven PP: the ranks' "
         "layers add up to num_layers)",
         "choose pp x vpp with at most one chunk's worth of layers left over (pp x vpp close to a divisor of the layers)",
-        lambda m, s, p: split_overdrawn(m.num_layers, p)),
+        # (a job's first / last stage layers are Megatron's own uneven split, checked by plan.uneven_split_broken)
+        lambda m, s, p: split_overdrawn(m.num_layers, p) & (np.asarray(getattr(p, "split_first", 0)) == 0)
+        & (np.asarray(getattr(p, "split_last", 0)) == 0)),
     StartupRule(
         "TORCHTITAN_SEQ_DIVISOR", "torchtitan",
         "torchtitan needs the sequence length divisible by tp x 2 cp",

@@ -429,7 +429,7 @@ from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, ex
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
-                       reduce_queue_overrun, stage_kind_counts, stage_layers)
+                       reduce_queue_overrun, stage_kind_counts, plan_stage_layers)
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
@@ -503,7 +503,7 @@ class StepCtx:
 
 def _placement(model, ll: LayerList, plan) -> tuple:
     """(layers per stage: first, middle, last; layers of each kind per stage) of a plan."""
-    return (stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front),
+    return (plan_stage_layers(model.num_layers, plan),
             stage_kind_counts(ll, plan))
 
 

@@ -161,6 +161,14 @@ CASES = [
      stack="megatron-deepspeed", sharding="zero1", seq_len=4096, micro_batch=1), 8, {"memory": +1, "step": +1}),
     ("moe_route_nodes", ["--moe-route-nodes", "1"], 1, dict(model="deepseek-v3", gpus=256, ep=64, pp=4), 2,
      {"step": -1}),
+    # Megatron's uneven split (pipeline.py [14]): llama3-8b's 32 layers on pp 4 hold 8 a stage; 5 on one end leaves
+    # (32 - 5) / 3 = 9 on each other stage (the file's 2: 10 each). On the first stage: the heaviest stage was the
+    # first (the embedding, 4 micro-batches in flight), now lighter; the step, set by the slowest, grows (the
+    # middle's 9 layers). On the last: the last stage (8 layers and the 128,256-row output layer, about 2.4
+    # layers' GEMMs) was the slowest, now 5 + 2.4 < 9, so the step shrinks; the middle stage's 9 layers with
+    # more micro-batches in flight than the last's weigh more
+    ("first_stage_layers", ["--first-stage-layers", "5"], 5, dict(DENSE, pp=4), 2, {"memory": -1, "step": +1}),
+    ("last_stage_layers", ["--last-stage-layers", "5"], 5, dict(DENSE, pp=4), 2, {"memory": +1, "step": -1}),
     # HybridEP's non-blocking dispatch on torchtitan 0.3 (layers/moe.py [19]): without the option the stack's 1.0 (its
     # config functions'), the expert tensors at 8 x min(16, 8) = 64 rows a local token; 0, the blocking dispatch, holds
     # the 8 x load routed, and the gated activation's bytes run over those
@@ -328,6 +336,8 @@ def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, o
     (["--cp-rotate-method", "alltoall"], DENSE, "cp_rotate_method"),
     (["--moe-fp8-dispatch"], DENSE, "moe_fp8_dispatch"),
     (["--moe-route-nodes", "2"], DENSE, "moe_route_nodes"),
+    (["--first-stage-layers", "3", "--pp", "4"], DENSE, "the 29 layers left do not divide equally over the 3 middle stages"),
+    (["--last-stage-layers", "0", "--pp", "4"], DENSE, "--last-stage-layers"),
     (["--moe-hybridep-capacity-factor", "1.0"], DENSE, "moe_hybridep_capacity_factor"),
     (["--moe-hybridep-capacity-factor", "1.5"], DENSE, "moe_hybridep_capacity_factor"),
     (["--host-memory-gbps", "0"], DENSE, "--host-memory-gbps"),

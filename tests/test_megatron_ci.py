@@ -60,10 +60,11 @@ def test_skip_reasons(rows):
     assert skip("gpt__gpt3_15b_8t_release_sm__dev_dgx_h100") == "no argument file: GPU count unknown (no recipe match)"
     assert skip("hybrid__hybrid_mr_mcore_te_tp1_pp1_cp1_dgx_a100_1N8G__dev_dgx_a100").startswith("no measured peak")
     assert skip("moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100").startswith("not modelled: --optimizer muon")
-    # 12 layers as 2 + 4 + 4 + 2 on pp 4: not a split of the planner's (pipeline.stage_layers: 3 each)
-    assert "--decoder-first/last-pipeline-num-layers 2/2: [2, 4, 4, 2] layers on the pipeline ranks, not a split the " \
-           "planner models" in skip(
-        "gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__dev_dgx_h100")
+    # 12 layers as 2 + 4 + 4 + 2 on pp 4 (--decoder-first/last-pipeline-num-layers 2/2): priced as Megatron places
+    # them (the job's first_stage_layers / last_stage_layers, pipeline.py [14]), no longer skipped
+    uneven = [rid for rid in rows if "_uneven_pipeline__" in rid]
+    assert len(uneven) == 7 and [rid for rid in uneven if skip(rid)] == ["gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__lts"]
+    assert skip("gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__lts") == "no argument file: GPU count unknown (no recipe match)"
     assert "--use-megatron-fsdp (optim_grads_params)" in skip("gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200")
     assert "distillation teacher" in skip("gpt__gpt3_mcore_te_tp2_pp1_modelopt_distill_resume__dev_dgx_gb200")
 
@@ -110,6 +111,32 @@ def test_hand_computed_last_pipeline_stage(rows):
     expected += 3 * T * 4 * 8  # the attention cores' log-sum-exp
     assert r["predicted_bytes"] == expected == 2_195_323_904
     assert r["terms"]["weights"] == 2 * P and r["terms"]["output_activations"] == T * (2 * H + 2 * H + 6 * V)
+
+
+def test_hand_computed_uneven_pipeline_row(rows):
+    """TP1 PP4 DP2 with --decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 2
+    (Megatron-LM @d98e8a64 transformer_block.py get_num_layers_to_build l. 103-146: the first and the
+    last rank 2 layers each, the 12 - 2 - 2 = 8 left over the 2 middle ranks, 4 each: 2, 4, 4, 2;
+    the planner's own split would put 3 on every stage). The CI compares the last stage (the last
+    global rank, planner/megatron_ci.py [1][2]): 2 layers with biases (12h^2 + 13h), the untied output
+    layer (V h) and the final LayerNorm (2h), 18 B a parameter (no distributed optimizer); one
+    micro-batch in flight on the last 1F1B stage, 34 s b h + 5 a s^2 b a layer (unfused attention: the
+    stored softmax, its dropout mask and output); the final norm's input and output and the logits
+    (6 s b V); the H100's workspaces (cuBLAS 2 x 32 MiB, TE 32 MiB + 1 KiB) and the up-projection's
+    bf16 weight gradient (4h x h x 2 B, --no-gradient-accumulation-fusion). Measured 2,415,566,336 B:
+    -0.53% (priced as the planner's 3 layers a stage, before: 2,698,496,000 B, +11.7%)."""
+    r = rows["gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__dev_dgx_h100"]
+    P = 2 * (12 * H * H + 13 * H) + V * H + 2 * H
+    assert P == 32_061_440
+    acts = 2 * T * (34 * H + 5 * 8 * S)
+    expected = 18 * P + acts + T * (2 * H + 2 * H + 6 * V) + (2 * 32 + 32) * 2**20 + 1024 + 4 * H * H * 2
+    assert r["predicted_bytes"] == expected == 2_402_677_760
+    assert r["mesh"] == "TP1 PP4 DP2 mbs4 gbs32" and r["tier"] == "A" and r["skipped"] is None
+    assert r["error"] == pytest.approx(2_402_677_760 / 2_415_566_336 - 1)  # -0.53%
+    # one layer fewer than the planner's even split's last stage: 12h^2 + 13h parameters at 18 B and one
+    # layer-micro-batch of activations
+    even = expected + 18 * (12 * H * H + 13 * H) + T * (34 * H + 5 * 8 * S)
+    assert even == 2_698_496_000
 
 
 def test_hand_computed_microbatch_group_row(rows):

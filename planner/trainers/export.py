@@ -65,6 +65,15 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
+    if any(stage_ends(plan)) and fmt != "megatron":
+        raise _refuse(fmt, "first_stage_layers / last_stage_layers: Megatron-LM's --decoder-first/last-pipeline-num-layers "
+                           "(layers on the first / last stage, the rest equal over the middle ones); the file has no such "
+                           "setting the planner writes (torchtitan @e347b1e5e's pipeline_parallel_first/last_stage_less_layers "
+                           "weigh the embedding and the output as layers of its front-loaded split, config/job_config.py "
+                           "l. 377-387, distributed/pipeline_parallel.py l. 59-112: no count of a stage's layers; DeepSpeed's "
+                           "PipelineModule places the split itself; the planner's Megatron-Bridge reader and writer do not "
+                           "spell model.num_layers_in_first/last_pipeline_stage)",
+                      "export it --format megatron, or price it without them")
     if plan.get("cp") == 1:  # a CP variant without CP: no run holds one, so no trainer's file reads back with it
         held = [f"{k} {plan[k]}" for k in ("cp_comm_type", "hierarchical_cp_sizes", "cp_rotate_method") if plan.get(k)]
         if held:
@@ -233,6 +242,7 @@ def _plan_arrays(plan: dict):
                       schedule=SCHEDULE_CODES[plan["schedule"]], precision=0, order=order_code(plan["rank_order"]),
                       split_emb=int(plan.get("account_for_embedding_in_pipeline_split", False)),
                       split_loss=split_loss_units(plan), ep=plan.get("ep", 1),
+                      split_first=stage_ends(plan)[0], split_last=stage_ends(plan)[1],
                       etp=plan.get("etp") or plan["tp"],
                       smode=_mode_index(plan), tpo=int(plan.get("tp_comm_overlap", False)),
                       compile=int(plan.get("torch_compile", False)), mbg=plan.get("microbatch_group") or 0)
@@ -300,7 +310,7 @@ def plan_signature(plan: dict) -> dict:
 
     out["stage_layers"] = tuple(int(x) for x in stage_layers(
         m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
-        split_loss_units(plan), SPLIT_CODES[load_stack(plan["stack"]).pipeline_split]))
+        split_loss_units(plan), SPLIT_CODES[load_stack(plan["stack"]).pipeline_split], *stage_ends(plan)))
     # the rank order as the trainer builds it (equal up to size-1 axes)
 
     built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
@@ -976,8 +986,17 @@ def megatron_layout(chunks: list[int], mtp: int = 0) -> str:
     return "|".join(out)
 
 
-def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int, mtp: int | None = None) -> list[tuple[str, object]]:
+def stage_ends(plan: dict) -> tuple[int, int]:
+    """(first_stage_layers, last_stage_layers) of a plan dict, 0 where it gives none (PlanArrays.split_first / split_last)."""
+    return int(plan.get("first_stage_layers") or 0), int(plan.get("last_stage_layers") or 0)
+
+
+def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int, mtp: int | None = None, first: int = 0,
+                        last: int = 0) -> list[tuple[str, object]]:
     """The Megatron arguments that place the planner's pipeline split (pipeline.chunk_layers):
+    the plan's own first / last stage layers (Job first_stage_layers / last_stage_layers) as
+    --decoder-first/last-pipeline-num-layers, with --num-virtual-stages-per-pipeline-rank (which
+    arguments.py @d98e8a64 l. 954-956 requires beside them); else
     the virtual stages, and nothing more where pp x vpp divides the layers; the end stages'
     weights as --account-for-embedding/loss-in-pipeline-split where each end is at most one
     layer lighter; with one chunk per rank, --decoder-first/last-pipeline-num-layers; else the
@@ -986,11 +1005,14 @@ def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int, mtp: int | No
     from ..pipeline import chunk_layers
 
     L = model.num_layers
+    vflag = [("--num-virtual-stages-per-pipeline-rank", vpp)] if vpp > 1 else []
+    if first > 0 or last > 0:  # Megatron's own uneven split, as priced (pipeline.py [14]; plan.uneven_split_error)
+        return vflag + [(flag, n) for flag, n in (("--decoder-first-pipeline-num-layers", first),
+                                                  ("--decoder-last-pipeline-num-layers", last)) if n > 0]
     chunks = chunk_layers(L, pp, vpp, e, l_)
     if min(chunks) < 0 or sum(chunks) != L:
         raise _refuse("megatron", f"pp {pp} x vpp {vpp} cannot place {L} layers (chunks {chunks})",
                       "choose pp x vpp with at most one chunk's worth of layers left over")
-    vflag = [("--num-virtual-stages-per-pipeline-rank", vpp)] if vpp > 1 else []
     c = max(chunks)
     wf, wl = c - chunks[0], c - chunks[-1]
     if len(set(chunks)) == 1:
@@ -1324,7 +1346,7 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         pass
     elif pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
         args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                                    split_loss_units(plan), _mtp(plan, model))
+                                    split_loss_units(plan), _mtp(plan, model), *stage_ends(plan))
     elif vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
     if plan.get("microbatch_group"):  # N of the interleaved schedule (model_parallel_config.py @d98e8a64 l. 431-449)

@@ -77,8 +77,7 @@ read). Modelled:
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
   --num-distributed-optimizer-instances > 1 (outside Megatron-FSDP optim_grads_params, where it is HSDP: below),
-  --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
-  splits the planner's split cannot place: below), --recompute-modules other than core_attn, layernorm, moe_act and mla_up_proj, --export-kd-teacher-load (a distillation
+  --pipeline-model-parallel-layout (a layout the planner's split cannot place: below), --recompute-modules other than core_attn, layernorm, moe_act and mla_up_proj, --export-kd-teacher-load (a distillation
   teacher).
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
@@ -107,9 +106,10 @@ read). Modelled:
   --cuda-graph-modules / --cuda-graph-scope, --enable-cuda-graph, --external-cuda-graph -> the
   job's cuda_graph_impl and cuda_graph_scope, checked as Megatron checks them:
   planner/cuda_graphs.py; --cuda-graph-warmup-steps ignored), and the pipeline
-  split as Megatron places it (--decoder-first/last-pipeline-num-layers,
-  --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
-  as not modelled).
+  split as Megatron places it (--decoder-first/last-pipeline-num-layers -> the job's
+  first_stage_layers / last_stage_layers, Megatron's own placement, planner/pipeline.py [14], checked
+  as Megatron checks them; --pipeline-model-parallel-layout: read into the planner's split where it
+  is one, else listed as not modelled).
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, numerics constants and loss coefficients, --apply-layernorm-1p,
@@ -1598,6 +1598,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     vps = _int(where, flags, "--num-virtual-stages-per-pipeline-rank")
     lpv = _int(where, flags, "--num-layers-per-virtual-pipeline-stage")
     vpp = 1
+    uneven_flags = [f for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers") if f in flags]
+    if lpv is not None and vps is None and uneven_flags:  # asserted before the layers per stage are divided
+        raise PlannerError(f"{where}{' and '.join(uneven_flags)} with --num-layers-per-virtual-pipeline-stage",
+                           "Megatron-LM asks for --num-virtual-stages-per-pipeline-rank with an uneven split "
+                           "(arguments.py @d98e8a64 validate_args l. 954-956)")
     if lpv is not None:
         if L % (pp * lpv):
             raise PlannerError(f"{where}--num-layers-per-virtual-pipeline-stage {lpv} x --pipeline-model-parallel-size {pp} "
@@ -1622,18 +1627,19 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         chunks = parse_layout(str(layout), pp, spec, where, split_unmodelled)
         vpp = len(chunks) // pp
     firsts = [_int(where, flags, f) for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers")]
-    if any(x is not None for x in firsts) and pp > 1:
+    if any(x is not None for x in firsts):
         if layout is not None or any(f in flags for f in ("--account-for-embedding-in-pipeline-split",
                                                            "--account-for-loss-in-pipeline-split")):
             raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers with --pipeline-model-parallel-layout or "
                                "--account-for-*-in-pipeline-split", "Megatron refuses them together (transformer_config.py "
                                "__post_init__)")
-        per_gpu = decoder_first_last(L, pp, vpp, *firsts, where)
-        placed = f"--decoder-first/last-pipeline-num-layers {firsts[0]}/{firsts[1]}: {per_gpu} layers on the pipeline ranks"
-        if _take_split(job, split_of(L, pp, vpp, per_gpu=per_gpu), placed, "pipeline.stage_layers", split_unmodelled) \
-                and vpp > 1:
-            assumed.append("split: Megatron spreads the first/last rank's layers evenly over its model chunks; the "
-                           "planner takes the difference off the first/last chunk (the same layers per GPU)")
+        if pp > 1:
+            decoder_first_last(L, pp, vpp, *firsts, where)  # Megatron's own checks, in its words
+        # the job's first_stage_layers / last_stage_layers: Megatron's placement as it runs (pipeline.py [14]); at pp 1
+        # the job's rules refuse them (plan.uneven_split_error)
+        for key, n in zip(("first_stage_layers", "last_stage_layers"), firsts):
+            if n is not None:
+                job[key] = n
     if layout is not None and pp > 1:
         _take_split(job, split_of(L, pp, vpp, chunks=chunks),
                     f"--pipeline-model-parallel-layout {layout}: {chunks} layers on the model chunks", "pipeline.chunk_layers",
