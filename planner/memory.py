@@ -1426,7 +1426,7 @@ from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, p
 from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, own_master, reduce_queue_units
 from .stacks import step_grads as mode_step_grads
 from .te_version import te_userbuffers
-from .terms import Groups, Terms, gather
+from .terms import Groups, KeyedPlan, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
 
@@ -2713,16 +2713,53 @@ def states_floor(settings: Settings, plan, placed, groups=None) -> np.ndarray:
     of five spaces (megatron, torchtitan's FSDP2, MoE experts with pp > 2, DualPipe, fp8).
     The model states are priced once per distinct tuple of STATE_FIELDS (the layer counts follow
     the pipeline split), as _stage_terms prices them."""
+    floor = np.float64(0.0)
+    for states in _end_states(settings, plan, placed, groups):
+        floor = np.maximum(floor, states)
+    return np.where(dualpipe_pairs(plan), 0.0, floor)
+
+
+def _end_states(settings: Settings, plan, placed, groups=None, copies: bool = False) -> tuple:
+    """(first stage's, last stage's) model states (STATE_TERMS summed, _stage_states' numbers) of the plans, as
+    states_floor reads them (its arguments); copies: plus TE's quantized weight copies [11] (_stage_states')."""
     (counts, _, n), index, size = placed
     if index is not None:
         counts, n = gather((_ends_only(counts), n), index, size)
     g = Groups(plan, STATE_FIELDS) if groups is None else groups  # (groups: the caller's Groups of these plans)
     per = _StatesOnly(settings, count_params(settings.model), stack_of(settings).fsdp)
-    floor = np.float64(0.0)
+    out = []
     for end, i in (("first", 0), ("last", 2)):  # STAGES' order: first, mid, last
         c, n_ = g.pick(counts[end], n[i])
-        states = _stage_states(per, g.plan, end, c, n_)[0]
-        floor = np.maximum(floor, g.expand(states.sum(*STATE_TERMS)))
+        states, quantized = _stage_states(per, g.plan, end, c, n_)[:2]
+        out.append(g.expand(states.sum(*STATE_TERMS) + quantized if copies else states.sum(*STATE_TERMS)))
+    return tuple(out)
+
+
+def activations_floor(settings: Settings, plan, placed, recompute, layers) -> np.ndarray:
+    """A lower bound of memory_total under each of several MoE dispatchers (fit's dispatcher search: search.
+    _other_dispatchers), (len(recompute), plans): on the first and on the last stage, states_floor's model states
+    plus the quantized weight copies (_stage_states' numbers, which read no dispatcher: STATE_FIELDS) plus the
+    stage's layers' activations (_held_activations: the layers x micro-batches of each kind the stage holds, a
+    share r of its layers re-run under full recompute, their inputs kept); the larger of the two, 0 where the plan
+    runs DualPipe (as states_floor). layers: (stored, layer_input) per layer kind, (len(recompute), plans) arrays,
+    each at most the figure layer_memory gives the plan under every dispatcher bounded (the caller's least over
+    them): the activations are sums of non-negative counts and shares times them, so at most each dispatcher's
+    ((1 - r) x a + r x b is at least (1 - r) x min a + r x min b). A bound on the same footing as states_floor (a
+    stage's total adds to these terms others that hold bytes: the outputs, the embedding's norm, the MTP modules,
+    the dispatchers' attributes, buffers, pools, slack, the reserve), so checked by its caller on every plan it
+    prices, as fitting_memory checks states_floor. plan: a KeyedPlan of STATE_FIELDS and `schedule`; placed:
+    placement_groups of the same plans; recompute: the recompute codes, a column ((R, 1)) against the plans."""
+    (_, held, n), index, size = placed
+    if index is not None:
+        held, n = gather((_ends_only(held), n), index, size)
+    stored, layer_input = layers
+    r_plan = KeyedPlan({"recompute": recompute})
+    floor = np.float64(0.0)
+    for (end, i), states in zip((("first", 0), ("last", 2)), _end_states(settings, plan, placed, copies=True)):
+        r = recomputed_layers(settings, r_plan, n[i]) / np.maximum(n[i], 1)
+        act = sum((held[end][k] * ((1.0 - r) * stored[k] + r * layer_input[k]) for k in range(len(stored))),
+                  np.float64(0.0))
+        floor = np.maximum(floor, states + act)
     return np.where(dualpipe_pairs(plan), 0.0, floor)
 
 

@@ -104,8 +104,16 @@ dispsearch against main f2f2cc6, DeepSeek-V3 / 2,048 H800): whole-process user t
 alternately, 1.61 -> 1.94 s; instructions (cachegrind, PYTHONHASHSEED=0) 11.82e9 -> 14.56e9: 29,793 to
 41,937 candidates a vocabulary space priced under three more dispatchers (their floors within K0), of
 which 73 fit and none ranks; their excess over the usable HBM has a median of 120-140 GiB against a
-largest saving of 3.3 GiB, so a lower bound of memory_total over the dispatchers would spare most of that
-pricing (not built). A dense model (no dispatcher search) runs the code it ran before (llama3-405b / 16,384
+largest saving of 3.3 GiB. So a candidate whose lower bound of memory_total over the dispatchers
+(_dispatchers_floor, memory.activations_floor: the end stages' model states and quantized weight copies
+plus their layers' activations, each layer kind's figures the least over the dispatchers) exceeds the
+usable HBM is not priced under them: it fits with none, is counted as did not fit and not as unpriced,
+and is never the closest plan where one fits (in a space where none fits it is priced as before, for the
+closest plan); the bound is checked on every candidate priced (tests/test_dispatcher_floor.py on every
+such candidate of this case and of torchtitan 0.3's Qwen3-30B-A3B / 16 H100). It leaves 25,384-37,499 of
+those 29,793-41,937 candidates unpriced: instructions 12.97e9 (main 2933a1e) -> 11.86e9 (llama3-405b /
+16,384 H100, no dispatcher search: 4.288e9 both); the rows, counts and closest plans unchanged. A dense
+model (no dispatcher search) runs the code it ran before (llama3-405b / 16,384
 H100: 0.85 -> 0.86 s user).
 
 Compile off (space.uncompiled_choices, space.uncompiled_space): where the job leaves torch.compile to the
@@ -775,17 +783,23 @@ def _dispatchers_memory(space: Space, codes, bidx, rcidx) -> np.ndarray:
     return out.reshape(k, len(bidx))
 
 
-def _other_dispatchers(space: Space, bidx, rcidx, fm, usable) -> tuple:
+def _other_dispatchers(space: Space, bidx, rcidx, fm, usable, floor: bool = True) -> tuple:
     """fit's dispatcher search on candidates (bidx, rcidx) that do not fit with variant 0 (the stack's default
     dispatcher; fm its memory_totals, over `usable`): (bool mask of those another dispatcher fits, (codes, n) bytes
-    each such dispatcher adds to fm (NaN where it does not run), the codes, each candidate's least memory over the
-    dispatchers that run on it (inf where none) and that dispatcher's code (the closest plan's)). Each dispatcher
-    but variant 0's, with variant 0's other options (its TP overlap, compile, recipe: the variant of that
+    each such dispatcher adds to fm (NaN where it does not run or was not priced), the codes, each candidate's least
+    memory over the dispatchers that run on it (inf where none, or not priced) and that dispatcher's code (the
+    closest plan's), the bool mask of the candidates left unpriced by the floor, whether the floor held). Each
+    dispatcher but variant 0's, with variant 0's other options (its TP overlap, compile, recipe: the variant of that
     dispatcher that holds the least, as variant_memory assumes of variant 0 itself), where it runs
     (Space.variant_ok: ep > 1, its start-up rules), priced in full: memory_totals under it, every dispatcher in
     one call (as _dispatchers_memory: each dispatcher's copies of the base rows it runs on, their `disp` its
     code). It fits where fm + (its memory - fm) <= usable: the figure _LazyFit.fits compares, so that a candidate
-    counted as fitting here is one best_variants may try (its other variants gated each by its own memory)."""
+    counted as fitting here is one best_variants may try (its other variants gated each by its own memory).
+    floor: a candidate whose _dispatchers_floor (a lower bound of its memory under every dispatcher, variant 0's
+    too) exceeds usable fits with none and is not priced (DeepSeek-V3 / 2,048 H800: about 88% of them, a median
+    120-140 GiB over usable where a dispatcher saves at most 3.3 GiB); the floor is checked on every candidate
+    priced (at most fm and each priced memory), and where it is not, every candidate is priced (held False), as
+    fitting_memory checks states_floor."""
     d0 = int(space.variants[0, DISPATCHER_COLUMN])
     rest = np.delete(space.variants, DISPATCHER_COLUMN, axis=1)
     same = np.flatnonzero(np.all(rest == rest[0], axis=1))  # variant 0's options, one variant per dispatcher
@@ -793,27 +807,75 @@ def _other_dispatchers(space: Space, bidx, rcidx, fm, usable) -> tuple:
     codes = [int(space.variants[v, DISPATCHER_COLUMN]) for v in vs]
     n = len(bidx)
     extra = np.full((len(codes), n), np.nan)
+    least, least_code = np.full(n, np.inf), np.full(n, d0, dtype=np.int64)
+    fits, floored = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     if not n or not codes:
-        return np.zeros(n, dtype=bool), extra, codes, np.full(n, np.inf), np.full(n, d0, dtype=np.int64)
-    plan = space.plans(bidx, rcidx)
-    oks = np.array([space.variant_ok(plan, v) for v in vs]).reshape(len(vs), n)
+        return fits, extra, codes, least, least_code, floored, True
+    if floor:  # (FLOOR_MARGIN: the floor and the total sum their terms in different orders)
+        low = _dispatchers_floor(space, bidx, rcidx, [d0] + codes)
+        floored = low > usable * (1.0 + FLOOR_MARGIN)
+    keep = np.flatnonzero(~floored)
+    kb, kr = bidx[keep], rcidx[keep]
+    plan = space.plans(kb, kr)
+    oks = np.array([space.variant_ok(plan, v) for v in vs]).reshape(len(vs), len(keep))
     # one memory_totals call: each dispatcher's copies of the base rows it runs on (as _dispatchers_memory)
-    rows_of = [np.unique(bidx[ok]) for ok in oks]
+    rows_of = [np.unique(kb[ok]) for ok in oks]
     base = space.base.take(np.concatenate(rows_of))
     base.disp = np.repeat(np.asarray(codes, dtype=np.int64), [len(r) for r in rows_of])
     sub = replace(space, base=base, dispatchers=None, placement=_placement_at(space, np.concatenate(rows_of)))
     start = np.cumsum([0] + [len(r) for r in rows_of])
-    at = [start[j] + np.searchsorted(rows_of[j], bidx[ok]) for j, ok in enumerate(oks)]
-    priced = memory_totals(sub, np.concatenate(at), np.concatenate([rcidx[ok] for ok in oks]))
-    least, least_code = np.full(n, np.inf), np.full(n, d0, dtype=np.int64)
-    fits = np.zeros(n, dtype=bool)
+    at = [start[j] + np.searchsorted(rows_of[j], kb[ok]) for j, ok in enumerate(oks)]
+    priced = memory_totals(sub, np.concatenate(at), np.concatenate([kr[ok] for ok in oks]))
+    held = not floor or bool(np.all(low[keep] <= fm[keep]))
     for j, m in enumerate(np.split(priced, np.cumsum([len(a) for a in at])[:-1])):  # (one dispatcher at a time)
-        ok = np.flatnonzero(oks[j])
+        ok = keep[oks[j]]
+        if floor:
+            held &= bool(np.all(low[ok] <= m))
         extra[j, ok] = m - fm[ok]
         fits[ok] |= fm[ok] + extra[j, ok] <= usable
         lower = m < least[ok]
         least[ok[lower]], least_code[ok[lower]] = m[lower], codes[j]
-    return fits, extra, codes, least, least_code
+    if not held:  # the floor failed: every candidate priced
+        return _other_dispatchers(space, bidx, rcidx, fm, usable, floor=False)[:6] + (False,)
+    return fits, extra, codes, least, least_code, floored, True
+
+
+# relative: _other_dispatchers leaves a candidate unpriced only where its floor exceeds usable by this much (the floor
+# and memory_total add their terms in different orders: a few ulps apart, far below this)
+FLOOR_MARGIN = 1e-12
+
+
+def _dispatchers_floor(space: Space, bidx, rcidx, codes) -> np.ndarray:
+    """A lower bound of each candidate's memory_totals under every MoE dispatcher of `codes`
+    (memory.activations_floor): its end stages' model states plus their layers' activations, each layer kind's
+    stored bytes and full-recompute inputs the least layer_memory gives over the codes (priced once per distinct
+    tuple of LAYER_FIELDS of the candidates' base rows, each with each code as its `disp`, and each recompute
+    choice: layer_memory_groups over _all_pairs, as memory_totals prices them)."""
+    rows, at = np.unique(bidx, return_inverse=True)
+    k, n, n_rc = len(codes), len(rows), len(space.recompute)
+    # the rows' layer fields, once per code (code-major), `disp` the code: grouped as _base_groups groups them
+    cols = {f: np.tile(v, k) for f, v in _columns(space.base, rows, LAYER_BASE_FIELDS).items()}
+    cols["disp"] = np.repeat(np.asarray(codes, dtype=np.int64), n)
+    g = Groups(KeyedPlan(cols), LAYER_BASE_FIELDS)
+    groups = (g.plan, g.index, g.size) if g.active else (g.plan, np.zeros(k * n, dtype=np.int64), k * n)
+    layers, _, size = layer_memory_groups(space, None, None, pairs=_all_pairs(space, groups))
+    index = groups[1][None, :] * n_rc + np.arange(n_rc)[:, None]  # (recompute, code-major copies of the rows)
+    stored, _, layer_input = gather(layers, index, size)
+
+    def least(per_kind):  # each kind's least over the codes, (recompute, rows)
+        return [np.broadcast_to(x, (n_rc, k * n)).reshape(n_rc, k, n).min(axis=1) for x in per_kind]
+
+    b = space.base
+    pipe = mem.PIPELINE_FIELDS + ("tp",)  # (as memory_totals places its rows)
+    cols = _columns(b, rows, tuple(dict.fromkeys(pipe + mem.STATE_FIELDS + ("schedule",))))
+    if space.placement is not None:
+        placed = (space.placement[0], space.placement[1][rows], space.placement[2])
+    else:
+        placed = mem.placement_groups(space.settings, KeyedPlan({f: cols[f] for f in pipe}))
+    floor = mem.activations_floor(space.settings, KeyedPlan({f: cols[f] for f in mem.STATE_FIELDS + ("schedule",)}),
+                                  placed, space.recompute[:, None], (least(stored), least(layer_input)))
+    floor = np.broadcast_to(floor, (n_rc, n))
+    return floor[rcidx, np.reshape(at, -1)]
 
 
 def _chosen(extra, fv) -> np.ndarray:
@@ -1584,11 +1646,15 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     unpriced = np.ones(len(other), dtype=bool)  # of other: not priced under the other dispatchers
     least, least_code = np.full(len(other), np.inf), np.zeros(len(other), dtype=np.int64)
 
-    def rescue(at):
+    floored = np.zeros(len(other), dtype=bool)  # of other: over usable with every dispatcher by their floor, unpriced
+
+    def rescue(at, floor=True):
         """_other_dispatchers on other[at], its bytes seeded in the _LazyFit: the positions (in other) it fits."""
-        f, e, codes, m, mc = _other_dispatchers(space, bidx[other[at]], rcidx[other[at]], memory[other[at]], usable)
+        f, e, codes, m, mc, fl, held = _other_dispatchers(space, bidx[other[at]], rcidx[other[at]], memory[other[at]],
+                                                          usable, floor)
+        c.bound_fallback |= not held
         root.seed(nf + at, codes, e)
-        unpriced[at], least[at], least_code[at] = False, m, mc
+        unpriced[at], least[at], least_code[at], floored[at] = False, m, mc, fl
         return at[f]
 
     def count():  # a candidate (x its rank orders) fits where variant 0 or another dispatcher fits it (rescued): once
@@ -1626,6 +1692,8 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     feasible = None
     if len(bidx) and not nf and not len(rescued):  # the closest plan below reads every candidate's total
         memory = memory_totals(space, bidx, rcidx)
+        if floored.any():  # and its least over the dispatchers (none fits those: _other_dispatchers' floor)
+            rescue(np.flatnonzero(floored), floor=False)
     closest = _closest(space, bidx, rcidx, memory, other, least, least_code)
     if not nf and not len(rescued):
         return None, c, closest, feasible
