@@ -189,3 +189,54 @@ def tokens_text(t: float) -> str:
             v = t / f
             return f"{v:.4g}{s}" if float(f"{v:.4g}") * f == t else f"{t:,.0f}"
     return f"{t:,.0f}"
+
+
+# The job's three spellings of the batch a step runs, of which plan._global_batch refuses global_batch beside
+# global_batch_tokens and schema.Job._batch_schedule refuses a schedule beside global_batch_tokens, or beside a
+# global_batch other than its last phase's batch (Megatron refuses --step-batch-size-schedule beside
+# --global-batch-size [4]).
+BATCH_FIELDS = ("global_batch", "global_batch_tokens", "batch_size_schedule")
+
+
+def _last_batch(schedule):
+    """The last phase's batch of a schedule as a job file, a saved fit row or the command line spells it (mappings
+    or schema.BatchPhase); None where it is not a schedule (the schema then names what is wrong)."""
+    try:
+        last = schedule[-1]
+        return last["global_batch"] if isinstance(last, dict) else last.global_batch
+    except (TypeError, KeyError, IndexError, AttributeError):
+        return None
+
+
+def _shown(key: str, value) -> str:
+    """A batch spelling's value in a note: a schedule in Megatron's THRESHOLD:BATCH words, else as given."""
+    if key == "batch_size_schedule":
+        try:
+            return '"' + " ".join(f"{tokens_text(float(p['from_tokens'] if isinstance(p, dict) else p.from_tokens))}:"
+                                  f"{p['global_batch'] if isinstance(p, dict) else p.global_batch}" for p in value) + '"'
+        except (TypeError, KeyError, AttributeError, ValueError):
+            return repr(value)
+    return str(value)
+
+
+def command_line_batch(data: dict, given: dict) -> list[str]:
+    """The file's spellings of the step's batch (BATCH_FIELDS) that a command-line spelling replaces, each taken out
+    of `data` and returned as a line: an option beats the file's value, never silently (issue 22, "flags beat file
+    values"), and two spellings of one batch cannot both stand (`--global-batch-tokens 1M` over a job file's
+    `global_batch: 16` was refused as "both global_batch and global_batch_tokens are set"). A global_batch and a
+    schedule whose last batch it is are one batch: both are kept. `data` is the file's (or a saved fit row's) job
+    fields, `given` the command line's set options."""
+    lines: list[str] = []
+    for k in BATCH_FIELDS:
+        if given.get(k) is None:
+            continue
+        for other in BATCH_FIELDS:
+            if other == k or given.get(other) is not None or data.get(other) is None:
+                continue
+            if {k, other} == {"global_batch", "batch_size_schedule"}:
+                sch, gbs = (given[k], data[other]) if k == "batch_size_schedule" else (data[other], given[k])
+                if _last_batch(sch) == gbs:
+                    continue
+            lines.append(f"{other}: the file's {_shown(other, data.pop(other))} is not kept: the command line's {k} "
+                         f"{_shown(k, given[k])} sets the step's batch")
+    return lines

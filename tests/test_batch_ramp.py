@@ -327,3 +327,61 @@ def test_rampup_phases_by_hand():
     assert rampup_phases(16, 16, 10, 64) == [(0, 16), (4, 32), (7, 48), (10, 64)]
     # one increment over 5 samples: 16 from c = 5 (int(5 / 5.0) = 1)
     assert rampup_phases(8, 8, 5, 16) == [(0, 8), (5, 16)]
+
+
+def test_command_line_batch_replaces_the_files_other_spelling():
+    """batch_ramp.command_line_batch: a command-line spelling of the step's batch takes the file's other spellings out
+    (flags beat file values, issue 22), each named; a global_batch that is the schedule's last batch is the same
+    batch, so both stay. By hand: file global_batch 16 with --global-batch-tokens 1,048,576 -> global_batch out;
+    file schedule 0:16 1M:32 with --global-batch 32 (its last batch) -> kept, with --global-batch 64 -> out."""
+    from planner.batch_ramp import command_line_batch
+
+    data = {"global_batch": 16, "seq_len": 4096}
+    assert command_line_batch(data, {"global_batch_tokens": 1048576.0}) == [
+        "global_batch: the file's 16 is not kept: the command line's global_batch_tokens 1048576.0 sets the step's batch"]
+    assert data == {"seq_len": 4096}
+    ramp = [{"from_tokens": 0.0, "global_batch": 16}, {"from_tokens": 1e6, "global_batch": 32}]
+    data = {"batch_size_schedule": ramp, "global_batch": 32}
+    assert command_line_batch(data, {"global_batch": 32}) == [] and data["batch_size_schedule"] == ramp
+    assert command_line_batch(data, {"global_batch": 64}) == [
+        "batch_size_schedule: the file's \"0:16 1M:32\" is not kept: the command line's global_batch 64 sets the "
+        "step's batch"]
+    data = {"global_batch": 16, "global_batch_tokens": 65536.0}  # the file's own conflict is not the command line's
+    assert command_line_batch(data, {"tp": 2}) == [] and len(data) == 2
+    data = {"global_batch": 32}
+    assert command_line_batch(data, {"batch_size_schedule": ramp}) == [] and data == {"global_batch": 32}
+
+
+def test_cli_batch_option_over_the_files_other_spelling(cli, tmp_path):
+    """`explain JOB.yaml --global-batch-tokens N` where the job file sets global_batch was refused ("both global_batch
+    and global_batch_tokens are set", exit 2); found with the cli-options fuzz work (seed 78 session, by hand). Now the
+    option's batch is the plan's, with a note naming the file's value: 1,048,576 tokens / 4,096 = 256 sequences. The
+    same for a torchtitan TOML (global batch 8 = local batch 1 x dp 8) at 8,192 tokens: 128 sequences, and for a
+    saved fit row (its global_batch) under --from-fit; --global-batch 64 over a schedule whose last batch is 32 runs 64
+    without the ramp."""
+    import json
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 2\nsharding: zero1\nglobal_batch: 16\nseq_len: 4096\n")
+    r = cli("explain", job, "--global-batch-tokens", "1048576", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["global_batch"] == 256
+    assert (f"{job}: global_batch: the file's 16 is not kept: the command line's global_batch_tokens 1048576.0 sets "
+            "the step's batch") in r.stderr
+    toml = Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml"
+    r = cli("explain", toml, "--gpus", "8", "--global-batch-tokens", "1048576", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["global_batch"] == 128 and "global_batch: the file's 8 is not kept" in r.stderr
+    fit = tmp_path / "fit.json"
+    r = cli("fit", job, "--top", "1", "--format", "json")
+    fit.write_text(r.stdout)
+    r = cli("explain", "--from-fit", fit, "--global-batch-tokens", "1048576", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["global_batch"] == 256 and "global_batch: the file's 16 is not kept" in r.stderr
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 2\nsharding: zero1\nseq_len: 4096\nbatch_size_schedule:\n"
+                   "  - {from_tokens: 0, global_batch: 16}\n  - {from_tokens: 1e6, global_batch: 32}\n")
+    r = cli("explain", job, "--global-batch", "64", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)["plan"]
+    assert plan["global_batch"] == 64 and plan.get("batch_size_schedule") is None
+    assert 'batch_size_schedule: the file\'s "0:16 1M:32" is not kept' in r.stderr
