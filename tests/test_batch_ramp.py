@@ -329,29 +329,6 @@ def test_rampup_phases_by_hand():
     assert rampup_phases(8, 8, 5, 16) == [(0, 8), (5, 16)]
 
 
-def test_command_line_batch_replaces_the_files_other_spelling():
-    """batch_ramp.command_line_batch: a command-line spelling of the step's batch takes the file's other spellings out
-    (flags beat file values, issue 22), each named; a global_batch that is the schedule's last batch is the same
-    batch, so both stay. By hand: file global_batch 16 with --global-batch-tokens 1,048,576 -> global_batch out;
-    file schedule 0:16 1M:32 with --global-batch 32 (its last batch) -> kept, with --global-batch 64 -> out."""
-    from planner.batch_ramp import command_line_batch
-
-    data = {"global_batch": 16, "seq_len": 4096}
-    assert command_line_batch(data, {"global_batch_tokens": 1048576.0}) == [
-        "global_batch: the file's 16 is not kept: the command line's global_batch_tokens 1048576.0 sets the step's batch"]
-    assert data == {"seq_len": 4096}
-    ramp = [{"from_tokens": 0.0, "global_batch": 16}, {"from_tokens": 1e6, "global_batch": 32}]
-    data = {"batch_size_schedule": ramp, "global_batch": 32}
-    assert command_line_batch(data, {"global_batch": 32}) == [] and data["batch_size_schedule"] == ramp
-    assert command_line_batch(data, {"global_batch": 64}) == [
-        "batch_size_schedule: the file's \"0:16 1M:32\" is not kept: the command line's global_batch 64 sets the "
-        "step's batch"]
-    data = {"global_batch": 16, "global_batch_tokens": 65536.0}  # the file's own conflict is not the command line's
-    assert command_line_batch(data, {"tp": 2}) == [] and len(data) == 2
-    data = {"global_batch": 32}
-    assert command_line_batch(data, {"batch_size_schedule": ramp}) == [] and data == {"global_batch": 32}
-
-
 def test_cli_batch_option_over_the_files_other_spelling(cli, tmp_path):
     """`explain JOB.yaml --global-batch-tokens N` where the job file sets global_batch was refused ("both global_batch
     and global_batch_tokens are set", exit 2); found with the cli-options fuzz work (seed 78 session, by hand). Now the
@@ -366,8 +343,8 @@ def test_cli_batch_option_over_the_files_other_spelling(cli, tmp_path):
     r = cli("explain", job, "--global-batch-tokens", "1048576", "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["plan"]["global_batch"] == 256
-    assert (f"{job}: global_batch: the file's 16 is not kept: the command line's global_batch_tokens 1048576.0 sets "
-            "the step's batch") in r.stderr
+    assert (f"{job}: global_batch: the file's 16 is not kept: the command line's global_batch_tokens 1048576.0 "
+            "replaces it") in r.stderr
     toml = Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml"
     r = cli("explain", toml, "--gpus", "8", "--global-batch-tokens", "1048576", "--format", "json")
     assert r.exit_code == 0, r.stderr
