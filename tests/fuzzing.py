@@ -1296,8 +1296,17 @@ def _yaml_doc(text: str):
         raise ValueError(str(e).replace("\n", " ")) from None
 
 
+def _json_doc(text: str):
+    """`--format json` output read back as strict JSON: NaN, Infinity and -Infinity, which json.loads takes and
+    JSON (RFC 8259) has not, are refused (render/common.py turns a non-finite figure into null)."""
+    def constant(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=constant)
+
+
 # what each machine-readable --format's output must parse as (cli/common.py FormatOption: json|yaml|csv)
-CLI_PARSERS = {"json": json.loads, "yaml": _yaml_doc, "csv": _csv_rows}
+CLI_PARSERS = {"json": _json_doc, "yaml": _yaml_doc, "csv": _csv_rows}
 
 
 def _plan_of(cmd: str, fmt: str, data) -> dict | None:

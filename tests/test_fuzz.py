@@ -263,6 +263,8 @@ def test_cli_options_check_flags_a_missing_hint_an_unparsed_json_and_a_silent_ov
     assert cli_options_check(job, R(2, "", "error: x\n")).startswith("exit 2 without a hint")
     assert cli_options_check(job, R(0, "{", "")).startswith("--format json printed what does not parse")
     assert cli_options_check(job + ["-f", "table"], R(0, "{", "")) is None
+    assert cli_options_check(job, R(0, '{"plan": {"mfu": NaN}}', "")) == (
+        "--format json printed what does not parse (NaN is not JSON): '{\"plan\": {\"mfu\": NaN}}'")
     assert cli_options_check(job + ["--help"], R(2, "", "Usage")) is None
     assert cli_options_check(job + ["--tp", "4"], R(0, ok, "")) == "--tp 4 replaces the job file's tp: 2 without a note"
     assert cli_options_check(job + ["--tp", "4", "-q"], R(0, ok, "")) is None
