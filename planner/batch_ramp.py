@@ -189,3 +189,4 @@ def tokens_text(t: float) -> str:
             v = t / f
             return f"{v:.4g}{s}" if float(f"{v:.4g}") * f == t else f"{t:,.0f}"
     return f"{t:,.0f}"
+

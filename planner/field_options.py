@@ -215,3 +215,71 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
 )
 
 FIELD_NAMES = tuple(o.field for o in FIELD_OPTIONS)
+
+
+# Job fields that spell one setting two or three ways: a command-line spelling replaces the file's others (issue 22,
+# "flags beat file values"), as the command line's sharding level or mode replaces the file's (cli/core.py
+# command_line_sharding). Where both stood the job would be refused:
+#   - the step's batch: plan._global_batch refuses global_batch beside global_batch_tokens, schema.Job._batch_schedule
+#     a batch_size_schedule beside global_batch_tokens or beside a global_batch other than its last phase's batch
+#     (Megatron refuses --step-batch-size-schedule beside --global-batch-size, arguments.py @d98e8a64 l. 698-701);
+#   - the vocabulary rows: plan.vocab_divisor refuses make_vocab_size_divisible_by beside padded_vocab_size,
+#     which pins the rows (Megatron pads no further, build_tokenizer.py _set_padded_vocab_size);
+#   - the loss's share of the pipeline split: schema.Job._loss_layers refuses loss_layers_in_pipeline_split other
+#     than 1 beside account_for_loss_in_pipeline_split true (1 layer).
+SPELLINGS = (("global_batch", "global_batch_tokens", "batch_size_schedule"),
+             ("make_vocab_size_divisible_by", "padded_vocab_size"),
+             ("loss_layers_in_pipeline_split", "account_for_loss_in_pipeline_split"))
+
+
+def _phase(p, key: str):
+    """One field of a schedule phase, a mapping (a job file, a saved fit row, the command line) or schema.BatchPhase."""
+    return p[key] if isinstance(p, dict) else getattr(p, key)
+
+
+def _one_setting(a: str, va, b: str, vb) -> bool:
+    """Whether two spellings' values are one setting, so both stand: a global_batch that is the schedule's last
+    batch; a loss split of 1 layer beside account_for_loss_in_pipeline_split, or beside it false."""
+    v = {a: va, b: vb}
+    try:
+        if set(v) == {"global_batch", "batch_size_schedule"}:
+            return _phase(v["batch_size_schedule"][-1], "global_batch") == v["global_batch"]
+    except (TypeError, KeyError, IndexError, AttributeError):
+        return False  # not a schedule: the command line's spelling replaces it (the schema would name it)
+    if set(v) == {"loss_layers_in_pipeline_split", "account_for_loss_in_pipeline_split"}:
+        return v["account_for_loss_in_pipeline_split"] is not True or v["loss_layers_in_pipeline_split"] == 1
+    return False
+
+
+def _shown(key: str, value) -> str:
+    """A spelling's value in a note: a schedule in Megatron's THRESHOLD:BATCH words, else as given."""
+    if key == "batch_size_schedule":
+        from .batch_ramp import tokens_text
+
+        try:
+            return '"' + " ".join(f"{tokens_text(float(_phase(p, 'from_tokens')))}:{_phase(p, 'global_batch')}"
+                                  for p in value) + '"'
+        except (TypeError, KeyError, AttributeError, ValueError):
+            return repr(value)
+    return str(value)
+
+
+def command_line_spellings(data: dict, given: dict) -> list[str]:
+    """The file's spellings of a setting (SPELLINGS) that a command-line spelling replaces, each taken out of `data`
+    and returned as a line naming both values: `--global-batch-tokens 1048576` over a job file's `global_batch: 16`
+    was refused as "both global_batch and global_batch_tokens are set"; now the option's batch is the plan's. Two
+    spellings of one setting (_one_setting) both stand. `data`: the file's (or a saved fit row's) job fields;
+    `given`: the command line's options that are set."""
+    lines: list[str] = []
+    for group in SPELLINGS:
+        for k in group:
+            if given.get(k) is None:
+                continue
+            for other in group:
+                if other == k or given.get(other) is not None or data.get(other) is None:
+                    continue
+                if _one_setting(k, given[k], other, data[other]):
+                    continue
+                lines.append(f"{other}: the file's {_shown(other, data.pop(other))} is not kept: the command line's "
+                             f"{k} {_shown(k, given[k])} replaces it")
+    return lines

@@ -2371,6 +2371,9 @@ def fit_row_job(rows: list[dict], n: int, where: str = "", **overrides) -> Job:
     fields = plan_job_fields(plan)
     given = {k: v for k, v in overrides.items() if v is not None}
     from .catalog import hardware_source, model_source
+    from .field_options import command_line_spellings
+
+    command_line_spellings(fields, given)  # an option's spelling of a setting replaces the row's (core.job_from_cli's note)
 
     for key, source in (("model", model_source), ("hardware", hardware_source)):
         if key not in given:

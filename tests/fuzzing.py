@@ -15,9 +15,9 @@ CliRunner and checks the contract of the README ("Robustness"):
   (_job_field_mutation), have each row of their `fit` priced again by `explain` of the row's reproduce line, to
   the same time and memory terms (fit_rows_agree).
 - the cli-options kind's command lines (fit, explain, check, budget, export with options drawn from each command's
-  typer parameters, valid and bad values; _cli_mutation): an exit 2 gives `hint:` too, a `--format json` output
-  parses, and an option that replaces a job file's or trainer config's value is named in a note and held by the
-  plan (cli_options_check).
+  typer parameters, valid and bad values; _cli_mutation): an exit 2 gives `hint:` too and does not refuse an option
+  beside the file's other spelling of its setting, a `--format json|yaml|csv` output parses, and an option that
+  replaces a job file's or trainer config's value is named in a note and held by the plan (cli_options_check).
 
 tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
 under `pytest -m fuzz`.
@@ -1064,7 +1064,7 @@ CLI_VALUES = {
     "model": ["llama3-8b", "qwen3-30b-a3b", "megatron-gpt-1.7b", "mistral-7b", "llama3-70b", str(DATA / "tiny-fit.yaml")],
     "gpus": ["1", "2", "8", "16", "64"], ("fit", "gpus"): ["8", "16", "8,16", "8..32", "64"],
     "hardware": ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "mi300x", "b200", "gb200-nvl72", str(DATA / "hardware" / "aws-p4de.yaml")],
-    "tokens": ["1T", "15e12", "1e9", "2.5B"], "global_batch_tokens": ["4M", "65536", "1e6"],
+    "tokens": ["1T", "15e12", "1e9", "2.5B"], "global_batch_tokens": ["4M", "65536", "1e6", "1048576"],
     "step_batch_size_schedule": ["0:8 1M:16", "0:16", "0:512 252M:1024"],
     "hierarchical_cp_sizes": ["2,2", "1,2", "2 1"], "rank_orders": ["tp-inner", "all", "tp-cp-dp-pp,tp-dp-cp-pp"],
     "objective": ["time", "memory", "cost"], "top": ["1", "3", "50"], "explain_row": ["1", "2"],
@@ -1211,6 +1211,14 @@ def _cli_seeds() -> dict[str, list[str]]:
                               "--format", "json"],
         "export.json": ["export", "{d}/job.yaml", "--format", "megatron", "-o", "{d}/out.sh"],
         "export-titan.json": ["export", "--model", "llama3-8b", "--gpus", "8", "--stack", "torchtitan", "--format", "torchtitan"],
+        # trainer configs under every command, with the yaml and csv outputs (their options replace the file's values)
+        "explain-megatron.json": ["explain", sh, "--format", "yaml"],
+        "check-toml.json": ["check", toml, "--gpus", "8", "--format", "csv"],
+        "budget-megatron.json": ["budget", sh, "--tokens", "1T", "--mc-runs", "0", "--format", "yaml"],
+        "budget-toml.json": ["budget", toml, "--gpus", "8", "--mc-runs", "0", "--format", "csv"],
+        "fit-megatron.json": ["fit", sh, "--top", "2", "--format", "yaml"],
+        "export-toml.json": ["export", toml, "--gpus", "8", "--format", "torchtitan"],
+        "export-megatron.json": ["export", sh, "--format", "megatron"],
     }
 
 
@@ -1268,8 +1276,83 @@ CLI_PLAN_FIELDS = ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "global_batch",
                    "schedule", "ep", "etp", "gpus", "rank_order")
 
 
+def _csv_rows(text: str) -> list[dict]:
+    """`--format csv` output read back: a header and rows of its width (a cell holding a comma or a line break is
+    quoted), each row as {column: text}; ValueError where a row's width differs or there is no header."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or not rows[0]:
+        raise ValueError("no header row")
+    bad = next((i for i, row in enumerate(rows[1:], 2) if len(row) != len(rows[0])), None)
+    if bad is not None:
+        raise ValueError(f"row {bad} has {len(rows[bad - 1])} cells, the header {len(rows[0])}")
+    return [dict(zip(rows[0], row)) for row in rows[1:]]
+
+
+def _yaml_doc(text: str):
+    """`--format yaml` output read back (yaml.safe_load: plain YAML, no Python tags); ValueError where it does not."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(str(e).replace("\n", " ")) from None
+
+
+def _json_doc(text: str):
+    """`--format json` output read back as strict JSON: NaN, Infinity and -Infinity, which json.loads takes and
+    JSON (RFC 8259) has not, are refused (render/common.py turns a non-finite figure into null)."""
+    def constant(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=constant)
+
+
+# what each machine-readable --format's output must parse as (cli/common.py FormatOption: json|yaml|csv)
+CLI_PARSERS = {"json": _json_doc, "yaml": _yaml_doc, "csv": _csv_rows}
+
+
+def _plan_of(cmd: str, fmt: str, data) -> dict | None:
+    """The plan explain's or check's output holds (json and yaml: the `plan` object; csv: the `plan.` columns of
+    the first row, as text), else None."""
+    if cmd not in ("explain", "check", "budget") or not data:
+        return None
+    first = data[0] if isinstance(data, list) else data
+    if not isinstance(first, dict):
+        return None
+    if fmt == "csv":
+        return {k[len("plan."):]: v for k, v in first.items() if k.startswith("plan.")} or None
+    plan = first.get("plan")
+    return plan if isinstance(plan, dict) else None
+
+
+# an error that refuses two fields set together (plan._global_batch, plan.vocab_divisor, schema.Job._loss_layers, ...)
+TWO_SPELLINGS = re.compile(r"give one of|both .+ are set|contradicts|beside")
+
+
+def _refused_as_two_spellings(args: list[str], error: list[str]) -> str | None:
+    """An exit 2 that refuses an option's field together with a field only the file sets (the error names both and
+    says to give one): the option did not replace the file's other spelling (issue 22, flags beat file values;
+    `explain job.yaml --global-batch-tokens N` over the file's global_batch was refused so)."""
+    text = " ".join(error)
+    if not TWO_SPELLINGS.search(text):
+        return None
+    file_data = _cli_file_data(args)
+    if not file_data:
+        return None
+    cmd = args[0]
+    named = {f for f in file_data if re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", text)}
+    given = {CLI_FIELD.get(p.name, p.name) for a in args[2:] if a.startswith("-")
+             for p in _cli_params(cmd) if a.split("=", 1)[0] in p.opts + p.secondary_opts}
+    for f in sorted(given):
+        if f not in file_data and re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", text):
+            other = sorted(named - given)
+            if other:
+                return f"{f} given with the file's {other[0]}: refused as two spellings ({text[:200]})"
+    return None
+
+
 def cli_options_check(args: list[str], r) -> str | None:
-    """Beyond check_result's contract: an exit 2 gives a `hint:` after its error; a `--format json` output parses; an
+    """Beyond check_result's contract: an exit 2 gives a `hint:` after its error, and does not refuse an option beside
+    the file's other spelling of its setting (_refused_as_two_spellings); a `--format json|yaml|csv` output
+    parses (CLI_PARSERS: csv rows as wide as the header); an
     option that replaces a value the job file (CLI_JOB) sets is named in a note (unless --quiet), and explain's,
     check's and budget's plan holds the option's value."""
     if "--help" in args[:args.index("--")] if "--" in args else "--help" in args:
@@ -1280,16 +1363,16 @@ def cli_options_check(args: list[str], r) -> str | None:
         at = next((i for i, ln in enumerate(lines) if ln.startswith("error: ")), None)
         if at is None or not any(ln.startswith("hint: ") for ln in lines[at + 1:]):
             return f"exit 2 without a hint: {err[-300:]!r}"
-        return None
+        return _refused_as_two_spellings(args, lines[at:])
     cmd = args[0]
     fmt = _last(args, ("--format", "-f"))
     data = None
-    if cmd != "export" and fmt == "json" and not (cmd == "fit" and _last(args, ("--export",))) and (
+    if cmd != "export" and fmt in CLI_PARSERS and not (cmd == "fit" and _last(args, ("--export",))) and (
             r.exit_code == 0 or r.stdout.strip()):
         try:
-            data = json.loads(r.stdout)
+            data = CLI_PARSERS[fmt](r.stdout)
         except ValueError as e:
-            return f"--format json printed what does not parse ({e}): {r.stdout[:200]!r}"
+            return f"--format {fmt} printed what does not parse ({e}): {r.stdout[:200]!r}"
     file_data = _cli_file_data(args) if r.exit_code == 0 else None
     if not file_data:
         return None
@@ -1313,8 +1396,9 @@ def cli_options_check(args: list[str], r) -> str | None:
             continue
         if not quiet and f"{field}={given}: the command line replaces the file's {want}" not in err:
             return f"{opt} {value} replaces the job file's {field}: {want} without a note"
-        plan = (data[0] if isinstance(data, list) and data else data or {}).get("plan") if cmd in ("explain", "check") else None
-        if field in CLI_PLAN_FIELDS and isinstance(plan, dict) and field in plan and plan[field] != given:
+        plan = _plan_of(cmd, fmt, data)
+        if field in CLI_PLAN_FIELDS and plan is not None and field in plan and (
+                plan[field] != (str(given) if fmt == "csv" else given)):
             return f"{opt} {value} given with the job file: the plan has {field} {plan[field]!r}"
     return None
 

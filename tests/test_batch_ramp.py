@@ -327,3 +327,38 @@ def test_rampup_phases_by_hand():
     assert rampup_phases(16, 16, 10, 64) == [(0, 16), (4, 32), (7, 48), (10, 64)]
     # one increment over 5 samples: 16 from c = 5 (int(5 / 5.0) = 1)
     assert rampup_phases(8, 8, 5, 16) == [(0, 8), (5, 16)]
+
+
+def test_cli_batch_option_over_the_files_other_spelling(cli, tmp_path):
+    """`explain JOB.yaml --global-batch-tokens N` where the job file sets global_batch was refused ("both global_batch
+    and global_batch_tokens are set", exit 2); found with the cli-options fuzz work (seed 78 session, by hand). Now the
+    option's batch is the plan's, with a note naming the file's value: 1,048,576 tokens / 4,096 = 256 sequences. The
+    same for a torchtitan TOML (global batch 8 = local batch 1 x dp 8) at 8,192 tokens: 128 sequences, and for a
+    saved fit row (its global_batch) under --from-fit; --global-batch 64 over a schedule whose last batch is 32 runs 64
+    without the ramp."""
+    import json
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 2\nsharding: zero1\nglobal_batch: 16\nseq_len: 4096\n")
+    r = cli("explain", job, "--global-batch-tokens", "1048576", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["global_batch"] == 256
+    assert (f"{job}: global_batch: the file's 16 is not kept: the command line's global_batch_tokens 1048576.0 "
+            "replaces it") in r.stderr
+    toml = Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml"
+    r = cli("explain", toml, "--gpus", "8", "--global-batch-tokens", "1048576", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["global_batch"] == 128 and "global_batch: the file's 8 is not kept" in r.stderr
+    fit = tmp_path / "fit.json"
+    r = cli("fit", job, "--top", "1", "--format", "json")
+    fit.write_text(r.stdout)
+    r = cli("explain", "--from-fit", fit, "--global-batch-tokens", "1048576", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["global_batch"] == 256 and "global_batch: the file's 16 is not kept" in r.stderr
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 2\nsharding: zero1\nseq_len: 4096\nbatch_size_schedule:\n"
+                   "  - {from_tokens: 0, global_batch: 16}\n  - {from_tokens: 1e6, global_batch: 32}\n")
+    r = cli("explain", job, "--global-batch", "64", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)["plan"]
+    assert plan["global_batch"] == 64 and plan.get("batch_size_schedule") is None
+    assert 'batch_size_schedule: the file\'s "0:16 1M:32" is not kept' in r.stderr

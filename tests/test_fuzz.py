@@ -263,6 +263,8 @@ def test_cli_options_check_flags_a_missing_hint_an_unparsed_json_and_a_silent_ov
     assert cli_options_check(job, R(2, "", "error: x\n")).startswith("exit 2 without a hint")
     assert cli_options_check(job, R(0, "{", "")).startswith("--format json printed what does not parse")
     assert cli_options_check(job + ["-f", "table"], R(0, "{", "")) is None
+    assert cli_options_check(job, R(0, '{"plan": {"mfu": NaN}}', "")) == (
+        "--format json printed what does not parse (NaN is not JSON): '{\"plan\": {\"mfu\": NaN}}'")
     assert cli_options_check(job + ["--help"], R(2, "", "Usage")) is None
     assert cli_options_check(job + ["--tp", "4"], R(0, ok, "")) == "--tp 4 replaces the job file's tp: 2 without a note"
     assert cli_options_check(job + ["--tp", "4", "-q"], R(0, ok, "")) is None
@@ -272,6 +274,57 @@ def test_cli_options_check_flags_a_missing_hint_an_unparsed_json_and_a_silent_ov
     # fit's comma list pins the search, replacing nothing (seed 70's two false failures before this rule)
     fit = ["fit", "/x/job.yaml", "--format", "json", "--recompute", "none,selective,full"]
     assert cli_options_check(fit, R(0, json.dumps({"rows": []}), "")) is None
+
+
+def test_cli_options_check_parses_yaml_and_csv_outputs():
+    """`--format yaml` and `--format csv` outputs are machine-readable too (cli/common.py FormatOption: json|yaml|csv):
+    cli_options_check flags a YAML output that yaml.safe_load refuses (a Python tag) and a CSV output whose row is
+    narrower or wider than its header (an unquoted comma); and reads the plan back from either: csv's `plan.tp`
+    column holds the text "2" where the option asked 4."""
+    from fuzzing import cli_options_check
+
+    class R:
+        def __init__(self, code, out="", err=""):
+            self.exit_code, self.stdout, self.stderr = code, out, err
+
+    job = ["explain", "/x/job.yaml", "--tp", "4"]
+    note = "note: /x/job.yaml: tp=4: the command line replaces the file's 2\n"
+    assert cli_options_check(job + ["--format", "yaml"], R(0, "plan:\n  tp: 4\n", note)) is None
+    assert cli_options_check(job + ["--format", "yaml"], R(0, "plan: !!python/tuple [4]\n", note)).startswith(
+        "--format yaml printed what does not parse")
+    assert cli_options_check(job + ["--format", "yaml"], R(0, "plan:\n  tp: 2\n", note)) == (
+        "--tp 4 given with the job file: the plan has tp 2")
+    assert cli_options_check(job + ["--format", "csv"], R(0, "plan.tp,plan.cp\n4,1\n", note)) is None
+    assert cli_options_check(job + ["--format", "csv"], R(0, 'plan.tp,notes\n4,"a, b"\n', note)) is None
+    assert cli_options_check(job + ["--format", "csv"], R(0, "plan.tp,notes\n4,a, b\n", note)) == (
+        "--format csv printed what does not parse (row 2 has 3 cells, the header 2): 'plan.tp,notes\\n4,a, b\\n'")
+    assert cli_options_check(job + ["--format", "csv"], R(0, "plan.tp,plan.cp\n2,1\n", note)) == (
+        "--tp 4 given with the job file: the plan has tp '2'")
+    assert cli_options_check(job + ["--format", "csv"], R(0, "", note)).startswith(
+        "--format csv printed what does not parse (no header row)")
+
+
+def test_cli_options_check_flags_an_option_refused_beside_the_files_other_spelling():
+    """An exit 2 whose error refuses an option's field together with a field only the job file sets ("both ... are
+    set", "give one of", "contradicts", "beside"): the option did not replace the file's value (issue 22). The case
+    it stands for: `explain job.yaml --global-batch-tokens 1048576` over CLI_JOB's global_batch 16, refused before
+    field_options.command_line_spellings. Not flagged: both fields given on the command line (the user's own
+    conflict), or an error that names no file field."""
+    from fuzzing import cli_options_check
+
+    class R:
+        def __init__(self, code, out="", err=""):
+            self.exit_code, self.stdout, self.stderr = code, out, err
+
+    both = R(2, "", "error: /x/job.yaml: both global_batch and global_batch_tokens are set\nhint: give one of them\n")
+    job = ["explain", "/x/job.yaml"]
+    assert cli_options_check(job + ["--global-batch-tokens", "1048576"], both) == (
+        "global_batch_tokens given with the file's global_batch: refused as two spellings (error: /x/job.yaml: both "
+        "global_batch and global_batch_tokens are set hint: give one of them)")
+    assert cli_options_check(job + ["--global-batch", "8", "--global-batch-tokens", "1048576"], both) is None
+    assert cli_options_check(["explain", "--model", "llama3-8b", "--global-batch-tokens", "1M"], both) is None
+    other = R(2, "", "error: /x/job.yaml: tp 3 does not divide 32 heads\nhint: give one of 1, 2, 4, 8\n")
+    assert cli_options_check(job + ["--tp", "3"], other) is None
 
 
 def test_cli_option_values_cover_every_value_option():

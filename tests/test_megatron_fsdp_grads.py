@@ -237,3 +237,28 @@ def test_precision_aware_script_reads_one_note(tmp_path, cli):
     assert float(m["step_grad_copies"]) == 0.0 and float(m["gradients"]) == pytest.approx(2 * L, rel=1e-12)
     r = cli("export", path, "--format", "megatron")
     assert r.exit_code == 2 and "fp32 master weights" in r.stderr and "Traceback" not in r.output
+
+
+def test_fp16_plan_exports_the_fp32_grad_flags_and_reads_back(tmp_path):
+    """An fp16 plan on a Megatron-FSDP mode priced with the megatron preset's 4 B gradients: the export writes
+    --megatron-fsdp-main-grads-dtype fp32 --megatron-fsdp-grad-comm-dtype fp32 as for bf16 (Megatron-FSDP reads no
+    --accumulate-allreduce-grads-in-fp32, its auto under --fp16 is fp16, arguments.py @d98e8a64 l. 3691-3694), and the
+    script reads back with 4 B gradients, 4 P / 8 = 4,015,130,624 B a GPU on 8 GPUs (optim_grads_params). Before,
+    fp32_gradients answered False for every fp16 plan: the script left the flags out and read back as 2 B (the
+    job-fields fuzz kind, seed 78: qwen3-30b-a3b fp16 on 16 GPUs, optim_grads, 63.49 GiB priced, 59.83 read back)."""
+    from planner.cli.export import check_readback
+    from planner.explain import evaluate, to_json
+    from planner.plan import resolve
+    from planner.schema import Job
+    from planner.trainers.export import export_plan
+
+    job = Job(model="llama3-8b", gpus=8, stack="megatron", sharding="fsdp", sharding_mode="megatron_fsdp_optim_grads_params",
+              fp16=True, global_batch=8, seq_len=1024, recompute="full")
+    s, p, _ = resolve(job)
+    row = to_json(s, p, evaluate(s, p))
+    text, _ = export_plan(row["plan"], "megatron")
+    assert "--megatron-fsdp-main-grads-dtype fp32" in text and "--megatron-fsdp-grad-comm-dtype fp32" in text
+    check_readback(row, "megatron", text)  # raises where the plan or its memory differ
+    path = tmp_path / "fp16.sh"
+    path.write_text(text)
+    assert float(_memory(str(path))["gradients"]) == pytest.approx(4 * L, rel=1e-12)

@@ -22,7 +22,7 @@ from ..params import count_params
 from ..plan import resolve
 from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
-from ..field_options import FIELD_NAMES, FIELD_OPTIONS
+from ..field_options import FIELD_NAMES, FIELD_OPTIONS, command_line_spellings
 from ..schema import Job, Sharding
 from ..trainers import READ_FORMATS, default_trainer_seq, load_trainer_config, one_rank_mesh, sniff_format, words_of
 from ..units import parse_count
@@ -145,6 +145,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         command_line_tp(cfg, data, given, f"{path}: ")
         megatron_bridge.command_line_tp(cfg, data, given, f"{path}: ")  # Bridge refuses SP at tp 1
         cfg.assumed += command_line_sharding(data, given)
+        cfg.assumed += command_line_spellings(data, given)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
             one_rank_mesh(data, given["stack"], cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack"):
@@ -172,7 +173,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         data.update(job_file_data(raw, path, Job.model_fields))
         where = f"{path}: "
     given = {k: v for k, v in overrides.items() if v is not None}
-    if path is not None and (lines := replaced(data, given) + command_line_sharding(data, given)):
+    if path is not None and (lines := replaced(data, given) + command_line_sharding(data, given)
+                             + command_line_spellings(data, given)):
         note(f"{path}: {'; '.join(lines)}")  # flags beat the job file's values, each named (issue 24)
     data.update(given)
     if "model" not in data:
@@ -252,7 +254,8 @@ def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[P
     rows = load_fit_rows(from_fit)
     job = fit_row_job(rows, row, where=f"{from_fit}: ", **overrides)
     # flags beat the saved plan's values as they beat a job file's, each named (issue 22)
-    if lines := replaced(plan_job_fields(rows[row - 1]["plan"]), {k: v for k, v in overrides.items() if v is not None}):
+    fields, given = plan_job_fields(rows[row - 1]["plan"]), {k: v for k, v in overrides.items() if v is not None}
+    if lines := replaced(fields, given) + command_line_spellings(fields, given):  # (fit_row_job drops the same)
         note(f"{from_fit} row {row}: {'; '.join(lines)}")
     return job, f"{from_fit} row {row}: "
 

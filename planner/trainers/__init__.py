@@ -390,8 +390,11 @@ def plan_bytes(plan: dict) -> dict:
 def fp32_gradients(plan: dict) -> bool:
     """Whether the plan's bytes_per_param keeps fp32 main gradients (4 B: the megatron and bf16-moments presets):
     where a Megatron-FSDP mode needs --megatron-fsdp-main-grads-dtype fp32 --megatron-fsdp-grad-comm-dtype fp32
-    (its default keeps the parameters' bf16: memory.py [mg])."""
-    return float(plan_bytes(plan)["gradients"]) == 4.0 and not plan.get("fp16")
+    (its default auto keeps the parameters' 16-bit dtype, bf16 under --bf16 and fp16 under --fp16: memory.py [mg]). An
+    fp16 plan too: Megatron-FSDP reads no --accumulate-allreduce-grads-in-fp32 (the DDP buffer's fp32 flag that
+    _megatron_state_flags writes for it), so without these flags an fp16 plan priced with 4 B gradients read back as 2 B
+    (the job-fields fuzz kind, seed 78)."""
+    return float(plan_bytes(plan)["gradients"]) == 4.0
 
 
 # Megatron-FSDP's main-gradient and gradient-collective dtype flags at fp32 (NVIDIA/Megatron-LM @d98e8a64
