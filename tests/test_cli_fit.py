@@ -98,6 +98,21 @@ def test_fit_pin_at_its_bound_still_searches(cli):
     assert json.loads(r.stdout)[0]["plan"]["tp"] == 4
 
 
+@pytest.mark.parametrize("option,value,dup,what", [
+    ("--tp", "4,4", "4", "value"), ("--cp", "2,1,2", "2", "value"), ("--pp", "1,1", "1", "value"),
+    ("--vpp", "1,1", "1", "value"), ("--dp", "2,2", "2", "value"), ("--micro-batch", "1,2,1", "1", "value"),
+    ("--ep", "1,1", "1", "value"), ("--etp", "1,1", "1", "value"), ("--shard-group", "2,2", "2", "value"),
+    ("--sharding", "zero1,ZERO1", "zero1", "name"), ("--recompute", "full,full", "full", "name"),
+    ("--schedule", "1f1b,1f1b", "1f1b", "name"), ("--rank-orders", "tp-cp-dp-pp,tp-cp-dp-pp", "tp-cp-dp-pp", "name"),
+])
+def test_fit_list_option_value_listed_twice_exits_2_as_gpus_does(cli, option, value, dup, what):
+    """Every comma list fit takes refuses a value listed twice with --gpus 8,8's check and message
+    (units.refuse_repeat: 'OPTION: V is listed twice' / 'list each ... once'). Before, `--tp 4,4` was taken and
+    searched the same TP twice (exit 0); names are read lower-case (fit._names), so ZERO1 repeats zero1."""
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "8", option, value), f"{option}: {dup} is listed twice",
+                     f"list each {what} once")
+
+
 @pytest.mark.parametrize("gpus,dup", [("8,8", "8"), ("8,16,8", "8"), ("8..16,16", "16")])
 def test_fit_gpus_listed_twice_exits_2_as_budget_does(cli, gpus, dup):
     """`fit --gpus 8,8` searched 8 GPUs twice; `budget --sweep-gpus 8,8` refuses it (budget.parse_gpu_list: 'is listed

@@ -24,8 +24,9 @@ from ..units import parse_count, refuse_repeat, refuse_thousands_separator
 DEFAULT_TOP = 10
 
 
-def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
-    """'8' -> (8,), '4,8' -> (4, 8); None stays None."""
+def _ints(text: Optional[str], option: str, what: str = "value") -> Optional[tuple[int, ...]]:
+    """'8' -> (8,), '4,8' -> (4, 8); None stays None; a value listed twice ('4,4') is refused (units.refuse_repeat,
+    as --gpus 8,8 and budget --sweep-gpus 8,8 are): not the same value searched twice."""
     if text is None:
         return None
     note = refuse_thousands_separator(text, option)
@@ -39,6 +40,7 @@ def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
         if v != int(v) or v < 1:
             raise PlannerError(f"{option} {text!r}: {part.strip()!r} is not a positive whole number",
                                f"give {option} as a number or a comma list, e.g. {option} 8 or {option} 4,8")
+        refuse_repeat(int(v), vals, option, what)
         vals.append(int(v))
     if not vals:
         raise PlannerError(f"{option} is empty", f"give {option} as a number or a comma list, e.g. {option} 4,8")
@@ -59,22 +61,18 @@ def _pins_within_bounds(pairs) -> None:
                                f"give {flag} values at most {bound}, or raise {max_flag} (or drop one of them)")
 
 
-def _no_repeats(values, option: str) -> None:
-    """A count listed twice is refused, as `budget --sweep-gpus` refuses it (units.refuse_repeat): not the same
-    count searched twice."""
-    for i, v in enumerate(values):
-        refuse_repeat(v, values[:i], option)
-
-
 def _names(text: Optional[str], option: str) -> Optional[tuple[str, ...]]:
     """'zero1, fsdp' -> ('zero1', 'fsdp'); None stays None; a value with no name in it (`--sharding ,`, `--rank-orders
     ''`) is refused, as _ints refuses `--tp ,`: an empty pin is no search (before: the pin was dropped silently, the
-    whole axis searched, and an empty --rank-orders list raised in the search)."""
+    whole axis searched, and an empty --rank-orders list raised in the search); a name listed twice (`--sharding
+    zero1,zero1`, any case) is refused as _ints refuses `--tp 4,4` (units.refuse_repeat)."""
     if text is None:
         return None
     names = tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
     if not names:
         raise PlannerError(f"{option} is empty", f"give {option} as a name or a comma list, e.g. {_NAME_EXAMPLES[option]}")
+    for i, name in enumerate(names):
+        refuse_repeat(name, names[:i], option, "name")
     return names
 
 
@@ -170,8 +168,7 @@ def register(app: typer.Typer) -> None:
 
             gpus_list = parse_gpu_list(gpus, "--gpus")
         else:
-            gpus_list = list(_ints(gpus, "--gpus") or ())
-        _no_repeats(gpus_list, "--gpus")
+            gpus_list = list(_ints(gpus, "--gpus", "GPU count") or ())  # (a count listed twice refused, as parse_gpu_list does)
         _pins_within_bounds((("--tp", tp, "--max-tp", max_tp), ("--cp", cp, "--max-cp", max_cp),
                              ("--pp", pp, "--max-pp", max_pp), ("--vpp", vpp, "--max-vpp", max_vpp),
                              ("--dp", dp, "--max-dp", max_dp), ("--micro-batch", micro_batch, "--max-micro-batch",
