@@ -145,3 +145,26 @@ def test_fit_rows_sum_each_rows_own_terms(monkeypatch):
     res = fit(Job(**TINY_FIT), top=50)
     assert len(res.rows) == 50
     assert shapes and set(shapes) == {()}, set(shapes)
+
+
+def test_fit_several_counts_table_prices_only_the_rows_it_shows(cli, monkeypatch):
+    """The table of several GPU counts lists each count's best plan (search.FitResult.best), whatever --top ('one
+    row per GPU count: its best plan'): fit now searches for one ranked row there. Before, `--gpus 4,8 --top
+    2147483647` priced (search.rows_of) and re-resolved all 4,869 fitting rows of tiny-fit to print two (45 s
+    against 3 s at --top 10). Counted: rows_of prices the one ranked row (the overall best, for the export and
+    the config line) and each count's best, 1 + 2 = 3 rows; the table shows two. json keeps --top ranked rows."""
+    import json
+
+    from planner import search
+
+    priced = []
+    rows_of = search.rows_of
+    monkeypatch.setattr(search, "rows_of", lambda r: priced.append(len(r.base)) or rows_of(r))
+    args = ("fit", "--model", TINY_FIT["model"], "--gpus", "4,8", "--seq-len", "1024", "--global-batch", "64")
+    r = cli(*args, "--top", "2147483647")
+    assert r.exit_code == 0, r.stderr
+    assert sum(priced) == 3, priced
+    assert [ln.split("│")[2].strip() for ln in r.stdout.splitlines() if ln.startswith("│")] == ["4", "8"]
+    r = cli(*args, "--top", "3", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert len(json.loads(r.stdout)) == 3

@@ -282,10 +282,14 @@ def register(app: typer.Typer) -> None:
             config_plan = {"file": str(job_file), "rank": None, "of": None, "searched": None, "reason": why,
                            "explain": own_res}
         ranking = config_plan is not None and config_plan["reason"] is None
+        # the table of several GPU counts shows each count's best plan (result.best), whatever --top (its header says
+        # so): the search keeps one ranked row there, not --top rows nobody sees (before, `--gpus 4,8 --top
+        # 2147483647` priced and resolved all 4,869 fitting rows of tiny-fit to print two)
+        best_only = several and fmt == Format.table and explain_row is None
         try:
             with progress("fit", len(gpus_list)) as tick:
                 # the file's plan is ranked by the search's own bounds, widened to its keys (search.fit's around)
-                result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                result = fit(job, gpus_list, opts, objective, 1 if best_only else max(top, explain_row or 0), where=where,
                              search_dispatchers=fields.get("moe_dispatcher") is None,
                              keep_feasible=plot is not None and not several, progress=tick,
                              around=row_objective(config_plan["explain"], objective) if ranking else None)
@@ -301,7 +305,8 @@ def register(app: typer.Typer) -> None:
             note(_config_line(config_plan, result.rows[0] if result.rows else None))
         for w in result.warnings:
             warn(w)
-        for w, nums in _trainer_bug_rows(result.rows[:top], result.warnings).items():
+        shown = result.best if best_only else result.rows[:top]  # the rows the table or file lists
+        for w, nums in _trainer_bug_rows(shown, result.warnings).items():
             warn(f"row{'s' if len(nums) > 1 else ''} {', '.join(map(str, nums))}: {w}")
         if result.counts.dispatchers:  # the MoE dispatcher searched (search.dispatcher_settings)
             left = "".join(f"; {n} left out: {why}" for n, why in result.counts.dispatchers_left)
@@ -325,7 +330,7 @@ def register(app: typer.Typer) -> None:
             note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
         if job.calibration is not None:
-            note_calibration(rows[:top])
+            note_calibration(shown)
         if plot is not None:
             _plot_fit(result, rows[:top], plot, several)
         if export is not None:
@@ -343,9 +348,8 @@ def register(app: typer.Typer) -> None:
                 raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")
             emit_fit_row(rows[explain_row - 1], job, fmt, config)
             return
-        if several and fmt == Format.table:
-            rows = result.best  # the best plan of each GPU count (json|yaml|csv keep the ranked rows)
-        emit_fit(result, rows[:top] if not several or fmt != Format.table else rows, job, opts.rank_orders, fmt,
+        # best_only: the best plan of each GPU count (json|yaml|csv keep the ranked rows)
+        emit_fit(result, shown, job, opts.rank_orders, fmt,
                  config_plan=_config_json(config_plan, result.rows[0]) if config_plan is not None else None, config=config)
 
 
