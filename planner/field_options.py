@@ -91,7 +91,7 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("chunked_loss", "bool", "the output layer and loss per sequence chunk (torchtitan 0.3.0 "
                 "ChunkedLossWrapper) (default: off)"),
     FieldOption("moe_grouped_gemm", "bool", "MoE: the experts as one grouped GEMM (Megatron --moe-grouped-gemm) "
-                "(default: off)"),
+                "(default: the stack's; Megatron-LM's off)"),
     FieldOption("moe_permute_fusion", "bool", "MoE: Transformer Engine's fused token permutation (Megatron "
                 "--moe-permute-fusion) (default: the stack's; Megatron-LM's off)"),
     FieldOption("moe_router_fusion", "bool", "MoE: Transformer Engine's fused router top-k and score function (Megatron "

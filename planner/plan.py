@@ -15,7 +15,7 @@ import numpy as np
 
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
-from .recompute_modules import RC_FULL, RC_NONE, RC_SELECTIVE, apply_modules  # noqa: F401 (the recompute codes: defined there)
+from .recompute_modules import RC_FULL, RC_NONE, RC_SELECTIVE, apply_modules, moe_grouped_gemm_on  # noqa: F401 (the recompute codes: defined there)
 from .cuda_graphs import cuda_graph_error
 from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
@@ -1655,7 +1655,6 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         fp8_param_gather=job.fp8_param_gather,
         fp4_param_gather=job.fp4_param_gather,
         transformer_impl=job.transformer_impl or "transformer_engine",
-        moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         fp16=job.fp16,
         **_fusion_settings(job, model, stack, inherited, where),
@@ -2193,7 +2192,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
         if why is not None:
             raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
-    if job.moe_grouped_gemm and hw.capability is not None and hw.capability < (8, 0):
+    if moe_grouped_gemm_on(job, stack) and model.moe is not None and hw.capability is not None and hw.capability < (8, 0):
         raise PlannerError(f"{where}moe_grouped_gemm on {hw.name} (compute capability {hw.compute_capability}): Megatron "
                            "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
                            "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
@@ -2605,10 +2604,11 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff",
                          "moe_hybridep_capacity_factor") if getattr(job, f) is not None]
     given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax", "moe_router_dtype",
-                                    "moe_router_padding", "moe_grouped_gemm") if getattr(job, f)]
-    # the fused MoE kernels' switches, either way (--moe-permute-fusion / --no-moe-permute-fusion): on a dense model
-    # they fuse nothing (moe_fusion_settings runs for an MoE model only), refused as the dispatcher is, not dropped
-    given += [f for f in MOE_FUSIONS if getattr(job, f) is not None]
+                                    "moe_router_padding") if getattr(job, f)]
+    # the MoE kernels' switches, either way (--moe-permute-fusion / --no-moe-permute-fusion, --moe-grouped-gemm /
+    # --no-moe-grouped-gemm; None: not given): on a dense model they fuse or group nothing (moe_fusion_settings and
+    # moe_grouped_gemm run for an MoE model only), refused as the dispatcher is, not dropped
+    given += [f for f in (*MOE_FUSIONS, "moe_grouped_gemm") if getattr(job, f) is not None]
     if model.moe is None:
         if given:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
@@ -2650,8 +2650,11 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     fusions = moe_fusion_settings(job, stack, inherited, where)
     _router_dtype_ok(job, stack, fusions["moe_router_fusion"], where)
     _router_padding_ok(job, stack, name, where)
+    if job.moe_grouped_gemm is None and stack.defaults.moe_grouped_gemm is not None:
+        inherited.append(("moe_grouped_gemm", stack.defaults.moe_grouped_gemm))
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
                 moe_route_nodes=int(job.moe_route_nodes or 0), moe_hybridep_capacity_factor=hcf, **fusions,
+                moe_grouped_gemm=moe_grouped_gemm_on(job, stack),
                 moe_router_padding=job.moe_router_padding,
                 **moe_router_settings(job, stack, inherited, where, model), moe_router_dtype=job.moe_router_dtype)
 

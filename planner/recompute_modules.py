@@ -144,9 +144,18 @@ def apply_modules(job, stack: Stack, model, where: str = "") -> Stack:
                            "layernorm recompute for fp8.', transformer_config.py @d98e8a64 l. 2000-2005)",
                            "use fp8_recipe tensorwise (or mxfp8, blockwise), or leave moe_act and layernorm out")
     policy = modules_policy(list(dict.fromkeys(modules)), stack.selective)
-    if "moe_act" in modules and not job.moe_grouped_gemm:  # Megatron-Core refuses it (l. 1964-1967): the plans with
+    if "moe_act" in modules and not moe_grouped_gemm_on(job, stack):  # Megatron-Core refuses it (l. 1964-1967): the plans with
         policy = policy.model_copy(update={"ungrouped_moe_act": True})  # recompute selective break a start-up rule
     return stack.model_copy(update={"selective": policy})
+
+
+def moe_grouped_gemm_on(job, stack: Stack) -> bool:
+    """The job's moe_grouped_gemm, else the stack's defaults.moe_grouped_gemm (Megatron-LM's false,
+    stack_db/megatron.yaml), else off (a stack without the switch: no grouped-GEMM workspaces priced).
+    Priced for an MoE model only: plan.moe_dispatch_settings refuses a given value on a dense model."""
+    if job.moe_grouped_gemm is not None:
+        return bool(job.moe_grouped_gemm)
+    return bool(stack.defaults.moe_grouped_gemm)
 
 
 def _is_mla(kind) -> bool:

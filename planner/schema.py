@@ -1951,6 +1951,10 @@ class StackDefaults(BaseModel):
                                   "null: the stack has no such switch (priced fused; the job field is refused)")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="the MoE router top-k a job runs when it does not say (as moe_permute_fusion)")
+    moe_grouped_gemm: Optional[bool] = Field(
+        default=None, description="the routed experts as one grouped GEMM (job moe_grouped_gemm) where a job does not say: "
+                                  "true Transformer Engine's GroupedLinear, its workspaces memory.te_grouped_gemm_streams; "
+                                  "null: the stack has no such switch (off: no grouped-GEMM workspaces priced)")
     moe_hybridep_capacity_factor: Optional[float] = Field(
         default=None, ge=0.0, le=1.0,
         description="HybridEP's non-blocking capacity factor a job on moe_dispatcher hybridep runs when it does not say "
@@ -3496,9 +3500,11 @@ class Job(BaseModel):
         "--no-gradient-accumulation-fusion sets false): false writes each weight gradient as a bf16 tensor added into "
         "the main gradient by a kernel of its own (stack kernels wgrad_unfused), one linear's at a time; priced without "
         "FSDP (FSDP's gradient path is its own)")
-    moe_grouped_gemm: bool = Field(
-        default=False, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
-                                   "with TE layers, its multi-stream cuBLAS workspaces); default off")
+    moe_grouped_gemm: Optional[bool] = Field(
+        default=None, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
+                                  "with TE layers, its multi-stream cuBLAS workspaces); default (null, not given): the "
+                                  "stack's (stack_db defaults.moe_grouped_gemm, listed as inherited; Megatron-LM's is off), "
+                                  "off on a stack without the switch; either value on a dense model is refused")
     transformer_impl: Optional[Literal["transformer_engine", "local"]] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="Megatron --transformer-impl: local runs Megatron-Core's own layers (no Transformer "

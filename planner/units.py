@@ -97,8 +97,8 @@ def parse_seconds(text: str | int | float, what: str = "time") -> float:
     return finite(float(m.group(1)) * _TIME[m.group(2) or "s"], what, text)
 
 
-def refuse_repeat(g: int, seen, option: str) -> None:
-    """A GPU count already in `seen` is refused (a list of GPU counts: budget's --sweep-gpus, fit's --gpus), not
-    searched twice."""
+def refuse_repeat(g, seen, option: str, what: str = "GPU count") -> None:
+    """A value already in `seen` is refused, not searched twice: a list of GPU counts (budget's --sweep-gpus, fit's
+    --gpus) and every other list option of fit (--tp 4,4, --sharding zero1,zero1: what names the kind of value)."""
     if g in seen:
-        raise PlannerError(f"{option}: {g} is listed twice", "list each GPU count once")
+        raise PlannerError(f"{option}: {g} is listed twice", f"list each {what} once")

@@ -112,7 +112,7 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     the fitted moe_host's, which covers the records with and without them (docs/moe_accuracy.md).
 13b. recompute_modules (Megatron --recompute-modules) go to the job's field of that name: the
     selective policy they make (planner/recompute_modules.py); moe_grouped_gemm likewise (null:
-    off, Megatron-Core's default), which moe_act needs (start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM). Megatron reads them under
+    the stack's default, Megatron-Core's off, listed as assumed), which moe_act needs (start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another
     activation_recompute is skipped with the reason, as is one naming a module the planner
     does not price (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc).
@@ -290,7 +290,7 @@ class RunRecord(BaseModel):
                                   "null: the stack's default (Megatron-LM's off), listed as assumed")
     moe_grouped_gemm: Optional[bool] = Field(
         default=None, description="MoE: the run's experts as one grouped GEMM (Megatron-Core moe_grouped_gemm; the Job "
-                                  "field); null: off (Megatron-Core's default), never inferred")
+                                  "field); null: the stack's default (Megatron-LM's off), listed as assumed, never inferred")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")

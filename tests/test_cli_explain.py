@@ -180,3 +180,33 @@ def test_an_empty_token_count_is_refused(cli, cmd, option):
     Found probing the options beside the cli-options fuzz kind."""
     extra = ("--tokens", "1T") if cmd[0] == "budget" and option != "--tokens" else ()
     assert_one_error(cli(*cmd, "--model", "llama3-8b", "--gpus", "8", *extra, option, ""), f"cannot read {option} ''")
+
+
+_LLAMA_SH = "tests/data/trainer_configs/train_llama3_8b.sh"
+_DS_SH = "tests/data/trainer_configs/run_deepspeed_example.sh"
+
+
+@pytest.mark.parametrize("src,old,new,line,what", [
+    # the launch line (torchrun ... pretrain_gpt.py): before, skipped: 'no pretrain_gpt.py / torchrun line found'
+    (_LLAMA_SH, "pretrain_gpt.py \\", 'pretrain_gpt.py --x "y \\', 85, "torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py"),
+    # an argument array's element line: before, the line kept as one element, read on silently (exit 0)
+    (_LLAMA_SH, "    --nproc_per_node $GPUS_PER_NODE\n", '    --nproc_per_node $GPUS_PER_NODE "x\n', 25,
+     "--nproc_per_node $GPUS_PER_NODE"),
+    # Megatron-DeepSpeed's launch line (deepspeed pretrain_gpt.py): before, skipped as above
+    (_DS_SH, "deepspeed pretrain_gpt.py \\", "deepspeed pretrain_gpt.py --foo 'bar \\", 51, "deepspeed pretrain_gpt.py"),
+])
+@pytest.mark.parametrize("cmd", ["check", "explain", "fit"])
+def test_launch_script_with_an_unbalanced_quote_exits_2_naming_the_line(cli, tmp_path, cmd, src, old, new, line, what):
+    """A launch script line the Megatron reader reads with a quote it does not close (bash reads the quoted word on
+    over the next lines): `error: FILE: line N: cannot split '...': No closing quotation ...` / `hint: close the
+    quote on the same line ...`, exit 2 (megatron._quoted_words on the line as written, before the reader expands
+    its variables). Before, command_words dropped shlex's ValueError: the launch line skipped (a misleading 'no
+    pretrain_gpt.py / torchrun line found'), an array line kept whole and read on (exit 0)."""
+    from pathlib import Path
+
+    text = Path(src).read_text()
+    assert text.count(old) == 1
+    f = tmp_path / Path(src).name
+    f.write_text(text.replace(old, new))
+    assert_one_error(cli(cmd, str(f), "--gpus", "8"), f"{f}: line {line}: cannot split ", what,
+                     "No closing quotation", "hint: close the quote on the same line")

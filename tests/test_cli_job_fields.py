@@ -195,7 +195,7 @@ def test_a_fit_row_without_the_options_reproduces_without_them(cli):
 
 
 @pytest.mark.parametrize("opt,field", [
-    ("--moe-grouped-gemm", "moe_grouped_gemm"),
+    ("--moe-grouped-gemm", "moe_grouped_gemm"), ("--no-moe-grouped-gemm", "moe_grouped_gemm"),
     ("--moe-permute-fusion", "moe_permute_fusion"), ("--no-moe-permute-fusion", "moe_permute_fusion"),
     ("--moe-router-fusion", "moe_router_fusion"), ("--no-moe-router-fusion", "moe_router_fusion"),
 ])
@@ -204,8 +204,8 @@ def test_moe_kernel_switches_on_a_dense_model_exit_2(cli, cmd, opt, field):
     """The MoE kernel switches on a dense model (Llama 3 8B, no experts) are refused as --moe-dispatcher and
     --moe-router-padding are (plan.moe_dispatch_settings: '... set but llama3-8b has no experts'): before, they
     were taken and dropped (moe_fusion_settings runs for an MoE model only; grouped GEMM is priced only with
-    experts, memory.py [12]), exit 0 with nothing said. Either fusion spelling is refused: the user typed it;
-    --no-moe-grouped-gemm is the schema's default (a bool, not Optional), indistinguishable from not given."""
+    experts, memory.py [12]), exit 0 with nothing said. Either spelling is refused: the user typed it
+    (moe_grouped_gemm is Optional: None is not given, so --no-moe-grouped-gemm is no longer the default)."""
     assert_one_error(cli(cmd, "--model", "llama3-8b", "--gpus", "8", opt), f"{field} set but llama3-8b has no experts",
                      "remove them")
 
@@ -217,6 +217,30 @@ def test_moe_kernel_switches_on_an_moe_model_still_run(cli):
     assert r.exit_code == 0, r.stderr
     plan = json.loads(r.stdout)["plan"]
     assert (plan["moe_grouped_gemm"], plan["moe_permute_fusion"], plan["moe_router_fusion"]) == (True, True, False)
+
+
+def test_moe_grouped_gemm_not_given_is_the_stacks_default(cli, tmp_path):
+    """moe_grouped_gemm is Optional (None: not given). Not given, an MoE job runs the stack's
+    defaults.moe_grouped_gemm: megatron's false (stack_db/megatron.yaml, Megatron-LM @d98e8a64
+    transformer_config.py l. 850 'moe_grouped_gemm: bool = False'), listed with the other defaults
+    ('from the stack's defaults: ..., moe_grouped_gemm False'), and priced as --no-moe-grouped-gemm
+    is: the same JSON, no grouped-GEMM workspaces (the plan dict carries the key only where true).
+    A job file's `moe_grouped_gemm: false` on a dense model is refused as the option is, naming the file."""
+    assert Job(**DENSE).moe_grouped_gemm is None
+    r = cli("explain", *_args(MOE))
+    assert r.exit_code == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if "from the stack's defaults:" in x)
+    assert "moe_grouped_gemm False" in line, line
+    r = cli("explain", *_args(MOE), "--moe-grouped-gemm")
+    assert r.exit_code == 0, r.stderr
+    assert "moe_grouped_gemm" not in next(x for x in r.stdout.splitlines() if "from the stack's defaults:" in x)
+    a, b = (cli("explain", *_args(MOE), *o, "--format", "json") for o in ((), ("--no-moe-grouped-gemm",)))
+    assert a.exit_code == b.exit_code == 0, (a.stderr, b.stderr)
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+    assert "moe_grouped_gemm" not in json.loads(a.stdout)["plan"]
+    job = tmp_path / "dense.yaml"
+    job.write_text(yaml.safe_dump({**DENSE, "moe_grouped_gemm": False}))
+    assert_one_error(cli("explain", str(job)), "moe_grouped_gemm set but llama3-8b has no experts", "remove them")
 
 
 def test_megatron_reader_lists_moe_kernel_flags_of_a_dense_script_as_ignored(tmp_path):

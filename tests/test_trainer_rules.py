@@ -189,3 +189,14 @@ def test_the_planner_and_megatron_agree_on_the_micro_batch_group():
     text, _ = export_plan(resolved_plan(Job(model="llama3-8b", gpus=16, pp=4, vpp=2, micro_batch=1, global_batch=48,
                                             sharding="zero1", microbatch_group=7)), "megatron")
     assert "--microbatch-group-size-per-virtual-pipeline-stage 7 " in text
+
+
+def test_megatron_script_errors_refuses_an_unsplittable_script():
+    """megatron_script_errors splits the script with megatron.read_script_words, as the Megatron reader does: an
+    unbalanced quote (before: shlex's ValueError 'No closing quotation' as a traceback, from an argument file) and
+    a launch without torchrun's counts (before: a bare ValueError) are PlannerErrors naming the file and line."""
+    with pytest.raises(PlannerError, match=r"^run.sh: line 2: cannot split .*No closing quotation") as e:
+        megatron_script_errors("--tensor-model-parallel-size 2\n--seq-length '8192\n", "run.sh: ")
+    assert e.value.hint.startswith("close the quote on the same line")
+    with pytest.raises(PlannerError, match="^run.sh: no torchrun --nproc_per_node/--nnodes to give the world size"):
+        megatron_script_errors("--tensor-model-parallel-size 2\n", "run.sh: ")

@@ -1445,14 +1445,17 @@ def test_deepspeed_gradient_path_read(tmp_path):
 
 def test_both_megatron_readers_split_a_script_with_one_function(tmp_path):
     """The Megatron-LM and Megatron-Bridge readers read and split a script with megatron.read_script_words: an
-    unclosed quote (shlex's 'No closing quotation', in a file of arguments, which command_words splits whole) is
-    the same bad input in both, and a missing file keeps each reader's own hint."""
+    unclosed quote (shlex's 'No closing quotation', in a file of arguments, which command_words splits a line at
+    a time: megatron._quoted_words) is the same bad input in both, naming the line, and a missing file keeps each
+    reader's own hint."""
     from planner.trainers import megatron, megatron_bridge
 
     for mod, text in ((megatron, '--tensor-model-parallel-size "2\n'), (megatron_bridge, '--recipe "llama32_1b\n')):
         with pytest.raises(PlannerError) as e:
             mod.read(Path("x.sh"), text)
-        assert (str(e.value), e.value.hint) == ("x.sh: cannot split the arguments (No closing quotation)", "check the quotes")
+        assert str(e.value) == (f"x.sh: line 1: cannot split {text.strip()!r}: No closing quotation (a quote opened on "
+                                "the line is not closed on it)")
+        assert e.value.hint.startswith("close the quote on the same line")
     for mod, hint in ((megatron, "give a launch script or a file of Megatron arguments"),
                       (megatron_bridge, "give a launch script of run_recipe.py")):
         with pytest.raises(PlannerError) as e:

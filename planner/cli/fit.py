@@ -24,8 +24,9 @@ from ..units import parse_count, refuse_repeat, refuse_thousands_separator
 DEFAULT_TOP = 10
 
 
-def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
-    """'8' -> (8,), '4,8' -> (4, 8); None stays None."""
+def _ints(text: Optional[str], option: str, what: str = "value") -> Optional[tuple[int, ...]]:
+    """'8' -> (8,), '4,8' -> (4, 8); None stays None; a value listed twice ('4,4') is refused (units.refuse_repeat,
+    as --gpus 8,8 and budget --sweep-gpus 8,8 are): not the same value searched twice."""
     if text is None:
         return None
     note = refuse_thousands_separator(text, option)
@@ -39,6 +40,7 @@ def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
         if v != int(v) or v < 1:
             raise PlannerError(f"{option} {text!r}: {part.strip()!r} is not a positive whole number",
                                f"give {option} as a number or a comma list, e.g. {option} 8 or {option} 4,8")
+        refuse_repeat(int(v), vals, option, what)
         vals.append(int(v))
     if not vals:
         raise PlannerError(f"{option} is empty", f"give {option} as a number or a comma list, e.g. {option} 4,8")
@@ -59,22 +61,18 @@ def _pins_within_bounds(pairs) -> None:
                                f"give {flag} values at most {bound}, or raise {max_flag} (or drop one of them)")
 
 
-def _no_repeats(values, option: str) -> None:
-    """A count listed twice is refused, as `budget --sweep-gpus` refuses it (units.refuse_repeat): not the same
-    count searched twice."""
-    for i, v in enumerate(values):
-        refuse_repeat(v, values[:i], option)
-
-
 def _names(text: Optional[str], option: str) -> Optional[tuple[str, ...]]:
     """'zero1, fsdp' -> ('zero1', 'fsdp'); None stays None; a value with no name in it (`--sharding ,`, `--rank-orders
     ''`) is refused, as _ints refuses `--tp ,`: an empty pin is no search (before: the pin was dropped silently, the
-    whole axis searched, and an empty --rank-orders list raised in the search)."""
+    whole axis searched, and an empty --rank-orders list raised in the search); a name listed twice (`--sharding
+    zero1,zero1`, any case) is refused as _ints refuses `--tp 4,4` (units.refuse_repeat)."""
     if text is None:
         return None
     names = tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
     if not names:
         raise PlannerError(f"{option} is empty", f"give {option} as a name or a comma list, e.g. {_NAME_EXAMPLES[option]}")
+    for i, name in enumerate(names):
+        refuse_repeat(name, names[:i], option, "name")
     return names
 
 
@@ -170,8 +168,7 @@ def register(app: typer.Typer) -> None:
 
             gpus_list = parse_gpu_list(gpus, "--gpus")
         else:
-            gpus_list = list(_ints(gpus, "--gpus") or ())
-        _no_repeats(gpus_list, "--gpus")
+            gpus_list = list(_ints(gpus, "--gpus", "GPU count") or ())  # (a count listed twice refused, as parse_gpu_list does)
         _pins_within_bounds((("--tp", tp, "--max-tp", max_tp), ("--cp", cp, "--max-cp", max_cp),
                              ("--pp", pp, "--max-pp", max_pp), ("--vpp", vpp, "--max-vpp", max_vpp),
                              ("--dp", dp, "--max-dp", max_dp), ("--micro-batch", micro_batch, "--max-micro-batch",
@@ -285,10 +282,14 @@ def register(app: typer.Typer) -> None:
             config_plan = {"file": str(job_file), "rank": None, "of": None, "searched": None, "reason": why,
                            "explain": own_res}
         ranking = config_plan is not None and config_plan["reason"] is None
+        # the table of several GPU counts shows each count's best plan (result.best), whatever --top (its header says
+        # so): the search keeps one ranked row there, not --top rows nobody sees (before, `--gpus 4,8 --top
+        # 2147483647` priced and resolved all 4,869 fitting rows of tiny-fit to print two)
+        best_only = several and fmt == Format.table and explain_row is None
         try:
             with progress("fit", len(gpus_list)) as tick:
                 # the file's plan is ranked by the search's own bounds, widened to its keys (search.fit's around)
-                result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                result = fit(job, gpus_list, opts, objective, 1 if best_only else max(top, explain_row or 0), where=where,
                              search_dispatchers=fields.get("moe_dispatcher") is None,
                              keep_feasible=plot is not None and not several, progress=tick,
                              around=row_objective(config_plan["explain"], objective) if ranking else None)
@@ -304,7 +305,8 @@ def register(app: typer.Typer) -> None:
             note(_config_line(config_plan, result.rows[0] if result.rows else None))
         for w in result.warnings:
             warn(w)
-        for w, nums in _trainer_bug_rows(result.rows[:top], result.warnings).items():
+        shown = result.best if best_only else result.rows[:top]  # the rows the table or file lists
+        for w, nums in _trainer_bug_rows(shown, result.warnings).items():
             warn(f"row{'s' if len(nums) > 1 else ''} {', '.join(map(str, nums))}: {w}")
         if result.counts.dispatchers:  # the MoE dispatcher searched (search.dispatcher_settings)
             left = "".join(f"; {n} left out: {why}" for n, why in result.counts.dispatchers_left)
@@ -328,7 +330,7 @@ def register(app: typer.Typer) -> None:
             note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
         if job.calibration is not None:
-            note_calibration(rows[:top])
+            note_calibration(shown)
         if plot is not None:
             _plot_fit(result, rows[:top], plot, several)
         if export is not None:
@@ -346,9 +348,8 @@ def register(app: typer.Typer) -> None:
                 raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")
             emit_fit_row(rows[explain_row - 1], job, fmt, config)
             return
-        if several and fmt == Format.table:
-            rows = result.best  # the best plan of each GPU count (json|yaml|csv keep the ranked rows)
-        emit_fit(result, rows[:top] if not several or fmt != Format.table else rows, job, opts.rank_orders, fmt,
+        # best_only: the best plan of each GPU count (json|yaml|csv keep the ranked rows)
+        emit_fit(result, shown, job, opts.rank_orders, fmt,
                  config_plan=_config_json(config_plan, result.rows[0]) if config_plan is not None else None, config=config)
 
 

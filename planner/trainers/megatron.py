@@ -667,6 +667,21 @@ def _condition(sh: "_Shell", text: str):
     return value
 
 
+def _quoted_words(line: str, where: str, no: int) -> list[str]:
+    """shlex's words of one script line as written (before the reader expands its variables), comments dropped;
+    an unbalanced quote is bad input naming the line. bash reads a quoted word on over the next lines (or fails
+    at the end of the file); the reader splits a line at a time, so such a line was read wrong without a word:
+    a launch line skipped ('no pretrain_gpt.py / torchrun line found'), an array line kept as one element, a
+    value kept with its quote."""
+    try:
+        return shlex.split(line, comments=True)
+    except ValueError as e:  # shlex: 'No closing quotation' / 'No escaped character'
+        raise PlannerError(f"{where}line {no}: cannot split {line.strip()[:80]!r}: {e} (a quote opened on the line is "
+                           "not closed on it)",
+                           "close the quote on the same line (a quoted value over several lines is not read), or "
+                           "continue the line with a trailing backslash") from None
+
+
 def _strip_comment(s: str) -> str:
     try:
         return " ".join(shlex.split(s, comments=True))
@@ -688,9 +703,9 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     body expanded with the script's variables as bash expands it (a quoted delimiter, <<'EOT':
     as written); Megatron-DeepSpeed's scripts write their ds_config.json so."""
     lines = _join_continuations(text)
-    body = [ln for _, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    if body and body[0].lstrip().startswith("-"):
-        words = [w for ln in body for w in shlex.split(ln, comments=True)]
+    body = [(no, ln) for no, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    if body and body[0][1].lstrip().startswith("-"):
+        words = [w for no, ln in body for w in _quoted_words(ln, where, no)]
         return [], words, False
     sh = _Shell(where)
     depth, skipped, cmd = 0, [], None
@@ -761,6 +776,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             continue
         if any(not f[0] for f in frames):  # a branch not taken
             continue
+        _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
         m = _ASSIGN.match(s)
         # a launcher as a whole word of the first word (`X=torchrun`), not inside a value: DS_CONFIG=./deepspeed.json
         # is an assignment (Megatron-DeepSpeed's examples)
@@ -769,6 +785,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             if rhs.startswith("("):
                 parts = [rhs[1:]]
                 while ")" not in _strip_comment(parts[-1]) and i < len(lines):
+                    _quoted_words(lines[i][1], where, lines[i][0])  # each element line's quotes as written
                     parts.append(lines[i][1])
                     i += 1
                 inner = "\n".join(parts)
@@ -847,7 +864,7 @@ class ScriptWords(typing.NamedTuple):
     heredocs: dict       # the files it writes with `cat <<EOT > $FILE` (command_words' heredocs)
 
 
-def read_script_words(path: Path, text: Optional[str], where: str, hint: str) -> ScriptWords:
+def read_script_words(path: Optional[Path], text: Optional[str], where: str, hint: str) -> ScriptWords:
     """The script at `path` (`text`: its text when the caller already read it; else read here, `hint` the
     read error's hint) split by command_words with its heredoc files collected; a quoting shlex cannot split
     (unbalanced quotes) is bad input. The Megatron-LM and Megatron-Bridge readers share it."""

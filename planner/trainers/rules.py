@@ -588,15 +588,19 @@ def megatron_script_errors(text: str, where: str = "", *, gpus_per_domain: int |
                            capability: tuple[int, int] | None = None) -> list[tuple[str, str]]:
     """megatron_errors for a launch script: its torchrun line's arguments and GPU count, and
     the `export NAME=value` lines as the environment (gpus_per_domain, capability: the hardware's,
-    as megatron_errors takes them)."""
-    from .megatron import _launcher_gpus, command_words, parse_flags
+    as megatron_errors takes them). A script the reader cannot split (an unbalanced quote) or without the
+    launcher's counts is bad input (PlannerError), as the Megatron reader refuses it."""
+    from ..errors import PlannerError
+    from .megatron import _launcher_gpus, parse_flags, read_script_words
 
-    launch, words, _ = command_words(text, where, [])
+    split = read_script_words(None, text, where, "")
+    launch, words = split.launch, split.words
     flags, _ = parse_flags(words, where)
     env = dict(re.findall(r"^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", text, flags=re.M))
     world = _launcher_gpus(list(launch), where)
     if world is None:
-        raise ValueError(f"{where}no torchrun --nproc_per_node/--nnodes to give the world size")
+        raise PlannerError(f"{where}no torchrun --nproc_per_node/--nnodes to give the world size",
+                           "give the launch line torchrun's --nproc_per_node and --nnodes")
     return megatron_errors(flags, world, env, gpus_per_domain=gpus_per_domain, capability=capability)
 
 
