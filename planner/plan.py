@@ -574,6 +574,7 @@ class Settings:
     # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
     zero3: dict | None = None
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
+    optimizer: str = "adam"  # the update rule (job field optimizer: adam | muon; memory.py [mu])
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
@@ -1560,6 +1561,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
+        optimizer=_optimizer(job, stack, bpp, where),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         offload_optimizer=job.offload_optimizer,
@@ -1930,6 +1932,41 @@ def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
         update["fp16"] = stack.defaults.fp16
         inherited.append(("fp16", stack.defaults.fp16))
     return (job.model_copy(update=update) if update else job), inherited
+
+
+def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
+    """The job's update rule (Job.optimizer), refused where the stack's code builds no such optimizer (stack_db
+    runs.optimizers; null: adam only) and, for muon, where Megatron-LM @d98e8a64 refuses it or the planner cannot
+    price it: under FSDP (arguments.py l. 1739-1740: 'Emerging optimizer does not support Torch-FSDP2 / Megatron-FSDP
+    for now'), with the precision-aware optimizer (optimizer/__init__.py l. 493-496: skip_megatron_wrapping, the
+    layer-wise path's, 'is incompatible with use_precision_aware_optimizer'; Adam's moments below fp32 need it),
+    with the optimizer offloaded (l. 497-498), and with fp16 (l. 774-775: 'emerging optimizer with fp16 is not
+    supported')."""
+    if job.optimizer == "adam":
+        return "adam"
+    runs = stack.runs if stack is not None else None
+    listed = runs.optimizers if runs is not None else None
+    if listed is None or job.optimizer not in listed.optimizers:
+        src = f" ({stack.origin} runs.optimizers: {'; '.join(listed.sources)})" if listed is not None else ""
+        raise PlannerError(f"{where}optimizer {job.optimizer} on stack {stack.name if stack else None}, whose code builds "
+                           f"{', '.join(listed.optimizers) if listed is not None else 'adam'} only{src}",
+                           "leave optimizer out (adam), or plan --stack megatron")
+    cite = "NVIDIA/Megatron-LM @d98e8a64"
+    bad = [(job.sharding in ("zero2", "zero3", "fsdp", "hsdp"),
+            f"sharding {job.sharding}: Megatron runs muon under DDP (sharding none) or its layer-wise distributed "
+            f"optimizer (--use-distributed-optimizer, sharding zero1) only ({cite} megatron/training/arguments.py "
+            "l. 1736-1740: no Torch-FSDP2, no Megatron-FSDP)"),
+           (job.precision_aware_optimizer is True or bpp.optimizer < 8.0,
+            f"the precision-aware optimizer (Adam's moments below fp32): {cite} megatron/core/optimizer/__init__.py "
+            "l. 493-496 refuses it on the layer-wise path; the planner prices muon with fp32 states only"),
+           (job.offload_optimizer != "none", f"offload_optimizer {job.offload_optimizer}: {cite} "
+            "megatron/core/optimizer/__init__.py l. 497-498 refuses it on the layer-wise path; not priced"),
+           (job.fp16, f"fp16: {cite} megatron/core/optimizer/__init__.py l. 774-775 ('emerging optimizer with fp16 is "
+            "not supported')")]
+    for hit, why in bad:
+        if hit:
+            raise PlannerError(f"{where}optimizer muon with {why}", "use optimizer adam, or drop the setting")
+    return job.optimizer
 
 
 def _stack_mtp(job: Job, model: ModelSpec, stack, warnings: list, where: str) -> ModelSpec:
@@ -3156,6 +3193,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"precision_aware_optimizer": True} if settings.precision_aware and settings.bpp.optimizer >= 8.0 else {}),
         # the job's host (_apply_host: in settings.hardware), only where the job gave it
         **{f: getattr(settings.hardware, h) for f, h in HOST_FIELDS if f in settings.host_fields},
+        **({"optimizer": settings.optimizer} if settings.optimizer != "adam" else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

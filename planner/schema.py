@@ -1620,6 +1620,9 @@ class FP8Recipe(BaseModel):
 
 
 OptimizerImpl = Literal["fused", "foreach", "for-loop"]
+# the update rule a job's optimizer runs (Job.optimizer; stack runs.optimizers): adam (two moments a parameter,
+# BytesPerParam.optimizer) or muon (one momentum a 2-D hidden matrix, Adam on the rest: memory.py [mu])
+OptimizerName = Literal["adam", "muon"]
 
 
 # what a fused-accumulation linear returns as its weight gradient (memory.py [dw])
@@ -2579,6 +2582,22 @@ class HalfDtypeRuns(BaseModel):
 SpmdBackend = Literal["spmd_types", "partial_dtensor", "full_dtensor"]
 
 
+class OptimizerRuns(BaseModel):
+    """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
+    the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
+
+    model_config = Strict
+    optimizers: list[OptimizerName] = Field(min_length=1)
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _once(self) -> "OptimizerRuns":
+        _listed_once(self.optimizers, "optimizers")
+        if "adam" not in self.optimizers:
+            raise ValueError("runs.optimizers lacks adam: a job that leaves optimizer out runs adam")
+        return self
+
+
 class SpmdBackendRuns(BaseModel):
     """The SPMD backends a stack's trainer selects between (job field spmd_backend): torchtitan 0.3's
     parallelism.spmd_backend. The backend decides which op the TP / SP redistributes and the EP token exchange
@@ -2736,6 +2755,8 @@ class StackRuns(BaseModel):
     half_dtypes: Optional[HalfDtypeRuns] = Field(
         default=None, description="the 16-bit dtypes the stack's code trains in (job field fp16); null: the entry "
                                   "does not say (bf16 and fp16 taken as runnable)")
+    optimizers: Optional[OptimizerRuns] = Field(
+        default=None, description="the update rules the stack's code builds (job field optimizer); null: adam only")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -3597,6 +3618,12 @@ class Job(BaseModel):
                                           "[z3], [z3g]; reduce_bucket_size also "
                                           "sizes ZeRO-1/2's IPG buffer, memory.py [zb]); each left out: the stack's "
                                           "(DeepSpeed's default)")
+    optimizer: OptimizerName = Field(
+        default="adam",
+        description="the update rule: adam (m and v a parameter, bytes_per_param.optimizer) or muon (Megatron-LM "
+                    "--optimizer muon: one fp32 momentum a 2-D hidden weight matrix, orthogonalized by Newton-Schulz; "
+                    "the word embedding, output layer, norms and biases keep Adam: memory.py [mu]); a stack that builds "
+                    "no muon refuses it (stack_db runs.optimizers); default adam")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

@@ -59,7 +59,6 @@ def test_skip_reasons(rows):
     assert skip("gpt__gpt_static_inference_tp1_pp1_583m_logitsmatch__dev_dgx_h100") == "not a training row (inference)"
     assert skip("gpt__gpt3_15b_8t_release_sm__dev_dgx_h100") == "no argument file: GPU count unknown (no recipe match)"
     assert skip("hybrid__hybrid_mr_mcore_te_tp1_pp1_cp1_dgx_a100_1N8G__dev_dgx_a100").startswith("no measured peak")
-    assert skip("moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100").startswith("not modelled: --optimizer muon")
     # 12 layers as 2 + 4 + 4 + 2 on pp 4: not a split of the planner's (pipeline.stage_layers: 3 each)
     assert "--decoder-first/last-pipeline-num-layers 2/2: [2, 4, 4, 2] layers on the pipeline ranks, not a split the " \
            "planner models" in skip(
@@ -92,6 +91,31 @@ def test_hand_computed_unfused_row(rows):
     assert r["error"] == pytest.approx(4_697_146_880 / 4_702_430_720 - 1)
     assert any(a.startswith("vocab_size=50,304: GPT2BPETokenizer's 50,257 tokens") for a in r["assumed"])
     assert any(a.startswith("attention=eager: --attention-backend unfused") for a in r["assumed"])
+
+
+def test_hand_computed_muon_rows(rows):
+    """The MoE Muon rows (--optimizer muon, memory.py [mu]): 12 layers, h 512, 8 heads, --disable-bias-linear,
+    LayerNorm, tied GPT-2 embeddings, learned positions (s 1,024), 8 experts of f 1,024 (GeLU: 2 h f each) on EP 8,
+    TP1 PP1 DP8. Per GPU, Adam steps what Megatron's _is_muon_excluded routes to it (emerging_optimizers.py
+    @d98e8a64 l. 140-147): the word embedding V h (is_embedding_or_output_parameter) and the 1-D norms, two LayerNorms
+    a layer (4 h) and the final one (2 h); Muon the 2-D rest: the position table s h (untagged), a layer's QKV and
+    output projections 4 h^2 and router 8 h, and the GPU's one expert a layer, 2 h f. Adam keeps 8 B (two fp32
+    moments), Muon 4 B (its fp32 momentum_buffer, Emerging-Optimizers v0.3.0 orthogonalized_optimizer.py l. 145).
+    Without --use-distributed-optimizer every rank holds every state; with it (the layer-wise optimizer) the dense
+    states shard over dp 8 and the experts' over their data-parallel ranks, tp dp / ep = 1."""
+    adam = V * H + 12 * 4 * H + 2 * H
+    muon_dense = S * H + 12 * (4 * H * H + 8 * H)
+    muon_experts = 12 * 2 * H * 1024
+    assert (adam, muon_dense, muon_experts) == (25_781_248, 13_156_352, 12_582_912)
+    plain = rows["moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100"]
+    assert plain["mesh"] == "TP1 PP1 DP8 EP8 mbs4 gbs32" and plain["skipped"] is None
+    assert plain["terms"]["adam"] == 8 * adam + 4 * (muon_dense + muon_experts) == 309_207_040
+    assert plain["terms"]["master_weights"] == 4 * (adam + muon_dense + muon_experts)
+    dist = rows["moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon__dev_dgx_h100"]
+    assert dist["terms"]["adam"] == (8 * adam + 4 * muon_dense) / 8 + 4 * muon_experts == 82_691_072
+    # the rest of the rank's memory is the same plan's: the two rows differ by their optimizer states only
+    assert plain["predicted_bytes"] - dist["predicted_bytes"] == pytest.approx(
+        sum(plain["terms"][k] - dist["terms"][k] for k in ("adam", "master_weights")), rel=1e-12)
 
 
 def test_hand_computed_last_pipeline_stage(rows):

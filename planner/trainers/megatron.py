@@ -69,7 +69,8 @@ read). Modelled:
   ignored without it;
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
-  --optimizer other than adam, activation offloading (--fine-grained-activation-offloading,
+  --optimizer other than adam and muon (muon, dist_muon -> the job's optimizer muon, memory.py [mu]; --muon-scalar-optimizer
+  other than adam not modelled), activation offloading (--fine-grained-activation-offloading,
   --offload-modules, --cpu-offloading), pageable offload buffers (--no-pin-cpu-grads, --no-pin-cpu-params),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
@@ -270,7 +271,7 @@ VALUE_FLAGS = {
     "--hybrid-layer-pattern", "--window-size", "--window-attn-skip-freq", "--rope-type",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
-    "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    "--optimizer", "--muon-scalar-optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--optimizer-offload-fraction",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
@@ -420,6 +421,8 @@ IGNORED_REASONS = (
      "(dot_product_attention.py @d98e8a64 l. 106), read with --transformer-impl local; Transformer Engine's attention "
      "runs here, which does not take it"),
     (r"--muon-(momentum|extra-scale-factor|scale-mode)$", "optimizer hyper-parameter: no memory or time effect"),
+    (r"--muon-(num-ns-steps|coefficient-type|fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv|nesterov)$",
+     "Muon's Newton-Schulz settings: the optimizer step's matrix products, whose time is not priced (memory.py [mu])"),
     (r"--mscale(-all-dim)?$|--rotary-interleaved$",
      "a constant or channel order of the rotary embedding: the same kernel and bytes"),
     (r"--(use-persistent-ckpt-worker|dist-ckpt-[\w-]+|(no-)?ckpt-[\w-]+|use-checkpoint-opt_param-scheduler|"
@@ -1654,7 +1657,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job["sharding_mode"] = "ddp"
         else:
             raise PlannerError(f"{where}--data-parallel-sharding-strategy {strategy!r}", "valid: no_shard, optim, optim_grads, optim_grads_params")
-    elif "--use-distributed-optimizer" in flags:
+    elif "--use-distributed-optimizer" in flags or flags.get("--optimizer") == "dist_muon":
+        # with muon (or the deprecated dist_muon) validate_args runs the layer-wise distributed optimizer in its place
+        # (arguments.py @d98e8a64 l. 1725-1737): whole parameters sharded over the same dp x cp ranks, priced as the
+        # distributed optimizer's level (memory.py [mu])
         job["sharding_mode"] = "distributed_optimizer"
     else:
         job["sharding_mode"] = "ddp"
@@ -2160,7 +2166,20 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     """What the flags set that the planner cannot express and prices otherwise (TrainerConfig
     .unmodelled; the CLI warns, `planner validate` skips a corpus row that has any)."""
     opt = flags.get("--optimizer", "adam")
-    if opt != "adam":
+    if opt in MUON_OPTIMIZERS:  # the job's optimizer muon (memory.py [mu]); dist_muon: the sharding section
+        job["optimizer"] = "muon"
+        scalar = flags.get("--muon-scalar-optimizer", "adam")  # arguments.py @d98e8a64 l. 2661-2664, default adam
+        if scalar != "adam":
+            unmodelled.append(f"--muon-scalar-optimizer {scalar}: the scalar parameters' optimizer state is not "
+                              "modelled (Adam's two fp32 moments are priced)")
+        if _int(where, flags, "--num-distributed-optimizer-instances", 1) > 1 and job.get("sharding") == "zero1":
+            raise PlannerError(f"{where}--optimizer {opt} with --use-distributed-optimizer and "
+                               "--num-distributed-optimizer-instances > 1: Megatron-LM's layer-wise distributed "
+                               "optimizer asserts 'LayerWiseDistributedOptimizer does not support "
+                               "num_distributed_optimizer_instances > 1.' (megatron/core/optimizer/"
+                               "layer_wise_optimizer.py @d98e8a64 l. 537-541)",
+                               "drop --num-distributed-optimizer-instances")
+    elif opt != "adam":
         unmodelled.append(f"--optimizer {opt}: its state is not modelled (Adam's two fp32 moments are priced)")
     for f in ("--fine-grained-activation-offloading", "--cpu-offloading", "--offload-modules"):
         if f in flags:
@@ -2191,6 +2210,11 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of "
                               + ", ".join(m for m in mods if m not in priced) + " is not modelled (the planner prices "
                               + ", ".join(priced) + "; the stack's default, the attention core's, is priced)")
+
+
+# the --optimizer choices the job's optimizer muon prices (arguments.py @d98e8a64 l. 2913-2917; dist_muon the
+# deprecated spelling of muon with the layer-wise distributed optimizer, l. 1727-1733)
+MUON_OPTIMIZERS = ("muon", "dist_muon")
 
 
 # megatron/core/transformer/transformer_config.py @d98e8a64 l. 587-589 fp8: Optional[Literal['e4m3', 'hybrid']]
