@@ -1437,7 +1437,7 @@ from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
+from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
@@ -1872,7 +1872,8 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
 
     The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
     and torchtitan shard the optimizer over the combined dp x cp group); HSDP shards over
-    shard_group*cp and replicates across groups. shard: another shard degree (the routed
+    shard_group*cp and replicates across groups, as zero1 does under a mode with optimizer instances (Megatron's
+    --num-distributed-optimizer-instances N, shard_group dp / N: stack_db runs.sharding optimizer_instances). shard: another shard degree (the routed
     experts of an MoE model shard over tp x that group / (etp ep): moe.expert_shard, the
     expert-data-parallel ranks).
     fsdp (the stack's schema.FSDPSpec): what a sharded rank holds [7]: FSDP2 keeps no
@@ -1890,7 +1891,7 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     muon: the parameters among params_per_gpu that the job's Muon steps (muon_params_of [mu]): one fp32 momentum
     (MUON_MOMENTUM_BYTES) each in place of Adam's bpp.optimizer; 0 under Adam.
     """
-    d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp if shard is None else shard
+    d = plan.shard * plan.cp if shard is None else shard
     s = plan.sharding
     one = np.ones_like(d)
     fsdp_on = s >= FSDP
@@ -3052,7 +3053,7 @@ class _PerLayer:
         # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
         self.early_step = bool(settings.early_step_in_backward)
         if self.early_step:
-            d = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)
+            d = (plan.shard * plan.cp).astype(np.float64)
             tp = plan.tp.astype(np.float64)
             self.early_pool = stack.fsdp.grad_reduce_bytes * unit_params(pc, plan) / d
             self.early_temp = settings.bpp.optimizer / 2.0 * max(pc.embedding, pc.output or 0) / tp / d
@@ -3357,7 +3358,7 @@ def zero3_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, ctx: Ctx)
     elements [z3s])."""
     z3, b = settings.zero3, settings.bpp.weights
     full = plan.recompute == RC_FULL
-    world = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)  # the reduce-scatter's
+    world = (plan.shard * plan.cp).astype(np.float64)  # the reduce-scatter's
     out = max(pc.embedding, pc.output or 0) / plan.tp.astype(np.float64)  # the output layer's weight and its gradient
     # the tied weight (the model's tied_embeddings) on the stage holding both uses (pp 1: ZeRO-3 runs without PP) [z3t]
     held = np.where(plan.pp == 1, out, 0.0) * float(settings.model.tied_embeddings)
@@ -3553,7 +3554,7 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     vd = vocab_tp_divisor(settings, ctx.tp)  # the largest TP rank's vocabulary rows [vs]
     per_token = (ACT_BYTES * h / ctx.rep_div + ACT_BYTES * h + 4.0 * h + np.where(plan.mbs > 1, ACT_BYTES * h, 0.0)
                  + ACT_BYTES * V / (vd * chunks))
-    shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    shard = plan.shard * plan.cp
     params = V * h / vd
     head = np.where(plan.sharding >= FSDP, (ACT_BYTES + 4.0 + 4.0 + 4.0 / shard) * params, 0.0)
     return ctx.T * per_token, head
@@ -4253,7 +4254,7 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     # ZeRO-Offload's copy-back [ocb] (a job setting: 0.0 elsewhere, not computed)
     local = 0.0
     if per.copy_back:
-        d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+        d = plan.shard * plan.cp
         local = dense / np.where(plan.sharding >= ZERO1, d, 1) + e_part
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
     copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,

@@ -279,6 +279,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     counted = (plan.split_emb + plan.split_loss) > 0
     n_experts = model.moe.num_experts if model.moe is not None else 1  # a dense model: ep 1 only
     etp = np.where(np.asarray(plan.etp) > 0, plan.etp, tp)
+    instances = optimizer_instances(stack, plan)
     rules = [
         lambda: tp * cp * pp * dp != gpus,
         lambda: plan.gbs % (dp_safe * plan.mbs) != 0,
@@ -295,8 +296,10 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
-        lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
-        lambda: (plan.sharding != HSDP) & (plan.shard != dp),
+        lambda: ((plan.sharding == HSDP) | instances) & (dp_safe % np.maximum(plan.shard, 1) != 0),
+        # a shard group smaller than dp: HSDP's, or a zero1 mode with optimizer instances (Megatron's
+        # --num-distributed-optimizer-instances, stack_db runs.sharding optimizer_instances)
+        lambda: (plan.sharding != HSDP) & (plan.shard != dp) & ~instances,
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
         # a front-loaded split (torchtitan) places any count; its own check: each end's weight at most
         # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part); DeepSpeed a12aaedc's
@@ -849,7 +852,10 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                               "set torch_compile: true (--compile), or tp_comm_overlap: false"),
         SP_TP: lambda: ("sequence_parallel needs tp > 1", "set tp > 1 or sequence_parallel: false"),
         HSDP_SHARD: lambda: (f"shard_group={job.shard_group} does not divide dp={dp}", f"choose a divisor of {dp}"),
-        SHARD_NOT_HSDP: lambda: (f"shard_group is only used with sharding hsdp (got sharding {job.sharding})",
+        SHARD_NOT_HSDP: lambda: (f"shard_group is only used with sharding hsdp, or zero1 under a mode whose optimizer "
+                                 f"shards over groups (stack_db runs.sharding optimizer_instances: Megatron's "
+                                 f"distributed_optimizer) (got sharding {job.sharding}"
+                                 f"{', mode ' + job.sharding_mode if job.sharding_mode else ''})",
                                  "remove shard_group or set sharding: hsdp"),
         EP_EXPERTS: lambda: ((f"ep={job.ep} does not divide the {model.moe.num_experts} routed experts of {model.name}"
                               if model.moe is not None else f"ep={job.ep} on {model.name}, which has no experts"),
@@ -1898,6 +1904,17 @@ def fit_attention(stack) -> str:
     return cores.cores[0] if cores is not None else stack.defaults.attention
 
 
+def optimizer_instances(stack, plan) -> np.ndarray:
+    """Per plan, whether its sharding mode's optimizer can shard over a group smaller than dp (stack_db runs.sharding
+    optimizer_instances: Megatron's --num-distributed-optimizer-instances); False on a stack without runs."""
+    runs = stack.runs if stack is not None else None
+    if runs is None:
+        return np.zeros(np.shape(plan.sharding), dtype=bool)
+    col = np.array([m.optimizer_instances for m in runs.sharding] + [False])
+    smode = np.asarray(plan.smode)
+    return col[np.where((smode >= 0) & (smode < len(col) - 1), smode, len(col) - 1)] & (np.asarray(plan.sharding) == ZERO1)
+
+
 def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
     """(job, inherited): the job with the core attention and the 16-bit dtype it leaves out taken from the stack's
     defaults (defaults.attention, defaults.fp16), listed as inherited where they are not the planner's own (flash,
@@ -2257,7 +2274,7 @@ def _check_job_options(job: Job, model: ModelSpec, where: str, *, dp: int, gbs: 
     DeepSpeed's partitioned checkpoints each against the settings they need."""
     if job.sharding == "hsdp" and job.shard_group is None:
         raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
-    if job.sharding != "hsdp" and job.shard_group is not None:
+    if job.sharding not in ("hsdp", "zero1") and job.shard_group is not None:  # zero1: the mode's rule SHARD_NOT_HSDP
         raise _rule_error(SHARD_NOT_HSDP, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
@@ -3054,7 +3071,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "sharding": SHARDING_NAMES[g("sharding")],
         # the stack's mode that runs it (stack_db runs.sharding); None for a stack that lists none
         "sharding_mode": _mode_name(settings, g("smode")),
-        "shard_group": g("shard") if g("sharding") == HSDP else None,
+        "shard_group": g("shard") if g("sharding") == HSDP or g("shard") != g("dp") else None,
         "recompute": RECOMPUTE_NAMES[g("recompute")],
         "sequence_parallel": bool(g("sp")),
         "schedule": SCHEDULE_NAMES[g("schedule")],

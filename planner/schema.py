@@ -2147,6 +2147,12 @@ class ShardingMode(BaseModel):
     replica_reduce: Optional[Literal["microbatch", "step"]] = Field(
         default=None, description="hsdp: the all-reduce of the sharded gradients across the replicas, with every "
                                   "reduce-scatter or once per step at the last micro-batch (null: with every reduce-scatter)")
+    optimizer_instances: bool = Field(
+        default=False, description="zero1: the optimizer can shard over groups of shard_group of the dp ranks, replicated "
+                                   "across the dp / shard_group groups (Megatron-LM --num-distributed-optimizer-instances "
+                                   "N = dp / shard_group: the gradients reduce-scattered within the group, the shard "
+                                   "all-reduced across the groups, the weights all-gathered within it); false: the job's "
+                                   "shard_group is refused under the mode (plan rule SHARD_NOT_HSDP)")
     grad_accum_bytes: float = Field(
         default=0.0, ge=0, description="zero1: bytes a parameter of a gradient accumulation buffer over the whole stage, "
                                        "never sharded, beside the model-dtype gradients (memory.py [bo]: DeepSpeed's "
@@ -3290,7 +3296,9 @@ class Job(BaseModel):
     sharding_mode: Optional[str] = Field(
         default=None, description="the stack's sharding mode (stack_db runs.sharding, e.g. megatron_fsdp_optim_grads); "
                                   "default: the stack's first mode of the sharding level that the trainer accepts for the plan")
-    shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group")
+    shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group; zero1 on a mode "
+                                                                        "with optimizer_instances (Megatron's distributed "
+                                                                        "optimizer): dp / --num-distributed-optimizer-instances")
     recompute: Recompute = "none"
     recompute_layers: Optional[Count] = Field(
         default=None, gt=0,

@@ -118,6 +118,18 @@ def test_hand_computed_muon_rows(rows):
         sum(plain["terms"][k] - dist["terms"][k] for k in ("adam", "master_weights")), rel=1e-12)
 
 
+def test_hand_computed_optimizer_instances_row(rows):
+    """TP2 PP1 DP2 with the distributed optimizer and --num-distributed-optimizer-instances 2: the optimizer shards
+    over dp / 2 = 1 rank (the job's shard_group 1, parallel_state.py @d98e8a64 l. 922-929), so each rank holds its
+    states whole: 4 + 8 B a parameter, not 12 / 2. The GPU's parameters: the GPT-2 vocabulary padded to a multiple of
+    128 x tp 2 (50,432 rows) / tp, the learned positions s h, per layer 12 h^2 / tp, the column-parallel biases
+    (3 h + 4 h) / tp, the row-parallel ones 2 h and two LayerNorms 4 h whole, the final LayerNorm 2 h."""
+    r = rows["gpt__gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances_1node__dev_dgx_gb200"]
+    P = 50432 * H // 2 + S * H + 12 * (12 * H * H // 2 + 7 * H // 2 + 2 * H + 4 * H) + 2 * H
+    assert P == 32_368_640 and r["skipped"] is None and r["tier"] == "A"
+    assert (r["terms"]["weights"], r["terms"]["master_weights"], r["terms"]["adam"]) == (2 * P, 4 * P, 8 * P)
+
+
 def test_hand_computed_last_pipeline_stage(rows):
     """TP1 PP4 DP2, no distributed optimizer, --disable-bias-linear, tied embeddings: the
     last stage holds 3 layers (12h^2 + 4h: two LayerNorms), the word-embedding copy of the

@@ -1264,7 +1264,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     # param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320; grad_reduce_in_fp32 is not read there):
     # the plan's fp32 gradients (4 B, as priced) are these two flags
     args += list(megatron_fsdp_grad_flags(plan))
-    if mode == "megatron_fsdp_hsdp":
+    if mode == "megatron_fsdp_hsdp" or (mode == "distributed_optimizer" and plan.get("shard_group")):
+        # HSDP's replicas, or the distributed optimizer's instances (stack_db runs.sharding optimizer_instances)
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
     if plan.get("optimizer", "adam") != "adam":  # the job's update rule (memory.py [mu]); with
         # --use-distributed-optimizer validate_args runs Muon's layer-wise distributed optimizer (arguments.py @d98e8a64

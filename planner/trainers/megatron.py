@@ -74,13 +74,15 @@ read). Modelled:
   --offload-modules, --cpu-offloading), pageable offload buffers (--no-pin-cpu-grads, --no-pin-cpu-params),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
-  --num-distributed-optimizer-instances > 1 (outside Megatron-FSDP optim_grads_params, where it is HSDP: below),
+  --num-distributed-optimizer-instances > 1 (outside Megatron-FSDP optim_grads_params, where it is HSDP, and the
+  distributed optimizer, where it is the job's shard_group dp / N: below),
   --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
   splits the planner's split cannot place: below), --recompute-modules other than core_attn, layernorm, moe_act and mla_up_proj, --export-kd-teacher-load (a distillation
   teacher).
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
-  --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
+  --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N; with
+  --use-distributed-optimizer: zero1 over shard_group dp / N, stack_db runs.sharding optimizer_instances),
   --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor
   and --moe-pad-expert-input-to-capacity, the router's balancing (--moe-router-force-load-balancing: moe_rank_imbalance
   1.0; --moe-router-enable-expert-bias, --moe-router-load-balancing-type: moe_load_balancing, planner/imbalance.py),
@@ -1662,6 +1664,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         # (arguments.py @d98e8a64 l. 1725-1737): whole parameters sharded over the same dp x cp ranks, priced as the
         # distributed optimizer's level (memory.py [mu])
         job["sharding_mode"] = "distributed_optimizer"
+        instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
+        dp_all = job["gpus"] // max(1, tp * pp * cp)
+        if instances > 1 and dp_all % instances == 0:
+            # the optimizer sharded over dp / N ranks x cp, the shards all-reduced across the N instances
+            # (parallel_state.py @d98e8a64 l. 922-929; param_and_grad_buffer.py l. 701-759): the job's shard_group
+            # under the mode's optimizer_instances (stack_db megatron runs.sharding)
+            job["shard_group"] = dp_all // instances
     else:
         job["sharding_mode"] = "ddp"
     job["sharding"] = {"ddp": "none", "distributed_optimizer": "zero1", "megatron_fsdp_optim": "zero1",
@@ -2192,9 +2201,13 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
                           f"megatron runs.sharding); its buffers are priced as the planner's {job['sharding']} (the "
                           "stack's FSDP unit buffers), not Megatron-FSDP's own")
     n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
-    if n_inst > 1 and job.get("sharding_mode") != "megatron_fsdp_hsdp":
+    if n_inst > 1 and job.get("sharding_mode") not in ("megatron_fsdp_hsdp", "distributed_optimizer"):
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
                           "priced over dp")
+    elif n_inst > 1 and "shard_group" not in job:  # the distributed optimizer's instances over dp x cp, not dp alone
+        unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: it divides dp x cp but not dp "
+                          f"({job['gpus'] // max(1, tp * job.get('pp', 1) * job.get('cp', 1))}): the planner's shard "
+                          "group is a number of dp ranks x cp; priced over dp")
     mods = None if "--recompute-modules" not in flags else words_of(flags["--recompute-modules"])
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         priced = typing.get_args(RecomputeModule)
