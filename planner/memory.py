@@ -652,6 +652,15 @@ References
      under --muon-fp32-matmul-prec medium) run at the optimizer step on the rank's own matrices, after the backward's
      activations are freed; their temporaries (a bf16 copy of one matrix and two m x m Gram products, m its smaller
      side) are a moment of the step, not priced, and their FLOPs are not in the step time (Adam's HBM passes are).
+     Whole tensors (job field optimizer_whole_tensors; --no-use-layer-wise-param-layout, arguments.py l. 3160-3169): with
+     no precomputed layout the layer-wise optimizer keeps every parameter in its own shard list and assigns them sorted
+     by numel to the dp x cp ranks in ping-pong order (layer_wise_optimizer.py _shard_params_ping_pong l. 713-762):
+     the largest tensor, the word embedding (V / tp x h, Adam's), lands whole on one rank, whose fp32 master and two
+     moments of it (12 B an element) are whole there: priced for that rank (whole_tensor_excess), the rest at 1 / d.
+     In the corpus's Muon MoE rows (88 dense tensors, dp 8) the embedding is the 88th, the loop's 8th slot: dp rank 7,
+     the last rank, the one Megatron logs. With the layout (the default) the Adam parameters go to a distributed
+     optimizer of their own, byte-sharded (optimizer/__init__.py l. 826-946), and the Muon ones are bin-packed whole
+     (layer_wise_optimizer.py _compute_per_buffer_param_layout l. 196-444): 1 / d each.
 [sg] The optimizer step's copies of the gradients below FSDP, and Megatron-FSDP's fp32 copy at every level ([mg])
      (term step_grad_copies; stack_db runs.sharding step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
      cpu_offload): the reduction's epilogue (independent_gradient_partition_epilogue l. 764-808) leaves the rank's
@@ -1978,6 +1987,20 @@ def muon_params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, 
         copy = pc.position if (mtp_copy and model.mtp_layers) else 0.0
         return dense + mtp_dense + np.where(single, pc.position, copy), experts + mtp_expert
     return dense, experts
+
+
+def whole_tensor_excess(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, end: str, vdiv) -> np.ndarray | float:
+    """Elements per GPU of the largest Adam-stepped tensor a stage holds, which Muon's layer-wise distributed optimizer
+    on its legacy path hands whole to one rank [mu]: the word embedding (V / tp x h) on the first stage, the output
+    layer (untied), or the tied copy at pp > 1, on the last; with one stage the larger. Its states there are whole,
+    where the shard's 1 / d is priced: the caller adds (1 - 1 / d) of them."""
+    emb = pc.embedding / vdiv
+    out = pc.output / vdiv if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding / vdiv, 0.0)
+    if end == "first":
+        return np.where(plan.pp == 1, np.maximum(emb, out), emb)
+    if end == "last":
+        return np.where(plan.pp == 1, np.maximum(emb, out), out)
+    return 0.0
 
 
 def weight_copy_bytes(settings: Settings, code):
@@ -4244,6 +4267,11 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
             m2, e2 = muon_params_of(pc, settings.model, plan, twin[0], twin[1], copy)
             mu_d, mu_e = mu_d + m2, mu_e + e2
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw, muon=mu_d)
+    if settings.optimizer_whole_tensors:  # a job setting: the rank holding the stage's largest tensor whole [mu]
+        big = whole_tensor_excess(pc, settings.model, plan, end, vd) * (1.0 - 1.0 / (plan.shard * plan.cp))
+        on = plan.sharding >= ZERO1
+        states = Terms(**{k: states[k] + np.where(on, big * (mw if k == "master_weights" else settings.bpp.optimizer), 0.0)
+                          if k in ("master_weights", "adam") else states[k] for k in states})
     e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off,

@@ -578,6 +578,7 @@ class Settings:
     zero3: dict | None = None
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer: str = "adam"  # the update rule (job field optimizer: adam | muon; memory.py [mu])
+    optimizer_whole_tensors: bool = False  # Muon's layer-wise optimizer without its layout: whole tensors a rank [mu]
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
@@ -1568,6 +1569,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer=_optimizer(job, stack, bpp, where),
+        optimizer_whole_tensors=job.optimizer_whole_tensors,
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         offload_optimizer=job.offload_optimizer,
@@ -1959,6 +1961,12 @@ def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
     layer-wise path's, 'is incompatible with use_precision_aware_optimizer'; Adam's moments below fp32 need it),
     with the optimizer offloaded (l. 497-498), and with fp16 (l. 774-775: 'emerging optimizer with fp16 is not
     supported')."""
+    if job.optimizer_whole_tensors and (job.optimizer != "muon" or job.sharding != "zero1"):
+        raise PlannerError(f"{where}optimizer_whole_tensors with optimizer {job.optimizer} and sharding {job.sharding}: "
+                           "the whole-tensor shards are Megatron's layer-wise distributed optimizer's, which runs "
+                           "muon at zero1 (--optimizer muon --use-distributed-optimizer, NVIDIA/Megatron-LM @d98e8a64 "
+                           "megatron/training/arguments.py l. 1725-1737)",
+                           "drop optimizer_whole_tensors, or set optimizer muon and sharding zero1")
     if job.optimizer == "adam":
         return "adam"
     runs = stack.runs if stack is not None else None
@@ -3211,6 +3219,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         # the job's host (_apply_host: in settings.hardware), only where the job gave it
         **{f: getattr(settings.hardware, h) for f, h in HOST_FIELDS if f in settings.host_fields},
         **({"optimizer": settings.optimizer} if settings.optimizer != "adam" else {}),
+        **({"optimizer_whole_tensors": True} if settings.optimizer_whole_tensors else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

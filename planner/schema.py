@@ -3632,6 +3632,13 @@ class Job(BaseModel):
                     "--optimizer muon: one fp32 momentum a 2-D hidden weight matrix, orthogonalized by Newton-Schulz; "
                     "the word embedding, output layer, norms and biases keep Adam: memory.py [mu]); a stack that builds "
                     "no muon refuses it (stack_db runs.optimizers); default adam")
+    optimizer_whole_tensors: bool = Field(
+        default=False,
+        description="with optimizer muon at zero1: Megatron's layer-wise distributed optimizer on its legacy path "
+                    "(--no-use-layer-wise-param-layout) hands each parameter whole to one rank, by size in ping-pong "
+                    "order, so one rank holds the word embedding's (or output layer's) master and Adam states whole; "
+                    "priced for that rank (memory.py [mu]); default off: the precomputed layout, the embedding byte-"
+                    "sharded by a distributed optimizer of its own")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

@@ -102,7 +102,13 @@ def test_hand_computed_muon_rows(rows):
     output projections 4 h^2 and router 8 h, and the GPU's one expert a layer, 2 h f. Adam keeps 8 B (two fp32
     moments), Muon 4 B (its fp32 momentum_buffer, Emerging-Optimizers v0.3.0 orthogonalized_optimizer.py l. 145).
     Without --use-distributed-optimizer every rank holds every state; with it (the layer-wise optimizer) the dense
-    states shard over dp 8 and the experts' over their data-parallel ranks, tp dp / ep = 1."""
+    states shard over dp 8 and the experts' over their data-parallel ranks, tp dp / ep = 1, and, with
+    --no-use-layer-wise-param-layout (the job's optimizer_whole_tensors), the word embedding lands whole on one rank
+    (layer_wise_optimizer.py _shard_params_ping_pong: 88 dense tensors sorted by size, the embedding the 88th, in
+    the 16-slot loop 0..7, 7..0 slot 8: dp rank 7, the last rank, which Megatron logs): its 4 + 8 B an element
+    there whole, 7 / 8 of them beyond the 1 / 8 share. The measured rows show it: the plain H100 row holds
+    100,798,976 B (0.094 GiB) more than the dist one (GB200: 100,930,048 B), the planner 0.086 GiB (the last rank's
+    other tensors priced at 1 / 8 of the rest); sharding the embedding too would have predicted 0.338 GiB."""
     adam = V * H + 12 * 4 * H + 2 * H
     muon_dense = S * H + 12 * (4 * H * H + 8 * H)
     muon_experts = 12 * 2 * H * 1024
@@ -112,7 +118,12 @@ def test_hand_computed_muon_rows(rows):
     assert plain["terms"]["adam"] == 8 * adam + 4 * (muon_dense + muon_experts) == 309_207_040
     assert plain["terms"]["master_weights"] == 4 * (adam + muon_dense + muon_experts)
     dist = rows["moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon__dev_dgx_h100"]
-    assert dist["terms"]["adam"] == (8 * adam + 4 * muon_dense) / 8 + 4 * muon_experts == 82_691_072
+    emb = V * H  # whole on the last rank: 7 / 8 beyond its share
+    assert dist["terms"]["adam"] == pytest.approx((8 * adam + 4 * muon_dense) / 8 + 4 * muon_experts + 8 * emb * 7 / 8,
+                                                  rel=1e-12)
+    assert dist["terms"]["master_weights"] == pytest.approx(4 * (adam + muon_dense) / 8 + 4 * muon_experts
+                                                            + 4 * emb * 7 / 8, rel=1e-12)
+    assert plain["measured_bytes"] - dist["measured_bytes"] == 100_798_976
     # the rest of the rank's memory is the same plan's: the two rows differ by their optimizer states only
     assert plain["predicted_bytes"] - dist["predicted_bytes"] == pytest.approx(
         sum(plain["terms"][k] - dist["terms"][k] for k in ("adam", "master_weights")), rel=1e-12)

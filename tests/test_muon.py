@@ -68,6 +68,12 @@ def test_reader_prices_muon(tmp_path):
     for extra in ("--optimizer muon --use-distributed-optimizer --no-use-layer-wise-param-layout", "--optimizer dist_muon"):
         cfg = _read(tmp_path, extra)
         assert cfg.job["optimizer"] == "muon" and cfg.job["sharding"] == "zero1", extra
+    cfg = _read(tmp_path, "--optimizer muon --use-distributed-optimizer --no-use-layer-wise-param-layout")
+    assert cfg.job["optimizer_whole_tensors"] is True
+    cfg = _read(tmp_path, "--optimizer muon --use-distributed-optimizer")  # the layout (the default): byte-sharded
+    assert "optimizer_whole_tensors" not in cfg.job
+    cfg = _read(tmp_path, "--no-use-layer-wise-param-layout")  # no layer-wise optimizer without muon
+    assert "optimizer_whole_tensors" not in cfg.job and any("--no-use-layer-wise-param-layout" in i for i in cfg.ignored)
     # the scalar parameters on Lion: one moment, not priced
     cfg = _read(tmp_path, "--optimizer muon --muon-scalar-optimizer lion")
     assert any(u.startswith("--muon-scalar-optimizer lion") for u in cfg.unmodelled)
@@ -82,6 +88,7 @@ def test_reader_prices_muon(tmp_path):
     (dict(stack="megatron", sharding="zero1", fp16=True), "fp16"),
     (dict(stack="megatron", sharding="zero1", bytes_per_param="bf16-moments"), "precision-aware"),
     (dict(stack="megatron", sharding="zero1", offload_optimizer="cpu"), "offload_optimizer cpu"),
+    (dict(stack="megatron", sharding="none", optimizer_whole_tensors=True), "optimizer_whole_tensors"),
 ])
 def test_refused_as_megatron_refuses(job, words):
     with pytest.raises(PlannerError, match=words):

@@ -285,7 +285,7 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer", "optimizer")
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -1271,6 +1271,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         # --use-distributed-optimizer validate_args runs Muon's layer-wise distributed optimizer (arguments.py @d98e8a64
         # l. 1725-1737), priced as the same level
         args.append(("--optimizer", plan["optimizer"]))
+        if plan.get("optimizer_whole_tensors"):  # the layer-wise optimizer's legacy path (arguments.py l. 3160-3169)
+            args.append(("--no-use-layer-wise-param-layout", None))
     rec = plan["recompute"]
     if rec == "full":
         rl = plan.get("recompute_layers")

@@ -290,7 +290,8 @@ VALUE_FLAGS = {
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
-BOOL_READ = {"--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
+BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_tensors with muon (memory.py [mu])
+             "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
              "--fp8-dot-product-attention"}  # the job's fp8_attention (_fp8_attention)
 KNOWN_BOOL_IGNORED = {
@@ -342,8 +343,6 @@ NOT_MODELLED = {
                                                   "l. 1672-1675, distributed_data_parallel.py l. 635): the same gathered "
                                                   "buffers (no bytes moved), the first chunk's all-gather hidden behind "
                                                   "the optimizer step instead of the first micro-batch's forward",
-    "--no-use-layer-wise-param-layout": "the layer-wise distributed optimizer without its precomputed parameter layout "
-                                        "(arguments.py l. 3160-3165): other buffer padding and gather sizes",
     "--tp-comm-overlap-cfg": "Transformer Engine's userbuffers settings for the TP overlap (chunks, SMs per "
                              "collective): the overlapped TP time",
     "--use-fused-weighted-squared-relu": "a fused kernel for the weighted squared-ReLU activation: fewer bytes than "
@@ -1771,6 +1770,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     _optimizer_offload(flags, where, job, assumed, ignored, unmodelled)
     _megatron_fsdp_grads(flags, where, job, assumed, ignored, unmodelled)
     _unmodelled(flags, where, job, spec, tp, unmodelled)
+    if "--no-use-layer-wise-param-layout" in flags:  # Muon's layer-wise optimizer without its layout (memory.py [mu])
+        if job.get("optimizer") == "muon" and job.get("sharding") == "zero1":
+            job["optimizer_whole_tensors"] = True
+        else:
+            ignored.append("--no-use-layer-wise-param-layout (no layer-wise distributed optimizer: it runs with --optimizer "
+                           "muon and --use-distributed-optimizer only, arguments.py @d98e8a64 l. 1725-1737)")
     unmodelled += split_unmodelled
     if hardware is not None:
         job["hardware"] = hardware
