@@ -108,3 +108,17 @@ def test_muon_lowers_only_the_optimizer_states():
     muon = 32 * (4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
     assert float(t0["adam"] - t1["adam"]) == pytest.approx(muon * (8 - 4) / 8, rel=1e-12)
     assert all(float(t0[k]) == float(t1[k]) for k in t0.keys() if k != "adam")
+
+
+def test_fit_searches_only_what_megatron_runs_muon_under(cli):
+    """fit with --optimizer muon ranks DDP and the (layer-wise) distributed optimizer only: Megatron refuses muon
+    under Torch-FSDP2 and Megatron-FSDP (arguments.py @d98e8a64 l. 1739-1740; space.MUON_LEVELS), and every row's
+    reproduce line carries the optimizer."""
+    import json
+
+    r = cli("fit", "--model", "llama3-8b", "--gpus", 16, "--stack", "megatron", "--optimizer", "muon", "--top", 50,
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows and {row["plan"]["sharding"] for row in rows} <= {"none", "zero1"}
+    assert all(row["plan"].get("optimizer") == "muon" for row in rows)
