@@ -1989,6 +1989,13 @@ def muon_params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, 
     return dense, experts
 
 
+def muon_param_total(pc: ParamCounts) -> int:
+    """The model's parameters Megatron's Muon steps [mu] (ParamCounts.total's: the layers' 2-D matrices, every routed
+    expert's, and a learned position table; no multi-token-prediction module, which total leaves out too)."""
+    return int(sum(int(n) * (p.muon_per_gpu(1) + p.muon_experts_per_gpu(1, 1))
+                   for n, p in zip(pc.layers.totals, pc.kind_params))) + pc.position
+
+
 def whole_tensor_excess(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, end: str, vdiv) -> np.ndarray | float:
     """Elements per GPU of the largest Adam-stepped tensor a stage holds, which Muon's layer-wise distributed optimizer
     on its legacy path hands whole to one rank [mu]: the word embedding (V / tp x h) on the first stage, the output

@@ -122,3 +122,27 @@ def test_fit_searches_only_what_megatron_runs_muon_under(cli):
     rows = json.loads(r.stdout)
     assert rows and {row["plan"]["sharding"] for row in rows} <= {"none", "zero1"}
     assert all(row["plan"].get("optimizer") == "muon" for row in rows)
+
+
+def test_budget_checkpoint_writes_one_momentum_a_muon_parameter(cli):
+    """The job's checkpoint (budget's checkpoint.job_bytes): P x (4 master + 8 Adam) under Adam; under Muon its
+    6,979,321,856 matrix elements of Llama 3 8B (32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336)) write one
+    4 B momentum, not 8 B."""
+    import json
+
+    def job_bytes(opt):
+        r = cli("budget", "--model", "llama3-8b", "--gpus", 8, "--stack", "megatron", "--sharding", "zero1",
+                "--optimizer", opt, "--tokens", "1T", "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)["checkpoint"]["job_bytes"]
+
+    P, M = 8_030_261_248, 6_979_321_856
+    assert job_bytes("adam") == 12 * P
+    assert job_bytes("muon") == 12 * P - 4 * M
+
+
+def test_explain_names_the_states_term(cli):
+    r = cli("explain", "--model", "llama3-8b", "--gpus", 8, "--stack", "megatron", "--sharding", "zero1",
+            "--optimizer", "muon")
+    assert r.exit_code == 0, r.stderr
+    assert "Adam m, v + Muon momentum" in r.stdout and "Adam m and v" not in r.stdout
