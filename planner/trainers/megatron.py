@@ -381,6 +381,9 @@ NOT_MODELLED = {
 }
 # flag families the reader does not price that change memory or time: (pattern, what they change)
 NOT_MODELLED_PATTERNS = (
+    (r"--muon-(num-ns-steps|coefficient-type|fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv)$",
+     "Muon's Newton-Schulz settings: the optimizer step's matrix products and their TP gathers, whose time is not "
+     "priced (memory.py [mu])"),
     (r"--megatron-fsdp-main-params-dtype$", "Megatron-FSDP's main weights' dtype: their bytes"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
@@ -421,9 +424,7 @@ IGNORED_REASONS = (
     (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's own core attention "
      "(dot_product_attention.py @d98e8a64 l. 106), read with --transformer-impl local; Transformer Engine's attention "
      "runs here, which does not take it"),
-    (r"--muon-(momentum|extra-scale-factor|scale-mode)$", "optimizer hyper-parameter: no memory or time effect"),
-    (r"--muon-(num-ns-steps|coefficient-type|fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv|nesterov)$",
-     "Muon's Newton-Schulz settings: the optimizer step's matrix products, whose time is not priced (memory.py [mu])"),
+    (r"--muon-(momentum|extra-scale-factor|scale-mode|nesterov)$", "optimizer hyper-parameter: no memory or time effect"),
     (r"--mscale(-all-dim)?$|--rotary-interleaved$",
      "a constant or channel order of the rotary embedding: the same kernel and bytes"),
     (r"--(use-persistent-ckpt-worker|dist-ckpt-[\w-]+|(no-)?ckpt-[\w-]+|use-checkpoint-opt_param-scheduler|"
