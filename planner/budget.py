@@ -232,8 +232,13 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
     master = t.master_weights * np.where(held > 0, ck.master / np.where(held > 0, held, 1.0), 0.0)
     adam = t.adam * (ck.optimizer / bpp.optimizer if bpp.optimizer > 0 else 0.0)
     size = rel.checkpoint_bytes_per_gpu(master, adam, np.where(ck.weights > 0, t.weights, 0.0))
-    n = float(count_params(settings.model).total)
+    pc = count_params(settings.model)
+    n = float(pc.total)
     job = float(n * (ck.master + ck.optimizer + ck.weights))
+    if settings.optimizer == "muon":  # a job setting: Muon's parameters write one fp32 momentum, not Adam's two [mu]
+        from .memory import MUON_MOMENTUM_BYTES, muon_param_total
+
+        job -= float(muon_param_total(pc) * (ck.optimizer - MUON_MOMENTUM_BYTES))
     return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total_bytes))
 
 

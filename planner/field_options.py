@@ -138,6 +138,11 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(torchtitan before 02d24f017 model; no trainer flag) (default: the stack's)"),
     FieldOption("cublas_workspace_config", "str", "the run's CUBLAS_WORKSPACE_CONFIG environment variable, e.g. :4096:8 "
                 "(default: unset, the GPU's default workspaces)"),
+    FieldOption("optimizer", "str", "adam|muon: the update rule (Megatron-LM --optimizer muon: one fp32 momentum a 2-D "
+                "hidden matrix, Adam on the embeddings, norms and biases; stack megatron) (default: adam)"),
+    FieldOption("optimizer_whole_tensors", "bool", "with --optimizer muon at zero1: Megatron's layer-wise optimizer "
+                "without its parameter layout (--no-use-layer-wise-param-layout): whole tensors a rank, the word "
+                "embedding's states on one rank (default: off, the layout)"),
     FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
                 "(default: the stack's)"),
     FieldOption("precision_aware_optimizer", "bool", "the stack's precision-aware optimizer (Megatron-LM "

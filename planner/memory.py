@@ -633,6 +633,34 @@ References
      its fp32 gradient, [sg] / [z3s]), the BF16_Optimizer's and FP16_Optimizer's largest group's fp32 master
      (torch.optim.*.step runs its groups one after the other); the FP16_Optimizer would be FP16_UnfusedOptimizer
      instead (engine.py l. 1577-1588). A job's optimizer_implementation foreach on the stack is refused.
+[mu] Muon (job field optimizer muon; Megatron-LM --optimizer muon, stack_db megatron runs.optimizers): NVIDIA/Megatron-LM
+     @d98e8a64 megatron/core/optimizer/__init__.py _get_megatron_emerging_optimizer (l. 727-990) splits the parameters
+     by emerging_optimizers.py _is_muon_excluded (l. 140-147: use_muon False, the word embedding and output layer
+     tagged is_embedding_or_output_parameter, or not 2-D) onto --muon-scalar-optimizer (default adam, arguments.py
+     l. 2661-2664: Adam's two fp32 moments, bpp.optimizer) and TensorParallelMuon (l. 177-259) for the rest, wrapped in
+     Float16OptimizerWithFloat16Params under --bf16 (l. 899-902; layer_wise_optimizer.py l. 579-590 on the
+     layer-wise path): fp32 main parameters as under Adam (bpp.master), and one state, NVIDIA-NeMo/Emerging-Optimizers
+     v0.3.0
+     (the tag Megatron's pyproject.toml l. 248 pins) orthogonalized_optimizer.py l. 144-145 momentum_buffer =
+     torch.zeros_like(p.data) of that fp32 main parameter: 4 B a parameter (MUON_MOMENTUM_BYTES) in place of 8.
+     Which parameters: layers/common.py [mu] (muon_params_of). Sharding: without --use-distributed-optimizer every rank
+     holds every state (sharding none); with it validate_args turns the distributed optimizer off and the layer-wise
+     one on (arguments.py l. 1725-1737: use_layer_wise_distributed_optimizer), which shards whole parameters over the
+     dp x cp ranks (dense) and the expert-data-parallel ones (experts) (layer_wise_optimizer.py shard_params
+     l. 614-641): the states of a rank are 1 / d of the stage's on average (sharding zero1 prices that). The
+     Newton-Schulz iterations (--muon-num-ns-steps 5, muon_utils.py l. 127-225: per step X X^T, then two addmm, in bf16
+     under --muon-fp32-matmul-prec medium) run at the optimizer step on the rank's own matrices, after the backward's
+     activations are freed; their temporaries (a bf16 copy of one matrix and two m x m Gram products, m its smaller
+     side) are a moment of the step, not priced, and their FLOPs are not in the step time (Adam's HBM passes are).
+     Whole tensors (job field optimizer_whole_tensors; --no-use-layer-wise-param-layout, arguments.py l. 3160-3169): with
+     no precomputed layout the layer-wise optimizer keeps every parameter in its own shard list and assigns them sorted
+     by numel to the dp x cp ranks in ping-pong order (layer_wise_optimizer.py _shard_params_ping_pong l. 713-762):
+     the largest tensor, the word embedding (V / tp x h, Adam's), lands whole on one rank, whose fp32 master and two
+     moments of it (12 B an element) are whole there: priced for that rank (whole_tensor_excess), the rest at 1 / d.
+     In the corpus's Muon MoE rows (88 dense tensors, dp 8) the embedding is the 88th, the loop's 8th slot: dp rank 7,
+     the last rank, the one Megatron logs. With the layout (the default) the Adam parameters go to a distributed
+     optimizer of their own, byte-sharded (optimizer/__init__.py l. 826-946), and the Muon ones are bin-packed whole
+     (layer_wise_optimizer.py _compute_per_buffer_param_layout l. 196-444): 1 / d each.
 [sg] The optimizer step's copies of the gradients below FSDP, and Megatron-FSDP's fp32 copy at every level ([mg])
      (term step_grad_copies; stack_db runs.sharding step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
      cpu_offload): the reduction's epilogue (independent_gradient_partition_epilogue l. 764-808) leaves the rank's
@@ -1419,7 +1447,7 @@ from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
                        stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
+from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
@@ -1843,15 +1871,19 @@ def master_bytes(settings, plan) -> np.ndarray | float:
 OWN_MASTER_BYTES = 4.0  # Megatron-FSDP's main weight buffer: torch.float32 (--megatron-fsdp-main-params-dtype fp32) [mw]
 
 
+MUON_MOMENTUM_BYTES = 4.0  # Muon's one state, momentum_buffer = zeros_like(the fp32 main parameter) [mu]
+
+
 def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0, off=(0.0, 0.0),
-                      master=None) -> Terms:
+                      master=None, muon=0.0) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
     stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
     its own pool (`grad_pool`, reserved, not allocated).
 
     The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
     and torchtitan shard the optimizer over the combined dp x cp group); HSDP shards over
-    shard_group*cp and replicates across groups. shard: another shard degree (the routed
+    shard_group*cp and replicates across groups, as zero1 does under a mode with optimizer instances (Megatron's
+    --num-distributed-optimizer-instances N, shard_group dp / N: stack_db runs.sharding optimizer_instances). shard: another shard degree (the routed
     experts of an MoE model shard over tp x that group / (etp ep): moe.expert_shard, the
     expert-data-parallel ranks).
     fsdp (the stack's schema.FSDPSpec): what a sharded rank holds [7]: FSDP2 keeps no
@@ -1866,8 +1898,10 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     moments and the sharded gradient (ZeRO-2 and above; ZeRO-1 keeps its whole gradients) leave the GPU, and with
     offload_param the sharded weights (FSDP / ZeRO-3).
     master: the master's bytes a parameter where they differ from bpp.master (master_bytes [mw]: per sharding mode).
+    muon: the parameters among params_per_gpu that the job's Muon steps (muon_params_of [mu]): one fp32 momentum
+    (MUON_MOMENTUM_BYTES) each in place of Adam's bpp.optimizer; 0 under Adam.
     """
-    d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp if shard is None else shard
+    d = plan.shard * plan.cp if shard is None else shard
     s = plan.sharding
     one = np.ones_like(d)
     fsdp_on = s >= FSDP
@@ -1878,7 +1912,7 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     w = keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one)
     g = live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one)
     master = params_per_gpu * (bpp.master if master is None else master) / np.where(s >= ZERO1, d, one)
-    adam = params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one)
+    adam = (params_per_gpu * bpp.optimizer - muon * (bpp.optimizer - MUON_MOMENTUM_BYTES)) / np.where(s >= ZERO1, d, one)
     opt, par = off
     if opt or par:  # [off] a job setting, not a searched quantity: what stays on the GPU
         w, g = (1.0 - par * fsdp_on) * w, (1.0 - opt * (s >= ZERO2)) * g  # the sharded gradient on the host
@@ -1934,6 +1968,47 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
         copy = (pc.embedding / vd + pc.position) if (mtp_copy and model.mtp_layers) else 0.0
         return dense + head + mtp_dense + np.where(single, emb, copy), experts + mtp_expert
     return dense, experts
+
+
+def muon_params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str, mtp_copy: bool = False):
+    """(dense, experts) parameters per GPU before sharding of a stage holding `counts` (K, ...) layers that Megatron's
+    Muon steps [mu]: the layers' 2-D weight matrices (BlockParams.muon_per_gpu, muon_experts_per_gpu), the multi-token
+    prediction modules' on the last stage, and a learned position table (2-D, untagged) where the stage holds one, as
+    params_of places them; never the word embedding or the output layer (is_embedding_or_output_parameter), the
+    norms or the biases (1-D): Adam steps those."""
+    tp = plan.tp.astype(np.float64)
+    etp = etp_of(plan).astype(np.float64)
+    dense = weighted(counts, [p.muon_per_gpu(tp) for p in pc.kind_params])
+    experts = weighted(counts, [p.muon_experts_per_gpu(etp, plan.ep) for p in pc.kind_params])
+    mtp_dense, mtp_expert = pc.mtp.muon_per_gpu(tp), pc.mtp.muon_experts_per_gpu(etp, plan.ep)
+    single = plan.pp == 1
+    if end == "first":
+        return dense + pc.position + np.where(single, mtp_dense, 0.0), experts + np.where(single, mtp_expert, 0.0)
+    if end == "last":
+        copy = pc.position if (mtp_copy and model.mtp_layers) else 0.0
+        return dense + mtp_dense + np.where(single, pc.position, copy), experts + mtp_expert
+    return dense, experts
+
+
+def muon_param_total(pc: ParamCounts) -> int:
+    """The model's parameters Megatron's Muon steps [mu] (ParamCounts.total's: the layers' 2-D matrices, every routed
+    expert's, and a learned position table; no multi-token-prediction module, which total leaves out too)."""
+    return int(sum(int(n) * (p.muon_per_gpu(1) + p.muon_experts_per_gpu(1, 1))
+                   for n, p in zip(pc.layers.totals, pc.kind_params))) + pc.position
+
+
+def whole_tensor_excess(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, end: str, vdiv) -> np.ndarray | float:
+    """Elements per GPU of the largest Adam-stepped tensor a stage holds, which Muon's layer-wise distributed optimizer
+    on its legacy path hands whole to one rank [mu]: the word embedding (V / tp x h) on the first stage, the output
+    layer (untied), or the tied copy at pp > 1, on the last; with one stage the larger. Its states there are whole,
+    where the shard's 1 / d is priced: the caller adds (1 - 1 / d) of them."""
+    emb = pc.embedding / vdiv
+    out = pc.output / vdiv if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding / vdiv, 0.0)
+    if end == "first":
+        return np.where(plan.pp == 1, np.maximum(emb, out), emb)
+    if end == "last":
+        return np.where(plan.pp == 1, np.maximum(emb, out), out)
+    return 0.0
 
 
 def weight_copy_bytes(settings: Settings, code):
@@ -3047,7 +3122,7 @@ class _PerLayer:
         # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
         self.early_step = bool(settings.early_step_in_backward)
         if self.early_step:
-            d = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)
+            d = (plan.shard * plan.cp).astype(np.float64)
             tp = plan.tp.astype(np.float64)
             self.early_pool = stack.fsdp.grad_reduce_bytes * unit_params(pc, plan) / d
             self.early_temp = settings.bpp.optimizer / 2.0 * max(pc.embedding, pc.output or 0) / tp / d
@@ -3352,7 +3427,7 @@ def zero3_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, ctx: Ctx)
     elements [z3s])."""
     z3, b = settings.zero3, settings.bpp.weights
     full = plan.recompute == RC_FULL
-    world = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)  # the reduce-scatter's
+    world = (plan.shard * plan.cp).astype(np.float64)  # the reduce-scatter's
     out = max(pc.embedding, pc.output or 0) / plan.tp.astype(np.float64)  # the output layer's weight and its gradient
     # the tied weight (the model's tied_embeddings) on the stage holding both uses (pp 1: ZeRO-3 runs without PP) [z3t]
     held = np.where(plan.pp == 1, out, 0.0) * float(settings.model.tied_embeddings)
@@ -3548,7 +3623,7 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     vd = vocab_tp_divisor(settings, ctx.tp)  # the largest TP rank's vocabulary rows [vs]
     per_token = (ACT_BYTES * h / ctx.rep_div + ACT_BYTES * h + 4.0 * h + np.where(plan.mbs > 1, ACT_BYTES * h, 0.0)
                  + ACT_BYTES * V / (vd * chunks))
-    shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    shard = plan.shard * plan.cp
     params = V * h / vd
     head = np.where(plan.sharding >= FSDP, (ACT_BYTES + 4.0 + 4.0 + 4.0 / shard) * params, 0.0)
     return ctx.T * per_token, head
@@ -4231,18 +4306,29 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     accum = grad_accum_bytes(stack_of(settings), plan)  # the mode's gradient accumulation buffer [bo]
     off = offload.switches(settings)  # [off]
     mw = master_bytes(settings, plan)  # [mw]
-    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw)
+    mu_d, mu_e = 0.0, 0.0  # the parameters Muon steps [mu] (the job's optimizer, a job setting)
+    if settings.optimizer == "muon":
+        mu_d, mu_e = muon_params_of(pc, settings.model, plan, counts, end, copy)
+        if twin is not None:
+            m2, e2 = muon_params_of(pc, settings.model, plan, twin[0], twin[1], copy)
+            mu_d, mu_e = mu_d + m2, mu_e + e2
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw, muon=mu_d)
+    if settings.optimizer_whole_tensors:  # a job setting: the rank holding the stage's largest tensor whole [mu]
+        big = whole_tensor_excess(pc, settings.model, plan, end, vd) * (1.0 - 1.0 / (plan.shard * plan.cp))
+        on = plan.sharding >= ZERO1
+        states = Terms(**{k: states[k] + np.where(on, big * (mw if k == "master_weights" else settings.bpp.optimizer), 0.0)
+                          if k in ("master_weights", "adam") else states[k] for k in states})
     e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off,
-                              master=mw)
+                              master=mw, muon=mu_e)
         states = Terms(**{k: states[k] + e[k] for k in states})
         e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
     # the optimizer partition (elements) whatever offload moves: the master's (model_state_terms' d), read only by
     # ZeRO-Offload's copy-back [ocb] (a job setting: 0.0 elsewhere, not computed)
     local = 0.0
     if per.copy_back:
-        d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+        d = plan.shard * plan.cp
         local = dense / np.where(plan.sharding >= ZERO1, d, 1) + e_part
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
     copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,

@@ -169,9 +169,9 @@ def expert_dp(plan) -> np.ndarray:
 
 def expert_shard(plan) -> np.ndarray:
     """The experts' ZeRO / FSDP shard group: the expert-data-parallel ranks of one dense shard
-    group, tp x (shard_group under HSDP, else dp) x cp / (etp ep) (Megatron's distributed
+    group, tp x shard_group (HSDP's, or zero1's optimizer instances'; else dp) x cp / (etp ep) (Megatron's distributed
     optimizer shards expert parameters over the expert-data-parallel group [9])."""
-    shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp)
+    shard = plan.shard
     return plan.tp * shard * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
 
 

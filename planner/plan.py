@@ -285,6 +285,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     counted = (plan.split_emb + plan.split_loss) > 0
     n_experts = model.moe.num_experts if model.moe is not None else 1  # a dense model: ep 1 only
     etp = np.where(np.asarray(plan.etp) > 0, plan.etp, tp)
+    instances = optimizer_instances(stack, plan)
     rules = [
         lambda: tp * cp * pp * dp != gpus,
         lambda: plan.gbs % (dp_safe * plan.mbs) != 0,
@@ -301,8 +302,10 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
-        lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
-        lambda: (plan.sharding != HSDP) & (plan.shard != dp),
+        lambda: ((plan.sharding == HSDP) | instances) & (dp_safe % np.maximum(plan.shard, 1) != 0),
+        # a shard group smaller than dp: HSDP's, or a zero1 mode with optimizer instances (Megatron's
+        # --num-distributed-optimizer-instances, stack_db runs.sharding optimizer_instances)
+        lambda: (plan.sharding != HSDP) & (plan.shard != dp) & ~instances,
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
         # a front-loaded split (torchtitan) places any count; its own check: each end's weight at most
         # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part); DeepSpeed a12aaedc's
@@ -669,6 +672,8 @@ class Settings:
     # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
     zero3: dict | None = None
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
+    optimizer: str = "adam"  # the update rule (job field optimizer: adam | muon; memory.py [mu])
+    optimizer_whole_tensors: bool = False  # Muon's layer-wise optimizer without its layout: whole tensors a rank [mu]
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
@@ -943,7 +948,10 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                               "set torch_compile: true (--compile), or tp_comm_overlap: false"),
         SP_TP: lambda: ("sequence_parallel needs tp > 1", "set tp > 1 or sequence_parallel: false"),
         HSDP_SHARD: lambda: (f"shard_group={job.shard_group} does not divide dp={dp}", f"choose a divisor of {dp}"),
-        SHARD_NOT_HSDP: lambda: (f"shard_group is only used with sharding hsdp (got sharding {job.sharding})",
+        SHARD_NOT_HSDP: lambda: (f"shard_group is only used with sharding hsdp, or zero1 under a mode whose optimizer "
+                                 f"shards over groups (stack_db runs.sharding optimizer_instances: Megatron's "
+                                 f"distributed_optimizer) (got sharding {job.sharding}"
+                                 f"{', mode ' + job.sharding_mode if job.sharding_mode else ''})",
                                  "remove shard_group or set sharding: hsdp"),
         EP_EXPERTS: lambda: ((f"ep={job.ep} does not divide the {model.moe.num_experts} routed experts of {model.name}"
                               if model.moe is not None else f"ep={job.ep} on {model.name}, which has no experts"),
@@ -1664,6 +1672,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
+        optimizer=_optimizer(job, stack, bpp, where),
+        optimizer_whole_tensors=job.optimizer_whole_tensors,
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         offload_optimizer=job.offload_optimizer,
@@ -2000,6 +2010,17 @@ def fit_attention(stack) -> str:
     return cores.cores[0] if cores is not None else stack.defaults.attention
 
 
+def optimizer_instances(stack, plan) -> np.ndarray:
+    """Per plan, whether its sharding mode's optimizer can shard over a group smaller than dp (stack_db runs.sharding
+    optimizer_instances: Megatron's --num-distributed-optimizer-instances); False on a stack without runs."""
+    runs = stack.runs if stack is not None else None
+    if runs is None:
+        return np.zeros(np.shape(plan.sharding), dtype=bool)
+    col = np.array([m.optimizer_instances for m in runs.sharding] + [False])
+    smode = np.asarray(plan.smode)
+    return col[np.where((smode >= 0) & (smode < len(col) - 1), smode, len(col) - 1)] & (np.asarray(plan.sharding) == ZERO1)
+
+
 def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
     """(job, inherited): the job with the core attention and the 16-bit dtype it leaves out taken from the stack's
     defaults (defaults.attention, defaults.fp16), listed as inherited where they are not the planner's own (flash,
@@ -2034,6 +2055,47 @@ def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
         update["fp16"] = stack.defaults.fp16
         inherited.append(("fp16", stack.defaults.fp16))
     return (job.model_copy(update=update) if update else job), inherited
+
+
+def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
+    """The job's update rule (Job.optimizer), refused where the stack's code builds no such optimizer (stack_db
+    runs.optimizers; null: adam only) and, for muon, where Megatron-LM @d98e8a64 refuses it or the planner cannot
+    price it: under FSDP (arguments.py l. 1739-1740: 'Emerging optimizer does not support Torch-FSDP2 / Megatron-FSDP
+    for now'), with the precision-aware optimizer (optimizer/__init__.py l. 493-496: skip_megatron_wrapping, the
+    layer-wise path's, 'is incompatible with use_precision_aware_optimizer'; Adam's moments below fp32 need it),
+    with the optimizer offloaded (l. 497-498), and with fp16 (l. 774-775: 'emerging optimizer with fp16 is not
+    supported')."""
+    if job.optimizer_whole_tensors and (job.optimizer != "muon" or job.sharding != "zero1"):
+        raise PlannerError(f"{where}optimizer_whole_tensors with optimizer {job.optimizer} and sharding {job.sharding}: "
+                           "the whole-tensor shards are Megatron's layer-wise distributed optimizer's, which runs "
+                           "muon at zero1 (--optimizer muon --use-distributed-optimizer, NVIDIA/Megatron-LM @d98e8a64 "
+                           "megatron/training/arguments.py l. 1725-1737)",
+                           "drop optimizer_whole_tensors, or set optimizer muon and sharding zero1")
+    if job.optimizer == "adam":
+        return "adam"
+    runs = stack.runs if stack is not None else None
+    listed = runs.optimizers if runs is not None else None
+    if listed is None or job.optimizer not in listed.optimizers:
+        src = f" ({stack.origin} runs.optimizers: {'; '.join(listed.sources)})" if listed is not None else ""
+        raise PlannerError(f"{where}optimizer {job.optimizer} on stack {stack.name if stack else None}, whose code builds "
+                           f"{', '.join(listed.optimizers) if listed is not None else 'adam'} only{src}",
+                           "leave optimizer out (adam), or plan --stack megatron")
+    cite = "NVIDIA/Megatron-LM @d98e8a64"
+    bad = [(job.sharding in ("zero2", "zero3", "fsdp", "hsdp"),
+            f"sharding {job.sharding}: Megatron runs muon under DDP (sharding none) or its layer-wise distributed "
+            f"optimizer (--use-distributed-optimizer, sharding zero1) only ({cite} megatron/training/arguments.py "
+            "l. 1736-1740: no Torch-FSDP2, no Megatron-FSDP)"),
+           (job.precision_aware_optimizer is True or bpp.optimizer < 8.0,
+            f"the precision-aware optimizer (Adam's moments below fp32): {cite} megatron/core/optimizer/__init__.py "
+            "l. 493-496 refuses it on the layer-wise path; the planner prices muon with fp32 states only"),
+           (job.offload_optimizer != "none", f"offload_optimizer {job.offload_optimizer}: {cite} "
+            "megatron/core/optimizer/__init__.py l. 497-498 refuses it on the layer-wise path; not priced"),
+           (job.fp16, f"fp16: {cite} megatron/core/optimizer/__init__.py l. 774-775 ('emerging optimizer with fp16 is "
+            "not supported')")]
+    for hit, why in bad:
+        if hit:
+            raise PlannerError(f"{where}optimizer muon with {why}", "use optimizer adam, or drop the setting")
+    return job.optimizer
 
 
 def _stack_mtp(job: Job, model: ModelSpec, stack, warnings: list, where: str) -> ModelSpec:
@@ -2328,7 +2390,7 @@ def _check_job_options(job: Job, model: ModelSpec, where: str, *, dp: int, gbs: 
     DeepSpeed's partitioned checkpoints each against the settings they need."""
     if job.sharding == "hsdp" and job.shard_group is None:
         raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
-    if job.sharding != "hsdp" and job.shard_group is not None:
+    if job.sharding not in ("hsdp", "zero1") and job.shard_group is not None:  # zero1: the mode's rule SHARD_NOT_HSDP
         raise _rule_error(SHARD_NOT_HSDP, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
@@ -3129,7 +3191,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "sharding": SHARDING_NAMES[g("sharding")],
         # the stack's mode that runs it (stack_db runs.sharding); None for a stack that lists none
         "sharding_mode": _mode_name(settings, g("smode")),
-        "shard_group": g("shard") if g("sharding") == HSDP else None,
+        "shard_group": g("shard") if g("sharding") == HSDP or g("shard") != g("dp") else None,
         "recompute": RECOMPUTE_NAMES[g("recompute")],
         "sequence_parallel": bool(g("sp")),
         "schedule": SCHEDULE_NAMES[g("schedule")],
@@ -3269,6 +3331,8 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"precision_aware_optimizer": True} if settings.precision_aware and settings.bpp.optimizer >= 8.0 else {}),
         # the job's host (_apply_host: in settings.hardware), only where the job gave it
         **{f: getattr(settings.hardware, h) for f, h in HOST_FIELDS if f in settings.host_fields},
+        **({"optimizer": settings.optimizer} if settings.optimizer != "adam" else {}),
+        **({"optimizer_whole_tensors": True} if settings.optimizer_whole_tensors else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

@@ -1620,6 +1620,9 @@ class FP8Recipe(BaseModel):
 
 
 OptimizerImpl = Literal["fused", "foreach", "for-loop"]
+# the update rule a job's optimizer runs (Job.optimizer; stack runs.optimizers): adam (two moments a parameter,
+# BytesPerParam.optimizer) or muon (one momentum a 2-D hidden matrix, Adam on the rest: memory.py [mu])
+OptimizerName = Literal["adam", "muon"]
 
 
 # what a fused-accumulation linear returns as its weight gradient (memory.py [dw])
@@ -2148,6 +2151,12 @@ class ShardingMode(BaseModel):
     replica_reduce: Optional[Literal["microbatch", "step"]] = Field(
         default=None, description="hsdp: the all-reduce of the sharded gradients across the replicas, with every "
                                   "reduce-scatter or once per step at the last micro-batch (null: with every reduce-scatter)")
+    optimizer_instances: bool = Field(
+        default=False, description="zero1: the optimizer can shard over groups of shard_group of the dp ranks, replicated "
+                                   "across the dp / shard_group groups (Megatron-LM --num-distributed-optimizer-instances "
+                                   "N = dp / shard_group: the gradients reduce-scattered within the group, the shard "
+                                   "all-reduced across the groups, the weights all-gathered within it); false: the job's "
+                                   "shard_group is refused under the mode (plan rule SHARD_NOT_HSDP)")
     grad_accum_bytes: float = Field(
         default=0.0, ge=0, description="zero1: bytes a parameter of a gradient accumulation buffer over the whole stage, "
                                        "never sharded, beside the model-dtype gradients (memory.py [bo]: DeepSpeed's "
@@ -2583,6 +2592,22 @@ class HalfDtypeRuns(BaseModel):
 SpmdBackend = Literal["spmd_types", "partial_dtensor", "full_dtensor"]
 
 
+class OptimizerRuns(BaseModel):
+    """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
+    the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
+
+    model_config = Strict
+    optimizers: list[OptimizerName] = Field(min_length=1)
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _once(self) -> "OptimizerRuns":
+        _listed_once(self.optimizers, "optimizers")
+        if "adam" not in self.optimizers:
+            raise ValueError("runs.optimizers lacks adam: a job that leaves optimizer out runs adam")
+        return self
+
+
 class SpmdBackendRuns(BaseModel):
     """The SPMD backends a stack's trainer selects between (job field spmd_backend): torchtitan 0.3's
     parallelism.spmd_backend. The backend decides which op the TP / SP redistributes and the EP token exchange
@@ -2740,6 +2765,8 @@ class StackRuns(BaseModel):
     half_dtypes: Optional[HalfDtypeRuns] = Field(
         default=None, description="the 16-bit dtypes the stack's code trains in (job field fp16); null: the entry "
                                   "does not say (bf16 and fp16 taken as runnable)")
+    optimizers: Optional[OptimizerRuns] = Field(
+        default=None, description="the update rules the stack's code builds (job field optimizer); null: adam only")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -3273,7 +3300,9 @@ class Job(BaseModel):
     sharding_mode: Optional[str] = Field(
         default=None, description="the stack's sharding mode (stack_db runs.sharding, e.g. megatron_fsdp_optim_grads); "
                                   "default: the stack's first mode of the sharding level that the trainer accepts for the plan")
-    shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group")
+    shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group; zero1 on a mode "
+                                                                        "with optimizer_instances (Megatron's distributed "
+                                                                        "optimizer): dp / --num-distributed-optimizer-instances")
     recompute: Recompute = "none"
     recompute_layers: Optional[Count] = Field(
         default=None, gt=0,
@@ -3617,6 +3646,19 @@ class Job(BaseModel):
                                           "[z3], [z3g]; reduce_bucket_size also "
                                           "sizes ZeRO-1/2's IPG buffer, memory.py [zb]); each left out: the stack's "
                                           "(DeepSpeed's default)")
+    optimizer: OptimizerName = Field(
+        default="adam",
+        description="the update rule: adam (m and v a parameter, bytes_per_param.optimizer) or muon (Megatron-LM "
+                    "--optimizer muon: one fp32 momentum a 2-D hidden weight matrix, orthogonalized by Newton-Schulz; "
+                    "the word embedding, output layer, norms and biases keep Adam: memory.py [mu]); a stack that builds "
+                    "no muon refuses it (stack_db runs.optimizers); default adam")
+    optimizer_whole_tensors: bool = Field(
+        default=False,
+        description="with optimizer muon at zero1: Megatron's layer-wise distributed optimizer on its legacy path "
+                    "(--no-use-layer-wise-param-layout) hands each parameter whole to one rank, by size in ping-pong "
+                    "order, so one rank holds the word embedding's (or output layer's) master and Adam states whole; "
+                    "priced for that rank (memory.py [mu]); default off: the precomputed layout, the embedding byte-"
+                    "sharded by a distributed optimizer of its own")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

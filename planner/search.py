@@ -2169,7 +2169,7 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
     raw = {k: float(v[0]) for k, v in terms.items()}
     raw_term, raw_bytes = max(raw.items(), key=lambda kv: kv[1])
     p = {f: int(getattr(plan, f)[0]) for f in ("tp", "cp", "pp", "vpp", "dp", "mbs", "sharding", "shard", "recompute")}
-    shard = SHARDING_NAMES[p["sharding"]] + (f" (shard group {p['shard']})" if p["sharding"] == HSDP else "")
+    shard = SHARDING_NAMES[p["sharding"]] + (f" (shard group {p['shard']})" if p["sharding"] == HSDP or p["shard"] != p["dp"] else "")
     desc = (f"TP {p['tp']} x CP {p['cp']} x PP {p['pp']} x DP {p['dp']}" + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
             + f", {shard}, micro-batch {p['mbs']}, recompute {RECOMPUTE_NAMES[p['recompute']]}, on {settings.gpus:,} GPUs")
     over = total - usable

@@ -1136,6 +1136,9 @@ def _mesh(settings: Settings, seq: int, opts: SpaceOptions, U: int, reasons: dic
     return mesh
 
 
+MUON_LEVELS = ("none", "zero1")  # the sharding levels Megatron-LM @d98e8a64 runs --optimizer muon under (plan._optimizer)
+
+
 def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
     """Per mesh, the levels below the micro-batch: (SP values, SP allowed per mesh, sharding
     option codes, their modes, their shard groups per mesh, sharding option allowed per
@@ -1149,6 +1152,9 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
     if opts.sequence_parallel is None:
         sp_ok[:, 0] = mesh["tp"] > 1  # SP is searched where there is TP to split across
     names = opts.sharding or tuple(n for n in SHARDING_CODES if runs is None or any(m.level == n for m in runs.sharding))
+    if getattr(settings, "optimizer", "adam") == "muon":  # a job setting: Megatron runs Muon under DDP or its layer-wise
+        # distributed optimizer only (plan._optimizer: arguments.py @d98e8a64 l. 1739-1740), never FSDP
+        names = tuple(n for n in names if n in MUON_LEVELS)
     if runs is None:
         codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names], dtype=i64)
         modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)

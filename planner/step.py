@@ -1674,7 +1674,7 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     # Megatron-FSDP: the rank's shard of its own bucket, padded to the shard group x h, in fp32 (the main weight's);
     # none where the precision-aware optimizer leaves param.grad unset [20]
     shard, skipped = embedding_grad_shard(sc.stack, plan, settings.precision_aware)
-    n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    n = plan.shard * plan.cp
     rows = np.ceil(float(model.vocab_size) / plan.tp / n)
     size = np.where(shard, rows * model.hidden_size * STEP_FP32_GRAD_BYTES, whole)
     on = (plan.pp > 1) & ~skipped
@@ -1712,7 +1712,7 @@ def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     if spr is None or not spr.norm_grads_step_allreduce:  # a stack setting, not searched
         return np.zeros(np.shape(plan.tp))
     fsdp = plan.sharding >= FSDP
-    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    shard_n = plan.shard * plan.cp
     elems = sp_partial_elements(sc)
     size = elems * grad_reduce_bytes(sc, fsdp) / np.where(fsdp, shard_n, 1)
     on = (elems > 0) & (plan.tp > 1)
@@ -1843,7 +1843,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
             for i in (0, 1)}
     p_local, p_dp = _dp_stage_params(sc, pc, split, dual, pair[0])
-    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    shard_n = plan.shard * plan.cp
     dpcp = plan.dp * plan.cp
     dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
     fsdp = plan.sharding >= FSDP
@@ -1873,9 +1873,12 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     rs_g = np.where(fsdp & tr["allreduce"], bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1)),
                     bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1)))
     ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp))
-    replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
-    ar_hsdp = np.where(plan.sharding == HSDP,
-                       coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
+    replicas = plan.dp // np.maximum(plan.shard, 1)
+    ar_rep = coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard)
+    ar_hsdp = np.where(plan.sharding == HSDP, ar_rep, 0.0)
+    # zero1 over groups of the dp ranks (Megatron's --num-distributed-optimizer-instances N, shard group dp / N): each
+    # reduce-scattered shard all-reduced across the N groups (param_and_grad_buffer.py @d98e8a64 l. 735-759) [5]
+    ar_inst = np.where(zero & (plan.shard < plan.dp), ar_rep, 0.0)
     # DeepSpeed ZeRO-3 of April 2021: one-deep, synchronised fetches [22] (a stack setting, not a searched quantity)
     sync = None
     if sc.stack.overlap.fsdp_prefetch_depth == 1 and lt is not None:
@@ -1895,7 +1898,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # first bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward
     # pass (not the whole of it on top: exposed <= total)
     n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
-    ddp_grad = np.where(zero & ~allred, rs_g, ar_g)
+    ddp_grad = np.where(zero & ~allred, rs_g, ar_g) + ar_inst
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
     g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
@@ -2239,11 +2242,12 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     allred = zero & tr_all  # the BF16_Optimizer's all-reduce (dp_traffic)
     ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
-    replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
-    ar_he = np.where(plan.sharding == HSDP,
+    replicas = plan.dp // np.maximum(plan.shard, 1)
+    # HSDP's replicas, or zero1's optimizer instances (dp_traffic's ar_inst: the experts' shards too)
+    ar_he = np.where((plan.sharding == HSDP) | (zero & (plan.shard < plan.dp)),
                      coll(comm.ALL_REDUCE, e_local * red / np.maximum(e_shard, 1), replicas, coll.strides["dp"] * plan.shard), 0.0)
     e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge + n_ar * ar_he,
-                       np.where(zero, n_rs * np.where(allred, ar_ge, rs_ge) + ag_we, n_rs * ar_ge))
+                       np.where(zero, n_rs * (np.where(allred, ar_ge, rs_ge) + ar_he) + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
     # dp_comm_overlap off: all exposed, but the gathers of a stack that prefetches them whatever the setting [19]
@@ -2262,7 +2266,7 @@ def offload_parts(sc: StepCtx, dp: DPTraffic, comp) -> dict:
     hardware's pcie_GBps a direction, the two directions at once) and what of them the backward hides, and the host
     bytes a rank holds (offload.host_bytes). Seconds and bytes, each array a plan."""
     plan, settings, spec = sc.plan, sc.settings, sc.stack.cpu_offload
-    d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    d_shard = plan.shard * plan.cp
     local = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
     if sc.ll.has_experts:
         local = local + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1)
@@ -2319,7 +2323,7 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     buffer's passes over every local parameter (DeepSpeed's BF16_Optimizer: HP_ACCUM_BYTES a micro-batch,
     HP_CLEAR_BYTES a step)."""
     plan, bpp = sc.plan, sc.settings.bpp
-    d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    d_shard = plan.shard * plan.cp
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
     per_param = adam_bytes_per_param(bpp, master_bytes(sc.settings, plan))  # per mode: memory.py [mw]
     out = local_shard * per_param / sc.hbm

@@ -131,6 +131,14 @@ CASES = [
     # 26 B a parameter, not 28 (step.adam_bytes_per_param: the remainders and the bf16 weight read), the step down
     ("precision_aware_optimizer", ["--precision-aware-optimizer"], True, dict(DENSE, stack="megatron", sharding="zero1",
      bytes_per_param="mixed16"), False, {"memory": -1, "step": -1}),
+    # Muon: one fp32 momentum (4 B) in place of Adam's two moments (8 B) on every 2-D hidden matrix (memory.py [mu]);
+    # the step time priced as Adam's (its Newton-Schulz products are not), nothing else moves
+    ("optimizer", ["--optimizer", "muon"], "muon", dict(DENSE, stack="megatron", sharding="zero1"), "adam",
+     {"memory": -1}),
+    # Muon's layer-wise optimizer without its layout: the word embedding's master and moments whole on one rank
+    # (memory.py [mu], whole_tensor_excess), priced for that rank; the step time as before
+    ("optimizer_whole_tensors", ["--optimizer-whole-tensors"], True,
+     dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon"), False, {"memory": +1}),
     # the job's host (plan._apply_host) in place of the hardware entry's, read by CPU offload (tests/test_host_adam.py):
     # half h100-sxm's DRAM peak (563.2 GB/s), the host's Adam twice as long; half its PCIe Gen5 link (64 GB/s), the
     # copies twice as long; host memory only gates (check), no figure moves
@@ -178,7 +186,7 @@ CASES = [
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
 # (a fusion switch on: the stack's fused kernel)
-OMITTED = {"pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+OMITTED = {"optimizer": "adam", "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
            "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")

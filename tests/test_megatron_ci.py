@@ -59,7 +59,6 @@ def test_skip_reasons(rows):
     assert skip("gpt__gpt_static_inference_tp1_pp1_583m_logitsmatch__dev_dgx_h100") == "not a training row (inference)"
     assert skip("gpt__gpt3_15b_8t_release_sm__dev_dgx_h100") == "no argument file: GPU count unknown (no recipe match)"
     assert skip("hybrid__hybrid_mr_mcore_te_tp1_pp1_cp1_dgx_a100_1N8G__dev_dgx_a100").startswith("no measured peak")
-    assert skip("moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100").startswith("not modelled: --optimizer muon")
     # 12 layers as 2 + 4 + 4 + 2 on pp 4 (--decoder-first/last-pipeline-num-layers 2/2): priced as Megatron places
     # them (the job's first_stage_layers / last_stage_layers, pipeline.py [14]), no longer skipped
     uneven = [rid for rid in rows if "_uneven_pipeline__" in rid]
@@ -93,6 +92,54 @@ def test_hand_computed_unfused_row(rows):
     assert r["error"] == pytest.approx(4_697_146_880 / 4_702_430_720 - 1)
     assert any(a.startswith("vocab_size=50,304: GPT2BPETokenizer's 50,257 tokens") for a in r["assumed"])
     assert any(a.startswith("attention=eager: --attention-backend unfused") for a in r["assumed"])
+
+
+def test_hand_computed_muon_rows(rows):
+    """The MoE Muon rows (--optimizer muon, memory.py [mu]): 12 layers, h 512, 8 heads, --disable-bias-linear,
+    LayerNorm, tied GPT-2 embeddings, learned positions (s 1,024), 8 experts of f 1,024 (GeLU: 2 h f each) on EP 8,
+    TP1 PP1 DP8. Per GPU, Adam steps what Megatron's _is_muon_excluded routes to it (emerging_optimizers.py
+    @d98e8a64 l. 140-147): the word embedding V h (is_embedding_or_output_parameter) and the 1-D norms, two LayerNorms
+    a layer (4 h) and the final one (2 h); Muon the 2-D rest: the position table s h (untagged), a layer's QKV and
+    output projections 4 h^2 and router 8 h, and the GPU's one expert a layer, 2 h f. Adam keeps 8 B (two fp32
+    moments), Muon 4 B (its fp32 momentum_buffer, Emerging-Optimizers v0.3.0 orthogonalized_optimizer.py l. 145).
+    Without --use-distributed-optimizer every rank holds every state; with it (the layer-wise optimizer) the dense
+    states shard over dp 8 and the experts' over their data-parallel ranks, tp dp / ep = 1, and, with
+    --no-use-layer-wise-param-layout (the job's optimizer_whole_tensors), the word embedding lands whole on one rank
+    (layer_wise_optimizer.py _shard_params_ping_pong: 88 dense tensors sorted by size, the embedding the 88th, in
+    the 16-slot loop 0..7, 7..0 slot 8: dp rank 7, the last rank, which Megatron logs): its 4 + 8 B an element
+    there whole, 7 / 8 of them beyond the 1 / 8 share. The measured rows show it: the plain H100 row holds
+    100,798,976 B (0.094 GiB) more than the dist one (GB200: 100,930,048 B), the planner 0.086 GiB (the last rank's
+    other tensors priced at 1 / 8 of the rest); sharding the embedding too would have predicted 0.338 GiB."""
+    adam = V * H + 12 * 4 * H + 2 * H
+    muon_dense = S * H + 12 * (4 * H * H + 8 * H)
+    muon_experts = 12 * 2 * H * 1024
+    assert (adam, muon_dense, muon_experts) == (25_781_248, 13_156_352, 12_582_912)
+    plain = rows["moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100"]
+    assert plain["mesh"] == "TP1 PP1 DP8 EP8 mbs4 gbs32" and plain["skipped"] is None
+    assert plain["terms"]["adam"] == 8 * adam + 4 * (muon_dense + muon_experts) == 309_207_040
+    assert plain["terms"]["master_weights"] == 4 * (adam + muon_dense + muon_experts)
+    dist = rows["moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon__dev_dgx_h100"]
+    emb = V * H  # whole on the last rank: 7 / 8 beyond its share
+    assert dist["terms"]["adam"] == pytest.approx((8 * adam + 4 * muon_dense) / 8 + 4 * muon_experts + 8 * emb * 7 / 8,
+                                                  rel=1e-12)
+    assert dist["terms"]["master_weights"] == pytest.approx(4 * (adam + muon_dense) / 8 + 4 * muon_experts
+                                                            + 4 * emb * 7 / 8, rel=1e-12)
+    assert plain["measured_bytes"] - dist["measured_bytes"] == 100_798_976
+    # the rest of the rank's memory is the same plan's: the two rows differ by their optimizer states only
+    assert plain["predicted_bytes"] - dist["predicted_bytes"] == pytest.approx(
+        sum(plain["terms"][k] - dist["terms"][k] for k in ("adam", "master_weights")), rel=1e-12)
+
+
+def test_hand_computed_optimizer_instances_row(rows):
+    """TP2 PP1 DP2 with the distributed optimizer and --num-distributed-optimizer-instances 2: the optimizer shards
+    over dp / 2 = 1 rank (the job's shard_group 1, parallel_state.py @d98e8a64 l. 922-929), so each rank holds its
+    states whole: 4 + 8 B a parameter, not 12 / 2. The GPU's parameters: the GPT-2 vocabulary padded to a multiple of
+    128 x tp 2 (50,432 rows) / tp, the learned positions s h, per layer 12 h^2 / tp, the column-parallel biases
+    (3 h + 4 h) / tp, the row-parallel ones 2 h and two LayerNorms 4 h whole, the final LayerNorm 2 h."""
+    r = rows["gpt__gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances_1node__dev_dgx_gb200"]
+    P = 50432 * H // 2 + S * H + 12 * (12 * H * H // 2 + 7 * H // 2 + 2 * H + 4 * H) + 2 * H
+    assert P == 32_368_640 and r["skipped"] is None and r["tier"] == "A"
+    assert (r["terms"]["weights"], r["terms"]["master_weights"], r["terms"]["adam"]) == (2 * P, 4 * P, 8 * P)
 
 
 def test_hand_computed_last_pipeline_stage(rows):

@@ -506,7 +506,7 @@ def register(app: typer.Typer) -> None:
         global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help="tokens per step (default: 16M = 2,048 x 8,192, the seed's)"),
         seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: the model's published pre-training length, training.seq_len, else at most 4096)"),
         sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp, or a mode of the stack (`planner stacks`) (default: none)"),
-        shard_group: Optional[int] = typer.Option(None, "--shard-group", help="hsdp: DP ranks per shard group"),
+        shard_group: Optional[int] = typer.Option(None, "--shard-group", help="hsdp: DP ranks per shard group; zero1 on megatron: dp / --num-distributed-optimizer-instances"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="none|selective|full (default: none)"),
         sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help=" (default: on when tp > 1, off on a stack whose code has no SP or never sums the norms' SP gradients over TP: stack_db runs.sequence_parallel)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8|nvfp4 (default: bf16; nvfp4 needs FP4 tensor cores: Blackwell)"),

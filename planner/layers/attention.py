@@ -561,7 +561,8 @@ class MLA:
         q = h * a * self.qk_head_dim if rq is None else rq * a * self.qk_head_dim
         split = q + rkv * a * (self.qk_nope_head_dim + self.v_head_dim) + a * self.v_head_dim * h
         rep = (0 if rq is None else h * rq) + h * (rkv + self.qk_rope_head_dim) + (rq or 0) + rkv
-        return BlockParams(split=split, replicated=rep + self.norm)
+        down = (0 if rq is None else h * rq) + h * (rkv + self.qk_rope_head_dim)  # 2-D: Muon's (common.py [mu])
+        return BlockParams(split=split, replicated=rep + self.norm, rep_matrix=down)
 
     def gemms(self, ctx):
         """q_a [T, r_q, h] (or q [T, a d_qk/t, h]), q_b [T, a d_qk/t, r_q], kv_a [T, r_kv + d_rope, h],

@@ -47,6 +47,14 @@ no gradient, no optimizer state, and is in no gradient reduction (Megatron's fin
 walks named_parameters only). It and its counter are priced as fp32 buffers, whole on every rank
 (memory.py model_buffers: 2 x 4 B x E a MoE layer).
 
+[mu] Which parameters Megatron-LM's Muon steps (memory.py [mu]): NVIDIA/Megatron-LM @d98e8a64
+megatron/core/optimizer/emerging_optimizers.py l. 140-147 (_is_muon_excluded: use_muon False, the
+is_embedding_or_output_parameter ones, or len(param.shape) != 2) and layer_wise_optimizer.py l. 38-53 (the same
+rule); language_module.py l. 229-236 tags only the word embedding and the output layer, so a learned position
+table (2-D) is Muon's; mamba_mixer.py l. 309 sets use_muon False on Mamba's in_proj weight (`no_muon`). The 2-D
+matrices among `replicated`: the router's weight (E x h; its bias 1-D) and MLA's down projections (h r_q,
+h (r_kv + d_rope); their latent norms 1-D) are `rep_matrix`.
+
 [qb] Transformer Engine quantizes a grouped linear's weights only: NVIDIA/TransformerEngine
 @d0067d0d transformer_engine/pytorch/module/grouped_linear.py l. 832-850 (quantize_weight per
 weight{i} into the cached workspace), l. 853-857 (the biases cast_if_needed to the activation
@@ -107,6 +115,8 @@ class BlockParams:
     expert_bias: int = 0  # every routed expert's biases among `expert` (column and row: expert_row_bias of them) [qb]
     score_bias: int = 0  # the router's expert score bias: a fp32 buffer, in no other field [sb]
     split_plain: int = 0  # the mixer's TP-split parameters of no linear, among `split` (conv1d, dt_bias, A_log...) [pl]
+    rep_matrix: int = 0  # the 2-D weight matrices among `replicated` (the router's, MLA's down projections) [mu]
+    no_muon: int = 0  # the TP-split linears' weight matrices Megatron keeps off Muon (use_muon False: Mamba's in_proj) [mu]
 
     def __add__(self, o: "BlockParams") -> "BlockParams":
         return BlockParams(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(BlockParams)))
@@ -129,6 +139,17 @@ class BlockParams:
         """The TP-split linears' weight matrices: `split` less the column-parallel biases and the plain mixer
         parameters [pl] (what TE quantizes, torchao converts and FSDP's fp8 all-gather gathers)."""
         return self.split - self.split_bias - self.split_plain
+
+    def muon_per_gpu(self, tp):
+        """Dense parameters one GPU holds of this block that Megatron's Muon steps [mu]: the 2-D weight matrices (the
+        TP-split linears' / tp but those kept off Muon, and the replicated ones whole); not the norms, biases or the
+        mixers' plain parameters (conv1d is 3-D, dt_bias, A_log, D 1-D)."""
+        return (self.split_linear - self.no_muon) / tp + self.rep_matrix
+
+    def muon_experts_per_gpu(self, etp, ep):
+        """Routed-expert parameters one GPU holds of this block that Muon steps [mu]: every expert's weight
+        matrices (2-D each: TE's GroupedLinear weight{i}, SequentialMLP's linears) / (etp ep), their biases not."""
+        return (self.expert - self.expert_bias) / (etp * ep)
 
     def dense_per_gpu(self, tp):
         """Dense parameters one GPU holds of this block: the TP-split ones / tp, the replicated ones (row-parallel

@@ -246,7 +246,8 @@ class Mamba2Block:
         conv = conv_ch * self.conv_kernel + (conv_ch if self.conv_bias else 0)
         # conv1d, dt_bias, A_log, D (H each) and the gated norm (d_i): plain parameters, no linear's (common.py [pl])
         return BlockParams(split=h * (2 * di + 2 * gn + H) + col + conv + 3 * H + di + di * h,
-                           replicated=self.norm + row, split_bias=col, row_bias=row, split_plain=conv + 3 * H + di)
+                           replicated=self.norm + row, split_bias=col, row_bias=row, split_plain=conv + 3 * H + di,
+                           no_muon=h * (2 * di + 2 * gn + H))  # in_proj's weight: use_muon False (common.py [mu])
 
     # ------------------------------------------------------------------ widths per GPU
     def _groups_in(self, ctx):

@@ -522,7 +522,9 @@ class MoEMLP:
         shared expert with biases."""
         sb = self.score_bias_params
         eb = ((2 * self.fe if self.gated else self.fe) + self.h) if self.bias else 0
+        # the router's weight (E x h) is 2-D: Muon's (common.py [mu]); the shared experts' gate is in split_linear
         return BlockParams(split=self.shared_params, replicated=self.router_params - sb + self.norm,
+                           rep_matrix=self.h * self.num_experts,
                            expert=self.num_experts * self.expert_params, active_expert=self.top_k * self.expert_params,
                            expert_row_bias=self.num_experts * self.h if self.bias else 0,
                            expert_bias=self.num_experts * eb, score_bias=sb)

@@ -94,7 +94,9 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     tab.add_column("component")
     tab.add_column("GB", justify="right")
     tab.add_column("GiB", justify="right")
-    rows = [(TERM_LABELS[k], t[k]) for k in _STATE_TERMS]
+    # under Muon the term holds Adam's moments of the embeddings, norms and biases and Muon's momentum (memory.py [mu])
+    labels = TERM_LABELS | ({"adam": "Adam m, v + Muon momentum"} if res["plan"].get("optimizer") == "muon" else {})
+    rows = [(labels[k], t[k]) for k in _STATE_TERMS]
     rows.append(("[bold]model states[/bold]", t["weights"] + t["gradients"] + t["master_weights"] + t["adam"]))
     rows += [(TERM_LABELS[k], t[k]) for k in _OTHER_TERMS if k not in _SHOWN_IF_ANY or t.get(k)]
     for name, v in rows:

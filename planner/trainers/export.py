@@ -107,6 +107,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         if plan.get(f) is not None:
             notes.append(f"{f} {plan[f]:g}: the servers' host (priced in place of hardware {hw_field}); the file cannot "
                          "hold it")
+    if plan.get("optimizer", "adam") != "adam" and fmt != "megatron":  # Megatron-LM's --optimizer muon only
+        raise _refuse(fmt, f"optimizer {plan['optimizer']}: the planner writes Megatron-LM's --optimizer muon only "
+                           "(stack_db megatron runs.optimizers)", "export megatron, or price it with optimizer adam")
     if plan.get("fp16") and fmt == "torchtitan":  # priced as bf16; the megatron (--fp16) and deepspeed (fp16.enabled) writers spell it
         raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 and "
                            "DeepSpeed's fp16.enabled are the fp16 spellings it writes)",
@@ -295,7 +298,7 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer")
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -1371,8 +1374,15 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     # param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320; grad_reduce_in_fp32 is not read there):
     # the plan's fp32 gradients (4 B, as priced) are these two flags
     args += list(megatron_fsdp_grad_flags(plan))
-    if mode == "megatron_fsdp_hsdp":
+    if mode == "megatron_fsdp_hsdp" or (mode == "distributed_optimizer" and plan.get("shard_group")):
+        # HSDP's replicas, or the distributed optimizer's instances (stack_db runs.sharding optimizer_instances)
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
+    if plan.get("optimizer", "adam") != "adam":  # the job's update rule (memory.py [mu]); with
+        # --use-distributed-optimizer validate_args runs Muon's layer-wise distributed optimizer (arguments.py @d98e8a64
+        # l. 1725-1737), priced as the same level
+        args.append(("--optimizer", plan["optimizer"]))
+        if plan.get("optimizer_whole_tensors"):  # the layer-wise optimizer's legacy path (arguments.py l. 3160-3169)
+            args.append(("--no-use-layer-wise-param-layout", None))
     rec = plan["recompute"]
     if rec == "full":
         rl = plan.get("recompute_layers")

@@ -72,16 +72,19 @@ read). Modelled:
   ignored without it;
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
-  --optimizer other than adam, activation offloading (--fine-grained-activation-offloading,
+  --optimizer other than adam and muon (muon, dist_muon -> the job's optimizer muon, memory.py [mu]; --muon-scalar-optimizer
+  other than adam not modelled), activation offloading (--fine-grained-activation-offloading,
   --offload-modules, --cpu-offloading), pageable offload buffers (--no-pin-cpu-grads, --no-pin-cpu-params),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
-  --num-distributed-optimizer-instances > 1 (outside Megatron-FSDP optim_grads_params, where it is HSDP: below),
+  --num-distributed-optimizer-instances > 1 (outside Megatron-FSDP optim_grads_params, where it is HSDP, and the
+  distributed optimizer, where it is the job's shard_group dp / N: below),
   --pipeline-model-parallel-layout (a layout the planner's split cannot place: below), --recompute-modules other than core_attn, layernorm, moe_act and mla_up_proj, --export-kd-teacher-load (a distillation
   teacher).
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
-  --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
+  --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N; with
+  --use-distributed-optimizer: zero1 over shard_group dp / N, stack_db runs.sharding optimizer_instances),
   --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor
   and --moe-pad-expert-input-to-capacity, the router's balancing (--moe-router-force-load-balancing: moe_rank_imbalance
   1.0; --moe-router-enable-expert-bias, --moe-router-load-balancing-type: moe_load_balancing, planner/imbalance.py),
@@ -275,7 +278,7 @@ VALUE_FLAGS = {
     "--window-size", "--window-attn-skip-freq", "--rope-type",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
-    "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    "--optimizer", "--muon-scalar-optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--optimizer-offload-fraction",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
@@ -292,7 +295,8 @@ VALUE_FLAGS = {
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
-BOOL_READ = {"--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
+BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_tensors with muon (memory.py [mu])
+             "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
              "--fp8-dot-product-attention"}  # the job's fp8_attention (_fp8_attention)
 KNOWN_BOOL_IGNORED = {
@@ -345,8 +349,6 @@ NOT_MODELLED = {
                                                   "l. 1672-1675, distributed_data_parallel.py l. 635): the same gathered "
                                                   "buffers (no bytes moved), the first chunk's all-gather hidden behind "
                                                   "the optimizer step instead of the first micro-batch's forward",
-    "--no-use-layer-wise-param-layout": "the layer-wise distributed optimizer without its precomputed parameter layout "
-                                        "(arguments.py l. 3160-3165): other buffer padding and gather sizes",
     "--tp-comm-overlap-cfg": "Transformer Engine's userbuffers settings for the TP overlap (chunks, SMs per "
                              "collective): the overlapped TP time",
     "--use-fused-weighted-squared-relu": "a fused kernel for the weighted squared-ReLU activation: fewer bytes than "
@@ -385,6 +387,9 @@ NOT_MODELLED = {
 }
 # flag families the reader does not price that change memory or time: (pattern, what they change)
 NOT_MODELLED_PATTERNS = (
+    (r"--muon-(num-ns-steps|coefficient-type|fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv)$",
+     "Muon's Newton-Schulz settings: the optimizer step's matrix products and their TP gathers, whose time is not "
+     "priced (memory.py [mu])"),
     (r"--megatron-fsdp-main-params-dtype$", "Megatron-FSDP's main weights' dtype: their bytes"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
@@ -429,7 +434,7 @@ IGNORED_REASONS = (
     (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's own core attention "
      "(dot_product_attention.py @d98e8a64 l. 106), read with --transformer-impl local; Transformer Engine's attention "
      "runs here, which does not take it"),
-    (r"--muon-(momentum|extra-scale-factor|scale-mode)$", "optimizer hyper-parameter: no memory or time effect"),
+    (r"--muon-(momentum|extra-scale-factor|scale-mode|nesterov)$", "optimizer hyper-parameter: no memory or time effect"),
     (r"--mscale(-all-dim)?$|--rotary-interleaved$",
      "a constant or channel order of the rotary embedding: the same kernel and bytes"),
     (r"--(use-persistent-ckpt-worker|dist-ckpt-[\w-]+|(no-)?ckpt-[\w-]+|use-checkpoint-opt_param-scheduler|"
@@ -1751,8 +1756,18 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job["sharding_mode"] = "ddp"
         else:
             raise PlannerError(f"{where}--data-parallel-sharding-strategy {strategy!r}", "valid: no_shard, optim, optim_grads, optim_grads_params")
-    elif "--use-distributed-optimizer" in flags:
+    elif "--use-distributed-optimizer" in flags or flags.get("--optimizer") == "dist_muon":
+        # with muon (or the deprecated dist_muon) validate_args runs the layer-wise distributed optimizer in its place
+        # (arguments.py @d98e8a64 l. 1725-1737): whole parameters sharded over the same dp x cp ranks, priced as the
+        # distributed optimizer's level (memory.py [mu])
         job["sharding_mode"] = "distributed_optimizer"
+        instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
+        dp_all = job["gpus"] // max(1, tp * pp * cp)
+        if instances > 1 and dp_all % instances == 0:
+            # the optimizer sharded over dp / N ranks x cp, the shards all-reduced across the N instances
+            # (parallel_state.py @d98e8a64 l. 922-929; param_and_grad_buffer.py l. 701-759): the job's shard_group
+            # under the mode's optimizer_instances (stack_db megatron runs.sharding)
+            job["shard_group"] = dp_all // instances
     else:
         job["sharding_mode"] = "ddp"
     job["sharding"] = {"ddp": "none", "distributed_optimizer": "zero1", "megatron_fsdp_optim": "zero1",
@@ -1853,6 +1868,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     _optimizer_offload(flags, where, job, assumed, ignored, unmodelled)
     _megatron_fsdp_grads(flags, where, job, assumed, ignored, unmodelled)
     _unmodelled(flags, where, job, spec, tp, unmodelled)
+    if "--no-use-layer-wise-param-layout" in flags:  # Muon's layer-wise optimizer without its layout (memory.py [mu])
+        if job.get("optimizer") == "muon" and job.get("sharding") == "zero1":
+            job["optimizer_whole_tensors"] = True
+        else:
+            ignored.append("--no-use-layer-wise-param-layout (no layer-wise distributed optimizer: it runs with --optimizer "
+                           "muon and --use-distributed-optimizer only, arguments.py @d98e8a64 l. 1725-1737)")
     unmodelled += split_unmodelled
     if hardware is not None:
         job["hardware"] = hardware
@@ -2257,7 +2278,20 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     """What the flags set that the planner cannot express and prices otherwise (TrainerConfig
     .unmodelled; the CLI warns, `planner validate` skips a corpus row that has any)."""
     opt = flags.get("--optimizer", "adam")
-    if opt != "adam":
+    if opt in MUON_OPTIMIZERS:  # the job's optimizer muon (memory.py [mu]); dist_muon: the sharding section
+        job["optimizer"] = "muon"
+        scalar = flags.get("--muon-scalar-optimizer", "adam")  # arguments.py @d98e8a64 l. 2661-2664, default adam
+        if scalar != "adam":
+            unmodelled.append(f"--muon-scalar-optimizer {scalar}: the scalar parameters' optimizer state is not "
+                              "modelled (Adam's two fp32 moments are priced)")
+        if _int(where, flags, "--num-distributed-optimizer-instances", 1) > 1 and job.get("sharding") == "zero1":
+            raise PlannerError(f"{where}--optimizer {opt} with --use-distributed-optimizer and "
+                               "--num-distributed-optimizer-instances > 1: Megatron-LM's layer-wise distributed "
+                               "optimizer asserts 'LayerWiseDistributedOptimizer does not support "
+                               "num_distributed_optimizer_instances > 1.' (megatron/core/optimizer/"
+                               "layer_wise_optimizer.py @d98e8a64 l. 537-541)",
+                               "drop --num-distributed-optimizer-instances")
+    elif opt != "adam":
         unmodelled.append(f"--optimizer {opt}: its state is not modelled (Adam's two fp32 moments are priced)")
     for f in ("--fine-grained-activation-offloading", "--cpu-offloading", "--offload-modules"):
         if f in flags:
@@ -2270,9 +2304,13 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
                           f"megatron runs.sharding); its buffers are priced as the planner's {job['sharding']} (the "
                           "stack's FSDP unit buffers), not Megatron-FSDP's own")
     n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
-    if n_inst > 1 and job.get("sharding_mode") != "megatron_fsdp_hsdp":
+    if n_inst > 1 and job.get("sharding_mode") not in ("megatron_fsdp_hsdp", "distributed_optimizer"):
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
                           "priced over dp")
+    elif n_inst > 1 and "shard_group" not in job:  # the distributed optimizer's instances over dp x cp, not dp alone
+        unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: it divides dp x cp but not dp "
+                          f"({job['gpus'] // max(1, tp * job.get('pp', 1) * job.get('cp', 1))}): the planner's shard "
+                          "group is a number of dp ranks x cp; priced over dp")
     mods = None if "--recompute-modules" not in flags else words_of(flags["--recompute-modules"])
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         priced = typing.get_args(RecomputeModule)
@@ -2288,6 +2326,11 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of "
                               + ", ".join(m for m in mods if m not in priced) + " is not modelled (the planner prices "
                               + ", ".join(priced) + "; the stack's default, the attention core's, is priced)")
+
+
+# the --optimizer choices the job's optimizer muon prices (arguments.py @d98e8a64 l. 2913-2917; dist_muon the
+# deprecated spelling of muon with the layer-wise distributed optimizer, l. 1727-1733)
+MUON_OPTIMIZERS = ("muon", "dist_muon")
 
 
 # megatron/core/transformer/transformer_config.py @d98e8a64 l. 587-589 fp8: Optional[Literal['e4m3', 'hybrid']]
