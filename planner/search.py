@@ -1936,6 +1936,14 @@ def config_explain_args(path: str, job: Job, row: dict, axes: tuple = ()) -> lis
         args += [a for k, flag in (("ep", "--ep"), ("etp", "--etp")) if k in axes
                  for a in (flag, str(d.get(k) or (d["tp"] if k == "etp" else 1)))]
     args.append("--tp-comm-overlap" if d.get("tp_comm_overlap") else "--no-tp-comm-overlap")
+    # fit CONFIG holds the file's global batch (as `explain CONFIG` with fit's options reads it) on every row; a
+    # torchtitan config (the stack's start-up rules are torchtitan's: stack_db runs.startup_rules) leaves its
+    # global_batch_size -1 to the mesh, which `explain CONFIG` works out at the row's (torchtitan.read_sections:
+    # local_batch_size x dp, train.py @e347b1e5e l. 196-200), so the row's batch is named
+    st = load_stack(d["stack"])
+    if (st.runs is not None and st.runs.startup_rules == "torchtitan" and job.global_batch_tokens is None
+            and job.batch_size_schedule is None and d.get("global_batch") is not None):
+        args += ["--global-batch", str(d["global_batch"])]
     # the row's core attention, where not what `explain CONFIG` takes: the file's, else the stack's defaults.attention
     # (fit plans plan.fit_attention for a job that leaves it out: flash on megatron-deepspeed, whose default is eager)
     file_attention = job.attention if "attention" in job.model_fields_set else load_stack(d["stack"]).defaults.attention

@@ -1000,8 +1000,11 @@ def test_check_cp_under_use_tp_pp_dp_mapping_names_the_rank_order(cli, tmp_path)
 
 def test_check_cp_in_torchtitans_keys(cli):
     """torchtitan's Llama 3 8B TOML on 8 H100s at 32,768 tokens (136.2 GiB): CP 4 passes (CP 2 does
-    not), checked as `explain --cp 4` prices it and spelled as torchtitan's
-    [parallelism] context_parallel_degree (job_config.py @e347b1e5e l. 428)."""
+    not), checked as `explain --cp 4 --global-batch 8` prices it and spelled as torchtitan's
+    [parallelism] context_parallel_degree (job_config.py @e347b1e5e l. 428). check keeps the global batch
+    (its suggestion writes global_batch_size = 8); `explain --cp 4` alone runs the file as torchtitan would
+    at cp 4, its global_batch_size -1 = local 1 x dp 2 = 2 (torchtitan.read_sections), a quarter of the
+    batch: 7.69 s -> 1.93 s per step at the same memory."""
     import json as j
 
     [res] = j.loads(cli("check", TOML, "--gpus", 8, "--seq-len", 32768, "--format", "json").stdout)
@@ -1010,8 +1013,11 @@ def test_check_cp_in_torchtitans_keys(cli):
     # the preset's global_batch_size -1 is local 1 x dp: at dp 2 it would be 2, so the kept 8 is spelled (spelling.py)
     assert cp["description"] == ("CP 1 -> 4 (DP 8 -> 2) [torchtitan: [parallelism] context_parallel_degree = 4; [parallelism] "
                                  "data_parallel_shard_degree = -1 (the leftover GPUs: 8 -> 2); [training] global_batch_size = 8]")
-    at4 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 4, "--format", "json").stdout)
+    at4 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 4, "--global-batch", 8,
+                      "--format", "json").stdout)
     assert cp["total_bytes"] == at4["memory"]["total_bytes"] and cp["step_s"] == at4["time"]["step_s"]
+    own = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 4, "--format", "json").stdout)
+    assert own["plan"]["global_batch"] == 2 and own["memory"]["total_bytes"] == at4["memory"]["total_bytes"]
     at2 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 2, "--format", "json").stdout)
     assert at2["memory"]["fits"] is False
     # torchtitan's TP always runs sequence parallelism (TORCHTITAN_SP): the reader leaves it unset at tp 1,

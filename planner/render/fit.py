@@ -112,7 +112,11 @@ def row_command(job, row: dict, config: tuple | None) -> str:
     if config is None:
         return f"planner explain {shlex.join(explain_args(job, row))}"
     path, given, kept, axes = config
-    return (f"planner explain {shlex.join(config_explain_args(path, job, row, axes) + (given or []))}"
+    args = config_explain_args(path, job, row, axes)
+    if given and "--global-batch" in given and "--global-batch" in args:  # the fit's own option, repeated below
+        i = args.index("--global-batch")
+        args = args[:i] + args[i + 2:]
+    return (f"planner explain {shlex.join(args + (given or []))}"
             + (" and this command's job options" if given is None else "")
             + (f" (it keeps the file's {', '.join(kept)}, which the row was priced without: --explain N here prices "
                "the row itself)" if kept else ""))

@@ -149,7 +149,9 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     text (with fmt): the file's text when the caller already read it (sniff_format); the file
     is read once (planner/files.py), by the format's reader when nobody has yet. parallel: the
     command line's tp / pp / cp, which a DeepSpeed JSON's batch keys are read against (the
-    launcher's model parallelism: deepspeed.py); the other readers take their files' degrees.
+    launcher's model parallelism: deepspeed.py), and at which a torchtitan TOML or 0.3.0 launch line works out
+    what it leaves to the mesh (data_parallel_shard_degree / global_batch_size -1, the micro-batch:
+    torchtitan.read_sections); the other readers take their files' degrees.
     stack: the command line's --stack, whose model codes a torchtitan [model] name is checked
     against (torchtitan.model_code_line)."""
     from ..schema import MAX_COUNT
@@ -182,8 +184,10 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .megatron import read
     else:
         from .deepspeed import read
-    extra = {"parallel": parallel} if fmt == "deepspeed" else {"stack": stack} if fmt in (
-        "torchtitan", "megatron", "megatron-deepspeed") else {}
+    extra = ({"parallel": parallel} if fmt in ("deepspeed", "torchtitan-0.3") else {})
+    extra.update({"stack": stack} if fmt in ("torchtitan", "megatron", "megatron-deepspeed") else {})
+    if fmt == "torchtitan":  # the mesh the job runs, where the file leaves degrees to torchtitan (torchtitan.read_sections)
+        extra["parallel"] = parallel
     cfg = read(p, text, model=model, gpus=gpus, hardware=hardware, **extra)
     cfg.source = str(p)
     if fmt == "megatron-deepspeed" and cfg.fmt != "megatron-deepspeed":

@@ -473,16 +473,16 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None, stack: Optional[str] = None) -> TrainerConfig:
+         hardware: Optional[str] = None, stack: Optional[str] = None, parallel: Optional[dict] = None) -> TrainerConfig:
     """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the
     command line's --stack, whose model codes the [model] name is checked against (model_code_line; None:
-    the file's, torchtitan)."""
+    the file's, torchtitan). parallel: the command line's tp / pp / cp (read_sections: the mesh the job runs)."""
     where = f"{path}: "
     try:
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError) as e:  # ValueError: an integer of over 4,300 digits
         raise PlannerError(f"{where}invalid TOML: {str(e)[:200]}", "check the [section] headers and key = value lines") from None
-    return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack)
+    return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel)
 
 
 def _rotate_trains(stack_name: str) -> bool:
@@ -538,11 +538,27 @@ def _sequence_parallel_option(where: str, v: bool, tp: int, stack_name: str, job
 def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: Optional[int] = None,
                   hardware: Optional[str] = None, stack: Optional[str] = None,
                   ignored: Optional[list] = None, assumed: Optional[list] = None,
-                  not_modelled: Optional[list] = None) -> TrainerConfig:
+                  not_modelled: Optional[list] = None, parallel: Optional[dict] = None) -> TrainerConfig:
     """The mapping of torchtitan's sections (main's layout, as a TOML holds them: {section: {key: value}}) onto
     planner job fields: the one mapping of the TOML reader (read) and of torchtitan 0.3.0's launch lines
     (torchtitan03.py, which lays its config function's settings and its command-line options out in these
-    sections first). ignored / assumed / not_modelled: lists that already hold the caller's lines."""
+    sections first). ignored / assumed / not_modelled: lists that already hold the caller's lines.
+
+    parallel: the command line's tp / pp / cp (None or absent: not given), which beat the file's degrees (issue
+    22, "flags beat files"; core.load_job names each replacement). The values the file leaves to torchtitan to
+    work out from the mesh are worked out at the mesh the job then runs, the command line's degrees laid over the
+    file's, as torchtitan run with `--parallelism.tensor_parallel_degree 2` (...) works them out:
+      data_parallel_shard_degree -1: world size / (dp_replicate x cp x tp x pp) (distributed/parallel_dims.py
+          @e347b1e5e l. 48-51; release/0.3 @4f9e9a47d l. 182-183), and with it whether FSDP runs (dp_shard x cp
+          > 1, l. 334-335) and which sharding mode;
+      global_batch_size -1 (the default, config/job_config.py l. 256): local_batch_size x the batch mesh's size,
+          dp_replicate x dp_shard (train.py l. 98-102, 196-200; release/0.3 trainer.py l. 326-328, 415-419);
+      the micro-batch: pipeline_parallel_microbatch_size (default 1, job_config.py l. 412-418; 0.3 configs.py
+          l. 226) where pp > 1 (distributed/pipeline_parallel.py l. 186-194: local_batch_size / it micro-batches),
+          local_batch_size where pp = 1;
+      sequence parallelism where tp > 1 (main's TP always runs it; 0.3's enable_sequence_parallel).
+    An explicit data_parallel_shard_degree is the file's: its degrees fix the GPU count, and the command line's
+    degrees are laid over the plan as they are (core.load_job), the sharding and batch read at the file's."""
     ignored = [] if ignored is None else ignored
     assumed = [] if assumed is None else assumed
     quant = data.get("quantize", {})
@@ -596,17 +612,35 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
 
     tp, pp, cp = deg("tensor_parallel_degree", 1), deg("pipeline_parallel_degree", 1), deg("context_parallel_degree", 1)
     rep, shard = deg("data_parallel_replicate_degree", 1), deg("data_parallel_shard_degree", -1)
-    inner = tp * pp * cp * rep
+    # the mesh the job runs (docstring): the command line's degrees over the file's where the shard degree is -1
+    flags = {k: v for k, v in (parallel or {}).items() if k in ("tp", "pp", "cp") and v is not None}
+    run_tp, run_pp, run_cp = (flags.get("tp", tp), flags.get("pp", pp), flags.get("cp", cp)) if shard == -1 else (tp, pp, cp)
+    at_flags = (run_tp, run_pp, run_cp) != (tp, pp, cp)
+    mesh = " at the command line's mesh" if at_flags else ""
+    if at_flags:
+        said = ", ".join(f"{k} {r} over the file's {f}" for k, r, f in (("tp", run_tp, tp), ("pp", run_pp, pp),
+                                                                         ("cp", run_cp, cp)) if r != f)
+        spelt = " ".join(f"--parallelism.{key} {r}" for key, r, f in (
+            ("tensor_parallel_degree", run_tp, tp), ("pipeline_parallel_degree", run_pp, pp),
+            ("context_parallel_degree", run_cp, cp)) if r != f)
+        assumed.append(f"the command line's mesh ({said}; flags beat files): the file's data_parallel_shard_degree -1, "
+                       f"its global_batch_size -1 and the micro-batch are worked out at it, as torchtitan run with "
+                       f"{spelt} works them out")
+    inner = run_tp * run_pp * run_cp * rep
     if shard == -1:
         if gpus is None:
             raise PlannerError(f"{where}[parallelism] data_parallel_shard_degree = -1 (the leftover GPUs) and no --gpus given",
                                "pass --gpus N (torchtitan takes it from NGPU x nodes), or set data_parallel_shard_degree")
         if gpus % inner:
+            what = "--tp / --pp / --cp or " if at_flags else ""
             raise PlannerError(
-                f"{where}--gpus {gpus} is not a multiple of tensor x pipeline x context x data_parallel_replicate = {inner}",
-                "change --gpus or the [parallelism] degrees")
+                f"{where}--gpus {gpus} is not a multiple of tensor x pipeline x context x data_parallel_replicate = {inner}"
+                + (f" (tp {run_tp}, pp {run_pp}, cp {run_cp}: the command line's over the file's)" if at_flags else "")
+                + " (torchtitan asserts the degrees' product is the world size: distributed/parallel_dims.py "
+                  "@e347b1e5e l. 48-56)",
+                f"change --gpus or {what}the [parallelism] degrees")
         shard = gpus // inner
-        assumed.append(f"data_parallel_shard_degree={shard}: -1 takes the leftover GPUs, {gpus} / {inner}")
+        assumed.append(f"data_parallel_shard_degree={shard}: -1 takes the leftover GPUs, {gpus} / {inner}{mesh}")
     else:
         gpus = resolve_gpus(where, inner * shard, "[parallelism] replicate x shard x tp x pp x cp", gpus)
     job.update(gpus=gpus, tp=tp, pp=pp, cp=cp)
@@ -619,21 +653,24 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     reshard = par.get("fsdp_reshard_after_forward", "default")
     # FSDP over the dp_shard x cp ranks where that is more than one (distributed/parallel_dims.py @e347b1e5e
     # l. 334-335 fsdp_enabled = dp_shard > 1 or cp > 1; models/llama3/infra/parallelize.py l. 125-152)
-    if shard * cp > 1 and rep > 1:
+    if shard * run_cp > 1 and rep > 1:
         job.update(sharding="hsdp", shard_group=shard, sharding_mode="hsdp")
-    elif shard * cp > 1:
+    elif shard * run_cp > 1:
         # stack_db torchtitan runs.sharding: "never" keeps the parameters from the forward to the
         # backward (fsdp2_no_reshard, an fsdp mode that gathers once per micro-batch)
         # "always" under PP reshards every unit after each forward (fsdp2_reshard_always); without PP
         # it is torchtitan's "default" (apply_fsdp: reshard_after_forward = not pp_enabled)
         job.update(sharding="fsdp", sharding_mode="fsdp2_no_reshard" if reshard == "never" else
-                   "fsdp2_reshard_always" if reshard == "always" and pp > 1 else "fsdp2")
+                   "fsdp2_reshard_always" if reshard == "always" and run_pp > 1 else "fsdp2")
     else:
         job.update(sharding="none", sharding_mode="ddp")
+    if at_flags:
+        assumed.append(f"sharding={job['sharding']} ({job['sharding_mode']}): FSDP runs where dp_shard x cp > 1, here "
+                       f"{shard} x {run_cp}{mesh}")
     if "enable_sequence_parallel" in par:  # [10]: torchtitan 0.3.0's option, which main has not
-        _sequence_parallel_option(where, par["enable_sequence_parallel"], tp, stack or "torchtitan", job, assumed,
+        _sequence_parallel_option(where, par["enable_sequence_parallel"], run_tp, stack or "torchtitan", job, assumed,
                                   ignored)
-    elif tp > 1:
+    elif run_tp > 1:
         job["sequence_parallel"] = True
         assumed.append("sequence_parallel=true: torchtitan's TP shards the norms' sequence dimension (SequenceParallel)")
     if "context_parallel_rotate_method" in par:  # torch CP's K/V exchange (stack_db memory.cp_ring_backward)
@@ -703,6 +740,10 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                                f"but pipeline_parallel_schedule {sched!r} runs one stage per rank",
                                "use Interleaved1F1B, or layers per stage = layers / pipeline degree")
         job["vpp"] = vpp
+    elif "pipeline_parallel_schedule" in par and run_pp > 1:  # the file's pipeline keys are read at its own pp
+        not_modelled.append(fmt_ignored("parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"]) +
+                            f" (read at the file's pipeline_parallel_degree 1: the command line's pp {run_pp} runs "
+                            "--schedule's, else the stack's default schedule)")
     elif "pipeline_parallel_schedule" in par:
         ignored.append(fmt_ignored("parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"]) + " (pipeline_parallel_degree 1)")
 
@@ -719,21 +760,26 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     gbs = _int(where, "[training] global_batch_size", gbs, allowed=(-1,))
     if gbs == -1:
         gbs = local * dp
-        assumed.append(f"global_batch={gbs}: global_batch_size -1 = local_batch_size {local} x dp {dp}")
+        assumed.append(f"global_batch={gbs}: global_batch_size -1 = local_batch_size {local} x dp {dp}{mesh}")
     elif gbs % (local * dp):
         raise PlannerError(f"{where}[training] global_batch_size {gbs} is not a multiple of local_batch_size {local} x dp {dp}",
                            "torchtitan accumulates gradients over global / (local x dp) steps; make it whole")
     job["global_batch"] = gbs
-    if pp > 1:
+    if run_pp > 1:
         mbs = _int(where, "[parallelism] pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1))
         if "pipeline_parallel_microbatch_size" not in par:
-            assumed.append("micro_batch=1: pipeline_parallel_microbatch_size default 1")
+            assumed.append("micro_batch=1: pipeline_parallel_microbatch_size default 1 (torchtitan/config/job_config.py "
+                           "@e347b1e5e l. 412; distributed/pipeline_parallel.py l. 186-194)" + (mesh if pp == 1 else ""))
+        elif pp == 1:
+            assumed.append(f"micro_batch={mbs}: pipeline_parallel_microbatch_size{mesh}")
         if local % mbs:
             raise PlannerError(f"{where}[training] local_batch_size {local} is not a multiple of "
                                f"[parallelism] pipeline_parallel_microbatch_size {mbs}", "make it a divisor of the local batch")
         job["micro_batch"] = mbs
     else:
         job["micro_batch"] = local
+        if pp > 1:
+            assumed.append(f"micro_batch={local}: local_batch_size, one micro-batch per step without PP{mesh}")
         if "pipeline_parallel_microbatch_size" in par:
             ignored.append(fmt_ignored("parallelism.pipeline_parallel_microbatch_size", par["pipeline_parallel_microbatch_size"]) + " (pipeline_parallel_degree 1)")
     seq = tr.get("seq_len")

@@ -982,8 +982,9 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None, **_) -> TrainerConfig:
-    """The launch line in the file at `path` (module docstring), priced on stack torchtitan-0.3."""
+         hardware: Optional[str] = None, parallel: Optional[dict] = None, **_) -> TrainerConfig:
+    """The launch line in the file at `path` (module docstring), priced on stack torchtitan-0.3. parallel: the
+    command line's tp / pp / cp, the mesh the job runs (torchtitan.read_sections)."""
     from . import resolve_gpus
     from .torchtitan import read_sections
 
@@ -1016,7 +1017,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                "make the launcher's GPU count the degrees' product")
     try:
         cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
-                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled, parallel=parallel)
     except PlannerError as e:  # the TOML mapping's refusals, said in the launch line's terms
         if type(e) is not PlannerError:
             raise
