@@ -197,6 +197,8 @@ def _time_json(est: Estimate, pick) -> dict:
            if "moe_gating_einsum_s" in est.time_extra else {}),
         # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
         **({"moe_host_s": t["moe_host_s"]} if "moe_host_s" in t else {}),
+        # Muon (job field optimizer muon): the Newton-Schulz iterations' bf16 GEMMs at the optimizer step (step.py [28])
+        **({"muon_ns_s": t["muon_ns_s"]} if "muon_ns_s" in t else {}),
         # CPU offload (planner/offload.py): optimizer_s is the CPU's Adam (Megatron's HybridDeviceOptimizer: the longer
         # of it and the GPU's Adam over the rest) plus the host link's exposed copies
         **{k: _num(pick(est.time_extra[k])) for k in ("offload_cpu_adam_s", "offload_gpu_adam_s", "offload_link_s",
