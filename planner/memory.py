@@ -658,7 +658,7 @@ References
      and the m x m bf16 A and B (4 B an element + 4 B m^2, m the smaller side) and the last bf16 X beside its fp32
      result (6 B), of the largest matrix the stage's Muon steps (layers/common.py [ns]: linear_qkv split into q, k,
      v); the rank holding it is the one priced (one rank holds it whole under the layer-wise optimizer). The TP
-     gathers' time and the layer-wise optimizer's parameter all-gather are not priced.
+     gathers' time is in tp_comm (step.py [28]); the layer-wise optimizer's parameter all-gather is not priced.
      Whole tensors (job field optimizer_whole_tensors; --no-use-layer-wise-param-layout, arguments.py l. 3160-3169): with
      no precomputed layout the layer-wise optimizer keeps every parameter in its own shard list and assigns them sorted
      by numel to the dp x cp ranks in ping-pong order (layer_wise_optimizer.py _shard_params_ping_pong l. 713-762):

@@ -423,7 +423,9 @@ References
     (layer_wise_optimizer.py l. 173-180, shard_params l. 614-641; the experts over the expert-data-parallel ranks):
     1 / (dp x cp) of the stage's dense matrices and 1 / edp of its E / ep experts a layer on average, at sharding
     zero1, all of them at sharding none (no distributed optimizer), as optimizer_time divides Adam's shard; the stage with the
-    most. Not priced: the TP all-gathers of the momenta and the layer-wise optimizer's all-gather of the updated
+    most. The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
+    all-gather a matrix over the TP group, the experts' over the expert-TP group, waited on) are in tp_comm
+    (muon_gather_time, extra tp_muon_gather_s). Not priced: the layer-wise optimizer's all-gather of the updated
     parameters (allgather_params l. 817-868), the flags blockwise / distributed TP modes, fp32 matmul precision high,
     the SYRK kernel and other step counts (Megatron reader: not modelled).
 """
@@ -2391,15 +2393,49 @@ def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     multi-token-prediction modules on the last), the dense ones / (dp x cp) and the routed experts / (ep x the
     expert-data-parallel ranks) at sharding zero1 (Muon's layer-wise distributed optimizer; the rank's E / ep experts,
     whole on every expert-TP rank), the dense whole and the experts / ep at sharding none."""
-    model, plan, hw, cal = sc.settings.model, sc.plan, sc.settings.hardware, sc.gemm_cal
-    kinds = [_ns_seconds(k.muon_matrices(), hw, cal) for k in sc.ll.kinds]
+    hw, cal = sc.settings.hardware, sc.gemm_cal
+    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(mats, hw, cal))
+
+
+def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
+    """Seconds per step of the TP all-gathers Muon's duplicated mode runs before each TP-split matrix's iteration
+    [28] (newton_schulz_tp l. 273-274: the fp32 momentum's shards, 4 B an element of the whole matrix, the nccl-tests
+    size; the experts' over the expert-TP group), one collective a matrix, waited on (the iteration reads it), on
+    the matrices the rank steps (as muon_ns_time divides them); none at tp 1 (etp 1). Inside tp_comm."""
+    plan = sc.plan
+    s_tp = coll.strides["tp"]
+    etp = moe.etp_of(plan)
+    s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"] if sc.ll.has_experts else s_tp
+
+    def gathers(mats):
+        d, e = 0.0, 0.0
+        for rows, cols, count, group in mats:
+            if group == "expert":
+                e = e + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, etp, s_etp)
+            elif group == "split":
+                d = d + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, plan.tp, s_tp)
+        return d, e
+    return _muon_stage_max(sc, dp, gathers)
+
+
+# the fp32 momentum Muon's duplicated TP mode all-gathers, bytes an element (muon_utils.py v0.3.0 l. 273-274:
+# torch.empty_like of the fp32 main parameter's momentum) [28]
+MUON_GATHER_ELEMENT_BYTES = 4.0
+
+
+def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
+    """The stage with the most of price(matrices) -> (dense, experts) seconds [28]: each layer kind's, weighted by the
+    stage's layers, + a learned position table (max_seq x h) on the first stage and the MTP modules (eh_proj h x 2h
+    and one layer each) on the last; the dense / (dp x cp) and the experts / (ep x edp) at sharding zero1, the dense
+    whole and the experts / ep at sharding none."""
+    model, plan = sc.settings.model, sc.plan
+    kinds = [price(k.muon_matrices()) for k in sc.ll.kinds]
     dense_k, exp_k = [d for d, _ in kinds], [e for _, e in kinds]
     h = model.hidden_size
-    pos = _ns_seconds(((model.max_seq_len, h, 1, "rep"),), hw, cal)[0] if model.position_embedding == "learned" else 0.0
+    pos = price(((model.max_seq_len, h, 1, "rep"),))[0] if model.position_embedding == "learned" else 0.0
     mtp = (0.0, 0.0)
     if model.mtp_layers:  # a model setting
-        mk = sc.ll.kinds[sc.ll.mtp_kind]
-        mtp = _ns_seconds(((h, 2 * h, 1, "split"),) + mk.muon_matrices(), hw, cal)
+        mtp = price(((h, 2 * h, 1, "split"),) + sc.ll.kinds[sc.ll.mtp_kind].muon_matrices())
         mtp = (model.mtp_layers * mtp[0], model.mtp_layers * mtp[1])
     single = plan.pp == 1
     d_div = np.where(plan.sharding >= ZERO1, plan.shard * plan.cp, 1).astype(np.float64)
@@ -2520,16 +2556,18 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     opt = optimizer_time(sc, dp)
     off = {}
     muon = {"muon_ns": muon_ns_time(sc, dp)} if sc.settings.optimizer == "muon" else {}  # a job setting [28]
+    muon_gather = muon_gather_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
     if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
         off = offload_parts(sc, dp, comp)
         opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
-    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
+             **({"tp_muon_gather_s": muon_gather} if muon else {}),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt), **gating_einsum_time(sc, lt), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],

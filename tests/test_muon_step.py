@@ -95,6 +95,28 @@ def _ns_seconds(hw):
     return ns
 
 
+def test_tp_gathers_llama_tp2_dp4():
+    """The duplicated mode's all-gathers (newton_schulz_tp l. 273-274), inside tp_comm: one a TP-split matrix, of its
+    fp32 momentum, the whole matrix's 4 B an element (the nccl-tests size), over the TP group of 2 (innermost: stride
+    1), priced by comm.py; the rank's 1 / 4 of the 32 layers' q, k, v, o, fc1, fc2. None at tp 1; Adam's tp_comm is
+    the rest of Muon's."""
+    from planner import comm
+
+    settings = resolve(Job.model_validate({**LLAMA, "optimizer": "muon", "sharding": "zero1", "tp": 2}))[0]
+    cpar = comm.comm_params(settings.hardware)
+
+    def ag(rows, cols):
+        return float(comm.auto_collective_times(comm.ALL_GATHER, 4.0 * rows * cols, 2, 1, cpar, 8)[0])
+
+    layer = 2 * ag(4096, 4096) + 2 * ag(1024, 4096) + ag(28672, 4096) + ag(4096, 14336)
+    res = _explain(optimizer="muon", sharding="zero1", tp=2)
+    assert res["time"]["tp_muon_gather_s"] == pytest.approx(32 * layer / 4, rel=1e-12)
+    adam = _explain(optimizer="adam", sharding="zero1", tp=2)["time"]
+    assert res["time"]["tp_comm_s"] == pytest.approx(adam["tp_comm_s"] + res["time"]["tp_muon_gather_s"], rel=1e-12)
+    assert _explain(optimizer="muon", sharding="zero1", tp=1)["time"]["tp_muon_gather_s"] == 0.0
+    assert "tp_muon_gather_s" not in adam
+
+
 def test_step_term_mixtral_experts():
     """Mixtral 8x7B (32 layers; h 4096, 32 heads, 8 KV heads of 128; 8 experts of f 14336, gated) on 16 H100s, tp 1,
     ep 8, zero1: dp 16, the experts' data-parallel group 16 / 8 = 2. Dense: the attention's q, k, v, o and the router
