@@ -170,6 +170,8 @@ def _time_json(est: Estimate, pick) -> dict:
         # partial, the norms', row-parallel biases', routers' (step.py [27])
         **({"tp_sp_norm_grads_s": _num(pick(est.time_extra["tp_sp_norm_grads_s"]))}
            if float(pick(est.time_extra.get("tp_sp_norm_grads_s", 0.0))) > 0 else {}),
+        # inside tp_comm_s under Muon: the duplicated TP mode's all-gathers of the momenta (step.py [28])
+        **({"tp_muon_gather_s": _num(pick(est.time_extra["tp_muon_gather_s"]))} if "tp_muon_gather_s" in est.time_extra else {}),
         # inside pp_comm_s: the interleaved schedule's warm-up and flush p2p the stack waits on (step.py [13])
         "pp_warmup_flush_s": _num(pick(est.time_extra["pp_warmup_flush_s"])),
         "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),
@@ -197,6 +199,8 @@ def _time_json(est: Estimate, pick) -> dict:
            if "moe_gating_einsum_s" in est.time_extra else {}),
         # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
         **({"moe_host_s": t["moe_host_s"]} if "moe_host_s" in t else {}),
+        # Muon (job field optimizer muon): the Newton-Schulz iterations' bf16 GEMMs at the optimizer step (step.py [28])
+        **({"muon_ns_s": t["muon_ns_s"]} if "muon_ns_s" in t else {}),
         # CPU offload (planner/offload.py): optimizer_s is the CPU's Adam (Megatron's HybridDeviceOptimizer: the longer
         # of it and the GPU's Adam over the rest) plus the host link's exposed copies
         **{k: _num(pick(est.time_extra[k])) for k in ("offload_cpu_adam_s", "offload_gpu_adam_s", "offload_link_s",

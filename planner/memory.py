@@ -649,9 +649,16 @@ References
      dp x cp ranks (dense) and the expert-data-parallel ones (experts) (layer_wise_optimizer.py shard_params
      l. 614-641): the states of a rank are 1 / d of the stage's on average (sharding zero1 prices that). The
      Newton-Schulz iterations (--muon-num-ns-steps 5, muon_utils.py l. 127-225: per step X X^T, then two addmm, in bf16
-     under --muon-fp32-matmul-prec medium) run at the optimizer step on the rank's own matrices, after the backward's
-     activations are freed; their temporaries (a bf16 copy of one matrix and two m x m Gram products, m its smaller
-     side) are a moment of the step, not priced, and their FLOPs are not in the step time (Adam's HBM passes are).
+     under --muon-fp32-matmul-prec medium) run at the optimizer step on the rank's own matrices, one at a time, after
+     the backward's activations are freed: their GEMMs are the step time's term muon_ns (step.py [28]); their
+     temporaries are the optimizer step's moment (optimizer_step, [opt]; muon_step_temporaries, MUON_*_BYTES): under
+     the default --muon-tp-mode duplicated newton_schulz_tp (l. 272-278) all-gathers the shards of a TP-split matrix
+     (a list of tp fp32 shards and their torch.cat, 8 B an element of the whole matrix, at tp 1 too: a group of one),
+     and newton_schulz holds the larger of the fp32 normalised X beside its bf16 cast (6 B), the loop's two bf16 X
+     and the m x m bf16 A and B (4 B an element + 4 B m^2, m the smaller side) and the last bf16 X beside its fp32
+     result (6 B), of the largest matrix the stage's Muon steps (layers/common.py [ns]: linear_qkv split into q, k,
+     v); the rank holding it is the one priced (one rank holds it whole under the layer-wise optimizer). The TP
+     gathers' time is in tp_comm (step.py [28]); the layer-wise optimizer's parameter all-gather is not priced.
      Whole tensors (job field optimizer_whole_tensors; --no-use-layer-wise-param-layout, arguments.py l. 3160-3169): with
      no precomputed layout the layer-wise optimizer keeps every parameter in its own shard list and assigns them sorted
      by numel to the dp x cp ranks in ping-pong order (layer_wise_optimizer.py _shard_params_ping_pong l. 713-762):
@@ -1872,6 +1879,29 @@ OWN_MASTER_BYTES = 4.0  # Megatron-FSDP's main weight buffer: torch.float32 (--m
 
 
 MUON_MOMENTUM_BYTES = 4.0  # Muon's one state, momentum_buffer = zeros_like(the fp32 main parameter) [mu]
+# Muon's Newton-Schulz temporaries a whole-matrix element [mu]: the TP all-gather's fp32 shards and their torch.cat
+# (muon_utils.py v0.3.0 newton_schulz_tp l. 273-275: 4 + 4 B, live to its return), and inside newton_schulz the
+# larger of the normalised fp32 X beside its bf16 cast (l. 186, 213: 4 + 2 B), the loop's bf16 X and the next (l. 319:
+# 2 + 2 B, with the m x m bf16 A and B, 2 + 2 B an element of m^2) and the last bf16 X beside its fp32 result (l. 220:
+# 2 + 4 B)
+MUON_GATHER_BYTES = 4.0 + 4.0
+MUON_NS_BYTES = 4.0 + 2.0
+MUON_LOOP_BYTES = 2.0 + 2.0
+MUON_GRAM_BYTES = 2.0 + 2.0
+
+
+def muon_step_temporaries(mats) -> float:
+    """Bytes of the Newton-Schulz temporaries of the largest of `mats` (rows, cols, count, group: layers/common.py
+    [ns]) [mu]: e = rows x cols, m = min(rows, cols): MUON_GATHER_BYTES e where newton_schulz_tp gathers it (groups split
+    and expert) + max(MUON_NS_BYTES e, MUON_LOOP_BYTES e + MUON_GRAM_BYTES m^2); 0 for none. One matrix at a time:
+    the optimizer's step loop (orthogonalized_optimizer.py l. 169-199) frees each one's before the next."""
+    out = 0.0
+    for rows, cols, _count, group in mats:
+        e, m = float(rows) * float(cols), float(min(rows, cols))
+        work = max(MUON_NS_BYTES * e, MUON_LOOP_BYTES * e + MUON_GRAM_BYTES * m * m)
+        out = max(out, work + (MUON_GATHER_BYTES * e if group != "rep" else 0.0))
+    return out
+
 
 
 def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0, off=(0.0, 0.0),
@@ -3086,6 +3116,16 @@ class _PerLayer:
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
         impl = settings.optimizer_implementation
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
+        # Muon's Newton-Schulz temporaries [mu]: per layer kind, and the learned position table's and the MTP modules'
+        self.muon_temp = None
+        if settings.optimizer == "muon":  # a job setting
+            m, kinds = settings.model, pc.layers.kinds
+            self.muon_temp = [muon_step_temporaries(k.muon_matrices()) for k in kinds]
+            self.muon_temp_position = (muon_step_temporaries(((m.max_seq_len, m.hidden_size, 1, "rep"),))
+                                       if m.position_embedding == "learned" else 0.0)
+            self.muon_temp_mtp = (muon_step_temporaries(((m.hidden_size, 2 * m.hidden_size, 1, "split"),)
+                                                        + kinds[pc.layers.mtp_kind].muon_matrices())
+                                  if m.mtp_layers else 0.0)
         # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
         self.step_grads = mode_step_grads(stack, plan)
         # a copy is made only where some mode of the stack flattens the partition, keeps only it, takes the fp64 norm,
@@ -3659,6 +3699,22 @@ def _forward_moments(per: _PerLayer, c, held, allocated):
     return np.maximum(excess, 0.0)
 
 
+def _muon_temp(per: _PerLayer, counts, n, end, twin, single, holds_loss):
+    """The Newton-Schulz temporaries of the largest matrix Muon steps on a stage [mu] (muon_step_temporaries), 0.0 but
+    under Muon (a job setting): of the layer kinds it holds (counts, DualPipe's twin's added; one kind: its n layers),
+    the learned position table where it holds the first layers, the MTP modules where it holds the loss."""
+    kinds = per.muon_temp
+    if kinds is None:
+        return 0.0
+    counts = counts if twin is None else counts + twin[0]
+    first, last = (end == "first") | (twin is not None and twin[1] == "first") | single, holds_loss | single
+    if len(kinds) == 1:
+        t = np.where(np.asarray(n) > 0, kinds[0], 0.0)
+    else:
+        t = functools.reduce(np.maximum, (np.where(np.asarray(c) > 0, v, 0.0) for c, v in zip(counts, kinds)))
+    return np.maximum(np.maximum(t, np.where(first, per.muon_temp_position, 0.0)), np.where(last, per.muon_temp_mtp, 0.0))
+
+
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0, embedding=0.0) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
@@ -3746,6 +3802,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
+    temps = temps + _muon_temp(per, counts, n, end, twin, single, holds_loss)  # Muon's Newton-Schulz temporaries [mu]
     states, allocated, kept, staging = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
     temps = (temps, _reduce_copy(per, params, end, counts))  # the BF16_Optimizer's all-reduce after the backward [bo]
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,

@@ -2,6 +2,7 @@
 
 step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubble + optimizer
        (+ moe_permute + moe_host + ep_comm for an MoE model: moe.py, step.moe_host)
+       (+ muon_ns, Muon's Newton-Schulz GEMMs at the optimizer step, for a job of optimizer muon: [28])
 
 All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
 ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
@@ -401,6 +402,32 @@ References
     shard (grad._local_tensor, l. 461: / the shard group). Priced on the TP tier by comm.py's all-reduce, once a step,
     in tp_comm (its own key tp_sp_norm_grads_s). The flat buffer (a copy, a few MB: Llama 3 8B at tp 8 1.07 MB) lives
     after the backward, when the activations are freed, below the step's peak: no memory term.
+[28] Muon's Newton-Schulz iterations (job field optimizer muon; memory.py [mu]), term muon_ns (Muon jobs only).
+    NVIDIA-NeMo/Emerging-Optimizers v0.3.0 (the tag NVIDIA/Megatron-LM @d98e8a64 pyproject.toml l. 248 pins)
+    emerging_optimizers/orthogonalized_optimizers/orthogonalized_optimizer.py step l. 166-199 orthogonalizes each
+    parameter's momentum on its own (scaled_orthogonalize_fn, one tensor at a time); muon_utils.py newton_schulz
+    l. 176-180 transposes an m x n matrix so that m <= n, and under --muon-fp32-matmul-prec medium (the default,
+    optimizer_config.py @d98e8a64 l. 272) casts X to bf16 (l. 203-213); each of --muon-num-ns-steps 5 steps
+    (optimizer_config.py l. 279, arguments.py l. 2648) is newton_schulz_step l. 315-319: A = X X^T (2 m^2 n FLOPs),
+    B = b A + c A A (addmm, 2 m^3), X = a X + B X (addmm, 2 m^2 n): 4 m^2 n + 2 m^3 a step, three bf16 GEMMs
+    [m, m, n], [m, m, m], [m, n, m] (M, N, K), priced by compute.price_gemms at the bf16 GEMM plateau and wave
+    efficiency (or the profile's GEMM calibration), as the layers' GEMMs are; the elementwise normalisation and
+    casts (a few passes over the matrix) are left out. Which matrices: every layer's 2-D weights Muon steps
+    (layers/common.py [mu], [ns]: LayerKind.muon_matrices, whose elements are BlockParams.muon_per_gpu(1) and
+    muon_experts_per_gpu(1, 1) to the element), a learned position table (max_seq x h) on the first stage, the
+    multi-token-prediction modules (eh_proj h x 2h and one layer each) on the last. Under TP the default
+    --muon-tp-mode duplicated (arguments.py l. 2650) all-gathers each shard over the TP group (the expert-TP group
+    for the routed experts) and runs the iteration on the whole matrix on every TP rank (muon_utils.py
+    newton_schulz_tp l. 272-278; emerging_optimizers.py @d98e8a64 l. 197-219): no 1 / tp, the whole matrix's FLOPs on
+    each rank. Each dp x cp rank steps only the parameters the layer-wise distributed optimizer assigns it
+    (layer_wise_optimizer.py l. 173-180, shard_params l. 614-641; the experts over the expert-data-parallel ranks):
+    1 / (dp x cp) of the stage's dense matrices and 1 / edp of its E / ep experts a layer on average, at sharding
+    zero1, all of them at sharding none (no distributed optimizer), as optimizer_time divides Adam's shard; the stage with the
+    most. The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
+    all-gather a matrix over the TP group, the experts' over the expert-TP group, waited on) are in tp_comm
+    (muon_gather_time, extra tp_muon_gather_s). Not priced: the layer-wise optimizer's all-gather of the updated
+    parameters (allgather_params l. 817-868), the flags blockwise / distributed TP modes, fp32 matmul precision high,
+    the SYRK kernel and other step counts (Megatron reader: not modelled).
 """
 
 from __future__ import annotations
@@ -421,7 +448,7 @@ from .compute import (
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows
-from .layers.common import ACT_BYTES
+from .layers.common import ACT_BYTES, shapes
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
                      fp8_allgather_on, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
@@ -2338,6 +2365,93 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     return out + accum_pass / sc.hbm
 
 
+# Muon's Newton-Schulz steps a momentum (Megatron-LM @d98e8a64 optimizer_config.py l. 279 muon_num_ns_steps = 5,
+# arguments.py l. 2648 --muon-num-ns-steps default 5) [28]
+MUON_NS_STEPS = 5
+
+
+def newton_schulz_gemms(rows, cols, count=1.0, steps=MUON_NS_STEPS):
+    """[(GemmShape, count)] of the Newton-Schulz iteration on `count` whole rows x cols matrices [28]: m = min, n = max
+    (the transpose to the smaller side), per step X X^T [m, m, n], b A + c A A [m, m, m], a X + B X [m, n, m]."""
+    m, n = float(min(rows, cols)), float(max(rows, cols))
+    return shapes([("ns_gram", m, m, n, steps * count), ("ns_poly", m, m, m, steps * count),
+                   ("ns_update", m, n, m, steps * count)])
+
+
+def _ns_seconds(mats, hw, cal) -> tuple:
+    """(dense, experts) seconds of the Newton-Schulz iterations on matrices (rows, cols, count, group) [28], bf16
+    (--muon-fp32-matmul-prec medium) at compute.price_gemms' rates."""
+    out = [0.0, 0.0]
+    for rows, cols, count, group in mats:
+        out[1 if group == "expert" else 0] += sum(price_gemms(newton_schulz_gemms(rows, cols, count), hw, "bf16", cal).values())
+    return out[0], out[1]
+
+
+def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
+    """Seconds per step of Muon's Newton-Schulz iterations on one GPU of the stage with the most [28]: each layer
+    kind's whole matrices' time, summed over the stage's layers (+ a learned position table on the first stage, the
+    multi-token-prediction modules on the last), the dense ones / (dp x cp) and the routed experts / (ep x the
+    expert-data-parallel ranks) at sharding zero1 (Muon's layer-wise distributed optimizer; the rank's E / ep experts,
+    whole on every expert-TP rank), the dense whole and the experts / ep at sharding none."""
+    hw, cal = sc.settings.hardware, sc.gemm_cal
+    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(mats, hw, cal))
+
+
+def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
+    """Seconds per step of the TP all-gathers Muon's duplicated mode runs before each TP-split matrix's iteration
+    [28] (newton_schulz_tp l. 273-274: the fp32 momentum's shards, 4 B an element of the whole matrix, the nccl-tests
+    size; the experts' over the expert-TP group), one collective a matrix, waited on (the iteration reads it), on
+    the matrices the rank steps (as muon_ns_time divides them); none at tp 1 (etp 1). Inside tp_comm."""
+    plan = sc.plan
+    s_tp = coll.strides["tp"]
+    etp = moe.etp_of(plan)
+    s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"] if sc.ll.has_experts else s_tp
+
+    def gathers(mats):
+        d, e = 0.0, 0.0
+        for rows, cols, count, group in mats:
+            if group == "expert":
+                e = e + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, etp, s_etp)
+            elif group == "split":
+                d = d + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, plan.tp, s_tp)
+        return d, e
+    return _muon_stage_max(sc, dp, gathers)
+
+
+# the fp32 momentum Muon's duplicated TP mode all-gathers, bytes an element (muon_utils.py v0.3.0 l. 273-274:
+# torch.empty_like of the fp32 main parameter's momentum) [28]
+MUON_GATHER_ELEMENT_BYTES = 4.0
+
+
+def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
+    """The stage with the most of price(matrices) -> (dense, experts) seconds [28]: each layer kind's, weighted by the
+    stage's layers, + a learned position table (max_seq x h) on the first stage and the MTP modules (eh_proj h x 2h
+    and one layer each) on the last; the dense / (dp x cp) and the experts / (ep x edp) at sharding zero1, the dense
+    whole and the experts / ep at sharding none."""
+    model, plan = sc.settings.model, sc.plan
+    kinds = [price(k.muon_matrices()) for k in sc.ll.kinds]
+    dense_k, exp_k = [d for d, _ in kinds], [e for _, e in kinds]
+    h = model.hidden_size
+    pos = price(((model.max_seq_len, h, 1, "rep"),))[0] if model.position_embedding == "learned" else 0.0
+    mtp = (0.0, 0.0)
+    if model.mtp_layers:  # a model setting
+        mtp = price(((h, 2 * h, 1, "split"),) + sc.ll.kinds[sc.ll.mtp_kind].muon_matrices())
+        mtp = (model.mtp_layers * mtp[0], model.mtp_layers * mtp[1])
+    single = plan.pp == 1
+    d_div = np.where(plan.sharding >= ZERO1, plan.shard * plan.cp, 1).astype(np.float64)
+    # a rank's experts are E / ep of each layer's (every expert-TP rank runs them whole), of which it steps 1 / edp
+    e_div = plan.ep * np.where(plan.sharding >= ZERO1, dp.e_shard, 1).astype(np.float64)
+
+    def stage(counts, dense_extra, exp_extra):
+        return (weighted(counts, dense_k) + dense_extra) / d_div + (weighted(counts, exp_k) + exp_extra) / e_div
+
+    first = stage(sc.counts["first"], pos + np.where(single, mtp[0], 0.0), np.where(single, mtp[1], 0.0))
+    last = stage(sc.counts["last"], mtp[0] + np.where(single, pos, 0.0), mtp[1])
+    # the middle stages' candidate compositions (C, K, ...): the one with the most, not the slowest's (counts["mid"])
+    mids = sc.counts.get("mid_all", sc.counts["mid"][None])
+    return functools.reduce(np.maximum, (stage(c, 0.0, 0.0) for c in mids), np.maximum(first, last))
+
+
 # DeepSpeed's BF16_Optimizer's HBM bytes a parameter (optimizer_time): each micro-batch's cast-and-add of the bf16
 # gradient into the fp32 buffer (bf16_optimizer.py @38327e07 l. 342: read 2, write 4, read 4 + 4, write 4) and the
 # step's zeroing of the buffer (l. 440: write 4)
@@ -2441,16 +2555,19 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     gpu_mb = _gpu_mb(sc, comp)
     opt = optimizer_time(sc, dp)
     off = {}
+    muon = {"muon_ns": muon_ns_time(sc, dp)} if sc.settings.optimizer == "muon" else {}  # a job setting [28]
+    muon_gather = muon_gather_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
     if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
         off = offload_parts(sc, dp, comp)
         opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
-    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
-                  dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms)
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
+                  dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
+             **({"tp_muon_gather_s": muon_gather} if muon else {}),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt), **gating_einsum_time(sc, lt), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],

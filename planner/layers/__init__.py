@@ -86,6 +86,11 @@ class LayerKind:
         post = sum(b.norm for b in self.present) if self.post_norm else 0  # a post-norm as wide as its pre-norm
         return self.mixer.params() + self.mlp.params() + BlockParams(replicated=post)
 
+    def muon_matrices(self) -> tuple:
+        """(rows, cols, count, group) of every whole 2-D matrix Megatron's Muon orthogonalizes in one layer
+        (common.py [ns]): the mixer's and the MLP's."""
+        return self.mixer.muon_matrices() + self.mlp.muon_matrices()
+
     @property
     def present(self) -> tuple:
         """The sub-blocks the layer has (Nemotron-H's have one)."""

@@ -345,6 +345,14 @@ class Attention:
         qk = 2 * d if self.qk_norm else 0  # q_norm and k_norm: one weight of head_dim each, shared by the heads [10]
         return BlockParams(split=split + col, replicated=self.norm + qk + row, split_bias=col, row_bias=row, qk_norm=qk)
 
+    def muon_matrices(self) -> tuple:
+        """The whole 2-D matrices Megatron's Muon orthogonalizes one by one (common.py [mu], [ns]): (rows, cols, count,
+        group: split, rep or expert). linear_qkv split per query group into q (a d rows; with the output gate a second a d) and k, v (k d
+        each) under --muon-split-qkv, the default (emerging_optimizers.py @d98e8a64 _get_qkv_split_shapes l. 150-162,
+        TensorParallelMuon.orthogonalize l. 404-430); linear_proj h x a d."""
+        h, ad, kd = self.h, self.a * self.d, self.k * self.d
+        return ((ad, h, 2 if self.gate else 1, "split"), (kd, h, 2, "split"), (h, ad, 1, "split"))
+
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):
         """Forward GEMMs: qkv [T, (g a/t + 2 max(k/t, 1)) d, h], attn_out [T, h, a d/t]."""
@@ -563,6 +571,16 @@ class MLA:
         rep = (0 if rq is None else h * rq) + h * (rkv + self.qk_rope_head_dim) + (rq or 0) + rkv
         down = (0 if rq is None else h * rq) + h * (rkv + self.qk_rope_head_dim)  # 2-D: Muon's (common.py [mu])
         return BlockParams(split=split, replicated=rep + self.norm, rep_matrix=down)
+
+    def muon_matrices(self) -> tuple:
+        """Muon's whole matrices (common.py [ns]): the query (or its down and up projections), the key/value down
+        (r_kv + d_rope) and up projections, the output; not split (Megatron tags linear_qkv only: optimizer/__init__.py
+        @d98e8a64 l. 790-796, "TODO(deyuf): support MLA")."""
+        h, a, rq, rkv = self.h, self.a, self.q_lora_rank, self.kv_lora_rank
+        q = ((a * self.qk_head_dim, h, 1, "split"),) if rq is None else (
+            (rq, h, 1, "rep"), (a * self.qk_head_dim, rq, 1, "split"))
+        return q + ((rkv + self.qk_rope_head_dim, h, 1, "rep"),
+                    (a * (self.qk_nope_head_dim + self.v_head_dim), rkv, 1, "split"), (h, a * self.v_head_dim, 1, "split"))
 
     def gemms(self, ctx):
         """q_a [T, r_q, h] (or q [T, a d_qk/t, h]), q_b [T, a d_qk/t, r_q], kv_a [T, r_kv + d_rope, h],

@@ -55,6 +55,18 @@ table (2-D) is Muon's; mamba_mixer.py l. 309 sets use_muon False on Mamba's in_p
 matrices among `replicated`: the router's weight (E x h; its bias 1-D) and MLA's down projections (h r_q,
 h (r_kv + d_rope); their latent norms 1-D) are `rep_matrix`.
 
+[ns] The shapes Muon orthogonalizes (block.muon_matrices(): (rows, cols, count, group), whole matrices; step.py [28],
+memory.py [mu]): the elements of each block's list are its muon_per_gpu(1) (groups split and rep) and
+muon_experts_per_gpu(1, 1) (group expert), to the element (tests/test_muon_step.py checks every catalogued model).
+Each parameter's momentum is one matrix, but linear_qkv, which Megatron splits per query group into q (and the output
+gate's), k and v before orthogonalizing (--muon-split-qkv, on by default: emerging_optimizers.py @d98e8a64 l. 150-162,
+404-430); the routed experts one matrix each (TE GroupedLinear's weight{i}). Groups: split, a TP-split linear (a
+column / row linear carries partition_dim 0 / 1 whatever tp, Megatron's for the experts in transformer_engine.py
+l. 91-123 and TE's for the rest (NVIDIA/TransformerEngine @4329ff84 module/linear.py
+reset_parameters l. 1756-1763), so newton_schulz_tp all-gathers it over the TP group, at tp 1 a group of one); expert, over the expert-TP group; rep, a matrix whole on every TP rank
+(the router, MLA's down projections, the shared experts' gate, a learned position table: no partition_dim, the
+fallback newton_schulz on the tensor itself, muon_utils.py v0.3.0 l. 263-265).
+
 [qb] Transformer Engine quantizes a grouped linear's weights only: NVIDIA/TransformerEngine
 @d0067d0d transformer_engine/pytorch/module/grouped_linear.py l. 832-850 (quantize_weight per
 weight{i} into the cached workspace), l. 853-857 (the biases cast_if_needed to the activation

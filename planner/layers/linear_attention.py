@@ -150,6 +150,12 @@ class GatedDeltaNetBlock:
         return BlockParams(split=in_proj + conv + 2 * self.value_heads + vd * h, replicated=self.norm + self.value_dim,
                            split_plain=conv + 2 * self.value_heads)
 
+    def muon_matrices(self) -> tuple:
+        """The 2-D matrices muon_per_gpu counts (common.py [ns]): in_proj (2 K H_k + 2 V H_v + 2 H_v) x h in one,
+        out_proj h x V H_v."""
+        kd, vd = self.key_heads * self.key_dim, self.value_heads * self.value_dim
+        return ((2 * kd + 2 * vd + 2 * self.value_heads, self.h, 1, "split"), (self.h, vd, 1, "split"))
+
     # ------------------------------------------------------------------ widths per GPU
     def _qk_width(self, ctx):
         """q and k channels per GPU: 2 K max(H_k/t, 1)."""

@@ -249,6 +249,10 @@ class Mamba2Block:
                            replicated=self.norm + row, split_bias=col, row_bias=row, split_plain=conv + 3 * H + di,
                            no_muon=h * (2 * di + 2 * gn + H))  # in_proj's weight: use_muon False (common.py [mu])
 
+    def muon_matrices(self) -> tuple:
+        """Muon's whole matrices (common.py [ns]): out_proj h x d_i alone (in_proj use_muon False, [mu])."""
+        return ((self.h, self.d_inner, 1, "split"),)
+
     # ------------------------------------------------------------------ widths per GPU
     def _groups_in(self, ctx):
         """B/C groups in_proj produces per local token: max(G/t, 1) (module docstring)."""
@@ -374,6 +378,13 @@ class Mamba1Block:
         return BlockParams(split=h * 2 * di + col + conv + x_proj + dt_proj + di * N + di + di * h,
                            replicated=self.norm + row + norms, split_bias=col + di, row_bias=row,
                            split_plain=conv + di * N + di)
+
+    def muon_matrices(self) -> tuple:
+        """The 2-D matrices muon_per_gpu counts (common.py [ns]): in_proj 2 d_i x h, x_proj (r + 2N) x d_i,
+        dt_proj d_i x r, out_proj h x d_i."""
+        h, di = self.h, self.d_inner
+        return ((2 * di, h, 1, "split"), (self.dt_rank + 2 * self.state, di, 1, "split"), (di, self.dt_rank, 1, "split"),
+                (h, di, 1, "split"))
 
     def gemms(self, ctx):
         """Forward GEMMs (module docstring): in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t],

@@ -87,6 +87,10 @@ class DenseMLP:
         row = self.h if self.bias else 0  # the down projection's, whole on every TP rank (common.py [rb])
         return BlockParams(split=split + col, replicated=self.norm + row, split_bias=col, row_bias=row)
 
+    def muon_matrices(self) -> tuple:
+        """Muon's whole matrices (common.py [ns]): linear_fc1 (the gate and up projections in one, f1 x h), linear_fc2."""
+        return ((self.f1, self.h, 1, "split"), (self.h, self.f, 1, "split"))
+
     def gemms(self, ctx):
         return shapes([("mlp_up", ctx.T, self.f1 / ctx.tp, self.h, 1.0), ("mlp_down", ctx.T, self.h, self.f / ctx.tp, 1.0)])
 
@@ -149,6 +153,9 @@ class NoBlock:
 
     def params(self) -> BlockParams:
         return BlockParams()
+
+    def muon_matrices(self) -> tuple:
+        return ()
 
     def gemms(self, ctx):
         return []

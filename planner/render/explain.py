@@ -169,6 +169,8 @@ def time_table(res: dict) -> None:
         rows = rows[:1] + [(label, "moe_permute_s")] + rows[1:]
     if "moe_host_s" in t:
         rows = rows[:2] + [("MoE host issue after the dispatcher's sync (exposed)", "moe_host_s")] + rows[2:]
+    if "muon_ns_s" in t:  # Muon (step.py [28])
+        rows = rows + [("Muon Newton-Schulz (optimizer step GEMMs)", "muon_ns_s")]
     for name, key in rows:
         tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
     tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")

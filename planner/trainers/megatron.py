@@ -388,8 +388,8 @@ NOT_MODELLED = {
 # flag families the reader does not price that change memory or time: (pattern, what they change)
 NOT_MODELLED_PATTERNS = (
     (r"--muon-(num-ns-steps|coefficient-type|fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv)$",
-     "Muon's Newton-Schulz settings: the optimizer step's matrix products and their TP gathers, whose time is not "
-     "priced (memory.py [mu])"),
+     "Muon's Newton-Schulz settings: the optimizer step's matrix products and temporaries are priced at the defaults "
+     "(5 steps, bf16, q/k/v split, TP mode duplicated and its TP all-gathers: step.py [28], memory.py [mu])"),
     (r"--megatron-fsdp-main-params-dtype$", "Megatron-FSDP's main weights' dtype: their bytes"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
