@@ -19,9 +19,11 @@ _PKG = Path(__file__).resolve().parent
 T = TypeVar("T", bound=BaseModel)
 
 
+@lru_cache(maxsize=None)
 def _catalog_dir(kind: str) -> Path:
     """Installed wheels carry the catalogs in planner/_data/; a source checkout has them at
-    the repository root."""
+    the repository root. Looked up once a process (the installation does not move while it runs; each fit row's
+    resolve asked about 10 times, two stats each); a missing catalog is not cached (lru_cache keeps no raise)."""
     for d in (_PKG / "_data" / kind, _PKG.parent / kind):
         if files.is_dir(d):
             return d

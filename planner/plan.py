@@ -1007,15 +1007,17 @@ def _mode_level(stack, job: Job, where: str) -> str:
 
 
 def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, where: str,
-                   hw: Hardware) -> tuple[PlanArrays, Job]:
+                   hw: Hardware) -> tuple[PlanArrays, Job, int | None]:
     """The stack's sharding mode and rank order for a job that leaves them out: the first mode
     of the job's sharding level (stack_db runs.sharding, in order) and the stack's own rank
     order (default_rank_order), else the next of the stack's orders, that the stack and its
     trainer's start-up rules accept (when none does, the first is kept and rule_codes names the
-    rule it breaks)."""
+    rule it breaks). Also the rule_codes code of the returned plan where it was computed here
+    (the first trial is the fallback plan; OK where a trial passed), else None: resolve reuses it
+    instead of computing it again for the same plan (about half of a fit row's resolve)."""
     runs = stack.runs
     if runs is None:
-        return plan, job
+        return plan, job, None
     from dataclasses import replace as _replace
 
     if job.sharding_mode is not None:
@@ -1024,18 +1026,23 @@ def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, wh
     modes = ([int(plan.smode)] if job.sharding_mode is not None else
              [i for i, m in enumerate(runs.sharding) if m.level == job.sharding])
     if not modes:
-        return _replace(plan, smode=-1), job  # rule_codes: STACK_SHARDING
-    best = None
+        return _replace(plan, smode=-1), job, None  # rule_codes: STACK_SHARDING
+    best, first = None, None
     for o in orders:
         for i in modes:
             trial = _replace(plan, order=order_code(o), smode=i)
-            if int(rule_codes(model, job.gpus, stack, trial, hardware=hw)) == OK:
+            code = int(rule_codes(model, job.gpus, stack, trial, hardware=hw))
+            first = code if first is None else first
+            if code == OK:
                 best = (o, i)
                 break
         if best is not None:
             break
+    known = OK
     if best is None:  # nothing runs: report the rule the stack's own order (or the job's) breaks
         best = (orders[0] if job.rank_order is not None else runs.rank_orders[0].order, modes[0])
+        # the first trial's plan (orders[0] is the job's order, or the stack's first: runs.rank_orders), its code
+        known = first if order_code(best[0]) == order_code(orders[0]) else None
     o, i = best
     plan = _replace(plan, order=order_code(o), smode=i)
     if job.rank_order is None:
@@ -1044,7 +1051,7 @@ def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, wh
             inherited.append(("rank_order", o))
     if job.sharding_mode is None:
         job = job.model_copy(update=dict(sharding_mode=runs.sharding[i].name))
-    return plan, job
+    return plan, job, known
 
 
 def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerError:
@@ -2194,7 +2201,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         if where and not e.message.startswith(where):
             raise type(e)(f"{where}{e.message}", e.hint) from None
         raise
-    tokens, divisor = model.vocab_size, vocab_divisor(job, load_stack(job.stack), where)
+    stack0 = load_stack(job.stack)  # the job's stack file, read once (apply_stack_features keeps job.stack)
+    tokens, divisor = model.vocab_size, vocab_divisor(job, stack0, where)
     model = with_padded_vocab(model, job_vocab_rows(job, tokens, divisor), job.tp, where)
     warnings: list[str] = []
     hw, power_source = _apply_power_limit(hw, job, where, warnings)
@@ -2206,8 +2214,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
     # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py),
     # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
-    job, features = apply_stack_features(job, load_stack(job.stack), where)  # the stack's attention and 16-bit dtype
-    stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
+    job, features = apply_stack_features(job, stack0, where)  # the stack's attention and 16-bit dtype
+    stack = apply_rotate_method(job, apply_modules(job, stack0, model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
     if job.cp == 1:  # a CP variant without CP: the plan without it, listed (planner/cp_comm_type.py, cp_rotate.py)
         warnings += cp_variant_ignored(job) + rotate_ignored(job)
@@ -2236,14 +2244,15 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_first=job.first_stage_layers or 0, split_last=job.last_stage_layers or 0,
         ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
     )
-    plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
+    plan, job, known = _stack_choices(stack, model, job, plan, inherited, where, hw)
+    dpo_chosen = plan.dpo  # (_mode_dp_overlap may set it: the code _stack_choices found is then computed again)
     warnings += overridden_settings(job, stack, int(plan.smode))
     _mode_dp_overlap(job, stack, plan, opts, inherited, warnings)
     inherited += mode_run_settings(job, stack, int(plan.smode))
     err = uneven_split_error(model.num_layers, job, stack, where)  # Megatron's own words before SPLIT_UNITS'
     if err is not None:
         raise err
-    code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
+    code = known if known is not None and plan.dpo == dpo_chosen else int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
         raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
                           hw=hw)
@@ -2712,6 +2721,16 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     fusions = moe_fusion_settings(job, stack, inherited, where)
     _router_dtype_ok(job, stack, fusions["moe_router_fusion"], where)
     _router_padding_ok(job, stack, name, where)
+    if job.moe_grouped_gemm is not None and stack.defaults.moe_grouped_gemm is None:
+        # Megatron-Core's switch (Transformer Engine's GroupedLinear and its workspaces, the only stack setting that
+        # prices them); elsewhere either value would change no figure: refused as moe_fusion_settings refuses, naming
+        # what the stack's experts run (stack_db defaults.moe_experts_kernel)
+        runs_instead = (f"{stack.defaults.moe_experts_kernel} ({stack.origin} defaults.moe_experts_kernel)"
+                        if stack.defaults.moe_experts_kernel else "what its own code builds, priced without grouped-GEMM workspaces")
+        flag = "--moe-grouped-gemm" if job.moe_grouped_gemm else "--no-moe-grouped-gemm"
+        raise PlannerError(f"{where}moe_grouped_gemm {str(bool(job.moe_grouped_gemm)).lower()} ({flag}) is a Megatron-Core "
+                           f"setting; stack {stack.name} has no such switch: its routed experts run {runs_instead}",
+                           f"leave {flag} out, or price the plan on --stack megatron")
     if job.moe_grouped_gemm is None and stack.defaults.moe_grouped_gemm is not None:
         inherited.append(("moe_grouped_gemm", stack.defaults.moe_grouped_gemm))
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,

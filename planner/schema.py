@@ -1958,6 +1958,10 @@ class StackDefaults(BaseModel):
         default=None, description="the routed experts as one grouped GEMM (job moe_grouped_gemm) where a job does not say: "
                                   "true Transformer Engine's GroupedLinear, its workspaces memory.te_grouped_gemm_streams; "
                                   "null: the stack has no such switch (off: no grouped-GEMM workspaces priced)")
+    moe_experts_kernel: Optional[str] = Field(
+        default=None, description="what the stack's routed experts run where it has no moe_grouped_gemm switch (null "
+                                  "above), with its source: a job's moe_grouped_gemm (--moe-grouped-gemm / "
+                                  "--no-moe-grouped-gemm) is refused naming it (plan.moe_dispatch_settings)")
     moe_hybridep_capacity_factor: Optional[float] = Field(
         default=None, ge=0.0, le=1.0,
         description="HybridEP's non-blocking capacity factor a job on moe_dispatcher hybridep runs when it does not say "

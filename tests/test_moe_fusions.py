@@ -121,3 +121,36 @@ def test_megatron_export_round_trip(tmp_path, fused):
     back = resolved_plan(Job.model_validate(load_trainer_config(p).job))
     assert (back["moe_permute_fusion"], back["moe_router_fusion"]) == (plan["moe_permute_fusion"],
                                                                        plan["moe_router_fusion"]) == (fused, fused)
+
+
+@pytest.mark.parametrize("stack,model,runs", [
+    ("torchtitan", "qwen3-30b-a3b", "torch._grouped_mm, always"),
+    ("torchtitan-0.3", "qwen3-30b-a3b", "torch._grouped_mm, always"),
+    ("megatron-deepspeed", "mixtral-8x7b", "one GEMM per local expert, always"),
+    ("deepseek", "deepseek-v3", "what its own code builds"),
+])
+@pytest.mark.parametrize("flag", ["--moe-grouped-gemm", "--no-moe-grouped-gemm"])
+def test_grouped_gemm_switch_refused_on_a_stack_without_it(cli, stack, model, runs, flag):
+    """moe_grouped_gemm is Megatron-Core's switch (TEGroupedMLP and its Transformer Engine workspaces, the only stack
+    whose defaults.moe_grouped_gemm is not null: stack_db/megatron.yaml). On torchtitan the experts always run
+    torch._grouped_mm (torchtitan @e347b1e5e models/moe/moe.py MoEArgs.use_grouped_mm = True l. 37, no job-config
+    option; 0.3 @4f9e9a47d models/common/moe.py l. 88-120), on DeepSpeed-MoE a loop of expert modules
+    (deepspeed/moe/experts.py Experts.forward): either value of the flag changed no figure there, and was dropped
+    silently. Now exit 2, naming the stack and what its experts run (stack_db defaults.moe_experts_kernel)."""
+    r = cli("explain", "--model", model, "--gpus", "64", "--stack", stack, flag)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"({flag}) is a Megatron-Core setting; stack {stack} has no such switch: its routed experts run {runs}" in r.stderr
+    assert f"hint: leave {flag} out, or price the plan on --stack megatron" in r.stderr
+    r = cli("fit", "--model", model, "--gpus", "64", "--stack", stack, flag, "--top", "1")
+    assert r.exit_code == 2 and f"stack {stack} has no such switch" in r.stderr, r.stderr
+
+
+def test_grouped_gemm_switch_still_priced_on_megatron(cli):
+    """The refusal leaves Megatron alone: --moe-grouped-gemm there is priced (its workspaces, memory.te_grouped_gemm_streams)
+    and the JSON plan says so."""
+    import json
+
+    r = cli("explain", "--model", "qwen3-30b-a3b", "--gpus", "16", "--ep", "8", "--moe-grouped-gemm", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    assert json.loads(r.stdout)["plan"]["moe_grouped_gemm"] is True

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import shlex
 
-from rich.table import Table
 
 from ..search import config_explain_args, explain_args
 from ..space import RANK_ORDERS_TP_INNER
-from .common import Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, pct, print_wide, seconds
+from .common import Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, pct, print_rows, seconds
 from .explain import explain_table
 
 
@@ -168,7 +167,6 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool, config: tuple | No
         out.print("  one row per GPU count: its best plan (--format json lists the ranked rows)")
     tokens = rows[0]["throughput"].get("training_days") is not None
     ramp = "training_days_ramp" in rows[0]["throughput"]  # a batch ramp: the run's days, memory's peak over its phases
-    tab = Table(title_justify="left")
     cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP", "stack options"]
     show_ep = any("moe_capacity_factor" in r["plan"] for r in rows)  # a mixture-of-experts model
     if show_ep:
@@ -180,8 +178,8 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool, config: tuple | No
         cols.append("days")
     if len(gpus_list) > 1:
         cols.insert(1, "GPUs")
-    for col in cols:
-        tab.add_column(col, justify="left" if col in ("TPxCPxPPxDP", "sharding", "recompute", "rank order", "stack options") else "right")
+    justify = ["left" if col in ("TPxCPxPPxDP", "sharding", "recompute", "rank order", "stack options") else "right" for col in cols]
+    table_rows = []
     for i, r in enumerate(rows, 1):
         p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
         cells = [str(i), mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
@@ -198,8 +196,8 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool, config: tuple | No
             cells.append(f"{th['training_days_ramp' if ramp else 'training_days']:,.1f}")
         if len(gpus_list) > 1:
             cells.insert(1, f"{p['gpus']:,}")
-        tab.add_row(*cells)
-    print_wide(tab, 1000)
+        table_rows.append(cells)
+    print_rows(cols, justify, table_rows, 1000)
     shown = {r["plan"]["gpus"] for r in rows}
     missing = [g for g in gpus_list if g not in shown]
     if len(gpus_list) > 1 and missing:
