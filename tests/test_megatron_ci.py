@@ -357,7 +357,11 @@ def test_hand_computed_megatron_fsdp_buffers(rows):
       min(k + 2, 12) layer buckets, 4 B x 1,577,728 each, less the freed activations) minus that is below 0:
       zero2_reduce_input 0;
     - no fp32 gradient copy at the step (the main gradients are fp32: .to(fp32) is the tensor itself,
-      update_main_grads l. 3377-3381): step_grad_copies 0."""
+      update_main_grads l. 3377-3381): step_grad_copies 0;
+    - with --no-gradient-accumulation-fusion, the largest linear's bf16 autograd weight gradient during a layer's
+      backward, until the parameter's post-accumulate-grad hook copies it into the bucket and deletes it
+      (megatron_fsdp.py l. 1132-1143, _grad_acc l. 635-680; memory.py [uf], in the recompute buffer term, which is
+      otherwise 0 without recompute): fc1's 4h x h / 2 x 2 B = 1,048,576 B (0 before: priced as FSDP2's path)."""
     t = rows[MFSDP_ROWS[0]]["terms"]
     layer = (3 * H * H + H * H + 4 * H * H + H * 4 * H) // 2 + (3 * H // 2 + H + 4 * H // 2 + H) + 4 * H
     assert layer == 1_577_728
@@ -371,3 +375,7 @@ def test_hand_computed_megatron_fsdp_buffers(rows):
     assert t["fsdp_gathered_units"] == 12 * layer * 2 == 37_865_472
     assert t["fsdp_unit_grads"] == 4 * E == 51_642_368
     assert t["zero2_reduce_input"] == 0 and t["step_grad_copies"] == 0
+    assert t["recompute_buffer"] == 4 * H * H // 2 * 2 == 1_048_576
+    # the MoE twin (8 experts, ep 2, etp 2, --moe-grouped-gemm: TE's GroupedLinear returns its 4 local experts' weight
+    # gradients at once): 4 x 4h x h / 2 x 2 B
+    assert rows[MFSDP_ROWS[1]]["terms"]["recompute_buffer"] == 4 * (4 * H * H // 2) * 2 == 4_194_304
