@@ -904,9 +904,9 @@ References
      chunk's: ceil(n / vpp)), falling after: max(g u, m g u - (m - 1) a). Llama 3 8B tp 1 at 4,096 tokens, full
      recompute: u = 218,112,000, k = 4, 12 u - 5 a = 2.28 GiB (tests/test_megatron_fsdp_queue.py). Bounded by the
      largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
-     priced: the end units' buckets (embedding, output layer: the root post-backward's), the unfused path's bf16
-     autograd gradients beside the bucket, the bucket padding, a --megatron-fsdp-grad-comm-dtype other than the main
-     gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, --megatron-fsdp-version 2's
+     priced: the end units' buckets (embedding, output layer: the root post-backward's), the bucket padding (the
+     unfused path's bf16 autograd gradient beside the bucket is [uf]'s), a --megatron-fsdp-grad-comm-dtype other than
+     the main gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, --megatron-fsdp-version 2's
      experimental buffers (version 1 is the default, arguments.py l. 3158).
      optim_grads_params and its HSDP (megatron_fsdp_hsdp) run the same queue, priced by the same function
      (_reduce_queue), the mode's data saying which and how large (stack runs.sharding reduce_queue_units: 0 for
