@@ -344,7 +344,13 @@ References
      (distributed/distributed_data_parallel.py l. 575-579): one linear's at a time during a layer's backward, the
      layer's largest (Transformer Engine's GroupedLinear returns every local expert's at once: with
      moe_grouped_gemm the routed experts' linear counts all of them), in the recompute buffer (a moment of one
-     layer's backward). Without FSDP only (FSDP's gradient path is its own). The output layer's: [ow].
+     layer's backward). Without FSDP only (FSDP2's gradient path is its own), and at Megatron-FSDP's fsdp levels
+     (optim_grads_params, its HSDP: the modes stating runs.sharding reduce_queue_units), whose per-parameter
+     post-accumulate-grad hook does as Megatron's DDP hook (megatron_fsdp.py @d98e8a64 l. 1132-1143 -> _grad_acc
+     l. 635-680: param.main_grad.copy_(param.grad); del param.grad, the unit's unsharded bucket [rs] beside it; 0
+     before). The CI's gpt3_mcore_te_tp2_zp_z3 row (tp 2, h 512): 4h x h / 2 x 2 B = 1,048,576 B; its MoE twin
+     (8 experts, ep 2, etp 2, grouped GEMM): 4 local experts' fc1, 4 x 4h x h / 2 x 2 B = 4,194,304 B
+     (tests/test_megatron_ci.py). The output layer's: [ow].
 [ow] The output layer's backward without gradient-accumulation fusion (job gradient_accumulation_fusion false; stack
      kernels wgrad_unfused): Megatron's output layer is its own ColumnParallelLinear (NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/gpt/gpt_model.py l. 272-295; TE's only for the MXFP8 output projection), whose backward
@@ -933,9 +939,9 @@ References
      chunk's: ceil(n / vpp)), falling after: max(g u, m g u - (m - 1) a). Llama 3 8B tp 1 at 4,096 tokens, full
      recompute: u = 218,112,000, k = 4, 12 u - 5 a = 2.28 GiB (tests/test_megatron_fsdp_queue.py). Bounded by the
      largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
-     priced: the end units' buckets (embedding, output layer: the root post-backward's), the unfused path's bf16
-     autograd gradients beside the bucket, the bucket padding, a --megatron-fsdp-grad-comm-dtype other than the main
-     gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, --megatron-fsdp-version 2's
+     priced: the end units' buckets (embedding, output layer: the root post-backward's), the bucket padding (the
+     unfused path's bf16 autograd gradient beside the bucket is [uf]'s), a --megatron-fsdp-grad-comm-dtype other than
+     the main gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, --megatron-fsdp-version 2's
      experimental buffers (version 1 is the default, arguments.py l. 3158).
      optim_grads_params and its HSDP (megatron_fsdp_hsdp) run the same queue, priced by the same function
      (_reduce_queue), the mode's data saying which and how large (stack runs.sharding reduce_queue_units: 0 for
@@ -2563,11 +2569,29 @@ def wgrad_tensor_bytes(settings: Settings, plan: PlanArrays, kb: dict):
     """Bytes per weight element of the weight-gradient tensor a linear's backward hands to autograd,
     alive until the DDP hook drops it: the unfused GEMM's output (wgrad_unfused, job
     gradient_accumulation_fusion false) [uf] or, fused, a per-call dummy of the weight's dtype (2 B)
-    [dw]; None where neither (fused with no or a cached dummy); 0 under FSDP."""
-    if settings.gradient_accumulation_fusion and dummy_wgrads_mode(settings) != "per_call":  # job / stack settings
+    [dw]; None where neither (fused with no or a cached dummy, and no Megatron-FSDP mode of the stack runs
+    the fusion off whatever the job says); 0 under FSDP but at the fsdp levels of Megatron-FSDP (the modes
+    stating runs.sharding reduce_queue_units), whose per-parameter post-accumulate-grad hook copies the
+    autograd gradient into the unit's bucket and deletes it as Megatron's DDP hook does (NVIDIA/Megatron-LM
+    @d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py l. 1132-1143
+    register_post_accumulate_grad_hook -> _process_post_backward_gradients l. 707-787 -> _grad_acc l. 635-680:
+    param.main_grad.copy_(param.grad); del param.grad; @905c0e386 l. 555-601, 1024) [uf]: there the unfused
+    tensor wherever the fusion is off, the job's or the mode's (stacks.mode_value: Megatron-Bridge turns it
+    off under Megatron-FSDP, stack_db megatron-bridge job_settings overridden)."""
+    stack = stack_of(settings)
+    fused_job = bool(settings.gradient_accumulation_fusion)
+    per_call = dummy_wgrads_mode(settings) == "per_call"
+    # stack data: a Megatron-FSDP fsdp-level mode that runs the fusion off whatever the job says
+    overrides = any(m.reduce_queue_units is not None and any(
+        x.setting == "gradient_accumulation_fusion" and not x.value for x in m.job_settings)
+        for m in (stack.runs.sharding if stack is not None and stack.runs is not None else []))
+    if fused_job and not per_call and not overrides:  # job / stack settings
         return None
-    b = ACT_BYTES if settings.gradient_accumulation_fusion else kb["unfused_wgrad"] * kb["wgrad_unfused"]
-    return b * np.where(plan.sharding >= FSDP, 0.0, 1.0)
+    # below FSDP the job's own setting (kb unfused_wgrad: 1.0 where the job turns the fusion off)
+    below = (ACT_BYTES if per_call else 0.0) if fused_job else kb["unfused_wgrad"] * kb["wgrad_unfused"]
+    mfsdp_hook = (plan.sharding >= FSDP) & ~np.isnan(reduce_queue_units(stack, plan))
+    fused_mode = mode_value(stack, plan, "gradient_accumulation_fusion", fused_job)  # the job's, or the mode's
+    return np.where(plan.sharding < FSDP, below, np.where(mfsdp_hook & ~fused_mode, kb["wgrad_unfused"], 0.0))
 
 
 def _wgrad_gemms(kind: LayerKind, ctx: Ctx) -> list:

@@ -64,7 +64,6 @@ def test_skip_reasons(rows):
     uneven = [rid for rid in rows if "_uneven_pipeline__" in rid]
     assert len(uneven) == 7 and [rid for rid in uneven if skip(rid)] == ["gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__lts"]
     assert skip("gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__lts") == "no argument file: GPU count unknown (no recipe match)"
-    assert "--use-megatron-fsdp (optim_grads_params)" in skip("gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200")
     assert "distillation teacher" in skip("gpt__gpt3_mcore_te_tp2_pp1_modelopt_distill_resume__dev_dgx_gb200")
 
 
@@ -387,3 +386,70 @@ def test_reference_corpus_env_is_the_ci_environment_name(tmp_path):
     assert got[ids[0]]["terms"]["workspaces"] == 2 * 32 * 2**20 + 4 * 2**20
     assert got[ids[1]]["terms"]["workspaces"] == 2 * 8_519_680 + 4 * 2**20
     assert not any("CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS" in a for r in got.values() for a in r["assumed"])
+
+
+MFSDP_ROWS = ["gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200"] + [
+    "moe__gpt3_mcore_te_tp2_zp_z3_resume_torch_dist_te_8experts2parallel_top2router__" + p
+    for p in ("dev_dgx_a100", "dev_dgx_gb200", "dev_dgx_h100", "dev_dgx_h100_2nd", "lts_dgx_a100")]
+
+
+def test_megatron_fsdp_rows_are_compared(report, rows):
+    """The six --use-megatron-fsdp (optim_grads_params) rows with a measured peak are priced from Megatron-FSDP's own
+    buffers (trainers/megatron.py _megatron_fsdp_buffers; the seventh has no mem-max-allocated-bytes series): none
+    is skipped, each names the mode in its assumed list; 'not modelled' skips 23 -> 17."""
+    for rid in MFSDP_ROWS:
+        r = rows[rid]
+        assert r["skipped"] is None and r["error"] is not None, rid
+        assert any(a.startswith("sharding_mode=megatron_fsdp_optim_grads_params: --use-megatron-fsdp "
+                                "(optim_grads_params) priced from Megatron-FSDP's own buffers") for a in r["assumed"])
+    assert report["summary"]["skipped_by_reason"]["not modelled"] == 17
+
+
+def test_hand_computed_megatron_fsdp_buffers(rows):
+    """gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node on 4 GB200: TP 2, DP 2, --use-megatron-fsdp
+    --data-parallel-sharding-strategy optim_grads_params, --megatron-fsdp-main-params-dtype fp32,
+    --megatron-fsdp-main-grads-dtype fp32, --megatron-fsdp-grad-comm-dtype fp32, --bf16, tied embeddings, LayerNorm,
+    linear biases. NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/:
+    the TP-local parameters: the word embedding V/t x h with V = 50,257 padded to 128 x tp 2 = 50,432, so 25,216 x 512
+    = 12,910,592; the learned positions 1,024 x 512 = 524,288; a layer (3h x h + h x h + 4h x h + h x 4h) / 2 = 1,572,864
+    weights, biases 3h/2 + h + 4h/2 + h = 2,816 (the row-parallel biases whole), two LayerNorms 4h = 2,048: 1,577,728;
+    the final LayerNorm 1,024: P = 12,910,592 + 524,288 + 12 x 1,577,728 + 1,024 = 32,368,640.
+    param_and_grad_buffer.py _init_each_parameter_group_buffers (l. 2324-3127) at optim_grads_params
+    (l. 2342-2345: all three distributed) over the DP group of 2:
+    - model weight buffer (l. 2653-2667, bf16) shard: 2 B x P / 2 = 32,368,640 B (weights);
+    - main weight buffer (l. 2688-2706, fp32) shard: 4 B x P / 2 = 64,737,280 B (master_weights);
+    - main gradient buffer (l. 2708-2731, fp32 by --megatron-fsdp-main-grads-dtype) shard: 64,737,280 B (gradients);
+    - Adam's exp_avg and exp_avg_sq over the main weight shards: 8 B x P / 2 = 129,474,560 B (adam);
+    - the non-unit buckets (embedding, positions, final norm: outside TransformerLayer, mcore_fsdp_adapter.py
+      l. 163-173), all-gathered by their module's pre-forward hook and never released (memory.py [nu]):
+      2 B x (12,910,592 + 524,288 + 1,024) = 26,871,808 B (fsdp_unsharded_ends);
+    - the layer units' gathered bf16 buckets at the backward's peak, the current unit and the prefetched ones
+      ([pf]: suggested_AG_prefetch_size = max(1e9, 2 x the average unit) // 2 = 5e8 parameters, ceil(5e8 / u) above
+      the 11 other layers: all prefetched): 12 x 1,577,728 x 2 B = 37,865,472 B (fsdp_gathered_units);
+    - one unit's unsharded fp32 gradient bucket (main_grad_getter l. 3094-3117, the largest unit, the embedding's:
+      [mg] fsdp_unit_grads): 4 B x 12,910,592 = 51,642,368 B; the reduce-scatter queue's excess ([rs]: at most
+      min(k + 2, 12) layer buckets, 4 B x 1,577,728 each, less the freed activations) minus that is below 0:
+      zero2_reduce_input 0;
+    - no fp32 gradient copy at the step (the main gradients are fp32: .to(fp32) is the tensor itself,
+      update_main_grads l. 3377-3381): step_grad_copies 0;
+    - with --no-gradient-accumulation-fusion, the largest linear's bf16 autograd weight gradient during a layer's
+      backward, until the parameter's post-accumulate-grad hook copies it into the bucket and deletes it
+      (megatron_fsdp.py l. 1132-1143, _grad_acc l. 635-680; memory.py [uf], in the recompute buffer term, which is
+      otherwise 0 without recompute): fc1's 4h x h / 2 x 2 B = 1,048,576 B (0 before: priced as FSDP2's path)."""
+    t = rows[MFSDP_ROWS[0]]["terms"]
+    layer = (3 * H * H + H * H + 4 * H * H + H * 4 * H) // 2 + (3 * H // 2 + H + 4 * H // 2 + H) + 4 * H
+    assert layer == 1_577_728
+    E = 50_432 // 2 * H
+    P = E + S * H + 12 * layer + 2 * H
+    assert P == 32_368_640
+    assert t["weights"] == 2 * P / 2 == 32_368_640
+    assert t["master_weights"] == t["gradients"] == 4 * P / 2 == 64_737_280
+    assert t["adam"] == 8 * P / 2 == 129_474_560
+    assert t["fsdp_unsharded_ends"] == 2 * (E + S * H + 2 * H) == 26_871_808
+    assert t["fsdp_gathered_units"] == 12 * layer * 2 == 37_865_472
+    assert t["fsdp_unit_grads"] == 4 * E == 51_642_368
+    assert t["zero2_reduce_input"] == 0 and t["step_grad_copies"] == 0
+    assert t["recompute_buffer"] == 4 * H * H // 2 * 2 == 1_048_576
+    # the MoE twin (8 experts, ep 2, etp 2, --moe-grouped-gemm: TE's GroupedLinear returns its 4 local experts' weight
+    # gradients at once): 4 x 4h x h / 2 x 2 B
+    assert rows[MFSDP_ROWS[1]]["terms"]["recompute_buffer"] == 4 * (4 * H * H // 2) * 2 == 4_194_304

@@ -152,3 +152,24 @@ def test_empty_cache_level_reader_export_and_refusals(tmp_path):
     # a code version's dummies are no setting of the file
     with pytest.raises(PlannerError, match="dummy_wgrads per_call"):
         export_plan(resolved_plan(Job(**KW8, dummy_wgrads="per_call")), "megatron")
+
+
+def test_megatron_fsdp_keeps_the_unfused_weight_gradient(explain):
+    """Megatron-FSDP at its fsdp level (optim_grads_params) registers a post-accumulate-grad hook on every parameter
+    (NVIDIA/Megatron-LM @d98e8a64 megatron_fsdp.py l. 1132-1143) whose _grad_acc (l. 635-680) copies the autograd
+    gradient into the unit's unsharded bucket and deletes it, as Megatron's DDP hook does: without the fusion one
+    linear's bf16 weight gradient lives in a layer's backward, the up projection's 2 x 7,168 x 8,192 = 117,440,512 B
+    at TP 8 [uf] (0 before: priced as FSDP2's path). torch FSDP2 (--use-torch-fsdp2) keeps none in that term (its
+    unsharded gradients are fsdp_unit_grads). Megatron-Bridge turns the fusion off under Megatron-FSDP whatever the
+    job says (stack_db megatron-bridge job_settings, other overridden): its fsdp-level plan holds it with the job's
+    fusion left on."""
+    kw = dict(gpus=16, pp=1, sharding="fsdp", recompute="full")
+    mf = {g: _stages(explain, sharding_mode="megatron_fsdp_optim_grads_params", gradient_accumulation_fusion=g,
+                     **kw)[STAGE_FIRST] for g in (True, False)}
+    assert float(mf[False].recompute_buffer - mf[True].recompute_buffer) == 2 * UP == 117_440_512
+    t2 = {g: _stages(explain, sharding_mode="torch_fsdp2", gradient_accumulation_fusion=g, **kw)[STAGE_FIRST]
+          for g in (False,)}
+    assert float(t2[False].recompute_buffer) == float(mf[True].recompute_buffer)
+    br = {s: _stages(explain, stack=s, sharding_mode="megatron_fsdp_optim_grads_params", **kw)[STAGE_FIRST]
+          for s in ("megatron-bridge",)}
+    assert float(br["megatron-bridge"].recompute_buffer) == float(mf[False].recompute_buffer)

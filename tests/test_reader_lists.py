@@ -48,8 +48,8 @@ def test_unknown_flag_still_reported():
     ("--deterministic-mode", True, "not_modelled", "slower"),
     ("--check-weight-hash-across-dp-replicas-interval", "10", "not_modelled", "hashes"),
     ("--vocab-extra-ids", "100", "not_modelled", "larger vocabulary"),
-    # (--megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype are read: tests/test_megatron_fsdp_grads.py)
-    ("--megatron-fsdp-main-params-dtype", "bf16", "not_modelled", "main weights"),
+    # (--megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype are read: tests/test_megatron_fsdp_grads.py;
+    # --megatron-fsdp-main-params-dtype too: test_megatron_fsdp_main_params_dtype)
     ("--mamba-state-dim", "128", "not_modelled", "Mamba"),
     ("--export-kd-cfg", "x.yaml", "not_modelled", "teacher"),
 ])
@@ -112,3 +112,24 @@ def test_torchtitan_tokenizer_path_ignored():
     cfg = load_trainer_config(DATA / "trainer_configs" / "llama3_8b.toml", gpus=64)
     assert any(x.startswith("model.tokenizer_path=") and "tokenizer's files" in x for x in cfg.ignored)
     assert cfg.not_modelled == []
+
+
+MFSDP_ARGS = Path(__file__).parent / "data" / "megatron_ci" / "args" / (
+    "gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200.args")
+
+
+@pytest.mark.parametrize("value,priced", [("fp32", True), ("bf16", False), ("auto", False)])
+def test_megatron_fsdp_main_params_dtype(tmp_path, value, priced):
+    """--megatron-fsdp-main-params-dtype (Megatron-LM @d98e8a64 arguments.py l. 3687-3690, default fp32) is read by
+    _megatron_fsdp_buffers: fp32 is the priced 4 B main weight buffer (no warning); bf16 (a 2 B buffer) and auto (none)
+    are listed in TrainerConfig.unmodelled, which `planner validate` skips; without --use-megatron-fsdp it is ignored."""
+    text = MFSDP_ARGS.read_text().replace("--megatron-fsdp-main-params-dtype fp32", f"--megatron-fsdp-main-params-dtype {value}")
+    p = tmp_path / "m.args"
+    p.write_text(text)
+    cfg = load_trainer_config(p, fmt="megatron", gpus=4, hardware="gb200-nvl72")
+    hits = [u for u in cfg.unmodelled if u.startswith("--megatron-fsdp-main-params-dtype")]
+    assert bool(hits) != priced
+    assert not any("--megatron-fsdp-main-params-dtype" in x for x in cfg.not_modelled)
+    p.write_text(text.replace("--use-megatron-fsdp\n", "").replace("--ckpt-format fsdp_dtensor\n", ""))
+    cfg = load_trainer_config(p, fmt="megatron", gpus=4, hardware="gb200-nvl72")
+    assert any("--megatron-fsdp-main-params-dtype" in i and "no --use-megatron-fsdp" in i for i in cfg.ignored)

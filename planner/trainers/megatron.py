@@ -263,6 +263,7 @@ BOOL_FLAGS = {
 }
 VALUE_FLAGS = {
     "--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype",  # _megatron_fsdp_grads
+    "--megatron-fsdp-main-params-dtype",  # _megatron_fsdp_buffers
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
     "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--seq-length",
@@ -390,7 +391,6 @@ NOT_MODELLED_PATTERNS = (
     (r"--muon-(num-ns-steps|coefficient-type|fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv)$",
      "Muon's Newton-Schulz settings: the optimizer step's matrix products and temporaries are priced at the defaults "
      "(5 steps, bf16, q/k/v split, TP mode duplicated and its TP all-gathers: step.py [28], memory.py [mu])"),
-    (r"--megatron-fsdp-main-params-dtype$", "Megatron-FSDP's main weights' dtype: their bytes"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
 )
@@ -1867,6 +1867,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     _state_bytes(flags, where, job, assumed, unmodelled)
     _optimizer_offload(flags, where, job, assumed, ignored, unmodelled)
     _megatron_fsdp_grads(flags, where, job, assumed, ignored, unmodelled)
+    _megatron_fsdp_buffers(flags, where, job, assumed, ignored, unmodelled)
     _unmodelled(flags, where, job, spec, tp, unmodelled)
     if "--no-use-layer-wise-param-layout" in flags:  # Muon's layer-wise optimizer without its layout (memory.py [mu])
         if job.get("optimizer") == "muon" and job.get("sharding") == "zero1":
@@ -2274,6 +2275,67 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
                           f"reduces {comm_b:g} B a gradient, priced in the main gradients' dtype ({main_b:g} B)")
 
 
+# Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3687-3690: the main weight buffer's dtype, default fp32
+MFSDP_MAIN_PARAMS_CHOICES = ("fp32", "bf16", "fp16", "auto")
+
+
+def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ignored: list, unmodelled: list) -> None:
+    """Megatron-FSDP's own buffers at the sharded levels (--use-megatron-fsdp with --data-parallel-sharding-strategy
+    optim, optim_grads, optim_grads_params, and its HSDP): what memory.py prices for each, read from
+    NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py
+    _init_each_parameter_group_buffers (l. 2324-3127), one DataParallelBuffer of each kind per parameter group
+    (a group: one FSDP unit's parameters of one dtype, expert or not, _get_parameter_groups l. 1731-1962):
+    - the model weight buffer (l. 2653-2667), the parameters' dtype, sharded only at optim_grads_params
+      (l. 2330-2345), whole otherwise: weights, 2 B a parameter, / d at the fsdp level (the expert groups over the
+      expert-data-parallel group);
+    - the main weight buffer (l. 2688-2706), --megatron-fsdp-main-params-dtype (default fp32, arguments.py
+      l. 3687-3690), sharded at every level but no_shard: master 4 B / d (memory.py [mw]);
+    - the main gradient buffer (l. 2708-2731; one flat tensor a dtype, l. 3032-3087), sharded at optim_grads and
+      optim_grads_params, whole at optim: gradients in the job's gradient bytes (memory.py [mg]);
+    - the temporary buckets: the unsharded weights a unit gathers (StorageResizeBasedBucketAllocator, l. 2577-2580;
+      fetch_bucket l. 1296-1353), memory.py [pf] fsdp_gathered_units and [nu] fsdp_unsharded_ends; the unsharded
+      gradient buckets a sharded gradient buffer allocates (main_grad_getter l. 3094-3117), [rs] zero2_reduce_input
+      and fsdp_unit_grads; none where a buffer is whole and its dtype the bucket's (l. 1328-1336);
+    - the optimizer's fp32 gradient copy (update_main_grads l. 3351-3409), [sg] step_grad_copies; Adam's moments
+      over the main weights' shards. The distributed optimizer returns before building any buffer of its own
+      (megatron/core/optimizer/distrib_optimizer.py l. 704-706).
+    Not priced: fsdp_double_buffer's fixed pools (--fsdp-double-buffer, or --use-nccl-ub which sets it,
+    l. 2524-2575; flags unknown to the reader, listed as not modelled), the buckets' padding to a multiple of
+    dp x the group's row size (build_data_parallel_buffer_index l. 258-383: under dp x 4h elements a unit), the
+    model's own unsharded weights while the buffers are built (before the first step). --megatron-fsdp-main-params-
+    dtype fp32 (the default) is what is priced; bf16 / fp16 (a 2 B main weight buffer) and auto (none: the
+    optimizer steps the model weights) are listed as not modelled. Without --use-megatron-fsdp it is ignored."""
+    mp = flags.get("--megatron-fsdp-main-params-dtype")
+    if "--use-megatron-fsdp" not in flags:
+        if mp is not None:
+            ignored.append(fmt_ignored("--megatron-fsdp-main-params-dtype", mp)
+                           + " (no --use-megatron-fsdp: only Megatron-FSDP reads it)")
+        return
+    if mp is not None and mp not in MFSDP_MAIN_PARAMS_CHOICES:
+        raise PlannerError(f"{where}--megatron-fsdp-main-params-dtype {_short(mp)}: not one of Megatron's choices",
+                           f"valid: {', '.join(MFSDP_MAIN_PARAMS_CHOICES)} (megatron/training/arguments.py @d98e8a64 "
+                           "l. 3687-3690)")
+    if mp not in (None, "fp32"):
+        unmodelled.append(f"--megatron-fsdp-main-params-dtype {mp}: Megatron-FSDP's main weight buffer "
+                          + ("is not built (the optimizer steps the model weights)" if mp == "auto" else
+                             f"holds {mp} weights, 2 B a parameter") + "; priced as fp32, 4 B a parameter")
+    mode = job.get("sharding_mode")
+    if mode == "ddp":  # no_shard: _unmodelled says how it is priced
+        return
+    level = {"megatron_fsdp_optim": "optim", "megatron_fsdp_optim_grads": "optim_grads",
+             "megatron_fsdp_optim_grads_params": "optim_grads_params",
+             "megatron_fsdp_hsdp": "optim_grads_params over the instances (HSDP)"}[mode]
+    whole = {"megatron_fsdp_optim": "the 16-bit weights and the main gradients whole",
+             "megatron_fsdp_optim_grads": "the 16-bit weights whole, the main gradients sharded"}.get(
+                 mode, "the 16-bit weights and the main gradients sharded")
+    assumed.append(f"sharding_mode={mode}: --use-megatron-fsdp ({level}) priced from Megatron-FSDP's own buffers "
+                   f"(param_and_grad_buffer.py @d98e8a64 _init_each_parameter_group_buffers l. 2324-3127): {whole}, "
+                   "the fp32 main weights (--megatron-fsdp-main-params-dtype fp32) and Adam's moments sharded; the "
+                   "temporary buckets of gathered weights and unsharded gradients (memory.py [pf], [nu], [rs]) and "
+                   "the step's fp32 gradient copy ([sg]); not priced: --fsdp-double-buffer's fixed pools, the "
+                   "buckets' padding")
+
+
 def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:
     """What the flags set that the planner cannot express and prices otherwise (TrainerConfig
     .unmodelled; the CLI warns, `planner validate` skips a corpus row that has any)."""
@@ -2298,11 +2360,10 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             unmodelled.append(f"{f}: offloading to the host is not modelled (everything is priced on the GPU)")
     if "--export-kd-teacher-load" in flags:  # ModelOpt knowledge distillation (megatron/post_training)
         unmodelled.append("--export-kd-teacher-load: a distillation teacher model is held beside the student, not modelled")
-    if "--use-megatron-fsdp" in flags:  # the mode and its level are from_flags' (stack_db megatron runs.sharding)
-        strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
-        unmodelled.append(f"--use-megatron-fsdp ({strategy}): its traffic is the mode's ({job['sharding_mode']}, stack_db "
-                          f"megatron runs.sharding); its buffers are priced as the planner's {job['sharding']} (the "
-                          "stack's FSDP unit buffers), not Megatron-FSDP's own")
+    if "--use-megatron-fsdp" in flags and job.get("sharding_mode") == "ddp":  # no_shard (_megatron_fsdp_buffers)
+        unmodelled.append("--use-megatron-fsdp (no_shard): priced as Megatron's DDP (sharding none: 16-bit weights, the "
+                          "main gradients, an fp32 master and Adam's moments whole), not from Megatron-FSDP's no_shard "
+                          "buffers, which the planner has not compared")
     n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
     if n_inst > 1 and job.get("sharding_mode") not in ("megatron_fsdp_hsdp", "distributed_optimizer"):
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
