@@ -386,6 +386,10 @@ class TrainingRecipe(BaseModel):
         default=None, description="the attention kernel the model's code runs (a torchtitan flavor's attn_type: flex "
                                   "for FlexAttention; job field attention_kernel), taken only where the job's stack "
                                   "lists it (stack_db runs.attention_kernels)")
+    attention_backend: Optional[AttentionBackend] = Field(
+        default=None, description="the attention module the model's code builds (a torchtitan flavor's attn_type: flex, "
+                                  "varlen; job field attention_backend, read by the start-up rules), taken only where "
+                                  "the job's stack lists it (stack_db runs.attention_backends)")
     seq_len: Optional[Count] = Field(
         default=None, gt=0,
         description="the sequence length of the main phase of pre-training, as the developers published it (a "
@@ -400,7 +404,7 @@ class TrainingRecipe(BaseModel):
         from .precisions import FP8_RECIPES
 
         given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "seq_len",
-                             "moe_aux_loss_coeff", "attention_kernel")
+                             "moe_aux_loss_coeff", "attention_kernel", "attention_backend")
                  if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:

@@ -102,6 +102,17 @@ def test_0_3_flex_with_cp_runs(cli, tmp_path):
     assert plan["cp"] == 2 and "attention_backend" not in plan
 
 
+def test_the_varlen_flavor_as_a_model(cli):
+    """--model torchtitan:llama3/8B_varlen: its generated model's recipe gives attention_backend varlen (listed as
+    assumed), so --cp 2 is refused as the TOML is; a job's own backend replaces the recipe's, noted."""
+    base = ["explain", "--model", "torchtitan:llama3/8B_varlen", "--gpus", "8", "--global-batch", "16", "--seq-len",
+            "8192", "--sharding", "fsdp", "--stack", "torchtitan", "--cp", "2"]
+    assert_one_error(cli(*base), f"breaks start-up rule {RULE}", "attention_backend varlen (what torchtitan @e347b1e5e "
+                     "builds: models/llama3/__init__.py llama3_args '8B_varlen' l. 71-81")
+    r = cli(*base, "--attention-backend", "sdpa")
+    assert r.exit_code in (0, 1) and "attention_backend varlen not taken: the job gives sdpa" in r.stderr, r.stderr
+
+
 def test_the_option_on_each_stack(cli):
     """--attention-backend varlen with --cp 2 is refused on both torchtitan stacks, runs at cp 1 and with flex; a
     stack that does not build it refuses the field (0.3.0 sdpa, Megatron any), naming the stack's list."""

@@ -606,10 +606,11 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     commit = TORCHTITAN_COMMITS["torchtitan"]
     own = next((f for f in same if model_name(f) == model.name), None)  # --model torchtitan:<code>/<flavor>'s flavor
     backend = plan.get("attention_backend")  # the job's attn_type, where not the stack's default (sdpa)
-    if backend is not None:
+    # (a varlen flavor of its own, --model torchtitan:<code>/<flavor>, is refused below as before, naming the flavor of
+    # its shape that runs the kernel priced)
+    if backend is not None and not (own is not None and own.attn_type == backend and ATTN_KERNELS[backend] is None):
         runs = [fl for fl in runs if fl.attn_type == backend]
-        if not runs and not (own is not None and own.attn_type == backend and ATTN_KERNELS[backend] is None):
-            # (a varlen flavor of its own, --model torchtitan:<code>/<flavor>: refused below as before)
+        if not runs:
             have = ", ".join(f"{f.flavor} (attn_type {f.attn_type!r})" for f in same) or "none"
             raise _refuse("torchtitan", f"model {name} with attention_backend {backend} and attention kernel {kernel}: "
                                         f"torchtitan {commit}'s flavors of its shape are {have}; none runs attn_type "
