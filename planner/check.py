@@ -39,6 +39,7 @@ model, the global batch in sequences and everything else stay as they are)
                offered: the sequence as the stack splits it (Megatron seq % 2 cp,
                startup.MEGATRON_CP_SEQ; torchtitan seq % tp 2 cp, TORCHTITAN_SEQ_DIVISOR;
                torchtitan 0.3.0 seq % (tp under SP) (2 cp with cp > 1), TORCHTITAN_SEQ_SP_CP),
+               torchtitan's varlen attention (attention_backend varlen, TORCHTITAN_VARLEN_CP),
                an attention that runs without CP (eager, plan.EAGER_CP_SOURCE), heads that
                --cp-comm-type a2a or Gated DeltaNet cannot split (MEGATRON_CP_A2A_HEADS,
                MEGATRON_GDN_HEADS), a rank order the stack does not build with CP

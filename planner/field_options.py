@@ -68,6 +68,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     # kernels and fusions (plan.FUSION_SWITCHES; stack_db kernels)
     FieldOption("attention_kernel", "str", "the fused attention kernel: flash2|cudnn|flex (Megatron --attention-backend "
                 "flash | fused; flex: FlexAttention) (default: the stack's for the GPU)"),
+    FieldOption("attention_backend", "str", "the attention module the model code builds: sdpa|flex|varlen (torchtitan "
+                "attn_type / attn_backend; varlen refuses cp > 1) (default: the stack's: sdpa on torchtitan, flex on "
+                "torchtitan-0.3)"),
     FieldOption("transformer_impl", "str", "transformer_engine|local (Megatron --transformer-impl): local runs "
                 "Megatron-Core's own layers, its core attention eager (default: the stack's, Transformer Engine)"),
     FieldOption("local_core_attention", "bool", "Megatron-Core's own DotProductAttention runs the core attention, eager "

@@ -657,6 +657,7 @@ class Settings:
     # the eager core attention's torch softmax in fp32 (job field; memory.py [sm]: its fp32 output saved)
     attention_softmax_in_fp32: bool = True
     attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
+    attention_backend: Optional[str] = None  # the job's attention module (Job.attention_backend), where not the stack's default
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     spmd_backend: str | None = None  # torchtitan 0.3 parallelism.spmd_backend (job field; None: the stack's runs.spmd_backends default; memory.py [sb])
@@ -1634,6 +1635,10 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         activation_model=job.activation_model,
         attention=job.attention,
         attention_kernel=job.attention_kernel,
+        # the job's attention module where it is not the stack's default (plan_dict: a file naming the default reads
+        # back as the plan that leaves it out; the start-up rules read the resolved stack's defaults.attention_backend)
+        attention_backend=(job.attention_backend if job.attention_backend != load_stack(job.stack).defaults.attention_backend
+                           else None),
         causal_attention_flops=job.causal_attention_flops,
         headroom=job.headroom,
         reserve_bytes=job.reserve_GiB * 2**30,
@@ -2222,6 +2227,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     warnings += rotate_ignored_on_stack(job, stack)  # a stack whose training never sets it (cp_rotate.py [4])
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
+    stack = apply_attention_backend(job, stack, where)
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
@@ -2234,6 +2240,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
     inherited += features
+    if job.attention_backend is None and job.cp > 1 and stack.defaults.attention_backend is not None:
+        # the backend the start-up rules read under CP (startup.TORCHTITAN_VARLEN_CP), the stack's where the job leaves it
+        inherited.append(("attention_backend", stack.defaults.attention_backend))
     job, mbs, level, shard = _job_defaults(job, model, stack, inherited, where, gbs=gbs, dp=dp, shard=shard)
     plan = PlanArrays(
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
@@ -2622,6 +2631,23 @@ def apply_moe_dispatcher(job: Job, stack):
     the start-up rules read (startup.MEGATRON_DEEPEP_GROUP); a job that names none runs the
     stack's own (moe_dispatch_settings below validates either)."""
     return with_default(stack, "moe_dispatcher", job.moe_dispatcher)
+
+
+def apply_attention_backend(job: Job, stack, where: str = ""):
+    """The stack with the job's attention_backend (the attention module its model code builds: torchtitan's attn_type /
+    attn_backend) as its defaults.attention_backend, which the start-up rules read (startup.TORCHTITAN_VARLEN_CP); a
+    job that leaves it out runs the stack's. One the stack does not list (runs.attention_backends; a stack that lists
+    none: Megatron's kernel is attention_kernel) is refused."""
+    b = job.attention_backend
+    have = stack.runs.attention_backends if stack is not None and stack.runs is not None else None
+    if b is not None and (have is None or b not in have):
+        what = (f"stack {stack.name} names no attention backend ({stack.origin} runs.attention_backends null)"
+                if have is None else f"stack {stack.name} builds {', '.join(have)} ({stack.origin} runs.attention_backends)")
+        raise PlannerError(f"{where}attention_backend {b}: {what}",
+                           "leave attention_backend out (--attention-backend) or choose one the stack lists; the kernel "
+                           "priced is attention_kernel (--attention-kernel)" if have is None else
+                           f"use --attention-backend {' or '.join(have)}")
+    return with_default(stack, "attention_backend", b)
 
 
 def with_default(stack, field: str, value):
@@ -3224,6 +3250,9 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "attention": settings.attention,
         # the attention kernel priced (compute.attention_kernel: the job's, else the stack's for the GPU)
         "attention_kernel": _attention_kernel(settings),
+        # the attention module the job names (Job.attention_backend, read by the start-up rules), where it is not the
+        # stack's default (a file that names the default reads back as the plan that leaves it out)
+        **({"attention_backend": settings.attention_backend} if settings.attention_backend is not None else {}),
         "causal_attention_flops": settings.causal_attention_flops,
         "headroom": settings.headroom,
         "reserve_GiB": settings.reserve_bytes / 2**30,

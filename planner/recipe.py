@@ -30,6 +30,10 @@ with its source), where the job's stack and hardware run it:
                   a flavor whose attn_type is flex, `--model torchtitan:llama3/8B_flex`, plans
                   FlexAttention, as torchtitan builds it); a job's own kernel replaces it and the
                   note says so ("attention_kernel flex not taken: the job gives flash2");
+  attention_backend the stack's model code builds it (stack_db runs.attention_backends: torchtitan sdpa,
+                  flex and varlen, torchtitan-0.3 flex and varlen): a varlen flavor's attn_type
+                  (`--model torchtitan:llama3/8B_varlen`), which the start-up rules read (varlen refuses
+                  CP: TORCHTITAN_VARLEN_CP); a job's own replaces it, noted
   moe_aux_loss_coeff  the stack's code computes an auxiliary loss: every stack but those whose
                   runs.router_losses is false (torchtitan, torchtitan-0.3: no auxiliary or z-loss
                   in the code, the expert score bias alone balances); what it keeps for the
@@ -63,9 +67,9 @@ from .errors import PlannerError
 from .precisions import recipe_precision, recipe_unsupported
 
 FIELDS = ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "moe_aux_loss_coeff",
-          "attention_kernel")
+          "attention_kernel", "attention_backend")
 MOE_FIELDS = ("moe_dispatcher", "moe_aux_loss_coeff")
-NOTED = ("attention_kernel",)  # a job value that replaces the recipe's is named in the note (the others silently)
+NOTED = ("attention_kernel", "attention_backend")  # a job value that replaces the recipe's is named in the note (the others silently)
 
 
 def _defaults() -> dict:
@@ -103,6 +107,12 @@ def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
             return f"stack {stack.name} does not list the attention kernels its model code runs"
         if value not in runs.attention_kernels:
             return f"stack {stack.name} runs {', '.join(runs.attention_kernels)}"
+        return None
+    if field == "attention_backend":  # the modules the stack's model code builds (stack_db runs.attention_backends)
+        if runs is None or runs.attention_backends is None:
+            return f"stack {stack.name} does not list the attention modules its model code builds"
+        if value not in runs.attention_backends:
+            return f"stack {stack.name} builds {', '.join(runs.attention_backends)}"
         return None
     if field == "mtp_layers":
         if runs is None or not runs.mtp:

@@ -357,6 +357,9 @@ BppPreset = Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
 
 
 AttentionKernel = Literal["flash2", "cudnn", "flex"]  # compute.ATTENTION_KERNELS; flex: FlashAttention-2's rate x compute.flex_over_flash2 [7d]
+# the attention module a trainer's model code builds (torchtitan main's flavor attn_type, torchtitan 0.3.0's model_registry
+# attn_backend): what its start-up checks read (startup.TORCHTITAN_VARLEN_CP), priced by the kernel it runs (AttentionKernel)
+AttentionBackend = Literal["sdpa", "flex", "varlen"]
 
 
 class TrainingRecipe(BaseModel):
@@ -383,6 +386,10 @@ class TrainingRecipe(BaseModel):
         default=None, description="the attention kernel the model's code runs (a torchtitan flavor's attn_type: flex "
                                   "for FlexAttention; job field attention_kernel), taken only where the job's stack "
                                   "lists it (stack_db runs.attention_kernels)")
+    attention_backend: Optional[AttentionBackend] = Field(
+        default=None, description="the attention module the model's code builds (a torchtitan flavor's attn_type: flex, "
+                                  "varlen; job field attention_backend, read by the start-up rules), taken only where "
+                                  "the job's stack lists it (stack_db runs.attention_backends)")
     seq_len: Optional[Count] = Field(
         default=None, gt=0,
         description="the sequence length of the main phase of pre-training, as the developers published it (a "
@@ -397,7 +404,7 @@ class TrainingRecipe(BaseModel):
         from .precisions import FP8_RECIPES
 
         given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "seq_len",
-                             "moe_aux_loss_coeff", "attention_kernel")
+                             "moe_aux_loss_coeff", "attention_kernel", "attention_backend")
                  if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:
@@ -1978,6 +1985,10 @@ class StackDefaults(BaseModel):
         default=False, description="the loss a job that leaves chunked_loss out runs: true, the stack's chunked "
                                    "cross-entropy (memory.chunked_loss_chunks must be set; torchtitan 0.3.0's config "
                                    "functions wrap the loss in ChunkedLossWrapper); false, the plain loss")
+    attention_backend: Optional[AttentionBackend] = Field(
+        default=None, description="the attention module the stack's model code builds when the job does not say (job field "
+                                  "attention_backend; one of runs.attention_backends); null: the stack names none (the "
+                                  "job field is refused); cite it in sources")
     attention: Literal["flash", "eager"] = Field(
         default="flash", description="the core attention a job runs when it does not say (job field attention; one of "
                                      "runs.attention cores where the entry lists them), listed among the settings "
@@ -2704,6 +2715,11 @@ class StackRuns(BaseModel):
     low_precision_moments: Optional[LowPrecisionMoments] = Field(
         default=None, description="how the stack keeps Adam moments below fp32 (bytes_per_param optimizer < 8 B: "
                                   "Megatron's precision-aware optimizer); null: under every mode, as priced")
+    attention_backends: Optional[list[AttentionBackend]] = Field(
+        default=None, min_length=1,
+        description="the attention modules the stack's model code builds (job field attention_backend, read by the "
+                    "start-up rules: torchtitan's attn_type / attn_backend); null: the stack names none (the job field "
+                    "is refused); cite it in sources")
     attention_kernels: Optional[list[AttentionKernel]] = Field(
         default=None, min_length=1,
         description="the attention kernels the stack's model code can run (job field attention_kernel): a model "
@@ -3085,6 +3101,11 @@ class Stack(BaseModel):
         if self.defaults.moe_hybridep_capacity_factor and not (runs is not None and runs.hybridep_non_blocking):
             raise ValueError("defaults.moe_hybridep_capacity_factor is set but runs.hybridep_non_blocking is false: the "
                              "stack's HybridEP has no non-blocking dispatch to size")
+        backends = runs.attention_backends if runs is not None else None
+        if (self.defaults.attention_backend is None) != (backends is None) or (
+                backends is not None and self.defaults.attention_backend not in backends):
+            raise ValueError(f"defaults.attention_backend {self.defaults.attention_backend} must be one of "
+                             f"runs.attention_backends ({backends}), both set or both null")
         if runs is not None and runs.attention is not None and self.defaults.attention not in runs.attention.cores:
             raise ValueError(f"defaults.attention {self.defaults.attention} is not among runs.attention cores "
                              f"({', '.join(runs.attention.cores)})")
@@ -3377,6 +3398,13 @@ class Job(BaseModel):
     attention_kernel: Optional[AttentionKernel] = Field(
         default=None, description="the fused attention kernel the job runs (flash2 | cudnn | flex; e.g. Megatron "
                                   "--attention-backend flash | fused); default: the stack's attention_kernels for the GPU")
+    attention_backend: Optional[AttentionBackend] = Field(
+        default=None, description="the attention module the trainer's model code builds (torchtitan: sdpa | flex | varlen, "
+                                  "main's flavor attn_type, 0.3.0's model_registry attn_backend; the torchtitan readers "
+                                  "set it from the flavor / config function): read by the start-up rules (varlen refuses "
+                                  "context parallelism: startup.TORCHTITAN_VARLEN_CP), priced by its kernel "
+                                  "(attention_kernel); only on a stack that lists it (runs.attention_backends); default: "
+                                  "the stack's defaults.attention_backend")
     causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
     headroom: float = Field(default=0.10, ge=0.0, lt=1.0)
     reserve_GiB: float = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")

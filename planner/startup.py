@@ -182,6 +182,11 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             is stricter) seq_len % ((tp under SP, else 1) x (2 cp where cp > 1, else 1)):
                             release/0.3 @4f9e9a47d trainer.py l. 306-315 raises; torchtitan-0.3 lists
                             TORCHTITAN_SEQ_DIVISOR absent (code 85)
+  TORCHTITAN_VARLEN_CP      (the torchtitan set, both stacks) cp > 1 where the model code builds varlen attention (the
+                            job's attention_backend, set by the readers from the flavor / config function): main
+                            @e347b1e5e models/llama3/model/args.py l. 57-65, distributed/context_parallel.py l. 69-72;
+                            0.3.0 models/llama3/model.py l. 75-82, models/qwen3/model.py l. 91-97,
+                            distributed/context_parallel/api.py l. 103-104 raise (code 86)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -1367,7 +1372,8 @@ LATER_RULES = LATER_RULES + (
 # runs.model_codes): no llama4 code; every code it lists has pipeline_llm and applies async TP through
 # apply_compile, builds both the stack's dispatchers (alltoall, hybridep: model_registry's moe_comm_backend), and runs
 # CP under FlexAttention; only gpt_oss's released
-# configs (varlen attention) refuse CP there. So on 0.3.0 only TORCHTITAN_MODEL_CP can fire (gpt_oss).
+# configs (varlen attention) refuse CP there. So on 0.3.0 only TORCHTITAN_MODEL_CP can fire (gpt_oss). Varlen attention
+# in any other code (llama3_debugmodel_varlen_attn, sft_qwen3_8b_math; main's 8B_varlen) is TORCHTITAN_VARLEN_CP's (code 86).
 # A model whose hf_model_type no entry lists (torchtitan has no code for it: mixtral, gemma3, ...) or that has none
 # (no config.json: Megatron's GPT) breaks none of these: it is priced on the stack's runs, as a port of the model into
 # torchtitan would run them, and model_code_assumed says so (explain's and fit's assumed lines).
@@ -2508,6 +2514,47 @@ LATER_RULES = LATER_RULES + (
         "ValueError 'Training sequence length ... must be divisible by ...')",
         "choose a sequence length divisible by tp (under SP) x 2 cp (with cp > 1), or tp and cp that divide it",
         _tt_seq_sp_cp),
+)
+
+
+def _tt_varlen_cp(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_VARLEN_CP: the model code builds varlen attention (the stack's defaults.attention_backend, which carries
+    the job's attention_backend: plan.apply_attention_backend) and cp > 1."""
+    varlen = stack is not None and stack.defaults.attention_backend == "varlen"  # a job / stack setting: every plan alike
+    return np.full(np.shape(plan.tp), varlen, dtype=bool) & (np.asarray(plan.cp) > 1)
+
+
+# TORCHTITAN_VARLEN_CP (code 86, issue 22 varlencp): torchtitan runs no context parallelism over varlen attention (torch's
+# varlen_attn over packed documents), on either version, whatever the model code:
+#   main @e347b1e5e   models/llama3/model/args.py update_from_config l. 57-65 raises NotImplementedError ('Context
+#                     Parallel only supports SDPA and FlexAttention ... Varlen attention is not supported with CP') for
+#                     the 8B_varlen / debugmodel_varlen_attn flavors (attn_type varlen); qwen3 / deepseek_v3 / llama4
+#                     refuse every attn_type but sdpa under CP (qwen3 infra/parallelize.py l. 69-75; the others are
+#                     TORCHTITAN_MODEL_CP); and distributed/context_parallel.py apply_cp_to_attention_module l. 69-72
+#                     raises for attention_type varlen in any code that reaches it
+#   0.3.0 @4f9e9a47d  models/llama3/model.py Llama3Model.Config.update_from_config l. 75-82 and models/qwen3/model.py
+#                     l. 91-97 raise the same NotImplementedError where the inner attention is VarlenAttention.Config
+#                     (model_registry attn_backend "varlen": llama3_debugmodel_varlen_attn, sft_qwen3_8b_math);
+#                     distributed/context_parallel/api.py apply_cp_to_forward l. 103-104 ('Variable-length attention CP
+#                     is not yet supported') and, under spmd_backend full_dtensor, distributed/full_dtensor.py
+#                     validate_config l. 44-53 ('... + CP is not supported with ScaledDotProductAttention or
+#                     VarlenAttention')
+# FlexAttention and SDPA with CP run (main: llama3 apply_cp_to_attention_module's flex and sdpa cases, l. 54-68; 0.3.0:
+# apply_cp_to_forward over FlexAttention), so only varlen is refused here; which codes refuse flex / sdpa is
+# TORCHTITAN_MODEL_CP's. The backend is the job's attention_backend (the readers set it from the flavor / config
+# function), else the stack's defaults.attention_backend (sdpa on main, flex on 0.3.0: never varlen).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_VARLEN_CP", "torchtitan",
+        "torchtitan runs no context parallelism over varlen attention (attn_type / attn_backend varlen)",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/model/args.py update_from_config l. 57-65 (NotImplementedError "
+        "'Varlen attention is not supported with CP') and torchtitan/distributed/context_parallel.py "
+        "apply_cp_to_attention_module l. 69-72 ('Variable-length attention CP is not yet supported'); torchtitan 0.3.0 "
+        "(release/0.3 @4f9e9a47d): torchtitan/models/llama3/model.py l. 75-82, torchtitan/models/qwen3/model.py "
+        "l. 91-97 (the same NotImplementedError where the inner attention is VarlenAttention), "
+        "torchtitan/distributed/context_parallel/api.py l. 103-104, torchtitan/distributed/full_dtensor.py l. 44-53",
+        "use cp 1 with varlen attention, or a flex (or, on main, sdpa) flavor / attn_backend with cp > 1",
+        _tt_varlen_cp),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -337,17 +337,24 @@ def _kernel_recipe(fl: Flavor) -> Optional[dict]:
     builds, listed as assumed; a job's own kernel replaces it, noted. Only attn_type flex gives one: sdpa is the
     stack's default kernel (stack_db torchtitan: no attention_kernels rule, so flash2, its SDPA flash), and varlen
     (torch's varlen_attn) has no rate of its own in the planner (torchtitan_flavors.ATTN_KERNELS; its plan is
-    priced with the stack's kernel, and the export refuses to write it as another flavor)."""
-    if fl.attn_type != "flex":
+    priced with the stack's kernel, and the export refuses to write it as another flavor): a varlen flavor gives
+    attention_backend varlen instead, which the start-up rules read (TORCHTITAN_VARLEN_CP). A flex flavor's backend
+    goes with its kernel (a job's own kernel replaces both: its export writes the sdpa flavor, noted)."""
+    if fl.attn_type not in ("flex", "varlen"):
         return None
-    where = (f"{fl.code} {ARGS_FLEX_DEFAULT[fl.code]} attn_type default \"flex\"" if "attn_type" not in fl.args
-             else 'attn_type "flex"')
-    rec = dict(attention_kernel="flex",
-               sources={"attention_kernel": f"what torchtitan {COMMIT} builds: models/{fl.code}/__init__.py "
-                                            f"{REGISTRY[fl.code]} {fl.flavor!r} {fl.lines}, {where}"})
+    where = (f"{fl.code} {ARGS_FLEX_DEFAULT[fl.code]} attn_type default \"{fl.attn_type}\"" if "attn_type" not in fl.args
+             else f'attn_type "{fl.attn_type}"')
+    src = f"what torchtitan {COMMIT} builds: models/{fl.code}/__init__.py {REGISTRY[fl.code]} {fl.flavor!r} {fl.lines}, {where}"
+    if fl.attn_type == "varlen":  # the module the start-up rules read (startup.TORCHTITAN_VARLEN_CP: varlen refuses CP)
+        rec = dict(attention_backend="varlen", sources={"attention_backend": src},
+                   not_priced=[f"attn_type varlen: torch's varlen_attn has no rate of its own in the planner: {fl.flavor} "
+                               "is priced with the stack's kernel"])
+    else:
+        rec = dict(attention_kernel="flex", sources={"attention_kernel": src})
     if fl.attn_mask_type == "block_causal":
-        rec["not_priced"] = [f"attn_mask_type block_causal: {fl.flavor} attends within each document; priced as causal "
-                             "attention over the whole sequence, an upper bound"]
+        rec["not_priced"] = rec.get("not_priced", []) + [
+            f"attn_mask_type block_causal: {fl.flavor} attends within each document; priced as causal attention over "
+            "the whole sequence, an upper bound"]
     return rec
 
 

@@ -54,6 +54,9 @@ CASES = [
     ("bf16_layers_at_end", ["--bf16-layers-at-end", "2"], 2, dict(FP8, fp8_recipe="tensorwise"), 1, {"memory": -1, "step": +1}),
     # kernels and fusions (plan.FUSION_SWITCHES: the unfused kernels' time and saved tensors)
     ("attention_kernel", ["--attention-kernel", "flash2"], "flash2", DENSE, "cudnn", {"step": +1}),
+    # the attention module torchtitan's code builds: read by the start-up rules only (TORCHTITAN_VARLEN_CP at cp > 1),
+    # priced by attention_kernel: nothing moves at cp 1
+    ("attention_backend", ["--attention-backend", "varlen"], "varlen", TT, "flex", {}),
     ("transformer_impl", ["--transformer-impl", "local"], "local", EAGER, "transformer_engine", {"memory": +1}),
     ("local_core_attention", ["--local-core-attention"], True, EAGER, False, {"memory": +1}),
     ("apply_rope_fusion", ["--no-apply-rope-fusion"], False, DENSE, True, {"step": +1}),

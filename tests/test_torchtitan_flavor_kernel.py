@@ -54,9 +54,16 @@ def test_the_generated_model_states_its_kernel():
     assert rec.sources["attention_kernel"] == ("what torchtitan @e347b1e5e builds: models/gpt_oss/__init__.py "
                                                "gptoss_configs '20b' l. 47-61, gpt_oss model/args.py l. 67 attn_type "
                                                "default \"flex\"")
-    # sdpa (the stack's default kernel) and varlen (no rate) give none
+    # sdpa (the stack's default kernel) gives none; varlen (no rate) no kernel, but its attention_backend, which the
+    # start-up rules read (TORCHTITAN_VARLEN_CP, issue 22 varlencp; tests/test_torchtitan_varlen_cp.py)
     assert load_model("torchtitan:llama3/8B").training is None
-    assert load_model("torchtitan:llama3/8B_varlen").training is None
+    rec = load_model("torchtitan:llama3/8B_varlen").training
+    assert (rec.attention_kernel, rec.attention_backend) == (None, "varlen")
+    assert rec.sources["attention_backend"] == ("what torchtitan @e347b1e5e builds: models/llama3/__init__.py "
+                                                "llama3_args '8B_varlen' l. 71-81, attn_type \"varlen\"")
+    assert rec.not_priced == ["attn_type varlen: torch's varlen_attn has no rate of its own in the planner: 8B_varlen is "
+                              "priced with the stack's kernel", "attn_mask_type block_causal: 8B_varlen attends within "
+                              "each document; priced as causal attention over the whole sequence, an upper bound"]
 
 
 def test_a_flex_flavor_plans_flexattention_without_the_flag(cli):

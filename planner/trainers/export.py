@@ -618,6 +618,20 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     runs = [fl for fl in same if ATTN_KERNELS[fl.attn_type] == kernel]
     commit = TORCHTITAN_COMMITS["torchtitan"]
     own = next((f for f in same if model_name(f) == model.name), None)  # --model torchtitan:<code>/<flavor>'s flavor
+    backend = plan.get("attention_backend")  # the job's attn_type, where not the stack's default (sdpa)
+    # (a varlen flavor of its own, --model torchtitan:<code>/<flavor>, is refused below as before, naming the flavor of
+    # its shape that runs the kernel priced)
+    if backend is not None and not (own is not None and own.attn_type == backend and ATTN_KERNELS[backend] is None):
+        runs = [fl for fl in runs if fl.attn_type == backend]
+        if not runs:
+            have = ", ".join(f"{f.flavor} (attn_type {f.attn_type!r})" for f in same) or "none"
+            raise _refuse("torchtitan", f"model {name} with attention_backend {backend} and attention kernel {kernel}: "
+                                        f"torchtitan {commit}'s flavors of its shape are {have}; none runs attn_type "
+                                        f"{backend!r} with the kernel priced" +
+                                        ("" if ATTN_KERNELS[backend] is not None else
+                                         f" (the planner has no rate for {backend!r}: it prices the stack's kernel)"),
+                          "plan it with the attn_type and kernel of one of those flavors (--attention-backend, "
+                          "--attention-kernel), then export")
     if own is not None and own not in runs:
         other = [f.flavor for f in runs]
         if ATTN_KERNELS[own.attn_type] is None:  # varlen: no rate of its own, priced with the stack's kernel

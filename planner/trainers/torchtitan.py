@@ -401,7 +401,7 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     (torchtitan_flavors.shape_differences): with --model, a flavor of another priced shape is refused and a
     costless difference (rope_theta, RoPE scaling) noted; without, the flavor's model_zoo entry
     (TORCHTITAN_ZOO), else refused naming why."""
-    from ..catalog import load_model
+    from ..catalog import load_model, load_stack
 
     fl = _flavor(name, flavor)
     zoo = TORCHTITAN_ZOO["torchtitan"].get((fl.code, fl.flavor)) if fl is not None else None
@@ -457,6 +457,15 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
         assumed.append(f"model={job['model']}: torchtitan's [model] {name} {flavor} differs in {d} (flavor / model), "
                        "priced at nothing (the rotary tables are computed once): the run trains the flavor's")
     kernel = ATTN_KERNELS[fl.attn_type]
+    # the attention module the flavor builds, read by the start-up rules (startup.TORCHTITAN_VARLEN_CP: varlen refuses CP),
+    # where the pricing stack builds it (runs.attention_backends: 0.3.0 has no sdpa for language models)
+    runs = load_stack(stack_name).runs
+    backends = runs.attention_backends if runs is not None else None
+    if backends is not None and fl.attn_type in backends:
+        job["attention_backend"] = fl.attn_type
+    elif backends is not None:
+        assumed.append(f"attention_backend: [model] {name} {flavor} sets attn_type {fl.attn_type!r}, which {stack_name} "
+                       f"does not build ({', '.join(backends)}): the start-up rules read its default")
     if kernel == "flex":
         job["attention_kernel"] = "flex"
         assumed.append(f"attention_kernel=flex: [model] {name} {flavor} sets attn_type \"flex\" (FlexAttention; no "

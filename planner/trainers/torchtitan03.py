@@ -1028,6 +1028,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     _rope_fits(where, cf, job.get("seq_len"))
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
     job["attention_kernel"] = cf.kernel
+    job["attention_backend"] = cf.attn_backend  # what the start-up rules read (startup.TORCHTITAN_VARLEN_CP)
     assumed.append(f"attention_kernel={cf.kernel}: {cf.name} builds its model with attn_backend "
                    f"{cf.attn_backend!r} (no option sets it)" + (
                        "" if cf.kernel == cf.attn_backend else
@@ -1330,7 +1331,9 @@ def _config_function(plan: dict, sec: dict, picked: list):
                       "are the config function's, which no option reaches (trainer.py l. 75-77)",
                       "price the plan with the dispatcher of one of those functions, then export")
     picked = with_disp
-    built = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel]
+    backend = plan.get("attention_backend")  # the job's attention module, where not the stack's default (flex)
+    built = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel
+             and (backend is None or cf.attn_backend == backend)]
     fits = [cf for cf in built if cf.chunked_loss == bool(plan.get("chunked_loss"))]
     if built and not fits:  # the loss: ChunkedLossWrapper or CrossEntropyLoss, the function's (no option sets it)
         cf = built[0]
@@ -1346,7 +1349,8 @@ def _config_function(plan: dict, sec: dict, picked: list):
         have = ", ".join(f"{cf.module} {cf.name} ({_conv_text(cf.converter)}, attn_backend {cf.attn_backend}"
                          + (f", priced as {cf.kernel}" if cf.kernel != cf.attn_backend else "") + ")"
                          for cf in picked)
-        raise _refuse(f"model {plan['model']} with {_conv_text(conv)} and attention kernel {kernel}: the torchtitan "
+        raise _refuse(f"model {plan['model']} with {_conv_text(conv)} and attention kernel {kernel}"
+                      + (f" (attention_backend {backend})" if backend is not None else "") + ": the torchtitan "
                          f"{COMMIT} config functions that build the model are {have}; 0.3 sets converters and the "
                          "attention backend in the config function's model_spec, which no option reaches (trainer.py "
                          "l. 75-77)", "plan the precision and kernel of one of those functions, then export")
