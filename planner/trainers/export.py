@@ -1518,6 +1518,25 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
             raise _refuse(F, f"{k} {plan[k]}: set in the model code (Megatron-DeepSpeed's {flag} launch flag), which a "
                              "DeepSpeed JSON has no key for", "export it as --format megatron-deepspeed (the launch "
                              f"script, its JSON inside), or price it without {k}")
+    # the embedding's rows: built from the launch's tokenizer (--tokenizer-type, --vocab-size) and
+    # --make-vocab-size-divisible-by (microsoft/Megatron-DeepSpeed @f4157bea megatron/tokenizer/tokenizer.py l. 38-41, 52,
+    # 58-71), which a DeepSpeed JSON has no key for: its reader (trainers/deepspeed.py, stack megatron-deepspeed) prices the
+    # model's tokens padded by the stack's rule (stack_db vocab_padding, 128 x tp 1). Refused where the plan priced other
+    # rows (a job's padded_vocab_size or make_vocab_size_divisible_by): the file would read back as another plan
+    from ..catalog import load_stack
+
+    m, pad = _model(plan), load_stack("megatron-deepspeed").vocab_padding
+    read = m.vocab_size if pad is None else -(-m.vocab_size // pad.divisor) * pad.divisor
+    want = plan_rows(plan, m.vocab_size)
+    if want != read:
+        what = (f"padded_vocab_size {want:,}" if plan.get("padded_vocab_size") else
+                f"make_vocab_size_divisible_by {plan.get('make_vocab_size_divisible_by')}: {want:,} rows")
+        raise _refuse(F, f"{what}: the embedding's rows, built by "
+                         "the launch's tokenizer and --make-vocab-size-divisible-by (microsoft/Megatron-DeepSpeed @f4157bea "
+                         "megatron/tokenizer/tokenizer.py l. 38-41, 58-71), which a DeepSpeed JSON has no key for; read back "
+                         f"with --model it has {m.name}'s {m.vocab_size:,} tokens padded to {read:,}",
+                      "export it as --format megatron-deepspeed (the launch script, its JSON inside), or price it "
+                      "without padded_vocab_size / make_vocab_size_divisible_by")
     cfg = deepspeed_config(plan, F)
     if plan.get("attention", "flash") != "flash":  # the reader assumes a fused core (trainers/deepspeed.py)
         notes.append(f"attention {plan['attention']}: set in the model code, not in a DeepSpeed JSON; pass --attention "
