@@ -1184,21 +1184,25 @@ def parse_layout(text: str, pp: int, spec, where: str, notes: list | None = None
     return [st.count("t") for st in stages]
 
 
-def decoder_first_last(L: int, pp: int, vpp: int, first, last, where: str) -> list[int]:
+def decoder_first_last(L: int, pp: int, vpp: int, first, last, where: str,
+                       what: str = "--decoder-first/last-pipeline-num-layers",
+                       src: str = "transformer_config.py __post_init__") -> list[int]:
     """Layers per pipeline rank with --decoder-first/last-pipeline-num-layers, as Megatron-Core
     checks them (transformer_config.py @d98e8a64 __post_init__: each > 0 and a multiple of vpp,
-    the middle ranks' layers equal and, per rank, a multiple of vpp)."""
+    the middle ranks' layers equal and, per rank, a multiple of vpp). `what` and `src` name the
+    settings and the check in the reader's format (Megatron-Bridge's ConfigContainer fields
+    model.num_layers_in_first/last_pipeline_stage, the same check at Megatron-Core 905c0e386)."""
     rest, mid_ranks = L, pp
     for n in (first, last):
         if n is not None:
             if n <= 0 or n % vpp:
-                raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers {n}: must be > 0 and a multiple of "
-                                   f"vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+                raise PlannerError(f"{where}{what} {n}: must be > 0 and a multiple of vpp {vpp}",
+                                   f"Megatron refuses it ({src})")
             rest -= n
             mid_ranks -= 1
     if bool(rest) != bool(mid_ranks) or (mid_ranks and (rest % mid_ranks or (rest // mid_ranks) % vpp)):
-        raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers leave {rest} layers for {mid_ranks} middle "
-                           f"ranks: not equal multiples of vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+        raise PlannerError(f"{where}{what} leave {rest} layers for {mid_ranks} middle "
+                           f"ranks: not equal multiples of vpp {vpp}", f"Megatron refuses it ({src})")
     mid = rest // mid_ranks if mid_ranks else 0
     return [first if first is not None else mid] + [mid] * (pp - 2) + [last if last is not None else mid]
 
