@@ -49,7 +49,7 @@ def check_readback(row: dict, target: str, text: str) -> None:
 
     from ..schema import Job
     from ..trainers import load_trainer_config
-    from ..trainers.export import _written_as, plan_signature
+    from ..trainers.export import _model, _written_as, plan_rows, plan_signature
 
     plan = row["plan"]
     # a plan on torchtitan 0.3.0 is exported as its launch line (trainers/torchtitan03.py), read back as one
@@ -78,8 +78,11 @@ def check_readback(row: dict, target: str, text: str) -> None:
             if k in Job.model_fields and plan.get(k) is not None and (target == "deepspeed" or k not in data):
                 data[k] = plan[k]
         # the vocabulary's rows: a plan priced at the model's rows that the file cannot hold (tp does not divide
-        # them; the writers' vocabulary notes name the rows the trainer builds) is compared at those rows
-        if plan.get("padded_vocab_size") is None:
+        # them; the writers' vocabulary notes name the rows the trainer builds) is compared at those rows. Rows the file
+        # reads back as the plan's (plan_rows: a job's make_vocab_size_divisible_by, which the writers spell as the
+        # rows it pads to, --padded-vocab-size or the fork's divisor) are kept: dropped, they were priced at the
+        # stack's default padding
+        if plan.get("padded_vocab_size") is None and data.get("padded_vocab_size") != plan_rows(plan, _model(plan).vocab_size):
             data.pop("padded_vocab_size", None)
         if plan.get("power_limit_source") != "job":
             data.pop("power_limit_w", None)

@@ -637,12 +637,13 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
         ignored.append("model.moe_pad_expert_input_to_capacity=true (no capacity factor: dropless, nothing to pad to)")
     # the pipeline layout (a string, or the recipe's own): Megatron-Core refuses it beside the other split settings
     # (transformer_config.py @905c0e386 l. 1430-1447) and a vpp other than its chunks' (l. 1463-1474)
-    first_last = [cfg[k] for k in ("model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage")]
-    if any(x is not None for x in first_last):
-        raise PlannerError(f"{where}model.num_layers_in_first/last_pipeline_stage: not read by the planner's "
-                           "megatron-bridge reader", "use model.pipeline_model_parallel_layout, or null them")
     layout = cfg["model.pipeline_model_parallel_layout"]
     if layout is not None:
+        if job.get("first_stage_layers") is not None or job.get("last_stage_layers") is not None:
+            # (the counts themselves: megatron_bridge._job reads them into the job, uneven_split checks them)
+            raise PlannerError(f"{where}model.pipeline_model_parallel_layout with model.num_layers_in_first/last_pipeline_"
+                               "stage: Megatron-Core refuses them together (transformer_config.py @905c0e386 l. 1430-1447)",
+                               "give the layout or the end stages' layers (null the other)")
         if not isinstance(layout, str):
             raise PlannerError(f"{where}model.pipeline_model_parallel_layout={_v(layout)}: not read as a list by the "
                                "planner's megatron-bridge reader", "give Megatron-Core's string form, e.g. 'Et*4|t*4|tmL'")

@@ -65,15 +65,15 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
-    if any(stage_ends(plan)) and fmt != "megatron":
+    if any(stage_ends(plan)) and fmt not in ("megatron", "megatron-bridge"):
         raise _refuse(fmt, "first_stage_layers / last_stage_layers: Megatron-LM's --decoder-first/last-pipeline-num-layers "
                            "(layers on the first / last stage, the rest equal over the middle ones); the file has no such "
                            "setting the planner writes (torchtitan @e347b1e5e's pipeline_parallel_first/last_stage_less_layers "
                            "weigh the embedding and the output as layers of its front-loaded split, config/job_config.py "
                            "l. 377-387, distributed/pipeline_parallel.py l. 59-112: no count of a stage's layers; DeepSpeed's "
-                           "PipelineModule places the split itself; the planner's Megatron-Bridge reader and writer do not "
-                           "spell model.num_layers_in_first/last_pipeline_stage)",
-                      "export it --format megatron, or price it without them")
+                           "PipelineModule places the split itself)",
+                      "export it --format megatron (or megatron-bridge: model.num_layers_in_first/last_pipeline_stage), "
+                      "or price it without them")
     if plan.get("cp") == 1:  # a CP variant without CP: no run holds one, so no trainer's file reads back with it
         held = [f"{k} {plan[k]}" for k in ("cp_comm_type", "hierarchical_cp_sizes", "cp_rotate_method") if plan.get(k)]
         if held:
@@ -1542,6 +1542,25 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
             raise _refuse(F, f"{k} {plan[k]}: set in the model code (Megatron-DeepSpeed's {flag} launch flag), which a "
                              "DeepSpeed JSON has no key for", "export it as --format megatron-deepspeed (the launch "
                              f"script, its JSON inside), or price it without {k}")
+    # the embedding's rows: built from the launch's tokenizer (--tokenizer-type, --vocab-size) and
+    # --make-vocab-size-divisible-by (microsoft/Megatron-DeepSpeed @f4157bea megatron/tokenizer/tokenizer.py l. 38-41, 52,
+    # 58-71), which a DeepSpeed JSON has no key for: its reader (trainers/deepspeed.py, stack megatron-deepspeed) prices the
+    # model's tokens padded by the stack's rule (stack_db vocab_padding, 128 x tp 1). Refused where the plan priced other
+    # rows (a job's padded_vocab_size or make_vocab_size_divisible_by): the file would read back as another plan
+    from ..catalog import load_stack
+
+    m, pad = _model(plan), load_stack("megatron-deepspeed").vocab_padding
+    read = m.vocab_size if pad is None else -(-m.vocab_size // pad.divisor) * pad.divisor
+    want = plan_rows(plan, m.vocab_size)
+    if want != read:
+        what = (f"padded_vocab_size {want:,}" if plan.get("padded_vocab_size") else
+                f"make_vocab_size_divisible_by {plan.get('make_vocab_size_divisible_by')}: {want:,} rows")
+        raise _refuse(F, f"{what}: the embedding's rows, built by "
+                         "the launch's tokenizer and --make-vocab-size-divisible-by (microsoft/Megatron-DeepSpeed @f4157bea "
+                         "megatron/tokenizer/tokenizer.py l. 38-41, 58-71), which a DeepSpeed JSON has no key for; read back "
+                         f"with --model it has {m.name}'s {m.vocab_size:,} tokens padded to {read:,}",
+                      "export it as --format megatron-deepspeed (the launch script, its JSON inside), or price it "
+                      "without padded_vocab_size / make_vocab_size_divisible_by")
     cfg = deepspeed_config(plan, F)
     if plan.get("attention", "flash") != "flash":  # the reader assumes a fused core (trainers/deepspeed.py)
         notes.append(f"attention {plan['attention']}: set in the model code, not in a DeepSpeed JSON; pass --attention "
@@ -2251,6 +2270,9 @@ _BRIDGE_MOE_WRITTEN = {
     "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "precision_aware_optimizer",
     "fp8_grouped_experts", "moe_load_balancing", "moe_rank_imbalance", "loss_layers_in_pipeline_split"}
 _BRIDGE_SCHEDULES = {"1f1b", "interleaved"}
+# Megatron-LM's uneven-split flags (megatron_split_args) as the ConfigContainer's model fields
+BRIDGE_UNEVEN = {"--decoder-first-pipeline-num-layers": "model.num_layers_in_first_pipeline_stage",
+                 "--decoder-last-pipeline-num-layers": "model.num_layers_in_last_pipeline_stage"}
 
 
 def _megatron_bridge(plan: dict, notes: list[str]) -> str:
@@ -2326,28 +2348,36 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     else:
         notes.append(f"train.train_iters: the plan fixes no whole step count; the recipe's "
                      f"{rec.values.get('train.train_iters', COMMON['train.train_iters']):,} iterations stand (no effect on a step's memory or time)")
-    # the pipeline split: even, or the ends one layer lighter (account_for_*); other placements are refused
+    # the pipeline split: even, the ends one layer lighter (account_for_*), or the end stages' layers (the plan's
+    # first_stage_layers / last_stage_layers, or the planner's split at vpp 1 as megatron_split_args places it) as
+    # Megatron-Core's num_layers_in_first/last_pipeline_stage (TransformerConfig @905c0e386 l. 77-83, which Bridge's
+    # GPTModelProvider is; its own mlm_compat/arguments.py l. 74-75 maps --decoder-first/last-pipeline-num-layers onto
+    # them); other placements are refused
     e_, l_ = int(plan.get("account_for_embedding_in_pipeline_split", False)), _bridge_split_loss(plan)
-    split = megatron_split_args(model, pp, vpp, e_, l_, 0) if pp > 1 else []
+    first, last = stage_ends(plan)
+    split = megatron_split_args(model, pp, vpp, e_, l_, 0, first, last) if pp > 1 else []
     extra = [f for f, _ in split if f != "--num-virtual-stages-per-pipeline-rank"]
     layout = None
     if rec.moe:
         # a MoE recipe holds its own layout (deepseek_v3.py l. 29-49, 101): the plan's written over it, null where the
-        # plan's split needs none (account_for_* or even), else the split as Megatron-Core's layout string (which
-        # refuses account_for_* beside it: transformer_config.py @905c0e386 l. 1430-1447)
-        if any(not f.startswith("--account-for-") for f in extra):
+        # plan's split needs none (account_for_*, even, or the plan's own end stages' layers, which Megatron-Core refuses
+        # beside a layout), else the split as Megatron-Core's layout string (which refuses account_for_* beside it:
+        # transformer_config.py @905c0e386 l. 1430-1447)
+        if not (first or last) and any(not f.startswith("--account-for-") for f in extra):
             from ..pipeline import chunk_layers
 
             layout = layout_text([int(x) for x in chunk_layers(model.num_layers, pp, vpp, e_, l_)], _mtp(plan, model))
             extra = []
         o.append(("model.pipeline_model_parallel_layout", f"'\"{layout}\"'" if layout else None))
-    if any(not f.startswith("--account-for-") for f in extra):
+    if any(not f.startswith("--account-for-") and f not in BRIDGE_UNEVEN for f in extra):
         raise _bridge_refuse(f"the pipeline split of {model.num_layers} layers on pp {pp} x vpp {vpp} "
-                             f"({', '.join(extra)}): the planner's {BRIDGE_FMT} writer spells an even split or the "
-                             "account_for_* one only", "price a pp x vpp that divides the layers, or with "
-                             "--account-for-embedding/loss-in-pipeline-split")
+                             f"({', '.join(extra)}): the planner's {BRIDGE_FMT} writer spells an even split, the "
+                             "account_for_* one or the end stages' layers only", "price a pp x vpp that divides the "
+                             "layers, or with --account-for-embedding/loss-in-pipeline-split or --first/last-stage-layers")
     o += [("model.account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split" in extra),
           ("model.account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split" in extra)]
+    # (written where set only: every transcribed recipe leaves them None, megatron_bridge.COMMON and bridge_moe's tables)
+    o += [(BRIDGE_UNEVEN[f], n) for f, n in split if f in BRIDGE_UNEVEN and f in extra]  # (none beside a layout)
     # recompute (as export._megatron_args writes it)
     r, rl = plan["recompute"], plan.get("recompute_layers")
     gran, method, num, mods = None, None, None, None

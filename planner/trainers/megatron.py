@@ -46,7 +46,10 @@ read). Modelled:
   (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size);
   for a catalog model or --model, --make-vocab-size-divisible-by, --padded-vocab-size and
   --no-pad-vocab-size pad the model's vocab_size (the tokenizer's size) as Megatron does: the job's
-  padded_vocab_size where the rows differ (megatron_model.catalog_vocab_rows, plan.with_padded_vocab),
+  padded_vocab_size where the rows differ (megatron_model.catalog_vocab_rows, plan.with_padded_vocab);
+  with --model, the --vocab-size of a tokenizer that reads it (NullTokenizer, TikTokenizer:
+  megatron_model.VOCAB_SIZE_TOKENIZERS) at or above the model's tokens is the run's tokenizer, a job
+  setting padded in the model's place (not a shape --model replaces),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
   --moe-shared-expert-gate, --moe-layer-freq, --moe-router-score-function,
   --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
@@ -220,7 +223,7 @@ from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
 from .megatron_model import (HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_pattern,
-                             INT64_MAX, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
+                             INT64_MAX, VOCAB_SIZE_TOKENIZERS, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron, rampup_phases, to_megatron
@@ -1203,21 +1206,25 @@ def parse_layout(text: str, pp: int, spec, where: str, notes: list | None = None
     return [st.count("t") for st in stages]
 
 
-def decoder_first_last(L: int, pp: int, vpp: int, first, last, where: str) -> list[int]:
+def decoder_first_last(L: int, pp: int, vpp: int, first, last, where: str,
+                       what: str = "--decoder-first/last-pipeline-num-layers",
+                       src: str = "transformer_config.py __post_init__") -> list[int]:
     """Layers per pipeline rank with --decoder-first/last-pipeline-num-layers, as Megatron-Core
     checks them (transformer_config.py @d98e8a64 __post_init__: each > 0 and a multiple of vpp,
-    the middle ranks' layers equal and, per rank, a multiple of vpp)."""
+    the middle ranks' layers equal and, per rank, a multiple of vpp). `what` and `src` name the
+    settings and the check in the reader's format (Megatron-Bridge's ConfigContainer fields
+    model.num_layers_in_first/last_pipeline_stage, the same check at Megatron-Core 905c0e386)."""
     rest, mid_ranks = L, pp
     for n in (first, last):
         if n is not None:
             if n <= 0 or n % vpp:
-                raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers {n}: must be > 0 and a multiple of "
-                                   f"vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+                raise PlannerError(f"{where}{what} {n}: must be > 0 and a multiple of vpp {vpp}",
+                                   f"Megatron refuses it ({src})")
             rest -= n
             mid_ranks -= 1
     if bool(rest) != bool(mid_ranks) or (mid_ranks and (rest % mid_ranks or (rest // mid_ranks) % vpp)):
-        raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers leave {rest} layers for {mid_ranks} middle "
-                           f"ranks: not equal multiples of vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+        raise PlannerError(f"{where}{what} leave {rest} layers for {mid_ranks} middle "
+                           f"ranks: not equal multiples of vpp {vpp}", f"Megatron refuses it ({src})")
     mid = rest // mid_ranks if mid_ranks else 0
     return [first if first is not None else mid] + [mid] * (pp - 2) + [last if last is not None else mid]
 
@@ -1560,6 +1567,19 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             shape["--window-size/--window-attn-skip-freq"] = ("layer_windows", windows)
     absent_drop = [f for f in ("--attention-dropout", "--hidden-dropout") if f not in flags]
     from_flags_model = False
+    from ..catalog import load_model
+
+    # with --model, the --vocab-size of a tokenizer that reads it (NullTokenizer, TikTokenizer: VOCAB_SIZE_TOKENIZERS)
+    # is the run's tokenizer, a job setting: Megatron pads it, not the model's vocab_size, to the embedding's rows
+    # (build_tokenizer.py @d98e8a64 l. 96-114, 133-152; Megatron-DeepSpeed @f4157bea tokenizer.py l. 38-41, 52, 58-71:
+    # the same rule, its NullTokenizer one token more, megatron_deepspeed.py), so it is no shape --model replaces:
+    # catalog_vocab_rows pads it (the job's padded_vocab_size). Below the model's tokens it would leave tokens without
+    # a row (plan.with_padded_vocab refuses that): compared as the shape, which --model replaces, with a note
+    tokenizer_size = None
+    if model is not None and "--vocab-size" in shape and flags.get("--tokenizer-type") in VOCAB_SIZE_TOKENIZERS:
+        m = load_model(model)
+        if shape["--vocab-size"][1] >= (m.tokenizer_vocab_size or m.vocab_size):
+            tokenizer_size = shape.pop("--vocab-size")[1]
     if model is not None:
         try:
             check_model_shape(where, model, shape)
@@ -1572,14 +1592,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     else:
         job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed, model_fields)
         assumed.append(rule)
-    from ..catalog import load_model
-
     spec = load_model(job["model"])
     if not from_flags_model:
         _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
         # the embedding's rows as Megatron builds them for a catalog model (the model the flags define has them
         # in its vocab_size already: megatron_model.padded_vocab): the job's padded_vocab_size (plan.with_padded_vocab)
-        rows, note = catalog_vocab_rows(flags, job["model"], spec.vocab_size, tp, where)
+        rows, note = catalog_vocab_rows(flags, job["model"], spec.vocab_size, tp, where,
+                                         None if tokenizer_size == spec.vocab_size else tokenizer_size)
         if rows is not None:  # rows equal to the model's: nothing to list
             job["padded_vocab_size"] = rows
             assumed.append(note)

@@ -73,7 +73,10 @@ COMMON = {
     "model.expert_model_parallel_size": 1, "model.expert_tensor_parallel_size": None,
     "model.recompute_granularity": None, "model.recompute_method": None, "model.recompute_num_layers": None,
     "model.recompute_modules": None, "model.account_for_embedding_in_pipeline_split": False,
-    "model.account_for_loss_in_pipeline_split": False, "model.transformer_impl": "transformer_engine",
+    "model.account_for_loss_in_pipeline_split": False,
+    # Megatron-Core 905c0e386 transformer_config.py l. 77-83: None, the layers split equally (read: _job, uneven_split)
+    "model.num_layers_in_first_pipeline_stage": None, "model.num_layers_in_last_pipeline_stage": None,
+    "model.transformer_impl": "transformer_engine",
     "model.cuda_graph_impl": "none", "model.attention_backend": None, "model.cross_entropy_loss_fusion": True,
     "model.cross_entropy_fusion_impl": "te", "model.apply_rope_fusion": True, "model.bias_activation_fusion": True,
     "model.bias_dropout_fusion": True, "model.gradient_accumulation_fusion": True,
@@ -737,6 +740,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         spec = load_model(job["model"])
         bridge_moe.moe_job(cfg, co, job, spec, hw, where, assumed, ignored, not_modelled)
         bridge_moe.gdn_job(spec, job, where)
+    from ..catalog import load_model
+
+    uneven_split(job, load_model(job["model"]).num_layers, where)  # after moe_job, which refuses them beside a layout
     _cp_job(cfg, job, where, ignored)
     if "model.softmax_type" in cfg:  # the gpt-oss recipes' per-token loss and sinks (bridge_moe.py)
         bridge_moe.gpt_oss_job(cfg, where, not_modelled)
@@ -1103,6 +1109,24 @@ def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> 
     raise PlannerError(f"{where}{how} at the command line's tp 1: {SP_TP1_RULE}",
                        "pass --no-sequence-parallel with --tp 1 (model.sequence_parallel=false), or a tp above 1")
 
+UNEVEN_FIELDS = {"model.num_layers_in_first_pipeline_stage": "first_stage_layers",
+                 "model.num_layers_in_last_pipeline_stage": "last_stage_layers"}
+UNEVEN_SOURCE = "transformer_config.py @905c0e386 __post_init__ l. 1482-1556, the same rules as @d98e8a64 l. 2294-2368"
+
+
+def uneven_split(job: dict, L: int, where: str) -> None:
+    """The counts of model.num_layers_in_first/last_pipeline_stage checked as Megatron-Core 905c0e386 checks them on the
+    model's L layers (each > 0 and a multiple of vpp, the middle ranks' layers equal, each a multiple of vpp:
+    megatron.decoder_first_last, Megatron-LM's rule, in Bridge's names); at pp 1 left to the job's rules
+    (plan.uneven_split_error), as the Megatron reader leaves them."""
+    from .megatron import decoder_first_last
+
+    first, last = job.get("first_stage_layers"), job.get("last_stage_layers")
+    if (first is not None or last is not None) and job["pp"] > 1:
+        decoder_first_last(L, job["pp"], job["vpp"], first, last, where, "model.num_layers_in_first/last_pipeline_stage",
+                           UNEVEN_SOURCE)
+
+
 def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
     """The job fields of the run's values."""
     def num(k):
@@ -1246,6 +1270,20 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["account_for_embedding_in_pipeline_split"] = True
     if flag("model.account_for_loss_in_pipeline_split"):
         job["account_for_loss_in_pipeline_split"] = True
+    # Megatron-Core's uneven split (TransformerConfig num_layers_in_first/last_pipeline_stage, Megatron-LM's
+    # --decoder-first/last-pipeline-num-layers): the job's first_stage_layers / last_stage_layers, placed as
+    # pipeline.py [14] (get_num_layers_to_build and get_transformer_layer_offset: the same code at 905c0e386,
+    # transformer_block.py l. 77-151, transformer_layer.py l. 45-160, as at d98e8a64); refused beside account_for_*
+    # as Megatron-Core refuses it (transformer_config.py @905c0e386 l. 1417-1427); the counts checked on the model
+    # (uneven_split)
+    for k, field in UNEVEN_FIELDS.items():
+        if cfg[k] is not None:
+            job[field] = num(k)
+    if any(f in job for f in UNEVEN_FIELDS.values()) and (
+            job.get("account_for_embedding_in_pipeline_split") or job.get("account_for_loss_in_pipeline_split")):
+        raise PlannerError(f"{where}model.num_layers_in_first/last_pipeline_stage with "
+                           "model.account_for_*_in_pipeline_split: Megatron-Core refuses them together "
+                           "(transformer_config.py @905c0e386 __post_init__ l. 1417-1427)", "drop one")
     # fusions: set where they differ from Megatron-LM's defaults (the planner's own, as the Megatron reader reads them)
     if flag("model.cross_entropy_loss_fusion"):
         job["cross_entropy_fusion"] = True

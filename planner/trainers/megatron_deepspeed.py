@@ -87,7 +87,8 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   requires) as the gated MLP of --ffn-hidden-size (default 4h), reglu and liglu refused (_glu); the rest (kill switch,
   weighted data paths) listed as ignored.
 - `--tokenizer-type NullTokenizer --vocab-size V` ([1] tokenizer.py l. 510-514): V + 1 tokens (the end-of-document id
-  added), padded as any tokenizer's (the Megatron reader's rule); Megatron-LM's NullTokenizer has V.
+  added), padded as any tokenizer's (the Megatron reader's rule, with --model too: the run's tokenizer, padded in the
+  model's vocab_size's place, megatron_model.catalog_vocab_rows); Megatron-LM's NullTokenizer has V.
 - Megatron-DeepSpeed's spellings of the shape flags are read as Megatron-LM's: `--num-key-value-heads N`
   as `--group-query-attention --num-query-groups N`, `--rotary-position-embeddings-theta` as `--rotary-base`,
   `--normalization layernorm|rmsnorm` as LayerNorm / RMSNorm ([1] arguments.py l. 442-449, 623, 634-636, 647-648).

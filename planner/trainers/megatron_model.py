@@ -135,6 +135,10 @@ DEFAULT_TOKENIZER = "GPT2BPETokenizer"  # pretrain_gpt.py args_defaults [7]
 #: tokenizers whose size the planner knows without their files (the vocabulary a CI run
 #: reads; any other needs --vocab-size)
 TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}  # [6]
+#: the tokenizers whose size is --vocab-size (build_tokenizer hands it to TikTokenizer and NullTokenizer only, [4]
+#: @d98e8a64 l. 58-66, 96-102; the others read their files): with --model, a job setting the rows are padded from
+#: (catalog_vocab_rows), not a shape --model replaces (megatron.py)
+VOCAB_SIZE_TOKENIZERS = ("NullTokenizer", "TikTokenizer")
 MLA_DEFAULTS = {"--kv-lora-rank": 32, "--qk-head-dim": 128, "--qk-pos-emb-head-dim": 64, "--v-head-dim": 128}  # [1] _add_mla_args
 DEFAULT_DROPOUT = 0.1  # TransformerConfig hidden_dropout / attention_dropout [2]
 DEFAULT_TOPK = 2  # TransformerConfig moe_router_topk [2]
@@ -305,18 +309,24 @@ def stack_pads_other(rows: int, tp: int) -> bool:
     return rows % mult != 0
 
 
-def catalog_vocab_rows(flags: dict, model: str, v: int, tp: int, where: str) -> tuple[Optional[int], str]:
+def catalog_vocab_rows(flags: dict, model: str, v: int, tp: int, where: str,
+                       tokenizer: Optional[int] = None) -> tuple[Optional[int], str]:
     """The job's padded_vocab_size for a catalog model (or --model) of v tokens, whose vocab_size stands for the
     tokenizer's size, and the note that lists it as assumed: --padded-vocab-size where given, else pad_vocab's
-    rows. None (and a note) where the rows are the model's own."""
+    rows of the tokenizer's size: `tokenizer` where the arguments give it (--vocab-size of a tokenizer that reads it,
+    a job setting: VOCAB_SIZE_TOKENIZERS), else the model's v. None (and a note) where the rows are the model's own."""
+    n = v if tokenizer is None else tokenizer
+    src = f"{model}'s {v:,} tokens" if tokenizer is None else (
+        f"the tokenizer's {n:,} tokens (--vocab-size, a setting of the run: {model} has {v:,})")
     if "--padded-vocab-size" in flags:
         rows = _int(where, flags, "--padded-vocab-size")
         how = "--padded-vocab-size (Megatron pads no further)"
     else:
-        rows, how = pad_vocab(flags, v, tp, where)
+        rows, how = pad_vocab(flags, n, tp, where)
     if rows == v:
-        return None, f"vocab_size={v:,}: {model}'s vocabulary, {how}: no padded rows"
-    return rows, (f"padded_vocab_size={rows:,}: {model}'s {v:,} tokens, {how}: the embedding and output layer have "
+        return None, f"vocab_size={v:,}: {src}, {how}: no padded rows" if tokenizer is not None else \
+            f"vocab_size={v:,}: {model}'s vocabulary, {how}: no padded rows"
+    return rows, (f"padded_vocab_size={rows:,}: {src}, {how}: the embedding and output layer have "
                   f"{rows:,} rows, priced (NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py "
                   "l. 133-152)")
 
