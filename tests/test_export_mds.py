@@ -577,3 +577,18 @@ def test_pipe_partitioned_refused_off_deepspeed():
     # true where the plan runs it is the default, accepted
     resolve(Job(stack="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm", gpus=8, tp=2, pp=2,
                 sequence_parallel=False, pipe_partitioned=True))
+
+
+@pytest.mark.parametrize("fmt", ["megatron-deepspeed", "deepspeed"])
+def test_zero3_knobs_on_a_zero1_plan_are_no_setting_of_the_file_read_back(fmt):
+    """Fuzz job-fields seed 81 chunk 2 input 21 (megatron-gpt-1.7b, 8 GPUs, zero1, deepspeed_zero3
+    {stage3_param_persistence_threshold: 0, sub_group_size: 1e9}): DeepSpeed reads the stage-3 knobs in its stage-3
+    engine only and the readers ignore them below stage 3, so the zero1 plan's file reads back without them. They
+    priced nothing there (memory.py [z3] gathers at fsdp / hsdp only), so the read-back is the same plan: before
+    export.plan_signature dropped them outside fsdp / hsdp, check_readback refused it ("deepspeed_zero3:
+    {'stage3_param_persistence_threshold': 0} priced, None read back")."""
+    row = _row(model="megatron-gpt-1.7b", gpus=8, sharding="zero1", global_batch=16, seq_len=2048,
+               deepspeed_zero3={"stage3_param_persistence_threshold": 0, "sub_group_size": 1_000_000_000})
+    assert row["plan"]["deepspeed_zero3"] == {"stage3_param_persistence_threshold": 0}  # the job's change, kept
+    text, _ = export_plan(row["plan"], fmt)
+    check_readback(row, fmt, text)  # raised PlannerError before the fix

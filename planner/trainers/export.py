@@ -327,6 +327,10 @@ def plan_signature(plan: dict) -> dict:
     # recompute (the memory total, compared beside the signature, still tells a module that changes the cost)
     if plan.get("recompute") != "selective":
         out["recompute_modules"] = None
+    # DeepSpeed's ZeRO-3 knobs (memory.py [z3]) are read by its stage-3 engine only (stage3.py; the reader ignores them
+    # below stage 3, trainers/deepspeed.py): no setting of a zero0-2 plan's file read back
+    if plan.get("sharding") not in ("fsdp", "hsdp"):
+        out["deepspeed_zero3"] = None
     # the torch softmax's fp32 runs on the eager core only (memory.py [sm]; default true): elsewhere no setting
     out["attention_softmax_in_fp32"] = (False if plan.get("attention") == "eager" and plan.get("attention_softmax_in_fp32")
                                         is False else None)
