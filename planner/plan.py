@@ -2284,6 +2284,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.te_version is not None and (note := te_newer_note(job.te_version)):
         warnings.append(note)
     _check_early_step(job, stack, plan, where, warnings)
+    if job.deepspeed_zero3 and job.sharding not in ("fsdp", "hsdp"):  # nothing the user gave is silently dropped
+        warnings.append(f"deepspeed_zero3 {dict(job.deepspeed_zero3)} at sharding {job.sharding}: DeepSpeed reads these "
+                        "in its stage-3 engine only (memory.py [z3]), so they price nothing here and an exported file "
+                        "does not carry them")
     _embedding_grad_skip_warning(job, model, stack, plan, pao, warnings)
     _check_offload(job, stack, hw, where, warnings)
     if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py

@@ -592,3 +592,9 @@ def test_zero3_knobs_on_a_zero1_plan_are_no_setting_of_the_file_read_back(fmt):
     assert row["plan"]["deepspeed_zero3"] == {"stage3_param_persistence_threshold": 0}  # the job's change, kept
     text, _ = export_plan(row["plan"], fmt)
     check_readback(row, fmt, text)  # raised PlannerError before the fix
+    # and the job is told, not silently dropped: a warning names the knobs and the zero1 they price nothing at
+    job = dict(model="megatron-gpt-1.7b", gpus=8, sharding="zero1", global_batch=16, seq_len=2048, stack="megatron-deepspeed",
+               deepspeed_zero3={"stage3_param_persistence_threshold": 0})
+    assert [w for w in resolve(Job(**job))[2] if w.startswith("deepspeed_zero3 {'stage3_param_persistence_threshold': 0} "
+                                                               "at sharding zero1: ") and "price nothing here" in w]
+    assert not [w for w in resolve(Job(**{**job, "sharding": "fsdp"}))[2] if w.startswith("deepspeed_zero3")]
