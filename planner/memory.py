@@ -2578,20 +2578,32 @@ def wgrad_tensor_bytes(settings: Settings, plan: PlanArrays, kb: dict):
     param.main_grad.copy_(param.grad); del param.grad; @905c0e386 l. 555-601, 1024) [uf]: there the unfused
     tensor wherever the fusion is off, the job's or the mode's (stacks.mode_value: Megatron-Bridge turns it
     off under Megatron-FSDP, stack_db megatron-bridge job_settings overridden)."""
-    stack = stack_of(settings)
     fused_job = bool(settings.gradient_accumulation_fusion)
     per_call = dummy_wgrads_mode(settings) == "per_call"
-    # stack data: a Megatron-FSDP fsdp-level mode that runs the fusion off whatever the job says
-    overrides = any(m.reduce_queue_units is not None and any(
-        x.setting == "gradient_accumulation_fusion" and not x.value for x in m.job_settings)
-        for m in (stack.runs.sharding if stack is not None and stack.runs is not None else []))
-    if fused_job and not per_call and not overrides:  # job / stack settings
+    if fused_job and not per_call and not mfsdp_fusion_overridden(settings):  # job / stack settings
         return None
     # below FSDP the job's own setting (kb unfused_wgrad: 1.0 where the job turns the fusion off)
     below = (ACT_BYTES if per_call else 0.0) if fused_job else kb["unfused_wgrad"] * kb["wgrad_unfused"]
+    return np.where(plan.sharding < FSDP, below, np.where(mfsdp_hook_unfused(settings, plan), kb["wgrad_unfused"], 0.0))
+
+
+def mfsdp_fusion_overridden(settings: Settings) -> bool:
+    """Stack data: a Megatron-FSDP fsdp-level mode (runs.sharding reduce_queue_units) that runs the
+    gradient-accumulation fusion off whatever the job says (Megatron-Bridge, stack_db job_settings)."""
+    stack = stack_of(settings)
+    return any(m.reduce_queue_units is not None and any(
+        x.setting == "gradient_accumulation_fusion" and not x.value for x in m.job_settings)
+        for m in (stack.runs.sharding if stack is not None and stack.runs is not None else []))
+
+
+def mfsdp_hook_unfused(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Per plan: a Megatron-FSDP fsdp level (FSDP or above with a reduce queue) with the fusion off, the
+    job's or the mode's (stacks.mode_value): its post-accumulate-grad hook copies the autograd weight
+    gradient into the unit's bucket (wgrad_tensor_bytes [uf]; step.wgrad_add_bytes [11])."""
+    stack = stack_of(settings)
     mfsdp_hook = (plan.sharding >= FSDP) & ~np.isnan(reduce_queue_units(stack, plan))
-    fused_mode = mode_value(stack, plan, "gradient_accumulation_fusion", fused_job)  # the job's, or the mode's
-    return np.where(plan.sharding < FSDP, below, np.where(mfsdp_hook & ~fused_mode, kb["wgrad_unfused"], 0.0))
+    fused_mode = mode_value(stack, plan, "gradient_accumulation_fusion", bool(settings.gradient_accumulation_fusion))
+    return mfsdp_hook & ~fused_mode
 
 
 def _wgrad_gemms(kind: LayerKind, ctx: Ctx) -> list:

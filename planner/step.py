@@ -451,7 +451,7 @@ from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES, shapes
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
-                     fp8_allgather_on, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
+                     fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
                      stage_param_split)
 from . import offload
 from .params import count_params
@@ -752,13 +752,20 @@ def wgrad_add_bytes(sc: StepCtx, gemms) -> np.ndarray:
     the main gradient where the job turns gradient-accumulation fusion off [11]: per weight
     element of the GEMMs' linears (N x K x count; the router's left out), the new gradient read
     (wgrad_unfused) and the main gradient read and written (bytes_per_param.gradients each);
-    0 where fused, and under FSDP."""
+    0 where fused, and under FSDP but at Megatron-FSDP's fsdp levels with the fusion off (the job's or
+    the mode's: memory.mfsdp_hook_unfused), whose hook copies the gradient into the unit's unsharded
+    bucket, `param.main_grad.copy_(param.grad)`, the new gradient read and the bucket written once
+    (NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py
+    _grad_acc l. 647-662; the unsharded-buffer branch, l. 664-673, adds as below FSDP)."""
     kb, plan = sc.kb, sc.plan
-    if sc.settings.gradient_accumulation_fusion:  # a job setting (fused): the plan's sharding is not read
+    fused_job = bool(sc.settings.gradient_accumulation_fusion)
+    if fused_job and not mfsdp_fusion_overridden(sc.settings):  # job / stack settings: fused everywhere
         return np.float64(0.0)
     weights = sum((s.N * s.K * c for s, c in gemms if s.name != "router"), np.float64(0.0))
-    per_param = kb["wgrad_unfused"] + 2.0 * sc.settings.bpp.gradients
-    return kb["unfused_wgrad"] * np.where(plan.sharding >= FSDP, 0.0, 1.0) * weights * per_param
+    g = sc.settings.bpp.gradients
+    below = 0.0 if fused_job else kb["unfused_wgrad"] * (kb["wgrad_unfused"] + 2.0 * g)
+    hook = np.where(mfsdp_hook_unfused(sc.settings, plan), kb["wgrad_unfused"] + g, 0.0)
+    return np.where(plan.sharding >= FSDP, hook, below) * weights
 
 
 def cp_spec(sc: StepCtx):
@@ -836,10 +843,12 @@ def _disp_field(settings) -> tuple:
 
 
 def _wgrad_field(settings) -> tuple:
-    """("sharding",) where the job turns gradient-accumulation fusion off: the separate weight-gradient add reads
-    the plan's sharding level (wgrad_add_bytes [11], none under FSDP), so the layer times and the compute floor
-    grouped by (LAYER_TIME_FIELDS, FLOOR_FIELDS, which leave sharding out) add it; else ()."""
-    return () if settings.gradient_accumulation_fusion else ("sharding",)
+    """("sharding", "smode") where the job turns gradient-accumulation fusion off, or a Megatron-FSDP mode of the
+    stack does: the separate weight-gradient add reads the plan's sharding level and mode (wgrad_add_bytes [11]:
+    none under FSDP but Megatron-FSDP's fsdp levels' copy), so the layer times and the compute floor grouped by
+    (LAYER_TIME_FIELDS, FLOOR_FIELDS, which leave them out) add them; else ()."""
+    fused = settings.gradient_accumulation_fusion and not mfsdp_fusion_overridden(settings)
+    return () if fused else ("sharding", "smode")
 
 
 def floor_fields(settings) -> tuple:

@@ -293,3 +293,29 @@ def test_a_gelu_moe_runs_its_experts_activation_unfused_by_default():
     assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), swiglu, MEGATRON, [])["bias_activation_fusion"] is True
     assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), gelu, load_stack("torchtitan"), [])[
         "bias_activation_fusion"] is True
+
+
+def test_megatron_fsdp_hook_copies_the_unfused_weight_gradient_by_hand():
+    """Megatron-FSDP's fsdp levels (optim_grads_params) with gradient-accumulation fusion off: the
+    post-accumulate-grad hook copies each linear's bf16 autograd gradient into the unit's unsharded
+    bucket (megatron_fsdp.py @d98e8a64 _grad_acc l. 647-662, `param.main_grad.copy_(param.grad)`):
+    the gradient read (2 B) and the bucket written once (bytes_per_param.gradients, 4 B here), no
+    read of the bucket as below FSDP's add: the toy layer's 5,636,096 weights a GPU at tp 2 (above)
+    x (2 + 4) = 33,816,576 B a micro-batch. Fused: 0; torch FSDP2 (no such hook priced): 0; the
+    megatron-bridge stack's Megatron-FSDP mode turns the fusion off whatever the job says (stack_db
+    job_settings), so its job's default (fused) still pays the copy."""
+    att, mlp = Attention(h=H, a=A, k=K, d=D, norm=H), DenseMLP(h=H, f=F, gated=True, norm=H)
+
+    def add_bytes(**kw):
+        settings, plan, _ = resolve(Job(model="llama3-8b", gpus=8, tp=2, sharding="fsdp", global_batch=64, seq_len=4096,
+                                        **kw))
+        assert settings.bpp.gradients == 4.0
+        ctx = context(plan)
+        sc = SimpleNamespace(kb=kernel_bytes(settings.stack, 0, settings), plan=plan, settings=settings)
+        return float(wgrad_add_bytes(sc, att.gemms(ctx) + mlp.gemms(ctx)))
+
+    mfsdp = dict(stack="megatron", sharding_mode="megatron_fsdp_optim_grads_params")
+    assert add_bytes(**mfsdp, gradient_accumulation_fusion=False) == 5_636_096 * (2 + 4) == 33_816_576
+    assert add_bytes(**mfsdp, gradient_accumulation_fusion=True) == 0.0
+    assert add_bytes(stack="megatron", sharding_mode="torch_fsdp2", gradient_accumulation_fusion=False) == 0.0
+    assert add_bytes(stack="megatron-bridge", sharding_mode="megatron_fsdp_optim_grads_params") == 33_816_576
