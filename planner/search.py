@@ -1742,13 +1742,24 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
                                               around=None if around is None else float(around[0]))
     if extra is not None:  # each candidate's memory with its chosen variant
         fm = fm + _chosen(extra, fv)
+    ranked, feasible = _priced_rows(space, objective, top, keep_feasible, around, c, fb, fr, fm, fv, first_order,
+                                    step1, floor1, ok, len(rescued) > 0)
+    return ranked, c, closest, feasible
+
+
+def _priced_rows(space: Space, objective: str, top: int, keep_feasible: bool, around, c: "Counts", fb, fr, fm, fv,
+                 first_order, step1, floor1, ok, rescued: bool):
+    """Step 5 of _search_space: the other rank orders _first_orders left that can still rank priced (every one where
+    the bound's facts fail), the rows of every priced (candidate, order) pair, and the top ranked (Ranked, feasible
+    or None). rescued: some candidates are in only because another dispatcher fits them (their untried rows dropped)."""
+    feasible = None
     oi, ri = pairs(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
     pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
     step2, floor2 = step_times(space, pb, pr, po, pv)
     c.time_evaluations += len(pb)
     if not keep_feasible and not (np.array_equal(floor2, floor1[ri]) and np.all(step1 >= floor1) and np.all(step2 >= floor2)):
         # the cost model no longer has the two facts the bound rests on: evaluate every order
-        ri2, oi2, step3 = _other_orders(space, fb, fr, fv, ok, step1 if len(rescued) else None)
+        ri2, oi2, step3 = _other_orders(space, fb, fr, fv, ok, step1 if rescued else None)
         c.time_evaluations += len(ri2)
         ri, pb, pr, po, pv = (np.concatenate([ri, ri2]), np.concatenate([pb, fb[ri2]]), np.concatenate([pr, fr[ri2]]),
                               np.concatenate([po, space.orders[oi2]]), np.concatenate([pv, fv[ri2]]))
@@ -1760,17 +1771,16 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     all_v = np.concatenate([fv, pv])
     all_s = np.concatenate([step1, step2])
     all_m = np.concatenate([fm, fm[ri]])
-    if len(rescued):  # a candidate let in by another dispatcher whose every fitting variant was left untried (bounded:
+    if rescued:  # a candidate let in by another dispatcher whose every fitting variant was left untried (bounded:
         live = np.isfinite(all_s)  # it cannot rank) or that none fits (its step inf) makes no row
         all_b, all_r, all_o, all_v, all_s, all_m = (x[live] for x in (all_b, all_r, all_o, all_v, all_s, all_m))
-    all_obj = _objective(objective, settings, space, all_s, all_m, all_b)
+    all_obj = _objective(objective, space.settings, space, all_s, all_m, all_b)
     if keep_feasible:
         feasible = dict(base=all_b, rc=all_r, order=all_o, var=all_v, step=all_s, memory=all_m, space=space)
     if around is not None:
         # every pair that can sort before `around` or tie with it was priced (reach_to); the others sort after it
         c.around_before, c.around_same = rows_before(space, objective, all_b, all_r, all_s, all_m, around)
-    ranked = _ranked_rows(space, objective, top, all_b, all_r, all_o, all_v, all_s, all_m, all_obj)
-    return ranked, c, closest, feasible
+    return _ranked_rows(space, objective, top, all_b, all_r, all_o, all_v, all_s, all_m, all_obj), feasible
 
 
 def _ranked_rows(space: Space, objective: str, top: int, all_b, all_r, all_o, all_v, all_s, all_m, all_obj) -> Ranked:
