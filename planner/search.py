@@ -158,6 +158,7 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass, field, fields, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -1604,154 +1605,252 @@ def _closest(space: Space, bidx, rcidx, memory, other, least, least_code):
     return closest
 
 
+class _Cands(NamedTuple):
+    """The candidates of _search_space's steps 3-5: base rows b, recompute indices r, memory m (variant 0's; the
+    chosen variant's once step 3 has chosen) and first distinct rank order."""
+    b: np.ndarray
+    r: np.ndarray
+    m: np.ndarray
+    order: np.ndarray
+
+    def take(self, idx) -> "_Cands":
+        return _Cands(*(x[idx] for x in self))
+
+    def joined(self, more: "_Cands") -> "_Cands":
+        return _Cands(*(np.r_[x, y] for x, y in zip(self, more)))
+
+
+def _first_order(space: Space, b) -> np.ndarray:
+    """The first distinct rank order of each base row b."""
+    return space.orders[np.argmax(space.order_ok[b], axis=1)]
+
+
+def _candidate_memory(space: Space, c: Counts, lazy: bool) -> tuple:
+    """Step 2 of the module docstring on one space: (base rows, recompute indices, memory, whole, usable HBM) of
+    every valid candidate (base row x recompute); whole (fit's dispatcher search: lazy) where the memory is priced
+    in full, not by the model states' floor (fitting_memory), else None. Sets c's memory_evaluations and
+    bound_fallback."""
+    vrows = np.flatnonzero(space.codes == OK)
+    n_rc = len(space.recompute)
+    bidx = np.repeat(vrows, n_rc)
+    rcidx = np.tile(np.arange(n_rc), len(vrows))
+    usable = mem.capacity(space.settings)[1]
+    # (a candidate whose model states alone exceed usable is not priced in full: fitting_memory)
+    if lazy:
+        memory, held, whole = fitting_memory(space, bidx, rcidx, usable, whole=True)
+    else:
+        (memory, held), whole = fitting_memory(space, bidx, rcidx, usable), None
+    c.bound_fallback |= not held
+    c.memory_evaluations = len(bidx)
+    return bidx, rcidx, memory, whole, usable
+
+
+@dataclass
+class _Others:
+    """fit's dispatcher search on one space (_search_space; module docstring), as state: of the space's candidates
+    (bidx, rcidx, memory: step 2's; fits: where variant 0 fits, the nf fitting ones), `other`, those over usable
+    with variant 0's dispatcher that another may fit (priced in full, ep > 1: _other_dispatchers), in the _LazyFit
+    `root` after the fitting ones; of other: unpriced (not priced under the other dispatchers), least and
+    least_code (their least memory over those and its dispatcher: the closest plan's), floored (over usable with
+    every dispatcher by their floor, unpriced) and rescued (the positions another dispatcher fits, in the order
+    they were let in). Outside a dispatcher search other is empty and root None."""
+    space: Space
+    bidx: np.ndarray
+    rcidx: np.ndarray
+    memory: np.ndarray
+    usable: float
+    fits: np.ndarray
+    n_ord: np.ndarray  # each base row's rank orders (Space.n_orders: the counts are in candidates x rank orders)
+    other: np.ndarray
+    root: _LazyFit | None
+    unpriced: np.ndarray
+    least: np.ndarray
+    least_code: np.ndarray
+    floored: np.ndarray
+    rescued: np.ndarray
+
+    @classmethod
+    def start(cls, space: Space, bidx, rcidx, memory, whole, usable) -> "_Others":
+        """The state before any other dispatcher is priced (whole None: no dispatcher search, no `other`)."""
+        fits = memory <= usable
+        other, root = bidx[:0], None
+        if whole is not None:
+            ep = np.broadcast_to(np.asarray(space.base.ep), np.shape(space.base.tp))[bidx]
+            other = np.flatnonzero(~fits & whole & (ep > 1))
+            at = np.r_[np.flatnonzero(fits), other]
+            root = _LazyFit(space, bidx[at], rcidx[at], memory[at], usable)
+        n = len(other)
+        return cls(space, bidx, rcidx, memory, usable, fits, space.n_orders, other, root, np.ones(n, dtype=bool),
+                   np.full(n, np.inf), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), other[:0])
+
+    @property
+    def nf(self) -> int:
+        return int(np.count_nonzero(self.fits))
+
+    def fitting(self) -> _Cands:
+        """The candidates variant 0 fits (memory <= usable), in the space's order."""
+        b = self.bidx[self.fits]
+        return _Cands(b, self.rcidx[self.fits], self.memory[self.fits], _first_order(self.space, b))
+
+    def floors(self, cands: _Cands, objective: str, top: int, keep_feasible: bool, bound: float, around) -> tuple:
+        """(cands' compute floors, other's) in one candidate_floors call (one grouping of their rows), over
+        floor_variants (a bound on every variant's step), where _prefilter bounds and there are others (not for
+        fit(around=...), which prices every other one); else (None, None)."""
+        if not (len(self.other) and around is None and _prefilters(len(cands.b), objective, top, keep_feasible, bound)):
+            return None, None
+        o = self.other
+        low = candidate_floors(self.space, np.r_[cands.b, self.bidx[o]], np.r_[cands.r, self.rcidx[o]],
+                               floor_variants(self.space))
+        return low[:len(cands.b)], low[len(cands.b):]
+
+    def can_rank(self, objective: str, pre, low_o, reach_to: float) -> np.ndarray:
+        """The positions of other priced under the other dispatchers: where they can rank, their floor within the
+        prefilter's K0 (pre[5]), as _prefilter keeps a fitting candidate; every one where no prefilter applies, and for
+        fit(around=...) (rank_config's `of` counts every fitting plan: Counts.feasible may not depend on the bounds)."""
+        if pre is None or low_o is None:
+            return np.arange(len(self.other))
+        o = self.other
+        can = (_objective(objective, self.space.settings, self.space, low_o, self.memory[o], self.bidx[o])
+               <= max(pre[5], reach_to) * (1.0 + BOUND_MARGIN))
+        return np.flatnonzero(can)
+
+    def rescue(self, at, c: Counts, floor: bool = True) -> np.ndarray:
+        """_other_dispatchers on other[at], its bytes seeded in the root: the positions (in other) it fits."""
+        if not len(at):  # (nothing to price: _other_dispatchers' empty answer)
+            return at
+        o = self.other[at]
+        f, e, codes, m, mc, fl, held = _other_dispatchers(self.space, self.bidx[o], self.rcidx[o], self.memory[o],
+                                                          self.usable, floor)
+        c.bound_fallback |= not held
+        self.root.seed(self.nf + at, codes, e)
+        self.unpriced[at], self.least[at], self.least_code[at], self.floored[at] = False, m, mc, fl
+        return at[f]
+
+    def let_in(self, at, c: Counts) -> np.ndarray:
+        """rescue(at), the positions it fits added to rescued, and the counts taken again: returns those positions."""
+        more = self.rescue(at, c)
+        self.rescued = np.r_[self.rescued, more]
+        self.count(c)
+        return more
+
+    def count(self, c: Counts) -> None:
+        """A candidate (x its rank orders) fits where variant 0 or another dispatcher fits it (rescued): once."""
+        mult = self.n_ord[self.bidx]
+        c.feasible = int(mult[self.fits].sum() + mult[self.other[self.rescued]].sum())
+        c.did_not_fit = int(mult.sum()) - c.feasible
+        c.dispatcher_unpriced = int(mult[self.other[self.unpriced]].sum())
+
+    def closest(self, c: Counts):
+        """_closest's plan of the space; where none fits (with any dispatcher) it reads every candidate's total, and
+        the least over the dispatchers of those their floor left unpriced (none fits those: _other_dispatchers)."""
+        if len(self.bidx) and not self.nf and not len(self.rescued):
+            self.memory = memory_totals(self.space, self.bidx, self.rcidx)
+            if self.floored.any():
+                self.rescue(np.flatnonzero(self.floored), c, floor=False)
+        return _closest(self.space, self.bidx, self.rcidx, self.memory, self.other, self.least, self.least_code)
+
+    def appended(self, cands: _Cands, at) -> tuple:
+        """(cands with other[at] appended (variant 0's memory, over usable: best_variants takes variant 0 only where
+        it fits), the _LazyFit view of them all's take: the fitting ones, then other[rescued])."""
+        o = self.other[at]
+        more = _Cands(self.bidx[o], self.rcidx[o], self.memory[o], _first_order(self.space, self.bidx[o]))
+        return cands.joined(more), self.root.take(np.r_[np.arange(self.nf), self.nf + self.rescued]).take
+
+    def with_rescued(self, pre, low_o):
+        """_prefilter's result with the rescued candidates appended as kept, with their floors."""
+        if pre is None:
+            return None
+        o = self.other[self.rescued]
+        low_r = (low_o[self.rescued] if low_o is not None
+                 else candidate_floors(self.space, self.bidx[o], self.rcidx[o], floor_variants(self.space)))
+        return (np.r_[pre[0], np.ones(len(self.rescued), dtype=bool)], np.r_[pre[1], low_r]) + tuple(pre[2:])
+
+
+def _extra_of(space: Space, cands: _Cands, root):
+    """What a stack variant adds to the memory of candidates cands[i] (TP overlap's buffers, an fp8 recipe's weight
+    copies: variant_memory), as a function of i: priced only on the candidates that need it (the prefilter's seed
+    and those it keeps; each candidate's figure is its own, memory_totals); fit's dispatcher search: the _LazyFit's
+    views (root.take); None where one variant runs."""
+    if space.dispatchers is None:
+        return lambda i: variant_memory(space, cands.b[i], cands.r[i], cands.m[i])
+    return root.take if len(space.variants) > 1 else None
+
+
+def _kept_first_orders(space: Space, cands: _Cands, extra_of, pre, objective: str, top: int, keep_feasible: bool,
+                       c: Counts, around, n_ord):
+    """Steps 3 and 4 (_first_orders) on the candidates _prefilter keeps, its bounds and seed reused: (the kept
+    candidates, their extra, _first_orders' (fv, step1, floor1, ok)), or None where the fact the prefilter rests on
+    (step >= floor) fails (c.bound_fallback: every candidate is priced, as without it). n_ord: each base row's rank
+    orders (Space.n_orders)."""
+    keep, low, seeded, seed, seed_v0, k0, seed_best = pre
+    kept = cands.take(keep)
+    ke = None if extra_of is None else extra_of(np.flatnonzero(keep))
+    v0, priced, known = _kept_v0(space, keep, kept.b, kept.r, kept.order, seed, seed_v0, seed_best)
+    first = _first_orders(space, *kept, objective, top, keep_feasible, c, ke, v0,
+                          cap=k0 * (1.0 + BOUND_MARGIN) if space.dispatchers is not None else np.inf,
+                          known=known, around=None if around is None else float(around[0]))
+    c.time_evaluations += seeded + priced
+    if not np.all(first[1] >= low[keep]):
+        c.bound_fallback = True
+        return None
+    c.prefilter_dropped = int(n_ord[cands.b[~keep]].sum())  # in candidates with their rank orders, as c.feasible
+    return kept, ke, first
+
+
 def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, around: tuple = None,
                   bound: float = np.inf):
     """Steps 2-5 of the module docstring on one space: (Ranked | None, Counts of the memory and time
     evaluations, closest (settings, space, base row, recompute index, bytes) or None, feasible or None).
     around (fit's): ranking keys whose rows before are counted (Counts.around_before, around_same).
-    With fit's dispatcher search the candidates are the fitting ones, then those only another dispatcher fits
-    (_other_dispatchers, module docstring), each counted once: feasible where one dispatcher fits, did_not_fit
+    With fit's dispatcher search (_Others) the candidates are the fitting ones, then those only another dispatcher
+    fits (_other_dispatchers, module docstring), each counted once: feasible where one dispatcher fits, did_not_fit
     else (dispatcher_unpriced among them: not priced under the others), in candidates x rank orders."""
-    settings = space.settings
     c = Counts()
     # every candidate and order whose objective is at most around's (the margin: rank_key's rounding) is priced
     # as without the bounds, so that the rows before it are all found (fit's around)
     reach_to = -np.inf if around is None else float(around[0]) * (1.0 + BOUND_MARGIN)
-    n_rc = len(space.recompute)
-    n_ord = space.n_orders
-    bad = space.codes != OK
-
-    # ---- memory of every valid candidate (base row x recompute)
-    vrows = np.flatnonzero(~bad)
-    bidx = np.repeat(vrows, n_rc)
-    rcidx = np.tile(np.arange(n_rc), len(vrows))
-    usable = mem.capacity(settings)[1]
-    # (a candidate whose model states alone exceed usable is not priced in full: fitting_memory)
     lazy = space.dispatchers is not None and len(space.variants) > 1  # fit's dispatcher search (_LazyFit)
-    if lazy:
-        memory, held, whole = fitting_memory(space, bidx, rcidx, usable, whole=True)
-    else:
-        memory, held = fitting_memory(space, bidx, rcidx, usable)
-    c.bound_fallback |= not held
-    c.memory_evaluations = len(bidx)
-    fits = memory <= usable
-    mult = n_ord[bidx]
-    fb, fr, fm = bidx[fits], rcidx[fits], memory[fits]
-    nf = len(fb)
-    # fit's dispatcher search: the candidates over usable with the default dispatcher (variant 0) that another may
-    # fit (priced in full, ep > 1: _other_dispatchers), after the fitting ones among the _LazyFit's candidates
-    other = (np.flatnonzero(~fits & whole & (np.broadcast_to(np.asarray(space.base.ep), np.shape(space.base.tp))[bidx] > 1))
-             if lazy else bidx[:0])
-    root = _LazyFit(space, np.r_[fb, bidx[other]], np.r_[fr, rcidx[other]], np.r_[fm, memory[other]], usable) if lazy else None
-    unpriced = np.ones(len(other), dtype=bool)  # of other: not priced under the other dispatchers
-    least, least_code = np.full(len(other), np.inf), np.zeros(len(other), dtype=np.int64)
-
-    floored = np.zeros(len(other), dtype=bool)  # of other: over usable with every dispatcher by their floor, unpriced
-
-    def rescue(at, floor=True):
-        """_other_dispatchers on other[at], its bytes seeded in the _LazyFit: the positions (in other) it fits."""
-        f, e, codes, m, mc, fl, held = _other_dispatchers(space, bidx[other[at]], rcidx[other[at]], memory[other[at]],
-                                                          usable, floor)
-        c.bound_fallback |= not held
-        root.seed(nf + at, codes, e)
-        unpriced[at], least[at], least_code[at], floored[at] = False, m, mc, fl
-        return at[f]
-
-    def count():  # a candidate (x its rank orders) fits where variant 0 or another dispatcher fits it (rescued): once
-        c.feasible = int(mult[fits].sum() + mult[other[rescued]].sum())
-        c.did_not_fit = int(mult.sum()) - c.feasible
-        c.dispatcher_unpriced = int(mult[other[unpriced]].sum())
-
-    # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
-    first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    # a stack variant changes memory through TP overlap's buffers and an fp8 recipe's weight copies: gated per variant (variant_memory)
-    # (priced only on the candidates that need it: the prefilter's seed and those it keeps; each
-    # candidate's figure is its own, memory_totals)
-    extra_of = ((lambda i, fb=fb, fr=fr, fm=fm: variant_memory(space, fb[i], fr[i], fm[i]))
-                if space.dispatchers is None else root.take
-                if len(space.variants) > 1 else None)
-    low = low_o = None
-    if len(other) and around is None and _prefilters(nf, objective, top, keep_feasible, bound):
-        # the compute floors (over floor_variants: a bound on every variant's step) of the fitting candidates and
-        # the others in one call (one grouping of their rows: candidate_floors works candidate by candidate)
-        low = candidate_floors(space, np.r_[fb, bidx[other]], np.r_[fr, rcidx[other]], floor_variants(space))
-        low, low_o = low[:nf], low[nf:]
-    pre = (_prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of, reach_to, bound, low)
-           if nf else None)
-    rescued = other[:0]
-    if len(other):
-        # priced under the other dispatchers where they can rank: their floor within the prefilter's K0, as _prefilter
-        # keeps a fitting candidate; every one where no prefilter applies, and for fit(around=...) (rank_config's
-        # `of` counts every fitting plan: Counts.feasible may not depend on the bounds)
-        can = np.ones(len(other), dtype=bool)
-        if pre is not None and low_o is not None:
-            can = (_objective(objective, settings, space, low_o, memory[other], bidx[other])
-                   <= max(pre[5], reach_to) * (1.0 + BOUND_MARGIN))
-        rescued = rescue(np.flatnonzero(can))
-    count()
-    feasible = None
-    if len(bidx) and not nf and not len(rescued):  # the closest plan below reads every candidate's total
-        memory = memory_totals(space, bidx, rcidx)
-        if floored.any():  # and its least over the dispatchers (none fits those: _other_dispatchers' floor)
-            rescue(np.flatnonzero(floored), floor=False)
-    closest = _closest(space, bidx, rcidx, memory, other, least, least_code)
-    if not nf and not len(rescued):
-        return None, c, closest, feasible
-
-    def appended(fb, fr, fm, first_order, at):
-        """The candidates with other[at] appended (variant 0's memory, over usable: best_variants takes variant 0
-        only where it fits) and the _LazyFit view of them all (the fitting ones, then other[rescued])."""
-        o = other[at]
-        return (np.r_[fb, bidx[o]], np.r_[fr, rcidx[o]], np.r_[fm, memory[o]],
-                np.r_[first_order, space.orders[np.argmax(space.order_ok[bidx[o]], axis=1)]],
-                root.take(np.r_[np.arange(nf), nf + rescued]).take)
-
-    if len(rescued):
-        fb, fr, fm, first_order, extra_of = appended(fb, fr, fm, first_order, rescued)
-        if pre is not None:  # kept, with their floors
-            low_r = (low_o[rescued] if low_o is not None
-                     else candidate_floors(space, bidx[other[rescued]], rcidx[other[rescued]], floor_variants(space)))
-            pre = (np.r_[pre[0], np.ones(len(rescued), dtype=bool)], np.r_[pre[1], low_r]) + tuple(pre[2:])
+    d = _Others.start(space, *_candidate_memory(space, c, lazy))
+    cands = d.fitting()
+    extra_of = _extra_of(space, cands, d.root)
+    # ---- step 3's prefilter; the other dispatchers priced where their candidates can rank (d.can_rank)
+    low, low_o = d.floors(cands, objective, top, keep_feasible, bound, around)
+    pre = (_prefilter(space, *cands, objective, top, keep_feasible, c, extra_of, reach_to, bound, low)
+           if d.nf else None)
+    d.let_in(d.can_rank(objective, pre, low_o, reach_to), c)
+    closest = d.closest(c)
+    if not d.nf and not len(d.rescued):
+        return None, c, closest, None
+    if len(d.rescued):
+        cands, extra_of = d.appended(cands, d.rescued)
+        pre = d.with_rescued(pre, low_o)
     if pre is not None and not pre[0].any():  # another space's bound (vocab_spaces) leaves none that can rank
         c.time_evaluations += pre[2]
-        c.prefilter_dropped = int(n_ord[fb].sum())
-        return None, c, closest, feasible
-    if pre is not None:
-        keep, low, seeded, seed, seed_v0, k0, seed_best = pre
-        kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
-        ke = None if extra_of is None else extra_of(np.flatnonzero(keep))
-        v0, priced, known = _kept_v0(space, keep, kb, kr, ko, seed, seed_v0, seed_best)
-        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0,
-                                              cap=k0 * (1.0 + BOUND_MARGIN) if space.dispatchers is not None else np.inf,
-                                              known=known, around=None if around is None else float(around[0]))
-        c.time_evaluations += seeded + priced
-        if np.all(step1 >= low[keep]):
-            c.prefilter_dropped = int(n_ord[fb[~keep]].sum())  # in candidates with their rank orders, as c.feasible
-            fb, fr, fm, first_order, extra = kb, kr, km, ko, ke
-        else:  # the fact the prefilter rests on failed: every fitting candidate, as without it
-            c.bound_fallback = True
-            pre = None
-            if unpriced.any():  # (the other dispatchers too, where that floor left them unpriced)
-                more = rescue(np.flatnonzero(unpriced))
-                rescued = np.r_[rescued, more]
-                fb, fr, fm, first_order, extra_of = appended(fb, fr, fm, first_order, more)
-                count()
-    if pre is None:
-        extra = None if extra_of is None else extra_of(np.arange(len(fb)))
-        fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra,
-                                              around=None if around is None else float(around[0]))
+        c.prefilter_dropped = int(d.n_ord[cands.b].sum())
+        return None, c, closest, None
+    # ---- steps 3 and 4: each candidate's variant and step at its first order; which other orders can still rank
+    first = None if pre is None else _kept_first_orders(space, cands, extra_of, pre, objective, top, keep_feasible, c,
+                                                        around, d.n_ord)
+    if first is None:
+        if pre is not None and d.unpriced.any():  # the bound failed: the other dispatchers too, where the floor left
+            cands, extra_of = d.appended(cands, d.let_in(np.flatnonzero(d.unpriced), c))  # them unpriced
+        extra = None if extra_of is None else extra_of(np.arange(len(cands.b)))
+        first = cands, extra, _first_orders(space, *cands, objective, top, keep_feasible, c, extra,
+                                            around=None if around is None else float(around[0]))
+    cands, extra, (fv, step1, floor1, ok) = first
     if extra is not None:  # each candidate's memory with its chosen variant
-        fm = fm + _chosen(extra, fv)
-    ranked, feasible = _priced_rows(space, objective, top, keep_feasible, around, c, fb, fr, fm, fv, first_order,
-                                    step1, floor1, ok, len(rescued) > 0)
+        cands = cands._replace(m=cands.m + _chosen(extra, fv))
+    ranked, feasible = _priced_rows(space, objective, top, keep_feasible, around, c, cands, fv, step1, floor1, ok,
+                                    len(d.rescued) > 0)
     return ranked, c, closest, feasible
 
 
-def _priced_rows(space: Space, objective: str, top: int, keep_feasible: bool, around, c: "Counts", fb, fr, fm, fv,
-                 first_order, step1, floor1, ok, rescued: bool):
+def _priced_rows(space: Space, objective: str, top: int, keep_feasible: bool, around, c: "Counts", cands: _Cands, fv,
+                 step1, floor1, ok, rescued: bool):
     """Step 5 of _search_space: the other rank orders _first_orders left that can still rank priced (every one where
     the bound's facts fail), the rows of every priced (candidate, order) pair, and the top ranked (Ranked, feasible
     or None). rescued: some candidates are in only because another dispatcher fits them (their untried rows dropped)."""
+    fb, fr, fm, first_order = cands
     feasible = None
     oi, ri = pairs(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
     pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
