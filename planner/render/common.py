@@ -214,6 +214,17 @@ def check_finite(data: Any) -> None:
                            "bandwidths, times)")
 
 
+# libyaml's emitter where PyYAML was built with it (yaml.__with_libyaml__): the same representer (SafeDumper's) and
+# the same text as yaml.safe_dump (tests/test_yaml_output.py: byte for byte on fit / explain output, and loaded back
+# equal), about 10x faster on `fit --top 2000` (the pure-Python emitter was most of that command's time)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def yaml_text(data: Any) -> str:
+    """yaml.safe_dump(data, sort_keys=False)'s text, through libyaml's emitter where PyYAML has it."""
+    return yaml.dump(data, Dumper=_YAML_DUMPER, sort_keys=False)
+
+
 def emit(data: Any, fmt: Format, table: Callable[[], None]) -> None:
     """Print `data` in a machine format, or call `table()` for people (never a non-finite
     figure: check_finite)."""
@@ -221,7 +232,7 @@ def emit(data: Any, fmt: Format, table: Callable[[], None]) -> None:
     if fmt == Format.json:
         print(json.dumps(_clean(data), indent=2))
     elif fmt == Format.yaml:
-        print(yaml.safe_dump(_clean(data), sort_keys=False), end="")
+        print(yaml_text(_clean(data)), end="")
     elif fmt == Format.csv:
         print(to_csv(data if isinstance(data, list) else [data]), end="")
     else:
