@@ -165,7 +165,7 @@ import numpy as np
 from . import memory as mem
 from . import placement
 from .errors import NoFitError, PlannerError
-from .explain import evaluate, moe_arrays, phase_plans, ramp_estimates, to_json
+from .explain import evaluate, memory_groups, moe_arrays, phase_plans, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    VOCAB_TP, mode_dp_overlap, padded_rows, resolve, rule_reasons, stack_options,
@@ -2180,7 +2180,9 @@ def rows_of(ranked: Ranked) -> list[dict]:
     moe = moe_arrays(ranked.settings, plan, est) if layer_list(ranked.settings.model).has_experts else None
     # and the placement report's group links (placement.links)
     placed = placement.links(ranked.settings, plan) if len(ranked.base) > 1 else None
-    rows = [to_json(ranked.settings, plan, est, i, ramp, moe, placed) for i in range(len(ranked.base))]
+    # and the memory's groups (explain.memory_groups: every row's sums at once)
+    groups = memory_groups(ranked.settings, est) if len(ranked.base) > 1 else None
+    rows = [to_json(ranked.settings, plan, est, i, ramp, moe, placed, groups) for i in range(len(ranked.base))]
     if ranked.settings.calibration is not None and len(rows) > 1:
         # which measured figures a row used is its own: the batch's list is the union over every row
         from .explain import calibration_report
