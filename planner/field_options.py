@@ -116,6 +116,12 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("selective_recomputes_attention", "bool", "with --recompute selective: the policy re-runs the attention "
                 "core instead of saving its output (torchtitan's op SAC on Blackwell, 2025-05-20 to 2025-12-01) "
                 "(default: off)"),
+    FieldOption("fsdp_symm_mem", "bool", "FSDP's all-gathers on symmetric memory (torchtitan 0.3 "
+                "--parallelism.enable_fsdp_symm_mem; stack torchtitan-0.3 only): refused below compute capability 9.0, "
+                "start-up rule TORCHTITAN_FSDP_SYMM_MEM_SM90 (default off)"),
+    FieldOption("spmd_typechecking", "bool", "SPMD type checking of the step (torchtitan 0.3 --debug.spmd_typechecking; "
+                "stack torchtitan-0.3 only): refused with pp > 1 and with selective recompute over FlexAttention "
+                "(default off)"),
     FieldOption("spmd_backend", "str", "spmd_types|partial_dtensor|full_dtensor (torchtitan 0.3 "
                 "--parallelism.spmd-backend; stack torchtitan-0.3 only): on a DTensor backend op SAC keeps the EP "
                 "exchange's and the TP reduce-scatters' outputs eager too (default: the stack's, spmd_types)"),

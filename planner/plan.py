@@ -660,6 +660,8 @@ class Settings:
     attention_backend: Optional[str] = None  # the job's attention module (Job.attention_backend), where not the stack's default
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    fsdp_symm_mem: bool = False  # torchtitan 0.3 parallelism.enable_fsdp_symm_mem (job field; startup.TORCHTITAN_FSDP_SYMM_MEM_SM90)
+    spmd_typechecking: bool = False  # torchtitan 0.3 debug.spmd_typechecking (job field; startup.TORCHTITAN_SPMD_TYPECHECK_*)
     spmd_backend: str | None = None  # torchtitan 0.3 parallelism.spmd_backend (job field; None: the stack's runs.spmd_backends default; memory.py [sb])
     partition_activations: bool = False  # full recompute's kept inputs split over TP (job field; memory.layer_memory [pa], step.tp_comm)
     sync_tp_duplicated_parameters: bool = False  # the TP-duplicated parameters all-reduced each forward (job field; step.tp_comm [sy])
@@ -1681,6 +1683,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         chunked_loss=_chunked_loss(job, stack, inherited, model, where),
         selective_recomputes_attention=job.selective_recomputes_attention,
         spmd_backend=job.spmd_backend,
+        fsdp_symm_mem=job.fsdp_symm_mem,
+        spmd_typechecking=job.spmd_typechecking,
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
@@ -2228,6 +2232,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     stack = apply_attention_backend(job, stack, where)
+    job = apply_backend_kernel(job, stack, hw, features, where)
+    stack = apply_startup_switches(job, stack, warnings, where)
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
@@ -2652,6 +2658,61 @@ def apply_attention_backend(job: Job, stack, where: str = ""):
                            "priced is attention_kernel (--attention-kernel)" if have is None else
                            f"use --attention-backend {' or '.join(have)}")
     return with_default(stack, "attention_backend", b)
+
+
+def apply_backend_kernel(job: Job, stack, hw: Hardware, features: list, where: str = "") -> Job:
+    """The kernel the job's attention module runs (stack_db runs.backend_kernels): a job that names the module and no
+    kernel, where the stack's default kernel for the GPU is not one the module runs, is priced with the module's first
+    (listed among the settings taken: torchtitan main's attn_type flex builds FlexAttention, priced as flex, not the
+    stack's flash2); a job naming a kernel the module does not run is refused. The job itself where it names no
+    module, or one the stack does not list."""
+    table = stack.runs.backend_kernels if stack is not None and stack.runs is not None else None
+    b = job.attention_backend
+    if b is None or not table or b not in table:
+        return job
+    kernels = table[b]
+    if job.attention_kernel is not None:
+        if job.attention_kernel not in kernels:
+            raise PlannerError(f"{where}attention_backend {b} with attention_kernel {job.attention_kernel}: stack "
+                               f"{stack.name}'s {b} module runs {', '.join(kernels)} ({stack.origin} runs.backend_kernels)",
+                               f"use --attention-kernel {' or '.join(kernels)} with --attention-backend {b}, or leave the "
+                               "kernel out (the module's is priced)")
+        return job
+    if stack.attention_kernel_for(hw.capability) in kernels:
+        return job
+    features.append(("attention_kernel", kernels[0]))
+    return job.model_copy(update={"attention_kernel": kernels[0]})
+
+
+def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
+    """The stack with the job's switches that only start-up rules read laid on its defaults: fsdp_symm_mem
+    (torchtitan 0.3's parallelism.enable_fsdp_symm_mem, startup.TORCHTITAN_FSDP_SYMM_MEM_SM90) and spmd_typechecking
+    where the run's spmd_backend is spmd_types (debug.spmd_typechecking, 'only effective under spmd_backend=spmd_types':
+    configs.py l. 356-357, trainer.py l. 143-167 and 605-610; startup.TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX). A
+    switch the stack has no option for is refused; what neither prices is said (warnings)."""
+    runs = stack.runs if stack is not None else None
+    for name, what in (("fsdp_symm_mem", "FSDP all-gathers on symmetric memory"),
+                       ("spmd_typechecking", "SPMD type checking")):
+        if getattr(job, name) and (runs is None or getattr(runs, name) is None):
+            raise PlannerError(f"{where}{name} is set but stack {stack.name} has no option for {what} ({stack.origin} "
+                               f"runs.{name})", "leave it out, or choose --stack torchtitan-0.3")
+    if job.fsdp_symm_mem:
+        stack = with_default(stack, "fsdp_symm_mem", True)
+        warnings.append("fsdp_symm_mem: FSDP's all-gather staging buffers come from torch's symmetric-memory pool "
+                        "(torchtitan release/0.3 @4f9e9a47d distributed/fsdp.py l. 44-51: set_symm_mem_for_comm), outside "
+                        "the caching allocator's; their bytes and the all-gather's time are priced as the default "
+                        "all-gather's (not modelled)")
+    if job.spmd_typechecking:
+        spmd = runs.spmd_backends if runs is not None else None
+        backend = job.spmd_backend or (spmd.default if spmd is not None else None)
+        if backend == "spmd_types":
+            stack = with_default(stack, "spmd_typechecking", True)
+            warnings.append("spmd_typechecking: the step runs under spmd_typecheck (torchtitan release/0.3 @4f9e9a47d "
+                            "distributed/utils.py get_spmd_context l. 424-425), whose host-side checks are not priced")
+        else:
+            warnings.append(f"spmd_typechecking ignored: spmd_backend {backend} (torchtitan 0.3 runs the checks only under "
+                            "spmd_types: trainer.py l. 605-610)")
+    return stack
 
 
 def with_default(stack, field: str, value):
@@ -3362,6 +3423,8 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"spmd_backend": settings.spmd_backend} if settings.spmd_backend is not None else {}),
+        **({"fsdp_symm_mem": True} if settings.fsdp_symm_mem else {}),
+        **({"spmd_typechecking": True} if settings.spmd_typechecking else {}),
         **({"partition_activations": True} if settings.partition_activations else {}),
         **({"sync_tp_duplicated_parameters": True} if settings.sync_tp_duplicated_parameters else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),

@@ -1985,6 +1985,13 @@ class StackDefaults(BaseModel):
         default=False, description="the loss a job that leaves chunked_loss out runs: true, the stack's chunked "
                                    "cross-entropy (memory.chunked_loss_chunks must be set; torchtitan 0.3.0's config "
                                    "functions wrap the loss in ChunkedLossWrapper); false, the plain loss")
+    fsdp_symm_mem: bool = Field(
+        default=False, description="FSDP's all-gather staging buffers in symmetric memory (the job's fsdp_symm_mem, laid "
+                                   "here by plan.resolve for the start-up rules: TORCHTITAN_FSDP_SYMM_MEM_SM90)")
+    spmd_typechecking: bool = Field(
+        default=False, description="the training step runs under SPMD type checking (the job's spmd_typechecking where its "
+                                   "spmd_backend is spmd_types, laid here by plan.resolve for the start-up rules: "
+                                   "TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)")
     attention_backend: Optional[AttentionBackend] = Field(
         default=None, description="the attention module the stack's model code builds when the job does not say (job field "
                                   "attention_backend; one of runs.attention_backends); null: the stack names none (the "
@@ -2720,6 +2727,23 @@ class StackRuns(BaseModel):
         description="the attention modules the stack's model code builds (job field attention_backend, read by the "
                     "start-up rules: torchtitan's attn_type / attn_backend); null: the stack names none (the job field "
                     "is refused); cite it in sources")
+    backend_kernels: Optional[dict[AttentionBackend, list[AttentionKernel]]] = Field(
+        default=None,
+        description="the attention kernels each attention module runs (job fields attention_backend, attention_kernel): "
+                    "a job that names the module but no kernel is priced with the module's first kernel where the "
+                    "stack's default kernel for the GPU is not one of them (torchtitan main's attn_type flex builds "
+                    "FlexAttention), and a job naming a kernel the module does not run is refused; a module not "
+                    "listed takes any kernel (varlen: no rate of its own, priced as a listed kernel); null: not checked; "
+                    "cite it in sources")
+    fsdp_symm_mem: Optional[str] = Field(
+        default=None, description="the option that allocates FSDP's all-gather staging buffers in symmetric memory (job "
+                                  "field fsdp_symm_mem: torchtitan 0.3's parallelism.enable_fsdp_symm_mem, start-up rule "
+                                  "TORCHTITAN_FSDP_SYMM_MEM_SM90); null: the stack has none, a job setting it is refused")
+    spmd_typechecking: Optional[str] = Field(
+        default=None, description="the option that runs the training step under SPMD type checking (job field "
+                                  "spmd_typechecking: torchtitan 0.3's debug.spmd_typechecking, start-up rules "
+                                  "TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX); null: the stack has none, a job setting "
+                                  "it is refused")
     attention_kernels: Optional[list[AttentionKernel]] = Field(
         default=None, min_length=1,
         description="the attention kernels the stack's model code can run (job field attention_kernel): a model "
@@ -3794,6 +3818,24 @@ class Job(BaseModel):
                     "ranks all-gather it before the layer's re-run (DeepSpeed activation checkpointing's "
                     "partition_activations, Megatron-DeepSpeed --deepspeed-activation-checkpointing "
                     "--partition-activations; stack_db runs.partition_activations); default off")
+    fsdp_symm_mem: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False,
+        description="torchtitan 0.3's parallelism.enable_fsdp_symm_mem (pytorch/torchtitan release/0.3 @4f9e9a47d "
+                    "config/configs.py l. 151, distributed/fsdp.py l. 44-51, 312-313: set_symm_mem_for_comm on every "
+                    "FSDP module, FSDP's all-gather staging buffers allocated from torch's symmetric-memory pool): "
+                    "refused below compute capability 9.0 (configs.py l. 267-277, start-up rule "
+                    "TORCHTITAN_FSDP_SYMM_MEM_SM90); its memory and all-gather time are not priced (listed); valid only "
+                    "on a stack with the option (stack_db runs.fsdp_symm_mem); default off")
+    spmd_typechecking: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False,
+        description="torchtitan 0.3's debug.spmd_typechecking (pytorch/torchtitan release/0.3 @4f9e9a47d config/"
+                    "configs.py l. 356-357, trainer.py l. 605-610: the step under spmd_typecheck where spmd_backend is "
+                    "spmd_types): refused with pipeline parallelism and with selective recompute over FlexAttention "
+                    "(trainer.py l. 143-167, start-up rules TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX); the checks' host "
+                    "time is not priced (listed); valid only on a stack with the option (stack_db "
+                    "runs.spmd_typechecking); default off")
     spmd_backend: Optional[SpmdBackend] = Field(
         json_schema_extra=STACK_ONLY,
         default=None,

@@ -1043,7 +1043,7 @@ def _recompute_runnable(settings: Settings, RC: np.ndarray, reasons: dict, valid
     plan.GRAPHS_FULL_RECOMPUTE) drops its choice here, its `valid` base candidates (rows x
     orders) counted under the rule."""
     from .plan import GRAPHS_FULL_RECOMPUTE, RC_FULL, RC_SELECTIVE
-    from .startup import CODES, moe_act_ungrouped, recompute_runs, rules_for
+    from .startup import CODES, moe_act_ungrouped, recompute_runs, rules_for, spmd_sac_flex
 
     # the job's per-layer CUDA graphs refuse full recompute (planner/cuda_graphs.py, Megatron-Core's check): the
     # search leaves it out; a job that pins full recompute alone is refused by resolve, naming the check
@@ -1060,12 +1060,18 @@ def _recompute_runnable(settings: Settings, RC: np.ndarray, reasons: dict, valid
             if valid:
                 reasons[CODES["STACK_RECOMPUTE"]] = reasons.get(CODES["STACK_RECOMPUTE"], 0) + valid * int(lacks.sum())
             RC = RC[~lacks]
-    code = CODES["MEGATRON_MOE_ACT_GROUPED_GEMM"]
-    if not moe_act_ungrouped(settings.stack) or code not in dict(rules_for(settings.stack)) or RC_SELECTIVE not in RC:
-        return RC
-    if valid:
-        reasons[code] = reasons.get(code, 0) + valid
-    return RC[RC != RC_SELECTIVE]
+    # the rules on selective recompute alone: Megatron's moe_act without grouped GEMMs, torchtitan 0.3's SPMD type
+    # checking over FlexAttention (startup.TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX)
+    ours = dict(rules_for(settings.stack))
+    for key, on in (("MEGATRON_MOE_ACT_GROUPED_GEMM", moe_act_ungrouped(settings.stack)),
+                    ("TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX", spmd_sac_flex(settings.stack))):
+        code = CODES[key]
+        if not on or code not in ours or RC_SELECTIVE not in RC:
+            continue
+        if valid:
+            reasons[code] = reasons.get(code, 0) + valid
+        RC = RC[RC != RC_SELECTIVE]
+    return RC
 
 
 def _check_names(precision: str, opts: SpaceOptions, runs=None) -> int:

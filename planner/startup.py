@@ -187,6 +187,13 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             @e347b1e5e models/llama3/model/args.py l. 57-65, distributed/context_parallel.py l. 69-72;
                             0.3.0 models/llama3/model.py l. 75-82, models/qwen3/model.py l. 91-97,
                             distributed/context_parallel/api.py l. 103-104 raise (code 86)
+  TORCHTITAN_FSDP_SYMM_MEM_SM90  (the torchtitan set, on a stack with runs.fsdp_symm_mem: torchtitan-0.3) the job's
+                            fsdp_symm_mem on a GPU below compute capability 9.0: release/0.3 @4f9e9a47d
+                            config/configs.py l. 267-277 raises (code 87)
+  TORCHTITAN_SPMD_TYPECHECK_PP (the torchtitan set, runs.spmd_typechecking) the job's spmd_typechecking under
+                            spmd_backend spmd_types with pp > 1: trainer.py l. 143-153 raises (code 88)
+  TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX the same with recompute selective over FlexAttention (attention_backend
+                            flex): trainer.py l. 155-167 raises (code 89)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2555,6 +2562,86 @@ LATER_RULES = LATER_RULES + (
         "torchtitan/distributed/context_parallel/api.py l. 103-104, torchtitan/distributed/full_dtensor.py l. 44-53",
         "use cp 1 with varlen attention, or a flex (or, on main, sdpa) flavor / attn_backend with cp > 1",
         _tt_varlen_cp),
+)
+
+def _tt_fsdp_symm_mem(model, stack, plan, cluster: Cluster) -> np.ndarray:
+    """TORCHTITAN_FSDP_SYMM_MEM_SM90: the job's fsdp_symm_mem (the stack's defaults.fsdp_symm_mem, laid by
+    plan.apply_startup_switches) on a GPU whose compute capability is below 9.0 (every plan alike)."""
+    cc = cluster.capability
+    bad = bool(stack is not None and stack.defaults.fsdp_symm_mem and cc is not None and cc < SYMM_MEM_MIN_CAPABILITY)
+    return np.full(np.shape(plan.tp), bad, dtype=bool)
+
+
+def _symm_mem_detail(model, stack, plan, cluster: Cluster) -> str:
+    return f"{cluster.hardware.name}: compute capability {cluster.hardware.compute_capability}"
+
+
+def _tt_spmd_typecheck_pp(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_SPMD_TYPECHECK_PP: SPMD type checking in force (the stack's defaults.spmd_typechecking: the job's under
+    spmd_backend spmd_types, plan.apply_startup_switches) with pp > 1."""
+    on = stack is not None and stack.defaults.spmd_typechecking  # a job setting: every plan alike
+    return np.full(np.shape(plan.tp), on, dtype=bool) & (np.asarray(plan.pp) > 1)
+
+
+def spmd_sac_flex(stack) -> bool:
+    """Whether the stack (with the job's settings laid on) runs SPMD type checking over FlexAttention, so refuses selective
+    recompute (TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX; a job setting: fit drops selective, space._recompute_runnable)."""
+    return bool(stack is not None and stack.defaults.spmd_typechecking and stack.defaults.attention_backend == "flex")
+
+
+def _tt_spmd_typecheck_sac_flex(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX: SPMD type checking in force with selective recompute (0.3's SelectiveAC) where
+    the model code builds FlexAttention (the stack's defaults.attention_backend flex, the job's where it names one)."""
+    from .recompute_modules import RC_SELECTIVE
+
+    return np.full(np.shape(plan.tp), spmd_sac_flex(stack), dtype=bool) & (np.asarray(plan.recompute) == RC_SELECTIVE)
+
+
+# torchtitan 0.3.0's checks of its own options (issue 22, rule87), release/0.3 @4f9e9a47d:
+#   TORCHTITAN_FSDP_SYMM_MEM_SM90 (code 87)  config/configs.py ParallelismConfig.__post_init__ l. 267-277 raises ValueError
+#       ('For NVIDIA GPUs, parallelism.enable_fsdp_symm_mem is only supported for compute capability 9.0 or newer') where
+#       enable_fsdp_symm_mem is set and torch.version.hip is None and torch.cuda.get_device_capability() < (9, 0) (or no
+#       CUDA device), whatever the mesh (the option applies set_symm_mem_for_comm to every FSDP module, distributed/fsdp.py
+#       l. 44-51, 312-313). Read from the hardware entry's compute_capability (hardware_db, NVIDIA's CUDA GPUs table); an
+#       entry without one (an AMD GPU: ROCm's torch.version.hip passes the check) is not refused
+#   TORCHTITAN_SPMD_TYPECHECK_PP (code 88)  trainer.py Trainer.Config.__post_init__ l. 143-153 raises ValueError ('SPMD
+#       typechecking is not supported with pipeline parallelism') where spmd_backend == "spmd_types" and
+#       debug.spmd_typechecking and pipeline_parallel_degree > 1
+#   TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX (code 89)  l. 155-167 raises ValueError ('Selective activation checkpointing (SAC)
+#       is not supported with FlexAttention while SPMD typechecking is enabled') where spmd_backend == "spmd_types" and
+#       debug.spmd_typechecking and the activation checkpointing is SelectiveAC.Config (activation-checkpoint:selective,
+#       the planner's recompute selective: torchtitan03.AC_SUBCOMMANDS) and the model holds a FlexAttention.Config (the
+#       config function's attn_backend flex, model_registry's default; varlen builds VarlenAttention)
+# The switches are job fields (fsdp_symm_mem, spmd_typechecking) laid on the stack's defaults by plan.apply_startup_switches,
+# on a stack that has the option (runs.fsdp_symm_mem / runs.spmd_typechecking: torchtitan-0.3 only; main has neither).
+SYMM_MEM_MIN_CAPABILITY = (9, 0)  # configs.py l. 270-271 @4f9e9a47d: torch.cuda.get_device_capability() < (9, 0) refused
+_TT03 = "pytorch/torchtitan release/0.3 @4f9e9a47d"
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_FSDP_SYMM_MEM_SM90", "torchtitan",
+        "torchtitan 0.3.0 runs FSDP on symmetric memory (parallelism.enable_fsdp_symm_mem) only on compute capability "
+        "9.0 or newer",
+        f"{_TT03} torchtitan/config/configs.py ParallelismConfig.__post_init__ l. 267-277 (ValueError 'For NVIDIA GPUs, "
+        "parallelism.enable_fsdp_symm_mem is only supported for compute capability 9.0 or newer')",
+        "leave fsdp_symm_mem out (drop --parallelism.enable_fsdp_symm_mem), or plan a Hopper or newer GPU",
+        _tt_fsdp_symm_mem, reads_cluster=True, detail=_symm_mem_detail),
+    StartupRule(
+        "TORCHTITAN_SPMD_TYPECHECK_PP", "torchtitan",
+        "torchtitan 0.3.0 runs no SPMD type checking (debug.spmd_typechecking under spmd_backend spmd_types) with "
+        "pipeline parallelism",
+        f"{_TT03} torchtitan/trainer.py Trainer.Config.__post_init__ l. 143-153 (ValueError 'SPMD typechecking is not "
+        "supported with pipeline parallelism')",
+        "use pp 1 with spmd_typechecking, or leave spmd_typechecking out (drop --debug.spmd_typechecking)",
+        _tt_spmd_typecheck_pp),
+    StartupRule(
+        "TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX", "torchtitan",
+        "torchtitan 0.3.0 runs no SPMD type checking (debug.spmd_typechecking under spmd_backend spmd_types) with "
+        "selective activation checkpointing over FlexAttention",
+        f"{_TT03} torchtitan/trainer.py Trainer.Config.__post_init__ l. 155-167 (ValueError 'Selective activation "
+        "checkpointing (SAC) is not supported with FlexAttention while SPMD typechecking is enabled')",
+        "use recompute full or none with spmd_typechecking (activation-checkpoint:full|none), or leave "
+        "spmd_typechecking out (drop --debug.spmd_typechecking)",
+        _tt_spmd_typecheck_sac_flex),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -91,6 +91,10 @@ CASES = [
     # and re-runs 1 TP pair a layer, not 2 (less TP time)
     ("spmd_backend", ["--spmd-backend", "partial_dtensor"], "partial_dtensor",
      dict(TT, stack="torchtitan-0.3", tp=2, recompute="selective"), "full_dtensor", {"memory": +1, "step": -1}),
+    # torchtitan 0.3's switches that only start-up rules read (rule87: TORCHTITAN_FSDP_SYMM_MEM_SM90, _SPMD_TYPECHECK_*):
+    # priced as without them (said, not modelled)
+    ("fsdp_symm_mem", ["--fsdp-symm-mem"], True, dict(TT, stack="torchtitan-0.3", hardware="h100-sxm"), False, {}),
+    ("spmd_typechecking", ["--spmd-typechecking"], True, dict(TT, stack="torchtitan-0.3", recompute="full"), False, {}),
     # the TP-duplicated parameters all-reduced in every forward (step.py [sy]): more TP communication
     ("sync_tp_duplicated_parameters", ["--sync-tp-duplicated-parameters"], True,
      dict(model="megatron-gpt-1.7b", gpus=8, stack="megatron-deepspeed-bigscience", tp=2), False, {"step": +1}),

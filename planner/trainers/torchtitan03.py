@@ -48,8 +48,13 @@ priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.
       -> tp_comm_overlap
   parallelism.spmd_backend (default "spmd_types", l. 163-172) -> spmd_backend (a DTensor backend: op SAC keeps
       the EP exchange's and the TP reduce-scatters' outputs eager too, memory.py [sb]; the default stated: ignored)
-  parallelism.enable_fsdp_symm_mem (default false, l. 151),
-      context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
+  parallelism.enable_fsdp_symm_mem (default false, l. 151) -> fsdp_symm_mem (refused below compute capability 9.0:
+      start-up rule TORCHTITAN_FSDP_SYMM_MEM_SM90; its buffers and time not priced, said by resolve)
+  debug.spmd_typechecking (default false, l. 356) -> spmd_typechecking (refused with PP, and with selective AC over
+      FlexAttention, under spmd_types: TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)
+  parallelism.context_parallel_load_balancer (default "headtail", l. 235): "" refused (l. 262-266), a name torch's
+      cp_shard does not build refused under CP, None (no load balancing) listed as not modelled under CP (_load_balancer)
+  parallelism.context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
       backward step captured in a CUDA graph, trainer.py l. 613-614) -> not priced: listed (a stated non-default
       as not modelled, the default as assumed), never dropped; CUDA graphs on (the default) beside pipeline
       parallelism, or expert parallelism under any dispatch but HybridEP's non-blocking one, is refused as
@@ -363,10 +368,11 @@ COMM_MODES_RUN = ("default", "torchcomms")
 # the options 0.3 has and main not, read here (module docstring)
 ONLY_03 = ("parallelism.enable_sequence_parallel", "parallelism.spmd_backend", "parallelism.enable_fsdp_symm_mem",
            "parallelism.context_parallel_ptrr_mask_key", "training.disable_cuda_graphs",
-           "compile.enable_async_tensor_parallel")
+           "compile.enable_async_tensor_parallel", "debug.spmd_typechecking", "parallelism.context_parallel_load_balancer")
 ONLY_03_DEFAULTS = {"parallelism.enable_sequence_parallel": True, "parallelism.spmd_backend": "spmd_types",
                     "parallelism.enable_fsdp_symm_mem": False, "parallelism.context_parallel_ptrr_mask_key": None,
-                    "training.disable_cuda_graphs": False, "compile.enable_async_tensor_parallel": False}
+                    "training.disable_cuda_graphs": False, "compile.enable_async_tensor_parallel": False,
+                    "debug.spmd_typechecking": False, "parallelism.context_parallel_load_balancer": "headtail"}
 
 
 @dataclass(frozen=True)
@@ -1061,7 +1067,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                    f"components/loss.py), priced by the stack's chunked-loss terms (memory._chunked_loss, stack_db "
                    f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's")
     assumed.extend(f"{cf.flavor[0]} {cf.flavor[1]}: {n}" for n in cf.notes)
-    _only_03(only, job, assumed, ignored, not_modelled)
+    _only_03(only, job, assumed, ignored, not_modelled, where)
     if only.get("training.disable_cuda_graphs", ONLY_03_DEFAULTS["training.disable_cuda_graphs"]) is not True:
         why = cuda_graph_refusal(cf, job.get("pp", 1), job.get("ep", 1))
         if why is not None:
@@ -1160,7 +1166,51 @@ def cuda_graph_refusal(cf: ConfigFunction, pp: int, ep: int) -> Optional[str]:
     return None
 
 
-def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
+# torch's CP load balancers torchtitan 0.3.0 builds (distributed/context_parallel/api.py cp_shard l. 217-264): headtail
+# (_HeadTailLoadBalancer) and ptrr (_PTRRLoadBalancer, over the BlockMask); None disables load balancing; any other name
+# raises ValueError ("Invalid load_balancer_type ... Must be one of: 'headtail', 'ptrr', or None") in the first step's
+# prepare_context_parallel_input (trainer.py l. 750-759, only where cp is enabled); "" raises at start-up
+# (configs.py ParallelismConfig.__post_init__ l. 262-266: 'context_parallel_load_balancer cannot be an empty string')
+CP_LOAD_BALANCERS = ("headtail", "ptrr")
+CP_BALANCER_SOURCE = (f"torchtitan {COMMIT} torchtitan/distributed/context_parallel/api.py cp_shard l. 217-264")
+
+
+def _load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
+    """parallelism.context_parallel_load_balancer (configs.py l. 235, default "headtail"): "" refused as 0.3.0 refuses it
+    at start-up; a name torch's cp_shard does not build refused where CP runs (it raises in the first step); None (no
+    load balancing: contiguous sequence chunks, the causal mask's work piled on the last CP rank) listed as not
+    modelled where CP runs, since the planner prices every rank's share of the causal attention equal (the load-balanced
+    split, step.cp_kernel_factor); the default and ptrr are that split."""
+    cp = job.get("cp", 1)
+    if v == "":
+        raise PlannerError(f"{where}--parallelism.context_parallel_load_balancer '': torchtitan 0.3 stops at start-up "
+                           f"(torchtitan {COMMIT} torchtitan/config/configs.py ParallelismConfig.__post_init__ l. 262-266: "
+                           "'context_parallel_load_balancer cannot be an empty string. Use None to disable load "
+                           "balancing.')", "give headtail (the default), ptrr, or None")
+    if v is not None and v not in CP_LOAD_BALANCERS:
+        if cp > 1:
+            raise PlannerError(f"{where}--parallelism.context_parallel_load_balancer {v}: torch's CP sharding builds "
+                               f"{' or '.join(CP_LOAD_BALANCERS)} (or None), and torchtitan 0.3 stops in the first step "
+                               f"with context_parallel_degree {cp} ({CP_BALANCER_SOURCE}: ValueError 'Invalid "
+                               "load_balancer_type')", "give headtail (the default), ptrr, or None")
+        ignored.append(f"{fmt_ignored('parallelism.context_parallel_load_balancer', v)} (context_parallel_degree 1: "
+                       "never read)")
+        return
+    name = fmt_ignored("parallelism.context_parallel_load_balancer", v)
+    if cp == 1:
+        if stated:
+            ignored.append(f"{name} (context_parallel_degree 1)")
+    elif v is None:
+        not_modelled.append(f"{name} (no load balancing: each CP rank holds one contiguous sequence chunk, so under the "
+                            f"causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = {(2 * cp - 1) / cp:g}x the "
+                            "balanced share of the attention core, which the planner prices balanced: "
+                            f"{CP_BALANCER_SOURCE}, load_balancer None)")
+    elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
+        assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
+                       f"priced ({CP_BALANCER_SOURCE})")
+
+
+def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list, where: str = "") -> None:
     """The options only 0.3 has (ONLY_03), stated or the config function's; absent: their default, listed."""
     for key in ONLY_03:
         if key == "compile.enable_async_tensor_parallel":
@@ -1191,10 +1241,17 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
                 (not_modelled if stated else assumed).append(line if not stated else
                                                              line.replace(f"{name}: ", f"{name} (") + ")")
         elif key == "parallelism.enable_fsdp_symm_mem":
-            if v:
-                not_modelled.append(f"{name} (FSDP's collectives on symmetric memory, configs.py l. 151: not priced)")
+            if v:  # the job field: refused below compute capability 9.0 (startup.TORCHTITAN_FSDP_SYMM_MEM_SM90); what
+                job["fsdp_symm_mem"] = True  # it leaves unpriced resolve says (plan.apply_startup_switches)
             elif stated:
                 ignored.append(f"{name} (the default)")
+        elif key == "debug.spmd_typechecking":
+            if v:  # the job field: refused with PP and with SAC over FlexAttention (startup.TORCHTITAN_SPMD_TYPECHECK_*)
+                job["spmd_typechecking"] = True
+            elif stated:
+                ignored.append(f"{name} (the default)")
+        elif key == "parallelism.context_parallel_load_balancer":
+            _load_balancer(where, v, stated, job, assumed, ignored, not_modelled)
         elif key == "parallelism.spmd_backend":
             if v != ONLY_03_DEFAULTS[key]:
                 # the job field (memory.py [sb]): on a DTensor backend op SAC keeps the EP exchange's and the TP
@@ -1390,6 +1447,10 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                     "--parallelism.no-enable-sequence-parallel")
     if plan.get("spmd_backend") is not None:  # the job field (configs.py l. 163-165; memory.py [sb])
         opts.append(f"--parallelism.spmd-backend {plan['spmd_backend']}")
+    if plan.get("fsdp_symm_mem"):  # the job field (configs.py l. 151; startup.TORCHTITAN_FSDP_SYMM_MEM_SM90)
+        opts.append("--parallelism.enable-fsdp-symm-mem")
+    if plan.get("spmd_typechecking"):  # the job field (configs.py l. 356; startup.TORCHTITAN_SPMD_TYPECHECK_*)
+        opts.append("--debug.spmd-typechecking")
     comp = sec["compile"]
     opts.append("--compile.enable" if comp["enable"] else "--compile.no-enable")
     opts.append(f"--compile.components {','.join(comp['components'])}")
