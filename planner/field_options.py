@@ -151,7 +151,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "hidden matrix, Adam on the embeddings, norms and biases; stack megatron) (default: adam)"),
     FieldOption("optimizer_whole_tensors", "bool", "with --optimizer muon at zero1: Megatron's layer-wise optimizer "
                 "without its parameter layout (--no-use-layer-wise-param-layout): whole tensors a rank, the word "
-                "embedding's states on one rank (default: off, the layout)"),
+                "embedding's states on one rank, the gradients all-reduced and the parameters gathered once after the "
+                "step (default: off, the layout)"),
     FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
                 "(default: the stack's)"),
     FieldOption("precision_aware_optimizer", "bool", "the stack's precision-aware optimizer (Megatron-LM "

@@ -664,7 +664,9 @@ References
      and the m x m bf16 A and B (4 B an element + 4 B m^2, m the smaller side) and the last bf16 X beside its fp32
      result (6 B), of the largest matrix the stage's Muon steps (layers/common.py [ns]: linear_qkv split into q, k,
      v); the rank holding it is the one priced (one rank holds it whole under the layer-wise optimizer). The TP
-     gathers' time is in tp_comm (step.py [28]); the layer-wise optimizer's parameter all-gather is not priced.
+     gathers' time is in tp_comm (step.py [28]). The layer-wise optimizer's parameter all-gather: with the layout,
+     DDP's own start_param_sync into its buffer (no new tensor); on the legacy path allgather_params' flattened shard
+     and receive buffers, the stage's bf16 parameters, a moment after the step (legacy_gather_bytes).
      Whole tensors (job field optimizer_whole_tensors; --no-use-layer-wise-param-layout, arguments.py l. 3160-3169): with
      no precomputed layout the layer-wise optimizer keeps every parameter in its own shard list and assigns them sorted
      by numel to the dp x cp ranks in ping-pong order (layer_wise_optimizer.py _shard_params_ping_pong l. 713-762):
@@ -673,7 +675,12 @@ References
      In the corpus's Muon MoE rows (88 dense tensors, dp 8) the embedding is the 88th, the loop's 8th slot: dp rank 7,
      the last rank, the one Megatron logs. With the layout (the default) the Adam parameters go to a distributed
      optimizer of their own, byte-sharded (optimizer/__init__.py l. 826-946), and the Muon ones are bin-packed whole
-     (layer_wise_optimizer.py _compute_per_buffer_param_layout l. 196-444): 1 / d each.
+     (layer_wise_optimizer.py _compute_per_buffer_param_layout l. 196-444) into shard-aligned buckets: 1 / d each on
+     average, but the buffer DDP allocates (bf16 parameters and gradients, every rank) is dp_size x the padded shard,
+     at least the largest parameter, and the rank holding that parameter holds its main parameter and momentum
+     whole (muon_layout_excess: both floors; 64 x fc1 for Llama 3 8B at pp 8, dp 64, where the parameters are
+     4 layers x 218e6: the layout's padding, which the code's "up to 30%" bound by its per-bucket cap does not
+     cover once no shard fits under the cap).
 [sg] The optimizer step's copies of the gradients below FSDP, and Megatron-FSDP's fp32 copy at every level ([mg])
      (term step_grad_copies; stack_db runs.sharding step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
      cpu_offload): the reduction's epilogue (independent_gradient_partition_epilogue l. 764-808) leaves the rank's
@@ -2026,11 +2033,100 @@ def muon_params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, 
     return dense, experts
 
 
+def muon_largest_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str, mtp_copy: bool = False,
+                        chunks: bool = False):
+    """(dense, experts) elements per GPU of the largest single parameter Muon steps on a stage holding `counts` (K, ...)
+    layers [mu]: of the layer kinds it holds (LayerKind.muon_params: linear_qkv whole; a TP-split matrix / tp, a
+    replicated one whole, an expert's / etp), a learned position table (s x h) where muon_params_of places one, the
+    MTP modules' eh_proj (h x 2h / tp) and layer on the last stage; 0.0 for none. chunks: the sum over the rank's
+    model chunks (plan.vpp, each with a layout of its own: dist_utils.py @d98e8a64 _ddp_wrap l. 345-372, one
+    compute_full_param_layout a chunk) of each chunk's largest, at least: the largest, plus the smallest kind's
+    largest for each other chunk holding a layer (min(vpp, the stage's layers) - 1, one fewer at an end whose
+    embedding or loss counts as a layer of the split: that chunk may hold none)."""
+    tp = plan.tp.astype(np.float64)
+    etp = etp_of(plan).astype(np.float64)
+
+    def largest(params):
+        out = [np.float64(0.0), np.float64(0.0)]
+        for rows, cols, _n, group in params:
+            e = float(rows) * float(cols)
+            i = 1 if group == "expert" else 0
+            out[i] = np.maximum(out[i], e / (etp if group == "expert" else tp if group == "split" else 1.0))
+        return out
+
+    kinds = [largest(k.muon_params()) for k in pc.layers.kinds]
+    big = [functools.reduce(np.maximum, (np.where(np.asarray(c) > 0, k[i], 0.0) for c, k in zip(counts, kinds)),
+                            np.float64(0.0)) for i in (0, 1)]
+    more = [0.0, 0.0]  # the other chunks' (chunks): each the smallest kind's largest, at least
+    if chunks:
+        small = [functools.reduce(np.minimum, (np.where(np.asarray(c) > 0, k[i], np.inf) for c, k in zip(counts, kinds)),
+                                  np.float64(np.inf)) for i in (0, 1)]
+        n = functools.reduce(np.add, (np.asarray(c, dtype=np.float64) for c in counts), np.float64(0.0))
+        ends = (plan.split_emb > 0) if end == "first" else (plan.split_loss > 0) if end == "last" else False
+        others = np.maximum(np.minimum(plan.vpp, n) - 1.0 - np.where(ends, 1.0, 0.0), 0.0)
+        more = [others * np.where(np.isfinite(m), m, 0.0) for m in small]
+    h = model.hidden_size
+    mtp = (largest(((h, 2 * h, 1, "split"),) + pc.layers.kinds[pc.layers.mtp_kind].muon_params())
+           if model.mtp_layers else (0.0, 0.0))
+    pos = float(pc.position)  # a learned position table, 2-D and untagged, replicated over TP (0 without one)
+    single = plan.pp == 1
+    if end == "first":
+        out = (np.maximum(big[0], np.maximum(pos, np.where(single, mtp[0], 0.0))),
+               np.maximum(big[1], np.where(single, mtp[1], 0.0)))
+    elif end == "last":
+        copy = pos if (mtp_copy and model.mtp_layers) else 0.0  # the MTP stage's own position table [me]
+        out = np.maximum(np.maximum(big[0], mtp[0]), np.where(single, pos, copy)), np.maximum(big[1], mtp[1])
+    else:
+        out = big
+    return out[0] + more[0], out[1] + more[1]
+
+
+def muon_layout_excess(settings: Settings, plan: PlanArrays, muon, big, shard, chunked=None):
+    """(buffer, states) elements per GPU the layer-wise optimizer's default layout adds to a Muon group's even shares
+    [mu] (muon: the group's Muon parameters a GPU, big its largest one, muon_largest_params; chunked: the sum of
+    each model chunk's largest, muon_largest_params' chunks, each chunk's buffer padded on its own; shard: the
+    group's ranks, dp x cp dense, the expert-data-parallel ones for the experts). layer_wise_optimizer.py @d98e8a64
+    _compute_per_buffer_param_layout (l. 196-444) never splits a parameter: each bucket is dp_size shards of
+    padded_shard_size = pad_to_divisor(max(shard_cursors), _shard_divisor) (l. 332), and some shard holds the
+    bucket's largest parameter whole, so the buffer DDP allocates for the group (param_and_grad_buffer.py l. 1115:
+    numel = the layout's last bucket end; its bf16 parameters and its gradients, on every rank) is at least
+    max(M, shard x big), and the rank holding the largest parameter steps at least max(M / shard, big) of it (its
+    fp32 main parameters and momentum: Float16OptimizerWithFloat16Params and Muon's momentum_buffer, l. 579-590).
+    Both floors, exact where the group's parameters are no more than its ranks (a shard each at most: _emit_bucket's
+    LPT sends each to an empty shard, l. 314-329; with no shard under the per-bucket cap of 1.3 M / shard, l. 307-312,
+    the emptiest), lower bounds above (the numel cap, 1.3 x the mean, bounds the rest's imbalance, not priced); the
+    64-element starts and the bucket divisor's alignment (a few hundred elements a bucket) are not priced. 0 without
+    the layout (sharding none, or the legacy path's whole tensors: whole_tensor_excess) and under Adam."""
+    if settings.optimizer != "muon" or settings.optimizer_whole_tensors:  # job settings
+        return 0.0, 0.0
+    on = plan.sharding >= ZERO1
+    d = np.asarray(shard, dtype=np.float64)
+    buffer = np.where(on, np.maximum(muon, d * (big if chunked is None else chunked)) - muon, 0.0)
+    states = np.where(on, np.maximum(muon / d, big) - muon / d, 0.0)
+    return buffer, states
+
+
 def muon_param_total(pc: ParamCounts) -> int:
     """The model's parameters Megatron's Muon steps [mu] (ParamCounts.total's: the layers' 2-D matrices, every routed
     expert's, and a learned position table; no multi-token-prediction module, which total leaves out too)."""
     return int(sum(int(n) * (p.muon_per_gpu(1) + p.muon_experts_per_gpu(1, 1))
                    for n, p in zip(pc.layers.totals, pc.kind_params))) + pc.position
+
+
+def legacy_gather_bytes(settings: Settings, plan: PlanArrays, params, e_part):
+    """Bytes of the layer-wise optimizer's parameter all-gather buffers on its legacy path (the job's
+    optimizer_whole_tensors, step.py layerwise_legacy) [mu], a moment after the optimizer step (its Newton-Schulz
+    temporaries freed, the states and gradient buffer live): allgather_params' _allgather_helper
+    (layer_wise_optimizer.py @d98e8a64 l. 828-862) flattens the rank's own parameters (_flatten_dense_tensors, a new
+    tensor) and allocates a receive buffer of every other rank's (torch.empty(flat_sizes[i]), the model dtype): the
+    stage's whole dense parameters in the weights' bytes, then (the dense buffers freed on return) the rank's E / ep
+    experts' over the expert-data-parallel group; the copies back are views (_unflatten_dense_tensors). params: the
+    stage's dense + expert parameters a GPU, e_part the experts' optimizer partition (x expert_shard at zero1).
+    0.0 elsewhere (with the layout the gather is DDP's own buffer's, in place)."""
+    if not settings.optimizer_whole_tensors:  # a job setting (zero1 only: plan._optimizer)
+        return 0.0
+    experts = e_part * expert_shard(plan)
+    return settings.bpp.weights * np.maximum(params - experts, experts)
 
 
 def whole_tensor_excess(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, end: str, vdiv) -> np.ndarray | float:
@@ -3735,20 +3831,24 @@ def _forward_moments(per: _PerLayer, c, held, allocated):
     return np.maximum(excess, 0.0)
 
 
-def _muon_temp(per: _PerLayer, counts, n, end, twin, single, holds_loss):
+def _muon_temp(per: _PerLayer, counts, n, end, twin, single, holds_loss, params):
     """The Newton-Schulz temporaries of the largest matrix Muon steps on a stage [mu] (muon_step_temporaries), 0.0 but
     under Muon (a job setting): of the layer kinds it holds (counts, DualPipe's twin's added; one kind: its n layers),
-    the learned position table where it holds the first layers, the MTP modules where it holds the loss."""
+    the learned position table where it holds the first layers, the MTP modules where it holds the loss; or, where
+    larger, what follows them on the layer-wise optimizer's legacy path, its parameter all-gather's buffers
+    (legacy_gather_bytes of params: the stage's (parameters, experts' optimizer partition))."""
     kinds = per.muon_temp
     if kinds is None:
         return 0.0
+    gather = legacy_gather_bytes(per.settings, per.plan, *params)
     counts = counts if twin is None else counts + twin[0]
     first, last = (end == "first") | (twin is not None and twin[1] == "first") | single, holds_loss | single
     if len(kinds) == 1:
         t = np.where(np.asarray(n) > 0, kinds[0], 0.0)
     else:
         t = functools.reduce(np.maximum, (np.where(np.asarray(c) > 0, v, 0.0) for c, v in zip(counts, kinds)))
-    return np.maximum(np.maximum(t, np.where(first, per.muon_temp_position, 0.0)), np.where(last, per.muon_temp_mtp, 0.0))
+    t = np.maximum(np.maximum(t, np.where(first, per.muon_temp_position, 0.0)), np.where(last, per.muon_temp_mtp, 0.0))
+    return np.maximum(t, gather)
 
 
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0, embedding=0.0) -> Terms:
@@ -3838,7 +3938,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
-    temps = temps + _muon_temp(per, counts, n, end, twin, single, holds_loss)  # Muon's Newton-Schulz temporaries [mu]
+    temps = temps + _muon_temp(per, counts, n, end, twin, single, holds_loss, (params, e_part))  # Muon's [mu]
     states, allocated, kept, staging = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
     temps = (temps, _reduce_copy(per, params, end, counts))  # the BF16_Optimizer's all-reduce after the backward [bo]
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
@@ -4406,6 +4506,21 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
             m2, e2 = muon_params_of(pc, settings.model, plan, twin[0], twin[1], copy)
             mu_d, mu_e = mu_d + m2, mu_e + e2
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw, muon=mu_d)
+    if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: the default layout [mu]
+        big = muon_largest_params(pc, settings.model, plan, counts, end, copy)
+        chunked = muon_largest_params(pc, settings.model, plan, counts, end, copy, chunks=True)
+        if twin is not None:
+            b2 = muon_largest_params(pc, settings.model, plan, twin[0], twin[1], copy)
+            c2 = muon_largest_params(pc, settings.model, plan, twin[0], twin[1], copy, chunks=True)
+            big = (np.maximum(big[0], b2[0]), np.maximum(big[1], b2[1]))
+            chunked = (chunked[0] + c2[0], chunked[1] + c2[1])
+        pad_d, worst_d = muon_layout_excess(settings, plan, mu_d, big[0], plan.shard * plan.cp, chunked[0])
+        pad_e, worst_e = muon_layout_excess(settings, plan, mu_e, big[1], expert_shard(plan), chunked[1])
+        pad, worst = pad_d + pad_e, (worst_d + worst_e) * (1.0 - off[0])
+        b = settings.bpp
+        add = {"weights": pad * b.weights, "gradients": pad * b.gradients, "master_weights": worst * mw,
+               "adam": worst * MUON_MOMENTUM_BYTES}
+        states = Terms(**{k: states[k] + add[k] if k in add else states[k] for k in states})
     if settings.optimizer_whole_tensors:  # a job setting: the rank holding the stage's largest tensor whole [mu]
         big = whole_tensor_excess(pc, settings.model, plan, end, vd) * (1.0 - 1.0 / (plan.shard * plan.cp))
         on = plan.sharding >= ZERO1

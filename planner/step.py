@@ -422,12 +422,15 @@ References
     each rank. Each dp x cp rank steps only the parameters the layer-wise distributed optimizer assigns it
     (layer_wise_optimizer.py l. 173-180, shard_params l. 614-641; the experts over the expert-data-parallel ranks):
     1 / (dp x cp) of the stage's dense matrices and 1 / edp of its E / ep experts a layer on average, at sharding
-    zero1, all of them at sharding none (no distributed optimizer), as optimizer_time divides Adam's shard; the stage with the
-    most. The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
+    zero1, but never less than the largest matrix of each (a parameter is never split: the worst rank holds it whole,
+    _muon_stage_max), all of them at sharding none (no distributed optimizer); the stage with the most. The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
     all-gather a matrix over the TP group, the experts' over the expert-TP group, waited on) are in tp_comm
-    (muon_gather_time, extra tp_muon_gather_s). Not priced: the layer-wise optimizer's all-gather of the updated
-    parameters (allgather_params l. 817-868), the flags blockwise / distributed TP modes, fp32 matmul precision high,
-    the SYRK kernel and other step counts (Megatron reader: not modelled).
+    (muon_gather_time, extra tp_muon_gather_s). The layer-wise optimizer's DP traffic (dp_comm, layerwise_legacy):
+    with its default layout the distributed optimizer's reduce-scatter and bucketed all-gather over the padded
+    shard-aligned buffer (muon_layout_padding, memory.muon_layout_excess); on its legacy path (the job's
+    optimizer_whole_tensors) an all-reduce of the gradients and allgather_params' one all-gather (l. 817-868). Not
+    priced: the flags blockwise / distributed TP modes, fp32 matmul precision high, the SYRK kernel and other step
+    counts (Megatron reader: not modelled); the LPT's imbalance above the largest-matrix floor.
 """
 
 from __future__ import annotations
@@ -452,7 +455,7 @@ from .layers.common import ACT_BYTES, shapes
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
                      fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
-                     stage_param_split)
+                     stage_param_split, muon_largest_params, muon_layout_excess, muon_params_of)
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
@@ -1878,7 +1881,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     dual = dualpipe_pairs(plan)
     pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
             for i in (0, 1)}
-    p_local, p_dp = _dp_stage_params(sc, pc, split, dual, pair[0])
+    p_local, p_dp, pad_e = _dp_stage_params(sc, pc, split, dual, pair[0])
     shard_n = plan.shard * plan.cp
     dpcp = plan.dp * plan.cp
     dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
@@ -1903,8 +1906,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # a zero1 mode that all-reduces the whole gradients, then all-gathers the updated weights (DeepSpeed's
     # BF16_Optimizer: engine.py @38327e07 allreduce_bucket l. 2491-2516 over its fp32 buffer cast to
     # communication_data_type, bf16_optimizer.py update_lp_params l. 423-436 all_gather_dp_groups)
-    allred = zero & tr["allreduce"]
-    ag_w = bucketed(comm.ALL_GATHER, p_dp * w_per, np.where(sharded, shard_n, 1))
+    allred = zero & (tr["allreduce"] | layerwise_legacy(sc))  # and Muon's layer-wise optimizer's legacy path [28]
+    ag_w = _layerwise_gather(sc, coll, bucketed, p_dp * w_per, np.where(sharded, shard_n, 1), dp_stride)
     # an fsdp mode that all-reduces each gradient bucket whole in place of its reduce-scatter [21]
     rs_g = np.where(fsdp & tr["allreduce"], bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1)),
                     bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1)))
@@ -1954,9 +1957,32 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), off))
     e_local, e_units = _expert_stage(sc, pc, split, mid, dual)
     n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
-    e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
+    e_total, e_exposed = dp_expert_comm(sc, coll, comp, np.maximum(e_local, pad_e), total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+
+
+def muon_layout_padding(sc: StepCtx, pc, split):
+    """(dense, experts) elements per GPU of the stage with the most, its parameters and the padding of Muon's
+    shard-aligned buffer (memory.muon_layout_excess's buffer floor, max(M, shard x the largest Muon parameter)) [28]:
+    with the layer-wise optimizer's default layout DDP's reduce-scatter and all-gather run over the padded buckets
+    (param_and_grad_buffer.py @d98e8a64: each bucket's whole range, dp_size x padded_shard_size), so the traffic is
+    the padded buffer's, where the parameters' alone was priced. split: stage_param_split's end stages; the middle
+    stages' compositions (sc.counts mid_all) each."""
+    settings, plan = sc.settings, sc.plan
+    copy = bool(sc.stack.memory.mtp_embedding_copy)
+    shards = (plan.shard * plan.cp, moe.expert_shard(plan))
+    stages = [("first", sc.counts["first"], split["first"], 1.0), ("last", sc.counts["last"], split["last"], 1.0)]
+    stages += [("mid", c, params_of(pc, settings.model, plan, c, "mid"), np.where(plan.pp > 2, 1.0, 0.0))
+               for c in sc.counts["mid_all"]]
+    out = [np.float64(0.0), np.float64(0.0)]
+    for end, counts, params, present in stages:
+        mu = muon_params_of(pc, settings.model, plan, counts, end, copy)
+        big = muon_largest_params(pc, settings.model, plan, counts, end, copy, chunks=True)  # every chunk's buffer
+        for i in (0, 1):
+            pad = muon_layout_excess(settings, plan, mu[i], big[i], shards[i])[0]
+            out[i] = np.maximum(out[i], present * (params[i] + pad))
+    return out[0], out[1]
 
 
 def _expert_stage(sc: StepCtx, pc, split, mid, dual):
@@ -1993,18 +2019,23 @@ def _expert_stage(sc: StepCtx, pc, split, mid, dual):
 
 
 def _dp_stage_params(sc: StepCtx, pc, split, dual, pair):
-    """(p_local, p_dp): dense parameters per GPU of the larger end stage (DualPipe: the larger pair), what the
+    """(p_local, p_dp, pad_e): dense parameters per GPU of the larger end stage (DualPipe: the larger pair), what the
     optimizer step and ZeRO-3's gathers read; and of the stage whose DP traffic is priced, the one whose exposed DP
     time is the largest. Every stage reduces its own gradients over its own DP group at once, against the same compute
     windows (comp: the middle stage's passes), and each of dp_comm's terms grows with the stage's parameters: so the
     stage with the most dense parameters, a middle one where the split leaves the end stages fewer layers (Meta's 405B:
     8 layers a middle stage, 3.19e9 a GPU, against the last stage's 7 and the output layer, 3.05e9: stack pipeline_split
     trim_ends, Megatron's --account-for-*-in-pipeline-split, an uneven split), the middle composition with the most
-    (with pp <= 2 there is none)."""
-    plan = sc.plan
+    (with pp <= 2 there is none). Under Muon's default layout that stage's traffic is its padded buffer's, and pad_e
+    the experts' traffic elements likewise (muon_layout_padding [28]; 0.0 elsewhere)."""
+    plan, settings = sc.plan, sc.settings
     p_local = np.where(dual, pair, np.maximum(split["first"][0], split["last"][0]))
     mid = functools.reduce(np.maximum, [params_of(pc, sc.settings.model, plan, c, "mid")[0] for c in sc.counts["mid_all"]])
-    return p_local, np.where(dual, pair, np.maximum(p_local, np.where(plan.pp > 2, mid, 0.0)))
+    p_dp = np.where(dual, pair, np.maximum(p_local, np.where(plan.pp > 2, mid, 0.0)))
+    if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: Muon's layout [28]
+        pad_d, pad_e = muon_layout_padding(sc, pc, split)
+        return p_local, np.maximum(p_dp, pad_d), pad_e
+    return p_local, p_dp, 0.0
 
 
 def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_exposed, param_exposed, ddp_total,
@@ -2269,13 +2300,14 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     def e_coll(op, size, group):
         return n_be * coll(op, size / n_be, group, e_st)
 
-    ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
+    ag_we = _layerwise_gather(sc, coll, e_coll, e_local * w_per, np.where(sharded, e_shard, 1), e_st)
     red = grad_reduce_bytes(sc, fsdp)
     tr_all = sharding_traits(sc.stack, plan)["allreduce"]
     # ZeRO-3 of April 2021 all-reduces the experts' buckets too [21]
     rs_ge = np.where(fsdp & tr_all, e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, e_shard, 1)),
                      e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1)))
-    allred = zero & tr_all  # the BF16_Optimizer's all-reduce (dp_traffic)
+    # the BF16_Optimizer's all-reduce (dp_traffic), and Muon's layer-wise optimizer on its legacy path [28]
+    allred = zero & (tr_all | layerwise_legacy(sc))
     ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     replicas = plan.dp // np.maximum(plan.shard, 1)
@@ -2432,33 +2464,85 @@ def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarra
 MUON_GATHER_ELEMENT_BYTES = 4.0
 
 
+def _largest(price, mats) -> tuple:
+    """(dense, experts) of price() on the single matrix of `mats` (rows, cols, count, group) with the most, 0.0 for
+    none: what the rank holding it whole pays at least [28] (count 1: one matrix, not its layer's count)."""
+    out = [np.float64(0.0), np.float64(0.0)]
+    for rows, cols, _count, group in mats:
+        i = 1 if group == "expert" else 0
+        out[i] = np.maximum(out[i], price(((rows, cols, 1, group),))[i])
+    return out[0], out[1]
+
+
+def layerwise_legacy(sc: StepCtx) -> bool:
+    """Whether the job runs Muon's layer-wise distributed optimizer on its legacy path (the job's
+    optimizer_whole_tensors, --no-use-layer-wise-param-layout) [28]: no shard-aligned layout handed to DDP
+    (training/models/dist_utils.py @d98e8a64 _ddp_wrap l. 322-334 re-enables ddp_config.use_distributed_optimizer only
+    with the layout; validate_args turned it off, arguments.py l. 1734-1736), so DDP all-reduces the whole gradient
+    buffer (param_and_grad_buffer.py: reduce-scatter only under use_distributed_optimizer) and the optimizer's
+    step_with_ready_grads (layer_wise_optimizer.py l. 965-994) runs allgather_params (l. 817-868): each rank's
+    updated bf16 parameters flattened and gathered in one torch.distributed.all_gather over dp x cp (the experts' over
+    the expert-data-parallel ranks), waited on, or bucket by bucket in the forward's pre-hooks with
+    --overlap-param-gather (set_bucket_layerwise_params_list l. 764-815). With the layout (the default) the gather is
+    DDP's own bucketed start_param_sync of the padded buffer (l. 945-963), the distributed optimizer's (zero1's)."""
+    return bool(sc.settings.optimizer_whole_tensors)  # a job setting
+
+
+def _layerwise_gather(sc: StepCtx, coll: Collectives, bucketed, size, group, stride):
+    """Seconds of the parameter all-gather of `size` bytes over `group` ranks: bucketed(ALL_GATHER, size, group), the
+    stack's buckets, but on Muon's layer-wise optimizer's legacy path (layerwise_legacy [28]: its gradients
+    all-reduced, dp_comm's allred) without the DP overlap allgather_params' one all_gather of the rank's flattened
+    shard (layer_wise_optimizer.py @d98e8a64 l. 838-853) at `stride`; with --overlap-param-gather the forward's
+    per-bucket gathers (set_bucket_layerwise_params_list)."""
+    ag = bucketed(comm.ALL_GATHER, size, group)
+    if not layerwise_legacy(sc):  # a job setting (zero1 only: plan._optimizer)
+        return ag
+    return np.where(dp_overlap(sc.stack, sc.plan) > 0, ag, coll(comm.ALL_GATHER, size, group, stride))
+
+
 def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
-    """The stage with the most of price(matrices) -> (dense, experts) seconds [28]: each layer kind's, weighted by the
-    stage's layers, + a learned position table (max_seq x h) on the first stage and the MTP modules (eh_proj h x 2h
-    and one layer each) on the last; the dense / (dp x cp) and the experts / (ep x edp) at sharding zero1, the dense
-    whole and the experts / ep at sharding none."""
+    """The stage with the most of price(matrices) -> (dense, experts) seconds [28], on the stage's worst rank: each
+    layer kind's, weighted by the stage's layers, + a learned position table (max_seq x h) on the first stage and the
+    MTP modules (eh_proj h x 2h and one layer each) on the last; at sharding zero1 the dense / (dp x cp) and the
+    experts / (ep x edp), but never below the largest single matrix of the stage, dense and expert each (the
+    layer-wise optimizer hands whole parameters to a rank, layer_wise_optimizer.py @d98e8a64 _emit_bucket l. 275-346
+    and _shard_params_ping_pong l. 713-762: the rank holding the largest matrix steps it whole, whatever dp x cp;
+    under the default layout the compute-balanced LPT sorts by Newton-Schulz cost and sends the costliest matrix of
+    each buffer, dense and expert apart, to shard 0, min() returning the first of the equally empty shards,
+    l. 314-329); the dense whole and the experts / ep at sharding none. The floor is exact where a stage's matrices
+    are no more than its ranks (each rank then holds one at most: LPT places each on an empty shard) and a lower
+    bound above (list scheduling's max(mean, largest) <= worst <= mean + largest)."""
     model, plan = sc.settings.model, sc.plan
     kinds = [price(k.muon_matrices()) for k in sc.ll.kinds]
+    big_k = [_largest(price, k.muon_matrices()) for k in sc.ll.kinds]
     dense_k, exp_k = [d for d, _ in kinds], [e for _, e in kinds]
     h = model.hidden_size
     pos = price(((model.max_seq_len, h, 1, "rep"),))[0] if model.position_embedding == "learned" else 0.0
-    mtp = (0.0, 0.0)
+    mtp, mtp_big = (0.0, 0.0), (0.0, 0.0)
     if model.mtp_layers:  # a model setting
-        mtp = price(((h, 2 * h, 1, "split"),) + sc.ll.kinds[sc.ll.mtp_kind].muon_matrices())
+        mats = ((h, 2 * h, 1, "split"),) + sc.ll.kinds[sc.ll.mtp_kind].muon_matrices()
+        mtp, mtp_big = price(mats), _largest(price, mats)
         mtp = (model.mtp_layers * mtp[0], model.mtp_layers * mtp[1])
     single = plan.pp == 1
     d_div = np.where(plan.sharding >= ZERO1, plan.shard * plan.cp, 1).astype(np.float64)
     # a rank's experts are E / ep of each layer's (every expert-TP rank runs them whole), of which it steps 1 / edp
     e_div = plan.ep * np.where(plan.sharding >= ZERO1, dp.e_shard, 1).astype(np.float64)
 
-    def stage(counts, dense_extra, exp_extra):
-        return (weighted(counts, dense_k) + dense_extra) / d_div + (weighted(counts, exp_k) + exp_extra) / e_div
+    def held(counts, i):  # the largest matrix among the layer kinds the stage holds (counts (K, ...))
+        return functools.reduce(np.maximum, (np.where(np.asarray(c) > 0, b[i], 0.0) for c, b in zip(counts, big_k)),
+                                np.float64(0.0))
 
-    first = stage(sc.counts["first"], pos + np.where(single, mtp[0], 0.0), np.where(single, mtp[1], 0.0))
-    last = stage(sc.counts["last"], mtp[0] + np.where(single, pos, 0.0), mtp[1])
+    def stage(counts, dense_extra, exp_extra, dense_big, exp_big):
+        dense = np.maximum((weighted(counts, dense_k) + dense_extra) / d_div, np.maximum(held(counts, 0), dense_big))
+        return dense + np.maximum((weighted(counts, exp_k) + exp_extra) / e_div, np.maximum(held(counts, 1), exp_big))
+
+    first = stage(sc.counts["first"], pos + np.where(single, mtp[0], 0.0), np.where(single, mtp[1], 0.0),
+                  np.maximum(pos, np.where(single, mtp_big[0], 0.0)), np.where(single, mtp_big[1], 0.0))
+    last = stage(sc.counts["last"], mtp[0] + np.where(single, pos, 0.0), mtp[1],
+                 np.maximum(mtp_big[0], np.where(single, pos, 0.0)), mtp_big[1])
     # the middle stages' candidate compositions (C, K, ...): the one with the most, not the slowest's (counts["mid"])
     mids = sc.counts.get("mid_all", sc.counts["mid"][None])
-    return functools.reduce(np.maximum, (stage(c, 0.0, 0.0) for c in mids), np.maximum(first, last))
+    return functools.reduce(np.maximum, (stage(c, 0.0, 0.0, 0.0, 0.0) for c in mids), np.maximum(first, last))
 
 
 # DeepSpeed's BF16_Optimizer's HBM bytes a parameter (optimizer_time): each micro-batch's cast-and-add of the bf16

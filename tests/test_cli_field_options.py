@@ -143,9 +143,10 @@ CASES = [
     ("optimizer", ["--optimizer", "muon"], "muon", dict(DENSE, stack="megatron", sharding="zero1"), "adam",
      {"memory": -1, "step": +1}),
     # Muon's layer-wise optimizer without its layout: the word embedding's master and moments whole on one rank
-    # (memory.py [mu], whole_tensor_excess), priced for that rank; the step time as before
+    # (memory.py [mu], whole_tensor_excess), priced for that rank; DDP without its distributed optimizer all-reduces
+    # the gradients where the layout's reduce-scatters them, and allgather_params gathers once (step.py [28]): up
     ("optimizer_whole_tensors", ["--optimizer-whole-tensors"], True,
-     dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon"), False, {"memory": +1}),
+     dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon"), False, {"memory": +1, "step": +1}),
     # the job's host (plan._apply_host) in place of the hardware entry's, read by CPU offload (tests/test_host_adam.py):
     # half h100-sxm's DRAM peak (563.2 GB/s), the host's Adam twice as long; half its PCIe Gen5 link (64 GB/s), the
     # copies twice as long; host memory only gates (check), no figure moves

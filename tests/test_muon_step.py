@@ -158,3 +158,141 @@ def test_step_moment_sets_the_peak():
     assert t["optimizer_step"] > 1e9
     assert _explain(**{**job, "optimizer": "adam"})["memory"]["terms"]["optimizer_step"] == 0.0
 
+
+
+def test_legacy_gather_moment():
+    """The layer-wise optimizer's legacy path (optimizer_whole_tensors, --no-use-layer-wise-param-layout):
+    allgather_params (layer_wise_optimizer.py @d98e8a64 l. 828-862) flattens the rank's own bf16 parameters and
+    allocates a receive buffer for every other rank's: the stage's whole dense parameters x 2 B, after the step (the
+    Newton-Schulz temporaries freed). Llama 3 8B at tp 8 (test_step_moment_sets_the_peak's plan): a GPU's parameters
+    32 x 218,103,808 / 8 (the layers' linears) + 32 x 8,192 (their norms) + 2 x 129,024 x 4,096 / 8 (embedding and
+    output, the vocabulary 128,256 padded to a multiple of 128 x tp = 1,024) + 4,096 (final norm) = 1,004,802,048;
+    x 2 B = 2,009,604,096 B, above fc1's 1,644,167,168 B of Newton-Schulz
+    temporaries: the step's moment is the gather's, less what was freed. With the layout (the default) DDP gathers
+    into its own buffer in place: the temporaries' moment."""
+    job = dict(optimizer="muon", sharding="zero1", tp=8, global_batch=8, seq_len=512, recompute="full")
+    p = 32 * 218_103_808 // 8 + 32 * 8_192 + 2 * 129_024 * 4_096 // 8 + 4_096
+    assert p == 1_004_802_048 and 129_024 == -(-128_256 // 1_024) * 1_024
+    t = _explain(**job, optimizer_whole_tensors=True)["memory"]["terms"]
+    freed = t["layer_activations"] + t["output_activations"] + t["recompute_buffer"]
+    assert t["optimizer_step"] == pytest.approx(2 * p - freed, rel=1e-12)
+    t = _explain(**job)["memory"]["terms"]
+    freed = t["layer_activations"] + t["output_activations"] + t["recompute_buffer"]
+    assert t["optimizer_step"] == pytest.approx(1_644_167_168 - freed, rel=1e-12)
+
+
+def test_legacy_path_all_reduces_and_gathers_once():
+    """DP traffic of Llama 3 8B on 8 H100s, tp 2, dp 4, zero1, DP overlap off (all exposed). With the layout (the
+    default) DDP runs the distributed optimizer's reduce-scatter and bucketed all-gather of its buffer; on the legacy
+    path (optimizer_whole_tensors) DDP has no distributed optimizer (dist_utils.py @d98e8a64 l. 322-334) and
+    all-reduces its gradient buckets, and allgather_params gathers the flattened bf16 shards in one all_gather
+    (l. 838-853). A GPU's parameters p = 32 x (218,112,000 - 8,192) / 2 + 32 x 8,192 + 525,336,576 (embedding and
+    output / 2 each) + 4,096 = 4,015,263,744; Megatron's buckets max(40,000,000, 1,000,000 x dp 4): 101 of them;
+    fp32 gradients 4 B, bf16 parameters 2 B; over the dp group of 4 at stride 2 (tp innermost), priced by comm.py."""
+    from planner import comm
+
+    settings = resolve(Job.model_validate({**LLAMA, "optimizer": "muon", "sharding": "zero1", "tp": 2}))[0]
+    cpar = comm.comm_params(settings.hardware)
+
+    def c(op, size):
+        return float(comm.auto_collective_times(op, size, 4, 2, cpar, 8)[0])
+
+    p, nb = 4_015_263_744, 101
+    assert p == 32 * (218_112_000 - 8_192) // 2 + 32 * 8_192 + 525_336_576 + 4_096 and -(-p // 40_000_000) == nb
+    job = dict(optimizer="muon", sharding="zero1", tp=2, dp_comm_overlap=False)
+    layout = _explain(**job)["time"]
+    legacy = _explain(**job, optimizer_whole_tensors=True)["time"]
+    assert layout["dp_comm_s"] == pytest.approx(nb * c(comm.REDUCE_SCATTER, 4 * p / nb) + nb * c(comm.ALL_GATHER, 2 * p / nb),
+                                                rel=1e-12)
+    assert legacy["dp_comm_s"] == pytest.approx(nb * c(comm.ALL_REDUCE, 4 * p / nb) + c(comm.ALL_GATHER, 2 * p), rel=1e-12)
+    assert legacy["dp_comm_exposed_s"] == legacy["dp_comm_s"] > layout["dp_comm_s"] * 1.4
+
+
+def test_worst_rank_holds_the_largest_matrix():
+    """Newton-Schulz time on the worst rank: the layer-wise optimizer never splits a parameter (_emit_bucket,
+    _shard_params_ping_pong), so a rank steps at least the largest matrix whole. Llama 3 8B's 32 layers on pp 8 (4 a
+    stage: 4 x 6 = 24 matrices, q, k, v, o, fc1, fc2) on dp 64 at tp 1 (512 GPUs): the mean share 4 x layer / 64 is
+    below fc1's own time (4096 x 28672, the costliest), and under the layout's LPT each of the 24 matrices lands on an
+    empty shard of the 64, fc1 on shard 0 alone: the term is fc1's (before: the mean)."""
+    job = dict(optimizer="muon", sharding="zero1", tp=1, pp=8, gpus=512, global_batch=512)
+    hw = resolve(Job.model_validate({**LLAMA, **job}))[0].hardware
+    ns = _ns_seconds(hw)
+    layer = ns(4096, 4096) * 2 + ns(1024, 4096) * 2 + ns(4096, 28672) + ns(4096, 14336)
+    assert 4 * layer / 64 < ns(4096, 28672)
+    assert _explain(**job)["time"]["muon_ns_s"] == pytest.approx(ns(4096, 28672), rel=1e-12)
+
+
+def test_llama_muon_params_keep_qkv_whole():
+    """The parameters the layer-wise optimizer places (LayerKind.muon_params): linear_qkv one tensor, (32 + 2 x 8) x 128
+    = 6,144 rows x 4,096, where muon_matrices splits it; the output, fc1 and fc2 as muon_matrices."""
+    kind = layer_list(catalog.load_model("llama3-8b")).kinds[0]
+    assert kind.muon_params() == ((6144, 4096, 1, "split"), (4096, 4096, 1, "split"), (28672, 4096, 1, "split"),
+                                  (4096, 14336, 1, "split"))
+    assert sum(r * c * n for r, c, n, _ in kind.muon_params()) == sum(r * c * n for r, c, n, _ in kind.muon_matrices())
+
+
+PP8 = dict(sharding="zero1", tp=1, pp=8, gpus=512, global_batch=512)
+
+
+def test_layout_buffer_padding_and_worst_rank_states():
+    """Llama 3 8B on 512 GPUs, tp 1, pp 8 (4 layers a stage), dp 64, zero1: the layer-wise optimizer's default layout
+    (_compute_per_buffer_param_layout, layer_wise_optimizer.py @d98e8a64 l. 196-444). A stage's Muon parameters: 4
+    layers x (qkv 25,165,824 + o 16,777,216 + fc1 117,440,512 + fc2 58,720,256) = 872,415,232 in 16 tensors, one
+    bucket (pp rank > 0, or bucket_size max(40e6, 1e6 x 64) below the 0.9 x 64 x fc1 threshold, l. 396-403). The
+    per-bucket cap 1.3 x 872,415,232 / 64 = 17.7e6 admits no tensor, so each goes to the emptiest shard (l. 325-326):
+    16 shards of one tensor, 48 empty, padded_shard_size = fc1's 117,440,512 (l. 332). DDP's buffer, on every rank:
+    64 x 117,440,512 = 7,516,192,768 elements, 6,643,777,536 of them padding: x 2 B bf16 parameters =
+    13,287,555,072 B, x 4 B fp32 gradients = 26,575,110,144 B beyond Adam's (same plan, no layout). The rank holding
+    fc1 steps it whole: 117,440,512 - 872,415,232 / 64 = 103,809,024 elements beyond the even share, x 4 B fp32 main
+    parameters = 415,236,096 B; its momentum 4 B the same, less the Adam moments the even share saved (8 - 4 B x
+    13,631,488): Muon's optimizer term is Adam's + 360,710,144 B."""
+    muon, adam = _explain(optimizer="muon", **PP8)["memory"]["terms"], _explain(optimizer="adam", **PP8)["memory"]["terms"]
+    M, fc1 = 4 * 218_103_808, 117_440_512
+    pad, worst = 64 * fc1 - M, fc1 - M // 64
+    assert (pad, worst) == (6_643_777_536, 103_809_024)
+    assert muon["weights"] - adam["weights"] == 2 * pad == 13_287_555_072
+    assert muon["gradients"] - adam["gradients"] == 4 * pad == 26_575_110_144
+    assert muon["master_weights"] - adam["master_weights"] == 4 * worst == 415_236_096
+    assert muon["adam"] - adam["adam"] == 4 * worst - 4 * (M // 64) == 360_710_144
+    # the legacy path (whole tensors) allocates no padded buffer: DDP's own, the parameters' alone
+    legacy = _explain(optimizer="muon", optimizer_whole_tensors=True, **PP8)["memory"]["terms"]
+    assert legacy["weights"] == adam["weights"] and legacy["gradients"] == adam["gradients"]
+
+
+def test_layout_padding_in_dp_traffic():
+    """The same plan's DP traffic, overlap off: DDP reduce-scatters and all-gathers the padded buffer's buckets. The
+    stage with the most, the last: the output layer 525,336,576 + 4 layers x 218,112,000 (with their norms) + the
+    final norm 4,096 + the padding 6,643,777,536 = 8,041,566,208 elements; Megatron's buckets of
+    max(40e6, 1e6 x 64) = 64e6: 126; fp32 gradients 4 B, bf16 parameters 2 B; dp 64 at stride 1 on 512 GPUs."""
+    from planner import comm
+
+    job = dict(optimizer="muon", dp_comm_overlap=False, **PP8)
+    settings = resolve(Job.model_validate({**LLAMA, **job}))[0]
+    cpar = comm.comm_params(settings.hardware)
+
+    def c(op, size):
+        return float(comm.auto_collective_times(op, size, 64, 1, cpar, 512)[0])
+
+    p = 525_336_576 + 4 * 218_112_000 + 4_096 + 6_643_777_536
+    assert p == 8_041_566_208 and -(-p // 64_000_000) == 126
+    want = 126 * c(comm.REDUCE_SCATTER, 4 * p / 126) + 126 * c(comm.ALL_GATHER, 2 * p / 126)
+    assert _explain(**job)["time"]["dp_comm_s"] == pytest.approx(want, rel=1e-12)
+
+
+def test_layout_padding_per_model_chunk():
+    """Each model chunk gets a layout of its own (dist_utils.py @d98e8a64 _ddp_wrap l. 345-372), so each chunk's
+    buffer is padded on its own. Llama 3 8B on 16 GPUs, tp 1, pp 2, vpp 4 (16 layers a stage, 4 a chunk), dp 8: a
+    stage's Muon parameters M = 16 x 218,103,808 = 3,489,660,928; each chunk's buffer at least 8 x fc1 =
+    939,524,096 elements (its four layers' 872,415,232 fit below that), the four 3,758,096,384: 268,435,456 of
+    padding, x 2 B = 536,870,912 B of bf16 parameters and x 4 B = 1,073,741,824 B of gradients beyond Adam's. One
+    buffer for the stage (max(M, 8 x fc1) = M) would price none. The worst rank's states stay the even share
+    (M / 8 = 436,207,616 above fc1's 117,440,512): Muon's momentum 4 B where Adam keeps 8 B."""
+    job = dict(sharding="zero1", tp=1, pp=2, vpp=4, gpus=16, global_batch=64)
+    muon, adam = _explain(optimizer="muon", **job)["memory"]["terms"], _explain(optimizer="adam", **job)["memory"]["terms"]
+    M, fc1 = 16 * 218_103_808, 117_440_512
+    pad = 4 * 8 * fc1 - M
+    assert pad == 268_435_456 and M > 8 * fc1
+    assert muon["weights"] - adam["weights"] == 2 * pad == 536_870_912
+    assert muon["gradients"] - adam["gradients"] == 4 * pad == 1_073_741_824
+    assert muon["master_weights"] == adam["master_weights"]
+    assert muon["adam"] - adam["adam"] == -4 * M / 8

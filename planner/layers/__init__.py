@@ -91,6 +91,13 @@ class LayerKind:
         (common.py [ns]): the mixer's and the MLP's."""
         return self.mixer.muon_matrices() + self.mlp.muon_matrices()
 
+    def muon_params(self) -> tuple:
+        """(rows, cols, count, group) of every 2-D parameter Megatron's Muon steps in one layer, whole (common.py [ns]):
+        muon_matrices, but where a block's parameter is one tensor Muon splits before orthogonalizing (the attention's
+        linear_qkv, Attention.muon_params) that tensor, as the layer-wise optimizer places it on a rank whole."""
+        return tuple(m for b in (self.mixer, self.mlp)
+                     for m in (b.muon_params() if hasattr(b, "muon_params") else b.muon_matrices()))
+
     @property
     def present(self) -> tuple:
         """The sub-blocks the layer has (Nemotron-H's have one)."""

@@ -353,6 +353,12 @@ class Attention:
         h, ad, kd = self.h, self.a * self.d, self.k * self.d
         return ((ad, h, 2 if self.gate else 1, "split"), (kd, h, 2, "split"), (h, ad, 1, "split"))
 
+    def muon_params(self) -> tuple:
+        """The 2-D parameters Muon steps (LayerKind.muon_params): linear_qkv one tensor ((2 if the output gate) a d
+        + 2 k d rows x h), which muon_matrices splits per query group, and linear_proj h x a d."""
+        h, ad, kd = self.h, self.a * self.d, self.k * self.d
+        return (((2 if self.gate else 1) * ad + 2 * kd, h, 1, "split"), (h, ad, 1, "split"))
+
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):
         """Forward GEMMs: qkv [T, (g a/t + 2 max(k/t, 1)) d, h], attn_out [T, h, a d/t]."""
