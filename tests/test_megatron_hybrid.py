@@ -113,7 +113,12 @@ def test_pipe_segments_give_vpp_and_the_split():
 
 
 @pytest.mark.parametrize("extra, message", [
-    ('--hybrid-layer-pattern "MGM*"', r"--hybrid-layer-pattern 'MGM\*': 'G' is a Gated DeltaNet layer"),
+    ('--hybrid-layer-pattern "MGM*" --experimental-attention-variant gdn2',
+     r"--experimental-attention-variant 'gdn2' with G layers: G then builds GatedDeltaNet2"),
+    ('--hybrid-layer-pattern "MGM*" --experimental-attention-variant gdn',
+     r"--experimental-attention-variant gdn without --linear-attention-freq: Megatron-LM asserts it"),
+    ('--hybrid-layer-pattern "MGM*" --linear-num-key-heads 4 --linear-num-value-heads 6',
+     r"--linear-num-value-heads 6 is not a multiple of --linear-num-key-heads 4"),
     ('--hybrid-layer-pattern "M*M+"', r"'\+' is an MLA layer in a hybrid stack"),
     ('--hybrid-layer-pattern "M*M-/*-"', r"the '/' parts are multi-token-prediction layers"),
     ('--hybrid-layer-pattern "M*MX"', r"'X' not a layer symbol"),
@@ -200,3 +205,85 @@ def test_a_pipe_free_pattern_must_split_evenly(tmp_path):
     cfg = load_trainer_config(_args(tmp_path, BASE + '--hybrid-layer-pattern "M*M-" --pipeline-model-parallel-size 2',
                                     "b.args"), gpus=8)
     assert cfg.job["pp"] == 2 and any("the 4 layers split evenly over pp 2" in a for a in cfg.assumed)
+
+
+# the G layers of test_g_layer_*: h 1,024 (BASE), 4 key heads and 8 value heads of 64
+GDN = BASE + ("--linear-num-key-heads 4 --linear-num-value-heads 8 --linear-key-head-dim 64 --linear-value-head-dim 64 "
+              "--mamba-num-heads 32 ")
+
+
+def test_g_layer_parameters_and_activations_by_hand(tmp_path):
+    """One G layer (--hybrid-layer-pattern "G-G*"), NVIDIA/Megatron-LM @d98e8a64: hybrid_layer_specs.py l. 122-135
+    builds a TransformerLayer whose self_attention is GatedDeltaNet (in_proj TELayerNormColumnParallelLinear, out_norm
+    TENorm, out_proj TERowParallelLinear) and no MLP. gated_delta_net/common.py _GDNBase with h = 1,024, H_k = 4,
+    H = 8, d_k = d_v = 64 (the --linear-* flags; the conv kernel Megatron's default 4, transformer_config.py l. 370):
+      qk = H_k d_k = 256, v = H d_v = 512 (l. 181-182);
+      in_proj h x (2 qk + 2 v + 2 H) = 1,024 x (512 + 1,024 + 16) = 1,024 x 1,552 = 1,589,248 (l. 202-214, gdn.py
+        l. 45: beta and alpha a value head each), no bias (bias False, l. 118), its fused RMSNorm h = 1,024;
+      conv1d depthwise over 2 qk + v = 1,024 channels x 4 = 4,096, no bias (conv_bias False, l. 119; l. 227-238);
+      dt_bias and A_log H each = 16 (l. 246-259); out_norm d_v = 64 (l. 263-268: TENorm, RMSNorm here);
+      out_proj v x h = 524,288 (l. 274-283), no bias.
+    Total 1,589,248 + 1,024 + 4,096 + 16 + 64 + 524,288 = 2,118,736. Under LayerNorm (Megatron's default without
+    --normalization) the fused pre-norm and the gated norm carry a bias too (TENorm: te LayerNorm,
+    extensions/transformer_engine.py l. 1080-1081): + 1,024 + 64 = 2,119,824.
+    Bytes a token at tp 1 (planner/layers/linear_attention.py's table): the layer input and the norm output 2h each
+    4,096; conv inputs q, k 2 (2 qk) = 1,024 and v 2v = 1,024; the L2-normed q, k 1,024 + fp32 rstd 4 (2 H_k) = 32;
+    alpha 2H = 16; q, k repeated to the value heads 2 (2 H d_k) = 2,048, v 1,024, g fp32 and beta (4 + 2) H = 48,
+    A = (I + A)^-1 2 H C = 2 x 8 x 64 = 1,024 (gdn.py l. 73: C = 64); the gated norm's input and gate 1,024 + 1,024
+    and its fp32 rstd 4H = 32; out_proj's input 1,024: 14,464; and the hidden dropout's mask (BASE sets no
+    --hidden-dropout: Megatron's 0.1; TransformerLayer l. 363, 754-755: self_attn_bda at hidden_dropout) h = 1,024:
+    15,488 B a token, x 4 x 1,024 tokens a micro-batch = 63,438,848 B. Under LayerNorm the gated norm also keeps
+    its fp32 mean, 4H = 32 more: 15,520 x 4,096 = 63,569,920 B."""
+    for norm, params, per_token in (("--normalization RMSNorm", 2_118_736, 15_488), ("", 2_119_824, 15_520)):
+        cfg, settings, plan = _resolved(_args(tmp_path, GDN + norm + ' --hybrid-layer-pattern "G-G*"'))
+        m = load_model(cfg.job["model"])
+        assert m.dropout and m.norm == ("rmsnorm" if norm else "layernorm")
+        g = m.layer_kinds["gdn_nomlp"].mixer
+        assert (g.num_key_heads, g.num_value_heads, g.key_head_dim, g.value_head_dim, g.conv_kernel, g.chunk_size) == (
+            4, 8, 64, 64, 4, 64)
+        ll = layer_list(settings.model)
+        kind = ll.kinds[ll.kind_at(0)]  # layer 0 is G
+        assert kind.mixer.label == "gated_deltanet(4/8 heads)" and kind.mlp.label == "none"
+        assert kind.mixer.params().total == params
+        assert 1_589_248 + 1_024 + 4_096 + 16 + 64 + 524_288 == 2_118_736
+        act = float(kind_activation_bytes(kind, plan_context(settings, plan)))
+        assert act == per_token * 4 * 1024 == {15_488: 63_438_848, 15_520: 63_569_920}[per_token]
+
+
+def test_g_layer_without_dropout_keeps_no_mask(tmp_path):
+    """--hidden-dropout 0 --attention-dropout 0: the model has no dropout, the G layer no mask: 15,488 - 1,024 =
+    14,464 B a token (test_g_layer_parameters_and_activations_by_hand's table) x 4,096."""
+    cfg, settings, plan = _resolved(_args(tmp_path, GDN + '--normalization RMSNorm --hidden-dropout 0 '
+                                                         '--attention-dropout 0 --hybrid-layer-pattern "G-G*"'))
+    ll = layer_list(settings.model)
+    assert not settings.model.dropout
+    assert float(kind_activation_bytes(ll.kinds[ll.kind_at(0)], plan_context(settings, plan))) == 14_464 * 4096
+
+
+def test_g_layer_defaults_are_megatrons(tmp_path):
+    """No --linear-* flag: TransformerConfig's defaults (transformer_config.py @d98e8a64 l. 370-383: conv 4, d_k 128,
+    d_v 128, 16 key heads, 32 value heads), each listed as assumed; the flags are read, not listed as not
+    modelled."""
+    cfg = load_trainer_config(_args(tmp_path, BASE + '--hybrid-layer-pattern "G-"'), gpus=8)
+    g = load_model(cfg.job["model"]).layer_kinds["gdn_nomlp"].mixer
+    assert (g.num_key_heads, g.num_value_heads, g.key_head_dim, g.value_head_dim, g.conv_kernel) == (16, 32, 128, 128, 4)
+    assert any("Gated DeltaNet --linear-conv-kernel-dim 4, --linear-key-head-dim 128, --linear-value-head-dim 128, "
+               "--linear-num-key-heads 16, --linear-num-value-heads 32" in a for a in cfg.assumed)
+    cfg = load_trainer_config(_args(tmp_path, GDN + '--hybrid-layer-pattern "G-"'), gpus=8)
+    assert not any("--linear-" in u for u in cfg.unmodelled + cfg.ignored)
+
+
+def test_export_of_g_layers_reads_back(tmp_path):
+    """A hybrid job with G layers exports pretrain_hybrid.py with its pattern and the G layers' --linear-* flags
+    (export.py _hybrid_args), and reads back as the same plan and memory (check_readback); at pp 2 the pattern is
+    split at the plan's chunks."""
+    _, settings, plan = _resolved(_args(tmp_path, GDN + '--normalization RMSNorm --hybrid-layer-pattern "GM-G*-GM"'))
+    text = _round_trip(settings, plan)
+    assert "pretrain_hybrid.py" in text and "--hybrid-layer-pattern 'GM-G*-GM'" in text
+    for flag in ("--linear-num-key-heads 4", "--linear-num-value-heads 8", "--linear-key-head-dim 64",
+                 "--linear-value-head-dim 64", "--linear-conv-kernel-dim 4", "--mamba-num-heads 32"):
+        assert flag in text
+    _, settings, plan = _resolved(_args(tmp_path, GDN + '--hybrid-layer-pattern "GM-G|*-GM" '
+                                                        '--pipeline-model-parallel-size 2'))
+    text = _round_trip(settings, plan)
+    assert "--hybrid-layer-pattern 'GM-G|*-GM'" in text and "--pipeline-model-parallel-size 2" in text

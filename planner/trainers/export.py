@@ -36,7 +36,7 @@ from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 # Megatron-LM @d98e8a64's hybrid stack (megatron_model.py [9]): the Mamba mixer settings no flag sets (mamba_mixer.py
 # l. 174-194) and the stack spec pretrain_hybrid.py builds Transformer Engine layers from
-from .megatron_model import HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
+from .megatron_model import GDN_CHUNK, HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
@@ -1083,12 +1083,14 @@ def _window_args(model, F: str) -> list[tuple[str, object]]:
 
 def _hybrid_symbol(model, name: str, k, F: str) -> str:
     """A layer kind as a --hybrid-layer-pattern symbol (hf_config.hybrid_block_table's inverse): M a Mamba-2 mixer
-    alone, * global attention alone at the model's positions, - the model's dense MLP alone, E its MoE MLP alone;
-    any other kind refused naming it."""
+    alone, G a Gated DeltaNet mixer alone, * global attention alone at the model's positions, - the model's dense MLP
+    alone, E its MoE MLP alone; any other kind refused naming it."""
     mixer, mlp = k.mixer, k.mlp
     mk, lk = getattr(mixer, "kind", None), getattr(mlp, "kind", None)
     if mk == "mamba2" and lk == "none":
         return "M"
+    if mk == "gated_deltanet" and lk == "none":
+        return "G"
     if mk == "global" and lk == "none" and not mixer.output_gate and (
             mixer.position is None or (mixer.position == "rope") == (model.position_embedding == "rope")):
         return "*"
@@ -1098,16 +1100,18 @@ def _hybrid_symbol(model, name: str, k, F: str) -> str:
     if mk == "none" and lk == "moe":
         return "E"
     raise _refuse(F, f"layer kind {name!r} of model {model.name} ({mk or 'default mixer'} with {lk or 'default MLP'}) is no "
-                     "block of Megatron-LM's hybrid stack (M Mamba-2, * attention at the model's positions, - the model's "
+                     "block of Megatron-LM's hybrid stack (M Mamba-2, G Gated DeltaNet, * attention at the model's positions, - the model's "
                      "MLP, E its MoE: hybrid_layer_allocation.py @d98e8a64 l. 14-26)",
                   "export a model whose layers are those blocks, or in another format")
 
 
 def _hybrid_blocks(model, F: str) -> list[str] | None:
-    """The model's layers as hybrid-stack symbols, one a layer; None for a model with no Mamba-2 mixer and no
-    mixer-less block (a pretrain_gpt.py model)."""
+    """The model's layers as hybrid-stack symbols, one a layer; None for a model with no Mamba-2 mixer, no MLP-less
+    Gated DeltaNet and no mixer-less block (a pretrain_gpt.py model)."""
     kinds = model.layer_kinds or {}
-    if not any(getattr(k.mixer, "kind", None) in ("mamba2", "none") for k in kinds.values()):
+    if not any(getattr(k.mixer, "kind", None) in ("mamba2", "none") or (
+            getattr(k.mixer, "kind", None) == "gated_deltanet" and getattr(k.mlp, "kind", None) == "none")
+               for k in kinds.values()):
         return None
     sym = {name: _hybrid_symbol(model, name, k, F) for name, k in kinds.items()}
     pat = model.layer_pattern
@@ -1149,6 +1153,20 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
                              f"bias {pb}; Megatron-Core's MambaMixer fixes {MAMBA_CONV_KERNEL}, {MAMBA_CHUNK}, True, False "
                              "(mamba_mixer.py @d98e8a64 l. 174-194) and no flag sets them", "export in another format")
         args += [("--mamba-num-heads", H), ("--mamba-head-dim", P), ("--mamba-state-dim", N), ("--mamba-num-groups", G)]
+    gdns = {(k.mixer.num_key_heads, k.mixer.num_value_heads, k.mixer.key_head_dim, k.mixer.value_head_dim,
+             k.mixer.conv_kernel, k.mixer.chunk_size)
+            for k in model.layer_kinds.values() if getattr(k.mixer, "kind", None) == "gated_deltanet"}
+    if len(gdns) > 1:
+        raise _refuse(F, f"model {model.name} has {len(gdns)} Gated DeltaNet shapes; Megatron's --linear-* flags set one",
+                      "export a model with one Gated DeltaNet shape")
+    if gdns:  # megatron_model.gdn_mixer reads them back (TransformerConfig's linear_* fields, [10])
+        Hk, Hv, K, V, w, Q = gdns.pop()
+        if Q != GDN_CHUNK:
+            raise _refuse(F, f"model {model.name}'s Gated DeltaNet chunk is {Q}; Megatron-Core's GatedDeltaNet runs fla's "
+                             f"chunk rule at {GDN_CHUNK} (gated_delta_net/gdn.py @d98e8a64 l. 73) and no flag sets it",
+                          "export in another format")
+        args += [("--linear-num-key-heads", Hk), ("--linear-num-value-heads", Hv), ("--linear-key-head-dim", K),
+                 ("--linear-value-head-dim", V), ("--linear-conv-kernel-dim", w)]
     return args
 
 

@@ -55,7 +55,9 @@ read). Modelled:
   --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
   --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim), --mtp-num-layers, a hybrid
   stack's --hybrid-layer-pattern / --hybrid-override-pattern with --mamba-num-heads, --mamba-head-dim,
-  --mamba-state-dim, --mamba-num-groups and --spec naming the TE hybrid stack spec (the virtual
+  --mamba-state-dim, --mamba-num-groups, the G layers' --linear-num-key-heads, --linear-num-value-heads,
+  --linear-key-head-dim, --linear-value-head-dim, --linear-conv-kernel-dim (with
+  --experimental-attention-variant gdn and its --linear-attention-freq) and --spec naming the TE hybrid stack spec (the virtual
   pipeline size and the split from the pattern's '|' segments: _hybrid_split)
   (megatron_model.py cites each),
   --attention-backend / --transformer-impl (-> attention eager or flash [4]),
@@ -222,7 +224,7 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import (HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_pattern,
+from .megatron_model import (GDN_FLAGS, HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_pattern,
                              INT64_MAX, VOCAB_SIZE_TOKENIZERS, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
@@ -1452,7 +1454,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         read_rope = read_rope | set(SOFTMAX_FP32_FLAGS)  # Megatron-Core's own core attention: _fusions reads them
     hybrid = any(f in flags for f in HYBRID_FLAGS)
     if hybrid:  # the Mamba mixer's shape (megatron_model.hybrid_spec); the TE hybrid stack spec, the layers priced
-        read_rope = read_rope | set(MAMBA_FLAGS) | (
+        read_rope = read_rope | set(MAMBA_FLAGS) | set(GDN_FLAGS) | (
             {"--spec"} if words_of(flags.get("--spec"), strip="'\"") == HYBRID_TE_SPEC else set())
     for k, v in flags.items():
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
