@@ -65,6 +65,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
+    _mtp_shape(plan, fmt)
     if any(stage_ends(plan)) and fmt not in ("megatron", "megatron-bridge"):
         raise _refuse(fmt, "first_stage_layers / last_stage_layers: Megatron-LM's --decoder-first/last-pipeline-num-layers "
                            "(layers on the first / last stage, the rest equal over the middle ones); the file has no such "
@@ -216,6 +217,26 @@ def _model(plan: dict):
         return load_model(src)
     except PlannerError:
         return load_model(plan["model"])
+
+
+def _mtp_shape(plan: dict, fmt: str) -> None:
+    """Refuse a plan whose multi-token prediction modules only Megatron-LM's hybrid stack builds: a module of other
+    layers than one of the last layer's kind (ModelSpec.mtp_layer_pattern) or one module run at every depth
+    (mtp_repeated_layer), in any format but megatron's pretrain_hybrid.py ('/' parts, --mtp-use-repeated-layer:
+    _hybrid_args); the repeated module also in pretrain_gpt.py (--mtp-use-repeated-layer, _megatron_args)."""
+    model = _model(plan)
+    if not _mtp(plan, model):
+        return
+    last = model.layer_pattern[(model.num_layers - 1) % len(model.layer_pattern)] if model.layer_pattern else None
+    shaped = model.mtp_layer_pattern is not None and model.mtp_layer_pattern != [last]
+    hybrid = fmt == "megatron" and _hybrid_blocks(model, fmt) is not None
+    if (shaped and not hybrid) or (model.mtp_repeated_layer and fmt != "megatron"):
+        what = (f"MTP modules of layers {model.mtp_layer_pattern}" if shaped and not hybrid else
+                "one MTP module run at every depth (mtp_repeated_layer)")
+        raise _refuse(fmt, f"model {model.name}: {what}, which only Megatron-LM's "
+                           + ("hybrid stack builds ('/' parts of --hybrid-layer-pattern)" if shaped and not hybrid else
+                              "--mtp-use-repeated-layer builds"),
+                      "export it --format megatron, or price it without MTP (--mtp-layers 0)")
 
 
 def _mtp(plan: dict, model) -> int:
@@ -1125,9 +1146,9 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
     mixer's shape (megatron_model.hybrid_spec reads them back); refused where the flags cannot say the plan."""
     from ..pipeline import chunk_layers
 
-    if model.mla is not None or _mtp(plan, model):
-        raise _refuse(F, f"model {model.name}: MLA or multi-token prediction in a hybrid stack, which the planner prices as "
-                         "pretrain_gpt.py builds them, not as HybridStack does", "export a plan without them")
+    if model.mla is not None:
+        raise _refuse(F, f"model {model.name}: MLA in a hybrid stack, which the planner prices as pretrain_gpt.py builds "
+                         "it, not as HybridStack does", "export a plan without it")
     pp, vpp = plan["pp"], plan["vpp"]
     chunks = chunk_layers(model.num_layers, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
                           split_loss_units(plan))
@@ -1138,6 +1159,12 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
     for n in (chunks if pp * vpp > 1 else [model.num_layers]):
         text.append("".join(blocks[at:at + n]))
         at += n
+    mtp = _mtp(plan, model)
+    if mtp:  # the MTP module's layers as '/' parts, one a depth (megatron_model.hybrid_mtp_spec reads them back)
+        pat = model.layer_pattern
+        sym = {n: blocks[pat.index(n)] for n in pat}  # a kind's symbol: the symbol of a main layer of that kind
+        names = model.mtp_layer_pattern or [pat[(model.num_layers - 1) % len(pat)]]
+        text[-1] += "".join("/" + "".join(sym[n] for n in names) for _ in range(mtp))
     args: list[tuple[str, object]] = [("--hybrid-layer-pattern", shlex_quote("|".join(text))),
                                       ("--spec", " ".join(HYBRID_TE_SPEC))]
     mambas = {(k.mixer.num_heads, k.mixer.head_dim, k.mixer.state_size, k.mixer.n_groups, k.mixer.conv_kernel,
@@ -1292,6 +1319,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     mtp = _mtp(plan, model)
     if mtp:
         args.append(("--mtp-num-layers", mtp))
+        if model.mtp_repeated_layer:  # one module run at every depth (megatron.repeated_mtp reads it back)
+            args.append(("--mtp-use-repeated-layer", None))
     # alibi: BigScience's fork's only (its writer spells it; microsoft's fork refuses the flag, MDS_FORK_FLAGS)
     pos = {"rope": "rope", "learned": "learned_absolute", "none": "none",
            **({"alibi": "alibi"} if fork else {})}.get(model.position_embedding)

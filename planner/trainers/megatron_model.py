@@ -37,7 +37,8 @@ Read (a flag's Megatron default in brackets):
   MLA [1] _add_mla_args: --multi-latent-attention, --q-lora-rank [None: queries projected
       directly], --kv-lora-rank [32], --qk-head-dim [128] (the no-position part),
       --qk-pos-emb-head-dim [64] (the rotary part), --v-head-dim [128],
-  --mtp-num-layers [none] -> mtp_layers.
+  --mtp-num-layers [none] -> mtp_layers; --mtp-use-repeated-layer with it -> mtp_repeated_layer (one module
+  built, run mtp_layers times: multi_token_prediction.py @d98e8a64 l. 1960-1996, 2048-2049).
 
 Vocabulary. Megatron pads the tokenizer's vocabulary to a multiple of
 --make-vocab-size-divisible-by [128] x the tensor-parallel size [4]
@@ -68,9 +69,13 @@ projection biases. G a TransformerLayer whose self-attention is GatedDeltaNet an
 fused into in_proj, its hidden dropout the attention layer's bias-dropout-add) [10]: the planner's
 gated_deltanet mixer alone, from --linear-num-key-heads [16], --linear-num-value-heads [32],
 --linear-key-head-dim [128], --linear-value-head-dim [128], --linear-conv-kernel-dim [4], chunk 64,
-no biases. Refused (exit 2, naming the symbol): D (DeepSeek sparse attention), + (MLA), G under
---experimental-attention-variant gdn2 (GatedDeltaNet2), and MTP patterns ('/'), which the planner
-does not price as Megatron builds them.
+no biases. '/' parts after the main pattern are the MTP module's layers, one part a depth
+(hybrid_mtp, hybrid_mtp_spec: mtp_layer_pattern, the kinds of the main pattern's layers of those
+symbols; --mtp-num-layers equal to the depths, or any count with --mtp-use-repeated-layer, one
+module built and run that many times: mtp_repeated_layer). Refused (exit 2, naming the symbol): D
+(DeepSeek sparse attention), + (MLA), G under --experimental-attention-variant gdn2
+(GatedDeltaNet2), an MTP symbol the main pattern has no layer of, and the deprecated
+--mtp-hybrid-override-pattern, which the planner does not price as Megatron builds them.
 
 Sliding-window attention [8]: --window-size L,R (tuple_type) with R = 0 (causal) makes a layer
 attend to its last L + 1 keys (TE's window (left, right), itself included); every layer, or
@@ -416,16 +421,12 @@ def hybrid_pattern(flags: dict, where: str) -> Optional[tuple[str, str, list[str
     text = str(flags[flag]).strip().strip("\"'")
     if flags[flag] is True or not text:
         raise PlannerError(f"{where}{flag} has no pattern", "give one symbol a layer, e.g. \"M-M-M*-\"")
-    if "/" in text:
-        raise PlannerError(f"{where}{flag} {_short(text)}: the '/' parts are multi-token-prediction layers of the hybrid "
-                           "stack (hybrid_layer_allocation.py @d98e8a64 l. 200-274: one pattern a depth), which the "
-                           "planner does not price (its MTP module is pretrain_gpt.py's transformer layer)",
-                           "drop the '/...' MTP parts (and --mtp-num-layers), or pass --model with a model YAML")
     if flags.get("--mtp-hybrid-override-pattern") not in (None, True) and str(flags.get("--mtp-num-layers", "0")) != "0":
         raise PlannerError(f"{where}--mtp-hybrid-override-pattern with --mtp-num-layers: Megatron-LM appends it to {flag} "
-                           "as '/' MTP parts (arguments.py @d98e8a64 l. 774-785), which the planner does not price",
-                           "drop the MTP flags, or pass --model with a model YAML")
-    main = text
+                           "as '/' MTP parts (arguments.py @d98e8a64 l. 774-785, deprecated), which this reader does not "
+                           "read", f"write the MTP parts into {flag} ('main/MTP/MTP', one part a depth) and drop "
+                           "--mtp-hybrid-override-pattern")
+    main = text.split("/")[0]  # get_hybrid_total_layer_count: the main pattern is before the first '/' (l. 128-142)
     bad = sorted({ch for ch in main if ch not in HYBRID_VALID and ch != "|"})
     if bad:
         raise PlannerError(f"{where}{flag} {_short(text)}: {', '.join(repr(c) for c in bad)} not a layer symbol "
@@ -440,6 +441,75 @@ def hybrid_pattern(flags: dict, where: str) -> Optional[tuple[str, str, list[str
     if not main.replace("|", ""):
         raise PlannerError(f"{where}{flag} {_short(text)} has no layers", "give one symbol a layer, e.g. \"M-M-M*-\"")
     return flag, main, segments
+
+
+def hybrid_mtp(flags: dict, where: str) -> tuple[Optional[str], int]:
+    """(the MTP pattern of one depth, the depths) of a hybrid pattern's '/' parts [9] (parse_hybrid_pattern,
+    hybrid_layer_allocation.py @d98e8a64 l. 233-274: "main/P/P" is P at 2 depths; no part, or only empty ones, no
+    MTP), (None, 0) without them. Megatron's checks: parts that differ (l. 258-266 raises), a symbol outside Symbols or
+    a '|' in a part (_validate_pattern, l. 268, 288-294); the planner's: HYBRID_UNPRICED symbols, and a symbol the
+    main pattern has no layer of (an MTP module runs layers of the model's own kinds: schema.mtp_layer_pattern)."""
+    hyb = hybrid_pattern(flags, where)
+    if hyb is None:
+        return None, 0
+    flag = hyb[0]
+    text = str(flags[flag]).strip().strip("\"'")
+    parts = text.split("/")[1:]
+    if not parts or all(p == "" for p in parts):
+        return None, 0
+    if any(p != parts[0] for p in parts):
+        raise PlannerError(f"{where}{flag} {_short(text)}: MTP parts {', '.join(repr(p) for p in parts)} differ; Megatron-LM "
+                           "raises 'All MTP patterns must be identical' (hybrid_layer_allocation.py @d98e8a64 l. 258-266)",
+                           "repeat one MTP pattern once a depth, e.g. 'M*M-/*-/*-'")
+    part = parts[0]
+    bad = sorted({ch for ch in part if ch not in HYBRID_VALID})
+    if bad:
+        raise PlannerError(f"{where}{flag} {_short(text)}: {', '.join(repr(c) for c in bad)} in the MTP pattern "
+                           f"{part!r} is no layer symbol (_validate_pattern, hybrid_layer_allocation.py @d98e8a64 l. 268, "
+                           "288-294: no '|' in an MTP part)", "symbols: M, G, *, - and E")
+    for ch in part:
+        if ch in HYBRID_UNPRICED:
+            raise PlannerError(f"{where}{flag} {_short(text)}: {ch!r} in the MTP pattern is {HYBRID_UNPRICED[ch]}, which "
+                               "the planner cannot price from Megatron flags", "use M, G, *, - and E only")
+    missing = sorted({ch for ch in part if ch not in hyb[1]})
+    if missing:
+        raise PlannerError(f"{where}{flag} {_short(text)}: the MTP pattern {part!r} has {', '.join(map(repr, missing))}, a "
+                           "layer the main pattern has none of; the planner prices an MTP module's layers as kinds of the "
+                           "model's own layers", "use MTP symbols the main pattern also has, or pass --model with a "
+                           "model YAML")
+    return part, len(parts)
+
+
+def hybrid_mtp_spec(flags: dict, where: str, blocks: list[str], kinds_pattern: list[str], mtp: Optional[int],
+                    assumed: list[str]) -> dict:
+    """The flags' model's MTP fields from a hybrid pattern's '/' parts [9] (hybrid_mtp): mtp_layers from
+    --mtp-num-layers, mtp_layer_pattern the kind of each MTP symbol (the main pattern's layer of that symbol),
+    mtp_repeated_layer from --mtp-use-repeated-layer. Megatron builds the MTP block only with --mtp-num-layers
+    (hybrid_model.py @d98e8a64 l. 219-230: mtp_on_this_rank is False for mtp_num_layers None,
+    multi_token_prediction.py l. 823-828), builds one module a depth, or one with --mtp-use-repeated-layer
+    (multi_token_prediction.py l. 1918-1984), and runs --mtp-num-layers of them (l. 2048-2049: self.layers[iteration],
+    or layer 0 when repeated): without the repeated layer, a count other than the depths is refused (past them
+    Megatron indexes a module it did not build; below them, 0 included, it builds modules it never runs)."""
+    part, depths = hybrid_mtp(flags, where)
+    if part is None:
+        return {}
+    if mtp is None:
+        assumed.append(f"the MTP parts of the hybrid pattern ({depths} x {part!r}) without --mtp-num-layers: HybridModel "
+                       "builds no MTP block (hybrid_model.py @d98e8a64 l. 219-230, mtp_on_this_rank)")
+        return {}
+    repeated = "--mtp-use-repeated-layer" in flags
+    if (not repeated and mtp != depths) or mtp == 0:
+        raise PlannerError(f"{where}--mtp-num-layers {mtp} with {depths} MTP part(s) in the hybrid pattern: Megatron-LM builds "
+                           f"one module a part and runs {mtp} (multi_token_prediction.py @d98e8a64 l. 1918-1984, "
+                           "2048-2049), " + ("indexing a module it did not build" if mtp > depths else
+                                             "building modules it never runs") + " (mtp_on_this_rank builds the block "
+                           "for any count but None, l. 823-829)",
+                           f"give --mtp-num-layers {depths}, one '/' part a depth")
+    names = {ch: kinds_pattern[blocks.index(ch) % len(kinds_pattern)] for ch in set(part)}
+    out = {"mtp_layers": mtp, "mtp_layer_pattern": [names[ch] for ch in part]}
+    if repeated:
+        out["mtp_repeated_layer"] = True
+    return out
 
 
 def hybrid_spec(flags: dict, where: str, h: int, tp: int, blocks: list[str], spec: dict, defaults: list[str],
@@ -846,11 +916,14 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             raise PlannerError(f"{where}sliding-window attention with {'MLA' if 'mla' in spec else 'a --moe-layer-freq list'}",
                                "pass --model with a model YAML that lists its layers (layer_kinds, layer_pattern)")
         spec.update(_window_kinds(windows, where))
-    if hybrid:
-        spec.update(hybrid_spec(flags, where, h, tp, blocks, spec, defaults, assumed))
     mtp = _int(where, flags, "--mtp-num-layers")
-    if mtp and not hybrid:  # a hybrid stack's MTP comes from '/' parts only (hybrid_pattern refuses them)
+    if hybrid:  # a hybrid stack's MTP comes from its pattern's '/' parts only (hybrid_mtp_spec)
+        spec.update(hybrid_spec(flags, where, h, tp, blocks, spec, defaults, assumed))
+        spec.update(hybrid_mtp_spec(flags, where, blocks, spec["layer_pattern"], mtp, assumed))
+    elif mtp:
         spec["mtp_layers"] = mtp
+        if "--mtp-use-repeated-layer" in flags:  # one module run mtp times (multi_token_prediction.py l. 1985-1996)
+            spec["mtp_repeated_layer"] = True
     spec["sources"] = [f"Megatron-LM arguments in {label}",
                        "defaults: NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py, "
                        "megatron/core/transformer/transformer_config.py (planner/trainers/megatron_model.py)"]
