@@ -354,3 +354,24 @@ def test_export_of_mtp_parts_reads_back(tmp_path):
     text = _round_trip(settings, plan)
     assert "--hybrid-layer-pattern 'M*M-/*-/*-'" in text and "--mtp-num-layers 2" in text
     assert "--mtp-use-repeated-layer" in text
+
+
+def test_repeated_mtp_layer_in_pretrain_gpt(tmp_path):
+    """pretrain_gpt.py's MTP with --mtp-use-repeated-layer (multi_token_prediction.py @d98e8a64 l. 1985-1996: the legacy
+    repeated mode builds one layer; l. 2048-2049 runs it at each of --mtp-num-layers depths): the flags define the
+    model (mtp_repeated_layer; no catalog model has it), its module's weights counted once. h 1,024, 16 heads (MHA),
+    Megatron's defaults (LayerNorm, biases, GeLU 4h): a layer QKV 3h h + 3h = 3,148,800, proj h h + h = 1,049,600, MLP
+    h 4h + 4h = 4,198,400 and 4h h + h = 4,195,328, two LayerNorms 4,096: 12,596,224; the module adds eh_proj
+    2h h = 2,097,152 and three LayerNorms 6,144: 14,699,520, once (29,399,040 without the flag); the export writes the
+    flag back."""
+    text = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024 "
+            "--micro-batch-size 2 --global-batch-size 16 --bf16 --position-embedding-type rope --mtp-num-layers 2 ")
+    for flag, total in (("--mtp-use-repeated-layer", 14_699_520), ("", 29_399_040)):
+        cfg, settings, plan = _resolved(_args(tmp_path, text + flag))
+        m = load_model(cfg.job["model"])
+        assert (m.mtp_layers, m.mtp_repeated_layer, m.mtp_layer_pattern) == (2, bool(flag), None)
+        assert count_params(settings.model).mtp.total == total
+    assert 3_148_800 + 1_049_600 + 4_198_400 + 4_195_328 + 4_096 + 2_097_152 + 6_144 == 14_699_520
+    _, settings, plan = _resolved(_args(tmp_path, text + "--mtp-use-repeated-layer"))
+    out = _round_trip(settings, plan)
+    assert "pretrain_gpt.py" in out and "--mtp-use-repeated-layer" in out
