@@ -49,7 +49,8 @@ def _core_flops(model: ModelSpec, seq, causal: bool, selective_only: bool = Fals
     ll = layer_list(model)
     seq = np.asarray(seq, dtype=np.float64)
     counts = ll.totals.copy()
-    counts[ll.mtp_kind] += ll.mtp
+    for k in ll.mtp_kinds:  # each module's layers, every run (layers/__init__.py)
+        counts[k] += ll.mtp
     out = np.zeros(np.broadcast(seq, np.asarray(cp)).shape)
     for n, kind in zip(counts, ll.kinds):
         mixer = kind.mixer
@@ -66,7 +67,8 @@ def _dense_params(model: ModelSpec) -> float:
     output layer it runs again; DeepSeek-V3 sec. 2.2)."""
     pc = count_params(model)
     head = model.vocab_size * model.hidden_size if model.mtp_layers else 0
-    return float(pc.active + pc.mtp.active + model.mtp_layers * head)
+    runs = model.mtp_layers / pc.layers.mtp_built if model.mtp_layers else 0.0  # a shared module runs mtp_layers times
+    return float(pc.active + runs * pc.mtp.active + model.mtp_layers * head)
 
 
 def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, dense_windows: bool = False,

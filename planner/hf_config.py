@@ -378,13 +378,15 @@ def layer_kinds_of(mixers: "Seq | None", mlps: "Seq | None", L: int) -> tuple[di
 HYBRID_BLOCKS = "M*-E"
 
 
-def hybrid_block_table(mamba2: "dict | None", attn: dict) -> dict:
+def hybrid_block_table(mamba2: "dict | None", attn: dict, gdn: "dict | None" = None) -> dict:
     """symbol -> (mixer, mlp) of a hybrid block (HYBRID_BLOCKS): M the Mamba-2 mixer alone, * the attention mixer
-    alone, - a dense MLP alone, E an MoE MLP alone (NemotronHBlock; Megatron-LM's HybridStack, hybrid_block.py
-    @d98e8a64 l. 134-193: one MambaLayer, TransformerLayer of attention only, MLPLayer or MoETransformerLayer a
-    symbol)."""
+    alone, - a dense MLP alone, E an MoE MLP alone, G the Gated DeltaNet mixer alone (NemotronHBlock; Megatron-LM's
+    HybridStack, hybrid_block.py @d98e8a64 l. 134-193, 195-215: one MambaLayer, TransformerLayer of attention only,
+    MLPLayer, MoETransformerLayer or TransformerLayer of GatedDeltaNet only a symbol; hybrid_layer_specs.py
+    l. 122-135: the G layer's self_attention is GatedDeltaNet and it has no MLP)."""
     none = {"kind": "none"}
-    return {"M": (mamba2, none), "*": (attn, none), "-": (none, {"kind": "dense"}), "E": (none, {"kind": "moe"})}
+    return {"M": (mamba2, none), "*": (attn, none), "-": (none, {"kind": "dense"}), "E": (none, {"kind": "moe"}),
+            "G": (gdn, none)}
 
 
 def hybrid_block_seqs(blocks: list[str], table: dict) -> tuple["Seq", "Seq"]:

@@ -2066,7 +2066,7 @@ def muon_largest_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, cou
         others = np.maximum(np.minimum(plan.vpp, n) - 1.0 - np.where(ends, 1.0, 0.0), 0.0)
         more = [others * np.where(np.isfinite(m), m, 0.0) for m in small]
     h = model.hidden_size
-    mtp = (largest(((h, 2 * h, 1, "split"),) + pc.layers.kinds[pc.layers.mtp_kind].muon_params())
+    mtp = (largest(((h, 2 * h, 1, "split"),) + sum((pc.layers.kinds[k].muon_params() for k in pc.layers.mtp_kinds), ()))
            if model.mtp_layers else (0.0, 0.0))
     pos = float(pc.position)  # a learned position table, 2-D and untagged, replicated over TP (0 without one)
     single = plan.pp == 1
@@ -2583,7 +2583,8 @@ def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
                 else (0.0, 0.0) for kind in ll.kinds]
         if not ll.mtp:  # a model property
             return held, 0.0
-        return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+        r = mtp_recomputed(settings, ctx.plan)
+        return held, float(ll.mtp) * sum(held[k][0] + r * held[k][1] for k in ll.mtp_kinds)
     # each plan's dispatcher (_per_dispatcher: the job's, or fit's dispatcher search's per plan)
     return _per_dispatcher(settings, ctx.plan, of)
 
@@ -2627,13 +2628,14 @@ def mtp_stored(settings: Settings, plan: PlanArrays, pc: ParamCounts, stored: li
     of model.layers, and models/deepseek_v3/mtp.py keeps its modules in model.mtp_layers), the layer without recompute."""
     ll = pc.layers
     if stack_of(settings).memory.mtp_checkpointed is not False:  # a stack setting
-        return stored[ll.mtp_kind]
+        return sum(stored[k] for k in ll.mtp_kinds)  # the module's layers (layers/__init__.py)
     # RC_NONE for every plan; fit's plans may be 2-D (recompute x rows, search._memory_totals): flattened, then reshaped
     names = [f.name for f in dataclasses.fields(plan)]
     shape = np.broadcast_shapes(*(np.shape(getattr(plan, f)) for f in names))
     flat = {f: np.broadcast_to(np.asarray(getattr(plan, f)), shape).reshape(-1) for f in names}
     flat["recompute"] = np.full(flat["recompute"].shape, RC_NONE, dtype=np.int64)
-    kept = _grouped_layer_memory(settings, dataclasses.replace(plan, **flat), ll)[0][ll.mtp_kind]
+    per_kind = _grouped_layer_memory(settings, dataclasses.replace(plan, **flat), ll)[0]
+    kept = sum(per_kind[k] for k in ll.mtp_kinds)
     return np.reshape(kept, shape) if shape else np.asarray(kept).reshape(())
 
 
@@ -3112,7 +3114,7 @@ def _mtp_non_unit(settings: Settings, pc: ParamCounts, plan) -> np.ndarray:
     tp = plan.tp.astype(np.float64)
     if not m.mtp_layers:
         return 0.0 * tp
-    own = m.mtp_layers * (2.0 * m.hidden_size * m.hidden_size / tp + 3.0 * norm_params(m))
+    own = pc.layers.mtp_built * (2.0 * m.hidden_size * m.hidden_size / tp + 3.0 * norm_params(m))  # once where shared
     copy = (pc.embedding / tp + pc.position) if stack_of(settings).memory.mtp_embedding_copy else 0.0 * tp
     return own + np.where(plan.pp > 1, copy, 0.0)
 
@@ -3256,7 +3258,7 @@ class _PerLayer:
             self.muon_temp_position = (muon_step_temporaries(((m.max_seq_len, m.hidden_size, 1, "rep"),))
                                        if m.position_embedding == "learned" else 0.0)
             self.muon_temp_mtp = (muon_step_temporaries(((m.hidden_size, 2 * m.hidden_size, 1, "split"),)
-                                                        + kinds[pc.layers.mtp_kind].muon_matrices())
+                                                        + sum((kinds[k].muon_matrices() for k in pc.layers.mtp_kinds), ()))
                                   if m.mtp_layers else 0.0)
         # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
         self.step_grads = mode_step_grads(stack, plan)
@@ -4473,7 +4475,8 @@ def _router_buffer_bytes(pc: ParamCounts, counts, holds_loss, counter: bool = Fa
     if not counter:
         return ROUTER_BUFFERS_PER_SCORE_BIAS * FP32_BUFFER_BYTES * elems
     experts = [np.float64(k.mlp.num_experts if k.has_experts else 0) for k in pc.layers.kinds]
-    mtp = np.float64(mtp_layers * experts[pc.layers.mtp_kind]) if mtp_layers else np.float64(0.0)
+    built = min(mtp_layers, 1) if pc.layers.mtp_shared else mtp_layers  # the routers built: one module's if shared
+    mtp = np.float64(built * sum(experts[k] for k in pc.layers.mtp_kinds)) if mtp_layers else np.float64(0.0)
     tally = weighted(counts, experts) + np.where(holds_loss, mtp, 0.0)
     return FP32_BUFFER_BYTES * (elems + tally)
 

@@ -123,11 +123,15 @@ def mtp_params(m: ModelSpec, ll: LayerList, kind_params: tuple) -> BlockParams:
     megatron/core/transformer/multi_token_prediction.py l. 1157-1174, 1247: enorm, hnorm, eh_proj,
     final_layernorm; pytorch/torchtitan release/0.3 @4f9e9a47d models/deepseek_v3/mtp.py l. 121-134:
     enorm, hnorm, mtp_norm; DeepSeek-V3's checkpoint names it shared_head.norm); the embedding and
-    output head are the main model's."""
+    output head are the main model's. A module's layers are those of ll.mtp_kinds (a hybrid stack's MTP pattern,
+    layers/__init__.py); modules run as one shared module (mtp_repeated_layer) count its weights once
+    (LayerList.mtp_built)."""
     if not m.mtp_layers:
         return BlockParams()
-    one = BlockParams(split=2 * m.hidden_size * m.hidden_size, replicated=3 * norm_params(m)) + kind_params[ll.mtp_kind]
-    return one.times(m.mtp_layers)
+    one = BlockParams(split=2 * m.hidden_size * m.hidden_size, replicated=3 * norm_params(m))
+    for k in ll.mtp_kinds:
+        one = one + kind_params[k]
+    return one.times(ll.mtp_built)
 
 
 def _legacy(m: ModelSpec, ll: LayerList) -> dict | None:

@@ -528,6 +528,17 @@ class ModelSpec(BaseModel):
         description="multi-token prediction modules after the last layer (DeepSeek-V3 num_nextn_predict_layers): each a "
                     "projection 2h x h, two RMSNorms and one layer of the last layer's kind, sharing the embedding and "
                     "output head, on the last pipeline stage")
+    mtp_layer_pattern: Optional[list[str]] = Field(
+        default=None, min_length=1,
+        description="the layers each multi-token prediction module runs, in order, by name from layer_kinds (each a "
+                    "kind the main layer_pattern uses): a hybrid stack's MTP pattern (Megatron-LM --hybrid-layer-pattern "
+                    "'main/*E/*E': one attention and one MoE layer a module; planner/layers/__init__.py); null: one "
+                    "layer of the last layer's kind")
+    mtp_repeated_layer: bool = Field(
+        default=False,
+        description="the multi-token prediction modules are one module run mtp_layers times (Megatron-LM "
+                    "--mtp-use-repeated-layer, TransformerConfig.mtp_use_repeated_layer): its weights, gradients and "
+                    "optimizer state once, its compute and activations per run")
     training: Optional[TrainingRecipe] = Field(
         default=None, description="the published pre-training recipe: defaults for a planned job (planner/recipe.py)")
     hf_model_type: Optional[str] = Field(
@@ -590,6 +601,13 @@ class ModelSpec(BaseModel):
                                  "moe.layer_freq out")
         elif self.layer_kinds:
             raise ValueError("layer_kinds given without layer_pattern: say which layer is which kind")
+        if self.mtp_layer_pattern is not None:
+            used = set(self.layer_pattern or ())
+            unused = sorted({n for n in self.mtp_layer_pattern if n not in used})
+            if unused:
+                raise ValueError(f"mtp_layer_pattern names {', '.join(map(repr, unused))}, not a kind layer_pattern uses "
+                                 f"({', '.join(sorted(used)) or 'no layer_pattern'}): an MTP module runs layers of the "
+                                 "model's own kinds")
         for name, kind in self.layer_kinds.items():
             if isinstance(kind.mixer, MLAAttention) and self.mla is None:
                 raise ValueError(f"layer_kinds.{name}: mixer kind mla needs the model's `mla:` shape")

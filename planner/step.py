@@ -1073,15 +1073,17 @@ def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
         return np.float64(0.0)
     h = sc.settings.model.hidden_size
     proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision, sc.gemm_cal)
-    k = ll.mtp_kind
     # selective recompute re-runs part of the module's layer, full recompute its whole forward (Megatron-LM @d98e8a64
     # megatron/core/transformer/multi_token_prediction.py l. 1705-1706: recompute_granularity 'full' runs the MTP
     # layer through _checkpointed_forward, whatever recompute_num_layers says; memory.mtp_stored prices the plan's
     # recompute the same way), unless the stack's checkpointing leaves the MTP modules out (memory.mtp_checkpointed
     # false: torchtitan 0.3, memory.mtp_stored)
     covered = sc.stack.memory.mtp_checkpointed is not False  # a stack setting
-    rerun = lt.sel[k] + np.where(sc.plan.recompute == RC_FULL, lt.fwd[k], 0.0) if covered else 0.0
-    return float(ll.mtp) * (lt.fwd[k] + lt.bwd[k] + rerun + 3.0 * proj["mtp_proj"] / sc.speed + logits)
+    layers = 0.0
+    for k in ll.mtp_kinds:  # the module's layers (one of the last layer's kind, or a hybrid MTP pattern's)
+        rerun = lt.sel[k] + np.where(sc.plan.recompute == RC_FULL, lt.fwd[k], 0.0) if covered else 0.0
+        layers = layers + (lt.fwd[k] + lt.bwd[k] + rerun)
+    return float(ll.mtp) * (layers + 3.0 * proj["mtp_proj"] / sc.speed + logits)
 
 
 def _proj_shape(h, sc):
@@ -2001,7 +2003,7 @@ def _expert_stage(sc: StepCtx, pc, split, mid, dual):
     where ceil(e / (p_dp / n)) before counted dense-layer-sized buckets of experts, a float ratio."""
     plan = sc.plan
     moe_kind = [1.0 if k.has_experts else 0.0 for k in pc.layers.kinds]
-    mtp = float(pc.layers.mtp) * moe_kind[pc.layers.mtp_kind] if pc.layers.mtp else 0.0
+    mtp = float(pc.layers.mtp_built) * sum(moe_kind[k] for k in pc.layers.mtp_kinds) if pc.layers.mtp else 0.0
     single = plan.pp == 1
     units = {"first": weighted(sc.counts["first"], moe_kind) + np.where(single, mtp, 0.0),
              "last": weighted(sc.counts["last"], moe_kind) + mtp,
@@ -2520,9 +2522,9 @@ def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
     pos = price(((model.max_seq_len, h, 1, "rep"),))[0] if model.position_embedding == "learned" else 0.0
     mtp, mtp_big = (0.0, 0.0), (0.0, 0.0)
     if model.mtp_layers:  # a model setting
-        mats = ((h, 2 * h, 1, "split"),) + sc.ll.kinds[sc.ll.mtp_kind].muon_matrices()
+        mats = ((h, 2 * h, 1, "split"),) + sum((sc.ll.kinds[k].muon_matrices() for k in sc.ll.mtp_kinds), ())
         mtp, mtp_big = price(mats), _largest(price, mats)
-        mtp = (model.mtp_layers * mtp[0], model.mtp_layers * mtp[1])
+        mtp = (sc.ll.mtp_built * mtp[0], sc.ll.mtp_built * mtp[1])  # the weights built (one where shared)
     single = plan.pp == 1
     d_div = np.where(plan.sharding >= ZERO1, plan.shard * plan.cp, 1).astype(np.float64)
     # a rank's experts are E / ep of each layer's (every expert-TP rank runs them whole), of which it steps 1 / edp

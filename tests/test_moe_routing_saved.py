@@ -586,7 +586,7 @@ def test_mtp_module_under_full_recompute(fields, recomputed):
     # its activations: the checkpoint keeps the module's two inputs (2 x 2 h, h 7168) beside its output layer and
     # loss, and its layer's tensors (with the two halves) are the re-run buffer of the stage holding the loss
     halves = 4096 * 2 * 2 * 7168
-    stored = per.stored[ll.mtp_kind]
+    stored = per.stored[ll.mtp_kinds[0]]
     if recomputed:
         assert float(per.mtp) == pytest.approx(float(halves + per.out_act), rel=1e-12)
         assert float(per.mtp_buffer) == pytest.approx(float(stored + halves), rel=1e-12)

@@ -29,7 +29,7 @@ def _mtp(explain, **kw):
 def test_full_recompute_reruns_the_mtp_layer_forward(explain):
     sc_n, lt_n, none = _mtp(explain, recompute="none")
     sc_f, lt_f, full = _mtp(explain, recompute="full")
-    k = sc_f.ll.mtp_kind
+    (k,) = sc_f.ll.mtp_kinds  # one layer of the last layer's kind
     fwd = float(np.ravel(lt_f.fwd[k])[0])
     assert fwd > 0
     # the layer's own passes are the same under either recompute; full adds its forward once more

@@ -154,7 +154,7 @@ def test_layer_list_of_36_million_layers_by_hand():
     dense, moe = (0, 1) if not ll.kinds[0].has_experts else (1, 0)
     assert ll.totals[moe] == 17_999_998 and ll.totals[dense] == 18_000_002
     assert ll.count(0, 5).tolist() == ([4.0, 1.0] if dense == 0 else [1.0, 4.0])
-    assert ll.count(L - 3, L + 7)[dense] == 2 and ll.mtp_kind == dense  # 35,999,997 and 35,999,999
+    assert ll.count(L - 3, L + 7)[dense] == 2 and ll.mtp_kinds == (dense,)  # 35,999,997 and 35,999,999
     d = {x["kind"]: x for x in ll.described()[:2]}
     text = d[ll.kinds[dense].label]["layers"]
     assert text.startswith("0-3, 5, 7, 9") and text.endswith(", ... (17,999,999 ranges in all)")

@@ -1166,9 +1166,10 @@ def test_megatron_flags_model_moe_mla_mtp(tmp_path):
 
 
 def test_megatron_flags_the_planner_does_not_build_or_price(tmp_path, cli):
-    # a hybrid stack's Gated DeltaNet symbol is refused naming it (tests/test_megatron_hybrid.py: the rest)
-    with pytest.raises(PlannerError, match=r"--hybrid-layer-pattern 'MGM\*': 'G' is a Gated DeltaNet layer"):
-        load_trainer_config(_args(tmp_path, SMALL_GPT + ' --hybrid-layer-pattern "MGM*"'), gpus=8)
+    # a hybrid stack's DeepSeek sparse-attention symbol is refused naming it (tests/test_megatron_hybrid.py: the rest;
+    # G, Gated DeltaNet, is read there)
+    with pytest.raises(PlannerError, match=r"--hybrid-layer-pattern 'MDM-': 'D' is a DeepSeek sparse-attention layer"):
+        load_trainer_config(_args(tmp_path, SMALL_GPT + ' --hybrid-layer-pattern "MDM-"'), gpus=8)
     with pytest.raises(PlannerError, match="an encoder-decoder model"):
         load_trainer_config(_args(tmp_path, SMALL_GPT.replace("--num-layers 12", "--encoder-num-layers 12 --decoder-num-layers 12 --tensor-model-parallel-size 1")),
                             gpus=8)

@@ -35,11 +35,18 @@ Multi-token prediction (DeepSeek-V3 sec. 2.2, `mtp_layers`): each module is an R
 the hidden state and one on the embedding of the next token, a projection [2h -> h] and one
 layer of the last layer's kind, sharing the input embedding and the output head; it runs on
 the last pipeline stage after the main model's layers, its own output head and loss included.
+With `mtp_layer_pattern` a module runs those layers in order instead (a hybrid stack's MTP
+pattern, Megatron-LM @d98e8a64 multi_token_prediction.py l. 1197-1212: the module's layers a
+HybridStack of the pattern, one layer a symbol, between eh_proj and its final_layernorm); with
+`mtp_repeated_layer` the modules are one module run mtp_layers times (l. 1960-1970: one layer
+built, l. 2048-2049: layer_idx 0 every depth): weights once (LayerList.mtp_built), compute and
+activations per run.
 
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -142,7 +149,9 @@ class LayerList:
     head: int  # layers before the period starts
     head_kind: int
     period: np.ndarray  # (P,) int64: the kind of layer i >= head is period[i % P]
-    mtp: int = 0  # multi-token prediction modules (each one layer of the last layer's kind)
+    mtp: int = 0  # multi-token prediction modules (each runs the layers of mtp_kinds)
+    mtp_kinds: tuple = ()  # the kinds of the layers one MTP module runs, in order (the last layer's kind by default)
+    mtp_shared: bool = False  # the modules are one module run mtp times (ModelSpec.mtp_repeated_layer)
 
     @property
     def has_experts(self) -> bool:
@@ -195,8 +204,9 @@ class LayerList:
         return self.prefix(self.num_layers).astype(np.float64)
 
     @property
-    def mtp_kind(self) -> int:
-        return self.kind_at(self.num_layers - 1)
+    def mtp_built(self) -> int:
+        """MTP modules whose weights exist: one where the modules share one (mtp_shared), else mtp."""
+        return min(self.mtp, 1) if self.mtp_shared else self.mtp
 
     def runs(self):
         """(kind, first, last) of each run of consecutive layers of one kind, in order; lazily.
@@ -250,9 +260,10 @@ class LayerList:
             if n > len(listed[k]):
                 text += f", ... ({n:,} ranges in all)"
             out.append({"kind": kind.label_at(seq, cp), "count": int(totals[k]), "layers": text})
-        if self.mtp:
-            out.append({"kind": self.kinds[self.mtp_kind].label_at(seq, cp), "count": self.mtp,
-                        "layers": "multi-token prediction (after the last layer)"})
+        for k in (self.mtp_kinds if self.mtp else ()):
+            out.append({"kind": self.kinds[k].label_at(seq, cp), "count": self.mtp,
+                        "layers": "multi-token prediction (after the last layer)"
+                                  + (f", one shared module run {self.mtp} times" if self.mtp_shared else "")})
         return out
 
     def _run_count(self, k: int) -> int:
@@ -356,8 +367,11 @@ def _build(m: ModelSpec) -> LayerList:
     period = np.array([kinds.index(k) if k in kinds else 0 for k in at_period], dtype=np.int64)
     if np.all(period == period[0]):  # one kind from `head` on (LayerList.runs needs it as one entry)
         period = period[:1]
-    return LayerList(kinds=tuple(kinds), num_layers=L, head=head, head_kind=kinds.index(head_kind) if head else 0,
-                     period=period, mtp=m.mtp_layers)
+    ll = LayerList(kinds=tuple(kinds), num_layers=L, head=head, head_kind=kinds.index(head_kind) if head else 0,
+                   period=period, mtp=m.mtp_layers, mtp_shared=m.mtp_repeated_layer)
+    if m.mtp_layer_pattern is not None:  # the kinds the module's layers are (schema: each one layer_pattern uses)
+        return dataclasses.replace(ll, mtp_kinds=tuple(kinds.index(per_name[n]) for n in m.mtp_layer_pattern))
+    return dataclasses.replace(ll, mtp_kinds=(ll.kind_at(L - 1),))
 
 
 def per_model(build, size: int = 256):

@@ -69,6 +69,12 @@ GatedDeltaNet.forward [3] -> fla [4]):
                and the gate z 2 H V, and fp32 rstd per head 4 H (GDN_COMPILED_NORM_KEEPS_INPUTS,
                a named assumption: what a fused gated RMSNorm, fla FusedRMSNormGated, saves)
   out_proj     its input 2 H V.
+Where the model has dropout, the hidden dropout after the mixer keeps its mask, 1 B a hidden element
+(Megatron-Core builds the G layer as a TransformerLayer whose self_attn_bda is get_bias_dropout_add
+[3b]: the attention layer's bias-dropout-add at config.hidden_dropout; "dropout_masks", as the
+attention, MLP and Mamba-2 blocks; transformers' Qwen3NextDecoderLayer adds the residual with no
+dropout, and its configs have none). Where the model's norms are LayerNorms, Megatron's gated norm is
+one too (TENorm follows config.normalization [3b]): 2 d_v parameters and an fp32 mean beside the rstd.
 q and k per key head divide as K/V do (kind "kv", kv_heads = H_k); the rest by head (split).
 
 Context parallelism (Megatron-Core [3]: gated_delta_net/common.py a2a_cp_to_hp /
@@ -85,6 +91,14 @@ References
 [3] NVIDIA Megatron-LM megatron/core/ssm/gated_delta_net/gdn.py (GatedDeltaNet.forward,
     chunk_size 64) and common.py (_prepare_input_for_gated_delta_rule, _apply_gated_norm,
     a2a_cp_to_hp, a2a_hp_to_cp), commit d98e8a64.
+[3b] NVIDIA Megatron-LM megatron/core/models/hybrid/hybrid_layer_specs.py l. 122-135 (gdn_layer:
+    TransformerLayer, self_attention GatedDeltaNet, self_attn_bda get_bias_dropout_add),
+    megatron/core/transformer/transformer_layer.py TransformerLayer l. 363 (hidden_dropout =
+    config.hidden_dropout), l. 754-755 (self_attn_bda(...)(attention_output_with_bias, residual,
+    hidden_dropout)),
+    gated_delta_net/common.py l. 262-268 (out_norm: TENorm of value_head_dim),
+    extensions/transformer_engine.py l. 1080-1084 (TENorm: te LayerNorm for LayerNorm, RMSNorm for
+    RMSNorm), commit d98e8a64.
 [4] fla-org/flash-linear-attention fla/ops/gated_delta_rule/chunk.py, chunk_fwd.py,
     wy_fast.py, fla/ops/common/chunk_delta_h.py, chunk_o.py, fla/modules/l2norm.py,
     fla/modules/conv/triton/ops.py, commit bc3b101d.
@@ -118,6 +132,8 @@ class GatedDeltaNetBlock:
     conv_kernel: int
     chunk: int
     norm: int
+    dropout: bool = False  # the model's hidden dropout after the mixer (the G layer's bias-dropout-add [3b])
+    norm_bias: bool = False  # the gated norm a LayerNorm (scale and bias) where the model's norms are [3b]
 
     kind = "mixer"
     has_core = True
@@ -138,7 +154,12 @@ class GatedDeltaNetBlock:
     def from_spec(cls, spec, m, norm: int) -> "GatedDeltaNetBlock":
         return cls(h=m.hidden_size, key_heads=spec.num_key_heads, value_heads=spec.num_value_heads,
                    key_dim=spec.key_head_dim, value_dim=spec.value_head_dim, conv_kernel=spec.conv_kernel,
-                   chunk=spec.chunk_size, norm=norm)
+                   chunk=spec.chunk_size, norm=norm, dropout=m.dropout, norm_bias=m.norm == "layernorm")
+
+    @property
+    def gated_norm(self) -> int:
+        """The gated norm's parameters: d_v (RMSNorm's scale), 2 d_v for a LayerNorm (scale and bias) [3b]."""
+        return self.value_dim * (2 if self.norm_bias else 1)
 
     def params(self) -> BlockParams:
         h = self.h
@@ -147,7 +168,7 @@ class GatedDeltaNetBlock:
         conv = (2 * kd + vd) * self.conv_kernel
         # the gated RMSNorm (d_v, shared by the heads) whole on every TP rank [3] (module docstring)
         # conv1d, dt_bias and A_log (value heads each): plain parameters, no linear's (common.py [pl])
-        return BlockParams(split=in_proj + conv + 2 * self.value_heads + vd * h, replicated=self.norm + self.value_dim,
+        return BlockParams(split=in_proj + conv + 2 * self.value_heads + vd * h, replicated=self.norm + self.gated_norm,
                            split_plain=conv + 2 * self.value_heads)
 
     def muon_matrices(self) -> tuple:
@@ -196,7 +217,8 @@ class GatedDeltaNetBlock:
         out, no stack figure matching them: the gate activations (H/t per token) and the copies
         that repeat q and k to the value heads."""
         h, qk, v = self.h, self._qk_width(ctx), self._v_width(ctx)
-        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h) / ctx.rep_div
+        drop = kb["dropout" + sfx] * (1.0 if self.dropout else 0.0)  # the hidden dropout's mask pass [3b]
+        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + drop * h) / ctx.rep_div
                         + kb["mlp_activation_plain" + sfx] * (qk + v)
                         + kb["norm" + sfx] * (qk + v) + kb["mlp_activation_gated" + sfx] * v)
 
@@ -208,7 +230,10 @@ class GatedDeltaNetBlock:
     def tensors(self, ctx, attention: str) -> dict:
         """Activation table, bytes per token (module docstring, [3] [4])."""
         h, Hk, H, K, V = self.h, self.key_heads, self.value_heads, self.key_dim, self.value_dim
+        drop = {"dropout_masks": (1.0 * h, "rep")} if self.dropout else {}  # 1 B a hidden element [3b]
+        stats = 2.0 if self.norm_bias else 1.0  # a LayerNorm's mean beside its rstd (fp32 each) [3b]
         return {
+            **drop,
             "input": (ACT_BYTES * h, "rep"), "norm1_out": (ACT_BYTES * h, "rep"),
             "gdn_qk_conv_in": (ACT_BYTES * 2.0 * Hk * K, "kv"),
             "gdn_v_conv_in": (ACT_BYTES * H * V, "split"),
@@ -220,7 +245,7 @@ class GatedDeltaNetBlock:
             "gdn_wy": (ACT_BYTES * H * self.chunk, "split"),  # A = (I + A)^-1, [T, H, C]
             "gdn_core_out": (ACT_BYTES * H * V, "split"),
             "gdn_gate": (ACT_BYTES * H * V, "split"),
-            "gdn_norm_rstd": (FP32_BYTES * H, "split"),
+            "gdn_norm_rstd": (FP32_BYTES * stats * H, "split"),
             "gdn_out_in": (ACT_BYTES * H * V, "split"),
         }
 

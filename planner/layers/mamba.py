@@ -110,7 +110,10 @@ Activations (what the autograd functions save, bytes per local token):
   output 2 d_i (out_proj's input, out_z, is recomputed); the in_proj input (norm output) 2h.
 Where the model has dropout, the hidden dropout after the mixer keeps its mask, 1 B a hidden element
 (Megatron-Core MambaLayer.forward [3b]: mamba_bda(...)(mixer_out, residual, hidden_dropout), the
-bias-dropout-add the attention and MLP blocks run; "dropout_masks", as theirs).
+bias-dropout-add the attention and MLP blocks run; "dropout_masks", as theirs). Mamba (Mamba1Block) keeps
+none: no stack the planner prices builds a Mamba-1 layer in Megatron-Core (MambaMixer is Mamba-2 only [3]),
+and the layer it is read from, transformers' JambaMambaDecoderLayer.forward (models/jamba/modeling_jamba.py:
+residual + mamba(input_layernorm(x)), then residual + feed_forward(pre_ff_layernorm(x))), applies no dropout.
 Names other than "input", "norm1_out" and "dropout_masks" are not in schema.ACTIVATION_TENSORS: every
 recompute policy but full keeps them (a selective policy names attention tensors only).
 

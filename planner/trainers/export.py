@@ -36,7 +36,7 @@ from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 # Megatron-LM @d98e8a64's hybrid stack (megatron_model.py [9]): the Mamba mixer settings no flag sets (mamba_mixer.py
 # l. 174-194) and the stack spec pretrain_hybrid.py builds Transformer Engine layers from
-from .megatron_model import HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
+from .megatron_model import GDN_CHUNK, HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
@@ -65,6 +65,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
+    _mtp_shape(plan, fmt)
     if any(stage_ends(plan)) and fmt not in ("megatron", "megatron-bridge"):
         raise _refuse(fmt, "first_stage_layers / last_stage_layers: Megatron-LM's --decoder-first/last-pipeline-num-layers "
                            "(layers on the first / last stage, the rest equal over the middle ones); the file has no such "
@@ -216,6 +217,26 @@ def _model(plan: dict):
         return load_model(src)
     except PlannerError:
         return load_model(plan["model"])
+
+
+def _mtp_shape(plan: dict, fmt: str) -> None:
+    """Refuse a plan whose multi-token prediction modules only Megatron-LM's hybrid stack builds: a module of other
+    layers than one of the last layer's kind (ModelSpec.mtp_layer_pattern) or one module run at every depth
+    (mtp_repeated_layer), in any format but megatron's pretrain_hybrid.py ('/' parts, --mtp-use-repeated-layer:
+    _hybrid_args); the repeated module also in pretrain_gpt.py (--mtp-use-repeated-layer, _megatron_args)."""
+    model = _model(plan)
+    if not _mtp(plan, model):
+        return
+    last = model.layer_pattern[(model.num_layers - 1) % len(model.layer_pattern)] if model.layer_pattern else None
+    shaped = model.mtp_layer_pattern is not None and model.mtp_layer_pattern != [last]
+    hybrid = fmt == "megatron" and _hybrid_blocks(model, fmt) is not None
+    if (shaped and not hybrid) or (model.mtp_repeated_layer and fmt != "megatron"):
+        what = (f"MTP modules of layers {model.mtp_layer_pattern}" if shaped and not hybrid else
+                "one MTP module run at every depth (mtp_repeated_layer)")
+        raise _refuse(fmt, f"model {model.name}: {what}, which only Megatron-LM's "
+                           + ("hybrid stack builds ('/' parts of --hybrid-layer-pattern)" if shaped and not hybrid else
+                              "--mtp-use-repeated-layer builds"),
+                      "export it --format megatron, or price it without MTP (--mtp-layers 0)")
 
 
 def _mtp(plan: dict, model) -> int:
@@ -1083,12 +1104,14 @@ def _window_args(model, F: str) -> list[tuple[str, object]]:
 
 def _hybrid_symbol(model, name: str, k, F: str) -> str:
     """A layer kind as a --hybrid-layer-pattern symbol (hf_config.hybrid_block_table's inverse): M a Mamba-2 mixer
-    alone, * global attention alone at the model's positions, - the model's dense MLP alone, E its MoE MLP alone;
-    any other kind refused naming it."""
+    alone, G a Gated DeltaNet mixer alone, * global attention alone at the model's positions, - the model's dense MLP
+    alone, E its MoE MLP alone; any other kind refused naming it."""
     mixer, mlp = k.mixer, k.mlp
     mk, lk = getattr(mixer, "kind", None), getattr(mlp, "kind", None)
     if mk == "mamba2" and lk == "none":
         return "M"
+    if mk == "gated_deltanet" and lk == "none":
+        return "G"
     if mk == "global" and lk == "none" and not mixer.output_gate and (
             mixer.position is None or (mixer.position == "rope") == (model.position_embedding == "rope")):
         return "*"
@@ -1098,16 +1121,18 @@ def _hybrid_symbol(model, name: str, k, F: str) -> str:
     if mk == "none" and lk == "moe":
         return "E"
     raise _refuse(F, f"layer kind {name!r} of model {model.name} ({mk or 'default mixer'} with {lk or 'default MLP'}) is no "
-                     "block of Megatron-LM's hybrid stack (M Mamba-2, * attention at the model's positions, - the model's "
+                     "block of Megatron-LM's hybrid stack (M Mamba-2, G Gated DeltaNet, * attention at the model's positions, - the model's "
                      "MLP, E its MoE: hybrid_layer_allocation.py @d98e8a64 l. 14-26)",
                   "export a model whose layers are those blocks, or in another format")
 
 
 def _hybrid_blocks(model, F: str) -> list[str] | None:
-    """The model's layers as hybrid-stack symbols, one a layer; None for a model with no Mamba-2 mixer and no
-    mixer-less block (a pretrain_gpt.py model)."""
+    """The model's layers as hybrid-stack symbols, one a layer; None for a model with no Mamba-2 mixer, no MLP-less
+    Gated DeltaNet and no mixer-less block (a pretrain_gpt.py model)."""
     kinds = model.layer_kinds or {}
-    if not any(getattr(k.mixer, "kind", None) in ("mamba2", "none") for k in kinds.values()):
+    if not any(getattr(k.mixer, "kind", None) in ("mamba2", "none") or (
+            getattr(k.mixer, "kind", None) == "gated_deltanet" and getattr(k.mlp, "kind", None) == "none")
+               for k in kinds.values()):
         return None
     sym = {name: _hybrid_symbol(model, name, k, F) for name, k in kinds.items()}
     pat = model.layer_pattern
@@ -1121,9 +1146,9 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
     mixer's shape (megatron_model.hybrid_spec reads them back); refused where the flags cannot say the plan."""
     from ..pipeline import chunk_layers
 
-    if model.mla is not None or _mtp(plan, model):
-        raise _refuse(F, f"model {model.name}: MLA or multi-token prediction in a hybrid stack, which the planner prices as "
-                         "pretrain_gpt.py builds them, not as HybridStack does", "export a plan without them")
+    if model.mla is not None:
+        raise _refuse(F, f"model {model.name}: MLA in a hybrid stack, which the planner prices as pretrain_gpt.py builds "
+                         "it, not as HybridStack does", "export a plan without it")
     pp, vpp = plan["pp"], plan["vpp"]
     chunks = chunk_layers(model.num_layers, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
                           split_loss_units(plan))
@@ -1134,6 +1159,12 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
     for n in (chunks if pp * vpp > 1 else [model.num_layers]):
         text.append("".join(blocks[at:at + n]))
         at += n
+    mtp = _mtp(plan, model)
+    if mtp:  # the MTP module's layers as '/' parts, one a depth (megatron_model.hybrid_mtp_spec reads them back)
+        pat = model.layer_pattern
+        sym = {n: blocks[pat.index(n)] for n in pat}  # a kind's symbol: the symbol of a main layer of that kind
+        names = model.mtp_layer_pattern or [pat[(model.num_layers - 1) % len(pat)]]
+        text[-1] += "".join("/" + "".join(sym[n] for n in names) for _ in range(mtp))
     args: list[tuple[str, object]] = [("--hybrid-layer-pattern", shlex_quote("|".join(text))),
                                       ("--spec", " ".join(HYBRID_TE_SPEC))]
     mambas = {(k.mixer.num_heads, k.mixer.head_dim, k.mixer.state_size, k.mixer.n_groups, k.mixer.conv_kernel,
@@ -1149,6 +1180,20 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
                              f"bias {pb}; Megatron-Core's MambaMixer fixes {MAMBA_CONV_KERNEL}, {MAMBA_CHUNK}, True, False "
                              "(mamba_mixer.py @d98e8a64 l. 174-194) and no flag sets them", "export in another format")
         args += [("--mamba-num-heads", H), ("--mamba-head-dim", P), ("--mamba-state-dim", N), ("--mamba-num-groups", G)]
+    gdns = {(k.mixer.num_key_heads, k.mixer.num_value_heads, k.mixer.key_head_dim, k.mixer.value_head_dim,
+             k.mixer.conv_kernel, k.mixer.chunk_size)
+            for k in model.layer_kinds.values() if getattr(k.mixer, "kind", None) == "gated_deltanet"}
+    if len(gdns) > 1:
+        raise _refuse(F, f"model {model.name} has {len(gdns)} Gated DeltaNet shapes; Megatron's --linear-* flags set one",
+                      "export a model with one Gated DeltaNet shape")
+    if gdns:  # megatron_model.gdn_mixer reads them back (TransformerConfig's linear_* fields, [10])
+        Hk, Hv, K, V, w, Q = gdns.pop()
+        if Q != GDN_CHUNK:
+            raise _refuse(F, f"model {model.name}'s Gated DeltaNet chunk is {Q}; Megatron-Core's GatedDeltaNet runs fla's "
+                             f"chunk rule at {GDN_CHUNK} (gated_delta_net/gdn.py @d98e8a64 l. 73) and no flag sets it",
+                          "export in another format")
+        args += [("--linear-num-key-heads", Hk), ("--linear-num-value-heads", Hv), ("--linear-key-head-dim", K),
+                 ("--linear-value-head-dim", V), ("--linear-conv-kernel-dim", w)]
     return args
 
 
@@ -1274,6 +1319,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     mtp = _mtp(plan, model)
     if mtp:
         args.append(("--mtp-num-layers", mtp))
+        if model.mtp_repeated_layer:  # one module run at every depth (megatron.repeated_mtp reads it back)
+            args.append(("--mtp-use-repeated-layer", None))
     # alibi: BigScience's fork's only (its writer spells it; microsoft's fork refuses the flag, MDS_FORK_FLAGS)
     pos = {"rope": "rope", "learned": "learned_absolute", "none": "none",
            **({"alibi": "alibi"} if fork else {})}.get(model.position_embedding)

@@ -55,7 +55,11 @@ read). Modelled:
   --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
   --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim), --mtp-num-layers, a hybrid
   stack's --hybrid-layer-pattern / --hybrid-override-pattern with --mamba-num-heads, --mamba-head-dim,
-  --mamba-state-dim, --mamba-num-groups and --spec naming the TE hybrid stack spec (the virtual
+  --mamba-state-dim, --mamba-num-groups, the G layers' --linear-num-key-heads, --linear-num-value-heads,
+  --linear-key-head-dim, --linear-value-head-dim, --linear-conv-kernel-dim (with
+  --experimental-attention-variant gdn and its --linear-attention-freq), the pattern's '/' MTP parts with
+  --mtp-num-layers and --mtp-use-repeated-layer (repeated_mtp; also for pretrain_gpt.py's MTP without --model)
+  and --spec naming the TE hybrid stack spec (the virtual
   pipeline size and the split from the pattern's '|' segments: _hybrid_split)
   (megatron_model.py cites each),
   --attention-backend / --transformer-impl (-> attention eager or flash [4]),
@@ -222,7 +226,7 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import (HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_pattern,
+from .megatron_model import (GDN_FLAGS, HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_mtp, hybrid_pattern,
                              INT64_MAX, VOCAB_SIZE_TOKENIZERS, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
@@ -1317,6 +1321,16 @@ CORE_ATTRS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_hea
               "moe.num_experts", "moe.top_k")
 
 
+def repeated_mtp(flags: dict, where: str) -> bool:
+    """Whether the flags' model is one multi-token-prediction module run --mtp-num-layers times: --mtp-use-repeated-layer
+    with a count from 1 (TransformerConfig.mtp_use_repeated_layer: multi_token_prediction.py @d98e8a64 l. 1960-1970,
+    1985-1996 build one module, l. 2048-2049 run it at every depth), and for a hybrid stack '/' MTP parts to build it
+    from (megatron_model.hybrid_mtp_spec). ModelSpec.mtp_repeated_layer: its weights once, its runs each priced."""
+    if "--mtp-use-repeated-layer" not in flags or not _int(where, flags, "--mtp-num-layers"):
+        return False
+    return not any(f in flags for f in HYBRID_FLAGS) or bool(hybrid_mtp(flags, where)[1])
+
+
 def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assumed: list[str],
                  model_fields: dict | None = None) -> tuple[str, str, bool]:
     """(the job's model, the rule as text, whether the flags define it): the one catalog model
@@ -1452,8 +1466,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         read_rope = read_rope | set(SOFTMAX_FP32_FLAGS)  # Megatron-Core's own core attention: _fusions reads them
     hybrid = any(f in flags for f in HYBRID_FLAGS)
     if hybrid:  # the Mamba mixer's shape (megatron_model.hybrid_spec); the TE hybrid stack spec, the layers priced
-        read_rope = read_rope | set(MAMBA_FLAGS) | (
+        read_rope = read_rope | set(MAMBA_FLAGS) | set(GDN_FLAGS) | (
             {"--spec"} if words_of(flags.get("--spec"), strip="'\"") == HYBRID_TE_SPEC else set())
+    if model is None and repeated_mtp(flags, where):  # the flags' model: one MTP module run --mtp-num-layers times
+        read_rope = read_rope | {"--mtp-use-repeated-layer"}
+        model_fields = {**(model_fields or {}), "mtp_repeated_layer": True}  # no catalog model has it (_flags_model)
     for k, v in flags.items():
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue
@@ -1587,7 +1604,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             assumed.append(f"model={model}: --model replaces the arguments' shape ({e.message.removeprefix(where)})")
         if hyb_shape is not None:
             assumed.append(f"{hyb_shape[0]}: --model's layer kinds are priced (the pattern's symbols are not compared "
-                           "with them; its layer count is, and its '|' segments place the split)")
+                           "with them, nor its '/' MTP parts with --model's MTP modules; its layer count is, and its '|' "
+                           "segments place the split)")
         job["model"] = model
     else:
         job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed, model_fields)
@@ -1609,14 +1627,14 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["padded_vocab_size"] = spec.vocab_size  # vocab_size; pinned where the stack's padding would pad them further
         assumed.append(f"padded_vocab_size={spec.vocab_size:,}: the arguments' rows (--padded-vocab-size or "
                        "--no-pad-vocab-size), which the stack's padding (stack_db vocab_padding) would not build")
-    if "--mtp-num-layers" in flags and hybrid:  # no '/' MTP pattern (hybrid_pattern refuses one): no MTP module
+    if "--mtp-num-layers" in flags and hybrid and not hybrid_mtp(flags, where)[1]:  # no '/' MTP part: no MTP module
         _int(where, flags, "--mtp-num-layers")
         job["mtp_layers"] = 0
         assumed.append("mtp_layers=0: --mtp-num-layers with a hybrid pattern without '/' MTP parts: HybridModel builds "
                        "MTP layers only from the pattern's '/' parts (hybrid_model.py @d98e8a64 l. 204-233; arguments.py "
                        "l. 897-907 warns)")
-    elif "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules)
-        job["mtp_layers"] = _int(where, flags, "--mtp-num-layers")
+    elif "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules;
+        job["mtp_layers"] = _int(where, flags, "--mtp-num-layers")  # a hybrid's '/' parts: megatron_model.hybrid_mtp_spec)
     elif spec.mtp_layers:  # transformer_config.py @d98e8a64 l. 68: mtp_num_layers default None (no MTP)
         job["mtp_layers"] = 0
         assumed.append(f"mtp_layers=0: --mtp-num-layers absent (Megatron trains no MTP module; the model's entry "

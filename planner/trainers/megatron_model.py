@@ -37,7 +37,8 @@ Read (a flag's Megatron default in brackets):
   MLA [1] _add_mla_args: --multi-latent-attention, --q-lora-rank [None: queries projected
       directly], --kv-lora-rank [32], --qk-head-dim [128] (the no-position part),
       --qk-pos-emb-head-dim [64] (the rotary part), --v-head-dim [128],
-  --mtp-num-layers [none] -> mtp_layers.
+  --mtp-num-layers [none] -> mtp_layers; --mtp-use-repeated-layer with it -> mtp_repeated_layer (one module
+  built, run mtp_layers times: multi_token_prediction.py @d98e8a64 l. 1960-1996, 2048-2049).
 
 Vocabulary. Megatron pads the tokenizer's vocabulary to a multiple of
 --make-vocab-size-divisible-by [128] x the tensor-parallel size [4]
@@ -64,9 +65,17 @@ patterns. The layer count is the pattern's (arguments.py overrides --num-layers 
 where they differ). The Mamba mixer: --mamba-num-heads [None: 2h / head dim], --mamba-head-dim [64],
 --mamba-state-dim [128], --mamba-num-groups [8] (TransformerConfig fields the argument factory turns
 into flags), with MambaMixer's fixed expand 2, conv kernel 4 (with a bias), SSD chunk 128 and no
-projection biases. Refused (exit 2, naming the symbol): G (Gated DeltaNet, whose head flags this
-reader does not read), D (DeepSeek sparse attention), + (MLA) and MTP patterns ('/'), which the
-planner does not price as Megatron builds them.
+projection biases. G a TransformerLayer whose self-attention is GatedDeltaNet and no MLP (its norm
+fused into in_proj, its hidden dropout the attention layer's bias-dropout-add) [10]: the planner's
+gated_deltanet mixer alone, from --linear-num-key-heads [16], --linear-num-value-heads [32],
+--linear-key-head-dim [128], --linear-value-head-dim [128], --linear-conv-kernel-dim [4], chunk 64,
+no biases. '/' parts after the main pattern are the MTP module's layers, one part a depth
+(hybrid_mtp, hybrid_mtp_spec: mtp_layer_pattern, the kinds of the main pattern's layers of those
+symbols; --mtp-num-layers equal to the depths, or any count with --mtp-use-repeated-layer, one
+module built and run that many times: mtp_repeated_layer). Refused (exit 2, naming the symbol): D
+(DeepSeek sparse attention), + (MLA), G under --experimental-attention-variant gdn2
+(GatedDeltaNet2), an MTP symbol the main pattern has no layer of, and the deprecated
+--mtp-hybrid-override-pattern, which the planner does not price as Megatron builds them.
 
 Sliding-window attention [8]: --window-size L,R (tuple_type) with R = 0 (causal) makes a layer
 attend to its last L + 1 keys (TE's window (left, right), itself included); every layer, or
@@ -115,6 +124,12 @@ References (NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a3955
     l. 134-193 (one layer module a symbol), hybrid_layer_specs.py l. 107-234 (hybrid_stack_spec: TE
     layers, the norms fused into in_proj / linear_qkv / linear_fc1); hybrid_builders.py l. 12-44 (the
     model: --spec's stack, tied unless --untie-embeddings-and-output-weights, --position-embedding-type).
+[10] megatron/core/models/hybrid/hybrid_layer_specs.py l. 122-135 (gdn_layer: TransformerLayer, self_attention
+    GatedDeltaNet with in_proj TELayerNormColumnParallelLinear, out_norm TENorm, out_proj TERowParallelLinear,
+    self_attn_bda get_bias_dropout_add), hybrid_block.py l. 194-203; megatron/core/ssm/gated_delta_net/common.py
+    l. 113-283 (_GDNBase: in_proj h -> 2 qk + 2 v + gdn.py's 2 value heads, conv1d over 2 qk + v channels without
+    bias, dt_bias and A_log a value head each, out_norm of value_head_dim, out_proj v -> h, no biases), gdn.py
+    l. 44-73; transformer_config.py l. 370-383 (the linear_* defaults), l. 1470-1509 (its assertions).
 [8] megatron/core/transformer/moe/router.py Router.__init__ l. 67-72 (self.bias, E entries, if
     config.add_bias_linear, else None); transformer_config.py __post_init__ l. 2617-2625
     (moe_router_enable_expert_bias only with moe_router_score_function sigmoid or sqrtsoftplus).
@@ -165,11 +180,22 @@ MAMBA_EXPAND, MAMBA_CONV_KERNEL, MAMBA_CHUNK = 2, 4, 128
 HYBRID_TE_SPEC = ["megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"]
 # [9] Symbols the planner does not price as Megatron builds them (hybrid_layer_allocation.py l. 18-21)
 HYBRID_UNPRICED = {
-    "G": "a Gated DeltaNet layer (Symbols.GDN; its head shapes come from flags this reader does not read)",
     "D": "a DeepSeek sparse-attention layer (Symbols.DS_ATTENTION: an indexer the planner does not price)",
     "+": "an MLA layer in a hybrid stack (Symbols.MLA: the planner reads MLA for pretrain_gpt.py models only)",
 }
-HYBRID_VALID = set("M*-E") | set(HYBRID_UNPRICED)
+HYBRID_VALID = set("M*-EG") | set(HYBRID_UNPRICED)
+# [10] the G layer's Gated DeltaNet shape: TransformerConfig's linear-attention fields, flags through the argument
+# factory (transformer_config.py @d98e8a64 l. 370-383: linear_conv_kernel_dim 4, linear_key_head_dim 128,
+# linear_value_head_dim 128, linear_num_key_heads 16, linear_num_value_heads 32)
+GDN_DEFAULTS = {"--linear-conv-kernel-dim": 4, "--linear-key-head-dim": 128, "--linear-value-head-dim": 128,
+                "--linear-num-key-heads": 16, "--linear-num-value-heads": 32}
+GDN_CHUNK = 64  # gated_delta_net/gdn.py @d98e8a64 l. 70 (self.chunk_size = 64, fla's chunk_gated_delta_rule)
+#: --experimental-attention-variant values under which a G symbol builds GatedDeltaNet besides its absence
+#: (hybrid_block.py @d98e8a64 l. 194-203: only gdn2 swaps in GatedDeltaNet2; 'gated_delta_net' is gdn's deprecated
+#: alias, transformer_config.py l. 301-309, 1405-1408); gdn also asks for --linear-attention-freq (l. 1475-1477),
+#: which HybridStack does not read (l. 1471-1473: the pattern places the G layers)
+GDN_VARIANTS = ("gdn", "gated_delta_net")
+GDN_FLAGS = ("--experimental-attention-variant", "--linear-attention-freq", *GDN_DEFAULTS)
 
 
 # counts a Megatron flag may set to 0 (`if args.mtp_num_layers:` / `if shared_size:` read 0 as none);
@@ -395,30 +421,95 @@ def hybrid_pattern(flags: dict, where: str) -> Optional[tuple[str, str, list[str
     text = str(flags[flag]).strip().strip("\"'")
     if flags[flag] is True or not text:
         raise PlannerError(f"{where}{flag} has no pattern", "give one symbol a layer, e.g. \"M-M-M*-\"")
-    if "/" in text:
-        raise PlannerError(f"{where}{flag} {_short(text)}: the '/' parts are multi-token-prediction layers of the hybrid "
-                           "stack (hybrid_layer_allocation.py @d98e8a64 l. 200-274: one pattern a depth), which the "
-                           "planner does not price (its MTP module is pretrain_gpt.py's transformer layer)",
-                           "drop the '/...' MTP parts (and --mtp-num-layers), or pass --model with a model YAML")
     if flags.get("--mtp-hybrid-override-pattern") not in (None, True) and str(flags.get("--mtp-num-layers", "0")) != "0":
         raise PlannerError(f"{where}--mtp-hybrid-override-pattern with --mtp-num-layers: Megatron-LM appends it to {flag} "
-                           "as '/' MTP parts (arguments.py @d98e8a64 l. 774-785), which the planner does not price",
-                           "drop the MTP flags, or pass --model with a model YAML")
-    main = text
+                           "as '/' MTP parts (arguments.py @d98e8a64 l. 774-785, deprecated), which this reader does not "
+                           "read", f"write the MTP parts into {flag} ('main/MTP/MTP', one part a depth) and drop "
+                           "--mtp-hybrid-override-pattern")
+    main = text.split("/")[0]  # get_hybrid_total_layer_count: the main pattern is before the first '/' (l. 128-142)
     bad = sorted({ch for ch in main if ch not in HYBRID_VALID and ch != "|"})
     if bad:
         raise PlannerError(f"{where}{flag} {_short(text)}: {', '.join(repr(c) for c in bad)} not a layer symbol "
                            "(Megatron-LM's _validate_pattern raises: hybrid_layer_allocation.py @d98e8a64 l. 288-294)",
-                           "symbols: M Mamba-2, * attention, - MLP, E MoE; | between pipeline segments")
+                           "symbols: M Mamba-2, G Gated DeltaNet, * attention, - MLP, E MoE; | between pipeline segments")
     for ch in main:
         if ch in HYBRID_UNPRICED:
             raise PlannerError(f"{where}{flag} {_short(text)}: {ch!r} is {HYBRID_UNPRICED[ch]}, which the planner cannot "
-                               "price from Megatron flags", "use M, *, - and E only, or pass --model with a model YAML "
+                               "price from Megatron flags", "use M, G, *, - and E only, or pass --model with a model YAML "
                                "that lists its layers (layer_kinds, layer_pattern)")
     segments = main.split("|")
     if not main.replace("|", ""):
         raise PlannerError(f"{where}{flag} {_short(text)} has no layers", "give one symbol a layer, e.g. \"M-M-M*-\"")
     return flag, main, segments
+
+
+def hybrid_mtp(flags: dict, where: str) -> tuple[Optional[str], int]:
+    """(the MTP pattern of one depth, the depths) of a hybrid pattern's '/' parts [9] (parse_hybrid_pattern,
+    hybrid_layer_allocation.py @d98e8a64 l. 233-274: "main/P/P" is P at 2 depths; no part, or only empty ones, no
+    MTP), (None, 0) without them. Megatron's checks: parts that differ (l. 258-266 raises), a symbol outside Symbols or
+    a '|' in a part (_validate_pattern, l. 268, 288-294); the planner's: HYBRID_UNPRICED symbols, and a symbol the
+    main pattern has no layer of (an MTP module runs layers of the model's own kinds: schema.mtp_layer_pattern)."""
+    hyb = hybrid_pattern(flags, where)
+    if hyb is None:
+        return None, 0
+    flag = hyb[0]
+    text = str(flags[flag]).strip().strip("\"'")
+    parts = text.split("/")[1:]
+    if not parts or all(p == "" for p in parts):
+        return None, 0
+    if any(p != parts[0] for p in parts):
+        raise PlannerError(f"{where}{flag} {_short(text)}: MTP parts {', '.join(repr(p) for p in parts)} differ; Megatron-LM "
+                           "raises 'All MTP patterns must be identical' (hybrid_layer_allocation.py @d98e8a64 l. 258-266)",
+                           "repeat one MTP pattern once a depth, e.g. 'M*M-/*-/*-'")
+    part = parts[0]
+    bad = sorted({ch for ch in part if ch not in HYBRID_VALID})
+    if bad:
+        raise PlannerError(f"{where}{flag} {_short(text)}: {', '.join(repr(c) for c in bad)} in the MTP pattern "
+                           f"{part!r} is no layer symbol (_validate_pattern, hybrid_layer_allocation.py @d98e8a64 l. 268, "
+                           "288-294: no '|' in an MTP part)", "symbols: M, G, *, - and E")
+    for ch in part:
+        if ch in HYBRID_UNPRICED:
+            raise PlannerError(f"{where}{flag} {_short(text)}: {ch!r} in the MTP pattern is {HYBRID_UNPRICED[ch]}, which "
+                               "the planner cannot price from Megatron flags", "use M, G, *, - and E only")
+    missing = sorted({ch for ch in part if ch not in hyb[1]})
+    if missing:
+        raise PlannerError(f"{where}{flag} {_short(text)}: the MTP pattern {part!r} has {', '.join(map(repr, missing))}, a "
+                           "layer the main pattern has none of; the planner prices an MTP module's layers as kinds of the "
+                           "model's own layers", "use MTP symbols the main pattern also has, or pass --model with a "
+                           "model YAML")
+    return part, len(parts)
+
+
+def hybrid_mtp_spec(flags: dict, where: str, blocks: list[str], kinds_pattern: list[str], mtp: Optional[int],
+                    assumed: list[str]) -> dict:
+    """The flags' model's MTP fields from a hybrid pattern's '/' parts [9] (hybrid_mtp): mtp_layers from
+    --mtp-num-layers, mtp_layer_pattern the kind of each MTP symbol (the main pattern's layer of that symbol),
+    mtp_repeated_layer from --mtp-use-repeated-layer. Megatron builds the MTP block only with --mtp-num-layers
+    (hybrid_model.py @d98e8a64 l. 219-230: mtp_on_this_rank is False for mtp_num_layers None,
+    multi_token_prediction.py l. 823-828), builds one module a depth, or one with --mtp-use-repeated-layer
+    (multi_token_prediction.py l. 1918-1984), and runs --mtp-num-layers of them (l. 2048-2049: self.layers[iteration],
+    or layer 0 when repeated): without the repeated layer, a count other than the depths is refused (past them
+    Megatron indexes a module it did not build; below them, 0 included, it builds modules it never runs)."""
+    part, depths = hybrid_mtp(flags, where)
+    if part is None:
+        return {}
+    if mtp is None:
+        assumed.append(f"the MTP parts of the hybrid pattern ({depths} x {part!r}) without --mtp-num-layers: HybridModel "
+                       "builds no MTP block (hybrid_model.py @d98e8a64 l. 219-230, mtp_on_this_rank)")
+        return {}
+    repeated = "--mtp-use-repeated-layer" in flags
+    if (not repeated and mtp != depths) or mtp == 0:
+        raise PlannerError(f"{where}--mtp-num-layers {mtp} with {depths} MTP part(s) in the hybrid pattern: Megatron-LM builds "
+                           f"one module a part and runs {mtp} (multi_token_prediction.py @d98e8a64 l. 1918-1984, "
+                           "2048-2049), " + ("indexing a module it did not build" if mtp > depths else
+                                             "building modules it never runs") + " (mtp_on_this_rank builds the block "
+                           "for any count but None, l. 823-829)",
+                           f"give --mtp-num-layers {depths}, one '/' part a depth")
+    names = {ch: kinds_pattern[blocks.index(ch) % len(kinds_pattern)] for ch in set(part)}
+    out = {"mtp_layers": mtp, "mtp_layer_pattern": [names[ch] for ch in part]}
+    if repeated:
+        out["mtp_repeated_layer"] = True
+    return out
 
 
 def hybrid_spec(flags: dict, where: str, h: int, tp: int, blocks: list[str], spec: dict, defaults: list[str],
@@ -468,9 +559,55 @@ def hybrid_spec(flags: dict, where: str, h: int, tp: int, blocks: list[str], spe
         moe.pop("first_k_dense", None)
         assumed.append("--moe-layer-freq: the hybrid pattern's E symbols place the MoE layers (HybridStack builds "
                        "one layer a symbol, hybrid_block.py @d98e8a64 l. 134-193)")
-    mixers, mlps = hybrid_block_seqs(blocks, hybrid_block_table(mamba, {"kind": "global"}))
+    gdn = gdn_mixer(flags, where, tp, defaults, assumed) if "G" in blocks else None
+    if gdn is None:
+        given = [f for f in GDN_FLAGS if f in flags]
+        if given:
+            assumed.append(f"{', '.join(given)}: the pattern has no G layer (no Gated DeltaNet is built)")
+    mixers, mlps = hybrid_block_seqs(blocks, hybrid_block_table(mamba, {"kind": "global"}, gdn))
     kinds, pattern = layer_kinds_of(mixers, mlps, len(blocks))
     return {"layer_kinds": kinds, "layer_pattern": pattern}
+
+
+def gdn_mixer(flags: dict, where: str, tp: int, defaults: list[str], assumed: list[str]) -> dict:
+    """The G layers' Gated DeltaNet (schema.GatedDeltaNet) from the --linear-* flags [10] (Megatron's defaults listed
+    in `defaults`): _GDNBase reads linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+    linear_value_head_dim and linear_conv_kernel_dim (gated_delta_net/common.py @d98e8a64 l. 176-182), builds no
+    projection or conv bias (l. 118-119 bias False, conv_bias False; hybrid_layer_specs.py l. 122-135 passes none) and
+    runs fla's chunk rule at chunk 64 (gdn.py l. 73). Refused: --experimental-attention-variant gdn2 (G then builds
+    GatedDeltaNet2, other gates: hybrid_block.py l. 196-202), gdn without --linear-attention-freq (Megatron asserts,
+    transformer_config.py l. 1475-1477), value heads not a multiple of the key heads (l. 1495-1498; q and k are
+    repeated to the value heads, common.py _prepare_input_for_gated_delta_rule)."""
+    var = flags.get("--experimental-attention-variant")
+    if var is not None and var not in GDN_VARIANTS:
+        raise PlannerError(f"{where}--experimental-attention-variant {_short(var)} with G layers: "
+                           + ("G then builds GatedDeltaNet2 (hybrid_block.py @d98e8a64 l. 196-202), whose channel-wise "
+                              "decay, erase and write gates the planner does not price" if var == "gdn2" else
+                              "not a Gated DeltaNet variant Megatron-LM builds a G layer under (transformer_config.py "
+                              "@d98e8a64 l. 301)"),
+                           "leave --experimental-attention-variant out (G builds GatedDeltaNet), or pass --model with "
+                           "a model YAML")
+    if var is not None and "--linear-attention-freq" not in flags:
+        raise PlannerError(f"{where}--experimental-attention-variant {var} without --linear-attention-freq: Megatron-LM "
+                           "asserts it (transformer_config.py @d98e8a64 l. 1475-1477)",
+                           "add --linear-attention-freq, or leave the variant out (G layers build GatedDeltaNet)")
+    if "--linear-attention-freq" in flags:
+        assumed.append("--linear-attention-freq: the hybrid pattern's G symbols place the Gated DeltaNet layers "
+                       "(HybridStack does not read it: transformer_config.py @d98e8a64 l. 1471-1473)")
+    vals = {f: _int(where, flags, f, d) for f, d in GDN_DEFAULTS.items()}
+    absent = [f for f in GDN_DEFAULTS if f not in flags]
+    w, K, V = vals["--linear-conv-kernel-dim"], vals["--linear-key-head-dim"], vals["--linear-value-head-dim"]
+    Hk, H = vals["--linear-num-key-heads"], vals["--linear-num-value-heads"]
+    if H % Hk:
+        raise PlannerError(f"{where}--linear-num-value-heads {H} is not a multiple of --linear-num-key-heads {Hk}: "
+                           "Megatron-LM asserts it (transformer_config.py @d98e8a64 l. 1495-1498) and repeats q and k "
+                           "to the value heads", "choose value heads a multiple of the key heads")
+    if absent:
+        defaults.append("Gated DeltaNet " + ", ".join(f"{f} {GDN_DEFAULTS[f]}" for f in absent))
+    defaults.append(f"Gated DeltaNet chunk {GDN_CHUNK}, no projection or conv biases (GatedDeltaNet's fixed defaults, "
+                    "no flag sets them)")
+    return {"kind": "gated_deltanet", "num_key_heads": Hk, "num_value_heads": H, "key_head_dim": K,
+            "value_head_dim": V, "conv_kernel": w, "chunk_size": GDN_CHUNK}
 
 
 def rope_scaled(flags: dict) -> bool:
@@ -779,11 +916,14 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             raise PlannerError(f"{where}sliding-window attention with {'MLA' if 'mla' in spec else 'a --moe-layer-freq list'}",
                                "pass --model with a model YAML that lists its layers (layer_kinds, layer_pattern)")
         spec.update(_window_kinds(windows, where))
-    if hybrid:
-        spec.update(hybrid_spec(flags, where, h, tp, blocks, spec, defaults, assumed))
     mtp = _int(where, flags, "--mtp-num-layers")
-    if mtp and not hybrid:  # a hybrid stack's MTP comes from '/' parts only (hybrid_pattern refuses them)
+    if hybrid:  # a hybrid stack's MTP comes from its pattern's '/' parts only (hybrid_mtp_spec)
+        spec.update(hybrid_spec(flags, where, h, tp, blocks, spec, defaults, assumed))
+        spec.update(hybrid_mtp_spec(flags, where, blocks, spec["layer_pattern"], mtp, assumed))
+    elif mtp:
         spec["mtp_layers"] = mtp
+        if "--mtp-use-repeated-layer" in flags:  # one module run mtp times (multi_token_prediction.py l. 1985-1996)
+            spec["mtp_repeated_layer"] = True
     spec["sources"] = [f"Megatron-LM arguments in {label}",
                        "defaults: NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py, "
                        "megatron/core/transformer/transformer_config.py (planner/trainers/megatron_model.py)"]
