@@ -1283,21 +1283,21 @@ def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dic
     return vpp
 
 
-def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
+def split_of(L: int, pp: int, vpp: int, *, chunks):
     """(account_for_embedding, loss units) whose planner split (pipeline.chunk_layers) places the
-    layers as given, per model chunk or per GPU; None if none does. The loss end counts as 0 or 1
+    layers of each model chunk as `chunks` gives them; None if none does. The loss end counts as 0 or 1
     layer (--account-for-loss-in-pipeline-split), or, for a layout, as the N layers its last
     chunk lacks (Job loss_layers_in_pipeline_split: Megatron-Bridge's DeepSeek-V3 'Et*4|(t*4|)*14tmL'
-    is 61 layers + 3 = 16 chunks of 4, the last one layer and the MTP module and the loss)."""
+    is 61 layers + 3 = 16 chunks of 4, the last one layer and the MTP module and the loss). (A per-GPU
+    form, for --decoder-first/last-pipeline-num-layers, went with 6a2e3cd: those flags are the job's
+    first_stage_layers / last_stage_layers, placed as Megatron-LM does.)"""
     from ..pipeline import chunk_layers
 
-    more = [(e, n) for n in range(2, -(-L // (pp * vpp)) + 2) for e in (0, 1)] if chunks is not None else []
+    more = [(e, n) for n in range(2, -(-L // (pp * vpp)) + 2) for e in (0, 1)]
     for e, l_ in [(0, 0), (1, 0), (0, 1), (1, 1)] + more:
         if (e or l_) and (L + e + l_) % (pp * vpp):
             continue  # the counted ends must divide into the chunks (plan.SPLIT_UNITS; transformer_config.py)
-        ch = chunk_layers(L, pp, vpp, e, l_)
-        gpu = [sum(ch[j] for j in range(s, pp * vpp, pp)) for s in range(pp)]
-        if (chunks is not None and ch == list(chunks)) or (per_gpu is not None and gpu == list(per_gpu)):
+        if chunk_layers(L, pp, vpp, e, l_) == list(chunks):
             return e, l_
     return None
 
