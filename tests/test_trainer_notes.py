@@ -109,3 +109,22 @@ def test_a_bridge_yaml_override_names_its_file_as_source(cli):
     foo = next(e for e in tc["not_modelled"] if e["setting"] == "model.foo_unknown")
     assert (foo["value"], foo["source"]) == (3, yaml_file)
     assert f"{yaml_file}: model.foo_unknown=3 (" in r.stderr
+
+
+def test_a_record_copies_and_dumps_as_its_line(cli):
+    """A Note survives copy / pickle with its record, and every output format carries its line as plain text:
+    `budget CONFIG --format yaml` of train_llama3_8b.sh (whose --use-mcore-models is an ignored record) dumped it
+    with yaml's safe dumper, which refused the str subclass (RepresenterError: the fuzzer's cli-options seed)."""
+    import copy
+    import pickle
+
+    import yaml
+
+    n = listed("ignored", "--lr", "1.5e-4", "optimizer settings").labeled("ds.json")
+    for m in (copy.deepcopy(n), pickle.loads(pickle.dumps(n))):
+        assert (str(m), m.entries, m.message, m.source, m.head) == (str(n), n.entries, n.message, n.source, n.head)
+    r = cli("budget", str(DATA / "trainer_configs" / "train_llama3_8b.sh"), "--format", "yaml")
+    assert r.exit_code in (0, 1) and "Traceback" not in r.stderr, r.stderr
+    out = yaml.safe_load(r.stdout)
+    lines = [e["line"] for e in out["trainer_config"]["ignored"]]
+    assert any(x.startswith("--use-mcore-models=true (") for x in lines), lines

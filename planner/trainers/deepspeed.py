@@ -173,7 +173,7 @@ def _autotp(body, where: str, ignored: list) -> None:
                            f"set autotp_size 0 and price the split as Megatron's tensor parallelism, --tp {size} (the same "
                            "column / row split of the linears, Megatron's collectives)")
     ignored.append(listed("ignored", "tensor_parallel", body, f"autotp_size {size}: DeepSpeed's AutoTP training off, "
-                   "config.py l. 45: no effect"))
+                          "config.py l. 45: no effect"))
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
@@ -208,11 +208,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         elif k == "contiguous_gradients" and zero.get("stage") in (1, 2):
             not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v, "ZeRO-1/2 without the IPG buffers: each "
                                 "gradient its own tensor until its bucket is flattened and reduced, the rank's partition "
-                                "kept as whole parameters' gradients instead of grads_in_partition; priced as with "
-                                "them, planner/memory.py [zb]"))
+                                       "kept as whole parameters' gradients instead of grads_in_partition; priced as with "
+                                       "them, planner/memory.py [zb]"))
         elif k not in MODELLED_ZERO:
             not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v, "buckets, prefetch and persistence change "
-                                                                           "memory and overlap; not priced"))
+                                       "memory and overlap; not priced"))
     for sec in ("bf16", "fp16"):
         body = data.get(sec)
         if isinstance(body, dict):
@@ -352,7 +352,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         job["dp_comm_overlap"] = False
         ignored.append(listed("ignored", "zero_optimization.overlap_comm", zero["overlap_comm"], f"{ZERO_OPTIMIZER_ENGINE}; "
                        f"here the {'FP16_Optimizer' if job['sharding_mode'] == 'zero0' else 'BF16_Optimizer'} runs, which "
-                       "reduces the gradients after the last backward: dp_comm_overlap false"))
+                              "reduces the gradients after the last backward: dp_comm_overlap false"))
     job["recompute"] = "none"
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
     # not the stack's defaults.attention (eager: Megatron-DeepSpeed's CoreAttention without --use-flash-attn*, which
@@ -400,7 +400,7 @@ def _offload(where, zero: dict, stage: int, job: dict, ignored: list, assumed: l
             continue
         if dev == "nvme":
             not_modelled.append(listed("not_modelled", key, v, "NVMe offload not modelled: states priced on the GPU, an "
-                                                      "upper bound on memory"))
+                                       "upper bound on memory"))
             continue
         if k == "offload_param" and stage != 3:
             ignored.append(listed("ignored", key, v, f"read at ZeRO stage 3 only, stage3.py; stage {stage}: no effect"))
@@ -412,11 +412,11 @@ def _offload(where, zero: dict, stage: int, job: dict, ignored: list, assumed: l
             if kk == "pin_memory":
                 if vv is not True:
                     not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "pageable host buffers: the copies priced "
-                                        "at the pinned link rate, a lower bound on their time"))
+                                               "at the pinned link rate, a lower bound on their time"))
             elif kk == "ratio" and k == "offload_optimizer":
                 if vv != 1 and vv != 1.0:
                     not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "Twin-Flow's partial offload: priced as "
-                                        "ratio 1, the whole partition on the host"))
+                                               "ratio 1, the whole partition on the host"))
             elif kk in OFFLOAD_NO_COST:
                 ignored.append(listed("ignored", f"{key}.{kk}", vv, "NVMe / start-up setting: no effect with device cpu"))
             else:

@@ -1496,12 +1496,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
         if flag in flags and "--num-experts" not in flags:  # a dense model builds no MoE layer (as _router_padding)
             ignored.append(listed("ignored", flag, flags[flag], "no --num-experts: a dense model builds no MoE layer, the "
-                                                            "flag fuses nothing"))
+                                  "flag fuses nothing"))
         elif flag in flags:
             job[field] = flags[flag] is True or str(flags[flag]).lower() in ("true", "1")
     if "--moe-grouped-gemm" in flags and "--num-experts" not in flags:
         ignored.append(listed("ignored", "--moe-grouped-gemm", flags["--moe-grouped-gemm"], "no --num-experts: a dense "
-                                                                                       "model builds no experts to group"))
+                              "model builds no experts to group"))
     elif "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
         job["moe_grouped_gemm"] = True
     if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11]; under a mode that runs it off: _mode_settings)
@@ -1734,7 +1734,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job["global_batch"] = final
             assumed.append(f"global_batch={final}: the last batch of --step-batch-size-schedule")
     if "--max-position-embeddings" in flags and not from_flags_model:  # the flags' model reads it (its position table)
-        ignored.append(listed("ignored", "--max-position-embeddings", flags["--max-position-embeddings"], "the model file's position table is priced"))
+        ignored.append(listed("ignored", "--max-position-embeddings", flags["--max-position-embeddings"],
+                              "the model file's position table is priced"))
     if "global_batch" not in job:
         assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
         dp = job["gpus"] // max(1, tp * pp * cp)
@@ -1843,7 +1844,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             not_modelled.append(listed("not_modelled", "--recompute-num-layers", n, f"uniform chunks of {n} layers: every "
                                        "layer re-runs, but only each chunk's input is saved, less than priced"))
     elif method is not None or "--recompute-num-layers" in flags:
-        ignored += [listed("ignored", f, flags[f], "no --recompute-granularity full") for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
+        ignored += [listed("ignored", f, flags[f], "no --recompute-granularity full")
+                    for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
 
     # ---- precision, overlap, order
     if "--fp4-format" in flags:
@@ -1857,7 +1859,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
             assumed.append("fp8_recipe=delayed: --fp8-recipe default (arguments.py)")
-        ignored.append(listed("ignored", "--fp8-format", flags["--fp8-format"], "e4m3 or hybrid: numerics only, the same fp8 GEMMs"))
+        ignored.append(listed("ignored", "--fp8-format", flags["--fp8-format"],
+                              "e4m3 or hybrid: numerics only, the same fp8 GEMMs"))
     else:
         job["precision"] = "bf16"
         if "--fp16" in flags:
@@ -2331,7 +2334,8 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
     mp = flags.get("--megatron-fsdp-main-params-dtype")
     if "--use-megatron-fsdp" not in flags:
         if mp is not None:
-            ignored.append(listed("ignored", "--megatron-fsdp-main-params-dtype", mp, "no --use-megatron-fsdp: only Megatron-FSDP reads it"))
+            ignored.append(listed("ignored", "--megatron-fsdp-main-params-dtype", mp,
+                                  "no --use-megatron-fsdp: only Megatron-FSDP reads it"))
         return
     if mp is not None and mp not in MFSDP_MAIN_PARAMS_CHOICES:
         raise PlannerError(f"{where}--megatron-fsdp-main-params-dtype {_short(mp)}: not one of Megatron's choices",
@@ -2700,7 +2704,7 @@ def _router_padding(where: str, flags: dict, job: dict, assumed: list, ignored: 
     if "--num-experts" not in flags:
         for f in given:
             ignored.append(listed("ignored", f, flags[f], "no --num-experts: a dense model builds no router, the flag "
-                                                      "pads nothing"))
+                                  "pads nothing"))
         return
     if given:
         job["moe_router_padding"] = True

@@ -63,6 +63,9 @@ class Note(str):
         self.kind, self.entries, self.message, self.head, self.source = kind, tuple(entries), message, head, source
         return self
 
+    def __reduce__(self):  # copy / pickle: rebuilt from its record
+        return Note, (self.head, self.kind, self.entries, self.message, self.source)
+
     def labeled(self, label: str) -> "Note":
         """The same record read from the file `label` names, the line prefixed 'LABEL: ' as the note prints it."""
         return Note(f"{label}: {self.head}", self.kind, self.entries, self.message, label)
@@ -242,8 +245,8 @@ def _listed(cfg, lines: list[str]) -> list[dict]:
     for line in lines:
         src, text = _source_of(line, cfg)
         if isinstance(line, Note):
-            out += [{"setting": k, "value": v, "reason": line.message, "source": src, "line": line}
-                    for k, v in line.entries]
+            out += [{"setting": k, "value": v, "reason": line.message, "source": src, "line": str(line)}
+                    for k, v in line.entries]  # the line a plain str: YAML's safe dumper takes no str subclass
             continue
         what, why = split_reason(text)
         for part in _NEXT_ASSIGN.split(what):

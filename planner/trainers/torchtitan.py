@@ -599,7 +599,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             if key not in MODELLED.get(section, ()):
                 why = _no_cost(section, key, v)
                 if why is None:
-                    not_modelled.append(listed("not_modelled", f"{section}.{key}", v, "not priced: it may change memory or time"))
+                    not_modelled.append(listed("not_modelled", f"{section}.{key}", v,
+                                               "not priced: it may change memory or time"))
                 else:
                     ignored.append(listed("ignored", f"{section}.{key}", v, why))
     sec = {name: data.get(name, {}) for name in MODELLED}
@@ -753,10 +754,12 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                                "use Interleaved1F1B, or layers per stage = layers / pipeline degree")
         job["vpp"] = vpp
     elif "pipeline_parallel_schedule" in par and run_pp > 1:  # the file's pipeline keys are read at its own pp
-        not_modelled.append(listed("not_modelled", "parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"], f"read at the file's pipeline_parallel_degree 1: the command line's pp {run_pp} runs "
-                            "--schedule's, else the stack's default schedule"))
+        not_modelled.append(listed("not_modelled", "parallelism.pipeline_parallel_schedule",
+                                   par["pipeline_parallel_schedule"], f"read at the file's pipeline_parallel_degree 1: "
+                                   f"the command line's pp {run_pp} runs --schedule's, else the stack's default schedule"))
     elif "pipeline_parallel_schedule" in par:
-        ignored.append(listed("ignored", "parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"], "pipeline_parallel_degree 1"))
+        ignored.append(listed("ignored", "parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"],
+                              "pipeline_parallel_degree 1"))
 
     # ---- batch
     if "local_batch_size" in tr:
@@ -792,7 +795,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         if pp > 1:
             assumed.append(f"micro_batch={local}: local_batch_size, one micro-batch per step without PP{mesh}")
         if "pipeline_parallel_microbatch_size" in par:
-            ignored.append(listed("ignored", "parallelism.pipeline_parallel_microbatch_size", par["pipeline_parallel_microbatch_size"], "pipeline_parallel_degree 1"))
+            ignored.append(listed("ignored", "parallelism.pipeline_parallel_microbatch_size",
+                                  par["pipeline_parallel_microbatch_size"], "pipeline_parallel_degree 1"))
     seq = tr.get("seq_len")
     if seq is None:
         seq = 2048
@@ -809,7 +813,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         raise PlannerError(f"{where}[training] dtype {tr['dtype']!r} is not bfloat16 or float32", "torchtitan's choices")
     mpp = tr.get("mixed_precision_param", "bfloat16")
     if mpp != "bfloat16":
-        not_modelled.append(listed("not_modelled", "training.mixed_precision_param", mpp, "fp32 compute not modelled: priced as bf16"))
+        not_modelled.append(listed("not_modelled", "training.mixed_precision_param", mpp,
+                                   "fp32 compute not modelled: priced as bf16"))
     converters = m.get("converters", [])
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
@@ -861,7 +866,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     else:
         job["recompute"] = mode
         if "selective_ac_option" in ac:
-            ignored.append(listed("ignored", "activation_checkpoint.selective_ac_option", ac["selective_ac_option"], f"mode {mode}"))
+            ignored.append(listed("ignored", "activation_checkpoint.selective_ac_option", ac["selective_ac_option"],
+                                  f"mode {mode}"))
     # ---- optimizer: its step's temporaries (stack_db memory.optimizer_step_temporaries, memory.py [opt])
     impl = data.get("optimizer", {}).get("implementation") if isinstance(data.get("optimizer"), dict) else None
     if impl is not None:
@@ -899,7 +905,7 @@ def cpu_offload(where: str, tr: dict, job: dict, ignored: list) -> None:
         job.update(offload_optimizer="cpu", offload_param="cpu")
     elif on:
         ignored.append(listed("ignored", "training.enable_cpu_offload", on, "applied with FSDP only, apply_fsdp's "
-                       "offload_policy: no effect without a shard degree"))
+                              "offload_policy: no effect without a shard degree"))
 
 
 def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int) -> int:
@@ -1008,7 +1014,7 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     for k, v in body.items():
         if k not in GROUPED_MM_KEYS[kind]:
             not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.{k}", v, "not priced: it may change memory "
-                                                                                    "or time"))
+                                       "or time"))
     if kind == "mx" and body.get("recipe_name", "mxfp8") != "mxfp8":
         raise PlannerError(f"{where}[quantize.grouped_mm.mx] recipe_name {body['recipe_name']!r}: torchtitan's only "
                            "one is \"mxfp8\" (job_config.py @e347b1e5e MXGroupedMM l. 794-801)", "write recipe_name = \"mxfp8\"")
@@ -1021,7 +1027,7 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     off = [f for f in fqns if f not in on]
     if off:
         not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.fqns", off, "names no routed-expert module "
-                                                                                   f"path '{EXPERTS_FQN}': not priced"))
+                                   f"path '{EXPERTS_FQN}': not priced"))
     job["fp8_grouped_experts"] = bool(on)
     if not on:
         assumed.append(f"fp8_grouped_experts=false: [quantize.grouped_mm.{kind}] fqns names no routed experts "

@@ -952,7 +952,7 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
                                    f"--loss.num_chunks takes an integer (ChunkedLossWrapper's, default {LOSS_CHUNKS})")
             if int(v) != LOSS_CHUNKS:
                 not_modelled.append(listed("not_modelled", key, v, f"ChunkedLossWrapper's chunks: priced at the stack's "
-                                                          f"{LOSS_CHUNKS}, memory.chunked_loss_chunks"))
+                                           f"{LOSS_CHUNKS}, memory.chunked_loss_chunks"))
             only[key] = int(v)
         elif key == "compile.enable_async_tensor_parallel":
             pass
@@ -1266,7 +1266,7 @@ def _compile_components(given: dict, stated: bool, ignored: list) -> None:
     if not given.get("compile.enable", False):
         if stated:
             ignored.append(listed("ignored", "compile.components", comps, "compile.enable false: torchtitan 0.3.0 "
-                           "compiles no component, whatever the list names; configs.py l. 291-299"))
+                                  "compiles no component, whatever the list names; configs.py l. 291-299"))
         return
     for c in other:
         ignored.append(noted("ignored", f"compile.components {c!r}", "no component of torchtitan 0.3.0: it compiles "
