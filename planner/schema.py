@@ -11,9 +11,9 @@ key names that say so (`hbm_GB`, `nvlink_GBps`); the properties convert to SI.
 # 12, CPU, .pyc cached; issue 24). Forward references are quoted ("Job").
 
 import math
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
 
 from .precisions import Precision
 
@@ -2540,10 +2540,32 @@ class LayerKindBuilt(BaseModel):
 Recompute = Literal["none", "selective", "full"]
 
 
-def _listed_once(values: list, what: str) -> None:
-    """A stack's runs list names each choice once (RecomputeRuns, AttentionRuns, HalfDtypeRuns)."""
-    if len(set(values)) != len(values):
-        raise ValueError(f"{what} repeat: {values}")
+class ListedRuns(BaseModel):
+    """A `runs` entry that lists the choices the stack's code has, each once, in one list field (the class's `listed`,
+    named `what` in an error), with the code that shows them (sources): made by listed_runs, the base of RecomputeRuns,
+    AttentionRuns, HalfDtypeRuns, OptimizerRuns and SpmdBackendRuns."""
+
+    model_config = Strict
+    listed: ClassVar[str]
+    what: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _once(self):
+        values = getattr(self, self.listed)
+        if len(set(values)) != len(values):
+            raise ValueError(f"{self.what} repeat: {values}")
+        return self
+
+
+def listed_runs(field: str, choice, what: str, description: Optional[str] = None, **more) -> type[ListedRuns]:
+    """The ListedRuns base whose list `field` (at least one value, each once) takes `choice` (a Literal of the
+    choices), named `what` in its errors, `more` the entry's other fields (create_model's (type, Field) pairs) before
+    its `sources`; the entry's class subclasses it with its docstring."""
+    model = create_model(f"ListedRuns_{field}", __base__=ListedRuns, __module__=__name__,
+                         **{field: (list[choice], Field(min_length=1, description=description))}, **more,
+                         sources=(list[str], Field(min_length=1)))
+    model.listed, model.what = field, what
+    return model
 
 
 class SequenceParallelRuns(BaseModel):
@@ -2579,24 +2601,15 @@ class SequenceParallelRuns(BaseModel):
         return self
 
 
-class RecomputeRuns(BaseModel):
+class RecomputeRuns(listed_runs("granularities", Recompute, "recompute granularities")):
     """The activation-recompute granularities the stack's code has (Job.recompute): none (every activation kept),
     selective (the attention core re-run: Korthikanti et al. 2022 sec. 5, Megatron-LM --recompute-granularity
     selective, torchtitan's selective AC) and full (each layer re-run from its input: Megatron-LM 2021
     --checkpoint-activations). A granularity not listed: start-up rule STACK_RECOMPUTE refuses it (fit drops it,
     counted; explain / check exit 2)."""
 
-    model_config = Strict
-    granularities: list[Recompute] = Field(min_length=1)
-    sources: list[str] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _once(self) -> "RecomputeRuns":
-        _listed_once(self.granularities, "recompute granularities")
-        return self
-
-
-class AttentionRuns(BaseModel):
+class AttentionRuns(listed_runs("cores", Literal["flash", "eager"], "attention cores")):
     """The core attentions the stack's code runs (Job.attention): flash (a fused kernel that keeps no s x s
     scores: FlashAttention, cuDNN, FlexAttention, by runs.attention_kernels and the stack's attention_kernels
     rules) and eager (batched GEMMs around a softmax and a dropout, the scores kept: Megatron-LM 2021's
@@ -2604,59 +2617,33 @@ class AttentionRuns(BaseModel):
     one that leaves it out runs defaults.attention under explain / check, while fit plans the first core listed
     (an entry lists its cores fastest first: plan.fit_attention), which an exported config selects."""
 
-    model_config = Strict
-    cores: list[Literal["flash", "eager"]] = Field(min_length=1)
-    sources: list[str] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _once(self) -> "AttentionRuns":
-        _listed_once(self.cores, "attention cores")
-        return self
-
-
-class HalfDtypeRuns(BaseModel):
+class HalfDtypeRuns(listed_runs("dtypes", Literal["bf16", "fp16"], "16-bit dtypes")):
     """The 16-bit dtypes the stack's code trains in (Job.fp16: fp16 with loss scaling, else bf16; both priced
     alike, precisions.SAME_PEAK): a job asking for one not listed is refused naming the stack; one that leaves
     fp16 out runs defaults.fp16."""
-
-    model_config = Strict
-    dtypes: list[Literal["bf16", "fp16"]] = Field(min_length=1)
-    sources: list[str] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _once(self) -> "HalfDtypeRuns":
-        _listed_once(self.dtypes, "16-bit dtypes")
-        return self
 
 
 SpmdBackend = Literal["spmd_types", "partial_dtensor", "full_dtensor"]
 
 
-class OptimizerRuns(BaseModel):
+class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers")):
     """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
     the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
 
-    model_config = Strict
-    optimizers: list[OptimizerName] = Field(min_length=1)
-    sources: list[str] = Field(min_length=1)
-
     @model_validator(mode="after")
-    def _once(self) -> "OptimizerRuns":
-        _listed_once(self.optimizers, "optimizers")
+    def _adam(self) -> "OptimizerRuns":
         if "adam" not in self.optimizers:
             raise ValueError("runs.optimizers lacks adam: a job that leaves optimizer out runs adam")
         return self
 
 
-class SpmdBackendRuns(BaseModel):
+class SpmdBackendRuns(listed_runs(
+        "backends", SpmdBackend, "spmd_backends backends", "the backends the option takes",
+        default=(SpmdBackend, Field(description="the backend a run that does not set the option gets")))):
     """The SPMD backends a stack's trainer selects between (job field spmd_backend): torchtitan 0.3's
     parallelism.spmd_backend. The backend decides which op the TP / SP redistributes and the EP token exchange
     run eager, and so what the op-SAC save list keeps (memory.py [xk], [tk], functional_collectives_eager)."""
-
-    model_config = Strict
-    backends: list[SpmdBackend] = Field(min_length=1, description="the backends the option takes")
-    default: SpmdBackend = Field(description="the backend a run that does not set the option gets")
-    sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _default_listed(self):

@@ -127,7 +127,10 @@ def test_megatron_export_round_trip(tmp_path, fused):
     ("torchtitan", "qwen3-30b-a3b", "torch._grouped_mm, always"),
     ("torchtitan-0.3", "qwen3-30b-a3b", "torch._grouped_mm, always"),
     ("megatron-deepspeed", "mixtral-8x7b", "one GEMM per local expert, always"),
-    ("deepseek", "deepseek-v3", "what its own code builds"),
+    ("deepseek", "deepseek-v3", "one grouped GEMM per projection over the local routed experts, always (assumed"),
+    ("llm-foundry", "mixtral-8x7b", "MegaBlocks' grouped GEMM (ffn_type mb_dmoe, mlp_impl grouped)"),
+    ("litgpt-benchmark", "mixtral-8x7b", "each expert's own LLaMAMLP (three nn.Linear GEMMs) on its tokens, in a "
+                                         "Python loop over the experts, always"),
 ])
 @pytest.mark.parametrize("flag", ["--moe-grouped-gemm", "--no-moe-grouped-gemm"])
 def test_grouped_gemm_switch_refused_on_a_stack_without_it(cli, stack, model, runs, flag):
@@ -135,8 +138,11 @@ def test_grouped_gemm_switch_refused_on_a_stack_without_it(cli, stack, model, ru
     whose defaults.moe_grouped_gemm is not null: stack_db/megatron.yaml). On torchtitan the experts always run
     torch._grouped_mm (torchtitan @e347b1e5e models/moe/moe.py MoEArgs.use_grouped_mm = True l. 37, no job-config
     option; 0.3 @4f9e9a47d models/common/moe.py l. 88-120), on DeepSpeed-MoE a loop of expert modules
-    (deepspeed/moe/experts.py Experts.forward): either value of the flag changed no figure there, and was dropped
-    silently. Now exit 2, naming the stack and what its experts run (stack_db defaults.moe_experts_kernel)."""
+    (deepspeed/moe/experts.py Experts.forward), on DeepSeek's HAI-LLM fp8 grouped GEMMs (DeepGEMM's contiguous
+    layout), on llm-foundry MegaBlocks' dMoE with mlp_impl grouped (grouped_gemm's gmm), on litgpt a loop of LLaMAMLP
+    experts: either value of the flag changed no figure there, and was dropped silently. Now exit 2, naming the stack
+    and what its experts run (stack_db defaults.moe_experts_kernel, given by every stack that builds MoE layers but
+    megatron, whose switch it is)."""
     r = cli("explain", "--model", model, "--gpus", "64", "--stack", stack, flag)
     assert r.exit_code == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
@@ -144,6 +150,21 @@ def test_grouped_gemm_switch_refused_on_a_stack_without_it(cli, stack, model, ru
     assert f"hint: leave {flag} out, or price the plan on --stack megatron" in r.stderr
     r = cli("fit", "--model", model, "--gpus", "64", "--stack", stack, flag, "--top", "1")
     assert r.exit_code == 2 and f"stack {stack} has no such switch" in r.stderr, r.stderr
+
+
+def test_every_moe_stack_says_what_its_experts_run():
+    """A shipped stack whose code builds MoE layers (runs.layer_kinds moe) either has Megatron-Core's switch
+    (defaults.moe_grouped_gemm: megatron, and megatron-bridge through `extends`) or says what its routed experts run,
+    cited (defaults.moe_experts_kernel), which the refusal of a job's moe_grouped_gemm quotes. llm-foundry, deepseek
+    and litgpt-benchmark lacked it (the refusal said "what its own code builds")."""
+    from planner.catalog import list_stacks, load_stack
+
+    moe = [n for n in list_stacks() if any(k.kind == "moe" for k in load_stack(n).runs.layer_kinds or ())]
+    assert {"megatron", "torchtitan", "torchtitan-0.3", "megatron-deepspeed", "deepseek", "llm-foundry",
+            "litgpt-benchmark"} <= set(moe)
+    lacking = [n for n in moe if load_stack(n).defaults.moe_grouped_gemm is None
+               and not load_stack(n).defaults.moe_experts_kernel]
+    assert lacking == []
 
 
 def test_grouped_gemm_switch_still_priced_on_megatron(cli):

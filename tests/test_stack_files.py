@@ -249,3 +249,35 @@ def test_the_export_note_follows_the_trainer_the_stack_extends(tmp_path, cli):
         note = [x for x in r.stderr.splitlines() if "written as stack megatron's file" in x]
         assert len(note) == 1 and note[0].endswith(f"every layer of llama3-8b; {tail}"), r.stderr
         assert ("Python recipes" in note[0]) == (stack != str(meg))
+
+
+@pytest.mark.parametrize("base, entry, needles", [
+    ("megatron", "recompute:\n    granularities: [none, partial]",
+     ("field `runs.recompute.granularities.1`: Input should be 'none', 'selective' or 'full'",)),
+    ("megatron", "attention:\n    cores: [fused]", ("field `runs.attention.cores.0`: Input should be 'flash' or 'eager'",)),
+    ("megatron", "half_dtypes:\n    dtypes: [fp8]", ("field `runs.half_dtypes.dtypes.0`: Input should be 'bf16' or 'fp16'",)),
+    ("megatron", "optimizers:\n    optimizers: [adam, sgd]",
+     ("field `runs.optimizers.optimizers.1`: Input should be 'adam' or 'muon'",)),
+    ("torchtitan-0.3", "spmd_backends:\n    backends: [spmd_types, dtensor]",
+     ("field `runs.spmd_backends.backends.1`: Input should be 'spmd_types', 'partial_dtensor' or 'full_dtensor'",)),
+    ("megatron", "half_dtypes:\n    dtypes: [fp16, bf16, fp16]",
+     ("field `runs.half_dtypes`: Value error, 16-bit dtypes repeat: ['fp16', 'bf16', 'fp16']",)),
+    ("megatron", "optimizers:\n    optimizers: [muon]",
+     ("field `runs.optimizers`: Value error, runs.optimizers lacks adam",)),
+    # spmd_backends had no repeat check before the entries shared schema.ListedRuns (debts)
+    ("torchtitan-0.3", "spmd_backends:\n    backends: [spmd_types, spmd_types]",
+     ("field `runs.spmd_backends`: Value error, spmd_backends backends repeat: ['spmd_types', 'spmd_types']",)),
+    ("torchtitan-0.3", "spmd_backends:\n    backends: [partial_dtensor]\n    default: spmd_types",
+     ("field `runs.spmd_backends`: Value error, spmd_backends default spmd_types must be one of backends "
+      "['partial_dtensor']",)),
+    ("megatron", "recompute:\n    granularity: [none]",
+     ("field `runs.recompute.granularity`: Extra inputs are not permitted", "hint: did you mean `granularities`?")),
+])
+def test_a_bad_runs_list_names_the_file_the_field_and_the_choices(tmp_path, cli, base, entry, needles):
+    """The `runs` entries that list what a stack's code has (schema.ListedRuns: recompute granularities, attention
+    cores, 16-bit dtypes, optimizers, SPMD backends), given wrong in a user's stack file: exit 2, the error names the
+    file, the field's path, and the valid choices (the Literal's values, from pydantic's literal_error) or the
+    repeat / the rule broken. The base's `sources` are kept (catalog._extend merges the mapping), so only the list
+    is wrong."""
+    p = _write(tmp_path, f"extends: {base}\nname: mine\nversion: mine\nruns:\n  {entry}\n")
+    assert_one_error(_explain(cli, p), f"error: {p}: ", *needles)

@@ -36,7 +36,7 @@ def report_trainer_config(cfg) -> None:
         warn(f"{cfg.source}: read as {cfg.fmt}; not modelled (they change memory or time; the plan is priced without "
              f"them): {'; '.join(group_by_reason(cfg.not_modelled))}")
     if cfg.ignored:
-        n = sum(len(split_reason(i)[0].split(", ")) for i in cfg.ignored)
+        n = sum(len(i.entries) if hasattr(i, "entries") else len(split_reason(i)[0].split(", ")) for i in cfg.ignored)
         note(f"{cfg.source}: read as {cfg.fmt}; {n} setting(s) with no effect on memory or time not listed "
              f"(optimizer, schedule, data, logging, checkpoints: the reader's documented list)")
     if cfg.assumed:
@@ -54,10 +54,11 @@ def split_reason(entry: str) -> tuple[str, str]:
 
 
 def group_by_reason(entries: list[str]) -> list[str]:
-    """Entries that share a reason written once: 'a=1, b=2 (why)', in first-seen order."""
+    """Entries that share a reason written once: 'a=1, b=2 (why)', in first-seen order (a reader's record,
+    planner/trainers/report.py Note, by its head and message; a line written as text, by split_reason)."""
     groups: dict[str, list[str]] = {}
     for e in entries:
-        what, why = split_reason(e)
+        what, why = (e.head, e.message or "") if hasattr(e, "head") else split_reason(e)
         groups.setdefault(why, []).append(what)
     return [", ".join(whats) + (f" ({why})" if why else "") for why, whats in groups.items()]
 

@@ -419,11 +419,11 @@ def megatron_fsdp_grad_flags(plan: dict) -> tuple:
 
 
 def fmt_ignored(name: str, value) -> str:
-    if isinstance(value, bool):
-        value = str(value).lower()
-    elif isinstance(value, (dict, list)):
-        value = json.dumps(value, separators=(",", ":"))
-    return f"{name}={value}"
+    """`name=value` as a reader's line prints a setting (report.shown_value); a line of the ignored / not_modelled
+    lists is written as report.listed, which carries the setting and value as data."""
+    from .report import shown_value
+
+    return f"{name}={shown_value(value)}"
 
 
 __all__ = ["words_of", "FORMATS", "READ_FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]

@@ -84,6 +84,7 @@ from typing import Optional
 
 from ..errors import PlannerError
 from .spelling import hydra_value as _v
+from .report import listed
 
 DSV3 = "src/megatron/bridge/recipes/deepseek/deepseek_v3.py"
 DSV3_HF = "deepseek-ai/DeepSeek-V3"
@@ -424,13 +425,13 @@ def gpt_oss_job(cfg: dict, where: str, not_modelled: list) -> None:
     hold these keys); their model.cp_comm_type a2a (gpt_oss.py l. 66, 187) is every recipe's key (megatron_bridge.py
     COMMON, _cp_job)."""
     if _bool(cfg, "model.calculate_per_token_loss", where):
-        not_modelled.append(f"model.calculate_per_token_loss=true ({PER_TOKEN_LOSS})")
+        not_modelled.append(listed("not_modelled", "model.calculate_per_token_loss", True, PER_TOKEN_LOSS))
     sm = cfg.get("model.softmax_type", "vanilla")
     if sm in SINK_SOFTMAX:
-        not_modelled.append(f"model.softmax_type={sm} (the attention sinks, gpt_oss_bridge.py l. 95: one "
-                            f"{'learned ' if sm == 'learnable' else ''}logit a head a layer in the softmax's "
-                            "denominator, 64 parameters a layer, and Transformer Engine's sink attention kernel's "
-                            "speed: not priced)")
+        not_modelled.append(listed("not_modelled", "model.softmax_type", sm, "the attention sinks, gpt_oss_bridge.py "
+                                   f"l. 95: one {'learned ' if sm == 'learnable' else ''}logit a head a layer in the "
+                                   "softmax's denominator, 64 parameters a layer, and Transformer Engine's sink "
+                                   "attention kernel's speed: not priced", str))
     elif sm != "vanilla":
         raise PlannerError(f"{where}model.softmax_type={_v(sm)}", "valid: vanilla, off-by-one, learnable")
 
@@ -592,8 +593,8 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
                                "Megatron-Core refuses it ('shared_experts recompute cannot work with "
                                "--moe-shared-expert-overlap.', transformer_config.py @905c0e386 l. 1355-1362)",
                                "set model.moe_shared_expert_overlap=false, or leave shared_experts out")
-        not_modelled.append("model.moe_shared_expert_overlap=true (the shared expert's compute overlapped with the "
-                            "dispatch: not priced)")
+        not_modelled.append(listed("not_modelled", "model.moe_shared_expert_overlap", True, "the shared expert's "
+                                   "compute overlapped with the dispatch: not priced"))
     # fused kernels and grouped GEMM (written where on: the job's defaults are off)
     for k, f in (("model.moe_permute_fusion", "moe_permute_fusion"), ("model.moe_router_fusion", "moe_router_fusion")):
         job[f] = _bool(cfg, k, where)
@@ -634,7 +635,8 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
         job["moe_capacity_factor"] = float(cf)
         job["moe_pad_to_capacity"] = _bool(cfg, "model.moe_pad_expert_input_to_capacity", where)
     elif _bool(cfg, "model.moe_pad_expert_input_to_capacity", where):
-        ignored.append("model.moe_pad_expert_input_to_capacity=true (no capacity factor: dropless, nothing to pad to)")
+        ignored.append(listed("ignored", "model.moe_pad_expert_input_to_capacity", True, "no capacity factor: "
+                              "dropless, nothing to pad to"))
     # the pipeline layout (a string, or the recipe's own): Megatron-Core refuses it beside the other split settings
     # (transformer_config.py @905c0e386 l. 1430-1447) and a vpp other than its chunks' (l. 1463-1474)
     layout = cfg["model.pipeline_model_parallel_layout"]
@@ -668,7 +670,8 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
             else:
                 job.update(split_fields(*e_l))
         elif vpp == 1:
-            ignored.append(f"model.pipeline_model_parallel_layout={layout} (one stage: every layer on it)")
+            ignored.append(listed("ignored", "model.pipeline_model_parallel_layout", layout, "one stage: every layer "
+                                  "on it", str))
     # the EP overlap: the CommOverlapConfig's stated field over the model's (comm_overlap.py _override_user_cfgs
     # l. 590-598), with the asserts Bridge makes (l. 468-502)
     ov = co.get("overlap_moe_expert_parallel_comm") if co else None
@@ -689,8 +692,8 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
                                "asserts them (training/comm_overlap.py l. 468-502)", "turn the EP overlap off, or meet them")
         job["ep_comm_overlap"] = True
     if co and co.get("delay_wgrad_compute"):
-        not_modelled.append("comm_overlap.delay_wgrad_compute=true (the weight gradients deferred under the EP overlap: "
-                            "not priced)")
+        not_modelled.append(listed("not_modelled", "comm_overlap.delay_wgrad_compute", True, "the weight gradients "
+                                   "deferred under the EP overlap: not priced"))
     # the precision-aware optimizer's state dtypes (OptimizerConfig @905c0e386; Bridge's ConfigContainer keeps the
     # distributed optimizer on, which it needs: megatron/core/optimizer/__init__.py)
     if _bool(cfg, "optimizer.use_precision_aware_optimizer", where):

@@ -71,7 +71,8 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
-from . import TrainerConfig, fmt_ignored, resolve_gpus
+from . import TrainerConfig, resolve_gpus
+from .report import listed
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
@@ -171,8 +172,8 @@ def _autotp(body, where: str, ignored: list) -> None:
                            "420-430) is not modelled",
                            f"set autotp_size 0 and price the split as Megatron's tensor parallelism, --tp {size} (the same "
                            "column / row split of the linears, Megatron's collectives)")
-    ignored.append(fmt_ignored("tensor_parallel", body) + f" (autotp_size {size}: DeepSpeed's AutoTP training off, "
-                   "config.py l. 45: no effect)")
+    ignored.append(listed("ignored", "tensor_parallel", body, f"autotp_size {size}: DeepSpeed's AutoTP training off, "
+                          "config.py l. 45: no effect"))
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
@@ -190,9 +191,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         if k not in MODELLED_TOP:
             why = NO_COST.get(k)
             if why is None:
-                not_modelled.append(fmt_ignored(k, v) + " (not priced: it may change memory or time)")
+                not_modelled.append(listed("not_modelled", k, v, "not priced: it may change memory or time"))
             else:
-                ignored.append(fmt_ignored(k, v) + f" ({why})")
+                ignored.append(listed("ignored", k, v, why))
     _autotp(data.get("tensor_parallel"), where, ignored)
     zero = data.get("zero_optimization", {}) or {}
     if not isinstance(zero, dict):
@@ -205,17 +206,17 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         elif k in ("reduce_bucket_size", "contiguous_gradients") and zero.get("stage") in (1, 2) and v is not False:
             continue  # ZeRO-1/2's IPG buffer (planner/memory.py [zb]): the bucket read below, contiguous assumed on
         elif k == "contiguous_gradients" and zero.get("stage") in (1, 2):
-            not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (ZeRO-1/2 without the IPG buffers: each "
+            not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v, "ZeRO-1/2 without the IPG buffers: each "
                                 "gradient its own tensor until its bucket is flattened and reduced, the rank's partition "
-                                "kept as whole parameters' gradients instead of grads_in_partition; priced as with "
-                                "them, planner/memory.py [zb])")
+                                       "kept as whole parameters' gradients instead of grads_in_partition; priced as with "
+                                       "them, planner/memory.py [zb]"))
         elif k not in MODELLED_ZERO:
-            not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (buckets, prefetch and persistence change "
-                                                                           "memory and overlap; not priced)")
+            not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v, "buckets, prefetch and persistence change "
+                                       "memory and overlap; not priced"))
     for sec in ("bf16", "fp16"):
         body = data.get(sec)
         if isinstance(body, dict):
-            ignored += [fmt_ignored(f"{sec}.{k}", v) + " (loss scaling: numerics only)" for k, v in body.items()
+            ignored += [listed("ignored", f"{sec}.{k}", v, "loss scaling: numerics only") for k, v in body.items()
                         if k != "enabled"]
     if model is None:
         raise PlannerError(f"{where}a DeepSpeed JSON does not name the model", "pass --model NAME, a model YAML or the Hugging Face config.json")
@@ -349,9 +350,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if job["sharding_mode"] in ("zero0", "bf16_optimizer") and job["dp_comm_overlap"]:
         # not the ZeRO optimizer: overlap_comm is read only where the engine builds it (ZERO_OPTIMIZER_ENGINE)
         job["dp_comm_overlap"] = False
-        ignored.append(fmt_ignored("zero_optimization.overlap_comm", zero["overlap_comm"]) + f" ({ZERO_OPTIMIZER_ENGINE}; "
+        ignored.append(listed("ignored", "zero_optimization.overlap_comm", zero["overlap_comm"], f"{ZERO_OPTIMIZER_ENGINE}; "
                        f"here the {'FP16_Optimizer' if job['sharding_mode'] == 'zero0' else 'BF16_Optimizer'} runs, which "
-                       "reduces the gradients after the last backward: dp_comm_overlap false)")
+                              "reduces the gradients after the last backward: dp_comm_overlap false"))
     job["recompute"] = "none"
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
     # not the stack's defaults.attention (eager: Megatron-DeepSpeed's CoreAttention without --use-flash-attn*, which
@@ -395,14 +396,14 @@ def _offload(where, zero: dict, stage: int, job: dict, ignored: list, assumed: l
                                "valid: \"none\", \"cpu\", \"nvme\" (deepspeed/runtime/zero/offload_config.py "
                                "OffloadDeviceEnum)")
         if dev == "none":
-            ignored.append(fmt_ignored(key, v) + " (no offload)")
+            ignored.append(listed("ignored", key, v, "no offload"))
             continue
         if dev == "nvme":
-            not_modelled.append(fmt_ignored(key, v) + " (NVMe offload not modelled: states priced on the GPU, an "
-                                                      "upper bound on memory)")
+            not_modelled.append(listed("not_modelled", key, v, "NVMe offload not modelled: states priced on the GPU, an "
+                                       "upper bound on memory"))
             continue
         if k == "offload_param" and stage != 3:
-            ignored.append(fmt_ignored(key, v) + f" (read at ZeRO stage 3 only, stage3.py; stage {stage}: no effect)")
+            ignored.append(listed("ignored", key, v, f"read at ZeRO stage 3 only, stage3.py; stage {stage}: no effect"))
             continue
         job[k] = "cpu"
         for kk, vv in v.items():
@@ -410,16 +411,16 @@ def _offload(where, zero: dict, stage: int, job: dict, ignored: list, assumed: l
                 continue
             if kk == "pin_memory":
                 if vv is not True:
-                    not_modelled.append(fmt_ignored(f"{key}.{kk}", vv) + " (pageable host buffers: the copies priced "
-                                        "at the pinned link rate, a lower bound on their time)")
+                    not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "pageable host buffers: the copies priced "
+                                               "at the pinned link rate, a lower bound on their time"))
             elif kk == "ratio" and k == "offload_optimizer":
                 if vv != 1 and vv != 1.0:
-                    not_modelled.append(fmt_ignored(f"{key}.{kk}", vv) + " (Twin-Flow's partial offload: priced as "
-                                        "ratio 1, the whole partition on the host)")
+                    not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "Twin-Flow's partial offload: priced as "
+                                               "ratio 1, the whole partition on the host"))
             elif kk in OFFLOAD_NO_COST:
-                ignored.append(fmt_ignored(f"{key}.{kk}", vv) + " (NVMe / start-up setting: no effect with device cpu)")
+                ignored.append(listed("ignored", f"{key}.{kk}", vv, "NVMe / start-up setting: no effect with device cpu"))
             else:
-                not_modelled.append(fmt_ignored(f"{key}.{kk}", vv) + " (not priced: it may change memory or time)")
+                not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "not priced: it may change memory or time"))
         if "pin_memory" not in v:
             not_modelled.append(f"{key}.pin_memory absent: DeepSpeed's default false (offload_config.py l. 45, 72), "
                                 "pageable host buffers; the copies priced at the pinned link rate, a lower bound on "
@@ -463,7 +464,7 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
     accum = (types or {}).get("grad_accum_dtype")
     for k, v in (types or {}).items():
         if k != "grad_accum_dtype":
-            not_modelled.append(fmt_ignored(f"data_types.{k}", v) + " (not priced: it may change memory or time)")
+            not_modelled.append(listed("not_modelled", f"data_types.{k}", v, "not priced: it may change memory or time"))
     if accum is not None:
         if not isinstance(accum, str) or accum not in ACCUM_DTYPES:
             raise PlannerError(f"{where}data_types.grad_accum_dtype = {_short(accum)} is not a DeepSpeed dtype",

@@ -224,8 +224,9 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import RecomputeModule, split_fields
 from . import shell_arith
-from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
+from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, resolve_gpus,
                write_model_file)
+from .report import Note, listed, listed_all, noted
 from .megatron_model import (GDN_FLAGS, HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_mtp, hybrid_pattern,
                              INT64_MAX, VOCAB_SIZE_TOKENIZERS, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
@@ -477,16 +478,16 @@ def _fp8_attention(flags: dict, job: dict, assumed: list, ignored: list, not_mod
     Megatron forks pass it, Megatron-Bridge sets the field (mixed_precision.fp8_dot_product_attention)."""
     if "--fp8-dot-product-attention" not in flags:
         return
-    name = fmt_ignored("--fp8-dot-product-attention", flags["--fp8-dot-product-attention"])
+    flag = ("--fp8-dot-product-attention", flags["--fp8-dot-product-attention"])
     recipe = job.get("fp8_recipe")
     if "--fp4-format" in flags:
-        not_modelled.append(f"{name} (the NVFP4 recipe's fp8_dpa, fp4_utils.py @d98e8a64 l. 225: fp8 attention beside "
-                            "NVFP4 GEMMs is not priced; the attention is priced in bf16)")
+        not_modelled.append(listed("not_modelled", *flag, "the NVFP4 recipe's fp8_dpa, fp4_utils.py @d98e8a64 l. 225: "
+                                   "fp8 attention beside NVFP4 GEMMs is not priced; the attention is priced in bf16"))
     elif job.get("precision") != "fp8":
-        ignored.append(f"{name} (no --fp8-format: Megatron builds no fp8 recipe, the attention runs in bf16)")
+        ignored.append(listed("ignored", *flag, "no --fp8-format: Megatron builds no fp8 recipe, the attention runs in bf16"))
     elif recipe not in FP8_DPA_RECIPES:
-        ignored.append(f"{name} (the {recipe} recipe is built without fp8_dpa, core/fp8_utils.py @d98e8a64 "
-                       "l. 781-784: the attention runs in bf16)")
+        ignored.append(listed("ignored", *flag, f"the {recipe} recipe is built without fp8_dpa, core/fp8_utils.py "
+                              "@d98e8a64 l. 781-784: the attention runs in bf16"))
     else:
         job["fp8_attention"] = True
         assumed.append("fp8_attention=true: --fp8-dot-product-attention read as Megatron-Core's "
@@ -989,7 +990,7 @@ def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset()) ->
 SPELLED_PHASES = 4096  # _rampup_ignored spells a ramp of fewer increments (a message's length, not a model figure)
 
 
-def _rampup_ignored(flags: dict, job: dict, seq: int) -> str:
+def _rampup_ignored(flags: dict, job: dict, seq: int) -> Note:
     """--rampup-batch-size START INCREMENT SAMPLES in a Megatron-LM script: listed as ignored, as Megatron-LM
     @d98e8a64 ignores it (parsed, training_config.py l. 20-29 "Deprecated. Use step_batch_size_schedule
     instead."; passed to no calculator, global_vars.py l. 148-157: the run trains at --global-batch-size, or at
@@ -1000,22 +1001,25 @@ def _rampup_ignored(flags: dict, job: dict, seq: int) -> str:
     value = " ".join(words_of(flags["--rampup-batch-size"]))
     why = ("deprecated and passed to nothing at Megatron-LM @d98e8a64 (training_config.py l. 20-29, global_vars.py "
            "l. 148-157; its calculator was removed by 532ad926b4)")
+    def note(reason: str) -> Note:
+        return listed("ignored", "--rampup-batch-size", value, f"{why}: {reason}")
+
     if "--step-batch-size-schedule" in flags:
-        return f"--rampup-batch-size={value} ({why}: --step-batch-size-schedule is the ramp the run steps by)"
+        return note("--step-batch-size-schedule is the ramp the run steps by")
     try:
         start, inc, samples = (int(w) for w in value.split())
     except ValueError:
-        return f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size)"
+        return note("the run steps at --global-batch-size")
     g = job["global_batch"]
     if start <= 0 or inc <= 0 or samples <= 0 or g - start <= 0 or (g - start) % inc:
-        return f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size)"
+        return note("the run steps at --global-batch-size")
     if (g - start) // inc >= SPELLED_PHASES:  # O(phases) to spell: a fuzzed 1 1 N ramp to a 2**31 batch is not
-        return (f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size {g}; the ramp has "
-                f"{(g - start) // inc + 1:,} phases, too many to spell as a --step-batch-size-schedule here)")
+        return note(f"the run steps at --global-batch-size {g}; the ramp has {(g - start) // inc + 1:,} phases, too "
+                    "many to spell as a --step-batch-size-schedule here")
     phases = rampup_phases(start, inc, samples, g)
-    return (f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size {g}; the ramp, {len(phases)} "
-            f"phases, is --step-batch-size-schedule '{to_megatron([(c * seq, b) for c, b in phases])}' in place of "
-            "--global-batch-size: planner/batch_ramp.py rampup_phases)")
+    return note(f"the run steps at --global-batch-size {g}; the ramp, {len(phases)} phases, is "
+                f"--step-batch-size-schedule '{to_megatron([(c * seq, b) for c, b in phases])}' in place of "
+                "--global-batch-size: planner/batch_ramp.py rampup_phases")
 
 
 def _read_wgrad_deferral(where, flags, job) -> None:
@@ -1287,21 +1291,21 @@ def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dic
     return vpp
 
 
-def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
+def split_of(L: int, pp: int, vpp: int, *, chunks):
     """(account_for_embedding, loss units) whose planner split (pipeline.chunk_layers) places the
-    layers as given, per model chunk or per GPU; None if none does. The loss end counts as 0 or 1
+    layers of each model chunk as `chunks` gives them; None if none does. The loss end counts as 0 or 1
     layer (--account-for-loss-in-pipeline-split), or, for a layout, as the N layers its last
     chunk lacks (Job loss_layers_in_pipeline_split: Megatron-Bridge's DeepSeek-V3 'Et*4|(t*4|)*14tmL'
-    is 61 layers + 3 = 16 chunks of 4, the last one layer and the MTP module and the loss)."""
+    is 61 layers + 3 = 16 chunks of 4, the last one layer and the MTP module and the loss). (A per-GPU
+    form, for --decoder-first/last-pipeline-num-layers, went with 6a2e3cd: those flags are the job's
+    first_stage_layers / last_stage_layers, placed as Megatron-LM does.)"""
     from ..pipeline import chunk_layers
 
-    more = [(e, n) for n in range(2, -(-L // (pp * vpp)) + 2) for e in (0, 1)] if chunks is not None else []
+    more = [(e, n) for n in range(2, -(-L // (pp * vpp)) + 2) for e in (0, 1)]
     for e, l_ in [(0, 0), (1, 0), (0, 1), (1, 1)] + more:
         if (e or l_) and (L + e + l_) % (pp * vpp):
             continue  # the counted ends must divide into the chunks (plan.SPLIT_UNITS; transformer_config.py)
-        ch = chunk_layers(L, pp, vpp, e, l_)
-        gpu = [sum(ch[j] for j in range(s, pp * vpp, pp)) for s in range(pp)]
-        if (chunks is not None and ch == list(chunks)) or (per_gpu is not None and gpu == list(per_gpu)):
+        if chunk_layers(L, pp, vpp, e, l_) == list(chunks):
             return e, l_
     return None
 
@@ -1419,8 +1423,8 @@ def _rope_scaling(flags: dict, shape: dict, ignored: list[str], where: str = "")
         shape["--use-rope-scaling" if on else "(no --use-rope-scaling)"] = (
             "llama3_rope_scaling", MEGATRON_LLAMA3_ROPE if on else None)
     elif on:
-        ignored.append("--use-rope-scaling=true (no RotaryEmbedding it scales: Megatron builds one for "
-                       "--position-embedding-type rope without MLA only, gpt_model.py @d98e8a64 l. 183-194)")
+        ignored.append(listed("ignored", "--use-rope-scaling", True, "no RotaryEmbedding it scales: Megatron builds one "
+                              "for --position-embedding-type rope without MLA only, gpt_model.py @d98e8a64 l. 183-194"))
     # linear scaling: --rotary-seq-len-interpolation-factor divides RotaryEmbedding's positions (rotary_pos_embedding.py
     # @d98e8a64 l. 135-136), the same rotary as --use-rope-scaling's; absent: none (default None, arguments.py l. 2422)
     interp = "--rotary-seq-len-interpolation-factor"
@@ -1475,10 +1479,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue
         kind, why = classify_unread(k, v)
-        by_reason.setdefault((kind, why), []).append(fmt_ignored(k, v))
-    for (kind, why), names in by_reason.items():
-        (ignored if kind == "ignored" else not_modelled).append(f"{', '.join(names)} ({why})")
-    not_modelled += [f"{w} (a word that is no flag's value)" for w in stray]
+        by_reason.setdefault((kind, why), []).append((k, v))
+    for (kind, why), pairs in by_reason.items():
+        (ignored if kind == "ignored" else not_modelled).append(listed_all(kind, pairs, why))
+    not_modelled += [noted("not_modelled", w, "a word that is no flag's value") for w in stray]
     job: dict = {"stack": "megatron"}
     tp = _int(where, flags, "--tensor-model-parallel-size", 1)
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
@@ -1491,11 +1495,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if cct == "a2a+p2p" and hcp is not None:  # the a2a group's and the ring's ranks (planner/cp_comm_type.py)
             job["hierarchical_cp_sizes"] = hcp
     elif cct is not None:
-        ignored.append(f"--cp-comm-type={cct} (context-parallel-size 1: no context parallelism, the layers ignore it, "
-                       "transformer_layer.py @d98e8a64 l. 378)")
+        ignored.append(listed("ignored", "--cp-comm-type", f"{cct}", "context-parallel-size 1: no context parallelism, "
+                              "the layers ignore it, transformer_layer.py @d98e8a64 l. 378"))
     if hcp is not None and "hierarchical_cp_sizes" not in job:
-        ignored.append(f"--hierarchical-context-parallel-sizes={' '.join(map(str, hcp))} (read by --cp-comm-type a2a+p2p "
-                       "only; arguments.py @d98e8a64 l. 580-582 asserts their product is cp)")
+        ignored.append(listed("ignored", "--hierarchical-context-parallel-sizes", " ".join(map(str, hcp)), "read by "
+                              "--cp-comm-type a2a+p2p only; arguments.py @d98e8a64 l. 580-582 asserts their product is cp"))
     ep = _int(where, flags, "--expert-model-parallel-size", 1)  # Megatron-Core MoE (arguments.py _add_moe_args)
     if ep > 1:
         job["ep"] = ep
@@ -1508,13 +1512,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["cross_entropy_fusion"] = True
     for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
         if flag in flags and "--num-experts" not in flags:  # a dense model builds no MoE layer (as _router_padding)
-            ignored.append(fmt_ignored(flag, flags[flag]) + " (no --num-experts: a dense model builds no MoE layer, the "
-                                                            "flag fuses nothing)")
+            ignored.append(listed("ignored", flag, flags[flag], "no --num-experts: a dense model builds no MoE layer, the "
+                                  "flag fuses nothing"))
         elif flag in flags:
             job[field] = flags[flag] is True or str(flags[flag]).lower() in ("true", "1")
     if "--moe-grouped-gemm" in flags and "--num-experts" not in flags:
-        ignored.append(fmt_ignored("--moe-grouped-gemm", flags["--moe-grouped-gemm"]) + " (no --num-experts: a dense "
-                                                                                       "model builds no experts to group)")
+        ignored.append(listed("ignored", "--moe-grouped-gemm", flags["--moe-grouped-gemm"], "no --num-experts: a dense "
+                              "model builds no experts to group"))
     elif "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
         job["moe_grouped_gemm"] = True
     if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11]; under a mode that runs it off: _mode_settings)
@@ -1748,8 +1752,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job["global_batch"] = final
             assumed.append(f"global_batch={final}: the last batch of --step-batch-size-schedule")
     if "--max-position-embeddings" in flags and not from_flags_model:  # the flags' model reads it (its position table)
-        ignored.append(fmt_ignored("--max-position-embeddings", flags["--max-position-embeddings"])
-                       + " (the model file's position table is priced)")
+        ignored.append(listed("ignored", "--max-position-embeddings", flags["--max-position-embeddings"],
+                              "the model file's position table is priced"))
     if "global_batch" not in job:
         assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
         dp = job["gpus"] // max(1, tp * pp * cp)
@@ -1855,10 +1859,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}--recompute-method {method!r}", "valid: uniform, block")
         elif method == "uniform" and n not in (None, 1):
-            not_modelled.append(f"--recompute-num-layers={n} (uniform chunks of {n} layers: every layer re-runs, but only "
-                                f"each chunk's input is saved, less than priced)")
+            not_modelled.append(listed("not_modelled", "--recompute-num-layers", n, f"uniform chunks of {n} layers: every "
+                                       "layer re-runs, but only each chunk's input is saved, less than priced"))
     elif method is not None or "--recompute-num-layers" in flags:
-        ignored += [fmt_ignored(f, flags[f]) + " (no --recompute-granularity full)" for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
+        ignored += [listed("ignored", f, flags[f], "no --recompute-granularity full")
+                    for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
 
     # ---- precision, overlap, order
     if "--fp4-format" in flags:
@@ -1872,7 +1877,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
             assumed.append("fp8_recipe=delayed: --fp8-recipe default (arguments.py)")
-        ignored.append(fmt_ignored("--fp8-format", flags["--fp8-format"]) + " (e4m3 or hybrid: numerics only, the same fp8 GEMMs)")
+        ignored.append(listed("ignored", "--fp8-format", flags["--fp8-format"],
+                              "e4m3 or hybrid: numerics only, the same fp8 GEMMs"))
     else:
         job["precision"] = "bf16"
         if "--fp16" in flags:
@@ -1880,7 +1886,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         elif "--bf16" not in flags:
             assumed.append("precision=bf16: neither --bf16 nor --fp16 (fp32 training is not modelled)")
         if "--fp8-recipe" in flags:
-            ignored.append(fmt_ignored("--fp8-recipe", flags["--fp8-recipe"]) + " (no --fp8-format)")
+            ignored.append(listed("ignored", "--fp8-recipe", flags["--fp8-recipe"], "no --fp8-format"))
     if "--fp16" in flags:  # the job's fp16: exported back as --fp16, refused under --use-torch-fsdp2 (_mode_settings)
         job["fp16"] = True
     _bf16_layers(flags, job, where, ignored)
@@ -1890,7 +1896,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if not job["dp_comm_overlap"]:
         assumed.append("dp_comm_overlap=false: --overlap-grad-reduce absent (off by default in Megatron)")
     if "--overlap-param-gather" in flags and not job["dp_comm_overlap"]:
-        ignored.append("--overlap-param-gather=true (without --overlap-grad-reduce)")
+        ignored.append(listed("ignored", "--overlap-param-gather", True, "without --overlap-grad-reduce"))
     job["rank_order"] = "tp-cp-pp-dp" if "--use-tp-pp-dp-mapping" in flags else "tp-cp-dp-pp"
     assumed.append(f"rank_order={job['rank_order']}: Megatron's parallel_state order "
                    f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}")
@@ -1910,8 +1916,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if job.get("optimizer") == "muon" and job.get("sharding") == "zero1":
             job["optimizer_whole_tensors"] = True
         else:
-            ignored.append("--no-use-layer-wise-param-layout (no layer-wise distributed optimizer: it runs with --optimizer "
-                           "muon and --use-distributed-optimizer only, arguments.py @d98e8a64 l. 1725-1737)")
+            ignored.append(noted("ignored", "--no-use-layer-wise-param-layout", "no layer-wise distributed optimizer: it "
+                                 "runs with --optimizer muon and --use-distributed-optimizer only, arguments.py @d98e8a64 "
+                                 "l. 1725-1737"))
     unmodelled += split_unmodelled
     if hardware is not None:
         job["hardware"] = hardware
@@ -2019,7 +2026,7 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
       --no-persist-layer-norm            Megatron-Core's FusedLayerNorm only (fused_layer_norm.py l. 99-135): ignored
                                          with TE's norms, not modelled with --transformer-impl local."""
     def ignore(flag, why):
-        ignored.append(f"{fmt_ignored(flag, True)} ({why})")
+        ignored.append(listed("ignored", flag, True, why))
 
     if "--no-rope-fusion" in flags:
         if spec.position_embedding == "rope":
@@ -2055,8 +2062,8 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
                                                  "attention.py l. 104); Transformer Engine's attention runs")
     if "--no-persist-layer-norm" in flags:
         if job.get("transformer_impl") == "local":
-            not_modelled.append("--no-persist-layer-norm (Megatron-Core's FusedLayerNorm without the persistent kernel: "
-                                "the same bytes, a slower kernel)")
+            not_modelled.append(noted("not_modelled", "--no-persist-layer-norm", "Megatron-Core's FusedLayerNorm without "
+                                      "the persistent kernel: the same bytes, a slower kernel"))
         else:
             ignore("--no-persist-layer-norm", "read only by Megatron-Core's FusedLayerNorm (fused_layer_norm.py "
                                               "l. 99-135); Transformer Engine's norms run")
@@ -2201,7 +2208,7 @@ def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignore
     optimizer is FusedAdam whatever it says): ignored. Pageable host buffers (--no-pin-cpu-grads / --no-pin-cpu-params):
     not modelled (the link priced at its pinned rate)."""
     if "--optimizer-cpu-offload" not in flags:
-        ignored += [fmt_ignored(f, flags[f]) + " (no --optimizer-cpu-offload)" for f in OFFLOAD_FLAGS if f in flags]
+        ignored += [listed("ignored", f, flags[f], "no --optimizer-cpu-offload") for f in OFFLOAD_FLAGS if f in flags]
         return
     if "--use-precision-aware-optimizer" not in flags:
         raise PlannerError(f"{where}--optimizer-cpu-offload without --use-precision-aware-optimizer",
@@ -2223,7 +2230,7 @@ def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignore
     if frac == 0.0:
         assumed.append("offload_optimizer=none: --optimizer-cpu-offload with --optimizer-offload-fraction 0 offloads "
                        "nothing (HybridDeviceOptimizer steps every parameter on the GPU)")
-        ignored += [fmt_ignored(f, flags[f]) + " (offload fraction 0)" for f in OFFLOAD_FLAGS[1:] if f in flags]
+        ignored += [listed("ignored", f, flags[f], "offload fraction 0") for f in OFFLOAD_FLAGS[1:] if f in flags]
         return
     job["offload_optimizer"] = "cpu"
     if frac != 1.0:
@@ -2245,8 +2252,8 @@ def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignore
                        f"{', '.join(dtypes)} not handed to --optimizer-cpu-offload's HybridDeviceOptimizer, which keeps "
                        "fp32 master copies and fp32 moments (megatron/core/optimizer/__init__.py @d98e8a64 l. 519-546)")
     if "--use-torch-optimizer-for-cpu-offload" in flags:
-        ignored.append("--use-torch-optimizer-for-cpu-offload (overridden for Adam: the GPU's part runs FusedAdam, "
-                       "megatron/core/optimizer/__init__.py @d98e8a64 l. 515-518)")
+        ignored.append(noted("ignored", "--use-torch-optimizer-for-cpu-offload", "overridden for Adam: the GPU's part "
+                             "runs FusedAdam, megatron/core/optimizer/__init__.py @d98e8a64 l. 515-518"))
     for f in ("--no-pin-cpu-grads", "--no-pin-cpu-params"):
         if f in flags:
             unmodelled.append(f"{f}: pageable host buffers (the host link priced at its pinned rate)")
@@ -2272,7 +2279,7 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
     mcore_fsdp_adapter.py l. 139-143)."""
     given = {f: flags[f] for f in MFSDP_GRAD_FLAGS if f in flags}
     if "--use-megatron-fsdp" not in flags:
-        ignored += [fmt_ignored(f, v) + " (no --use-megatron-fsdp: only Megatron-FSDP reads it)" for f, v in given.items()]
+        ignored += [listed("ignored", f, v, "no --use-megatron-fsdp: only Megatron-FSDP reads it") for f, v in given.items()]
         return
     for f, v in given.items():
         if v not in MFSDP_GRAD_FLAGS[f]:
@@ -2345,8 +2352,8 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
     mp = flags.get("--megatron-fsdp-main-params-dtype")
     if "--use-megatron-fsdp" not in flags:
         if mp is not None:
-            ignored.append(fmt_ignored("--megatron-fsdp-main-params-dtype", mp)
-                           + " (no --use-megatron-fsdp: only Megatron-FSDP reads it)")
+            ignored.append(listed("ignored", "--megatron-fsdp-main-params-dtype", mp,
+                                  "no --use-megatron-fsdp: only Megatron-FSDP reads it"))
         return
     if mp is not None and mp not in MFSDP_MAIN_PARAMS_CHOICES:
         raise PlannerError(f"{where}--megatron-fsdp-main-params-dtype {_short(mp)}: not one of Megatron's choices",
@@ -2463,7 +2470,7 @@ def _bf16_layers(flags: dict, job: dict, where: str, ignored: list) -> None:
     @d98e8a64 first_last_layers_bf16, num_layers_at_start_in_bf16 = num_layers_at_end_in_bf16 = 1)."""
     names = ("--first-last-layers-bf16", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16")
     if "--first-last-layers-bf16" not in flags or job.get("precision", "bf16") == "bf16":
-        ignored += [fmt_ignored(f, flags[f]) + " (no fp8 / fp4 training: every layer is bf16)" for f in names if f in flags]
+        ignored += [listed("ignored", f, flags[f], "no fp8 / fp4 training: every layer is bf16") for f in names if f in flags]
         return
     job["bf16_layers_at_start"] = _int(where, flags, "--num-layers-at-start-in-bf16", 1)
     job["bf16_layers_at_end"] = _int(where, flags, "--num-layers-at-end-in-bf16", 1)
@@ -2714,8 +2721,8 @@ def _router_padding(where: str, flags: dict, job: dict, assumed: list, ignored: 
         job["enable_experimental"] = True
     if "--num-experts" not in flags:
         for f in given:
-            ignored.append(fmt_ignored(f, flags[f]) + " (no --num-experts: a dense model builds no router, the flag "
-                                                      "pads nothing)")
+            ignored.append(listed("ignored", f, flags[f], "no --num-experts: a dense model builds no router, the flag "
+                                  "pads nothing"))
         return
     if given:
         job["moe_router_padding"] = True

@@ -42,6 +42,7 @@ from . import TrainerConfig, check_model_shape, resolve_gpus
 from .launch_files import Naming, launch_file
 from .bridge_sharding import HSDP_MODE, HSDP_STRATEGY, MFSDP_MODES
 from .spelling import hydra_value as _v
+from .report import listed, noted
 from . import bridge_moe
 
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
@@ -561,7 +562,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             if script.options[opt] and not eq:
                 val, i = (words[i + 1] if i + 1 < len(words) else None), i + 1
             if opt == "--debug":
-                ignored.append(f"--debug ({script.path}: debug logging)")
+                ignored.append(noted("ignored", "--debug", f"{script.path}: debug logging"))
             else:  # --hf-path (pretrain_quantized_llama3_8b.py l. 159-165): the recipe's model replaced
                 raise PlannerError(f"{where}{opt} {val}: {script.path} then builds the model provider from that "
                                    "checkpoint's config (AutoBridge.from_hf_pretrained(path).to_megatron_provider(), "
@@ -574,10 +575,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             if opt in ("--seq_length", "--packed_sequence", "--peft_scheme", "--hf_path"):
                 # load_recipe passes each only to a recipe function whose signature takes it (run_recipe.py
                 # l. 180-208); the transcribed recipes take none (llama3.py: `def llama3_8b_pretrain_config()`)
-                ignored.append(f"{opt}={val} (run_recipe.py hands it only to a recipe that takes it; the "
-                               "transcribed recipes take no argument)")
+                ignored.append(listed("ignored", opt, val, "run_recipe.py hands it only to a recipe that takes it; the "
+                                      "transcribed recipes take no argument", str))
             elif opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
-                ignored.append(f"{opt}={val} (run_recipe.py's default for a pretrain recipe, l. 222-249)")
+                ignored.append(listed("ignored", opt, val, "run_recipe.py's default for a pretrain recipe, l. 222-249", str))
             else:
                 raise PlannerError(f"{where}{opt} {val}: the planner prices a GPT pre-training step "
                                    "(--mode pretrain, --step_func gpt_step) only", f"drop {opt}")
@@ -631,7 +632,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     overrides, source = _lay(yaml_ops + ops, _recipe_values(cfg, mp, co, rec), where, assumed, ignored)
     for k, v in overrides.items():
         # (a key the YAML file gave is named with the file)
-        wk, tag = (f"{where}{source[k]}: ", f"{source[k]}: ") if source[k] else (where, "")
+        wk = f"{where}{source[k]}: " if source[k] else where
         if k == "mixed_precision":
             if rec.mp_object:
                 raise PlannerError(f"{wk}mixed_precision={v}: recipe {recipe} holds a MixedPrecisionConfig "
@@ -651,7 +652,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             if f in MP_FIELDS:
                 mp[f] = v
             else:
-                not_modelled.append(f"{tag}{k}={_v(v)} (a MixedPrecisionConfig field the planner does not price)")
+                not_modelled.append(listed("not_modelled", k, v, "a MixedPrecisionConfig field the planner "
+                                           "does not price", _v, source[k]))
         elif k == "comm_overlap":
             if v is None:
                 co = None
@@ -672,8 +674,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             unknown = sorted(set(co or ()) - {"tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
                                                "overlap_grad_reduce", "overlap_param_gather", "bucket_size",
                                                *(bridge_moe.MOE_CO_FIELDS if rec.moe else ())})
-            not_modelled += [f"{tag}comm_overlap.{f}={_v(co[f])} (a CommOverlapConfig field the planner does not read)"
-                             for f in unknown]
+            not_modelled += [listed("not_modelled", f"comm_overlap.{f}", co[f], "a CommOverlapConfig field the "
+                                    "planner does not read", _v, source[k]) for f in unknown]
         elif k.startswith("comm_overlap."):
             if co is None:
                 raise PlannerError(f"{wk}{k}: recipe {recipe} has comm_overlap None ({rec.file} {rec.lines}), "
@@ -682,19 +684,21 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             if k.split(".", 1)[1] not in ("tp_comm_overlap", "overlap_p2p_comm", "batch_p2p_comm",
                                           "overlap_grad_reduce", "overlap_param_gather", "bucket_size",
                                           *(bridge_moe.MOE_CO_FIELDS if rec.moe else ())):
-                not_modelled.append(f"{tag}{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
+                not_modelled.append(listed("not_modelled", k, v, "a CommOverlapConfig field the planner "
+                                           "does not read", _v, source[k]))
         elif k in PROPERTIES:  # below, after the fields
             continue
         elif k in NO_EFFECT:
-            ignored.append(f"{tag}{k}={_v(v)} ({NO_EFFECT[k]})")
+            ignored.append(listed("ignored", k, v, NO_EFFECT[k], _v, source[k]))
             cfg[k] = v
         elif k in NO_EFFECT_OPTIMIZER or any(k.startswith(p) for p in NO_EFFECT_SECTIONS):
             why = next((w for p, w in NO_EFFECT_SECTIONS.items() if k.startswith(p)), "an Adam hyper-parameter")
-            ignored.append(f"{tag}{k}={_v(v)} ({why}: no effect on a step's memory or time)")
+            ignored.append(listed("ignored", k, v, f"{why}: no effect on a step's memory or time", _v, source[k]))
         elif k in cfg:
             cfg[k] = v
         else:
-            not_modelled.append(f"{tag}{k}={_v(v)} (an override the planner does not read: its effect is not priced)")
+            not_modelled.append(listed("not_modelled", k, v, "an override the planner does not read: its "
+                                       "effect is not priced", _v, source[k]))
     for k, field in PROPERTIES.items():
         if k in overrides:
             if field in overrides and overrides[field] != overrides[k]:
@@ -776,10 +780,10 @@ def _cp_job(cfg: dict, job: dict, where: str, ignored: list) -> None:
         if v == "a2a+p2p":
             job["hierarchical_cp_sizes"] = list(sizes)
     elif job["cp"] == 1 and v is not None:
-        ignored.append(f"model.cp_comm_type={v} (context_parallel_size 1: no context parallelism)")
+        ignored.append(listed("ignored", "model.cp_comm_type", v, "context_parallel_size 1: no context parallelism", str))
     if sizes is not None and "hierarchical_cp_sizes" not in job:
-        ignored.append(f"model.hierarchical_context_parallel_sizes={_v(sizes)} (read by model.cp_comm_type a2a+p2p only, "
-                       "at context_parallel_size > 1)")
+        ignored.append(listed("ignored", "model.hierarchical_context_parallel_sizes", sizes, "read by model.cp_comm_type "
+                              "a2a+p2p only, at context_parallel_size > 1", _v))
 
 
 def _recipe_values(cfg: dict, mp: dict, co, rec: Recipe) -> dict:
@@ -1048,14 +1052,14 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
         tokens = count("tokenizer.vocab_size", nv)
         what = f"the NullTokenizer's {tokens:,} tokens (tokenizer.vocab_size)"
         if name is not None:
-            ignored.append(f"tokenizer.tokenizer_model={_v(name)} (the NullTokenizer reads only tokenizer.vocab_size: "
-                           "training/tokenizers/tokenizer.py l. 77-80)")
+            ignored.append(listed("ignored", "tokenizer.tokenizer_model", name, "the NullTokenizer reads only "
+                                  "tokenizer.vocab_size: training/tokenizers/tokenizer.py l. 77-80", _v))
     elif kind == "HuggingFaceTokenizer" and name in HF_TOKENIZER_VOCAB:
         tokens = HF_TOKENIZER_VOCAB[name]
         what = f"the Hugging Face tokenizer {name}'s {tokens:,} tokens (len(tokenizer))"
         if nv is not None:
-            ignored.append(f"tokenizer.vocab_size={_v(nv)} (a HuggingFaceTokenizer is read whole: training/tokenizers/"
-                           "tokenizer.py l. 58-66 passes no vocab_size)")
+            ignored.append(listed("ignored", "tokenizer.vocab_size", nv, "a HuggingFaceTokenizer is read whole: "
+                                  "training/tokenizers/tokenizer.py l. 58-66 passes no vocab_size", _v))
     # the catalog model's own tokens (its tokenizer_vocab_size where its vocab_size pads beyond its tokenizer:
     # Qwen3's 151,669 in 151,936 rows), the fewest rows plan.with_padded_vocab prices
     from ..catalog import load_model
@@ -1090,8 +1094,8 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
     elif given:
         job["padded_vocab_size"] = rows
     if cfg["model.make_vocab_size_divisible_by"] != _recipe_divisor(rec) and rows is not None:
-        ignored.append(f"model.make_vocab_size_divisible_by={_v(cfg['model.make_vocab_size_divisible_by'])} "
-                       "(model.vocab_size set: Bridge pads no vocabulary, models/gpt_provider.py l. 244-250)")
+        ignored.append(listed("ignored", "model.make_vocab_size_divisible_by", cfg["model.make_vocab_size_divisible_by"],
+                              "model.vocab_size set: Bridge pads no vocabulary, models/gpt_provider.py l. 244-250", _v))
 
 
 SP_TP1_RULE = ("Bridge does not start (ConfigContainer.validate, training/config.py l. 1484-1485, finalizes the model: "
@@ -1178,8 +1182,8 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         if method == "block" and isinstance(n, int):
             job["recompute_layers"] = n * vpp
         elif method == "uniform" and n not in (None, 1):
-            not_modelled.append(f"model.recompute_num_layers={n} (uniform chunks of {n} layers: only each chunk's input "
-                                "is saved, less than priced)")
+            not_modelled.append(listed("not_modelled", "model.recompute_num_layers", n, f"uniform chunks of {n} layers: "
+                                       "only each chunk's input is saved, less than priced", str))
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}model.recompute_method={method}", "valid: uniform, block")
     elif gran == "selective" and cfg["model.recompute_modules"] is not None:
@@ -1201,7 +1205,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     # what Megatron-Core reads only under another granularity (transformer_config.py @905c0e386 l. 455-483)
     unread = [k for k in ("model.recompute_method", "model.recompute_num_layers") if gran != "full" and cfg[k] is not None]
     unread += ["model.recompute_modules"] if gran != "selective" and cfg["model.recompute_modules"] is not None else []
-    ignored += [f"{k}={_v(cfg[k])} (model.recompute_granularity={_v(gran)}: not read)" for k in unread]
+    ignored += [listed("ignored", k, cfg[k], f"model.recompute_granularity={_v(gran)}: not read", _v) for k in unread]
     # sharding
     mfsdp, fsdp2 = flag("ddp.use_megatron_fsdp") or flag("dist.use_megatron_fsdp"), flag("dist.use_torch_fsdp2")
     if mfsdp and fsdp2:  # ConfigContainer.validate raises (training/config.py l. 1533-1534)
@@ -1256,7 +1260,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["sharding"] = "zero1" if dist else "none"
     job["dp_comm_overlap"] = flag("ddp.overlap_grad_reduce")
     if flag("ddp.overlap_param_gather") and not dist:
-        ignored.append("ddp.overlap_param_gather=true (no distributed optimizer: nothing to gather)")
+        ignored.append(listed("ignored", "ddp.overlap_param_gather", True, "no distributed optimizer: nothing to gather"))
     if job["pp"] > 1 and vpp > 1 and not flag("model.overlap_p2p_comm"):
         job["pp_p2p_overlap"] = False
     job["tp_comm_overlap"] = bool(co and co.get("tp_comm_overlap"))

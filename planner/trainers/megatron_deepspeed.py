@@ -135,6 +135,7 @@ from typing import Optional
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import fmt_ignored, words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
+from .report import Note, listed, noted
 from .launch_files import Naming, launch_file
 from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
@@ -192,6 +193,11 @@ BIGSCIENCE_STACK = "megatron-deepspeed-bigscience"
 # PipelineEngine: the JSON's ZeRO stage 2 or 3 runs and its overlap_comm acts; the fork has no --no-pipeline-parallel)
 STACK_2021 = "megatron-deepspeed-2021"
 MDS2021_COMMIT = "microsoft/Megatron-DeepSpeed b56b50bb"
+
+
+def _flag_note(flag: str, value, why: str) -> Note:
+    """An ignored flag of the script: `--flag (why)` where given bare (value True), else `--flag=value (why)`."""
+    return noted("ignored", flag, why) if value is True else listed("ignored", flag, value, why, str)
 
 
 def pipeline_model(ds: dict, pp: int, stack: Optional[str]) -> bool:
@@ -260,7 +266,7 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
     _deepspeed_moe(flags, ds, where, ignored, assumed)
     for k in ds:
         if k in MDS_IGNORED:
-            ignored.append(f"{k}{'' if ds[k] is True else '=' + str(ds[k])} ({MDS_IGNORED[k]})")
+            ignored.append(_flag_note(k, ds[k], MDS_IGNORED[k]))
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
     tp = _int(where, flags, "--tensor-model-parallel-size", 1)
     pipe = pipeline_model(ds, pp, stack)
@@ -279,20 +285,20 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
                            "modelled (the stack megatron-deepspeed runs no sequence split, stack_db runs.max_cp 1)",
                            "price it at --ds-sequence-parallel-size 1, or as Megatron-LM context parallelism")
     if "--ds-sequence-parallel-size" in ds:
-        ignored.append("--ds-sequence-parallel-size=1 (no sequence split)")
+        ignored.append(listed("ignored", "--ds-sequence-parallel-size", 1, "no sequence split"))
     remote = ds.get("--remote-device", "none")
     if remote not in ("none", True):
         raise PlannerError(f"{where}--remote-device {remote}: ZeRO-3 parameters initialised on the host "
                            "(pretrain_gpt.py zero.Init remote_device) are not modelled", "drop --remote-device")
     if "--remote-device" in ds:
-        ignored.append("--remote-device=none (parameters initialised on the GPU)")
+        ignored.append(listed("ignored", "--remote-device", "none", "parameters initialised on the GPU"))
     if "--cpu-optimizer" in ds:
         torch_adam = "torch.optim.AdamW, --cpu_torch_adam" if "--cpu_torch_adam" in ds else "DeepSpeedCPUAdam"
         unmodelled.append(f"--cpu-optimizer (the optimizer on the host, {torch_adam}: {MDS_COMMIT} "
                           "megatron/optimizer/__init__.py l. 83-94; its states priced on the GPU, an upper bound)")
     elif "--cpu_torch_adam" in ds:
-        ignored.append(f"--cpu_torch_adam (read only with --cpu-optimizer, {MDS_COMMIT} megatron/optimizer/__init__.py "
-                       "l. 83-86: the GPU optimizer is apex FusedAdam)")
+        ignored.append(noted("ignored", "--cpu_torch_adam", f"read only with --cpu-optimizer, {MDS_COMMIT} "
+                             "megatron/optimizer/__init__.py l. 83-86: the GPU optimizer is apex FusedAdam"))
     # ---- activation checkpointing -> Megatron's recompute flags (module docstring)
     if "--checkpoint-activations" in ds:
         n = _int(where, ds, "--checkpoint-num-layers", 1)
@@ -303,7 +309,8 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
                        f"{n} ({MDS_COMMIT} megatron/model/transformer.py l. 2082, gpt_model.py l. 446-447)"
                        + (f"; it wins over {', '.join(f'{k} {v}' for k, v in given.items())}" if given else ""))
     elif "--checkpoint-num-layers" in ds:
-        ignored.append(f"--checkpoint-num-layers={ds['--checkpoint-num-layers']} (no --checkpoint-activations)")
+        ignored.append(listed("ignored", "--checkpoint-num-layers", ds["--checkpoint-num-layers"],
+                              "no --checkpoint-activations", str))
     elif pipe and flags.get("--recompute-granularity") == "full" and flags.get("--recompute-method") != "uniform":
         dropped = {f: flags.pop(f) for f in ("--recompute-granularity", "--recompute-method", "--recompute-num-layers")
                    if f in flags}
@@ -313,9 +320,9 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
     recompute = flags.get("--recompute-granularity") in ("full", "selective") or "--recompute-activations" in flags
     dsac = "--deepspeed-activation-checkpointing" in ds
     if dsac:
-        ignored.append("--deepspeed-activation-checkpointing (deepspeed.checkpointing replaces Megatron's checkpoint "
-                       f"function: the same layers re-run, the same inputs kept; {MDS_COMMIT} megatron/initialize.py "
-                       "l. 175-193, 266)")
+        ignored.append(noted("ignored", "--deepspeed-activation-checkpointing", "deepspeed.checkpointing replaces "
+                             "Megatron's checkpoint function: the same layers re-run, the same inputs kept; "
+                             f"{MDS_COMMIT} megatron/initialize.py l. 175-193, 266"))
     full = flags.get("--recompute-granularity") == "full"
     if "--partition-activations" in ds and dsac and full and tp > 1:  # priced: the job's partition_activations
         ds["_partition"] = True
@@ -337,7 +344,7 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
                                "inputs kept whole on the GPU", f"drop {flag} to price the job without it")
         why = ("no --deepspeed-activation-checkpointing" if not dsac else "no activation checkpointing" if not recompute
                else "tensor-parallel size 1: nothing to split")
-        ignored.append(f"{flag} ({why}: no effect)")
+        ignored.append(noted("ignored", flag, f"{why}: no effect"))
     return ds, ignored, assumed, not_modelled, unmodelled
 
 
@@ -438,7 +445,7 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
                       ("--create-moe-param-group", "the MoE parameters' optimizer groups, which DeepSpeed's ZeRO-1/2 needs "
                                                    "(stack_db megatron-deepspeed step_grads.moe_group_params)")):
         if flag in ds:
-            ignored.append(f"{flag}{'' if ds[flag] is True else '=' + str(ds[flag])} ({why})")
+            ignored.append(_flag_note(flag, ds[flag], why))
     if "--moe-loss-coeff" not in ds:
         assumed.append("--moe-loss-coeff absent: the fork's 0.1 scales the gate's loss, computed whatever the value "
                        "(moe_aux_loss_coeff 0: the stack prices no router saves, memory.moe_routing_saved off)")
@@ -730,7 +737,8 @@ def _zero_stage(ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: s
                        f"{MDS_COMMIT} megatron/training.py deepspeed.initialize(config=args.deepspeed_config_dict)); "
                        f"{shown} is read only by zero.Init (stage 3) and optimizer statistics")
     elif "--zero-stage" in ds:
-        ignored.append(f"--zero-stage={zs} (the JSON's zero_optimization.stage {js}, which the engine runs)")
+        ignored.append(listed("ignored", "--zero-stage", zs, f"the JSON's zero_optimization.stage {js}, which the "
+                              "engine runs", str))
     if "--use-distributed-optimizer" in flags:  # issue 21: read, never silently replaced
         ddp = flags.get("--DDP-impl", "local")
         if ddp != "local" or "--no-contiguous-buffers-in-local-ddp" in flags:
@@ -853,8 +861,8 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
     cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("dp_comm_overlap=false: --overlap-grad-reduce",
                                                                    "precision=bf16:"))]
     if "--overlap-grad-reduce" in flags:
-        cfg.ignored.append("--overlap-grad-reduce (Megatron's DDP, not built under DeepSpeed: the JSON's "
-                           "zero_optimization.overlap_comm runs)")
+        cfg.ignored.append(noted("ignored", "--overlap-grad-reduce", "Megatron's DDP, not built under DeepSpeed: the "
+                                 "JSON's zero_optimization.overlap_comm runs"))
     if pipeline_model(ds, job["pp"], stack) and js == 1 and job.get("dp_comm_overlap"):
         # GPTModelPipe (pretrain_gpt.py model_provider without --no-pipeline-parallel) is a PipelineModule
         job["dp_comm_overlap"] = False
@@ -888,7 +896,8 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     data = _pipeline_json(cfg, ds, flags, text, dcfg, where, jw, js, pipe, ignored, assumed)
     _engine_settings(cfg, ds, flags, data, dj, where, jw, js, ignored, assumed, unmodelled, stack)
     # the JSON's own lists, each named as the JSON's (and the lines above that the helpers named so)
-    lab_ignored, lab_not_modelled = ([f"{label}: {x}" for x in xs] for xs in (dcfg.ignored, dcfg.not_modelled))
+    lab_ignored, lab_not_modelled = ([x.labeled(label) if isinstance(x, Note) else f"{label}: {x}" for x in xs]
+                                     for xs in (dcfg.ignored, dcfg.not_modelled))
     cfg.ignored += ignored + lab_ignored
     cfg.not_modelled += not_modelled + lab_not_modelled
     cfg.unmodelled += unmodelled

@@ -26,6 +26,15 @@ the field where the line shows that value (as the readers print it: true/false, 
 6 significant figures for a float), so that `tokens=1.04858e+09` is the exact 1,048,576,000 the job
 holds; else the line's text read as true / false, a whole number (thousands separators allowed), a
 number, JSON (a list or mapping as the readers write them), or the text itself.
+
+The ignored / not_modelled lines are records: a reader writes each as a Note (listed, listed_all, noted), a
+str that is the line as printed and carries its kind, its settings with their values, its reason and the file it
+was read from; config_report and the stderr note (cli/core.py) take the record and never read it back. The
+grammar above reads what is still written as text: the assumed and unmodelled lines, the command line's notes
+(cli/core.py), and the few ignored / not_modelled lines of no `setting (reason)` shape (the DeepSpeed reader's
+`data_types.grad_accum_dtype fp32: ...`, Megatron-Bridge's `DDP bucket N parameters (...)`, the
+Megatron-DeepSpeed reader's lines labelled with its ds_config inline, torchtitan 0.3's shell lines).
+tests/test_trainer_notes.py holds every record of the test corpus to what the grammar reads from its text.
 """
 
 from __future__ import annotations
@@ -38,6 +47,71 @@ _NAME = r"(?:--)?[A-Za-z_][\w.\-]*"
 _ASSIGNS = re.compile(rf"^((?:{_NAME}=)+)(.*)$", re.S)
 _NEXT_ASSIGN = re.compile(rf", (?={_NAME}=)")
 _INT = re.compile(r"^-?\d{1,3}(?:,\d{3})+$|^-?\d+$")
+
+
+class Note(str):
+    """A reader's line as the stderr note prints it (the str itself: `head`, then ' (message)' where there is one)
+    with its record: `kind` (ignored or not_modelled), `entries` ((setting, value) pairs, the value as the JSON gives
+    it), `message` (the reason; None where the line has none), `head` (the settings as printed) and `source` (the file
+    it was read from where not the config's: a Megatron-DeepSpeed script's ds_config; None: the config's).
+    config_report and the stderr note (cli/core.py) take the record, never the text."""
+
+    __slots__ = ("kind", "entries", "message", "head", "source")
+
+    def __new__(cls, head: str, kind: str, entries: tuple, message: Optional[str], source: Optional[str] = None):
+        self = super().__new__(cls, head + (f" ({message})" if message else ""))
+        self.kind, self.entries, self.message, self.head, self.source = kind, tuple(entries), message, head, source
+        return self
+
+    def __reduce__(self):  # copy / pickle: rebuilt from its record
+        return Note, (self.head, self.kind, self.entries, self.message, self.source)
+
+    def labeled(self, label: str) -> "Note":
+        """The same record read from the file `label` names, the line prefixed 'LABEL: ' as the note prints it."""
+        return Note(f"{label}: {self.head}", self.kind, self.entries, self.message, label)
+
+
+def shown_value(value) -> str:
+    """A setting's value as a line prints it: true / false, JSON for a list or mapping, else str()."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return f"{value}"
+
+
+def json_value(value):
+    """A setting's value as the JSON gives it: a file's typed value (bool, a finite number, list, mapping) as it is;
+    a word (a flag's or an override's text, or anything else) read as read_value reads one."""
+    if isinstance(value, (bool, int, list, dict)) or (isinstance(value, float) and value == value
+                                                       and abs(value) != float("inf")):
+        return value
+    return read_value(shown_value(value))
+
+
+def listed(kind: str, key: str, value, reason: Optional[str], show=None, source: Optional[str] = None) -> Note:
+    """The line `key=value (reason)` of the config's `kind` list (ignored: no effect on memory or time;
+    not_modelled: it changes them, not priced), as a Note. show: how the trainer spells the value where not as
+    shown_value does (Megatron-Bridge's Hydra overrides: spelling.hydra_value), the value then that word read
+    (read_value), as the JSON gave it. source: the file the setting was read from where not the config (the line
+    prefixed 'SOURCE: '; Megatron-Bridge's YAML of overrides); None or empty: the config's."""
+    note = (Note(f"{key}={show(value)}", kind, ((key, read_value(show(value))),), reason or None) if show is not None
+            else listed_all(kind, [(key, value)], reason))
+    return note.labeled(source) if source else note
+
+
+def noted(kind: str, setting: str, reason: Optional[str]) -> Note:
+    """The line `setting (reason)`: a setting read with no value of its own (a flag of no argument, a stray word),
+    its value null."""
+    assert kind in ("ignored", "not_modelled"), kind
+    return Note(setting, kind, ((setting, None),), reason or None)
+
+
+def listed_all(kind: str, pairs: list, reason: Optional[str]) -> Note:
+    """The line `key=value, key=value (reason)`: settings (key, value) read and not priced for one reason."""
+    assert kind in ("ignored", "not_modelled"), kind
+    head = ", ".join(f"{k}={shown_value(v)}" for k, v in pairs)
+    return Note(head, kind, tuple((k, json_value(v)) for k, v in pairs), reason or None)
 
 
 def split_reason(entry: str) -> tuple[str, str]:
@@ -144,6 +218,8 @@ def _entries(head: Optional[str], job: dict) -> list[tuple[str, Optional[str], o
 def _source_of(line: str, cfg) -> tuple[str, str]:
     """(source, the line without its source prefix): the config's own path, or the file
     TrainerConfig.line_sources names for the line (its 'SOURCE: ' prefix taken off)."""
+    if isinstance(line, Note):
+        return line.source or cfg.source, line
     src = cfg.line_sources.get(line)
     if src is not None and line.startswith(src + ": "):
         return src, line[len(src) + 2:]
@@ -168,6 +244,10 @@ def _listed(cfg, lines: list[str]) -> list[dict]:
     out = []
     for line in lines:
         src, text = _source_of(line, cfg)
+        if isinstance(line, Note):
+            out += [{"setting": k, "value": v, "reason": line.message, "source": src, "line": str(line)}
+                    for k, v in line.entries]  # the line a plain str: YAML's safe dumper takes no str subclass
+            continue
         what, why = split_reason(text)
         for part in _NEXT_ASSIGN.split(what):
             name, eq, val = part.partition("=")

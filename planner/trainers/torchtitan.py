@@ -133,7 +133,8 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
-from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, fmt_ignored, resolve_gpus, rope_text
+from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text
+from .report import listed, noted
 from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
                                  shape_differences)
 
@@ -535,7 +536,7 @@ def _sequence_parallel_option(where: str, v: bool, tp: int, stack_name: str, job
             "remove the key (main's TP is always sequence-parallel), or price the run on torchtitan 0.3.0, which has "
             "the option (--stack torchtitan-0.3; its launch line spells it --parallelism.no-enable-sequence-parallel)")
     if tp <= 1:
-        ignored.append(fmt_ignored("parallelism.enable_sequence_parallel", v) + " (tensor_parallel_degree 1)")
+        ignored.append(listed("ignored", "parallelism.enable_sequence_parallel", v, "tensor_parallel_degree 1"))
         return
     job["sequence_parallel"] = bool(v)
     assumed.append(f"sequence_parallel={str(bool(v)).lower()}: [parallelism] enable_sequence_parallel "
@@ -592,15 +593,16 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     not_modelled = [] if not_modelled is None else not_modelled
     for section, body in data.items():
         if not isinstance(body, dict):
-            not_modelled.append(fmt_ignored(section, body) + " (unknown to the planner: it may change memory or time)")
+            not_modelled.append(listed("not_modelled", section, body, "unknown to the planner: it may change memory or time"))
             continue
         for key, v in _flatten(body):
             if key not in MODELLED.get(section, ()):
                 why = _no_cost(section, key, v)
                 if why is None:
-                    not_modelled.append(fmt_ignored(f"{section}.{key}", v) + " (not priced: it may change memory or time)")
+                    not_modelled.append(listed("not_modelled", f"{section}.{key}", v,
+                                               "not priced: it may change memory or time"))
                 else:
-                    ignored.append(fmt_ignored(f"{section}.{key}", v) + f" ({why})")
+                    ignored.append(listed("ignored", f"{section}.{key}", v, why))
     sec = {name: data.get(name, {}) for name in MODELLED}
     tr, par, ac, m = sec["training"], sec["parallelism"], sec["activation_checkpoint"], sec["model"]
     from .spelling import TT_DEFAULTS
@@ -688,19 +690,21 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             raise PlannerError(f"{where}[parallelism] context_parallel_rotate_method {_short(rot)} is not one torchtitan accepts",
                                f"valid: {', '.join(CP_ROTATE_METHODS)} (torchtitan/config/job_config.py @e347b1e5e)")
         if cp > 1 and not _rotate_trains(stack or "torchtitan"):  # planner/cp_rotate.py [4]
-            line = fmt_ignored("parallelism.context_parallel_rotate_method", rot)
+            key = "parallelism.context_parallel_rotate_method"
             val = data.get("validation")
             if isinstance(val, dict) and val.get("enable") is True:  # the validator sets torch's global for later steps
-                not_modelled.append(line + " (training runs torch's default allgather until the first validation pass, "
-                                    "whose create_context_parallel_ctx calls set_rotate_method: torchtitan @e347b1e5e "
-                                    "components/validate.py l. 204-214; the later steps' method not priced)")
+                not_modelled.append(listed("not_modelled", key, rot, "training runs torch's default allgather until the "
+                                           "first validation pass, whose create_context_parallel_ctx calls "
+                                           "set_rotate_method: torchtitan @e347b1e5e components/validate.py l. 204-214; "
+                                           "the later steps' method not priced"))
             else:
-                ignored.append(line + " (no effect on training: torchtitan @e347b1e5e calls set_rotate_method only in "
-                               "components/validate.py l. 204-214, validation off; training runs torch's default allgather)")
+                ignored.append(listed("ignored", key, rot, "no effect on training: torchtitan @e347b1e5e calls "
+                                      "set_rotate_method only in components/validate.py l. 204-214, validation off; "
+                                      "training runs torch's default allgather"))
         elif cp > 1:
             job["cp_rotate_method"] = rot
         else:
-            ignored.append(fmt_ignored("parallelism.context_parallel_rotate_method", rot) + " (context_parallel_degree 1)")
+            ignored.append(listed("ignored", "parallelism.context_parallel_rotate_method", rot, "context_parallel_degree 1"))
     if "enable_async_tensor_parallel" in par:
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
     _comm_backend(where, par, job, assumed, ignored)
@@ -750,11 +754,12 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                                "use Interleaved1F1B, or layers per stage = layers / pipeline degree")
         job["vpp"] = vpp
     elif "pipeline_parallel_schedule" in par and run_pp > 1:  # the file's pipeline keys are read at its own pp
-        not_modelled.append(fmt_ignored("parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"]) +
-                            f" (read at the file's pipeline_parallel_degree 1: the command line's pp {run_pp} runs "
-                            "--schedule's, else the stack's default schedule)")
+        not_modelled.append(listed("not_modelled", "parallelism.pipeline_parallel_schedule",
+                                   par["pipeline_parallel_schedule"], f"read at the file's pipeline_parallel_degree 1: "
+                                   f"the command line's pp {run_pp} runs --schedule's, else the stack's default schedule"))
     elif "pipeline_parallel_schedule" in par:
-        ignored.append(fmt_ignored("parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"]) + " (pipeline_parallel_degree 1)")
+        ignored.append(listed("ignored", "parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"],
+                              "pipeline_parallel_degree 1"))
 
     # ---- batch
     if "local_batch_size" in tr:
@@ -790,7 +795,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         if pp > 1:
             assumed.append(f"micro_batch={local}: local_batch_size, one micro-batch per step without PP{mesh}")
         if "pipeline_parallel_microbatch_size" in par:
-            ignored.append(fmt_ignored("parallelism.pipeline_parallel_microbatch_size", par["pipeline_parallel_microbatch_size"]) + " (pipeline_parallel_degree 1)")
+            ignored.append(listed("ignored", "parallelism.pipeline_parallel_microbatch_size",
+                                  par["pipeline_parallel_microbatch_size"], "pipeline_parallel_degree 1"))
     seq = tr.get("seq_len")
     if seq is None:
         seq = 2048
@@ -807,7 +813,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         raise PlannerError(f"{where}[training] dtype {tr['dtype']!r} is not bfloat16 or float32", "torchtitan's choices")
     mpp = tr.get("mixed_precision_param", "bfloat16")
     if mpp != "bfloat16":
-        not_modelled.append(fmt_ignored("training.mixed_precision_param", mpp) + " (fp32 compute not modelled: priced as bf16)")
+        not_modelled.append(listed("not_modelled", "training.mixed_precision_param", mpp,
+                                   "fp32 compute not modelled: priced as bf16"))
     converters = m.get("converters", [])
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
@@ -859,7 +866,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     else:
         job["recompute"] = mode
         if "selective_ac_option" in ac:
-            ignored.append(fmt_ignored("activation_checkpoint.selective_ac_option", ac["selective_ac_option"]) + f" (mode {mode})")
+            ignored.append(listed("ignored", "activation_checkpoint.selective_ac_option", ac["selective_ac_option"],
+                                  f"mode {mode}"))
     # ---- optimizer: its step's temporaries (stack_db memory.optimizer_step_temporaries, memory.py [opt])
     impl = data.get("optimizer", {}).get("implementation") if isinstance(data.get("optimizer"), dict) else None
     if impl is not None:
@@ -896,8 +904,8 @@ def cpu_offload(where: str, tr: dict, job: dict, ignored: list) -> None:
     if on and job.get("sharding") in ("fsdp", "hsdp"):
         job.update(offload_optimizer="cpu", offload_param="cpu")
     elif on:
-        ignored.append(fmt_ignored("training.enable_cpu_offload", on) + " (applied with FSDP only, apply_fsdp's "
-                       "offload_policy: no effect without a shard degree)")
+        ignored.append(listed("ignored", "training.enable_cpu_offload", on, "applied with FSDP only, apply_fsdp's "
+                              "offload_policy: no effect without a shard degree"))
 
 
 def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int) -> int:
@@ -933,7 +941,7 @@ def _comm_backend(where: str, par: dict, job: dict, assumed: list, ignored: list
                            f"valid: {', '.join(COMM_BACKENDS)} (torchtitan/config/job_config.py @e347b1e5e l. 474)")
     if load_model(job["model"]).moe is None:
         if "expert_parallel_comm_backend" in par:
-            ignored.append(fmt_ignored("parallelism.expert_parallel_comm_backend", v) + " (no effect on a dense model)")
+            ignored.append(listed("ignored", "parallelism.expert_parallel_comm_backend", v, "no effect on a dense model"))
         return
     job["moe_dispatcher"] = COMM_BACKENDS[v]
     if "expert_parallel_comm_backend" not in par:
@@ -987,8 +995,8 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     names = [c for c in converters if c in GROUPED_MM_CONVERTERS]
     for kind, body in grouped.items():
         if f"quantize.grouped_mm.{kind}" not in names:
-            ignored.append(f"[quantize.grouped_mm.{kind}] (no converter \"quantize.grouped_mm.{kind}\" in [model] "
-                           "converters: torchtitan reads the table only for it)")
+            ignored.append(noted("ignored", f"[quantize.grouped_mm.{kind}]", f"no converter \"quantize.grouped_mm.{kind}\" "
+                                 "in [model] converters: torchtitan reads the table only for it"))
     if not names:
         return
     if len(names) > 1:
@@ -1005,8 +1013,8 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     body = grouped.get(kind, {})
     for k, v in body.items():
         if k not in GROUPED_MM_KEYS[kind]:
-            not_modelled.append(fmt_ignored(f"quantize.grouped_mm.{kind}.{k}", v) + " (not priced: it may change memory "
-                                                                                    "or time)")
+            not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.{k}", v, "not priced: it may change memory "
+                                       "or time"))
     if kind == "mx" and body.get("recipe_name", "mxfp8") != "mxfp8":
         raise PlannerError(f"{where}[quantize.grouped_mm.mx] recipe_name {body['recipe_name']!r}: torchtitan's only "
                            "one is \"mxfp8\" (job_config.py @e347b1e5e MXGroupedMM l. 794-801)", "write recipe_name = \"mxfp8\"")
@@ -1018,8 +1026,8 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     on = [f for f in fqns if f and f in EXPERTS_FQN]
     off = [f for f in fqns if f not in on]
     if off:
-        not_modelled.append(fmt_ignored(f"quantize.grouped_mm.{kind}.fqns", off) + " (names no routed-expert module "
-                                                                                   f"path '{EXPERTS_FQN}': not priced)")
+        not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.fqns", off, "names no routed-expert module "
+                                   f"path '{EXPERTS_FQN}': not priced"))
     job["fp8_grouped_experts"] = bool(on)
     if not on:
         assumed.append(f"fp8_grouped_experts=false: [quantize.grouped_mm.{kind}] fqns names no routed experts "
@@ -1070,7 +1078,7 @@ def _precision_from_converters(where, converters, sec, job, assumed, ignored):
             assumed.append(f"fp8_recipe=mxfp8: [mx] recipe_name unset ({MX_DEFAULT_RECIPE}, torchtitan's default)")
     for conv, on in (("float8", fp8), ("mx", mx)):
         if not on and "recipe_name" in sec[conv]:
-            ignored.append(fmt_ignored(f"{conv}.recipe_name", sec[conv]["recipe_name"]) + f" (no {conv} converter)")
+            ignored.append(listed("ignored", f"{conv}.recipe_name", sec[conv]["recipe_name"], f"no {conv} converter"))
 
 
 def _float8_fsdp(f8: dict, job: dict, shard: int, assumed: list, ignored: list, not_modelled: list) -> None:
@@ -1095,20 +1103,21 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, assumed: list, ignored: list, 
     for k in (key, pre):
         if k not in f8:
             continue
-        v, name = f8[k], fmt_ignored(f"float8.{k}", f8[k])
+        v, name = f8[k], f"float8.{k}"
         if not isinstance(v, bool):
-            not_modelled.append(f"{name} (not a boolean: not priced, it may change memory or time)")
+            not_modelled.append(listed("not_modelled", name, v, "not a boolean: not priced, it may change memory or time"))
         elif not fsdp:
-            ignored.append(f"{name} (read by torchtitan only with the float8 converter, recipe_name unset and "
-                           "data_parallel_shard_degree > 1, float8.py l. 62-99: none here)")
+            ignored.append(listed("ignored", name, v, "read by torchtitan only with the float8 converter, recipe_name "
+                                  "unset and data_parallel_shard_degree > 1, float8.py l. 62-99: none here"))
         elif k == key:
             job["fp8_allgather"] = v
         elif not f8.get(key) is True:
-            ignored.append(f"{name} (read only with enable_fsdp_float8_all_gather, float8.py l. 95-99)")
+            ignored.append(listed("ignored", name, v, "read only with enable_fsdp_float8_all_gather, float8.py l. 95-99"))
+        elif v:
+            not_modelled.append(listed("not_modelled", name, v, "one amax all-reduce for every weight after the "
+                                       "optimizer step instead of one per weight in each all-gather: not priced"))
         else:
-            (not_modelled if v else ignored).append(
-                f"{name} (one amax all-reduce for every weight after the optimizer step instead of one per weight "
-                "in each all-gather: not priced)" if v else f"{name} (the scales computed in each all-gather)")
+            ignored.append(listed("ignored", name, v, "the scales computed in each all-gather"))
 
 
 def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
@@ -1139,9 +1148,8 @@ def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, 
         return
     v = f["filter_fqns"]
     fq = [c.strip() for c in v.split(",") if c.strip()] if isinstance(v, str) else v
-    name = fmt_ignored(key, v)
     if not on:
-        ignored.append(f"{name} (no {conv} converter)")
+        ignored.append(listed("ignored", key, v, f"no {conv} converter"))
         return
     out_bf16 = any(isinstance(c, str) and c in "output" for c in fq)
     if not out_bf16:
@@ -1151,7 +1159,7 @@ def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, 
     what = "the output layer kept in bf16" if out_bf16 else "the output layer in fp8 too (fp8_output_layer)"
     per_layer = [c for c in others if not isinstance(c, str) or "layers" in c]
     if per_layer:
-        not_modelled.append(f"{name} ({what}; {', '.join(map(str, per_layer))}: a filter of some layers by index, not "
-                            "priced (step.py [18] reads a block's module names))")
+        not_modelled.append(listed("not_modelled", key, v, f"{what}; {', '.join(map(str, per_layer))}: a filter of "
+                                   "some layers by index, not priced (step.py [18] reads a block's module names)"))
     else:
-        ignored.append(f"{name} ({what}, the other Linears by filter_fqns: priced, step.py [18])")
+        ignored.append(listed("ignored", key, v, f"{what}, the other Linears by filter_fqns: priced, step.py [18]"))

@@ -84,6 +84,7 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from . import TrainerConfig, fmt_ignored, one_rank_mesh
+from .report import listed, noted
 
 COMMIT = "release/0.3 @4f9e9a47d"
 STACK = "torchtitan-0.3"
@@ -956,8 +957,8 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
                 raise PlannerError(f"{where}--loss.num_chunks {v!r} is not a whole number of chunks",
                                    f"--loss.num_chunks takes an integer (ChunkedLossWrapper's, default {LOSS_CHUNKS})")
             if int(v) != LOSS_CHUNKS:
-                not_modelled.append(fmt_ignored(key, v) + f" (ChunkedLossWrapper's chunks: priced at the stack's "
-                                                          f"{LOSS_CHUNKS}, memory.chunked_loss_chunks)")
+                not_modelled.append(listed("not_modelled", key, v, f"ChunkedLossWrapper's chunks: priced at the stack's "
+                                           f"{LOSS_CHUNKS}, memory.chunked_loss_chunks"))
             only[key] = int(v)
         elif key == "compile.enable_async_tensor_parallel":
             pass
@@ -967,14 +968,14 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
             raise PlannerError(f"{where}--comm.mode {v}: a dry run that trains nothing (configs.py l. 333)",
                                "leave comm.mode at default to plan the run")
         elif key in NO_COST_KEYS_03 or sect in NO_COST_03 or key in NO_COST_03:
-            ignored.append(fmt_ignored(key, v) + f" ({NO_COST_KEYS_03.get(key) or NO_COST_03.get(sect or key)})")
+            ignored.append(listed("ignored", key, v, f"{NO_COST_KEYS_03.get(key) or NO_COST_03.get(sect or key)}"))
         elif sect == "activation_checkpoint":
             if AC_KEYS_OF.get(leaf) not in (None, ac or cf.ac):
                 raise PlannerError(f"{where}--{key}: an option of the {AC_KEYS_OF[leaf]} policy, but the run's is "
                                    f"{ac or cf.ac}", f"add activation-checkpoint:{AC_KEYS_OF[leaf]} or drop the option")
-            not_modelled.append(fmt_ignored(key, v) + " (not priced: it may change memory or time)")
+            not_modelled.append(listed("not_modelled", key, v, "not priced: it may change memory or time"))
         else:
-            not_modelled.append(fmt_ignored(key, v) + " (not priced: it may change memory or time)")
+            not_modelled.append(listed("not_modelled", key, v, "not priced: it may change memory or time"))
     if "compile.enable_async_tensor_parallel" in given:  # main's [parallelism] enable_async_tensor_parallel
         data.setdefault("parallelism", {})["enable_async_tensor_parallel"] = given["compile.enable_async_tensor_parallel"]
         only.pop("compile.enable_async_tensor_parallel", None)
@@ -1044,7 +1045,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     chunks = only.pop("loss.num_chunks", None)
     if not cf.chunked_loss:
         if chunks is not None:
-            ignored.append(f"loss.num_chunks={chunks} ({cf.name}'s loss is CrossEntropyLoss, no ChunkedLossWrapper)")
+            ignored.append(listed("ignored", "loss.num_chunks", chunks, f"{cf.name}'s loss is CrossEntropyLoss, no "
+                                  "ChunkedLossWrapper"))
         assumed.append(f"chunked_loss=false: {cf.name}'s loss is " + (
             "MTPLoss, the plain cross-entropy on the main logits and on each MTP depth's (models/deepseek_v3/mtp.py "
             "l. 323-409, mtp_scale a loss weight)" if cf.mtp_layers else "the plain CrossEntropyLoss") +
@@ -1193,18 +1195,18 @@ def _load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignore
                                f"{' or '.join(CP_LOAD_BALANCERS)} (or None), and torchtitan 0.3 stops in the first step "
                                f"with context_parallel_degree {cp} ({CP_BALANCER_SOURCE}: ValueError 'Invalid "
                                "load_balancer_type')", "give headtail (the default), ptrr, or None")
-        ignored.append(f"{fmt_ignored('parallelism.context_parallel_load_balancer', v)} (context_parallel_degree 1: "
-                       "never read)")
+        ignored.append(listed("ignored", "parallelism.context_parallel_load_balancer", v, "context_parallel_degree 1: never read"))
         return
     name = fmt_ignored("parallelism.context_parallel_load_balancer", v)
     if cp == 1:
         if stated:
-            ignored.append(f"{name} (context_parallel_degree 1)")
+            ignored.append(listed("ignored", "parallelism.context_parallel_load_balancer", v, "context_parallel_degree 1"))
     elif v is None:
-        not_modelled.append(f"{name} (no load balancing: each CP rank holds one contiguous sequence chunk, so under the "
-                            f"causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = {(2 * cp - 1) / cp:g}x the "
-                            "balanced share of the attention core, which the planner prices balanced: "
-                            f"{CP_BALANCER_SOURCE}, load_balancer None)")
+        not_modelled.append(listed("not_modelled", "parallelism.context_parallel_load_balancer", v,
+                                   "no load balancing: each CP rank holds one contiguous sequence chunk, so under the "
+                                   f"causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = {(2 * cp - 1) / cp:g}x "
+                                   "the balanced share of the attention core, which the planner prices balanced: "
+                                   f"{CP_BALANCER_SOURCE}, load_balancer None"))
     elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
         assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
                        f"priced ({CP_BALANCER_SOURCE})")
@@ -1229,27 +1231,28 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
                               "sequence_parallel=true: parallelism.enable_sequence_parallel "
                               f"{'true' if stated else 'default true'} (configs.py l. 160)" for a in assumed]
             elif stated:
-                ignored.append(f"{name} (tensor_parallel_degree 1)")
+                ignored.append(listed("ignored", key, v, "tensor_parallel_degree 1"))
         elif key == "training.disable_cuda_graphs":
             if v:
-                (ignored if stated else assumed).append(
-                    f"{name} (no CUDA graph: the step as the planner prices it)" if stated else
-                    f"{name}: the config function's (no CUDA graph, the step as the planner prices it)")
+                if stated:
+                    ignored.append(listed("ignored", key, v, "no CUDA graph: the step as the planner prices it"))
+                else:
+                    assumed.append(f"{name}: the config function's (no CUDA graph, the step as the planner prices it)")
             else:
-                line = (f"{name}: torchtitan 0.3 captures the forward + backward step in a CUDA graph "
-                        "(trainer.py l. 613-614): its graph pool and launch savings are not priced")
-                (not_modelled if stated else assumed).append(line if not stated else
-                                                             line.replace(f"{name}: ", f"{name} (") + ")")
+                why = ("torchtitan 0.3 captures the forward + backward step in a CUDA graph (trainer.py l. 613-614): its "
+                       "graph pool and launch savings are not priced")
+                (not_modelled.append(listed("not_modelled", key, v, why)) if stated else
+                 assumed.append(f"{name}: {why}"))
         elif key == "parallelism.enable_fsdp_symm_mem":
             if v:  # the job field: refused below compute capability 9.0 (startup.TORCHTITAN_FSDP_SYMM_MEM_SM90); what
                 job["fsdp_symm_mem"] = True  # it leaves unpriced resolve says (plan.apply_startup_switches)
             elif stated:
-                ignored.append(f"{name} (the default)")
+                ignored.append(listed("ignored", key, v, "the default"))
         elif key == "debug.spmd_typechecking":
             if v:  # the job field: refused with PP and with SAC over FlexAttention (startup.TORCHTITAN_SPMD_TYPECHECK_*)
                 job["spmd_typechecking"] = True
             elif stated:
-                ignored.append(f"{name} (the default)")
+                ignored.append(listed("ignored", key, v, "the default"))
         elif key == "parallelism.context_parallel_load_balancer":
             _load_balancer(where, v, stated, job, assumed, ignored, not_modelled)
         elif key == "parallelism.spmd_backend":
@@ -1258,12 +1261,14 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
                 # reduce-scatters' outputs eager too (the functional collectives on the save list)
                 job["spmd_backend"] = v
             elif stated:
-                ignored.append(f"{name} (the default)")
+                ignored.append(listed("ignored", key, v, "the default"))
         elif key == "parallelism.context_parallel_ptrr_mask_key":
             if v is not None:
-                (ignored if job.get("cp", 1) == 1 else not_modelled).append(
-                    f"{name} (" + ("context_parallel_degree 1)" if job.get("cp", 1) == 1 else
-                                   "the CP load balancer's mask key, configs.py l. 243: not priced)"))
+                if job.get("cp", 1) == 1:
+                    ignored.append(listed("ignored", key, v, "context_parallel_degree 1"))
+                else:
+                    not_modelled.append(listed("not_modelled", key, v, "the CP load balancer's mask key, configs.py "
+                                               "l. 243: not priced"))
 
 
 def _rope_fits(where: str, cf: ConfigFunction, seq: Optional[int]) -> None:
@@ -1316,13 +1321,13 @@ def _compile_components(given: dict, stated: bool, ignored: list) -> None:
     other = [c for c in comps if c not in COMPILE_COMPONENTS]
     if not given.get("compile.enable", False):
         if stated:
-            ignored.append(fmt_ignored("compile.components", comps) + " (compile.enable false: torchtitan 0.3.0 "
-                           "compiles no component, whatever the list names; configs.py l. 291-299)")
+            ignored.append(listed("ignored", "compile.components", comps, "compile.enable false: torchtitan 0.3.0 "
+                                  "compiles no component, whatever the list names; configs.py l. 291-299"))
         return
     for c in other:
-        ignored.append(f"compile.components {c!r} (no component of torchtitan 0.3.0: it compiles only \"model\" "
-                       "(models/<module>/parallelize.py) and \"loss\" (components/loss.py l. 309-315) and checks no "
-                       "other name, so this one compiles nothing)")
+        ignored.append(noted("ignored", f"compile.components {c!r}", "no component of torchtitan 0.3.0: it compiles "
+                             "only \"model\" (models/<module>/parallelize.py) and \"loss\" (components/loss.py "
+                             "l. 309-315) and checks no other name, so this one compiles nothing"))
 
 
 # ------------------------------------------------------------------ the export
