@@ -726,6 +726,17 @@ def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict
                           f"price it with --{key.replace('_', '-')} 0, then export")
     m: dict = {}
     m["name"], m["flavor"] = flavor(plan, model, notes)
+    # the embedding's and output layer's rows: the flavor's model args vocab_size (nn.Embedding / nn.Linear, pytorch/
+    # torchtitan @e347b1e5e torchtitan/models/llama3/model/model.py l. 448, 458; args.py l. 33), unpadded (stack_db
+    # torchtitan vocab_padding null), which no key of config/job_config.py sets: a plan priced at other rows (a job's
+    # padded_vocab_size) reads back at the flavor's (the flavor matches the model's vocab_size, torchtitan_flavors
+    # PRICED), so refused, not dropped
+    rows = plan_rows(plan, model.vocab_size)
+    if rows != model.vocab_size:
+        raise _refuse(F, f"padded_vocab_size {rows:,}: torchtitan builds the embedding and output layer at its "
+                         f"{m['name']} {m['flavor']} flavor's vocab_size ({model.vocab_size:,} rows: its model args', as "
+                         "llama3's models/llama3/model/model.py l. 448, 458 @e347b1e5e), which no setting of its config "
+                         "changes", "price it without padded_vocab_size (torchtitan pads no vocabulary), then export")
     if plan["precision"] == "fp8":  # the converters' registered names at @e347b1e5e (TT_QUANTIZE)
         kind = "mx" if plan.get("fp8_recipe") == "mxfp8" else "float8"
         m["converters"] = [TT_QUANTIZE[kind]]
