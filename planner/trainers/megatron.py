@@ -1764,11 +1764,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
         if strategy == "optim_grads_params" and instances > 1:
             job["sharding_mode"] = "megatron_fsdp_hsdp"
-            dp_all = job["gpus"] // max(1, tp * pp * cp)
-            if dp_all % instances:
+            dp_all = _mesh_dp(job["gpus"], tp * pp * cp)  # None: a mesh the GPUs do not hold (the plan names it)
+            if dp_all is not None and dp_all % instances:
                 raise PlannerError(f"{where}--num-distributed-optimizer-instances {instances} does not divide dp {dp_all}",
                                    "Megatron asserts (dp x cp) % instances == 0")
-            job["shard_group"] = dp_all // instances
+            if dp_all is not None:
+                job["shard_group"] = dp_all // instances
         elif strategy in ("optim", "optim_grads", "optim_grads_params"):
             job["sharding_mode"] = f"megatron_fsdp_{strategy}"
         elif strategy == "no_shard":
@@ -1781,8 +1782,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         # distributed optimizer's level (memory.py [mu])
         job["sharding_mode"] = "distributed_optimizer"
         instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
-        dp_all = job["gpus"] // max(1, tp * pp * cp)
-        if instances > 1 and dp_all % instances == 0:
+        dp_all = _mesh_dp(job["gpus"], tp * pp * cp)
+        if instances > 1 and dp_all is not None and dp_all % instances == 0:
             # the optimizer sharded over dp / N ranks x cp, the shards all-reduced across the N instances
             # (parallel_state.py @d98e8a64 l. 922-929; param_and_grad_buffer.py l. 701-759): the job's shard_group
             # under the mode's optimizer_instances (stack_db megatron runs.sharding)
@@ -2406,6 +2407,15 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of "
                               + ", ".join(m for m in mods if m not in priced) + " is not modelled (the planner prices "
                               + ", ".join(priced) + "; the stack's default, the attention core's, is priced)")
+
+
+def _mesh_dp(gpus: int, mesh: int) -> int | None:
+    """The data-parallel ranks (dp x cp's dp) of gpus over a tp x pp x cp mesh; None where the mesh does not divide
+    them (or exceeds them): no shard group is read from --num-distributed-optimizer-instances then, and the plan's own
+    check refuses the mesh (tp x cp x pp does not divide the GPU count), where a shard group of 0 was set and refused as
+    a bare schema field."""
+    mesh = max(1, mesh)
+    return gpus // mesh if gpus >= mesh and gpus % mesh == 0 else None
 
 
 # the --optimizer choices the job's optimizer muon prices (arguments.py @d98e8a64 l. 2913-2917; dist_muon the
