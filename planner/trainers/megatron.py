@@ -1757,6 +1757,15 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         assumed.append(f"tokens={job['tokens']:.6g}: --train-samples x sequence length")
 
     # ---- sharding (the stack's mode, stack_db megatron runs.sharding), SP, recompute
+    if "--use-torch-fsdp2" in flags and "--use-megatron-fsdp" in flags:
+        # validate_args runs --use-torch-fsdp2's asserts (no distributed optimizer, l. 1031-1039) before
+        # --use-megatron-fsdp turns the distributed optimizer on (v1, the default, l. 1118-1134), and get_model then
+        # wraps the model in Torch-FSDP2 (training.py l. 2484-2488) under that optimizer: no plan either mode prices
+        raise PlannerError(f"{where}--use-torch-fsdp2 with --use-megatron-fsdp: two FSDP implementations; Megatron-LM "
+                           "@d98e8a64 wraps the model in Torch-FSDP2 (megatron/training/training.py l. 2484-2488) while "
+                           "--use-megatron-fsdp turns on the distributed optimizer (arguments.py l. 1118-1134), which "
+                           "--use-torch-fsdp2's own assert (l. 1038-1039) forbids but checks before it is set",
+                           "give one of --use-torch-fsdp2 and --use-megatron-fsdp")
     if "--use-torch-fsdp2" in flags:
         job["sharding_mode"] = "torch_fsdp2"
     elif "--use-megatron-fsdp" in flags:
