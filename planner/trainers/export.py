@@ -1136,8 +1136,11 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
         raise _refuse(F, f"model {model.name}: MLA or multi-token prediction in a hybrid stack, which the planner prices as "
                          "pretrain_gpt.py builds them, not as HybridStack does", "export a plan without them")
     pp, vpp = plan["pp"], plan["vpp"]
+    # the plan's own first / last stage layers (Megatron's --decoder-first/last-pipeline-num-layers, which a '|' pattern
+    # refuses beside it: hybrid_layer_allocation.py @d98e8a64 l. 377-383) placed by the segments, as priced
+    first, last = stage_ends(plan)
     chunks = chunk_layers(model.num_layers, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                          split_loss_units(plan))
+                          split_loss_units(plan), first=first, last=last)
     if pp * vpp > 1 and min(chunks) <= 0:
         raise _refuse(F, f"the plan's model chunks {chunks} include an empty one, which a hybrid pattern's '|' segments "
                          "do not place", "choose pp x vpp with layers on every chunk")

@@ -1278,9 +1278,35 @@ def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dic
         unmodelled.append(f"{flag} segments {chunks} place {sum(chunks)} layers, the model has {L}; priced as the "
                           "planner's split of pp x vpp")
     else:
-        _take_split(job, split_of(L, pp, vpp, chunks=chunks), f"{flag} segments: {chunks} layers on the model chunks",
-                    "pipeline.chunk_layers", unmodelled)
+        e_l = split_of(L, pp, vpp, chunks=chunks)
+        ends = uneven_ends(L, pp, vpp, chunks) if e_l is None else None
+        if ends is not None:  # the segments place Megatron's uneven split (pipeline.py [14]): its first / last layers
+            for key, n in zip(("first_stage_layers", "last_stage_layers"), ends):
+                if n:
+                    job[key] = n
+            assumed.append(f"{flag} segments: {chunks} layers on the model chunks, the uneven split of "
+                           f"first_stage_layers {ends[0] or 'none'}, last_stage_layers {ends[1] or 'none'} "
+                           "(pipeline.chunk_layers [14]; export writes it back as these segments)")
+        else:
+            _take_split(job, e_l, f"{flag} segments: {chunks} layers on the model chunks", "pipeline.chunk_layers",
+                        unmodelled)
     return vpp
+
+
+def uneven_ends(L: int, pp: int, vpp: int, chunks) -> tuple[int, int] | None:
+    """(first_stage_layers, last_stage_layers), 0 for one left out, whose uneven split (pipeline.chunk_layers with
+    first / last, Megatron's --decoder-first/last-pipeline-num-layers placement [14]) places the layers per model
+    chunk as given (a hybrid pattern's '|' segments, which export._hybrid_args writes for such a plan); None where
+    none does or pp < 2."""
+    from ..pipeline import chunk_layers
+
+    if pp < 2 or len(chunks) != pp * vpp:
+        return None
+    gpu = [sum(chunks[j] for j in range(s, pp * vpp, pp)) for s in range(pp)]
+    for first, last in ((gpu[0], gpu[-1]), (gpu[0], 0), (0, gpu[-1])):
+        if first + last and chunk_layers(L, pp, vpp, first=first, last=last) == list(chunks):
+            return first, last
+    return None
 
 
 def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
