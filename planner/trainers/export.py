@@ -331,6 +331,10 @@ def plan_signature(plan: dict) -> dict:
     # below stage 3, trainers/deepspeed.py): no setting of a zero0-2 plan's file read back
     if plan.get("sharding") not in ("fsdp", "hsdp"):
         out["deepspeed_zero3"] = None
+    # one pipeline stage runs no schedule (every schedule prices pp 1 alike, pipeline.py): the file written at pp 1 names
+    # none and reads back as the reader's default, the same plan (a job's zb-h1 on Megatron-LM, which has no such flag)
+    if plan["pp"] == 1:
+        out["schedule"] = None
     # the torch softmax's fp32 runs on the eager core only (memory.py [sm]; default true): elsewhere no setting
     out["attention_softmax_in_fp32"] = (False if plan.get("attention") == "eager" and plan.get("attention_softmax_in_fp32")
                                         is False else None)
