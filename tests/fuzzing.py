@@ -18,6 +18,8 @@ CliRunner and checks the contract of the README ("Robustness"):
   typer parameters, valid and bad values; _cli_mutation): an exit 2 gives `hint:` too and does not refuse an option
   beside the file's other spelling of its setting, a `--format json|yaml|csv` output parses, and an option that
   replaces a job file's or trainer config's value is named in a note and held by the plan (cli_options_check).
+- the job-fields kind's explain and check alike (plans_check): check's plan, time and memory those of explain of the same
+  line, and the plan of either exported in every format that writes it read back as the same plan and memory.
 - the megatron-recent kind's Megatron-LM functional-test argument files (an uneven pipeline split, Muon, optimizer
   instances, Megatron-FSDP, a hybrid pattern; one of RECENT_FLAGS set or removed, _recent_mutation): fit's rows as
   the config-fit kind's; check's plan, time and memory those of explain of the same line; explain's and check's plan
@@ -934,10 +936,11 @@ def _config_fit_target(seeds_dir: Path) -> Target:
 
 def _job_fields_target() -> Target:
     """Job files with random Job fields set (_job_field_mutation): read by fit (its rows priced again by explain,
-    fit_rows_agree, and exported in every format that writes them, read back: exports_read_back), explain and check."""
+    fit_rows_agree, and exported in every format that writes them, read back: exports_read_back), explain and check
+    (check agrees with explain, and the plan of either exported reads back: plans_check)."""
     seeds = {k: yaml.safe_dump(v, sort_keys=False).encode() for k, v in JOB_FIELD_SEEDS.items()}
     return Target("job-fields", seeds, [["fit", "{f}", "--top", "3", "--format", "json"], ["explain", "{f}", "--format", "json"],
-                                        ["check", "{f}", "--format", "json"]], "yaml", check=config_fit_check)
+                                        ["check", "{f}", "--format", "json"]], "yaml", check=plans_check)
 
 
 
@@ -1037,6 +1040,13 @@ def recent_check(args: list[str], r) -> str | None:
         if at is None or not any(ln.startswith("hint: ") for ln in lines[at + 1:]):
             return f"exit 2 without a hint: {(r.stderr or '')[-300:]!r}"
         return None
+    return plans_check(args, r)
+
+
+def plans_check(args: list[str], r) -> str | None:
+    """fit as config_fit_check; check's plan, time and memory (terms, stages, total) those of explain of the same
+    command line, and its exit 1 a plan that does not fit; explain's and check's plan exported in every format that
+    writes it reads back as the same plan and memory (_row_reads_back). The job-fields and megatron-recent kinds'."""
     if args[0] == "fit":
         return config_fit_check(args, r)
     if r.exit_code not in (0, 1) or "json" not in args or not r.stdout.strip():
