@@ -132,6 +132,17 @@ def test_both_fsdp_implementations_are_refused(tmp_path, cli, flags):
     assert "--use-torch-fsdp2 with --use-megatron-fsdp" in r.stderr
     assert "hint: give one of --use-torch-fsdp2 and --use-megatron-fsdp" in r.stderr
 
+
+def test_torch_fsdp2_beside_the_distributed_optimizer_is_refused(tmp_path, cli):
+    """train_llama3_8b.sh keeps --use-distributed-optimizer; with --use-torch-fsdp2 added the reader priced Torch-FSDP2
+    (fsdp as torch_fsdp2) and dropped the distributed optimizer unsaid, where Megatron-LM @d98e8a64 asserts "--use-torch-
+    fsdp2 is not supported with MCore's distributed optimizer" (arguments.py l. 1038-1039). Exit 2, both named."""
+    r = cli("explain", _script(tmp_path, "tf.sh", "--use-torch-fsdp2 --untie-embeddings-and-output-weights "
+                                                  "--no-gradient-accumulation-fusion", fsdp=False))
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "--use-torch-fsdp2 with --use-distributed-optimizer: Megatron-LM asserts" in r.stderr
+    assert "hint: give one of --use-torch-fsdp2 and --use-distributed-optimizer" in r.stderr
+
 def _8b(explain, mode, sharding, **kw):
     job = dict(model="llama3-8b", gpus=8, tp=1, stack="megatron", sharding=sharding, sharding_mode=mode,
                recompute="full", micro_batch=1, global_batch=8, seq_len=512)

@@ -1792,6 +1792,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                            "--use-megatron-fsdp turns on the distributed optimizer (arguments.py l. 1118-1134), which "
                            "--use-torch-fsdp2's own assert (l. 1038-1039) forbids but checks before it is set",
                            "give one of --use-torch-fsdp2 and --use-megatron-fsdp")
+    if "--use-torch-fsdp2" in flags and "--use-distributed-optimizer" in flags:
+        raise PlannerError(f"{where}--use-torch-fsdp2 with --use-distributed-optimizer: Megatron-LM asserts "
+                           "\"--use-torch-fsdp2 is not supported with MCore's distributed optimizer\" (megatron/training/"
+                           "arguments.py @d98e8a64 l. 1038-1039)", "give one of --use-torch-fsdp2 and "
+                           "--use-distributed-optimizer")
     if "--use-torch-fsdp2" in flags:
         job["sharding_mode"] = "torch_fsdp2"
     elif "--use-megatron-fsdp" in flags:
