@@ -29,3 +29,20 @@ def test_one_stage_runs_no_schedule():
     check_readback(zb, "megatron", text)
     two = _row(**dict(job, gpus=32), pp=2)
     assert plan_signature(two["plan"])["schedule"] == two["plan"]["schedule"] == "1f1b"
+
+
+def test_offload_runs_the_precision_aware_optimizer():
+    """Qwen3-30B-A3B on Megatron with offload_optimizer cpu and precision_aware_optimizer left out (job-fields fuzz
+    seed 85 chunk 1 input 10): the Megatron script carries --use-precision-aware-optimizer beside
+    --optimizer-cpu-offload (Megatron-LM @d98e8a64 arguments.py l. 1884-1888 requires it) and reads back as
+    precision_aware_optimizer true, which prices the same memory and step time as the job's unset field (te_master is
+    off under offload either way, plan.py); check_readback refused it ("None priced, True read back")."""
+    job = dict(model="qwen3-30b-a3b", gpus=16, ep=8, sharding="zero1", recompute="full", global_batch=32, seq_len=4096,
+               stack="megatron", offload_optimizer="cpu")
+    unset, on = _row(**job), _row(**job, precision_aware_optimizer=True)
+    assert unset["plan"].get("precision_aware_optimizer") is None
+    assert unset["memory"]["total_bytes"] == on["memory"]["total_bytes"] and unset["time"] == on["time"]
+    assert plan_signature(unset["plan"])["precision_aware_optimizer"] is True
+    text, _ = export_plan(unset["plan"], "megatron")
+    assert "--use-precision-aware-optimizer" in text and "--optimizer-cpu-offload" in text
+    check_readback(unset, "megatron", text)

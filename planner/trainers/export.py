@@ -331,6 +331,12 @@ def plan_signature(plan: dict) -> dict:
     # below stage 3, trainers/deepspeed.py): no setting of a zero0-2 plan's file read back
     if plan.get("sharding") not in ("fsdp", "hsdp"):
         out["deepspeed_zero3"] = None
+    # the optimizer's CPU offload runs with Megatron's precision-aware optimizer (arguments.py @d98e8a64 l. 1884-1888;
+    # _megatron_offload_flags writes --use-precision-aware-optimizer beside --optimizer-cpu-offload, read back as true):
+    # a job that leaves the field out under offload prices the same plan (plan.precision_aware's te_master is off
+    # under offload either way), so None there is the true its file reads back as
+    if plan.get("offload_optimizer", "none") != "none" and out["precision_aware_optimizer"] is None:
+        out["precision_aware_optimizer"] = True
     # one pipeline stage runs no schedule (every schedule prices pp 1 alike, pipeline.py): the file written at pp 1 names
     # none and reads back as the reader's default, the same plan (a job's zb-h1 on Megatron-LM, which has no such flag)
     if plan["pp"] == 1:
