@@ -895,9 +895,12 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # Settings after, rule SPLIT_UNITS masking the pp x vpp Megatron refuses them at (plan.uneven_split_broken)
     uneven = (dict(first_stage_layers=None, last_stage_layers=None)
               if job.first_stage_layers is not None or job.last_stage_layers is not None else {})
-    one = job.model_copy(update=dict(  # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only)
+    # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only); zero1 for a job's optimizer_whole_tensors,
+    # which plan._optimizer refuses at any other level (the search ranks zero1 only then: WHOLE_TENSOR_LEVELS)
+    level = runs.sharding[0].level if runs is not None else "none"
+    one = job.model_copy(update=dict(
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=_probe_micro_batch(job),
-        sharding=runs.sharding[0].level if runs is not None else "none", shard_group=None,
+        sharding=WHOLE_TENSOR_LEVELS[0] if job.optimizer_whole_tensors else level, shard_group=None,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
         ep_comm_overlap=False, **hcp, **disp, **uneven))
     settings, plan, warnings = resolve(one, where)
@@ -1143,6 +1146,9 @@ def _mesh(settings: Settings, seq: int, opts: SpaceOptions, U: int, reasons: dic
 
 
 MUON_LEVELS = ("none", "zero1")  # the sharding levels Megatron-LM @d98e8a64 runs --optimizer muon under (plan._optimizer)
+# the level optimizer_whole_tensors (--no-use-layer-wise-param-layout) runs at: Muon's layer-wise distributed optimizer
+# (--optimizer muon --use-distributed-optimizer, arguments.py @d98e8a64 l. 1725-1737; plan._optimizer refuses it elsewhere)
+WHOLE_TENSOR_LEVELS = ("zero1",)
 
 
 def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
@@ -1161,6 +1167,8 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
     if getattr(settings, "optimizer", "adam") == "muon":  # a job setting: Megatron runs Muon under DDP or its layer-wise
         # distributed optimizer only (plan._optimizer: arguments.py @d98e8a64 l. 1739-1740), never FSDP
         names = tuple(n for n in names if n in MUON_LEVELS)
+    if getattr(settings, "optimizer_whole_tensors", False):  # a job setting: its rows are the layer-wise optimizer's
+        names = tuple(n for n in names if n in WHOLE_TENSOR_LEVELS)
     if runs is None:
         codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names], dtype=i64)
         modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)

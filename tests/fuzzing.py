@@ -18,6 +18,12 @@ CliRunner and checks the contract of the README ("Robustness"):
   typer parameters, valid and bad values; _cli_mutation): an exit 2 gives `hint:` too and does not refuse an option
   beside the file's other spelling of its setting, a `--format json|yaml|csv` output parses, and an option that
   replaces a job file's or trainer config's value is named in a note and held by the plan (cli_options_check).
+- the job-fields kind's explain and check alike (plans_check): check's plan, time and memory those of explain of the same
+  line, and the plan of either exported in every format that writes it read back as the same plan and memory.
+- the megatron-recent kind's Megatron-LM functional-test argument files (an uneven pipeline split, Muon, optimizer
+  instances, Megatron-FSDP, a hybrid pattern; one of RECENT_FLAGS set or removed, _recent_mutation): fit's rows as
+  the config-fit kind's; check's plan, time and memory those of explain of the same line; explain's and check's plan
+  exported in every format that writes it read back as the same plan and memory (recent_check).
 
 tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
 under `pytest -m fuzz`.
@@ -485,6 +491,11 @@ def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
             data = (_bridge_mutation(rng, data) if name in CONFIG_FIT_BRIDGE
                     else _config_mutation(rng, data, target.seed_suffix.get(name, target.suffix)))
         return data
+    if target.kind == "megatron-recent" and rng.random() < 0.9:
+        data = seed
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            data = _recent_mutation(rng, data)
+        return data
     if target.kind == "megatron-bridge" and rng.random() < 0.7:
         data = seed
         for _ in range(rng.choice([1, 1, 2, 3])):
@@ -696,6 +707,7 @@ def _targets(workdir: Path) -> dict[str, Target]:
         "job-fields": _job_fields_target(),
         "config-fit": _config_fit_target(seeds_dir),
         "cli-options": _cli_options_target(seeds_dir, prof, fit_json),
+        "megatron-recent": _recent_target(),
     }
 
 
@@ -814,25 +826,15 @@ def exports_read_back(args: list[str], r) -> str | None:
     """Each row of `fit ... --format json` exported in every trainer format that writes it (export_plan; a format
     that refuses the plan, naming why, is skipped: another stack's format, a setting it cannot hold) and read back as
     `fit --export` reads its file back (cli/export.check_readback): the same plan signature and memory total, else
-    what differs. `fit --export FORMAT` refuses such a row (exit 2, "report it"); this finds it on every row."""
-    from planner.cli.export import check_readback
-    from planner.errors import PlannerError
-    from planner.trainers import FORMATS
-    from planner.trainers.export import export_plan
-
+    what differs. `fit --export FORMAT` refuses such a row (exit 2, "report it"); this finds it on every row
+    (_row_reads_back)."""
     if args[0] != "fit" or r.exit_code != 0 or "json" not in args:
         return None
     data = json.loads(r.stdout)
     for i, row in enumerate(data["rows"] if isinstance(data, dict) else data, 1):
-        for fmt in FORMATS:
-            try:
-                text, _ = export_plan(row["plan"], fmt)
-            except PlannerError:
-                continue
-            try:
-                check_readback(row, fmt, text)
-            except PlannerError as e:
-                return f"row {i}: export {fmt} read back: {e}"[:600]
+        why = _row_reads_back(row, f"row {i}")
+        if why:
+            return why
     return None
 
 
@@ -934,11 +936,146 @@ def _config_fit_target(seeds_dir: Path) -> Target:
 
 def _job_fields_target() -> Target:
     """Job files with random Job fields set (_job_field_mutation): read by fit (its rows priced again by explain,
-    fit_rows_agree, and exported in every format that writes them, read back: exports_read_back), explain and check."""
+    fit_rows_agree, and exported in every format that writes them, read back: exports_read_back), explain and check
+    (check agrees with explain, and the plan of either exported reads back: plans_check)."""
     seeds = {k: yaml.safe_dump(v, sort_keys=False).encode() for k, v in JOB_FIELD_SEEDS.items()}
     return Target("job-fields", seeds, [["fit", "{f}", "--top", "3", "--format", "json"], ["explain", "{f}", "--format", "json"],
-                                        ["check", "{f}", "--format", "json"]], "yaml", check=config_fit_check)
+                                        ["check", "{f}", "--format", "json"]], "yaml", check=plans_check)
 
+
+
+# the megatron-recent kind: Megatron-LM's own functional-test argument files (tests/data/megatron_ci/args) of the
+# features added since the config-fit kind was written (an uneven pipeline split, Muon, optimizer instances,
+# Megatron-FSDP with its main-params dtype, a hybrid Mamba pattern with vpp), mutated by _recent_mutation: one of
+# RECENT_FLAGS set (added, or its value replaced) or removed, the other settings as _config_mutation changes them.
+# Checked by recent_check: fit's rows as config_fit_check; check's plan, memory and time equal explain's for the same
+# command line; explain's (and check's) plan exported in each format that writes it reads back as the same plan and
+# memory (`fit --export`'s check_readback, on the file's own plan)
+CI_ARGS = DATA / "megatron_ci" / "args"
+RECENT_SEEDS = ("gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__dev_dgx_h100.args",
+                "moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon__dev_dgx_h100.args",
+                "gpt__gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances_1node__dev_dgx_gb200.args",
+                "gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200.args",
+                "hybrid__hybrid_mr_mcore_te_tp1_pp2_vpp2_cp1_dgx_a100_1N8G__dev_dgx_h100.args")
+# (flag, its values; None: a switch) of the recent features and the plan axes they meet (Megatron-LM @d98e8a64
+# arguments.py), valid values and ones Megatron refuses
+RECENT_FLAGS = [
+    ("--optimizer", ["muon", "dist_muon", "adam", "sgd", "nosuch"]),
+    ("--decoder-first-pipeline-num-layers", ["1", "2", "3", "4", "6", "0", "-1", "12"]),
+    ("--decoder-last-pipeline-num-layers", ["1", "2", "3", "4", "6", "0", "12"]),
+    ("--pipeline-model-parallel-size", ["1", "2", "4", "3"]),
+    ("--num-layers-per-virtual-pipeline-stage", ["1", "2", "3"]),
+    ("--num-virtual-stages-per-pipeline-rank", ["1", "2", "4"]),
+    ("--num-distributed-optimizer-instances", ["1", "2", "4", "3", "0", "8"]),
+    ("--use-distributed-optimizer", None),
+    ("--no-use-layer-wise-param-layout", None),
+    ("--use-megatron-fsdp", None),
+    ("--use-torch-fsdp2", None),
+    ("--data-parallel-sharding-strategy", ["no_shard", "optim", "optim_grads", "optim_grads_params", "nosuch"]),
+    ("--megatron-fsdp-main-params-dtype", ["fp32", "bf16", "fp16", "auto", "int8"]),
+    ("--megatron-fsdp-main-grads-dtype", ["fp32", "bf16", "auto"]),
+    ("--hybrid-layer-pattern", ['"M-M-M-M-M-M-"', '"M*-M*-M*-"', '"M-M-|M-M-"', '"M-|M-|M-|M-"', '"MMMM"', '"X-"', '""']),
+    ("--attention-backend", ["flash", "fused", "unfused", "local", "auto", "nosuch"]),
+    ("--tensor-model-parallel-size", ["1", "2", "4"]),
+    ("--context-parallel-size", ["1", "2"]),
+    ("--expert-model-parallel-size", ["1", "2", "8"]),
+    ("--micro-batch-size", ["1", "2", "4"]),
+    ("--global-batch-size", ["8", "32", "64"]),
+    ("--recompute-granularity", ["full", "selective"]),
+    ("--account-for-embedding-in-pipeline-split", None),
+    ("--account-for-loss-in-pipeline-split", None),
+    ("--overlap-param-gather", None),
+    ("--sequence-parallel", None),
+    ("--fp8-format", ["hybrid", "e4m3"]),
+]
+
+
+def _recent_mutation(rng: random.Random, data: bytes) -> bytes:
+    """One change to a Megatron argument file (one flag a line): a RECENT_FLAGS flag set (its line replaced, or added)
+    or removed, or another setting changed as _config_mutation changes a launch's."""
+    if rng.random() < 0.25:
+        return _config_mutation(rng, data, ".args")
+    text = data.decode("utf-8", "replace")
+    flag, values = rng.choice(RECENT_FLAGS)
+    line = flag if values is None else f"{flag} {rng.choice(values)}"
+    lines = text.splitlines()
+    at = [i for i, ln in enumerate(lines) if ln.split(" ", 1)[0] == flag]
+    if at and rng.random() < 0.3:
+        del lines[at[0]]
+    elif at:
+        lines[at[0]] = line
+    else:
+        lines.insert(rng.randrange(len(lines) + 1), line)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _row_reads_back(row: dict, where: str) -> str | None:
+    """A priced row's plan exported in every trainer format that writes it (export_plan; a refusal, naming why, is
+    skipped) and read back as `fit --export` reads its file (check_readback): None, else what differs."""
+    from planner.cli.export import check_readback
+    from planner.errors import PlannerError
+    from planner.trainers import FORMATS
+    from planner.trainers.export import export_plan
+
+    for fmt in FORMATS:
+        try:
+            text, _ = export_plan(row["plan"], fmt)
+        except PlannerError:
+            continue
+        try:
+            check_readback(row, fmt, text)
+        except PlannerError as e:
+            return f"{where}: export {fmt} read back: {e}"[:600]
+    return None
+
+
+def recent_check(args: list[str], r) -> str | None:
+    """The megatron-recent kind's check: an exit 2 gives a `hint:` after its error; fit as config_fit_check; check's
+    plan, time and memory (terms, stages, total) those of explain of the same command line, and its verdict explain's
+    `fits`; explain's and check's plan exported in every format that writes it reads back as the same plan and memory
+    (_row_reads_back)."""
+    if r.exit_code == 2:  # a bad value (a flag Megatron refuses): the error and its hint (README "Robustness")
+        lines = [ln for ln in (r.stderr or "").splitlines() if ln.strip()]
+        at = next((i for i, ln in enumerate(lines) if ln.startswith("error: ")), None)
+        if at is None or not any(ln.startswith("hint: ") for ln in lines[at + 1:]):
+            return f"exit 2 without a hint: {(r.stderr or '')[-300:]!r}"
+        return None
+    return plans_check(args, r)
+
+
+def plans_check(args: list[str], r) -> str | None:
+    """fit as config_fit_check; check's plan, time and memory (terms, stages, total) those of explain of the same
+    command line, and its exit 1 a plan that does not fit; explain's and check's plan exported in every format that
+    writes it reads back as the same plan and memory (_row_reads_back). The job-fields and megatron-recent kinds'."""
+    if args[0] == "fit":
+        return config_fit_check(args, r)
+    if r.exit_code not in (0, 1) or "json" not in args or not r.stdout.strip():
+        return None
+    data = json.loads(r.stdout)
+    one = data[0] if isinstance(data, list) else data
+    if args[0] == "check":
+        e = CliRunner().invoke(app, ["explain", *args[1:]])
+        if e.exit_code != 0:
+            return f"check exit {r.exit_code}, explain of the same line exit {e.exit_code}: {(e.stderr or '')[-300:]}"
+        two = json.loads(e.stdout)
+        pick = lambda d: {"plan": d["plan"], "time": d["time"],  # noqa: E731
+                          "memory": {k: d["memory"].get(k) for k in ("terms", "stages", "total_bytes", "fits")}}
+        d = _differ(pick(two), pick(one))
+        if d:
+            return f"check disagrees with explain at {d} (explain / check)"[:600]
+        if (r.exit_code == 0) != bool(one["memory"]["fits"]) and one.get("verdict") != "fail":
+            return f"check exit {r.exit_code} with memory fits {one['memory']['fits']}"
+    return _row_reads_back(one, f"{args[0]}'s plan")
+
+
+def _recent_target() -> Target:
+    """Megatron-LM functional-test argument files of the recent features (RECENT_SEEDS), read by explain, check and
+    fit at 8 GPUs, checked by recent_check."""
+    seeds = {name: _read(CI_ARGS / name) for name in RECENT_SEEDS}
+    return Target("megatron-recent", seeds, [["explain", "{f}", "--gpus", "8", "--format", "json"],
+                                             ["check", "{f}", "--gpus", "8", "--format", "json"],
+                                             ["fit", "{f}", "--gpus", "8", "--top", "2", "--format", "json"]],
+                  None, suffix=".args", check=recent_check)
 
 STACKS = DATA / "stacks"
 # a model each seed's stack builds (runs.layer_kinds): the synthetic 4-layer tiny-fit (RMSNorm, SwiGLU, GQA, RoPE)

@@ -375,3 +375,22 @@ def test_repeated_mtp_layer_in_pretrain_gpt(tmp_path):
     _, settings, plan = _resolved(_args(tmp_path, text + "--mtp-use-repeated-layer"))
     out = _round_trip(settings, plan)
     assert "pretrain_gpt.py" in out and "--mtp-use-repeated-layer" in out
+
+
+def test_uneven_split_exports_as_its_segments_and_reads_back(tmp_path):
+    """A pipe-free pattern of 12 layers ("M-" x 6) on pp 4 with --decoder-first/last-pipeline-num-layers 2: Megatron
+    places 2, (12 - 2 - 2) / 2 = 4, 4, 2 (hybrid_layer_allocation.py @d98e8a64 l. 403-430), priced so (first_stage_layers
+    2, last_stage_layers 2). The export wrote the segments of the planner's even split ('M-M|-M-|M-M|-M-', 3 a stage:
+    megatron-recent fuzz seed 85 chunk 2 input 0, 2.87 GiB priced, 2.95 read back); it now writes 'M-|M-M-|M-M-|M-'
+    (the segments of the plan's own uneven split; Megatron refuses the first/last flags beside a '|', l. 377-383), and
+    the reader takes segments 2, 4, 4, 2, which no counted-ends split gives, as first 2 / last 2 (uneven_ends): the
+    same plan and memory."""
+    f = _args(tmp_path, "--num-layers 12 " + BASE + '--hybrid-layer-pattern "M-M-M-M-M-M-" --pipeline-model-parallel-size 4 '
+              "--decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 2")
+    cfg, settings, plan = _resolved(f)
+    assert (cfg.job["first_stage_layers"], cfg.job["last_stage_layers"]) == (2, 2)
+    text = _round_trip(settings, plan)  # check_readback: the same plan and memory
+    assert "--hybrid-layer-pattern 'M-|M-M-|M-M-|M-'" in text and "--decoder-first-pipeline-num-layers" not in text
+    back = load_trainer_config(_args(tmp_path, "--num-layers 12 " + BASE + "--hybrid-layer-pattern 'M-|M-M-|M-M-|M-' "
+                                     "--pipeline-model-parallel-size 4", "back.args"), gpus=8)
+    assert (back.job["first_stage_layers"], back.job["last_stage_layers"]) == (2, 2) and back.unmodelled == []

@@ -124,6 +124,35 @@ def test_fit_searches_only_what_megatron_runs_muon_under(cli):
     assert all(row["plan"].get("optimizer") == "muon" for row in rows)
 
 
+
+def test_fit_with_whole_tensors_ranks_the_layer_wise_optimizer_only(cli):
+    """optimizer_whole_tensors (--no-use-layer-wise-param-layout) is the layer-wise distributed optimizer's (zero1;
+    plan._optimizer refuses it at any other level, arguments.py @d98e8a64 l. 1725-1737): fit ranks zero1 rows only
+    (space.WHOLE_TENSOR_LEVELS) and probes the job at zero1 (space.settings_for). fit refused every such job, even with
+    --sharding zero1, because its probe resolved at the stack's first level, none (fuzz megatron-recent seed: the
+    corpus' dist_muon MoE argument file, `fit FILE --gpus 8`). Row 1 (tp 2, dp 4, pp 1) holds on one rank the larger
+    of the untied embedding and output layer whole: 128,256 / 2 x 4,096 = 262,668,288 elements, of which the shard's
+    1 / 4 is priced anyway, so (1 - 1/4) x 262,668,288 x (4 B fp32 master + 8 B Adam m, v) = 2,364,014,592 B more
+    than the same row with the layout."""
+    import json
+
+    r = cli("fit", "--model", "llama3-8b", "--gpus", 8, "--stack", "megatron", "--optimizer", "muon",
+            "--optimizer-whole-tensors", "--top", 20, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows and {row["plan"]["sharding"] for row in rows} == {"zero1"}
+    assert all(row["plan"].get("optimizer_whole_tensors") is True for row in rows)
+    p = rows[0]["plan"]
+    assert (p["tp"], p["dp"], p["pp"]) == (2, 4, 1)
+    line = ["explain", "--model", "llama3-8b", "--gpus", 8, "--stack", "megatron", "--optimizer", "muon", "--tp", 2,
+            "--dp", 4, "--micro-batch", p["micro_batch"], "--global-batch", p["global_batch"], "--sharding", "zero1",
+            "--format", "json"]
+    e = cli(*line)
+    assert e.exit_code == 0, e.stderr
+    t0, t1 = json.loads(e.stdout)["memory"]["terms"], rows[0]["memory"]["terms"]
+    assert t1["adam"] + t1["master_weights"] - t0["adam"] - t0["master_weights"] == pytest.approx(
+        0.75 * 128256 // 2 * 4096 * 12, rel=1e-12)
+
 def test_budget_checkpoint_writes_one_momentum_a_muon_parameter(cli):
     """The job's checkpoint (budget's checkpoint.job_bytes): P x (4 master + 8 Adam) under Adam; under Muon its
     6,979,321,856 matrix elements of Llama 3 8B (32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336)) write one

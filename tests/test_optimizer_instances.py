@@ -72,3 +72,25 @@ def test_reader_and_export_round_trip(tmp_path):
     s, p, _ = resolve(job)
     text, _ = export_plan(plan_dict(p, s), "megatron")
     assert "--num-distributed-optimizer-instances 4" in text
+
+
+@pytest.mark.parametrize("sharding", ["--use-distributed-optimizer", "--use-megatron-fsdp"])
+@pytest.mark.parametrize("pp, shard_group", [(64, None), (3, None), (1, 2)])
+def test_reader_reads_no_shard_group_off_a_mesh_the_gpus_do_not_hold(tmp_path, cli, sharding, pp, shard_group):
+    """tp 2 x pp 64 = 128 ranks on 8 GPUs gave dp 8 // 128 = 0, which 2 instances divide: shard group 0, refused as a
+    bare schema field ("field `shard_group`: Input should be greater than 0"; megatron-recent fuzz seed 84, the
+    corpus' multi_dist_optimizer_instances file with --pipeline-model-parallel-size 64). tp 2 x pp 3 = 6 leaves 8 // 6
+    = 1 dp rank, which Megatron-FSDP's branch refused as '2 does not divide dp 1'. Neither mesh holds on 8 GPUs:
+    the reader sets no shard group, and the plan's check names the mesh (2 x 1 x pp does not divide --gpus 8); at
+    pp 1 dp 8 / 2 tp = 4, the shard group 4 / 2 instances = 2 (under Megatron-FSDP optim_grads_params: HSDP's)."""
+    gpt = ("--num-layers 12 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 "
+           "--micro-batch-size 4 --global-batch-size 32 --bf16 --tensor-model-parallel-size 2 --vocab-file v.json "
+           f"--merge-file m.txt {sharding} --num-distributed-optimizer-instances 2 --pipeline-model-parallel-size {pp}\n")
+    f = tmp_path / "a.args"
+    f.write_text(gpt)
+    assert load_trainer_config(f, gpus=8).job.get("shard_group") == shard_group
+    r = cli("explain", f, "--gpus", 8)
+    if shard_group is None:
+        assert r.exit_code == 2 and f"error: {f}: tp=2 x cp=1 x pp={pp} = {2 * pp} does not divide --gpus 8" in r.stderr
+    else:
+        assert r.exit_code == 0, r.stderr

@@ -140,3 +140,23 @@ def test_a_jobs_divisor_reads_back_as_its_rows(stack, fmt, model, tp, rows):
     assert row["plan"]["vocab_rows"] == rows
     text, _ = export_plan(row["plan"], fmt)
     check_readback(row, fmt, text)
+
+
+def test_torchtitan_toml_refuses_rows_its_flavor_does_not_build():
+    """torchtitan builds the embedding and output layer at the flavor's model args vocab_size (pytorch/torchtitan
+    @e347b1e5e models/llama3/model/model.py l. 448, 458; args.py l. 33: 128,256 for llama3 8B) and no TOML key sets the
+    rows (stack_db torchtitan vocab_padding null), so a plan priced at a job's padded_vocab_size 151,936 (23,680 rows
+    more: 23,680 x 4,096 hidden x 2 (embedding and untied output) = 193,986,560 more parameters) read back as the
+    flavor's 128,256 rows, another memory (job-fields fuzz seed 84 chunk 0 input 3: 64.52 GiB priced, 63.16 read back).
+    Refused, naming the rows; the same job at the flavor's own rows (padded_vocab_size 128,256) still exports and reads
+    back."""
+    job = dict(model="llama3-8b", gpus=8, stack="torchtitan", tp=2, sharding="fsdp", precision="fp8", recompute="none",
+               global_batch=16, seq_len=4096, micro_batch=4, torch_compile=True)
+    row = _row(**job, padded_vocab_size=151936)
+    with pytest.raises(PlannerError) as e:
+        export_plan(row["plan"], "torchtitan")
+    assert "padded_vocab_size 151,936" in e.value.message and "128,256 rows" in e.value.message
+    assert "without padded_vocab_size" in e.value.hint
+    row = _row(**job, padded_vocab_size=128256)
+    text, _ = export_plan(row["plan"], "torchtitan")
+    check_readback(row, "torchtitan", text)

@@ -352,6 +352,16 @@ def plan_signature(plan: dict) -> dict:
     # below stage 3, trainers/deepspeed.py): no setting of a zero0-2 plan's file read back
     if plan.get("sharding") not in ("fsdp", "hsdp"):
         out["deepspeed_zero3"] = None
+    # the optimizer's CPU offload runs with Megatron's precision-aware optimizer (arguments.py @d98e8a64 l. 1884-1888;
+    # _megatron_offload_flags writes --use-precision-aware-optimizer beside --optimizer-cpu-offload, read back as true):
+    # a job that leaves the field out under offload prices the same plan (plan.precision_aware's te_master is off
+    # under offload either way), so None there is the true its file reads back as
+    if plan.get("offload_optimizer", "none") != "none" and out["precision_aware_optimizer"] is None:
+        out["precision_aware_optimizer"] = True
+    # one pipeline stage runs no schedule (every schedule prices pp 1 alike, pipeline.py): the file written at pp 1 names
+    # none and reads back as the reader's default, the same plan (a job's zb-h1 on Megatron-LM, which has no such flag)
+    if plan["pp"] == 1:
+        out["schedule"] = None
     # the torch softmax's fp32 runs on the eager core only (memory.py [sm]; default true): elsewhere no setting
     out["attention_softmax_in_fp32"] = (False if plan.get("attention") == "eager" and plan.get("attention_softmax_in_fp32")
                                         is False else None)
@@ -747,6 +757,17 @@ def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict
                           f"price it with --{key.replace('_', '-')} 0, then export")
     m: dict = {}
     m["name"], m["flavor"] = flavor(plan, model, notes)
+    # the embedding's and output layer's rows: the flavor's model args vocab_size (nn.Embedding / nn.Linear, pytorch/
+    # torchtitan @e347b1e5e torchtitan/models/llama3/model/model.py l. 448, 458; args.py l. 33), unpadded (stack_db
+    # torchtitan vocab_padding null), which no key of config/job_config.py sets: a plan priced at other rows (a job's
+    # padded_vocab_size) reads back at the flavor's (the flavor matches the model's vocab_size, torchtitan_flavors
+    # PRICED), so refused, not dropped
+    rows = plan_rows(plan, model.vocab_size)
+    if rows != model.vocab_size:
+        raise _refuse(F, f"padded_vocab_size {rows:,}: torchtitan builds the embedding and output layer at its "
+                         f"{m['name']} {m['flavor']} flavor's vocab_size ({model.vocab_size:,} rows: its model args', as "
+                         "llama3's models/llama3/model/model.py l. 448, 458 @e347b1e5e), which no setting of its config "
+                         "changes", "price it without padded_vocab_size (torchtitan pads no vocabulary), then export")
     if plan["precision"] == "fp8":  # the converters' registered names at @e347b1e5e (TT_QUANTIZE)
         kind = "mx" if plan.get("fp8_recipe") == "mxfp8" else "float8"
         m["converters"] = [TT_QUANTIZE[kind]]
@@ -1150,8 +1171,11 @@ def _hybrid_args(plan: dict, model, blocks: list[str], F: str) -> list[tuple[str
         raise _refuse(F, f"model {model.name}: MLA in a hybrid stack, which the planner prices as pretrain_gpt.py builds "
                          "it, not as HybridStack does", "export a plan without it")
     pp, vpp = plan["pp"], plan["vpp"]
+    # the plan's own first / last stage layers (Megatron's --decoder-first/last-pipeline-num-layers, which a '|' pattern
+    # refuses beside it: hybrid_layer_allocation.py @d98e8a64 l. 377-383) placed by the segments, as priced
+    first, last = stage_ends(plan)
     chunks = chunk_layers(model.num_layers, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                          split_loss_units(plan))
+                          split_loss_units(plan), first=first, last=last)
     if pp * vpp > 1 and min(chunks) <= 0:
         raise _refuse(F, f"the plan's model chunks {chunks} include an empty one, which a hybrid pattern's '|' segments "
                          "do not place", "choose pp x vpp with layers on every chunk")

@@ -1286,9 +1286,35 @@ def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dic
         unmodelled.append(f"{flag} segments {chunks} place {sum(chunks)} layers, the model has {L}; priced as the "
                           "planner's split of pp x vpp")
     else:
-        _take_split(job, split_of(L, pp, vpp, chunks=chunks), f"{flag} segments: {chunks} layers on the model chunks",
-                    "pipeline.chunk_layers", unmodelled)
+        e_l = split_of(L, pp, vpp, chunks=chunks)
+        ends = uneven_ends(L, pp, vpp, chunks) if e_l is None else None
+        if ends is not None:  # the segments place Megatron's uneven split (pipeline.py [14]): its first / last layers
+            for key, n in zip(("first_stage_layers", "last_stage_layers"), ends):
+                if n:
+                    job[key] = n
+            assumed.append(f"{flag} segments: {chunks} layers on the model chunks, the uneven split of "
+                           f"first_stage_layers {ends[0] or 'none'}, last_stage_layers {ends[1] or 'none'} "
+                           "(pipeline.chunk_layers [14]; export writes it back as these segments)")
+        else:
+            _take_split(job, e_l, f"{flag} segments: {chunks} layers on the model chunks", "pipeline.chunk_layers",
+                        unmodelled)
     return vpp
+
+
+def uneven_ends(L: int, pp: int, vpp: int, chunks) -> tuple[int, int] | None:
+    """(first_stage_layers, last_stage_layers), 0 for one left out, whose uneven split (pipeline.chunk_layers with
+    first / last, Megatron's --decoder-first/last-pipeline-num-layers placement [14]) places the layers per model
+    chunk as given (a hybrid pattern's '|' segments, which export._hybrid_args writes for such a plan); None where
+    none does or pp < 2."""
+    from ..pipeline import chunk_layers
+
+    if pp < 2 or len(chunks) != pp * vpp:
+        return None
+    gpu = [sum(chunks[j] for j in range(s, pp * vpp, pp)) for s in range(pp)]
+    for first, last in ((gpu[0], gpu[-1]), (gpu[0], 0), (0, gpu[-1])):
+        if first + last and chunk_layers(L, pp, vpp, first=first, last=last) == list(chunks):
+            return first, last
+    return None
 
 
 def split_of(L: int, pp: int, vpp: int, *, chunks):
@@ -1779,6 +1805,20 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         assumed.append(f"tokens={job['tokens']:.6g}: --train-samples x sequence length")
 
     # ---- sharding (the stack's mode, stack_db megatron runs.sharding), SP, recompute
+    if "--use-torch-fsdp2" in flags and "--use-megatron-fsdp" in flags:
+        # validate_args runs --use-torch-fsdp2's asserts (no distributed optimizer, l. 1031-1039) before
+        # --use-megatron-fsdp turns the distributed optimizer on (v1, the default, l. 1118-1134), and get_model then
+        # wraps the model in Torch-FSDP2 (training.py l. 2484-2488) under that optimizer: no plan either mode prices
+        raise PlannerError(f"{where}--use-torch-fsdp2 with --use-megatron-fsdp: two FSDP implementations; Megatron-LM "
+                           "@d98e8a64 wraps the model in Torch-FSDP2 (megatron/training/training.py l. 2484-2488) while "
+                           "--use-megatron-fsdp turns on the distributed optimizer (arguments.py l. 1118-1134), which "
+                           "--use-torch-fsdp2's own assert (l. 1038-1039) forbids but checks before it is set",
+                           "give one of --use-torch-fsdp2 and --use-megatron-fsdp")
+    if "--use-torch-fsdp2" in flags and "--use-distributed-optimizer" in flags:
+        raise PlannerError(f"{where}--use-torch-fsdp2 with --use-distributed-optimizer: Megatron-LM asserts "
+                           "\"--use-torch-fsdp2 is not supported with MCore's distributed optimizer\" (megatron/training/"
+                           "arguments.py @d98e8a64 l. 1038-1039)", "give one of --use-torch-fsdp2 and "
+                           "--use-distributed-optimizer")
     if "--use-torch-fsdp2" in flags:
         job["sharding_mode"] = "torch_fsdp2"
     elif "--use-megatron-fsdp" in flags:
@@ -1786,11 +1826,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
         if strategy == "optim_grads_params" and instances > 1:
             job["sharding_mode"] = "megatron_fsdp_hsdp"
-            dp_all = job["gpus"] // max(1, tp * pp * cp)
-            if dp_all % instances:
+            dp_all = _mesh_dp(job["gpus"], tp * pp * cp)  # None: a mesh the GPUs do not hold (the plan names it)
+            if dp_all is not None and dp_all % instances:
                 raise PlannerError(f"{where}--num-distributed-optimizer-instances {instances} does not divide dp {dp_all}",
                                    "Megatron asserts (dp x cp) % instances == 0")
-            job["shard_group"] = dp_all // instances
+            if dp_all is not None:
+                job["shard_group"] = dp_all // instances
         elif strategy in ("optim", "optim_grads", "optim_grads_params"):
             job["sharding_mode"] = f"megatron_fsdp_{strategy}"
         elif strategy == "no_shard":
@@ -1803,8 +1844,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         # distributed optimizer's level (memory.py [mu])
         job["sharding_mode"] = "distributed_optimizer"
         instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
-        dp_all = job["gpus"] // max(1, tp * pp * cp)
-        if instances > 1 and dp_all % instances == 0:
+        dp_all = _mesh_dp(job["gpus"], tp * pp * cp)
+        if instances > 1 and dp_all is not None and dp_all % instances == 0:
             # the optimizer sharded over dp / N ranks x cp, the shards all-reduced across the N instances
             # (parallel_state.py @d98e8a64 l. 922-929; param_and_grad_buffer.py l. 701-759): the job's shard_group
             # under the mode's optimizer_instances (stack_db megatron runs.sharding)
@@ -2431,6 +2472,15 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of "
                               + ", ".join(m for m in mods if m not in priced) + " is not modelled (the planner prices "
                               + ", ".join(priced) + "; the stack's default, the attention core's, is priced)")
+
+
+def _mesh_dp(gpus: int, mesh: int) -> int | None:
+    """The data-parallel ranks (dp x cp's dp) of gpus over a tp x pp x cp mesh; None where the mesh does not divide
+    them (or exceeds them): no shard group is read from --num-distributed-optimizer-instances then, and the plan's own
+    check refuses the mesh (tp x cp x pp does not divide the GPU count), where a shard group of 0 was set and refused as
+    a bare schema field."""
+    mesh = max(1, mesh)
+    return gpus // mesh if gpus >= mesh and gpus % mesh == 0 else None
 
 
 # the --optimizer choices the job's optimizer muon prices (arguments.py @d98e8a64 l. 2913-2917; dist_muon the
