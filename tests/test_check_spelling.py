@@ -378,9 +378,10 @@ def test_torchtitan_ddp_to_fsdp_and_to_pipeline(tmp_path):
     """The preset as DDP (data_parallel_replicate_degree 8, data_parallel_shard_degree 1) in pure
     bf16 (training.dtype "bfloat16", which torchtitan needs to run TP or PP without FSDP: start-up
     rule TORCHTITAN_FP32), 90.3 GiB: FSDP swaps the two degrees; PP 8 (dp 8 -> 1) spells replicate 1,
-    the global batch 8 (local 1 x dp 1 would be 1) and the stage weights the plan checked: torchtitan's
-    defaults count the embedding and the output as a layer each (pipeline_parallel_first/last_stage_
-    less_layers 1), the checked plan does not (0)."""
+    the global batch 8 (local 1 x dp 1 would be 1), and no stage weight: torchtitan's defaults count the
+    embedding and the output as a layer each (pipeline_parallel_first/last_stage_less_layers 1, job_config.py
+    @e347b1e5e l. 377, 383), and the checked plan does too (the reader carries the file's end weights at pp 1,
+    torchtitan.read_sections; before, the plan at pp 8 counted neither and the fix spelled both 0)."""
     text = (TOML.read_text(encoding="utf-8").replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 8")
             .replace("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 1")
             .replace("seq_len = 8192", 'seq_len = 8192\ndtype = "bfloat16"'))
@@ -392,9 +393,7 @@ def test_torchtitan_ddp_to_fsdp_and_to_pipeline(tmp_path):
     [pp] = [s for s in sugg if "pp" in s["changes"]]
     assert pp["trainer_settings"] == [{"key": "parallelism.pipeline_parallel_degree", "value": 8},
                                       {"key": "parallelism.data_parallel_replicate_degree", "value": 1},
-                                      {"key": "training.global_batch_size", "value": 8},
-                                      {"key": "parallelism.pipeline_parallel_first_stage_less_layers", "value": 0},
-                                      {"key": "parallelism.pipeline_parallel_last_stage_less_layers", "value": 0}]
+                                      {"key": "training.global_batch_size", "value": 8}]
 
 
 def test_a_sharding_level_torchtitan_does_not_build_is_not_spelled():

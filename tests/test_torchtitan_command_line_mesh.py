@@ -155,3 +155,162 @@ def test_fit_holds_the_files_batch_and_names_it_in_each_row(cli):
         one = json.loads(one.stdout)
         assert one["plan"]["global_batch"] == 8 and one["time"] == row["time"], line
         assert one["memory"]["terms"] == row["memory"]["terms"], line
+
+
+# ---- the four gaps of the last session's note (issue 22, "flags beat files")
+
+def _shard8(tmp_path, shard: int = 8, rep: int = 1) -> Path:
+    return _variant(tmp_path, "data_parallel_replicate_degree = 1\ndata_parallel_shard_degree = -1",
+                    f"data_parallel_replicate_degree = {rep}\ndata_parallel_shard_degree = {shard}")
+
+
+def test_a_stated_shard_degree_is_kept_or_refused_naming_the_key(cli, tmp_path):
+    """data_parallel_shard_degree = 8 (stated, not -1): torchtitan keeps it and asserts replicate x shard x cp x tp x
+    pp == world size (parallel_dims.py @e347b1e5e l. 48-56; only -1 is worked out, l. 49-51).
+    --gpus 8 --tp 2: 1 x 8 x 2 x 1 x 1 = 16 != 8: refused (before: priced dp 4, the file's 8 changed silently),
+    naming the key, the shard degree that fills 8 GPUs (8 / (1 x 2) = 4), --dp 4 and --gpus 16. --tp 2 alone: the
+    GPU count is the file's degrees' product, 1 x 8 = 8: refused alike. --gpus 24 --tp 3: 8 x 3 = 24, kept;
+    --gpus 8 --tp 3: 8 is no multiple of 3, only --gpus 24 keeps 8. --gpus 16 --tp 2: 16 = 16, kept: dp 1 x 8 = 8,
+    global -1 = 1 x 8 = 8. --gpus 8 --tp 2 --dp 4: the command line's dp 4 = replicate 1 x shard 4 replaces 8
+    (named), global 1 x 4 = 4."""
+    f = _shard8(tmp_path)
+    r = cli("explain", f, "--gpus", 8, "--tp", 2)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert ("data_parallel_shard_degree = 8 at tp 2 over the file's 1 (the command line's) is replicate 1 x shard 8 x "
+            "tp 2 x pp 1 x cp 1 = 16 GPUs, but the job runs 8 (--gpus)") in r.stderr
+    assert str(f) in r.stderr
+    assert ("hint: set data_parallel_shard_degree = 4 (or -1: torchtitan works it out from the GPUs), or give --dp 4, "
+            "or --gpus 16 to keep data_parallel_shard_degree 8") in r.stderr
+    r = cli("explain", f, "--tp", 2)
+    assert r.exit_code == 2 and "= 16 GPUs, but the job runs 8 (the file's degrees' product)" in r.stderr
+    r = cli("explain", f, "--gpus", 8, "--tp", 3)
+    assert r.exit_code == 2 and "hint: --gpus 24 to keep data_parallel_shard_degree 8" in r.stderr
+    plan, err = _plan(cli, f, "--gpus", 16, "--tp", 2)
+    assert plan == dict(gpus=16, tp=2, pp=1, cp=1, dp=8, global_batch=8, micro_batch=1, microbatches_per_step=1,
+                        sharding="fsdp", sharding_mode="fsdp2")
+    plan, err = _plan(cli, f, "--gpus", 8, "--tp", 2, "--dp", 4)
+    assert (plan["dp"], plan["global_batch"], plan["micro_batch"], plan["microbatches_per_step"]) == (4, 4, 1, 1)
+    assert ("data_parallel_shard_degree=4: the command line's dp 4 / the file's data_parallel_replicate_degree 1 "
+            "replaces the file's 8 (flags beat files)") in err
+    plan, _ = _plan(cli, f, "--gpus", 8)  # the file's own mesh: unchanged, 1 x 8 = 8 GPUs
+    assert (plan["dp"], plan["global_batch"]) == (8, 8)
+
+
+def test_a_command_line_dp_over_a_replicate_degree(cli, tmp_path):
+    """HSDP file: replicate 2 x shard 4 = 8 GPUs. --dp 3: dp = replicate x shard (parallel_dims.py l. 53), 3 is no
+    multiple of 2: refused naming the key. --dp 4 --tp 2 --gpus 8: shard 4 / 2 = 2 (the file's 4 replaced), 2 x 2 x
+    2 = 8 GPUs: HSDP (replicate 2 > 1, dp_shard x cp = 2 > 1, parallel_dims.py l. 334-335) with shard group 2;
+    global -1 = 1 x 4 = 4."""
+    f = _shard8(tmp_path, shard=4, rep=2)
+    r = cli("explain", f, "--dp", 3)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert "--dp 3 is not a multiple of the file's [parallelism] data_parallel_replicate_degree 2" in r.stderr
+    plan, err = _plan(cli, f, "--gpus", 8, "--tp", 2, "--dp", 4)
+    assert (plan["dp"], plan["global_batch"], plan["sharding"]) == (4, 4, "hsdp")
+    assert ("data_parallel_shard_degree=2: the command line's dp 4 / the file's data_parallel_replicate_degree 2 "
+            "replaces the file's 4") in err
+
+
+def test_pipeline_keys_read_at_the_command_lines_pp(cli, tmp_path):
+    """File pp 1 with pipeline_parallel_layers_per_stage 3 and Interleaved1F1B (read by torchtitan only where pp > 1,
+    train.py @e347b1e5e l. 218-232). llama3-8b: 32 layers + the end weights (first / last_stage_less_layers,
+    default 1 each, job_config.py l. 377, 383) = 34 units; stages = ceil(34 / 3) = 12.
+    --gpus 8 --pp 4: vpp 12 / 4 = 3, schedule interleaved (before: vpp 1, 1f1b, the keys read at the file's pp 1);
+    dp 8 / 4 = 2, global -1 = 1 x 2 = 2, micro-batch pipeline_parallel_microbatch_size default 1.
+    --pp 2: 12 / 2 = 6. With layers_per_stage 4: ceil(34 / 4) = 9 stages, --pp 4: 9 is no multiple of 4, refused as
+    pipeline_module_split refuses it, naming the command line's pp; --vpp 1 --schedule 1f1b replaces the key (named)
+    and prices vpp 1. Without --pp the keys are listed as ignored (pipeline_parallel_degree 1)."""
+    f = _variant(tmp_path, "context_parallel_degree = 1", "context_parallel_degree = 1\n"
+                 "pipeline_parallel_layers_per_stage = 3\npipeline_parallel_schedule = \"Interleaved1F1B\"")
+    r = json.loads(cli("explain", f, "--gpus", 8, "--pp", 4, "--format", "json").stdout)
+    p = r["plan"]
+    assert (p["pp"], p["vpp"], p["schedule"], p["dp"], p["global_batch"], p["micro_batch"]) == (4, 3, "interleaved",
+                                                                                              2, 2, 1)
+    assert "vpp=3: pipeline_parallel_layers_per_stage 3 gives 12 stages over 32 layers (+ 2 end weight(s)), 12 / pp " \
+           "4 at the command line's mesh" in [a["line"] for a in r["trainer_config"]["assumed"]]
+    r = json.loads(cli("explain", f, "--gpus", 8, "--pp", 2, "--format", "json").stdout)
+    assert (r["plan"]["vpp"], r["plan"]["schedule"]) == (6, "interleaved")
+    d = json.loads(cli("explain", f, "--gpus", 8, "--format", "json").stdout)
+    assert d["plan"]["vpp"] == 1
+    ignored = [i["line"] for i in d["trainer_config"]["ignored"]]
+    assert "parallelism.pipeline_parallel_layers_per_stage=3 (pipeline_parallel_degree 1)" in ignored
+    assert "parallelism.pipeline_parallel_schedule=Interleaved1F1B (pipeline_parallel_degree 1)" in ignored
+    f.write_text(f.read_text().replace("pipeline_parallel_layers_per_stage = 3", "pipeline_parallel_layers_per_stage = 4"))
+    r = cli("explain", f, "--gpus", 8, "--pp", 4)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert ("pipeline_parallel_layers_per_stage 4 gives 9 stages for 32 layers, not a multiple of "
+            "pipeline_parallel_degree 4 (the command line's pp 4 over the file's 1)") in r.stderr
+    r = cli("explain", f, "--gpus", 8, "--pp", 4, "--vpp", 1, "--schedule", "1f1b")
+    assert r.exit_code == 0, r.stderr
+    assert ("pipeline_parallel_layers_per_stage: the file's 4 is not kept: the command line's vpp 1 sets the stages "
+            "per rank") in r.stderr
+
+
+def test_a_one_stage_schedule_with_several_stages_at_the_command_lines_pp(cli, tmp_path):
+    """layers_per_stage 9 with the default schedule 1F1B: ceil(34 / 9) = 4 stages; at the command line's pp 2 that
+    is 2 stages per rank, which 1F1B (one stage per rank) cannot run: refused naming both (before: not read)."""
+    f = _variant(tmp_path, "context_parallel_degree = 1", "context_parallel_degree = 1\n"
+                 "pipeline_parallel_layers_per_stage = 9")
+    r = cli("explain", f, "--gpus", 8, "--pp", 2)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert ("puts 2 stages on each rank at pp 2 (the command line's pp 2 over the file's 1), but "
+            "pipeline_parallel_schedule '1F1B' runs one stage per rank") in r.stderr
+    plan, _ = _plan(cli, f, "--gpus", 8, "--pp", 4)  # 4 stages / pp 4: one per rank, 1F1B runs it
+    assert (plan["pp"], plan["dp"]) == (4, 2)
+
+
+def test_fit_rows_and_their_explain_print_the_same_days(cli):
+    """One rule for the training's length: torchtitan runs training.steps steps at the batch the job runs
+    (train.py @e347b1e5e l. 714), so tokens = steps x the plan's global batch x its seq_len. fit CONFIG holds the
+    file's global batch 8 (local 1 x dp 8 at tp 1): tokens = 1000 x 8 x 8192 = 65,536,000 on every row. A row at tp 2
+    was explained with --global-batch 8 over the file's -1 worked out at tp 2 (1 x 4 = 4): tokens 1000 x 4 x 8192 =
+    32,768,000, 500 steps, half the row's days (before). Now both: 1000 steps, the same days and GPU-hours.
+    explain --global-batch 16: 1000 x 16 x 8192 = 131,072,000 tokens (before: the file's 65,536,000, 500 steps);
+    --seq-len 4096: 1000 x 8 x 4096 = 32,768,000."""
+    from planner.cli.fit_config import config_jobs, file_axes
+    from planner.search import config_explain_args
+
+    r = cli("fit", TOML, "--gpus", 8, "--top", "4", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert any(row["plan"]["tp"] > 1 for row in rows)
+    job, own = config_jobs(TOML, {"gpus": 8}, {}, None)[:2]
+    for row in rows:
+        one = json.loads(cli("explain", *config_explain_args(str(TOML), job, row, file_axes(own)), "--format",
+                             "json").stdout)
+        assert one["plan"]["tokens"] == row["plan"]["tokens"] == 1000 * 8 * 8192
+        for k in ("training_steps", "training_days", "gpu_hours"):
+            assert one["throughput"][k] == row["throughput"][k], k
+        assert one["throughput"]["training_steps"] == 1000
+    d = json.loads(cli("explain", TOML, "--gpus", 8, "--global-batch", 16, "--format", "json").stdout)
+    assert (d["plan"]["tokens"], d["throughput"]["training_steps"]) == (1000 * 16 * 8192, 1000)
+    d = json.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 4096, "--format", "json").stdout)
+    assert d["plan"]["tokens"] == 1000 * 8 * 4096
+    r = cli("fit", TOML, "--gpus", 8, "--global-batch", 16, "--top", "1", "--format", "json")
+    assert json.loads(r.stdout)["rows"][0]["throughput"]["training_steps"] == 1000
+
+
+def test_micro_batch_at_pp_1_is_the_local_batch(cli, tmp_path):
+    """Without PP torchtitan's micro-batch is local_batch_size (each of global / (local x dp) accumulation steps one
+    forward-backward of it, train.py @e347b1e5e l. 196-215, 561-564), so --micro-batch 2 is
+    --training.local_batch_size 2 and global_batch_size -1 = 2 x dp 8 = 16, one micro-batch per step (before:
+    refused, the file's global 1 x 8 = 8 not divisible by 8 x 2). A stated global_batch_size 32: 32 / (8 x 2) = 2
+    micro-batches; a stated 8: 8 is no multiple of 2 x 8, refused naming the key. At pp 2 --micro-batch is
+    pipeline_parallel_microbatch_size: local 1 is no multiple of 2 (pipeline_parallel.py l. 185-191): refused; with
+    local_batch_size 4: dp 4, global 4 x 4 = 16, 16 / (4 x 2) = 2 micro-batches."""
+    plan, err = _plan(cli, TOML, "--gpus", 8, "--micro-batch", 2)
+    assert (plan["dp"], plan["global_batch"], plan["micro_batch"], plan["microbatches_per_step"]) == (8, 16, 2, 1)
+    assert "local_batch_size=2: the command line's micro-batch replaces the file's 1" in err
+    assert "global_batch=16: global_batch_size -1 = the command line's micro-batch 2 x dp 8" in err
+    f = _variant(tmp_path, "local_batch_size = 1", "local_batch_size = 1\nglobal_batch_size = 32")
+    plan, _ = _plan(cli, f, "--gpus", 8, "--micro-batch", 2)
+    assert (plan["global_batch"], plan["micro_batch"], plan["microbatches_per_step"]) == (32, 2, 2)
+    f.write_text(f.read_text().replace("global_batch_size = 32", "global_batch_size = 8"))
+    r = cli("explain", f, "--gpus", 8, "--micro-batch", 2)
+    assert r.exit_code == 2 and ("global_batch_size 8 is not a multiple of the command line's micro-batch 2 x dp 8"
+                                 in r.stderr)
+    r = cli("explain", TOML, "--gpus", 8, "--pp", 2, "--micro-batch", 2)
+    assert r.exit_code == 2 and "local_batch_size 1 is not a multiple of the command line's --micro-batch 2" in r.stderr
+    g = _variant(tmp_path, "local_batch_size = 1", "local_batch_size = 4")
+    plan, _ = _plan(cli, g, "--gpus", 8, "--pp", 2, "--micro-batch", 2)
+    assert (plan["dp"], plan["global_batch"], plan["micro_batch"], plan["microbatches_per_step"]) == (4, 16, 2, 2)

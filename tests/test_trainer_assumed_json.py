@@ -176,8 +176,9 @@ def test_deepspeed_json_in_check(cli):
 
 def test_torchtitan_toml_and_command_line(cli):
     """llama3_8b.toml at --gpus 64: data_parallel_shard_degree -1 (the leftover GPUs, 64), global_batch_size
-    unset (local_batch_size 1 x dp 64), steps 1000 x 64 x seq_len 8192; --seq-len 4096 replaces the
-    file's 8192, listed after the reader's lines."""
+    unset (local_batch_size 1 x dp 64); --seq-len 4096 replaces the file's 8192, listed after the reader's
+    lines, and the tokens are the file's steps at it: 1000 x 64 x 4096 = 262,144,000 (torchtitan runs
+    training.steps steps at the length it is given, train.py @e347b1e5e l. 714; before: x the file's 8192)."""
     res, err = _js(cli, "explain", T / "llama3_8b.toml", "--gpus", "64", "--seq-len", "4096")
     tc = res["trainer_config"]
     assert tc["format"] == "torchtitan"
@@ -185,7 +186,7 @@ def test_torchtitan_toml_and_command_line(cli):
     assert (sh["field"], sh["value"], sh["rule"]) == (None, 64, "-1 takes the leftover GPUs, 64 / 1")
     gb = _entry(res, "global_batch")
     assert (gb["field"], gb["value"]) == ("global_batch", 64)
-    assert _entry(res, "tokens")["value"] == 1000 * 64 * 8192
+    assert _entry(res, "tokens")["value"] == 1000 * 64 * 4096 == res["plan"]["tokens"]
     seq = _entry(res, "seq_len")
     assert (seq["value"], seq["rule"]) == (4096, "the command line replaces the file's 8192")
     assert tc["assumed"][-1]["setting"] == "seq_len"  # the command line's, after the reader's

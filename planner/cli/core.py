@@ -120,6 +120,13 @@ def command_line_sharding(data: dict, given: dict) -> list[str]:
     return lines
 
 
+# the command-line options a trainer config's reader reads the file under (load_trainer_config's parallel): the mesh,
+# at which a DeepSpeed JSON's batch keys and a torchtitan TOML's -1 degrees and batch are read, and the batch and
+# length options a torchtitan TOML works its local batch and tokens out at (torchtitan.read_sections)
+PARALLEL_KEYS = ("tp", "pp", "cp", "dp", "vpp", "schedule", "micro_batch", "global_batch", "global_batch_tokens",
+                 "batch_size_schedule", "seq_len")
+
+
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None,
              trainer_out: Optional[list] = None) -> tuple[Job, str]:
     """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
@@ -132,7 +139,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     if fmt is not None:
         cfg = load_trainer_config(path, fmt=fmt, text=text, model=overrides.get("model"), gpus=overrides.get("gpus"),
                                   hardware=overrides.get("hardware"),
-                                  parallel={k: overrides.get(k) for k in ("tp", "pp", "cp")}, stack=overrides.get("stack"))
+                                  parallel={k: overrides.get(k) for k in PARALLEL_KEYS}, stack=overrides.get("stack"))
         data.update(cfg.job)
         if trainer_out is not None:
             trainer_out.append(cfg)

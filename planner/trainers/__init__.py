@@ -148,10 +148,11 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     --hardware); the file's own values win where it has them, and a disagreement is an error.
     text (with fmt): the file's text when the caller already read it (sniff_format); the file
     is read once (planner/files.py), by the format's reader when nobody has yet. parallel: the
-    command line's tp / pp / cp, which a DeepSpeed JSON's batch keys are read against (the
-    launcher's model parallelism: deepspeed.py), and at which a torchtitan TOML or 0.3.0 launch line works out
-    what it leaves to the mesh (data_parallel_shard_degree / global_batch_size -1, the micro-batch:
-    torchtitan.read_sections); the other readers take their files' degrees.
+    command line's tp / pp / cp (and the other options of core.PARALLEL_KEYS), which a DeepSpeed JSON's batch
+    keys are read against (the launcher's model parallelism: deepspeed.py), and at which a torchtitan TOML or
+    0.3.0 launch line works out its degrees, pipeline keys, batch and tokens (data_parallel_shard_degree, the
+    pipeline keys at the command line's pp, local / global batch under --micro-batch / --global-batch, tokens
+    from steps: torchtitan.read_sections); the other readers take their files' degrees.
     stack: the command line's --stack, whose model codes a torchtitan [model] name is checked
     against (torchtitan.model_code_line)."""
     from ..schema import MAX_COUNT

@@ -554,10 +554,11 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     (torchtitan03.py, which lays its config function's settings and its command-line options out in these
     sections first). ignored / assumed / not_modelled: lists that already hold the caller's lines.
 
-    parallel: the command line's tp / pp / cp (None or absent: not given), which beat the file's degrees (issue
-    22, "flags beat files"; core.load_job names each replacement). The values the file leaves to torchtitan to
-    work out from the mesh are worked out at the mesh the job then runs, the command line's degrees laid over the
-    file's, as torchtitan run with `--parallelism.tensor_parallel_degree 2` (...) works them out:
+    parallel: the command line's options of core.PARALLEL_KEYS (tp, pp, cp, dp, vpp, schedule, micro_batch, the
+    global batch's spellings, seq_len; None or absent: not given), which beat the file's values (issue 22, "flags
+    beat files"; core.load_job names each replacement). The values the file leaves to torchtitan to work out
+    from the mesh are worked out at the mesh the job then runs, the command line's degrees laid over the file's,
+    as torchtitan run with `--parallelism.tensor_parallel_degree 2` (...) works them out:
       data_parallel_shard_degree -1: world size / (dp_replicate x cp x tp x pp) (distributed/parallel_dims.py
           @e347b1e5e l. 48-51; release/0.3 @4f9e9a47d l. 182-183), and with it whether FSDP runs (dp_shard x cp
           > 1, l. 334-335) and which sharding mode;
@@ -566,9 +567,13 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
       the micro-batch: pipeline_parallel_microbatch_size (default 1, job_config.py l. 412-418; 0.3 configs.py
           l. 226) where pp > 1 (distributed/pipeline_parallel.py l. 186-194: local_batch_size / it micro-batches),
           local_batch_size where pp = 1;
-      sequence parallelism where tp > 1 (main's TP always runs it; 0.3's enable_sequence_parallel).
-    An explicit data_parallel_shard_degree is the file's: its degrees fix the GPU count, and the command line's
-    degrees are laid over the plan as they are (core.load_job), the sharding and batch read at the file's."""
+      sequence parallelism where tp > 1 (main's TP always runs it; 0.3's enable_sequence_parallel);
+      the pipeline keys (schedule, layers per stage / module lists, end weights, microbatch size) at that pp,
+          --vpp / --schedule replacing them (train.py @e347b1e5e l. 218-232: read only where pp > 1);
+      --micro-batch: local_batch_size where pp = 1 (torchtitan's micro-batch there), else
+          pipeline_parallel_microbatch_size; tokens: steps x the global batch and seq_len the job runs (_tokens).
+    An explicit data_parallel_shard_degree is kept as torchtitan keeps it, or replaced by --dp, and a command-line
+    mesh it does not fill is refused (_explicit_shard)."""
     ignored = [] if ignored is None else ignored
     assumed = [] if assumed is None else assumed
     quant = data.get("quantize", {})
@@ -623,20 +628,21 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
 
     tp, pp, cp = deg("tensor_parallel_degree", 1), deg("pipeline_parallel_degree", 1), deg("context_parallel_degree", 1)
     rep, shard = deg("data_parallel_replicate_degree", 1), deg("data_parallel_shard_degree", -1)
-    # the mesh the job runs (docstring): the command line's degrees over the file's where the shard degree is -1
-    flags = {k: v for k, v in (parallel or {}).items() if k in ("tp", "pp", "cp") and v is not None}
-    run_tp, run_pp, run_cp = (flags.get("tp", tp), flags.get("pp", pp), flags.get("cp", cp)) if shard == -1 else (tp, pp, cp)
+    # the mesh the job runs (docstring): the command line's degrees over the file's, as torchtitan's own command
+    # line (--parallelism.tensor_parallel_degree 2 ...) lays them over a TOML's
+    flags = {k: v for k, v in (parallel or {}).items() if v is not None}
+    run_tp, run_pp, run_cp = flags.get("tp", tp), flags.get("pp", pp), flags.get("cp", cp)
     at_flags = (run_tp, run_pp, run_cp) != (tp, pp, cp)
     mesh = " at the command line's mesh" if at_flags else ""
+    said = ", ".join(f"{k} {r} over the file's {f}" for k, r, f in (("tp", run_tp, tp), ("pp", run_pp, pp),
+                                                                     ("cp", run_cp, cp)) if r != f)
     if at_flags:
-        said = ", ".join(f"{k} {r} over the file's {f}" for k, r, f in (("tp", run_tp, tp), ("pp", run_pp, pp),
-                                                                         ("cp", run_cp, cp)) if r != f)
         spelt = " ".join(f"--parallelism.{key} {r}" for key, r, f in (
             ("tensor_parallel_degree", run_tp, tp), ("pipeline_parallel_degree", run_pp, pp),
             ("context_parallel_degree", run_cp, cp)) if r != f)
-        assumed.append(f"the command line's mesh ({said}; flags beat files): the file's data_parallel_shard_degree -1, "
-                       f"its global_batch_size -1 and the micro-batch are worked out at it, as torchtitan run with "
-                       f"{spelt} works them out")
+        assumed.append(f"the command line's mesh ({said}; flags beat files): the file's data_parallel_shard_degree, "
+                       f"its global_batch_size -1, the micro-batch and the pipeline keys are worked out at it, as "
+                       f"torchtitan run with {spelt} works them out")
     inner = run_tp * run_pp * run_cp * rep
     if shard == -1:
         if gpus is None:
@@ -653,7 +659,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         shard = gpus // inner
         assumed.append(f"data_parallel_shard_degree={shard}: -1 takes the leftover GPUs, {gpus} / {inner}{mesh}")
     else:
-        gpus = resolve_gpus(where, inner * shard, "[parallelism] replicate x shard x tp x pp x cp", gpus)
+        shard, gpus = _explicit_shard(where, shard, rep, (tp, pp, cp), (run_tp, run_pp, run_cp), said, gpus,
+                                      flags.get("dp"), assumed)
     job.update(gpus=gpus, tp=tp, pp=pp, cp=cp)
     ep = deg("expert_parallel_degree", 1)  # MoE models (torchtitan Parallelism.expert_parallel_degree)
     if ep > 1:
@@ -709,15 +716,32 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
     _comm_backend(where, par, job, assumed, ignored)
 
-    # ---- pipeline schedule and virtual stages
-    if pp > 1:
+    # ---- pipeline schedule and virtual stages, at the pp the job runs (the command line's over the file's: issue 22;
+    # torchtitan reads these keys only where pipeline_parallel_degree > 1: train.py @e347b1e5e l. 218-232, pp_enabled
+    # parallel_dims.py l. 342-343)
+    at_pp = f" (the command line's pp {run_pp} over the file's {pp})" if run_pp != pp else ""
+    cli_sched, cli_vpp = flags.get("schedule"), flags.get("vpp")
+
+    def end_weights() -> tuple[int, int]:
+        return (_int(where, "[parallelism] pipeline_parallel_first_stage_less_layers",
+                     par.get("pipeline_parallel_first_stage_less_layers", 1), minimum=0),
+                _int(where, "[parallelism] pipeline_parallel_last_stage_less_layers",
+                     par.get("pipeline_parallel_last_stage_less_layers", 1), minimum=0))
+    if run_pp > 1:
         sched = par.get("pipeline_parallel_schedule", "1F1B")
-        if "pipeline_parallel_schedule" not in par:
-            assumed.append("schedule=1f1b: pipeline_parallel_schedule default 1F1B")
-        if sched not in SCHEDULES:
+        if "pipeline_parallel_schedule" not in par and cli_sched is None:
+            assumed.append("schedule=1f1b: pipeline_parallel_schedule default 1F1B" + (mesh if pp == 1 else ""))
+        if sched not in SCHEDULES and cli_sched is None:
             raise PlannerError(f"{where}[parallelism] pipeline_parallel_schedule {sched!r} is not one the planner models",
                                f"valid: {', '.join(SCHEDULES)}")
-        job["schedule"] = SCHEDULES[sched]
+        if sched in SCHEDULES:
+            job["schedule"] = SCHEDULES[sched]  # a command-line --schedule replaces it, named (core.load_job)
+        else:
+            assumed.append(f"schedule: the file's pipeline_parallel_schedule {sched!r} is not kept: the command line's "
+                           f"{cli_sched} replaces it")
+        looped = cli_sched == "interleaved" if cli_sched is not None else sched in LOOPED
+        what = (f"the command line's --schedule {cli_sched}" if cli_sched is not None
+                else f"pipeline_parallel_schedule {sched!r}")
         lps = par.get("pipeline_parallel_layers_per_stage")
         from ..catalog import load_model
 
@@ -727,41 +751,64 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         # distributed/pipeline_parallel.py @e347b1e5e generate_llm_fqn_per_model_part: num_layers +
         # input_weight + output_weight effective layers, each weight at most their floor per stage;
         # an embedding weight above 1 is not modelled)
-        wf = _int(where, "[parallelism] pipeline_parallel_first_stage_less_layers", par.get("pipeline_parallel_first_stage_less_layers", 1), minimum=0)
-        wl = _int(where, "[parallelism] pipeline_parallel_last_stage_less_layers", par.get("pipeline_parallel_last_stage_less_layers", 1), minimum=0)
+        wf, wl = end_weights()
         if wf not in (0, 1):
             raise PlannerError(f"{where}[parallelism] pipeline_parallel_first_stage_less_layers {wf}: weights other than "
                                "0 and 1 are not modelled", "use 0 or 1 (the embedding counted as a layer or not)")
         job.update(split_fields(wf, wl))
         fqns = par.get("module_fqns_per_model_part")
-        if fqns is not None:
-            vpp = _fqn_stages(where, fqns, lps, pp, L, wf, wl)
+        stage_key = ("module_fqns_per_model_part" if fqns is not None else
+                     "pipeline_parallel_layers_per_stage" if lps is not None else None)
+        if cli_vpp is not None:  # the command line's stages per rank: the file's stage key is not read
+            vpp = None
+            if stage_key is not None:
+                assumed.append(f"{stage_key}: the file's {_short(par[stage_key])} is not kept: the command line's vpp "
+                               f"{cli_vpp} sets the stages per rank (flags beat files)")
+        elif fqns is not None:
+            vpp = _fqn_stages(where, fqns, lps, run_pp, L, wf, wl, at_pp)
         elif lps is not None:
             lps = _int(where, "[parallelism] pipeline_parallel_layers_per_stage", lps)
             stages = math.ceil((L + wf + wl) / lps)
-            if stages % pp:
+            if stages % run_pp:
                 raise PlannerError(f"{where}[parallelism] pipeline_parallel_layers_per_stage {lps} gives {stages} stages for "
-                                   f"{L} layers, not a multiple of pipeline_parallel_degree {pp}",
-                                   "choose layers per stage so that layers / it is a multiple of the pipeline degree")
-            vpp = stages // pp
+                                   f"{L} layers, not a multiple of pipeline_parallel_degree {run_pp}{at_pp} "
+                                   "(torchtitan's pipeline_module_split asserts it: distributed/pipeline_parallel.py "
+                                   "@e347b1e5e)",
+                                   "choose layers per stage so that layers / it is a multiple of the pipeline degree"
+                                   + (", or give --vpp (the command line's stages per rank)" if at_pp else ""))
+            vpp = stages // run_pp
+            if at_pp:
+                assumed.append(f"vpp={vpp}: pipeline_parallel_layers_per_stage {lps} gives {stages} stages over "
+                               f"{L} layers (+ {wf + wl} end weight(s)), {stages} / pp {run_pp}{mesh}")
         else:
-            vpp = 2 if sched in LOOPED else 1
-            if sched in LOOPED:
+            vpp = 2 if looped else 1
+            if looped:
                 assumed.append("vpp=2: a looped schedule without pipeline_parallel_layers_per_stage (torchtitan's two stages per rank)")
-        if vpp > 1 and sched not in LOOPED:
-            raise PlannerError(f"{where}[parallelism] pipeline_parallel_layers_per_stage {lps} puts {vpp} stages on each rank, "
-                               f"but pipeline_parallel_schedule {sched!r} runs one stage per rank",
+        if vpp is not None and vpp > 1 and not looped:
+            raise PlannerError(f"{where}[parallelism] {stage_key or 'pipeline_parallel_layers_per_stage'} "
+                               f"{_short(par.get(stage_key)) if stage_key else lps} puts {vpp} stages on each rank at "
+                               f"pp {run_pp}{at_pp}, but {what} runs one stage per rank",
                                "use Interleaved1F1B, or layers per stage = layers / pipeline degree")
-        job["vpp"] = vpp
-    elif "pipeline_parallel_schedule" in par and run_pp > 1:  # the file's pipeline keys are read at its own pp
-        not_modelled.append(listed("not_modelled", "parallelism.pipeline_parallel_schedule",
-                                   par["pipeline_parallel_schedule"], f"read at the file's pipeline_parallel_degree 1: "
-                                   f"the command line's pp {run_pp} runs --schedule's, else the stack's default schedule"))
-    elif "pipeline_parallel_schedule" in par:
-        ignored.append(listed("ignored", "parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"],
-                              "pipeline_parallel_degree 1"))
+        if vpp is not None:
+            job["vpp"] = vpp
+    else:  # no PP in the run: torchtitan reads none of the pipeline keys (pipeline_parallel_degree 1)
+        # the end weights (torchtitan's defaults 1, job_config.py @e347b1e5e l. 377, 383) are carried where they are
+        # ones the planner models: they price nothing at pp 1, and `fit CONFIG`'s rows at pp > 1 split the layers as
+        # torchtitan run with --parallelism.pipeline_parallel_degree would (what `explain CONFIG --pp N` reads)
+        try:
+            wf, wl = end_weights()
+        except PlannerError:  # a value torchtitan would not read here: listed as ignored below
+            wf, wl = -1, -1
+        carried = wf in (0, 1)
+        if carried:
+            job.update(split_fields(wf, wl))
+        for key in ("pipeline_parallel_schedule", "pipeline_parallel_layers_per_stage", "module_fqns_per_model_part",
+                    "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers"):
+            if key in par and not (carried and key.endswith("_stage_less_layers")):
+                ignored.append(listed("ignored", f"parallelism.{key}", par[key], f"pipeline_parallel_degree 1{at_pp}"))
 
-    # ---- batch
+    # ---- batch, at the mesh the job runs, with the command line's micro-batch and global batch (flags beat files)
+    cli_mb, cli_gbs = flags.get("micro_batch"), flags.get("global_batch")
     if "local_batch_size" in tr:
         local = _int(where, "[training] local_batch_size", tr["local_batch_size"])
     elif "batch_size" in tr:
@@ -770,25 +817,46 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     else:
         local = 8
         assumed.append("local_batch_size=8: torchtitan's default")
+    local_from = "local_batch_size"
+    if run_pp == 1 and cli_mb is not None and cli_mb != local:
+        # without PP torchtitan's micro-batch is the local batch: each of global / (local x dp) accumulation steps is
+        # one forward-backward of local_batch_size sequences (train.py @e347b1e5e l. 196-215, 561-564): --micro-batch
+        # M is --training.local_batch_size M, and a global_batch_size -1 is M x dp
+        assumed.append(f"local_batch_size={cli_mb}: the command line's micro-batch replaces the file's {local} (without "
+                       "PP torchtitan's micro-batch is the local batch, one forward-backward of local_batch_size per "
+                       "accumulation step: train.py @e347b1e5e l. 196-215, 561-564)")
+        local, local_from = cli_mb, "the command line's micro-batch"
     gbs = tr.get("global_batch_size", -1)
     gbs = _int(where, "[training] global_batch_size", gbs, allowed=(-1,))
     if gbs == -1:
         gbs = local * dp
-        assumed.append(f"global_batch={gbs}: global_batch_size -1 = local_batch_size {local} x dp {dp}{mesh}")
-    elif gbs % (local * dp):
-        raise PlannerError(f"{where}[training] global_batch_size {gbs} is not a multiple of local_batch_size {local} x dp {dp}",
-                           "torchtitan accumulates gradients over global / (local x dp) steps; make it whole")
+        assumed.append(f"global_batch={gbs}: global_batch_size -1 = {local_from} {local} x dp {dp}{mesh}")
+    elif cli_gbs is None and gbs % (local * dp):
+        raise PlannerError(f"{where}[training] global_batch_size {gbs} is not a multiple of {local_from} {local} x dp {dp}"
+                           + mesh, "torchtitan accumulates gradients over global / (local x dp) steps; make it whole")
     job["global_batch"] = gbs
     if run_pp > 1:
         mbs = _int(where, "[parallelism] pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1))
-        if "pipeline_parallel_microbatch_size" not in par:
+        if cli_mb is not None and cli_mb != mbs:
+            assumed.append(f"pipeline_parallel_microbatch_size={cli_mb}: the command line's micro-batch replaces the "
+                           f"file's {mbs}" + ("" if "pipeline_parallel_microbatch_size" in par else " (its default)"))
+            mbs = cli_mb
+        elif "pipeline_parallel_microbatch_size" not in par:
             assumed.append("micro_batch=1: pipeline_parallel_microbatch_size default 1 (torchtitan/config/job_config.py "
                            "@e347b1e5e l. 412; distributed/pipeline_parallel.py l. 186-194)" + (mesh if pp == 1 else ""))
         elif pp == 1:
             assumed.append(f"micro_batch={mbs}: pipeline_parallel_microbatch_size{mesh}")
-        if local % mbs:
-            raise PlannerError(f"{where}[training] local_batch_size {local} is not a multiple of "
-                               f"[parallelism] pipeline_parallel_microbatch_size {mbs}", "make it a divisor of the local batch")
+        if local % mbs and cli_gbs is not None and cli_mb is not None:
+            # the command line's batch and micro-batch are the plan's; torchtitan would run them with another local batch
+            assumed.append(f"local_batch_size: the file's {local} is not kept: the command line's global batch {cli_gbs} "
+                           f"and micro-batch {mbs} set the step (torchtitan needs a local_batch_size that is a multiple "
+                           "of pipeline_parallel_microbatch_size, distributed/pipeline_parallel.py @e347b1e5e l. 185-191)")
+        elif local % mbs:
+            key = (f"the command line's --micro-batch {mbs} (pipeline_parallel_microbatch_size at pp {run_pp})"
+                   if cli_mb is not None else f"[parallelism] pipeline_parallel_microbatch_size {mbs}")
+            raise PlannerError(f"{where}[training] local_batch_size {local} is not a multiple of {key} (torchtitan "
+                               "raises ValueError: distributed/pipeline_parallel.py @e347b1e5e l. 185-191)",
+                               "make it a divisor of the local batch")
         job["micro_batch"] = mbs
     else:
         job["micro_batch"] = local
@@ -796,15 +864,14 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             assumed.append(f"micro_batch={local}: local_batch_size, one micro-batch per step without PP{mesh}")
         if "pipeline_parallel_microbatch_size" in par:
             ignored.append(listed("ignored", "parallelism.pipeline_parallel_microbatch_size",
-                                  par["pipeline_parallel_microbatch_size"], "pipeline_parallel_degree 1"))
+                                  par["pipeline_parallel_microbatch_size"], f"pipeline_parallel_degree 1{at_pp}"))
     seq = tr.get("seq_len")
     if seq is None:
         seq = 2048
         assumed.append("seq_len=2048: torchtitan's default")
     job["seq_len"] = _int(where, "[training] seq_len", seq)
     if "steps" in tr:
-        job["tokens"] = float(_int(where, "[training] steps", tr["steps"]) * gbs * job["seq_len"])
-        assumed.append(f"tokens={job['tokens']:.6g}: steps {tr['steps']} x global batch {gbs} x seq_len {job['seq_len']}")
+        _tokens(where, _int(where, "[training] steps", tr["steps"]), gbs, job["seq_len"], flags, job, assumed)
 
     # ---- precision
     if tr.get("dtype") == "bfloat16":
@@ -854,12 +921,12 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
 
             L = load_model(job["model"]).num_layers
             # the rule validate.py applies to published torchtitan runs (its rule 4b)
-            k = max(1, math.ceil(L / pp / n))
+            k = max(1, math.ceil(L / run_pp / n))  # at the pp the job runs (the command line's over the file's)
             job["recompute"] = "full"
-            if k < math.ceil(L / pp):
+            if k < math.ceil(L / run_pp):
                 job["recompute_layers"] = k
             assumed.append(f"recompute=full, recompute_layers={k}: selective_ac_option {n} checkpoints every {n}-th "
-                           f"layer, ceil({L} layers / pp {pp} / {n})")
+                           f"layer, ceil({L} layers / pp {run_pp} / {n}){mesh}")
         else:
             raise PlannerError(f"{where}[activation_checkpoint] selective_ac_option {_short(opt)} is neither 'op' nor a positive integer",
                                "torchtitan's choices: 'op' or an integer n (every n-th layer)")
@@ -891,6 +958,90 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
 
+def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, assumed: list) -> None:
+    """job tokens from [training] steps: torchtitan runs training.steps optimizer steps whatever the batch
+    (train.py @e347b1e5e l. 714 should_continue_training: step < training.steps; config/job_config.py l. 267), so
+    the training's length is its steps at the batch and sequence length the job runs: the command line's global
+    batch (--global-batch, --global-batch-tokens, --step-batch-size-schedule: each step at its phase's batch,
+    batch_ramp.iters_samples) and --seq-len over the file's (flags beat files; one rule for `explain CONFIG
+    --global-batch N` and a `fit CONFIG` row, which holds a batch its explain command names: issue 22). A
+    command-line --tokens replaces the figure (core.load_job names it)."""
+    cli_seq, cli_gbs = flags.get("seq_len"), flags.get("global_batch")
+    run_seq = cli_seq or seq
+    seq_said = f"seq_len {run_seq}" + (" (the command line's)" if cli_seq is not None and cli_seq != seq else "")
+    if flags.get("batch_size_schedule"):
+        from ..batch_ramp import iters_samples
+
+        phases = [(p["from_tokens"], p["global_batch"]) for p in flags["batch_size_schedule"]]
+        job["tokens"] = float(iters_samples(phases, run_seq, steps) * run_seq)
+        said = "the command line's --step-batch-size-schedule batches (each step at its phase's)"
+    elif flags.get("global_batch_tokens") is not None:
+        job["tokens"] = float(steps * flags["global_batch_tokens"])
+        said, seq_said = f"the command line's global batch {flags['global_batch_tokens']:.6g} tokens", ""
+    else:
+        run_gbs = cli_gbs or gbs
+        job["tokens"] = float(steps * run_gbs * run_seq)
+        said = f"global batch {run_gbs}" + (" (the command line's)" if cli_gbs is not None and cli_gbs != gbs else "")
+    assumed.append(f"tokens={job['tokens']:.6g}: steps {steps} x {said}" + (f" x {seq_said}" if seq_said else "")
+                   + (": torchtitan runs training.steps steps at the batch given (train.py @e347b1e5e l. 714)"
+                      if said.endswith("'s)") or "command line" in said or "command line" in seq_said else ""))
+
+
+def _explicit_shard(where: str, shard: int, rep: int, file_degs: tuple, run_degs: tuple, said: str,
+                    gpus: Optional[int], dp: Optional[int], assumed: list) -> tuple[int, int]:
+    """(dp_shard, GPU count) of a file that states data_parallel_shard_degree N (not -1) under the command line's
+    degrees (issue 22, "flags beat files"). torchtitan keeps a stated degree as it is and asserts replicate x shard x
+    cp x tp x pp == the world size (distributed/parallel_dims.py @e347b1e5e l. 48-56; release/0.3 @4f9e9a47d
+    l. 170-189): only -1 is worked out from the mesh (l. 49-51). The GPU count is --gpus, else the file's degrees'
+    product (the one count the file states).
+      --dp D: the command line's data-parallel degree, replicate x shard (l. 53): dp_shard = D / the file's
+          data_parallel_replicate_degree, which replaces N (an assumed line; D not a multiple of the replicate
+          degree is refused), and without --gpus the GPU count is the degrees' product at it;
+      --tp / --pp / --cp (no --dp) whose product with replicate x N is not the GPU count: refused (exit 2), as
+          torchtitan run with those options over the file refuses to start, naming the file's key and the shard
+          degree that fills the GPUs (or -1, which works it out), --dp, or the GPU count that keeps N."""
+    from . import resolve_gpus
+
+    ftp, fpp, fcp = file_degs
+    rtp, rpp, rcp = run_degs
+    inner = rep * rtp * rpp * rcp
+    if dp is not None:
+        if dp % rep:
+            raise PlannerError(
+                f"{where}--dp {dp} is not a multiple of the file's [parallelism] data_parallel_replicate_degree {rep} "
+                "(torchtitan's data-parallel degree is data_parallel_replicate_degree x data_parallel_shard_degree: "
+                "distributed/parallel_dims.py @e347b1e5e l. 53-56)",
+                f"give --dp a multiple of {rep}, or change the file's data_parallel_replicate_degree")
+        if dp // rep != shard:
+            assumed.append(f"data_parallel_shard_degree={dp // rep}: the command line's dp {dp} / the file's "
+                           f"data_parallel_replicate_degree {rep} replaces the file's {shard} (flags beat files)")
+        file_gpus = rep * shard * ftp * fpp * fcp
+        shard = dp // rep
+        if gpus is None:
+            gpus = inner * shard
+            if gpus != file_gpus:
+                assumed.append(f"gpus={gpus}: replicate {rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp}, the "
+                               "degrees' product at the command line's dp (torchtitan's world size, parallel_dims.py "
+                               "l. 53-56)")
+        return shard, gpus
+    run = inner * shard
+    if run_degs == file_degs:
+        return shard, resolve_gpus(where, run, "[parallelism] replicate x shard x tp x pp x cp", gpus)
+    given = gpus is not None
+    gpus = gpus if given else rep * shard * ftp * fpp * fcp
+    if run != gpus:
+        fill = (f"set data_parallel_shard_degree = {gpus // inner} (or -1: torchtitan works it out from the GPUs), "
+                f"or give --dp {rep * (gpus // inner)}, or "
+                if gpus % inner == 0 else "")
+        raise PlannerError(
+            f"{where}[parallelism] data_parallel_shard_degree = {shard} at {said} (the command line's) is replicate "
+            f"{rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp} = {run} GPUs, but the job runs {gpus} ("
+            + ("--gpus" if given else "the file's degrees' product") + "): torchtitan keeps a stated shard degree and "
+            "asserts the product is the world size (distributed/parallel_dims.py @e347b1e5e l. 48-56)",
+            f"{fill}--gpus {run} to keep data_parallel_shard_degree {shard}")
+    return shard, gpus
+
+
 def cpu_offload(where: str, tr: dict, job: dict, ignored: list) -> None:
     """[training] enable_cpu_offload (job_config.py @e347b1e5e l. 270-273): under FSDP / HSDP, FSDP2's CPUOffloadPolicy
     (models/llama3/infra/parallelize.py l. 137, 315-317): the job's offload_optimizer and offload_param cpu
@@ -908,7 +1059,7 @@ def cpu_offload(where: str, tr: dict, job: dict, ignored: list) -> None:
                               "offload_policy: no effect without a shard degree"))
 
 
-def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int) -> int:
+def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int, at_pp: str = "") -> int:
     """vpp from [parallelism] module_fqns_per_model_part (one list of module names per stage;
     pipeline_parallel.py @e347b1e5e pipeline_module_split: stages = its length, a multiple of pp),
     which must be torchtitan's generated placement for that many stages (fqns_per_model_part):
@@ -922,7 +1073,8 @@ def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int) -> int
                            "module names", "write one list of module names per pipeline stage")
     if len(fqns) % pp:
         raise PlannerError(f"{where}[parallelism] module_fqns_per_model_part has {len(fqns)} stages, not a multiple of "
-                           f"pipeline_parallel_degree {pp}", "give pp x vpp stage lists (pipeline_module_split asserts it)")
+                           f"pipeline_parallel_degree {pp}{at_pp}", "give pp x vpp stage lists (pipeline_module_split asserts it)"
+                           + (", or give --vpp (the command line's stages per rank)" if at_pp else ""))
     if fqns != fqns_per_model_part(len(fqns), L, wf, wl):
         raise PlannerError(f"{where}[parallelism] module_fqns_per_model_part: a placement other than torchtitan's generated "
                            f"one for {len(fqns)} stages and end weights {wf}, {wl} is not modelled",
