@@ -221,7 +221,7 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "it (default: the stack's fp8 recipe's under fp8)"),
     FieldOption("first_stage_layers", "int", "transformer layers on the first pipeline stage, the rest equal over the "
                 "middle stages (Megatron --decoder-first-pipeline-num-layers: > 0, a multiple of vpp; not with "
-                "--account-for-*; fit does not search it, every plan it ranks holds it) (default: the planner's split)", 1),
+                "--account-for-*; given, every plan fit ranks holds it; left out, fit tries where the left-over layers go on a stack with pipeline_stage_layers) (default: the planner's split)", 1),
     FieldOption("last_stage_layers", "int", "transformer layers on the last pipeline stage (Megatron "
                 "--decoder-last-pipeline-num-layers, first_stage_layers' rules) (default: the planner's split)", 1),
     FieldOption("moe_route_nodes", "int", "MoE node-limited routing: a token reaches at most N nodes (DeepSeek-V3 "

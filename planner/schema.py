@@ -3030,6 +3030,14 @@ class Stack(BaseModel):
                     "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
                     "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
                     "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
+    pipeline_stage_layers: bool = Field(
+        default=False,
+        description="the stack's trainer takes the first and the last pipeline stage's transformer layers as settings "
+                    "of their own, the other layers equal on the middle stages (Megatron-LM @d98e8a64 "
+                    "--decoder-first/last-pipeline-num-layers, megatron/training/arguments.py l. 3095-3102; "
+                    "transformer_block.py get_num_layers_to_build l. 103-146; Job first_stage_layers / "
+                    "last_stage_layers): fit searches where the layers the split leaves over go "
+                    "(space.stage_placements). false: the stack's own split only")
     pipeline_tied_grad_allreduce: bool = Field(
         default=False,
         description="at pp > 1 with tied embeddings the stack's pipeline runtime all-reduces the shared weight's gradient "
@@ -3533,7 +3541,8 @@ class Job(BaseModel):
                     "get_num_layers_to_build l. 103-146, pipeline.py [14]). Megatron's rules apply (plan.uneven_split_error): "
                     "> 0 and a multiple of vpp, the middle stages' layers equal and each a multiple of vpp, not with "
                     "account_for_*_in_pipeline_split or a layout; a stack that splits by its own rule refuses it. "
-                    "Not searched by fit: a constant of every plan it ranks. null: the planner's split")
+                    "Given, a constant of every plan fit ranks; left out, fit tries where the layers a split leaves "
+                    "over go on a stack with pipeline_stage_layers (space.stage_placements). null: the planner's split")
     last_stage_layers: Optional[Count] = Field(
         default=None, gt=0,
         description="transformer layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers, "

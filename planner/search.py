@@ -1956,7 +1956,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("moe_rank_imbalance", "--moe-rank-imbalance"),
              ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group"),
              ("cp_comm_type", "--cp-comm-type"), ("hierarchical_cp_sizes", "--hierarchical-context-parallel-sizes"),
-             ("moe_aux_loss_coeff", "--moe-aux-loss-coeff"), ("moe_z_loss_coeff", "--moe-z-loss-coeff")]
+             ("moe_aux_loss_coeff", "--moe-aux-loss-coeff"), ("moe_z_loss_coeff", "--moe-z-loss-coeff"),
+             ("first_stage_layers", "--first-stage-layers"), ("last_stage_layers", "--last-stage-layers")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d.get("batch_size_schedule"):  # the row's batch ramp (its global_batch is the last phase's)
         from .batch_ramp import to_megatron
@@ -2149,6 +2150,9 @@ def stack_args(d: dict, stack) -> list[str]:
                       ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
         if d.get(key):
             args.append(flag)
+    for key, flag in (("first_stage_layers", "--first-stage-layers"), ("last_stage_layers", "--last-stage-layers")):
+        if d.get(key):  # the row's placement of the left-over layers (space.stage_placements), or the job's
+            args += [flag, str(d[key])]
     if d.get("loss_layers_in_pipeline_split"):  # > 1 (plan_dict: 0 / 1 are the flag above)
         args += ["--loss-layers-in-pipeline-split", str(d["loss_layers_in_pipeline_split"])]
     if d.get("power_limit_w") is not None:  # the job's limit (plan_job_fields: None where the hardware's is in force)

@@ -25,6 +25,9 @@ list; a pinned value is taken as given, and the constraint check then says if it
              the first and the last stage one layer lighter each, as Llama 3 405B's 126
              layers on 16 stages of 8 ([4] sec. 3.3.2; those stages also hold the embedding
              and the output layer). Pinned pp or vpp values are filtered the same way.
+  placement  where the layers a split leaves over go (first / last stage layers), on a stack with
+             pipeline_stage_layers (Megatron's --decoder-first/last-pipeline-num-layers) at vpp 1:
+             the stack's trim, or all of them off the first or the last stage (stage_placements)
   schedule   by default derived from vpp: 1f1b for vpp = 1, interleaved 1F1B for vpp >= 2;
              `--schedule` lists schedules to cross with vpp instead
   micro_batch  divisors of the global batch (sequences)
@@ -955,7 +958,8 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         schedule=cols["schedule"], precision=_constant(n, precision), order=z,
         split_emb=_constant(n, settings.split_emb), split_loss=_constant(n, settings.split_loss),
         split_front=_constant(n, SPLIT_CODES[stack_of(settings).pipeline_split]),
-        split_first=_constant(n, settings.split_first), split_last=_constant(n, settings.split_last),
+        split_first=get("split_first", _constant(n, settings.split_first)),
+        split_last=get("split_last", _constant(n, settings.split_last)),
         ep=get("ep", _constant(n, 1)), etp=get("etp", z), smode=get("smode", z),
         mbg=_constant(n, settings.microbatch_group),
     )
@@ -1240,6 +1244,9 @@ def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, c
     if runs is not None and not any(x.schedule == "interleaved" for x in runs.schedules) and not opts.schedule:
         v_ok &= V[None, :] == 1  # no interleaved schedule on this stack: one model chunk per rank
     rows = _expand({"mesh": np.arange(M, dtype=i64)}, v_ok, {"vpp": V})
+    placed = stage_placements(settings, mesh["pp"].take(rows["mesh"]), rows["vpp"])
+    if placed is not None:  # where the layers left over go (stack_db pipeline_stage_layers)
+        rows = _expand(rows, placed[0], {"split_first": placed[1], "split_last": placed[2]})
     if opts.schedule:
         S = np.asarray(sorted({schedule_code(x) for x in opts.schedule}), dtype=i64)
         rows = _expand(rows, np.ones((len(rows["vpp"]), len(S)), dtype=bool), {"schedule": S})
@@ -1249,6 +1256,55 @@ def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, c
         plain = schedule_code(default_schedule(settings.stack, 1))
         rows["schedule"] = np.where(rows["vpp"] > 1, INTERLEAVED, plain).astype(i64)
     return rows, v_ok, slack_dropped
+
+
+def stage_placements(settings: Settings, pp: np.ndarray, vpp: np.ndarray):
+    """Where a pipeline row's left-over layers go, on a stack whose trainer takes the end stages' layers as settings
+    (stack_db pipeline_stage_layers: Megatron-LM's --decoder-first/last-pipeline-num-layers, pipeline.py [14]):
+    (allowed (R, 3), first_stage_layers (R, 3), last_stage_layers (R, 3)), or None where the job has no such choice.
+
+    A split of L layers on pp stages of c = ceil(L / pp) leaves s = pp c - L slots empty. Choice 0 is the stack's own
+    split (first = last = 0: pipeline.stage_layers takes ceil(s / 2) off the first stage and floor(s / 2) off the
+    last, as Megatron spells it with these flags, export.megatron_split_args); choice 1 takes all s off the first
+    stage (first c - s, last c), which holds the most micro-batches in flight (1F1B: pp, [Narayanan et al. 2021]
+    sec. 2.2.1) and so the most activations; choice 2 all s off the last (first c, last c - s), the stage that also
+    runs the output layer and the loss. The middle stages hold c each in all three (L - first - last = (pp - 2) c:
+    Megatron-Core's rule that the middle ranks share the rest equally, transformer_config.py @d98e8a64 l.
+    2294-2368), so the middle stages are the same in all three and only the end stages' memory and time move.
+
+    Each is offered only where it can beat choice 0 (a placement beaten on both time and memory would only add rows
+    to price, fit's speed): choice 2 where s = 1: choice 0 then trims the first stage and leaves the last c layers plus
+    the output layer and the loss, the heaviest stage; choice 2 moves the slot there (c - 1 plus the output) and gives
+    the first stage c plus the embedding, a lookup. At s >= 2 choice 0's last stage already holds c - floor(s / 2)
+    layers plus the output, and choice 2 would only load the first stage (not searched: a model whose output layer
+    weighs more than a transformer layer could gain). Choice 1 never runs faster than choice 0 (its last stage
+    holds c layers plus the output), only lighter on the first stage: where s >= 2 and that stage's activations
+    are the peak, 1F1B's pp micro-batches in flight on the first stage against pp - 1 on the second
+    (pipeline.inflight_microbatches, [Narayanan et al. 2021] sec. 2.2.1): pp (c - ceil(s / 2)) > (pp - 1) c, i.e.
+    c > pp ceil(s / 2). Choice 2 not at pp 2 (fit's speed, a choice of this search and not a cost argument: on
+    DeepSeek-V3 / 2,048 H800 the pp 2 rows are most of the space, and the second placement made fit 18% slower;
+    explain and check price it, --first-stage-layers / --last-stage-layers). Each where the trimmed stage keeps a layer
+    (Megatron: each count > 0). One chunk per rank only (vpp 1): with vpp chunks the stack's split trims the end
+    chunks, spelled as --pipeline-model-parallel-layout, and these flags need each end's count a multiple of vpp
+    (l. 2302-2316). Not beside the ends counted as layers
+    (account_for_*_in_pipeline_split: Megatron refuses both together, l. 2229-2239) nor the job's own first / last
+    stage layers (held on every candidate: settings_for)."""
+    stack = settings.stack
+    if (stack is None or not stack.pipeline_stage_layers or settings.split_first or settings.split_last
+            or settings.split_emb or settings.split_loss):
+        return None
+    L = np.int64(settings.model.num_layers)
+    pp, vpp = np.asarray(pp, dtype=np.int64), np.asarray(vpp, dtype=np.int64)
+    c = -(-L // np.maximum(pp, 1))
+    s = pp * c - L
+    split = (pp >= 2) & (vpp == 1) & (c - s >= 1)
+    first_peak = c > pp * ((s + 1) // 2)  # the first stage's activations the peak (docstring)
+    allowed = np.stack([np.ones(len(pp), dtype=bool), split & (s >= 2) & first_peak, split & (s == 1) & (pp >= 3)],
+                       axis=1)
+    zero = np.zeros(len(pp), dtype=np.int64)
+    first = np.stack([zero, c - s, c], axis=1)
+    last = np.stack([zero, c, c - s], axis=1)
+    return allowed, first, last
 
 
 def _bounded(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
@@ -1314,6 +1370,8 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     # each pipeline row (mesh, vpp, schedule): with the sharding option and SP below, it gives every
     # field of a base row but the micro-batch (choose_modes' key)
     rows["prow"] = np.arange(len(rows["vpp"]), dtype=i64)
+    # the pipeline rows of each mesh (vpp x stage placement x schedule), each crossed with every micro-batch below
+    splits = np.bincount(rows["mesh"], minlength=len(per_mesh))
 
     # ---- micro-batch; the rules that need no SP or sharding, counted with their multiplicity
     MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)
@@ -1368,8 +1426,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     _count(reasons, codes, (row_counts(order_ok) * len(RC)).astype(np.float64))
     asked = RC
     RC = _recompute_runnable(settings, RC, reasons, int(row_counts(order_ok)[codes == OK].sum()))
-    n_sched = len(opts.schedule) if opts.schedule else 1
-    considered = int(reasons.get(MESH, 0)) + int((per_mesh * v_ok.sum(axis=1) * n_sched * len(MB)).sum())
+    considered = int(reasons.get(MESH, 0)) + int((per_mesh * splits * len(MB)).sum())
     return Space(settings=settings, base=base, codes=codes, recompute=RC, orders=O, order_ok=order_ok,
                  reasons=reasons, considered=considered, slack_dropped=slack_dropped, variants=variants,
                  recompute_asked=asked, phases=phase_weights(settings.batch_schedule, gbs, seq, settings.tokens)
