@@ -139,12 +139,17 @@ def test_fit_rows_sum_each_rows_own_terms(monkeypatch):
     from planner.schema import Job
     from planner.search import fit
 
-    shapes = []
     grouped = mem.grouped
-    monkeypatch.setattr(mem, "grouped", lambda t: shapes.append(np.shape(t.total)) or grouped(t))
-    res = fit(Job(**TINY_FIT), top=50)
-    assert len(res.rows) == 50
-    assert shapes and set(shapes) == {()}, set(shapes)
+    calls = {}
+    for top in (10, 50):
+        shapes = calls[top] = []
+        monkeypatch.setattr(mem, "grouped", lambda t, shapes=shapes: shapes.append(np.shape(t.total)) or grouped(t))
+        res = fit(Job(**TINY_FIT), top=top)
+        assert len(res.rows) == top
+        # each call sums one row's elements (shape ()) or every shown row's at once (explain.memory_groups, f78840c:
+        # shape (top,), each row then reading its element): never an N-row array once a row
+        assert shapes and set(shapes) <= {(), (top,)}, set(shapes)
+    assert len(calls[10]) == len(calls[50]), calls  # the calls do not grow with the rows
 
 
 def test_fit_several_counts_table_prices_only_the_rows_it_shows(cli, monkeypatch):
