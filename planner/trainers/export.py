@@ -1333,8 +1333,12 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args.append(("--position-embedding-type", pos))
     args += rope_args
     args += _megatron_rotary_base(plan, model)
+    # the activation (argument_utils.py @d98e8a64 l. 314-326): --swiglu (SiLU), --quick-geglu (gated quick GeLU),
+    # --squared-relu (plain), none: GeLU (ModelSpec.mlp_activation)
     if model.gated_mlp:
-        args.append(("--swiglu", None))
+        args.append(("--quick-geglu" if model.mlp_activation == "quick_gelu" else "--swiglu", None))
+    elif model.mlp_activation == "squared_relu":
+        args.append(("--squared-relu", None))
     if model.activation_clamp is not None and model.gated_mlp:  # priced where it runs (layers/moe.py clamp)
         # Megatron-Core's TransformerConfig.activation_func_clamp_value (transformer_config.py @d98e8a64 l. 235) has no
         # argument in Megatron-LM's parser (megatron/training/arguments.py @d98e8a64: none; Megatron-Bridge's gpt-oss
@@ -1353,8 +1357,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     # before the up-projections (gpt_layer_specs.py @d98e8a64 l. 240-251), which the MLA block prices
     if model.qk_norm or model.mla is not None:
         args.append(("--qk-layernorm", None))
-    d = "0.1" if model.dropout else "0.0"
-    args += [("--attention-dropout", d), ("--hidden-dropout", d)]
+    # the probabilities priced (ModelSpec.hidden_dropout / attention_dropout; null: Megatron's 0.1 where dropout)
+    args += [("--attention-dropout", _dropout(model, model.attention_dropout)),
+             ("--hidden-dropout", _dropout(model, model.hidden_dropout))]
     # parallelism
     args += [("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp), ("--context-parallel-size", cp)]
     if plan.get("ep", 1) > 1:
@@ -1399,7 +1404,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     if plan.get("apply_rope_fusion") is False:
         args.append(("--no-rope-fusion", None))
     if plan.get("bias_activation_fusion") is False:  # argument_utils.py l. 314-319: the one --swiglu reads
-        args.append(("--no-bias-swiglu-fusion" if model.gated_mlp else "--no-bias-gelu-fusion", None))
+        # --quick-geglu reads bias_gelu_fusion, as a plain MLP does (argument_utils.py l. 314-326)
+        swiglu = model.gated_mlp and model.mlp_activation != "quick_gelu"
+        args.append(("--no-bias-swiglu-fusion" if swiglu else "--no-bias-gelu-fusion", None))
     if plan.get("bias_dropout_fusion") is False:
         args.append(("--no-bias-dropout-fusion", None))
     if plan.get("gradient_accumulation_fusion") is False:
@@ -1531,6 +1538,14 @@ MEGATRON_DISPATCHER_FLAGS = {
     "deepep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")],
     "hybridep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "hybridep")],
 }
+
+
+def _dropout(model, p) -> str:
+    """A dropout probability as Megatron's flag takes it: the model's own, else 0.1 (TransformerConfig's default,
+    megatron_model.DEFAULT_DROPOUT) where it has dropout, else 0."""
+    from .megatron_model import DEFAULT_DROPOUT
+
+    return repr(float(p if p is not None else DEFAULT_DROPOUT if model.dropout else 0.0))
 
 
 def _megatron_cuda_graphs(plan: dict) -> list:
