@@ -123,3 +123,34 @@ def test_model_fields_refuse_contradictions(fields, message):
                 gated_mlp=False, norm="layernorm", max_seq_len=128, sources=["test"])
     with pytest.raises(ValueError, match=message):
         ModelSpec.model_validate({**base, **fields})
+
+
+def _model_file(tmp_path: Path, **fields) -> str:
+    import yaml
+
+    spec = {**dict(name="act-test", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
+                   vocab_size=50304, gated_mlp=False, norm="layernorm", max_seq_len=1024, position_embedding="learned",
+                   linear_bias=False, dropout=True, sources=["test"]), **fields}
+    p = tmp_path / f"act-test-{fields.get('mlp_activation')}.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return str(p)
+
+
+def test_megatron_deepspeed_writes_squared_relu_and_refuses_quick_geglu(tmp_path):
+    """microsoft/Megatron-DeepSpeed @f4157bea has --squared-relu (arguments.py l. 668; transformer.py ParallelMLP
+    l. 142-145) and no --quick-geglu: the first is written and reads back as the same model, plan and memory; the
+    second is refused naming the setting (exit 2 through the CLI's PlannerError)."""
+    from planner.errors import PlannerError
+
+    job = dict(stack="megatron-deepspeed", gpus=8, hardware="h100-sxm", global_batch=32, micro_batch=4, seq_len=1024)
+    s, p, _ = resolve(Job.model_validate({**job, "model": _model_file(tmp_path, mlp_activation="squared_relu",
+                                                                      attention_dropout=0.0, hidden_dropout=0.1)}))
+    row = to_json(s, p, evaluate(s, p))
+    text, _ = export_plan(row["plan"], "megatron-deepspeed")
+    assert "--squared-relu" in text.split() and _flag(text, "--attention-dropout") == "0.0"
+    check_readback(row, "megatron-deepspeed", text)
+    s, p, _ = resolve(Job.model_validate({**job, "model": _model_file(tmp_path, gated_mlp=True,
+                                                                      mlp_activation="quick_gelu")}))
+    row = to_json(s, p, evaluate(s, p))
+    with pytest.raises(PlannerError, match="mlp_activation quick_gelu: microsoft/Megatron-DeepSpeed @f4157bea has no"):
+        export_plan(row["plan"], "megatron-deepspeed")

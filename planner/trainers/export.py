@@ -1703,7 +1703,7 @@ MDS_FORK_FLAGS = {
     "--num-layers": 602, "--hidden-size": 616, "--ffn-hidden-size": 618, "--num-attention-heads": 621,
     "--num-key-value-heads": 623, "--kv-channels": 625, "--max-position-embeddings": 630,
     "--use-rotary-position-embeddings": 633, "--rotary-position-embeddings-theta": 635, "--no-position-embedding": 640,
-    "--normalization": 647, "--swiglu": 670, "--untie-embeddings-and-output-weights": 680,
+    "--normalization": 647, "--squared-relu": 668, "--swiglu": 670, "--untie-embeddings-and-output-weights": 680,
     "--attention-dropout": 768, "--hidden-dropout": 770, "--micro-batch-size": 801, "--global-batch-size": 808,
     "--recompute-granularity": 830, "--recompute-method": 842, "--recompute-num-layers": 851,
     "--checkpoint-activations": 864, "--checkpoint-num-layers": 871, "--train-iters": 873, "--train-samples": 877,
@@ -1914,6 +1914,7 @@ MDS_FORKS = {MDS_2021: ("microsoft/Megatron-DeepSpeed", "b56b50bb", MDS2021_FLAG
 _FORK_SETTING = {
     "--normalization": "norm rmsnorm (the forks build LayerNorm only, MixedFusedLayerNorm)",
     "--swiglu": "gated_mlp (a SwiGLU MLP)",
+    "--squared-relu": "mlp_activation squared_relu",
     "--num-key-value-heads": "grouped-query attention (kv_heads < heads: query_key_value is 3 x the projection)",
     "--use-rotary-position-embeddings": "position_embedding rope",
     "--rotary-position-embeddings-theta": "rope_theta other than 10,000",
@@ -2227,6 +2228,11 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
     for k, v in _mds_moe(plan, _megatron_args(plan, notes, fork=True)):
         if (k, v) in _MDS_SAME_DEFAULT or k == "--attention-backend":  # the kernel: the fork's flags, below
             continue
+        if k == "--quick-geglu":  # the fork's ParallelMLP builds gelu, openai_gelu, erf_gelu, swiglu or squared_relu
+            raise _refuse(F, "mlp_activation quick_gelu: microsoft/Megatron-DeepSpeed @f4157bea has no --quick-geglu "
+                             "(megatron/model/transformer.py ParallelMLP l. 133-148: gelu, openai_gelu, erf_gelu, swiglu, "
+                             "squared_relu; arguments.py l. 668: --squared-relu)",
+                          "price a SwiGLU, GeLU or squared-ReLU model, or export megatron")
         if k == "--num-query-groups":
             k = "--num-key-value-heads"
         elif k == "--normalization":  # choices layernorm | rmsnorm (arguments.py l. 647-648)
