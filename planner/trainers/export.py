@@ -1364,7 +1364,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args += [("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp), ("--context-parallel-size", cp)]
     if plan.get("ep", 1) > 1:
         args.append(("--expert-model-parallel-size", plan["ep"]))
-    if model.moe is not None and (plan.get("etp") or tp) != tp:  # Megatron's default is tp (arguments.py)
+    # Megatron's default is tp (arguments.py @d98e8a64 l. 587-588). A dense model's too: initialize.py l. 392 passes it
+    # to initialize_model_parallel, which builds the expert groups whatever the model (the CI's gpt3 tp2 cp2 etp4 cases)
+    if (plan.get("etp") or tp) != tp and (model.moe is not None or not fork):
         args.append(("--expert-tensor-parallel-size", plan["etp"]))
     if model.moe is not None:
         args += _megatron_dispatcher(plan)
