@@ -96,7 +96,8 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("batch_size_schedule") and fmt not in ("megatron", "megatron-deepspeed"):
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
-    if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
+    if plan.get("cublas_workspace_config") and fmt != "megatron":  # an environment variable (memory.py [ws]): the
+        # Megatron launch script exports it (_megatron; the reader's megatron._exported_cublas), no other format holds it
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
     if plan.get("te_version"):  # the installed Transformer Engine (planner/te_version.py), no setting of any format
@@ -1208,7 +1209,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
              "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py and transformer_config.py @d98e8a64",
              f"# hardware {plan['hardware']}: {plan['gpus']} GPUs = {g // per_node} node(s) x {per_node}",
              # FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 (arguments.py validate_args)
-             "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"), "",
+             "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"),
+             # PyTorch's cuBLAS workspaces as priced (memory.py [ws]; read back by megatron._exported_cublas)
+             *([f"export CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']}"]
+               if plan.get("cublas_workspace_config") else []), "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {_megatron_script(plan)} \\"]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
