@@ -154,3 +154,23 @@ def test_megatron_deepspeed_writes_squared_relu_and_refuses_quick_geglu(tmp_path
     row = to_json(s, p, evaluate(s, p))
     with pytest.raises(PlannerError, match="mlp_activation quick_gelu: microsoft/Megatron-DeepSpeed @f4157bea has no"):
         export_plan(row["plan"], "megatron-deepspeed")
+
+
+def test_torchtitan_refuses_a_flavor_of_another_activation(tmp_path):
+    """Llama 3 8B's shape with a quick-GeLU gated MLP: torchtitan's llama3 8B flavors run SwiGLU (FeedForward's
+    F.silu, no TOML setting changes it), so no flavor matches (torchtitan_flavors.PRICED: mlp_activation) and the
+    export refuses naming the difference, where it wrote the SwiGLU 8B flavor before."""
+    import yaml
+
+    from planner.catalog import load_model
+    from planner.errors import PlannerError
+
+    spec = load_model("llama3-8b").model_dump(exclude_none=True)
+    spec.update(name="llama3-8b-quick-geglu", mlp_activation="quick_gelu")
+    p = tmp_path / "llama3-8b-quick-geglu.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    s, pl, _ = resolve(Job.model_validate(dict(model=str(p), stack="torchtitan", gpus=8, hardware="h100-sxm",
+                                               sharding="fsdp", global_batch=8, micro_batch=1, seq_len=8192)))
+    row = to_json(s, pl, evaluate(s, pl))
+    with pytest.raises(PlannerError, match="mlp_activation None / 'quick_gelu'"):
+        export_plan(row["plan"], "torchtitan")
