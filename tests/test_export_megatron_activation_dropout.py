@@ -174,3 +174,22 @@ def test_torchtitan_refuses_a_flavor_of_another_activation(tmp_path):
     row = to_json(s, pl, evaluate(s, pl))
     with pytest.raises(PlannerError, match="mlp_activation None / 'quick_gelu'"):
         export_plan(row["plan"], "torchtitan")
+
+
+def test_nemotron_h_is_squared_relu_from_its_config_and_catalog():
+    """Nemotron-H-56B's config.json (tests/data/arch) says mlp_hidden_act relu2 (transformers ACT2FN:
+    ReLUSquaredActivation) on its plain MLP: the Hugging Face reader and the catalog entry both give mlp_activation
+    squared_relu, so a Megatron export writes --squared-relu where it wrote Megatron's default GeLU."""
+    import json
+
+    from planner.catalog import load_model
+    from planner.hf_config import read
+
+    cfg = Path(__file__).parent / "data" / "arch" / "nemotron-h-56b-base-8k" / "config.json"
+    data, _ = read(json.loads(cfg.read_text()), str(cfg))
+    assert (data["gated_mlp"], data.get("mlp_activation")) == (False, "squared_relu")
+    assert load_model("nemotron-h-56b").mlp_activation == "squared_relu"
+    settings, plan, _ = resolve(Job(model="nemotron-h-56b", stack="megatron", gpus=64, hardware="h100-sxm", tp=4,
+                                    pp=2, global_batch=256, micro_batch=1, seq_len=8192))
+    text, _ = export_plan(to_json(settings, plan, evaluate(settings, plan))["plan"], "megatron")
+    assert "--squared-relu" in text.split()
