@@ -530,6 +530,8 @@ class Reader:
                 raise self.err("swiglu_limit", f"expected a number > 0, got {str(limit)[:40]}",
                                "give the config.json transformers saved for the model")
             data["activation_clamp"] = float(limit)
+        if not data["gated_mlp"] and self._activation() == "relu2":  # transformers ACT2FN relu2: ReLUSquaredActivation
+            data["mlp_activation"] = "squared_relu"  # (Nemotron-H's mlp_hidden_act; Megatron-LM --squared-relu)
         factor = self._rope_attention_factor()
         if factor != 1.0:
             data["rope_attention_factor"] = factor

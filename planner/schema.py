@@ -452,6 +452,27 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    hidden_dropout: Optional[float] = Field(
+        default=None, ge=0, lt=1,
+        description="the hidden dropout's probability, after each sub-block (Megatron-LM --hidden-dropout, "
+                    "TransformerConfig.hidden_dropout: the bias-dropout-add's, transformer_layer.py @d98e8a64 l. 363); "
+                    "null: Megatron's 0.1 where dropout, else 0. 0 with dropout keeps no hidden mask (the attention's "
+                    "dropout alone): priced, the 1 B a hidden element of each sub-block's mask (dropout_masks) only "
+                    "where it is above 0")
+    attention_dropout: Optional[float] = Field(
+        default=None, ge=0, lt=1,
+        description="the attention dropout's probability on the softmax output (Megatron-LM --attention-dropout, "
+                    "TransformerConfig.attention_dropout); null: Megatron's 0.1 where dropout, else 0. Priced, the "
+                    "eager core's dropout pass and its saved mask and output (scores) only where it is above 0")
+    mlp_activation: Optional[Literal["squared_relu", "quick_gelu"]] = Field(
+        default=None,
+        description="the MLP's activation where it is not its form's usual one (null: GeLU for a plain MLP, SiLU "
+                    "(SwiGLU) for a gated one): squared_relu, a plain MLP's relu(x)^2 (Nemotron-4 / Nemotron-H; "
+                    "Megatron-LM --squared-relu; config.json hidden_act relu2); quick_gelu, a gated MLP's x "
+                    "sigmoid(1.702 x) (Megatron-LM --quick-geglu). Megatron-LM @d98e8a64 argument_utils.py "
+                    "core_transformer_config_from_args l. 314-326 sets activation_func from them. Priced as the "
+                    "form's usual activation (one elementwise kernel reading and writing the same elements, its input "
+                    "saved): the field keeps the model an export writes")
     post_norms: bool = Field(
         default=False,
         description="a norm on each sub-block's output before its residual add, beside the pre-norm (Gemma 2 and 3's "
@@ -551,8 +572,27 @@ class ModelSpec(BaseModel):
                     "(startup.model_code_assumed)")
     sources: list[str] = Field(min_length=1)
 
+    @property
+    def hidden_dropout_on(self) -> bool:
+        """The hidden dropout keeps masks: dropout, at a probability not 0 (hidden_dropout)."""
+        return self.dropout and self.hidden_dropout != 0.0
+
+    @property
+    def attention_dropout_on(self) -> bool:
+        """The attention dropout runs: dropout, at a probability not 0 (attention_dropout)."""
+        return self.dropout and self.attention_dropout != 0.0
+
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
+        probs = [p for p in (self.hidden_dropout, self.attention_dropout) if p is not None]
+        if not self.dropout and any(p > 0 for p in probs):
+            raise ValueError("hidden_dropout / attention_dropout above 0 with dropout false: set dropout true")
+        if self.dropout and self.hidden_dropout == 0.0 and self.attention_dropout == 0.0:
+            raise ValueError("dropout true with hidden_dropout and attention_dropout 0: set dropout false")
+        if self.mlp_activation == "squared_relu" and self.gated_mlp:
+            raise ValueError("mlp_activation squared_relu is a plain MLP's (Megatron-LM --squared-relu): gated_mlp false")
+        if self.mlp_activation == "quick_gelu" and not self.gated_mlp:
+            raise ValueError("mlp_activation quick_gelu is a gated MLP's (Megatron-LM --quick-geglu): gated_mlp true")
         if self.tokenizer_vocab_size is not None and self.tokenizer_vocab_size > self.vocab_size:
             raise ValueError(f"tokenizer_vocab_size ({self.tokenizer_vocab_size}) is above vocab_size ({self.vocab_size}): "
                              "tokens without an embedding row")

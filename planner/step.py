@@ -660,7 +660,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
             core_f, core_b = scan_core_times(sc, mixer, rate_fwd * core_scale, rate_bwd * core_scale)
         eager = settings.attention == "eager" and hasattr(mixer, "eager_core")
         if eager:  # the unfused core: batched GEMMs, softmax and dropout passes (compute.eager_core_terms)
-            ef, eb = eager_core_terms(mixer.eager_core(ctx), kb, mixer.dropout, hw, hbm, sc.gemm_cal,
+            ef, eb = eager_core_terms(mixer.eager_core(ctx), kb, mixer.score_dropout, hw, hbm, sc.gemm_cal,
                                       settings.knobs.gemm_efficiency_scale)
             core_f, core_b = ef.total, eb.total
         out.eager_fwd.append(ef if eager else None)

@@ -292,7 +292,8 @@ def _mixer(spec, m: ModelSpec):
     if isinstance(spec, (GlobalAttention, SlidingAttention, ChunkedAttention)):
         pos = spec.position or ("rope" if m.position_embedding == "rope" else "nope")
         return Attention(h=m.hidden_size, a=m.num_attention_heads, k=m.kv_heads, d=m.dhead, norm=norm,
-                         bias=m.linear_bias, rope=pos == "rope", gate=spec.output_gate, dropout=m.dropout,
+                         bias=m.linear_bias, rope=pos == "rope", gate=spec.output_gate, dropout=m.hidden_dropout_on,
+                         score_dropout=m.attention_dropout_on,
                          window=getattr(spec, "window", None), chunk=getattr(spec, "chunk", None),
                          rope_scaled=m.rope_attention_factor != 1.0, qk_norm=m.qk_norm,
                          alibi=spec.position is None and m.position_embedding == "alibi",
@@ -302,7 +303,8 @@ def _mixer(spec, m: ModelSpec):
         ml = m.mla
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,
                    qk_rope_head_dim=ml.qk_rope_head_dim, qk_nope_head_dim=ml.qk_nope_head_dim,
-                   v_head_dim=ml.v_head_dim, norm=norm, dropout=m.dropout)
+                   v_head_dim=ml.v_head_dim, norm=norm, dropout=m.hidden_dropout_on,
+                   score_dropout=m.attention_dropout_on)
     if isinstance(spec, GatedDeltaNet):
         from .linear_attention import GatedDeltaNetBlock
         return GatedDeltaNetBlock.from_spec(spec, m, norm)
@@ -320,7 +322,7 @@ def _mlp(spec, m: ModelSpec, moe_layer: bool):
     if isinstance(spec, DenseSpec):
         return DenseMLP(h=m.hidden_size, f=spec.ffn_hidden_size or m.ffn_hidden_size,
                         gated=m.gated_mlp if spec.gated is None else spec.gated, norm=norm, bias=m.linear_bias,
-                        dropout=m.dropout)
+                        dropout=m.hidden_dropout_on)
     if isinstance(spec, MoESpecKind):
         e = m.moe
         fe = e.expert_ffn_hidden_size or m.ffn_hidden_size
@@ -328,7 +330,7 @@ def _mlp(spec, m: ModelSpec, moe_layer: bool):
                       num_shared=e.num_shared_experts, fs=e.shared_expert_ffn_hidden_size or fe,
                       shared_gate=e.shared_expert_gate, router_bias=int(e.expert_score_bias) + int(e.router_linear_bias), score_bias=e.expert_score_bias,
                       gated=m.gated_mlp, norm=norm,
-                      bias=m.linear_bias, dropout=m.dropout, dense_f=m.ffn_hidden_size,
+                      bias=m.linear_bias, dropout=m.hidden_dropout_on, dense_f=m.ffn_hidden_size,
                       expert_groups=e.expert_groups or 0, groups_per_token=e.groups_per_token or 0,
                       clamp=m.activation_clamp is not None and m.gated_mlp, sigmoid=e.router == "sigmoid",
                       route_norm=e.route_norm)

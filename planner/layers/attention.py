@@ -284,7 +284,8 @@ class Attention:
     bias: bool = False
     rope: bool = True
     gate: bool = False
-    dropout: bool = False
+    dropout: bool = False  # the hidden dropout's mask after the block (ModelSpec.hidden_dropout_on)
+    score_dropout: bool = False  # the attention dropout on the eager core's scores (ModelSpec.attention_dropout_on)
     window: Optional[int] = None
     chunk: Optional[int] = None
     rope_scaled: bool = False  # cos/sin carry a factor (ModelSpec.rope_attention_factor != 1): the stack's rope_scaled bytes
@@ -473,12 +474,13 @@ class Attention:
         the rotary and the core do not [10]."""
         h, a, k, d = self.h, self.a, self.k, self.d
         drop = 1.0 if self.dropout else 0.0
+        sdrop = 1.0 if self.score_dropout else 0.0  # the attention dropout's mask and output (eager core)
         p = chunk_pad_factor(ctx.seq, self.chunk_of(ctx), self.chunk_padded)  # 1 but padded chunks [13]
         table = {
             "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
             "q": ((2.0 * p + (2.0 if self.gate else 0.0)) * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
             "k": (2.0 * k * d * p, "kv"), "v": (2.0 * k * d * p, "kv"),
-            "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
+            "scores": ((2.0 + 3.0 * sdrop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
             # [ls]; a kernel that pads its statistics' rows per sequence [ls2]: the stack's dense-mask (windowed) kernel
             # for a windowed layer (Ctx.lse_align_windowed), else its fused core's (Ctx.lse_align)
@@ -539,7 +541,8 @@ class MLA:
     qk_nope_head_dim: int
     v_head_dim: int
     norm: int
-    dropout: bool = False
+    dropout: bool = False  # the hidden dropout's mask (ModelSpec.hidden_dropout_on)
+    score_dropout: bool = False  # the attention dropout on the eager core's scores (ModelSpec.attention_dropout_on)
 
     kind = "attention"
     has_core = True
@@ -641,12 +644,13 @@ class MLA:
         norms (selective.recomputes: mla_latent_norm_out; DeepSeek-V3 sec. 3.2.3)."""
         h, a = self.h, self.a
         drop = 1.0 if self.dropout else 0.0
+        sdrop = 1.0 if self.score_dropout else 0.0  # the attention dropout's mask and output (eager core)
         latents = (self.q_lora_rank or 0) + self.kv_lora_rank
         return {
             "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
             "q": (2.0 * a * self.qk_head_dim, "split"), "attn_out": (2.0 * a * self.v_head_dim, "split"),
             "k": (2.0 * a * self.qk_head_dim, "kv"), "v": (2.0 * a * self.v_head_dim, "kv"),
-            "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
+            "scores": ((2.0 + 3.0 * sdrop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
             "softmax_lse": (SOFTMAX_LSE_BYTES * a * lse_rows_factor(ctx, ctx.lse_align) if attention == "flash"
                             else 0.0, "split"),  # [ls], [ls2]

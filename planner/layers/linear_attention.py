@@ -154,7 +154,7 @@ class GatedDeltaNetBlock:
     def from_spec(cls, spec, m, norm: int) -> "GatedDeltaNetBlock":
         return cls(h=m.hidden_size, key_heads=spec.num_key_heads, value_heads=spec.num_value_heads,
                    key_dim=spec.key_head_dim, value_dim=spec.value_head_dim, conv_kernel=spec.conv_kernel,
-                   chunk=spec.chunk_size, norm=norm, dropout=m.dropout, norm_bias=m.norm == "layernorm")
+                   chunk=spec.chunk_size, norm=norm, dropout=m.hidden_dropout_on, norm_bias=m.norm == "layernorm")
 
     @property
     def gated_norm(self) -> int:

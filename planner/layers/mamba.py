@@ -480,7 +480,7 @@ def mamba_block(spec, m, norm: int):
     if spec.kind == "mamba2":
         return Mamba2Block(h=m.hidden_size, heads=spec.num_heads, head_dim=spec.head_dim, state=spec.state_size,
                            groups=spec.n_groups, conv_kernel=spec.conv_kernel, chunk=spec.chunk_size, norm=norm,
-                           conv_bias=spec.conv_bias, proj_bias=spec.proj_bias, dropout=m.dropout)
+                           conv_bias=spec.conv_bias, proj_bias=spec.proj_bias, dropout=m.hidden_dropout_on)
     return Mamba1Block(h=m.hidden_size, d_inner=spec.d_inner, state=spec.state_size, conv_kernel=spec.conv_kernel,
                        dt_rank=spec.dt_rank, norm=norm, conv_bias=spec.conv_bias, proj_bias=spec.proj_bias,
                        inner_norms=spec.inner_norms)

@@ -96,7 +96,8 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("batch_size_schedule") and fmt not in ("megatron", "megatron-deepspeed"):
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
-    if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
+    if plan.get("cublas_workspace_config") and fmt != "megatron":  # an environment variable (memory.py [ws]): the
+        # Megatron launch script exports it (_megatron; the reader's megatron._exported_cublas), no other format holds it
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
     if plan.get("te_version"):  # the installed Transformer Engine (planner/te_version.py), no setting of any format
@@ -1232,7 +1233,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
              "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py and transformer_config.py @d98e8a64",
              f"# hardware {plan['hardware']}: {plan['gpus']} GPUs = {g // per_node} node(s) x {per_node}",
              # FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 (arguments.py validate_args)
-             "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"), "",
+             "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"),
+             # PyTorch's cuBLAS workspaces as priced (memory.py [ws]; read back by megatron._exported_cublas)
+             *([f"export CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']}"]
+               if plan.get("cublas_workspace_config") else []), "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {_megatron_script(plan)} \\"]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
@@ -1357,8 +1361,12 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args.append(("--position-embedding-type", pos))
     args += rope_args
     args += _megatron_rotary_base(plan, model)
+    # the activation (argument_utils.py @d98e8a64 l. 314-326): --swiglu (SiLU), --quick-geglu (gated quick GeLU),
+    # --squared-relu (plain), none: GeLU (ModelSpec.mlp_activation)
     if model.gated_mlp:
-        args.append(("--swiglu", None))
+        args.append(("--quick-geglu" if model.mlp_activation == "quick_gelu" else "--swiglu", None))
+    elif model.mlp_activation == "squared_relu":
+        args.append(("--squared-relu", None))
     if model.activation_clamp is not None and model.gated_mlp:  # priced where it runs (layers/moe.py clamp)
         # Megatron-Core's TransformerConfig.activation_func_clamp_value (transformer_config.py @d98e8a64 l. 235) has no
         # argument in Megatron-LM's parser (megatron/training/arguments.py @d98e8a64: none; Megatron-Bridge's gpt-oss
@@ -1377,13 +1385,16 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     # before the up-projections (gpt_layer_specs.py @d98e8a64 l. 240-251), which the MLA block prices
     if model.qk_norm or model.mla is not None:
         args.append(("--qk-layernorm", None))
-    d = "0.1" if model.dropout else "0.0"
-    args += [("--attention-dropout", d), ("--hidden-dropout", d)]
+    # the probabilities priced (ModelSpec.hidden_dropout / attention_dropout; null: Megatron's 0.1 where dropout)
+    args += [("--attention-dropout", _dropout(model, model.attention_dropout)),
+             ("--hidden-dropout", _dropout(model, model.hidden_dropout))]
     # parallelism
     args += [("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp), ("--context-parallel-size", cp)]
     if plan.get("ep", 1) > 1:
         args.append(("--expert-model-parallel-size", plan["ep"]))
-    if model.moe is not None and (plan.get("etp") or tp) != tp:  # Megatron's default is tp (arguments.py)
+    # Megatron's default is tp (arguments.py @d98e8a64 l. 587-588). A dense model's too: initialize.py l. 392 passes it
+    # to initialize_model_parallel, which builds the expert groups whatever the model (the CI's gpt3 tp2 cp2 etp4 cases)
+    if (plan.get("etp") or tp) != tp and (model.moe is not None or not fork):
         args.append(("--expert-tensor-parallel-size", plan["etp"]))
     if model.moe is not None:
         args += _megatron_dispatcher(plan)
@@ -1423,7 +1434,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     if plan.get("apply_rope_fusion") is False:
         args.append(("--no-rope-fusion", None))
     if plan.get("bias_activation_fusion") is False:  # argument_utils.py l. 314-319: the one --swiglu reads
-        args.append(("--no-bias-swiglu-fusion" if model.gated_mlp else "--no-bias-gelu-fusion", None))
+        # --quick-geglu reads bias_gelu_fusion, as a plain MLP does (argument_utils.py l. 314-326)
+        swiglu = model.gated_mlp and model.mlp_activation != "quick_gelu"
+        args.append(("--no-bias-swiglu-fusion" if swiglu else "--no-bias-gelu-fusion", None))
     if plan.get("bias_dropout_fusion") is False:
         args.append(("--no-bias-dropout-fusion", None))
     if plan.get("gradient_accumulation_fusion") is False:
@@ -1555,6 +1568,14 @@ MEGATRON_DISPATCHER_FLAGS = {
     "deepep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")],
     "hybridep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "hybridep")],
 }
+
+
+def _dropout(model, p) -> str:
+    """A dropout probability as Megatron's flag takes it: the model's own, else 0.1 (TransformerConfig's default,
+    megatron_model.DEFAULT_DROPOUT) where it has dropout, else 0."""
+    from .megatron_model import DEFAULT_DROPOUT
+
+    return repr(float(p if p is not None else DEFAULT_DROPOUT if model.dropout else 0.0))
 
 
 def _megatron_cuda_graphs(plan: dict) -> list:
@@ -1712,7 +1733,7 @@ MDS_FORK_FLAGS = {
     "--num-layers": 602, "--hidden-size": 616, "--ffn-hidden-size": 618, "--num-attention-heads": 621,
     "--num-key-value-heads": 623, "--kv-channels": 625, "--max-position-embeddings": 630,
     "--use-rotary-position-embeddings": 633, "--rotary-position-embeddings-theta": 635, "--no-position-embedding": 640,
-    "--normalization": 647, "--swiglu": 670, "--untie-embeddings-and-output-weights": 680,
+    "--normalization": 647, "--squared-relu": 668, "--swiglu": 670, "--untie-embeddings-and-output-weights": 680,
     "--attention-dropout": 768, "--hidden-dropout": 770, "--micro-batch-size": 801, "--global-batch-size": 808,
     "--recompute-granularity": 830, "--recompute-method": 842, "--recompute-num-layers": 851,
     "--checkpoint-activations": 864, "--checkpoint-num-layers": 871, "--train-iters": 873, "--train-samples": 877,
@@ -1923,6 +1944,7 @@ MDS_FORKS = {MDS_2021: ("microsoft/Megatron-DeepSpeed", "b56b50bb", MDS2021_FLAG
 _FORK_SETTING = {
     "--normalization": "norm rmsnorm (the forks build LayerNorm only, MixedFusedLayerNorm)",
     "--swiglu": "gated_mlp (a SwiGLU MLP)",
+    "--squared-relu": "mlp_activation squared_relu",
     "--num-key-value-heads": "grouped-query attention (kv_heads < heads: query_key_value is 3 x the projection)",
     "--use-rotary-position-embeddings": "position_embedding rope",
     "--rotary-position-embeddings-theta": "rope_theta other than 10,000",
@@ -2236,6 +2258,11 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
     for k, v in _mds_moe(plan, _megatron_args(plan, notes, fork=True)):
         if (k, v) in _MDS_SAME_DEFAULT or k == "--attention-backend":  # the kernel: the fork's flags, below
             continue
+        if k == "--quick-geglu":  # the fork's ParallelMLP builds gelu, openai_gelu, erf_gelu, swiglu or squared_relu
+            raise _refuse(F, "mlp_activation quick_gelu: microsoft/Megatron-DeepSpeed @f4157bea has no --quick-geglu "
+                             "(megatron/model/transformer.py ParallelMLP l. 133-148: gelu, openai_gelu, erf_gelu, swiglu, "
+                             "squared_relu; arguments.py l. 668: --squared-relu)",
+                          "price a SwiGLU, GeLU or squared-ReLU model, or export megatron")
         if k == "--num-query-groups":
             k = "--num-key-value-heads"
         elif k == "--normalization":  # choices layernorm | rmsnorm (arguments.py l. 647-648)

@@ -1116,8 +1116,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}--position-embedding-type alibi: Megatron-LM has no ALiBi (its choices: "
                                "learned_absolute, rope, mrope, relative, none)",
                                "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
-        return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
-                          hardware=hardware, label=Path(path).name)
+        cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
+                         hardware=hardware, label=Path(path).name)
+        _exported_cublas(text, cfg)
+        return cfg
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
     flags, stray = parse_flags(words, where, mds.MDS_NARGS)
     ds, *extra = mds.split_flags(flags, where, stack)
@@ -2735,6 +2737,22 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
 # megatron/training/arguments.py l. 1708-1711 -> training/determinism.py apply_determinism_to_args, l. 27-31
 # DETERMINISM_ENV_VAR_DEFAULTS, l. 114-116 env.setdefault): PyTorch's cuBLAS workspaces (planner/memory.py [ws])
 DETERMINISTIC_CUBLAS_WORKSPACE = ":4096:8"
+
+
+#: a launch script's top-level `export CUBLAS_WORKSPACE_CONFIG=:SIZE:COUNT...` (the job field's pattern, schema.Job)
+_CUBLAS_EXPORT = re.compile(r"^[ \t]*export[ \t]+CUBLAS_WORKSPACE_CONFIG=(['\"]?)((?::[0-9]+:[0-9]+)+)\1[ \t]*(?:#.*)?$",
+                            re.MULTILINE)
+
+
+def _exported_cublas(text: str, cfg) -> None:
+    """A launch script that exports CUBLAS_WORKSPACE_CONFIG (the export writes it so: export._megatron) -> the job's
+    cublas_workspace_config, its last export; it wins over --deterministic-mode's, which Megatron sets only where the
+    launcher has not (training/determinism.py @d98e8a64 l. 114-116 env.setdefault; _deterministic)."""
+    found = _CUBLAS_EXPORT.findall(text)
+    if found:
+        cfg.job["cublas_workspace_config"] = found[-1][1]
+        cfg.assumed.append(f"cublas_workspace_config={found[-1][1]}: the script exports CUBLAS_WORKSPACE_CONFIG "
+                           "(planner/memory.py [ws])")
 
 
 def _deterministic(flags: dict, job: dict, assumed: list) -> None:

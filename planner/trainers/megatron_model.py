@@ -12,7 +12,8 @@ Read (a flag's Megatron default in brackets):
       validate_args), --ffn-hidden-size [4h; with --swiglu int(8h/3 / 64) x 64 [1]],
   --group-query-attention + --num-query-groups [MHA: the heads; with the flag and no groups: 1
       [2] num_query_groups argparse default], --kv-channels [h / heads [1]],
-  --swiglu / --quick-geglu (gated MLP) | --squared-relu | GeLU [plain MLP, [3] gated_linear_unit],
+  --swiglu / --quick-geglu (gated MLP) | --squared-relu | GeLU [plain MLP, [3] gated_linear_unit];
+      --squared-relu / --quick-geglu -> mlp_activation squared_relu / quick_gelu,
   --normalization [LayerNorm [2]], --untie-embeddings-and-output-weights [tied],
   --position-embedding-type [learned_absolute [1]; rope and yarn / mrope (rotary) -> rope;
       none -> none; legacy --use-rotary-position-embeddings / --no-position-embedding]; yarn without
@@ -23,7 +24,8 @@ Read (a flag's Megatron default in brackets):
       mscale_all_dim: megatron_yarn_mscales); rope without MLA: --use-rope-scaling -> llama3,
       --rotary-seq-len-interpolation-factor -> linear (rope_linear_factor),
   --disable-bias-linear / --add-bias-linear [biases: add_bias_linear True [2]],
-  --hidden-dropout, --attention-dropout [0.1 each [2]] -> dropout when either is > 0,
+  --hidden-dropout, --attention-dropout [0.1 each [2]] -> dropout when either is > 0; the two
+      probabilities as hidden_dropout / attention_dropout where they are not 0.1 each,
   --max-position-embeddings (the learned position table; [--seq-length]),
   vocabulary: below,
   MoE [3][5]: --num-experts, --moe-router-topk [2], --moe-ffn-hidden-size [the FFN width],
@@ -93,7 +95,7 @@ References (NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a3955
     attention_dropout 0.1, add_bias_linear True (--disable-bias-linear), normalization
     LayerNorm, moe_router_topk 2, moe_layer_freq 1, moe_router_score_function softmax.
 [3] megatron/training/argument_utils.py core_transformer_config_from_args: --swiglu ->
-    gated_linear_unit with SiLU, --quick-geglu -> gated, --squared-relu -> plain;
+    gated_linear_unit with SiLU, --quick-geglu -> gated, --squared-relu -> plain (l. 314-326);
     num_query_groups None without --group-query-attention.
 [4] megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding (multiple =
     make_vocab_size_divisible_by x tensor_model_parallel_size) and build_tokenizer (args.vocab_size
@@ -842,6 +844,14 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         vocab_size=padded_vocab(flags, tp, where, assumed), gated_mlp=gated, norm=norm, tied_embeddings=tied,
         max_seq_len=max_seq, position_embedding=pos, linear_bias=bias, dropout=(hd > 0 or ad > 0),
     )
+    if (hd > 0 or ad > 0) and (hd, ad) != (DEFAULT_DROPOUT, DEFAULT_DROPOUT):
+        # the probabilities kept where they are not Megatron's 0.1 each (ModelSpec.hidden_dropout / attention_dropout:
+        # a 0 keeps no mask), so an export writes them as read
+        spec.update(hidden_dropout=hd, attention_dropout=ad)
+    if "--squared-relu" in flags:  # [3] l. 320-322: activation_func squared_relu, the plain MLP
+        spec["mlp_activation"] = "squared_relu"
+    elif "--quick-geglu" in flags:  # [3] l. 323-326: gated, activation_func quick_gelu
+        spec["mlp_activation"] = "quick_gelu"
     if "--use-rope-scaling" in flags:  # Llama 3.x RoPE scaling at Megatron's fixed numbers (trainers.MEGATRON_LLAMA3_ROPE)
         from . import MEGATRON_LLAMA3_ROPE
 

@@ -217,8 +217,9 @@ def _kind_diff(a, b) -> str:
     return ", ".join(out)
 
 
-# the model-level fields priced (beside the layers): a difference refuses
-PRICED = ("num_layers", "vocab_size", "tied_embeddings", "mtp_layers")
+# the model-level fields priced (beside the layers), and the MLP's activation (ModelSpec.mlp_activation: priced as its
+# form's, but a flavor's other activation trains another function, which no TOML setting changes): a difference refuses
+PRICED = ("num_layers", "vocab_size", "tied_embeddings", "mtp_layers", "mlp_activation")
 # priced at nothing (schema ModelSpec: the rotary tables are computed once): a difference is a note
 COSTLESS = ("rope_theta", "llama3_rope_scaling", "yarn_rope_scaling", "mla_yarn_rope_scaling")
 
