@@ -1589,8 +1589,20 @@ def _fusion_settings(job: Job, model: ModelSpec, stack: Stack, inherited: list, 
                            "megatron/core/transformer/transformer_config.py l. 2426-2434) and Megatron-LM turns the fusion "
                            "off without --add-bias-linear (megatron/training/arguments.py validate_args l. 1604-1606)",
                            "leave bias_activation_fusion out (--no-bias-gelu-fusion)")
+    # squared ReLU with linear biases: Megatron-Core fuses the bias with GeLU, SiLU (gated) or quick GeLU only
+    # (transformer_config.py @d98e8a64 l. 2420-2424 raises 'When bias_activation_fusion is True, activation
+    # function should be either gelu, swiglu, or quick_geglu'; mlp.py l. 318: 'Only support fusion of gelu and
+    # swiglu'), so what runs, and is exported (--no-bias-gelu-fusion, which --squared-relu reads: argument_utils.py
+    # l. 314-326), is off (without biases plain_unbiased above already says so)
+    squared = model.mlp_activation == "squared_relu" and switch
+    if squared and job.bias_activation_fusion is True:
+        raise PlannerError(f"{where}bias_activation_fusion true with a squared-ReLU MLP ({model.name}): Megatron-Core "
+                           "fuses the bias with gelu, swiglu or quick_geglu only and raises ('When bias_activation_fusion "
+                           "is True, activation function should be either gelu, swiglu, or quick_geglu', "
+                           "NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/transformer_config.py l. 2420-2424)",
+                           "leave bias_activation_fusion out (--no-bias-gelu-fusion)")
     out = {name: getattr(job, name) is not False for name in FUSION_SWITCHES}
-    if job.bias_activation_fusion is None and (plain_moe or plain_unbiased):
+    if job.bias_activation_fusion is None and (plain_moe or plain_unbiased or squared):
         out["bias_activation_fusion"] = False
         inherited.append(("bias_activation_fusion", False))
     rope = _mla_rope_fusion(job, model, stack, inherited, where)

@@ -193,3 +193,35 @@ def test_nemotron_h_is_squared_relu_from_its_config_and_catalog():
                                     pp=2, global_batch=256, micro_batch=1, seq_len=8192))
     text, _ = export_plan(to_json(settings, plan, evaluate(settings, plan))["plan"], "megatron")
     assert "--squared-relu" in text.split()
+
+
+def test_squared_relu_with_biases_runs_unfused_or_is_refused(tmp_path):
+    """--squared-relu with Megatron's default linear biases (add_bias_linear true): --squared-relu reads
+    bias_gelu_fusion (argument_utils.py @d98e8a64 l. 314-326), default on, and TransformerConfig raises on a
+    fused bias with squared ReLU ('When bias_activation_fusion is True, activation function should be either gelu,
+    swiglu, or quick_geglu', transformer_config.py l. 2420-2424). So the launch without --no-bias-gelu-fusion is
+    refused (exit 2 from the CLI: a PlannerError naming the source); with the flag it is priced unfused and
+    exports the flag back; a job that leaves the fusion out runs it off (plan._fusion_settings, an inherited
+    setting) and its export writes --no-bias-gelu-fusion, which reads back as the same plan and memory."""
+    from planner.errors import PlannerError
+
+    src = tmp_path / "fused.args"
+    src.write_text(BASE + "--squared-relu\n")
+    with pytest.raises(PlannerError, match="transformer_config.py l. 2420-2424"):
+        _resolved(src)
+    text, (s, p, row), (s2, p2, row2) = _round_trip(tmp_path, BASE + "--squared-relu --no-bias-gelu-fusion")
+    assert s.model.mlp_activation == "squared_relu" and s.model.linear_bias
+    assert row["plan"]["bias_activation_fusion"] is False and "--no-bias-gelu-fusion" in text.split()
+    assert row2["memory"] == row["memory"]
+    # the job without the switch: off, inherited, and exported as the flag
+    model = load_trainer_config(tmp_path / "in.args", gpus=8).job["model"]  # the model file the reader wrote
+    settings, plan, _ = resolve(Job(model=model, hardware="h100-sxm", gpus=8, seq_len=1024, micro_batch=4,
+                                    global_batch=32, stack="megatron"))
+    row = to_json(settings, plan, evaluate(settings, plan))
+    assert row["plan"]["bias_activation_fusion"] is False
+    text, _ = export_plan(row["plan"], "megatron")
+    assert "--no-bias-gelu-fusion" in text.split() and "--squared-relu" in text.split()
+    check_readback(row, "megatron", text)
+    with pytest.raises(PlannerError, match="squared-ReLU MLP"):
+        resolve(Job(model=model, hardware="h100-sxm", gpus=8, seq_len=1024, micro_batch=4, global_batch=32,
+                    stack="megatron", bias_activation_fusion=True))

@@ -2086,6 +2086,11 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
         else:
             ignore(flag, f"bias_activation_fusion follows {'--no-bias-swiglu-fusion' if swiglu else '--no-bias-gelu-fusion'}"
                          f" {'with' if swiglu else 'without'} --swiglu (argument_utils.py l. 314-319)")
+    if "--squared-relu" in flags and "--no-bias-gelu-fusion" not in flags and spec.linear_bias:
+        # --squared-relu reads bias_gelu_fusion (default on, argument_utils.py l. 314-326; off only without
+        # --add-bias-linear, arguments.py l. 1605-1606): on with the linear biases, which Megatron-Core refuses
+        # (transformer_config.py l. 2420-2424): the job says so and plan._fusion_settings refuses it
+        job["bias_activation_fusion"] = True
     if "--no-bias-dropout-fusion" in flags:
         job["bias_dropout_fusion"] = False
     if "--no-gradient-accumulation-fusion" in flags:  # under a mode that requires it: _mode_settings
