@@ -74,7 +74,8 @@ Transcribed at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf over Megatron-Core 905c0e3
 Not transcribed (refused by --recipe by name, NOT_TRANSCRIBED; the writer refuses their models): qwen3_next.py's SFT
 and PEFT recipes; Llama 4 (no recipe at the pin or HEAD: NO_LLAMA4); gpt_oss.py's fp8 and MXFP8 variants
 (gpt_oss_20b_pretrain_fp8_current_scaling_config l. 265-268, gpt_oss_20b_pretrain_mxfp8_config l. 824-827) and its SFT
-and PEFT recipes (the planner prices pre-training).
+and PEFT recipes (the planner prices pre-training); llama3.py's SFT and PEFT recipes (_sft_common, _peft_common's LoRA:
+refused by name with why, NOT_TRANSCRIBED).
 """
 
 from __future__ import annotations
@@ -488,6 +489,25 @@ NOT_TRANSCRIBED = {
         f"{QWEN3_NEXT} l. 288-305: raises NotImplementedError ('PEFT is not currently supported for Qwen3-Next "
         "models')", "use --recipe qwen3_next_80b_a3b_pretrain_config"),
 }
+# the Llama fine-tuning recipes (llama3.py @dc805f5cf; recipes/common.py): the SFT ones build _sft_common (l. 135-232:
+# full fine-tuning of a pretrained checkpoint on SQuAD's packed sequences), the PEFT ones _peft_common (l. 235-339: a
+# LoRA adapter, l. 326, over frozen base weights, which hold no gradients nor optimizer states): the planner prices
+# pre-training, every weight trained, so it transcribes neither
+_SFT = ("l. {}: a full fine-tuning recipe (recipes/common.py _sft_common l. 135-232: a pretrained checkpoint, SQuAD's "
+        "packed sequences); the planner reads the pre-training recipes")
+_PEFT = ("l. {}: a PEFT recipe (recipes/common.py _peft_common l. 235-339: a LoRA adapter, l. 326, over frozen base "
+         "weights, which hold no gradients or optimizer states); the planner prices every weight trained")
+for _name, _line, _why, _base in (
+        ("llama32_1b_sft_config", 1203, _SFT, "llama32_1b"), ("llama32_3b_sft_config", 1314, _SFT, "llama32_3b"),
+        ("llama3_8b_sft_config", 1423, _SFT, "llama3_8b"), ("llama31_8b_sft_config", 1526, _SFT, "llama31_8b"),
+        ("llama3_70b_sft_config", 1629, _SFT, "llama3_70b"), ("llama31_70b_sft_config", 1732, _SFT, "llama31_70b"),
+        ("llama31_405b_sft_config", 1835, _SFT, "llama31_405b"),
+        ("llama32_1b_peft_config", 1957, _PEFT, "llama32_1b"), ("llama32_3b_peft_config", 2070, _PEFT, "llama32_3b"),
+        ("llama3_8b_peft_config", 2183, _PEFT, "llama3_8b"), ("llama31_8b_peft_config", 2299, _PEFT, "llama31_8b"),
+        ("llama3_70b_peft_config", 2415, _PEFT, "llama3_70b"), ("llama31_70b_peft_config", 2531, _PEFT, "llama31_70b"),
+        ("llama31_405b_peft_config", 2647, _PEFT, "llama31_405b")):
+    NOT_TRANSCRIBED[_name] = ("src/megatron/bridge/recipes/llama/llama3.py " + _why.format(_line),
+                              f"use --recipe {_base}_pretrain_config")
 # Llama 4: Bridge has no recipe at the pin or at HEAD (recipes/llama/ holds llama2.py and llama3.py at dc805f5cf and
 # 067f987df; llama4_e16.py and llama4_e128.py, whose module-level pretrain_config built Scout (TP 4, EP 16, ETP 4) and
 # Maverick (EP 128), were removed by 5d194b9c1 (#607, 2025-10-03), an ancestor of dc805f5cf): run_recipe.py

@@ -209,9 +209,36 @@ RECIPES = {
     "llama3_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
         _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False, hf_gated=True),
+    # the long-context Llama 3 recipes (context parallel > 1): line for line their base recipe's values (8B:
+    # llama3_8b_pretrain_config l. 225-303; 70B: llama3_70b_pretrain_config l. 658-745, its CommOverlapConfig with the
+    # same userbuffers config and bf16_mixed()) but the parallel layout and the length (SEQUENCE_LENGTH_16K 16,384,
+    # _64K 65,536, _128K 131,072, l. 32-34), each set on both model.seq_length and dataset.seq_length; their
+    # pipeline_dtype bfloat16 (the dtype of the stage-to-stage tensors, bf16 as priced). 8B 16K l. 306-384: TP 4, PP 2,
+    # CP 2, SP (l. 323-330); 8B 64K l. 387-465: TP 4, PP 2, CP 4, SP (l. 404-411); 8B 128K l. 468-546: TP 4, PP 2,
+    # CP 8, SP (l. 485-492); 70B 16K l. 748-834: TP 8, PP 2, no VP, CP 2, SP (l. 765-772), comm_overlap l. 827-830,
+    # bf16_mixed() l. 832; 70B 64K l. 837-923: TP 8, PP 4, no VP, CP 8, SP (l. 854-861), comm_overlap l. 916-919,
+    # bf16_mixed() l. 921. The models are the base recipes' (Meta-Llama-3-8B / -70B: no RoPE scaling), so recipe_for,
+    # matching by shape, writes a plan of those models as the base recipe with its overrides
     "llama3_70b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 737-740, mixed_precision bf16_mixed() l. 743)",
         _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192, hf_gated=True),
+    "llama3_8b_16k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 306-384", _llama(32, 4096, 14336, 32, False),
+        _par(4, 2, None, 2, True, 16384), mp_object=False, comm_overlap=False, hf_gated=True),
+    "llama3_8b_64k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 387-465", _llama(32, 4096, 14336, 32, False),
+        _par(4, 2, None, 4, True, 65536), mp_object=False, comm_overlap=False, hf_gated=True),
+    "llama3_8b_128k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 468-546", _llama(32, 4096, 14336, 32, False),
+        _par(4, 2, None, 8, True, 131072), mp_object=False, comm_overlap=False, hf_gated=True),
+    "llama3_70b_16k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-70B", "l. 748-834 (comm_overlap l. 827-830, mixed_precision bf16_mixed() l. 832)",
+        _llama(80, 8192, 28672, 64, False), _par(8, 2, None, 2, True, 16384), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192, hf_gated=True),
+    "llama3_70b_64k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-70B", "l. 837-923 (comm_overlap l. 916-919, mixed_precision bf16_mixed() l. 921)",
+        _llama(80, 8192, 28672, 64, False), _par(8, 4, None, 8, True, 65536), mp_object=True, comm_overlap=True,
         ub_cfg=UB_H8192, hf_gated=True),
     "llama31_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1011)",
@@ -685,6 +712,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                 not_modelled.append(f"{tag}{k}={_v(v)} (a CommOverlapConfig field the planner does not read)")
         elif k in PROPERTIES:  # below, after the fields
             continue
+        elif (k == "peft" and v is not None) or k.startswith("peft."):
+            # ConfigContainer.peft (training/config.py @dc805f5cf l. 1412; _peft_common's LoRA, recipes/common.py
+            # l. 326): an adapter over frozen base weights, which then hold no gradients nor optimizer states; the
+            # planner prices every weight trained, so it refuses rather than price a full fine-tuning
+            raise PlannerError(f"{wk}{k}={_v(v)}: a PEFT adapter (ConfigContainer.peft, training/config.py l. 1412) "
+                               "trains adapters over frozen base weights (no gradients or optimizer states for them), "
+                               f"which the planner's {FMT} reader does not price", f"drop {k}: the planner prices "
+                               "pre-training, every weight trained")
+        elif k == "peft":
+            ignored.append(f"{tag}peft=null (no adapter: every weight trained, as priced)")
         elif k in NO_EFFECT:
             ignored.append(f"{tag}{k}={_v(v)} ({NO_EFFECT[k]})")
             cfg[k] = v
