@@ -273,9 +273,10 @@ def test_moe_start_up_rules_and_untranscribed_recipes(cli, tmp_path):
     r = cli("check", f, "--hardware", "h800-sxm")  # after the reader's warning (the recipe's DDP bucket), the error
     assert r.exit_code == 2 and "Traceback" not in r.stderr
     assert "error: " in r.stderr and "etp=2 x ep=64 does not divide the tp x dp x cp ranks (64)" in r.stderr
-    # Qwen3-Next's SFT recipe and gpt-oss's fp8 variant: recipes not transcribed (DeepSeek-V2's are since bridgemore:
-    # tests/test_bridge_more_recipes.py)
-    for name in ("qwen3_next_80b_a3b_sft_config", "gpt_oss_20b_pretrain_fp8_current_scaling_config"):
+    # Qwen3-Next's SFT recipe and gpt-oss's SFT one: recipes not transcribed (DeepSeek-V2's are since bridgemore:
+    # tests/test_bridge_more_recipes.py; gpt-oss's fp8 and MXFP8 pre-training variants since bridgecp:
+    # tests/test_bridge_gpt_oss_lowprec.py)
+    for name in ("qwen3_next_80b_a3b_sft_config", "gpt_oss_20b_sft_config"):
         f = _launch(tmp_path, name, 32)
         assert_one_error(cli("explain", f, "--hardware", "h800-sxm"), "not a recipe the planner transcribes")
     # a layer_pattern model no recipe builds (Gemma 3's 5:1 windows)

@@ -38,9 +38,11 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
         ["megatron_fsdp_optim", "megatron_fsdp_optim_grads", "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"], [])
     sb_, sm_ = lb.pop("sources"), lm.pop("sources")
     assert sb_[:-1] == sm_ and "@905c0e386" in sb_[-1] and lb == lm
-    # runs.optimizers: adam only (the Bridge reader and export carry no optimizer.optimizer; megatron's adam and muon)
-    assert (bridge["runs"].pop("optimizers")["optimizers"], mega["runs"].pop("optimizers")["optimizers"]) == (
-        ["adam"], ["adam", "muon"])
+    # runs.optimizers: adam and muon on both (the Bridge reader and export carry optimizer.optimizer muon / dist_muon:
+    # tests/test_bridge_muon.py), its sources at Bridge's pin (training/optim.py, Megatron-Core 905c0e386's muon.py)
+    ob, om = bridge["runs"].pop("optimizers"), mega["runs"].pop("optimizers")
+    assert (ob["optimizers"], om["optimizers"]) == (["adam", "muon"], ["adam", "muon"])
+    assert "@dc805f5cf" in ob["sources"][0] and "@905c0e386" in ob["sources"][0]
     assert bridge["runs"] == mega["runs"]
     assert [m["name"] for m in modes_b] == [m["name"] for m in modes_m]
     for b, m in zip(modes_b, modes_m):

@@ -72,9 +72,9 @@ Transcribed at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf over Megatron-Core 905c0e3
   model_zoo deepseek-v2-lite.yaml and deepseek-v2.yaml (added for this, with their sources) field for field.
 
 Not transcribed (refused by --recipe by name, NOT_TRANSCRIBED; the writer refuses their models): qwen3_next.py's SFT
-and PEFT recipes; Llama 4 (no recipe at the pin or HEAD: NO_LLAMA4); gpt_oss.py's fp8 and MXFP8 variants
-(gpt_oss_20b_pretrain_fp8_current_scaling_config l. 265-268, gpt_oss_20b_pretrain_mxfp8_config l. 824-827) and its SFT
-and PEFT recipes (the planner prices pre-training).
+and PEFT recipes; Llama 4 (no recipe at the pin or HEAD: NO_LLAMA4); gpt_oss.py's SFT and PEFT recipes (the planner
+prices pre-training; its fp8 current-scaling and MXFP8 pre-training variants, l. 265-268 and 824-827, are read); llama3.py's SFT and PEFT recipes (_sft_common, _peft_common's LoRA:
+refused by name with why, NOT_TRANSCRIBED).
 """
 
 from __future__ import annotations
@@ -477,6 +477,23 @@ MOE_RECIPES = {
         hf_id="openai/gpt-oss-120b", shape=_gpt_oss_shape(36, 128), mp_object=False, comm_overlap=False, file=GPT_OSS,
         lines="l. 154-262 (TP 2, PP 4, EP 16 l. 175-183, cp_comm_type a2a l. 187, per-token loss l. 193)",
         values=_gpt_oss(16), applies_flex=False),
+    # the 20B recipe's low-precision variants: gpt_oss_20b_pretrain_config, then _enable_gpt_oss_hopper_fp8_current_
+    # scaling (l. 26-30: mixed_precision the name bf16_with_fp8_current_scaling_mixed, model.moe_router_padding_for_fp8
+    # True) or _enable_gpt_oss_blackwell_mxfp8 (l. 817-821: mixed_precision get_mixed_precision_config(
+    # "bf16_with_mxfp8_mixed"), a MixedPrecisionConfig: e4m3, mxfp8, fp8_param_gather and reuse_grad_buf_for_mxfp8_
+    # param_ag True, training/mixed_precision.py l. 241-253; the router padding True)
+    "gpt_oss_20b_pretrain_fp8_current_scaling_config": dict(
+        hf_id="openai/gpt-oss-20b", shape=_gpt_oss_shape(24, 32), mp_object=False, comm_overlap=False, file=GPT_OSS,
+        lines="l. 265-268 (gpt_oss_20b_pretrain_config l. 33-151, then l. 26-30: bf16_with_fp8_current_scaling_mixed, "
+              "moe_router_padding_for_fp8)",
+        values=dict(_gpt_oss(4), **{"model.moe_router_padding_for_fp8": True}), applies_flex=False,
+        mp_name="bf16_with_fp8_current_scaling_mixed"),
+    "gpt_oss_20b_pretrain_mxfp8_config": dict(
+        hf_id="openai/gpt-oss-20b", shape=_gpt_oss_shape(24, 32), mp_object=True, comm_overlap=False, file=GPT_OSS,
+        lines="l. 824-827 (gpt_oss_20b_pretrain_config l. 33-151, then l. 817-821: bf16_with_mxfp8_mixed(), "
+              "moe_router_padding_for_fp8)",
+        values=dict(_gpt_oss(4), **{"model.moe_router_padding_for_fp8": True}), applies_flex=False,
+        mp=dict(fp8="e4m3", fp8_recipe="mxfp8", fp8_param_gather=True, reuse_grad_buf_for_mxfp8_param_ag=True)),
 }
 # Recipes of Bridge's that the planner does not read, each refused by name with why (megatron_bridge.read): the
 # Qwen3-Next SFT / PEFT ones are not pre-training. Checked at NVIDIA-NeMo/Megatron-Bridge @dc805f5cf (and HEAD
@@ -489,6 +506,34 @@ NOT_TRANSCRIBED = {
         f"{QWEN3_NEXT} l. 288-305: raises NotImplementedError ('PEFT is not currently supported for Qwen3-Next "
         "models')", "use --recipe qwen3_next_80b_a3b_pretrain_config"),
 }
+# the Llama fine-tuning recipes (llama3.py @dc805f5cf; recipes/common.py): the SFT ones build _sft_common (l. 135-232:
+# full fine-tuning of a pretrained checkpoint on SQuAD's packed sequences), the PEFT ones _peft_common (l. 235-339: a
+# LoRA adapter, l. 326, over frozen base weights, which hold no gradients nor optimizer states): the planner prices
+# pre-training, every weight trained, so it transcribes neither
+_SFT = ("l. {}: a full fine-tuning recipe (recipes/common.py _sft_common l. 135-232: a pretrained checkpoint, SQuAD's "
+        "packed sequences); the planner reads the pre-training recipes")
+_PEFT = ("l. {}: a PEFT recipe (recipes/common.py _peft_common l. 235-339: a LoRA adapter, l. 326, over frozen base "
+         "weights, which hold no gradients or optimizer states); the planner prices every weight trained")
+for _name, _line, _why, _base in (
+        ("llama32_1b_sft_config", 1203, _SFT, "llama32_1b"), ("llama32_3b_sft_config", 1314, _SFT, "llama32_3b"),
+        ("llama3_8b_sft_config", 1423, _SFT, "llama3_8b"), ("llama31_8b_sft_config", 1526, _SFT, "llama31_8b"),
+        ("llama3_70b_sft_config", 1629, _SFT, "llama3_70b"), ("llama31_70b_sft_config", 1732, _SFT, "llama31_70b"),
+        ("llama31_405b_sft_config", 1835, _SFT, "llama31_405b"),
+        ("llama32_1b_peft_config", 1957, _PEFT, "llama32_1b"), ("llama32_3b_peft_config", 2070, _PEFT, "llama32_3b"),
+        ("llama3_8b_peft_config", 2183, _PEFT, "llama3_8b"), ("llama31_8b_peft_config", 2299, _PEFT, "llama31_8b"),
+        ("llama3_70b_peft_config", 2415, _PEFT, "llama3_70b"), ("llama31_70b_peft_config", 2531, _PEFT, "llama31_70b"),
+        ("llama31_405b_peft_config", 2647, _PEFT, "llama31_405b")):
+    NOT_TRANSCRIBED[_name] = ("src/megatron/bridge/recipes/llama/llama3.py " + _why.format(_line),
+                              f"use --recipe {_base}_pretrain_config")
+# gpt_oss.py's fine-tuning recipes, likewise (l. 276-862: _sft_common / _peft_common)
+for _name, _line, _why, _base in (
+        ("gpt_oss_20b_sft_config", 276, _SFT, "gpt_oss_20b"), ("gpt_oss_120b_sft_config", 402, _SFT, "gpt_oss_120b"),
+        ("gpt_oss_20b_sft_fp8_current_scaling_config", 528, _SFT, "gpt_oss_20b"),
+        ("gpt_oss_20b_sft_mxfp8_config", 830, _SFT, "gpt_oss_20b"),
+        ("gpt_oss_20b_peft_config", 539, _PEFT, "gpt_oss_20b"), ("gpt_oss_120b_peft_config", 674, _PEFT, "gpt_oss_120b"),
+        ("gpt_oss_20b_peft_fp8_current_scaling_config", 809, _PEFT, "gpt_oss_20b"),
+        ("gpt_oss_20b_peft_mxfp8_config", 839, _PEFT, "gpt_oss_20b")):
+    NOT_TRANSCRIBED[_name] = (f"{GPT_OSS} " + _why.format(_line), f"use --recipe {_base}_pretrain_config")
 # Llama 4: Bridge has no recipe at the pin or at HEAD (recipes/llama/ holds llama2.py and llama3.py at dc805f5cf and
 # 067f987df; llama4_e16.py and llama4_e128.py, whose module-level pretrain_config built Scout (TP 4, EP 16, ETP 4) and
 # Maverick (EP 128), were removed by 5d194b9c1 (#607, 2025-10-03), an ancestor of dc805f5cf): run_recipe.py

@@ -109,9 +109,11 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         if plan.get(f) is not None:
             notes.append(f"{f} {plan[f]:g}: the servers' host (priced in place of hardware {hw_field}); the file cannot "
                          "hold it")
-    if plan.get("optimizer", "adam") != "adam" and fmt != "megatron":  # Megatron-LM's --optimizer muon only
-        raise _refuse(fmt, f"optimizer {plan['optimizer']}: the planner writes Megatron-LM's --optimizer muon only "
-                           "(stack_db megatron runs.optimizers)", "export megatron, or price it with optimizer adam")
+    if plan.get("optimizer", "adam") != "adam" and fmt not in ("megatron", BRIDGE_FMT):
+        # Megatron-LM's --optimizer muon and Megatron-Bridge's optimizer.optimizer muon / dist_muon only
+        raise _refuse(fmt, f"optimizer {plan['optimizer']}: the planner writes Megatron-LM's --optimizer muon and "
+                           "Megatron-Bridge's optimizer.optimizer only (stack_db megatron, megatron-bridge runs.optimizers)",
+                      "export megatron or megatron-bridge, or price it with optimizer adam")
     if plan.get("fp16") and fmt == "torchtitan":  # priced as bf16; the megatron (--fp16) and deepspeed (fp16.enabled) writers spell it
         raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 and "
                            "DeepSpeed's fp16.enabled are the fp16 spellings it writes)",
@@ -2364,7 +2366,7 @@ _BRIDGE_WRITTEN = {
     "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
-    "mtp_layers", "cuda_graph_impl"}
+    "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2399,6 +2401,14 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
                              "deepseek-v2-lite, deepseek-v3, "
                              "qwen3-30b-a3b, qwen3-235b-a22b, qwen3-next-80b-a3b, gpt-oss-20b, gpt-oss-120b), or write the "
                              "Bridge recipe for this model yourself")
+    if not RECIPES[name].mp_object and plan["precision"] == "fp8" and plan.get("fp8_recipe") == "mxfp8":
+        # an MXFP8 plan without fp8_param_gather matches no preset's name (bf16_with_mxfp8_mixed gathers fp8 weights,
+        # training/mixed_precision.py l. 241-253), which a recipe holding mixed_precision as a name takes only: a
+        # recipe of the same model that holds a MixedPrecisionConfig (gpt_oss_20b_pretrain_mxfp8_config), whose
+        # fields the overrides set, where there is one
+        from .megatron_bridge import recipes_for
+
+        name = next((n for n in recipes_for(model) if RECIPES[n].mp_object), name)
     rec = RECIPES[name]
     sig = plan_signature(plan)
     for k in sig:
@@ -2530,8 +2540,29 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
                                  "price it with the tp-cp-dp-pp rank order")
     # the mode's overrides (bridge_sharding.sharding_overrides, which check's suggestions spell too): the flags, the
     # strategy, the checkpoint format it needs, HSDP's instances
-    o += bridge_sharding_overrides(plan)
-    # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export)
+    # the update rule (megatron_bridge.BRIDGE_OPTIMIZERS, _optimizer_job): adam; Muon under DDP (muon) or its
+    # layer-wise distributed optimizer (dist_muon), which Megatron-Core 905c0e386 builds with the distributed
+    # optimizer's flags off (muon.py l. 192-193 raises beside them) and which hands each parameter whole to one rank
+    # (layer_wise_optimizer.py l. 105-155: the plan's optimizer_whole_tensors; 905c0e386 has no precomputed layout)
+    muon = plan.get("optimizer", "adam") == "muon"
+    sharding_o = bridge_sharding_overrides(plan)
+    if muon:
+        if mode not in ("ddp", "distributed_optimizer"):
+            raise _bridge_refuse(f"optimizer muon with sharding mode {mode}: Bridge builds Megatron-Core 905c0e386's Muon "
+                                 "under DDP (optimizer.optimizer=muon) or its layer-wise distributed optimizer (dist_muon) "
+                                 "only (optimizer/muon.py l. 165-355)", "price it with --sharding none or zero1")
+        if mode == "distributed_optimizer" and not plan.get("optimizer_whole_tensors"):
+            raise _bridge_refuse("optimizer muon at zero1 with the layer-wise parameter layout: Megatron-Core 905c0e386's "
+                                 "LayerWiseDistributedOptimizer hands each parameter whole to one rank (layer_wise_"
+                                 "optimizer.py l. 105-155; the layout is Megatron-LM @d98e8a64's)",
+                                 "price it with --optimizer-whole-tensors, or export --format megatron")
+        dist = False
+        sharding_o = [(k, False if k.endswith("use_distributed_optimizer") else v) for k, v in sharding_o]
+    o += sharding_o
+    o.append(("optimizer.optimizer", ("dist_muon" if plan["sharding_mode"] == "distributed_optimizer" else "muon")
+              if muon else "adam"))
+    # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off
+    # under Muon, as NVIDIA's Muon recipe runs it: recipes/kimi/kimi_k2.py @dc805f5cf l. 195-197)
     dpo = bool(plan.get("dp_comm_overlap"))
     ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]
     o += [(f"ddp.{k}", v) for k, v in ddp_ov]

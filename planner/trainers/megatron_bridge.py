@@ -98,7 +98,18 @@ COMMON = {
     # parallel_state.initialize_model_parallel by Bridge's initialize.py @dc805f5cf l. 624 (which asserts their
     # product is cp, parallel_state.py @905c0e386 l. 987-988)
     "model.hierarchical_context_parallel_sizes": None,
+    # the update rule: Megatron-Core 905c0e386 optimizer_config.py l. 209 (optimizer 'adam'), the recipes' own
+    # (recipes/utils/optimizer_utils.py @dc805f5cf distributed_fused_adam_with_cosine_annealing l. 126: "adam");
+    # read by _optimizer_job (muon, dist_muon: BRIDGE_OPTIMIZERS)
+    "optimizer.optimizer": "adam",
 }
+
+# OptimizerConfig.optimizer values the reader reads (training/optim.py @dc805f5cf setup_optimizer l. 69-84: a name
+# without muon or soap builds get_megatron_optimizer, Adam here; muon builds Megatron-Core 905c0e386's
+# get_megatron_muon_optimizer, its LayerWiseDistributedOptimizer where the name holds dist, layer_wise_distributed_
+# optimizer="dist" in the name, l. 83; recipes/utils/optimizer_utils.py l. 68 writes dist_muon) -> (the job's
+# optimizer, the layer-wise distributed optimizer)
+BRIDGE_OPTIMIZERS = {"adam": ("adam", False), "muon": ("muon", False), "dist_muon": ("muon", True)}
 
 # the variants the reader takes as the job's cp_comm_type (planner/cp_comm_type.py) and the writer writes: those of
 # TransformerConfig's docstring (transformer_config.py @905c0e386 l. 807-822; a2a+p2p with the sizes above), not a
@@ -126,6 +137,7 @@ class Recipe(NamedTuple):
     # community licence's form); the Qwen, DeepSeek and openai gpt-oss repositories are public (Apache 2.0 / MIT /
     # DeepSeek licence, no access form)
     hf_gated: bool = False
+    mp_name: str = "bf16_mixed"  # the preset a recipe that holds mixed_precision as a name names (mp_object False)
 
 
 L2 = "src/megatron/bridge/recipes/llama/llama2.py"
@@ -210,9 +222,36 @@ RECIPES = {
     "llama3_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-8B", "l. 225-303", _llama(32, 4096, 14336, 32, False),
         _par(1, 1, None, 2, False, 8192), mp_object=False, comm_overlap=False, hf_gated=True),
+    # the long-context Llama 3 recipes (context parallel > 1): line for line their base recipe's values (8B:
+    # llama3_8b_pretrain_config l. 225-303; 70B: llama3_70b_pretrain_config l. 658-745, its CommOverlapConfig with the
+    # same userbuffers config and bf16_mixed()) but the parallel layout and the length (SEQUENCE_LENGTH_16K 16,384,
+    # _64K 65,536, _128K 131,072, l. 32-34), each set on both model.seq_length and dataset.seq_length; their
+    # pipeline_dtype bfloat16 (the dtype of the stage-to-stage tensors, bf16 as priced). 8B 16K l. 306-384: TP 4, PP 2,
+    # CP 2, SP (l. 323-330); 8B 64K l. 387-465: TP 4, PP 2, CP 4, SP (l. 404-411); 8B 128K l. 468-546: TP 4, PP 2,
+    # CP 8, SP (l. 485-492); 70B 16K l. 748-834: TP 8, PP 2, no VP, CP 2, SP (l. 765-772), comm_overlap l. 827-830,
+    # bf16_mixed() l. 832; 70B 64K l. 837-923: TP 8, PP 4, no VP, CP 8, SP (l. 854-861), comm_overlap l. 916-919,
+    # bf16_mixed() l. 921. The models are the base recipes' (Meta-Llama-3-8B / -70B: no RoPE scaling), so recipe_for,
+    # matching by shape, writes a plan of those models as the base recipe with its overrides
     "llama3_70b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3-70B", "l. 658-745 (comm_overlap l. 737-740, mixed_precision bf16_mixed() l. 743)",
         _llama(80, 8192, 28672, 64, False), _par(4, 4, 5, 2, True, 8192), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192, hf_gated=True),
+    "llama3_8b_16k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 306-384", _llama(32, 4096, 14336, 32, False),
+        _par(4, 2, None, 2, True, 16384), mp_object=False, comm_overlap=False, hf_gated=True),
+    "llama3_8b_64k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 387-465", _llama(32, 4096, 14336, 32, False),
+        _par(4, 2, None, 4, True, 65536), mp_object=False, comm_overlap=False, hf_gated=True),
+    "llama3_8b_128k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-8B", "l. 468-546", _llama(32, 4096, 14336, 32, False),
+        _par(4, 2, None, 8, True, 131072), mp_object=False, comm_overlap=False, hf_gated=True),
+    "llama3_70b_16k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-70B", "l. 748-834 (comm_overlap l. 827-830, mixed_precision bf16_mixed() l. 832)",
+        _llama(80, 8192, 28672, 64, False), _par(8, 2, None, 2, True, 16384), mp_object=True, comm_overlap=True,
+        ub_cfg=UB_H8192, hf_gated=True),
+    "llama3_70b_64k_pretrain_config": Recipe(
+        "meta-llama/Meta-Llama-3-70B", "l. 837-923 (comm_overlap l. 916-919, mixed_precision bf16_mixed() l. 921)",
+        _llama(80, 8192, 28672, 64, False), _par(8, 4, None, 8, True, 65536), mp_object=True, comm_overlap=True,
         ub_cfg=UB_H8192, hf_gated=True),
     "llama31_8b_pretrain_config": Recipe(
         "meta-llama/Meta-Llama-3.1-8B", "l. 931-1011 (mixed_precision bf16_mixed() l. 1011)",
@@ -241,10 +280,11 @@ RECIPES.update({name: Recipe(moe=True, **kw) for name, kw in bridge_moe.MOE_RECI
 # MixedPrecisionConfig defaults l. 35-69 (fp8 None, fp8_recipe tensorwise, fp8_param_gather False, first_last_
 # layers_bf16 False, 0 and 0 layers, grad_reduce_in_fp32 True)
 MP_FIELDS = ("bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather", "first_last_layers_bf16",
-             "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16", "grad_reduce_in_fp32", "fp4")
+             "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16", "grad_reduce_in_fp32", "fp4",
+             "reuse_grad_buf_for_mxfp8_param_ag")
 MP_DEFAULT = {"bf16": False, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param_gather": False,
               "first_last_layers_bf16": False, "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0,
-              "grad_reduce_in_fp32": True, "fp4": None}
+              "grad_reduce_in_fp32": True, "fp4": None, "reuse_grad_buf_for_mxfp8_param_ag": False}
 _BF16 = dict(MP_DEFAULT, bf16=True)
 MP_PRESETS = {
     "bf16_mixed": _BF16,
@@ -253,6 +293,9 @@ MP_PRESETS = {
                                                 first_last_layers_bf16=True, num_layers_at_start_in_bf16=1,
                                                 num_layers_at_end_in_bf16=1),
     "bf16_with_fp8_subchannel_scaling_mixed": dict(_BF16, fp8="hybrid", fp8_recipe="blockwise"),
+    # bf16_with_mxfp8_mixed l. 241-253 (e4m3, mxfp8, fp8_param_gather, reuse_grad_buf_for_mxfp8_param_ag True)
+    "bf16_with_mxfp8_mixed": dict(_BF16, fp8="e4m3", fp8_recipe="mxfp8", fp8_param_gather=True,
+                                  reuse_grad_buf_for_mxfp8_param_ag=True),
 }
 
 # the override keys the reader prices: COMMON's and RECIPES', comm_overlap.* and mixed_precision[.*] (ConfigContainer
@@ -284,8 +327,14 @@ NO_EFFECT.update(bridge_moe.MOE_NO_EFFECT)  # and the MoE recipes' keys without 
 
 def recipe_for(model) -> Optional[str]:
     """The recipe whose model is `model` (a ModelSpec): every shape field equal (no name read); None if none."""
+    return next(iter(recipes_for(model)), None)
+
+
+def recipes_for(model) -> list[str]:
+    """Every recipe whose model is `model`, in RECIPES' order (the base recipe first, then its variants)."""
     from . import _attr
 
+    out = []
     for name, r in RECIPES.items():
         # a layer_pattern model only for a recipe whose shape names its per-layer windows (gpt-oss's) or layers
         # (Qwen3-Next's layer_mixers); all() stops at the first field that differs (num_layers first), so no model's
@@ -293,8 +342,8 @@ def recipe_for(model) -> Optional[str]:
         if (model.layer_pattern is None or {"layer_windows", "layer_mixers"} & set(r.shape)) \
                 and (model.moe is not None) == r.moe \
                 and all(_attr(model, a) == v for a, v in r.shape.items()):
-            return name
-    return None
+            out.append(name)
+    return out
 
 
 class Script(NamedTuple):
@@ -614,8 +663,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg = dict(COMMON)
     cfg.update(rec.values)
     cfg.update(_vocab_values(rec))
-    cfg["mixed_precision"] = "bf16_mixed" if not rec.mp_object else None
-    mp = dict(MP_PRESETS["bf16_mixed"], **(rec.mp or {}))  # bf16_mixed(), as a string or an object, or the recipe's
+    cfg["mixed_precision"] = rec.mp_name if not rec.mp_object else None
+    # bf16_mixed(), as a string or an object, or the recipe's preset (its name) or fields
+    mp = dict(MP_PRESETS[rec.mp_name], **(rec.mp or {}))
     co = {"tp_comm_overlap": rec.co_tp} if rec.comm_overlap else None
     hw = None
     if rec.moe:  # the recipe's own apply_flex_dispatcher_backend, on the launch's GPU (bridge_moe.py)
@@ -688,6 +738,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                            "does not read", _v, source[k]))
         elif k in PROPERTIES:  # below, after the fields
             continue
+        elif (k == "peft" and v is not None) or k.startswith("peft."):
+            # ConfigContainer.peft (training/config.py @dc805f5cf l. 1412; _peft_common's LoRA, recipes/common.py
+            # l. 326): an adapter over frozen base weights, which then hold no gradients nor optimizer states; the
+            # planner prices every weight trained, so it refuses rather than price a full fine-tuning
+            raise PlannerError(f"{wk}{k}={_v(v)}: a PEFT adapter (ConfigContainer.peft, training/config.py l. 1412) "
+                               "trains adapters over frozen base weights (no gradients or optimizer states for them), "
+                               f"which the planner's {FMT} reader does not price", f"drop {k}: the planner prices "
+                               "pre-training, every weight trained")
+        elif k == "peft":
+            ignored.append(listed("ignored", k, v, "no adapter: every weight trained, as priced", _v, source[k]))
         elif k in NO_EFFECT:
             ignored.append(listed("ignored", k, v, NO_EFFECT[k], _v, source[k]))
             cfg[k] = v
@@ -786,12 +846,56 @@ def _cp_job(cfg: dict, job: dict, where: str, ignored: list) -> None:
                               "a2a+p2p only, at context_parallel_size > 1", _v))
 
 
+def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where: str, assumed: list, flag) -> bool:
+    """optimizer.optimizer as the job's optimizer (BRIDGE_OPTIMIZERS); whether it runs the layer-wise distributed
+    optimizer. Muon as Megatron-Core 905c0e386 builds it for Bridge (get_megatron_muon_optimizer, muon.py l. 165-355):
+    refused beside the distributed optimizer (l. 192-193: 'muon with dist optimizer is not supported.'; Bridge keeps
+    ddp. and optimizer.use_distributed_optimizer in step, training/config.py l. 1944-1966, so both must be false),
+    fp16 (l. 195-196) and, not priced here, Megatron-FSDP / torch FSDP2 (Megatron-LM asserts them off, arguments.py
+    @d98e8a64 l. 1738-1739) and the precision-aware optimizer (muon.py l. 207: not supported). muon: every rank holds
+    its momentum (the job's optimizer muon under DDP, memory.py [mu]); dist_muon: LayerWiseDistributedOptimizer
+    (l. 343-354), which at 905c0e386 hands each parameter whole to one dp x cp rank, sorted by size in ping-pong order
+    (layer_wise_optimizer.py l. 105-150; no precomputed layout, which Megatron-LM @d98e8a64 added): the megatron
+    stack's zero1 Muon on its legacy path (optimizer_whole_tensors, --no-use-layer-wise-param-layout)."""
+    opt = cfg["optimizer.optimizer"]
+    if not isinstance(opt, str) or opt not in BRIDGE_OPTIMIZERS:
+        raise PlannerError(f"{where}optimizer.optimizer={_shown(opt)}: not an optimizer the planner's {FMT} reader prices",
+                           f"valid: {', '.join(BRIDGE_OPTIMIZERS)} (training/optim.py @dc805f5cf l. 69-84)")
+    name, layer_wise = BRIDGE_OPTIMIZERS[opt]
+    if name == "adam":
+        return False
+    if dist:
+        raise PlannerError(f"{where}optimizer.optimizer={opt} with the distributed optimizer (ddp. / optimizer."
+                           "use_distributed_optimizer true, the recipes' value): Megatron-Core 905c0e386 raises 'muon with "
+                           "dist optimizer is not supported.' (optimizer/muon.py l. 192-193)",
+                           "add ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false"
+                           + ("" if layer_wise else " (optimizer.optimizer=dist_muon shards Muon layer-wise)"))
+    if fsdp:
+        raise PlannerError(f"{where}optimizer.optimizer={opt} under Megatron-FSDP or torch FSDP2: not priced (Megatron-LM "
+                           "asserts emerging optimizers off them, arguments.py @d98e8a64 l. 1738-1739)",
+                           "use Muon with DDP (muon) or its layer-wise distributed optimizer (dist_muon)")
+    if flag("optimizer.use_precision_aware_optimizer"):
+        raise PlannerError(f"{where}optimizer.optimizer={opt} with optimizer.use_precision_aware_optimizer=true: Megatron-Core "
+                           "905c0e386's Muon does not support the precision-aware optimizer (optimizer/muon.py l. 207)",
+                           "add optimizer.use_precision_aware_optimizer=false")
+    if mp.get("fp16"):  # (refused below for every optimizer too)
+        raise PlannerError(f"{where}optimizer.optimizer={opt} with fp16: muon.py @905c0e386 l. 195-196 raises",
+                           "use a bf16 preset")
+    job["optimizer"] = "muon"
+    if layer_wise:
+        job["sharding_mode"], job["sharding"], job["optimizer_whole_tensors"] = "distributed_optimizer", "zero1", True
+        assumed.append(f"optimizer.optimizer={opt}: Muon's LayerWiseDistributedOptimizer (muon.py @905c0e386 l. 343-354), "
+                       "each parameter whole on one dp x cp rank by size in ping-pong order (layer_wise_optimizer.py "
+                       "l. 105-150), priced as the megatron stack's zero1 Muon on its legacy path (optimizer_whole_tensors)")
+    return layer_wise
+
+
 def _recipe_values(cfg: dict, mp: dict, co, rec: Recipe) -> dict:
     """The recipe's values of the keys the reader reads, by dot path (what Hydra's ~ and + check against): its
     ConfigContainer values, mixed_precision (a preset's name, or a MixedPrecisionConfig and its fields) and
     comm_overlap (None, or a CommOverlapConfig and its fields)."""
     base = dict(cfg)
-    base["mixed_precision"] = dict(mp) if rec.mp_object else "bf16_mixed"
+    base["mixed_precision"] = dict(mp) if rec.mp_object else rec.mp_name
     base.update({f"mixed_precision.{f}": x for f, x in mp.items()} if rec.mp_object else {})
     base["comm_overlap"] = dict(co) if co is not None else None
     base.update({f"comm_overlap.{f}": co.get(f) for f in CO_TYPES} if co is not None else {})
@@ -901,7 +1005,7 @@ def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tup
 MP_TYPES = {"bf16": (bool, False), "fp16": (bool, False), "fp8": (str, True), "fp8_recipe": (str, False),
             "fp8_param_gather": (bool, False), "first_last_layers_bf16": (bool, False),
             "num_layers_at_start_in_bf16": (int, False), "num_layers_at_end_in_bf16": (int, False),
-            "grad_reduce_in_fp32": (bool, False), "fp4": (str, True)}
+            "grad_reduce_in_fp32": (bool, False), "fp4": (str, True), "reuse_grad_buf_for_mxfp8_param_ag": (bool, False)}
 CO_TYPES = {"tp_comm_overlap": (bool, False), "overlap_p2p_comm": (bool, True), "batch_p2p_comm": (bool, True),
             "overlap_grad_reduce": (bool, True), "overlap_param_gather": (bool, True), "bucket_size": (int, True),
             "overlap_moe_expert_parallel_comm": (bool, True), "delay_wgrad_compute": (bool, True)}
@@ -1258,8 +1362,15 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     else:
         job["sharding_mode"] = "distributed_optimizer" if dist else "ddp"
         job["sharding"] = "zero1" if dist else "none"
+    layer_wise = _optimizer_job(cfg, job, dist, mfsdp or fsdp2, mp, where, assumed, flag)
     job["dp_comm_overlap"] = flag("ddp.overlap_grad_reduce")
-    if flag("ddp.overlap_param_gather") and not dist:
+    if flag("ddp.overlap_param_gather") and layer_wise:
+        # the layer-wise optimizer's async all-gather (muon.py @905c0e386 l. 347-354: async_allgather=config.
+        # overlap_param_gather): priced as the megatron stack prices its legacy path's (step._layerwise_gather)
+        assumed.append("ddp.overlap_param_gather=true: the layer-wise optimizer's parameter all-gather deferred to the "
+                       "forward (muon.py @905c0e386 l. 347-354), priced as the megatron stack's whole-tensor path's "
+                       "(step._layerwise_gather: per-bucket gathers where the DP overlap is on)")
+    elif flag("ddp.overlap_param_gather") and not dist:
         ignored.append(listed("ignored", "ddp.overlap_param_gather", True, "no distributed optimizer: nothing to gather"))
     if job["pp"] > 1 and vpp > 1 and not flag("model.overlap_p2p_comm"):
         job["pp_p2p_overlap"] = False
@@ -1326,6 +1437,15 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["fp8_recipe"] = mp["fp8_recipe"]
         if mp["fp8_param_gather"]:
             job["fp8_param_gather"] = True
+            if mp["fp8_recipe"] == "mxfp8" and mp["reuse_grad_buf_for_mxfp8_param_ag"]:
+                # Megatron-Core then gathers the MXFP8 weights through the gradient buffer (the preset's own setting,
+                # mixed_precision.py @dc805f5cf l. 241-253): the separate parameter buffer priced is not there
+                not_modelled.append(listed("not_modelled", "mixed_precision.reuse_grad_buf_for_mxfp8_param_ag", True,
+                                           "the MXFP8 weights gathered through the gradient buffer: priced with a "
+                                           "buffer of their own"))
+        elif mp["reuse_grad_buf_for_mxfp8_param_ag"]:
+            ignored.append(listed("ignored", "mixed_precision.reuse_grad_buf_for_mxfp8_param_ag", True,
+                                  "no fp8_param_gather: nothing gathered through the gradient buffer"))
         if mp["first_last_layers_bf16"]:
             job["bf16_layers_at_start"] = int(mp["num_layers_at_start_in_bf16"])
             job["bf16_layers_at_end"] = int(mp["num_layers_at_end_in_bf16"])

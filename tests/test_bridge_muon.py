@@ -1,0 +1,120 @@
+"""Muon on Megatron-Bridge (issue 22): optimizer.optimizer muon / dist_muon read and written, priced as the megatron
+stack prices Megatron's Muon (memory.py [mu]).
+
+Bridge's setup_optimizer (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf training/optim.py l. 69-84) builds Megatron-Core
+905c0e386's get_megatron_muon_optimizer for a name holding muon, its LayerWiseDistributedOptimizer where the name holds
+dist; Muon raises beside the distributed optimizer (optimizer/muon.py l. 192-193), which Bridge keeps in step on its
+ddp and optimizer sides (training/config.py l. 1944-1966), so a Muon launch turns both off, as NVIDIA's Kimi-K2
+recipe does (recipes/kimi/kimi_k2.py l. 195-197). At 905c0e386 the layer-wise optimizer hands each parameter whole to
+one rank (layer_wise_optimizer.py l. 105-155): the megatron stack's optimizer_whole_tensors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.trainers import load_trainer_config
+from planner.trainers.export import plan_signature
+
+from conftest import assert_one_error, explain_job
+
+RUN = "scripts/training/run_recipe.py"
+OFF = "ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false ddp.overlap_param_gather=false"
+
+
+def _launch(tmp_path, *overrides, name="launch.sh"):
+    f = tmp_path / name
+    f.write_text(f"torchrun --nproc_per_node 8 {RUN} --recipe llama3_8b_pretrain_config model.context_parallel_size=1 "
+                 f"{' '.join(overrides)}\n")
+    return f
+
+
+def test_muon_under_ddp_by_hand(cli, tmp_path):
+    """llama3_8b_pretrain_config on 8 GPUs at CP 1 with optimizer.optimizer=muon and the distributed optimizer off:
+    DDP, every rank holds every state. Llama 3 8B's 8,030,261,248 parameters: the word embedding and the output
+    layer (128,256 x 4,096 = 525,336,576 each, untied) and the 65 RMSNorm weights (32 x 2 + 1, 4,096 each: 266,240)
+    keep Adam (get_megatron_muon_optimizer takes 2-D non-embedding weights only, muon.py @905c0e386 l. 251-255); the
+    other 6,979,321,856 are 2-D hidden matrices with one fp32 momentum. Optimizer bytes: the fp32 master of every
+    parameter (4 x 8,030,261,248 = 32,121,044,992), Muon's momentum (4 x 6,979,321,856 = 27,917,287,424) and Adam's
+    m and v on the rest (8 x 1,050,939,392 = 8,407,515,136): 68,445,847,552 B, as the megatron stack's job prices it."""
+    f = _launch(tmp_path, "optimizer.optimizer=muon", OFF)
+    j = load_trainer_config(f, hardware="h100-sxm").job
+    assert (j["optimizer"], j["sharding_mode"], j["sharding"], j.get("optimizer_whole_tensors")) == \
+        ("muon", "ddp", "none", None)
+    js = json.loads(cli("explain", f, "--format", "json", "-q").stdout)
+    n, emb, norms = 8_030_261_248, 128_256 * 4096, 65 * 4096
+    muon = n - 2 * emb - norms
+    assert muon == 6_979_321_856
+    assert js["memory"]["optimizer_bytes"] == 4 * n + 4 * muon + 8 * (2 * emb + norms) == 68_445_847_552
+    _, _, _, mg = explain_job(model="llama3-8b", gpus=8, global_batch=512, micro_batch=1, seq_len=8192,
+                              sharding="none", optimizer="muon", stack="megatron")
+    assert mg["memory"]["optimizer_bytes"] == js["memory"]["optimizer_bytes"]
+
+
+def test_dist_muon_is_the_layer_wise_optimizer_on_whole_tensors(cli, tmp_path):
+    """optimizer.optimizer=dist_muon: the layer-wise distributed optimizer (zero1, whole tensors), the same memory
+    as the megatron stack's Muon at zero1 on its legacy path (--no-use-layer-wise-param-layout); ddp.overlap_param_
+    gather (its async all-gather, not priced) is noted, not dropped."""
+    f = _launch(tmp_path, "optimizer.optimizer=dist_muon",
+                "ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false")
+    cfg = load_trainer_config(f, hardware="h100-sxm")
+    j = cfg.job
+    assert (j["optimizer"], j["sharding_mode"], j["sharding"], j["optimizer_whole_tensors"]) == \
+        ("muon", "distributed_optimizer", "zero1", True)
+    assert any("overlap_param_gather=true: the layer-wise optimizer's parameter all-gather" in a for a in cfg.assumed)
+    js = json.loads(cli("explain", f, "--format", "json", "-q").stdout)
+    _, _, _, mg = explain_job(model="llama3-8b", gpus=8, global_batch=512, micro_batch=1, seq_len=8192,
+                              sharding="zero1", optimizer="muon", optimizer_whole_tensors=True, stack="megatron")
+    assert js["memory"]["optimizer_bytes"] == mg["memory"]["optimizer_bytes"]
+    # sharded: below the DDP Muon's 68,445,847,552 B
+    assert js["memory"]["optimizer_bytes"] < 68_445_847_552
+
+
+@pytest.mark.parametrize("line,needles", [
+    # the recipes' distributed optimizer left on: muon.py @905c0e386 l. 192-193 raises
+    ("optimizer.optimizer=muon", ["muon with dist optimizer is not supported", "hint: add ddp.use_distributed_optimizer=false"]),
+    ("optimizer.optimizer=sgd " + OFF, ["optimizer.optimizer='sgd'", "valid: adam, muon, dist_muon"]),
+    ("optimizer.optimizer=muon dist.use_torch_fsdp2=true " + OFF, ["under Megatron-FSDP or torch FSDP2"]),
+    ("optimizer.optimizer=muon optimizer.use_precision_aware_optimizer=true " + OFF, ["precision-aware optimizer"]),
+])
+def test_muon_refusals(cli, tmp_path, line, needles):
+    assert_one_error(cli("explain", _launch(tmp_path, line)), *needles)
+
+
+@pytest.mark.parametrize("args,written", [
+    (["--sharding", "none"], "optimizer.optimizer=muon"),
+    (["--sharding", "zero1", "--optimizer-whole-tensors"], "optimizer.optimizer=dist_muon"),
+])
+def test_muon_export_round_trip(cli, tmp_path, args, written):
+    """export --format megatron-bridge of a Muon plan writes optimizer.optimizer with the distributed optimizer's
+    flags off, and reads back as the same plan with the same memory."""
+    job = ["--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge", "--optimizer", "muon",
+           "--no-tp-comm-overlap", *args]
+    out = tmp_path / "muon.sh"
+    r = cli("export", *job, "--format", "megatron-bridge", "-o", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    text = out.read_text()
+    for line in (written, "ddp.use_distributed_optimizer=false", "optimizer.use_distributed_optimizer=false",
+                 "ddp.overlap_param_gather=false"):
+        assert f"    {line} \\\n" in text
+    a = json.loads(cli("explain", *job, "--format", "json", "-q").stdout)
+    b = json.loads(cli("explain", out, "--format", "json", "-q").stdout)
+    assert plan_signature(b["plan"]) == plan_signature(a["plan"])
+    assert b["memory"]["total_bytes"] == a["memory"]["total_bytes"]
+
+
+def test_muon_export_refuses_the_layout_bridge_lacks(cli):
+    """Muon at zero1 with the precomputed layer-wise layout (Megatron-LM @d98e8a64's default) is not what
+    Megatron-Core 905c0e386 runs: refused, naming the option that prices what Bridge runs."""
+    r = cli("export", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge", "--optimizer", "muon",
+            "--sharding", "zero1", "--no-tp-comm-overlap", "--format", "megatron-bridge")
+    assert_one_error(r, "layer-wise parameter layout", "hint: price it with --optimizer-whole-tensors")
+
+
+def test_adam_is_written_too(cli, tmp_path):
+    """The writer writes the update rule over the recipe's for every plan: adam where the plan prices Adam."""
+    out = tmp_path / "adam.sh"
+    assert cli("export", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge", "--sharding", "zero1",
+               "--no-tp-comm-overlap", "--format", "megatron-bridge", "-o", out, "-q").exit_code == 0
+    assert "    optimizer.optimizer=adam \\\n" in out.read_text()
