@@ -1741,7 +1741,8 @@ MDS_FORK_FLAGS = {
     "--checkpoint-activations": 864, "--checkpoint-num-layers": 871, "--train-iters": 873, "--train-samples": 877,
     "--no-masked-softmax-fusion": 899, "--no-bias-gelu-fusion": 904, "--no-bias-dropout-fusion": 907,
     "--disable-bias-linear": 937, "--no-pipeline-parallel": 954, "--sequence-parallel": 972,
-    "--no-gradient-accumulation-fusion": 986, "--fp16": 1111, "--bf16": 1113, "--attention-softmax-in-fp32": 1132,
+    "--no-gradient-accumulation-fusion": 986, "--fp16": 1111, "--bf16": 1113, "--no-query-key-layer-scaling": 1129,
+    "--attention-softmax-in-fp32": 1132,
     "--tensor-model-parallel-size": 1149, "--pipeline-model-parallel-size": 1154, "--empty-unused-memory-level": 1201,
     "--vocab-size": 1269, "--seq-length": 1278, "--transformer-impl": 516, "--zero-stage": 1487,
     "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526, "--cpu-optimizer": 948,
@@ -1916,7 +1917,8 @@ MDS2021_FLAGS = {
     "--hidden-dropout": 346, "--micro-batch-size": 370, "--global-batch-size": 377, "--rampup-batch-size": 384,
     "--checkpoint-activations": 396,
     "--train-iters": 405, "--train-samples": 409, "--no-masked-softmax-fusion": 422, "--no-bias-gelu-fusion": 427,
-    "--no-bias-dropout-fusion": 430, "--cpu-optimizer": 439, "--fp16": 536, "--attention-softmax-in-fp32": 557,
+    "--no-bias-dropout-fusion": 430, "--cpu-optimizer": 439, "--fp16": 536, "--no-query-key-layer-scaling": 554,
+    "--attention-softmax-in-fp32": 557,
     "--tensor-model-parallel-size": 574, "--pipeline-model-parallel-size": 576, "--vocab-file": 636, "--merge-file": 638,
     "--seq-length": 643, "--zero-stage": 772, "--deepspeed-activation-checkpointing": 809, "--partition-activations": 811,
     "--deepspeed": 0, "--deepspeed_config": 0,
@@ -1928,7 +1930,8 @@ BIGSCIENCE_FLAGS_AT = {
     "--micro-batch-size": 482, "--global-batch-size": 489, "--rampup-batch-size": 496, "--checkpoint-activations": 508,
     "--train-iters": 517,
     "--train-samples": 521, "--no-masked-softmax-fusion": 537, "--no-bias-gelu-fusion": 542, "--no-bias-dropout-fusion": 545,
-    "--cpu-optimizer": 558, "--pp-partition-method": 572, "--glu-activation": 399, "--fp16": 670, "--bf16": 672, "--attention-softmax-in-fp32": 691,
+    "--cpu-optimizer": 558, "--pp-partition-method": 572, "--glu-activation": 399, "--fp16": 670, "--bf16": 672,
+    "--no-query-key-layer-scaling": 688, "--attention-softmax-in-fp32": 691,
     "--tensor-model-parallel-size": 708, "--pipeline-model-parallel-size": 710, "--vocab-file": 872,
     "--merge-file": 874, "--seq-length": 879,
     "--tokenizer-type": 900, "--tokenizer-name-or-path": 907, "--zero-stage": 1018,
@@ -2303,6 +2306,15 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
         raise _refuse(F, f"attention {plan['attention']}: Megatron-DeepSpeed @f4157bea runs CoreAttention or a "
                          "FlashAttention kernel (--use-flash-attn*, megatron/arguments.py l. 927-935)",
                       "price it with attention eager or flash")
+    if plan.get("attention") == "eager" and plan.get("attention_softmax_in_fp32") is False:
+        # the eager core's 16-bit softmax (memory.py [sm]): every fork runs it in fp32 under query-key layer scaling, on
+        # by default, so false is --no-query-key-layer-scaling without --attention-softmax-in-fp32 (@f4157bea
+        # megatron/arguments.py l. 1129-1135, transformer.py CoreAttention l. 245-248; megatron_deepspeed._softmax_fp32,
+        # which reads it back); true is the forks' default, nothing written
+        args.append(("--no-query-key-layer-scaling", None))
+        notes.append("attention_softmax_in_fp32 false: written as --no-query-key-layer-scaling (Megatron-DeepSpeed runs "
+                     "the eager core's softmax in fp32 whenever query-key layer scaling is on, its default); the scores "
+                     "are computed without the 1 / layer-number pre-scale that the softmax multiplies back (numerics only)")
     if no_pipe:
         args.append(("--no-pipeline-parallel", None))
     if plan.get("partition_activations"):  # memory.py [pa]: the reader's partition_activations (megatron_deepspeed.py)

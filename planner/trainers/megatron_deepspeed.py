@@ -144,6 +144,7 @@ MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipelin
                   "--deepspeed-activation-checkpointing", "--partition-activations", "--contigious-checkpointing",
                   "--checkpoint-in-cpu", "--synchronize-each-layer", "--profile-backward", "--cpu-optimizer",
                   "--zero-reduce-scatter", "--zero-contigious-gradients", "--use-pin-memory", "--no-query-key-layer-scaling",
+                  "--attention-softmax-in-fp32",  # both read here (_softmax_fp32), not by the Megatron reader
                   "--ds_fused_adam", "--cpu_torch_adam",
                   *("--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
                     "--use-flash-attn-builder"),
@@ -217,7 +218,6 @@ MDS_IGNORED = {
     "--zero-reduce-bucket-size": "not read by the engine: the JSON's zero_optimization configures ZeRO",
     "--zero-allgather-bucket-size": "not read by the engine: the JSON's zero_optimization configures ZeRO",
     "--use-pin-memory": "pinned host memory for ZeRO-3 parameters initialised on the host (--remote-device)",
-    "--no-query-key-layer-scaling": "the attention scores' scaling factor: numerics only",
     "--ds_fused_adam": f"DeepSpeed's FusedAdam in place of apex's ({MDS_COMMIT} megatron/optimizer/__init__.py l. 96-105): "
                        "both multi-tensor kernels, no step temporaries (stack_db megatron-deepspeed "
                        "memory.optimizer_default fused)",
@@ -846,6 +846,7 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
                        f"fork's ({BIGSCIENCE_COMMIT} megatron/arguments.py; none in {MDS_COMMIT} megatron/arguments.py, "
                        "whose parse_args refuses an unknown flag, l. 58-60): the fork as BLOOM ran it "
                        "(stack_db/megatron-deepspeed-bigscience.yaml)")
+    _softmax_fp32(cfg, ds, flash, ignored, assumed)
     job.pop("sync_tp_duplicated_parameters", None)
     if "--sync-tp-duplicated-parameters" in ds:  # BigScience's fork [3]: _bigscience's note (step.tp_comm [sy])
         job["sync_tp_duplicated_parameters"] = True
@@ -869,6 +870,46 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
         ignored.append(f"{jw}zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule, "
                        "Megatron-DeepSpeed's GPTModelPipe without --no-pipeline-parallel: microsoft/DeepSpeed @38327e07 "
                        "deepspeed/runtime/engine.py l. 1639-1642; dp_comm_overlap false)")
+
+
+# where each fork adds the two flags and its CoreAttention forces the fp32 softmax under query-key layer scaling
+SOFTMAX_FP32_AT = {"megatron-deepspeed": f"{MDS_COMMIT} megatron/arguments.py l. 1129-1135, megatron/model/transformer.py "
+                                         "CoreAttention l. 245-248, 274-280",
+                   STACK_2021: f"{MDS2021_COMMIT} megatron/arguments.py l. 554-560, megatron/model/transformer.py "
+                               "ParallelAttention l. 123-126",
+                   BIGSCIENCE_STACK: "bigscience-workshop/Megatron-DeepSpeed @497aa1bf (and @8387ae17) megatron/arguments.py "
+                                     "l. 688-694, megatron/model/transformer.py ParallelAttention l. 133-136"}
+
+
+def _softmax_fp32(cfg, ds: dict, flash: list, ignored: list, assumed: list) -> None:
+    """The job's attention_softmax_in_fp32 (planner/memory.py [sm]) as every Megatron-DeepSpeed fork sets it
+    (SOFTMAX_FP32_AT): the eager core attention builds FusedScaleMaskSoftmax with softmax_in_fp32 =
+    --attention-softmax-in-fp32 (store_true, default false) or apply_query_key_layer_scaling, which is on unless
+    --no-query-key-layer-scaling (store_false): so true without either flag (the forks' default), false only with
+    --no-query-key-layer-scaling alone (its torch softmax, where it runs, in the 16-bit input dtype; microsoft
+    @f4157bea megatron/model/fused_softmax.py forward_torch_softmax l. 192-207). Listed as assumed where neither
+    flag says it outright; under a FlashAttention kernel (no CoreAttention) both flags are listed as ignored. The
+    Megatron reader's own reading (Megatron-LM's default false, its --transformer-impl local rule) is replaced."""
+    job = cfg.job
+    job.pop("attention_softmax_in_fp32", None)
+    cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith("attention_softmax_in_fp32=")]
+    given = [f for f in ("--attention-softmax-in-fp32", "--no-query-key-layer-scaling") if f in ds]
+    at = SOFTMAX_FP32_AT[job["stack"]]
+    if flash:
+        for f in given:
+            ignored.append(_flag_note(f, True, f"read by the eager core attention's softmax only ({at}); {flash[0]} "
+                                               "runs a FlashAttention kernel"))
+        return
+    scaling = "--no-query-key-layer-scaling" not in ds
+    job["attention_softmax_in_fp32"] = scaling or "--attention-softmax-in-fp32" in ds
+    if "--attention-softmax-in-fp32" in ds:
+        return
+    assumed.append("attention_softmax_in_fp32=true: no --no-query-key-layer-scaling: query-key layer scaling, on by "
+                   "default, runs the eager core's masking and softmax in fp32, its fp32 output saved where the torch "
+                   f"softmax runs ({at})" if scaling else
+                   "attention_softmax_in_fp32=false: --no-query-key-layer-scaling without --attention-softmax-in-fp32 "
+                   "(store_true, default false): the eager core's torch softmax, where it runs, in the 16-bit input "
+                   f"dtype ({at})")
 
 
 def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
