@@ -2148,8 +2148,12 @@ def stack_args(d: dict, stack) -> list[str]:
         args.append("--fp8-grouped-experts" if fge else "--no-fp8-grouped-experts")
     for key, flag in (("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
                       ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
-        if d.get(key):
-            args.append(flag)
+        # where it differs from the stack's default (StackDefaults.account_for_*: torchtitan's end weights 1, which
+        # plan._split_defaults gives a job that leaves them out); a loss end of more layers is its own option below
+        if key.startswith("account_for_loss") and (d.get("loss_layers_in_pipeline_split") or 0) > 1:
+            continue
+        if bool(d.get(key)) != bool(getattr(stack.defaults, key)):
+            args.append(flag if d.get(key) else "--no-" + flag[2:])
     for key, flag in (("first_stage_layers", "--first-stage-layers"), ("last_stage_layers", "--last-stage-layers")):
         if d.get(key):  # the row's placement of the left-over layers (space.stage_placements), or the job's
             args += [flag, str(d[key])]
