@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 TOML = Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml"
-NO_ENDS = ("--no-account-for-embedding-in-pipeline-split", "--no-account-for-loss-in-pipeline-split")
+NO_ENDS = ("--no-account-for-embedding", "--no-account-for-loss")
 # the plan of TOML at tp 2, pp 4 on 64 GPUs, as options: dp_shard -1 = 64 / (2 x 4) = 8, global_batch_size -1 =
 # local 1 x 8, pipeline_parallel_microbatch_size default 1, selective op AC, compile off, 1,000 steps x 8 x 8192 tokens
 PLAIN = ("--model", "llama3-8b", "--stack", "torchtitan", "--gpus", "64", "--tp", "2", "--pp", "4", "--dp", "8",

@@ -426,7 +426,7 @@ def _field_adapter(name: str):
 
 
 SplitEmbOption = typer.Option(
-    None, "--account-for-embedding-in-pipeline-split/--no-account-for-embedding-in-pipeline-split",
+    None, "--account-for-embedding-in-pipeline-split/--no-account-for-embedding",
     help="count the embedding as a layer of the pipeline split (Megatron-Core; the first chunk holds a layer fewer) "
          "(default: the stack's: on for torchtitan, whose pipeline_parallel_first_stage_less_layers is 1, off elsewhere)")
 MtpLayersOption = typer.Option(
@@ -461,7 +461,7 @@ FitEpOverlapOption = typer.Option(
          "--overlap-moe-expert-parallel-comm) (default: on where the stack has it, priced on the plans it runs "
          "with: ep > 1, vpp > 1 when pp > 1, no full recompute)")
 SplitLossOption = typer.Option(
-    None, "--account-for-loss-in-pipeline-split/--no-account-for-loss-in-pipeline-split",
+    None, "--account-for-loss-in-pipeline-split/--no-account-for-loss",
     help="count the output layer and loss as a layer of the pipeline split (the last chunk holds a layer fewer) "
          "(default: the stack's: on for torchtitan, whose pipeline_parallel_last_stage_less_layers is 1, off elsewhere)")
 MicrobatchGroupOption = typer.Option(
