@@ -1241,6 +1241,14 @@ def _split_whose(stack: Stack | None, code: int) -> str | None:
                                       "planner/pipeline.py [11]"}.get(code)
 
 
+def _per_stage(model: ModelSpec, job: Job, plan: PlanArrays) -> str:
+    """The transformer layers each pipeline stage holds (pipeline.chunk_layers, chunk j on stage j mod pp), listed."""
+    from .pipeline import chunk_layers
+
+    chunks = chunk_layers(model.num_layers, job.pp, job.vpp, int(plan.split_emb), int(plan.split_loss), int(plan.split_front))
+    return ", ".join(str(sum(chunks[s::job.pp])) for s in range(job.pp))
+
+
 def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list, stack: Stack | None = None) -> None:
     """Say how the layers fall on the pipeline stages where the split is uneven or counts the
     embedding / loss as layers (pipeline.stage_layers), naming whose split it is: the stack's
@@ -1271,6 +1279,10 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
             + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers{placed})"
                if stack is not None and stack.pipeline_ends_as_layers else
                f"(Megatron-Core --pipeline-model-parallel-layout{placed})" if n_loss > 1 else
+               f"({whose}, over the embedding and the output layer as a unit each: the trainer's end weights, by "
+               f"default {stack.origin} defaults.account_for_*_in_pipeline_split; per stage {_per_stage(model, job, plan)})"
+               if whose and stack is not None and (stack.defaults.account_for_embedding_in_pipeline_split
+                                                   or stack.defaults.account_for_loss_in_pipeline_split) else
                f"({whose}, over the embedding and the output layer as a unit each: DeepSpeed's partition_method "
                "'type:transformer|embedding')" if whose else
                f"(Megatron-Core account_for_*_in_pipeline_split{placed})")
@@ -2337,6 +2349,27 @@ def _loss_end_holds(job: Job, model: ModelSpec, where: str) -> None:
                            "with multi-token prediction modules, Megatron's layout 'm...L')")
 
 
+def _split_defaults(job: Job, stack, inherited: list) -> Job:
+    """The job with the pipeline-split ends it leaves out taken from the stack's defaults
+    (StackDefaults.account_for_*: torchtitan counts the embedding and the output layer as a layer
+    each unless its config says 0, job_config.py @e347b1e5e l. 377, 383). A value the job gives,
+    false included, is kept; the loss end is the job's where it gives loss_layers_in_pipeline_split.
+    Listed as inherited where they place anything (pp > 1); at pp 1 they are carried unlisted, as
+    torchtitan's config carries them unread (and as the TOML reader does)."""
+    d, given = stack.defaults, job.model_fields_set
+    update = {}
+    if d.account_for_embedding_in_pipeline_split and "account_for_embedding_in_pipeline_split" not in given:
+        update["account_for_embedding_in_pipeline_split"] = True
+    if (d.account_for_loss_in_pipeline_split and "account_for_loss_in_pipeline_split" not in given
+            and job.loss_layers_in_pipeline_split is None):
+        update["account_for_loss_in_pipeline_split"] = True
+    if not update:
+        return job
+    if job.pp > 1:
+        inherited.extend(update.items())
+    return job.model_copy(update=update)
+
+
 def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str, *, gbs: int, dp: int,
                   shard: int) -> tuple[Job, int, str, int]:
     """(job, micro-batch, sharding level, shard group) with what the job leaves out taken from the stack and listed
@@ -2351,6 +2384,8 @@ def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str
         ends = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
         inherited.extend((f, True) for f in ends if not getattr(job, f))
         job = job.model_copy(update={f: True for f in ends})
+    else:
+        job = _split_defaults(job, stack, inherited)
     if model.moe is not None and job.etp is None and job.ep > 1 and stack.runs is not None and stack.runs.etp_one_under_ep:
         # the stack's experts shard over the EP mesh alone under EP (stack_db runs.etp_one_under_ep: torchtitan
         # 0.3.0's sparse mesh pp, dp_replicate, efsdp, ep has no expert-TP axis)

@@ -2039,6 +2039,18 @@ class StackDefaults(BaseModel):
     moe_pad_to_capacity: Optional[bool] = Field(
         default=None, description="with a capacity factor, whether every expert's input is padded to it when the job "
                                   "does not say (job moe_pad_to_capacity); null: false")
+    account_for_embedding_in_pipeline_split: bool = Field(
+        default=False, description="the pipeline split a job that leaves account_for_embedding_in_pipeline_split out "
+                                   "runs: true where the trainer's own default counts the embedding as a layer of the "
+                                   "split (torchtitan's pipeline_parallel_first_stage_less_layers = 1), false where it "
+                                   "counts it only on a flag (Megatron-Core's --account-for-embedding-in-pipeline-split). "
+                                   "A job's value, false included, wins (plan._job_defaults); unlike "
+                                   "Stack.pipeline_ends_as_layers the trainer has a setting that turns it off; cite it "
+                                   "in sources")
+    account_for_loss_in_pipeline_split: bool = Field(
+        default=False, description="as account_for_embedding_in_pipeline_split, for the output layer and the loss "
+                                   "(torchtitan's pipeline_parallel_last_stage_less_layers = 1); a job that gives "
+                                   "loss_layers_in_pipeline_split keeps its own")
     chunked_loss: bool = Field(
         default=False, description="the loss a job that leaves chunked_loss out runs: true, the stack's chunked "
                                    "cross-entropy (memory.chunked_loss_chunks must be set; torchtitan 0.3.0's config "

@@ -2146,10 +2146,16 @@ def stack_args(d: dict, stack) -> list[str]:
     fge = d.get("fp8_grouped_experts")  # the row's routed experts (fit searches them: space.variant_choices)
     if fge is not None and bool(fge) != bool(stack.defaults.fp8_grouped_experts):
         args.append("--fp8-grouped-experts" if fge else "--no-fp8-grouped-experts")
-    for key, flag in (("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
-                      ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
-        if d.get(key):
-            args.append(flag)
+    for key, flag, off in (("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split",
+                            "--no-account-for-embedding"),
+                           ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split",
+                            "--no-account-for-loss")):
+        # where it differs from the stack's default (StackDefaults.account_for_*: torchtitan's end weights 1, which
+        # plan._split_defaults gives a job that leaves them out); a loss end of more layers is its own option below
+        if key.startswith("account_for_loss") and (d.get("loss_layers_in_pipeline_split") or 0) > 1:
+            continue
+        if bool(d.get(key)) != bool(getattr(stack.defaults, key)):
+            args.append(flag if d.get(key) else off)
     for key, flag in (("first_stage_layers", "--first-stage-layers"), ("last_stage_layers", "--last-stage-layers")):
         if d.get(key):  # the row's placement of the left-over layers (space.stage_placements), or the job's
             args += [flag, str(d[key])]

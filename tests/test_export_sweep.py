@@ -44,14 +44,23 @@ def _round_trip(**kw) -> str:
 
 
 def test_deepseek_v3_pp8_explain_and_export_agree():
-    """61 layers on pp 8 (no counted ends): torchtitan's stages hold 8, 8, 8, 8, 8, 7, 7, 7 layers
-    (generate_llm_fqn_per_model_part: 61 // 8 = 7, the first 61 % 8 = 5 one more), what the
-    planner prices and what layers_per_stage 8 (ceil(61 / 8) = 8 stages) spells."""
-    text = _round_trip(model="deepseek-v3", gpus=2048, hardware="h800-sxm", pp=8, sharding="fsdp", ep=64,
-                       attention_kernel="flex")  # the 671B flavor's FlexAttention
+    """61 layers on pp 8 with the ends uncounted (end weights 0: --no-account-for-*): torchtitan's stages hold 8, 8,
+    8, 8, 8, 7, 7, 7 layers (generate_llm_fqn_per_model_part: 61 // 8 = 7, the first 61 % 8 = 5 one more), what the
+    planner prices and what layers_per_stage 8 (ceil(61 / 8) = 8 stages) spells. With torchtitan's default weights
+    1 and 1 (the stack's default, stack_db torchtitan defaults.account_for_*): 63 units, 63 // 8 = 7, the first
+    63 % 8 = 7 stages one more, the first and the last one layer less: 7, 8, 8, 8, 8, 8, 8, 6; layers_per_stage 8
+    (ceil(63 / 8) = 8 stages) again."""
+    job = dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm", pp=8, sharding="fsdp", ep=64,
+               attention_kernel="flex")  # the 671B flavor's FlexAttention
+    text = _round_trip(**job, account_for_embedding_in_pipeline_split=False, account_for_loss_in_pipeline_split=False)
     assert "pipeline_parallel_layers_per_stage = 8\n" in text
     assert "pipeline_parallel_first_stage_less_layers = 0\n" in text
     assert [len(p) - (k == 0) - 2 * (k == 7) for k, p in enumerate(fqns_per_model_part(8, 61, 0, 0))] == [8] * 5 + [7] * 3
+    text = _round_trip(**job)
+    assert "pipeline_parallel_layers_per_stage = 8\n" in text
+    assert "pipeline_parallel_first_stage_less_layers = 1\n" in text and "last_stage_less_layers = 1\n" in text
+    assert [len(p) - (k == 0) - 2 * (k == 7) for k, p in enumerate(fqns_per_model_part(8, 61, 1, 1))] == \
+        [7] + [8] * 6 + [6]
 
 
 def test_fsdp_over_one_rank_is_refused_where_torchtitan_runs_it_unsharded():
@@ -83,7 +92,9 @@ def test_fsdp_over_the_cp_ranks_reads_back_as_fsdp():
 
 
 @pytest.mark.parametrize("job,stages", [
-    (dict(model="llama3-405b", gpus=2048, tp=8, cp=4, pp=16, vpp=4, sharding="fsdp", global_batch=2048, micro_batch=1), 64),
+    # 126 layers, the ends uncounted (with torchtitan's default weights, 128 units, layers_per_stage 2 spells it)
+    (dict(model="llama3-405b", gpus=2048, tp=8, cp=4, pp=16, vpp=4, sharding="fsdp", global_batch=2048, micro_batch=1,
+          account_for_embedding_in_pipeline_split=False, account_for_loss_in_pipeline_split=False), 64),
     # 80 layers + 2 ends on 32 stages: no layers_per_stage spells it (ceil(80 / 2) = 40, ceil(80 / 3) = 27 stages)
     (dict(model="llama3-70b", gpus=512, tp=8, pp=2, vpp=16, sharding="fsdp", global_batch=512, micro_batch=1,
           recompute="selective"), 32),
@@ -108,7 +119,9 @@ def test_the_reader_refuses_stage_lists_torchtitan_would_not_generate(tmp_path):
 
     text = _round_trip(model="llama3-70b", gpus=512, tp=8, pp=2, vpp=16, sharding="fsdp", global_batch=512,
                        micro_batch=1, recompute="selective")
-    bad = text.replace('["tok_embeddings", "layers.0", "layers.1", "layers.2"]', '["tok_embeddings", "layers.0", "layers.1"]')
+    # 80 layers + the default end weights 1, 1 = 82 units on 32 stages: 82 // 32 = 2, the first 18 one more; the
+    # first stage 3 - 1 = 2 layers beside the embedding
+    bad = text.replace('["tok_embeddings", "layers.0", "layers.1"]', '["tok_embeddings", "layers.0"]')
     assert bad != text
     p = tmp_path / "bad.toml"
     p.write_text(bad)

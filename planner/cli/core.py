@@ -426,8 +426,9 @@ def _field_adapter(name: str):
 
 
 SplitEmbOption = typer.Option(
-    None, "--account-for-embedding-in-pipeline-split",
-    help="count the embedding as a layer of the pipeline split (Megatron-Core; the first chunk holds a layer fewer)")
+    None, "--account-for-embedding-in-pipeline-split/--no-account-for-embedding",
+    help="count the embedding as a layer of the pipeline split (Megatron-Core; the first chunk holds a layer fewer) "
+         "(default: the stack's: on for torchtitan, whose pipeline_parallel_first_stage_less_layers is 1, off elsewhere)")
 MtpLayersOption = typer.Option(
     None, "--mtp-layers", min=0,
     help="multi-token prediction modules on the last pipeline stage (DeepSeek-V3 sec. 2.2; Megatron --mtp-num-layers) "
@@ -460,8 +461,9 @@ FitEpOverlapOption = typer.Option(
          "--overlap-moe-expert-parallel-comm) (default: on where the stack has it, priced on the plans it runs "
          "with: ep > 1, vpp > 1 when pp > 1, no full recompute)")
 SplitLossOption = typer.Option(
-    None, "--account-for-loss-in-pipeline-split",
-    help="count the output layer and loss as a layer of the pipeline split (the last chunk holds a layer fewer)")
+    None, "--account-for-loss-in-pipeline-split/--no-account-for-loss",
+    help="count the output layer and loss as a layer of the pipeline split (the last chunk holds a layer fewer) "
+         "(default: the stack's: on for torchtitan, whose pipeline_parallel_last_stage_less_layers is 1, off elsewhere)")
 MicrobatchGroupOption = typer.Option(
     None, "--microbatch-group",
     help="interleaved schedule: contiguous micro-batches per virtual stage, N in [pp, m] with m % N 0 or >= pp "
