@@ -153,6 +153,24 @@ References
      NVIDIA/TransformerEngine @02965d2e transformer_engine/pytorch/cross_entropy.py saves the
      logits themselves and its backward kernel (triton/cross_entropy.py) stores their gradient
      over them in place: 2 B a bf16 logit held, no fp32 copy (stack_db memory.te_loss_per_logit).
+[ml] Each multi-token-prediction module's loss as Megatron-Core holds it (NVIDIA/Megatron-LM @d98e8a64; the same
+     loop at 905c0e386, Megatron-Bridge's pin): gpt_model.py _postprocess runs process_mtp_loss (l. 746) before the
+     main output layer and loss (l. 807, 839). multi_token_prediction.py process_mtp_loss l. 1012-1066: per depth
+     `mtp_logits, _ = output_layer(...)` (bf16 [s, b, V/t]; the linear saves its input, not its output),
+     compute_language_model_loss (l. 1027), the acceptance counts under no_grad (l. 1035, _compute_mtp_acceptance_counts
+     l. 686-723: an argmax, per-token tensors), and MTPLossAutoScaler.apply (l. 1061/1064), which saves only the
+     [b, s] loss (l. 902). The next depth's assignment (and the return, l. 1068) drops the bf16 logits: nothing
+     saves them. What lives to the backward is what the loss saved: tensor_parallel/cross_entropy.py
+     _VocabParallelCrossEntropy.forward (unfused) casts the logits to fp32 (l. 25) and saves the fp32 softmax
+     exp_logits (l. 181); fusions/fused_cross_entropy.py (--cross-entropy-loss-fusion, impl native) saves the same
+     (l. 119): 4 B a logit each (stack memory.mtp_loss_kept_per_logit); impl te saves the bf16 logits themselves ([te]:
+     te_loss_per_logit[0], as the main loss). The backward runs the main loss first (its nodes are the last
+     created; each module's loss nodes become ready only through MTPLossAutoScaler.backward): the main loss's
+     backward transients (the bf16 gradient cast beside the fp32 one, 2 B; the fused loss's compiled calculate_gradients
+     buffer, 4 B: loss_saved_per_logit, fused_loss_extra_per_logit) are counted once, in out_act, at that moment,
+     beside every module's kept softmax; a module's own backward comes later, with the main softmax freed and one
+     module's softmax less than at the main loss's. Each module's final-norm input and its output layer's saved input
+     are as the main output layer's (out_act's hidden terms).
 [tt3] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
      temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
      only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
@@ -3204,16 +3222,8 @@ class _PerLayer:
         # the word embedding's norm [en]: its saved bf16 input and fp32 row statistics, a micro-batch on the first stage
         self.embedding_norm = (ctx.T * (ACT_BYTES * model.hidden_size + EMBEDDING_NORM_STATS_BYTES) / ctx.rep_div
                                if model.embedding_norm else 0.0)
-        # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
-        # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss; under full
-        # recompute (the share mtp_recomputed) the layer's tensors are re-run in the module's backward, where they
-        # and the halves are the recompute buffer, and the checkpoint keeps the module's two inputs (2 x 2h) [dh]
+        self._mtp_parts(settings, plan, pc, stack, ctx, norm_out)
         ll = pc.layers
-        halves = ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
-        r_mtp = mtp_recomputed(settings, plan)
-        mtp_kept = mtp_stored(settings, plan, pc, self.stored) if ll.mtp else 0.0
-        self.mtp = (float(ll.mtp) * ((1.0 - r_mtp) * mtp_kept + halves + self.out_act) if ll.mtp else 0.0)
-        self.mtp_buffer = r_mtp * (mtp_kept + halves) if ll.mtp else 0.0
         # what each MoE layer's token dispatcher holds until the layer's next forward, and the MTP modules' [dh]
         self.dispatcher_held, self.mtp_held = moe_dispatcher_held(settings, ctx, ll)
         # Megatron's deferred output-layer weight gradients [10]: at the last micro-batch's
@@ -3243,6 +3253,28 @@ class _PerLayer:
         # DeepSpeed-MoE's gating forward transient per layer kind [dg] (None: a stack without dense gating)
         gating = dense_gating(settings)
         self.gating_fwd = None if gating is None else [gating(k, ctx)[1] for k in pc.layers.kinds]
+
+    def _mtp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx, norm_out) -> None:
+        """The multi-token-prediction modules' activations on the stage holding the loss (mtp, one micro-batch's) and
+        their recompute buffer (mtp_buffer); mtp_out_act: one module's output layer and loss [ml]."""
+        model = settings.model
+        # each MTP module's output layer and loss at the main loss's backward [ml]: the same hidden terms, and what its
+        # loss saved (stack memory.mtp_loss_kept_per_logit), its logits dropped; where the stack does not say, with TE's
+        # loss (it saves the logits themselves, as the main loss's te figure) or a chunked loss, the main loss's bytes
+        kept = stack.memory.mtp_loss_kept_per_logit
+        self.mtp_out_act = (self.out_act if kept is None or te_loss(settings) or settings.chunked_loss
+                            else ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
+                                          + kept * model.vocab_size / self.vdiv))
+        # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
+        # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss [ml]; under full
+        # recompute (the share mtp_recomputed) the layer's tensors are re-run in the module's backward, where they
+        # and the halves are the recompute buffer, and the checkpoint keeps the module's two inputs (2 x 2h) [dh]
+        ll = pc.layers
+        halves = ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
+        r_mtp = mtp_recomputed(settings, plan)
+        mtp_kept = mtp_stored(settings, plan, pc, self.stored) if ll.mtp else 0.0
+        self.mtp = (float(ll.mtp) * ((1.0 - r_mtp) * mtp_kept + halves + self.mtp_out_act) if ll.mtp else 0.0)
+        self.mtp_buffer = r_mtp * (mtp_kept + halves) if ll.mtp else 0.0
 
     def _step_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:
         """What the optimizer step holds beyond the states: its temporaries, the sharding mode's gradient copies and

@@ -1816,6 +1816,13 @@ class MemoryReporting(BaseModel):
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
                     "loss's backward peak beyond the unfused loss (kernels.loss_saved_per_logit); null: no fused loss")
+    mtp_loss_kept_per_logit: Optional[float] = Field(
+        default=None, ge=0,
+        description="bytes per logit (token x vocab / tp) each multi-token-prediction module's loss keeps from its "
+                    "forward to the main loss's backward, the peak's moment (the tensors its cross-entropy saves for "
+                    "its own backward: Megatron's fp32 softmax); its logits are dropped after its loss and its own "
+                    "backward's transients come after the main loss's (memory.py [ml]); null: each module holds the "
+                    "main loss's bytes (the loss's backward peak)")
     chunked_loss_chunks: Optional[int] = Field(
         default=None, gt=0,
         description="the stack's chunked cross-entropy (job field chunked_loss): the sequence chunks it runs the output "

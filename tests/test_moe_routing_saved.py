@@ -585,13 +585,17 @@ def test_mtp_module_under_full_recompute(fields, recomputed):
     assert float(per.mtp_held) == 4096 * (768 if recomputed else 512)
     # its activations: the checkpoint keeps the module's two inputs (2 x 2 h, h 7168) beside its output layer and
     # loss, and its layer's tensors (with the two halves) are the re-run buffer of the stage holding the loss
+    # (memory.py [ml]: the output layer's hidden terms 2h + 2h and the loss's kept fp32 softmax, 4 B a logit, V 129,280
+    # at tp 1: 4,096 x (28,672 + 517,120) = 2,235,564,032 B; the main loss's backward transients are out_act's alone)
     halves = 4096 * 2 * 2 * 7168
+    loss = 4096 * (4 * 7168 + 4 * 129280)
+    assert float(per.mtp_out_act) == loss == 2_235_564_032
     stored = per.stored[ll.mtp_kinds[0]]
     if recomputed:
-        assert float(per.mtp) == pytest.approx(float(halves + per.out_act), rel=1e-12)
+        assert float(per.mtp) == pytest.approx(float(halves + loss), rel=1e-12)
         assert float(per.mtp_buffer) == pytest.approx(float(stored + halves), rel=1e-12)
     else:
-        assert float(per.mtp) == pytest.approx(float(stored + halves + per.out_act), rel=1e-12)
+        assert float(per.mtp) == pytest.approx(float(stored + halves + loss), rel=1e-12)
         assert float(per.mtp_buffer) == 0.0
 
 
