@@ -436,11 +436,13 @@ def test_fit_prices_every_row_with_the_options_and_the_row_reproduces(cli):
 
 
 def test_fit_export_reads_back_with_the_cublas_workspace_config(cli):
-    """The run's CUBLAS_WORKSPACE_CONFIG is no setting of any trainer file (the export says to launch
-    with it): fit --export's read-back passes it through, as the other settings the format cannot
-    hold, instead of refusing the export for the 64 MiB it moves."""
+    """The run's CUBLAS_WORKSPACE_CONFIG: a Megatron launch script holds it as an environment line (the
+    writer's `export CUBLAS_WORKSPACE_CONFIG=...`, read back by the Megatron reader since 41f23a6), so fit
+    --export writes it and its read-back passes with the 64 MiB it moves, instead of a note to launch
+    with it (what formats that cannot hold it still print)."""
     r = cli("fit", *_args(MOE), "--tp", "2", "--pp", "1", "--top", "1", "--cublas-workspace-config", ":4096:16",
             "--moe-permute-fusion", "--export", "megatron")
     assert r.exit_code == 0, r.stderr
     assert "--moe-permute-fusion" in r.stdout
-    assert "launch with CUBLAS_WORKSPACE_CONFIG=:4096:16" in r.stderr
+    assert "export CUBLAS_WORKSPACE_CONFIG=:4096:16" in r.stdout.splitlines()
+    assert "launch with CUBLAS_WORKSPACE_CONFIG" not in r.stderr
