@@ -1009,7 +1009,9 @@ References
      come from a FixedPoolAllocator of size 2 (UB_BUFFER_NUM), whose units are the largest set of FSDP units with
      identical buckets (l. 667-697: the layers), each buffer a GlobalMemoryBuffer tensor named by (pool buffer, bucket
      offset), created at its first use and never freed (megatron_fsdp/utils.py l. 769-803): from the first step on, every
-     moment (the optimizer step's, the forward's) holds them. The weight pool is used where the weights are sharded
+     moment (the optimizer step's, the forward's) holds them. The names are the pool's (fsdp_params, fsdp_grads, l. 2534,
+     2554), not a model chunk's, and the GlobalMemoryBuffer is one a process (utils.py l. 798-803): a rank's virtual
+     pipeline chunks, each its own Megatron-FSDP module, share one set of pools. The weight pool is used where the weights are sharded
      (optim_grads_params, its HSDP: fetch_bucket allocates only for a distributed buffer or another dtype, l. 1328-1336),
      the gradient pool where the gradients are (optim_grads too); at most two units each at once: the all-gather's
      prefetch stops at the second unit (need_skip_prefetch l. 4475-4484; a non-unit module prefetches nothing,

@@ -166,3 +166,15 @@ def test_export_writes_the_flag_and_reads_back():
     check_readback(row, "megatron", text)
     with pytest.raises(PlannerError, match="only Megatron-FSDP reads"):
         export_plan({**row["plan"], "sharding": "zero1", "sharding_mode": "distributed_optimizer"}, "megatron")
+
+
+def test_virtual_chunks_share_one_pool():
+    """pp 2 with 2 virtual chunks a rank: each chunk is its own Megatron-FSDP module, but the pools' buffers are
+    GlobalMemoryBuffer tensors named by the pool (fsdp_params / fsdp_grads, buffer, offset: l. 2534, 2554, 855-858),
+    one buffer set a process (utils.py l. 798-803): still 2 x 2 B + 2 x 2 B = 8 u a rank, not 8 u a chunk (the
+    chunk's 8 layers >= 2)."""
+    s, p, _ = resolve(Job(model="llama3-8b", gpus=8, tp=1, pp=2, vpp=2, sharding="fsdp",
+                          sharding_mode="megatron_fsdp_optim_grads_params", stack="megatron", global_batch=16,
+                          micro_batch=1, seq_len=4096, recompute="full", bytes_per_param="mixed16",
+                          mfsdp_double_buffer=True))
+    assert float(evaluate(s, p).memory["mfsdp_double_buffer"]) == 8 * U8B  # the heaviest stage's
