@@ -188,6 +188,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "stage3_param_persistence_threshold|reduce_bucket_size|sub_group_size|contiguous_gradients (0 or 1), e.g. "
                 "stage3_prefetch_bucket_size=0 (the DeepSpeed JSON's zero_optimization keys; reduce_bucket_size also sizes "
                 "ZeRO-1/2's IPG buffer) (default: the stack's, DeepSpeed's)"),
+    FieldOption("mfsdp_double_buffer", "bool", "Megatron-FSDP's fixed double-buffer pools (--fsdp-double-buffer, "
+                "--use-nccl-ub): two persistent layer units of gathered weights and two of gradients (default off)"),
     FieldOption("fsdp_root_unit", "bool", "FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): "
                 "embedding, final norm and output kept unsharded through the backward, the last block not resharded "
                 "(default: the stack's)"),

@@ -966,8 +966,9 @@ References
      largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
      priced: the end units' buckets (embedding, output layer: the root post-backward's), the bucket padding (the
      unfused path's bf16 autograd gradient beside the bucket is [uf]'s), a --megatron-fsdp-grad-comm-dtype other than
-     the main gradients' (g is the job's gradient bytes, [mg]), fsdp_double_buffer's fixed pools, --megatron-fsdp-version 2's
-     experimental buffers (version 1 is the default, arguments.py l. 3158).
+     the main gradients' (g is the job's gradient bytes, [mg]), --megatron-fsdp-version 2's
+     experimental buffers (version 1 is the default, arguments.py l. 3158; the Megatron reader lists v2 as not
+     modelled). Under fsdp_double_buffer the buckets are its fixed pools instead, no queue beyond the peak [db].
      optim_grads_params and its HSDP (megatron_fsdp_hsdp) run the same queue, priced by the same function
      (_reduce_queue), the mode's data saying which and how large (stack runs.sharding reduce_queue_units: 0 for
      optim_grads, 2 for these): grad_reduce_every_bprop holds for both (l. 707-787), the root post-backward resets the
@@ -1002,8 +1003,8 @@ References
      (before [nu] the current unit was priced as the largest unit, the embedding: (525,336,576 + 3 u) x 2 =
      2,359,345,152; before [pf] 2 x 525,336,576 x 2 = 2,101,346,304); 70B tp 8: u = 106,971,136, 5 prefetched:
      6 u x 2 = 1,283,653,632 B (was (131,334,144 + 5 u) x 2 = 1,332,379,648) (tests/test_megatron_fsdp_prefetch.py).
-     Not priced: fsdp_double_buffer's 2-unit limit (off by default), a chunk's own average unit where kinds split
-     unevenly over the stages.
+     Under fsdp_double_buffer the prefetch stops at two layer units, held in its fixed pools [db]. Not priced: a
+     chunk's own average unit where kinds split unevenly over the stages.
 [nu] Megatron-FSDP's non-unit buckets kept gathered (the modes [pf] prices, term fsdp_unsharded_ends, and in the kept
      tensors of every moment of the step), NVIDIA/Megatron-LM @d98e8a64: the FSDP units are TransformerLayer,
      MoETransformerLayer and MambaLayer by default for any sharding strategy but no_shard
@@ -1026,6 +1027,37 @@ References
      (tests/test_megatron_fsdp_prefetch.py). An MTP module's non-unit parameters (its projection and norms, and the
      MTP stage's own embedding under PP) since [me]. Not priced: fine-grained param-gather hooks
      (megatron_fsdp_enable_fine_grained_param_gather, off by default).
+[db] Megatron-FSDP's fixed double-buffer pools (the job's mfsdp_double_buffer; the Megatron reader's --fsdp-double-buffer,
+     and --use-nccl-ub and --megatron-fsdp-max-pool-double-buffer, which set it: NVIDIA/Megatron-LM @d98e8a64
+     megatron/training/arguments.py l. 1172-1181; term mfsdp_double_buffer, at the modes running the [rs] queue).
+     param_and_grad_buffer.py l. 2524-2576: the model weight buffers' and the main gradient buffers' temporary buckets
+     come from a FixedPoolAllocator of size 2 (UB_BUFFER_NUM), whose units are the largest set of FSDP units with
+     identical buckets (l. 667-697: the layers), each buffer a GlobalMemoryBuffer tensor named by (pool buffer, bucket
+     offset), created at its first use and never freed (megatron_fsdp/utils.py l. 769-803): from the first step on, every
+     moment (the optimizer step's, the forward's) holds them. The names are the pool's (fsdp_params, fsdp_grads, l. 2534,
+     2554), not a model chunk's, and the GlobalMemoryBuffer is one a process (utils.py l. 798-803): a rank's virtual
+     pipeline chunks, each its own Megatron-FSDP module, share one set of pools. The weight pool is used where the weights are sharded
+     (optim_grads_params, its HSDP: fetch_bucket allocates only for a distributed buffer or another dtype, l. 1328-1336),
+     the gradient pool where the gradients are (optim_grads too); at most two units each at once: the all-gather's
+     prefetch stops at the second unit (need_skip_prefetch l. 4475-4484; a non-unit module prefetches nothing,
+     l. 4441-4449) and main_grad_getter drains the reduce-scatter queue to two units before fetching a bucket
+     (_enforce_double_buffer_limit l. 3956-3977, l. 3099), so the pools are min(2, the chunk's layers) x u x (2 B of
+     weights + g B of gradients), u the largest layer unit a GPU (_gathered_units' pooled), in place of [pf]'s prefetched
+     units and [rs]'s queue (no excess beyond the peak: the pools are held at it). The non-unit buckets (embedding,
+     output layer, final norm: fsdp_unit_id None) stay outside the pools (l. 698-725, 781, 835-845: the backup allocator):
+     their weights [nu], and the end's gradient bucket at the backward's start, fsdp_unit_grads g x max(E, V h) / t
+     (the layer's bucket in the pool). Llama 3 8B tp 1 on 8 (u = 218,112,000), optim_grads_params, bf16 gradients:
+     8 u = 1,744,896,000 B in place of [pf]'s 4 gathered units (8 u) and [rs]'s queue excess; at optim_grads the
+     gradient pool alone, 4 u (tests/test_megatron_fsdp_double_buffer.py). --use-nccl-ub allocates every
+     Megatron-FSDP buffer (the pools and the sharded buffers, l. 2163-2223, 2653-2731, 3034-3087) from NCCL's memory pool,
+     a torch.cuda.MemPool over ncclMemAlloc (megatron/core/nccl_allocator.py l. 111-141): a private pool of PyTorch's
+     caching allocator whose segments come from the pool's allocator in place of cudaMalloc (pytorch
+     c10/cuda/CUDACachingAllocator.cpp allocPrimitive), its blocks counted in the allocated and reserved statistics like
+     any other: in the allocated and reserved peaks, nothing outside the allocator. Not priced: ncclMemAlloc's rounding
+     to its granularity, the fp8 transpose pool (fsdp_fp8_transpose_params, MXFP8 parameters only), a model whose layer
+     units differ (FixedPoolAllocator pools the most frequent identical unit and allocates the others on demand beside
+     it; MaxPoolAllocator pools each offset's largest bucket: both priced as the largest layer unit's pool),
+     --fsdp-db-use-persist-buf-on-alloc-fail (the buckets outside the pools kept: the reader lists it as not modelled).
 [me] The multi-token-prediction stage's own word embedding and the MTP modules' non-unit parameters (issue 21,
      memsmall4). NVIDIA/Megatron-LM @d98e8a64 (and 905c0e386, Megatron-Bridge's pin): GPTModel builds a
      LanguageModelEmbedding `if self.pre_process or self.mtp_process` (megatron/core/models/gpt/gpt_model.py
@@ -1508,6 +1540,9 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #                           (gather_prefetch_share) [pf]
 #   fsdp_unit_grads         the unsharded gradient of the unit being reduce-scattered, in the reduce dtype (stack
 #                           fsdp.gathered_grad_units_at_peak, grad_reduce_bytes) [4]
+#   mfsdp_double_buffer     Megatron-FSDP's fixed double-buffer pools (the job's mfsdp_double_buffer: --fsdp-double-buffer,
+#                           --use-nccl-ub): two persistent buffers of a layer unit's gathered weights and two of its
+#                           unsharded gradients, held from the first step on, the optimizer step's moment included [db]
 #   zero3_working_set       DeepSpeed ZeRO-3's gathered parameters at a layer's worst moment: the module's own
 #                           (partitioned_param_coordinator.py fetch_sub_module), those __params_to_release keeps within
 #                           stage3_max_reuse_distance, and the prefetch [z3]
@@ -1539,7 +1574,7 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #                           fsdp.pp_unsharded_grad_bytes; FSDPParam.to_accumulated_grad_if_needed) [7]
 #   fsdp_end_of_backward    FSDP2's end of the backward (the last units' reduce-scatter, every sharded gradient
 #                           allocated) where it exceeds the peak [tt7]
-FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
+FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "mfsdp_double_buffer", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
               "zero3_reuse_kept", "zero3_tied_output", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 # (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
@@ -3400,13 +3435,14 @@ class _PerLayer:
         keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         zero = np.zeros(np.shape(tp))
         # (the stage-independent parts of FSDP_TERMS, every plan's; _stage_fsdp adds the stage's)
-        # the units gathered at the peak: the stack's gathered_units_at_peak of the largest unit, or, where the mode
-        # prefetches up to a capacity (fsdp.gather_prefetch_share), the current unit and its prefetched layer units [pf]
-        current, prefetched, layer_unit, kept_on = _gathered_units(pc, plan, stack)
+        # the units gathered at the peak: the stack's gathered_units_at_peak of the largest unit, or, where the mode prefetches
+        # to a capacity (fsdp.gather_prefetch_share), the current and prefetched layer units [pf] (or `pooled`: the double buffer [db])
+        current, prefetched, layer_unit, kept_on, self.pooled = _gathered_units(pc, plan, stack, settings.mfsdp_double_buffer)
         self.fsdp_units = {
             "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, current * unit + prefetched * layer_unit)
                                             * settings.bpp.weights, 0.0),
             "fsdp_unit_grads": np.where(fsdp_on, fs.gathered_grad_units_at_peak * self.unit_grad_bytes * unit, 0.0),
+            "mfsdp_double_buffer": np.where(fsdp_on & ~held, self.pooled * layer_unit * settings.bpp.weights, 0.0),
             "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_bucket_copy": zero, "zero3_reuse_kept": zero,
             "zero3_tied_output": zero, "zero3_ipg_bucket": zero}
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
@@ -3497,6 +3533,19 @@ class _PerLayer:
                          & (fs.zero2_reduce_queue_params is not None))
         layer, self.queue_cap = _layer_and_queue_capacity(pc, plan, stack)
         self.zero2_unit = np.where(z2 | self.queue_on, layer, 0.0)
+        # under Megatron-FSDP's double buffer [db] the unit gradient the backward's peak holds beside the pools is the end
+        # units' bucket (non-unit: outside the pools, allocated on demand), the embedding's or output layer's / t
+        self.fsdp_units["fsdp_unit_grads"] = np.where(self.pooled > 0, np.where(
+            fsdp_on, stack.fsdp.gathered_grad_units_at_peak * self.unit_grad_bytes
+            * np.maximum(pc.embedding, pc.output or 0.0) / self.vdiv, 0.0), self.fsdp_units["fsdp_unit_grads"])
+        # Megatron-FSDP's gradient double buffer (a job setting) [db]: the queue's buckets in two persistent buffers
+        # of the largest layer unit, g B a parameter, at most two layer units' buckets at once (the one filling and
+        # the one queued: _enforce_double_buffer_limit), so no excess of the queue beyond the peak
+        self.queue_db = self.queue_on & bool(self.settings.mfsdp_double_buffer)
+        chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
+        db_grads = np.where(self.queue_db & (layer > 0), np.minimum(chunk, 2.0) * self.queue_grad_bytes * layer, 0.0)
+        self.fsdp_units["mfsdp_double_buffer"] = self.fsdp_units["mfsdp_double_buffer"] + db_grads
+        self.db_pools = self.fsdp_units["mfsdp_double_buffer"]
         # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
         # zero2 (its queue's buckets are this term's alone) [rs]
         self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
@@ -3953,8 +4002,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     allocated = state_bytes + act + moe_held + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope + dummies
     # what every moment of the step holds: the states, every sharded gradient (allocated at the
     # end of the backward and at the optimizer step, no longer only reserved), the workspaces, the
-    # quantized copies, the mpu buffer, the rotary tables, TE's dummy weight gradients, the MoE dispatchers' attributes
-    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies + moe_held + per.kept_ends[end]
+    # quantized copies, the mpu buffer, the rotary tables, TE's dummy weight gradients, the MoE dispatchers' attributes, Megatron-FSDP's double-buffer pools [db]
+    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies + moe_held + per.kept_ends[end] + per.db_pools
     grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
         # the end of the backward [tt7]: its excess over the peak above is FSDP's; the sharded gradients it
@@ -4003,27 +4052,29 @@ def _layer_and_queue_capacity(pc: ParamCounts, plan: PlanArrays, stack):
     return layer, np.maximum(stack.fsdp.zero2_reduce_queue_params or 0.0, np.nan_to_num(units) * avg)
 
 
-def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack):
-    """(current, prefetched, layer, on) of fsdp_gathered_units = (current x the largest unit + prefetched x layer) x
+def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack, double_buffer: bool = False):
+    """(current, prefetched, layer, on, pooled) of fsdp_gathered_units = (current x the largest unit + prefetched x layer) x
     the weights' bytes [pf]: the stack's gathered_units_at_peak of the largest unit (0 prefetched) where its fsdp spec
     has no gather_prefetch_share or the plan's mode no reduce-scatter queue (runs.sharding reduce_queue_units); else
     (`on`) Megatron-FSDP's all-gather prefetch: no end unit (its non-unit buckets, the embedding's and output layer's,
     are kept gathered the whole step, fsdp_unsharded_ends [nu]) and min(1 + ceil(P / layer), the chunk's layers) layer
     units, the current one and those it prefetches, P = floor(share x the queue's capacity), layer the largest layer
     unit a GPU (the prefetch's reach past the chunk's layers, into the end buckets, gathers nothing: they are already
-    gathered) [pf]."""
+    gathered) [pf]. Under Megatron-FSDP's double buffer (double_buffer, the job's mfsdp_double_buffer) those layer
+    units are `pooled` instead, at most 2 (the prefetch stops at the pool's second unit), prefetched 0 [db]."""
     fs = stack.fsdp
     tp = plan.tp.astype(np.float64)
     base = np.full(np.shape(tp), fs.gathered_units_at_peak)
     if fs.gather_prefetch_share is None:  # stack data: no mode prefetches to a capacity
-        return base, 0.0 * tp, 0.0 * tp, np.zeros(np.shape(tp), dtype=bool)
+        return base, 0.0 * tp, 0.0 * tp, np.zeros(np.shape(tp), dtype=bool), 0.0 * tp
     layer, cap = _layer_and_queue_capacity(pc, plan, stack)
     on = ~np.isnan(reduce_queue_units(stack, plan)) & (layer > 0)
     budget = np.floor(fs.gather_prefetch_share * cap)
     # at most the largest model chunk's layers (each chunk its own Megatron-FSDP module and all-gather pipeline)
     chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
     units = np.minimum(1.0 + np.ceil(budget / np.where(layer > 0, layer, 1.0)), chunk)
-    return np.where(on, 0.0, base), np.where(on, units, 0.0), layer, on
+    pooled = np.where(on & bool(double_buffer), np.minimum(units, 2.0), 0.0)  # (a job setting) [db]
+    return np.where(on, 0.0, base), np.where(on & ~bool(double_buffer), units, 0.0), layer, on, pooled
 
 
 def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
@@ -4059,7 +4110,9 @@ def _reduce_queue(per: _PerLayer, u, a, n):
     chunk = np.ceil(n / per.plan.vpp)  # each model chunk is its own Megatron-FSDP module, its queue drained at its end
     k = np.floor(per.queue_cap / np.where(u > 0, u, 1.0))
     m = np.minimum(k + 2.0, chunk)
-    return np.where((u > 0) & (n > 0), np.maximum(np.maximum(g * u, m * g * u - (m - 1.0) * a) - per.queue_held, 0.0), 0.0)
+    # (under the double buffer [db] the buckets are its persistent pools, held at the peak: no excess)
+    return np.where((u > 0) & (n > 0) & ~per.queue_db,
+                    np.maximum(np.maximum(g * u, m * g * u - (m - 1.0) * a) - per.queue_held, 0.0), 0.0)
 
 
 def _with_mtp(per: _PerLayer, losses, act, moe_held, buf):

@@ -667,6 +667,7 @@ class Settings:
     sync_tp_duplicated_parameters: bool = False  # the TP-duplicated parameters all-reduced each forward (job field; step.tp_comm [sy])
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
+    mfsdp_double_buffer: bool = False  # Megatron-FSDP's fixed double-buffer pools (job field; memory.py [db])
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     te_version: str | None = None  # the run's Transformer Engine release (job field; None: the stack's memory.te_version, memory.py [ub])
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
@@ -1334,6 +1335,10 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.empty_unused_memory_level and stack.runs.empty_unused_memory_level is None:
         raise PlannerError(f"{where}empty_unused_memory_level is set but stack {stack.name} has no such option "
                            f"({stack.origin} runs.empty_unused_memory_level)", "leave it out, or choose --stack megatron")
+    if job.mfsdp_double_buffer and not any(m.reduce_queue_units is not None for m in (stack.runs.sharding or [])):
+        raise PlannerError(f"{where}mfsdp_double_buffer is set but stack {stack.name} runs no Megatron-FSDP mode "
+                           f"({stack.origin} runs.sharding reduce_queue_units: none)",
+                           "leave it out, or choose --stack megatron")
     if job.te_version is not None:
         if stack.memory.te_version is None:
             raise PlannerError(f"{where}te_version is set but stack {stack.name} runs no Transformer Engine "
@@ -1729,6 +1734,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
+        mfsdp_double_buffer=job.mfsdp_double_buffer,
         enable_experimental=_enable_experimental(job, stack, where),
         attention_softmax_in_fp32=job.attention_softmax_in_fp32 is not False,
         **moe_dispatch_settings(job, model, stack, inherited, where),
@@ -3484,6 +3490,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),
+        **({"mfsdp_double_buffer": True} if settings.mfsdp_double_buffer else {}),
         **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         **({"offload_optimizer": settings.offload_optimizer} if settings.offload_optimizer != "none" else {}),
         **({"offload_param": settings.offload_param} if settings.offload_param != "none" else {}),

@@ -40,7 +40,7 @@ _TERM_COLOURS = {
     "weights": "#4C78A8", "gradients": "#72B7B2", "master_weights": "#54A24B", "adam": "#EECA3B",
     "layer_activations": "#F58518", "output_activations": "#E45756", "recompute_buffer": "#FF9DA6",
     # FSDP's and ZeRO-3's buffers (memory.FSDP_TERMS) in shades of Tableau's purple
-    "fsdp_gathered_units": "#B279A2", "fsdp_unit_grads": "#C994BA", "zero3_working_set": "#B279A2",
+    "fsdp_gathered_units": "#B279A2", "fsdp_unit_grads": "#C994BA", "mfsdp_double_buffer": "#6B4562", "zero3_working_set": "#B279A2",
     "zero3_unreduced_grads": "#C994BA", "zero3_bucket_copy": "#6B4562", "zero3_reuse_kept": "#E8D2E2", "zero3_tied_output": "#C994BA",
     "zero3_ipg_bucket": "#8E5C82", "zero3_persistent": "#D9B5CF", "zero3_step_grads": "#6B4562",
     "fsdp_unsharded_ends": "#8E5C82", "fsdp_unsharded_stage": "#D9B5CF", "fsdp_accumulated_grads": "#6B4562",

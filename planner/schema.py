@@ -3723,6 +3723,14 @@ class Job(BaseModel):
                                   "(2) (training.py l. 3149-3150, 3229-3230). It frees only wholly free segments between "
                                   "phases, so no priced figure moves (memory.py [13]); carried to explain's fragmentation "
                                   "band and to the exported arguments; null: 0 (stack_db runs.empty_unused_memory_level)")
+    mfsdp_double_buffer: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="Megatron-FSDP's fixed double-buffer pools (Megatron --fsdp-double-buffer, set too by "
+                                   "--use-nccl-ub and --megatron-fsdp-max-pool-double-buffer: arguments.py @d98e8a64 "
+                                   "l. 1172-1181): two persistent buffers of a layer unit's gathered weights and two of its "
+                                   "unsharded gradients, in place of the prefetch and the reduce-scatter queue "
+                                   "(memory.py [db]); only the modes running Megatron-FSDP's queue (stack_db runs.sharding "
+                                   "reduce_queue_units) hold them; default off")
     dummy_wgrads: Optional[DummyWgrads] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="with gradient-accumulation fusion, the dummy weight gradients the run's code version "

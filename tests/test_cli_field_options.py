@@ -106,6 +106,11 @@ CASES = [
     ("cuda_graph_scope", ["--cuda-graph-scope", "attn mlp"], ["attn", "mlp"], dict(DENSE, cuda_graph_impl="transformer_engine"),
      ["attn"], {}),
     ("empty_unused_memory_level", ["--empty-unused-memory-level", "2"], 2, DENSE, 1, {}),  # by design (memory.py [13])
+    # Megatron-FSDP's double-buffer pools (memory.py [db]): at zero2 (optim_grads, the megatron stack's one mode there) two
+    # layer units' gradient buckets in place of the reduce-scatter queue (tests/test_megatron_fsdp_double_buffer.py)
+    ("mfsdp_double_buffer", ["--mfsdp-double-buffer"], True,
+     dict(DENSE, stack="megatron", sharding="zero2", recompute="full"),
+     False, {"memory": -1}),
     ("defer_embedding_wgrad", ["--defer-embedding-wgrad", "0"], 0, dict(DENSE, pp=2), 1, {"memory": +1}),
     # Megatron's padded vocabulary (plan.with_padded_vocab): the megatron stack pads Llama 3's 128,256 rows at tp 8 to a
     # multiple of 128 x 8 = 1,024 itself (stack_db vocab_padding), 129,024 rows; pinned to its own 128,256 (Megatron

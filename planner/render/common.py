@@ -128,6 +128,7 @@ TERM_LABELS = {
     "zero3_ipg_bucket": "ZeRO-3 IPG gradient bucket",
     "zero3_persistent": "ZeRO-3 persistent parameters",
     "zero3_step_grads": "ZeRO-3 optimizer step fp32 gradients (beyond the peak)",
+    "mfsdp_double_buffer": "Megatron-FSDP double-buffer pools (persistent)",
     "fsdp_unsharded_ends": "FSDP end units kept unsharded",
     "fsdp_unsharded_stage": "FSDP stage kept unsharded (PP, no reshard)",
     "fsdp_accumulated_grads": "FSDP accumulated gradients (PP, unsharded)",

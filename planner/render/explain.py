@@ -10,7 +10,7 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 # FSDP's and DeepSpeed ZeRO-3's buffers (planner/memory.py FSDP_TERMS)
-_FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
+_FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "mfsdp_double_buffer", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
                "zero3_reuse_kept", "zero3_tied_output", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
                "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer") + _FSDP_TERMS + (

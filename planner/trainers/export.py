@@ -321,7 +321,7 @@ def plan_signature(plan: dict) -> dict:
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
-            "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
+            "mfsdp_double_buffer", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -1478,6 +1478,12 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     # param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320; grad_reduce_in_fp32 is not read there):
     # the plan's fp32 gradients (4 B, as priced) are these two flags
     args += list(megatron_fsdp_grad_flags(plan))
+    if plan.get("mfsdp_double_buffer"):  # Megatron-FSDP's fixed pools (memory.py [db]; arguments.py @d98e8a64 l. 3202)
+        if fork or not str(mode).startswith("megatron_fsdp_"):
+            raise _refuse(F, f"mfsdp_double_buffer with sharding mode {mode}: only Megatron-FSDP reads "
+                             "--fsdp-double-buffer (arguments.py @d98e8a64 l. 1172-1181)",
+                          "price it without mfsdp_double_buffer, or with a Megatron-FSDP sharding")
+        args.append(("--fsdp-double-buffer", None))
     if mode == "megatron_fsdp_hsdp" or (mode == "distributed_optimizer" and plan.get("shard_group")):
         # HSDP's replicas, or the distributed optimizer's instances (stack_db runs.sharding optimizer_instances)
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
@@ -2540,6 +2546,11 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     # fsdp_dtensor, the only format Bridge saves or loads with it (training/config.py l. 1544-1548); no tp-pp-dp
     # mapping (l. 1542); the gradient-accumulation fusion off (l. 1554-1557: the stack's runs.sharding job_settings)
     if mode in mfsdp:
+        if plan.get("mfsdp_double_buffer"):  # (memory.py [db], read from Megatron-LM @d98e8a64)
+            raise _bridge_refuse("mfsdp_double_buffer: the planner's Bridge writer does not spell ddp.fsdp_double_buffer "
+                                 "(its pools are priced from Megatron-LM @d98e8a64, planner/memory.py [db], not read at "
+                                 "the Megatron-Core 905c0e386 Bridge pins)",
+                                 "export --format megatron, or price it without mfsdp_double_buffer")
         if _plan_bytes(plan)["gradients"] != 4.0:
             raise _bridge_refuse(f"sharding mode {mode} with {_plan_bytes(plan)['gradients']:g}-byte gradients: Megatron-Core 905c0e386, "
                                  "which Bridge @dc805f5cf pins, builds Megatron-FSDP's main gradients in fp32 whatever "

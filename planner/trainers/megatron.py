@@ -75,7 +75,10 @@ read). Modelled:
   hybrid_device);
   under --use-megatron-fsdp, --megatron-fsdp-main-grads-dtype (-> bytes_per_param.gradients: 2 B
   for auto, its default, bf16 and fp16, 4 B for fp32) and --megatron-fsdp-grad-comm-dtype (auto, or
-  the main gradients' dtype: priced; another: not modelled) (_megatron_fsdp_grads; memory.py [mg]);
+  the main gradients' dtype: priced; another: not modelled) (_megatron_fsdp_grads; memory.py [mg]),
+  --fsdp-double-buffer, --use-nccl-ub and --megatron-fsdp-max-pool-double-buffer (-> the job's mfsdp_double_buffer:
+  memory.py [db]), --megatron-fsdp-version and --outer-dp-sharding-strategy (2 and optim under HSDP not modelled;
+  refused where Megatron refuses them) (_mfsdp_settings);
   ignored without it;
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
@@ -272,6 +275,7 @@ BOOL_FLAGS = {
 VALUE_FLAGS = {
     "--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype",  # _megatron_fsdp_grads
     "--megatron-fsdp-main-params-dtype",  # _megatron_fsdp_buffers
+    "--megatron-fsdp-version", "--outer-dp-sharding-strategy",  # _megatron_fsdp_buffers (_mfsdp_settings)
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
     "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--seq-length",
@@ -307,7 +311,10 @@ VALUE_FLAGS = {
 BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_tensors with muon (memory.py [mu])
              "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
-             "--fp8-dot-product-attention"}  # the job's fp8_attention (_fp8_attention)
+             "--fp8-dot-product-attention",  # the job's fp8_attention (_fp8_attention)
+             # Megatron-FSDP's double buffer (the job's mfsdp_double_buffer) and what sets it (_mfsdp_settings)
+             "--fsdp-double-buffer", "--use-nccl-ub", "--megatron-fsdp-max-pool-double-buffer",
+             "--fsdp-db-use-persist-buf-on-alloc-fail", "--fsdp-manual-registration"}
 KNOWN_BOOL_IGNORED = {
     *MDS_BOOL_FLAGS,  # Megatron-DeepSpeed's store_true flags (megatron_deepspeed.py reads them)
     "--is-hybrid-model",  # TransformerConfig.is_hybrid_model (store_true from the argument factory): IGNORED_REASONS
@@ -2391,13 +2398,16 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
     - the optimizer's fp32 gradient copy (update_main_grads l. 3351-3409), [sg] step_grad_copies; Adam's moments
       over the main weights' shards. The distributed optimizer returns before building any buffer of its own
       (megatron/core/optimizer/distrib_optimizer.py l. 704-706).
-    Not priced: fsdp_double_buffer's fixed pools (--fsdp-double-buffer, or --use-nccl-ub which sets it,
-    l. 2524-2575; flags unknown to the reader, listed as not modelled), the buckets' padding to a multiple of
+    --fsdp-double-buffer (or --use-nccl-ub, --megatron-fsdp-max-pool-double-buffer, which set it: arguments.py
+    l. 1172-1181) is the job's mfsdp_double_buffer, its fixed pools priced (memory.py [db]); --megatron-fsdp-version 2
+    and --outer-dp-sharding-strategy optim under HSDP are listed as not modelled, refused where Megatron refuses
+    them (_mfsdp_settings). Not priced: the buckets' padding to a multiple of
     dp x the group's row size (build_data_parallel_buffer_index l. 258-383: under dp x 4h elements a unit), the
     model's own unsharded weights while the buffers are built (before the first step). --megatron-fsdp-main-params-
     dtype fp32 (the default) is what is priced; bf16 / fp16 (a 2 B main weight buffer) and auto (none: the
     optimizer steps the model weights) are listed as not modelled. Without --use-megatron-fsdp it is ignored."""
     mp = flags.get("--megatron-fsdp-main-params-dtype")
+    _mfsdp_settings(flags, where, job, assumed, ignored, unmodelled)
     if "--use-megatron-fsdp" not in flags:
         if mp is not None:
             ignored.append(listed("ignored", "--megatron-fsdp-main-params-dtype", mp,
@@ -2424,8 +2434,126 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
                    f"(param_and_grad_buffer.py @d98e8a64 _init_each_parameter_group_buffers l. 2324-3127): {whole}, "
                    "the fp32 main weights (--megatron-fsdp-main-params-dtype fp32) and Adam's moments sharded; the "
                    "temporary buckets of gathered weights and unsharded gradients (memory.py [pf], [nu], [rs]) and "
-                   "the step's fp32 gradient copy ([sg]); not priced: --fsdp-double-buffer's fixed pools, the "
-                   "buckets' padding")
+                   "the step's fp32 gradient copy ([sg])"
+                   + ("" if job.get("mfsdp_double_buffer") else " (no --fsdp-double-buffer: buckets allocated on demand)")
+                   + "; not priced: the buckets' padding")
+
+
+# the flags that turn on Megatron-FSDP's double buffer (arguments.py @d98e8a64 l. 3202 --fsdp-double-buffer; l. 1172-1177
+# --use-nccl-ub sets fsdp_double_buffer; l. 1179-1181 --megatron-fsdp-max-pool-double-buffer sets it too)
+MFSDP_DOUBLE_BUFFER_FLAGS = ("--fsdp-double-buffer", "--use-nccl-ub", "--megatron-fsdp-max-pool-double-buffer")
+# the flags only Megatron-FSDP's double buffer reads (arguments.py @d98e8a64 l. 3184-3186, 3722-3725)
+MFSDP_DB_ONLY_FLAGS = ("--fsdp-db-use-persist-buf-on-alloc-fail", "--fsdp-manual-registration")
+
+
+def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: list, unmodelled: list) -> None:
+    """Megatron-FSDP's remaining settings (issue 21), NVIDIA/Megatron-LM @d98e8a64:
+    - --fsdp-double-buffer, and --use-nccl-ub and --megatron-fsdp-max-pool-double-buffer which set it under
+      --use-megatron-fsdp (megatron/training/arguments.py l. 1172-1181): the job's mfsdp_double_buffer, Megatron-FSDP's
+      fixed pools priced in memory.py [db] (param_and_grad_buffer.py l. 2524-2576). With --use-nccl-ub every
+      Megatron-FSDP buffer is allocated from NCCL's memory pool (a torch.cuda.MemPool over ncclMemAlloc,
+      megatron/core/nccl_allocator.py l. 111-141; get_mem_alloc_context l. 2163-2223, used by every buffer,
+      l. 2653-2731, 3034-3087), a private pool of PyTorch's caching allocator whose segments come from the pool's
+      allocator in place of cudaMalloc (c10/cuda/CUDACachingAllocator.cpp allocPrimitive): its blocks count in the
+      allocated and reserved peaks like any other, so nothing moves outside the allocator (assumed: ncclMemAlloc's
+      rounding to its granularity is not priced). Without --use-megatron-fsdp, --use-nccl-ub registers Megatron's DDP
+      buffers (distributed/param_and_grad_buffer.py l. 1136-1160): the same bytes in NCCL's pool, listed as not
+      modelled; --fsdp-double-buffer and --megatron-fsdp-max-pool-double-buffer are ignored there (only Megatron-FSDP
+      reads them).
+    - --megatron-fsdp-max-pool-double-buffer (MaxPoolAllocator, l. 886-1185: each pool offset the largest bucket of
+      any unit) is priced as the fixed pool of the largest layer unit; --fsdp-db-use-persist-buf-on-alloc-fail (the
+      buckets outside the pools kept persistently, l. 835-836) is not modelled; --fsdp-manual-registration (the NCCL
+      registration call, with --use-nccl-ub) moves no byte: ignored.
+    - --megatron-fsdp-version 2 (FullyShardedDataParallelV2, mcore_fsdp_adapter.py l. 489-703; its buffers from
+      megatron_fsdp/experimental/, another layout and allocator) is not modelled (priced as version 1); Megatron
+      refuses it with --use-distributed-optimizer (arguments.py l. 1124-1126) and at any strategy but
+      optim_grads_params (mcore_fsdp_adapter.py l. 666-668): refused here too.
+    - --outer-dp-sharding-strategy optim shards the main weights, the main gradients and Adam's moments over
+      DP-Outer x DP-Shard under HSDP (the helper buffers, param_and_grad_buffer.py l. 2430-2510, 3754-3800): not
+      modelled (priced as no_shard, over the shard group: high); Megatron refuses it at any strategy but
+      optim_grads_params (l. 2502-2512): refused here; without HSDP (--num-distributed-optimizer-instances 1) it is
+      not read (should_create_hfsdp_helper_buffers, l. 2498-2501): ignored."""
+    on = [f for f in MFSDP_DOUBLE_BUFFER_FLAGS if f in flags]
+    version = flags.get("--megatron-fsdp-version")
+    outer = flags.get("--outer-dp-sharding-strategy")
+    if version is not None and version not in ("1", "2"):
+        raise PlannerError(f"{where}--megatron-fsdp-version {_short(version)}: not one of Megatron's choices",
+                           "valid: 1, 2 (megatron/training/arguments.py @d98e8a64 l. 3158)")
+    if outer is not None and outer not in ("no_shard", "optim"):
+        raise PlannerError(f"{where}--outer-dp-sharding-strategy {_short(outer)}: not one of Megatron's choices",
+                           "valid: no_shard, optim (megatron/training/arguments.py @d98e8a64 l. 3193-3194)")
+    if "--use-megatron-fsdp" not in flags:
+        for f in on + [f for f in MFSDP_DB_ONLY_FLAGS if f in flags]:
+            if f == "--use-nccl-ub":
+                unmodelled.append("--use-nccl-ub=true (without --use-megatron-fsdp: Megatron's DDP buffers allocated "
+                                  "from NCCL's memory pool, distributed/param_and_grad_buffer.py @d98e8a64 l. 1136-1160; "
+                                  "the same bytes, priced from the default allocator)")
+            else:
+                ignored.append(f"{f}=true (no --use-megatron-fsdp: only Megatron-FSDP reads it)")
+        for f, v in (("--megatron-fsdp-version", version), ("--outer-dp-sharding-strategy", outer)):
+            if v is not None:
+                ignored.append(fmt_ignored(f, v) + " (no --use-megatron-fsdp: only Megatron-FSDP reads it)")
+        return
+    strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
+    if version == "2":
+        if "--use-distributed-optimizer" in flags:
+            raise PlannerError(f"{where}--megatron-fsdp-version 2 with --use-distributed-optimizer: Megatron asserts "
+                               "'--megatron-fsdp-version 2 is not compatible with --use-distributed-optimizer' "
+                               "(megatron/training/arguments.py @d98e8a64 l. 1124-1126)",
+                               "drop --use-distributed-optimizer, or --megatron-fsdp-version 2")
+        if strategy != "optim_grads_params":
+            raise PlannerError(f"{where}--megatron-fsdp-version 2 with --data-parallel-sharding-strategy {strategy}: "
+                               "Megatron raises 'MFSDP v2 requires data_parallel_sharding_strategy="
+                               "'optim_grads_params'' (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py @d98e8a64 "
+                               "l. 666-668)", "use optim_grads_params, or --megatron-fsdp-version 1")
+        unmodelled.append("--megatron-fsdp-version=2 (Megatron-FSDP v2, FullyShardedDataParallelV2: its buffers are "
+                          "megatron_fsdp/experimental/'s, another layout and allocator, mcore_fsdp_adapter.py @d98e8a64 "
+                          "l. 489-703; priced as version 1's)")
+    elif version == "1":
+        ignored.append("--megatron-fsdp-version=1 (the default, arguments.py @d98e8a64 l. 3158: the one priced)")
+    hsdp = job.get("sharding_mode") == "megatron_fsdp_hsdp"
+    if outer == "optim":
+        if hsdp:
+            unmodelled.append("--outer-dp-sharding-strategy=optim (HSDP's main weights, main gradients and Adam's "
+                              "moments sharded over DP-Outer x DP-Shard, param_and_grad_buffer.py @d98e8a64 "
+                              "l. 2430-2510, 3754-3800; priced as no_shard, over the shard group: high)")
+        elif strategy != "optim_grads_params" and _int(where, flags, "--num-distributed-optimizer-instances", 1) > 1:
+            raise PlannerError(f"{where}--outer-dp-sharding-strategy optim with --data-parallel-sharding-strategy "
+                               f"{strategy}: Megatron-FSDP raises 'Optimizer fully-sharded HFSDP is only supported with "
+                               "full-sharding on DP-Shard' (param_and_grad_buffer.py @d98e8a64 l. 2502-2512)",
+                               "use optim_grads_params, or --outer-dp-sharding-strategy no_shard")
+        else:
+            ignored.append("--outer-dp-sharding-strategy=optim (no HSDP: --num-distributed-optimizer-instances 1, "
+                           "Megatron-FSDP reads it only under Hybrid FSDP, param_and_grad_buffer.py @d98e8a64 "
+                           "l. 2498-2501)")
+    elif outer == "no_shard":
+        ignored.append("--outer-dp-sharding-strategy=no_shard (the default, arguments.py @d98e8a64 l. 3193: the one "
+                       "priced)")
+    if "--fsdp-manual-registration" in flags:
+        ignored.append("--fsdp-manual-registration=true (when NCCL registers the buffers, arguments.py @d98e8a64 "
+                       "l. 3184-3186: no byte moves)")
+    if not on:
+        if "--fsdp-db-use-persist-buf-on-alloc-fail" in flags:
+            ignored.append("--fsdp-db-use-persist-buf-on-alloc-fail=true (no double buffer: read only by its pools, "
+                           "param_and_grad_buffer.py @d98e8a64 l. 2533-2575)")
+        return
+    if job.get("sharding_mode") == "ddp":  # no_shard: no bucket allocated from the pools
+        ignored.append(f"{', '.join(f + '=true' for f in on)} (--data-parallel-sharding-strategy no_shard: no "
+                       "temporary bucket to pool)")
+        return
+    job["mfsdp_double_buffer"] = True
+    assumed.append(f"mfsdp_double_buffer=true: {', '.join(on)} (arguments.py @d98e8a64 l. 1172-1181, 3202): Megatron-"
+                   "FSDP's fixed pools, two persistent buffers of a layer unit's gathered weights and two of its gradient "
+                   "bucket (param_and_grad_buffer.py l. 2524-2576; planner/memory.py [db])"
+                   + ("; --use-nccl-ub allocates every Megatron-FSDP buffer from NCCL's memory pool, a private pool of "
+                      "the caching allocator: counted in the allocated and reserved peaks (ncclMemAlloc's granularity "
+                      "not priced)" if "--use-nccl-ub" in flags else "")
+                   + ("; --megatron-fsdp-max-pool-double-buffer's pools priced as the largest layer unit's"
+                      if "--megatron-fsdp-max-pool-double-buffer" in flags else ""))
+    if "--fsdp-db-use-persist-buf-on-alloc-fail" in flags:
+        unmodelled.append("--fsdp-db-use-persist-buf-on-alloc-fail=true (the buckets outside the double buffer's pools, "
+                          "the embedding's and output layer's gradients among them, kept allocated: param_and_grad_"
+                          "buffer.py @d98e8a64 l. 835-836; priced as allocated on demand)")
 
 
 def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:
