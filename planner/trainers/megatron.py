@@ -1534,7 +1534,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                               "the layers ignore it, transformer_layer.py @d98e8a64 l. 378"))
     if hcp is not None and "hierarchical_cp_sizes" not in job:
         ignored.append(listed("ignored", "--hierarchical-context-parallel-sizes", " ".join(map(str, hcp)), "read by "
-                              "--cp-comm-type a2a+p2p only; arguments.py @d98e8a64 l. 580-582 asserts their product is cp"))
+                              "--cp-comm-type a2a+p2p only; arguments.py @d98e8a64 l. 580-582 asserts their "
+                              "product is cp"))
     ep = _int(where, flags, "--expert-model-parallel-size", 1)  # Megatron-Core MoE (arguments.py _add_moe_args)
     if ep > 1:
         job["ep"] = ep
@@ -2485,14 +2486,15 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
     if "--use-megatron-fsdp" not in flags:
         for f in on + [f for f in MFSDP_DB_ONLY_FLAGS if f in flags]:
             if f == "--use-nccl-ub":
-                unmodelled.append("--use-nccl-ub=true (without --use-megatron-fsdp: Megatron's DDP buffers allocated "
-                                  "from NCCL's memory pool, distributed/param_and_grad_buffer.py @d98e8a64 l. 1136-1160; "
-                                  "the same bytes, priced from the default allocator)")
+                unmodelled.append(listed("not_modelled", "--use-nccl-ub", True,
+                    "without --use-megatron-fsdp: Megatron's DDP buffers allocated from NCCL's memory pool, "
+                    "distributed/param_and_grad_buffer.py @d98e8a64 l. 1136-1160; the same bytes, priced from "
+                    "the default allocator"))
             else:
-                ignored.append(f"{f}=true (no --use-megatron-fsdp: only Megatron-FSDP reads it)")
+                ignored.append(listed("ignored", f, True, "no --use-megatron-fsdp: only Megatron-FSDP reads it"))
         for f, v in (("--megatron-fsdp-version", version), ("--outer-dp-sharding-strategy", outer)):
             if v is not None:
-                ignored.append(fmt_ignored(f, v) + " (no --use-megatron-fsdp: only Megatron-FSDP reads it)")
+                ignored.append(listed("ignored", f, v, "no --use-megatron-fsdp: only Megatron-FSDP reads it"))
         return
     strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
     if version == "2":
@@ -2506,36 +2508,38 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
                                "Megatron raises 'MFSDP v2 requires data_parallel_sharding_strategy="
                                "'optim_grads_params'' (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py @d98e8a64 "
                                "l. 666-668)", "use optim_grads_params, or --megatron-fsdp-version 1")
-        unmodelled.append("--megatron-fsdp-version=2 (Megatron-FSDP v2, FullyShardedDataParallelV2: its buffers are "
-                          "megatron_fsdp/experimental/'s, another layout and allocator, mcore_fsdp_adapter.py @d98e8a64 "
-                          "l. 489-703; priced as version 1's)")
+        unmodelled.append(listed("not_modelled", "--megatron-fsdp-version", '2',
+            "Megatron-FSDP v2, FullyShardedDataParallelV2: its buffers are megatron_fsdp/experimental/'s, "
+            "another layout and allocator, mcore_fsdp_adapter.py @d98e8a64 l. 489-703; priced as version 1's"))
     elif version == "1":
-        ignored.append("--megatron-fsdp-version=1 (the default, arguments.py @d98e8a64 l. 3158: the one priced)")
+        ignored.append(listed("ignored", "--megatron-fsdp-version", '1',
+            'the default, arguments.py @d98e8a64 l. 3158: the one priced'))
     hsdp = job.get("sharding_mode") == "megatron_fsdp_hsdp"
     if outer == "optim":
         if hsdp:
-            unmodelled.append("--outer-dp-sharding-strategy=optim (HSDP's main weights, main gradients and Adam's "
-                              "moments sharded over DP-Outer x DP-Shard, param_and_grad_buffer.py @d98e8a64 "
-                              "l. 2430-2510, 3754-3800; priced as no_shard, over the shard group: high)")
+            unmodelled.append(listed("not_modelled", "--outer-dp-sharding-strategy", 'optim',
+                "HSDP's main weights, main gradients and Adam's moments sharded over DP-Outer x DP-Shard, "
+                "param_and_grad_buffer.py @d98e8a64 l. 2430-2510, 3754-3800; priced as no_shard, over the shard"
+                " group: high"))
         elif strategy != "optim_grads_params" and _int(where, flags, "--num-distributed-optimizer-instances", 1) > 1:
             raise PlannerError(f"{where}--outer-dp-sharding-strategy optim with --data-parallel-sharding-strategy "
                                f"{strategy}: Megatron-FSDP raises 'Optimizer fully-sharded HFSDP is only supported with "
                                "full-sharding on DP-Shard' (param_and_grad_buffer.py @d98e8a64 l. 2502-2512)",
                                "use optim_grads_params, or --outer-dp-sharding-strategy no_shard")
         else:
-            ignored.append("--outer-dp-sharding-strategy=optim (no HSDP: --num-distributed-optimizer-instances 1, "
-                           "Megatron-FSDP reads it only under Hybrid FSDP, param_and_grad_buffer.py @d98e8a64 "
-                           "l. 2498-2501)")
+            ignored.append(listed("ignored", "--outer-dp-sharding-strategy", 'optim',
+                "no HSDP: --num-distributed-optimizer-instances 1, Megatron-FSDP reads it only under Hybrid "
+                "FSDP, param_and_grad_buffer.py @d98e8a64 l. 2498-2501"))
     elif outer == "no_shard":
-        ignored.append("--outer-dp-sharding-strategy=no_shard (the default, arguments.py @d98e8a64 l. 3193: the one "
-                       "priced)")
+        ignored.append(listed("ignored", "--outer-dp-sharding-strategy", 'no_shard',
+            'the default, arguments.py @d98e8a64 l. 3193: the one priced'))
     if "--fsdp-manual-registration" in flags:
-        ignored.append("--fsdp-manual-registration=true (when NCCL registers the buffers, arguments.py @d98e8a64 "
-                       "l. 3184-3186: no byte moves)")
+        ignored.append(listed("ignored", "--fsdp-manual-registration", True,
+            'when NCCL registers the buffers, arguments.py @d98e8a64 l. 3184-3186: no byte moves'))
     if not on:
         if "--fsdp-db-use-persist-buf-on-alloc-fail" in flags:
-            ignored.append("--fsdp-db-use-persist-buf-on-alloc-fail=true (no double buffer: read only by its pools, "
-                           "param_and_grad_buffer.py @d98e8a64 l. 2533-2575)")
+            ignored.append(listed("ignored", "--fsdp-db-use-persist-buf-on-alloc-fail", True,
+                'no double buffer: read only by its pools, param_and_grad_buffer.py @d98e8a64 l. 2533-2575'))
         return
     if job.get("sharding_mode") == "ddp":  # no_shard: no bucket allocated from the pools
         ignored.append(f"{', '.join(f + '=true' for f in on)} (--data-parallel-sharding-strategy no_shard: no "
