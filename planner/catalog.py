@@ -165,7 +165,12 @@ def looks_like_path(text: str) -> bool:
 
 def _source(name_or_path: str, d: Path, kind: str, cmd: str) -> Path:
     """The file a name or path names: an existing file, else the catalog entry `name`; a
-    value that looks like a path but does not exist is a missing file, not an unknown name."""
+    value that looks like a path but does not exist is a missing file, not an unknown name
+    (held within files.held_lookups)."""
+    return files.held(("source", name_or_path, d, kind, cmd), lambda: _find_source(name_or_path, d, kind, cmd))
+
+
+def _find_source(name_or_path: str, d: Path, kind: str, cmd: str) -> Path:
     p = Path(name_or_path).expanduser()
     if files.is_file(p):
         return p.resolve()
@@ -228,7 +233,11 @@ def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
 def model_source(name_or_path: str) -> Path:
     """The file `load_model` reads for a catalog name, a model YAML, a config.json or a
     folder holding one (absolute); a torchtitan flavor's name (`torchtitan:qwen3/30B-A3B`,
-    planner/torchtitan_registry.py MODEL_PREFIX) its generated model YAML."""
+    planner/torchtitan_registry.py MODEL_PREFIX) its generated model YAML (held within files.held_lookups)."""
+    return files.held(("model_source", name_or_path), lambda: _model_source(name_or_path))
+
+
+def _model_source(name_or_path: str) -> Path:
     from .flavor_names import is_flavor_name
 
     if is_flavor_name(name_or_path):

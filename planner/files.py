@@ -28,6 +28,7 @@ read-modify-write of one file between processes (fcntl.flock on a side lock file
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import json
 import os
@@ -44,6 +45,37 @@ MAX_FILE_BYTES = 64 * 2**20  # 64 MiB: see the module docstring
 
 # PyYAML's libyaml-based loader when available (yaml.__with_libyaml__), else the pure-Python one
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# lookups held for one run of many resolves of the same files (held_lookups): None outside one
+_HELD: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("planner_files_held", default=None)
+
+
+@contextlib.contextmanager
+def held_lookups():
+    """Within it, what `held` computes is computed once a key: the files a name or path names and their bytes'
+    hashes (catalog._source, catalog.model_source, plan.file_sha256), which `fit` asks again for each shown row's
+    job (search.rows_warnings: about 0.1 ms a row of file-system calls and hashing for the same few files, whose
+    answer cannot change within one command but by the files changing under it). An error is not held (it is
+    raised again). Nested: the outermost's."""
+    token = _HELD.set({}) if _HELD.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _HELD.reset(token)
+
+
+def held(key: tuple, compute):
+    """compute(), or within held_lookups the value it gave for `key` there."""
+    memo = _HELD.get()
+    if memo is None:
+        return compute()
+    try:
+        return memo[key]
+    except KeyError:
+        value = memo[key] = compute()
+        return value
 
 
 def _stat_mode(path: str | Path) -> Optional[int]:

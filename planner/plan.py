@@ -153,8 +153,10 @@ class PlanArrays:
     disp: np.ndarray = -1
 
     def __post_init__(self):
-        for f in fields(self):
-            setattr(self, f.name, np.asarray(getattr(self, f.name), dtype=np.int64))
+        for name in _PLAN_FIELDS:
+            v = getattr(self, name)
+            if type(v) is not np.ndarray or v.dtype != np.int64:  # (np.asarray returns an int64 array as it is)
+                setattr(self, name, np.asarray(v, dtype=np.int64))
 
     @property
     def microbatches(self) -> np.ndarray:
@@ -184,6 +186,8 @@ class PlanArrays:
 
         return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
 
+
+_PLAN_FIELDS = tuple(f.name for f in fields(PlanArrays))  # (PlanArrays.__post_init__ converts each)
 
 # ----------------------------------------------------------------- plan rules
 OK = 0
@@ -1011,28 +1015,32 @@ def _mode_level(stack, job: Job, where: str) -> str:
 
 
 def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, where: str,
-                   hw: Hardware) -> tuple[PlanArrays, Job, int | None]:
+                   hw: Hardware, defer: bool = False) -> tuple[PlanArrays, Job, int | None]:
     """The stack's sharding mode and rank order for a job that leaves them out: the first mode
     of the job's sharding level (stack_db runs.sharding, in order) and the stack's own rank
     order (default_rank_order), else the next of the stack's orders, that the stack and its
     trainer's start-up rules accept (when none does, the first is kept and rule_codes names the
     rule it breaks). Also the rule_codes code of the returned plan where it was computed here
     (the first trial is the fallback plan; OK where a trial passed), else None: resolve reuses it
-    instead of computing it again for the same plan (about half of a fit row's resolve)."""
+    instead of computing it again for the same plan (about half of a fit row's resolve).
+    defer: a job with one trial (its rank order and sharding mode given, as every fit row's job) is not checked
+    here: its one trial is the plan returned whatever its code (the fallback is that trial), so the code only
+    decides whether resolve raises, which resolve's caller then checks (resolve `rules`); None is returned."""
     runs = stack.runs
     if runs is None:
         return plan, job, None
     from dataclasses import replace as _replace
 
-    if job.sharding_mode is not None:
-        plan = _replace(plan, smode=[m.name for m in runs.sharding].index(job.sharding_mode))
     orders = [job.rank_order] if job.rank_order is not None else [o.order for o in runs.rank_orders]
-    modes = ([int(plan.smode)] if job.sharding_mode is not None else
+    # the job's mode (each plan below takes its smode from `modes`)
+    modes = ([[m.name for m in runs.sharding].index(job.sharding_mode)] if job.sharding_mode is not None else
              [i for i, m in enumerate(runs.sharding) if m.level == job.sharding])
     if not modes:
         return _replace(plan, smode=-1), job, None  # rule_codes: STACK_SHARDING
     best, first = None, None
-    for o in orders:
+    if defer and len(orders) == 1 and len(modes) == 1:  # the one trial, the plan either way (docstring)
+        best = (orders[0], modes[0])
+    for o in orders if best is None else ():
         for i in modes:
             trial = _replace(plan, order=order_code(o), smode=i)
             code = int(rule_codes(model, job.gpus, stack, trial, hardware=hw))
@@ -1042,7 +1050,7 @@ def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, wh
                 break
         if best is not None:
             break
-    known = OK
+    known = OK if first is not None else None
     if best is None:  # nothing runs: report the rule the stack's own order (or the job's) breaks
         best = (orders[0] if job.rank_order is not None else runs.rank_orders[0].order, modes[0])
         # the first trial's plan (orders[0] is the job's order, or the stack's first: runs.rank_orders), its code
@@ -1648,9 +1656,10 @@ def _mla_rope_fusion(job: Job, model: ModelSpec, stack: Stack, inherited: list, 
 
 
 def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple, power_source: str,
-              inherited: list, seq_assumed: list, where: str) -> Settings:
+              inherited: list, seq_assumed: list, where: str, **vocab) -> Settings:
     """The resolved job's Settings (everything the search does not vary): the model, hardware
-    and stack read, the calibration profile, the files' paths and hashes, the MoE options."""
+    and stack read, the calibration profile, the files' paths and hashes, the MoE options; `vocab`:
+    resolve's vocabulary padding fields (vocab_divisor, vocab_tokens, make_vocab_size_divisible_by)."""
     bpp, bpp_name, pao, te_master, remainders = bpp
     calibration = _load_calibration(job.calibration, hw)
     model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
@@ -1750,6 +1759,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         model_sha256=file_sha256(model_file),
         hardware_sha256=file_sha256(hardware_file),
         knobs=_run_knobs(calibration, stack.name, hw.name),
+        **vocab,
     )
     return settings
 
@@ -2230,9 +2240,14 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list, cp: int = 1
     return hit[1]
 
 
-def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
+def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
-    warnings. `where` prefixes error messages (a file name)."""
+    warnings. `where` prefixes error messages (a file name).
+    rules: where given (fit's shown rows, search.rows_warnings), the plan's rules (rule_codes: the plan rules and
+    the trainer's start-up rules, about half of a fit row's resolve) are not run on the plan here: it is appended
+    to `rules` as (model, gpus, stack, plan, hardware), what rule_codes reads, and resolve goes on as if they passed.
+    The caller runs them over many plans at once (rule_codes is vectorized) and resolves a plan they refuse again
+    without `rules`: that call raises as resolve does. What resolve returns for a plan they pass is the same."""
     try:
         model = with_mtp(load_model(job.model), job.mtp_layers)
         hw = load_hardware(job.hardware)
@@ -2289,7 +2304,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_first=job.first_stage_layers or 0, split_last=job.last_stage_layers or 0,
         ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
     )
-    plan, job, known = _stack_choices(stack, model, job, plan, inherited, where, hw)
+    plan, job, known = _stack_choices(stack, model, job, plan, inherited, where, hw, defer=rules is not None)
     dpo_chosen = plan.dpo  # (_mode_dp_overlap may set it: the code _stack_choices found is then computed again)
     warnings += overridden_settings(job, stack, int(plan.smode))
     _mode_dp_overlap(job, stack, plan, opts, inherited, warnings)
@@ -2297,7 +2312,13 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     err = uneven_split_error(model.num_layers, job, stack, where)  # Megatron's own words before SPLIT_UNITS'
     if err is not None:
         raise err
-    code = known if known is not None and plan.dpo == dpo_chosen else int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
+    if known is not None and plan.dpo == dpo_chosen:
+        code = known
+    elif rules is not None:  # the caller checks the plan (docstring)
+        rules.append((model, job.gpus, stack, plan, hw))
+        code = OK
+    else:
+        code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
         raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
                           hw=hw)
@@ -2332,9 +2353,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
                            f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name, pao, te_master, remainders), power_source, inherited, seq_assumed,
-                         where)
-    settings = replace(settings, vocab_divisor=divisor, vocab_tokens=tokens,
-                       make_vocab_size_divisible_by=job.make_vocab_size_divisible_by)
+                         where, vocab_divisor=divisor, vocab_tokens=tokens,
+                         make_vocab_size_divisible_by=job.make_vocab_size_divisible_by)
     return settings, plan, warnings
 
 
@@ -3552,9 +3572,15 @@ def _mode_name(settings: Settings, smode: int):
 
 
 def file_sha256(path: str | None) -> str | None:
-    """sha256 of a file's bytes (None for no file)."""
+    """sha256 of a file's bytes (None for no file; held within files.held_lookups)."""
     if path is None:
         return None
+    from .files import held
+
+    return held(("sha256", path), lambda: _sha256(path))
+
+
+def _sha256(path: str) -> str | None:
     import hashlib
 
     try:

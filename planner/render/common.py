@@ -155,14 +155,23 @@ TERM_LABELS = {
 
 
 # ---------------------------------------------------------------- machine formats
+# the values of a result that hold nothing: read as they are, no call a value (_clean, _finite; a fit row's
+# result is some 220 values, most of them these and floats)
+_LEAVES = frozenset((str, int, bool, type(None)))
+
+
 def _clean(obj: Any) -> Any:
-    """JSON-safe: NaN/inf become null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
+    """JSON-safe: NaN/inf become null (every dict a dict, every list or tuple a list, each a new one)."""
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        out = {}
+        for k, v in obj.items():
+            t = type(v)
+            out[k] = v if t in _LEAVES else (v if math.isfinite(v) else None) if t is float else _clean(v)
+        return out
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
     return obj
 
 
@@ -202,10 +211,32 @@ def _nonfinite(obj: Any, path: str = ""):
             yield from _nonfinite(v, f"{path}[{i}]")
 
 
+def _finite(obj) -> bool:
+    """No NaN or infinite float among the values of a dict, list or tuple and of those it holds: _nonfinite finds
+    none (as it, a float subclass is a float; a dict's keys are not values). A value walked in the loop, not a
+    generator a level: 0.011 ms a row of `fit --top 500 --format json` where next(_nonfinite(...)) took 0.059."""
+    isfinite = math.isfinite
+    for v in (obj.values() if isinstance(obj, dict) else obj):
+        t = type(v)
+        if t is float:
+            if not isfinite(v):
+                return False
+        elif t in _LEAVES:
+            continue
+        elif isinstance(v, (dict, list, tuple)):
+            if not _finite(v):
+                return False
+        elif isinstance(v, float) and not isfinite(v):
+            return False
+    return True
+
+
 def check_finite(data: Any) -> None:
     """A result never carries an infinite or NaN figure (issue 12): finite inputs whose
     products overflow (`--tokens 1e300`, `--price-per-gpu-hour 1e308`) are refused, naming the
     figure, instead of printing `inf` (or `null` in JSON)."""
+    if _finite((data,)):
+        return
     bad = next(_nonfinite(data), None)
     if bad is not None:
         from ..errors import PlannerError
@@ -230,8 +261,8 @@ def emit(data: Any, fmt: Format, table: Callable[[], None]) -> None:
     """Print `data` in a machine format, or call `table()` for people (never a non-finite
     figure: check_finite)."""
     check_finite(data)
-    if fmt == Format.json:
-        print(json.dumps(_clean(data), indent=2))
+    if fmt == Format.json:  # (no _clean: no NaN or inf is left to make null, and JSON writes a tuple as a list)
+        print(json.dumps(data, indent=2))
     elif fmt == Format.yaml:
         print(yaml_text(_clean(data)), end="")
     elif fmt == Format.csv:
