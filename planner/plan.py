@@ -664,6 +664,7 @@ class Settings:
     attention_backend: Optional[str] = None  # the job's attention module (Job.attention_backend), where not the stack's default
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    cp_load_balance: bool = True  # CP load-balances the causal mask (job field; step.cp_balance_factor)
     fsdp_symm_mem: bool = False  # torchtitan 0.3 parallelism.enable_fsdp_symm_mem (job field; startup.TORCHTITAN_FSDP_SYMM_MEM_SM90)
     spmd_typechecking: bool = False  # torchtitan 0.3 debug.spmd_typechecking (job field; startup.TORCHTITAN_SPMD_TYPECHECK_*)
     spmd_backend: str | None = None  # torchtitan 0.3 parallelism.spmd_backend (job field; None: the stack's runs.spmd_backends default; memory.py [sb])
@@ -1722,6 +1723,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         selective_recomputes_attention=job.selective_recomputes_attention,
         spmd_backend=job.spmd_backend,
         fsdp_symm_mem=job.fsdp_symm_mem,
+        cp_load_balance=job.cp_load_balance,
         spmd_typechecking=job.spmd_typechecking,
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
@@ -2272,7 +2274,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     stack = apply_rotate_method(job, apply_modules(job, stack0, model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
     if job.cp == 1:  # a CP variant without CP: the plan without it, listed (planner/cp_comm_type.py, cp_rotate.py)
-        warnings += cp_variant_ignored(job) + rotate_ignored(job)
+        warnings += cp_variant_ignored(job) + rotate_ignored(job) + balance_ignored_at_cp1(job)
     warnings += rotate_ignored_on_stack(job, stack)  # a stack whose training never sets it (cp_rotate.py [4])
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
@@ -2757,6 +2759,12 @@ def apply_backend_kernel(job: Job, stack, hw: Hardware, features: list, where: s
     return job.model_copy(update={"attention_kernel": kernels[0]})
 
 
+def balance_ignored_at_cp1(job: Job) -> list:
+    """The job's cp_load_balance false where a plan runs at cp 1 (nothing split: nothing to balance), said once
+    (resolve at cp 1; fit where its space holds cp 1: search.search_one; the probe leaves it out: space.py)."""
+    return [] if job.cp_load_balance else ["cp_load_balance false ignored at cp 1 (no sequence split: nothing to balance)"]
+
+
 def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
     """The stack with the job's switches that only start-up rules read laid on its defaults: fsdp_symm_mem
     (torchtitan 0.3's parallelism.enable_fsdp_symm_mem, startup.TORCHTITAN_FSDP_SYMM_MEM_SM90) and spmd_typechecking
@@ -2769,6 +2777,13 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
         if getattr(job, name) and (runs is None or getattr(runs, name) is None):
             raise PlannerError(f"{where}{name} is set but stack {stack.name} has no option for {what} ({stack.origin} "
                                f"runs.{name})", "leave it out, or choose --stack torchtitan-0.3")
+    if not job.cp_load_balance and (runs is None or runs.cp_no_load_balance is None):
+        origin = f"{stack.origin} runs.cp_no_load_balance" if stack is not None else "no stack"
+        raise PlannerError(f"{where}cp_load_balance false is set but stack {stack.name if stack is not None else None} "
+                           "always load-balances context parallelism (each CP rank holds sequence chunks i and 2 cp - 1 - i; "
+                           "Megatron-LM: NVIDIA/Megatron-LM @d98e8a64 megatron/core/utils.py "
+                           f"_get_batch_on_this_cp_rank_per_sequence_balancing l. 2504-2557) and has no option to turn "
+                           f"it off ({origin})", "leave cp_load_balance out, or choose --stack torchtitan-0.3")
     if job.fsdp_symm_mem:
         stack = with_default(stack, "fsdp_symm_mem", True)
         warnings.append("fsdp_symm_mem: FSDP's all-gather staging buffers come from torch's symmetric-memory pool "
@@ -3497,6 +3512,8 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"spmd_backend": settings.spmd_backend} if settings.spmd_backend is not None else {}),
         **({"fsdp_symm_mem": True} if settings.fsdp_symm_mem else {}),
+        # CP on contiguous chunks (step.cp_balance_factor); none at cp 1, where nothing is split
+        **({"cp_load_balance": False} if not settings.cp_load_balance and cp > 1 else {}),
         **({"spmd_typechecking": True} if settings.spmd_typechecking else {}),
         **({"partition_activations": True} if settings.partition_activations else {}),
         **({"sync_tp_duplicated_parameters": True} if settings.sync_tp_duplicated_parameters else {}),

@@ -2803,6 +2803,11 @@ class StackRuns(BaseModel):
         default=None, description="the option that allocates FSDP's all-gather staging buffers in symmetric memory (job "
                                   "field fsdp_symm_mem: torchtitan 0.3's parallelism.enable_fsdp_symm_mem, start-up rule "
                                   "TORCHTITAN_FSDP_SYMM_MEM_SM90); null: the stack has none, a job setting it is refused")
+    cp_no_load_balance: Optional[str] = Field(
+        default=None, description="the option that runs context parallelism on contiguous sequence chunks, without "
+                                  "load balancing the causal mask (job field cp_load_balance false: torchtitan's "
+                                  "parallelism.context_parallel_load_balancer None); null: the stack always "
+                                  "load-balances, a job setting cp_load_balance false is refused; cite it in sources")
     spmd_typechecking: Optional[str] = Field(
         default=None, description="the option that runs the training step under SPMD type checking (job field "
                                   "spmd_typechecking: torchtitan 0.3's debug.spmd_typechecking, start-up rules "
@@ -3843,6 +3848,17 @@ class Job(BaseModel):
                                    "arrives, and frees that gradient there (torchtitan [optimizer] early_step_in_backward, "
                                    "on a stack with memory.optimizer_in_backward; memory.py [es]); refused with pipeline "
                                    "or expert parallelism, as torchtitan refuses it; default off")
+    cp_load_balance: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=True,
+        description="context parallelism load-balances the causal mask: each CP rank holds two of 2 cp sequence "
+                    "chunks (i and 2 cp - 1 - i), so every rank runs 1/cp of the attention core (the default, and "
+                    "the only way Megatron-LM runs: NVIDIA/Megatron-LM @d98e8a64 megatron/core/utils.py "
+                    "_get_batch_on_this_cp_rank_per_sequence_balancing l. 2504-2557); false: contiguous chunks, the "
+                    "last CP rank's queries attend to the most keys and every global causal layer's attention core "
+                    "runs at that rank's (2 cp - 1) / cp of the balanced share (step.cp_balance_factor; torchtitan "
+                    "parallelism.context_parallel_load_balancer None, valid only on a stack with the option: stack_db "
+                    "runs.cp_no_load_balance); fit never searches it (it is never faster)")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."

@@ -1432,7 +1432,10 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
         from .cp_rotate import ignored_at_cp1 as rotate_ignored
 
-        warnings = warnings + [w for w in cp_variant_ignored(job) + rotate_ignored(job) if w not in warnings]
+        from .plan import balance_ignored_at_cp1
+
+        warnings = warnings + [w for w in cp_variant_ignored(job) + rotate_ignored(job) + balance_ignored_at_cp1(job)
+                               if w not in warnings]
     if opts.cp is None or any(c > 1 for c in opts.cp):  # a stack whose training never sets the rotate method
         from .cp_rotate import ignored_on_stack as rotate_ignored_on_stack  # (cp_rotate.py [4]): said once
 

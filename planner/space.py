@@ -919,7 +919,9 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     from .cp_comm_type import ignored_at_cp1 as cp_variant_ignored
     from .cp_rotate import ignored_at_cp1 as rotate_ignored
 
-    probe_notes = cp_variant_ignored(one) + rotate_ignored(one)
+    from .plan import balance_ignored_at_cp1
+
+    probe_notes = cp_variant_ignored(one) + rotate_ignored(one) + balance_ignored_at_cp1(one)
     warnings = [w for w in warnings if w not in probe_notes]
     if hcp:
         from .cp_comm_type import apply_cp_comm_type

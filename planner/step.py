@@ -450,7 +450,7 @@ from .compute import (
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
-from .layers.attention import dense_windows
+from .layers.attention import dense_windows, mean_causal_keys
 from .layers.common import ACT_BYTES, shapes
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
@@ -669,6 +669,10 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
             ring = cp_ring(sc, mixer)
             k_f, k_b = cp_kernel_factor(cp_split(sc)[1], ring, cp_spec(sc).kernel == "one", kernel)
+            # the job's CP without load balancing: the last rank's share of the causal work (cp_balance_factor)
+            u = (cp_balance_factor(sc.plan.cp, ctx.seq, getattr(mixer, "window", None))
+                 if _unbalanced_core(sc, mixer, eager) else np.float64(1.0))
+            k_f, k_b = k_f * u, k_b * u
             pass_f, pass_b = cp_pass_times(sc, ring)
             cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
             core_f, core_b = core_f * k_f, core_b * k_b
@@ -817,6 +821,37 @@ def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):
                  + (steps - 1.0) / steps / attention_block_rate(off, bwd, kernel))
         out.append(np.where(c > 1.0, f, 1.0))
     return out[0], out[1]
+
+
+def _unbalanced_core(sc: StepCtx, mixer, eager: bool) -> bool:
+    """Whether the job's CP without load balancing (Settings.cp_load_balance false, a job setting) slows this mixer's
+    core: a causal softmax-attention kernel that skips the masked blocks (global or sliding-window). Not: an eager
+    core or the stack's dense window mask (every rank runs the whole square of its queries: balanced as it is), and
+    a chunked layer (the work of a rank's contiguous chunk depends on where the attention chunks' boundaries fall;
+    priced balanced, an assumption said by the reader)."""
+    return bool(not getattr(sc.settings, "cp_load_balance", True) and mixer.kind == "attention" and not eager
+                and getattr(mixer, "chunk", None) is None and not dense_windows(sc.stack, mixer))
+
+
+def cp_balance_factor(cp, seq, window=None):
+    """The attention core time of the busiest CP rank over the load-balanced share, where context parallelism runs
+    contiguous sequence chunks (job cp_load_balance false: torchtitan's context_parallel_load_balancer None, pytorch/
+    torchtitan release/0.3 @4f9e9a47d torchtitan/distributed/context_parallel/api.py cp_shard l. 217-264: no load
+    balancer, so torch's context_parallel shards the sequence dim into cp contiguous pieces). Rank r holds the queries
+    [r n, (r + 1) n), n = s / cp; a query at position p attends to min(p, w) keys (layers/attention.py mean_causal_keys;
+    w = s for a global layer), nondecreasing in p, so the last rank is the busiest. With G(x) = x mean_causal_keys(x, w)
+    the keys the first x queries attend to, its share is G(s) - G(s - n) against the balanced G(s) / cp:
+      factor = cp (G(s) - G(s - n)) / G(s);  global: cp (s^2 - (s - n)^2) / s^2 = 2 - 1/cp = (2 cp - 1) / cp
+    (1.5 at cp 2, 1.75 at cp 4); a window w <= s - n: every query of the last rank attends to w keys, factor
+    cp w / (w - w^2 / (2 s)). 1 at cp 1."""
+    c = np.maximum(np.asarray(cp, dtype=np.float64), 1.0)
+    s = np.asarray(seq, dtype=np.float64)
+    rest = s - s / c
+
+    def g(x):
+        return x * mean_causal_keys(np.maximum(x, 1.0), window)
+
+    return np.where(c > 1.0, c * (g(s) - np.where(rest > 0.0, g(rest), 0.0)) / g(s), 1.0)
 
 
 def cp_pass_times(sc: StepCtx, ring):

@@ -95,6 +95,10 @@ CASES = [
     # priced as without them (said, not modelled)
     ("fsdp_symm_mem", ["--fsdp-symm-mem"], True, dict(TT, stack="torchtitan-0.3", hardware="h100-sxm"), False, {}),
     ("spmd_typechecking", ["--spmd-typechecking"], True, dict(TT, stack="torchtitan-0.3", recompute="full"), False, {}),
+    # contiguous CP chunks: the last CP rank's (2 cp - 1) / cp = 1.5x of the causal core (step.cp_balance_factor;
+    # hand values: tests/test_cp_balance.py); memory unchanged
+    ("cp_load_balance", ["--no-cp-load-balance"], False, dict(TT, stack="torchtitan-0.3", hardware="h100-sxm", cp=2),
+     True, {"step": +1}),
     # the TP-duplicated parameters all-reduced in every forward (step.py [sy]): more TP communication
     ("sync_tp_duplicated_parameters", ["--sync-tp-duplicated-parameters"], True,
      dict(model="megatron-gpt-1.7b", gpus=8, stack="megatron-deepspeed-bigscience", tp=2), False, {"step": +1}),
@@ -199,7 +203,7 @@ CASES = [
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
 # (a fusion switch on: the stack's fused kernel)
-OMITTED = {"optimizer": "adam", "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+OMITTED = {"optimizer": "adam", "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
            "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")

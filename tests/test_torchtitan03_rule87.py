@@ -15,7 +15,7 @@ Sources, pytorch/torchtitan release/0.3 @4f9e9a47d unless said:
   distributed/context_parallel/api.py cp_shard l. 217-264: load balancers headtail / ptrr, None none, any other name
       ValueError at the first step under CP. Without load balancing rank r of cp holds queries [r s/cp, (r+1) s/cp),
       whose causal work is (s/cp)^2 (r + 1/2); the last rank's (s/cp)^2 (cp - 1/2) over the balanced (s/cp)^2 cp / 2
-      is (2 cp - 1) / cp: 1.5 at cp 2, 1.75 at cp 4 (listed as not modelled: the planner prices the balanced split).
+      is (2 cp - 1) / cp: 1.5 at cp 2, 1.75 at cp 4 (priced: job field cp_load_balance, tests/test_cp_balance.py).
   main @e347b1e5e torchtitan/models/llama3/model/model.py Attention.__init__ l. 212-222: attn_type flex builds
       FlexAttentionWrapper, so --attention-backend flex is priced as the flex kernel, not the stack's flash2 (before: the
       same plan with --attention-kernel flex differed: 240.3 ms vs 236.1 ms a step, llama3-8b on 8 H100).
@@ -188,19 +188,6 @@ def test_load_balancer_unknown_name(cli, tmp_path):
     cfg = load_trainer_config(p, hardware="h100-sxm")
     assert any(i.startswith("parallelism.context_parallel_load_balancer=zigzag (context_parallel_degree 1")
                for i in cfg.ignored)
-
-
-@pytest.mark.parametrize("cp, factor", [(2, "1.5x"), (4, "1.75x")])
-def test_load_balancer_none_is_listed_with_its_imbalance(tmp_path, cp, factor):
-    """None at cp > 1: not modelled, with the last rank's (2 cp - 1) / cp of the balanced share; the plan priced as the
-    default's (headtail)."""
-    p = _line(tmp_path, f"--parallelism.context_parallel_degree {cp} --parallelism.context_parallel_load_balancer None")
-    cfg = load_trainer_config(p, hardware="h100-sxm")
-    line = next(n for n in cfg.not_modelled if n.startswith("parallelism.context_parallel_load_balancer=None"))
-    assert f"(2 cp - 1) / cp = {factor}" in line and "cp_shard l. 217-264" in line
-    d = load_trainer_config(_line(tmp_path, f"--parallelism.context_parallel_degree {cp}", name="d.sh"), hardware="h100-sxm")
-    assert cfg.job == d.job
-    assert not any("load_balancer" in x for x in d.not_modelled + d.ignored + d.assumed)
 
 
 def test_main_flex_backend_is_priced_as_flex():

@@ -53,7 +53,8 @@ priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.
   debug.spmd_typechecking (default false, l. 356) -> spmd_typechecking (refused with PP, and with selective AC over
       FlexAttention, under spmd_types: TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)
   parallelism.context_parallel_load_balancer (default "headtail", l. 235): "" refused (l. 262-266), a name torch's
-      cp_shard does not build refused under CP, None (no load balancing) listed as not modelled under CP (_load_balancer)
+      cp_shard does not build refused under CP, None (no load balancing) under CP -> cp_load_balance false (the
+      attention core at the last CP rank's share: step.cp_balance_factor; _load_balancer; written back by the export)
   parallelism.context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
       backward step captured in a CUDA graph, trainer.py l. 613-614) -> not priced: listed (a stated non-default
       as not modelled, the default as assumed), never dropped; CUDA graphs on (the default) beside pipeline
@@ -1180,9 +1181,9 @@ CP_BALANCER_SOURCE = (f"torchtitan {COMMIT} torchtitan/distributed/context_paral
 def _load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
     """parallelism.context_parallel_load_balancer (configs.py l. 235, default "headtail"): "" refused as 0.3.0 refuses it
     at start-up; a name torch's cp_shard does not build refused where CP runs (it raises in the first step); None (no
-    load balancing: contiguous sequence chunks, the causal mask's work piled on the last CP rank) listed as not
-    modelled where CP runs, since the planner prices every rank's share of the causal attention equal (the load-balanced
-    split, step.cp_kernel_factor); the default and ptrr are that split."""
+    load balancing: contiguous sequence chunks, the causal mask's work piled on the last CP rank) read as the job field
+    cp_load_balance false where CP runs (the attention core at the last rank's share, step.cp_balance_factor); the
+    default and ptrr are the balanced split (step.cp_kernel_factor)."""
     cp = job.get("cp", 1)
     if v == "":
         raise PlannerError(f"{where}--parallelism.context_parallel_load_balancer '': torchtitan 0.3 stops at start-up "
@@ -1201,12 +1202,13 @@ def _load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignore
     if cp == 1:
         if stated:
             ignored.append(listed("ignored", "parallelism.context_parallel_load_balancer", v, "context_parallel_degree 1"))
-    elif v is None:
-        not_modelled.append(listed("not_modelled", "parallelism.context_parallel_load_balancer", v,
-                                   "no load balancing: each CP rank holds one contiguous sequence chunk, so under the "
-                                   f"causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = {(2 * cp - 1) / cp:g}x "
-                                   "the balanced share of the attention core, which the planner prices balanced: "
-                                   f"{CP_BALANCER_SOURCE}, load_balancer None"))
+    elif v is None:  # the job field cp_load_balance false: priced (step.cp_balance_factor)
+        job["cp_load_balance"] = False
+        assumed.append(f"cp_load_balance=false: {name} (no load balancing: each CP rank holds one contiguous "
+                       f"sequence chunk, so under the causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = "
+                       f"{(2 * cp - 1) / cp:g}x the balanced share of a global layer's attention core, priced so; a "
+                       "sliding-window layer its own share, a chunked layer priced balanced: step.cp_balance_factor; "
+                       f"{CP_BALANCER_SOURCE}, load_balancer None)")
     elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
         assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
                        f"priced ({CP_BALANCER_SOURCE})")
@@ -1452,6 +1454,8 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                     "--parallelism.no-enable-sequence-parallel")
     if plan.get("spmd_backend") is not None:  # the job field (configs.py l. 163-165; memory.py [sb])
         opts.append(f"--parallelism.spmd-backend {plan['spmd_backend']}")
+    if plan.get("cp_load_balance") is False and plan.get("cp", 1) > 1:  # the job field (configs.py l. 235; _load_balancer)
+        opts.append("--parallelism.context-parallel-load-balancer None")
     if plan.get("fsdp_symm_mem"):  # the job field (configs.py l. 151; startup.TORCHTITAN_FSDP_SYMM_MEM_SM90)
         opts.append("--parallelism.enable-fsdp-symm-mem")
     if plan.get("spmd_typechecking"):  # the job field (configs.py l. 356; startup.TORCHTITAN_SPMD_TYPECHECK_*)

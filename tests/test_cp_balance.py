@@ -1,0 +1,124 @@
+"""Context parallelism without load balancing (issue 22, every axis priced): the job field cp_load_balance false.
+
+Sources:
+  pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/config/configs.py l. 235 (context_parallel_load_balancer,
+      default "headtail"); torchtitan/distributed/context_parallel/api.py cp_shard l. 217-264: None builds no load
+      balancer, so torch's _context_parallel_shard splits the sequence into cp contiguous pieces.
+  NVIDIA/Megatron-LM @d98e8a64 megatron/core/utils.py _get_batch_on_this_cp_rank_per_sequence_balancing
+      l. 2504-2557: 2 cp chunks, rank r keeps r and 2 cp - 1 - r, always (no option): the field is refused there.
+
+Hand derivation (step.cp_balance_factor). Rank r of cp holds queries [r n, (r + 1) n), n = s / cp. Under the causal
+mask a query at position p attends to p keys (continuous), so rank r's work is the integral of p over its range,
+n^2 (r + 1/2); the last rank's n^2 (cp - 1/2) over the balanced share (s^2 / 2) / cp = n^2 cp / 2 is
+(2 cp - 1) / cp: 1.5 at cp 2, 1.75 at cp 4. A window w caps the keys at w: s = 8192, w = 4096, cp 2: the last rank's
+4096 queries each attend to 4096 keys (16,777,216), the whole sequence to 4096^2 / 2 + 4096 x 4096 = 25,165,824, the
+balanced share 12,582,912: 4/3.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_error
+from planner import step as S
+from planner.errors import PlannerError
+from planner.explain import evaluate
+from planner.plan import resolve
+from planner.schema import Job
+from planner.trainers import load_trainer_config
+
+BASE = dict(model="llama3-8b", gpus=8, global_batch=8, micro_batch=1, seq_len=8192, sharding="fsdp",
+            stack="torchtitan-0.3", hardware="h100-sxm", recompute="none")
+
+
+def test_factor_by_hand():
+    assert float(S.cp_balance_factor(2, 8192)) == pytest.approx(1.5, rel=1e-12)
+    assert float(S.cp_balance_factor(4, 8192)) == pytest.approx(1.75, rel=1e-12)
+    assert float(S.cp_balance_factor(1, 8192)) == 1.0
+    assert float(S.cp_balance_factor(2, 8192, 4096)) == pytest.approx(4.0 / 3.0, rel=1e-12)
+    # vectorized over plans: one call for cp 1, 2, 4, 8
+    np.testing.assert_allclose(S.cp_balance_factor(np.array([1, 2, 4, 8]), 8192), [1.0, 1.5, 1.75, 1.875], rtol=1e-12)
+
+
+def _core(cp: int, balanced: bool):
+    settings, plan, _ = resolve(Job(**BASE, cp=cp, dp=8 // cp, cp_load_balance=balanced))
+    sc = S._context(settings, plan)
+    lt = S.layer_times(sc)
+    assert len(lt.core_fwd) == 1  # llama3-8b: one (global, causal) layer kind
+    return (float(np.ravel(lt.core_fwd[0])[0]), float(np.ravel(lt.core_bwd[0])[0]),
+            float(np.ravel(lt.cp_fwd[0])[0]), settings, plan)
+
+
+@pytest.mark.parametrize("cp, factor", [(2, 1.5), (4, 1.75)])
+def test_attention_core_seconds_at_the_last_rank(cp, factor):
+    """torchtitan 0.3's FlexAttention CP runs one kernel of the local queries (stack kernel one: cp_kernel_factor 1),
+    so the balanced core is the unsplit kernel's rate on 1/cp of the FLOPs; without load balancing a global causal
+    layer's core forward and backward seconds are (2 cp - 1) / cp of that, and the extra is what CP adds (cp_fwd)."""
+    f1, b1, c1, *_ = _core(cp, True)
+    f0, b0, c0, *_ = _core(cp, False)
+    assert f0 / f1 == pytest.approx(factor, rel=1e-12) and b0 / b1 == pytest.approx(factor, rel=1e-12)
+    assert c0 - c1 == pytest.approx(f1 * (factor - 1.0), rel=1e-9)
+
+
+def test_step_slower_and_plan_field():
+    _, _, _, s1, p1 = _core(2, True)
+    _, _, _, s0, p0 = _core(2, False)
+    assert float(evaluate(s0, p0).step_s) > float(evaluate(s1, p1).step_s)
+    assert s0.cp_load_balance is False and s1.cp_load_balance is True
+
+
+def test_megatron_refuses_it():
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**{**BASE, "stack": "megatron", "sharding": "zero1"}, cp=2, dp=4, cp_load_balance=False))
+    assert "_get_batch_on_this_cp_rank_per_sequence_balancing l. 2504-2557" in e.value.message
+    assert "runs.cp_no_load_balance" in e.value.message
+
+
+def test_cp1_ignored():
+    _, _, w = resolve(Job(**BASE, cp=1, cp_load_balance=False))
+    assert any(x.startswith("cp_load_balance false ignored at cp 1") for x in w)
+
+
+def _line(tmp_path, extra: str, name: str = "run.sh"):
+    p = tmp_path / name
+    p.write_text("#!/usr/bin/bash\nMODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh --training.local_batch_size 1 "
+                 f"--training.seq_len 4096 {extra}\n")
+    return p
+
+
+@pytest.mark.parametrize("cp, factor", [(2, "1.5x"), (4, "1.75x")])
+def test_reader_sets_the_field(tmp_path, cp, factor):
+    """torchtitan 0.3's None at cp > 1 reads as cp_load_balance false (assumed line with the factor); the default
+    (headtail) leaves the field at its default."""
+    p = _line(tmp_path, f"--parallelism.context_parallel_degree {cp} --parallelism.context_parallel_load_balancer None")
+    cfg = load_trainer_config(p, hardware="h100-sxm")
+    assert cfg.job["cp_load_balance"] is False
+    line = next(a for a in cfg.assumed if a.startswith("cp_load_balance=false"))
+    assert f"(2 cp - 1) / cp = {factor}" in line and "cp_shard l. 217-264" in line
+    assert not any("load_balancer" in x for x in cfg.not_modelled)
+    d = load_trainer_config(_line(tmp_path, f"--parallelism.context_parallel_degree {cp}", name="d.sh"),
+                            hardware="h100-sxm")
+    assert "cp_load_balance" not in d.job
+
+
+def test_export_writes_it_back(cli, tmp_path):
+    """`planner export` of a plan with cp_load_balance false on torchtitan-0.3 writes the load balancer None (and
+    reads back as the same plan: export's own read-back check); a balanced plan writes no such option."""
+    args = ["export", "--format", "torchtitan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16",
+            "--stack", "torchtitan-0.3", "--cp", "2", "--hardware", "h100-sxm", "--seq-len", "8192"]
+    r = cli(*args, "--no-cp-load-balance")
+    assert r.exit_code == 0, r.stderr
+    assert "--parallelism.context-parallel-load-balancer None" in r.stdout
+    out = tmp_path / "exported.sh"
+    out.write_text(r.stdout)
+    assert load_trainer_config(out, hardware="h100-sxm").job["cp_load_balance"] is False
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert "context-parallel-load-balancer" not in r.stdout
+
+
+def test_megatron_cli_refusal(cli):
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack",
+                         "megatron", "--cp", "2", "--no-cp-load-balance"),
+                     "always load-balances context parallelism", "choose --stack torchtitan-0.3")
