@@ -20,7 +20,7 @@ def test_the_fast_path_is_taken():
     assert rc._C_ENCODER is not None
     w = rc._Indent2()
     w.write({"a": [1, "x"]}, 0)
-    assert len(w.c_encoders) == 2  # (the list at depth 1: encoders for depths 0 and 1 made)
+    assert len(w.levels) == 3  # (the list at depth 1: encoders for depths 0 to 2 made)
     assert "".join(w.parts) == '{\n  "a": [\n    1,\n    "x"\n  ]\n}'
 
 

@@ -313,29 +313,31 @@ class _Indent2:
 
     def __init__(self):
         self.parts: list[str] = []
-        self.c_encoders: list = []
+        self.levels: list = []  # per depth: (C encoder, line break + its items' indent, line break + its own)
         self.on_path: set[int] = set()  # (json's markers: a container inside itself is a circular reference)
 
-    def c_encoder(self, level: int):
-        while len(self.c_encoders) <= level:
-            sep = ",\n" + "  " * (len(self.c_encoders) + 1)
-            self.c_encoders.append(_C_ENCODER(None, _no_default, _encode_str, None, ": ", sep, False, False, True))
-        return self.c_encoders[level]
+    def level(self, level: int):
+        while len(self.levels) <= level + 1:
+            n = len(self.levels)
+            inner = "\n" + "  " * (n + 1)
+            self.levels.append((_C_ENCODER(None, _no_default, _encode_str, None, ": ", "," + inner, False, False, True),
+                                inner, "\n" + "  " * n))
+        return self.levels[level]
 
     def write(self, o, level: int) -> None:
         parts = self.parts
         if not o:
             parts.append("{}" if isinstance(o, dict) else "[]")
             return
+        encode, inner, close = self.level(level)
         t = type(o)
-        inner = "\n" + "  " * (level + 1)
         if t is dict:
             plain = _LEAF_TYPES.issuperset(map(type, o.values())) and _LEAF_TYPES.issuperset(map(type, o))
         else:
             plain = (t is list or t is tuple) and _LEAF_TYPES.issuperset(map(type, o))
         if plain:
-            text = "".join(self.c_encoder(level)(o, 0))
-            parts += (text[0], inner, text[1:-1], "\n" + "  " * level + text[-1])
+            text = "".join(encode(o, 0))
+            parts += (text[0], inner, text[1:-1], close, text[-1])
             return
         if id(o) in self.on_path:
             raise _Unusual
@@ -360,7 +362,7 @@ class _Indent2:
                 self.write(v, level + 1)
             else:
                 parts.append(_json_leaf(v))
-        parts.append("\n" + "  " * level + ("}" if is_dict else "]"))
+        parts += (close, "}" if is_dict else "]")
         self.on_path.discard(id(o))
 
 
