@@ -156,7 +156,10 @@ def test_mx_with_tp_under_compile_is_refused():
         resolve(Job(**{**MX, **kw}))
 
 
-FIT_MX = ["--model", "llama3-70b", "--gpus", "64", "--hardware", "b200", "--stack", "torchtitan", "--precision", "fp8"]
+# the pipeline ends not counted as layers (torchtitan's default since branch ttends counts them): these tests are about
+# the mxfp8 / compile rule, and their figures (the even 20-layer stages below) were derived for the even split
+FIT_MX = ["--model", "llama3-70b", "--gpus", "64", "--hardware", "b200", "--stack", "torchtitan", "--precision", "fp8",
+          "--no-account-for-embedding", "--no-account-for-loss"]
 
 
 def _searched(stderr: str) -> str:

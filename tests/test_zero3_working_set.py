@@ -153,8 +153,10 @@ def _gpt3(explain, **kw):
 
 def _z3(t):
     """The ZeRO-3 terms (working set, gradients awaiting their reduce-scatter, IPG bucket, persistent), and that
-    FSDP's layer-unit terms are empty (DeepSpeed gathers per submodule instead)."""
-    assert [t[k] for k in FSDP_TERMS if not k.startswith("zero3_")] == [0.0] * 6
+    FSDP's layer-unit terms are empty (DeepSpeed gathers per submodule instead; Megatron-FSDP's double-buffer pools,
+    mfsdp_double_buffer, too: seven terms)."""
+    others = [k for k in FSDP_TERMS if not k.startswith("zero3_")]
+    assert len(others) == 7 and [t[k] for k in others] == [0.0] * 7
     return t["zero3_working_set"], t["zero3_unreduced_grads"], t["zero3_ipg_bucket"], t["zero3_persistent"]
 
 
