@@ -1178,40 +1178,59 @@ CP_LOAD_BALANCERS = ("headtail", "ptrr")
 CP_BALANCER_SOURCE = (f"torchtitan {COMMIT} torchtitan/distributed/context_parallel/api.py cp_shard l. 217-264")
 
 
-def _load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
-    """parallelism.context_parallel_load_balancer (configs.py l. 235, default "headtail"): "" refused as 0.3.0 refuses it
-    at start-up; a name torch's cp_shard does not build refused where CP runs (it raises in the first step); None (no
-    load balancing: contiguous sequence chunks, the causal mask's work piled on the last CP rank) read as the job field
-    cp_load_balance false where CP runs (the attention core at the last rank's share, step.cp_balance_factor); the
-    default and ptrr are the balanced split (step.cp_kernel_factor)."""
+@dataclass(frozen=True)
+class BalancerSource:
+    """Where one torchtitan release reads parallelism.context_parallel_load_balancer, for _load_balancer's messages."""
+    release: str       # "torchtitan 0.3" / "torchtitan main"
+    empty_cite: str    # where "" is refused at start-up
+    shard_cite: str    # where the balancer is built (an unknown name raises there, in the first step)
+    key: str           # the key as the reader's messages name it
+    none_hint: str     # how the user gives None (no load balancing) in this format
+    quote: bool = False  # echo a name quoted (a TOML string) rather than as a launch line spells it
+
+
+LB_03 = BalancerSource("torchtitan 0.3", f"torchtitan {COMMIT} torchtitan/config/configs.py ParallelismConfig."
+                       "__post_init__ l. 262-266", CP_BALANCER_SOURCE, "--parallelism.context_parallel_load_balancer ",
+                       "give headtail (the default), ptrr, or None")
+
+
+def _load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored: list, not_modelled: list,
+                   src: BalancerSource = LB_03) -> None:
+    """parallelism.context_parallel_load_balancer (0.3: configs.py l. 235; main @e347b1e5e: config/job_config.py
+    l. 431; default "headtail" in both): "" refused as both refuse it at start-up; a name torch's cp_shard does not
+    build refused where CP runs (it raises in the first step); None (no load balancing: contiguous sequence chunks, the
+    causal mask's work piled on the last CP rank) read as the job field cp_load_balance false where CP runs (the
+    attention core at the last rank's share, step.cp_balance_factor); the default and ptrr are the balanced split
+    (step.cp_kernel_factor). One function for both releases' readers (torchtitan.read_sections calls it with LB_MAIN);
+    src names the release's sources."""
     cp = job.get("cp", 1)
+    key = "parallelism.context_parallel_load_balancer"
     if v == "":
-        raise PlannerError(f"{where}--parallelism.context_parallel_load_balancer '': torchtitan 0.3 stops at start-up "
-                           f"(torchtitan {COMMIT} torchtitan/config/configs.py ParallelismConfig.__post_init__ l. 262-266: "
+        raise PlannerError(f"{where}{src.key}'': {src.release} stops at start-up ({src.empty_cite}: "
                            "'context_parallel_load_balancer cannot be an empty string. Use None to disable load "
-                           "balancing.')", "give headtail (the default), ptrr, or None")
+                           "balancing.')", src.none_hint)
     if v is not None and v not in CP_LOAD_BALANCERS:
         if cp > 1:
-            raise PlannerError(f"{where}--parallelism.context_parallel_load_balancer {v}: torch's CP sharding builds "
-                               f"{' or '.join(CP_LOAD_BALANCERS)} (or None), and torchtitan 0.3 stops in the first step "
-                               f"with context_parallel_degree {cp} ({CP_BALANCER_SOURCE}: ValueError 'Invalid "
-                               "load_balancer_type')", "give headtail (the default), ptrr, or None")
-        ignored.append(listed("ignored", "parallelism.context_parallel_load_balancer", v, "context_parallel_degree 1: never read"))
+            raise PlannerError(f"{where}{src.key}{repr(v) if src.quote else v}: torch's CP sharding builds "
+                               f"{' or '.join(CP_LOAD_BALANCERS)} (or None), and {src.release} stops in the first step "
+                               f"with context_parallel_degree {cp} ({src.shard_cite}: ValueError 'Invalid "
+                               "load_balancer_type')", src.none_hint)
+        ignored.append(listed("ignored", key, v, "context_parallel_degree 1: never read"))
         return
-    name = fmt_ignored("parallelism.context_parallel_load_balancer", v)
+    name = fmt_ignored(key, v)
     if cp == 1:
         if stated:
-            ignored.append(listed("ignored", "parallelism.context_parallel_load_balancer", v, "context_parallel_degree 1"))
+            ignored.append(listed("ignored", key, v, "context_parallel_degree 1"))
     elif v is None:  # the job field cp_load_balance false: priced (step.cp_balance_factor)
         job["cp_load_balance"] = False
         assumed.append(f"cp_load_balance=false: {name} (no load balancing: each CP rank holds one contiguous "
                        f"sequence chunk, so under the causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = "
                        f"{(2 * cp - 1) / cp:g}x the balanced share of a global layer's attention core, priced so; a "
                        "sliding-window layer its own share, a chunked layer priced balanced: step.cp_balance_factor; "
-                       f"{CP_BALANCER_SOURCE}, load_balancer None)")
+                       f"{src.shard_cite}, load_balancer None)")
     elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
         assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
-                       f"priced ({CP_BALANCER_SOURCE})")
+                       f"priced ({src.shard_cite})")
 
 
 def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list, where: str = "") -> None:
