@@ -125,7 +125,7 @@ References
 [11] parallelism.context_parallel_load_balancer: pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py
     l. 431 (str | None, default "headtail"; "" refused by __post_init__ l. 439-444), consumed by train.py l. 469-477
     -> distributed/context_parallel.py cp_shard l. 138-246 (headtail, ptrr, None; other names ValueError l. 207-211):
-    read by the function the 0.3 reader uses (torchtitan03._load_balancer); a TOML string only (no null in TOML).
+    read by the function the 0.3 reader uses (cp_balancer.load_balancer); a TOML string only (no null in TOML).
 """
 
 from __future__ import annotations
@@ -140,6 +140,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
 from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text
+from .cp_balancer import BalancerSource, load_balancer
 from .report import listed, noted
 from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
                                  shape_differences)
@@ -179,11 +180,9 @@ COMM_BACKENDS = {"standard": "alltoall", "deepep": "deepep"}
 
 def _lb_main():
     """[11] Parallelism.context_parallel_load_balancer at main, for the one reader of the key both releases share
-    (torchtitan03._load_balancer): "" refused at start-up, headtail / ptrr balanced, any other string (the TOML's "None"
+    (cp_balancer.load_balancer): "" refused at start-up, headtail / ptrr balanced, any other string (the TOML's "None"
     too: TOML has no null, and ConfigManager._dict_to_dataclass passes the file's string as it is) refused where CP
     runs; None, no load balancing, only on torchtitan's command line (tyro parses None for `str | None`)."""
-    from .torchtitan03 import BalancerSource
-
     return BalancerSource(
         "torchtitan @e347b1e5e",
         "pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py Parallelism.__post_init__ l. 439-444",
@@ -739,10 +738,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             job["cp_rotate_method"] = rot
         else:
             ignored.append(listed("ignored", "parallelism.context_parallel_rotate_method", rot, "context_parallel_degree 1"))
-    if "context_parallel_load_balancer" in par:  # [11]: the job field cp_load_balance (torchtitan03._load_balancer)
-        from .torchtitan03 import _load_balancer
-
-        _load_balancer(where, par["context_parallel_load_balancer"], True, job, assumed, ignored, not_modelled,
+    if "context_parallel_load_balancer" in par:  # [11]: the job field cp_load_balance (cp_balancer.load_balancer)
+        load_balancer(where, par["context_parallel_load_balancer"], True, job, assumed, ignored, not_modelled,
                        _lb_main())
     if "enable_async_tensor_parallel" in par:
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
