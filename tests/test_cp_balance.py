@@ -121,7 +121,7 @@ def test_export_writes_it_back(cli, tmp_path):
 def test_megatron_cli_refusal(cli):
     assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack",
                          "megatron", "--cp", "2", "--no-cp-load-balance"),
-                     "always load-balances context parallelism", "choose --stack torchtitan-0.3")
+                     "always load-balances context parallelism", "choose --stack torchtitan or torchtitan-0.3")
 
 
 # ---- torchtitan main (stack torchtitan, pytorch/torchtitan @e347b1e5e): the same key, config/job_config.py
