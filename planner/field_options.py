@@ -117,8 +117,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "core instead of saving its output (torchtitan's op SAC on Blackwell, 2025-05-20 to 2025-12-01) "
                 "(default: off)"),
     FieldOption("cp_load_balance", "bool", "context parallelism load-balances the causal mask; false: contiguous "
-                "chunks, a global layer's attention core at the last CP rank's (2 cp - 1) / cp (torchtitan 0.3 "
-                "--parallelism.context_parallel_load_balancer None; stack torchtitan-0.3 only; never searched by fit) "
+                "chunks, a global layer's attention core at the last CP rank's (2 cp - 1) / cp (torchtitan's "
+                "--parallelism.context_parallel_load_balancer None; stacks torchtitan and torchtitan-0.3 only; never "
+                "searched by fit) "
                 "(default on)"),
     FieldOption("fsdp_symm_mem", "bool", "FSDP's all-gathers on symmetric memory (torchtitan 0.3 "
                 "--parallelism.enable_fsdp_symm_mem; stack torchtitan-0.3 only): refused below compute capability 9.0, "

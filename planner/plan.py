@@ -2783,7 +2783,7 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
                            "always load-balances context parallelism (each CP rank holds sequence chunks i and 2 cp - 1 - i; "
                            "Megatron-LM: NVIDIA/Megatron-LM @d98e8a64 megatron/core/utils.py "
                            f"_get_batch_on_this_cp_rank_per_sequence_balancing l. 2504-2557) and has no option to turn "
-                           f"it off ({origin})", "leave cp_load_balance out, or choose --stack torchtitan-0.3")
+                           f"it off ({origin})", "leave cp_load_balance out, or choose --stack torchtitan or torchtitan-0.3")
     if job.fsdp_symm_mem:
         stack = with_default(stack, "fsdp_symm_mem", True)
         warnings.append("fsdp_symm_mem: FSDP's all-gather staging buffers come from torch's symmetric-memory pool "

@@ -121,4 +121,99 @@ def test_export_writes_it_back(cli, tmp_path):
 def test_megatron_cli_refusal(cli):
     assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack",
                          "megatron", "--cp", "2", "--no-cp-load-balance"),
-                     "always load-balances context parallelism", "choose --stack torchtitan-0.3")
+                     "always load-balances context parallelism", "choose --stack torchtitan or torchtitan-0.3")
+
+
+# ---- torchtitan main (stack torchtitan, pytorch/torchtitan @e347b1e5e): the same key, config/job_config.py
+# Parallelism.context_parallel_load_balancer l. 431-437 (str | None, default "headtail"; "" refused by __post_init__
+# l. 439-444), read by train.py l. 469-477 into distributed/context_parallel.py cp_shard l. 138-246 (headtail / ptrr
+# build a balancer, another name raises ValueError l. 207-211, None builds none: contiguous chunks). TOML has no null
+# and config/manager.py _dict_to_dataclass l. 160-181 passes the file's string as it is, so None is a command-line
+# value only: the TOML reader never sets cp_load_balance false and the TOML export refuses it.
+
+
+def _core_at(stack: str, cp: int, balanced: bool):
+    settings, plan, _ = resolve(Job(**{**BASE, "stack": stack}, cp=cp, dp=8 // cp, cp_load_balance=balanced))
+    lt = S.layer_times(S._context(settings, plan))
+    assert len(lt.core_fwd) == 1
+    return float(np.ravel(lt.core_fwd[0])[0]), float(np.ravel(lt.core_bwd[0])[0]), float(np.ravel(lt.cp_fwd[0])[0])
+
+
+@pytest.mark.parametrize("cp, factor", [(2, 1.5), (4, 1.75)])
+def test_main_stack_prices_it(cp, factor):
+    """Stack torchtitan now has runs.cp_no_load_balance, so the job field is accepted there (it was refused) and priced
+    as on 0.3 (step.cp_balance_factor): rank r of cp holds queries [r n, (r + 1) n), n = s / cp, and under the causal
+    mask does n^2 (r + 1/2) of the work; the last rank's n^2 (cp - 1/2) over the balanced n^2 cp / 2 is (2 cp - 1) / cp:
+    1.5 at cp 2, 1.75 at cp 4, on the core forward and backward; the extra seconds are what CP adds (cp_fwd)."""
+    f1, b1, c1 = _core_at("torchtitan", cp, True)
+    f0, b0, c0 = _core_at("torchtitan", cp, False)
+    assert f0 / f1 == pytest.approx(factor, rel=1e-12) and b0 / b1 == pytest.approx(factor, rel=1e-12)
+    assert c0 - c1 == pytest.approx(f1 * (factor - 1.0), rel=1e-9)
+
+
+def _toml(tmp_path, cp: int, balancer: str | None):
+    p = tmp_path / f"tt-{cp}.toml"
+    p.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n'
+                 f"[parallelism]\ncontext_parallel_degree = {cp}\n"
+                 + (f"context_parallel_load_balancer = {balancer}\n" if balancer is not None else ""))
+    return p
+
+
+@pytest.mark.parametrize("value", ['"headtail"', '"ptrr"'])
+def test_main_toml_balanced_names(tmp_path, value):
+    """headtail and ptrr (cp_shard l. 186-206) are the balanced split: the field stays at its default, the name is
+    listed as assumed at cp 2 and as ignored at cp 1 (cp_shard runs only where cp is enabled: train.py l. 469)."""
+    cfg = load_trainer_config(_toml(tmp_path, 2, value), gpus=8, hardware="h100-sxm")
+    assert "cp_load_balance" not in cfg.job
+    assert any(f"load balancer shares the causal mask's work evenly" in a for a in cfg.assumed)
+    cfg = load_trainer_config(_toml(tmp_path, 1, value), gpus=8, hardware="h100-sxm")
+    assert "cp_load_balance" not in cfg.job
+    assert any("context_parallel_load_balancer" in x and "context_parallel_degree 1" in x for x in cfg.ignored)
+
+
+def test_main_toml_none_string_refused(cli, tmp_path):
+    """A TOML "None" is the string 'None', which cp_shard refuses at cp > 1 (ValueError 'Invalid load_balancer_type',
+    l. 207-211): refused naming it, the hint giving the command-line None; at cp 1 never read (ignored)."""
+    assert_one_error(cli("explain", str(_toml(tmp_path, 2, '"None"')), "--gpus", "8", "--hardware", "h100-sxm"),
+                     "context_parallel_load_balancer = 'None'", "cp_shard l. 138-246", "Invalid load_balancer_type",
+                     "--parallelism.context_parallel_load_balancer None on torchtitan's command line")
+    cfg = load_trainer_config(_toml(tmp_path, 1, '"None"'), gpus=8, hardware="h100-sxm")
+    assert "cp_load_balance" not in cfg.job
+    assert any("context_parallel_load_balancer" in x and "never read" in x for x in cfg.ignored)
+
+
+@pytest.mark.parametrize("cp", [1, 2])
+def test_main_toml_empty_and_non_string_refused(cli, tmp_path, cp):
+    """"" stops main at start-up whatever the degree (Parallelism.__post_init__ l. 439-444); a non-string is no value
+    of the `str | None` field."""
+    assert_one_error(cli("explain", str(_toml(tmp_path, cp, '""')), "--gpus", "8", "--hardware", "h100-sxm"),
+                     "context_parallel_load_balancer = ''", "Parallelism.__post_init__ l. 439-444",
+                     "cannot be an empty string")
+    assert_one_error(cli("explain", str(_toml(tmp_path, cp, "false")), "--gpus", "8", "--hardware", "h100-sxm"),
+                     "context_parallel_load_balancer = False is not a string")
+
+
+def test_main_toml_priced_with_the_flag(cli, tmp_path):
+    """The TOML (no balancer key) priced with --no-cp-load-balance runs slower than without it (the 1.5x core at cp 2,
+    test_main_stack_prices_it), as torchtitan launched with --parallelism.context_parallel_load_balancer None."""
+    p = str(_toml(tmp_path, 2, None))
+    args = ["explain", p, "--gpus", "8", "--hardware", "h100-sxm", "-f", "json"]
+    import json
+
+    r1, r0 = cli(*args), cli(*args, "--no-cp-load-balance")
+    assert r1.exit_code == 0 and r0.exit_code == 0, (r1.stderr, r0.stderr)
+    s1, s0 = json.loads(r1.stdout), json.loads(r0.stdout)
+    assert s0["plan"]["cp_load_balance"] is False and "cp_load_balance" not in s1["plan"]
+    assert s0["time"]["step_s"] > s1["time"]["step_s"]
+
+
+def test_main_export_refuses_it(cli):
+    """A TOML cannot say None: `export --format torchtitan` of a main-stack plan with cp_load_balance false is refused
+    naming why and how to launch it; the balanced plan exports without the key (its default)."""
+    args = ["export", "--format", "torchtitan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16",
+            "--stack", "torchtitan", "--cp", "2", "--hardware", "h100-sxm", "--seq-len", "8192", "--sharding", "fsdp"]
+    assert_one_error(cli(*args, "--no-cp-load-balance"), "cp_load_balance false", "a TOML cannot say",
+                     "--parallelism.context_parallel_load_balancer None on torchtitan's command line")
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert "load_balancer" not in r.stdout

@@ -732,6 +732,14 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
 
 
 def _torchtitan(plan: dict, notes: list[str]) -> str:
+    if plan.get("cp_load_balance") is False and plan.get("cp", 1) > 1:  # the job field (stack_db torchtitan sources)
+        raise _refuse("torchtitan", "cp_load_balance false: torchtitan @e347b1e5e turns CP load balancing off only with "
+                      "context_parallel_load_balancer None (config/job_config.py l. 431-437), which a TOML cannot say "
+                      "(TOML has no null; config/manager.py _dict_to_dataclass l. 160-181 passes a 'None' string as "
+                      "the name 'None', which distributed/context_parallel.py cp_shard l. 207-211 refuses)",
+                      "launch this file with --parallelism.context_parallel_load_balancer None on torchtitan's command "
+                      "line (export the plan without --no-cp-load-balance, then add the option), or export with "
+                      "--stack torchtitan-0.3, whose launch line carries it")
     sec = _torchtitan_sections(plan, notes, _torchtitan_flavor)
     head = ["# torchtitan job file written by `planner export --format torchtitan`",
             "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",

@@ -49,6 +49,8 @@ Read and modelled (section.key -> planner job field):
                                    sharding mode: stack_db torchtitan runs.sharding),
                                    pipeline_parallel_first/last_stage_less_layers (the
                                    embedding and output counted in the split: 0 or 1)
+                                   context_parallel_load_balancer (headtail | ptrr: balanced;
+                                   "" and other names refused at cp > 1 as torchtitan stops [11])
   [activation_checkpoint] mode (none|selective|full), selective_ac_option ('op' or an
                                    integer n: every n-th layer of a stage fully recomputed)
   [compile] enable, components ("model")
@@ -120,6 +122,10 @@ References
     no such field (git grep enable_sequence_parallel finds none in torchtitan/; config/job_config.py Parallelism
     l. 311-484), and config/manager.py _dict_to_dataclass l. 160-171 raises ValueError 'Invalid field names' for a
     TOML key its dataclass lacks; its apply_tp always applies SequenceParallel [5].
+[11] parallelism.context_parallel_load_balancer: pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py
+    l. 431 (str | None, default "headtail"; "" refused by __post_init__ l. 439-444), consumed by train.py l. 469-477
+    -> distributed/context_parallel.py cp_shard l. 138-246 (headtail, ptrr, None; other names ValueError l. 207-211):
+    read by the function the 0.3 reader uses (cp_balancer.load_balancer); a TOML string only (no null in TOML).
 """
 
 from __future__ import annotations
@@ -134,6 +140,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
 from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text
+from .cp_balancer import BalancerSource, load_balancer
 from .report import listed, noted
 from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
                                  shape_differences)
@@ -170,6 +177,23 @@ CP_ROTATE_METHODS = ("allgather", "alltoall")
 # moe_dispatcher (stack_db torchtitan runs.moe_dispatchers; export.py TORCHTITAN_DISPATCHERS writes it back)
 COMM_BACKENDS = {"standard": "alltoall", "deepep": "deepep"}
 
+
+def _lb_main():
+    """[11] Parallelism.context_parallel_load_balancer at main, for the one reader of the key both releases share
+    (cp_balancer.load_balancer): "" refused at start-up, headtail / ptrr balanced, any other string (the TOML's "None"
+    too: TOML has no null, and ConfigManager._dict_to_dataclass passes the file's string as it is) refused where CP
+    runs; None, no load balancing, only on torchtitan's command line (tyro parses None for `str | None`)."""
+    return BalancerSource(
+        "torchtitan @e347b1e5e",
+        "pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py Parallelism.__post_init__ l. 439-444",
+        "pytorch/torchtitan @e347b1e5e torchtitan/distributed/context_parallel.py cp_shard l. 138-246 (the balancer "
+        "l. 183-211), called from train.py l. 469-477 (prepare_context_parallel_input, only where cp is enabled)",
+        "[parallelism] context_parallel_load_balancer = ",
+        "give \"headtail\" (the default) or \"ptrr\"; TOML has no None (torchtitan/config/manager.py @e347b1e5e "
+        "_dict_to_dataclass l. 160-181 passes the file's string as it is): for no load balancing pass "
+        "--parallelism.context_parallel_load_balancer None on torchtitan's command line and price it with "
+        "--no-cp-load-balance", quote=True)
+
 def fqns_per_model_part(num_stages: int, num_layers: int, input_weight: int = 1, output_weight: int = 1) -> list[list[str]]:
     """torchtitan's own placement of an LLM's modules on its pipeline stages, as
     [parallelism] module_fqns_per_model_part spells it: pytorch/torchtitan @e347b1e5e
@@ -203,7 +227,8 @@ MODELLED = {
                     "enable_async_tensor_parallel", "expert_parallel_degree", "expert_tensor_parallel_degree",
                     "fsdp_reshard_after_forward", "pipeline_parallel_first_stage_less_layers",
                     "pipeline_parallel_last_stage_less_layers", "context_parallel_rotate_method",
-                    "expert_parallel_comm_backend", "module_fqns_per_model_part", "enable_sequence_parallel"},
+                    "expert_parallel_comm_backend", "module_fqns_per_model_part", "enable_sequence_parallel",
+                    "context_parallel_load_balancer"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns"},
@@ -266,7 +291,8 @@ def _int(where: str, key: str, v, minimum: int = 1, allowed: tuple = ()) -> int:
 STR_KEYS = {("model", "name"), ("model", "flavor"), ("parallelism", "pipeline_parallel_schedule"),
             ("activation_checkpoint", "mode"), ("training", "dtype"), ("training", "mixed_precision_param"),
             ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward"), ("optimizer", "implementation"),
-            ("parallelism", "context_parallel_rotate_method"), ("parallelism", "expert_parallel_comm_backend")}
+            ("parallelism", "context_parallel_rotate_method"), ("parallelism", "expert_parallel_comm_backend"),
+            ("parallelism", "context_parallel_load_balancer")}
 STR_LIST_KEYS = {("model", "converters"), ("compile", "components")}
 BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel"),
              ("training", "enable_cpu_offload"), ("parallelism", "enable_sequence_parallel")}
@@ -712,6 +738,9 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             job["cp_rotate_method"] = rot
         else:
             ignored.append(listed("ignored", "parallelism.context_parallel_rotate_method", rot, "context_parallel_degree 1"))
+    if "context_parallel_load_balancer" in par:  # [11]: the job field cp_load_balance (cp_balancer.load_balancer)
+        load_balancer(where, par["context_parallel_load_balancer"], True, job, assumed, ignored, not_modelled,
+                       _lb_main())
     if "enable_async_tensor_parallel" in par:
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
     _comm_backend(where, par, job, assumed, ignored)

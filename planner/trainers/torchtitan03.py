@@ -54,7 +54,7 @@ priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.
       FlexAttention, under spmd_types: TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)
   parallelism.context_parallel_load_balancer (default "headtail", l. 235): "" refused (l. 262-266), a name torch's
       cp_shard does not build refused under CP, None (no load balancing) under CP -> cp_load_balance false (the
-      attention core at the last CP rank's share: step.cp_balance_factor; _load_balancer; written back by the export)
+      attention core at the last CP rank's share: step.cp_balance_factor; cp_balancer.load_balancer; written back by the export)
   parallelism.context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
       backward step captured in a CUDA graph, trainer.py l. 613-614) -> not priced: listed (a stated non-default
       as not modelled, the default as assumed), never dropped; CUDA graphs on (the default) beside pipeline
@@ -85,6 +85,7 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from . import TrainerConfig, fmt_ignored, one_rank_mesh
+from .cp_balancer import BalancerSource, load_balancer
 from .report import listed, noted
 
 COMMIT = "release/0.3 @4f9e9a47d"
@@ -1174,44 +1175,13 @@ def cuda_graph_refusal(cf: ConfigFunction, pp: int, ep: int) -> Optional[str]:
 # raises ValueError ("Invalid load_balancer_type ... Must be one of: 'headtail', 'ptrr', or None") in the first step's
 # prepare_context_parallel_input (trainer.py l. 750-759, only where cp is enabled); "" raises at start-up
 # (configs.py ParallelismConfig.__post_init__ l. 262-266: 'context_parallel_load_balancer cannot be an empty string')
-CP_LOAD_BALANCERS = ("headtail", "ptrr")
 CP_BALANCER_SOURCE = (f"torchtitan {COMMIT} torchtitan/distributed/context_parallel/api.py cp_shard l. 217-264")
 
 
-def _load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
-    """parallelism.context_parallel_load_balancer (configs.py l. 235, default "headtail"): "" refused as 0.3.0 refuses it
-    at start-up; a name torch's cp_shard does not build refused where CP runs (it raises in the first step); None (no
-    load balancing: contiguous sequence chunks, the causal mask's work piled on the last CP rank) read as the job field
-    cp_load_balance false where CP runs (the attention core at the last rank's share, step.cp_balance_factor); the
-    default and ptrr are the balanced split (step.cp_kernel_factor)."""
-    cp = job.get("cp", 1)
-    if v == "":
-        raise PlannerError(f"{where}--parallelism.context_parallel_load_balancer '': torchtitan 0.3 stops at start-up "
-                           f"(torchtitan {COMMIT} torchtitan/config/configs.py ParallelismConfig.__post_init__ l. 262-266: "
-                           "'context_parallel_load_balancer cannot be an empty string. Use None to disable load "
-                           "balancing.')", "give headtail (the default), ptrr, or None")
-    if v is not None and v not in CP_LOAD_BALANCERS:
-        if cp > 1:
-            raise PlannerError(f"{where}--parallelism.context_parallel_load_balancer {v}: torch's CP sharding builds "
-                               f"{' or '.join(CP_LOAD_BALANCERS)} (or None), and torchtitan 0.3 stops in the first step "
-                               f"with context_parallel_degree {cp} ({CP_BALANCER_SOURCE}: ValueError 'Invalid "
-                               "load_balancer_type')", "give headtail (the default), ptrr, or None")
-        ignored.append(listed("ignored", "parallelism.context_parallel_load_balancer", v, "context_parallel_degree 1: never read"))
-        return
-    name = fmt_ignored("parallelism.context_parallel_load_balancer", v)
-    if cp == 1:
-        if stated:
-            ignored.append(listed("ignored", "parallelism.context_parallel_load_balancer", v, "context_parallel_degree 1"))
-    elif v is None:  # the job field cp_load_balance false: priced (step.cp_balance_factor)
-        job["cp_load_balance"] = False
-        assumed.append(f"cp_load_balance=false: {name} (no load balancing: each CP rank holds one contiguous "
-                       f"sequence chunk, so under the causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = "
-                       f"{(2 * cp - 1) / cp:g}x the balanced share of a global layer's attention core, priced so; a "
-                       "sliding-window layer its own share, a chunked layer priced balanced: step.cp_balance_factor; "
-                       f"{CP_BALANCER_SOURCE}, load_balancer None)")
-    elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
-        assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
-                       f"priced ({CP_BALANCER_SOURCE})")
+LB_03 = BalancerSource("torchtitan 0.3", f"torchtitan {COMMIT} torchtitan/config/configs.py ParallelismConfig."
+                       "__post_init__ l. 262-266", CP_BALANCER_SOURCE, "--parallelism.context_parallel_load_balancer ",
+                       "give headtail (the default), ptrr, or None")
+
 
 
 def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list, where: str = "") -> None:
@@ -1256,7 +1226,7 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
             elif stated:
                 ignored.append(listed("ignored", key, v, "the default"))
         elif key == "parallelism.context_parallel_load_balancer":
-            _load_balancer(where, v, stated, job, assumed, ignored, not_modelled)
+            load_balancer(where, v, stated, job, assumed, ignored, not_modelled, LB_03)
         elif key == "parallelism.spmd_backend":
             if v != ONLY_03_DEFAULTS[key]:
                 # the job field (memory.py [sb]): on a DTensor backend op SAC keeps the EP exchange's and the TP
@@ -1454,7 +1424,7 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                     "--parallelism.no-enable-sequence-parallel")
     if plan.get("spmd_backend") is not None:  # the job field (configs.py l. 163-165; memory.py [sb])
         opts.append(f"--parallelism.spmd-backend {plan['spmd_backend']}")
-    if plan.get("cp_load_balance") is False and plan.get("cp", 1) > 1:  # the job field (configs.py l. 235; _load_balancer)
+    if plan.get("cp_load_balance") is False and plan.get("cp", 1) > 1:  # the job field (configs.py l. 235; cp_balancer.load_balancer)
         opts.append("--parallelism.context-parallel-load-balancer None")
     if plan.get("fsdp_symm_mem"):  # the job field (configs.py l. 151; startup.TORCHTITAN_FSDP_SYMM_MEM_SM90)
         opts.append("--parallelism.enable-fsdp-symm-mem")

@@ -1,0 +1,71 @@
+"""torchtitan's parallelism.context_parallel_load_balancer, read by both releases' readers (torchtitan03: 0.3.0's
+launch line, release/0.3 @4f9e9a47d config/configs.py l. 235; torchtitan: main's TOML, @e347b1e5e config/job_config.py
+l. 431): one function, each caller passing its release's sources (BalancerSource).
+
+torch's CP load balancers both releases build (0.3: distributed/context_parallel/api.py cp_shard l. 217-264; main
+@e347b1e5e: distributed/context_parallel.py cp_shard l. 138-246, the balancer l. 183-211): headtail
+(_HeadTailLoadBalancer) and ptrr (_PTRRLoadBalancer, over the BlockMask); None disables load balancing; any other
+name raises ValueError ("Invalid load_balancer_type ... Must be one of: 'headtail', 'ptrr', or None") in the first
+step's prepare_context_parallel_input (only where cp is enabled); "" raises at start-up (0.3 configs.py
+ParallelismConfig.__post_init__ l. 262-266; main job_config.py Parallelism.__post_init__ l. 439-444).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import PlannerError
+from . import fmt_ignored
+from .report import listed
+
+CP_LOAD_BALANCERS = ("headtail", "ptrr")
+
+
+@dataclass(frozen=True)
+class BalancerSource:
+    """Where one torchtitan release reads parallelism.context_parallel_load_balancer, for load_balancer's messages."""
+    release: str       # "torchtitan 0.3" / "torchtitan @e347b1e5e"
+    empty_cite: str    # where "" is refused at start-up
+    shard_cite: str    # where the balancer is built (an unknown name raises there, in the first step)
+    key: str           # the key as the reader's messages name it
+    none_hint: str     # how the user gives None (no load balancing) in this format
+    quote: bool = False  # echo a name quoted (a TOML string) rather than as a launch line spells it
+
+
+def load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored: list, not_modelled: list,
+                  src: BalancerSource) -> None:
+    """parallelism.context_parallel_load_balancer (0.3: configs.py l. 235; main @e347b1e5e: config/job_config.py
+    l. 431; default "headtail" in both): "" refused as both refuse it at start-up; a name torch's cp_shard does not
+    build refused where CP runs (it raises in the first step); None (no load balancing: contiguous sequence chunks, the
+    causal mask's work piled on the last CP rank) read as the job field cp_load_balance false where CP runs (the
+    attention core at the last rank's share, step.cp_balance_factor); the default and ptrr are the balanced split
+    (step.cp_kernel_factor). One function for both releases' readers (torchtitan03's option loop with LB_03,
+    torchtitan.read_sections with _lb_main()); src names the release's sources."""
+    cp = job.get("cp", 1)
+    key = "parallelism.context_parallel_load_balancer"
+    if v == "":
+        raise PlannerError(f"{where}{src.key}'': {src.release} stops at start-up ({src.empty_cite}: "
+                           "'context_parallel_load_balancer cannot be an empty string. Use None to disable load "
+                           "balancing.')", src.none_hint)
+    if v is not None and v not in CP_LOAD_BALANCERS:
+        if cp > 1:
+            raise PlannerError(f"{where}{src.key}{repr(v) if src.quote else v}: torch's CP sharding builds "
+                               f"{' or '.join(CP_LOAD_BALANCERS)} (or None), and {src.release} stops in the first step "
+                               f"with context_parallel_degree {cp} ({src.shard_cite}: ValueError 'Invalid "
+                               "load_balancer_type')", src.none_hint)
+        ignored.append(listed("ignored", key, v, "context_parallel_degree 1: never read"))
+        return
+    name = fmt_ignored(key, v)
+    if cp == 1:
+        if stated:
+            ignored.append(listed("ignored", key, v, "context_parallel_degree 1"))
+    elif v is None:  # the job field cp_load_balance false: priced (step.cp_balance_factor)
+        job["cp_load_balance"] = False
+        assumed.append(f"cp_load_balance=false: {name} (no load balancing: each CP rank holds one contiguous "
+                       f"sequence chunk, so under the causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = "
+                       f"{(2 * cp - 1) / cp:g}x the balanced share of a global layer's attention core, priced so; a "
+                       "sliding-window layer its own share, a chunked layer priced balanced: step.cp_balance_factor; "
+                       f"{src.shard_cite}, load_balancer None)")
+    elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
+        assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
+                       f"priced ({src.shard_cite})")
