@@ -371,6 +371,11 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
         u_mid = np.where(pp > 2, each, u_last)
         first, mid, last = (np.where(uneven, u_first, first), np.where(uneven, u_mid, mid),
                             np.where(uneven, u_last, last))
+    # pp 2: both stages are ends (stage 0 holds chunk 0 with the embedding, stage 1 the last chunk with the loss,
+    # whatever vpp), so there is no middle stage: the "middle" is stage 1's layers, as _stage_chunks' and the
+    # uneven rule's above (ceil(L'/(2 v)) v would count a stage of L'/2 layers that does not exist: 40 layers + 2
+    # ends on pp 2 hold 20 and 20, not 21)
+    mid = np.where(pp == 2, last, mid)
     one = pp == 1
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 
