@@ -313,7 +313,8 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
     the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
     layers on 16 stages, "we reduce one Transformer layer each from the first and the last
     stages", The Llama 3 Herd of Models sec. 3.3.2). Each keeps at least one layer; with one
-    stage all three are L.
+    stage all three are L; with two there is no middle stage and the "middle" is stage 1's (the
+    last's) layers, whatever the rule and vpp (step.compute_time prices stage 0 there).
 
     With the embedding (split_emb = 1) or the loss (split_loss = 1) counted as a layer of the
     split [6], L' = L + split_emb + split_loss units divide into pp*vpp chunks, and the first
