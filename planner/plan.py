@@ -1302,8 +1302,10 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
     elif model.num_layers % (job.pp * job.vpp):
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, 0, 0, code))
         warnings.append(
-            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
-            f"hold {mid} layers, the first {first} and the last {last} ({_split_whose(stack, code) or 'Llama 3 sec. 3.3.2'})"
+            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: "
+            + (f"the middle stages hold {mid} layers, the first {first} and the last {last} " if job.pp > 2 else
+               f"the first stage holds {first} layers and the last {last} (no middle stage on pp 2) ")
+            + f"({_split_whose(stack, code) or 'Llama 3 sec. 3.3.2'})"
         )
 
 
