@@ -313,7 +313,8 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
     the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
     layers on 16 stages, "we reduce one Transformer layer each from the first and the last
     stages", The Llama 3 Herd of Models sec. 3.3.2). Each keeps at least one layer; with one
-    stage all three are L.
+    stage all three are L; with two there is no middle stage and the "middle" is stage 1's (the
+    last's) layers, whatever the rule and vpp (step.compute_time prices stage 0 there).
 
     With the embedding (split_emb = 1) or the loss (split_loss = 1) counted as a layer of the
     split [6], L' = L + split_emb + split_loss units divide into pp*vpp chunks, and the first
@@ -371,6 +372,11 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
         u_mid = np.where(pp > 2, each, u_last)
         first, mid, last = (np.where(uneven, u_first, first), np.where(uneven, u_mid, mid),
                             np.where(uneven, u_last, last))
+    # pp 2: both stages are ends (stage 0 holds chunk 0 with the embedding, stage 1 the last chunk with the loss,
+    # whatever vpp), so there is no middle stage: the "middle" is stage 1's layers, as _stage_chunks' and the
+    # uneven rule's above (ceil(L'/(2 v)) v would count a stage of L'/2 layers that does not exist: 40 layers + 2
+    # ends on pp 2 hold 20 and 20, not 21)
+    mid = np.where(pp == 2, last, mid)
     one = pp == 1
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 

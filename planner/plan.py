@@ -1285,7 +1285,9 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
         placed = f"; the {units} units placed by {whose}" if whose and units % (job.pp * job.vpp) else ""
         warnings.append(
             f"{ends} of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
-            f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
+            f"{job.pp * job.vpp} chunks; "
+            + (f"the middle stages hold {mid} layers, the first {first} and the last {last} " if job.pp > 2 else
+               f"the first stage holds {first} layers and the last {last} (no middle stage on pp 2) ")
             + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers{placed})"
                if stack is not None and stack.pipeline_ends_as_layers else
                f"(Megatron-Core --pipeline-model-parallel-layout{placed})" if n_loss > 1 else
@@ -1300,8 +1302,10 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
     elif model.num_layers % (job.pp * job.vpp):
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, 0, 0, code))
         warnings.append(
-            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
-            f"hold {mid} layers, the first {first} and the last {last} ({_split_whose(stack, code) or 'Llama 3 sec. 3.3.2'})"
+            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: "
+            + (f"the middle stages hold {mid} layers, the first {first} and the last {last} " if job.pp > 2 else
+               f"the first stage holds {first} layers and the last {last} (no middle stage on pp 2) ")
+            + f"({_split_whose(stack, code) or 'Llama 3 sec. 3.3.2'})"
         )
 
 

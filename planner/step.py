@@ -1174,14 +1174,22 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
         unf = n[st] * sc.mean(st, [f + b for f, b in zip(lt.unf_fwd, lt.unf_bwd)]) + rc[st] * sc.mean(st, lt.unf_fwd)
         return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host, unf
 
-    mid, perm_mid, host_mid, unf_mid = stage("mid")
+    first_stage = stage("first")
+    # pp 2 has no middle stage (pipeline.stage_layers: its "mid" is stage 1's layers): the stage beside the last
+    # is the first, priced with its own layers (as a middle one: the embedding's lookup is not priced)
+    two = sc.plan.pp == 2
+    mid, perm_mid, host_mid, unf_mid = (np.where(two, f, m_) for f, m_ in zip(first_stage, stage("mid")))
     last, perm_last, host_last, unf_last = stage("last")
     extra_first, extra_last = bf16_end_layers(sc, lt)
     last = last + logits + mtp_time(sc, lt, logits) + extra_last
     # DualPipe: the end rank runs stage 0 and stage p - 1, each for half the micro-batches
-    last, perm_last, host_last, unf_last = dualpipe_end_rank(sc, stage("first"), extra_first,
+    last, perm_last, host_last, unf_last = dualpipe_end_rank(sc, first_stage, extra_first,
                                                              (last, perm_last, host_last, unf_last))
     mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
+    # DualPipe on pp 2: both ranks are end ranks (stage 0 and stage 1 each), no rank runs the first stage alone
+    both = two & dualpipe_pairs(sc.plan)
+    mid, perm_mid, host_mid, unf_mid = (np.where(both, e, m_) for e, m_ in
+                                        zip((last, perm_last, host_last, unf_last), (mid, perm_mid, host_mid, unf_mid)))
     # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
     layer_fwd, layer_bwd = sc.mean("mid", lt.fwd) - sc.mean("mid", lt.host_fwd), sc.mean("mid", lt.bwd)
     layers = n["mid"]
@@ -1201,8 +1209,8 @@ def dualpipe_end_rank(sc: StepCtx, first, extra_first, last) -> tuple:
     modules on stage p - 1 are half on the critical path, beside stage 0's lighter load (its
     layers, plus its bf16 layers). Every other schedule (and one stage): the last stage as it
     is. The middle ranks (stage r with p - 1 - r) keep the heaviest middle stage
-    (slowest_middle), an upper bound on their mean; with pp 2 (no middle rank) that bound is
-    stage 1's layers without the head (named approximations)."""
+    (slowest_middle), an upper bound on their mean; with pp 2 (no middle rank) both ranks are end
+    ranks and compute_time prices them by this pair alone (a named approximation at pp > 2)."""
     dual = dualpipe_pairs(sc.plan)
     if not np.any(dual):
         return last

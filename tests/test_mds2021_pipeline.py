@@ -355,7 +355,7 @@ def test_counted_ends_name_the_split_that_places_them(tmp_path):
     9, 9, 9, 7 units, so 8, 9, 9, 6 layers; the warning names that split beside the counting flags (review6: it named
     Megatron-Core's account_for_* alone, whose trim_ends rule would place 8, 9, 9, 8 less the trim: not this; the
     DeepSpeed stacks read no account_for_* flag, their partition_method counts the ends). An even count (32 + 2 on
-    pp 2: 17 units each) names the split too."""
+    pp 2: 17 units each, 16 layers beside each end; no middle stage) names the split too."""
     kw = dict(model=gpt32(tmp_path), tp=1, stack=S21, sharding="zero1", micro_batch=1, seq_len=2048,
               account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
     _, _, w = resolve(Job(gpus=4, pp=4, global_batch=8, **kw))
@@ -365,7 +365,7 @@ def test_counted_ends_name_the_split_that_places_them(tmp_path):
     assert "DeepSpeed's partition_method 'type:transformer|embedding')" in line and "Megatron-Core" not in line
     _, _, w = resolve(Job(gpus=2, pp=2, global_batch=8, **kw))
     (line,) = [x for x in w if "of the pipeline split" in x]
-    assert "the middle stages hold 17 layers, the first 16 and the last 16" in line
+    assert "the first stage holds 16 layers and the last 16 (no middle stage on pp 2)" in line
     assert "pipeline_split bisection" in line and "Megatron-Core" not in line
 
 

@@ -2191,7 +2191,8 @@ def _fork_split(plan: dict, fork: str, notes: list[str]) -> list:
         first, mid, last = (int(x) for x in stage_layers(L, pp, 1, int(e), l_,
                                                          SPLIT_CODES[load_stack(plan["stack"]).pipeline_split]))
         if len({first, mid, last}) > 1:
-            notes.append(f"pipeline split: {L} layers on {pp} stages, the first {first}, the middle {mid}, the last "
+            notes.append(f"pipeline split: {L} layers on {pp} stages, the first {first}, "
+                         + (f"the middle {mid}, " if pp > 2 else "") + "the last "
                          f"{last}: DeepSpeed's partition_balanced over GPTModelPipe's "
                          + ("transformer layers and both tied embeddings" if e else "transformer layers")
                          + f" (stack {plan['stack']} pipeline_split {load_stack(plan['stack']).pipeline_split}), "
