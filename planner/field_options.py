@@ -152,6 +152,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(torchtitan before 02d24f017 model; no trainer flag) (default: the stack's)"),
     FieldOption("cublas_workspace_config", "str", "the run's CUBLAS_WORKSPACE_CONFIG environment variable, e.g. :4096:8 "
                 "(default: unset, the GPU's default workspaces)"),
+    FieldOption("deterministic_mode", "bool", "Megatron's deterministic kernels (Megatron --deterministic-mode; not "
+                "priced but its CUBLAS_WORKSPACE_CONFIG :4096:8 where --cublas-workspace-config is unset) (default: off)"),
     FieldOption("optimizer", "str", "adam|muon: the update rule (Megatron-LM --optimizer muon: one fp32 momentum a 2-D "
                 "hidden matrix, Adam on the embeddings, norms and biases; stack megatron) (default: adam)"),
     FieldOption("optimizer_whole_tensors", "bool", "with --optimizer muon at zero1: Megatron's layer-wise optimizer "

@@ -676,6 +676,7 @@ class Settings:
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     te_version: str | None = None  # the run's Transformer Engine release (job field; None: the stack's memory.te_version, memory.py [ub])
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
+    deterministic_mode: bool = False  # Megatron --deterministic-mode (job field; its cuBLAS workspace: _cublas_workspace)
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
     # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
@@ -1744,7 +1745,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         **_host_adam(calibration, job.calibration, hw.name),
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
-        cublas_workspace_config=job.cublas_workspace_config,
+        cublas_workspace_config=_cublas_workspace(job, stack, where),
+        deterministic_mode=bool(job.deterministic_mode),
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
@@ -2948,6 +2950,20 @@ def _hybridep_capacity(job: Job, stack, name: str, where: str, inherited: list) 
     return float(f)
 
 
+def _cublas_workspace(job: Job, stack, where: str) -> str | None:
+    """The run's CUBLAS_WORKSPACE_CONFIG: the job's; else, under deterministic_mode (Megatron --deterministic-mode),
+    what the stack's trainer sets where the launcher has not (stack runs.deterministic_cublas_workspace: Megatron-LM
+    @d98e8a64's :4096:8, training/determinism.py l. 27-31, 114-116; none on Bridge's 905c0e386); else unset (the
+    GPU's default, memory.py [ws]). A stack whose trainer is not Megatron-LM (megatron_checks) has no such switch and
+    refuses deterministic_mode."""
+    if job.deterministic_mode and not megatron_checks(stack):
+        raise PlannerError(f"{where}deterministic_mode is Megatron-LM's --deterministic-mode; stack {stack.name} has "
+                           "no such switch", "leave it out, or price the plan on --stack megatron")
+    if job.cublas_workspace_config is None and job.deterministic_mode:
+        return stack.runs.deterministic_cublas_workspace
+    return job.cublas_workspace_config
+
+
 def _enable_experimental(job: Job, stack, where: str) -> bool:
     """Megatron --enable-experimental (arguments.py @d98e8a64 l. 3643): a stack whose trainer is not Megatron-LM
     (megatron_checks) has no such switch and refuses it."""
@@ -3528,6 +3544,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"deepspeed_zero3": z3} if (z3 := exported_zero3(settings)) else {}),
         **({"cublas_workspace_config": settings.cublas_workspace_config}
            if settings.cublas_workspace_config is not None else {}),
+        **({"deterministic_mode": True} if settings.deterministic_mode else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),

@@ -2749,6 +2749,12 @@ class StackRuns(BaseModel):
         default=None, min_length=1,
         description="the MoE token dispatchers the stack runs (planner/dispatch.py); a job asking for another is refused; "
                     "null: the stack does not say (a job's dispatcher is taken as runnable, a model recipe's is not taken)")
+    deterministic_cublas_workspace: Optional[str] = Field(
+        default=None, pattern=r"^(:[0-9]+:[0-9]+)+$",
+        description="the CUBLAS_WORKSPACE_CONFIG the trainer sets under its deterministic mode where the launcher has "
+                    "not (job field deterministic_mode: Megatron-LM's --deterministic-mode sets :4096:8, "
+                    "training/determinism.py); null: the trainer sets none (the job's cublas_workspace_config, else "
+                    "the GPU's default, is priced)")
     hybridep_non_blocking: bool = Field(
         default=False,
         description="the stack's HybridEP dispatcher has a non-blocking dispatch sized by a capacity factor (job field "
@@ -3778,6 +3784,14 @@ class Job(BaseModel):
         description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "
                     "each PyTorch cuBLAS workspace is the pairs' sum of SIZE x COUNT KiB instead of the GPU's default "
                     "(hardware torch_cublas_workspace_MiB; memory.py [ws]); default: unset")
+    deterministic_mode: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="Megatron --deterministic-mode (model_parallel_config.py @d98e8a64 l. 229; "
+                                   "arguments.py l. 1708-1711 -> training/determinism.py): deterministic kernels, "
+                                   "slower ones not priced; it sets CUBLAS_WORKSPACE_CONFIG :4096:8 where the launcher "
+                                   "has not (determinism.py l. 27-31, 114-116 setdefault), the workspace priced where "
+                                   "cublas_workspace_config is unset (memory.py [ws]); a stack whose trainer is not "
+                                   "Megatron-LM refuses it; default off")
     deepspeed_zero3: dict[Zero3Key, Annotated[int, Field(ge=0)]] = Field(
         json_schema_extra=STACK_ONLY,
         default_factory=dict, description="on a stack whose ZeRO-3 gathers per submodule (stack_db fsdp.zero3_modules: "

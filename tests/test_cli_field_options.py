@@ -128,6 +128,9 @@ CASES = [
     ("te_version", ["--te-version", "1.8"], "1.8", dict(DENSE, tp=2, tp_comm_overlap=True), "2.9", {"memory": -1}),
     ("rope_cache", ["--rope-cache", "model"], "model", TT, "layer", {"memory": -1}),
     ("cublas_workspace_config", ["--cublas-workspace-config", ":4096:16"], ":4096:16", DENSE, ":4096:8", {"memory": +1}),
+    # Megatron-LM's :4096:8 (32 MiB) where the A100's default is 8.125 MiB (test_export_megatron_deterministic.py)
+    ("deterministic_mode", ["--deterministic-mode"], True, dict(DENSE, hardware="a100-sxm-80gb", stack="megatron"), False,
+     {"memory": +1}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
     # CPU offload (planner/offload.py, tests/test_offload.py): the optimizer partition off the GPU, the CPU's step on

@@ -347,8 +347,8 @@ NOT_MODELLED = {
     "--deterministic-mode": "deterministic kernels only (model_parallel_config.py l. 229 'usually means slower "
                             "execution'; training/determinism.py: torch.use_deterministic_algorithms, NCCL_ALGO Ring; TE's "
                             "attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, extensions/transformer_engine.py l. "
-                            "2155-2161): slower backward kernels than priced (its CUBLAS_WORKSPACE_CONFIG is read: "
-                            "_deterministic)",
+                            "2155-2161): slower backward kernels than priced (the flag is the job's deterministic_mode, its "
+                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic)",
     "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
                                                        "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
                                                        "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "
@@ -2901,6 +2901,7 @@ def _deterministic(flags: dict, job: dict, assumed: list) -> None:
     (NOT_MODELLED)."""
     if not _on(flags, "--deterministic-mode"):
         return
+    job["deterministic_mode"] = True  # the job field the export writes back as the flag (export._megatron)
     job["cublas_workspace_config"] = DETERMINISTIC_CUBLAS_WORKSPACE
     assumed.append(f"cublas_workspace_config={DETERMINISTIC_CUBLAS_WORKSPACE}: --deterministic-mode sets "
                    "CUBLAS_WORKSPACE_CONFIG where the launcher has not (training/determinism.py @d98e8a64 l. 27-31, "
