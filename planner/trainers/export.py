@@ -2408,6 +2408,31 @@ BRIDGE_UNEVEN = {"--decoder-first-pipeline-num-layers": "model.num_layers_in_fir
                  "--decoder-last-pipeline-num-layers": "model.num_layers_in_last_pipeline_stage"}
 
 
+def _bridge_mlp_dropout(model, recipe: str) -> None:
+    """The recipe's model provider builds a gated MLP at its config's activation, without dropout (NVIDIA-NeMo/
+    Megatron-Bridge @dc805f5cf: provider.gated_linear_unit True and hidden_dropout 0.0 in models/llama/llama_bridge.py
+    l. 63, 65, qwen/qwen3_moe_bridge.py l. 48, 52, deepseek/deepseek_v3_bridge.py l. 54, 81, deepseek_v2_bridge.py
+    l. 50, 74, gpt_oss/gpt_oss_bridge.py l. 70, 85; qwen/qwen3_next_bridge.py l. 64; attention_dropout the
+    config.json's, conversion/model_bridge.py l. 264, 0.0 in each recipe model's config: tests/data/arch), the model the
+    catalog entries of those recipes price (gated_mlp true, mlp_activation null, dropout false). A model priced with
+    another MLP activation (ModelSpec gated_mlp / mlp_activation) is not what the recipe trains, and the provider's
+    activation_func is a Python callable no run_recipe.py override can set: refused, naming it. A dropout (ModelSpec
+    dropout, hidden_dropout / attention_dropout) would be the provider's model.hidden_dropout / model.attention_dropout,
+    which the planner's Bridge reader does not read back: refused too, naming the probabilities (export.py _dropout)."""
+    if not model.gated_mlp or model.mlp_activation is not None:
+        act = model.mlp_activation or "gelu (plain MLP)"
+        raise _bridge_refuse(f"mlp_activation {act}{'' if model.gated_mlp else ', gated_mlp false'}: recipe {recipe}'s "
+                             "model provider builds a gated MLP at its config's activation (gated_linear_unit True), and "
+                             "model.activation_func is a Python callable no override can set",
+                             "price the recipe's model (a gated SwiGLU MLP), or export --format megatron")
+    if model.dropout:
+        raise _bridge_refuse(f"hidden_dropout {_dropout(model, model.hidden_dropout)}, attention_dropout "
+                             f"{_dropout(model, model.attention_dropout)}: recipe {recipe}'s model provider runs none "
+                             "(hidden_dropout 0.0, the config's attention_dropout 0.0) and the planner's writer spells "
+                             "no model.hidden_dropout / model.attention_dropout override",
+                             "price the model without dropout (dropout: false), or export --format megatron")
+
+
 def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     """The launch script of `plan` (explain's `plan`, stack megatron-bridge): run_recipe.py with the recipe of the
     plan's model and every priced setting as an override."""
@@ -2439,6 +2464,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
 
         name = next((n for n in recipes_for(model) if RECIPES[n].mp_object), name)
     rec = RECIPES[name]
+    _bridge_mlp_dropout(model, name)
     sig = plan_signature(plan)
     for k in sig:
         if k in _BRIDGE_WRITTEN or k == "stage_layers" or (rec.moe and k in _BRIDGE_MOE_WRITTEN):
