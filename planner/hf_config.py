@@ -9,7 +9,9 @@ itself keys the architecture on the class, each cited to the transformers class)
   shape        num_hidden_layers, hidden_size, intermediate_size, num_attention_heads,
                num_key_value_heads, head_dim (Nemotron-H: attention_head_dim), vocab_size,
                tie_word_embeddings, max_position_embeddings, attention_bias / mlp_bias,
-               attention_dropout / hidden_dropout, num_nextn_predict_layers (-> mtp_layers).
+               attention_dropout / hidden_dropout (the probabilities kept: ModelSpec attention_dropout,
+               hidden_dropout, 0 where the config gives no hidden_dropout), num_nextn_predict_layers
+               (-> mtp_layers).
   mixers       `layer_types` (full_attention, sliding_attention, chunked_attention, and
                linear_attention = Gated DeltaNet for Qwen3-Next); else `full_attention_interval`
                (Qwen3-Next: layer i full iff (i+1) % n == 0, the others Gated DeltaNet from the
@@ -506,6 +508,8 @@ class Reader:
             dropout=self._dropout(),
             sources=[f"Hugging Face config.json: {path}"],
         )
+        if data["dropout"]:
+            data.update(self._dropout_probabilities())
         # the implementation family (ModelSpec.hf_model_type): the config's top-level model_type (a multimodal
         # wrapper's, llama4 / gemma3, not its text_config's); a config without one leaves it null (assumed by the
         # trainers' model-code rules, startup.model_code_assumed)
@@ -760,6 +764,20 @@ class Reader:
             if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0:
                 out = True
         return out
+
+    def _dropout_probabilities(self) -> dict:
+        """The two probabilities as ModelSpec's Megatron-spelled fields (null there would price Megatron's 0.1 each,
+        export._dropout): attention_dropout, the attention probabilities' dropout every family's attention applies
+        (transformers' LlamaAttention-style classes: self.attention_dropout = config.attention_dropout, passed as the
+        eager attention's dropout p in training); hidden_dropout, the residual dropout, where the config gives it
+        (nemotron_h: NemotronHConfig.hidden_dropout, a Family default 0.0), else 0: the decoder layers of the types
+        read here add their sub-blocks' outputs to the residual stream with no dropout (LlamaDecoderLayer-style
+        `hidden_states = residual + hidden_states`), so no hidden masks are priced (ModelSpec.hidden_dropout_on)."""
+        def prob(key: str) -> float:
+            v = self.get(key, 0.0)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+        return {"attention_dropout": prob("attention_dropout"), "hidden_dropout": prob("hidden_dropout")}
 
     # ------------------------------------------------------------------ layers
     def _nemotron_pattern_given(self) -> bool:
