@@ -2159,7 +2159,25 @@ def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
     for hit, why in bad:
         if hit:
             raise PlannerError(f"{where}optimizer muon with {why}", "use optimizer adam, or drop the setting")
+    if job.sharding == "zero1" and not job.optimizer_whole_tensors and not muon_param_layout(stack):
+        raise PlannerError(f"{where}{muon_layout_missing(stack)}",
+                           "add optimizer_whole_tensors (--optimizer-whole-tensors: each parameter whole on one rank, "
+                           "as that code runs it), or set sharding none")
     return job.optimizer
+
+
+def muon_param_layout(stack) -> bool:
+    """Whether the stack's Megatron-Core has Muon's precomputed layer-wise parameter layout (stack runs.optimizers
+    muon_param_layout: Megatron-LM @d98e8a64 yes; Bridge's pinned 905c0e386 no)."""
+    runs = stack.runs if stack is not None else None
+    return runs is None or runs.optimizers is None or bool(runs.optimizers.muon_param_layout)
+
+
+def muon_layout_missing(stack) -> str:
+    """Why muon at zero1 with the layout is refused on a stack without it (plan._optimizer, space._sharding_choices)."""
+    return (f"optimizer muon at sharding zero1 with the layer-wise parameter layout on stack {stack.name}: its "
+            "Megatron-Core's layer-wise distributed optimizer hands each parameter whole to one rank and has no such "
+            f"layout ({stack.origin} runs.optimizers muon_param_layout false: {'; '.join(stack.runs.optimizers.sources)})")
 
 
 def _stack_mtp(job: Job, model: ModelSpec, stack, warnings: list, where: str) -> ModelSpec:

@@ -2686,7 +2686,12 @@ class HalfDtypeRuns(listed_runs("dtypes", Literal["bf16", "fp16"], "16-bit dtype
 SpmdBackend = Literal["spmd_types", "partial_dtensor", "full_dtensor"]
 
 
-class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers")):
+class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_param_layout=(bool, Field(
+        default=True, description="Muon's layer-wise distributed optimizer (muon at zero1) has its precomputed "
+                                  "parameter layout (Megatron-LM @d98e8a64's default, --use-layer-wise-param-layout); "
+                                  "false: the stack's Megatron-Core hands each parameter whole to one rank, so muon at "
+                                  "zero1 runs only as the job's optimizer_whole_tensors (fit searches no other zero1 "
+                                  "Muon row, plan._optimizer refuses one); cite the code in sources")))):
     """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
     the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
 

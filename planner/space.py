@@ -108,7 +108,7 @@ from .pipeline import INTERLEAVED, SPLIT_CODES, layers_on_heaviest_stage, schedu
 from .stacks import stack_of
 from .plan import (
     FSDP, HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule, ep_comm_overlap,
-    resolve,
+    muon_layout_missing, muon_param_layout, resolve,
 )
 from .catalog import load_stack
 from .stacks import sharding_traits
@@ -1175,6 +1175,13 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
         names = tuple(n for n in names if n in MUON_LEVELS)
     if getattr(settings, "optimizer_whole_tensors", False):  # a job setting: its rows are the layer-wise optimizer's
         names = tuple(n for n in names if n in WHOLE_TENSOR_LEVELS)
+    elif getattr(settings, "optimizer", "adam") == "muon" and not muon_param_layout(settings.stack):
+        # a stack setting (runs.optimizers muon_param_layout false: Bridge's 905c0e386): its zero1 Muon is the
+        # whole-tensor path only, the job's optimizer_whole_tensors (plan._optimizer refuses the layout there)
+        if opts.sharding and set(opts.sharding) <= set(WHOLE_TENSOR_LEVELS):
+            raise PlannerError(muon_layout_missing(settings.stack), "add --optimizer-whole-tensors (each parameter "
+                               "whole on one rank, as that code runs it), or search --sharding none")
+        names = tuple(n for n in names if n not in WHOLE_TENSOR_LEVELS)
     if runs is None:
         codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names], dtype=i64)
         modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)

@@ -106,10 +106,58 @@ def test_muon_export_round_trip(cli, tmp_path, args, written):
 
 def test_muon_export_refuses_the_layout_bridge_lacks(cli):
     """Muon at zero1 with the precomputed layer-wise layout (Megatron-LM @d98e8a64's default) is not what
-    Megatron-Core 905c0e386 runs: refused, naming the option that prices what Bridge runs."""
+    Megatron-Core 905c0e386 runs: refused, naming the option that prices what Bridge runs. Since the stack says so
+    (stack_db megatron-bridge runs.optimizers muon_param_layout false) the plan itself is refused, before any file
+    is written (plan._optimizer)."""
     r = cli("export", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge", "--optimizer", "muon",
             "--sharding", "zero1", "--no-tp-comm-overlap", "--format", "megatron-bridge")
-    assert_one_error(r, "layer-wise parameter layout", "hint: price it with --optimizer-whole-tensors")
+    assert_one_error(r, "layer-wise parameter layout", "muon_param_layout false", "hint: add optimizer_whole_tensors",
+                     "--optimizer-whole-tensors")
+
+
+def _fit_rows(cli, *args):
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--optimizer", "muon", "--top", "1000", "--format", "json",
+            "-q", *args)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_fit_ranks_only_the_muon_bridge_runs(cli):
+    """fit --stack megatron-bridge --optimizer muon ranked zero1 rows with the layer-wise layout (its top row was
+    one: TP 2 x DP 4 zero1, 83,769 tokens/s), which Megatron-Core 905c0e386 lacks, so `fit --export` refused its own
+    top row. Now the stack's runs.optimizers muon_param_layout false leaves them out: the rows are DDP (sharding none,
+    optimizer.optimizer=muon), the layer-wise optimizer's whole-tensor rows with --optimizer-whole-tensors (zero1
+    only, dist_muon), and --sharding zero1 alone is refused naming the stack field. The megatron stack
+    (Megatron-LM @d98e8a64, muon_param_layout true) still ranks both levels."""
+    bridge = _fit_rows(cli, "--stack", "megatron-bridge")
+    assert bridge and {r["plan"]["sharding"] for r in bridge} == {"none"}
+    whole = _fit_rows(cli, "--stack", "megatron-bridge", "--optimizer-whole-tensors")
+    assert whole and {(r["plan"]["sharding"], r["plan"]["optimizer_whole_tensors"]) for r in whole} == {("zero1", True)}
+    assert {r["plan"]["sharding"] for r in _fit_rows(cli, "--stack", "megatron")} == {"none", "zero1"}
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--optimizer", "muon", "--stack", "megatron-bridge",
+            "--sharding", "zero1")
+    assert_one_error(r, "layer-wise parameter layout", "muon_param_layout false", "--optimizer-whole-tensors")
+
+
+def test_check_spells_bridge_muon_sharding_without_the_distributed_optimizer(cli):
+    """check's suggestion of a sharding change on a Muon plan is spelled as the export writes it
+    (bridge_sharding.sharding_overrides): the distributed optimizer's two flags false (Megatron-Core 905c0e386 raises
+    'muon with dist optimizer is not supported.', optimizer/muon.py l. 192-193) and optimizer.optimizer naming the
+    mode: dist_muon for the layer-wise optimizer, muon under DDP; it wrote ddp.use_distributed_optimizer=true."""
+    from planner.trainers.spelling import spell
+
+    job = ["--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge", "--optimizer", "muon",
+           "--no-tp-comm-overlap", "--format", "json", "-q"]
+    ddp = json.loads(cli("explain", *job, "--sharding", "none").stdout)["plan"]
+    dist = json.loads(cli("explain", *job, "--sharding", "zero1", "--optimizer-whole-tensors").stdout)["plan"]
+    for before, after, name in ((ddp, dist, "dist_muon"), (dist, ddp, "muon")):
+        got = {x.key: x.value for x in spell("megatron-bridge", ["sharding"], before, after, {}, None).settings}
+        assert got["ddp.use_distributed_optimizer"] is False and got["optimizer.use_distributed_optimizer"] is False
+        assert got["optimizer.optimizer"] == name
+    adam = json.loads(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge", "--sharding",
+                          "zero1", "--no-tp-comm-overlap", "--format", "json", "-q").stdout)["plan"]
+    got = {x.key: x.value for x in spell("megatron-bridge", ["sharding"], ddp, adam, {}, None).settings}
+    assert got["ddp.use_distributed_optimizer"] is True and "optimizer.optimizer" not in got
 
 
 def test_adam_is_written_too(cli, tmp_path):

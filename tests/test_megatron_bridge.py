@@ -43,6 +43,8 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     ob, om = bridge["runs"].pop("optimizers"), mega["runs"].pop("optimizers")
     assert (ob["optimizers"], om["optimizers"]) == (["adam", "muon"], ["adam", "muon"])
     assert "@dc805f5cf" in ob["sources"][0] and "@905c0e386" in ob["sources"][0]
+    # Muon's layer-wise parameter layout: Megatron-LM @d98e8a64's, not 905c0e386's (tests/test_bridge_muon.py)
+    assert (ob["muon_param_layout"], om["muon_param_layout"]) == (False, True)
     # runs.deterministic_cublas_workspace: Megatron-LM @d98e8a64's --deterministic-mode sets :4096:8 (determinism.py);
     # Bridge's pinned 905c0e386 has no determinism.py and Bridge sets none (training/config.py l. 1445-1469)
     assert (bridge["runs"].pop("deterministic_cublas_workspace"), mega["runs"].pop("deterministic_cublas_workspace")) \

@@ -31,14 +31,22 @@ def sharding_overrides(plan: dict) -> list[tuple[str, object]]:
     recipes' own, recipes/common.py l. 120, as Megatron-LM requires it with FSDP2; fsdp_dtensor, the only format
     Bridge saves or loads under Megatron-FSDP, training/config.py l. 1544-1548); the HSDP instances (dp / shard group:
     Megatron-Core 905c0e386's Megatron-FSDP shards within each and replicates across them, mcore_fsdp_adapter.py
-    l. 228-300; Bridge's initialize.py l. 125), 1 otherwise."""
+    l. 228-300; Bridge's initialize.py l. 125), 1 otherwise. Under Muon the distributed optimizer's flags are off and
+    optimizer.optimizer names the mode (muon, dist_muon), as Megatron-Core 905c0e386 builds it."""
     mode = plan["sharding_mode"]
     dist, fsdp2 = SHARDING_MODES[mode]
     strat = MFSDP_STRATEGY.get(mode)
+    # Muon: Megatron-Core 905c0e386 raises beside the distributed optimizer's flags ('muon with dist optimizer is not
+    # supported.', optimizer/muon.py l. 192-193); its layer-wise distributed optimizer is optimizer.optimizer dist_muon
+    # (training/optim.py @dc805f5cf l. 69-84), plain Muon under DDP muon (megatron_bridge.BRIDGE_OPTIMIZERS)
+    muon = plan.get("optimizer", "adam") == "muon"
+    rule = [("optimizer.optimizer", "dist_muon" if dist else "muon")] if muon else []
+    dist = dist and not muon
     return [("ddp.use_distributed_optimizer", dist), ("optimizer.use_distributed_optimizer", dist),
             ("ddp.use_megatron_fsdp", strat is not None), ("dist.use_megatron_fsdp", strat is not None),
             ("dist.use_torch_fsdp2", fsdp2), ("ddp.data_parallel_sharding_strategy", strat or "no_shard"),
             *([("checkpoint.ckpt_format", "torch_dist")] if fsdp2 else
               [("checkpoint.ckpt_format", "fsdp_dtensor")] if strat is not None else []),
-            ("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"] if mode == HSDP_MODE else 1)]
+            ("ddp.num_distributed_optimizer_instances", plan["dp"] // plan["shard_group"] if mode == HSDP_MODE else 1),
+            *rule]
 

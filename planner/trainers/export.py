@@ -2616,11 +2616,10 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
                                  "LayerWiseDistributedOptimizer hands each parameter whole to one rank (layer_wise_"
                                  "optimizer.py l. 105-155; the layout is Megatron-LM @d98e8a64's)",
                                  "price it with --optimizer-whole-tensors, or export --format megatron")
-        dist = False
-        sharding_o = [(k, False if k.endswith("use_distributed_optimizer") else v) for k, v in sharding_o]
+        dist = False  # (sharding_o: the distributed optimizer's flags off, optimizer.optimizer muon / dist_muon)
     o += sharding_o
-    o.append(("optimizer.optimizer", ("dist_muon" if plan["sharding_mode"] == "distributed_optimizer" else "muon")
-              if muon else "adam"))
+    if not muon:
+        o.append(("optimizer.optimizer", "adam"))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off
     # under Muon, as NVIDIA's Muon recipe runs it: recipes/kimi/kimi_k2.py @dc805f5cf l. 195-197)
     dpo = bool(plan.get("dp_comm_overlap"))
