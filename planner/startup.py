@@ -262,6 +262,10 @@ class StartupRule:
     # one whose start-up refuses (text_for: stack -> its text on that stack)
     dispatcher: str | None = None
     text_for: Callable | None = None
+    # a check of one of the trainer's own options: the stack_db runs field naming that option's spelling (runs.fsdp_symm_mem,
+    # runs.spmd_typechecking); the rule is the stack's only where that field is set (rules_for): on a release without the
+    # option the job field is refused (plan.apply_startup_switches) and the rule can never fire, so it is not listed there
+    option: str | None = None
 
     def text_on(self, stack) -> str:
         """The rule's text as the stack's users meet it (text_for where the rule has one)."""
@@ -2613,7 +2617,9 @@ def _tt_spmd_typecheck_sac_flex(model, stack, plan) -> np.ndarray:
 #       the planner's recompute selective: torchtitan03.AC_SUBCOMMANDS) and the model holds a FlexAttention.Config (the
 #       config function's attn_backend flex, model_registry's default; varlen builds VarlenAttention)
 # The switches are job fields (fsdp_symm_mem, spmd_typechecking) laid on the stack's defaults by plan.apply_startup_switches,
-# on a stack that has the option (runs.fsdp_symm_mem / runs.spmd_typechecking: torchtitan-0.3 only; main has neither).
+# on a stack that has the option (runs.fsdp_symm_mem / runs.spmd_typechecking: torchtitan-0.3 only; main has neither, git
+# grep symm_mem / spmd_typechecking @e347b1e5e: only experiments/): each rule names its option (StartupRule.option), so
+# rules_for lists them on torchtitan-0.3 alone.
 SYMM_MEM_MIN_CAPABILITY = (9, 0)  # configs.py l. 270-271 @4f9e9a47d: torch.cuda.get_device_capability() < (9, 0) refused
 _TT03 = "pytorch/torchtitan release/0.3 @4f9e9a47d"
 LATER_RULES = LATER_RULES + (
@@ -2624,7 +2630,7 @@ LATER_RULES = LATER_RULES + (
         f"{_TT03} torchtitan/config/configs.py ParallelismConfig.__post_init__ l. 267-277 (ValueError 'For NVIDIA GPUs, "
         "parallelism.enable_fsdp_symm_mem is only supported for compute capability 9.0 or newer')",
         "leave fsdp_symm_mem out (drop --parallelism.enable_fsdp_symm_mem), or plan a Hopper or newer GPU",
-        _tt_fsdp_symm_mem, reads_cluster=True, detail=_symm_mem_detail),
+        _tt_fsdp_symm_mem, reads_cluster=True, detail=_symm_mem_detail, option="fsdp_symm_mem"),
     StartupRule(
         "TORCHTITAN_SPMD_TYPECHECK_PP", "torchtitan",
         "torchtitan 0.3.0 runs no SPMD type checking (debug.spmd_typechecking under spmd_backend spmd_types) with "
@@ -2632,7 +2638,7 @@ LATER_RULES = LATER_RULES + (
         f"{_TT03} torchtitan/trainer.py Trainer.Config.__post_init__ l. 143-153 (ValueError 'SPMD typechecking is not "
         "supported with pipeline parallelism')",
         "use pp 1 with spmd_typechecking, or leave spmd_typechecking out (drop --debug.spmd_typechecking)",
-        _tt_spmd_typecheck_pp),
+        _tt_spmd_typecheck_pp, option="spmd_typechecking"),
     StartupRule(
         "TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX", "torchtitan",
         "torchtitan 0.3.0 runs no SPMD type checking (debug.spmd_typechecking under spmd_backend spmd_types) with "
@@ -2641,7 +2647,7 @@ LATER_RULES = LATER_RULES + (
         "checkpointing (SAC) is not supported with FlexAttention while SPMD typechecking is enabled')",
         "use recompute full or none with spmd_typechecking (activation-checkpoint:full|none), or leave "
         "spmd_typechecking out (drop --debug.spmd_typechecking)",
-        _tt_spmd_typecheck_sac_flex),
+        _tt_spmd_typecheck_sac_flex, option="spmd_typechecking"),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
@@ -2805,7 +2811,9 @@ def _at_micro_batch_one(plan):
 
 
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
-    """(code, rule) of the stack's start-up rule set (none for a stack that names none)."""
+    """(code, rule) of the stack's start-up rule set (none for a stack that names none), less the absent ones
+    (runs.startup_rules_absent) and the checks of an option the stack does not have (StartupRule.option: its runs
+    field unset)."""
     name = stack.runs.startup_rules if stack is not None and stack.runs is not None else None
     absent = {a.rule for a in stack.runs.startup_rules_absent} if name is not None else set()
     unknown = absent - {r.key for r in RULES if r.trainer == name}
@@ -2817,7 +2825,7 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES
             if (r.trainer in (name, ANY_STACK)
                 or (r.dispatcher is not None and stack is not None and (disps is None or r.dispatcher in disps)))
-            and r.key not in absent]
+            and r.key not in absent and (r.option is None or getattr(runs, r.option, None) is not None)]
 
 
 __all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "model_layer_forms",
