@@ -670,7 +670,9 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                        f"its global_batch_size -1, the micro-batch and the pipeline keys are worked out at it, as "
                        f"torchtitan run with {spelt} works them out")
     inner = run_tp * run_pp * run_cp * rep
-    if shard == -1:
+    if shard == -1 and flags.get("dp") is not None:
+        shard, gpus = _leftover_shard_at_dp(where, rep, inner, (run_tp, run_pp, run_cp), flags["dp"], gpus, assumed)
+    elif shard == -1:
         if gpus is None:
             raise PlannerError(f"{where}[parallelism] data_parallel_shard_degree = -1 (the leftover GPUs) and no --gpus given",
                                "pass --gpus N (torchtitan takes it from NGPU x nodes), or set data_parallel_shard_degree")
@@ -1014,6 +1016,43 @@ def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, 
     assumed.append(f"tokens={job['tokens']:.6g}: steps {steps} x {said}" + (f" x {seq_said}" if seq_said else "")
                    + (": torchtitan runs training.steps steps at the batch given (train.py @e347b1e5e l. 714)"
                       if said.endswith("'s)") or "command line" in said or "command line" in seq_said else ""))
+
+
+def _leftover_shard_at_dp(where: str, rep: int, inner: int, run_degs: tuple, dp: int, gpus: Optional[int],
+                          assumed: list) -> tuple[int, int]:
+    """(dp_shard, GPU count) of a file whose data_parallel_shard_degree is -1 (the default: the leftover GPUs, world /
+    (replicate x cp x tp x pp), distributed/parallel_dims.py @e347b1e5e l. 48-51; release/0.3 @4f9e9a47d l. 182-183)
+    under the command line's --dp D (issue 22, "flags beat files"): the data-parallel degree is replicate x shard
+    (l. 53-56), so dp_shard = D / the file's data_parallel_replicate_degree, as torchtitan run with
+    --parallelism.data_parallel_shard_degree D/replicate over the file (an assumed line; D not a multiple of the
+    replicate degree refused). Without --gpus the GPU count is the degrees' product at it (the world torchtitan's
+    assertion then needs); with --gpus G the product must be G, as torchtitan asserts replicate x shard x cp x tp x pp
+    == world (l. 53-56): otherwise refused, naming the shard degree -1 would take (G / the inner degrees), so the
+    command line's dp is never dropped for the file's leftover."""
+    rtp, rpp, rcp = run_degs
+    if dp % rep:
+        raise PlannerError(
+            f"{where}--dp {dp} is not a multiple of the file's [parallelism] data_parallel_replicate_degree {rep} "
+            "(torchtitan's data-parallel degree is data_parallel_replicate_degree x data_parallel_shard_degree: "
+            "distributed/parallel_dims.py @e347b1e5e l. 53-56)",
+            f"give --dp a multiple of {rep}, or change the file's data_parallel_replicate_degree")
+    shard = dp // rep
+    run = inner * shard
+    if gpus is not None and gpus != run:
+        left = (f"; -1 would take {gpus // inner}, dp {rep * (gpus // inner)}" if gpus % inner == 0 else
+                f"; {gpus} is not a multiple of replicate x tp x pp x cp = {inner} either")
+        raise PlannerError(
+            f"{where}--dp {dp} over the file's data_parallel_shard_degree = -1 is replicate {rep} x shard {shard} x tp "
+            f"{rtp} x pp {rpp} x cp {rcp} = {run} GPUs, but --gpus {gpus}{left} (torchtitan asserts the degrees' product "
+            "is the world size: distributed/parallel_dims.py @e347b1e5e l. 48-56)",
+            f"leave --dp out (the file's -1 takes the leftover GPUs), or give --gpus {run}")
+    assumed.append(f"data_parallel_shard_degree={shard}: the command line's dp {dp} / the file's "
+                   f"data_parallel_replicate_degree {rep} replaces the file's -1 (the leftover GPUs; flags beat files)")
+    if gpus is None:
+        gpus = run
+        assumed.append(f"gpus={gpus}: replicate {rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp}, the degrees' "
+                       "product at the command line's dp (torchtitan's world size, parallel_dims.py l. 53-56)")
+    return shard, gpus
 
 
 def _explicit_shard(where: str, shard: int, rep: int, file_degs: tuple, run_degs: tuple, said: str,
