@@ -542,7 +542,10 @@ RULES: tuple[StartupRule, ...] = (
         "TORCHTITAN_PP_SPLIT", "torchtitan",
         "torchtitan cannot place this pipeline split with end-stage weights of 0 or 1",
         f"{TORCHTITAN_COMMIT} torchtitan/distributed/pipeline_parallel.py (stages = ceil((layers + first/last stage "
-        "weights) / layers_per_stage); generate_llm_fqn_per_model_part gives the remainder to the first stages)",
+        "weights) / layers_per_stage), l. 75-77; generate_llm_fqn_per_model_part gives the remainder to the first "
+        "stages, l. 236-344: l. 275-276, 306); torchtitan 0.3.0 (release/0.3 @4f9e9a47d): the same, "
+        "torchtitan/distributed/pipeline_parallel.py l. 223-225 and _generate_llm_fqn_per_model_part l. 366-476 "
+        "(l. 407-408, 438)",
         "choose pp x vpp dividing the layers, or count the embedding and loss as layers of the split "
         "(--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split: torchtitan's default weights 1 and 1)",
         _torchtitan_split),

@@ -339,3 +339,32 @@ def test_a_command_line_dp_over_the_leftover_shard_degree(cli):
     assert ("--dp 2 over the file's data_parallel_shard_degree = -1 is replicate 1 x shard 2 x tp 1 x pp 1 x cp 1 = 2 "
             "GPUs, but --gpus 8; -1 would take 8, dp 8") in r.stderr
     assert "hint: leave --dp out (the file's -1 takes the leftover GPUs), or give --gpus 2" in r.stderr
+
+
+def test_messages_cite_the_release_read(cli):
+    """The TOML mapping's refusals name where the release the stack names checks (issue 22, ttchecks): a 0.3.0 launch
+    line's cite release/0.3 @4f9e9a47d (parallel_dims.py _validate l. 182-189: -1 -> world / (rep cp tp pp), then
+    assert rep x shard x cp x tp x pp == world; trainer.py Trainer.Config.__post_init__ l. 130-139: local_batch_size %
+    pipeline_parallel_microbatch_size under PP raises ValueError at start-up), main's TOML @e347b1e5e
+    (parallel_dims.py l. 48-56; pipeline_parallel.py l. 186-193). Before, both cited main's lines.
+    run_train_8b.sh (tp 2, local_batch_size 2): --gpus 8 --tp 3: 8 % 3 != 0; --pp 2 --micro-batch 3: 2 % 3 != 0."""
+    r = cli("explain", LAUNCH_03, "--hardware", "h100-sxm", "--gpus", 8, "--tp", 3)
+    assert r.exit_code == 2 and "distributed/parallel_dims.py release/0.3 @4f9e9a47d l. 182-189" in r.stderr
+    assert "e347b1e5e" not in r.stderr
+    r = cli("explain", LAUNCH_03, "--hardware", "h100-sxm", "--pp", 2, "--micro-batch", 3)
+    assert r.exit_code == 2 and "--training.local_batch_size 2 is not a multiple of the command line's --micro-batch 3" \
+        in r.stderr
+    assert "torchtitan/trainer.py release/0.3 @4f9e9a47d Trainer.Config.__post_init__ l. 130-139" in r.stderr
+    assert "e347b1e5e" not in r.stderr
+    r = cli("explain", TOML, "--hardware", "h100-sxm", "--gpus", 8, "--tp", 3)
+    assert r.exit_code == 2 and "distributed/parallel_dims.py @e347b1e5e l. 48-56" in r.stderr
+    assert "4f9e9a47d" not in r.stderr
+
+
+def test_pp_split_rule_cites_both_releases():
+    """TORCHTITAN_PP_SPLIT (code 32), a rule of both stacks, cited at main only before: its source names 0.3.0's
+    pipeline_parallel.py lines too (num_virtual_stages l. 223-225, _generate_llm_fqn_per_model_part l. 366-476)."""
+    from planner.startup import BY_CODE, CODES
+
+    src = BY_CODE[CODES["TORCHTITAN_PP_SPLIT"]].source
+    assert "@e347b1e5e" in src and "release/0.3 @4f9e9a47d" in src and "l. 223-225" in src

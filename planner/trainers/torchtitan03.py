@@ -995,7 +995,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """The launch line in the file at `path` (module docstring), priced on stack torchtitan-0.3. parallel: the
     command line's tp / pp / cp, the mesh the job runs (torchtitan.read_sections)."""
     from . import resolve_gpus
-    from .torchtitan import read_sections
+    from .torchtitan import CITES_03, read_sections
 
     where = f"{path}: "
     launch = parse_launch(where, files.read_text(path, "give a torchtitan launch script") if text is None else text)
@@ -1026,7 +1026,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                "make the launcher's GPU count the degrees' product")
     try:
         cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
-                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled, parallel=parallel)
+                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled, parallel=parallel,
+                            cites=CITES_03)
     except PlannerError as e:  # the TOML mapping's refusals, said in the launch line's terms
         if type(e) is not PlannerError:
             raise
