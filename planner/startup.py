@@ -194,6 +194,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             spmd_backend spmd_types with pp > 1: trainer.py l. 143-153 raises (code 88)
   TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX the same with recompute selective over FlexAttention (attention_backend
                             flex): trainer.py l. 155-167 raises (code 89)
+  TORCHTITAN_CP_PTRR_MASK   (the torchtitan set, on a stack with runs.cp_load_balancers: both) the job's
+                            cp_load_balancer ptrr with cp > 1 where the model builds no FlexAttention (attention_backend
+                            not flex): main @e347b1e5e distributed/context_parallel.py cp_shard l. 191-206, 0.3.0
+                            distributed/context_parallel/api.py l. 225-259 raise (code 90)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2651,6 +2655,48 @@ LATER_RULES = LATER_RULES + (
         "use recompute full or none with spmd_typechecking (activation-checkpoint:full|none), or leave "
         "spmd_typechecking out (drop --debug.spmd_typechecking)",
         _tt_spmd_typecheck_sac_flex, option="spmd_typechecking"),
+)
+
+
+
+def _tt_cp_ptrr_mask(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_CP_PTRR_MASK: the job's CP load balancer ptrr (the stack's defaults.cp_load_balancer, laid by
+    plan.apply_startup_switches) with cp > 1 where the model code builds no FlexAttention (the stack's
+    defaults.attention_backend, which carries the job's: plan.apply_attention_backend), so no BlockMask reaches cp_shard."""
+    bad = bool(stack is not None and stack.defaults.cp_load_balancer == "ptrr"
+               and stack.defaults.attention_backend != "flex")  # job settings: every plan alike
+    return np.full(np.shape(plan.tp), bad, dtype=bool) & (np.asarray(plan.cp) > 1)
+
+
+# TORCHTITAN_CP_PTRR_MASK (code 90, issue 22 ttchecks): torch's PTRR load balancer is built from the attention's BlockMask.
+#   main @e347b1e5e   distributed/context_parallel.py cp_shard l. 191-206: load_balancer_type "ptrr" raises ValueError
+#                     ('PTRRLoadBalancer requires attention_masks to be a BlockMask, but got None or dict[str, BlockMask]',
+#                     l. 196-200; any other type l. 201-205) before building _PTRRLoadBalancer; train.py
+#                     post_dataloading_process l. 457-466 builds attention masks only for attn_type flex or varlen, and
+#                     calls cp_shard (prepare_context_parallel_input) where cp is enabled: an SDPA model (attn_type sdpa,
+#                     every flavor's default, stack defaults.attention_backend) hands it None, a varlen one VarlenMetadata
+#                     (refused under CP before: TORCHTITAN_VARLEN_CP, code 86)
+#   0.3.0 @4f9e9a47d  distributed/context_parallel/api.py cp_shard l. 225-259: the same, None refused (l. 232-236) and a mask
+#                     that is no BlockMask (l. 254-258); a dict[str, BlockMask] takes its mask from
+#                     context_parallel_ptrr_mask_key (l. 237-253); 0.3's language models build FlexAttention or varlen only
+#                     (config_utils.get_attention_config), so there the rule adds nothing to code 86 beside a flex model
+# The codes whose masks are a dict on main (llama4: {'rope', 'nope'}, gpt_oss: basic and sliding-window masks,
+# models/llama4/model/model.py l. 541-570, models/gpt_oss/model/model.py l. 387-433) run no CP with FlexAttention
+# (TORCHTITAN_MODEL_CP: stack_db runs.model_codes context_parallel false), nor does 0.3's gpt_oss: so the rule reads the
+# attention backend alone. A ptrr job on a stack without the option is refused first (plan.apply_startup_switches); the
+# rule is listed where the stack has it (StartupRule.option cp_load_balancers: both torchtitan stacks).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_CP_PTRR_MASK", "torchtitan",
+        "torchtitan's PTRR load balancer (context_parallel_load_balancer ptrr) under context parallelism needs the "
+        "FlexAttention BlockMask, which only a flex model builds",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/context_parallel.py cp_shard l. 191-206 (ValueError "
+        "'PTRRLoadBalancer requires attention_masks to be a BlockMask, but got None or dict[str, BlockMask]'), "
+        "torchtitan/train.py post_dataloading_process l. 457-466 (masks only for attn_type flex / varlen); torchtitan "
+        "0.3.0 (release/0.3 @4f9e9a47d): torchtitan/distributed/context_parallel/api.py cp_shard l. 225-259",
+        "use the default headtail balancer (drop context_parallel_load_balancer ptrr) with SDPA, or a flex flavor "
+        "(attention_backend flex) with ptrr, or cp 1",
+        _tt_cp_ptrr_mask, option="cp_load_balancers"),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -83,6 +83,11 @@ def replaced_defaults(data: dict, given: dict) -> list[str]:
     `explain CONFIG --no-cp-load-balance` at cp > 1 (the file's cp, or the command line's) replaces the file's balanced
     CP, named as replaced values are (issue 22: flags beat file values, with a note)."""
     cp = given.get("cp", data.get("cp", 1)) or 1
+    if given.get("cp_load_balance") is False and "cp_load_balancer" in data and "cp_load_balancer" not in given:
+        # the file's named balancer (ptrr) is its balanced CP: the command line's none replaces it (a job naming both is
+        # refused, plan.apply_startup_switches)
+        return [f"cp_load_balance=False: the command line replaces the file's load balancer {data.pop('cp_load_balancer')} "
+                "(no load balancing)"]
     if given.get("cp_load_balance") is False and "cp_load_balance" not in data and cp > 1:
         return ["cp_load_balance=False: the command line replaces the file's load-balanced context parallelism (its "
                 f"default at cp {cp}: each CP rank holds sequence chunks i and 2 cp - 1 - i)"]

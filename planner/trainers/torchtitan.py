@@ -774,7 +774,7 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             ignored.append(listed("ignored", "parallelism.context_parallel_rotate_method", rot, "context_parallel_degree 1"))
     if "context_parallel_load_balancer" in par:  # [11]: the job field cp_load_balance (cp_balancer.load_balancer)
         load_balancer(where, par["context_parallel_load_balancer"], True, job, assumed, ignored, not_modelled,
-                       _lb_main())
+                       _lb_main(), run_cp)
     if "enable_async_tensor_parallel" in par:
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
     _comm_backend(where, par, job, assumed, ignored)
