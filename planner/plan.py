@@ -665,6 +665,7 @@ class Settings:
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     cp_load_balance: bool = True  # CP load-balances the causal mask (job field; step.cp_balance_factor)
+    cp_load_balancer: Optional[str] = None  # the balancer by name (job field; startup.TORCHTITAN_CP_PTRR_MASK), priced balanced
     fsdp_symm_mem: bool = False  # torchtitan 0.3 parallelism.enable_fsdp_symm_mem (job field; startup.TORCHTITAN_FSDP_SYMM_MEM_SM90)
     spmd_typechecking: bool = False  # torchtitan 0.3 debug.spmd_typechecking (job field; startup.TORCHTITAN_SPMD_TYPECHECK_*)
     spmd_backend: str | None = None  # torchtitan 0.3 parallelism.spmd_backend (job field; None: the stack's runs.spmd_backends default; memory.py [sb])
@@ -1729,6 +1730,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         spmd_backend=job.spmd_backend,
         fsdp_symm_mem=job.fsdp_symm_mem,
         cp_load_balance=job.cp_load_balance,
+        cp_load_balancer=job.cp_load_balancer,
         spmd_typechecking=job.spmd_typechecking,
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
@@ -2784,9 +2786,12 @@ def apply_backend_kernel(job: Job, stack, hw: Hardware, features: list, where: s
 
 
 def balance_ignored_at_cp1(job: Job) -> list:
-    """The job's cp_load_balance false where a plan runs at cp 1 (nothing split: nothing to balance), said once
+    """The job's cp_load_balance false or named cp_load_balancer where a plan runs at cp 1 (nothing split: nothing to
+    balance), said once
     (resolve at cp 1; fit where its space holds cp 1: search.search_one; the probe leaves it out: space.py)."""
-    return [] if job.cp_load_balance else ["cp_load_balance false ignored at cp 1 (no sequence split: nothing to balance)"]
+    return (([] if job.cp_load_balance else ["cp_load_balance false ignored at cp 1 (no sequence split: nothing to balance)"])
+            + ([f"cp_load_balancer {job.cp_load_balancer} ignored at cp 1 (no sequence split: nothing to balance)"]
+               if job.cp_load_balancer is not None else []))
 
 
 def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
@@ -2808,6 +2813,20 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
                            "Megatron-LM: NVIDIA/Megatron-LM @d98e8a64 megatron/core/utils.py "
                            f"_get_batch_on_this_cp_rank_per_sequence_balancing l. 2504-2557) and has no option to turn "
                            f"it off ({origin})", "leave cp_load_balance out, or choose --stack torchtitan or torchtitan-0.3")
+    if job.cp_load_balancer is not None:
+        have = runs.cp_load_balancers if runs is not None else None
+        if have is None or job.cp_load_balancer not in have:
+            what = (f"has no option naming a CP load balancer ({stack.origin} runs.cp_load_balancers)" if have is None
+                    else f"builds {', '.join(have)} ({stack.origin} runs.cp_load_balancers)")
+            raise PlannerError(f"{where}cp_load_balancer {job.cp_load_balancer} is set but stack "
+                               f"{stack.name if stack is not None else None} {what}",
+                               "leave cp_load_balancer out, or choose --stack torchtitan or torchtitan-0.3")
+        if not job.cp_load_balance:
+            raise PlannerError(f"{where}cp_load_balancer {job.cp_load_balancer} with cp_load_balance false: the one names a "
+                               "load balancer, the other runs none (torchtitan's context_parallel_load_balancer takes one "
+                               "value: a name, or None)", "give one of them")
+        # ptrr read by the start-up rule TORCHTITAN_CP_PTRR_MASK (its mask); headtail and ptrr are priced alike, balanced
+        stack = with_default(stack, "cp_load_balancer", job.cp_load_balancer)
     if job.fsdp_symm_mem:
         stack = with_default(stack, "fsdp_symm_mem", True)
         warnings.append("fsdp_symm_mem: FSDP's all-gather staging buffers come from torch's symmetric-memory pool "
@@ -3552,6 +3571,8 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"fsdp_symm_mem": True} if settings.fsdp_symm_mem else {}),
         # CP on contiguous chunks (step.cp_balance_factor); none at cp 1, where nothing is split
         **({"cp_load_balance": False} if not settings.cp_load_balance and cp > 1 else {}),
+        # the CP load balancer named (startup.TORCHTITAN_CP_PTRR_MASK); none at cp 1, where nothing is split
+        **({"cp_load_balancer": settings.cp_load_balancer} if settings.cp_load_balancer is not None and cp > 1 else {}),
         **({"spmd_typechecking": True} if settings.spmd_typechecking else {}),
         **({"partition_activations": True} if settings.partition_activations else {}),
         **({"sync_tp_duplicated_parameters": True} if settings.sync_tp_duplicated_parameters else {}),

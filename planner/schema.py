@@ -360,6 +360,8 @@ AttentionKernel = Literal["flash2", "cudnn", "flex"]  # compute.ATTENTION_KERNEL
 # the attention module a trainer's model code builds (torchtitan main's flavor attn_type, torchtitan 0.3.0's model_registry
 # attn_backend): what its start-up checks read (startup.TORCHTITAN_VARLEN_CP), priced by the kernel it runs (AttentionKernel)
 AttentionBackend = Literal["sdpa", "flex", "varlen"]
+# torch's named CP load balancers torchtitan's context_parallel_load_balancer builds (job field cp_load_balancer)
+CPLoadBalancer = Literal["headtail", "ptrr"]
 
 
 class TrainingRecipe(BaseModel):
@@ -2069,6 +2071,9 @@ class StackDefaults(BaseModel):
         default=False, description="the training step runs under SPMD type checking (the job's spmd_typechecking where its "
                                    "spmd_backend is spmd_types, laid here by plan.resolve for the start-up rules: "
                                    "TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)")
+    cp_load_balancer: Optional[CPLoadBalancer] = Field(
+        default=None, description="the CP load balancer the job names (the job's cp_load_balancer, laid here by "
+                                  "plan.resolve for the start-up rules: TORCHTITAN_CP_PTRR_MASK); null: the stack's own")
     attention_backend: Optional[AttentionBackend] = Field(
         default=None, description="the attention module the stack's model code builds when the job does not say (job field "
                                   "attention_backend; one of runs.attention_backends); null: the stack names none (the "
@@ -2819,6 +2824,11 @@ class StackRuns(BaseModel):
                                   "load balancing the causal mask (job field cp_load_balance false: torchtitan's "
                                   "parallelism.context_parallel_load_balancer None); null: the stack always "
                                   "load-balances, a job setting cp_load_balance false is refused; cite it in sources")
+    cp_load_balancers: Optional[list[CPLoadBalancer]] = Field(
+        default=None, min_length=1,
+        description="the CP load balancers the stack's option builds by name (job field cp_load_balancer: torchtitan's "
+                    "parallelism.context_parallel_load_balancer headtail | ptrr, start-up rule TORCHTITAN_CP_PTRR_MASK); "
+                    "null: the stack has no such option, a job naming one is refused; cite it in sources")
     spmd_typechecking: Optional[str] = Field(
         default=None, description="the option that runs the training step under SPMD type checking (job field "
                                   "spmd_typechecking: torchtitan 0.3's debug.spmd_typechecking, start-up rules "
@@ -3878,6 +3888,15 @@ class Job(BaseModel):
                     "runs at that rank's (2 cp - 1) / cp of the balanced share (step.cp_balance_factor; torchtitan "
                     "parallelism.context_parallel_load_balancer None, valid only on a stack with the option: stack_db "
                     "runs.cp_no_load_balance); fit never searches it (it is never faster)")
+    cp_load_balancer: Optional[CPLoadBalancer] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None,
+        description="the load balancer that splits the sequence over the CP ranks, by name, where CP runs balanced "
+                    "(torchtitan parallelism.context_parallel_load_balancer: headtail, torch's _HeadTailLoadBalancer, "
+                    "or ptrr, _PTRRLoadBalancer over the FlexAttention BlockMask; both priced as the balanced split): "
+                    "ptrr under CP only where the model builds FlexAttention (torchtitan cp_shard raises otherwise: "
+                    "start-up rule TORCHTITAN_CP_PTRR_MASK); valid only on a stack with the option (stack_db "
+                    "runs.cp_load_balancers) and not with cp_load_balance false; default: the stack's (headtail)")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."

@@ -194,6 +194,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             spmd_backend spmd_types with pp > 1: trainer.py l. 143-153 raises (code 88)
   TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX the same with recompute selective over FlexAttention (attention_backend
                             flex): trainer.py l. 155-167 raises (code 89)
+  TORCHTITAN_CP_PTRR_MASK   (the torchtitan set, on a stack with runs.cp_load_balancers: both) the job's
+                            cp_load_balancer ptrr with cp > 1 where the model builds no FlexAttention (attention_backend
+                            not flex): main @e347b1e5e distributed/context_parallel.py cp_shard l. 191-206, 0.3.0
+                            distributed/context_parallel/api.py l. 225-259 raise (code 90)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -262,6 +266,10 @@ class StartupRule:
     # one whose start-up refuses (text_for: stack -> its text on that stack)
     dispatcher: str | None = None
     text_for: Callable | None = None
+    # a check of one of the trainer's own options: the stack_db runs field naming that option's spelling (runs.fsdp_symm_mem,
+    # runs.spmd_typechecking); the rule is the stack's only where that field is set (rules_for): on a release without the
+    # option the job field is refused (plan.apply_startup_switches) and the rule can never fire, so it is not listed there
+    option: str | None = None
 
     def text_on(self, stack) -> str:
         """The rule's text as the stack's users meet it (text_for where the rule has one)."""
@@ -538,7 +546,10 @@ RULES: tuple[StartupRule, ...] = (
         "TORCHTITAN_PP_SPLIT", "torchtitan",
         "torchtitan cannot place this pipeline split with end-stage weights of 0 or 1",
         f"{TORCHTITAN_COMMIT} torchtitan/distributed/pipeline_parallel.py (stages = ceil((layers + first/last stage "
-        "weights) / layers_per_stage); generate_llm_fqn_per_model_part gives the remainder to the first stages)",
+        "weights) / layers_per_stage), l. 75-77; generate_llm_fqn_per_model_part gives the remainder to the first "
+        "stages, l. 236-344: l. 275-276, 306); torchtitan 0.3.0 (release/0.3 @4f9e9a47d): the same, "
+        "torchtitan/distributed/pipeline_parallel.py l. 223-225 and _generate_llm_fqn_per_model_part l. 366-476 "
+        "(l. 407-408, 438)",
         "choose pp x vpp dividing the layers, or count the embedding and loss as layers of the split "
         "(--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split: torchtitan's default weights 1 and 1)",
         _torchtitan_split),
@@ -2613,7 +2624,9 @@ def _tt_spmd_typecheck_sac_flex(model, stack, plan) -> np.ndarray:
 #       the planner's recompute selective: torchtitan03.AC_SUBCOMMANDS) and the model holds a FlexAttention.Config (the
 #       config function's attn_backend flex, model_registry's default; varlen builds VarlenAttention)
 # The switches are job fields (fsdp_symm_mem, spmd_typechecking) laid on the stack's defaults by plan.apply_startup_switches,
-# on a stack that has the option (runs.fsdp_symm_mem / runs.spmd_typechecking: torchtitan-0.3 only; main has neither).
+# on a stack that has the option (runs.fsdp_symm_mem / runs.spmd_typechecking: torchtitan-0.3 only; main has neither, git
+# grep symm_mem / spmd_typechecking @e347b1e5e: only experiments/): each rule names its option (StartupRule.option), so
+# rules_for lists them on torchtitan-0.3 alone.
 SYMM_MEM_MIN_CAPABILITY = (9, 0)  # configs.py l. 270-271 @4f9e9a47d: torch.cuda.get_device_capability() < (9, 0) refused
 _TT03 = "pytorch/torchtitan release/0.3 @4f9e9a47d"
 LATER_RULES = LATER_RULES + (
@@ -2624,7 +2637,7 @@ LATER_RULES = LATER_RULES + (
         f"{_TT03} torchtitan/config/configs.py ParallelismConfig.__post_init__ l. 267-277 (ValueError 'For NVIDIA GPUs, "
         "parallelism.enable_fsdp_symm_mem is only supported for compute capability 9.0 or newer')",
         "leave fsdp_symm_mem out (drop --parallelism.enable_fsdp_symm_mem), or plan a Hopper or newer GPU",
-        _tt_fsdp_symm_mem, reads_cluster=True, detail=_symm_mem_detail),
+        _tt_fsdp_symm_mem, reads_cluster=True, detail=_symm_mem_detail, option="fsdp_symm_mem"),
     StartupRule(
         "TORCHTITAN_SPMD_TYPECHECK_PP", "torchtitan",
         "torchtitan 0.3.0 runs no SPMD type checking (debug.spmd_typechecking under spmd_backend spmd_types) with "
@@ -2632,7 +2645,7 @@ LATER_RULES = LATER_RULES + (
         f"{_TT03} torchtitan/trainer.py Trainer.Config.__post_init__ l. 143-153 (ValueError 'SPMD typechecking is not "
         "supported with pipeline parallelism')",
         "use pp 1 with spmd_typechecking, or leave spmd_typechecking out (drop --debug.spmd_typechecking)",
-        _tt_spmd_typecheck_pp),
+        _tt_spmd_typecheck_pp, option="spmd_typechecking"),
     StartupRule(
         "TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX", "torchtitan",
         "torchtitan 0.3.0 runs no SPMD type checking (debug.spmd_typechecking under spmd_backend spmd_types) with "
@@ -2641,7 +2654,49 @@ LATER_RULES = LATER_RULES + (
         "checkpointing (SAC) is not supported with FlexAttention while SPMD typechecking is enabled')",
         "use recompute full or none with spmd_typechecking (activation-checkpoint:full|none), or leave "
         "spmd_typechecking out (drop --debug.spmd_typechecking)",
-        _tt_spmd_typecheck_sac_flex),
+        _tt_spmd_typecheck_sac_flex, option="spmd_typechecking"),
+)
+
+
+
+def _tt_cp_ptrr_mask(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_CP_PTRR_MASK: the job's CP load balancer ptrr (the stack's defaults.cp_load_balancer, laid by
+    plan.apply_startup_switches) with cp > 1 where the model code builds no FlexAttention (the stack's
+    defaults.attention_backend, which carries the job's: plan.apply_attention_backend), so no BlockMask reaches cp_shard."""
+    bad = bool(stack is not None and stack.defaults.cp_load_balancer == "ptrr"
+               and stack.defaults.attention_backend != "flex")  # job settings: every plan alike
+    return np.full(np.shape(plan.tp), bad, dtype=bool) & (np.asarray(plan.cp) > 1)
+
+
+# TORCHTITAN_CP_PTRR_MASK (code 90, issue 22 ttchecks): torch's PTRR load balancer is built from the attention's BlockMask.
+#   main @e347b1e5e   distributed/context_parallel.py cp_shard l. 191-206: load_balancer_type "ptrr" raises ValueError
+#                     ('PTRRLoadBalancer requires attention_masks to be a BlockMask, but got None or dict[str, BlockMask]',
+#                     l. 196-200; any other type l. 201-205) before building _PTRRLoadBalancer; train.py
+#                     post_dataloading_process l. 457-466 builds attention masks only for attn_type flex or varlen, and
+#                     calls cp_shard (prepare_context_parallel_input) where cp is enabled: an SDPA model (attn_type sdpa,
+#                     every flavor's default, stack defaults.attention_backend) hands it None, a varlen one VarlenMetadata
+#                     (refused under CP before: TORCHTITAN_VARLEN_CP, code 86)
+#   0.3.0 @4f9e9a47d  distributed/context_parallel/api.py cp_shard l. 225-259: the same, None refused (l. 232-236) and a mask
+#                     that is no BlockMask (l. 254-258); a dict[str, BlockMask] takes its mask from
+#                     context_parallel_ptrr_mask_key (l. 237-253); 0.3's language models build FlexAttention or varlen only
+#                     (config_utils.get_attention_config), so there the rule adds nothing to code 86 beside a flex model
+# The codes whose masks are a dict on main (llama4: {'rope', 'nope'}, gpt_oss: basic and sliding-window masks,
+# models/llama4/model/model.py l. 541-570, models/gpt_oss/model/model.py l. 387-433) run no CP with FlexAttention
+# (TORCHTITAN_MODEL_CP: stack_db runs.model_codes context_parallel false), nor does 0.3's gpt_oss: so the rule reads the
+# attention backend alone. A ptrr job on a stack without the option is refused first (plan.apply_startup_switches); the
+# rule is listed where the stack has it (StartupRule.option cp_load_balancers: both torchtitan stacks).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_CP_PTRR_MASK", "torchtitan",
+        "torchtitan's PTRR load balancer (context_parallel_load_balancer ptrr) under context parallelism needs the "
+        "FlexAttention BlockMask, which only a flex model builds",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/context_parallel.py cp_shard l. 191-206 (ValueError "
+        "'PTRRLoadBalancer requires attention_masks to be a BlockMask, but got None or dict[str, BlockMask]'), "
+        "torchtitan/train.py post_dataloading_process l. 457-466 (masks only for attn_type flex / varlen); torchtitan "
+        "0.3.0 (release/0.3 @4f9e9a47d): torchtitan/distributed/context_parallel/api.py cp_shard l. 225-259",
+        "use the default headtail balancer (drop context_parallel_load_balancer ptrr) with SDPA, or a flex flavor "
+        "(attention_backend flex) with ptrr, or cp 1",
+        _tt_cp_ptrr_mask, option="cp_load_balancers"),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
@@ -2805,7 +2860,9 @@ def _at_micro_batch_one(plan):
 
 
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
-    """(code, rule) of the stack's start-up rule set (none for a stack that names none)."""
+    """(code, rule) of the stack's start-up rule set (none for a stack that names none), less the absent ones
+    (runs.startup_rules_absent) and the checks of an option the stack does not have (StartupRule.option: its runs
+    field unset)."""
     name = stack.runs.startup_rules if stack is not None and stack.runs is not None else None
     absent = {a.rule for a in stack.runs.startup_rules_absent} if name is not None else set()
     unknown = absent - {r.key for r in RULES if r.trainer == name}
@@ -2817,7 +2874,7 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES
             if (r.trainer in (name, ANY_STACK)
                 or (r.dispatcher is not None and stack is not None and (disps is None or r.dispatcher in disps)))
-            and r.key not in absent]
+            and r.key not in absent and (r.option is None or getattr(runs, r.option, None) is not None)]
 
 
 __all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "model_layer_forms",

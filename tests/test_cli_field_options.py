@@ -99,6 +99,10 @@ CASES = [
     # hand values: tests/test_cp_balance.py); memory unchanged
     ("cp_load_balance", ["--no-cp-load-balance"], False, dict(TT, stack="torchtitan-0.3", hardware="h100-sxm", cp=2),
      True, {"step": +1}),
+    # torch's PTRR balancer by name: priced as the balanced split (nothing moves); a flex model, whose BlockMask it
+    # needs under CP (start-up rule TORCHTITAN_CP_PTRR_MASK; tests/test_cp_ptrr.py)
+    ("cp_load_balancer", ["--cp-load-balancer", "ptrr"], "ptrr",
+     dict(TT, hardware="h100-sxm", cp=2, attention_backend="flex"), "headtail", {}),
     # the TP-duplicated parameters all-reduced in every forward (step.py [sy]): more TP communication
     ("sync_tp_duplicated_parameters", ["--sync-tp-duplicated-parameters"], True,
      dict(model="megatron-gpt-1.7b", gpus=8, stack="megatron-deepspeed-bigscience", tp=2), False, {"step": +1}),

@@ -217,3 +217,40 @@ def test_main_export_refuses_it(cli):
     r = cli(*args)
     assert r.exit_code == 0, r.stderr
     assert "load_balancer" not in r.stdout
+
+
+REPLACED = "cp_load_balance=False: the command line replaces the file's load-balanced context parallelism"
+
+
+@pytest.mark.parametrize("cp_file, cli_cp, noted", [(2, None, "cp 2"), (1, "2", "cp 2"), (1, None, None), (2, "1", None)])
+def test_flag_over_the_file_is_noted(cli, tmp_path, cp_file, cli_cp, noted):
+    """Flags beat file values with a note (issue 22, ttchecks): a main TOML that leaves context_parallel_load_balancer
+    out runs torchtitan's default 'headtail' (config/job_config.py @e347b1e5e l. 431-437), balanced; the reader leaves
+    cp_load_balance out there (test_main_toml_balanced_names), so `--no-cp-load-balance` replaces the file's balanced CP
+    wherever CP runs: the file's cp 2, or the command line's cp 2 over the file's 1. Where the plan runs at cp 1 nothing
+    is balanced either way: no such note (resolve's 'ignored at cp 1' warning says it). Without the flag: no note."""
+    args = ["explain", str(_toml(tmp_path, cp_file, None)), "--gpus", "8", "--hardware", "h100-sxm", "-f", "json"]
+    args += ["--cp", cli_cp] if cli_cp else []
+    r, r1 = cli(*args, "--no-cp-load-balance"), cli(*args)
+    assert r.exit_code == 0 and r1.exit_code == 0, (r.stderr, r1.stderr)
+    assert REPLACED not in r1.stderr
+    if noted is None:
+        assert REPLACED not in r.stderr
+    else:
+        assert f"{REPLACED} (its default at {noted}:" in r.stderr
+
+
+def test_flag_equal_to_the_file_not_noted(cli, tmp_path):
+    """A 0.3 launch line that says None (cp_load_balance false, read) with --no-cp-load-balance: the same value, no note;
+    with --cp-load-balance the file's False is replaced, named by the general rule (core.replaced)."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/usr/bin/bash\nMODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh --training.local_batch_size 1 "
+                 "--training.seq_len 8192 --parallelism.context_parallel_degree 2 "
+                 "--parallelism.context_parallel_load_balancer None\n")
+    args = ["explain", str(p), "--gpus", "8", "--hardware", "h100-sxm", "-f", "json"]
+    r = cli(*args, "--no-cp-load-balance")
+    assert r.exit_code == 0, r.stderr
+    assert "cp_load_balance=False: the command line replaces" not in r.stderr
+    r = cli(*args, "--cp-load-balance")
+    assert r.exit_code == 0, r.stderr
+    assert "cp_load_balance=True: the command line replaces the file's False" in r.stderr

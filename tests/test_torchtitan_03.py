@@ -43,10 +43,11 @@ def test_entry_is_its_own_release():
     # PRECISION_AWARE_MFSDP (84, pamfsdp) every stack's; the sequence-length check: main's TORCHTITAN_SEQ_DIVISOR (28,
     # tp x 2 cp) and 0.3.0's trainer.py one, TORCHTITAN_SEQ_SP_CP (85, rule85: (tp under SP) x (2 cp at cp > 1)), each
     # entry listing the other's absent; TORCHTITAN_VARLEN_CP (86, varlencp) in both; TORCHTITAN_FSDP_SYMM_MEM_SM90 and
-    # TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX (87-89, rule87) in both, breaking only where the job sets the switch,
-    # which only 0.3's entry has the option for (runs.fsdp_symm_mem, runs.spmd_typechecking)
-    assert [c for c, _ in rules_for(old)] == [28, 29, 30, 31, 32, 48, 49, 50, 51, 52, 53, 54, 56, 62, 63, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84, 86, 87, 88, 89]
-    assert [c for c, _ in rules_for(new)] == [31, 32, 48, 49, 50, 51, 52, 54, 56, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89]
+    # TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX (87-89, rule87) on 0.3's only: they check options (StartupRule.option)
+    # which only 0.3's entry has (runs.fsdp_symm_mem, runs.spmd_typechecking; main @e347b1e5e has neither, ttchecks);
+    # TORCHTITAN_CP_PTRR_MASK (90, ttchecks) in both, which both name the CP balancers (runs.cp_load_balancers)
+    assert [c for c, _ in rules_for(old)] == [28, 29, 30, 31, 32, 48, 49, 50, 51, 52, 53, 54, 56, 62, 63, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84, 86, 90]
+    assert [c for c, _ in rules_for(new)] == [31, 32, 48, 49, 50, 51, 52, 54, 56, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90]
     assert "hybridep" in new.runs.moe_dispatchers and "hybridep" not in old.runs.moe_dispatchers
     assert new.runs.mtp and not old.runs.mtp
     assert [c.code for c in old.runs.model_codes] == ["llama3", "llama4", "deepseek_v3", "qwen3", "gpt_oss"]

@@ -314,3 +314,57 @@ def test_micro_batch_at_pp_1_is_the_local_batch(cli, tmp_path):
     g = _variant(tmp_path, "local_batch_size = 1", "local_batch_size = 4")
     plan, _ = _plan(cli, g, "--gpus", 8, "--pp", 2, "--micro-batch", 2)
     assert (plan["dp"], plan["global_batch"], plan["micro_batch"], plan["microbatches_per_step"]) == (4, 16, 2, 2)
+
+
+def test_a_command_line_dp_over_the_leftover_shard_degree(cli):
+    """llama3_8b.toml leaves data_parallel_shard_degree at -1 (the leftover GPUs, parallel_dims.py @e347b1e5e l. 48-51)
+    and replicate at 1; the data-parallel degree is replicate x shard (l. 53-56), so --dp D runs shard D / 1 = D, as
+    torchtitan run with --parallelism.data_parallel_shard_degree D (issue 22, ttchecks: before, the reader worked -1 out
+    from --gpus and the global batch from it, --dp 2 without --gpus was refused for want of a GPU count, and --gpus 8
+    --dp 2 met resolve's generic product error).
+    --dp 2 (no --gpus): shard 2, GPUs = 1 x 2 x tp 1 x pp 1 x cp 1 = 2, global -1 = local 1 x dp 2 = 2.
+    --gpus 8 --tp 2 --dp 4: shard 4, 1 x 4 x 2 = 8 = --gpus: kept; global 1 x 4 = 4.
+    --gpus 8 --dp 2: 1 x 2 x 1 = 2 GPUs != 8: refused naming what -1 would take (8 / 1 = 8, dp 8) and --gpus 2."""
+    plan, err = _plan(cli, TOML, "--dp", 2)
+    assert plan == dict(gpus=2, tp=1, pp=1, cp=1, dp=2, global_batch=2, micro_batch=1, microbatches_per_step=1,
+                        sharding="fsdp", sharding_mode="fsdp2")
+    assert ("data_parallel_shard_degree=2: the command line's dp 2 / the file's data_parallel_replicate_degree 1 "
+            "replaces the file's -1 (the leftover GPUs; flags beat files)") in err
+    assert "gpus=2: replicate 1 x shard 2 x tp 1 x pp 1 x cp 1, the degrees' product at the command line's dp" in err
+    plan, err = _plan(cli, TOML, "--gpus", 8, "--tp", 2, "--dp", 4)
+    assert (plan["gpus"], plan["tp"], plan["dp"], plan["global_batch"]) == (8, 2, 4, 4)
+    assert "gpus=" not in err.split("data_parallel_shard_degree=4")[1].split(";")[0]
+    r = cli("explain", TOML, "--gpus", 8, "--dp", 2)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert ("--dp 2 over the file's data_parallel_shard_degree = -1 is replicate 1 x shard 2 x tp 1 x pp 1 x cp 1 = 2 "
+            "GPUs, but --gpus 8; -1 would take 8, dp 8") in r.stderr
+    assert "hint: leave --dp out (the file's -1 takes the leftover GPUs), or give --gpus 2" in r.stderr
+
+
+def test_messages_cite_the_release_read(cli):
+    """The TOML mapping's refusals name where the release the stack names checks (issue 22, ttchecks): a 0.3.0 launch
+    line's cite release/0.3 @4f9e9a47d (parallel_dims.py _validate l. 182-189: -1 -> world / (rep cp tp pp), then
+    assert rep x shard x cp x tp x pp == world; trainer.py Trainer.Config.__post_init__ l. 130-139: local_batch_size %
+    pipeline_parallel_microbatch_size under PP raises ValueError at start-up), main's TOML @e347b1e5e
+    (parallel_dims.py l. 48-56; pipeline_parallel.py l. 186-193). Before, both cited main's lines.
+    run_train_8b.sh (tp 2, local_batch_size 2): --gpus 8 --tp 3: 8 % 3 != 0; --pp 2 --micro-batch 3: 2 % 3 != 0."""
+    r = cli("explain", LAUNCH_03, "--hardware", "h100-sxm", "--gpus", 8, "--tp", 3)
+    assert r.exit_code == 2 and "distributed/parallel_dims.py release/0.3 @4f9e9a47d l. 182-189" in r.stderr
+    assert "e347b1e5e" not in r.stderr
+    r = cli("explain", LAUNCH_03, "--hardware", "h100-sxm", "--pp", 2, "--micro-batch", 3)
+    assert r.exit_code == 2 and "--training.local_batch_size 2 is not a multiple of the command line's --micro-batch 3" \
+        in r.stderr
+    assert "torchtitan/trainer.py release/0.3 @4f9e9a47d Trainer.Config.__post_init__ l. 130-139" in r.stderr
+    assert "e347b1e5e" not in r.stderr
+    r = cli("explain", TOML, "--hardware", "h100-sxm", "--gpus", 8, "--tp", 3)
+    assert r.exit_code == 2 and "distributed/parallel_dims.py @e347b1e5e l. 48-56" in r.stderr
+    assert "4f9e9a47d" not in r.stderr
+
+
+def test_pp_split_rule_cites_both_releases():
+    """TORCHTITAN_PP_SPLIT (code 32), a rule of both stacks, cited at main only before: its source names 0.3.0's
+    pipeline_parallel.py lines too (num_virtual_stages l. 223-225, _generate_llm_fqn_per_model_part l. 366-476)."""
+    from planner.startup import BY_CODE, CODES
+
+    src = BY_CODE[CODES["TORCHTITAN_PP_SPLIT"]].source
+    assert "@e347b1e5e" in src and "release/0.3 @4f9e9a47d" in src and "l. 223-225" in src

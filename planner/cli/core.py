@@ -75,6 +75,25 @@ def replaced(data: dict, given: dict) -> list[str]:
             if k in data and data[k] != v]
 
 
+def replaced_defaults(data: dict, given: dict) -> list[str]:
+    """The trainer config's own defaults a command-line option replaces where the file leaves the key out (replaced
+    names only what the reader put in `data`): cp_load_balance, which every reader leaves out where the file's CP runs
+    load-balanced (torchtitan's context_parallel_load_balancer default 'headtail' or a stated headtail / ptrr:
+    planner/trainers/cp_balancer.py; Megatron-LM always balances) and sets false where it reads None. So
+    `explain CONFIG --no-cp-load-balance` at cp > 1 (the file's cp, or the command line's) replaces the file's balanced
+    CP, named as replaced values are (issue 22: flags beat file values, with a note)."""
+    cp = given.get("cp", data.get("cp", 1)) or 1
+    if given.get("cp_load_balance") is False and "cp_load_balancer" in data and "cp_load_balancer" not in given:
+        # the file's named balancer (ptrr) is its balanced CP: the command line's none replaces it (a job naming both is
+        # refused, plan.apply_startup_switches)
+        return [f"cp_load_balance=False: the command line replaces the file's load balancer {data.pop('cp_load_balancer')} "
+                "(no load balancing)"]
+    if given.get("cp_load_balance") is False and "cp_load_balance" not in data and cp > 1:
+        return ["cp_load_balance=False: the command line replaces the file's load-balanced context parallelism (its "
+                f"default at cp {cp}: each CP rank holds sequence chunks i and 2 cp - 1 - i)"]
+    return []
+
+
 def _level_of(mode: str, stack_name) -> Optional[str]:
     """The sharding level of the stack's mode `mode`; None for an unknown stack or mode (resolve names it)."""
     try:
@@ -145,7 +164,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
             trainer_out.append(cfg)
         given = {k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")}
         # flags beat file values (issue 22), each replacement named
-        cfg.assumed += replaced(data, {k: v for k, v in given.items() if k != "hardware"})
+        cfg.assumed += replaced(data, {k: v for k, v in given.items() if k != "hardware"}) + replaced_defaults(data, given)
         # Megatron's own rules on the script's --sequence-parallel / --tp-comm-overlap at the tp it starts with
         from ..trainers.megatron import command_line_tp
         from ..trainers import megatron_bridge

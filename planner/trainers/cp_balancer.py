@@ -33,15 +33,16 @@ class BalancerSource:
 
 
 def load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored: list, not_modelled: list,
-                  src: BalancerSource) -> None:
+                  src: BalancerSource, run_cp: int | None = None) -> None:
     """parallelism.context_parallel_load_balancer (0.3: configs.py l. 235; main @e347b1e5e: config/job_config.py
     l. 431; default "headtail" in both): "" refused as both refuse it at start-up; a name torch's cp_shard does not
     build refused where CP runs (it raises in the first step); None (no load balancing: contiguous sequence chunks, the
     causal mask's work piled on the last CP rank) read as the job field cp_load_balance false where CP runs (the
     attention core at the last rank's share, step.cp_balance_factor); the default and ptrr are the balanced split
     (step.cp_kernel_factor). One function for both releases' readers (torchtitan03's option loop with LB_03,
-    torchtitan.read_sections with _lb_main()); src names the release's sources."""
-    cp = job.get("cp", 1)
+    torchtitan.read_sections with _lb_main()); src names the release's sources. run_cp: the degree CP runs at (the
+    command line's over the file's: the key is read where that CP runs, issue 22 "flags beat files"); None: the job's."""
+    cp = run_cp if run_cp is not None else job.get("cp", 1)
     key = "parallelism.context_parallel_load_balancer"
     if v == "":
         raise PlannerError(f"{where}{src.key}'': {src.release} stops at start-up ({src.empty_cite}: "
@@ -67,5 +68,7 @@ def load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored
                        "sliding-window layer its own share, a chunked layer priced balanced: step.cp_balance_factor; "
                        f"{src.shard_cite}, load_balancer None)")
     elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
+        if v == "ptrr":  # the job field cp_load_balancer: its mask checked at start-up (startup.TORCHTITAN_CP_PTRR_MASK)
+            job["cp_load_balancer"] = v
         assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
                        f"priced ({src.shard_cite})")

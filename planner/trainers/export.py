@@ -319,7 +319,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_hybridep_capacity_factor", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "spmd_backend", "fsdp_symm_mem", "spmd_typechecking", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance",
+            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode")
@@ -870,6 +870,8 @@ def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict
                       "price it with --dp-comm-overlap")
     if plan.get("cp_rotate_method"):  # job_config.py @e347b1e5e Parallelism.context_parallel_rotate_method (default allgather)
         par["context_parallel_rotate_method"] = plan["cp_rotate_method"]
+    if plan.get("cp_load_balancer") and cp > 1:  # job_config.py @e347b1e5e l. 431 (0.3: configs.py l. 235), default headtail
+        par["context_parallel_load_balancer"] = plan["cp_load_balancer"]
     sec["parallelism"] = par
     if plan.get("optimizer_implementation"):  # job_config.py @e347b1e5e Optimizer.implementation (default fused)
         sec["optimizer"] = {"implementation": plan["optimizer_implementation"]}

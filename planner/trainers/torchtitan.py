@@ -133,6 +133,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -169,6 +170,35 @@ TORCHTITAN_DEFAULT_NAME = "llama3"  # job_config.py @e347b1e5e Model.name = "lla
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}
 LOOPED = {"Interleaved1F1B"}
 RANK_ORDER = "tp-cp-dp-pp"  # [6]
+
+
+@dataclass(frozen=True)
+class ReleaseCites:
+    """Where one torchtitan release runs the checks read_sections transcribes, for its messages (issue 22: an error
+    cites the version the stack names; torchtitan03 passes release/0.3's, the TOML reader main's)."""
+    world: str       # replicate x shard x cp x tp x pp == the world size asserted (-1: the leftover GPUs)
+    microbatch: str  # local_batch_size % pipeline_parallel_microbatch_size raises ValueError
+    stages: str      # pipeline_parallel_layers_per_stage's stages % pp raises ValueError
+    micro_default: str  # pipeline_parallel_microbatch_size's default 1, and where it splits the local batch
+    accumulation: str  # without PP each accumulation step is one forward-backward of local_batch_size sequences
+    steps: str       # training.steps optimizer steps, whatever the batch
+
+
+MAIN_CITES = ReleaseCites(
+    world="distributed/parallel_dims.py @e347b1e5e l. 48-56",
+    microbatch="distributed/pipeline_parallel.py @e347b1e5e l. 186-193",
+    stages="distributed/pipeline_parallel.py @e347b1e5e l. 85-92",
+    micro_default="torchtitan/config/job_config.py @e347b1e5e l. 412; distributed/pipeline_parallel.py l. 186-194",
+    accumulation="train.py @e347b1e5e l. 196-215, 561-564",
+    steps="train.py @e347b1e5e l. 714")
+CITES_03 = ReleaseCites(
+    world="distributed/parallel_dims.py release/0.3 @4f9e9a47d l. 182-189",
+    microbatch="torchtitan/trainer.py release/0.3 @4f9e9a47d Trainer.Config.__post_init__ l. 130-139",
+    stages="distributed/pipeline_parallel.py release/0.3 @4f9e9a47d l. 233-240",
+    micro_default="torchtitan/config/configs.py release/0.3 @4f9e9a47d l. 226; distributed/pipeline_parallel.py "
+                  "l. 303-311",
+    accumulation="torchtitan/trainer.py release/0.3 @4f9e9a47d l. 415-433, 885-887",
+    steps="torchtitan/trainer.py release/0.3 @4f9e9a47d l. 1075-1076")
 # Parallelism.context_parallel_rotate_method: Literal["allgather", "alltoall"] = "allgather"
 # (pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e l. 446; set_rotate_method in
 # torchtitan/distributed/utils.py): how torch's ring attention passes K/V between the cp ranks
@@ -574,7 +604,8 @@ def _sequence_parallel_option(where: str, v: bool, tp: int, stack_name: str, job
 def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: Optional[int] = None,
                   hardware: Optional[str] = None, stack: Optional[str] = None,
                   ignored: Optional[list] = None, assumed: Optional[list] = None,
-                  not_modelled: Optional[list] = None, parallel: Optional[dict] = None) -> TrainerConfig:
+                  not_modelled: Optional[list] = None, parallel: Optional[dict] = None,
+                  cites: ReleaseCites = MAIN_CITES) -> TrainerConfig:
     """The mapping of torchtitan's sections (main's layout, as a TOML holds them: {section: {key: value}}) onto
     planner job fields: the one mapping of the TOML reader (read) and of torchtitan 0.3.0's launch lines
     (torchtitan03.py, which lays its config function's settings and its command-line options out in these
@@ -599,7 +630,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
       --micro-batch: local_batch_size where pp = 1 (torchtitan's micro-batch there), else
           pipeline_parallel_microbatch_size; tokens: steps x the global batch and seq_len the job runs (_tokens).
     An explicit data_parallel_shard_degree is kept as torchtitan keeps it, or replaced by --dp, and a command-line
-    mesh it does not fill is refused (_explicit_shard)."""
+    mesh it does not fill is refused (_explicit_shard). cites: where the release read runs the checks its messages
+    name (MAIN_CITES; torchtitan03: CITES_03)."""
     ignored = [] if ignored is None else ignored
     assumed = [] if assumed is None else assumed
     quant = data.get("quantize", {})
@@ -670,7 +702,10 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                        f"its global_batch_size -1, the micro-batch and the pipeline keys are worked out at it, as "
                        f"torchtitan run with {spelt} works them out")
     inner = run_tp * run_pp * run_cp * rep
-    if shard == -1:
+    if shard == -1 and flags.get("dp") is not None:
+        shard, gpus = _leftover_shard_at_dp(where, rep, inner, (run_tp, run_pp, run_cp), flags["dp"], gpus, assumed,
+                                            cites)
+    elif shard == -1:
         if gpus is None:
             raise PlannerError(f"{where}[parallelism] data_parallel_shard_degree = -1 (the leftover GPUs) and no --gpus given",
                                "pass --gpus N (torchtitan takes it from NGPU x nodes), or set data_parallel_shard_degree")
@@ -679,14 +714,13 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             raise PlannerError(
                 f"{where}--gpus {gpus} is not a multiple of tensor x pipeline x context x data_parallel_replicate = {inner}"
                 + (f" (tp {run_tp}, pp {run_pp}, cp {run_cp}: the command line's over the file's)" if at_flags else "")
-                + " (torchtitan asserts the degrees' product is the world size: distributed/parallel_dims.py "
-                  "@e347b1e5e l. 48-56)",
+                + f" (torchtitan asserts the degrees' product is the world size: {cites.world})",
                 f"change --gpus or {what}the [parallelism] degrees")
         shard = gpus // inner
         assumed.append(f"data_parallel_shard_degree={shard}: -1 takes the leftover GPUs, {gpus} / {inner}{mesh}")
     else:
         shard, gpus = _explicit_shard(where, shard, rep, (tp, pp, cp), (run_tp, run_pp, run_cp), said, gpus,
-                                      flags.get("dp"), assumed)
+                                      flags.get("dp"), assumed, cites)
     job.update(gpus=gpus, tp=tp, pp=pp, cp=cp)
     ep = deg("expert_parallel_degree", 1)  # MoE models (torchtitan Parallelism.expert_parallel_degree)
     if ep > 1:
@@ -740,7 +774,7 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             ignored.append(listed("ignored", "parallelism.context_parallel_rotate_method", rot, "context_parallel_degree 1"))
     if "context_parallel_load_balancer" in par:  # [11]: the job field cp_load_balance (cp_balancer.load_balancer)
         load_balancer(where, par["context_parallel_load_balancer"], True, job, assumed, ignored, not_modelled,
-                       _lb_main())
+                       _lb_main(), run_cp)
     if "enable_async_tensor_parallel" in par:
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
     _comm_backend(where, par, job, assumed, ignored)
@@ -801,8 +835,7 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             if stages % run_pp:
                 raise PlannerError(f"{where}[parallelism] pipeline_parallel_layers_per_stage {lps} gives {stages} stages for "
                                    f"{L} layers, not a multiple of pipeline_parallel_degree {run_pp}{at_pp} "
-                                   "(torchtitan's pipeline_module_split asserts it: distributed/pipeline_parallel.py "
-                                   "@e347b1e5e)",
+                                   f"(torchtitan raises ValueError: {cites.stages})",
                                    "choose layers per stage so that layers / it is a multiple of the pipeline degree"
                                    + (", or give --vpp (the command line's stages per rank)" if at_pp else ""))
             vpp = stages // run_pp
@@ -853,7 +886,7 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         # M is --training.local_batch_size M, and a global_batch_size -1 is M x dp
         assumed.append(f"local_batch_size={cli_mb}: the command line's micro-batch replaces the file's {local} (without "
                        "PP torchtitan's micro-batch is the local batch, one forward-backward of local_batch_size per "
-                       "accumulation step: train.py @e347b1e5e l. 196-215, 561-564)")
+                       f"accumulation step: {cites.accumulation})")
         local, local_from = cli_mb, "the command line's micro-batch"
     gbs = tr.get("global_batch_size", -1)
     gbs = _int(where, "[training] global_batch_size", gbs, allowed=(-1,))
@@ -871,20 +904,20 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                            f"file's {mbs}" + ("" if "pipeline_parallel_microbatch_size" in par else " (its default)"))
             mbs = cli_mb
         elif "pipeline_parallel_microbatch_size" not in par:
-            assumed.append("micro_batch=1: pipeline_parallel_microbatch_size default 1 (torchtitan/config/job_config.py "
-                           "@e347b1e5e l. 412; distributed/pipeline_parallel.py l. 186-194)" + (mesh if pp == 1 else ""))
+            assumed.append(f"micro_batch=1: pipeline_parallel_microbatch_size default 1 ({cites.micro_default})"
+                           + (mesh if pp == 1 else ""))
         elif pp == 1:
             assumed.append(f"micro_batch={mbs}: pipeline_parallel_microbatch_size{mesh}")
         if local % mbs and cli_gbs is not None and cli_mb is not None:
             # the command line's batch and micro-batch are the plan's; torchtitan would run them with another local batch
             assumed.append(f"local_batch_size: the file's {local} is not kept: the command line's global batch {cli_gbs} "
                            f"and micro-batch {mbs} set the step (torchtitan needs a local_batch_size that is a multiple "
-                           "of pipeline_parallel_microbatch_size, distributed/pipeline_parallel.py @e347b1e5e l. 185-191)")
+                           f"of pipeline_parallel_microbatch_size, {cites.microbatch})")
         elif local % mbs:
             key = (f"the command line's --micro-batch {mbs} (pipeline_parallel_microbatch_size at pp {run_pp})"
                    if cli_mb is not None else f"[parallelism] pipeline_parallel_microbatch_size {mbs}")
             raise PlannerError(f"{where}[training] local_batch_size {local} is not a multiple of {key} (torchtitan "
-                               "raises ValueError: distributed/pipeline_parallel.py @e347b1e5e l. 185-191)",
+                               f"raises ValueError: {cites.microbatch})",
                                "make it a divisor of the local batch")
         job["micro_batch"] = mbs
     else:
@@ -900,7 +933,7 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         assumed.append("seq_len=2048: torchtitan's default")
     job["seq_len"] = _int(where, "[training] seq_len", seq)
     if "steps" in tr:
-        _tokens(where, _int(where, "[training] steps", tr["steps"]), gbs, job["seq_len"], flags, job, assumed)
+        _tokens(where, _int(where, "[training] steps", tr["steps"]), gbs, job["seq_len"], flags, job, assumed, cites)
 
     # ---- precision
     if tr.get("dtype") == "bfloat16":
@@ -987,7 +1020,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
 
-def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, assumed: list) -> None:
+def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, assumed: list,
+            cites: ReleaseCites = MAIN_CITES) -> None:
     """job tokens from [training] steps: torchtitan runs training.steps optimizer steps whatever the batch
     (train.py @e347b1e5e l. 714 should_continue_training: step < training.steps; config/job_config.py l. 267), so
     the training's length is its steps at the batch and sequence length the job runs: the command line's global
@@ -1012,12 +1046,50 @@ def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, 
         job["tokens"] = float(steps * run_gbs * run_seq)
         said = f"global batch {run_gbs}" + (" (the command line's)" if cli_gbs is not None and cli_gbs != gbs else "")
     assumed.append(f"tokens={job['tokens']:.6g}: steps {steps} x {said}" + (f" x {seq_said}" if seq_said else "")
-                   + (": torchtitan runs training.steps steps at the batch given (train.py @e347b1e5e l. 714)"
+                   + (f": torchtitan runs training.steps steps at the batch given ({cites.steps})"
                       if said.endswith("'s)") or "command line" in said or "command line" in seq_said else ""))
 
 
+def _leftover_shard_at_dp(where: str, rep: int, inner: int, run_degs: tuple, dp: int, gpus: Optional[int],
+                          assumed: list, cites: ReleaseCites = MAIN_CITES) -> tuple[int, int]:
+    """(dp_shard, GPU count) of a file whose data_parallel_shard_degree is -1 (the default: the leftover GPUs, world /
+    (replicate x cp x tp x pp), distributed/parallel_dims.py @e347b1e5e l. 48-51; release/0.3 @4f9e9a47d l. 182-183)
+    under the command line's --dp D (issue 22, "flags beat files"): the data-parallel degree is replicate x shard
+    (l. 53-56), so dp_shard = D / the file's data_parallel_replicate_degree, as torchtitan run with
+    --parallelism.data_parallel_shard_degree D/replicate over the file (an assumed line; D not a multiple of the
+    replicate degree refused). Without --gpus the GPU count is the degrees' product at it (the world torchtitan's
+    assertion then needs); with --gpus G the product must be G, as torchtitan asserts replicate x shard x cp x tp x pp
+    == world (l. 53-56): otherwise refused, naming the shard degree -1 would take (G / the inner degrees), so the
+    command line's dp is never dropped for the file's leftover."""
+    rtp, rpp, rcp = run_degs
+    if dp % rep:
+        raise PlannerError(
+            f"{where}--dp {dp} is not a multiple of the file's [parallelism] data_parallel_replicate_degree {rep} "
+            "(torchtitan's data-parallel degree is data_parallel_replicate_degree x data_parallel_shard_degree: "
+            f"{cites.world})",
+            f"give --dp a multiple of {rep}, or change the file's data_parallel_replicate_degree")
+    shard = dp // rep
+    run = inner * shard
+    if gpus is not None and gpus != run:
+        left = (f"; -1 would take {gpus // inner}, dp {rep * (gpus // inner)}" if gpus % inner == 0 else
+                f"; {gpus} is not a multiple of replicate x tp x pp x cp = {inner} either")
+        raise PlannerError(
+            f"{where}--dp {dp} over the file's data_parallel_shard_degree = -1 is replicate {rep} x shard {shard} x tp "
+            f"{rtp} x pp {rpp} x cp {rcp} = {run} GPUs, but --gpus {gpus}{left} (torchtitan asserts the degrees' product "
+            f"is the world size: {cites.world})",
+            f"leave --dp out (the file's -1 takes the leftover GPUs), or give --gpus {run}")
+    assumed.append(f"data_parallel_shard_degree={shard}: the command line's dp {dp} / the file's "
+                   f"data_parallel_replicate_degree {rep} replaces the file's -1 (the leftover GPUs; flags beat files)")
+    if gpus is None:
+        gpus = run
+        assumed.append(f"gpus={gpus}: replicate {rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp}, the degrees' "
+                       "product at the command line's dp (torchtitan's world size, parallel_dims.py l. 53-56)")
+    return shard, gpus
+
+
 def _explicit_shard(where: str, shard: int, rep: int, file_degs: tuple, run_degs: tuple, said: str,
-                    gpus: Optional[int], dp: Optional[int], assumed: list) -> tuple[int, int]:
+                    gpus: Optional[int], dp: Optional[int], assumed: list,
+                    cites: ReleaseCites = MAIN_CITES) -> tuple[int, int]:
     """(dp_shard, GPU count) of a file that states data_parallel_shard_degree N (not -1) under the command line's
     degrees (issue 22, "flags beat files"). torchtitan keeps a stated degree as it is and asserts replicate x shard x
     cp x tp x pp == the world size (distributed/parallel_dims.py @e347b1e5e l. 48-56; release/0.3 @4f9e9a47d
@@ -1039,7 +1111,7 @@ def _explicit_shard(where: str, shard: int, rep: int, file_degs: tuple, run_degs
             raise PlannerError(
                 f"{where}--dp {dp} is not a multiple of the file's [parallelism] data_parallel_replicate_degree {rep} "
                 "(torchtitan's data-parallel degree is data_parallel_replicate_degree x data_parallel_shard_degree: "
-                "distributed/parallel_dims.py @e347b1e5e l. 53-56)",
+                f"{cites.world})",
                 f"give --dp a multiple of {rep}, or change the file's data_parallel_replicate_degree")
         if dp // rep != shard:
             assumed.append(f"data_parallel_shard_degree={dp // rep}: the command line's dp {dp} / the file's "
@@ -1066,7 +1138,7 @@ def _explicit_shard(where: str, shard: int, rep: int, file_degs: tuple, run_degs
             f"{where}[parallelism] data_parallel_shard_degree = {shard} at {said} (the command line's) is replicate "
             f"{rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp} = {run} GPUs, but the job runs {gpus} ("
             + ("--gpus" if given else "the file's degrees' product") + "): torchtitan keeps a stated shard degree and "
-            "asserts the product is the world size (distributed/parallel_dims.py @e347b1e5e l. 48-56)",
+            f"asserts the product is the world size ({cites.world})",
             f"{fill}--gpus {run} to keep data_parallel_shard_degree {shard}")
     return shard, gpus
 

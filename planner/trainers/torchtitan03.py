@@ -995,7 +995,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """The launch line in the file at `path` (module docstring), priced on stack torchtitan-0.3. parallel: the
     command line's tp / pp / cp, the mesh the job runs (torchtitan.read_sections)."""
     from . import resolve_gpus
-    from .torchtitan import read_sections
+    from .torchtitan import CITES_03, read_sections
 
     where = f"{path}: "
     launch = parse_launch(where, files.read_text(path, "give a torchtitan launch script") if text is None else text)
@@ -1026,7 +1026,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                "make the launcher's GPU count the degrees' product")
     try:
         cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
-                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled, parallel=parallel)
+                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled, parallel=parallel,
+                            cites=CITES_03)
     except PlannerError as e:  # the TOML mapping's refusals, said in the launch line's terms
         if type(e) is not PlannerError:
             raise
@@ -1071,7 +1072,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                    f"components/loss.py), priced by the stack's chunked-loss terms (memory._chunked_loss, stack_db "
                    f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's")
     assumed.extend(f"{cf.flavor[0]} {cf.flavor[1]}: {n}" for n in cf.notes)
-    _only_03(only, job, assumed, ignored, not_modelled, where)
+    _only_03(only, job, assumed, ignored, not_modelled, where, (parallel or {}).get("cp"))
     if only.get("training.disable_cuda_graphs", ONLY_03_DEFAULTS["training.disable_cuda_graphs"]) is not True:
         why = cuda_graph_refusal(cf, job.get("pp", 1), job.get("ep", 1))
         if why is not None:
@@ -1184,8 +1185,10 @@ LB_03 = BalancerSource("torchtitan 0.3", f"torchtitan {COMMIT} torchtitan/config
 
 
 
-def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list, where: str = "") -> None:
-    """The options only 0.3 has (ONLY_03), stated or the config function's; absent: their default, listed."""
+def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list, where: str = "",
+             run_cp: Optional[int] = None) -> None:
+    """The options only 0.3 has (ONLY_03), stated or the config function's; absent: their default, listed. run_cp:
+    the command line's cp, over the line's (None: not given), at which the CP load balancer is read."""
     for key in ONLY_03:
         if key == "compile.enable_async_tensor_parallel":
             continue
@@ -1226,7 +1229,7 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
             elif stated:
                 ignored.append(listed("ignored", key, v, "the default"))
         elif key == "parallelism.context_parallel_load_balancer":
-            load_balancer(where, v, stated, job, assumed, ignored, not_modelled, LB_03)
+            load_balancer(where, v, stated, job, assumed, ignored, not_modelled, LB_03, run_cp)
         elif key == "parallelism.spmd_backend":
             if v != ONLY_03_DEFAULTS[key]:
                 # the job field (memory.py [sb]): on a DTensor backend op SAC keeps the EP exchange's and the TP
@@ -1311,7 +1314,8 @@ SAME_KEYS = {
                     "pipeline_parallel_degree", "context_parallel_degree", "expert_parallel_degree",
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule",
                     "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
-                    "pipeline_parallel_layers_per_stage", "fsdp_reshard_after_forward"),
+                    "pipeline_parallel_layers_per_stage", "fsdp_reshard_after_forward",
+                    "context_parallel_load_balancer"),  # configs.py l. 235 (the job field cp_load_balancer)
     "optimizer": ("implementation",),
 }
 
