@@ -1516,7 +1516,7 @@ from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
-                       stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
+                       plan_stage_layer_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
 from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
@@ -1844,9 +1844,21 @@ def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
 
 
 def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
-    """Share of a middle stage's layers that full recompute re-runs (1 for plain full)."""
-    _, mid, _ = plan_stage_layers(settings.model.num_layers, plan)
-    return recomputed_layers(settings, plan, mid) / mid
+    """Share of the model's transformer layers that full recompute re-runs (1 for plain full, 0 for any other
+    recompute): each stage k re-runs min(its layers s_k, recompute_layers) (recomputed_layers: Megatron-LM's block
+    method re-runs the first --recompute-num-layers n layers of each model chunk, megatron/core/recompute.py
+    @d98e8a64 l. 167-181, `layer_idx < recompute_num_layers` over the chunk's own len(self.layers),
+    transformer_block.py l. 334; the readers take recompute_layers = n x vpp a GPU, trainers/megatron.py, which is
+    the sum over its chunks as a rank's layers divide by vpp, transformer_block.py l. 174-179), so the share is
+    sum_k min(s_k, cap) / sum_k s_k over every stage (pipeline.stage_layer_table), not one stage's: an uneven
+    split's ends re-run their own count (Megatron-LM --decoder-first-pipeline-num-layers 11 --decoder-last-... 7
+    on 4 stages, n 8: 8 + 7 + 7 + 7 = 29 of 32). What the recomputation's FLOPs per token (compute.
+    recompute_flops_per_token: HFU, explain's flops) scale by."""
+    table = plan_stage_layer_table(settings.model.num_layers, plan)
+    cap = settings.recompute_layers if settings.recompute_layers is not None else np.iinfo(np.int64).max
+    total = table.sum(axis=-1)
+    share = np.minimum(table, cap).sum(axis=-1) / np.maximum(total, 1)
+    return np.where(np.asarray(plan.recompute) == RC_FULL, share, 0.0)
 
 
 def selective_keeps(settings: Settings) -> tuple:

@@ -381,6 +381,41 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 
 
+def stage_layer_table(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_front=0, first=0, last=0):
+    """Transformer layers on each pipeline stage k = 0 .. pp - 1, on a last axis of max(pp) entries (0 past a
+    plan's own pp): stage 0 and stage pp - 1 as stage_layers' first and last, each stage between by the split's
+    rule: trim_ends and Megatron-LM's uneven split [14] hold stage_layers' middle on every one of them, the front
+    rule vpp floor(L'/S) + clip(ceil((r - k) / pp), 0, vpp) on stage k (stage_layers' on(k)), the bisection
+    bisection_stage_units(k). With one stage, the whole model. What a model-wide count reads (memory.
+    recompute_fraction: the layers full recompute re-runs over every stage); vectorized over the plans."""
+    f, m, l_end = (np.asarray(x, dtype=np.int64) for x in stage_layers(num_layers, pp, vpp, split_emb, split_loss,
+                                                                         split_front, first, last))
+    pp = np.asarray(pp, dtype=np.int64)
+    vpp = np.asarray(vpp, dtype=np.int64)
+    e, l_ = np.asarray(split_emb, dtype=np.int64), np.asarray(split_loss, dtype=np.int64)
+    code = np.asarray(split_front, dtype=np.int64)
+    uneven = (np.asarray(first, dtype=np.int64) > 0) | (np.asarray(last, dtype=np.int64) > 0)
+    k = np.arange(max(int(np.max(pp, initial=1)), 1), dtype=np.int64)
+    col = (lambda x: np.asarray(x)[..., None])
+    p_, v_ = np.maximum(col(pp), 1), np.maximum(col(vpp), 1)
+    units = num_layers + col(e) + col(l_)
+    chunks = p_ * v_
+    base, r = units // chunks, units % chunks
+    middle = np.where(col(code) == SPLIT_FRONT, v_ * base + np.clip(-((k - r) // p_), 0, v_), col(m))
+    if np.any(code == SPLIT_BISECTION):  # the stack's split (a constant of the job), not a searched quantity
+        middle = np.where(col(code) == SPLIT_BISECTION, bisection_stage_units(units, p_, v_, k), middle)
+    middle = np.where(col(uneven), col(m), middle)
+    table = np.where(k == 0, col(f), np.where(k == p_ - 1, col(l_end), middle))
+    return np.where(k < col(pp), table, 0)
+
+
+def plan_stage_layer_table(num_layers: int, plan):
+    """stage_layer_table of a plan's own split fields (plan_stage_layers')."""
+    return stage_layer_table(num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
+                             getattr(plan, "split_front", 0), getattr(plan, "split_first", 0),
+                             getattr(plan, "split_last", 0))
+
+
 def plan_stage_layers(num_layers: int, plan):
     """stage_layers of a plan's own split fields (pp, vpp, split_emb, split_loss, split_front,
     split_first, split_last)."""

@@ -4,10 +4,11 @@ step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubbl
        (+ moe_permute + moe_host + ep_comm for an MoE model: moe.py, step.moe_host)
        (+ muon_ns, Muon's Newton-Schulz GEMMs at the optimizer step, for a job of optimizer muon: [28])
 
-All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
-ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
-and the loss; pipeline.stage_layers; under DualPipe the end rank, which runs stage 0 and
-stage p - 1 for half the micro-batches each [8]), for one optimizer
+All terms are per GPU on the critical pipeline stage (the slowest of the first stage, with its
+layers plus any bf16 ones, a middle stage, with ceil(L/(p v)) layers per chunk, and the last
+stage, with its layers plus the output layer and the loss; pipeline.stage_layers; under
+DualPipe the end rank, which runs stage 0 and stage p - 1 for half the micro-batches each [8];
+compute_time. The communication terms count a middle stage's layers), for one optimizer
 step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
 PlanArrays of 0-d or 1-d arrays.
 
@@ -1131,7 +1132,7 @@ def _proj_shape(h, sc):
 class Compute:
     """Per micro-batch on the critical stage, and the middle stage's passes (seconds)."""
 
-    mb: np.ndarray  # compute of the slower of the middle and the last stage
+    mb: np.ndarray  # compute of the slowest of the first, a middle and the last stage (compute_time)
     perm: np.ndarray  # its MoE permutation share
     host: np.ndarray  # its MoE host-issue share (moe_host)
     unfused: np.ndarray  # its share run by the stack's unfused elementwise passes (informational, inside mb)
@@ -1160,9 +1161,14 @@ def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
 
 
 def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
-    """The pipeline runs at its slowest stage: a middle one, or the last with the output layer,
-    the loss and any multi-token prediction, or (with bf16 layers at the start) the first.
-    Full recompute repeats the forward of the layers it covers [1]."""
+    """The pipeline runs at its slowest stage: the heaviest of the first (its layers plus any bf16
+    layers at the start), a middle one (pp > 2) and the last (its layers plus the output layer, the
+    loss, any multi-token prediction and bf16 layers at the end), each with its own layers
+    (pipeline.stage_layers): the first may hold more than a middle one (Megatron-LM
+    --decoder-first-pipeline-num-layers above the middle share, pipeline.py [14]; torchtitan's front
+    rule, whose stage 0 holds the one chunk more; an fp8 plan's bf16 first layers). Under DualPipe the
+    end ranks run stage 0 and stage p - 1 paired (dualpipe_end_rank): no rank runs the first stage
+    alone. Full recompute repeats the forward of the layers it covers [1]."""
     base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
     logits = head_time(sc)
     n, rc = sc.n, sc.rc
@@ -1175,27 +1181,32 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
         return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host, unf
 
     first_stage = stage("first")
-    # pp 2 has no middle stage (pipeline.stage_layers: its "mid" is stage 1's layers): the stage beside the last
-    # is the first, priced with its own layers (as a middle one: the embedding's lookup is not priced)
-    two = sc.plan.pp == 2
-    mid, perm_mid, host_mid, unf_mid = (np.where(two, f, m_) for f, m_ in zip(first_stage, stage("mid")))
+    mid, perm_mid, host_mid, unf_mid = stage("mid")
     last, perm_last, host_last, unf_last = stage("last")
     extra_first, extra_last = bf16_end_layers(sc, lt)
     last = last + logits + mtp_time(sc, lt, logits) + extra_last
     # DualPipe: the end rank runs stage 0 and stage p - 1, each for half the micro-batches
     last, perm_last, host_last, unf_last = dualpipe_end_rank(sc, first_stage, extra_first,
                                                              (last, perm_last, host_last, unf_last))
-    mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
-    # DualPipe on pp 2: both ranks are end ranks (stage 0 and stage 1 each), no rank runs the first stage alone
-    both = two & dualpipe_pairs(sc.plan)
-    mid, perm_mid, host_mid, unf_mid = (np.where(both, e, m_) for e, m_ in
-                                        zip((last, perm_last, host_last, unf_last), (mid, perm_mid, host_mid, unf_mid)))
+    # the first stage with its own layers (the embedding's lookup is not priced) plus its bf16 layers; under DualPipe
+    # no rank runs it alone (the end ranks' pair above, pp 2 included: both ranks are end ranks)
+    dual = dualpipe_pairs(sc.plan)
+    first = np.where(dual, -np.inf, first_stage[0] + extra_first)
+    # a middle stage exists at pp > 2 only (pipeline.stage_layers: at pp 2 its "mid" is stage 1's layers, the last's
+    # without the head; at pp 1 the whole model, which the last prices with the head)
+    mid = np.where(sc.plan.pp > 2, mid, -np.inf)
+    # the critical stage: the heaviest; ties go to the middle, then the first (the terms of one stage, never mixed)
+    crit = np.where(mid >= np.maximum(first, last), 0, np.where(first >= last, 1, 2))
+
+    def pick(m_, f_, l_):
+        return np.choose(crit, np.broadcast_arrays(m_, f_, l_))
+
     # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
     layer_fwd, layer_bwd = sc.mean("mid", lt.fwd) - sc.mean("mid", lt.host_fwd), sc.mean("mid", lt.bwd)
     layers = n["mid"]
     return Compute(
-        mb=np.maximum(mid, last), perm=np.where(mid >= last, perm_mid, perm_last),
-        host=np.where(mid >= last, host_mid, host_last), unfused=np.where(mid >= last, unf_mid, unf_last),
+        mb=functools.reduce(np.maximum, (mid, first, last)), perm=pick(perm_mid, first_stage[1], perm_last),
+        host=pick(host_mid, first_stage[2], host_last), unfused=pick(unf_mid, first_stage[3], unf_last),
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
