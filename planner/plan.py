@@ -1380,7 +1380,8 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.attention == "eager" and stack.kernels.score_softmax is None:
         raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
                            f"moves ({stack.origin} kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
-    if job.masked_softmax_fusion is False and not (job.transformer_impl == "local" or job.local_core_attention):
+    switch = stack.runs is not None and stack.runs.attention is not None and stack.runs.attention.eager_softmax_fusion_switch
+    if job.masked_softmax_fusion is False and not (job.transformer_impl == "local" or job.local_core_attention or switch):
         raise PlannerError(f"{where}masked_softmax_fusion false without Megatron-Core's local core attention: only its "
                            "DotProductAttention reads TransformerConfig.masked_softmax_fusion (dot_product_attention.py "
                            "@d98e8a64 l. 100-109; Transformer Engine's attention runs its own kernels)",
