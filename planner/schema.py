@@ -1079,6 +1079,12 @@ class KernelBytes(BaseModel):
         default=None, ge=1,
         description="the longest key length (sequence) the fused softmax kernel takes; beyond it the stack runs its "
                     "unfused softmax (score_softmax_unfused); null: the fused kernel at every length")
+    score_softmax_causal_max_keys: Optional[int] = Field(
+        default=None, ge=1,
+        description="the longest key length the causal fused kernel itself takes where it is below score_softmax_max_keys "
+                    "(the gate that hands it the scores): between the two a causal eager job with the fusion on stops at "
+                    "its first forward (the kernel's assert; plan.fused_softmax_assert warns, the planner prices the fused "
+                    "kernel); null: the gate's limit")
     score_softmax_unfused: Optional[float] = Field(
         default=None, ge=0,
         description="forward, bytes per score element of the unfused softmax the stack runs beyond score_softmax_max_keys")
@@ -1150,6 +1156,10 @@ class KernelBytes(BaseModel):
         half = [self.score_softmax_unfused_16bit, self.score_softmax_unfused_16bit_bwd]
         if any(v is not None for v in half) and (any(v is None for v in half) or any(v is None for v in unfused)):
             raise ValueError("score_softmax_unfused_16bit(_bwd) go together, beside score_softmax_unfused(_bwd)")
+        if self.score_softmax_causal_max_keys is not None and not (
+                self.score_softmax_max_keys is not None and self.score_softmax_causal_max_keys < self.score_softmax_max_keys):
+            raise ValueError("score_softmax_causal_max_keys is the causal kernel's limit below score_softmax_max_keys: "
+                             "set both, the first the smaller (else leave it out)")
         return self
 
 

@@ -146,3 +146,27 @@ def test_export_round_trip(stack, attention):
     if attention == "eager" and stack == "megatron-deepspeed":
         with pytest.raises(PlannerError, match="masked_softmax_fusion False: set in the model code"):
             export_plan(row["plan"], "deepspeed")
+
+
+@pytest.mark.parametrize("stack,seq,fields,warned", [
+    ("megatron-deepspeed-bigscience", 4096, {}, True),  # 2,048 < 4,096 <= 4,096: the gate passes, the causal kernel asserts
+    ("megatron-deepspeed-bigscience", 2052, {}, True),
+    ("megatron-deepspeed-bigscience", 2048, {}, False),  # the kernel takes it
+    ("megatron-deepspeed-bigscience", 8192, {}, False),  # beyond the gate: the torch softmax
+    ("megatron-deepspeed-bigscience", 4096, dict(masked_softmax_fusion=False), False),
+    ("megatron-deepspeed", 4096, {}, False),  # @f4157bea's causal kernel takes up to 16,384 (its .cu l. 26)
+])
+def test_bigscience_causal_kernel_assert_warned(stack, seq, fields, warned):
+    """BigScience's @497aa1bf fused-softmax gate passes 16 < sk <= 4096 (fused_softmax.py l. 165-184) and hands GPT's
+    causal layers to ScaledUpperTriangMaskedSoftmax, whose CUDA forward asserts seq_len <= 2048
+    (scaled_upper_triang_masked_softmax_cuda.cu l. 38; stack kernels score_softmax_causal_max_keys): a job between the
+    two with the fusion on is warned about (not refused: the gate's divisibility terms are not modelled)."""
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    w = resolve(Job(**dict(GPT, stack=stack, seq_len=seq, **fields)))[2]
+    said = [x for x in w if "its causal kernel asserts" in str(x)]
+    assert len(said) == int(warned)
+    if warned:
+        assert said[0].startswith(f"attention eager at {seq:,} keys with the fused softmax: stack {stack}'s fused-softmax "
+                                  "gate takes up to 4,096 keys but its causal kernel asserts 2,048")
