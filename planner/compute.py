@@ -656,8 +656,8 @@ def eager_core_terms(core: dict, kb: dict, dropout: bool, hw, hbm, cal=None, gem
     roofline of each GEMM [11], above), softmax (the stack's scale-mask-softmax bytes a score
     element, kb score_softmax; its unfused softmax's, score_softmax_unfused, where the keys exceed
     the fused kernel's score_softmax_max_keys or the job turns masked_softmax_fusion off, in the
-    16-bit dtype, score_softmax_unfused_16bit, where the job's attention_softmax_in_fp32 is false) and dropout (kb score_dropout, models with dropout) over the
-    streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale. With ALiBi
+    16-bit dtype, score_softmax_unfused_16bit, where the job's attention_softmax_in_fp32 is false)
+    and dropout (kb score_dropout, models with dropout) over the streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale. With ALiBi
     (core alibi_copy / alibi_read, layers/attention.py [12]) also alibi, the forward's copy of the bias
     into the score buffer at the streaming rate (0 backward), and the forward scores GEMM's traffic
     takes the read of that buffer (its beta term)."""
