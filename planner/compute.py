@@ -655,8 +655,9 @@ def eager_core_terms(core: dict, kb: dict, dropout: bool, hw, hbm, cal=None, gem
     eager_core: its score elements, batched GEMMs and their traffic) as named terms: gemms (the
     roofline of each GEMM [11], above), softmax (the stack's scale-mask-softmax bytes a score
     element, kb score_softmax; its unfused softmax's, score_softmax_unfused, where the keys exceed
-    the fused kernel's score_softmax_max_keys or the job turns masked_softmax_fusion off) and dropout (kb score_dropout, models with dropout) over the
-    streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale. With ALiBi
+    the fused kernel's score_softmax_max_keys or the job turns masked_softmax_fusion off, in the
+    16-bit dtype, score_softmax_unfused_16bit, where the job's attention_softmax_in_fp32 is false)
+    and dropout (kb score_dropout, models with dropout) over the streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale. With ALiBi
     (core alibi_copy / alibi_read, layers/attention.py [12]) also alibi, the forward's copy of the bias
     into the score buffer at the streaming rate (0 backward), and the forward scores GEMM's traffic
     takes the read of that buffer (its beta term)."""
@@ -671,8 +672,12 @@ def eager_core_terms(core: dict, kb: dict, dropout: bool, hw, hbm, cal=None, gem
                      for g, count in rows), np.float64(0.0))
         # beyond the fused kernel's keys, or with the job's masked_softmax_fusion false (kb unfused_masked_softmax 1):
         # the stack's unfused softmax (Megatron-Core fused_softmax.py forward_torch_softmax)
+        # (kb score_softmax_unfused; in the 16-bit dtype, score_softmax_unfused_16bit, where the job's
+        # attention_softmax_in_fp32 is false: kb softmax_16bit 1)
         fused = (np.asarray(core["keys"]) <= kb["score_softmax_max_keys"]) & (kb.get("unfused_masked_softmax", 0.0) == 0.0)
-        softmax = np.where(fused, kb["score_softmax" + sfx], kb["score_softmax_unfused" + sfx])
+        unfused = np.where(kb.get("softmax_16bit", 0.0) > 0.0, kb["score_softmax_unfused_16bit" + sfx],
+                           kb["score_softmax_unfused" + sfx])
+        softmax = np.where(fused, kb["score_softmax" + sfx], unfused)
         bias = {"alibi": (0.0 if sfx else 1.0) * core["alibi_copy"] / hbm} if alibi else {}
         out.append(Terms(gemms=gemms, softmax=softmax * core["scores"] / hbm,
                          dropout=drop * kb["score_dropout" + sfx] * core["scores"] / hbm, **bias))

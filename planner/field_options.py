@@ -83,8 +83,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: the stack's, fused)"),
     FieldOption("gradient_accumulation_fusion", "bool", "the weight-gradient GEMM accumulates into the main gradient "
                 "(--no-gradient-accumulation-fusion: Megatron's) (default: the stack's, fused)"),
-    FieldOption("masked_softmax_fusion", "bool", "with transformer_impl local: Megatron-Core's fused scale-mask-softmax "
-                "(--no-masked-softmax-fusion: Megatron's) (default: the stack's, fused)"),
+    FieldOption("masked_softmax_fusion", "bool", "with transformer_impl local, or a Megatron-DeepSpeed eager core: the "
+                "fused scale-mask-softmax (--no-masked-softmax-fusion: Megatron's) (default: the stack's, fused)"),
     FieldOption("attention_softmax_in_fp32", "bool", "the eager attention's torch softmax in fp32, its fp32 output saved "
                 "(Megatron --attention-softmax-in-fp32) (default: true, TransformerConfig's)"),
     FieldOption("cross_entropy_fusion", "bool", "the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion) "

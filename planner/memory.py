@@ -1097,8 +1097,12 @@ References
      .bfloat16() (saves nothing; the dropout keeps its mask, the context bmm the dropout's 16-bit output, as the
      fused path's). So 4 - 2 = 2 B a score element more than the "scores" tensor counts, per local head and key,
      dropped with the scores by recompute. Without softmax_in_fp32 the torch softmax runs and saves in the 16-bit
-     input dtype: nothing more. Not priced: the transient fp32 copies within the forward (input.float(), the
-     scaled scores).
+     input dtype: nothing more. The Megatron-DeepSpeed forks' eager core builds the same FusedScaleMaskSoftmax, each
+     with its own key limit (kernels score_softmax_max_keys: 4,096 at microsoft's @f4157bea and BigScience's @497aa1bf,
+     2,048 at the 2021 fork b56b50bb) and reading --no-masked-softmax-fusion whatever else the job sets (stack
+     runs.attention eager_softmax_fusion_switch); softmax_in_fp32 there is --attention-softmax-in-fp32 or query-key
+     layer scaling, on by default (trainers/megatron_deepspeed.py _softmax_fp32). Not priced: the transient fp32
+     copies within the forward (input.float(), the scaled scores).
 [cg] CUDA graphs (job fields cuda_graph_impl, cuda_graph_scope; planner/cuda_graphs.py held_output_bytes and its
      references): a graph's static outputs live in the graph pool from the layer's forward to its backward; under
      Transformer Engine graphs of moe_router + moe_preprocess with the alltoall dispatcher the permuted tokens

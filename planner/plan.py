@@ -1382,7 +1382,8 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.attention == "eager" and stack.kernels.score_softmax is None:
         raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
                            f"moves ({stack.origin} kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
-    if job.masked_softmax_fusion is False and not (job.transformer_impl == "local" or job.local_core_attention):
+    switch = stack.runs is not None and stack.runs.attention is not None and stack.runs.attention.eager_softmax_fusion_switch
+    if job.masked_softmax_fusion is False and not (job.transformer_impl == "local" or job.local_core_attention or switch):
         raise PlannerError(f"{where}masked_softmax_fusion false without Megatron-Core's local core attention: only its "
                            "DotProductAttention reads TransformerConfig.masked_softmax_fusion (dot_product_attention.py "
                            "@d98e8a64 l. 100-109; Transformer Engine's attention runs its own kernels)",
@@ -2307,6 +2308,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     stack = apply_attention_backend(job, stack, where)
     job = apply_backend_kernel(job, stack, hw, features, where)
     stack = apply_startup_switches(job, stack, warnings, where)
+    warnings += fused_softmax_assert(job, stack, seq)
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
@@ -2844,6 +2846,26 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
             warnings.append(f"spmd_typechecking ignored: spmd_backend {backend} (torchtitan 0.3 runs the checks only under "
                             "spmd_types: trainer.py l. 605-610)")
     return stack
+
+
+def fused_softmax_assert(job: Job, stack, seq: int) -> list[str]:
+    """A warning where the job's eager core attention with the fused softmax on (masked_softmax_fusion not false) runs a
+    key length the stack's fused-softmax gate takes (kernels score_softmax_max_keys) but its causal kernel asserts
+    against (kernels score_softmax_causal_max_keys): BigScience's Megatron-DeepSpeed @497aa1bf is_kernel_available
+    passes 16 < sk <= 4096 (fused_softmax.py l. 165-184) and hands a causal layer to ScaledUpperTriangMaskedSoftmax,
+    whose CUDA forward asserts seq_len <= 2048 (scaled_upper_triang_masked_softmax_cuda.cu l. 38): the job stops at its
+    first forward where the gate's other terms hold (seq % 4, micro-batch x heads / tp % 4). Not refused (the gate's
+    divisibility terms are not modelled, and where one fails the torch softmax runs); priced as the fused kernel."""
+    kernels = stack.kernels if stack is not None else None
+    top = kernels.score_softmax_causal_max_keys if kernels is not None else None
+    if (top is None or job.attention != "eager" or job.masked_softmax_fusion is False
+            or not top < seq <= (kernels.score_softmax_max_keys or seq)):
+        return []
+    return [f"attention eager at {seq:,} keys with the fused softmax: stack {stack.name}'s fused-softmax gate takes up to "
+            f"{kernels.score_softmax_max_keys:,} keys but its causal kernel asserts {top:,} ({stack.origin} kernels "
+            "score_softmax_causal_max_keys, with its source): where seq and micro-batch x heads / tp are multiples of 4 "
+            "the job stops at its first forward (priced here as the fused kernel); masked_softmax_fusion false "
+            "(--no-masked-softmax-fusion) runs the torch softmax"]
 
 
 def with_default(stack, field: str, value):

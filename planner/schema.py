@@ -1081,10 +1081,22 @@ class KernelBytes(BaseModel):
         default=None, ge=1,
         description="the longest key length (sequence) the fused softmax kernel takes; beyond it the stack runs its "
                     "unfused softmax (score_softmax_unfused); null: the fused kernel at every length")
+    score_softmax_causal_max_keys: Optional[int] = Field(
+        default=None, ge=1,
+        description="the longest key length the causal fused kernel itself takes where it is below score_softmax_max_keys "
+                    "(the gate that hands it the scores): between the two a causal eager job with the fusion on stops at "
+                    "its first forward (the kernel's assert; plan.fused_softmax_assert warns, the planner prices the fused "
+                    "kernel); null: the gate's limit")
     score_softmax_unfused: Optional[float] = Field(
         default=None, ge=0,
         description="forward, bytes per score element of the unfused softmax the stack runs beyond score_softmax_max_keys")
     score_softmax_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    score_softmax_unfused_16bit: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, bytes per score element of that unfused softmax where the job's attention_softmax_in_fp32 "
+                    "is false (no fp32 casts, no query-key layer scaling multiply: the mask and the softmax in the "
+                    "16-bit input dtype); null: score_softmax_unfused (the stack prices the fp32 path either way)")
+    score_softmax_unfused_16bit_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
     score_dropout: Optional[float] = Field(
         default=None, ge=0,
         description="eager core attention, forward: the attention dropout's bytes per score element (models with dropout)")
@@ -1143,6 +1155,13 @@ class KernelBytes(BaseModel):
         unfused = [self.score_softmax_unfused, self.score_softmax_unfused_bwd]
         if self.score_softmax_max_keys is not None and (core[0] is None or any(v is None for v in unfused)):
             raise ValueError("score_softmax_max_keys needs score_softmax and score_softmax_unfused(_bwd): what runs beyond it")
+        half = [self.score_softmax_unfused_16bit, self.score_softmax_unfused_16bit_bwd]
+        if any(v is not None for v in half) and (any(v is None for v in half) or any(v is None for v in unfused)):
+            raise ValueError("score_softmax_unfused_16bit(_bwd) go together, beside score_softmax_unfused(_bwd)")
+        if self.score_softmax_causal_max_keys is not None and not (
+                self.score_softmax_max_keys is not None and self.score_softmax_causal_max_keys < self.score_softmax_max_keys):
+            raise ValueError("score_softmax_causal_max_keys is the causal kernel's limit below score_softmax_max_keys: "
+                             "set both, the first the smaller (else leave it out)")
         return self
 
 
@@ -2673,7 +2692,14 @@ class RecomputeRuns(listed_runs("granularities", Recompute, "recompute granulari
     counted; explain / check exit 2)."""
 
 
-class AttentionRuns(listed_runs("cores", Literal["flash", "eager"], "attention cores")):
+class AttentionRuns(listed_runs(
+        "cores", Literal["flash", "eager"], "attention cores",
+        eager_softmax_fusion_switch=(bool, Field(
+            default=False, description="the eager core's FusedScaleMaskSoftmax reads the job's masked_softmax_fusion "
+                                       "whatever else the job sets (Megatron-DeepSpeed's CoreAttention: "
+                                       "--no-masked-softmax-fusion); false: only Megatron-Core's own local core attention "
+                                       "reads it (transformer_impl local / local_core_attention), cite the code path in "
+                                       "sources")))):
     """The core attentions the stack's code runs (Job.attention): flash (a fused kernel that keeps no s x s
     scores: FlashAttention, cuDNN, FlexAttention, by runs.attention_kernels and the stack's attention_kernels
     rules) and eager (batched GEMMs around a softmax and a dropout, the scores kept: Megatron-LM 2021's
@@ -3665,7 +3691,9 @@ class Job(BaseModel):
         "false adds the linear's bias as a kernel of its own (stack kernels bias_unfused)")
     masked_softmax_fusion: Optional[bool] = fusion_switch(
         "Megatron-Core's fused scale-mask-softmax in its own core attention (TransformerConfig.masked_softmax_fusion; "
-        "--no-masked-softmax-fusion sets false; local_core_attention only, dot_product_attention.py @d98e8a64 l. 100-109): "
+        "--no-masked-softmax-fusion sets false; local_core_attention only, dot_product_attention.py @d98e8a64 l. 100-109; "
+        "on a stack whose eager core reads it whatever else the job sets, runs.attention eager_softmax_fusion_switch: "
+        "Megatron-DeepSpeed's CoreAttention): "
         "false runs fused_softmax.py forward_torch_softmax at every key length (stack kernels score_softmax_unfused), "
         "whose softmax output is saved in fp32 under attention_softmax_in_fp32")
     attention_softmax_in_fp32: Optional[bool] = Field(
@@ -3675,8 +3703,9 @@ class Job(BaseModel):
                                   "eager core attention's torch softmax (fused_softmax.py forward_torch_softmax l. 299-345: "
                                   "beyond the fused kernel's keys, or masked_softmax_fusion false) casts the scores to fp32 "
                                   "and saves its fp32 output, 2 B a score element more than the 16-bit output the fused kernel "
-                                  "saves (memory.py [sm]); false: the softmax in the 16-bit input dtype (its time still "
-                                  "priced at the stack's fp32 figures, kernels score_softmax_unfused); default: true "
+                                  "saves (memory.py [sm]); false: the softmax in the 16-bit input dtype (its time at the "
+                                  "stack's kernels score_softmax_unfused_16bit where it has them, else at its fp32 figures, "
+                                  "score_softmax_unfused); default: true "
                                   "(TransformerConfig's default, transformer_config.py l. 485; Megatron-LM's argument "
                                   "default is false: the Megatron reader reads the flags)")
     gradient_accumulation_fusion: Optional[bool] = fusion_switch(

@@ -25,7 +25,8 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "activation_clamp_bwd", "activation_clamp_saved", "activation_clamp_unfused_saved", "expert_bias",
                  "expert_bias_bwd", "score_softmax", "score_softmax_bwd",
                  "score_dropout", "score_dropout_bwd", "score_softmax_max_keys", "score_softmax_unfused",
-                 "score_softmax_unfused_bwd", "mlp_activation_gated_unfused",
+                 "score_softmax_unfused_bwd", "score_softmax_unfused_16bit", "score_softmax_unfused_16bit_bwd",
+                 "mlp_activation_gated_unfused",
                  "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved", "bias_unfused", "wgrad_unfused",
                  "expert_probs_unfused", "expert_probs_unfused_bwd", "expert_probs_unfused_saved")
 # the loss's figures: torchtitan compiles the loss on its own (components/loss.py, compile.components "loss"),
@@ -52,12 +53,17 @@ def kernel_bytes(stack: Stack, compile_, settings=None) -> dict[str, np.ndarray]
     with compile on where the model's code compiles no block (Settings.code_compiles_blocks:
     torchtitan @e347b1e5e's gpt_oss), the loss's (LOSS_FIELDS) compiled as the plan says. And,
     from the settings' fusion switches (job settings, not searched), FUSION_SWITCHES' keys: 1.0
-    where the job runs the unfused path (the layers add its figures: planner/layers/ unfused_bytes)."""
+    where the job runs the unfused path (the layers add its figures: planner/layers/ unfused_bytes); softmax_16bit:
+    1.0 where the job's attention_softmax_in_fp32 is false (compute.eager_core_terms)."""
     loss_on = np.asarray(compile_) > 0
     blocks = settings is None or getattr(settings, "code_compiles_blocks", True)
     comp = stack.compiled_kernels or stack.kernels
     off = {key: np.float64(0.0 if settings is None or getattr(settings, name, True) else 1.0)
            for name, key in FUSION_SWITCHES.items()}
+    # the job's attention_softmax_in_fp32 false: the eager core's unfused softmax in the 16-bit dtype (compute.py
+    # eager_core_terms: kernels score_softmax_unfused_16bit(_bwd)); a job setting, not searched
+    fp32 = settings is None or getattr(settings, "attention_softmax_in_fp32", True)
+    off["softmax_16bit"] = np.float64(0.0 if fp32 else 1.0)
     out = {}
     # the plans' compile column reduced once, not once per field (41 fields: ~0.35 ms a call on 10^5 plans, 51 calls
     # in a DeepSeek-V3 fit); a field the compile does not reach is off on every plan (np.zeros: any() False, all()
@@ -77,12 +83,15 @@ def _field(kernels, f: str) -> float:
     """A KernelBytes figure; loss_parallel_saved_per_logit null: the loss holds the same under TP;
     rope_scaled(_bwd) null: the rotary kernel's own figure (it takes the cos/sin factor); the eager
     score kernels null: NaN (the stack describes no eager core attention; plan.py refuses such a job),
-    but score_softmax_max_keys null: inf (the fused softmax at every length)."""
+    but score_softmax_max_keys null: inf (the fused softmax at every length), score_softmax_unfused_16bit(_bwd) null:
+    score_softmax_unfused(_bwd)'s figure."""
     v = getattr(kernels, f)
     if v is None and f.startswith("rope_scaled"):  # null: the stack's rotary kernel takes the factor
         return float(getattr(kernels, "rope" + f[len("rope_scaled"):]))
     if v is None and f == "score_softmax_max_keys":  # null: the fused kernel at every length
         return float("inf")
+    if v is None and f.startswith("score_softmax_unfused_16bit"):  # null: the fp32 path's figures (score_softmax_unfused)
+        return _field(kernels, "score_softmax_unfused" + f[len("score_softmax_unfused_16bit"):])
     if v is None and f.startswith("score_"):
         return float("nan")
     if v is None and f in UNFUSED_FIELDS:  # null: the stack has no such switch (plan.py refuses a job that sets it)

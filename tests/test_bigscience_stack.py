@@ -36,7 +36,9 @@ def test_the_entry_is_pinned_to_blooms_commits():
     assert "microsoft/DeepSpeed @77b649d16" in s.version
     assert s.memory.optimizer_groups == "decay_halves_by_count"
     assert load_stack("megatron-deepspeed").memory.optimizer_groups == "decay_then_no_decay"
-    assert s.kernels.score_softmax_max_keys == 4096 and load_stack("megatron-deepspeed").kernels.score_softmax_max_keys == 2048
+    # both forks' is_kernel_available: 16 < sk <= 4096 (microsoft's @f4157bea l. 152-172 since 7a77abd9); the 2021 fork's 2048
+    assert s.kernels.score_softmax_max_keys == 4096 and load_stack("megatron-deepspeed").kernels.score_softmax_max_keys == 4096
+    assert load_stack("megatron-deepspeed-2021").kernels.score_softmax_max_keys == 2048
     r = s.runs
     assert [m.name for m in r.sharding] == ["zero0", "zero1", "bf16_optimizer"]
     assert r.attention.cores == ["eager"] and r.recompute.granularities == ["none", "full"]
@@ -112,16 +114,17 @@ def test_bucket_walk_by_hand(groups, copy):
 
 
 def test_fused_softmax_to_4096_keys():
-    """The fork's FusedScaleMaskSoftmax fuses 16 < sk <= 4096 (@497aa1bf fused_softmax.py l. 165-184), microsoft's
-    entry reads Megatron-LM 2021's 2048: megatron-gpt-1.7b at seq 4,096 with the eager core runs the fused kernel here,
-    3 + 4 bytes a score element, the seq 2,048 time x 4 (the scores quadruple); on megatron-deepspeed the unfused
-    path, 37 + 41 bytes: x 4 x 78 / 7."""
+    """The fork's FusedScaleMaskSoftmax fuses 16 < sk <= 4096 (@497aa1bf fused_softmax.py l. 165-184), as microsoft's
+    @f4157bea (l. 152-172); the 2021 fork (b56b50bb l. 132-133) to 2048: megatron-gpt-1.7b at seq 4,096 with the eager
+    core runs the fused kernel here and on megatron-deepspeed, 3 + 4 bytes a score element, the seq 2,048 time x 4 (the
+    scores quadruple); on megatron-deepspeed-2021 the unfused path, 37 + 41 bytes: x 4 x 78 / 7."""
     def sm(stack, seq):
         j = _job(stack=stack, seq_len=seq, attention="eager", recompute="none")
         return evaluate_job(j)["time"]["eager_core_softmax_s"]
 
     assert sm(STACK, 4096) == pytest.approx(4 * sm(STACK, 2048), rel=1e-9)
-    assert sm("megatron-deepspeed", 4096) == pytest.approx(4 * 78 / 7 * sm("megatron-deepspeed", 2048), rel=1e-9)
+    assert sm("megatron-deepspeed", 4096) == pytest.approx(4 * sm("megatron-deepspeed", 2048), rel=1e-9)
+    assert sm("megatron-deepspeed-2021", 4096) == pytest.approx(4 * 78 / 7 * sm("megatron-deepspeed-2021", 2048), rel=1e-9)
     assert sm(STACK, 2048) == pytest.approx(sm("megatron-deepspeed", 2048), rel=1e-9)
 
 

@@ -48,8 +48,12 @@ def test_score_bytes_per_element(stack):
 @pytest.mark.parametrize("stack,seq,fwd,bwd", [
     ("megatron", 4096, 3.0, 4.0),  # Megatron-Core's fused kernels take sk <= 4096
     ("megatron", 8192, 29.0, 33.0),  # forward_torch_softmax: .float() 6, masked_fill_ 9, softmax 8, cast back 6
-    ("megatron-deepspeed", 2048, 3.0, 4.0),  # Megatron-LM 2021: sk <= 2048
-    ("megatron-deepspeed", 4096, 37.0, 41.0),  # 2021's fallback adds the query-key layer scaling multiply, 8 each way
+    ("megatron-deepspeed-2021", 2048, 3.0, 4.0),  # the 2021 fork (b56b50bb fused_softmax.py l. 132): sk <= 2048
+    ("megatron-deepspeed-2021", 4096, 37.0, 41.0),  # its fallback adds the query-key layer scaling multiply, 8 each way
+    ("megatron-deepspeed", 4096, 3.0, 4.0),  # microsoft's fork @f4157bea is_kernel_available l. 158: sk <= 4096
+    ("megatron-deepspeed", 8192, 37.0, 41.0),
+    ("megatron-deepspeed-bigscience", 4096, 3.0, 4.0),  # BigScience's @497aa1bf l. 171: sk <= 4096
+    ("megatron-deepspeed-bigscience", 8192, 37.0, 41.0),
 ])
 def test_unfused_softmax_beyond_the_fused_kernels_keys(stack, seq, fwd, bwd):
     """The softmax the stack runs at this key length, bytes a score element (stack sources)."""

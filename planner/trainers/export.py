@@ -368,6 +368,10 @@ def plan_signature(plan: dict) -> dict:
     # the torch softmax's fp32 runs on the eager core only (memory.py [sm]; default true): elsewhere no setting
     out["attention_softmax_in_fp32"] = (False if plan.get("attention") == "eager" and plan.get("attention_softmax_in_fp32")
                                         is False else None)
+    # likewise the fused softmax switch: read by the eager core only (a flash plan's false is the same plan; the
+    # Megatron-DeepSpeed readers list the flag as ignored under a FlashAttention kernel)
+    out["masked_softmax_fusion"] = (False if plan.get("attention") == "eager" and plan.get("masked_softmax_fusion")
+                                    is False else None)
     return out
 
 
@@ -1653,7 +1657,7 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
     # core, grouped GEMMs only with experts), as partition_activations above: the file would read back as another plan
     sig = plan_signature(plan)
     for k, flag in (("mtp_layers", "--mtp-num-layers"), ("attention_softmax_in_fp32", "--attention-softmax-in-fp32"),
-                    ("moe_grouped_gemm", "--moe-grouped-gemm")):
+                    ("masked_softmax_fusion", "--no-masked-softmax-fusion"), ("moe_grouped_gemm", "--moe-grouped-gemm")):
         if sig.get(k) not in (None, 0) or sig.get(k) is False:
             raise _refuse(F, f"{k} {plan[k]}: set in the model code (Megatron-DeepSpeed's {flag} launch flag), which a "
                              "DeepSpeed JSON has no key for", "export it as --format megatron-deepspeed (the launch "
@@ -2334,6 +2338,10 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
         notes.append("attention_softmax_in_fp32 false: written as --no-query-key-layer-scaling (Megatron-DeepSpeed runs "
                      "the eager core's softmax in fp32 whenever query-key layer scaling is on, its default); the scores "
                      "are computed without the 1 / layer-number pre-scale that the softmax multiplies back (numerics only)")
+    if plan.get("attention") == "eager" and plan.get("masked_softmax_fusion") is False:
+        # the eager core's unfused softmax at every key length (every fork's FusedScaleMaskSoftmax reads it: stack_db
+        # runs.attention eager_softmax_fusion_switch; megatron_deepspeed._softmax_fusion reads it back)
+        args.append(("--no-masked-softmax-fusion", None))
     if no_pipe:
         args.append(("--no-pipeline-parallel", None))
     if plan.get("partition_activations"):  # memory.py [pa]: the reader's partition_activations (megatron_deepspeed.py)

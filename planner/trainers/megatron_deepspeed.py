@@ -145,6 +145,7 @@ MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipelin
                   "--checkpoint-in-cpu", "--synchronize-each-layer", "--profile-backward", "--cpu-optimizer",
                   "--zero-reduce-scatter", "--zero-contigious-gradients", "--use-pin-memory", "--no-query-key-layer-scaling",
                   "--attention-softmax-in-fp32",  # both read here (_softmax_fp32), not by the Megatron reader
+                  "--no-masked-softmax-fusion",  # read here (_softmax_fusion): every fork's eager core reads it
                   "--ds_fused_adam", "--cpu_torch_adam",
                   *("--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
                     "--use-flash-attn-builder"),
@@ -543,7 +544,7 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
         b = _int(where, flags, "--micro-batch-size", 1)
         half = "--fp16" in flags or "--bf16" in flags
         if not (half and 16 < s <= 2048 and s % 4 == 0 and (heads / tp * b) % 4 == 0
-                and "--no-masked-softmax-fusion" not in flags):
+                and "--no-masked-softmax-fusion" not in ds):
             raise PlannerError(f"{where}--abort-on-unmet-fused-kernel-constraints: the fused softmax's constraints (--fp16 "
                                f"or --bf16, 16 < seq <= 2048, seq % 4 == 0, heads / tp x micro-batch % 4 == 0; here seq "
                                f"{s}, {heads} / {tp} x {b}) are not met, so the job exits at start-up ({BIGSCIENCE_COMMIT} "
@@ -846,7 +847,8 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
                        f"fork's ({BIGSCIENCE_COMMIT} megatron/arguments.py; none in {MDS_COMMIT} megatron/arguments.py, "
                        "whose parse_args refuses an unknown flag, l. 58-60): the fork as BLOOM ran it "
                        "(stack_db/megatron-deepspeed-bigscience.yaml)")
-    _softmax_fp32(cfg, ds, flash, ignored, assumed)
+    _softmax_fp32(cfg, ds, flash, ignored, assumed, cfg.not_modelled)
+    _softmax_fusion(cfg, ds, flash, ignored)
     job.pop("sync_tp_duplicated_parameters", None)
     if "--sync-tp-duplicated-parameters" in ds:  # BigScience's fork [3]: _bigscience's note (step.tp_comm [sy])
         job["sync_tp_duplicated_parameters"] = True
@@ -881,7 +883,33 @@ SOFTMAX_FP32_AT = {"megatron-deepspeed": f"{MDS_COMMIT} megatron/arguments.py l.
                                      "l. 688-694, megatron/model/transformer.py ParallelAttention l. 133-136"}
 
 
-def _softmax_fp32(cfg, ds: dict, flash: list, ignored: list, assumed: list) -> None:
+# where each fork adds --no-masked-softmax-fusion (store_false, dest masked_softmax_fusion) and hands it to its eager core's
+# FusedScaleMaskSoftmax (stack_db runs.attention eager_softmax_fusion_switch, with the kernel conditions)
+SOFTMAX_FUSION_AT = {"megatron-deepspeed": f"{MDS_COMMIT} megatron/arguments.py l. 899-903, megatron/model/transformer.py "
+                                           "CoreAttention l. 274-280, megatron/model/fused_softmax.py l. 152-172",
+                     STACK_2021: f"{MDS2021_COMMIT} megatron/arguments.py l. 422-426, megatron/model/transformer.py "
+                                 "ParallelAttention l. 169-175, megatron/model/fused_softmax.py l. 132-137",
+                     BIGSCIENCE_STACK: "bigscience-workshop/Megatron-DeepSpeed @497aa1bf megatron/arguments.py l. 537-541, "
+                                       "megatron/model/transformer.py ParallelAttention l. 179-185, "
+                                       "megatron/model/fused_softmax.py l. 165-184"}
+
+
+def _softmax_fusion(cfg, ds: dict, flash: list, ignored: list) -> None:
+    """--no-masked-softmax-fusion as every Megatron-DeepSpeed fork reads it (SOFTMAX_FUSION_AT): the eager core attention's
+    FusedScaleMaskSoftmax never takes its fused kernel, so the job's masked_softmax_fusion is false (the unfused softmax at
+    every key length: compute.eager_core_terms, memory.py [sm]); under a FlashAttention kernel (no CoreAttention) the flag
+    is listed as ignored."""
+    if "--no-masked-softmax-fusion" not in ds:
+        return
+    at = SOFTMAX_FUSION_AT[cfg.job["stack"]]
+    if flash:
+        ignored.append(_flag_note("--no-masked-softmax-fusion", True, f"read by the eager core attention's softmax only "
+                                                                      f"({at}); {flash[0]} runs a FlashAttention kernel"))
+        return
+    cfg.job["masked_softmax_fusion"] = False
+
+
+def _softmax_fp32(cfg, ds: dict, flash: list, ignored: list, assumed: list, not_modelled: list) -> None:
     """The job's attention_softmax_in_fp32 (planner/memory.py [sm]) as every Megatron-DeepSpeed fork sets it
     (SOFTMAX_FP32_AT): the eager core attention builds FusedScaleMaskSoftmax with softmax_in_fp32 =
     --attention-softmax-in-fp32 (store_true, default false) or apply_query_key_layer_scaling, which is on unless
@@ -903,6 +931,11 @@ def _softmax_fp32(cfg, ds: dict, flash: list, ignored: list, assumed: list) -> N
     scaling = "--no-query-key-layer-scaling" not in ds
     job["attention_softmax_in_fp32"] = scaling or "--attention-softmax-in-fp32" in ds
     if "--attention-softmax-in-fp32" in ds:
+        if not scaling:  # the fp32 path without the scale multiply: no job field says so (stack kernels sources)
+            not_modelled.append(noted("not_modelled", "--no-query-key-layer-scaling", "with --attention-softmax-in-fp32 "
+                                      "the eager core's unfused softmax, where it runs, skips the scale multiply (input * "
+                                      f"scale, scale None: {at}): priced with it, 8 + 8 B a score element more (stack "
+                                      "kernels score_softmax_unfused 37 / 41 against 29 / 33)"))
         return
     assumed.append("attention_softmax_in_fp32=true: no --no-query-key-layer-scaling: query-key layer scaling, on by "
                    "default, runs the eager core's masking and softmax in fp32, its fp32 output saved where the torch "
