@@ -171,6 +171,29 @@ References
      beside every module's kept softmax; a module's own backward comes later, with the main softmax freed and one
      module's softmax less than at the main loss's. Each module's final-norm input and its output layer's saved input
      are as the main output layer's (out_act's hidden terms).
+[lt] What a loss keeps per micro-batch and what it holds once. Of the bytes a logit the loss holds at its backward's
+     peak (stack kernels loss_saved_per_logit; fused_loss_extra_per_logit; te_loss_per_logit[0]), the part its forward
+     saves lives until that micro-batch's backward: once per micro-batch whose loss the stage holds (pipeline.py
+     stage_inflight_kinds "loss": m under GPipe, torch.distributed.pipelining ScheduleGPipe running every micro-batch's
+     forward and loss before the first backward; 1 under 1F1B / interleaved / ZB-H1 / DualPipe and without PP, where
+     each loss's backward follows its forward). The rest (kernels loss_transient_per_logit: the gradients the
+     backward creates, a dtype cast, the fused loss's compiled buffer) exists inside one micro-batch's loss backward,
+     and one runs at a time: counted once (_stage_terms: losses x (out_act - out_transient) + min(losses, 1) x
+     out_transient). Megatron-LM @d98e8a64 tensor_parallel/cross_entropy.py: the fp32 softmax saved (l. 181, 4 B),
+     the bf16 gradient the autograd engine casts the returned fp32 gradient to (torch/csrc/autograd/engine.cpp
+     validate_outputs, 2 B: transient); fusions/fused_cross_entropy.py the same softmax (l. 119), the compiled
+     calculate_gradients' fp32 buffer and its bf16 result (l. 82): 4 + 2 transient; TE's loss writes the gradient
+     over the saved logits: none. torchtitan (ATen cross_entropy on the fp32 copy): the log-softmax saved (4), the
+     nll and log-softmax gradients (8; loss_parallel: 12) transient. The same split prices a multi-token-prediction
+     module's loss where the stack gives no mtp_loss_kept_per_logit ([ml]): torchtitan release/0.3 @4f9e9a47d
+     models/deepseek_v3/mtp.py MTPDecoder.forward (l. 246-278) returns the main and every depth's bf16 logits as one
+     list; MTPLoss.__call__ (l. 339-409) runs self.fn (cross_entropy_loss, compiled where the loss is) on each; the
+     trainer deletes the list before the backward (trainer.py l. 814-828, `del pred`), so each depth keeps what its
+     loss saved (the fp32 log-softmax 4 B; compiled, the bf16 logits 2 B). Every loss's backward nodes were created
+     after every lm_head call, so autograd runs all the losses' backwards before any lm_head backward, one at a time
+     (the highest sequence number first): at the first, all (1 + D) saved figures and one transient are live; each
+     later one has one saved figure fewer and one bf16 logits gradient (2 B) more, never more than that (eager 4 > 2;
+     compiled 2 = 2). MTP under PP is refused there (mtp.py l. 199-204).
 [tt3] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
      temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
      only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
@@ -3231,13 +3254,18 @@ class _PerLayer:
         # memory.fused_loss_extra_per_logit, Megatron's torch.compile'd calculate_gradients)
         fused = (stack.memory.fused_loss_extra_per_logit or 0.0) if settings.cross_entropy_fusion else 0.0
         loss_b = np.where(ctx.tp > 1, kb["loss_parallel_saved_per_logit"], kb["loss_saved_per_logit"])
+        # the part of it one micro-batch's loss backward creates and frees (its gradients, a cast) [lt]
+        loss_t = np.where(ctx.tp > 1, kb["loss_parallel_transient_per_logit"], kb["loss_transient_per_logit"])
         if te_loss(settings):  # a job setting: TE's kernel keeps the logits alone and writes their gradient in place [te]
-            fused, loss_b = 0.0, stack.memory.te_loss_per_logit[0]
+            fused, loss_b, loss_t = 0.0, stack.memory.te_loss_per_logit[0], 0.0
         norm_out = (ACT_BYTES * model.hidden_size / (1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div)
                     if stack.memory.output_saves_norm_out else 0.0)
         vd = self.vdiv = vocab_tp_divisor(settings, ctx.tp)  # the largest TP rank's vocabulary rows [vs]
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
                                 + (loss_b + fused) * model.vocab_size / vd)
+        # of out_act, what only one micro-batch's loss backward holds at a time [lt]: the stack's transient and the fused
+        # loss's compiled buffer (the rest, out_act - out_transient, is held once per micro-batch whose loss is in flight)
+        self.out_transient = ctx.T * (loss_t + fused) * model.vocab_size / vd
         self.loss_apart = bool(stack.memory.loss_peak_apart)
         # what a layer's backward holds beyond the loss's peak on the stage holding the loss [lg1]:
         # the bf16 logits the training loop still references, the output layer's unsharded weight
@@ -3263,6 +3291,7 @@ class _PerLayer:
         self.head_grads = 0.0
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
+            self.out_transient = 0.0  # (the wrapper's per micro-batch figure, all of it kept per micro-batch [tt6])
         # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward to its stage backward [tt4]
         self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / vd, 0.0)
                           if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
@@ -3311,9 +3340,10 @@ class _PerLayer:
         model = settings.model
         # each MTP module's output layer and loss at the main loss's backward [ml]: the same hidden terms, and what its
         # loss saved (stack memory.mtp_loss_kept_per_logit), its logits dropped; where the stack does not say, with TE's
-        # loss (it saves the logits themselves, as the main loss's te figure) or a chunked loss, the main loss's bytes
+        # loss (it saves the logits themselves, as the main loss's te figure) or a chunked loss, what the main loss saves
+        # (out_act less its one-at-a-time transient, counted once at the main loss [lt])
         kept = stack.memory.mtp_loss_kept_per_logit
-        self.mtp_out_act = (self.out_act if kept is None or te_loss(settings) or settings.chunked_loss
+        self.mtp_out_act = (self.out_act - self.out_transient if kept is None or te_loss(settings) or settings.chunked_loss
                             else ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
                                           + kept * model.vocab_size / self.vdiv))
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
@@ -3991,13 +4021,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     buf = _largest_buffer(per, counts)
     holds_loss = end == "last" or (twin is not None and twin[1] == "last")
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
-    out = losses * per.out_act + (per.deferred_wgrad + losses * per.pp_logits + per.head_grads if holds_loss else 0.0)
-    # the loss's backward frees its tensors before the first layer's backward re-materialises
-    # that layer [tt3]: where the stack says so, the recompute buffer counts only what it needs
-    # beyond the loss's peak
-    if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
-        held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
-        buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
+    out, buf = _loss_terms(per, losses, holds_loss, buf)
     out = out + _output_wgrad_excess(per, losses, buf)  # the output layer's weight-gradient moment [ow]
     buf = buf + _embedding_wgrad_excess(per, end, twin, per_mb, buf, losses)  # the embedding's wgrad moment [eg]
     act, moe_held, buf = _with_mtp(per, losses, act, moe_held, buf)  # the MTP modules on the stage holding the loss
@@ -4129,6 +4153,23 @@ def _reduce_queue(per: _PerLayer, u, a, n):
     # (under the double buffer [db] the buckets are its persistent pools, held at the peak: no excess)
     return np.where((u > 0) & (n > 0) & ~per.queue_db,
                     np.maximum(np.maximum(g * u, m * g * u - (m - 1.0) * a) - per.queue_held, 0.0), 0.0)
+
+
+def _loss_terms(per: _PerLayer, losses, holds_loss: bool, buf):
+    """(the output layer's and loss's bytes at the stage's peak, the recompute buffer) for the `losses` micro-batches
+    whose loss the stage holds: each keeps what its loss saved, one loss backward runs at a time, its transient once
+    [lt]; the deferred output-layer gradients [10], the logits PyTorch's pipelining keeps [tt4] and a chunked loss's
+    head gradients [tt6] on the stage holding the loss. Where the stack runs the loss's backward apart from the
+    layers' (stack_db memory.loss_peak_apart, a stack setting), the loss's backward frees one micro-batch's loss
+    tensors before the first layer's backward re-materialises that layer [tt3]: the buffer counts only what it needs
+    beyond the loss's peak, the other held losses keeping theirs."""
+    one = np.minimum(losses, 1.0)
+    out = (losses * (per.out_act - per.out_transient) + one * per.out_transient
+           + (per.deferred_wgrad + losses * per.pp_logits + per.head_grads if holds_loss else 0.0))
+    if per.loss_apart:  # a stack setting, not a searched quantity
+        held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
+        buf = np.maximum(buf + held - one * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
+    return out, buf
 
 
 def _with_mtp(per: _PerLayer, losses, act, moe_held, buf):

@@ -1134,6 +1134,10 @@ class KernelBytes(BaseModel):
                     "gradient: bytes_per_param.gradients each); null: no such switch")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
     loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
+    loss_transient_per_logit: float = Field(
+        ge=0, description="the part of loss_saved_per_logit that is a transient of the loss's backward (its gradients, a "
+                          "cast), live for one micro-batch's loss at a time; the rest is what the loss saves until its "
+                          "backward, held once per micro-batch whose loss is in flight (memory.py [lt])")
     loss_pool_per_logit: float = Field(
         default=0.0, ge=0,
         description="bytes per logit freed before the loss's backward peak that the caching allocator cannot hand to it "
@@ -1143,6 +1147,10 @@ class KernelBytes(BaseModel):
         default=None, ge=0,
         description="with TP, bytes per logit (token x vocab / tp) the stack's vocab-parallel loss holds at the start of "
                     "its backward (torchtitan: DTensor loss_parallel); null: loss_saved_per_logit at every TP degree")
+    loss_parallel_transient_per_logit: Optional[float] = Field(
+        default=None, ge=0,
+        description="with TP, the part of loss_parallel_saved_per_logit that is a transient of one micro-batch's loss "
+                    "backward (memory.py [lt]); null: loss_transient_per_logit at every TP degree")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1162,6 +1170,15 @@ class KernelBytes(BaseModel):
                 self.score_softmax_max_keys is not None and self.score_softmax_causal_max_keys < self.score_softmax_max_keys):
             raise ValueError("score_softmax_causal_max_keys is the causal kernel's limit below score_softmax_max_keys: "
                              "set both, the first the smaller (else leave it out)")
+        # the loss's transient is a part of what it holds at its backward's peak (memory.py [lt])
+        if self.loss_transient_per_logit > self.loss_saved_per_logit:
+            raise ValueError("loss_transient_per_logit is a part of loss_saved_per_logit: it cannot exceed it")
+        lp = self.loss_saved_per_logit if self.loss_parallel_saved_per_logit is None else self.loss_parallel_saved_per_logit
+        lt = (self.loss_transient_per_logit if self.loss_parallel_transient_per_logit is None
+              else self.loss_parallel_transient_per_logit)
+        if lt > lp:
+            raise ValueError("loss_parallel_transient_per_logit (or loss_transient_per_logit where it is null) is a part of "
+                             "loss_parallel_saved_per_logit (or loss_saved_per_logit): it cannot exceed it")
         return self
 
 
@@ -3294,6 +3311,8 @@ class Stack(BaseModel):
             # refuses the options compiled, space.uncompiled_choices): it must never cost more
             def eff(k, f):  # a null loss_parallel figure is the loss's own (stacks.kernel_bytes)
                 v = getattr(k, f)
+                if v is None and f == "loss_parallel_transient_per_logit":
+                    return k.loss_transient_per_logit
                 return k.loss_saved_per_logit if v is None else v
             worse = [f for f in type(self.kernels).model_fields if f != "sources"
                      and eff(self.compiled_kernels, f) > eff(self.kernels, f)]

@@ -21,7 +21,7 @@ from .schema import Stack
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
                  "mlp_activation_gated_bwd", "mlp_activation_plain", "mlp_activation_plain_bwd", "dropout", "dropout_bwd",
                  "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
-                 "loss_parallel_saved_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
+                 "loss_parallel_saved_per_logit", "loss_transient_per_logit", "loss_parallel_transient_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
                  "activation_clamp_bwd", "activation_clamp_saved", "activation_clamp_unfused_saved", "expert_bias",
                  "expert_bias_bwd", "score_softmax", "score_softmax_bwd",
                  "score_dropout", "score_dropout_bwd", "score_softmax_max_keys", "score_softmax_unfused",
@@ -31,7 +31,8 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "expert_probs_unfused", "expert_probs_unfused_bwd", "expert_probs_unfused_saved")
 # the loss's figures: torchtitan compiles the loss on its own (components/loss.py, compile.components "loss"),
 # whether or not the model's code compiles its blocks (kernel_bytes)
-LOSS_FIELDS = ("loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "loss_parallel_saved_per_logit")
+LOSS_FIELDS = ("loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "loss_parallel_saved_per_logit",
+               "loss_transient_per_logit", "loss_parallel_transient_per_logit")
 UNFUSED_FIELDS = ("mlp_activation_gated_unfused", "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved",
                   "bias_unfused", "wgrad_unfused", "expert_probs_unfused", "expert_probs_unfused_bwd",
                   "expert_probs_unfused_saved")
@@ -80,7 +81,8 @@ def kernel_bytes(stack: Stack, compile_, settings=None) -> dict[str, np.ndarray]
 
 
 def _field(kernels, f: str) -> float:
-    """A KernelBytes figure; loss_parallel_saved_per_logit null: the loss holds the same under TP;
+    """A KernelBytes figure; loss_parallel_saved_per_logit null: the loss holds the same under TP
+    (loss_parallel_transient_per_logit null: its transient is the same, loss_transient_per_logit);
     rope_scaled(_bwd) null: the rotary kernel's own figure (it takes the cos/sin factor); the eager
     score kernels null: NaN (the stack describes no eager core attention; plan.py refuses such a job),
     but score_softmax_max_keys null: inf (the fused softmax at every length), score_softmax_unfused_16bit(_bwd) null:
@@ -96,6 +98,8 @@ def _field(kernels, f: str) -> float:
         return float("nan")
     if v is None and f in UNFUSED_FIELDS:  # null: the stack has no such switch (plan.py refuses a job that sets it)
         return 0.0
+    if v is None and f == "loss_parallel_transient_per_logit":
+        return float(kernels.loss_transient_per_logit)
     return float(kernels.loss_saved_per_logit if v is None else v)
 
 

@@ -79,10 +79,21 @@ def test_te_loss_keeps_the_logits_for_every_loss():
     assert _f(per.mtp_out_act) == TE and _f(per.out_act) == TE
 
 
-def test_a_stack_that_does_not_say_charges_the_main_loss():
-    """torchtitan 0.3 (memory.mtp_loss_kept_per_logit null): each module holds the main loss's bytes."""
+def test_a_stack_that_does_not_say_charges_what_the_main_loss_saves():
+    """torchtitan 0.3 (memory.mtp_loss_kept_per_logit null), eager loss: each module keeps what its loss saved, the
+    main loss's out_act less its one-at-a-time transient (memory.py [lt]): torchtitan release/0.3 @4f9e9a47d
+    models/deepseek_v3/mtp.py MTPLoss.__call__ (l. 339-409) runs cross_entropy_loss (F.cross_entropy on the fp32 copy)
+    on every depth's logits; each keeps its fp32 log-softmax (4 B a logit) to the backward, and the losses' backwards
+    run one at a time (their nodes all after every lm_head call), so the nll and log-softmax gradients (kernels
+    loss_transient_per_logit 8) are counted once, in the main loss's out_act (loss_saved_per_logit 12).
+    Same shape as above (T 4,096, h 2,048, V 128,256; torchtitan's output layer also saves the norm's output: 4h):
+      a module:  T (4h + 4 V) = 4,096 x 521,216 = 2,134,900,736 B (MODULE_LOSS, Megatron's figure by coincidence)
+      the main:  T (4h + 12 V) = 4,096 x (8,192 + 1,539,072) = 4,096 x 1,547,264 = 6,337,593,344 B
+    Before [lt] a module was charged the main's 6,337,593,344 B: 4,202,692,608 B (T 8 V) more a module."""
     _, _, _, per = _per(mtp_layers=1, stack="torchtitan-0.3", sharding="fsdp")
-    assert _f(per.mtp_out_act) == _f(per.out_act) > 0
+    assert _f(per.out_act) == 6_337_593_344.0
+    assert _f(per.mtp_out_act) == MODULE_LOSS
+    assert _f(per.out_act) - _f(per.mtp_out_act) == _f(per.out_transient) == 8.0 * 4096 * 128_256
 
 
 def test_the_stage_total_moves_by_the_module_loss(explain):
@@ -95,3 +106,18 @@ def test_the_stage_total_moves_by_the_module_loss(explain):
     layer = _f(mtp_stored(s1, p1, pc, per.stored))
     d = j2["memory"]["terms"]["layer_activations"] - j1["memory"]["terms"]["layer_activations"]
     assert d == pytest.approx(layer + 2.0 * 2.0 * 2048 * 4096 + MODULE_LOSS, rel=1e-9)
+
+
+def test_torchtitan_compiled_and_loss_parallel_modules():
+    """torchtitan 0.3 compiled (compiled_kernels loss_saved_per_logit 4, loss_transient_per_logit 2): a module keeps
+    the bf16 logits its compiled loss saved, T (4h + 2 V) = 4,096 x 264,704 = 1,084,227,584 B (TE's figure above);
+    the main adds its bf16 gradient once, T (4h + 4 V) = 2,134,900,736 B. Under TP 2 with loss_parallel (kernels
+    loss_parallel_saved_per_logit 16, loss_parallel_transient_per_logit 12; V / 2 = 64,128 logits a token; the
+    hidden terms: the norm's input 2h / 2 under SP and the output linear's saved input all-gathered, 2h (stack
+    memory.tp_saves_gathered_input [tt1]): 2,048 + 4,096 = 6,144 B): a module keeps the fp32 log-softmax, T (6,144 +
+    4 x 64,128) = 4,096 x 262,656 = 1,075,838,976 B; the main T (6,144 + 16 x 64,128) = 4,096 x 1,032,192 =
+    4,227,858,432 B."""
+    _, _, _, per = _per(mtp_layers=1, stack="torchtitan-0.3", sharding="fsdp", torch_compile=True)
+    assert _f(per.mtp_out_act) == TE and _f(per.out_act) == MODULE_LOSS
+    _, _, _, per = _per(mtp_layers=1, stack="torchtitan-0.3", sharding="fsdp", tp=2)
+    assert _f(per.mtp_out_act) == 1_075_838_976.0 and _f(per.out_act) == 4_227_858_432.0

@@ -531,8 +531,10 @@ def test_mtp_module_is_never_recomputed_on_0_3():
     layer keeps what it keeps without recompute (stack memory.mtp_checkpointed false). The debug model at micro-batch
     8 x 2048 = 16,384 tokens, h 256, V 2048, TP 1: the module holds its MoE layer's un-recomputed activations, the two
     normed halves 16,384 x 2 x 2 B x 256 = 16,777,216 B and its own output layer and loss, 16,384 x (2 x 256 + 2 x 256
-    (the saved norm output) + 12 x 2048 (the stack's plain loss per logit)) = 419,430,400 B; and the step adds no
-    selective re-run for it (its compute is the same under none and selective)."""
+    (the saved norm output) + 4 x 2048 (what the stack's plain loss saves, its fp32 log-softmax: loss_saved_per_logit 12
+    less loss_transient_per_logit 8, the transient counted once at the main loss, memory.py [lt])) = 150,994,944 B
+    (419,430,400 B before [lt], at 12 B a logit); and the step adds no selective re-run for it (its compute is the same
+    under none and selective)."""
     from planner.memory import _PerLayer
     from planner.params import count_params
 
@@ -547,7 +549,7 @@ def test_mtp_module_is_never_recomputed_on_0_3():
     moe = per["none"].stored[1]  # the MoE kind (layers 1-5), the MTP module's
     assert float(per["selective"].stored[1]) < float(moe)  # selective AC keeps less in a main layer ...
     for rc in ("none", "selective", "full"):  # ... but not in the MTP module's
-        assert float(per[rc].mtp) == pytest.approx(float(moe) + 16_777_216 + 419_430_400)
+        assert float(per[rc].mtp) == pytest.approx(float(moe) + 16_777_216 + 150_994_944)
         assert float(per[rc].mtp_buffer) == 0.0
     assert comp["selective", 1] - comp["selective", 0] == pytest.approx(comp["none", 1] - comp["none", 0], rel=1e-9)
 
