@@ -2464,12 +2464,13 @@ def newton_schulz_gemms(rows, cols, count=1.0, steps=MUON_NS_STEPS):
                    ("ns_update", m, n, m, steps * count)])
 
 
-def _ns_seconds(mats, hw, cal) -> tuple:
+def _ns_seconds(mats, hw, cal, steps=MUON_NS_STEPS) -> tuple:
     """(dense, experts) seconds of the Newton-Schulz iterations on matrices (rows, cols, count, group) [28], bf16
-    (--muon-fp32-matmul-prec medium) at compute.price_gemms' rates."""
+    (--muon-fp32-matmul-prec medium) at compute.price_gemms' rates, `steps` steps (the job's muon_ns_steps)."""
     out = [0.0, 0.0]
     for rows, cols, count, group in mats:
-        out[1 if group == "expert" else 0] += sum(price_gemms(newton_schulz_gemms(rows, cols, count), hw, "bf16", cal).values())
+        gemms = newton_schulz_gemms(rows, cols, count, steps)
+        out[1 if group == "expert" else 0] += sum(price_gemms(gemms, hw, "bf16", cal).values())
     return out[0], out[1]
 
 
@@ -2478,9 +2479,11 @@ def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     kind's whole matrices' time, summed over the stage's layers (+ a learned position table on the first stage, the
     multi-token-prediction modules on the last), the dense ones / (dp x cp) and the routed experts / (ep x the
     expert-data-parallel ranks) at sharding zero1 (Muon's layer-wise distributed optimizer; the rank's E / ep experts,
-    whole on every expert-TP rank), the dense whole and the experts / ep at sharding none."""
-    hw, cal = sc.settings.hardware, sc.gemm_cal
-    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(mats, hw, cal))
+    whole on every expert-TP rank), the dense whole and the experts / ep at sharding none; the job's muon_ns_steps
+    steps (--muon-num-ns-steps: Emerging-Optimizers v0.3.0 muon_utils.py newton_schulz's loop l. 216-217 runs the
+    step, l. 315-319, once for each of get_coefficient_iterator's `steps` coefficient sets, l. 81-110, 199)."""
+    hw, cal, steps = sc.settings.hardware, sc.gemm_cal, sc.settings.muon_ns_steps
+    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(mats, hw, cal, steps))
 
 
 def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:

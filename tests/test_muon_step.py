@@ -84,13 +84,13 @@ def test_step_term_llama_tp2_dp4():
     assert "muon_ns_s" not in _explain(optimizer="adam", sharding="zero1", tp=2)["time"]
 
 
-def _ns_seconds(hw):
-    """Seconds of the 5 Newton-Schulz steps on one whole m x n matrix at hw's bf16 GEMM plateau and wave efficiency
-    (compute.py): the hand shapes [m, m, n], [m, m, m], [m, n, m] (m <= n)."""
+def _ns_seconds(hw, steps=MUON_NS_STEPS):
+    """Seconds of `steps` (5) Newton-Schulz steps on one whole m x n matrix at hw's bf16 GEMM plateau and wave
+    efficiency (compute.py): the hand shapes [m, m, n], [m, m, m], [m, n, m] (m <= n)."""
     plat, sms = gemm_plateau(hw, "bf16"), sm_count(hw)
 
     def ns(m, n):
-        return MUON_NS_STEPS * sum(2.0 * M * N * K / (plat * wave_efficiency(M, N, sms))
+        return steps * sum(2.0 * M * N * K / (plat * wave_efficiency(M, N, sms))
                                    for M, N, K in ((m, m, n), (m, m, m), (m, n, m)))
     return ns
 
@@ -354,3 +354,21 @@ def test_ns_time_sums_every_model_chunks_costliest():
     # the legacy path deals the stage's 96 tensors as one list: at least the even share, two layers' time
     legacy = _explain(optimizer_whole_tensors=True, **job)["time"]["muon_ns_s"]
     assert legacy == pytest.approx(2 * layer, rel=1e-12)
+
+
+def test_ns_steps_from_the_job():
+    """--muon-num-ns-steps (the job's muon_ns_steps; arguments.py @d98e8a64 l. 2648-2649): newton_schulz runs one
+    step, three GEMMs, for each of `steps` coefficient sets (Emerging-Optimizers v0.3.0 muon_utils.py l. 199,
+    216-217). Llama 3 8B, tp 2, dp 4, zero1 at 3 steps: 32 layers / 4 of the hand shapes' 3-step time (as
+    test_step_term_llama_tp2_dp4 at 5)."""
+    job = dict(optimizer="muon", sharding="zero1", tp=2)
+    ns = _ns_seconds(resolve(Job.model_validate({**LLAMA, **job}))[0].hardware, steps=3)
+    layer = ns(4096, 4096) * 2 + ns(1024, 4096) * 2 + ns(4096, 28672) + ns(4096, 14336)
+    res = _explain(muon_ns_steps=3, **job)
+    assert res["time"]["muon_ns_s"] == pytest.approx(32 * layer / 4, rel=1e-12)
+    assert res["plan"]["muon_ns_steps"] == 3
+    assert "muon_ns_steps" not in _explain(**job)["plan"]  # the default, 5, is not written
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="muon_ns_steps 3 with optimizer adam"):
+        resolve(Job.model_validate({**LLAMA, "muon_ns_steps": 3}))
