@@ -372,3 +372,31 @@ def test_ns_steps_from_the_job():
 
     with pytest.raises(PlannerError, match="muon_ns_steps 3 with optimizer adam"):
         resolve(Job.model_validate({**LLAMA, "muon_ns_steps": 3}))
+
+
+def test_legacy_expert_top_group():
+    """The legacy path's experts (memory.whole_tensor_state_bytes): _shard_params_ping_pong deals the routed experts'
+    tensors over the expert-data-parallel ranks apart (layer_wise_optimizer.py @d98e8a64 l. 727, 744-749). Mixtral
+    8x7B at tp 1, pp 32 (one layer a stage), ep 2, dp 16: edp 16 / 2 = 8. A middle stage's experts: 8 / 2 = 4
+    experts, 4 fc1 of 28,672 x 4,096 = 117,440,512 (the largest, k = 4 < 8: one a rank) and 4 fc2 of 58,720,256:
+    M_e = 704,643,072, the even share 88,080,384, the fc1 rank 29,360,128 beyond it. Dense: linear_qkv 6,144 x 4,096
+    = 25,165,824 whole on one of the 16 ranks, of M_d = 25,165,824 + o 16,777,216 + the router 8 x 4,096 =
+    41,975,808 (even 2,623,488): 22,542,336 beyond. (22,542,336 + 29,360,128) x 4 B master and x 4 B momentum =
+    207,609,856 B each."""
+    import numpy as np
+
+    from planner.memory import muon_params_of, muon_top_tensors, whole_tensor_state_bytes
+    from planner.params import count_params
+
+    settings, plan, _ = resolve(Job.model_validate(dict(
+        model="mixtral-8x7b", hardware="h100-sxm", gpus=512, stack="megatron", optimizer="muon", sharding="zero1",
+        optimizer_whole_tensors=True, tp=1, pp=32, ep=2, etp=1, global_batch=64, seq_len=4096, micro_batch=1)))
+    pc = count_params(settings.model)
+    counts = [np.int64(1)]
+    (b_d, k_d), (b_e, k_e) = muon_top_tensors(pc, plan, counts)
+    assert (b_d, k_d, b_e, k_e) == (25_165_824, 1, 117_440_512, 4)
+    mu = muon_params_of(pc, settings.model, plan, counts, "mid")
+    assert (mu[0], mu[1]) == (41_975_808, 704_643_072)
+    add = whole_tensor_state_bytes(pc, settings.model, plan, counts, "mid", 1.0, 4.0, 8.0, mu)
+    assert 25_165_824 - 41_975_808 / 16 == 22_542_336 and 117_440_512 - 704_643_072 / 8 == 29_360_128
+    assert add["master_weights"] == add["adam"] == (22_542_336 + 29_360_128) * 4 == 207_609_856
