@@ -164,6 +164,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "without its parameter layout (--no-use-layer-wise-param-layout): whole tensors a rank, the word "
                 "embedding's states on one rank, the gradients all-reduced and the parameters gathered once after the "
                 "step (default: off, the layout)"),
+    FieldOption("muon_ns_steps", "int", "with --optimizer muon: the Newton-Schulz steps a momentum is orthogonalized "
+                "with (Megatron-LM --muon-num-ns-steps) (default: 5)"),
     FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
                 "(default: the stack's)"),
     FieldOption("precision_aware_optimizer", "bool", "the stack's precision-aware optimizer (Megatron-LM "

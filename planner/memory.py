@@ -712,7 +712,10 @@ References
      no precomputed layout the layer-wise optimizer keeps every parameter in its own shard list and assigns them sorted
      by numel to the dp x cp ranks in ping-pong order (layer_wise_optimizer.py _shard_params_ping_pong l. 713-762):
      the largest tensor, the word embedding (V / tp x h, Adam's), lands whole on one rank, whose fp32 master and two
-     moments of it (12 B an element) are whole there: priced for that rank (whole_tensor_excess), the rest at 1 / d.
+     moments of it (12 B an element) are whole there: priced for that rank (whole_tensor_excess), the rest at 1 / d;
+     on a middle stage the largest are a layer's Muon matrices (fc1, or linear_qkv whole), a rank holding
+     ceil(k / d) of the k largest (whole_tensor_state_bytes: max(M / d, ceil(k / d) b), the experts' over the
+     expert-data-parallel ranks the same).
      In the corpus's Muon MoE rows (88 dense tensors, dp 8) the embedding is the 88th, the loop's 8th slot: dp rank 7,
      the last rank, the one Megatron logs. With the layout (the default) the Adam parameters go to a distributed
      optimizer of their own, byte-sharded (optimizer/__init__.py l. 826-946), and the Muon ones are bin-packed whole
@@ -721,7 +724,14 @@ References
      at least the largest parameter, and the rank holding that parameter holds its main parameter and momentum
      whole (muon_layout_excess: both floors; 64 x fc1 for Llama 3 8B at pp 8, dp 64, where the parameters are
      4 layers x 218e6: the layout's padding, which the code's "up to 30%" bound by its per-bucket cap does not
-     cover once no shard fits under the cap).
+     cover once no shard fits under the cap). With model chunks (vpp > 1) each chunk has its layout, and each
+     layout's LPT sends its costliest parameter to shard 0 (empty compute loads, min() takes the first): dp rank 0
+     holds every chunk's largest whole, their sum (4 x fc1 for Llama 3 8B at pp 2, vpp 4, dp 8, above the even
+     M / 8). MLA's down projections (linear_q_down_proj r_q x h, linear_kv_down_proj (r_kv + d_rope) x h: TELinear
+     parallel_mode duplicated, multi_latent_attention.py @d98e8a64 l. 524-590) are 2-D, untagged and whole on every
+     TP rank: Muon steps them (_is_muon_excluded l. 140-147 does not exclude them), not split (is_qkv tags
+     linear_qkv.weight only, optimizer/__init__.py l. 790-796, 'TODO(deyuf): support MLA') and not gathered
+     (partition_dim -1 -> None, emerging_optimizers.py l. 403-405): layers/attention.py MLA.muon_matrices' "rep".
 [sg] The optimizer step's copies of the gradients below FSDP, and Megatron-FSDP's fp32 copy at every level ([mg])
      (term step_grad_copies; stack_db runs.sharding step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
      cpu_offload): the reduction's epilogue (independent_gradient_partition_epilogue l. 764-808) leaves the rank's
@@ -2125,16 +2135,27 @@ def muon_params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, 
     return dense, experts
 
 
+def muon_other_chunks(plan: PlanArrays, counts, end: str):
+    """The model chunks beyond one of a stage holding `counts` (K, ...) layers that hold a layer [mu]: min(vpp, the
+    stage's layers) - 1, one fewer at an end whose embedding or loss counts as a layer of the split (that chunk may
+    hold none); each chunk has a layout of its own (dist_utils.py @d98e8a64 _ddp_wrap l. 354-396)."""
+    n = functools.reduce(np.add, (np.asarray(c, dtype=np.float64) for c in counts), np.float64(0.0))
+    ends = (plan.split_emb > 0) if end == "first" else (plan.split_loss > 0) if end == "last" else False
+    return np.maximum(np.minimum(plan.vpp, n) - 1.0 - np.where(ends, 1.0, 0.0), 0.0)
+
+
 def muon_largest_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str, mtp_copy: bool = False,
-                        chunks: bool = False):
+                        chunks: bool = False, parts: bool = False):
     """(dense, experts) elements per GPU of the largest single parameter Muon steps on a stage holding `counts` (K, ...)
     layers [mu]: of the layer kinds it holds (LayerKind.muon_params: linear_qkv whole; a TP-split matrix / tp, a
     replicated one whole, an expert's / etp), a learned position table (s x h) where muon_params_of places one, the
     MTP modules' eh_proj (h x 2h / tp) and layer on the last stage; 0.0 for none. chunks: the sum over the rank's
-    model chunks (plan.vpp, each with a layout of its own: dist_utils.py @d98e8a64 _ddp_wrap l. 345-372, one
+    model chunks (plan.vpp, each with a layout of its own: dist_utils.py @d98e8a64 _ddp_wrap l. 354-396, one
     compute_full_param_layout a chunk) of each chunk's largest, at least: the largest, plus the smallest kind's
     largest for each other chunk holding a layer (min(vpp, the stage's layers) - 1, one fewer at an end whose
-    embedding or loss counts as a layer of the split: that chunk may hold none)."""
+    embedding or loss counts as a layer of the split: that chunk may hold none). parts: (the largest, (dense,
+    experts), each other chunk's at least, (dense, experts), the number of other chunks) for muon_layout_excess's
+    worst rank, which holds one of each (its chunks' sum is chunks')."""
     tp = plan.tp.astype(np.float64)
     etp = etp_of(plan).astype(np.float64)
 
@@ -2149,14 +2170,13 @@ def muon_largest_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, cou
     kinds = [largest(k.muon_params()) for k in pc.layers.kinds]
     big = [functools.reduce(np.maximum, (np.where(np.asarray(c) > 0, k[i], 0.0) for c, k in zip(counts, kinds)),
                             np.float64(0.0)) for i in (0, 1)]
-    more = [0.0, 0.0]  # the other chunks' (chunks): each the smallest kind's largest, at least
-    if chunks:
+    more, each, others = [0.0, 0.0], [0.0, 0.0], 0.0  # the other chunks' (chunks): each the smallest kind's largest
+    if chunks or parts:
         small = [functools.reduce(np.minimum, (np.where(np.asarray(c) > 0, k[i], np.inf) for c, k in zip(counts, kinds)),
                                   np.float64(np.inf)) for i in (0, 1)]
-        n = functools.reduce(np.add, (np.asarray(c, dtype=np.float64) for c in counts), np.float64(0.0))
-        ends = (plan.split_emb > 0) if end == "first" else (plan.split_loss > 0) if end == "last" else False
-        others = np.maximum(np.minimum(plan.vpp, n) - 1.0 - np.where(ends, 1.0, 0.0), 0.0)
-        more = [others * np.where(np.isfinite(m), m, 0.0) for m in small]
+        others = muon_other_chunks(plan, counts, end)
+        each = [np.where(np.isfinite(m), m, 0.0) for m in small]
+        more = [others * m for m in each] if chunks else more
     h = model.hidden_size
     mtp = (largest(((h, 2 * h, 1, "split"),) + sum((pc.layers.kinds[k].muon_params() for k in pc.layers.mtp_kinds), ()))
            if model.mtp_layers else (0.0, 0.0))
@@ -2170,13 +2190,16 @@ def muon_largest_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, cou
         out = np.maximum(np.maximum(big[0], mtp[0]), np.where(single, pos, copy)), np.maximum(big[1], mtp[1])
     else:
         out = big
+    if parts:
+        return (out[0], out[1]), (each[0], each[1]), others
     return out[0] + more[0], out[1] + more[1]
 
 
-def muon_layout_excess(settings: Settings, plan: PlanArrays, muon, big, shard, chunked=None):
+def muon_layout_excess(settings: Settings, plan: PlanArrays, muon, big, shard, chunked=None, parts=None):
     """(buffer, states) elements per GPU the layer-wise optimizer's default layout adds to a Muon group's even shares
     [mu] (muon: the group's Muon parameters a GPU, big its largest one, muon_largest_params; chunked: the sum of
-    each model chunk's largest, muon_largest_params' chunks, each chunk's buffer padded on its own; shard: the
+    each model chunk's largest, muon_largest_params' chunks, each chunk's buffer padded on its own; parts: this
+    group's (largest, each other chunk's largest, other chunks), muon_largest_params' parts; shard: the
     group's ranks, dp x cp dense, the expert-data-parallel ones for the experts). layer_wise_optimizer.py @d98e8a64
     _compute_per_buffer_param_layout (l. 196-444) never splits a parameter: each bucket is dp_size shards of
     padded_shard_size = pad_to_divisor(max(shard_cursors), _shard_divisor) (l. 332), and some shard holds the
@@ -2184,17 +2207,36 @@ def muon_layout_excess(settings: Settings, plan: PlanArrays, muon, big, shard, c
     numel = the layout's last bucket end; its bf16 parameters and its gradients, on every rank) is at least
     max(M, shard x big), and the rank holding the largest parameter steps at least max(M / shard, big) of it (its
     fp32 main parameters and momentum: Float16OptimizerWithFloat16Params and Muon's momentum_buffer, l. 579-590).
-    Both floors, exact where the group's parameters are no more than its ranks (a shard each at most: _emit_bucket's
-    LPT sends each to an empty shard, l. 314-329; with no shard under the per-bucket cap of 1.3 M / shard, l. 307-312,
-    the emptiest), lower bounds above (the numel cap, 1.3 x the mean, bounds the rest's imbalance, not priced); the
-    64-element starts and the bucket divisor's alignment (a few hundred elements a bucket) are not priced. 0 without
-    the layout (sharding none, or the legacy path's whole tensors: whole_tensor_excess) and under Adam."""
+    Model chunks (vpp > 1): training/models/dist_utils.py @d98e8a64 _ddp_wrap l. 354-396 computes one layout a
+    chunk (compute_full_param_layout on the chunk's parameters), and each layout's _emit_bucket starts from
+    shard_compute_loads = [0] x dp_size (l. 256, local to the call) and sends the chunk's first bucket's costliest
+    parameter to min(candidates, key=load), the first of the equally empty shards: shard 0, dp rank 0
+    (_shard_params_from_layout l. 645-711: shard_id is the rank, l. 681), in every chunk. So dp rank 0 holds each
+    chunk's largest whole (the costliest by max(m, n) min(m, n)^2, l. 258-273, is the largest by elements for the shapes
+    here, which share the hidden size): with c = 1 + the other chunks, each chunk's share taken as M / c, that
+    rank's states are sum over chunks of max(M / (c shard), the chunk's largest) = max(M / (c shard), largest) +
+    (c - 1) max(M / (c shard), each other's), its excess over M / shard priced (c = 1 without parts: max(M / shard,
+    big)). Both floors, exact where a chunk's parameters are no more than its ranks (a shard each at most:
+    _emit_bucket's LPT sends each to an empty shard, l. 314-329; with no shard under the per-bucket cap of
+    1.3 M / shard, l. 313-326, the emptiest), lower bounds above: the LPT by compute cost with the numel cap
+    (1.3 x the mean, l. 313-315) bounds the rest's imbalance, which a sum-only model cannot price (the order of the
+    chunk's parameters decides it), not priced; nor the 64-element starts (param_layout.py pad_param_start
+    l. 24-26, l. 327 here: under 64 elements a parameter) and the bucket divisor's alignment (_shard_divisor,
+    l. 184-193: lcm(64, bucket divisor / dp), a few hundred elements a bucket), below 1e-4 of a layer's matrices.
+    0 without the layout (sharding none, or the legacy
+    path's whole tensors: whole_tensor_excess) and under Adam."""
     if settings.optimizer != "muon" or settings.optimizer_whole_tensors:  # job settings
         return 0.0, 0.0
     on = plan.sharding >= ZERO1
     d = np.asarray(shard, dtype=np.float64)
     buffer = np.where(on, np.maximum(muon, d * (big if chunked is None else chunked)) - muon, 0.0)
-    states = np.where(on, np.maximum(muon / d, big) - muon / d, 0.0)
+    if parts is None:
+        worst = np.maximum(muon / d, big)
+    else:
+        first, each, others = parts
+        mean = muon / (d * (1.0 + others))  # each chunk's even share (M / c) / shard
+        worst = np.maximum(mean, first) + others * np.maximum(mean, each)
+    states = np.where(on, worst - muon / d, 0.0)
     return buffer, states
 
 
@@ -2233,6 +2275,70 @@ def whole_tensor_excess(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, end
     if end == "last":
         return np.where(plan.pp == 1, np.maximum(emb, out), out)
     return 0.0
+
+
+def muon_top_tensors(pc: ParamCounts, plan: PlanArrays, counts):
+    """((size, count) dense, (size, count) experts) per GPU of the largest 2-D parameters Muon steps among a stage's
+    layers (`counts` (K, ...)) [mu]: the largest element count of a parameter (LayerKind.muon_params: linear_qkv whole,
+    a TP-split matrix / tp, a replicated one whole, a routed expert's / etp) and how many tensors of that size the
+    stage holds (a kind's layers x its tensors of that size; a routed expert's x num_experts / ep, TE GroupedLinear's
+    weight{i} one tensor an expert); (0.0, 0.0) for none."""
+    tp = plan.tp.astype(np.float64)
+    etp = etp_of(plan).astype(np.float64)
+    ep = np.asarray(plan.ep, dtype=np.float64)
+    out = []
+    for expert in (False, True):
+        kinds = []
+        for k in pc.layers.kinds:
+            sizes = [(float(r) * float(c) / (etp if g == "expert" else tp if g == "split" else 1.0),
+                      float(n) / (ep if g == "expert" else 1.0))
+                     for r, c, n, g in k.muon_params() if (g == "expert") == expert]
+            big = functools.reduce(np.maximum, (e for e, _ in sizes), np.float64(0.0))
+            mult = sum((np.where(np.abs(e - big) <= 1e-9 * big, n, 0.0) for e, n in sizes), np.float64(0.0))
+            kinds.append((big, mult))
+        b = functools.reduce(np.maximum, (np.where(np.asarray(c) > 0, big, 0.0) for c, (big, _) in zip(counts, kinds)),
+                             np.float64(0.0))
+        n = sum((np.where((np.asarray(c) > 0) & (np.abs(big - b) <= 1e-9 * b), np.asarray(c, dtype=np.float64) * m, 0.0)
+                 for c, (big, m) in zip(counts, kinds)), np.float64(0.0))
+        out.append((b, n))
+    return out[0], out[1]
+
+
+def whole_tensor_state_bytes(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str, vdiv, mw,
+                             adam_bytes, muon) -> dict:
+    """{master_weights, adam}: bytes per GPU beyond the even 1 / d share that the worst rank of Muon's layer-wise
+    distributed optimizer on its legacy path holds (the job's optimizer_whole_tensors) [mu]. _shard_params_ping_pong
+    (layer_wise_optimizer.py @d98e8a64 l. 713-762) sorts every parameter of the rank's stage (all its model chunks,
+    every optimizer's groups) by numel (l. 740, ascending) and deals them whole in the ping-pong order 0 .. d-1,
+    d-1 .. 0 (l. 726), the routed experts apart over the expert-data-parallel ranks (l. 727, 744-749). The largest
+    tensors come last, a rank each: with k tensors of the largest size b (muon_top_tensors; the stage's layers) a
+    rank holds ceil(k / d) of them, so the worst holds at least max(M / d, ceil(k / d) b) of the stage's M Muon
+    elements (muon: (dense, experts), muon_params_of), exact where the stage's tensors are no more than d (one each:
+    Llama 3 8B's 24 a stage at pp 8 on dp 64), the floor above (as muon_layout_excess's): a Muon matrix's master +
+    momentum (MUON_MOMENTUM_BYTES) beyond the even share. A lone dominant Adam tensor, the first stage's word
+    embedding or the last's output layer (whole_tensor_excess: master + Adam's two moments), is priced b (1 - 1 / d)
+    beyond the even share (its rank takes its ping-pong share of the rest too: the corpus's Muon MoE rows, 88 dense
+    tensors on dp 8). The dense group prices the larger of the two excesses (a middle stage: the Muon matrices' alone;
+    their largest a layer's fc1 or linear_qkv), the experts' top group beside it over the expert-data-parallel ranks.
+    Not priced: the ping-pong's turnarounds (ranks 0 and d-1 take two consecutive slots, l. 726), which can give one
+    rank two of the top group where k <= d, depending on the stage's whole tensor count (the norms' and biases' among
+    them) mod 2 d, which the planner does not count; the next sizes' imbalance above the floor. 0.0 below zero1."""
+    d = (plan.shard * plan.cp).astype(np.float64)
+    de = np.asarray(expert_shard(plan), dtype=np.float64)
+    on = plan.sharding >= ZERO1
+
+    def extra(b, k, m, ranks):  # max(m / ranks, ceil(k / ranks) b) - m / ranks, for k tensors of b among m
+        r = np.maximum(ranks, 1.0)
+        return np.maximum(m / r, np.ceil(k / r - 1e-9) * b) - m / r
+
+    (b_d, k_d), (b_e, k_e) = muon_top_tensors(pc, plan, counts)
+    emb = whole_tensor_excess(pc, model, plan, end, vdiv) * (1.0 - 1.0 / d)
+    mu = extra(b_d, k_d, muon[0], d)
+    adam_wins = emb * (mw + adam_bytes) >= mu * (mw + MUON_MOMENTUM_BYTES)
+    ex = extra(b_e, k_e, muon[1], de)
+    master = np.where(adam_wins, emb, mu) * mw + ex * mw
+    moments = np.where(adam_wins, emb * adam_bytes, mu * MUON_MOMENTUM_BYTES) + ex * MUON_MOMENTUM_BYTES
+    return {"master_weights": np.where(on, master, 0.0), "adam": np.where(on, moments, 0.0)}
 
 
 def weight_copy_bytes(settings: Settings, code):
@@ -4652,25 +4758,26 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
             mu_d, mu_e = mu_d + m2, mu_e + e2
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw, muon=mu_d)
     if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: the default layout [mu]
-        big = muon_largest_params(pc, settings.model, plan, counts, end, copy)
-        chunked = muon_largest_params(pc, settings.model, plan, counts, end, copy, chunks=True)
-        if twin is not None:
-            b2 = muon_largest_params(pc, settings.model, plan, twin[0], twin[1], copy)
-            c2 = muon_largest_params(pc, settings.model, plan, twin[0], twin[1], copy, chunks=True)
-            big = (np.maximum(big[0], b2[0]), np.maximum(big[1], b2[1]))
-            chunked = (chunked[0] + c2[0], chunked[1] + c2[1])
-        pad_d, worst_d = muon_layout_excess(settings, plan, mu_d, big[0], plan.shard * plan.cp, chunked[0])
-        pad_e, worst_e = muon_layout_excess(settings, plan, mu_e, big[1], expert_shard(plan), chunked[1])
-        pad, worst = pad_d + pad_e, (worst_d + worst_e) * (1.0 - off[0])
+        # each stage a GPU holds its own model chunks' layouts (DualPipe's twin too, were Muon run with it: no stack
+        # runs both, plan._optimizer refuses muon on the deepseek stack), so their excesses add (muon_layout_excess)
+        pad, worst = 0.0, 0.0
+        for c, e in ((counts, end),) + (((twin[0], twin[1]),) if twin is not None else ()):
+            m = muon_params_of(pc, settings.model, plan, c, e, copy)
+            chunked = muon_largest_params(pc, settings.model, plan, c, e, copy, chunks=True)
+            first, each, others = muon_largest_params(pc, settings.model, plan, c, e, copy, parts=True)
+            for i, shard in ((0, plan.shard * plan.cp), (1, expert_shard(plan))):
+                p_i, w_i = muon_layout_excess(settings, plan, m[i], first[i], shard, chunked[i],
+                                              (first[i], each[i], others))
+                pad, worst = pad + p_i, worst + w_i
+        worst = worst * (1.0 - off[0])
         b = settings.bpp
         add = {"weights": pad * b.weights, "gradients": pad * b.gradients, "master_weights": worst * mw,
                "adam": worst * MUON_MOMENTUM_BYTES}
         states = Terms(**{k: states[k] + add[k] if k in add else states[k] for k in states})
-    if settings.optimizer_whole_tensors:  # a job setting: the rank holding the stage's largest tensor whole [mu]
-        big = whole_tensor_excess(pc, settings.model, plan, end, vd) * (1.0 - 1.0 / (plan.shard * plan.cp))
-        on = plan.sharding >= ZERO1
-        states = Terms(**{k: states[k] + np.where(on, big * (mw if k == "master_weights" else settings.bpp.optimizer), 0.0)
-                          if k in ("master_weights", "adam") else states[k] for k in states})
+    if settings.optimizer_whole_tensors:  # a job setting: the rank holding the stage's largest tensors whole [mu]
+        add = whole_tensor_state_bytes(pc, settings.model, plan, counts, end, vd, mw, settings.bpp.optimizer,
+                                       (mu_d, mu_e))
+        states = Terms(**{k: states[k] + add[k] if k in add else states[k] for k in states})
     e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off,

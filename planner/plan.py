@@ -685,6 +685,7 @@ class Settings:
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer: str = "adam"  # the update rule (job field optimizer: adam | muon; memory.py [mu])
     optimizer_whole_tensors: bool = False  # Muon's layer-wise optimizer without its layout: whole tensors a rank [mu]
+    muon_ns_steps: int = 5  # Muon's Newton-Schulz steps (job field; --muon-num-ns-steps, default 5: step.py [28])
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
@@ -1738,6 +1739,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer=_optimizer(job, stack, bpp, where),
         optimizer_whole_tensors=job.optimizer_whole_tensors,
+        muon_ns_steps=job.muon_ns_steps,
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         offload_optimizer=job.offload_optimizer,
@@ -2138,6 +2140,10 @@ def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
                            "muon at zero1 (--optimizer muon --use-distributed-optimizer, NVIDIA/Megatron-LM @d98e8a64 "
                            "megatron/training/arguments.py l. 1725-1737)",
                            "drop optimizer_whole_tensors, or set optimizer muon and sharding zero1")
+    if job.muon_ns_steps != 5 and job.optimizer != "muon":
+        raise PlannerError(f"{where}muon_ns_steps {job.muon_ns_steps} with optimizer {job.optimizer}: the Newton-Schulz "
+                           "steps are Muon's (--muon-num-ns-steps, NVIDIA/Megatron-LM @d98e8a64 "
+                           "megatron/training/arguments.py l. 2648-2649)", "drop muon_ns_steps, or set optimizer muon")
     if job.optimizer == "adam":
         return "adam"
     runs = stack.runs if stack is not None else None
@@ -3621,6 +3627,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **{f: getattr(settings.hardware, h) for f, h in HOST_FIELDS if f in settings.host_fields},
         **({"optimizer": settings.optimizer} if settings.optimizer != "adam" else {}),
         **({"optimizer_whole_tensors": True} if settings.optimizer_whole_tensors else {}),
+        **({"muon_ns_steps": settings.muon_ns_steps} if settings.muon_ns_steps != 5 else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

@@ -3878,6 +3878,11 @@ class Job(BaseModel):
                     "order, so one rank holds the word embedding's (or output layer's) master and Adam states whole; "
                     "priced for that rank (memory.py [mu]); default off: the precomputed layout, the embedding byte-"
                     "sharded by a distributed optimizer of its own")
+    muon_ns_steps: int = Field(
+        default=5, ge=1,
+        description="with optimizer muon: Newton-Schulz steps a momentum is orthogonalized with (Megatron-LM "
+                    "--muon-num-ns-steps, default 5, arguments.py @d98e8a64 l. 2648-2649): each step's three GEMMs "
+                    "in the step time (step.py [28]); the temporaries are one step's (memory.py [mu]); default 5")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

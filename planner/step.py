@@ -456,7 +456,7 @@ from .layers.common import ACT_BYTES, shapes
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
                      fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
-                     stage_param_split, muon_largest_params, muon_layout_excess, muon_params_of)
+                     stage_param_split, muon_largest_params, muon_layout_excess, muon_params_of, muon_other_chunks)
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
@@ -2475,12 +2475,13 @@ def newton_schulz_gemms(rows, cols, count=1.0, steps=MUON_NS_STEPS):
                    ("ns_update", m, n, m, steps * count)])
 
 
-def _ns_seconds(mats, hw, cal) -> tuple:
+def _ns_seconds(mats, hw, cal, steps=MUON_NS_STEPS) -> tuple:
     """(dense, experts) seconds of the Newton-Schulz iterations on matrices (rows, cols, count, group) [28], bf16
-    (--muon-fp32-matmul-prec medium) at compute.price_gemms' rates."""
+    (--muon-fp32-matmul-prec medium) at compute.price_gemms' rates, `steps` steps (the job's muon_ns_steps)."""
     out = [0.0, 0.0]
     for rows, cols, count, group in mats:
-        out[1 if group == "expert" else 0] += sum(price_gemms(newton_schulz_gemms(rows, cols, count), hw, "bf16", cal).values())
+        gemms = newton_schulz_gemms(rows, cols, count, steps)
+        out[1 if group == "expert" else 0] += sum(price_gemms(gemms, hw, "bf16", cal).values())
     return out[0], out[1]
 
 
@@ -2489,9 +2490,11 @@ def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     kind's whole matrices' time, summed over the stage's layers (+ a learned position table on the first stage, the
     multi-token-prediction modules on the last), the dense ones / (dp x cp) and the routed experts / (ep x the
     expert-data-parallel ranks) at sharding zero1 (Muon's layer-wise distributed optimizer; the rank's E / ep experts,
-    whole on every expert-TP rank), the dense whole and the experts / ep at sharding none."""
-    hw, cal = sc.settings.hardware, sc.gemm_cal
-    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(mats, hw, cal))
+    whole on every expert-TP rank), the dense whole and the experts / ep at sharding none; the job's muon_ns_steps
+    steps (--muon-num-ns-steps: Emerging-Optimizers v0.3.0 muon_utils.py newton_schulz's loop l. 216-217 runs the
+    step, l. 315-319, once for each of get_coefficient_iterator's `steps` coefficient sets, l. 81-110, 199)."""
+    hw, cal, steps = sc.settings.hardware, sc.gemm_cal, sc.settings.muon_ns_steps
+    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(mats, hw, cal, steps))
 
 
 def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
@@ -2567,7 +2570,12 @@ def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
     each buffer, dense and expert apart, to shard 0, min() returning the first of the equally empty shards,
     l. 314-329); the dense whole and the experts / ep at sharding none. The floor is exact where a stage's matrices
     are no more than its ranks (each rank then holds one at most: LPT places each on an empty shard) and a lower
-    bound above (list scheduling's max(mean, largest) <= worst <= mean + largest)."""
+    bound above (list scheduling's max(mean, largest) <= worst <= mean + largest). Model chunks (vpp > 1) under the
+    layout: each chunk has a layout of its own whose LPT starts from empty loads (dist_utils.py @d98e8a64 _ddp_wrap
+    l. 354-396; layer_wise_optimizer.py l. 256), so shard 0, dp rank 0, steps every chunk's costliest matrix
+    (memory.py [mu], muon_layout_excess): with c = 1 + memory.muon_other_chunks chunks, each taken as 1 / c of the
+    stage, max(mean / c, the largest) + (c - 1) max(mean / c, the smallest held kind's largest) (c = 1 on the
+    legacy path, whose ping-pong deals the stage's tensors as one list, and at sharding none)."""
     model, plan = sc.settings.model, sc.plan
     kinds = [price(k.muon_matrices()) for k in sc.ll.kinds]
     big_k = [_largest(price, k.muon_matrices()) for k in sc.ll.kinds]
@@ -2588,17 +2596,31 @@ def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
         return functools.reduce(np.maximum, (np.where(np.asarray(c) > 0, b[i], 0.0) for c, b in zip(counts, big_k)),
                                 np.float64(0.0))
 
-    def stage(counts, dense_extra, exp_extra, dense_big, exp_big):
-        dense = np.maximum((weighted(counts, dense_k) + dense_extra) / d_div, np.maximum(held(counts, 0), dense_big))
-        return dense + np.maximum((weighted(counts, exp_k) + exp_extra) / e_div, np.maximum(held(counts, 1), exp_big))
+    def small(counts, i):  # the smallest of those kinds' largest matrices: each other model chunk's, at least
+        m = functools.reduce(np.minimum, (np.where(np.asarray(c) > 0, b[i], np.inf) for c, b in zip(counts, big_k)),
+                             np.float64(np.inf))
+        return np.where(np.isfinite(m), m, 0.0)
 
-    first = stage(sc.counts["first"], pos + np.where(single, mtp[0], 0.0), np.where(single, mtp[1], 0.0),
+    layout = (plan.sharding >= ZERO1) & (not layerwise_legacy(sc))  # the layout's one per chunk (a job setting)
+
+    def group(mean, big, each, o):  # max(mean / c, big) + (c - 1) max(mean / c, each), c = 1 + o
+        m = mean / (1.0 + o)
+        return np.maximum(m, big) + o * np.maximum(m, each)
+
+    def stage(counts, end, dense_extra, exp_extra, dense_big, exp_big):
+        o = np.where(layout, muon_other_chunks(plan, counts, end), 0.0)
+        dense = group((weighted(counts, dense_k) + dense_extra) / d_div, np.maximum(held(counts, 0), dense_big),
+                      small(counts, 0), o)
+        return dense + group((weighted(counts, exp_k) + exp_extra) / e_div, np.maximum(held(counts, 1), exp_big),
+                             small(counts, 1), o)
+
+    first = stage(sc.counts["first"], "first", pos + np.where(single, mtp[0], 0.0), np.where(single, mtp[1], 0.0),
                   np.maximum(pos, np.where(single, mtp_big[0], 0.0)), np.where(single, mtp_big[1], 0.0))
-    last = stage(sc.counts["last"], mtp[0] + np.where(single, pos, 0.0), mtp[1],
+    last = stage(sc.counts["last"], "last", mtp[0] + np.where(single, pos, 0.0), mtp[1],
                  np.maximum(mtp_big[0], np.where(single, pos, 0.0)), mtp_big[1])
     # the middle stages' candidate compositions (C, K, ...): the one with the most, not the slowest's (counts["mid"])
     mids = sc.counts.get("mid_all", sc.counts["mid"][None])
-    return functools.reduce(np.maximum, (stage(c, 0.0, 0.0, 0.0, 0.0) for c in mids), np.maximum(first, last))
+    return functools.reduce(np.maximum, (stage(c, "mid", 0.0, 0.0, 0.0, 0.0) for c in mids), np.maximum(first, last))
 
 
 # DeepSpeed's BF16_Optimizer's HBM bytes a parameter (optimizer_time): each micro-batch's cast-and-add of the bf16

@@ -163,6 +163,10 @@ CASES = [
     # the gradients where the layout's reduce-scatters them, and allgather_params gathers once (step.py [28]): up
     ("optimizer_whole_tensors", ["--optimizer-whole-tensors"], True,
      dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon"), False, {"memory": +1, "step": +1}),
+    # Muon's Newton-Schulz steps (--muon-num-ns-steps): 10 runs twice the default 5's GEMMs (step.py [28], term
+    # muon_ns); the temporaries are one step's: the memory stays
+    ("muon_ns_steps", ["--muon-ns-steps", "10"], 10, dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon"),
+     5, {"memory": 0, "step": +1}),
     # the job's host (plan._apply_host) in place of the hardware entry's, read by CPU offload (tests/test_host_adam.py):
     # half h100-sxm's DRAM peak (563.2 GB/s), the host's Adam twice as long; half its PCIe Gen5 link (64 GB/s), the
     # copies twice as long; host memory only gates (check), no figure moves
@@ -210,7 +214,7 @@ CASES = [
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
 # (a fusion switch on: the stack's fused kernel)
-OMITTED = {"optimizer": "adam", "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+OMITTED = {"optimizer": "adam", "muon_ns_steps": 5, "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
            "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")

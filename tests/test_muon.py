@@ -64,6 +64,14 @@ def test_reader_prices_muon(tmp_path):
     assert cfg.job["optimizer"] == "muon" and cfg.job["sharding_mode"] == "ddp" and not cfg.unmodelled
     settings, _, _ = resolve(Job.model_validate(cfg.job))
     assert settings.optimizer == "muon"
+    assert "muon_ns_steps" not in cfg.job  # the default 5
+    cfg = _read(tmp_path, "--optimizer muon --muon-num-ns-steps 8 --muon-coefficient-type polar_express")
+    assert cfg.job["muon_ns_steps"] == 8 and not cfg.unmodelled  # the coefficient type: the same GEMMs (ignored)
+    assert any("--muon-coefficient-type" in str(i) for i in cfg.ignored)
+    cfg = _read(tmp_path, "--muon-num-ns-steps 8")  # Adam runs no Newton-Schulz step
+    assert "muon_ns_steps" not in cfg.job and any("--muon-num-ns-steps" in str(i) for i in cfg.ignored)
+    with pytest.raises(PlannerError, match="--muon-num-ns-steps '0' is not a whole number from 1"):
+        _read(tmp_path, "--optimizer muon --muon-num-ns-steps 0")
     # with --use-distributed-optimizer, or the deprecated dist_muon, the layer-wise optimizer: the zero1 level
     for extra in ("--optimizer muon --use-distributed-optimizer --no-use-layer-wise-param-layout", "--optimizer dist_muon"):
         cfg = _read(tmp_path, extra)
@@ -175,3 +183,23 @@ def test_explain_names_the_states_term(cli):
             "--optimizer", "muon")
     assert r.exit_code == 0, r.stderr
     assert "Adam m, v + Muon momentum" in r.stdout and "Adam m and v" not in r.stdout
+
+
+def test_export_writes_the_ns_steps(tmp_path):
+    """A Megatron launch at --muon-num-ns-steps 8 exports with the flag (export._megatron_args) and reads back as the
+    same plan and memory (check_readback); its Newton-Schulz term is 8 / 5 of the default's (the same GEMMs a step)."""
+    from planner.cli.export import check_readback
+    from planner.explain import evaluate, to_json
+    from planner.trainers.export import export_plan
+
+    rows = []
+    for steps in (8, 5):
+        cfg = _read(tmp_path, f"--optimizer muon --use-distributed-optimizer --muon-num-ns-steps {steps}")
+        settings, plan, _ = resolve(Job.model_validate({**cfg.job, "hardware": "h100-sxm"}))
+        rows.append(to_json(settings, plan, evaluate(settings, plan)))
+    text, _ = export_plan(rows[0]["plan"], "megatron")
+    words = text.split()
+    assert words[words.index("--muon-num-ns-steps") + 1] == "8"
+    check_readback(rows[0], "megatron", text)
+    assert rows[0]["time"]["muon_ns_s"] == pytest.approx(rows[1]["time"]["muon_ns_s"] * 8 / 5, rel=1e-12)
+    assert "--muon-num-ns-steps" not in export_plan(rows[1]["plan"], "megatron")[0]

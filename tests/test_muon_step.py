@@ -84,13 +84,13 @@ def test_step_term_llama_tp2_dp4():
     assert "muon_ns_s" not in _explain(optimizer="adam", sharding="zero1", tp=2)["time"]
 
 
-def _ns_seconds(hw):
-    """Seconds of the 5 Newton-Schulz steps on one whole m x n matrix at hw's bf16 GEMM plateau and wave efficiency
-    (compute.py): the hand shapes [m, m, n], [m, m, m], [m, n, m] (m <= n)."""
+def _ns_seconds(hw, steps=MUON_NS_STEPS):
+    """Seconds of `steps` (5) Newton-Schulz steps on one whole m x n matrix at hw's bf16 GEMM plateau and wave
+    efficiency (compute.py): the hand shapes [m, m, n], [m, m, m], [m, n, m] (m <= n)."""
     plat, sms = gemm_plateau(hw, "bf16"), sm_count(hw)
 
     def ns(m, n):
-        return MUON_NS_STEPS * sum(2.0 * M * N * K / (plat * wave_efficiency(M, N, sms))
+        return steps * sum(2.0 * M * N * K / (plat * wave_efficiency(M, N, sms))
                                    for M, N, K in ((m, m, n), (m, m, m), (m, n, m)))
     return ns
 
@@ -280,13 +280,20 @@ def test_layout_padding_in_dp_traffic():
 
 
 def test_layout_padding_per_model_chunk():
-    """Each model chunk gets a layout of its own (dist_utils.py @d98e8a64 _ddp_wrap l. 345-372), so each chunk's
+    """Each model chunk gets a layout of its own (dist_utils.py @d98e8a64 _ddp_wrap l. 354-396), so each chunk's
     buffer is padded on its own. Llama 3 8B on 16 GPUs, tp 1, pp 2, vpp 4 (16 layers a stage, 4 a chunk), dp 8: a
     stage's Muon parameters M = 16 x 218,103,808 = 3,489,660,928; each chunk's buffer at least 8 x fc1 =
     939,524,096 elements (its four layers' 872,415,232 fit below that), the four 3,758,096,384: 268,435,456 of
     padding, x 2 B = 536,870,912 B of bf16 parameters and x 4 B = 1,073,741,824 B of gradients beyond Adam's. One
-    buffer for the stage (max(M, 8 x fc1) = M) would price none. The worst rank's states stay the even share
-    (M / 8 = 436,207,616 above fc1's 117,440,512): Muon's momentum 4 B where Adam keeps 8 B."""
+    buffer for the stage (max(M, 8 x fc1) = M) would price none. The worst rank's states: each chunk's layout
+    starts from empty compute loads (layer_wise_optimizer.py l. 256), and its LPT (cap 1.3 x 872,415,232 / 8 =
+    141,767,475, l. 313-326) sends the chunk's four fc1 to shards 0-3 (the costliest first, to the first empty
+    shard), the four fc2 to shards 4-7, q/k/v (fc1 + qkv 142,606,336 > the cap) and o to shards 4-7 (the lower
+    compute loads): shard 0 holds fc1 alone, 117,440,512 > the chunk's even 109,051,904, in each of the four chunks,
+    4 x fc1 = 469,762,048 where the even share is M / 8 = 436,207,616 (a port of _compute_per_buffer_param_layout on
+    these 16 shapes a chunk gives the same: shards 0-3 469,762,048, 4-7 402,653,184). 33,554,432 elements x 4 B
+    fp32 main parameters = 134,217,728 B beyond Adam's; Muon's momentum 4 B of the 469,762,048 where Adam keeps 8 B
+    of M / 8 (one stage's whole layout would hold fc1 beside three more matrices, the even share, before)."""
     job = dict(sharding="zero1", tp=1, pp=2, vpp=4, gpus=16, global_batch=64)
     muon, adam = _explain(optimizer="muon", **job)["memory"]["terms"], _explain(optimizer="adam", **job)["memory"]["terms"]
     M, fc1 = 16 * 218_103_808, 117_440_512
@@ -294,5 +301,102 @@ def test_layout_padding_per_model_chunk():
     assert pad == 268_435_456 and M > 8 * fc1
     assert muon["weights"] - adam["weights"] == 2 * pad == 536_870_912
     assert muon["gradients"] - adam["gradients"] == 4 * pad == 1_073_741_824
-    assert muon["master_weights"] == adam["master_weights"]
-    assert muon["adam"] - adam["adam"] == -4 * M / 8
+    worst = 4 * fc1
+    assert worst - M // 8 == 33_554_432
+    assert muon["master_weights"] - adam["master_weights"] == 4 * (worst - M // 8) == 134_217_728
+    assert muon["adam"] - adam["adam"] == 4 * worst - 8 * M // 8 == -1_610_612_736
+
+
+def test_legacy_middle_stage_holds_its_largest_matrix():
+    """The legacy path (--no-use-layer-wise-param-layout: _shard_params_ping_pong, layer_wise_optimizer.py @d98e8a64
+    l. 713-762) deals a stage's tensors whole, sorted by numel, in the ping-pong order over the dp ranks. Llama 3 8B
+    at pp 8, dp 64 (PP8): a middle stage's 4 layers hold 24 tensors (q/k/v, o, fc1, fc2 and two norm weights a
+    layer), fewer than the 64 ranks, so each rank holds one at most and the one holding an fc1 holds 117,440,512
+    elements whole where the even share of the stage's 872,415,232 Muon elements is 13,631,488: 103,809,024 beyond it,
+    x (4 B fp32 main + 4 B momentum) = 830,472,192 B. The even states: master 4 x 218,112,000 x 4 B / 64 =
+    54,528,000 B, moments (872,415,232 x 4 B + the norms' 32,768 x 8 B) / 64 = 54,530,048 B. The middle stage's
+    optimizer bytes 939,530,240 (before: the even 109,058,048); the same as the default layout's, whose LPT also
+    leaves fc1 alone on its shard."""
+    legacy = _explain(optimizer="muon", optimizer_whole_tensors=True, **PP8)["memory"]["stages"]["middle"]
+    layout = _explain(optimizer="muon", **PP8)["memory"]["stages"]["middle"]
+    even = 4 * 218_112_000 * 4 // 64 + (872_415_232 * 4 + 32_768 * 8) // 64
+    assert even == 109_058_048
+    assert (117_440_512 - 872_415_232 // 64) * 8 == 830_472_192
+    assert legacy["optimizer_bytes"] == even + 830_472_192 == 939_530_240 == layout["optimizer_bytes"]
+
+
+def test_muon_is_refused_with_dualpipe():
+    """DualPipe (a rank holding two stages) runs on the deepseek stack only (stack_db/deepseek.yaml schedules), whose
+    runs.optimizers lists no Muon (adam only): a Muon job there is refused (plan._optimizer), so the rank's two
+    stages' Muon states are never priced together."""
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="optimizer muon on stack deepseek, whose code builds adam only"):
+        resolve(Job.model_validate(dict(model="deepseek-v3", hardware="h800-sxm", gpus=2048, stack="deepseek",
+                                        global_batch=15360, seq_len=4096, tp=1, pp=16, ep=64, optimizer="muon",
+                                        schedule="dualpipe")))
+
+
+def test_ns_time_sums_every_model_chunks_costliest():
+    """The Newton-Schulz time of dp rank 0 with model chunks (step.py [28] _muon_stage_max): Llama 3 8B on 16 GPUs,
+    tp 1, pp 2, vpp 4 (4 layers a chunk), dp 8, zero1 with the layout. Each chunk's layout sends its costliest
+    matrix, fc1 (4096 x 28672), to shard 0 (test_layout_padding_per_model_chunk's assignment: shards 0-3 an fc1
+    each, 4-7 fc2 + linear_qkv + o), so rank 0 runs four fc1 iterations, 4 ns(4096, 28672). A chunk's even share,
+    4 layers / 8 = half a layer's time (q and o 4096 x 4096, k and v 1024 x 4096, fc1, fc2 4096 x 14336), is below
+    one fc1's, and the stage's even share, 16 layers / 8 = two layers', is below 4 fc1: the term was the even share
+    (two layers) before, and is 4 fc1 now."""
+    job = dict(optimizer="muon", sharding="zero1", tp=1, pp=2, vpp=4, gpus=16, global_batch=64)
+    hw = resolve(Job.model_validate({**LLAMA, **job}))[0].hardware
+    ns = _ns_seconds(hw)
+    layer = ns(4096, 4096) * 2 + ns(1024, 4096) * 2 + ns(4096, 28672) + ns(4096, 14336)
+    assert layer / 2 < ns(4096, 28672) and 2 * layer < 4 * ns(4096, 28672)
+    assert _explain(**job)["time"]["muon_ns_s"] == pytest.approx(4 * ns(4096, 28672), rel=1e-12)
+    # the legacy path deals the stage's 96 tensors as one list: at least the even share, two layers' time
+    legacy = _explain(optimizer_whole_tensors=True, **job)["time"]["muon_ns_s"]
+    assert legacy == pytest.approx(2 * layer, rel=1e-12)
+
+
+def test_ns_steps_from_the_job():
+    """--muon-num-ns-steps (the job's muon_ns_steps; arguments.py @d98e8a64 l. 2648-2649): newton_schulz runs one
+    step, three GEMMs, for each of `steps` coefficient sets (Emerging-Optimizers v0.3.0 muon_utils.py l. 199,
+    216-217). Llama 3 8B, tp 2, dp 4, zero1 at 3 steps: 32 layers / 4 of the hand shapes' 3-step time (as
+    test_step_term_llama_tp2_dp4 at 5)."""
+    job = dict(optimizer="muon", sharding="zero1", tp=2)
+    ns = _ns_seconds(resolve(Job.model_validate({**LLAMA, **job}))[0].hardware, steps=3)
+    layer = ns(4096, 4096) * 2 + ns(1024, 4096) * 2 + ns(4096, 28672) + ns(4096, 14336)
+    res = _explain(muon_ns_steps=3, **job)
+    assert res["time"]["muon_ns_s"] == pytest.approx(32 * layer / 4, rel=1e-12)
+    assert res["plan"]["muon_ns_steps"] == 3
+    assert "muon_ns_steps" not in _explain(**job)["plan"]  # the default, 5, is not written
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="muon_ns_steps 3 with optimizer adam"):
+        resolve(Job.model_validate({**LLAMA, "muon_ns_steps": 3}))
+
+
+def test_legacy_expert_top_group():
+    """The legacy path's experts (memory.whole_tensor_state_bytes): _shard_params_ping_pong deals the routed experts'
+    tensors over the expert-data-parallel ranks apart (layer_wise_optimizer.py @d98e8a64 l. 727, 744-749). Mixtral
+    8x7B at tp 1, pp 32 (one layer a stage), ep 2, dp 16: edp 16 / 2 = 8. A middle stage's experts: 8 / 2 = 4
+    experts, 4 fc1 of 28,672 x 4,096 = 117,440,512 (the largest, k = 4 < 8: one a rank) and 4 fc2 of 58,720,256:
+    M_e = 704,643,072, the even share 88,080,384, the fc1 rank 29,360,128 beyond it. Dense: linear_qkv 6,144 x 4,096
+    = 25,165,824 whole on one of the 16 ranks, of M_d = 25,165,824 + o 16,777,216 + the router 8 x 4,096 =
+    41,975,808 (even 2,623,488): 22,542,336 beyond. (22,542,336 + 29,360,128) x 4 B master and x 4 B momentum =
+    207,609,856 B each."""
+    import numpy as np
+
+    from planner.memory import muon_params_of, muon_top_tensors, whole_tensor_state_bytes
+    from planner.params import count_params
+
+    settings, plan, _ = resolve(Job.model_validate(dict(
+        model="mixtral-8x7b", hardware="h100-sxm", gpus=512, stack="megatron", optimizer="muon", sharding="zero1",
+        optimizer_whole_tensors=True, tp=1, pp=32, ep=2, etp=1, global_batch=64, seq_len=4096, micro_batch=1)))
+    pc = count_params(settings.model)
+    counts = [np.int64(1)]
+    (b_d, k_d), (b_e, k_e) = muon_top_tensors(pc, plan, counts)
+    assert (b_d, k_d, b_e, k_e) == (25_165_824, 1, 117_440_512, 4)
+    mu = muon_params_of(pc, settings.model, plan, counts, "mid")
+    assert (mu[0], mu[1]) == (41_975_808, 704_643_072)
+    add = whole_tensor_state_bytes(pc, settings.model, plan, counts, "mid", 1.0, 4.0, 8.0, mu)
+    assert 25_165_824 - 41_975_808 / 16 == 22_542_336 and 117_440_512 - 704_643_072 / 8 == 29_360_128
+    assert add["master_weights"] == add["adam"] == (22_542_336 + 29_360_128) * 4 == 207_609_856

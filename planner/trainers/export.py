@@ -322,7 +322,7 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode")
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -1509,6 +1509,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         args.append(("--optimizer", plan["optimizer"]))
         if plan.get("optimizer_whole_tensors"):  # the layer-wise optimizer's legacy path (arguments.py l. 3160-3169)
             args.append(("--no-use-layer-wise-param-layout", None))
+        if plan.get("muon_ns_steps"):  # Newton-Schulz steps other than 5 (arguments.py l. 2648-2649; step.py [28])
+            args.append(("--muon-num-ns-steps", plan["muon_ns_steps"]))
     rec = plan["recompute"]
     if rec == "full":
         rl = plan.get("recompute_layers")

@@ -291,7 +291,7 @@ VALUE_FLAGS = {
     "--window-size", "--window-attn-skip-freq", "--rope-type",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
-    "--optimizer", "--muon-scalar-optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    "--optimizer", "--muon-scalar-optimizer", "--muon-num-ns-steps", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--optimizer-offload-fraction",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
@@ -403,9 +403,9 @@ NOT_MODELLED = {
 }
 # flag families the reader does not price that change memory or time: (pattern, what they change)
 NOT_MODELLED_PATTERNS = (
-    (r"--muon-(num-ns-steps|coefficient-type|fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv)$",
+    (r"--muon-(fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv)$",
      "Muon's Newton-Schulz settings: the optimizer step's matrix products and temporaries are priced at the defaults "
-     "(5 steps, bf16, q/k/v split, TP mode duplicated and its TP all-gathers: step.py [28], memory.py [mu])"),
+     "(bf16, q/k/v split, TP mode duplicated and its TP all-gathers: step.py [28], memory.py [mu])"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
 )
@@ -450,6 +450,10 @@ IGNORED_REASONS = (
      "(dot_product_attention.py @d98e8a64 l. 106), read with --transformer-impl local; Transformer Engine's attention "
      "runs here, which does not take it"),
     (r"--muon-(momentum|extra-scale-factor|scale-mode|nesterov)$", "optimizer hyper-parameter: no memory or time effect"),
+    # the job's muon_ns_steps is --muon-num-ns-steps (_unmodelled); the coefficient type picks the constants only
+    (r"--muon-coefficient-type$", "the Newton-Schulz coefficients: the same three GEMMs a step, as many steps "
+     "(Emerging-Optimizers v0.3.0 muon_utils.py get_coefficient_iterator l. 81-110 yields --muon-num-ns-steps sets "
+     "whatever the type, newton_schulz l. 199, 216-217)"),
     (r"--mscale(-all-dim)?$|--rotary-interleaved$",
      "a constant or channel order of the rotary embedding: the same kernel and bytes"),
     (r"--(use-persistent-ckpt-worker|dist-ckpt-[\w-]+|(no-)?ckpt-[\w-]+|use-checkpoint-opt_param-scheduler|"
@@ -1970,6 +1974,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             ignored.append(noted("ignored", "--no-use-layer-wise-param-layout", "no layer-wise distributed optimizer: it "
                                  "runs with --optimizer muon and --use-distributed-optimizer only, arguments.py @d98e8a64 "
                                  "l. 1725-1737"))
+    if "--muon-num-ns-steps" in flags and job.get("optimizer") != "muon":  # read under Muon only (_unmodelled)
+        ignored.append(listed("ignored", "--muon-num-ns-steps", flags["--muon-num-ns-steps"], "Muon's Newton-Schulz "
+                              f"steps: the job's optimizer is {job.get('optimizer', 'adam')}, which runs none "
+                              "(arguments.py @d98e8a64 l. 2648-2649)"))
     unmodelled += split_unmodelled
     if hardware is not None:
         job["hardware"] = hardware
@@ -2566,6 +2574,9 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     opt = flags.get("--optimizer", "adam")
     if opt in MUON_OPTIMIZERS:  # the job's optimizer muon (memory.py [mu]); dist_muon: the sharding section
         job["optimizer"] = "muon"
+        steps = _int(where, flags, "--muon-num-ns-steps", 5)  # arguments.py @d98e8a64 l. 2648-2649, default 5
+        if steps != 5:
+            job["muon_ns_steps"] = steps  # the job's muon_ns_steps (step.py [28])
         scalar = flags.get("--muon-scalar-optimizer", "adam")  # arguments.py @d98e8a64 l. 2661-2664, default adam
         if scalar != "adam":
             unmodelled.append(f"--muon-scalar-optimizer {scalar}: the scalar parameters' optimizer state is not "
