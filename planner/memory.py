@@ -1079,6 +1079,23 @@ References
      becomes 4 P / 64 = 501,891,328 B, Adam's moments 8 P / 8 = 8,030,261,248 B become 1,003,782,656 B
      (tests/test_megatron_fsdp_outer_optim.py). Its traffic: step.py [29]. Not priced: the hsdp_comm_gbuf of a custom
      --megatron-fsdp-grad-comm-dtype (as under no_shard).
+[bp] Megatron-FSDP's bucket padding: not priced, as noise (issue 21, mfsdpouter). NVIDIA/Megatron-LM @d98e8a64
+     megatron_fsdp/param_and_grad_buffer.py _get_parameter_groups l. 1876-1913 gives each parameter group (a layer unit's
+     parameters of one dtype, dense or expert) a chunk_size_factor c, the largest row size (shape[1:]) made the lcm
+     with every row that does not divide it (Llama: lcm(ffn / tp, h), the row-parallel fc2's rows and the
+     column-parallel linears' h: 28,672 for Llama 3 8B, 57,344 for 70B, 212,992 for 405B); build_data_parallel_buffer_
+     index l. 258-363 places each parameter at a multiple of c (two remnants sharing a chunk where they fit, the 1-D
+     norms filling the gaps) and pads the bucket to a multiple of d x c (_pad_if_needed l. 285-288, l. 365-370; d the
+     group's data-parallel ranks), so a rank's shard of each unit is ceil(B / (d c)) c elements (B <= U + c a
+     parameter with a remnant) and a gathered bucket B rounded up to d c. Replaying that placement on the Llama 3
+     layer shapes (qkv, proj, fc1, fc2, two norms): at tp 1 and d 8 the unit grows 0.01% (8B: 218,112,000 -> 218,136,576
+     elements); the share reaches 2.6-9.8% only where d x c nears the unit (70B tp 8 at d 512: 106,971,136 ->
+     117,440,512; 405B tp 8 at d 1,024: 398,491,648 -> 436,207,616), where the rank's shards are small: +20,448
+     elements a unit a rank (70B, 80 units x 8 B of weights, main weights and gradients: 13 MB) and +37.7 M elements
+     a gathered 405B bucket (75 MB in bf16; about 0.5 GB with the prefetched units and the gradient buckets), under
+     1% of an 80 GB GPU and inside the fragmentation band; the Megatron CI rows (hidden 512, d <= 4) below 0.3% of a
+     unit. The embedding's and output layer's buckets (c = h, padded to d x h) are priced where they move a figure:
+     step.py [20]'s embedding gradient shard.
 [me] The multi-token-prediction stage's own word embedding and the MTP modules' non-unit parameters (issue 21,
      memsmall4). NVIDIA/Megatron-LM @d98e8a64 (and 905c0e386, Megatron-Bridge's pin): GPTModel builds a
      LanguageModelEmbedding `if self.pre_process or self.mtp_process` (megatron/core/models/gpt/gpt_model.py

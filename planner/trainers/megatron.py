@@ -2403,8 +2403,9 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
     l. 1172-1181) is the job's mfsdp_double_buffer, its fixed pools priced (memory.py [db]); --outer-dp-sharding-strategy
     optim under HSDP the job's mfsdp_outer_optim (memory.py [oo]); --megatron-fsdp-version 2 is listed as not
     modelled; each refused where Megatron refuses it (_mfsdp_settings). Not priced: the buckets' padding to a multiple of
-    dp x the group's row size (build_data_parallel_buffer_index l. 258-383: under dp x 4h elements a unit), the
-    model's own unsharded weights while the buffers are built (before the first step). --megatron-fsdp-main-params-
+    dp x the group's chunk size (build_data_parallel_buffer_index l. 258-370: noise, memory.py [bp]), the model's own
+    unsharded weights while the buffers are built (before the first step: below the step's peak, the Megatron CI
+    row gpt3_mcore_te_tp2_zp_z3_resume_torch_dist_te_8experts2parallel_top2router's first run within 2.4%). --megatron-fsdp-main-params-
     dtype fp32 (the default) is what is priced; bf16 / fp16 (a 2 B main weight buffer) and auto (none: the
     optimizer steps the model weights) are listed as not modelled. Without --use-megatron-fsdp it is ignored."""
     mp = flags.get("--megatron-fsdp-main-params-dtype")
@@ -2437,7 +2438,7 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
                    "temporary buckets of gathered weights and unsharded gradients (memory.py [pf], [nu], [rs]) and "
                    "the step's fp32 gradient copy ([sg])"
                    + ("" if job.get("mfsdp_double_buffer") else " (no --fsdp-double-buffer: buckets allocated on demand)")
-                   + "; not priced: the buckets' padding")
+                   + "; not priced: the buckets' padding (noise: planner/memory.py [bp])")
 
 
 # the flags that turn on Megatron-FSDP's double buffer (arguments.py @d98e8a64 l. 3202 --fsdp-double-buffer; l. 1172-1177
