@@ -203,6 +203,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "ZeRO-1/2's IPG buffer) (default: the stack's, DeepSpeed's)"),
     FieldOption("mfsdp_double_buffer", "bool", "Megatron-FSDP's fixed double-buffer pools (--fsdp-double-buffer, "
                 "--use-nccl-ub): two persistent layer units of gathered weights and two of gradients (default off)"),
+    FieldOption("mfsdp_outer_optim", "bool", "Megatron-FSDP's HSDP with the fp32 main weights and Adam's moments "
+                "sharded over the replicas too (--outer-dp-sharding-strategy optim; read under sharding hsdp) (default off)"),
     FieldOption("fsdp_root_unit", "bool", "FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): "
                 "embedding, final norm and output kept unsharded through the backward, the last block not resharded "
                 "(default: the stack's)"),

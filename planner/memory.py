@@ -1091,6 +1091,44 @@ References
      units differ (FixedPoolAllocator pools the most frequent identical unit and allocates the others on demand beside
      it; MaxPoolAllocator pools each offset's largest bucket: both priced as the largest layer unit's pool),
      --fsdp-db-use-persist-buf-on-alloc-fail (the buckets outside the pools kept: the reader lists it as not modelled).
+[oo] Megatron-FSDP's HSDP with the outer-DP optimizer sharding (the job's mfsdp_outer_optim: Megatron
+     --outer-dp-sharding-strategy optim with --num-distributed-optimizer-instances > 1; stack runs.sharding
+     outer_optim; stacks.optimizer_shards). NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/src/
+     megatron_fsdp/param_and_grad_buffer.py _init_each_parameter_group_buffers l. 2351-2512 (the design note), 2594-2764:
+     should_create_hfsdp_helper_buffers (hybrid FSDP and outer_dp_sharding_strategy != no_shard, l. 2498-2501) builds
+     every buffer over the whole DP group (DP-Outer x DP-Shard, get_dp_group, l. 2596-2598): the main weight buffer
+     (fp32, l. 2688-2706) is a DataParallelBuffer of its own over it, allocated at its own size (mbuf.init_data,
+     l. 2881-2884): 1 / (dp x cp) of the master; the model weight buffer and the main gradient buffer over it are only
+     views into the hybrid-FSDP helper buffers hfsdp_helper_wbuf / hfsdp_helper_gbuf (_create_hfsdp_helper_buffer
+     l. 3691-3751, over the inner, shard, group), which own the storage (_init_hfsdp_helper_and_dp_buffer_data
+     l. 3754-3800: the helper allocated whole, the DP buffer a slice of it): the 16-bit weights and the main gradients
+     stay 1 / (shard group x cp) a rank, as under no_shard; Adam's moments are built over the optimizer's parameters,
+     the main weight buffer's shards (_init_optimizer_named_parameters l. 3295-3349), and the step's fp32 gradient copy over the
+     main gradient buffer's DP view (update_main_grads, [sg]): both 1 / (dp x cp). The routed experts the same over
+     their expert-data-parallel group (get_dp_group(is_expert_parallel)): tp x dp x cp / (etp ep). So under the job's
+     setting the master and the moments divide by dp x cp in place of the shard group x cp (model_state_terms
+     opt_shard), and the step's copies follow (_step_grad_copies reads the master's partition). Llama 3 8B
+     (8,030,261,248 parameters) tp 1 on 64 GPUs, shard group 8 (8 instances): the master 4 P / 8 = 4,015,130,624 B
+     becomes 4 P / 64 = 501,891,328 B, Adam's moments 8 P / 8 = 8,030,261,248 B become 1,003,782,656 B
+     (tests/test_megatron_fsdp_outer_optim.py). Its traffic: step.py [29]. Not priced: the hsdp_comm_gbuf of a custom
+     --megatron-fsdp-grad-comm-dtype (as under no_shard).
+[bp] Megatron-FSDP's bucket padding: not priced, as noise (issue 21, mfsdpouter). NVIDIA/Megatron-LM @d98e8a64
+     megatron_fsdp/param_and_grad_buffer.py _get_parameter_groups l. 1876-1913 gives each parameter group (a layer unit's
+     parameters of one dtype, dense or expert) a chunk_size_factor c, the largest row size (shape[1:]) made the lcm
+     with every row that does not divide it (Llama: lcm(ffn / tp, h), the row-parallel fc2's rows and the
+     column-parallel linears' h: 28,672 for Llama 3 8B, 57,344 for 70B, 212,992 for 405B); build_data_parallel_buffer_
+     index l. 258-363 places each parameter at a multiple of c (two remnants sharing a chunk where they fit, the 1-D
+     norms filling the gaps) and pads the bucket to a multiple of d x c (_pad_if_needed l. 285-288, l. 365-370; d the
+     group's data-parallel ranks), so a rank's shard of each unit is ceil(B / (d c)) c elements (B <= U + c a
+     parameter with a remnant) and a gathered bucket B rounded up to d c. Replaying that placement on the Llama 3
+     layer shapes (qkv, proj, fc1, fc2, two norms): at tp 1 and d 8 the unit grows 0.01% (8B: 218,112,000 -> 218,136,576
+     elements); the share reaches 2.6-9.8% only where d x c nears the unit (70B tp 8 at d 512: 106,971,136 ->
+     117,440,512; 405B tp 8 at d 1,024: 398,491,648 -> 436,207,616), where the rank's shards are small: +20,448
+     elements a unit a rank (70B, 80 units x 8 B of weights, main weights and gradients: 13 MB) and +37.7 M elements
+     a gathered 405B bucket (75 MB in bf16; about 0.5 GB with the prefetched units and the gradient buckets), under
+     1% of an 80 GB GPU and inside the fragmentation band; the Megatron CI rows (hidden 512, d <= 4) below 0.3% of a
+     unit. The embedding's and output layer's buckets (c = h, padded to d x h) are priced where they move a figure:
+     step.py [20]'s embedding gradient shard.
 [me] The multi-token-prediction stage's own word embedding and the MTP modules' non-unit parameters (issue 21,
      memsmall4). NVIDIA/Megatron-LM @d98e8a64 (and 905c0e386, Megatron-Bridge's pin): GPTModel builds a
      LanguageModelEmbedding `if self.pre_process or self.mtp_process` (megatron/core/models/gpt/gpt_model.py
@@ -1550,7 +1588,7 @@ from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
-from .moe import etp_of, expert_shard
+from .moe import etp_of, expert_shard, optimizer_shards
 from .params import ParamCounts, count_params
 from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
                        plan_stage_layer_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
@@ -2020,7 +2058,7 @@ def muon_step_temporaries(mats) -> float:
 
 
 def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0, off=(0.0, 0.0),
-                      master=None, muon=0.0) -> Terms:
+                      master=None, muon=0.0, opt_shard=None) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
     stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
     its own pool (`grad_pool`, reserved, not allocated).
@@ -2045,8 +2083,11 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     master: the master's bytes a parameter where they differ from bpp.master (master_bytes [mw]: per sharding mode).
     muon: the parameters among params_per_gpu that the job's Muon steps (muon_params_of [mu]): one fp32 momentum
     (MUON_MOMENTUM_BYTES) each in place of Adam's bpp.optimizer; 0 under Adam.
+    opt_shard: the ranks the master and Adam's moments shard over where they differ from the weights' and gradients'
+    (stacks.optimizer_shards: HSDP with the outer-DP optimizer sharding, [oo]); None: the same shard degree.
     """
     d = plan.shard * plan.cp if shard is None else shard
+    d_opt = d if opt_shard is None else opt_shard
     s = plan.sharding
     one = np.ones_like(d)
     fsdp_on = s >= FSDP
@@ -2056,8 +2097,8 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
         fsdp_on, params_per_gpu * fsdp.grad_reduce_bytes / d, 0.0)
     w = keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one)
     g = live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one)
-    master = params_per_gpu * (bpp.master if master is None else master) / np.where(s >= ZERO1, d, one)
-    adam = (params_per_gpu * bpp.optimizer - muon * (bpp.optimizer - MUON_MOMENTUM_BYTES)) / np.where(s >= ZERO1, d, one)
+    master = params_per_gpu * (bpp.master if master is None else master) / np.where(s >= ZERO1, d_opt, one)
+    adam = (params_per_gpu * bpp.optimizer - muon * (bpp.optimizer - MUON_MOMENTUM_BYTES)) / np.where(s >= ZERO1, d_opt, one)
     opt, par = off
     if opt or par:  # [off] a job setting, not a searched quantity: what stays on the GPU
         w, g = (1.0 - par * fsdp_on) * w, (1.0 - opt * (s >= ZERO2)) * g  # the sharded gradient on the host
@@ -4756,7 +4797,10 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
         if twin is not None:
             m2, e2 = muon_params_of(pc, settings.model, plan, twin[0], twin[1], copy)
             mu_d, mu_e = mu_d + m2, mu_e + e2
-    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw, muon=mu_d)
+    # the optimizer's shard groups: the shard group's, or the whole dp x cp under HSDP's outer-DP sharding [oo]
+    opt_d, opt_e = optimizer_shards(stack_of(settings), plan, settings.mfsdp_outer_optim)
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw, muon=mu_d,
+                               opt_shard=opt_d)
     if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: the default layout [mu]
         # each stage a GPU holds its own model chunks' layouts (DualPipe's twin too, were Muon run with it: no stack
         # runs both, plan._optimizer refuses muon on the deepseek stack), so their excesses add (muon_layout_excess)
@@ -4781,15 +4825,14 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum, off=off,
-                              master=mw, muon=mu_e)
+                              master=mw, muon=mu_e, opt_shard=opt_e)
         states = Terms(**{k: states[k] + e[k] for k in states})
-        e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
+        e_part = experts / np.where(plan.sharding >= ZERO1, opt_e, 1)
     # the optimizer partition (elements) whatever offload moves: the master's (model_state_terms' d), read only by
     # ZeRO-Offload's copy-back [ocb] (a job setting: 0.0 elsewhere, not computed)
     local = 0.0
     if per.copy_back:
-        d = plan.shard * plan.cp
-        local = dense / np.where(plan.sharding >= ZERO1, d, 1) + e_part
+        local = dense / np.where(plan.sharding >= ZERO1, opt_d, 1) + e_part
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
     copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
                                            n if twin is None else n + twin[2])

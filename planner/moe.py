@@ -175,6 +175,18 @@ def expert_shard(plan) -> np.ndarray:
     return plan.tp * shard * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
 
 
+def optimizer_shards(stack, plan, on: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, routed experts) ranks the optimizer states (the fp32 master and Adam's moments) shard over, below the
+    level's own test (>= zero1): the shard group x cp and the experts' moe.expert_shard, or under the outer-DP
+    optimizer sharding (outer_optim) the whole dp x cp group and tp x dp x cp / (etp ep) (memory.py [oo])."""
+    from .stacks import outer_optim
+
+    oo = outer_optim(stack, plan, on)
+    dense = np.where(oo, plan.dp * plan.cp, plan.shard * plan.cp)
+    experts = np.where(oo, plan.tp * plan.dp * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1), expert_shard(plan))
+    return dense, experts
+
+
 def expert_strides(plan, strides, groups=("etp", "ep", "edp")) -> dict:
     """Global strides (comm.group_link placement) of the expert tensor-parallel group (etp
     ranks, j-stride 1), the EP group (ep ranks, j-stride etp), the expert-data-parallel

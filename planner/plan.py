@@ -674,6 +674,7 @@ class Settings:
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     mfsdp_double_buffer: bool = False  # Megatron-FSDP's fixed double-buffer pools (job field; memory.py [db])
+    mfsdp_outer_optim: bool = False  # Megatron-FSDP's HSDP optimizer sharded over the replicas too (job field; memory.py [oo])
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     te_version: str | None = None  # the run's Transformer Engine release (job field; None: the stack's memory.te_version, memory.py [ub])
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
@@ -1351,6 +1352,10 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.empty_unused_memory_level and stack.runs.empty_unused_memory_level is None:
         raise PlannerError(f"{where}empty_unused_memory_level is set but stack {stack.name} has no such option "
                            f"({stack.origin} runs.empty_unused_memory_level)", "leave it out, or choose --stack megatron")
+    if job.mfsdp_outer_optim and not any(m.outer_optim for m in (stack.runs.sharding or [])):
+        raise PlannerError(f"{where}mfsdp_outer_optim is set but stack {stack.name} runs no HSDP mode that shards the "
+                           f"optimizer over the replicas ({stack.origin} runs.sharding outer_optim: none)",
+                           "leave it out, or choose --stack megatron")
     if job.mfsdp_double_buffer and not any(m.reduce_queue_units is not None for m in (stack.runs.sharding or [])):
         raise PlannerError(f"{where}mfsdp_double_buffer is set but stack {stack.name} runs no Megatron-FSDP mode "
                            f"({stack.origin} runs.sharding reduce_queue_units: none)",
@@ -1757,6 +1762,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         te_version=job.te_version,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
         mfsdp_double_buffer=job.mfsdp_double_buffer,
+        mfsdp_outer_optim=job.mfsdp_outer_optim,
         enable_experimental=_enable_experimental(job, stack, where),
         attention_softmax_in_fp32=job.attention_softmax_in_fp32 is not False,
         **moe_dispatch_settings(job, model, stack, inherited, where),
@@ -3514,6 +3520,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "etp": g("etp") or g("tp"),
         **_moe_plan_fields(plan, settings, at),
         **_job_switch_fields(settings, fixed, g("cp")),
+        # the job's outer-DP optimizer sharding, on the plans it acts on: the HSDP ones (memory.py [oo])
+        **({"mfsdp_outer_optim": True} if settings.mfsdp_outer_optim and g("sharding") == HSDP else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -2297,6 +2297,12 @@ class ShardingMode(BaseModel):
                                    "N = dp / shard_group: the gradients reduce-scattered within the group, the shard "
                                    "all-reduced across the groups, the weights all-gathered within it); false: the job's "
                                    "shard_group is refused under the mode (plan rule SHARD_NOT_HSDP)")
+    outer_optim: bool = Field(
+        default=False, description="hsdp: the mode can also shard the fp32 main weights and Adam's moments over the "
+                                   "replicas (the whole dp x cp group), the 16-bit weights and the main gradients staying "
+                                   "sharded over the shard group, where the job sets mfsdp_outer_optim (Megatron-FSDP "
+                                   "--outer-dp-sharding-strategy optim: the hybrid-FSDP helper buffers, memory.py [oo]); "
+                                   "false: the job's mfsdp_outer_optim is refused under the stack")
     grad_accum_bytes: float = Field(
         default=0.0, ge=0, description="zero1: bytes a parameter of a gradient accumulation buffer over the whole stage, "
                                        "never sharded, beside the model-dtype gradients (memory.py [bo]: DeepSpeed's "
@@ -3805,6 +3811,15 @@ class Job(BaseModel):
                                    "unsharded gradients, in place of the prefetch and the reduce-scatter queue "
                                    "(memory.py [db]); only the modes running Megatron-FSDP's queue (stack_db runs.sharding "
                                    "reduce_queue_units) hold them; default off")
+    mfsdp_outer_optim: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="Megatron-FSDP's HSDP with the optimizer sharded over the replicas too (Megatron "
+                                   "--outer-dp-sharding-strategy optim, Megatron-Core DistributedDataParallelConfig."
+                                   "outer_dp_sharding_strategy): under sharding hsdp the fp32 main weights and Adam's "
+                                   "moments over dp x cp, the 16-bit weights and main gradients over the shard group, the "
+                                   "replicas' gradient all-reduce a reduce-scatter and the weights all-gathered across "
+                                   "them once a step (memory.py [oo], step.py [oo]); read only where the plan's sharding "
+                                   "is hsdp; only the stacks whose HSDP mode states runs.sharding outer_optim; default off")
     dummy_wgrads: Optional[DummyWgrads] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="with gradient-accumulation fusion, the dummy weight gradients the run's code version "

@@ -292,6 +292,19 @@ def mode_value(stack: Stack, plan, setting: str, given: bool) -> np.ndarray:
     return np.where(np.isnan(v), bool(given), v > 0)
 
 
+def outer_optim(stack: Stack, plan, on: bool) -> np.ndarray:
+    """Per plan, whether its optimizer states shard over the replicas too (the job's mfsdp_outer_optim, `on`, under an
+    HSDP mode stating runs.sharding outer_optim: Megatron-FSDP's --outer-dp-sharding-strategy optim, memory.py [oo]):
+    a boolean array of the plan's shape; all False where the job leaves it off or the stack has no runs."""
+    from .plan import HSDP
+
+    col = _mode_column(stack, lambda m: float(m.outer_optim))
+    if not on or col is None:  # a job setting, stack data
+        return np.zeros(np.shape(plan.sharding), dtype=bool)
+    smode = np.clip(np.asarray(plan.smode), 0, None)
+    return (col[np.minimum(smode, len(col) - 1)] > 0) & (np.asarray(plan.sharding) == HSDP)
+
+
 def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
     """When the plan's sharding mode (stack_db runs.sharding[plan.smode]) moves its states,
     as boolean arrays of the plan's shape; a field the mode leaves out (schema.ShardingMode)

@@ -432,6 +432,22 @@ References
     optimizer_whole_tensors) an all-reduce of the gradients and allgather_params' one all-gather (l. 817-868). Not
     priced: the flags blockwise / distributed TP modes, fp32 matmul precision high, the SYRK kernel and other step
     counts (Megatron reader: not modelled); the LPT's imbalance above the largest-matrix floor.
+[29] Megatron-FSDP's HSDP with the outer-DP optimizer sharding (job field mfsdp_outer_optim, --outer-dp-sharding-
+    strategy optim; stack runs.sharding outer_optim; memory.py [oo]). NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py GradReducePipeline.reduce_gradients
+    l. 4134-4213: at the step's last micro-batch (outer_fsdp_group_grad_reduce, megatron_fsdp.py l. 782-787, 896-900)
+    each bucket's gradient shard over the shard group is reduce-scattered across the replicas
+    (reduce_scatter_tensor over the outer FSDP group, l. 4180-4199) into the dp x cp shard of the main gradient
+    buffer, in place of no_shard's all-reduce (l. 4200-4207); AllGatherPipeline.all_gather_params l. 4543-4563: at
+    the step's first micro-batch (outer_fsdp_group_param_gather: microbatch_count == 0, megatron_fsdp.py l. 482-490)
+    each bucket's 16-bit weights are all-gathered across the replicas from the rank's dp x cp slice into its shard
+    group shard (all_gather_into_tensor, async_ops False), before the unit's own all-gather over the shard group
+    waits on it (l. 4563). Priced once a step each, the reduce-scatter of the gradient bytes and the all-gather of
+    the weights' gather bytes of the stage's shard-group shard over the replicas, at the replica all-reduce's place
+    (exposed whole, as it); the optimizer step's Adam over the dp x cp shard (optimizer_time), and the pipeline's
+    embedding gradient all-reduce over the dp x cp shard of the main gradient ([20]). At Megatron-Core 905c0e386
+    (Megatron-Bridge's pin) the same design under the names hsdp_wbuf / hsdp_gbuf (param_and_grad_buffer.py
+    l. 1944-1961, 2172-2241, 3552, 3887).
 """
 
 from __future__ import annotations
@@ -464,6 +480,8 @@ from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import outer_optim
+from .moe import optimizer_shards
 from .terms import Groups, Terms
 
 
@@ -1769,7 +1787,7 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     # Megatron-FSDP: the rank's shard of its own bucket, padded to the shard group x h, in fp32 (the main weight's);
     # none where the precision-aware optimizer leaves param.grad unset [20]
     shard, skipped = embedding_grad_shard(sc.stack, plan, settings.precision_aware)
-    n = plan.shard * plan.cp
+    n = optimizer_shards(sc.stack, plan, settings.mfsdp_outer_optim)[0]  # the main gradient's shard: dp x cp under [29]
     rows = np.ceil(float(model.vocab_size) / plan.tp / n)
     size = np.where(shard, rows * model.hidden_size * STEP_FP32_GRAD_BYTES, whole)
     on = (plan.pp > 1) & ~skipped
@@ -1916,6 +1934,18 @@ def gather_bytes(sc: StepCtx, zero, share, f8_share) -> np.ndarray:
     return np.where(quant & zero, share * per + (1.0 - share) * w, w)
 
 
+def _replica_exchange(sc: StepCtx, coll: Collectives, ar_rep, grad_shard, weight_shard) -> np.ndarray:
+    """HSDP's exchange across the replicas, once a step: the all-reduce of the shard-group gradient shard (ar_rep), or
+    under the outer-DP optimizer sharding (the job's mfsdp_outer_optim) [29] a reduce-scatter of it into the dp x cp
+    shard and, at the step's first micro-batch, an all-gather of the updated 16-bit weights' shard (weight_shard
+    bytes) across them, in its place."""
+    plan = sc.plan
+    oo = outer_optim(sc.stack, plan, sc.settings.mfsdp_outer_optim)
+    replicas, stride = plan.dp // np.maximum(plan.shard, 1), coll.strides["dp"] * plan.shard
+    return np.where(oo, coll(comm.REDUCE_SCATTER, grad_shard, replicas, stride)
+                    + coll(comm.ALL_GATHER, weight_shard, replicas, stride), ar_rep)
+
+
 def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None, stream_mb=None) -> DPTraffic:
     """Gradient reduction and parameter gathering over every rank that holds the same weights,
     dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
@@ -1970,7 +2000,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp))
     replicas = plan.dp // np.maximum(plan.shard, 1)
     ar_rep = coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard)
-    ar_hsdp = np.where(plan.sharding == HSDP, ar_rep, 0.0)
+    ar_hsdp = np.where(plan.sharding == HSDP, _replica_exchange(sc, coll, ar_rep, grad_b / shard_n, p_dp * w_per / shard_n), 0.0)
     # zero1 over groups of the dp ranks (Megatron's --num-distributed-optimizer-instances N, shard group dp / N): each
     # reduce-scattered shard all-reduced across the N groups (param_and_grad_buffer.py @d98e8a64 l. 735-759) [5]
     ar_inst = np.where(zero & (plan.shard < plan.dp), ar_rep, 0.0)
@@ -2447,12 +2477,15 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     buffer's passes over every local parameter (DeepSpeed's BF16_Optimizer: HP_ACCUM_BYTES a micro-batch,
     HP_CLEAR_BYTES a step)."""
     plan, bpp = sc.plan, sc.settings.bpp
-    d_shard = plan.shard * plan.cp
+    # the optimizer's shard groups: the shard group's, or dp x cp under HSDP's outer-DP sharding [29]
+    oo = outer_optim(sc.stack, plan, sc.settings.mfsdp_outer_optim)
+    d_shard, e_whole = optimizer_shards(sc.stack, plan, sc.settings.mfsdp_outer_optim)
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
     per_param = adam_bytes_per_param(bpp, master_bytes(sc.settings, plan))  # per mode: memory.py [mw]
     out = local_shard * per_param / sc.hbm
     if sc.ll.has_experts:
-        out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * per_param / sc.hbm
+        e_shard = np.where(oo, e_whole, dp.e_shard)
+        out = out + dp.e_local / np.where(plan.sharding >= ZERO1, e_shard, 1) * per_param / sc.hbm
     # a mode's gradient accumulation buffer (DeepSpeed's BF16_Optimizer, memory.py [bo]): after every micro-batch's
     # backward each bf16 gradient is cast and added into it (bf16_optimizer.py @38327e07 _update_hp_grad l. 332-347,
     # hp_grad.add_(lp.grad.to(fp32)): read 2 B, write the fp32 copy 4 B, read it and the buffer 4 + 4, write 4:

@@ -119,6 +119,12 @@ CASES = [
     ("mfsdp_double_buffer", ["--mfsdp-double-buffer"], True,
      dict(DENSE, stack="megatron", sharding="zero2", recompute="full"),
      False, {"memory": -1}),
+    # HSDP's optimizer over the replicas too (memory.py [oo], step.py [29]): the master and Adam's moments over dp 8 in
+    # place of the shard group's 4; the replicas' all-reduce of fp32 gradients (4 B) becomes a reduce-scatter and an
+    # all-gather of the 2-byte weights, fewer bytes (tests/test_megatron_fsdp_outer_optim.py)
+    ("mfsdp_outer_optim", ["--mfsdp-outer-optim"], True,
+     dict(DENSE, stack="megatron", sharding="hsdp", shard_group=4, recompute="full", gradient_accumulation_fusion=False),
+     False, {"memory": -1, "step": -1}),
     ("defer_embedding_wgrad", ["--defer-embedding-wgrad", "0"], 0, dict(DENSE, pp=2), 1, {"memory": +1}),
     # Megatron's padded vocabulary (plan.with_padded_vocab): the megatron stack pads Llama 3's 128,256 rows at tp 8 to a
     # multiple of 128 x 8 = 1,024 itself (stack_db vocab_padding), 129,024 rows; pinned to its own 128,256 (Megatron

@@ -321,7 +321,7 @@ def plan_signature(plan: dict) -> dict:
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
-            "mfsdp_double_buffer", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
+            "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -1503,6 +1503,13 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     if mode == "megatron_fsdp_hsdp" or (mode == "distributed_optimizer" and plan.get("shard_group")):
         # HSDP's replicas, or the distributed optimizer's instances (stack_db runs.sharding optimizer_instances)
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
+    if plan.get("mfsdp_outer_optim"):  # HSDP's optimizer over the replicas too (memory.py [oo]; arguments.py
+        # @d98e8a64 l. 3193-3194); plan_dict writes it on HSDP plans only
+        if fork or mode != "megatron_fsdp_hsdp":
+            raise _refuse(F, f"mfsdp_outer_optim with sharding mode {mode}: only Megatron-FSDP's HSDP reads "
+                             "--outer-dp-sharding-strategy (param_and_grad_buffer.py @d98e8a64 l. 2498-2512)",
+                          "price it without mfsdp_outer_optim, or with --sharding hsdp on --stack megatron")
+        args.append(("--outer-dp-sharding-strategy", "optim"))
     if plan.get("optimizer", "adam") != "adam":  # the job's update rule (memory.py [mu]); with
         # --use-distributed-optimizer validate_args runs Muon's layer-wise distributed optimizer (arguments.py @d98e8a64
         # l. 1725-1737), priced as the same level
@@ -2407,7 +2414,7 @@ _BRIDGE_WRITTEN = {
     "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
-    "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors"}
+    "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2595,11 +2602,6 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     # fsdp_dtensor, the only format Bridge saves or loads with it (training/config.py l. 1544-1548); no tp-pp-dp
     # mapping (l. 1542); the gradient-accumulation fusion off (l. 1554-1557: the stack's runs.sharding job_settings)
     if mode in mfsdp:
-        if plan.get("mfsdp_double_buffer"):  # (memory.py [db], read from Megatron-LM @d98e8a64)
-            raise _bridge_refuse("mfsdp_double_buffer: the planner's Bridge writer does not spell ddp.fsdp_double_buffer "
-                                 "(its pools are priced from Megatron-LM @d98e8a64, planner/memory.py [db], not read at "
-                                 "the Megatron-Core 905c0e386 Bridge pins)",
-                                 "export --format megatron, or price it without mfsdp_double_buffer")
         if _plan_bytes(plan)["gradients"] != 4.0:
             raise _bridge_refuse(f"sharding mode {mode} with {_plan_bytes(plan)['gradients']:g}-byte gradients: Megatron-Core 905c0e386, "
                                  "which Bridge @dc805f5cf pins, builds Megatron-FSDP's main gradients in fp32 whatever "
@@ -2630,6 +2632,21 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
                                  "price it with --optimizer-whole-tensors, or export --format megatron")
         dist = False  # (sharding_o: the distributed optimizer's flags off, optimizer.optimizer muon / dist_muon)
     o += sharding_o
+    # Megatron-FSDP's fixed pools and HSDP's outer-DP optimizer sharding (memory.py [db], [oo]): DistributedDataParallel
+    # Config.fsdp_double_buffer and outer_dp_sharding_strategy (Megatron-Core 905c0e386 distributed_data_parallel_
+    # config.py l. 117, 142; the same pools and helper buffers as d98e8a64's: megatron_bridge._mfsdp_buffers)
+    if plan.get("mfsdp_double_buffer"):
+        if mode not in mfsdp:
+            raise _bridge_refuse(f"mfsdp_double_buffer with sharding mode {mode}: only Megatron-FSDP reads "
+                                 "ddp.fsdp_double_buffer", "price it without mfsdp_double_buffer, or with a "
+                                 "Megatron-FSDP sharding")
+        o.append(("ddp.fsdp_double_buffer", True))
+    if plan.get("mfsdp_outer_optim"):
+        if mode != "megatron_fsdp_hsdp":
+            raise _bridge_refuse(f"mfsdp_outer_optim with sharding mode {mode}: only Megatron-FSDP's HSDP reads "
+                                 "ddp.outer_dp_sharding_strategy", "price it without mfsdp_outer_optim, or with "
+                                 "--sharding hsdp")
+        o.append(("ddp.outer_dp_sharding_strategy", "optim"))
     if not muon:
         o.append(("optimizer.optimizer", "adam"))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off

@@ -77,8 +77,8 @@ read). Modelled:
   for auto, its default, bf16 and fp16, 4 B for fp32) and --megatron-fsdp-grad-comm-dtype (auto, or
   the main gradients' dtype: priced; another: not modelled) (_megatron_fsdp_grads; memory.py [mg]),
   --fsdp-double-buffer, --use-nccl-ub and --megatron-fsdp-max-pool-double-buffer (-> the job's mfsdp_double_buffer:
-  memory.py [db]), --megatron-fsdp-version and --outer-dp-sharding-strategy (2 and optim under HSDP not modelled;
-  refused where Megatron refuses them) (_mfsdp_settings);
+  memory.py [db]), --outer-dp-sharding-strategy (optim under HSDP -> the job's mfsdp_outer_optim: memory.py [oo]),
+  --megatron-fsdp-version (2 not modelled; both refused where Megatron refuses them) (_mfsdp_settings);
   ignored without it;
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
@@ -2408,11 +2408,12 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
       over the main weights' shards. The distributed optimizer returns before building any buffer of its own
       (megatron/core/optimizer/distrib_optimizer.py l. 704-706).
     --fsdp-double-buffer (or --use-nccl-ub, --megatron-fsdp-max-pool-double-buffer, which set it: arguments.py
-    l. 1172-1181) is the job's mfsdp_double_buffer, its fixed pools priced (memory.py [db]); --megatron-fsdp-version 2
-    and --outer-dp-sharding-strategy optim under HSDP are listed as not modelled, refused where Megatron refuses
-    them (_mfsdp_settings). Not priced: the buckets' padding to a multiple of
-    dp x the group's row size (build_data_parallel_buffer_index l. 258-383: under dp x 4h elements a unit), the
-    model's own unsharded weights while the buffers are built (before the first step). --megatron-fsdp-main-params-
+    l. 1172-1181) is the job's mfsdp_double_buffer, its fixed pools priced (memory.py [db]); --outer-dp-sharding-strategy
+    optim under HSDP the job's mfsdp_outer_optim (memory.py [oo]); --megatron-fsdp-version 2 is listed as not
+    modelled; each refused where Megatron refuses it (_mfsdp_settings). Not priced: the buckets' padding to a multiple of
+    dp x the group's chunk size (build_data_parallel_buffer_index l. 258-370: noise, memory.py [bp]), the model's own
+    unsharded weights while the buffers are built (before the first step: below the step's peak, the Megatron CI
+    row gpt3_mcore_te_tp2_zp_z3_resume_torch_dist_te_8experts2parallel_top2router's first run within 2.4%). --megatron-fsdp-main-params-
     dtype fp32 (the default) is what is priced; bf16 / fp16 (a 2 B main weight buffer) and auto (none: the
     optimizer steps the model weights) are listed as not modelled. Without --use-megatron-fsdp it is ignored."""
     mp = flags.get("--megatron-fsdp-main-params-dtype")
@@ -2445,7 +2446,7 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
                    "temporary buckets of gathered weights and unsharded gradients (memory.py [pf], [nu], [rs]) and "
                    "the step's fp32 gradient copy ([sg])"
                    + ("" if job.get("mfsdp_double_buffer") else " (no --fsdp-double-buffer: buckets allocated on demand)")
-                   + "; not priced: the buckets' padding")
+                   + "; not priced: the buckets' padding (noise: planner/memory.py [bp])")
 
 
 # the flags that turn on Megatron-FSDP's double buffer (arguments.py @d98e8a64 l. 3202 --fsdp-double-buffer; l. 1172-1177
@@ -2474,12 +2475,16 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
       buckets outside the pools kept persistently, l. 835-836) is not modelled; --fsdp-manual-registration (the NCCL
       registration call, with --use-nccl-ub) moves no byte: ignored.
     - --megatron-fsdp-version 2 (FullyShardedDataParallelV2, mcore_fsdp_adapter.py l. 489-703; its buffers from
-      megatron_fsdp/experimental/, another layout and allocator) is not modelled (priced as version 1); Megatron
-      refuses it with --use-distributed-optimizer (arguments.py l. 1124-1126) and at any strategy but
-      optim_grads_params (mcore_fsdp_adapter.py l. 666-668): refused here too.
-    - --outer-dp-sharding-strategy optim shards the main weights, the main gradients and Adam's moments over
-      DP-Outer x DP-Shard under HSDP (the helper buffers, param_and_grad_buffer.py l. 2430-2510, 3754-3800): not
-      modelled (priced as no_shard, over the shard group: high); Megatron refuses it at any strategy but
+      megatron_fsdp/experimental/, another layout and allocator) is not modelled (priced as version 1's
+      optim_grads_params: the same sharded states); Megatron refuses it with --use-distributed-optimizer
+      (arguments.py l. 1124-1126), at any strategy but optim_grads_params (mcore_fsdp_adapter.py l. 666-668) and at
+      what _validate_config raises on (_mfsdp_v2_refusals: TP / PP / CP above 1, outer-DP sharding, the gradient-
+      accumulation fusion, per-token loss, fp8 / fp4, CUDA graphs, ...): refused here too; it shards over the whole
+      dp x cp group (l. 554), so --num-distributed-optimizer-instances is ignored under it (no HSDP).
+    - --outer-dp-sharding-strategy optim under HSDP shards the fp32 main weights and Adam's moments over DP-Outer x
+      DP-Shard, the 16-bit weights and the main gradients staying in the shard group's helper buffers (param_and_grad_
+      buffer.py l. 2351-2512, 2594-2764, 3691-3800): the job's mfsdp_outer_optim (memory.py [oo], step.py [29]);
+      Megatron refuses it at any strategy but
       optim_grads_params (l. 2502-2512): refused here; without HSDP (--num-distributed-optimizer-instances 1) it is
       not read (should_create_hfsdp_helper_buffers, l. 2498-2501): ignored."""
     on = [f for f in MFSDP_DOUBLE_BUFFER_FLAGS if f in flags]
@@ -2516,19 +2521,32 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
                                "Megatron raises 'MFSDP v2 requires data_parallel_sharding_strategy="
                                "'optim_grads_params'' (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py @d98e8a64 "
                                "l. 666-668)", "use optim_grads_params, or --megatron-fsdp-version 1")
+        _mfsdp_v2_refusals(flags, where, job, outer)
+        if job.get("sharding_mode") == "megatron_fsdp_hsdp":  # v2's mesh is the whole dp x cp group: no HSDP
+            job["sharding_mode"], job["sharding"] = "megatron_fsdp_optim_grads_params", "fsdp"
+            job.pop("shard_group", None)
+            ignored.append(listed("ignored", "--num-distributed-optimizer-instances",
+                                  flags["--num-distributed-optimizer-instances"],
+                                  "Megatron-FSDP v2 shards over the whole dp x cp group whatever the instances (its "
+                                  "DeviceMesh is pg_collection.dp_cp, mcore_fsdp_adapter.py @d98e8a64 l. 554; no "
+                                  "distributed optimizer, arguments.py l. 1124-1126): priced as optim_grads_params"))
         unmodelled.append(listed("not_modelled", "--megatron-fsdp-version", '2',
             "Megatron-FSDP v2, FullyShardedDataParallelV2: its buffers are megatron_fsdp/experimental/'s, "
-            "another layout and allocator, mcore_fsdp_adapter.py @d98e8a64 l. 489-703; priced as version 1's"))
+            "another layout and allocator, mcore_fsdp_adapter.py @d98e8a64 l. 489-703; priced as version 1's "
+            "optim_grads_params (the same states: parameters, gradients and optimizer Shard(0) over dp x cp, l. 558-560)"))
     elif version == "1":
         ignored.append(listed("ignored", "--megatron-fsdp-version", '1',
             'the default, arguments.py @d98e8a64 l. 3158: the one priced'))
     hsdp = job.get("sharding_mode") == "megatron_fsdp_hsdp"
     if outer == "optim":
         if hsdp:
-            unmodelled.append(listed("not_modelled", "--outer-dp-sharding-strategy", 'optim',
-                "HSDP's main weights, main gradients and Adam's moments sharded over DP-Outer x DP-Shard, "
-                "param_and_grad_buffer.py @d98e8a64 l. 2430-2510, 3754-3800; priced as no_shard, over the shard"
-                " group: high"))
+            job["mfsdp_outer_optim"] = True
+            assumed.append("mfsdp_outer_optim=true: --outer-dp-sharding-strategy optim under HSDP "
+                           "(--num-distributed-optimizer-instances > 1): the fp32 main weights and Adam's moments over "
+                           "DP-Outer x DP-Shard (dp x cp), the 16-bit weights and main gradients in the shard group's "
+                           "helper buffers, param_and_grad_buffer.py @d98e8a64 l. 2351-2512, 2594-2764, 3691-3800; the "
+                           "replicas' all-reduce a reduce-scatter, the weights all-gathered across them at the first "
+                           "micro-batch, l. 4134-4213, 4543-4563 (planner/memory.py [oo], step.py [29])")
         elif strategy != "optim_grads_params" and _int(where, flags, "--num-distributed-optimizer-instances", 1) > 1:
             raise PlannerError(f"{where}--outer-dp-sharding-strategy optim with --data-parallel-sharding-strategy "
                                f"{strategy}: Megatron-FSDP raises 'Optimizer fully-sharded HFSDP is only supported with "
@@ -2568,6 +2586,62 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
                           "buffer.py @d98e8a64 l. 835-836; priced as allocated on demand)")
 
 
+# Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/mcore_fsdp_adapter.py FullyShardedDataParallelV2._validate_config
+# l. 603-705: what v2 raises ValueError on at model build, (the flag that sets it, Megatron's message, its line); the
+# DDP config's fields come from the flags of their names (training.py l. 2631-2634), num_buckets from --ddp-num-buckets
+# (l. 2638)
+MFSDP_V2_FLAG_REFUSALS = (
+    ("--calculate-per-token-loss", "MFSDP v2 does not currently support per-token loss normalization.", "674-675"),
+    ("--fp8-param-gather", "MFSDP v2 does not currently support FP8 or FP4.", "676-677"),
+    ("--fp4-param-gather", "MFSDP v2 does not currently support FP8 or FP4.", "676-677"),
+    ("--fsdp-db-use-persist-buf-on-alloc-fail", "MFSDP v2 does not support fsdp_db_use_persist_buf_on_alloc_fail: it "
+     "allocates communication buffers from PyTorch memory pools.", "681-685"),
+    ("--fsdp-manual-registration", "MFSDP v2 does not support fsdp_manual_registration.", "688-689"),
+    ("--use-nccl-ub", "MFSDP v2 does not support fsdp_manual_registration. (--use-nccl-ub under --use-megatron-fsdp "
+     "sets fsdp_manual_registration: arguments.py l. 1172-1177)", "688-689"),
+    ("--delay-wgrad-compute", "MFSDP v2 does not support delay_wgrad_compute.", "690-691"),
+    ("--suggested-communication-unit-size", "MFSDP v2 does not support suggested_communication_unit_size.", "692-693"),
+    ("--ddp-num-buckets", "MFSDP v2 does not support num_buckets.", "694-695"),
+    ("--megatron-fsdp-enable-fine-grained-param-gather",
+     "MFSDP v2 does not support megatron_fsdp_enable_fine_grained_param_gather.", "698-701"),
+    ("--megatron-fsdp-max-pool-double-buffer", "MFSDP v2 does not support megatron_fsdp_max_pool_double_buffer.",
+     "702-703"),
+)
+
+
+def _mfsdp_v2_refusals(flags: dict, where: str, job: dict, outer) -> None:
+    """Megatron-FSDP v2's build-time refusals (FullyShardedDataParallelV2._validate_config, mcore_fsdp_adapter.py
+    @d98e8a64 l. 603-705), raised here as Megatron raises them: TP, PP or CP above 1 (l. 627-648), an outer-DP sharding
+    (l. 670-671), the gradient-accumulation fusion (on unless --no-gradient-accumulation-fusion, arguments.py
+    l. 2944-2948; l. 672-673), fp8 / fp4 compute (l. 676-677), CUDA graphs (l. 678-679), and the flags of
+    MFSDP_V2_FLAG_REFUSALS."""
+    def refuse(what: str, msg: str, lines: str, hint: str):
+        raise PlannerError(f"{where}--megatron-fsdp-version 2 with {what}: Megatron raises '{msg}' (megatron/core/"
+                           f"distributed/fsdp/mcore_fsdp_adapter.py @d98e8a64 FullyShardedDataParallelV2."
+                           f"_validate_config l. {lines})", hint)
+    bad = [f"{k}={job.get(k, 1)}" for k in ("tp", "pp", "cp") if job.get(k, 1) != 1]
+    if bad:
+        refuse(", ".join(bad), "MFSDP v2 does not currently support: tensor_model_parallel_size, "
+               "pipeline_model_parallel_size, context_parallel_size (those above 1)", "627-648",
+               "run v2 at TP, PP and CP 1, or --megatron-fsdp-version 1")
+    if outer == "optim":
+        refuse("--outer-dp-sharding-strategy optim", "MFSDP v2 does not currently support outer DP sharding.",
+               "670-671", "drop --outer-dp-sharding-strategy, or --megatron-fsdp-version 1")
+    if "--no-gradient-accumulation-fusion" not in flags:
+        refuse("the gradient-accumulation fusion (on by default, arguments.py l. 2944-2948)",
+               "MFSDP v2 does not currently support gradient accumulation fusion.", "672-673",
+               "add --no-gradient-accumulation-fusion")
+    if job.get("precision") in ("fp8", "nvfp4"):
+        refuse(f"{job['precision']} compute", "MFSDP v2 does not currently support FP8 or FP4.", "676-677",
+               "drop --fp8-format / --fp4-format, or --megatron-fsdp-version 1")
+    if flags.get("--cuda-graph-impl", "none") != "none":
+        refuse(f"--cuda-graph-impl {flags['--cuda-graph-impl']}", "MFSDP v2 does not currently support CUDA graphs.",
+               "678-679", "drop --cuda-graph-impl, or --megatron-fsdp-version 1")
+    for f, msg, lines in MFSDP_V2_FLAG_REFUSALS:
+        if f in flags:
+            refuse(f, msg, lines, f"drop {f}, or --megatron-fsdp-version 1")
+
+
 def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:
     """What the flags set that the planner cannot express and prices otherwise (TrainerConfig
     .unmodelled; the CLI warns, `planner validate` skips a corpus row that has any)."""
@@ -2600,10 +2674,11 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
                           "main gradients, an fp32 master and Adam's moments whole), not from Megatron-FSDP's no_shard "
                           "buffers, which the planner has not compared")
     n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
-    if n_inst > 1 and job.get("sharding_mode") not in ("megatron_fsdp_hsdp", "distributed_optimizer"):
+    v2 = "--use-megatron-fsdp" in flags and flags.get("--megatron-fsdp-version") == "2"  # instances ignored: _mfsdp_settings
+    if n_inst > 1 and not v2 and job.get("sharding_mode") not in ("megatron_fsdp_hsdp", "distributed_optimizer"):
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
                           "priced over dp")
-    elif n_inst > 1 and "shard_group" not in job:  # the distributed optimizer's instances over dp x cp, not dp alone
+    elif n_inst > 1 and not v2 and "shard_group" not in job:  # the distributed optimizer's instances over dp x cp, not dp alone
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: it divides dp x cp but not dp "
                           f"({job['gpus'] // max(1, tp * job.get('pp', 1) * job.get('cp', 1))}): the planner's shard "
                           "group is a number of dp ranks x cp; priced over dp")

@@ -90,6 +90,10 @@ COMMON = {
     # Megatron-Core 905c0e386 distributed_data_parallel_config.py l. 30 (Bridge's initialize.py l. 125 hands it to the
     # process groups): Megatron-FSDP's HSDP where above 1 (mcore_fsdp_adapter.py l. 228)
     "ddp.num_distributed_optimizer_instances": 1,
+    # Megatron-FSDP's double buffer, NCCL's user buffers and HSDP's outer-DP sharding: Megatron-Core 905c0e386
+    # distributed_data_parallel_config.py l. 100 (nccl_ub False), l. 117 (fsdp_double_buffer False), l. 142
+    # (outer_dp_sharding_strategy 'no_shard'); no recipe sets them (read: _mfsdp_buffers)
+    "ddp.fsdp_double_buffer": False, "ddp.nccl_ub": False, "ddp.outer_dp_sharding_strategy": "no_shard",
     # the context-parallel variant: Megatron-Core 905c0e386 transformer_config.py l. 806 (cp_comm_type: None), which
     # transformer_engine.py l. 1445-1446 hands Transformer Engine as p2p where context_parallel_size > 1 (l. 1433-1457:
     # nothing at CP 1); no Llama, DeepSeek or Qwen recipe nor their providers set it (gpt_oss.py l. 66, 187: a2a)
@@ -1081,6 +1085,62 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
                             "data-parallel collectives' count)")
 
 
+def _mfsdp_buffers(cfg: dict, job: dict, mfsdp: bool, where: str, assumed: list, ignored: list,
+                   not_modelled: list) -> None:
+    """ddp.fsdp_double_buffer, ddp.nccl_ub and ddp.outer_dp_sharding_strategy (Megatron-Core 905c0e386
+    distributed_data_parallel_config.py l. 100, 117, 142), as the Megatron reader reads Megatron-LM's flags
+    (megatron._mfsdp_settings):
+    - under Megatron-FSDP, ddp.fsdp_double_buffer true, or ddp.nccl_ub true, which sets it (megatron_fsdp/
+      param_and_grad_buffer.py @905c0e386 l. 1663-1670: 'the user buffer registration requires (non-dynamic)
+      persistent memory, it always uses fsdp double buffer'), is the job's mfsdp_double_buffer: the FixedPoolAllocator
+      pools of two units, fsdp_params and fsdp_grads (l. 1969-2003), the prefetch stopped at the second unit
+      (need_skip_prefetch l. 3811-3845) and the reduce-scatter queue drained to two (_enforce_double_buffer_limit
+      l. 3327, 3404), as d98e8a64's (planner/memory.py [db]); without Megatron-FSDP, fsdp_double_buffer is not read (ignored) and nccl_ub registers Megatron-Core
+      DDP's buffers in NCCL's pool (the same bytes: not modelled, as the Megatron reader lists --use-nccl-ub);
+    - ddp.outer_dp_sharding_strategy optim under HSDP (ddp.num_distributed_optimizer_instances > 1 at
+      optim_grads_params) is the job's mfsdp_outer_optim (param_and_grad_buffer.py @905c0e386 l. 1944-1961,
+      2172-2241: the master and Adam's moments over dp x cp, memory.py [oo]); without HSDP it is not read
+      (should_create_hfsdp_wbuf_and_gbuf needs use_hybrid_fsdp, l. 1946-1949): ignored; another value than no_shard
+      / optim is refused (the field's docstring, l. 142-146: 'Valid values are no_shard, optim')."""
+    db, ub, outer = cfg["ddp.fsdp_double_buffer"], cfg["ddp.nccl_ub"], cfg["ddp.outer_dp_sharding_strategy"]
+    if outer not in ("no_shard", "optim"):
+        raise PlannerError(f"{where}ddp.outer_dp_sharding_strategy={_v(outer)}: not one of Megatron-Core's values",
+                           "valid: no_shard, optim (distributed_data_parallel_config.py @905c0e386 l. 142-146)")
+    for k, v in (("ddp.fsdp_double_buffer", db), ("ddp.nccl_ub", ub)):
+        if not isinstance(v, bool):
+            raise PlannerError(f"{where}{k}={_v(v)}: not a boolean", f"give {k}=true or {k}=false")
+    if not mfsdp:
+        if db:
+            ignored.append(listed("ignored", "ddp.fsdp_double_buffer", True, "no Megatron-FSDP: only it reads it", _v))
+        if ub:
+            not_modelled.append(listed("not_modelled", "ddp.nccl_ub", True, "without Megatron-FSDP: Megatron-Core "
+                                       "DDP's buffers allocated from NCCL's memory pool; the same bytes, priced from "
+                                       "the default allocator", _v))
+        if outer != "no_shard":
+            ignored.append(listed("ignored", "ddp.outer_dp_sharding_strategy", outer, "no Megatron-FSDP: only its "
+                                  "HSDP reads it", _v))
+        return
+    if outer == "optim":
+        if job.get("sharding") == "hsdp":
+            job["mfsdp_outer_optim"] = True
+            assumed.append("mfsdp_outer_optim=true: ddp.outer_dp_sharding_strategy=optim under HSDP: the fp32 main "
+                           "weights and Adam's moments over dp x cp, the 16-bit weights and main gradients in the shard "
+                           "group's buffers (Megatron-Core 905c0e386 megatron_fsdp/param_and_grad_buffer.py "
+                           "l. 1944-1961, 2172-2241; planner/memory.py [oo], step.py [29])")
+        else:
+            ignored.append(listed("ignored", "ddp.outer_dp_sharding_strategy", "optim", "no HSDP (ddp.num_distributed_"
+                                  "optimizer_instances 1): Megatron-FSDP reads it only under hybrid FSDP, "
+                                  "param_and_grad_buffer.py @905c0e386 l. 1946-1949", _v))
+    if db or ub:  # (no_shard is not a strategy the reader takes: bridge_sharding.MFSDP_MODES)
+        job["mfsdp_double_buffer"] = True
+        why = "ddp.fsdp_double_buffer=true" if db else "ddp.nccl_ub=true, which sets it (l. 1663-1670)"
+        assumed.append(f"mfsdp_double_buffer=true: {why}: Megatron-FSDP's fixed pools, two persistent buffers of a "
+                       "layer unit's gathered weights and two of its gradient bucket (Megatron-Core 905c0e386 "
+                       "megatron_fsdp/param_and_grad_buffer.py l. 1969-2003; planner/memory.py [db])"
+                       + ("; ddp.nccl_ub allocates every Megatron-FSDP buffer from NCCL's memory pool, a private pool "
+                          "of the caching allocator: counted in the allocated and reserved peaks" if ub else ""))
+
+
 def _mfsdp_bucket(bucket: int, whose: str, strat: str, priced: float) -> list[str]:
     """The DDP bucket under Megatron-FSDP, which reads it too (not without effect): Megatron-Core 905c0e386's
     FullyShardedDataParallel takes ddp_config.bucket_size (mcore_fsdp_adapter.py l. 112-114; megatron_fsdp.py
@@ -1346,6 +1406,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
             assumed.append("Megatron-FSDP's main gradients fp32 (4 B) with grad_reduce_in_fp32 false: Bridge builds "
                            "Megatron-Core 905c0e386's FullyShardedDataParallel with its main_grads_dtype default float32 "
                            "(models/common/unimodal.py l. 232-241; mcore_fsdp_adapter.py l. 73-75, 92-97)")
+    _mfsdp_buffers(cfg, job, mfsdp, where, assumed, ignored, not_modelled)
     dist = flag("ddp.use_distributed_optimizer") or flag("optimizer.use_distributed_optimizer")
     if not mfsdp and num("ddp.num_distributed_optimizer_instances") > 1:
         not_modelled.append(f"ddp.num_distributed_optimizer_instances={cfg['ddp.num_distributed_optimizer_instances']}: "
