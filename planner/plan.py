@@ -2459,6 +2459,15 @@ def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str
         # 0.3.0's sparse mesh pp, dp_replicate, efsdp, ep has no expert-TP axis)
         job = job.model_copy(update=dict(etp=1))
         inherited.append(("etp", 1))
+    elif (model.moe is None and job.etp is not None and job.etp != job.tp and stack.runs is not None
+          and stack.runs.expert_tensor_parallel_moe_only):
+        # no expert grid without MoE layers (stack_db runs.expert_tensor_parallel_moe_only: Megatron-DeepSpeed), so no
+        # file of the stack holds this etp: its export read back as etp = tp (fuzz seed 98, job-fields)
+        raise PlannerError(f"{where}etp {job.etp} differs from tp {job.tp}, but {model.name} has no experts and stack "
+                           f"{stack.name} builds no expert grid without MoE layers ({stack.origin} "
+                           "runs.expert_tensor_parallel_moe_only: DeepSpeed-MoE creates its expert groups in the MoE "
+                           "layers alone, microsoft/DeepSpeed @38327e07 deepspeed/moe/layer.py l. 89-103)",
+                           "leave etp out (it is tp for a model without experts)")
     elif model.moe is not None and job.etp is None:
         # assumed: Megatron's default, expert_tensor_parallel_size = tensor_model_parallel_size
         # (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py validate_args)

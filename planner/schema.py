@@ -2911,6 +2911,13 @@ class StackRuns(BaseModel):
                     "search tries expert TP 1 under EP and tp without (space._etp_ok), stack rule STACK_ETP lets "
                     "expert TP 1 differ from tp under EP and start-up rule TORCHTITAN_ETP refuses any other; cite it "
                     "in sources")
+    expert_tensor_parallel_moe_only: bool = Field(
+        default=False,
+        description="the expert-TP option is read by the MoE layers alone and the trainer builds no expert grid "
+                    "without them (Megatron-DeepSpeed's --enable-expert-tensor-parallelism, read where DeepSpeed-MoE "
+                    "creates its process groups): a model without experts runs no expert TP other than tp, and a job "
+                    "that sets etp other than tp for one is refused (plan.resolve; its file cannot say it); cite it in "
+                    "sources")
     startup_rules_absent: list[AbsentRule] = Field(
         default_factory=list,
         description="start-up rules of the set `startup_rules` this release of the trainer does not run (the check "

@@ -24,6 +24,9 @@ CliRunner and checks the contract of the README ("Robustness"):
   instances, Megatron-FSDP, a hybrid pattern; one of RECENT_FLAGS set or removed, _recent_mutation): fit's rows as
   the config-fit kind's; check's plan, time and memory those of explain of the same line; explain's and check's plan
   exported in every format that writes it read back as the same plan and memory (recent_check).
+- the newest-fields kind's inputs (torchtitan TOMLs with the CP load balancer and pipeline keys, a torchtitan 0.3 launch
+  with spmd_typechecking / fsdp_symm_mem, Megatron-Bridge recipes with overrides, Megatron argument files with hybrid
+  patterns of G layers and '/' MTP parts and Muon; one NEWEST_* setting set or removed, _newest_mutation): recent_check.
 
 tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
 under `pytest -m fuzz`.
@@ -496,6 +499,12 @@ def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
         for _ in range(rng.choice([1, 1, 2, 3])):
             data = _recent_mutation(rng, data)
         return data
+    if target.kind == "newest-fields" and rng.random() < 0.9:
+        suffix = Path(next((k for k, v in target.seeds.items() if v == seed), ".sh")).suffix
+        data = seed
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            data = _newest_mutation(rng, data, suffix)
+        return data
     if target.kind == "megatron-bridge" and rng.random() < 0.7:
         data = seed
         for _ in range(rng.choice([1, 1, 2, 3])):
@@ -708,6 +717,7 @@ def _targets(workdir: Path) -> dict[str, Target]:
         "config-fit": _config_fit_target(seeds_dir),
         "cli-options": _cli_options_target(seeds_dir, prof, fit_json),
         "megatron-recent": _recent_target(),
+        "newest-fields": _newest_target(seeds_dir),
     }
 
 
@@ -1076,6 +1086,159 @@ def _recent_target() -> Target:
                                              ["check", "{f}", "--gpus", "8", "--format", "json"],
                                              ["fit", "{f}", "--gpus", "8", "--top", "2", "--format", "json"]],
                   None, suffix=".args", check=recent_check)
+
+
+# the newest-fields kind (issue 22's round trips on the fields added last): torchtitan TOMLs with the CP load balancer
+# and the pipeline keys (context_parallel_load_balancer, pipeline_parallel_layers_per_stage, *_stage_less_layers), a
+# torchtitan 0.3 launch with spmd_typechecking, fsdp_symm_mem and the load balancer, Megatron-Bridge recipes with
+# overrides (Muon, Megatron-FSDP, CP, EP), and Megatron hybrid patterns with G (Gated DeltaNet) layers and '/' MTP parts
+# and the Muon flags; one NEWEST_* setting set (to a value the trainer takes or one it refuses) or removed per input
+# (_newest_mutation). Checked by recent_check: an exit 2 gives error and hint; fit's rows priced again by explain and
+# exported in every format that writes them read back as the same plan and memory; check agrees with explain; explain's
+# and check's plans exported read back as the same plan and memory
+NEWEST_TOML = [
+    ("parallelism", "context_parallel_degree", [1, 2, 4]),
+    ("parallelism", "context_parallel_load_balancer", ["headtail", "ptrr", "None", "", "nosuch"]),
+    ("parallelism", "context_parallel_rotate_method", ["allgather", "alltoall", "nosuch"]),
+    ("parallelism", "pipeline_parallel_degree", [1, 2, 4]),
+    ("parallelism", "pipeline_parallel_schedule", ["1F1B", "GPipe", "Interleaved1F1B", "InterleavedZeroBubble",
+                                                    "ZBVZeroBubble", "nosuch"]),
+    ("parallelism", "pipeline_parallel_layers_per_stage", [1, 2, 4, 8, 16, 3, 0]),
+    ("parallelism", "pipeline_parallel_first_stage_less_layers", [0, 1, 2, -1]),
+    ("parallelism", "pipeline_parallel_last_stage_less_layers", [0, 1, 2, 40]),
+    ("parallelism", "pipeline_parallel_microbatch_size", [1, 2, 0]),
+    ("parallelism", "tensor_parallel_degree", [1, 2, 4]),
+    ("parallelism", "data_parallel_shard_degree", [-1, 1, 2]),
+    ("parallelism", "fsdp_reshard_after_forward", ["default", "always", "never"]),
+    ("training", "local_batch_size", [1, 2, 4]),
+    ("training", "seq_len", [2048, 8192]),
+    ("activation_checkpoint", "mode", ["none", "selective", "full"]),
+]
+NEWEST_TT03 = [
+    ("--debug.spmd_typechecking", None), ("--debug.no-spmd_typechecking", None),
+    ("--parallelism.enable_fsdp_symm_mem", None), ("--parallelism.no-enable_fsdp_symm_mem", None),
+    ("--parallelism.context_parallel_load_balancer", ["headtail", "ptrr", "None", "''", "nosuch"]),
+    ("--parallelism.context_parallel_degree", ["1", "2", "4"]),
+    ("--parallelism.pipeline_parallel_degree", ["1", "2", "4"]),
+    ("--parallelism.pipeline_parallel_schedule", ["1F1B", "Interleaved1F1B", "GPipe", "nosuch"]),
+    ("--parallelism.pipeline_parallel_layers_per_stage", ["1", "2", "4", "8", "3"]),
+    ("--parallelism.spmd_backend", ["spmd_types", "partial_dtensor", "full_dtensor", "nosuch"]),
+    ("--parallelism.tensor_parallel_degree", ["1", "2", "4"]),
+    ("--activation_checkpoint.mode", ["none", "selective", "full"]),
+    ("--training.local_batch_size", ["1", "2", "4"]),
+]
+NEWEST_BRIDGE = [
+    ("optimizer.optimizer", ["adam", "muon", "dist_muon", "sgd", "nosuch"]),
+    ("ddp.use_distributed_optimizer", ["true", "false"]),
+    ("optimizer.use_distributed_optimizer", ["true", "false"]),
+    ("ddp.use_megatron_fsdp", ["true", "false"]),
+    ("ddp.data_parallel_sharding_strategy", ["no_shard", "optim", "optim_grads", "optim_grads_params", "nosuch"]),
+    ("model.context_parallel_size", ["1", "2", "4"]),
+    ("model.tensor_model_parallel_size", ["1", "2", "4"]),
+    ("model.pipeline_model_parallel_size", ["1", "2", "4"]),
+    ("model.expert_model_parallel_size", ["1", "2", "8"]),
+    ("model.sequence_parallel", ["true", "false"]),
+    ("model.recompute_granularity", ["full", "selective", "null"]),
+    ("train.micro_batch_size", ["1", "2", "4"]),
+    ("mixed_precision", ["bf16_mixed", "bf16_with_fp8_hybrid"]),
+]
+NEWEST_MEGATRON = [
+    ("--hybrid-layer-pattern", ['"MEMEM*EMEMEM*E/*E/*E"', '"MGMG*EMEMGM*E/*E/*E"', '"GEGEG*EGEGEG*E/*E"',
+                                '"MEMEM*EMEMEM*E/*E"', '"MEMEM*EMEMEM*E//"', '"MEMEM*EMEMEM*E/G/G"', '"MEM|EM*EME|MEM*E/*E/*E"',
+                                '"GGGGGGGGGGGGGG"', '"MEMEM*EMEMEM*E/"', '"/*E"', '"MEMEM*EMEMEM*E/*E/*X"']),
+    ("--mtp-num-layers", ["1", "2", "3", "0"]),
+    ("--mtp-use-repeated-layer", None),
+    ("--linear-attention-freq", ["2", "4"]),
+    ("--experimental-attention-variant", ["gdn", "gdn2", "nosuch"]),
+    ("--linear-num-key-heads", ["4", "8", "3"]), ("--linear-num-value-heads", ["8", "16", "12"]),
+    ("--linear-key-head-dim", ["64", "128"]), ("--linear-value-head-dim", ["64", "128"]),
+    ("--optimizer", ["muon", "dist_muon", "adam", "nosuch"]),
+    ("--muon-scalar-optimizer", ["adam", "sgd", "nosuch"]),
+    ("--muon-momentum", ["0.95", "0.9"]), ("--muon-num-ns-steps", ["5", "3"]), ("--muon-tp-mode", ["blockwise", "duplicated"]),
+    ("--no-use-layer-wise-param-layout", None),
+    ("--use-distributed-optimizer", None),
+    ("--pipeline-model-parallel-size", ["1", "2"]),
+    ("--tensor-model-parallel-size", ["1", "2"]),
+    ("--expert-model-parallel-size", ["1", "2", "4", "8"]),
+    ("--context-parallel-size", ["1", "2"]),
+    ("--micro-batch-size", ["1", "2"]),
+]
+NEWEST_SEEDS = {"nemotron3.args": CI_ARGS / "nemotron__nemotron3_5_lightning_no_load_optim_tp1_pp1_cp1_ep4_dgx_gb200_1N4G__dev_dgx_gb200.args",
+                "muon.args": CI_ARGS / "moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100.args"}
+
+
+def _newest_mutation(rng: random.Random, data: bytes, suffix: str) -> bytes:
+    """One NEWEST_* setting set (a value of its list, valid or one the trainer refuses; a switch added) or removed:
+    a TOML key (NEWEST_TOML), a torchtitan 0.3 launch's `--section.key value` (NEWEST_TT03, after the launch's last
+    flag), a Megatron-Bridge override `key=value` (NEWEST_BRIDGE, after the last override), a Megatron argument
+    file's flag (NEWEST_MEGATRON, one a line)."""
+    if suffix == ".toml":
+        import tomllib
+
+        doc = tomllib.loads(data.decode())
+        sec, key, values = rng.choice(NEWEST_TOML)
+        if rng.random() < 0.15:
+            doc.get(sec, {}).pop(key, None)
+        else:
+            doc.setdefault(sec, {})[key] = rng.choice(values)
+        return _dump(doc, "toml")
+    text = data.decode("utf-8", "replace")
+    if suffix == ".args":
+        flag, values = rng.choice(NEWEST_MEGATRON)
+        line = flag if values is None else f"{flag} {rng.choice(values)}"
+        lines = text.splitlines()
+        at = [i for i, ln in enumerate(lines) if ln.split(" ", 1)[0] == flag]
+        if at and rng.random() < 0.3:
+            del lines[at[0]]
+        elif at:
+            lines[at[0]] = line
+        else:
+            lines.insert(rng.randrange(len(lines) + 1), line)
+        return ("\n".join(lines) + "\n").encode()
+    bridge = "run_recipe.py" in text
+    flag, values = rng.choice(NEWEST_BRIDGE if bridge else NEWEST_TT03)
+    if bridge:
+        word = f"{flag}={rng.choice(values)}"
+        spots = [m for m in re.finditer(rf"(?m)^\s*{re.escape(flag)}=\S*", text)]
+        last = [m for m in re.finditer(r"(?m)^\s*\+{0,2}[\w.]+=[^\n\\]*", text)]
+    else:
+        word = flag if values is None else f"{flag} {rng.choice(values)}"
+        spots = [m for m in re.finditer(rf"{re.escape(flag)}( (?!-)[^\s\\]+)?", text)]
+        last = [m for m in re.finditer(r"--[\w.-]+[^\n\\]*", text)]
+    if spots and rng.random() < 0.3:  # the setting removed
+        m = spots[0]
+        return (text[:m.start()] + text[m.end():]).encode()
+    if spots:  # its value replaced
+        m = spots[0]
+        lead = re.match(r"\s*", m.group(0)).group(0)
+        return (text[:m.start()] + lead + word + text[m.end():]).encode()
+    if not last:
+        return data
+    i = last[-1].end()
+    return (text[:i] + (" \\\n  " if bridge else " ") + word + text[i:]).encode()
+
+
+def _newest_target(seeds_dir: Path) -> Target:
+    """The newest fields' inputs (NEWEST_*): torchtitan's llama3_8b.toml at CP 2 with the ptrr balancer and at PP 2
+    with 9 layers a stage (34 weighted layers: 4 stages, 2 a rank) and an interleaved schedule, torchtitan 0.3's run_train_8b.sh, Megatron-Bridge's Qwen3-Next
+    recipe and the 8B launch the megatron-bridge kind writes (bridge-8b.sh), Megatron-LM's Nemotron 3 argument file
+    (a hybrid pattern with '/' MTP parts) and a Muon MoE one; read by explain, check and fit (--top 2), checked by
+    recent_check."""
+    toml = _read(CONFIGS / "llama3_8b.toml").decode()
+    cp = toml.replace("context_parallel_degree = 1", 'context_parallel_degree = 2\ncontext_parallel_load_balancer = "ptrr"')
+    pp = toml.replace("pipeline_parallel_degree = 1", 'pipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 9'
+                      '\npipeline_parallel_schedule = "Interleaved1F1B"')
+    seeds = {"llama3_8b_cp.toml": cp.encode(), "llama3_8b_pp.toml": pp.encode(),
+             "run_train_8b.sh": _read(DATA / "torchtitan03" / "run_train_8b.sh"),
+             "bridge_qwen3_next_h100.sh": _read(CONFIGS / "bridge_qwen3_next_h100.sh"),
+             "bridge-8b.sh": (seeds_dir / "bridge-8b.sh").read_bytes(),
+             **{k: _read(v) for k, v in NEWEST_SEEDS.items()}}
+    gpus = ["--gpus", "8"]
+    return Target("newest-fields", seeds, [["explain", "{f}", "--format", "json"], ["check", "{f}", "--format", "json"],
+                                           ["fit", "{f}", "--top", "2", "--format", "json"]], None, suffix=".sh",
+                  seed_args={k: gpus for k in seeds if k.endswith((".toml", ".args"))},
+                  seed_suffix={k: Path(k).suffix for k in seeds if not k.endswith(".sh")}, check=recent_check)
+
 
 STACKS = DATA / "stacks"
 # a model each seed's stack builds (runs.layer_kinds): the synthetic 4-layer tiny-fit (RMSNorm, SwiGLU, GQA, RoPE)

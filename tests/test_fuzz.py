@@ -20,7 +20,7 @@ from fuzzing import ISSUE24_KINDS, check_result, mutate, run_all, seed_results, 
 from planner.catalog import list_hardware, list_models, list_stacks
 from planner.errors import PlannerError
 
-FUZZ_SHORT = 8  # mutated inputs per reader (28 readers: 224 CLI runs)
+FUZZ_SHORT = 8  # mutated inputs per reader (29 readers: 232 CLI runs)
 FUZZ_LONG = 600  # per reader under -m fuzz, over seeds 1..3 (15,600 CLI runs); scripts/fuzz.py for a pass outside pytest
 SEED = 12  # the short pass's seed; the long pass uses seeds 1..3
 
@@ -194,17 +194,19 @@ def workdir(tmp_path_factory):
 
 def _seeds_hold(workdir, every_command):
     res = seed_results(workdir, every_command)
-    assert len({k for k, *_ in res}) == 28 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
+    assert len({k for k, *_ in res}) == 29 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
     for kind, name, args, r in res:
         assert check_result(r) is None and r.exit_code in (0, 1), (kind, name, args, r.stderr)
         t = targets(workdir)[kind] if kind in targets(workdir) else None
         assert t is None or t.check is None or t.check(args, r) is None, (kind, name, args)
         if r.exit_code == 1:  # plans that do not fit: the check of the fp8 script, zero2 at 8k tokens, DeepSeek-V3 on 16,
-            # the Bridge 405B preset (77.8 GiB of 71.2 usable, tests/test_bridge_launch.py)
+            # the Bridge 405B preset (77.8 GiB of 71.2 usable, tests/test_bridge_launch.py), the Bridge Qwen3-Next recipe
+            # on 32 H100 (78.7 GiB, its check: newest-fields)
             assert (kind, name) in {("model", "gpt3-175b.yaml"), ("job", "job-titan.yaml"),
                                     ("megatron", "train_llama3_8b_h100_fp8.sh"), ("deepspeed", "ds_config_zero2.json"),
                                     ("moe-config", "deepseek-v3.json"),
-                                    ("megatron-bridge", "bridge_llama31_405b_h100.sh")}, (kind, name)
+                                    ("megatron-bridge", "bridge_llama31_405b_h100.sh"),
+                                    ("newest-fields", "bridge_qwen3_next_h100.sh")}, (kind, name)
 
 
 def test_seeds_are_valid_inputs(workdir):

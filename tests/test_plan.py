@@ -208,3 +208,33 @@ def test_a_loss_end_no_split_holds_is_refused(cli):
     # the embedding counted: the bound is 34, so 35 is refused naming it
     assert_one_error(cli("explain", *base, "35", "--account-for-embedding-in-pipeline-split"),
                      "loss_layers_in_pipeline_split 35: more than the 32 layers of llama3-8b + 2")
+
+
+def test_etp_on_a_model_without_experts_is_refused_where_the_stack_builds_no_expert_grid():
+    """Megatron-DeepSpeed reads --enable-expert-tensor-parallelism only where a layer builds DeepSpeed-MoE
+    (transformer.py @f4157bea l. 1065-1082: num_experts <= 1 builds a dense ParallelMLP), and DeepSpeed creates the
+    expert groups in the MoE module alone (deepspeed/moe/layer.py l. 89-103): a model without experts has no expert
+    TP, and no file of the stack can say one. `check` of the job file model megatron-gpt-1.7b, gpus 8, stack
+    megatron-deepspeed, sharding zero1, global_batch 16, seq_len 2048, etp 2 (fuzz seed 98, job-fields) passed, and
+    its plan exported as megatron-deepspeed (or deepspeed) read back as etp 1 (the file's tp). Now refused, naming
+    the stack field (runs.expert_tensor_parallel_moe_only); etp = tp passes; on the megatron stack, whose
+    initialize_model_parallel builds the expert grid whatever the model, etp 2 still resolves."""
+    from planner.cli.export import check_readback
+    from planner.explain import to_json
+    from planner.trainers.export import export_plan
+
+    job = dict(model="megatron-gpt-1.7b", gpus=8, stack="megatron-deepspeed", sharding="zero1", global_batch=16,
+               seq_len=2048)
+    with pytest.raises(PlannerError, match=r"etp 2 differs from tp 1, but megatron-gpt-1\.7b has no experts.*"
+                                           r"runs\.expert_tensor_parallel_moe_only") as e:
+        resolve(Job(**job, etp=2))
+    assert e.value.hint.startswith("leave etp out")
+    resolve(Job(**job, etp=1))  # etp = tp: what the file reads back
+    s, p, _ = resolve(Job(**job, tp=2, etp=2))
+    d = to_json(s, p, evaluate(s, p))
+    text, _ = export_plan(d["plan"], "megatron-deepspeed")
+    check_readback(d, "megatron-deepspeed", text)  # raises where the read-back differs
+    assert load_stack("megatron-deepspeed").runs.expert_tensor_parallel_moe_only
+    assert not load_stack("megatron").runs.expert_tensor_parallel_moe_only
+    _, p, _ = resolve(Job(**{**job, "stack": "megatron"}, etp=2))
+    assert int(p.etp) == 2

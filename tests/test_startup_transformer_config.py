@@ -140,6 +140,24 @@ def test_ep_comm_overlap_needs_a_flex_or_alltoall_dispatcher_and_one_mtp_layer()
     assert settings.ep_comm_overlap
 
 
+def test_fit_leaves_the_ep_overlap_off_with_two_mtp_layers():
+    """fit turns the EP overlap on by default for an MoE model (space.py: a plan without it is
+    dominated), but not where Megatron-Core refuses it: with 2 MTP layers (transformer_config.py
+    @d98e8a64 l. 3043-3046) `fit --model mixtral-8x7b --gpus 16 --mtp-layers 2` ranked nothing
+    and exited 2 naming ep_comm_overlap, a setting the user never gave (fuzz seed 92,
+    newest-fields kind: Megatron-LM's Nemotron 3 argument file, --mtp-num-layers 2). Now every
+    row runs without it; with 1 MTP layer the EP rows keep it; pinned on with 2 the job is still
+    refused (the user's own setting)."""
+    job = dict(model="mixtral-8x7b", gpus=16, global_batch=64, seq_len=4096)
+    pin = SpaceOptions(tp=(2,), pp=(1,), ep=(8,))
+    rows = fit(Job(**job, mtp_layers=2), opts=pin, top=3).rows
+    assert rows and {r["plan"]["ep_comm_overlap"] for r in rows} == {False}
+    rows = fit(Job(**job, mtp_layers=1), opts=pin, top=3).rows
+    assert rows and {r["plan"]["ep_comm_overlap"] for r in rows} == {True}
+    with pytest.raises(PlannerError, match=r"ep_comm_overlap with 2 multi-token prediction layers"):
+        fit(Job(**job, mtp_layers=2, ep_comm_overlap=True), opts=pin, top=1)
+
+
 # ---- --fp16 with --use-torch-fsdp2: validate_args l. 1046-1047, at job level (explain / check refuse it:
 # tests/test_mode_settings.py)
 

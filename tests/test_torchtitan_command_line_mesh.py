@@ -300,7 +300,10 @@ def test_micro_batch_at_pp_1_is_the_local_batch(cli, tmp_path):
     local_batch_size 4: dp 4, global 4 x 4 = 16, 16 / (4 x 2) = 2 micro-batches."""
     plan, err = _plan(cli, TOML, "--gpus", 8, "--micro-batch", 2)
     assert (plan["dp"], plan["global_batch"], plan["micro_batch"], plan["microbatches_per_step"]) == (8, 16, 2, 1)
-    assert "local_batch_size=2: the command line's micro-batch replaces the file's 1" in err
+    # the note names the plan field as every option that replaces a file's value does (cli/core.py), then the key;
+    # it said "local_batch_size=2: the command line's micro-batch replaces ..." (fuzz cli-options seed 87: budget
+    # llama3_8b.toml --gpus 8 --micro-batch 4 flagged as replacing micro_batch without a note)
+    assert "micro_batch=2: the command line replaces the file's 1 ([training] local_batch_size: without PP" in err
     assert "global_batch=16: global_batch_size -1 = the command line's micro-batch 2 x dp 8" in err
     f = _variant(tmp_path, "local_batch_size = 1", "local_batch_size = 1\nglobal_batch_size = 32")
     plan, _ = _plan(cli, f, "--gpus", 8, "--micro-batch", 2)
@@ -312,8 +315,10 @@ def test_micro_batch_at_pp_1_is_the_local_batch(cli, tmp_path):
     r = cli("explain", TOML, "--gpus", 8, "--pp", 2, "--micro-batch", 2)
     assert r.exit_code == 2 and "local_batch_size 1 is not a multiple of the command line's --micro-batch 2" in r.stderr
     g = _variant(tmp_path, "local_batch_size = 1", "local_batch_size = 4")
-    plan, _ = _plan(cli, g, "--gpus", 8, "--pp", 2, "--micro-batch", 2)
+    plan, err = _plan(cli, g, "--gpus", 8, "--pp", 2, "--micro-batch", 2)
     assert (plan["dp"], plan["global_batch"], plan["micro_batch"], plan["microbatches_per_step"]) == (4, 16, 2, 2)
+    assert "micro_batch=2: the command line replaces the file's 1 ([parallelism] pipeline_parallel_microbatch_size, " \
+           "its default)" in err
 
 
 def test_a_command_line_dp_over_the_leftover_shard_degree(cli):

@@ -884,9 +884,9 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         # without PP torchtitan's micro-batch is the local batch: each of global / (local x dp) accumulation steps is
         # one forward-backward of local_batch_size sequences (train.py @e347b1e5e l. 196-215, 561-564): --micro-batch
         # M is --training.local_batch_size M, and a global_batch_size -1 is M x dp
-        assumed.append(f"local_batch_size={cli_mb}: the command line's micro-batch replaces the file's {local} (without "
-                       "PP torchtitan's micro-batch is the local batch, one forward-backward of local_batch_size per "
-                       f"accumulation step: {cites.accumulation})")
+        assumed.append(f"micro_batch={cli_mb}: the command line replaces the file's {local} ([training] "
+                       "local_batch_size: without PP torchtitan's micro-batch is the local batch, one forward-backward "
+                       f"of local_batch_size per accumulation step: {cites.accumulation})")
         local, local_from = cli_mb, "the command line's micro-batch"
     gbs = tr.get("global_batch_size", -1)
     gbs = _int(where, "[training] global_batch_size", gbs, allowed=(-1,))
@@ -900,8 +900,9 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     if run_pp > 1:
         mbs = _int(where, "[parallelism] pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1))
         if cli_mb is not None and cli_mb != mbs:
-            assumed.append(f"pipeline_parallel_microbatch_size={cli_mb}: the command line's micro-batch replaces the "
-                           f"file's {mbs}" + ("" if "pipeline_parallel_microbatch_size" in par else " (its default)"))
+            assumed.append(f"micro_batch={cli_mb}: the command line replaces the file's {mbs} ([parallelism] "
+                           "pipeline_parallel_microbatch_size" + ("" if "pipeline_parallel_microbatch_size" in par
+                                                                  else ", its default") + ")")
             mbs = cli_mb
         elif "pipeline_parallel_microbatch_size" not in par:
             assumed.append(f"micro_batch=1: pipeline_parallel_microbatch_size default 1 ({cites.micro_default})"
