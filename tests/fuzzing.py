@@ -1219,13 +1219,15 @@ def _newest_mutation(rng: random.Random, data: bytes, suffix: str) -> bytes:
 
 
 def _newest_target(seeds_dir: Path) -> Target:
-    """The newest fields' inputs (NEWEST_*): torchtitan's llama3_8b.toml at CP 2 with the ptrr balancer and at PP 2
+    """The newest fields' inputs (NEWEST_*): torchtitan's llama3_8b.toml at CP 2 with the ptrr balancer (flavor 8B_flex) and at PP 2
     with 9 layers a stage (34 weighted layers: 4 stages, 2 a rank) and an interleaved schedule, torchtitan 0.3's run_train_8b.sh, Megatron-Bridge's Qwen3-Next
     recipe and the 8B launch the megatron-bridge kind writes (bridge-8b.sh), Megatron-LM's Nemotron 3 argument file
     (a hybrid pattern with '/' MTP parts) and a Muon MoE one; read by explain, check and fit (--top 2), checked by
     recent_check."""
     toml = _read(CONFIGS / "llama3_8b.toml").decode()
-    cp = toml.replace("context_parallel_degree = 1", 'context_parallel_degree = 2\ncontext_parallel_load_balancer = "ptrr"')
+    # ptrr needs FlexAttention's BlockMask (start-up rule TORCHTITAN_CP_PTRR_MASK): the flavor 8B_flex
+    cp = toml.replace("context_parallel_degree = 1", 'context_parallel_degree = 2\ncontext_parallel_load_balancer = "ptrr"'
+                      ).replace('flavor = "8B"', 'flavor = "8B_flex"')
     pp = toml.replace("pipeline_parallel_degree = 1", 'pipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 9'
                       '\npipeline_parallel_schedule = "Interleaved1F1B"')
     seeds = {"llama3_8b_cp.toml": cp.encode(), "llama3_8b_pp.toml": pp.encode(),
