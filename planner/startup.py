@@ -267,8 +267,8 @@ class StartupRule:
     dispatcher: str | None = None
     text_for: Callable | None = None
     # a check of one of the trainer's own options: the stack_db runs field naming that option's spelling (runs.fsdp_symm_mem,
-    # runs.spmd_typechecking); the rule is the stack's only where that field is set (rules_for): on a release without the
-    # option the job field is refused (plan.apply_startup_switches) and the rule can never fire, so it is not listed there
+    # runs.spmd_typechecking; runs.mtp, the code that trains MTP); the rule is the stack's only where that field is set and
+    # not false (rules_for): on a release without the option the job field is refused (plan.apply_startup_switches) and the rule can never fire, so it is not listed there
     option: str | None = None
 
     def text_on(self, stack) -> str:
@@ -2277,7 +2277,7 @@ LATER_RULES = LATER_RULES + (
         "update_from_config l. 199-209 ('MTP does not support pipeline parallelism yet.', '... context parallelism "
         "yet.'); models/deepseek_v3/MTP.md TODO 1-2",
         "use pp 1 and cp 1 with mtp_layers, or leave mtp_layers out (--mtp-layers 0)",
-        _torchtitan_mtp_broken),
+        _torchtitan_mtp_broken, option="mtp"),
 )
 
 
@@ -2861,8 +2861,9 @@ def _at_micro_batch_one(plan):
 
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
     """(code, rule) of the stack's start-up rule set (none for a stack that names none), less the absent ones
-    (runs.startup_rules_absent) and the checks of an option the stack does not have (StartupRule.option: its runs
-    field unset)."""
+    (runs.startup_rules_absent), the checks of an option the stack does not have (StartupRule.option: its runs
+    field unset or false) and those of dispatchers it does not build (DISPATCHER_RULES against runs.moe_dispatchers):
+    a rule that can never fire on the stack is not listed there."""
     name = stack.runs.startup_rules if stack is not None and stack.runs is not None else None
     absent = {a.rule for a in stack.runs.startup_rules_absent} if name is not None else set()
     unknown = absent - {r.key for r in RULES if r.trainer == name}
@@ -2874,7 +2875,8 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES
             if (r.trainer in (name, ANY_STACK)
                 or (r.dispatcher is not None and stack is not None and (disps is None or r.dispatcher in disps)))
-            and r.key not in absent and (r.option is None or getattr(runs, r.option, None) is not None)]
+            and r.key not in absent and (r.option is None or getattr(runs, r.option, None) not in (None, False))
+            and (r.key not in DISPATCHER_RULES or disps is None or bool(set(DISPATCHER_RULES[r.key]) & set(disps)))]
 
 
 __all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "model_layer_forms",
