@@ -1205,7 +1205,8 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     mid = np.where(sc.plan.pp > 2, mid, -np.inf)
     # the heaviest by compute alone: the compute floor's stage (compute_floor, a lower bound of every stage's compute +
     # communication); step_time's critical stage adds each stage's communication first (critical_stage)
-    stages = ((mid, perm_mid, host_mid, unf_mid), (first,) + tuple(first_stage[1:]), (last, perm_last, host_last, unf_last))
+    stages = ((mid, perm_mid, host_mid, unf_mid), (first,) + tuple(first_stage[1:]),
+              (last, perm_last, host_last, unf_last))
     crit = _heaviest(mid, first, last)
     # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
     layer_fwd, layer_bwd = stage_windows(sc, lt, "mid")
@@ -1555,7 +1556,8 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
         return np.where(on, ep_overlapped, ep_mb), info
 
     per = {s_: stage(s_) for s_ in CRITICAL_STAGES}
-    info = {k: stage_comm(sc, {s_: per[s_][1][k] for s_ in CRITICAL_STAGES}) for k in ("dispatch", "combine", "sac_rerun")}
+    info = {k: stage_comm(sc, {s_: per[s_][1][k] for s_ in CRITICAL_STAGES})
+            for k in ("dispatch", "combine", "sac_rerun")}
     return stage_comm(sc, {s_: per[s_][0] for s_ in CRITICAL_STAGES}), dict(info, tier=tier, ep_domains=domains)
 
 
@@ -2748,13 +2750,14 @@ def _gpu_mb(sc: StepCtx, comp) -> np.ndarray:
 
 def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np.ndarray:
     """m x _gpu_mb of the stage heaviest by compute alone (compute_time's Compute.mb), without pricing a
-    collective: a lower bound of step_time's micro-batch, the critical stage's compute plus its communication
-    (critical_stage: >= that stage's compute plus its own communication >= its compute), so that
-    step_time(...).total >= compute_floor(...) for the same plan where the critical stage is the heaviest by
-    compute (the same arithmetic on the same values: step_time's `compute` term without the DP copies,
-    dp.copies >= 0, every other term >= 0), and up to float rounding where communication makes another stage
-    critical: the search's lower bound before it prices communication (search._prefilter, which checks the fact
-    on every candidate it evaluates and prices every candidate where it fails). moe (an MoE model): plus step_time's own moe_permute and
+    collective: a lower bound of step_time's micro-batch, the critical stage's compute plus its own
+    communication (critical_stage: >= the compute-heaviest stage's compute plus its communication >= its
+    compute). Where the critical stage is the compute-heaviest one, step_time(...).total >= compute_floor(...)
+    holds by the same arithmetic on the same values (step_time's `compute` term without the DP copies,
+    dp.copies >= 0, and every other term >= 0: adding a value >= 0 never lowers a float sum); where
+    communication makes another stage critical, up to float rounding: the search's lower bound before it prices
+    communication (search._prefilter, which checks the fact on every candidate it evaluates and prices every
+    candidate where it fails). moe (an MoE model): plus step_time's own moe_permute and
     moe_host terms (m x comp.perm, m x comp.host, from the same compute pass), added in
     step_time's order (they follow compute there): each partial sum of step_time's terms is >=
     the floor's, float rounding being monotone, so the total is still >= it."""
