@@ -751,6 +751,32 @@ def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front
     return [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
 
 
+def stage_end_layers(num_layers: int, plan, n0: int, n1: int) -> tuple:
+    """(stage 0, the middle stage with the most, stage p - 1) of the layers whose global index is below n0 or at
+    least L - n1 (Megatron-Core's bf16 layers of an fp8 / fp4 plan, --num-layers-at-start-in-bf16 n0 and
+    -at-end- n1: megatron/core/fp8_utils.py @d98e8a64 l. 711-727 is_first_last_bf16_layer, on the *global*
+    layer index transformer_block.py l. 343-356 passes), each stage holding the layers of its own model chunks:
+    chunk j = 0 .. p v - 1 on stage j mod p holds chunk_layers' consecutive layers (transformer_layer.py l. 65-180
+    get_transformer_layer_offset: vp-major order), so with vpp > 1, or a first chunk shorter than n0, some of
+    the first n0 sit on stage 1 and later (32 layers on 4 x vpp 2, chunks of 4, n0 6: stage 0 holds 0-3 and
+    16-19, 4 of them; stage 1 holds 4-7, 2). The middle entry is 0 with fewer than 3 stages; with one stage all
+    three are the whole model's min(n0 + n1, L). Vectorized over the plans (one chunk list per distinct pipeline
+    configuration, as stage_kind_counts)."""
+    L = int(num_layers)
+    lo_end = max(L - int(n1), int(n0))  # the end range [lo_end, L), less what the start range already holds
+    configs = _pipeline_configs(plan)
+    rows = []
+    for p, v, e, l_, front, first, last in configs.rows:
+        length = np.maximum(np.asarray(chunk_layers(L, p, v, e, l_, front, first, last), dtype=np.int64), 0)
+        start = np.minimum(np.concatenate([[0], np.cumsum(length)]), L)
+        a, b = start[:-1], start[1:]
+        per = (np.clip(np.minimum(b, n0) - a, 0, None) + np.clip(b - np.maximum(a, lo_end), 0, None))
+        stage = per.reshape(v, p).sum(axis=0)  # chunk j = c p + s on stage s
+        rows.append((stage[0], stage[1:p - 1].max(initial=0), stage[p - 1]))
+    table = np.asarray(rows, dtype=np.int64)[configs.inverse]
+    return tuple(table[:, i].reshape(configs.shape) for i in range(3))
+
+
 def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0, first: int = 0, last: int = 0) -> dict:
     """Per stage, the layers of each kind in each of its model chunks, (v, K): stage 0
     ("first"), stage p - 1 ("last"), and the middle stages' distinct chunk compositions ("mid",

@@ -4,11 +4,13 @@ step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubbl
        (+ moe_permute + moe_host + ep_comm for an MoE model: moe.py, step.moe_host)
        (+ muon_ns, Muon's Newton-Schulz GEMMs at the optimizer step, for a job of optimizer muon: [28])
 
-All terms are per GPU on the critical pipeline stage (the slowest of the first stage, with its
-layers plus any bf16 ones, a middle stage, with ceil(L/(p v)) layers per chunk, and the last
-stage, with its layers plus the output layer and the loss; pipeline.stage_layers; under
-DualPipe the end rank, which runs stage 0 and stage p - 1 for half the micro-batches each [8];
-compute_time. The communication terms count a middle stage's layers), for one optimizer
+All terms are per GPU on the critical pipeline stage: of the first stage, with its layers, a
+middle stage, with ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the
+output layer and the loss (pipeline.stage_layers; each plus the bf16 layers it holds,
+bf16_end_layers; under DualPipe the end rank, which runs stage 0 and stage p - 1 for half the
+micro-batches each [8]), the one whose micro-batch, its compute plus its own exposed TP, CP, PP
+and EP communication (each counting that stage's layers), takes longest (critical_stage); every
+term is that one stage's, never the heaviest of each. For one optimizer
 step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
 PlanArrays of 0-d or 1-d arrays.
 
@@ -476,7 +478,7 @@ from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, ex
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
-                       reduce_queue_overrun, stage_kind_counts, plan_stage_layers)
+                       reduce_queue_overrun, stage_end_layers, stage_kind_counts, plan_stage_layers)
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
@@ -1150,7 +1152,8 @@ def _proj_shape(h, sc):
 class Compute:
     """Per micro-batch on the critical stage, and the middle stage's passes (seconds)."""
 
-    mb: np.ndarray  # compute of the slowest of the first, a middle and the last stage (compute_time)
+    mb: np.ndarray  # compute of the slowest of the first, a middle and the last stage (compute_time; in step_time
+    # the critical stage's, critical_stage: the slowest by compute plus its own communication)
     perm: np.ndarray  # its MoE permutation share
     host: np.ndarray  # its MoE host-issue share (moe_host)
     unfused: np.ndarray  # its share run by the stack's unfused elementwise passes (informational, inside mb)
@@ -1160,6 +1163,10 @@ class Compute:
     layer_bwd: np.ndarray
     gemm_fwd: np.ndarray
     logits: np.ndarray
+    # each stage's (compute, permutation, host, unfused) per micro-batch, CRITICAL_STAGES' order (middle, first, last):
+    # -inf compute where the stage is not one the pipeline waits on alone (no middle stage at pp <= 2; the first under
+    # DualPipe, whose end ranks run it paired, in the last's slot); critical_stage adds each one's communication
+    stages: tuple = ()
 
 
 def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
@@ -1201,7 +1208,8 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     first_stage = stage("first")
     mid, perm_mid, host_mid, unf_mid = stage("mid")
     last, perm_last, host_last, unf_last = stage("last")
-    extra_first, extra_last = bf16_end_layers(sc, lt)
+    extra_first, extra_mid, extra_last = bf16_end_layers(sc, lt)
+    mid = mid + extra_mid
     last = last + logits + mtp_time(sc, lt, logits) + extra_last
     # DualPipe: the end rank runs stage 0 and stage p - 1, each for half the micro-batches
     last, perm_last, host_last, unf_last = dualpipe_end_rank(sc, first_stage, extra_first,
@@ -1213,21 +1221,68 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     # a middle stage exists at pp > 2 only (pipeline.stage_layers: at pp 2 its "mid" is stage 1's layers, the last's
     # without the head; at pp 1 the whole model, which the last prices with the head)
     mid = np.where(sc.plan.pp > 2, mid, -np.inf)
-    # the critical stage: the heaviest; ties go to the middle, then the first (the terms of one stage, never mixed)
-    crit = np.where(mid >= np.maximum(first, last), 0, np.where(first >= last, 1, 2))
-
-    def pick(m_, f_, l_):
-        return np.choose(crit, np.broadcast_arrays(m_, f_, l_))
-
+    # the heaviest by compute alone: the compute floor's stage (compute_floor, a lower bound of every stage's compute +
+    # communication); step_time's critical stage adds each stage's communication first (critical_stage)
+    stages = ((mid, perm_mid, host_mid, unf_mid), (first,) + tuple(first_stage[1:]),
+              (last, perm_last, host_last, unf_last))
+    crit = _heaviest(mid, first, last)
     # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
-    layer_fwd, layer_bwd = sc.mean("mid", lt.fwd) - sc.mean("mid", lt.host_fwd), sc.mean("mid", lt.bwd)
+    layer_fwd, layer_bwd = stage_windows(sc, lt, "mid")
     layers = n["mid"]
     return Compute(
-        mb=functools.reduce(np.maximum, (mid, first, last)), perm=pick(perm_mid, first_stage[1], perm_last),
-        host=pick(host_mid, first_stage[2], host_last), unfused=pick(unf_mid, first_stage[3], unf_last),
+        mb=functools.reduce(np.maximum, (mid, first, last)), perm=_pick(crit, *(x[1] for x in stages)),
+        host=_pick(crit, *(x[2] for x in stages)), unfused=_pick(crit, *(x[3] for x in stages)),
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
-        layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
+        layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits, stages=stages)
+
+
+# the stage slots of Compute.stages and of the communication terms' per-stage values, in the order ties go
+CRITICAL_STAGES = ("mid", "first", "last")
+
+
+def _heaviest(mid, first, last) -> np.ndarray:
+    """Index into CRITICAL_STAGES of the heaviest of three per-micro-batch times; ties go to the middle, then the
+    first (the terms of one stage, never mixed)."""
+    return np.where(mid >= np.maximum(first, last), 0, np.where(first >= last, 1, 2))
+
+
+def _pick(crit, mid, first, last) -> np.ndarray:
+    return np.choose(crit, np.broadcast_arrays(mid, first, last))
+
+
+def stage_windows(sc: StepCtx, lt: LayerTimes, st: str) -> tuple:
+    """(forward, backward) of stage st's mean layer per micro-batch: the windows its overlapped transfers hide
+    behind (the EP all-to-alls, a model chunk's p2p); the forward without the MoE host gaps (GPU work)."""
+    return sc.mean(st, lt.fwd) - sc.mean(st, lt.host_fwd), sc.mean(st, lt.bwd)
+
+
+def stage_comm(sc: StepCtx, per: dict) -> dict:
+    """A communication term's per-micro-batch seconds on each CRITICAL_STAGES slot: `per` (stage -> its value, each
+    stage with its own layers) with the last slot, under DualPipe, the end ranks' pair, the mean of stage 0's and
+    stage p - 1's (dualpipe_end_rank's, as the compute)."""
+    dual = dualpipe_pairs(sc.plan)
+    if not np.any(dual):
+        return per
+    return dict(per, last=np.where(dual, 0.5 * (per["first"] + per["last"]), per["last"]))
+
+
+def critical_stage(comp: Compute, comms: list) -> tuple:
+    """(crit, Compute of the critical stage): the stage the pipeline waits on is the one whose micro-batch, compute
+    plus its own exposed communication (comms: each term's per-stage dict, stage_comm, in step_time's order), takes
+    longest; its compute, permutation, host and unfused shares replace comp's (the heaviest by compute alone). crit
+    indexes CRITICAL_STAGES; each term is then taken from that one stage (pick), never the heaviest of each."""
+    tot = [comp.stages[i][0] for i in range(3)]
+    for c in comms:
+        tot = [t + c[st] for t, st in zip(tot, CRITICAL_STAGES)]
+    crit = _heaviest(*tot)
+    mb, perm, host, unf = (_pick(crit, *(comp.stages[i][j] for i in range(3))) for j in range(4))
+    return crit, dataclasses.replace(comp, mb=mb, perm=perm, host=host, unfused=unf)
+
+
+def pick(crit, per: dict) -> np.ndarray:
+    """The critical stage's value of a per-stage dict (critical_stage's crit)."""
+    return _pick(crit, *(per[st] for st in CRITICAL_STAGES))
 
 
 def dualpipe_end_rank(sc: StepCtx, first, extra_first, last) -> tuple:
@@ -1248,14 +1303,17 @@ def dualpipe_end_rank(sc: StepCtx, first, extra_first, last) -> tuple:
 
 
 def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
-    """(first stage, last stage) extra seconds per micro-batch of the transformer layers a
-    low-precision plan keeps in bf16 (Megatron --first-last-layers-bf16: the first N0 and
-    last N1 layers outside the fp8 / fp4 autocast, transformer_config.py @d98e8a64): each
-    costs a middle layer's forward + backward at bf16 instead of the plan's precision. With
-    pp = 1 both ends are on the one stage."""
+    """(first stage, middle stage, last stage) extra seconds per micro-batch of the transformer layers a
+    low-precision plan keeps in bf16 (Megatron --first-last-layers-bf16: the first N0 and last N1 layers
+    outside the fp8 / fp4 autocast, transformer_config.py @d98e8a64), where they are: by global layer index
+    (fp8_utils.py l. 711-727), on the stages whose model chunks hold them (pipeline.stage_end_layers: with vpp > 1
+    or a first stage shorter than N0 some sit on stage 1 and later; the middle entry the middle stage holding the
+    most, priced on the slowest middle composition: exact for a model of one kind). Each costs a middle layer's
+    forward + backward at bf16 instead of the plan's precision. With pp = 1 both ends are on the one stage, the
+    last's."""
     n0, n1 = sc.settings.bf16_layers
     if not (n0 or n1):
-        return np.float64(0.0), np.float64(0.0)
+        return np.float64(0.0), np.float64(0.0), np.float64(0.0)
     import dataclasses
 
     plan = sc.plan
@@ -1265,9 +1323,8 @@ def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
     delta = np.where(sc.fp8, sc.mean("mid", [f + b + s for f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel)])
                      - sc.mean("mid", [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]), 0.0)
     one = plan.pp == 1
-    first = np.where(one, 0.0, np.minimum(n0, sc.n["first"])) * delta
-    last = np.where(one, np.minimum(n0 + n1, sc.n["last"]), np.minimum(n1, sc.n["last"])) * delta
-    return first, last
+    first, mid, last = stage_end_layers(sc.settings.model.num_layers, plan, n0, n1)
+    return np.where(one, 0.0, first) * delta, np.where(plan.pp > 2, mid, 0.0) * delta, last * delta
 
 
 # ----------------------------------------------------------------------------- collectives
@@ -1335,8 +1392,9 @@ class Collectives:
 
 
 # ----------------------------------------------------------------------------- TP, EP, CP, PP
-def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
-    """TP collectives of a middle stage per micro-batch [2]: each block with a TP-split output
+def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
+    """TP collectives per micro-batch of each stage (CRITICAL_STAGES -> seconds, stage_comm: each with its own
+    layers, n and rc; step_time takes the critical stage's) [2]: each block with a TP-split output
     runs one all-reduce (or reduce-scatter + all-gather under SP) of T h bf16 each way (an MoE
     MLP's moves the top_k c dispatched copies of each token); a recomputed layer repeats its
     forward ones; the stack's selective policy may re-run some of an attention layer's. With
@@ -1376,7 +1434,7 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
     rtc = sc.stack.selective.recompute_tp_collectives
     sel_tp = np.where(plan.recompute == RC_SELECTIVE,
                       np.where(tp_collectives_rerun(sc.settings, plan), rtc, rtc / 2.0), 0.0)
-    n, rc, out = sc.n["mid"], sc.rc["mid"], []
+    plain, again = [], []  # per kind: a layer's forward-and-backward collectives, a recomputed layer's
     for i, kind in enumerate(sc.ll.kinds):
         pairs = np.float64(0.0)
         for mult in kind.mixer.tp_pairs + kind.mlp.tp_pairs:
@@ -1396,16 +1454,26 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
                                  else per.setdefault(mult, pair(mult)))
             extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
         g = lt.gemm_fwd[i]
-        out.append((n - rc) * hidden(2.0 * pairs + extra, 3.0, g) + rc * hidden(3.0 * pairs, 4.0, g))
+        plain.append(hidden(2.0 * pairs + extra, 3.0, g))
+        again.append(hidden(3.0 * pairs, 4.0, g))
+    gather = sync = None
     if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
         gather = coll(comm.ALL_GATHER, msg / np.where(sp_on, plan.tp, 1), plan.tp, s)
-        out = [o + rc * gather for o in out]
     if sc.settings.sync_tp_duplicated_parameters:  # a job setting [sy]: every forward, the re-runs' too
         h = sc.settings.model.hidden_size
         sync = coll(comm.ALL_REDUCE, np.float64(h * sc.settings.bpp.weights), plan.tp, s)
-        out = [o + (n + rc) * (getattr(k.mixer, "tp_synced", 0.0) + getattr(k.mlp, "tp_synced", 0.0)) * sync
-               for o, k in zip(out, sc.ll.kinds)]
-    return sc.mean("mid", out)
+
+    def on(st):  # stage st's layers (n, of which rc recomputed), each kind's collectives
+        n, rc = sc.n[st], sc.rc[st]
+        out = [(n - rc) * a + rc * b for a, b in zip(plain, again)]
+        if gather is not None:
+            out = [o + rc * gather for o in out]
+        if sync is not None:
+            out = [o + (n + rc) * (getattr(k.mixer, "tp_synced", 0.0) + getattr(k.mlp, "tp_synced", 0.0)) * sync
+                   for o, k in zip(out, sc.ll.kinds)]
+        return sc.mean(st, out)
+
+    return stage_comm(sc, {st: on(st) for st in CRITICAL_STAGES})
 
 
 def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
@@ -1445,14 +1513,15 @@ def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
     return out if np.ndim(flex) == 0 else np.where(flex, 0.0, out)
 
 
-def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, dict]:
-    """MoE dispatch and combine of a middle stage per micro-batch (planner/moe.py, the
+def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]:
+    """MoE dispatch and combine per micro-batch of each stage (CRITICAL_STAGES -> seconds, stage_comm: each with its
+    own layers and windows, stage_windows; step_time takes the critical stage's) (planner/moe.py, the
     dispatcher's cost: planner/dispatch.py): per MoE layer a dispatch and a combine forward and
     their gradients backward (the forward ones again per recomputed layer) over the EP group;
     with ep_comm_overlap, where it applies, the combined 1F1B schedule hides a layer's forward
     ones behind the partner micro-batch's backward of a layer and its backward ones behind a
     layer's forward, at the stack's exposed share; the passes that run alone keep theirs.
-    Also returns the dispatch and combine seconds per micro-batch (before overlap) and the EP
+    Also returns the dispatch and combine seconds per micro-batch (before overlap; per stage) and the EP
     group's tier, for explain. DeepEP's and Hybrid-EP's kernels run over the etp x ep group
     (dispatch.group_size), placed as the folded grid's tp_ep group.
     Selective recompute under a model code whose save list leaves the all-to-all out
@@ -1474,28 +1543,40 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
             fwd, bwd, disp, comb = ([np.where(on, y, x) for x, y in zip(a, b)]
                                     for a, b in ((fwd, f2), (bwd, b2), (disp, d2), (comb, c2)))
             tier, domains = np.where(on, t2, tier), np.where(on, dom2, domains)
-    n, rc = sc.n["mid"], sc.rc["mid"]
     # the layers whose forward transfers selective recompute re-runs (the model code's save list)
     # (memory.py [xk]), and a policy that checkpoints the whole MoE block (recompute_modules moe: the dispatch and
     # combine are inside moe_layer.py custom_forward, planner/recompute_modules.py)
     block = "moe" in sc.stack.selective.recompute_blocks  # the stack's policy
-    again = np.where((plan.recompute == RC_SELECTIVE) & (exchange_reruns(st, plan) | block), n, 0.0)
-    twice = rc + again
-    half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
-    info = {"dispatch": n * sc.mean("mid", disp) + twice * sc.mean("mid", [d / 2.0 for d in disp]),
-            "combine": n * sc.mean("mid", comb) + twice * sc.mean("mid", [c / 2.0 for c in comb]),
-            "sac_rerun": again * half_f, "tier": tier, "ep_domains": domains}
-    ep_mb = n * (half_f + half_b) + twice * half_f
+    reruns = (plan.recompute == RC_SELECTIVE) & (exchange_reruns(st, plan) | block)
     dual = dualpipe_pairs(plan)
-    if not np.any(epo) and not dual.any():
-        return ep_mb, info
-    # DualPipe pairs a forward chunk with a backward chunk of the other direction and hides each
-    # one's all-to-alls behind the other's compute (pipeline.py [8]), as the combined 1F1B does
-    alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
-    paired = _hide(half_f, comp.layer_bwd, sc.x) + _hide(half_b, comp.layer_fwd, sc.x)
-    ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f
-    on = dual | (epo & moe.ep_overlap_applies(plan))
-    return np.where(on, ep_overlapped, ep_mb), info
+    overlap = bool(np.any(epo) or dual.any())
+    if overlap:
+        # DualPipe pairs a forward chunk with a backward chunk of the other direction and hides each
+        # one's all-to-alls behind the other's compute (pipeline.py [8]), as the combined 1F1B does
+        alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
+        on = dual | (epo & moe.ep_overlap_applies(plan))
+
+    def stage(s_):  # stage s_'s MoE layers (n, rc recomputed): (seconds per micro-batch, explain's figures)
+        n, rc = sc.n[s_], sc.rc[s_]
+        again = np.where(reruns, n, 0.0)
+        twice = rc + again
+        half_f, half_b = sc.mean(s_, fwd), sc.mean(s_, bwd)  # a mean layer's forward (backward) transfers
+        info = {"dispatch": n * sc.mean(s_, disp) + twice * sc.mean(s_, [d / 2.0 for d in disp]),
+                "combine": n * sc.mean(s_, comb) + twice * sc.mean(s_, [c / 2.0 for c in comb]),
+                "sac_rerun": again * half_f}
+        ep_mb = n * (half_f + half_b) + twice * half_f
+        if not overlap:
+            return ep_mb, info
+        # the windows: the stage's own mean layer (stage_windows; the middle's is Compute's layer_fwd / layer_bwd)
+        w_f, w_b = stage_windows(sc, lt, s_)
+        paired = _hide(half_f, w_b, sc.x) + _hide(half_b, w_f, sc.x)
+        ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f
+        return np.where(on, ep_overlapped, ep_mb), info
+
+    per = {s_: stage(s_) for s_ in CRITICAL_STAGES}
+    info = {k: stage_comm(sc, {s_: per[s_][1][k] for s_ in CRITICAL_STAGES})
+            for k in ("dispatch", "combine", "sac_rerun")}
+    return stage_comm(sc, {s_: per[s_][0] for s_ in CRITICAL_STAGES}), dict(info, tier=tier, ep_domains=domains)
 
 
 def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
@@ -1521,8 +1602,9 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
     return fwd, bwd, disp, comb, link.link, link.domains
 
 
-def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(exposed, total, scan) CP traffic of a middle stage per micro-batch; scan: the part of both
+def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict, dict | None]:
+    """(exposed, total, scan) CP traffic per micro-batch of each stage (CRITICAL_STAGES -> seconds, stage_comm: each
+    with its own layers; step_time takes the critical stage's); scan: the part of both
     that the state-space and linear-attention layers' exchanges are (None where the model has no
     such layer), so that explain can tell it from the attention layers' K/V ring.
 
@@ -1533,25 +1615,38 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
     of a scan split over ranks are blocking: the scan waits for its inputs, so they are
     exposed."""
     plan, ctx = sc.plan, sc.ctx
-    n = sc.n["mid"]
-    exposed, total, scan = [], [], []
+    per = []  # per kind: (forward exposed, forward total, a layer's exposed, a layer's total, scan) or a blocking t
     for i, kind in enumerate(sc.ll.kinds):
         mixer = kind.mixer
         if mixer.cp_overlaps_core:
             (f_exp, f_tot), (b_exp, b_tot) = cp_ring_comm(sc, coll, lt, i, cp_ring(sc, mixer))
-            again = _cores_run_twice(sc, mixer)
-            exposed.append(n * (f_exp + b_exp) + again * f_exp)
-            total.append(n * (f_tot + b_tot) + again * f_tot)
-            scan.append(np.float64(0.0))
+            per.append((f_exp, f_tot, f_exp + b_exp, f_tot + b_tot))
             continue
         t = np.float64(0.0)
         for op, size, count in mixer.cp_collectives(ctx):
             t = t + count * coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
-        exposed.append(n * t)
-        total.append(n * t)
-        scan.append(n * t)
+        per.append(t)
     has_scan = any(not kind.mixer.cp_overlaps_core for kind in sc.ll.kinds)  # a model property
-    return sc.mean("mid", exposed), sc.mean("mid", total), (sc.mean("mid", scan) if has_scan else None)
+
+    def stage(st):  # stage st's layers, each kind's exchange: (exposed, total, scan)
+        n = sc.n[st]
+        exposed, total, scan = [], [], []
+        for kind, x in zip(sc.ll.kinds, per):
+            if kind.mixer.cp_overlaps_core:
+                f_exp, f_tot, exp_, tot_ = x
+                again = _cores_run_twice(sc, kind.mixer, st)
+                exposed.append(n * exp_ + again * f_exp)
+                total.append(n * tot_ + again * f_tot)
+                scan.append(np.float64(0.0))
+                continue
+            exposed.append(n * x)
+            total.append(n * x)
+            scan.append(n * x)
+        return sc.mean(st, exposed), sc.mean(st, total), (sc.mean(st, scan) if has_scan else None)
+
+    out = {st: stage(st) for st in CRITICAL_STAGES}
+    exposed, total = (stage_comm(sc, {st: out[st][j] for st in CRITICAL_STAGES}) for j in (0, 1))
+    return exposed, total, (stage_comm(sc, {st: out[st][2] for st in CRITICAL_STAGES}) if has_scan else None)
 
 
 def cp_compute(sc: StepCtx, lt: LayerTimes) -> np.ndarray:
@@ -1617,11 +1712,11 @@ def mamba_scan_time(sc: StepCtx, lt: LayerTimes) -> dict:
     return {"mamba_scan_s": sc.m * n * sc.mean("mid", per)}
 
 
-def _cores_run_twice(sc: StepCtx, mixer) -> np.ndarray:
-    """A middle stage's layers of this mixer whose attention core runs its forward twice per
+def _cores_run_twice(sc: StepCtx, mixer, st: str = "mid") -> np.ndarray:
+    """Stage st's (a middle one's) layers of this mixer whose attention core runs its forward twice per
     micro-batch: the fully recomputed ones, and under selective recompute every other one
     where the policy re-runs the core (_core_rerun) and the mixer's core is selective's."""
-    n, rc = sc.n["mid"], sc.rc["mid"]
+    n, rc = sc.n[st], sc.rc[st]
     sel_core = (sc.plan.recompute == RC_SELECTIVE) & (_core_rerun(sc.settings, sc.stack.selective)
                                                       and mixer.selective_core)
     return rc + np.where(sel_core, n - rc, 0.0)
@@ -1727,8 +1822,9 @@ def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring, ranks, stride):
     return (fwd, fwd), (bwd, bwd)
 
 
-def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
-    """(per micro-batch, per step) seconds of the pipeline's p2p. Per micro-batch: a send/recv
+def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
+    """(per micro-batch, per step) seconds of the pipeline's p2p, each a dict of the stages' (CRITICAL_STAGES,
+    stage_comm; step_time takes the critical stage's). Per micro-batch: a send/recv
     of T h bf16 (/t under SP) per model chunk, forward and backward, on the PP link; blocking p2p
     waits for every send, an overlapped one (Megatron's interleaved schedule) hides behind the
     next model chunk's compute at the stack's share. Per step: pp_warmup_flush's, from the same
@@ -1749,9 +1845,14 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
     pp_send = pp_send + per_send
     p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
-    chunk = sc.n["mid"] / plan.vpp * comp.layer_fwd
-    hidden = _hide(pp_send, chunk, sc.x)
-    return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
+
+    def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
+        chunk = sc.n[st] / plan.vpp * stage_windows(sc, lt, st)[0]
+        hidden = _hide(pp_send, chunk, sc.x)
+        return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
+
+    out = {st: stage(st) for st in CRITICAL_STAGES}
+    return tuple(stage_comm(sc, {st: out[st][j] for st in CRITICAL_STAGES}) for j in (0, 1))
 
 
 def pipe_partitioned(sc: StepCtx) -> np.ndarray:
@@ -2703,12 +2804,15 @@ def _gpu_mb(sc: StepCtx, comp) -> np.ndarray:
 
 
 def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np.ndarray:
-    """m x _gpu_mb: the `compute` term of step_time without the DP copies (dp.copies >= 0),
-    by the same arithmetic on the same values (_compute_pass, _gpu_mb), without pricing a
-    collective. Every other term of step_time is >= 0, and adding a value >= 0 never lowers a
-    float sum, so step_time(...).total >= compute_floor(...) for the same plan: the search's
-    lower bound before it prices communication (search._prefilter, which checks the fact on
-    every candidate it evaluates). moe (an MoE model): plus step_time's own moe_permute and
+    """m x _gpu_mb of the stage heaviest by compute alone (compute_time's Compute.mb), without pricing a
+    collective: a lower bound of step_time's micro-batch, the critical stage's compute plus its own
+    communication (critical_stage: >= the compute-heaviest stage's compute plus its communication >= its
+    compute). Where the critical stage is the compute-heaviest one, step_time(...).total >= compute_floor(...)
+    holds by the same arithmetic on the same values (step_time's `compute` term without the DP copies,
+    dp.copies >= 0, and every other term >= 0: adding a value >= 0 never lowers a float sum); where
+    communication makes another stage critical, up to float rounding: the search's lower bound before it prices
+    communication (search._prefilter, which checks the fact on every candidate it evaluates and prices every
+    candidate where it fails). moe (an MoE model): plus step_time's own moe_permute and
     moe_host terms (m x comp.perm, m x comp.host, from the same compute pass), added in
     step_time's order (they follow compute there): each partial sum of step_time's terms is >=
     the floor's, float rounding being monotone, so the total is still >= it."""
@@ -2740,9 +2844,16 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)
     moe_model = sc.ll.has_experts
-    ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
+    ep_mb, ep_info = ep_comm(sc, coll, lt) if moe_model else (None, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
-    pp_mb, warm = pp_comm(sc, coll, comp)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
+    pp_mb, warm = pp_comm(sc, coll, lt)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
+    # the critical stage: the heaviest by compute plus its own communication (each term of that one stage)
+    crit, comp = critical_stage(comp, [tp_mb, cp_mb, pp_mb] + ([ep_mb] if moe_model else []))
+    tp_mb, cp_mb, cp_total, pp_mb, warm = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm))
+    cp_scan = None if cp_scan is None else pick(crit, cp_scan)
+    if moe_model:
+        ep_mb = pick(crit, ep_mb)
+        ep_info = {k: pick(crit, v) if isinstance(v, dict) else v for k, v in ep_info.items()}
     t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
     dp = dp_comm(sc, coll, comp, lt, stream_mb=t_mb)  # t_mb: the compute stream's micro-batch, the pipeline's unit [26]
     tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on

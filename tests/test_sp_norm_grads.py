@@ -43,7 +43,7 @@ def test_llama3_8b_tp8_all_reduces_its_norms_fp32_once_a_step(explain):
     assert js["time"]["tp_sp_norm_grads_s"] == pytest.approx(want, rel=1e-12)
     # inside tp_comm: the same plan's tp_comm less it is the per-micro-batch collectives' (m = 8 micro-batches)
     from planner.step import grouped_layer_times, tp_comm
-    per_mb = float(tp_comm(sc, coll, grouped_layer_times(sc)))
+    per_mb = float(tp_comm(sc, coll, grouped_layer_times(sc))["last"])  # one stage: the last (and only) one
     assert float(terms.tp_comm) == pytest.approx(8 * per_mb + want, rel=1e-12)
 
 
