@@ -3914,6 +3914,12 @@ class Job(BaseModel):
                     "l. 133, emerging_optimizers.py @d98e8a64 l. 403: partition_dim None); step.py [28], memory.py "
                     "[mu]; default: the stack's runs.optimizers muon_tp_mode (megatron duplicated, megatron-bridge "
                     "blockwise); distributed is not priced")
+    muon_split_qkv: bool = Field(
+        default=True,
+        description="with optimizer muon: orthogonalize linear_qkv's q, k and v apart, split per query group (Megatron-LM "
+                    "--muon-split-qkv, the default; false: --muon-no-split-qkv, arguments.py @d98e8a64 l. 2630-2632, "
+                    "the one (g a + 2 k) d x h matrix whole: emerging_optimizers.py l. 407); step.py [28], memory.py "
+                    "[mu]; default on")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

@@ -1,4 +1,4 @@
-"""Muon's TP mode (the job's muon_tp_mode, the stack's runs.optimizers muon_tp_mode; step.py [28], memory.py [mu],
+"""Muon's TP mode and q / k / v split (the job's muon_tp_mode and muon_split_qkv, the stack's runs.optimizers muon_tp_mode; step.py [28], memory.py [mu],
 layers/common.py [ns] muon_local): duplicated (Megatron-LM @d98e8a64's default, optimizer_config.py l. 282) all-gathers
 each TP-split momentum and orthogonalizes the whole matrix on every TP rank; blockwise (Megatron-Core 905c0e386's
 default, optimizer_config.py l. 277-278, which Megatron-Bridge pins) passes partition_dim None (muon.py @905c0e386
@@ -163,3 +163,48 @@ def test_bridge_reader_and_export(cli, tmp_path):
     assert "    optimizer.muon_tp_mode=duplicated \\\n" in out.read_text()
     b = json.loads(cli("explain", out, "--format", "json", "-q").stdout)
     assert b["plan"]["muon_tp_mode"] == "duplicated"
+
+
+def test_no_split_qkv_llama_tp2_dp4():
+    """--muon-no-split-qkv (the job's muon_split_qkv false; arguments.py @d98e8a64 l. 2630-2632): linear_qkv,
+    (32 + 2 x 8) x 128 = 6144 x 4096, orthogonalized whole (emerging_optimizers.py l. 407 skips the split). Per step
+    FLOPs: whole m 4096, n 6144: 4 m^2 n + 2 m^3 = 4096^2 x 32,768 = 549,755,813,888; split: q 6 x 4096^3 =
+    412,316,860,416 and k, v 2 x (4 x 1024^2 x 4096 + 2 x 1024^3) = 38,654,705,664, 450,971,566,080 in all: the whole
+    matrix costs more. Llama 3 8B tp 2 dp 4 zero1 duplicated: 32 layers / 4 of ns(4096, 6144) + ns(4096, 4096) (the
+    output) + fc1 + fc2; blockwise: the shard 3072 x 4096 (the whole qkv's rows / 2)."""
+    assert 4 * 4096**2 * 6144 + 2 * 4096**3 == 549_755_813_888
+    assert 6 * 4096**3 + 2 * (4 * 1024**2 * 4096 + 2 * 1024**3) == 450_971_566_080
+    job = dict(optimizer="muon", sharding="zero1", tp=2)
+    ns = _ns_seconds(resolve(Job.model_validate({**LLAMA, **job}))[0].hardware)
+    whole = _explain(muon_split_qkv=False, **job)
+    want = 32 * (ns(4096, 6144) + ns(4096, 4096) + ns(4096, 28672) + ns(4096, 14336)) / 4
+    assert whole["time"]["muon_ns_s"] == pytest.approx(want, rel=1e-12)
+    assert whole["time"]["muon_ns_s"] > _explain(**job)["time"]["muon_ns_s"]
+    assert whole["plan"]["muon_split_qkv"] is False and "muon_split_qkv" not in _explain(**job)["plan"]
+    blk = _explain(muon_split_qkv=False, muon_tp_mode="blockwise", **job)
+    want = 32 * (ns(3072, 4096) + ns(2048, 4096) + ns(4096, 14336) + ns(4096, 7168)) / 4
+    assert blk["time"]["muon_ns_s"] == pytest.approx(want, rel=1e-12)
+    with pytest.raises(PlannerError, match="muon_split_qkv false with optimizer adam"):
+        resolve(Job.model_validate({**LLAMA, "muon_split_qkv": False}))
+
+
+def test_no_split_qkv_readers_and_exports(cli, tmp_path):
+    """--muon-no-split-qkv and Bridge's optimizer.muon_split_qkv=false (OptimizerConfig @905c0e386 l. 263) read as the
+    job's muon_split_qkv false (under Adam the Megatron flag is ignored, listed); both exports write it back."""
+    assert _read(tmp_path, "--optimizer muon --muon-no-split-qkv").job["muon_split_qkv"] is False
+    cfg = _read(tmp_path, "--muon-no-split-qkv")
+    assert "muon_split_qkv" not in cfg.job and any("--muon-no-split-qkv" in str(i) for i in cfg.ignored)
+    from test_bridge_muon import OFF, _launch
+
+    f = _launch(tmp_path, "optimizer.optimizer=muon optimizer.muon_split_qkv=false", OFF)
+    assert load_trainer_config(f, hardware="h100-sxm").job["muon_split_qkv"] is False
+    for stack, fmt, line in (("megatron", "megatron", "--muon-no-split-qkv"),
+                             ("megatron-bridge", "megatron-bridge", "optimizer.muon_split_qkv=false")):
+        job = ["--model", "llama3-8b", "--gpus", "8", "--stack", stack, "--optimizer", "muon", "--sharding", "none",
+               "--no-tp-comm-overlap", "--no-muon-split-qkv"]
+        out = tmp_path / f"{stack}.sh"
+        r = cli("export", *job, "--format", fmt, "-o", out, "-q")
+        assert r.exit_code == 0, r.stderr
+        assert line in out.read_text()
+        b = json.loads(cli("explain", out, "--format", "json", "-q").stdout)
+        assert b["plan"]["muon_split_qkv"] is False

@@ -357,9 +357,11 @@ class Attention:
 
     def muon_params(self) -> tuple:
         """The 2-D parameters Muon steps (LayerKind.muon_params): linear_qkv one tensor ((2 if the output gate) a d
-        + 2 k d rows x h), which muon_matrices splits per query group, and linear_proj h x a d."""
+        + 2 k d rows x h), which muon_matrices splits per query group, and linear_proj h x a d (listed transposed,
+        common.py [ns]). Also the matrices Muon orthogonalizes under --muon-no-split-qkv (the job's muon_split_qkv
+        false: TensorParallelMuon.orthogonalize runs linear_qkv whole, emerging_optimizers.py @d98e8a64 l. 407)."""
         h, ad, kd = self.h, self.a * self.d, self.k * self.d
-        return (((2 if self.gate else 1) * ad + 2 * kd, h, 1, "split"), (h, ad, 1, "split"))
+        return (((2 if self.gate else 1) * ad + 2 * kd, h, 1, "split"), (ad, h, 1, "split"))
 
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):
