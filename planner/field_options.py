@@ -166,6 +166,11 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "step (default: off, the layout)"),
     FieldOption("muon_ns_steps", "int", "with --optimizer muon: the Newton-Schulz steps a momentum is orthogonalized "
                 "with (Megatron-LM --muon-num-ns-steps) (default: 5)"),
+    FieldOption("muon_split_qkv", "bool", "with --optimizer muon: orthogonalize linear_qkv's q, k and v apart "
+                "(Megatron-LM --muon-split-qkv; off: --muon-no-split-qkv, the one matrix whole) (default: on)"),
+    FieldOption("muon_tp_mode", "str", "blockwise|duplicated: with --optimizer muon, Newton-Schulz on each TP rank's "
+                "own shard, no gather (blockwise), or on the whole matrix after a TP all-gather (duplicated) "
+                "(Megatron-LM --muon-tp-mode) (default: the stack's: megatron duplicated, megatron-bridge blockwise)"),
     FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
                 "(default: the stack's)"),
     FieldOption("precision_aware_optimizer", "bool", "the stack's precision-aware optimizer (Megatron-LM "

@@ -1586,7 +1586,7 @@ from .dispatch import ALLTOALL, HYBRIDEP, group_size, group_stride
 from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
-from .layers.common import ACT_BYTES, kv_local, norm_params
+from .layers.common import ACT_BYTES, kv_local, muon_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard, optimizer_shards
 from .params import ParamCounts, count_params
@@ -2043,17 +2043,20 @@ MUON_LOOP_BYTES = 2.0 + 2.0
 MUON_GRAM_BYTES = 2.0 + 2.0
 
 
-def muon_step_temporaries(mats) -> float:
+def muon_step_temporaries(mats, gathered=True):
     """Bytes of the Newton-Schulz temporaries of the largest of `mats` (rows, cols, count, group: layers/common.py
-    [ns]) [mu]: e = rows x cols, m = min(rows, cols): MUON_GATHER_BYTES e where newton_schulz_tp gathers it (groups split
-    and expert) + max(MUON_NS_BYTES e, MUON_LOOP_BYTES e + MUON_GRAM_BYTES m^2); 0 for none. One matrix at a time:
-    the optimizer's step loop (orthogonalized_optimizer.py l. 169-199) frees each one's before the next."""
+    [ns]; rows may be float64 arrays, muon_local's shards) [mu]: e = rows x cols, m = min(rows, cols): MUON_GATHER_BYTES
+    e where newton_schulz_tp gathers it (groups split and expert, under the duplicated TP mode: `gathered`; none under
+    blockwise, each rank's own shard) + max(MUON_NS_BYTES e, MUON_LOOP_BYTES e + MUON_GRAM_BYTES m^2); 0 for none. One
+    matrix at a time: the optimizer's step loop (orthogonalized_optimizer.py l. 169-199) frees each one's before the
+    next."""
     out = 0.0
     for rows, cols, _count, group in mats:
-        e, m = float(rows) * float(cols), float(min(rows, cols))
-        work = max(MUON_NS_BYTES * e, MUON_LOOP_BYTES * e + MUON_GRAM_BYTES * m * m)
-        out = max(out, work + (MUON_GATHER_BYTES * e if group != "rep" else 0.0))
-    return out
+        rows, cols = np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64)
+        e, m = rows * cols, np.minimum(rows, cols)
+        work = np.maximum(MUON_NS_BYTES * e, MUON_LOOP_BYTES * e + MUON_GRAM_BYTES * m * m)
+        out = np.maximum(out, work + (MUON_GATHER_BYTES * e if gathered and group != "rep" else 0.0))
+    return out if np.ndim(out) else float(out)
 
 
 
@@ -3514,11 +3517,18 @@ class _PerLayer:
         self.muon_temp = None
         if settings.optimizer == "muon":  # a job setting
             m, kinds = settings.model, pc.layers.kinds
-            self.muon_temp = [muon_step_temporaries(k.muon_matrices()) for k in kinds]
-            self.muon_temp_position = (muon_step_temporaries(((m.max_seq_len, m.hidden_size, 1, "rep"),))
+            # the job's TP mode (step.py [28]): under blockwise each TP rank's own shard, no gather (muon_local)
+            block = settings.muon_tp_mode == "blockwise"  # a job setting
+            etp = etp_of(plan)
+
+            def temps(mats):
+                return muon_step_temporaries(muon_local(mats, plan.tp, etp, block), gathered=not block)
+            split = settings.muon_split_qkv  # a job setting: linear_qkv split or whole
+            self.muon_temp = [temps(k.muon_matrices(split)) for k in kinds]
+            self.muon_temp_position = (temps(((m.max_seq_len, m.hidden_size, 1, "rep"),))
                                        if m.position_embedding == "learned" else 0.0)
-            self.muon_temp_mtp = (muon_step_temporaries(((m.hidden_size, 2 * m.hidden_size, 1, "split"),)
-                                                        + sum((kinds[k].muon_matrices() for k in pc.layers.mtp_kinds), ()))
+            self.muon_temp_mtp = (temps(((m.hidden_size, 2 * m.hidden_size, 1, "split"),)
+                                        + sum((kinds[k].muon_matrices(split) for k in pc.layers.mtp_kinds), ()))
                                   if m.mtp_layers else 0.0)
         # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
         self.step_grads = mode_step_grads(stack, plan)

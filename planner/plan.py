@@ -687,6 +687,8 @@ class Settings:
     optimizer: str = "adam"  # the update rule (job field optimizer: adam | muon; memory.py [mu])
     optimizer_whole_tensors: bool = False  # Muon's layer-wise optimizer without its layout: whole tensors a rank [mu]
     muon_ns_steps: int = 5  # Muon's Newton-Schulz steps (job field; --muon-num-ns-steps, default 5: step.py [28])
+    muon_split_qkv: bool = True  # Muon orthogonalizes q, k, v apart (job field; --muon-no-split-qkv: off; step.py [28])
+    muon_tp_mode: str = "duplicated"  # Muon's TP mode (job field, else the stack's runs.optimizers muon_tp_mode: step.py [28])
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
@@ -1745,6 +1747,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         optimizer=_optimizer(job, stack, bpp, where),
         optimizer_whole_tensors=job.optimizer_whole_tensors,
         muon_ns_steps=job.muon_ns_steps,
+        muon_tp_mode=job.muon_tp_mode or muon_tp_default(stack),
+        muon_split_qkv=job.muon_split_qkv,
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         offload_optimizer=job.offload_optimizer,
@@ -2150,6 +2154,14 @@ def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
         raise PlannerError(f"{where}muon_ns_steps {job.muon_ns_steps} with optimizer {job.optimizer}: the Newton-Schulz "
                            "steps are Muon's (--muon-num-ns-steps, NVIDIA/Megatron-LM @d98e8a64 "
                            "megatron/training/arguments.py l. 2648-2649)", "drop muon_ns_steps, or set optimizer muon")
+    if not job.muon_split_qkv and job.optimizer != "muon":
+        raise PlannerError(f"{where}muon_split_qkv false with optimizer {job.optimizer}: the q / k / v split is Muon's "
+                           "(--muon-no-split-qkv, NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py "
+                           "l. 2630-2632)", "drop muon_split_qkv, or set optimizer muon")
+    if job.muon_tp_mode is not None and job.optimizer != "muon":
+        raise PlannerError(f"{where}muon_tp_mode {job.muon_tp_mode} with optimizer {job.optimizer}: the TP mode is "
+                           "Muon's Newton-Schulz's (--muon-tp-mode, NVIDIA/Megatron-LM @d98e8a64 "
+                           "megatron/training/arguments.py l. 2650-2651)", "drop muon_tp_mode, or set optimizer muon")
     if job.optimizer == "adam":
         return "adam"
     runs = stack.runs if stack is not None else None
@@ -2186,6 +2198,13 @@ def muon_param_layout(stack) -> bool:
     muon_param_layout: Megatron-LM @d98e8a64 yes; Bridge's pinned 905c0e386 no)."""
     runs = stack.runs if stack is not None else None
     return runs is None or runs.optimizers is None or bool(runs.optimizers.muon_param_layout)
+
+
+def muon_tp_default(stack) -> str:
+    """The stack's default Muon TP mode (runs.optimizers muon_tp_mode: Megatron-LM @d98e8a64 duplicated, Bridge's
+    pinned 905c0e386 blockwise; step.py [28]); duplicated without an entry."""
+    runs = stack.runs if stack is not None else None
+    return "duplicated" if runs is None or runs.optimizers is None else runs.optimizers.muon_tp_mode
 
 
 def muon_layout_missing(stack) -> str:
@@ -3645,6 +3664,10 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"optimizer": settings.optimizer} if settings.optimizer != "adam" else {}),
         **({"optimizer_whole_tensors": True} if settings.optimizer_whole_tensors else {}),
         **({"muon_ns_steps": settings.muon_ns_steps} if settings.muon_ns_steps != 5 else {}),
+        **({"muon_split_qkv": False} if not settings.muon_split_qkv else {}),
+        # Muon's TP mode only where it is not the stack's default
+        **({"muon_tp_mode": settings.muon_tp_mode}
+           if settings.optimizer == "muon" and settings.muon_tp_mode != muon_tp_default(settings.stack) else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

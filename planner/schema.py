@@ -2745,7 +2745,14 @@ class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_
                                   "parameter layout (Megatron-LM @d98e8a64's default, --use-layer-wise-param-layout); "
                                   "false: the stack's Megatron-Core hands each parameter whole to one rank, so muon at "
                                   "zero1 runs only as the job's optimizer_whole_tensors (fit searches no other zero1 "
-                                  "Muon row, plan._optimizer refuses one); cite the code in sources")))):
+                                  "Muon row, plan._optimizer refuses one); cite the code in sources")),
+        muon_tp_mode=(Literal["blockwise", "duplicated"], Field(
+            default="duplicated", description="Muon's default TP mode (Megatron-Core OptimizerConfig.muon_tp_mode, "
+                                              "the job's muon_tp_mode where left out): duplicated all-gathers each "
+                                              "TP-split momentum and runs Newton-Schulz on the whole matrix on every TP "
+                                              "rank (Megatron-LM @d98e8a64's default); blockwise runs it on each rank's "
+                                              "own shard, no gather (905c0e386's); step.py [28], memory.py [mu]; cite "
+                                              "the code in sources")))):
     """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
     the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
 
@@ -3905,6 +3912,21 @@ class Job(BaseModel):
         description="with optimizer muon: Newton-Schulz steps a momentum is orthogonalized with (Megatron-LM "
                     "--muon-num-ns-steps, default 5, arguments.py @d98e8a64 l. 2648-2649): each step's three GEMMs "
                     "in the step time (step.py [28]); the temporaries are one step's (memory.py [mu]); default 5")
+    muon_tp_mode: Optional[Literal["blockwise", "duplicated"]] = Field(
+        default=None,
+        description="with optimizer muon: how Newton-Schulz treats a TP-split matrix (Megatron-LM --muon-tp-mode, "
+                    "Megatron-Core OptimizerConfig.muon_tp_mode): duplicated all-gathers the fp32 momentum's shards over "
+                    "the TP group (the expert-TP group for the routed experts) and orthogonalizes the whole matrix on "
+                    "every TP rank; blockwise orthogonalizes each rank's own shard, no gather (muon.py @905c0e386 "
+                    "l. 133, emerging_optimizers.py @d98e8a64 l. 403: partition_dim None); step.py [28], memory.py "
+                    "[mu]; default: the stack's runs.optimizers muon_tp_mode (megatron duplicated, megatron-bridge "
+                    "blockwise); distributed is not priced")
+    muon_split_qkv: bool = Field(
+        default=True,
+        description="with optimizer muon: orthogonalize linear_qkv's q, k and v apart, split per query group (Megatron-LM "
+                    "--muon-split-qkv, the default; false: --muon-no-split-qkv, arguments.py @d98e8a64 l. 2630-2632, "
+                    "the one (g a + 2 k) d x h matrix whole: emerging_optimizers.py l. 407); step.py [28], memory.py "
+                    "[mu]; default on")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

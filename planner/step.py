@@ -422,7 +422,11 @@ References
     --muon-tp-mode duplicated (arguments.py l. 2650) all-gathers each shard over the TP group (the expert-TP group
     for the routed experts) and runs the iteration on the whole matrix on every TP rank (muon_utils.py
     newton_schulz_tp l. 272-278; emerging_optimizers.py @d98e8a64 l. 197-219): no 1 / tp, the whole matrix's FLOPs on
-    each rank. Each dp x cp rank steps only the parameters the layer-wise distributed optimizer assigns it
+    each rank. --muon-tp-mode blockwise (the job's muon_tp_mode; the megatron-bridge stack's default: Megatron-Core
+    905c0e386 optimizer_config.py l. 277-278, muon.py l. 273) passes partition_dim None (muon.py @905c0e386 l. 133,
+    emerging_optimizers.py @d98e8a64 l. 403): each TP rank runs newton_schulz on its own shard, no collective
+    (layers/common.py muon_local: the partitioned rows / tp, the experts' / etp; muon_blockwise), no gather (and no
+    gathered matrix in memory.py [mu]); distributed (NS split over the TP group) is not priced. Each dp x cp rank steps only the parameters the layer-wise distributed optimizer assigns it
     (layer_wise_optimizer.py l. 173-180, shard_params l. 614-641; the experts over the expert-data-parallel ranks):
     1 / (dp x cp) of the stage's dense matrices and 1 / edp of its E / ep experts a layer on average, at sharding
     zero1, but never less than the largest matrix of each (a parameter is never split: the worst rank holds it whole,
@@ -470,7 +474,7 @@ from .compute import (
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows, mean_causal_keys
-from .layers.common import ACT_BYTES, shapes
+from .layers.common import ACT_BYTES, muon_local, shapes
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
                      fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
@@ -2604,7 +2608,7 @@ MUON_NS_STEPS = 5
 def newton_schulz_gemms(rows, cols, count=1.0, steps=MUON_NS_STEPS):
     """[(GemmShape, count)] of the Newton-Schulz iteration on `count` whole rows x cols matrices [28]: m = min, n = max
     (the transpose to the smaller side), per step X X^T [m, m, n], b A + c A A [m, m, m], a X + B X [m, n, m]."""
-    m, n = float(min(rows, cols)), float(max(rows, cols))
+    m, n = np.minimum(rows, cols).astype(np.float64), np.maximum(rows, cols).astype(np.float64)
     return shapes([("ns_gram", m, m, n, steps * count), ("ns_poly", m, m, m, steps * count),
                    ("ns_update", m, n, m, steps * count)])
 
@@ -2628,7 +2632,15 @@ def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     steps (--muon-num-ns-steps: Emerging-Optimizers v0.3.0 muon_utils.py newton_schulz's loop l. 216-217 runs the
     step, l. 315-319, once for each of get_coefficient_iterator's `steps` coefficient sets, l. 81-110, 199)."""
     hw, cal, steps = sc.settings.hardware, sc.gemm_cal, sc.settings.muon_ns_steps
-    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(mats, hw, cal, steps))
+    tp, etp, blockwise = sc.plan.tp, moe.etp_of(sc.plan), muon_blockwise(sc)
+    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_local(mats, tp, etp, blockwise), hw, cal, steps))
+
+
+def muon_blockwise(sc: StepCtx) -> bool:
+    """Whether the job's Muon runs its blockwise TP mode (the job's muon_tp_mode, else the stack's runs.optimizers
+    muon_tp_mode: Megatron-LM @d98e8a64 duplicated, optimizer_config.py l. 282; Bridge's 905c0e386 blockwise, l. 277-278)
+    [28]: each TP rank's Newton-Schulz on its own shard (layers/common.py muon_local), no TP all-gather."""
+    return sc.settings.muon_tp_mode == "blockwise"  # a job setting
 
 
 def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
@@ -2649,6 +2661,8 @@ def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarra
             elif group == "split":
                 d = d + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, plan.tp, s_tp)
         return d, e
+    if muon_blockwise(sc):  # a job setting: each rank's own shard, no gather
+        return 0.0 * plan.tp
     return _muon_stage_max(sc, dp, gathers)
 
 
@@ -2711,14 +2725,15 @@ def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
     stage, max(mean / c, the largest) + (c - 1) max(mean / c, the smallest held kind's largest) (c = 1 on the
     legacy path, whose ping-pong deals the stage's tensors as one list, and at sharding none)."""
     model, plan = sc.settings.model, sc.plan
-    kinds = [price(k.muon_matrices()) for k in sc.ll.kinds]
-    big_k = [_largest(price, k.muon_matrices()) for k in sc.ll.kinds]
+    split = sc.settings.muon_split_qkv  # a job setting: linear_qkv split or whole (LayerKind.muon_matrices)
+    kinds = [price(k.muon_matrices(split)) for k in sc.ll.kinds]
+    big_k = [_largest(price, k.muon_matrices(split)) for k in sc.ll.kinds]
     dense_k, exp_k = [d for d, _ in kinds], [e for _, e in kinds]
     h = model.hidden_size
     pos = price(((model.max_seq_len, h, 1, "rep"),))[0] if model.position_embedding == "learned" else 0.0
     mtp, mtp_big = (0.0, 0.0), (0.0, 0.0)
     if model.mtp_layers:  # a model setting
-        mats = ((h, 2 * h, 1, "split"),) + sum((sc.ll.kinds[k].muon_matrices() for k in sc.ll.mtp_kinds), ())
+        mats = ((h, 2 * h, 1, "split"),) + sum((sc.ll.kinds[k].muon_matrices(split) for k in sc.ll.mtp_kinds), ())
         mtp, mtp_big = price(mats), _largest(price, mats)
         mtp = (sc.ll.mtp_built * mtp[0], sc.ll.mtp_built * mtp[1])  # the weights built (one where shared)
     single = plan.pp == 1

@@ -173,6 +173,14 @@ CASES = [
     # muon_ns); the temporaries are one step's: the memory stays
     ("muon_ns_steps", ["--muon-ns-steps", "10"], 10, dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon"),
      5, {"memory": 0, "step": +1}),
+    # Muon's TP mode (--muon-tp-mode; step.py [28]): blockwise at tp 2 runs Newton-Schulz on each rank's half-matrix
+    # shards with no TP all-gather (muon_ns 0.250 s -> 0.121 s, the gathers gone); the temporaries are not the peak
+    # Muon's q / k / v split off (--muon-no-split-qkv; step.py [28]): linear_qkv's 6144 x 4096 whole costs more
+    # Newton-Schulz FLOPs than q 4096^2 and k, v 1024 x 4096 apart (tests/test_muon_tp_mode.py)
+    ("muon_split_qkv", ["--no-muon-split-qkv"], False, dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon"),
+     True, {"memory": 0, "step": +1}),
+    ("muon_tp_mode", ["--muon-tp-mode", "blockwise"], "blockwise",
+     dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon", tp=2), "duplicated", {"memory": 0, "step": -1}),
     # the job's host (plan._apply_host) in place of the hardware entry's, read by CPU offload (tests/test_host_adam.py):
     # half h100-sxm's DRAM peak (563.2 GB/s), the host's Adam twice as long; half its PCIe Gen5 link (64 GB/s), the
     # copies twice as long; host memory only gates (check), no figure moves
@@ -219,8 +227,8 @@ CASES = [
 ]
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
-# (a fusion switch on: the stack's fused kernel)
-OMITTED = {"optimizer": "adam", "muon_ns_steps": 5, "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+# (a fusion switch on: the stack's fused kernel; muon_tp_mode: the megatron stack's, the case's)
+OMITTED = {"optimizer": "adam", "muon_ns_steps": 5, "muon_tp_mode": "duplicated", "muon_split_qkv": True, "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
            "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")

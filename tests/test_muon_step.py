@@ -39,10 +39,11 @@ def test_matrices_are_the_muon_parameters(name):
 def test_llama_attention_split_qkv():
     """Llama 3 8B (h 4096, 32 heads, 8 KV heads of 128): linear_qkv split per query group into q 4096 x 4096 and
     k, v 1024 x 4096 (emerging_optimizers.py @d98e8a64 _get_qkv_split_shapes: [4 x 128, 128, 128] per group), the
-    output 4096 x 4096, fc1 (gate + up) 28672 x 4096, fc2 4096 x 14336."""
+    output 4096 x 4096, fc1 (gate + up) 28672 x 4096, fc2 4096 x 14336 listed transposed, 14336 x 4096 (the dimension TP
+    partitions first, its input: layers/common.py [ns])."""
     kind = layer_list(catalog.load_model("llama3-8b")).kinds[0]
     assert kind.muon_matrices() == ((4096, 4096, 1, "split"), (1024, 4096, 2, "split"), (4096, 4096, 1, "split"),
-                                    (28672, 4096, 1, "split"), (4096, 14336, 1, "split"))
+                                    (28672, 4096, 1, "split"), (14336, 4096, 1, "split"))
 
 
 def test_one_matrix_flops_and_time():
@@ -227,7 +228,7 @@ def test_llama_muon_params_keep_qkv_whole():
     = 6,144 rows x 4,096, where muon_matrices splits it; the output, fc1 and fc2 as muon_matrices."""
     kind = layer_list(catalog.load_model("llama3-8b")).kinds[0]
     assert kind.muon_params() == ((6144, 4096, 1, "split"), (4096, 4096, 1, "split"), (28672, 4096, 1, "split"),
-                                  (4096, 14336, 1, "split"))
+                                  (14336, 4096, 1, "split"))  # fc2 transposed, as muon_matrices lists it
     assert sum(r * c * n for r, c, n, _ in kind.muon_params()) == sum(r * c * n for r, c, n, _ in kind.muon_matrices())
 
 

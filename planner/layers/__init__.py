@@ -93,10 +93,11 @@ class LayerKind:
         post = sum(b.norm for b in self.present) if self.post_norm else 0  # a post-norm as wide as its pre-norm
         return self.mixer.params() + self.mlp.params() + BlockParams(replicated=post)
 
-    def muon_matrices(self) -> tuple:
+    def muon_matrices(self, split_qkv: bool = True) -> tuple:
         """(rows, cols, count, group) of every whole 2-D matrix Megatron's Muon orthogonalizes in one layer
-        (common.py [ns]): the mixer's and the MLP's."""
-        return self.mixer.muon_matrices() + self.mlp.muon_matrices()
+        (common.py [ns]): the mixer's and the MLP's; split_qkv False (the job's muon_split_qkv, --muon-no-split-qkv):
+        linear_qkv whole (muon_params)."""
+        return self.mixer.muon_matrices() + self.mlp.muon_matrices() if split_qkv else self.muon_params()
 
     def muon_params(self) -> tuple:
         """(rows, cols, count, group) of every 2-D parameter Megatron's Muon steps in one layer, whole (common.py [ns]):

@@ -350,15 +350,18 @@ class Attention:
         """The whole 2-D matrices Megatron's Muon orthogonalizes one by one (common.py [mu], [ns]): (rows, cols, count,
         group: split, rep or expert). linear_qkv split per query group into q (a d rows; with the output gate a second a d) and k, v (k d
         each) under --muon-split-qkv, the default (emerging_optimizers.py @d98e8a64 _get_qkv_split_shapes l. 150-162,
-        TensorParallelMuon.orthogonalize l. 404-430); linear_proj h x a d."""
+        TensorParallelMuon.orthogonalize l. 404-430); linear_proj h x a d, listed transposed (split on a d, its input:
+        common.py [ns])."""
         h, ad, kd = self.h, self.a * self.d, self.k * self.d
-        return ((ad, h, 2 if self.gate else 1, "split"), (kd, h, 2, "split"), (h, ad, 1, "split"))
+        return ((ad, h, 2 if self.gate else 1, "split"), (kd, h, 2, "split"), (ad, h, 1, "split"))
 
     def muon_params(self) -> tuple:
         """The 2-D parameters Muon steps (LayerKind.muon_params): linear_qkv one tensor ((2 if the output gate) a d
-        + 2 k d rows x h), which muon_matrices splits per query group, and linear_proj h x a d."""
+        + 2 k d rows x h), which muon_matrices splits per query group, and linear_proj h x a d (listed transposed,
+        common.py [ns]). Also the matrices Muon orthogonalizes under --muon-no-split-qkv (the job's muon_split_qkv
+        false: TensorParallelMuon.orthogonalize runs linear_qkv whole, emerging_optimizers.py @d98e8a64 l. 407)."""
         h, ad, kd = self.h, self.a * self.d, self.k * self.d
-        return (((2 if self.gate else 1) * ad + 2 * kd, h, 1, "split"), (h, ad, 1, "split"))
+        return (((2 if self.gate else 1) * ad + 2 * kd, h, 1, "split"), (ad, h, 1, "split"))
 
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):
@@ -584,12 +587,12 @@ class MLA:
     def muon_matrices(self) -> tuple:
         """Muon's whole matrices (common.py [ns]): the query (or its down and up projections), the key/value down
         (r_kv + d_rope) and up projections, the output; not split (Megatron tags linear_qkv only: optimizer/__init__.py
-        @d98e8a64 l. 790-796, "TODO(deyuf): support MLA")."""
+        @d98e8a64 l. 790-796, "TODO(deyuf): support MLA"); the output h x a d_v listed transposed ([ns])."""
         h, a, rq, rkv = self.h, self.a, self.q_lora_rank, self.kv_lora_rank
         q = ((a * self.qk_head_dim, h, 1, "split"),) if rq is None else (
             (rq, h, 1, "rep"), (a * self.qk_head_dim, rq, 1, "split"))
         return q + ((rkv + self.qk_rope_head_dim, h, 1, "rep"),
-                    (a * (self.qk_nope_head_dim + self.v_head_dim), rkv, 1, "split"), (h, a * self.v_head_dim, 1, "split"))
+                    (a * (self.qk_nope_head_dim + self.v_head_dim), rkv, 1, "split"), (a * self.v_head_dim, h, 1, "split"))
 
     def gemms(self, ctx):
         """q_a [T, r_q, h] (or q [T, a d_qk/t, h]), q_b [T, a d_qk/t, r_q], kv_a [T, r_kv + d_rope, h],

@@ -65,7 +65,13 @@ column / row linear carries partition_dim 0 / 1 whatever tp, Megatron's for the 
 l. 91-123 and TE's for the rest (NVIDIA/TransformerEngine @4329ff84 module/linear.py
 reset_parameters l. 1756-1763), so newton_schulz_tp all-gathers it over the TP group, at tp 1 a group of one); expert, over the expert-TP group; rep, a matrix whole on every TP rank
 (the router, MLA's down projections, the shared experts' gate, a learned position table: no partition_dim, the
-fallback newton_schulz on the tensor itself, muon_utils.py v0.3.0 l. 263-265).
+fallback newton_schulz on the tensor itself, muon_utils.py v0.3.0 l. 263-265). Orientation: a split or expert matrix
+lists the dimension TP partitions first (rows: a column linear's output, a row linear's input, i.e. a row linear's
+weight transposed): newton_schulz transposes to the smaller side anyway (muon_utils.py v0.3.0 l. 176-180), so the
+iteration's GEMMs, the gathers' bytes and the temporaries are the same on the transpose, and muon_local can divide the
+partitioned dimension. Under Muon's blockwise TP mode (the job's muon_tp_mode; muon.py @905c0e386 l. 133,
+emerging_optimizers.py @d98e8a64 l. 403: partition_dim None) each TP rank orthogonalizes its own shard, rows / tp
+(rows / etp for the experts), with no gather (muon_local).
 
 [qb] Transformer Engine quantizes a grouped linear's weights only: NVIDIA/TransformerEngine
 @d0067d0d transformer_engine/pytorch/module/grouped_linear.py l. 832-850 (quantize_weight per
@@ -245,3 +251,15 @@ def distinct_draws(n, k) -> np.ndarray:
     nodes a token's k experts reach under uniform routing: planner/dispatch.py, layers/moe.py)."""
     n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
     return n * (1.0 - (1.0 - 1.0 / n) ** np.asarray(k, dtype=np.float64))
+
+
+def muon_local(mats, tp, etp, blockwise) -> tuple:
+    """The matrices (rows, cols, count, group) one TP rank orthogonalizes ([ns]): under Muon's blockwise TP mode
+    (`blockwise`, a job setting) a split matrix's shard, rows / tp, an expert's rows / etp (tp, etp: the plans' int64
+    degrees; rows float64 arrays); rep ones, and every one under duplicated, whole (`mats` unchanged). A split q / k / v
+    of linear_qkv keeps its split on the shard: 905c0e386's orthogonalize (muon.py l. 136-152) splits the local rows
+    into k / tp query groups, each a d / tp, k d / tp and k d / tp rows (k >= tp)."""
+    if not blockwise:
+        return tuple(mats)
+    div = {"split": np.asarray(tp, dtype=np.float64), "expert": np.asarray(etp, dtype=np.float64)}
+    return tuple((rows / div[group] if group in div else rows, cols, count, group) for rows, cols, count, group in mats)

@@ -173,9 +173,9 @@ class GatedDeltaNetBlock:
 
     def muon_matrices(self) -> tuple:
         """The 2-D matrices muon_per_gpu counts (common.py [ns]): in_proj (2 K H_k + 2 V H_v + 2 H_v) x h in one,
-        out_proj h x V H_v."""
+        out_proj h x V H_v (listed transposed: split on V H_v, its input, [ns])."""
         kd, vd = self.key_heads * self.key_dim, self.value_heads * self.value_dim
-        return ((2 * kd + 2 * vd + 2 * self.value_heads, self.h, 1, "split"), (self.h, vd, 1, "split"))
+        return ((2 * kd + 2 * vd + 2 * self.value_heads, self.h, 1, "split"), (vd, self.h, 1, "split"))
 
     # ------------------------------------------------------------------ widths per GPU
     def _qk_width(self, ctx):

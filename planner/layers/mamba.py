@@ -253,8 +253,9 @@ class Mamba2Block:
                            no_muon=h * (2 * di + 2 * gn + H))  # in_proj's weight: use_muon False (common.py [mu])
 
     def muon_matrices(self) -> tuple:
-        """Muon's whole matrices (common.py [ns]): out_proj h x d_i alone (in_proj use_muon False, [mu])."""
-        return ((self.h, self.d_inner, 1, "split"),)
+        """Muon's whole matrices (common.py [ns]): out_proj h x d_i alone (in_proj use_muon False, [mu]), listed
+        transposed (split on d_i, its input: [ns])."""
+        return ((self.d_inner, self.h, 1, "split"),)
 
     # ------------------------------------------------------------------ widths per GPU
     def _groups_in(self, ctx):
@@ -384,10 +385,10 @@ class Mamba1Block:
 
     def muon_matrices(self) -> tuple:
         """The 2-D matrices muon_per_gpu counts (common.py [ns]): in_proj 2 d_i x h, x_proj (r + 2N) x d_i,
-        dt_proj d_i x r, out_proj h x d_i."""
+        dt_proj d_i x r, out_proj h x d_i (x_proj and out_proj split on d_i, their input: listed transposed, [ns])."""
         h, di = self.h, self.d_inner
-        return ((2 * di, h, 1, "split"), (self.dt_rank + 2 * self.state, di, 1, "split"), (di, self.dt_rank, 1, "split"),
-                (h, di, 1, "split"))
+        return ((2 * di, h, 1, "split"), (di, self.dt_rank + 2 * self.state, 1, "split"), (di, self.dt_rank, 1, "split"),
+                (di, h, 1, "split"))
 
     def gemms(self, ctx):
         """Forward GEMMs (module docstring): in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t],

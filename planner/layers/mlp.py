@@ -88,8 +88,9 @@ class DenseMLP:
         return BlockParams(split=split + col, replicated=self.norm + row, split_bias=col, row_bias=row)
 
     def muon_matrices(self) -> tuple:
-        """Muon's whole matrices (common.py [ns]): linear_fc1 (the gate and up projections in one, f1 x h), linear_fc2."""
-        return ((self.f1, self.h, 1, "split"), (self.h, self.f, 1, "split"))
+        """Muon's whole matrices (common.py [ns]): linear_fc1 (the gate and up projections in one, f1 x h), linear_fc2
+        (h x f, listed transposed: split on f, its input, [ns])."""
+        return ((self.f1, self.h, 1, "split"), (self.f, self.h, 1, "split"))
 
     def gemms(self, ctx):
         return shapes([("mlp_up", ctx.T, self.f1 / ctx.tp, self.h, 1.0), ("mlp_down", ctx.T, self.h, self.f / ctx.tp, 1.0)])

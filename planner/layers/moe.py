@@ -533,12 +533,12 @@ class MoEMLP:
         """Muon's whole matrices (common.py [ns]): the router's E x h; the shared experts' one MLP (Megatron's
         SharedExpertMLP: fc1 of (2) n_s f_s x h, fc2 h x n_s f_s) and its gate (1 x h); each routed expert's fc1 and fc2
         (TE GroupedLinear weight{i}, 2-D each; expert_tp, the expert tensor-parallel group: optimizer/__init__.py
-        @d98e8a64 l. 788-789)."""
+        @d98e8a64 l. 788-789); each fc2 listed transposed (split on its input: [ns])."""
         h, g = self.h, (2 if self.gated else 1)
         s = self.num_shared * self.fs
-        shared = ((g * s, h, 1, "split"), (h, s, 1, "split")) if s else ()
+        shared = ((g * s, h, 1, "split"), (s, h, 1, "split")) if s else ()
         return (((self.num_experts, h, 1, "rep"),) + shared + (((1, h, 1, "rep"),) if self.shared_gate else ())
-                + ((g * self.fe, h, self.num_experts, "expert"), (h, self.fe, self.num_experts, "expert")))
+                + ((g * self.fe, h, self.num_experts, "expert"), (self.fe, h, self.num_experts, "expert")))
 
     # ------------------------------------------------------------------ tokens
     def token_copies(self, ctx):

@@ -322,7 +322,8 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps")
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps",
+            "muon_tp_mode", "muon_split_qkv")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -1518,6 +1519,10 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
             args.append(("--no-use-layer-wise-param-layout", None))
         if plan.get("muon_ns_steps"):  # Newton-Schulz steps other than 5 (arguments.py l. 2648-2649; step.py [28])
             args.append(("--muon-num-ns-steps", plan["muon_ns_steps"]))
+        if plan.get("muon_split_qkv") is False:  # linear_qkv whole (arguments.py l. 2630-2632; step.py [28])
+            args.append(("--muon-no-split-qkv", None))
+        if plan.get("muon_tp_mode"):  # Muon's TP mode other than the stack's (arguments.py l. 2650-2651; step.py [28])
+            args.append(("--muon-tp-mode", plan["muon_tp_mode"]))
     rec = plan["recompute"]
     if rec == "full":
         rl = plan.get("recompute_layers")
@@ -2414,7 +2419,8 @@ _BRIDGE_WRITTEN = {
     "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
-    "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim"}
+    "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
+    "muon_tp_mode", "muon_split_qkv"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2649,6 +2655,11 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o.append(("ddp.outer_dp_sharding_strategy", "optim"))
     if not muon:
         o.append(("optimizer.optimizer", "adam"))
+    elif plan.get("muon_tp_mode"):  # Muon's TP mode other than the stack's blockwise (Megatron-Core 905c0e386
+        # optimizer_config.py l. 277-278, Bridge's OptimizerConfig its subclass: step.py [28])
+        o.append(("optimizer.muon_tp_mode", plan["muon_tp_mode"]))
+    if muon and plan.get("muon_split_qkv") is False:  # OptimizerConfig.muon_split_qkv (905c0e386 l. 263, default True)
+        o.append(("optimizer.muon_split_qkv", False))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off
     # under Muon, as NVIDIA's Muon recipe runs it: recipes/kimi/kimi_k2.py @dc805f5cf l. 195-197)
     dpo = bool(plan.get("dp_comm_overlap"))

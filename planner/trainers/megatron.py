@@ -291,7 +291,7 @@ VALUE_FLAGS = {
     "--window-size", "--window-attn-skip-freq", "--rope-type",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
-    "--optimizer", "--muon-scalar-optimizer", "--muon-num-ns-steps", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    "--optimizer", "--muon-scalar-optimizer", "--muon-num-ns-steps", "--muon-tp-mode", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--optimizer-offload-fraction",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
@@ -309,6 +309,7 @@ VALUE_FLAGS = {
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
 BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_tensors with muon (memory.py [mu])
+             "--muon-no-split-qkv",  # the job's muon_split_qkv false with muon (step.py [28])
              "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
              "--fp8-dot-product-attention",  # the job's fp8_attention (_fp8_attention)
@@ -403,9 +404,9 @@ NOT_MODELLED = {
 }
 # flag families the reader does not price that change memory or time: (pattern, what they change)
 NOT_MODELLED_PATTERNS = (
-    (r"--muon-(fp32-matmul-prec|tp-mode|use-syrk|no-split-qkv)$",
+    (r"--muon-(fp32-matmul-prec|use-syrk)$",
      "Muon's Newton-Schulz settings: the optimizer step's matrix products and temporaries are priced at the defaults "
-     "(bf16, q/k/v split, TP mode duplicated and its TP all-gathers: step.py [28], memory.py [mu])"),
+     "(bf16 GEMMs, no SYRK: step.py [28], memory.py [mu])"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
 )
@@ -1978,6 +1979,17 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         ignored.append(listed("ignored", "--muon-num-ns-steps", flags["--muon-num-ns-steps"], "Muon's Newton-Schulz "
                               f"steps: the job's optimizer is {job.get('optimizer', 'adam')}, which runs none "
                               "(arguments.py @d98e8a64 l. 2648-2649)"))
+    if "--muon-no-split-qkv" in flags:  # arguments.py @d98e8a64 l. 2630-2632 (store_false, dest muon_split_qkv)
+        if job.get("optimizer") == "muon":
+            job["muon_split_qkv"] = False  # the job's muon_split_qkv (step.py [28])
+        else:
+            ignored.append(noted("ignored", "--muon-no-split-qkv", "Muon's q / k / v split: the job's optimizer is "
+                                 f"{job.get('optimizer', 'adam')}, which runs no Newton-Schulz (arguments.py @d98e8a64 "
+                                 "l. 2630-2632)"))
+    if "--muon-tp-mode" in flags and job.get("optimizer") != "muon":  # read under Muon only (_unmodelled)
+        ignored.append(listed("ignored", "--muon-tp-mode", flags["--muon-tp-mode"], "Muon's TP mode: the job's "
+                              f"optimizer is {job.get('optimizer', 'adam')}, which runs no Newton-Schulz "
+                              "(arguments.py @d98e8a64 l. 2650-2651)"))
     unmodelled += split_unmodelled
     if hardware is not None:
         job["hardware"] = hardware
@@ -2651,6 +2663,13 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
         steps = _int(where, flags, "--muon-num-ns-steps", 5)  # arguments.py @d98e8a64 l. 2648-2649, default 5
         if steps != 5:
             job["muon_ns_steps"] = steps  # the job's muon_ns_steps (step.py [28])
+        mode = flags.get("--muon-tp-mode", "duplicated")  # arguments.py @d98e8a64 l. 2650-2651, default duplicated
+        if mode in ("blockwise", "duplicated"):
+            if mode != "duplicated":
+                job["muon_tp_mode"] = mode  # the job's muon_tp_mode (step.py [28])
+        else:  # distributed: Newton-Schulz split over the TP group by small-Gram all-reduces, not priced
+            unmodelled.append(f"--muon-tp-mode {mode}: Newton-Schulz distributed over the TP group is not modelled "
+                              "(priced as duplicated: the whole matrix on every TP rank after a TP all-gather)")
         scalar = flags.get("--muon-scalar-optimizer", "adam")  # arguments.py @d98e8a64 l. 2661-2664, default adam
         if scalar != "adam":
             unmodelled.append(f"--muon-scalar-optimizer {scalar}: the scalar parameters' optimizer state is not "

@@ -106,6 +106,12 @@ COMMON = {
     # (recipes/utils/optimizer_utils.py @dc805f5cf distributed_fused_adam_with_cosine_annealing l. 126: "adam");
     # read by _optimizer_job (muon, dist_muon: BRIDGE_OPTIMIZERS)
     "optimizer.optimizer": "adam",
+    # Muon's TP mode: Megatron-Core 905c0e386 optimizer_config.py l. 277-278 ('blockwise'; muon.py l. 273 hands it to
+    # TensorParallelMuon); read by _optimizer_job (the job's muon_tp_mode where not blockwise)
+    "optimizer.muon_tp_mode": "blockwise",
+    # Muon's q / k / v split: Megatron-Core 905c0e386 optimizer_config.py l. 263 (True; muon.py l. 268 hands it on);
+    # read by _optimizer_job (the job's muon_split_qkv false)
+    "optimizer.muon_split_qkv": True,
 }
 
 # OptimizerConfig.optimizer values the reader reads (training/optim.py @dc805f5cf setup_optimizer l. 69-84: a name
@@ -866,8 +872,19 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
         raise PlannerError(f"{where}optimizer.optimizer={_shown(opt)}: not an optimizer the planner's {FMT} reader prices",
                            f"valid: {', '.join(BRIDGE_OPTIMIZERS)} (training/optim.py @dc805f5cf l. 69-84)")
     name, layer_wise = BRIDGE_OPTIMIZERS[opt]
+    mode = cfg["optimizer.muon_tp_mode"]
     if name == "adam":
+        if not flag("optimizer.muon_split_qkv"):
+            assumed.append("optimizer.muon_split_qkv=false: Muon's q / k / v split, no effect under optimizer.optimizer="
+                           f"{opt} (no Newton-Schulz)")
+        if mode != "blockwise":
+            assumed.append(f"optimizer.muon_tp_mode={_shown(mode)}: Muon's TP mode, no effect under optimizer.optimizer="
+                           f"{opt} (no Newton-Schulz)")
         return False
+    if mode not in ("blockwise", "duplicated"):
+        raise PlannerError(f"{where}optimizer.muon_tp_mode={_shown(mode)}: not a Muon TP mode the planner prices "
+                           "(Newton-Schulz distributed over the TP group is not modelled)",
+                           "valid: blockwise, duplicated (Megatron-Core 905c0e386 optimizer_config.py l. 277-278)")
     if dist:
         raise PlannerError(f"{where}optimizer.optimizer={opt} with the distributed optimizer (ddp. / optimizer."
                            "use_distributed_optimizer true, the recipes' value): Megatron-Core 905c0e386 raises 'muon with "
@@ -886,6 +903,10 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
         raise PlannerError(f"{where}optimizer.optimizer={opt} with fp16: muon.py @905c0e386 l. 195-196 raises",
                            "use a bf16 preset")
     job["optimizer"] = "muon"
+    if mode != "blockwise":  # the stack's default is blockwise (stack_db megatron-bridge runs.optimizers)
+        job["muon_tp_mode"] = mode
+    if not flag("optimizer.muon_split_qkv"):  # linear_qkv orthogonalized whole (muon.py @905c0e386 l. 136)
+        job["muon_split_qkv"] = False
     if layer_wise:
         job["sharding_mode"], job["sharding"], job["optimizer_whole_tensors"] = "distributed_optimizer", "zero1", True
         assumed.append(f"optimizer.optimizer={opt}: Muon's LayerWiseDistributedOptimizer (muon.py @905c0e386 l. 343-354), "
