@@ -194,6 +194,23 @@ References
      (the highest sequence number first): at the first, all (1 + D) saved figures and one transient are live; each
      later one has one saved figure fewer and one bf16 logits gradient (2 B) more, never more than that (eager 4 > 2;
      compiled 2 = 2). MTP under PP is refused there (mtp.py l. 199-204).
+[lp] The loss under torch.distributed.pipelining (stack memory.pipeline_keeps_logits; torchtitan). The last stage's
+     forward output, the bf16 logits, is the tensor the schedule hands the loss (pytorch/pytorch @00722e648
+     torch/distributed/pipelining/schedules.py _maybe_compute_loss -> _compute_loss: self._loss_fn(output, target),
+     output the tensor forward_one_chunk returned and stored in stage.fwd_cache [tt4]) and lives to the micro-batch's
+     stage backward (2 B a logit a held micro-batch, pp_logits). (a) A loss that saves its input by reference prices
+     those bytes once: torchtitan's compiled loss (@e347b1e5e components/loss.py l. 20-35: the cast inside the compiled
+     function) saves the bf16 logits (kernels loss_saved_per_logit 4 = 2 saved + 2 transient), the same storage:
+     stack kernels loss_saved_input_per_logit 2, pp_logits = T (2 - 2) V / t = 0 compiled; eager (the fp32
+     log-softmax saved, not its input) 2 B a logit. (b) The allocator's loss pool (kernels loss_pool_per_logit, [5])
+     is the training loop's bf16 logits freed by `del pred` before loss.backward() (torchtitan @e347b1e5e train.py,
+     release/0.3 @4f9e9a47d trainer.py l. 814-828): under PP the loop holds no logits (pp_schedule.step) and fwd_cache
+     keeps them to the stage backward, so that block is never freed; the block the eager loss frees is its fp32 copy
+     (the .float() output, 4 B a logit, freed once log_softmax has saved its own output), which the same-sized fp32
+     nll and log-softmax gradients of the backward can reuse: pool 0 under PP. Without PP `del pred` frees every
+     logits block of the list a multi-token-prediction model returns (release/0.3 models/deepseek_v3/mtp.py
+     MTPDecoder.forward l. 246-278: the main and D depths' bf16 logits), none of which the 4 B requests of the first
+     loss backward can use: (1 + D) x 2 B a logit.
 [tt3] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
      temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
      only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
@@ -3442,9 +3459,7 @@ class _PerLayer:
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
             self.out_transient = 0.0  # (the wrapper's per micro-batch figure, all of it kept per micro-batch [tt6])
-        # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward to its stage backward [tt4]
-        self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / vd, 0.0)
-                          if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
+        self._loss_pipeline_parts(settings, plan, pc, stack, ctx, kb)  # pp_logits [tt4], loss_pool [5] ([lp])
         # ... and every other stage's output, the activation [T, h] (/t under SP) sent to the next
         # stage, from its forward to its backward [tt4]; Megatron frees the data after the send
         self.stage_output = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.hidden_size / ctx.rep_div, 0.0)
@@ -3466,8 +3481,6 @@ class _PerLayer:
             grads, inputs = (m - 1.0, m) if lim == 0 else (np.minimum(lim, m - 1.0), np.minimum(lim, m))
             self.deferred_wgrad = np.where(plan.pp > 1, ctx.T * ACT_BYTES * (grads * model.vocab_size / ctx.tp
                                                                              + inputs * model.hidden_size / ctx.rep_div), 0.0)
-        # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
-        self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / vd
         self.out_wgrad = output_wgrad_moment(settings, plan, ctx, kb)
         self.emb_wgrad = embedding_wgrad_moment(settings, plan, ctx)
         # (dummies: the plan's _dummy_wgrad_shapes where the caller priced them: memory_total)
@@ -3483,6 +3496,21 @@ class _PerLayer:
         # DeepSpeed-MoE's gating forward transient per layer kind [dg] (None: a stack without dense gating)
         gating = dense_gating(settings)
         self.gating_fwd = None if gating is None else [gating(k, ctx)[1] for k in pc.layers.kinds]
+
+    def _loss_pipeline_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx, kb) -> None:
+        """The bf16 logits PyTorch's pipelining keeps on the last stage (pp_logits, a held micro-batch's) and the loss's
+        freed blocks the allocator holds (loss_pool) [lp]."""
+        v = settings.model.vocab_size / self.vdiv
+        keeps = stack.memory.pipeline_keeps_logits  # a stack setting
+        # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward to its stage backward [tt4];
+        # the part of them the loss saves by reference (kernels loss_saved_input_per_logit, in out_act) counted once [lp]
+        self.pp_logits = (np.where(plan.pp > 1, ctx.T * np.maximum(ACT_BYTES - kb["loss_saved_input_per_logit"], 0.0)
+                                   * v, 0.0)
+                          if keeps and not settings.chunked_loss else 0.0)
+        # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]: the loop's 1 + D logits blocks
+        # (the main and each MTP depth's); none under PP where the runtime keeps the logits to the stage backward [lp]
+        self.loss_pool = (ctx.T * kb["loss_pool_per_logit"] * v * (1.0 + float(pc.layers.mtp))
+                          * (np.where(plan.pp > 1, 0.0, 1.0) if keeps else 1.0))
 
     def _mtp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx, norm_out) -> None:
         """The multi-token-prediction modules' activations on the stage holding the loss (mtp, one micro-batch's) and

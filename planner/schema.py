@@ -1141,7 +1141,14 @@ class KernelBytes(BaseModel):
     loss_pool_per_logit: float = Field(
         default=0.0, ge=0,
         description="bytes per logit freed before the loss's backward peak that the caching allocator cannot hand to it "
-                    "(a freed block smaller than the new request): reserved, not allocated")
+                    "(a freed block smaller than the new request): reserved, not allocated; the training loop's logits "
+                    "(each of its 1 + D multi-token-prediction blocks), freed by the loop: none with PP where the "
+                    "pipeline runtime keeps them (memory.pipeline_keeps_logits, memory.py [lp])")
+    loss_saved_input_per_logit: float = Field(
+        default=0.0, ge=0,
+        description="the part of what the loss saves to its backward (loss_saved_per_logit less loss_transient_per_logit) "
+                    "that is its input itself, the bf16 logits tensor, saved by reference: with PP, where the runtime "
+                    "keeps that same tensor (memory.pipeline_keeps_logits), counted once (memory.py [lp])")
     norm_saved_extra: float = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
     loss_parallel_saved_per_logit: Optional[float] = Field(
         default=None, ge=0,
@@ -1179,6 +1186,9 @@ class KernelBytes(BaseModel):
         if lt > lp:
             raise ValueError("loss_parallel_transient_per_logit (or loss_transient_per_logit where it is null) is a part of "
                              "loss_parallel_saved_per_logit (or loss_saved_per_logit): it cannot exceed it")
+        if self.loss_saved_input_per_logit > min(self.loss_saved_per_logit - self.loss_transient_per_logit, lp - lt):
+            raise ValueError("loss_saved_input_per_logit is a part of what the loss saves (loss_saved_per_logit less "
+                             "loss_transient_per_logit, and their loss_parallel figures): it cannot exceed it")
         return self
 
 
@@ -3334,7 +3344,8 @@ class Stack(BaseModel):
                 if v is None and f == "loss_parallel_transient_per_logit":
                     return k.loss_transient_per_logit
                 return k.loss_saved_per_logit if v is None else v
-            worse = [f for f in type(self.kernels).model_fields if f != "sources"
+            # (loss_saved_input_per_logit: bytes counted once, not moved: a larger figure prices less, memory.py [lp])
+            worse = [f for f in type(self.kernels).model_fields if f not in ("sources", "loss_saved_input_per_logit")
                      and eff(self.compiled_kernels, f) > eff(self.kernels, f)]
             if worse:
                 raise ValueError(f"compiled_kernels move more bytes than kernels for {', '.join(worse)}: torch.compile fuses, it never adds traffic")

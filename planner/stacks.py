@@ -20,7 +20,7 @@ from .schema import Stack
 
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
                  "mlp_activation_gated_bwd", "mlp_activation_plain", "mlp_activation_plain_bwd", "dropout", "dropout_bwd",
-                 "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
+                 "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "loss_saved_input_per_logit", "norm_saved_extra",
                  "loss_parallel_saved_per_logit", "loss_transient_per_logit", "loss_parallel_transient_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
                  "activation_clamp_bwd", "activation_clamp_saved", "activation_clamp_unfused_saved", "expert_bias",
                  "expert_bias_bwd", "score_softmax", "score_softmax_bwd",
@@ -31,7 +31,8 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "expert_probs_unfused", "expert_probs_unfused_bwd", "expert_probs_unfused_saved")
 # the loss's figures: torchtitan compiles the loss on its own (components/loss.py, compile.components "loss"),
 # whether or not the model's code compiles its blocks (kernel_bytes)
-LOSS_FIELDS = ("loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "loss_parallel_saved_per_logit",
+LOSS_FIELDS = ("loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "loss_saved_input_per_logit",
+               "loss_parallel_saved_per_logit",
                "loss_transient_per_logit", "loss_parallel_transient_per_logit")
 UNFUSED_FIELDS = ("mlp_activation_gated_unfused", "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved",
                   "bias_unfused", "wgrad_unfused", "expert_probs_unfused", "expert_probs_unfused_bwd",
