@@ -1051,6 +1051,17 @@ def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, 
                       if said.endswith("'s)") or "command line" in said or "command line" in seq_said else ""))
 
 
+def _dp_of_replicate(where: str, dp: int, rep: int, cites) -> None:
+    """Refuse a command-line --dp that the file's data_parallel_replicate_degree does not divide (torchtitan's
+    data-parallel degree is replicate x shard: cites.world)."""
+    if dp % rep:
+        raise PlannerError(
+            f"{where}--dp {dp} is not a multiple of the file's [parallelism] data_parallel_replicate_degree {rep} "
+            "(torchtitan's data-parallel degree is data_parallel_replicate_degree x data_parallel_shard_degree: "
+            f"{cites.world})",
+            f"give --dp a multiple of {rep}, or change the file's data_parallel_replicate_degree")
+
+
 def _leftover_shard_at_dp(where: str, rep: int, inner: int, run_degs: tuple, dp: int, gpus: Optional[int],
                           assumed: list, cites: ReleaseCites = MAIN_CITES) -> tuple[int, int]:
     """(dp_shard, GPU count) of a file whose data_parallel_shard_degree is -1 (the default: the leftover GPUs, world /
@@ -1063,12 +1074,7 @@ def _leftover_shard_at_dp(where: str, rep: int, inner: int, run_degs: tuple, dp:
     == world (l. 53-56): otherwise refused, naming the shard degree -1 would take (G / the inner degrees), so the
     command line's dp is never dropped for the file's leftover."""
     rtp, rpp, rcp = run_degs
-    if dp % rep:
-        raise PlannerError(
-            f"{where}--dp {dp} is not a multiple of the file's [parallelism] data_parallel_replicate_degree {rep} "
-            "(torchtitan's data-parallel degree is data_parallel_replicate_degree x data_parallel_shard_degree: "
-            f"{cites.world})",
-            f"give --dp a multiple of {rep}, or change the file's data_parallel_replicate_degree")
+    _dp_of_replicate(where, dp, rep, cites)
     shard = dp // rep
     run = inner * shard
     if gpus is not None and gpus != run:
@@ -1108,12 +1114,7 @@ def _explicit_shard(where: str, shard: int, rep: int, file_degs: tuple, run_degs
     rtp, rpp, rcp = run_degs
     inner = rep * rtp * rpp * rcp
     if dp is not None:
-        if dp % rep:
-            raise PlannerError(
-                f"{where}--dp {dp} is not a multiple of the file's [parallelism] data_parallel_replicate_degree {rep} "
-                "(torchtitan's data-parallel degree is data_parallel_replicate_degree x data_parallel_shard_degree: "
-                f"{cites.world})",
-                f"give --dp a multiple of {rep}, or change the file's data_parallel_replicate_degree")
+        _dp_of_replicate(where, dp, rep, cites)
         if dp // rep != shard:
             assumed.append(f"data_parallel_shard_degree={dp // rep}: the command line's dp {dp} / the file's "
                            f"data_parallel_replicate_degree {rep} replaces the file's {shard} (flags beat files)")
