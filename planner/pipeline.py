@@ -666,11 +666,13 @@ class _Configs:
     dense key over their small ranges (the first / last stage layers, a job's constants, by their
     few distinct values)."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, microbatches: bool = True):
+        # microbatches: the plans' shape read from plan.microbatches too (false: from the split's own fields alone, for
+        # a caller on memory's keyed model-state groups, whose plan holds STATE_FIELDS only: stage_end_layers)
         front_ = getattr(plan, "split_front", 0)
         first_, last_ = getattr(plan, "split_first", 0), getattr(plan, "split_last", 0)
         self.shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_, first_, last_,
-                                  plan.microbatches).shape
+                                  *((plan.microbatches,) if microbatches else ())).shape
         pp, vpp, e, l_, f, fs, ls_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
                                       for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_, first_, last_))
         V, N = int(vpp.max(initial=1)) + 1, int(l_.max(initial=1)) + 1  # split_loss may count N > 1 layers
@@ -764,7 +766,7 @@ def stage_end_layers(num_layers: int, plan, n0: int, n1: int) -> tuple:
     configuration, as stage_kind_counts)."""
     L = int(num_layers)
     lo_end = max(L - int(n1), int(n0))  # the end range [lo_end, L), less what the start range already holds
-    configs = _pipeline_configs(plan)
+    configs = _Configs(plan, microbatches=False)  # the split's fields only (memory's model-state groups call it too)
     rows = []
     for p, v, e, l_, front, first, last in configs.rows:
         length = np.maximum(np.asarray(chunk_layers(L, p, v, e, l_, front, first, last), dtype=np.int64), 0)
