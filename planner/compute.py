@@ -254,14 +254,21 @@ def _unmeasured_efficiency(hw, precision: str) -> float:
 
 
 def wave_efficiency(M, N, sms):
-    """Fraction of SM-time doing useful tiles, best of the two tile orientations [5]."""
+    """Fraction of SM-time doing useful output elements, best of the two tile orientations [5]:
+    tile quantization (the last tile of each dimension computed in full: ceil(M / tm) tm rows)
+    times wave quantization (ceil(tiles / SMs) waves of SMs x tiles), i.e.
+    M N / (waves x SMs x tm x tn). Both are the guide's ("Matrix Multiplication Background User's
+    Guide", "Dimension Quantization Effects": tile quantization and wave quantization). With
+    it the time 2MNK / (plateau x efficiency) = waves x (one tile's time) never falls as M or N
+    grows (tests/test_compute_tiles.py); the wave factor alone let it fall by up to 1/ceil(M/tm)
+    when M crossed a tile edge (a 1,281-row GEMM priced 9% faster than a 1,280-row one)."""
     M = np.asarray(M, dtype=np.float64)
     N = np.asarray(N, dtype=np.float64)
     best = np.zeros(np.broadcast(M, N).shape)
     for tm, tn in (GEMM_TILE, GEMM_TILE[::-1]):
         tiles = np.ceil(M / tm) * np.ceil(N / tn)
         waves = np.ceil(tiles / sms)
-        best = np.maximum(best, tiles / (waves * sms))
+        best = np.maximum(best, (M * N) / (waves * sms * tm * tn))
     return best
 
 
