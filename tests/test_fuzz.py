@@ -201,7 +201,7 @@ def _seeds_hold(workdir, every_command):
         assert t is None or t.check is None or t.check(args, r) is None, (kind, name, args)
         if r.exit_code == 1:  # plans that do not fit: the check of the fp8 script, zero2 at 8k tokens, DeepSeek-V3 on 16,
             # the Bridge 405B preset (77.8 GiB of 71.2 usable, tests/test_bridge_launch.py), the Bridge Qwen3-Next recipe
-            # on 32 H100 (78.7 GiB, its check: newest-fields)
+            # on 32 H100 (78.7 GiB: expert DP 1 keeps every expert's fp32 state whole, tests/test_bridge_qwen3_next.py)
             assert (kind, name) in {("model", "gpt3-175b.yaml"), ("job", "job-titan.yaml"),
                                     ("megatron", "train_llama3_8b_h100_fp8.sh"), ("deepspeed", "ds_config_zero2.json"),
                                     ("moe-config", "deepseek-v3.json"),
