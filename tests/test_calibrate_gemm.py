@@ -155,8 +155,9 @@ def test_interpolation_between_two_squares_by_hand():
     """Query at the geometric mean of 2048^3 and 4096^3: equal log-distances, equal weights."""
     cal = _cal([(2048, 2048, 2048, "bf16", 676.59), (4096, 4096, 4096, "bf16", 788.72)], sustained=True)
     q = (2048 * 4096) ** 0.5  # 2896.3: 23 x 12 = 276 tiles of 128x256 -> 3 waves of 132
-    w_ref = 32.0 / 33.0  # 2048^2: 128 tiles -> 1 wave; 4096^2: 512 -> 4 waves
-    expected = (676.59 + 788.72) / 2 / w_ref * (276 / 396) * 1e12
+    w_ref = 32.0 / 33.0  # 2048^2: 128 full tiles -> 1 wave; 4096^2: 512 -> 4 waves (no partial tile)
+    # the query's useful fraction, tile and wave quantization: q^2 / (3 waves x 132 SMs x 128 x 256)
+    expected = (676.59 + 788.72) / 2 / w_ref * (2048 * 4096 / (3 * 132 * 128 * 256)) * 1e12
     assert float(calibrated_gemm_rate(q, q, q, "bf16", H100, cal)) == pytest.approx(expected, rel=1e-12)
 
 
