@@ -1917,6 +1917,8 @@ def stack_for_states(job: Job, stack, where: str = ""):
     stack = stack_for_settings(job, stack, where)
     stack = with_default(stack, "bytes_per_param", job.bytes_per_param)
     stack = _stack_for_grad_bytes(job, stack, where)
+    # Muon's q / k / v split, where start-up rule MUON_QKV_SPLIT_TP reads it (job settings)
+    stack = with_default(stack, "muon_qkv_split", True if job.optimizer == "muon" and job.muon_split_qkv else None)
     runs = stack.runs if stack is not None else None
     lpm = runs.low_precision_moments if runs is not None else None
     if lpm is None:

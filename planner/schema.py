@@ -2144,6 +2144,10 @@ class StackDefaults(BaseModel):
                                   "FusedAdam on the GPU (plan.precision_aware with offload_optimizer none; under the CPU "
                                   "offload Megatron's HybridDeviceOptimizer runs in its place), laid on the stack by "
                                   "plan.stack_for_states where start-up rule PRECISION_AWARE_MFSDP reads it")
+    muon_qkv_split: Optional[bool] = Field(
+        default=None, description="not a stack file's setting (null there): the job's Muon with its q / k / v split "
+                                  "(optimizer muon and muon_split_qkv), laid on the stack by plan.stack_for_states "
+                                  "where start-up rule MUON_QKV_SPLIT_TP reads it")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -2151,6 +2155,9 @@ class StackDefaults(BaseModel):
         if self.precision_aware_fused_adam is not None:  # model_copy (stack_for_states) does not validate
             raise ValueError("defaults.precision_aware_fused_adam is the job's (laid by plan.stack_for_states from "
                              "precision_aware_optimizer and offload_optimizer), not a stack file's setting: leave it out")
+        if self.muon_qkv_split is not None:
+            raise ValueError("defaults.muon_qkv_split is the job's (laid by plan.stack_for_states from optimizer and "
+                             "muon_split_qkv), not a stack file's setting: leave it out")
         return self
 
 
@@ -2762,7 +2769,14 @@ class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_
                                               "TP-split momentum and runs Newton-Schulz on the whole matrix on every TP "
                                               "rank (Megatron-LM @d98e8a64's default); blockwise runs it on each rank's "
                                               "own shard, no gather (905c0e386's); step.py [28], memory.py [mu]; cite "
-                                              "the code in sources")))):
+                                              "the code in sources")),
+        muon_qkv_split_raises=(bool, Field(
+            default=False, description="Muon's q / k / v split raises where a TP rank's linear_qkv shard holds no whole "
+                                       "query group (tp not dividing the KV heads): Megatron-Core 905c0e386 tags every "
+                                       "linear_qkv and views the shard as rows // group rows = 0 groups, which raises "
+                                       "(start-up rule MUON_QKV_SPLIT_TP); false: the split is skipped there and the "
+                                       "shard orthogonalized whole (Megatron-LM @d98e8a64, layers/attention.py "
+                                       "Attention.muon_matrices); cite the code in sources")))):
     """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
     the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
 

@@ -346,14 +346,29 @@ class Attention:
         qk = 2 * d if self.qk_norm else 0  # q_norm and k_norm: one weight of head_dim each, shared by the heads [10]
         return BlockParams(split=split + col, replicated=self.norm + qk + row, split_bias=col, row_bias=row, qk_norm=qk)
 
-    def muon_matrices(self) -> tuple:
+    def muon_matrices(self, tp=None) -> tuple:
         """The whole 2-D matrices Megatron's Muon orthogonalizes one by one (common.py [mu], [ns]): (rows, cols, count,
         group: split, rep or expert). linear_qkv split per query group into q (a d rows; with the output gate a second a d) and k, v (k d
         each) under --muon-split-qkv, the default (emerging_optimizers.py @d98e8a64 _get_qkv_split_shapes l. 150-162,
         TensorParallelMuon.orthogonalize l. 404-430); linear_proj h x a d, listed transposed (split on a d, its input:
-        common.py [ns])."""
+        common.py [ns]).
+
+        tp (the plans' int64 degrees, or None: every TP rank holds whole query groups): Megatron tags linear_qkv
+        for the split only where the TP rank's shard, (g a + 2 k) d / tp rows, is a whole number of query groups of
+        (g a / k + 2) d rows (megatron/core/optimizer/__init__.py @d98e8a64 l. 790-803: param.shape[0] %
+        sum(qkv_split_shapes) == 0, else 'Emerging optimizer QKV split skipped'), i.e. where tp divides k; at tp > k
+        (attention.py l. 353-364: a rank holds part of one group, the layer all-gathers mixed_qkv, l. 1853-1870) the
+        split is skipped and the shard is orthogonalized as one tensor (whole linear_qkv after the duplicated mode's
+        gather, the rank's (g a + 2 k) d / tp rows under blockwise: muon_local), as under --muon-no-split-qkv.
+        Vectorized: the q entry is the whole linear_qkv there and the k / v entry's count 0 (no matrix, no GEMM, no
+        gather)."""
         h, ad, kd = self.h, self.a * self.d, self.k * self.d
-        return ((ad, h, 2 if self.gate else 1, "split"), (kd, h, 2, "split"), (ad, h, 1, "split"))
+        g = 2 if self.gate else 1
+        if tp is None:
+            return ((ad, h, g, "split"), (kd, h, 2, "split"), (ad, h, 1, "split"))
+        whole = np.mod(self.k, np.asarray(tp, dtype=np.int64)) == 0  # the rank's shard holds whole query groups
+        return ((np.where(whole, float(ad), float(g * ad + 2 * kd)), h, np.where(whole, float(g), 1.0), "split"),
+                (kd, h, np.where(whole, 2.0, 0.0), "split"), (ad, h, 1, "split"))
 
     def muon_params(self) -> tuple:
         """The 2-D parameters Muon steps (LayerKind.muon_params): linear_qkv one tensor ((2 if the output gate) a d
