@@ -202,6 +202,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             job's Muon with its q / k / v split where tp does not divide the KV heads: Megatron-Core
                             905c0e386 muon.py l. 136-147 views the TP shard as 0 query groups and raises (code 94,
                             FIXED_CODE_RULES: handed out ahead of 91-93)
+  MEGATRON_MLA_FUSION_TP    (every stack with runs.mla_down_proj_fusion) the job's mla_down_proj_fusion where tp
+                            does not divide q_lora_rank or kv_lora_rank + qk_rope_head_dim: multi_latent_attention.py
+                            @d98e8a64 l. 1353-1372 asserts (code 95, FIXED_CODE_RULES)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2720,6 +2723,17 @@ def _muon_qkv_split_tp(model, stack, plan) -> np.ndarray:
     return functools.reduce(np.logical_or, (np.mod(k, tp) != 0 for k in heads), np.zeros(np.shape(tp), dtype=bool))
 
 
+def _mla_fusion_tp(model, stack, plan) -> np.ndarray:
+    """MEGATRON_MLA_FUSION_TP: the job's mla_down_proj_fusion (defaults.mla_down_proj_fusion, laid by plan.resolve)
+    where tp does not divide q_lora_rank or kv_lora_rank + qk_rope_head_dim (an MLA model with a q_lora_rank:
+    plan.with_fused_mla refuses the rest)."""
+    tp = np.asarray(plan.tp, dtype=np.int64)
+    if model is None or model.mla is None or stack is None or not stack.defaults.mla_down_proj_fusion:
+        return np.zeros(np.shape(tp), dtype=bool)  # a model and a job setting: every candidate alike
+    ml = model.mla
+    return (np.mod(ml.q_lora_rank or 0, tp) != 0) | (np.mod(ml.kv_lora_rank + ml.qk_rope_head_dim, tp) != 0)
+
+
 # Rules whose codes were handed out ahead of the LATER_RULES before them (helpers working at once, issue 21 muonleft):
 # (code, rule), each above every LATER_RULES code; a LATER_RULES entry reaching one is refused below.
 # MUON_QKV_SPLIT_TP (code 94): Megatron-Core 905c0e386 (Megatron-Bridge @dc805f5cf's pin) tags every linear_qkv for
@@ -2741,6 +2755,19 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "use a tp that divides the KV heads, or turn the split off (--no-muon-split-qkv: optimizer.muon_split_qkv=false), "
         "or --stack megatron (Megatron-LM @d98e8a64 skips the split there)",
         _muon_qkv_split_tp)),
+    # MEGATRON_MLA_FUSION_TP (code 95): FusedMLASelfAttention._qkv_down_projection (NVIDIA/Megatron-LM @d98e8a64
+    # multi_latent_attention.py l. 1353-1372) asserts, with more than one TP rank, q_lora_rank % tp == 0 and
+    # (kv_lora_rank + qk_pos_emb_head_dim) % tp == 0 before splitting the fused output per rank (the first forward).
+    # Keyed on the job's mla_down_proj_fusion (defaults, laid by plan.resolve) on a stack with the option (option).
+    (95, StartupRule(
+        "MEGATRON_MLA_FUSION_TP", ANY_STACK,
+        "MLA's fused down projection (mla_down_proj_fusion) needs tp to divide q_lora_rank and kv_lora_rank + "
+        "qk_rope_head_dim",
+        "NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/multi_latent_attention.py FusedMLASelfAttention."
+        "_qkv_down_projection l. 1353-1372 ('q_lora_rank must be divisible by tensor model parallel size when using MLA "
+        "down projection fusion'; the same of kv_lora_rank + qk_pos_emb_head_dim)",
+        "use a tp that divides both, or leave mla_down_proj_fusion out (drop --mla-down-proj-fusion)",
+        _mla_fusion_tp, option="mla_down_proj_fusion")),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -309,7 +309,8 @@ def _mixer(spec, m: ModelSpec):
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,
                    qk_rope_head_dim=ml.qk_rope_head_dim, qk_nope_head_dim=ml.qk_nope_head_dim,
                    v_head_dim=ml.v_head_dim, norm=norm, dropout=m.hidden_dropout_on,
-                   score_dropout=m.attention_dropout_on)
+                   score_dropout=m.attention_dropout_on,
+                   down_fused=bool(ml._down_fused))  # the job's mla_down_proj_fusion (plan.with_fused_mla)
     if isinstance(spec, GatedDeltaNet):
         from .linear_attention import GatedDeltaNetBlock
         return GatedDeltaNetBlock.from_spec(spec, m, norm)

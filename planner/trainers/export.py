@@ -336,7 +336,7 @@ def plan_signature(plan: dict) -> dict:
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps",
-            "muon_tp_mode", "muon_split_qkv")
+            "muon_tp_mode", "muon_split_qkv", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
     out["muon_tp_mode"] = priced_muon_tp_mode(plan)  # as priced: a stack's default is left out of its plans
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -1525,6 +1525,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
                              "--outer-dp-sharding-strategy (param_and_grad_buffer.py @d98e8a64 l. 2498-2512)",
                           "price it without mfsdp_outer_optim, or with --sharding hsdp on --stack megatron")
         args.append(("--outer-dp-sharding-strategy", "optim"))
+    if plan.get("mla_down_proj_fusion"):  # MLA's fused TP-split down projection (layers/attention.py MLA.down_fused;
+        # arguments.py @d98e8a64 l. 3566-3572); the Megatron-DeepSpeed forks build no MLA
+        args.append(("--mla-down-proj-fusion", None))
     if plan.get("optimizer", "adam") != "adam":  # the job's update rule (memory.py [mu]); with
         # --use-distributed-optimizer validate_args runs Muon's layer-wise distributed optimizer (arguments.py @d98e8a64
         # l. 1725-1737), priced as the same level
