@@ -208,6 +208,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "ZeRO-1/2's IPG buffer) (default: the stack's, DeepSpeed's)"),
     FieldOption("mfsdp_double_buffer", "bool", "Megatron-FSDP's fixed double-buffer pools (--fsdp-double-buffer, "
                 "--use-nccl-ub): two persistent layer units of gathered weights and two of gradients (default off)"),
+    FieldOption("mla_down_proj_fusion", "bool", "MLA's q and kv down projections fused into one TP-split linear "
+                "(Megatron --mla-down-proj-fusion: FusedMLASelfAttention; an MLA model with a q_lora_rank, tp dividing "
+                "q_lora_rank and kv_lora_rank + qk_rope_head_dim) (default off)"),
     FieldOption("mfsdp_outer_optim", "bool", "Megatron-FSDP's HSDP with the fp32 main weights and Adam's moments "
                 "sharded over the replicas too (--outer-dp-sharding-strategy optim; read under sharding hsdp) (default off)"),
     FieldOption("fsdp_root_unit", "bool", "FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): "

@@ -3557,11 +3557,11 @@ class _PerLayer:
             def temps(mats):
                 return muon_step_temporaries(muon_local(mats, plan.tp, etp, block), gathered=not block)
             split = settings.muon_split_qkv  # a job setting: linear_qkv split or whole
-            self.muon_temp = [temps(k.muon_matrices(split)) for k in kinds]
+            self.muon_temp = [temps(k.muon_matrices(split, plan.tp)) for k in kinds]  # (at tp not dividing k: whole)
             self.muon_temp_position = (temps(((m.max_seq_len, m.hidden_size, 1, "rep"),))
                                        if m.position_embedding == "learned" else 0.0)
             self.muon_temp_mtp = (temps(((m.hidden_size, 2 * m.hidden_size, 1, "split"),)
-                                        + sum((kinds[k].muon_matrices(split) for k in pc.layers.mtp_kinds), ()))
+                                        + sum((kinds[k].muon_matrices(split, plan.tp) for k in pc.layers.mtp_kinds), ()))
                                   if m.mtp_layers else 0.0)
         # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
         self.step_grads = mode_step_grads(stack, plan)

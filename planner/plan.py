@@ -675,6 +675,7 @@ class Settings:
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     mfsdp_double_buffer: bool = False  # Megatron-FSDP's fixed double-buffer pools (job field; memory.py [db])
     mfsdp_outer_optim: bool = False  # Megatron-FSDP's HSDP optimizer sharded over the replicas too (job field; memory.py [oo])
+    mla_down_proj_fusion: bool = False  # MLA's fused TP-split down projection (job field; layers/attention.py MLA.down_fused)
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     te_version: str | None = None  # the run's Transformer Engine release (job field; None: the stack's memory.te_version, memory.py [ub])
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
@@ -1354,6 +1355,9 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.empty_unused_memory_level and stack.runs.empty_unused_memory_level is None:
         raise PlannerError(f"{where}empty_unused_memory_level is set but stack {stack.name} has no such option "
                            f"({stack.origin} runs.empty_unused_memory_level)", "leave it out, or choose --stack megatron")
+    if job.mla_down_proj_fusion and stack.runs.mla_down_proj_fusion is None:
+        raise PlannerError(f"{where}mla_down_proj_fusion is set but stack {stack.name} has no such option "
+                           f"({stack.origin} runs.mla_down_proj_fusion)", "leave it out, or choose --stack megatron")
     if job.mfsdp_outer_optim and not any(m.outer_optim for m in (stack.runs.sharding or [])):
         raise PlannerError(f"{where}mfsdp_outer_optim is set but stack {stack.name} runs no HSDP mode that shards the "
                            f"optimizer over the replicas ({stack.origin} runs.sharding outer_optim: none)",
@@ -1767,6 +1771,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
         mfsdp_double_buffer=job.mfsdp_double_buffer,
         mfsdp_outer_optim=job.mfsdp_outer_optim,
+        mla_down_proj_fusion=job.mla_down_proj_fusion,
         enable_experimental=_enable_experimental(job, stack, where),
         attention_softmax_in_fp32=job.attention_softmax_in_fp32 is not False,
         **moe_dispatch_settings(job, model, stack, inherited, where),
@@ -1917,6 +1922,8 @@ def stack_for_states(job: Job, stack, where: str = ""):
     stack = stack_for_settings(job, stack, where)
     stack = with_default(stack, "bytes_per_param", job.bytes_per_param)
     stack = _stack_for_grad_bytes(job, stack, where)
+    # Muon's q / k / v split, where start-up rule MUON_QKV_SPLIT_TP reads it (job settings)
+    stack = with_default(stack, "muon_qkv_split", True if job.optimizer == "muon" and job.muon_split_qkv else None)
     runs = stack.runs if stack is not None else None
     lpm = runs.low_precision_moments if runs is not None else None
     if lpm is None:
@@ -2300,6 +2307,40 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list, cp: int = 1
     return hit[1]
 
 
+_FUSED_MLA_MODELS: dict = {}  # id(model) -> (model, its copy with the fused down projection): one object a model
+
+
+def with_fused_mla(model: ModelSpec, job: Job, warnings: list, where: str = "") -> ModelSpec:
+    """The model as the job's mla_down_proj_fusion builds it (Megatron --mla-down-proj-fusion): a copy whose MLA spec
+    carries _down_fused (layers/attention.py MLA.down_fused: one TP-split linear_qkv_down_proj, FusedMLASelfAttention),
+    the same object for the same model (layer_list builds once per model object); the model itself without it.
+    Refused as Megatron refuses it: a model without MLA (arguments.py @d98e8a64 l. 1976-1977 asserts
+    --multi-latent-attention), or without a q_lora_rank (multi_latent_attention.py l. 1271-1274 asserts it)."""
+    if not job.mla_down_proj_fusion:  # a job setting
+        return model
+    if model.mla is None:
+        raise PlannerError(f"{where}mla_down_proj_fusion with model {model.name}, which has no multi-latent attention: "
+                           "Megatron-LM asserts '--mla-down-proj-fusion requires --multi-latent-attention' "
+                           "(NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1976-1977)",
+                           "leave mla_down_proj_fusion out, or choose an MLA model (deepseek-v3, kimi-k2)")
+    if model.mla.q_lora_rank is None:
+        raise PlannerError(f"{where}mla_down_proj_fusion with model {model.name}, whose queries have no latent "
+                           "(q_lora_rank null): FusedMLASelfAttention asserts 'FusedMLASelfAttention requires "
+                           "q_lora_rank to be set' (NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/"
+                           "multi_latent_attention.py l. 1271-1274)", "leave mla_down_proj_fusion out")
+    hit = _FUSED_MLA_MODELS.get(id(model))
+    if hit is None or hit[0] is not model:
+        mla = model.mla.model_copy()
+        mla._down_fused = True
+        hit = _FUSED_MLA_MODELS[id(model)] = (model, model.model_copy(update={"mla": mla}))
+    warnings.append("mla_down_proj_fusion: the fused down projection's weight priced TP-split and its GEMM at "
+                    "(r_q + r_kv + d_rope) / tp a rank (FusedMLASelfAttention, NVIDIA/Megatron-LM @d98e8a64 "
+                    "multi_latent_attention.py l. 1241-1381); its TP all-gathers of the q and kv latents (l. 1374-1380, "
+                    "l. 745-748) and of the normed input under sequence parallelism, and the latents it saves, are "
+                    "priced as the unfused layer's (not modelled)")
+    return hit[1]
+
+
 def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name).
@@ -2341,6 +2382,9 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     stack = apply_startup_switches(job, stack, warnings, where)
     warnings += fused_softmax_assert(job, stack, seq)
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
+    model = with_fused_mla(model, job, warnings, where)
+    # where start-up rule MEGATRON_MLA_FUSION_TP reads it (a job setting)
+    stack = with_default(stack, "mla_down_proj_fusion", True if job.mla_down_proj_fusion else None)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
     if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel),
@@ -3652,6 +3696,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),
         **({"mfsdp_double_buffer": True} if settings.mfsdp_double_buffer else {}),
+        **({"mla_down_proj_fusion": True} if settings.mla_down_proj_fusion else {}),
         **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         **({"offload_optimizer": settings.offload_optimizer} if settings.offload_optimizer != "none" else {}),
         **({"offload_param": settings.offload_param} if settings.offload_param != "none" else {}),

@@ -111,6 +111,9 @@ class MLASpec(BaseModel):
     qk_rope_head_dim: Count = Field(gt=0)
     qk_nope_head_dim: Count = Field(gt=0)
     v_head_dim: Count = Field(gt=0)
+    # not a model file's setting: the job's mla_down_proj_fusion (Megatron's FusedMLASelfAttention), set on a copy by
+    # plan.with_fused_mla (a job setting), read by layers.layer_list (layers/attention.py MLA.down_fused)
+    _down_fused: bool = PrivateAttr(default=False)
 
     @property
     def qk_head_dim(self) -> int:
@@ -2144,6 +2147,13 @@ class StackDefaults(BaseModel):
                                   "FusedAdam on the GPU (plan.precision_aware with offload_optimizer none; under the CPU "
                                   "offload Megatron's HybridDeviceOptimizer runs in its place), laid on the stack by "
                                   "plan.stack_for_states where start-up rule PRECISION_AWARE_MFSDP reads it")
+    mla_down_proj_fusion: Optional[bool] = Field(
+        default=None, description="not a stack file's setting (null there): the job's mla_down_proj_fusion, laid on the "
+                                  "stack by plan.resolve where start-up rule MEGATRON_MLA_FUSION_TP reads it")
+    muon_qkv_split: Optional[bool] = Field(
+        default=None, description="not a stack file's setting (null there): the job's Muon with its q / k / v split "
+                                  "(optimizer muon and muon_split_qkv), laid on the stack by plan.stack_for_states "
+                                  "where start-up rule MUON_QKV_SPLIT_TP reads it")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -2151,6 +2161,12 @@ class StackDefaults(BaseModel):
         if self.precision_aware_fused_adam is not None:  # model_copy (stack_for_states) does not validate
             raise ValueError("defaults.precision_aware_fused_adam is the job's (laid by plan.stack_for_states from "
                              "precision_aware_optimizer and offload_optimizer), not a stack file's setting: leave it out")
+        if self.mla_down_proj_fusion is not None:
+            raise ValueError("defaults.mla_down_proj_fusion is the job's (laid by plan.resolve), not a stack file's "
+                             "setting: leave it out")
+        if self.muon_qkv_split is not None:
+            raise ValueError("defaults.muon_qkv_split is the job's (laid by plan.stack_for_states from optimizer and "
+                             "muon_split_qkv), not a stack file's setting: leave it out")
         return self
 
 
@@ -2762,7 +2778,14 @@ class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_
                                               "TP-split momentum and runs Newton-Schulz on the whole matrix on every TP "
                                               "rank (Megatron-LM @d98e8a64's default); blockwise runs it on each rank's "
                                               "own shard, no gather (905c0e386's); step.py [28], memory.py [mu]; cite "
-                                              "the code in sources")))):
+                                              "the code in sources")),
+        muon_qkv_split_raises=(bool, Field(
+            default=False, description="Muon's q / k / v split raises where a TP rank's linear_qkv shard holds no whole "
+                                       "query group (tp not dividing the KV heads): Megatron-Core 905c0e386 tags every "
+                                       "linear_qkv and views the shard as rows // group rows = 0 groups, which raises "
+                                       "(start-up rule MUON_QKV_SPLIT_TP); false: the split is skipped there and the "
+                                       "shard orthogonalized whole (Megatron-LM @d98e8a64, layers/attention.py "
+                                       "Attention.muon_matrices); cite the code in sources")))):
     """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
     the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
 
@@ -2809,6 +2832,9 @@ class StackRuns(BaseModel):
     empty_unused_memory_level: Optional[str] = Field(
         default=None, description="the option that empties the caching allocator's cache between a step's phases "
                                   "(job field empty_unused_memory_level; null: the stack has none)")
+    mla_down_proj_fusion: Optional[str] = Field(
+        default=None, description="the option that fuses MLA's q and kv down projections into one TP-split linear "
+                                  "(job field mla_down_proj_fusion; null: the stack has none)")
     partition_activations: Optional[str] = Field(
         default=None, description="the option that splits the layer inputs full recompute keeps over the TP ranks "
                                   "(job field partition_activations; null: the stack has none)")
@@ -3836,6 +3862,15 @@ class Job(BaseModel):
                                    "unsharded gradients, in place of the prefetch and the reduce-scatter queue "
                                    "(memory.py [db]); only the modes running Megatron-FSDP's queue (stack_db runs.sharding "
                                    "reduce_queue_units) hold them; default off")
+    mla_down_proj_fusion: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="Megatron --mla-down-proj-fusion (arguments.py @d98e8a64 l. 3566-3572; "
+                                   "gpt_layer_specs.py l. 257-290): MLA's q and kv down projections as one "
+                                   "TELayerNormColumnParallelLinear of h -> r_q + r_kv + d_rope with gather_output False "
+                                   "(FusedMLASelfAttention, multi_latent_attention.py l. 1241-1310): its weight TP-split "
+                                   "(rows / tp a rank) where the unfused ones are replicated, and one matrix for Muon, "
+                                   "TP-split (layers/attention.py MLA); needs an MLA model with a q_lora_rank; only the "
+                                   "stacks with runs.mla_down_proj_fusion; default off")
     mfsdp_outer_optim: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-FSDP's HSDP with the optimizer sharded over the replicas too (Megatron "

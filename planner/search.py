@@ -2014,7 +2014,10 @@ def explain_args(job: Job, row: dict) -> list[str]:
             args.append(flag)
         elif key == "fp16":  # bf16 on a stack whose default is fp16
             args.append("--no-fp16")
-    args += job_field_args(job, skip=_ROW_FIELDS)
+    # the job's outer-DP optimizer sharding acts on HSDP rows only, whose plans record it (plan.plan_dict); another
+    # row's command leaves it out, as explain prices that row without it
+    args += job_field_args(job, skip=_ROW_FIELDS + (() if row["plan"].get("mfsdp_outer_optim") else
+                                                    ("mfsdp_outer_optim",)))
     if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)
         args.append("--pp-p2p-overlap-warmup-flush")
     stack = load_stack(d["stack"])

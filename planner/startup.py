@@ -198,6 +198,13 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             cp_load_balancer ptrr with cp > 1 where the model builds no FlexAttention (attention_backend
                             not flex): main @e347b1e5e distributed/context_parallel.py cp_shard l. 191-206, 0.3.0
                             distributed/context_parallel/api.py l. 225-259 raise (code 90)
+  MUON_QKV_SPLIT_TP         (every stack, keyed on runs.optimizers muon_qkv_split_raises: megatron-bridge) the
+                            job's Muon with its q / k / v split where tp does not divide the KV heads: Megatron-Core
+                            905c0e386 muon.py l. 136-147 views the TP shard as 0 query groups and raises (code 94,
+                            FIXED_CODE_RULES: handed out ahead of 91-93)
+  MEGATRON_MLA_FUSION_TP    (every stack with runs.mla_down_proj_fusion) the job's mla_down_proj_fusion where tp
+                            does not divide q_lora_rank or kv_lora_rank + qk_rope_head_dim: multi_latent_attention.py
+                            @d98e8a64 l. 1353-1372 asserts (code 95, FIXED_CODE_RULES)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -214,6 +221,7 @@ stack's group, token rule (runs.hybridep_buffer_tokens) and trainer named; their
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -2699,11 +2707,78 @@ LATER_RULES = LATER_RULES + (
         _tt_cp_ptrr_mask, option="cp_load_balancers"),
 )
 
+def _muon_qkv_split_tp(model, stack, plan) -> np.ndarray:
+    """MUON_QKV_SPLIT_TP: the job's Muon with its q / k / v split (defaults.muon_qkv_split, laid by
+    plan.stack_for_states) on a stack whose split raises on a partial query group (runs.optimizers
+    muon_qkv_split_raises), where tp does not divide the KV heads of an attention layer kind with a linear_qkv
+    (layers Attention; MLA has none: its projections are never tagged is_qkv)."""
+    from .layers import layer_list
+    from .layers.attention import Attention
+
+    tp = np.asarray(plan.tp, dtype=np.int64)
+    opt = stack.runs.optimizers if stack is not None and stack.runs is not None else None
+    if model is None or opt is None or not opt.muon_qkv_split_raises or not stack.defaults.muon_qkv_split:
+        return np.zeros(np.shape(tp), dtype=bool)  # stack data and job settings: every candidate alike
+    heads = {k.mixer.k for k in layer_list(model).kinds if isinstance(k.mixer, Attention)}
+    return functools.reduce(np.logical_or, (np.mod(k, tp) != 0 for k in heads), np.zeros(np.shape(tp), dtype=bool))
+
+
+def _mla_fusion_tp(model, stack, plan) -> np.ndarray:
+    """MEGATRON_MLA_FUSION_TP: the job's mla_down_proj_fusion (defaults.mla_down_proj_fusion, laid by plan.resolve)
+    where tp does not divide q_lora_rank or kv_lora_rank + qk_rope_head_dim (an MLA model with a q_lora_rank:
+    plan.with_fused_mla refuses the rest)."""
+    tp = np.asarray(plan.tp, dtype=np.int64)
+    if model is None or model.mla is None or stack is None or not stack.defaults.mla_down_proj_fusion:
+        return np.zeros(np.shape(tp), dtype=bool)  # a model and a job setting: every candidate alike
+    ml = model.mla
+    return (np.mod(ml.q_lora_rank or 0, tp) != 0) | (np.mod(ml.kv_lora_rank + ml.qk_rope_head_dim, tp) != 0)
+
+
+# Rules whose codes were handed out ahead of the LATER_RULES before them (helpers working at once, issue 21 muonleft):
+# (code, rule), each above every LATER_RULES code; a LATER_RULES entry reaching one is refused below.
+# MUON_QKV_SPLIT_TP (code 94): Megatron-Core 905c0e386 (Megatron-Bridge @dc805f5cf's pin) tags every linear_qkv for
+# Muon's q / k / v split (muon.py l. 249-250) and views the rank's momentum as rows // one query group's rows groups
+# (l. 144-147): where tp does not divide the KV heads the TP shard holds part of one group (attention.py l. 292-303),
+# 0 groups, and the view raises at the first optimizer step, in either TP mode. Megatron-LM @d98e8a64 skips the split
+# there (optimizer/__init__.py l. 790-803), priced as such (layers/attention.py Attention.muon_matrices). Keyed on the
+# stack's data (runs.optimizers muon_qkv_split_raises), so every stack (ANY_STACK).
+FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
+    (94, StartupRule(
+        "MUON_QKV_SPLIT_TP", ANY_STACK,
+        "Muon's q / k / v split (muon_split_qkv, the default) where tp does not divide the KV heads: each TP rank's "
+        "linear_qkv shard holds part of one query group, which the split cannot view",
+        "NVIDIA/Megatron-LM @905c0e386 (pinned by NVIDIA-NeMo/Megatron-Bridge @dc805f5cf) megatron/core/optimizer/muon.py "
+        "l. 229-250 (every linear_qkv.weight is_qkv), TensorParallelMuon.orthogonalize l. 136-147 (num_query_groups = "
+        "grad_shape[0] // sum(qkv_split_shapes): 0, grad.view(0, ...) raises), megatron/core/transformer/attention.py "
+        "l. 292-303 (num_query_groups < tp: one group over tp / k ranks); stack_db <stack> runs.optimizers "
+        "muon_qkv_split_raises",
+        "use a tp that divides the KV heads, or turn the split off (--no-muon-split-qkv: optimizer.muon_split_qkv=false), "
+        "or --stack megatron (Megatron-LM @d98e8a64 skips the split there)",
+        _muon_qkv_split_tp)),
+    # MEGATRON_MLA_FUSION_TP (code 95): FusedMLASelfAttention._qkv_down_projection (NVIDIA/Megatron-LM @d98e8a64
+    # multi_latent_attention.py l. 1353-1372) asserts, with more than one TP rank, q_lora_rank % tp == 0 and
+    # (kv_lora_rank + qk_pos_emb_head_dim) % tp == 0 before splitting the fused output per rank (the first forward).
+    # Keyed on the job's mla_down_proj_fusion (defaults, laid by plan.resolve) on a stack with the option (option).
+    (95, StartupRule(
+        "MEGATRON_MLA_FUSION_TP", ANY_STACK,
+        "MLA's fused down projection (mla_down_proj_fusion) needs tp to divide q_lora_rank and kv_lora_rank + "
+        "qk_rope_head_dim",
+        "NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/multi_latent_attention.py FusedMLASelfAttention."
+        "_qkv_down_projection l. 1353-1372 ('q_lora_rank must be divisible by tensor model parallel size when using MLA "
+        "down projection fusion'; the same of kv_lora_rank + qk_pos_emb_head_dim)",
+        "use a tp that divides both, or leave mla_down_proj_fusion out (drop --mla-down-proj-fusion)",
+        _mla_fusion_tp, option="mla_down_proj_fusion")),
+)
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
+assert LATER_FIRST_CODE + len(LATER_RULES) <= min(c for c, _ in FIXED_CODE_RULES), \
+    "LATER_RULES grew into FIXED_CODE_RULES' codes: move the fixed rules up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
-         **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
-BY_CODE = {CODES[r.key]: r for r in RULES + LATER_RULES}
-RULES = RULES + LATER_RULES  # rules_for and the tests read them all here, in code order
+         **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)},
+         **{r.key: c for c, r in FIXED_CODE_RULES}}
+BY_CODE = {CODES[r.key]: r for r in RULES + LATER_RULES + tuple(r for _, r in FIXED_CODE_RULES)}
+# rules_for and the tests read them all here, in code order
+RULES = RULES + LATER_RULES + tuple(r for _, r in sorted(FIXED_CODE_RULES, key=lambda cr: cr[0]))
 
 
 def stack_order_ok(stack, order, tp, cp, pp, dp) -> np.ndarray:

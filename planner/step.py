@@ -2726,14 +2726,16 @@ def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
     legacy path, whose ping-pong deals the stage's tensors as one list, and at sharding none)."""
     model, plan = sc.settings.model, sc.plan
     split = sc.settings.muon_split_qkv  # a job setting: linear_qkv split or whole (LayerKind.muon_matrices)
-    kinds = [price(k.muon_matrices(split)) for k in sc.ll.kinds]
-    big_k = [_largest(price, k.muon_matrices(split)) for k in sc.ll.kinds]
+    # (the split also skipped where tp does not divide the KV heads: Attention.muon_matrices)
+    kinds = [price(k.muon_matrices(split, plan.tp)) for k in sc.ll.kinds]
+    big_k = [_largest(price, k.muon_matrices(split, plan.tp)) for k in sc.ll.kinds]
     dense_k, exp_k = [d for d, _ in kinds], [e for _, e in kinds]
     h = model.hidden_size
     pos = price(((model.max_seq_len, h, 1, "rep"),))[0] if model.position_embedding == "learned" else 0.0
     mtp, mtp_big = (0.0, 0.0), (0.0, 0.0)
     if model.mtp_layers:  # a model setting
-        mats = ((h, 2 * h, 1, "split"),) + sum((sc.ll.kinds[k].muon_matrices(split) for k in sc.ll.mtp_kinds), ())
+        mats = ((h, 2 * h, 1, "split"),) + sum((sc.ll.kinds[k].muon_matrices(split, plan.tp) for k in sc.ll.mtp_kinds),
+                                               ())
         mtp, mtp_big = price(mats), _largest(price, mats)
         mtp = (sc.ll.mtp_built * mtp[0], sc.ll.mtp_built * mtp[1])  # the weights built (one where shared)
     single = plan.pp == 1

@@ -220,3 +220,27 @@ def test_bridge_export_round_trip():
     text, _ = export_plan(row["plan"], "megatron-bridge")
     assert "ddp.fsdp_double_buffer=true" in text and "ddp.outer_dp_sharding_strategy=optim" in text
     check_readback(row, "megatron-bridge", text)
+
+
+def test_fit_row_command_names_it_on_hsdp_rows_only():
+    """fit --mfsdp-outer-optim (issue 21 muonleft): a row's explain command (search.explain_args) names the option only
+    where the row is HSDP (its plan records mfsdp_outer_optim, plan_dict); a zero2 / zero1 row's command leaves it out,
+    as that row was priced without it (stacks.outer_optim: the level hsdp). Before, every row's command echoed it."""
+    from planner.search import explain_args
+
+    job = Job(model="llama3-8b", gpus=64, stack="megatron", mfsdp_outer_optim=True)
+    row = {"plan": {**_row_plan(False), "mfsdp_outer_optim": True}}
+    assert "--mfsdp-outer-optim" in explain_args(job, row)
+    assert "--mfsdp-outer-optim" not in explain_args(job, {"plan": _row_plan(True)})
+    r = CliRunner().invoke(app, ["fit", "--model", "llama3-8b", "--gpus", "64", "--mfsdp-outer-optim", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if "row 1 in full" in x)
+    assert ("--mfsdp-outer-optim" in line) == ("--sharding hsdp" in line)
+
+
+def _row_plan(fsdp_level: bool) -> dict:
+    """A priced row's plan: HSDP shard group 8 (the option on), or the fsdp level (the option off there)."""
+    kw = dict(sharding="fsdp") if fsdp_level else dict(sharding="hsdp", shard_group=8)
+    s, p, _ = resolve(Job(model="llama3-8b", gpus=64, tp=1, stack="megatron", global_batch=256, micro_batch=1,
+                          seq_len=4096, mfsdp_outer_optim=True, **kw))
+    return to_json(s, p, evaluate(s, p))["plan"]

@@ -24,7 +24,7 @@ from planner.plan import resolve
 from planner.schema import Job
 from planner.search import fit
 from planner.space import SpaceOptions
-from planner.startup import CODES, LATER_RULES, RULES, model_code, model_code_assumed
+from planner.startup import CODES, FIXED_CODE_RULES, LATER_RULES, RULES, model_code, model_code_assumed
 
 from conftest import assert_one_error
 
@@ -137,7 +137,11 @@ def test_the_rules_are_appended_last():
     TORCHTITAN_CP_PTRR_MASK (90, ttchecks)."""
     assert LATER_RULES[-1].key == "TORCHTITAN_CP_PTRR_MASK" and CODES["TORCHTITAN_CP_PTRR_MASK"] == 90
     keys = ["TORCHTITAN_MODEL_DISPATCHER", "TORCHTITAN_MODEL_PP", "TORCHTITAN_MODEL_CP", "TORCHTITAN_MODEL_ASYNC_TP"]
-    assert [r.key for r in LATER_RULES[-26:-22]] == keys and [r.key for r in RULES[-26:-22]] == keys
+    # RULES ends with LATER_RULES, then the rules of codes handed out ahead (FIXED_CODE_RULES: 94, 95, muonleft)
+    f = len(FIXED_CODE_RULES)
+    assert [r.key for r in LATER_RULES[-26:-22]] == keys and [r.key for r in RULES[-26 - f:-22 - f]] == keys
+    assert [(c, r.key) for c, r in FIXED_CODE_RULES] == [(94, "MUON_QKV_SPLIT_TP"), (95, "MEGATRON_MLA_FUSION_TP")]
+    assert [r.key for r in RULES[-2:]] == ["MUON_QKV_SPLIT_TP", "MEGATRON_MLA_FUSION_TP"]
     assert [CODES[k] for k in keys] == [65, 66, 67, 68] and CODES["MEGATRON_NVFP4_TOKENS"] == 64
     assert LATER_RULES[-9].key == "TORCHTITAN_HYBRIDEP" and CODES["TORCHTITAN_HYBRIDEP"] == 82
     assert LATER_RULES[-8].key == "STACK_MODE_TP_PP_DP" and CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp

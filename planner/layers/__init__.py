@@ -93,11 +93,15 @@ class LayerKind:
         post = sum(b.norm for b in self.present) if self.post_norm else 0  # a post-norm as wide as its pre-norm
         return self.mixer.params() + self.mlp.params() + BlockParams(replicated=post)
 
-    def muon_matrices(self, split_qkv: bool = True) -> tuple:
+    def muon_matrices(self, split_qkv: bool = True, tp=None) -> tuple:
         """(rows, cols, count, group) of every whole 2-D matrix Megatron's Muon orthogonalizes in one layer
         (common.py [ns]): the mixer's and the MLP's; split_qkv False (the job's muon_split_qkv, --muon-no-split-qkv):
-        linear_qkv whole (muon_params)."""
-        return self.mixer.muon_matrices() + self.mlp.muon_matrices() if split_qkv else self.muon_params()
+        linear_qkv whole (muon_params). tp: the plans' TP degrees, where an attention mixer's split depends on them
+        (Attention.muon_matrices: skipped where tp does not divide the KV heads); None: the split as at tp 1."""
+        if not split_qkv:
+            return self.muon_params()
+        mixer = self.mixer.muon_matrices(tp) if isinstance(self.mixer, Attention) else self.mixer.muon_matrices()
+        return mixer + self.mlp.muon_matrices()
 
     def muon_params(self) -> tuple:
         """(rows, cols, count, group) of every 2-D parameter Megatron's Muon steps in one layer, whole (common.py [ns]):
@@ -305,7 +309,8 @@ def _mixer(spec, m: ModelSpec):
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,
                    qk_rope_head_dim=ml.qk_rope_head_dim, qk_nope_head_dim=ml.qk_nope_head_dim,
                    v_head_dim=ml.v_head_dim, norm=norm, dropout=m.hidden_dropout_on,
-                   score_dropout=m.attention_dropout_on)
+                   score_dropout=m.attention_dropout_on,
+                   down_fused=bool(ml._down_fused))  # the job's mla_down_proj_fusion (plan.with_fused_mla)
     if isinstance(spec, GatedDeltaNet):
         from .linear_attention import GatedDeltaNetBlock
         return GatedDeltaNetBlock.from_spec(spec, m, norm)

@@ -346,14 +346,29 @@ class Attention:
         qk = 2 * d if self.qk_norm else 0  # q_norm and k_norm: one weight of head_dim each, shared by the heads [10]
         return BlockParams(split=split + col, replicated=self.norm + qk + row, split_bias=col, row_bias=row, qk_norm=qk)
 
-    def muon_matrices(self) -> tuple:
+    def muon_matrices(self, tp=None) -> tuple:
         """The whole 2-D matrices Megatron's Muon orthogonalizes one by one (common.py [mu], [ns]): (rows, cols, count,
         group: split, rep or expert). linear_qkv split per query group into q (a d rows; with the output gate a second a d) and k, v (k d
         each) under --muon-split-qkv, the default (emerging_optimizers.py @d98e8a64 _get_qkv_split_shapes l. 150-162,
         TensorParallelMuon.orthogonalize l. 404-430); linear_proj h x a d, listed transposed (split on a d, its input:
-        common.py [ns])."""
+        common.py [ns]).
+
+        tp (the plans' int64 degrees, or None: every TP rank holds whole query groups): Megatron tags linear_qkv
+        for the split only where the TP rank's shard, (g a + 2 k) d / tp rows, is a whole number of query groups of
+        (g a / k + 2) d rows (megatron/core/optimizer/__init__.py @d98e8a64 l. 790-803: param.shape[0] %
+        sum(qkv_split_shapes) == 0, else 'Emerging optimizer QKV split skipped'), i.e. where tp divides k; at tp > k
+        (attention.py l. 353-364: a rank holds part of one group, the layer all-gathers mixed_qkv, l. 1853-1870) the
+        split is skipped and the shard is orthogonalized as one tensor (whole linear_qkv after the duplicated mode's
+        gather, the rank's (g a + 2 k) d / tp rows under blockwise: muon_local), as under --muon-no-split-qkv.
+        Vectorized: the q entry is the whole linear_qkv there and the k / v entry's count 0 (no matrix, no GEMM, no
+        gather)."""
         h, ad, kd = self.h, self.a * self.d, self.k * self.d
-        return ((ad, h, 2 if self.gate else 1, "split"), (kd, h, 2, "split"), (ad, h, 1, "split"))
+        g = 2 if self.gate else 1
+        if tp is None:
+            return ((ad, h, g, "split"), (kd, h, 2, "split"), (ad, h, 1, "split"))
+        whole = np.mod(self.k, np.asarray(tp, dtype=np.int64)) == 0  # the rank's shard holds whole query groups
+        return ((np.where(whole, float(ad), float(g * ad + 2 * kd)), h, np.where(whole, float(g), 1.0), "split"),
+                (kd, h, np.where(whole, 2.0, 0.0), "split"), (ad, h, 1, "split"))
 
     def muon_params(self) -> tuple:
         """The 2-D parameters Muon steps (LayerKind.muon_params): linear_qkv one tensor ((2 if the output gate) a d
@@ -546,6 +561,14 @@ class MLA:
     norm: int
     dropout: bool = False  # the hidden dropout's mask (ModelSpec.hidden_dropout_on)
     score_dropout: bool = False  # the attention dropout on the eager core's scores (ModelSpec.attention_dropout_on)
+    # the job's mla_down_proj_fusion (Megatron --mla-down-proj-fusion, a job setting: plan.with_fused_mla):
+    # FusedMLASelfAttention (multi_latent_attention.py @d98e8a64 l. 1241-1310) builds one linear_qkv_down_proj of
+    # h -> r_q + r_kv + d_rope, a TELayerNormColumnParallelLinear with gather_output False (l. 1279-1310;
+    # gpt_layer_specs.py l. 257-264: the input norm fused into it), so its weight is TP-split (rows / tp a rank) where
+    # the unfused down projections are TELinear 'duplicated', whole on every rank (l. 524-600, gpt_layer_specs.py
+    # l. 302-304: backend.linear()); its output is split per rank into r_q / tp and (r_kv + d_rope) / tp (l. 1353-1381,
+    # q_lora_rank required: l. 1271-1274)
+    down_fused: bool = False
 
     kind = "attention"
     has_core = True
@@ -582,6 +605,8 @@ class MLA:
         split = q + rkv * a * (self.qk_nope_head_dim + self.v_head_dim) + a * self.v_head_dim * h
         rep = (0 if rq is None else h * rq) + h * (rkv + self.qk_rope_head_dim) + (rq or 0) + rkv
         down = (0 if rq is None else h * rq) + h * (rkv + self.qk_rope_head_dim)  # 2-D: Muon's (common.py [mu])
+        if self.down_fused:  # one TP-split linear_qkv_down_proj (down_fused): its weight among the split parameters
+            return BlockParams(split=split + down, replicated=rep - down + self.norm)
         return BlockParams(split=split, replicated=rep + self.norm, rep_matrix=down)
 
     def muon_matrices(self) -> tuple:
@@ -589,22 +614,29 @@ class MLA:
         (r_kv + d_rope) and up projections, the output; not split (Megatron tags linear_qkv only: optimizer/__init__.py
         @d98e8a64 l. 790-796, "TODO(deyuf): support MLA"); the output h x a d_v listed transposed ([ns])."""
         h, a, rq, rkv = self.h, self.a, self.q_lora_rank, self.kv_lora_rank
+        up = ((a * (self.qk_nope_head_dim + self.v_head_dim), rkv, 1, "split"), (a * self.v_head_dim, h, 1, "split"))
+        if self.down_fused:  # linear_qkv_down_proj: one matrix, TP-split on its rows (partition_dim 0: a column
+            # linear's, common.py [ns]), not tagged is_qkv (optimizer/__init__.py l. 790: linear_qkv.weight only)
+            return ((rq + rkv + self.qk_rope_head_dim, h, 1, "split"), (a * self.qk_head_dim, rq, 1, "split")) + up
         q = ((a * self.qk_head_dim, h, 1, "split"),) if rq is None else (
             (rq, h, 1, "rep"), (a * self.qk_head_dim, rq, 1, "split"))
-        return q + ((rkv + self.qk_rope_head_dim, h, 1, "rep"),
-                    (a * (self.qk_nope_head_dim + self.v_head_dim), rkv, 1, "split"), (a * self.v_head_dim, h, 1, "split"))
+        return q + ((rkv + self.qk_rope_head_dim, h, 1, "rep"),) + up
 
     def gemms(self, ctx):
         """q_a [T, r_q, h] (or q [T, a d_qk/t, h]), q_b [T, a d_qk/t, r_q], kv_a [T, r_kv + d_rope, h],
         kv_b [T, a (d_nope + d_v)/t, r_kv], output [T, h, a d_v/t]."""
         T, tp, h, a = ctx.T, ctx.tp, self.h, self.a
-        if self.q_lora_rank is None:
+        if self.down_fused:  # one TP-split down GEMM, [T, (r_q + r_kv + d_rope) / t, h] (down_fused)
+            rows = [("mla_qkv_down", T, (self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim) / tp, h, 1.0),
+                    ("mla_q_up", T, a * self.qk_head_dim / tp, self.q_lora_rank, 1.0)]
+        elif self.q_lora_rank is None:
             rows = [("mla_q", T, a * self.qk_head_dim / tp, h, 1.0)]
         else:
             rows = [("mla_q_down", T, self.q_lora_rank, h, 1.0),
                     ("mla_q_up", T, a * self.qk_head_dim / tp, self.q_lora_rank, 1.0)]
-        rows += [("mla_kv_down", T, self.kv_lora_rank + self.qk_rope_head_dim, h, 1.0),
-                 ("mla_kv_up", T, a * (self.qk_nope_head_dim + self.v_head_dim) / tp, self.kv_lora_rank, 1.0),
+        if not self.down_fused:
+            rows += [("mla_kv_down", T, self.kv_lora_rank + self.qk_rope_head_dim, h, 1.0)]
+        rows += [("mla_kv_up", T, a * (self.qk_nope_head_dim + self.v_head_dim) / tp, self.kv_lora_rank, 1.0),
                  ("mla_out", T, h, a * self.v_head_dim / tp, 1.0)]
         return shapes(rows)
 

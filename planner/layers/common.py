@@ -257,8 +257,10 @@ def muon_local(mats, tp, etp, blockwise) -> tuple:
     """The matrices (rows, cols, count, group) one TP rank orthogonalizes ([ns]): under Muon's blockwise TP mode
     (`blockwise`, a job setting) a split matrix's shard, rows / tp, an expert's rows / etp (tp, etp: the plans' int64
     degrees; rows float64 arrays); rep ones, and every one under duplicated, whole (`mats` unchanged). A split q / k / v
-    of linear_qkv keeps its split on the shard: 905c0e386's orthogonalize (muon.py l. 136-152) splits the local rows
-    into k / tp query groups, each a d / tp, k d / tp and k d / tp rows (k >= tp)."""
+    of linear_qkv keeps its split on the shard: orthogonalize (muon.py @905c0e386 l. 136-152, emerging_optimizers.py
+    @d98e8a64 l. 407-437) splits the local rows into k / tp query groups, q a d / tp rows, k and v k d / tp each
+    (where tp divides k; elsewhere Megatron-LM @d98e8a64 orthogonalizes the shard whole, Attention.muon_matrices, and
+    905c0e386 raises: start-up rule MUON_QKV_SPLIT_TP)."""
     if not blockwise:
         return tuple(mats)
     div = {"split": np.asarray(tp, dtype=np.float64), "expert": np.asarray(etp, dtype=np.float64)}

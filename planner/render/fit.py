@@ -111,6 +111,8 @@ def row_command(job, row: dict, config: tuple | None) -> str:
     if config is None:
         return f"planner explain {shlex.join(explain_args(job, row))}"
     path, given, kept, axes = config
+    if given and "--mfsdp-outer-optim" in given and not row["plan"].get("mfsdp_outer_optim"):
+        given = [a for a in given if a != "--mfsdp-outer-optim"]  # HSDP rows only (explain_args)
     args = config_explain_args(path, job, row, axes)
     if given and "--global-batch" in given and "--global-batch" in args:  # the fit's own option, repeated below
         i = args.index("--global-batch")

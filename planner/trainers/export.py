@@ -307,6 +307,19 @@ def _check_runnable(plan: dict) -> None:
                            e.hint or "export a plan that `planner explain` accepts on that stack") from None
 
 
+def priced_muon_tp_mode(plan: dict) -> Optional[str]:
+    """The Muon TP mode `plan` was priced with (step.py [28]): its muon_tp_mode, which plan_dict writes only where it is
+    not the plan's stack's default, else that stack's default (plan.muon_tp_default: megatron duplicated,
+    megatron-bridge blockwise); None for a plan without Muon. The writers spell it whatever the file's trainer's
+    default, so a plan priced on one stack and written in another's files runs the mode priced."""
+    from ..catalog import load_stack
+    from ..plan import muon_tp_default
+
+    if plan.get("optimizer", "adam") != "muon":
+        return None
+    return plan.get("muon_tp_mode") or muon_tp_default(load_stack(plan["stack"]))
+
+
 def plan_signature(plan: dict) -> dict:
     """What a file read back must reproduce: every plan setting priced, with the pipeline
     split as its placement (layers on the first, middle and last stage), since counting the
@@ -323,8 +336,9 @@ def plan_signature(plan: dict) -> dict:
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps",
-            "muon_tp_mode", "muon_split_qkv")
+            "muon_tp_mode", "muon_split_qkv", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
+    out["muon_tp_mode"] = priced_muon_tp_mode(plan)  # as priced: a stack's default is left out of its plans
     from ..schema import BYTES_PER_PARAM_PRESETS
 
     b = out["bytes_per_param"]  # a preset's name and the same bytes as a dict are one setting
@@ -1511,6 +1525,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
                              "--outer-dp-sharding-strategy (param_and_grad_buffer.py @d98e8a64 l. 2498-2512)",
                           "price it without mfsdp_outer_optim, or with --sharding hsdp on --stack megatron")
         args.append(("--outer-dp-sharding-strategy", "optim"))
+    if plan.get("mla_down_proj_fusion"):  # MLA's fused TP-split down projection (layers/attention.py MLA.down_fused;
+        # arguments.py @d98e8a64 l. 3566-3572); the Megatron-DeepSpeed forks build no MLA
+        args.append(("--mla-down-proj-fusion", None))
     if plan.get("optimizer", "adam") != "adam":  # the job's update rule (memory.py [mu]); with
         # --use-distributed-optimizer validate_args runs Muon's layer-wise distributed optimizer (arguments.py @d98e8a64
         # l. 1725-1737), priced as the same level
@@ -1521,8 +1538,10 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
             args.append(("--muon-num-ns-steps", plan["muon_ns_steps"]))
         if plan.get("muon_split_qkv") is False:  # linear_qkv whole (arguments.py l. 2630-2632; step.py [28])
             args.append(("--muon-no-split-qkv", None))
-        if plan.get("muon_tp_mode"):  # Muon's TP mode other than the stack's (arguments.py l. 2650-2651; step.py [28])
-            args.append(("--muon-tp-mode", plan["muon_tp_mode"]))
+        # Muon's TP mode as priced, always spelled (arguments.py l. 2650-2651; step.py [28]): a plan records it only
+        # where it is not its stack's default, and a megatron-bridge plan written here (blockwise by default) would
+        # otherwise run Megatron-LM's duplicated
+        args.append(("--muon-tp-mode", priced_muon_tp_mode(plan)))
     rec = plan["recompute"]
     if rec == "full":
         rl = plan.get("recompute_layers")
@@ -2655,9 +2674,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o.append(("ddp.outer_dp_sharding_strategy", "optim"))
     if not muon:
         o.append(("optimizer.optimizer", "adam"))
-    elif plan.get("muon_tp_mode"):  # Muon's TP mode other than the stack's blockwise (Megatron-Core 905c0e386
-        # optimizer_config.py l. 277-278, Bridge's OptimizerConfig its subclass: step.py [28])
-        o.append(("optimizer.muon_tp_mode", plan["muon_tp_mode"]))
+    else:  # Muon's TP mode as priced, always spelled (Megatron-Core 905c0e386 optimizer_config.py l. 277-278, Bridge's
+        # OptimizerConfig its subclass: step.py [28]; priced_muon_tp_mode)
+        o.append(("optimizer.muon_tp_mode", priced_muon_tp_mode(plan)))
     if muon and plan.get("muon_split_qkv") is False:  # OptimizerConfig.muon_split_qkv (905c0e386 l. 263, default True)
         o.append(("optimizer.muon_split_qkv", False))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off

@@ -310,6 +310,7 @@ VALUE_FLAGS = {
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
 BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_tensors with muon (memory.py [mu])
              "--muon-no-split-qkv",  # the job's muon_split_qkv false with muon (step.py [28])
+             "--mla-down-proj-fusion",  # the job's mla_down_proj_fusion (layers/attention.py MLA.down_fused)
              "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
              "--fp8-dot-product-attention",  # the job's fp8_attention (_fp8_attention)
@@ -1979,6 +1980,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         ignored.append(listed("ignored", "--muon-num-ns-steps", flags["--muon-num-ns-steps"], "Muon's Newton-Schulz "
                               f"steps: the job's optimizer is {job.get('optimizer', 'adam')}, which runs none "
                               "(arguments.py @d98e8a64 l. 2648-2649)"))
+    if "--mla-down-proj-fusion" in flags:  # arguments.py @d98e8a64 l. 3566-3572 (store_true): FusedMLASelfAttention's
+        # TP-split down projection; refused by resolve where Megatron asserts (a model without MLA or q_lora_rank)
+        job["mla_down_proj_fusion"] = True  # the job's mla_down_proj_fusion (layers/attention.py MLA.down_fused)
     if "--muon-no-split-qkv" in flags:  # arguments.py @d98e8a64 l. 2630-2632 (store_false, dest muon_split_qkv)
         if job.get("optimizer") == "muon":
             job["muon_split_qkv"] = False  # the job's muon_split_qkv (step.py [28])
