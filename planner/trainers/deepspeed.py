@@ -266,9 +266,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         job["deepspeed_zero3"] = {k: v for k, v in knobs.items() if v is not None}
         left = [k for k, v in knobs.items() if v is None]
         if left:
-            assumed.append(listed("assumed", "zero_optimization", ', '.join(left),
-                                  "absent or \"auto\", the stack's (DeepSpeed's defaults, "
-                                  "stack_db fsdp.zero3_modules)", spaced=True))
+            assumed.append(listed("assumed", "zero_optimization", left, "absent or \"auto\", the stack's (DeepSpeed's "
+                                  "defaults, stack_db fsdp.zero3_modules)", show=", ".join(left), spaced=True))
     if stage in (1, 2):  # ZeRO-1/2's contiguous-gradient (IPG) buffer (planner/memory.py [zb])
         bucket = _elements(where, "zero_optimization.reduce_bucket_size", zero.get("reduce_bucket_size"))
         if bucket is not None:
