@@ -320,6 +320,8 @@ def command_line_spellings(data: dict, given: dict) -> list[str]:
                     continue
                 if _one_setting(k, given[k], other, data[other]):
                     continue
-                lines.append(f"{other}: the file's {_shown(other, data.pop(other))} is not kept: the command line's "
-                             f"{k} {_shown(k, given[k])} replaces it")
+                from .trainers.report import noted  # where a note is written: `fit` imports no trainers module
+
+                lines.append(noted("assumed", other, f"the file's {_shown(other, data.pop(other))} is not kept: the "
+                                   f"command line's {k} {_shown(k, given[k])} replaces it"))
     return lines

@@ -212,7 +212,7 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
         cfg = load_trainer_config(args, fmt="megatron", gpus=ws, hardware=hw)
     except PlannerError as e:
         raise Skip(f"the Megatron reader refused it: {e.message}") from None
-    out.assumed += cfg.assumed
+    out.assumed += [str(x) for x in cfg.assumed]  # the lines as text (the reader's report.Note records)
     if cfg.unmodelled:
         raise Skip("not modelled: " + "; ".join(cfg.unmodelled))
     # the test case's ENV_VARS at the recording commit (scripts/megatron_ci_env.py writes them as a mapping):

@@ -74,7 +74,7 @@ def test_tp_8_runs_no_fsdp_as_torchtitan_does(cli, tmp_path):
     plan, err = _plan(cli, bf16, "--gpus", 8, "--tp", 8)
     assert plan == dict(gpus=8, tp=8, pp=1, cp=1, dp=1, global_batch=1, micro_batch=1, microbatches_per_step=1,
                         sharding="none", sharding_mode="ddp")
-    assert "sharding=none (ddp): FSDP runs where dp_shard x cp > 1, here 1 x 1 at the command line's mesh" in err
+    assert "sharding=none, sharding_mode=ddp: FSDP runs where dp_shard x cp > 1, here 1 x 1 at the command line's mesh" in err
 
 
 def test_pp_2_takes_the_pipeline_micro_batch(cli, tmp_path):

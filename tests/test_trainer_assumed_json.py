@@ -210,7 +210,11 @@ def test_torchtitan03_launch_line(cli, script, dp, local):
     assert sp["value"] is True and sp["rule"] == "parallelism.enable_sequence_parallel default true (configs.py l. 160)"
     g = _entry(res, "training.disable_cuda_graphs")
     assert (g["field"], g["value"]) == (None, False)
-    assert _entry(res, "--module llama3 --config llama3_8b")["value"] is None
+    # the launch line's options as the record's two settings (was one setting '--module llama3 --config llama3_8b',
+    # value null, as the grammar read the text)
+    mod, conf = _entry(res, "--module"), _entry(res, "--config")
+    assert (mod["value"], conf["value"], mod["line"]) == ("llama3", "llama3_8b", conf["line"])
+    assert mod["line"].startswith("--module llama3 --config llama3_8b: ")
     assert _listed(res, "ignored", "metrics.log_freq")["value"] == 10
     _same_as_note(res, err)
 
@@ -230,23 +234,12 @@ def test_a_job_yaml_has_no_trainer_block(cli, tmp_path):
     assert "trainer_config" not in res
 
 
-def test_grammar():
-    """report.py's reading of a line: the head before the first ': ' outside parentheses and quotes; one
-    entry per name of an assignment head; the job's value where the line shows it."""
-    from planner.trainers.report import _entries, read_value, split_head
+def test_read_value():
+    """report.py's reading of a word a reader hands over as a value (a flag's argument, an override's text): true /
+    false, a whole number with thousands separators, a number, JSON, else the text (no line is read back: each is a
+    record, tests/test_reader_notes_records.py)."""
+    from planner.trainers.report import read_value
 
-    assert split_head("a (x: y)=1: rule: more") == ("a (x: y)=1", "rule: more")
-    assert split_head("'0:16 2.4B:320': read as one value") == ("'0:16 2.4B:320'", "read as one value")
-    assert split_head("no head here") == (None, "no head here")
-    assert _entries("tp=pp=cp=1", {}) == [("tp", "tp", 1), ("pp", "pp", 1), ("cp", "cp", 1)]
-    assert _entries("sharding=hsdp, shard_group=1", {}) == [("sharding", "sharding", "hsdp"),
-                                                            ("shard_group", "shard_group", 1)]
-    assert _entries("tokens=1.04858e+09", {"tokens": 1048576000.0}) == [("tokens", "tokens", 1048576000.0)]
-    assert _entries("tokens=2e+09", {"tokens": 1048576000.0}) == [("tokens", "tokens", 2e9)]  # not shown: the text
-    assert _entries("seq_len=4,096", {}) == [("seq_len", "seq_len", 4096)]
-    assert _entries("--position-embedding-type alibi", {}) == [("--position-embedding-type", None, "alibi")]
-    assert _entries("global_batch", {}) == [("global_batch", "global_batch", None)]
-    assert _entries("model code llama3", {}) == [("model code llama3", None, None)]
     assert [read_value(x) for x in ("true", "1,024", "0.1", "[1, 2]", "fsdp", "inf")] == [True, 1024, 0.1, [1, 2],
                                                                                        "fsdp", "inf"]
 
@@ -265,7 +258,7 @@ def test_an_assumed_value_is_the_one_priced(path, given):
     qualifies it, 'zero1 as bf16_optimizer', or a mapping's shorthand, bytes_per_param 2+2+4+8, starts with or
     stands for it); every line of the lists is one entry or more, none dropped."""
     from planner.cli.core import load_job
-    from planner.trainers.report import config_report
+    from planner.trainers.report import Note, config_report
 
     read: list = []
     load_job(path, given, None, read)
@@ -277,3 +270,5 @@ def test_an_assumed_value_is_the_one_priced(path, given):
             assert e["value"] == have or isinstance(have, dict) or str(e["value"]).startswith(f"{have} "), e
     for key in ("assumed", "ignored", "not_modelled", "unmodelled"):
         assert list(dict.fromkeys(e["line"] for e in rep[key])) == list(dict.fromkeys(getattr(cfg, key))), key
+        # the command line's notes over the file (cli/core.py load_job) are records too, as the readers' lines
+        assert all(isinstance(x, Note) and x.kind == key for x in getattr(cfg, key)), key

@@ -1,13 +1,12 @@
-"""The readers' ignored / not_modelled lines as records (planner/trainers/report.py Note, listed, listed_all): a
-reader writes the setting, its value and the reason as data, the line the stderr note prints is made from them, and
-`trainer_config` takes the record instead of reading the line back. The lines still written as text are read by the
-grammar (report.py module docstring), so both must give the same entries for a record's line: every record of every
-trainer config under tests/data (the Megatron CI corpus's argument files, the launch scripts, TOMLs, ds_configs,
-torchtitan 0.3 scripts) is checked against the grammar's reading of its own text."""
+"""The readers' ignored / not_modelled / unmodelled lines as records (planner/trainers/report.py Note, listed,
+listed_all, noted): a reader writes the setting, its value and the reason as data, the line the stderr note prints is
+made from them, and `trainer_config` takes the record instead of reading the line back (no grammar reads those lists:
+every reader writes records, tests/test_reader_notes_records.py). Every record of every trainer config under
+tests/data (the Megatron CI corpus's argument files, the launch scripts, TOMLs, ds_configs, torchtitan 0.3 scripts)
+is checked against its own fields."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,25 +30,25 @@ def _read(p: Path):
     return None
 
 
-def test_records_read_as_their_lines_read():
-    """Each Note's entries (setting, value, reason, source) equal what the grammar reads from the Note's text; each
-    sits in the list its kind names. The corpus holds records of every converted reader (not a vacuous pass)."""
+def test_records_read_as_their_lines():
+    """Each line of the ignored / not_modelled / unmodelled lists is a Note of the list's kind, and its JSON entries
+    are its record (setting, value, reason, source, one a setting), never its text read back; the stderr note groups a
+    `(reason)` record by its head and message, whose text they make. The corpus holds records of every reader (not a
+    vacuous pass)."""
     seen, kinds = 0, set()
     for p in CONFIGS:
         cfg = _read(p)
         if cfg is None:
             continue
-        for kind in ("ignored", "not_modelled"):
+        for kind in ("ignored", "not_modelled", "unmodelled"):
             for line in getattr(cfg, kind):
-                if not isinstance(line, Note):
-                    continue
-                assert line.kind == kind, (p.name, str(line))
-                # a record read from another file than the config: its text prefixed 'SOURCE: ', which the grammar
-                # takes off where TrainerConfig.line_sources names it
-                text_cfg = replace(cfg, line_sources={**cfg.line_sources, str(line): line.source}) if line.source else cfg
-                assert _listed(cfg, [line]) == _listed(text_cfg, [str(line)]), (p.name, str(line))
-                # the stderr note groups a record by its head and message as it groups a text line by split_reason
-                assert split_reason(line) == (line.head, line.message or ""), (p.name, str(line))
+                assert isinstance(line, Note) and line.kind == kind, (p.name, kind, str(line))
+                got = _listed(cfg, [line], kind)
+                assert [(e["setting"], e["value"], e["reason"], e["source"], e["line"]) for e in got] == [
+                    (k, v, line.message, line.source or cfg.source, str(line)) for k, v in line.entries], str(line)
+                if not line.ruled:
+                    assert str(line) == line.head + (f" ({line.message})" if line.message else ""), str(line)
+                    assert split_reason(line) == (line.head, line.message or ""), (p.name, str(line))
                 seen += 1
                 kinds.add((cfg.fmt, kind))
     assert seen > 500, seen
@@ -58,13 +57,12 @@ def test_records_read_as_their_lines_read():
 
 
 def test_a_record_keeps_what_the_grammar_would_split():
-    """A value holding ', name=' is one setting to the record; the grammar splits the text there (a word of a
-    Megatron flag such as --data-path 'a, b=c' was two settings, `a` and `b`)."""
+    """A value holding ', name=' is one setting to the record (a word of a Megatron flag such as --data-path 'a, b=c'
+    was read back from the text as two settings, `a` and `b`, before every line was a record)."""
     cfg = TrainerConfig(job={}, fmt="megatron", source="x.sh")
     note = listed("ignored", "--data-path", "a, b=c", "data loading")
     assert str(note) == "--data-path=a, b=c (data loading)"
-    assert [e["setting"] for e in _listed(cfg, [note])] == ["--data-path"]
-    assert [e["setting"] for e in _listed(cfg, [str(note)])] == ["--data-path", "b"]
+    assert [(e["setting"], e["value"]) for e in _listed(cfg, [note])] == [("--data-path", "a, b=c")]
 
 
 def test_listed_values_and_text():

@@ -863,7 +863,7 @@ def _config_job(cfg: Path, log: Path, *, fmt: Optional[str], model: Optional[str
     try:
         tc = load_trainer_config(cfg, fmt=fmt, model=model, gpus=gpus, hardware=hardware)
         default_trainer_seq(tc.job, tc.assumed)
-        return tc.job, list(tc.assumed)
+        return tc.job, [str(x) for x in tc.assumed]  # the reader's records as their lines (plain text to dump)
     except PlannerError as first:
         facts = parse_log(log)
         if gpus is not None or facts.world is None:
@@ -874,7 +874,7 @@ def _config_job(cfg: Path, log: Path, *, fmt: Optional[str], model: Optional[str
         except PlannerError as e:
             raise PlannerError(f"{e.message} (with gpus {ws} from {log}:{ln}; without it: {first.message})", e.hint) from None
         default_trainer_seq(tc.job, tc.assumed)
-        return tc.job, list(tc.assumed) + [f"gpus={ws} (the log's world size, {log}:{ln})"]
+        return tc.job, [str(x) for x in tc.assumed] + [f"gpus={ws} (the log's world size, {log}:{ln})"]
 
 
 def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[Path] = None, hardware: Optional[str] = None,

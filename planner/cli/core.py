@@ -58,7 +58,9 @@ def group_by_reason(entries: list[str]) -> list[str]:
     planner/trainers/report.py Note, by its head and message; a line written as text, by split_reason)."""
     groups: dict[str, list[str]] = {}
     for e in entries:
-        what, why = (e.head, e.message or "") if hasattr(e, "head") else split_reason(e)
+        # a record written `head: rule` (report.Note.ruled) is grouped whole, as its text has no trailing reason
+        what, why = (((str(e), "") if e.ruled else (e.head, e.message or "")) if hasattr(e, "head")
+                     else split_reason(e))
         groups.setdefault(why, []).append(what)
     return [", ".join(whats) + (f" ({why})" if why else "") for why, whats in groups.items()]
 
@@ -68,10 +70,19 @@ def stack_only_fields() -> tuple[str, ...]:
     return tuple(k for k, f in Job.model_fields.items() if (f.json_schema_extra or {}).get("stack_only"))
 
 
+def _assumed(setting: str, rule: str, value=None, shown: Optional[str] = None):
+    """A command-line note over a file as an assumed record (planner/trainers/report.py Note): `setting=shown: rule`,
+    or `setting: rule` where no value is shown (a Job field's value then the job's). Imported where a note is
+    written: `planner fit` imports no module of planner/trainers/ (tests/test_start_up_cost.py)."""
+    from ..trainers.report import listed, noted
+
+    return noted("assumed", setting, rule) if shown is None else listed("assumed", setting, value, rule, show=shown)
+
+
 def replaced(data: dict, given: dict) -> list[str]:
     """'k=v: the command line replaces the file's old' for each option in `given` that changes a
     value the file (`data`) sets: an option beats the file, never silently (issues 22, 24)."""
-    return [f"{k}={v}: the command line replaces the file's {data[k]}" for k, v in given.items()
+    return [_assumed(k, f"the command line replaces the file's {data[k]}", v, f"{v}") for k, v in given.items()
             if k in data and data[k] != v]
 
 
@@ -86,11 +97,12 @@ def replaced_defaults(data: dict, given: dict) -> list[str]:
     if given.get("cp_load_balance") is False and "cp_load_balancer" in data and "cp_load_balancer" not in given:
         # the file's named balancer (ptrr) is its balanced CP: the command line's none replaces it (a job naming both is
         # refused, plan.apply_startup_switches)
-        return [f"cp_load_balance=False: the command line replaces the file's load balancer {data.pop('cp_load_balancer')} "
-                "(no load balancing)"]
+        return [_assumed("cp_load_balance", "the command line replaces the file's load balancer "
+                         f"{data.pop('cp_load_balancer')} (no load balancing)", False, "False")]
     if given.get("cp_load_balance") is False and "cp_load_balance" not in data and cp > 1:
-        return ["cp_load_balance=False: the command line replaces the file's load-balanced context parallelism (its "
-                f"default at cp {cp}: each CP rank holds sequence chunks i and 2 cp - 1 - i)"]
+        return [_assumed("cp_load_balance", "the command line replaces the file's load-balanced context parallelism "
+                         f"(its default at cp {cp}: each CP rank holds sequence chunks i and 2 cp - 1 - i)", False,
+                         "False")]
     return []
 
 
@@ -110,8 +122,8 @@ def _mode_level(data: dict, mode: str, stack_name, assumed: list) -> None:
     mode anew). An unknown stack or mode is left to resolve, which names it."""
     level = _level_of(mode, stack_name)
     if level is not None and level != data["sharding"]:
-        assumed.append(f"sharding: the file's {data.pop('sharding')} is not kept: the command line's sharding mode "
-                       f"{mode} chooses its level, {level}")
+        assumed.append(_assumed("sharding", f"the file's {data.pop('sharding')} is not kept: the command line's "
+                                f"sharding mode {mode} chooses its level, {level}"))
 
 
 def command_line_sharding(data: dict, given: dict) -> list[str]:
@@ -125,17 +137,17 @@ def command_line_sharding(data: dict, given: dict) -> list[str]:
     lines: list[str] = []
     if "sharding_mode" in data and "sharding_mode" not in given and (
             given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
-        lines.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
-                     + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
-                     + " choose(s) the mode (the stack's first of the level)")
+        lines.append(_assumed("sharding_mode", f"the file's {data.pop('sharding_mode')} is not kept: the command "
+                              "line's " + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
+                              + " choose(s) the mode (the stack's first of the level)"))
     stack = given.get("stack", data.get("stack", Job.model_fields["stack"].default))  # (a job without `stack:`: the default)
     if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
         _mode_level(data, given["sharding_mode"], stack, lines)
     # the file's hsdp shard group under a command-line level or mode that is not hsdp (fit's rows of another level)
     level = given.get("sharding") or (_level_of(given["sharding_mode"], stack) if "sharding_mode" in given else None)
     if "shard_group" in data and "shard_group" not in given and level is not None and level != "hsdp":
-        lines.append(f"shard_group: the file's {data.pop('shard_group')} is not kept: the command line's sharding "
-                     f"{given.get('sharding_mode') or level} is not hsdp")
+        lines.append(_assumed("shard_group", f"the file's {data.pop('shard_group')} is not kept: the command line's "
+                              f"sharding {given.get('sharding_mode') or level} is not hsdp"))
     return lines
 
 
@@ -180,12 +192,13 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
             # its stack's: a command-line stack chooses anew (a stack without them would refuse them)
             for k in stack_only_fields():
                 if k in data and k not in given:
-                    cfg.assumed.append(f"{k}: the file's {data.pop(k)} is not kept: the command line's stack "
-                                       f"{given['stack']} chooses its own")
+                    cfg.assumed.append(_assumed(k, f"the file's {data.pop(k)} is not kept: the command line's "
+                                                f"stack {given['stack']} chooses its own"))
             if cfg.fmt == "deepspeed" and "attention" in data and "attention" not in given:
                 # a DeepSpeed JSON names no core attention: the reader's fused core is an assumption for its stack
-                cfg.assumed.append(f"attention: the reader's assumed {data.pop('attention')} is not kept: the command "
-                                   f"line's stack {given['stack']} chooses its own (defaults.attention)")
+                cfg.assumed.append(_assumed("attention", f"the reader's assumed {data.pop('attention')} is not kept: "
+                                            f"the command line's stack {given['stack']} chooses its own "
+                                            "(defaults.attention)"))
         if "seq_len" not in given:  # a trainer config takes no recipe: its own default length (plan._seq_len)
             default_trainer_seq(data, cfg.assumed)
         report_trainer_config(cfg)

@@ -48,7 +48,9 @@ FORMAT_STACKS = {"torchtitan": "torchtitan", "megatron": "megatron", "deepspeed"
 
 @dataclass
 class TrainerConfig:
-    """One trainer config read into planner job fields."""
+    """One trainer config read into planner job fields. Each line of the four lists is a report.Note record (its
+    settings, values, reason or rule, and the file it was read from), made with report.listed / listed_all / noted;
+    the command line's notes laid over a file (cli/core.py load_job) add text lines to `assumed`."""
 
     job: dict
     fmt: str
@@ -62,9 +64,6 @@ class TrainerConfig:
     # the batch and data-parallel keys as the file states them ('section.key' / '--flag' / JSON key ->
     # value; absent: not stated), which a `planner check` suggestion must keep consistent (spelling.py)
     stated: dict = field(default_factory=dict)
-    # the file a line of the lists above was read from where it is not `source` (a Megatron-DeepSpeed
-    # script's ds_config JSON, whose lines start 'LABEL: '): line -> LABEL (report.py takes it off)
-    line_sources: dict = field(default_factory=dict)
 
 
 def words_of(value, strip: str = "", commas: bool = False) -> list[str]:
@@ -210,6 +209,8 @@ def default_trainer_seq(job: dict, assumed: list) -> None:
     (plan.default_seq_len: the model's context where it is at most plan.HF_DEFAULT_SEQ, else
     HF_DEFAULT_SEQ): trainer configs never take the published training.seq_len (planner/recipe.py).
     Laid into `job` and listed as assumed; a model that does not load is left to resolve."""
+    from .report import listed
+
     if "seq_len" in job or not isinstance(job.get("model"), str):
         return
     from ..catalog import load_model
@@ -220,8 +221,9 @@ def default_trainer_seq(job: dict, assumed: list) -> None:
     except PlannerError:
         return
     job["seq_len"] = seq = default_seq_len(spec)
-    assumed.append(f"seq_len={seq:,}: the config gives no sequence length (pass --seq-len); the default of a job that "
-                   f"takes no recipe, plan.HF_DEFAULT_SEQ or the model's {spec.max_seq_len:,}-token context if shorter")
+    assumed.append(listed("assumed", "seq_len", seq, "the config gives no sequence length (pass --seq-len); the "
+                          "default of a job that takes no recipe, plan.HF_DEFAULT_SEQ or the model's "
+                          f"{spec.max_seq_len:,}-token context if shorter", show=f"{seq:,}"))
 
 
 def _check_job_keys(job: dict) -> None:
@@ -238,12 +240,14 @@ def resolve_gpus(where: str, from_file: Optional[int], file_what: str, cli: Opti
     """The GPU count: the file's where it has one, --gpus otherwise; both given and
     different is a contradiction (exit 2), unless the file's figure is only a default
     (`soft`: a shell `${VAR:-default}`), which --gpus replaces (listed as assumed)."""
+    from .report import listed
+
     if from_file is None:
         return cli
     if cli is not None and cli != from_file:
         if soft:
             if assumed is not None:
-                assumed.append(f"gpus={cli}: --gpus replaces the file's {file_what} = {from_file}")
+                assumed.append(listed("assumed", "gpus", cli, f"--gpus replaces the file's {file_what} = {from_file}"))
             return cli
         raise PlannerError(f"{where}{file_what} = {from_file} GPUs, but --gpus {cli}",
                            "drop --gpus (the file sets the GPU count) or change the file")
@@ -267,8 +271,10 @@ def check_model_shape(where: str, model_name: str, given: dict[str, tuple[str, o
 def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: str) -> tuple[str, str]:
     """The one model_zoo entry whose shape equals every given (attribute, value): explicit
     field comparison (no names read), among the entries of identical layers (a layer_pattern
-    entry, Mistral 7B's sliding window, is named with --model). Returns (name, the rule as text)
+    entry, Mistral 7B's sliding window, is named with --model). Returns (name, the rule as an assumed record)
     or raises."""
+    from .report import listed
+
     need = {"num_layers", "hidden_size", "num_attention_heads"}
     attrs = {a for a, _ in given.values()}
     if not need <= attrs:
@@ -281,7 +287,7 @@ def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: 
         why = "no catalog model has" if not hits else f"{len(hits)} catalog models ({', '.join(hits)}) have"
         raise PlannerError(f"{where}{why} the shape of the {what} ({shape})",
                            "pass --model NAME, a model YAML or a Hugging Face config.json")
-    return hits[0], f"model={hits[0]}: the one catalog model with the shape of the {what} ({shape})"
+    return hits[0], listed("assumed", "model", hits[0], f"the one catalog model with the shape of the {what} ({shape})")
 
 
 def catalog_models_with_shape(given: dict[str, tuple[str, object]]) -> list[str]:
@@ -309,6 +315,8 @@ def one_rank_mesh(data: dict, stack_name: str, assumed: list) -> None:
     shard degree 1) read onto a command-line stack that lists no unsharded mode and whose trainer applies FSDP
     over one rank (stack_db runs.fsdp_one_rank: torchtitan 0.3.0): what that release runs on those degrees,
     HSDP with a shard group of one (fsdp at dp 1), listed as assumed."""
+    from .report import listed, listed_all
+
     from ..catalog import load_stack
 
     if data.get("sharding") != "none":
@@ -324,12 +332,14 @@ def one_rank_mesh(data: dict, stack_name: str, assumed: list) -> None:
     dp = data["gpus"] // inner if data.get("gpus") and inner else None
     if dp is None or dp > 1:
         data.update(sharding="hsdp", shard_group=1)
-        assumed.append(f"sharding=hsdp, shard_group=1: the file's unsharded mesh on stack {st.name}, whose trainer "
-                       "applies FSDP over one rank (stack_db runs.fsdp_one_rank): replicas of FSDP over one rank")
+        assumed.append(listed_all("assumed", [("sharding", "hsdp"), ("shard_group", 1)], "the file's unsharded mesh "
+                                  f"on stack {st.name}, whose trainer applies FSDP over one rank (stack_db "
+                                  "runs.fsdp_one_rank): replicas of FSDP over one rank"))
     else:
         data.update(sharding="fsdp")
-        assumed.append(f"sharding=fsdp: the file's unsharded mesh on one data-parallel rank on stack {st.name}, whose "
-                       "trainer applies FSDP over one rank (stack_db runs.fsdp_one_rank)")
+        assumed.append(listed("assumed", "sharding", "fsdp",
+                              f"the file's unsharded mesh on one data-parallel rank on stack {st.name}, whose "
+                              "trainer applies FSDP over one rank (stack_db runs.fsdp_one_rank)"))
 
 
 # ------------------------------------------------------------------ a model a trainer config defines

@@ -586,11 +586,13 @@ def apply_recipe_flex(cfg: dict, recipe: str, hw, where: str, assumed: list) -> 
     if on:
         cfg["model.moe_token_dispatcher_type"] = "flex"
         cfg["model.moe_shared_expert_overlap"] = False
-        assumed.append(f"recipe {recipe}: model.moe_token_dispatcher_type=flex with {backend}, no shared-expert overlap "
-                       f"(apply_flex_dispatcher_backend on compute capability {hw.compute_capability}: {FLEX} l. 54-69)")
+        assumed.append(listed("assumed", "recipe", recipe,
+                              f"model.moe_token_dispatcher_type=flex with {backend}, no shared-expert overlap "
+                              f"(apply_flex_dispatcher_backend on compute capability {hw.compute_capability}: {FLEX} l. 54-69)", spaced=True))
     else:
-        assumed.append(f"recipe {recipe}: model.moe_token_dispatcher_type=alltoall (apply_flex_dispatcher_backend skips "
-                       f"{backend} on compute capability {hw.compute_capability}: {FLEX} l. 54-61)")
+        assumed.append(listed("assumed", "recipe", recipe,
+                              "model.moe_token_dispatcher_type=alltoall (apply_flex_dispatcher_backend skips "
+                              f"{backend} on compute capability {hw.compute_capability}: {FLEX} l. 54-61)", spaced=True))
 
 
 def _bool(cfg, k, where):
@@ -621,9 +623,9 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
                            f"{_v(backend)}: not a dispatcher the planner prices",
                            "valid: alltoall, allgather, flex with deepep or hybridep")
     if kind == "flex" and flex_applies(backend, hw) is None:
-        assumed.append(f"model.moe_token_dispatcher_type=flex with {backend} on {hw.name}: Bridge takes it on compute "
-                       f"capability {hw.compute_capability} on a B200 or B300 only, by the device's name "
-                       f"({FLEX} l. 76-78): assumed one")
+        assumed.append(listed("assumed", "model.moe_token_dispatcher_type", "flex", f"Bridge takes it on compute "
+                              f"capability {hw.compute_capability} on a B200 or B300 only, by the device's name "
+                              f"({FLEX} l. 76-78): assumed one", show=f"flex with {backend} on {hw.name}"))
     elif kind == "flex" and not flex_applies(backend, hw):
         raise PlannerError(f"{where}model.moe_token_dispatcher_type=flex with {backend} on {hw.name} (compute capability "
                            f"{hw.compute_capability}): Bridge refuses it at start-up ({FLEX} validate_flex_dispatcher_backend "
@@ -710,8 +712,9 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
         if job["pp"] > 1:
             e_l = split_of(spec.num_layers, job["pp"], vpp, chunks=chunks)
             if e_l is None:
-                not_modelled.append(f"model.pipeline_model_parallel_layout {layout}: {chunks} layers on the model chunks, "
-                                    "not a split the planner models; priced as the planner's split of pp x vpp")
+                not_modelled.append(listed("not_modelled", "model.pipeline_model_parallel_layout", layout,
+                                           f"{chunks} layers on the model chunks, not a split the planner models; "
+                                           "priced as the planner's split of pp x vpp", str, spaced=True, ruled=True))
             else:
                 job.update(split_fields(*e_l))
         elif vpp == 1:
@@ -770,9 +773,10 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
         job["bytes_per_param"] = name or bpp
         if bpp["optimizer"] == 8.0:
             job["precision_aware_optimizer"] = True
-        assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
-                       f"{bpp['optimizer']:g} B): optimizer.use_precision_aware_optimizer with "
-                       + ", ".join(f"{f} {v}" for f, v in dts.items()))
+        assumed.append(listed("assumed", "bytes_per_param", name or bpp, "optimizer.use_precision_aware_optimizer "
+                              "with " + ", ".join(f"{f} {v}" for f, v in dts.items()), show=f"{name or 'custom'} "
+                              f"({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+{bpp['optimizer']:g} B)",
+                              spaced=True))
     else:
         low = [f for f in ("main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype")
                if str(cfg[f"optimizer.{f}"]).split(".")[-1] != "float32"]

@@ -62,13 +62,13 @@ def load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored
             ignored.append(listed("ignored", key, v, "context_parallel_degree 1"))
     elif v is None:  # the job field cp_load_balance false: priced (step.cp_balance_factor)
         job["cp_load_balance"] = False
-        assumed.append(f"cp_load_balance=false: {name} (no load balancing: each CP rank holds one contiguous "
-                       f"sequence chunk, so under the causal mask the last of the {cp} ranks runs (2 cp - 1) / cp = "
-                       f"{(2 * cp - 1) / cp:g}x the balanced share of a global layer's attention core, priced so; a "
-                       "sliding-window layer its own share, a chunked layer priced balanced: step.cp_balance_factor; "
-                       f"{src.shard_cite}, load_balancer None)")
+        assumed.append(listed("assumed", "cp_load_balance", False, f"{name} (no load balancing: each CP rank holds "
+                              f"one contiguous sequence chunk, so under the causal mask the last of the {cp} ranks runs "
+                              f"(2 cp - 1) / cp = {(2 * cp - 1) / cp:g}x the balanced share of a global layer's attention "
+                              "core, priced so; a sliding-window layer its own share, a chunked layer priced balanced: "
+                              f"step.cp_balance_factor; {src.shard_cite}, load_balancer None)"))
     elif stated:  # (the default, headtail, is the split priced: said nowhere, as before)
         if v == "ptrr":  # the job field cp_load_balancer: its mask checked at start-up (startup.TORCHTITAN_CP_PTRR_MASK)
             job["cp_load_balancer"] = v
-        assumed.append(f"{name}: torch's {v} load balancer shares the causal mask's work evenly over the CP ranks, as "
-                       f"priced ({src.shard_cite})")
+        assumed.append(listed("assumed", key, v, f"torch's {v} load balancer shares the causal mask's work evenly over "
+                              f"the CP ranks, as priced ({src.shard_cite})"))

@@ -72,7 +72,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
-from .report import listed
+from .report import Note, listed, noted
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
@@ -206,12 +206,14 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         elif k in ("reduce_bucket_size", "contiguous_gradients") and zero.get("stage") in (1, 2) and v is not False:
             continue  # ZeRO-1/2's IPG buffer (planner/memory.py [zb]): the bucket read below, contiguous assumed on
         elif k == "contiguous_gradients" and zero.get("stage") in (1, 2):
-            not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v, "ZeRO-1/2 without the IPG buffers: each "
-                                "gradient its own tensor until its bucket is flattened and reduced, the rank's partition "
+            not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v,
+                                       "ZeRO-1/2 without the IPG buffers: each "
+                                       "gradient its own tensor until its bucket is flattened and reduced, the rank's partition "
                                        "kept as whole parameters' gradients instead of grads_in_partition; priced as with "
                                        "them, planner/memory.py [zb]"))
         elif k not in MODELLED_ZERO:
-            not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v, "buckets, prefetch and persistence change "
+            not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v,
+                                       "buckets, prefetch and persistence change "
                                        "memory and overlap; not priced"))
     for sec in ("bf16", "fp16"):
         body = data.get(sec)
@@ -230,23 +232,23 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     inner = job["tp"] * job["pp"] * job["cp"]
     left = [k for k, v in degrees.items() if v is None]
     if left:
-        assumed.append(f"{'='.join(left)}=1: a DeepSpeed JSON has no model parallelism (Megatron-DeepSpeed's launcher "
-                       "arguments; pass --tp / --pp)")
+        assumed.append(Note(f"{'='.join(left)}=1", "assumed", tuple((k, 1) for k in left), "a DeepSpeed JSON has no "
+                            "model parallelism (Megatron-DeepSpeed's launcher arguments; pass --tp / --pp)"))
     if inner > 1:
         if gpus % inner:
             raise PlannerError(f"{where}--tp {job['tp']} x --pp {job['pp']} x --cp {job['cp']} = {inner} does not divide "
                                f"{gpus} GPUs", "the data-parallel size is GPUs / (tp x pp x cp)")
         given = " x ".join(f"{k} {job[k]}" for k in ("tp", "pp", "cp") if degrees[k] is not None)
-        assumed.append(f"batch keys read at DeepSpeed's world size, the data-parallel size {gpus // inner} = {gpus} GPUs / "
-                       f"({given}, the command line's: the launcher's model parallelism; deepspeed/runtime/config.py "
-                       "world_size = mpu.get_data_parallel_world_size())")
+        assumed.append(noted("assumed", None, "batch keys read at DeepSpeed's world size, the data-parallel size "
+                             f"{gpus // inner} = {gpus} GPUs / ({given}, the command line's: the launcher's model "
+                             "parallelism; deepspeed/runtime/config.py world_size = mpu.get_data_parallel_world_size())"))
     stage = zero.get("stage", 0)
     if isinstance(stage, bool) or not isinstance(stage, int) or stage not in ZERO_STAGES:
         raise PlannerError(f"{where}zero_optimization.stage = {_short(stage)} is not a ZeRO stage", "valid: 0, 1, 2, 3")
     job["sharding"] = ZERO_STAGES[stage]
     job["sharding_mode"] = ZERO_MODES[stage]
     if "stage" not in zero:
-        assumed.append("sharding=none: zero_optimization.stage default 0")
+        assumed.append(listed("assumed", "sharding", "none", "zero_optimization.stage default 0"))
     mics = zero.get("mics_shard_size")
     if mics not in (None, -1):  # DeepSpeed's MiCS: ZeRO-3 within groups of mics_shard_size, replicated across (-1: off)
         mics = _num(where, "zero_optimization.mics_shard_size", mics)
@@ -264,26 +266,26 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         job["deepspeed_zero3"] = {k: v for k, v in knobs.items() if v is not None}
         left = [k for k, v in knobs.items() if v is None]
         if left:
-            assumed.append(f"zero_optimization {', '.join(left)}: absent or \"auto\", the stack's (DeepSpeed's defaults, "
-                           "stack_db fsdp.zero3_modules)")
+            assumed.append(listed("assumed", "zero_optimization", left, "absent or \"auto\", the stack's (DeepSpeed's "
+                                  "defaults, stack_db fsdp.zero3_modules)", show=", ".join(left), spaced=True))
     if stage in (1, 2):  # ZeRO-1/2's contiguous-gradient (IPG) buffer (planner/memory.py [zb])
         bucket = _elements(where, "zero_optimization.reduce_bucket_size", zero.get("reduce_bucket_size"))
         if bucket is not None:
             job["deepspeed_zero3"] = {"reduce_bucket_size": bucket}
         else:
-            assumed.append("zero_optimization reduce_bucket_size: absent or \"auto\", the stack's (DeepSpeed's default, "
-                           "stack_db fsdp.zero3_modules)")
+            assumed.append(noted("assumed", "zero_optimization reduce_bucket_size", "absent or \"auto\", the stack's "
+                                 "(DeepSpeed's default, stack_db fsdp.zero3_modules)"))
     _offload(where, zero, stage, job, ignored, assumed, not_modelled)
     # overlap_comm left out: DeepSpeed's default per stage, true at stage 3 only (overlap_default)
     overlap = _bool(where, "zero_optimization.overlap_comm", zero.get("overlap_comm"), stage == 3)
     job["dp_comm_overlap"] = overlap_default(stage) if overlap is None else overlap
     if overlap is None:
         on = job["dp_comm_overlap"]
-        assumed.append(f"dp_comm_overlap={str(on).lower()}: zero_optimization.overlap_comm " +
+        assumed.append(listed("assumed", "dp_comm_overlap", str(on).lower(), "zero_optimization.overlap_comm " +
                        ("\"auto\" (filled at launch; " if "overlap_comm" in zero else "absent (") +
                        f"DeepSpeed's default at stage {stage}, {str(on).lower()}: deepspeed/runtime/zero/config.py "
                        "@38327e07 DeepSpeedZeroConfig.overlap_comm None, l. 134, set by overlap_comm_valid, l. 350-354, "
-                       "to stage == 3)")
+                       "to stage == 3)"))
     job["gpus"] = resolve_gpus(where, None, "", gpus)
     dp = gpus // inner  # DeepSpeed's world_size: the data-parallel ranks (module docstring)
     per = "GPUs" if inner == 1 else "data-parallel ranks"
@@ -305,16 +307,19 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of gradient_accumulation_steps {gas} x {dp} {per}",
                                f"DeepSpeed derives the micro-batch = train_batch_size / (accumulation x {per})")
         mbs = tbs // (gas * dp)
-        assumed.append(f"micro_batch={mbs}: train_batch_size / (gradient_accumulation_steps x {per})")
+        assumed.append(listed("assumed", "micro_batch", mbs,
+                              f"train_batch_size / (gradient_accumulation_steps x {per})"))
     elif mbs is not None:
         gas = gas or 1
         tbs = mbs * gas * dp
-        assumed.append(f"global_batch={tbs}: micro {mbs} x accumulation {gas} x {dp} {per}" + ("" if data.get("gradient_accumulation_steps") not in (None, "auto") else " (accumulation default 1)"))
+        assumed.append(listed("assumed", "global_batch", tbs,
+                              f"micro {mbs} x accumulation {gas} x {dp} {per}" + ("" if data.get("gradient_accumulation_steps") not in (None, "auto") else " (accumulation default 1)")))
     elif tbs is not None:
         if tbs % dp:
             raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of {dp} {per}", "DeepSpeed splits it evenly")
         mbs = tbs // dp
-        assumed.append(f"micro_batch={mbs}: train_batch_size / {per} (gradient_accumulation_steps default 1)")
+        assumed.append(listed("assumed", "micro_batch", mbs,
+                              f"train_batch_size / {per} (gradient_accumulation_steps default 1)"))
     else:
         raise PlannerError(f"{where}no batch size: train_batch_size and train_micro_batch_size_per_gpu are absent or \"auto\"",
                            "set train_micro_batch_size_per_gpu (or pass --micro-batch and --global-batch)")
@@ -339,28 +344,34 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         job["fp16"] = fp16
     auto = [f"{sec}.enabled" for sec in ("bf16", "fp16") if isinstance(data.get(sec), dict) and data[sec].get("enabled") == "auto"]
     if fp16:
-        assumed.append("precision=bf16: fp16 priced as bf16 (same 2-byte width and tensor peak)")
+        assumed.append(listed("assumed", "precision", "bf16",
+                              "fp16 priced as bf16 (same 2-byte width and tensor peak)"))
     elif auto and not bf16:
-        assumed.append(f"precision=bf16: {' and '.join(auto)} \"auto\" (the Hugging Face Trainer fills them from --bf16 / "
-                       "--fp16 at launch [2]; fp16 is priced as bf16, fp32 training is not modelled)")
+        assumed.append(listed("assumed", "precision", "bf16",
+                              f"{' and '.join(auto)} \"auto\" (the Hugging Face Trainer fills them from --bf16 / "
+                              "--fp16 at launch [2]; fp16 is priced as bf16, fp32 training is not modelled)"))
     elif not bf16:
-        assumed.append("precision=bf16: neither bf16 nor fp16 enabled (fp32 training is not modelled)")
+        assumed.append(listed("assumed", "precision", "bf16",
+                              "neither bf16 nor fp16 enabled (fp32 training is not modelled)"))
     _gradient_path(where, data, stage, "fp16" if fp16 else "bf16" if bf16 else None, zero, stated, assumed, not_modelled,
                    job)
     if job["sharding_mode"] in ("zero0", "bf16_optimizer") and job["dp_comm_overlap"]:
         # not the ZeRO optimizer: overlap_comm is read only where the engine builds it (ZERO_OPTIMIZER_ENGINE)
         job["dp_comm_overlap"] = False
-        ignored.append(listed("ignored", "zero_optimization.overlap_comm", zero["overlap_comm"], f"{ZERO_OPTIMIZER_ENGINE}; "
-                       f"here the {'FP16_Optimizer' if job['sharding_mode'] == 'zero0' else 'BF16_Optimizer'} runs, which "
+        ignored.append(listed("ignored", "zero_optimization.overlap_comm", zero["overlap_comm"],
+                              f"{ZERO_OPTIMIZER_ENGINE}; "
+                              f"here the {'FP16_Optimizer' if job['sharding_mode'] == 'zero0' else 'BF16_Optimizer'} runs, which "
                               "reduces the gradients after the last backward: dp_comm_overlap false"))
     job["recompute"] = "none"
-    assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
+    assumed.append(listed("assumed", "recompute", "none",
+                          "a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute"))
     # not the stack's defaults.attention (eager: Megatron-DeepSpeed's CoreAttention without --use-flash-attn*, which
     # is a launch flag of that model code, not a JSON key): the JSON says nothing of the model code, taken fused
     job["attention"] = "flash"
-    assumed.append("attention=flash: a DeepSpeed JSON does not set the core attention (the model code does: "
-                   "Megatron-DeepSpeed's --use-flash-attn*, a Hugging Face model's attn_implementation); a fused kernel "
-                   "assumed, pass --attention eager for an eager core")
+    assumed.append(listed("assumed", "attention", "flash",
+                          "a DeepSpeed JSON does not set the core attention (the model code does: "
+                          "Megatron-DeepSpeed's --use-flash-attn*, a Hugging Face model's attn_implementation); a fused kernel "
+                          "assumed, pass --attention eager for an eager core"))
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
@@ -399,7 +410,8 @@ def _offload(where, zero: dict, stage: int, job: dict, ignored: list, assumed: l
             ignored.append(listed("ignored", key, v, "no offload"))
             continue
         if dev == "nvme":
-            not_modelled.append(listed("not_modelled", key, v, "NVMe offload not modelled: states priced on the GPU, an "
+            not_modelled.append(listed("not_modelled", key, v,
+                                       "NVMe offload not modelled: states priced on the GPU, an "
                                        "upper bound on memory"))
             continue
         if k == "offload_param" and stage != 3:
@@ -411,20 +423,24 @@ def _offload(where, zero: dict, stage: int, job: dict, ignored: list, assumed: l
                 continue
             if kk == "pin_memory":
                 if vv is not True:
-                    not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "pageable host buffers: the copies priced "
+                    not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv,
+                                               "pageable host buffers: the copies priced "
                                                "at the pinned link rate, a lower bound on their time"))
             elif kk == "ratio" and k == "offload_optimizer":
                 if vv != 1 and vv != 1.0:
-                    not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "Twin-Flow's partial offload: priced as "
+                    not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv,
+                                               "Twin-Flow's partial offload: priced as "
                                                "ratio 1, the whole partition on the host"))
             elif kk in OFFLOAD_NO_COST:
-                ignored.append(listed("ignored", f"{key}.{kk}", vv, "NVMe / start-up setting: no effect with device cpu"))
+                ignored.append(listed("ignored", f"{key}.{kk}", vv,
+                                      "NVMe / start-up setting: no effect with device cpu"))
             else:
-                not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv, "not priced: it may change memory or time"))
+                not_modelled.append(listed("not_modelled", f"{key}.{kk}", vv,
+                                           "not priced: it may change memory or time"))
         if "pin_memory" not in v:
-            not_modelled.append(f"{key}.pin_memory absent: DeepSpeed's default false (offload_config.py l. 45, 72), "
-                                "pageable host buffers; the copies priced at the pinned link rate, a lower bound on "
-                                "their time")
+            not_modelled.append(noted("not_modelled", f"{key}.pin_memory absent", "DeepSpeed's default false "
+                                      "(offload_config.py l. 45, 72), pageable host buffers; the copies priced at the "
+                                      "pinned link rate, a lower bound on their time", ruled=True))
 
 
 def gradient_path(stage: int, model_dtype: Optional[str], accum: Optional[str], offload: bool) -> tuple[str, str]:
@@ -464,7 +480,8 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
     accum = (types or {}).get("grad_accum_dtype")
     for k, v in (types or {}).items():
         if k != "grad_accum_dtype":
-            not_modelled.append(listed("not_modelled", f"data_types.{k}", v, "not priced: it may change memory or time"))
+            not_modelled.append(listed("not_modelled", f"data_types.{k}", v,
+                                       "not priced: it may change memory or time"))
     if accum is not None:
         if not isinstance(accum, str) or accum not in ACCUM_DTYPES:
             raise PlannerError(f"{where}data_types.grad_accum_dtype = {_short(accum)} is not a DeepSpeed dtype",
@@ -482,32 +499,37 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
         return  # fp32 training: not modelled, listed with the precision
     wire = comm or model_dtype
     if comm is None:
-        assumed.append(f"communication_data_type absent: the model dtype {model_dtype} (DeepSpeed engine.py @38327e07 "
-                       "l. 938-950), the gradients reduced in 2 B (stack fsdp.grad_reduce_bytes)")
+        assumed.append(noted("assumed", "communication_data_type absent", f"the model dtype {model_dtype} (DeepSpeed "
+                             "engine.py @38327e07 l. 938-950), the gradients reduced in 2 B (stack "
+                             "fsdp.grad_reduce_bytes)"))
     if wire == "fp32":
-        not_modelled.append("communication_data_type='fp32' (the gradients cast to fp32 for the data-parallel reduction, "
-                            "4 B an element: priced at the stack's 2 B, the reduction's time a lower bound)")
+        not_modelled.append(listed("not_modelled", "communication_data_type", "fp32", "the gradients cast to fp32 "
+                                   "for the data-parallel reduction, 4 B an element: priced at the stack's 2 B, the "
+                                   "reduction's time a lower bound", show="'fp32'"))
     how = ("data_types.grad_accum_dtype absent: fp32 for bf16 without ZeRO, engine.py l. 1017-1019" if accum is None
            else f"data_types.grad_accum_dtype {accum}")
     if path == "bf16_optimizer" and acc == "fp32":
         job.update(sharding="zero1", sharding_mode="bf16_optimizer")
         assumed[:] = [x for x in assumed if not x.startswith("sharding=none: zero_optimization.stage default 0")]
-        assumed.append(
-            f"sharding=zero1 as bf16_optimizer: DeepSpeed's BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py "
+        assumed.append(listed(
+            "assumed", "sharding", "zero1", show="zero1 as bf16_optimizer", reason=f"DeepSpeed's BF16_Optimizer (bf16 at "
+            f"ZeRO stage {stage}, {how}; engine.py "
             "@38327e07 _do_optimizer_sanity_check l. 1300-1350): bf16 weights and gradients whole, an fp32 gradient "
             "accumulation buffer over the whole model (4 B a parameter, bf16_optimizer.py l. 162), the fp32 master and "
             "Adam states partitioned over the data-parallel ranks (l. 156, 196); the gradients all-reduced, the "
-            "updated weights all-gathered (runs.sharding bf16_optimizer of the megatron-deepspeed stacks: stack_db megatron-deepspeed, megatron-deepspeed-bigscience)")
+            "updated weights all-gathered (runs.sharding bf16_optimizer of the megatron-deepspeed stacks: stack_db "
+            "megatron-deepspeed, megatron-deepspeed-bigscience)"))
     elif path == "bf16_optimizer":
         # bf16 accumulating in bf16 at stage 0 (DeepSpeed builds it under its pipeline engine only, l. 1333-1343):
         # the BF16_Optimizer with a 2 B buffer, priced as the mode's 4 B one (the mode's states and traffic as it runs)
         job.update(sharding="zero1", sharding_mode="bf16_optimizer")
         assumed[:] = [x for x in assumed if not x.startswith("sharding=none: zero_optimization.stage default 0")]
-        not_modelled.append(
+        not_modelled.append(noted("not_modelled", None, 
             f"BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py @38327e07 _do_optimizer_sanity_check l. 1333-1343: "
             f"under the pipeline engine only, without it DeepSpeed raises) accumulating in {acc}: priced as sharding_mode "
             f"bf16_optimizer, its {acc} gradient buffer over the whole model (bf16_optimizer.py l. 162) at the mode's fp32 "
-            "4 B a parameter, 2 B more than it holds (memory and the optimizer's buffer passes an upper bound)")
+            "4 B a parameter, 2 B more than it holds (memory and the optimizer's buffer passes an upper bound)", ruled=True))
     elif stage > 0 and acc == "fp32" and model_dtype != "fp32":
-        not_modelled.append(f"data_types.grad_accum_dtype {accum}: ZeRO stage {stage} accumulates the gradient partition "
-                            "in fp32 (4 B an element; priced in the model dtype, bytes_per_param mixed16)")
+        not_modelled.append(listed("not_modelled", "data_types.grad_accum_dtype", accum, f"ZeRO stage {stage} "
+                                   "accumulates the gradient partition in fp32 (4 B an element; priced in the model "
+                                   "dtype, bytes_per_param mixed16)", spaced=True, ruled=True))

@@ -229,7 +229,7 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, resolve_gpus,
                write_model_file)
-from .report import Note, listed, listed_all, noted
+from .report import Note, json_value, listed, listed_all, noted
 from .megatron_model import (GDN_FLAGS, HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_mtp, hybrid_pattern,
                              INT64_MAX, VOCAB_SIZE_TOKENIZERS, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
@@ -503,10 +503,10 @@ def _fp8_attention(flags: dict, job: dict, assumed: list, ignored: list, not_mod
                               "@d98e8a64 l. 781-784: the attention runs in bf16"))
     else:
         job["fp8_attention"] = True
-        assumed.append("fp8_attention=true: --fp8-dot-product-attention read as Megatron-Core's "
+        assumed.append(listed("assumed", "fp8_attention", True, "--fp8-dot-product-attention read as Megatron-Core's "
                        "TransformerConfig.fp8_dot_product_attention (Transformer Engine's fp8_dpa); Megatron-LM "
                        "@d98e8a64's parser has no such flag (arguments.py l. 2333: 'no CLI argument exists' for the "
-                       "field) and refuses it: a fork's or a launcher's flag")
+                       "field) and refuses it: a fork's or a launcher's flag"))
 
 
 def classify_unread(name: str, value) -> tuple[str, str]:
@@ -860,14 +860,16 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         if script_at and ("pretrain_gpt.py" in ex or "pretrain_hybrid.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
             cmd = (words, script_at[0], s)
     if evaluated:
-        assumed.append(f"script lines {', '.join(map(str, evaluated[:8]))}: if-conditions on the script's constants "
-                       "evaluated (bash [[ ]] / [ ] tests)")
+        assumed.append(listed("assumed", "script lines", evaluated[:8], "if-conditions on the script's constants "
+                              "evaluated (bash [[ ]] / [ ] tests)", show=", ".join(map(str, evaluated[:8])), spaced=True))
     for name, elem in dict.fromkeys(sh.kept_whole):
-        assumed.append(f"{elem!r}: read as one value, as ${{{name}[@]}}'s element is written (bash splits an unquoted "
-                       f"${{{name}[@]}} at spaces; quote it, \"${{{name}[@]}}\", for Megatron to receive one value)")
+        assumed.append(noted("assumed", repr(elem), f"read as one value, as ${{{name}[@]}}'s element is written (bash "
+                             f"splits an unquoted ${{{name}[@]}} at spaces; quote it, \"${{{name}[@]}}\", for Megatron "
+                             "to receive one value)"))
     if skipped:
-        assumed.append(f"script lines {', '.join(map(str, skipped[:8]))}{' ...' if len(skipped) > 8 else ''} "
-                       "inside if/case/for/while blocks whose conditions are not constant were not evaluated")
+        assumed.append(noted("assumed", None, f"script lines {', '.join(map(str, skipped[:8]))}"
+                             f"{' ...' if len(skipped) > 8 else ''} inside if/case/for/while blocks whose conditions are "
+                             "not constant were not evaluated"))
     if cmd is None:
         raise PlannerError(f"{where}no pretrain_gpt.py / torchrun line found",
                            "give a launch script whose torchrun ... pretrain_gpt.py line holds the arguments, "
@@ -1177,7 +1179,7 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
         if have != want:
             msg = f"{flag} {have} contradicts --model {name} ({want})"
             if given:
-                assumed.append(f"model={name}: --model replaces the arguments' {msg}")
+                assumed.append(listed("assumed", "model", name, f"--model replaces the arguments' {msg}"))
             else:
                 raise PlannerError(f"{where}{msg}", "give --model, or fix the flag")
 
@@ -1256,7 +1258,8 @@ def _take_split(job: dict, e_l, placed: str, rule: str, unmodelled: list[str]) -
     """Set the job's counted ends from split_of's answer; where it is None, note that the
     flags' placement (`placed`) is priced as the planner's split instead."""
     if e_l is None:
-        unmodelled.append(f"{placed}, not a split the planner models ({rule}); priced as the planner's split of pp x vpp")
+        unmodelled.append(noted("unmodelled", placed, f"not a split the planner models ({rule}); priced as the "
+                                "planner's split of pp x vpp", ruled=False))
         return False
     job.update(split_fields(*e_l))
     return True
@@ -1284,8 +1287,9 @@ def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dic
                                f"{pp}, which does not divide them: Megatron-LM raises (hybrid_layer_allocation.py "
                                "@d98e8a64 l. 436-441)", "split the pattern with '|' into pp x N segments")
         if pp > 1:
-            assumed.append(f"{flag} without '|': the {L} layers split evenly over pp {pp}, no virtual stages "
-                           "(hybrid_layer_allocation.py @d98e8a64 l. 385-456, deprecated by Megatron)")
+            assumed.append(noted("assumed", f"{flag} without '|'", f"the {L} layers split evenly over pp {pp}, no "
+                                 "virtual stages (hybrid_layer_allocation.py @d98e8a64 l. 385-456, deprecated by "
+                                 "Megatron)"))
         return 1
     for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"):
         if f in flags:
@@ -1298,8 +1302,9 @@ def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dic
     vpp = len(segments) // pp
     chunks = [len(x) for x in segments]
     if sum(chunks) != L:
-        unmodelled.append(f"{flag} segments {chunks} place {sum(chunks)} layers, the model has {L}; priced as the "
-                          "planner's split of pp x vpp")
+        unmodelled.append(listed("unmodelled", f"{flag} segments", chunks, f"place {sum(chunks)} layers, the model "
+                                 f"has {L}; priced as the planner's split of pp x vpp", show=str(chunks), spaced=True,
+                                 ruled=False))
     else:
         e_l = split_of(L, pp, vpp, chunks=chunks)
         ends = uneven_ends(L, pp, vpp, chunks) if e_l is None else None
@@ -1307,9 +1312,10 @@ def _hybrid_split(flags: dict, where: str, hyb: tuple, pp: int, L: int, job: dic
             for key, n in zip(("first_stage_layers", "last_stage_layers"), ends):
                 if n:
                     job[key] = n
-            assumed.append(f"{flag} segments: {chunks} layers on the model chunks, the uneven split of "
-                           f"first_stage_layers {ends[0] or 'none'}, last_stage_layers {ends[1] or 'none'} "
-                           "(pipeline.chunk_layers [14]; export writes it back as these segments)")
+            assumed.append(noted("assumed", f"{flag} segments", f"{chunks} layers on the model chunks, the uneven "
+                                 f"split of first_stage_layers {ends[0] or 'none'}, last_stage_layers "
+                                 f"{ends[1] or 'none'} (pipeline.chunk_layers [14]; export writes it back as these "
+                                 "segments)"))
         else:
             _take_split(job, e_l, f"{flag} segments: {chunks} layers on the model chunks", "pipeline.chunk_layers",
                         unmodelled)
@@ -1399,7 +1405,8 @@ def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assu
                 why = f"the one catalog model of its core shape, {hits[0]}, differs ({e.message.removeprefix(where)})"
             else:
                 shown = ", ".join(f"{a}={_show(v)}" for a, v in core.values())
-                return hits[0], f"model={hits[0]}: the one catalog model with the shape of the Megatron arguments ({shown})", False
+                return hits[0], listed("assumed", "model", hits[0], "the one catalog model with the shape of the "
+                                       f"Megatron arguments ({shown})"), False
         else:
             why = "no catalog model has their shape" if not hits else f"{len(hits)} catalog models ({', '.join(hits)}) have their shape"
     spec = {**model_spec_from_flags(flags, where, tp, label, assumed), **(model_fields or {})}
@@ -1408,8 +1415,8 @@ def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assu
     except ValidationError as e:
         raise format_validation_error(e, f"{where}the model the Megatron flags define") from None
     path = write_model_file(spec, "megatron-flags")
-    return path, (f"model={path}: from the Megatron flags" + (f" ({why})" if why else "") +
-                  "; every setting they leave out is Megatron's default (listed here)"), True
+    return path, listed("assumed", "model", path, "from the Megatron flags" + (f" ({why})" if why else "") +
+                        "; every setting they leave out is Megatron's default (listed here)"), True
 
 
 def _cp_comm_type(flags: dict, where: str, cp: int):
@@ -1464,7 +1471,8 @@ def _rope_scaling(flags: dict, shape: dict, ignored: list[str], where: str = "")
         shape["--use-rope-scaling" if on else "(no --use-rope-scaling)"] = (
             "llama3_rope_scaling", MEGATRON_LLAMA3_ROPE if on else None)
     elif on:
-        ignored.append(listed("ignored", "--use-rope-scaling", True, "no RotaryEmbedding it scales: Megatron builds one "
+        ignored.append(listed("ignored", "--use-rope-scaling", True,
+                              "no RotaryEmbedding it scales: Megatron builds one "
                               "for --position-embedding-type rope without MLA only, gpt_model.py @d98e8a64 l. 183-194"))
     # linear scaling: --rotary-seq-len-interpolation-factor divides RotaryEmbedding's positions (rotary_pos_embedding.py
     # @d98e8a64 l. 135-136), the same rotary as --use-rope-scaling's; absent: none (default None, arguments.py l. 2422)
@@ -1554,7 +1562,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["cross_entropy_fusion"] = True
     for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
         if flag in flags and "--num-experts" not in flags:  # a dense model builds no MoE layer (as _router_padding)
-            ignored.append(listed("ignored", flag, flags[flag], "no --num-experts: a dense model builds no MoE layer, the "
+            ignored.append(listed("ignored", flag, flags[flag],
+                                  "no --num-experts: a dense model builds no MoE layer, the "
                                   "flag fuses nothing"))
         elif flag in flags:
             job[field] = flags[flag] is True or str(flags[flag]).lower() in ("true", "1")
@@ -1647,11 +1656,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         try:
             check_model_shape(where, model, shape)
         except PlannerError as e:  # --model beats the file's shape flags, with a note (issue 22)
-            assumed.append(f"model={model}: --model replaces the arguments' shape ({e.message.removeprefix(where)})")
+            assumed.append(listed("assumed", "model", model,
+                                  f"--model replaces the arguments' shape ({e.message.removeprefix(where)})"))
         if hyb_shape is not None:
-            assumed.append(f"{hyb_shape[0]}: --model's layer kinds are priced (the pattern's symbols are not compared "
-                           "with them, nor its '/' MTP parts with --model's MTP modules; its layer count is, and its '|' "
-                           "segments place the split)")
+            assumed.append(noted("assumed", hyb_shape[0],
+                                 "--model's layer kinds are priced (the pattern's symbols are not compared "
+                                 "with them, nor its '/' MTP parts with --model's MTP modules; its layer count is, and its '|' "
+                                 "segments place the split)"))
         job["model"] = model
     else:
         job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed, model_fields)
@@ -1671,26 +1682,30 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             assumed.append(note)
     elif stack_pads_other(spec.vocab_size, tp):  # the flags' model holds the rows Megatron builds (padded_vocab) in its
         job["padded_vocab_size"] = spec.vocab_size  # vocab_size; pinned where the stack's padding would pad them further
-        assumed.append(f"padded_vocab_size={spec.vocab_size:,}: the arguments' rows (--padded-vocab-size or "
-                       "--no-pad-vocab-size), which the stack's padding (stack_db vocab_padding) would not build")
+        assumed.append(listed("assumed", "padded_vocab_size", spec.vocab_size, "the arguments' rows "
+                              "(--padded-vocab-size or --no-pad-vocab-size), which the stack's padding (stack_db "
+                              "vocab_padding) would not build", show=f"{spec.vocab_size:,}"))
     if "--mtp-num-layers" in flags and hybrid and not hybrid_mtp(flags, where)[1]:  # no '/' MTP part: no MTP module
         _int(where, flags, "--mtp-num-layers")
         job["mtp_layers"] = 0
-        assumed.append("mtp_layers=0: --mtp-num-layers with a hybrid pattern without '/' MTP parts: HybridModel builds "
-                       "MTP layers only from the pattern's '/' parts (hybrid_model.py @d98e8a64 l. 204-233; arguments.py "
-                       "l. 897-907 warns)")
+        assumed.append(listed("assumed", "mtp_layers", 0,
+                              "--mtp-num-layers with a hybrid pattern without '/' MTP parts: HybridModel builds "
+                              "MTP layers only from the pattern's '/' parts (hybrid_model.py @d98e8a64 l. 204-233; arguments.py "
+                              "l. 897-907 warns)"))
     elif "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules;
         job["mtp_layers"] = _int(where, flags, "--mtp-num-layers")  # a hybrid's '/' parts: megatron_model.hybrid_mtp_spec)
     elif spec.mtp_layers:  # transformer_config.py @d98e8a64 l. 68: mtp_num_layers default None (no MTP)
         job["mtp_layers"] = 0
-        assumed.append(f"mtp_layers=0: --mtp-num-layers absent (Megatron trains no MTP module; the model's entry "
-                       f"has {spec.mtp_layers})")
+        assumed.append(listed("assumed", "mtp_layers", 0,
+                              "--mtp-num-layers absent (Megatron trains no MTP module; the model's entry "
+                              f"has {spec.mtp_layers})"))
     from ..plan import with_mtp
 
     spec = with_mtp(spec, job.get("mtp_layers"))
     if absent_drop and not spec.dropout and not from_flags_model:
-        assumed.append(f"dropout as the model ({job['model']}: none): {', '.join(absent_drop)} absent, though Megatron's "
-                       "default is 0.1 (arguments.py); dropout masks would add 1 B per hidden element")
+        assumed.append(noted("assumed", f"dropout as the model ({job['model']}: none)", f"{', '.join(absent_drop)} "
+                             "absent, though Megatron's default is 0.1 (arguments.py); dropout masks would add 1 B per "
+                             "hidden element"))
     a, k, L = spec.num_attention_heads, spec.kv_heads, spec.num_layers
     if a % tp:
         raise PlannerError(f"{where}--tensor-model-parallel-size {tp} does not divide --num-attention-heads {a}",
@@ -1773,7 +1788,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job[key] = _int(where, flags, flag)
     if "micro_batch" not in job:
         job["micro_batch"] = 1
-        assumed.append("micro_batch=1: --micro-batch-size absent (Megatron requires it; 1 assumed)")
+        assumed.append(listed("assumed", "micro_batch", 1,
+                              "--micro-batch-size absent (Megatron requires it; 1 assumed)"))
     schedule = flags.get("--step-batch-size-schedule")
     if schedule is not None:  # "tokens:batch ..." (planner/batch_ramp.py): the job's batch ramp, priced phase by phase
         if "--decrease-batch-size-if-needed" in flags:
@@ -1788,16 +1804,18 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                                f"last batch is {final}: Megatron-LM refuses the two together (arguments.py @d98e8a64 "
                                "l. 698-701)", "drop --global-batch-size (the schedule gives the batch)")
         if "global_batch" in job:
-            assumed.append(f"global_batch={job['global_batch']}: --global-batch-size beside --step-batch-size-schedule, its "
-                           "last batch (Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)")
+            assumed.append(listed("assumed", "global_batch", job['global_batch'],
+                                  "--global-batch-size beside --step-batch-size-schedule, its "
+                                  "last batch (Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)"))
         else:
             job["global_batch"] = final
-            assumed.append(f"global_batch={final}: the last batch of --step-batch-size-schedule")
+            assumed.append(listed("assumed", "global_batch", final, "the last batch of --step-batch-size-schedule"))
     if "--max-position-embeddings" in flags and not from_flags_model:  # the flags' model reads it (its position table)
         ignored.append(listed("ignored", "--max-position-embeddings", flags["--max-position-embeddings"],
                               "the model file's position table is priced"))
     if "global_batch" not in job:
-        assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
+        assumed.append(noted("assumed", "global_batch",
+                             "--global-batch-size absent, Megatron's default = micro-batch x dp"))
         dp = job["gpus"] // max(1, tp * pp * cp)
         job["global_batch"] = job["micro_batch"] * dp
     if "seq_len" in job:
@@ -1811,14 +1829,16 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--train-iters" in flags and "batch_size_schedule" in job:  # each step at its phase's batch (batch_ramp)
         job["tokens"] = float(iters_samples([(p["from_tokens"], p["global_batch"]) for p in job["batch_size_schedule"]],
                                             seq, _int(where, flags, "--train-iters")) * seq)
-        assumed.append(f"tokens={job['tokens']:.6g}: --train-iters steps at --step-batch-size-schedule's batches x "
-                       "sequence length")
+        assumed.append(listed("assumed", "tokens", job["tokens"], "--train-iters steps at "
+                              "--step-batch-size-schedule's batches x sequence length", show=f"{job['tokens']:.6g}"))
     elif "--train-iters" in flags:
         job["tokens"] = float(_int(where, flags, "--train-iters") * job["global_batch"] * seq)
-        assumed.append(f"tokens={job['tokens']:.6g}: --train-iters x global batch x sequence length")
+        assumed.append(listed("assumed", "tokens", job["tokens"], "--train-iters x global batch x sequence length",
+                              show=f"{job['tokens']:.6g}"))
     elif "--train-samples" in flags:
         job["tokens"] = float(_int(where, flags, "--train-samples") * seq)
-        assumed.append(f"tokens={job['tokens']:.6g}: --train-samples x sequence length")
+        assumed.append(listed("assumed", "tokens", job["tokens"], "--train-samples x sequence length",
+                              show=f"{job['tokens']:.6g}"))
 
     # ---- sharding (the stack's mode, stack_db megatron runs.sharding), SP, recompute
     if "--use-torch-fsdp2" in flags and "--use-megatron-fsdp" in flags:
@@ -1883,16 +1903,18 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--moe-expert-capacity-factor" in flags:
         job["moe_capacity_factor"] = _float(where, flags, "--moe-expert-capacity-factor")
         job["moe_pad_to_capacity"] = "--moe-pad-expert-input-to-capacity" in flags
-        assumed.append("moe_capacity_factor: --moe-expert-capacity-factor (tokens beyond it are dropped; the busiest "
-                       "rank's load capped at it" + (", every expert padded to it" if job["moe_pad_to_capacity"] else "")
-                       + ": planner/imbalance.py)")
+        assumed.append(noted("assumed", "moe_capacity_factor",
+                             "--moe-expert-capacity-factor (tokens beyond it are dropped; the busiest "
+                             "rank's load capped at it" + (", every expert padded to it" if job["moe_pad_to_capacity"] else "")
+                             + ": planner/imbalance.py)"))
     if "--num-experts" in flags:
         _balancing(where, flags, job, assumed)
         _router(where, flags, job, assumed)
     _router_padding(where, flags, job, assumed, ignored)
     job["sequence_parallel"] = "--sequence-parallel" in flags
     if tp > 1 and not job["sequence_parallel"]:
-        assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
+        assumed.append(listed("assumed", "sequence_parallel", False,
+                              "--sequence-parallel absent (off by default in Megatron)"))
     if tp == 1 and job["sequence_parallel"]:
         job["sequence_parallel"] = False
         assumed.append(SP_OFF_AT_TP1)
@@ -1912,11 +1934,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             # (multi_token_prediction.py @d98e8a64 l. 1630-1650; memory.py [dh] mtp_recomputed)
             job["recompute_layers"] = n * vpp
             every = " (every layer of a stage: priced as uniform but for an MTP module)" if n * vpp >= L // pp else ""
-            assumed.append(f"recompute_layers={n * vpp}: --recompute-num-layers {n} per model chunk x {vpp} chunks{every}")
+            assumed.append(listed("assumed", "recompute_layers", n * vpp,
+                                  f"--recompute-num-layers {n} per model chunk x {vpp} chunks{every}"))
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}--recompute-method {method!r}", "valid: uniform, block")
         elif method == "uniform" and n not in (None, 1):
-            not_modelled.append(listed("not_modelled", "--recompute-num-layers", n, f"uniform chunks of {n} layers: every "
+            not_modelled.append(listed("not_modelled", "--recompute-num-layers", n,
+                                       f"uniform chunks of {n} layers: every "
                                        "layer re-runs, but only each chunk's input is saved, less than priced"))
     elif method is not None or "--recompute-num-layers" in flags:
         ignored += [listed("ignored", f, flags[f], "no --recompute-granularity full")
@@ -1933,15 +1957,17 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["precision"] = "fp8"
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
-            assumed.append("fp8_recipe=delayed: --fp8-recipe default (arguments.py)")
+            assumed.append(listed("assumed", "fp8_recipe", "delayed", "--fp8-recipe default (arguments.py)"))
         ignored.append(listed("ignored", "--fp8-format", flags["--fp8-format"],
                               "e4m3 or hybrid: numerics only, the same fp8 GEMMs"))
     else:
         job["precision"] = "bf16"
         if "--fp16" in flags:
-            assumed.append("precision=bf16: --fp16 priced as bf16 (same 2-byte width and tensor peak)")
+            assumed.append(listed("assumed", "precision", "bf16",
+                                  "--fp16 priced as bf16 (same 2-byte width and tensor peak)"))
         elif "--bf16" not in flags:
-            assumed.append("precision=bf16: neither --bf16 nor --fp16 (fp32 training is not modelled)")
+            assumed.append(listed("assumed", "precision", "bf16",
+                                  "neither --bf16 nor --fp16 (fp32 training is not modelled)"))
         if "--fp8-recipe" in flags:
             ignored.append(listed("ignored", "--fp8-recipe", flags["--fp8-recipe"], "no --fp8-format"))
     if "--fp16" in flags:  # the job's fp16: exported back as --fp16, refused under --use-torch-fsdp2 (_mode_settings)
@@ -1951,12 +1977,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     job["tp_comm_overlap"] = "--tp-comm-overlap" in flags
     job["dp_comm_overlap"] = "--overlap-grad-reduce" in flags
     if not job["dp_comm_overlap"]:
-        assumed.append("dp_comm_overlap=false: --overlap-grad-reduce absent (off by default in Megatron)")
+        assumed.append(listed("assumed", "dp_comm_overlap", False,
+                              "--overlap-grad-reduce absent (off by default in Megatron)"))
     if "--overlap-param-gather" in flags and not job["dp_comm_overlap"]:
         ignored.append(listed("ignored", "--overlap-param-gather", True, "without --overlap-grad-reduce"))
     job["rank_order"] = "tp-cp-pp-dp" if "--use-tp-pp-dp-mapping" in flags else "tp-cp-dp-pp"
-    assumed.append(f"rank_order={job['rank_order']}: Megatron's parallel_state order "
-                   f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}")
+    assumed.append(listed("assumed", "rank_order", job['rank_order'], "Megatron's parallel_state order "
+                   f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}"))
     _attention(flags, where, job, assumed)
     _fusions(flags, spec, job, ignored, not_modelled, assumed)
     _mode_settings(flags, job, assumed)
@@ -1973,7 +2000,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if job.get("optimizer") == "muon" and job.get("sharding") == "zero1":
             job["optimizer_whole_tensors"] = True
         else:
-            ignored.append(noted("ignored", "--no-use-layer-wise-param-layout", "no layer-wise distributed optimizer: it "
+            ignored.append(noted("ignored", "--no-use-layer-wise-param-layout",
+                                 "no layer-wise distributed optimizer: it "
                                  "runs with --optimizer muon and --use-distributed-optimizer only, arguments.py @d98e8a64 "
                                  "l. 1725-1737"))
     if "--muon-num-ns-steps" in flags and job.get("optimizer") != "muon":  # read under Muon only (_unmodelled)
@@ -2005,8 +2033,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
 
 # Megatron-LM's validate_args turns --sequence-parallel off at tp 1 with a warning and starts (arguments.py @d98e8a64
 # l. 1433-1439); Megatron-Bridge refuses it instead (megatron_bridge.py _job: ModelParallelConfig's ValueError)
-SP_OFF_AT_TP1 = ("sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: validate_args, "
-                 "arguments.py @d98e8a64 l. 1433-1439)")
+SP_OFF_AT_TP1 = listed("assumed", "sequence_parallel", False, "--sequence-parallel with tp 1 (Megatron turns it off: "
+                       "validate_args, arguments.py @d98e8a64 l. 1433-1439)")
 
 
 def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> None:
@@ -2031,13 +2059,15 @@ def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> 
         if tp > 1 and asks_sequence_parallel(cfg.fmt, cfg.stated) and not data.get("sequence_parallel"):
             data["sequence_parallel"] = True
             cfg.assumed[:] = [a for a in cfg.assumed if a != SP_OFF_AT_TP1]
-            cfg.assumed.append(f"sequence_parallel=true: the script's --sequence-parallel at the command line's tp {tp} "
-                               "(Megatron keeps it as the script asks at tp > 1 and turns it off at tp 1 only: "
-                               "arguments.py @d98e8a64 l. 1433-1439; --no-sequence-parallel turns it off)")
+            cfg.assumed.append(listed("assumed", "sequence_parallel", True,
+                                      f"the script's --sequence-parallel at the command line's tp {tp} "
+                                      "(Megatron keeps it as the script asks at tp > 1 and turns it off at tp 1 only: "
+                                      "arguments.py @d98e8a64 l. 1433-1439; --no-sequence-parallel turns it off)"))
         elif tp == 1 and data.get("sequence_parallel"):
             data["sequence_parallel"] = False
-            cfg.assumed.append("sequence_parallel=false: the script's --sequence-parallel at the command line's tp 1 "
-                               "(Megatron turns it off at tp 1: arguments.py @d98e8a64 l. 1433-1439)")
+            cfg.assumed.append(listed("assumed", "sequence_parallel", False,
+                                      "the script's --sequence-parallel at the command line's tp 1 "
+                                      "(Megatron turns it off at tp 1: arguments.py @d98e8a64 l. 1433-1439)"))
     sp = given.get("sequence_parallel", data.get("sequence_parallel"))
     if given.get("tp_comm_overlap", data.get("tp_comm_overlap")) and not (sp and tp > 1):
         why = ("Megatron's validate_args turns --sequence-parallel off at tp 1 (l. 1433-1439), then asserts it" if tp == 1 else
@@ -2073,14 +2103,16 @@ def _attention(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
     if backend in ("unfused", "local") or impl == "local":
         job["attention"] = "eager"
         why = f"--attention-backend {backend}" if backend in ("unfused", "local") else "--transformer-impl local"
-        assumed.append(f"attention=eager: {why} keeps the softmax output for the backward (unfused core attention)")
+        assumed.append(listed("assumed", "attention", "eager",
+                              f"{why} keeps the softmax output for the backward (unfused core attention)"))
     else:
         job["attention"] = "flash"
         if backend in ("flash", "fused"):  # TE's FlashAttention or cuDNN's fused kernel, not TE's own choice (compute.py [7a])
             job["attention_kernel"] = "flash2" if backend == "flash" else "cudnn"
         if "--attention-backend" not in flags:
-            assumed.append("attention=flash: --attention-backend auto (Megatron's default) with Transformer Engine runs a "
-                           "fused attention kernel that keeps no s x s scores")
+            assumed.append(listed("assumed", "attention", "flash",
+                                  "--attention-backend auto (Megatron's default) with Transformer Engine runs a "
+                                  "fused attention kernel that keeps no s x s scores"))
 
 
 def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, assumed: list) -> None:
@@ -2131,9 +2163,10 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
         fp32 = [f for f in SOFTMAX_FP32_FLAGS if _on(flags, f)]
         job["attention_softmax_in_fp32"] = bool(fp32)
         if not fp32:
-            assumed.append("attention_softmax_in_fp32=false: neither --attention-softmax-in-fp32 nor "
-                           "--apply-query-key-layer-scaling (Megatron-LM's argument default, arguments.py @d98e8a64 "
-                           "l. 3067, 1713-1715): the torch softmax, where it runs, in the 16-bit input dtype")
+            assumed.append(listed("assumed", "attention_softmax_in_fp32", False,
+                                  "neither --attention-softmax-in-fp32 nor "
+                                  "--apply-query-key-layer-scaling (Megatron-LM's argument default, arguments.py @d98e8a64 "
+                                  "l. 3067, 1713-1715): the torch softmax, where it runs, in the 16-bit input dtype"))
     if "--no-masked-softmax-fusion" in flags:
         if job.get("local_core_attention"):
             job["masked_softmax_fusion"] = False
@@ -2142,7 +2175,8 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
                                                  "attention.py l. 104); Transformer Engine's attention runs")
     if "--no-persist-layer-norm" in flags:
         if job.get("transformer_impl") == "local":
-            not_modelled.append(noted("not_modelled", "--no-persist-layer-norm", "Megatron-Core's FusedLayerNorm without "
+            not_modelled.append(noted("not_modelled", "--no-persist-layer-norm",
+                                      "Megatron-Core's FusedLayerNorm without "
                                       "the persistent kernel: the same bytes, a slower kernel"))
         else:
             ignore("--no-persist-layer-norm", "read only by Megatron-Core's FusedLayerNorm (fused_layer_norm.py "
@@ -2172,12 +2206,13 @@ def _mode_settings(flags: dict, job: dict, assumed: list) -> None:
             job[x.setting] = v
         elif v == x.value:
             if job.pop(x.setting, None) is not None:
-                assumed.append(f"{x.setting}: {flag[x.setting]} is what sharding mode {mode.name} requires ({x.source}); "
-                               "priced as the mode runs it")
+                assumed.append(noted("assumed", x.setting,
+                                     f"{flag[x.setting]} is what sharding mode {mode.name} requires ({x.source}); "
+                                     "priced as the mode runs it"))
         elif x.other == "overridden":
             job.pop(x.setting, None)
-            assumed.append(f"{x.setting}={str(x.value).lower()}: Megatron runs sharding mode {mode.name} so whatever "
-                           f"{flag[x.setting]} says ({x.source})")
+            assumed.append(listed("assumed", x.setting, x.value, f"Megatron runs sharding mode {mode.name} so "
+                                  f"whatever {flag[x.setting]} says ({x.source})", show=str(x.value).lower()))
         else:
             job[x.setting] = v  # refused by resolve (plan.stack_for_settings), naming the check
 
@@ -2195,10 +2230,12 @@ def _state_bytes(flags: dict, where: str, job: dict, assumed: list[str], unmodel
     if (fp16 and not acc32) or (bf16 and "--grad-reduce-in-bf16" in flags):
         job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
         why = ("--fp16 without --accumulate-allreduce-grads-in-fp32" if fp16 else "--grad-reduce-in-bf16")
-        assumed.append(f"bytes_per_param 2+2+4+8: {why} keeps the gradient buffer in 16 bits (validate_args; "
-                       "param_and_grad_buffer.group_params_for_buffers)")
+        assumed.append(listed("assumed", "bytes_per_param", job["bytes_per_param"], f"{why} keeps the gradient "
+                              "buffer in 16 bits (validate_args; param_and_grad_buffer.group_params_for_buffers)",
+                              show="2+2+4+8", spaced=True))
     if not (fp16 or bf16):  # fp8 without --bf16 keeps fp32 parameters too (params_dtype float, validate_args)
-        unmodelled.append("fp32 parameters (neither --bf16 nor --fp16): 4-byte weights and activations, priced as bf16")
+        unmodelled.append(noted("unmodelled", "fp32 parameters (neither --bf16 nor --fp16)", "4-byte weights and "
+                                "activations, priced as bf16"))
     _optimizer_dtypes(flags, where, job, assumed)
 
 
@@ -2263,9 +2300,10 @@ def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) ->
 
     name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
     job["bytes_per_param"] = name or bpp
-    assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
-                   f"{bpp['optimizer']:g} B): --use-precision-aware-optimizer with "
-                   + " ".join(f"{f} {v}" for f, v in dtypes.items()))
+    assumed.append(listed("assumed", "bytes_per_param", name or bpp, "--use-precision-aware-optimizer with "
+                          + " ".join(f"{f} {v}" for f, v in dtypes.items()), show=f"{name or 'custom'} "
+                          f"({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+{bpp['optimizer']:g} B)",
+                          spaced=True))
 
 
 # Megatron-LM @d98e8a64 megatron/training/arguments.py l. 2918-2935: the optimizer offload's flags (HybridDeviceOptimizer,
@@ -2302,14 +2340,16 @@ def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignore
     frac = _float(where, flags, "--optimizer-offload-fraction")
     if frac is None:
         frac = 1.0
-        assumed.append("offload_fraction=1: --optimizer-offload-fraction default 1.0 (arguments.py @d98e8a64 l. 2922)")
+        assumed.append(listed("assumed", "offload_fraction", 1,
+                              "--optimizer-offload-fraction default 1.0 (arguments.py @d98e8a64 l. 2922)"))
     if not 0.0 <= frac <= 1.0:
         raise PlannerError(f"{where}--optimizer-offload-fraction {_short(flags['--optimizer-offload-fraction'])} is "
                            "outside 0 .. 1", "give the fraction of the optimizer states offloaded, 0 to 1 "
                            "(HybridDeviceOptimizer offloads whole parameters until that fraction of the elements)")
     if frac == 0.0:
-        assumed.append("offload_optimizer=none: --optimizer-cpu-offload with --optimizer-offload-fraction 0 offloads "
-                       "nothing (HybridDeviceOptimizer steps every parameter on the GPU)")
+        assumed.append(listed("assumed", "offload_optimizer", "none",
+                              "--optimizer-cpu-offload with --optimizer-offload-fraction 0 offloads "
+                              "nothing (HybridDeviceOptimizer steps every parameter on the GPU)"))
         ignored += [listed("ignored", f, flags[f], "offload fraction 0") for f in OFFLOAD_FLAGS[1:] if f in flags]
         return
     job["offload_optimizer"] = "cpu"
@@ -2328,15 +2368,16 @@ def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignore
         name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
         job["bytes_per_param"] = name or bpp
         assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param ")]  # _optimizer_dtypes' reading
-        assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+4+8 B): "
-                       f"{', '.join(dtypes)} not handed to --optimizer-cpu-offload's HybridDeviceOptimizer, which keeps "
-                       "fp32 master copies and fp32 moments (megatron/core/optimizer/__init__.py @d98e8a64 l. 519-546)")
+        assumed.append(listed("assumed", "bytes_per_param", name or bpp, f"{', '.join(dtypes)} not handed to "
+                              "--optimizer-cpu-offload's HybridDeviceOptimizer, which keeps fp32 master copies and fp32 "
+                              "moments (megatron/core/optimizer/__init__.py @d98e8a64 l. 519-546)",
+                              show=f"{name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+4+8 B)", spaced=True))
     if "--use-torch-optimizer-for-cpu-offload" in flags:
         ignored.append(noted("ignored", "--use-torch-optimizer-for-cpu-offload", "overridden for Adam: the GPU's part "
                              "runs FusedAdam, megatron/core/optimizer/__init__.py @d98e8a64 l. 515-518"))
     for f in ("--no-pin-cpu-grads", "--no-pin-cpu-params"):
         if f in flags:
-            unmodelled.append(f"{f}: pageable host buffers (the host link priced at its pinned rate)")
+            unmodelled.append(noted("unmodelled", f, "pageable host buffers (the host link priced at its pinned rate)"))
 
 
 # Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3691-3698: Megatron-FSDP's main-gradient and gradient
@@ -2359,7 +2400,8 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
     mcore_fsdp_adapter.py l. 139-143)."""
     given = {f: flags[f] for f in MFSDP_GRAD_FLAGS if f in flags}
     if "--use-megatron-fsdp" not in flags:
-        ignored += [listed("ignored", f, v, "no --use-megatron-fsdp: only Megatron-FSDP reads it") for f, v in given.items()]
+        ignored += [listed("ignored", f, v,
+                           "no --use-megatron-fsdp: only Megatron-FSDP reads it") for f, v in given.items()]
         return
     for f, v in given.items():
         if v not in MFSDP_GRAD_FLAGS[f]:
@@ -2381,22 +2423,25 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
         job["bytes_per_param"] = name or bpp
     # (_state_bytes' reading of --grad-reduce-in-bf16 / --fp16 is Megatron's DDP buffer's, not Megatron-FSDP's; the
     # precision-aware optimizer's or the offload's reading of the other states is kept, in this one line)
-    others = [a.split("): ", 1)[1] for a in assumed if a.startswith("bytes_per_param ") and "): " in a
-              and not a.startswith("bytes_per_param 2+2+4+8: ")]
+    others = [a.message for a in assumed if isinstance(a, Note) and (a.head or "").startswith("bytes_per_param ")
+              and a.head.endswith(" B)")]
     assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param ")]
     why = (f"--megatron-fsdp-main-grads-dtype {main}" if "--megatron-fsdp-main-grads-dtype" in given else
            "--megatron-fsdp-main-grads-dtype not given")
-    assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
-                   f"{bpp['optimizer']:g} B): --use-megatron-fsdp keeps its main gradients in {main_b:g} B, {why}: "
+    assumed.append(listed("assumed", "bytes_per_param", name or bpp, f"--use-megatron-fsdp keeps its main gradients "
+                   f"in {main_b:g} B, {why}: "
                    "--megatron-fsdp-main-grads-dtype default auto, the parameters' dtype (megatron/training/arguments.py "
                    "@d98e8a64 l. 3691-3694; param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320), and "
                    "reduces them in it (--megatron-fsdp-grad-comm-dtype auto, l. 3695-3698; l. 3107-3111); "
                    "--accumulate-allreduce-grads-in-fp32 and --grad-reduce-in-bf16 are not read by Megatron-FSDP"
                    + (f" (the job's other flags read {was:g} B: Megatron's DDP buffer)" if was != main_b else "")
-                   + "".join(f"; the other states: {o}" for o in others))
+                   + "".join(f"; the other states: {o}" for o in others),
+                   show=f"{name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
+                   f"{bpp['optimizer']:g} B)", spaced=True))
     if comm_b != main_b:
-        unmodelled.append(f"--megatron-fsdp-grad-comm-dtype {comm} with main gradients in {main_b:g} B: Megatron-FSDP "
-                          f"reduces {comm_b:g} B a gradient, priced in the main gradients' dtype ({main_b:g} B)")
+        unmodelled.append(listed("unmodelled", "--megatron-fsdp-grad-comm-dtype", comm, f"Megatron-FSDP reduces "
+                                 f"{comm_b:g} B a gradient, priced in the main gradients' dtype ({main_b:g} B)",
+                                 show=f"{comm} with main gradients in {main_b:g} B", spaced=True))
 
 
 # Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3687-3690: the main weight buffer's dtype, default fp32
@@ -2444,9 +2489,10 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
                            f"valid: {', '.join(MFSDP_MAIN_PARAMS_CHOICES)} (megatron/training/arguments.py @d98e8a64 "
                            "l. 3687-3690)")
     if mp not in (None, "fp32"):
-        unmodelled.append(f"--megatron-fsdp-main-params-dtype {mp}: Megatron-FSDP's main weight buffer "
-                          + ("is not built (the optimizer steps the model weights)" if mp == "auto" else
-                             f"holds {mp} weights, 2 B a parameter") + "; priced as fp32, 4 B a parameter")
+        unmodelled.append(listed("unmodelled", "--megatron-fsdp-main-params-dtype", mp,
+                                 "Megatron-FSDP's main weight buffer "
+                                 + ("is not built (the optimizer steps the model weights)" if mp == "auto" else
+                                 f"holds {mp} weights, 2 B a parameter") + "; priced as fp32, 4 B a parameter", spaced=True))
     mode = job.get("sharding_mode")
     if mode == "ddp":  # no_shard: _unmodelled says how it is priced
         return
@@ -2456,13 +2502,14 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
     whole = {"megatron_fsdp_optim": "the 16-bit weights and the main gradients whole",
              "megatron_fsdp_optim_grads": "the 16-bit weights whole, the main gradients sharded"}.get(
                  mode, "the 16-bit weights and the main gradients sharded")
-    assumed.append(f"sharding_mode={mode}: --use-megatron-fsdp ({level}) priced from Megatron-FSDP's own buffers "
-                   f"(param_and_grad_buffer.py @d98e8a64 _init_each_parameter_group_buffers l. 2324-3127): {whole}, "
-                   "the fp32 main weights (--megatron-fsdp-main-params-dtype fp32) and Adam's moments sharded; the "
-                   "temporary buckets of gathered weights and unsharded gradients (memory.py [pf], [nu], [rs]) and "
-                   "the step's fp32 gradient copy ([sg])"
-                   + ("" if job.get("mfsdp_double_buffer") else " (no --fsdp-double-buffer: buckets allocated on demand)")
-                   + "; not priced: the buckets' padding (noise: planner/memory.py [bp])")
+    assumed.append(listed("assumed", "sharding_mode", mode,
+                          f"--use-megatron-fsdp ({level}) priced from Megatron-FSDP's own buffers "
+                          f"(param_and_grad_buffer.py @d98e8a64 _init_each_parameter_group_buffers l. 2324-3127): {whole}, "
+                          "the fp32 main weights (--megatron-fsdp-main-params-dtype fp32) and Adam's moments sharded; the "
+                          "temporary buckets of gathered weights and unsharded gradients (memory.py [pf], [nu], [rs]) and "
+                          "the step's fp32 gradient copy ([sg])"
+                          + ("" if job.get("mfsdp_double_buffer") else " (no --fsdp-double-buffer: buckets allocated on demand)")
+                          + "; not priced: the buckets' padding (noise: planner/memory.py [bp])"))
 
 
 # the flags that turn on Megatron-FSDP's double buffer (arguments.py @d98e8a64 l. 3202 --fsdp-double-buffer; l. 1172-1177
@@ -2515,7 +2562,7 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
     if "--use-megatron-fsdp" not in flags:
         for f in on + [f for f in MFSDP_DB_ONLY_FLAGS if f in flags]:
             if f == "--use-nccl-ub":
-                unmodelled.append(listed("not_modelled", "--use-nccl-ub", True,
+                unmodelled.append(listed("unmodelled", "--use-nccl-ub", True, ruled=False, reason=
                     "without --use-megatron-fsdp: Megatron's DDP buffers allocated from NCCL's memory pool, "
                     "distributed/param_and_grad_buffer.py @d98e8a64 l. 1136-1160; the same bytes, priced from "
                     "the default allocator"))
@@ -2546,7 +2593,7 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
                                   "Megatron-FSDP v2 shards over the whole dp x cp group whatever the instances (its "
                                   "DeviceMesh is pg_collection.dp_cp, mcore_fsdp_adapter.py @d98e8a64 l. 554; no "
                                   "distributed optimizer, arguments.py l. 1124-1126): priced as optim_grads_params"))
-        unmodelled.append(listed("not_modelled", "--megatron-fsdp-version", '2',
+        unmodelled.append(listed("unmodelled", "--megatron-fsdp-version", '2', ruled=False, reason=
             "Megatron-FSDP v2, FullyShardedDataParallelV2: its buffers are megatron_fsdp/experimental/'s, "
             "another layout and allocator, mcore_fsdp_adapter.py @d98e8a64 l. 489-703; priced as version 1's "
             "optim_grads_params (the same states: parameters, gradients and optimizer Shard(0) over dp x cp, l. 558-560)"))
@@ -2557,12 +2604,12 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
     if outer == "optim":
         if hsdp:
             job["mfsdp_outer_optim"] = True
-            assumed.append("mfsdp_outer_optim=true: --outer-dp-sharding-strategy optim under HSDP "
+            assumed.append(listed("assumed", "mfsdp_outer_optim", True, "--outer-dp-sharding-strategy optim under HSDP "
                            "(--num-distributed-optimizer-instances > 1): the fp32 main weights and Adam's moments over "
                            "DP-Outer x DP-Shard (dp x cp), the 16-bit weights and main gradients in the shard group's "
                            "helper buffers, param_and_grad_buffer.py @d98e8a64 l. 2351-2512, 2594-2764, 3691-3800; the "
                            "replicas' all-reduce a reduce-scatter, the weights all-gathered across them at the first "
-                           "micro-batch, l. 4134-4213, 4543-4563 (planner/memory.py [oo], step.py [29])")
+                           "micro-batch, l. 4134-4213, 4543-4563 (planner/memory.py [oo], step.py [29])"))
         elif strategy != "optim_grads_params" and _int(where, flags, "--num-distributed-optimizer-instances", 1) > 1:
             raise PlannerError(f"{where}--outer-dp-sharding-strategy optim with --data-parallel-sharding-strategy "
                                f"{strategy}: Megatron-FSDP raises 'Optimizer fully-sharded HFSDP is only supported with "
@@ -2584,22 +2631,24 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
                 'no double buffer: read only by its pools, param_and_grad_buffer.py @d98e8a64 l. 2533-2575'))
         return
     if job.get("sharding_mode") == "ddp":  # no_shard: no bucket allocated from the pools
-        ignored.append(f"{', '.join(f + '=true' for f in on)} (--data-parallel-sharding-strategy no_shard: no "
-                       "temporary bucket to pool)")
+        ignored.append(listed_all("ignored", [(f, True) for f in on], "--data-parallel-sharding-strategy no_shard: no "
+                                  "temporary bucket to pool"))
         return
     job["mfsdp_double_buffer"] = True
-    assumed.append(f"mfsdp_double_buffer=true: {', '.join(on)} (arguments.py @d98e8a64 l. 1172-1181, 3202): Megatron-"
-                   "FSDP's fixed pools, two persistent buffers of a layer unit's gathered weights and two of its gradient "
-                   "bucket (param_and_grad_buffer.py l. 2524-2576; planner/memory.py [db])"
-                   + ("; --use-nccl-ub allocates every Megatron-FSDP buffer from NCCL's memory pool, a private pool of "
-                      "the caching allocator: counted in the allocated and reserved peaks (ncclMemAlloc's granularity "
-                      "not priced)" if "--use-nccl-ub" in flags else "")
-                   + ("; --megatron-fsdp-max-pool-double-buffer's pools priced as the largest layer unit's"
-                      if "--megatron-fsdp-max-pool-double-buffer" in flags else ""))
+    assumed.append(listed("assumed", "mfsdp_double_buffer", True,
+                          f"{', '.join(on)} (arguments.py @d98e8a64 l. 1172-1181, 3202): Megatron-"
+                          "FSDP's fixed pools, two persistent buffers of a layer unit's gathered weights and two of its gradient "
+                          "bucket (param_and_grad_buffer.py l. 2524-2576; planner/memory.py [db])"
+                          + ("; --use-nccl-ub allocates every Megatron-FSDP buffer from NCCL's memory pool, a private pool of "
+                          "the caching allocator: counted in the allocated and reserved peaks (ncclMemAlloc's granularity "
+                          "not priced)" if "--use-nccl-ub" in flags else "")
+                          + ("; --megatron-fsdp-max-pool-double-buffer's pools priced as the largest layer unit's"
+                          if "--megatron-fsdp-max-pool-double-buffer" in flags else "")))
     if "--fsdp-db-use-persist-buf-on-alloc-fail" in flags:
-        unmodelled.append("--fsdp-db-use-persist-buf-on-alloc-fail=true (the buckets outside the double buffer's pools, "
-                          "the embedding's and output layer's gradients among them, kept allocated: param_and_grad_"
-                          "buffer.py @d98e8a64 l. 835-836; priced as allocated on demand)")
+        unmodelled.append(listed("unmodelled", "--fsdp-db-use-persist-buf-on-alloc-fail", True, "the buckets outside "
+                                 "the double buffer's pools, the embedding's and output layer's gradients among them, "
+                                 "kept allocated: param_and_grad_buffer.py @d98e8a64 l. 835-836; priced as allocated "
+                                 "on demand", ruled=False))
 
 
 # Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/mcore_fsdp_adapter.py FullyShardedDataParallelV2._validate_config
@@ -2672,12 +2721,14 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             if mode != "duplicated":
                 job["muon_tp_mode"] = mode  # the job's muon_tp_mode (step.py [28])
         else:  # distributed: Newton-Schulz split over the TP group by small-Gram all-reduces, not priced
-            unmodelled.append(f"--muon-tp-mode {mode}: Newton-Schulz distributed over the TP group is not modelled "
-                              "(priced as duplicated: the whole matrix on every TP rank after a TP all-gather)")
+            unmodelled.append(listed("unmodelled", "--muon-tp-mode", mode,
+                                     "Newton-Schulz distributed over the TP group is not modelled "
+                                     "(priced as duplicated: the whole matrix on every TP rank after a TP all-gather)", spaced=True))
         scalar = flags.get("--muon-scalar-optimizer", "adam")  # arguments.py @d98e8a64 l. 2661-2664, default adam
         if scalar != "adam":
-            unmodelled.append(f"--muon-scalar-optimizer {scalar}: the scalar parameters' optimizer state is not "
-                              "modelled (Adam's two fp32 moments are priced)")
+            unmodelled.append(listed("unmodelled", "--muon-scalar-optimizer", scalar,
+                                     "the scalar parameters' optimizer state is not "
+                                     "modelled (Adam's two fp32 moments are priced)", spaced=True))
         if _int(where, flags, "--num-distributed-optimizer-instances", 1) > 1 and job.get("sharding") == "zero1":
             raise PlannerError(f"{where}--optimizer {opt} with --use-distributed-optimizer and "
                                "--num-distributed-optimizer-instances > 1: Megatron-LM's layer-wise distributed "
@@ -2686,25 +2737,30 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
                                "layer_wise_optimizer.py @d98e8a64 l. 537-541)",
                                "drop --num-distributed-optimizer-instances")
     elif opt != "adam":
-        unmodelled.append(f"--optimizer {opt}: its state is not modelled (Adam's two fp32 moments are priced)")
+        unmodelled.append(listed("unmodelled", "--optimizer", opt,
+                                 "its state is not modelled (Adam's two fp32 moments are priced)", spaced=True))
     for f in ("--fine-grained-activation-offloading", "--cpu-offloading", "--offload-modules"):
         if f in flags:
-            unmodelled.append(f"{f}: offloading to the host is not modelled (everything is priced on the GPU)")
+            unmodelled.append(noted("unmodelled", f,
+                                    "offloading to the host is not modelled (everything is priced on the GPU)"))
     if "--export-kd-teacher-load" in flags:  # ModelOpt knowledge distillation (megatron/post_training)
-        unmodelled.append("--export-kd-teacher-load: a distillation teacher model is held beside the student, not modelled")
+        unmodelled.append(noted("unmodelled", "--export-kd-teacher-load",
+                                "a distillation teacher model is held beside the student, not modelled"))
     if "--use-megatron-fsdp" in flags and job.get("sharding_mode") == "ddp":  # no_shard (_megatron_fsdp_buffers)
-        unmodelled.append("--use-megatron-fsdp (no_shard): priced as Megatron's DDP (sharding none: 16-bit weights, the "
-                          "main gradients, an fp32 master and Adam's moments whole), not from Megatron-FSDP's no_shard "
-                          "buffers, which the planner has not compared")
+        unmodelled.append(noted("unmodelled", "--use-megatron-fsdp (no_shard)", "priced as Megatron's DDP (sharding "
+                                "none: 16-bit weights, the main gradients, an fp32 master and Adam's moments whole), not "
+                                "from Megatron-FSDP's no_shard buffers, which the planner has not compared"))
     n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
     v2 = "--use-megatron-fsdp" in flags and flags.get("--megatron-fsdp-version") == "2"  # instances ignored: _mfsdp_settings
     if n_inst > 1 and not v2 and job.get("sharding_mode") not in ("megatron_fsdp_hsdp", "distributed_optimizer"):
-        unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
-                          "priced over dp")
+        unmodelled.append(listed("unmodelled", "--num-distributed-optimizer-instances", n_inst,
+                                 f"the optimizer is sharded over dp / {n_inst}, "
+                                 "priced over dp", spaced=True))
     elif n_inst > 1 and not v2 and "shard_group" not in job:  # the distributed optimizer's instances over dp x cp, not dp alone
-        unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: it divides dp x cp but not dp "
-                          f"({job['gpus'] // max(1, tp * job.get('pp', 1) * job.get('cp', 1))}): the planner's shard "
-                          "group is a number of dp ranks x cp; priced over dp")
+        unmodelled.append(listed("unmodelled", "--num-distributed-optimizer-instances", n_inst,
+                                 "it divides dp x cp but not dp "
+                                 f"({job['gpus'] // max(1, tp * job.get('pp', 1) * job.get('cp', 1))}): the planner's shard "
+                                 "group is a number of dp ranks x cp; priced over dp", spaced=True))
     mods = None if "--recompute-modules" not in flags else words_of(flags["--recompute-modules"])
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         priced = typing.get_args(RecomputeModule)
@@ -2717,9 +2773,10 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
         if mods and all(m in priced for m in mods):  # the job's recompute_modules (planner/recompute_modules.py)
             job["recompute_modules"] = list(mods)
         else:
-            unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of "
+            unmodelled.append(listed("unmodelled", "--recompute-modules", list(mods), "selective recompute of "
                               + ", ".join(m for m in mods if m not in priced) + " is not modelled (the planner prices "
-                              + ", ".join(priced) + "; the stack's default, the attention core's, is priced)")
+                              + ", ".join(priced) + "; the stack's default, the attention core's, is priced)", show=" ".join(mods),
+                              spaced=True))
 
 
 def _mesh_dp(gpus: int, mesh: int) -> int | None:
@@ -2758,7 +2815,7 @@ def _fp4(flags: dict, job: dict, assumed: list, where: str) -> None:
         raise PlannerError(f"{where}--fp4-recipe {recipe!r} is not modelled", f"valid: {', '.join(FP4_RECIPES)}")
     job["precision"], job["fp8_recipe"] = "nvfp4", "nvfp4"
     if "--fp4-recipe" not in flags:
-        assumed.append("fp8_recipe=nvfp4: --fp4-recipe default (transformer_config.py)")
+        assumed.append(listed("assumed", "fp8_recipe", "nvfp4", "--fp4-recipe default (transformer_config.py)"))
 
 
 def _bf16_layers(flags: dict, job: dict, where: str, ignored: list) -> None:
@@ -2768,7 +2825,8 @@ def _bf16_layers(flags: dict, job: dict, where: str, ignored: list) -> None:
     @d98e8a64 first_last_layers_bf16, num_layers_at_start_in_bf16 = num_layers_at_end_in_bf16 = 1)."""
     names = ("--first-last-layers-bf16", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16")
     if "--first-last-layers-bf16" not in flags or job.get("precision", "bf16") == "bf16":
-        ignored += [listed("ignored", f, flags[f], "no fp8 / fp4 training: every layer is bf16") for f in names if f in flags]
+        ignored += [listed("ignored", f, flags[f],
+                           "no fp8 / fp4 training: every layer is bf16") for f in names if f in flags]
         return
     job["bf16_layers_at_start"] = _int(where, flags, "--num-layers-at-start-in-bf16", 1)
     job["bf16_layers_at_end"] = _int(where, flags, "--num-layers-at-end-in-bf16", 1)
@@ -2792,15 +2850,18 @@ def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
     if "--no-overlap-p2p-communication" in flags:
         job["pp_p2p_overlap"] = False
         if vpp == 1:
-            assumed.append("pp_p2p_overlap=false: --no-overlap-p2p-communication without virtual stages (Megatron sets the "
-                           "overlap off there anyway: the 1F1B schedule's p2p blocks; arguments.py @d98e8a64 l. 1010-1017)")
+            assumed.append(listed("assumed", "pp_p2p_overlap", False,
+                                  "--no-overlap-p2p-communication without virtual stages (Megatron sets the "
+                                  "overlap off there anyway: the 1F1B schedule's p2p blocks; arguments.py @d98e8a64 l. 1010-1017)"))
         if old:
-            assumed.append("pp_p2p_overlap=false: --no-overlap-p2p-communication beside the older --overlap-p2p-communication "
-                           "(gone since Megatron-LM 4eeff55d1f, 2023-10-12; @d98e8a64's parser refuses it)")
+            assumed.append(listed("assumed", "pp_p2p_overlap", False,
+                                  "--no-overlap-p2p-communication beside the older --overlap-p2p-communication "
+                                  "(gone since Megatron-LM 4eeff55d1f, 2023-10-12; @d98e8a64's parser refuses it)"))
     elif old:
-        assumed.append("pp_p2p_overlap: --overlap-p2p-communication, the older spelling (Megatron-LM f9283c5a8a 2023-05-31 to "
-                       "4eeff55d1f 2023-10-12) of today's default, priced (the interleaved schedule's p2p overlapped); "
-                       "Megatron-LM @d98e8a64's parser refuses it: drop it from the script")
+        assumed.append(noted("assumed", "pp_p2p_overlap",
+                             "--overlap-p2p-communication, the older spelling (Megatron-LM f9283c5a8a 2023-05-31 to "
+                             "4eeff55d1f 2023-10-12) of today's default, priced (the interleaved schedule's p2p overlapped); "
+                             "Megatron-LM @d98e8a64's parser refuses it: drop it from the script"))
     if "--overlap-p2p-communication-warmup-flush" in flags:  # model_parallel_config.py @d98e8a64 l. 422-429, 570-575
         job["pp_p2p_overlap_warmup_flush"] = True
 
@@ -2905,9 +2966,11 @@ def router_balancing(kind, coeff, force: bool, expert_bias: bool, rules: Balanci
         if not job:
             job["moe_load_balancing"] = "aux_loss"
         job["moe_aux_loss_coeff"] = aux
-        assumed.append(f"{tk}{s}{_shown(kind)} with {ck}{s}{_shown(coeff)}: priced as auxiliary-loss balancing "
-                       "(imbalance.py's aux_loss rule), the router's scores saved once where a coefficient is above 0, "
-                       f"moe_aux_loss_coeff {aux:g} the largest ({rules.coeff_at} @{c}: each type's loss on the same scores)")
+        assumed.append(Note(f"{tk}{s}{_shown(kind)} with {ck}{s}{_shown(coeff)}", "assumed",
+                            ((tk, json_value(kind)), (ck, json_value(coeff))), "priced as auxiliary-loss balancing "
+                            "(imbalance.py's aux_loss rule), the router's scores saved once where a coefficient is "
+                            f"above 0, moe_aux_loss_coeff {aux:g} the largest ({rules.coeff_at} @{c}: each type's loss "
+                            "on the same scores)"))
         return job
     if not isinstance(kind, str) or kind not in rules.types:
         raise PlannerError(f"{where}{tk}{s}{_shown(kind)}: not a type of Megatron-Core {c} ({rules.types_at})",
@@ -2920,8 +2983,9 @@ def router_balancing(kind, coeff, force: bool, expert_bias: bool, rules: Balanci
                            f"give one number >= 0, or list the types: {tk}{s}[...]" if s == "=" else
                            f"give one number >= 0, or one type per coefficient: {tk} {kind} ...")
     if isinstance(coeff, list) and coeff and all(_coefficient(x) for x in coeff):  # `none`, quantile_balancing
-        assumed.append(f"{ck}{s}{_shown(coeff)} beside {tk}{s}{kind}: never read (get_aux_loss_coeff gives "
-                       f"{kind} no auxiliary loss, {rules.coeff_at} @{c}): moe_aux_loss_coeff 0")
+        assumed.append(Note(f"{ck}{s}{_shown(coeff)} beside {tk}{s}{kind}", "assumed",
+                            ((ck, json_value(coeff)), (tk, json_value(kind))), "never read (get_aux_loss_coeff gives "
+                            f"{kind} no auxiliary loss, {rules.coeff_at} @{c}): moe_aux_loss_coeff 0"))
         coeff = 0.0
     if not _coefficient(coeff):
         raise PlannerError(f"{where}{ck}{s}{_shown(coeff)}: not a coefficient >= 0", "give one number >= 0")
@@ -2945,8 +3009,9 @@ def _balancing(where: str, flags: dict, job: dict, assumed: list) -> None:
     kinds = words_of(raw_kinds) or ["aux_loss"]
     if raw is None:
         coeffs = [0.0]
-        assumed.append("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff: Megatron-LM arguments.py's default; no "
-                       "auxiliary loss computed, none of its scores kept)")
+        assumed.append(noted("assumed", "moe_aux_loss_coeff",
+                             "0.0 (no --moe-aux-loss-coeff: Megatron-LM arguments.py's default; no "
+                             "auxiliary loss computed, none of its scores kept)"))
     else:
         coeffs = [_non_negative(where, "--moe-aux-loss-coeff", w, _float(where, {"--moe-aux-loss-coeff": w},
                                                                           "--moe-aux-loss-coeff")) for w in words_of(raw)]
@@ -2954,8 +3019,9 @@ def _balancing(where: str, flags: dict, job: dict, assumed: list) -> None:
     job.update(router_balancing(kinds[0] if len(kinds) == 1 else kinds, coeffs[0] if len(coeffs) == 1 else coeffs,
                                 force, bias, MEGATRON_LM_BALANCING, where, assumed))
     if raw_kinds is None and not force and not bias:
-        assumed.append("moe_load_balancing: aux_loss (no --moe-router-load-balancing-type: Megatron-LM arguments.py's "
-                       "default; the routing imbalance rule of planner/imbalance.py)")
+        assumed.append(noted("assumed", "moe_load_balancing",
+                             "aux_loss (no --moe-router-load-balancing-type: Megatron-LM arguments.py's "
+                             "default; the routing imbalance rule of planner/imbalance.py)"))
 
 
 ROUTER_DTYPES = ("fp32", "fp64")  # transformer_config.py @d98e8a64 l. 811 moe_router_dtype Optional[Literal['fp32', 'fp64']]
@@ -2997,8 +3063,9 @@ def _exported_cublas(text: str, cfg) -> None:
     found = _CUBLAS_EXPORT.findall(text)
     if found:
         cfg.job["cublas_workspace_config"] = found[-1][1]
-        cfg.assumed.append(f"cublas_workspace_config={found[-1][1]}: the script exports CUBLAS_WORKSPACE_CONFIG "
-                           "(planner/memory.py [ws])")
+        cfg.assumed.append(listed("assumed", "cublas_workspace_config", found[-1][1],
+                                  "the script exports CUBLAS_WORKSPACE_CONFIG "
+                                  "(planner/memory.py [ws])"))
 
 
 def _deterministic(flags: dict, job: dict, assumed: list) -> None:
@@ -3012,9 +3079,10 @@ def _deterministic(flags: dict, job: dict, assumed: list) -> None:
         return
     job["deterministic_mode"] = True  # the job field the export writes back as the flag (export._megatron)
     job["cublas_workspace_config"] = DETERMINISTIC_CUBLAS_WORKSPACE
-    assumed.append(f"cublas_workspace_config={DETERMINISTIC_CUBLAS_WORKSPACE}: --deterministic-mode sets "
-                   "CUBLAS_WORKSPACE_CONFIG where the launcher has not (training/determinism.py @d98e8a64 l. 27-31, "
-                   "114-116): 32 MiB cuBLAS workspaces (planner/memory.py [ws])")
+    assumed.append(listed("assumed", "cublas_workspace_config", DETERMINISTIC_CUBLAS_WORKSPACE,
+                          "--deterministic-mode sets "
+                          "CUBLAS_WORKSPACE_CONFIG where the launcher has not (training/determinism.py @d98e8a64 l. 27-31, "
+                          "114-116): 32 MiB cuBLAS workspaces (planner/memory.py [ws])"))
 
 
 def _on(flags: dict, flag: str) -> bool:
@@ -3042,14 +3110,16 @@ def _router_padding(where: str, flags: dict, job: dict, assumed: list, ignored: 
     if given:
         job["moe_router_padding"] = True
         if "--moe-router-padding-for-fp8" in given:
-            assumed.append("moe_router_padding=true: --moe-router-padding-for-fp8, the older spelling "
-                           "that sets it (transformer_config.py @d98e8a64 l. 2641-2647)")
+            assumed.append(listed("assumed", "moe_router_padding", True,
+                                  "--moe-router-padding-for-fp8, the older spelling "
+                                  "that sets it (transformer_config.py @d98e8a64 l. 2641-2647)"))
         if not experimental:
-            assumed.append("enable_experimental=false: no --enable-experimental (Megatron-LM's default): the routing map "
-                           "is padded in place by pad_routing_map (moe_utils.py @d98e8a64 l. 731-763), no int32 copy kept")
+            assumed.append(listed("assumed", "enable_experimental", False,
+                                  "no --enable-experimental (Megatron-LM's default): the routing map "
+                                  "is padded in place by pad_routing_map (moe_utils.py @d98e8a64 l. 731-763), no int32 copy kept"))
     elif "--fp8-format" in flags or "--fp4-format" in flags:
-        assumed.append("moe_router_padding=false: no --moe-router-padding-for-quantization "
-                       "(Megatron-LM's default, transformer_config.py @d98e8a64 l. 771)")
+        assumed.append(listed("assumed", "moe_router_padding", False, "no --moe-router-padding-for-quantization "
+                       "(Megatron-LM's default, transformer_config.py @d98e8a64 l. 771)"))
 
 
 def _non_negative(where: str, name: str, raw, value: float) -> float:
@@ -3071,7 +3141,8 @@ def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
         kind = "flex"
     if kind is None:
         job["moe_dispatcher"] = "allgather"
-        assumed.append("moe_dispatcher: allgather (no --moe-token-dispatcher-type: Megatron-LM arguments.py's default)")
+        assumed.append(noted("assumed", "moe_dispatcher",
+                             "allgather (no --moe-token-dispatcher-type: Megatron-LM arguments.py's default)"))
         return
     if kind == "flex":
         backend = flags.get("--moe-flex-dispatcher-backend") or "deepep"
@@ -3151,8 +3222,9 @@ def _cuda_graphs(where: str, flags: dict, job: dict, assumed: list) -> None:
         raise PlannerError(f"{where}--cuda-graph-impl {impl!r}: not one of Megatron's", f"use {', '.join(CUDA_GRAPH_IMPLS)}")
     if impl in (None, "none"):
         if mods:
-            assumed.append(f"cuda_graph_scope: --cuda-graph-modules {' '.join(mods)} without --cuda-graph-impl has "
-                           "no effect in Megatron (cuda_graph_impl none): no CUDA graphs")
+            assumed.append(noted("assumed", "cuda_graph_scope",
+                                 f"--cuda-graph-modules {' '.join(mods)} without --cuda-graph-impl has "
+                                 "no effect in Megatron (cuda_graph_impl none): no CUDA graphs"))
         return
     job["cuda_graph_impl"] = impl
     if mods:

@@ -42,7 +42,7 @@ from . import TrainerConfig, check_model_shape, resolve_gpus
 from .launch_files import Naming, launch_file
 from .bridge_sharding import HSDP_MODE, HSDP_STRATEGY, MFSDP_MODES
 from .spelling import hydra_value as _v
-from .report import listed, noted
+from .report import Note, listed, noted, read_value
 from . import bridge_moe
 
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge @dc805f5cf"
@@ -563,9 +563,9 @@ def _yaml_overrides(name: str, launch: Path, heredocs: dict, where: str, ignored
             if not isinstance(k, str) or not _HYDRA_KEY.fullmatch(k) or "." in k:
                 if isinstance(k, str) and "." in k and _HYDRA_KEY.fullmatch(k):
                     # OmegaConf keeps a dotted YAML key as one key, which no ConfigContainer field is: skipped
-                    ignored.append(f"{shown}: {prefix}{k} (a key with a dot: OmegaConf takes it as one key, no "
-                                   "ConfigContainer field, which Bridge skips: omegaconf_utils.py l. 453-457; nest it "
-                                   "as sections)")
+                    ignored.append(noted("ignored", f"{prefix}{k}", "a key with a dot: OmegaConf takes it as one "
+                                         "key, no ConfigContainer field, which Bridge skips: omegaconf_utils.py "
+                                         "l. 453-457; nest it as sections").labeled(str(shown)))
                     continue
                 raise PlannerError(f"{shown}: key {prefix}{k!r} is not a ConfigContainer field name",
                                    "give sections of field names: model: {tensor_model_parallel_size: 2}")
@@ -637,7 +637,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                 ignored.append(listed("ignored", opt, val, "run_recipe.py hands it only to a recipe that takes it; the "
                                       "transcribed recipes take no argument", str))
             elif opt == "--step_func" and val == "gpt_step" or opt == "--mode" and val == "pretrain":
-                ignored.append(listed("ignored", opt, val, "run_recipe.py's default for a pretrain recipe, l. 222-249", str))
+                ignored.append(listed("ignored", opt, val,
+                                      "run_recipe.py's default for a pretrain recipe, l. 222-249", str))
             else:
                 raise PlannerError(f"{where}{opt} {val}: the planner prices a GPT pre-training step "
                                    "(--mode pretrain, --step_func gpt_step) only", f"drop {opt}")
@@ -666,9 +667,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if config_file is not None:
         shown, keys = _yaml_overrides(config_file, Path(path), heredocs, where, ignored)
         yaml_ops = [("merge", k, v, shown) for k, v in keys]
-        assumed.append(f"--config-file {shown}: its keys laid on the recipe's config, then the command line's "
-                       f"overrides ({script.path} {script.yaml}; training/utils/omegaconf_utils.py "
-                       "process_config_with_overrides l. 135-148)")
+        assumed.append(listed("assumed", "--config-file", shown,
+                              "its keys laid on the recipe's config, then the command line's "
+                              f"overrides ({script.path} {script.yaml}; training/utils/omegaconf_utils.py "
+                              "process_config_with_overrides l. 135-148)", spaced=True))
     rec = RECIPES[recipe]
     cfg = dict(COMMON)
     cfg.update(rec.values)
@@ -687,8 +689,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             bridge_moe.apply_recipe_flex(cfg, recipe, hw, where, assumed)
         if co is not None:  # deepseek_v3.py l. 169-170 (the recipes with a CommOverlapConfig)
             co.update({f: False for f in bridge_moe.MOE_CO_FIELDS})
-    assumed.append(f"recipe {recipe}: its values ({BRIDGE} {rec.file} {rec.lines}; recipes/common.py _pretrain_common), "
-                   "then the overrides")
+    assumed.append(listed("assumed", "recipe", recipe,
+                          f"its values ({BRIDGE} {rec.file} {rec.lines}; recipes/common.py _pretrain_common), "
+                          "then the overrides", spaced=True))
     overrides, source = _lay(yaml_ops + ops, _recipe_values(cfg, mp, co, rec), where, assumed, ignored)
     for k, v in overrides.items():
         # (a key the YAML file gave is named with the file)
@@ -772,9 +775,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     for k, field in PROPERTIES.items():
         if k in overrides:
             if field in overrides and overrides[field] != overrides[k]:
-                assumed.append(f"{field}={_v(overrides[k])}: {k}'s, a property Bridge sets after the field "
-                               f"({field}={_v(overrides[field])}): it lays the merged dict back key by key, the added "
-                               "key last (omegaconf_utils.py _apply_overrides l. 452-489)")
+                assumed.append(listed("assumed", field, overrides[k], f"{k}'s, a property Bridge sets after the "
+                                      f"field ({field}={_v(overrides[field])}): it lays the merged dict back key by key, "
+                                      "the added key last (omegaconf_utils.py _apply_overrides l. 452-489)", _v))
             cfg[field] = overrides[k]
     # where the run's values go: the mixed-precision config over the model / ddp, comm_overlap over both
     file_gpus = _launcher_gpus(list(launch), where)
@@ -783,16 +786,17 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if g is None:
         raise PlannerError(f"{where}the launch does not give the GPU count", "pass --gpus N")
     if "ddp.grad_reduce_in_fp32" in overrides and overrides["ddp.grad_reduce_in_fp32"] != mp["grad_reduce_in_fp32"]:
-        assumed.append(f"ddp.grad_reduce_in_fp32={_v(mp['grad_reduce_in_fp32'])}: the mixed-precision config's, which "
-                       "Bridge lays over the ddp config (mixed_precision.py update_config_with_precision_overrides "
-                       "l. 125-151), not the override's")
+        assumed.append(listed("assumed", "ddp.grad_reduce_in_fp32", _v(mp['grad_reduce_in_fp32']),
+                              "the mixed-precision config's, which "
+                              "Bridge lays over the ddp config (mixed_precision.py update_config_with_precision_overrides "
+                              "l. 125-151), not the override's"))
     _check_field_types(mp, co, where)
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
     job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g)
     if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
-        assumed.append(f"comm_overlap.tp_comm_overlap_cfg: the recipe's {rec.ub_cfg} {UB_NOTE}")
+        assumed.append(noted("assumed", "comm_overlap.tp_comm_overlap_cfg", f"the recipe's {rec.ub_cfg} {UB_NOTE}"))
     # the model: the recipe's (its shape), checked against --model
     shape = {a: (a, v) for a, v in rec.shape.items()}
     if model is not None:
@@ -850,9 +854,11 @@ def _cp_job(cfg: dict, job: dict, where: str, ignored: list) -> None:
         if v == "a2a+p2p":
             job["hierarchical_cp_sizes"] = list(sizes)
     elif job["cp"] == 1 and v is not None:
-        ignored.append(listed("ignored", "model.cp_comm_type", v, "context_parallel_size 1: no context parallelism", str))
+        ignored.append(listed("ignored", "model.cp_comm_type", v,
+                              "context_parallel_size 1: no context parallelism", str))
     if sizes is not None and "hierarchical_cp_sizes" not in job:
-        ignored.append(listed("ignored", "model.hierarchical_context_parallel_sizes", sizes, "read by model.cp_comm_type "
+        ignored.append(listed("ignored", "model.hierarchical_context_parallel_sizes", sizes,
+                              "read by model.cp_comm_type "
                               "a2a+p2p only, at context_parallel_size > 1", _v))
 
 
@@ -875,11 +881,13 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
     mode = cfg["optimizer.muon_tp_mode"]
     if name == "adam":
         if not flag("optimizer.muon_split_qkv"):
-            assumed.append("optimizer.muon_split_qkv=false: Muon's q / k / v split, no effect under optimizer.optimizer="
-                           f"{opt} (no Newton-Schulz)")
+            assumed.append(listed("assumed", "optimizer.muon_split_qkv", False,
+                                  "Muon's q / k / v split, no effect under optimizer.optimizer="
+                                  f"{opt} (no Newton-Schulz)"))
         if mode != "blockwise":
-            assumed.append(f"optimizer.muon_tp_mode={_shown(mode)}: Muon's TP mode, no effect under optimizer.optimizer="
-                           f"{opt} (no Newton-Schulz)")
+            assumed.append(listed("assumed", "optimizer.muon_tp_mode", _shown(mode),
+                                  "Muon's TP mode, no effect under optimizer.optimizer="
+                                  f"{opt} (no Newton-Schulz)"))
         return False
     if mode not in ("blockwise", "duplicated"):
         raise PlannerError(f"{where}optimizer.muon_tp_mode={_shown(mode)}: not a Muon TP mode the planner prices "
@@ -909,9 +917,10 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
         job["muon_split_qkv"] = False
     if layer_wise:
         job["sharding_mode"], job["sharding"], job["optimizer_whole_tensors"] = "distributed_optimizer", "zero1", True
-        assumed.append(f"optimizer.optimizer={opt}: Muon's LayerWiseDistributedOptimizer (muon.py @905c0e386 l. 343-354), "
-                       "each parameter whole on one dp x cp rank by size in ping-pong order (layer_wise_optimizer.py "
-                       "l. 105-150), priced as the megatron stack's zero1 Muon on its legacy path (optimizer_whole_tensors)")
+        assumed.append(listed("assumed", "optimizer.optimizer", opt,
+                              "Muon's LayerWiseDistributedOptimizer (muon.py @905c0e386 l. 343-354), "
+                              "each parameter whole on one dp x cp rank by size in ping-pong order (layer_wise_optimizer.py "
+                              "l. 105-150), priced as the megatron stack's zero1 Muon on its legacy path (optimizer_whole_tensors)"))
     return layer_wise
 
 
@@ -976,11 +985,13 @@ def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tup
             deleted.add(k)
             if known:
                 was = _v(base[k]) if k in base and not isinstance(base[k], dict) else "its section's values"
-                assumed.append(f"{src}: {k} deleted from the merged config, so the recipe's value stands ({was}): Bridge "
-                               "lays back only the keys the dict holds (omegaconf_utils.py _apply_overrides l. 452-489)")
+                assumed.append(noted("assumed", src,
+                                     f"{k} deleted from the merged config, so the recipe's value stands ({was}): Bridge "
+                                     "lays back only the keys the dict holds (omegaconf_utils.py _apply_overrides l. 452-489)"))
             else:
-                ignored.append(f"{src} (a key the planner does not read: Hydra deletes it where the recipe's config "
-                               "holds it, and the recipe's value stands; it refuses the deletion otherwise)")
+                ignored.append(noted("ignored", src, "a key the planner does not read: Hydra deletes it where the "
+                                     "recipe's config holds it, and the recipe's value stands; it refuses the deletion "
+                                     "otherwise"))
             continue
         if form == "set" and k in PROPERTIES and k not in overrides:
             raise PlannerError(f"{where}{src}: {k} is a property of the dataset config, not a field, so the merged "
@@ -1012,14 +1023,15 @@ def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tup
         deleted.discard(k)
         if k in overrides:
             if source.get(k) and form != "merge":
-                assumed.append(f"{k}: {_v(overrides[k])} in {source[k]}, then {_v(v)} on the command line: the command "
-                               "line's stands (process_config_with_overrides merges the file, then applies the "
-                               "overrides: omegaconf_utils.py l. 135-148)")
+                assumed.append(noted("assumed", k,
+                                     f"{_v(overrides[k])} in {source[k]}, then {_v(v)} on the command line: the command "
+                                     "line's stands (process_config_with_overrides merges the file, then applies the "
+                                     "overrides: omegaconf_utils.py l. 135-148)"))
             else:
                 # Hydra applies the overrides in their order (ConfigLoaderImpl._apply_overrides_to_config, called by
                 # omegaconf_utils.py parse_hydra_overrides l. 157-181): the last value stands, in the last one's place
-                assumed.append(f"{k} given twice ({_v(overrides[k])}, then {_v(v)}): the last stands, as Hydra "
-                               "applies the overrides in order")
+                assumed.append(Note(f"{k} given twice ({_v(overrides[k])}, then {_v(v)})", "assumed",
+                                    ((k, read_value(_v(v))),), "the last stands, as Hydra applies the overrides in order"))
             del overrides[k]
         overrides[k] = v
         source[k] = src if form == "merge" else ""
@@ -1087,8 +1099,9 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
     for f, v in own.items():
         val = co.get(f) if co.get(f) is not None else v
         cfg[("model." if "p2p" in f else "ddp.") + f] = val
-    assumed.append("comm_overlap: the recipe's CommOverlapConfig sets the p2p and data-parallel overlap "
-                   "(training/comm_overlap.py), its stated fields over its own defaults")
+    assumed.append(noted("assumed", "comm_overlap",
+                         "the recipe's CommOverlapConfig sets the p2p and data-parallel overlap "
+                         "(training/comm_overlap.py), its stated fields over its own defaults"))
     # and the DDP bucket: 128 Mi parameters where dp > 1 (_get_optimizer_overlap_cfgs l. 560-580), else Megatron-Core's
     # max(40e6, 1e6 x dp x cp) (distributed_data_parallel.py @905c0e386 l. 64-65), which the stack prices
     from ..catalog import load_stack
@@ -1102,8 +1115,9 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
             and isinstance(strat, str) and strat in MFSDP_MODES:
         not_modelled.extend(_mfsdp_bucket(bucket, whose, strat, priced))
     elif bucket is not None and bucket != priced:
-        not_modelled.append(f"DDP bucket {bucket:,} parameters ({whose}; priced at Megatron-Core's {priced:,.0f}: the "
-                            "data-parallel collectives' count)")
+        not_modelled.append(listed("not_modelled", "DDP bucket", bucket, f"{whose}; priced at Megatron-Core's "
+                                   f"{priced:,.0f}: the data-parallel collectives' count", show=f"{bucket:,} parameters",
+                                   spaced=True))
 
 
 def _mfsdp_buffers(cfg: dict, job: dict, mfsdp: bool, where: str, assumed: list, ignored: list,
@@ -1144,10 +1158,11 @@ def _mfsdp_buffers(cfg: dict, job: dict, mfsdp: bool, where: str, assumed: list,
     if outer == "optim":
         if job.get("sharding") == "hsdp":
             job["mfsdp_outer_optim"] = True
-            assumed.append("mfsdp_outer_optim=true: ddp.outer_dp_sharding_strategy=optim under HSDP: the fp32 main "
-                           "weights and Adam's moments over dp x cp, the 16-bit weights and main gradients in the shard "
-                           "group's buffers (Megatron-Core 905c0e386 megatron_fsdp/param_and_grad_buffer.py "
-                           "l. 1944-1961, 2172-2241; planner/memory.py [oo], step.py [29])")
+            assumed.append(listed("assumed", "mfsdp_outer_optim", True,
+                                  "ddp.outer_dp_sharding_strategy=optim under HSDP: the fp32 main "
+                                  "weights and Adam's moments over dp x cp, the 16-bit weights and main gradients in the shard "
+                                  "group's buffers (Megatron-Core 905c0e386 megatron_fsdp/param_and_grad_buffer.py "
+                                  "l. 1944-1961, 2172-2241; planner/memory.py [oo], step.py [29])"))
         else:
             ignored.append(listed("ignored", "ddp.outer_dp_sharding_strategy", "optim", "no HSDP (ddp.num_distributed_"
                                   "optimizer_instances 1): Megatron-FSDP reads it only under hybrid FSDP, "
@@ -1155,11 +1170,12 @@ def _mfsdp_buffers(cfg: dict, job: dict, mfsdp: bool, where: str, assumed: list,
     if db or ub:  # (no_shard is not a strategy the reader takes: bridge_sharding.MFSDP_MODES)
         job["mfsdp_double_buffer"] = True
         why = "ddp.fsdp_double_buffer=true" if db else "ddp.nccl_ub=true, which sets it (l. 1663-1670)"
-        assumed.append(f"mfsdp_double_buffer=true: {why}: Megatron-FSDP's fixed pools, two persistent buffers of a "
-                       "layer unit's gathered weights and two of its gradient bucket (Megatron-Core 905c0e386 "
-                       "megatron_fsdp/param_and_grad_buffer.py l. 1969-2003; planner/memory.py [db])"
-                       + ("; ddp.nccl_ub allocates every Megatron-FSDP buffer from NCCL's memory pool, a private pool "
-                          "of the caching allocator: counted in the allocated and reserved peaks" if ub else ""))
+        assumed.append(listed("assumed", "mfsdp_double_buffer", True,
+                              f"{why}: Megatron-FSDP's fixed pools, two persistent buffers of a "
+                              "layer unit's gathered weights and two of its gradient bucket (Megatron-Core 905c0e386 "
+                              "megatron_fsdp/param_and_grad_buffer.py l. 1969-2003; planner/memory.py [db])"
+                              + ("; ddp.nccl_ub allocates every Megatron-FSDP buffer from NCCL's memory pool, a private pool "
+                              "of the caching allocator: counted in the allocated and reserved peaks" if ub else "")))
 
 
 def _mfsdp_bucket(bucket: int, whose: str, strat: str, priced: float) -> list[str]:
@@ -1173,17 +1189,18 @@ def _mfsdp_bucket(bucket: int, whose: str, strat: str, priced: float) -> list[st
     Priced: optim / optim_grads as the distributed optimizer, in Megatron-Core DDP's buckets (listed only where the
     bucket differs); optim_grads_params one collective per FSDP unit (a layer), whatever the bucket."""
     if MFSDP_MODES[strat][1] == "fsdp":
-        return [f"DDP bucket {bucket:,} parameters ({whose}; Megatron-FSDP {strat} cuts by it only the parameters "
-                "outside its FSDP units, the embedding, final norm and output layer, one collective a bucket: "
-                "megatron_fsdp/param_and_grad_buffer.py @905c0e386 l. 1474-1486, megatron_fsdp.py l. 269-271, 355; "
-                "priced one collective per FSDP unit, a layer, whatever the bucket)"]
+        return [listed("not_modelled", "DDP bucket", bucket, f"{whose}; Megatron-FSDP {strat} cuts by it only the "
+                       "parameters outside its FSDP units, the embedding, final norm and output layer, one collective a "
+                       "bucket: megatron_fsdp/param_and_grad_buffer.py @905c0e386 l. 1474-1486, megatron_fsdp.py "
+                       "l. 269-271, 355; priced one collective per FSDP unit, a layer, whatever the bucket",
+                       show=f"{bucket:,} parameters", spaced=True)]
     if bucket == priced:
         return []
-    return [f"DDP bucket {bucket:,} parameters ({whose}; Megatron-FSDP {strat} builds no FSDP units at 905c0e386 "
-            "(mcore_fsdp_adapter.py l. 117-123) and cuts every parameter group by it, one reduce-scatter a bucket "
-            "(megatron_fsdp/param_and_grad_buffer.py l. 1474-1486), its reduce-scatter queue max(1e9, it) "
-            f"(megatron_fsdp.py l. 384-407); priced at Megatron-Core DDP's {priced:,.0f}: the data-parallel "
-            "collectives' count)"]
+    return [listed("not_modelled", "DDP bucket", bucket, f"{whose}; Megatron-FSDP {strat} builds no FSDP units at "
+                   "905c0e386 (mcore_fsdp_adapter.py l. 117-123) and cuts every parameter group by it, one "
+                   "reduce-scatter a bucket (megatron_fsdp/param_and_grad_buffer.py l. 1474-1486), its reduce-scatter "
+                   f"queue max(1e9, it) (megatron_fsdp.py l. 384-407); priced at Megatron-Core DDP's {priced:,.0f}: the "
+                   "data-parallel collectives' count", show=f"{bucket:,} parameters", spaced=True)]
 
 
 def _divisible_by(vocab: int) -> int:
@@ -1256,8 +1273,9 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
             raise PlannerError(f"{where}model.vocab_size=null with tokenizer {_v(kind)} {_v(name)}: Bridge builds that "
                                f"tokenizer's size in rows ({SETUP_VOCAB}), which the planner does not know",
                                "give model.vocab_size: the rows the run builds")
-        not_modelled.append(f"tokenizer {_v(kind)} {_v(name)}: its size, which Bridge requires model.vocab_size={rows} "
-                            f"to reach ({SETUP_VOCAB}), is not known to the planner: not checked")
+        not_modelled.append(noted("not_modelled", f"tokenizer {_v(kind)} {_v(name)}", f"its size, which Bridge "
+                                  f"requires model.vocab_size={rows} to reach ({SETUP_VOCAB}), is not known to the "
+                                  "planner: not checked", ruled=True))
     elif rows is not None and count("model.vocab_size", rows) < tokens:
         raise PlannerError(f"{where}model.vocab_size={rows}: fewer rows than {what}, which Bridge refuses "
                            f"({SETUP_VOCAB}: 'cannot be smaller than tokenizer's vocab_size')",
@@ -1273,9 +1291,10 @@ def _vocab_rows(cfg: dict, rec: Recipe, given: bool, job: dict, where: str, assu
                                "of the catalog model without an embedding row, which the planner does not price",
                                f"give model.vocab_size (at least {own:,})")
         job["padded_vocab_size"] = padded
-        assumed.append(f"padded_vocab_size {padded:,}: model.vocab_size=null, so Bridge pads {what} to a multiple of "
-                       f"make_vocab_size_divisible_by {d} x tp {job['tp']} ({SETUP_VOCAB}; models/gpt_provider.py "
-                       "l. 244-250; utils/vocab_utils.py l. 57-71)")
+        assumed.append(listed("assumed", "padded_vocab_size", padded, f"model.vocab_size=null, so Bridge pads {what} "
+                              f"to a multiple of make_vocab_size_divisible_by {d} x tp {job['tp']} ({SETUP_VOCAB}; "
+                              "models/gpt_provider.py l. 244-250; utils/vocab_utils.py l. 57-71)", show=f"{padded:,}",
+                              spaced=True))
     elif given:
         job["padded_vocab_size"] = rows
     if cfg["model.make_vocab_size_divisible_by"] != _recipe_divisor(rec) and rows is not None:
@@ -1367,7 +1386,8 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         if method == "block" and isinstance(n, int):
             job["recompute_layers"] = n * vpp
         elif method == "uniform" and n not in (None, 1):
-            not_modelled.append(listed("not_modelled", "model.recompute_num_layers", n, f"uniform chunks of {n} layers: "
+            not_modelled.append(listed("not_modelled", "model.recompute_num_layers", n,
+                                       f"uniform chunks of {n} layers: "
                                        "only each chunk's input is saved, less than priced", str))
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}model.recompute_method={method}", "valid: uniform, block")
@@ -1421,17 +1441,20 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
                                    "Megatron-Core asserts (dp x cp) % instances == 0")
             job["sharding_mode"], job["sharding"], job["shard_group"] = HSDP_MODE, "hsdp", dp_all // n
         if flag("model.gradient_accumulation_fusion"):
-            assumed.append("model.gradient_accumulation_fusion=false: Bridge turns it off under Megatron-FSDP "
-                           "(training/config.py l. 1554-1557)")
+            assumed.append(listed("assumed", "model.gradient_accumulation_fusion", False,
+                                  "Bridge turns it off under Megatron-FSDP "
+                                  "(training/config.py l. 1554-1557)"))
         if not mp["grad_reduce_in_fp32"]:
-            assumed.append("Megatron-FSDP's main gradients fp32 (4 B) with grad_reduce_in_fp32 false: Bridge builds "
-                           "Megatron-Core 905c0e386's FullyShardedDataParallel with its main_grads_dtype default float32 "
-                           "(models/common/unimodal.py l. 232-241; mcore_fsdp_adapter.py l. 73-75, 92-97)")
+            assumed.append(noted("assumed", "Megatron-FSDP's main gradients fp32 (4 B) with grad_reduce_in_fp32 false",
+                                 "Bridge builds Megatron-Core 905c0e386's FullyShardedDataParallel with its "
+                                 "main_grads_dtype default float32 (models/common/unimodal.py l. 232-241; "
+                                 "mcore_fsdp_adapter.py l. 73-75, 92-97)"))
     _mfsdp_buffers(cfg, job, mfsdp, where, assumed, ignored, not_modelled)
     dist = flag("ddp.use_distributed_optimizer") or flag("optimizer.use_distributed_optimizer")
     if not mfsdp and num("ddp.num_distributed_optimizer_instances") > 1:
-        not_modelled.append(f"ddp.num_distributed_optimizer_instances={cfg['ddp.num_distributed_optimizer_instances']}: "
-                            "the optimizer is sharded over dp / instances, priced over dp")
+        not_modelled.append(listed("not_modelled", "ddp.num_distributed_optimizer_instances",
+                                   cfg["ddp.num_distributed_optimizer_instances"], "the optimizer is sharded over dp / "
+                                   "instances, priced over dp", ruled=True))
     if mfsdp:
         pass
     elif fsdp2:  # Megatron-Core's TorchFullyShardedDataParallel (models/common/unimodal.py l. 217-222)
@@ -1449,18 +1472,21 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     if flag("ddp.overlap_param_gather") and layer_wise:
         # the layer-wise optimizer's async all-gather (muon.py @905c0e386 l. 347-354: async_allgather=config.
         # overlap_param_gather): priced as the megatron stack prices its legacy path's (step._layerwise_gather)
-        assumed.append("ddp.overlap_param_gather=true: the layer-wise optimizer's parameter all-gather deferred to the "
-                       "forward (muon.py @905c0e386 l. 347-354), priced as the megatron stack's whole-tensor path's "
-                       "(step._layerwise_gather: per-bucket gathers where the DP overlap is on)")
+        assumed.append(listed("assumed", "ddp.overlap_param_gather", True,
+                              "the layer-wise optimizer's parameter all-gather deferred to the "
+                              "forward (muon.py @905c0e386 l. 347-354), priced as the megatron stack's whole-tensor path's "
+                              "(step._layerwise_gather: per-bucket gathers where the DP overlap is on)"))
     elif flag("ddp.overlap_param_gather") and not dist:
-        ignored.append(listed("ignored", "ddp.overlap_param_gather", True, "no distributed optimizer: nothing to gather"))
+        ignored.append(listed("ignored", "ddp.overlap_param_gather", True,
+                              "no distributed optimizer: nothing to gather"))
     if job["pp"] > 1 and vpp > 1 and not flag("model.overlap_p2p_comm"):
         job["pp_p2p_overlap"] = False
     job["tp_comm_overlap"] = bool(co and co.get("tp_comm_overlap"))
     if job["tp_comm_overlap"] and not (job["tp"] > 1 and job["sequence_parallel"]):
         job["tp_comm_overlap"] = False  # comm_overlap.py l. 440-450 turns it off
-        assumed.append("tp_comm_overlap=false: Bridge turns TP overlap off below TP 2 or without sequence parallelism "
-                       "(training/comm_overlap.py _get_model_comm_overlap_cfgs)")
+        assumed.append(listed("assumed", "tp_comm_overlap", False,
+                              "Bridge turns TP overlap off below TP 2 or without sequence parallelism "
+                              "(training/comm_overlap.py _get_model_comm_overlap_cfgs)"))
     if flag("dist.use_tp_pp_dp_mapping"):
         job["rank_order"] = "tp-cp-pp-dp"
     if flag("model.account_for_embedding_in_pipeline_split"):

@@ -135,7 +135,7 @@ from typing import Optional
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import fmt_ignored, words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
-from .report import Note, listed, noted
+from .report import Note, json_value, listed, noted
 from .launch_files import Naming, launch_file
 from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
@@ -260,9 +260,10 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
         # among them (the Megatron reader's rule): the fork's size given it
         v = _int(where, flags, "--vocab-size")
         flags["--vocab-size"] = str(v + 1)
-        assumed.append(f"vocab_size: --tokenizer-type NullTokenizer --vocab-size {v:,}: {v + 1:,} tokens, the fork's "
-                       f"NullTokenizer adding the end-of-document id ({MDS_COMMIT} megatron/tokenizer/tokenizer.py "
-                       "l. 510-514)")
+        assumed.append(noted("assumed", "vocab_size",
+                             f"--tokenizer-type NullTokenizer --vocab-size {v:,}: {v + 1:,} tokens, the fork's "
+                             f"NullTokenizer adding the end-of-document id ({MDS_COMMIT} megatron/tokenizer/tokenizer.py "
+                             "l. 510-514)"))
     _bigscience(flags, ds, where, ignored, assumed, unmodelled)
     _deepspeed_moe(flags, ds, where, ignored, assumed)
     for k in ds:
@@ -276,10 +277,11 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
             raise PlannerError(f"{where}--no-pipeline-parallel with --pipeline-model-parallel-size {pp}",
                                f"Megatron-DeepSpeed asserts pipeline_model_parallel_size == 1 with it ({MDS_COMMIT} "
                                "megatron/arguments.py l. 94-96)")
-        assumed.append(f"--no-pipeline-parallel: Megatron's GPTModel, not DeepSpeed's pipeline model GPTModelPipe "
-                       f"({MDS_COMMIT} pretrain_gpt.py model_provider l. 51, 83): no PipelineEngine, so the JSON's ZeRO "
-                       "stage 2 or 3 runs and its overlap_comm acts (DeepSpeed's engine turns it off only for a "
-                       "PipelineModule, engine.py @38327e07 l. 1639-1642); the same layers")
+        assumed.append(noted("assumed", "--no-pipeline-parallel",
+                             "Megatron's GPTModel, not DeepSpeed's pipeline model GPTModelPipe "
+                             f"({MDS_COMMIT} pretrain_gpt.py model_provider l. 51, 83): no PipelineEngine, so the JSON's ZeRO "
+                             "stage 2 or 3 runs and its overlap_comm acts (DeepSpeed's engine turns it off only for a "
+                             "PipelineModule, engine.py @38327e07 l. 1639-1642); the same layers"))
     sp = _int(where, ds, "--ds-sequence-parallel-size", 1)
     if sp > 1:
         raise PlannerError(f"{where}--ds-sequence-parallel-size {sp}: DeepSpeed-Ulysses sequence parallelism is not "
@@ -295,8 +297,9 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
         ignored.append(listed("ignored", "--remote-device", "none", "parameters initialised on the GPU"))
     if "--cpu-optimizer" in ds:
         torch_adam = "torch.optim.AdamW, --cpu_torch_adam" if "--cpu_torch_adam" in ds else "DeepSpeedCPUAdam"
-        unmodelled.append(f"--cpu-optimizer (the optimizer on the host, {torch_adam}: {MDS_COMMIT} "
-                          "megatron/optimizer/__init__.py l. 83-94; its states priced on the GPU, an upper bound)")
+        unmodelled.append(noted("unmodelled", "--cpu-optimizer", f"the optimizer on the host, {torch_adam}: "
+                                f"{MDS_COMMIT} megatron/optimizer/__init__.py l. 83-94; its states priced on the GPU, an "
+                                "upper bound", ruled=False))
     elif "--cpu_torch_adam" in ds:
         ignored.append(noted("ignored", "--cpu_torch_adam", f"read only with --cpu-optimizer, {MDS_COMMIT} "
                              "megatron/optimizer/__init__.py l. 83-86: the GPU optimizer is apex FusedAdam"))
@@ -306,18 +309,20 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
         given = {f: flags.get(f) for f in ("--recompute-granularity", "--recompute-method", "--recompute-num-layers")
                  if f in flags}
         flags.update({"--recompute-granularity": "full", "--recompute-method": "uniform", "--recompute-num-layers": str(n)})
-        assumed.append(f"recompute=full: --checkpoint-activations re-runs every layer in chunks of --checkpoint-num-layers "
-                       f"{n} ({MDS_COMMIT} megatron/model/transformer.py l. 2082, gpt_model.py l. 446-447)"
-                       + (f"; it wins over {', '.join(f'{k} {v}' for k, v in given.items())}" if given else ""))
+        assumed.append(listed("assumed", "recompute", "full",
+                              "--checkpoint-activations re-runs every layer in chunks of --checkpoint-num-layers "
+                              f"{n} ({MDS_COMMIT} megatron/model/transformer.py l. 2082, gpt_model.py l. 446-447)"
+                              + (f"; it wins over {', '.join(f'{k} {v}' for k, v in given.items())}" if given else "")))
     elif "--checkpoint-num-layers" in ds:
         ignored.append(listed("ignored", "--checkpoint-num-layers", ds["--checkpoint-num-layers"],
                               "no --checkpoint-activations", str))
     elif pipe and flags.get("--recompute-granularity") == "full" and flags.get("--recompute-method") != "uniform":
         dropped = {f: flags.pop(f) for f in ("--recompute-granularity", "--recompute-method", "--recompute-num-layers")
                    if f in flags}
-        ignored.append(f"{' '.join(f'{k}={v}' for k, v in dropped.items())} (DeepSpeed's pipeline model re-runs layers "
-                       f"only with --checkpoint-activations or the uniform method: {MDS_COMMIT} megatron/model/gpt_model.py "
-                       "l. 446-452, interval 0; recompute none)")
+        ignored.append(Note(" ".join(f"{k}={v}" for k, v in dropped.items()), "ignored",
+                            tuple((k, json_value(v)) for k, v in dropped.items()), "DeepSpeed's pipeline model re-runs "
+                            f"layers only with --checkpoint-activations or the uniform method: {MDS_COMMIT} "
+                            "megatron/model/gpt_model.py l. 446-452, interval 0; recompute none"))
     recompute = flags.get("--recompute-granularity") in ("full", "selective") or "--recompute-activations" in flags
     dsac = "--deepspeed-activation-checkpointing" in ds
     if dsac:
@@ -327,11 +332,12 @@ def split_flags(flags: dict, where: str, stack: Optional[str] = None) -> tuple[d
     full = flags.get("--recompute-granularity") == "full"
     if "--partition-activations" in ds and dsac and full and tp > 1:  # priced: the job's partition_activations
         ds["_partition"] = True
-        assumed.append(f"partition_activations=true: --partition-activations with --deepspeed-activation-checkpointing: "
-                       f"each of the {tp} TP ranks keeps 1/{tp} of every re-run layer's input, all-gathered before its "
-                       "re-run (deepspeed.checkpointing.configure, "
-                       f"{MDS_COMMIT} megatron/initialize.py l. 186-194; DeepSpeed @38327e07 activation_checkpointing/"
-                       "checkpointing.py l. 377-430, 266-300)")
+        assumed.append(listed("assumed", "partition_activations", True,
+                              "--partition-activations with --deepspeed-activation-checkpointing: "
+                              f"each of the {tp} TP ranks keeps 1/{tp} of every re-run layer's input, all-gathered before its "
+                              "re-run (deepspeed.checkpointing.configure, "
+                              f"{MDS_COMMIT} megatron/initialize.py l. 186-194; DeepSpeed @38327e07 activation_checkpointing/"
+                              "checkpointing.py l. 377-430, 266-300)"))
     for flag, what, needs_tp in (("--partition-activations", "the kept layer inputs split over the TP ranks under "
                                   "selective recompute", True),
                                  ("--checkpoint-in-cpu", "the kept layer inputs moved to the host", False),
@@ -390,8 +396,9 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
                            "megatron/model/transformer.py l. 1651-1652)", "give one count")
     if max(counts) <= 1 or (L is not None and L // N == 0):  # no layer gets experts: a dense model (gpt_model.py l. 373-374)
         if given or vals:
-            ignored.append(f"{', '.join((['--num-experts'] if vals else []) + given)} (no MoE layer: --num-experts "
-                           f"{' '.join(vals) or 1} over --expert-interval {N}, a dense model)")
+            ignored.append(Note(", ".join((["--num-experts"] if vals else []) + given), "ignored",
+                                tuple((f, None) for f in (["--num-experts"] if vals else []) + given), "no MoE layer: "
+                                f"--num-experts {' '.join(vals) or 1} over --expert-interval {N}, a dense model"))
         for f in given:
             ds.pop(f)
         return
@@ -431,8 +438,8 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
     flags["--moe-pad-expert-input-to-capacity"] = True
     if "--moe-loss-coeff" in ds:
         flags["--moe-aux-loss-coeff"] = [str(ds["--moe-loss-coeff"])]
-    assumed.append(f"DeepSpeed-MoE ({MDS_COMMIT} megatron/model/transformer.py l. 1060-1082): {E} experts of --ffn-hidden-size "
-                   f"on every layer i (1-based) with i % {N} == 0 (--expert-interval {N}"
+    assumed.append(noted("assumed", f"DeepSpeed-MoE ({MDS_COMMIT} megatron/model/transformer.py l. 1060-1082)",
+                   f"{E} experts of --ffn-hidden-size on every layer i (1-based) with i % {N} == 0 (--expert-interval {N}"
                    + ("" if "--expert-interval" in ds else ", the fork's default") + f"), top-{k}"
                    + ("" if "--topk" in ds else " (--topk absent: the fork's default)") + f", capacity factor {cf} with every "
                    f"expert padded to it, at least {ds.get('--moe-min-capacity', 4)} slots (--moe-min-capacity"
@@ -440,7 +447,7 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
                    + f"; the job's moe_min_capacity, C = max(ceil(k x tokens x cf / E), it): layers/moe.py [18]) ({DS_MOE}/sharded_moe.py _capacity l. 161-170, MOELayer.forward l. 609), EP "
                    f"{ds.get('--moe-expert-parallel-size', 1)}, expert TP "
                    + (f"{tp} (--enable-expert-tensor-parallelism)" if "--enable-expert-tensor-parallelism" in ds and tp > 1
-                      else "1 (experts whole on each TP rank)") + "; the dispatch MOELayer's all-to-all (alltoall)")
+                      else "1 (experts whole on each TP rank)") + "; the dispatch MOELayer's all-to-all (alltoall)"))
     for flag, why in (("--moe-eval-capacity-factor", "evaluation only"),
                       ("--disable-moe-top2-2nd-expert-sampling", "which second expert top-2 takes: numerics only"),
                       ("--create-moe-param-group", "the MoE parameters' optimizer groups, which DeepSpeed's ZeRO-1/2 needs "
@@ -448,8 +455,9 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
         if flag in ds:
             ignored.append(_flag_note(flag, ds[flag], why))
     if "--moe-loss-coeff" not in ds:
-        assumed.append("--moe-loss-coeff absent: the fork's 0.1 scales the gate's loss, computed whatever the value "
-                       "(moe_aux_loss_coeff 0: the stack prices no router saves, memory.moe_routing_saved off)")
+        assumed.append(noted("assumed", "--moe-loss-coeff absent", "the fork's 0.1 scales the gate's loss, computed "
+                             "whatever the value (moe_aux_loss_coeff 0: the stack prices no router saves, "
+                             "memory.moe_routing_saved off)"))
 
 
 def _glu(flags: dict, ds: dict, where: str, assumed: list) -> None:
@@ -476,13 +484,14 @@ def _glu(flags: dict, ds: dict, where: str, assumed: list) -> None:
     h = _int(where, flags, "--hidden-size")
     if "--ffn-hidden-size" not in flags and h is not None:
         flags["--ffn-hidden-size"] = str(4 * h)
-        assumed.append(f"ffn_hidden_size={4 * h:,}: the fork's default 4 x --hidden-size, with --glu-activation too "
-                       "(497aa1bf megatron/arguments.py l. 242-243)")
-    assumed.append(f"gated_mlp=true: --glu-activation {glu} (x1 * {GLU_PRICED[glu]}(x2) over dense_h_to_4h's 2 x "
-                   "--ffn-hidden-size, 497aa1bf megatron/model/transformer.py l. 73-104, glu_activations.py), with "
-                   "--no-bias-gelu-fusion, which the fork requires with it (arguments.py l. 285-286): its bias add and GLU "
-                   "run unfused, priced at the stack's gated-activation figures (stack_db megatron-deepspeed-bigscience "
-                   "uncertain)")
+        assumed.append(listed("assumed", "ffn_hidden_size", 4 * h, "the fork's default 4 x --hidden-size, with "
+                              "--glu-activation too (497aa1bf megatron/arguments.py l. 242-243)", show=f"{4 * h:,}"))
+    assumed.append(listed("assumed", "gated_mlp", True,
+                          f"--glu-activation {glu} (x1 * {GLU_PRICED[glu]}(x2) over dense_h_to_4h's 2 x "
+                          "--ffn-hidden-size, 497aa1bf megatron/model/transformer.py l. 73-104, glu_activations.py), with "
+                          "--no-bias-gelu-fusion, which the fork requires with it (arguments.py l. 285-286): its bias add and GLU "
+                          "run unfused, priced at the stack's gated-activation figures (stack_db megatron-deepspeed-bigscience "
+                          "uncertain)"))
 
 
 def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list, unmodelled: list) -> None:
@@ -492,16 +501,18 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
     pos = flags.get("--position-embedding-type")
     if pos in BIGSCIENCE_POSITIONS and pos != BIGSCIENCE_POSITIONS[pos]:
         flags["--position-embedding-type"] = BIGSCIENCE_POSITIONS[pos]
-        assumed.append(f"--position-embedding-type {pos}: BigScience's spelling of {BIGSCIENCE_POSITIONS[pos]} "
-                       f"({BIGSCIENCE_COMMIT} megatron/enums.py PositionEmbeddingType)")
+        assumed.append(listed("assumed", "--position-embedding-type", pos,
+                              f"BigScience's spelling of {BIGSCIENCE_POSITIONS[pos]} "
+                              f"({BIGSCIENCE_COMMIT} megatron/enums.py PositionEmbeddingType)", spaced=True))
     if flags.get("--position-embedding-type") == "alibi":
         # [3] transformer.py l. 283-327, 491-498, 592-619: the [b x heads/tp, 1, s] bias is the baddbmm's input with
         # beta 1 (1 / layer number with query-key layer scaling); no parameters, no gradient
-        assumed.append("--position-embedding-type alibi: the model's ALiBi positions, no parameters; the eager core's "
+        assumed.append(listed("assumed", "--position-embedding-type", "alibi", spaced=True, reason="the model's ALiBi "
+                       "positions, no parameters; the eager core's "
                        "bias is torch.baddbmm's input, beta != 0: PyTorch copies the [micro-batch x heads/tp, 1, s] bias, "
                        "expanded, into the [.., s, s] score buffer and the GEMM reads it back, 2 + 2 bytes a score element "
                        "each forward, priced (eager_core_alibi_s; layers/attention.py [12]: "
-                       f"{BIGSCIENCE_COMMIT} megatron/model/transformer.py l. 283-327, 592-619)")
+                       f"{BIGSCIENCE_COMMIT} megatron/model/transformer.py l. 283-327, 592-619)"))
     if "--pad-vocab-size-to" in ds:
         v = _int(where, ds, "--pad-vocab-size-to")
         div = _int(where, flags, "--make-vocab-size-divisible-by", 128)
@@ -512,8 +523,9 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
                                "megatron/tokenizer/tokenizer.py l. 72-82, arguments.py l. 372-375): pad to a multiple")
         if "--padded-vocab-size" not in flags:
             flags["--padded-vocab-size"] = str(v)
-        assumed.append(f"vocab_size={v:,}: --pad-vocab-size-to, the embedding's rows ({BIGSCIENCE_COMMIT} "
-                       "megatron/tokenizer/tokenizer.py l. 72-82; the tokenizer's own size, at most that, is in its files)")
+        assumed.append(listed("assumed", "vocab_size", v, f"--pad-vocab-size-to, the embedding's rows "
+                              f"({BIGSCIENCE_COMMIT} megatron/tokenizer/tokenizer.py l. 72-82; the tokenizer's own size, "
+                              "at most that, is in its files)", show=f"{v:,}"))
     if "--pp-partition-method" in ds:
         method = str(ds["--pp-partition-method"]).strip("\"'").lower()
         kinds = method[len("type:"):].split("|") if method.startswith("type:") else None
@@ -529,14 +541,16 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
             # fork's pipeline fails, is start-up rule DEEPSPEED_PP_SPLIT_ENDS's
             for f in ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"):
                 flags[f] = True
-            assumed.append(f"--pp-partition-method {method}: DeepSpeed's type: partition balances the layers whose "
+            assumed.append(listed("assumed", "--pp-partition-method", method, spaced=True, reason="DeepSpeed's type: "
+                           "partition balances the layers whose "
                            "class matches (the 70 ParallelTransformerLayerPipe and both tied EmbeddingPipe, the input "
                            "embedding first, the logits last): as account_for_embedding/loss_in_pipeline_split, the first "
                            f"and last stage one transformer layer fewer ({BIGSCIENCE_COMMIT} megatron/model/gpt_model.py "
                            "l. 222-319; microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/module.py l. 409-414)"
-                           .replace("the 70 ", f"the {L} "))
+                           .replace("the 70 ", f"the {L} ")))
         else:
-            ignored.append(f"--pp-partition-method {method} (the fork's default: gpt_model.py l. 310-313)")
+            ignored.append(listed("ignored", "--pp-partition-method", method, "the fork's default: gpt_model.py "
+                                  "l. 310-313", spaced=True))
     if "--abort-on-unmet-fused-kernel-constraints" in ds:  # [3] initialize.py l. 190-207: the job exits at start-up
         s = _int(where, flags, "--seq-length", 1)
         heads = _int(where, flags, "--num-attention-heads", 1)
@@ -550,11 +564,12 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
                                f"{s}, {heads} / {tp} x {b}) are not met, so the job exits at start-up ({BIGSCIENCE_COMMIT} "
                                "megatron/initialize.py l. 190-207)", "meet them, or drop the flag (unfused softmax)")
     if "--sync-tp-duplicated-parameters" in ds:  # the job's sync_tp_duplicated_parameters (merge), priced in step.tp_comm
-        assumed.append("sync_tp_duplicated_parameters=true: --sync-tp-duplicated-parameters (every LayerNorm forward "
-                       "all-reduces its weight and bias over the TP group, and row-parallel linears their bias: "
-                       f"{BIGSCIENCE_COMMIT} megatron/model/fused_layer_norm.py l. 87, 103-105, megatron/mpu/layers.py "
-                       "l. 426, 440-441: small all-reduces of h parameters each, priced in tp_comm, step.py [sy]; the "
-                       "first stage's embedding norm and the last stage's final norm, two more each, not priced)")
+        assumed.append(listed("assumed", "sync_tp_duplicated_parameters", True,
+                              "--sync-tp-duplicated-parameters (every LayerNorm forward "
+                              "all-reduces its weight and bias over the TP group, and row-parallel linears their bias: "
+                              f"{BIGSCIENCE_COMMIT} megatron/model/fused_layer_norm.py l. 87, 103-105, megatron/mpu/layers.py "
+                              "l. 426, 440-441: small all-reduces of h parameters each, priced in tp_comm, step.py [sy]; the "
+                              "first stage's embedding norm and the last stage's final norm, two more each, not priced)"))
 
 
 def model_fields(ds: dict) -> dict:
@@ -608,10 +623,11 @@ def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int,
     per = samples / n  # the fork's rampup_samples_per_increment, a Python float (the assumed line's figure)
     phases = rampup_phases(start, inc, samples, g)  # batch_ramp: the one rule, cited there
     job["batch_size_schedule"] = [{"from_tokens": float(c * seq), "global_batch": b} for c, b in phases]
-    assumed.append(f"batch_size_schedule: --rampup-batch-size {start} {inc} {samples:,}: the batch from {start} up by {inc} "
-                   f"every {per:,.1f} samples to {g} at {phases[-1][0]:,} samples ({phases[-1][0] * seq:,} tokens), {n + 1} "
-                   f"phases, each a multiple of micro-batch x dp {micro_dp} ({BIGSCIENCE_COMMIT} megatron/microbatches.py "
-                   "RampupBatchsizeNumMicroBatches)")
+    assumed.append(noted("assumed", "batch_size_schedule",
+                         f"--rampup-batch-size {start} {inc} {samples:,}: the batch from {start} up by {inc} "
+                         f"every {per:,.1f} samples to {g} at {phases[-1][0]:,} samples ({phases[-1][0] * seq:,} tokens), {n + 1} "
+                         f"phases, each a multiple of micro-batch x dp {micro_dp} ({BIGSCIENCE_COMMIT} megatron/microbatches.py "
+                         "RampupBatchsizeNumMicroBatches)"))
 
 
 def config_text(ds: dict, where: str, script: Path, heredocs: dict) -> tuple[str, str]:
@@ -644,15 +660,18 @@ def _host_optimizer(ds: dict, dj: dict, assumed: list, unmodelled: list) -> None
         return
     unmodelled[:] = [u for u in unmodelled if not u.startswith("--cpu-optimizer")]
     if "--cpu-optimizer" in ds and "--cpu_torch_adam" not in ds:
-        assumed.append(f"offload_optimizer=cpu: the JSON's offload_optimizer, stepped by DeepSpeedCPUAdam (--cpu-optimizer, "
-                       f"{MDS_COMMIT} megatron/optimizer/__init__.py l. 83-94), the stack's host Adam (planner/offload.py)")
+        assumed.append(listed("assumed", "offload_optimizer", "cpu",
+                              "the JSON's offload_optimizer, stepped by DeepSpeedCPUAdam (--cpu-optimizer, "
+                              f"{MDS_COMMIT} megatron/optimizer/__init__.py l. 83-94), the stack's host Adam (planner/offload.py)"))
     elif "--cpu-optimizer" in ds:
-        unmodelled.append(f"--cpu-optimizer --cpu_torch_adam (torch.optim.AdamW steps the offloaded partition, {MDS_COMMIT} "
-                          "megatron/optimizer/__init__.py l. 83-86): priced at DeepSpeedCPUAdam's rate (planner/offload.py)")
+        unmodelled.append(noted("unmodelled", "--cpu-optimizer --cpu_torch_adam (torch.optim.AdamW steps the "
+                                f"offloaded partition, {MDS_COMMIT} megatron/optimizer/__init__.py l. 83-86)", "priced at "
+                                "DeepSpeedCPUAdam's rate (planner/offload.py)"))
     else:
-        unmodelled.append(f"zero_optimization.offload_optimizer cpu without --cpu-optimizer (the engine takes Megatron-"
-                          f"DeepSpeed's GPU apex FusedAdam as the client optimizer for the host partition, {MDS_COMMIT} "
-                          "megatron/optimizer/__init__.py l. 83-116): priced as DeepSpeedCPUAdam (planner/offload.py)")
+        unmodelled.append(noted("unmodelled", "zero_optimization.offload_optimizer cpu without --cpu-optimizer (the "
+                                "engine takes Megatron-DeepSpeed's GPU apex FusedAdam as the client optimizer for the host "
+                                f"partition, {MDS_COMMIT} megatron/optimizer/__init__.py l. 83-116)", "priced as "
+                                "DeepSpeedCPUAdam (planner/offload.py)"))
 
 
 def _batch(cfg, ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: str, dp: int, assumed: list) -> None:
@@ -669,7 +688,7 @@ def _batch(cfg, ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: s
     if "--micro-batch-size" not in flags:
         job["micro_batch"] = dj["micro_batch"]
         cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith("micro_batch=1: --micro-batch-size absent")]
-        assumed.append(f"micro_batch={dj['micro_batch']}: the JSON's (--micro-batch-size absent)")
+        assumed.append(listed("assumed", "micro_batch", dj['micro_batch'], "the JSON's (--micro-batch-size absent)"))
     # the global batch: Megatron's, set on the engine every step
     g, m = job["global_batch"], job["micro_batch"]
     if g % (m * dp):
@@ -678,10 +697,11 @@ def _batch(cfg, ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: s
                            f"which Megatron-DeepSpeed calls every step ({MDS_COMMIT} megatron/training.py l. 1253-1258)",
                            "make --global-batch-size a multiple of micro-batch x dp")
     if stated.get("train_batch_size") is not None and stated["train_batch_size"] != g:
-        assumed.append(f"global_batch={g}: Megatron's, not the JSON's train_batch_size {stated['train_batch_size']}: "
-                       "Megatron-DeepSpeed sets DeepSpeed's batch to dp x --micro-batch-size x micro-batches every step "
-                       f"({MDS_COMMIT} megatron/training.py l. 1253-1258; engine.py set_train_batch_size keeps the "
-                       "micro-batch and sets the accumulation)")
+        assumed.append(listed("assumed", "global_batch", g,
+                              f"Megatron's, not the JSON's train_batch_size {stated['train_batch_size']}: "
+                              "Megatron-DeepSpeed sets DeepSpeed's batch to dp x --micro-batch-size x micro-batches every step "
+                              f"({MDS_COMMIT} megatron/training.py l. 1253-1258; engine.py set_train_batch_size keeps the "
+                              "micro-batch and sets the accumulation)"))
     if "--rampup-batch-size" in ds:
         _rampup(ds, flags, job, where, g, m * dp, assumed)
 
@@ -700,12 +720,13 @@ def _embed_layernorm(ds: dict, flags: dict, job: dict, where: str, dp: int, assu
                 f"250-251: 2 x {h:,} parameters, and its bf16 input kept outside the checkpointed layers, "
                 f"{per / 2**20:,.0f} MiB a micro-batch, {held * per / 2**30:,.2f} GiB at the first stage's {held} in flight")
         if load_model(job["model"]).embedding_norm:  # the model the flags define carries it (model_fields)
-            assumed.append(f"embedding_norm=true: --embed-layernorm ({what}; priced: memory.py [en], with its fp32 row "
-                           "statistics; its forward and backward pass, one LayerNorm on the first stage, which the step "
-                           "prices as a middle stage, not priced)")
+            assumed.append(listed("assumed", "embedding_norm", True,
+                                  f"--embed-layernorm ({what}; priced: memory.py [en], with its fp32 row "
+                                  "statistics; its forward and backward pass, one LayerNorm on the first stage, which the step "
+                                  "prices as a middle stage, not priced)"))
         else:  # --model given without the norm: the model wins, the flag is listed
-            unmodelled.append(f"--embed-layernorm ({what}: the job's model {job['model']} has no embedding_norm, so "
-                              "none priced)")
+            unmodelled.append(noted("unmodelled", "--embed-layernorm", f"{what}: the job's model {job['model']} has no "
+                                    "embedding_norm, so none priced", ruled=False))
 
 
 def _zero_stage(ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: str, pipe: bool, pp: int,
@@ -734,9 +755,10 @@ def _zero_stage(ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: s
                               "the parameters are built partitioned for an engine that never gathers them"),
                            "give --zero-stage the JSON's stage")
     if zs != js:
-        assumed.append(f"sharding: the JSON's zero_optimization.stage {js} runs (DeepSpeed's engine takes the JSON: "
-                       f"{MDS_COMMIT} megatron/training.py deepspeed.initialize(config=args.deepspeed_config_dict)); "
-                       f"{shown} is read only by zero.Init (stage 3) and optimizer statistics")
+        assumed.append(noted("assumed", "sharding",
+                             f"the JSON's zero_optimization.stage {js} runs (DeepSpeed's engine takes the JSON: "
+                             f"{MDS_COMMIT} megatron/training.py deepspeed.initialize(config=args.deepspeed_config_dict)); "
+                             f"{shown} is read only by zero.Init (stage 3) and optimizer statistics"))
     elif "--zero-stage" in ds:
         ignored.append(listed("ignored", "--zero-stage", zs, f"the JSON's zero_optimization.stage {js}, which the "
                               "engine runs", str))
@@ -748,10 +770,11 @@ def _zero_stage(ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: s
                                "asserts DDP_impl == 'local' and contiguous buffers on with it, before DeepSpeed starts "
                                f"({MDS_COMMIT} megatron/arguments.py l. 213-215)",
                                "drop --use-distributed-optimizer (DeepSpeed's engine shards by the JSON's ZeRO stage)")
-        ignored.append(f"--use-distributed-optimizer (under --deepspeed get_megatron_optimizer returns the bare "
-                       f"optimizer before its distributed-optimizer branch and get_model wraps no DDP: {MDS_COMMIT} "
-                       "megatron/optimizer/__init__.py l. 115-116, training.py l. 406-407; DeepSpeed's engine shards "
-                       f"by the JSON's zero_optimization.stage {js} instead: sharding={dj.get('sharding', 'none')})")
+        ignored.append(noted("ignored", "--use-distributed-optimizer", "under --deepspeed get_megatron_optimizer "
+                             "returns the bare optimizer before its distributed-optimizer branch and get_model wraps no "
+                             f"DDP: {MDS_COMMIT} megatron/optimizer/__init__.py l. 115-116, training.py l. 406-407; "
+                             f"DeepSpeed's engine shards by the JSON's zero_optimization.stage {js} instead: "
+                             f"sharding={dj.get('sharding', 'none')}"))
     return js, zs
 
 
@@ -802,12 +825,14 @@ def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: 
         if pipe and pp > 1 and tp > 1:
             if "--num-experts" not in flags and not flags.get("--sequence-parallel"):
                 cfg.job["pipe_partitioned"] = False  # the dense plan's whole sends (step.py [25]); MoE / SP run them off anyway
-            assumed.append(f"{jw}{shown}: read, priced: the pipeline's p2p as the engine runs it with them, each TP "
-                           "rank's whole output (T h, / tp under SP) and its gradient with no TP all-gather "
-                           "(deepspeed/runtime/pipe/engine.py @38327e07 l. 719-761, 826-851; step.py pp_comm)")
+            assumed.append(listed("assumed", "pipeline", sec, "read, priced: the pipeline's p2p as the engine runs it "
+                                  "with them, each TP rank's whole output (T h, / tp under SP) and its gradient with no TP "
+                                  "all-gather (deepspeed/runtime/pipe/engine.py @38327e07 l. 719-761, 826-851; step.py "
+                                  "pp_comm)", source=jw[:-2]))
         else:
-            ignored.append(f"{jw}{shown} (no pipeline over TP: the engine partitions nothing at tp 1, pp 1 or "
-                           "--no-pipeline-parallel, deepspeed/runtime/pipe/engine.py @38327e07 l. 144-145)")
+            ignored.append(listed("ignored", "pipeline", sec, "no pipeline over TP: the engine partitions nothing at "
+                                  "tp 1, pp 1 or --no-pipeline-parallel, deepspeed/runtime/pipe/engine.py @38327e07 "
+                                  "l. 144-145", source=jw[:-2]))
     return data
 
 
@@ -829,24 +854,28 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
     flash = [f for f in FLASH_FLAGS if f in ds]
     job["attention"] = "flash" if flash else "eager"
     cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("attention=", "bytes_per_param"))]
-    assumed.append(f"attention={job['attention']}: " + (f"{flash[0]} (a FlashAttention kernel)" if flash else
-                   "no --use-flash-attn* flag: Megatron-DeepSpeed's CoreAttention (baddbmm, fused scale-mask-softmax, "
-                   f"bmm; {MDS_COMMIT} megatron/arguments.py l. 927-935, megatron/model/transformer.py)"))
+    assumed.append(listed("assumed", "attention", job['attention'],
+                          "" + (f"{flash[0]} (a FlashAttention kernel)" if flash else
+                          "no --use-flash-attn* flag: Megatron-DeepSpeed's CoreAttention (baddbmm, fused scale-mask-softmax, "
+                          f"bmm; {MDS_COMMIT} megatron/arguments.py l. 927-935, megatron/model/transformer.py)")))
     if "bytes_per_param" in job:  # Megatron-LM's DDP gradient-buffer rule (megatron._state_bytes): not built under DeepSpeed
         job.pop("bytes_per_param")
-        assumed.append("bytes_per_param: the stack's (DeepSpeed's engine keeps the gradients; Megatron-LM's gradient "
-                       "buffer flags are not read under DeepSpeed)")
+        assumed.append(noted("assumed", "bytes_per_param",
+                             "the stack's (DeepSpeed's engine keeps the gradients; Megatron-LM's gradient "
+                             "buffer flags are not read under DeepSpeed)"))
     fork = [f for f in BIGSCIENCE_FLAGS if f in ds or f in flags]
     job["stack"] = BIGSCIENCE_STACK if fork else STACK_2021 if stack == STACK_2021 else "megatron-deepspeed"
     if job["stack"] == STACK_2021:
-        assumed.append(f"stack={STACK_2021}: the command line's (a script of the 2021 fork, {MDS2021_COMMIT}, names no "
-                       "release: its flags are the later fork's); DeepSpeed's pipeline model only at pp > 1 "
-                       f"({MDS2021_COMMIT} pretrain_gpt.py model_provider l. 46)")
+        assumed.append(listed("assumed", "stack", STACK_2021,
+                              f"the command line's (a script of the 2021 fork, {MDS2021_COMMIT}, names no "
+                              "release: its flags are the later fork's); DeepSpeed's pipeline model only at pp > 1 "
+                              f"({MDS2021_COMMIT} pretrain_gpt.py model_provider l. 46)"))
     if fork:
-        assumed.append(f"stack={BIGSCIENCE_STACK}: {', '.join(fork)} {'is' if len(fork) == 1 else 'are'} BigScience's "
-                       f"fork's ({BIGSCIENCE_COMMIT} megatron/arguments.py; none in {MDS_COMMIT} megatron/arguments.py, "
-                       "whose parse_args refuses an unknown flag, l. 58-60): the fork as BLOOM ran it "
-                       "(stack_db/megatron-deepspeed-bigscience.yaml)")
+        assumed.append(listed("assumed", "stack", BIGSCIENCE_STACK,
+                              f"{', '.join(fork)} {'is' if len(fork) == 1 else 'are'} BigScience's "
+                              f"fork's ({BIGSCIENCE_COMMIT} megatron/arguments.py; none in {MDS_COMMIT} megatron/arguments.py, "
+                              "whose parse_args refuses an unknown flag, l. 58-60): the fork as BLOOM ran it "
+                              "(stack_db/megatron-deepspeed-bigscience.yaml)"))
     _softmax_fp32(cfg, ds, flash, ignored, assumed, cfg.not_modelled)
     _softmax_fusion(cfg, ds, flash, ignored)
     job.pop("sync_tp_duplicated_parameters", None)
@@ -869,9 +898,10 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
     if pipeline_model(ds, job["pp"], stack) and js == 1 and job.get("dp_comm_overlap"):
         # GPTModelPipe (pretrain_gpt.py model_provider without --no-pipeline-parallel) is a PipelineModule
         job["dp_comm_overlap"] = False
-        ignored.append(f"{jw}zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule, "
-                       "Megatron-DeepSpeed's GPTModelPipe without --no-pipeline-parallel: microsoft/DeepSpeed @38327e07 "
-                       "deepspeed/runtime/engine.py l. 1639-1642; dp_comm_overlap false)")
+        ignored.append(listed("ignored", "zero_optimization.overlap_comm", True, "DeepSpeed's engine turns it off for "
+                              "a PipelineModule, Megatron-DeepSpeed's GPTModelPipe without --no-pipeline-parallel: "
+                              "microsoft/DeepSpeed @38327e07 deepspeed/runtime/engine.py l. 1639-1642; dp_comm_overlap "
+                              "false", show="true", spaced=True, source=jw[:-2]))
 
 
 # where each fork adds the two flags and its CoreAttention forces the fp32 softmax under query-key layer scaling
@@ -932,17 +962,18 @@ def _softmax_fp32(cfg, ds: dict, flash: list, ignored: list, assumed: list, not_
     job["attention_softmax_in_fp32"] = scaling or "--attention-softmax-in-fp32" in ds
     if "--attention-softmax-in-fp32" in ds:
         if not scaling:  # the fp32 path without the scale multiply: no job field says so (stack kernels sources)
-            not_modelled.append(noted("not_modelled", "--no-query-key-layer-scaling", "with --attention-softmax-in-fp32 "
+            not_modelled.append(noted("not_modelled", "--no-query-key-layer-scaling",
+                                      "with --attention-softmax-in-fp32 "
                                       "the eager core's unfused softmax, where it runs, skips the scale multiply (input * "
                                       f"scale, scale None: {at}): priced with it, 8 + 8 B a score element more (stack "
                                       "kernels score_softmax_unfused 37 / 41 against 29 / 33)"))
         return
-    assumed.append("attention_softmax_in_fp32=true: no --no-query-key-layer-scaling: query-key layer scaling, on by "
-                   "default, runs the eager core's masking and softmax in fp32, its fp32 output saved where the torch "
-                   f"softmax runs ({at})" if scaling else
-                   "attention_softmax_in_fp32=false: --no-query-key-layer-scaling without --attention-softmax-in-fp32 "
-                   "(store_true, default false): the eager core's torch softmax, where it runs, in the 16-bit input "
-                   f"dtype ({at})")
+    assumed.append(listed("assumed", "attention_softmax_in_fp32", True, "no --no-query-key-layer-scaling: query-key "
+                          "layer scaling, on by default, runs the eager core's masking and softmax in fp32, its fp32 "
+                          f"output saved where the torch softmax runs ({at})") if scaling else
+                   listed("assumed", "attention_softmax_in_fp32", False, "--no-query-key-layer-scaling without "
+                          "--attention-softmax-in-fp32 (store_true, default false): the eager core's torch softmax, "
+                          f"where it runs, in the 16-bit input dtype ({at})"))
 
 
 def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, hardware: Optional[str],
@@ -970,8 +1001,7 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     data = _pipeline_json(cfg, ds, flags, text, dcfg, where, jw, js, pipe, ignored, assumed)
     _engine_settings(cfg, ds, flags, data, dj, where, jw, js, ignored, assumed, unmodelled, stack)
     # the JSON's own lists, each named as the JSON's (and the lines above that the helpers named so)
-    lab_ignored, lab_not_modelled = ([x.labeled(label) if isinstance(x, Note) else f"{label}: {x}" for x in xs]
-                                     for xs in (dcfg.ignored, dcfg.not_modelled))
+    lab_ignored, lab_not_modelled = ([x.labeled(label) for x in xs] for xs in (dcfg.ignored, dcfg.not_modelled))
     cfg.ignored += ignored + lab_ignored
     cfg.not_modelled += not_modelled + lab_not_modelled
     cfg.unmodelled += unmodelled
@@ -981,10 +1011,7 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
             "attention=flash: a DeepSpeed JSON")
     if "--pad-vocab-size-to" in ds:  # _bigscience gave it as --padded-vocab-size: its own note replaces the reader's
         cfg.assumed[:] = [a for a in cfg.assumed if not re.match(r"vocab_size=[\d,]+: --padded-vocab-size \(", a)]
-    lab_assumed = [f"{label}: {x}" for x in dcfg.assumed if not x.startswith(drop)]
-    cfg.assumed += assumed + lab_assumed
-    cfg.line_sources.update({line: label for line in lab_ignored + lab_not_modelled + lab_assumed
-                             + [x for x in assumed + ignored if x.startswith(jw)]})
+    cfg.assumed += assumed + [x.labeled(label) for x in dcfg.assumed if not x.startswith(drop)]
     cfg.stated.update({k: v for k, v in stated.items()})
     cfg.stated["--micro-batch-size"] = flags.get("--micro-batch-size")
     cfg.stated["--zero-stage"] = zs  # absent: Megatron-DeepSpeed's default 1

@@ -146,6 +146,7 @@ from typing import Optional
 
 from ..errors import PlannerError
 from ..schema import MAX_COUNT
+from .report import Note, listed, noted
 
 DEFAULT_VOCAB_DIVISOR = 128  # --make-vocab-size-divisible-by default [1]
 DEFAULT_TOKENIZER = "GPT2BPETokenizer"  # pretrain_gpt.py args_defaults [7]
@@ -295,7 +296,8 @@ def padded_vocab(flags: dict, tp: int, where: str, assumed: list[str]) -> int:
     """The vocabulary Megatron builds the embedding and output layer with (module docstring)."""
     if "--padded-vocab-size" in flags:
         v = _int(where, flags, "--padded-vocab-size")
-        assumed.append(f"vocab_size={v:,}: --padded-vocab-size (Megatron pads no further)")
+        assumed.append(listed("assumed", "vocab_size", v, "--padded-vocab-size (Megatron pads no further)",
+                              show=f"{v:,}"))
         return v
     tok = flags.get("--tokenizer-type")
     if "--vocab-size" in flags:
@@ -311,7 +313,7 @@ def padded_vocab(flags: dict, tp: int, where: str, assumed: list[str]) -> int:
         src = (f"{name}'s {v:,} tokens" + ("" if tok else " (no --tokenizer-type: pretrain_gpt.py's default GPT2BPETokenizer; "
                                                          "--vocab-file / --merge-file taken to be GPT-2's)"))
     out, note = pad_vocab(flags, v, tp, where)
-    assumed.append(f"vocab_size={out:,}: {src}, {note}")
+    assumed.append(listed("assumed", "vocab_size", out, f"{src}, {note}", show=f"{out:,}"))
     return out
 
 
@@ -338,7 +340,7 @@ def stack_pads_other(rows: int, tp: int) -> bool:
 
 
 def catalog_vocab_rows(flags: dict, model: str, v: int, tp: int, where: str,
-                       tokenizer: Optional[int] = None) -> tuple[Optional[int], str]:
+                       tokenizer: Optional[int] = None) -> tuple[Optional[int], Note]:
     """The job's padded_vocab_size for a catalog model (or --model) of v tokens, whose vocab_size stands for the
     tokenizer's size, and the note that lists it as assumed: --padded-vocab-size where given, else pad_vocab's
     rows of the tokenizer's size: `tokenizer` where the arguments give it (--vocab-size of a tokenizer that reads it,
@@ -352,11 +354,11 @@ def catalog_vocab_rows(flags: dict, model: str, v: int, tp: int, where: str,
     else:
         rows, how = pad_vocab(flags, n, tp, where)
     if rows == v:
-        return None, f"vocab_size={v:,}: {src}, {how}: no padded rows" if tokenizer is not None else \
-            f"vocab_size={v:,}: {model}'s vocabulary, {how}: no padded rows"
-    return rows, (f"padded_vocab_size={rows:,}: {src}, {how}: the embedding and output layer have "
-                  f"{rows:,} rows, priced (NVIDIA/Megatron-LM @d98e8a64 megatron/core/tokenizers/utils/build_tokenizer.py "
-                  "l. 133-152)")
+        return None, listed("assumed", "vocab_size", v, f"{src}, {how}: no padded rows" if tokenizer is not None else
+                            f"{model}'s vocabulary, {how}: no padded rows", show=f"{v:,}")
+    return rows, listed("assumed", "padded_vocab_size", rows, f"{src}, {how}: the embedding and output layer have "
+                        f"{rows:,} rows, priced (NVIDIA/Megatron-LM @d98e8a64 "
+                        "megatron/core/tokenizers/utils/build_tokenizer.py l. 133-152)", show=f"{rows:,}")
 
 
 def layer_windows(flags: dict, where: str, L: int, assumed: list[str]) -> Optional[tuple[int, ...]]:
@@ -365,8 +367,8 @@ def layer_windows(flags: dict, where: str, L: int, assumed: list[str]) -> Option
     skip = flags.get("--window-attn-skip-freq")
     if "--window-size" not in flags:
         if skip is not None:
-            assumed.append("--window-attn-skip-freq without --window-size: full attention on every layer (Megatron's "
-                           "is_layer_window_attention is False without a window)")
+            assumed.append(noted("assumed", "--window-attn-skip-freq without --window-size", "full attention on every "
+                                 "layer (Megatron's is_layer_window_attention is False without a window)"))
         return None
     text = str(flags["--window-size"]).strip().strip("\"'")
     bad = PlannerError(f"{where}--window-size {text!r} is not a pair of whole numbers LEFT,RIGHT",
@@ -496,8 +498,9 @@ def hybrid_mtp_spec(flags: dict, where: str, blocks: list[str], kinds_pattern: l
     if part is None:
         return {}
     if mtp is None:
-        assumed.append(f"the MTP parts of the hybrid pattern ({depths} x {part!r}) without --mtp-num-layers: HybridModel "
-                       "builds no MTP block (hybrid_model.py @d98e8a64 l. 219-230, mtp_on_this_rank)")
+        assumed.append(noted("assumed", f"the MTP parts of the hybrid pattern ({depths} x {part!r}) without "
+                             "--mtp-num-layers", "HybridModel builds no MTP block (hybrid_model.py @d98e8a64 l. 219-230, "
+                             "mtp_on_this_rank)"))
         return {}
     repeated = "--mtp-use-repeated-layer" in flags
     if (not repeated and mtp != depths) or mtp == 0:
@@ -548,24 +551,27 @@ def hybrid_spec(flags: dict, where: str, h: int, tp: int, blocks: list[str], spe
     else:
         given = [f for f in MAMBA_FLAGS if f in flags]
         if given:
-            assumed.append(f"{', '.join(given)}: the pattern has no M layer (no Mamba mixer is built)")
+            assumed.append(noted("assumed", ', '.join(given), "the pattern has no M layer (no Mamba mixer is built)"))
     moe = spec.get("moe")
     if "E" in blocks and moe is None:
         raise PlannerError(f"{where}the hybrid pattern has MoE layers (E) but no --num-experts",
                            "add --num-experts (Megatron builds the MoE layer from it)")
     if moe is not None and "E" not in blocks:
         spec.pop("moe")
-        assumed.append("--num-experts: the hybrid pattern has no E layer, so Megatron builds no experts")
+        assumed.append(noted("assumed", "--num-experts",
+                             "the hybrid pattern has no E layer, so Megatron builds no experts"))
     elif moe is not None and ("layer_freq" in moe or "first_k_dense" in moe or "layer_kinds" in spec):
         moe.pop("layer_freq", None)
         moe.pop("first_k_dense", None)
-        assumed.append("--moe-layer-freq: the hybrid pattern's E symbols place the MoE layers (HybridStack builds "
-                       "one layer a symbol, hybrid_block.py @d98e8a64 l. 134-193)")
+        assumed.append(noted("assumed", "--moe-layer-freq",
+                             "the hybrid pattern's E symbols place the MoE layers (HybridStack builds "
+                             "one layer a symbol, hybrid_block.py @d98e8a64 l. 134-193)"))
     gdn = gdn_mixer(flags, where, tp, defaults, assumed) if "G" in blocks else None
     if gdn is None:
         given = [f for f in GDN_FLAGS if f in flags]
         if given:
-            assumed.append(f"{', '.join(given)}: the pattern has no G layer (no Gated DeltaNet is built)")
+            assumed.append(noted("assumed", ', '.join(given),
+                                 "the pattern has no G layer (no Gated DeltaNet is built)"))
     mixers, mlps = hybrid_block_seqs(blocks, hybrid_block_table(mamba, {"kind": "global"}, gdn))
     kinds, pattern = layer_kinds_of(mixers, mlps, len(blocks))
     return {"layer_kinds": kinds, "layer_pattern": pattern}
@@ -594,8 +600,9 @@ def gdn_mixer(flags: dict, where: str, tp: int, defaults: list[str], assumed: li
                            "asserts it (transformer_config.py @d98e8a64 l. 1475-1477)",
                            "add --linear-attention-freq, or leave the variant out (G layers build GatedDeltaNet)")
     if "--linear-attention-freq" in flags:
-        assumed.append("--linear-attention-freq: the hybrid pattern's G symbols place the Gated DeltaNet layers "
-                       "(HybridStack does not read it: transformer_config.py @d98e8a64 l. 1471-1473)")
+        assumed.append(noted("assumed", "--linear-attention-freq",
+                             "the hybrid pattern's G symbols place the Gated DeltaNet layers "
+                             "(HybridStack does not read it: transformer_config.py @d98e8a64 l. 1471-1473)"))
     vals = {f: _int(where, flags, f, d) for f, d in GDN_DEFAULTS.items()}
     absent = [f for f in GDN_DEFAULTS if f not in flags]
     w, K, V = vals["--linear-conv-kernel-dim"], vals["--linear-key-head-dim"], vals["--linear-value-head-dim"]
@@ -770,8 +777,9 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         L = len(blocks)
         given = _int(where, flags, "--num-layers")
         if given is not None and given != L:
-            assumed.append(f"num_layers={L}: {hybrid[0]} has {L} layers; --num-layers {given} ignored, as Megatron-LM "
-                           "ignores it (arguments.py @d98e8a64 l. 787-797: the pattern's count wins, with a warning)")
+            assumed.append(listed("assumed", "num_layers", L,
+                                  f"{hybrid[0]} has {L} layers; --num-layers {given} ignored, as Megatron-LM "
+                                  "ignores it (arguments.py @d98e8a64 l. 787-797: the pattern's count wins, with a warning)"))
         for f in ("--multi-latent-attention", "--window-size"):
             if f in flags:
                 raise PlannerError(f"{where}{f} with {hybrid[0]}: the planner reads a hybrid stack's attention layers as "
@@ -798,8 +806,9 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
     else:
         kv = None
         if "--num-query-groups" in flags:
-            assumed.append(f"--num-query-groups {flags['--num-query-groups']} without --group-query-attention: Megatron "
-                           "builds multi-head attention (core_transformer_config_from_args sets num_query_groups None)")
+            assumed.append(listed("assumed", "--num-query-groups", flags["--num-query-groups"], "Megatron builds "
+                                  "multi-head attention (core_transformer_config_from_args sets num_query_groups None)",
+                                  show=f"{flags['--num-query-groups']} without --group-query-attention", spaced=True))
     head_dim = _int(where, flags, "--kv-channels") if "--kv-channels" in flags else None
     if head_dim is None and h % a:
         raise PlannerError(f"{where}--hidden-size {h} is not divisible by --num-attention-heads {a}", "give --kv-channels")
@@ -835,7 +844,8 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         max_seq = _int(where, flags, "--max-position-embeddings")
     elif "--seq-length" in flags:
         max_seq = _int(where, flags, "--seq-length")
-        assumed.append(f"max_seq_len={max_seq:,}: --max-position-embeddings absent (Megatron requires it), --seq-length used")
+        assumed.append(listed("assumed", "max_seq_len", max_seq, "--max-position-embeddings absent (Megatron requires "
+                              "it), --seq-length used", show=f"{max_seq:,}"))
     else:
         raise PlannerError(f"{where}neither --max-position-embeddings nor --seq-length", "Megatron requires --max-position-embeddings")
     spec: dict = dict(
@@ -918,7 +928,8 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         if bias:  # the router's own linear bias comes with --add-bias-linear [8]
             spec["moe"]["router_linear_bias"] = True
     elif any(f in flags for f in ("--moe-ffn-hidden-size", "--moe-router-topk", "--moe-shared-expert-intermediate-size")):
-        assumed.append("MoE flags without --num-experts: a dense model (Megatron builds no experts)")
+        assumed.append(noted("assumed", "MoE flags without --num-experts",
+                             "a dense model (Megatron builds no experts)"))
     windows = layer_windows(flags, where, L, [])
     if windows is not None and any(windows):
         moe = spec.get("moe", {})
@@ -938,7 +949,7 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
                        "defaults: NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py, "
                        "megatron/core/transformer/transformer_config.py (planner/trainers/megatron_model.py)"]
     if defaults:
-        assumed.append("Megatron defaults for what the flags leave out: " + ", ".join(defaults))
+        assumed.append(noted("assumed", "Megatron defaults for what the flags leave out", ", ".join(defaults)))
     return spec
 
 

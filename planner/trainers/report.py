@@ -2,39 +2,27 @@
 `trainer_config` block of `explain --format json` and of each `check --format json` result, and
 the reader's assumed lines added to their `assumed` list (README "Trainer configs").
 
-The readers (torchtitan.py, torchtitan03.py, megatron.py, megatron_deepspeed.py, deepspeed.py) and
-the command line's laying of options over a file (cli/core.py load_job) write each line once, as the
-stderr notes print it; this module reads those lines back by the grammar every reader writes them in
-and never changes them:
+Every line of a TrainerConfig's four lists is a record, a Note: a str that is the line as the stderr notes print it
+and carries its kind, its settings with their values, its reason (or rule) and the file it was read from. The readers
+(torchtitan.py, torchtitan03.py, megatron.py, megatron_model.py, megatron_deepspeed.py, deepspeed.py,
+megatron_bridge.py, bridge_moe.py, cp_balancer.py and the shared helpers of __init__.py) and the command line's
+laying of options over a file (cli/core.py load_job, field_options.command_line_spellings) make each with listed,
+listed_all or noted; config_report and the stderr note (cli/core.py) take the record and never read the text back
+(tests/test_reader_notes_records.py walks the readers' source for a line built as text):
 
-- assumed: `[SOURCE: ]HEAD: RULE`. SOURCE is there where the line was read from another file than the
-  config (a Megatron-DeepSpeed script's ds_config JSON: TrainerConfig.line_sources names it, the
-  prefix is never guessed). HEAD is what precedes the first ': ' outside parentheses, brackets and
-  quotes; a line without one is all rule (setting null). A HEAD of assignments, `name=value`,
-  `a=b=c=value` (one value for several names) or `name=value, name=value`, gives one entry per name;
-  `name value` gives one where the name is a Job field (schema.Job) or a --flag and the value one word;
-  a lone Job field name gives that field (its value the job's where the reader set it, else null: resolve
-  derives it and the JSON's `plan` gives it); any other HEAD is the entry's setting as written, value null.
-- ignored / not_modelled: `name=value, name=value (reason)` (the trailing balanced parenthesis is the
-  reason, cli/core.py split_reason): one entry per `name=value`.
-- unmodelled: `SETTING: how it is priced` (HEAD and RULE as for assumed, the rule as the reason).
+- assumed: `HEAD: RULE` (inferred by that rule); unmodelled: `HEAD: how it is priced`, or `HEAD (how)` (ruled
+  False). HEAD is `name=value`, `name=value, name=value`, `name value` (spaced: a flag as a script writes it), a
+  setting alone (noted), or none (a line that is all rule: setting null).
+- ignored / not_modelled: `name=value, name=value (reason)`, or `HEAD: RULE` where ruled.
+- A record read from another file than the config (a Megatron-DeepSpeed script's ds_config, a Megatron-Bridge YAML
+  of overrides) has that file as source, its line prefixed `SOURCE: ` (Note.labeled).
 
-An entry's `field` is the planner's Job field its name is (explicit membership in schema.Job's
-fields, never a substring match), else null (a trainer key the planner has no field for: torchtitan's
-data_parallel_shard_degree, DeepSpeed's communication_data_type). Its `value`: the job's own value of
-the field where the line shows that value (as the readers print it: true/false, thousands separated,
-6 significant figures for a float), so that `tokens=1.04858e+09` is the exact 1,048,576,000 the job
-holds; else the line's text read as true / false, a whole number (thousands separators allowed), a
-number, JSON (a list or mapping as the readers write them), or the text itself.
-
-The ignored / not_modelled lines are records: a reader writes each as a Note (listed, listed_all, noted), a
-str that is the line as printed and carries its kind, its settings with their values, its reason and the file it
-was read from; config_report and the stderr note (cli/core.py) take the record and never read it back. The
-grammar above reads what is still written as text: the assumed and unmodelled lines, the command line's notes
-(cli/core.py), and the few ignored / not_modelled lines of no `setting (reason)` shape (the DeepSpeed reader's
-`data_types.grad_accum_dtype fp32: ...`, Megatron-Bridge's `DDP bucket N parameters (...)`, the
-Megatron-DeepSpeed reader's lines labelled with its ds_config inline, torchtitan 0.3's shell lines).
-tests/test_trainer_notes.py holds every record of the test corpus to what the grammar reads from its text.
+An entry's `field` is the planner's Job field its setting is (explicit membership in schema.Job's fields, never a
+substring match), else null (a trainer key the planner has no field for: torchtitan's data_parallel_shard_degree,
+DeepSpeed's communication_data_type). Its `value`: the record's, as the reader gave it (a file's typed value, a word
+read by read_value: true / false, a whole number with or without thousands separators, a number, JSON, else the
+text), so that `tokens=1.04858e+09` carries the exact 1,048,576,000 the job holds; an assumed setting that is a Job
+field given no value of its own (noted) takes the job's value.
 """
 
 from __future__ import annotations
@@ -43,32 +31,55 @@ import json
 import re
 from typing import Optional
 
-_NAME = r"(?:--)?[A-Za-z_][\w.\-]*"
-_ASSIGNS = re.compile(rf"^((?:{_NAME}=)+)(.*)$", re.S)
-_NEXT_ASSIGN = re.compile(rf", (?={_NAME}=)")
 _INT = re.compile(r"^-?\d{1,3}(?:,\d{3})+$|^-?\d+$")
 
 
+# the kinds of a record, and the list of TrainerConfig each sits in: ignored / not_modelled lines read
+# `head (message)`, assumed / unmodelled lines `head: message` (RULED)
+KINDS = ("ignored", "not_modelled", "assumed", "unmodelled")
+RULED = ("assumed", "unmodelled")
+
+
+def _text(head: Optional[str], message: Optional[str], ruled: bool) -> str:
+    if ruled:
+        return ": ".join(x for x in (head, message) if x)
+    return (head or "") + (f" ({message})" if message else "")
+
+
 class Note(str):
-    """A reader's line as the stderr note prints it (the str itself: `head`, then ' (message)' where there is one)
-    with its record: `kind` (ignored or not_modelled), `entries` ((setting, value) pairs, the value as the JSON gives
-    it), `message` (the reason; None where the line has none), `head` (the settings as printed) and `source` (the file
-    it was read from where not the config's: a Megatron-DeepSpeed script's ds_config; None: the config's).
-    config_report and the stderr note (cli/core.py) take the record, never the text."""
+    """A reader's line as the stderr note prints it (the str itself) with its record: `kind` (ignored, not_modelled,
+    assumed or unmodelled), `entries` ((setting, value) pairs, the value as the JSON gives it; a setting None: a line
+    that is all rule), `message` (the reason or rule; None where the line has none), `head` (the settings as printed;
+    None: no head) and `source` (the file it was read from where not the config's: a Megatron-DeepSpeed script's
+    ds_config; None: the config's). The text is `head (message)`, or `head: message` where `ruled` (an assumed or
+    unmodelled line's default). config_report and the stderr note (cli/core.py) take the record, never the text."""
 
-    __slots__ = ("kind", "entries", "message", "head", "source")
+    __slots__ = ("kind", "entries", "message", "head", "source", "ruled")
 
-    def __new__(cls, head: str, kind: str, entries: tuple, message: Optional[str], source: Optional[str] = None):
-        self = super().__new__(cls, head + (f" ({message})" if message else ""))
+    def __new__(cls, head: Optional[str], kind: str, entries: tuple, message: Optional[str],
+                source: Optional[str] = None, ruled: Optional[bool] = None):
+        assert kind in KINDS, kind
+        ruled = kind in RULED if ruled is None else ruled
+        self = super().__new__(cls, _text(head, message, ruled))
         self.kind, self.entries, self.message, self.head, self.source = kind, tuple(entries), message, head, source
+        self.ruled = ruled
         return self
 
     def __reduce__(self):  # copy / pickle: rebuilt from its record
-        return Note, (self.head, self.kind, self.entries, self.message, self.source)
+        return Note, (self.head, self.kind, self.entries, self.message, self.source, self.ruled)
+
+    def reworded(self, old: str, new: str) -> "Note":
+        """The same record with `old` replaced by `new` in its head and its message (each apart: a reader that says a
+        line in another release's terms, torchtitan03._in_03_terms); its settings and values as they were."""
+        head = None if self.head is None else self.head.replace(old, new)
+        msg = None if self.message is None else self.message.replace(old, new)
+        return Note(head, self.kind, self.entries, msg, self.source, self.ruled)
 
     def labeled(self, label: str) -> "Note":
         """The same record read from the file `label` names, the line prefixed 'LABEL: ' as the note prints it."""
-        return Note(f"{label}: {self.head}", self.kind, self.entries, self.message, label)
+        if self.head is None:  # all rule: the label heads it
+            return Note(label, self.kind, self.entries, self.message, label, self.ruled)
+        return Note(f"{label}: {self.head}", self.kind, self.entries, self.message, label, self.ruled)
 
 
 def shown_value(value) -> str:
@@ -82,36 +93,51 @@ def shown_value(value) -> str:
 
 def json_value(value):
     """A setting's value as the JSON gives it: a file's typed value (bool, a finite number, list, mapping) as it is;
-    a word (a flag's or an override's text, or anything else) read as read_value reads one."""
+    a word (a flag's or an override's text, or anything else) read as read_value reads one; None: null."""
+    if value is None:
+        return None
     if isinstance(value, (bool, int, list, dict)) or (isinstance(value, float) and value == value
                                                        and abs(value) != float("inf")):
         return value
     return read_value(shown_value(value))
 
 
-def listed(kind: str, key: str, value, reason: Optional[str], show=None, source: Optional[str] = None) -> Note:
+def listed(kind: str, key: str, value, reason: Optional[str], show=None, source: Optional[str] = None,
+           spaced: bool = False, ruled: Optional[bool] = None) -> Note:
     """The line `key=value (reason)` of the config's `kind` list (ignored: no effect on memory or time;
-    not_modelled: it changes them, not priced), as a Note. show: how the trainer spells the value where not as
-    shown_value does (Megatron-Bridge's Hydra overrides: spelling.hydra_value), the value then that word read
-    (read_value), as the JSON gave it. source: the file the setting was read from where not the config (the line
-    prefixed 'SOURCE: '; Megatron-Bridge's YAML of overrides); None or empty: the config's."""
-    note = (Note(f"{key}={show(value)}", kind, ((key, read_value(show(value))),), reason or None) if show is not None
-            else listed_all(kind, [(key, value)], reason))
+    not_modelled: it changes them, not priced), or `key=value: rule` (assumed: inferred by that rule; unmodelled:
+    priced as the rule says), as a Note. show: how the trainer spells the value where not as shown_value does: a
+    function (Megatron-Bridge's Hydra overrides: spelling.hydra_value; the value then that word read, read_value, as
+    the JSON gave it) or the text itself (a count as `4,096`, a float to 6 significant figures; the value kept as
+    given). source: the file the setting was read from where not the config (the line prefixed 'SOURCE: ';
+    Megatron-Bridge's YAML of overrides); None or empty: the config's. spaced: `key value` (a Megatron flag as a
+    script writes it) for `key=value`. ruled: the text's form where not the kind's (an unmodelled `key=value
+    (reason)`)."""
+    if show is None:
+        note = listed_all(kind, [(key, value)], reason, spaced=spaced, ruled=ruled)
+    else:
+        text, v = (show, json_value(value)) if isinstance(show, str) else (show(value), read_value(show(value)))
+        note = Note(f"{key}{' ' if spaced else '='}{text}", kind, ((key, v),), reason or None, ruled=ruled)
     return note.labeled(source) if source else note
 
 
-def noted(kind: str, setting: str, reason: Optional[str]) -> Note:
-    """The line `setting (reason)`: a setting read with no value of its own (a flag of no argument, a stray word),
-    its value null."""
-    assert kind in ("ignored", "not_modelled"), kind
-    return Note(setting, kind, ((setting, None),), reason or None)
+def noted(kind: str, setting: Optional[str], reason: Optional[str], ruled: Optional[bool] = None) -> Note:
+    """The line `setting (reason)` (`setting: rule` where ruled, an assumed / unmodelled line's default): a setting
+    read with no value of its own (a flag of no argument, a stray word, a Job field whose value the job holds), its
+    value null (an assumed line's Job field: the job's, config_report). setting None: a line that is all rule."""
+    return Note(setting, kind, ((setting, None),), reason or None, ruled=ruled)
 
 
-def listed_all(kind: str, pairs: list, reason: Optional[str]) -> Note:
-    """The line `key=value, key=value (reason)`: settings (key, value) read and not priced for one reason."""
-    assert kind in ("ignored", "not_modelled"), kind
-    head = ", ".join(f"{k}={shown_value(v)}" for k, v in pairs)
-    return Note(head, kind, tuple((k, json_value(v)) for k, v in pairs), reason or None)
+def listed_all(kind: str, pairs: list, reason: Optional[str], spaced: bool = False,
+               ruled: Optional[bool] = None) -> Note:
+    """The line `key=value, key=value (reason)` (`...: rule` where ruled): settings (key, value) read and not priced,
+    or inferred, for one reason. A pair's value a str of its own shown: ((key, value, shown)) triples take it. spaced:
+    `key value key value` (command-line options as a launch line writes them)."""
+    def show(p):
+        return p[2] if len(p) > 2 else shown_value(p[1])
+
+    head = (" " if spaced else ", ").join(f"{p[0]}{' ' if spaced else '='}{show(p)}" for p in pairs)
+    return Note(head, kind, tuple((p[0], json_value(p[1])) for p in pairs), reason or None, ruled=ruled)
 
 
 def split_reason(entry: str) -> tuple[str, str]:
@@ -127,41 +153,10 @@ def split_reason(entry: str) -> tuple[str, str]:
     return entry, ""
 
 
-def split_head(line: str) -> tuple[Optional[str], str]:
-    """(HEAD, RULE) of a reader's line: HEAD what precedes the first ': ' outside parentheses,
-    brackets, braces and quotes (None where there is none: the line is all rule)."""
-    depth, quote = 0, None
-    for i, ch in enumerate(line):
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"" and (i == 0 or not line[i - 1].isalnum()):  # an apostrophe in a word is no quote
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth = max(depth - 1, 0)
-        elif ch == ":" and depth == 0 and line[i + 1:i + 2] == " " and i > 0:
-            return line[:i], line[i + 2:]
-    return None, line
-
-
 def _job_fields() -> frozenset:
     from ..schema import Job
 
     return frozenset(Job.model_fields)
-
-
-def _shown(v) -> set[str]:
-    """The ways a reader prints a job value in a line (true/false, 4096 / 4,096, 6 significant figures)."""
-    if isinstance(v, bool):
-        return {str(v).lower()}
-    if isinstance(v, int):
-        return {str(v), f"{v:,}", f"{v:.6g}"}
-    if isinstance(v, float):
-        return {str(v), f"{v:g}", f"{v:.6g}", f"{v:,}"} | ({f"{int(v):,}", str(int(v))} if v.is_integer() else set())
-    if isinstance(v, (str, int)):
-        return {str(v)}
-    return set()
 
 
 def read_value(text: str):
@@ -187,81 +182,44 @@ def read_value(text: str):
     return t
 
 
-def _value(name: str, text: Optional[str], job: dict):
-    """The job's value of `name` where the line shows it, else the line's text read (read_value)."""
-    if name in job and (text is None or text.strip() in _shown(job[name])):
-        return job[name]
-    return None if text is None else read_value(text)
+def _source_of(line: str, cfg) -> str:
+    """The file a line was read from: a record's source where it names one (a Megatron-DeepSpeed script's ds_config, a
+    Megatron-Bridge YAML of overrides), else the config's own path."""
+    return (line.source if isinstance(line, Note) else None) or cfg.source
 
 
-def _entries(head: Optional[str], job: dict) -> list[tuple[str, Optional[str], object]]:
-    """[(setting, field, value)] of a line's HEAD (module docstring)."""
-    if head is None:
-        return [(None, None, None)]
-    fields = _job_fields()
-    head = head.strip()
-    if _ASSIGNS.match(head):
-        out = []
-        for part in _NEXT_ASSIGN.split(head):
-            m = _ASSIGNS.match(part)
-            names = m.group(1).rstrip("=").split("=")
-            out += [(n, n if n in fields else None, _value(n, m.group(2), job)) for n in names]
-        return out
-    name, _, rest = head.partition(" ")
-    if rest and " " not in rest and (name in fields or name.startswith("--")):
-        return [(name, name if name in fields else None, _value(name, rest, job) if name in fields else read_value(rest))]
-    if head in fields:
-        return [(head, head, job.get(head))]
-    return [(head, None, None)]
-
-
-def _source_of(line: str, cfg) -> tuple[str, str]:
-    """(source, the line without its source prefix): the config's own path, or the file
-    TrainerConfig.line_sources names for the line (its 'SOURCE: ' prefix taken off)."""
-    if isinstance(line, Note):
-        return line.source or cfg.source, line
-    src = cfg.line_sources.get(line)
-    if src is not None and line.startswith(src + ": "):
-        return src, line[len(src) + 2:]
-    return cfg.source, line
+def _record_entries(line: Note, src: str, job: dict, fields: frozenset) -> list[dict]:
+    """An assumed record's entries: its settings and values as the reader gave them; a Job field given no value of its
+    own (noted) takes the job's (as the grammar reads a lone field name)."""
+    return [{"setting": k, "field": k if k in fields else None,
+             "value": job.get(k) if v is None and k in fields else v, "rule": line.message if line.ruled else None,
+             "source": src, "line": str(line)} for k, v in line.entries]
 
 
 def assumed_entries(cfg, job: Optional[dict] = None) -> list[dict]:
-    """The config's assumed lines as structured entries: setting, field, value, rule, source, line
-    (module docstring). job: the reader's job fields the values are taken from (cfg.job by default)."""
+    """The config's assumed lines as structured entries: setting, field, value, rule, source, line, one a setting of
+    the record (module docstring). job: the reader's job fields a Job field given no value takes (cfg.job by
+    default)."""
     job = cfg.job if job is None else job
-    out = []
-    for line in cfg.assumed:
-        src, text = _source_of(line, cfg)
-        head, rule = split_head(text)
-        for setting, fld, value in _entries(head, job):
-            out.append({"setting": setting, "field": fld, "value": value, "rule": rule, "source": src, "line": line})
-    return out
+    fields = _job_fields()
+    return [e for line in cfg.assumed for e in _record_entries(_record(line, "assumed"), _source_of(line, cfg), job,
+                                                                fields)]
 
 
-def _listed(cfg, lines: list[str]) -> list[dict]:
-    """ignored / not_modelled lines as entries: setting, value, reason, source, line (module docstring)."""
+def _record(line, kind: str) -> Note:
+    """A line of a list as its record: every reader and the command line write one (listed, noted); a str from
+    elsewhere is one setting, its whole text, with no value or reason (never read back by a grammar)."""
+    return line if isinstance(line, Note) else noted(kind, str(line), None)
+
+
+def _listed(cfg, lines: list[str], kind: str = "ignored") -> list[dict]:
+    """ignored / not_modelled / unmodelled lines as entries: setting, value, reason (for unmodelled: how it is
+    priced), source, line, one a setting of the record."""
     out = []
     for line in lines:
-        src, text = _source_of(line, cfg)
-        if isinstance(line, Note):
-            out += [{"setting": k, "value": v, "reason": line.message, "source": src, "line": str(line)}
-                    for k, v in line.entries]  # the line a plain str: YAML's safe dumper takes no str subclass
-            continue
-        what, why = split_reason(text)
-        for part in _NEXT_ASSIGN.split(what):
-            name, eq, val = part.partition("=")
-            setting, value = (name, read_value(val)) if eq and re.fullmatch(_NAME, name) else (part, None)
-            out.append({"setting": setting, "value": value, "reason": why or None, "source": src, "line": line})
-    return out
-
-
-def _unmodelled(cfg) -> list[dict]:
-    out = []
-    for line in cfg.unmodelled:
-        src, text = _source_of(line, cfg)
-        head, rule = split_head(text)
-        out.append({"setting": head, "reason": rule, "source": src, "line": line})
+        note = _record(line, kind)
+        out += [{"setting": k, "value": v, "reason": note.message, "source": _source_of(note, cfg), "line": str(note)}
+                for k, v in note.entries]  # the line a plain str: YAML's safe dumper takes no str subclass
     return out
 
 
@@ -270,8 +228,8 @@ def config_report(cfg, job: Optional[dict] = None) -> dict:
     assumed entries, and what it read and did not price (ignored: no effect on memory or time;
     not_modelled: changes them, left out of the price; unmodelled: priced as something else)."""
     return {"source": cfg.source, "format": cfg.fmt, "assumed": assumed_entries(cfg, job),
-            "ignored": _listed(cfg, cfg.ignored), "not_modelled": _listed(cfg, cfg.not_modelled),
-            "unmodelled": _unmodelled(cfg)}
+            "ignored": _listed(cfg, cfg.ignored, "ignored"), "not_modelled": _listed(cfg, cfg.not_modelled, "not_modelled"),
+            "unmodelled": _listed(cfg, cfg.unmodelled, "unmodelled")}
 
 
 def with_config(res: dict, cfg, job: Optional[dict] = None) -> dict:
@@ -281,6 +239,7 @@ def with_config(res: dict, cfg, job: Optional[dict] = None) -> dict:
         return res
     block = config_report(cfg, job)
     if cfg.assumed:
-        res["assumed"] = list(res.get("assumed", ())) + list(cfg.assumed)
+        # the lines as plain text: YAML's safe dumper takes no str subclass (a Note)
+        res["assumed"] = list(res.get("assumed", ())) + [str(x) for x in cfg.assumed]
     res["trainer_config"] = block
     return res

@@ -142,7 +142,7 @@ from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
 from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text
 from .cp_balancer import BalancerSource, load_balancer
-from .report import listed, noted
+from .report import Note, listed, listed_all, noted
 from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
                                  shape_differences)
 
@@ -381,7 +381,7 @@ def _one_layout(where: str, data: dict) -> None:
                            'on, the stack\'s @e347b1e5e), or "float8" with [float8] (v0.1.0); "mx" the same way')
 
 
-def model_code_line(where: str, name: Optional[str], model: str, given: bool, stack_name: str) -> Optional[str]:
+def model_code_line(where: str, name: Optional[str], model: str, given: bool, stack_name: str) -> Optional[Note]:
     """The model code the start-up rules take for `model` on the stack (startup.model_code, by its hf_model_type)
     against the one the TOML's [model] name builds (TORCHTITAN_NAME_CODES): the assumed line that names it, or
     None where the stack has no torchtitan names (a command-line --stack megatron; the table is keyed by the stack's
@@ -412,25 +412,28 @@ def model_code_line(where: str, name: Optional[str], model: str, given: bool, st
     if name is None:  # torchtitan's default name: not stated, so noted, never a contradiction
         default = f"torchtitan's default {TORCHTITAN_DEFAULT_NAME!r} (job_config.py Model.name)"
         if have is None:
-            return (f"model code: none: the TOML gives no [model] name ({default}), and {model} ({own}) has no code in "
-                    f"{src}: priced on the stack's runs alone")
+            return noted("assumed", "model code", f"none: the TOML gives no [model] name ({default}), and {model} "
+                         f"({own}) has no code in {src}: priced on the stack's runs alone")
         if have.code == table[TORCHTITAN_DEFAULT_NAME]:
-            return f"model code {have.code}: no [model] name, {default}, the code {src} gives {model}'s model_type {mt!r}"
-        return (f"model code {have.code}: {model}'s model_type {mt!r} ({src}); the TOML gives no [model] name, whose "
-                f"torchtitan default {TORCHTITAN_DEFAULT_NAME!r} (job_config.py Model.name) builds the "
-                f"{table[TORCHTITAN_DEFAULT_NAME]} code: set [model] name = \"{have.code}\" for torchtitan to build the "
-                "model priced")
+            return listed("assumed", "model code", have.code, f"no [model] name, {default}, the code {src} gives "
+                          f"{model}'s model_type {mt!r}", spaced=True)
+        return listed("assumed", "model code", have.code, f"{model}'s model_type {mt!r} ({src}); the TOML gives no "
+                      f"[model] name, whose torchtitan default {TORCHTITAN_DEFAULT_NAME!r} (job_config.py Model.name) "
+                      f"builds the {table[TORCHTITAN_DEFAULT_NAME]} code: set [model] name = \"{have.code}\" for "
+                      "torchtitan to build the model priced", spaced=True)
     if name not in table:
         taken = f"{model}'s code {have.code} (model_type {mt!r}, {src})" if have is not None else f"no code ({model}: {own})"
-        return (f"model code: [model] name {name!r} is no model package of torchtitan {TORCHTITAN_COMMITS[base]} "
-                f"(an experiment or a TrainSpec registered outside torchtitan): the start-up rules take {taken}")
+        return noted("assumed", "model code", f"[model] name {name!r} is no model package of torchtitan "
+                     f"{TORCHTITAN_COMMITS[base]} (an experiment or a TrainSpec registered outside torchtitan): the "
+                     f"start-up rules take {taken}")
     code = table[name]
     if code is None:
         raise PlannerError(f"{where}[model] name {name!r} is no language model (torchtitan's flux: FLUX.1, a diffusion "
                            "transformer)", f"the planner prices language models: name one ({', '.join(n for n, c in table.items() if c)})")
     trains = ", ".join(codes[code].model_types) if code in codes else "?"
     if have is not None and have.code == code:
-        return f"model code {code}: [model] name {name!r}, the code {src} gives {model}'s model_type {mt!r}"
+        return listed("assumed", "model code", code, f"[model] name {name!r}, the code {src} gives {model}'s "
+                      f"model_type {mt!r}", spaced=True)
     if have is not None:
         names = [n for n, c in table.items() if c == have.code]
         raise PlannerError(
@@ -442,8 +445,9 @@ def model_code_line(where: str, name: Optional[str], model: str, given: bool, st
         raise PlannerError(f"{where}[model] name {name!r} builds torchtitan's {code} code, which trains model_type {trains} "
                            f"({src}); {who} is model_type {mt!r}, which no {stack.name} code trains",
                            f"give a --model of model_type {trains}, or a model YAML without hf_model_type")
-    return (f"model code {code}: [model] name {name!r}; {model} gives no hf_model_type, so the start-up rules do not read "
-            f"the {code} code's limits ({src}: priced on the stack's runs alone)")
+    return listed("assumed", "model code", code, f"[model] name {name!r}; {model} gives no hf_model_type, so the "
+                  f"start-up rules do not read the {code} code's limits ({src}: priced on the stack's runs alone)",
+                  spaced=True)
 
 
 def _flavor(name: Optional[str], flavor: Optional[str]):
@@ -482,21 +486,23 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     line = model_code_line(where, name, job["model"], model is not None, stack_name)
     if model is None:
         same = TORCHTITAN_ZOO["torchtitan"].get((fl.code, fl.flavor))
-        assumed.append(f"model={zoo}: torchtitan [model] name {name!r} flavor {flavor!r} ({src}; " +
+        assumed.append(listed("assumed", "model", zoo, f"torchtitan [model] name {name!r} flavor {flavor!r} ({src}; " +
                        ("its shape checked against the catalog field by field)" if zoo != model_name(fl) else
                         f"the flavor as torchtitan builds it: {same}'s priced shape, read as the flavor for its attn_type "
                         f"{fl.attn_type!r})" if same is not None else
-                        "no catalog model has its shape: the flavor as torchtitan builds it)"))
+                        "no catalog model has its shape: the flavor as torchtitan builds it)")))
     if line is not None:
         assumed.append(line)
     if fl is None and flavor is None and model is not None:  # job_config.py @e347b1e5e Model.flavor (l. 104)
-        assumed.append(f"[model] flavor unset: torchtitan's default \"debugmodel\" (job_config.py Model.flavor, l. 104) "
-                       f"builds its {name or TORCHTITAN_DEFAULT_NAME} debug model, not --model {model}: set [model] flavor "
-                       "to a flavor of the model's shape for torchtitan to build the model priced")
+        assumed.append(noted("assumed", "[model] flavor unset",
+                             "torchtitan's default \"debugmodel\" (job_config.py Model.flavor, l. 104) builds its "
+                             f"{name or TORCHTITAN_DEFAULT_NAME} debug model, not --model {model}: set [model] flavor "
+                             "to a flavor of the model's shape for torchtitan to build the model priced"))
     if fl is None:
         if flavor is not None and name is not None and TORCHTITAN_NAME_CODES["torchtitan"].get(name) in BUILT_CODES:
-            assumed.append(f"[model] flavor {flavor!r}: not in torchtitan {TORCHTITAN_COMMITS['torchtitan']}'s "
-                           f"{name} registry (a flavor added to it): priced as --model {model}")
+            assumed.append(listed("assumed", "[model] flavor", flavor, f"not in torchtitan "
+                                  f"{TORCHTITAN_COMMITS['torchtitan']}'s {name} registry (a flavor added to it): priced "
+                                  f"as --model {model}", show=repr(flavor), spaced=True))
         return
     priced, costless = shape_differences(fl, load_model(job["model"]))
     if priced:
@@ -507,12 +513,14 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     for d in costless:
         if fl.code == "llama3" and d.startswith("llama3_rope_scaling"):  # every llama3 flavor's RoPEScalingArgs
             have = load_model(job["model"]).llama3_rope_scaling
-            assumed.append(f"model={job['model']}: rope_scaling {rope_text(have or 'none')}, but torchtitan's [model] {name} "
-                           f"{flavor} always applies Llama 3.1's ({rope_text(TORCHTITAN_LLAMA3_ROPE)}, "
-                           "models/llama3/model/args.py RoPEScalingArgs @e347b1e5e): the same cost, another rotary")
+            assumed.append(listed("assumed", "model", job['model'],
+                                  f"rope_scaling {rope_text(have or 'none')}, but torchtitan's [model] {name} "
+                                  f"{flavor} always applies Llama 3.1's ({rope_text(TORCHTITAN_LLAMA3_ROPE)}, "
+                                  "models/llama3/model/args.py RoPEScalingArgs @e347b1e5e): the same cost, another rotary"))
             continue
-        assumed.append(f"model={job['model']}: torchtitan's [model] {name} {flavor} differs in {d} (flavor / model), "
-                       "priced at nothing (the rotary tables are computed once): the run trains the flavor's")
+        assumed.append(listed("assumed", "model", job['model'],
+                              f"torchtitan's [model] {name} {flavor} differs in {d} (flavor / model), "
+                              "priced at nothing (the rotary tables are computed once): the run trains the flavor's"))
     kernel = ATTN_KERNELS[fl.attn_type]
     # the attention module the flavor builds, read by the start-up rules (startup.TORCHTITAN_VARLEN_CP: varlen refuses CP),
     # where the pricing stack builds it (runs.attention_backends: 0.3.0 has no sdpa for language models)
@@ -521,21 +529,24 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     if backends is not None and fl.attn_type in backends:
         job["attention_backend"] = fl.attn_type
     elif backends is not None:
-        assumed.append(f"attention_backend: [model] {name} {flavor} sets attn_type {fl.attn_type!r}, which {stack_name} "
-                       f"does not build ({', '.join(backends)}): the start-up rules read its default")
+        assumed.append(noted("assumed", "attention_backend",
+                             f"[model] {name} {flavor} sets attn_type {fl.attn_type!r}, which {stack_name} "
+                             f"does not build ({', '.join(backends)}): the start-up rules read its default"))
     if kernel == "flex":
         job["attention_kernel"] = "flex"
-        assumed.append(f"attention_kernel=flex: [model] {name} {flavor} sets attn_type \"flex\" (FlexAttention; no "
-                       "TOML key changes it)")
+        assumed.append(listed("assumed", "attention_kernel", "flex",
+                              f"[model] {name} {flavor} sets attn_type \"flex\" (FlexAttention; no "
+                              "TOML key changes it)"))
     elif kernel is None:
-        assumed.append(f"attention_kernel: [model] {name} {flavor} runs attn_type {fl.attn_type!r}, which the planner "
-                       "has no rate for: priced as the stack's kernel (" +
-                       ("its export is refused: no other flavor runs it)" if model is None else
-                        f"--model {model}: its export writes the flavor of its shape that runs the stack's kernel, "
-                        "not this one)"))
+        assumed.append(noted("assumed", "attention_kernel",
+                             f"[model] {name} {flavor} runs attn_type {fl.attn_type!r}, which the planner "
+                             "has no rate for: priced as the stack's kernel (" +
+                             ("its export is refused: no other flavor runs it)" if model is None else
+                             f"--model {model}: its export writes the flavor of its shape that runs the stack's kernel, "
+                             "not this one)")))
     if fl.attn_mask_type == "block_causal":
-        assumed.append(f"[model] {name} {flavor}: attn_mask_type block_causal (attention within each document): "
-                       "priced as causal attention over the whole sequence, an upper bound")
+        assumed.append(noted("assumed", f"[model] {name} {flavor}", "attn_mask_type block_causal (attention within "
+                             "each document): priced as causal attention over the whole sequence, an upper bound"))
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
@@ -595,10 +606,10 @@ def _sequence_parallel_option(where: str, v: bool, tp: int, stack_name: str, job
         ignored.append(listed("ignored", "parallelism.enable_sequence_parallel", v, "tensor_parallel_degree 1"))
         return
     job["sequence_parallel"] = bool(v)
-    assumed.append(f"sequence_parallel={str(bool(v)).lower()}: [parallelism] enable_sequence_parallel "
+    assumed.append(listed("assumed", "sequence_parallel", bool(v), "[parallelism] enable_sequence_parallel "
                    f"{str(v).lower()} (torchtitan release/0.3 @4f9e9a47d configs.py l. 160" +
                    ("; TP without SequenceParallel: the norms and the TP collectives' outputs whole on every TP rank, "
-                    "all-reduces in place of reduce-scatter / all-gather)" if not v else ")"))
+                    "all-reduces in place of reduce-scatter / all-gather)" if not v else ")")))
 
 
 def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: Optional[int] = None,
@@ -656,7 +667,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     not_modelled = [] if not_modelled is None else not_modelled
     for section, body in data.items():
         if not isinstance(body, dict):
-            not_modelled.append(listed("not_modelled", section, body, "unknown to the planner: it may change memory or time"))
+            not_modelled.append(listed("not_modelled", section, body,
+                                       "unknown to the planner: it may change memory or time"))
             continue
         for key, v in _flatten(body):
             if key not in MODELLED.get(section, ()):
@@ -673,7 +685,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     stated = {f"{name}.{k}": body[k] for name, body in (("training", tr), ("parallelism", par)) if isinstance(body, dict)
               for k in body if f"{name}.{k}" in TT_DEFAULTS or f"{name}.{k}" == "training.batch_size"}
     job: dict = {"stack": "torchtitan", "rank_order": RANK_ORDER}
-    assumed.append(f"rank_order={RANK_ORDER}: torchtitan's device mesh is pp, dp_replicate, dp_shard, cp, tp (outermost first)")
+    assumed.append(listed("assumed", "rank_order", RANK_ORDER,
+                          "torchtitan's device mesh is pp, dp_replicate, dp_shard, cp, tp (outermost first)"))
 
     # ---- model
     name, flavor = m.get("name"), m.get("flavor")
@@ -698,9 +711,9 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         spelt = " ".join(f"--parallelism.{key} {r}" for key, r, f in (
             ("tensor_parallel_degree", run_tp, tp), ("pipeline_parallel_degree", run_pp, pp),
             ("context_parallel_degree", run_cp, cp)) if r != f)
-        assumed.append(f"the command line's mesh ({said}; flags beat files): the file's data_parallel_shard_degree, "
-                       f"its global_batch_size -1, the micro-batch and the pipeline keys are worked out at it, as "
-                       f"torchtitan run with {spelt} works them out")
+        assumed.append(noted("assumed", f"the command line's mesh ({said}; flags beat files)",
+                             "the file's data_parallel_shard_degree, its global_batch_size -1, the micro-batch and the "
+                             f"pipeline keys are worked out at it, as torchtitan run with {spelt} works them out"))
     inner = run_tp * run_pp * run_cp * rep
     if shard == -1 and flags.get("dp") is not None:
         shard, gpus = _leftover_shard_at_dp(where, rep, inner, (run_tp, run_pp, run_cp), flags["dp"], gpus, assumed,
@@ -717,7 +730,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                 + f" (torchtitan asserts the degrees' product is the world size: {cites.world})",
                 f"change --gpus or {what}the [parallelism] degrees")
         shard = gpus // inner
-        assumed.append(f"data_parallel_shard_degree={shard}: -1 takes the leftover GPUs, {gpus} / {inner}{mesh}")
+        assumed.append(listed("assumed", "data_parallel_shard_degree", shard,
+                              f"-1 takes the leftover GPUs, {gpus} / {inner}{mesh}"))
     else:
         shard, gpus = _explicit_shard(where, shard, rep, (tp, pp, cp), (run_tp, run_pp, run_cp), said, gpus,
                                       flags.get("dp"), assumed, cites)
@@ -743,14 +757,15 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     else:
         job.update(sharding="none", sharding_mode="ddp")
     if at_flags:
-        assumed.append(f"sharding={job['sharding']} ({job['sharding_mode']}): FSDP runs where dp_shard x cp > 1, here "
-                       f"{shard} x {run_cp}{mesh}")
+        assumed.append(listed_all("assumed", [("sharding", job["sharding"]), ("sharding_mode", job["sharding_mode"])],
+                                  f"FSDP runs where dp_shard x cp > 1, here {shard} x {run_cp}{mesh}"))
     if "enable_sequence_parallel" in par:  # [10]: torchtitan 0.3.0's option, which main has not
         _sequence_parallel_option(where, par["enable_sequence_parallel"], run_tp, stack or "torchtitan", job, assumed,
                                   ignored)
     elif run_tp > 1:
         job["sequence_parallel"] = True
-        assumed.append("sequence_parallel=true: torchtitan's TP shards the norms' sequence dimension (SequenceParallel)")
+        assumed.append(listed("assumed", "sequence_parallel", True,
+                              "torchtitan's TP shards the norms' sequence dimension (SequenceParallel)"))
     if "context_parallel_rotate_method" in par:  # torch CP's K/V exchange (stack_db memory.cp_ring_backward)
         rot = par["context_parallel_rotate_method"]
         if rot not in CP_ROTATE_METHODS:
@@ -760,7 +775,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             key = "parallelism.context_parallel_rotate_method"
             val = data.get("validation")
             if isinstance(val, dict) and val.get("enable") is True:  # the validator sets torch's global for later steps
-                not_modelled.append(listed("not_modelled", key, rot, "training runs torch's default allgather until the "
+                not_modelled.append(listed("not_modelled", key, rot,
+                                           "training runs torch's default allgather until the "
                                            "first validation pass, whose create_context_parallel_ctx calls "
                                            "set_rotate_method: torchtitan @e347b1e5e components/validate.py l. 204-214; "
                                            "the later steps' method not priced"))
@@ -771,7 +787,8 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         elif cp > 1:
             job["cp_rotate_method"] = rot
         else:
-            ignored.append(listed("ignored", "parallelism.context_parallel_rotate_method", rot, "context_parallel_degree 1"))
+            ignored.append(listed("ignored", "parallelism.context_parallel_rotate_method", rot,
+                                  "context_parallel_degree 1"))
     if "context_parallel_load_balancer" in par:  # [11]: the job field cp_load_balance (cp_balancer.load_balancer)
         load_balancer(where, par["context_parallel_load_balancer"], True, job, assumed, ignored, not_modelled,
                        _lb_main(), run_cp)
@@ -793,15 +810,17 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     if run_pp > 1:
         sched = par.get("pipeline_parallel_schedule", "1F1B")
         if "pipeline_parallel_schedule" not in par and cli_sched is None:
-            assumed.append("schedule=1f1b: pipeline_parallel_schedule default 1F1B" + (mesh if pp == 1 else ""))
+            assumed.append(listed("assumed", "schedule", "1f1b",
+                                  "pipeline_parallel_schedule default 1F1B" + (mesh if pp == 1 else "")))
         if sched not in SCHEDULES and cli_sched is None:
             raise PlannerError(f"{where}[parallelism] pipeline_parallel_schedule {sched!r} is not one the planner models",
                                f"valid: {', '.join(SCHEDULES)}")
         if sched in SCHEDULES:
             job["schedule"] = SCHEDULES[sched]  # a command-line --schedule replaces it, named (core.load_job)
         else:
-            assumed.append(f"schedule: the file's pipeline_parallel_schedule {sched!r} is not kept: the command line's "
-                           f"{cli_sched} replaces it")
+            assumed.append(noted("assumed", "schedule",
+                                 f"the file's pipeline_parallel_schedule {sched!r} is not kept: the command line's "
+                                 f"{cli_sched} replaces it"))
         looped = cli_sched == "interleaved" if cli_sched is not None else sched in LOOPED
         what = (f"the command line's --schedule {cli_sched}" if cli_sched is not None
                 else f"pipeline_parallel_schedule {sched!r}")
@@ -825,8 +844,9 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         if cli_vpp is not None:  # the command line's stages per rank: the file's stage key is not read
             vpp = None
             if stage_key is not None:
-                assumed.append(f"{stage_key}: the file's {_short(par[stage_key])} is not kept: the command line's vpp "
-                               f"{cli_vpp} sets the stages per rank (flags beat files)")
+                assumed.append(noted("assumed", stage_key,
+                                     f"the file's {_short(par[stage_key])} is not kept: the command line's vpp "
+                                     f"{cli_vpp} sets the stages per rank (flags beat files)"))
         elif fqns is not None:
             vpp = _fqn_stages(where, fqns, lps, run_pp, L, wf, wl, at_pp)
         elif lps is not None:
@@ -840,12 +860,14 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                                    + (", or give --vpp (the command line's stages per rank)" if at_pp else ""))
             vpp = stages // run_pp
             if at_pp:
-                assumed.append(f"vpp={vpp}: pipeline_parallel_layers_per_stage {lps} gives {stages} stages over "
-                               f"{L} layers (+ {wf + wl} end weight(s)), {stages} / pp {run_pp}{mesh}")
+                assumed.append(listed("assumed", "vpp", vpp,
+                                      f"pipeline_parallel_layers_per_stage {lps} gives {stages} stages over "
+                                      f"{L} layers (+ {wf + wl} end weight(s)), {stages} / pp {run_pp}{mesh}"))
         else:
             vpp = 2 if looped else 1
             if looped:
-                assumed.append("vpp=2: a looped schedule without pipeline_parallel_layers_per_stage (torchtitan's two stages per rank)")
+                assumed.append(listed("assumed", "vpp", 2,
+                                      "a looped schedule without pipeline_parallel_layers_per_stage (torchtitan's two stages per rank)"))
         if vpp is not None and vpp > 1 and not looped:
             raise PlannerError(f"{where}[parallelism] {stage_key or 'pipeline_parallel_layers_per_stage'} "
                                f"{_short(par.get(stage_key)) if stage_key else lps} puts {vpp} stages on each rank at "
@@ -875,24 +897,26 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         local = _int(where, "[training] local_batch_size", tr["local_batch_size"])
     elif "batch_size" in tr:
         local = _int(where, "[training] batch_size", tr["batch_size"])
-        assumed.append("local_batch_size: [training] batch_size (pre-2025 name)")
+        assumed.append(noted("assumed", "local_batch_size", "[training] batch_size (pre-2025 name)"))
     else:
         local = 8
-        assumed.append("local_batch_size=8: torchtitan's default")
+        assumed.append(listed("assumed", "local_batch_size", 8, "torchtitan's default"))
     local_from = "local_batch_size"
     if run_pp == 1 and cli_mb is not None and cli_mb != local:
         # without PP torchtitan's micro-batch is the local batch: each of global / (local x dp) accumulation steps is
         # one forward-backward of local_batch_size sequences (train.py @e347b1e5e l. 196-215, 561-564): --micro-batch
         # M is --training.local_batch_size M, and a global_batch_size -1 is M x dp
-        assumed.append(f"micro_batch={cli_mb}: the command line replaces the file's {local} ([training] "
-                       "local_batch_size: without PP torchtitan's micro-batch is the local batch, one forward-backward "
-                       f"of local_batch_size per accumulation step: {cites.accumulation})")
+        assumed.append(listed("assumed", "micro_batch", cli_mb,
+                              f"the command line replaces the file's {local} ([training] "
+                              "local_batch_size: without PP torchtitan's micro-batch is the local batch, one forward-backward "
+                              f"of local_batch_size per accumulation step: {cites.accumulation})"))
         local, local_from = cli_mb, "the command line's micro-batch"
     gbs = tr.get("global_batch_size", -1)
     gbs = _int(where, "[training] global_batch_size", gbs, allowed=(-1,))
     if gbs == -1:
         gbs = local * dp
-        assumed.append(f"global_batch={gbs}: global_batch_size -1 = {local_from} {local} x dp {dp}{mesh}")
+        assumed.append(listed("assumed", "global_batch", gbs,
+                              f"global_batch_size -1 = {local_from} {local} x dp {dp}{mesh}"))
     elif cli_gbs is None and gbs % (local * dp):
         raise PlannerError(f"{where}[training] global_batch_size {gbs} is not a multiple of {local_from} {local} x dp {dp}"
                            + mesh, "torchtitan accumulates gradients over global / (local x dp) steps; make it whole")
@@ -900,20 +924,23 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     if run_pp > 1:
         mbs = _int(where, "[parallelism] pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1))
         if cli_mb is not None and cli_mb != mbs:
-            assumed.append(f"micro_batch={cli_mb}: the command line replaces the file's {mbs} ([parallelism] "
-                           "pipeline_parallel_microbatch_size" + ("" if "pipeline_parallel_microbatch_size" in par
-                                                                  else ", its default") + ")")
+            assumed.append(listed("assumed", "micro_batch", cli_mb,
+                                  f"the command line replaces the file's {mbs} ([parallelism] "
+                                  "pipeline_parallel_microbatch_size" + ("" if "pipeline_parallel_microbatch_size" in par
+                                  else ", its default") + ")"))
             mbs = cli_mb
         elif "pipeline_parallel_microbatch_size" not in par:
-            assumed.append(f"micro_batch=1: pipeline_parallel_microbatch_size default 1 ({cites.micro_default})"
-                           + (mesh if pp == 1 else ""))
+            assumed.append(listed("assumed", "micro_batch", 1,
+                                  f"pipeline_parallel_microbatch_size default 1 ({cites.micro_default})"
+                                  + (mesh if pp == 1 else "")))
         elif pp == 1:
-            assumed.append(f"micro_batch={mbs}: pipeline_parallel_microbatch_size{mesh}")
+            assumed.append(listed("assumed", "micro_batch", mbs, f"pipeline_parallel_microbatch_size{mesh}"))
         if local % mbs and cli_gbs is not None and cli_mb is not None:
             # the command line's batch and micro-batch are the plan's; torchtitan would run them with another local batch
-            assumed.append(f"local_batch_size: the file's {local} is not kept: the command line's global batch {cli_gbs} "
-                           f"and micro-batch {mbs} set the step (torchtitan needs a local_batch_size that is a multiple "
-                           f"of pipeline_parallel_microbatch_size, {cites.microbatch})")
+            assumed.append(noted("assumed", "local_batch_size",
+                                 f"the file's {local} is not kept: the command line's global batch {cli_gbs} "
+                                 f"and micro-batch {mbs} set the step (torchtitan needs a local_batch_size that is a multiple "
+                                 f"of pipeline_parallel_microbatch_size, {cites.microbatch})"))
         elif local % mbs:
             key = (f"the command line's --micro-batch {mbs} (pipeline_parallel_microbatch_size at pp {run_pp})"
                    if cli_mb is not None else f"[parallelism] pipeline_parallel_microbatch_size {mbs}")
@@ -924,14 +951,15 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     else:
         job["micro_batch"] = local
         if pp > 1:
-            assumed.append(f"micro_batch={local}: local_batch_size, one micro-batch per step without PP{mesh}")
+            assumed.append(listed("assumed", "micro_batch", local,
+                                  f"local_batch_size, one micro-batch per step without PP{mesh}"))
         if "pipeline_parallel_microbatch_size" in par:
             ignored.append(listed("ignored", "parallelism.pipeline_parallel_microbatch_size",
                                   par["pipeline_parallel_microbatch_size"], f"pipeline_parallel_degree 1{at_pp}"))
     seq = tr.get("seq_len")
     if seq is None:
         seq = 2048
-        assumed.append("seq_len=2048: torchtitan's default")
+        assumed.append(listed("assumed", "seq_len", 2048, "torchtitan's default"))
     job["seq_len"] = _int(where, "[training] seq_len", seq)
     if "steps" in tr:
         _tokens(where, _int(where, "[training] steps", tr["steps"]), gbs, job["seq_len"], flags, job, assumed, cites)
@@ -962,20 +990,20 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
         job["torch_compile"] = bool(tr["compile"])
     else:
         job["torch_compile"] = False
-        assumed.append("torch_compile=false: torchtitan's default")
+        assumed.append(listed("assumed", "torch_compile", False, "torchtitan's default"))
 
     # ---- activation checkpointing
     mode = ac.get("mode")
     if mode is None:
         mode = "selective"
-        assumed.append("activation_checkpoint.mode=selective: torchtitan's default")
+        assumed.append(listed("assumed", "activation_checkpoint.mode", "selective", "torchtitan's default"))
     if mode not in ("none", "selective", "full"):
         raise PlannerError(f"{where}[activation_checkpoint] mode {mode!r} is not modelled", "valid: none, selective, full")
     if mode == "selective":
         opt = ac.get("selective_ac_option", "2")
         opt = str(opt) if isinstance(opt, int) and not isinstance(opt, bool) and 0 < opt <= MAX_COUNT else opt
         if "selective_ac_option" not in ac:
-            assumed.append("selective_ac_option=2: torchtitan's default")
+            assumed.append(listed("assumed", "selective_ac_option", 2, "torchtitan's default"))
         if opt == "op":
             job["recompute"] = "selective"
         elif isinstance(opt, str) and re.fullmatch(r"[0-9]{1,9}", opt) and int(opt) >= 1:  # ASCII digits only
@@ -988,8 +1016,9 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
             job["recompute"] = "full"
             if k < math.ceil(L / run_pp):
                 job["recompute_layers"] = k
-            assumed.append(f"recompute=full, recompute_layers={k}: selective_ac_option {n} checkpoints every {n}-th "
-                           f"layer, ceil({L} layers / pp {run_pp} / {n}){mesh}")
+            assumed.append(listed_all("assumed", [("recompute", "full"), ("recompute_layers", k)],
+                                      f"selective_ac_option {n} checkpoints every {n}-th layer, ceil({L} layers / pp "
+                                      f"{run_pp} / {n}){mesh}"))
         else:
             raise PlannerError(f"{where}[activation_checkpoint] selective_ac_option {_short(opt)} is neither 'op' nor a positive integer",
                                "torchtitan's choices: 'op' or an integer n (every n-th layer)")
@@ -1012,9 +1041,10 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                                "torchtitan's early_step_in_backward is a boolean")
         if early:
             job["early_step_in_backward"] = True
-            assumed.append("early_step_in_backward=true: gradient clipping ([training] max_norm) sees no gradients, "
-                           "each freed in the backward (job_config.py @e347b1e5e l. 160-165: 'not compatible with "
-                           "gradients clipping')")
+            assumed.append(listed("assumed", "early_step_in_backward", True,
+                                  "gradient clipping ([training] max_norm) sees no gradients, "
+                                  "each freed in the backward (job_config.py @e347b1e5e l. 160-165: 'not compatible with "
+                                  "gradients clipping')"))
     cpu_offload(where, tr, job, ignored)
     if hardware is not None:
         job["hardware"] = hardware
@@ -1046,9 +1076,11 @@ def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, 
         run_gbs = cli_gbs or gbs
         job["tokens"] = float(steps * run_gbs * run_seq)
         said = f"global batch {run_gbs}" + (" (the command line's)" if cli_gbs is not None and cli_gbs != gbs else "")
-    assumed.append(f"tokens={job['tokens']:.6g}: steps {steps} x {said}" + (f" x {seq_said}" if seq_said else "")
-                   + (f": torchtitan runs training.steps steps at the batch given ({cites.steps})"
-                      if said.endswith("'s)") or "command line" in said or "command line" in seq_said else ""))
+    assumed.append(listed("assumed", "tokens", job["tokens"], f"steps {steps} x {said}" + (f" x {seq_said}" if seq_said
+                                                                                        else "")
+                          + (f": torchtitan runs training.steps steps at the batch given ({cites.steps})"
+                             if said.endswith("'s)") or "command line" in said or "command line" in seq_said else ""),
+                          show=f"{job['tokens']:.6g}"))
 
 
 def _dp_of_replicate(where: str, dp: int, rep: int, cites) -> None:
@@ -1085,12 +1117,13 @@ def _leftover_shard_at_dp(where: str, rep: int, inner: int, run_degs: tuple, dp:
             f"{rtp} x pp {rpp} x cp {rcp} = {run} GPUs, but --gpus {gpus}{left} (torchtitan asserts the degrees' product "
             f"is the world size: {cites.world})",
             f"leave --dp out (the file's -1 takes the leftover GPUs), or give --gpus {run}")
-    assumed.append(f"data_parallel_shard_degree={shard}: the command line's dp {dp} / the file's "
-                   f"data_parallel_replicate_degree {rep} replaces the file's -1 (the leftover GPUs; flags beat files)")
+    assumed.append(listed("assumed", "data_parallel_shard_degree", shard, f"the command line's dp {dp} / the file's "
+                   f"data_parallel_replicate_degree {rep} replaces the file's -1 (the leftover GPUs; flags beat files)"))
     if gpus is None:
         gpus = run
-        assumed.append(f"gpus={gpus}: replicate {rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp}, the degrees' "
-                       "product at the command line's dp (torchtitan's world size, parallel_dims.py l. 53-56)")
+        assumed.append(listed("assumed", "gpus", gpus,
+                              f"replicate {rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp}, the degrees' "
+                              "product at the command line's dp (torchtitan's world size, parallel_dims.py l. 53-56)"))
     return shard, gpus
 
 
@@ -1116,16 +1149,18 @@ def _explicit_shard(where: str, shard: int, rep: int, file_degs: tuple, run_degs
     if dp is not None:
         _dp_of_replicate(where, dp, rep, cites)
         if dp // rep != shard:
-            assumed.append(f"data_parallel_shard_degree={dp // rep}: the command line's dp {dp} / the file's "
-                           f"data_parallel_replicate_degree {rep} replaces the file's {shard} (flags beat files)")
+            assumed.append(listed("assumed", "data_parallel_shard_degree", dp // rep,
+                                  f"the command line's dp {dp} / the file's "
+                                  f"data_parallel_replicate_degree {rep} replaces the file's {shard} (flags beat files)"))
         file_gpus = rep * shard * ftp * fpp * fcp
         shard = dp // rep
         if gpus is None:
             gpus = inner * shard
             if gpus != file_gpus:
-                assumed.append(f"gpus={gpus}: replicate {rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp}, the "
-                               "degrees' product at the command line's dp (torchtitan's world size, parallel_dims.py "
-                               "l. 53-56)")
+                assumed.append(listed("assumed", "gpus", gpus,
+                                      f"replicate {rep} x shard {shard} x tp {rtp} x pp {rpp} x cp {rcp}, the "
+                                      "degrees' product at the command line's dp (torchtitan's world size, parallel_dims.py "
+                                      "l. 53-56)"))
         return shard, gpus
     run = inner * shard
     if run_degs == file_degs:
@@ -1196,11 +1231,13 @@ def _comm_backend(where: str, par: dict, job: dict, assumed: list, ignored: list
                            f"valid: {', '.join(COMM_BACKENDS)} (torchtitan/config/job_config.py @e347b1e5e l. 474)")
     if load_model(job["model"]).moe is None:
         if "expert_parallel_comm_backend" in par:
-            ignored.append(listed("ignored", "parallelism.expert_parallel_comm_backend", v, "no effect on a dense model"))
+            ignored.append(listed("ignored", "parallelism.expert_parallel_comm_backend", v,
+                                  "no effect on a dense model"))
         return
     job["moe_dispatcher"] = COMM_BACKENDS[v]
     if "expert_parallel_comm_backend" not in par:
-        assumed.append("moe_dispatcher=alltoall: expert_parallel_comm_backend defaults to \"standard\" (torch all-to-all)")
+        assumed.append(listed("assumed", "moe_dispatcher", "alltoall",
+                              "expert_parallel_comm_backend defaults to \"standard\" (torch all-to-all)"))
 
 
 def _flatten(body: dict, prefix: str = ""):
@@ -1250,7 +1287,8 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     names = [c for c in converters if c in GROUPED_MM_CONVERTERS]
     for kind, body in grouped.items():
         if f"quantize.grouped_mm.{kind}" not in names:
-            ignored.append(noted("ignored", f"[quantize.grouped_mm.{kind}]", f"no converter \"quantize.grouped_mm.{kind}\" "
+            ignored.append(noted("ignored", f"[quantize.grouped_mm.{kind}]",
+                                 f"no converter \"quantize.grouped_mm.{kind}\" "
                                  "in [model] converters: torchtitan reads the table only for it"))
     if not names:
         return
@@ -1268,7 +1306,8 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     body = grouped.get(kind, {})
     for k, v in body.items():
         if k not in GROUPED_MM_KEYS[kind]:
-            not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.{k}", v, "not priced: it may change memory "
+            not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.{k}", v,
+                                       "not priced: it may change memory "
                                        "or time"))
     if kind == "mx" and body.get("recipe_name", "mxfp8") != "mxfp8":
         raise PlannerError(f"{where}[quantize.grouped_mm.mx] recipe_name {body['recipe_name']!r}: torchtitan's only "
@@ -1281,12 +1320,14 @@ def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, no
     on = [f for f in fqns if f and f in EXPERTS_FQN]
     off = [f for f in fqns if f not in on]
     if off:
-        not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.fqns", off, "names no routed-expert module "
+        not_modelled.append(listed("not_modelled", f"quantize.grouped_mm.{kind}.fqns", off,
+                                   "names no routed-expert module "
                                    f"path '{EXPERTS_FQN}': not priced"))
     job["fp8_grouped_experts"] = bool(on)
     if not on:
-        assumed.append(f"fp8_grouped_experts=false: [quantize.grouped_mm.{kind}] fqns names no routed experts "
-                       "(torchtitan's default fqns [] converts none)")
+        assumed.append(listed("assumed", "fp8_grouped_experts", False,
+                              f"[quantize.grouped_mm.{kind}] fqns names no routed experts "
+                              "(torchtitan's default fqns [] converts none)"))
 
 
 # every name torchtitan's TOML-configured releases register as a model converter (git log -G
@@ -1322,7 +1363,8 @@ def _precision_from_converters(where, converters, sec, job, assumed, ignored):
         recipe = sec["float8"].get("recipe_name")
         job["fp8_recipe"] = recipe or "tensorwise"
         if recipe is None:
-            assumed.append("fp8_recipe=tensorwise: float8 recipe_name unset (torchao's default dynamic tensorwise scaling)")
+            assumed.append(listed("assumed", "fp8_recipe", "tensorwise",
+                                  "float8 recipe_name unset (torchao's default dynamic tensorwise scaling)"))
     elif mx:
         recipe = sec["mx"].get("recipe_name", MX_DEFAULT_RECIPE)
         if not str(recipe).startswith("mxfp8"):
@@ -1330,7 +1372,8 @@ def _precision_from_converters(where, converters, sec, job, assumed, ignored):
                                "valid: mxfp8, mxfp8_cublas, mxfp8_cutlass, mxfp8_rceil (every mxfp8 recipe: 1x32 e8m0 blocks)")
         job["precision"], job["fp8_recipe"] = "fp8", "mxfp8"
         if "recipe_name" not in sec["mx"]:
-            assumed.append(f"fp8_recipe=mxfp8: [mx] recipe_name unset ({MX_DEFAULT_RECIPE}, torchtitan's default)")
+            assumed.append(listed("assumed", "fp8_recipe", "mxfp8",
+                                  f"[mx] recipe_name unset ({MX_DEFAULT_RECIPE}, torchtitan's default)"))
     for conv, on in (("float8", fp8), ("mx", mx)):
         if not on and "recipe_name" in sec[conv]:
             ignored.append(listed("ignored", f"{conv}.recipe_name", sec[conv]["recipe_name"], f"no {conv} converter"))
@@ -1353,21 +1396,24 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, assumed: list, ignored: list, 
     fsdp = shard > 1 and tensorwise and f8.get("recipe_name") is None
     if fsdp and key not in f8:  # torchtitan's default: false (job_config.py @e347b1e5e l. 732)
         job["fp8_allgather"] = False
-        assumed.append(f"fp8_allgather=false: float8.{key} unset (torchtitan's default false, job_config.py "
-                       "@e347b1e5e l. 732: bf16 weight all-gathers, 2 B per parameter)")
+        assumed.append(listed("assumed", "fp8_allgather", False,
+                              f"float8.{key} unset (torchtitan's default false, job_config.py "
+                              "@e347b1e5e l. 732: bf16 weight all-gathers, 2 B per parameter)"))
     for k in (key, pre):
         if k not in f8:
             continue
         v, name = f8[k], f"float8.{k}"
         if not isinstance(v, bool):
-            not_modelled.append(listed("not_modelled", name, v, "not a boolean: not priced, it may change memory or time"))
+            not_modelled.append(listed("not_modelled", name, v,
+                                       "not a boolean: not priced, it may change memory or time"))
         elif not fsdp:
             ignored.append(listed("ignored", name, v, "read by torchtitan only with the float8 converter, recipe_name "
                                   "unset and data_parallel_shard_degree > 1, float8.py l. 62-99: none here"))
         elif k == key:
             job["fp8_allgather"] = v
         elif not f8.get(key) is True:
-            ignored.append(listed("ignored", name, v, "read only with enable_fsdp_float8_all_gather, float8.py l. 95-99"))
+            ignored.append(listed("ignored", name, v,
+                                  "read only with enable_fsdp_float8_all_gather, float8.py l. 95-99"))
         elif v:
             not_modelled.append(listed("not_modelled", name, v, "one amax all-reduce for every weight after the "
                                        "optimizer step instead of one per weight in each all-gather: not priced"))
@@ -1392,14 +1438,15 @@ def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, 
         if on and conv == "float8":
             job["fp8_output_layer"] = True
             job["filter_fqns"] = []
-            assumed.append("fp8_output_layer=true: [float8] filter_fqns unset (torchtitan's default [] since a6524d8a0, "
-                           "2025-04-07: the output layer converted to fp8 too; before it torchtitan kept it bf16, and "
-                           "its train_configs set filter_fqns = [\"output\"]); filter_fqns=[]: the MoE router gate "
-                           "converted too (step.py [18])")
+            assumed.append(listed("assumed", "fp8_output_layer", True,
+                                  "[float8] filter_fqns unset (torchtitan's default [] since a6524d8a0, "
+                                  "2025-04-07: the output layer converted to fp8 too; before it torchtitan kept it bf16, and "
+                                  "its train_configs set filter_fqns = [\"output\"]); filter_fqns=[]: the MoE router gate "
+                                  "converted too (step.py [18])"))
         elif on:  # MXLinear.filter_fqns default ["output"] (job_config.py @e347b1e5e l. 784): the router gate converted
             job["filter_fqns"] = ["output"]
-            assumed.append("filter_fqns=['output']: [mx] filter_fqns unset (torchtitan's MXLinear default): the MoE "
-                           "router gate converted (step.py [18])")
+            assumed.append(listed("assumed", "filter_fqns", ["output"], "[mx] filter_fqns unset (torchtitan's MXLinear "
+                                  "default): the MoE router gate converted (step.py [18])", show="['output']"))
         return
     v = f["filter_fqns"]
     fq = [c.strip() for c in v.split(",") if c.strip()] if isinstance(v, str) else v

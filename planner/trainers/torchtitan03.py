@@ -86,7 +86,7 @@ from .. import files
 from ..errors import PlannerError
 from . import TrainerConfig, fmt_ignored, one_rank_mesh
 from .cp_balancer import BalancerSource, load_balancer
-from .report import listed, noted
+from .report import Note, listed, listed_all, noted
 
 COMMIT = "release/0.3 @4f9e9a47d"
 STACK = "torchtitan-0.3"
@@ -705,7 +705,7 @@ def parse_launch(where: str, text: str) -> Launch:
         if body and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w) for w in body):
             env.update(w.split("=", 1) for w in body)
         else:
-            notes.append(f"shell line {ln[:60]!r} (not a torchtitan setting: not read)")
+            notes.append(noted("ignored", f"shell line {ln[:60]!r}", "not a torchtitan setting: not read"))
     if launch is None:
         raise PlannerError(f"{where}no torchtitan launch line (run_train.sh or -m torchtitan.train)",
                            "write MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh [--section.key value ...]")
@@ -739,7 +739,8 @@ def parse_launch(where: str, text: str) -> Launch:
         else:
             gpus, gpus_from, soft = None, "", True
             if "NGPU" in env:
-                notes.append(f"NGPU={env['NGPU']} (read by run_train.sh only, not by python -m torchtitan.train)")
+                notes.append(listed("ignored", "NGPU", env["NGPU"], "read by run_train.sh only, not by python -m "
+                                    "torchtitan.train"))
     options, ac, module, config = _options(where, args, module, config)
     if module is None or config is None:
         raise PlannerError(f"{where}the launch line names no {'--module' if module is None else '--config'}",
@@ -747,7 +748,7 @@ def parse_launch(where: str, text: str) -> Launch:
     for k in ("MODULE", "CONFIG", "NGPU"):
         env.pop(k, None)
     for k, v in env.items():
-        notes.append(f"environment {k}={v} (not a torchtitan setting: not read)")
+        notes.append(listed("ignored", f"environment {k}", v, "not a torchtitan setting: not read"))
     return Launch(module, config, gpus, gpus_from, soft, options, ac, notes)
 
 
@@ -959,7 +960,8 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
                 raise PlannerError(f"{where}--loss.num_chunks {v!r} is not a whole number of chunks",
                                    f"--loss.num_chunks takes an integer (ChunkedLossWrapper's, default {LOSS_CHUNKS})")
             if int(v) != LOSS_CHUNKS:
-                not_modelled.append(listed("not_modelled", key, v, f"ChunkedLossWrapper's chunks: priced at the stack's "
+                not_modelled.append(listed("not_modelled", key, v,
+                                           f"ChunkedLossWrapper's chunks: priced at the stack's "
                                            f"{LOSS_CHUNKS}, memory.chunked_loss_chunks"))
             only[key] = int(v)
         elif key == "compile.enable_async_tensor_parallel":
@@ -1004,10 +1006,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     assumed: list[str] = []
     not_modelled: list[str] = []
     set_here = ", ".join(f"{k}={v}" for k, v in cf.settings.items())
-    assumed.append(f"--module {cf.module} --config {cf.name}: {cf.where}: model_registry({cf.flavor[1]!r}"
-                   + (", a float8 converter (rowwise, lm_head kept bf16)" if cf.converter else "") +
-                   f"), activation-checkpoint:{cf.ac}" + (f", {set_here}" if set_here else "") +
-                   "; the options given replace these")
+    assumed.append(listed_all("assumed", [("--module", cf.module), ("--config", cf.name)],
+                              f"{cf.where}: model_registry({cf.flavor[1]!r}"
+                              + (", a float8 converter (rowwise, lm_head kept bf16)" if cf.converter else "") +
+                              f"), activation-checkpoint:{cf.ac}" + (f", {set_here}" if set_here else "") +
+                              "; the options given replace these", spaced=True))
     data, only = to_main_sections(where, cf, launch.options, launch.ac, ignored, assumed, not_modelled)
     par = data.get("parallelism", {})
     degs = [par.get(k, 1) for k in ("tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree",
@@ -1039,21 +1042,21 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
     job["attention_kernel"] = cf.kernel
     job["attention_backend"] = cf.attn_backend  # what the start-up rules read (startup.TORCHTITAN_VARLEN_CP)
-    assumed.append(f"attention_kernel={cf.kernel}: {cf.name} builds its model with attn_backend "
+    assumed.append(listed("assumed", "attention_kernel", cf.kernel, f"{cf.name} builds its model with attn_backend "
                    f"{cf.attn_backend!r} (no option sets it)" + (
                        "" if cf.kernel == cf.attn_backend else
                        f"; torch's varlen attention has no rate of its own: priced as {cf.kernel} (stack_db "
-                       f"{STACK}, attention)"))
+                       f"{STACK}, attention)")))
     # the loss every config function builds (LOSS_CHUNKS): ChunkedLossWrapper around CrossEntropyLoss
     chunks = only.pop("loss.num_chunks", None)
     if not cf.chunked_loss:
         if chunks is not None:
             ignored.append(listed("ignored", "loss.num_chunks", chunks, f"{cf.name}'s loss is CrossEntropyLoss, no "
                                   "ChunkedLossWrapper"))
-        assumed.append(f"chunked_loss=false: {cf.name}'s loss is " + (
+        assumed.append(listed("assumed", "chunked_loss", False, f"{cf.name}'s loss is " + (
             "MTPLoss, the plain cross-entropy on the main logits and on each MTP depth's (models/deepseek_v3/mtp.py "
             "l. 323-409, mtp_scale a loss weight)" if cf.mtp_layers else "the plain CrossEntropyLoss") +
-            f" ({cf.where}), priced by the stack's cross-entropy terms")
+            f" ({cf.where}), priced by the stack's cross-entropy terms"))
     job["chunked_loss"] = bool(cf.chunked_loss)  # the function's, never the stack's default (chunked_loss true)
     if cf.moe_dispatcher != "alltoall":  # model_registry(moe_comm_backend=...): job fields (stack_db runs.moe_dispatchers)
         job["moe_dispatcher"] = cf.moe_dispatcher
@@ -1061,17 +1064,19 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             job["moe_hybridep_capacity_factor"] = cf.hybridep_capacity
     if cf.mtp_layers:  # model_registry(num_mtp_layers=...): the job field mtp_layers (stack_db runs.mtp)
         job["mtp_layers"] = cf.mtp_layers
-        assumed.append(f"mtp_layers={cf.mtp_layers}: {cf.name}'s model_registry(num_mtp_layers={cf.mtp_layers}) "
-                       "(DeepSeek-V3's multi-token prediction: per module RMSNorms on the shifted tokens' embedding and "
-                       "the previous hidden state, eh_proj [2h -> h], a copy of the last layer, mtp_norm, the shared "
-                       "lm_head; models/deepseek_v3/mtp.py l. 109-278), priced by the stack's MTP terms; it runs "
-                       "without PP and CP (mtp.py l. 199-209: start-up rule TORCHTITAN_MTP_PP_CP)")
+        assumed.append(listed("assumed", "mtp_layers", cf.mtp_layers,
+                              f"{cf.name}'s model_registry(num_mtp_layers={cf.mtp_layers}) "
+                              "(DeepSeek-V3's multi-token prediction: per module RMSNorms on the shifted tokens' embedding and "
+                              "the previous hidden state, eh_proj [2h -> h], a copy of the last layer, mtp_norm, the shared "
+                              "lm_head; models/deepseek_v3/mtp.py l. 109-278), priced by the stack's MTP terms; it runs "
+                              "without PP and CP (mtp.py l. 199-209: start-up rule TORCHTITAN_MTP_PP_CP)"))
     if cf.chunked_loss:
-        assumed.append(f"chunked_loss=true: {cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
-                   f"num_chunks {chunks if chunks is not None else f'default {LOSS_CHUNKS}'}, torchtitan {COMMIT} "
-                   f"components/loss.py), priced by the stack's chunked-loss terms (memory._chunked_loss, stack_db "
-                   f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's")
-    assumed.extend(f"{cf.flavor[0]} {cf.flavor[1]}: {n}" for n in cf.notes)
+        assumed.append(listed("assumed", "chunked_loss", True,
+                              f"{cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
+                              f"num_chunks {chunks if chunks is not None else f'default {LOSS_CHUNKS}'}, torchtitan {COMMIT} "
+                              f"components/loss.py), priced by the stack's chunked-loss terms (memory._chunked_loss, stack_db "
+                              f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's"))
+    assumed.extend(noted("assumed", f"{cf.flavor[0]} {cf.flavor[1]}", n) for n in cf.notes)
     _only_03(only, job, assumed, ignored, not_modelled, where, (parallel or {}).get("cp"))
     if only.get("training.disable_cuda_graphs", ONLY_03_DEFAULTS["training.disable_cuda_graphs"]) is not True:
         why = cuda_graph_refusal(cf, job.get("pp", 1), job.get("ep", 1))
@@ -1092,10 +1097,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                    for a in cfg.assumed]
     cfg.assumed = [_in_03_terms(a, cf) for a in cfg.assumed]
     if not any("block_causal" in a for a in cfg.assumed):
-        cfg.assumed.append(f"attention mask block_causal: {cf.name}'s attention, as every 0.3.0 language model's "
-                           "(models/common/config_utils.py get_attention_config l. 76-81: the dataloaders emit "
-                           "per-document positions), attends within each document; priced as causal attention over "
-                           "the whole sequence, an upper bound")
+        cfg.assumed.append(listed("assumed", "attention mask", "block_causal", f"{cf.name}'s attention, as every "
+                                  "0.3.0 language model's (models/common/config_utils.py get_attention_config l. 76-81: "
+                                  "the dataloaders emit per-document positions), attends within each document; priced "
+                                  "as causal attention over the whole sequence, an upper bound", spaced=True))
     return cfg
 
 
@@ -1105,30 +1110,41 @@ MOE_BACKEND_LINES = {"deepseek_v3": "deepseek_v3/__init__.py l. 616-619",
                      "gpt_oss": "gpt_oss/__init__.py l. 388-390", "llama3": "llama3 has no MoE"}
 
 
-def _dispatcher_line(cf: ConfigFunction) -> str:
+def _dispatcher_line(cf: ConfigFunction) -> Note:
     """What the config function builds as its token dispatcher (model_registry's moe_comm_backend), as assumed."""
     if cf.moe_dispatcher == "alltoall":
-        return (f"moe_dispatcher=alltoall: {cf.name} keeps model_registry's moe_comm_backend \"standard\" "
-                f"({MOE_BACKEND_LINES[cf.module]}; no option sets it)")
-    return (f"moe_dispatcher=hybridep, moe_hybridep_capacity_factor={cf.hybridep_capacity:g}: {cf.name}'s "
-            f"model_registry(moe_comm_backend='hybridep', non_blocking_capacity_factor={cf.hybridep_capacity:g}) ({cf.where}; "
-            "no option sets it): HybridEP's non-blocking dispatch (distributed/deepep/hybridep.py) on deepseek-ai/DeepEP "
-            "hybrid-ep @f725d2969 (.ci/docker/common/install_deepep.sh), its permuted expert input and grouped-GEMM "
-            "outputs at ep x min(E / ep, top_k) x the factor rows a local token (layers/moe.py [19]), its buffers at "
-            "local_batch_size x seq_len / (cp x tp) tokens a rank (memory.py [ep]); ep 1 raises at start-up "
-            "(TORCHTITAN_HYBRIDEP)")
+        return listed("assumed", "moe_dispatcher", "alltoall", f"{cf.name} keeps model_registry's moe_comm_backend "
+                      f"\"standard\" ({MOE_BACKEND_LINES[cf.module]}; no option sets it)")
+    return listed_all("assumed", [("moe_dispatcher", "hybridep"),
+                                  ("moe_hybridep_capacity_factor", cf.hybridep_capacity, f"{cf.hybridep_capacity:g}")],
+                      f"{cf.name}'s model_registry(moe_comm_backend='hybridep', non_blocking_capacity_factor="
+                      f"{cf.hybridep_capacity:g}) ({cf.where}; no option sets it): HybridEP's non-blocking dispatch "
+                      "(distributed/deepep/hybridep.py) on deepseek-ai/DeepEP hybrid-ep @f725d2969 "
+                      "(.ci/docker/common/install_deepep.sh), its permuted expert input and grouped-GEMM outputs at ep x "
+                      "min(E / ep, top_k) x the factor rows a local token (layers/moe.py [19]), its buffers at "
+                      "local_batch_size x seq_len / (cp x tp) tokens a rank (memory.py [ep]); ep 1 raises at start-up "
+                      "(TORCHTITAN_HYBRIDEP)")
 
 
-def _in_03_terms(line: str, cf: ConfigFunction) -> str:
+def _in_03_terms(line, cf: ConfigFunction):
     """The TOML reader's lines on the model, said in 0.3.0's terms: the config function's model_registry flavor,
-    whose numbers are main's flavor of the same key (torchtitan_flavors.TORCHTITAN_03), not a [model] table."""
+    whose numbers are main's flavor of the same key (torchtitan_flavors.TORCHTITAN_03), not a [model] table. A
+    record's head and rule are reworded apart (Note.reworded), its settings and values kept; a line of the shared
+    helpers still written as text (trainers/__init__.py) as text."""
     name, flavor = cf.flavor
-    toml = f"torchtitan [model] name {name!r} flavor {flavor!r} (torchtitan @e347b1e5e "
-    if toml in line:
-        line = line.replace(toml, f"--module {cf.module} --config {cf.name}: model_registry({flavor!r}), the numbers "
-                                  f"of main's {name} {flavor} (torchtitan @e347b1e5e ")
-    line = line.replace(f"[model] {name} {flavor}", f"{cf.name}'s model_registry({flavor!r})")
-    return line.replace(f"model code {name}: [model] name {name!r},", f"model code {name}: --module {cf.module},")
+    words = [(f"torchtitan [model] name {name!r} flavor {flavor!r} (torchtitan @e347b1e5e ",
+              f"--module {cf.module} --config {cf.name}: model_registry({flavor!r}), the numbers of main's {name} "
+              f"{flavor} (torchtitan @e347b1e5e "),
+             (f"[model] {name} {flavor}", f"{cf.name}'s model_registry({flavor!r})")]
+    if not isinstance(line, Note):
+        for old, new in words:
+            line = line.replace(old, new)
+        return line
+    for old, new in words:
+        line = line.reworded(old, new)
+    if line.head == f"model code {name}" and (line.message or "").startswith(f"[model] name {name!r},"):
+        line = line.reworded(f"[model] name {name!r},", f"--module {cf.module},")
+    return line
 
 
 _TOML_KEY = re.compile(r"\[(training|parallelism|compile|optimizer|activation_checkpoint)\] ([a-z_]+)\b")
@@ -1199,12 +1215,13 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
             if v is False and job.get("tp", 1) > 1:
                 job["sequence_parallel"] = False
                 assumed[:] = [a for a in assumed if not a.startswith("sequence_parallel=true")]
-                assumed.append("sequence_parallel=false: --parallelism.no-enable-sequence-parallel (TP without "
-                               "SequenceParallel, configs.py l. 160)")
+                assumed.append(listed("assumed", "sequence_parallel", False,
+                                      "--parallelism.no-enable-sequence-parallel (TP without "
+                                      "SequenceParallel, configs.py l. 160)"))
             elif job.get("tp", 1) > 1:
                 assumed[:] = [a if not a.startswith("sequence_parallel=true") else
-                              "sequence_parallel=true: parallelism.enable_sequence_parallel "
-                              f"{'true' if stated else 'default true'} (configs.py l. 160)" for a in assumed]
+                              listed("assumed", "sequence_parallel", True, "parallelism.enable_sequence_parallel "
+                                     f"{'true' if stated else 'default true'} (configs.py l. 160)") for a in assumed]
             elif stated:
                 ignored.append(listed("ignored", key, v, "tensor_parallel_degree 1"))
         elif key == "training.disable_cuda_graphs":
@@ -1212,12 +1229,14 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
                 if stated:
                     ignored.append(listed("ignored", key, v, "no CUDA graph: the step as the planner prices it"))
                 else:
-                    assumed.append(f"{name}: the config function's (no CUDA graph, the step as the planner prices it)")
+                    assumed.append(listed("assumed", key, v,
+                                          "the config function's (no CUDA graph, the step as the planner "
+                                          "prices it)"))
             else:
                 why = ("torchtitan 0.3 captures the forward + backward step in a CUDA graph (trainer.py l. 613-614): its "
                        "graph pool and launch savings are not priced")
                 (not_modelled.append(listed("not_modelled", key, v, why)) if stated else
-                 assumed.append(f"{name}: {why}"))
+                 assumed.append(listed("assumed", key, v, why)))
         elif key == "parallelism.enable_fsdp_symm_mem":
             if v:  # the job field: refused below compute capability 9.0 (startup.TORCHTITAN_FSDP_SYMM_MEM_SM90); what
                 job["fsdp_symm_mem"] = True  # it leaves unpriced resolve says (plan.apply_startup_switches)
