@@ -1608,7 +1608,7 @@ from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard, optimizer_shards
 from .params import ParamCounts, count_params
 from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_end_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
-                       plan_stage_layer_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
+                       per_plan, stage_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
 from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
@@ -1942,15 +1942,14 @@ def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     @d98e8a64 l. 167-181, `layer_idx < recompute_num_layers` over the chunk's own len(self.layers),
     transformer_block.py l. 334; the readers take recompute_layers = n x vpp a GPU, trainers/megatron.py, which is
     the sum over its chunks as a rank's layers divide by vpp, transformer_block.py l. 174-179), so the share is
-    sum_k min(s_k, cap) / sum_k s_k over every stage (pipeline.stage_layer_table), not one stage's: an uneven
+    sum_k min(s_k, cap) / sum_k s_k over every stage (pipeline.stage_table, the placement's per-stage table), not one stage's: an uneven
     split's ends re-run their own count (Megatron-LM --decoder-first-pipeline-num-layers 11 --decoder-last-... 7
     on 4 stages, n 8: 8 + 7 + 7 + 7 = 29 of 32). What the recomputation's FLOPs per token (compute.
     recompute_flops_per_token: HFU, explain's flops) scale by."""
-    table = plan_stage_layer_table(settings.model.num_layers, plan)
+    configs, rows = stage_table(settings.model.num_layers, plan)  # per distinct split, gathered per plan below
     cap = settings.recompute_layers if settings.recompute_layers is not None else np.iinfo(np.int64).max
-    total = table.sum(axis=-1)
-    share = np.minimum(table, cap).sum(axis=-1) / np.maximum(total, 1)
-    return np.where(np.asarray(plan.recompute) == RC_FULL, share, 0.0)
+    share = np.minimum(rows, cap).sum(axis=-1) / np.maximum(rows.sum(axis=-1), 1)
+    return np.where(np.asarray(plan.recompute) == RC_FULL, per_plan(configs, share), 0.0)
 
 
 def selective_keeps(settings: Settings) -> tuple:
