@@ -1607,7 +1607,7 @@ from .layers.common import ACT_BYTES, kv_local, muon_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard, optimizer_shards
 from .params import ParamCounts, count_params
-from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_end_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
+from .pipeline import (dualpipe_pairs, heaviest_stage_index, plan_stage_layers, stage_end_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
                        per_plan, stage_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
 from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
@@ -2560,10 +2560,14 @@ def heaviest_stage(stages: dict) -> tuple[Terms, np.ndarray]:
 
 
 def _heaviest_code(first, last, middle) -> np.ndarray:
-    """The stage code (STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE) of the largest of three totals;
-    ties to the first, then the last."""
-    stage = np.where(last > first, STAGE_LAST, STAGE_FIRST)
-    return np.where(middle > np.maximum(first, last), STAGE_MIDDLE, stage).astype(np.int64)
+    """The stage code (STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE) of the largest of three totals: pipeline.
+    heaviest_stage_index's, whose tie rule it keeps (the lower pipeline rank: the first, then the middle, then the
+    last)."""
+    return _STAGE_CODES[heaviest_stage_index(first, middle, last)]
+
+
+# heaviest_stage_index's answers (HEAVIEST_FIRST, HEAVIEST_MIDDLE, HEAVIEST_LAST) as stage codes
+_STAGE_CODES = np.array([STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST], dtype=np.int64)
 
 
 def padded_chunk_bytes(kind: LayerKind, ctx: Ctx, plan: PlanArrays, stack, f8: dict) -> tuple:

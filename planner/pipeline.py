@@ -296,6 +296,25 @@ def reduce_queue_overrun(pp, m, vpp, group, t_f, t_b, d):
     return np.maximum(q - T, 0.0), T
 
 
+# the stages a cost model prices, in pipeline-rank order: heaviest_stage_index's answers
+HEAVIEST_FIRST, HEAVIEST_MIDDLE, HEAVIEST_LAST = 0, 1, 2
+
+
+def heaviest_stage_index(first, middle, last) -> np.ndarray:
+    """Which of three per-plan figures of the first stage, the heaviest middle one and the last stage is the
+    largest: HEAVIEST_FIRST, HEAVIEST_MIDDLE or HEAVIEST_LAST (int64, broadcast). The one argmax both cost models
+    take (memory.heaviest_stage's bytes, step's critical stage by time), each then reading every term of that one
+    stage. Ties go to the lower pipeline rank: the first, then the middle, then the last. Tied stages hold the same
+    bytes (take the same time a micro-batch), so the rule only names the stage whose terms are shown: with one stage
+    (all three equal) and where no middle stage exists (memory prices it as the first's) the first; and stage 0 is
+    the rank whose log a torchtitan run shows (run_train.sh @e347b1e5e l. 29, 45: LOG_RANK 0 by default, global rank
+    0 on pipeline stage 0, its mesh's outermost dimension), where Megatron-LM logs its memory from the last rank
+    (training.py @d98e8a64 l. 3445: explain lists every stage). A missing stage is passed as -inf."""
+    first, middle, last = (np.asarray(x) for x in (first, middle, last))
+    return np.where(first >= np.maximum(middle, last), HEAVIEST_FIRST,
+                    np.where(middle >= last, HEAVIEST_MIDDLE, HEAVIEST_LAST)).astype(np.int64)
+
+
 def layers_on_heaviest_stage(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
     """ceil(L' / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
     holds. L' = L plus one for each end counted as a layer in the split (split_emb: the
