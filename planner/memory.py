@@ -4227,7 +4227,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     per_mb = per_mb + np.minimum(outputs, 1.0) * per.stage_output
     fsdp = _stage_fsdp(per, end, params, counts, per_mb, twin)
     fsdp_buf = sum(fsdp.values(), np.float64(0.0))
-    pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
+    # the loss's freed blocks (per.loss_pool [lp]) once on the stage holding the loss, however many micro-batches' losses
+    # it holds (GPipe: m): each loss frees its blocks before the next reuses them, the allocator caching one set (0 where
+    # a runtime keeps the logits under PP, stack memory.pipeline_keeps_logits: the shipped stacks with a pool)
+    pools = states.grad_pool + per.gather_pool + np.minimum(losses, 1.0) * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     rope = _model_buffers(per, counts, twin is not None, holds_loss | single)  # counts: DualPipe's twin added above
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
