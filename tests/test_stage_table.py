@@ -9,7 +9,8 @@ floor of one layer per end stage) and the table places the model's L layers:
   5 layers on pp 4, c = ceil(5 / 4) = 2, slack 4 x 2 - 5 = 3, the first chunk 2 - ceil(3 / 2) = 0, the last
   2 - floor(3 / 2) = 1: [0, 2, 2, 1] (the closed form: [1, 2, 2, 1], 6 layers);
 - Megatron's uneven split on pp 2 with first + last > L (Megatron-LM @d98e8a64 transformer_config.py l. 2338-2343,
-  "Mismatch: ... middle layers remaining but 0 middle PP stages"): 8 layers, first 7, last 5: [7, 1] (was [7, 5]);
+  "Mismatch: ... middle layers remaining but 0 middle PP stages"; plan rule SPLIT_UNITS, uneven_split_broken):
+  8 layers, first 7, last 5: [7, 1] (was [7, 5]);
 - the front rule with an end weight above floor(L' / S) (SPLIT_UNITS); DeepSpeed's bisection with an end stage
   left without a layer (DEEPSPEED_PP_SPLIT_ENDS) or at vpp > 1 (no bisection stack runs interleaved).
 """
