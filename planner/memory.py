@@ -1607,8 +1607,8 @@ from .layers.common import ACT_BYTES, kv_local, muon_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard, optimizer_shards
 from .params import ParamCounts, count_params
-from .pipeline import (dualpipe_pairs, plan_stage_layers, stage_end_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
-                       plan_stage_layer_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
+from .pipeline import (dualpipe_pairs, heaviest_stage_index, plan_stage_layers, stage_end_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
+                       per_plan, stage_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
 from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
@@ -1942,15 +1942,14 @@ def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     @d98e8a64 l. 167-181, `layer_idx < recompute_num_layers` over the chunk's own len(self.layers),
     transformer_block.py l. 334; the readers take recompute_layers = n x vpp a GPU, trainers/megatron.py, which is
     the sum over its chunks as a rank's layers divide by vpp, transformer_block.py l. 174-179), so the share is
-    sum_k min(s_k, cap) / sum_k s_k over every stage (pipeline.stage_layer_table), not one stage's: an uneven
+    sum_k min(s_k, cap) / sum_k s_k over every stage (pipeline.stage_table, the placement's per-stage table), not one stage's: an uneven
     split's ends re-run their own count (Megatron-LM --decoder-first-pipeline-num-layers 11 --decoder-last-... 7
     on 4 stages, n 8: 8 + 7 + 7 + 7 = 29 of 32). What the recomputation's FLOPs per token (compute.
     recompute_flops_per_token: HFU, explain's flops) scale by."""
-    table = plan_stage_layer_table(settings.model.num_layers, plan)
+    configs, rows = stage_table(settings.model.num_layers, plan)  # per distinct split, gathered per plan below
     cap = settings.recompute_layers if settings.recompute_layers is not None else np.iinfo(np.int64).max
-    total = table.sum(axis=-1)
-    share = np.minimum(table, cap).sum(axis=-1) / np.maximum(total, 1)
-    return np.where(np.asarray(plan.recompute) == RC_FULL, share, 0.0)
+    share = np.minimum(rows, cap).sum(axis=-1) / np.maximum(rows.sum(axis=-1), 1)
+    return np.where(np.asarray(plan.recompute) == RC_FULL, per_plan(configs, share), 0.0)
 
 
 def selective_keeps(settings: Settings) -> tuple:
@@ -2561,10 +2560,14 @@ def heaviest_stage(stages: dict) -> tuple[Terms, np.ndarray]:
 
 
 def _heaviest_code(first, last, middle) -> np.ndarray:
-    """The stage code (STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE) of the largest of three totals;
-    ties to the first, then the last."""
-    stage = np.where(last > first, STAGE_LAST, STAGE_FIRST)
-    return np.where(middle > np.maximum(first, last), STAGE_MIDDLE, stage).astype(np.int64)
+    """The stage code (STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE) of the largest of three totals: pipeline.
+    heaviest_stage_index's, whose tie rule it keeps (the lower pipeline rank: the first, then the middle, then the
+    last)."""
+    return _STAGE_CODES[heaviest_stage_index(first, middle, last)]
+
+
+# heaviest_stage_index's answers (HEAVIEST_FIRST, HEAVIEST_MIDDLE, HEAVIEST_LAST) as stage codes
+_STAGE_CODES = np.array([STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST], dtype=np.int64)
 
 
 def padded_chunk_bytes(kind: LayerKind, ctx: Ctx, plan: PlanArrays, stack, f8: dict) -> tuple:
@@ -4224,7 +4227,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     per_mb = per_mb + np.minimum(outputs, 1.0) * per.stage_output
     fsdp = _stage_fsdp(per, end, params, counts, per_mb, twin)
     fsdp_buf = sum(fsdp.values(), np.float64(0.0))
-    pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
+    # the loss's freed blocks (per.loss_pool [lp]) once on the stage holding the loss, however many micro-batches' losses
+    # it holds (GPipe: m): each loss frees its blocks before the next reuses them, the allocator caching one set (0 where
+    # a runtime keeps the logits under PP, stack memory.pipeline_keeps_logits: the shipped stacks with a pool)
+    pools = states.grad_pool + per.gather_pool + np.minimum(losses, 1.0) * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     rope = _model_buffers(per, counts, twin is not None, holds_loss | single)  # counts: DualPipe's twin added above
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))

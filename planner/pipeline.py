@@ -296,6 +296,25 @@ def reduce_queue_overrun(pp, m, vpp, group, t_f, t_b, d):
     return np.maximum(q - T, 0.0), T
 
 
+# the stages a cost model prices, in pipeline-rank order: heaviest_stage_index's answers
+HEAVIEST_FIRST, HEAVIEST_MIDDLE, HEAVIEST_LAST = 0, 1, 2
+
+
+def heaviest_stage_index(first, middle, last) -> np.ndarray:
+    """Which of three per-plan figures of the first stage, the heaviest middle one and the last stage is the
+    largest: HEAVIEST_FIRST, HEAVIEST_MIDDLE or HEAVIEST_LAST (int64, broadcast). The one argmax both cost models
+    take (memory.heaviest_stage's bytes, step's critical stage by time), each then reading every term of that one
+    stage. Ties go to the lower pipeline rank: the first, then the middle, then the last. Tied stages hold the same
+    bytes (take the same time a micro-batch), so the rule only names the stage whose terms are shown: with one stage
+    (all three equal) and where no middle stage exists (memory prices it as the first's) the first; and stage 0 is
+    the rank whose log a torchtitan run shows (run_train.sh @e347b1e5e l. 29, 45: LOG_RANK 0 by default, global rank
+    0 on pipeline stage 0, its mesh's outermost dimension), where Megatron-LM logs its memory from the last rank
+    (training.py @d98e8a64 l. 3445: explain lists every stage). A missing stage is passed as -inf."""
+    first, middle, last = (np.asarray(x) for x in (first, middle, last))
+    return np.where(first >= np.maximum(middle, last), HEAVIEST_FIRST,
+                    np.where(middle >= last, HEAVIEST_MIDDLE, HEAVIEST_LAST)).astype(np.int64)
+
+
 def layers_on_heaviest_stage(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
     """ceil(L' / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
     holds. L' = L plus one for each end counted as a layer in the split (split_emb: the
@@ -383,37 +402,24 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_fron
 
 def stage_layer_table(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_front=0, first=0, last=0):
     """Transformer layers on each pipeline stage k = 0 .. pp - 1, on a last axis of max(pp) entries (0 past a
-    plan's own pp): stage 0 and stage pp - 1 as stage_layers' first and last, each stage between by the split's
-    rule: trim_ends and Megatron-LM's uneven split [14] hold stage_layers' middle on every one of them, the front
-    rule vpp floor(L'/S) + clip(ceil((r - k) / pp), 0, vpp) on stage k (stage_layers' on(k)), the bisection
-    bisection_stage_units(k). With one stage, the whole model. What a model-wide count reads (memory.
-    recompute_fraction: the layers full recompute re-runs over every stage); vectorized over the plans."""
-    f, m, l_end = (np.asarray(x, dtype=np.int64) for x in stage_layers(num_layers, pp, vpp, split_emb, split_loss,
-                                                                         split_front, first, last))
-    pp = np.asarray(pp, dtype=np.int64)
-    vpp = np.asarray(vpp, dtype=np.int64)
-    e, l_ = np.asarray(split_emb, dtype=np.int64), np.asarray(split_loss, dtype=np.int64)
-    code = np.asarray(split_front, dtype=np.int64)
-    uneven = (np.asarray(first, dtype=np.int64) > 0) | (np.asarray(last, dtype=np.int64) > 0)
-    k = np.arange(max(int(np.max(pp, initial=1)), 1), dtype=np.int64)
-    col = (lambda x: np.asarray(x)[..., None])
-    p_, v_ = np.maximum(col(pp), 1), np.maximum(col(vpp), 1)
-    units = num_layers + col(e) + col(l_)
-    chunks = p_ * v_
-    base, r = units // chunks, units % chunks
-    middle = np.where(col(code) == SPLIT_FRONT, v_ * base + np.clip(-((k - r) // p_), 0, v_), col(m))
-    if np.any(code == SPLIT_BISECTION):  # the stack's split (a constant of the job), not a searched quantity
-        middle = np.where(col(code) == SPLIT_BISECTION, bisection_stage_units(units, p_, v_, k), middle)
-    middle = np.where(col(uneven), col(m), middle)
-    table = np.where(k == 0, col(f), np.where(k == p_ - 1, col(l_end), middle))
-    return np.where(k < col(pp), table, 0)
+    plan's own pp), of the split given by its fields (stage_layers' arguments): plan_stage_layer_table of those
+    fields, the one per-stage table (stage_table: chunk_layers' chunks, chunk j on stage j mod pp [7])."""
+    return plan_stage_layer_table(num_layers, _SplitFields(pp, vpp, split_emb, split_loss, split_front, first, last))
 
 
 def plan_stage_layer_table(num_layers: int, plan):
-    """stage_layer_table of a plan's own split fields (plan_stage_layers')."""
-    return stage_layer_table(num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
-                             getattr(plan, "split_front", 0), getattr(plan, "split_first", 0),
-                             getattr(plan, "split_last", 0))
+    """Transformer layers on each pipeline stage k = 0 .. pp - 1 of a plan's own split fields, shaped as those
+    fields broadcast plus a last axis of max(pp) entries (0 past a plan's own pp): stage_table gathered per plan.
+    What a model-wide count reads (memory.recompute_fraction: the layers full recompute re-runs over every stage)."""
+    return per_plan(*stage_table(num_layers, plan))
+
+
+class _SplitFields:
+    """A plan's split fields alone (what _Configs(microbatches=False) reads): stage_layer_table's arguments."""
+
+    def __init__(self, pp, vpp, split_emb=0, split_loss=0, split_front=0, first=0, last=0):
+        self.pp, self.vpp, self.split_emb, self.split_loss = pp, vpp, split_emb, split_loss
+        self.split_front, self.split_first, self.split_last = split_front, first, last
 
 
 def plan_stage_layers(num_layers: int, plan):
@@ -753,6 +759,51 @@ def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front
     return [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
 
 
+def chunk_starts(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front: int = 0, first: int = 0,
+                 last: int = 0) -> np.ndarray:
+    """Global index of each model chunk j = 0 .. p v - 1's first transformer layer, then L (p v + 1 entries, int64):
+    chunk_layers' lengths laid one after another (chunk j on stage j mod p, transformer_layer.py l. 65-180
+    get_transformer_layer_offset: vp-major order [7]), a negative length taken as 0 and every start clamped to L, so
+    that chunk j holds the layers [start_j, start_j+1) the model has. With one stage the whole model (chunk 0 all
+    of it). The one placement every per-stage count reads (stage_table, _stage_chunks).
+
+    Where chunk_layers gives an end chunk fewer than no layers (a split that cannot place the model: startup.
+    split_overdrawn, plan rule SPLIT_UNITS) the clamp keeps the L layers the model has, the last chunks short, where
+    stage_layers' closed form floors each end stage at one layer (1 - e) and counts layers the model lacks."""
+    if p == 1:
+        return np.array([0] + [int(num_layers)] * v, dtype=np.int64)
+    length = np.maximum(np.asarray(chunk_layers(num_layers, p, v, e, l_, front, first, last), dtype=np.int64), 0)
+    return np.minimum(np.concatenate([[0], np.cumsum(length)]), int(num_layers))
+
+
+def stage_table(num_layers: int, plan, ranges=None) -> tuple:
+    """(configs, rows): the distinct pipeline configurations of a plan's split fields (_Configs(microbatches=False):
+    pp, vpp, the counted ends, the split code, the first / last stage layers; a search's million candidates hold a
+    few dozen) and rows (U, P) int64, the transformer layers stage k = 0 .. P - 1 of configuration u holds (P the
+    largest pp; 0 past its own pp): chunk j = c p + s of chunk_starts on stage s [7], counting only the layers whose
+    global index lies in one of `ranges` ((lo, hi) pairs, disjoint; None: every layer). The one per-stage layer
+    table: memory.recompute_fraction, plan_stage_layer_table and stage_end_layers read it. A caller reduces the rows
+    and gathers them per plan (per_plan: rows[configs.inverse]); a Python loop over the configurations, never over
+    the plans."""
+    L = int(num_layers)
+    ranges = ((0, L),) if ranges is None else tuple((int(lo), int(hi)) for lo, hi in ranges)
+    configs = _Configs(plan, microbatches=False)  # the split's fields only (memory's model-state groups call it too)
+    P = max([row[0] for row in configs.rows] + [1])
+    rows = np.zeros((len(configs.rows), P), dtype=np.int64)
+    for u, (p, v, e, l_, front, first, last) in enumerate(configs.rows):
+        start = chunk_starts(L, p, v, e, l_, front, first, last)
+        a, b = start[:-1], start[1:]
+        per = sum(np.clip(np.minimum(b, hi) - np.maximum(a, lo), 0, None) for lo, hi in ranges)
+        rows[u, :p] = per.reshape(v, p).sum(axis=0)  # chunk j = c p + s on stage s
+    return configs, rows
+
+
+def per_plan(configs, rows) -> np.ndarray:
+    """A stage_table's rows (U, ...) gathered per plan: configs.shape + rows.shape[1:]."""
+    rows = np.asarray(rows)
+    return rows[configs.inverse].reshape(configs.shape + rows.shape[1:])
+
+
 def stage_end_layers(num_layers: int, plan, n0: int, n1: int) -> tuple:
     """(stage 0, the middle stage with the most, stage p - 1) of the layers whose global index is below n0 or at
     least L - n1 (Megatron-Core's bf16 layers of an fp8 / fp4 plan, --num-layers-at-start-in-bf16 n0 and
@@ -762,21 +813,16 @@ def stage_end_layers(num_layers: int, plan, n0: int, n1: int) -> tuple:
     get_transformer_layer_offset: vp-major order), so with vpp > 1, or a first chunk shorter than n0, some of
     the first n0 sit on stage 1 and later (32 layers on 4 x vpp 2, chunks of 4, n0 6: stage 0 holds 0-3 and
     16-19, 4 of them; stage 1 holds 4-7, 2). The middle entry is 0 with fewer than 3 stages; with one stage all
-    three are the whole model's min(n0 + n1, L). Vectorized over the plans (one chunk list per distinct pipeline
-    configuration, as stage_kind_counts)."""
+    three are the whole model's min(n0 + n1, L). The per-stage table (stage_table) over those two index ranges,
+    reduced per distinct pipeline configuration and gathered per plan."""
     L = int(num_layers)
     lo_end = max(L - int(n1), int(n0))  # the end range [lo_end, L), less what the start range already holds
-    configs = _Configs(plan, microbatches=False)  # the split's fields only (memory's model-state groups call it too)
-    rows = []
-    for p, v, e, l_, front, first, last in configs.rows:
-        length = np.maximum(np.asarray(chunk_layers(L, p, v, e, l_, front, first, last), dtype=np.int64), 0)
-        start = np.minimum(np.concatenate([[0], np.cumsum(length)]), L)
-        a, b = start[:-1], start[1:]
-        per = (np.clip(np.minimum(b, n0) - a, 0, None) + np.clip(b - np.maximum(a, lo_end), 0, None))
-        stage = per.reshape(v, p).sum(axis=0)  # chunk j = c p + s on stage s
-        rows.append((stage[0], stage[1:p - 1].max(initial=0), stage[p - 1]))
-    table = np.asarray(rows, dtype=np.int64)[configs.inverse]
-    return tuple(table[:, i].reshape(configs.shape) for i in range(3))
+    configs, rows = stage_table(L, plan, ((0, int(n0)), (lo_end, L)))
+    p = np.array([row[0] for row in configs.rows], dtype=np.int64)[:, None]
+    k = np.arange(rows.shape[1], dtype=np.int64)[None, :]
+    ends = np.stack([rows[:, 0], np.where((k >= 1) & (k < p - 1), rows, 0).max(axis=1),
+                     np.take_along_axis(rows, p - 1, axis=1)[:, 0]], axis=1)
+    return tuple(per_plan(configs, ends[:, i]) for i in range(3))
 
 
 def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0, first: int = 0, last: int = 0) -> dict:
@@ -788,8 +834,7 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0, first: in
     if p == 1:
         one = ll.totals[None] / v
         return {"first": one, "last": one, "mid": [one], "mid_stage": [1]}
-    length = chunk_layers(L, p, v, e, l_, front, first, last)
-    start = np.minimum(np.concatenate([[0], np.cumsum(np.maximum(length, 0))]), L)
+    start = chunk_starts(L, p, v, e, l_, front, first, last)
     chunks = ll.count(start[:-1], start[1:]).T  # (p v, K)
 
     def stage(s):

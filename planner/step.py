@@ -482,7 +482,7 @@ from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, ex
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
-                       reduce_queue_overrun, stage_end_layers, stage_kind_counts, plan_stage_layers)
+                       heaviest_stage_index, reduce_queue_overrun, stage_end_layers, stage_kind_counts, plan_stage_layers)
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
@@ -1246,9 +1246,15 @@ CRITICAL_STAGES = ("mid", "first", "last")
 
 
 def _heaviest(mid, first, last) -> np.ndarray:
-    """Index into CRITICAL_STAGES of the heaviest of three per-micro-batch times; ties go to the middle, then the
-    first (the terms of one stage, never mixed)."""
-    return np.where(mid >= np.maximum(first, last), 0, np.where(first >= last, 1, 2))
+    """Index into CRITICAL_STAGES of the heaviest of three per-micro-batch times: pipeline.heaviest_stage_index's,
+    the one argmax memory takes too, with its tie rule (the first, then the middle, then the last; tied stages take
+    the same time a micro-batch). The terms of one stage, never mixed."""
+    return _CRITICAL_SLOTS[heaviest_stage_index(first, mid, last)]
+
+
+# heaviest_stage_index's answers (HEAVIEST_FIRST, HEAVIEST_MIDDLE, HEAVIEST_LAST) as CRITICAL_STAGES slots
+_CRITICAL_SLOTS = np.array([CRITICAL_STAGES.index("first"), CRITICAL_STAGES.index("mid"), CRITICAL_STAGES.index("last")],
+                           dtype=np.int64)
 
 
 def _pick(crit, mid, first, last) -> np.ndarray:

@@ -90,3 +90,22 @@ def test_a_saved_input_larger_than_what_the_loss_saves_is_refused(tmp_path, cli)
     p.write_text("extends: torchtitan\nname: x\nversion: mine\nkernels:\n  loss_saved_input_per_logit: 5\n")
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(p))
     assert_one_error(r, f"{p}:", "loss_saved_input_per_logit is a part of what the loss saves")
+
+
+def test_the_pool_is_held_once_whatever_the_losses_in_flight(tmp_path):
+    """A stack whose pipeline runtime does not keep the logits (stack memory.pipeline_keeps_logits false: torchtitan
+    extended so) keeps its loss pool under PP: T 2 V = 1,050,673,152 B on the last stage, once, however many
+    micro-batches' losses it holds (GPipe: m = 4; 1F1B: 1): each loss frees its bf16 logits block before the next
+    micro-batch's same-sized logits reuse it, so the allocator caches one block (before: losses x the pool, 4 x T 2 V
+    under GPipe, 3,152,019,456 B more than under 1F1B). The other pools (the sharded gradients', FSDP's all-gather)
+    read no schedule: the first stage's are the same under both, and so is the last stage's total."""
+    p = tmp_path / "keepsnot.yaml"
+    p.write_text("extends: torchtitan\nname: keepsnot\nversion: mine\nmemory:\n  pipeline_keeps_logits: false\n")
+    got = {}
+    for schedule in ("gpipe", "1f1b"):
+        settings, plan, _ = resolve(Job(**{**JOB, "stack": str(p), "schedule": schedule}))
+        first, last, _, _, _ = _stages(settings, plan)
+        assert _f(_PerLayer(settings, plan, count_params(settings.model)).loss_pool) == LOGITS
+        got[schedule] = (_f(first["stream_pools"]), _f(last["stream_pools"]))
+    assert got["gpipe"] == got["1f1b"]
+    assert got["gpipe"][1] >= LOGITS

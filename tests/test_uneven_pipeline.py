@@ -76,6 +76,9 @@ def test_explain_prices_the_stages_it_places(cli):
     # pp 2 with both: no middle stage for the 80 - 20 left
     (["--pp", "2", "--gpus", "16", "--first-stage-layers", "10", "--last-stage-layers", "10"],
      ["60 layers left for 0 middle stages"]),
+    # pp 2, first + last > L: 80 - 50 - 40 = -10 layers for 0 middle stages (l. 2338-2343: bool(-10) != bool(0))
+    (["--pp", "2", "--gpus", "16", "--first-stage-layers", "50", "--last-stage-layers", "40"],
+     ["-10 layers left for 0 middle stages"]),
     (["--first-stage-layers", "10", "--account-for-loss-in-pipeline-split"], ["Megatron-Core refuses them together"]),
     (["--pp", "1", "--gpus", "16", "--first-stage-layers", "10"], ["pp 1 has no first and last stage"]),
     (["--first-stage-layers", "0"], ["--first-stage-layers"]),
