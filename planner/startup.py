@@ -198,6 +198,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             cp_load_balancer ptrr with cp > 1 where the model builds no FlexAttention (attention_backend
                             not flex): main @e347b1e5e distributed/context_parallel.py cp_shard l. 191-206, 0.3.0
                             distributed/context_parallel/api.py l. 225-259 raise (code 90)
+  MEGATRON_BF16_LAYERS_STAGE (the megatron set) an fp8 job's bf16_layers_at_start or _end (Megatron
+                            --num-layers-at-start/end-in-bf16) above num_layers // pp: Megatron-LM @d98e8a64
+                            transformer_config.py l. 1532-1555 raises (code 91)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2697,6 +2700,39 @@ LATER_RULES = LATER_RULES + (
         "use the default headtail balancer (drop context_parallel_load_balancer ptrr) with SDPA, or a flex flavor "
         "(attention_backend flex) with ptrr, or cp 1",
         _tt_cp_ptrr_mask, option="cp_load_balancers"),
+)
+
+def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
+    """MEGATRON_BF16_LAYERS_STAGE: an fp8 plan whose bf16 layers at either end (the larger of the job's
+    bf16_layers_at_start / _end: the stack's defaults.bf16_layers_max, laid by plan.apply_startup_switches) are more
+    than num_layers // pp."""
+    from .precisions import FP8
+
+    n = stack.defaults.bf16_layers_max if stack is not None else 0
+    if not n:  # a job setting (every plan alike): no bf16 layers, nothing to check
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    pp = np.maximum(np.asarray(plan.pp), 1)
+    return (np.asarray(plan.precision) == FP8) & (n > model.num_layers // pp)
+
+
+# MEGATRON_BF16_LAYERS_STAGE (code 91; issue 22's fuzz99 task, which names it 96: the codes 91-95 of the tasks beside
+# it come first where they merge): Megatron-LM @d98e8a64 megatron/core/transformer/transformer_config.py __post_init__
+#   l. 1527-1555, under `if self.fp8:` (fp8 only: the fp4 block, l. 1578-1590, has no such check):
+#   max_bf16_layers_per_pipeline_stage = self.num_layers // self.pipeline_model_parallel_size (l. 1533-1535), and with
+#   first_last_layers_bf16 a num_layers_at_start_in_bf16 or num_layers_at_end_in_bf16 below 0 or above it raises
+#   ValueError ('... must be between 0 and number of layers per pipeline stage', l. 1538-1555). num_layers is the
+#   decoder's (--num-layers, without the MTP modules), the planner's model.num_layers; pipeline_model_parallel_size is
+#   pp, whatever vpp. Megatron-Bridge builds the same TransformerConfig (its stack runs the megatron set).
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "MEGATRON_BF16_LAYERS_STAGE", "megatron",
+        "Megatron-Core keeps at most num_layers // pp layers in bf16 at each end of an fp8 model "
+        "(--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16)",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py __post_init__ l. 1532-1555 (ValueError "
+        "'num_layers_at_start_in_bf16 (N) must be between 0 and number of layers per pipeline stage (M)', "
+        "M = num_layers // pipeline_model_parallel_size)",
+        "use a smaller pp, or keep at most num_layers // pp layers in bf16 at each end (bf16_layers_at_start / _end)",
+        _megatron_bf16_layers_stage),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
