@@ -382,7 +382,9 @@ def _uneven_parts(L: int, pp, vpp, first, last):
     return left, rest, {
         "pp": pp < 2,
         "vpp": (f % vpp != 0) | (l_ % vpp != 0),
-        "ends": (rest > 0) != (left > 0),
+        # Megatron's `bool(num_layers) != bool(pipeline_parallel_size)` (l. 2339-2344): the ends holding more than the
+        # model's layers (rest < 0) leave it no middle layers either; with no middle rank, rest < 0 passed `rest > 0`
+        "ends": ((rest != 0) != (left > 0)) | (rest < 0),
         "middle": (left > 0) & (rest % np.maximum(left, 1) != 0),
         "middle_vpp": (left > 0) & ((rest // np.maximum(left, 1)) % vpp != 0),
     }

@@ -76,6 +76,11 @@ def test_explain_prices_the_stages_it_places(cli):
     # pp 2 with both: no middle stage for the 80 - 20 left
     (["--pp", "2", "--gpus", "16", "--first-stage-layers", "10", "--last-stage-layers", "10"],
      ["60 layers left for 0 middle stages"]),
+    # pp 2 with ends holding more than the 80 layers (70 + 20): -10 left for no middle stage, which Megatron refuses
+    # (transformer_config.py l. 2339-2344: bool(-10) != bool(0)); fit ranked such a plan (fuzz99, seed 105: tiny-fit's
+    # 4 layers with first 16 / last 2) and explain priced it, its export not reading back
+    (["--pp", "2", "--gpus", "16", "--first-stage-layers", "70", "--last-stage-layers", "20"],
+     ["-10 layers left for 0 middle stages"]),
     (["--first-stage-layers", "10", "--account-for-loss-in-pipeline-split"], ["Megatron-Core refuses them together"]),
     (["--pp", "1", "--gpus", "16", "--first-stage-layers", "10"], ["pp 1 has no first and last stage"]),
     (["--first-stage-layers", "0"], ["--first-stage-layers"]),
