@@ -2886,7 +2886,8 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
     """The stack with the job's switches that only start-up rules read laid on its defaults: fsdp_symm_mem
     (torchtitan 0.3's parallelism.enable_fsdp_symm_mem, startup.TORCHTITAN_FSDP_SYMM_MEM_SM90) and spmd_typechecking
     where the run's spmd_backend is spmd_types (debug.spmd_typechecking, 'only effective under spmd_backend=spmd_types':
-    configs.py l. 356-357, trainer.py l. 143-167 and 605-610; startup.TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX). A
+    configs.py l. 356-357, trainer.py l. 143-167 and 605-610; startup.TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX), and the
+    larger of bf16_layers_at_start / _end (defaults.bf16_layers_max: startup.MEGATRON_BF16_LAYERS_STAGE). A
     switch the stack has no option for is refused; what neither prices is said (warnings)."""
     runs = stack.runs if stack is not None else None
     for name, what in (("fsdp_symm_mem", "FSDP all-gathers on symmetric memory"),
@@ -2931,6 +2932,8 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
         else:
             warnings.append(f"spmd_typechecking ignored: spmd_backend {backend} (torchtitan 0.3 runs the checks only under "
                             "spmd_types: trainer.py l. 605-610)")
+    # the bf16 layers at the ends, read with each plan's pp by the start-up rule MEGATRON_BF16_LAYERS_STAGE (0: none)
+    stack = with_default(stack, "bf16_layers_max", max(job.bf16_layers_at_start, job.bf16_layers_at_end) or None)
     return stack
 
 

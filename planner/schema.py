@@ -2123,6 +2123,9 @@ class StackDefaults(BaseModel):
     cp_load_balancer: Optional[CPLoadBalancer] = Field(
         default=None, description="the CP load balancer the job names (the job's cp_load_balancer, laid here by "
                                   "plan.resolve for the start-up rules: TORCHTITAN_CP_PTRR_MASK); null: the stack's own")
+    bf16_layers_max: int = Field(
+        default=0, ge=0, description="the larger of the job's bf16_layers_at_start and bf16_layers_at_end (laid here by "
+                                     "plan.resolve for the start-up rules: MEGATRON_BF16_LAYERS_STAGE); 0: none")
     attention_backend: Optional[AttentionBackend] = Field(
         default=None, description="the attention module the stack's model code builds when the job does not say (job field "
                                   "attention_backend; one of runs.attention_backends); null: the stack names none (the "

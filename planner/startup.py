@@ -205,6 +205,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   MEGATRON_MLA_FUSION_TP    (every stack with runs.mla_down_proj_fusion) the job's mla_down_proj_fusion where tp
                             does not divide q_lora_rank or kv_lora_rank + qk_rope_head_dim: multi_latent_attention.py
                             @d98e8a64 l. 1353-1372 asserts (code 95, FIXED_CODE_RULES)
+  MEGATRON_BF16_LAYERS_STAGE (the megatron set) an fp8 job's bf16_layers_at_start or _end (Megatron
+                            --num-layers-at-start/end-in-bf16) above num_layers // pp: Megatron-LM @d98e8a64
+                            transformer_config.py l. 1532-1555 raises (code 96,
+                            FIXED_CODE_RULES)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -2734,6 +2738,19 @@ def _mla_fusion_tp(model, stack, plan) -> np.ndarray:
     return (np.mod(ml.q_lora_rank or 0, tp) != 0) | (np.mod(ml.kv_lora_rank + ml.qk_rope_head_dim, tp) != 0)
 
 
+def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
+    """MEGATRON_BF16_LAYERS_STAGE: an fp8 plan whose bf16 layers at either end (the larger of the job's
+    bf16_layers_at_start / _end: the stack's defaults.bf16_layers_max, laid by plan.apply_startup_switches) are more
+    than num_layers // pp."""
+    from .precisions import FP8
+
+    n = stack.defaults.bf16_layers_max if stack is not None else 0
+    if not n:  # a job setting (every plan alike): no bf16 layers, nothing to check
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    pp = np.maximum(np.asarray(plan.pp), 1)
+    return (np.asarray(plan.precision) == FP8) & (n > model.num_layers // pp)
+
+
 # Rules whose codes were handed out ahead of the LATER_RULES before them (helpers working at once, issue 21 muonleft):
 # (code, rule), each above every LATER_RULES code; a LATER_RULES entry reaching one is refused below.
 # MUON_QKV_SPLIT_TP (code 94): Megatron-Core 905c0e386 (Megatron-Bridge @dc805f5cf's pin) tags every linear_qkv for
@@ -2768,6 +2785,23 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "down projection fusion'; the same of kv_lora_rank + qk_pos_emb_head_dim)",
         "use a tp that divides both, or leave mla_down_proj_fusion out (drop --mla-down-proj-fusion)",
         _mla_fusion_tp, option="mla_down_proj_fusion")),
+    # MEGATRON_BF16_LAYERS_STAGE (code 96, FIXED_CODE_RULES; issue 22's fuzz99 task): Megatron-LM @d98e8a64
+    #   megatron/core/transformer/transformer_config.py __post_init__
+    #   l. 1527-1555, under `if self.fp8:` (fp8 only: the fp4 block, l. 1578-1590, has no such check):
+    #   max_bf16_layers_per_pipeline_stage = self.num_layers // self.pipeline_model_parallel_size (l. 1533-1535), and with
+    #   first_last_layers_bf16 a num_layers_at_start_in_bf16 or num_layers_at_end_in_bf16 below 0 or above it raises
+    #   ValueError ('... must be between 0 and number of layers per pipeline stage', l. 1538-1555). num_layers is the
+    #   decoder's (--num-layers, without the MTP modules), the planner's model.num_layers; pipeline_model_parallel_size is
+    #   pp, whatever vpp. Megatron-Bridge builds the same TransformerConfig (its stack runs the megatron set).
+    (96, StartupRule(
+        "MEGATRON_BF16_LAYERS_STAGE", "megatron",
+        "Megatron-Core keeps at most num_layers // pp layers in bf16 at each end of an fp8 model "
+        "(--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16)",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py __post_init__ l. 1532-1555 (ValueError "
+        "'num_layers_at_start_in_bf16 (N) must be between 0 and number of layers per pipeline stage (M)', "
+        "M = num_layers // pipeline_model_parallel_size)",
+        "use a smaller pp, or keep at most num_layers // pp layers in bf16 at each end (bf16_layers_at_start / _end)",
+        _megatron_bf16_layers_stage)),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -488,7 +488,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, Pl
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .stacks import outer_optim
 from .moe import optimizer_shards
-from .terms import Groups, Terms
+from .terms import Groups, Terms, with_fields
 
 
 
@@ -1324,10 +1324,8 @@ def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
     n0, n1 = sc.settings.bf16_layers
     if not (n0 or n1):
         return np.float64(0.0), np.float64(0.0), np.float64(0.0)
-    import dataclasses
-
-    plan = sc.plan
-    sc16 = _context(sc.settings, dataclasses.replace(plan, precision=np.zeros_like(plan.precision)))
+    plan = sc.plan  # a PlanArrays, or a KeyedPlan under the search's keyed floors (group_floor): with_fields takes both
+    sc16 = _context(sc.settings, with_fields(plan, precision=np.zeros_like(plan.precision)))
     sc16.counts["mid"] = sc.counts["mid"]
     lt16 = layer_times(sc16)
     delta = np.where(sc.fp8, sc.mean("mid", [f + b + s for f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel)])

@@ -92,6 +92,17 @@ class KeyedPlan:
         raise KeyError(f"Groups: plan.{name} was read, which is not among the keyed fields")
 
 
+def with_fields(plan, **values):
+    """The plan with the named fields replaced: a PlanArrays (dataclasses.replace) or a KeyedPlan (a new view holding
+    the same keyed fields, the named ones replaced), as a cost function that prices a variant of its plan receives
+    either (step.bf16_end_layers under search._prefilter's and compute_floor's keyed floors)."""
+    if isinstance(plan, KeyedPlan):
+        return KeyedPlan({**vars(plan), **values})
+    import dataclasses
+
+    return dataclasses.replace(plan, **values)
+
+
 DENSE_LIMIT = 2**22  # the largest mixed-radix code Groups ranks with a table instead of a sort
 
 

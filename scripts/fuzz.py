@@ -11,7 +11,7 @@ exit codes per kind and lists every failure (a traceback, an exit code other tha
 exit 2 without `error:` first, a hang, or what the kind's own check found: the job-fields kind's fit rows that
 explain, given each row's reproduce line, prices otherwise; the config-fit kind's, and its rows' exports that read
 back as another plan or memory; the cli-options kind's exit 2 without a hint, `--format json` output that does not
-parse, and an option that replaces a job file's value without a note; the job-fields, megatron-recent and newest-fields kinds' check that disagrees
+parse, and an option that replaces a job file's value without a note; the job-fields, megatron-recent, newest-fields and precision-flags kinds' check that disagrees
 with explain, and their explain's and check's plans' exports that read back as another plan or memory) with its command line; each failing input is saved
 under OUT/inputs/ to reproduce it, and each kind's slowest input under OUT/slowest/ (its command
 line in the report's `slowest`). Exit 0 when there is no failure, 1 otherwise.

@@ -27,6 +27,10 @@ CliRunner and checks the contract of the README ("Robustness"):
 - the newest-fields kind's inputs (torchtitan TOMLs with the CP load balancer and pipeline keys, a torchtitan 0.3 launch
   with spmd_typechecking / fsdp_symm_mem, Megatron-Bridge recipes with overrides, Megatron argument files with hybrid
   patterns of G layers and '/' MTP parts and Muon; one NEWEST_* setting set or removed, _newest_mutation): recent_check.
+- the precision-flags kind's inputs (Megatron argument files with fp8, --deterministic-mode and the softmax flags, and
+  with Muon, virtual stages and bf16 layers at both ends of an fp8 model; Megatron-DeepSpeed launches whose eager core
+  attention reads --no-masked-softmax-fusion / --attention-softmax-in-fp32; one PRECISION_* flag set or removed,
+  _precision_mutation): recent_check.
 
 tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
 under `pytest -m fuzz`.
@@ -505,6 +509,12 @@ def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
         for _ in range(rng.choice([1, 1, 2, 3])):
             data = _newest_mutation(rng, data, suffix)
         return data
+    if target.kind == "precision-flags" and rng.random() < 0.9:
+        suffix = Path(next((k for k, v in target.seeds.items() if v == seed), ".sh")).suffix
+        data = seed
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            data = _precision_mutation(rng, data, suffix)
+        return data
     if target.kind == "megatron-bridge" and rng.random() < 0.7:
         data = seed
         for _ in range(rng.choice([1, 1, 2, 3])):
@@ -718,6 +728,7 @@ def _targets(workdir: Path) -> dict[str, Target]:
         "cli-options": _cli_options_target(seeds_dir, prof, fit_json),
         "megatron-recent": _recent_target(),
         "newest-fields": _newest_target(seeds_dir),
+        "precision-flags": _precision_target(),
     }
 
 
@@ -1240,6 +1251,104 @@ def _newest_target(seeds_dir: Path) -> Target:
                                            ["fit", "{f}", "--top", "2", "--format", "json"]], None, suffix=".sh",
                   seed_args={k: gpus for k in seeds if k.endswith((".toml", ".args"))},
                   seed_suffix={k: Path(k).suffix for k in seeds if not k.endswith(".sh")}, check=recent_check)
+
+
+# the precision-flags kind (issue 22's round trips on precision and kernel settings beside the plan axes they meet):
+# Megatron-LM argument files with fp8 (the tensorwise TP 2 x PP 2 functional test with --deterministic-mode and
+# --attention-softmax-in-fp32) and with Muon, virtual stages and fp8 layers kept bf16 at both ends, and
+# Megatron-DeepSpeed launches (Microsoft's example; BigScience's BLOOM tr11, its fork) whose eager core attention reads the
+# softmax flags; one PRECISION_* flag set (a value the trainer takes or refuses; a switch added) or removed per change
+# (_precision_mutation). Checked by recent_check, as the megatron-recent kind
+FP8_CI_ARGS = "gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap__dev_dgx_h100.args"
+# the uneven-pipeline functional test (RECENT_SEEDS[0]) turned to pp 2 with 2 layers a virtual stage (vpp 3), Muon and
+# fp8 tensorwise keeping the first 2 and the last layer in bf16 (Megatron-Core refuses bf16 layers with delayed scaling)
+MUON_VPP_BF16 = {"--pipeline-model-parallel-size 4": "--pipeline-model-parallel-size 2\n--num-layers-per-virtual-pipeline-stage 2"
+                 "\n--optimizer muon\n--fp8-format hybrid\n--fp8-recipe tensorwise\n--first-last-layers-bf16"
+                 "\n--num-layers-at-start-in-bf16 2\n--num-layers-at-end-in-bf16 1",
+                 "--decoder-first-pipeline-num-layers 2\n": "", "--decoder-last-pipeline-num-layers 2\n": ""}
+PRECISION_MEGATRON = [
+    ("--fp8-format", ["hybrid", "e4m3"]),
+    ("--fp8-recipe", ["tensorwise", "delayed", "mxfp8", "blockwise", "nosuch"]),
+    ("--first-last-layers-bf16", None),
+    ("--num-layers-at-start-in-bf16", ["0", "1", "2", "3", "6", "-1"]),
+    ("--num-layers-at-end-in-bf16", ["0", "1", "2", "7"]),
+    ("--fp8-param-gather", None),
+    ("--deterministic-mode", None),
+    ("--no-masked-softmax-fusion", None),
+    ("--attention-softmax-in-fp32", None),
+    ("--apply-query-key-layer-scaling", None),
+    ("--attention-backend", ["unfused", "flash", "fused", "auto"]),
+    ("--optimizer", ["muon", "dist_muon", "adam"]),
+    ("--pipeline-model-parallel-size", ["1", "2", "4"]),
+    ("--num-layers-per-virtual-pipeline-stage", ["1", "2", "3"]),
+    ("--tensor-model-parallel-size", ["1", "2"]),
+    ("--sequence-parallel", None),
+    ("--micro-batch-size", ["1", "2"]),
+]
+PRECISION_MDS = [
+    ("--no-masked-softmax-fusion", None),
+    ("--attention-softmax-in-fp32", None),
+    ("--no-query-key-layer-scaling", None),
+    ("--apply-query-key-layer-scaling", None),
+    ("--fp16", None), ("--bf16", None),
+    ("--seq-length", ["256", "2048", "4096"]),
+    ("--micro-batch-size", ["1", "2", "4"]),
+    ("--tensor-model-parallel-size", ["1", "2", "4"]),
+    ("--checkpoint-activations", None),
+]
+
+
+def _precision_mutation(rng: random.Random, data: bytes, suffix: str) -> bytes:
+    """One PRECISION_* flag set (a value of its list, valid or one the trainer refuses; a switch added) or removed: a
+    Megatron argument file's line (PRECISION_MEGATRON, one flag a line), a Megatron-DeepSpeed launch's flag
+    (PRECISION_MDS, its value replaced where the launch has it, else added after the launch's last flag)."""
+    text = data.decode("utf-8", "replace")
+    if suffix == ".args":
+        flag, values = rng.choice(PRECISION_MEGATRON)
+        line = flag if values is None else f"{flag} {rng.choice(values)}"
+        lines = text.splitlines()
+        at = [i for i, ln in enumerate(lines) if ln.split(" ", 1)[0] == flag]
+        if at and rng.random() < 0.3:
+            del lines[at[0]]
+        elif at:
+            lines[at[0]] = line
+        else:
+            lines.insert(rng.randrange(len(lines) + 1), line)
+        return ("\n".join(lines) + "\n").encode()
+    flag, values = rng.choice(PRECISION_MDS)
+    word = flag if values is None else f"{flag} {rng.choice(values)}"
+    spots = list(re.finditer(rf"{re.escape(flag)}(?![\w-])( (?!-)[^\s\\]+)?", text))
+    last = list(re.finditer(r"--[\w.-]+[^\n\\]*", text))
+    if spots and rng.random() < 0.3:  # the flag removed
+        m = spots[0]
+        return (text[:m.start()] + text[m.end():]).encode()
+    if spots:  # its value replaced
+        m = spots[0]
+        return (text[:m.start()] + word + text[m.end():]).encode()
+    if not last:
+        return data
+    i = last[-1].end()
+    return (text[:i] + " " + word + text[i:]).encode()
+
+
+def _precision_target() -> Target:
+    """The precision-flags kind's inputs: FP8_CI_ARGS and MUON_VPP_BF16 (Megatron argument files) at 8 GPUs, Microsoft's
+    Megatron-DeepSpeed example at 8 H100s and BigScience's tr11 (BLOOM 176B) at 384 A100s; read by explain, check and
+    fit (--top 2), checked by recent_check."""
+    muon = _read(CI_ARGS / RECENT_SEEDS[0]).decode()
+    for old, new in MUON_VPP_BF16.items():
+        assert old in muon, old  # the functional test still has the lines replaced
+        muon = muon.replace(old, new)
+    seeds = {"fp8_tp2_pp2.args": _read(CI_ARGS / FP8_CI_ARGS), "muon_vpp_bf16.args": muon.encode(),
+             "run_deepspeed_example.sh": _read(CONFIGS / "run_deepspeed_example.sh"),
+             "tr11-176B-ml.slurm": _read(CONFIGS / "tr11-176B-ml.slurm")}
+    gpus = ["--gpus", "8"]
+    return Target("precision-flags", seeds, [["explain", "{f}", "--format", "json"], ["check", "{f}", "--format", "json"],
+                                             ["fit", "{f}", "--top", "2", "--format", "json"]], None, suffix=".sh",
+                  seed_args={"fp8_tp2_pp2.args": gpus, "muon_vpp_bf16.args": gpus,
+                             "run_deepspeed_example.sh": [*gpus, "--hardware", "h100-sxm"],
+                             "tr11-176B-ml.slurm": ["--gpus", "384", "--hardware", "a100-sxm-80gb"]},
+                  seed_suffix={"fp8_tp2_pp2.args": ".args", "muon_vpp_bf16.args": ".args"}, check=recent_check)
 
 
 STACKS = DATA / "stacks"

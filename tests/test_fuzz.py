@@ -20,7 +20,7 @@ from fuzzing import ISSUE24_KINDS, check_result, mutate, run_all, seed_results, 
 from planner.catalog import list_hardware, list_models, list_stacks
 from planner.errors import PlannerError
 
-FUZZ_SHORT = 8  # mutated inputs per reader (29 readers: 232 CLI runs)
+FUZZ_SHORT = 8  # mutated inputs per reader (30 readers: 240 CLI runs)
 FUZZ_LONG = 600  # per reader under -m fuzz, over seeds 1..3 (15,600 CLI runs); scripts/fuzz.py for a pass outside pytest
 SEED = 12  # the short pass's seed; the long pass uses seeds 1..3
 
@@ -194,7 +194,7 @@ def workdir(tmp_path_factory):
 
 def _seeds_hold(workdir, every_command):
     res = seed_results(workdir, every_command)
-    assert len({k for k, *_ in res}) == 29 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
+    assert len({k for k, *_ in res}) == 30 and set(ISSUE24_KINDS) <= {k for k, *_ in res}
     for kind, name, args, r in res:
         assert check_result(r) is None and r.exit_code in (0, 1), (kind, name, args, r.stderr)
         t = targets(workdir)[kind] if kind in targets(workdir) else None

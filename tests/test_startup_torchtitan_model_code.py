@@ -134,14 +134,15 @@ def test_the_rules_are_appended_last():
     DEEPSPEED_MOE (77), DEEPSPEED_MOE_SP (78), TORCHTITAN_MTP_PP_CP (79), STACK_SP_NORM_GRADS (80), BRIDGE_CHUNK_CP (81),
     TORCHTITAN_HYBRIDEP (82), STACK_MODE_TP_PP_DP (83), PRECISION_AWARE_MFSDP (84), TORCHTITAN_SEQ_SP_CP (85), TORCHTITAN_VARLEN_CP (86),
     TORCHTITAN_FSDP_SYMM_MEM_SM90 (87), TORCHTITAN_SPMD_TYPECHECK_PP (88), TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX (89) and
-    TORCHTITAN_CP_PTRR_MASK (90, ttchecks)."""
+    TORCHTITAN_CP_PTRR_MASK (90, ttchecks); FIXED_CODE_RULES 94-96 after them."""
     assert LATER_RULES[-1].key == "TORCHTITAN_CP_PTRR_MASK" and CODES["TORCHTITAN_CP_PTRR_MASK"] == 90
     keys = ["TORCHTITAN_MODEL_DISPATCHER", "TORCHTITAN_MODEL_PP", "TORCHTITAN_MODEL_CP", "TORCHTITAN_MODEL_ASYNC_TP"]
     # RULES ends with LATER_RULES, then the rules of codes handed out ahead (FIXED_CODE_RULES: 94, 95, muonleft)
     f = len(FIXED_CODE_RULES)
     assert [r.key for r in LATER_RULES[-26:-22]] == keys and [r.key for r in RULES[-26 - f:-22 - f]] == keys
-    assert [(c, r.key) for c, r in FIXED_CODE_RULES] == [(94, "MUON_QKV_SPLIT_TP"), (95, "MEGATRON_MLA_FUSION_TP")]
-    assert [r.key for r in RULES[-2:]] == ["MUON_QKV_SPLIT_TP", "MEGATRON_MLA_FUSION_TP"]
+    assert [(c, r.key) for c, r in FIXED_CODE_RULES] == [(94, "MUON_QKV_SPLIT_TP"), (95, "MEGATRON_MLA_FUSION_TP"),
+                                                          (96, "MEGATRON_BF16_LAYERS_STAGE")]  # 96: fuzz99
+    assert [r.key for r in RULES[-3:]] == ["MUON_QKV_SPLIT_TP", "MEGATRON_MLA_FUSION_TP", "MEGATRON_BF16_LAYERS_STAGE"]
     assert [CODES[k] for k in keys] == [65, 66, 67, 68] and CODES["MEGATRON_NVFP4_TOKENS"] == 64
     assert LATER_RULES[-9].key == "TORCHTITAN_HYBRIDEP" and CODES["TORCHTITAN_HYBRIDEP"] == 82
     assert LATER_RULES[-8].key == "STACK_MODE_TP_PP_DP" and CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp

@@ -116,6 +116,35 @@ def test_bf16_layers_are_refused_with_delayed_scaling():
     assert plan["bf16_layers_at_start"] == 1
 
 
+# ---- MEGATRON_BF16_LAYERS_STAGE: transformer_config.py l. 1532-1555
+
+
+def test_bf16_layers_above_a_stages_layers_are_refused(cli):
+    """l. 1532-1555: under fp8, num_layers_at_start_in_bf16 and num_layers_at_end_in_bf16 at most
+    num_layers // pp. Llama 3 8B has 32 layers: at pp 4 a stage's share is 32 // 4 = 8, so 8 bf16 layers at
+    the start pass and 9 are refused (rule MEGATRON_BF16_LAYERS_STAGE, exit 2 with its hint); at pp 2 (16) 9
+    pass. The end is checked alike (9 at the end, pp 4). nvfp4 has no such check (the fp4 block, l. 1578-1590)."""
+    from planner.startup import CODES
+
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", global_batch=64, seq_len=4096, precision="fp8",
+               fp8_recipe="tensorwise")
+    assert resolved_plan(Job(**job, pp=4, bf16_layers_at_start=8))["bf16_layers_at_start"] == 8
+    for n in ({"bf16_layers_at_start": 9}, {"bf16_layers_at_end": 9}):
+        with pytest.raises(PlannerError, match="MEGATRON_BF16_LAYERS_STAGE") as e:
+            resolve(Job(**job, pp=4, **n))
+        assert "l. 1532-1555" in e.value.message and "num_layers // pp" in e.value.hint
+    assert resolved_plan(Job(**job, pp=2, bf16_layers_at_start=9))["pp"] == 2
+    nv = {**job, "precision": "nvfp4", "fp8_recipe": None, "hardware": "b200"}
+    assert resolved_plan(Job(**nv, pp=4, bf16_layers_at_start=9))["bf16_layers_at_start"] == 9
+    # fit never ranks a pp above 32 // 9 = 3 (pp 4, 8) with 9 bf16 layers, and ranks pp 1 and 2 with them
+    rows = fit(Job(**job, bf16_layers_at_start=9), opts=SpaceOptions(tp=(1,), pp=(1, 2, 4, 8)), top=50).rows
+    assert rows and {r["plan"]["pp"] for r in rows} <= {1, 2} and max(r["plan"]["pp"] for r in rows) == 2
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--pp", "4", "--precision", "fp8", "--fp8-recipe",
+            "tensorwise", "--bf16-layers-at-end", "9", "--global-batch", "64", "--seq-len", "4096")
+    assert r.exit_code == 2 and "MEGATRON_BF16_LAYERS_STAGE" in r.stderr and "hint:" in r.stderr
+    assert CODES["MEGATRON_BF16_LAYERS_STAGE"] == 96  # FIXED_CODE_RULES (fuzz99)
+
+
 def test_capacity_factor_is_refused_with_sinkhorn_balancing():
     """l. 1836-1860: --moe-expert-capacity-factor only with aux_loss, seq_aux_loss, global_aux_loss or
     none balancing; sinkhorn with a capacity factor is refused, aux_loss with it passes, sinkhorn

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.terms import isin, select
+from planner.terms import KeyedPlan, isin, select, with_fields
 
 
 def test_select_picks_the_first_condition_that_holds():
@@ -100,3 +100,24 @@ def test_not_multiple_table_matches_the_modulo():
     assert got[:8].tolist() == [False, False, False, True, True, True, False, False]
     assert np.array_equal(got, 7168 % d != 0) and got.dtype == bool
     assert _not_multiple(7168, d[:8]).tolist() == got[:8].tolist()  # below 2,048: the modulo itself
+
+
+def test_with_fields_replaces_a_keyed_views_field():
+    """with_fields on a KeyedPlan (the search's keyed floors hand step.bf16_end_layers one, which copied it with
+    dataclasses.replace: a TypeError): the named field replaced, the other keyed fields the same objects, an unkeyed
+    field still refused; on a PlanArrays, dataclasses.replace's copy."""
+    import dataclasses
+
+    import pytest
+
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    tp, prec = np.array([2, 4]), np.array([1, 1])
+    k = with_fields(KeyedPlan({"tp": tp, "precision": prec}), precision=np.zeros(2, dtype=np.int64))
+    assert k.precision.tolist() == [0, 0] and k.tp is tp
+    with pytest.raises(KeyError):
+        k.pp
+    _, plan, _ = resolve(Job(model="llama3-8b", gpus=8, precision="fp8"))
+    p16 = with_fields(plan, precision=np.zeros_like(plan.precision))
+    assert dataclasses.is_dataclass(p16) and int(np.squeeze(p16.precision)) == 0 and p16.tp is plan.tp

@@ -205,7 +205,10 @@ GDN_FLAGS = ("--experimental-attention-variant", "--linear-attention-freq", *GDN
 # every other integer flag is a count from 1 (arguments.py: sizes, degrees, layers)
 ZERO_OK = frozenset({"--mtp-num-layers", "--moe-shared-expert-intermediate-size", "--wgrad-deferral-limit",
                      "--empty-unused-memory-level", "--zero-stage",
-                     "--moe-min-capacity"})  # Megatron-DeepSpeed's (type=int: 0 no floor, DeepSpeed _capacity)
+                     "--moe-min-capacity",  # Megatron-DeepSpeed's (type=int: 0 no floor, DeepSpeed _capacity)
+                     # TransformerConfig refuses only < 0 (transformer_config.py @d98e8a64 l. 1538-1555: "must be between
+                     # 0 and number of layers per pipeline stage"); `planner export` writes 0 for the end it keeps in fp8
+                     "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16"})
 # totals that may pass a 32-bit count (iterations, samples): up to an int64 (numpy's)
 INT64_FLAGS = frozenset({"--train-iters", "--train-samples"})
 INT64_MAX = 2**63 - 1  # numpy's int64 (planner/cli/common.py INT64_MAX)
