@@ -1971,7 +1971,7 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     # Megatron-FSDP: the rank's shard of its own bucket, padded to the shard group x h, in fp32 (the main weight's);
     # none where the precision-aware optimizer leaves param.grad unset [20]
     shard, skipped = embedding_grad_shard(sc.stack, plan, settings.precision_aware)
-    n = optimizer_shards(sc.stack, plan, settings.mfsdp_outer_optim)[0]  # the main gradient's shard: dp x cp under [29]
+    n = optimizer_shards(sc.stack, plan, settings.mfsdp_outer_optim, experts=False)[0]  # the main gradient's shard: dp x cp under [29]
     rows = np.ceil(float(model.vocab_size) / plan.tp / n)
     size = np.where(shard, rows * model.hidden_size * STEP_FP32_GRAD_BYTES, whole)
     on = (plan.pp > 1) & ~skipped
@@ -2138,6 +2138,8 @@ def _replica_exchange(sc: StepCtx, coll: Collectives, ar_rep, grad_shard, weight
     bytes) across them, in its place."""
     plan = sc.plan
     oo = outer_optim(sc.stack, plan, sc.settings.mfsdp_outer_optim)
+    if not np.any(oo):  # no plan runs it (the job's setting off, or no HSDP row): the all-reduce, no other collective priced
+        return np.where(oo, 0.0, ar_rep)
     replicas, stride = plan.dp // np.maximum(plan.shard, 1), coll.strides["dp"] * plan.shard
     return np.where(oo, coll(comm.REDUCE_SCATTER, grad_shard, replicas, stride)
                     + coll(comm.ALL_GATHER, weight_shard, replicas, stride), ar_rep)
@@ -2676,7 +2678,7 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     plan, bpp = sc.plan, sc.settings.bpp
     # the optimizer's shard groups: the shard group's, or dp x cp under HSDP's outer-DP sharding [29]
     oo = outer_optim(sc.stack, plan, sc.settings.mfsdp_outer_optim)
-    d_shard, e_whole = optimizer_shards(sc.stack, plan, sc.settings.mfsdp_outer_optim)
+    d_shard, e_whole = optimizer_shards(sc.stack, plan, sc.settings.mfsdp_outer_optim, experts=sc.ll.has_experts)
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
     per_param = adam_bytes_per_param(bpp, master_bytes(sc.settings, plan))  # per mode: memory.py [mw]
     out = local_shard * per_param / sc.hbm
