@@ -1446,7 +1446,11 @@ class Collectives:
 
     def __call__(self, op, size, group, stride):
         """coll_all once per distinct (size, group, stride); each plan pays only the collectives
-        it runs (group 1 = no collective), so a profile is reported used only where it changed a time."""
+        it runs (group 1 = no collective), so a profile is reported used only where it changed a time. A call
+        whose group is 1 on every plan runs no collective: its zeros, without pricing one (_all's result there,
+        where no calibration profile or bandwidth-scale array takes part)."""
+        if not (self.groups or self.bw_arrays) and not np.any(np.asarray(group) > 1):
+            return np.zeros(np.broadcast_shapes(np.shape(size), np.shape(group), np.shape(stride)))
         if self.bw_arrays:  # candidate knob values of a fit: distinct per element too
             d = comm.distinct(size, group, stride, self.bw_nv, self.bw_in)
             return d.expand(self._all(op, *d.values))
