@@ -4847,7 +4847,8 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
             m2, e2 = muon_params_of(pc, settings.model, plan, twin[0], twin[1], copy)
             mu_d, mu_e = mu_d + m2, mu_e + e2
     # the optimizer's shard groups: the shard group's, or the whole dp x cp under HSDP's outer-DP sharding [oo]
-    opt_d, opt_e = optimizer_shards(stack_of(settings), plan, settings.mfsdp_outer_optim)
+    opt_d, opt_e = optimizer_shards(stack_of(settings), plan, settings.mfsdp_outer_optim,
+                                    experts=bool(pc.routed_experts or pc.mtp.expert))  # opt_e read only with experts
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum, off=off, master=mw, muon=mu_d,
                                opt_shard=opt_d)
     if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: the default layout [mu]

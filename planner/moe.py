@@ -175,14 +175,22 @@ def expert_shard(plan) -> np.ndarray:
     return plan.tp * shard * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
 
 
-def optimizer_shards(stack, plan, on: bool) -> tuple[np.ndarray, np.ndarray]:
+def optimizer_shards(stack, plan, on: bool, experts: bool = True) -> tuple:
     """(dense, routed experts) ranks the optimizer states (the fp32 master and Adam's moments) shard over, below the
     level's own test (>= zero1): the shard group x cp and the experts' moe.expert_shard, or under the outer-DP
-    optimizer sharding (outer_optim) the whole dp x cp group and tp x dp x cp / (etp ep) (memory.py [oo])."""
+    optimizer sharding (outer_optim) the whole dp x cp group and tp x dp x cp / (etp ep) (memory.py [oo]).
+    experts False (a caller that reads the dense groups only): None in the experts' place, not computed."""
     from .stacks import outer_optim
 
     oo = outer_optim(stack, plan, on)
+    if not oo.any():  # no plan shards them over the replicas (the job's setting off, or no HSDP row): the own groups
+        dense, e_own = np.asarray(plan.shard * plan.cp), (np.asarray(expert_shard(plan)) if experts else None)
+        if dense.shape == oo.shape and dense.dtype == np.int64 and (  # as np.where's result
+                not experts or (e_own.shape == oo.shape and e_own.dtype == np.int64)):
+            return dense, e_own
     dense = np.where(oo, plan.dp * plan.cp, plan.shard * plan.cp)
+    if not experts:
+        return dense, None
     experts = np.where(oo, plan.tp * plan.dp * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1), expert_shard(plan))
     return dense, experts
 

@@ -545,15 +545,37 @@ class StepCtx:
     gemm_cal: Any
     x: Any  # exposed share of an overlapped transfer (stack, or a run calibration's knob)
     layers: dict = field(default_factory=dict)  # stage -> (counts, layers it holds): mean's divisor, computed once
+    memo: dict = field(default_factory=dict)  # what several terms read of this one plan, computed once (dual, windows)
+
+    def nf(self, stage: str) -> np.ndarray:
+        """n[stage] as float64, cast once (the per-stage terms multiply it by seconds: numpy casts the int64 layer
+        counts to float64 in each such product, the same values)."""
+        key = ("nf", stage)
+        got = self.memo.get(key)
+        if got is None or got[0] is not self.n[stage]:
+            got = self.memo[key] = (self.n[stage], np.asarray(self.n[stage], dtype=np.float64))
+        return got[1]
+
+    def dual(self) -> np.ndarray:
+        """dualpipe_pairs(plan), once per context (stage_comm reads it for every per-stage term)."""
+        d = self.memo.get("dual")
+        if d is None:
+            d = self.memo["dual"] = dualpipe_pairs(self.plan)
+            self.memo["any_dual"] = bool(np.any(d))
+        return d
 
     def mean(self, stage: str, values: list) -> np.ndarray:
+        """mean_layer(counts, values) of the stage, its weights counts[k] / n once per counts array: the same
+        products summed in the same order."""
         counts = self.counts[stage]
         if len(values) == 1:
             return mean_layer(counts, values)
-        held = self.layers.get(stage)  # the stage's layer count, once per counts array
+        held = self.layers.get(stage)  # the stage's layer count and weights, once per counts array
         if held is None or held[0] is not counts:
-            held = self.layers[stage] = (counts, layer_count(counts))
-        return mean_layer(counts, values, held[1])
+            n = layer_count(counts)
+            held = self.layers[stage] = (counts, n, [counts[i] / n for i in range(len(counts))])
+        w = held[2]
+        return sum((w[i] * v for i, v in enumerate(values)), np.float64(0.0))
 
 
 def _placement(model, ll: LayerList, plan) -> tuple:
@@ -1189,7 +1211,7 @@ def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
     sc.counts["mid"] = best
 
 
-def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
+def compute_time(sc: StepCtx, lt: LayerTimes, picked: bool = True) -> Compute:
     """The pipeline runs at its slowest stage: the heaviest of the first (its layers plus any bf16
     layers at the start), a middle one (pp > 2) and the last (its layers plus the output layer, the
     loss, any multi-token prediction and bf16 layers at the end), each with its own layers
@@ -1197,20 +1219,24 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     --decoder-first-pipeline-num-layers above the middle share, pipeline.py [14]; torchtitan's front
     rule, whose stage 0 holds the one chunk more; an fp8 plan's bf16 first layers). Under DualPipe the
     end ranks run stage 0 and stage p - 1 paired (dualpipe_end_rank): no rank runs the first stage
-    alone. Full recompute repeats the forward of the layers it covers [1]."""
+    alone. Full recompute repeats the forward of the layers it covers [1]. picked False (step_time, whose
+    critical_stage sets them from `stages` and each stage's communication): mb, perm, host and unfused left None."""
     base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
     logits = head_time(sc)
-    n, rc = sc.n, sc.rc
+    rc = sc.rc
 
     def stage(st):
+        n_ = sc.nf(st)  # (n[st] as float64: the same products)
         fwd = sc.mean(st, lt.fwd)
         perm = sc.mean(st, [f + b for f, b in zip(lt.perm_fwd, lt.perm_bwd)])
-        host = (n[st] + rc[st]) * sc.mean(st, lt.host_fwd)  # full recompute re-runs the dispatcher's forward
-        unf = n[st] * sc.mean(st, [f + b for f, b in zip(lt.unf_fwd, lt.unf_bwd)]) + rc[st] * sc.mean(st, lt.unf_fwd)
-        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host, unf
+        host = (n_ + rc[st]) * sc.mean(st, lt.host_fwd)  # full recompute re-runs the dispatcher's forward
+        unf = n_ * sc.mean(st, [f + b for f, b in zip(lt.unf_fwd, lt.unf_bwd)]) + rc[st] * sc.mean(st, lt.unf_fwd)
+        return n_ * sc.mean(st, base) + rc[st] * fwd, n_ * perm + rc[st] * sc.mean(st, lt.perm_fwd), host, unf
 
     first_stage = stage("first")
-    mid, perm_mid, host_mid, unf_mid = stage("mid")
+    # no plan with a middle stage (pp > 2, comm_stages): its compute is -inf below on every plan, never picked
+    mid, perm_mid, host_mid, unf_mid = (stage("mid") if "mid" in comm_stages(sc)
+                                        else (np.float64(-np.inf),) + (np.float64(0.0),) * 3)
     last, perm_last, host_last, unf_last = stage("last")
     extra_first, extra_mid, extra_last = bf16_end_layers(sc, lt)
     mid = mid + extra_mid
@@ -1220,7 +1246,7 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
                                                              (last, perm_last, host_last, unf_last))
     # the first stage with its own layers (the embedding's lookup is not priced) plus its bf16 layers; under DualPipe
     # no rank runs it alone (the end ranks' pair above, pp 2 included: both ranks are end ranks)
-    dual = dualpipe_pairs(sc.plan)
+    dual = sc.dual()
     first = np.where(dual, -np.inf, first_stage[0] + extra_first)
     # a middle stage exists at pp > 2 only (pipeline.stage_layers: at pp 2 its "mid" is stage 1's layers, the last's
     # without the head; at pp 1 the whole model, which the last prices with the head)
@@ -1229,13 +1255,17 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     # communication); step_time's critical stage adds each stage's communication first (critical_stage)
     stages = ((mid, perm_mid, host_mid, unf_mid), (first,) + tuple(first_stage[1:]),
               (last, perm_last, host_last, unf_last))
-    crit = _heaviest(mid, first, last)
     # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
     layer_fwd, layer_bwd = stage_windows(sc, lt, "mid")
-    layers = n["mid"]
+    layers = sc.nf("mid")
+    if picked:
+        crit = _heaviest(mid, first, last)
+        mb, perm, host, unf = (functools.reduce(np.maximum, (mid, first, last)),) + tuple(
+            _pick(crit, *(x[j] for x in stages)) for j in (1, 2, 3))
+    else:
+        mb = perm = host = unf = None
     return Compute(
-        mb=functools.reduce(np.maximum, (mid, first, last)), perm=_pick(crit, *(x[1] for x in stages)),
-        host=_pick(crit, *(x[2] for x in stages)), unfused=_pick(crit, *(x[3] for x in stages)),
+        mb=mb, perm=perm, host=host, unfused=unf,
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits, stages=stages)
@@ -1257,22 +1287,65 @@ _CRITICAL_SLOTS = np.array([CRITICAL_STAGES.index("first"), CRITICAL_STAGES.inde
                            dtype=np.int64)
 
 
+_CRIT_MASKS: list = [None, None]  # (the last crit _pick saw, its masks): step_time picks a dozen terms by one crit
+
+
+def _crit_masks(crit) -> tuple:
+    """(crit == 0, crit == 1, whether any plan's is 0, whether any plan's is 1) of a crit, once per crit array (held
+    here, so its id stays)."""
+    if _CRIT_MASKS[0] is not crit:
+        zero, one = crit == 0, crit == 1
+        _CRIT_MASKS[:] = [crit, (zero, one, bool(np.any(zero)), bool(np.any(one)))]
+    return _CRIT_MASKS[1]
+
+
 def _pick(crit, mid, first, last) -> np.ndarray:
-    return np.choose(crit, np.broadcast_arrays(mid, first, last))
+    """np.choose(crit, (mid, first, last)) by np.where (the same elements, a fraction of choose's instructions; the
+    first's where no plan's crit is 1; a 0-d result as choose's numpy scalar). Where every plan's is the last, the
+    last's own array when it already has crit's shape and the result's dtype (no copy: the picked terms are read,
+    never written in place)."""
+    is_mid, is_first, any_mid, any_first = _crit_masks(crit)
+    if not (any_mid or any_first) and isinstance(last, np.ndarray) and last.shape == np.shape(crit) and last.ndim \
+            and np.result_type(mid, first, last) == last.dtype:
+        return last
+    out = np.where(is_mid, mid, np.where(is_first, first, last) if any_first else last)
+    return out[()] if out.ndim == 0 else out
 
 
 def stage_windows(sc: StepCtx, lt: LayerTimes, st: str) -> tuple:
     """(forward, backward) of stage st's mean layer per micro-batch: the windows its overlapped transfers hide
-    behind (the EP all-to-alls, a model chunk's p2p); the forward without the MoE host gaps (GPU work)."""
-    return sc.mean(st, lt.fwd) - sc.mean(st, lt.host_fwd), sc.mean(st, lt.bwd)
+    behind (the EP all-to-alls, a model chunk's p2p); the forward without the MoE host gaps (GPU work). Once per
+    (stage, layer times, the stage's counts) in sc.memo: compute_time, ep_comm and pp_comm each read it; with one
+    layer kind the mean layer is the kind's own on every stage (mean_layer), so the stages share one."""
+    counts = sc.counts[st]
+    key = ("windows", np.shape(counts)[1:]) if len(lt.fwd) == 1 else ("windows", st)
+    hit = sc.memo.get(key)
+    if hit is not None and hit[0] is lt and (len(lt.fwd) == 1 or hit[1] is counts):
+        return hit[2]
+    out = sc.mean(st, lt.fwd) - sc.mean(st, lt.host_fwd), sc.mean(st, lt.bwd)
+    sc.memo[key] = (lt, counts, out)
+    return out
+
+
+def comm_stages(sc: StepCtx) -> tuple:
+    """The CRITICAL_STAGES slots whose communication the per-stage terms price: all three, less the middle where no
+    plan has pp > 2. There is no middle stage then: compute_time's middle compute is -inf on every plan, so
+    critical_stage never picks it whatever its communication, and stage_comm gives its slot 0 s."""
+    st = sc.memo.get("comm_stages")
+    if st is None:
+        st = sc.memo["comm_stages"] = CRITICAL_STAGES if np.any(sc.plan.pp > 2) else CRITICAL_STAGES[1:]
+    return st
 
 
 def stage_comm(sc: StepCtx, per: dict) -> dict:
     """A communication term's per-micro-batch seconds on each CRITICAL_STAGES slot: `per` (stage -> its value, each
-    stage with its own layers) with the last slot, under DualPipe, the end ranks' pair, the mean of stage 0's and
-    stage p - 1's (dualpipe_end_rank's, as the compute)."""
-    dual = dualpipe_pairs(sc.plan)
-    if not np.any(dual):
+    stage with its own layers; comm_stages' slots) with the last slot, under DualPipe, the end ranks' pair, the mean
+    of stage 0's and stage p - 1's (dualpipe_end_rank's, as the compute); the middle slot 0 s where no plan has one
+    (comm_stages)."""
+    if "mid" not in per:
+        per = dict(mid=np.float64(0.0), **per)
+    dual = sc.dual()
+    if not sc.memo["any_dual"]:
         return per
     return dict(per, last=np.where(dual, 0.5 * (per["first"] + per["last"]), per["last"]))
 
@@ -1305,8 +1378,8 @@ def dualpipe_end_rank(sc: StepCtx, first, extra_first, last) -> tuple:
     is. The middle ranks (stage r with p - 1 - r) keep the heaviest middle stage
     (slowest_middle), an upper bound on their mean; with pp 2 (no middle rank) both ranks are end
     ranks and compute_time prices them by this pair alone (a named approximation at pp > 2)."""
-    dual = dualpipe_pairs(sc.plan)
-    if not np.any(dual):
+    dual = sc.dual()
+    if not sc.memo["any_dual"]:
         return last
     first = (first[0] + extra_first,) + tuple(first[1:])
     return tuple(np.where(dual, 0.5 * (f + x), x) for f, x in zip(first, last))
@@ -1377,7 +1450,11 @@ class Collectives:
 
     def __call__(self, op, size, group, stride):
         """coll_all once per distinct (size, group, stride); each plan pays only the collectives
-        it runs (group 1 = no collective), so a profile is reported used only where it changed a time."""
+        it runs (group 1 = no collective), so a profile is reported used only where it changed a time. A call
+        whose group is 1 on every plan runs no collective: its zeros, without pricing one (_all's result there,
+        where no calibration profile or bandwidth-scale array takes part)."""
+        if not (self.groups or self.bw_arrays) and not np.any(np.asarray(group) > 1):
+            return np.zeros(np.broadcast_shapes(np.shape(size), np.shape(group), np.shape(stride)))
         if self.bw_arrays:  # candidate knob values of a fit: distinct per element too
             d = comm.distinct(size, group, stride, self.bw_nv, self.bw_in)
             return d.expand(self._all(op, *d.values))
@@ -1472,7 +1549,7 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
         sync = coll(comm.ALL_REDUCE, np.float64(h * sc.settings.bpp.weights), plan.tp, s)
 
     def on(st):  # stage st's layers (n, of which rc recomputed), each kind's collectives
-        n, rc = sc.n[st], sc.rc[st]
+        n, rc = sc.nf(st), sc.rc[st]
         out = [(n - rc) * a + rc * b for a, b in zip(plain, again)]
         if gather is not None:
             out = [o + rc * gather for o in out]
@@ -1481,7 +1558,7 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
                    for o, k in zip(out, sc.ll.kinds)]
         return sc.mean(st, out)
 
-    return stage_comm(sc, {st: on(st) for st in CRITICAL_STAGES})
+    return stage_comm(sc, {st: on(st) for st in comm_stages(sc)})
 
 
 def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
@@ -1564,13 +1641,15 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
         alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
         on = dual | (epo & moe.ep_overlap_applies(plan))
 
+    disp_half, comb_half = [d / 2.0 for d in disp], [c / 2.0 for c in comb]  # a forward's share, every stage's
+
     def stage(s_):  # stage s_'s MoE layers (n, rc recomputed): (seconds per micro-batch, explain's figures)
-        n, rc = sc.n[s_], sc.rc[s_]
+        n, rc = sc.nf(s_), sc.rc[s_]
         again = np.where(reruns, n, 0.0)
         twice = rc + again
         half_f, half_b = sc.mean(s_, fwd), sc.mean(s_, bwd)  # a mean layer's forward (backward) transfers
-        info = {"dispatch": n * sc.mean(s_, disp) + twice * sc.mean(s_, [d / 2.0 for d in disp]),
-                "combine": n * sc.mean(s_, comb) + twice * sc.mean(s_, [c / 2.0 for c in comb]),
+        info = {"dispatch": n * sc.mean(s_, disp) + twice * sc.mean(s_, disp_half),
+                "combine": n * sc.mean(s_, comb) + twice * sc.mean(s_, comb_half),
                 "sac_rerun": again * half_f}
         ep_mb = n * (half_f + half_b) + twice * half_f
         if not overlap:
@@ -1581,10 +1660,9 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
         ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f
         return np.where(on, ep_overlapped, ep_mb), info
 
-    per = {s_: stage(s_) for s_ in CRITICAL_STAGES}
-    info = {k: stage_comm(sc, {s_: per[s_][1][k] for s_ in CRITICAL_STAGES})
-            for k in ("dispatch", "combine", "sac_rerun")}
-    return stage_comm(sc, {s_: per[s_][0] for s_ in CRITICAL_STAGES}), dict(info, tier=tier, ep_domains=domains)
+    per = {s_: stage(s_) for s_ in comm_stages(sc)}
+    info = {k: stage_comm(sc, {s_: x[1][k] for s_, x in per.items()}) for k in ("dispatch", "combine", "sac_rerun")}
+    return stage_comm(sc, {s_: x[0] for s_, x in per.items()}), dict(info, tier=tier, ep_domains=domains)
 
 
 def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
@@ -1637,7 +1715,7 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict,
     has_scan = any(not kind.mixer.cp_overlaps_core for kind in sc.ll.kinds)  # a model property
 
     def stage(st):  # stage st's layers, each kind's exchange: (exposed, total, scan)
-        n = sc.n[st]
+        n = sc.nf(st)
         exposed, total, scan = [], [], []
         for kind, x in zip(sc.ll.kinds, per):
             if kind.mixer.cp_overlaps_core:
@@ -1652,9 +1730,9 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict,
             scan.append(n * x)
         return sc.mean(st, exposed), sc.mean(st, total), (sc.mean(st, scan) if has_scan else None)
 
-    out = {st: stage(st) for st in CRITICAL_STAGES}
-    exposed, total = (stage_comm(sc, {st: out[st][j] for st in CRITICAL_STAGES}) for j in (0, 1))
-    return exposed, total, (stage_comm(sc, {st: out[st][2] for st in CRITICAL_STAGES}) if has_scan else None)
+    out = {st: stage(st) for st in comm_stages(sc)}
+    exposed, total = (stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1))
+    return exposed, total, (stage_comm(sc, {st: x[2] for st, x in out.items()}) if has_scan else None)
 
 
 def cp_compute(sc: StepCtx, lt: LayerTimes) -> np.ndarray:
@@ -1724,7 +1802,7 @@ def _cores_run_twice(sc: StepCtx, mixer, st: str = "mid") -> np.ndarray:
     """Stage st's (a middle one's) layers of this mixer whose attention core runs its forward twice per
     micro-batch: the fully recomputed ones, and under selective recompute every other one
     where the policy re-runs the core (_core_rerun) and the mixer's core is selective's."""
-    n, rc = sc.n[st], sc.rc[st]
+    n, rc = sc.nf(st), sc.rc[st]
     sel_core = (sc.plan.recompute == RC_SELECTIVE) & (_core_rerun(sc.settings, sc.stack.selective)
                                                       and mixer.selective_core)
     return rc + np.where(sel_core, n - rc, 0.0)
@@ -1854,13 +1932,18 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
 
-    def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
-        chunk = sc.n[st] / plan.vpp * stage_windows(sc, lt, st)[0]
-        hidden = _hide(pp_send, chunk, sc.x)
-        return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
+    flush = _warmup_flush_sends(sc)  # the stage-independent part of pp_warmup_flush, once for the three stages
 
-    out = {st: stage(st) for st in CRITICAL_STAGES}
-    return tuple(stage_comm(sc, {st: out[st][j] for st in CRITICAL_STAGES}) for j in (0, 1))
+    vpp = np.asarray(plan.vpp, dtype=np.float64)  # (n / vpp divides as floats either way: cast once)
+    sends = 2.0 * vpp  # (2 vpp x, as 2.0 * vpp * x multiplies)
+
+    def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
+        chunk = sc.nf(st) / vpp * stage_windows(sc, lt, st)[0]
+        hidden = _hide(pp_send, chunk, sc.x)
+        return sends * np.where(overlapped, hidden, pp_send), _warmup_flush(sc, flush, pp_send - hidden)
+
+    out = {st: stage(st) for st in comm_stages(sc)}
+    return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1))
 
 
 def pipe_partitioned(sc: StepCtx) -> np.ndarray:
@@ -1896,7 +1979,7 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     # Megatron-FSDP: the rank's shard of its own bucket, padded to the shard group x h, in fp32 (the main weight's);
     # none where the precision-aware optimizer leaves param.grad unset [20]
     shard, skipped = embedding_grad_shard(sc.stack, plan, settings.precision_aware)
-    n = optimizer_shards(sc.stack, plan, settings.mfsdp_outer_optim)[0]  # the main gradient's shard: dp x cp under [29]
+    n = optimizer_shards(sc.stack, plan, settings.mfsdp_outer_optim, experts=False)[0]  # the main gradient's shard: dp x cp under [29]
     rows = np.ceil(float(model.vocab_size) / plan.tp / n)
     size = np.where(shard, rows * model.hidden_size * STEP_FP32_GRAD_BYTES, whole)
     on = (plan.pp > 1) & ~skipped
@@ -1950,15 +2033,28 @@ def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
     waited on, and as many backward chunks of the flush: 2 W x `waited` (a send less its
     overlapped share, as pp_comm hides it). 0 without the interleaved schedule, where the stack
     overlaps nothing, or where it overlaps these too."""
+    return _warmup_flush(sc, _warmup_flush_sends(sc), waited)
+
+
+def _warmup_flush_sends(sc: StepCtx):
+    """pp_warmup_flush's (interleaved, 2 W) of the plans, or None where it is 0 for every plan."""
     plan, ov = sc.plan, sc.stack.overlap
     inter = plan.schedule == INTERLEAVED
     if not ov.pp_p2p_warmup_flush_blocking or ov.pp_p2p_overlapped == "never" or not np.any(inter):  # stack settings
-        return np.zeros(np.shape(plan.pp))
+        return None
     n = microbatch_group(plan.pp, plan.microbatches, plan.mbg)
     epo = dispatcher_rows(sc.settings, plan)[1] if _rows(sc.settings) else bool(sc.settings.ep_comm_overlap)
     moe_extra = np.where(epo & moe.ep_overlap_applies(plan), 1.0, 0.0)
     warm = np.minimum(2.0 * (plan.pp - 1) + (plan.vpp - 1) * n + moe_extra, plan.vpp * plan.microbatches)
-    return np.where(inter, 2.0 * warm * waited, 0.0)
+    return inter, 2.0 * warm
+
+
+def _warmup_flush(sc: StepCtx, sends, waited) -> np.ndarray:
+    """pp_warmup_flush from _warmup_flush_sends' (interleaved, 2 W): 2 W x waited where interleaved."""
+    if sends is None:
+        return np.zeros(np.shape(sc.plan.pp))
+    inter, twice = sends
+    return np.where(inter, twice * waited, 0.0)
 
 
 # ----------------------------------------------------------------------------- DP
@@ -2050,6 +2146,8 @@ def _replica_exchange(sc: StepCtx, coll: Collectives, ar_rep, grad_shard, weight
     bytes) across them, in its place."""
     plan = sc.plan
     oo = outer_optim(sc.stack, plan, sc.settings.mfsdp_outer_optim)
+    if not np.any(oo):  # no plan runs it (the job's setting off, or no HSDP row): the all-reduce, no other collective priced
+        return np.where(oo, 0.0, ar_rep)
     replicas, stride = plan.dp // np.maximum(plan.shard, 1), coll.strides["dp"] * plan.shard
     return np.where(oo, coll(comm.REDUCE_SCATTER, grad_shard, replicas, stride)
                     + coll(comm.ALL_GATHER, weight_shard, replicas, stride), ar_rep)
@@ -2588,7 +2686,7 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     plan, bpp = sc.plan, sc.settings.bpp
     # the optimizer's shard groups: the shard group's, or dp x cp under HSDP's outer-DP sharding [29]
     oo = outer_optim(sc.stack, plan, sc.settings.mfsdp_outer_optim)
-    d_shard, e_whole = optimizer_shards(sc.stack, plan, sc.settings.mfsdp_outer_optim)
+    d_shard, e_whole = optimizer_shards(sc.stack, plan, sc.settings.mfsdp_outer_optim, experts=sc.ll.has_experts)
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
     per_param = adam_bytes_per_param(bpp, master_bytes(sc.settings, plan))  # per mode: memory.py [mw]
     out = local_shard * per_param / sc.hbm
@@ -2810,12 +2908,12 @@ def grouped_layer_times(sc: StepCtx) -> LayerTimes:
         return layer_times(sc)
 
 
-def _compute_pass(settings: Settings, plan: PlanArrays) -> tuple[StepCtx, LayerTimes, "Compute"]:
-    """The context, layer times and pipeline compute step_time starts from (no communication)."""
+def _compute_pass(settings: Settings, plan: PlanArrays, picked: bool = True) -> tuple[StepCtx, LayerTimes, "Compute"]:
+    """The context, layer times and pipeline compute step_time starts from (no communication; picked: compute_time's)."""
     sc = _context(settings, plan)
     lt = grouped_layer_times(sc)
     slowest_middle(sc, lt)
-    return sc, lt, compute_time(sc, lt)
+    return sc, lt, compute_time(sc, lt, picked)
 
 
 def _gpu_mb(sc: StepCtx, comp) -> np.ndarray:
@@ -2861,7 +2959,7 @@ FLOOR_FIELDS = tuple(f.name for f in dataclasses.fields(PlanArrays)
 
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
     """Named time terms (seconds) whose sum is the step time, plus informational extras."""
-    sc, lt, comp = _compute_pass(settings, plan)
+    sc, lt, comp = _compute_pass(settings, plan, picked=False)  # critical_stage picks the stage's compute
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)
     moe_model = sc.ll.has_experts
