@@ -152,6 +152,26 @@ References
     dispatch (distributed/deepep/deepep.py dispatch_tokens l. 393-455 hands DeepEP the hidden states as
     they are; get_hidden_bytes l. 288-291 only sizes the buffer for either). The Megatron reader refuses --moe-dispatch-fwd-dtype / --moe-combine-bwd-dtype
     other than bf16 for the same check (every backend it prices is refused there).
+[12] The alltoall dispatcher's small exchanges (Transfers.probs_fwd / probs_bwd / counts_fwd; issue 22, the MoE
+    step's optimistic bias). NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py
+    MoEAlltoAllTokenDispatcher: preprocess l. 543 (num_local_tokens_per_expert = routing_map.sum(dim=0).long(), int64
+    [E]) and l. 570-575 (gather_from_sequence_parallel_region of those counts over self.tp_ep_group, the expert-TP x
+    EP ranks, "when ep_size > 1 or tp_size > 1", l. 557): an all-gather of E x 8 B a rank, forward only (long
+    tensors carry no gradient), run before the device-to-host copy of the splits, which waits for it; token_dispatch
+    l. 705-711 (the tokens' all_to_all) and l. 718-723 (a second all_to_all of permuted_probs over the same EP group
+    with the same splits: one probability per routed row, in the router's dtype, layers/moe.py ROUTER_DTYPE_BYTES);
+    megatron/core/tensor_parallel/mappings.py _AllToAll.backward l. 469-484 (the gradient's all_to_all with the splits
+    swapped): so a third NCCL all-to-all per layer backward. Each is priced by comm.py's model at its group's
+    placement like the tokens' (its bytes are a 1 / h share, so its latency is what it adds: e.g. 63 rounds at
+    EP 64). Under the all-to-all overlap (ep_comm_overlap) the probabilities' all-to-all runs in the dispatch
+    node with the tokens' and hides as they do; the counts' all-gather runs in the layer's pre-dispatch part
+    (moe_layer.py preprocess, called by fine_grained_callables.py @d98e8a64 l. 126-129 in the attention node, on
+    the compute stream), so step.ep_comm keeps it exposed. Priced where the stack says its code runs them (stack
+    moe_alltoall_exchanges: megatron, and megatron-bridge, which extends it; Megatron-LM 905c0e386, the commit
+    Bridge pins, has the same calls, token_dispatcher.py l. 513, 527, 541, 671-674). Not priced here: the allgather dispatcher's gathers of
+    the routing map and probabilities over the tp_ep group beside the tokens' (l. 286-297) and its combine's
+    reduce-scatter in the probabilities' dtype (l. 363-366); the flex dispatchers' count exchanges, inside
+    DeepEP's and Hybrid-EP's kernels (their measured bandwidths).
 """
 
 from __future__ import annotations
@@ -183,6 +203,7 @@ DESCRIPTIONS = {
     "hybridep": "Hybrid-EP kernels",
 }
 
+COUNT_BYTES = 8.0  # [12] the token counts per expert, routing_map.sum(dim=0).long(): int64
 FP8_SCALE_BYTES_PER_ELEMENT = 4.0 / 128.0  # one fp32 scale per 128 elements [2] tests
 FP8_TOKEN_EXTRA_BYTES = 16.0  # DeepEP tests/test_low_latency.py: + 16 B per fp8 token
 H800_NVLINK_Bps = 200e9  # hardware_db h800-sxm nvlink_GBps (per direction)
@@ -219,14 +240,21 @@ class Transfers:
     dispatch_bwd: np.ndarray  # the combine's gradient (a dispatch, bf16)
     combine_bwd: np.ndarray  # the dispatch's gradient (a combine, bf16)
     tier: np.ndarray
+    # [12] the alltoall dispatcher's own small exchanges (0 for the others): the routing probabilities' all-to-all
+    # beside the tokens' (forward, and its gradient backward), and the token counts' all-gather before it (forward)
+    probs_fwd: np.ndarray = 0.0
+    probs_bwd: np.ndarray = 0.0
+    counts_fwd: np.ndarray = 0.0
 
     @property
     def fwd(self):
-        return self.dispatch_fwd + self.combine_fwd
+        """The forward's transfers the all-to-all overlap may hide: the tokens' and the probabilities' (the
+        counts' all-gather runs in the layer's pre-dispatch part, on the compute stream: counts_fwd, apart)."""
+        return self.dispatch_fwd + self.combine_fwd + self.probs_fwd
 
     @property
     def bwd(self):
-        return self.dispatch_bwd + self.combine_bwd
+        return self.dispatch_bwd + self.combine_bwd + self.probs_bwd
 
 
 def group_size(kind: int, ep, etp) -> np.ndarray:
@@ -328,7 +356,8 @@ def kernel_time(kind: int, tokens, block, ep, link, params: comm.CommParams, fp8
     return tuple(out)
 
 
-def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes, etp=1) -> Transfers:
+def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes, etp=1,
+              probs_bytes=None, counts_group=None) -> Transfers:
     """The four transfers of one MoE layer `block` per micro-batch (module docstring) for
     dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
     group, stride -> seconds), ep and stride the EP group's size and stride, group_link the
@@ -336,7 +365,10 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
     (group_size: the EP group, or the etp x ep group of DeepEP's and Hybrid-EP's kernels),
     params the comm.CommParams, ctx the layers.Ctx. fp8: the forward dispatch moves fp8
     (plan.fp8_dispatch); route_nodes: the job's node-limited routing cap M (0: none); etp the
-    expert-TP degree."""
+    expert-TP degree. The alltoall dispatcher's small exchanges where the stack's code runs them (stack
+    moe_alltoall_exchanges) [12]: probs_bytes, the routing probabilities' bytes per routed row (the router's
+    logits dtype: layers/moe.py ROUTER_DTYPE_BYTES; None: no probabilities' all-to-all); counts_group, the
+    (size, stride) of the tp_ep group that all-gathers the token counts (None: no such all-gather)."""
     from .moe import alltoall_bytes
     tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (its load L: planner/imbalance.py)
     tier = group_link.link
@@ -344,7 +376,14 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
         size = alltoall_bytes(block, ctx)
         a = coll(comm.ALL_TO_ALL, size, ep, stride)
         a8 = np.where(np.asarray(fp8, dtype=bool), coll(comm.ALL_TO_ALL, size * element_bytes(True) / ACT_BYTES, ep, stride), a)
-        return Transfers(a8, a, a, a, tier)
+        p = counts = np.float64(0.0)
+        if probs_bytes is not None:  # a stack setting: one probability per routed row, all-to-all'd with the tokens' splits [12]
+            p = coll(comm.ALL_TO_ALL, size / (block.h * ACT_BYTES) * probs_bytes, ep, stride)
+        if counts_group is not None:  # a stack setting: the int64 [E] counts of each tp_ep rank all-gathered [12]
+            g, g_stride = counts_group
+            g = np.asarray(g, dtype=np.float64)
+            counts = coll(comm.ALL_GATHER, g * block.num_experts * COUNT_BYTES, g, g_stride)
+        return Transfers(a8, a, a, a, tier, probs_fwd=p, probs_bwd=p, counts_fwd=counts)
     if kind == ALLGATHER:
         size = ep * ctx.T / ctx.rep_div * block.h * ACT_BYTES
         ag = coll(comm.ALL_GATHER, size, ep, stride)

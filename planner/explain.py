@@ -407,6 +407,11 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
                          if settings.model.moe.expert_groups else None),
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
+        # the alltoall dispatcher's own small exchanges where the stack's code runs them (stack moe_alltoall_exchanges,
+        # planner/dispatch.py [12]), beside dispatch_s and combine_s, before any overlap: the probabilities' all-to-alls
+        # (forward and backward) and the token counts' all-gather (forward, never hidden by the all-to-all overlap)
+        "probs_a2a_s": _num(pick(x["moe_probs_a2a_s"])),
+        "counts_gather_s": _num(pick(x["moe_counts_gather_s"])),
         # of those, the forward all-to-alls selective recompute re-runs (a model code whose save list
         # leaves them out: torchtitan's qwen3; step.ep_comm, plan.sac_reruns_exchange; Megatron-Core's
         # recompute_modules moe, whose checkpoint holds them: planner/recompute_modules.py)

@@ -3060,6 +3060,22 @@ class MoEHostIssue(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class MoEAlltoAllExchanges(BaseModel):
+    """What the stack's alltoall token dispatcher exchanges beside the tokens' all-to-alls, each a collective of
+    its own on the step's path (planner/dispatch.py [12]): Megatron-Core's MoEAlltoAllTokenDispatcher all-gathers
+    each rank's int64 token counts per expert over the tp_ep group before the dispatch (forward), and moves the
+    routing probabilities in an all-to-all of their own beside the tokens' (forward, and its gradient backward)."""
+
+    model_config = Strict
+    counts: Optional[Literal["tp_ep_all_gather"]] = Field(
+        description="how the token counts per expert reach the ranks before the tokens' all-to-all: tp_ep_all_gather "
+                    "(an all-gather of E int64 a rank over the expert-TP x EP ranks, forward only); null: no exchange "
+                    "the planner prices")
+    probs_all_to_all: bool = Field(description="the routing probabilities move in an all-to-all of their own (one "
+                                               "value a routed row, in the router's dtype), forward and backward")
+    sources: list[str] = Field(min_length=1)
+
+
 class WindowedAttention(BaseModel):
     """A sliding-window layer run through a dense additive mask (issue 22; layers/attention.py [11]): the code
     builds a [s, s] mask in the activations' dtype for each windowed layer (causal and window in one) and hands it
@@ -3182,6 +3198,10 @@ class Stack(BaseModel):
     moe_host: Optional[MoEHostIssue] = Field(
         default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
                                   "synchronisation; null: not modelled (the host never holds the GPU up)")
+    moe_alltoall_exchanges: Optional[MoEAlltoAllExchanges] = Field(
+        default=None, description="what the stack's alltoall token dispatcher exchanges beside the tokens (the token "
+                                  "counts, the routing probabilities: planner/dispatch.py [12]); null: the tokens' "
+                                  "all-to-alls alone")
     windowed_attention: Optional[WindowedAttention] = Field(
         default=None, description="how the stack's code runs a sliding-window layer where it does not hand the window "
                                   "to a kernel that skips the blocks outside it; null: the kernel skips them (the "

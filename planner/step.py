@@ -475,7 +475,7 @@ from .compute import (
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows, mean_causal_keys
 from .layers.common import ACT_BYTES, muon_local, shapes
-from .layers.moe import EXPERT_GEMMS
+from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
                      fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
                      stage_param_split, muon_largest_params, muon_layout_excess, muon_params_of, muon_other_chunks)
@@ -1620,13 +1620,14 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
     plan, st = sc.plan, sc.settings
     codes, epo = dispatcher_rows(st, plan)
     kinds = np.unique(codes)
-    fwd, bwd, disp, comb, tier, domains = _ep_transfers(sc, coll, int(kinds[0]))
+    fwd, bwd, disp, comb, tier, domains, probs, counts = _ep_transfers(sc, coll, int(kinds[0]))
     if len(kinds) > 1:  # fit's dispatcher search: each plan's dispatcher's figures (each priced per plan)
         for k in kinds[1:]:
-            f2, b2, d2, c2, t2, dom2 = _ep_transfers(sc, coll, int(k))
+            f2, b2, d2, c2, t2, dom2, p2, n2 = _ep_transfers(sc, coll, int(k))
             on = codes == k
-            fwd, bwd, disp, comb = ([np.where(on, y, x) for x, y in zip(a, b)]
-                                    for a, b in ((fwd, f2), (bwd, b2), (disp, d2), (comb, c2)))
+            fwd, bwd, disp, comb, probs, counts = ([np.where(on, y, x) for x, y in zip(a, b)]
+                                                   for a, b in ((fwd, f2), (bwd, b2), (disp, d2), (comb, c2),
+                                                                (probs, p2), (counts, n2)))
             tier, domains = np.where(on, t2, tier), np.where(on, dom2, domains)
     # the layers whose forward transfers selective recompute re-runs (the model code's save list)
     # (memory.py [xk]), and a policy that checkpoints the whole MoE block (recompute_modules moe: the dispatch and
@@ -1642,26 +1643,33 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
         on = dual | (epo & moe.ep_overlap_applies(plan))
 
     disp_half, comb_half = [d / 2.0 for d in disp], [c / 2.0 for c in comb]  # a forward's share, every stage's
+    probs_half = [p_ / 2.0 for p_ in probs]
 
     def stage(s_):  # stage s_'s MoE layers (n, rc recomputed): (seconds per micro-batch, explain's figures)
         n, rc = sc.nf(s_), sc.rc[s_]
         again = np.where(reruns, n, 0.0)
         twice = rc + again
         half_f, half_b = sc.mean(s_, fwd), sc.mean(s_, bwd)  # a mean layer's forward (backward) transfers
+        # the alltoall dispatcher's token-count all-gather (dispatch.py [12]): every layer forward and re-run, exposed
+        pre = (n + twice) * sc.mean(s_, counts)
         info = {"dispatch": n * sc.mean(s_, disp) + twice * sc.mean(s_, disp_half),
                 "combine": n * sc.mean(s_, comb) + twice * sc.mean(s_, comb_half),
-                "sac_rerun": again * half_f}
-        ep_mb = n * (half_f + half_b) + twice * half_f
+                "sac_rerun": again * half_f,
+                # beside the tokens' dispatch and combine (in half_f / half_b): the probabilities' all-to-alls [12]
+                "probs": n * sc.mean(s_, probs) + twice * sc.mean(s_, probs_half),
+                "counts": pre}
+        ep_mb = n * (half_f + half_b) + twice * half_f + pre
         if not overlap:
             return ep_mb, info
         # the windows: the stage's own mean layer (stage_windows; the middle's is Compute's layer_fwd / layer_bwd)
         w_f, w_b = stage_windows(sc, lt, s_)
         paired = _hide(half_f, w_b, sc.x) + _hide(half_b, w_f, sc.x)
-        ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f
+        ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f + pre
         return np.where(on, ep_overlapped, ep_mb), info
 
     per = {s_: stage(s_) for s_ in comm_stages(sc)}
-    info = {k: stage_comm(sc, {s_: x[1][k] for s_, x in per.items()}) for k in ("dispatch", "combine", "sac_rerun")}
+    info = {k: stage_comm(sc, {s_: x[1][k] for s_, x in per.items()})
+            for k in ("dispatch", "combine", "sac_rerun", "probs", "counts")}
     return stage_comm(sc, {s_: x[0] for s_, x in per.items()}), dict(info, tier=tier, ep_domains=domains)
 
 
@@ -1673,19 +1681,28 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
     group, link = dispatch.group_link(kind, plan, coll.strides, coll.cpar, coll.job)
     stride = moe.ep_stride(plan, coll.strides)
     fp8 = fp8_dispatch(st, plan)  # the job's, else the stack's fp8 recipe's
-    fwd, bwd, disp, comb = [], [], [], []
+    # dispatch.py [12], where the stack's alltoall dispatcher runs them (a stack setting): the probabilities' all-to-all
+    # (their dtype, the router's logits') and the tp_ep group that all-gathers the token counts
+    ex = sc.stack.moe_alltoall_exchanges
+    probs_bytes = ROUTER_DTYPE_BYTES[st.moe_router_dtype] if ex is not None and ex.probs_all_to_all else None
+    tp_ep = ((etp * plan.ep, moe.expert_strides(plan, coll.strides, ("tp_ep",))["tp_ep"])
+             if ex is not None and ex.counts == "tp_ep_all_gather" else None)
+    fwd, bwd, disp, comb, probs, counts = [], [], [], [], [], []
     for k in sc.ll.kinds:
         if not k.has_experts:
-            for lst in (fwd, bwd, disp, comb):
+            for lst in (fwd, bwd, disp, comb, probs, counts):
                 lst.append(0.0)
             continue
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
-                                fp8=fp8, route_nodes=st.moe_route_nodes, etp=etp)
+                                fp8=fp8, route_nodes=st.moe_route_nodes, etp=etp, probs_bytes=probs_bytes,
+                                counts_group=tp_ep)
         fwd.append(np.where(group > 1, tr.fwd, 0.0))
         bwd.append(np.where(group > 1, tr.bwd, 0.0))
         disp.append(np.where(group > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
         comb.append(np.where(group > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
-    return fwd, bwd, disp, comb, link.link, link.domains
+        probs.append(np.where(group > 1, tr.probs_fwd + tr.probs_bwd, 0.0))
+        counts.append(np.asarray(tr.counts_fwd, dtype=np.float64))  # its own group (tp_ep; 0 where that is 1)
+    return fwd, bwd, disp, comb, link.link, link.domains, probs, counts
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict, dict | None]:
@@ -3005,6 +3022,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt), **gating_einsum_time(sc, lt), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
+                 "moe_probs_a2a_s": m * ep_info["probs"], "moe_counts_gather_s": m * ep_info["counts"],
                  "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra
 

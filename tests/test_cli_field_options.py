@@ -207,9 +207,10 @@ CASES = [
      {"reduce_bucket_size": 10**8}, {"memory": +1}),
     # MoE dispatch and routing (planner/dispatch.py)
     ("moe_fp8_dispatch", ["--moe-fp8-dispatch"], True, dict(MOE, precision="fp8"), False, {"step": -1}),
-    # the router's logits dtype: the z-loss keeps them (planner/layers/moe.py router_saved_terms; fp64 needs the unfused router)
+    # the router's logits dtype: the z-loss keeps them (planner/layers/moe.py router_saved_terms; fp64 needs the unfused router),
+    # and the alltoall dispatcher's probabilities' all-to-all moves 4 B a routed row, not 2 (planner/dispatch.py [12])
     ("moe_router_dtype", ["--moe-router-dtype", "fp32"], "fp32", dict(MOE, moe_z_loss_coeff=0.001, moe_router_fusion=False),
-     "fp64", {"memory": +1}),
+     "fp64", {"memory": +1, "step": +1}),
     # DeepSpeed-MoE's capacity floor: C = max(ceil(4,096 x 2 / 8), 2,048) = 2,048, twice the [S, E, C] one-hots and
     # einsum FLOPs of the stack's floor 4 (layers/moe.py [18])
     ("moe_min_capacity", ["--moe-min-capacity", "2048"], 2048, dict(model="mixtral-8x7b", gpus=64, ep=8, tp=1, pp=1,

@@ -267,7 +267,11 @@ def _a2a_by_hand(n, size, bw, lat):
 def test_alltoall_time_inside_a_node_by_hand():
     """Mixtral on 8 H100s, ep 8 (one NVLink domain), 1 micro-batch of T = 4096 tokens: each
     dispatch/combine sends T x top-2 x c x h x 2 B; 4 per layer (2 forward, 2 backward) x 32
-    layers, over NVLink at the achievable ring bandwidth and per-round latency of comm.py."""
+    layers, over NVLink at the achievable ring bandwidth and per-round latency of comm.py. Beside
+    them the megatron stack's alltoall dispatcher moves the probabilities (T x top-2 x c rows x 2 B, bf16
+    router) in an all-to-all of their own, forward and backward, and all-gathers the int64 token counts,
+    8 ranks x 8 experts x 8 B, forward (planner/dispatch.py [12], the same ring's rounds and share):
+    ep_comm = 32 x (4 a2a + 2 probs + counts)."""
     from planner import comm
     from planner.catalog import load_hardware
 
@@ -276,26 +280,36 @@ def test_alltoall_time_inside_a_node_by_hand():
     for c in (1.0, 1.25):
         _, _, _, js = _mixtral(gpus=8, ep=8, global_batch=8, moe_capacity_factor=c)
         size = 4096 * 2 * c * 4096 * 2
-        assert js["time"]["ep_comm_s"] == pytest.approx(4 * 32 * _a2a_by_hand(8, size, bw, comm.NVLINK_LATENCY_S), rel=1e-9)
+        probs = _a2a_by_hand(8, 4096 * 2 * c * 2, bw, comm.NVLINK_LATENCY_S)
+        counts = _a2a_by_hand(8, 8 * 8 * 8, bw, comm.NVLINK_LATENCY_S)
+        assert js["time"]["ep_comm_s"] == pytest.approx(
+            32 * (4 * _a2a_by_hand(8, size, bw, comm.NVLINK_LATENCY_S) + 2 * probs + counts), rel=1e-9)
 
 
 def test_alltoall_across_nodes_uses_the_network():
     """tp 2 x ep 8 spans two 8-GPU nodes (the EP group is 2 ranks apart, the DP stride): the
     all-to-all runs at the network's share of the all-pairs traffic (comm.group_link) and costs
     more than ep 4, which stays inside one node; each rank sends its T/tp tokens (SP). Full
-    recompute adds the 2 forward all-to-alls of each re-run layer (6 per layer)."""
+    recompute adds the 2 forward all-to-alls of each re-run layer (6 per layer). Beside them (planner/dispatch.py
+    [12]) the probabilities' all-to-all over the same group (T/tp x top-2 rows x 2 B), forward and backward, and the
+    token counts' all-gather over the tp_ep group (etp = tp = 2 x ep 8 = 16 ranks, 16 x 8 x 8 B), forward; full
+    recompute re-runs the forward ones: 3 probabilities' all-to-alls and 2 all-gathers a layer."""
     from planner import comm
     from planner.catalog import load_hardware
 
+    params = comm.comm_params(load_hardware("h100-sxm"))
     _, _, _, js = _mixtral(gpus=16, tp=2, ep=8, global_batch=8, moe_rank_imbalance=1.0)  # dp 8: one micro-batch; balanced
     size = 4096 / 2 * 2 * 4096 * 2
-    cost, link, _ = comm.group_collective(comm.ALL_TO_ALL, size, 8, 2, comm.comm_params(load_hardware("h100-sxm")))
+    cost, link, _ = comm.group_collective(comm.ALL_TO_ALL, size, 8, 2, params)
+    probs, _, _ = comm.group_collective(comm.ALL_TO_ALL, 4096 / 2 * 2 * 2, 8, 2, params)
+    counts, _, _ = comm.group_collective(comm.ALL_GATHER, 16 * 8 * 8, 16, 1, params)
+    t, p, c = float(cost.time_s), float(probs.time_s), float(counts.time_s)
     assert int(link.link) != comm.LINK_NVLINK
-    assert js["time"]["ep_comm_s"] == pytest.approx(4 * 32 * float(cost.time_s), rel=1e-12)
+    assert js["time"]["ep_comm_s"] == pytest.approx(32 * (4 * t + 2 * p + c), rel=1e-12)
     _, _, _, inside = _mixtral(gpus=16, tp=2, ep=4, global_batch=8, moe_rank_imbalance=1.0)
     assert js["time"]["ep_comm_s"] > 2 * inside["time"]["ep_comm_s"]
     _, _, _, full = _mixtral(gpus=16, tp=2, ep=8, global_batch=8, recompute="full", moe_rank_imbalance=1.0)
-    assert full["time"]["ep_comm_s"] == pytest.approx(6 / 4 * js["time"]["ep_comm_s"], rel=1e-12)
+    assert full["time"]["ep_comm_s"] == pytest.approx(32 * (6 * t + 3 * p + 2 * c), rel=1e-12)
 
 
 def test_expert_gemms_at_per_expert_shapes():
@@ -642,12 +656,17 @@ def test_ep_overlap_one_stage_by_hand():
     of backward ones behind a layer's forward, each leaving the stack's exposed share 0.189
     (Megatron: overlapped_exposed_fraction) as the windows are longer (a layer's forward
     alone is > 2 t here, checked): ep_comm = 48 x (4 t + 7 x 2 x 2 t x 0.189)
-    = 48 x 4 t (1 + 7 x 0.189) = ep_off (1 + 1.323) / 8."""
+    = 48 x 4 t (1 + 7 x 0.189) = ep_off (1 + 1.323) / 8. The probabilities' all-to-alls (planner/dispatch.py
+    [12]) ride with the tokens' (in t here); the token counts' all-gather, 8 x 48 x c a step, runs on the compute
+    stream and stays exposed (tests/test_moe_alltoall_exchanges.py derives each), so it is taken off both sides."""
     _, _, _, off = _qwen3(global_batch=64)
     _, _, _, on = _qwen3(global_batch=64, ep_comm_overlap=True)
-    t = off["time"]["ep_comm_s"] / (8 * 48 * 4)
+    counts = off["moe"]["counts_gather_s"]
+    assert counts > 0 and on["moe"]["counts_gather_s"] == counts
+    t = (off["time"]["ep_comm_s"] - counts) / (8 * 48 * 4)
     assert off["time"]["compute_s"] / (8 * 48 * 3) > 2 * t  # a layer's forward outlasts its 2 t
-    assert on["time"]["ep_comm_s"] == pytest.approx(off["time"]["ep_comm_s"] * (1 + 7 * 0.189) / 8, rel=1e-12)
+    assert on["time"]["ep_comm_s"] - counts == pytest.approx((off["time"]["ep_comm_s"] - counts) * (1 + 7 * 0.189) / 8,
+                                                             rel=1e-12)
     assert on["plan"]["ep_comm_overlap"] is True and off["plan"]["ep_comm_overlap"] is False
     assert on["time"]["compute_s"] == off["time"]["compute_s"]
 

@@ -50,15 +50,27 @@ def test_stored_constants_are_the_fit_on_the_records():
 def test_the_other_families_alone_fit_nearly_the_same_constants():
     """docs/gpt_oss_gap.md sec. 3.1: the gpt-oss rows do not set the host constants. Fitted on
     the 19 records of the other families (the file without the 12 gpt-oss-120b rows), the grid
-    lands within one step (0.1 ms, 0.02 ms) of the stored constants, so the 26.x H100 gpt-oss
-    rows' agreement is not a fit to them."""
+    lands at 0.8 ms and 0.42 ms, against the 31 records' 0.6 ms and 0.44 ms: per_layer_s is barely
+    identified (the 31 records' least mean |log error| is 0.1470 at 0.5 ms, 0.1466 at 0.6 ms, 0.1470
+    at 0.7 ms, 0.1467 at 0.8 ms, each at its best per_local_expert_s), so the two fits may land up to 3
+    and 2 grid steps apart (0.3 ms, 0.04 ms; one step each until the alltoall dispatcher's count
+    all-gather and probability all-to-alls were priced, planner/dispatch.py [12], which moved the whole
+    file's fit from 0.7 ms / 0.44 ms). What the claim needs: the three H100 gpt-oss rows (EP 8, 16 local
+    experts, where the term is a fifth of the step) predicted with the constants fitted without any
+    gpt-oss row are within 6% of their published tokens/s (+4.2%, +1.0%, +3.0% there; +3.5%, +0.3%,
+    +2.4% at the stored constants), so their agreement is not a fit to them."""
     f = _fit()
     rows = f.prepared(MOE_RUNS, keep=lambda rec: rec.model != "gpt-oss-120b")
     assert len(rows) == 31 - 12
     i, j = f.best(f.grid(rows))
     mh = load_stack("megatron").moe_host
-    assert abs(f.PER_LAYER[i] - mh.per_layer_s) <= 1e-4 + 1e-12
-    assert abs(f.PER_EXPERT[j] - mh.per_local_expert_s) <= 2e-5 + 1e-12
+    assert abs(f.PER_LAYER[i] - mh.per_layer_s) <= 3e-4 + 1e-12
+    assert abs(f.PER_EXPERT[j] - mh.per_local_expert_s) <= 4e-5 + 1e-12
+    h100 = f.prepared(MOE_RUNS, keep=lambda rec: rec.model == "gpt-oss-120b" and "H100" in rec.gpu_type)
+    assert len(h100) == 3
+    for _, settings, plan, pub in h100:
+        tok = float(np.asarray(f.tokens_per_gpu(settings, plan, f.PER_LAYER[i], f.PER_EXPERT[j])).ravel()[0])
+        assert abs(tok / pub - 1.0) < 0.06
 
 
 def _no_host_stack(tmp_path: Path) -> Path:
@@ -70,13 +82,13 @@ def _no_host_stack(tmp_path: Path) -> Path:
 
 
 def test_host_term_by_hand(cli, tmp_path):
-    """16 local experts: issue = 0.7 ms + 16 x 0.44 ms = 7.74 ms per MoE layer forward; the
+    """16 local experts: issue = 0.6 ms + 16 x 0.44 ms = 7.64 ms per MoE layer forward; the
     exposed share is what outlasts the layer's forward GPU time, on 48 layers x 64
     micro-batches, as its own time row, and explain's moe block shows it. With pp 1 (no
     bubble) it adds to the step exactly and moves no other term."""
     mh = load_stack("megatron").moe_host
     issue = mh.per_layer_s + 16 * mh.per_local_expert_s
-    assert issue == pytest.approx(0.0007 + 16 * 0.00044)
+    assert issue == pytest.approx(0.0006 + 16 * 0.00044)
     r = cli("explain", *QWEN_B200, "--format", "json")
     assert r.exit_code == 0, r.stderr
     js = json.loads(r.stdout)
@@ -97,8 +109,8 @@ def test_host_term_by_hand(cli, tmp_path):
 
 
 def test_no_host_term_where_the_gpu_outlasts_the_issue(cli):
-    """DeepSeek-V3 on 64 GB200 GPUs with EP 64 (4 local experts): issue 0.8 + 4 x 0.40 =
-    2.4 ms, less than the layer's forward (7168-wide MLA attention and experts at 4,096
+    """DeepSeek-V3 on 64 GB200 GPUs with EP 64 (4 local experts): issue 0.6 + 4 x 0.44 =
+    2.36 ms, less than the layer's forward (7168-wide MLA attention and experts at 4,096
     tokens): nothing is exposed."""
     r = cli("explain", "--model", "deepseek-v3", "--hardware", "gb200-nvl72", "--gpus", "256", "--tp", "1",
             "--pp", "4", "--vpp", "4", "--dp", "64", "--ep", "64", "--micro-batch", "1", "--global-batch", "2048",

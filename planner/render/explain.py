@@ -278,8 +278,10 @@ def moe_lines(res: dict) -> None:
                   "GEMMs, its output index-added; stack moe_experts), no token dispatcher, no expert parallelism")
     else:
         out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
-                  f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s per step before overlap "
-                  f"(exposed: the EP row)")
+                  f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s"
+                  + (f" + probabilities' all-to-alls {m['probs_a2a_s']:,.4g} s + token counts' all-gather "
+                     f"{m['counts_gather_s']:,.4g} s" if m.get("probs_a2a_s") or m.get("counts_gather_s") else "")
+                  + " per step before overlap (exposed: the EP row)")
     # DeepSpeed-MoE's Experts.forward is a loop of per-expert calls too (stack moe_gating, layers/moe.py [18])
     out.print(f"  MoE {'per-expert GEMMs' if loop or m.get('dense_gating') else 'grouped GEMM'}: "
               f"{m['local_experts']:g} local experts x "
