@@ -158,6 +158,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: unset, the GPU's default workspaces)"),
     FieldOption("deterministic_mode", "bool", "Megatron's deterministic kernels (Megatron --deterministic-mode; not "
                 "priced but its CUBLAS_WORKSPACE_CONFIG :4096:8 where --cublas-workspace-config is unset) (default: off)"),
+    FieldOption("trainer_date", "str", "the date of the trainer commit the run used, YYYY-MM-DD, where older than the "
+                "stack's: start-up checks added later are not run (Megatron-LM's --deterministic-mode refuses "
+                "--tp-comm-overlap from 2026-07-08; no trainer flag) (default: the stack's own commit)"),
     FieldOption("optimizer", "str", "adam|muon: the update rule (Megatron-LM --optimizer muon: one fp32 momentum a 2-D "
                 "hidden matrix, Adam on the embeddings, norms and biases; stack megatron) (default: adam)"),
     FieldOption("optimizer_whole_tensors", "bool", "with --optimizer muon at zero1: Megatron's layer-wise optimizer "

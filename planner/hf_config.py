@@ -10,8 +10,9 @@ itself keys the architecture on the class, each cited to the transformers class)
                num_key_value_heads, head_dim (Nemotron-H: attention_head_dim), vocab_size,
                tie_word_embeddings, max_position_embeddings, attention_bias / mlp_bias,
                attention_dropout / hidden_dropout (the probabilities kept: ModelSpec attention_dropout,
-               hidden_dropout, 0 where the config gives no hidden_dropout), num_nextn_predict_layers
-               (-> mtp_layers).
+               hidden_dropout, 0 where the config gives no hidden_dropout), GPT-2's attn_pdrop /
+               resid_pdrop as the same two (GPT2_DROPOUTS) and embd_pdrop listed as not modelled (no
+               embedding dropout priced), num_nextn_predict_layers (-> mtp_layers).
   mixers       `layer_types` (full_attention, sliding_attention, chunked_attention, and
                linear_attention = Gated DeltaNet for Qwen3-Next); else `full_attention_interval`
                (Qwen3-Next: layer i full iff (i+1) % n == 0, the others Gated DeltaNet from the
@@ -236,8 +237,18 @@ HF_ABSENT = {  # key -> what its absence means here
     "hidden_act": "activation from model_type (no hidden_act)",
 }
 _ALTERNATIVES = {"rope_theta": ("rope_scaling", "rope_parameters"), "attention_bias": ("mlp_bias",),
-                 "head_dim": ("attention_head_dim",),
+                 "head_dim": ("attention_head_dim",), "attention_dropout": ("attn_pdrop",),
                  "hidden_act": ("activation_function", "hidden_activation", "mlp_hidden_act")}
+
+# GPT-2's dropout keys (transformers GPT2Config, src/transformers/models/gpt2/configuration_gpt2.py docstring:
+# resid_pdrop 'The dropout probability for all fully connected layers in the embeddings, encoder, and pooler',
+# attn_pdrop 'The dropout ratio for the attention', embd_pdrop 'The dropout ratio for the embeddings'; default 0.1
+# each) as ModelSpec's Megatron-spelled fields, by where modeling_gpt2.py applies them: attn_pdrop on the softmax
+# output (GPT2Attention.attn_dropout), Megatron's attention_dropout; resid_pdrop on the attention's and the MLP's
+# output projections before the residual add (GPT2Attention.resid_dropout, GPT2MLP.dropout), Megatron's hidden_dropout
+# (the bias-dropout-add). embd_pdrop: Reader._embedding_dropout. Phi-3's configs carry resid_pdrop and embd_pdrop the
+# same way (Phi3Config: resid_pdrop 'Dropout value for mlp outputs', embd_pdrop 'The dropout ratio for the embeddings')
+GPT2_DROPOUTS = {"attn_pdrop": "attention_dropout", "resid_pdrop": "hidden_dropout"}
 
 # Keys that do not change what planner prices (parameters, FLOPs, bytes, collectives), so a
 # config may carry them at any value. Grouped by why.
@@ -295,6 +306,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "model_type": (str,), "hidden_act": (str,), "activation_function": (str,), "_name_or_path": (str,),
     "hidden_activation": (str,), "mlp_hidden_act": (str,),
     "attention_dropout": (int, float), "hidden_dropout": (int, float), "tie_word_embeddings": (bool,),
+    "attn_pdrop": (int, float), "resid_pdrop": (int, float), "embd_pdrop": (int, float),
     "attention_bias": (bool,), "mlp_bias": (bool,), "use_sliding_window": (bool,), "use_bias": (bool,),
     "use_conv_bias": (bool,), "mamba_conv_bias": (bool,), "mamba_proj_bias": (bool,),
 }
@@ -759,11 +771,25 @@ class Reader:
 
     def _dropout(self) -> bool:
         out = False
-        for key in ("attention_dropout", "hidden_dropout"):
+        for key in ("attention_dropout", "hidden_dropout", *GPT2_DROPOUTS):
             v = self.get(key, 0.0)
             if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0:
                 out = True
+        self._embedding_dropout()
         return out
+
+    def _embedding_dropout(self) -> None:
+        """GPT-2's embd_pdrop: the dropout on the token + position embeddings' sum (transformers GPT2Model.drop =
+        nn.Dropout(config.embd_pdrop), applied to inputs_embeds + position_embeds; GPT2Config docstring 'The dropout
+        ratio for the embeddings'). The planner prices no embedding dropout (its mask, one byte an element of the
+        first stage's input, Megatron's LanguageModelEmbedding embedding_dropout alike): above 0 it is said among the
+        model file's assumed lines as not modelled (an assumed line `HEAD: RULE`, as this reader's other notes: the
+        trainer readers' report.Note lives in planner/trainers/, which the model catalog, a cost model's input, does
+        not import: tests/test_imports.py); 0 runs none."""
+        v = self.get("embd_pdrop", 0.0)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            self.notes.append(f"{self.prefix}embd_pdrop={v}: not modelled: the embedding dropout (transformers "
+                              "GPT2Model.drop) keeps a mask the planner does not price")
 
     def _dropout_probabilities(self) -> dict:
         """The two probabilities as ModelSpec's Megatron-spelled fields (null there would price Megatron's 0.1 each,
@@ -777,7 +803,15 @@ class Reader:
             v = self.get(key, 0.0)
             return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
-        return {"attention_dropout": prob("attention_dropout"), "hidden_dropout": prob("hidden_dropout")}
+        out = {"attention_dropout": prob("attention_dropout"), "hidden_dropout": prob("hidden_dropout")}
+        for key, field in GPT2_DROPOUTS.items():  # GPT-2's spelling of the same probability
+            if key not in self.cfg:
+                continue
+            if field in self.cfg and prob(field) != prob(key):
+                raise self.err(key, f"{prob(key)} where {field} is {prob(field)}: both name the {field.replace('_', ' ')} "
+                               "probability (GPT2Config " + key + ")", f"give one of {key} and {field}")
+            out[field] = prob(key)
+        return out
 
     # ------------------------------------------------------------------ layers
     def _nemotron_pattern_given(self) -> bool:

@@ -36,6 +36,10 @@ How a row becomes a job (nothing is read from ids, names or notes):
     becomes the job's cublas_workspace_config (PyTorch's cuBLAS workspace size, memory.py [ws]);
     a row without it keeps the GPU's default workspace, as does a row whose `env` is a name (the
     project's reference corpus: the CI environment, "dev" or "lts", no ENV_VARS).
+ 3c. The row's recording date (`source.golden_recording_commit_date`) becomes the job's trainer_date:
+    the start-up checks Megatron-LM added after it (stack_db megatron runs.deterministic_refuses:
+    --deterministic-mode with --tp-comm-overlap, refused from 3ab71eeb3e, 2026-07-08) are not run on
+    a row recorded before them.
  4. A row whose flags the reader could not express (TrainerConfig.unmodelled: fp32 parameters,
     a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, a pipeline layout the planner's
     split does not make; --decoder-first/last-pipeline-num-layers are priced as Megatron places them,
@@ -225,6 +229,16 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
         cfg.job["cublas_workspace_config"] = env
         out.assumed.append(f"cublas_workspace_config={env}: CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS "
                            f"({env_vars.get('source')})")
+    # the trainer's commit: the row's recording commit (source.golden_recording_commit_date, its date), whose
+    # Megatron-LM ran without the start-up checks added since (stack_db megatron runs.deterministic_refuses since:
+    # --deterministic-mode refuses --tp-comm-overlap from 3ab71eeb3e, 2026-07-08; the gpt3_weekly ..._tp_overlap rows
+    # were recorded at 4828d651e7, 2026-07-02, with both)
+    src = r.get("source") if isinstance(r.get("source"), dict) else {}
+    day = str(src.get("golden_recording_commit_date") or "")[:10]
+    if day:
+        cfg.job["trainer_date"] = day
+        out.assumed.append(f"trainer_date={day}: the recording commit {str(src.get('golden_recording_commit'))[:10]}'s "
+                           "date (start-up checks Megatron-LM added later not run: runs.deterministic_refuses)")
     try:
         job = Job.model_validate(cfg.job)
     except ValidationError as e:

@@ -680,6 +680,7 @@ class Settings:
     mla_down_proj_fusion: bool = False  # MLA's fused TP-split down projection (job field; layers/attention.py MLA.down_fused)
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     te_version: str | None = None  # the run's Transformer Engine release (job field; None: the stack's memory.te_version, memory.py [ub])
+    trainer_date: str | None = None  # the run's trainer commit date (job field: older start-up checks, _deterministic_switches)
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
     deterministic_mode: bool = False  # Megatron --deterministic-mode (job field; its cuBLAS workspace: _cublas_workspace)
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
@@ -1770,6 +1771,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
+        trainer_date=job.trainer_date,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
         mfsdp_double_buffer=job.mfsdp_double_buffer,
         mfsdp_outer_optim=job.mfsdp_outer_optim,
@@ -2381,7 +2383,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     stack = apply_attention_backend(job, stack, where)
     job = apply_backend_kernel(job, stack, hw, features, where)
-    stack = apply_startup_switches(job, stack, warnings, where)
+    stack = apply_startup_switches(job, stack, warnings, where, hw)
     warnings += fused_softmax_assert(job, stack, seq)
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
     model = with_fused_mla(model, job, warnings, where)
@@ -2882,7 +2884,7 @@ def balance_ignored_at_cp1(job: Job) -> list:
                if job.cp_load_balancer is not None else []))
 
 
-def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
+def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=None):
     """The stack with the job's switches that only start-up rules read laid on its defaults: fsdp_symm_mem
     (torchtitan 0.3's parallelism.enable_fsdp_symm_mem, startup.TORCHTITAN_FSDP_SYMM_MEM_SM90) and spmd_typechecking
     where the run's spmd_backend is spmd_types (debug.spmd_typechecking, 'only effective under spmd_backend=spmd_types':
@@ -2916,6 +2918,7 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
                                "value: a name, or None)", "give one of them")
         # ptrr read by the start-up rule TORCHTITAN_CP_PTRR_MASK (its mask); headtail and ptrr are priced alike, balanced
         stack = with_default(stack, "cp_load_balancer", job.cp_load_balancer)
+    stack = _deterministic_switches(job, stack, warnings, hw)
     if job.fsdp_symm_mem:
         stack = with_default(stack, "fsdp_symm_mem", True)
         warnings.append("fsdp_symm_mem: FSDP's all-gather staging buffers come from torch's symmetric-memory pool "
@@ -2935,6 +2938,37 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
     # the bf16 layers at the ends, read with each plan's pp by the start-up rule MEGATRON_BF16_LAYERS_STAGE (0: none)
     stack = with_default(stack, "bf16_layers_max", max(job.bf16_layers_at_start, job.bf16_layers_at_end) or None)
     return stack
+
+
+def _deterministic_switches(job: Job, stack, warnings: list, hw=None):
+    """The job's deterministic_mode and the settings of the job it refuses (cross_entropy_fusion; attention_kernel
+    flash2 where it is not the kernel the stack runs on the GPU `hw` by itself: the FlashAttention backend named,
+    Bridge's model.attention_backend flash, which export._bridge_attention_backend writes only there; a run that names
+    flash on a GPU whose own choice is FlashAttention is priced and checked alike, not refused) laid on the stack's
+    defaults, where the start-up rules MEGATRON_DETERMINISTIC_*
+    read them (their own plans' TP overlap: PlanArrays.tpo); the stack's runs.deterministic_refuses without the checks
+    its trainer added after the job's trainer_date (each entry's since: a run of an older commit, such as a Megatron
+    CI corpus row recorded before 3ab71eeb3e, ran without them), each dropped check said (warnings)."""
+    runs = stack.runs if stack is not None else None
+    refs = runs.deterministic_refuses if runs is not None else None
+    if job.trainer_date is not None:
+        later = [r for r in refs or () if r.since > job.trainer_date]
+        if later:
+            keep = [r for r in refs if r.since <= job.trainer_date] or None
+            stack = stack.model_copy(update={"runs": runs.model_copy(update={"deterministic_refuses": keep})})
+            warnings.append(f"trainer_date {job.trainer_date}: the trainer's deterministic mode did not yet refuse "
+                            + ", ".join(f"{r.setting} (checked from {r.since})" for r in later)
+                            + f" ({stack.origin} runs.deterministic_refuses)")
+        else:
+            warnings.append(f"trainer_date {job.trainer_date}: no start-up check of stack {stack.name} is dated later "
+                            f"({stack.origin} runs.deterministic_refuses); the plan is checked as the stack's own commit")
+    if not job.deterministic_mode:
+        return stack
+    refused = [name for name, on in (("cross_entropy_fusion", job.cross_entropy_fusion),
+                                     ("flash_attention", job.attention_kernel == "flash2" and (
+                                         hw is None or stack.attention_kernel_for(hw.capability) != "flash2"))) if on]
+    stack = with_default(stack, "deterministic_mode", True)
+    return with_default(stack, "deterministic_refused", refused or None)
 
 
 def fused_softmax_assert(job: Job, stack, seq: int) -> list[str]:
@@ -3699,6 +3733,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"deterministic_mode": True} if settings.deterministic_mode else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
+        **({"trainer_date": settings.trainer_date} if settings.trainer_date is not None else {}),
         **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),
         **({"mfsdp_double_buffer": True} if settings.mfsdp_double_buffer else {}),
         **({"mla_down_proj_fusion": True} if settings.mla_down_proj_fusion else {}),

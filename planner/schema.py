@@ -365,6 +365,9 @@ AttentionKernel = Literal["flash2", "cudnn", "flex"]  # compute.ATTENTION_KERNEL
 AttentionBackend = Literal["sdpa", "flex", "varlen"]
 # torch's named CP load balancers torchtitan's context_parallel_load_balancer builds (job field cp_load_balancer)
 CPLoadBalancer = Literal["headtail", "ptrr"]
+# the job settings a trainer's deterministic mode refuses at start-up (stack_db runs.deterministic_refuses; start-up
+# rules MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH, planner/startup.py codes 91-93)
+DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention"]
 
 
 class TrainingRecipe(BaseModel):
@@ -2120,6 +2123,14 @@ class StackDefaults(BaseModel):
         default=False, description="the training step runs under SPMD type checking (the job's spmd_typechecking where its "
                                    "spmd_backend is spmd_types, laid here by plan.resolve for the start-up rules: "
                                    "TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)")
+    deterministic_mode: bool = Field(
+        default=False, description="the job's deterministic_mode, laid here by plan.resolve for the start-up rules "
+                                   "(MEGATRON_DETERMINISTIC_*: runs.deterministic_refuses)")
+    deterministic_refused: list[DeterministicSetting] = Field(
+        default_factory=list,
+        description="the job settings a deterministic job sets among those its trainer refuses with it (the job's "
+                    "cross_entropy_fusion, attention_kernel flash2), laid here by plan.resolve for the start-up rules "
+                    "MEGATRON_DETERMINISTIC_CE_FUSION / _FLASH; the TP overlap is the plan's (PlanArrays.tpo)")
     cp_load_balancer: Optional[CPLoadBalancer] = Field(
         default=None, description="the CP load balancer the job names (the job's cp_load_balancer, laid here by "
                                   "plan.resolve for the start-up rules: TORCHTITAN_CP_PTRR_MASK); null: the stack's own")
@@ -2566,6 +2577,20 @@ class AbsentRule(BaseModel):
     source: str = Field(min_length=1, description="where the release's code shows the check absent (commit, file, lines)")
 
 
+class DeterministicRefusal(BaseModel):
+    """One setting the stack's trainer refuses beside its deterministic mode (job field deterministic_mode), and the
+    date of the trainer commit that added the check: a job whose trainer_date is older runs without it."""
+
+    model_config = Strict
+    setting: DeterministicSetting = Field(
+        description="tp_comm_overlap (the plan's TP overlap), cross_entropy_fusion (the job's fused cross-entropy), "
+                    "flash_attention (the job's attention_kernel flash2: --attention-backend flash)")
+    since: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                       description="the date (YYYY-MM-DD) of the trainer commit that added the check (git log -S)")
+    source: str = Field(min_length=1, description="the check: repository, commit, file and lines, and the commit that "
+                                                  "added it")
+
+
 class ModelCode(BaseModel):
     """One of the trainer's model implementations (torchtitan: torchtitan/models/<code>/) and what it
     runs beyond the stack's own `runs` (issue 22): the start-up rules TORCHTITAN_MODEL_* read it
@@ -2860,6 +2885,12 @@ class StackRuns(BaseModel):
                     "not (job field deterministic_mode: Megatron-LM's --deterministic-mode sets :4096:8, "
                     "training/determinism.py); null: the trainer sets none (the job's cublas_workspace_config, else "
                     "the GPU's default, is priced)")
+    deterministic_refuses: Optional[list[DeterministicRefusal]] = Field(
+        default=None, min_length=1,
+        description="the job settings the trainer refuses beside its deterministic mode (job field deterministic_mode), "
+                    "each with the date of the commit that added the check: start-up rules "
+                    "MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH (planner/startup.py), run where the stack "
+                    "lists the setting and the job's trainer_date is not older; null: none refused; cite each")
     hybridep_non_blocking: bool = Field(
         default=False,
         description="the stack's HybridEP dispatcher has a non-blocking dispatch sized by a capacity factor (job field "
@@ -3940,6 +3971,14 @@ class Job(BaseModel):
                     "entry's (stack memory.te_version): TP overlap's userbuffers and their cuBLAS workspaces by release "
                     "(memory.py [ub]: 10 buffers before 2.7, 12 from it; the overlapped GEMMs' workspaces replace the "
                     "plain one before 2.10, beside it from it); 1.6 at the oldest; default: the stack's")
+    trainer_date: Optional[str] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+        description="the date (YYYY-MM-DD) of the trainer commit the run used, where it is older than the stack entry's "
+                    "reading: the start-up checks the stack dates later (stack_db runs.deterministic_refuses since: "
+                    "Megatron-LM's --deterministic-mode refuses --tp-comm-overlap from 3ab71eeb3e, 2026-07-08) are not "
+                    "run; nothing else is read at that date (a Megatron CI corpus row's recording commit, "
+                    "planner/megatron_ci.py); default: the stack's own commit")
     cublas_workspace_config: Optional[str] = Field(
         default=None, pattern=r"^(:[0-9]+:[0-9]+)+$",
         description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "

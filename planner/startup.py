@@ -198,6 +198,12 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             cp_load_balancer ptrr with cp > 1 where the model builds no FlexAttention (attention_backend
                             not flex): main @e347b1e5e distributed/context_parallel.py cp_shard l. 191-206, 0.3.0
                             distributed/context_parallel/api.py l. 225-259 raise (code 90)
+  MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (codes 91-93, the megatron set, each where the stack's
+                            runs.deterministic_refuses lists the setting): the job's deterministic_mode with the plan's TP
+                            overlap (Megatron-LM @d98e8a64 training/determinism.py l. 24, 141-148, since 3ab71eeb3e), the
+                            job's cross_entropy_fusion (the same; Megatron-Bridge @dc805f5cf training/config.py
+                            l. 1458-1461) or its attention_kernel flash2 (Bridge l. 1454-1456); a job's trainer_date older
+                            than a check's date drops it (commented above their definitions)
   MUON_QKV_SPLIT_TP         (every stack, keyed on runs.optimizers muon_qkv_split_raises: megatron-bridge) the
                             job's Muon with its q / k / v split where tp does not divide the KV heads: Megatron-Core
                             905c0e386 muon.py l. 136-147 views the TP shard as 0 query groups and raises (code 94,
@@ -280,7 +286,8 @@ class StartupRule:
     text_for: Callable | None = None
     # a check of one of the trainer's own options: the stack_db runs field naming that option's spelling (runs.fsdp_symm_mem,
     # runs.spmd_typechecking; runs.mtp, the code that trains MTP); the rule is the stack's only where that field is set and
-    # not false (rules_for): on a release without the option the job field is refused (plan.apply_startup_switches) and the rule can never fire, so it is not listed there
+    # not false (rules_for): on a release without the option the job field is refused (plan.apply_startup_switches) and the rule can never fire, so it is not listed there;
+    # "field:item": the runs list field's entries name the item (runs.deterministic_refuses setting: _has_option)
     option: str | None = None
 
     def text_on(self, stack) -> str:
@@ -2711,6 +2718,83 @@ LATER_RULES = LATER_RULES + (
         _tt_cp_ptrr_mask, option="cp_load_balancers"),
 )
 
+# A trainer's deterministic mode (job field deterministic_mode, laid on the stack's defaults by plan.apply_startup_switches
+# with the job's settings it refuses: defaults.deterministic_refused) refuses some settings at start-up (issue 22,
+# detmode). The stack lists them, each cited and dated (stack_db runs.deterministic_refuses); a job whose trainer_date is
+# older than a check's date runs without it (plan.apply_startup_switches drops it from the stack's list):
+#   MEGATRON_DETERMINISTIC_TP_OVERLAP (code 91)  NVIDIA/Megatron-LM @d98e8a64 megatron/training/determinism.py l. 24
+#       ARG_VALUES_REQUIRED_FOR_DETERMINISM {'cross_entropy_loss_fusion': False, 'tp_comm_overlap': False}, asserted by
+#       apply_determinism_to_args l. 141-148, from arguments.py validate_args l. 1708-1711; the check came with
+#       determinism.py, 3ab71eeb3e (2026-07-08): Megatron CI rows recorded before it ran --tp-comm-overlap with
+#       --deterministic-mode (the gpt3_weekly ..._tp_overlap cases, recorded at 4828d651e7, 2026-07-02). Reads the
+#       plan's TP overlap (PlanArrays.tpo): a variant rule (VARIANT_RULES), so fit ranks no overlapped row
+#   MEGATRON_DETERMINISTIC_CE_FUSION (code 92)  the same assertion (cross_entropy_loss_fusion), in validate_args from
+#       2ea54d6a37 (2024-07-25) to 3ab71eeb3e; Megatron-Bridge @dc805f5cf training/config.py l. 1458-1461 (f003cd8ca,
+#       2025-10-27): the job's cross_entropy_fusion, every plan alike (model_level)
+#   MEGATRON_DETERMINISTIC_FLASH (code 93)  Megatron-Bridge @dc805f5cf training/config.py l. 1454-1456: model.
+#       attention_backend flash refused (the job's attention_kernel flash2, which the Bridge reader reads from it);
+#       Megatron-LM refused --use-flash-attn from ac08742c96 (2024-05-04) to 3ab71eeb3e, a flag the planner's job has no
+#       field for (the Megatron reader lists it as the rates priced), so the megatron entry does not list the setting
+# Each rule is the stack's only where its runs.deterministic_refuses lists the setting (StartupRule.option
+# "deterministic_refuses:<setting>", rules_for).
+
+
+def _deterministic_on(stack) -> bool:
+    return bool(stack is not None and stack.defaults.deterministic_mode)
+
+
+def _deterministic_tp_overlap(model, stack, plan) -> np.ndarray:
+    """MEGATRON_DETERMINISTIC_TP_OVERLAP: the job's deterministic mode with the plan's TP overlap."""
+    return _deterministic_on(stack) & (np.asarray(plan.tpo) > 0) & np.ones(np.shape(plan.tp), dtype=bool)
+
+
+def _deterministic_setting(setting: str):
+    """A rule's broken: the job's deterministic mode with a job setting it refuses (every plan alike)."""
+    def broken(model, stack, plan) -> np.ndarray:
+        bad = _deterministic_on(stack) and setting in stack.defaults.deterministic_refused
+        return np.full(np.shape(plan.tp), bad, dtype=bool)
+    return broken
+
+
+_DET_MEGATRON = (f"{MEGATRON_COMMIT} megatron/training/determinism.py l. 24 ARG_VALUES_REQUIRED_FOR_DETERMINISM, "
+                 "apply_determinism_to_args l. 141-148 (AssertionError '--deterministic-mode requires: ...'), called by "
+                 "arguments.py validate_args l. 1708-1711")
+_DET_BRIDGE = ("NVIDIA-NeMo/Megatron-Bridge @dc805f5cf src/megatron/bridge/training/config.py "
+               "ConfigContainer._validate_and_apply_deterministic_mode l. 1445-1469")
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "MEGATRON_DETERMINISTIC_TP_OVERLAP", "megatron",
+        "deterministic_mode refuses TP communication overlap (--tp-comm-overlap)",
+        f"{_DET_MEGATRON}; added by 3ab71eeb3e (2026-07-08)",
+        "turn the TP overlap off (tp_comm_overlap: false, drop --tp-comm-overlap), or leave deterministic_mode out "
+        "(a run of a Megatron-LM older than 2026-07-08: trainer_date)",
+        _deterministic_tp_overlap, option="deterministic_refuses:tp_comm_overlap"),
+    StartupRule(
+        "MEGATRON_DETERMINISTIC_CE_FUSION", "megatron",
+        "deterministic_mode refuses the fused cross-entropy (--cross-entropy-loss-fusion)",
+        f"{_DET_MEGATRON} (in validate_args itself from 2ea54d6a37, 2024-07-25); {_DET_BRIDGE}, l. 1458-1461",
+        "leave cross_entropy_fusion out (drop --cross-entropy-loss-fusion; Bridge: model.cross_entropy_loss_fusion "
+        "false), or leave deterministic_mode out",
+        _deterministic_setting("cross_entropy_fusion"), model_level=True, option="deterministic_refuses:cross_entropy_fusion"),
+    StartupRule(
+        "MEGATRON_DETERMINISTIC_FLASH", "megatron",
+        "deterministic_mode refuses the FlashAttention backend (model.attention_backend flash)",
+        f"{_DET_BRIDGE}, l. 1454-1456 ('Flash attention can not be used in deterministic mode.')",
+        "leave attention_kernel flash2 out (model.attention_backend fused or auto), or leave deterministic_mode out",
+        _deterministic_setting("flash_attention"), model_level=True, option="deterministic_refuses:flash_attention"),
+)
+
+
+def _has_option(runs, option: str) -> bool:
+    """Whether the stack's runs has the option a rule checks (StartupRule.option): a runs field set and not false, or
+    "field:item", a list field of runs whose entries' `setting` includes the item (runs.deterministic_refuses)."""
+    field, _, item = option.partition(":")
+    value = getattr(runs, field, None)
+    if not item:
+        return value not in (None, False)
+    return any(getattr(v, "setting", None) == item for v in value or ())
+
+
 def _muon_qkv_split_tp(model, stack, plan) -> np.ndarray:
     """MUON_QKV_SPLIT_TP: the job's Muon with its q / k / v split (defaults.muon_qkv_split, laid by
     plan.stack_for_states) on a stack whose split raises on a partial query group (runs.optimizers
@@ -2912,7 +2996,7 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
 # COMPILE_RULES: those of them that read compile, where fit tries compile off (space.uncompiled_choices)
 COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
 VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_MXFP8_ROWS",
-                                 "MEGATRON_FP8_WIDTHS")
+                                 "MEGATRON_FP8_WIDTHS", "MEGATRON_DETERMINISTIC_TP_OVERLAP")
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
@@ -2984,7 +3068,7 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES
             if (r.trainer in (name, ANY_STACK)
                 or (r.dispatcher is not None and stack is not None and (disps is None or r.dispatcher in disps)))
-            and r.key not in absent and (r.option is None or getattr(runs, r.option, None) not in (None, False))
+            and r.key not in absent and (r.option is None or _has_option(runs, r.option))
             and (r.key not in DISPATCHER_RULES or disps is None or bool(set(DISPATCHER_RULES[r.key]) & set(disps)))]
 
 

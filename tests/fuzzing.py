@@ -386,6 +386,8 @@ JOB_FIELD_VALUES = {
     "reserve_GiB": [0.0, 1.0, 8.0, 70.0],
     "rank_order": ["tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "pp-dp-cp-tp", "dp-pp-cp-tp"],
     "te_version": ["1.8", "1.13", "2.1", "2.8.0"],
+    # around the dated start-up checks (stack_db runs.deterministic_refuses since: 2024-07-25, 2025-10-27, 2026-07-08)
+    "trainer_date": ["2024-07-24", "2025-10-27", "2026-07-02", "2026-07-08"],
     "cublas_workspace_config": [":4096:8", ":16:8", ":4096:2:16:8"],
     "filter_fqns": [["output"], ["output", "router.gate"], ["auto_filter_small_kn"], ["attention.wq", "feed_forward.w1"],
                     []],

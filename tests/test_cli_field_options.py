@@ -146,6 +146,8 @@ CASES = [
     # Megatron-LM's :4096:8 (32 MiB) where the A100's default is 8.125 MiB (test_export_megatron_deterministic.py)
     ("deterministic_mode", ["--deterministic-mode"], True, dict(DENSE, hardware="a100-sxm-80gb", stack="megatron"), False,
      {"memory": +1}),
+    # the trainer commit's date: which start-up checks run (stack runs.deterministic_refuses since), nothing priced
+    ("trainer_date", ["--trainer-date", "2026-07-02"], "2026-07-02", dict(DENSE, stack="megatron"), "2026-07-01", {}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
     # CPU offload (planner/offload.py, tests/test_offload.py): the optimizer partition off the GPU, the CPU's step on

@@ -69,19 +69,18 @@ def test_job_field_prices_megatrons_workspace_by_hand():
     assert own["memory"]["total_bytes"] == _row({**base, "cublas_workspace_config": ":16:8"})["memory"]["total_bytes"]
 
 
-def test_bridge_sets_no_workspace_and_its_export_refuses_the_flag():
+def test_bridge_sets_no_workspace_and_its_export_writes_the_field():
     """Megatron-Bridge @dc805f5cf pins Megatron-LM 905c0e386, which has no determinism.py (its ConfigContainer only
     turns torch.use_deterministic_algorithms on, training/config.py l. 1445-1469): no workspace derived (the GPU's
-    default priced), and the Bridge writer, which spells no key for it, refuses the plan naming deterministic_mode."""
-    import pytest
-
-    from planner.errors import PlannerError
-
+    default priced). The Bridge writer spells it as Megatron-Core's model.deterministic_mode (was: refused; issue 22
+    detmode) and reads it back as the same plan; on the A100 the kernel the plan prices is FlashAttention-2, TE's
+    own choice there (model.attention_backend left null), which Bridge's flash check does not refuse."""
     base = dict(model="llama3-8b", gpus=8, hardware=A100, stack="megatron-bridge")
     on, off = _row({**base, "deterministic_mode": True}), _row(base)
     assert "cublas_workspace_config" not in on["plan"] and on["memory"]["total_bytes"] == off["memory"]["total_bytes"]
-    with pytest.raises(PlannerError, match="deterministic_mode True"):
-        export_plan(on["plan"], "megatron-bridge")
+    text, _ = export_plan(on["plan"], "megatron-bridge")
+    assert "    model.deterministic_mode=true \\" in text.splitlines() and "model.attention_backend=null" in text
+    check_readback(on, "megatron-bridge", text)
 
 
 def test_other_trainers_refuse_it(cli):

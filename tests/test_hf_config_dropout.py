@@ -63,3 +63,69 @@ def test_megatron_export_writes_the_configs_probabilities(tmp_path):
     s2, p2, _ = resolve(Job.model_validate({**job, "model": str(y)}))
     row2 = to_json(s2, p2, evaluate(s2, p2))
     assert row2["memory"]["total_bytes"] - row["memory"]["total_bytes"] == 32 * 2 * 4096 * 4096 // 8
+
+
+def _gpt2_style(tmp_path: Path, **keys) -> Path:
+    """The Llama config with GPT-2's dropout keys instead of attention_dropout (GPT2Config spells the same
+    probabilities attn_pdrop / resid_pdrop; hf_config.GPT2_DROPOUTS)."""
+    import tempfile
+
+    cfg = json.loads(LLAMA.read_text())
+    cfg.pop("attention_dropout")
+    cfg.update(keys)
+    d = Path(tempfile.mkdtemp(dir=tmp_path))  # a folder a config (load_model keeps what it read by path)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d / "config.json"
+
+
+def test_gpt2_dropout_keys_read_as_the_models_dropouts(tmp_path):
+    """transformers GPT2Config / modeling_gpt2.py: attn_pdrop drops the softmax output (GPT2Attention.attn_dropout:
+    Megatron's attention_dropout), resid_pdrop the attention's and the MLP's projected outputs before the residual add
+    (GPT2Attention.resid_dropout, GPT2MLP.dropout: Megatron's hidden_dropout). Was: `field resid_pdrop: not
+    understood`, an error."""
+    m = load_model(str(_gpt2_style(tmp_path, attn_pdrop=0.2, resid_pdrop=0.1)))
+    assert (m.dropout, m.attention_dropout, m.hidden_dropout) == (True, 0.2, 0.1)
+    m = load_model(str(_gpt2_style(tmp_path, attn_pdrop=0.0, resid_pdrop=0.0)))
+    assert m.dropout is False
+
+
+def test_gpt2_and_llama_spelling_must_agree(tmp_path):
+    import pytest
+
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError) as e:
+        load_model(str(_config(tmp_path, attn_pdrop=0.1)))  # beside the config's attention_dropout 0.0
+    assert "`attn_pdrop`" in e.value.message and "attention_dropout is 0.0" in e.value.message
+    m = load_model(str(_config(tmp_path, attention_dropout=0.1, attn_pdrop=0.1)))
+    assert m.attention_dropout == 0.1
+
+
+def test_embd_pdrop_listed_not_modelled(tmp_path):
+    """GPT2Model.drop (embd_pdrop) on the embeddings' sum: the planner prices no embedding dropout, so it is said as
+    not modelled among the model's assumed lines (explain prints them; the report grammar reads the head
+    `embd_pdrop=0.05` as the setting and its value), and the model has no dropout from it. Was: an error."""
+    from planner.catalog import hf_assumed
+
+    path = _gpt2_style(tmp_path, embd_pdrop=0.05)
+    assert load_model(str(path)).dropout is False
+    lines = [a for a in hf_assumed(str(path)) if "embd_pdrop" in a]
+    assert lines == ["embd_pdrop=0.05: not modelled: the embedding dropout (transformers GPT2Model.drop) keeps a mask "
+                     "the planner does not price"]
+    assert not any("embd_pdrop" in a for a in hf_assumed(str(_gpt2_style(tmp_path, embd_pdrop=0.0))))
+
+
+def test_resid_pdrop_prices_the_hidden_masks_by_hand(tmp_path):
+    """resid_pdrop 0.1 against 0.0 (attn_pdrop 0.2 both): the hidden masks, 1 B a hidden element after each of the
+    two sub-blocks (memory.py [dm]); tp 8 with SP, micro-batch 1, seq 4,096, hidden 4,096: 2 x 4,096 x 4,096 / 8 =
+    4,194,304 B a layer, x 32 layers = 134,217,728 B; and the GPT-2 spelling prices as the Llama one."""
+    job = dict(gpus=8, tp=8, pp=1, cp=1, sequence_parallel=True, micro_batch=1, global_batch=8, seq_len=4096,
+               sharding="zero1", recompute="none", stack="megatron")
+
+    def total(path):
+        s, p, _ = resolve(Job.model_validate({**job, "model": str(path)}))
+        return to_json(s, p, evaluate(s, p))["memory"]["total_bytes"]
+
+    on = total(_gpt2_style(tmp_path, attn_pdrop=0.2, resid_pdrop=0.1))
+    assert on - total(_gpt2_style(tmp_path, attn_pdrop=0.2, resid_pdrop=0.0)) == 32 * 2 * 4096 * 4096 // 8
+    assert on == total(_config(tmp_path, attention_dropout=0.2, hidden_dropout=0.1))

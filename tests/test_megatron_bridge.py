@@ -49,6 +49,12 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     # Bridge's pinned 905c0e386 has no determinism.py and Bridge sets none (training/config.py l. 1445-1469)
     assert (bridge["runs"].pop("deterministic_cublas_workspace"), mega["runs"].pop("deterministic_cublas_workspace")) \
         == (None, ":4096:8")
+    # runs.deterministic_refuses: Bridge's own checks (training/config.py @dc805f5cf l. 1454-1461: the FlashAttention
+    # backend, the fused cross-entropy), not Megatron-LM @d98e8a64's (determinism.py l. 24: TP overlap, fused CE)
+    db, dm = bridge["runs"].pop("deterministic_refuses"), mega["runs"].pop("deterministic_refuses")
+    assert ([d["setting"] for d in db], [d["setting"] for d in dm]) == (
+        ["flash_attention", "cross_entropy_fusion"], ["tp_comm_overlap", "cross_entropy_fusion"])
+    assert all("@dc805f5cf" in d["source"] for d in db) and all("@d98e8a64" in d["source"] for d in dm)
     assert bridge["runs"] == mega["runs"]
     assert [m["name"] for m in modes_b] == [m["name"] for m in modes_m]
     for b, m in zip(modes_b, modes_m):

@@ -134,24 +134,28 @@ def test_the_rules_are_appended_last():
     DEEPSPEED_MOE (77), DEEPSPEED_MOE_SP (78), TORCHTITAN_MTP_PP_CP (79), STACK_SP_NORM_GRADS (80), BRIDGE_CHUNK_CP (81),
     TORCHTITAN_HYBRIDEP (82), STACK_MODE_TP_PP_DP (83), PRECISION_AWARE_MFSDP (84), TORCHTITAN_SEQ_SP_CP (85), TORCHTITAN_VARLEN_CP (86),
     TORCHTITAN_FSDP_SYMM_MEM_SM90 (87), TORCHTITAN_SPMD_TYPECHECK_PP (88), TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX (89) and
-    TORCHTITAN_CP_PTRR_MASK (90, ttchecks); FIXED_CODE_RULES 94-96 after them."""
-    assert LATER_RULES[-1].key == "TORCHTITAN_CP_PTRR_MASK" and CODES["TORCHTITAN_CP_PTRR_MASK"] == 90
+    TORCHTITAN_CP_PTRR_MASK (90, ttchecks), MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (91-93, detmode);
+    FIXED_CODE_RULES 94-96 after them."""
+    assert [r.key for r in LATER_RULES[-3:]] == ["MEGATRON_DETERMINISTIC_TP_OVERLAP", "MEGATRON_DETERMINISTIC_CE_FUSION",
+                                                "MEGATRON_DETERMINISTIC_FLASH"]
+    assert [CODES[r.key] for r in LATER_RULES[-3:]] == [91, 92, 93]
+    assert LATER_RULES[-4].key == "TORCHTITAN_CP_PTRR_MASK" and CODES["TORCHTITAN_CP_PTRR_MASK"] == 90
     keys = ["TORCHTITAN_MODEL_DISPATCHER", "TORCHTITAN_MODEL_PP", "TORCHTITAN_MODEL_CP", "TORCHTITAN_MODEL_ASYNC_TP"]
-    # RULES ends with LATER_RULES, then the rules of codes handed out ahead (FIXED_CODE_RULES: 94, 95, muonleft)
+    # RULES ends with LATER_RULES, then the rules of codes handed out ahead (FIXED_CODE_RULES: 94, 95 muonleft, 96 fuzz99)
     f = len(FIXED_CODE_RULES)
-    assert [r.key for r in LATER_RULES[-26:-22]] == keys and [r.key for r in RULES[-26 - f:-22 - f]] == keys
+    assert [r.key for r in LATER_RULES[-29:-25]] == keys and [r.key for r in RULES[-29 - f:-25 - f]] == keys
     assert [(c, r.key) for c, r in FIXED_CODE_RULES] == [(94, "MUON_QKV_SPLIT_TP"), (95, "MEGATRON_MLA_FUSION_TP"),
                                                           (96, "MEGATRON_BF16_LAYERS_STAGE")]  # 96: fuzz99
     assert [r.key for r in RULES[-3:]] == ["MUON_QKV_SPLIT_TP", "MEGATRON_MLA_FUSION_TP", "MEGATRON_BF16_LAYERS_STAGE"]
     assert [CODES[k] for k in keys] == [65, 66, 67, 68] and CODES["MEGATRON_NVFP4_TOKENS"] == 64
-    assert LATER_RULES[-9].key == "TORCHTITAN_HYBRIDEP" and CODES["TORCHTITAN_HYBRIDEP"] == 82
-    assert LATER_RULES[-8].key == "STACK_MODE_TP_PP_DP" and CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp
-    assert LATER_RULES[-7].key == "PRECISION_AWARE_MFSDP" and CODES["PRECISION_AWARE_MFSDP"] == 84  # pamfsdp
-    assert LATER_RULES[-6].key == "TORCHTITAN_SEQ_SP_CP" and CODES["TORCHTITAN_SEQ_SP_CP"] == 85  # rule85
-    assert LATER_RULES[-5].key == "TORCHTITAN_VARLEN_CP" and CODES["TORCHTITAN_VARLEN_CP"] == 86  # varlencp
-    assert [r.key for r in LATER_RULES[-4:-1]] == ["TORCHTITAN_FSDP_SYMM_MEM_SM90", "TORCHTITAN_SPMD_TYPECHECK_PP",
+    assert LATER_RULES[-12].key == "TORCHTITAN_HYBRIDEP" and CODES["TORCHTITAN_HYBRIDEP"] == 82
+    assert LATER_RULES[-11].key == "STACK_MODE_TP_PP_DP" and CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp
+    assert LATER_RULES[-10].key == "PRECISION_AWARE_MFSDP" and CODES["PRECISION_AWARE_MFSDP"] == 84  # pamfsdp
+    assert LATER_RULES[-9].key == "TORCHTITAN_SEQ_SP_CP" and CODES["TORCHTITAN_SEQ_SP_CP"] == 85  # rule85
+    assert LATER_RULES[-8].key == "TORCHTITAN_VARLEN_CP" and CODES["TORCHTITAN_VARLEN_CP"] == 86  # varlencp
+    assert [r.key for r in LATER_RULES[-7:-4]] == ["TORCHTITAN_FSDP_SYMM_MEM_SM90", "TORCHTITAN_SPMD_TYPECHECK_PP",
                                                  "TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX"]  # rule87: 87, 88, 89
-    assert [r.key for r in LATER_RULES[-22:-9]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS",
+    assert [r.key for r in LATER_RULES[-25:-12]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS",
                                                  "MEGATRON_CP_SLIDING_WINDOW", "STACK_LAYER_KIND", "STACK_SEQUENCE_PARALLEL",
                                                  "STACK_RECOMPUTE", "DEEPSPEED_PP_SPLIT_ENDS", "DEEPSPEED_MOE",
                                                  "DEEPSPEED_MOE_SP", "TORCHTITAN_MTP_PP_CP",

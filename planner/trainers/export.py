@@ -100,6 +100,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         # Megatron launch script exports it (_megatron; the reader's megatron._exported_cublas), no other format holds it
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
+    if plan.get("trainer_date"):  # the trainer commit's date (plan._deterministic_switches): the file is the stack's
+        notes.append(f"trainer_date {plan['trainer_date']}: the file is written for the stack's own trainer commit, "
+                     "whose start-up checks it passes (the job's older commit is not a setting the file can hold)")
     if plan.get("te_version"):  # the installed Transformer Engine (planner/te_version.py), no setting of any format
         notes.append(f"te_version {plan['te_version']}: the Transformer Engine release the run installs (its TP-overlap "
                      "userbuffers and workspaces priced by release); the file cannot hold it")
@@ -297,6 +300,9 @@ def _check_runnable(plan: dict) -> None:
     from ..search import plan_job_fields
 
     fields = plan_job_fields(plan)
+    # the file is the stack's trainer's (its commit): every start-up check of the stack runs on it, those the job's
+    # trainer_date left out too (plan._deterministic_switches), so a plan only an older commit runs is refused
+    fields.pop("trainer_date", None)
     for key in ("model", "hardware"):  # the files it was priced with (plan_dict model_file / hardware_file)
         if plan.get(f"{key}_file"):
             fields[key] = plan[f"{key}_file"]
@@ -2439,7 +2445,7 @@ _BRIDGE_WRITTEN = {
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
-    "muon_tp_mode", "muon_split_qkv"}
+    "muon_tp_mode", "muon_split_qkv", "deterministic_mode"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2461,20 +2467,27 @@ def _bridge_mlp_dropout(model, recipe: str) -> None:
     catalog entries of those recipes price (gated_mlp true, mlp_activation null, dropout false). A model priced with
     another MLP activation (ModelSpec gated_mlp / mlp_activation) is not what the recipe trains, and the provider's
     activation_func is a Python callable no run_recipe.py override can set: refused, naming it. A dropout (ModelSpec
-    dropout, hidden_dropout / attention_dropout) would be the provider's model.hidden_dropout / model.attention_dropout,
-    which the planner's Bridge reader does not read back: refused too, naming the probabilities (export.py _dropout)."""
+    dropout, hidden_dropout / attention_dropout) is written as the provider's own fields, model.hidden_dropout /
+    model.attention_dropout (_bridge_dropout), which the Bridge reader reads back (megatron_bridge._dropout_job)."""
     if not model.gated_mlp or model.mlp_activation is not None:
         act = model.mlp_activation or "gelu (plain MLP)"
         raise _bridge_refuse(f"mlp_activation {act}{'' if model.gated_mlp else ', gated_mlp false'}: recipe {recipe}'s "
                              "model provider builds a gated MLP at its config's activation (gated_linear_unit True), and "
                              "model.activation_func is a Python callable no override can set",
                              "price the recipe's model (a gated SwiGLU MLP), or export --format megatron")
-    if model.dropout:
-        raise _bridge_refuse(f"hidden_dropout {_dropout(model, model.hidden_dropout)}, attention_dropout "
-                             f"{_dropout(model, model.attention_dropout)}: recipe {recipe}'s model provider runs none "
-                             "(hidden_dropout 0.0, the config's attention_dropout 0.0) and the planner's writer spells "
-                             "no model.hidden_dropout / model.attention_dropout override",
-                             "price the model without dropout (dropout: false), or export --format megatron")
+
+
+def _bridge_dropout(model) -> list:
+    """The dropout probabilities priced (ModelSpec hidden_dropout / attention_dropout; null: Megatron's 0.1 where
+    dropout, _dropout) as overrides of the provider's fields, Megatron-Core's TransformerConfig.hidden_dropout /
+    attention_dropout (NVIDIA/Megatron-LM @905c0e386 megatron/core/transformer/transformer_config.py l. 152, 155; the
+    recipes' providers set 0.0: NVIDIA-NeMo/Megatron-Bridge @dc805f5cf models/llama/llama_bridge.py l. 65, the
+    config.json's attention_dropout 0.0), where the model has dropout; none written where it has none (the
+    provider's 0.0 is the plan's)."""
+    if not model.dropout:
+        return []
+    return [("model.hidden_dropout", float(_dropout(model, model.hidden_dropout))),
+            ("model.attention_dropout", float(_dropout(model, model.attention_dropout)))]
 
 
 def _megatron_bridge(plan: dict, notes: list[str]) -> str:
@@ -2729,6 +2742,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o.append((f"model.{f}", plan.get(f) is not False and not (f == "gradient_accumulation_fusion" and mode in mfsdp)))
     o += [("model.transformer_impl", "transformer_engine"), ("model.cuda_graph_impl", "none"),
           ("model.attention_backend", _bridge_attention_backend(plan))]
+    o += _bridge_dropout(model)
+    if plan.get("deterministic_mode"):  # Megatron-Core ModelParallelConfig.deterministic_mode (@905c0e386 l. 142)
+        o.append(("model.deterministic_mode", True))
     # precision and the optimizer states' bytes
     b = _bridge_bytes(plan, BYTES_PER_PARAM_PRESETS, rec.moe)
     mp = _bridge_mp_fields(plan, b)
@@ -2760,7 +2776,11 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
              f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}",
              "# CUDA_DEVICE_MAX_CONNECTIONS: Bridge's own rule for its launches (recipes/run_plugins.py "
              "PerfEnvPlugin._set_num_cuda_device_max_connections l. 570-595)",
-             f"export CUDA_DEVICE_MAX_CONNECTIONS={_bridge_max_connections(hw, tp, cp, pp, g // (tp * cp * pp), flex, a2a)}", "",
+             f"export CUDA_DEVICE_MAX_CONNECTIONS={_bridge_max_connections(hw, tp, cp, pp, g // (tp * cp * pp), flex, a2a)}",
+             *(["# NCCL_ALGO: Bridge's deterministic mode asserts it set, to one of Tree, Ring, CollnetDirect, "
+                "CollnetChain, ^NVLS (training/config.py @dc805f5cf l. 1463-1466); Ring, the order Megatron-LM's own "
+                "determinism.py sets (@d98e8a64 l. 27-31)", "export NCCL_ALGO=Ring"] if plan.get("deterministic_mode") else []),
+             "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
     body = [f"    {k}={hydra_value(v)}" for k, v in o]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]

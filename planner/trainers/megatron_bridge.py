@@ -112,6 +112,17 @@ COMMON = {
     # Muon's q / k / v split: Megatron-Core 905c0e386 optimizer_config.py l. 263 (True; muon.py l. 268 hands it on);
     # read by _optimizer_job (the job's muon_split_qkv false)
     "optimizer.muon_split_qkv": True,
+    # the dropout probabilities: Megatron-Core 905c0e386 transformer_config.py l. 152, 155 (0.1 each), which every
+    # transcribed recipe's provider sets to 0.0 (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf models/llama/llama_bridge.py
+    # l. 65 hidden_dropout 0.0, qwen/qwen3_moe_bridge.py l. 52, deepseek/deepseek_v3_bridge.py l. 81,
+    # deepseek_v2_bridge.py l. 74, gpt_oss/gpt_oss_bridge.py l. 85, qwen/qwen3_next_bridge.py l. 64; attention_dropout
+    # the config.json's, conversion/model_bridge.py l. 264, 0.0 in each recipe model's config: tests/data/arch);
+    # read by _dropout_job against the model priced (export._bridge_dropout writes them)
+    "model.hidden_dropout": 0.0, "model.attention_dropout": 0.0,
+    # deterministic mode: Megatron-Core 905c0e386 model_parallel_config.py l. 142 (False); Bridge's ConfigContainer.
+    # validate checks it (training/config.py @dc805f5cf l. 1445-1469: start-up rules MEGATRON_DETERMINISTIC_FLASH,
+    # _CE_FUSION); read by _job as the job's deterministic_mode
+    "model.deterministic_mode": False,
 }
 
 # OptimizerConfig.optimizer values the reader reads (training/optim.py @dc805f5cf setup_optimizer l. 69-84: a name
@@ -806,6 +817,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         name, rule = match_catalog_model(where, shape, f"recipe {recipe}'s model ({rec.hf_id})")
         job["model"] = name
         assumed.append(rule)
+    _dropout_job(cfg, job["model"], model is not None, where)
     # the rows, checked against the recipe's tokenizer and the catalog model's tokens
     _vocab_rows(cfg, rec, "model.vocab_size" in overrides, job, where, assumed, ignored, not_modelled)
     job["gpus"] = g
@@ -827,6 +839,29 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
+
+
+def _dropout_job(cfg: dict, model_name: str, given: bool, where: str) -> None:
+    """model.hidden_dropout / model.attention_dropout (COMMON: the providers' 0.0) against the model priced: its
+    probabilities where it has dropout (ModelSpec hidden_dropout / attention_dropout; null: Megatron-Core's 0.1,
+    megatron_model.DEFAULT_DROPOUT, as export._dropout writes it), else 0 each. The model carries them (a ModelSpec
+    field, no job field): a file whose probabilities differ is refused, naming both (a --model with the file's
+    dropout; without --model the recipe's catalog model, which has none)."""
+    from ..catalog import load_model
+    from .megatron_model import DEFAULT_DROPOUT
+
+    spec = load_model(model_name)
+    for key, attr in (("model.hidden_dropout", "hidden_dropout"), ("model.attention_dropout", "attention_dropout")):
+        v = cfg[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+            raise PlannerError(f"{where}{key}={_v(v)}: a dropout probability is a number in [0, 1)",
+                               f"give {key} as a probability (the provider's is 0.0)")
+        p = getattr(spec, attr)  # as export._dropout writes it: the model's, else Megatron-Core's 0.1 where dropout
+        have = float(p if p is not None else DEFAULT_DROPOUT if spec.dropout else 0.0)
+        if float(v) != have:
+            whose = f"--model {model_name}" if given else f"the recipe's model {model_name} (matched by shape)"
+            raise PlannerError(f"{where}{key}={_v(v)} contradicts {whose} ({attr} {have}{'' if spec.dropout else ', dropout false'})",
+                               f"give a model (--model, a model YAML) whose {attr} is {float(v)}, or set {key} to {have}")
 
 
 def _cp_job(cfg: dict, job: dict, where: str, ignored: list) -> None:
@@ -1507,6 +1542,8 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         raise PlannerError(f"{where}model.num_layers_in_first/last_pipeline_stage with "
                            "model.account_for_*_in_pipeline_split: Megatron-Core refuses them together "
                            "(transformer_config.py @905c0e386 __post_init__ l. 1417-1427)", "drop one")
+    if flag("model.deterministic_mode"):  # the job's deterministic_mode (Bridge's checks: startup MEGATRON_DETERMINISTIC_*)
+        job["deterministic_mode"] = True
     # fusions: set where they differ from Megatron-LM's defaults (the planner's own, as the Megatron reader reads them)
     if flag("model.cross_entropy_loss_fusion"):
         job["cross_entropy_fusion"] = True

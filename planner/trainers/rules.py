@@ -68,6 +68,11 @@ Sources (file @d98e8a64, what is asserted):
                  none (the default is learned_absolute, l. 2397)
   FP8_PARAMS     arguments.py l. 1095-1097: --fp8-param-gather needs the distributed optimizer,
                  --use-torch-fsdp2 or --use-megatron-fsdp
+  DETERMINISTIC  training/determinism.py l. 24, 141-148 (from validate_args l. 1708-1711):
+                 --deterministic-mode without --tp-comm-overlap and --cross-entropy-loss-fusion
+  DETERMINISTIC_ENV  determinism.py l. 87-108: under --deterministic-mode, NCCL_ALGO's tokens among
+                 Ring, CollnetDirect, CollnetChain, ^NVLS; NVTE_ALLOW_NONDETERMINISTIC_ALGO 0;
+                 CUBLAS_WORKSPACE_CONFIG :4096:8 or :16:8 (each where the environment sets it)
   FP4            arguments.py l. 1100-1105: --fp4-format excludes --fp8-format; --fp4-param-gather
                  needs --fp4-format
   NVFP4_TOKENS   --fp4-format (NVFP4BlockScaling): Transformer Engine @4329ff84 (Megatron's TE 2.17.1)
@@ -131,6 +136,10 @@ from . import words_of
 
 COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
 SOURCES = {
+    "DETERMINISTIC": "megatron/training/determinism.py l. 24 ARG_VALUES_REQUIRED_FOR_DETERMINISM, apply_determinism_to_args "
+                     "l. 141-148, from arguments.py validate_args l. 1708-1711",
+    "DETERMINISTIC_ENV": "megatron/training/determinism.py apply_determinism_env l. 87-108 (ACCEPTED_NCCL_ALGO_TOKENS "
+                         "l. 48, ACCEPTED_ENV_VAR_VALUES l. 60-63)",
     "WORLD": "megatron/training/arguments.py validate_args",
     "EXPERT_GRID": "megatron/core/parallel_state.py initialize_model_parallel",
     "TP_PP_DP_MAP": "megatron/core/parallel_state.py initialize_model_parallel",
@@ -327,6 +336,8 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
     if _i(flags, "--num-experts") is not None and "--add-bias-linear" in flags and etp != 1:
         bad("MOE_BIAS_ETP", f"an MoE model (--num-experts) with --add-bias-linear and expert TP {etp} (needs 1)")
     out += _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt)
+    if "--deterministic-mode" in flags:
+        out += _deterministic_errors(flags, env)
     out += _dispatcher_errors(flags, ep, etp)
     out += _hybridep_errors(flags, world, ep, etp, tokens=-(-mbs * (seq or 0) // cp) // (tp if sp else 1),
                             gpus_per_domain=gpus_per_domain, capability=capability)
@@ -393,6 +404,35 @@ def _fp8_width_errors(flags, tp, etp, heads, groups) -> list[tuple[str, str]]:
         return []
     return [("FP8_WIDTHS", f"{'--fp4-format' if fp4 else '--fp8-format'}"
                            f"{' --fp8-recipe mxfp8' if q == 32 else ''}: {'; '.join(msgs)} ({COMMIT} {SOURCES['FP8_WIDTHS']})")]
+
+
+# determinism.py @d98e8a64 l. 48: the NCCL_ALGO tokens accepted under --deterministic-mode; l. 60-63: the exact values
+DETERMINISTIC_NCCL_ALGOS = ("Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+DETERMINISTIC_ENV_VALUES = {"NVTE_ALLOW_NONDETERMINISTIC_ALGO": ("0",), "CUBLAS_WORKSPACE_CONFIG": (":4096:8", ":16:8")}
+
+
+def _deterministic_errors(flags, env) -> list[tuple[str, str]]:
+    """--deterministic-mode's checks (DETERMINISTIC, DETERMINISTIC_ENV): the options it requires off
+    (--tp-comm-overlap, --cross-entropy-loss-fusion) and the environment it accepts (an unset variable is fine:
+    it sets the default, l. 114-116)."""
+    out: list[tuple[str, str]] = []
+
+    def bad(key, msg):
+        out.append((key, f"{msg} ({COMMIT} {SOURCES[key]})"))
+
+    for f in ("--tp-comm-overlap", "--cross-entropy-loss-fusion"):
+        if f in flags:
+            bad("DETERMINISTIC", f"--deterministic-mode with {f}")
+    algo = env.get("NCCL_ALGO")
+    if algo is not None:
+        tokens = [t.strip() for t in str(algo).split(",") if t.strip()]
+        if not tokens or any(t not in DETERMINISTIC_NCCL_ALGOS for t in tokens):
+            bad("DETERMINISTIC_ENV", f"--deterministic-mode with NCCL_ALGO={algo} (each token one of "
+                                     f"{', '.join(DETERMINISTIC_NCCL_ALGOS)})")
+    for name, accepted in DETERMINISTIC_ENV_VALUES.items():
+        if env.get(name) is not None and str(env[name]) not in accepted:
+            bad("DETERMINISTIC_ENV", f"--deterministic-mode with {name}={env[name]} (one of {', '.join(accepted)})")
+    return out
 
 
 def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str, str]]:

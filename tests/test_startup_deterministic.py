@@ -1,0 +1,161 @@
+"""Deterministic mode's own start-up checks (issue 22, detmode; planner/startup.py codes 91-93, stack_db
+runs.deterministic_refuses, the job's trainer_date).
+
+NVIDIA/Megatron-LM @d98e8a64 megatron/training/determinism.py l. 24: ARG_VALUES_REQUIRED_FOR_DETERMINISM =
+{"cross_entropy_loss_fusion": False, "tp_comm_overlap": False}, asserted by apply_determinism_to_args l. 141-148,
+which validate_args calls under --deterministic-mode (arguments.py l. 1708-1711). `git log -S` on the mirror:
+ARG_VALUES_REQUIRED_FOR_DETERMINISM (so the TP overlap check) came with determinism.py in 3ab71eeb3e (2026-07-08);
+'Cross Entropy Fusion is currently not deterministic.' was asserted in validate_args from 2ea54d6a37 (2024-07-25).
+NVIDIA-NeMo/Megatron-Bridge @dc805f5cf training/config.py _validate_and_apply_deterministic_mode l. 1454-1456
+(model.attention_backend flash) and l. 1458-1461 (cross_entropy_loss_fusion), both from f003cd8ca (2025-10-27); no
+TP overlap check (Bridge never calls Megatron-LM's validate_args; its pinned 905c0e386 has no determinism.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.errors import PlannerError
+from planner.plan import resolve
+from planner.schema import Job
+from planner.search import fit
+from planner.space import SpaceOptions
+from planner.startup import CODES, rules_for
+from planner.catalog import load_stack
+from planner.trainers import load_trainer_config
+from planner.trainers.rules import megatron_errors
+
+BASE = dict(model="llama3-8b", gpus=8, tp=2, pp=1, cp=1, sequence_parallel=True, micro_batch=1, global_batch=16,
+            seq_len=2048, deterministic_mode=True)
+
+
+def _refused(job: dict) -> str:
+    with pytest.raises(PlannerError) as e:
+        resolve(Job.model_validate(job))
+    return e.value.message
+
+
+def test_codes_and_where_each_rule_applies():
+    """Codes 91, 92, 93 (the last used was 90). The megatron entry lists the TP overlap and the fused cross-entropy
+    (determinism.py l. 24), megatron-bridge the FlashAttention backend and the fused cross-entropy (config.py
+    l. 1454-1461); torchtitan none (it has no deterministic_mode at all: plan._cublas_workspace refuses it)."""
+    keys = ("MEGATRON_DETERMINISTIC_TP_OVERLAP", "MEGATRON_DETERMINISTIC_CE_FUSION", "MEGATRON_DETERMINISTIC_FLASH")
+    assert [CODES[k] for k in keys] == [91, 92, 93]
+
+    def listed(stack):
+        return {r.key for _, r in rules_for(load_stack(stack))} & set(keys)
+
+    assert listed("megatron") == {keys[0], keys[1]}
+    assert listed("megatron-bridge") == {keys[1], keys[2]}
+    assert listed("torchtitan") == set()
+
+
+def test_megatron_refuses_tp_overlap_from_3ab71eeb3e():
+    """--tp-comm-overlap beside --deterministic-mode: refused naming the rule and determinism.py; a run whose
+    trainer_date is before the check's commit (2026-07-07) is priced, one on its day (2026-07-08) refused; without
+    deterministic_mode the overlap is priced as before."""
+    msg = _refused({**BASE, "tp_comm_overlap": True})
+    assert "MEGATRON_DETERMINISTIC_TP_OVERLAP" in msg and "determinism.py l. 24" in msg and "3ab71eeb3e" in msg
+    _, plan, warnings = resolve(Job.model_validate({**BASE, "tp_comm_overlap": True, "trainer_date": "2026-07-07"}))
+    assert int(plan.tpo) == 1
+    assert any("trainer_date 2026-07-07" in w and "tp_comm_overlap (checked from 2026-07-08)" in w for w in warnings)
+    assert "MEGATRON_DETERMINISTIC_TP_OVERLAP" in _refused({**BASE, "tp_comm_overlap": True, "trainer_date": "2026-07-08"})
+    resolve(Job.model_validate({**BASE, "tp_comm_overlap": True, "deterministic_mode": False}))
+
+
+def test_megatron_refuses_fused_cross_entropy_from_2ea54d6a37():
+    """--cross-entropy-loss-fusion beside --deterministic-mode: refused for the model (every plan alike); a run of
+    2024-07-24 (before 2ea54d6a37) is priced."""
+    msg = _refused({**BASE, "cross_entropy_fusion": True})
+    assert "MEGATRON_DETERMINISTIC_CE_FUSION" in msg and "the model breaks" in msg
+    resolve(Job.model_validate({**BASE, "cross_entropy_fusion": True, "trainer_date": "2024-07-24"}))
+    assert "MEGATRON_DETERMINISTIC_CE_FUSION" in _refused({**BASE, "cross_entropy_fusion": True,
+                                                           "trainer_date": "2024-07-25"})
+
+
+def test_bridge_refuses_flash_and_fused_cross_entropy_not_tp_overlap():
+    """megatron-bridge: attention_kernel flash2 (model.attention_backend flash) and cross_entropy_fusion refused
+    beside deterministic_mode; the TP overlap priced (Bridge has no such check); the same Megatron-LM job refuses
+    the overlap but not flash2 (determinism.py l. 150-152 keeps --use-flash-attn allowed)."""
+    bridge = {**BASE, "stack": "megatron-bridge"}
+    assert "MEGATRON_DETERMINISTIC_FLASH" in _refused({**bridge, "attention_kernel": "flash2"})
+    assert "MEGATRON_DETERMINISTIC_CE_FUSION" in _refused({**bridge, "cross_entropy_fusion": True})
+    _, plan, _ = resolve(Job.model_validate({**bridge, "tp_comm_overlap": True}))
+    assert int(plan.tpo) == 1
+    resolve(Job.model_validate({**BASE, "attention_kernel": "flash2"}))
+
+
+def test_fit_ranks_no_tp_overlap_row_under_deterministic_mode():
+    """fit at tp 2 with SP: without deterministic_mode the overlapped rows are searched (and, the overlap hiding
+    the TP collectives, ranked first); with it none is ranked (a variant rule: space.Space.variant_ok)."""
+    job = dict(model="llama3-8b", gpus=8, global_batch=16, seq_len=4096)
+    pin = SpaceOptions(tp=(2,), pp=(1,), cp=(1,))
+    free = fit(Job(**job), opts=pin, top=5).rows
+    assert any(r["plan"]["tp_comm_overlap"] for r in free)
+    det = fit(Job(**job, deterministic_mode=True), opts=pin, top=5).rows
+    assert det and not any(r["plan"]["tp_comm_overlap"] for r in det)
+    with pytest.raises(PlannerError) as e:
+        fit(Job(**job, deterministic_mode=True, cross_entropy_fusion=True), opts=pin, top=5)
+    assert "MEGATRON_DETERMINISTIC_CE_FUSION" in e.value.message
+
+
+def test_check_refuses_a_megatron_script_asking_both(tmp_path):
+    """`check`'s path: the Megatron reader reads both flags, resolve refuses the job naming the rule; the argument
+    rules (rules.py DETERMINISTIC, DETERMINISTIC_ENV) say the same of the flags and of NCCL_ALGO Tree (determinism.py
+    l. 48: Tree is no longer accepted)."""
+    args = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings "
+            "1024 --micro-batch-size 1 --global-batch-size 8 --bf16 --tensor-model-parallel-size 2 --sequence-parallel "
+            "--deterministic-mode --tp-comm-overlap")
+    p = tmp_path / "run.args"
+    p.write_text(args + "\n")
+    cfg = load_trainer_config(p, gpus=8)
+    assert cfg.job["deterministic_mode"] is True and cfg.job["tp_comm_overlap"] is True
+    assert "MEGATRON_DETERMINISTIC_TP_OVERLAP" in _refused(cfg.job)
+    flags = {"--tensor-model-parallel-size": "2", "--sequence-parallel": True, "--num-layers": "4",
+             "--hidden-size": "1024", "--num-attention-heads": "16", "--seq-length": "1024",
+             "--max-position-embeddings": "1024", "--micro-batch-size": "1", "--global-batch-size": "8",
+             "--deterministic-mode": True, "--tp-comm-overlap": True, "--cross-entropy-loss-fusion": True}
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Tree"}
+    keys = [k for k, _ in megatron_errors(flags, 8, env)]
+    assert keys.count("DETERMINISTIC") == 2 and keys.count("DETERMINISTIC_ENV") == 1
+    ok = {k: v for k, v in flags.items() if k not in ("--tp-comm-overlap", "--cross-entropy-loss-fusion")}
+    assert not [k for k, _ in megatron_errors(ok, 8, {**env, "NCCL_ALGO": "Ring,^NVLS"}) if k.startswith("DETERMINISTIC")]
+
+
+def test_corpus_rows_recorded_before_the_check_stay_compared():
+    """The gpt3_weekly ..._tp_overlap rows ran --deterministic-mode with --tp-comm-overlap at 4828d651e7
+    (2026-07-02), before 3ab71eeb3e: the corpus hands the row's recording date to the job (trainer_date), so both
+    rows are compared as before (errors -1.09% and -0.84%, unchanged); the same job without the date is refused."""
+    from planner.megatron_ci import report_corpus
+
+    ids = ["gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap__dev_dgx_gb200",
+           "gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap__dev_dgx_h100"]
+    rows = report_corpus("tests/data/megatron_ci/corpus.json", ids=ids)["rows"]
+    assert [r["skipped"] for r in rows] == [None, None]
+    assert [round(r["error"], 4) for r in rows] == [-0.0109, -0.0084]
+    assert all(any(a.startswith("trainer_date=2026-07-02") for a in r["assumed"]) for r in rows)
+    cfg = load_trainer_config("tests/data/megatron_ci/args/" + ids[1] + ".args", fmt="megatron", gpus=8, hardware="h100-sxm")
+    assert "MEGATRON_DETERMINISTIC_TP_OVERLAP" in _refused(cfg.job)
+
+
+def test_bridge_export_writes_and_reads_back_deterministic_mode(tmp_path):
+    """Bridge's deterministic mode is Megatron-Core's ModelParallelConfig.deterministic_mode (@905c0e386 l. 142): the
+    export writes model.deterministic_mode=true with the plan's cross-entropy fusion off and exports NCCL_ALGO=Ring
+    (Bridge asserts NCCL_ALGO set: config.py l. 1463-1466); the reader reads it back as the same plan. The recipe's
+    own model.cross_entropy_loss_fusion true (megatron_bridge.COMMON) beside it is refused (code 92)."""
+    from planner.cli.export import check_readback
+    from planner.explain import evaluate, to_json
+    from planner.trainers.export import export_plan
+
+    s, p, _ = resolve(Job.model_validate({**BASE, "stack": "megatron-bridge"}))
+    row = to_json(s, p, evaluate(s, p))
+    text, _ = export_plan(row["plan"], "megatron-bridge")
+    lines = [ln.strip(" \\") for ln in text.splitlines()]
+    assert "model.deterministic_mode=true" in lines and "export NCCL_ALGO=Ring" in lines
+    assert "model.cross_entropy_loss_fusion=false" in lines
+    check_readback(row, "megatron-bridge", text)
+    out = tmp_path / "run.sh"
+    out.write_text(text.replace("model.cross_entropy_loss_fusion=false", "model.cross_entropy_loss_fusion=true"))
+    cfg = load_trainer_config(out, fmt="megatron-bridge", gpus=8)
+    assert cfg.job["deterministic_mode"] is True and cfg.job["cross_entropy_fusion"] is True
+    assert "MEGATRON_DETERMINISTIC_CE_FUSION" in _refused(cfg.job)
