@@ -482,7 +482,7 @@ from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, ex
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
-                       reduce_queue_overrun, stage_end_layers, stage_kind_counts, plan_stage_layers)
+                       reduce_queue_overrun, stage_end_kinds, stage_kind_counts, plan_stage_layers)
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
@@ -1312,23 +1312,23 @@ def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
     outside the fp8 / fp4 autocast, transformer_config.py @d98e8a64), where they are: by global layer index
     (fp8_utils.py l. 711-727), on the stages whose model chunks hold them (pipeline.stage_end_layers: with vpp > 1
     or a first stage shorter than N0 some sit on stage 1 and later; the middle entry the middle stage holding the
-    most, priced on the slowest middle composition: exact for a model of one kind). Each costs a middle layer's
-    forward + backward at bf16 instead of the plan's precision. With pp = 1 both ends are on the one stage, the
-    last's."""
+    most). Each costs its own kind's forward + backward at bf16 instead of the plan's precision, counted by kind from
+    the layers the stage holds (pipeline.stage_end_kinds: DeepSeek-V2-Lite's dense layer 0 is priced as the dense
+    layer it is, not as the stage's mean layer, which the MoE layers dominate). With pp = 1 both ends are on the one
+    stage, the last's."""
     n0, n1 = sc.settings.bf16_layers
     if not (n0 or n1):
         return np.float64(0.0), np.float64(0.0), np.float64(0.0)
     import dataclasses
 
     plan = sc.plan
-    sc16 = _context(sc.settings, dataclasses.replace(plan, precision=np.zeros_like(plan.precision)))
-    sc16.counts["mid"] = sc.counts["mid"]
-    lt16 = layer_times(sc16)
-    delta = np.where(sc.fp8, sc.mean("mid", [f + b + s for f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel)])
-                     - sc.mean("mid", [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]), 0.0)
+    lt16 = layer_times(_context(sc.settings, dataclasses.replace(plan, precision=np.zeros_like(plan.precision))))
+    # each kind's extra seconds at bf16 (f + b + s), weighted by the bf16 layers of that kind each stage holds
+    delta = [np.where(sc.fp8, (f16 + b16 + s16) - (f + b + s), 0.0)
+             for f16, b16, s16, f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel, lt.fwd, lt.bwd, lt.sel)]
     one = plan.pp == 1
-    first, mid, last = stage_end_layers(sc.settings.model.num_layers, plan, n0, n1)
-    return np.where(one, 0.0, first) * delta, np.where(plan.pp > 2, mid, 0.0) * delta, last * delta
+    first, mid, last = (weighted(c, delta) for c in stage_end_kinds(sc.ll, plan, n0, n1))
+    return np.where(one, 0.0, first), np.where(plan.pp > 2, mid, 0.0), last
 
 
 # ----------------------------------------------------------------------------- collectives
