@@ -201,9 +201,9 @@ def _time_json(est: Estimate, pick) -> dict:
         "unfused_passes_s": _num(pick(est.time_extra["unfused_passes_s"])),
         # context parallelism's own GPU work, inside compute_s: merges, accumulations, per-step kernels
         "cp_compute_s": _num(pick(est.time_extra["cp_compute_s"])),
-        # inside compute_s, attention eager: a middle stage's eager cores, their named terms and sum (step.eager_core_time)
+        # inside compute_s, attention eager: the critical stage's eager cores, their named terms and sum (step.eager_core_time)
         **{k: _num(pick(v)) for k, v in est.time_extra.items() if k.startswith("eager_core_")},
-        # inside compute_s: a middle stage's Mamba selective scans, fp32 / HBM roofline (step.mamba_scan_time)
+        # inside compute_s: the critical stage's Mamba selective scans, fp32 / HBM roofline (step.mamba_scan_time)
         **({"mamba_scan_s": _num(pick(est.time_extra["mamba_scan_s"]))} if "mamba_scan_s" in est.time_extra else {}),
         # of cp_comm_total_s (and all exposed): the state-space / linear-attention layers' CP exchanges, not the
         # attention layers' K/V ring (step.cp_comm); a model with such layers only
@@ -211,7 +211,7 @@ def _time_json(est: Estimate, pick) -> dict:
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),
-        # of moe_permute_s, a middle stage's: DeepSpeed-MoE's dispatch and combine einsums (stack moe_gating, step.py [24])
+        # of moe_permute_s, the critical stage's: DeepSpeed-MoE's dispatch and combine einsums (stack moe_gating, step.py [24])
         **({"moe_gating_einsum_s": _num(pick(est.time_extra["moe_gating_einsum_s"]))}
            if "moe_gating_einsum_s" in est.time_extra else {}),
         # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
