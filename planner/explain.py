@@ -18,7 +18,7 @@ from .params import count_params
 from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
 from .knobs import RUN_PARAMETER_AFFECTS
 from .stacks import capacity_rows, plan_context, stack_of
-from .step import step_time, throughput
+from .step import CRITICAL_STAGE_NAMES, step_time, throughput
 from .terms import Terms
 
 
@@ -227,6 +227,20 @@ def _time_json(est: Estimate, pick) -> dict:
     return time
 
 
+def critical_stage_json(settings: Settings, est: Estimate, pick) -> dict:
+    """The pipeline stage the step's terms are (step.critical_stage: the slowest micro-batch by its compute plus its
+    own TP, CP, PP and EP communication): its name (step.CRITICAL_STAGE_NAMES: first, middle, last; only without a
+    pipeline; end pair under DualPipe, stage 0 and stage p - 1 on the same ranks), the transformer layers it holds,
+    and what it holds beside them (the embedding on the first stage, the output layer and the loss, and the
+    multi-token prediction modules, on the last)."""
+    name = CRITICAL_STAGE_NAMES[int(pick(est.time_extra["critical_stage"]))]
+    first, last = name in ("first", "only", "end pair"), name in ("last", "only", "end pair")
+    mtp = int(layer_list(settings.model).mtp)  # the modules step.mtp_time prices on the last stage
+    holds = (["embedding"] if first else []) + (["output layer + loss"] if last else []) + (
+        [f"{mtp} multi-token prediction module{'s' if mtp > 1 else ''}"] if last and mtp else [])
+    return {"stage": name, "layers": int(pick(est.time_extra["critical_stage_layers"])), "holds": holds}
+
+
 def _throughput_json(settings: Settings, plan: PlanArrays, est: Estimate, pick, step_s, i, ramp) -> dict:
     """to_json's "throughput": the estimate's rates and, where the job sets tokens, the run's steps, days and
     GPU-hours (each ramp phase's where the job ramps its batch)."""
@@ -263,6 +277,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
     memory = _memory_json(settings, plan, est, pick, groups)
     flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}
     time = _time_json(est, pick)
+    time["critical_stage"] = critical_stage_json(settings, est, pick)
     thr = _throughput_json(settings, plan, est, pick, time["step_s"], i, ramp)
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face

@@ -2943,11 +2943,29 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
              **({"tp_muon_gather_s": muon_gather} if muon else {}),
+             **critical_stage_extras(sc, crit),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
              **mamba_scan_time(sc, lt, crit), **gating_einsum_time(sc, lt, crit), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra
+
+
+# step_time's critical_stage code (explain's time.critical_stage): CRITICAL_STAGES' index, or the one stage of a plan
+# without a pipeline, or DualPipe's end ranks (stage 0 and stage p - 1 paired, dualpipe_end_rank)
+CRITICAL_STAGE_NAMES = ("middle", "first", "last", "only", "end pair")
+
+
+def critical_stage_extras(sc: StepCtx, crit) -> dict:
+    """Which stage step_time's terms are (explain names it): critical_stage, an index into CRITICAL_STAGE_NAMES
+    (critical_stage's crit; 3 at pp 1, 4 for DualPipe's end pair), and critical_stage_layers, the transformer layers
+    it holds (pipeline.stage_layers; the end pair both stages')."""
+    plan = sc.plan
+    dual = dualpipe_pairs(plan)
+    code = np.where(plan.pp == 1, 3, np.where(dual & (crit == 2), 4, crit)).astype(np.int64)
+    n = sc.n
+    layers = pick(crit, {"mid": n["mid"], "first": n["first"], "last": np.where(dual, n["first"] + n["last"], n["last"])})
+    return {"critical_stage": code, "critical_stage_layers": np.asarray(layers, dtype=np.int64)}
 
 
 def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:

@@ -175,6 +175,13 @@ def time_table(res: dict) -> None:
         tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
     tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")
     out.print(tab)
+    cs = t.get("critical_stage")
+    if cs and cs["stage"] != "only":  # a pipeline: which stage the terms are (step.critical_stage)
+        label = "the end pair (stage 0 and the last on the same ranks, DualPipe)" if cs["stage"] == "end pair" else cs["stage"]
+        held = "".join(f" + {h}" for h in cs["holds"])
+        comm = "TP, CP, PP and EP" if "ep_comm_s" in t else "TP, CP and PP"
+        out.print(f"  critical pipeline stage: {label} ({cs['layers']} layers{held}), the slowest micro-batch by its "
+                  f"compute plus its own {comm} communication; the compute and communication terms above are that stage's")
     hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
     if t["dp_comm_s"] > 0:
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
