@@ -2875,7 +2875,15 @@ def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np
     candidate where it fails). moe (an MoE model): plus step_time's own moe_permute and
     moe_host terms (m x comp.perm, m x comp.host, from the same compute pass), added in
     step_time's order (they follow compute there): each partial sum of step_time's terms is >=
-    the floor's, float rounding being monotone, so the total is still >= it."""
+    the floor's, float rounding being monotone, so the total is still >= it.
+    Why the stage heaviest by compute and not critical_stage's pick: critical_stage needs every stage's priced
+    communication, which the floor exists to skip (search._prefilter prices it for the candidates the floor does not
+    rank out), and a floor from the critical stage's compute would be lower, never higher: the critical stage's
+    compute can be below the compute-heaviest stage's (Llama 3 8B tp 8, pp 4 with stages 7 / 9 / 9 / 7: the middle's
+    9 t and its traffic outweigh the last's 7 t + the head, whose compute alone is larger; tests/
+    test_explain_critical_stage.py), while step_time's micro-batch, the critical stage's compute plus communication,
+    is >= the compute-heaviest stage's compute either way. So the floor stays by compute: the tightest bound
+    available before a collective is priced (tests/test_compute_floor_critical.py)."""
     g = Groups(plan, floor_fields(settings))
     return g.expand(group_floor(settings, g.plan, moe))
 
