@@ -1866,7 +1866,8 @@ def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring, ranks, stride):
 def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     """(per micro-batch, per step) seconds of the pipeline's p2p, each a dict of the stages' (CRITICAL_STAGES,
     stage_comm; step_time takes the critical stage's). Per micro-batch: a send/recv
-    of T h bf16 (/t under SP) per model chunk, forward and backward, on the PP link; blocking p2p
+    of T h bf16 (/t under SP) per model chunk, forward and backward, on the PP link (the end stages one fewer where
+    the stack's runtime pairs each send with its neighbour's receive, Stack.pipeline_p2p_batched); blocking p2p
     waits for every send, an overlapped one (Megatron's interleaved schedule) hides behind the
     next model chunk's compute at the stack's share. Per step: pp_warmup_flush's, from the same
     send."""
@@ -1887,10 +1888,20 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
 
+    # a middle stage's 2 exchanges a micro-batch and model chunk; where the runtime pairs each send with the receive
+    # from the same neighbour and skips the side an end stage lacks (Stack.pipeline_p2p_batched: Megatron-LM @d98e8a64
+    # p2p_communication.py l. 536-600, schedules.py l. 2378-2448) the first and the last stage make one fewer a
+    # micro-batch: 2 v - 1 (at pp 2 both are ends; at pp 1 there is no send, pp_send 0)
+    ends = 2.0 * plan.vpp - (1.0 if sc.stack.pipeline_p2p_batched else 0.0)  # a stack setting
+
     def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
         chunk = sc.n[st] / plan.vpp * stage_windows(sc, lt, st)[0]
         hidden = _hide(pp_send, chunk, sc.x)
-        return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
+        count = 2.0 * plan.vpp if st == "mid" else ends
+        # the warm-up's and flush's waited transfers in the same proportion (pp_warmup_flush counts a middle stage's 2 a
+        # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off
+        return (count * np.where(overlapped, hidden, pp_send),
+                pp_warmup_flush(sc, (pp_send - hidden) * count / (2.0 * plan.vpp)))
 
     out = {st: stage(st) for st in CRITICAL_STAGES}
     return tuple(stage_comm(sc, {st: out[st][j] for st in CRITICAL_STAGES}) for j in (0, 1))
