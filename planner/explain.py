@@ -18,7 +18,7 @@ from .params import count_params
 from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
 from .knobs import RUN_PARAMETER_AFFECTS
 from .stacks import capacity_rows, plan_context, stack_of
-from .step import step_time, throughput
+from .step import CRITICAL_STAGE_NAMES, step_time, throughput
 from .terms import Terms
 
 
@@ -201,9 +201,9 @@ def _time_json(est: Estimate, pick) -> dict:
         "unfused_passes_s": _num(pick(est.time_extra["unfused_passes_s"])),
         # context parallelism's own GPU work, inside compute_s: merges, accumulations, per-step kernels
         "cp_compute_s": _num(pick(est.time_extra["cp_compute_s"])),
-        # inside compute_s, attention eager: a middle stage's eager cores, their named terms and sum (step.eager_core_time)
+        # inside compute_s, attention eager: the critical stage's eager cores, their named terms and sum (step.eager_core_time)
         **{k: _num(pick(v)) for k, v in est.time_extra.items() if k.startswith("eager_core_")},
-        # inside compute_s: a middle stage's Mamba selective scans, fp32 / HBM roofline (step.mamba_scan_time)
+        # inside compute_s: the critical stage's Mamba selective scans, fp32 / HBM roofline (step.mamba_scan_time)
         **({"mamba_scan_s": _num(pick(est.time_extra["mamba_scan_s"]))} if "mamba_scan_s" in est.time_extra else {}),
         # of cp_comm_total_s (and all exposed): the state-space / linear-attention layers' CP exchanges, not the
         # attention layers' K/V ring (step.cp_comm); a model with such layers only
@@ -211,7 +211,7 @@ def _time_json(est: Estimate, pick) -> dict:
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),
-        # of moe_permute_s, a middle stage's: DeepSpeed-MoE's dispatch and combine einsums (stack moe_gating, step.py [24])
+        # of moe_permute_s, the critical stage's: DeepSpeed-MoE's dispatch and combine einsums (stack moe_gating, step.py [24])
         **({"moe_gating_einsum_s": _num(pick(est.time_extra["moe_gating_einsum_s"]))}
            if "moe_gating_einsum_s" in est.time_extra else {}),
         # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
@@ -225,6 +225,20 @@ def _time_json(est: Estimate, pick) -> dict:
            if k in est.time_extra},
     }
     return time
+
+
+def critical_stage_json(settings: Settings, est: Estimate, pick) -> dict:
+    """The pipeline stage the step's terms are (step.critical_stage: the slowest micro-batch by its compute plus its
+    own TP, CP, PP and EP communication): its name (step.CRITICAL_STAGE_NAMES: first, middle, last; only without a
+    pipeline; end pair under DualPipe, stage 0 and stage p - 1 on the same ranks), the transformer layers it holds,
+    and what it holds beside them (the embedding on the first stage, the output layer and the loss, and the
+    multi-token prediction modules, on the last)."""
+    name = CRITICAL_STAGE_NAMES[int(pick(est.time_extra["critical_stage"]))]
+    first, last = name in ("first", "only", "end pair"), name in ("last", "only", "end pair")
+    mtp = int(layer_list(settings.model).mtp)  # the modules step.mtp_time prices on the last stage
+    holds = (["embedding"] if first else []) + (["output layer + loss"] if last else []) + (
+        [f"{mtp} multi-token prediction module{'s' if mtp > 1 else ''}"] if last and mtp else [])
+    return {"stage": name, "layers": int(pick(est.time_extra["critical_stage_layers"])), "holds": holds}
 
 
 def _throughput_json(settings: Settings, plan: PlanArrays, est: Estimate, pick, step_s, i, ramp) -> dict:
@@ -263,6 +277,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
     memory = _memory_json(settings, plan, est, pick, groups)
     flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}
     time = _time_json(est, pick)
+    time["critical_stage"] = critical_stage_json(settings, est, pick)
     thr = _throughput_json(settings, plan, est, pick, time["step_s"], i, ramp)
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face

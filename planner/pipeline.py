@@ -825,6 +825,32 @@ def stage_end_layers(num_layers: int, plan, n0: int, n1: int) -> tuple:
     return tuple(per_plan(configs, ends[:, i]) for i in range(3))
 
 
+def stage_end_kinds(ll, plan, n0: int, n1: int) -> tuple:
+    """stage_end_layers by layer kind: (stage 0, the middle stage with the most, stage p - 1) of (K, ...) counts of
+    each kind among the layers whose global index is below n0 or at least L - n1 (the same ranges, chunk by chunk,
+    fp8_utils.py @d98e8a64 l. 711-727), from the layer list's own placement of kinds (ll.count), so that a model
+    whose first layers are of another kind (DeepSeek's first dense layers before its MoE ones) prices the bf16
+    layers it really holds. The middle entry: the middle stage holding the most bf16 layers (the first such stage
+    on ties), zeros with fewer than 3 stages; with one stage all three are the whole model's."""
+    L = int(ll.num_layers)
+    lo_end = max(L - int(n1), int(n0))
+    configs = _Configs(plan, microbatches=False)
+    K = len(ll.kinds)
+    rows = []
+    for p, v, e, l_, front, first, last in configs.rows:
+        length = np.maximum(np.asarray(chunk_layers(L, p, v, e, l_, front, first, last), dtype=np.int64), 0)
+        start = np.minimum(np.concatenate([[0], np.cumsum(length)]), L)
+        a, b = start[:-1], start[1:]
+        # (K, p v): each chunk's layers of each kind below n0, and at or above lo_end
+        per = ll.count(a, np.minimum(b, n0)) + ll.count(np.maximum(a, lo_end), b)
+        stage = per.reshape(K, v, p).sum(axis=1)  # chunk j = c p + s on stage s
+        mid = stage[:, 1 + int(np.argmax(stage[:, 1:p - 1].sum(axis=0)))] if p > 2 else np.zeros(K)
+        rows.append((stage[:, 0], mid, stage[:, p - 1]))
+    table = np.asarray(rows, dtype=np.float64)  # (U, 3, K)
+    table = table[configs.inverse]
+    return tuple(np.moveaxis(table[:, i, :], -1, 0).reshape((K,) + configs.shape) for i in range(3))
+
+
 def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0, first: int = 0, last: int = 0) -> dict:
     """Per stage, the layers of each kind in each of its model chunks, (v, K): stage 0
     ("first"), stage p - 1 ("last"), and the middle stages' distinct chunk compositions ("mid",

@@ -3281,6 +3281,16 @@ class Stack(BaseModel):
         description="at pp > 1 with tied embeddings the stack's pipeline runtime all-reduces the shared weight's gradient "
                     "between the first and the last stage once a step, after the last backward, waited on (DeepSpeed's "
                     "PipelineEngine._exec_reduce_tied_grads: step.py [20], in pp_comm). false: not priced")
+    pipeline_p2p_batched: bool = Field(
+        default=False,
+        description="the pipeline runtime runs each send with the receive from the same neighbour as one exchange "
+                    "(Megatron-Core's send_forward_recv_backward / send_backward_recv_forward, "
+                    "megatron/core/pipeline_parallel/p2p_communication.py @d98e8a64 l. 536-600, one _communicate each, "
+                    "l. 371-383 batched or concurrent isend / irecv), and skips the side an end stage lacks (l. 549, "
+                    "582: the first stage receives no activation and sends no gradient, the last the reverse): a middle "
+                    "stage makes 2 exchanges a micro-batch and model chunk, stage 0 and stage p - 1 one fewer a "
+                    "micro-batch (the first / last virtual stage's chunk), 2 v - 1 (step.pp_comm). false: every stage "
+                    "priced at 2 v sends a micro-batch (a runtime whose ends are not known to differ)")
     pipeline_send_partitioned_default: bool = Field(
         default=False,
         description="the stack's pipeline runtime, unless the job says otherwise (job pipe_partitioned), sends each TP "

@@ -323,7 +323,7 @@ References
     plateau x its wave efficiency, or a calibration's rate) and its compulsory traffic (each operand read once, the
     output written once, 2 B an element) at the streaming rate, compute.py [11]. Both go to the moe_permute term
     (perm_fwd / perm_bwd: re-run with the forward under full recompute) and the einsums' share is the extra
-    moe_gating_einsum_s (a middle stage's, as eager_core_time). At tp > 1 its TP all-gathers of the capacity
+    moe_gating_einsum_s (the critical stage's, as eager_core_time). At tp > 1 its TP all-gathers of the capacity
     (gating_gather) join the MoE MLP's TP pair in tp_comm.
 [25] DeepSpeed's partitioned pipe tensors (job pipe_partitioned, default the stack's pipeline_send_partitioned_default:
     the JSON's pipeline.pipe_partitioned / grad_partitioned, true unless it says false, microsoft/DeepSpeed @38327e07
@@ -482,7 +482,7 @@ from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, ex
 from . import offload
 from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
-                       heaviest_stage_index, reduce_queue_overrun, stage_end_layers, stage_kind_counts, plan_stage_layers)
+                       heaviest_stage_index, reduce_queue_overrun, stage_end_kinds, stage_kind_counts, plan_stage_layers)
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
@@ -1176,23 +1176,23 @@ def _proj_shape(h, sc):
 
 @dataclass
 class Compute:
-    """Per micro-batch on the critical stage, and the middle stage's passes (seconds)."""
+    """Per micro-batch on the critical stage, and its passes (seconds)."""
 
     mb: np.ndarray  # compute of the slowest of the first, a middle and the last stage (compute_time; in step_time
     # the critical stage's, critical_stage: the slowest by compute plus its own communication)
     perm: np.ndarray  # its MoE permutation share
     host: np.ndarray  # its MoE host-issue share (moe_host)
     unfused: np.ndarray  # its share run by the stack's unfused elementwise passes (informational, inside mb)
-    fwd_mb: np.ndarray  # a middle stage's forward pass (with a third of the output layer)
-    bwd_mb: np.ndarray
-    layer_fwd: np.ndarray  # the middle stage's mean layer
-    layer_bwd: np.ndarray
-    gemm_fwd: np.ndarray
+    fwd_mb: np.ndarray  # the same stage's forward pass (the last's with a third of the output layer), GPU work
+    bwd_mb: np.ndarray  # its backward pass (the last's with two thirds of the output layer), its re-run forwards
+    gemm_fwd: np.ndarray  # its forward GEMMs (every layer it holds): the weight-gradient share of its backward
     logits: np.ndarray
     # each stage's (compute, permutation, host, unfused) per micro-batch, CRITICAL_STAGES' order (middle, first, last):
     # -inf compute where the stage is not one the pipeline waits on alone (no middle stage at pp <= 2; the first under
     # DualPipe, whose end ranks run it paired, in the last's slot); critical_stage adds each one's communication
     stages: tuple = ()
+    # each stage's (forward, backward, forward GEMMs) per micro-batch, the same order (stage_passes)
+    passes: tuple = ()
 
 
 def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
@@ -1255,20 +1255,43 @@ def compute_time(sc: StepCtx, lt: LayerTimes, picked: bool = True) -> Compute:
     # communication); step_time's critical stage adds each stage's communication first (critical_stage)
     stages = ((mid, perm_mid, host_mid, unf_mid), (first,) + tuple(first_stage[1:]),
               (last, perm_last, host_last, unf_last))
-    # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
-    layer_fwd, layer_bwd = stage_windows(sc, lt, "mid")
-    layers = sc.nf("mid")
+    passes = stage_passes(sc, lt, logits)
     if picked:
         crit = _heaviest(mid, first, last)
-        mb, perm, host, unf = (functools.reduce(np.maximum, (mid, first, last)),) + tuple(
-            _pick(crit, *(x[j] for x in stages)) for j in (1, 2, 3))
-    else:
-        mb = perm = host = unf = None
-    return Compute(
-        mb=mb, perm=perm, host=host, unfused=unf,
-        fwd_mb=layers * layer_fwd + logits / 3.0,
-        bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
-        layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits, stages=stages)
+        mb = functools.reduce(np.maximum, (mid, first, last))
+        perm, host, unf = (_pick(crit, *(x[j] for x in stages)) for j in (1, 2, 3))
+        fwd_mb, bwd_mb, gemm_fwd = (_pick(crit, *(x[j] for x in passes)) for j in (0, 1, 2))
+    else:  # step_time's critical_stage picks them, with each stage's communication
+        mb = perm = host = unf = fwd_mb = bwd_mb = gemm_fwd = None
+    return Compute(mb=mb, perm=perm, host=host, unfused=unf, fwd_mb=fwd_mb, bwd_mb=bwd_mb, gemm_fwd=gemm_fwd,
+                   logits=logits, stages=stages, passes=passes)
+
+
+def stage_passes(sc: StepCtx, lt: LayerTimes, logits) -> tuple:
+    """Each stage's (forward, backward, forward GEMMs) per micro-batch, CRITICAL_STAGES' order: its own layers'
+    (stage_windows: the forward as GPU work, without the MoE host gaps), the backward with what selective recompute
+    re-runs and the fully recomputed layers' forwards, the last stage's with the output layer and loss (a third
+    forward, two thirds backward, head_time's 3x); DualPipe's end-rank slot the pair's mean (dualpipe_end_rank's).
+    What the step reads of the critical stage's passes: the windows its DP transfers hide behind (dp_comm) and the
+    bubble's pass ratio and weight-gradient share (step_time): the 1F1B / interleaved flush waits on the slowest
+    stage's forward + backward (Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py
+    forward_backward_pipelining_without_interleaving: warm-up l. 2333-2376, steady 1F1B l. 2378-2448, cool-down
+    l. 2450-2480, every pass between blocking p2p with its neighbours, so the pipeline runs at the slowest stage's pace, step_time's t_mb). The bf16
+    layers' extra and the multi-token prediction modules (bf16_end_layers, mtp_time) are in the stage's compute but
+    not split into these passes (their windows left out: less hidden, never more)."""
+    def passes(st, head=0.0):
+        lf, lb = stage_windows(sc, lt, st)
+        n, rc = sc.nf(st), sc.rc[st]
+        return (n * lf + head / 3.0, n * (lb + sc.mean(st, lt.sel)) + rc * lf + head * 2.0 / 3.0,
+                n * sc.mean(st, lt.gemm_fwd))
+
+    first, last = passes("first"), passes("last", logits)
+    # no plan with a middle stage (comm_stages): compute_time's middle is -inf, never picked; its passes are not read
+    mid = passes("mid") if "mid" in comm_stages(sc) else (np.float64(0.0),) * 3
+    dual = dualpipe_pairs(sc.plan)
+    if np.any(dual):  # the end ranks run stage 0 and stage p - 1 paired (dualpipe_end_rank)
+        last = tuple(np.where(dual, 0.5 * (f + x), x) for f, x in zip(first, last))
+    return mid, first, last
 
 
 # the stage slots of Compute.stages and of the communication terms' per-stage values, in the order ties go
@@ -1360,7 +1383,9 @@ def critical_stage(comp: Compute, comms: list) -> tuple:
         tot = [t + c[st] for t, st in zip(tot, CRITICAL_STAGES)]
     crit = _heaviest(*tot)
     mb, perm, host, unf = (_pick(crit, *(comp.stages[i][j] for i in range(3))) for j in range(4))
-    return crit, dataclasses.replace(comp, mb=mb, perm=perm, host=host, unfused=unf)
+    fwd, bwd, gemm = (_pick(crit, *(comp.passes[i][j] for i in range(3))) for j in range(3))
+    return crit, dataclasses.replace(comp, mb=mb, perm=perm, host=host, unfused=unf, fwd_mb=fwd, bwd_mb=bwd,
+                                     gemm_fwd=gemm)
 
 
 def pick(crit, per: dict) -> np.ndarray:
@@ -1391,21 +1416,21 @@ def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
     outside the fp8 / fp4 autocast, transformer_config.py @d98e8a64), where they are: by global layer index
     (fp8_utils.py l. 711-727), on the stages whose model chunks hold them (pipeline.stage_end_layers: with vpp > 1
     or a first stage shorter than N0 some sit on stage 1 and later; the middle entry the middle stage holding the
-    most, priced on the slowest middle composition: exact for a model of one kind). Each costs a middle layer's
-    forward + backward at bf16 instead of the plan's precision. With pp = 1 both ends are on the one stage, the
-    last's."""
+    most). Each costs its own kind's forward + backward at bf16 instead of the plan's precision, counted by kind from
+    the layers the stage holds (pipeline.stage_end_kinds: DeepSeek-V2-Lite's dense layer 0 is priced as the dense
+    layer it is, not as the stage's mean layer, which the MoE layers dominate). With pp = 1 both ends are on the one
+    stage, the last's."""
     n0, n1 = sc.settings.bf16_layers
     if not (n0 or n1):
         return np.float64(0.0), np.float64(0.0), np.float64(0.0)
     plan = sc.plan  # a PlanArrays, or a KeyedPlan under the search's keyed floors (group_floor): with_fields takes both
-    sc16 = _context(sc.settings, with_fields(plan, precision=np.zeros_like(plan.precision)))
-    sc16.counts["mid"] = sc.counts["mid"]
-    lt16 = layer_times(sc16)
-    delta = np.where(sc.fp8, sc.mean("mid", [f + b + s for f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel)])
-                     - sc.mean("mid", [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]), 0.0)
+    lt16 = layer_times(_context(sc.settings, with_fields(plan, precision=np.zeros_like(plan.precision))))
+    # each kind's extra seconds at bf16 (f + b + s), weighted by the bf16 layers of that kind each stage holds
+    delta = [np.where(sc.fp8, (f16 + b16 + s16) - (f + b + s), 0.0)
+             for f16, b16, s16, f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel, lt.fwd, lt.bwd, lt.sel)]
     one = plan.pp == 1
-    first, mid, last = stage_end_layers(sc.settings.model.num_layers, plan, n0, n1)
-    return np.where(one, 0.0, first) * delta, np.where(plan.pp > 2, mid, 0.0) * delta, last * delta
+    first, mid, last = (weighted(c, delta) for c in stage_end_kinds(sc.ll, plan, n0, n1))
+    return np.where(one, 0.0, first), np.where(plan.pp > 2, mid, 0.0), last
 
 
 # ----------------------------------------------------------------------------- collectives
@@ -1661,7 +1686,7 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
         ep_mb = n * (half_f + half_b) + twice * half_f + pre
         if not overlap:
             return ep_mb, info
-        # the windows: the stage's own mean layer (stage_windows; the middle's is Compute's layer_fwd / layer_bwd)
+        # the windows: the stage's own mean layer (stage_windows)
         w_f, w_b = stage_windows(sc, lt, s_)
         paired = _hide(half_f, w_b, sc.x) + _hide(half_b, w_f, sc.x)
         ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f + pre
@@ -1752,17 +1777,24 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict,
     return exposed, total, (stage_comm(sc, {st: x[2] for st, x in out.items()}) if has_scan else None)
 
 
-def cp_compute(sc: StepCtx, lt: LayerTimes) -> np.ndarray:
-    """Seconds per micro-batch a middle stage's compute spends on context parallelism's own
-    work (informational; it is inside the compute term): the merges and accumulations
+def cp_compute(sc: StepCtx, lt: LayerTimes, crit) -> np.ndarray:
+    """Seconds per micro-batch the critical stage's compute (crit: critical_stage's) spends on context parallelism's
+    own work (informational; it is inside the compute term): the merges and accumulations
     (cp_pass_times) and the per-step kernels' lower rate (cp_kernel_factor), forward and
     backward, and again for every forward that runs twice (full recompute; an attention core
-    the stack's selective policy re-runs)."""
-    n = sc.n["mid"]
-    per = []
-    for i, kind in enumerate(sc.ll.kinds):
-        per.append(n * (lt.cp_fwd[i] + lt.cp_bwd[i]) + _cores_run_twice(sc, kind.mixer) * lt.cp_fwd[i])
-    return sc.mean("mid", per)
+    the stack's selective policy re-runs), over the layers that stage holds (by_stage)."""
+    def one(st):
+        n = sc.n[st]
+        return sc.mean(st, [n * (lt.cp_fwd[i] + lt.cp_bwd[i]) + _cores_run_twice(sc, kind.mixer, st) * lt.cp_fwd[i]
+                            for i, kind in enumerate(sc.ll.kinds)])
+    return by_stage(sc, crit, one)
+
+
+def by_stage(sc: StepCtx, crit, one) -> np.ndarray:
+    """The critical stage's value of one(stage) (crit indexes CRITICAL_STAGES; DualPipe's end-rank slot the pair's
+    mean, stage_comm): the informational breakdowns inside the compute term (cp_compute, eager_core_time,
+    mamba_scan_time, gating_einsum_time) counted over the layers of the stage whose compute the step takes."""
+    return pick(crit, stage_comm(sc, {st: one(st) for st in CRITICAL_STAGES}))
 
 
 def _core_rerun(settings: Settings, sel) -> bool:
@@ -1771,52 +1803,58 @@ def _core_rerun(settings: Settings, sel) -> bool:
     return bool(sel.recompute_attention_core or settings.selective_recomputes_attention)
 
 
-def eager_core_time(sc: StepCtx, lt: LayerTimes) -> dict:
-    """Eager attention: seconds per step a middle stage's eager cores take, each named term of
-    compute.eager_core_terms (gemms, softmax, dropout; alibi where a core adds ALiBi's bias) as
+def eager_core_time(sc: StepCtx, lt: LayerTimes, crit) -> dict:
+    """Eager attention: seconds per step the critical stage's eager cores take (crit: critical_stage's; by_stage), each
+    named term of compute.eager_core_terms (gemms, softmax, dropout; alibi where a core adds ALiBi's bias) as
     eager_core_<term>_s and their sum eager_core_s: forward and backward of every layer, and the
     forwards run twice (full recompute; the cores the selective policy re-runs). Part of compute;
     {} without eager cores."""
     kinds = [i for i, f in enumerate(lt.eager_fwd) if f is not None]
     if not kinds:
         return {}
-    n = sc.n["mid"]
     out = {}
     for t in dict.fromkeys(t for i in kinds for t in lt.eager_fwd[i]):  # every kind's terms (alibi: some kinds)
-        per = [np.float64(0.0) if lt.eager_fwd[i] is None or t not in lt.eager_fwd[i].keys() else
-               lt.eager_fwd[i][t] * (1.0 + _cores_run_twice(sc, kind.mixer) / np.maximum(n, 1.0))
-               + lt.eager_bwd[i][t] for i, kind in enumerate(sc.ll.kinds)]
-        out[f"eager_core_{t}_s"] = sc.m * n * sc.mean("mid", per)
+        def one(st, t=t):
+            n = sc.n[st]
+            per = [np.float64(0.0) if lt.eager_fwd[i] is None or t not in lt.eager_fwd[i].keys() else
+                   lt.eager_fwd[i][t] * (1.0 + _cores_run_twice(sc, kind.mixer, st) / np.maximum(n, 1.0))
+                   + lt.eager_bwd[i][t] for i, kind in enumerate(sc.ll.kinds)]
+            return n * sc.mean(st, per)
+        out[f"eager_core_{t}_s"] = sc.m * by_stage(sc, crit, one)
     out["eager_core_s"] = sum(out.values(), np.float64(0.0))
     return out
 
 
-def gating_einsum_time(sc: StepCtx, lt: LayerTimes) -> dict:
-    """DeepSpeed-MoE's dispatch and combine einsums [24]: seconds per step a middle stage's take, forward (twice
-    where the layer is fully recomputed) and backward, as moe_gating_einsum_s. Part of moe_permute; {} on a stack
-    without dense gating (stack moe_gating) or a model without MoE layers."""
+def gating_einsum_time(sc: StepCtx, lt: LayerTimes, crit) -> dict:
+    """DeepSpeed-MoE's dispatch and combine einsums [24]: seconds per step the critical stage's take (crit:
+    critical_stage's; by_stage), forward (twice where the layer is fully recomputed) and backward, as
+    moe_gating_einsum_s. Part of moe_permute; {} on a stack without dense gating (stack moe_gating) or a model
+    without MoE layers."""
     if sc.stack.moe_gating is None or not sc.ll.has_experts:  # a stack setting, a model property
         return {}
-    n, rc = sc.n["mid"], sc.rc["mid"]
     per = [f + b for f, b in zip(lt.gate_gemm_fwd, lt.gate_gemm_bwd)]
-    return {"moe_gating_einsum_s": sc.m * (n * sc.mean("mid", per) + rc * sc.mean("mid", lt.gate_gemm_fwd))}
+    return {"moe_gating_einsum_s": sc.m * by_stage(
+        sc, crit, lambda st: sc.n[st] * sc.mean(st, per) + sc.rc[st] * sc.mean(st, lt.gate_gemm_fwd))}
 
 
-def mamba_scan_time(sc: StepCtx, lt: LayerTimes) -> dict:
-    """Mamba's selective scans (scan_core_times): seconds per step a middle stage's scans take,
-    forward (twice where the layer is fully recomputed) and backward, as mamba_scan_s. Part of
-    compute; {} without Mamba layers."""
+def mamba_scan_time(sc: StepCtx, lt: LayerTimes, crit) -> dict:
+    """Mamba's selective scans (scan_core_times): seconds per step the critical stage's scans take (crit:
+    critical_stage's; by_stage), forward (twice where the layer is fully recomputed) and backward, as mamba_scan_s.
+    Part of compute; {} without Mamba layers."""
     scans = [hasattr(kind.mixer, "scan_times") for kind in sc.ll.kinds]
     if not any(scans):
         return {}
-    n = sc.n["mid"]
-    per = [lt.core_fwd[i] * (1.0 + _cores_run_twice(sc, kind.mixer) / np.maximum(n, 1.0)) + lt.core_bwd[i]
-           if scans[i] else np.float64(0.0) for i, kind in enumerate(sc.ll.kinds)]
-    return {"mamba_scan_s": sc.m * n * sc.mean("mid", per)}
+
+    def one(st):
+        n = sc.n[st]
+        per = [lt.core_fwd[i] * (1.0 + _cores_run_twice(sc, kind.mixer, st) / np.maximum(n, 1.0)) + lt.core_bwd[i]
+               if scans[i] else np.float64(0.0) for i, kind in enumerate(sc.ll.kinds)]
+        return n * sc.mean(st, per)
+    return {"mamba_scan_s": sc.m * by_stage(sc, crit, one)}
 
 
 def _cores_run_twice(sc: StepCtx, mixer, st: str = "mid") -> np.ndarray:
-    """Stage st's (a middle one's) layers of this mixer whose attention core runs its forward twice per
+    """Stage st's layers of this mixer whose attention core runs its forward twice per
     micro-batch: the fully recomputed ones, and under selective recompute every other one
     where the policy re-runs the core (_core_rerun) and the mixer's core is selective's."""
     n, rc = sc.nf(st), sc.rc[st]
@@ -1928,7 +1966,8 @@ def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring, ranks, stride):
 def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     """(per micro-batch, per step) seconds of the pipeline's p2p, each a dict of the stages' (CRITICAL_STAGES,
     stage_comm; step_time takes the critical stage's). Per micro-batch: a send/recv
-    of T h bf16 (/t under SP) per model chunk, forward and backward, on the PP link; blocking p2p
+    of T h bf16 (/t under SP) per model chunk, forward and backward, on the PP link (the end stages one fewer where
+    the stack's runtime pairs each send with its neighbour's receive, Stack.pipeline_p2p_batched); blocking p2p
     waits for every send, an overlapped one (Megatron's interleaved schedule) hides behind the
     next model chunk's compute at the stack's share. Per step: pp_warmup_flush's, from the same
     send."""
@@ -1950,14 +1989,22 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
 
     flush = _warmup_flush_sends(sc)  # the stage-independent part of pp_warmup_flush, once for the three stages
-
+    # a middle stage's 2 exchanges a micro-batch and model chunk; where the runtime pairs each send with the receive
+    # from the same neighbour and skips the side an end stage lacks (Stack.pipeline_p2p_batched: Megatron-LM @d98e8a64
+    # p2p_communication.py l. 536-600, schedules.py l. 2378-2448) the first and the last stage make one fewer a
+    # micro-batch: 2 v - 1 (at pp 2 both are ends; at pp 1 there is no send, pp_send 0)
     vpp = np.asarray(plan.vpp, dtype=np.float64)  # (n / vpp divides as floats either way: cast once)
     sends = 2.0 * vpp  # (2 vpp x, as 2.0 * vpp * x multiplies)
+    ends = sends - (1.0 if sc.stack.pipeline_p2p_batched else 0.0)  # a stack setting
 
     def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
         chunk = sc.nf(st) / vpp * stage_windows(sc, lt, st)[0]
         hidden = _hide(pp_send, chunk, sc.x)
-        return sends * np.where(overlapped, hidden, pp_send), _warmup_flush(sc, flush, pp_send - hidden)
+        count = sends if st == "mid" else ends
+        # the warm-up's and flush's waited transfers in the same proportion (pp_warmup_flush counts a middle stage's 2 a
+        # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off
+        return (count * np.where(overlapped, hidden, pp_send),
+                _warmup_flush(sc, flush, (pp_send - hidden) * count / sends))
 
     out = {st: stage(st) for st in comm_stages(sc)}
     return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1))
@@ -2191,7 +2238,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     dual = dualpipe_pairs(plan)
     pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
             for i in (0, 1)}
-    p_local, p_dp, pad_e = _dp_stage_params(sc, pc, split, dual, pair[0])
+    p_local, p_dp, pad_e, n_dp = _dp_stage_params(sc, pc, split, dual, pair[0])
     shard_n = plan.shard * plan.cp
     dpcp = plan.dp * plan.cp
     dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
@@ -2202,9 +2249,9 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
     ddp_bucket = np.maximum(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dpcp)
-    # FSDP's units a layer each (no fsdp_bucket_params, a stack setting): the middle stage's layer count itself, an
-    # integer, not ceil(p_dp / (p_dp / n)), whose float round trip gave n + 1 (62 for 61 layers)
-    n_units = (np.maximum(np.asarray(sc.n["mid"], dtype=np.float64), 1.0) if fs.fsdp_bucket_params is None
+    # FSDP's units a layer each (no fsdp_bucket_params, a stack setting): the layer count of the stage whose parameters
+    # p_dp are (n_dp), an integer, not ceil(p_dp / (p_dp / n)), whose float round trip gave n + 1 (62 for 61 layers)
+    n_units = (np.maximum(np.asarray(n_dp, dtype=np.float64), 1.0) if fs.fsdp_bucket_params is None
                else np.ceil(p_dp / fs.fsdp_bucket_params))
     n_b = np.maximum(np.where(fsdp, n_units, np.ceil(p_dp / ddp_bucket)), 1.0)
 
@@ -2329,23 +2376,31 @@ def _expert_stage(sc: StepCtx, pc, split, mid, dual):
 
 
 def _dp_stage_params(sc: StepCtx, pc, split, dual, pair):
-    """(p_local, p_dp, pad_e): dense parameters per GPU of the larger end stage (DualPipe: the larger pair), what the
-    optimizer step and ZeRO-3's gathers read; and of the stage whose DP traffic is priced, the one whose exposed DP
-    time is the largest. Every stage reduces its own gradients over its own DP group at once, against the same compute
-    windows (comp: the middle stage's passes), and each of dp_comm's terms grows with the stage's parameters: so the
+    """(p_local, p_dp, pad_e, n_dp): dense parameters per GPU of the larger end stage (DualPipe: the larger pair), what
+    the optimizer step and ZeRO-3's gathers read; and of the stage whose DP traffic is priced, the one whose exposed DP
+    time is the largest, with n_dp its layers (the FSDP units a layer each: DualPipe's pair both stages'). Every stage
+    reduces its own gradients over its own DP group at once, and the step ends when the last of them has (the
+    optimizer step follows each stage's own reduction, and the next step's pipeline waits on every stage), against the
+    same compute windows (comp: the critical stage's passes, stage_passes, whose pace the whole pipeline keeps), and
+    each of dp_comm's terms grows with the stage's parameters: so the
     stage with the most dense parameters, a middle one where the split leaves the end stages fewer layers (Meta's 405B:
     8 layers a middle stage, 3.19e9 a GPU, against the last stage's 7 and the output layer, 3.05e9: stack pipeline_split
     trim_ends, Megatron's --account-for-*-in-pipeline-split, an uneven split), the middle composition with the most
     (with pp <= 2 there is none). Under Muon's default layout that stage's traffic is its padded buffer's, and pad_e
     the experts' traffic elements likewise (muon_layout_padding [28]; 0.0 elsewhere)."""
     plan, settings = sc.plan, sc.settings
-    p_local = np.where(dual, pair, np.maximum(split["first"][0], split["last"][0]))
+    first, last = split["first"][0], split["last"][0]
+    p_local = np.where(dual, pair, np.maximum(first, last))
     mid = functools.reduce(np.maximum, [params_of(pc, sc.settings.model, plan, c, "mid")[0] for c in sc.counts["mid_all"]])
-    p_dp = np.where(dual, pair, np.maximum(p_local, np.where(plan.pp > 2, mid, 0.0)))
+    use_mid = (plan.pp > 2) & (mid > p_local)
+    p_dp = np.where(dual, pair, np.where(use_mid, mid, p_local))
+    n = sc.n
+    n_pair = np.where(first + last >= np.where(plan.pp > 2, 2.0 * mid, 0.0), n["first"] + n["last"], 2.0 * n["mid"])
+    n_dp = np.where(dual, n_pair, np.where(use_mid, n["mid"], np.where(last >= first, n["last"], n["first"])))
     if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: Muon's layout [28]
         pad_d, pad_e = muon_layout_padding(sc, pc, split)
-        return p_local, np.maximum(p_dp, pad_d), pad_e
-    return p_local, p_dp, 0.0
+        return p_local, np.maximum(p_dp, pad_d), pad_e, n_dp
+    return p_local, p_dp, 0.0, n_dp
 
 
 def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_exposed, param_exposed, ddp_total,
@@ -2355,7 +2410,7 @@ def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_e
     overlap.grad_reduce_queued [26]), under 1F1B, the interleaved schedule or one stage; `ddp_exposed` (dp_comm's
     rule) elsewhere. Each chunk's reduction is issued as its backward ends and drained in issue order on one
     stream; what the first stage's queue runs past the pipeline's compute (pipeline.reduce_queue_overrun [12],
-    in the compute stream's micro-batch `stream_mb`, split forward : backward as the middle stage's passes) is
+    in the compute stream's micro-batch `stream_mb`, split forward : backward as the critical stage's passes) is
     exposed, the rest hides with the stack's exposed share; plus the weights' all-gather (`param_exposed`)."""
     plan = sc.plan
     queued = per_mb & ((plan.pp == 1) | (plan.schedule == ONE_F_ONE_B) | (plan.schedule == INTERLEAVED))
@@ -2951,7 +3006,15 @@ def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np
     candidate where it fails). moe (an MoE model): plus step_time's own moe_permute and
     moe_host terms (m x comp.perm, m x comp.host, from the same compute pass), added in
     step_time's order (they follow compute there): each partial sum of step_time's terms is >=
-    the floor's, float rounding being monotone, so the total is still >= it."""
+    the floor's, float rounding being monotone, so the total is still >= it.
+    Why the stage heaviest by compute and not critical_stage's pick: critical_stage needs every stage's priced
+    communication, which the floor exists to skip (search._prefilter prices it for the candidates the floor does not
+    rank out), and a floor from the critical stage's compute would be lower, never higher: the critical stage's
+    compute can be below the compute-heaviest stage's (Llama 3 8B tp 8, pp 4 with stages 7 / 9 / 9 / 7: the middle's
+    9 t and its traffic outweigh the last's 7 t + the head, whose compute alone is larger; tests/
+    test_explain_critical_stage.py), while step_time's micro-batch, the critical stage's compute plus communication,
+    is >= the compute-heaviest stage's compute either way. So the floor stays by compute: the tightest bound
+    available before a collective is priced (tests/test_compute_floor_critical.py)."""
     g = Groups(plan, floor_fields(settings))
     return g.expand(group_floor(settings, g.plan, moe))
 
@@ -2996,9 +3059,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     sp_grads = sp_norm_grads(sc, coll)  # [27] once a step, after the DP gradient sync, waited on
     m = sc.m
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
-    # this plan's own: backward / forward, and the weight-gradient GEMMs' share of backward
-    # (one forward's worth of GEMMs, the dgrad being the other)
-    w_share = np.minimum(sc.n["mid"] * comp.gemm_fwd / comp.bwd_mb, 1.0)
+    # this plan's own, the critical stage's (stage_passes): backward / forward, and the weight-gradient GEMMs' share
+    # of backward (one forward's worth of GEMMs, the dgrad being the other)
+    w_share = np.minimum(comp.gemm_fwd / comp.bwd_mb, 1.0)
     bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, comp.bwd_mb / comp.fwd_mb, w_share) * m * t_mb
     # MoE: router top-k + token permutations (memory-bound), and the all-to-alls (moe.py)
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
@@ -3014,17 +3077,35 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
-    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
+    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt, crit),
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
              **({"tp_muon_gather_s": muon_gather} if muon else {}),
-             "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
-             **mamba_scan_time(sc, lt), **gating_einsum_time(sc, lt), **off,
+             **critical_stage_extras(sc, crit),
+             "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
+             **mamba_scan_time(sc, lt, crit), **gating_einsum_time(sc, lt, crit), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "moe_probs_a2a_s": m * ep_info["probs"], "moe_counts_gather_s": m * ep_info["counts"],
                  "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra
+
+
+# step_time's critical_stage code (explain's time.critical_stage): CRITICAL_STAGES' index, or the one stage of a plan
+# without a pipeline, or DualPipe's end ranks (stage 0 and stage p - 1 paired, dualpipe_end_rank)
+CRITICAL_STAGE_NAMES = ("middle", "first", "last", "only", "end pair")
+
+
+def critical_stage_extras(sc: StepCtx, crit) -> dict:
+    """Which stage step_time's terms are (explain names it): critical_stage, an index into CRITICAL_STAGE_NAMES
+    (critical_stage's crit; 3 at pp 1, 4 for DualPipe's end pair), and critical_stage_layers, the transformer layers
+    it holds (pipeline.stage_layers; the end pair both stages')."""
+    plan = sc.plan
+    dual = dualpipe_pairs(plan)
+    code = np.where(plan.pp == 1, 3, np.where(dual & (crit == 2), 4, crit)).astype(np.int64)
+    n = sc.n
+    layers = pick(crit, {"mid": n["mid"], "first": n["first"], "last": np.where(dual, n["first"] + n["last"], n["last"])})
+    return {"critical_stage": code, "critical_stage_layers": np.asarray(layers, dtype=np.int64)}
 
 
 def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:

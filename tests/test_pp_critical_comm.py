@@ -130,3 +130,31 @@ def test_bf16_layers_on_the_stage_that_holds_them():
     mid, first, last = (x[0] for x in comp.stages)
     assert first == pytest.approx(4 * t8 + 4 * t16, rel=1e-12)
     assert mid == pytest.approx(6 * t8 + 2 * t16, rel=1e-12)
+
+
+def test_bf16_layers_priced_by_their_own_kind():
+    """DeepSeek-V2-Lite (model_zoo/deepseek-v2-lite.yaml: 27 layers, layer 0 dense, 1-26 MoE), fp8 tensorwise, pp 2
+    (Megatron's trim_ends split: chunks of ceil(27 / 2) = 14, the one slot left over off the first: 13 / 14
+    layers, stage 0 layers 0-12), --num-layers-at-start-in-bf16 1: the one bf16
+    layer is layer 0, the dense one (fp8_utils.py @d98e8a64 l. 711-727 on the global index; pipeline.stage_end_kinds).
+    Stage 0's micro-batch is then d16 + 12 e8 (d: the dense layer's forward + backward, e: an MoE layer's; 16 / 8 the
+    precision), its fp8 compute d8 + 12 e8 plus the dense layer's own bf16 extra d16 - d8; before, the extra was the
+    middle composition's mean layer (stage 1's, all MoE: e16 - e8), an MoE layer's bf16 cost on a dense layer. No
+    bf16 layer at the end: stage 1 is its fp8 self, 14 e8 + the head."""
+    job = dict(model="deepseek-v2-lite", gpus=16, tp=1, pp=2, ep=8, sharding="zero1", micro_batch=1,
+               global_batch=64, seq_len=4096, stack="megatron")
+    s, p, sc, lt, comp = _pass(**job, precision="fp8", fp8_recipe="tensorwise", bf16_layers_at_start=1)
+    _, _, _, lt16, _ = _pass(**job)
+    dense = [i for i, k in enumerate(sc.ll.kinds) if not k.has_experts]
+    moe = [i for i, k in enumerate(sc.ll.kinds) if k.has_experts]
+    assert len(dense) == 1 and len(moe) == 1
+    d, e = dense[0], moe[0]
+    assert {k: int(v) for k, v in sc.n.items() if k != "mid"} == {"first": 13, "last": 14}
+    d8, d16, e8, e16 = _layer(lt, d), _layer(lt16, d), _layer(lt, e), _layer(lt16, e)
+    assert d16 > d8 and abs((d16 - d8) - (e16 - e8)) > 1e-3 * (d16 - d8)  # the two kinds' bf16 extras differ
+    first_extra, mid_extra, last_extra = step.bf16_end_layers(sc, lt)
+    assert first_extra == pytest.approx(d16 - d8, rel=1e-12)
+    assert float(mid_extra) == 0.0 and float(last_extra) == 0.0
+    _, first, last = (x[0] for x in comp.stages)
+    assert first == pytest.approx(d16 + 12 * e8, rel=1e-12)
+    assert last == pytest.approx(14 * e8 + comp.logits, rel=1e-9)

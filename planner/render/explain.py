@@ -175,6 +175,13 @@ def time_table(res: dict) -> None:
         tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
     tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")
     out.print(tab)
+    cs = t.get("critical_stage")
+    if cs and cs["stage"] != "only":  # a pipeline: which stage the terms are (step.critical_stage)
+        label = "the end pair (stage 0 and the last on the same ranks, DualPipe)" if cs["stage"] == "end pair" else cs["stage"]
+        held = "".join(f" + {h}" for h in cs["holds"])
+        comm = "TP, CP, PP and EP" if "ep_comm_s" in t else "TP, CP and PP"
+        out.print(f"  critical pipeline stage: {label} ({cs['layers']} layers{held}), the slowest micro-batch by its "
+                  f"compute plus its own {comm} communication; the compute and communication terms above are that stage's")
     hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
     if t["dp_comm_s"] > 0:
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
@@ -197,13 +204,13 @@ def time_table(res: dict) -> None:
         out.print(f"  of compute, {t['unfused_passes_s']:,.4g} s per step are the stack's elementwise passes outside its "
                   "fused kernels (scaled rotary, activation clamp, expert output bias: stack kernels)")
     if "eager_core_s" in t:
-        out.print(f"  of compute, {t['eager_core_s']:,.4g} s per step are a middle stage's eager attention cores: batched "
+        out.print(f"  of compute, {t['eager_core_s']:,.4g} s per step are the critical stage's eager attention cores: batched "
                   f"GEMMs {t['eager_core_gemms_s']:,.4g} s, softmax {t['eager_core_softmax_s']:,.4g} s, dropout "
                   f"{t['eager_core_dropout_s']:,.4g} s"
                   + (f", ALiBi's bias copied into the score buffer {t['eager_core_alibi_s']:,.4g} s (its read back in "
                      "the GEMMs)" if "eager_core_alibi_s" in t else "") + " (stack kernels score_*)")
     if "mamba_scan_s" in t:
-        out.print(f"  of compute, {t['mamba_scan_s']:,.4g} s per step are a middle stage's Mamba selective scans (CUDA "
+        out.print(f"  of compute, {t['mamba_scan_s']:,.4g} s per step are the critical stage's Mamba selective scans (CUDA "
                   "cores: the slower of the FLOPs at the fp32 peak and the bytes at HBM bandwidth)")
     if t.get("cp_comm_total_s", 0) > 0 or t.get("cp_compute_s", 0) > 0:
         scan = t.get("cp_scan_comm_s", 0.0)  # the state-space / linear-attention layers' exchanges, all exposed

@@ -1,0 +1,32 @@
+"""step.compute_floor by compute alone, beside step.critical_stage (issue 22, critstage): the floor is m x the
+compute-heaviest stage's micro-batch compute, a lower bound of the step whichever stage communication makes
+critical, and tighter than the critical stage's own compute where the two differ."""
+from __future__ import annotations
+
+import pytest
+
+from planner import step
+from planner.plan import resolve
+from planner.schema import Job
+
+
+def test_floor_is_the_compute_heaviest_stage_and_bounds_the_step():
+    """Llama 3 8B, Megatron's uneven split first / last 7 on pp 4 (stages 7, 9, 9, 7 + the head), tp 8 on one node
+    of 32 GPUs (dp 1), global batch 64 of micro-batch 1: m = 64. By compute alone the last stage is the heaviest,
+    7 t + H > 9 t (H the output layer and loss, > 2 t); by compute + its own TP traffic the middle, 9 t + 9 c > 7 t +
+    H + 7 c (tests/test_pp_critical_comm.py). compute_floor = m (7 t + H) (no MoE: the GPU compute is the whole
+    micro-batch's), above the critical stage's compute m 9 t (what a floor from critical_stage would give) and below
+    step_time's total, whose compute + TP terms alone are m (9 t + 9 c)."""
+    job = dict(model="llama3-8b", gpus=32, tp=8, pp=4, sharding="zero1", micro_batch=1, global_batch=64,
+               stack="megatron", first_stage_layers=7, last_stage_layers=7)
+    s, p, _ = resolve(Job(**job))
+    sc, lt, comp = step._compute_pass(s, p)
+    t = float(lt.fwd[0] + lt.bwd[0] + lt.sel[0])
+    head = float(comp.logits)
+    assert 7 * t + head > 9 * t
+    floor = float(step.compute_floor(s, p))
+    assert floor == pytest.approx(64 * (7 * t + head), rel=1e-12)
+    terms, _ = step.step_time(s, p)
+    assert float(terms.compute) == pytest.approx(64 * 9 * t, rel=1e-9)  # the critical (middle) stage's compute
+    assert floor > float(terms.compute)
+    assert float(terms.total) >= floor
