@@ -2786,10 +2786,13 @@ LATER_RULES = LATER_RULES + (
 
 
 def _has_option(runs, option: str) -> bool:
-    """Whether the stack's runs has the option a rule checks (StartupRule.option): a runs field set and not false, or
-    "field:item", a list field of runs whose entries' `setting` includes the item (runs.deterministic_refuses)."""
+    """Whether the stack's runs has the option a rule checks (StartupRule.option): a runs field set and not false
+    ("a.b": a field of a runs block, runs.optimizers.muon_qkv_split_raises), or "field:item", a list field of runs
+    whose entries' `setting` includes the item (runs.deterministic_refuses)."""
     field, _, item = option.partition(":")
-    value = getattr(runs, field, None)
+    value = runs
+    for part in field.split("."):
+        value = getattr(value, part, None)
     if not item:
         return value not in (None, False)
     return any(getattr(v, "setting", None) == item for v in value or ())
@@ -2855,7 +2858,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "muon_qkv_split_raises",
         "use a tp that divides the KV heads, or turn the split off (--no-muon-split-qkv: optimizer.muon_split_qkv=false), "
         "or --stack megatron (Megatron-LM @d98e8a64 skips the split there)",
-        _muon_qkv_split_tp)),
+        _muon_qkv_split_tp, option="optimizers.muon_qkv_split_raises")),
     # MEGATRON_MLA_FUSION_TP (code 95): FusedMLASelfAttention._qkv_down_projection (NVIDIA/Megatron-LM @d98e8a64
     # multi_latent_attention.py l. 1353-1372) asserts, with more than one TP rank, q_lora_rank % tp == 0 and
     # (kv_lora_rank + qk_pos_emb_head_dim) % tp == 0 before splitting the fused output per rank (the first forward).
