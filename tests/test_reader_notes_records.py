@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.errors import PlannerError
-from planner.trainers import TrainerConfig, load_trainer_config
+from planner.trainers import TrainerConfig
 from planner.trainers.report import Note, assumed_entries, config_report, listed, listed_all, noted
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,18 +133,11 @@ def test_record_text_and_entries():
     assert (str(w2), w2.entries) == ("model code llama3: --module llama3, the code", w.entries)
 
 
+from test_trainer_notes import _read  # noqa: E402 (each config read as the notes test reads it)
+
 CONFIGS = sorted([*(DATA / "trainer_configs").glob("*.*"), *(DATA / "torchtitan03").glob("*.sh"),
                   *(DATA / "bridge_yaml").glob("*.sh")])
 CONFIGS = [p for p in CONFIGS if p.suffix != ".md"]
-
-
-def _read(p: Path):
-    for kw in ({}, {"model": "llama3-8b"}, {"model": "llama3-8b", "gpus": 8}):
-        try:
-            return load_trainer_config(p, **kw)
-        except PlannerError:
-            continue
-    return None
 
 
 def test_every_corpus_line_is_a_record():
