@@ -838,8 +838,7 @@ def stage_end_kinds(ll, plan, n0: int, n1: int) -> tuple:
     K = len(ll.kinds)
     rows = []
     for p, v, e, l_, front, first, last in configs.rows:
-        length = np.maximum(np.asarray(chunk_layers(L, p, v, e, l_, front, first, last), dtype=np.int64), 0)
-        start = np.minimum(np.concatenate([[0], np.cumsum(length)]), L)
+        start = chunk_starts(L, p, v, e, l_, front, first, last)  # the one placement (stage_table's)
         a, b = start[:-1], start[1:]
         # (K, p v): each chunk's layers of each kind below n0, and at or above lo_end
         per = ll.count(a, np.minimum(b, n0)) + ll.count(np.maximum(a, lo_end), b)
