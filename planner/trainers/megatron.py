@@ -350,7 +350,8 @@ NOT_MODELLED = {
                             "execution'; training/determinism.py: torch.use_deterministic_algorithms, NCCL_ALGO Ring; TE's "
                             "attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, extensions/transformer_engine.py l. "
                             "2155-2161): slower backward kernels than priced (the flag is the job's deterministic_mode, its "
-                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic)",
+                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic; what it refuses at start-up, TP overlap and "
+                            "the fused cross-entropy, is checked: rules MEGATRON_DETERMINISTIC_*)",
     "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
                                                        "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
                                                        "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "
