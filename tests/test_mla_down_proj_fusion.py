@@ -110,3 +110,22 @@ def test_megatron_read_and_export_round_trip(cli, tmp_path):
     assert b["plan"]["mla_down_proj_fusion"] is True
     assert b["memory"]["weights_bytes"] == a["memory"]["weights_bytes"]
     assert b["time"]["muon_ns_s"] == a["time"]["muon_ns_s"]
+
+
+def test_bridge_read_and_export_round_trip(cli, tmp_path):
+    """Megatron-Bridge's pin has the field too (Megatron-Core 905c0e386 transformer_config.py l. 2263,
+    gpt_layer_specs.py l. 252): export --format megatron-bridge writes model.mla_down_proj_fusion=true and the launch
+    reads back as the job's mla_down_proj_fusion with the same weights and step."""
+    job = ["--model", "deepseek-v3", "--gpus", "1024", "--tp", "2", "--pp", "16", "--ep", "32", "--etp", "1",
+           "--hardware", "h800-sxm", "--stack", "megatron-bridge", "--mla-down-proj-fusion"]
+    out = tmp_path / "v3.sh"
+    r = cli("export", *job, "--format", "megatron-bridge", "-o", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "model.mla_down_proj_fusion=true" in out.read_text()
+    a = json.loads(cli("explain", *job, "--format", "json", "-q").stdout)
+    b = json.loads(cli("explain", out, "--hardware", "h800-sxm", "--format", "json", "-q").stdout)
+    assert a["plan"]["mla_down_proj_fusion"] is True and b["plan"]["mla_down_proj_fusion"] is True
+    assert b["memory"]["weights_bytes"] == a["memory"]["weights_bytes"]
+    assert b["time"]["step_s"] == a["time"]["step_s"]
+    off = json.loads(cli("explain", *job[:-1], "--format", "json", "-q").stdout)
+    assert off["memory"]["weights_bytes"] > a["memory"]["weights_bytes"]  # the fused projection is TP-split

@@ -2445,7 +2445,7 @@ _BRIDGE_WRITTEN = {
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
-    "muon_tp_mode", "muon_split_qkv", "deterministic_mode"}
+    "muon_tp_mode", "muon_split_qkv", "deterministic_mode", "mla_down_proj_fusion"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2745,6 +2745,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     o += _bridge_dropout(model)
     if plan.get("deterministic_mode"):  # Megatron-Core ModelParallelConfig.deterministic_mode (@905c0e386 l. 142)
         o.append(("model.deterministic_mode", True))
+    if plan.get("mla_down_proj_fusion"):  # TransformerConfig.mla_down_proj_fusion (@905c0e386 l. 2263)
+        o.append(("model.mla_down_proj_fusion", True))
     # precision and the optimizer states' bytes
     b = _bridge_bytes(plan, BYTES_PER_PARAM_PRESETS, rec.moe)
     mp = _bridge_mp_fields(plan, b)

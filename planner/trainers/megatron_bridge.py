@@ -123,6 +123,10 @@ COMMON = {
     # validate checks it (training/config.py @dc805f5cf l. 1445-1469: start-up rules MEGATRON_DETERMINISTIC_FLASH,
     # _CE_FUSION); read by _job as the job's deterministic_mode
     "model.deterministic_mode": False,
+    # MLA's fused TP-split down projection: Megatron-Core 905c0e386 transformer_config.py l. 2263 (False),
+    # gpt_layer_specs.py l. 252 (FusedMLASelfAttention, multi_latent_attention.py l. 1117); read by _job as the job's
+    # mla_down_proj_fusion (layers/attention.py MLA.down_fused; rule MEGATRON_MLA_FUSION_TP)
+    "model.mla_down_proj_fusion": False,
 }
 
 # OptimizerConfig.optimizer values the reader reads (training/optim.py @dc805f5cf setup_optimizer l. 69-84: a name
@@ -1544,6 +1548,8 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
                            "(transformer_config.py @905c0e386 __post_init__ l. 1417-1427)", "drop one")
     if flag("model.deterministic_mode"):  # the job's deterministic_mode (Bridge's checks: startup MEGATRON_DETERMINISTIC_*)
         job["deterministic_mode"] = True
+    if flag("model.mla_down_proj_fusion"):  # the job's mla_down_proj_fusion (plan.with_fused_mla refuses it off MLA)
+        job["mla_down_proj_fusion"] = True
     # fusions: set where they differ from Megatron-LM's defaults (the planner's own, as the Megatron reader reads them)
     if flag("model.cross_entropy_loss_fusion"):
         job["cross_entropy_fusion"] = True
