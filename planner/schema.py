@@ -3291,6 +3291,15 @@ class Stack(BaseModel):
                     "stage makes 2 exchanges a micro-batch and model chunk, stage 0 and stage p - 1 one fewer a "
                     "micro-batch (the first / last virtual stage's chunk), 2 v - 1 (step.pp_comm). false: every stage "
                     "priced at 2 v sends a micro-batch (a runtime whose ends are not known to differ)")
+    pipeline_p2p_sequential: bool = Field(
+        default=False,
+        description="the pipeline runtime runs a stage's sends and receives one after another, each blocking (DeepSpeed's "
+                    "PipelineEngine: deepspeed/runtime/pipe/p2p.py @38327e07 send / recv l. 46-84, async_op refused, "
+                    "dist.send / dist.recv or a broadcast; pipe/schedule.py TrainSchedule.steps l. 214-223: a forward "
+                    "step's SendGrad then RecvActivation, a backward step's RecvGrad then SendActivation): a middle stage "
+                    "makes 4 one-way transfers a micro-batch, each end stage 2 (the first sends no gradient and receives "
+                    "no activation, the last the reverse: _valid_stage), so the middle's count is twice the 2 v of "
+                    "step.pp_comm. false: a stage's send and receive of a direction run together")
     pipeline_send_partitioned_default: bool = Field(
         default=False,
         description="the stack's pipeline runtime, unless the job says otherwise (job pipe_partitioned), sends each TP "

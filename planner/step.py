@@ -2000,7 +2000,8 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
         chunk = sc.nf(st) / vpp * stage_windows(sc, lt, st)[0]
         hidden = _hide(pp_send, chunk, sc.x)
-        count = sends if st == "mid" else ends
+        # DeepSpeed's blocking one-way sends (Stack.pipeline_p2p_sequential): a middle stage's 4 a micro-batch, the ends' 2
+        count = (2.0 * sends if sc.stack.pipeline_p2p_sequential else sends) if st == "mid" else ends
         # the warm-up's and flush's waited transfers in the same proportion (pp_warmup_flush counts a middle stage's 2 a
         # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off
         return (count * np.where(overlapped, hidden, pp_send),
