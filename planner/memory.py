@@ -1607,7 +1607,7 @@ from .layers.common import ACT_BYTES, kv_local, muon_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard, optimizer_shards
 from .params import ParamCounts, count_params
-from .pipeline import (dualpipe_pairs, heaviest_stage_index, plan_stage_layers, stage_end_layers, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
+from .pipeline import (dualpipe_pairs, heaviest_stage_index, plan_stage_layers, stage_end_kinds, stage_inflight_kinds, stage_kind_counts as placed_kind_counts,
                        per_plan, stage_table, stage_layers)  # noqa: F401 (stage_layers: read from here by callers of memory, tests/test_memory.py)
 from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
@@ -2434,18 +2434,18 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     # the routed experts' weights only where their grouped GEMMs run quantized (plan.fge: job field fp8_grouped_experts, step.py [16])
     ex = np.where(np.asarray(plan.fge) > 0, 1.0, 0.0)
     # the experts' weight matrices only: their biases stay bf16, outside TE's cache (layers/common.py [qb])
-    linear = weighted(counts, [p.split_linear / tp + ex * (p.expert - p.expert_bias) / e_div
-                               for p in pc.kind_params])
-    # the bf16 layers where they sit: by global layer index on the stages whose model chunks hold them
-    # (pipeline.stage_end_layers, as step.bf16_end_layers prices their time: with vpp > 1 or a first chunk shorter
-    # than n0 some sit on stage 1 and later); a middle stage is priced with none (the middle stage holding the most
-    # fp8 copies: the memory's worst case)
+    per_kind = [p.split_linear / tp + ex * (p.expert - p.expert_bias) / e_div for p in pc.kind_params]
+    # the bf16 layers where they sit, by kind: by global layer index on the stages whose model chunks hold them
+    # (pipeline.stage_end_kinds, as step.bf16_end_layers prices their time: with vpp > 1 or a first chunk shorter
+    # than n0 some sit on stage 1 and later; DeepSeek's first dense layers keep their own, smaller, linears out, not
+    # the stage's mean layer's); a middle stage is priced with none (the middle stage holding the most fp8 copies:
+    # the memory's worst case)
     n0, n1 = settings.bf16_layers
     b16 = 0.0
     if (n0 or n1) and end in ("first", "last"):  # job settings and the stage asked for, not searched quantities
-        s0, _, s_last = stage_end_layers(settings.model.num_layers, plan, n0, n1)
-        b16 = np.minimum(s0 if end == "first" else s_last, n)
-    linear = linear * (1.0 - b16 / np.maximum(n, 1))
+        k0, _, k_last = stage_end_kinds(layer_list(settings.model), plan, n0, n1)
+        b16 = np.minimum(k0 if end == "first" else k_last, counts)
+    linear = weighted(counts - b16, per_kind)
     # fp8 parameters need Megatron's distributed optimizer (training/arguments.py l. 1095-1097)
     pg = bool(settings.fp8_param_gather or settings.fp4_param_gather) & (plan.sharding >= ZERO1)
     copies = np.where(on, linear * (col + np.where(pg, 0.0, row)), 0.0)
