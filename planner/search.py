@@ -552,9 +552,11 @@ def _bound_terms(space: Space) -> tuple:
 def _step_parts(settings: Settings, p: PlanArrays, rest: bool, skip: tuple = None) -> tuple:
     """(step, compute + optimizer (+ moe_permute + moe_host), step without TPO_TERMS or None) of
     step.step_time on plans p: step_times' three numbers for one batch."""
-    t, _ = step_time(settings, p)
-    # the MoE routing/permutation and host-issue terms are compute too (no stack variant changes them)
-    floor = t.compute + t.optimizer + (t.moe_permute + t.moe_host if "moe_permute" in t.keys() else 0.0)
+    t, extra = step_time(settings, p)
+    # the compute-heaviest stage's micro-batches (with the MoE routing/permutation and host-issue shares: compute too,
+    # no stack variant changes them), the DP copies and the optimizer step: the same at every rank order, where
+    # the critical stage's compute (t.compute) is not (critical_stage weighs each stage's traffic at the order)
+    floor = extra["order_floor_s"]
     skip = TPO_TERMS if skip is None else skip
     return t.total, floor, (t.sum(*(k for k in t.keys() if k not in skip)) if rest else None)
 

@@ -3048,6 +3048,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
     pp_mb, warm = pp_comm(sc, coll, lt)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
     # the critical stage: the heaviest by compute plus its own communication (each term of that one stage)
+    # the heaviest stage by compute alone (with its permutation and host shares), whatever the rank order: the search's
+    # floor of the plan at any order (extra's order_floor_s), as critical_stage's pick depends on the order's traffic
+    heaviest_mb = functools.reduce(np.maximum, (comp.stages[i][0] for i in range(3)))
     crit, comp = critical_stage(comp, [tp_mb, cp_mb, pp_mb] + ([ep_mb] if moe_model else []))
     tp_mb, cp_mb, cp_total, pp_mb, warm = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm))
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
@@ -3079,6 +3082,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt, crit),
+             # a lower bound of the step at every rank order (search._step_parts' floor): the compute-heaviest stage's
+             # micro-batches, the DP copies and the optimizer step. The critical stage's compute plus its own traffic
+             # is >= the compute-heaviest stage's compute plus its own >= that compute, and the step holds m x the
+             # critical stage's compute, permutation, host, TP, CP, PP and EP terms (each >= 0 beside), so the step is
+             # >= it up to float rounding (the search checks it on every plan it prices and drops the bound where not)
+             "order_floor_s": m * heaviest_mb + dp.copies + opt,
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,

@@ -30,3 +30,36 @@ def test_floor_is_the_compute_heaviest_stage_and_bounds_the_step():
     assert float(terms.compute) == pytest.approx(64 * 9 * t, rel=1e-9)  # the critical (middle) stage's compute
     assert floor > float(terms.compute)
     assert float(terms.total) >= floor
+
+
+def test_the_search_floor_is_the_same_at_every_rank_order():
+    """search._step_parts' floor (step_time's order_floor_s: the compute-heaviest stage's m micro-batches, the DP
+    copies and the optimizer step) is one number for a plan at every rank order, and at most its step there. The
+    critical stage's compute is not: Llama 3 70B, tp 8 without SP, pp 4, dp 128 on 4,096 H100 (global batch 2,048
+    x 8,192): the last stage (20 layers + the head) is critical at tp-cp-pp-dp, a middle stage (20 layers, two
+    exchanges a micro-batch to the ends' one, critstage) at tp-cp-dp-pp, where pp's exchanges cross the network, so
+    t.compute + t.optimizer moved by 5% between the two orders
+    and the search's branch-and-bound fell back to pricing every order (Counts.bound_fallback)."""
+    import numpy as np
+
+    from planner.plan import resolve
+    from planner.schema import Job
+    from planner.search import _step_parts
+    from planner.step import step_time
+
+    floors, steps, computes = [], [], []
+    for order in ("tp-cp-pp-dp", "tp-cp-dp-pp"):
+        s, p, _ = resolve(Job(model="llama3-70b", gpus=4096, tp=8, pp=4, dp=128, micro_batch=1, sharding="zero1",
+                              rank_order=order, sequence_parallel=False, global_batch=2048, seq_len=8192,
+                              recompute="none"))
+        step, floor, _ = _step_parts(s, p, False)
+        t, _ = step_time(s, p)
+        floors.append(float(np.ravel(floor)[0]))
+        steps.append(float(np.ravel(step)[0]))
+        computes.append(float(np.ravel(t.compute + t.optimizer)[0]))
+    assert floors[0] == floors[1]
+    assert all(f <= st for f, st in zip(floors, steps))
+    assert all(f >= c for f, c in zip(floors, computes))
+    # the critical stage's compute + optimizer: 3.5275 s (the last) at tp-cp-pp-dp, 3.3349 s (a middle) at tp-cp-dp-pp
+    assert computes[0] == pytest.approx(3.5275, abs=1e-4) and computes[1] == pytest.approx(3.3349, abs=1e-4)
+    assert floors[0] == computes[0]
