@@ -71,10 +71,17 @@ def test_one_layer_memory_bound_by_hand():
     Scores: 2048 x 16 x 2048 = 67,108,864. Each GEMM's compulsory traffic: the score matrix and
     two d-wide operands, 2 B each: 2 x 32768 x (2048 + 2 x 64) = 142,606,336 B = 77.7 us at
     1.835 TB/s; its compute at the plateau: 2 x 32768 x 2048 x 64 = 8.59 GFLOP over 230.5 TFLOP/s x
-    wave efficiency (QK^T [32768, 2048]: 2048 tiles on 108 SMs in 19 waves, 0.998; PV [32768, 64]:
-    256 tiles of 128 x 256 in 3 waves, 0.790) = 37.3 and 47.2 us: both below 77.7, memory-bound.
-    Forward: 2 x 77.7 us GEMMs + (3 + 5) B x 67.1 M / 1.835 TB/s (292.6 us) = 448.0 us;
-    backward: 4 x 77.7 us + (4 + 5) B x 67.1 M / 1.835 TB/s."""
+    the useful fraction M N / (waves x SMs x tm x tn) (compute.wave_efficiency, tile and wave
+    quantization, the better of 128 x 256 and 256 x 128 tiles):
+    - QK^T [32768, 2048]: 256 x 8 = 2048 tiles (either orientation, no partial tile) on 108 SMs in
+      19 waves: 67,108,864 / (19 x 108 x 32,768) = 0.998, 37.3 us: below 77.7, memory-bound;
+    - PV [32768, 64]: 128 x 256 tiles: 256 x 1 = 256 tiles in 3 waves, 2,097,152 / (3 x 108 x
+      32,768) = 0.198; 256 x 128 tiles: 128 x 1 = 128 tiles (each 128 columns wide for 64 useful)
+      in 2 waves, 2,097,152 / (2 x 108 x 32,768) = 8/27 = 0.296, the better: 125.8 us, above 77.7,
+      compute-bound (before tile quantization the fraction was tiles / (waves x SMs), 256 / 324 =
+      0.790, 47.2 us, memory-bound, and the forward 448.0 us).
+    Forward: 77.7 + 125.8 us GEMMs + (3 + 5) B x 67.1 M / 1.835 TB/s (292.6 us) = 496.0 us;
+    backward: 77.7 + 3 x 125.8 us + (4 + 5) B x 67.1 M / 1.835 TB/s = 784.1 us."""
     hw = load_hardware("a100-sxm-80gb")
     kb = kernel_bytes(load_stack("megatron"), 0)
     att = Attention(h=1024, a=16, k=16, d=64, norm=2048, dropout=True)
@@ -82,19 +89,21 @@ def test_one_layer_memory_bound_by_hand():
     scores = 2048 * 16 * 2048
     traffic = 2.0 * 32768 * (2048 + 2 * 64)
     assert core["scores"] == scores and core["traffic"] == traffic
-    compute_qk = 2.0 * 32768 * 2048 * 64 / (A100_PLATEAU * 2048 / (19 * 108))
-    compute_pv = 2.0 * 32768 * 2048 * 64 / (A100_PLATEAU * 256 / (3 * 108))
-    assert max(compute_qk, compute_pv) < traffic / A100_HBM  # the roofline's memory side holds
-    f, b = eager_core_terms(core, kb, True, hw, A100_HBM)
+    compute_qk = 2.0 * 32768 * 2048 * 64 / (A100_PLATEAU * (32768 * 2048) / (19 * 108 * 128 * 256))
+    compute_pv = 2.0 * 32768 * 2048 * 64 / (A100_PLATEAU * (32768 * 64) / (2 * 108 * 256 * 128))
     g = traffic / A100_HBM
-    assert f.gemms == pytest.approx(2 * g, rel=1e-9) and b.gemms == pytest.approx(4 * g, rel=1e-9)
+    assert compute_qk < g < compute_pv  # QK^T on the roofline's memory side, PV on its compute side
+    assert compute_pv == pytest.approx(125.8e-6, rel=1e-3)
+    f, b = eager_core_terms(core, kb, True, hw, A100_HBM)
+    assert f.gemms == pytest.approx(g + compute_pv, rel=1e-9) and b.gemms == pytest.approx(g + 3 * compute_pv, rel=1e-9)
     assert f.softmax == pytest.approx(3.0 * scores / A100_HBM, rel=1e-9)
     assert f.dropout == pytest.approx(5.0 * scores / A100_HBM, rel=1e-9)
-    assert f.total == pytest.approx(2 * g + 8.0 * scores / A100_HBM, rel=1e-9)
-    assert f.total == pytest.approx(448.0e-6, rel=1e-3)
-    assert b.total == pytest.approx(4 * g + 9.0 * scores / A100_HBM, rel=1e-9)
+    assert f.total == pytest.approx(g + compute_pv + 8.0 * scores / A100_HBM, rel=1e-9)
+    assert f.total == pytest.approx(496.0e-6, rel=1e-3)
+    assert b.total == pytest.approx(g + 3 * compute_pv + 9.0 * scores / A100_HBM, rel=1e-9)
+    assert b.total == pytest.approx(784.1e-6, rel=1e-3)
     f0, b0 = eager_core_terms(core, kb, False, hw, A100_HBM)  # no dropout: no dropout kernels (p = 0)
-    assert f0.dropout == 0.0 and b0.total == pytest.approx(4 * g + 4.0 * scores / A100_HBM, rel=1e-9)
+    assert f0.dropout == 0.0 and b0.total == pytest.approx(g + 3 * compute_pv + 4.0 * scores / A100_HBM, rel=1e-9)
 
 
 def test_alibi_bias_through_baddbmm_by_hand():
@@ -104,7 +113,10 @@ def test_alibi_bias_through_baddbmm_by_hand():
     reads that buffer back as C (2 B a score element). The layer of test_one_layer_memory_bound_by_hand (16 heads of
     64, T = s = 2048, tp 1, A100): copy 2 x (67,108,864 + 32,768) B = 134,283,264 B = 73.2 us at 1.835 TB/s; the
     forward scores GEMM's traffic 142,606,336 + 134,217,728 B = 276,824,064 B = 150.9 us (memory-bound, as without
-    the bias); the context GEMM and the backward unchanged."""
+    the bias); the context GEMM and the backward unchanged: the context GEMM PV [32768, 64] compute-bound at
+    8.59 GFLOP / (230.5 TFLOP/s x 8/27) = 125.8 us (that test's tile-quantized useful fraction: 128 tiles of
+    256 x 128 in 2 waves, 2,097,152 / (2 x 108 x 32,768)), so the forward GEMMs 150.9 + 125.8 = 276.6 us (before
+    tile quantization PV was memory-bound at 77.7 us and the forward GEMMs 228.6 us)."""
     hw = load_hardware("a100-sxm-80gb")
     kb = kernel_bytes(load_stack("megatron-deepspeed"), 0)
     plain = Attention(h=1024, a=16, k=16, d=64, norm=2048, rope=False)
@@ -117,8 +129,10 @@ def test_alibi_bias_through_baddbmm_by_hand():
     f1, b1 = eager_core_terms(c1, kb, False, hw, A100_HBM)
     assert "alibi" not in f0.keys() and f1.alibi == pytest.approx(134_283_264 / A100_HBM, rel=1e-12)
     assert f1.alibi == pytest.approx(73.2e-6, rel=1e-3)
-    g = 2.0 * 32768 * (2048 + 2 * 64) / A100_HBM
-    assert f1.gemms == pytest.approx((276_824_064 / A100_HBM) + g, rel=1e-9)
+    pv = 2.0 * 32768 * 2048 * 64 / (A100_PLATEAU * (32768 * 64) / (2 * 108 * 256 * 128))
+    assert pv > 2.0 * 32768 * (2048 + 2 * 64) / A100_HBM  # the context GEMM on the compute side
+    assert f1.gemms == pytest.approx((276_824_064 / A100_HBM) + pv, rel=1e-9)
+    assert f1.gemms == pytest.approx(276.6e-6, rel=1e-3)
     assert f1.gemms - f0.gemms == pytest.approx(134_217_728 / A100_HBM, rel=1e-9)
     assert b1.alibi == 0.0 and b1.total == pytest.approx(b0.total, rel=1e-12)
     assert f1.total - f0.total == pytest.approx((134_283_264 + 134_217_728) / A100_HBM, rel=1e-9)
@@ -161,16 +175,30 @@ def test_tp_splits_the_heads():
 
 def test_step_prices_the_eager_core(explain):
     """In a step: the Megatron 1.7B (24 layers, 24 heads of 96, dropout) on one A100, micro-batch 1
-    x 2048, full recompute: the eager cores take L x (2 forward + backward) per micro-batch, the
-    forward's GEMMs the memory side (2 x 49152 x (2048 + 192) B = 220.2 MB, 120.0 us, each), and
-    flash attention has no such term."""
+    x 2048, full recompute: the eager cores take L x (2 forward + backward) per micro-batch, and
+    flash attention has no such term. M = 2048 x 24 = 49,152 score rows; each GEMM's traffic
+    2 x 49152 x (2048 + 192) B = 220.2 MB, 120.0 us at 1.835 TB/s. The scores GEMM [49152, 2048]
+    (K = 96): 384 x 8 = 3072 tiles (either orientation, no partial tile) in ceil(3072 / 108) = 29
+    waves, useful fraction 100,663,296 / (29 x 108 x 32,768) = 0.981, 19.33 GFLOP / (230.5 TFLOP/s x
+    0.981) = 85.5 us: memory side, 120.0 us (once forward, once backward). The context GEMM
+    [49152, 96] (K = 2048): 128 x 256 tiles, 384 in 4 waves, 4,718,592 / (4 x 108 x 32,768) = 1/3;
+    256 x 128 tiles, 192 in 2 waves, 4,718,592 / (2 x 108 x 32,768) = 2/3, the better: 19.33 GFLOP /
+    (230.5 TFLOP/s x 2/3) = 125.8 us, the compute side (once forward, three times backward). A layer:
+    2 x (120.0 + 125.8) + 120.0 + 3 x 125.8 = 3 x 120.0 + 5 x 125.8 = 988.8 us; 24 layers 23.73 ms
+    (before tile quantization the context GEMM's fraction was 192 / 216 = 0.889, 94.3 us, on the
+    memory side: 24 x 8 x 120.0 us = 23.04 ms)."""
     job = dict(model="megatron-gpt-1.7b", hardware="a100-sxm-80gb", gpus=1, global_batch=1, micro_batch=1,
                seq_len=2048, recompute="full", sharding="none")
     _, _, _, j = explain(**job, attention="eager")
     t = j["time"]
     g = 2.0 * 49152 * (2048 + 2 * 96) / A100_HBM
     scores = 2048.0 * 24 * 2048
-    assert t["eager_core_gemms_s"] == pytest.approx(24 * (2 * 2 * g + 4 * g), rel=1e-6)
+    flops = 2.0 * 49152 * 2048 * 96
+    qk = flops / (A100_PLATEAU * (49152 * 2048) / (29 * 108 * 128 * 256))
+    pv = flops / (A100_PLATEAU * (49152 * 96) / (2 * 108 * 256 * 128))
+    assert qk < g < pv
+    assert t["eager_core_gemms_s"] == pytest.approx(24 * (2 * (g + pv) + g + 3 * pv), rel=1e-6)
+    assert t["eager_core_gemms_s"] == pytest.approx(23.73e-3, rel=1e-3)
     assert t["eager_core_softmax_s"] == pytest.approx(24 * (2 * 3 + 4) * scores / A100_HBM, rel=1e-6)
     assert t["eager_core_dropout_s"] == pytest.approx(24 * (2 * 5 + 5) * scores / A100_HBM, rel=1e-6)
     _, _, _, fl = explain(**job)

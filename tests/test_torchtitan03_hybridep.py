@@ -346,29 +346,49 @@ def test_fit_no_longer_ranks_the_blocking_dispatch_first(cli):
     # 0.8094 s before branch ttexpert: its no-recompute row (70.2 GiB) takes the reorder and combine's saves
     # (memory.py [ro], 48 x 134,873,088 B) and no longer fits; the op-SAC row of the same split led (0.8605 s) until
     # the routed experts' grouped GEMMs were re-run under 0.3's op SAC compiled too (stack selective.expert_gemms_kept
-    # never, memory.py [gmm3]): the op-SAC rows (tp 1 / 2 / 4, pp 1: 0.8605 / 0.8677 / 0.8705 s) fall behind and the
-    # no-recompute row of tp 2, pp 2 (0.8730 s, unchanged) leads
-    assert (rows[0]["plan"]["recompute"], rows[0]["plan"]["tp"], rows[0]["plan"]["pp"]) == ("none", 2, 2)
-    assert rows[0]["time"]["step_s"] == pytest.approx(0.8730, abs=5e-4)
+    # never, memory.py [gmm3]): the op-SAC rows (tp 1 / 2 / 4, pp 1: 0.8605 / 0.8677 / 0.8705 s) fell behind and the
+    # no-recompute row of tp 2, pp 2 (vpp 5, dp 4, 0.8730 s) led until GEMM tile quantization (compute.wave_efficiency
+    # M N / (waves x SMs x tm x tn), tests/test_compute_tiles.py): each of its 16 local experts' GEMMs, priced apart on
+    # 132 SMs at the busiest rank's 1,031.2 rows an expert, up [1031.2, 1536] and down [1031.2, 2048], runs
+    # ceil(1031.2 / 256) = 5 row tiles of 256 x 128 (1,280 rows computed) in one wave: 60 / 132 = 0.455 and
+    # 80 / 132 = 0.606 before, now 1031.2 x 1536 / (132 x 32,768) = 0.366 and 1031.2 x 2048 / (132 x 32,768) = 0.488
+    # (x 1031.2 / 1280 = 0.806); grouped-GEMM efficiency 0.339 -> 0.273, compute 0.613 -> 0.685 s, step 0.9474 s.
+    # The selective row of tp 1, pp 2 (vpp 13, dp 8, micro-batch 1) has 2,062.5 rows an expert: up 9 x 12 = 108
+    # tiles in one wave, 0.818 -> 0.732, down 144 in two, 144 / 264 = 0.545 -> 0.488 (x 2062.5 / 2304 = 0.895);
+    # efficiency 0.479 -> 0.429, step 0.8818 -> 0.9159 s: it leads
+    assert (rows[0]["plan"]["recompute"], rows[0]["plan"]["tp"], rows[0]["plan"]["pp"]) == ("selective", 1, 2)
+    assert (rows[0]["plan"]["vpp"], rows[0]["plan"]["dp"], rows[0]["plan"]["ep"]) == (13, 8, 8)
+    assert rows[0]["time"]["step_s"] == pytest.approx(0.9159, abs=5e-4)
     assert all(r["plan"].get("moe_hybridep_capacity_factor", 1.0) == 1.0 for r in rows)
+    # the claim kept as it was: with tile quantization this fails (branch tiletests, reported, not changed): the new
+    # top row's uneven split (48 layers + the two ends in pp 2 x vpp 13 = 26 chunks) is written as
+    # parallelism.module_fqns_per_model_part, which the 0.3 launch line refuses (trainers/torchtitan03.launch_text)
     assert "--config qwen3_30b_a3b " in export_plan(top, "torchtitan")[0]
     blocking = _fit_rows(cli, "--top", "1", "--moe-hybridep-capacity-factor", "0", args=case)[0]
     assert (blocking["plan"]["moe_dispatcher"], blocking["plan"]["moe_hybridep_capacity_factor"]) == ("hybridep", 0.0)
     # 0.8040 s (tp 1, ep 8, 70.5 GiB), as before branch ttexpert: since [ro] its all-to-all twin needs 76 GiB, and the
     # search dropped the candidate (0.8116 s, tp 4, ep 16) until it kept those another dispatcher fits (branch
-    # dispsearch: test_dispatcher_search_keeps_a_row_only_another_dispatcher_fits below)
-    assert blocking["time"]["step_s"] == pytest.approx(0.8040, abs=5e-4)
+    # dispsearch: test_dispatcher_search_keeps_a_row_only_another_dispatcher_fits below). With GEMM tile quantization
+    # the tp 1, ep 8 row takes 0.8300 s (compute 0.506 -> 0.532 s) and tp 1, ep 16 (67.3 GiB; 0.8048 s before) leads at
+    # 0.8153 s (compute 0.476 -> 0.486 s); its all-to-all twin needs 72.9 GiB, above the usable 71.2 GiB
+    assert (blocking["plan"]["tp"], blocking["plan"]["pp"], blocking["plan"]["ep"]) == (1, 1, 16)
+    assert blocking["time"]["step_s"] == pytest.approx(0.8153, abs=5e-4)
     assert blocking["time"]["step_s"] < rows[0]["time"]["step_s"]
     with pytest.raises(PlannerError, match=r"moe_dispatcher hybridep \(blocking\)"):
         export_plan(blocking["plan"], "torchtitan")
 
 
 def test_dispatcher_search_keeps_a_row_only_another_dispatcher_fits(cli):
-    """The dispatcher search's best blocking row is the pinned dispatcher's best (explain and search must agree)."""
+    """The dispatcher search's best blocking row is the pinned dispatcher's best (explain and search must agree).
+    That row is tp 1, pp 1, ep 16, dp 16 (fsdp2_no_reshard, no recompute): 0.8153 s at 67.3 GiB, while its all-to-all
+    twin needs 72.9 GiB (78,282,292,995 B), above the usable 71.2 GiB, so only the blocking dispatcher fits it. Before
+    GEMM tile quantization (compute.wave_efficiency) the row was tp 1, ep 8 at 0.8040 s (70.5 GiB; its all-to-all twin
+    76.3 GiB); with tile quantization that row takes 0.8300 s and ep 16's 0.8048 -> 0.8153 s leads."""
     case = ["--model", "torchtitan:qwen3/30B-A3B", "--gpus", "16", "--stack", "torchtitan-0.3", "--ep", "2,4,8,16",
             "--global-batch", "32", "--hardware", "h100-sxm", "--moe-hybridep-capacity-factor", "0"]
     pinned = _fit_rows(cli, "--top", "1", "--moe-dispatcher", "hybridep", args=case)[0]
-    assert pinned["time"]["step_s"] == pytest.approx(0.8040, abs=5e-4)
+    assert (pinned["plan"]["tp"], pinned["plan"]["pp"], pinned["plan"]["ep"], pinned["plan"]["dp"]) == (1, 1, 16, 16)
+    assert pinned["time"]["step_s"] == pytest.approx(0.8153, abs=5e-4)
     searched = _fit_rows(cli, "--top", "1", args=case)[0]
     assert searched["time"]["step_s"] == pytest.approx(pinned["time"]["step_s"], abs=1e-9)
 
