@@ -2955,6 +2955,14 @@ class StackRuns(BaseModel):
         description="the CP load balancers the stack's option builds by name (job field cp_load_balancer: torchtitan's "
                     "parallelism.context_parallel_load_balancer headtail | ptrr, start-up rule TORCHTITAN_CP_PTRR_MASK); "
                     "null: the stack has no such option, a job naming one is refused; cite it in sources")
+    pipeline_stages_by_count_only: bool = Field(
+        default=False,
+        description="the stack's launch spells the pipeline split only by a layer count per stage (torchtitan 0.3's "
+                    "--parallelism.pipeline_parallel_layers_per_stage on the run_train.sh command line: its "
+                    "module_fqns_per_model_part, a list of lists, is no one word a launch line can carry, "
+                    "trainers/torchtitan03.py NOT_ONE_WORD): a split into pp x vpp stages that no layers_per_stage "
+                    "gives, at a vpp other than the schedule's default, is refused (start-up rule "
+                    "TORCHTITAN03_STAGE_LISTS). false: per-stage module lists are written (torchtitan main's TOML)")
     spmd_typechecking: Optional[str] = Field(
         default=None, description="the option that runs the training step under SPMD type checking (job field "
                                   "spmd_typechecking: torchtitan 0.3's debug.spmd_typechecking, start-up rules "

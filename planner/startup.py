@@ -2838,6 +2838,24 @@ def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
     return (np.asarray(plan.precision) == FP8) & (n > model.num_layers // pp)
 
 
+def _tt03_stage_lists(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN03_STAGE_LISTS: at pp > 1 on a stack whose launch spells the split by layers_per_stage only
+    (runs.pipeline_stages_by_count_only), a split into pp x vpp stages that no layers_per_stage gives (ceil(units /
+    ceil(units / stages)) != stages, units the layers plus the ends the plan counts) at a vpp other than the
+    schedule's default (2 interleaved, else 1), which export._torchtitan writes as module_fqns_per_model_part."""
+    pp = np.asarray(plan.pp, dtype=np.int64)
+    runs = stack.runs if stack is not None else None
+    if model is None or runs is None or not runs.pipeline_stages_by_count_only:
+        return np.zeros(np.shape(pp), dtype=bool)  # stack data: every candidate alike
+    vpp = np.asarray(plan.vpp, dtype=np.int64)
+    units = model.num_layers + np.asarray(plan.split_emb, dtype=np.int64) + np.asarray(plan.split_loss, dtype=np.int64)
+    stages = np.maximum(pp * vpp, 1)
+    lps = -(-units // stages)
+    spelled = -(-units // np.maximum(lps, 1)) == stages
+    default = vpp == np.where(np.asarray(plan.schedule) == INTERLEAVED, 2, 1)
+    return (pp > 1) & ~spelled & ~default
+
+
 # Rules whose codes were handed out ahead of the LATER_RULES before them (helpers working at once, issue 21 muonleft):
 # (code, rule), each above every LATER_RULES code; a LATER_RULES entry reaching one is refused below.
 # MUON_QKV_SPLIT_TP (code 94): Megatron-Core 905c0e386 (Megatron-Bridge @dc805f5cf's pin) tags every linear_qkv for
@@ -2889,6 +2907,22 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "M = num_layers // pipeline_model_parallel_size)",
         "use a smaller pp, or keep at most num_layers // pp layers in bf16 at each end (bf16_layers_at_start / _end)",
         _megatron_bf16_layers_stage)),
+    # TORCHTITAN03_STAGE_LISTS (code 97, issue 22 tiletests' finding): torchtitan 0.3 launches from run_train.sh's command
+    # line, where --parallelism.pipeline_parallel_layers_per_stage is one word and module_fqns_per_model_part (configs.py
+    # @4f9e9a47d l. 181, list[list[str]]) is none: the planner neither reads nor writes it there
+    # (trainers/torchtitan03.py NOT_ONE_WORD, launch_text), so a split only per-stage lists spell would be ranked by
+    # fit and refused by its export. Keyed on runs.pipeline_stages_by_count_only (option: listed only there).
+    (97, StartupRule(
+        "TORCHTITAN03_STAGE_LISTS", ANY_STACK,
+        "the launch spells the pipeline split only as layers per stage: pp x vpp stages that no "
+        "pipeline_parallel_layers_per_stage gives need module_fqns_per_model_part, which a run_train.sh command line "
+        "cannot carry",
+        "pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/config/configs.py l. 181 (module_fqns_per_model_part: "
+        "list[list[str]]), distributed/pipeline_parallel.py generate_llm_fqn_per_model_part; planner/trainers/"
+        "torchtitan03.py NOT_ONE_WORD; stack_db torchtitan-0.3 runs.pipeline_stages_by_count_only",
+        "use a vpp whose stages layers_per_stage spells (ceil(units / ceil(units / (pp x vpp))) = pp x vpp), the "
+        "schedule's default vpp, or --stack torchtitan (main's TOML writes the stage lists)",
+        _tt03_stage_lists, option="pipeline_stages_by_count_only")),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -135,7 +135,7 @@ def test_the_rules_are_appended_last():
     TORCHTITAN_HYBRIDEP (82), STACK_MODE_TP_PP_DP (83), PRECISION_AWARE_MFSDP (84), TORCHTITAN_SEQ_SP_CP (85), TORCHTITAN_VARLEN_CP (86),
     TORCHTITAN_FSDP_SYMM_MEM_SM90 (87), TORCHTITAN_SPMD_TYPECHECK_PP (88), TORCHTITAN_SPMD_TYPECHECK_SAC_FLEX (89) and
     TORCHTITAN_CP_PTRR_MASK (90, ttchecks), MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (91-93, detmode);
-    FIXED_CODE_RULES 94-96 after them."""
+    FIXED_CODE_RULES 94-97 after them."""
     assert [r.key for r in LATER_RULES[-3:]] == ["MEGATRON_DETERMINISTIC_TP_OVERLAP", "MEGATRON_DETERMINISTIC_CE_FUSION",
                                                 "MEGATRON_DETERMINISTIC_FLASH"]
     assert [CODES[r.key] for r in LATER_RULES[-3:]] == [91, 92, 93]
@@ -145,8 +145,10 @@ def test_the_rules_are_appended_last():
     f = len(FIXED_CODE_RULES)
     assert [r.key for r in LATER_RULES[-29:-25]] == keys and [r.key for r in RULES[-29 - f:-25 - f]] == keys
     assert [(c, r.key) for c, r in FIXED_CODE_RULES] == [(94, "MUON_QKV_SPLIT_TP"), (95, "MEGATRON_MLA_FUSION_TP"),
-                                                          (96, "MEGATRON_BF16_LAYERS_STAGE")]  # 96: fuzz99
-    assert [r.key for r in RULES[-3:]] == ["MUON_QKV_SPLIT_TP", "MEGATRON_MLA_FUSION_TP", "MEGATRON_BF16_LAYERS_STAGE"]
+                                                          (96, "MEGATRON_BF16_LAYERS_STAGE"),  # 96: fuzz99
+                                                          (97, "TORCHTITAN03_STAGE_LISTS")]
+    assert [r.key for r in RULES[-4:]] == ["MUON_QKV_SPLIT_TP", "MEGATRON_MLA_FUSION_TP", "MEGATRON_BF16_LAYERS_STAGE",
+                                           "TORCHTITAN03_STAGE_LISTS"]
     assert [CODES[k] for k in keys] == [65, 66, 67, 68] and CODES["MEGATRON_NVFP4_TOKENS"] == 64
     assert LATER_RULES[-12].key == "TORCHTITAN_HYBRIDEP" and CODES["TORCHTITAN_HYBRIDEP"] == 82
     assert LATER_RULES[-11].key == "STACK_MODE_TP_PP_DP" and CODES["STACK_MODE_TP_PP_DP"] == 83  # bridgefsdp

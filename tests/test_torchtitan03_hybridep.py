@@ -355,14 +355,14 @@ def test_fit_no_longer_ranks_the_blocking_dispatch_first(cli):
     # (x 1031.2 / 1280 = 0.806); grouped-GEMM efficiency 0.339 -> 0.273, compute 0.613 -> 0.685 s, step 0.9474 s.
     # The selective row of tp 1, pp 2 (vpp 13, dp 8, micro-batch 1) has 2,062.5 rows an expert: up 9 x 12 = 108
     # tiles in one wave, 0.818 -> 0.732, down 144 in two, 144 / 264 = 0.545 -> 0.488 (x 2062.5 / 2304 = 0.895);
-    # efficiency 0.479 -> 0.429, step 0.8818 -> 0.9159 s: it leads
+    # efficiency 0.479 -> 0.429, step 0.8818 -> 0.9159 s, and led; but its split (48 layers + the two ends in pp 2 x
+    # vpp 13 = 26 chunks, which no layers_per_stage gives) is module_fqns_per_model_part, which the 0.3 launch line
+    # cannot carry: start-up rule TORCHTITAN03_STAGE_LISTS (code 97) drops it, and the same selective row at vpp 5
+    # (50 units / 10 stages: layers_per_stage 5) leads at 0.9182 s and exports
     assert (rows[0]["plan"]["recompute"], rows[0]["plan"]["tp"], rows[0]["plan"]["pp"]) == ("selective", 1, 2)
-    assert (rows[0]["plan"]["vpp"], rows[0]["plan"]["dp"], rows[0]["plan"]["ep"]) == (13, 8, 8)
-    assert rows[0]["time"]["step_s"] == pytest.approx(0.9159, abs=5e-4)
+    assert (rows[0]["plan"]["vpp"], rows[0]["plan"]["dp"], rows[0]["plan"]["ep"]) == (5, 8, 8)
+    assert rows[0]["time"]["step_s"] == pytest.approx(0.9182, abs=5e-4)
     assert all(r["plan"].get("moe_hybridep_capacity_factor", 1.0) == 1.0 for r in rows)
-    # the claim kept as it was: with tile quantization this fails (branch tiletests, reported, not changed): the new
-    # top row's uneven split (48 layers + the two ends in pp 2 x vpp 13 = 26 chunks) is written as
-    # parallelism.module_fqns_per_model_part, which the 0.3 launch line refuses (trainers/torchtitan03.launch_text)
     assert "--config qwen3_30b_a3b " in export_plan(top, "torchtitan")[0]
     blocking = _fit_rows(cli, "--top", "1", "--moe-hybridep-capacity-factor", "0", args=case)[0]
     assert (blocking["plan"]["moe_dispatcher"], blocking["plan"]["moe_hybridep_capacity_factor"]) == ("hybridep", 0.0)
@@ -514,3 +514,26 @@ def test_torchtitan_hybridep_token_cap_reads_the_local_batch():
     assert e.hint.startswith("lower the tokens per rank (the local batch x seq_len / (cp x tp)")
     settings, plan, _ = resolve(Job(**base, global_batch=32))
     assert int(hybridep_tokens(plan, settings.stack)) == 16_384 and int(hybridep_tokens(plan)) == 8_192
+
+
+def test_stage_lists_rule_by_hand():
+    """TORCHTITAN03_STAGE_LISTS (code 97) on Qwen3-30B-A3B's 48 layers with both ends counted (50 units), pp 2,
+    interleaved: vpp 5 -> 10 stages, layers_per_stage ceil(50 / 10) = 5 gives ceil(50 / 5) = 10 stages: spelled;
+    vpp 13 -> 26 stages, ceil(50 / 26) = 2 gives ceil(50 / 2) = 25 stages, not 26: refused; vpp 2 (the interleaved
+    default) is never refused; torchtitan main (stage lists in its TOML) lists no such rule."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from planner.catalog import load_stack
+    from planner.pipeline import INTERLEAVED
+    from planner.startup import BY_CODE, CODES, rules_for
+
+    rule = BY_CODE[97]
+    assert rule.key == "TORCHTITAN03_STAGE_LISTS" and CODES[rule.key] == 97
+    tt03 = load_stack("torchtitan-0.3")
+    assert 97 in [c for c, _ in rules_for(tt03)] and 97 not in [c for c, _ in rules_for(load_stack("torchtitan"))]
+    plan = SimpleNamespace(pp=np.array([2, 2, 2, 1]), vpp=np.array([5, 13, 2, 13]), split_emb=np.ones(4, dtype=np.int64),
+                           split_loss=np.ones(4, dtype=np.int64), schedule=np.full(4, INTERLEAVED))
+    model = SimpleNamespace(num_layers=48)
+    assert rule.check(model, tt03, plan, None).tolist() == [False, True, False, False]
