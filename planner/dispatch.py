@@ -357,7 +357,7 @@ def kernel_time(kind: int, tokens, block, ep, link, params: comm.CommParams, fp8
 
 
 def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes, etp=1,
-              probs_bytes=None, counts_group=None) -> Transfers:
+              probs_bytes=None, counts_group=None, counts_a2a_bytes=None) -> Transfers:
     """The four transfers of one MoE layer `block` per micro-batch (module docstring) for
     dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
     group, stride -> seconds), ep and stride the EP group's size and stride, group_link the
@@ -368,7 +368,9 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
     expert-TP degree. The alltoall dispatcher's small exchanges where the stack's code runs them (stack
     moe_alltoall_exchanges) [12]: probs_bytes, the routing probabilities' bytes per routed row (the router's
     logits dtype: layers/moe.py ROUTER_DTYPE_BYTES; None: no probabilities' all-to-all); counts_group, the
-    (size, stride) of the tp_ep group that all-gathers the token counts (None: no such all-gather)."""
+    (size, stride) of the tp_ep group that all-gathers the token counts (None: no such all-gather); counts_a2a_bytes,
+    the bytes of a count where the EP group all-to-alls them instead (torchtitan: float32 histc counts; None: no such
+    all-to-all)."""
     from .moe import alltoall_bytes
     tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (its load L: planner/imbalance.py)
     tier = group_link.link
@@ -383,6 +385,8 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
             g, g_stride = counts_group
             g = np.asarray(g, dtype=np.float64)
             counts = coll(comm.ALL_GATHER, g * block.num_experts * COUNT_BYTES, g, g_stride)
+        if counts_a2a_bytes is not None:  # a stack setting: each rank's [E] counts all-to-all'd, E / ep to each [12]
+            counts = coll(comm.ALL_TO_ALL, block.num_experts * counts_a2a_bytes, ep, stride)
         return Transfers(a8, a, a, a, tier, probs_fwd=p, probs_bwd=p, counts_fwd=counts)
     if kind == ALLGATHER:
         size = ep * ctx.T / ctx.rep_div * block.h * ACT_BYTES

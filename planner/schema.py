@@ -3106,10 +3106,11 @@ class MoEAlltoAllExchanges(BaseModel):
     routing probabilities in an all-to-all of their own beside the tokens' (forward, and its gradient backward)."""
 
     model_config = Strict
-    counts: Optional[Literal["tp_ep_all_gather"]] = Field(
+    counts: Optional[Literal["tp_ep_all_gather", "ep_all_to_all"]] = Field(
         description="how the token counts per expert reach the ranks before the tokens' all-to-all: tp_ep_all_gather "
-                    "(an all-gather of E int64 a rank over the expert-TP x EP ranks, forward only); null: no exchange "
-                    "the planner prices")
+                    "(an all-gather of E int64 a rank over the expert-TP x EP ranks, forward only: Megatron-Core), "
+                    "ep_all_to_all (an all-to-all of E float32 a rank over the EP group, E / ep to each, forward only, "
+                    "waited on: torchtitan's ExpertParallel._token_dispatch); null: no exchange the planner prices")
     probs_all_to_all: bool = Field(description="the routing probabilities move in an all-to-all of their own (one "
                                                "value a routed row, in the router's dtype), forward and backward")
     sources: list[str] = Field(min_length=1)

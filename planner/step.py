@@ -1698,6 +1698,13 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
     return stage_comm(sc, {s_: x[0] for s_, x in per.items()}), dict(info, tier=tier, ep_domains=domains)
 
 
+# torchtitan's token counts per expert: torch.histc of the routed expert ids (float32, 4 B each), pytorch/torchtitan
+# @e347b1e5e torchtitan/models/moe/moe.py l. 348 / 399, all-to-all'd over the EP group before the tokens' splits are
+# known (distributed/expert_parallel.py ExpertParallel._token_dispatch l. 102-132: all_to_all_single l. 112, waited on: wait_tensor l. 120, then the
+# device-to-host copy of the splits)
+TORCHTITAN_COUNT_BYTES = 4.0
+
+
 def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
     """ep_comm's per-layer-kind lists (forward, backward, dispatch, combine seconds per micro-batch) and
     the group's (tier, domains) of every plan under dispatcher `kind`."""
@@ -1712,6 +1719,8 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
     probs_bytes = ROUTER_DTYPE_BYTES[st.moe_router_dtype] if ex is not None and ex.probs_all_to_all else None
     tp_ep = ((etp * plan.ep, moe.expert_strides(plan, coll.strides, ("tp_ep",))["tp_ep"])
              if ex is not None and ex.counts == "tp_ep_all_gather" else None)
+    # torchtitan's all-to-all of each rank's float32 histc counts over the EP group (stack counts ep_all_to_all) [12]
+    counts_a2a = TORCHTITAN_COUNT_BYTES if ex is not None and ex.counts == "ep_all_to_all" else None
     fwd, bwd, disp, comb, probs, counts = [], [], [], [], [], []
     for k in sc.ll.kinds:
         if not k.has_experts:
@@ -1720,7 +1729,7 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
             continue
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
                                 fp8=fp8, route_nodes=st.moe_route_nodes, etp=etp, probs_bytes=probs_bytes,
-                                counts_group=tp_ep)
+                                counts_group=tp_ep, counts_a2a_bytes=counts_a2a)
         fwd.append(np.where(group > 1, tr.fwd, 0.0))
         bwd.append(np.where(group > 1, tr.bwd, 0.0))
         disp.append(np.where(group > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
