@@ -36,12 +36,17 @@ def _pair(explain, model):
 def test_qwen3_selective_reruns_the_forward_all_to_alls(explain):
     (_, _, est_s, js), (_, _, est_n, jn) = _pair(explain, "qwen3-30b-a3b")
     # without recompute: per MoE layer a dispatch + combine forward and their gradients backward (equal
-    # bytes: the gradient all-to-all moves the same rows back), so the forward half is ep_comm / 2
-    fwd = jn["time"]["ep_comm_s"] / 2.0
+    # bytes: the gradient all-to-all moves the same rows back), so the forward half is the tokens' ep_comm / 2; beside
+    # them the token counts' all-to-all (torchtitan's _token_dispatch, forward only: moe.counts_gather_s)
+    counts = jn["moe"]["counts_gather_s"]
+    assert counts > 0
+    fwd = (jn["time"]["ep_comm_s"] - counts) / 2.0
     assert jn["moe"]["sac_rerun_s"] == 0.0
-    # selective: the 48 layers' forward dispatch + combine once more, exposed as the forward's
+    # selective: the 48 layers' forward dispatch + combine once more, exposed as the forward's, the counts' exchange
+    # with them (the re-run forward calls _token_dispatch again)
     assert js["moe"]["sac_rerun_s"] == pytest.approx(fwd, rel=1e-12)
-    assert js["time"]["ep_comm_s"] == pytest.approx(3.0 * fwd, rel=1e-12)
+    assert js["moe"]["counts_gather_s"] == pytest.approx(2.0 * counts, rel=1e-12)
+    assert js["time"]["ep_comm_s"] == pytest.approx(3.0 * fwd + 2.0 * counts, rel=1e-12)
     assert js["moe"]["dispatch_s"] + js["moe"]["combine_s"] == pytest.approx(3.0 * fwd, rel=1e-12)
     # the named terms still sum to the step
     assert float(est_s.time["ep_comm"]) == pytest.approx(js["time"]["ep_comm_s"], rel=1e-12)
