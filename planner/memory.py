@@ -2414,9 +2414,9 @@ def weight_copy_bytes(settings: Settings, code):
     return row, np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
 
 
-def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str, n):
+def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str):
     """(quantized weight copies, weight bytes saved) per GPU of a stage holding `counts` (K, ...)
-    layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp, BlockParams.split_linear: the
+    layers [11]: the stage's linear weights (the layers' TP-split ones / tp, BlockParams.split_linear: the
     biases and the mixers' conv1d, dt_bias, A_log, D and norms left out, layers/common.py [pl]; and the experts'
     matrices / (etp ep), their biases left out: layers/common.py [qb]) in TE's cache
     beside bf16 weights, row-wise + column-wise bytes (the transpose only on TN-only GPUs); with
@@ -4884,8 +4884,7 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     if per.copy_back:
         local = dense / np.where(plan.sharding >= ZERO1, opt_d, 1) + e_part
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
-    copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
-                                           n if twin is None else n + twin[2])
+    copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end)
     states = Terms(**{k: states[k] - saved if k == "weights" else states[k] for k in states})
     return states, copies, dense + experts, e_part, local
 

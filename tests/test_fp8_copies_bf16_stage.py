@@ -22,7 +22,7 @@ def _first_stage_copies(explain, **extra):
     s, p, _, js = explain(**JOB, **extra)
     pc = count_params(s.model)
     counts = stage_kind_counts(s.model, p)
-    copies, _ = quantized_weight_terms(s, p, pc, counts["first"], "first", 8)
+    copies, _ = quantized_weight_terms(s, p, pc, counts["first"], "first")
     return float(copies), s, js
 
 
@@ -54,7 +54,7 @@ def test_the_bf16_layers_leave_out_their_own_kind_s_copies(explain):
         s, p, _, _ = explain(**job, **extra)
         pc = count_params(s.model)
         c = stage_kind_counts(s.model, p)["first"] if counts is None else counts
-        return s, c, float(quantized_weight_terms(s, p, pc, c, "first", 13)[0])
+        return s, c, float(quantized_weight_terms(s, p, pc, c, "first")[0])
 
     s, counts, full = copies()
     _, _, kept = copies(bf16_layers_at_start=1)

@@ -109,7 +109,7 @@ def test_expert_biases_not_quantized(explain):
     assert kp.expert_bias == 128 * 3 * h and kp.expert - kp.expert_bias == 128 * 3 * h * h
     assert s.bf16_layers == (0, 0) and int(p.fge) > 0 and int(p.pp) == 1
     counts = stage_kind_counts(s.model, p)
-    copies, _ = quantized_weight_terms(s, p, pc, counts["first"], "first", 36)
+    copies, _ = quantized_weight_terms(s, p, pc, counts["first"], "first")
     row, col = weight_copy_bytes(s, p.f8r)
     linear = 36 * ((26_547_200 - 5_120) / 4 + 128 * 3 * h * h / 8)
     assert float(copies) == linear * float(row + col)

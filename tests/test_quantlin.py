@@ -49,7 +49,7 @@ def test_nemotron_h_mamba2_plain_params_not_quantized(explain):
     row, col = weight_copy_bytes(s, p.f8r)
     assert (float(row), float(col)) == (1.0, 1.0)
     counts = stage_kind_counts(s.model, p)
-    copies, saved = quantized_weight_terms(s, p, pc, counts["first"], "first", 118)
+    copies, saved = quantized_weight_terms(s, p, pc, counts["first"], "first")
     assert float(copies) == 6_771_179_520 * 2 == 13_542_359_040 == 13_543_972_992 - 1_613_952
     assert float(saved) == 0.0  # no fp8_param_gather
     assert js["memory"]["other_bytes"] == 15_335_466_112 - 1_613_952  # before (main @38958e2) 15,335,466,112
@@ -74,7 +74,7 @@ def test_qwen3_next_gdn_plain_params_not_quantized(explain):
     assert gdn.split_plain == 32_768 + 64 and attn.split_plain == 0 and gdn.split_linear == 36_866_112 - 32_832
     assert int(p.pp) == 1 and int(p.fge) > 0 and int(etp_of(p)) == 8
     counts = stage_kind_counts(s.model, p)
-    copies, _ = quantized_weight_terms(s, p, pc, counts["first"], "first", 48)
+    copies, _ = quantized_weight_terms(s, p, pc, counts["first"], "first")
     assert float(copies) == 1_419_325_440 * 2 == 2_838_650_880 == 2_838_946_368 - 295_488
 
 
