@@ -759,6 +759,16 @@ def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front
     return [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
 
 
+def layers_per_stage(units, stages) -> tuple:
+    """(layers_per_stage, spelled): torchtitan's one-number split, ceil(units / stages) layers a stage (units the
+    layers plus the ends the plan counts), and where it gives exactly `stages` stages (ceil(units / it) == stages,
+    torchtitan distributed/pipeline_parallel.py generate_llm_fqn_per_model_part); elsewhere only per-stage module
+    lists (module_fqns_per_model_part) spell the split. Ints or int64 arrays alike (export._torchtitan, start-up rule
+    TORCHTITAN03_STAGE_LISTS)."""
+    lps = -(-units // stages)
+    return lps, -(-units // lps) == stages
+
+
 def chunk_starts(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front: int = 0, first: int = 0,
                  last: int = 0) -> np.ndarray:
     """Global index of each model chunk j = 0 .. p v - 1's first transformer layer, then L (p v + 1 entries, int64):

@@ -239,7 +239,7 @@ from typing import Callable
 import numpy as np
 
 from .ep_buffers import DEEPEP_RECV_TOKENS
-from .pipeline import DUALPIPE, INTERLEAVED
+from .pipeline import DUALPIPE, INTERLEAVED, layers_per_stage
 from .terms import isin
 
 DEEPEP_GROUP_SIZES = DEEPEP_RECV_TOKENS[0]  # the group sizes DeepEP's config tables list (MEGATRON_DEEPEP_GROUP)
@@ -2849,9 +2849,7 @@ def _tt03_stage_lists(model, stack, plan) -> np.ndarray:
         return np.zeros(np.shape(pp), dtype=bool)  # stack data: every candidate alike
     vpp = np.asarray(plan.vpp, dtype=np.int64)
     units = model.num_layers + np.asarray(plan.split_emb, dtype=np.int64) + np.asarray(plan.split_loss, dtype=np.int64)
-    stages = np.maximum(pp * vpp, 1)
-    lps = -(-units // stages)
-    spelled = -(-units // np.maximum(lps, 1)) == stages
+    spelled = layers_per_stage(units, np.maximum(pp * vpp, 1))[1]
     default = vpp == np.where(np.asarray(plan.schedule) == INTERLEAVED, 2, 1)
     return (pp > 1) & ~spelled & ~default
 

@@ -860,6 +860,8 @@ def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict
         par.update(_torchtitan_dispatcher(plan))
     if pp > 1:
         par["pipeline_parallel_schedule"] = _TT_SCHEDULES[plan["schedule"]]
+        from ..pipeline import layers_per_stage
+
         # the split as priced: torchtitan's own front-loaded placement (stack_db pipeline_split front) of
         # the layers plus the ends the plan counts, in pp x vpp stages (layers_per_stage where
         # ceil(L' / it) spells them; else torchtitan's default stages per rank)
@@ -867,16 +869,15 @@ def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict
         wl = split_loss_units(plan)
         par["pipeline_parallel_first_stage_less_layers"] = wf
         par["pipeline_parallel_last_stage_less_layers"] = wl
-        units, stages = L + wf + wl, pp * vpp
-        lps = -(-units // stages)
-        if -(-units // lps) == stages:
+        lps, spelled = layers_per_stage(L + wf + wl, pp * vpp)
+        if spelled:
             par["pipeline_parallel_layers_per_stage"] = lps
         elif vpp != (2 if plan["schedule"] == "interleaved" else 1):
             # no layers_per_stage gives that many stages (stages = ceil(layers / it)): the same placement as
             # torchtitan's stage lists (issue 22's export sweep: 126 + 0 layers on 16 x 4 stages)
             from .torchtitan import fqns_per_model_part
 
-            par["module_fqns_per_model_part"] = fqns_per_model_part(stages, L, wf, wl)
+            par["module_fqns_per_model_part"] = fqns_per_model_part(pp * vpp, L, wf, wl)
     if tp > 1:
         par["enable_async_tensor_parallel"] = bool(plan.get("tp_comm_overlap"))
     elif plan.get("tp_comm_overlap"):
