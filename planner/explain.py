@@ -189,6 +189,8 @@ def _time_json(est: Estimate, pick) -> dict:
            if float(pick(est.time_extra.get("tp_sp_norm_grads_s", 0.0))) > 0 else {}),
         # inside tp_comm_s under Muon: the duplicated TP mode's all-gathers of the momenta (step.py [28])
         **({"tp_muon_gather_s": _num(pick(est.time_extra["tp_muon_gather_s"]))} if "tp_muon_gather_s" in est.time_extra else {}),
+        # inside tp_comm_s under Muon: the distributed TP mode's Gram all-reduces (step.py [28])
+        **({"tp_muon_gram_s": _num(pick(est.time_extra["tp_muon_gram_s"]))} if "tp_muon_gram_s" in est.time_extra else {}),
         # inside pp_comm_s: the interleaved schedule's warm-up and flush p2p the stack waits on (step.py [13])
         "pp_warmup_flush_s": _num(pick(est.time_extra["pp_warmup_flush_s"])),
         "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),

@@ -171,9 +171,13 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "with (Megatron-LM --muon-num-ns-steps) (default: 5)"),
     FieldOption("muon_split_qkv", "bool", "with --optimizer muon: orthogonalize linear_qkv's q, k and v apart "
                 "(Megatron-LM --muon-split-qkv; off: --muon-no-split-qkv, the one matrix whole) (default: on)"),
-    FieldOption("muon_tp_mode", "str", "blockwise|duplicated: with --optimizer muon, Newton-Schulz on each TP rank's "
-                "own shard, no gather (blockwise), or on the whole matrix after a TP all-gather (duplicated) "
+    FieldOption("muon_tp_mode", "str", "blockwise|duplicated|distributed: with --optimizer muon, Newton-Schulz on each TP "
+                "rank's own shard, no gather (blockwise), on the whole matrix after a TP all-gather (duplicated), or split "
+                "over the TP group, the Gram matrix all-reduced every step (distributed) "
                 "(Megatron-LM --muon-tp-mode) (default: the stack's: megatron duplicated, megatron-bridge blockwise)"),
+    FieldOption("muon_fp32_matmul_prec", "str", "low|medium|high: with --optimizer muon, torch's float32 matmul "
+                "precision around Newton-Schulz: bf16 GEMMs (medium), TF32 (high), fp32 off the tensor cores (low, "
+                "which torch ignores: its default highest) (Megatron-LM --muon-fp32-matmul-prec) (default: medium)"),
     FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
                 "(default: the stack's)"),
     FieldOption("precision_aware_optimizer", "bool", "the stack's precision-aware optimizer (Megatron-LM "

@@ -721,8 +721,13 @@ References
      and newton_schulz holds the larger of the fp32 normalised X beside its bf16 cast (6 B), the loop's two bf16 X
      and the m x m bf16 A and B (4 B an element + 4 B m^2, m the smaller side) and the last bf16 X beside its fp32
      result (6 B), of the largest matrix the stage's Muon steps (layers/common.py [ns]: linear_qkv split into q, k,
-     v); the rank holding it is the one priced (one rank holds it whole under the layer-wise optimizer). The TP
-     gathers' time is in tp_comm (step.py [28]). The layer-wise optimizer's parameter all-gather: with the layout,
+     v); the rank holding it is the one priced (one rank holds it whole under the layer-wise optimizer). Under
+     --muon-tp-mode blockwise no gather and the shard's; under distributed no gather either, newton_schulz on the
+     rank's shard oriented on the matrix's unpartitioned side (layers/common.py muon_distributed: m that side, its
+     Gram all-reduced in place, muon_utils.py v0.3.0 l. 315-317). Under --muon-fp32-matmul-prec high or low X stays
+     fp32 (no bf16 cast, l. 203-213; the last .to(float32) a no-op, l. 220): the normalised X alone (4 B), or the
+     loop's two fp32 X and the fp32 A and B (8 B an element + 8 B m^2). The TP gathers' and Gram all-reduces' time is
+     in tp_comm (step.py [28]). The layer-wise optimizer's parameter all-gather: with the layout,
      DDP's own start_param_sync into its buffer (no new tensor); on the legacy path allgather_params' flattened shard
      and receive buffers, the stage's bf16 parameters, a moment after the step (legacy_gather_bytes).
      Whole tensors (job field optimizer_whole_tensors; --no-use-layer-wise-param-layout, arguments.py l. 3160-3169): with
@@ -1603,7 +1608,7 @@ from .dispatch import ALLTOALL, HYBRIDEP, group_size, group_stride
 from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
-from .layers.common import ACT_BYTES, kv_local, muon_local, norm_params
+from .layers.common import ACT_BYTES, kv_local, muon_distributed, muon_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard, optimizer_shards
 from .params import ParamCounts, count_params
@@ -2057,20 +2062,26 @@ MUON_GATHER_BYTES = 4.0 + 4.0
 MUON_NS_BYTES = 4.0 + 2.0
 MUON_LOOP_BYTES = 2.0 + 2.0
 MUON_GRAM_BYTES = 2.0 + 2.0
+MUON_NS_FP32_BYTES = 4.0  # the normalised fp32 X with no bf16 cast (muon_fp32_matmul_prec high or low) [mu]
 
 
-def muon_step_temporaries(mats, gathered=True):
+def muon_step_temporaries(mats, gathered=True, oriented=False, fp32=False):
     """Bytes of the Newton-Schulz temporaries of the largest of `mats` (rows, cols, count, group: layers/common.py
     [ns]; rows may be float64 arrays, muon_local's shards) [mu]: e = rows x cols, m = min(rows, cols): MUON_GATHER_BYTES
     e where newton_schulz_tp gathers it (groups split and expert, under the duplicated TP mode: `gathered`; none under
     blockwise, each rank's own shard) + max(MUON_NS_BYTES e, MUON_LOOP_BYTES e + MUON_GRAM_BYTES m^2); 0 for none. One
     matrix at a time: the optimizer's step loop (orthogonalized_optimizer.py l. 169-199) frees each one's before the
-    next."""
+    next. oriented: layers/common.py muon_distributed's (gram, local) matrices, m = gram (the distributed TP mode: the
+    rank's shard, no gather, its Gram all-reduced in place). fp32: the job's muon_fp32_matmul_prec high or low, which
+    leave X fp32 (no bf16 cast, muon_utils.py v0.3.0 l. 203-213, and the last .to(float32) a no-op, l. 220): the
+    normalised X alone (MUON_NS_FP32_BYTES), the loop's X, A and B in fp32 (twice MUON_LOOP_BYTES, MUON_GRAM_BYTES)."""
     out = 0.0
     for rows, cols, _count, group in mats:
         rows, cols = np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64)
-        e, m = rows * cols, np.minimum(rows, cols)
-        work = np.maximum(MUON_NS_BYTES * e, MUON_LOOP_BYTES * e + MUON_GRAM_BYTES * m * m)
+        e, m = rows * cols, (rows if oriented else np.minimum(rows, cols))
+        wide = 2.0 if fp32 else 1.0
+        work = np.maximum((MUON_NS_FP32_BYTES if fp32 else MUON_NS_BYTES) * e,
+                          wide * (MUON_LOOP_BYTES * e + MUON_GRAM_BYTES * m * m))
         out = np.maximum(out, work + (MUON_GATHER_BYTES * e if gathered and group != "rep" else 0.0))
     return out if np.ndim(out) else float(out)
 
@@ -3553,12 +3564,18 @@ class _PerLayer:
         self.muon_temp = None
         if settings.optimizer == "muon":  # a job setting
             m, kinds = settings.model, pc.layers.kinds
-            # the job's TP mode (step.py [28]): under blockwise each TP rank's own shard, no gather (muon_local)
+            # the job's TP mode (step.py [28]): under blockwise each TP rank's own shard, no gather (muon_local);
+            # under distributed the shard oriented on its unpartitioned side, no gather (muon_distributed)
             block = settings.muon_tp_mode == "blockwise"  # a job setting
+            dist = settings.muon_tp_mode == "distributed"  # a job setting
+            fp32 = settings.muon_fp32_matmul_prec != "medium"  # a job setting: X left fp32
             etp = etp_of(plan)
 
             def temps(mats):
-                return muon_step_temporaries(muon_local(mats, plan.tp, etp, block), gathered=not block)
+                if dist:
+                    return muon_step_temporaries(muon_distributed(mats, plan.tp, etp), gathered=False, oriented=True,
+                                                 fp32=fp32)
+                return muon_step_temporaries(muon_local(mats, plan.tp, etp, block), gathered=not block, fp32=fp32)
             split = settings.muon_split_qkv  # a job setting: linear_qkv split or whole
             self.muon_temp = [temps(k.muon_matrices(split, plan.tp)) for k in kinds]  # (at tp not dividing k: whole)
             self.muon_temp_position = (temps(((m.max_seq_len, m.hidden_size, 1, "rep"),))

@@ -693,6 +693,7 @@ class Settings:
     muon_ns_steps: int = 5  # Muon's Newton-Schulz steps (job field; --muon-num-ns-steps, default 5: step.py [28])
     muon_split_qkv: bool = True  # Muon orthogonalizes q, k, v apart (job field; --muon-no-split-qkv: off; step.py [28])
     muon_tp_mode: str = "duplicated"  # Muon's TP mode (job field, else the stack's runs.optimizers muon_tp_mode: step.py [28])
+    muon_fp32_matmul_prec: str = "medium"  # torch's fp32 matmul precision around Newton-Schulz (job field: step.py [28])
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     offload_optimizer: str = "none"  # "cpu": the optimizer partition in host memory, stepped by the CPU (job field; planner/offload.py)
@@ -1756,6 +1757,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         muon_ns_steps=job.muon_ns_steps,
         muon_tp_mode=job.muon_tp_mode or muon_tp_default(stack),
         muon_split_qkv=job.muon_split_qkv,
+        muon_fp32_matmul_prec=_muon_matmul_prec(job, hw, where),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         offload_optimizer=job.offload_optimizer,
@@ -2173,6 +2175,10 @@ def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
         raise PlannerError(f"{where}muon_tp_mode {job.muon_tp_mode} with optimizer {job.optimizer}: the TP mode is "
                            "Muon's Newton-Schulz's (--muon-tp-mode, NVIDIA/Megatron-LM @d98e8a64 "
                            "megatron/training/arguments.py l. 2650-2651)", "drop muon_tp_mode, or set optimizer muon")
+    if job.muon_fp32_matmul_prec != "medium" and job.optimizer != "muon":
+        raise PlannerError(f"{where}muon_fp32_matmul_prec {job.muon_fp32_matmul_prec} with optimizer {job.optimizer}: the "
+                           "precision is Muon's Newton-Schulz's (--muon-fp32-matmul-prec, NVIDIA/Megatron-LM @d98e8a64 "
+                           "megatron/training/arguments.py l. 2640-2642)", "drop muon_fp32_matmul_prec, or set optimizer muon")
     if job.optimizer == "adam":
         return "adam"
     runs = stack.runs if stack is not None else None
@@ -2202,6 +2208,20 @@ def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
                            "add optimizer_whole_tensors (--optimizer-whole-tensors: each parameter whole on one rank, "
                            "as that code runs it), or set sharding none")
     return job.optimizer
+
+
+def _muon_matmul_prec(job: Job, hw, where: str = "") -> str:
+    """The job's muon_fp32_matmul_prec (step.py [28]), refused at low on hardware without an fp32 (non-tensor) peak:
+    low is no precision torch knows, so Newton-Schulz keeps torch's default highest, fp32 GEMMs priced at
+    Hardware.fp32_TFLOPS (step.muon_gemm_slowdown)."""
+    prec = job.muon_fp32_matmul_prec
+    if job.optimizer == "muon" and prec == "low" and hw.fp32_TFLOPS is None:
+        raise PlannerError(f"{where}muon_fp32_matmul_prec low on hardware {hw.name}, which gives no fp32_TFLOPS: low keeps "
+                           "torch's default float32 matmul precision highest (aten/src/ATen/Context.cpp "
+                           "setFloat32MatmulPrecision: 'the current setFloat32MatmulPrecision call has no effect'), "
+                           "fp32 GEMMs off the tensor cores, priced at the hardware's fp32 peak",
+                           "add fp32_TFLOPS to the hardware file, or use muon_fp32_matmul_prec medium or high")
+    return prec
 
 
 def muon_param_layout(stack) -> bool:
@@ -3750,6 +3770,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"optimizer_whole_tensors": True} if settings.optimizer_whole_tensors else {}),
         **({"muon_ns_steps": settings.muon_ns_steps} if settings.muon_ns_steps != 5 else {}),
         **({"muon_split_qkv": False} if not settings.muon_split_qkv else {}),
+        **({"muon_fp32_matmul_prec": settings.muon_fp32_matmul_prec} if settings.muon_fp32_matmul_prec != "medium" else {}),
         # Muon's TP mode only where it is not the stack's default
         **({"muon_tp_mode": settings.muon_tp_mode}
            if settings.optimizer == "muon" and settings.muon_tp_mode != muon_tp_default(settings.stack) else {}),

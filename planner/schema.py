@@ -4048,15 +4048,24 @@ class Job(BaseModel):
         description="with optimizer muon: Newton-Schulz steps a momentum is orthogonalized with (Megatron-LM "
                     "--muon-num-ns-steps, default 5, arguments.py @d98e8a64 l. 2648-2649): each step's three GEMMs "
                     "in the step time (step.py [28]); the temporaries are one step's (memory.py [mu]); default 5")
-    muon_tp_mode: Optional[Literal["blockwise", "duplicated"]] = Field(
+    muon_tp_mode: Optional[Literal["blockwise", "duplicated", "distributed"]] = Field(
         default=None,
         description="with optimizer muon: how Newton-Schulz treats a TP-split matrix (Megatron-LM --muon-tp-mode, "
                     "Megatron-Core OptimizerConfig.muon_tp_mode): duplicated all-gathers the fp32 momentum's shards over "
                     "the TP group (the expert-TP group for the routed experts) and orthogonalizes the whole matrix on "
                     "every TP rank; blockwise orthogonalizes each rank's own shard, no gather (muon.py @905c0e386 "
-                    "l. 133, emerging_optimizers.py @d98e8a64 l. 403: partition_dim None); step.py [28], memory.py "
-                    "[mu]; default: the stack's runs.optimizers muon_tp_mode (megatron duplicated, megatron-bridge "
-                    "blockwise); distributed is not priced")
+                    "l. 133, emerging_optimizers.py @d98e8a64 l. 403: partition_dim None); distributed runs the "
+                    "iteration on each rank's shard along the unpartitioned side, the Gram matrix all-reduced over the "
+                    "TP group every step (Emerging-Optimizers v0.3.0 muon_utils.py newton_schulz_tp l. 279-286, "
+                    "newton_schulz_step l. 315-317); step.py [28], memory.py [mu]; default: the stack's "
+                    "runs.optimizers muon_tp_mode (megatron duplicated, megatron-bridge blockwise)")
+    muon_fp32_matmul_prec: Literal["low", "medium", "high"] = Field(
+        default="medium",
+        description="with optimizer muon: torch's float32 matmul precision around Newton-Schulz (Megatron-LM "
+                    "--muon-fp32-matmul-prec, OptimizerConfig.muon_fp32_matmul_prec, default medium: "
+                    "optimizer_config.py @d98e8a64 l. 272): medium casts X to bf16 (bf16 GEMMs), high runs fp32 data "
+                    "on TF32 tensor cores, low is no precision torch knows and keeps its default highest (fp32 GEMMs "
+                    "off the tensor cores); step.py [28], memory.py [mu]; default medium")
     muon_split_qkv: bool = Field(
         default=True,
         description="with optimizer muon: orthogonalize linear_qkv's q, k and v apart, split per query group (Megatron-LM "

@@ -426,7 +426,28 @@ References
     905c0e386 optimizer_config.py l. 277-278, muon.py l. 273) passes partition_dim None (muon.py @905c0e386 l. 133,
     emerging_optimizers.py @d98e8a64 l. 403): each TP rank runs newton_schulz on its own shard, no collective
     (layers/common.py muon_local: the partitioned rows / tp, the experts' / etp; muon_blockwise), no gather (and no
-    gathered matrix in memory.py [mu]); distributed (NS split over the TP group) is not priced. Each dp x cp rank steps only the parameters the layer-wise distributed optimizer assigns it
+    gathered matrix in memory.py [mu]). --muon-tp-mode distributed (the job's muon_tp_mode; Megatron-Core 905c0e386
+    muon.py l. 87 hands it to Emerging-Optimizers v0.1.0's newton_schulz_tp as mode, l. 215-222, the same code as
+    v0.3.0's l. 279-286): newton_schulz on each TP rank's fp32 momentum shard with tp_group set and transpose set by
+    the partition_dim (0: transposed, 1: as it is), so the iteration spans the matrix's unpartitioned side m (the cols
+    of layers/common.py [ns]'s split and expert matrices, at tp 1 too: TE's partition_dim whatever tp; the Gram on
+    it even where the partitioned side is the smaller, the waste newton_schulz_tp's docstring warns of) with the
+    rank's rows / tp (/ etp) of the other (layers/common.py muon_distributed): distributed_normalize_p2 (l. 120-124)
+    all-reduces the fp32 sum of squares once (MUON_NORM_BYTES), and each step newton_schulz_step (l. 315-319)
+    computes the partial Gram X X^T [m, m, n / tp], all-reduces it over the TP group (m^2 elements,
+    MUON_NS_ELEMENT_BYTES: bf16 under medium), then B = b A + c A A [m, m, m] (the whole Gram's, on every TP rank) and
+    X = a X + B X [m, n / tp, m]: the GEMMs in muon_ns, the all-reduces in tp_comm (muon_gram_time, extra
+    tp_muon_gram_s), each waited on (synchronous torch.distributed.all_reduce, the next GEMM reads it); rep matrices
+    (no partition_dim) take the fallback newton_schulz whole, no collective. --muon-fp32-matmul-prec (the job's
+    muon_fp32_matmul_prec; OptimizerConfig.muon_fp32_matmul_prec, default medium, handed to TensorParallelMuon and
+    set by Emerging-Optimizers' orthogonalized_optimizer.py v0.3.0 l. 192 / v0.1.0 l. 173 through
+    torch.set_float32_matmul_precision around the orthogonalization): medium, the bf16 cast above; high, the fp32 X's
+    GEMMs on TF32 tensor cores (torch's 'high'), priced at the bf16 rate x 1 / TF32_PER_BF16; low, which torch does
+    not take (it warns and keeps its precision, the default highest), fp32 GEMMs off the tensor cores, at the bf16
+    rate x bf16_TFLOPS / fp32_TFLOPS (muon_gemm_slowdown); under high and low the Gram all-reduce and the
+    temporaries are fp32 (memory.py [mu]). --muon-use-syrk (Megatron-LM @d98e8a64 arguments.py l. 2656-2658) is refused
+    by the Megatron reader: TensorParallelMuon raises unless Emerging-Optimizers >= 0.4.0 (emerging_optimizers.py
+    l. 52-56, 202-207), and the pin is v0.3.0. Each dp x cp rank steps only the parameters the layer-wise distributed optimizer assigns it
     (layer_wise_optimizer.py l. 173-180, shard_params l. 614-641; the experts over the expert-data-parallel ranks):
     1 / (dp x cp) of the stage's dense matrices and 1 / edp of its E / ep experts a layer on average, at sharding
     zero1, but never less than the largest matrix of each (a parameter is never split: the worst rank holds it whole,
@@ -436,8 +457,8 @@ References
     with its default layout the distributed optimizer's reduce-scatter and bucketed all-gather over the padded
     shard-aligned buffer (muon_layout_padding, memory.muon_layout_excess); on its legacy path (the job's
     optimizer_whole_tensors) an all-reduce of the gradients and allgather_params' one all-gather (l. 817-868). Not
-    priced: the flags blockwise / distributed TP modes, fp32 matmul precision high, the SYRK kernel and other step
-    counts (Megatron reader: not modelled); the LPT's imbalance above the largest-matrix floor.
+    priced: the elementwise normalisation and scaling passes, GTP rematerialisation's groups (not modelled); the LPT's
+    imbalance above the largest-matrix floor.
 [29] Megatron-FSDP's HSDP with the outer-DP optimizer sharding (job field mfsdp_outer_optim, --outer-dp-sharding-
     strategy optim; stack runs.sharding outer_optim; memory.py [oo]). NVIDIA/Megatron-LM @d98e8a64
     megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py GradReducePipeline.reduce_gradients
@@ -474,7 +495,7 @@ from .compute import (
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.attention import dense_windows, mean_causal_keys
-from .layers.common import ACT_BYTES, muon_local, shapes
+from .layers.common import ACT_BYTES, muon_distributed, muon_local, shapes
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
                      fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
@@ -2789,22 +2810,52 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
 MUON_NS_STEPS = 5
 
 
-def newton_schulz_gemms(rows, cols, count=1.0, steps=MUON_NS_STEPS):
+def newton_schulz_gemms(rows, cols, count=1.0, steps=MUON_NS_STEPS, oriented=False):
     """[(GemmShape, count)] of the Newton-Schulz iteration on `count` whole rows x cols matrices [28]: m = min, n = max
-    (the transpose to the smaller side), per step X X^T [m, m, n], b A + c A A [m, m, m], a X + B X [m, n, m]."""
-    m, n = np.minimum(rows, cols).astype(np.float64), np.maximum(rows, cols).astype(np.float64)
+    (the transpose to the smaller side), per step X X^T [m, m, n], b A + c A A [m, m, m], a X + B X [m, n, m].
+    oriented: the matrices are layers/common.py muon_distributed's (the Gram side m = rows, whatever the smaller: the
+    distributed TP mode's transpose by partition_dim, not by size)."""
+    if oriented:
+        m, n = np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64)
+    else:
+        m, n = np.minimum(rows, cols).astype(np.float64), np.maximum(rows, cols).astype(np.float64)
     return shapes([("ns_gram", m, m, n, steps * count), ("ns_poly", m, m, m, steps * count),
                    ("ns_update", m, n, m, steps * count)])
 
 
-def _ns_seconds(mats, hw, cal, steps=MUON_NS_STEPS) -> tuple:
+def _ns_seconds(mats, hw, cal, steps=MUON_NS_STEPS, oriented=False, slow=1.0) -> tuple:
     """(dense, experts) seconds of the Newton-Schulz iterations on matrices (rows, cols, count, group) [28], bf16
-    (--muon-fp32-matmul-prec medium) at compute.price_gemms' rates, `steps` steps (the job's muon_ns_steps)."""
+    (--muon-fp32-matmul-prec medium) at compute.price_gemms' rates, x slow at another precision (muon_gemm_slowdown),
+    `steps` steps (the job's muon_ns_steps); oriented: newton_schulz_gemms'."""
     out = [0.0, 0.0]
     for rows, cols, count, group in mats:
-        gemms = newton_schulz_gemms(rows, cols, count, steps)
-        out[1 if group == "expert" else 0] += sum(price_gemms(gemms, hw, "bf16", cal).values())
+        gemms = newton_schulz_gemms(rows, cols, count, steps, oriented)
+        out[1 if group == "expert" else 0] += slow * sum(price_gemms(gemms, hw, "bf16", cal).values())
     return out[0], out[1]
+
+
+# the dense TF32 tensor-core peak a dense BF16 one: NVIDIA's datasheets, A100 SXM TF32 156 / BF16 312 TFLOPS, H100 SXM
+# 494.7 / 989.4 (the planner's reference hardware table, H100_SXM_80GB and A100_SXM4_40GB notes); measured, H100 torch.mm
+# at 4096^3 TF32 402.15 / BF16 788.72 TFLOPS = 0.51 (zzc0721/torch-performance-test-data issue #79, the reference GEMM
+# measurements) [28]
+TF32_PER_BF16 = 0.5
+# bytes an element of Newton-Schulz's X, A and B and of the Gram all-reduce, by the job's muon_fp32_matmul_prec:
+# medium casts X to bf16 (muon_utils.py v0.3.0 l. 203-213), high and low leave the fp32 X fp32 [28]
+MUON_NS_ELEMENT_BYTES = {"medium": 2.0, "high": 4.0, "low": 4.0}
+
+
+def muon_gemm_slowdown(hw, prec: str) -> float:
+    """Newton-Schulz GEMM seconds at the job's muon_fp32_matmul_prec over bf16's (price_gemms' bf16 rate, its plateau
+    and wave efficiency, scaled by the peaks' ratio) [28]: medium 1 (bf16 GEMMs); high, torch's 'high' (TF32 tensor
+    cores for fp32 matmuls), 1 / TF32_PER_BF16; low, which torch does not know (Context.cpp setFloat32MatmulPrecision
+    warns 'the current setFloat32MatmulPrecision call has no effect', so the default highest stays: Megatron-LM
+    @d98e8a64 sets no other, no set_float32_matmul_precision or allow_tf32 under megatron/), fp32 GEMMs off the tensor
+    cores, bf16_TFLOPS / fp32_TFLOPS (plan._muon_matmul_prec refuses low where the hardware gives no fp32 peak)."""
+    if prec == "high":
+        return 1.0 / TF32_PER_BF16
+    if prec == "low":
+        return float(hw.bf16_TFLOPS) / float(hw.fp32_TFLOPS)
+    return 1.0
 
 
 def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
@@ -2817,7 +2868,55 @@ def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     step, l. 315-319, once for each of get_coefficient_iterator's `steps` coefficient sets, l. 81-110, 199)."""
     hw, cal, steps = sc.settings.hardware, sc.gemm_cal, sc.settings.muon_ns_steps
     tp, etp, blockwise = sc.plan.tp, moe.etp_of(sc.plan), muon_blockwise(sc)
-    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_local(mats, tp, etp, blockwise), hw, cal, steps))
+    slow = muon_gemm_slowdown(hw, sc.settings.muon_fp32_matmul_prec)  # a job setting
+    if muon_distributed_mode(sc):  # a job setting: each TP rank's shard, the Gram on the unpartitioned side
+        return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_distributed(mats, tp, etp), hw, cal, steps,
+                                                                 oriented=True, slow=slow))
+    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_local(mats, tp, etp, blockwise), hw, cal, steps,
+                                                             slow=slow))
+
+
+def muon_distributed_mode(sc: StepCtx) -> bool:
+    """Whether the job's Muon runs its distributed TP mode (the job's muon_tp_mode) [28]: newton_schulz_tp
+    (Emerging-Optimizers v0.3.0 muon_utils.py l. 279-286) transposes each rank's shard by its partition_dim (0: the
+    shard's transpose, 1: as it is), so the iteration's Gram side is the matrix's unpartitioned one, and
+    newton_schulz_step all-reduces the Gram A = X X^T over the TP group every step (l. 315-317), the normalisation's
+    sum of squares once (distributed_normalize_p2 l. 120-124): layers/common.py muon_distributed, muon_gram_time."""
+    return sc.settings.muon_tp_mode == "distributed"  # a job setting
+
+
+def muon_gram_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
+    """Seconds per step of the all-reduces Muon's distributed TP mode runs on a TP-split matrix [28]: each of the
+    job's muon_ns_steps steps the m x m Gram (m the unpartitioned side; MUON_NS_ELEMENT_BYTES an element: bf16 under
+    medium, fp32 otherwise) over the TP group (the expert-TP group for the routed experts), and once the fp32 sum of
+    squares (distributed_normalize_p2, MUON_NORM_BYTES), each waited on (the next GEMM reads it; torch.distributed
+    all_reduce, synchronous), on the matrices the rank steps (as muon_ns_time divides them); none for the matrices
+    whole on every rank (group rep: the fallback newton_schulz, no tp_group, l. 263-265), none at tp 1, none in the
+    other TP modes. Inside tp_comm."""
+    plan = sc.plan
+    if not muon_distributed_mode(sc):  # a job setting
+        return 0.0 * plan.tp
+    s_tp = coll.strides["tp"]
+    etp = moe.etp_of(plan)
+    s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"] if sc.ll.has_experts else s_tp
+    steps, b = sc.settings.muon_ns_steps, MUON_NS_ELEMENT_BYTES[sc.settings.muon_fp32_matmul_prec]
+
+    def grams(mats):
+        d, e = 0.0, 0.0
+        for gram, _local, count, group in muon_distributed(mats, plan.tp, etp):
+            if group == "expert":
+                e = e + count * (steps * coll(comm.ALL_REDUCE, b * gram * gram, etp, s_etp)
+                                 + coll(comm.ALL_REDUCE, MUON_NORM_BYTES, etp, s_etp))
+            elif group == "split":
+                d = d + count * (steps * coll(comm.ALL_REDUCE, b * gram * gram, plan.tp, s_tp)
+                                 + coll(comm.ALL_REDUCE, MUON_NORM_BYTES, plan.tp, s_tp))
+        return d, e
+    return _muon_stage_max(sc, dp, grams)
+
+
+# the normalisation's all-reduce under the distributed TP mode: one fp32 scalar, (x * x).sum() of the fp32 momentum
+# shard (muon_utils.py v0.3.0 distributed_normalize_p2 l. 122-123) [28]
+MUON_NORM_BYTES = 4.0
 
 
 def muon_blockwise(sc: StepCtx) -> bool:
@@ -2845,7 +2944,7 @@ def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarra
             elif group == "split":
                 d = d + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, plan.tp, s_tp)
         return d, e
-    if muon_blockwise(sc):  # a job setting: each rank's own shard, no gather
+    if sc.settings.muon_tp_mode != "duplicated":  # a job setting: blockwise and distributed gather nothing
         return 0.0 * plan.tp
     return _muon_stage_max(sc, dp, gathers)
 
@@ -3084,11 +3183,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     off = {}
     muon = {"muon_ns": muon_ns_time(sc, dp)} if sc.settings.optimizer == "muon" else {}  # a job setting [28]
     muon_gather = muon_gather_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
+    muon_gram = muon_gram_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
     if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
         off = offload_parts(sc, dp, comp)
         opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
-    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather + muon_gram, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt, crit),
              # a lower bound of the step at every rank order (search._step_parts' floor): the compute-heaviest stage's
@@ -3100,7 +3200,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
-             **({"tp_muon_gather_s": muon_gather} if muon else {}),
+             **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
              **critical_stage_extras(sc, crit),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
              **mamba_scan_time(sc, lt, crit), **gating_einsum_time(sc, lt, crit), **off,

@@ -188,6 +188,10 @@ CASES = [
      True, {"memory": 0, "step": +1}),
     ("muon_tp_mode", ["--muon-tp-mode", "blockwise"], "blockwise",
      dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon", tp=2), "duplicated", {"memory": 0, "step": -1}),
+    # Newton-Schulz's float32 matmul precision (--muon-fp32-matmul-prec; step.py [28]): high runs the GEMMs on TF32
+    # tensor cores at half the bf16 rate (muon_ns 0.250 s -> 0.500 s at tp 2); the fp32 temporaries are not the peak
+    ("muon_fp32_matmul_prec", ["--muon-fp32-matmul-prec", "high"], "high",
+     dict(DENSE, stack="megatron", sharding="zero1", optimizer="muon", tp=2), "medium", {"memory": 0, "step": +1}),
     # the job's host (plan._apply_host) in place of the hardware entry's, read by CPU offload (tests/test_host_adam.py):
     # half h100-sxm's DRAM peak (563.2 GB/s), the host's Adam twice as long; half its PCIe Gen5 link (64 GB/s), the
     # copies twice as long; host memory only gates (check), no figure moves
@@ -236,7 +240,7 @@ CASES = [
 IDS = [c[0] for c in CASES]
 # the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
 # (a fusion switch on: the stack's fused kernel; muon_tp_mode: the megatron stack's, the case's)
-OMITTED = {"optimizer": "adam", "muon_ns_steps": 5, "muon_tp_mode": "duplicated", "muon_split_qkv": True, "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+OMITTED = {"optimizer": "adam", "muon_ns_steps": 5, "muon_tp_mode": "duplicated", "muon_split_qkv": True, "muon_fp32_matmul_prec": "medium", "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
            "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")

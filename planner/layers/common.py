@@ -265,3 +265,18 @@ def muon_local(mats, tp, etp, blockwise) -> tuple:
         return tuple(mats)
     div = {"split": np.asarray(tp, dtype=np.float64), "expert": np.asarray(etp, dtype=np.float64)}
     return tuple((rows / div[group] if group in div else rows, cols, count, group) for rows, cols, count, group in mats)
+
+
+def muon_distributed(mats, tp, etp) -> tuple:
+    """The matrices (gram, local, count, group) one TP rank orthogonalizes under Muon's distributed TP mode ([ns]; the
+    job's muon_tp_mode; step.py [28]), oriented: `gram` the side the iteration's Gram A = X X^T spans, `local` the
+    rank's share of the other. newton_schulz_tp (Emerging-Optimizers v0.3.0 muon_utils.py l. 279-286; v0.1.0 l. 215-222,
+    Megatron-Core 905c0e386's) transposes the rank's shard by its partition_dim, not by size (partition_dim 0: the
+    transpose, 1: as it is), so a split matrix (rows the partitioned side, [ns]) runs on its cols, gram = cols, with
+    rows / tp of the other side (an expert's rows / etp), at tp 1 too (a group of one: the partition_dim is TE's,
+    whatever tp; the Gram on cols even where rows is the smaller, the waste the function's docstring warns of); a rep
+    matrix (no partition_dim: the fallback newton_schulz, l. 263-265) transposes to its smaller side, whole. tp, etp:
+    the plans' int64 degrees (local float64 arrays)."""
+    div = {"split": np.asarray(tp, dtype=np.float64), "expert": np.asarray(etp, dtype=np.float64)}
+    return tuple((cols, rows / div[group], count, group) if group in div
+                 else (np.minimum(rows, cols), np.maximum(rows, cols), count, group) for rows, cols, count, group in mats)

@@ -342,7 +342,7 @@ def plan_signature(plan: dict) -> dict:
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps",
-            "muon_tp_mode", "muon_split_qkv", "mla_down_proj_fusion")
+            "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
     out["muon_tp_mode"] = priced_muon_tp_mode(plan)  # as priced: a stack's default is left out of its plans
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -1545,6 +1545,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
             args.append(("--muon-num-ns-steps", plan["muon_ns_steps"]))
         if plan.get("muon_split_qkv") is False:  # linear_qkv whole (arguments.py l. 2630-2632; step.py [28])
             args.append(("--muon-no-split-qkv", None))
+        if plan.get("muon_fp32_matmul_prec"):  # a precision other than medium (arguments.py l. 2640-2642; step.py [28])
+            args.append(("--muon-fp32-matmul-prec", plan["muon_fp32_matmul_prec"]))
         # Muon's TP mode as priced, always spelled (arguments.py l. 2650-2651; step.py [28]): a plan records it only
         # where it is not its stack's default, and a megatron-bridge plan written here (blockwise by default) would
         # otherwise run Megatron-LM's duplicated
@@ -2446,7 +2448,7 @@ _BRIDGE_WRITTEN = {
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
-    "muon_tp_mode", "muon_split_qkv", "deterministic_mode", "mla_down_proj_fusion"}
+    "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "deterministic_mode", "mla_down_proj_fusion"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2693,6 +2695,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o.append(("optimizer.muon_tp_mode", priced_muon_tp_mode(plan)))
     if muon and plan.get("muon_split_qkv") is False:  # OptimizerConfig.muon_split_qkv (905c0e386 l. 263, default True)
         o.append(("optimizer.muon_split_qkv", False))
+    if muon and plan.get("muon_fp32_matmul_prec"):  # OptimizerConfig.muon_fp32_matmul_prec (905c0e386 l. 272, medium)
+        o.append(("optimizer.muon_fp32_matmul_prec", plan["muon_fp32_matmul_prec"]))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off
     # under Muon, as NVIDIA's Muon recipe runs it: recipes/kimi/kimi_k2.py @dc805f5cf l. 195-197)
     dpo = bool(plan.get("dp_comm_overlap"))

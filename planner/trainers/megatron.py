@@ -291,7 +291,7 @@ VALUE_FLAGS = {
     "--window-size", "--window-attn-skip-freq", "--rope-type",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
-    "--optimizer", "--muon-scalar-optimizer", "--muon-num-ns-steps", "--muon-tp-mode", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    "--optimizer", "--muon-scalar-optimizer", "--muon-num-ns-steps", "--muon-tp-mode", "--muon-fp32-matmul-prec", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--optimizer-offload-fraction",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
@@ -310,6 +310,7 @@ VALUE_FLAGS = {
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
 BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_tensors with muon (memory.py [mu])
              "--muon-no-split-qkv",  # the job's muon_split_qkv false with muon (step.py [28])
+             "--muon-use-syrk",  # refused with muon (the pinned Emerging-Optimizers v0.3.0 lacks it: _unmodelled)
              "--mla-down-proj-fusion",  # the job's mla_down_proj_fusion (layers/attention.py MLA.down_fused)
              "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
@@ -406,9 +407,6 @@ NOT_MODELLED = {
 }
 # flag families the reader does not price that change memory or time: (pattern, what they change)
 NOT_MODELLED_PATTERNS = (
-    (r"--muon-(fp32-matmul-prec|use-syrk)$",
-     "Muon's Newton-Schulz settings: the optimizer step's matrix products and temporaries are priced at the defaults "
-     "(bf16 GEMMs, no SYRK: step.py [28], memory.py [mu])"),
     (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
      "the Mamba mixer's shape: its weights, activations and scan time"),
 )
@@ -2019,6 +2017,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             ignored.append(noted("ignored", "--muon-no-split-qkv", "Muon's q / k / v split: the job's optimizer is "
                                  f"{job.get('optimizer', 'adam')}, which runs no Newton-Schulz (arguments.py @d98e8a64 "
                                  "l. 2630-2632)"))
+    for f in ("--muon-fp32-matmul-prec", "--muon-use-syrk"):  # read under Muon only (_unmodelled)
+        if f in flags and job.get("optimizer") != "muon":
+            ignored.append(listed("ignored", f, flags[f], "Muon's Newton-Schulz setting: the job's optimizer is "
+                                  f"{job.get('optimizer', 'adam')}, which runs none (arguments.py @d98e8a64 l. 2640-2658)"))
     if "--muon-tp-mode" in flags and job.get("optimizer") != "muon":  # read under Muon only (_unmodelled)
         ignored.append(listed("ignored", "--muon-tp-mode", flags["--muon-tp-mode"], "Muon's TP mode: the job's "
                               f"optimizer is {job.get('optimizer', 'adam')}, which runs no Newton-Schulz "
@@ -2718,13 +2720,24 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
         if steps != 5:
             job["muon_ns_steps"] = steps  # the job's muon_ns_steps (step.py [28])
         mode = flags.get("--muon-tp-mode", "duplicated")  # arguments.py @d98e8a64 l. 2650-2651, default duplicated
-        if mode in ("blockwise", "duplicated"):
-            if mode != "duplicated":
-                job["muon_tp_mode"] = mode  # the job's muon_tp_mode (step.py [28])
-        else:  # distributed: Newton-Schulz split over the TP group by small-Gram all-reduces, not priced
-            unmodelled.append(listed("unmodelled", "--muon-tp-mode", mode,
-                                     "Newton-Schulz distributed over the TP group is not modelled "
-                                     "(priced as duplicated: the whole matrix on every TP rank after a TP all-gather)", spaced=True))
+        if mode not in ("blockwise", "duplicated", "distributed"):  # argparse's choices (l. 2651)
+            raise PlannerError(f"{where}--muon-tp-mode {mode}: not a choice Megatron-LM takes (arguments.py @d98e8a64 "
+                               "l. 2650-2651)", "valid: blockwise, duplicated, distributed")
+        if mode != "duplicated":
+            job["muon_tp_mode"] = mode  # the job's muon_tp_mode (step.py [28])
+        prec = flags.get("--muon-fp32-matmul-prec", "medium")  # arguments.py @d98e8a64 l. 2640-2642, default medium
+        if prec not in ("low", "medium", "high"):  # argparse's choices (l. 2641)
+            raise PlannerError(f"{where}--muon-fp32-matmul-prec {prec}: not a choice Megatron-LM takes (arguments.py "
+                               "@d98e8a64 l. 2640-2642)", "valid: low, medium, high")
+        if prec != "medium":
+            job["muon_fp32_matmul_prec"] = prec  # the job's muon_fp32_matmul_prec (step.py [28])
+        if "--muon-use-syrk" in flags:  # arguments.py @d98e8a64 l. 2656-2658 (store_true)
+            raise PlannerError(f"{where}--muon-use-syrk: Megatron-LM @d98e8a64's TensorParallelMuon raises 'use_syrk "
+                               "requires emerging_optimizers >= 0.4.0.dev0' (megatron/core/optimizer/"
+                               "emerging_optimizers.py l. 52-56, 202-207: newton_schulz_tp takes use_syrk from 0.4.0) "
+                               "and the Emerging-Optimizers it pins is v0.3.0 (pyproject.toml l. 248), whose "
+                               "newton_schulz_tp has no use_syrk (muon_utils.py v0.3.0 l. 228-235)",
+                               "drop --muon-use-syrk (the planner prices the pinned v0.3.0's GEMMs)")
         scalar = flags.get("--muon-scalar-optimizer", "adam")  # arguments.py @d98e8a64 l. 2661-2664, default adam
         if scalar != "adam":
             unmodelled.append(listed("unmodelled", "--muon-scalar-optimizer", scalar,

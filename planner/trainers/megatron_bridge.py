@@ -112,6 +112,10 @@ COMMON = {
     # Muon's q / k / v split: Megatron-Core 905c0e386 optimizer_config.py l. 263 (True; muon.py l. 268 hands it on);
     # read by _optimizer_job (the job's muon_split_qkv false)
     "optimizer.muon_split_qkv": True,
+    # torch's float32 matmul precision around Newton-Schulz: Megatron-Core 905c0e386 optimizer_config.py l. 272 ('medium';
+    # muon.py l. 265 hands it to TensorParallelMuon, l. 106 on, Emerging-Optimizers v0.1.0 orthogonalized_optimizer.py l. 173 sets
+    # it); read by _optimizer_job (the job's muon_fp32_matmul_prec where not medium)
+    "optimizer.muon_fp32_matmul_prec": "medium",
     # the dropout probabilities: Megatron-Core 905c0e386 transformer_config.py l. 152, 155 (0.1 each), which every
     # transcribed recipe's provider sets to 0.0 (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf models/llama/llama_bridge.py
     # l. 65 hidden_dropout 0.0, qwen/qwen3_moe_bridge.py l. 52, deepseek/deepseek_v3_bridge.py l. 81,
@@ -917,7 +921,7 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
         raise PlannerError(f"{where}optimizer.optimizer={_shown(opt)}: not an optimizer the planner's {FMT} reader prices",
                            f"valid: {', '.join(BRIDGE_OPTIMIZERS)} (training/optim.py @dc805f5cf l. 69-84)")
     name, layer_wise = BRIDGE_OPTIMIZERS[opt]
-    mode = cfg["optimizer.muon_tp_mode"]
+    mode, prec = cfg["optimizer.muon_tp_mode"], cfg["optimizer.muon_fp32_matmul_prec"]
     if name == "adam":
         if not flag("optimizer.muon_split_qkv"):
             assumed.append(listed("assumed", "optimizer.muon_split_qkv", False,
@@ -927,11 +931,21 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
             assumed.append(listed("assumed", "optimizer.muon_tp_mode", _shown(mode),
                                   "Muon's TP mode, no effect under optimizer.optimizer="
                                   f"{opt} (no Newton-Schulz)"))
+        if prec != "medium":
+            assumed.append(listed("assumed", "optimizer.muon_fp32_matmul_prec", _shown(prec),
+                                  "Muon's Newton-Schulz precision, no effect under optimizer.optimizer="
+                                  f"{opt} (no Newton-Schulz)"))
         return False
-    if mode not in ("blockwise", "duplicated"):
-        raise PlannerError(f"{where}optimizer.muon_tp_mode={_shown(mode)}: not a Muon TP mode the planner prices "
-                           "(Newton-Schulz distributed over the TP group is not modelled)",
-                           "valid: blockwise, duplicated (Megatron-Core 905c0e386 optimizer_config.py l. 277-278)")
+    # 905c0e386's TensorParallelMuon takes the three (muon.py l. 62, 87: newton_schulz_tp's mode, Emerging-Optimizers
+    # v0.1.0 muon_utils.py l. 164-226, which runs distributed as v0.3.0 does: step.py [28])
+    if mode not in ("blockwise", "duplicated", "distributed"):
+        raise PlannerError(f"{where}optimizer.muon_tp_mode={_shown(mode)}: not a Muon TP mode Megatron-Core 905c0e386 "
+                           "runs (Emerging-Optimizers v0.1.0 newton_schulz_tp raises 'Invalid mode', muon_utils.py l. 224)",
+                           "valid: blockwise, duplicated, distributed (optimizer_config.py l. 277-278, muon.py l. 62)")
+    if prec not in ("low", "medium", "high"):  # Megatron-LM's choices (arguments.py @d98e8a64 l. 2640-2642)
+        raise PlannerError(f"{where}optimizer.muon_fp32_matmul_prec={_shown(prec)}: not a precision the planner prices",
+                           "valid: low, medium, high (torch.set_float32_matmul_precision: 'highest', 'high', 'medium'; "
+                           "low is no setting torch knows, which keeps its default)")
     if dist:
         raise PlannerError(f"{where}optimizer.optimizer={opt} with the distributed optimizer (ddp. / optimizer."
                            "use_distributed_optimizer true, the recipes' value): Megatron-Core 905c0e386 raises 'muon with "
@@ -952,6 +966,8 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
     job["optimizer"] = "muon"
     if mode != "blockwise":  # the stack's default is blockwise (stack_db megatron-bridge runs.optimizers)
         job["muon_tp_mode"] = mode
+    if prec != "medium":  # the job's muon_fp32_matmul_prec (step.py [28])
+        job["muon_fp32_matmul_prec"] = prec
     if not flag("optimizer.muon_split_qkv"):  # linear_qkv orthogonalized whole (muon.py @905c0e386 l. 136)
         job["muon_split_qkv"] = False
     if layer_wise:
