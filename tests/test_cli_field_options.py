@@ -148,6 +148,8 @@ CASES = [
      {"memory": +1}),
     # the trainer commit's date: which start-up checks run (stack runs.deterministic_refuses since), nothing priced
     ("trainer_date", ["--trainer-date", "2026-07-02"], "2026-07-02", dict(DENSE, stack="megatron"), "2026-07-01", {}),
+    # Megatron-LM's --use-flash-attn: read only by an older deterministic check (start-up rule 102), nothing priced
+    ("use_flash_attn", ["--use-flash-attn"], True, dict(DENSE, stack="megatron"), False, {}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
     # CPU offload (planner/offload.py, tests/test_offload.py): the optimizer partition off the GPU, the CPU's step on

@@ -341,7 +341,7 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps",
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "muon_ns_steps",
             "muon_tp_mode", "muon_split_qkv", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
     out["muon_tp_mode"] = priced_muon_tp_mode(plan)  # as priced: a stack's default is left out of its plans
@@ -1469,6 +1469,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
             args.append((flag, None))
     if plan.get("deterministic_mode"):  # store_true (model_parallel_config.py @d98e8a64 l. 229): read back by
         args.append(("--deterministic-mode", None))  # megatron._deterministic; its cuBLAS workspace is the export line
+    if plan.get("use_flash_attn"):  # store_true (arguments.py @d98e8a64 l. 2910), read by no model code there: written
+        args.append(("--use-flash-attn", None))  # as given, read back by megatron._deterministic
     # the fusion switches the plan turned off (megatron.py [6]; the last also where its sharding mode runs it off:
     # --use-torch-fsdp2, plan.plan_dict)
     if plan.get("apply_rope_fusion") is False:

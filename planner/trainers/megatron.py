@@ -314,6 +314,7 @@ BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_te
              "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
              "--fp8-dot-product-attention",  # the job's fp8_attention (_fp8_attention)
+             "--use-flash-attn",  # the job's use_flash_attn, read by the older deterministic check alone (_deterministic)
              # Megatron-FSDP's double buffer (the job's mfsdp_double_buffer) and what sets it (_mfsdp_settings)
              "--fsdp-double-buffer", "--use-nccl-ub", "--megatron-fsdp-max-pool-double-buffer",
              "--fsdp-db-use-persist-buf-on-alloc-fail", "--fsdp-manual-registration"}
@@ -350,8 +351,12 @@ NOT_MODELLED = {
                             "execution'; training/determinism.py: torch.use_deterministic_algorithms, NCCL_ALGO Ring; TE's "
                             "attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, extensions/transformer_engine.py l. "
                             "2155-2161): slower backward kernels than priced (the flag is the job's deterministic_mode, its "
-                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic; what it refuses at start-up, TP overlap and "
-                            "the fused cross-entropy, is checked: rules MEGATRON_DETERMINISTIC_*)",
+                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic; what it refuses at start-up is checked, "
+                            "dated by the job's trainer_date: --tp-comm-overlap from 2026-07-08 and "
+                            "--cross-entropy-loss-fusion from 2024-07-25 (rules MEGATRON_DETERMINISTIC_TP_OVERLAP, "
+                            "_CE_FUSION), --use-flash-attn from 2024-05-04 to 2026-07-08 and an MoE model from "
+                            "2024-07-25 to 2024-08-02 (_USE_FLASH_ATTN, _MOE); NCCL_ALGO and its other environment "
+                            "variables, the launcher's, are not read)",
     "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
                                                        "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
                                                        "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "
@@ -443,7 +448,6 @@ IGNORED_REASONS = (
      "from --hybrid-layer-pattern): the same kernels and bytes"),
     (r"--calculate-per-token-loss$", "how the loss is averaged: numerics only"),
     (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
-    (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
     (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
     (r"--(norm-epsilon|mtp-loss-scaling-factor|moe-router-topk-scaling-factor|"
      r"moe-router-bias-update-rate|apply-query-key-layer-scaling|te-rng-tracker)$",
@@ -3076,6 +3080,8 @@ def _deterministic(flags: dict, job: dict, assumed: list) -> None:
     under which PyTorch refuses cuBLAS unless CUBLAS_WORKSPACE_CONFIG is :4096:8 or :16:8, so such runs set one of
     the two themselves; the Megatron CI cases that state it state :4096:8. Its slower kernels stay not modelled
     (NOT_MODELLED)."""
+    if _on(flags, "--use-flash-attn"):  # read by no model code at @d98e8a64 (arguments.py l. 2910); refused beside
+        job["use_flash_attn"] = True  # --deterministic-mode from ac08742c96 to 3ab71eeb3e (MEGATRON_DETERMINISTIC_USE_FLASH_ATTN)
     if not _on(flags, "--deterministic-mode"):
         return
     job["deterministic_mode"] = True  # the job field the export writes back as the flag (export._megatron)
