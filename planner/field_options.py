@@ -158,6 +158,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: unset, the GPU's default workspaces)"),
     FieldOption("deterministic_mode", "bool", "Megatron's deterministic kernels (Megatron --deterministic-mode; not "
                 "priced but its CUBLAS_WORKSPACE_CONFIG :4096:8 where --cublas-workspace-config is unset) (default: off)"),
+    FieldOption("nccl_algo", "str", "the run's NCCL_ALGO, e.g. Ring or ^NVLS or Ring;allreduce:Tree,Ring (a launch "
+                "script's export NCCL_ALGO=...): the collectives priced with the algorithms it leaves them (default: "
+                "unset, NCCL's own choice)"),
     FieldOption("use_flash_attn", "bool", "Megatron-LM's --use-flash-attn: picks no kernel at @d98e8a64, but "
                 "--deterministic-mode refused it from 2024-05-04 to 2026-07-08 (with --trainer-date in that range; "
                 "stack megatron) (default: off)"),

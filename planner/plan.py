@@ -23,7 +23,7 @@ from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .cp_rotate import ignored_at_cp1 as rotate_ignored
 from .cp_rotate import ignored_on_stack as rotate_ignored_on_stack
 from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_newer_note, te_release, te_too_old
-from .comm import ORDER_NAMES, order_code
+from .comm import ORDER_NAMES, nccl_algo_candidates, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, plan_stage_layers, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .imbalance import rank_load
@@ -684,6 +684,10 @@ class Settings:
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
     deterministic_mode: bool = False  # Megatron --deterministic-mode (job field; its cuBLAS workspace: _cublas_workspace)
     use_flash_attn: bool = False  # Megatron-LM --use-flash-attn (job field; read by an older deterministic check: _deterministic_switches)
+    # the algorithms the run's NCCL_ALGO leaves each collective, by op code (job field nccl_algo: comm.nccl_algo_candidates,
+    # read by step.Collectives); None: unset, NCCL's own choice among every algorithm the model has (comm.AUTO_CANDIDATES)
+    nccl_algos: tuple | None = None
+    nccl_algo: str | None = None  # the job's NCCL_ALGO as given (plan_dict, the exports)
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
     # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
@@ -1770,6 +1774,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         cublas_workspace_config=_cublas_workspace(job, stack, where),
         deterministic_mode=bool(job.deterministic_mode),
         use_flash_attn=bool(job.use_flash_attn),
+        nccl_algos=_nccl_algos(job, where),
+        nccl_algo=job.nccl_algo,
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
@@ -3163,6 +3169,17 @@ def _cublas_workspace(job: Job, stack, where: str) -> str | None:
     return job.cublas_workspace_config
 
 
+def _nccl_algos(job: Job, where: str) -> tuple | None:
+    """The algorithms the job's NCCL_ALGO (job field nccl_algo) leaves each collective (comm.nccl_algo_candidates,
+    which refuses a value NCCL refuses or the model cannot price); None where unset."""
+    if job.nccl_algo is None:
+        return None
+    try:
+        return nccl_algo_candidates(job.nccl_algo)
+    except PlannerError as e:
+        raise PlannerError(f"{where}nccl_algo: {e.message}", e.hint) from None
+
+
 def _enable_experimental(job: Job, stack, where: str) -> bool:
     """Megatron --enable-experimental (arguments.py @d98e8a64 l. 3643): a stack whose trainer is not Megatron-LM
     (megatron_checks) has no such switch and refuses it."""
@@ -3749,6 +3766,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
            if settings.cublas_workspace_config is not None else {}),
         **({"deterministic_mode": True} if settings.deterministic_mode else {}),
         **({"use_flash_attn": True} if settings.use_flash_attn else {}),
+        **({"nccl_algo": settings.nccl_algo} if settings.nccl_algo is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"trainer_date": settings.trainer_date} if settings.trainer_date is not None else {}),

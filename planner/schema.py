@@ -4035,6 +4035,16 @@ class Job(BaseModel):
                                    "has not (determinism.py l. 27-31, 114-116 setdefault), the workspace priced where "
                                    "cublas_workspace_config is unset (memory.py [ws]); a stack whose trainer is not "
                                    "Megatron-LM refuses it; default off")
+    nccl_algo: Optional[str] = Field(
+        default=None, pattern=r"^[A-Za-z^,;:]+$",
+        description="the run's NCCL_ALGO environment variable (a launch script's `export NCCL_ALGO=...` or "
+                    "`NCCL_ALGO=... torchrun`), as NCCL parses it (NVIDIA/nccl @5067397c src/graph/tuning.cc parseList: "
+                    "Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, comma-separated, ^ to exclude, "
+                    "`allreduce:` / `reducescatter:` / `allgather:` prefixes per function): the all-reduces, "
+                    "reduce-scatters and all-gathers are priced with the fastest algorithm it leaves them "
+                    "(comm.nccl_algo_candidates), not NCCL's free choice; a value that leaves a collective no algorithm "
+                    "NCCL runs, or only ones the model prices where the hardware offers them (NVLS, NVLSTree, CollNet, "
+                    "PAT), is refused; default: unset, NCCL's own choice")
     use_flash_attn: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-LM's --use-flash-attn flag (arguments.py @d98e8a64 l. 2910): the legacy "

@@ -140,14 +140,19 @@ def test_corpus_rows_recorded_before_the_check_stay_compared():
 
 def test_bridge_export_writes_and_reads_back_deterministic_mode(tmp_path):
     """Bridge's deterministic mode is Megatron-Core's ModelParallelConfig.deterministic_mode (@905c0e386 l. 142): the
-    export writes model.deterministic_mode=true with the plan's cross-entropy fusion off and exports NCCL_ALGO=Ring
-    (Bridge asserts NCCL_ALGO set: config.py l. 1463-1466); the reader reads it back as the same plan. The recipe's
-    own model.cross_entropy_loss_fusion true (megatron_bridge.COMMON) beside it is refused (code 92)."""
+    export writes model.deterministic_mode=true with the plan's cross-entropy fusion off and exports the plan's
+    NCCL_ALGO, Ring (Bridge asserts NCCL_ALGO set: config.py l. 1463-1466); the reader reads it back as the same plan,
+    its NCCL_ALGO too. A plan priced without an NCCL_ALGO (NCCL's own choice) is refused by the export: the launch
+    would run one it was not priced with. The recipe's own model.cross_entropy_loss_fusion true
+    (megatron_bridge.COMMON) beside it is refused (code 92)."""
     from planner.cli.export import check_readback
     from planner.explain import evaluate, to_json
     from planner.trainers.export import export_plan
 
     s, p, _ = resolve(Job.model_validate({**BASE, "stack": "megatron-bridge"}))
+    with pytest.raises(PlannerError, match="deterministic_mode with nccl_algo None"):
+        export_plan(to_json(s, p, evaluate(s, p))["plan"], "megatron-bridge")
+    s, p, _ = resolve(Job.model_validate({**BASE, "stack": "megatron-bridge", "nccl_algo": "Ring"}))
     row = to_json(s, p, evaluate(s, p))
     text, _ = export_plan(row["plan"], "megatron-bridge")
     lines = [ln.strip(" \\") for ln in text.splitlines()]
@@ -158,6 +163,7 @@ def test_bridge_export_writes_and_reads_back_deterministic_mode(tmp_path):
     out.write_text(text.replace("model.cross_entropy_loss_fusion=false", "model.cross_entropy_loss_fusion=true"))
     cfg = load_trainer_config(out, fmt="megatron-bridge", gpus=8)
     assert cfg.job["deterministic_mode"] is True and cfg.job["cross_entropy_fusion"] is True
+    assert cfg.job["nccl_algo"] == "Ring"
     assert "MEGATRON_DETERMINISTIC_CE_FUSION" in _refused(cfg.job)
 
 
