@@ -161,6 +161,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("nccl_algo", "str", "the run's NCCL_ALGO, e.g. Ring or ^NVLS or Ring;allreduce:Tree,Ring (a launch "
                 "script's export NCCL_ALGO=...): the collectives priced with the algorithms it leaves them (default: "
                 "unset, NCCL's own choice)"),
+    FieldOption("attention_kernel_named", "bool", "with --attention-kernel: the config names it as its backend "
+                "(Megatron-Bridge model.attention_backend flash / fused), not TE's auto choice: priced alike, but "
+                "Bridge's deterministic mode refuses a named flash2 on every GPU (stack megatron-bridge) (default: off)"),
     FieldOption("use_flash_attn", "bool", "Megatron-LM's --use-flash-attn: picks no kernel at @d98e8a64, but "
                 "--deterministic-mode refused it from 2024-05-04 to 2026-07-08 (with --trainer-date in that range; "
                 "stack megatron) (default: off)"),

@@ -684,6 +684,7 @@ class Settings:
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
     deterministic_mode: bool = False  # Megatron --deterministic-mode (job field; its cuBLAS workspace: _cublas_workspace)
     use_flash_attn: bool = False  # Megatron-LM --use-flash-attn (job field; read by an older deterministic check: _deterministic_switches)
+    attention_kernel_named: bool = False  # the config names the backend (job field; Bridge's deterministic check, the export)
     # the algorithms the run's NCCL_ALGO leaves each collective, by op code (job field nccl_algo: comm.nccl_algo_candidates,
     # read by step.Collectives); None: unset, NCCL's own choice among every algorithm the model has (comm.AUTO_CANDIDATES)
     nccl_algos: tuple | None = None
@@ -1774,6 +1775,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         cublas_workspace_config=_cublas_workspace(job, stack, where),
         deterministic_mode=bool(job.deterministic_mode),
         use_flash_attn=bool(job.use_flash_attn),
+        attention_kernel_named=bool(job.attention_kernel_named),
         nccl_algos=_nccl_algos(job, where),
         nccl_algo=job.nccl_algo,
         zero3=_zero3_knobs(job, stack),
@@ -2391,7 +2393,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     stack = apply_attention_backend(job, stack, where)
     job = apply_backend_kernel(job, stack, hw, features, where)
-    stack = apply_startup_switches(job, stack, warnings, where)
+    stack = apply_startup_switches(job, stack, warnings, where, hw)
     warnings += fused_softmax_assert(job, stack, seq)
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
     model = with_fused_mla(model, job, warnings, where)
@@ -2892,7 +2894,7 @@ def balance_ignored_at_cp1(job: Job) -> list:
                if job.cp_load_balancer is not None else []))
 
 
-def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
+def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=None):
     """The stack with the job's switches that only start-up rules read laid on its defaults: fsdp_symm_mem
     (torchtitan 0.3's parallelism.enable_fsdp_symm_mem, startup.TORCHTITAN_FSDP_SYMM_MEM_SM90) and spmd_typechecking
     where the run's spmd_backend is spmd_types (debug.spmd_typechecking, 'only effective under spmd_backend=spmd_types':
@@ -2926,7 +2928,7 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
                                "value: a name, or None)", "give one of them")
         # ptrr read by the start-up rule TORCHTITAN_CP_PTRR_MASK (its mask); headtail and ptrr are priced alike, balanced
         stack = with_default(stack, "cp_load_balancer", job.cp_load_balancer)
-    stack = _deterministic_switches(job, stack, warnings, where)
+    stack = _deterministic_switches(job, stack, warnings, where, hw)
     if job.fsdp_symm_mem:
         stack = with_default(stack, "fsdp_symm_mem", True)
         warnings.append("fsdp_symm_mem: FSDP's all-gather staging buffers come from torch's symmetric-memory pool "
@@ -2948,19 +2950,30 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = ""):
     return stack
 
 
-def _deterministic_switches(job: Job, stack, warnings: list, where: str = ""):
+def _deterministic_switches(job: Job, stack, warnings: list, where: str = "", hw=None):
     """The job's deterministic_mode and the settings of the job it refuses (cross_entropy_fusion; attention_kernel
-    flash2, the FlashAttention backend named: Bridge's check reads model.attention_backend flash, the config's field,
-    on every GPU, the one whose own choice under auto is FlashAttention too, training/config.py @dc805f5cf
-    l. 1454-1456; use_flash_attn, Megatron-LM's --use-flash-attn) laid on the stack's defaults, where the start-up
+    flash2 where the config names the FlashAttention backend: Bridge's check reads model.attention_backend flash, the
+    config's field, training/config.py @dc805f5cf l. 1454-1456, so on every GPU where the job says it is named
+    (attention_kernel_named: the Bridge reader's model.attention_backend flash), else where flash2 is not the kernel TE
+    picks on the GPU `hw` by itself, the one export._bridge_attention_backend writes as flash (a plan records the
+    kernel it priced, TE's own choice too, which the export writes as null: auto, not refused); use_flash_attn,
+    Megatron-LM's --use-flash-attn) laid on the stack's defaults, where the start-up
     rules MEGATRON_DETERMINISTIC_* read them (their own plans' TP overlap: PlanArrays.tpo; the model's experts:
     _MOE); the stack's runs.deterministic_refuses without the checks its trainer added after the job's trainer_date
     (each entry's since: a run of an older commit, such as a Megatron CI corpus row recorded before 3ab71eeb3e, ran
     without them) and without those it had removed by then (until: a job without a trainer_date is the stack's own
-    commit, later than every until), each dropped check said where the job gives a date (warnings). use_flash_attn on
-    a stack whose list has no check of it (no trainer reads the flag for anything else) is refused."""
+    commit, later than every until), each dropped check said where the job gives a date (warnings). use_flash_attn and
+    attention_kernel_named on a stack whose list has no check of them (no trainer reads them for anything else) are
+    refused, the latter without an attention_kernel too."""
     runs = stack.runs if stack is not None else None
     refs = list(runs.deterministic_refuses or ()) if runs is not None else []
+    if job.attention_kernel_named and (job.attention_kernel is None
+                                       or not any(r.setting == "flash_attention" for r in refs)):
+        raise PlannerError(f"{where}attention_kernel_named says the config names its attention backend, which only "
+                           "Megatron-Bridge's deterministic check reads (model.attention_backend flash: training/config.py "
+                           "@dc805f5cf l. 1454-1456); " + ("no attention_kernel is given" if job.attention_kernel is None
+                           else f"stack {stack.name} has no such check ({stack.origin} runs.deterministic_refuses)"),
+                           "leave attention_kernel_named out, or give it with attention_kernel on --stack megatron-bridge")
     if job.use_flash_attn and not any(r.setting == "use_flash_attn" for r in refs):
         raise PlannerError(f"{where}use_flash_attn is Megatron-LM's --use-flash-attn, which only its deterministic mode's "
                            f"older check read; stack {stack.name if stack is not None else None} has no such check "
@@ -2988,7 +3001,9 @@ def _deterministic_switches(job: Job, stack, warnings: list, where: str = ""):
     if not job.deterministic_mode:
         return stack
     refused = [name for name, on in (("cross_entropy_fusion", job.cross_entropy_fusion),
-                                     ("flash_attention", job.attention_kernel == "flash2"),
+                                     ("flash_attention", job.attention_kernel == "flash2" and (
+                                         job.attention_kernel_named or hw is None
+                                         or stack.attention_kernel_for(hw.capability) != "flash2")),
                                      ("use_flash_attn", job.use_flash_attn)) if on]
     stack = with_default(stack, "deterministic_mode", True)
     return with_default(stack, "deterministic_refused", refused or None)
@@ -3766,6 +3781,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
            if settings.cublas_workspace_config is not None else {}),
         **({"deterministic_mode": True} if settings.deterministic_mode else {}),
         **({"use_flash_attn": True} if settings.use_flash_attn else {}),
+        **({"attention_kernel_named": True} if settings.attention_kernel_named else {}),
         **({"nccl_algo": settings.nccl_algo} if settings.nccl_algo is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),

@@ -4045,6 +4045,17 @@ class Job(BaseModel):
                     "(comm.nccl_algo_candidates), not NCCL's free choice; a value that leaves a collective no algorithm "
                     "NCCL runs, or only ones the model prices where the hardware offers them (NVLS, NVLSTree, CollNet, "
                     "PAT), is refused; default: unset, NCCL's own choice")
+    attention_kernel_named: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="the trainer config names attention_kernel as its attention backend (Megatron-Bridge "
+                                   "model.attention_backend flash / fused, as the Bridge reader reads it) where "
+                                   "Transformer Engine's own choice (auto) would run the same kernel: priced alike, "
+                                   "but Bridge's deterministic check compares the config's field, not the kernel "
+                                   "(training/config.py @dc805f5cf l. 1454-1456: start-up rule "
+                                   "MEGATRON_DETERMINISTIC_FLASH refuses a named flash2 on every GPU), and the export "
+                                   "writes the backend; needs attention_kernel; a stack whose deterministic mode has no "
+                                   "check of the backend (runs.deterministic_refuses flash_attention) refuses it; "
+                                   "default off (auto where the kernel is TE's choice)")
     use_flash_attn: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-LM's --use-flash-attn flag (arguments.py @d98e8a64 l. 2910): the legacy "

@@ -2736,9 +2736,11 @@ LATER_RULES = LATER_RULES + (
 #       Megatron-LM refused --use-flash-attn from ac08742c96 (2024-05-04) to 3ab71eeb3e: a flag, not the backend, the
 #       job's use_flash_attn (rule MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, code 102, FIXED_CODE_RULES), so the megatron
 #       entry does not list this setting. Bridge's check reads the config's model.attention_backend, not the kernel
-#       Transformer Engine picks (under auto it picks FlashAttention below Hopper, unrefused): a job's attention_kernel
-#       flash2, which names the backend (the Bridge reader's model.attention_backend flash), is refused on every GPU
-#       (plan._deterministic_switches), the one on which TE would pick it anyway too (leave it out: auto runs it there)
+#       Transformer Engine picks (under auto it picks FlashAttention below Hopper, unrefused): a job whose config names
+#       flash (attention_kernel flash2 with attention_kernel_named, as the Bridge reader reads model.attention_backend
+#       flash) is refused on every GPU, the one on which TE would pick it anyway too; attention_kernel flash2 alone is
+#       refused only where it is not TE's own choice (a plan records the kernel it priced, auto's too, and the export
+#       writes TE's own choice as null: plan._deterministic_switches)
 #   MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, _MOE (codes 102, 103, FIXED_CODE_RULES): checks of an older Megatron-LM,
 #       dated since / until in the stack's list (a job's trainer_date in the range runs them)
 # Each rule is the stack's only where its runs.deterministic_refuses lists the setting (StartupRule.option
@@ -2793,7 +2795,7 @@ LATER_RULES = LATER_RULES + (
         "deterministic_mode refuses the FlashAttention backend (model.attention_backend flash)",
         f"{_DET_BRIDGE}, l. 1454-1456 ('Flash attention can not be used in deterministic mode.')",
         "leave attention_kernel flash2 out (model.attention_backend fused or auto: auto runs FlashAttention below "
-        "Hopper anyway, unrefused), or leave deterministic_mode out",
+        "Hopper anyway, unrefused; attention_kernel_named false), or leave deterministic_mode out",
         _deterministic_setting("flash_attention"), model_level=True, option="deterministic_refuses:flash_attention"),
 )
 

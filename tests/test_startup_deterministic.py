@@ -233,15 +233,35 @@ def test_megatron_moe_refused_from_2ea54d6a37_to_8e1adfdc5b():
     resolve(Job.model_validate({**moe, "deterministic_mode": False, "trainer_date": "2024-07-30"}))
 
 
-def test_bridge_refuses_named_flash_where_te_would_pick_it_anyway():
+def test_bridge_refuses_named_flash_where_te_would_pick_it_anyway(tmp_path):
     """Bridge @dc805f5cf training/config.py l. 1454-1456 compares the config's model.attention_backend with
     AttnBackend.flash, not the kernel Transformer Engine runs: on an A100 (sm 8.0), where TE's own choice under auto is
-    FlashAttention (the stack's attention_kernels rule holds on Hopper only), a job naming flash2 is refused too; the
-    same job leaving the kernel to TE (auto) is priced."""
-    bridge = {**BASE, "stack": "megatron-bridge", "hardware": "a100-sxm-80gb"}
+    FlashAttention (the stack's attention_kernels rule holds on Hopper only), a config naming flash is refused too.
+    The job says so with attention_kernel_named (the Bridge reader sets it for model.attention_backend flash / fused);
+    attention_kernel flash2 alone there is the kernel TE picks, which a plan records and the export writes as null
+    (auto): priced and not refused. A Bridge launch naming flash beside model.deterministic_mode=true reads back
+    refused; attention_kernel_named on megatron (no such check) or without a kernel is refused."""
+    bridge = {**BASE, "stack": "megatron-bridge", "hardware": "a100-sxm-80gb", "nccl_algo": "Ring"}
     assert load_stack("megatron-bridge").attention_kernel_for((8, 0)) == "flash2"
-    assert "MEGATRON_DETERMINISTIC_FLASH" in _refused({**bridge, "attention_kernel": "flash2"})
-    resolve(Job.model_validate(bridge))
+    named = {**bridge, "attention_kernel": "flash2", "attention_kernel_named": True}
+    assert "MEGATRON_DETERMINISTIC_FLASH" in _refused(named)
+    resolve(Job.model_validate({**bridge, "attention_kernel": "flash2"}))
+    resolve(Job.model_validate({**named, "deterministic_mode": False}))
+    from planner.explain import evaluate, to_json
+    from planner.trainers.export import export_plan
+
+    s, p, _ = resolve(Job.model_validate(bridge))
+    text, _ = export_plan(to_json(s, p, evaluate(s, p))["plan"], "megatron-bridge")
+    assert "model.attention_backend=null" in text
+    out = tmp_path / "run.sh"
+    out.write_text(text.replace("model.attention_backend=null", "model.attention_backend=flash"))
+    cfg = load_trainer_config(out, fmt="megatron-bridge", gpus=8, hardware="a100-sxm-80gb")
+    assert cfg.job["attention_kernel"] == "flash2" and cfg.job["attention_kernel_named"] is True
+    assert "MEGATRON_DETERMINISTIC_FLASH" in _refused(cfg.job)
+    with pytest.raises(PlannerError, match="attention_kernel_named"):
+        resolve(Job.model_validate({**BASE, "attention_kernel": "flash2", "attention_kernel_named": True}))
+    with pytest.raises(PlannerError, match="no attention_kernel is given"):
+        resolve(Job.model_validate({**bridge, "attention_kernel_named": True}))
 
 
 def test_a_check_removed_before_it_was_added_is_bad_stack_data():

@@ -345,7 +345,7 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "muon_ns_steps",
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "attention_kernel_named", "muon_ns_steps",
             "muon_tp_mode", "muon_split_qkv", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
     out["muon_tp_mode"] = priced_muon_tp_mode(plan)  # as priced: a stack's default is left out of its plans
@@ -2455,7 +2455,7 @@ _BRIDGE_WRITTEN = {
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
-    "muon_tp_mode", "muon_split_qkv", "deterministic_mode", "mla_down_proj_fusion", "nccl_algo"}
+    "muon_tp_mode", "muon_split_qkv", "deterministic_mode", "mla_down_proj_fusion", "nccl_algo", "attention_kernel_named"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2847,7 +2847,7 @@ def _bridge_attention_backend(plan: dict):
     if plan.get("attention") == "eager":
         return "unfused"
     k = plan.get("attention_kernel")
-    if k and k != _auto_attention_kernel(plan):
+    if k and (k != _auto_attention_kernel(plan) or plan.get("attention_kernel_named")):  # named: as the config named it
         return "flash" if k == "flash2" else "fused"
     return None
 

@@ -1574,6 +1574,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["attention"] = "eager"
     elif ab in ("flash", "fused"):
         job["attention_kernel"] = "flash2" if ab == "flash" else "cudnn"
+        job["attention_kernel_named"] = True  # the backend named, not auto: what Bridge's deterministic check reads
     elif ab not in (None, "auto"):
         raise PlannerError(f"{where}model.attention_backend={ab}", "valid: flash, fused, unfused, auto, null")
     if flag("optimizer.use_precision_aware_optimizer") and "optimizer.exp_avg_dtype" not in cfg:  # a MoE recipe's: moe_job
