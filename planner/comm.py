@@ -208,6 +208,71 @@ AUTO_CANDIDATES = (RING, TREE, NVLS, NVLS_TREE, COLLNET, PAT, DIRECT)
 # fabric that reduces (IB SHARP); PAT with one rank per domain.
 CONDITIONAL = (NVLS, NVLS_TREE, COLLNET, PAT)
 
+# NCCL_ALGO, the run's environment variable (job field nccl_algo), read as NCCL reads it (NVIDIA/nccl @5067397c
+# src/graph/tuning.cc parseList l. 36-119, called l. 457-461): `;`-separated entries, each an optional function
+# prefix (`allreduce:`; only the first entry may lack one, and it applies to every function) and a `,`-list of
+# algorithms, case-insensitive, a leading `^` excluding them instead; an unknown name is an error (ncclInvalidUsage).
+# Its names (src/init.cc ncclAlgoStr) as the model's codes: NCCL's two CollNet variants are the model's one COLLNET.
+NCCL_FUNCTIONS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")  # src/init.cc ncclFuncStr
+NCCL_ALGOS = {"tree": TREE, "ring": RING, "collnetdirect": COLLNET, "collnetchain": COLLNET, "nvls": NVLS,
+              "nvlstree": NVLS_TREE, "pat": PAT}
+# what NCCL runs each function with (tuning.cc l. 293-298): all-gather and reduce-scatter ring, PAT, NVLS and
+# CollNetDirect; all-reduce every algorithm but PAT
+NCCL_FUNCTION_ALGOS = {"allgather": ("ring", "pat", "nvls", "collnetdirect"),
+                       "reducescatter": ("ring", "pat", "nvls", "collnetdirect"),
+                       "allreduce": ("tree", "ring", "collnetdirect", "collnetchain", "nvls", "nvlstree")}
+NCCL_FUNCTION_OPS = {"allgather": ALL_GATHER, "reducescatter": REDUCE_SCATTER, "allreduce": ALL_REDUCE}
+
+
+def nccl_algo_candidates(text: str) -> tuple[tuple[int, ...], ...]:
+    """The algorithms `best_algorithm` may pick for each op code under NCCL_ALGO=`text`: AUTO_CANDIDATES for the
+    all-to-all and send/recv (point-to-point, which NCCL_ALGO does not choose), and for all-reduce, reduce-scatter
+    and all-gather those of the model's candidates (AUTO_OK) the variable enables. Refused (PlannerError): a text
+    NCCL refuses (an unknown name or function, a later entry without a function); a function left with no algorithm
+    NCCL runs it with (NCCL fails its first such collective: enqueue.cc l. 2052-2064 'No algorithm/protocol available
+    for function ... NCCL_ALGO was set to ...', ncclInvalidUsage); one left only with algorithms the model prices
+    where the hardware and the group's placement offer them (NVLS, NVLS-tree, CollNet, PAT: `availability`), or not
+    at all (NVLS and CollNet for reduce-scatter / all-gather), where NCCL would fail or run a kernel not priced."""
+    where = f"NCCL_ALGO={text}"
+    enabled = {f: set(NCCL_ALGOS) for f in NCCL_FUNCTIONS}
+    for i, entry in enumerate(text.split(";")):
+        if not entry:
+            continue
+        prefix, sep, names = entry.partition(":")
+        if not sep:
+            if i:
+                raise PlannerError(f"{where}: every entry but the first needs a function prefix (NCCL's parseList: "
+                                   "'All entries except the first must have a prefix')",
+                                   "write e.g. Ring;allreduce:Tree,Ring")
+            prefix, names = None, entry
+        funcs = [f for f in NCCL_FUNCTIONS if prefix is None or f == prefix.lower()]
+        if not funcs:
+            raise PlannerError(f"{where}: unknown function {prefix!r} (NCCL's: Broadcast, Reduce, AllGather, "
+                               "ReduceScatter, AllReduce)", "name one of them, or give no prefix")
+        negate = names.startswith("^")
+        listed = {n.lower() for n in names.lstrip("^").split(",") if n}
+        unknown = sorted(listed - set(NCCL_ALGOS))
+        if unknown:
+            raise PlannerError(f"{where}: unknown algorithm {', '.join(unknown)} (NCCL's: Tree, Ring, CollNetDirect, "
+                               "CollNetChain, NVLS, NVLSTree, PAT)", "name NCCL's algorithms, comma-separated")
+        for f in funcs:
+            enabled[f] = set(NCCL_ALGOS) - listed if negate else listed
+    out = [tuple(AUTO_CANDIDATES)] * len(OP_CODES)
+    for func, op in NCCL_FUNCTION_OPS.items():
+        runs = [a for a in NCCL_FUNCTION_ALGOS[func] if a in enabled[func]]
+        if not runs:
+            raise PlannerError(f"{where} leaves {OP_NAMES[op]} no algorithm NCCL runs it with (NVIDIA/nccl @5067397c "
+                               "src/graph/tuning.cc l. 293-298: all-gather and reduce-scatter run ring, PAT, NVLS or "
+                               "CollNetDirect): NCCL fails its first one ('No algorithm/protocol available', "
+                               "src/enqueue.cc l. 2052-2064)", "add Ring")
+        codes = tuple(c for c in AUTO_CANDIDATES if AUTO_OK[op, c] and any(NCCL_ALGOS[a] == c for a in runs))
+        if not any(c not in CONDITIONAL for c in codes):
+            raise PlannerError(f"{where} leaves {OP_NAMES[op]} only {', '.join(runs)}, which the model prices only "
+                               "where the hardware and the group's placement offer them, or not at all (NVLS and "
+                               "CollNet for reduce-scatter / all-gather): not modelled", "add Ring")
+        out[op] = codes
+    return tuple(out)
+
 LINK_NVLINK, LINK_NETWORK, LINK_CROSS_POD = 0, 1, 2
 LINK_NAMES = {LINK_NVLINK: "NVLink", LINK_NETWORK: "network", LINK_CROSS_POD: "network across pods"}
 
@@ -1123,11 +1188,13 @@ def group_collective(
     *,
     job_gpus=None,
     worst_case_pods: bool = False,
+    candidates=AUTO_CANDIDATES,
 ) -> tuple[CollectiveCost, GroupLink, np.ndarray]:
     """Cost of one collective over a placed group: placement (`group_link`), then the named
     algorithm or, where algo == AUTO, the fastest one that exists there (`best_algorithm`
     with `GroupLink.availability`: NVLS inside one NVLink domain, NVLS-tree and CollNet
-    across domains, PAT with one rank per domain). A named algorithm that does not exist for
+    across domains, PAT with one rank per domain; of `candidates`, those the run's NCCL_ALGO leaves:
+    nccl_algo_candidates). A named algorithm that does not exist for
     the group (e.g. NVLS across domains) costs +inf. Returns (cost, link, algorithm codes).
 
     The search's entry point: every argument but params may be an array.
@@ -1140,7 +1207,7 @@ def group_collective(
     link = group_link(g, stride, params, pattern=traffic_pattern(op, base), job_gpus=job_gpus, worst_case_pods=worst_case_pods)
     kw = link.algorithm_kwargs(params)
     avail = link.availability(params, g)
-    best, x, table = _best(op, size_bytes, g, link.bandwidth, link.latency, candidates=AUTO_CANDIDATES, **avail, **kw)
+    best, x, table = _best(op, size_bytes, g, link.bandwidth, link.latency, candidates=candidates, **avail, **kw)
     chosen = np.where(auto, best, algo)
     _check_codes(op, chosen)
     cost = _pick_algorithm(x._replace(algo=np.broadcast_to(chosen, x.op.shape)), table)  # = collective_time(..., chosen)
@@ -1156,24 +1223,27 @@ AUTO_MEMO_LIMIT = 1 << 18  # tuples kept per (params, job, op): a table is clear
 AUTO_MEMO_TABLES = 64  # tables kept (hardware x job x op): all are cleared when one more would exceed this
 
 
-def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=None):
+def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=None, candidates=AUTO_CANDIDATES):
     """(time_s, latency_s, bandwidth_s, link code) of group_collective(op, size, group, stride,
     params, AUTO, job_gpus=job_gpus), each distinct (op, size, group, stride) priced once per
     process for these params and job: group_collective is elementwise, so a tuple's figures
     do not depend on the tuples priced beside it. A search asks for the same collectives in
     every step_time call (the orders and stack variants it prices after the first pass, the
-    rows it explains), and a call that finds every tuple here costs no pricing at all."""
+    rows it explains), and a call that finds every tuple here costs no pricing at all. candidates: the algorithms
+    the run's NCCL_ALGO leaves the op (nccl_algo_candidates; default every one)."""
+    candidates = tuple(candidates)
     size, group, stride = np.broadcast_arrays(np.asarray(size), np.asarray(group), np.asarray(stride))
     if np.ndim(op) == 0 and size.ndim > 1 and size.size:
         # (K, n) stacked sends (step.cp_ring_comm's), which comm.distinct hands down unflattened below
         # UNIQUE_MIN elements: priced flat through the memo (elementwise: the same figures), reshaped
-        out = auto_collective_times(op, size.ravel(), group.ravel(), stride.ravel(), params, job_gpus)
+        out = auto_collective_times(op, size.ravel(), group.ravel(), stride.ravel(), params, job_gpus, candidates)
         return tuple(x.reshape(size.shape) for x in out)
     if np.ndim(op) != 0 or size.ndim != 1 or not size.size:
-        cost, link, _ = group_collective(op, size, group, stride, params, AUTO, job_gpus=job_gpus)
+        cost, link, _ = group_collective(op, size, group, stride, params, AUTO, job_gpus=job_gpus,
+                                         candidates=candidates)
         return cost.time_s, cost.latency_s, cost.bandwidth_s, link.link
     flat = (size, group, stride)
-    key = (params, job_gpus, int(op)) + tuple(a.dtype.str for a in flat)
+    key = (params, job_gpus, int(op), candidates) + tuple(a.dtype.str for a in flat)
     if key not in _AUTO_MEMO and len(_AUTO_MEMO) >= AUTO_MEMO_TABLES:
         _AUTO_MEMO.clear()
     memo = _AUTO_MEMO.setdefault(key, {})
@@ -1181,7 +1251,8 @@ def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=
     miss = list({k: i for i, k in enumerate(keys) if k not in memo}.values())
     if miss:
         idx = np.asarray(miss, dtype=np.int64)
-        cost, link, _ = group_collective(op, size[idx], group[idx], stride[idx], params, AUTO, job_gpus=job_gpus)
+        cost, link, _ = group_collective(op, size[idx], group[idx], stride[idx], params, AUTO, job_gpus=job_gpus,
+                                         candidates=candidates)
         got = [np.broadcast_to(np.asarray(x), idx.shape).tolist()
                for x in (cost.time_s, cost.latency_s, cost.bandwidth_s, link.link)]
         if len(memo) + len(miss) > AUTO_MEMO_LIMIT:

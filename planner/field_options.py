@@ -158,6 +158,15 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: unset, the GPU's default workspaces)"),
     FieldOption("deterministic_mode", "bool", "Megatron's deterministic kernels (Megatron --deterministic-mode; not "
                 "priced but its CUBLAS_WORKSPACE_CONFIG :4096:8 where --cublas-workspace-config is unset) (default: off)"),
+    FieldOption("nccl_algo", "str", "the run's NCCL_ALGO, e.g. Ring or ^NVLS or Ring;allreduce:Tree,Ring (a launch "
+                "script's export NCCL_ALGO=...): the collectives priced with the algorithms it leaves them (default: "
+                "unset, NCCL's own choice)"),
+    FieldOption("attention_kernel_named", "bool", "with --attention-kernel: the config names it as its backend "
+                "(Megatron-Bridge model.attention_backend flash / fused), not TE's auto choice: priced alike, but "
+                "Bridge's deterministic mode refuses a named flash2 on every GPU (stack megatron-bridge) (default: off)"),
+    FieldOption("use_flash_attn", "bool", "Megatron-LM's --use-flash-attn: picks no kernel at @d98e8a64, but "
+                "--deterministic-mode refused it from 2024-05-04 to 2026-07-08 (with --trainer-date in that range; "
+                "stack megatron) (default: off)"),
     FieldOption("trainer_date", "str", "the date of the trainer commit the run used, YYYY-MM-DD, where older than the "
                 "stack's: start-up checks added later are not run (Megatron-LM's --deterministic-mode refuses "
                 "--tp-comm-overlap from 2026-07-08; no trainer flag) (default: the stack's own commit)"),

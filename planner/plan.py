@@ -23,7 +23,7 @@ from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .cp_rotate import ignored_at_cp1 as rotate_ignored
 from .cp_rotate import ignored_on_stack as rotate_ignored_on_stack
 from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_newer_note, te_release, te_too_old
-from .comm import ORDER_NAMES, order_code
+from .comm import ORDER_NAMES, nccl_algo_candidates, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, plan_stage_layers, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .imbalance import rank_load
@@ -683,6 +683,12 @@ class Settings:
     trainer_date: str | None = None  # the run's trainer commit date (job field: older start-up checks, _deterministic_switches)
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
     deterministic_mode: bool = False  # Megatron --deterministic-mode (job field; its cuBLAS workspace: _cublas_workspace)
+    use_flash_attn: bool = False  # Megatron-LM --use-flash-attn (job field; read by an older deterministic check: _deterministic_switches)
+    attention_kernel_named: bool = False  # the config names the backend (job field; Bridge's deterministic check, the export)
+    # the algorithms the run's NCCL_ALGO leaves each collective, by op code (job field nccl_algo: comm.nccl_algo_candidates,
+    # read by step.Collectives); None: unset, NCCL's own choice among every algorithm the model has (comm.AUTO_CANDIDATES)
+    nccl_algos: tuple | None = None
+    nccl_algo: str | None = None  # the job's NCCL_ALGO as given (plan_dict, the exports)
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
     # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
@@ -1770,6 +1776,10 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=_cublas_workspace(job, stack, where),
         deterministic_mode=bool(job.deterministic_mode),
+        use_flash_attn=bool(job.use_flash_attn),
+        attention_kernel_named=bool(job.attention_kernel_named),
+        nccl_algos=_nccl_algos(job, where),
+        nccl_algo=job.nccl_algo,
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
@@ -2938,7 +2948,7 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=
                                "value: a name, or None)", "give one of them")
         # ptrr read by the start-up rule TORCHTITAN_CP_PTRR_MASK (its mask); headtail and ptrr are priced alike, balanced
         stack = with_default(stack, "cp_load_balancer", job.cp_load_balancer)
-    stack = _deterministic_switches(job, stack, warnings, hw)
+    stack = _deterministic_switches(job, stack, warnings, where, hw)
     if job.fsdp_symm_mem:
         stack = with_default(stack, "fsdp_symm_mem", True)
         warnings.append("fsdp_symm_mem: FSDP's all-gather staging buffers come from torch's symmetric-memory pool "
@@ -2960,33 +2970,61 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=
     return stack
 
 
-def _deterministic_switches(job: Job, stack, warnings: list, hw=None):
+def _deterministic_switches(job: Job, stack, warnings: list, where: str = "", hw=None):
     """The job's deterministic_mode and the settings of the job it refuses (cross_entropy_fusion; attention_kernel
-    flash2 where it is not the kernel the stack runs on the GPU `hw` by itself: the FlashAttention backend named,
-    Bridge's model.attention_backend flash, which export._bridge_attention_backend writes only there; a run that names
-    flash on a GPU whose own choice is FlashAttention is priced and checked alike, not refused) laid on the stack's
-    defaults, where the start-up rules MEGATRON_DETERMINISTIC_*
-    read them (their own plans' TP overlap: PlanArrays.tpo); the stack's runs.deterministic_refuses without the checks
-    its trainer added after the job's trainer_date (each entry's since: a run of an older commit, such as a Megatron
-    CI corpus row recorded before 3ab71eeb3e, ran without them), each dropped check said (warnings)."""
+    flash2 where the config names the FlashAttention backend: Bridge's check reads model.attention_backend flash, the
+    config's field, training/config.py @dc805f5cf l. 1454-1456, so on every GPU where the job says it is named
+    (attention_kernel_named: the Bridge reader's model.attention_backend flash), else where flash2 is not the kernel TE
+    picks on the GPU `hw` by itself, the one export._bridge_attention_backend writes as flash (a plan records the
+    kernel it priced, TE's own choice too, which the export writes as null: auto, not refused); use_flash_attn,
+    Megatron-LM's --use-flash-attn) laid on the stack's defaults, where the start-up
+    rules MEGATRON_DETERMINISTIC_* read them (their own plans' TP overlap: PlanArrays.tpo; the model's experts:
+    _MOE); the stack's runs.deterministic_refuses without the checks its trainer added after the job's trainer_date
+    (each entry's since: a run of an older commit, such as a Megatron CI corpus row recorded before 3ab71eeb3e, ran
+    without them) and without those it had removed by then (until: a job without a trainer_date is the stack's own
+    commit, later than every until), each dropped check said where the job gives a date (warnings). use_flash_attn and
+    attention_kernel_named on a stack whose list has no check of them (no trainer reads them for anything else) are
+    refused, the latter without an attention_kernel too."""
     runs = stack.runs if stack is not None else None
-    refs = runs.deterministic_refuses if runs is not None else None
-    if job.trainer_date is not None:
-        later = [r for r in refs or () if r.since > job.trainer_date]
-        if later:
-            keep = [r for r in refs if r.since <= job.trainer_date] or None
-            stack = stack.model_copy(update={"runs": runs.model_copy(update={"deterministic_refuses": keep})})
-            warnings.append(f"trainer_date {job.trainer_date}: the trainer's deterministic mode did not yet refuse "
-                            + ", ".join(f"{r.setting} (checked from {r.since})" for r in later)
-                            + f" ({stack.origin} runs.deterministic_refuses)")
+    refs = list(runs.deterministic_refuses or ()) if runs is not None else []
+    if job.attention_kernel_named and (job.attention_kernel is None
+                                       or not any(r.setting == "flash_attention" for r in refs)):
+        raise PlannerError(f"{where}attention_kernel_named says the config names its attention backend, which only "
+                           "Megatron-Bridge's deterministic check reads (model.attention_backend flash: training/config.py "
+                           "@dc805f5cf l. 1454-1456); " + ("no attention_kernel is given" if job.attention_kernel is None
+                           else f"stack {stack.name} has no such check ({stack.origin} runs.deterministic_refuses)"),
+                           "leave attention_kernel_named out, or give it with attention_kernel on --stack megatron-bridge")
+    if job.use_flash_attn and not any(r.setting == "use_flash_attn" for r in refs):
+        raise PlannerError(f"{where}use_flash_attn is Megatron-LM's --use-flash-attn, which only its deterministic mode's "
+                           f"older check read; stack {stack.name if stack is not None else None} has no such check "
+                           f"({stack.origin if stack is not None else 'no stack'} runs.deterministic_refuses)",
+                           "leave use_flash_attn out (it picks no kernel), or price the plan on --stack megatron")
+    day = job.trainer_date
+    later = [r for r in refs if day is not None and r.since > day]
+    gone = [r for r in refs if r.until is not None and (day is None or day >= r.until)]
+    if later or gone:
+        keep = [r for r in refs if r not in later and r not in gone] or None
+        stack = stack.model_copy(update={"runs": runs.model_copy(update={"deterministic_refuses": keep})})
+    if day is not None:
+        held = [r for r in refs if r.until is not None and r not in later and r not in gone]
+        said = ([("the trainer's deterministic mode did not yet refuse "
+                  + ", ".join(f"{r.setting} (checked from {r.since})" for r in later))] if later else []) + (
+            [("it no longer refused " + ", ".join(f"{r.setting} (checked from {r.since} to {r.until})" for r in gone
+                                                   if r.since <= day))] if any(r.since <= day for r in gone) else []) + (
+            [("it then refused " + ", ".join(f"{r.setting} (checked from {r.since} to {r.until})" for r in held))]
+            if held else [])
+        if said:
+            warnings.append(f"trainer_date {day}: " + "; ".join(said) + f" ({stack.origin} runs.deterministic_refuses)")
         else:
-            warnings.append(f"trainer_date {job.trainer_date}: no start-up check of stack {stack.name} is dated later "
+            warnings.append(f"trainer_date {day}: no start-up check of stack {stack.name} is dated later "
                             f"({stack.origin} runs.deterministic_refuses); the plan is checked as the stack's own commit")
     if not job.deterministic_mode:
         return stack
     refused = [name for name, on in (("cross_entropy_fusion", job.cross_entropy_fusion),
                                      ("flash_attention", job.attention_kernel == "flash2" and (
-                                         hw is None or stack.attention_kernel_for(hw.capability) != "flash2"))) if on]
+                                         job.attention_kernel_named or hw is None
+                                         or stack.attention_kernel_for(hw.capability) != "flash2")),
+                                     ("use_flash_attn", job.use_flash_attn)) if on]
     stack = with_default(stack, "deterministic_mode", True)
     return with_default(stack, "deterministic_refused", refused or None)
 
@@ -3164,6 +3202,17 @@ def _cublas_workspace(job: Job, stack, where: str) -> str | None:
     if job.cublas_workspace_config is None and job.deterministic_mode:
         return stack.runs.deterministic_cublas_workspace
     return job.cublas_workspace_config
+
+
+def _nccl_algos(job: Job, where: str) -> tuple | None:
+    """The algorithms the job's NCCL_ALGO (job field nccl_algo) leaves each collective (comm.nccl_algo_candidates,
+    which refuses a value NCCL refuses or the model cannot price); None where unset."""
+    if job.nccl_algo is None:
+        return None
+    try:
+        return nccl_algo_candidates(job.nccl_algo)
+    except PlannerError as e:
+        raise PlannerError(f"{where}nccl_algo: {e.message}", e.hint) from None
 
 
 def _enable_experimental(job: Job, stack, where: str) -> bool:
@@ -3751,6 +3800,9 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"cublas_workspace_config": settings.cublas_workspace_config}
            if settings.cublas_workspace_config is not None else {}),
         **({"deterministic_mode": True} if settings.deterministic_mode else {}),
+        **({"use_flash_attn": True} if settings.use_flash_attn else {}),
+        **({"attention_kernel_named": True} if settings.attention_kernel_named else {}),
+        **({"nccl_algo": settings.nccl_algo} if settings.nccl_algo is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"trainer_date": settings.trainer_date} if settings.trainer_date is not None else {}),

@@ -366,8 +366,9 @@ AttentionBackend = Literal["sdpa", "flex", "varlen"]
 # torch's named CP load balancers torchtitan's context_parallel_load_balancer builds (job field cp_load_balancer)
 CPLoadBalancer = Literal["headtail", "ptrr"]
 # the job settings a trainer's deterministic mode refuses at start-up (stack_db runs.deterministic_refuses; start-up
-# rules MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH, planner/startup.py codes 91-93)
-DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention"]
+# rules MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH, planner/startup.py codes 91-93; _USE_FLASH_ATTN /
+# _MOE, codes 102-103: checks an older trainer commit ran, dated since / until)
+DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention", "use_flash_attn", "moe"]
 
 
 class TrainingRecipe(BaseModel):
@@ -2129,8 +2130,9 @@ class StackDefaults(BaseModel):
     deterministic_refused: list[DeterministicSetting] = Field(
         default_factory=list,
         description="the job settings a deterministic job sets among those its trainer refuses with it (the job's "
-                    "cross_entropy_fusion, attention_kernel flash2), laid here by plan.resolve for the start-up rules "
-                    "MEGATRON_DETERMINISTIC_CE_FUSION / _FLASH; the TP overlap is the plan's (PlanArrays.tpo)")
+                    "cross_entropy_fusion, attention_kernel flash2, use_flash_attn), laid here by plan.resolve for the "
+                    "start-up rules MEGATRON_DETERMINISTIC_CE_FUSION / _FLASH / _USE_FLASH_ATTN; the TP overlap is the "
+                    "plan's (PlanArrays.tpo), the experts the model's (_MOE)")
     cp_load_balancer: Optional[CPLoadBalancer] = Field(
         default=None, description="the CP load balancer the job names (the job's cp_load_balancer, laid here by "
                                   "plan.resolve for the start-up rules: TORCHTITAN_CP_PTRR_MASK); null: the stack's own")
@@ -2584,11 +2586,24 @@ class DeterministicRefusal(BaseModel):
     model_config = Strict
     setting: DeterministicSetting = Field(
         description="tp_comm_overlap (the plan's TP overlap), cross_entropy_fusion (the job's fused cross-entropy), "
-                    "flash_attention (the job's attention_kernel flash2: --attention-backend flash)")
+                    "flash_attention (the job's attention_kernel flash2: --attention-backend flash), use_flash_attn "
+                    "(the job's use_flash_attn: Megatron-LM's --use-flash-attn flag), moe (an MoE model: "
+                    "--num-experts)")
     since: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
                        description="the date (YYYY-MM-DD) of the trainer commit that added the check (git log -S)")
+    until: Optional[str] = Field(
+        default=None, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+        description="the date (YYYY-MM-DD) of the trainer commit that removed the check: a job whose trainer_date is "
+                    "that day or later, or that gives none (the stack's own commit, later still), runs without it; "
+                    "default: the check is the stack commit's own")
     source: str = Field(min_length=1, description="the check: repository, commit, file and lines, and the commit that "
-                                                  "added it")
+                                                  "added it (and the one that removed it, with until)")
+
+    @model_validator(mode="after")
+    def _dated_in_order(self):
+        if self.until is not None and self.until <= self.since:
+            raise ValueError(f"deterministic_refuses {self.setting}: until {self.until} is not after since {self.since}")
+        return self
 
 
 class ModelCode(BaseModel):
@@ -4020,6 +4035,36 @@ class Job(BaseModel):
                                    "has not (determinism.py l. 27-31, 114-116 setdefault), the workspace priced where "
                                    "cublas_workspace_config is unset (memory.py [ws]); a stack whose trainer is not "
                                    "Megatron-LM refuses it; default off")
+    nccl_algo: Optional[str] = Field(
+        default=None, pattern=r"^[A-Za-z^,;:]+$",
+        description="the run's NCCL_ALGO environment variable (a launch script's `export NCCL_ALGO=...` or "
+                    "`NCCL_ALGO=... torchrun`), as NCCL parses it (NVIDIA/nccl @5067397c src/graph/tuning.cc parseList: "
+                    "Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, comma-separated, ^ to exclude, "
+                    "`allreduce:` / `reducescatter:` / `allgather:` prefixes per function): the all-reduces, "
+                    "reduce-scatters and all-gathers are priced with the fastest algorithm it leaves them "
+                    "(comm.nccl_algo_candidates), not NCCL's free choice; a value that leaves a collective no algorithm "
+                    "NCCL runs, or only ones the model prices where the hardware offers them (NVLS, NVLSTree, CollNet, "
+                    "PAT), is refused; default: unset, NCCL's own choice")
+    attention_kernel_named: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="the trainer config names attention_kernel as its attention backend (Megatron-Bridge "
+                                   "model.attention_backend flash / fused, as the Bridge reader reads it) where "
+                                   "Transformer Engine's own choice (auto) would run the same kernel: priced alike, "
+                                   "but Bridge's deterministic check compares the config's field, not the kernel "
+                                   "(training/config.py @dc805f5cf l. 1454-1456: start-up rule "
+                                   "MEGATRON_DETERMINISTIC_FLASH refuses a named flash2 on every GPU), and the export "
+                                   "writes the backend; needs attention_kernel; a stack whose deterministic mode has no "
+                                   "check of the backend (runs.deterministic_refuses flash_attention) refuses it; "
+                                   "default off (auto where the kernel is TE's choice)")
+    use_flash_attn: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="Megatron-LM's --use-flash-attn flag (arguments.py @d98e8a64 l. 2910): the legacy "
+                                   "model's FlashAttention switch, read by no model code at @d98e8a64 (Transformer "
+                                   "Engine's attention is priced as without it: stack attention_kernels), only by "
+                                   "--deterministic-mode's check from ac08742c96 (2024-05-04) to 3ab71eeb3e (2026-07-08), "
+                                   "which refused it (start-up rule MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, a job's "
+                                   "trainer_date in that range); a stack whose trainer is not Megatron-LM refuses it; "
+                                   "default off")
     deepspeed_zero3: dict[Zero3Key, Annotated[int, Field(ge=0)]] = Field(
         json_schema_extra=STACK_ONLY,
         default_factory=dict, description="on a stack whose ZeRO-3 gathers per submodule (stack_db fsdp.zero3_modules: "

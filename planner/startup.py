@@ -2733,8 +2733,16 @@ LATER_RULES = LATER_RULES + (
 #       2025-10-27): the job's cross_entropy_fusion, every plan alike (model_level)
 #   MEGATRON_DETERMINISTIC_FLASH (code 93)  Megatron-Bridge @dc805f5cf training/config.py l. 1454-1456: model.
 #       attention_backend flash refused (the job's attention_kernel flash2, which the Bridge reader reads from it);
-#       Megatron-LM refused --use-flash-attn from ac08742c96 (2024-05-04) to 3ab71eeb3e, a flag the planner's job has no
-#       field for (the Megatron reader lists it as the rates priced), so the megatron entry does not list the setting
+#       Megatron-LM refused --use-flash-attn from ac08742c96 (2024-05-04) to 3ab71eeb3e: a flag, not the backend, the
+#       job's use_flash_attn (rule MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, code 102, FIXED_CODE_RULES), so the megatron
+#       entry does not list this setting. Bridge's check reads the config's model.attention_backend, not the kernel
+#       Transformer Engine picks (under auto it picks FlashAttention below Hopper, unrefused): a job whose config names
+#       flash (attention_kernel flash2 with attention_kernel_named, as the Bridge reader reads model.attention_backend
+#       flash) is refused on every GPU, the one on which TE would pick it anyway too; attention_kernel flash2 alone is
+#       refused only where it is not TE's own choice (a plan records the kernel it priced, auto's too, and the export
+#       writes TE's own choice as null: plan._deterministic_switches)
+#   MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, _MOE (codes 102, 103, FIXED_CODE_RULES): checks of an older Megatron-LM,
+#       dated since / until in the stack's list (a job's trainer_date in the range runs them)
 # Each rule is the stack's only where its runs.deterministic_refuses lists the setting (StartupRule.option
 # "deterministic_refuses:<setting>", rules_for).
 
@@ -2754,6 +2762,12 @@ def _deterministic_setting(setting: str):
         bad = _deterministic_on(stack) and setting in stack.defaults.deterministic_refused
         return np.full(np.shape(plan.tp), bad, dtype=bool)
     return broken
+
+
+def _deterministic_moe(model, stack, plan) -> np.ndarray:
+    """MEGATRON_DETERMINISTIC_MOE: the job's deterministic mode with an MoE model (every plan alike)."""
+    bad = _deterministic_on(stack) and model is not None and model.moe is not None
+    return np.full(np.shape(plan.tp), bad, dtype=bool)
 
 
 _DET_MEGATRON = (f"{MEGATRON_COMMIT} megatron/training/determinism.py l. 24 ARG_VALUES_REQUIRED_FOR_DETERMINISM, "
@@ -2780,7 +2794,8 @@ LATER_RULES = LATER_RULES + (
         "MEGATRON_DETERMINISTIC_FLASH", "megatron",
         "deterministic_mode refuses the FlashAttention backend (model.attention_backend flash)",
         f"{_DET_BRIDGE}, l. 1454-1456 ('Flash attention can not be used in deterministic mode.')",
-        "leave attention_kernel flash2 out (model.attention_backend fused or auto), or leave deterministic_mode out",
+        "leave attention_kernel flash2 out (model.attention_backend fused or auto: auto runs FlashAttention below "
+        "Hopper anyway, unrefused; attention_kernel_named false), or leave deterministic_mode out",
         _deterministic_setting("flash_attention"), model_level=True, option="deterministic_refuses:flash_attention"),
 )
 
@@ -2921,6 +2936,39 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "use a vpp whose stages layers_per_stage spells (ceil(units / ceil(units / (pp x vpp))) = pp x vpp), the "
         "schedule's default vpp, or --stack torchtitan (main's TOML writes the stage lists)",
         _tt03_stage_lists, option="pipeline_stages_by_count_only")),
+    # MEGATRON_DETERMINISTIC_USE_FLASH_ATTN (code 102, issue 22 detmore): Megatron-LM's validate_args under
+    #   --deterministic-mode asserted `not args.use_flash_attn` ('Flash attention can not be used in deterministic
+    #   mode.') from the commit that added the mode, ac08742c96 (2024-05-04, arguments.py l. 528-530 there), to
+    #   3ab71eeb3e (2026-07-08), which moved the checks to training/determinism.py and dropped it (its parent's
+    #   arguments.py l. 1508-1510; @d98e8a64 determinism.py l. 150-152: 'intentionally NOT rejected'). At d98e8a64
+    #   --use-flash-attn (arguments.py l. 2910) is read by nothing else. The job's use_flash_attn (the Megatron reader's
+    #   --use-flash-attn), dated by the stack's runs.deterministic_refuses since / until: a job is refused only where
+    #   its trainer_date falls in that range (plan._deterministic_switches drops the entry elsewhere)
+    (102, StartupRule(
+        "MEGATRON_DETERMINISTIC_USE_FLASH_ATTN", "megatron",
+        "deterministic_mode refuses --use-flash-attn (Megatron-LM from ac08742c96, 2024-05-04, to 3ab71eeb3e, "
+        "2026-07-08: the job's trainer_date in that range)",
+        "NVIDIA/Megatron-LM megatron/training/arguments.py validate_args: `assert not args.use_flash_attn, 'Flash "
+        "attention can not be used in deterministic mode.'` under args.deterministic_mode, added by ac08742c96 "
+        "(2024-05-04, l. 528-530 there), removed by 3ab71eeb3e (2026-07-08; its parent's l. 1508-1510)",
+        "drop --use-flash-attn (use_flash_attn: false: at Megatron-Core models it picks no kernel), or leave "
+        "deterministic_mode out",
+        _deterministic_setting("use_flash_attn"), model_level=True, option="deterministic_refuses:use_flash_attn")),
+    # MEGATRON_DETERMINISTIC_MOE (code 103, issue 22 detmore): validate_args asserted `args.num_experts is None`
+    #   ('MoEs are currently not deterministic.') under --deterministic-mode from 2ea54d6a37 (2024-07-25, ADLR/
+    #   megatron-lm!1752, arguments.py l. 566 there) until 8e1adfdc5b (2024-08-02, ADLR/megatron-lm!1864 'MoE related
+    #   bug-fixed for release of mcore-0.8', which removed it): an MoE model (model.moe) beside the job's
+    #   deterministic_mode, where the job's trainer_date falls in that range (runs.deterministic_refuses since / until)
+    (103, StartupRule(
+        "MEGATRON_DETERMINISTIC_MOE", "megatron",
+        "deterministic_mode refuses an MoE model (--num-experts; Megatron-LM from 2ea54d6a37, 2024-07-25, to "
+        "8e1adfdc5b, 2024-08-02: the job's trainer_date in that range)",
+        "NVIDIA/Megatron-LM megatron/training/arguments.py validate_args: `assert args.num_experts is None, 'MoEs are "
+        "currently not deterministic.'` under args.deterministic_mode, added by 2ea54d6a37 (2024-07-25, "
+        "ADLR/megatron-lm!1752; l. 566 there, l. 563 at 8e1adfdc5b's parent), removed by 8e1adfdc5b (2024-08-02, "
+        "ADLR/megatron-lm!1864)",
+        "leave deterministic_mode out, or run a Megatron-LM from 2024-08-02 on (trainer_date)",
+        _deterministic_moe, model_level=True, option="deterministic_refuses:moe")),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

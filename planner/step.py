@@ -1472,6 +1472,8 @@ class Collectives:
         self.bw_arrays = np.ndim(self.bw_nv) > 0 or np.ndim(self.bw_in) > 0
         self.bw_scaled = self.bw_arrays or float(self.bw_nv) != 1.0 or float(self.bw_in) != 1.0
         self.memo = settings.comm_memo
+        # the algorithms the run's NCCL_ALGO leaves each op (job field nccl_algo: comm.nccl_algo_candidates); None: all
+        self.algos = settings.nccl_algos
         p = sc.plan
         self.strides = comm.strides_by_code(p.order, tp=p.tp, cp=p.cp, pp=p.pp, dp=p.dp)
 
@@ -1479,7 +1481,8 @@ class Collectives:
         s_nv = self.bw_nv if s_nv is None else s_nv
         s_in = self.bw_in if s_in is None else s_in
         # group_collective(op, size, group, stride, AUTO), each distinct collective priced once per process
-        t, latency_s, bandwidth_s, link = comm.auto_collective_times(op, size, group, stride, self.cpar, self.job)
+        t, latency_s, bandwidth_s, link = comm.auto_collective_times(
+            op, size, group, stride, self.cpar, self.job, self.algos[op] if self.algos else comm.AUTO_CANDIDATES)
         if self.bw_scaled:  # a run calibration's bandwidth scale of the tier the group's traffic crosses
             t = latency_s + bandwidth_s / np.where(link == comm.LINK_NVLINK, s_nv, s_in)
         # a calibration profile replaces the default for the (collective, scope, ranks) it

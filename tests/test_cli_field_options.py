@@ -148,6 +148,14 @@ CASES = [
      {"memory": +1}),
     # the trainer commit's date: which start-up checks run (stack runs.deterministic_refuses since), nothing priced
     ("trainer_date", ["--trainer-date", "2026-07-02"], "2026-07-02", dict(DENSE, stack="megatron"), "2026-07-01", {}),
+    # Megatron-LM's --use-flash-attn: read only by an older deterministic check (start-up rule 102), nothing priced
+    ("use_flash_attn", ["--use-flash-attn"], True, dict(DENSE, stack="megatron"), False, {}),
+    # the config names its attention backend (Bridge's deterministic check reads it; tests/test_startup_deterministic.py)
+    ("attention_kernel_named", ["--attention-kernel-named"], True,
+     dict(DENSE, stack="megatron-bridge", attention_kernel="flash2"), False, {}),
+    # the run's NCCL_ALGO: DDP's gradient all-reduce on one H100 node by ring, not NVLS (tests/test_nccl_algo.py)
+    ("nccl_algo", ["--nccl-algo", "Ring"], "Ring", dict(DENSE, tp=1, pp=1, cp=1, sharding="none", micro_batch=1,
+                                                       global_batch=32, seq_len=4096), "^NVLS,NVLSTree", {"step": +1}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
     # CPU offload (planner/offload.py, tests/test_offload.py): the optimizer partition off the GPU, the CPU's step on

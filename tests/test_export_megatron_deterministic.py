@@ -74,12 +74,14 @@ def test_bridge_sets_no_workspace_and_its_export_writes_the_field():
     turns torch.use_deterministic_algorithms on, training/config.py l. 1445-1469): no workspace derived (the GPU's
     default priced). The Bridge writer spells it as Megatron-Core's model.deterministic_mode (was: refused; issue 22
     detmode) and reads it back as the same plan; on the A100 the kernel the plan prices is FlashAttention-2, TE's
-    own choice there (model.attention_backend left null), which Bridge's flash check does not refuse."""
+    own choice there (model.attention_backend left null), which Bridge's flash check does not refuse. Bridge asserts
+    NCCL_ALGO set beside it (l. 1463-1466): the plan is priced with Ring (nccl_algo), which the export writes."""
     base = dict(model="llama3-8b", gpus=8, hardware=A100, stack="megatron-bridge")
-    on, off = _row({**base, "deterministic_mode": True}), _row(base)
+    on, off = _row({**base, "deterministic_mode": True, "nccl_algo": "Ring"}), _row(base)
     assert "cublas_workspace_config" not in on["plan"] and on["memory"]["total_bytes"] == off["memory"]["total_bytes"]
     text, _ = export_plan(on["plan"], "megatron-bridge")
     assert "    model.deterministic_mode=true \\" in text.splitlines() and "model.attention_backend=null" in text
+    assert "export NCCL_ALGO=Ring" in text.splitlines()
     check_readback(on, "megatron-bridge", text)
 
 

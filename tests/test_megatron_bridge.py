@@ -50,11 +50,13 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     assert (bridge["runs"].pop("deterministic_cublas_workspace"), mega["runs"].pop("deterministic_cublas_workspace")) \
         == (None, ":4096:8")
     # runs.deterministic_refuses: Bridge's own checks (training/config.py @dc805f5cf l. 1454-1461: the FlashAttention
-    # backend, the fused cross-entropy), not Megatron-LM @d98e8a64's (determinism.py l. 24: TP overlap, fused CE)
+    # backend, the fused cross-entropy), not Megatron-LM @d98e8a64's (determinism.py l. 24: TP overlap, fused CE) nor
+    # its older commits' (dated until: --use-flash-attn, an MoE model; tests/test_startup_deterministic.py)
     db, dm = bridge["runs"].pop("deterministic_refuses"), mega["runs"].pop("deterministic_refuses")
     assert ([d["setting"] for d in db], [d["setting"] for d in dm]) == (
-        ["flash_attention", "cross_entropy_fusion"], ["tp_comm_overlap", "cross_entropy_fusion"])
-    assert all("@dc805f5cf" in d["source"] for d in db) and all("@d98e8a64" in d["source"] for d in dm)
+        ["flash_attention", "cross_entropy_fusion"], ["tp_comm_overlap", "cross_entropy_fusion", "use_flash_attn", "moe"])
+    assert all("@dc805f5cf" in d["source"] for d in db) and all("@d98e8a64" in d["source"] for d in dm[:2])
+    assert [d["until"] for d in dm] == [None, None, "2026-07-08", "2024-08-02"]
     assert bridge["runs"] == mega["runs"]
     assert [m["name"] for m in modes_b] == [m["name"] for m in modes_m]
     for b, m in zip(modes_b, modes_m):

@@ -140,14 +140,19 @@ def test_corpus_rows_recorded_before_the_check_stay_compared():
 
 def test_bridge_export_writes_and_reads_back_deterministic_mode(tmp_path):
     """Bridge's deterministic mode is Megatron-Core's ModelParallelConfig.deterministic_mode (@905c0e386 l. 142): the
-    export writes model.deterministic_mode=true with the plan's cross-entropy fusion off and exports NCCL_ALGO=Ring
-    (Bridge asserts NCCL_ALGO set: config.py l. 1463-1466); the reader reads it back as the same plan. The recipe's
-    own model.cross_entropy_loss_fusion true (megatron_bridge.COMMON) beside it is refused (code 92)."""
+    export writes model.deterministic_mode=true with the plan's cross-entropy fusion off and exports the plan's
+    NCCL_ALGO, Ring (Bridge asserts NCCL_ALGO set: config.py l. 1463-1466); the reader reads it back as the same plan,
+    its NCCL_ALGO too. A plan priced without an NCCL_ALGO (NCCL's own choice) is refused by the export: the launch
+    would run one it was not priced with. The recipe's own model.cross_entropy_loss_fusion true
+    (megatron_bridge.COMMON) beside it is refused (code 92)."""
     from planner.cli.export import check_readback
     from planner.explain import evaluate, to_json
     from planner.trainers.export import export_plan
 
     s, p, _ = resolve(Job.model_validate({**BASE, "stack": "megatron-bridge"}))
+    with pytest.raises(PlannerError, match="deterministic_mode with nccl_algo None"):
+        export_plan(to_json(s, p, evaluate(s, p))["plan"], "megatron-bridge")
+    s, p, _ = resolve(Job.model_validate({**BASE, "stack": "megatron-bridge", "nccl_algo": "Ring"}))
     row = to_json(s, p, evaluate(s, p))
     text, _ = export_plan(row["plan"], "megatron-bridge")
     lines = [ln.strip(" \\") for ln in text.splitlines()]
@@ -158,4 +163,111 @@ def test_bridge_export_writes_and_reads_back_deterministic_mode(tmp_path):
     out.write_text(text.replace("model.cross_entropy_loss_fusion=false", "model.cross_entropy_loss_fusion=true"))
     cfg = load_trainer_config(out, fmt="megatron-bridge", gpus=8)
     assert cfg.job["deterministic_mode"] is True and cfg.job["cross_entropy_fusion"] is True
+    assert cfg.job["nccl_algo"] == "Ring"
     assert "MEGATRON_DETERMINISTIC_CE_FUSION" in _refused(cfg.job)
+
+
+def test_megatron_use_flash_attn_refused_from_ac08742c96_to_3ab71eeb3e():
+    """Code 102. `git log -S use_flash_attn -- megatron/training/arguments.py` on NVIDIA/Megatron-LM: ac08742c96
+    (2024-05-04, 'Add a "deterministic mode".') added `assert not args.use_flash_attn` under --deterministic-mode
+    (l. 528-530 there); 3ab71eeb3e (2026-07-08) removed it (determinism.py @d98e8a64 l. 150-152). So use_flash_attn
+    with deterministic_mode: trainer_date 2024-05-03 priced, 2024-05-04 and 2026-07-07 refused, 2026-07-08 priced,
+    no date (the stack's own commit, d98e8a64) priced; without deterministic_mode priced at any date. The flag picks
+    no kernel: the plan's step time is the one without it."""
+    assert CODES["MEGATRON_DETERMINISTIC_USE_FLASH_ATTN"] == 102
+    job = {**BASE, "use_flash_attn": True}
+    for day in ("2024-05-04", "2026-07-07"):
+        msg = _refused({**job, "trainer_date": day})
+        assert "MEGATRON_DETERMINISTIC_USE_FLASH_ATTN" in msg and "ac08742c96" in msg and "3ab71eeb3e" in msg
+    from planner.explain import evaluate
+    s0, p0, _ = resolve(Job.model_validate(BASE))
+    s1, p1, w1 = resolve(Job.model_validate({**job, "trainer_date": "2026-07-08"}))
+    assert any("no longer refused use_flash_attn (checked from 2024-05-04 to 2026-07-08)" in w for w in w1)
+    _, _, w2 = resolve(Job.model_validate({**job, "trainer_date": "2024-05-03"}))
+    assert any("did not yet refuse" in w and "use_flash_attn (checked from 2024-05-04)" in w for w in w2)
+    s3, p3, w3 = resolve(Job.model_validate(job))
+    assert s3.use_flash_attn and not any("trainer_date" in w for w in w3)
+    assert float(evaluate(s3, p3).step_s) == float(evaluate(s0, p0).step_s)
+    resolve(Job.model_validate({**job, "deterministic_mode": False, "trainer_date": "2025-01-01"}))
+    with pytest.raises(PlannerError, match="use_flash_attn is Megatron-LM's --use-flash-attn"):
+        resolve(Job.model_validate({**job, "stack": "megatron-bridge"}))
+
+
+def test_megatron_reader_reads_use_flash_attn_and_the_export_writes_it(tmp_path):
+    """The Megatron reader reads --use-flash-attn into the job (no longer listed as ignored); with --deterministic-mode
+    and a trainer_date of 2025-06-01 (between ac08742c96 and 3ab71eeb3e) the job is refused (code 102); the export of
+    the plan, written for the stack's own commit, carries the flag back."""
+    from planner.explain import evaluate, to_json
+    from planner.trainers.export import export_plan
+
+    args = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings "
+            "1024 --micro-batch-size 1 --global-batch-size 8 --bf16 --tensor-model-parallel-size 2 --sequence-parallel "
+            "--deterministic-mode --use-flash-attn")
+    p = tmp_path / "run.args"
+    p.write_text(args + "\n")
+    cfg = load_trainer_config(p, gpus=8)
+    assert cfg.job["use_flash_attn"] is True
+    assert not any(str(n).startswith("--use-flash-attn") for n in cfg.ignored + cfg.not_modelled)
+    assert "MEGATRON_DETERMINISTIC_USE_FLASH_ATTN" in _refused({**cfg.job, "trainer_date": "2025-06-01"})
+    s, pl, _ = resolve(Job.model_validate(cfg.job))
+    row = to_json(s, pl, evaluate(s, pl))
+    assert row["plan"]["use_flash_attn"] is True
+    text, _ = export_plan(row["plan"], "megatron")
+    assert "--use-flash-attn" in text.split()
+
+
+def test_megatron_moe_refused_from_2ea54d6a37_to_8e1adfdc5b():
+    """Code 103. `git log -S 'MoEs are currently not deterministic' -- megatron` on NVIDIA/Megatron-LM: 2ea54d6a37
+    (2024-07-25, ADLR/megatron-lm!1752) added `assert args.num_experts is None` under --deterministic-mode (l. 566
+    there), 8e1adfdc5b (2024-08-02, ADLR/megatron-lm!1864) removed it. Mixtral 8x7B with deterministic_mode:
+    trainer_date 2024-07-24 priced, 2024-07-25 and 2024-08-01 refused, 2024-08-02 priced, no date priced; the dense
+    Llama 3 8B on 2024-07-30 priced."""
+    assert CODES["MEGATRON_DETERMINISTIC_MOE"] == 103
+    moe = {**BASE, "model": "mixtral-8x7b"}
+    for day in ("2024-07-25", "2024-08-01"):
+        msg = _refused({**moe, "trainer_date": day})
+        assert "MEGATRON_DETERMINISTIC_MOE" in msg and "2ea54d6a37" in msg and "8e1adfdc5b" in msg
+    for day in ("2024-07-24", "2024-08-02", None):
+        resolve(Job.model_validate({**moe, **({"trainer_date": day} if day else {})}))
+    resolve(Job.model_validate({**BASE, "trainer_date": "2024-07-30"}))
+    resolve(Job.model_validate({**moe, "deterministic_mode": False, "trainer_date": "2024-07-30"}))
+
+
+def test_bridge_refuses_named_flash_where_te_would_pick_it_anyway(tmp_path):
+    """Bridge @dc805f5cf training/config.py l. 1454-1456 compares the config's model.attention_backend with
+    AttnBackend.flash, not the kernel Transformer Engine runs: on an A100 (sm 8.0), where TE's own choice under auto is
+    FlashAttention (the stack's attention_kernels rule holds on Hopper only), a config naming flash is refused too.
+    The job says so with attention_kernel_named (the Bridge reader sets it for model.attention_backend flash / fused);
+    attention_kernel flash2 alone there is the kernel TE picks, which a plan records and the export writes as null
+    (auto): priced and not refused. A Bridge launch naming flash beside model.deterministic_mode=true reads back
+    refused; attention_kernel_named on megatron (no such check) or without a kernel is refused."""
+    bridge = {**BASE, "stack": "megatron-bridge", "hardware": "a100-sxm-80gb", "nccl_algo": "Ring"}
+    assert load_stack("megatron-bridge").attention_kernel_for((8, 0)) == "flash2"
+    named = {**bridge, "attention_kernel": "flash2", "attention_kernel_named": True}
+    assert "MEGATRON_DETERMINISTIC_FLASH" in _refused(named)
+    resolve(Job.model_validate({**bridge, "attention_kernel": "flash2"}))
+    resolve(Job.model_validate({**named, "deterministic_mode": False}))
+    from planner.explain import evaluate, to_json
+    from planner.trainers.export import export_plan
+
+    s, p, _ = resolve(Job.model_validate(bridge))
+    text, _ = export_plan(to_json(s, p, evaluate(s, p))["plan"], "megatron-bridge")
+    assert "model.attention_backend=null" in text
+    out = tmp_path / "run.sh"
+    out.write_text(text.replace("model.attention_backend=null", "model.attention_backend=flash"))
+    cfg = load_trainer_config(out, fmt="megatron-bridge", gpus=8, hardware="a100-sxm-80gb")
+    assert cfg.job["attention_kernel"] == "flash2" and cfg.job["attention_kernel_named"] is True
+    assert "MEGATRON_DETERMINISTIC_FLASH" in _refused(cfg.job)
+    with pytest.raises(PlannerError, match="attention_kernel_named"):
+        resolve(Job.model_validate({**BASE, "attention_kernel": "flash2", "attention_kernel_named": True}))
+    with pytest.raises(PlannerError, match="no attention_kernel is given"):
+        resolve(Job.model_validate({**bridge, "attention_kernel_named": True}))
+
+
+def test_a_check_removed_before_it_was_added_is_bad_stack_data():
+    """runs.deterministic_refuses until must come after since (schema.DeterministicRefusal)."""
+    from pydantic import ValidationError
+    from planner.schema import DeterministicRefusal
+
+    with pytest.raises(ValidationError, match="until 2024-07-25 is not after since 2024-07-25"):
+        DeterministicRefusal(setting="moe", since="2024-07-25", until="2024-07-25", source="x")

@@ -100,6 +100,10 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         # Megatron launch script exports it (_megatron; the reader's megatron._exported_cublas), no other format holds it
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
+    if plan.get("nccl_algo") and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge"):  # the environment:
+        # the launch scripts export it (read back by megatron.read_nccl_algo); no other format holds it
+        notes.append(f"nccl_algo {plan['nccl_algo']}: NCCL reads it from the environment; launch with "
+                     f"NCCL_ALGO={plan['nccl_algo']} (the file cannot hold it)")
     if plan.get("trainer_date"):  # the trainer commit's date (plan._deterministic_switches): the file is the stack's
         notes.append(f"trainer_date {plan['trainer_date']}: the file is written for the stack's own trainer commit, "
                      "whose start-up checks it passes (the job's older commit is not a setting the file can hold)")
@@ -341,7 +345,7 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "muon_ns_steps",
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "attention_kernel_named", "muon_ns_steps",
             "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
     out["muon_tp_mode"] = priced_muon_tp_mode(plan)  # as priced: a stack's default is left out of its plans
@@ -1274,7 +1278,9 @@ def _megatron(plan: dict, notes: list[str]) -> str:
              "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"),
              # PyTorch's cuBLAS workspaces as priced (memory.py [ws]; read back by megatron._exported_cublas)
              *([f"export CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']}"]
-               if plan.get("cublas_workspace_config") else []), "",
+               if plan.get("cublas_workspace_config") else []),
+             # the collectives' algorithms as priced (comm.nccl_algo_candidates; read back by megatron.read_nccl_algo)
+             *([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []), "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {_megatron_script(plan)} \\"]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
@@ -1469,6 +1475,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
             args.append((flag, None))
     if plan.get("deterministic_mode"):  # store_true (model_parallel_config.py @d98e8a64 l. 229): read back by
         args.append(("--deterministic-mode", None))  # megatron._deterministic; its cuBLAS workspace is the export line
+    if plan.get("use_flash_attn"):  # store_true (arguments.py @d98e8a64 l. 2910), read by no model code there: written
+        args.append(("--use-flash-attn", None))  # as given, read back by megatron._deterministic
     # the fusion switches the plan turned off (megatron.py [6]; the last also where its sharding mode runs it off:
     # --use-torch-fsdp2, plan.plan_dict)
     if plan.get("apply_rope_fusion") is False:
@@ -2424,6 +2432,7 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
              f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}",
              # --sequence-parallel raises without it (Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 398-406)
              *(["export CUDA_DEVICE_MAX_CONNECTIONS=1"] if plan.get("sequence_parallel") else []),
+             *([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),  # as priced (megatron.read_nccl_algo)
              *(["TOKENIZER_NAME_OR_PATH=bigscience/bloom  # the run's tokenizer"]
                if ("--tokenizer-name-or-path", "$TOKENIZER_NAME_OR_PATH") in args else []),
              "DS_CONFIG=ds_config.json", "", "cat <<EOT > $DS_CONFIG", json.dumps(cfg, indent=2), "EOT", "", launch]
@@ -2448,7 +2457,8 @@ _BRIDGE_WRITTEN = {
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
-    "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "deterministic_mode", "mla_down_proj_fusion"}
+    "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "deterministic_mode", "mla_down_proj_fusion", "nccl_algo",
+    "attention_kernel_named"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2504,6 +2514,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     if plan.get("stack") != BRIDGE_STACK:
         raise _bridge_refuse(f"the plan was priced on stack {plan.get('stack')}, not {BRIDGE_STACK}, whose modes and rules the file "
                              "runs with", f"price it on that stack first (--stack {BRIDGE_STACK}), then export")
+    det = _bridge_nccl_algo(plan)  # deterministic mode: the plan's NCCL_ALGO one Bridge's start-up takes
     model = _model(plan)
     name = recipe_for(model)
     if name is None:
@@ -2784,14 +2795,34 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
              "# CUDA_DEVICE_MAX_CONNECTIONS: Bridge's own rule for its launches (recipes/run_plugins.py "
              "PerfEnvPlugin._set_num_cuda_device_max_connections l. 570-595)",
              f"export CUDA_DEVICE_MAX_CONNECTIONS={_bridge_max_connections(hw, tp, cp, pp, g // (tp * cp * pp), flex, a2a)}",
-             *(["# NCCL_ALGO: Bridge's deterministic mode asserts it set, to one of Tree, Ring, CollnetDirect, "
-                "CollnetChain, ^NVLS (training/config.py @dc805f5cf l. 1463-1466); Ring, the order Megatron-LM's own "
-                "determinism.py sets (@d98e8a64 l. 27-31)", "export NCCL_ALGO=Ring"] if plan.get("deterministic_mode") else []),
+             *([f"# NCCL_ALGO: as priced (the plan's nccl_algo: comm.nccl_algo_candidates){_BRIDGE_NCCL_NOTE if det else ''}",
+                f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),
              "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
     body = [f"    {k}={hydra_value(v)}" for k, v in o]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
     return "\n".join(lines) + "\n"
+
+
+# Bridge's deterministic mode asserts NCCL_ALGO set, to exactly one of these (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
+# src/megatron/bridge/training/config.py _validate_and_apply_deterministic_mode l. 1463-1466)
+BRIDGE_DETERMINISTIC_NCCL_ALGOS = ("Tree", "Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+_BRIDGE_NCCL_NOTE = ("; Bridge's deterministic mode asserts it set, to one of Tree, Ring, CollnetDirect, CollnetChain, "
+                     "^NVLS (training/config.py @dc805f5cf l. 1463-1466)")
+
+
+def _bridge_nccl_algo(plan: dict) -> bool:
+    """Whether the plan runs Bridge's deterministic mode, whose start-up asserts NCCL_ALGO set to one of
+    BRIDGE_DETERMINISTIC_NCCL_ALGOS: the plan's nccl_algo (priced: comm.nccl_algo_candidates), else refused (a launch
+    exporting one the plan was not priced with would not be the plan)."""
+    det = bool(plan.get("deterministic_mode"))
+    if det and plan.get("nccl_algo") not in BRIDGE_DETERMINISTIC_NCCL_ALGOS:
+        raise _bridge_refuse(f"deterministic_mode with nccl_algo {plan.get('nccl_algo')}: Bridge's start-up asserts "
+                             f"NCCL_ALGO set to one of {', '.join(BRIDGE_DETERMINISTIC_NCCL_ALGOS)} (training/config.py "
+                             "@dc805f5cf l. 1463-1466), and the launch exports only what the plan was priced with",
+                             "price it with --nccl-algo Ring (Megatron-LM's own deterministic default, determinism.py "
+                             "@d98e8a64 l. 27-31)")
+    return det
 
 
 def _bridge_max_connections(hw, tp: int, cp: int, pp: int, dp: int, flex: bool = False, a2a_overlap: bool = False) -> int:
@@ -2821,7 +2852,7 @@ def _bridge_attention_backend(plan: dict):
     if plan.get("attention") == "eager":
         return "unfused"
     k = plan.get("attention_kernel")
-    if k and k != _auto_attention_kernel(plan):
+    if k and (k != _auto_attention_kernel(plan) or plan.get("attention_kernel_named")):  # named: as the config named it
         return "flash" if k == "flash2" else "fused"
     return None
 

@@ -315,6 +315,7 @@ BOOL_READ = {"--no-use-layer-wise-param-layout",  # the job's optimizer_whole_te
              "--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
              "--fp8-dot-product-attention",  # the job's fp8_attention (_fp8_attention)
+             "--use-flash-attn",  # the job's use_flash_attn, read by the older deterministic check alone (_deterministic)
              # Megatron-FSDP's double buffer (the job's mfsdp_double_buffer) and what sets it (_mfsdp_settings)
              "--fsdp-double-buffer", "--use-nccl-ub", "--megatron-fsdp-max-pool-double-buffer",
              "--fsdp-db-use-persist-buf-on-alloc-fail", "--fsdp-manual-registration"}
@@ -351,8 +352,13 @@ NOT_MODELLED = {
                             "execution'; training/determinism.py: torch.use_deterministic_algorithms, NCCL_ALGO Ring; TE's "
                             "attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, extensions/transformer_engine.py l. "
                             "2155-2161): slower backward kernels than priced (the flag is the job's deterministic_mode, its "
-                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic; what it refuses at start-up, TP overlap and "
-                            "the fused cross-entropy, is checked: rules MEGATRON_DETERMINISTIC_*)",
+                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic; what it refuses at start-up is checked, "
+                            "dated by the job's trainer_date: --tp-comm-overlap from 2026-07-08 and "
+                            "--cross-entropy-loss-fusion from 2024-07-25 (rules MEGATRON_DETERMINISTIC_TP_OVERLAP, "
+                            "_CE_FUSION), --use-flash-attn from 2024-05-04 to 2026-07-08 and an MoE model from "
+                            "2024-07-25 to 2024-08-02 (_USE_FLASH_ATTN, _MOE); an NCCL_ALGO the script exports is "
+                            "the job's nccl_algo, priced, but the Ring determinism.py l. 27-31 sets where the launcher "
+                            "has not is not: the collectives are priced with NCCL's own choice)",
     "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
                                                        "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
                                                        "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "
@@ -441,7 +447,6 @@ IGNORED_REASONS = (
      "from --hybrid-layer-pattern): the same kernels and bytes"),
     (r"--calculate-per-token-loss$", "how the loss is averaged: numerics only"),
     (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
-    (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
     (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
     (r"--(norm-epsilon|mtp-loss-scaling-factor|moe-router-topk-scaling-factor|"
      r"moe-router-bias-update-rate|apply-query-key-layer-scaling|te-rng-tracker)$",
@@ -719,20 +724,25 @@ _HEREDOC = re.compile(r"""^\s*cat\s+(?:<<(-?)\s*(['"]?)(\w+)\2\s*>\s*(\S+)|>\s*(
 _COMMAND_END = ("|", "||", "&&", ";", "&")
 
 
-def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None
-                  ) -> tuple[list[str], list[str], bool]:
+def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None,
+                  env: Optional[dict] = None) -> tuple[list[str], list[str], bool]:
     """(launcher words before the script, argument words after it, whether the GPU-count
     words came from shell defaults). A file that starts with `--` is an argument file.
     heredocs: filled with the files the script writes with `cat <<EOT > $FILE` (or `cat > $FILE
     <<EOT`) at its top level, as {expanded file name: (text, unexpanded variables, line)}: the
     body expanded with the script's variables as bash expands it (a quoted delimiter, <<'EOT':
-    as written); Megatron-DeepSpeed's scripts write their ds_config.json so."""
+    as written); Megatron-DeepSpeed's scripts write their ds_config.json so.
+    env: filled with the environment the launch line runs in, as far as the script sets it: the variables it
+    exports at its top level (`export NAME=value`, or `export NAME` after `NAME=value`), their values when the
+    launch line runs, and the assignments before the launcher on that line (`NCCL_ALGO=Ring torchrun ...`)."""
     lines = _join_continuations(text)
     body = [(no, ln) for no, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if body and body[0][1].lstrip().startswith("-"):
         words = [w for no, ln in body for w in _quoted_words(ln, where, no)]
         return [], words, False
     sh = _Shell(where)
+    exported: set = set()  # the names the script exports (env)
+    line_env: dict = {}
     depth, skipped, cmd = 0, [], None
     frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
     evaluated: list = []
@@ -801,11 +811,21 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             continue
         if any(not f[0] for f in frames):  # a branch not taken
             continue
-        _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
+        written = _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
+        m_export = re.fullmatch(r"\s*export\s+([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*", s)
+        if m_export:  # `export NAME ...`: names set before (or after) exported
+            exported.update(m_export.group(1).split())
+            continue
         m = _ASSIGN.match(s)
+        # `NAME=value cmd ...`: assignments for the command alone, a command line (its launcher or script after them)
+        prefixed = (m is not None and not s.lstrip().startswith("export") and not m.group(3).startswith("(")
+                    and len(written) > 1 and re.fullmatch(r"[A-Za-z_]\w*=.*", written[0]) is not None
+                    and any(w.split("/")[-1] in _LAUNCHERS or ARGS_SCRIPT.search(w) for w in written[1:]))
+        if m and not prefixed and m.group(1) and s.lstrip().startswith("export"):
+            exported.add(m.group(1))
         # a launcher as a whole word of the first word (`X=torchrun`), not inside a value: DS_CONFIG=./deepspeed.json
         # is an assignment (Megatron-DeepSpeed's examples)
-        if m and not any(re.search(rf"(^|[=/]){w}$", s.split()[0]) for w in _LAUNCHERS):
+        if m and not prefixed and not any(re.search(rf"(^|[=/]){w}$", s.split()[0]) for w in _LAUNCHERS):
             name, plus, rhs = m.groups()
             if rhs.startswith("("):
                 parts = [rhs[1:]]
@@ -858,6 +878,15 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             words = words[:script_at[0] + 1] + _drop_redirections(words[script_at[0] + 1:])
         if script_at and ("pretrain_gpt.py" in ex or "pretrain_hybrid.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
             cmd = (words, script_at[0], s)
+            line_env = {}  # the environment this launch line runs in (env)
+            for k in exported:
+                if k in sh.vars:
+                    line_env[k] = sh.vars[k]
+            for w in words[:script_at[0]]:  # `NAME=value` words before the launcher
+                a = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", w)
+                if a is None:
+                    break
+                line_env[a.group(1)] = a.group(2)
     if evaluated:
         assumed.append(listed("assumed", "script lines", evaluated[:8], "if-conditions on the script's constants "
                               "evaluated (bash [[ ]] / [ ] tests)", show=", ".join(map(str, evaluated[:8])), spaced=True))
@@ -874,6 +903,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                            "give a launch script whose torchrun ... pretrain_gpt.py line holds the arguments, "
                            "or a file of arguments starting with --")
     words, k, raw_line = cmd
+    if env is not None:
+        env.update(line_env)
     return words[:k], words[k + 1:], _soft_launcher(sh, raw_line)
 
 
@@ -889,6 +920,7 @@ class ScriptWords(typing.NamedTuple):
     soft: bool           # the GPU-count words came from shell defaults
     assumed: list        # what splitting it assumed (command_words' notes)
     heredocs: dict       # the files it writes with `cat <<EOT > $FILE` (command_words' heredocs)
+    env: dict = {}       # the environment its launch line runs in, as far as the script sets it (command_words' env)
 
 
 def read_script_words(path: Optional[Path], text: Optional[str], where: str, hint: str) -> ScriptWords:
@@ -899,11 +931,12 @@ def read_script_words(path: Optional[Path], text: Optional[str], where: str, hin
         text = files.read_text(path, hint)
     assumed: list[str] = []
     heredocs: dict = {}
+    env: dict = {}
     try:
-        launch, words, soft = command_words(text, where, assumed, heredocs)
+        launch, words, soft = command_words(text, where, assumed, heredocs, env)
     except ValueError as e:  # shlex: unbalanced quotes
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
-    return ScriptWords(text, launch, words, soft, assumed, heredocs)
+    return ScriptWords(text, launch, words, soft, assumed, heredocs, env)
 
 
 def _drop_redirections(words: list[str]) -> list[str]:
@@ -1122,8 +1155,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the command
     line's --stack, which a Megatron-DeepSpeed script of the 2021 fork is read on (megatron_deepspeed.STACK_2021)."""
     where = f"{path}: "
-    text, launch, words, soft, assumed, heredocs = read_script_words(
-        path, text, where, "give a launch script or a file of Megatron arguments")
+    split = read_script_words(path, text, where, "give a launch script or a file of Megatron arguments")
+    text, launch, words, soft, assumed, heredocs = split[:6]
     flags, stray = parse_flags(words, where)
     if not mds.is_megatron_deepspeed(flags):
         if flags.get("--position-embedding-type") == "alibi":
@@ -1133,6 +1166,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                          hardware=hardware, label=Path(path).name)
         _exported_cublas(text, cfg)
+        read_nccl_algo(split.env, cfg.job, cfg.assumed)
         return cfg
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
     flags, stray = parse_flags(words, where, mds.MDS_NARGS)
@@ -1140,6 +1174,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                      hardware=hardware, label=Path(path).name, model_fields=mds.model_fields(ds))
     mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra), stack)
+    read_nccl_algo(split.env, cfg.job, cfg.assumed)
     return cfg
 
 
@@ -3070,6 +3105,16 @@ _CUBLAS_EXPORT = re.compile(r"^[ \t]*export[ \t]+CUBLAS_WORKSPACE_CONFIG=(['\"]?
                             re.MULTILINE)
 
 
+def read_nccl_algo(env: dict, job: dict, assumed: list) -> None:
+    """The launch line's NCCL_ALGO (ScriptWords.env: the script's export or the line's `NCCL_ALGO=... torchrun`) ->
+    the job's nccl_algo: the collectives priced with the algorithms it leaves them (comm.nccl_algo_candidates, which
+    refuses a value NCCL or the model cannot run). Megatron-LM's and Megatron-Bridge's launch scripts alike."""
+    if env.get("NCCL_ALGO"):
+        job["nccl_algo"] = env["NCCL_ALGO"]
+        assumed.append(listed("assumed", "nccl_algo", env["NCCL_ALGO"], "the launch line's NCCL_ALGO (the script "
+                              "sets it): its collectives priced with the algorithms it leaves them"))
+
+
 def _exported_cublas(text: str, cfg) -> None:
     """A launch script that exports CUBLAS_WORKSPACE_CONFIG (the export writes it so: export._megatron) -> the job's
     cublas_workspace_config, its last export; it wins over --deterministic-mode's, which Megatron sets only where the
@@ -3089,6 +3134,8 @@ def _deterministic(flags: dict, job: dict, assumed: list) -> None:
     under which PyTorch refuses cuBLAS unless CUBLAS_WORKSPACE_CONFIG is :4096:8 or :16:8, so such runs set one of
     the two themselves; the Megatron CI cases that state it state :4096:8. Its slower kernels stay not modelled
     (NOT_MODELLED)."""
+    if _on(flags, "--use-flash-attn"):  # read by no model code at @d98e8a64 (arguments.py l. 2910); refused beside
+        job["use_flash_attn"] = True  # --deterministic-mode from ac08742c96 to 3ab71eeb3e (MEGATRON_DETERMINISTIC_USE_FLASH_ATTN)
     if not _on(flags, "--deterministic-mode"):
         return
     job["deterministic_mode"] = True  # the job field the export writes back as the flag (export._megatron)

@@ -603,11 +603,12 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """A launch of one of the SCRIPTS read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
     --config-file YAML's keys laid on them, then the command line's overrides (process_config_with_overrides's order),
     each key read by one table (the loop below), then mapped to the job."""
-    from .megatron import _launcher_gpus, read_script_words
+    from .megatron import _launcher_gpus, read_nccl_algo, read_script_words
     from . import match_catalog_model
 
     where = f"{path}: "
-    text, launch, words, _, assumed, heredocs = read_script_words(path, text, where, "give a launch script of run_recipe.py")
+    split = read_script_words(path, text, where, "give a launch script of run_recipe.py")
+    text, launch, words, _, assumed, heredocs = split[:6]
     names = _scripts_named(text)
     if not is_launch_line(text) or len(names) != 1:
         raise PlannerError(f"{where}no {SCRIPT} --recipe line found" if len(names) < 2 else
@@ -844,6 +845,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     _cp_job(cfg, job, where, ignored)
     if "model.softmax_type" in cfg:  # the gpt-oss recipes' per-token loss and sinks (bridge_moe.py)
         bridge_moe.gpt_oss_job(cfg, where, not_modelled)
+    read_nccl_algo(split.env, job, assumed)  # the launch line's NCCL_ALGO (the export writes it: export._megatron_bridge)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
@@ -1588,6 +1590,7 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["attention"] = "eager"
     elif ab in ("flash", "fused"):
         job["attention_kernel"] = "flash2" if ab == "flash" else "cudnn"
+        job["attention_kernel_named"] = True  # the backend named, not auto: what Bridge's deterministic check reads
     elif ab not in (None, "auto"):
         raise PlannerError(f"{where}model.attention_backend={ab}", "valid: flash, fused, unfused, auto, null")
     if flag("optimizer.use_precision_aware_optimizer") and "optimizer.exp_avg_dtype" not in cfg:  # a MoE recipe's: moe_job

@@ -636,7 +636,9 @@ def megatron_script_errors(text: str, where: str = "", *, gpus_per_domain: int |
     split = read_script_words(None, text, where, "")
     launch, words = split.launch, split.words
     flags, _ = parse_flags(words, where)
-    env = dict(re.findall(r"^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", text, flags=re.M))
+    # the `export NAME=value` lines, over them the launch line's environment as the reader evaluates it
+    # (ScriptWords.env: exports inside constant if blocks, `NCCL_ALGO=... torchrun`)
+    env = {**dict(re.findall(r"^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", text, flags=re.M)), **split.env}
     world = _launcher_gpus(list(launch), where)
     if world is None:
         raise PlannerError(f"{where}no torchrun --nproc_per_node/--nnodes to give the world size",

@@ -1,0 +1,119 @@
+"""NCCL_ALGO, the run's environment variable (job field nccl_algo; issue 22 detmore): read from a launch script's
+environment (`export NCCL_ALGO=...`, `NCCL_ALGO=... torchrun`), and the collectives priced with the algorithms it
+leaves them (comm.nccl_algo_candidates), as NCCL reads it: NVIDIA/nccl @5067397c src/graph/tuning.cc parseList
+l. 36-119 (`;` entries, an optional function prefix, `^` to exclude, case-insensitive names), l. 293-298 (all-gather
+and reduce-scatter run ring, PAT, NVLS or CollNetDirect; all-reduce all but PAT), src/enqueue.cc l. 2052-2064 (a
+function left no algorithm fails: 'No algorithm/protocol available ...')."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner import comm
+from planner.catalog import load_hardware
+from planner.errors import PlannerError
+from planner.explain import evaluate, to_json
+from planner.plan import resolve
+from planner.schema import Job
+from planner.trainers import load_trainer_config
+
+AR, RS, AG = comm.ALL_REDUCE, comm.REDUCE_SCATTER, comm.ALL_GATHER
+
+
+def test_candidates_as_nccl_parses_the_variable():
+    """By hand from parseList and tuning.cc l. 293-298, in the model's codes (AUTO_OK: all-reduce ring, tree, NVLS,
+    NVLS-tree, CollNet; reduce-scatter / all-gather ring, PAT): Ring -> ring for all three; ^NVLS -> all-reduce ring,
+    tree, NVLS-tree, CollNet, the others ring and PAT; `ring;allreduce:tree,ring` -> all-reduce tree and ring, the
+    others ring (case-insensitive); the all-to-all and send/recv keep every candidate (point-to-point)."""
+    R, T, N, NT, C, P = comm.RING, comm.TREE, comm.NVLS, comm.NVLS_TREE, comm.COLLNET, comm.PAT
+    c = comm.nccl_algo_candidates("Ring")
+    assert (c[AR], c[RS], c[AG]) == ((R,), (R,), (R,)) and c[comm.ALL_TO_ALL] == comm.AUTO_CANDIDATES
+    c = comm.nccl_algo_candidates("^NVLS")
+    assert (set(c[AR]), set(c[RS]), set(c[AG])) == ({R, T, NT, C}, {R, P}, {R, P})
+    c = comm.nccl_algo_candidates("ring;allreduce:tree,ring")
+    assert (set(c[AR]), c[RS], c[AG]) == ({R, T}, (R,), (R,))
+
+
+@pytest.mark.parametrize("text, says", [
+    ("Tree", "leaves all-gather no algorithm NCCL runs it with"),  # Tree is all-reduce's only
+    ("Rings", "unknown algorithm rings"),
+    ("Ring;Tree", "every entry but the first needs a function prefix"),
+    ("send:Ring", "unknown function 'send'"),
+    ("Ring;allreduce:NVLS", "leaves all-reduce only nvls"),  # NVLS exists only inside an NVLink domain
+])
+def test_values_nccl_or_the_model_cannot_run_are_refused(text, says):
+    with pytest.raises(PlannerError, match=says):
+        comm.nccl_algo_candidates(text)
+    with pytest.raises(PlannerError, match="nccl_algo: NCCL_ALGO="):
+        resolve(Job(model="llama3-8b", gpus=8, global_batch=16, seq_len=2048, nccl_algo=text))
+
+
+def test_ring_all_reduce_priced_by_hand():
+    """1 GiB all-reduce over the 8 H100s of one node: NCCL's own choice is NVLS, S / (0.741 x 370 GB/s) + 23 us
+    = 2^30 / 274.29e9 + 23e-6 = 3.9377 ms (comm.py NVLS_ALGBW_PER_RING_BUSBW, NVLS_LATENCY_S); under NCCL_ALGO=Ring
+    the ring, 2 (n - 1) = 14 steps of 3.4 us + 2 (n - 1) / n S / 370 GB/s = 47.6 us + 1.75 x 2^30 / 370e9 = 5.1261 ms;
+    ^NVLS leaves the ring too (the tree's 28 us hops lose at one node). A reduce-scatter under Ring: 7 x 3.4 us
+    + 7/8 x 2^30 / 370e9 = 2.5631 ms."""
+    p = comm.comm_params(load_hardware("h100-sxm"))
+    S = 2.0 ** 30
+
+    def t(op, text):
+        cands = comm.nccl_algo_candidates(text)[op] if text else comm.AUTO_CANDIDATES
+        return float(comm.auto_collective_times(op, [S], [8], [1], p, 8, cands)[0][0])
+
+    assert t(AR, None) == pytest.approx(S / (370e9 * (480 / 1.75) / 370) + 23e-6, rel=1e-12)
+    assert t(AR, None) == pytest.approx(3.9377e-3, abs=1e-7)
+    assert t(AR, "Ring") == pytest.approx(14 * 3.4e-6 + 1.75 * S / 370e9, rel=1e-12)
+    assert t(AR, "Ring") == pytest.approx(5.1261e-3, abs=1e-7)
+    assert t(AR, "^NVLS") == t(AR, "Ring")
+    assert t(RS, "Ring") == pytest.approx(7 * 3.4e-6 + 0.875 * S / 370e9, rel=1e-12)
+
+
+def test_plan_priced_with_the_variable():
+    """Llama 3 8B, DDP (sharding none) over 8 H100 of one node: its gradient all-reduce runs NVLS by NCCL's choice and
+    the ring under Ring or ^NVLS, so the exposed DP time (and the step) is the same under Ring and ^NVLS and larger
+    than without the variable; over 16 GPUs (two nodes) ^NVLS leaves NVLS-tree, NCCL's own choice there, so the step
+    is unchanged, while Ring slows it. The plan carries the value (plan_dict)."""
+    base = dict(model="llama3-8b", tp=1, pp=1, cp=1, micro_batch=1, global_batch=32, seq_len=4096, sharding="none")
+
+    def step(gpus, algo=None):
+        s, p, _ = resolve(Job(**base, gpus=gpus, **({"nccl_algo": algo} if algo else {})))
+        e = evaluate(s, p)
+        return float(e.step_s), float(e.time["dp_comm_exposed"]), to_json(s, p, e)["plan"].get("nccl_algo")
+
+    free, ring, no_nvls = step(8), step(8, "Ring"), step(8, "^NVLS")
+    assert ring[:2] == no_nvls[:2] and ring[1] > free[1] and ring[0] > free[0]
+    assert (free[2], ring[2], no_nvls[2]) == (None, "Ring", "^NVLS")
+    assert step(16, "^NVLS")[:2] == step(16)[:2] and step(16, "Ring")[0] > step(16)[0]
+
+
+def _script(tmp_path, env_lines: str, prefix: str = "") -> str:
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n" + env_lines
+                 + f"{prefix}torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\\n"
+                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
+    return str(p)
+
+
+def test_megatron_reader_reads_the_launch_environment(tmp_path):
+    """`export NCCL_ALGO=$ALGO` inside a constant if block (evaluated), `NCCL_ALGO=^NVLS torchrun ...` (the line's
+    own environment), `NCCL_ALGO=Ring` then `export NCCL_ALGO`: read; an unexported `NCCL_ALGO=Ring` line (bash
+    hands it to no child): not read. The export writes the plan's back (`export NCCL_ALGO=Ring`), which reads back as
+    the same plan."""
+    from planner.cli.export import check_readback
+    from planner.trainers.export import export_plan
+
+    block = "ALGO=Ring\nif [[ $ALGO == Ring ]]; then\n    export NCCL_ALGO=$ALGO\nfi\n"
+    cases = [(block, "", "Ring"), ("", "NCCL_ALGO=^NVLS ", "^NVLS"), ("NCCL_ALGO=Ring\nexport NCCL_ALGO\n", "", "Ring"),
+             ("NCCL_ALGO=Ring\n", "", None)]
+    for env, prefix, want in cases:
+        cfg = load_trainer_config(_script(tmp_path, env, prefix), gpus=8)
+        assert cfg.job.get("nccl_algo") == want, (env, prefix)
+        assert cfg.job["gpus"] == 8
+    cfg = load_trainer_config(_script(tmp_path, block), gpus=8)
+    s, p, _ = resolve(Job.model_validate(cfg.job))
+    row = to_json(s, p, evaluate(s, p))
+    text, _ = export_plan(row["plan"], "megatron")
+    assert "export NCCL_ALGO=Ring" in text.splitlines()
+    check_readback(row, "megatron", text)
