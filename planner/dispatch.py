@@ -168,10 +168,30 @@ References
     (moe_layer.py preprocess, called by fine_grained_callables.py @d98e8a64 l. 126-129 in the attention node, on
     the compute stream), so step.ep_comm keeps it exposed. Priced where the stack says its code runs them (stack
     moe_alltoall_exchanges: megatron, and megatron-bridge, which extends it; Megatron-LM 905c0e386, the commit
-    Bridge pins, has the same calls, token_dispatcher.py l. 513, 527, 541, 671-674). Not priced here: the allgather dispatcher's gathers of
-    the routing map and probabilities over the tp_ep group beside the tokens' (l. 286-297) and its combine's
-    reduce-scatter in the probabilities' dtype (l. 363-366); the flex dispatchers' count exchanges, inside
-    DeepEP's and Hybrid-EP's kernels (their measured bandwidths).
+    Bridge pins, has the same calls, token_dispatcher.py l. 513, 527, 541, 671-674). A count's bytes are the stack's counts_dtype
+    (COUNT_DTYPE_BYTES). torchtitan all-to-alls its counts over the EP group instead (counts ep_all_to_all: main
+    @e347b1e5e distributed/expert_parallel.py l. 102-132, float32 histc counts; release/0.3 @4f9e9a47d
+    models/common/token_dispatcher.py AllToAllTokenDispatcher l. 245-314, int64 sums of the bool routing map,
+    models/common/moe.py l. 437), forward, waited on before the tokens' all-to-all, exposed. The allgather
+    dispatcher's: [13]. Not priced here: the flex dispatchers' count exchanges, inside DeepEP's and Hybrid-EP's
+    kernels (their measured bandwidths).
+[13] The allgather dispatcher's exchanges beside the tokens' gather (GatherExchanges; stack moe_allgather_exchanges).
+    NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py MoEAllGatherTokenDispatcher
+    .token_dispatch l. 285-301, "if self.tp_size > 1 or self.ep_size > 1", each over self.tp_ep_group (the expert-TP
+    x EP ranks, etp x ep): (a) under torch.no_grad the routing map [tokens, E], torch.bool (1 B), all-gathered
+    (l. 287-292): g x T / rep_div x E x 1 B gathered, forward only; (b) the routing probabilities [tokens, E] (dense:
+    zeros off the top-k) in the router's dtype all-gathered (l. 296), whose backward reduce-scatters their gradient
+    (mappings.py _GatherFromSequenceParallelRegion.backward l. 332-345, tensor_parallel_output_grad): g x T / rep_div
+    x E x the router's bytes each way; (c) the tokens' gather (l. 299-301, priced as before). token_combine l. 364-367
+    reduce-scatters hidden_states.to(self.local_probs.dtype): the outputs cast to the probabilities' dtype (the same
+    bf16 by default, 4 B under --moe-router-dtype fp32), and its gradient's all-gather moves that dtype too. Where
+    they sit: all on the compute stream, between the router and the experts (the dispatcher's own calls, no side
+    stream: Megatron refuses --overlap-moe-expert-parallel-comm with this dispatcher, transformer_config.py l.
+    3016-3019, plan.ep_comm_overlap), so exposed; the routing map's gather is priced with the counts (counts_fwd:
+    forward, and in each recompute re-run), the probabilities' with the probs (probs_fwd / probs_bwd). Megatron-LM
+    905c0e386 (the commit Bridge pins) has the same calls (l. 265-276, 340-341). Priced where the tokens' gather is
+    (ep > 1; with ep 1 the dispatcher's gathers run over the etp ranks alone, where the planner prices expert TP's
+    pair, step.etp_pair, and not these: named).
 """
 
 from __future__ import annotations
@@ -203,7 +223,12 @@ DESCRIPTIONS = {
     "hybridep": "Hybrid-EP kernels",
 }
 
-COUNT_BYTES = 8.0  # [12] the token counts per expert, routing_map.sum(dim=0).long(): int64
+# [12] a token count's bytes by the stack's moe_alltoall_exchanges.counts_dtype: int64 where the code sums a bool routing
+# map (Megatron-Core token_dispatcher.py @d98e8a64 l. 543 routing_map.sum(dim=0).long(); torchtitan release/0.3
+# @4f9e9a47d models/common/moe.py l. 437 routing_map_BLE.sum), float32 where it counts with torch.histc (torchtitan
+# @e347b1e5e models/moe/moe.py l. 348)
+COUNT_DTYPE_BYTES = {"int64": 8.0, "float32": 4.0}
+ROUTING_MAP_BYTES = 1.0  # [13] the allgather dispatcher's routing map: a torch.bool [tokens, E] tensor (router.py)
 FP8_SCALE_BYTES_PER_ELEMENT = 4.0 / 128.0  # one fp32 scale per 128 elements [2] tests
 FP8_TOKEN_EXTRA_BYTES = 16.0  # DeepEP tests/test_low_latency.py: + 16 B per fp8 token
 H800_NVLINK_Bps = 200e9  # hardware_db h800-sxm nvlink_GBps (per direction)
@@ -356,8 +381,24 @@ def kernel_time(kind: int, tokens, block, ep, link, params: comm.CommParams, fp8
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class GatherExchanges:
+    """The allgather dispatcher's exchanges beside the tokens' gather, where the stack's code runs them (stack
+    moe_allgather_exchanges) [13]: group / stride, the tp_ep group's size and stride (etp x ep ranks); probs_bytes, the
+    routing probabilities' dtype bytes (the router's: layers/moe.py ROUTER_DTYPE_BYTES); routing_map, probs: whether
+    the bool routing map and the probabilities are all-gathered; combine_probs: whether the combine's reduce-scatter
+    (and its gradient's all-gather) moves the expert outputs cast to the probabilities' dtype."""
+    group: object
+    stride: object
+    probs_bytes: float
+    routing_map: bool
+    probs: bool
+    combine_probs: bool
+
+
 def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes, etp=1,
-              probs_bytes=None, counts_group=None, counts_a2a_bytes=None) -> Transfers:
+              probs_bytes=None, counts_group=None, counts_a2a_bytes=None, counts_bytes=8.0,
+              gather: GatherExchanges | None = None) -> Transfers:
     """The four transfers of one MoE layer `block` per micro-batch (module docstring) for
     dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
     group, stride -> seconds), ep and stride the EP group's size and stride, group_link the
@@ -368,9 +409,10 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
     expert-TP degree. The alltoall dispatcher's small exchanges where the stack's code runs them (stack
     moe_alltoall_exchanges) [12]: probs_bytes, the routing probabilities' bytes per routed row (the router's
     logits dtype: layers/moe.py ROUTER_DTYPE_BYTES; None: no probabilities' all-to-all); counts_group, the
-    (size, stride) of the tp_ep group that all-gathers the token counts (None: no such all-gather); counts_a2a_bytes,
-    the bytes of a count where the EP group all-to-alls them instead (torchtitan: float32 histc counts; None: no such
-    all-to-all)."""
+    (size, stride) of the tp_ep group that all-gathers the token counts (None: no such all-gather), counts_bytes the
+    bytes of one count there (COUNT_DTYPE_BYTES); counts_a2a_bytes, the bytes of a count where the EP group
+    all-to-alls them instead (torchtitan main: float32 histc counts, 0.3: int64; None: no such all-to-all). gather:
+    the allgather dispatcher's own exchanges [13] (None: the tokens' gather and reduce-scatter alone)."""
     from .moe import alltoall_bytes
     tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (its load L: planner/imbalance.py)
     tier = group_link.link
@@ -384,7 +426,7 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
         if counts_group is not None:  # a stack setting: the int64 [E] counts of each tp_ep rank all-gathered [12]
             g, g_stride = counts_group
             g = np.asarray(g, dtype=np.float64)
-            counts = coll(comm.ALL_GATHER, g * block.num_experts * COUNT_BYTES, g, g_stride)
+            counts = coll(comm.ALL_GATHER, g * block.num_experts * counts_bytes, g, g_stride)
         if counts_a2a_bytes is not None:  # a stack setting: each rank's [E] counts all-to-all'd, E / ep to each [12]
             counts = coll(comm.ALL_TO_ALL, block.num_experts * counts_a2a_bytes, ep, stride)
         return Transfers(a8, a, a, a, tier, probs_fwd=p, probs_bwd=p, counts_fwd=counts)
@@ -392,6 +434,22 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
         size = ep * ctx.T / ctx.rep_div * block.h * ACT_BYTES
         ag = coll(comm.ALL_GATHER, size, ep, stride)
         rs = coll(comm.REDUCE_SCATTER, size, ep, stride)
-        return Transfers(ag, rs, ag, rs, tier)
+        if gather is None:
+            return Transfers(ag, rs, ag, rs, tier)
+        # [13] the combine's reduce-scatter moves the outputs cast to the probabilities' dtype (a stack setting), and so
+        # does its gradient's all-gather (the dispatch backward: the combine's gradient)
+        c_bytes = gather.probs_bytes if gather.combine_probs else float(ACT_BYTES)
+        rs_c = coll(comm.REDUCE_SCATTER, size * c_bytes / ACT_BYTES, ep, stride)
+        ag_c = coll(comm.ALL_GATHER, size * c_bytes / ACT_BYTES, ep, stride)
+        g = np.asarray(gather.group, dtype=np.float64)
+        rows = g * ctx.T / ctx.rep_div  # the tp_ep group's tokens, each rank's T / rep_div, gathered [13]
+        on = np.asarray(ep, dtype=np.float64) > 1.0  # priced where the tokens' gather is (etp alone: etp_pair's)
+        p_f = p_b = rmap = np.float64(0.0)
+        if gather.probs:  # a stack setting: [tokens, E] probabilities all-gathered, their gradient reduce-scattered
+            p_f = coll(comm.ALL_GATHER, rows * block.num_experts * gather.probs_bytes, g, gather.stride)
+            p_b = coll(comm.REDUCE_SCATTER, rows * block.num_experts * gather.probs_bytes, g, gather.stride)
+        if gather.routing_map:  # a stack setting: the bool [tokens, E] routing map all-gathered, forward only
+            rmap = np.where(on, coll(comm.ALL_GATHER, rows * block.num_experts * ROUTING_MAP_BYTES, g, gather.stride), 0.0)
+        return Transfers(ag, rs_c, ag_c, rs, tier, probs_fwd=p_f, probs_bwd=p_b, counts_fwd=rmap)
     d8, d16, c16 = kernel_time(kind, tokens, block, ep, group_link, params, fp8, route_nodes, etp)
     return Transfers(d8, c16, d16, c16, tier)

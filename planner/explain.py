@@ -424,9 +424,11 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
                          if settings.model.moe.expert_groups else None),
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
-        # the alltoall dispatcher's own small exchanges where the stack's code runs them (stack moe_alltoall_exchanges,
-        # planner/dispatch.py [12]), beside dispatch_s and combine_s, before any overlap: the probabilities' all-to-alls
-        # (forward and backward) and the token counts' all-gather (forward, never hidden by the all-to-all overlap)
+        # the dispatcher's own small exchanges where the stack's code runs them, beside dispatch_s and combine_s, before
+        # any overlap: alltoall (stack moe_alltoall_exchanges, planner/dispatch.py [12]) the probabilities' all-to-alls
+        # (forward and backward) and the token counts' all-gather or all-to-all (forward, never hidden by the all-to-all
+        # overlap); allgather (stack moe_allgather_exchanges, [13]) the probabilities' all-gather and its gradient's
+        # reduce-scatter, and the routing map's all-gather (forward), all exposed
         "probs_a2a_s": _num(pick(x["moe_probs_a2a_s"])),
         "counts_gather_s": _num(pick(x["moe_counts_gather_s"])),
         # of those, the forward all-to-alls selective recompute re-runs (a model code whose save list

@@ -2344,7 +2344,7 @@ def _stack_chunks(model: ModelSpec, stack, seq: int, warnings: list, cp: int = 1
 _FUSED_MLA_MODELS: dict = {}  # id(model) -> (model, its copy with the fused down projection): one object a model
 
 
-def with_fused_mla(model: ModelSpec, job: Job, warnings: list, where: str = "") -> ModelSpec:
+def with_fused_mla(model: ModelSpec, job: Job, where: str = "") -> ModelSpec:
     """The model as the job's mla_down_proj_fusion builds it (Megatron --mla-down-proj-fusion): a copy whose MLA spec
     carries _down_fused (layers/attention.py MLA.down_fused: one TP-split linear_qkv_down_proj, FusedMLASelfAttention),
     the same object for the same model (layer_list builds once per model object); the model itself without it.
@@ -2367,11 +2367,12 @@ def with_fused_mla(model: ModelSpec, job: Job, warnings: list, where: str = "") 
         mla = model.mla.model_copy()
         mla._down_fused = True
         hit = _FUSED_MLA_MODELS[id(model)] = (model, model.model_copy(update={"mla": mla}))
-    warnings.append("mla_down_proj_fusion: the fused down projection's weight priced TP-split and its GEMM at "
-                    "(r_q + r_kv + d_rope) / tp a rank (FusedMLASelfAttention, NVIDIA/Megatron-LM @d98e8a64 "
-                    "multi_latent_attention.py l. 1241-1381); its TP all-gathers of the q and kv latents (l. 1374-1380, "
-                    "l. 745-748) and of the normed input under sequence parallelism, and the latents it saves, are "
-                    "priced as the unfused layer's (not modelled)")
+    # Priced in full, so no warning: the weight TP-split and the GEMM at (r_q + r_kv + d_rope) / tp a rank
+    # (layers/attention.py MLA.down_fused), its own TP collectives -- the normed input's SP all-gather, the q and kv
+    # latents' all-gathers and their scatters' backward gathers -- in step.tp_comm (step.py [30], mla_fused_gathers);
+    # the tensors it keeps are the unfused layer's shards: TE's LayerNormLinear saves its input and the normed input
+    # before the gather (NVIDIA/TransformerEngine @4329ff84 layernorm_linear.py l. 440-446, 492-502: ln_out, re-gathered
+    # in backward), and the latents are scattered back to their sequence shards (multi_latent_attention.py l. 1379, 755)
     return hit[1]
 
 
@@ -2416,7 +2417,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     stack = apply_startup_switches(job, stack, warnings, where, hw)
     warnings += fused_softmax_assert(job, stack, seq)
     model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
-    model = with_fused_mla(model, job, warnings, where)
+    model = with_fused_mla(model, job, where)
     # where start-up rule MEGATRON_MLA_FUSION_TP reads it (a job setting)
     stack = with_default(stack, "mla_down_proj_fusion", True if job.mla_down_proj_fusion else None)
     schedule = job.schedule or default_schedule(stack, job.vpp)

@@ -3124,10 +3124,39 @@ class MoEAlltoAllExchanges(BaseModel):
     counts: Optional[Literal["tp_ep_all_gather", "ep_all_to_all"]] = Field(
         description="how the token counts per expert reach the ranks before the tokens' all-to-all: tp_ep_all_gather "
                     "(an all-gather of E int64 a rank over the expert-TP x EP ranks, forward only: Megatron-Core), "
-                    "ep_all_to_all (an all-to-all of E float32 a rank over the EP group, E / ep to each, forward only, "
-                    "waited on: torchtitan's ExpertParallel._token_dispatch); null: no exchange the planner prices")
+                    "ep_all_to_all (an all-to-all of E counts a rank over the EP group, E / ep to each, forward only, "
+                    "waited on: torchtitan's ExpertParallel._token_dispatch, 0.3's AllToAllTokenDispatcher); null: no exchange the planner prices")
+    counts_dtype: Optional[Literal["int64", "float32"]] = Field(
+        default=None, description="the dtype of a token count in that exchange (planner/dispatch.py COUNT_DTYPE_BYTES): "
+                                  "int64 where the code sums a bool routing map (Megatron-Core routing_map.sum(dim=0)"
+                                  ".long(); torchtitan 0.3 routing_map_BLE.sum), float32 where it counts with "
+                                  "torch.histc (torchtitan main); set exactly where counts is")
     probs_all_to_all: bool = Field(description="the routing probabilities move in an all-to-all of their own (one "
                                                "value a routed row, in the router's dtype), forward and backward")
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _counts_dtype_with_counts(self):
+        if (self.counts is None) != (self.counts_dtype is None):
+            raise ValueError("moe_alltoall_exchanges.counts_dtype is set exactly where counts is (the bytes of a "
+                             "count in that exchange)")
+        return self
+
+
+class MoEAllGatherExchanges(BaseModel):
+    """What the stack's allgather token dispatcher exchanges beside the tokens' all-gather and reduce-scatter, each a
+    collective of its own on the step's path (planner/dispatch.py [13]): Megatron-Core's MoEAllGatherTokenDispatcher
+    all-gathers the bool routing map and the routing probabilities over the tp_ep group beside the tokens, and
+    reduce-scatters the experts' outputs cast to the probabilities' dtype."""
+
+    model_config = Strict
+    routing_map_gather: bool = Field(description="the bool [tokens, E] routing map all-gathered over the expert-TP x "
+                                                 "EP ranks (forward only, no gradient)")
+    probs_gather: bool = Field(description="the [tokens, E] routing probabilities all-gathered over the expert-TP x EP "
+                                           "ranks in the router's dtype (forward; their gradient reduce-scattered "
+                                           "backward)")
+    combine_in_probs_dtype: bool = Field(description="the combine's reduce-scatter (and its gradient's all-gather) "
+                                                     "moves the experts' outputs cast to the probabilities' dtype")
     sources: list[str] = Field(min_length=1)
 
 
@@ -3257,6 +3286,10 @@ class Stack(BaseModel):
         default=None, description="what the stack's alltoall token dispatcher exchanges beside the tokens (the token "
                                   "counts, the routing probabilities: planner/dispatch.py [12]); null: the tokens' "
                                   "all-to-alls alone")
+    moe_allgather_exchanges: Optional[MoEAllGatherExchanges] = Field(
+        default=None, description="what the stack's allgather token dispatcher exchanges beside the tokens (the routing "
+                                  "map, the routing probabilities, the combine's dtype: planner/dispatch.py [13]); "
+                                  "null: the tokens' all-gather and reduce-scatter alone, in the activations' dtype")
     windowed_attention: Optional[WindowedAttention] = Field(
         default=None, description="how the stack's code runs a sliding-window layer where it does not hand the window "
                                   "to a kernel that skips the blocks outside it; null: the kernel skips them (the "

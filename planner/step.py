@@ -475,6 +475,31 @@ References
     embedding gradient all-reduce over the dp x cp shard of the main gradient ([20]). At Megatron-Core 905c0e386
     (Megatron-Bridge's pin) the same design under the names hsdp_wbuf / hsdp_gbuf (param_and_grad_buffer.py
     l. 1944-1961, 2172-2241, 3552, 3887).
+[30] MLA's fused down projection (job field mla_down_proj_fusion, Megatron --mla-down-proj-fusion; layers/attention.py
+    MLA.down_fused): its own TP collectives, beyond the attention block's pair (tp_pairs (1.0,): the up projections'
+    sequence-parallel gathers and the output's reduce-scatter, which both layouts run). NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/models/gpt/gpt_layer_specs.py l. 257-272: linear_qkv_down_proj is a
+    TELayerNormColumnParallelLinear (the input norm fused into it), which under SP all-gathers the normed input
+    over the TP group before its GEMM (NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/module/
+    layernorm_linear.py l. 284-290, gather_along_first_dim, the NCCL path: T h x 2 B gathered, exposed) and
+    reduce-scatters its input's gradient backward (l. 857-865; without SP all-reduces it, l. 866-867); where the
+    unfused layer's TELinear down projections are 'duplicated' (no TP collective: multi_latent_attention.py l.
+    524-600). megatron/core/transformer/multi_latent_attention.py FusedMLASelfAttention._qkv_down_projection l.
+    1353-1381: the q latent's columns, r_q / tp a rank, all-gathered over TP (gather_from_tensor_model_parallel_region,
+    l. 1377: T r_q x 2 B) and, under SP, scattered back along the sequence (l. 1378-1379, whose backward all-gathers
+    T r_q x 2 B: mappings.py _ScatterToSequenceParallelRegion.backward l. 295-297); get_query_key_value_tensors
+    l. 745-755 (taken where the latent's columns are split, as the fused projection leaves them, l. 746): the
+    kv latent and rotary key's columns, (r_kv + d_rope) / tp a rank, all-gathered (T (r_kv + d_rope) x 2 B) and
+    the kv latent scattered back under SP (backward: T r_kv x 2 B all-gathered); the gather's own backward is a
+    split (no collective). Per layer and micro-batch, forward: [SP] AG(T h) + AG(T r_q) + AG(T (r_kv + d_rope));
+    backward: SP: RS(T h) + AG(T r_q) + AG(T r_kv), else AR(T h); a recomputed layer's forward again. All exposed:
+    mappings.py's collectives and TE's NCCL gather are synchronous on the compute stream; the input gradient's
+    reduce-scatter is issued async beside the wgrad GEMM (l. 861-864) but priced exposed as tp_comm prices every
+    column-parallel linear's (an upper bound, named). TP communication overlap does not apply: Megatron's
+    userbuffers cover the buffer names qkv, proj, fc1, fc2 (megatron/core/extensions/transformer_engine.py l.
+    1176-1186; TransformerEngine base.py initialize_ub l. 310-336 registers no qkv_down_proj). TE's re-gather of
+    the normed input for the wgrad GEMM in backward (layernorm_linear.py l. 744-748, async beside the dgrad GEMM)
+    is not priced, as for every column-parallel SP linear here.
 """
 
 from __future__ import annotations
@@ -1588,8 +1613,10 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
                                  else per.setdefault(mult, pair(mult)))
             extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
         g = lt.gemm_fwd[i]
-        plain.append(hidden(2.0 * pairs + extra, 3.0, g))
-        again.append(hidden(3.0 * pairs, 4.0, g))
+        # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
+        f_x, b_x = mla_fused_gathers(sc, coll, kind.mixer) if getattr(kind.mixer, "down_fused", False) else (0.0, 0.0)
+        plain.append(hidden(2.0 * pairs + extra, 3.0, g) + f_x + b_x)
+        again.append(hidden(3.0 * pairs, 4.0, g) + 2.0 * f_x + b_x)
     gather = sync = None
     if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
         gather = coll(comm.ALL_GATHER, msg / np.where(sp_on, plan.tp, 1), plan.tp, s)
@@ -1608,6 +1635,27 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
         return sc.mean(st, out)
 
     return stage_comm(sc, {st: on(st) for st in comm_stages(sc)})
+
+
+def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla) -> tuple:
+    """(forward, backward) seconds per micro-batch of one MLA layer's fused down projection's own TP collectives [30]
+    (layers/attention.py MLA.down_fused), over the TP group, T = the micro-batch's tokens on the rank's CP shard:
+      forward:  SP: AG(T h) + AG(T r_q) + AG(T (r_kv + d_rope));  no SP: AG(T r_q) + AG(T (r_kv + d_rope))
+      backward: SP: RS(T h) + AG(T r_q) + AG(T r_kv);             no SP: AR(T h)
+    (bf16, each size the gathered tensor's); 0 at tp 1."""
+    plan, ctx = sc.plan, sc.ctx
+    s = coll.strides["tp"]
+    sp_on = plan.sp > 0
+    col = ctx.T * ACT_BYTES  # bytes of one bf16 column over the micro-batch's T tokens
+    rq, rkv, rope = float(mla.q_lora_rank), float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
+    tp_sp = np.where(sp_on, plan.tp, 1)  # the SP-only collectives: group 1 (nothing) without SP
+    tp_ar = np.where(sp_on, 1, plan.tp)  # the no-SP input gradient's all-reduce: group 1 under SP
+    h = col * mla.h
+    lat = coll(comm.ALL_GATHER, col * rq, plan.tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), plan.tp, s)
+    fwd = coll(comm.ALL_GATHER, h, tp_sp, s) + lat
+    bwd = (coll(comm.REDUCE_SCATTER, h, tp_sp, s) + coll(comm.ALL_GATHER, col * rq, tp_sp, s)
+           + coll(comm.ALL_GATHER, col * rkv, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s))
+    return fwd, bwd
 
 
 def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
@@ -1722,13 +1770,6 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
     return stage_comm(sc, {s_: x[0] for s_, x in per.items()}), dict(info, tier=tier, ep_domains=domains)
 
 
-# torchtitan's token counts per expert: torch.histc of the routed expert ids (float32, 4 B each), pytorch/torchtitan
-# @e347b1e5e torchtitan/models/moe/moe.py l. 348 / 399, all-to-all'd over the EP group before the tokens' splits are
-# known (distributed/expert_parallel.py ExpertParallel._token_dispatch l. 102-132: all_to_all_single l. 112, waited on: wait_tensor l. 120, then the
-# device-to-host copy of the splits)
-TORCHTITAN_COUNT_BYTES = 4.0
-
-
 def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
     """ep_comm's per-layer-kind lists (forward, backward, dispatch, combine seconds per micro-batch) and
     the group's (tier, domains) of every plan under dispatcher `kind`."""
@@ -1741,10 +1782,17 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
     # (their dtype, the router's logits') and the tp_ep group that all-gathers the token counts
     ex = sc.stack.moe_alltoall_exchanges
     probs_bytes = ROUTER_DTYPE_BYTES[st.moe_router_dtype] if ex is not None and ex.probs_all_to_all else None
-    tp_ep = ((etp * plan.ep, moe.expert_strides(plan, coll.strides, ("tp_ep",))["tp_ep"])
-             if ex is not None and ex.counts == "tp_ep_all_gather" else None)
-    # torchtitan's all-to-all of each rank's float32 histc counts over the EP group (stack counts ep_all_to_all) [12]
-    counts_a2a = TORCHTITAN_COUNT_BYTES if ex is not None and ex.counts == "ep_all_to_all" else None
+    tp_ep_stride = moe.expert_strides(plan, coll.strides, ("tp_ep",))["tp_ep"]
+    tp_ep = (etp * plan.ep, tp_ep_stride) if ex is not None and ex.counts == "tp_ep_all_gather" else None
+    # a count's bytes, the stack's counts_dtype (Megatron's int64 sums; torchtitan main's float32 histc, 0.3's int64)
+    c_bytes = dispatch.COUNT_DTYPE_BYTES[ex.counts_dtype] if ex is not None and ex.counts is not None else None
+    # torchtitan's all-to-all of each rank's counts over the EP group (stack counts ep_all_to_all) [12]
+    counts_a2a = c_bytes if ex is not None and ex.counts == "ep_all_to_all" else None
+    # the allgather dispatcher's routing map and probabilities gathers and its combine's dtype (a stack setting) [13]
+    gx = sc.stack.moe_allgather_exchanges
+    gather = (dispatch.GatherExchanges(etp * plan.ep, tp_ep_stride, ROUTER_DTYPE_BYTES[st.moe_router_dtype],
+                                       gx.routing_map_gather, gx.probs_gather, gx.combine_in_probs_dtype)
+              if gx is not None else None)
     fwd, bwd, disp, comb, probs, counts = [], [], [], [], [], []
     for k in sc.ll.kinds:
         if not k.has_experts:
@@ -1753,13 +1801,14 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
             continue
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
                                 fp8=fp8, route_nodes=st.moe_route_nodes, etp=etp, probs_bytes=probs_bytes,
-                                counts_group=tp_ep, counts_a2a_bytes=counts_a2a)
+                                counts_group=tp_ep, counts_a2a_bytes=counts_a2a, counts_bytes=c_bytes, gather=gather)
         fwd.append(np.where(group > 1, tr.fwd, 0.0))
         bwd.append(np.where(group > 1, tr.bwd, 0.0))
         disp.append(np.where(group > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
         comb.append(np.where(group > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
         probs.append(np.where(group > 1, tr.probs_fwd + tr.probs_bwd, 0.0))
-        counts.append(np.asarray(tr.counts_fwd, dtype=np.float64))  # its own group (tp_ep; 0 where that is 1)
+        counts.append(np.asarray(tr.counts_fwd, dtype=np.float64))  # its own group (tp_ep; 0 where that is 1); the
+        # allgather dispatcher's routing map gather rides here (dispatch.py [13]: forward, exposed)
     return fwd, bwd, disp, comb, link.link, link.domains, probs, counts
 
 

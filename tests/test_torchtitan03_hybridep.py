@@ -358,10 +358,13 @@ def test_fit_no_longer_ranks_the_blocking_dispatch_first(cli):
     # efficiency 0.479 -> 0.429, step 0.8818 -> 0.9159 s, and led; but its split (48 layers + the two ends in pp 2 x
     # vpp 13 = 26 chunks, which no layers_per_stage gives) is module_fqns_per_model_part, which the 0.3 launch line
     # cannot carry: start-up rule TORCHTITAN03_STAGE_LISTS (code 97) drops it, and the same selective row at vpp 5
-    # (50 units / 10 stages: layers_per_stage 5) leads at 0.9182 s and exports
+    # (50 units / 10 stages: layers_per_stage 5) leads at 0.9182 s and exports; 0.9206 s since 0.3's int64 token
+    # counts' all-to-all before the tokens' is priced (stack moe_alltoall_exchanges, dispatch.py [12]: EP 8 in one NVLink
+    # domain, about 24 us a MoE layer forward, again in the eager op SAC's re-run; by hand in
+    # tests/test_moe_alltoall_exchanges.py; branch commleft)
     assert (rows[0]["plan"]["recompute"], rows[0]["plan"]["tp"], rows[0]["plan"]["pp"]) == ("selective", 1, 2)
     assert (rows[0]["plan"]["vpp"], rows[0]["plan"]["dp"], rows[0]["plan"]["ep"]) == (5, 8, 8)
-    assert rows[0]["time"]["step_s"] == pytest.approx(0.9182, abs=5e-4)
+    assert rows[0]["time"]["step_s"] == pytest.approx(0.9206, abs=5e-4)
     assert all(r["plan"].get("moe_hybridep_capacity_factor", 1.0) == 1.0 for r in rows)
     assert "--config qwen3_30b_a3b " in export_plan(top, "torchtitan")[0]
     blocking = _fit_rows(cli, "--top", "1", "--moe-hybridep-capacity-factor", "0", args=case)[0]

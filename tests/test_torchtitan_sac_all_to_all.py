@@ -97,12 +97,17 @@ def test_03_stack_field():
 
 
 def test_03_eager_selective_reruns_the_forward_all_to_alls(explain):
-    """As qwen3 on main: the forward dispatch + combine once more, ep_comm(none) / 2; none compiled."""
+    """As qwen3 on main: the forward dispatch + combine once more, (ep_comm(none) - counts) / 2, and 0.3's int64
+    token counts' all-to-all with them (AllToAllTokenDispatcher._token_count_exchange, forward only, re-run by the
+    recomputed forward: stack moe_alltoall_exchanges); none compiled."""
     _, _, _, jn = explain(recompute="none", **JOB03)
-    fwd = jn["time"]["ep_comm_s"] / 2.0
+    counts = jn["moe"]["counts_gather_s"]
+    assert counts > 0
+    fwd = (jn["time"]["ep_comm_s"] - counts) / 2.0
     _, _, _, js = explain(recompute="selective", **JOB03)
     assert js["moe"]["sac_rerun_s"] == pytest.approx(fwd, rel=1e-12) and fwd > 0.0
-    assert js["time"]["ep_comm_s"] == pytest.approx(3.0 * fwd, rel=1e-12)
+    assert js["moe"]["counts_gather_s"] == pytest.approx(2.0 * counts, rel=1e-12)
+    assert js["time"]["ep_comm_s"] == pytest.approx(3.0 * fwd + 2.0 * counts, rel=1e-12)
     _, _, _, jc = explain(recompute="selective", torch_compile=True, **JOB03)
     assert jc["moe"]["sac_rerun_s"] == 0.0
     _, _, _, jh = explain(recompute="selective", moe_dispatcher="hybridep", **JOB03)

@@ -286,8 +286,10 @@ def moe_lines(res: dict) -> None:
     else:
         out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
                   f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s"
-                  + (f" + probabilities' all-to-alls {m['probs_a2a_s']:,.4g} s + token counts' all-gather "
-                     f"{m['counts_gather_s']:,.4g} s" if m.get("probs_a2a_s") or m.get("counts_gather_s") else "")
+                  + ((f" + probabilities' all-gather and reduce-scatter {m['probs_a2a_s']:,.4g} s + routing map's "
+                      f"all-gather {m['counts_gather_s']:,.4g} s" if m["dispatcher"] == "allgather" else
+                      f" + probabilities' all-to-alls {m['probs_a2a_s']:,.4g} s + token counts' exchange "
+                      f"{m['counts_gather_s']:,.4g} s") if m.get("probs_a2a_s") or m.get("counts_gather_s") else "")
                   + " per step before overlap (exposed: the EP row)")
     # DeepSpeed-MoE's Experts.forward is a loop of per-expert calls too (stack moe_gating, layers/moe.py [18])
     out.print(f"  MoE {'per-expert GEMMs' if loop or m.get('dense_gating') else 'grouped GEMM'}: "
