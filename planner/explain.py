@@ -195,6 +195,9 @@ def _time_json(est: Estimate, pick) -> dict:
         "pp_warmup_flush_s": _num(pick(est.time_extra["pp_warmup_flush_s"])),
         "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),
         "dp_comm_exposed_s": t["dp_comm_exposed_s"], "bubble_s": t["bubble_s"],
+        # inside bubble_s, where priced: the fill's and drain's p2p hops an end critical stage's own count lacks (step.py [31])
+        **({"pp_fill_drain_s": _num(pick(est.time_extra["pp_fill_drain_s"]))}
+           if float(pick(est.time_extra.get("pp_fill_drain_s", 0.0))) > 0 else {}),
         "optimizer_s": t["optimizer_s"], "step_s": _num(_picked(est.time, pick).total),
         "cp_comm_total_s": _num(pick(est.time_extra["cp_comm_total_s"])),
         # inside compute_s: the stack's elementwise passes outside its fused kernels (a scaled rotary,

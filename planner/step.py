@@ -500,6 +500,21 @@ References
     1176-1186; TransformerEngine base.py initialize_ub l. 310-336 registers no qkv_down_proj). TE's re-gather of
     the normed input for the wgrad GEMM in backward (layernorm_linear.py l. 744-748, async beside the dgrad GEMM)
     is not priced, as for every column-parallel SP linear here.
+[31] The pipeline's fill and drain hops (pp_fill_drain, in the bubble term; extra pp_fill_drain_s). The first
+    micro-batch's forward crosses the p - 1 stage boundaries one after another before the last stage starts (the
+    fill), its backward crosses them back (the drain): 2 (p - 1) transfers on the step's critical path, whatever
+    stage is the critical one. Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py
+    forward_backward_pipelining_without_interleaving: rank r's p - r - 1 warm-up forwards (l. 2277) each recv_forward
+    then send_forward (l. 2344, 2362), its own blocking _communicate with only the send (p2p_communication.py
+    l. 494-514; waited l. 416-419), batched with no receive; the cooldown's recv_backward / send_backward (l. 2466,
+    2474) likewise; torch.distributed.pipelining (pytorch/pytorch @00722e648 torch/distributed/pipelining/schedules.py
+    Schedule1F1B._step_microbatches) waits each warm-up fwd_recv before its forward and each cooldown bwd_recv before
+    its backward. The bubble (bubble_fraction x m micro-batches of the critical stage, (p - 1) / v under 1F1B and
+    interleaved 1F1B) holds those hops as (p - 1) / v x the critical stage's own transfers a micro-batch: 2 v on a
+    middle stage (2 (p - 1), as the hops), 2 v - 1 on an end stage of a runtime that batches a send with the receive
+    from the same neighbour and skips the side an end lacks (Stack.pipeline_p2p_batched): (p - 1) / v transfers
+    short, which pp_fill_drain adds (one transfer as that stage waits on it: the whole send, or its exposed share
+    where the stack overlaps the p2p).
 """
 
 from __future__ import annotations
@@ -2084,13 +2099,34 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
         hidden = _hide(pp_send, chunk, sc.x)
         # DeepSpeed's blocking one-way sends (Stack.pipeline_p2p_sequential): a middle stage's 4 a micro-batch, the ends' 2
         count = (2.0 * sends if sc.stack.pipeline_p2p_sequential else sends) if st == "mid" else ends
+        per = np.where(overlapped, hidden, pp_send)  # one transfer as this stage waits on it
         # the warm-up's and flush's waited transfers in the same proportion (pp_warmup_flush counts a middle stage's 2 a
-        # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off
-        return (count * np.where(overlapped, hidden, pp_send),
-                _warmup_flush(sc, flush, (pp_send - hidden) * count / sends))
+        # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off.
+        # The bubble's p2p (pp_fill_drain): the fill's p - 1 forward hops and the drain's p - 1 backward hops, one
+        # transfer each, 2 (p - 1) = (p - 1) / v x 2 v [31]: at least 2 v transfers a micro-batch of the (p - 1) / v
+        # the bubble holds, where an end stage's own count is one fewer (batched ends)
+        return (count * per, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends),
+                np.maximum(count, sends) * per)
 
     out = {st: stage(st) for st in comm_stages(sc)}
-    return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1))
+    return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1, 2))
+
+
+def pp_fill_drain(pp_mb, hops, frac_m) -> np.ndarray:
+    """Seconds per step the pipeline's fill and drain add to the bubble beyond the critical stage's own p2p [31]:
+    step_time's bubble is bubble_fraction x m micro-batches of the critical stage (compute and communication), whose
+    p2p is its own count a micro-batch; the fill (the first micro-batch's forward from stage 0 to stage p - 1) and the
+    drain (its backward back) cross p - 1 stage boundaries each, one transfer a boundary whatever the stage. Under
+    1F1B and interleaved 1F1B (bubble_fraction x m = (p - 1) / v) that is 2 (p - 1) transfers, 2 v a micro-batch of
+    the bubble: a middle stage's count (2 v, or DeepSpeed's 4 v, which already covers it), one more than an end
+    stage's where the runtime batches its exchanges and skips the side an end lacks (Stack.pipeline_p2p_batched:
+    2 v - 1). Megatron-LM's warm-up forward sends are such hops, each its own blocking send, batched with nothing
+    (forward_backward_pipelining_without_interleaving: send_forward, schedules.py @d98e8a64 l. 2362; p2p_communication.py
+    l. 494-514, _communicate with only tensor_send_next, waited l. 416-419), and the cooldown's backward sends likewise
+    (l. 2474). pp_mb and hops: pp_comm's per-micro-batch values of the critical stage (its count, and
+    max(count, 2 v), each x one transfer as that stage waits on it); frac_m: bubble_fraction x m. 0 where the critical
+    stage is a middle one, at pp 1, and on stacks whose ends are priced at 2 v."""
+    return frac_m * np.maximum(hops - pp_mb, 0.0)
 
 
 def pipe_partitioned(sc: StepCtx) -> np.ndarray:
@@ -3206,13 +3242,13 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, lt) if moe_model else (None, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
-    pp_mb, warm = pp_comm(sc, coll, lt)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
+    pp_mb, warm, pp_hops = pp_comm(sc, coll, lt)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
     # the critical stage: the heaviest by compute plus its own communication (each term of that one stage)
     # the heaviest stage by compute alone (with its permutation and host shares), whatever the rank order: the search's
     # floor of the plan at any order (extra's order_floor_s), as critical_stage's pick depends on the order's traffic
     heaviest_mb = functools.reduce(np.maximum, (comp.stages[i][0] for i in range(3)))
     crit, comp = critical_stage(comp, [tp_mb, cp_mb, pp_mb] + ([ep_mb] if moe_model else []))
-    tp_mb, cp_mb, cp_total, pp_mb, warm = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm))
+    tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops))
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
@@ -3226,7 +3262,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # this plan's own, the critical stage's (stage_passes): backward / forward, and the weight-gradient GEMMs' share
     # of backward (one forward's worth of GEMMs, the dgrad being the other)
     w_share = np.minimum(comp.gemm_fwd / comp.bwd_mb, 1.0)
-    bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, comp.bwd_mb / comp.fwd_mb, w_share) * m * t_mb
+    frac_m = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, comp.bwd_mb / comp.fwd_mb, w_share) * m
+    fill = pp_fill_drain(pp_mb, pp_hops, frac_m)  # [31] the fill's and drain's hops an end critical stage's count lacks
+    bubble = frac_m * t_mb + fill
     # MoE: router top-k + token permutations (memory-bound), and the all-to-alls (moe.py)
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
@@ -3251,7 +3289,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              "order_floor_s": m * heaviest_mb + dp.copies + opt,
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
-             "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
+             "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
              **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
              **critical_stage_extras(sc, crit),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),

@@ -55,9 +55,13 @@ def test_p2p_blocking_by_hand():
     on = _time(pp_p2p_overlap_warmup_flush=True, **KW)
     assert off["time"]["pp_comm_s"] == pytest.approx(12 * send, rel=1e-9)
     assert on["time"]["pp_comm_s"] == pytest.approx(X * 12 * send, rel=1e-9)
-    # the p2p is busy time of a stage: the bubble, (p - 1) / (v m) = 3/8 of it, grows with it
+    # the p2p is busy time of a stage: the bubble, (p - 1) / (v m) = 3/8 of it, grows with it; its p2p is the fill's and
+    # drain's 2 (p - 1) = 6 hops, (p - 1) / v = 1.5 micro-batches of 2 v = 4 transfers, not the last stage's 3
+    # (step.py [31], pp_fill_drain: 1.5 x 1 transfer more), so 3/8 x 4 x 4 = 6 transfers, each at 1 - X less with the
+    # overlap on
     d_bubble = off["time"]["bubble_s"] - on["time"]["bubble_s"]
-    assert d_bubble == pytest.approx(3 / 8 * (1 - X) * 12 * send, rel=1e-6)
+    assert d_bubble == pytest.approx(3 / 8 * (1 - X) * 16 * send, rel=1e-6)
+    assert off["time"]["pp_fill_drain_s"] == pytest.approx(1.5 * send, rel=1e-9)
     assert off["plan"]["pp_p2p_overlap"] is False and "pp_p2p_overlap" not in on["plan"]
     # true is the stack's rule: the same plan as none
     assert _time(pp_p2p_overlap=True, **KW)["time"] == _time(**KW)["time"]

@@ -202,8 +202,15 @@ def test_fit_searches_mxfp8_at_tp_uncompiled(cli):
     # 128 tiles: 16 x 501 = 8,016 in 55 waves, 0.98477 both ways. So 4.3036e12 FLOP / (1745 x 0.85 TFLOP/s) goes
     # from / 0.98673 = 2.94045 ms to / 0.98477 = 2.94632 ms, x 3 (forward and backward, step.head_time) x 512
     # micro-batches on the last stage: compute +9.015 ms; with the bubble's +0.053 ms and the exposed DP
-    # traffic's -0.010 ms the step 88.7686 -> 88.7777 s
-    assert rows[0]["time"]["step_s"] == pytest.approx(88.7777, rel=1e-5)
+    # traffic's -0.010 ms the step 88.7686 -> 88.7777 s. The critical last stage then sends one exchange of 4,096 x
+    # 8,192 x 2 B / tp 2 = 33,554,432 B a micro-batch over the inter-node PP link, not two (torch.distributed.pipelining
+    # Schedule1F1B batches a send with the receive from the same neighbour, an end stage's other batch empty: stack_db
+    # torchtitan.yaml pipeline_p2p_batched): pp_comm_s 0.74130 -> 0.37065 s (512 x 0.72392 ms); the bubble keeps the
+    # fill's and drain's hops (3 micro-batches x the lost exchange, pp_fill_drain_s 2.17 ms, step.py [31]): the step
+    # 88.7777 -> 88.4070 s
+    assert rows[0]["time"]["pp_comm_s"] == pytest.approx(0.370649, rel=1e-5)
+    assert rows[0]["time"]["pp_fill_drain_s"] == pytest.approx(3 * 0.370649 / 512, rel=1e-5)
+    assert rows[0]["time"]["step_s"] == pytest.approx(88.4070, rel=1e-5)
     # 128.5357 before SDPA's fp32 logsumexp was priced (planner/layers/attention.py [ls]): 20 layers x 4 micro-batches in
     # flight on the first stage x 4,096 local tokens x 32 heads a rank x 4 B = 40 MiB
     assert rows[0]["memory"]["total_bytes"] / 2**30 == pytest.approx(128.5357 + 20 * 4 * 4096 * 32 * 4 / 2**30, rel=1e-5)
