@@ -1016,9 +1016,8 @@ References
      largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
      priced: the end units' buckets (embedding, output layer: the root post-backward's), the bucket padding (the
      unfused path's bf16 autograd gradient beside the bucket is [uf]'s), a --megatron-fsdp-grad-comm-dtype other than
-     the main gradients' (g is the job's gradient bytes, [mg]), --megatron-fsdp-version 2's
-     experimental buffers (version 1 is the default, arguments.py l. 3158; the Megatron reader lists v2 as not
-     modelled). Under fsdp_double_buffer the buckets are its fixed pools instead, no queue beyond the peak [db].
+     the main gradients' (g is the job's gradient bytes, [mg]); --megatron-fsdp-version 2 (the job's mfsdp_v2)
+     runs no queue: [v2]. Under fsdp_double_buffer the buckets are its fixed pools instead, no queue beyond the peak [db].
      optim_grads_params and its HSDP (megatron_fsdp_hsdp) run the same queue, priced by the same function
      (_reduce_queue), the mode's data saying which and how large (stack runs.sharding reduce_queue_units: 0 for
      optim_grads, 2 for these): grad_reduce_every_bprop holds for both (l. 707-787), the root post-backward resets the
