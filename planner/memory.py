@@ -2990,7 +2990,7 @@ def wgrad_tensor_bytes(settings: Settings, plan: PlanArrays, kb: dict):
     # below FSDP the job's own setting (kb unfused_wgrad: 1.0 where the job turns the fusion off)
     below = (ACT_BYTES if per_call else 0.0) if fused_job else kb["unfused_wgrad"] * kb["wgrad_unfused"]
     # (none under Megatron-FSDP v2: no per-parameter copy, the autograd gradients are the unit's, fsdp_unit_grads [v2])
-    v2 = mfsdp_v2(stack_of(settings), plan, settings.mfsdp_v2)
+    v2 = mfsdp_v2(stack_of(settings), plan, getattr(settings, "mfsdp_v2", False))  # (a job setting)
     return np.where(plan.sharding < FSDP, below, np.where(mfsdp_hook_unfused(settings, plan) & ~v2,
                                                           kb["wgrad_unfused"], 0.0))
 
