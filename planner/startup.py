@@ -2788,11 +2788,15 @@ LATER_RULES = LATER_RULES + (
 def _has_option(runs, option: str) -> bool:
     """Whether the stack's runs has the option a rule checks (StartupRule.option): a runs field set and not false
     ("a.b": a field of a runs block, runs.optimizers.muon_qkv_split_raises), or "field:item", a list field of runs
-    whose entries' `setting` includes the item (runs.deterministic_refuses)."""
+    whose entries' `setting` includes the item (runs.deterministic_refuses), or "field@attr", a list field of runs one of
+    whose entries sets `attr` (runs.sharding@mfsdp_v2: a mode that runs Megatron-FSDP v2)."""
     field, _, item = option.partition(":")
+    field, _, attr = field.partition("@")
     value = runs
     for part in field.split("."):
         value = getattr(value, part, None)
+    if attr:
+        return any(getattr(v, attr, False) for v in value or ())
     if not item:
         return value not in (None, False)
     return any(getattr(v, "setting", None) == item for v in value or ())
@@ -2946,7 +2950,8 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
     # arguments.py l. 1124-1126 asserts it without --use-distributed-optimizer, and FullyShardedOptimizer._validate_config
     # (megatron/core/optimizer/fully_sharded_optimizer.py) wants exactly one model chunk: a plan in another sharding mode
     # (DDP, the distributed optimizer, another strategy) or layout does not run v2. Keyed on the job's setting laid on
-    # the stack (defaults.mfsdp_v2), so every stack (ANY_STACK; plan.resolve refuses it on a stack with no v2 mode).
+    # the stack (defaults.mfsdp_v2); listed only where a mode states runs.sharding mfsdp_v2 (option: plan.resolve refuses
+    # the job's mfsdp_v2 on any other stack, so it can never fire there).
     (105, StartupRule(
         "MEGATRON_FSDP_V2_LAYOUT", ANY_STACK,
         "Megatron-FSDP v2 (mfsdp_v2) runs only the optim_grads_params strategy at tp, pp and cp 1 with one model chunk, "
@@ -2960,7 +2965,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "model chunk); stack_db <stack> runs.sharding mfsdp_v2",
         "use sharding megatron_fsdp_optim_grads_params at tp, pp and cp 1 in bf16, or leave mfsdp_v2 out (Megatron-FSDP "
         "v1)",
-        _mfsdp_v2_layout)),
+        _mfsdp_v2_layout, option="sharding@mfsdp_v2")),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
