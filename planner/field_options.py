@@ -224,6 +224,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "ZeRO-1/2's IPG buffer) (default: the stack's, DeepSpeed's)"),
     FieldOption("mfsdp_double_buffer", "bool", "Megatron-FSDP's fixed double-buffer pools (--fsdp-double-buffer, "
                 "--use-nccl-ub): two persistent layer units of gathered weights and two of gradients (default off)"),
+    FieldOption("mfsdp_v2", "bool", "Megatron-FSDP v2 (--megatron-fsdp-version 2): one layer unit prefetched, no "
+                "reduce-scatter queue, the root unit released after the backward; optim_grads_params at tp, pp, cp 1 "
+                "(default off)"),
     FieldOption("mla_down_proj_fusion", "bool", "MLA's q and kv down projections fused into one TP-split linear "
                 "(Megatron --mla-down-proj-fusion: FusedMLASelfAttention; an MLA model with a q_lora_rank, tp dividing "
                 "q_lora_rank and kv_lora_rank + qk_rope_head_dim) (default off)"),

@@ -47,6 +47,22 @@ How a row becomes a job (nothing is read from ids, names or notes):
     or refused (an error: exit-2 input such as a hybrid pattern's MTP parts) is
     skipped with that reason.
 
+Resumed runs (the `_2nd` rows, `run` 2: the second run of a checkpoint-resume test, which loads the first run's
+checkpoint; issue 21 memleft). Their argument files are the first run's, byte for byte (44 of 44 row pairs), so
+the planner prices both alike: nothing in the row's settings says "resumed", and no job setting is made of it.
+The measurements agree: 43 of the 44 second runs measure within -0.6% to +3.6% of their first run's peak
+(median +0.03%; mem-max-allocated-bytes is never reset, so the checkpoint load's own peak, below the training
+step's, does not show), and their last-step allocated bytes within 50 MB. The one exception is
+moe__gpt3_mcore_te_tp2_zp_z3_resume_torch_dist_te_8experts2parallel_top2router__dev_dgx_h100_2nd (Megatron-FSDP
+optim_grads_params, --ckpt-format fsdp_dtensor, --dist-ckpt-optim-fully-reshardable; the corpus' worst tier-B row,
+-44.6%): 4,559,089,664 B against its first run's 2,587,204,608, and 2,789,600,768 B still allocated at the last
+step against 787,469,312: about 2.0e9 B that the fsdp_dtensor load leaves allocated for the rest of the run
+(megatron/training/checkpointing.py @d98e8a64 _load_base_checkpoint l. 2129-2186: preprocess_fsdp_dtensor_state_dict
+l. 1730-, torch.distributed.checkpoint.load_state_dict into the sharded state dict, the raw dicts put back).
+Which tensors stay referenced was not derived from the source (2.0e9 B is no whole number of bytes per parameter
+of the rank's 30.1M sharded or ~70M model-parallel parameters), so it is not priced; the first run of the same
+row is within 2.4%. The corpus marks the row tier B ("peak includes checkpoint load").
+
 Statistics, per memory trust tier (the corpus' `trust.memory`, A/B/C: README "Trust tiers")
 and over all rows: n, the median of |error|, the signed median, the 90th percentile of |error|
 (numpy's linear interpolation, Hyndman & Fan type 7) and the worst under-prediction (the most

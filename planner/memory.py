@@ -1021,9 +1021,8 @@ References
      largest layer (an MoE layer's expert and dense groups are two bucket groups of one unit: their sum, u). Not
      priced: the end units' buckets (embedding, output layer: the root post-backward's), the bucket padding (the
      unfused path's bf16 autograd gradient beside the bucket is [uf]'s), a --megatron-fsdp-grad-comm-dtype other than
-     the main gradients' (g is the job's gradient bytes, [mg]), --megatron-fsdp-version 2's
-     experimental buffers (version 1 is the default, arguments.py l. 3158; the Megatron reader lists v2 as not
-     modelled). Under fsdp_double_buffer the buckets are its fixed pools instead, no queue beyond the peak [db].
+     the main gradients' (g is the job's gradient bytes, [mg]); --megatron-fsdp-version 2 (the job's mfsdp_v2)
+     runs no queue: [v2]. Under fsdp_double_buffer the buckets are its fixed pools instead, no queue beyond the peak [db].
      optim_grads_params and its HSDP (megatron_fsdp_hsdp) run the same queue, priced by the same function
      (_reduce_queue), the mode's data saying which and how large (stack runs.sharding reduce_queue_units: 0 for
      optim_grads, 2 for these): grad_reduce_every_bprop holds for both (l. 707-787), the root post-backward resets the
@@ -1134,6 +1133,47 @@ References
      becomes 4 P / 64 = 501,891,328 B, Adam's moments 8 P / 8 = 8,030,261,248 B become 1,003,782,656 B
      (tests/test_megatron_fsdp_outer_optim.py). Its traffic: step.py [29]. Not priced: the hsdp_comm_gbuf of a custom
      --megatron-fsdp-grad-comm-dtype (as under no_shard).
+[v2] Megatron-FSDP v2 (the job's mfsdp_v2: Megatron --megatron-fsdp-version 2; stack runs.sharding mfsdp_v2, Megatron's
+     optim_grads_params, at tp, pp and cp 1 with one model chunk: start-up rule MEGATRON_FSDP_V2_LAYOUT; issue 21
+     memleft). NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/fsdp/mcore_fsdp_adapter.py
+     FullyShardedDataParallelV2 l. 489-601 fully_shards every TransformerLayer / MoETransformerLayer / MambaLayer
+     (l. 536-537, 589-592) and then the root (l. 595-596: the embedding, the output layer, the final norm), each an
+     FsdpModule of megatron_fsdp/experimental/. Its persistent buffers (parameter_group.py FsdpParameterGroup l. 155-214)
+     are version 1's at optim_grads_params: the fp32 main weights (main_params_dtype, default fp32, l. 156-161), the
+     16-bit model weights (l. 169-184) and the main gradients (main_grads_dtype, else the parameters' dtype: the job's
+     gradient bytes [mg], l. 195-214), each Shard(0) over dp x cp (mcore_fsdp_adapter.py l. 554-560), and Adam's moments
+     over the main weights' shards; the step's fp32 copy of a 16-bit gradient shard is FullyShardedOptimizer.
+     _copy_model_grads_to_main_grads's (optimizer/fully_sharded_optimizer.py l. 119-145, none with the precision-aware
+     optimizer), priced as version 1's [sg]. What moves:
+     - the prefetch: an FsdpModule's pre-forward all-gathers itself and the next module in forward order, its
+       pre-backward itself and the next in backward order (experimental/module.py l. 318-353, 402-425), and each is
+       released at its post-forward and post-backward (l. 372-400, 427-432; release_unsharded_storage,
+       parameter_group.py l. 316-326): min(2, the chunk's layers) layer units gathered (fsdp_gathered_units), in place
+       of [pf]'s 1 + ceil(P / u);
+     - the root unit: gathered at the root's pre-forward and pre-backward, released at its post-forward and its
+       post-backward (after the embedding's gradient, the last): held through the forward and the backward as [nu]'s
+       buckets are (fsdp_unsharded_ends), but not at the optimizer step's moment (no kept end in the step's tensors);
+     - the gradients: no gradient-accumulation fusion under v2 (_validate_config l. 672-673), so each unsharded
+       parameter's autograd gradient is in its dtype (W = 2 B, bf16) until its module's post-backward, which a module
+       runs once every trainable parameter of it has its gradient (post-accumulate-grad hooks, module.py l. 278-296):
+       the backward's peak holds the layer unit's gradients W u beside the root's output-layer gradient (the
+       embedding's where tied), held from the output layer's backward to the root's post-backward at the end,
+       fsdp_unit_grads = W (u + V h / t) in place of g x max(u, E, V h) / t;
+     - the reduce-scatter: no queue (no GradReducePipeline: [rs]'s queue off); _reduce_gradient_groups (module.py
+       l. 434-452) allocates one reduce-scatter input of the unit's size in the gradients' dtype on the reduce-scatter
+       stream (allocate_partial_grad_buffer, parameter_group.py l. 328-344), copies the gradients in and drops them
+       (l. 346-351), and reduce-scatters it into the main gradients (in place at the first micro-batch where the
+       dtypes match, l. 417-434); the input is dropped once its collective is queued, freed to that stream's pool
+       where the next unit's input reuses it: beyond the peak max(W u - a - buf, 0) at the copy-in (zero2_reduce_input),
+       a one layer-micro-batch's activations, buf one layer's backward buffer, as FSDP2's copy-in moment at fsdp.
+     Llama 3 8B tp 1 on 8 (u = 218,112,000; V h = 525,336,576), full recompute: gathered 2 u x 2 = 872,448,000 B (v1
+     1,744,896,000), unit gradients 2 (u + V h) = 1,486,897,152 B (v1 g V h = 2 x 525,336,576 with bf16 main
+     gradients), no queue excess (v1 1.30 GiB) (tests/test_megatron_fsdp_v2.py). Not priced: an MoE layer's experts as
+     a unit of their own under EP (fully_shard(experts) over the expert-DP mesh, l. 570-583: priced as one unit with
+     its layer), the embedding's gradient at the backward's end (below the peak: the activations are freed), the
+     second micro-batch's sharded reduce-scatter output (reduced_grad, W u / (dp cp)), the all-gather and
+     reduce-scatter streams' pools apart (the reserved figure's), --use-nccl-ub's symmetric-memory pool (v2 refuses
+     fsdp_manual_registration, the reader with it).
 [bp] Megatron-FSDP's bucket padding: not priced, as noise (issue 21, mfsdpouter). NVIDIA/Megatron-LM @d98e8a64
      megatron_fsdp/param_and_grad_buffer.py _get_parameter_groups l. 1876-1913 gives each parameter group (a layer unit's
      parameters of one dtype, dense or expert) a chunk_size_factor c, the largest row size (shape[1:]) made the lcm
@@ -1618,7 +1658,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1,
 from .recompute_modules import block_drops, norm_drops, reruns_moe_block
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
-from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, own_master, reduce_queue_units
+from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, mfsdp_v2, own_master, reduce_queue_units
 from .stacks import step_grads as mode_step_grads
 from .te_version import te_userbuffers
 from .terms import Groups, KeyedPlan, Terms, gather
@@ -2960,7 +3000,10 @@ def wgrad_tensor_bytes(settings: Settings, plan: PlanArrays, kb: dict):
         return None
     # below FSDP the job's own setting (kb unfused_wgrad: 1.0 where the job turns the fusion off)
     below = (ACT_BYTES if per_call else 0.0) if fused_job else kb["unfused_wgrad"] * kb["wgrad_unfused"]
-    return np.where(plan.sharding < FSDP, below, np.where(mfsdp_hook_unfused(settings, plan), kb["wgrad_unfused"], 0.0))
+    # (none under Megatron-FSDP v2: no per-parameter copy, the autograd gradients are the unit's, fsdp_unit_grads [v2])
+    v2 = mfsdp_v2(stack_of(settings), plan, getattr(settings, "mfsdp_v2", False))  # (a job setting)
+    return np.where(plan.sharding < FSDP, below, np.where(mfsdp_hook_unfused(settings, plan) & ~v2,
+                                                          kb["wgrad_unfused"], 0.0))
 
 
 def mfsdp_fusion_overridden(settings: Settings) -> bool:
@@ -3693,7 +3736,10 @@ class _PerLayer:
         # (the stage-independent parts of FSDP_TERMS, every plan's; _stage_fsdp adds the stage's)
         # the units gathered at the peak: the stack's gathered_units_at_peak of the largest unit, or, where the mode prefetches
         # to a capacity (fsdp.gather_prefetch_share), the current and prefetched layer units [pf] (or `pooled`: the double buffer [db])
-        current, prefetched, layer_unit, kept_on, self.pooled = _gathered_units(pc, plan, stack, settings.mfsdp_double_buffer)
+        # Megatron-FSDP v2 (the job's mfsdp_v2 under a mode stating runs.sharding mfsdp_v2) [v2]
+        self.v2 = mfsdp_v2(stack, plan, settings.mfsdp_v2) & fsdp_on
+        current, prefetched, layer_unit, kept_on, self.pooled = _gathered_units(pc, plan, stack, settings.mfsdp_double_buffer,
+                                                                                self.v2)
         self.fsdp_units = {
             "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, current * unit + prefetched * layer_unit)
                                             * settings.bpp.weights, 0.0),
@@ -3759,18 +3805,25 @@ class _PerLayer:
             ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + gathered
         both = ends["first"] + ends["last"]
         self.ends = {st: np.where(fsdp_on & ~held, np.where(single, both, v), 0.0) for st, v in ends.items()}
-        # Megatron-FSDP's non-unit buckets (the modes that prefetch to a capacity, kept_on): the embedding (and a learned
-        # position embedding, an embedding norm) on the first stage, the output layer (under PP a tied one's copy of the
-        # embedding) and the final norm on the last, gathered at their first forward and never released: the whole step,
-        # the optimizer step's moment included (self.kept_ends) [nu]
+        self._non_unit_ends(settings, plan, pc, fsdp_on & ~held & kept_on, out_cut)  # [nu], [v2]
+        self._reduce_parts(plan, pc, stack, tr)  # [rs]
+
+    def _non_unit_ends(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, on, out_cut) -> None:
+        """Megatron-FSDP's non-unit buckets (the modes that prefetch to a capacity, `on`): the embedding (and a learned
+        position embedding, an embedding norm) on the first stage, the output layer (under PP a tied one's copy of the
+        embedding) and the final norm on the last, gathered at their first forward and never released: the whole step,
+        the optimizer step's moment included (self.kept_ends) [nu]; added to self.ends. v2's root unit is released at
+        its post-forward and post-backward: gathered through the forward and the backward, not at the optimizer step's
+        moment [v2]."""
+        pgb, tp, single = self.gathered[0], plan.tp.astype(np.float64), plan.pp == 1
         first_nu = pgb * (pc.embedding / tp + pc.position + pc.embedding_norm)
         out_nu = np.where(single, float(pc.output or 0.0), float(pc.output or pc.embedding)) / tp
         last_nu = (pgb - out_cut) * out_nu + pgb * (pc.final_norm + _mtp_non_unit(settings, pc, plan))  # (MTP's [me])
         nu = {"first": np.where(single, first_nu + last_nu, first_nu), "last": np.where(single, first_nu + last_nu, last_nu),
               "mid": 0.0 * tp}
-        self.kept_ends = {st: np.where(fsdp_on & ~held & kept_on, v, 0.0) for st, v in nu.items()}
-        self.ends = {st: self.ends[st] + self.kept_ends[st] for st in self.ends}
-        self._reduce_parts(plan, pc, stack, tr)  # [rs]
+        nu_on = {st: np.where(on, v, 0.0) for st, v in nu.items()}
+        self.kept_ends = {st: np.where(self.v2, 0.0, v) for st, v in nu_on.items()}
+        self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
 
     def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
         """The layer unit whose gradients a zero2 mode reducing every micro-batch, or a mode running Megatron-FSDP's
@@ -3785,10 +3838,11 @@ class _PerLayer:
         # a mode whose layer units' gradients wait in the stack's reduce-scatter queue (Megatron-FSDP's
         # GradReducePipeline, stack runs.sharding reduce_queue_units) at the zero2, fsdp and hsdp levels [rs]
         units = reduce_queue_units(stack, plan)
+        # (none under Megatron-FSDP v2: each unit's gradients are copied into one reduce-scatter input [v2])
         self.queue_on = (~np.isnan(units) & tr["reduce_mb"] & ((plan.sharding == ZERO2) | fsdp_on)
-                         & (fs.zero2_reduce_queue_params is not None))
+                         & (fs.zero2_reduce_queue_params is not None) & ~self.v2)
         layer, self.queue_cap = _layer_and_queue_capacity(pc, plan, stack)
-        self.zero2_unit = np.where(z2 | self.queue_on, layer, 0.0)
+        self.zero2_unit = np.where(z2 | self.queue_on | self.v2, layer, 0.0)
         # under Megatron-FSDP's double buffer [db] the unit gradient the backward's peak holds beside the pools is the end
         # units' bucket (non-unit: outside the pools, allocated on demand), the embedding's or output layer's / t
         self.fsdp_units["fsdp_unit_grads"] = np.where(self.pooled > 0, np.where(
@@ -3802,6 +3856,12 @@ class _PerLayer:
         db_grads = np.where(self.queue_db & (layer > 0), np.minimum(chunk, 2.0) * self.queue_grad_bytes * layer, 0.0)
         self.fsdp_units["mfsdp_double_buffer"] = self.fsdp_units["mfsdp_double_buffer"] + db_grads
         self.db_pools = self.fsdp_units["mfsdp_double_buffer"]
+        # Megatron-FSDP v2 [v2]: the backward's peak holds the layer unit's autograd gradients (the parameters' dtype,
+        # W B: no gradient-accumulation fusion under v2) beside the root unit's output-layer gradient (the embedding's
+        # where tied), held from the output layer's backward to the root's post-backward at the end
+        w = self.settings.bpp.weights
+        out_held = float(pc.output or pc.embedding) / self.vdiv
+        self.fsdp_units["fsdp_unit_grads"] = np.where(self.v2, w * (layer + out_held), self.fsdp_units["fsdp_unit_grads"])
         # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
         # zero2 (its queue's buckets are this term's alone) [rs]
         self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
@@ -4305,7 +4365,7 @@ def _layer_and_queue_capacity(pc: ParamCounts, plan: PlanArrays, stack):
     return layer, np.maximum(stack.fsdp.zero2_reduce_queue_params or 0.0, np.nan_to_num(units) * avg)
 
 
-def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack, double_buffer: bool = False):
+def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack, double_buffer: bool = False, v2=False):
     """(current, prefetched, layer, on, pooled) of fsdp_gathered_units = (current x the largest unit + prefetched x layer) x
     the weights' bytes [pf]: the stack's gathered_units_at_peak of the largest unit (0 prefetched) where its fsdp spec
     has no gather_prefetch_share or the plan's mode no reduce-scatter queue (runs.sharding reduce_queue_units); else
@@ -4314,7 +4374,8 @@ def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack, double_buffer: boo
     units, the current one and those it prefetches, P = floor(share x the queue's capacity), layer the largest layer
     unit a GPU (the prefetch's reach past the chunk's layers, into the end buckets, gathers nothing: they are already
     gathered) [pf]. Under Megatron-FSDP's double buffer (double_buffer, the job's mfsdp_double_buffer) those layer
-    units are `pooled` instead, at most 2 (the prefetch stops at the pool's second unit), prefetched 0 [db]."""
+    units are `pooled` instead, at most 2 (the prefetch stops at the pool's second unit), prefetched 0 [db]. Where `v2`
+    (Megatron-FSDP v2, a boolean array) min(2, the chunk's layers): the current unit and the next one [v2]."""
     fs = stack.fsdp
     tp = plan.tp.astype(np.float64)
     base = np.full(np.shape(tp), fs.gathered_units_at_peak)
@@ -4326,8 +4387,9 @@ def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack, double_buffer: boo
     # at most the largest model chunk's layers (each chunk its own Megatron-FSDP module and all-gather pipeline)
     chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
     units = np.minimum(1.0 + np.ceil(budget / np.where(layer > 0, layer, 1.0)), chunk)
-    pooled = np.where(on & bool(double_buffer), np.minimum(units, 2.0), 0.0)  # (a job setting) [db]
-    return np.where(on, 0.0, base), np.where(on & ~bool(double_buffer), units, 0.0), layer, on, pooled
+    units = np.where(v2, np.minimum(2.0, chunk), units)  # v2: one unit prefetched [v2]
+    pooled = np.where(on & bool(double_buffer) & ~np.asarray(v2), np.minimum(units, 2.0), 0.0)  # (a job setting) [db]
+    return np.where(on, 0.0, base), np.where(on & ~(bool(double_buffer) & ~np.asarray(v2)), units, 0.0), layer, on, pooled
 
 
 def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
@@ -4346,8 +4408,13 @@ def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
     # (none on a stage without layers: its end units are not priced)
     fsdp2 = np.where((u > 0) & (np.asarray(n) > 0),
                      np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0), 0.0)
+    # Megatron-FSDP v2 [v2]: the reduce-scatter input (W B a parameter: the gradients' dtype) allocated beside the
+    # unit's gradients, which the peak holds (fsdp_unit_grads), then the gradients freed and the input dropped once its
+    # reduce-scatter is queued (stream-ordered: the next unit's reuses it): max(W u - a - buf, 0)
+    v2 = np.where((u > 0) & (np.asarray(n) > 0),
+                  np.maximum(per.settings.bpp.weights * u - a - buf, 0.0), 0.0)
     # a mode running Megatron-FSDP's reduce-scatter queue (stack runs.sharding reduce_queue_units) [rs]
-    return np.where(per.queue_on, _reduce_queue(per, u, a, n), fsdp2)
+    return np.where(per.queue_on, _reduce_queue(per, u, a, n), np.where(per.v2, v2, fsdp2))
 
 
 def _reduce_queue(per: _PerLayer, u, a, n):

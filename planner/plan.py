@@ -676,6 +676,7 @@ class Settings:
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     mfsdp_double_buffer: bool = False  # Megatron-FSDP's fixed double-buffer pools (job field; memory.py [db])
+    mfsdp_v2: bool = False  # Megatron-FSDP v2's buffers (job field; memory.py [v2]; start-up rule MEGATRON_FSDP_V2_LAYOUT)
     mfsdp_outer_optim: bool = False  # Megatron-FSDP's HSDP optimizer sharded over the replicas too (job field; memory.py [oo])
     mla_down_proj_fusion: bool = False  # MLA's fused TP-split down projection (job field; layers/attention.py MLA.down_fused)
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
@@ -1372,6 +1373,27 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}mfsdp_outer_optim is set but stack {stack.name} runs no HSDP mode that shards the "
                            f"optimizer over the replicas ({stack.origin} runs.sharding outer_optim: none)",
                            "leave it out, or choose --stack megatron")
+    if job.mfsdp_v2:
+        if not any(m.mfsdp_v2 for m in (stack.runs.sharding or [])):
+            raise PlannerError(f"{where}mfsdp_v2 is set but stack {stack.name} runs no Megatron-FSDP v2 mode "
+                               f"({stack.origin} runs.sharding mfsdp_v2: none)", "leave it out, or choose --stack megatron")
+        for other, msg in (("mfsdp_double_buffer", "v2 reads no fsdp_double_buffer: its buffers are megatron_fsdp/"
+                            "experimental/'s, allocated on demand (mcore_fsdp_adapter.py @d98e8a64 l. 489-703)"),
+                           ("mfsdp_outer_optim", "Megatron raises 'MFSDP v2 does not currently support outer DP "
+                            "sharding.' (mcore_fsdp_adapter.py @d98e8a64 l. 670-671)"),
+                           ("fp16", "FullyShardedOptimizer raises 'MFSDP v2 does not currently support FP16 training' "
+                            "(megatron/core/optimizer/fully_sharded_optimizer.py @d98e8a64 _validate_config)")):
+            if getattr(job, other):
+                raise PlannerError(f"{where}mfsdp_v2 with {other}: {msg}", f"leave {other} out, or mfsdp_v2 out")
+        if job.gradient_accumulation_fusion is not False:  # (on by default on Megatron: arguments.py l. 2944-2948)
+            raise PlannerError(f"{where}mfsdp_v2 with the gradient-accumulation fusion: Megatron raises 'MFSDP v2 does "
+                               "not currently support gradient accumulation fusion.' (mcore_fsdp_adapter.py @d98e8a64 "
+                               "l. 672-673; the fusion is on unless --no-gradient-accumulation-fusion)",
+                               "set gradient_accumulation_fusion false, or leave mfsdp_v2 out")
+        if job.cuda_graph_impl != "none":
+            raise PlannerError(f"{where}mfsdp_v2 with cuda_graph_impl {job.cuda_graph_impl}: Megatron raises 'MFSDP v2 "
+                               "does not currently support CUDA graphs.' (mcore_fsdp_adapter.py @d98e8a64 l. 678-679)",
+                               "leave cuda_graph_impl none, or mfsdp_v2 out")
     if job.mfsdp_double_buffer and not any(m.reduce_queue_units is not None for m in (stack.runs.sharding or [])):
         raise PlannerError(f"{where}mfsdp_double_buffer is set but stack {stack.name} runs no Megatron-FSDP mode "
                            f"({stack.origin} runs.sharding reduce_queue_units: none)",
@@ -1786,6 +1808,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         trainer_date=job.trainer_date,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
         mfsdp_double_buffer=job.mfsdp_double_buffer,
+        mfsdp_v2=job.mfsdp_v2,
         mfsdp_outer_optim=job.mfsdp_outer_optim,
         mla_down_proj_fusion=job.mla_down_proj_fusion,
         enable_experimental=_enable_experimental(job, stack, where),
@@ -2420,6 +2443,8 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     model = with_fused_mla(model, job, where)
     # where start-up rule MEGATRON_MLA_FUSION_TP reads it (a job setting)
     stack = with_default(stack, "mla_down_proj_fusion", True if job.mla_down_proj_fusion else None)
+    # where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it (a job setting)
+    stack = with_default(stack, "mfsdp_v2", True if job.mfsdp_v2 else None)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
     if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel),
@@ -3809,6 +3834,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         **({"trainer_date": settings.trainer_date} if settings.trainer_date is not None else {}),
         **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),
         **({"mfsdp_double_buffer": True} if settings.mfsdp_double_buffer else {}),
+        **({"mfsdp_v2": True} if settings.mfsdp_v2 else {}),
         **({"mla_down_proj_fusion": True} if settings.mla_down_proj_fusion else {}),
         **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         **({"offload_optimizer": settings.offload_optimizer} if settings.offload_optimizer != "none" else {}),

@@ -2166,6 +2166,9 @@ class StackDefaults(BaseModel):
     mla_down_proj_fusion: Optional[bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's mla_down_proj_fusion, laid on the "
                                   "stack by plan.resolve where start-up rule MEGATRON_MLA_FUSION_TP reads it")
+    mfsdp_v2: Optional[bool] = Field(
+        default=None, description="not a stack file's setting (null there): the job's mfsdp_v2, laid on the stack by "
+                                  "plan.resolve where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it")
     muon_qkv_split: Optional[bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's Muon with its q / k / v split "
                                   "(optimizer muon and muon_split_qkv), laid on the stack by plan.stack_for_states "
@@ -2180,6 +2183,9 @@ class StackDefaults(BaseModel):
         if self.mla_down_proj_fusion is not None:
             raise ValueError("defaults.mla_down_proj_fusion is the job's (laid by plan.resolve), not a stack file's "
                              "setting: leave it out")
+        if self.mfsdp_v2 is not None:
+            raise ValueError("defaults.mfsdp_v2 is the job's (laid by plan.resolve), not a stack file's setting: leave it "
+                             "out")
         if self.muon_qkv_split is not None:
             raise ValueError("defaults.muon_qkv_split is the job's (laid by plan.stack_for_states from optimizer and "
                              "muon_split_qkv), not a stack file's setting: leave it out")
@@ -2345,6 +2351,11 @@ class ShardingMode(BaseModel):
                                    "sharded over the shard group, where the job sets mfsdp_outer_optim (Megatron-FSDP "
                                    "--outer-dp-sharding-strategy optim: the hybrid-FSDP helper buffers, memory.py [oo]); "
                                    "false: the job's mfsdp_outer_optim is refused under the stack")
+    mfsdp_v2: bool = Field(
+        default=False, description="fsdp: the mode runs as Megatron-FSDP v2 where the job sets mfsdp_v2 (Megatron "
+                                   "--megatron-fsdp-version 2, FullyShardedDataParallelV2: its experimental buffers, "
+                                   "memory.py [v2]); false: the job's mfsdp_v2 refuses the mode (start-up rule "
+                                   "MEGATRON_FSDP_V2_LAYOUT) and a stack with no such mode refuses the job's mfsdp_v2")
     grad_accum_bytes: float = Field(
         default=0.0, ge=0, description="zero1: bytes a parameter of a gradient accumulation buffer over the whole stage, "
                                        "never sharded, beside the model-dtype gradients (memory.py [bo]: DeepSpeed's "
@@ -3992,6 +4003,16 @@ class Job(BaseModel):
                                    "unsharded gradients, in place of the prefetch and the reduce-scatter queue "
                                    "(memory.py [db]); only the modes running Megatron-FSDP's queue (stack_db runs.sharding "
                                    "reduce_queue_units) hold them; default off")
+    mfsdp_v2: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="Megatron-FSDP v2 (Megatron --megatron-fsdp-version 2, FullyShardedDataParallelV2, "
+                                   "mcore_fsdp_adapter.py @d98e8a64 l. 489-703; megatron_fsdp/experimental/): one layer "
+                                   "unit prefetched, no reduce-scatter queue (each unit's gradients copied into one "
+                                   "reduce-scatter input), the root unit (embedding, output layer, final norm) gathered "
+                                   "through the forward and the backward and released after them, the output layer's "
+                                   "gradient held to the end of the backward (memory.py [v2]); only the stacks with a "
+                                   "runs.sharding mode stating mfsdp_v2 (Megatron's optim_grads_params), at tp, pp and cp 1 "
+                                   "(start-up rule MEGATRON_FSDP_V2_LAYOUT); default off")
     mla_down_proj_fusion: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron --mla-down-proj-fusion (arguments.py @d98e8a64 l. 3566-3572; "

@@ -901,9 +901,14 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only); zero1 for a job's optimizer_whole_tensors,
     # which plan._optimizer refuses at any other level (the search ranks zero1 only then: WHOLE_TENSOR_LEVELS)
     level = runs.sharding[0].level if runs is not None else "none"
+    # a job's mfsdp_v2 runs its v2 mode only (start-up rule MEGATRON_FSDP_V2_LAYOUT): the probe runs it (a stack without
+    # one is refused by resolve, naming it)
+    v2 = next((m for m in (runs.sharding if runs is not None else []) if m.mfsdp_v2), None) if job.mfsdp_v2 else None
+    mode = dict(sharding_mode=v2.name) if v2 is not None else {}
     one = job.model_copy(update=dict(
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=_probe_micro_batch(job),
-        sharding=WHOLE_TENSOR_LEVELS[0] if job.optimizer_whole_tensors else level, shard_group=None,
+        sharding=(WHOLE_TENSOR_LEVELS[0] if job.optimizer_whole_tensors else v2.level if v2 is not None else level),
+        shard_group=None, **mode,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
         ep_comm_overlap=False, **hcp, **disp, **uneven))
     settings, plan, warnings = resolve(one, where)

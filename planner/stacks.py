@@ -306,6 +306,17 @@ def outer_optim(stack: Stack, plan, on: bool) -> np.ndarray:
     return (col[np.minimum(smode, len(col) - 1)] > 0) & (np.asarray(plan.sharding) == HSDP)
 
 
+def mfsdp_v2(stack: Stack, plan, on: bool) -> np.ndarray:
+    """Per plan, whether it runs Megatron-FSDP v2 (the job's mfsdp_v2, `on`, under a mode stating runs.sharding mfsdp_v2:
+    Megatron's optim_grads_params, memory.py [v2]): a boolean array of the plan's shape; all False where the job leaves
+    it off or the stack has no runs (start-up rule MEGATRON_FSDP_V2_LAYOUT refuses the job's other plans)."""
+    col = _mode_column(stack, lambda m: float(m.mfsdp_v2))
+    if not on or col is None:  # a job setting, stack data
+        return np.zeros(np.shape(plan.sharding), dtype=bool)
+    smode = np.clip(np.asarray(plan.smode), 0, None)
+    return col[np.minimum(smode, len(col) - 1)] > 0
+
+
 def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
     """When the plan's sharding mode (stack_db runs.sharding[plan.smode]) moves its states,
     as boolean arrays of the plan's shape; a field the mode leaves out (schema.ShardingMode)

@@ -2803,11 +2803,15 @@ LATER_RULES = LATER_RULES + (
 def _has_option(runs, option: str) -> bool:
     """Whether the stack's runs has the option a rule checks (StartupRule.option): a runs field set and not false
     ("a.b": a field of a runs block, runs.optimizers.muon_qkv_split_raises), or "field:item", a list field of runs
-    whose entries' `setting` includes the item (runs.deterministic_refuses)."""
+    whose entries' `setting` includes the item (runs.deterministic_refuses), or "field@attr", a list field of runs one of
+    whose entries sets `attr` (runs.sharding@mfsdp_v2: a mode that runs Megatron-FSDP v2)."""
     field, _, item = option.partition(":")
+    field, _, attr = field.partition("@")
     value = runs
     for part in field.split("."):
         value = getattr(value, part, None)
+    if attr:
+        return any(getattr(v, attr, False) for v in value or ())
     if not item:
         return value not in (None, False)
     return any(getattr(v, "setting", None) == item for v in value or ())
@@ -2867,6 +2871,23 @@ def _tt03_stage_lists(model, stack, plan) -> np.ndarray:
     spelled = layers_per_stage(units, np.maximum(pp * vpp, 1))[1]
     default = vpp == np.where(np.asarray(plan.schedule) == INTERLEAVED, 2, 1)
     return (pp > 1) & ~spelled & ~default
+
+
+def _mfsdp_v2_layout(model, stack, plan) -> np.ndarray:
+    """MEGATRON_FSDP_V2_LAYOUT: the job's mfsdp_v2 (defaults.mfsdp_v2, laid by plan.resolve) on a plan whose sharding
+    mode is not one stating runs.sharding mfsdp_v2 (Megatron's optim_grads_params), or at tp, pp or cp above 1, or with
+    virtual pipeline stages, or in fp8 / nvfp4 (l. 676-677)."""
+    tp = np.asarray(plan.tp, dtype=np.int64)
+    if stack is None or stack.runs is None or not stack.defaults.mfsdp_v2:
+        return np.zeros(np.shape(tp), dtype=bool)  # a job setting: every candidate alike
+    from .precisions import BF16
+
+    names = [m.name for m in stack.runs.sharding if m.mfsdp_v2]
+    if not names:  # stack data: plan.resolve refuses the job's mfsdp_v2 there, naming the stack
+        return np.zeros(np.shape(tp), dtype=bool)
+    v2 = mode_is(stack, plan, *names)
+    return (~v2 | (tp > 1) | (np.asarray(plan.pp) > 1) | (np.asarray(plan.cp) > 1)
+            | (np.asarray(plan.vpp) > 1) | (np.asarray(plan.precision) != BF16))
 
 
 # Rules whose codes were handed out ahead of the LATER_RULES before them (helpers working at once, issue 21 muonleft):
@@ -2969,6 +2990,30 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "ADLR/megatron-lm!1864)",
         "leave deterministic_mode out, or run a Megatron-LM from 2024-08-02 on (trainer_date)",
         _deterministic_moe, model_level=True, option="deterministic_refuses:moe")),
+    # MEGATRON_FSDP_V2_LAYOUT (code 105, issue 21 memleft): Megatron-FSDP v2 (the job's mfsdp_v2, --megatron-fsdp-version
+    # 2) is built by FullyShardedDataParallelV2, whose _validate_config (megatron/core/distributed/fsdp/
+    # mcore_fsdp_adapter.py @d98e8a64 l. 603-705) raises ValueError at model build for tensor / pipeline / context
+    # parallel sizes above 1 (l. 627-648), any data_parallel_sharding_strategy but optim_grads_params (l. 666-668) and
+    # fp8 / fp4 (l. 676-677);
+    # arguments.py l. 1124-1126 asserts it without --use-distributed-optimizer, and FullyShardedOptimizer._validate_config
+    # (megatron/core/optimizer/fully_sharded_optimizer.py) wants exactly one model chunk: a plan in another sharding mode
+    # (DDP, the distributed optimizer, another strategy) or layout does not run v2. Keyed on the job's setting laid on
+    # the stack (defaults.mfsdp_v2); listed only where a mode states runs.sharding mfsdp_v2 (option: plan.resolve refuses
+    # the job's mfsdp_v2 on any other stack, so it can never fire there).
+    (105, StartupRule(
+        "MEGATRON_FSDP_V2_LAYOUT", ANY_STACK,
+        "Megatron-FSDP v2 (mfsdp_v2) runs only the optim_grads_params strategy at tp, pp and cp 1 with one model chunk, "
+        "in bf16",
+        f"{MEGATRON_COMMIT} megatron/core/distributed/fsdp/mcore_fsdp_adapter.py FullyShardedDataParallelV2."
+        "_validate_config l. 627-648 ('MFSDP v2 does not currently support: tensor_model_parallel_size, "
+        "pipeline_model_parallel_size, context_parallel_size'), l. 666-668 ('MFSDP v2 requires "
+        "data_parallel_sharding_strategy='optim_grads_params''), l. 676-677 ('MFSDP v2 does not currently support FP8 or "
+        "FP4.'); megatron/training/arguments.py l. 1124-1126 (not with "
+        "--use-distributed-optimizer); megatron/core/optimizer/fully_sharded_optimizer.py _validate_config (exactly one "
+        "model chunk); stack_db <stack> runs.sharding mfsdp_v2",
+        "use sharding megatron_fsdp_optim_grads_params at tp, pp and cp 1 in bf16, or leave mfsdp_v2 out (Megatron-FSDP "
+        "v1)",
+        _mfsdp_v2_layout, option="sharding@mfsdp_v2")),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -125,6 +125,11 @@ CASES = [
     ("mfsdp_outer_optim", ["--mfsdp-outer-optim"], True,
      dict(DENSE, stack="megatron", sharding="hsdp", shard_group=4, recompute="full", gradient_accumulation_fusion=False),
      False, {"memory": -1, "step": -1}),
+    # Megatron-FSDP v2 (memory.py [v2]): Llama 3 8B tp 1, 2 layer units gathered in place of 4, no reduce-scatter queue
+    # (tests/test_megatron_fsdp_v2.py)
+    ("mfsdp_v2", ["--mfsdp-v2"], True,
+     dict(DENSE, stack="megatron", sharding="fsdp", tp=1, recompute="full", gradient_accumulation_fusion=False),
+     False, {"memory": -1}),
     # MLA's fused TP-split down projection (layers/attention.py MLA.down_fused): 7/8 of each layer's 7,168 x 2,112 down
     # weights off a rank at tp 8, and its GEMM at 2,112 / 8 columns (tests/test_mla_down_proj_fusion.py); but its own TP
     # collectives (step.py [30]: the normed input's SP all-gather and the latents' gathers, T (h + 2 r_q + 2 r_kv +

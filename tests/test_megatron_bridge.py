@@ -69,6 +69,10 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
             continue
         assert (b.pop("main_grads_bytes"), m.pop("main_grads_bytes")) == (4.0, None)
         assert (b.pop("tp_pp_dp_mapping"), m.pop("tp_pp_dp_mapping")) == (False, True)  # STACK_MODE_TP_PP_DP
+        # Megatron-FSDP v2 (memory.py [v2]): d98e8a64's optim_grads_params runs it (mcore_fsdp_adapter.py l. 666-668);
+        # 905c0e386, Bridge's pin, has no megatron_fsdp_version (git grep: none under megatron/)
+        v2 = m["name"] == "megatron_fsdp_optim_grads_params"
+        assert (b.pop("mfsdp_v2"), m.pop("mfsdp_v2")) == (False, v2)
         # the embedding gradient all-reduce's shard (step.py [20]): 905c0e386 sets param.grad under the precision-aware
         # optimizer too (update_main_grads l. 2845, 2872), d98e8a64 leaves it None (decoupled_grad): no all-reduce
         eb, em = b.pop("embedding_grad_shard"), m.pop("embedding_grad_shard")

@@ -125,7 +125,7 @@ def test_ci_row_with_double_buffer_by_hand(tmp_path, flag):
 def test_reader_refusals_and_lists(tmp_path):
     """--megatron-fsdp-version 2 with --use-distributed-optimizer (the row has it): Megatron asserts (arguments.py
     l. 1124-1126), so does the reader (exit 2); without it, at the row's TP 2 v2's _validate_config raises
-    (tests/test_megatron_fsdp_outer_optim.py); at TP 1 v2 is listed as not modelled. --outer-dp-sharding-strategy
+    (tests/test_megatron_fsdp_outer_optim.py); at TP 1 it is the job's mfsdp_v2 (memory.py [v2]). --outer-dp-sharding-strategy
     optim without HSDP is ignored (read only under Hybrid FSDP, l. 2498-2501); with HSDP at optim_grads Megatron
     raises (l. 2502-2512); --fsdp-double-buffer without --use-megatron-fsdp is ignored."""
     r = _explain(_row(tmp_path, "--megatron-fsdp-version 2"))
@@ -138,8 +138,9 @@ def test_reader_refusals_and_lists(tmp_path):
     text = (text.replace("--tensor-model-parallel-size 2\n", "").replace("--calculate-per-token-loss\n", "")
             .replace("--sequence-parallel\n", ""))
     f.write_text(text)
-    r = _explain(f)  # at TP 1 without per-token loss (l. 674-675) it runs: listed as not modelled
-    assert r.exit_code == 0 and "--megatron-fsdp-version=2 (Megatron-FSDP v2" in r.stderr
+    r = _explain(f)  # at TP 1 without per-token loss (l. 674-675) it runs: the job's mfsdp_v2 (memory.py [v2])
+    assert r.exit_code == 0 and "mfsdp_v2=true: --megatron-fsdp-version 2" in r.stderr
+    assert "--megatron-fsdp-version=2" not in r.stderr  # no longer listed as not modelled
     cfg = load_trainer_config(_row(tmp_path, "--outer-dp-sharding-strategy optim"), gpus=4)
     assert any(i.startswith("--outer-dp-sharding-strategy=optim (no HSDP") for i in cfg.ignored)
     assert not cfg.unmodelled or not any("outer-dp" in u for u in cfg.unmodelled)

@@ -163,14 +163,14 @@ def test_v2_gradient_accumulation_fusion_refused(tmp_path):
 
 def test_v2_ignores_the_instances(tmp_path):
     """v2 shards over the whole dp x cp group (its DeviceMesh is pg_collection.dp_cp, l. 554): with 8 instances on 64
-    GPUs the plan is optim_grads_params over dp 64 (optimizer 12 B x P / 64), the instances listed as ignored, v2 as
-    not modelled."""
+    GPUs the plan is optim_grads_params over dp 64 (optimizer 12 B x P / 64), the instances listed as ignored, v2 the
+    job's mfsdp_v2 (memory.py [v2])."""
     cfg = load_trainer_config(_args(tmp_path, "--megatron-fsdp-version 2 --num-distributed-optimizer-instances 8"),
                               gpus=64)
     assert cfg.job["sharding_mode"] == "megatron_fsdp_optim_grads_params" and "shard_group" not in cfg.job
     assert any(str(i).startswith("--num-distributed-optimizer-instances=8 (Megatron-FSDP v2") for i in cfg.ignored)
     assert not any("num-distributed-optimizer-instances" in str(u) for u in cfg.unmodelled)
-    assert any(str(u).startswith("--megatron-fsdp-version=2") for u in cfg.unmodelled)
+    assert cfg.job["mfsdp_v2"] is True and not any("megatron-fsdp-version" in str(u) for u in cfg.unmodelled)
 
 
 BRIDGE = ("torchrun --nproc_per_node=8 --nnodes=8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "

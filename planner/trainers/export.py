@@ -344,7 +344,7 @@ def plan_signature(plan: dict) -> dict:
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
-            "mfsdp_double_buffer", "mfsdp_outer_optim", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
+            "mfsdp_double_buffer", "mfsdp_outer_optim", "mfsdp_v2", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "attention_kernel_named", "muon_ns_steps",
             "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
@@ -1530,6 +1530,13 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
                              "--fsdp-double-buffer (arguments.py @d98e8a64 l. 1172-1181)",
                           "price it without mfsdp_double_buffer, or with a Megatron-FSDP sharding")
         args.append(("--fsdp-double-buffer", None))
+    if plan.get("mfsdp_v2"):  # Megatron-FSDP v2 (memory.py [v2]; arguments.py @d98e8a64 l. 3158); start-up rule
+        # MEGATRON_FSDP_V2_LAYOUT keeps its plans at optim_grads_params, tp / pp / cp 1, bf16
+        if fork or mode != "megatron_fsdp_optim_grads_params":
+            raise _refuse(F, f"mfsdp_v2 with sharding mode {mode}: Megatron-FSDP v2 runs optim_grads_params only "
+                             "(mcore_fsdp_adapter.py @d98e8a64 l. 666-668)",
+                          "price it without mfsdp_v2, or with sharding megatron_fsdp_optim_grads_params")
+        args.append(("--megatron-fsdp-version", 2))
     if mode == "megatron_fsdp_hsdp" or (mode == "distributed_optimizer" and plan.get("shard_group")):
         # HSDP's replicas, or the distributed optimizer's instances (stack_db runs.sharding optimizer_instances)
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))

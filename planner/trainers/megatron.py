@@ -78,7 +78,7 @@ read). Modelled:
   the main gradients' dtype: priced; another: not modelled) (_megatron_fsdp_grads; memory.py [mg]),
   --fsdp-double-buffer, --use-nccl-ub and --megatron-fsdp-max-pool-double-buffer (-> the job's mfsdp_double_buffer:
   memory.py [db]), --outer-dp-sharding-strategy (optim under HSDP -> the job's mfsdp_outer_optim: memory.py [oo]),
-  --megatron-fsdp-version (2 not modelled; both refused where Megatron refuses them) (_mfsdp_settings);
+  --megatron-fsdp-version (2: the job's mfsdp_v2; both refused where Megatron refuses them) (_mfsdp_settings);
   ignored without it;
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
@@ -2508,8 +2508,8 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
       (megatron/core/optimizer/distrib_optimizer.py l. 704-706).
     --fsdp-double-buffer (or --use-nccl-ub, --megatron-fsdp-max-pool-double-buffer, which set it: arguments.py
     l. 1172-1181) is the job's mfsdp_double_buffer, its fixed pools priced (memory.py [db]); --outer-dp-sharding-strategy
-    optim under HSDP the job's mfsdp_outer_optim (memory.py [oo]); --megatron-fsdp-version 2 is listed as not
-    modelled; each refused where Megatron refuses it (_mfsdp_settings). Not priced: the buckets' padding to a multiple of
+    optim under HSDP the job's mfsdp_outer_optim (memory.py [oo]); --megatron-fsdp-version 2 is the job's
+    mfsdp_v2 (memory.py [v2]); each refused where Megatron refuses it (_mfsdp_settings). Not priced: the buckets' padding to a multiple of
     dp x the group's chunk size (build_data_parallel_buffer_index l. 258-370: noise, memory.py [bp]), the model's own
     unsharded weights while the buffers are built (before the first step: below the step's peak, the Megatron CI
     row gpt3_mcore_te_tp2_zp_z3_resume_torch_dist_te_8experts2parallel_top2router's first run within 2.4%). --megatron-fsdp-main-params-
@@ -2576,8 +2576,8 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
       buckets outside the pools kept persistently, l. 835-836) is not modelled; --fsdp-manual-registration (the NCCL
       registration call, with --use-nccl-ub) moves no byte: ignored.
     - --megatron-fsdp-version 2 (FullyShardedDataParallelV2, mcore_fsdp_adapter.py l. 489-703; its buffers from
-      megatron_fsdp/experimental/, another layout and allocator) is not modelled (priced as version 1's
-      optim_grads_params: the same sharded states); Megatron refuses it with --use-distributed-optimizer
+      megatron_fsdp/experimental/) is the job's mfsdp_v2 (memory.py [v2]; --fsdp-double-buffer, which v2 does not
+      read, ignored under it); Megatron refuses it with --use-distributed-optimizer
       (arguments.py l. 1124-1126), at any strategy but optim_grads_params (mcore_fsdp_adapter.py l. 666-668) and at
       what _validate_config raises on (_mfsdp_v2_refusals: TP / PP / CP above 1, outer-DP sharding, the gradient-
       accumulation fusion, per-token loss, fp8 / fp4, CUDA graphs, ...): refused here too; it shards over the whole
@@ -2631,10 +2631,20 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
                                   "Megatron-FSDP v2 shards over the whole dp x cp group whatever the instances (its "
                                   "DeviceMesh is pg_collection.dp_cp, mcore_fsdp_adapter.py @d98e8a64 l. 554; no "
                                   "distributed optimizer, arguments.py l. 1124-1126): priced as optim_grads_params"))
-        unmodelled.append(listed("unmodelled", "--megatron-fsdp-version", '2', ruled=False, reason=
-            "Megatron-FSDP v2, FullyShardedDataParallelV2: its buffers are megatron_fsdp/experimental/'s, "
-            "another layout and allocator, mcore_fsdp_adapter.py @d98e8a64 l. 489-703; priced as version 1's "
-            "optim_grads_params (the same states: parameters, gradients and optimizer Shard(0) over dp x cp, l. 558-560)"))
+        job["mfsdp_v2"] = True
+        assumed.append(listed("assumed", "mfsdp_v2", True,
+            "--megatron-fsdp-version 2: FullyShardedDataParallelV2 (mcore_fsdp_adapter.py @d98e8a64 l. 489-601) over "
+            "megatron_fsdp/experimental/'s buffers: the fp32 main weights, the 16-bit weights and the main gradients "
+            "sharded over dp x cp as version 1's optim_grads_params (parameter_group.py l. 155-214), one layer unit "
+            "prefetched (module.py l. 318-353, 402-425), each unit's gradients copied into one reduce-scatter input and "
+            "no queue (module.py l. 434-452, parameter_group.py l. 328-351), the root unit (embedding, output layer, final "
+            "norm) released after the forward and the backward, its output-layer gradient held to the backward's end "
+            "(planner/memory.py [v2])"))
+        if [f for f in MFSDP_DOUBLE_BUFFER_FLAGS if f in flags]:  # (--fsdp-double-buffer: the others are refused above)
+            ignored.append(listed_all("ignored", [(f, True) for f in MFSDP_DOUBLE_BUFFER_FLAGS if f in flags],
+                                      "Megatron-FSDP v2 reads no fsdp_double_buffer: its buffers are allocated on "
+                                      "demand (megatron_fsdp/experimental/, mcore_fsdp_adapter.py @d98e8a64 l. 489-601)"))
+            on = []
     elif version == "1":
         ignored.append(listed("ignored", "--megatron-fsdp-version", '1',
             'the default, arguments.py @d98e8a64 l. 3158: the one priced'))

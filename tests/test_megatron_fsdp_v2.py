@@ -1,0 +1,157 @@
+"""Megatron-FSDP v2 (the job's mfsdp_v2, Megatron --megatron-fsdp-version 2; planner/memory.py [v2], start-up rule
+MEGATRON_FSDP_V2_LAYOUT, code 105), derived by hand from NVIDIA/Megatron-LM @d98e8a64
+megatron/core/distributed/fsdp/mcore_fsdp_adapter.py FullyShardedDataParallelV2 (l. 489-705) and
+megatron/core/distributed/fsdp/src/megatron_fsdp/experimental/:
+
+- every TransformerLayer is an FsdpModule (l. 536-537, 589-592), the root (embedding, output layer, final norm) one more
+  (l. 595-596); its persistent buffers (parameter_group.py l. 155-214: fp32 main weights, bf16 model weights, main
+  gradients in the parameters' dtype) are version 1's at optim_grads_params: the states do not move;
+- pre_forward / pre_backward gather the module and prefetch the next one only (module.py l. 318-353, 402-425), each
+  released after its forward and its backward (l. 372-400, 427-432): 2 layer units gathered, not 1 + ceil(P / u);
+- no gradient-accumulation fusion (l. 672-673): each layer's autograd gradients (bf16) are kept until the unit's last
+  parameter has its gradient (module.py l. 278-296), then copied into one reduce-scatter input of the unit's size
+  (parameter_group.py l. 328-351) and dropped; no GradReducePipeline queue. The root's output-layer gradient is kept to
+  the root's post-backward, after the embedding's, at the end of the backward;
+- the root unit is released after the backward: not held at the optimizer step's moment (v1 keeps its non-unit buckets
+  for the whole step, [nu]).
+
+Llama 3 8B, tp 1, 8 GPUs: u = 218,112,000 a layer unit (2 h^2 + 2 h (h / 4) + 3 h f + 2 h), V h = 128,256 x 4,096 =
+525,336,576, W = 2 B (bf16 gradients, mixed16).
+"""
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.errors import PlannerError
+from planner.explain import evaluate
+from planner.memory import allocated_bytes
+from planner.plan import resolve
+from planner.schema import Job
+from planner.trainers import load_trainer_config
+
+U = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096  # Llama 3 8B layer + its two norms
+VH = 128_256 * 4096
+FC1 = 2 * 14336 * 4096  # the layer's largest linear (gate and up), elements
+
+
+def _mem(v2, seq=4096, gpus=8, gb=16):
+    s, p, _ = resolve(Job(model="llama3-8b", gpus=gpus, tp=1, sharding="fsdp",
+                          sharding_mode="megatron_fsdp_optim_grads_params", stack="megatron", global_batch=gb,
+                          micro_batch=1, seq_len=seq, recompute="full", bytes_per_param="mixed16",
+                          gradient_accumulation_fusion=False, mfsdp_v2=v2))
+    return evaluate(s, p).memory
+
+
+def test_v2_terms_by_hand():
+    """seq 4,096, full recompute. v1: 4 units gathered (current + 3 prefetched, P = 5e8) = 8 u B; the end buckets'
+    gradient g V h = 2 V h; the queue's excess 12 u - 5 a - 2 V h (a = 2 h T = 33,554,432) = 1,398,898,688 B; the
+    unfused path's fc1 weight gradient 2 x FC1 in the layer's backward buffer ([uf]).
+    v2: 2 units gathered = 4 u = 872,448,000 B; unit gradients 2 (u + V h) = 1,486,897,152 B; the reduce-scatter input's
+    excess max(2 u - a - buf, 0) = 0 (buf = 537,395,200 B: v1's 772,276,224 less 2 x FC1, which v2 prices in the unit's
+    gradients); the root unit through the backward as before, (2 V h + 4,096) x 2 = 2,101,354,496 B.
+    The backward's peak moves by the sum: -4 u + 2 u - 1,398,898,688 - 2 x FC1 = -2,070,003,712 B."""
+    assert U == 218_112_000 and VH == 525_336_576
+    v1, v2 = _mem(False), _mem(True)
+    a = 2 * 4096 * 4096
+    assert float(v1["fsdp_gathered_units"]) == 8 * U and float(v2["fsdp_gathered_units"]) == 4 * U == 872_448_000
+    assert float(v1["fsdp_unit_grads"]) == 2 * VH
+    assert float(v2["fsdp_unit_grads"]) == 2 * (U + VH) == 1_486_897_152
+    assert float(v1["zero2_reduce_input"]) == pytest.approx(12 * U - 5 * a - 2 * VH, rel=1e-12)
+    assert float(v2["zero2_reduce_input"]) == 0.0
+    assert float(v1["recompute_buffer"]) - float(v2["recompute_buffer"]) == 2 * FC1 == 234_881_024
+    assert float(v1["fsdp_unsharded_ends"]) == float(v2["fsdp_unsharded_ends"]) == (2 * VH + 4096) * 2
+    for k in ("weights", "gradients", "master_weights", "adam"):  # the persistent buffers: version 1's
+        assert float(v1[k]) == float(v2[k])
+    assert float(allocated_bytes(v2)) - float(allocated_bytes(v1)) == pytest.approx(
+        -4 * U + 2 * U - (12 * U - 5 * a - 2 * VH) - 2 * FC1, abs=1.0)
+    assert float(allocated_bytes(v2)) - float(allocated_bytes(v1)) == pytest.approx(-2_070_003_712, abs=1.0)
+
+
+def test_v2_reduce_scatter_input_by_hand():
+    """seq 512, full recompute: the unit's reduce-scatter input 2 u beside its gradients (already in the peak) at the
+    copy-in, once the layer's checkpointed input a = 2 h T = 4,194,304 B and its backward buffer are freed; buf =
+    67,174,400 B (v1's 302,055,424 less the fc1 gradient 2 x FC1): 2 u - a - buf = 364,855,296 B."""
+    v1, v2 = _mem(False, seq=512), _mem(True, seq=512)
+    buf = float(v1["recompute_buffer"]) - 2 * FC1
+    assert buf == float(v2["recompute_buffer"]) == 67_174_400
+    assert float(v2["zero2_reduce_input"]) == 2 * U - 2 * 4096 * 512 - buf == 364_855_296
+
+
+def test_v2_root_unit_released_before_the_step():
+    """2 GPUs, seq 512: the optimizer step's moment (states + v1's kept non-unit buckets + the fp32 gradient copy
+    4 P / 2, [sg]) is the peak in both; v2 releases the root unit after the backward, so the peak is lower by the
+    kept buckets, (2 V h + 4,096) x 2 = 2,101,354,496 B."""
+    v1, v2 = _mem(False, seq=512, gpus=2, gb=2), _mem(True, seq=512, gpus=2, gb=2)
+    assert float(allocated_bytes(v1)) - float(allocated_bytes(v2)) == (2 * VH + 4096) * 2 == 2_101_354_496
+
+
+def test_v2_job_refusals():
+    """The job's mfsdp_v2 is refused on a stack without a v2 mode, with the double buffer (v2 reads none), the outer
+    optimizer sharding (l. 670-671) and the gradient-accumulation fusion (l. 672-673)."""
+    base = dict(model="llama3-8b", gpus=8, tp=1, sharding="fsdp", mfsdp_v2=True, gradient_accumulation_fusion=False)
+    with pytest.raises(PlannerError, match="runs no Megatron-FSDP v2 mode"):
+        resolve(Job(**base, stack="torchtitan"))
+    for extra, match in ((dict(mfsdp_double_buffer=True), "reads no fsdp_double_buffer"),
+                         (dict(gradient_accumulation_fusion=None), "gradient accumulation fusion")):
+        with pytest.raises(PlannerError, match=match):
+            resolve(Job(**{**base, **extra}, stack="megatron", sharding_mode="megatron_fsdp_optim_grads_params"))
+
+
+def test_v2_startup_rule_code_105():
+    """MEGATRON_FSDP_V2_LAYOUT (code 105): a v2 plan at tp 2 or under the distributed optimizer is refused (exit 2);
+    fit ranks only optim_grads_params plans at tp = pp = cp = 1."""
+    from planner.startup import CODES
+
+    assert CODES["MEGATRON_FSDP_V2_LAYOUT"] == 105
+    job = ["--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack", "megatron", "--global-batch",
+           "16", "--seq-len", "4096", "--mfsdp-v2", "--no-gradient-accumulation-fusion"]
+    r = CliRunner().invoke(app, ["explain", *job, "--tp", "2", "--sharding", "megatron_fsdp_optim_grads_params"])
+    assert r.exit_code == 2 and "MEGATRON_FSDP_V2_LAYOUT" in r.output and "Traceback" not in r.output, r.output
+    r = CliRunner().invoke(app, ["explain", *job, "--tp", "1", "--sharding", "distributed_optimizer"])
+    assert r.exit_code == 2 and "MEGATRON_FSDP_V2_LAYOUT" in r.output, r.output
+    r = CliRunner().invoke(app, ["fit", *job, "--format", "json", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    rows = json.loads(r.stdout)
+    assert rows
+    for row in rows:
+        p = row["plan"]
+        assert (p["sharding_mode"], p["tp"], p["pp"], p["cp"], p.get("mfsdp_v2")) == (
+            "megatron_fsdp_optim_grads_params", 1, 1, 1, True)
+
+
+ARGS = ("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention "
+        "--num-query-groups 8 --seq-length 4096 --max-position-embeddings 8192 --micro-batch-size 1 "
+        "--global-batch-size 16 --bf16 --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+        "--ckpt-format fsdp_dtensor --swiglu --normalization RMSNorm --position-embedding-type rope --rotary-base 500000 "
+        "--untie-embeddings-and-output-weights --disable-bias-linear --padded-vocab-size 128256 "
+        "--no-gradient-accumulation-fusion --recompute-granularity full --recompute-method uniform "
+        "--recompute-num-layers 1 --megatron-fsdp-version 2")
+
+
+def test_v2_reader_and_export_round_trip(tmp_path):
+    """--megatron-fsdp-version 2 is the job's mfsdp_v2 (no longer listed as not modelled); --fsdp-double-buffer, which
+    v2 does not read, is listed as ignored; explain prices v2's 4 u gathered; export --format megatron writes
+    --megatron-fsdp-version 2 back and reads back as the same plan."""
+    import json
+
+    from planner.cli.export import check_readback
+    from planner.trainers.export import export_plan
+
+    f = tmp_path / "v2.args"
+    f.write_text((ARGS + " --fsdp-double-buffer").replace(" --", "\n--") + "\n")
+    cfg = load_trainer_config(f, gpus=8)
+    assert cfg.job["mfsdp_v2"] is True and "mfsdp_double_buffer" not in cfg.job
+    assert not any("megatron-fsdp-version" in str(u) for u in cfg.unmodelled)
+    assert any(str(i).startswith("--fsdp-double-buffer") and "v2 reads no" in str(i) for i in cfg.ignored)
+    f.write_text(ARGS.replace(" --", "\n--") + "\n")
+    r = CliRunner().invoke(app, ["explain", str(f), "--gpus", "8", "--hardware", "h100-sxm", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)
+    assert row["plan"]["mfsdp_v2"] is True
+    text, _ = export_plan(row["plan"], "megatron")
+    assert "--megatron-fsdp-version 2" in text and "--use-distributed-optimizer" not in text
+    check_readback(row, "megatron", text)
