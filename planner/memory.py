@@ -3282,15 +3282,15 @@ def states_floor(settings: Settings, plan, placed, groups=None) -> np.ndarray:
 def _end_states(settings: Settings, plan, placed, groups=None, copies: bool = False) -> tuple:
     """(first stage's, last stage's) model states (STATE_TERMS summed, _stage_states' numbers) of the plans, as
     states_floor reads them (its arguments); copies: plus TE's quantized weight copies [11] (_stage_states')."""
-    (counts, _, n), index, size = placed
+    (counts, _, _), index, size = placed
     if index is not None:
-        counts, n = gather((_ends_only(counts), n), index, size)
+        counts = gather(_ends_only(counts), index, size)
     g = Groups(plan, STATE_FIELDS) if groups is None else groups  # (groups: the caller's Groups of these plans)
     per = _StatesOnly(settings, count_params(settings.model), stack_of(settings).fsdp)
     out = []
-    for end, i in (("first", 0), ("last", 2)):  # STAGES' order: first, mid, last
-        c, n_ = g.pick(counts[end], n[i])
-        states, quantized = _stage_states(per, g.plan, end, c, n_)[:2]
+    for end in ("first", "last"):
+        (c,) = g.pick(counts[end])
+        states, quantized = _stage_states(per, g.plan, end, c)[:2]
         out.append(g.expand(states.sum(*STATE_TERMS) + quantized if copies else states.sum(*STATE_TERMS)))
     return tuple(out)
 
@@ -4268,11 +4268,11 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # tuple of what they read (terms.Groups)
     g = per.state_groups
     if twin is None:
-        c, n_ = g.pick(counts, n)
-        states, copies, params, e_part, local = g.expand(_stage_states(per, g.plan, end, c, n_))
+        (c,) = g.pick(counts)
+        states, copies, params, e_part, local = g.expand(_stage_states(per, g.plan, end, c))
     else:
-        c, n_, c2, n2 = g.pick(counts, n, twin[0], twin[3])
-        states, copies, params, e_part, local = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
+        c, c2 = g.pick(counts, twin[0])
+        states, copies, params, e_part, local = g.expand(_stage_states(per, g.plan, end, c, (c2, twin[1])))
     early = per.early_step & (plan.sharding >= FSDP)  # the optimizer stepped in the backward [es] (a job setting)
     if per.early_step:  # only a sharded gradient of one unit at a time waits in the reduce-scatter pool [es]
         states = Terms(**{k: np.where(early, np.minimum(states[k], per.early_pool), states[k]) if k == "grad_pool"
@@ -4908,10 +4908,10 @@ STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "smode", "shard
                 "vpp", "split_emb", "split_loss", "split_front", "split_first", "split_last")
 
 
-def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
+def _stage_states(per: _PerLayer, plan, end: str, counts, twin=None):
     """(model state terms, quantized weight copies, dense + expert parameters, the routed experts' optimizer partition
     in elements, the rank's whole optimizer partition in elements, offloaded or not) of one stage
-    holding `counts` (K, ...) layers, n in all (twin: DualPipe's second stage (counts, end, n)):
+    holding `counts` (K, ...) layers (twin: DualPipe's second stage (counts, end)):
     params_of, sharded by model_state_terms [1] (the routed experts over their own shard
     group), less the weight bytes fp8 parameters save, and TE's quantized copies [11]."""
     settings, pc = per.settings, per.pc

@@ -1240,7 +1240,7 @@ class Compute:
     """Per micro-batch on the critical stage, and its passes (seconds)."""
 
     mb: np.ndarray  # compute of the slowest of the first, a middle and the last stage (compute_time; in step_time
-    # the critical stage's, critical_stage: the slowest by compute plus its own communication)
+    # after critical_stage the critical stage's: the slowest by compute plus its own communication)
     perm: np.ndarray  # its MoE permutation share
     host: np.ndarray  # its MoE host-issue share (moe_host)
     unfused: np.ndarray  # its share run by the stack's unfused elementwise passes (informational, inside mb)
@@ -1281,7 +1281,8 @@ def compute_time(sc: StepCtx, lt: LayerTimes, picked: bool = True) -> Compute:
     rule, whose stage 0 holds the one chunk more; an fp8 plan's bf16 first layers). Under DualPipe the
     end ranks run stage 0 and stage p - 1 paired (dualpipe_end_rank): no rank runs the first stage
     alone. Full recompute repeats the forward of the layers it covers [1]. picked False (step_time, whose
-    critical_stage sets them from `stages` and each stage's communication): mb, perm, host and unfused left None."""
+    critical_stage sets them from `stages` and each stage's communication): perm, host, unfused and the passes left
+    None; mb is the heaviest stage's compute either way (step_time's order floor reads it before critical_stage)."""
     base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
     logits = head_time(sc)
     rc = sc.rc
@@ -1317,13 +1318,13 @@ def compute_time(sc: StepCtx, lt: LayerTimes, picked: bool = True) -> Compute:
     stages = ((mid, perm_mid, host_mid, unf_mid), (first,) + tuple(first_stage[1:]),
               (last, perm_last, host_last, unf_last))
     passes = stage_passes(sc, lt, logits)
+    mb = functools.reduce(np.maximum, (mid, first, last))  # the heaviest by compute alone (both callers read it)
     if picked:
         crit = _heaviest(mid, first, last)
-        mb = functools.reduce(np.maximum, (mid, first, last))
         perm, host, unf = (_pick(crit, *(x[j] for x in stages)) for j in (1, 2, 3))
         fwd_mb, bwd_mb, gemm_fwd = (_pick(crit, *(x[j] for x in passes)) for j in (0, 1, 2))
     else:  # step_time's critical_stage picks them, with each stage's communication
-        mb = perm = host = unf = fwd_mb = bwd_mb = gemm_fwd = None
+        perm = host = unf = fwd_mb = bwd_mb = gemm_fwd = None
     return Compute(mb=mb, perm=perm, host=host, unfused=unf, fwd_mb=fwd_mb, bwd_mb=bwd_mb, gemm_fwd=gemm_fwd,
                    logits=logits, stages=stages, passes=passes)
 
@@ -3246,7 +3247,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # the critical stage: the heaviest by compute plus its own communication (each term of that one stage)
     # the heaviest stage by compute alone (with its permutation and host shares), whatever the rank order: the search's
     # floor of the plan at any order (extra's order_floor_s), as critical_stage's pick depends on the order's traffic
-    heaviest_mb = functools.reduce(np.maximum, (comp.stages[i][0] for i in range(3)))
+    heaviest_mb = comp.mb  # (compute_time's: the max of comp.stages' computes, before critical_stage replaces it)
     crit, comp = critical_stage(comp, [tp_mb, cp_mb, pp_mb] + ([ep_mb] if moe_model else []))
     tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops))
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from planner.trainers import TrainerConfig
-from planner.trainers.report import Note, assumed_entries, config_report, listed, listed_all, noted
+from planner.trainers.report import Note, about, assumed_entries, config_report, listed, listed_all, noted
 
 ROOT = Path(__file__).resolve().parents[1]
 # the readers, and the command line's notes laid over a file (cli/core.py load_job's helpers, field_options.py
@@ -97,6 +97,76 @@ def test_readers_write_records(path):
     """No reader module hands a line of text to the lists a TrainerConfig reports."""
     lists = frozenset(LISTS | ({"lines"} if path.name in COMMAND_LINE else set()))
     assert text_lines(path.read_text(), lists) == []
+
+
+_TEXT_METHODS = {"startswith", "endswith"}
+
+
+def text_filters(src: str, lists: frozenset = frozenset(LISTS)) -> list[int]:
+    """The lines where a comprehension over one of the lists (named in `lists`) reads its lines' text: the element's
+    startswith / endswith, a regular expression on it, `'...' in` it, or == / != against it (a record is matched by its
+    fields: report.about, its message)."""
+    out = []
+    for node in ast.walk(ast.parse(src)):
+        if not isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            continue
+        names = {g.target.id for g in node.generators if isinstance(g.target, ast.Name) and _name(g.iter) in lists}
+        for part in [node.elt] + [c for g in node.generators for c in g.ifs]:
+            for n in ast.walk(part):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                    if n.func.attr in _TEXT_METHODS and _name(n.func.value) in names and isinstance(n.func.value,
+                                                                                                   ast.Name):
+                        out.append(n.lineno)
+                    elif _name(n.func.value) == "re" and any(isinstance(a, ast.Name) and a.id in names for a in n.args):
+                        out.append(n.lineno)
+                elif isinstance(n, ast.Compare):
+                    sides = [n.left] + list(n.comparators)
+                    text_op = any(isinstance(o, (ast.In, ast.NotIn, ast.Eq, ast.NotEq)) for o in n.ops)
+                    if text_op and any(isinstance(x, ast.Name) and x.id in names for x in sides):
+                        out.append(n.lineno)
+    return sorted(set(out))
+
+
+def test_the_filter_walk_finds_a_line_read_as_text():
+    """The check itself: each way a comprehension over a reader's list can read a line's text is caught; matching a
+    record's fields (about, its message), or the text of something else, is not."""
+    src = '''
+assumed[:] = [a for a in assumed if not a.startswith("tp=")]
+cfg.assumed = [x for x in cfg.assumed if not re.match(r"vocab_size=", x)]
+keep = any("block_causal" in a for a in cfg.assumed)
+unmodelled[:] = [u for u in unmodelled if u != SP_OFF]
+ok = [a.labeled(l) if a.endswith(")") else a for a in dcfg.not_modelled]
+assumed[:] = [a for a in assumed if not about(a, "tp", 1)]
+keep = any(isinstance(a, Note) and a.message == RULE for a in cfg.assumed)
+words = [w for w in words if w.startswith("--")]
+'''
+    assert text_filters(src) == [2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("path", READERS, ids=lambda p: p.name)
+def test_readers_match_records_by_their_fields(path):
+    """No reader drops or replaces a line of its lists by the line's text (a prefix, a pattern, a word in it, the
+    whole line): a record says its settings, values and rule apart (report.about)."""
+    assert text_filters(path.read_text()) == []
+
+
+def test_about_reads_the_record():
+    """report.about: the record's first setting, and its value as the record holds it (json_value's: True is not
+    1); a line that is all rule has the setting None; a record read from another file keeps its fields; a str that is
+    no record is never one."""
+    sp = listed("assumed", "sequence_parallel", True, "parallelism.enable_sequence_parallel default true")
+    assert about(sp, "sequence_parallel") and about(sp, "sequence_parallel", True)
+    assert not about(sp, "sequence_parallel", False) and not about(sp, "tp")
+    assert about(sp.labeled("ds.json"), "sequence_parallel", True)
+    mbs = listed("assumed", "micro_batch", 1, "--micro-batch-size absent")
+    assert about(mbs, "micro_batch", 1) and not about(mbs, "micro_batch", True)
+    assert about(listed("assumed", "bytes_per_param", "megatron", "r", show="megatron (2+4+4+8 B)", spaced=True),
+                 "bytes_per_param", "megatron")
+    assert about(noted("assumed", None, "batch keys read at DeepSpeed's world size"), None)
+    assert not about(noted("assumed", "moe_dispatcher", "allgather (no flag)"), None)
+    two = listed_all("assumed", [("tp", 1), ("pp", 1), ("cp", 1)], "a DeepSpeed JSON has no model parallelism")
+    assert about(two, "tp", 1) and not about(two, "pp")
+    assert not about("sequence_parallel=true: rule", "sequence_parallel")
 
 
 def test_record_text_and_entries():

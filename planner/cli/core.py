@@ -36,7 +36,7 @@ def report_trainer_config(cfg) -> None:
         warn(f"{cfg.source}: read as {cfg.fmt}; not modelled (they change memory or time; the plan is priced without "
              f"them): {'; '.join(group_by_reason(cfg.not_modelled))}")
     if cfg.ignored:
-        n = sum(len(i.entries) if hasattr(i, "entries") else len(split_reason(i)[0].split(", ")) for i in cfg.ignored)
+        n = sum(len(i.entries) for i in cfg.ignored)  # each line a reader's record (report.Note): its settings
         note(f"{cfg.source}: read as {cfg.fmt}; {n} setting(s) with no effect on memory or time not listed "
              f"(optimizer, schedule, data, logging, checkpoints: the reader's documented list)")
     if cfg.assumed:

@@ -72,7 +72,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
-from .report import Note, listed, noted
+from .report import Note, about, listed, noted
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
@@ -510,7 +510,7 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
            else f"data_types.grad_accum_dtype {accum}")
     if path == "bf16_optimizer" and acc == "fp32":
         job.update(sharding="zero1", sharding_mode="bf16_optimizer")
-        assumed[:] = [x for x in assumed if not x.startswith("sharding=none: zero_optimization.stage default 0")]
+        assumed[:] = [x for x in assumed if not about(x, "sharding", "none")]  # read: zero_optimization.stage default 0
         assumed.append(listed(
             "assumed", "sharding", "zero1", show="zero1 as bf16_optimizer", reason=f"DeepSpeed's BF16_Optimizer (bf16 at "
             f"ZeRO stage {stage}, {how}; engine.py "
@@ -523,7 +523,7 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
         # bf16 accumulating in bf16 at stage 0 (DeepSpeed builds it under its pipeline engine only, l. 1333-1343):
         # the BF16_Optimizer with a 2 B buffer, priced as the mode's 4 B one (the mode's states and traffic as it runs)
         job.update(sharding="zero1", sharding_mode="bf16_optimizer")
-        assumed[:] = [x for x in assumed if not x.startswith("sharding=none: zero_optimization.stage default 0")]
+        assumed[:] = [x for x in assumed if not about(x, "sharding", "none")]  # read: zero_optimization.stage default 0
         not_modelled.append(noted("not_modelled", None, 
             f"BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py @38327e07 _do_optimizer_sanity_check l. 1333-1343: "
             f"under the pipeline engine only, without it DeepSpeed raises) accumulating in {acc}: priced as sharding_mode "

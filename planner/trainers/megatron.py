@@ -229,7 +229,7 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, resolve_gpus,
                write_model_file)
-from .report import Note, json_value, listed, listed_all, noted
+from .report import Note, about, json_value, listed, listed_all, noted
 from .megatron_model import (GDN_FLAGS, HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_mtp, hybrid_pattern,
                              INT64_MAX, VOCAB_SIZE_TOKENIZERS, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
@@ -2025,9 +2025,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                       ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
         if flag in flags:
             job[key] = True
-    _state_bytes(flags, where, job, assumed, unmodelled)
+    buffer16 = _state_bytes(flags, where, job, assumed, unmodelled)
     _optimizer_offload(flags, where, job, assumed, ignored, unmodelled)
-    _megatron_fsdp_grads(flags, where, job, assumed, ignored, unmodelled)
+    _megatron_fsdp_grads(flags, where, job, assumed, ignored, unmodelled, buffer16)
     _megatron_fsdp_buffers(flags, where, job, assumed, ignored, unmodelled)
     _unmodelled(flags, where, job, spec, tp, unmodelled)
     if "--no-use-layer-wise-param-layout" in flags:  # Muon's layer-wise optimizer without its layout (memory.py [mu])
@@ -2096,7 +2096,7 @@ def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> 
     if "tp" in given and "sequence_parallel" not in given:
         if tp > 1 and asks_sequence_parallel(cfg.fmt, cfg.stated) and not data.get("sequence_parallel"):
             data["sequence_parallel"] = True
-            cfg.assumed[:] = [a for a in cfg.assumed if a != SP_OFF_AT_TP1]
+            cfg.assumed[:] = [a for a in cfg.assumed if not about(a, "sequence_parallel", False)]  # SP_OFF_AT_TP1
             cfg.assumed.append(listed("assumed", "sequence_parallel", True,
                                       f"the script's --sequence-parallel at the command line's tp {tp} "
                                       "(Megatron keeps it as the script asks at tp > 1 and turns it off at tp 1 only: "
@@ -2255,26 +2255,30 @@ def _mode_settings(flags: dict, job: dict, assumed: list) -> None:
             job[x.setting] = v  # refused by resolve (plan.stack_for_settings), naming the check
 
 
-def _state_bytes(flags: dict, where: str, job: dict, assumed: list[str], unmodelled: list[str]) -> None:
+def _state_bytes(flags: dict, where: str, job: dict, assumed: list[str], unmodelled: list[str]) -> Optional[Note]:
     """Bytes of model state per parameter where Megatron's flags make them differ from the
     megatron stack's 18 B (bf16 weights 2, fp32 main grads 4, fp32 master 4, Adam 8) [5]: the
     gradient buffer is fp32 only when accumulate_allreduce_grads_in_fp32, which --bf16 turns on
     unless --grad-reduce-in-bf16; with --fp16 it stays off unless
     --accumulate-allreduce-grads-in-fp32 is given, and the buffer has the parameters' dtype
     (param_and_grad_buffer.group_params_for_buffers: grad_dtype = float if
-    grad_reduce_in_fp32 else param.dtype)."""
+    grad_reduce_in_fp32 else param.dtype). Returns the assumed record of a 16-bit gradient buffer (None: none), which
+    Megatron-FSDP's reading replaces without keeping its rule (_megatron_fsdp_grads)."""
     fp16, bf16 = "--fp16" in flags, "--bf16" in flags
+    buffer16 = None
     acc32 = "--accumulate-allreduce-grads-in-fp32" in flags
     if (fp16 and not acc32) or (bf16 and "--grad-reduce-in-bf16" in flags):
         job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
         why = ("--fp16 without --accumulate-allreduce-grads-in-fp32" if fp16 else "--grad-reduce-in-bf16")
-        assumed.append(listed("assumed", "bytes_per_param", job["bytes_per_param"], f"{why} keeps the gradient "
-                              "buffer in 16 bits (validate_args; param_and_grad_buffer.group_params_for_buffers)",
-                              show="2+2+4+8", spaced=True))
+        buffer16 = listed("assumed", "bytes_per_param", job["bytes_per_param"], f"{why} keeps the gradient "
+                          "buffer in 16 bits (validate_args; param_and_grad_buffer.group_params_for_buffers)",
+                          show="2+2+4+8", spaced=True)
+        assumed.append(buffer16)
     if not (fp16 or bf16):  # fp8 without --bf16 keeps fp32 parameters too (params_dtype float, validate_args)
         unmodelled.append(noted("unmodelled", "fp32 parameters (neither --bf16 nor --fp16)", "4-byte weights and "
                                 "activations, priced as bf16"))
     _optimizer_dtypes(flags, where, job, assumed)
+    return buffer16
 
 
 # Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3667-3685: the precision-aware
@@ -2405,7 +2409,7 @@ def _optimizer_offload(flags: dict, where: str, job: dict, assumed: list, ignore
         bpp.update(master=4.0, optimizer=8.0)
         name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
         job["bytes_per_param"] = name or bpp
-        assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param ")]  # _optimizer_dtypes' reading
+        assumed[:] = [a for a in assumed if not about(a, "bytes_per_param")]  # _optimizer_dtypes' reading
         assumed.append(listed("assumed", "bytes_per_param", name or bpp, f"{', '.join(dtypes)} not handed to "
                               "--optimizer-cpu-offload's HybridDeviceOptimizer, which keeps fp32 master copies and fp32 "
                               "moments (megatron/core/optimizer/__init__.py @d98e8a64 l. 519-546)",
@@ -2424,7 +2428,8 @@ MFSDP_GRAD_FLAGS = {"--megatron-fsdp-main-grads-dtype": ("fp32", "bf16", "fp16",
                     "--megatron-fsdp-grad-comm-dtype": ("fp32", "fp16", "bf16", "auto")}
 
 
-def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, ignored: list, unmodelled: list) -> None:
+def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, ignored: list, unmodelled: list,
+                         buffer16: Optional[Note] = None) -> None:
     """Megatron-FSDP's main gradients (--use-megatron-fsdp; memory.py [mg]) -> the job's bytes_per_param.gradients:
     --megatron-fsdp-main-grads-dtype, default auto (arguments.py @d98e8a64 l. 3691-3694), the parameters' dtype
     (param_and_grad_buffer.py _resolve_group_grad_dtype l. 2313-2320: bf16 under --bf16, fp16 under --fp16), 2 B;
@@ -2460,10 +2465,10 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
     if was != main_b:  # (else the job's reading stands as it was written: a preset's name or _state_bytes' mapping)
         job["bytes_per_param"] = name or bpp
     # (_state_bytes' reading of --grad-reduce-in-bf16 / --fp16 is Megatron's DDP buffer's, not Megatron-FSDP's; the
-    # precision-aware optimizer's or the offload's reading of the other states is kept, in this one line)
-    others = [a.message for a in assumed if isinstance(a, Note) and (a.head or "").startswith("bytes_per_param ")
-              and a.head.endswith(" B)")]
-    assumed[:] = [a for a in assumed if not a.startswith("bytes_per_param ")]
+    # precision-aware optimizer's or the offload's reading of the other states is kept, in this one line; buffer16:
+    # _state_bytes' record, whose rule is not kept)
+    others = [a.message for a in assumed if about(a, "bytes_per_param") and a is not buffer16]
+    assumed[:] = [a for a in assumed if not about(a, "bytes_per_param")]
     why = (f"--megatron-fsdp-main-grads-dtype {main}" if "--megatron-fsdp-main-grads-dtype" in given else
            "--megatron-fsdp-main-grads-dtype not given")
     assumed.append(listed("assumed", "bytes_per_param", name or bpp, f"--use-megatron-fsdp keeps its main gradients "

@@ -128,16 +128,15 @@ References
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Optional
 
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import fmt_ignored, words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
-from .report import Note, json_value, listed, noted
+from .report import Note, about, json_value, listed, noted
 from .launch_files import Naming, launch_file
-from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
+from .megatron_model import PADDED_VOCAB_RULE, _int  # _int: the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
 MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipeline-parallel", "--checkpoint-activations",
@@ -658,7 +657,7 @@ def _host_optimizer(ds: dict, dj: dict, assumed: list, unmodelled: list) -> None
     as not modelled (the states priced on the GPU)."""
     if dj.get("offload_optimizer", "none") == "none":
         return
-    unmodelled[:] = [u for u in unmodelled if not u.startswith("--cpu-optimizer")]
+    unmodelled[:] = [u for u in unmodelled if not about(u, "--cpu-optimizer")]
     if "--cpu-optimizer" in ds and "--cpu_torch_adam" not in ds:
         assumed.append(listed("assumed", "offload_optimizer", "cpu",
                               "the JSON's offload_optimizer, stepped by DeepSpeedCPUAdam (--cpu-optimizer, "
@@ -687,7 +686,7 @@ def _batch(cfg, ds: dict, flags: dict, stated: dict, dj: dict, where: str, jw: s
                            "make them equal")
     if "--micro-batch-size" not in flags:
         job["micro_batch"] = dj["micro_batch"]
-        cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith("micro_batch=1: --micro-batch-size absent")]
+        cfg.assumed[:] = [a for a in cfg.assumed if not about(a, "micro_batch")]  # Megatron's: --micro-batch-size absent
         assumed.append(listed("assumed", "micro_batch", dj['micro_batch'], "the JSON's (--micro-batch-size absent)"))
     # the global batch: Megatron's, set on the engine every step
     g, m = job["global_batch"], job["micro_batch"]
@@ -802,8 +801,8 @@ def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: 
                                '"grad_partitioned": false} in the JSON, or use tp 1 or pp 1')
         if "--moe-min-capacity" in ds:  # the capacity's floor the stack's dense gating prices (layers/moe.py [18])
             cfg.job["moe_min_capacity"] = _int(where, ds, "--moe-min-capacity")
-        cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
-                                                                       "moe_dispatcher:"))]
+        # the Megatron reader's defaults of the two (no --moe-aux-loss-coeff, no --moe-token-dispatcher-type)
+        cfg.assumed[:] = [a for a in cfg.assumed if not (about(a, "moe_aux_loss_coeff") or about(a, "moe_dispatcher"))]
     if pipe and pp > 1 and tp > 1 and on and flags.get("--sequence-parallel"):
         # the engine's partitioned pipe tensors assume the TP ranks hold the same stage output
         # (plan.mds_pipe_unpartitioned): under SP each holds its own sequence shard
@@ -820,7 +819,7 @@ def _pipeline_json(cfg, ds: dict, flags: dict, text: str, dcfg, where: str, jw: 
         # the engine's partitioned pipe tensors off (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py
         # l. 144-145, 719-761, 826-851): each stage sends every rank's whole output and its gradient, no TP all-gather
         # on arrival, the send step.py pp_comm prices; without a pipeline over TP (is_model_parallel) no effect
-        dcfg.not_modelled[:] = [x for x in dcfg.not_modelled if not x.startswith("pipeline=")]
+        dcfg.not_modelled[:] = [x for x in dcfg.not_modelled if not about(x, "pipeline")]
         shown = fmt_ignored("pipeline", sec)
         if pipe and pp > 1 and tp > 1:
             if "--num-experts" not in flags and not flags.get("--sequence-parallel"):
@@ -853,7 +852,7 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
     # the attention kernel: Megatron-DeepSpeed's flags, not Megatron-LM's --attention-backend
     flash = [f for f in FLASH_FLAGS if f in ds]
     job["attention"] = "flash" if flash else "eager"
-    cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("attention=", "bytes_per_param"))]
+    cfg.assumed[:] = [a for a in cfg.assumed if not (about(a, "attention") or about(a, "bytes_per_param"))]
     assumed.append(listed("assumed", "attention", job['attention'],
                           "" + (f"{flash[0]} (a FlashAttention kernel)" if flash else
                           "no --use-flash-attn* flag: Megatron-DeepSpeed's CoreAttention (baddbmm, fused scale-mask-softmax, "
@@ -890,8 +889,8 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
         if k in dj:
             job[k] = dj[k]
     _host_optimizer(ds, dj, assumed, unmodelled)
-    cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("dp_comm_overlap=false: --overlap-grad-reduce",
-                                                                   "precision=bf16:"))]
+    # the Megatron reader's --overlap-grad-reduce absent and bf16 (--fp16, or neither flag) lines: the JSON's engine runs
+    cfg.assumed[:] = [a for a in cfg.assumed if not (about(a, "dp_comm_overlap", False) or about(a, "precision", "bf16"))]
     if "--overlap-grad-reduce" in flags:
         cfg.ignored.append(noted("ignored", "--overlap-grad-reduce", "Megatron's DDP, not built under DeepSpeed: the "
                                  "JSON's zero_optimization.overlap_comm runs"))
@@ -950,7 +949,7 @@ def _softmax_fp32(cfg, ds: dict, flash: list, ignored: list, assumed: list, not_
     Megatron reader's own reading (Megatron-LM's default false, its --transformer-impl local rule) is replaced."""
     job = cfg.job
     job.pop("attention_softmax_in_fp32", None)
-    cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith("attention_softmax_in_fp32=")]
+    cfg.assumed[:] = [a for a in cfg.assumed if not about(a, "attention_softmax_in_fp32")]
     given = [f for f in ("--attention-softmax-in-fp32", "--no-query-key-layer-scaling") if f in ds]
     at = SOFTMAX_FP32_AT[job["stack"]]
     if flash:
@@ -1006,12 +1005,13 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     cfg.not_modelled += not_modelled + lab_not_modelled
     cfg.unmodelled += unmodelled
     # the JSON reader's lines on what the script decides (its batch, recompute, model parallelism and, from its
-    # --use-flash-attn* flags, the attention core: _engine_settings), not kept
-    drop = ("micro_batch=", "global_batch=", "recompute=none: a DeepSpeed JSON", "tp=pp=cp=1", "batch keys read at",
-            "attention=flash: a DeepSpeed JSON")
+    # --use-flash-attn* flags, the attention core: _engine_settings), not kept, by their first settings (deepspeed.read:
+    # micro_batch, global_batch, recompute none, tp / pp / cp 1 where the command line gives none (here the script's
+    # degrees: never), attention flash; None: its one line that is all rule, the batch keys read at the world size)
+    drop = ("micro_batch", "global_batch", "recompute", "tp", "pp", "cp", None, "attention")
     if "--pad-vocab-size-to" in ds:  # _bigscience gave it as --padded-vocab-size: its own note replaces the reader's
-        cfg.assumed[:] = [a for a in cfg.assumed if not re.match(r"vocab_size=[\d,]+: --padded-vocab-size \(", a)]
-    cfg.assumed += assumed + [x.labeled(label) for x in dcfg.assumed if not x.startswith(drop)]
+        cfg.assumed[:] = [a for a in cfg.assumed if not (about(a, "vocab_size") and a.message == PADDED_VOCAB_RULE)]
+    cfg.assumed += assumed + [x.labeled(label) for x in dcfg.assumed if not any(about(x, k) for k in drop)]
     cfg.stated.update({k: v for k, v in stated.items()})
     cfg.stated["--micro-batch-size"] = flags.get("--micro-batch-size")
     cfg.stated["--zero-stage"] = zs  # absent: Megatron-DeepSpeed's default 1

@@ -295,12 +295,16 @@ def eval_layer_pattern(text: str, where: str, flag: str) -> list[int]:
     return out
 
 
+# the rule of the vocabulary a script's --padded-vocab-size gives (padded_vocab's assumed record; a Megatron-DeepSpeed
+# fork's own padding replaces that record: megatron_deepspeed.merge)
+PADDED_VOCAB_RULE = "--padded-vocab-size (Megatron pads no further)"
+
+
 def padded_vocab(flags: dict, tp: int, where: str, assumed: list[str]) -> int:
     """The vocabulary Megatron builds the embedding and output layer with (module docstring)."""
     if "--padded-vocab-size" in flags:
         v = _int(where, flags, "--padded-vocab-size")
-        assumed.append(listed("assumed", "vocab_size", v, "--padded-vocab-size (Megatron pads no further)",
-                              show=f"{v:,}"))
+        assumed.append(listed("assumed", "vocab_size", v, PADDED_VOCAB_RULE, show=f"{v:,}"))
         return v
     tok = flags.get("--tokenizer-type")
     if "--vocab-size" in flags:
@@ -353,7 +357,7 @@ def catalog_vocab_rows(flags: dict, model: str, v: int, tp: int, where: str,
         f"the tokenizer's {n:,} tokens (--vocab-size, a setting of the run: {model} has {v:,})")
     if "--padded-vocab-size" in flags:
         rows = _int(where, flags, "--padded-vocab-size")
-        how = "--padded-vocab-size (Megatron pads no further)"
+        how = PADDED_VOCAB_RULE
     else:
         rows, how = pad_vocab(flags, n, tp, where)
     if rows == v:

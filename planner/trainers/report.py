@@ -7,8 +7,9 @@ and carries its kind, its settings with their values, its reason (or rule) and t
 (torchtitan.py, torchtitan03.py, megatron.py, megatron_model.py, megatron_deepspeed.py, deepspeed.py,
 megatron_bridge.py, bridge_moe.py, cp_balancer.py and the shared helpers of __init__.py) and the command line's
 laying of options over a file (cli/core.py load_job, field_options.command_line_spellings) make each with listed,
-listed_all or noted; config_report and the stderr note (cli/core.py) take the record and never read the text back
-(tests/test_reader_notes_records.py walks the readers' source for a line built as text):
+listed_all or noted; config_report and the stderr note (cli/core.py) take the record and never read the text back,
+and a reader that drops or replaces a line an earlier reading left finds it by its fields (about), never by its text
+(tests/test_reader_notes_records.py walks the readers' source for a line built or matched as text):
 
 - assumed: `HEAD: RULE` (inferred by that rule); unmodelled: `HEAD: how it is priced`, or `HEAD (how)` (ruled
   False). HEAD is `name=value`, `name=value, name=value`, `name value` (spaced: a flag as a script writes it), a
@@ -138,6 +139,17 @@ def listed_all(kind: str, pairs: list, reason: Optional[str], spaced: bool = Fal
 
     head = (" " if spaced else ", ").join(f"{p[0]}{' ' if spaced else '='}{show(p)}" for p in pairs)
     return Note(head, kind, tuple((p[0], json_value(p[1])) for p in pairs), reason or None, ruled=ruled)
+
+
+def about(line, key: Optional[str], *values) -> bool:
+    """Whether `line` is a record whose first setting is `key` (None: a line that is all rule, noted(kind, None, ...)),
+    its value one of `values` where any is given (as the record holds it, json_value's: True is not 1): how a reader
+    finds a line an earlier reading left, to drop or replace it, by the record's fields, never by the line's text. A
+    str that is no record: False."""
+    if not isinstance(line, Note) or not line.entries:
+        return False
+    k, v = line.entries[0]
+    return k == key and (not values or any(v == x and isinstance(v, bool) == isinstance(x, bool) for x in values))
 
 
 def split_reason(entry: str) -> tuple[str, str]:

@@ -545,8 +545,13 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
                              f"--model {model}: its export writes the flavor of its shape that runs the stack's kernel, "
                              "not this one)")))
     if fl.attn_mask_type == "block_causal":
-        assumed.append(noted("assumed", f"[model] {name} {flavor}", "attn_mask_type block_causal (attention within "
-                             "each document): priced as causal attention over the whole sequence, an upper bound"))
+        assumed.append(noted("assumed", f"[model] {name} {flavor}", BLOCK_CAUSAL_RULE))
+
+
+# the rule of a [model] flavor's block-causal mask (_model_of's assumed record; torchtitan03.read states the mask
+# where the mapping's lines have no such record)
+BLOCK_CAUSAL_RULE = ("attn_mask_type block_causal (attention within each document): priced as causal attention over "
+                     "the whole sequence, an upper bound")
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,

@@ -86,7 +86,7 @@ from .. import files
 from ..errors import PlannerError
 from . import TrainerConfig, fmt_ignored, one_rank_mesh
 from .cp_balancer import BalancerSource, load_balancer
-from .report import Note, listed, listed_all, noted
+from .report import Note, about, listed, listed_all, noted
 
 COMMIT = "release/0.3 @4f9e9a47d"
 STACK = "torchtitan-0.3"
@@ -997,7 +997,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """The launch line in the file at `path` (module docstring), priced on stack torchtitan-0.3. parallel: the
     command line's tp / pp / cp, the mesh the job runs (torchtitan.read_sections)."""
     from . import resolve_gpus
-    from .torchtitan import CITES_03, read_sections
+    from .torchtitan import BLOCK_CAUSAL_RULE, CITES_03, read_sections
 
     where = f"{path}: "
     launch = parse_launch(where, files.read_text(path, "give a torchtitan launch script") if text is None else text)
@@ -1042,6 +1042,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
     job["attention_kernel"] = cf.kernel
     job["attention_backend"] = cf.attn_backend  # what the start-up rules read (startup.TORCHTITAN_VARLEN_CP)
+    # the TOML mapping's line on main's [model] flavor's kernel (torchtitan._model_of: attn_type "flex"), not kept: the
+    # line below says what the config function builds
+    assumed[:] = [a for a in assumed if not about(a, "attention_kernel", "flex")]
     assumed.append(listed("assumed", "attention_kernel", cf.kernel, f"{cf.name} builds its model with attn_backend "
                    f"{cf.attn_backend!r} (no option sets it)" + (
                        "" if cf.kernel == cf.attn_backend else
@@ -1091,12 +1094,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         one_rank_mesh(job, STACK, assumed)
         job.pop("sharding_mode", None)  # the TOML mapping's ddp: the stack's first mode of the level (plan.resolve)
     cfg.fmt = STACK
-    # the TOML mapping's lines on what 0.3 sets in the model config, not by an option: said in 0.3's terms
-    cfg.assumed = [a for a in assumed if not a.startswith("attention_kernel=flex: [model]")]
-    cfg.assumed = [_dispatcher_line(cf) if a.startswith("moe_dispatcher=alltoall: expert_parallel_comm_backend") else a
-                   for a in cfg.assumed]
+    # the TOML mapping's lines on what 0.3 sets in the model config, not by an option: said in 0.3's terms (its
+    # dispatcher: torchtitan.py's expert_parallel_comm_backend default, the one moe_dispatcher line here)
+    cfg.assumed = [_dispatcher_line(cf) if about(a, "moe_dispatcher", "alltoall") else a for a in assumed]
     cfg.assumed = [_in_03_terms(a, cf) for a in cfg.assumed]
-    if not any("block_causal" in a for a in cfg.assumed):
+    if not any(a.message == BLOCK_CAUSAL_RULE for a in cfg.assumed):  # the mapping said the mask (torchtitan._model_of)
         cfg.assumed.append(listed("assumed", "attention mask", "block_causal", f"{cf.name}'s attention, as every "
                                   "0.3.0 language model's (models/common/config_utils.py get_attention_config l. 76-81: "
                                   "the dataloaders emit per-document positions), attends within each document; priced "
@@ -1126,23 +1128,19 @@ def _dispatcher_line(cf: ConfigFunction) -> Note:
                       "(TORCHTITAN_HYBRIDEP)")
 
 
-def _in_03_terms(line, cf: ConfigFunction):
+def _in_03_terms(line: Note, cf: ConfigFunction) -> Note:
     """The TOML reader's lines on the model, said in 0.3.0's terms: the config function's model_registry flavor,
     whose numbers are main's flavor of the same key (torchtitan_flavors.TORCHTITAN_03), not a [model] table. A
-    record's head and rule are reworded apart (Note.reworded), its settings and values kept; a line of the shared
-    helpers still written as text (trainers/__init__.py) as text."""
+    record's head and rule are reworded apart (Note.reworded), its settings and values kept (every line a record:
+    tests/test_reader_notes_records.py)."""
     name, flavor = cf.flavor
     words = [(f"torchtitan [model] name {name!r} flavor {flavor!r} (torchtitan @e347b1e5e ",
               f"--module {cf.module} --config {cf.name}: model_registry({flavor!r}), the numbers of main's {name} "
               f"{flavor} (torchtitan @e347b1e5e "),
              (f"[model] {name} {flavor}", f"{cf.name}'s model_registry({flavor!r})")]
-    if not isinstance(line, Note):
-        for old, new in words:
-            line = line.replace(old, new)
-        return line
     for old, new in words:
         line = line.reworded(old, new)
-    if line.head == f"model code {name}" and (line.message or "").startswith(f"[model] name {name!r},"):
+    if about(line, "model code", name):  # torchtitan.model_code_line's: '[model] name NAME, the code ...' in 0.3's terms
         line = line.reworded(f"[model] name {name!r},", f"--module {cf.module},")
     return line
 
@@ -1214,12 +1212,12 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
         if key == "parallelism.enable_sequence_parallel":
             if v is False and job.get("tp", 1) > 1:
                 job["sequence_parallel"] = False
-                assumed[:] = [a for a in assumed if not a.startswith("sequence_parallel=true")]
+                assumed[:] = [a for a in assumed if not about(a, "sequence_parallel", True)]
                 assumed.append(listed("assumed", "sequence_parallel", False,
                                       "--parallelism.no-enable-sequence-parallel (TP without "
                                       "SequenceParallel, configs.py l. 160)"))
             elif job.get("tp", 1) > 1:
-                assumed[:] = [a if not a.startswith("sequence_parallel=true") else
+                assumed[:] = [a if not about(a, "sequence_parallel", True) else
                               listed("assumed", "sequence_parallel", True, "parallelism.enable_sequence_parallel "
                                      f"{'true' if stated else 'default true'} (configs.py l. 160)") for a in assumed]
             elif stated:
