@@ -334,8 +334,10 @@ References
     T h elements (runtime/utils.py PartitionedTensor.full l. 671-688, even split), blocking. In the backward a stage
     that partitioned its output rebuilds it the same way (l. 826-838) and the gradient it receives, sent as the
     sender's 1 / tp part, too (l. 840-851). So per micro-batch a send of T h / tp each way and, on a middle stage,
-    three all-gathers of T h bf16 over the TP group (pp 2: two, on the first stage; the last stage one): priced as
-    the busiest stage's (3 if pp > 2 else 2), on the TP tier, exposed as the send is (the stack overlaps no p2p).
+    three all-gathers of T h bf16 over the TP group (the first stage two, the last stage one): priced per stage, each
+    stage's own count in its own micro-batch (pp_comm; critical_stage adds them to that stage's time: before issue 22
+    critstage2 the busiest stage's count rode on every send, so a middle stage's four blocking sends paid it twice),
+    on the TP tier, blocking (exposed whole: the stack overlaps no p2p).
     The partition's meta tensor, a few int64 sent beside each part (one more p2p latency), is not priced.
     Only a dense plan without SP runs it (pipe_partitioned): MoE and SP plans at pp > 1 x tp > 1 need it off.
     Activations only (Stack.pipeline_send_partitioned_grads false: microsoft/DeepSpeed a12aaedc, before
@@ -345,8 +347,8 @@ References
     that sent a part rebuilds its output by part_output.full() before it receives the gradient (_exec_recv_grads
     l. 914-924), and the gradient goes back whole, T h (_exec_send_grads l. 849-856: buffer.grad of the rebuilt
     input); PartitionedTensor.full is a dist.all_gather over the group (runtime/utils.py l. 470-491). So per
-    micro-batch a send of T h / tp forward, T h backward, and on a middle stage two all-gathers (pp 2: one on
-    each stage): the busiest stage's (2 if pp > 2 else 1).
+    micro-batch a send of T h / tp forward, T h backward, and on a middle stage two all-gathers (the first and the
+    last stage one each), per stage as above.
 [26] Which compute a zero2 mode's per-micro-batch gradient reductions hide behind (dp_comm, the mode's grad_reduce
     microbatch). By default (overlap.grad_reduce_queued false) the runtime waits for a micro-batch's reductions at
     the end of its backward, so each hides behind that backward (comp.bwd_mb) and the last bucket never hides:
@@ -1985,15 +1987,20 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     part = pipe_partitioned(sc)
     tp = np.maximum(plan.tp, 1)
     pp_send = coll(comm.SEND_RECV, np.where(part, pp_msg / tp, pp_msg), plan.pp, coll.strides["pp"])
-    # DeepSpeed's partitioned pipe tensors [25]: the busiest stage's all-gathers of the whole T h over its TP group,
-    # waited on before the kernel that needs them, one a send (the two a micro-batch: 2 x per_send)
-    n_ag = np.where(plan.pp > 2, 3.0, 2.0)
+    # DeepSpeed's partitioned pipe tensors [25]: each stage's own all-gathers of the whole T h over its TP group a
+    # micro-batch, waited on before the kernel that needs them (blocking, beside the sends, not among them): the
+    # received input's on every stage but the first (engine.py @38327e07 l. 719-733), and on every stage but the last
+    # its output's rebuild in the backward (l. 826-838) and the partitioned gradient's it receives (l. 840-851): the
+    # first stage 2, a middle one 3, the last 1; activations only, the output's rebuild alone on the sending side
+    # (a12aaedc _exec_recv_grads l. 914-924): 1, 2, 1. Each stage's with its own time (critical_stage adds it to that
+    # stage's, as its sends), where the busiest stage's count rode on every stage's sends before (issue 22)
+    ag_send = 2.0  # the sending side's (output rebuilt, partitioned gradient received)
     if not sc.stack.pipeline_send_partitioned_grads:  # the stack's runtime (not searched): activations only [25]
         whole = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])  # the gradient, sent whole
         pp_send = (pp_send + np.where(part, whole, pp_send)) / 2.0  # the mean of the two sends a micro-batch
-        n_ag = np.where(plan.pp > 2, 2.0, 1.0)
-    per_send = np.where(part, n_ag / 2.0 * coll(comm.ALL_GATHER, pp_msg, tp, coll.strides["tp"]), 0.0)
-    pp_send = pp_send + per_send
+        ag_send = 1.0
+    ag = np.where(part, coll(comm.ALL_GATHER, pp_msg, tp, coll.strides["tp"]), 0.0)
+    n_ag = {"first": ag_send, "mid": ag_send + 1.0, "last": 1.0}  # the receiving side's one
     p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
 
@@ -2013,7 +2020,7 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
         count = (2.0 * sends if sc.stack.pipeline_p2p_sequential else sends) if st == "mid" else ends
         # the warm-up's and flush's waited transfers in the same proportion (pp_warmup_flush counts a middle stage's 2 a
         # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off
-        return (count * np.where(overlapped, hidden, pp_send),
+        return (count * np.where(overlapped, hidden, pp_send) + n_ag[st] * ag,
                 _warmup_flush(sc, flush, (pp_send - hidden) * count / sends))
 
     out = {st: stage(st) for st in comm_stages(sc)}
