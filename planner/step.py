@@ -479,7 +479,7 @@ from .layers.attention import dense_windows, mean_causal_keys
 from .layers.common import ACT_BYTES, muon_local, shapes
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
-                     fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
+                     fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, mtp_recomputed, params_of, recompute_fraction, recomputed_layers,
                      stage_param_split, muon_largest_params, muon_layout_excess, muon_params_of, muon_other_chunks)
 from . import offload
 from .params import count_params
@@ -1157,17 +1157,50 @@ def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
         return np.float64(0.0)
     h = sc.settings.model.hidden_size
     proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision, sc.gemm_cal)
-    # selective recompute re-runs part of the module's layer, full recompute its whole forward (Megatron-LM @d98e8a64
-    # megatron/core/transformer/multi_token_prediction.py l. 1705-1706: recompute_granularity 'full' runs the MTP
-    # layer through _checkpointed_forward, whatever recompute_num_layers says; memory.mtp_stored prices the plan's
-    # recompute the same way), unless the stack's checkpointing leaves the MTP modules out (memory.mtp_checkpointed
-    # false: torchtitan 0.3, memory.mtp_stored)
+    # selective recompute re-runs part of the module's layer; full recompute the module's projection and layer, one
+    # checkpoint, under the uniform method, and nothing under the block one (Megatron-LM @d98e8a64
+    # megatron/core/transformer/multi_token_prediction.py l. 1705-1719: recompute_granularity 'full' runs
+    # _checkpointed_forward, l. 1621-1651: uniform checkpoints _proj_and_transformer_layer, block warns 'not
+    # supported for MTP yet' and runs it without recompute), the share memory.mtp_recomputed prices the module's
+    # activations with (before issue 22 critstage2 the step re-ran the layer alone, under block too); none where
+    # the stack's checkpointing leaves the MTP modules out (memory.mtp_checkpointed false: torchtitan 0.3)
     covered = sc.stack.memory.mtp_checkpointed is not False  # a stack setting
+    again = mtp_recomputed(sc.settings, sc.plan)  # 1 or 0 a plan: the module's forward once more
     layers = 0.0
     for k in ll.mtp_kinds:  # the module's layers (one of the last layer's kind, or a hybrid MTP pattern's)
-        rerun = lt.sel[k] + np.where(sc.plan.recompute == RC_FULL, lt.fwd[k], 0.0) if covered else 0.0
+        rerun = (lt.sel[k] if covered else 0.0) + again * lt.fwd[k]
         layers = layers + (lt.fwd[k] + lt.bwd[k] + rerun)
-    return float(ll.mtp) * (layers + 3.0 * proj["mtp_proj"] / sc.speed + logits)
+    return float(ll.mtp) * (layers + (3.0 + again) * proj["mtp_proj"] / sc.speed + logits)
+
+
+def mtp_passes(sc: StepCtx, lt: LayerTimes, logits) -> tuple:
+    """mtp_time split as stage_passes splits a stage: (forward, backward, forward GEMMs) per micro-batch of the
+    multi-token prediction modules on the last stage. The forward: each module's layers as GPU work (stage_windows'
+    rule, without the MoE host gaps), its projection's forward GEMM and a third of its output layer and loss
+    (head_time's 3x); the backward: the layers' backward with the re-runs mtp_time prices (selective's, full
+    recompute's forward of the layer as GPU work and of the projection) and two thirds of the projection's and the
+    head's; the forward GEMMs the layers'
+    and the projection's. The modules run after the main model's last layer inside the last stage's forward and
+    their backward before its layers' (Megatron-LM @d98e8a64 megatron/core/models/gpt/gpt_model.py forward: the
+    MultiTokenPredictionBlock after the decoder, before the loss), in the same passes: the windows a DP transfer
+    of the last stage hides behind, and the last stage's pass ratio in the bubble."""
+    ll = sc.ll
+    zero = np.float64(0.0)
+    if not ll.mtp:
+        return zero, zero, zero
+    h = sc.settings.model.hidden_size
+    proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision,
+                       sc.gemm_cal)["mtp_proj"] / sc.speed
+    covered = sc.stack.memory.mtp_checkpointed is not False  # a stack setting (mtp_time's)
+    again = mtp_recomputed(sc.settings, sc.plan)  # mtp_time's re-run share
+    fwd, bwd, gemm = zero, zero, zero
+    for k in ll.mtp_kinds:
+        lf = lt.fwd[k] - lt.host_fwd[k]
+        rerun = (lt.sel[k] if covered else 0.0) + again * lf
+        fwd, bwd, gemm = fwd + lf, bwd + lt.bwd[k] + rerun, gemm + lt.gemm_fwd[k]
+    m = float(ll.mtp)
+    return (m * (fwd + proj + logits / 3.0), m * (bwd + (2.0 + again) * proj + logits * 2.0 / 3.0),
+            m * (gemm + proj))
 
 
 def _proj_shape(h, sc):
@@ -1279,17 +1312,23 @@ def stage_passes(sc: StepCtx, lt: LayerTimes, logits) -> tuple:
     stage's forward + backward (Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py
     forward_backward_pipelining_without_interleaving: warm-up l. 2333-2376, steady 1F1B l. 2378-2448, cool-down
     l. 2450-2480, every pass between blocking p2p with its neighbours, so the pipeline runs at the slowest stage's pace, step_time's t_mb). The bf16
-    layers' extra and the multi-token prediction modules (bf16_end_layers, mtp_time) are in the stage's compute but
-    not split into these passes (their windows left out: less hidden, never more)."""
+    layers' extra (bf16_end_passes: forward, backward with full recompute's re-run of them, forward GEMMs) is in the
+    passes of the stage holding them, and the multi-token prediction modules (mtp_passes) in the last stage's, as
+    compute_time adds them to the stages' compute: the DP transfers a stage hides and the bubble's pass ratio read
+    the same stage's whole work (issue 22, critstage2; they were left out of the passes before)."""
     def passes(st, head=0.0):
         lf, lb = stage_windows(sc, lt, st)
         n, rc = sc.nf(st), sc.rc[st]
         return (n * lf + head / 3.0, n * (lb + sc.mean(st, lt.sel)) + rc * lf + head * 2.0 / 3.0,
                 n * sc.mean(st, lt.gemm_fwd))
 
-    first, last = passes("first"), passes("last", logits)
+    def plus(a, b):
+        return tuple(x + y for x, y in zip(a, b))
+
+    b_first, b_mid, b_last = bf16_end_passes(sc, lt)
+    first, last = plus(passes("first"), b_first), plus(plus(passes("last", logits), b_last), mtp_passes(sc, lt, logits))
     # no plan with a middle stage (comm_stages): compute_time's middle is -inf, never picked; its passes are not read
-    mid = passes("mid") if "mid" in comm_stages(sc) else (np.float64(0.0),) * 3
+    mid = plus(passes("mid"), b_mid) if "mid" in comm_stages(sc) else (np.float64(0.0),) * 3
     dual = dualpipe_pairs(sc.plan)
     if np.any(dual):  # the end ranks run stage 0 and stage p - 1 paired (dualpipe_end_rank)
         last = tuple(np.where(dual, 0.5 * (f + x), x) for f, x in zip(first, last))
@@ -1421,18 +1460,60 @@ def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
     most). Each costs its own kind's forward + backward at bf16 instead of the plan's precision, counted by kind from
     the layers the stage holds (pipeline.stage_end_kinds: DeepSeek-V2-Lite's dense layer 0 is priced as the dense
     layer it is, not as the stage's mean layer, which the MoE layers dominate). With pp = 1 both ends are on the one
-    stage, the last's."""
+    stage, the last's. Under full recompute the bf16 layers the plan re-runs re-run at bf16 too (their forward's
+    extra once more): the re-run calls each layer under its own quantization context, get_fp8_context(config,
+    layer.layer_number - 1), nullcontext for a bf16 layer (megatron/core/recompute.py @d98e8a64 custom_forward
+    l. 79-91, 108), and which of them re-run follows --recompute-method (pipeline.stage_end_kinds rerun: uniform
+    every layer, block each chunk's first n). bf16_end_passes' forward + backward and the host gaps' extra, per
+    stage."""
+    return tuple(f + b + h for f, b, _, h in _bf16_end(sc, lt))
+
+
+def bf16_end_passes(sc: StepCtx, lt: LayerTimes) -> tuple:
+    """bf16_end_layers split as stage_passes splits a stage: per stage (first, middle, last) the bf16 layers'
+    (forward, backward, forward GEMMs) extra per micro-batch over the plan's precision. The forward as GPU work
+    (stage_windows' rule: fwd less the MoE host gaps), the backward with selective recompute's share and, on the
+    layers full recompute re-runs (stage_end_kinds rerun), the forward's again; the forward GEMMs' extra the
+    weight-gradient share reads."""
+    return tuple(x[:3] for x in _bf16_end(sc, lt))
+
+
+def _bf16_end(sc: StepCtx, lt: LayerTimes) -> tuple:
+    """Per stage (first, middle, last) the bf16 layers' (forward, backward, forward GEMMs, MoE host gaps) extra per
+    micro-batch (bf16_end_passes' three, and the host gaps' bf16_end_layers adds, as compute_time's stage() adds
+    (n + rc) host_fwd to the windows). Once per layer times in sc.memo (compute_time and stage_passes each read it)."""
+    zero = np.float64(0.0)
     n0, n1 = sc.settings.bf16_layers
     if not (n0 or n1):
-        return np.float64(0.0), np.float64(0.0), np.float64(0.0)
+        return ((zero,) * 4,) * 3
+    hit = sc.memo.get("bf16_end")
+    if hit is not None and hit[0] is lt:
+        return hit[1]
     plan = sc.plan  # a PlanArrays, or a KeyedPlan under the search's keyed floors (group_floor): with_fields takes both
     lt16 = layer_times(_context(sc.settings, with_fields(plan, precision=np.zeros_like(plan.precision))))
-    # each kind's extra seconds at bf16 (f + b + s), weighted by the bf16 layers of that kind each stage holds
-    delta = [np.where(sc.fp8, (f16 + b16 + s16) - (f + b + s), 0.0)
-             for f16, b16, s16, f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel, lt.fwd, lt.bwd, lt.sel)]
+    # each kind's extra seconds at bf16, weighted by the bf16 layers of that kind each stage holds
+    fp8 = sc.fp8
+    d_f = [np.where(fp8, (f16 - h16) - (f - h), 0.0)
+           for f16, h16, f, h in zip(lt16.fwd, lt16.host_fwd, lt.fwd, lt.host_fwd)]
+    d_b = [np.where(fp8, (b16 + s16) - (b + s), 0.0) for b16, s16, b, s in zip(lt16.bwd, lt16.sel, lt.bwd, lt.sel)]
+    d_g = [np.where(fp8, g16 - g, 0.0) for g16, g in zip(lt16.gemm_fwd, lt.gemm_fwd)]
+    d_h = [np.where(fp8, h16 - h, 0.0) for h16, h in zip(lt16.host_fwd, lt.host_fwd)]  # the host gaps' (forward)
+    counts = stage_end_kinds(sc.ll, plan, n0, n1)
+    # the re-run bf16 layers: every one under the uniform method (no recompute_layers), else the block window's
+    cap = sc.settings.recompute_layers  # a job setting, not searched
+    reruns = counts if cap is None else stage_end_kinds(sc.ll, plan, n0, n1, rerun=True, cap=cap)
+    full = plan.recompute == RC_FULL
     one = plan.pp == 1
-    first, mid, last = (weighted(c, delta) for c in stage_end_kinds(sc.ll, plan, n0, n1))
-    return np.where(one, 0.0, first), np.where(plan.pp > 2, mid, 0.0), last
+    keep = (np.where(one, 0.0, 1.0), np.where(plan.pp > 2, 1.0, 0.0), np.float64(1.0))  # first, middle, last
+    out = []
+    for c, r, k in zip(counts, reruns, keep):
+        fwd = weighted(c, d_f)
+        bwd = weighted(c, d_b) + np.where(full, weighted(r, d_f), 0.0)
+        host = weighted(c, d_h) + np.where(full, weighted(r, d_h), 0.0)  # compute_time's total, not a window
+        out.append((k * fwd, k * bwd, k * weighted(c, d_g), k * host))
+    out = tuple(out)
+    sc.memo["bf16_end"] = (lt, out)
+    return out
 
 
 # ----------------------------------------------------------------------------- collectives
