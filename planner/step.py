@@ -2155,7 +2155,15 @@ def sp_partial_elements(sc: StepCtx) -> np.ndarray:
     projections and latent norms, the router, the row-parallel linears' biases), the final norm and the MTP modules' on
     the last, the embedding's norm on the first (with one stage both ends). Without SP, the query/key norms alone
     (BlockParams.qk_norm: each TP rank's from its own heads; the layers' and the MTP modules'). The stage with the most
-    (first, middle, last)."""
+    (first, middle, last): the all-reduce is a step-end term, not a micro-batch one. Each stage runs its own after its
+    own schedule (Megatron-LM @d98e8a64 megatron/core/distributed/finalize_model_grads.py finalize_model_grads l. 661,
+    _allreduce_non_tensor_model_parallel_grads over the stage's TP group), and the optimizer step that follows waits
+    on every stage: the gradient norm's all-reduce over the grad-stats group, the model-parallel group with its
+    pipeline stages or the whole world under the distributed optimizer (megatron/core/optimizer/clip_grads.py
+    get_grad_norm_fp32 l. 127-134, the L2 norm's; l. 99-106 the max's; optimizer.py get_grad_stats_parallel_group
+    l. 322-328). So the step ends after the stage whose all-reduce is the largest, whatever stage is critical in the
+    micro-batches (issue 22 critstage2: the largest is the right stage; its time rides beside the DP traffic's own
+    largest stage, _dp_stage_params, each taken apart: an upper bound where the two are different stages)."""
     settings, plan = sc.settings, sc.plan
     pc = count_params(settings.model)
     sp = plan.sp > 0
@@ -2453,7 +2461,16 @@ def _expert_stage(sc: StepCtx, pc, split, mid, dual):
     the last stage (as params_of counts its experts). At ep 1 torchtitan leaves the experts in the block's unit (one
     collective with the dense parameters): still priced as their own collectives here (assumed, their latency terms
     extra). Integers from the stage's layer counts (pipeline.stage_kind_counts),
-    where ceil(e / (p_dp / n)) before counted dense-layer-sized buckets of experts, a float ratio."""
+    where ceil(e / (p_dp / n)) before counted dense-layer-sized buckets of experts, a float ratio.
+
+    Why the stage with the most, not the critical one (issue 22 critstage2): _dp_stage_params' rule. Every stage
+    reduces (and, sharded, gathers) its own experts over its own expert-data-parallel group, and the step waits on the
+    last of them (the optimizer step's gradient-norm all-reduce over every stage, megatron/core/optimizer/clip_grads.py
+    @d98e8a64 get_grad_norm_fp32 l. 127-134); the expert traffic hides in the same compute windows (the critical
+    stage's passes, whose pace every stage keeps), so the stage whose traffic is the largest is the one whose exposed
+    share is the largest. Where a mode moves it every micro-batch (FSDP, ZeRO-2), what a stage leaves exposed delays
+    that stage's own micro-batches, which critical_stage does not add (a named approximation, the dense traffic's
+    too)."""
     plan = sc.plan
     moe_kind = [1.0 if k.has_experts else 0.0 for k in pc.layers.kinds]
     mtp = float(pc.layers.mtp_built) * sum(moe_kind[k] for k in pc.layers.mtp_kinds) if pc.layers.mtp else 0.0
@@ -2529,7 +2546,15 @@ def zero3_rerun_share(sc: StepCtx, p_local):
     the re-run and the backward (those with 2 x the parameters after them at or above stage3_max_reuse_distance);
     0 on a stack without fsdp.zero3_rerun_regathers. The re-run's own gathers replace the backward's of the modules
     kept (2 + released share in all, fsdp_traffic's 2 + this). The routed experts' rows count in the distance, not in
-    the share (p_local is dense); their own gathers take the dense count (dp_expert_comm's n_ag: assumed)."""
+    the share (p_local is dense); their own gathers take the dense count (dp_expert_comm's n_ag: assumed).
+
+    Why the middle stage's counts: every stack that sets zero3_rerun_regathers (or fsdp_prefetch_depth 1,
+    zero3_sync_gathers) is a DeepSpeed one (startup_rules deepspeed), whose pipeline engine refuses ZeRO-2 and
+    ZeRO-3 (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py PipelineEngine.__init__ l. 77-78, start-up
+    rule DEEPSPEED_PP_ZERO; Megatron-DeepSpeed's --no-pipeline-parallel asserts pp 1, megatron/arguments.py @f4157bea
+    l. 94-96), so a ZeRO-3 plan has one stage, and at pp 1 the middle slot's counts are that stage's whole model
+    (pipeline._stage_chunks at p 1), the stage whose time these gathers add to: no other stage to price (issue 22
+    critstage2)."""
     if not sc.stack.fsdp.zero3_rerun_regathers or sc.settings.zero3 is None or sc.rc is None:
         return np.float64(0.0)
     from .memory import zero3_modules
@@ -2662,7 +2687,8 @@ def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_
     (bucket_flushes) are reduced on the same process group as the gathers (reduction_stream; NCCL runs one group's
     collectives in order) and waited by the next fetch's device synchronize: in the backward cycle each is
     communication after its element. The parameters outside the layers (p_local less the layers': embedding,
-    output layer) are gathered once a pass and reduced once a backward, exposed whole."""
+    output layer) are gathered once a pass and reduced once a backward, exposed whole. The middle stage's counts are
+    the one stage's whole model: a ZeRO-3 plan runs at pp 1 on every DeepSpeed stack (zero3_rerun_share's why)."""
     from .memory import zero3_modules
     plan, ctx, hw, z3 = sc.plan, sc.ctx, sc.settings.hardware, sc.settings.zero3
     reuse, live = float(z3["stage3_max_reuse_distance"]), float(z3["stage3_max_live_parameters"])
