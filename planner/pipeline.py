@@ -835,13 +835,22 @@ def stage_end_layers(num_layers: int, plan, n0: int, n1: int) -> tuple:
     return tuple(per_plan(configs, ends[:, i]) for i in range(3))
 
 
-def stage_end_kinds(ll, plan, n0: int, n1: int) -> tuple:
+def stage_end_kinds(ll, plan, n0: int, n1: int, rerun: bool = False, cap=None) -> tuple:
     """stage_end_layers by layer kind: (stage 0, the middle stage with the most, stage p - 1) of (K, ...) counts of
     each kind among the layers whose global index is below n0 or at least L - n1 (the same ranges, chunk by chunk,
     fp8_utils.py @d98e8a64 l. 711-727), from the layer list's own placement of kinds (ll.count), so that a model
     whose first layers are of another kind (DeepSeek's first dense layers before its MoE ones) prices the bf16
     layers it really holds. The middle entry: the middle stage holding the most bf16 layers (the first such stage
-    on ties), zeros with fewer than 3 stages; with one stage all three are the whole model's."""
+    on ties), zeros with fewer than 3 stages; with one stage all three are the whole model's.
+
+    rerun True: of those, the ones full recompute re-runs, on the same three stages (the middle one still the stage
+    holding the most bf16 layers): Megatron-LM's block method checkpoints the layers at index below
+    --recompute-num-layers n of each model chunk's own list (megatron/core/recompute.py @d98e8a64 l. 167-181,
+    `layer_idx < recompute_num_layers` over the chunk's num_layers_per_pipeline_rank = len(self.layers),
+    transformer_block.py l. 334), so a chunk's first n layers: cap is a GPU's recompute_layers (the readers' n x vpp,
+    trainers/megatron.py), n = cap // vpp a chunk; cap None (the uniform method, l. 157-166: every layer, in groups
+    of n) every bf16 layer. (Under fp8 / fp4 the block method shifts its window past layers whose input needs no
+    gradient, l. 173-180: in training every chunk's input does, the embedding's output or the received tensor.)"""
     L = int(ll.num_layers)
     lo_end = max(L - int(n1), int(n0))
     configs = _Configs(plan, microbatches=False)
@@ -853,7 +862,12 @@ def stage_end_kinds(ll, plan, n0: int, n1: int) -> tuple:
         # (K, p v): each chunk's layers of each kind below n0, and at or above lo_end
         per = ll.count(a, np.minimum(b, n0)) + ll.count(np.maximum(a, lo_end), b)
         stage = per.reshape(K, v, p).sum(axis=1)  # chunk j = c p + s on stage s
-        mid = stage[:, 1 + int(np.argmax(stage[:, 1:p - 1].sum(axis=0)))] if p > 2 else np.zeros(K)
+        k_mid = 1 + int(np.argmax(stage[:, 1:p - 1].sum(axis=0))) if p > 2 else None
+        if rerun and cap is not None:  # the block method's window: each chunk's first cap // v layers
+            top = np.minimum(b, a + int(cap) // (v if p > 1 else 1))  # one stage: one chunk (chunk_starts)
+            per = ll.count(a, np.minimum(top, n0)) + ll.count(np.maximum(a, lo_end), top)
+            stage = per.reshape(K, v, p).sum(axis=1)
+        mid = stage[:, k_mid] if p > 2 else np.zeros(K)
         rows.append((stage[:, 0], mid, stage[:, p - 1]))
     table = np.asarray(rows, dtype=np.float64)  # (U, 3, K)
     table = table[configs.inverse]

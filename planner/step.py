@@ -334,8 +334,10 @@ References
     T h elements (runtime/utils.py PartitionedTensor.full l. 671-688, even split), blocking. In the backward a stage
     that partitioned its output rebuilds it the same way (l. 826-838) and the gradient it receives, sent as the
     sender's 1 / tp part, too (l. 840-851). So per micro-batch a send of T h / tp each way and, on a middle stage,
-    three all-gathers of T h bf16 over the TP group (pp 2: two, on the first stage; the last stage one): priced as
-    the busiest stage's (3 if pp > 2 else 2), on the TP tier, exposed as the send is (the stack overlaps no p2p).
+    three all-gathers of T h bf16 over the TP group (the first stage two, the last stage one): priced per stage, each
+    stage's own count in its own micro-batch (pp_comm; critical_stage adds them to that stage's time: before issue 22
+    critstage2 the busiest stage's count rode on every send, so a middle stage's four blocking sends paid it twice),
+    on the TP tier, blocking (exposed whole: the stack overlaps no p2p).
     The partition's meta tensor, a few int64 sent beside each part (one more p2p latency), is not priced.
     Only a dense plan without SP runs it (pipe_partitioned): MoE and SP plans at pp > 1 x tp > 1 need it off.
     Activations only (Stack.pipeline_send_partitioned_grads false: microsoft/DeepSpeed a12aaedc, before
@@ -345,8 +347,8 @@ References
     that sent a part rebuilds its output by part_output.full() before it receives the gradient (_exec_recv_grads
     l. 914-924), and the gradient goes back whole, T h (_exec_send_grads l. 849-856: buffer.grad of the rebuilt
     input); PartitionedTensor.full is a dist.all_gather over the group (runtime/utils.py l. 470-491). So per
-    micro-batch a send of T h / tp forward, T h backward, and on a middle stage two all-gathers (pp 2: one on
-    each stage): the busiest stage's (2 if pp > 2 else 1).
+    micro-batch a send of T h / tp forward, T h backward, and on a middle stage two all-gathers (the first and the
+    last stage one each), per stage as above.
 [26] Which compute a zero2 mode's per-micro-batch gradient reductions hide behind (dp_comm, the mode's grad_reduce
     microbatch). By default (overlap.grad_reduce_queued false) the runtime waits for a micro-batch's reductions at
     the end of its backward, so each hides behind that backward (comp.bwd_mb) and the last bucket never hides:
@@ -538,7 +540,7 @@ from .layers.attention import dense_windows, mean_causal_keys
 from .layers.common import ACT_BYTES, muon_distributed, muon_local, shapes
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
-                     fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, params_of, recompute_fraction, recomputed_layers,
+                     fp8_allgather_on, mfsdp_fusion_overridden, mfsdp_hook_unfused, tp_collectives_rerun, master_bytes, mtp_recomputed, params_of, recompute_fraction, recomputed_layers,
                      stage_param_split, muon_largest_params, muon_layout_excess, muon_params_of, muon_other_chunks)
 from . import offload
 from .params import count_params
@@ -1216,17 +1218,50 @@ def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
         return np.float64(0.0)
     h = sc.settings.model.hidden_size
     proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision, sc.gemm_cal)
-    # selective recompute re-runs part of the module's layer, full recompute its whole forward (Megatron-LM @d98e8a64
-    # megatron/core/transformer/multi_token_prediction.py l. 1705-1706: recompute_granularity 'full' runs the MTP
-    # layer through _checkpointed_forward, whatever recompute_num_layers says; memory.mtp_stored prices the plan's
-    # recompute the same way), unless the stack's checkpointing leaves the MTP modules out (memory.mtp_checkpointed
-    # false: torchtitan 0.3, memory.mtp_stored)
+    # selective recompute re-runs part of the module's layer; full recompute the module's projection and layer, one
+    # checkpoint, under the uniform method, and nothing under the block one (Megatron-LM @d98e8a64
+    # megatron/core/transformer/multi_token_prediction.py l. 1705-1719: recompute_granularity 'full' runs
+    # _checkpointed_forward, l. 1621-1651: uniform checkpoints _proj_and_transformer_layer, block warns 'not
+    # supported for MTP yet' and runs it without recompute), the share memory.mtp_recomputed prices the module's
+    # activations with (before issue 22 critstage2 the step re-ran the layer alone, under block too); none where
+    # the stack's checkpointing leaves the MTP modules out (memory.mtp_checkpointed false: torchtitan 0.3)
     covered = sc.stack.memory.mtp_checkpointed is not False  # a stack setting
+    again = mtp_recomputed(sc.settings, sc.plan)  # 1 or 0 a plan: the module's forward once more
     layers = 0.0
     for k in ll.mtp_kinds:  # the module's layers (one of the last layer's kind, or a hybrid MTP pattern's)
-        rerun = lt.sel[k] + np.where(sc.plan.recompute == RC_FULL, lt.fwd[k], 0.0) if covered else 0.0
+        rerun = (lt.sel[k] if covered else 0.0) + again * lt.fwd[k]
         layers = layers + (lt.fwd[k] + lt.bwd[k] + rerun)
-    return float(ll.mtp) * (layers + 3.0 * proj["mtp_proj"] / sc.speed + logits)
+    return float(ll.mtp) * (layers + (3.0 + again) * proj["mtp_proj"] / sc.speed + logits)
+
+
+def mtp_passes(sc: StepCtx, lt: LayerTimes, logits) -> tuple:
+    """mtp_time split as stage_passes splits a stage: (forward, backward, forward GEMMs) per micro-batch of the
+    multi-token prediction modules on the last stage. The forward: each module's layers as GPU work (stage_windows'
+    rule, without the MoE host gaps), its projection's forward GEMM and a third of its output layer and loss
+    (head_time's 3x); the backward: the layers' backward with the re-runs mtp_time prices (selective's, full
+    recompute's forward of the layer as GPU work and of the projection) and two thirds of the projection's and the
+    head's; the forward GEMMs the layers'
+    and the projection's. The modules run after the main model's last layer inside the last stage's forward and
+    their backward before its layers' (Megatron-LM @d98e8a64 megatron/core/models/gpt/gpt_model.py forward: the
+    MultiTokenPredictionBlock after the decoder, before the loss), in the same passes: the windows a DP transfer
+    of the last stage hides behind, and the last stage's pass ratio in the bubble."""
+    ll = sc.ll
+    zero = np.float64(0.0)
+    if not ll.mtp:
+        return zero, zero, zero
+    h = sc.settings.model.hidden_size
+    proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision,
+                       sc.gemm_cal)["mtp_proj"] / sc.speed
+    covered = sc.stack.memory.mtp_checkpointed is not False  # a stack setting (mtp_time's)
+    again = mtp_recomputed(sc.settings, sc.plan)  # mtp_time's re-run share
+    fwd, bwd, gemm = zero, zero, zero
+    for k in ll.mtp_kinds:
+        lf = lt.fwd[k] - lt.host_fwd[k]
+        rerun = (lt.sel[k] if covered else 0.0) + again * lf
+        fwd, bwd, gemm = fwd + lf, bwd + lt.bwd[k] + rerun, gemm + lt.gemm_fwd[k]
+    m = float(ll.mtp)
+    return (m * (fwd + proj + logits / 3.0), m * (bwd + (2.0 + again) * proj + logits * 2.0 / 3.0),
+            m * (gemm + proj))
 
 
 def _proj_shape(h, sc):
@@ -1339,17 +1374,23 @@ def stage_passes(sc: StepCtx, lt: LayerTimes, logits) -> tuple:
     stage's forward + backward (Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py
     forward_backward_pipelining_without_interleaving: warm-up l. 2333-2376, steady 1F1B l. 2378-2448, cool-down
     l. 2450-2480, every pass between blocking p2p with its neighbours, so the pipeline runs at the slowest stage's pace, step_time's t_mb). The bf16
-    layers' extra and the multi-token prediction modules (bf16_end_layers, mtp_time) are in the stage's compute but
-    not split into these passes (their windows left out: less hidden, never more)."""
+    layers' extra (bf16_end_passes: forward, backward with full recompute's re-run of them, forward GEMMs) is in the
+    passes of the stage holding them, and the multi-token prediction modules (mtp_passes) in the last stage's, as
+    compute_time adds them to the stages' compute: the DP transfers a stage hides and the bubble's pass ratio read
+    the same stage's whole work (issue 22, critstage2; they were left out of the passes before)."""
     def passes(st, head=0.0):
         lf, lb = stage_windows(sc, lt, st)
         n, rc = sc.nf(st), sc.rc[st]
         return (n * lf + head / 3.0, n * (lb + sc.mean(st, lt.sel)) + rc * lf + head * 2.0 / 3.0,
                 n * sc.mean(st, lt.gemm_fwd))
 
-    first, last = passes("first"), passes("last", logits)
+    def plus(a, b):
+        return tuple(x + y for x, y in zip(a, b))
+
+    b_first, b_mid, b_last = bf16_end_passes(sc, lt)
+    first, last = plus(passes("first"), b_first), plus(plus(passes("last", logits), b_last), mtp_passes(sc, lt, logits))
     # no plan with a middle stage (comm_stages): compute_time's middle is -inf, never picked; its passes are not read
-    mid = passes("mid") if "mid" in comm_stages(sc) else (np.float64(0.0),) * 3
+    mid = plus(passes("mid"), b_mid) if "mid" in comm_stages(sc) else (np.float64(0.0),) * 3
     dual = dualpipe_pairs(sc.plan)
     if np.any(dual):  # the end ranks run stage 0 and stage p - 1 paired (dualpipe_end_rank)
         last = tuple(np.where(dual, 0.5 * (f + x), x) for f, x in zip(first, last))
@@ -1481,18 +1522,60 @@ def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
     most). Each costs its own kind's forward + backward at bf16 instead of the plan's precision, counted by kind from
     the layers the stage holds (pipeline.stage_end_kinds: DeepSeek-V2-Lite's dense layer 0 is priced as the dense
     layer it is, not as the stage's mean layer, which the MoE layers dominate). With pp = 1 both ends are on the one
-    stage, the last's."""
+    stage, the last's. Under full recompute the bf16 layers the plan re-runs re-run at bf16 too (their forward's
+    extra once more): the re-run calls each layer under its own quantization context, get_fp8_context(config,
+    layer.layer_number - 1), nullcontext for a bf16 layer (megatron/core/recompute.py @d98e8a64 custom_forward
+    l. 79-91, 108), and which of them re-run follows --recompute-method (pipeline.stage_end_kinds rerun: uniform
+    every layer, block each chunk's first n). bf16_end_passes' forward + backward and the host gaps' extra, per
+    stage."""
+    return tuple(f + b + h for f, b, _, h in _bf16_end(sc, lt))
+
+
+def bf16_end_passes(sc: StepCtx, lt: LayerTimes) -> tuple:
+    """bf16_end_layers split as stage_passes splits a stage: per stage (first, middle, last) the bf16 layers'
+    (forward, backward, forward GEMMs) extra per micro-batch over the plan's precision. The forward as GPU work
+    (stage_windows' rule: fwd less the MoE host gaps), the backward with selective recompute's share and, on the
+    layers full recompute re-runs (stage_end_kinds rerun), the forward's again; the forward GEMMs' extra the
+    weight-gradient share reads."""
+    return tuple(x[:3] for x in _bf16_end(sc, lt))
+
+
+def _bf16_end(sc: StepCtx, lt: LayerTimes) -> tuple:
+    """Per stage (first, middle, last) the bf16 layers' (forward, backward, forward GEMMs, MoE host gaps) extra per
+    micro-batch (bf16_end_passes' three, and the host gaps' bf16_end_layers adds, as compute_time's stage() adds
+    (n + rc) host_fwd to the windows). Once per layer times in sc.memo (compute_time and stage_passes each read it)."""
+    zero = np.float64(0.0)
     n0, n1 = sc.settings.bf16_layers
     if not (n0 or n1):
-        return np.float64(0.0), np.float64(0.0), np.float64(0.0)
+        return ((zero,) * 4,) * 3
+    hit = sc.memo.get("bf16_end")
+    if hit is not None and hit[0] is lt:
+        return hit[1]
     plan = sc.plan  # a PlanArrays, or a KeyedPlan under the search's keyed floors (group_floor): with_fields takes both
     lt16 = layer_times(_context(sc.settings, with_fields(plan, precision=np.zeros_like(plan.precision))))
-    # each kind's extra seconds at bf16 (f + b + s), weighted by the bf16 layers of that kind each stage holds
-    delta = [np.where(sc.fp8, (f16 + b16 + s16) - (f + b + s), 0.0)
-             for f16, b16, s16, f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel, lt.fwd, lt.bwd, lt.sel)]
+    # each kind's extra seconds at bf16, weighted by the bf16 layers of that kind each stage holds
+    fp8 = sc.fp8
+    d_f = [np.where(fp8, (f16 - h16) - (f - h), 0.0)
+           for f16, h16, f, h in zip(lt16.fwd, lt16.host_fwd, lt.fwd, lt.host_fwd)]
+    d_b = [np.where(fp8, (b16 + s16) - (b + s), 0.0) for b16, s16, b, s in zip(lt16.bwd, lt16.sel, lt.bwd, lt.sel)]
+    d_g = [np.where(fp8, g16 - g, 0.0) for g16, g in zip(lt16.gemm_fwd, lt.gemm_fwd)]
+    d_h = [np.where(fp8, h16 - h, 0.0) for h16, h in zip(lt16.host_fwd, lt.host_fwd)]  # the host gaps' (forward)
+    counts = stage_end_kinds(sc.ll, plan, n0, n1)
+    # the re-run bf16 layers: every one under the uniform method (no recompute_layers), else the block window's
+    cap = sc.settings.recompute_layers  # a job setting, not searched
+    reruns = counts if cap is None else stage_end_kinds(sc.ll, plan, n0, n1, rerun=True, cap=cap)
+    full = plan.recompute == RC_FULL
     one = plan.pp == 1
-    first, mid, last = (weighted(c, delta) for c in stage_end_kinds(sc.ll, plan, n0, n1))
-    return np.where(one, 0.0, first), np.where(plan.pp > 2, mid, 0.0), last
+    keep = (np.where(one, 0.0, 1.0), np.where(plan.pp > 2, 1.0, 0.0), np.float64(1.0))  # first, middle, last
+    out = []
+    for c, r, k in zip(counts, reruns, keep):
+        fwd = weighted(c, d_f)
+        bwd = weighted(c, d_b) + np.where(full, weighted(r, d_f), 0.0)
+        host = weighted(c, d_h) + np.where(full, weighted(r, d_h), 0.0)  # compute_time's total, not a window
+        out.append((k * fwd, k * bwd, k * weighted(c, d_g), k * host))
+    out = tuple(out)
+    sc.memo["bf16_end"] = (lt, out)
+    return out
 
 
 # ----------------------------------------------------------------------------- collectives
@@ -2074,15 +2157,20 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     part = pipe_partitioned(sc)
     tp = np.maximum(plan.tp, 1)
     pp_send = coll(comm.SEND_RECV, np.where(part, pp_msg / tp, pp_msg), plan.pp, coll.strides["pp"])
-    # DeepSpeed's partitioned pipe tensors [25]: the busiest stage's all-gathers of the whole T h over its TP group,
-    # waited on before the kernel that needs them, one a send (the two a micro-batch: 2 x per_send)
-    n_ag = np.where(plan.pp > 2, 3.0, 2.0)
+    # DeepSpeed's partitioned pipe tensors [25]: each stage's own all-gathers of the whole T h over its TP group a
+    # micro-batch, waited on before the kernel that needs them (blocking, beside the sends, not among them): the
+    # received input's on every stage but the first (engine.py @38327e07 l. 719-733), and on every stage but the last
+    # its output's rebuild in the backward (l. 826-838) and the partitioned gradient's it receives (l. 840-851): the
+    # first stage 2, a middle one 3, the last 1; activations only, the output's rebuild alone on the sending side
+    # (a12aaedc _exec_recv_grads l. 914-924): 1, 2, 1. Each stage's with its own time (critical_stage adds it to that
+    # stage's, as its sends), where the busiest stage's count rode on every stage's sends before (issue 22)
+    ag_send = 2.0  # the sending side's (output rebuilt, partitioned gradient received)
     if not sc.stack.pipeline_send_partitioned_grads:  # the stack's runtime (not searched): activations only [25]
         whole = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])  # the gradient, sent whole
         pp_send = (pp_send + np.where(part, whole, pp_send)) / 2.0  # the mean of the two sends a micro-batch
-        n_ag = np.where(plan.pp > 2, 2.0, 1.0)
-    per_send = np.where(part, n_ag / 2.0 * coll(comm.ALL_GATHER, pp_msg, tp, coll.strides["tp"]), 0.0)
-    pp_send = pp_send + per_send
+        ag_send = 1.0
+    ag = np.where(part, coll(comm.ALL_GATHER, pp_msg, tp, coll.strides["tp"]), 0.0)
+    n_ag = {"first": ag_send, "mid": ag_send + 1.0, "last": 1.0}  # the receiving side's one
     p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
 
@@ -2105,9 +2193,10 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
         # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off.
         # The bubble's p2p (pp_fill_drain): the fill's p - 1 forward hops and the drain's p - 1 backward hops, one
         # transfer each, 2 (p - 1) = (p - 1) / v x 2 v [31]: at least 2 v transfers a micro-batch of the (p - 1) / v
-        # the bubble holds, where an end stage's own count is one fewer (batched ends)
-        return (count * per, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends),
-                np.maximum(count, sends) * per)
+        # the bubble holds, where an end stage's own count is one fewer (batched ends); DeepSpeed's partitioned
+        # all-gathers (n_ag) ride on both, so the fill's difference leaves them out
+        return (count * per + n_ag[st] * ag, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends),
+                np.maximum(count, sends) * per + n_ag[st] * ag)
 
     out = {st: stage(st) for st in comm_stages(sc)}
     return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1, 2))
@@ -2177,7 +2266,15 @@ def sp_partial_elements(sc: StepCtx) -> np.ndarray:
     projections and latent norms, the router, the row-parallel linears' biases), the final norm and the MTP modules' on
     the last, the embedding's norm on the first (with one stage both ends). Without SP, the query/key norms alone
     (BlockParams.qk_norm: each TP rank's from its own heads; the layers' and the MTP modules'). The stage with the most
-    (first, middle, last)."""
+    (first, middle, last): the all-reduce is a step-end term, not a micro-batch one. Each stage runs its own after its
+    own schedule (Megatron-LM @d98e8a64 megatron/core/distributed/finalize_model_grads.py finalize_model_grads l. 661,
+    _allreduce_non_tensor_model_parallel_grads over the stage's TP group), and the optimizer step that follows waits
+    on every stage: the gradient norm's all-reduce over the grad-stats group, the model-parallel group with its
+    pipeline stages or the whole world under the distributed optimizer (megatron/core/optimizer/clip_grads.py
+    get_grad_norm_fp32 l. 127-134, the L2 norm's; l. 99-106 the max's; optimizer.py get_grad_stats_parallel_group
+    l. 322-328). So the step ends after the stage whose all-reduce is the largest, whatever stage is critical in the
+    micro-batches (issue 22 critstage2: the largest is the right stage; its time rides beside the DP traffic's own
+    largest stage, _dp_stage_params, each taken apart: an upper bound where the two are different stages)."""
     settings, plan = sc.settings, sc.plan
     pc = count_params(settings.model)
     sp = plan.sp > 0
@@ -2475,7 +2572,16 @@ def _expert_stage(sc: StepCtx, pc, split, mid, dual):
     the last stage (as params_of counts its experts). At ep 1 torchtitan leaves the experts in the block's unit (one
     collective with the dense parameters): still priced as their own collectives here (assumed, their latency terms
     extra). Integers from the stage's layer counts (pipeline.stage_kind_counts),
-    where ceil(e / (p_dp / n)) before counted dense-layer-sized buckets of experts, a float ratio."""
+    where ceil(e / (p_dp / n)) before counted dense-layer-sized buckets of experts, a float ratio.
+
+    Why the stage with the most, not the critical one (issue 22 critstage2): _dp_stage_params' rule. Every stage
+    reduces (and, sharded, gathers) its own experts over its own expert-data-parallel group, and the step waits on the
+    last of them (the optimizer step's gradient-norm all-reduce over every stage, megatron/core/optimizer/clip_grads.py
+    @d98e8a64 get_grad_norm_fp32 l. 127-134); the expert traffic hides in the same compute windows (the critical
+    stage's passes, whose pace every stage keeps), so the stage whose traffic is the largest is the one whose exposed
+    share is the largest. Where a mode moves it every micro-batch (FSDP, ZeRO-2), what a stage leaves exposed delays
+    that stage's own micro-batches, which critical_stage does not add (a named approximation, the dense traffic's
+    too)."""
     plan = sc.plan
     moe_kind = [1.0 if k.has_experts else 0.0 for k in pc.layers.kinds]
     mtp = float(pc.layers.mtp_built) * sum(moe_kind[k] for k in pc.layers.mtp_kinds) if pc.layers.mtp else 0.0
@@ -2551,7 +2657,15 @@ def zero3_rerun_share(sc: StepCtx, p_local):
     the re-run and the backward (those with 2 x the parameters after them at or above stage3_max_reuse_distance);
     0 on a stack without fsdp.zero3_rerun_regathers. The re-run's own gathers replace the backward's of the modules
     kept (2 + released share in all, fsdp_traffic's 2 + this). The routed experts' rows count in the distance, not in
-    the share (p_local is dense); their own gathers take the dense count (dp_expert_comm's n_ag: assumed)."""
+    the share (p_local is dense); their own gathers take the dense count (dp_expert_comm's n_ag: assumed).
+
+    Why the middle stage's counts: every stack that sets zero3_rerun_regathers (or fsdp_prefetch_depth 1,
+    zero3_sync_gathers) is a DeepSpeed one (startup_rules deepspeed), whose pipeline engine refuses ZeRO-2 and
+    ZeRO-3 (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/engine.py PipelineEngine.__init__ l. 77-78, start-up
+    rule DEEPSPEED_PP_ZERO; Megatron-DeepSpeed's --no-pipeline-parallel asserts pp 1, megatron/arguments.py @f4157bea
+    l. 94-96), so a ZeRO-3 plan has one stage, and at pp 1 the middle slot's counts are that stage's whole model
+    (pipeline._stage_chunks at p 1), the stage whose time these gathers add to: no other stage to price (issue 22
+    critstage2)."""
     if not sc.stack.fsdp.zero3_rerun_regathers or sc.settings.zero3 is None or sc.rc is None:
         return np.float64(0.0)
     from .memory import zero3_modules
@@ -2684,7 +2798,8 @@ def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_
     (bucket_flushes) are reduced on the same process group as the gathers (reduction_stream; NCCL runs one group's
     collectives in order) and waited by the next fetch's device synchronize: in the backward cycle each is
     communication after its element. The parameters outside the layers (p_local less the layers': embedding,
-    output layer) are gathered once a pass and reduced once a backward, exposed whole."""
+    output layer) are gathered once a pass and reduced once a backward, exposed whole. The middle stage's counts are
+    the one stage's whole model: a ZeRO-3 plan runs at pp 1 on every DeepSpeed stack (zero3_rerun_share's why)."""
     from .memory import zero3_modules
     plan, ctx, hw, z3 = sc.plan, sc.ctx, sc.settings.hardware, sc.settings.zero3
     reuse, live = float(z3["stage3_max_reuse_distance"]), float(z3["stage3_max_live_parameters"])

@@ -265,10 +265,12 @@ def test_activations_only_sends_by_hand():
     T h = 8,388,608 elements, 16,777,216 B in 16 bits. a12aaedc per micro-batch (pipe/engine.py l. 112-113, 498-528,
     849-856, 914-924): forward the sender's 1 / tp part, 8,388,608 B; backward the whole gradient, 16,777,216 B;
     all-gathers of the whole 16,777,216 B over the 2 TP ranks: on a middle stage the received input (forward) and its
-    own output rebuilt before the gradient arrives (backward), 2; at pp 2 one on each stage. pp_comm_s = m
-    (send(8,388,608) + send(16,777,216) + n x all_gather(16,777,216)) + all_reduce(209,715,200 B over 2 ranks (pp - 1)
-    pipeline strides apart), m = 64 / (dp x 1)."""
-    for pp, n_ag in ((2, 1.0), (4, 2.0)):
+    own output rebuilt before the gradient arrives (backward), 2; the first stage the rebuild, the last stage the
+    received input, one each. Each stage's own count is its time (issue 22 critstage2; the busiest stage's, 2 at
+    pp 4, before): the critical stage is the last at pp 2 and 4 (its layers with the 51,200-word output layer and
+    loss), one all-gather. pp_comm_s = m (send(8,388,608) + send(16,777,216) + n x all_gather(16,777,216)) +
+    all_reduce(209,715,200 B over 2 ranks (pp - 1) pipeline strides apart), m = 64 / (dp x 1)."""
+    for pp, n_ag in ((2, 1.0), (4, 1.0)):
         gpus = 2 * pp * 2  # dp 2
         settings, plan, row = _row(**GPT, gpus=gpus, tp=2, pp=pp, global_batch=64)
         assert settings.pipe_partitioned and not row["plan"]["sequence_parallel"]
@@ -278,6 +280,7 @@ def test_activations_only_sends_by_hand():
         ag = float(coll(comm.ALL_GATHER, 16_777_216.0, 2, coll.strides["tp"]))
         m = 64 // 2
         tied = float(coll(comm.ALL_REDUCE, 51200 / 2 * 4096 * 2.0, 2, (plan.pp - 1) * coll.strides["pp"]))
+        assert row["time"]["critical_stage"]["stage"] == "last"
         assert row["time"]["pp_comm_s"] == pytest.approx(m * (fwd + bwd + n_ag * ag) + tied, rel=1e-12), pp
         assert fwd < bwd  # the two directions differ: half the bytes forward
 

@@ -27,6 +27,10 @@ def _mtp(explain, **kw):
 
 
 def test_full_recompute_reruns_the_mtp_layer_forward(explain):
+    """Uniform (no recompute_layers): l. 1621-1629 checkpoints _proj_and_transformer_layer, so the re-run is the
+    layer's forward and the projection's: P = the projection [T = 4,096, h = 2,048] x [2h, h] forward GEMM,
+    mtp_time's 3 P its forward and backward (issue 22 critstage2: the projection's re-run was left out before).
+    Block (recompute_layers set): l. 1630-1650 runs the module without recompute, the time as without recompute."""
     sc_n, lt_n, none = _mtp(explain, recompute="none")
     sc_f, lt_f, full = _mtp(explain, recompute="full")
     (k,) = sc_f.ll.mtp_kinds  # one layer of the last layer's kind
@@ -35,7 +39,14 @@ def test_full_recompute_reruns_the_mtp_layer_forward(explain):
     # the layer's own passes are the same under either recompute; full adds its forward once more
     assert float(np.ravel(lt_n.fwd[k])[0]) == pytest.approx(fwd, rel=1e-12)
     assert float(np.ravel(lt_n.sel[k])[0]) == 0.0 and float(np.ravel(lt_f.sel[k])[0]) == 0.0
-    assert full - none == pytest.approx(fwd, rel=1e-9)
+    h = sc_f.settings.model.hidden_size
+    proj = S.price_gemms(list(S._proj_shape(h, sc_f)), sc_f.settings.hardware, sc_f.plan.precision,
+                         sc_f.gemm_cal)["mtp_proj"] / sc_f.speed
+    proj = float(np.ravel(proj)[0])
+    assert none == pytest.approx(float(np.ravel(lt_n.fwd[k] + lt_n.bwd[k])[0]) + 3 * proj, rel=1e-9)
+    assert full - none == pytest.approx(fwd + proj, rel=1e-9)
+    _, _, block = _mtp(explain, recompute="full", recompute_layers=1)
+    assert block == pytest.approx(none, rel=1e-12)
 
 
 def test_torchtitan_03_reruns_no_mtp_layer(explain):

@@ -75,7 +75,10 @@ def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     1.06e9 fp32 main gradients, 34.4 ms a step, step.py [27]; 1,280 before the MoE router's
     GEMM was priced in bf16, fp8cov: DeepSeek-V3 sec. 3.3.1 keeps gating modules out of fp8); on DeepEP
     alone (fit --moe-dispatcher deepep) the best runnable plan is EP 16 with full recompute (Megatron-FSDP HSDP, tp 4,
-    micro-batch 15), 1,132.4 (-26.6%; 1,133.5, -26.5%, before GEMM tile quantization; 69.5 GiB, fitting since each
+    micro-batch 15), 1,148.2 (-25.6%: issue 22 critstage2 put the MTP module's forward and backward in the stage's
+    passes, the windows HSDP's per-micro-batch gathers hide behind, dp_comm_exposed 3.357 -> 2.978 s, and prices its
+    projection's re-run under the uniform method, compute +5.4 ms: step 27.128 -> 26.754 s; 1,132.4, -26.6%, before;
+    1,133.5, -26.5%, before GEMM tile quantization; 69.5 GiB, fitting since each
     MTP module's loss keeps only its fp32 softmax,
     branch mtploss; before it EP 32 at 70.2 GiB, 1,109.2, -28.1%; 1,106.5 before the experts' FSDP collectives were counted one a MoE layer, 59 in place of 247
     dense-layer-sized buckets, step._expert_stage, smallfix: dp_comm_s 8.870 -> 8.520 s; 1,109 before the MTP
@@ -88,7 +91,7 @@ def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     r = cli("fit", *BARE, "--top", "1", "--format", "json", "--moe-dispatcher", "deepep")
     assert r.exit_code == 0, r.stderr
     deepep = json.loads(r.stdout)[0]["throughput"]["tokens_per_s_per_gpu"]
-    assert deepep == pytest.approx(1132.4, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
+    assert deepep == pytest.approx(1148.2, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
 
 
 def test_deepseeks_layout_is_feasible_under_the_bare_defaults(cli):
