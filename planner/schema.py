@@ -808,6 +808,18 @@ class ComputeMeasured(BaseModel):
     gemm_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
     gemm_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
     gemm_fp4_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense NVFP4 GEMM")
+    gemm_bf16_K: Optional[Count] = Field(
+        default=None, gt=0,
+        description="K (the reduction dim) of the shape gemm_bf16_TFLOPS was measured at: on a GPU whose GEMMs write "
+                    "their output after the K loop (compute.gemm_epilogue_serialized) the write's share at that K is "
+                    "taken out of the figure to give the K loop's rate (compute.gemm_mainloop); null: the figure is "
+                    "taken as the K loop's rate")
+    gemm_fp8_K: Optional[Count] = Field(default=None, gt=0, description="as gemm_bf16_K, for gemm_fp8_TFLOPS")
+    gemm_fp4_K: Optional[Count] = Field(default=None, gt=0, description="as gemm_bf16_K, for gemm_fp4_TFLOPS")
+    gemm_measured_hbm_TBps: Optional[float] = Field(
+        default=None, gt=0,
+        description="HBM rate (TB/s) of the GPU the gemm_*_TFLOPS figures were measured on, where that is not this "
+                    "entry's hbm_TBps (a figure taken from a sibling part); null: this entry's")
     attention_fwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
     attention_bwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention backward, bf16, head dim 128")
     attention_kernels: dict[Literal["cudnn"], AttentionRate] = Field(
