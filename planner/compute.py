@@ -525,11 +525,12 @@ def attention_rates(hw, kernel: str = "flash2") -> tuple[float, float]:
 #     mlp_up        [T, f1 / t, h]
 #     mlp_down      [T, h, f / t]
 #     output_layer  [T, V / t, h]
-# `forward_gemm_times` prices them: gemm_time at the plateau without a calibration, the
+# `forward_gemm_times` prices them: gemm_time (K loop and write [5a]) without a calibration, the
 # measured rates below with one.
 #
 # GEMMs from measurements (`calibrated_gemm_rate`, `gemm_efficiency`). The model above
-# prices a GEMM at plateau x wave_efficiency(M, N): the plateau is what the kernel sustains
+# prices a GEMM at plateau x wave_efficiency(M, N) (the uncalibrated model adds the output's
+# write [5a]; a measured rate has it in already): the plateau is what the kernel sustains
 # while every SM has a tile, and wave_efficiency the fraction of SM-time the last, partial
 # wave of 128x256 output tiles wastes [5]. A measured rate R_i at shape i (a profile's
 # `gemm` rows, planner/profile.py GemmCalibration) therefore gives the shape's own plateau
@@ -758,7 +759,7 @@ def price_gemms(rows, hw, precision, cal: Optional[GemmCalibration] = None) -> d
 # s x s per d-wide operand row: 2 d FLOPs per score element against 2 B of it, below the ridge
 # point of A100 and H100 (the GEMM plateau over HBM bandwidth: about 125 and 225 FLOP/B), so
 # each is timed as the longer of its time at the GEMM model's rate at its shape (price_gemms:
-# plateau x wave efficiency, or a GEMM calibration's measured rates) and its compulsory traffic
+# gemm_time [5a], or a GEMM calibration's measured rates) and its compulsory traffic
 # (each operand read once, the output written once: 2 M (s + 2 d) bytes, eager_core's
 # "traffic") at the streaming rate (HBM bandwidth x HBM_EFFICIENCY) [11]; a named
 # approximation (no measurement of these shapes in the reference data). The GEMMs run in the

@@ -113,7 +113,7 @@ def gemm_table(cal, hw, title: str) -> Table:
         cells.append(what)
         t.add_row(*cells)
     if hw is not None:
-        t.caption = (f"% peak: of the {hw.name} dense peak; model: the uncalibrated estimate in TFLOP/s (plateau x wave efficiency) "
+        t.caption = (f"% peak: of the {hw.name} dense peak; model: the uncalibrated estimate in TFLOP/s (compute.gemm_time: K loop and output write over wave efficiency) "
                      + ("at benchmark clocks" if not cal.sustained else "at the sustained clock"))
     return t
 
