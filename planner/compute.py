@@ -187,8 +187,57 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
 #     ATTN_HEAD_DIM_TABLES: named assumption, FlexAttention's kernel is a FlashAttention-2-style tiled
 #     kernel and no per-length figure of it was read).
 
+# [5a] The epilogue: a GEMM kernel writes each output tile (GEMM_OUTPUT_BYTES an element) after
+#     the tile's K loop. Where the tensor cores wait for that write before the next tile's MMAs,
+#     a tile costs its K loop plus its write, and a GEMM (2MNK / P + GEMM_OUTPUT_BYTES x MN / W)
+#     / wave efficiency (gemm_time; P the K loop's rate, W the write's): the rate grows with K,
+#     1/rate = 1/P + GEMM_OUTPUT_BYTES / (2 K W) at full waves. Per kernel family:
+#     - DeepGEMM @327ec92 (the kernel of its README table, gemm_measurements.yaml `deepgemm`)
+#       deep_gemm/include/deep_gemm/fp8_gemm.cuh l. 353-394: after the K loop both math warp
+#       groups store the tile to shared memory (STSM), meet at a named barrier, and one thread
+#       issues the TMA store and waits on it (tma_store_wait<0>) before the warp groups take
+#       the next tile (l. 242-261); only the producer warp's loads of the next tile overlap it.
+#     - CUTLASS 3.x Hopper kernels: the Persistent Cooperative design runs both consumer warp
+#       groups on one tile; only the Ping-Pong design "allows for epilogue of one consumer warp
+#       group to be overlapped with the math operations of the other" (NVIDIA/cutlass
+#       @21779de5 media/docs/cpp/efficient_gemm.md, "Hopper Warp Specialization"). cuBLAS's
+#       Hopper kernels in profiler traces, sm90_xmma_gemm_..._tilesize128x256x64_
+#       warpgroupsize2x1x1_..., run two warp groups on one 128x256 tile, the cooperative layout
+#       (named assumption: cuBLAS is closed). Ampere (non-persistent: one tile a thread block,
+#       its epilogue at its end) and MI300X (hipBLASLt, not read): the same, named assumption.
+#     - Blackwell data-centre parts (sm_100 / sm_103): a separate MMA warp and epilogue warps
+#       joined by an accumulator pipeline in tensor memory (NVIDIA/cutlass @019c5c97
+#       include/cutlass/gemm/kernel/sm100_gemm_tma_warpspecialized.hpp: WarpCategory MMA /
+#       Epilogue, AccumulatorPipeline = PipelineUmmaAsync<AccumulatorPipelineStageCount>), so
+#       the write overlaps the next tile's MMAs: GEMM_EPILOGUE_OVERLAPPED_CAPABILITIES, priced
+#       as before (2MNK / (P x wave efficiency), P the measured figure).
+#     W = HBM bandwidth x HBM_EFFICIENCY (gemm_epilogue_rate: the tiles of a wave write at once,
+#     a streaming write; DeepGEMM's own table reports at most 2,668 GB/s achieved, 80% of the
+#     H800's 3.35 TB/s). P is backed out of the measured best-shape figure R at its K_m
+#     (hardware_db compute.gemm_*_K): 1/P = 1/R - GEMM_OUTPUT_BYTES / (2 K_m W_measured)
+#     (gemm_mainloop), so that the model gives R back at that shape (wave efficiency aside, as
+#     before): H100 SXM bf16 794.5 at K 13,312 -> 810.55, fp8 1,402.6 at K 14,336 -> 1,449.64
+#     TFLOP/s (W = 3.35 x 0.9 TB/s). Evidence (docs/gemm_k.md, every row of
+#     tests/data/gemm_measurements.yaml on a GPU with an entry): DeepGEMM H800 fp8 at M 4,096,
+#     K 512 ... 16,384: measured 775 ... 1,520 TFLOP/s, before 1,360 at every K, now 725 ...
+#     1,366; median |rate error| of the 57 Hopper rows (DeepGEMM's M <= 128 aside, where the
+#     wave model errs by 50-75% either way) 12.8% before, 7.0% after; all 80 such rows 12.3%
+#     -> 7.3%. An overlapped roofline, max(compute, traffic / W), leaves those rows as before.
 GEMM_TILE = (128, 256)  # output tile of Hopper-class cuBLAS/CUTLASS bf16 kernels [5]
 DEFAULT_GEMM_EFFICIENCY = 794.5 / 989.0  # H100 SXM MAMF / dense peak [6]; for entries without a measurement
+# Bytes an output element [5a]: bf16 for every GEMM the planner prices; Transformer Engine's fp8
+# GEMMs write the activations' dtype (NVIDIA/TransformerEngine @4329ff84
+# transformer_engine/pytorch/module/linear.py l. 484 out_dtype=activation_dtype), as DeepGEMM's
+# (fp8_gemm.cuh l. 53 __nv_bfloat16* gmem_d).
+GEMM_OUTPUT_BYTES = 2.0
+# DEFAULT_GEMM_EFFICIENCY's K loop [5a]: the H100 SXM MAMF shape's K (2048x2048x13312) and HBM
+# (datasheet 3.35 TB/s) take the write out: 1 / (989 / 794.5 - 989e12 x 2 / (2 x 13312 x 3.35e12
+# x 0.9)) = 810.55 / 989, for an entry without a measurement whose epilogue is serialized.
+DEFAULT_GEMM_MAINLOOP_EFFICIENCY = 1.0 / (1.0 / DEFAULT_GEMM_EFFICIENCY
+                                          - 989e12 * GEMM_OUTPUT_BYTES / (2.0 * 13312 * 3.35e12 * HBM_EFFICIENCY))
+# Compute-capability ranges (both ends inclusive) whose GEMM epilogue overlaps the next tile's
+# K loop [5a]: Blackwell.
+GEMM_EPILOGUE_OVERLAPPED_CAPABILITIES = (((10, 0), (11, 9)),)  # sm_120 (RTX 50) has no tensor memory
 # FlashAttention when the hardware entry has no measured figure: the FlashAttention-2 /
 # GEMM-plateau ratios measured on H100 SXM [7] (365 / 794.5 forward, 310 / 794.5 backward)
 ATTN_FWD_EFFICIENCY = 365.0 / 794.5
@@ -232,14 +281,68 @@ SUSTAINED_TENSOR_FRACTION = 0.85
 def gemm_plateau(hw, precision: str) -> float:
     """Sustained dense GEMM FLOP/s on large, well-shaped matrices: the measured best-shape
     figure [6] at the sustained clock (SUSTAINED_TENSOR_FRACTION), under the board's power
-    limit (power.power_rate_fraction)."""
-    peak = hw.peak_flops(precision)
+    limit (power.power_rate_fraction). The rate a whole best-shape GEMM reaches, its output
+    write included: what the attention kernels' ratios are taken against (attention_rates);
+    GEMMs are priced at gemm_mainloop plus the write (gemm_time)."""
+    return _burst(hw, precision) * SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)
+
+
+def _burst(hw, precision: str) -> float:
+    """The measured best-shape figure [6], FLOP/s; where the entry has none, the dense peak
+    times _unmeasured_efficiency."""
     c = hw.compute
     measured = None
     if c is not None:
         measured = {"fp8": c.gemm_fp8_TFLOPS, "nvfp4": c.gemm_fp4_TFLOPS}.get(precision, c.gemm_bf16_TFLOPS)
-    burst = measured * 1e12 if measured else peak * _unmeasured_efficiency(hw, precision)
-    return burst * SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)
+    return measured * 1e12 if measured else hw.peak_flops(precision) * _unmeasured_efficiency(hw, precision)
+
+
+def gemm_epilogue_serialized(hw) -> bool:
+    """Whether this GPU's GEMM kernels write each output tile after its K loop, with the tensor
+    cores idle meanwhile [5a]: every compute capability except those of
+    GEMM_EPILOGUE_OVERLAPPED_CAPABILITIES (a hardware property, not a searched quantity)."""
+    cap = hw.capability
+    return not any(cap is not None and lo <= cap <= hi for lo, hi in GEMM_EPILOGUE_OVERLAPPED_CAPABILITIES)
+
+
+def gemm_epilogue_rate(hw) -> float:
+    """Bytes/s at which a serialized epilogue's output write runs [5a]: HBM bandwidth x
+    HBM_EFFICIENCY (the streaming rate of the planner's memory-bound kernels); inf where the
+    epilogue overlaps the next tile's K loop (gemm_epilogue_serialized false)."""
+    return hw.hbm_TBps * 1e12 * HBM_EFFICIENCY if gemm_epilogue_serialized(hw) else np.inf
+
+
+def gemm_mainloop(hw, precision: str) -> float:
+    """Sustained FLOP/s of a GEMM's K loop [5a]: _mainloop_burst (the measured best-shape figure
+    less its output write, so that gemm_time at the measured shape gives the figure back, wave
+    efficiency aside as before) at the sustained clock and under the power limit, as
+    gemm_plateau (the write's HBM time is not clock-bound). Overlapped epilogue: gemm_plateau."""
+    return _mainloop_burst(hw, precision) * SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)
+
+
+def _mainloop_burst(hw, precision: str) -> float:
+    """gemm_mainloop at the benchmarks' clock (before SUSTAINED_TENSOR_FRACTION and the power
+    envelope), FLOP/s [5a]: with a serialized epilogue, the measured figure R less its write at
+    the measured shape's K_m (compute.gemm_*_K) and the measured GPU's HBM rate
+    (gemm_measured_hbm_TBps, else the entry's), 1/P = 1/R - GEMM_OUTPUT_BYTES / (2 K_m x HBM x
+    HBM_EFFICIENCY); K_m not recorded: R. No figure: nvfp4 at the fp8 figure's K-loop fraction
+    of the fp8 peak (as _unmeasured_efficiency), else the peak times
+    DEFAULT_GEMM_MAINLOOP_EFFICIENCY. Overlapped epilogue: the figure itself (_burst)."""
+    if not gemm_epilogue_serialized(hw):
+        return _burst(hw, precision)
+    c = hw.compute
+    measured = k = None
+    if c is not None:
+        measured = {"fp8": c.gemm_fp8_TFLOPS, "nvfp4": c.gemm_fp4_TFLOPS}.get(precision, c.gemm_bf16_TFLOPS)
+        k = {"fp8": c.gemm_fp8_K, "nvfp4": c.gemm_fp4_K}.get(precision, c.gemm_bf16_K)
+    if measured:
+        if not k:
+            return measured * 1e12
+        bw = (c.gemm_measured_hbm_TBps or hw.hbm_TBps) * 1e12 * HBM_EFFICIENCY
+        return 1.0 / (1.0 / (measured * 1e12) - GEMM_OUTPUT_BYTES / (2.0 * k * bw))
+    if precision == "nvfp4" and c is not None and c.gemm_fp8_TFLOPS and hw.fp8_TFLOPS:
+        return hw.peak_flops(precision) * _mainloop_burst(hw, "fp8") / (hw.fp8_TFLOPS * 1e12)
+    return hw.peak_flops(precision) * DEFAULT_GEMM_MAINLOOP_EFFICIENCY
 
 
 def _unmeasured_efficiency(hw, precision: str) -> float:
@@ -272,10 +375,15 @@ def wave_efficiency(M, N, sms):
     return best
 
 
-def gemm_time(M, N, K, plateau_flops, sms):
-    """Seconds for C[M,N] = A[M,K] @ B[K,N]: 2MNK / (plateau x wave efficiency)."""
-    flops = 2.0 * np.asarray(M, dtype=np.float64) * N * K
-    return flops / (plateau_flops * wave_efficiency(M, N, sms))
+def gemm_time(M, N, K, plateau_flops, sms, epilogue_bps=np.inf):
+    """Seconds for C[M,N] = A[M,K] @ B[K,N]: (2MNK / K-loop rate + GEMM_OUTPUT_BYTES x MN /
+    epilogue write rate) / wave efficiency [5a]: each wave's tiles run their K loop, then
+    write their output with the tensor cores idle; epilogue_bps inf (the default, and
+    gemm_epilogue_rate where the epilogue overlaps the next tile's K loop): 2MNK /
+    (plateau x wave efficiency)."""
+    M = np.asarray(M, dtype=np.float64)
+    flops = 2.0 * M * N * K
+    return (flops / plateau_flops + GEMM_OUTPUT_BYTES * M * N / epilogue_bps) / wave_efficiency(M, N, sms)
 
 
 # FlashAttention-2 on H100 SXM5, head dim 128, without the causal mask, by sequence length
@@ -417,11 +525,12 @@ def attention_rates(hw, kernel: str = "flash2") -> tuple[float, float]:
 #     mlp_up        [T, f1 / t, h]
 #     mlp_down      [T, h, f / t]
 #     output_layer  [T, V / t, h]
-# `forward_gemm_times` prices them: gemm_time at the plateau without a calibration, the
+# `forward_gemm_times` prices them: gemm_time (K loop and write [5a]) without a calibration, the
 # measured rates below with one.
 #
 # GEMMs from measurements (`calibrated_gemm_rate`, `gemm_efficiency`). The model above
-# prices a GEMM at plateau x wave_efficiency(M, N): the plateau is what the kernel sustains
+# prices a GEMM at plateau x wave_efficiency(M, N) (the uncalibrated model adds the output's
+# write [5a]; a measured rate has it in already): the plateau is what the kernel sustains
 # while every SM has a tile, and wave_efficiency the fraction of SM-time the last, partial
 # wave of 128x256 output tiles wastes [5]. A measured rate R_i at shape i (a profile's
 # `gemm` rows, planner/profile.py GemmCalibration) therefore gives the shape's own plateau
@@ -547,18 +656,20 @@ def _interpolate(table: _Table, M, N, K, sms):
     return np.where(ok, rate[inverse], np.nan).reshape(shape)
 
 
-def default_gemm_rate(M, N, precision: str, hw):
-    """The uncalibrated GEMM throughput, FLOP/s: plateau x wave efficiency (NaN: no FP8 / FP4 peak)."""
+def default_gemm_rate(M, N, K, precision: str, hw):
+    """The uncalibrated GEMM throughput, FLOP/s: 2MNK / gemm_time at the K-loop rate and the
+    epilogue's write rate (NaN: no FP8 / FP4 peak)."""
+    M, N, K = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)))
     if (precision == "fp8" and hw.fp8_TFLOPS is None) or (precision == "nvfp4" and hw.fp4_TFLOPS is None):
-        return np.full(np.broadcast(np.asarray(M), np.asarray(N)).shape, np.nan)
-    return gemm_plateau(hw, precision) * wave_efficiency(M, N, sm_count(hw))
+        return np.full(M.shape, np.nan)
+    t = gemm_time(M, N, K, gemm_mainloop(hw, precision), sm_count(hw), gemm_epilogue_rate(hw))
+    return 2.0 * M * N * K / t
 
 
 def _rate_one(M, N, K, precision: str, hw, cal: GemmCalibration):
     rows = cal.rows_for(precision)
     if not rows:
-        M, N, K = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)))
-        return default_gemm_rate(M, N, precision, hw)
+        return default_gemm_rate(M, N, K, precision, hw)
     sms = cal.sm_count or sm_count(hw)
     return _interpolate(_table(rows, sms, calibration_derate(cal, hw)), M, N, K, sms)
 
@@ -623,17 +734,17 @@ def gemm_efficiency(cal: GemmCalibration, M, N, K, dtype, hw):
 
 def price_gemms(rows, hw, precision, cal: Optional[GemmCalibration] = None) -> dict:
     """{name: forward seconds x count} of [(GemmShape, count)] rows per micro-batch. cal=None:
-    gemm_time at the GEMM plateau (the per-expert shapes of a grouped GEMM get their own wave
+    gemm_time at the K-loop rate and the epilogue's write rate [5a] (the per-expert shapes of a grouped GEMM get their own wave
     efficiency); otherwise calibrated_gemm_time. precision: 'bf16' | 'fp8' or precision codes."""
     out: dict = {}
     if cal is None:
         code = np.asarray(PRECISION_CODES[_precision(precision)] if isinstance(precision, str) else precision)
         plat = np.select([code == FP8, code == NVFP4],
-                         [gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan,
-                          gemm_plateau(hw, "nvfp4") if hw.fp4_TFLOPS else np.nan], gemm_plateau(hw, "bf16"))
-        sms = sm_count(hw)
+                         [gemm_mainloop(hw, "fp8") if hw.fp8_TFLOPS else np.nan,
+                          gemm_mainloop(hw, "nvfp4") if hw.fp4_TFLOPS else np.nan], gemm_mainloop(hw, "bf16"))
+        sms, epi = sm_count(hw), gemm_epilogue_rate(hw)
         for g, count in rows:
-            out[g.name] = out.get(g.name, 0.0) + count * gemm_time(g.M, g.N, g.K, plat, sms)
+            out[g.name] = out.get(g.name, 0.0) + count * gemm_time(g.M, g.N, g.K, plat, sms, epi)
         return out
     for g, count in rows:
         out[g.name] = out.get(g.name, 0.0) + count * calibrated_gemm_time(g.M, g.N, g.K, precision, hw, cal)
@@ -648,7 +759,7 @@ def price_gemms(rows, hw, precision, cal: Optional[GemmCalibration] = None) -> d
 # s x s per d-wide operand row: 2 d FLOPs per score element against 2 B of it, below the ridge
 # point of A100 and H100 (the GEMM plateau over HBM bandwidth: about 125 and 225 FLOP/B), so
 # each is timed as the longer of its time at the GEMM model's rate at its shape (price_gemms:
-# plateau x wave efficiency, or a GEMM calibration's measured rates) and its compulsory traffic
+# gemm_time [5a], or a GEMM calibration's measured rates) and its compulsory traffic
 # (each operand read once, the output written once: 2 M (s + 2 d) bytes, eager_core's
 # "traffic") at the streaming rate (HBM bandwidth x HBM_EFFICIENCY) [11]; a named
 # approximation (no measurement of these shapes in the reference data). The GEMMs run in the

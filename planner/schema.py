@@ -809,6 +809,18 @@ class ComputeMeasured(BaseModel):
     gemm_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
     gemm_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
     gemm_fp4_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense NVFP4 GEMM")
+    gemm_bf16_K: Optional[Count] = Field(
+        default=None, gt=0,
+        description="K (the reduction dim) of the shape gemm_bf16_TFLOPS was measured at: on a GPU whose GEMMs write "
+                    "their output after the K loop (compute.gemm_epilogue_serialized) the write's share at that K is "
+                    "taken out of the figure to give the K loop's rate (compute.gemm_mainloop); null: the figure is "
+                    "taken as the K loop's rate")
+    gemm_fp8_K: Optional[Count] = Field(default=None, gt=0, description="as gemm_bf16_K, for gemm_fp8_TFLOPS")
+    gemm_fp4_K: Optional[Count] = Field(default=None, gt=0, description="as gemm_bf16_K, for gemm_fp4_TFLOPS")
+    gemm_measured_hbm_TBps: Optional[float] = Field(
+        default=None, gt=0,
+        description="HBM rate (TB/s) of the GPU the gemm_*_TFLOPS figures were measured on, where that is not this "
+                    "entry's hbm_TBps (a figure taken from a sibling part); null: this entry's")
     attention_fwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
     attention_bwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention backward, bf16, head dim 128")
     attention_kernels: dict[Literal["cudnn"], AttentionRate] = Field(
@@ -935,6 +947,24 @@ class Hardware(BaseModel):
             if measured > peak:
                 raise ValueError(f"{field} ({measured:g}) is above the dense peak {peak_field} ({peak:g}): a measured "
                                  f"rate cannot exceed the peak (check for a sparsity figure, or the units)")
+        # the K loop's rate backed out of a figure at its K (compute.gemm_mainloop [5a]: less the bf16 output's
+        # write, 2 B an element at HBM x HBM_EFFICIENCY) must be a rate at or below the peak too
+        from .efficiencies import HBM_EFFICIENCY
+
+        hbm = (c.gemm_measured_hbm_TBps or self.hbm_TBps) * HBM_EFFICIENCY  # TB/s
+        for name, measured, k, peak in (("bf16", c.gemm_bf16_TFLOPS, c.gemm_bf16_K, self.bf16_TFLOPS),
+                                        ("fp8", c.gemm_fp8_TFLOPS, c.gemm_fp8_K, self.fp8_TFLOPS),
+                                        ("fp4", c.gemm_fp4_TFLOPS, c.gemm_fp4_K, self.fp4_TFLOPS)):
+            if k is None:
+                continue
+            if measured is None:
+                raise ValueError(f"compute.gemm_{name}_K ({k}) is given without compute.gemm_{name}_TFLOPS: it is the K "
+                                 f"of that figure's shape")
+            inv = 1.0 / measured - 1.0 / (k * hbm)  # 1 / TFLOP/s: 2 B / (2 K x HBM)
+            if inv <= 0.0 or 1.0 / inv > peak:
+                raise ValueError(f"compute.gemm_{name}_TFLOPS ({measured:g}) at K {k} leaves a K-loop rate above the "
+                                 f"dense peak ({peak:g}) once its output write at {hbm:g} TB/s is taken out "
+                                 f"(compute.gemm_mainloop): check gemm_{name}_K, the figure or hbm_TBps")
         return self
 
     # --- SI views -------------------------------------------------------------------

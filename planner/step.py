@@ -25,7 +25,7 @@ Compute, per layer and micro-batch of T = micro_batch x seq / cp tokens (after T
   GEMMs  QKV [T, (a/t + 2 max(k/t, 1)) d, h], output [T, h, a d/t], MLP up [T, f1/t, h],
          MLP down [T, h, f/t] (f1 = 2f gated); output layer [T, V/t, h] on the last stage;
          forward 1x, backward 2x the forward FLOPs at the same shape's efficiency
-         (dgrad + wgrad) [1]; time = FLOPs / (GEMM plateau x wave efficiency) (compute.py).
+         (dgrad + wgrad) [1]; time = (FLOPs / K-loop rate + output write) / wave efficiency (compute [5a]).
   attention core (FlashAttention, causal: the kernel skips masked blocks) 4 T a d / t x the
          mean keys a query attends to (s/2 global; a window or chunk fewer: layers/attention.py)
          FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]; by head dim [7b]); the
@@ -415,8 +415,8 @@ References
     optimizer_config.py @d98e8a64 l. 272) casts X to bf16 (l. 203-213); each of --muon-num-ns-steps 5 steps
     (optimizer_config.py l. 279, arguments.py l. 2648) is newton_schulz_step l. 315-319: A = X X^T (2 m^2 n FLOPs),
     B = b A + c A A (addmm, 2 m^3), X = a X + B X (addmm, 2 m^2 n): 4 m^2 n + 2 m^3 a step, three bf16 GEMMs
-    [m, m, n], [m, m, m], [m, n, m] (M, N, K), priced by compute.price_gemms at the bf16 GEMM plateau and wave
-    efficiency (or the profile's GEMM calibration), as the layers' GEMMs are; the elementwise normalisation and
+    [m, m, n], [m, m, m], [m, n, m] (M, N, K), priced by compute.price_gemms at the bf16 GEMM model (gemm_time: K loop, output write,
+    wave efficiency) (or the profile's GEMM calibration), as the layers' GEMMs are; the elementwise normalisation and
     casts (a few passes over the matrix) are left out. Which matrices: every layer's 2-D weights Muon steps
     (layers/common.py [mu], [ns]: LayerKind.muon_matrices, whose elements are BlockParams.muon_per_gpu(1) and
     muon_experts_per_gpu(1, 1) to the element), a learned position table (max_seq x h) on the first stage, the

@@ -33,7 +33,7 @@ from planner.catalog import load_hardware, load_model
 from planner.cli import app
 from planner.compute import (
     SUSTAINED_TENSOR_FRACTION, calibrated_gemm_rate, calibrated_gemm_time, forward_gemm_times, gemm_efficiency,
-    gemm_plateau, gemm_time, layer_gemm_shapes, wave_efficiency,
+    gemm_epilogue_rate, gemm_mainloop, gemm_plateau, gemm_time, layer_gemm_shapes, wave_efficiency,
 )
 from planner.errors import PlannerError
 from planner.profile import GemmCalibration, GemmProvenance, GemmRow, load_profile
@@ -44,6 +44,17 @@ NCCL_LOG = DATA / "nccl_logs" / "h100_8gpu_allreduce_aws-p5-batch.txt"
 H100 = load_hardware("h100-sxm")  # bf16 MAMF 794.5, fp8 1402.6 TFLOP/s, 132 SMs
 W = 32.0 / 33.0  # wave efficiency of the shapes named in the module docstring
 F = SUSTAINED_TENSOR_FRACTION
+# The uncalibrated model's K-loop rates and epilogue write rate on H100 SXM (compute [5a]): the
+# write, 2 B an output element, at 3.35e12 x 0.9 = 3.015e12 B/s; the MAMF figures less their
+# write at their K: 1 / (1/794.5e12 - 2 / (2 x 13312 x 3.015e12)) = 810.545e12 (bf16) and
+# 1 / (1/1402.6e12 - 2 / (2 x 14336 x 3.015e12)) = 1449.641e12 FLOP/s (fp8).
+EPI = 3.015e12
+P16, P8 = 810.545e12, 1449.641e12
+
+
+def _model_time(m, n, k, p):
+    """The uncalibrated model by hand at shapes of wave efficiency W: (2mnk / (P F) + 2mn / EPI) / W."""
+    return (2.0 * m * n * k / (p * F) + 2.0 * m * n / EPI) / W
 runner = CliRunner()
 
 
@@ -87,14 +98,18 @@ def test_plain_mlp_has_no_gate():
 
 
 def test_uncalibrated_forward_times_are_the_step_models():
-    """cal=None: compute.gemm_time at the (sustained) plateau, as step.py prices them."""
+    """cal=None: compute.gemm_time at the (sustained) K-loop rate and the epilogue's write rate,
+    as step.py prices them; the plateau (attention's reference) stays the MAMF figure."""
     m = load_model("llama3-8b")
     t = forward_gemm_times(m, H100, np.array([1, 2]), 8192.0, np.array([0, 1]))
-    plat = np.array([gemm_plateau(H100, "bf16"), gemm_plateau(H100, "fp8")])
-    assert plat.tolist() == [794.5e12 * F, 1402.6e12 * F]
-    expected_qkv = gemm_time(8192.0, np.array([6144.0, 3072.0]), 4096, plat, 132)
-    np.testing.assert_array_equal(t.qkv, expected_qkv)
-    np.testing.assert_array_equal(t.output_layer, gemm_time(8192.0, np.array([128256.0, 64128.0]), 4096, plat, 132))
+    assert [gemm_plateau(H100, "bf16"), gemm_plateau(H100, "fp8")] == [794.5e12 * F, 1402.6e12 * F]
+    plat = np.array([gemm_mainloop(H100, "bf16"), gemm_mainloop(H100, "fp8")])
+    np.testing.assert_allclose(plat, [P16 * F, P8 * F], rtol=1e-6)
+    assert gemm_epilogue_rate(H100) == pytest.approx(EPI, rel=1e-12)
+    expected_qkv = gemm_time(8192.0, np.array([6144.0, 3072.0]), 4096, plat, 132, EPI)
+    np.testing.assert_allclose(t.qkv, expected_qkv, rtol=1e-12)
+    np.testing.assert_allclose(t.output_layer, gemm_time(8192.0, np.array([128256.0, 64128.0]), 4096, plat, 132, EPI),
+                               rtol=1e-12)
 
 
 def test_benchmark_shapes_dedupe_round_up_and_check_tp():
@@ -192,7 +207,9 @@ def test_precision_codes_and_fallbacks():
     cal = _cal([(4096, 4096, 4096, "bf16", 788.72)], sustained=True)
     r = calibrated_gemm_rate(4096, 4096, 4096, np.array([0, 1]), H100, cal)
     assert r[0] == 788.72e12
-    assert r[1] == gemm_plateau(H100, "fp8") * W  # no fp8 rows: the uncalibrated model
+    # no fp8 rows: the uncalibrated model, 2 x 4096^3 / _model_time = 1086.45e12 FLOP/s (sustained)
+    assert r[1] == pytest.approx(2.0 * 4096**3 / _model_time(4096, 4096, 4096, P8), rel=1e-6)
+    assert r[1] == pytest.approx(1086.45e12, rel=1e-5)
     # bf16 queries use fp16 rows when there are no bf16 ones (one dense 16-bit peak)
     fp16 = _cal([(4096, 4096, 4096, "fp16", 760.04)], sustained=True)
     assert float(calibrated_gemm_rate(4096, 4096, 4096, "bf16", H100, fp16)) == 760.04e12
@@ -328,9 +345,9 @@ def test_from_reference_rows_changes_a_matching_layer_bf16(tmp_path):
     before = forward_gemm_times(m, H100, 1, 4096, "bf16")
     after = forward_gemm_times(m, H100, 1, 4096, "bf16", prof.gemm)
     flops = 2.0 * 4096**3
-    assert float(before.attn_out) == pytest.approx(flops / (794.5e12 * F * W), rel=1e-12)
+    assert float(before.attn_out) == pytest.approx(_model_time(4096, 4096, 4096, P16), rel=1e-6)  # at 632.78 TFLOP/s
     assert float(after.attn_out) == pytest.approx(flops / (788.72e12 * F), rel=1e-12)
-    assert float(after.attn_out / before.attn_out) == pytest.approx(794.5 * W / 788.72, rel=1e-12)  # 0.9768
+    assert float(after.attn_out / before.attn_out) == pytest.approx(632.783 / (788.72 * F), rel=1e-5)  # 0.9439
     # the profile's section priced directly gives the same, arrays and precision codes included
     t = calibrated_gemm_time(np.array([4096.0]), 4096, 4096, np.array([0]), H100, prof.gemm)
     assert t[0] == pytest.approx(float(after.attn_out), rel=1e-15)
@@ -348,8 +365,8 @@ def test_from_reference_rows_changes_a_matching_layer_fp8(tmp_path):
     flops = 2.0 * 6144 * 12288 * 12288
     for name in ("mlp_up", "mlp_down"):
         assert float(after[name]) == pytest.approx(flops / (1351.4e12 * F), rel=1e-12)
-        assert float(before[name]) == pytest.approx(flops / (1402.6e12 * F * W), rel=1e-12)
-    assert float(after.mlp_up / before.mlp_up) == pytest.approx(1402.6 * W / 1351.4, rel=1e-12)
+        assert float(before[name]) == pytest.approx(_model_time(6144, 12288, 12288, P8), rel=1e-6)  # at 1156.40 TFLOP/s
+    assert float(after.mlp_up / before.mlp_up) == pytest.approx(1156.395 / (1351.4 * F), rel=1e-5)  # 1.0067
 
 
 # ----------------------------------------------------------------------------- CLI and profile

@@ -220,7 +220,7 @@ def test_explain_names_the_run_calibrated_figures(cli, tmp_path):
     assert cli("calibrate", "run", ONE_RECORD, "-o", out).exit_code == 0
     args = ("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--calibration", out)
     r = cli(*args)
-    assert "run calibration (megatron on h100-sxm): gemm_efficiency_scale 0.71" in r.stdout
+    assert "run calibration (megatron on h100-sxm): gemm_efficiency_scale 0.7578" in r.stdout  # the model 359.98 ms against 451.85 measured
     j = json.loads(cli(*args, "--format", "json").stdout)
     assert list(j["calibration"]["run"]["applied"]) == ["gemm_efficiency_scale"]
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack", "torchtitan",

@@ -113,6 +113,18 @@ def test_hardware_peak_below_its_measured_gemm_is_refused(cli, tmp_path):
     assert_one_error(cli("explain", *MODEL, "--hardware", p), "compute.attention_fwd_TFLOPS")
 
 
+def test_a_measured_figures_k_too_small_for_its_write_is_refused(cli, tmp_path):
+    """compute [5a] backs the K loop's rate out of 794.5 TFLOP/s at K: 1/794.5 - 1/(K x 3.35 x 0.9)
+    (in 1/TFLOP/s) is 1/810.55 at K 13,312, but negative at K 100 (1/301.5 > 1/794.5) and 1/1,078.8
+    at K 1,000 (1/794.5 - 1/3,015: above the 989 peak): both refused."""
+    for k in (100, 1000):
+        p = _hw_copy(tmp_path, **{"compute.gemm_bf16_K": k})
+        assert_one_error(cli("explain", *MODEL, "--hardware", p), "compute.gemm_bf16_TFLOPS", f"at K {k}",
+                         "gemm_bf16_K")
+    p = _hw_copy(tmp_path, **{"compute.gemm_bf16_K": 4000})  # 1/794.5 - 1/12,060 = 1/850.5: below the peak
+    assert cli("explain", *MODEL, "--hardware", p).exit_code == 0
+
+
 def test_every_catalog_entry_passes_the_cross_check():
     from planner.catalog import list_hardware, load_hardware
 

@@ -109,7 +109,7 @@ def test_a_torchtitan_toml_needs_gpus_and_ranks_as_a_plain_fit_of_the_same_job(c
         [(x["time"]["step_s"], x["memory"]["total_bytes"]) for x in flagged]
     s, m = cp["explain"]["time"]["step_s"], cp["explain"]["memory"]["total_bytes"]
     faster = [x for x in plain if (x["time"]["step_s"], x["memory"]["total_bytes"]) < (s, m)]
-    assert cp["rank"] == len(faster) + 1 < 30  # 25 of 5,471 at the time of writing
+    assert cp["rank"] == len(faster) + 1 < 30  # 24 of 5,471 at the time of writing (25 before compute [5a])
     same = plain[cp["rank"] - 1]
     assert same["plan"]["recompute"] == "selective" and same["time"]["step_s"] == s
     # 5,471 fit, as the plain fit with the end weights counted (6,444 before the file's pp-1 end weights were carried
@@ -349,7 +349,8 @@ def test_with_a_plot_the_rank_is_the_same(cli, tmp_path):
     plotted = _json(cli("fit", *args, "--plot", str(tmp_path / "fit.svg")))["config_plan"]
     assert (tmp_path / "fit.svg").exists()
     assert (plain["rank"], plain["of"], plain["searched"]) == (plotted["rank"], plotted["of"], plotted["searched"]) == \
-        (25, 5471, True)  # 5,471: test_a_torchtitan_toml_needs_gpus_and_ranks_as_a_plain_fit_of_the_same_job
+        (24, 5471, True)  # 5,471: test_a_torchtitan_toml_needs_gpus_and_ranks_as_a_plain_fit_of_the_same_job; rank 24
+    # since a GEMM's output write is priced after its K loop (compute [5a]; 25 before: README's fit example)
 
 
 def test_widen_to_plan_by_hand():

@@ -174,10 +174,12 @@ def test_dualpipe_end_rank_on_one_kind_of_layer():
 
 
 def test_deepseek_layout_rate_against_the_report():
-    """With the recipe's MTP module, DeepSeek's layout on its stack: 1,608 tokens/s per GPU
-    against the published 1,543.2 (Table 1: 14.8T tokens in 2,664K H800 GPU-hours): +4.2% with
+    """With the recipe's MTP module, DeepSeek's layout on its stack: 1,569 tokens/s per GPU
+    against the published 1,543.2 (Table 1: 14.8T tokens in 2,664K H800 GPU-hours): +1.7% with
     the busiest EP rank's load of its aux-loss-free router, L = 1.02 (planner/imbalance.py);
-    1,618, +4.8%, at balanced routing. The pipeline is paced by a middle rank (4 MoE layers: its
+    1,576, +2.2%, at balanced routing (1,608, +4.2%, and 1,618, +4.8%, before a GEMM's output write
+    was priced after its K loop, compute [5a]: the expert GEMMs' small K, 2,048 on the down projection).
+    The pipeline is paced by a middle rank (4 MoE layers: its
     compute plus its own exposed all-to-alls, step.critical_stage), not the end ranks' pair (stage 0's
     2 dense layers, no all-to-all, with stage 15's 3 MoE layers, the head and the MTP module: heavier
     compute, half a middle rank's EP traffic); before each stage's traffic counted its own layers, the
@@ -190,12 +192,12 @@ def test_deepseek_layout_rate_against_the_report():
                                     stack="deepseek", recompute="selective", mtp_layers=1))
     rate = to_json(settings, plan, evaluate(settings, plan))["throughput"]["tokens_per_s_per_gpu"]
     published = 14.8e12 / (2664e3 * 3600.0)
-    assert rate / published - 1.0 == pytest.approx(0.042, abs=0.005)
+    assert rate / published - 1.0 == pytest.approx(0.017, abs=0.005)
     balanced, bplan, _ = resolve(Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", tp=1, pp=16, dp=128, ep=64,
                                      micro_batch=1, global_batch=15360, seq_len=4096, sharding="zero1", precision="fp8",
                                      stack="deepseek", recompute="selective", mtp_layers=1, moe_rank_imbalance=1.0))
     rate1 = to_json(balanced, bplan, evaluate(balanced, bplan))["throughput"]["tokens_per_s_per_gpu"]
-    assert rate1 / published - 1.0 == pytest.approx(0.048, abs=0.005)
+    assert rate1 / published - 1.0 == pytest.approx(0.022, abs=0.005)
 
 
 # ----------------------------------------------------------------------------- the records

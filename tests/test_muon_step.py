@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from planner import catalog
-from planner.compute import gemm_plateau, gemm_time, sm_count, wave_efficiency
+from planner.compute import gemm_epilogue_rate, gemm_mainloop, gemm_time, sm_count, wave_efficiency
 from planner.explain import evaluate, to_json
 from planner.layers import layer_list
 from planner.memory import muon_step_temporaries
@@ -67,7 +67,7 @@ def test_one_matrix_flops_and_time():
 def test_step_term_llama_tp2_dp4():
     """Llama 3 8B on 8 H100s, tp 2, dp 4, zero1 (the layer-wise optimizer): every TP rank runs the whole matrices
     (duplicated mode), each dp rank 1 / 4 of the 32 layers'. The hand shapes of test_llama_attention_split_qkv, per
-    step [m, m, n], [m, m, m], [m, n, m], at the bf16 GEMM plateau and wave efficiency of compute.py; the adam job has
+    step [m, m, n], [m, m, m], [m, n, m], on the bf16 GEMM model of compute.py (_ns_seconds); the adam job has
     no such term."""
     ns = _ns_seconds(resolve(Job.model_validate({**LLAMA, "optimizer": "muon", "sharding": "zero1", "tp": 2}))[0].hardware)
     layer = ns(4096, 4096) * 2 + ns(1024, 4096) * 2 + ns(4096, 28672) + ns(4096, 14336)
@@ -86,13 +86,15 @@ def test_step_term_llama_tp2_dp4():
 
 
 def _ns_seconds(hw, steps=MUON_NS_STEPS):
-    """Seconds of `steps` (5) Newton-Schulz steps on one whole m x n matrix at hw's bf16 GEMM plateau and wave
-    efficiency (compute.py): the hand shapes [m, m, n], [m, m, m], [m, n, m] (m <= n)."""
-    plat, sms = gemm_plateau(hw, "bf16"), sm_count(hw)
+    """Seconds of `steps` (5) Newton-Schulz steps on one whole m x n matrix on hw's bf16 GEMM model (compute [5a]):
+    each GEMM's K loop at the K-loop rate, then its bf16 output's write (2 B an element) at HBM x 0.9, over the wave
+    efficiency; the hand shapes [m, m, n], [m, m, m], [m, n, m] (m <= n). On H100 SXM the K loop runs at
+    810.545 x 0.85 TFLOP/s and the write at 3.015 TB/s (tests/test_gemm_epilogue.py)."""
+    plat, sms, w = gemm_mainloop(hw, "bf16"), sm_count(hw), gemm_epilogue_rate(hw)
 
     def ns(m, n):
-        return steps * sum(2.0 * M * N * K / (plat * wave_efficiency(M, N, sms))
-                                   for M, N, K in ((m, m, n), (m, m, m), (m, n, m)))
+        return steps * sum((2.0 * M * N * K / plat + 2.0 * M * N / w) / wave_efficiency(M, N, sms)
+                           for M, N, K in ((m, m, n), (m, m, m), (m, n, m)))
     return ns
 
 

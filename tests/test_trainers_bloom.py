@@ -120,8 +120,12 @@ def test_alibi_priced_in_the_step(tmp_path):
     2048: 469,991,424 B, and the scores GEMM reads it back, 2 B x M s = 469,762,048 B (memory-bound at d = 128:
     2 d = 256 FLOPs against 2 (s + 2 d) / s + 2 = 4.25 B a score element, 60 FLOP/B, below the A100's ridge). A
     middle stage runs 6 layers' forwards twice (full recompute) for each of 2048 / (2 x 8) = 128 micro-batches:
-    1,536 forwards, so 1,536 x 469,991,424 B / (2.039 TB/s x 0.90) = 0.3934 s of copies; the GEMMs' time grows by
-    the read, 0.3932 s."""
+    1,536 forwards, so 1,536 x 469,991,424 B / (2.039 TB/s x 0.90) = 0.3934 s of copies. The scores GEMM [114,688,
+    2048] (K = d = 128) on the GEMM model (compute [5a]): its K loop 60.13 GFLOP at 279.26 x 0.85 = 237.37 TFLOP/s
+    (253.3 us) and its score write 469,762,048 B at 1.8351 TB/s (255.98 us), over 7,168 tiles in 67 waves of 108
+    (7,168 / 7,236): 514.1 us, above its traffic without the bias (2 x 114,688 x 2,304 = 528,482,304 B, 288.0 us) and
+    below it with the read (998,244,352 B, 543.97 us): the GEMMs' time grows by 29.84 us a forward, 0.0458 s (the
+    whole read, 0.3932 s, before the write was priced, when the GEMM sat on the memory side either way)."""
     r = evaluate_job(Job.model_validate(_cfg().job))
     t = r["time"]
     hbm = 2.039e12 * 0.90
@@ -131,7 +135,10 @@ def test_alibi_priced_in_the_step(tmp_path):
     p = _variant(tmp_path, "--position-embedding-type alibi", "--position-embedding-type absolute")
     t0 = evaluate_job(Job.model_validate(_cfg(p).job))["time"]
     assert "eager_core_alibi_s" not in t0
-    assert t["eager_core_gemms_s"] - t0["eager_core_gemms_s"] == pytest.approx(1536 * 469_762_048 / hbm, rel=1e-9)
+    gemm = (2.0 * 114_688 * 2048 * 128 / (279.2606e12 * 0.85) + 469_762_048 / hbm) / (7168 / 7236)
+    assert 528_482_304 / hbm < gemm < 998_244_352 / hbm
+    assert t["eager_core_gemms_s"] - t0["eager_core_gemms_s"] == pytest.approx(1536 * (998_244_352 / hbm - gemm), rel=1e-5)
+    assert t["eager_core_gemms_s"] - t0["eager_core_gemms_s"] == pytest.approx(0.0458, abs=1e-4)
 
 
 def test_every_flag_read_or_listed():

@@ -40,14 +40,15 @@ def test_bare_fit_takes_the_recipe(cli):
     """The stack stays megatron (DeepSeek's HAI-LLM is not one a user can run); the assumed
     settings are printed; the dispatcher is searched (issue 23: every one the stack runs, each where
     it starts), said in a note naming the recipe's deepep as what explain and check take. The top
-    plan is EP 128 with expert-TP 2, an expert-TP x EP group of 256 ranks, which DeepEP's config tables
+    plan is EP 256 with expert-TP 1, an expert-TP x EP group of 256 ranks, which DeepEP's config tables
     refuse (start-up rule MEGATRON_DEEPEP_GROUP: 2 ... 160 ranks), on Hybrid-EP, which has no such table;
-    its row's command names --moe-dispatcher hybridep. (EP 256 with expert-TP 1, the same 256-rank group,
-    led before GEMM tile quantization: test_bare_fit_ranks_within_25_percent_of_deepseek.)"""
+    its row's command names --moe-dispatcher hybridep. (EP 128 with expert-TP 2, the same 256-rank group,
+    led from GEMM tile quantization until a GEMM's output write was priced after its K loop, compute [5a]:
+    test_bare_fit_ranks_within_25_percent_of_deepseek.)"""
     r, top = _bare_top(cli)
     p = top["plan"]
     assert (p["stack"], p["precision"], p["fp8_recipe"]) == ("megatron", "fp8", "blockwise")
-    assert (p["moe_dispatcher"], p["ep"], p["etp"]) == ("hybridep", 128, 2), p
+    assert (p["moe_dispatcher"], p["ep"], p["etp"]) == ("hybridep", 256, 1), p
     for words in ("assumed from its published training recipe", "precision fp8 (", "sec. 3.3",
                   "fp8_recipe blockwise (", "moe_dispatcher deepep (", "bytes_per_param bf16-moments (",
                   "mtp_layers 1 (", "not priced: fp8 dispatch",
@@ -59,7 +60,9 @@ def test_bare_fit_takes_the_recipe(cli):
 
 def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     """The band is the acceptance line's: |rate / 1,543.2 - 1| <= 25%. Met with the dispatcher
-    searched: EP 128 x expert-TP 2 on Hybrid-EP (tp 8, dp 256, ZeRO-1, micro-batch 1 x 60), 1,254.3 tokens/s per GPU
+    searched: EP 256 x expert-TP 1 on Hybrid-EP, 1,221.2 tokens/s per GPU (-20.9%) since a GEMM's output write is
+    priced after its K loop (compute [5a]: expert-TP's narrower expert GEMMs pay more write a FLOP); before it
+    EP 128 x expert-TP 2 on Hybrid-EP (tp 8, dp 256, ZeRO-1, micro-batch 1 x 60), 1,254.3 tokens/s per GPU
     (-18.7%). Before GEMM tile quantization (compute.wave_efficiency: M N / (waves x SMs x tm x tn)) EP 256 x
     expert-TP 1 led at 1,261.7 (-18.2%) and EP 128 x expert-TP 2 was second at 1,259.8. Both rows move by the
     dense GEMMs' partial tiles on H800's 132 SMs at T = 4,096 tokens, tp 8: MLA's KV down projection [4096, 576]
@@ -75,7 +78,8 @@ def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     1.06e9 fp32 main gradients, 34.4 ms a step, step.py [27]; 1,280 before the MoE router's
     GEMM was priced in bf16, fp8cov: DeepSeek-V3 sec. 3.3.1 keeps gating modules out of fp8); on DeepEP
     alone (fit --moe-dispatcher deepep) the best runnable plan is EP 16 with full recompute (Megatron-FSDP HSDP, tp 4,
-    micro-batch 15), 1,148.2 (-25.6%: issue 22 critstage2 put the MTP module's forward and backward in the stage's
+    micro-batch 15), 1,113.1 (-27.9%: a GEMM's output write priced after its K loop, compute [5a]; 1,148.2,
+    -25.6%, before: issue 22 critstage2 put the MTP module's forward and backward in the stage's
     passes, the windows HSDP's per-micro-batch gathers hide behind, dp_comm_exposed 3.357 -> 2.978 s, and prices its
     projection's re-run under the uniform method, compute +5.4 ms: step 27.128 -> 26.754 s; 1,132.4, -26.6%, before;
     1,133.5, -26.5%, before GEMM tile quantization; 69.5 GiB, fitting since each
@@ -87,11 +91,11 @@ def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     _, top = _bare_top(cli)
     rate = top["throughput"]["tokens_per_s_per_gpu"]
     assert abs(rate / PUBLISHED - 1.0) <= 0.25, rate
-    assert rate == pytest.approx(1254.3, abs=1)
+    assert rate == pytest.approx(1221.2, abs=1)
     r = cli("fit", *BARE, "--top", "1", "--format", "json", "--moe-dispatcher", "deepep")
     assert r.exit_code == 0, r.stderr
     deepep = json.loads(r.stdout)[0]["throughput"]["tokens_per_s_per_gpu"]
-    assert deepep == pytest.approx(1148.2, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
+    assert deepep == pytest.approx(1113.1, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
 
 
 def test_deepseeks_layout_is_feasible_under_the_bare_defaults(cli):

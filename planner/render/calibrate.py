@@ -103,7 +103,7 @@ def gemm_table(cal, hw, title: str) -> Table:
         if hw is not None:
             prec = "fp8" if r.dtype == "fp8" else "bf16"
             peak = hw.fp8_TFLOPS if prec == "fp8" else hw.bf16_TFLOPS
-            model = float(default_gemm_rate(float(r.M), float(r.N), prec, hw)) / derate / 1e12
+            model = float(default_gemm_rate(float(r.M), float(r.N), float(r.K), prec, hw)) / derate / 1e12
             cells += ["-" if not peak else f"{100.0 * r.tflops / peak:.1f}%", "-" if model != model else f"{model:,.1f}"]
         if r.layers:
             what = r.layers[0] + (f" (+{len(r.layers) - 1})" if len(r.layers) > 1 else "")
@@ -113,7 +113,7 @@ def gemm_table(cal, hw, title: str) -> Table:
         cells.append(what)
         t.add_row(*cells)
     if hw is not None:
-        t.caption = (f"% peak: of the {hw.name} dense peak; model: the uncalibrated estimate in TFLOP/s (plateau x wave efficiency) "
+        t.caption = (f"% peak: of the {hw.name} dense peak; model: the uncalibrated estimate in TFLOP/s (compute.gemm_time: K loop and output write over wave efficiency) "
                      + ("at benchmark clocks" if not cal.sustained else "at the sustained clock"))
     return t
 
@@ -148,7 +148,7 @@ def print_shapes(shapes, dtypes, warmup: int, repeats: int, sustained: bool, hw)
             if d == "fp8" and hw.fp8_TFLOPS is None:
                 continue
             for s in shapes:
-                gpu_s += calls * s.flops / float(default_gemm_rate(float(s.M), float(s.N), d, hw))
+                gpu_s += calls * s.flops / float(default_gemm_rate(float(s.M), float(s.N), float(s.K), d, hw))
                 if sustained:
                     gpu_s += SUSTAINED_WARM_S
         if sustained:
