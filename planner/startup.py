@@ -2734,14 +2734,14 @@ LATER_RULES = LATER_RULES + (
 #   MEGATRON_DETERMINISTIC_FLASH (code 93)  Megatron-Bridge @dc805f5cf training/config.py l. 1454-1456: model.
 #       attention_backend flash refused (the job's attention_kernel flash2, which the Bridge reader reads from it);
 #       Megatron-LM refused --use-flash-attn from ac08742c96 (2024-05-04) to 3ab71eeb3e: a flag, not the backend, the
-#       job's use_flash_attn (rule MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, code 102, FIXED_CODE_RULES), so the megatron
+#       job's use_flash_attn (rule MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, code 98, FIXED_CODE_RULES), so the megatron
 #       entry does not list this setting. Bridge's check reads the config's model.attention_backend, not the kernel
 #       Transformer Engine picks (under auto it picks FlashAttention below Hopper, unrefused): a job whose config names
 #       flash (attention_kernel flash2 with attention_kernel_named, as the Bridge reader reads model.attention_backend
 #       flash) is refused on every GPU, the one on which TE would pick it anyway too; attention_kernel flash2 alone is
 #       refused only where it is not TE's own choice (a plan records the kernel it priced, auto's too, and the export
 #       writes TE's own choice as null: plan._deterministic_switches)
-#   MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, _MOE (codes 102, 103, FIXED_CODE_RULES): checks of an older Megatron-LM,
+#   MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, _MOE (codes 98, 99, FIXED_CODE_RULES): checks of an older Megatron-LM,
 #       dated since / until in the stack's list (a job's trainer_date in the range runs them)
 # Each rule is the stack's only where its runs.deterministic_refuses lists the setting (StartupRule.option
 # "deterministic_refuses:<setting>", rules_for).
@@ -2957,7 +2957,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "use a vpp whose stages layers_per_stage spells (ceil(units / ceil(units / (pp x vpp))) = pp x vpp), the "
         "schedule's default vpp, or --stack torchtitan (main's TOML writes the stage lists)",
         _tt03_stage_lists, option="pipeline_stages_by_count_only")),
-    # MEGATRON_DETERMINISTIC_USE_FLASH_ATTN (code 102, issue 22 detmore): Megatron-LM's validate_args under
+    # MEGATRON_DETERMINISTIC_USE_FLASH_ATTN (code 98, issue 22 detmore): Megatron-LM's validate_args under
     #   --deterministic-mode asserted `not args.use_flash_attn` ('Flash attention can not be used in deterministic
     #   mode.') from the commit that added the mode, ac08742c96 (2024-05-04, arguments.py l. 528-530 there), to
     #   3ab71eeb3e (2026-07-08), which moved the checks to training/determinism.py and dropped it (its parent's
@@ -2965,7 +2965,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
     #   --use-flash-attn (arguments.py l. 2910) is read by nothing else. The job's use_flash_attn (the Megatron reader's
     #   --use-flash-attn), dated by the stack's runs.deterministic_refuses since / until: a job is refused only where
     #   its trainer_date falls in that range (plan._deterministic_switches drops the entry elsewhere)
-    (102, StartupRule(
+    (98, StartupRule(
         "MEGATRON_DETERMINISTIC_USE_FLASH_ATTN", "megatron",
         "deterministic_mode refuses --use-flash-attn (Megatron-LM from ac08742c96, 2024-05-04, to 3ab71eeb3e, "
         "2026-07-08: the job's trainer_date in that range)",
@@ -2975,12 +2975,12 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "drop --use-flash-attn (use_flash_attn: false: at Megatron-Core models it picks no kernel), or leave "
         "deterministic_mode out",
         _deterministic_setting("use_flash_attn"), model_level=True, option="deterministic_refuses:use_flash_attn")),
-    # MEGATRON_DETERMINISTIC_MOE (code 103, issue 22 detmore): validate_args asserted `args.num_experts is None`
+    # MEGATRON_DETERMINISTIC_MOE (code 99, issue 22 detmore): validate_args asserted `args.num_experts is None`
     #   ('MoEs are currently not deterministic.') under --deterministic-mode from 2ea54d6a37 (2024-07-25, ADLR/
     #   megatron-lm!1752, arguments.py l. 566 there) until 8e1adfdc5b (2024-08-02, ADLR/megatron-lm!1864 'MoE related
     #   bug-fixed for release of mcore-0.8', which removed it): an MoE model (model.moe) beside the job's
     #   deterministic_mode, where the job's trainer_date falls in that range (runs.deterministic_refuses since / until)
-    (103, StartupRule(
+    (99, StartupRule(
         "MEGATRON_DETERMINISTIC_MOE", "megatron",
         "deterministic_mode refuses an MoE model (--num-experts; Megatron-LM from 2ea54d6a37, 2024-07-25, to "
         "8e1adfdc5b, 2024-08-02: the job's trainer_date in that range)",
@@ -2990,7 +2990,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "ADLR/megatron-lm!1864)",
         "leave deterministic_mode out, or run a Megatron-LM from 2024-08-02 on (trainer_date)",
         _deterministic_moe, model_level=True, option="deterministic_refuses:moe")),
-    # MEGATRON_FSDP_V2_LAYOUT (code 105, issue 21 memleft): Megatron-FSDP v2 (the job's mfsdp_v2, --megatron-fsdp-version
+    # MEGATRON_FSDP_V2_LAYOUT (code 100, issue 21 memleft): Megatron-FSDP v2 (the job's mfsdp_v2, --megatron-fsdp-version
     # 2) is built by FullyShardedDataParallelV2, whose _validate_config (megatron/core/distributed/fsdp/
     # mcore_fsdp_adapter.py @d98e8a64 l. 603-705) raises ValueError at model build for tensor / pipeline / context
     # parallel sizes above 1 (l. 627-648), any data_parallel_sharding_strategy but optim_grads_params (l. 666-668) and
@@ -3000,7 +3000,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
     # (DDP, the distributed optimizer, another strategy) or layout does not run v2. Keyed on the job's setting laid on
     # the stack (defaults.mfsdp_v2); listed only where a mode states runs.sharding mfsdp_v2 (option: plan.resolve refuses
     # the job's mfsdp_v2 on any other stack, so it can never fire there).
-    (105, StartupRule(
+    (100, StartupRule(
         "MEGATRON_FSDP_V2_LAYOUT", ANY_STACK,
         "Megatron-FSDP v2 (mfsdp_v2) runs only the optim_grads_params strategy at tp, pp and cp 1 with one model chunk, "
         "in bf16",

@@ -156,7 +156,7 @@ CASES = [
      {"memory": +1}),
     # the trainer commit's date: which start-up checks run (stack runs.deterministic_refuses since), nothing priced
     ("trainer_date", ["--trainer-date", "2026-07-02"], "2026-07-02", dict(DENSE, stack="megatron"), "2026-07-01", {}),
-    # Megatron-LM's --use-flash-attn: read only by an older deterministic check (start-up rule 102), nothing priced
+    # Megatron-LM's --use-flash-attn: read only by an older deterministic check (start-up rule 98), nothing priced
     ("use_flash_attn", ["--use-flash-attn"], True, dict(DENSE, stack="megatron"), False, {}),
     # the config names its attention backend (Bridge's deterministic check reads it; tests/test_startup_deterministic.py)
     ("attention_kernel_named", ["--attention-kernel-named"], True,

@@ -1,5 +1,5 @@
 """Megatron-FSDP v2 (the job's mfsdp_v2, Megatron --megatron-fsdp-version 2; planner/memory.py [v2], start-up rule
-MEGATRON_FSDP_V2_LAYOUT, code 105), derived by hand from NVIDIA/Megatron-LM @d98e8a64
+MEGATRON_FSDP_V2_LAYOUT, code 100), derived by hand from NVIDIA/Megatron-LM @d98e8a64
 megatron/core/distributed/fsdp/mcore_fsdp_adapter.py FullyShardedDataParallelV2 (l. 489-705) and
 megatron/core/distributed/fsdp/src/megatron_fsdp/experimental/:
 
@@ -100,11 +100,11 @@ def test_v2_job_refusals():
 
 
 def test_v2_startup_rule_code_105():
-    """MEGATRON_FSDP_V2_LAYOUT (code 105): a v2 plan at tp 2 or under the distributed optimizer is refused (exit 2);
+    """MEGATRON_FSDP_V2_LAYOUT (code 100): a v2 plan at tp 2 or under the distributed optimizer is refused (exit 2);
     fit ranks only optim_grads_params plans at tp = pp = cp = 1."""
     from planner.startup import CODES
 
-    assert CODES["MEGATRON_FSDP_V2_LAYOUT"] == 105
+    assert CODES["MEGATRON_FSDP_V2_LAYOUT"] == 100
     job = ["--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack", "megatron", "--global-batch",
            "16", "--seq-len", "4096", "--mfsdp-v2", "--no-gradient-accumulation-fusion"]
     r = CliRunner().invoke(app, ["explain", *job, "--tp", "2", "--sharding", "megatron_fsdp_optim_grads_params"])

@@ -168,13 +168,13 @@ def test_bridge_export_writes_and_reads_back_deterministic_mode(tmp_path):
 
 
 def test_megatron_use_flash_attn_refused_from_ac08742c96_to_3ab71eeb3e():
-    """Code 102. `git log -S use_flash_attn -- megatron/training/arguments.py` on NVIDIA/Megatron-LM: ac08742c96
+    """Code 98. `git log -S use_flash_attn -- megatron/training/arguments.py` on NVIDIA/Megatron-LM: ac08742c96
     (2024-05-04, 'Add a "deterministic mode".') added `assert not args.use_flash_attn` under --deterministic-mode
     (l. 528-530 there); 3ab71eeb3e (2026-07-08) removed it (determinism.py @d98e8a64 l. 150-152). So use_flash_attn
     with deterministic_mode: trainer_date 2024-05-03 priced, 2024-05-04 and 2026-07-07 refused, 2026-07-08 priced,
     no date (the stack's own commit, d98e8a64) priced; without deterministic_mode priced at any date. The flag picks
     no kernel: the plan's step time is the one without it."""
-    assert CODES["MEGATRON_DETERMINISTIC_USE_FLASH_ATTN"] == 102
+    assert CODES["MEGATRON_DETERMINISTIC_USE_FLASH_ATTN"] == 98
     job = {**BASE, "use_flash_attn": True}
     for day in ("2024-05-04", "2026-07-07"):
         msg = _refused({**job, "trainer_date": day})
@@ -195,7 +195,7 @@ def test_megatron_use_flash_attn_refused_from_ac08742c96_to_3ab71eeb3e():
 
 def test_megatron_reader_reads_use_flash_attn_and_the_export_writes_it(tmp_path):
     """The Megatron reader reads --use-flash-attn into the job (no longer listed as ignored); with --deterministic-mode
-    and a trainer_date of 2025-06-01 (between ac08742c96 and 3ab71eeb3e) the job is refused (code 102); the export of
+    and a trainer_date of 2025-06-01 (between ac08742c96 and 3ab71eeb3e) the job is refused (code 98); the export of
     the plan, written for the stack's own commit, carries the flag back."""
     from planner.explain import evaluate, to_json
     from planner.trainers.export import export_plan
@@ -217,12 +217,12 @@ def test_megatron_reader_reads_use_flash_attn_and_the_export_writes_it(tmp_path)
 
 
 def test_megatron_moe_refused_from_2ea54d6a37_to_8e1adfdc5b():
-    """Code 103. `git log -S 'MoEs are currently not deterministic' -- megatron` on NVIDIA/Megatron-LM: 2ea54d6a37
+    """Code 99. `git log -S 'MoEs are currently not deterministic' -- megatron` on NVIDIA/Megatron-LM: 2ea54d6a37
     (2024-07-25, ADLR/megatron-lm!1752) added `assert args.num_experts is None` under --deterministic-mode (l. 566
     there), 8e1adfdc5b (2024-08-02, ADLR/megatron-lm!1864) removed it. Mixtral 8x7B with deterministic_mode:
     trainer_date 2024-07-24 priced, 2024-07-25 and 2024-08-01 refused, 2024-08-02 priced, no date priced; the dense
     Llama 3 8B on 2024-07-30 priced."""
-    assert CODES["MEGATRON_DETERMINISTIC_MOE"] == 103
+    assert CODES["MEGATRON_DETERMINISTIC_MOE"] == 99
     moe = {**BASE, "model": "mixtral-8x7b"}
     for day in ("2024-07-25", "2024-08-01"):
         msg = _refused({**moe, "trainer_date": day})
