@@ -1492,6 +1492,8 @@ CLI_VALUES = {
     "row": ["1", "2", "3"], "config_format": ["torchtitan", "megatron", "deepspeed", "megatron-deepspeed", "torchtitan-0.3"],
     "plot": ["{d}/p.png", "{d}/p.svg", "{d}/p.txt"], "output": ["{d}/out.txt", "{d}/out.sh"],
     "mc_runs": ["0", "2"], "mc_seed": ["0", "7"], "max_layer_slack": ["0", "2", "5"],
+    # NCCL's own grammar (comm.nccl_algo_candidates): names, ^ to exclude, a collective's prefix (Tree alone is refused)
+    "nccl_algo": ["Ring", "^NVLS", "Ring,Tree", "allreduce:Tree;reducescatter:Ring;allgather:Ring"],
     # {prof}, {fit}: the calibration profile and the saved fit the kind's seeds_dir holds (Target.seed_vars)
     "calibration": ["{prof}", str(DATA / "tiny-fit.yaml"), "{d}/nosuch.yaml"], "from_fit": ["{fit}", "{d}/job.yaml"],
 }

@@ -60,6 +60,8 @@ def test_the_search_floor_is_the_same_at_every_rank_order():
     assert floors[0] == floors[1]
     assert all(f <= st for f, st in zip(floors, steps))
     assert all(f >= c for f, c in zip(floors, computes))
-    # the critical stage's compute + optimizer: 3.5275 s (the last) at tp-cp-pp-dp, 3.3349 s (a middle) at tp-cp-dp-pp
-    assert computes[0] == pytest.approx(3.5275, abs=1e-4) and computes[1] == pytest.approx(3.3349, abs=1e-4)
+    # the critical stage's compute + optimizer: 3.6118 s (the last) at tp-cp-pp-dp, 3.4180 s (a middle) at tp-cp-dp-pp
+    # (3.5275 and 3.3349 s before a GEMM's output write was priced after its K loop, compute [5a]; the two orders'
+    # critical stages are the same ones)
+    assert computes[0] == pytest.approx(3.6118, abs=1e-4) and computes[1] == pytest.approx(3.4180, abs=1e-4)
     assert floors[0] == computes[0]
