@@ -43,6 +43,10 @@ def test_mla_overlap_priced_off_userbuffers_kept(explain):
     assert on["time"]["step_s"] == off["time"]["step_s"]
     assert on["plan"]["tp_comm_overlap"] is True and on["plan"]["tp_comm_overlap_runs"] is False
     assert off["plan"]["tp_comm_overlap"] is False and "tp_comm_overlap_runs" not in off["plan"]
+    from planner.render.fit import stack_options_text
+
+    assert stack_options_text(on["plan"]).startswith("TP overlap (priced off)")  # fit's column, a pinned overlap
+    assert "TP overlap" not in stack_options_text(off["plan"])
     assert on["memory"]["terms"]["tp_overlap_buffers"] == UB_LITE == 201_326_592
     assert off["memory"]["terms"]["tp_overlap_buffers"] == 0.0
 
