@@ -272,6 +272,28 @@ def dp_overlap(stack, plan) -> np.ndarray:
     return dpo
 
 
+def mla_drops_tp_overlap(stack, model, trainer_date: Optional[str] = None) -> bool:
+    """Whether the stack turns the TP overlap off for this model (a stack and model setting, not a searched
+    quantity): the model has multi-head latent attention (`mla:`) and the stack's overlap.tp_comm_overlap_off_with_mla
+    is a date no later than the job's trainer_date (none: the stack's own commit). Megatron-LM since 4e6ae3a2d2
+    (2025-04-24): TELinear.__init__ sets the shared TransformerConfig's tp_comm_overlap False on the MLA projections'
+    userbuffer names (megatron/core/extensions/transformer_engine.py @d98e8a64 l. 1176-1186; stack_db megatron)."""
+    since = stack.overlap.tp_comm_overlap_off_with_mla if stack is not None else None
+    return bool(since is not None and model is not None and model.mla is not None
+                and (trainer_date is None or trainer_date >= since))
+
+
+def tp_overlap(settings, plan) -> np.ndarray:
+    """The plan's TP overlap as it runs (0/1, vectorized): its tpo, 0 where the stack turns it off for the model
+    (mla_drops_tp_overlap). What step.tp_comm prices; memory's userbuffers ([ub]) read the plan's tpo, which Megatron-LM
+    still allocates (initialize.py @d98e8a64 l. 164-166 reads args.tp_comm_overlap, which the model's config change
+    leaves set), and the export writes the tpo the job asked for."""
+    tpo = np.asarray(plan.tpo)
+    if mla_drops_tp_overlap(settings.stack, settings.model, settings.trainer_date):
+        return np.zeros_like(tpo)
+    return tpo
+
+
 def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto: int | None = None,
                after: int = 0, *, hardware: Hardware) -> np.ndarray:
     """The first plan rule each candidate breaks (OK = 0), vectorized, in the order `resolve`
@@ -2473,6 +2495,15 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     dpo_chosen = plan.dpo  # (_mode_dp_overlap may set it: the code _stack_choices found is then computed again)
     warnings += overridden_settings(job, stack, int(plan.smode))
     _mode_dp_overlap(job, stack, plan, opts, inherited, warnings)
+    if opts["tpo"] and mla_drops_tp_overlap(stack, model, job.trainer_date):  # priced off (tp_overlap)
+        warnings.append(f"tp_comm_overlap on with multi-head latent attention: stack {stack.name}'s trainer turns the TP "
+                        f"overlap off for the whole model at its first MLA layer (NVIDIA/Megatron-LM @d98e8a64 "
+                        f"megatron/core/extensions/transformer_engine.py l. 1176-1186: TELinear sets the shared config's "
+                        f"tp_comm_overlap False on the userbuffer name 'q_down_proj' / 'q_proj' / 'kv_down_proj', since "
+                        f"4e6ae3a2d2, {stack.overlap.tp_comm_overlap_off_with_mla}; {stack.origin} "
+                        f"overlap.tp_comm_overlap_off_with_mla); priced off: every TP collective exposed (the first layer's "
+                        f"linear_proj keeps the overlap: 1 linear of {model.num_layers} layers, priced off too), the "
+                        f"userbuffers still allocated; the export writes the tp_comm_overlap asked for")
     inherited += mode_run_settings(job, stack, int(plan.smode))
     err = uneven_split_error(model.num_layers, job, stack, where)  # Megatron's own words before SPLIT_UNITS'
     if err is not None:
@@ -3709,7 +3740,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "tokens": settings.tokens,
         "recompute_layers": settings.recompute_layers,
         "stack": settings.stack_name,
-        "tp_comm_overlap": bool(g("tpo")),
+        "tp_comm_overlap": bool(g("tpo")),  # as asked (the export writes it); as it runs where that differs:
+        **({"tp_comm_overlap_runs": False} if g("tpo") and not at(tp_overlap(settings, plan)) else {}),  # (MLA)
         "dp_comm_overlap": bool(at(dp_overlap(settings.stack, plan))),  # as it runs: off under PP where the stack says
         "torch_compile": bool(g("compile")),
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,

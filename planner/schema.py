@@ -1316,6 +1316,13 @@ class OverlapSpec(BaseModel):
     tp_comm_overlap_supported: bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
     tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
+    tp_comm_overlap_off_with_mla: Optional[str] = Field(
+        default=None, pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="the date (YYYY-MM-DD) since which the stack turns the TP overlap off for a model with multi-head "
+                    "latent attention (`mla:`): Megatron-LM's TELinear sets the model's shared TransformerConfig "
+                    "tp_comm_overlap False on an MLA projection's userbuffer name, so a job's tp_comm_overlap is priced "
+                    "off (plan.tp_overlap; its userbuffers still allocated) unless its trainer_date is older; fit "
+                    "searches no overlapped twin (space.variant_choices); null: the overlap runs with MLA")
     ep_comm_overlap_supported: bool = Field(
         default=False, description="MoE all-to-alls of one micro-batch hidden behind another's compute (Megatron-Core "
                                    "--overlap-moe-expert-parallel-comm, the combined 1F1B schedule; planner/moe.py)")

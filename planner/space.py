@@ -141,7 +141,8 @@ def variant_choices(stack, job: Job, where: str = "", hw=None, model=None) -> np
 
     A pinned option (--compile, --tp-comm-overlap, --fp8-recipe, ...) is the only choice.
     Otherwise: TP overlap off and on where the stack has it (splitting a GEMM into tp chunks
-    can cost more than the overlap saves); every recipe of the stack of the job's precision
+    can cost more than the overlap saves), off only for an MLA model on a stack that turns it
+    off (plan.mla_drops_tp_overlap: the overlapped row would price as its twin); every recipe of the stack of the job's precision
     (fp8 or nvfp4) whose tensor cores the hardware `hw` has (no mxfp8 on Hopper) and whose
     kernels it runs (no blockwise on Blackwell: precisions.recipe_unsupported) and, with the job's
     fp8_attention, that has an fp8 attention path on it (plan.fp8_attention_runs);
@@ -155,14 +156,17 @@ def variant_choices(stack, job: Job, where: str = "", hw=None, model=None) -> np
     torchtitan's bf16 experts); neither dominates (the converted GEMMs run faster, but pad each expert's
     token group to more rows and refuse pp > 1 and cp > 1 under float8: startup
     TORCHTITAN_FP8_GROUPED_MM_PP_CP, Space.variant_ok)."""
-    from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, fp8_attention_runs, recipe_precision, recipe_unsupported, stack_options
+    from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, fp8_attention_runs, mla_drops_tp_overlap, recipe_precision, recipe_unsupported, stack_options
 
     opts, _ = stack_options(stack, job.model_copy(update=dict(tp_comm_overlap=False if job.tp_comm_overlap is None else job.tp_comm_overlap)),
                             where, tp=2, sp=True)
     ov = stack.overlap
     compile_ = [int(job.torch_compile)] if job.torch_compile is not None else [int(stack.compiled_kernels is not None)]
     dpo = [int(job.dp_comm_overlap)] if job.dp_comm_overlap is not None else [int(ov.dp_comm_overlap_supported)]
-    tpo = [int(job.tp_comm_overlap)] if job.tp_comm_overlap is not None else ([0, 1] if ov.tp_comm_overlap_supported else [0])
+    # an MLA model on a stack that turns the overlap off (plan.mla_drops_tp_overlap): the overlapped row would be
+    # priced as its no-overlap twin (plan.tp_overlap) with the userbuffers' memory on top, so it is not searched
+    tpo = [int(job.tp_comm_overlap)] if job.tp_comm_overlap is not None else (
+        [0, 1] if ov.tp_comm_overlap_supported and not mla_drops_tp_overlap(stack, model, job.trainer_date) else [0])
     if job.precision != "bf16":
         have = hw.precisions() if hw is not None else list(set(RECIPE_PEAK.values()))
         f8r = [opts["f8r"]] if job.fp8_recipe is not None else [

@@ -2844,6 +2844,15 @@ def _mla_fusion_tp(model, stack, plan) -> np.ndarray:
     return (np.mod(ml.q_lora_rank or 0, tp) != 0) | (np.mod(ml.kv_lora_rank + ml.qk_rope_head_dim, tp) != 0)
 
 
+def _mla_fusion_tp_overlap(model, stack, plan) -> np.ndarray:
+    """MEGATRON_MLA_FUSION_TP_OVERLAP: the job's mla_down_proj_fusion (defaults.mla_down_proj_fusion, laid by
+    plan.resolve) with the plan's TP overlap at tp > 1 (the overlap needs SP: plan rule)."""
+    tpo = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
+    if model is None or model.mla is None or stack is None or not stack.defaults.mla_down_proj_fusion:
+        return np.zeros(np.shape(tpo), dtype=bool)  # a model and a job setting: every candidate alike
+    return tpo
+
+
 def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
     """MEGATRON_BF16_LAYERS_STAGE: an fp8 plan whose bf16 layers at either end (the larger of the job's
     bf16_layers_at_start / _end: the stack's defaults.bf16_layers_max, laid by plan.apply_startup_switches) are more
@@ -3014,6 +3023,29 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "use sharding megatron_fsdp_optim_grads_params at tp, pp and cp 1 in bf16, or leave mfsdp_v2 out (Megatron-FSDP "
         "v1)",
         _mfsdp_v2_layout, option="sharding@mfsdp_v2")),
+    # MEGATRON_MLA_FUSION_TP_OVERLAP (code 101, issue 22 mlatpo): FusedMLASelfAttention (--mla-down-proj-fusion, NVIDIA/
+    #   Megatron-LM @d98e8a64 multi_latent_attention.py l. 1241-1340, added by 8fd390d1fb, 2026-03-11) builds its fused
+    #   down projection as a TELayerNormColumnParallelLinear (gpt_layer_specs.py l. 256-272) with tp_comm_buffer_name
+    #   'qkv_down_proj' (l. 1292-1310); unlike TELinear (transformer_engine.py l. 1176-1186, which turns the overlap off
+    #   for MLA's other names: plan.tp_overlap) that class passes any name to TE with the overlap on (l. 1456-1487:
+    #   ub_overlap_ag, ub_name), and TE registers userbuffers only for qkv / proj / fc1 / fc2's GEMMs
+    #   (NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/module/base.py initialize_ub l. 310-336,
+    #   539-545: a user --tp-comm-overlap-cfg only configures those names), so the first forward's
+    #   get_ub('qkv_down_proj_fprop') (layernorm_linear.py l. 200-205) raises (base.py get_ub l. 550-560). A variant
+    #   rule (VARIANT_RULES): fit ranks no overlapped row with the fusion
+    (101, StartupRule(
+        "MEGATRON_MLA_FUSION_TP_OVERLAP", ANY_STACK,
+        "MLA's fused down projection (mla_down_proj_fusion) with TP communication overlap: its userbuffer "
+        "'qkv_down_proj' is not one Transformer Engine registers",
+        "NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/multi_latent_attention.py FusedMLASelfAttention l. "
+        "1292-1310 (linear_qkv_down_proj, tp_comm_buffer_name 'qkv_down_proj', a TELayerNormColumnParallelLinear: "
+        "models/gpt/gpt_layer_specs.py l. 256-272), megatron/core/extensions/transformer_engine.py l. 1456-1487 "
+        "(ub_overlap_ag, ub_name with tp_comm_overlap); NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/"
+        "module/base.py initialize_ub l. 310-336, 539-545 (only qkv, proj, fc1, fc2 registered), get_ub l. 550-560 "
+        "(KeyError 'UB for qkv_down_proj_fprop ... is not registered'), module/layernorm_linear.py l. 200-205",
+        "drop --tp-comm-overlap (an MLA model runs without it anyway: Megatron-LM turns it off at the first MLA layer), "
+        "or leave mla_down_proj_fusion out",
+        _mla_fusion_tp_overlap, option="mla_down_proj_fusion")),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
@@ -3124,7 +3156,8 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
 # COMPILE_RULES: those of them that read compile, where fit tries compile off (space.uncompiled_choices)
 COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
 VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_MXFP8_ROWS",
-                                 "MEGATRON_FP8_WIDTHS", "MEGATRON_DETERMINISTIC_TP_OVERLAP")
+                                 "MEGATRON_FP8_WIDTHS", "MEGATRON_DETERMINISTIC_TP_OVERLAP",
+                                 "MEGATRON_MLA_FUSION_TP_OVERLAP")
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:

@@ -547,7 +547,7 @@ from .params import count_params
 from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        heaviest_stage_index, reduce_queue_overrun, stage_end_kinds, stage_kind_counts, plan_stage_layers)
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch, tp_overlap
 from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .stacks import outer_optim
 from .moe import optimizer_shards
@@ -1657,8 +1657,11 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
     MLP's moves the top_k c dispatched copies of each token); a recomputed layer repeats its
     forward ones; the stack's selective policy may re-run some of an attention layer's. With
     TP-communication overlap [7] each is split into tp chunks that ring-exchange while the GEMM
-    they feed computes: the first chunk and what outlasts the layer's GEMMs stay exposed.
-    With partition_activations (memory.py [pa]) each re-run layer first all-gathers its kept
+    they feed computes: the first chunk and what outlasts the layer's GEMMs stay exposed. The overlap
+    as it runs (plan.tp_overlap): off for an MLA model where the stack turns it off (Megatron-LM since
+    2025-04-24: transformer_engine.py @d98e8a64 l. 1176-1186, stack overlap.tp_comm_overlap_off_with_mla),
+    every layer priced without it (the first MLA layer's linear_proj keeps it in Megatron-LM: 1 linear of
+    L, a named approximation). With partition_activations (memory.py [pa]) each re-run layer first all-gathers its kept
     input, T h bf16 (T h / t under SP), over the TP group: not overlapped (the re-run waits on it).
     With sync_tp_duplicated_parameters [sy] every layer forward (a re-run one's too) all-reduces each of
     its TP-duplicated h-element parameters (the blocks' tp_synced: LayerNorm weight and bias, row-parallel
@@ -1679,7 +1682,10 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
         return np.where(sp_on, coll(comm.REDUCE_SCATTER, size, tp_sp, s) + coll(comm.ALL_GATHER, size, tp_sp, s),
                         coll(comm.ALL_REDUCE, size, tp_ar, s))
 
-    tpo = plan.tpo > 0
+    # the overlap as it runs: off for an MLA model on a stack that turns it off (plan.tp_overlap, stack
+    # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
+    # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
+    tpo = tp_overlap(sc.settings, plan) > 0
 
     def hidden(t, passes, g):
         return np.where(tpo, np.minimum(np.maximum(t - passes * g, 0.0) + t / ctx.tp, t), t)

@@ -5,10 +5,12 @@ DeepSeek-V3 trained in fp8 with 1x128 / 128x128 block scales (arXiv:2412.19437 s
 3.3.2) and dispatched with the node-deduplicating kernels DeepSeek released as DeepEP (sec.
 3.2.2). A bare `fit deepseek-v3 --gpus 2048 --hardware h800-sxm --global-batch 15360 --seq-len
 4096` plans on the megatron stack (the one a user can run) with those settings, lists them as
-assumed, and (issue 23's line) ranks a best plan within 25% of DeepSeek's published 1,543.2
+assumed, and (issue 23's line) would rank a best plan within 25% of DeepSeek's published 1,543.2
 tokens/s per GPU (14.8T tokens in 2,664K H800 GPU-hours, Table 1): met with the dispatcher searched
-(EP 128 x expert-TP 2 on Hybrid-EP, -18.7%); on DeepEP alone not (its group sizes are enforced, start-up rule
-MEGATRON_DEEPEP_GROUP: EP 16, -26.6%);
+(EP 128 x expert-TP 2 on Hybrid-EP, -18.7%) only while TP overlap was priced for MLA; Megatron-LM turns it off for
+an MLA model (transformer_engine.py @d98e8a64 l. 1176-1186, issue 22 mlatpo: plan.tp_overlap), and without it the
+best plan is EP 16 on Hybrid-EP, -28.9%, outside the band; on DeepEP alone (its group sizes are enforced, start-up
+rule MEGATRON_DEEPEP_GROUP) EP 32, -30.1%;
 DeepSeek's own layout (TP 1, PP 16, EP 64,
 ZeRO-1 / the distributed optimizer, DP 128) is feasible under the same defaults.
 """
@@ -40,15 +42,18 @@ def test_bare_fit_takes_the_recipe(cli):
     """The stack stays megatron (DeepSeek's HAI-LLM is not one a user can run); the assumed
     settings are printed; the dispatcher is searched (issue 23: every one the stack runs, each where
     it starts), said in a note naming the recipe's deepep as what explain and check take. The top
-    plan is EP 256 with expert-TP 1, an expert-TP x EP group of 256 ranks, which DeepEP's config tables
-    refuse (start-up rule MEGATRON_DEEPEP_GROUP: 2 ... 160 ranks), on Hybrid-EP, which has no such table;
-    its row's command names --moe-dispatcher hybridep. (EP 128 with expert-TP 2, the same 256-rank group,
-    led from GEMM tile quantization until a GEMM's output write was priced after its K loop, compute [5a]:
-    test_bare_fit_ranks_within_25_percent_of_deepseek.)"""
+    plan is EP 256 with expert-TP 1 on Hybrid-EP (tp 4, Megatron-FSDP HSDP over 64, selective recompute, 1 x 30
+    micro-batches); its row's command names --moe-dispatcher hybridep. (EP 16 with expert-TP 1, tp 4, HSDP over 256,
+    full recompute, 15 x 2, led on branch mlatpo before the merge with a GEMM's output write, compute [5a]; EP 128 with
+    expert-TP 2, tp 8, an expert-TP
+    x EP group of 256 ranks that DeepEP's config tables refuse, led while TP overlap was priced for MLA, which
+    Megatron-LM turns off: test_bare_fit_against_deepseeks_rate; EP 256 with expert-TP 1 before GEMM tile
+    quantization.)"""
     r, top = _bare_top(cli)
     p = top["plan"]
     assert (p["stack"], p["precision"], p["fp8_recipe"]) == ("megatron", "fp8", "blockwise")
-    assert (p["moe_dispatcher"], p["ep"], p["etp"]) == ("hybridep", 256, 1), p
+    assert (p["moe_dispatcher"], p["ep"], p["etp"], p["tp"]) == ("hybridep", 256, 1, 4), p
+    assert (p["recompute"], p["tp_comm_overlap"], p["shard_group"]) == ("selective", False, 64), p
     for words in ("assumed from its published training recipe", "precision fp8 (", "sec. 3.3",
                   "fp8_recipe blockwise (", "moe_dispatcher deepep (", "bytes_per_param bf16-moments (",
                   "mtp_layers 1 (", "not priced: fp8 dispatch",
@@ -58,11 +63,22 @@ def test_bare_fit_takes_the_recipe(cli):
     assert (p["bytes_per_param"], p["mtp_layers"]) == ("bf16-moments", 1)
 
 
-def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
-    """The band is the acceptance line's: |rate / 1,543.2 - 1| <= 25%. Met with the dispatcher
-    searched: EP 256 x expert-TP 1 on Hybrid-EP, 1,221.2 tokens/s per GPU (-20.9%) since a GEMM's output write is
-    priced after its K loop (compute [5a]: expert-TP's narrower expert GEMMs pay more write a FLOP); before it
-    EP 128 x expert-TP 2 on Hybrid-EP (tp 8, dp 256, ZeRO-1, micro-batch 1 x 60), 1,254.3 tokens/s per GPU
+def test_bare_fit_against_deepseeks_rate(cli):
+    """The band is issue 23's acceptance line: |rate / 1,543.2 - 1| <= 25%. No longer met: Megatron-LM turns TP
+    communication overlap off for an MLA model (NVIDIA/Megatron-LM @d98e8a64 megatron/core/extensions/
+    transformer_engine.py l. 1176-1186: TELinear sets the shared config's tp_comm_overlap False at the first MLA
+    layer's 'q_down_proj'; since 4e6ae3a2d2, 2025-04-24; issue 22 mlatpo), so the TP collectives the overlap hid are
+    exposed (plan.tp_overlap) and fit no longer searches the overlapped rows. The best plan is now EP 16 x expert-TP 1
+    on Hybrid-EP (tp 4, dp 512, Megatron-FSDP HSDP over 256 ranks, full recompute, micro-batch 15 x 2), 1,097.2
+    tokens/s per GPU (-28.9%, step 28.00 s) on branch mlatpo; with a GEMM's output write priced after its K loop
+    (compute [5a], merged after it) EP 256 x expert-TP 1 (tp 4, HSDP over 64, selective recompute, 1 x 30) leads at
+    1,082.2 (-29.9%, step 28.39 s), and DeepEP alone EP 32 x expert-TP 1 (tp 2, HSDP over 256, full recompute, 5 x
+    3) at 1,052.3 (-31.8%). On branch mlatpo, the former top row (EP 128 x expert-TP 2, tp 8, ZeRO-1, 1 x 60) prices
+    28.9 s without the overlap (24.5 s with it), 1,063 tokens/s per GPU. On DeepEP alone EP 32 x expert-TP 1 (tp 2,
+    HSDP over 256, full recompute, 5 x 3), 1,078.3 (-30.1%; 1,132.4, -26.6%, with the overlap priced).
+
+    Before (TP overlap priced for MLA): met with the dispatcher
+    searched: EP 128 x expert-TP 2 on Hybrid-EP (tp 8, dp 256, ZeRO-1, micro-batch 1 x 60), 1,254.3 tokens/s per GPU
     (-18.7%). Before GEMM tile quantization (compute.wave_efficiency: M N / (waves x SMs x tm x tn)) EP 256 x
     expert-TP 1 led at 1,261.7 (-18.2%) and EP 128 x expert-TP 2 was second at 1,259.8. Both rows move by the
     dense GEMMs' partial tiles on H800's 132 SMs at T = 4,096 tokens, tp 8: MLA's KV down projection [4096, 576]
@@ -90,12 +106,12 @@ def test_bare_fit_ranks_within_25_percent_of_deepseek(cli):
     assert PUBLISHED == pytest.approx(1543.2, abs=0.05)
     _, top = _bare_top(cli)
     rate = top["throughput"]["tokens_per_s_per_gpu"]
-    assert abs(rate / PUBLISHED - 1.0) <= 0.25, rate
-    assert rate == pytest.approx(1221.2, abs=1)
+    assert abs(rate / PUBLISHED - 1.0) > 0.25, rate  # issue 23's line missed: see the docstring
+    assert rate == pytest.approx(1082.2, abs=1)
     r = cli("fit", *BARE, "--top", "1", "--format", "json", "--moe-dispatcher", "deepep")
     assert r.exit_code == 0, r.stderr
     deepep = json.loads(r.stdout)[0]["throughput"]["tokens_per_s_per_gpu"]
-    assert deepep == pytest.approx(1113.1, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
+    assert deepep == pytest.approx(1052.3, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
 
 
 def test_deepseeks_layout_is_feasible_under_the_bare_defaults(cli):

@@ -48,7 +48,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         + (f" (groups of {p['microbatch_group']} micro-batches per virtual stage)" if p.get("microbatch_group") else "")
         + f", {p['precision']}" + (" (fp16, priced as bf16)" if p.get("fp16") else "")
     )
-    opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",
+    opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}"
+            + (" (priced off: the trainer turns it off with MLA)" if p.get("tp_comm_overlap_runs") is False else ""),
             f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
     if p.get("attention_kernel"):  # the kernel the attention core is timed with (compute.attention_kernel)

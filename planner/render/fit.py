@@ -33,8 +33,8 @@ def stack_options_text(p: dict) -> str:
     from ..catalog import load_stack
 
     parts = ["fp16"] if p.get("fp16") else []  # the row's 16-bit dtype where not bf16 (priced as bf16)
-    if p.get("tp_comm_overlap"):
-        parts.append("TP overlap")
+    if p.get("tp_comm_overlap"):  # a pinned --tp-comm-overlap the trainer turns off (MLA: plan.tp_overlap) says so
+        parts.append("TP overlap (priced off)" if p.get("tp_comm_overlap_runs") is False else "TP overlap")
     if p.get("torch_compile"):
         parts.append("compile")
     elif p.get("stack") and load_stack(p["stack"]).compiled_kernels is not None:
