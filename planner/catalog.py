@@ -116,6 +116,9 @@ def format_validation_error(e: ValidationError, path: str, cls=None) -> PlannerE
         # only the near-best: `micro_bach` is `micro_batch` (0.95), not also `rope_cache` (0.60)
         ratio = [difflib.SequenceMatcher(None, key, c).ratio() for c in close]
         close = [c for c, r in zip(close, ratio) if r >= max(ratio) - 0.15]
+        # a key that differs only in case is that field (`gemm_bf16_tflops` is `gemm_bf16_TFLOPS`, not also `gemm_bf16_K`)
+        same = [c for c in names if c.lower() == key.lower()]
+        close = same or close
         if close:
             hint = f"did you mean {' or '.join('`' + c + '`' for c in close)}?"
         elif names:
