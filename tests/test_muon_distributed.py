@@ -29,6 +29,7 @@ from planner.step import newton_schulz_gemms
 from planner.trainers import load_trainer_config
 
 from test_muon_step import LLAMA, _explain, _ns_seconds
+from test_muon_tp_mode import SMALL, _read  # the same small Megatron argument file
 
 
 def _flops(rows):
@@ -126,17 +127,6 @@ def test_matmul_precision():
     assert dh["time"]["tp_muon_gram_s"] == pytest.approx(32 * 6 * (5 * ar(4.0 * 4096**2) + ar(4.0)) / 4, rel=1e-12)
     with pytest.raises(PlannerError, match="muon_fp32_matmul_prec high with optimizer adam"):
         resolve(Job.model_validate({**LLAMA, "muon_fp32_matmul_prec": "high"}))
-
-
-SMALL = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024 "
-         "--micro-batch-size 1 --global-batch-size 8 --bf16 --tensor-model-parallel-size 2 "
-         "--vocab-file ${DATA_PATH}/bpe/vocab.json --merge-file ${DATA_PATH}/bpe/merges.txt")
-
-
-def _read(tmp_path, extra):
-    p = tmp_path / "run.args"
-    p.write_text(SMALL + " " + extra + "\n")
-    return load_trainer_config(p, gpus=8)
 
 
 def test_megatron_reader(tmp_path):

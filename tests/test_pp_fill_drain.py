@@ -29,20 +29,10 @@ SEND_8B = NV_LAT + 8192 * 4096 * 2 / NV_BW  # T h x 2 B = 8,192 x 4,096 x 2 = 67
 
 def _stage_pp(stack: str, **kw) -> dict:
     """The per-stage pp_comm values step_time hands critical_stage (first / mid / last, seconds a micro-batch)."""
+    from test_pp_sequential_p2p import stage_comms
+
     s, p, _ = resolve(Job(stack=stack, **kw))
-    seen = []
-    orig = step.critical_stage
-
-    def spy(comp, comms):
-        seen.append(comms)
-        return orig(comp, comms)
-
-    step.critical_stage = spy
-    try:
-        step.step_time(s, p)
-    finally:
-        step.critical_stage = orig
-    return {k: float(v) for k, v in seen[-1][2].items()}  # [tp, cp, pp (, ep)]: step_time's order
+    return {k: float(v) for k, v in stage_comms(s, p)[2].items()}  # [tp, cp, pp (, ep)]: step_time's order
 
 
 @pytest.mark.parametrize("stack", ["torchtitan", "torchtitan-0.3"])

@@ -17,9 +17,9 @@ from planner.plan import resolve
 from planner.schema import Job
 
 
-def _pp(stack: str) -> dict:
-    s, p, _ = resolve(Job(model="llama2-13b", gpus=32, tp=1, pp=4, stack=stack, global_batch=64, micro_batch=1,
-                          seq_len=4096))
+def stage_comms(s, p) -> tuple:
+    """The per-stage communication step_time hands critical_stage ([tp, cp, pp (, ep)], each first / mid / last,
+    seconds a micro-batch), caught by a spy on step.critical_stage."""
     seen = []
     orig = step.critical_stage
 
@@ -32,7 +32,13 @@ def _pp(stack: str) -> dict:
         step.step_time(s, p)
     finally:
         step.critical_stage = orig
-    pp = [c for c in seen[-1] if float(c["first"]) > 0 and float(c["mid"]) == 2.0 * float(c["first"])]
+    return seen[-1]
+
+
+def _pp(stack: str) -> dict:
+    s, p, _ = resolve(Job(model="llama2-13b", gpus=32, tp=1, pp=4, stack=stack, global_batch=64, micro_batch=1,
+                          seq_len=4096))
+    pp = [c for c in stage_comms(s, p) if float(c["first"]) > 0 and float(c["mid"]) == 2.0 * float(c["first"])]
     assert len(pp) == 1
     return {k: float(v) for k, v in pp[0].items()}
 
