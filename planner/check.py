@@ -51,7 +51,11 @@ model, the global batch in sequences and everything else stay as they are)
                divide the experts, or whose etp x ep does not divide tp*dp*cp
     tp_comm_overlap  on -> off, where the plan overlaps TP communication: its buffers
                (Transformer Engine's userbuffers, torch's symmetric memory: memory.py [ub])
-               are freed and the TP collectives are exposed
+               are freed and the TP collectives are exposed; where the plan asks for the
+               overlap but the trainer runs it off (plan tp_comm_overlap_runs false: Megatron
+               with multi-head latent attention, stack overlap.tp_comm_overlap_off_with_mla,
+               plan.mla_drops_tp_overlap) the collectives are exposed already, so the change
+               frees the buffers and their GEMM workspaces only and costs no time (it says so)
 A change whose mesh makes the stack build another of its rank orders than the job's
 (startup.built_order: orders equal up to size-1 axes are one order) says so and carries it,
 `(rank order A -> B)`, in the trainer's words too: under Megatron's --use-tp-pp-dp-mapping with
@@ -97,6 +101,8 @@ Ranking ("cheapest first")
       9 more EP          the dispatch/combine all-to-alls span more ranks, across nodes once
                          tp x ep exceeds the NVLink domain (planner/moe.py)
       7 TP overlap off   the TP collectives are exposed, as with more TP [7 above]
+      0 TP overlap off   where the trainer runs it off anyway (tp_comm_overlap_runs false):
+                         frees memory only, the collectives are priced exposed already
     The order is a documented prior, not a measurement; the time model supersedes it.
 
 References
@@ -146,6 +152,7 @@ CHANGE_COST = {
     ("pp", None): 8,
     ("ep", None): 9,
     ("tp_comm_overlap", False): 7,
+    ("tp_comm_overlap", "buffers"): 0,  # where the trainer runs the overlap off anyway (plan tp_comm_overlap_runs false)
 }
 KNOBS = ("sharding", "micro_batch", "recompute", "tp", "cp", "pp", "ep", "tp_comm_overlap")
 
@@ -325,8 +332,14 @@ def ladders(job: Job, res: dict, sp_asked: bool = False) -> dict[str, list[Chang
         pp *= 2
 
     if p.get("tp_comm_overlap"):
-        out["tp_comm_overlap"].append(Change("tp_comm_overlap", {"tp_comm_overlap": False}, "TP communication overlap on -> off",
-                                             CHANGE_COST[("tp_comm_overlap", False)]))
+        if p.get("tp_comm_overlap_runs") is False:  # the trainer runs it off anyway (MLA on Megatron): buffers only
+            out["tp_comm_overlap"].append(Change(
+                "tp_comm_overlap", {"tp_comm_overlap": False},
+                "TP communication overlap on -> off (frees its buffers only, no time: the trainer already runs it off "
+                "with multi-head latent attention)", CHANGE_COST[("tp_comm_overlap", "buffers")]))
+        else:
+            out["tp_comm_overlap"].append(Change("tp_comm_overlap", {"tp_comm_overlap": False}, "TP communication overlap on -> off",
+                                                 CHANGE_COST[("tp_comm_overlap", False)]))
 
     moe = _model(job).moe
     ep = job.ep * 2

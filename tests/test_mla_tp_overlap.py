@@ -122,3 +122,37 @@ def test_export_writes_what_was_asked(explain):
     assert on["time"]["tp_comm_s"] == off["time"]["tp_comm_s"] > 0
     assert "--tp-comm-overlap" in export_plan(on["plan"], "megatron")[0].split()
     assert "--tp-comm-overlap" not in export_plan(off["plan"], "megatron")[0].split()
+
+
+def test_check_fix_overlap_off_frees_memory_only():
+    """`check`'s fix "TP communication overlap on -> off" on a plan whose trainer runs the overlap off anyway
+    (DeepSeek-V2-Lite tp 2 SP, --tp-comm-overlap, megatron, zero1 to fit 8 GPUs) says it costs no time and ranks
+    at CHANGE_COST 0; its step time is the job's (delta 0: every TP collective is priced exposed in both), and the
+    memory it frees is the userbuffers 24 T h = 201,326,592 B (the tp_overlap_buffers term) plus the overlapped GEMMs'
+    3 cuBLAS workspaces (stack_db megatron memory.tp_overlap_workspaces 3 x hardware_db h100-sxm te_workspace_MiB
+    32 MiB + 1 KiB = 3 x 33,555,456 = 100,666,368 B, allocator_slack 0): 301,992,960 B in memory.total_bytes.
+    The job's headroom is set so its usable memory is its own total less the userbuffers: it fails by them, the
+    fix passes. A dense model (Llama 3 8B, tp 2 SP, overlap on) keeps the usual rung: cost 7, no such note."""
+    from planner.check import Gates, check_job, evaluate_job, ladders
+
+    job0 = Job(**LITE, sharding="zero1", tp_comm_overlap=True)
+    res0 = evaluate_job(job0)
+    total = res0["memory"]["total_bytes"]
+    headroom = 1.0 - (total - UB_LITE) / res0["memory"]["capacity_bytes"]
+    res = check_job(job0.model_copy(update=dict(headroom=headroom)), "", Gates())
+    assert res["verdict"] == "fail"
+    fix = [s for s in res["suggestions"] if s["changes"] == {"tp_comm_overlap": False}]
+    assert len(fix) == 1
+    fix = fix[0]
+    assert fix["cost_rank"] == [0]
+    assert fix["description"].startswith("TP communication overlap on -> off (frees its buffers only, no time")
+    assert fix["step_s"] == res["time"]["step_s"]
+    ws = 3 * (32 * 2**20 + 2**10)
+    assert ws == 100_666_368
+    assert total - fix["total_bytes"] == UB_LITE + ws == 301_992_960
+    assert res["memory"]["terms"]["tp_overlap_buffers"] == UB_LITE and fix["plan"]["tp_comm_overlap"] is False
+
+    dense = Job(model="llama3-8b", gpus=8, tp=2, sequence_parallel=True, stack="megatron", global_batch=8, seq_len=4096,
+                micro_batch=1, tp_comm_overlap=True)
+    rung = ladders(dense, evaluate_job(dense))["tp_comm_overlap"]
+    assert [(c.text, c.cost) for c in rung] == [("TP communication overlap on -> off", 7)]
