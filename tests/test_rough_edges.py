@@ -121,12 +121,23 @@ def test_not_modelled_settings_of_one_reason_share_it(cli, tmp_path):
 
 
 def test_group_by_reason_keeps_nested_parentheses():
-    from planner.cli.core import group_by_reason, split_reason
+    """The stderr note's grouping takes each reader's record (report.Note) by its head and message: a reason holding
+    parentheses stays whole, a head holding them ('f(x)', no reason) is not read as a reason, records of one reason
+    share it in first-seen order, and a ruled record (`head: rule`) is its own group, whole."""
+    from planner.cli.core import group_by_reason
+    from planner.trainers.report import listed, noted
 
-    assert split_reason("--x=1 (a (b) c)") == ("--x=1", "a (b) c")
-    assert split_reason("f(x)") == ("f(x)", "")
-    assert split_reason("--y=2") == ("--y=2", "")
-    assert group_by_reason(["a=1 (r)", "b=2 (s (t))", "c=3 (r)", "d"]) == ["a=1, c=3 (r)", "b=2 (s (t))", "d"]
+    x = listed("not_modelled", "--x", 1, "a (b) c")
+    assert str(x) == "--x=1 (a (b) c)" and (x.head, x.message) == ("--x=1", "a (b) c")
+    assert group_by_reason([x]) == ["--x=1 (a (b) c)"]
+    f, y = noted("not_modelled", "f(x)", None), listed("not_modelled", "--y", 2, None)
+    assert (str(f), f.head, f.message) == ("f(x)", "f(x)", None) and (str(y), y.message) == ("--y=2", None)
+    assert group_by_reason([f, y]) == ["f(x), --y=2"]
+    notes = [listed("not_modelled", "a", 1, "r"), listed("not_modelled", "b", 2, "s (t)"),
+             listed("not_modelled", "c", 3, "r"), noted("not_modelled", "d", None)]
+    assert group_by_reason(notes) == ["a=1, c=3 (r)", "b=2 (s (t))", "d"]
+    ruled = listed("not_modelled", "e", 4, "rule (r)", ruled=True)
+    assert group_by_reason([notes[0], ruled]) == ["a=1 (r)", "e=4: rule (r)"]
 
 
 @pytest.mark.parametrize("cmd", [["explain", FP8_SH], ["check", FP8_SH], ["budget", FP8_SH, "--mc-runs", "0"],

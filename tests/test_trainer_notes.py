@@ -13,7 +13,8 @@ import pytest
 
 from planner.errors import PlannerError
 from planner.trainers import TrainerConfig, load_trainer_config
-from planner.trainers.report import Note, _listed, config_report, listed, listed_all, split_reason
+from planner.cli.core import group_by_reason
+from planner.trainers.report import Note, _listed, config_report, listed, listed_all
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = sorted([*(DATA / "trainer_configs").glob("*.*"), *(DATA / "torchtitan03").glob("*.sh"),
@@ -48,7 +49,7 @@ def test_records_read_as_their_lines():
                     (k, v, line.message, line.source or cfg.source, str(line)) for k, v in line.entries], str(line)
                 if not line.ruled:
                     assert str(line) == line.head + (f" ({line.message})" if line.message else ""), str(line)
-                    assert split_reason(line) == (line.head, line.message or ""), (p.name, str(line))
+                    assert group_by_reason([line]) == [str(line)], (p.name, str(line))  # the stderr note's group
                 seen += 1
                 kinds.add((cfg.fmt, kind))
     assert seen > 500, seen

@@ -45,22 +45,14 @@ def report_trainer_config(cfg) -> None:
         warn(f"{cfg.source}: not modelled, priced otherwise: {u}")
 
 
-def split_reason(entry: str) -> tuple[str, str]:
-    """planner/trainers/report.py split_reason ('name=value (why)' -> ('name=value', 'why')), imported
-    when called: `planner fit` imports no module of planner/trainers/ (tests/test_start_up_cost.py)."""
-    from ..trainers.report import split_reason as split
-
-    return split(entry)
-
-
-def group_by_reason(entries: list[str]) -> list[str]:
-    """Entries that share a reason written once: 'a=1, b=2 (why)', in first-seen order (a reader's record,
-    planner/trainers/report.py Note, by its head and message; a line written as text, by split_reason)."""
+def group_by_reason(entries: list) -> list[str]:
+    """Entries that share a reason written once: 'a=1, b=2 (why)', in first-seen order; each a reader's record
+    (planner/trainers/report.py Note: every line of a TrainerConfig's lists is one, tests/test_reader_notes_records.py),
+    grouped by its head and message, never by its text read back."""
     groups: dict[str, list[str]] = {}
     for e in entries:
         # a record written `head: rule` (report.Note.ruled) is grouped whole, as its text has no trailing reason
-        what, why = (((str(e), "") if e.ruled else (e.head, e.message or "")) if hasattr(e, "head")
-                     else split_reason(e))
+        what, why = (str(e), "") if e.ruled else (e.head, e.message or "")
         groups.setdefault(why, []).append(what)
     return [", ".join(whats) + (f" ({why})" if why else "") for why, whats in groups.items()]
 

@@ -152,19 +152,6 @@ def about(line, key: Optional[str], *values) -> bool:
     return k == key and (not values or any(v == x and isinstance(v, bool) == isinstance(x, bool) for x in values))
 
 
-def split_reason(entry: str) -> tuple[str, str]:
-    """'name=value (why)' -> ('name=value', 'why'); ('entry', '') without a trailing reason.
-    The reason is the balanced parenthesis that ends the entry."""
-    if not entry.endswith(")"):
-        return entry, ""
-    depth = 0
-    for i in range(len(entry) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(entry[i], 0)
-        if depth == 0:
-            return (entry[:i].rstrip(), entry[i + 1:-1]) if i > 0 and entry[i - 1] == " " else (entry, "")
-    return entry, ""
-
-
 def _job_fields() -> frozenset:
     from ..schema import Job
 
