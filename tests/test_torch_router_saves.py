@@ -45,20 +45,19 @@ def test_hand_figures():
     assert N * 8 * 1 == 32_768
 
 
-def test_main_by_recompute_mode():
-    """torchtitan main (recompute_topk); full recompute's first figure is what the layers it does not re-run keep."""
-    assert load_stack("torchtitan").memory.router_topk_saves == "recompute_topk"
-    assert _saves(stack="torchtitan", recompute="none", **QWEN) == (409_600, 0.0)
-    assert _saves(stack="torchtitan", recompute="selective", **QWEN) == (0.0, 409_600)
-    assert _saves(stack="torchtitan", recompute="full", **QWEN) == (409_600, 409_600)
-
-
-def test_03_by_recompute_mode():
-    """torchtitan 0.3 (cache_topk): the op SAC keeps topk's cached outputs."""
-    assert load_stack("torchtitan-0.3").memory.router_topk_saves == "cache_topk"
-    assert _saves(stack="torchtitan-0.3", recompute="none", **QWEN) == (409_600, 0.0)
-    assert _saves(stack="torchtitan-0.3", recompute="selective", **QWEN) == (393_216, 147_456)
-    assert _saves(stack="torchtitan-0.3", recompute="full", **QWEN) == (409_600, 409_600)
+@pytest.mark.parametrize("stack, saves, selective", [
+    # torchtitan main (recompute_topk): the op SAC keeps nothing, re-makes all of it
+    ("torchtitan", "recompute_topk", (0.0, 409_600)),
+    # torchtitan 0.3 (cache_topk): the op SAC keeps topk's cached outputs
+    ("torchtitan-0.3", "cache_topk", (393_216, 147_456)),
+])
+def test_by_recompute_mode(stack, saves, selective):
+    """Each torchtitan stack's router_topk_saves and its (kept, re-made) per recompute mode (module docstring); full
+    recompute's first figure is what the layers it does not re-run keep."""
+    assert load_stack(stack).memory.router_topk_saves == saves
+    assert _saves(stack=stack, recompute="none", **QWEN) == (409_600, 0.0)
+    assert _saves(stack=stack, recompute="selective", **QWEN) == selective
+    assert _saves(stack=stack, recompute="full", **QWEN) == (409_600, 409_600)
 
 
 def test_without_route_norm_the_index_alone():

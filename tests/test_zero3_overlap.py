@@ -118,14 +118,20 @@ def test_tied_all_reduce_moves_pp_comm_by_itself(explain):
     assert float(terms.pp_comm) - float(terms0.pp_comm) == pytest.approx(float(extra["pp_tied_grads_s"]), rel=1e-12)
 
 
-def test_a_mode_overlap_default_needs_the_stacks_overlap():
-    """A mode's dp_comm_overlap true on a stack that cannot overlap DP traffic is refused when the stack loads."""
+@pytest.mark.parametrize("stack, section, key, value, match", [
+    # a mode's dp_comm_overlap true on a stack that cannot overlap DP traffic
+    ("megatron-deepspeed", "overlap", "dp_comm_overlap_supported", False, "zero3, zero3_mics: dp_comm_overlap true needs"),
+    # the reuse distance that keeps re-run modules gathered is a zero3_modules setting: a stack without them ([23])
+    ("torchtitan", "fsdp", "zero3_rerun_regathers", True, "zero3_rerun_regathers needs fsdp.zero3_modules"),
+], ids=["a_mode_overlap_default_needs_the_stacks_overlap", "zero3_rerun_regathers_needs_zero3_modules"])
+def test_stack_field_needs_its_prerequisite(stack, section, key, value, match):
+    """A stack file whose field needs another the stack lacks is refused when the stack loads."""
     from planner.catalog import load_stack
     from planner.schema import Stack
 
-    d = load_stack("megatron-deepspeed").model_dump()
-    d["overlap"]["dp_comm_overlap_supported"] = False
-    with pytest.raises(ValueError, match="zero3, zero3_mics: dp_comm_overlap true needs"):
+    d = load_stack(stack).model_dump()
+    d[section][key] = value
+    with pytest.raises(ValueError, match=match):
         Stack.model_validate(d)
 
 
@@ -206,14 +212,3 @@ def test_zero3_rerun_gathers_need_full_recompute(explain):
         s, p, est, js = explain(**{**T2_768, "recompute": rc, "micro_batch": 1, "gpus": 1536, "dp": 1536, "stack": stack})
         terms, extra = step_time(_without_rerun(s), p)
         assert js["time"]["dp_comm_s"] == pytest.approx(float(extra["dp_comm_s"]), rel=1e-12)
-
-
-def test_zero3_rerun_regathers_needs_zero3_modules():
-    """The reuse distance that keeps re-run modules gathered is a zero3_modules setting: a stack without them is refused."""
-    from planner.catalog import load_stack
-    from planner.schema import Stack
-
-    d = load_stack("torchtitan").model_dump()
-    d["fsdp"]["zero3_rerun_regathers"] = True
-    with pytest.raises(ValueError, match="zero3_rerun_regathers needs fsdp.zero3_modules"):
-        Stack.model_validate(d)
