@@ -1115,6 +1115,14 @@ def _float(where, flags, name):
     return x
 
 
+def _choice(where, name, v, choices, source):
+    """v, where it is one of an argparse flag's (or a config field's) choices; else refused naming them and source."""
+    if v not in choices:
+        raise PlannerError(f"{where}{name} {_short(v)}: not one of Megatron's choices",
+                           f"valid: {', '.join(choices)} ({source})")
+    return v
+
+
 # torchrun's --nproc_per_node words that count the node's devices at launch (torch/distributed/run.py
 # determine_local_world_size): the GPU count then comes from --gpus
 NPROC_WORDS = ("auto", "gpu", "cpu", "xpu")
@@ -2306,11 +2314,7 @@ def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) ->
     distributed optimizer (optimizer/__init__.py raises)."""
     dtypes = {}
     for f, choices in OPTIMIZER_DTYPE_CHOICES.items():
-        v = flags.get(f, "fp32")
-        if v not in choices:
-            raise PlannerError(f"{where}{f} {_short(v)}: not one of Megatron's choices",
-                               f"valid: {', '.join(choices)} (megatron/training/arguments.py @d98e8a64)")
-        dtypes[f] = v
+        dtypes[f] = _choice(where, f, flags.get(f, "fp32"), choices, "megatron/training/arguments.py @d98e8a64")
     low = [f"{f} {v}" for f, v in dtypes.items() if v != "fp32"]
     if "--use-precision-aware-optimizer" not in flags:
         if low:
@@ -2447,10 +2451,7 @@ def _megatron_fsdp_grads(flags: dict, where: str, job: dict, assumed: list, igno
                            "no --use-megatron-fsdp: only Megatron-FSDP reads it") for f, v in given.items()]
         return
     for f, v in given.items():
-        if v not in MFSDP_GRAD_FLAGS[f]:
-            raise PlannerError(f"{where}{f} {_short(v)}: not one of Megatron's choices",
-                               f"valid: {', '.join(MFSDP_GRAD_FLAGS[f])} (megatron/training/arguments.py @d98e8a64 "
-                               "l. 3691-3698)")
+        _choice(where, f, v, MFSDP_GRAD_FLAGS[f], "megatron/training/arguments.py @d98e8a64 l. 3691-3698")
     main = given.get("--megatron-fsdp-main-grads-dtype", "auto")
     comm = given.get("--megatron-fsdp-grad-comm-dtype", "auto")
     main_b = DTYPE_BYTES[main] if main != "auto" else 2.0  # auto: the 16-bit parameters' (fp32 ones: _state_bytes)
@@ -2527,10 +2528,9 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
             ignored.append(listed("ignored", "--megatron-fsdp-main-params-dtype", mp,
                                   "no --use-megatron-fsdp: only Megatron-FSDP reads it"))
         return
-    if mp is not None and mp not in MFSDP_MAIN_PARAMS_CHOICES:
-        raise PlannerError(f"{where}--megatron-fsdp-main-params-dtype {_short(mp)}: not one of Megatron's choices",
-                           f"valid: {', '.join(MFSDP_MAIN_PARAMS_CHOICES)} (megatron/training/arguments.py @d98e8a64 "
-                           "l. 3687-3690)")
+    if mp is not None:
+        _choice(where, "--megatron-fsdp-main-params-dtype", mp, MFSDP_MAIN_PARAMS_CHOICES,
+                "megatron/training/arguments.py @d98e8a64 l. 3687-3690")
     if mp not in (None, "fp32"):
         unmodelled.append(listed("unmodelled", "--megatron-fsdp-main-params-dtype", mp,
                                  "Megatron-FSDP's main weight buffer "
@@ -2596,12 +2596,11 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
     on = [f for f in MFSDP_DOUBLE_BUFFER_FLAGS if f in flags]
     version = flags.get("--megatron-fsdp-version")
     outer = flags.get("--outer-dp-sharding-strategy")
-    if version is not None and version not in ("1", "2"):
-        raise PlannerError(f"{where}--megatron-fsdp-version {_short(version)}: not one of Megatron's choices",
-                           "valid: 1, 2 (megatron/training/arguments.py @d98e8a64 l. 3158)")
-    if outer is not None and outer not in ("no_shard", "optim"):
-        raise PlannerError(f"{where}--outer-dp-sharding-strategy {_short(outer)}: not one of Megatron's choices",
-                           "valid: no_shard, optim (megatron/training/arguments.py @d98e8a64 l. 3193-3194)")
+    if version is not None:
+        _choice(where, "--megatron-fsdp-version", version, ("1", "2"), "megatron/training/arguments.py @d98e8a64 l. 3158")
+    if outer is not None:
+        _choice(where, "--outer-dp-sharding-strategy", outer, ("no_shard", "optim"),
+                "megatron/training/arguments.py @d98e8a64 l. 3193-3194")
     if "--use-megatron-fsdp" not in flags:
         for f in on + [f for f in MFSDP_DB_ONLY_FLAGS if f in flags]:
             if f == "--use-nccl-ub":
@@ -2769,16 +2768,12 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
         steps = _int(where, flags, "--muon-num-ns-steps", 5)  # arguments.py @d98e8a64 l. 2648-2649, default 5
         if steps != 5:
             job["muon_ns_steps"] = steps  # the job's muon_ns_steps (step.py [28])
-        mode = flags.get("--muon-tp-mode", "duplicated")  # arguments.py @d98e8a64 l. 2650-2651, default duplicated
-        if mode not in ("blockwise", "duplicated", "distributed"):  # argparse's choices (l. 2651)
-            raise PlannerError(f"{where}--muon-tp-mode {mode}: not a choice Megatron-LM takes (arguments.py @d98e8a64 "
-                               "l. 2650-2651)", "valid: blockwise, duplicated, distributed")
+        mode = _choice(where, "--muon-tp-mode", flags.get("--muon-tp-mode", "duplicated"),  # default duplicated
+                       ("blockwise", "duplicated", "distributed"), "megatron/training/arguments.py @d98e8a64 l. 2650-2651")
         if mode != "duplicated":
             job["muon_tp_mode"] = mode  # the job's muon_tp_mode (step.py [28])
-        prec = flags.get("--muon-fp32-matmul-prec", "medium")  # arguments.py @d98e8a64 l. 2640-2642, default medium
-        if prec not in ("low", "medium", "high"):  # argparse's choices (l. 2641)
-            raise PlannerError(f"{where}--muon-fp32-matmul-prec {prec}: not a choice Megatron-LM takes (arguments.py "
-                               "@d98e8a64 l. 2640-2642)", "valid: low, medium, high")
+        prec = _choice(where, "--muon-fp32-matmul-prec", flags.get("--muon-fp32-matmul-prec", "medium"),  # default
+                       ("low", "medium", "high"), "megatron/training/arguments.py @d98e8a64 l. 2640-2642")  # medium
         if prec != "medium":
             job["muon_fp32_matmul_prec"] = prec  # the job's muon_fp32_matmul_prec (step.py [28])
         if "--muon-use-syrk" in flags:  # arguments.py @d98e8a64 l. 2656-2658 (store_true)
@@ -3101,12 +3096,9 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
         job["moe_z_loss_coeff"] = _non_negative(where, "--moe-z-loss-coeff", flags["--moe-z-loss-coeff"], z)
     job["moe_router_pre_softmax"] = "--moe-router-pre-softmax" in flags
     if "--moe-router-dtype" in flags:
-        dtype = flags["--moe-router-dtype"]
-        if dtype not in ROUTER_DTYPES:
-            raise PlannerError(f"{where}--moe-router-dtype {_short(dtype)}: not one of Megatron's choices",
-                               f"valid: {', '.join(ROUTER_DTYPES)} (transformer_config.py @d98e8a64 l. 811 "
-                               "moe_router_dtype Optional[Literal['fp32', 'fp64']])")
-        job["moe_router_dtype"] = dtype
+        job["moe_router_dtype"] = _choice(where, "--moe-router-dtype", flags["--moe-router-dtype"], ROUTER_DTYPES,
+                                          "transformer_config.py @d98e8a64 l. 811 moe_router_dtype "
+                                          "Optional[Literal['fp32', 'fp64']]")
 
 
 # what --deterministic-mode sets in the environment where the launcher has not (NVIDIA/Megatron-LM @d98e8a64
