@@ -1350,10 +1350,37 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
 
 
 def _check_output_layer_options(job: Job, stack, where: str) -> None:
-    """The output layer's stack options (Megatron's deferred weight gradients, fused
-    cross-entropy) and fp8 weights: refused on a stack without them, the deferral without
-    pipeline parallelism, fp8 weights without fp8 training (a plan without the distributed
+    """The job's stack-option fields, in this order: those only some stacks have, Megatron-FSDP's, the kernel and loss
+    switches (the three checks below), then the output layer's deferral without pipeline parallelism and fp8 / fp4
+    weights without their training precision or a stack that keeps quantized weights (a plan without the distributed
     optimizer, which Megatron refuses them on, prices bf16 weights: memory.py [11])."""
+    _check_stack_option_fields(job, stack, where)
+    _check_mfsdp_fields(job, stack, where)
+    _check_kernel_fields(job, stack, where)
+    # quantized parameters: each needs TE's quantized weights and its own training precision
+    for name, precision, why in (
+            ("fp8_param_gather", "fp8", "Megatron refuses fp8 parameters without fp8 training (transformer_config.py)"),
+            # NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1103-1105
+            ("fp4_param_gather", "nvfp4", "Megatron refuses '--fp4-param-gather must be used together with --fp4-format' "
+                                          "(arguments.py l. 1104-1105)")):
+        if getattr(job, name) and not stack.memory.fp8_weight_cache:
+            raise PlannerError(f"{where}{name} is set but stack {stack.name} keeps no quantized weights "
+                               f"({stack.origin} memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
+        if getattr(job, name) and job.precision != precision:
+            raise PlannerError(f"{where}{name} needs precision {precision} (got {job.precision}): {why}",
+                               f"set precision: {precision}, or leave it out")
+    if job.defer_embedding_wgrad is not None and job.pp == 1:
+        # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
+        # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
+        # forward_backward_pipelining_with/without_interleaving, not forward_backward_no_pipelining)
+        raise PlannerError(f"{where}defer_embedding_wgrad needs pipeline parallelism (pp {job.pp}): Megatron drains the "
+                           "deferred output-layer gradients only in its pipelined schedules", "leave it out, or set pp > 1")
+
+
+def _check_stack_option_fields(job: Job, stack, where: str) -> None:
+    """Job fields that name an option only some stacks have (the output layer's deferred weight gradients, the
+    chunked loss, DeepSpeed's TP-duplicated sync and partitioned activations, SPMD backends, the selective policy,
+    the optimizer implementation, ...): refused on a stack without it, naming the stack field."""
     if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
         raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
                            f"weight gradients ({stack.origin} runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
@@ -1395,6 +1422,11 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}mfsdp_outer_optim is set but stack {stack.name} runs no HSDP mode that shards the "
                            f"optimizer over the replicas ({stack.origin} runs.sharding outer_optim: none)",
                            "leave it out, or choose --stack megatron")
+
+
+def _check_mfsdp_fields(job: Job, stack, where: str) -> None:
+    """Megatron-FSDP's job fields: v2 (mfsdp_v2) on a stack with a v2 mode and without what v2 refuses, the double
+    buffer on a stack with a Megatron-FSDP mode."""
     if job.mfsdp_v2:
         if not any(m.mfsdp_v2 for m in (stack.runs.sharding or [])):
             raise PlannerError(f"{where}mfsdp_v2 is set but stack {stack.name} runs no Megatron-FSDP v2 mode "
@@ -1420,6 +1452,12 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}mfsdp_double_buffer is set but stack {stack.name} runs no Megatron-FSDP mode "
                            f"({stack.origin} runs.sharding reduce_queue_units: none)",
                            "leave it out, or choose --stack megatron")
+
+
+def _check_kernel_fields(job: Job, stack, where: str) -> None:
+    """Kernel and loss switches (Transformer Engine version, fused cross-entropy and its implementation, Megatron-Core's
+    local attention and softmax switches, the kernel fusions): refused where the stack has no such switch or
+    Megatron refuses the combination."""
     if job.te_version is not None:
         if stack.memory.te_version is None:
             raise PlannerError(f"{where}te_version is set but stack {stack.name} runs no Transformer Engine "
@@ -1468,24 +1506,6 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
             raise PlannerError(f"{where}{name} false is set but stack {stack.name} has no such switch ({stack.origin} "
                                f"kernels {', '.join(fields)} null: its kernels are the ones priced)",
                                f"leave {name} out, or choose --stack megatron")
-    # quantized parameters: each needs TE's quantized weights and its own training precision
-    for name, precision, why in (
-            ("fp8_param_gather", "fp8", "Megatron refuses fp8 parameters without fp8 training (transformer_config.py)"),
-            # NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1103-1105
-            ("fp4_param_gather", "nvfp4", "Megatron refuses '--fp4-param-gather must be used together with --fp4-format' "
-                                          "(arguments.py l. 1104-1105)")):
-        if getattr(job, name) and not stack.memory.fp8_weight_cache:
-            raise PlannerError(f"{where}{name} is set but stack {stack.name} keeps no quantized weights "
-                               f"({stack.origin} memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
-        if getattr(job, name) and job.precision != precision:
-            raise PlannerError(f"{where}{name} needs precision {precision} (got {job.precision}): {why}",
-                               f"set precision: {precision}, or leave it out")
-    if job.defer_embedding_wgrad is not None and job.pp == 1:
-        # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
-        # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
-        # forward_backward_pipelining_with/without_interleaving, not forward_backward_no_pipelining)
-        raise PlannerError(f"{where}defer_embedding_wgrad needs pipeline parallelism (pp {job.pp}): Megatron drains the "
-                           "deferred output-layer gradients only in its pipelined schedules", "leave it out, or set pp > 1")
 
 
 # torchtitan's refusals of the optimizer in the backward (pytorch/torchtitan @e347b1e5e
@@ -2445,28 +2465,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq, seq_assumed = _seq_len(job, model, warnings)
     gbs = _global_batch(job, seq, where)
-    # the job's options that replace a part of the stack, applied once here (the cost models read
-    # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
-    # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py),
-    # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
-    job, features = apply_stack_features(job, stack0, where)  # the stack's attention and 16-bit dtype
-    stack = apply_rotate_method(job, apply_modules(job, stack0, model, where), where)
-    stack = apply_cp_comm_type(job, stack, where)
-    if job.cp == 1:  # a CP variant without CP: the plan without it, listed (planner/cp_comm_type.py, cp_rotate.py)
-        warnings += cp_variant_ignored(job) + rotate_ignored(job) + balance_ignored_at_cp1(job)
-    warnings += rotate_ignored_on_stack(job, stack)  # a stack whose training never sets it (cp_rotate.py [4])
-    stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
-    stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
-    stack = apply_attention_backend(job, stack, where)
-    job = apply_backend_kernel(job, stack, hw, features, where)
-    stack = apply_startup_switches(job, stack, warnings, where, hw)
-    warnings += fused_softmax_assert(job, stack, seq)
-    model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
-    model = with_fused_mla(model, job, where)
-    # where start-up rule MEGATRON_MLA_FUSION_TP reads it (a job setting)
-    stack = with_default(stack, "mla_down_proj_fusion", True if job.mla_down_proj_fusion else None)
-    # where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it (a job setting)
-    stack = with_default(stack, "mfsdp_v2", True if job.mfsdp_v2 else None)
+    job, stack, model, features = _job_stack(job, stack0, model, hw, seq, warnings, where)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp, model)
     if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel),
@@ -2496,14 +2495,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     warnings += overridden_settings(job, stack, int(plan.smode))
     _mode_dp_overlap(job, stack, plan, opts, inherited, warnings)
     if opts["tpo"] and mla_drops_tp_overlap(stack, model, job.trainer_date):  # priced off (tp_overlap)
-        warnings.append(f"tp_comm_overlap on with multi-head latent attention: stack {stack.name}'s trainer turns the TP "
-                        f"overlap off for the whole model at its first MLA layer (NVIDIA/Megatron-LM @d98e8a64 "
-                        f"megatron/core/extensions/transformer_engine.py l. 1176-1186: TELinear sets the shared config's "
-                        f"tp_comm_overlap False on the userbuffer name 'q_down_proj' / 'q_proj' / 'kv_down_proj', since "
-                        f"4e6ae3a2d2, {stack.overlap.tp_comm_overlap_off_with_mla}; {stack.origin} "
-                        f"overlap.tp_comm_overlap_off_with_mla); priced off: every TP collective exposed (the first layer's "
-                        f"linear_proj keeps the overlap: 1 linear of {model.num_layers} layers, priced off too), the "
-                        f"userbuffers still allocated; the export writes the tp_comm_overlap asked for")
+        warnings.append(_mla_tp_overlap_warning(stack, model))
     inherited += mode_run_settings(job, stack, int(plan.smode))
     err = uneven_split_error(model.num_layers, job, stack, where)  # Megatron's own words before SPLIT_UNITS'
     if err is not None:
@@ -2520,16 +2512,7 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
                           hw=hw)
     _check_batch_phases(job, model, stack, plan, where, dp=dp, seq=seq, schedule=schedule, hw=hw)
     _check_job_options(job, model, where, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
-    if job.precision != "bf16":
-        hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
-        why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
-        if why is not None:
-            raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
-    if moe_grouped_gemm_on(job, stack) and model.moe is not None and hw.capability is not None and hw.capability < (8, 0):
-        raise PlannerError(f"{where}moe_grouped_gemm on {hw.name} (compute capability {hw.compute_capability}): Megatron "
-                           "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
-                           "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
-                           "leave moe_grouped_gemm out (--moe-grouped-gemm), or plan an Ampere or newer GPU")
+    _check_plan_kernels(job, model, stack, plan, hw, where)
     bpp, bpp_name, pao, te_master, remainders = _bytes_per_param(job, stack, inherited, warnings,
                                                      FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None, where)
     _split_warnings(model, job, plan, warnings, stack)
@@ -2552,6 +2535,63 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
                          where, vocab_divisor=divisor, vocab_tokens=tokens,
                          make_vocab_size_divisible_by=job.make_vocab_size_divisible_by)
     return settings, plan, warnings
+
+
+def _job_stack(job: Job, stack0, model: ModelSpec, hw, seq, warnings: list, where: str):
+    """(job, stack, model, features): the job's options that replace a part of the stack, applied once (the cost
+    models read only the stack), and the model as the stack builds it (MTP, chunked attention, fused MLA);
+    features: the stack settings the job inherits (apply_stack_features). Warnings appended to `warnings`."""
+    # the job's options that replace a part of the stack, applied once here (the cost models read
+    # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
+    # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py),
+    # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
+    job, features = apply_stack_features(job, stack0, where)  # the stack's attention and 16-bit dtype
+    stack = apply_rotate_method(job, apply_modules(job, stack0, model, where), where)
+    stack = apply_cp_comm_type(job, stack, where)
+    if job.cp == 1:  # a CP variant without CP: the plan without it, listed (planner/cp_comm_type.py, cp_rotate.py)
+        warnings += cp_variant_ignored(job) + rotate_ignored(job) + balance_ignored_at_cp1(job)
+    warnings += rotate_ignored_on_stack(job, stack)  # a stack whose training never sets it (cp_rotate.py [4])
+    stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
+    stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
+    stack = apply_attention_backend(job, stack, where)
+    job = apply_backend_kernel(job, stack, hw, features, where)
+    stack = apply_startup_switches(job, stack, warnings, where, hw)
+    warnings += fused_softmax_assert(job, stack, seq)
+    model = _stack_chunks(_stack_mtp(job, model, stack, warnings, where), stack, seq, warnings, job.cp)
+    model = with_fused_mla(model, job, where)
+    # where start-up rule MEGATRON_MLA_FUSION_TP reads it (a job setting)
+    stack = with_default(stack, "mla_down_proj_fusion", True if job.mla_down_proj_fusion else None)
+    # where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it (a job setting)
+    stack = with_default(stack, "mfsdp_v2", True if job.mfsdp_v2 else None)
+    return job, stack, model, features
+
+
+def _mla_tp_overlap_warning(stack, model: ModelSpec) -> str:
+    """What explain says where the job asks for TP overlap on an MLA model that the stack's trainer runs without it
+    (plan.tp_overlap prices it off)."""
+    return (f"tp_comm_overlap on with multi-head latent attention: stack {stack.name}'s trainer turns the TP "
+            f"overlap off for the whole model at its first MLA layer (NVIDIA/Megatron-LM @d98e8a64 "
+            f"megatron/core/extensions/transformer_engine.py l. 1176-1186: TELinear sets the shared config's "
+            f"tp_comm_overlap False on the userbuffer name 'q_down_proj' / 'q_proj' / 'kv_down_proj', since "
+            f"4e6ae3a2d2, {stack.overlap.tp_comm_overlap_off_with_mla}; {stack.origin} "
+            f"overlap.tp_comm_overlap_off_with_mla); priced off: every TP collective exposed (the first layer's "
+            f"linear_proj keeps the overlap: 1 linear of {model.num_layers} layers, priced off too), the "
+            f"userbuffers still allocated; the export writes the tp_comm_overlap asked for")
+
+
+def _check_plan_kernels(job: Job, model: ModelSpec, stack, plan, hw, where: str) -> None:
+    """The plan's kernels against the GPU: the fp8 / fp4 recipe's tensor cores (blockwise: Hopper only) and
+    Megatron's grouped GEMM for MoE (compute capability 8.0 or newer)."""
+    if job.precision != "bf16":
+        hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
+        why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
+        if why is not None:
+            raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
+    if moe_grouped_gemm_on(job, stack) and model.moe is not None and hw.capability is not None and hw.capability < (8, 0):
+        raise PlannerError(f"{where}moe_grouped_gemm on {hw.name} (compute capability {hw.compute_capability}): Megatron "
+                           "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
+                           "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
+                           "leave moe_grouped_gemm out (--moe-grouped-gemm), or plan an Ampere or newer GPU")
 
 
 def _loss_end_holds(job: Job, model: ModelSpec, where: str) -> None:
