@@ -2156,8 +2156,11 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     of T h bf16 (/t under SP) per model chunk, forward and backward, on the PP link (the end stages one fewer where
     the stack's runtime pairs each send with its neighbour's receive, Stack.pipeline_p2p_batched); blocking p2p
     waits for every send, an overlapped one (Megatron's interleaved schedule) hides behind the
-    next model chunk's compute at the stack's share. Per step: pp_warmup_flush's, from the same
-    send."""
+    next model chunk's compute at the stack's share. Which runtime hides which schedule's is stack data with its
+    sources (overlap.pp_p2p_overlapped): torch.distributed.pipelining's 1F1B, GPipe and Interleaved1F1B wait
+    theirs (never: the receive issued after a pass and waited before the next, or held behind an earlier one on the
+    group's one NCCL stream), DualPipe as DeepSeek's report states it (always; the open reference waits each
+    chunk's exchange). Per step: pp_warmup_flush's, from the same send."""
     plan, ctx = sc.plan, sc.ctx
     pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
     part = pipe_partitioned(sc)
