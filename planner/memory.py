@@ -1975,7 +1975,15 @@ def functional_collectives_eager(settings: Settings) -> bool:
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
     """How many of a stage's `layers` full recompute re-runs: all of them, or at most
     settings.recompute_layers (Megatron-LM --recompute-method block --recompute-num-layers:
-    the first N layers of each stage recompute, the others keep their activations) [2]."""
+    the first N layers of each stage recompute, the others keep their activations) [2].
+
+    Megatron's window is a model chunk's (--recompute-num-layers n over each chunk's own layers: megatron/core/
+    recompute.py @d98e8a64 l. 167-181, transformer_block.py l. 334), so a stage of chunks c_1 .. c_v re-runs
+    sum_j min(c_j, n), with recompute_layers = n x vpp (the readers'; start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP
+    refuses a value vpp does not divide). That is min(sum_j c_j, n v), this function's, unless n lies strictly
+    between two of the stage's chunk lengths; pipeline.chunk_layers' chunks of one stage differ by at most one layer
+    where Megatron runs the split (the counted embedding / loss: one layer fewer in the end chunk; an uneven
+    first / last stage's own chunks are equal, transformer_block.py l. 174-179 asserts it), so no integer n does."""
     cap = settings.recompute_layers if settings.recompute_layers is not None else np.iinfo(np.int64).max
     return np.where(plan.recompute == RC_FULL, np.minimum(layers, cap), 0)
 

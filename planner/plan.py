@@ -3016,8 +3016,9 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=
     (torchtitan 0.3's parallelism.enable_fsdp_symm_mem, startup.TORCHTITAN_FSDP_SYMM_MEM_SM90) and spmd_typechecking
     where the run's spmd_backend is spmd_types (debug.spmd_typechecking, 'only effective under spmd_backend=spmd_types':
     configs.py l. 356-357, trainer.py l. 143-167 and 605-610; startup.TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX), and the
-    larger of bf16_layers_at_start / _end (defaults.bf16_layers_max: startup.MEGATRON_BF16_LAYERS_STAGE). A
-    switch the stack has no option for is refused; what neither prices is said (warnings)."""
+    larger of bf16_layers_at_start / _end (defaults.bf16_layers_max: startup.MEGATRON_BF16_LAYERS_STAGE), and
+    recompute_layers (defaults.recompute_layers_set: startup.MEGATRON_RECOMPUTE_LAYERS_VPP). A switch the stack
+    has no option for is refused; what neither prices is said (warnings)."""
     runs = stack.runs if stack is not None else None
     for name, what in (("fsdp_symm_mem", "FSDP all-gathers on symmetric memory"),
                        ("spmd_typechecking", "SPMD type checking")):
@@ -3064,6 +3065,8 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=
                             "spmd_types: trainer.py l. 605-610)")
     # the bf16 layers at the ends, read with each plan's pp by the start-up rule MEGATRON_BF16_LAYERS_STAGE (0: none)
     stack = with_default(stack, "bf16_layers_max", max(job.bf16_layers_at_start, job.bf16_layers_at_end) or None)
+    # the block method's layers a GPU, read with each plan's vpp by the start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP
+    stack = with_default(stack, "recompute_layers_set", job.recompute_layers)
     return stack
 
 

@@ -2176,6 +2176,9 @@ class StackDefaults(BaseModel):
     bf16_layers_max: int = Field(
         default=0, ge=0, description="the larger of the job's bf16_layers_at_start and bf16_layers_at_end (laid here by "
                                      "plan.resolve for the start-up rules: MEGATRON_BF16_LAYERS_STAGE); 0: none")
+    recompute_layers_set: Optional[int] = Field(
+        default=None, gt=0, description="the job's recompute_layers (a GPU's fully recomputed layers, laid here by "
+                                        "plan.resolve for the start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP); null: none")
     attention_backend: Optional[AttentionBackend] = Field(
         default=None, description="the attention module the stack's model code builds when the job does not say (job field "
                                   "attention_backend; one of runs.attention_backends); null: the stack names none (the "

@@ -2866,6 +2866,19 @@ def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
     return (np.asarray(plan.precision) == FP8) & (n > model.num_layers // pp)
 
 
+def _megatron_recompute_layers_vpp(model, stack, plan) -> np.ndarray:
+    """MEGATRON_RECOMPUTE_LAYERS_VPP: a full-recompute plan at pp > 1 whose job recompute_layers (a GPU's layers: the
+    stack's defaults.recompute_layers_set, laid by plan.apply_startup_switches) is not a multiple of its vpp: Megatron's
+    --recompute-num-layers n re-runs the first n layers of each model chunk, n x vpp a GPU, so no n gives it."""
+    from .recompute_modules import RC_FULL
+
+    cap = stack.defaults.recompute_layers_set if stack is not None else None
+    if not cap:  # a job setting (every plan alike): no block window, nothing to check
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    vpp = np.maximum(np.asarray(plan.vpp, dtype=np.int64), 1)
+    return (np.asarray(plan.recompute) == RC_FULL) & (np.asarray(plan.pp) > 1) & (int(cap) % vpp != 0)
+
+
 def _tt03_stage_lists(model, stack, plan) -> np.ndarray:
     """TORCHTITAN03_STAGE_LISTS: at pp > 1 on a stack whose launch spells the split by layers_per_stage only
     (runs.pipeline_stages_by_count_only), a split into pp x vpp stages that no layers_per_stage gives (ceil(units /
@@ -3046,6 +3059,22 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "drop --tp-comm-overlap (an MLA model runs without it anyway: Megatron-LM turns it off at the first MLA layer), "
         "or leave mla_down_proj_fusion out",
         _mla_fusion_tp_overlap, option="mla_down_proj_fusion")),
+    # MEGATRON_RECOMPUTE_LAYERS_VPP (code 103, issue 22 critstage3): the block method's window is a model chunk's.
+    #   recompute.py @d98e8a64 l. 167-181 checkpoints layer_idx < recompute_num_layers over the chunk's own
+    #   num_layers_per_pipeline_rank = len(self.layers) (transformer_block.py l. 334: each model chunk builds its own
+    #   block), so a GPU re-runs n x vpp layers of equal chunks (the Megatron and Bridge readers' recompute_layers
+    #   n x vpp), and a job value that vpp does not divide is no --recompute-num-layers: Megatron would run another
+    #   count (export refuses it: trainers/export.py). Megatron refuses no positive n (transformer_config.py
+    #   l. 1919-1925 only wants one); like TORCHTITAN03_STAGE_LISTS a plan the trainer cannot be told, not ranked
+    (103, StartupRule(
+        "MEGATRON_RECOMPUTE_LAYERS_VPP", "megatron",
+        "recompute_layers (a GPU's layers) not a multiple of vpp: Megatron's --recompute-num-layers n re-runs the first "
+        "n layers of each model chunk (n x vpp a GPU)",
+        f"{MEGATRON_COMMIT} megatron/core/recompute.py l. 167-181 (block: layer_idx < recompute_num_layers over "
+        "num_layers_per_pipeline_rank), megatron/core/transformer/transformer_block.py l. 334 "
+        "(num_layers_per_pipeline_rank = len(self.layers), a model chunk's)",
+        "use a vpp that divides recompute_layers, or a recompute_layers that is a multiple of vpp",
+        _megatron_recompute_layers_vpp)),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

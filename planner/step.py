@@ -2270,20 +2270,23 @@ def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
 
 
 def sp_partial_elements(sc: StepCtx) -> np.ndarray:
-    """Parameters per GPU whose gradients the step's TP all-reduce sums [27]. Under SP, those SP leaves partial on each
-    TP rank: on each stage its layers' replicated parameters (BlockParams.replicated: norms, query/key norms, MLA's down
-    projections and latent norms, the router, the row-parallel linears' biases), the final norm and the MTP modules' on
-    the last, the embedding's norm on the first (with one stage both ends). Without SP, the query/key norms alone
-    (BlockParams.qk_norm: each TP rank's from its own heads; the layers' and the MTP modules'). The stage with the most
-    (first, middle, last): the all-reduce is a step-end term, not a micro-batch one. Each stage runs its own after its
-    own schedule (Megatron-LM @d98e8a64 megatron/core/distributed/finalize_model_grads.py finalize_model_grads l. 661,
-    _allreduce_non_tensor_model_parallel_grads over the stage's TP group), and the optimizer step that follows waits
-    on every stage: the gradient norm's all-reduce over the grad-stats group, the model-parallel group with its
-    pipeline stages or the whole world under the distributed optimizer (megatron/core/optimizer/clip_grads.py
-    get_grad_norm_fp32 l. 127-134, the L2 norm's; l. 99-106 the max's; optimizer.py get_grad_stats_parallel_group
-    l. 322-328). So the step ends after the stage whose all-reduce is the largest, whatever stage is critical in the
-    micro-batches (issue 22 critstage2: the largest is the right stage; its time rides beside the DP traffic's own
-    largest stage, _dp_stage_params, each taken apart: an upper bound where the two are different stages)."""
+    """Parameters per GPU whose gradients the step's TP all-reduce sums [27], on the stage with the most (first, middle,
+    last; sp_partial_stages' largest)."""
+    mid, first, last = sp_partial_stages(sc, paired=False)
+    return functools.reduce(np.maximum, (first, mid, last))
+
+
+def sp_partial_stages(sc: StepCtx, paired: bool = True) -> tuple:
+    """Parameters per GPU whose gradients the step's TP all-reduce sums [27], each CRITICAL_STAGES slot's (middle, first,
+    last). Under SP, those SP leaves partial on each TP rank: on each stage its layers' replicated parameters
+    (BlockParams.replicated: norms, query/key norms, MLA's down projections and latent norms, the router, the
+    row-parallel linears' biases), the final norm and the MTP modules' on the last, the embedding's norm on the first
+    (with one stage both ends). Without SP, the query/key norms alone (BlockParams.qk_norm: each TP rank's from its own
+    heads; the layers' and the MTP modules'). A step-end term: each stage runs its own after its own schedule and DP
+    gradient sync (Megatron-LM @d98e8a64 megatron/core/distributed/finalize_model_grads.py finalize_model_grads
+    l. 637-677: finish_grad_sync, then _allreduce_non_tensor_model_parallel_grads over the stage's TP group), before the
+    optimizer step's gradient norm (step_time's step end). paired (DualPipe [8]): a rank holds stages s and p - 1 - s
+    and all-reduces both's, the end slots first + last, the middle two middle stages (_dp_stages' rule)."""
     settings, plan = sc.settings, sc.plan
     pc = count_params(settings.model)
     sp = plan.sp > 0
@@ -2293,22 +2296,27 @@ def sp_partial_elements(sc: StepCtx) -> np.ndarray:
     emb = np.where(sp, np.float64(pc.embedding_norm), 0.0)
     first = weighted(sc.counts["first"], per) + emb + np.where(single, head, 0.0)
     last = weighted(sc.counts["last"], per) + head + np.where(single, emb, 0.0)
-    return functools.reduce(np.maximum, (first, weighted(sc.counts["mid"], per), last))
+    mid = weighted(sc.counts["mid"], per)
+    if not paired:
+        return mid, first, last
+    dual = sc.dual()
+    return np.where(dual, 2.0 * mid, mid), np.where(dual, first + last, first), np.where(dual, first + last, last)
 
 
 def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
-    """Seconds per step of the TP all-reduce of the SP-partial gradients and the query/key norms' [27]: where the stack
-    sums them in one all-reduce a step (runs.sequence_parallel norm_grads_step_allreduce), tp > 1 and the plan has
-    some (SP on, or query/key norms); the sp_partial_elements at the main gradients' bytes (grad_reduce_bytes; / the
-    shard group under FSDP) over the TP group, after the backward and waited on. 0 elsewhere."""
+    """Seconds per step of the TP all-reduce of the SP-partial gradients and the query/key norms' [27], each
+    CRITICAL_STAGES slot's (a leading axis of 3, sp_partial_stages): where the stack sums them in one all-reduce a step
+    (runs.sequence_parallel norm_grads_step_allreduce), tp > 1 and the stage has some (SP on, or query/key norms); the
+    elements at the main gradients' bytes (grad_reduce_bytes; / the shard group under FSDP) over the TP group, after
+    the stage's DP gradient sync and waited on. 0 elsewhere."""
     plan = sc.plan
     runs = sc.stack.runs
     spr = None if runs is None else runs.sequence_parallel
     if spr is None or not spr.norm_grads_step_allreduce:  # a stack setting, not searched
-        return np.zeros(np.shape(plan.tp))
+        return np.zeros((len(CRITICAL_STAGES),) + np.shape(plan.tp))
     fsdp = plan.sharding >= FSDP
     shard_n = plan.shard * plan.cp
-    elems = sp_partial_elements(sc)
+    elems = np.stack(np.broadcast_arrays(*sp_partial_stages(sc)))
     size = elems * grad_reduce_bytes(sc, fsdp) / np.where(fsdp, shard_n, 1)
     on = (elems > 0) & (plan.tp > 1)
     t = coll(comm.ALL_REDUCE, size, np.where(on, plan.tp, 1), coll.strides["tp"])
@@ -2350,12 +2358,12 @@ def _warmup_flush(sc: StepCtx, sends, waited) -> np.ndarray:
 # ----------------------------------------------------------------------------- DP
 @dataclass
 class DPTraffic:
+    # dp_comm's: each CRITICAL_STAGES slot's (a leading axis of 3: middle, first, last; dp_stage picks one stage's)
     total: np.ndarray  # every DP transfer of the step
     exposed: np.ndarray  # what is left on the critical path
     copies: np.ndarray  # the stack's copies into and out of the collective buffers (compute)
-    p_local: np.ndarray  # dense parameters per GPU (the larger end stage; DualPipe: the larger pair; the DP traffic's
-    # stage may be a middle one: _dp_stage_params)
-    e_local: np.ndarray  # routed-expert parameters per GPU (the stage with the most; DualPipe: pair)
+    p_local: np.ndarray  # dense parameters per GPU (DualPipe: the rank's pair, _dp_stages)
+    e_local: np.ndarray  # routed-expert parameters per GPU (DualPipe: pair)
     e_shard: np.ndarray  # the experts' shard group
     counts: tuple = (1.0, 1.0, 1.0)  # (gradient reductions, FSDP all-gathers, FSDP reduce-scatters) a step (offload.py)
 
@@ -2443,13 +2451,18 @@ def _replica_exchange(sc: StepCtx, coll: Collectives, ar_rep, grad_shard, weight
                     + coll(comm.ALL_GATHER, weight_shard, replicas, stride), ar_rep)
 
 
-def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None, stream_mb=None) -> DPTraffic:
-    """Gradient reduction and parameter gathering over every rank that holds the same weights,
-    dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
-    placed at the finer of the two axes' strides [5]; then the routed experts' over their
-    expert-data-parallel ranks (dp_expert_comm)."""
-    plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
-    pc = count_params(settings.model)
+def _if_any(mask, price):
+    """price() where some plan's mask is set, else 0 s without pricing it: a collective that no plan of the batch runs
+    (every element it gives is 0 s or masked out by its caller); the same values either way."""
+    return price() if np.any(mask) else np.float64(0.0)
+
+
+def _dp_params(sc: StepCtx, pc) -> tuple:
+    """dp_comm's parameters: (p_local, _dp_stages' per-slot dict, the dense elements each slot's traffic moves, the
+    experts' floor of it): p_local the larger end stage's dense parameters (DualPipe: the larger pair), what ZeRO-3's
+    gathers read (zero3_sync_gathers, zero3_rerun_share: one stage, DEEPSPEED_PP_ZERO); under Muon's default layout
+    the traffic is each slot's padded buffer's (muon_layout_padding [28]; 0.0 elsewhere)."""
+    plan, settings = sc.plan, sc.settings
     # the middle composition with the most expert parameters (a function of the pipeline split
     # alone), not the slowest one: the expert traffic is that stage's
     experts = [p.expert for p in pc.kind_params]
@@ -2464,7 +2477,27 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     dual = dualpipe_pairs(plan)
     pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
             for i in (0, 1)}
-    p_local, p_dp, pad_e, n_dp = _dp_stage_params(sc, pc, split, dual, pair[0])
+    p_local = np.where(dual, pair[0], np.maximum(split["first"][0], split["last"][0]))
+    stages = _dp_stages(sc, pc, split, mid, dual)  # every slot's parameters: the step end takes each stage's own
+    p_dp, pad_e = stages["p"], 0.0
+    if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: Muon's layout [28]
+        pad_d, pad_e = muon_layout_padding(sc, pc, split)
+        p_dp = np.maximum(p_dp, pad_d)
+    return p_local, stages, p_dp, pad_e
+
+
+def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None, stream_mb=None) -> DPTraffic:
+    """Gradient reduction and parameter gathering over every rank that holds the same weights,
+    dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
+    placed at the finer of the two axes' strides [5]; then the routed experts' over their
+    expert-data-parallel ranks (dp_expert_comm). Each CRITICAL_STAGES slot's own (_dp_stages: its parameters, layers
+    and experts), as a leading axis of 3 on total, exposed, copies, p_local and e_local: every stage reduces its own
+    gradients over its own DP group, and step_time takes the step end's stage (dp_stage), not the largest of each
+    term apart (issue 22 critstage3)."""
+    plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
+    pc = count_params(settings.model)
+    p_local, stages, p_dp, pad_e = _dp_params(sc, pc)
+    n_dp = stages["n"]
     shard_n = plan.shard * plan.cp
     dpcp = plan.dp * plan.cp
     dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
@@ -2490,13 +2523,17 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # BF16_Optimizer: engine.py @38327e07 allreduce_bucket l. 2491-2516 over its fp32 buffer cast to
     # communication_data_type, bf16_optimizer.py update_lp_params l. 423-436 all_gather_dp_groups)
     allred = zero & (tr["allreduce"] | layerwise_legacy(sc))  # and Muon's layer-wise optimizer's legacy path [28]
-    ag_w = _layerwise_gather(sc, coll, bucketed, p_dp * w_per, np.where(sharded, shard_n, 1), dp_stride)
+    # (each collective priced where some plan runs it: _if_any; the others' elements are 0 s or never read)
+    ag_w = _if_any(sharded, lambda: _layerwise_gather(sc, coll, bucketed, p_dp * w_per, np.where(sharded, shard_n, 1),
+                                                      dp_stride))
     # an fsdp mode that all-reduces each gradient bucket whole in place of its reduce-scatter [21]
-    rs_g = np.where(fsdp & tr["allreduce"], bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1)),
-                    bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1)))
-    ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp))
+    rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
+    rs_g = np.where(fsdp & tr["allreduce"], _if_any(fsdp & tr["allreduce"], lambda: bucketed(
+        comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1))), rs_g)
+    ar_g = _if_any(~sharded | allred, lambda: bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp)))
     replicas = plan.dp // np.maximum(plan.shard, 1)
-    ar_rep = coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard)
+    ar_rep = _if_any((plan.sharding == HSDP) | (zero & (plan.shard < plan.dp)), lambda: coll(
+        comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard))
     ar_hsdp = np.where(plan.sharding == HSDP, _replica_exchange(sc, coll, ar_rep, grad_b / shard_n, p_dp * w_per / shard_n), 0.0)
     # zero1 over groups of the dp ranks (Megatron's --num-distributed-optimizer-instances N, shard group dp / N): each
     # reduce-scattered shard all-reduced across the N groups (param_and_grad_buffer.py @d98e8a64 l. 735-759) [5]
@@ -2538,15 +2575,22 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
     off = np.where(always, f_gathers, total)
     exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), off))
-    e_local, e_units = _expert_stage(sc, pc, split, mid, dual)
+    e_local, e_units = stages["e"], stages["u"]
     n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, np.maximum(e_local, pad_e), total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
-                     p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+                     p_local=stages["p"], e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+
+
+def dp_stage(dp: DPTraffic, crit) -> DPTraffic:
+    """One stage's DP traffic of dp_comm's per-slot values: each plan's CRITICAL_STAGES slot `crit` (_heaviest's)."""
+    return dataclasses.replace(dp, **{f: _pick(crit, *getattr(dp, f)) for f in ("total", "exposed", "copies", "p_local",
+                                                                               "e_local")})
 
 
 def muon_layout_padding(sc: StepCtx, pc, split):
-    """(dense, experts) elements per GPU of the stage with the most, its parameters and the padding of Muon's
+    """(dense, experts) elements per GPU of each CRITICAL_STAGES slot (a leading axis of 3; the middle: the
+    composition with the most), its parameters and the padding of Muon's
     shard-aligned buffer (memory.muon_layout_excess's buffer floor, max(M, shard x the largest Muon parameter)) [28]:
     with the layer-wise optimizer's default layout DDP's reduce-scatter and all-gather run over the padded buckets
     (param_and_grad_buffer.py @d98e8a64: each bucket's whole range, dp_size x padded_shard_size), so the traffic is
@@ -2558,84 +2602,56 @@ def muon_layout_padding(sc: StepCtx, pc, split):
     stages = [("first", sc.counts["first"], split["first"], 1.0), ("last", sc.counts["last"], split["last"], 1.0)]
     stages += [("mid", c, params_of(pc, settings.model, plan, c, "mid"), np.where(plan.pp > 2, 1.0, 0.0))
                for c in sc.counts["mid_all"]]
-    out = [np.float64(0.0), np.float64(0.0)]
+    out = {st: [np.float64(0.0), np.float64(0.0)] for st in CRITICAL_STAGES}
     for end, counts, params, present in stages:
         mu = muon_params_of(pc, settings.model, plan, counts, end, copy)
         big = muon_largest_params(pc, settings.model, plan, counts, end, copy, chunks=True)  # every chunk's buffer
         for i in (0, 1):
             pad = muon_layout_excess(settings, plan, mu[i], big[i], shards[i])[0]
-            out[i] = np.maximum(out[i], present * (params[i] + pad))
-    return out[0], out[1]
+            out[end][i] = np.maximum(out[end][i], present * (params[i] + pad))
+    return tuple(np.stack(np.broadcast_arrays(*(out[st][i] for st in CRITICAL_STAGES))) for i in (0, 1))
 
 
-def _expert_stage(sc: StepCtx, pc, split, mid, dual):
-    """(routed-expert parameters a GPU, MoE layers) of the stage with the most expert parameters (with pp <= 2
-    there is no middle stage: the notional one is the compute model's only; DualPipe: the rank's two stages). The
-    MoE layers are its FSDP units of experts where the stack's FSDP unit is a layer (no fsdp.fsdp_bucket_params):
-    torchtitan wraps each MoE block's routed experts as their own FSDP2 unit, fully_shard(transformer_block.moe.experts,
-    mesh=edp_mesh) (models/llama4/infra/parallelize.py @e347b1e5e apply_fsdp l. 381-409, which deepseek_v3's and
-    qwen3's parallelize import; the router and shared experts stay in the block's unit), and Megatron-FSDP gives each
-    unit's expert parameters their own parameter group and bucket ((fsdp_unit_id, is_expert_param) keys,
-    megatron_fsdp/param_and_grad_buffer.py @d98e8a64 l. 1787-1799, 1829-1870: suggested_bucket_size splits only
-    groups outside a unit): one expert collective a MoE layer, a multi-token-prediction module of a MoE kind one more on
-    the last stage (as params_of counts its experts). At ep 1 torchtitan leaves the experts in the block's unit (one
-    collective with the dense parameters): still priced as their own collectives here (assumed, their latency terms
-    extra). Integers from the stage's layer counts (pipeline.stage_kind_counts),
-    where ceil(e / (p_dp / n)) before counted dense-layer-sized buckets of experts, a float ratio.
+def _dp_stages(sc: StepCtx, pc, split, mid, dual) -> dict:
+    """Each CRITICAL_STAGES slot's (middle, first, last; a leading axis of 3) "p" dense parameters a GPU, "n" its
+    layers (the FSDP units a layer each), "e" routed-expert parameters and "u" MoE layers, what its DP traffic and
+    optimizer step move and read. split: stage_param_split's, its middle the composition with the most expert
+    parameters (`mid`, dp_comm's); the middle's dense parameters the most of sc.counts mid_all's compositions (Meta's
+    405B: 8 layers a middle stage, 3.19e9 a GPU, against the last stage's 7 and the output layer, 3.05e9: stack
+    pipeline_split trim_ends, Megatron's --account-for-*-in-pipeline-split, an uneven split); 0 in the middle slot where
+    pp <= 2 (no middle stage: step_time leaves that slot out). DualPipe: every rank holds two stages, s and p - 1 - s,
+    and reduces and steps both [8] (sec. 3.2.1: "DualPipe requires keeping two copies of the model parameters"): the
+    end slots the end ranks' pair (first + last), the middle two middle stages.
 
-    Why the stage with the most, not the critical one (issue 22 critstage2): _dp_stage_params' rule. Every stage
-    reduces (and, sharded, gathers) its own experts over its own expert-data-parallel group, and the step waits on the
-    last of them (the optimizer step's gradient-norm all-reduce over every stage, megatron/core/optimizer/clip_grads.py
-    @d98e8a64 get_grad_norm_fp32 l. 127-134); the expert traffic hides in the same compute windows (the critical
-    stage's passes, whose pace every stage keeps), so the stage whose traffic is the largest is the one whose exposed
-    share is the largest. Where a mode moves it every micro-batch (FSDP, ZeRO-2), what a stage leaves exposed delays
-    that stage's own micro-batches, which critical_stage does not add (a named approximation, the dense traffic's
-    too)."""
-    plan = sc.plan
+    The MoE layers are a stage's FSDP units of experts where the stack's FSDP unit is a layer (no
+    fsdp.fsdp_bucket_params): torchtitan wraps each MoE block's routed experts as their own FSDP2 unit,
+    fully_shard(transformer_block.moe.experts, mesh=edp_mesh) (models/llama4/infra/parallelize.py @e347b1e5e apply_fsdp
+    l. 381-409, which deepseek_v3's and qwen3's parallelize import; the router and shared experts stay in the block's
+    unit), and Megatron-FSDP gives each unit's expert parameters their own parameter group and bucket ((fsdp_unit_id,
+    is_expert_param) keys, megatron_fsdp/param_and_grad_buffer.py @d98e8a64 l. 1787-1799, 1829-1870: suggested_bucket_size
+    splits only groups outside a unit): one expert collective a MoE layer, a multi-token-prediction module of a MoE kind
+    one more on the last stage (as params_of counts its experts). At ep 1 torchtitan leaves the experts in the block's
+    unit (one collective with the dense parameters): still priced as their own collectives here (assumed, their
+    latency terms extra). Integers from the stage's layer counts (pipeline.stage_kind_counts)."""
+    plan, n = sc.plan, sc.n
     moe_kind = [1.0 if k.has_experts else 0.0 for k in pc.layers.kinds]
     mtp = float(pc.layers.mtp_built) * sum(moe_kind[k] for k in pc.layers.mtp_kinds) if pc.layers.mtp else 0.0
     single = plan.pp == 1
-    units = {"first": weighted(sc.counts["first"], moe_kind) + np.where(single, mtp, 0.0),
-             "last": weighted(sc.counts["last"], moe_kind) + mtp,
-             "mid": weighted(mid, moe_kind)}
-    mid_e = np.where(plan.pp > 2, split["mid"][1], 0.0)
-    stages = [(split["first"][1], units["first"]), (split["last"][1], units["last"]), (mid_e, units["mid"])]
-    single_e = np.maximum.reduce([e for e, _ in stages])
-    # the stage that holds single_e (ties: the most units, the more latency terms)
-    single_u = np.maximum.reduce([np.where(e == single_e, u, 0.0) for e, u in stages])
-    pair_fl, pair_mid = split["first"][1] + split["last"][1], np.where(plan.pp > 2, 2.0 * split["mid"][1], 0.0)
-    pair_e = np.maximum(pair_fl, pair_mid)
-    pair_u = np.maximum(np.where(pair_fl == pair_e, units["first"] + units["last"], 0.0),
-                        np.where(pair_mid == pair_e, 2.0 * units["mid"], 0.0))
-    return np.where(dual, pair_e, single_e), np.where(dual, pair_u, single_u)
-
-
-def _dp_stage_params(sc: StepCtx, pc, split, dual, pair):
-    """(p_local, p_dp, pad_e, n_dp): dense parameters per GPU of the larger end stage (DualPipe: the larger pair), what
-    the optimizer step and ZeRO-3's gathers read; and of the stage whose DP traffic is priced, the one whose exposed DP
-    time is the largest, with n_dp its layers (the FSDP units a layer each: DualPipe's pair both stages'). Every stage
-    reduces its own gradients over its own DP group at once, and the step ends when the last of them has (the
-    optimizer step follows each stage's own reduction, and the next step's pipeline waits on every stage), against the
-    same compute windows (comp: the critical stage's passes, stage_passes, whose pace the whole pipeline keeps), and
-    each of dp_comm's terms grows with the stage's parameters: so the
-    stage with the most dense parameters, a middle one where the split leaves the end stages fewer layers (Meta's 405B:
-    8 layers a middle stage, 3.19e9 a GPU, against the last stage's 7 and the output layer, 3.05e9: stack pipeline_split
-    trim_ends, Megatron's --account-for-*-in-pipeline-split, an uneven split), the middle composition with the most
-    (with pp <= 2 there is none). Under Muon's default layout that stage's traffic is its padded buffer's, and pad_e
-    the experts' traffic elements likewise (muon_layout_padding [28]; 0.0 elsewhere)."""
-    plan, settings = sc.plan, sc.settings
-    first, last = split["first"][0], split["last"][0]
-    p_local = np.where(dual, pair, np.maximum(first, last))
-    mid = functools.reduce(np.maximum, [params_of(pc, sc.settings.model, plan, c, "mid")[0] for c in sc.counts["mid_all"]])
-    use_mid = (plan.pp > 2) & (mid > p_local)
-    p_dp = np.where(dual, pair, np.where(use_mid, mid, p_local))
-    n = sc.n
-    n_pair = np.where(first + last >= np.where(plan.pp > 2, 2.0 * mid, 0.0), n["first"] + n["last"], 2.0 * n["mid"])
-    n_dp = np.where(dual, n_pair, np.where(use_mid, n["mid"], np.where(last >= first, n["last"], n["first"])))
-    if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: Muon's layout [28]
-        pad_d, pad_e = muon_layout_padding(sc, pc, split)
-        return p_local, np.maximum(p_dp, pad_d), pad_e, n_dp
-    return p_local, p_dp, 0.0, n_dp
+    has_mid = plan.pp > 2
+    p_mid = functools.reduce(np.maximum, [params_of(pc, sc.settings.model, plan, c, "mid")[0] for c in sc.counts["mid_all"]])
+    per = {"p": (np.where(has_mid, p_mid, 0.0), split["first"][0], split["last"][0]),
+           "n": (np.where(has_mid, n["mid"], 0), n["first"], n["last"]),
+           "e": (np.where(has_mid, split["mid"][1], 0.0), split["first"][1], split["last"][1]),
+           "u": (np.where(has_mid, weighted(mid, moe_kind), 0.0),
+                 weighted(sc.counts["first"], moe_kind) + np.where(single, mtp, 0.0),
+                 weighted(sc.counts["last"], moe_kind) + mtp)}
+    out = {}
+    for k, (m_, f_, l_) in per.items():
+        m_, f_, l_ = (np.asarray(x, dtype=np.float64) for x in (m_, f_, l_))
+        pair = f_ + l_
+        out[k] = np.stack(np.broadcast_arrays(np.where(dual, 2.0 * m_, m_), np.where(dual, pair, f_),
+                                              np.where(dual, pair, l_)))
+    return out
 
 
 def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_exposed, param_exposed, ddp_total,
@@ -2877,9 +2893,9 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     """(total, exposed) routed-expert gradient traffic (and FSDP/ZeRO weight gathers) over the
     expert-data-parallel ranks, tp dp cp / (etp ep) (tp shard group cp / (etp ep): moe.expert_dp,
     moe.expert_shard), at their place in the folded expert grid (moe.expert_strides), on
-    the stage with the most expert parameters, in one collective a MoE layer (FSDP) or the dense traffic's buckets
+    each stage (dp_comm's slots: its own experts and dense traffic), in one collective a MoE layer (FSDP) or the dense traffic's buckets
     (DDP / ZeRO); it hides behind what the dense traffic leaves of the same compute window. dense: the dense traffic's
-    (all-gathers, reduce-scatters, the stage's MoE layers (_expert_stage), DDP bucket); n_ar: HSDP's replica all-reduces a
+    (all-gathers, reduce-scatters, the stage's MoE layers (_dp_stages), DDP bucket); n_ar: HSDP's replica all-reduces a
     step (fsdp_traffic's).
 
     Under HSDP the experts, sharded over the shard group's expert-data-parallel ranks, are
@@ -2898,7 +2914,7 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     sharded = plan.sharding >= ZERO1
     e_shard, edp = moe.expert_shard(plan), moe.expert_dp(plan)
     e_st = moe.expert_strides(plan, coll.strides, ("edp",))["edp"]
-    # FSDP: one collective a MoE layer's experts (_expert_stage), or a stated bucket's; DDP / ZeRO: its buckets
+    # FSDP: one collective a MoE layer's experts (_dp_stages), or a stated bucket's; DDP / ZeRO: its buckets
     n_fsdp = (np.asarray(e_units, dtype=np.float64) if fs.fsdp_bucket_params is None
               else np.ceil(e_local / fs.fsdp_bucket_params))
     n_be = np.maximum(np.where(fsdp, n_fsdp, np.ceil(e_local / ddp_bucket)), 1.0)
@@ -2909,20 +2925,23 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     def e_coll(op, size, group):
         return n_be * coll(op, size / n_be, group, e_st)
 
-    ag_we = _layerwise_gather(sc, coll, e_coll, e_local * w_per, np.where(sharded, e_shard, 1), e_st)
+    ag_we = _if_any(sharded, lambda: _layerwise_gather(sc, coll, e_coll, e_local * w_per, np.where(sharded, e_shard, 1),
+                                                       e_st))
     red = grad_reduce_bytes(sc, fsdp)
     tr_all = sharding_traits(sc.stack, plan)["allreduce"]
     # ZeRO-3 of April 2021 all-reduces the experts' buckets too [21]
-    rs_ge = np.where(fsdp & tr_all, e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, e_shard, 1)),
-                     e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1)))
+    rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
+    rs_ge = np.where(fsdp & tr_all, _if_any(fsdp & tr_all, lambda: e_coll(
+        comm.ALL_REDUCE, e_local * red, np.where(sharded, e_shard, 1))), rs_ge)
     # the BF16_Optimizer's all-reduce (dp_traffic), and Muon's layer-wise optimizer on its legacy path [28]
     allred = zero & (tr_all | layerwise_legacy(sc))
-    ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp))
+    ar_ge = _if_any(~sharded | allred, lambda: e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp)))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     replicas = plan.dp // np.maximum(plan.shard, 1)
     # HSDP's replicas, or zero1's optimizer instances (dp_traffic's ar_inst: the experts' shards too)
-    ar_he = np.where((plan.sharding == HSDP) | (zero & (plan.shard < plan.dp)),
-                     coll(comm.ALL_REDUCE, e_local * red / np.maximum(e_shard, 1), replicas, coll.strides["dp"] * plan.shard), 0.0)
+    rep_on = (plan.sharding == HSDP) | (zero & (plan.shard < plan.dp))
+    ar_he = np.where(rep_on, _if_any(rep_on, lambda: coll(comm.ALL_REDUCE, e_local * red / np.maximum(e_shard, 1),
+                                                          replicas, coll.strides["dp"] * plan.shard)), 0.0)
     e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge + n_ar * ar_he,
                        np.where(zero, n_rs * (np.where(allred, ar_ge, rs_ge) + ar_he) + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
@@ -3379,9 +3398,13 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
         ep_mb = pick(crit, ep_mb)
         ep_info = {k: pick(crit, v) if isinstance(v, dict) else v for k, v in ep_info.items()}
     t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
-    dp = dp_comm(sc, coll, comp, lt, stream_mb=t_mb)  # t_mb: the compute stream's micro-batch, the pipeline's unit [26]
+    dp_st = dp_comm(sc, coll, comp, lt, stream_mb=t_mb)  # t_mb: the compute stream's micro-batch, the pipeline's unit [26]
     tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on
-    sp_grads = sp_norm_grads(sc, coll)  # [27] once a step, after the DP gradient sync, waited on
+    # the step's end (step_end_stage): each stage's own DP gradient sync and SP-gradient all-reduce [27], the stage
+    # whose sum is the largest; its optimizer step after the gradient norm's all-reduce, likewise
+    sp_st = sp_norm_grads(sc, coll)
+    end_grads = step_end_stage(sc, dp_st.exposed + sp_st)
+    dp, sp_grads = dp_stage(dp_st, end_grads), _pick(end_grads, *sp_st)
     m = sc.m
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own, the critical stage's (stage_passes): backward / forward, and the weight-gradient GEMMs' share
@@ -3394,13 +3417,15 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
-    opt = optimizer_time(sc, dp)
+    opt_st = optimizer_time(sc, dp_st)
+    end_opt = step_end_stage(sc, opt_st)
+    opt = _pick(end_opt, *opt_st)
     off = {}
     muon = {"muon_ns": muon_ns_time(sc, dp)} if sc.settings.optimizer == "muon" else {}  # a job setting [28]
     muon_gather = muon_gather_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
     muon_gram = muon_gram_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
     if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
-        off = offload_parts(sc, dp, comp)
+        off = offload_parts(sc, dp_stage(dp_st, end_opt), comp)
         opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather + muon_gram, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
@@ -3423,6 +3448,28 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                  "moe_probs_a2a_s": m * ep_info["probs"], "moe_counts_gather_s": m * ep_info["counts"],
                  "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra
+
+
+def step_end_stage(sc: StepCtx, per) -> np.ndarray:
+    """The CRITICAL_STAGES slot (_heaviest's index, its tie rule) whose step-end work `per` (a leading axis of 3, each
+    slot's own seconds: dp_comm's, sp_norm_grads', optimizer_time's) is the largest; the middle slot left out where no
+    plan stage is one (pp <= 2). Why one stage's sum, not each term's own largest: every stage runs its own step end
+    and one cross-stage wait splits it. Megatron-LM @d98e8a64: after its schedule each stage's finalize_model_grads
+    (megatron/core/distributed/finalize_model_grads.py l. 637-677) finishes its own DP gradient sync
+    (finish_grad_sync over its own DP group), then all-reduces its SP-partial gradients over its own TP group
+    (_allreduce_non_tensor_model_parallel_grads) and the tied embedding's over the first and last stages
+    (_allreduce_word_embedding_grads: pp_tied_grads, a wait between those two, added apart); the optimizer's step
+    (megatron/core/optimizer/optimizer.py step l. 816-851) then takes the gradient norm (clip_grad_norm,
+    clip_grads.py get_grad_norm_fp32 l. 127-134: an all-reduce over the grad-stats group, the model-parallel group
+    with every pipeline stage, or the whole world under the distributed optimizer, optimizer.py
+    get_grad_stats_parallel_group l. 322-339), which every stage waits on, and only then steps its own parameters
+    (step_with_ready_grads). So the step ends at the largest of the stages' gradient work (this over dp + SP), then
+    the largest of their optimizer steps (this over optimizer_time): two maxima, each one stage's whole work. The
+    DP parameter all-gather (sharded modes), which runs after the step behind the next forward, is counted in the
+    gradient part with the rest of dp_comm's (a named approximation); Muon's Newton-Schulz and TP terms keep
+    _muon_stage_max's largest stage (issue 22 critstage3: before, each term was its own largest stage, an upper
+    bound where the stages differ)."""
+    return _heaviest(np.where(sc.plan.pp > 2, per[0], -np.inf), per[1], per[2])
 
 
 # step_time's critical_stage code (explain's time.critical_stage): CRITICAL_STAGES' index, or the one stage of a plan

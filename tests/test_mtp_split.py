@@ -253,7 +253,7 @@ def test_dualpipe_ranks_reduce_both_stages_gradients():
     optimizer step are over both: Llama 3 8B on pp 4 (8 layers a stage) holds, per GPU, the
     embedding + 8 layers beside 8 layers + the final norm + the output layer (the end rank) or
     16 layers (a middle rank): the end pair is the larger, and is what each DualPipe rank reduces
-    (at most); 1F1B's rank holds the larger end stage. The four stages sum to the model's 8.03e9."""
+    (at most); 1F1B's rank each its own stage (dp_comm's slots). The four stages sum to the model's 8.03e9."""
     from planner import step
     from planner.memory import stage_param_split
     from planner.params import count_params
@@ -265,10 +265,11 @@ def test_dualpipe_ranks_reduce_both_stages_gradients():
     split = stage_param_split(count_params(settings.model), settings.model, plan, sc.counts)
     first, last, mid = (float(split[s][0]) for s in ("first", "last", "mid"))
     assert first + last > 2 * mid  # the end pair (embedding and output layer) is the larger
-    assert float(dual.p_local) == pytest.approx(first + last, rel=1e-15)
+    # dp_comm's slots (middle, first, last): DualPipe's end slots the pair, its middle slot two middle stages
+    assert [float(x) for x in dual.p_local] == pytest.approx([2 * mid, first + last, first + last], rel=1e-15)
     one_plan = dataclasses.replace(plan, schedule=ONE_F_ONE_B)
     sc1, _, comp1 = step._compute_pass(settings, one_plan)
     one = step.dp_comm(sc1, step.Collectives(sc1), comp1)
-    assert float(one.p_local) == pytest.approx(max(first, last), rel=1e-15)
+    assert [float(x) for x in one.p_local] == pytest.approx([mid, first, last], rel=1e-15)
     # the llama3-8b total: embedding + output layer (2 x 128,256 x 4,096) + 32 layers + final norm
     assert first + last + 2 * mid == pytest.approx(8_030_261_248, rel=1e-15)

@@ -582,7 +582,8 @@ def test_compute_floor_is_step_times_compute_without_copies():
     # step.compute_floor is step_time's `compute` term less the DP copies, bit for bit (the
     # same arithmetic), so step_time's total (every other term >= 0) is never below it
     from planner.space import build_space, settings_for, variant_choices
-    from planner.step import Collectives, _compute_pass, compute_floor, dp_comm
+    from planner.step import (Collectives, _compute_pass, compute_floor, dp_comm, dp_stage, sp_norm_grads,
+                              step_end_stage)
 
     job = Job(model="mixtral-8x7b", gpus=64)
     settings, gbs, seq, _ = settings_for(job)
@@ -593,7 +594,9 @@ def test_compute_floor_is_step_times_compute_without_copies():
     low = compute_floor(settings, plan)
     t, _ = step_time(settings, plan)
     sc, _, comp = _compute_pass(settings, plan)
-    copies = dp_comm(sc, Collectives(sc), comp).copies
+    # the step end's stage's copies (step_time's pick: dp_comm's slots by their DP + SP-gradient step-end work)
+    dp = dp_comm(sc, Collectives(sc), comp)
+    copies = dp_stage(dp, step_end_stage(sc, dp.exposed + sp_norm_grads(sc, Collectives(sc)))).copies
     assert len(rows) > 1000 and np.all(low > 0)
     np.testing.assert_array_equal(low + copies, t.compute)
     assert np.all(t.total >= low)

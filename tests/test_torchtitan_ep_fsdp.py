@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from planner import comm
@@ -219,7 +220,10 @@ def test_deepseek_v3_expert_units_are_its_moe_layers(monkeypatch, pp, units):
     real = step.dp_expert_comm
 
     def spy(sc, coll, comp, e_local, dense_total, dense, n_ar=1.0):
-        seen.append((float(e_local), float(dense[2])))
+        # dp_comm's slots (middle, first, last), each stage's own: the slot with the most experts
+        e, u = np.asarray(e_local), np.asarray(dense[2])
+        i = int(np.argmax(e))
+        seen.append((float(e[i]), float(u[i])))
         return real(sc, coll, comp, e_local, dense_total, dense, n_ar)
 
     monkeypatch.setattr(step, "dp_expert_comm", spy)
