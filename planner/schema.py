@@ -3435,6 +3435,14 @@ class Stack(BaseModel):
                     "false: any split that places the model's layers, ceil(L'/(pp vpp)) a chunk with the left-over "
                     "slots off the first and the last chunk (pipeline.stage_layers), is accepted; a split that would "
                     "place layers the model does not have is refused (startup.split_overdrawn)")
+    mla_tp_gathers: Literal["latents", "input"] = Field(
+        default="input",
+        description="what the stack's MLA layer all-gathers over the TP group (step.py [32], step.mla_tp_collectives): "
+                    "latents (Megatron-Core: the down projections duplicated on the rank's tokens, the q and kv latents "
+                    "gathered into the column-parallel up projections and, unfused, the rotary key along the sequence), "
+                    "or input (torchtitan: the normed input gathered to every TP rank before the replicated down "
+                    "projections, one all-gather / reduce-scatter pair of T h each way, as a standard attention block's); "
+                    "a stack_db entry that builds MLA (runs.layer_kinds) with TP says which")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
@@ -3500,6 +3508,10 @@ class Stack(BaseModel):
             raise ValueError("defaults.attention eager but kernels.score_softmax is null: the stack describes no eager "
                              "core attention")
         runs = self.runs
+        if (runs is not None and runs.max_tp != 1 and any(k.kind == "mla" for k in runs.layer_kinds or ())
+                and "mla_tp_gathers" not in self.model_fields_set):
+            raise ValueError("runs.layer_kinds lists mla with TP but mla_tp_gathers is not set: say what the stack's MLA "
+                             "layer gathers over TP (latents or input, step.py [32])")
         if self.defaults.moe_hybridep_capacity_factor and not (runs is not None and runs.hybridep_non_blocking):
             raise ValueError("defaults.moe_hybridep_capacity_factor is set but runs.hybridep_non_blocking is false: the "
                              "stack's HybridEP has no non-blocking dispatch to size")

@@ -478,8 +478,8 @@ References
     (Megatron-Bridge's pin) the same design under the names hsdp_wbuf / hsdp_gbuf (param_and_grad_buffer.py
     l. 1944-1961, 2172-2241, 3552, 3887).
 [30] MLA's fused down projection (job field mla_down_proj_fusion, Megatron --mla-down-proj-fusion; layers/attention.py
-    MLA.down_fused): its own TP collectives, beyond the attention block's pair (tp_pairs (1.0,): the up projections'
-    sequence-parallel gathers and the output's reduce-scatter, which both layouts run). NVIDIA/Megatron-LM @d98e8a64
+    MLA.down_fused): its own TP collectives, beyond the ones both layouts run ([32], mla_tp_collectives: the up
+    projections' sequence-parallel gathers of the latents and the output's reduce-scatter). NVIDIA/Megatron-LM @d98e8a64
     megatron/core/models/gpt/gpt_layer_specs.py l. 257-272: linear_qkv_down_proj is a
     TELayerNormColumnParallelLinear (the input norm fused into it), which under SP all-gathers the normed input
     over the TP group before its GEMM (NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/module/
@@ -517,6 +517,40 @@ References
     from the same neighbour and skips the side an end lacks (Stack.pipeline_p2p_batched): (p - 1) / v transfers
     short, which pp_fill_drain adds (one transfer as that stage waits on it: the whole send, or its exposed share
     where the stack overlaps the p2p).
+[32] An MLA layer's TP collectives as the stack's code runs them (stack mla_tp_gathers; mla_tp_collectives), per layer
+    and micro-batch over the TP group, T the micro-batch's tokens on the rank's CP shard, bf16. 'input' (torchtitan:
+    the normed input gathered to every TP rank before the replicated down projections, the output reduce-scattered;
+    @e347b1e5e torchtitan/models/deepseek_v3/infra/parallelize.py l. 256-296, release/0.3 @4f9e9a47d models/
+    deepseek_v3/sharding.py l. 72-133): the block's pair, AG(T h) + RS(T h) each way under SP, else AR(T h) each
+    way, as a standard attention block's (tp_pairs (1.0,)). 'latents' (Megatron-Core): NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/multi_latent_attention.py MLASelfAttention, unfused (gpt_layer_specs.py l. 295-311:
+    input_layernorm a TENorm of its own on the rank's s / t tokens, the down projections backend.linear(), TELinear):
+    linear_q_down_proj and linear_kv_down_proj parallel_mode 'duplicated' (l. 524-556, 571-600), no collective, run
+    on the rank's s / t tokens under SP (_qkv_down_projection l. 638-664: q_compressed [s / TP, b, r_q],
+    kv_combined [s / TP, b, r_kv + d_rope]); the rotary key all-gathered along the sequence at tp > 1 under SP
+    (l. 756-763, gather_from_sequence_parallel_region: T d_rope; its backward a reduce-scatter, mappings.py
+    _GatherFromSequenceParallelRegion); the column-parallel up projections linear_q_up_proj (l. 865) and
+    linear_kv_up_proj (l. 875), TEColumnParallelLinear (TELayerNormColumnParallelLinear with qk_layernorm), all-gather
+    their latent input along the sequence under SP before the GEMM (NVIDIA/TransformerEngine @4329ff84 transformer_
+    engine/pytorch/module/linear.py l. 359-364, layernorm_linear.py l. 284-290: T r_q, T r_kv) and reduce-scatter
+    its gradient backward (linear.py l. 1033-1043: without SP all-reduce it; layernorm_linear.py l. 857-867); without
+    a q latent linear_q_proj (l. 869) is that column-parallel linear on the hidden states (T h). The output
+    linear_proj row-parallel: RS(T h) forward, AG(T h) backward (without SP an all-reduce forward). Per layer:
+      forward:  SP: AG(T r_q) + AG(T r_kv) + AG(T d_rope) + RS(T h);      no SP: AR(T h)
+      backward: SP: RS(T r_q) + RS(T r_kv) + RS(T d_rope) + AG(T h);      no SP: AR(T r_q) + AR(T r_kv)
+    (r_q read as h without a q latent); DeepSeek-V3 gathers T (1,536 + 512 + 64) = 2,112 columns a token where the
+    pair priced T x 7,168. Each a collective of its own, synchronous on the compute stream (the input gradient's
+    reduce-scatter issued async beside the wgrad GEMM, priced exposed as every column-parallel linear's). The same
+    at Megatron-LM 905c0e386 (Megatron-Bridge's pin): l. 422-496, 526-552, 636-641, 743-753. FusedMLASelfAttention
+    (job mla_down_proj_fusion, [30]) runs the same up-projection gathers and output collectives but no rotary-key
+    gather (the rotary key comes whole out of the latents' column gather, l. 745-750), beside its own [30].
+    A re-run forward repeats the forward ones: full recompute, and under selective recompute the up projections'
+    gathers where the policy re-runs them (recompute_projections q -> the q up projection's, k / v -> the kv up
+    projection's: --recompute-modules mla_up_proj, l. 171-174, 983-988: CheckpointWithoutOutput re-runs
+    qkv_up_proj_and_rope_apply, l. 855-981, in the backward; no collective without SP). TE's re-gather of the
+    up projections' input for the wgrad GEMM under SP (linear.py l. 916) is not priced, as for every
+    column-parallel SP linear here; under fp8 TE gathers the quantized input (linear.py l. 360-364, 1 B), priced
+    at bf16 as every TP collective here.
 """
 
 from __future__ import annotations
@@ -536,7 +570,7 @@ from .compute import (
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
-from .layers.attention import dense_windows, mean_causal_keys
+from .layers.attention import MLA, dense_windows, mean_causal_keys
 from .layers.common import ACT_BYTES, muon_distributed, muon_local, shapes
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, STEP_FP32_GRAD_BYTES, exchange_reruns, expert_gemms_rerun,
@@ -1661,7 +1695,10 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
     as it runs (plan.tp_overlap): off for an MLA model where the stack turns it off (Megatron-LM since
     2025-04-24: transformer_engine.py @d98e8a64 l. 1176-1186, stack overlap.tp_comm_overlap_off_with_mla),
     every layer priced without it (the first MLA layer's linear_proj keeps it in Megatron-LM: 1 linear of
-    L, a named approximation). With partition_activations (memory.py [pa]) each re-run layer first all-gathers its kept
+    L, a named approximation). An MLA layer on a stack that gathers its latents (stack mla_tp_gathers latents: Megatron-
+    Core) runs the latents' gathers and the output's collectives of [32] in place of the pair (mla_tp_collectives),
+    its up projections' gathers again where the selective policy re-runs them. With partition_activations
+    (memory.py [pa]) each re-run layer first all-gathers its kept
     input, T h bf16 (T h / t under SP), over the TP group: not overlapped (the re-run waits on it).
     With sync_tp_duplicated_parameters [sy] every layer forward (a re-run one's too) all-reduces each of
     its TP-duplicated h-element parameters (the blocks' tp_synced: LayerNorm weight and bias, row-parallel
@@ -1698,17 +1735,22 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
     rtc = sc.stack.selective.recompute_tp_collectives
     sel_tp = np.where(plan.recompute == RC_SELECTIVE,
                       np.where(tp_collectives_rerun(sc.settings, plan), rtc, rtc / 2.0), 0.0)
+    latents = sc.stack.mla_tp_gathers == "latents"  # a stack setting [32]
     plain, again = [], []  # per kind: a layer's forward-and-backward collectives, a recomputed layer's
     for i, kind in enumerate(sc.ll.kinds):
         pairs = np.float64(0.0)
-        for mult in kind.mixer.tp_pairs + kind.mlp.tp_pairs:
+        # an MLA layer whose stack gathers the latents: its own collectives [32] in place of the block's pair
+        mla = kind.mixer if latents and isinstance(kind.mixer, MLA) else None  # a stack setting, a model's kind
+        f_l, b_l, r_l = mla_tp_collectives(sc, coll, mla) if mla is not None else (0.0, 0.0, 0.0)
+        for mult in (() if mla is not None else kind.mixer.tp_pairs) + kind.mlp.tp_pairs:
             if mult == "moe":
                 pairs = pairs + etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp)
                 continue
             if mult not in per:
                 per[mult] = pair(mult)
             pairs = pairs + per[mult]
-        extra = sel_tp * one if kind.mixer.selective_core else 0.0
+        extra = ((sel_tp * one if kind.mixer.selective_core else 0.0)
+                 + np.where(plan.recompute == RC_SELECTIVE, r_l, 0.0))  # MLA's up projections' re-run gathers [32]
         # a checkpointed dense MLP or MoE block (recompute_modules mlp, moe) re-runs its forward collectives once more
         # in the backward (the SP all-gather and reduce-scatter, the expert-TP pair: planner/recompute_modules.py)
         if reruns_dense_mlp(sc.stack.selective, kind) or reruns_moe_block(sc.stack.selective, kind):  # policy, kind
@@ -1720,8 +1762,8 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
         g = lt.gemm_fwd[i]
         # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
         f_x, b_x = mla_fused_gathers(sc, coll, kind.mixer) if getattr(kind.mixer, "down_fused", False) else (0.0, 0.0)
-        plain.append(hidden(2.0 * pairs + extra, 3.0, g) + f_x + b_x)
-        again.append(hidden(3.0 * pairs, 4.0, g) + 2.0 * f_x + b_x)
+        plain.append(hidden(2.0 * pairs + f_l + b_l + extra, 3.0, g) + f_x + b_x)
+        again.append(hidden(3.0 * pairs + 2.0 * f_l + b_l, 4.0, g) + 2.0 * f_x + b_x)
     gather = sync = None
     if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
         gather = coll(comm.ALL_GATHER, msg / np.where(sp_on, plan.tp, 1), plan.tp, s)
@@ -1740,6 +1782,39 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
         return sc.mean(st, out)
 
     return stage_comm(sc, {st: on(st) for st in comm_stages(sc)})
+
+
+def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
+    """(forward, backward, selective re-run) seconds per micro-batch of one MLA layer's TP collectives where the
+    stack gathers the latents [32] (Megatron-Core's MLASelfAttention; with mla.down_fused the collectives
+    FusedMLASelfAttention shares with it, its own in mla_fused_gathers [30]), over the TP group, T = the
+    micro-batch's tokens on the rank's CP shard, bf16, r_q read as h without a q latent (linear_q_proj):
+      forward:  SP: AG(T r_q) + AG(T r_kv) + AG(T d_rope) [not fused] + RS(T h);  no SP: AR(T h)
+      backward: SP: RS(T r_q) + RS(T r_kv) + RS(T d_rope) [not fused] + AG(T h);  no SP: AR(T r_q) + AR(T r_kv)
+      re-run:   the up projections' SP gathers the selective policy re-runs (recompute_projections q: AG(T r_q);
+                k or v: AG(T r_kv)); 0 without SP
+    0 at tp 1."""
+    plan, ctx = sc.plan, sc.ctx
+    s = coll.strides["tp"]
+    sp_on = plan.sp > 0
+    col = ctx.T * ACT_BYTES  # bytes of one bf16 column over the micro-batch's T tokens
+    q_in = col * float(mla.h if mla.q_lora_rank is None else mla.q_lora_rank)  # the q up projection's input
+    kv_in = col * float(mla.kv_lora_rank)  # the kv up projection's input, the kv latent
+    h = col * mla.h
+    tp_sp = np.where(sp_on, plan.tp, 1)  # the SP-only collectives: group 1 (nothing) without SP
+    tp_ar = np.where(sp_on, 1, plan.tp)  # the no-SP all-reduces: group 1 under SP
+    q_ag, kv_ag = coll(comm.ALL_GATHER, q_in, tp_sp, s), coll(comm.ALL_GATHER, kv_in, tp_sp, s)
+    fwd = q_ag + kv_ag + coll(comm.REDUCE_SCATTER, h, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s)
+    bwd = (coll(comm.REDUCE_SCATTER, q_in, tp_sp, s) + coll(comm.REDUCE_SCATTER, kv_in, tp_sp, s)
+           + coll(comm.ALL_GATHER, h, tp_sp, s) + coll(comm.ALL_REDUCE, q_in, tp_ar, s)
+           + coll(comm.ALL_REDUCE, kv_in, tp_ar, s))
+    if not mla.down_fused:  # the unfused layer's rotary key, gathered along the sequence (a job setting)
+        rope = col * float(mla.qk_rope_head_dim)
+        fwd = fwd + coll(comm.ALL_GATHER, rope, tp_sp, s)
+        bwd = bwd + coll(comm.REDUCE_SCATTER, rope, tp_sp, s)
+    rerun = sc.stack.selective.recompute_projections  # the job's selective policy (a stack / job setting)
+    again = (q_ag if "q" in rerun else 0.0) + (kv_ag if ("k" in rerun or "v" in rerun) else 0.0)
+    return fwd, bwd, np.asarray(again, dtype=np.float64)
 
 
 def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla) -> tuple:

@@ -1,5 +1,6 @@
 """MLA's fused down projection's own TP collectives (job field mla_down_proj_fusion, Megatron --mla-down-proj-fusion;
-planner/step.py [30], mla_fused_gathers), derived by hand from NVIDIA/Megatron-LM @d98e8a64:
+planner/step.py [30], mla_fused_gathers; the ones both layouts run: [32], tests/test_mla_tp_collectives.py), derived
+by hand from NVIDIA/Megatron-LM @d98e8a64:
 
   - gpt_layer_specs.py l. 257-272: linear_qkv_down_proj is a TELayerNormColumnParallelLinear; under SP it all-gathers
     the normed input over TP before its GEMM (TransformerEngine @4329ff84 layernorm_linear.py l. 284-290: T h x 2 B)
@@ -45,27 +46,35 @@ def test_fused_gathers_by_hand():
       forward:  AG(T h) 4096 x 7168 x 2 = 58,720,256 B: 3.4 us + 1/2 x 58,720,256 / 370e9 = 82.750 us;
                 AG(T r_q) 12,582,912 B: 20.404 us; AG(T (r_kv + d_rope)) 4,718,592 B: 9.776 us  -> 112.932 us
       backward: RS(T h) 82.750 us; AG(T r_q) 20.404 us; AG(T r_kv) 4,194,304 B: 9.068 us        -> 112.224 us
-    tp_comm (less the SP gradients' all-reduce) rises by m x 61 x 225.156 us = 27.469 ms against the same job
-    without the fusion (the attention block's pair stands for the collectives both layouts run)."""
+    The collectives both layouts run (step.py [32]: the up projections' latent gathers, the output's pair) are the
+    same, but the unfused layer also gathers the rotary key along the sequence (multi_latent_attention.py l. 756-763:
+    AG(T d_rope) 524,288 B, 4.108 us forward, its reduce-scatter backward), which the fused one takes whole from the
+    kv latent's column gather: tp_comm (less the SP gradients' all-reduce) rises by m x 61 x (225.156 - 8.217) us =
+    2 x 61 x 216.939 us = 26.467 ms against the same job without the fusion."""
     T, h = 4096 * 2, 7168  # bytes of one element a token x the micro-batch's tokens
     f = _ring(2, T * h) + _ring(2, T * 1536) + _ring(2, T * (512 + 64))
     b = _ring(2, T * h) + _ring(2, T * 1536) + _ring(2, T * 512)
+    rope = _ring(2, T * 64)
     assert f == pytest.approx(112.932e-6, rel=1e-4) and b == pytest.approx(112.224e-6, rel=1e-4)
+    assert rope == pytest.approx(4.108e-6, rel=1e-3)
     _, _, _, off = _dsv3()
     _, _, _, on = _dsv3(mla_down_proj_fusion=True)
     assert on["plan"]["sequence_parallel"] and on["plan"]["microbatches_per_step"] == 2
-    assert _per_layer_comm(on) - _per_layer_comm(off) == pytest.approx(2 * 61 * (f + b), rel=1e-9)
-    assert 2 * 61 * (f + b) == pytest.approx(27.469e-3, rel=1e-4)
+    assert _per_layer_comm(on) - _per_layer_comm(off) == pytest.approx(2 * 61 * (f + b - 2 * rope), rel=1e-9)
+    assert 2 * 61 * (f + b - 2 * rope) == pytest.approx(26.467e-3, rel=1e-4)
 
 
 def test_full_recompute_reruns_the_forward_ones():
-    """Full recompute re-runs each layer's forward: m x 61 x (2 f + b) = 2 x 61 x 338.088 us = 41.247 ms."""
+    """Full recompute re-runs each layer's forward, the unfused layer's rotary-key gather too:
+    m x 61 x ((2 f + b) - 3 x 4.108) = 2 x 61 x (338.088 - 12.325) us = 39.743 ms."""
     T, h = 4096 * 2, 7168
     f = _ring(2, T * h) + _ring(2, T * 1536) + _ring(2, T * (512 + 64))
     b = _ring(2, T * h) + _ring(2, T * 1536) + _ring(2, T * 512)
+    rope = _ring(2, T * 64)
     _, _, _, off = _dsv3(recompute="full")
     _, _, _, on = _dsv3(recompute="full", mla_down_proj_fusion=True)
-    assert _per_layer_comm(on) - _per_layer_comm(off) == pytest.approx(2 * 61 * (2 * f + b), rel=1e-9)
+    assert _per_layer_comm(on) - _per_layer_comm(off) == pytest.approx(2 * 61 * (2 * f + b - 3 * rope), rel=1e-9)
+    assert 2 * 61 * (2 * f + b - 3 * rope) == pytest.approx(39.743e-3, rel=1e-4)
 
 
 def test_nothing_at_tp_1_and_no_warning():
