@@ -3059,14 +3059,14 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "drop --tp-comm-overlap (an MLA model runs without it anyway: Megatron-LM turns it off at the first MLA layer), "
         "or leave mla_down_proj_fusion out",
         _mla_fusion_tp_overlap, option="mla_down_proj_fusion")),
-    # MEGATRON_RECOMPUTE_LAYERS_VPP (code 103, issue 22 critstage3): the block method's window is a model chunk's.
+    # MEGATRON_RECOMPUTE_LAYERS_VPP (code 102, issue 22 critstage3): the block method's window is a model chunk's.
     #   recompute.py @d98e8a64 l. 167-181 checkpoints layer_idx < recompute_num_layers over the chunk's own
     #   num_layers_per_pipeline_rank = len(self.layers) (transformer_block.py l. 334: each model chunk builds its own
     #   block), so a GPU re-runs n x vpp layers of equal chunks (the Megatron and Bridge readers' recompute_layers
     #   n x vpp), and a job value that vpp does not divide is no --recompute-num-layers: Megatron would run another
     #   count (export refuses it: trainers/export.py). Megatron refuses no positive n (transformer_config.py
     #   l. 1919-1925 only wants one); like TORCHTITAN03_STAGE_LISTS a plan the trainer cannot be told, not ranked
-    (103, StartupRule(
+    (102, StartupRule(
         "MEGATRON_RECOMPUTE_LAYERS_VPP", "megatron",
         "recompute_layers (a GPU's layers) not a multiple of vpp: Megatron's --recompute-num-layers n re-runs the first "
         "n layers of each model chunk (n x vpp a GPU)",

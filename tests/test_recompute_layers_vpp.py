@@ -3,7 +3,7 @@ re-runs the first n layers of each model chunk (NVIDIA/Megatron-LM @d98e8a64 meg
 l. 167-181, `layer_idx < recompute_num_layers` over num_layers_per_pipeline_rank = len(self.layers), the
 chunk's own block: transformer_block.py l. 334), so a GPU re-runs n x vpp layers of equal chunks (the readers'
 recompute_layers = n x vpp). A job recompute_layers that vpp does not divide is no --recompute-num-layers:
-start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP (code 103) refuses it on the megatron set (fit never searches
+start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP (code 102) refuses it on the megatron set (fit never searches
 recompute_layers: fit_config.PLAN_FIELDS), and the step prices the window it does run."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_recompute_layers_not_a_multiple_of_vpp_is_refused(cli):
             "--recompute-layers", "5", "--global-batch", "64", "--seq-len", "4096")
     assert r.exit_code == 2 and "MEGATRON_RECOMPUTE_LAYERS_VPP" in r.stderr and "hint:" in r.stderr
     assert "Traceback" not in r.stderr
-    assert CODES["MEGATRON_RECOMPUTE_LAYERS_VPP"] == 103  # FIXED_CODE_RULES (critstage3)
+    assert CODES["MEGATRON_RECOMPUTE_LAYERS_VPP"] == 102  # FIXED_CODE_RULES (critstage3)
 
 
 def test_priced_window_is_n_per_chunk():
