@@ -3777,14 +3777,7 @@ class _PerLayer:
             "mfsdp_double_buffer": np.where(fsdp_on & ~held, self.pooled * layer_unit * settings.bpp.weights, 0.0),
             "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_bucket_copy": zero, "zero3_reuse_kept": zero,
             "zero3_tied_output": zero, "zero3_ipg_bucket": zero}
-        # Megatron-FSDP v2 under EP: each MoE layer's experts a unit of their own, gathered beside their layer's dense
-        # unit, and the unit prefetched beside them a dense one [v2]
-        self.v2_units = _v2_units(pc, plan)
-        v2_layer, v2_next, _, _ = self.v2_units
-        v2_chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
-        self.fsdp_units["fsdp_gathered_units"] = np.where(
-            self.v2, (v2_layer + (np.minimum(2.0, v2_chunk) - 1.0) * v2_next) * settings.bpp.weights,
-            self.fsdp_units["fsdp_gathered_units"])
+        self._v2_gathered(settings, plan, pc)  # Megatron-FSDP v2's, its experts a unit of their own under EP [v2]
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
         # and its persistent parameters per layer (_stage_fsdp) [z3]
         self.zero3 = zero3_parts(settings, plan, pc, plan_context(settings, plan)) if settings.zero3 else None
@@ -3845,6 +3838,17 @@ class _PerLayer:
         self.ends = {st: np.where(fsdp_on & ~held, np.where(single, both, v), 0.0) for st, v in ends.items()}
         self._non_unit_ends(settings, plan, pc, fsdp_on & ~held & kept_on, out_cut)  # [nu], [v2]
         self._reduce_parts(plan, pc, stack, tr)  # [rs]
+
+    def _v2_gathered(self, settings: Settings, plan: PlanArrays, pc: ParamCounts) -> None:
+        """Megatron-FSDP v2's gathered layer units (self.v2: its plans) [v2]: the largest layer with its experts and,
+        where the chunk has a second layer, the unit prefetched beside it: the layer again, or under EP (each MoE
+        layer's experts a unit of their own) the largest dense unit (_v2_units); self.v2_units kept for the others."""
+        self.v2_units = _v2_units(pc, plan)
+        layer, beside, _, _ = self.v2_units
+        chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
+        self.fsdp_units["fsdp_gathered_units"] = np.where(
+            self.v2, (layer + (np.minimum(2.0, chunk) - 1.0) * beside) * settings.bpp.weights,
+            self.fsdp_units["fsdp_gathered_units"])
 
     def _non_unit_ends(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, on, out_cut) -> None:
         """Megatron-FSDP's non-unit buckets (the modes that prefetch to a capacity, `on`): the embedding (and a learned
@@ -4377,14 +4381,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         excess = np.where(plan.pp == 1, np.maximum(kept + _end_of_backward(per, counts) - allocated, 0.0), 0.0)
         fsdp["fsdp_end_of_backward"], allocated = excess, allocated + excess
         pools, grads_pooled = pools - np.minimum(excess, grads_pooled), grads_pooled - np.minimum(excess, grads_pooled)
-    base = allocated  # (the backward's peak, Megatron-FSDP v2's pool below)
     z2_input = _zero2_reduce_input(per, held_all, n, buf)  # the unit's reduce-scatter input beyond the peak [rs]
-    allocated = allocated + z2_input
-    # Megatron-FSDP v2's root unit at the backward's end [v2]: (its excess over the peak, the most it holds on the
-    # compute stream at the end)
-    v2_end, v2_compute = _v2_root_end(per, kept + per.ends[end], allocated)
-    fsdp["fsdp_end_of_backward"], allocated = fsdp["fsdp_end_of_backward"] + v2_end, allocated + v2_end
-    v2_moments = allocated
+    # Megatron-FSDP v2's root unit at the backward's end: (its excess, the compute stream's most, the peak with it) [v2]
+    v2 = _v2_root_end(per, kept + per.ends[end], allocated, allocated + z2_input)
+    fsdp["fsdp_end_of_backward"], allocated = fsdp["fsdp_end_of_backward"] + v2[0], v2[2]
     excess = _forward_moments(per, counts if twin is None else counts + twin[0], kept - states.grad_pool + act, allocated)
     buf, allocated = buf + excess, allocated + excess
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
@@ -4402,10 +4402,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     fsdp["zero3_tied_output"] = fsdp["zero3_tied_output"] + tied_end
     allocated = allocated + fsdp["zero3_step_grads"] + tied_end + sum(step.values(), np.float64(0.0))  # ([zb], [opt], [sg])
     pools = pools - np.minimum(step["optimizer_step"], grads_pooled)
-    pools = pools + _v2_rs_pool(per, allocated - v2_moments, np.maximum(base, v2_compute), v2_moments)  # [v2]
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
-                 mpu_buffer=mpu, dummy_wgrads=dummies, zero2_reduce_input=z2_input, **step, stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
+                 mpu_buffer=mpu, dummy_wgrads=dummies, zero2_reduce_input=z2_input, **step, stream_pools=pools + _v2_rs_pool(per, allocated - v2[2], *v2[1:]), allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
 
 
@@ -4475,9 +4474,10 @@ def _v2_units(pc: ParamCounts, plan: PlanArrays) -> tuple:
     return layer, np.where(apart, d_max, layer), np.where(apart, np.maximum(d_max, e_max), layer), np.where(apart, e_max, 0.0)
 
 
-def _v2_root_end(per: _PerLayer, held, allocated) -> tuple:
+def _v2_root_end(per: _PerLayer, held, base, allocated) -> tuple:
     """Megatron-FSDP v2's root unit at the end of the backward [v2]: (its excess over `allocated`, the backward's peak
-    with the layer units' copy-in; what the compute stream holds at the end), 0 where the plan does not run v2. The
+    `base` with the layer units' copy-in; the most the compute stream holds, max(base, at the end); allocated + the
+    excess), the excess 0 where the plan does not run v2. The
     root (the embedding, the output layer, the final norm: R parameters a GPU, per.v2_root) runs its post-backward once
     every parameter of it has its gradient (module.py @d98e8a64 l. 278-296), after the embedding's, the backward's last:
     its gradients W R (the output layer's, held from the start of the backward, and the embedding's) beside the
@@ -4489,8 +4489,8 @@ def _v2_root_end(per: _PerLayer, held, allocated) -> tuple:
     w = per.settings.bpp.weights
     grads = w * per.v2_root
     end = held + grads + np.maximum(grads, per.v2_emb_wgrad)
-    return (np.where(per.v2, np.maximum(end - allocated, 0.0), 0.0),
-            np.where(per.v2, held + grads + per.v2_emb_wgrad, 0.0))
+    excess = np.where(per.v2, np.maximum(end - allocated, 0.0), 0.0)
+    return excess, np.maximum(base, np.where(per.v2, held + grads + per.v2_emb_wgrad, 0.0)), allocated + excess
 
 
 def _v2_rs_pool(per: _PerLayer, later, compute, moments):
