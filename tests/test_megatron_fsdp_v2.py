@@ -226,3 +226,18 @@ def test_v2_reader_and_export_round_trip(tmp_path):
     text, _ = export_plan(row["plan"], "megatron")
     assert "--megatron-fsdp-version 2" in text and "--use-distributed-optimizer" not in text
     check_readback(row, "megatron", text)
+
+
+def test_v2_rows_name_it_in_the_stack_options_column():
+    """fit's stack options column names the job's mfsdp_v2 ('Megatron-FSDP v2'), not '-'; a v1 row does not."""
+    from planner.render.fit import stack_options_text
+
+    job = ["--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack", "megatron", "--global-batch",
+           "16", "--seq-len", "4096", "--no-gradient-accumulation-fusion", "--top", "2"]
+    r = CliRunner().invoke(app, ["fit", *job, "--mfsdp-v2"])
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.output.splitlines() if ln.startswith("│")]
+    assert len(rows) == 2 and all("Megatron-FSDP v2" in ln for ln in rows), r.output
+    base = {"stack": "megatron", "sharding": "fsdp", "sharding_mode": "megatron_fsdp_optim_grads_params"}
+    assert stack_options_text({**base, "mfsdp_v2": True}) == "Megatron-FSDP v2"
+    assert stack_options_text(base) == "-"
