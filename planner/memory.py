@@ -1166,14 +1166,40 @@ References
        dtypes match, l. 417-434); the input is dropped once its collective is queued, freed to that stream's pool
        where the next unit's input reuses it: beyond the peak max(W u - a - buf, 0) at the copy-in (zero2_reduce_input),
        a one layer-micro-batch's activations, buf one layer's backward buffer, as FSDP2's copy-in moment at fsdp.
+     - the experts under EP (issue 21, mfsdp2): at ep > 1 each MoE layer's experts are an FsdpModule of their own over
+       the expert-DP mesh (fully_shard(submodule.experts), mcore_fsdp_adapter.py l. 570-583), a child of its layer's,
+       so the forward order is L_i, E_i, L_i+1 and the backward's L_i, E_i, L_i-1 (module.py l. 97-115, 464-470):
+       during E_i's forward or backward its layer's dense unit D_i (released at its own post-hook, after E_i's), E_i
+       and the neighbour's dense unit (E_i's pre-hook prefetches it) are gathered: fsdp_gathered_units = W (max (D + E)
+       + max D) in place of 2 W max (D + E), E a kind's local experts (/ (etp ep)), the bound attained where the
+       largest dense layer borders the largest MoE layer (DeepSeek's first MoE layer in the backward); each unit's
+       reduce-scatter input is its own, u = max(max D, max E) at the copy-in (_v2_units). The unit gradients stay
+       W (D + E + V h): E_i's post-backward frees its experts' gradients before the attention's, but the MoE block's
+       own (router, shared experts) can be beside them; not split;
+     - the root at the backward's end (fsdp_end_of_backward): the root's post-backward runs after the embedding's
+       gradient, the backward's last; the gathered root (fsdp_unsharded_ends), its gradients W R (R the root's
+       parameters: embedding, output layer, final norm) and their reduce-scatter input W R beside the kept tensors,
+       the activations freed, or the moment before, the embedding's weight-gradient kernel's partial sums and
+       incoming gradient (6 B T h, [eg]) beside W R: the excess of max(2 W R, W R + 6 T h) + the gathered root + the
+       kept tensors over the backward's peak (_v2_root_end);
+     - the reduce-scatter stream's pool (stream_pools, reserved only): each input, and from the second micro-batch
+       (zero_grad(set_to_none=True), fully_sharded_optimizer.py l. 108-117, leaves the sharded gradients unset at
+       the first: reduced in place, parameter_group.py l. 417-434) or where the main gradients' dtype is not the
+       parameters' its sharded output (reduced_grad, W u / the unit's DP group, l. 423), is allocated on the reduce-
+       scatter stream and freed there, where the allocator caches it for that stream alone (FsdpContext l. 78-84:
+       the adapter leaves unify_communication_stream off, mcore_fsdp_adapter.py l. 569): the largest unit's,
+       W max(u (1 + o / dp), E (1 + o / edp), R (1 + o / dp)), o 1 from the second micro-batch or with other main
+       gradients, reserved at every moment, beyond the allocated peak by the pool less what the peak's copy-in holds
+       of it (_v2_rs_pool). The output itself never sets the allocated peak: it is allocated once the unit's
+       gradients are dropped, W u / dp beside the input W u below the copy-in's gradients and input 2 W u. The
+       all-gather stream's pool holds the root and two units at most, what the peak holds: none beyond it.
      Llama 3 8B tp 1 on 8 (u = 218,112,000; V h = 525,336,576), full recompute: gathered 2 u x 2 = 872,448,000 B (v1
      1,744,896,000), unit gradients 2 (u + V h) = 1,486,897,152 B (v1 g V h = 2 x 525,336,576 with bf16 main
-     gradients), no queue excess (v1 1.30 GiB) (tests/test_megatron_fsdp_v2.py). Not priced: an MoE layer's experts as
-     a unit of their own under EP (fully_shard(experts) over the expert-DP mesh, l. 570-583: priced as one unit with
-     its layer), the embedding's gradient at the backward's end (below the peak: the activations are freed), the
-     second micro-batch's sharded reduce-scatter output (reduced_grad, W u / (dp cp)), the all-gather and
-     reduce-scatter streams' pools apart (the reserved figure's), --use-nccl-ub's symmetric-memory pool (v2 refuses
-     fsdp_manual_registration, the reader with it).
+     gradients), no queue excess (v1 1.30 GiB); at seq 512 the root's end 874,725,376 B over the peak and its pool
+     2 x 1,050,677,248 x 9 / 8 = 2,364,023,808 B reserved; DeepSeek-V2-Lite ep 8 on 16: gathered (100,405,760 +
+     81,007,104) x 2 B in place of 4 x 100,405,760 (tests/test_megatron_fsdp_v2.py). Not priced: the all-gather
+     stream's model-weight cast at the step (a unit's shard W u / dp at a time), --use-nccl-ub's symmetric-memory pool
+     (v2 refuses fsdp_manual_registration, the reader with it).
 [bp] Megatron-FSDP's bucket padding: not priced, as noise (issue 21, mfsdpouter). NVIDIA/Megatron-LM @d98e8a64
      megatron_fsdp/param_and_grad_buffer.py _get_parameter_groups l. 1876-1913 gives each parameter group (a layer unit's
      parameters of one dtype, dense or expert) a chunk_size_factor c, the largest row size (shape[1:]) made the lcm
@@ -1710,7 +1736,8 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #   fsdp_accumulated_grads  under PP the unsharded gradients accumulated over the micro-batches, fp32 (stack
 #                           fsdp.pp_unsharded_grad_bytes; FSDPParam.to_accumulated_grad_if_needed) [7]
 #   fsdp_end_of_backward    FSDP2's end of the backward (the last units' reduce-scatter, every sharded gradient
-#                           allocated) where it exceeds the peak [tt7]
+#                           allocated) where it exceeds the peak [tt7]; Megatron-FSDP v2's root unit's gradients and
+#                           reduce-scatter input at the end [v2]
 FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "mfsdp_double_buffer", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
               "zero3_reuse_kept", "zero3_tied_output", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
@@ -3553,6 +3580,9 @@ class _PerLayer:
                                                                              + inputs * model.hidden_size / ctx.rep_div), 0.0)
         self.out_wgrad = output_wgrad_moment(settings, plan, ctx, kb)
         self.emb_wgrad = embedding_wgrad_moment(settings, plan, ctx)
+        # the embedding's weight-gradient kernel's fp32 partial sums and incoming gradient, Megatron-FSDP v2's root
+        # end [v2] ([eg]: 0 under FSDP there)
+        self.v2_emb_wgrad = ctx.T * (EMBEDDING_PARTIAL_BYTES + ACT_BYTES) * float(model.hidden_size)
         # (dummies: the plan's _dummy_wgrad_shapes where the caller priced them: memory_total)
         self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, pc) if dummies is None else dummies
         self._fsdp_parts(settings, plan, pc, stack)
@@ -3755,6 +3785,7 @@ class _PerLayer:
             "mfsdp_double_buffer": np.where(fsdp_on & ~held, self.pooled * layer_unit * settings.bpp.weights, 0.0),
             "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_bucket_copy": zero, "zero3_reuse_kept": zero,
             "zero3_tied_output": zero, "zero3_ipg_bucket": zero}
+        self._v2_gathered(settings, plan, pc)  # Megatron-FSDP v2's, its experts a unit of their own under EP [v2]
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
         # and its persistent parameters per layer (_stage_fsdp) [z3]
         self.zero3 = zero3_parts(settings, plan, pc, plan_context(settings, plan)) if settings.zero3 else None
@@ -3816,6 +3847,17 @@ class _PerLayer:
         self._non_unit_ends(settings, plan, pc, fsdp_on & ~held & kept_on, out_cut)  # [nu], [v2]
         self._reduce_parts(plan, pc, stack, tr)  # [rs]
 
+    def _v2_gathered(self, settings: Settings, plan: PlanArrays, pc: ParamCounts) -> None:
+        """Megatron-FSDP v2's gathered layer units (self.v2: its plans) [v2]: the largest layer with its experts and,
+        where the chunk has a second layer, the unit prefetched beside it: the layer again, or under EP (each MoE
+        layer's experts a unit of their own) the largest dense unit (_v2_units); self.v2_units kept for the others."""
+        self.v2_units = _v2_units(pc, plan)
+        layer, beside, _, _ = self.v2_units
+        chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
+        self.fsdp_units["fsdp_gathered_units"] = np.where(
+            self.v2, (layer + (np.minimum(2.0, chunk) - 1.0) * beside) * settings.bpp.weights,
+            self.fsdp_units["fsdp_gathered_units"])
+
     def _non_unit_ends(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, on, out_cut) -> None:
         """Megatron-FSDP's non-unit buckets (the modes that prefetch to a capacity, `on`): the embedding (and a learned
         position embedding, an embedding norm) on the first stage, the output layer (under PP a tied one's copy of the
@@ -3831,6 +3873,9 @@ class _PerLayer:
               "mid": 0.0 * tp}
         nu_on = {st: np.where(on, v, 0.0) for st, v in nu.items()}
         self.kept_ends = {st: np.where(self.v2, 0.0, v) for st, v in nu_on.items()}
+        # v2's root unit (pp 1), parameters a GPU: what its gradients and its reduce-scatter input hold [v2]
+        self.v2_root = np.where(self.v2 & single, pc.embedding / tp + pc.position + pc.embedding_norm + out_nu
+                                + pc.final_norm + _mtp_non_unit(settings, pc, plan), 0.0)
         self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
 
     def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
@@ -3850,7 +3895,8 @@ class _PerLayer:
         self.queue_on = (~np.isnan(units) & tr["reduce_mb"] & ((plan.sharding == ZERO2) | fsdp_on)
                          & (fs.zero2_reduce_queue_params is not None) & ~self.v2)
         layer, self.queue_cap = _layer_and_queue_capacity(pc, plan, stack)
-        self.zero2_unit = np.where(z2 | self.queue_on | self.v2, layer, 0.0)
+        # (Megatron-FSDP v2: the largest unit it reduce-scatters, under EP the experts apart from their layer [v2])
+        self.zero2_unit = np.where(self.v2, self.v2_units[2], np.where(z2 | self.queue_on, layer, 0.0))
         # under Megatron-FSDP's double buffer [db] the unit gradient the backward's peak holds beside the pools is the end
         # units' bucket (non-unit: outside the pools, allocated on demand), the embedding's or output layer's / t
         self.fsdp_units["fsdp_unit_grads"] = np.where(self.pooled > 0, np.where(
@@ -3870,6 +3916,17 @@ class _PerLayer:
         w = self.settings.bpp.weights
         out_held = float(pc.output or pc.embedding) / self.vdiv
         self.fsdp_units["fsdp_unit_grads"] = np.where(self.v2, w * (layer + out_held), self.fsdp_units["fsdp_unit_grads"])
+        # Megatron-FSDP v2's reduce-scatter stream pool [v2]: each unit's reduce-scatter input (W B a parameter) and,
+        # from the second micro-batch or where the main gradients' dtype is not the parameters', its sharded output
+        # (W u / the unit's DP group) are allocated on that stream and freed there, cached for it alone: the largest
+        # unit's, the layer's (under EP its dense unit over dp, its experts over the expert DP dp tp / (etp ep)) or
+        # the root's, reserved at every moment of the step
+        _, d_unit, _, e_unit = self.v2_units
+        dp = (plan.dp * plan.cp).astype(np.float64)
+        edp = dp * tp / (etp_of(plan).astype(np.float64) * plan.ep)
+        o = ((plan.microbatches > 1) | (self.settings.bpp.gradients != w)).astype(np.float64)
+        self.v2_rs_pool = np.where(self.v2, w * np.maximum.reduce([d_unit * (1.0 + o / dp), e_unit * (1.0 + o / edp),
+                                                                   self.v2_root * (1.0 + o / dp)]), 0.0)
         # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
         # zero2 (its queue's buckets are this term's alone) [rs]
         self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
@@ -4333,7 +4390,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         fsdp["fsdp_end_of_backward"], allocated = excess, allocated + excess
         pools, grads_pooled = pools - np.minimum(excess, grads_pooled), grads_pooled - np.minimum(excess, grads_pooled)
     z2_input = _zero2_reduce_input(per, held_all, n, buf)  # the unit's reduce-scatter input beyond the peak [rs]
-    allocated = allocated + z2_input
+    # Megatron-FSDP v2's root unit at the backward's end: (its excess, the compute stream's most, the peak with it) [v2]
+    v2 = _v2_root_end(per, kept + per.ends[end], allocated, allocated + z2_input)
+    fsdp["fsdp_end_of_backward"], allocated = fsdp["fsdp_end_of_backward"] + v2[0], v2[2]
     excess = _forward_moments(per, counts if twin is None else counts + twin[0], kept - states.grad_pool + act, allocated)
     buf, allocated = buf + excess, allocated + excess
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
@@ -4353,7 +4412,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     pools = pools - np.minimum(step["optimizer_step"], grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
-                 mpu_buffer=mpu, dummy_wgrads=dummies, zero2_reduce_input=z2_input, **step, stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
+                 mpu_buffer=mpu, dummy_wgrads=dummies, zero2_reduce_input=z2_input, **step, stream_pools=pools + _v2_rs_pool(per, allocated - v2[2], *v2[1:]), allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
 
 
@@ -4398,6 +4457,59 @@ def _gathered_units(pc: ParamCounts, plan: PlanArrays, stack, double_buffer: boo
     units = np.where(v2, np.minimum(2.0, chunk), units)  # v2: one unit prefetched [v2]
     pooled = np.where(on & bool(double_buffer) & ~np.asarray(v2), np.minimum(units, 2.0), 0.0)  # (a job setting) [db]
     return np.where(on, 0.0, base), np.where(on & ~(bool(double_buffer) & ~np.asarray(v2)), units, 0.0), layer, on, pooled
+
+
+def _v2_units(pc: ParamCounts, plan: PlanArrays) -> tuple:
+    """Megatron-FSDP v2's layer units a GPU, parameters [v2]: (the largest layer with its experts, max over kinds of
+    D + E; the unit gathered beside it at the peak; the largest unit whose gradients one reduce-scatter input holds;
+    the largest experts' unit apart, 0 at ep 1),
+    D a kind's dense parameters, E its routed experts' a GPU (/ (etp ep)). At ep 1 the experts are the layer's: (D + E,
+    D + E, D + E, 0). At ep > 1 each MoE layer's experts are an FsdpModule of their own over the expert-DP mesh
+    (mcore_fsdp_adapter.py @d98e8a64 l. 570-583), a child of the layer's, in forward order L_i, E_i, L_i+1 and in
+    backward order L_i, E_i, L_i-1 (module.py l. 97-115, 464-470): during E_i's forward or backward its layer's dense
+    unit, E_i and the neighbour's dense unit are gathered (E_i's pre-hook prefetches it, l. 350-353, 423-425; L_i is
+    released at its own post-hook, after E_i's): D_i + E_i + D_j, bounded by the largest D + E and the largest D
+    (attained where the largest dense layer borders the largest MoE layer: DeepSeek's first MoE layer after its dense
+    ones, in the backward); and the copy-in moments are E_i's and L_i's apart: max(max D, max E)."""
+    tp = plan.tp.astype(np.float64)
+    etp = etp_of(plan).astype(np.float64)
+    dense = [p.dense_per_gpu(tp) + 0.0 * tp for p in pc.kind_params]
+    experts = [p.experts_per_gpu(etp, plan.ep) + 0.0 * tp for p in pc.kind_params]
+    zero = 0.0 * tp
+    layer = np.maximum.reduce([d + e for d, e in zip(dense, experts)] + [zero])
+    apart = plan.ep > 1
+    d_max, e_max = np.maximum.reduce(dense + [zero]), np.maximum.reduce(experts + [zero])
+    return layer, np.where(apart, d_max, layer), np.where(apart, np.maximum(d_max, e_max), layer), np.where(apart, e_max, 0.0)
+
+
+def _v2_root_end(per: _PerLayer, held, base, allocated) -> tuple:
+    """Megatron-FSDP v2's root unit at the end of the backward [v2]: (its excess over `allocated`, the backward's peak
+    `base` with the layer units' copy-in; the most the compute stream holds, max(base, at the end); allocated + the
+    excess), the excess 0 where the plan does not run v2. The
+    root (the embedding, the output layer, the final norm: R parameters a GPU, per.v2_root) runs its post-backward once
+    every parameter of it has its gradient (module.py @d98e8a64 l. 278-296), after the embedding's, the backward's last:
+    its gradients W R (the output layer's, held from the start of the backward, and the embedding's) beside the
+    gathered root (`held`: the kept tensors and the unsharded ends, fsdp_unsharded_ends), the activations freed, and
+    then its reduce-scatter input W R (parameter_group.py l. 328-351) before they are dropped: held + 2 W R; or, the
+    moment before, the embedding's weight-gradient kernel's fp32 partial sums and incoming gradient (6 B T h, [eg])
+    beside the root's gradients: held + W R + 6 T h. The compute stream's part (the input on the reduce-scatter
+    stream, _v2_rs_pool): held + W R + 6 T h."""
+    w = per.settings.bpp.weights
+    grads = w * per.v2_root
+    end = held + grads + np.maximum(grads, per.v2_emb_wgrad)
+    excess = np.where(per.v2, np.maximum(end - allocated, 0.0), 0.0)
+    return excess, np.maximum(base, np.where(per.v2, held + grads + per.v2_emb_wgrad, 0.0)), allocated + excess
+
+
+def _v2_rs_pool(per: _PerLayer, later, compute, moments):
+    """Megatron-FSDP v2's reduce-scatter stream pool beyond the allocated peak [v2] (reserved, not allocated): the
+    caching allocator keeps the blocks freed on that stream for it alone (FsdpContext l. 78-84: its own stream, the
+    adapter leaves unify_communication_stream off, mcore_fsdp_adapter.py l. 569), so the reserved peak is the compute
+    stream's most (`compute`: the backward's peak or the root's end, _v2_root_end) plus the pool (per.v2_rs_pool). Where
+    a later moment (the forward's, the optimizer step's: `later` > 0, none on the reduce-scatter stream) is the
+    allocated peak, the pool whole; else the pool less what the allocated peak (`moments`: the copy-ins) adds on it."""
+    pool = per.v2_rs_pool
+    return np.where(per.v2, np.where(later > 0, pool, np.maximum(pool + compute - moments, 0.0)), 0.0)
 
 
 def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):

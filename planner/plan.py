@@ -3760,6 +3760,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "sharding": SHARDING_NAMES[g("sharding")],
         # the stack's mode that runs it (stack_db runs.sharding); None for a stack that lists none
         "sharding_mode": _mode_name(settings, g("smode")),
+        # the mode in the stack's own words, where its stack_db entry gives them (runs.sharding label)
+        **({"sharding_label": lbl} if (lbl := _mode_label(settings, g("smode"))) else {}),
         "shard_group": g("shard") if g("sharding") == HSDP or g("shard") != g("dp") else None,
         "recompute": RECOMPUTE_NAMES[g("recompute")],
         "sequence_parallel": bool(g("sp")),
@@ -3970,6 +3972,12 @@ def runs_mode(stack, smode: int):
     """The stack's sharding mode of index smode (stack_db runs.sharding), None where there is none."""
     runs = stack.runs if stack is not None else None
     return runs.sharding[smode] if runs is not None and 0 <= smode < len(runs.sharding) else None
+
+
+def _mode_label(settings: Settings, smode: int):
+    """The plan's sharding mode in its stack's own words (stack_db runs.sharding label), None where it gives none."""
+    runs = settings.stack.runs if settings.stack is not None else None
+    return runs.sharding[smode].label if runs is not None and 0 <= smode < len(runs.sharding) else None
 
 
 def _mode_name(settings: Settings, smode: int):

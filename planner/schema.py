@@ -2391,6 +2391,13 @@ class ShardingMode(BaseModel):
                                    "sharded over the shard group, where the job sets mfsdp_outer_optim (Megatron-FSDP "
                                    "--outer-dp-sharding-strategy optim: the hybrid-FSDP helper buffers, memory.py [oo]); "
                                    "false: the job's mfsdp_outer_optim is refused under the stack")
+    label: Optional[str] = Field(
+        default=None, min_length=1,
+        description="the mode in the stack's own words where its level's name would read as another mode: fit's "
+                    "sharding column, explain's plan line and the JSON plan's sharding_label beside sharding (the "
+                    "level, kept) and sharding_mode (Megatron's megatron_fsdp_optim_grads, 'Megatron-FSDP "
+                    "optim_grads': it shards the gradients, the zero2 level, but it is not DeepSpeed's ZeRO-2); null: "
+                    "the level's name, or the mode's where it is not its level's first")
     mfsdp_v2: bool = Field(
         default=False, description="fsdp: the mode runs as Megatron-FSDP v2 where the job sets mfsdp_v2 (Megatron "
                                    "--megatron-fsdp-version 2, FullyShardedDataParallelV2: its experimental buffers, "

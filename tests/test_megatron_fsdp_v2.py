@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 from planner.errors import PlannerError
 from planner.explain import evaluate
-from planner.memory import allocated_bytes
+from planner.memory import allocated_bytes, reserved_bytes
 from planner.plan import resolve
 from planner.schema import Job
 from planner.trainers import load_trainer_config
@@ -36,8 +36,8 @@ VH = 128_256 * 4096
 FC1 = 2 * 14336 * 4096  # the layer's largest linear (gate and up), elements
 
 
-def _mem(v2, seq=4096, gpus=8, gb=16):
-    s, p, _ = resolve(Job(model="llama3-8b", gpus=gpus, tp=1, sharding="fsdp",
+def _mem(v2, seq=4096, gpus=8, gb=16, model="llama3-8b", ep=1):
+    s, p, _ = resolve(Job(model=model, gpus=gpus, tp=1, ep=ep, sharding="fsdp",
                           sharding_mode="megatron_fsdp_optim_grads_params", stack="megatron", global_batch=gb,
                           micro_batch=1, seq_len=seq, recompute="full", bytes_per_param="mixed16",
                           gradient_accumulation_fusion=False, mfsdp_v2=v2))
@@ -85,6 +85,77 @@ def test_v2_root_unit_released_before_the_step():
     kept buckets, (2 V h + 4,096) x 2 = 2,101,354,496 B."""
     v1, v2 = _mem(False, seq=512, gpus=2, gb=2), _mem(True, seq=512, gpus=2, gb=2)
     assert float(allocated_bytes(v1)) - float(allocated_bytes(v2)) == (2 * VH + 4096) * 2 == 2_101_354_496
+
+
+R = 2 * VH + 4096  # the root unit: embedding, output layer (untied), final norm
+
+
+def test_v2_root_end_of_backward_by_hand():
+    """The root's post-backward runs after the embedding's gradient, the backward's last (module.py l. 278-296): the
+    kept tensors (states, workspaces, rotary tables), the gathered root (fsdp_unsharded_ends, 2 R), its gradients
+    2 R and their reduce-scatter input 2 R (parameter_group.py l. 328-351), R = 2 V h + h = 1,050,677,248. At seq 512
+    that moment is the allocated peak: 2 x 1,050,677,248 x 2 over the rest; its excess over the backward's peak with
+    the copy-in (zero2_reduce_input) is fsdp_end_of_backward = 874,725,376 B. At seq 4,096 the backward's peak (the
+    loss's logits, 1 GiB of activations) stays above it: 0."""
+    assert R == 1_050_677_248
+    m = _mem(True, seq=512)
+    kept = sum(float(m[k]) for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "model_buffers"))
+    assert float(m["fsdp_unsharded_ends"]) == 2 * R
+    assert float(allocated_bytes(m)) == kept + 2 * R + 2 * R + 2 * R
+    assert float(m["fsdp_end_of_backward"]) == 874_725_376
+    assert float(_mem(True)["fsdp_end_of_backward"]) == 0.0
+
+
+def test_v2_reduce_scatter_pool_by_hand():
+    """The reduce-scatter stream's pool (reserved, not allocated): each unit's input W u, and from the second
+    micro-batch its sharded output W u / dp (zero_grad(set_to_none=True) leaves the sharded gradients unset at the
+    first: reduced in place, parameter_group.py l. 417-434), allocated and freed on that stream (FsdpContext l. 78-84),
+    cached for it alone. The largest is the root's: 2 R (1 + 1 / 8) = 2,364,023,808 B at 2 micro-batches (global
+    batch 16 on 8), 2 R = 2,101,354,496 B at one (the layer's 2 u x 9 / 8 = 490,752,000 below). At seq 4,096 the
+    backward's peak holds nothing on that stream: reserved - allocated = the pool. The output never moves the
+    allocated peak (it comes once the unit's gradients are dropped, 2 u / 8 beside the input 2 u, below the copy-in's
+    gradients and input): allocated is the same at one and two micro-batches. At seq 512 the root's end is the
+    allocated peak with its input on that stream, and the reserved peak is the backward's peak (the compute stream's
+    most) + the pool: reserved - allocated = 2,364,023,808 - 874,725,376 - 364,855,296 = 1,124,443,136 B."""
+    two, one = _mem(True), _mem(True, gb=8)
+    assert float(reserved_bytes(two)) - float(allocated_bytes(two)) == 2 * R * 9 / 8 == 2_364_023_808
+    assert float(reserved_bytes(one)) - float(allocated_bytes(one)) == 2 * R == 2_101_354_496
+    assert float(allocated_bytes(one)) == float(allocated_bytes(two))
+    end = _mem(True, seq=512)
+    assert float(end["zero2_reduce_input"]) == 364_855_296
+    assert float(reserved_bytes(end)) - float(allocated_bytes(end)) == 2 * R * 9 / 8 - 874_725_376 - 364_855_296
+    assert float(end["stream_pools"]) == 1_124_443_136
+    assert float(_mem(False)["stream_pools"]) == 0.0  # version 1: no such pool (its buffers are persistent)
+
+
+# DeepSeek-V2-Lite (h 2,048): MLA without a query latent 2,048 x 3,072 + 2,048 x 576 + 512 + 512 x 4,096 + 2,048 x 2,048
+# = 13,763,072, two norms 4,096; the dense first layer's MLP 3 x 2,048 x 10,944 = 67,239,936; an MoE layer's shared
+# experts 3 x 2,048 x 2,816 = 17,301,504 and router 64 x 2,048, its 64 routed experts 3 x 2,048 x 1,408 = 8,650,752 each
+D_DENSE = 13_763_072 + 4096 + 67_239_936
+D_MOE = 13_763_072 + 4096 + 17_301_504 + 64 * 2048
+EXPERT = 3 * 2048 * 1408
+
+
+def _dsv2(ep, seq):
+    return _mem(True, seq=seq, gpus=16, gb=32, model="deepseek-v2-lite", ep=ep)
+
+
+def test_v2_experts_a_unit_of_their_own_under_ep():
+    """At ep > 1 each MoE layer's experts are an FsdpModule of their own over the expert-DP mesh
+    (mcore_fsdp_adapter.py l. 570-583), a child of the layer's: forward order L_i, E_i, L_i+1, backward order
+    L_i, E_i, L_i-1 (module.py l. 97-115, 464-470); during E_1's backward L_1's dense unit, E_1 and the prefetched
+    L_0 (the dense first layer) are gathered: D_moe + 8 experts + D_dense = 31,199,744 + 69,206,016 + 81,007,104 =
+    181,412,864 parameters, 362,825,728 B (the unit pair priced before: 2 x 100,405,760 x 2 = 401,623,040). At ep 1
+    the experts are the layer's: 2 x (31,199,744 + 64 x 8,650,752) x 2 = 2,339,391,488 B. Each unit's reduce-scatter
+    input is its own: at seq 512 the copy-in's excess 2 x max(D_dense, 8 experts) - a - buf = 162,014,208 - 2,097,152
+    (a = 2 h T) - buf (the layer's backward buffer)."""
+    assert (D_DENSE, D_MOE, 8 * EXPERT) == (81_007_104, 31_199_744, 69_206_016)
+    ep8, ep1 = _dsv2(8, 4096), _dsv2(1, 4096)
+    assert float(ep8["fsdp_gathered_units"]) == (D_MOE + 8 * EXPERT + D_DENSE) * 2 == 362_825_728
+    assert float(ep1["fsdp_gathered_units"]) == 2 * (D_MOE + 64 * EXPERT) * 2 == 2_339_391_488
+    short = _dsv2(8, 512)
+    buf = float(short["recompute_buffer"])
+    assert float(short["zero2_reduce_input"]) == pytest.approx(2 * D_DENSE - 2 * 2048 * 512 - buf, rel=1e-12)
 
 
 def test_v2_job_refusals():
@@ -155,3 +226,18 @@ def test_v2_reader_and_export_round_trip(tmp_path):
     text, _ = export_plan(row["plan"], "megatron")
     assert "--megatron-fsdp-version 2" in text and "--use-distributed-optimizer" not in text
     check_readback(row, "megatron", text)
+
+
+def test_v2_rows_name_it_in_the_stack_options_column():
+    """fit's stack options column names the job's mfsdp_v2 ('Megatron-FSDP v2'), not '-'; a v1 row does not."""
+    from planner.render.fit import stack_options_text
+
+    job = ["--model", "llama3-8b", "--gpus", "8", "--hardware", "h100-sxm", "--stack", "megatron", "--global-batch",
+           "16", "--seq-len", "4096", "--no-gradient-accumulation-fusion", "--top", "2"]
+    r = CliRunner().invoke(app, ["fit", *job, "--mfsdp-v2"])
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.output.splitlines() if ln.startswith("│")]
+    assert len(rows) == 2 and all("Megatron-FSDP v2" in ln for ln in rows), r.output
+    base = {"stack": "megatron", "sharding": "fsdp", "sharding_mode": "megatron_fsdp_optim_grads_params"}
+    assert stack_options_text({**base, "mfsdp_v2": True}) == "Megatron-FSDP v2"
+    assert stack_options_text(base) == "-"

@@ -37,7 +37,9 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     from ..catalog import load_stack
     from ..plan import named_mode
 
-    if named_mode(load_stack(p["stack"]) if p.get("stack") else None, p.get("sharding_mode")):
+    if p.get("sharding_label"):  # the mode in the stack's own words (stack_db runs.sharding label)
+        shard = f"{p['sharding_label']} (level {shard})"
+    elif named_mode(load_stack(p["stack"]) if p.get("stack") else None, p.get("sharding_mode")):
         shard += f" as {p['sharding_mode']}"  # not the level's first mode (stack_db runs.sharding)
     out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}")
     out.print(

@@ -14,12 +14,14 @@ from .explain import explain_table
 
 def _sharding(p: dict) -> str:
     """The row's level, or its stack's mode where the level's first mode is another (issue 22:
-    torchtitan's fsdp2_no_reshard beside fsdp2)."""
+    torchtitan's fsdp2_no_reshard beside fsdp2), or the mode in the stack's own words where its stack_db
+    entry gives them (plan sharding_label: megatron's 'Megatron-FSDP optim_grads', not 'zero2')."""
     from ..catalog import load_stack
     from ..plan import named_mode
 
     mode = p.get("sharding_mode")
-    name = mode if named_mode(load_stack(p["stack"]) if p.get("stack") else None, mode) else p["sharding"]
+    name = p.get("sharding_label") or (
+        mode if named_mode(load_stack(p["stack"]) if p.get("stack") else None, mode) else p["sharding"])
     return name + (f"/{p['shard_group']}" if p["shard_group"] else "")
 
 
@@ -29,10 +31,12 @@ def stack_options_text(p: dict) -> str:
     or refused (space.uncompiled_choices: torchtitan's mxfp8 with TP); an MoE row with ep > 1 names its
     dispatcher (plan moe_dispatcher: 'EP overlap, deepep'); a row whose plan names fp8_grouped_experts its
     routed experts' precision ('fp8 experts', 'bf16 experts'); a row in fp16 says so first ('fp16': the job's;
-    DeepSpeed's zero0 is planned only for a job that says fp16)."""
+    DeepSpeed's zero0 is planned only for a job that says fp16); a row of the job's mfsdp_v2 'Megatron-FSDP v2'."""
     from ..catalog import load_stack
 
     parts = ["fp16"] if p.get("fp16") else []  # the row's 16-bit dtype where not bf16 (priced as bf16)
+    if p.get("mfsdp_v2"):  # the job's Megatron-FSDP v2 (--megatron-fsdp-version 2, memory.py [v2])
+        parts.append("Megatron-FSDP v2")
     if p.get("tp_comm_overlap"):  # a pinned --tp-comm-overlap the trainer turns off (MLA: plan.tp_overlap) says so
         parts.append("TP overlap (priced off)" if p.get("tp_comm_overlap_runs") is False else "TP overlap")
     if p.get("torch_compile"):
