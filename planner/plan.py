@@ -3128,13 +3128,32 @@ def _deterministic_switches(job: Job, stack, warnings: list, where: str = "", hw
                             f"({stack.origin} runs.deterministic_refuses); the plan is checked as the stack's own commit")
     if not job.deterministic_mode:
         return stack
+    algo = job.nccl_algo
     refused = [name for name, on in (("cross_entropy_fusion", job.cross_entropy_fusion),
                                      ("flash_attention", job.attention_kernel == "flash2" and (
                                          job.attention_kernel_named or hw is None
                                          or stack.attention_kernel_for(hw.capability) != "flash2")),
-                                     ("use_flash_attn", job.use_flash_attn)) if on]
+                                     ("use_flash_attn", job.use_flash_attn),
+                                     ("nccl_algo_tokens", algo is not None and not nccl_algo_tokens_ok(algo)),
+                                     ("nccl_algo_choice", algo is not None and algo not in NCCL_ALGO_CHOICES)) if on]
     stack = with_default(stack, "deterministic_mode", True)
     return with_default(stack, "deterministic_refused", refused or None)
+
+
+# The NCCL_ALGO values a trainer's deterministic mode takes (start-up rules MEGATRON_DETERMINISTIC_NCCL_ALGO / _CHOICE,
+# codes 106-107, where the stack's runs.deterministic_refuses lists nccl_algo_tokens / nccl_algo_choice):
+# NVIDIA/Megatron-LM @d98e8a64 megatron/training/determinism.py l. 48 ACCEPTED_NCCL_ALGO_TOKENS, each of the value's
+# comma-separated tokens (stripped, empty ones dropped) among them, l. 88-93; its older validate_args (ac08742c96 to
+# 3ab71eeb3e's parent 465264b7dd arguments.py l. 1513-1515) and NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
+# training/config.py l. 1463-1466: the whole value one of all_reduce_choices
+NCCL_ALGO_TOKENS = ("Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+NCCL_ALGO_CHOICES = ("Tree", "Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+
+
+def nccl_algo_tokens_ok(algo: str) -> bool:
+    """Whether determinism.py @d98e8a64 l. 88-93 takes NCCL_ALGO=`algo`: some token, each in NCCL_ALGO_TOKENS."""
+    tokens = [t.strip() for t in algo.split(",") if t.strip()]
+    return bool(tokens) and all(t in NCCL_ALGO_TOKENS for t in tokens)
 
 
 def fused_softmax_assert(job: Job, stack, seq: int) -> list[str]:

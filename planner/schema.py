@@ -367,8 +367,10 @@ AttentionBackend = Literal["sdpa", "flex", "varlen"]
 CPLoadBalancer = Literal["headtail", "ptrr"]
 # the job settings a trainer's deterministic mode refuses at start-up (stack_db runs.deterministic_refuses; start-up
 # rules MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH, planner/startup.py codes 91-93; _USE_FLASH_ATTN /
-# _MOE, codes 98-99: checks an older trainer commit ran, dated since / until)
-DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention", "use_flash_attn", "moe"]
+# _MOE, codes 98-99: checks an older trainer commit ran, dated since / until; _NCCL_ALGO / _NCCL_CHOICE, codes 106-107:
+# the job's nccl_algo)
+DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention", "use_flash_attn", "moe",
+                               "nccl_algo_tokens", "nccl_algo_choice"]
 
 
 class TrainingRecipe(BaseModel):
@@ -2636,7 +2638,9 @@ class DeterministicRefusal(BaseModel):
         description="tp_comm_overlap (the plan's TP overlap), cross_entropy_fusion (the job's fused cross-entropy), "
                     "flash_attention (the job's attention_kernel flash2: --attention-backend flash), use_flash_attn "
                     "(the job's use_flash_attn: Megatron-LM's --use-flash-attn flag), moe (an MoE model: "
-                    "--num-experts)")
+                    "--num-experts), nccl_algo_tokens (the job's nccl_algo with a comma-separated token outside Ring, "
+                    "CollnetDirect, CollnetChain, ^NVLS), nccl_algo_choice (the job's nccl_algo not exactly one of "
+                    "Tree, Ring, CollnetDirect, CollnetChain, ^NVLS)")
     since: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
                        description="the date (YYYY-MM-DD) of the trainer commit that added the check (git log -S)")
     until: Optional[str] = Field(

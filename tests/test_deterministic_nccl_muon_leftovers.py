@@ -157,3 +157,35 @@ def test_bridge_muon_ns_steps_read_checked_and_written(cli, tmp_path):
     cfg = load_trainer_config(_bridge(tmp_path, f"{RUN} optimizer.muon_num_ns_steps=3"), hardware="h100-sxm")
     assert "muon_ns_steps" not in cfg.job
     assert any(n.entries == (("optimizer.muon_num_ns_steps", 3),) for n in cfg.assumed)
+
+
+def _refused(**fields) -> str:
+    with pytest.raises(PlannerError) as e:
+        resolve(Job.model_validate({**BASE, **fields}))
+    return e.value.message
+
+
+def test_the_nccl_algo_each_deterministic_check_takes():
+    """Codes 106, 107. @d98e8a64 (no trainer_date, or from 2026-07-08): each comma-separated token among Ring,
+    CollnetDirect, CollnetChain, ^NVLS (determinism.py l. 48, 87-93): 'Ring,Tree' refused by its Tree (106),
+    'Ring,CollnetDirect' and '^NVLS' taken. From ac08742c96 (2024-05-04) to 3ab71eeb3e: the whole value one of Tree,
+    Ring, CollnetDirect, CollnetChain, ^NVLS (107): 'Ring,Tree' and 'Ring,CollnetDirect' refused, '^NVLS' taken; before
+    2024-05-04 no check. Megatron-Bridge (config.py l. 1463-1466): 107. Without deterministic mode nothing is checked."""
+    from planner.startup import CODES
+
+    assert (CODES["MEGATRON_DETERMINISTIC_NCCL_ALGO"], CODES["MEGATRON_DETERMINISTIC_NCCL_CHOICE"]) == (106, 107)
+    for day in (None, "2026-07-08"):
+        date = {"trainer_date": day} if day else {}
+        msg = _refused(nccl_algo="Ring,Tree", **date)
+        assert "MEGATRON_DETERMINISTIC_NCCL_ALGO" in msg and "determinism.py l. 48" in msg
+        assert resolve(Job.model_validate({**BASE, **date, "nccl_algo": "Ring,CollnetDirect"}))[0].nccl_algo == \
+            "Ring,CollnetDirect"
+    for algo in ("Ring,Tree", "Ring,CollnetDirect"):
+        msg = _refused(nccl_algo=algo, trainer_date="2025-01-01")
+        assert "MEGATRON_DETERMINISTIC_NCCL_CHOICE" in msg and "ac08742c96" in msg
+    assert "MEGATRON_DETERMINISTIC_NCCL_CHOICE" in _refused(nccl_algo="Ring,Tree", stack="megatron-bridge")
+    for fields in (dict(nccl_algo="^NVLS", trainer_date="2025-01-01"), dict(nccl_algo="^NVLS"),
+                   dict(nccl_algo="Ring,Tree", trainer_date="2024-05-03"), dict(nccl_algo="Ring,Tree",
+                                                                                deterministic_mode=False),
+                   dict(nccl_algo="Ring", stack="megatron-bridge")):
+        assert resolve(Job.model_validate({**BASE, **fields}))[0].nccl_algo == fields["nccl_algo"]

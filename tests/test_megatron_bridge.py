@@ -56,14 +56,16 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     # runs.deterministic_nccl_algo: likewise, determinism.py's NCCL_ALGO Ring (from 3ab71eeb3e, 2026-07-08); none on Bridge
     nb, nm = bridge["runs"].pop("deterministic_nccl_algo"), mega["runs"].pop("deterministic_nccl_algo")
     assert nb is None and (nm["value"], nm["since"]) == ("Ring", "2026-07-08") and "determinism.py l. 27-31" in nm["source"]
-    # runs.deterministic_refuses: Bridge's own checks (training/config.py @dc805f5cf l. 1454-1461: the FlashAttention
-    # backend, the fused cross-entropy), not Megatron-LM @d98e8a64's (determinism.py l. 24: TP overlap, fused CE) nor
-    # its older commits' (dated until: --use-flash-attn, an MoE model; tests/test_startup_deterministic.py)
+    # runs.deterministic_refuses: Bridge's own checks (training/config.py @dc805f5cf l. 1454-1466: the FlashAttention
+    # backend, the fused cross-entropy, NCCL_ALGO one of five), not Megatron-LM @d98e8a64's (determinism.py l. 24: TP
+    # overlap, fused CE; l. 87-93: NCCL_ALGO's tokens) nor its older commits' (dated until: --use-flash-attn, an MoE
+    # model, NCCL_ALGO one of five; tests/test_startup_deterministic.py, test_deterministic_nccl_muon_leftovers.py)
     db, dm = bridge["runs"].pop("deterministic_refuses"), mega["runs"].pop("deterministic_refuses")
     assert ([d["setting"] for d in db], [d["setting"] for d in dm]) == (
-        ["flash_attention", "cross_entropy_fusion"], ["tp_comm_overlap", "cross_entropy_fusion", "use_flash_attn", "moe"])
+        ["flash_attention", "cross_entropy_fusion", "nccl_algo_choice"],
+        ["tp_comm_overlap", "cross_entropy_fusion", "use_flash_attn", "moe", "nccl_algo_tokens", "nccl_algo_choice"])
     assert all("@dc805f5cf" in d["source"] for d in db) and all("@d98e8a64" in d["source"] for d in dm[:2])
-    assert [d["until"] for d in dm] == [None, None, "2026-07-08", "2024-08-02"]
+    assert [d["until"] for d in dm] == [None, None, "2026-07-08", "2024-08-02", None, "2026-07-08"]
     assert bridge["runs"] == mega["runs"]
     assert [m["name"] for m in modes_b] == [m["name"] for m in modes_m]
     for b, m in zip(modes_b, modes_m):

@@ -21,10 +21,12 @@ def test_every_code_has_its_readme_row():
 
 
 def test_codes_are_unique_and_later_codes_contiguous():
-    """LATER_RULES take LATER_FIRST_CODE on, one each in order; FIXED_CODE_RULES' codes follow them without a gap
-    (handed out ahead to parallel work, so merges cannot renumber a code a user has seen)."""
+    """LATER_RULES take LATER_FIRST_CODE on, one each in order; FIXED_CODE_RULES' codes follow them, the first right
+    after them, each once (handed out ahead to parallel work, so merges cannot renumber a code a user has seen). A code
+    handed out to a session that did not need it, or whose branch is not merged yet, leaves a gap (102-105 went to
+    sessions beside the one that took 106-107)."""
     assert len(set(CODES.values())) == len(CODES)
     later = [CODES[r.key] for r in LATER_RULES]
     fixed = sorted(c for c, _ in FIXED_CODE_RULES)
     assert later == list(range(LATER_FIRST_CODE, LATER_FIRST_CODE + len(LATER_RULES)))
-    assert fixed == list(range(later[-1] + 1, later[-1] + 1 + len(fixed)))
+    assert fixed[0] == later[-1] + 1 and len(set(fixed)) == len(fixed)
