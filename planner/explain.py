@@ -262,10 +262,10 @@ def _throughput_json(settings: Settings, plan: PlanArrays, est: Estimate, pick, 
 
 def assumed_lines(settings: Settings) -> list[str]:
     """The job's `assumed` list (explain's and budget's JSON): what the model's file left out and a documented rule
-    filled in (settings.assumed: HF config keys), the training length where the job gave none (seq_assumed) and the
-    trainer model code not checked (code_assumed); a trainer config's own assumed lines follow them
-    (trainers/report.with_config)."""
-    return list(settings.assumed) + list(settings.seq_assumed) + list(settings.code_assumed)
+    filled in (settings.assumed: HF config keys), the training length where the job gave none (seq_assumed), the
+    trainer model code not checked (code_assumed) and the run's environment the trainer sets where the job gave none
+    (env_assumed: plan._nccl_algo); a trainer config's own assumed lines follow them (trainers/report.with_config)."""
+    return list(settings.assumed) + list(settings.seq_assumed) + list(settings.code_assumed) + list(settings.env_assumed)
 
 
 def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None, placed=None,

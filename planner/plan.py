@@ -778,6 +778,7 @@ class Settings:
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
     code_assumed: tuple = ()  # the trainer model code not checked (startup.model_code_assumed): the job's, not a plan's
+    env_assumed: tuple = ()  # the run's environment the trainer sets where the job gave none (_nccl_algo): the job's
     sac_reruns_exchange: bool = False  # selective recompute re-runs the EP all-to-alls (the model code's save list: sac_reruns_exchange)
     code_compiles_blocks: bool = True  # the model code compiles its blocks where the plan compiles (code_compiles_blocks)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -1757,6 +1758,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
     bpp, bpp_name, pao, te_master, remainders = bpp
     calibration = _load_calibration(job.calibration, hw)
     model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
+    nccl_algo, env_assumed = _nccl_algo(job, stack)
     settings = Settings(
         model=model,
         hardware=hw,
@@ -1842,8 +1844,9 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         deterministic_mode=bool(job.deterministic_mode),
         use_flash_attn=bool(job.use_flash_attn),
         attention_kernel_named=bool(job.attention_kernel_named),
-        nccl_algos=_nccl_algos(job, where),
-        nccl_algo=job.nccl_algo,
+        nccl_algos=_nccl_algos(nccl_algo, where),
+        nccl_algo=nccl_algo,
+        env_assumed=tuple(env_assumed),
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
@@ -2278,6 +2281,14 @@ def _optimizer(job: Job, stack, bpp: BytesPerParam, where: str = "") -> str:
     for hit, why in bad:
         if hit:
             raise PlannerError(f"{where}optimizer muon with {why}", "use optimizer adam, or drop the setting")
+    every = listed.muon_ns_steps_multiple
+    if every is not None and job.muon_ns_steps % every:
+        raise PlannerError(f"{where}muon_ns_steps {job.muon_ns_steps} on stack {stack.name}: its Muon's Newton-Schulz "
+                           f"wants a multiple of {every} steps ({stack.origin} runs.optimizers "
+                           + "; ".join(x for x in listed.sources if x.startswith("muon_ns_steps_multiple:")) + ")",
+                           f"use a multiple of {every} (Bridge: optimizer.muon_num_ns_steps; the default is 5), or "
+                           "--stack megatron (Megatron-LM @d98e8a64 pins Emerging-Optimizers v0.3.0, pyproject.toml "
+                           "l. 248, which takes any count)")
     if job.sharding == "zero1" and not job.optimizer_whole_tensors and not muon_param_layout(stack):
         raise PlannerError(f"{where}{muon_layout_missing(stack)}",
                            "add optimizer_whole_tensors (--optimizer-whole-tensors: each parameter whole on one rank, "
@@ -3120,13 +3131,32 @@ def _deterministic_switches(job: Job, stack, warnings: list, where: str = "", hw
                             f"({stack.origin} runs.deterministic_refuses); the plan is checked as the stack's own commit")
     if not job.deterministic_mode:
         return stack
+    algo = job.nccl_algo
     refused = [name for name, on in (("cross_entropy_fusion", job.cross_entropy_fusion),
                                      ("flash_attention", job.attention_kernel == "flash2" and (
                                          job.attention_kernel_named or hw is None
                                          or stack.attention_kernel_for(hw.capability) != "flash2")),
-                                     ("use_flash_attn", job.use_flash_attn)) if on]
+                                     ("use_flash_attn", job.use_flash_attn),
+                                     ("nccl_algo_tokens", algo is not None and not nccl_algo_tokens_ok(algo)),
+                                     ("nccl_algo_choice", algo is not None and algo not in NCCL_ALGO_CHOICES)) if on]
     stack = with_default(stack, "deterministic_mode", True)
     return with_default(stack, "deterministic_refused", refused or None)
+
+
+# The NCCL_ALGO values a trainer's deterministic mode takes (start-up rules MEGATRON_DETERMINISTIC_NCCL_ALGO / _CHOICE,
+# codes 106-107, where the stack's runs.deterministic_refuses lists nccl_algo_tokens / nccl_algo_choice):
+# NVIDIA/Megatron-LM @d98e8a64 megatron/training/determinism.py l. 48 ACCEPTED_NCCL_ALGO_TOKENS, each of the value's
+# comma-separated tokens (stripped, empty ones dropped) among them, l. 88-93; its older validate_args (ac08742c96 to
+# 3ab71eeb3e's parent 465264b7dd arguments.py l. 1513-1515) and NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
+# training/config.py l. 1463-1466: the whole value one of all_reduce_choices
+NCCL_ALGO_TOKENS = ("Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+NCCL_ALGO_CHOICES = ("Tree", "Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+
+
+def nccl_algo_tokens_ok(algo: str) -> bool:
+    """Whether determinism.py @d98e8a64 l. 88-93 takes NCCL_ALGO=`algo`: some token, each in NCCL_ALGO_TOKENS."""
+    tokens = [t.strip() for t in algo.split(",") if t.strip()]
+    return bool(tokens) and all(t in NCCL_ALGO_TOKENS for t in tokens)
 
 
 def fused_softmax_assert(job: Job, stack, seq: int) -> list[str]:
@@ -3304,13 +3334,29 @@ def _cublas_workspace(job: Job, stack, where: str) -> str | None:
     return job.cublas_workspace_config
 
 
-def _nccl_algos(job: Job, where: str) -> tuple | None:
-    """The algorithms the job's NCCL_ALGO (job field nccl_algo) leaves each collective (comm.nccl_algo_candidates,
-    which refuses a value NCCL refuses or the model cannot price); None where unset."""
-    if job.nccl_algo is None:
+def _nccl_algo(job: Job, stack) -> tuple[str | None, list[str]]:
+    """The run's NCCL_ALGO and its assumed line: the job's (job field nccl_algo); else, under deterministic_mode, what
+    the stack's trainer sets where the launcher has not (stack runs.deterministic_nccl_algo: Megatron-LM @d98e8a64's
+    Ring, training/determinism.py l. 27-31, 114-116, since 3ab71eeb3e, 2026-07-08), where the job's trainer_date is
+    not older than that (a run of an older commit set none: NCCL's own choice); else unset (None)."""
+    if job.nccl_algo is not None or not job.deterministic_mode or stack is None or stack.runs is None:
+        return job.nccl_algo, []
+    d = stack.runs.deterministic_nccl_algo
+    if d is None or (job.trainer_date is not None and job.trainer_date < d.since):
+        return None, []
+    return d.value, [f"nccl_algo={d.value}: deterministic_mode with no NCCL_ALGO given, which stack {stack.name}'s "
+                     f"trainer sets to {d.value} where the launcher has not (since {d.since}: {stack.origin} "
+                     f"runs.deterministic_nccl_algo, {d.source}); its collectives priced with the algorithms it leaves "
+                     "them (comm.nccl_algo_candidates)"]
+
+
+def _nccl_algos(nccl_algo: str | None, where: str) -> tuple | None:
+    """The algorithms the run's NCCL_ALGO (job field nccl_algo, or the trainer's: _nccl_algo) leaves each collective
+    (comm.nccl_algo_candidates, which refuses a value NCCL refuses or the model cannot price); None where unset."""
+    if nccl_algo is None:
         return None
     try:
-        return nccl_algo_candidates(job.nccl_algo)
+        return nccl_algo_candidates(nccl_algo)
     except PlannerError as e:
         raise PlannerError(f"{where}nccl_algo: {e.message}", e.hint) from None
 

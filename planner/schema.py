@@ -367,8 +367,10 @@ AttentionBackend = Literal["sdpa", "flex", "varlen"]
 CPLoadBalancer = Literal["headtail", "ptrr"]
 # the job settings a trainer's deterministic mode refuses at start-up (stack_db runs.deterministic_refuses; start-up
 # rules MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH, planner/startup.py codes 91-93; _USE_FLASH_ATTN /
-# _MOE, codes 98-99: checks an older trainer commit ran, dated since / until)
-DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention", "use_flash_attn", "moe"]
+# _MOE, codes 98-99: checks an older trainer commit ran, dated since / until; _NCCL_ALGO / _NCCL_CHOICE, codes 106-107:
+# the job's nccl_algo)
+DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention", "use_flash_attn", "moe",
+                               "nccl_algo_tokens", "nccl_algo_choice"]
 
 
 class TrainingRecipe(BaseModel):
@@ -2646,7 +2648,9 @@ class DeterministicRefusal(BaseModel):
         description="tp_comm_overlap (the plan's TP overlap), cross_entropy_fusion (the job's fused cross-entropy), "
                     "flash_attention (the job's attention_kernel flash2: --attention-backend flash), use_flash_attn "
                     "(the job's use_flash_attn: Megatron-LM's --use-flash-attn flag), moe (an MoE model: "
-                    "--num-experts)")
+                    "--num-experts), nccl_algo_tokens (the job's nccl_algo with a comma-separated token outside Ring, "
+                    "CollnetDirect, CollnetChain, ^NVLS), nccl_algo_choice (the job's nccl_algo not exactly one of "
+                    "Tree, Ring, CollnetDirect, CollnetChain, ^NVLS)")
     since: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
                        description="the date (YYYY-MM-DD) of the trainer commit that added the check (git log -S)")
     until: Optional[str] = Field(
@@ -2662,6 +2666,19 @@ class DeterministicRefusal(BaseModel):
         if self.until is not None and self.until <= self.since:
             raise ValueError(f"deterministic_refuses {self.setting}: until {self.until} is not after since {self.since}")
         return self
+
+
+class DeterministicDefault(BaseModel):
+    """An environment variable the stack's trainer sets under its deterministic mode where the launcher has not (job
+    field deterministic_mode), and the date of the trainer commit that began to set it: a job whose trainer_date is
+    older runs without it."""
+
+    model_config = Strict
+    value: str = Field(min_length=1, description="the value the trainer sets (os.environ.setdefault)")
+    since: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+                       description="the date (YYYY-MM-DD) of the trainer commit that began to set it (git log -S)")
+    source: str = Field(min_length=1, description="the code: repository, commit, file and lines, and the commit that "
+                                                  "added it")
 
 
 class ModelCode(BaseModel):
@@ -2886,7 +2903,14 @@ class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_
                                        "linear_qkv and views the shard as rows // group rows = 0 groups, which raises "
                                        "(start-up rule MUON_QKV_SPLIT_TP); false: the split is skipped there and the "
                                        "shard orthogonalized whole (Megatron-LM @d98e8a64, layers/attention.py "
-                                       "Attention.muon_matrices); cite the code in sources")))):
+                                       "Attention.muon_matrices); cite the code in sources")),
+        muon_ns_steps_multiple=(Optional[int], Field(
+            default=None, ge=1, description="Muon's Newton-Schulz steps must be a multiple of this (the job's "
+                                            "muon_ns_steps, refused otherwise by plan._optimizer): the number of "
+                                            "coefficient sets of the stack's coefficient type where its Emerging-"
+                                            "Optimizers release raises on a partial cycle (v0.1.0 muon_utils.py "
+                                            "l. 135-136; quintic's 5 sets); null: any count (v0.2.0 on cycles "
+                                            "the sets); cite the code in sources")))):
     """The update rules the stack's code builds (Job.optimizer): a job asking for one not listed is refused naming
     the stack; adam is every stack's (the entry leaves runs.optimizers out: adam only)."""
 
@@ -2958,6 +2982,13 @@ class StackRuns(BaseModel):
                     "not (job field deterministic_mode: Megatron-LM's --deterministic-mode sets :4096:8, "
                     "training/determinism.py); null: the trainer sets none (the job's cublas_workspace_config, else "
                     "the GPU's default, is priced)")
+    deterministic_nccl_algo: Optional[DeterministicDefault] = Field(
+        default=None,
+        description="the NCCL_ALGO the trainer sets under its deterministic mode where the launcher has not (job field "
+                    "deterministic_mode: Megatron-LM's --deterministic-mode sets Ring from 3ab71eeb3e, 2026-07-08, "
+                    "training/determinism.py), dated: the job's nccl_algo where it gives one, else this value where the "
+                    "job's trainer_date is not older than since, priced as the job's nccl_algo (comm.nccl_algo_candidates) "
+                    "and listed as assumed; null: the trainer sets none (NCCL's own choice is priced)")
     deterministic_refuses: Optional[list[DeterministicRefusal]] = Field(
         default=None, min_length=1,
         description="the job settings the trainer refuses beside its deterministic mode (job field deterministic_mode), "
@@ -4146,8 +4177,9 @@ class Job(BaseModel):
                                    "arguments.py l. 1708-1711 -> training/determinism.py): deterministic kernels, "
                                    "slower ones not priced; it sets CUBLAS_WORKSPACE_CONFIG :4096:8 where the launcher "
                                    "has not (determinism.py l. 27-31, 114-116 setdefault), the workspace priced where "
-                                   "cublas_workspace_config is unset (memory.py [ws]); a stack whose trainer is not "
-                                   "Megatron-LM refuses it; default off")
+                                   "cublas_workspace_config is unset (memory.py [ws]), and NCCL_ALGO Ring likewise "
+                                   "(from 3ab71eeb3e, 2026-07-08: stack runs.deterministic_nccl_algo), priced where "
+                                   "nccl_algo is unset; a stack whose trainer is not Megatron-LM refuses it; default off")
     nccl_algo: Optional[str] = Field(
         default=None, pattern=r"^[A-Za-z^,;:]+$",
         description="the run's NCCL_ALGO environment variable (a launch script's `export NCCL_ALGO=...` or "
@@ -4157,7 +4189,8 @@ class Job(BaseModel):
                     "reduce-scatters and all-gathers are priced with the fastest algorithm it leaves them "
                     "(comm.nccl_algo_candidates), not NCCL's free choice; a value that leaves a collective no algorithm "
                     "NCCL runs, or only ones the model prices where the hardware offers them (NVLS, NVLSTree, CollNet, "
-                    "PAT), is refused; default: unset, NCCL's own choice")
+                    "PAT), is refused; default: unset, NCCL's own choice (under deterministic_mode, what the stack's "
+                    "trainer sets: runs.deterministic_nccl_algo)")
     attention_kernel_named: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the trainer config names attention_kernel as its attention backend (Megatron-Bridge "

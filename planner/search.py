@@ -1387,7 +1387,7 @@ def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
         except PlannerError as e:
             left.append((name, e.message))
             continue
-        out[dispatch.CODES[name]] = replace(st, seq_assumed=(), code_assumed=())
+        out[dispatch.CODES[name]] = replace(st, seq_assumed=(), code_assumed=(), env_assumed=())
     if len(out) < 2 or dispatch.NAMES[next(iter(out))] != default:
         return None, left
     return out, left
@@ -1427,7 +1427,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     (space.uncompiled_space): one Ranked per space, best first in each (fit merges them). around: fit's."""
     hcf_rows = _capacity_rows_only(job, search_dispatchers)
     settings, gbs, seq, warnings = settings_for(_searched_base(job, search_dispatchers), where=where)
-    settings = replace(settings, seq_assumed=(), code_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
+    settings = replace(settings, seq_assumed=(), code_assumed=(), env_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
     sizes = job.hierarchical_cp_sizes
     if (opts.cp is None or 1 in opts.cp) and not (sizes and int(np.prod(sizes)) > 1):  # (a2a+p2p's sizes fix cp)
         # the plans at cp 1 run the job's CP variant as none (planner/cp_comm_type.py, cp_rotate.py): said once
@@ -2240,7 +2240,7 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
         if bad:
             shown = f"valid: {', '.join(map(str, valid))}" if valid else f"use {flag} 1 to {L}"
             raise PlannerError(f"{where}{flag} {', '.join(map(str, bad))} does not fit {what}", shown)
-    return settings.seq_assumed + settings.code_assumed
+    return settings.seq_assumed + settings.code_assumed + settings.env_assumed
 
 
 NEAREST_TRIES = 512  # values tried on each side when looking for a GPU count / global batch with a valid plan

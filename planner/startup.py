@@ -215,6 +215,12 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             --num-layers-at-start/end-in-bf16) above num_layers // pp: Megatron-LM @d98e8a64
                             transformer_config.py l. 1532-1555 raises (code 96,
                             FIXED_CODE_RULES)
+  MEGATRON_DETERMINISTIC_NCCL_ALGO, _NCCL_CHOICE (codes 106-107, FIXED_CODE_RULES; the megatron set, where the
+                            stack's runs.deterministic_refuses lists nccl_algo_tokens / nccl_algo_choice) the job's
+                            deterministic_mode with an nccl_algo determinism.py @d98e8a64 l. 87-93 refuses (a token
+                            outside Ring, CollnetDirect, CollnetChain, ^NVLS; since 3ab71eeb3e), or that is not one of
+                            Tree, Ring, CollnetDirect, CollnetChain, ^NVLS (validate_args from ac08742c96 to 3ab71eeb3e;
+                            Megatron-Bridge @dc805f5cf training/config.py l. 1463-1466)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -3012,6 +3018,38 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "ADLR/megatron-lm!1864)",
         "leave deterministic_mode out, or run a Megatron-LM from 2024-08-02 on (trainer_date)",
         _deterministic_moe, model_level=True, option="deterministic_refuses:moe")),
+    # MEGATRON_DETERMINISTIC_NCCL_ALGO (code 103, issue 22 detmuon): Megatron-LM @d98e8a64's apply_determinism_env
+    #   (training/determinism.py l. 87-93, from validate_args l. 1708-1711 under --deterministic-mode) asserts each
+    #   comma-separated token of a launcher-set NCCL_ALGO among ACCEPTED_NCCL_ALGO_TOKENS (l. 48: Ring, CollnetDirect,
+    #   CollnetChain, ^NVLS; Tree not, l. 45-47), added by 3ab71eeb3e (2026-07-08): the job's nccl_algo (a set one:
+    #   unset, it sets Ring, runs.deterministic_nccl_algo), dated by runs.deterministic_refuses nccl_algo_tokens
+    (103, StartupRule(
+        "MEGATRON_DETERMINISTIC_NCCL_ALGO", "megatron",
+        "deterministic_mode refuses an NCCL_ALGO token outside Ring, CollnetDirect, CollnetChain, ^NVLS (Tree among "
+        "them; Megatron-LM from 3ab71eeb3e, 2026-07-08)",
+        f"{MEGATRON_COMMIT} megatron/training/determinism.py l. 48 ACCEPTED_NCCL_ALGO_TOKENS, apply_determinism_env "
+        "l. 87-93 (AssertionError 'NCCL_ALGO=...: each token must be in [...]'), called by apply_determinism_to_args "
+        "l. 155, from arguments.py validate_args l. 1708-1711; added by 3ab71eeb3e (2026-07-08)",
+        "give nccl_algo (NCCL_ALGO) as tokens among Ring, CollnetDirect, CollnetChain, ^NVLS, or leave it out "
+        "(Megatron-LM then sets Ring), or leave deterministic_mode out",
+        _deterministic_setting("nccl_algo_tokens"), model_level=True, option="deterministic_refuses:nccl_algo_tokens")),
+    # MEGATRON_DETERMINISTIC_NCCL_CHOICE (code 104, issue 22 detmuon): Megatron-LM's validate_args under
+    #   --deterministic-mode asserted os.getenv('NCCL_ALGO') one of all_reduce_choices (Tree, Ring, CollnetDirect,
+    #   CollnetChain, ^NVLS: the whole value) from ac08742c96 (2024-05-04) to 3ab71eeb3e (2026-07-08; its parent
+    #   465264b7dd arguments.py l. 1513-1515); Megatron-Bridge @dc805f5cf training/config.py l. 1463-1466 asserts the
+    #   same (from f003cd8ca, 2025-10-27). The job's nccl_algo where set (unset is the launcher's environment, not
+    #   read: not refused), dated by runs.deterministic_refuses nccl_algo_choice
+    (104, StartupRule(
+        "MEGATRON_DETERMINISTIC_NCCL_CHOICE", "megatron",
+        "deterministic_mode refuses an NCCL_ALGO that is not exactly one of Tree, Ring, CollnetDirect, CollnetChain, "
+        "^NVLS (Megatron-LM from ac08742c96, 2024-05-04, to 3ab71eeb3e, 2026-07-08; Megatron-Bridge)",
+        "NVIDIA/Megatron-LM megatron/training/arguments.py validate_args: `assert os.getenv('NCCL_ALGO', -1) != -1 and "
+        "os.getenv('NCCL_ALGO') in all_reduce_choices` under args.deterministic_mode, added by ac08742c96 "
+        "(2024-05-04), removed by 3ab71eeb3e (2026-07-08; its parent 465264b7dd l. 1513-1515); NVIDIA-NeMo/"
+        "Megatron-Bridge @dc805f5cf src/megatron/bridge/training/config.py l. 1463-1466 (f003cd8ca, 2025-10-27)",
+        "give nccl_algo (NCCL_ALGO) as one of Tree, Ring, CollnetDirect, CollnetChain, ^NVLS, or leave "
+        "deterministic_mode out",
+        _deterministic_setting("nccl_algo_choice"), model_level=True, option="deterministic_refuses:nccl_algo_choice")),
     # MEGATRON_FSDP_V2_LAYOUT (code 100, issue 21 memleft): Megatron-FSDP v2 (the job's mfsdp_v2, --megatron-fsdp-version
     # 2) is built by FullyShardedDataParallelV2, whose _validate_config (megatron/core/distributed/fsdp/
     # mcore_fsdp_adapter.py @d98e8a64 l. 603-705) raises ValueError at model build for tensor / pipeline / context

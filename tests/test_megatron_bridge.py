@@ -45,18 +45,27 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     assert "@dc805f5cf" in ob["sources"][0] and "@905c0e386" in ob["sources"][0]
     # Muon's layer-wise parameter layout: Megatron-LM @d98e8a64's, not 905c0e386's (tests/test_bridge_muon.py)
     assert (ob["muon_param_layout"], om["muon_param_layout"]) == (False, True)
+    # Newton-Schulz steps a multiple of 5 under 905c0e386's Emerging-Optimizers v0.1.0, any under d98e8a64's v0.3.0
+    # (tests/test_deterministic_nccl_muon_leftovers.py), its source the last of Bridge's
+    assert (ob["muon_ns_steps_multiple"], om["muon_ns_steps_multiple"]) == (5, None)
+    assert ob["sources"][-1].startswith("muon_ns_steps_multiple: ") and "v0.1.0" in ob["sources"][-1]
     # runs.deterministic_cublas_workspace: Megatron-LM @d98e8a64's --deterministic-mode sets :4096:8 (determinism.py);
     # Bridge's pinned 905c0e386 has no determinism.py and Bridge sets none (training/config.py l. 1445-1469)
     assert (bridge["runs"].pop("deterministic_cublas_workspace"), mega["runs"].pop("deterministic_cublas_workspace")) \
         == (None, ":4096:8")
-    # runs.deterministic_refuses: Bridge's own checks (training/config.py @dc805f5cf l. 1454-1461: the FlashAttention
-    # backend, the fused cross-entropy), not Megatron-LM @d98e8a64's (determinism.py l. 24: TP overlap, fused CE) nor
-    # its older commits' (dated until: --use-flash-attn, an MoE model; tests/test_startup_deterministic.py)
+    # runs.deterministic_nccl_algo: likewise, determinism.py's NCCL_ALGO Ring (from 3ab71eeb3e, 2026-07-08); none on Bridge
+    nb, nm = bridge["runs"].pop("deterministic_nccl_algo"), mega["runs"].pop("deterministic_nccl_algo")
+    assert nb is None and (nm["value"], nm["since"]) == ("Ring", "2026-07-08") and "determinism.py l. 27-31" in nm["source"]
+    # runs.deterministic_refuses: Bridge's own checks (training/config.py @dc805f5cf l. 1454-1466: the FlashAttention
+    # backend, the fused cross-entropy, NCCL_ALGO one of five), not Megatron-LM @d98e8a64's (determinism.py l. 24: TP
+    # overlap, fused CE; l. 87-93: NCCL_ALGO's tokens) nor its older commits' (dated until: --use-flash-attn, an MoE
+    # model, NCCL_ALGO one of five; tests/test_startup_deterministic.py, test_deterministic_nccl_muon_leftovers.py)
     db, dm = bridge["runs"].pop("deterministic_refuses"), mega["runs"].pop("deterministic_refuses")
     assert ([d["setting"] for d in db], [d["setting"] for d in dm]) == (
-        ["flash_attention", "cross_entropy_fusion"], ["tp_comm_overlap", "cross_entropy_fusion", "use_flash_attn", "moe"])
+        ["flash_attention", "cross_entropy_fusion", "nccl_algo_choice"],
+        ["tp_comm_overlap", "cross_entropy_fusion", "use_flash_attn", "moe", "nccl_algo_tokens", "nccl_algo_choice"])
     assert all("@dc805f5cf" in d["source"] for d in db) and all("@d98e8a64" in d["source"] for d in dm[:2])
-    assert [d["until"] for d in dm] == [None, None, "2026-07-08", "2024-08-02"]
+    assert [d["until"] for d in dm] == [None, None, "2026-07-08", "2024-08-02", None, "2026-07-08"]
     assert bridge["runs"] == mega["runs"]
     assert [m["name"] for m in modes_b] == [m["name"] for m in modes_m]
     for b, m in zip(modes_b, modes_m):

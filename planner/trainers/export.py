@@ -38,7 +38,7 @@ from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 # l. 174-194) and the stack spec pretrain_hybrid.py builds Transformer Engine layers from
 from .megatron_model import GDN_CHUNK, HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
-from .megatron_bridge import recipe_for
+from .megatron_bridge import recipe_for, BRIDGE_DETERMINISTIC_NCCL_ALGOS
 from .megatron_bridge import FMT as BRIDGE_FMT, STACK as BRIDGE_STACK, _BF16 as BRIDGE_BF16
 from .bridge_sharding import MFSDP_STRATEGY as BRIDGE_MFSDP_STRATEGY, SHARDING_MODES as BRIDGE_MODES
 from .bridge_sharding import sharding_overrides as bridge_sharding_overrides
@@ -2465,7 +2465,7 @@ _BRIDGE_WRITTEN = {
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
     "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "deterministic_mode", "mla_down_proj_fusion", "nccl_algo",
-    "attention_kernel_named"}
+    "attention_kernel_named", "muon_ns_steps"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2715,6 +2715,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o.append(("optimizer.muon_split_qkv", False))
     if muon and plan.get("muon_fp32_matmul_prec"):  # OptimizerConfig.muon_fp32_matmul_prec (905c0e386 l. 272, medium)
         o.append(("optimizer.muon_fp32_matmul_prec", plan["muon_fp32_matmul_prec"]))
+    if muon and plan.get("muon_ns_steps"):  # OptimizerConfig.muon_num_ns_steps (905c0e386 l. 275, default 5)
+        o.append(("optimizer.muon_num_ns_steps", plan["muon_ns_steps"]))
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off
     # under Muon, as NVIDIA's Muon recipe runs it: recipes/kimi/kimi_k2.py @dc805f5cf l. 195-197)
     dpo = bool(plan.get("dp_comm_overlap"))
@@ -2811,9 +2813,9 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# Bridge's deterministic mode asserts NCCL_ALGO set, to exactly one of these (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
-# src/megatron/bridge/training/config.py _validate_and_apply_deterministic_mode l. 1463-1466)
-BRIDGE_DETERMINISTIC_NCCL_ALGOS = ("Tree", "Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+# Bridge's deterministic mode asserts NCCL_ALGO set, to exactly one of BRIDGE_DETERMINISTIC_NCCL_ALGOS (NVIDIA-NeMo/
+# Megatron-Bridge @dc805f5cf src/megatron/bridge/training/config.py _validate_and_apply_deterministic_mode l. 1463-1466;
+# the reader checks a launch line's value: megatron_bridge._deterministic_nccl_algo)
 _BRIDGE_NCCL_NOTE = ("; Bridge's deterministic mode asserts it set, to one of Tree, Ring, CollnetDirect, CollnetChain, "
                      "^NVLS (training/config.py @dc805f5cf l. 1463-1466)")
 

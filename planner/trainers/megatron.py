@@ -356,9 +356,12 @@ NOT_MODELLED = {
                             "dated by the job's trainer_date: --tp-comm-overlap from 2026-07-08 and "
                             "--cross-entropy-loss-fusion from 2024-07-25 (rules MEGATRON_DETERMINISTIC_TP_OVERLAP, "
                             "_CE_FUSION), --use-flash-attn from 2024-05-04 to 2026-07-08 and an MoE model from "
-                            "2024-07-25 to 2024-08-02 (_USE_FLASH_ATTN, _MOE); an NCCL_ALGO the script exports is "
-                            "the job's nccl_algo, priced, but the Ring determinism.py l. 27-31 sets where the launcher "
-                            "has not is not: the collectives are priced with NCCL's own choice)",
+                            "2024-07-25 to 2024-08-02 (_USE_FLASH_ATTN, _MOE), an NCCL_ALGO token outside Ring, "
+                            "CollnetDirect, CollnetChain, ^NVLS from 2026-07-08 and a value not one of Tree, Ring, "
+                            "CollnetDirect, CollnetChain, ^NVLS from 2024-05-04 to 2026-07-08 (_NCCL_ALGO, "
+                            "_NCCL_CHOICE); an NCCL_ALGO the script exports is the job's nccl_algo, priced, and where "
+                            "it exports none the Ring determinism.py l. 27-31 sets from 2026-07-08 is (stack "
+                            "runs.deterministic_nccl_algo, listed as assumed))",
     "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
                                                        "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
                                                        "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "

@@ -116,6 +116,10 @@ COMMON = {
     # muon.py l. 265 hands it to TensorParallelMuon, l. 106 on, Emerging-Optimizers v0.1.0 orthogonalized_optimizer.py l. 173 sets
     # it); read by _optimizer_job (the job's muon_fp32_matmul_prec where not medium)
     "optimizer.muon_fp32_matmul_prec": "medium",
+    # Muon's Newton-Schulz steps: Megatron-Core 905c0e386 optimizer_config.py l. 275 (5; muon.py l. 266 hands it to
+    # TensorParallelMuon, which raises below 1, l. 64-65); read by _optimizer_job (the job's muon_ns_steps; the stack's
+    # Emerging-Optimizers v0.1.0 wants a multiple of 5: plan._optimizer, runs.optimizers muon_ns_steps_multiple)
+    "optimizer.muon_num_ns_steps": 5,
     # the dropout probabilities: Megatron-Core 905c0e386 transformer_config.py l. 152, 155 (0.1 each), which every
     # transcribed recipe's provider sets to 0.0 (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf models/llama/llama_bridge.py
     # l. 65 hidden_dropout 0.0, qwen/qwen3_moe_bridge.py l. 52, deepseek/deepseek_v3_bridge.py l. 81,
@@ -781,6 +785,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                "pre-training, every weight trained")
         elif k == "peft":
             ignored.append(listed("ignored", k, v, "no adapter: every weight trained, as priced", _v, source[k]))
+        elif k in ABSENT_FIELDS:  # added by + / ++ or a YAML file (key=value is refused: _lay)
+            ignored.append(listed("ignored", k, v, f"{ABSENT_FIELDS[k][0]}: Bridge's _apply_overrides skips a key its "
+                                  "ConfigContainer lacks (omegaconf_utils.py @dc805f5cf l. 453-457), so it has no "
+                                  "effect", _v, source[k]))
         elif k in NO_EFFECT:
             ignored.append(listed("ignored", k, v, NO_EFFECT[k], _v, source[k]))
             cfg[k] = v
@@ -846,9 +854,39 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if "model.softmax_type" in cfg:  # the gpt-oss recipes' per-token loss and sinks (bridge_moe.py)
         bridge_moe.gpt_oss_job(cfg, where, not_modelled)
     read_nccl_algo(split.env, job, assumed)  # the launch line's NCCL_ALGO (the export writes it: export._megatron_bridge)
+    _deterministic_nccl_algo(job, where, assumed)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
+
+
+# Bridge's deterministic mode asserts NCCL_ALGO set, to exactly one of these (NVIDIA-NeMo/Megatron-Bridge @dc805f5cf
+# src/megatron/bridge/training/config.py _validate_and_apply_deterministic_mode l. 1463-1466; added by f003cd8ca,
+# 2025-10-27, #968); read by _deterministic_nccl_algo and the export (export._bridge_nccl_algo)
+BRIDGE_DETERMINISTIC_NCCL_ALGOS = ("Tree", "Ring", "CollnetDirect", "CollnetChain", "^NVLS")
+_NCCL_ASSERT = ("ConfigContainer._validate_and_apply_deterministic_mode (training/config.py @dc805f5cf l. 1463-1466) "
+                "asserts os.getenv('NCCL_ALGO') set and one of " + ", ".join(BRIDGE_DETERMINISTIC_NCCL_ALGOS)
+                + " ('NCCL_ALGO must be one of ...'), compared whole")
+
+
+def _deterministic_nccl_algo(job: dict, where: str, assumed: list) -> None:
+    """Under model.deterministic_mode true, the launch line's NCCL_ALGO (the job's nccl_algo, read_nccl_algo) as
+    Bridge's start-up asserts it: one of BRIDGE_DETERMINISTIC_NCCL_ALGOS, the whole value (a list such as Ring,Tree
+    or a per-function spec is refused); a launch that sets none is listed as assumed (the launcher's environment
+    must set it: the script cannot say), priced with NCCL's own choice (Bridge's pinned Megatron-Core 905c0e386 sets
+    none: stack runs.deterministic_nccl_algo null)."""
+    if not job.get("deterministic_mode"):
+        return
+    algo = job.get("nccl_algo")
+    if algo is None:
+        assumed.append(listed("assumed", "model.deterministic_mode", True,
+                              f"the launch line sets no NCCL_ALGO, which Bridge's {_NCCL_ASSERT}: the launcher's "
+                              "environment must set it (not read here); the collectives priced with NCCL's own choice"))
+    elif algo not in BRIDGE_DETERMINISTIC_NCCL_ALGOS:
+        raise PlannerError(f"{where}model.deterministic_mode=true with NCCL_ALGO={algo}: Bridge's {_NCCL_ASSERT}",
+                           f"export NCCL_ALGO as one of {', '.join(BRIDGE_DETERMINISTIC_NCCL_ALGOS)} (Ring: "
+                           "Megatron-LM's own deterministic default, determinism.py @d98e8a64 l. 27-31), or drop "
+                           "model.deterministic_mode")
 
 
 def _dropout_job(cfg: dict, model_name: str, given: bool, where: str) -> None:
@@ -924,7 +962,16 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
                            f"valid: {', '.join(BRIDGE_OPTIMIZERS)} (training/optim.py @dc805f5cf l. 69-84)")
     name, layer_wise = BRIDGE_OPTIMIZERS[opt]
     mode, prec = cfg["optimizer.muon_tp_mode"], cfg["optimizer.muon_fp32_matmul_prec"]
+    steps = cfg["optimizer.muon_num_ns_steps"]
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise PlannerError(f"{where}optimizer.muon_num_ns_steps={_shown(steps)}: not a whole number of Newton-Schulz "
+                           "steps (OptimizerConfig.muon_num_ns_steps: int, optimizer_config.py @905c0e386 l. 275)",
+                           "give a whole number, e.g. optimizer.muon_num_ns_steps=5")
     if name == "adam":
+        if steps != 5:
+            assumed.append(listed("assumed", "optimizer.muon_num_ns_steps", steps,
+                                  "Muon's Newton-Schulz steps, no effect under optimizer.optimizer="
+                                  f"{opt} (no Newton-Schulz)"))
         if not flag("optimizer.muon_split_qkv"):
             assumed.append(listed("assumed", "optimizer.muon_split_qkv", False,
                                   "Muon's q / k / v split, no effect under optimizer.optimizer="
@@ -944,6 +991,10 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
         raise PlannerError(f"{where}optimizer.muon_tp_mode={_shown(mode)}: not a Muon TP mode Megatron-Core 905c0e386 "
                            "runs (Emerging-Optimizers v0.1.0 newton_schulz_tp raises 'Invalid mode', muon_utils.py l. 224)",
                            "valid: blockwise, duplicated, distributed (optimizer_config.py l. 277-278, muon.py l. 62)")
+    if steps < 1:
+        raise PlannerError(f"{where}optimizer.muon_num_ns_steps={steps}: Megatron-Core 905c0e386's TensorParallelMuon "
+                           "raises 'num_ns_steps must be at least 1' (optimizer/muon.py l. 64-65)",
+                           "give at least 1 (the default is 5)")
     if prec not in ("low", "medium", "high"):  # Megatron-LM's choices (arguments.py @d98e8a64 l. 2640-2642)
         raise PlannerError(f"{where}optimizer.muon_fp32_matmul_prec={_shown(prec)}: not a precision the planner prices",
                            "valid: low, medium, high (torch.set_float32_matmul_precision: 'highest', 'high', 'medium'; "
@@ -970,6 +1021,8 @@ def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where
         job["muon_tp_mode"] = mode
     if prec != "medium":  # the job's muon_fp32_matmul_prec (step.py [28])
         job["muon_fp32_matmul_prec"] = prec
+    if steps != 5:  # the job's muon_ns_steps (step.py [28]; plan._optimizer refuses what Emerging-Optimizers v0.1.0 does)
+        job["muon_ns_steps"] = steps
     if not flag("optimizer.muon_split_qkv"):  # linear_qkv orthogonalized whole (muon.py @905c0e386 l. 136)
         job["muon_split_qkv"] = False
     if layer_wise:
@@ -1001,6 +1054,22 @@ def _recipe_values(cfg: dict, mp: dict, co, rec: Recipe) -> dict:
 PROPERTIES = {"dataset.seq_length": "dataset.sequence_length"}
 
 
+# Keys of Megatron-Core's configs that Bridge's pinned 905c0e386 does not have (git grep on NVIDIA/Megatron-LM), each
+# with the later commit that added it and what that commit does with it: key=value is refused by Hydra ('Could not
+# override': config_loader_impl.py @v1.3.2 l. 388-395, the config in struct mode); +key / ++key add it to the merged
+# dict, and Bridge's _apply_overrides skips a key its ConfigContainer lacks (omegaconf_utils.py @dc805f5cf l. 453-457:
+# "Key '...' in overrides not found in config object ... Skipping."), listed as ignored (_lay, read)
+ABSENT_FIELDS = {
+    "optimizer.muon_use_syrk": (
+        "Megatron-Core 905c0e386's OptimizerConfig has no muon_use_syrk (optimizer_config.py l. 258-282, the Muon "
+        "fields); Megatron-LM added it in fa8319589e (2026-08-10, #6381), whose TensorParallelMuon raises 'use_syrk "
+        "requires emerging_optimizers >= 0.4.0.dev0' (@d98e8a64 megatron/core/optimizer/emerging_optimizers.py "
+        "l. 52-56, 202-207), and the Emerging-Optimizers 905c0e386 pins is v0.1.0 (pyproject.toml l. 210), whose "
+        "newton_schulz_tp has no use_syrk (muon_utils.py v0.1.0 l. 164-226)",
+        "drop optimizer.muon_use_syrk (the planner prices the pinned v0.1.0's GEMMs)"),
+}
+
+
 def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tuple[dict, dict]:
     """The overrides the run lays on the recipe, key -> value in their order, and key -> the YAML file that gave it
     ("" for the command line): the --config-file YAML's keys (form 'merge': OmegaConf.merge adds or replaces any key),
@@ -1028,6 +1097,10 @@ def _lay(ops: list, base: dict, where: str, assumed: list, ignored: list) -> tup
             known, cur = True, {}
         else:
             known, cur = False, None
+        if k in ABSENT_FIELDS and form == "set" and not known:
+            why, hint = ABSENT_FIELDS[k]
+            raise PlannerError(f"{where}{src}: {why}; Hydra changes no key the config does not hold ('Could not "
+                               "override': config_loader_impl.py @v1.3.2 l. 388-395)", hint)
         if form == "del":
             if known and cur is None:
                 raise PlannerError(f"{where}{src}: the run's config holds {k} as null or not at all, and Hydra refuses "
