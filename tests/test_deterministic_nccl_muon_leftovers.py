@@ -170,7 +170,7 @@ def test_the_nccl_algo_each_deterministic_check_takes():
     CollnetDirect, CollnetChain, ^NVLS (determinism.py l. 48, 87-93): 'Ring,Tree' refused by its Tree (103),
     'Ring,CollnetDirect' and '^NVLS' taken. From ac08742c96 (2024-05-04) to 3ab71eeb3e: the whole value one of Tree,
     Ring, CollnetDirect, CollnetChain, ^NVLS (104): 'Ring,Tree' and 'Ring,CollnetDirect' refused, '^NVLS' taken; before
-    2024-05-04 no check. Megatron-Bridge (config.py l. 1463-1466): 107. Without deterministic mode nothing is checked."""
+    2024-05-04 no check. Megatron-Bridge (config.py l. 1463-1466): 104. Without deterministic mode nothing is checked."""
     from planner.startup import CODES
 
     assert (CODES["MEGATRON_DETERMINISTIC_NCCL_ALGO"], CODES["MEGATRON_DETERMINISTIC_NCCL_CHOICE"]) == (103, 104)
