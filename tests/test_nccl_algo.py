@@ -117,3 +117,32 @@ def test_megatron_reader_reads_the_launch_environment(tmp_path):
     text, _ = export_plan(row["plan"], "megatron")
     assert "export NCCL_ALGO=Ring" in text.splitlines()
     check_readback(row, "megatron", text)
+
+
+@pytest.mark.parametrize("env, want", [
+    ("export NCCL_ALGO=Ring CUDA_DEVICE_MAX_CONNECTIONS=1\n", "Ring"),  # read as 'Ring CUDA_DEVICE_MAX_...': refused
+    ("export CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=^NVLS\n", "^NVLS"),  # dropped: only the first name exported
+    ("A=Ring NCCL_ALGO=\"${A},Tree\"\nexport NCCL_ALGO\n", "Ring,Tree"),  # left to right: $A is Ring
+    ("export NCCL_ALGO=Tree NCCL_ALGO=Ring\n", "Ring"),  # the last assignment wins
+    ("export NCCL_ALGO=Ring FOO=1 # comment NCCL_ALGO=Tree\n", "Ring"),
+    ("NCCL_ALGO=Ring FOO=1\n", None),  # assigned, not exported: no child sees it
+])
+def test_several_assignments_on_one_line(tmp_path, env, want):
+    """bash assigns (and with `export`, exports) each NAME=value of one line in turn (bash(1), SIMPLE COMMAND
+    EXPANSION: 'the variable assignments ... are performed from left to right'; `export name[=word] ...`): the reader
+    read `export NCCL_ALGO=Ring CUDA_DEVICE_MAX_CONNECTIONS=1` as one assignment whose value ran to the end of the line
+    (NCCL_ALGO 'Ring CUDA_DEVICE_MAX_CONNECTIONS=1', refused by the field's pattern), and dropped a second name's
+    value silently (fuzz13, by hand beside the fuzz pass)."""
+    cfg = load_trainer_config(_script(tmp_path, env), gpus=8)
+    assert cfg.job.get("nccl_algo") == want
+
+
+def test_several_assignments_set_launch_variables(tmp_path):
+    """`TP=2 PP=2` on one line: both set before the launch line reads them (was TP '2 PP=2', PP unexpanded)."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nTP=2 PP=2\ntorchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\\n"
+                 "    --tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP \\\n"
+                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert (cfg.job["tp"], cfg.job["pp"]) == (2, 2)

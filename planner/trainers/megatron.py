@@ -712,6 +712,59 @@ def _quoted_words(line: str, where: str, no: int) -> list[str]:
                            "continue the line with a trailing backslash") from None
 
 
+def _assignment_words(s: str) -> Optional[list[str]]:
+    """The words of a line `[export] A=1 B="x y" ...` as written (quotes, `$VAR`, `${X:-a b}` and `$(...)` kept, for
+    the reader to expand as it expands one assignment), where it holds two or more assignments and nothing else
+    (bash assigns, and exports, each in turn: `export CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=Ring`); else None
+    (one assignment, a command line, or a list / pipe / redirection, `;&|<>` outside quotes, left as read before)."""
+    words, cur, quote, depth, k = [], [], None, 0, 0
+    while k < len(s):
+        c = s[k]
+        if quote:
+            cur.append(c)
+            if c == "\\" and quote == '"' and k + 1 < len(s):
+                cur.append(s[k + 1])
+                k += 1
+            elif c == quote:
+                quote = None
+        elif c == "\\" and k + 1 < len(s):
+            cur += [c, s[k + 1]]
+            k += 1
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif c == "$" and s[k + 1:k + 2] in ("{", "("):
+            cur += [c, s[k + 1]]
+            depth += 1
+            k += 1
+        elif depth and c in "})":
+            cur.append(c)
+            depth -= 1
+        elif depth:
+            cur.append(c)
+        elif c.isspace():
+            if cur:
+                words.append("".join(cur))
+                cur = []
+        elif c == "#" and not cur:
+            break
+        elif c in ";&|<>()":
+            return None
+        else:
+            cur.append(c)
+        k += 1
+    if quote or depth:
+        return None
+    if cur:
+        words.append("".join(cur))
+    export = bool(words) and words[0] == "export"
+    rest = words[1:] if export else words
+    if len(rest) < 2 or not all(re.fullmatch(r"[A-Za-z_]\w*\+?=.*", w) or (export and re.fullmatch(r"[A-Za-z_]\w*", w))
+                                for w in rest):
+        return None
+    return [("export " if export else "") + w for w in rest]
+
+
 def _strip_comment(s: str) -> str:
     try:
         return " ".join(shlex.split(s, comments=True))
@@ -812,6 +865,11 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         if any(not f[0] for f in frames):  # a branch not taken
             continue
         written = _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
+        several = _assignment_words(s)
+        if several is not None:  # `[export] A=1 B=2`: each assignment read as its own line, in bash's order
+            lines[i:i] = [(no, w) for w in several[1:]]
+            s = several[0]
+            written = _quoted_words(s, where, no)
         m_export = re.fullmatch(r"\s*export\s+([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*", s)
         if m_export:  # `export NAME ...`: names set before (or after) exported
             exported.update(m_export.group(1).split())
