@@ -146,3 +146,40 @@ def test_several_assignments_set_launch_variables(tmp_path):
                  "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
     cfg = load_trainer_config(str(p), gpus=8)
     assert (cfg.job["tp"], cfg.job["pp"]) == (2, 2)
+
+
+@pytest.mark.parametrize("env, want", [
+    ("export NCCL_ALGO=Tree\nunset NCCL_ALGO\n", None),  # was Tree, refused: the run has no NCCL_ALGO
+    ("export NCCL_ALGO=Tree\nunset -v FOO NCCL_ALGO\nNCCL_ALGO=Ring\n", None),  # unset drops the export too
+    ("export NCCL_ALGO=Ring\nNCCL_ALGO+=,Tree\n", "Ring,Tree"),  # was ',Tree' (the old value lost): refused
+    ("NCCL_ALGO+=Ring\nexport NCCL_ALGO\n", "Ring"),  # += on an unset variable: its value alone
+])
+def test_unset_and_append(tmp_path, env, want):
+    """bash's `unset NAME ...` removes the variable and its export, and a scalar `NAME+=value` appends to the string
+    (bash(1), PARAMETERS: 'the +=  operator ... value is expanded and appended to the variable's value'); the reader
+    ignored `unset` (an unset NCCL_ALGO=Tree still refused the script) and read `+=` as `=` (Megatron-LM's own
+    scripts build their flags so: examples/multimodal/nvlm/run_text_generation_qwen20_72b_internvit_6b.sh @d98e8a64
+    l. 71 and 76, `EXTRA_ARGS+=" --pixel-shuffle"`, which dropped the earlier flags). Found by hand (fuzz13)."""
+    cfg = load_trainer_config(_script(tmp_path, env), gpus=8)
+    assert cfg.job.get("nccl_algo") == want
+
+
+def test_appended_flags_string_keeps_the_earlier_flags(tmp_path):
+    """`EXTRA="--tensor-model-parallel-size 2"` then `EXTRA+=" --pipeline-model-parallel-size 2"` (Megatron-LM's
+    multimodal scripts' form): both flags reach the launch line (was pp 2 only, tp 1 silently)."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nEXTRA=\"--tensor-model-parallel-size 2\"\nEXTRA+=\" --pipeline-model-parallel-size 2\"\n"
+                 "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py $EXTRA \\\n"
+                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert (cfg.job["tp"], cfg.job["pp"]) == (2, 2)
+
+
+def test_append_is_bounded(tmp_path):
+    """A doubling `A+=$A` stops at MAX_EXPANSION characters (200,000), as a doubling assignment does."""
+    from planner.trainers.megatron import MAX_EXPANSION
+
+    lines = "A=" + "x" * 1000 + "\n" + "A+=$A\n" * 10
+    with pytest.raises(PlannerError, match=f"grows past {MAX_EXPANSION:,}"):
+        load_trainer_config(_script(tmp_path, lines), gpus=8)

@@ -870,6 +870,14 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             lines[i:i] = [(no, w) for w in several[1:]]
             s = several[0]
             written = _quoted_words(s, where, no)
+        m_unset = re.fullmatch(r"\s*unset\s+(?:-v\s+)?([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*(?:#.*)?", s)
+        if m_unset:  # `unset NAME ...`: the variables (and their export) gone from the launch line's environment
+            for name in m_unset.group(1).split():
+                sh.vars.pop(name, None)
+                sh.arrays.pop(name, None)
+                sh.raw_arrays.pop(name, None)
+                exported.discard(name)
+            continue
         m_export = re.fullmatch(r"\s*export\s+([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*", s)
         if m_export:  # `export NAME ...`: names set before (or after) exported
             exported.update(m_export.group(1).split())
@@ -918,6 +926,11 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                     val = w[0] if len(w) == 1 else " ".join(w)
                 except ValueError:
                     pass
+                if plus:  # `NAME+=value`: bash appends to the string (bash(1), PARAMETERS)
+                    val = sh.vars.get(name, sh.arrays[name][0] if sh.arrays.get(name) else "") + val
+                    if len(val) > MAX_EXPANSION:
+                        raise PlannerError(f"{where}line {no}: the variable {name} grows past {MAX_EXPANSION:,} "
+                                           "characters", "a launch script's values are a few kB: give them as written")
                 sh.vars[name] = val
                 if seen or re.search(r"\$\{\w+:?-", rhs):
                     sh.soft.add(name)
