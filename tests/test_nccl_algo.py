@@ -126,6 +126,10 @@ def test_megatron_reader_reads_the_launch_environment(tmp_path):
     ("export NCCL_ALGO=Tree NCCL_ALGO=Ring\n", "Ring"),  # the last assignment wins
     ("export NCCL_ALGO=Ring FOO=1 # comment NCCL_ALGO=Tree\n", "Ring"),
     ("NCCL_ALGO=Ring FOO=1\n", None),  # assigned, not exported: no child sees it
+    ("NCCL_ALGO=Ring; export NCCL_ALGO\n", "Ring"),  # a ; list: was NCCL_ALGO 'Ring; export NCCL_ALGO', unexported
+    ("export NCCL_ALGO=Ring;\n", "Ring"),  # was 'Ring;', refused by the field's pattern
+    ("export NCCL_ALGO=Tree; unset NCCL_ALGO\n", None),
+    ("export NCCL_ALGO='Ring;Tree'\n", "Ring;Tree"),  # one quoted value (which resolve refuses, as NCCL does)
 ])
 def test_several_assignments_on_one_line(tmp_path, env, want):
     """bash assigns (and with `export`, exports) each NAME=value of one line in turn (bash(1), SIMPLE COMMAND

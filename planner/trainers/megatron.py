@@ -713,10 +713,12 @@ def _quoted_words(line: str, where: str, no: int) -> list[str]:
 
 
 def _assignment_words(s: str) -> Optional[list[str]]:
-    """The words of a line `[export] A=1 B="x y" ...` as written (quotes, `$VAR`, `${X:-a b}` and `$(...)` kept, for
-    the reader to expand as it expands one assignment), where it holds two or more assignments and nothing else
-    (bash assigns, and exports, each in turn: `export CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=Ring`); else None
-    (one assignment, a command line, or a list / pipe / redirection, `;&|<>` outside quotes, left as read before)."""
+    """The lines a line `[export] A=1 B="x y" ...` stands for, one assignment each as written (quotes, `$VAR`,
+    `${X:-a b}` and `$(...)` kept, for the reader to expand as it expands one assignment), where it holds two or more
+    assignments and nothing else (bash assigns, and exports, each in turn: `export CUDA_DEVICE_MAX_CONNECTIONS=1
+    NCCL_ALGO=Ring`), or a `;` list of such commands and `unset NAME ...` (`A=1; export A`, `export NCCL_ALGO=Ring;`);
+    else None (one assignment, a command line, or another list / pipe / redirection, `&|<>()` outside quotes, left as
+    read before)."""
     words, cur, quote, depth, k = [], [], None, 0, 0
     while k < len(s):
         c = s[k]
@@ -748,7 +750,12 @@ def _assignment_words(s: str) -> Optional[list[str]]:
                 cur = []
         elif c == "#" and not cur:
             break
-        elif c in ";&|<>()":
+        elif c == ";":
+            if cur:
+                words.append("".join(cur))
+                cur = []
+            words.append(";")
+        elif c in "&|<>()":
             return None
         else:
             cur.append(c)
@@ -757,12 +764,22 @@ def _assignment_words(s: str) -> Optional[list[str]]:
         return None
     if cur:
         words.append("".join(cur))
-    export = bool(words) and words[0] == "export"
-    rest = words[1:] if export else words
-    if len(rest) < 2 or not all(re.fullmatch(r"[A-Za-z_]\w*\+?=.*", w) or (export and re.fullmatch(r"[A-Za-z_]\w*", w))
-                                for w in rest):
-        return None
-    return [("export " if export else "") + w for w in rest]
+    out, listed_ = [], ";" in words
+    while words:
+        seg = words[:words.index(";")] if ";" in words else words
+        words = words[len(seg) + 1:]
+        if not seg:
+            continue
+        if seg[0] == "unset" and len(seg) > 1:
+            out.append(" ".join(seg))
+            continue
+        export = seg[0] == "export"
+        rest = seg[1:] if export else seg
+        if not rest or not all(re.fullmatch(r"[A-Za-z_]\w*\+?=.*", w) or (export and re.fullmatch(r"[A-Za-z_]\w*", w))
+                               for w in rest):
+            return None
+        out += [("export " if export else "") + w for w in rest]
+    return out if out and (len(out) > 1 or listed_) else None
 
 
 def _strip_comment(s: str) -> str:
@@ -866,7 +883,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             continue
         written = _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
         several = _assignment_words(s)
-        if several is not None:  # `[export] A=1 B=2`: each assignment read as its own line, in bash's order
+        if several is not None:  # `[export] A=1 B=2`, `A=1; export A`: each command read as its own line, in bash's order
             lines[i:i] = [(no, w) for w in several[1:]]
             s = several[0]
             written = _quoted_words(s, where, no)
