@@ -187,3 +187,24 @@ def test_append_is_bounded(tmp_path):
     lines = "A=" + "x" * 1000 + "\n" + "A+=$A\n" * 10
     with pytest.raises(PlannerError, match=f"grows past {MAX_EXPANSION:,}"):
         load_trainer_config(_script(tmp_path, lines), gpus=8)
+
+
+@pytest.mark.parametrize("body", [
+    "setup() {\n    export NCCL_ALGO=Tree\n    TP=4\n}\n",
+    "function setup {\n    if [ -n \"$X\" ]; then\n        export NCCL_ALGO=Tree\n    fi\n    TP=4\n}  # done\n",
+    "setup() { export NCCL_ALGO=Tree; TP=4; }\n",
+    "function setup() {\n    echo \"{\"\n    TP=4; export NCCL_ALGO=Tree\n}\n",
+])
+def test_function_bodies_are_not_read(tmp_path, body):
+    """bash runs a function's body only where it is called (bash(1), FUNCTIONS: 'the body of the function is executed
+    whenever name is specified as ... a simple command'): the reader read the body's lines as the script's own, so an
+    uncalled `setup() { export NCCL_ALGO=Tree; TP=4; }` refused the script (NCCL_ALGO Tree) and would have set tp 4.
+    The body is now skipped and listed (as an if block whose condition is not constant is). Found by hand (fuzz13)."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nTP=2\n" + body + "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\\n"
+                 "    --tensor-model-parallel-size $TP \\\n"
+                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert cfg.job["tp"] == 2 and "nccl_algo" not in cfg.job
+    assert any("are function bodies, not read" in a for a in cfg.assumed)

@@ -645,6 +645,9 @@ class _Shell:
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
 _BLOCK_OPEN = re.compile(r"^\s*(if|case|for|while|until)\b")
+# a function definition, `name() {`, `function name {`, `function name() {` (the brace on the line: bash also takes it on
+# the next line, which the reader then reads as a `{ ...; }` group's first line)
+_FUNC_OPEN = re.compile(r"^\s*(?:function\s+[A-Za-z_][\w-]*\s*(?:\(\s*\))?|[A-Za-z_][\w-]*\s*\(\s*\))\s*\{")
 _BLOCK_CLOSE = re.compile(r"^\s*(fi|esac|done)\b")
 
 
@@ -814,6 +817,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     exported: set = set()  # the names the script exports (env)
     line_env: dict = {}
     depth, skipped, cmd = 0, [], None
+    functions: list = []  # the lines of function bodies, not read (`name() {` ... `}`)
     frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
     evaluated: list = []
     i = 0
@@ -840,6 +844,14 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                 sh.unknown.clear()
                 doc = "\n".join(body) if quote else sh.expand("\n".join(body))
                 heredocs[name] = (doc, (unknown | set(sh.unknown)) if not quote else unknown, no)
+            continue
+        if _FUNC_OPEN.match(s):  # a function's body runs only where it is called: its lines not read, listed
+            start, brace = no, 0 if re.search(r"\}\s*(?:#.*)?$", s) else 1  # `f() { ...; }`: one line
+            while brace > 0 and i < len(lines):  # a body line that ends with `{` opens a group, one that starts with
+                inner = re.sub(r"\s+#.*$", "", lines[i][1].strip())  # `}` closes one (a quoted brace inside a
+                i += 1  # line is neither)
+                brace += inner.endswith("{") - inner.startswith("}")
+            functions.append(f"{start}-{lines[i - 1][0]}" if lines[i - 1][0] != start else str(start))
             continue
         # `if` blocks whose conditions are constant tests of known variables are evaluated
         # (DTYPE=fp8; if [[ $DTYPE == fp8 ]]); any other block is skipped and listed
@@ -982,6 +994,10 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         assumed.append(noted("assumed", repr(elem), f"read as one value, as ${{{name}[@]}}'s element is written (bash "
                              f"splits an unquoted ${{{name}[@]}} at spaces; quote it, \"${{{name}[@]}}\", for Megatron "
                              "to receive one value)"))
+    if functions:
+        assumed.append(noted("assumed", None, f"script lines {', '.join(functions[:8])}"
+                             f"{' ...' if len(functions) > 8 else ''} are function bodies, not read (bash runs a "
+                             "body only where the function is called, which the reader does not follow)"))
     if skipped:
         assumed.append(noted("assumed", None, f"script lines {', '.join(map(str, skipped[:8]))}"
                              f"{' ...' if len(skipped) > 8 else ''} inside if/case/for/while blocks whose conditions are "
