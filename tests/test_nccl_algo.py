@@ -208,3 +208,15 @@ def test_function_bodies_are_not_read(tmp_path, body):
     cfg = load_trainer_config(str(p), gpus=8)
     assert cfg.job["tp"] == 2 and "nccl_algo" not in cfg.job
     assert any("are function bodies, not read" in a for a in cfg.assumed)
+
+
+def test_a_launch_line_inside_a_function_is_still_read(tmp_path):
+    """`run() { torchrun ... pretrain_gpt.py ...; }` then `run`: no launch line outside the bodies, so the bodies are
+    read as the script's own lines (as before they were skipped), and said so: tp 2 from the script's $TP."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nTP=2\nrun() {\n    torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size $TP "
+                 "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n}\nrun\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert cfg.job["tp"] == 2
+    assert any("read as the script's own lines: the launch line is inside one" in a for a in cfg.assumed)

@@ -798,7 +798,7 @@ _COMMAND_END = ("|", "||", "&&", ";", "&")
 
 
 def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None,
-                  env: Optional[dict] = None) -> tuple[list[str], list[str], bool]:
+                  env: Optional[dict] = None, functions_read: bool = False) -> tuple[list[str], list[str], bool]:
     """(launcher words before the script, argument words after it, whether the GPU-count
     words came from shell defaults). A file that starts with `--` is an argument file.
     heredocs: filled with the files the script writes with `cat <<EOT > $FILE` (or `cat > $FILE
@@ -845,7 +845,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                 doc = "\n".join(body) if quote else sh.expand("\n".join(body))
                 heredocs[name] = (doc, (unknown | set(sh.unknown)) if not quote else unknown, no)
             continue
-        if _FUNC_OPEN.match(s):  # a function's body runs only where it is called: its lines not read, listed
+        if not functions_read and _FUNC_OPEN.match(s):  # a body runs only where its function is called: not read
             start, brace = no, 0 if re.search(r"\}\s*(?:#.*)?$", s) else 1  # `f() { ...; }`: one line
             while brace > 0 and i < len(lines):  # a body line that ends with `{` opens a group, one that starts with
                 inner = re.sub(r"\s+#.*$", "", lines[i][1].strip())  # `}` closes one (a quoted brace inside a
@@ -987,6 +987,12 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                 if a is None:
                     break
                 line_env[a.group(1)] = a.group(2)
+    if cmd is None and functions:  # the launch line is inside a function (`run() { torchrun ... }; run`): the bodies
+        # read as the script's own lines, as before function bodies were skipped, and said so
+        assumed.append(noted("assumed", None, f"script lines {', '.join(functions[:8])}"
+                             f"{' ...' if len(functions) > 8 else ''} are function bodies, read as the script's own "
+                             "lines: the launch line is inside one (the reader does not follow calls)"))
+        return command_words(text, where, assumed, heredocs, env, functions_read=True)
     if evaluated:
         assumed.append(listed("assumed", "script lines", evaluated[:8], "if-conditions on the script's constants "
                               "evaluated (bash [[ ]] / [ ] tests)", show=", ".join(map(str, evaluated[:8])), spaced=True))
