@@ -220,3 +220,10 @@ def test_a_launch_line_inside_a_function_is_still_read(tmp_path):
     cfg = load_trainer_config(str(p), gpus=8)
     assert cfg.job["tp"] == 2
     assert any("read as the script's own lines: the launch line is inside one" in a for a in cfg.assumed)
+
+
+def test_a_huge_line_of_assignments_is_bounded(tmp_path):
+    """A line of 60,000 assignments (240,000 characters, past MAX_EXPANSION) is read as one assignment, whose value
+    is refused as over 200,000 characters, not split into 60,000 lines to read one by one."""
+    with pytest.raises(PlannerError, match="expand to over 200,000 characters"):
+        load_trainer_config(_script(tmp_path, "A=1 " * 60_000 + "\n"), gpus=8)

@@ -722,6 +722,8 @@ def _assignment_words(s: str) -> Optional[list[str]]:
     NCCL_ALGO=Ring`), or a `;` list of such commands and `unset NAME ...` (`A=1; export A`, `export NCCL_ALGO=Ring;`);
     else None (one assignment, a command line, or another list / pipe / redirection, `&|<>()` outside quotes, left as
     read before)."""
+    if len(s) > MAX_EXPANSION:  # a line past what a value may expand to: read as one assignment, refused as such
+        return None
     words, cur, quote, depth, k = [], [], None, 0, 0
     while k < len(s):
         c = s[k]
