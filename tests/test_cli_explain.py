@@ -109,6 +109,22 @@ def test_broken_yaml(cli, tmp_path):
     assert_one_error(cli("explain", str(bad)), str(bad), "invalid YAML", "line 3")
 
 
+@pytest.mark.parametrize("name, text", [
+    ("run.sh", "#!/bin/bash\nset -euo pipefail\nGPUS=8\n\nSCRIPT_DIR=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\n"),  # invalid YAML
+    ("run.sh", "echo hi\n"),                     # YAML's string 'echo hi': was 'expected a mapping of job fields'
+    ("launch", "#!/bin/bash\nGPUS=8\n"),         # no suffix: its #! line
+])
+def test_a_script_no_reader_knows(cli, tmp_path, name, text):
+    """A shell script that no trainer reader takes (sniff_format: Megatron-Bridge's MIMO launches, a conversion script)
+    is named as that, not read as the job YAML it is not: Megatron-Bridge 067f987df
+    examples/megatron_mimo/llava/run_hetero_llava.sh gave 'line 10, column 1: invalid YAML: did not find expected
+    <document start>' (fuzz13, the mirrors' launch scripts by hand). A job YAML's own syntax error is still named so
+    (test_broken_yaml)."""
+    p = tmp_path / name
+    p.write_text(text)
+    assert_one_error(cli("explain", str(p)), f"{p}: not a trainer config this planner reads", "--config-format")
+
+
 def test_unknown_job_field(cli, tmp_path):
     bad = tmp_path / "job.yaml"
     bad.write_text("model: llama3-8b\ngpus: 8\ntensor_parallel: 2\n")

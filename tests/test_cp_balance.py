@@ -17,6 +17,8 @@ balanced share 12,582,912: 4/3.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -162,13 +164,17 @@ def _toml(tmp_path, cp: int, balancer: str | None):
 @pytest.mark.parametrize("value", ['"headtail"', '"ptrr"'])
 def test_main_toml_balanced_names(tmp_path, value):
     """headtail and ptrr (cp_shard l. 186-206) are the balanced split: the field stays at its default, the name is
-    listed as assumed at cp 2 and as ignored at cp 1 (cp_shard runs only where cp is enabled: train.py l. 469)."""
+    listed as assumed at cp 2; at cp 1 (cp_shard runs only where cp is enabled: train.py l. 469) headtail, the default,
+    is listed as ignored, and ptrr is kept as the job's cp_load_balancer for the plans at cp > 1 that fit searches
+    (cp_balancer.load_balancer; tests/test_cp_ptrr.py)."""
     cfg = load_trainer_config(_toml(tmp_path, 2, value), gpus=8, hardware="h100-sxm")
     assert "cp_load_balance" not in cfg.job
     assert any(f"load balancer shares the causal mask's work evenly" in a for a in cfg.assumed)
     cfg = load_trainer_config(_toml(tmp_path, 1, value), gpus=8, hardware="h100-sxm")
     assert "cp_load_balance" not in cfg.job
-    assert any("context_parallel_load_balancer" in x and "context_parallel_degree 1" in x for x in cfg.ignored)
+    ignored = any("context_parallel_load_balancer" in x and "context_parallel_degree 1" in x for x in cfg.ignored)
+    assert ignored == (value == '"headtail"')
+    assert cfg.job.get("cp_load_balancer") == (None if value == '"headtail"' else "ptrr")
 
 
 def test_main_toml_none_string_refused(cli, tmp_path):
@@ -254,3 +260,29 @@ def test_flag_equal_to_the_file_not_noted(cli, tmp_path):
     r = cli(*args, "--cp-load-balance")
     assert r.exit_code == 0, r.stderr
     assert "cp_load_balance=True: the command line replaces the file's False" in r.stderr
+
+
+def test_fit_cp_rows_run_the_files_none_balancer(tmp_path):
+    """A 0.3 launch at context_parallel_degree 1 that says `--parallelism.context_parallel_load_balancer None`: nothing
+    split there, but it is the run's setting wherever CP runs, so the reader sets cp_load_balance false (resolve says
+    it is ignored at cp 1) and fit's CP rows are priced unbalanced, as explain prices each row's reproduce line, which
+    reads the file again at the row's --cp (cp_balancer.load_balancer run_cp). Before, fit priced its cp 2 row
+    balanced (compute 0.9882 s) and explain of its line unbalanced (1.0919 s): fuzz13 seed 101, newest-fields
+    run_train_8b.sh chunk 1 input 20 (llama3-8b, tp 2, local batch 2, seq 8192: fit --top 2). Here seq 4096, fit
+    pinned at cp 2: the row holds cp_load_balance false and its reproduce lines agree (fuzzing.config_fit_check)."""
+    from typer.testing import CliRunner
+
+    from fuzzing import config_fit_check
+    from planner.cli import app
+
+    p = _line(tmp_path, "--parallelism.context_parallel_load_balancer None")
+    cfg = load_trainer_config(p, hardware="h100-sxm")
+    assert cfg.job["cp"] == 1 and cfg.job["cp_load_balance"] is False
+    assert any(a.startswith("cp_load_balance=false") and "where CP runs" in a for a in cfg.assumed)
+    assert not any("load_balancer" in x for x in cfg.ignored)
+    args = ["fit", str(p), "--cp", "2", "--top", "1", "--format", "json", "--hardware", "h100-sxm"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.stdout)["rows"][0]
+    assert row["plan"]["cp"] == 2 and row["plan"]["cp_load_balance"] is False
+    assert config_fit_check(args, r) is None

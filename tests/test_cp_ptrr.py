@@ -122,7 +122,9 @@ def test_main_toml_reads_ptrr_into_the_job(cli, tmp_path):
     """A main TOML saying ptrr at cp 2: the job field cp_load_balancer ptrr. The 8B flavor (attn_type sdpa) is refused
     by the rule; 8B_flex (models/llama3/__init__.py: attn_type flex) runs. At the file's cp 1 with --cp 2 the key is
     read at the command line's cp (torchtitan run with --parallelism.context_parallel_degree 2 shards with ptrr):
-    refused alike (before: listed as ignored at the file's cp 1, the sdpa plan priced)."""
+    refused alike (before: listed as ignored at the file's cp 1, the sdpa plan priced). At the file's cp 1 alone the job
+    holds ptrr too (resolve says it is ignored at cp 1), so fit's CP rows are checked by the rule as explain of their
+    reproduce lines is (fuzz13: fit ranked the sdpa flavor's cp 2 rows, whose lines exit 2)."""
     cfg = load_trainer_config(_toml(tmp_path, 2), gpus=8, hardware="h100-sxm")
     assert cfg.job["cp_load_balancer"] == "ptrr"
     assert_one_error(cli("explain", str(_toml(tmp_path, 2)), "--gpus", "8", "--hardware", "h100-sxm"),
@@ -133,8 +135,15 @@ def test_main_toml_reads_ptrr_into_the_job(cli, tmp_path):
     assert_one_error(cli("explain", str(_toml(tmp_path, 1)), "--gpus", "8", "--hardware", "h100-sxm", "--cp", "2"),
                      f"breaks start-up rule {RULE}")
     cfg = load_trainer_config(_toml(tmp_path, 1), gpus=8, hardware="h100-sxm")
-    assert "cp_load_balancer" not in cfg.job
-    assert any("context_parallel_load_balancer" in x and "context_parallel_degree 1" in x for x in cfg.ignored)
+    assert cfg.job["cp_load_balancer"] == "ptrr" and cfg.job["cp"] == 1
+    assert any(a.startswith("cp_load_balancer=ptrr") and "where CP runs" in a for a in cfg.assumed)
+    assert not any("context_parallel_load_balancer" in x for x in cfg.ignored)
+    r = cli("explain", str(_toml(tmp_path, 1)), "--gpus", "8", "--hardware", "h100-sxm")
+    assert r.exit_code == 0, r.stderr
+    assert "cp_load_balancer ptrr ignored at cp 1 (no sequence split: nothing to balance)" in r.stderr
+    r = cli("fit", str(_toml(tmp_path, 1)), "--gpus", "8", "--hardware", "h100-sxm", "--top", "100", "-f", "json")
+    assert r.exit_code == 0, r.stderr
+    assert {row["plan"]["cp"] for row in json.loads(r.stdout)["rows"]} == {1}  # sdpa: no CP row under ptrr
 
 
 def test_flag_over_the_files_ptrr(cli, tmp_path):

@@ -117,3 +117,113 @@ def test_megatron_reader_reads_the_launch_environment(tmp_path):
     text, _ = export_plan(row["plan"], "megatron")
     assert "export NCCL_ALGO=Ring" in text.splitlines()
     check_readback(row, "megatron", text)
+
+
+@pytest.mark.parametrize("env, want", [
+    ("export NCCL_ALGO=Ring CUDA_DEVICE_MAX_CONNECTIONS=1\n", "Ring"),  # read as 'Ring CUDA_DEVICE_MAX_...': refused
+    ("export CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=^NVLS\n", "^NVLS"),  # dropped: only the first name exported
+    ("A=Ring NCCL_ALGO=\"${A},Tree\"\nexport NCCL_ALGO\n", "Ring,Tree"),  # left to right: $A is Ring
+    ("export NCCL_ALGO=Tree NCCL_ALGO=Ring\n", "Ring"),  # the last assignment wins
+    ("export NCCL_ALGO=Ring FOO=1 # comment NCCL_ALGO=Tree\n", "Ring"),
+    ("NCCL_ALGO=Ring FOO=1\n", None),  # assigned, not exported: no child sees it
+    ("NCCL_ALGO=Ring; export NCCL_ALGO\n", "Ring"),  # a ; list: was NCCL_ALGO 'Ring; export NCCL_ALGO', unexported
+    ("export NCCL_ALGO=Ring;\n", "Ring"),  # was 'Ring;', refused by the field's pattern
+    ("export NCCL_ALGO=Tree; unset NCCL_ALGO\n", None),
+    ("export NCCL_ALGO='Ring;Tree'\n", "Ring;Tree"),  # one quoted value (which resolve refuses, as NCCL does)
+])
+def test_several_assignments_on_one_line(tmp_path, env, want):
+    """bash assigns (and with `export`, exports) each NAME=value of one line in turn (bash(1), SIMPLE COMMAND
+    EXPANSION: 'the variable assignments ... are performed from left to right'; `export name[=word] ...`): the reader
+    read `export NCCL_ALGO=Ring CUDA_DEVICE_MAX_CONNECTIONS=1` as one assignment whose value ran to the end of the line
+    (NCCL_ALGO 'Ring CUDA_DEVICE_MAX_CONNECTIONS=1', refused by the field's pattern), and dropped a second name's
+    value silently (fuzz13, by hand beside the fuzz pass)."""
+    cfg = load_trainer_config(_script(tmp_path, env), gpus=8)
+    assert cfg.job.get("nccl_algo") == want
+
+
+def test_several_assignments_set_launch_variables(tmp_path):
+    """`TP=2 PP=2` on one line: both set before the launch line reads them (was TP '2 PP=2', PP unexpanded)."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nTP=2 PP=2\ntorchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\\n"
+                 "    --tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP \\\n"
+                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert (cfg.job["tp"], cfg.job["pp"]) == (2, 2)
+
+
+@pytest.mark.parametrize("env, want", [
+    ("export NCCL_ALGO=Tree\nunset NCCL_ALGO\n", None),  # was Tree, refused: the run has no NCCL_ALGO
+    ("export NCCL_ALGO=Tree\nunset -v FOO NCCL_ALGO\nNCCL_ALGO=Ring\n", None),  # unset drops the export too
+    ("export NCCL_ALGO=Ring\nNCCL_ALGO+=,Tree\n", "Ring,Tree"),  # was ',Tree' (the old value lost): refused
+    ("NCCL_ALGO+=Ring\nexport NCCL_ALGO\n", "Ring"),  # += on an unset variable: its value alone
+])
+def test_unset_and_append(tmp_path, env, want):
+    """bash's `unset NAME ...` removes the variable and its export, and a scalar `NAME+=value` appends to the string
+    (bash(1), PARAMETERS: 'the +=  operator ... value is expanded and appended to the variable's value'); the reader
+    ignored `unset` (an unset NCCL_ALGO=Tree still refused the script) and read `+=` as `=` (Megatron-LM's own
+    scripts build their flags so: examples/multimodal/nvlm/run_text_generation_qwen20_72b_internvit_6b.sh @d98e8a64
+    l. 71 and 76, `EXTRA_ARGS+=" --pixel-shuffle"`, which dropped the earlier flags). Found by hand (fuzz13)."""
+    cfg = load_trainer_config(_script(tmp_path, env), gpus=8)
+    assert cfg.job.get("nccl_algo") == want
+
+
+def test_appended_flags_string_keeps_the_earlier_flags(tmp_path):
+    """`EXTRA="--tensor-model-parallel-size 2"` then `EXTRA+=" --pipeline-model-parallel-size 2"` (Megatron-LM's
+    multimodal scripts' form): both flags reach the launch line (was pp 2 only, tp 1 silently)."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nEXTRA=\"--tensor-model-parallel-size 2\"\nEXTRA+=\" --pipeline-model-parallel-size 2\"\n"
+                 "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py $EXTRA \\\n"
+                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert (cfg.job["tp"], cfg.job["pp"]) == (2, 2)
+
+
+def test_append_is_bounded(tmp_path):
+    """A doubling `A+=$A` stops at MAX_EXPANSION characters (200,000), as a doubling assignment does."""
+    from planner.trainers.megatron import MAX_EXPANSION
+
+    lines = "A=" + "x" * 1000 + "\n" + "A+=$A\n" * 10
+    with pytest.raises(PlannerError, match=f"grows past {MAX_EXPANSION:,}"):
+        load_trainer_config(_script(tmp_path, lines), gpus=8)
+
+
+@pytest.mark.parametrize("body", [
+    "setup() {\n    export NCCL_ALGO=Tree\n    TP=4\n}\n",
+    "function setup {\n    if [ -n \"$X\" ]; then\n        export NCCL_ALGO=Tree\n    fi\n    TP=4\n}  # done\n",
+    "setup() { export NCCL_ALGO=Tree; TP=4; }\n",
+    "function setup() {\n    echo \"{\"\n    TP=4; export NCCL_ALGO=Tree\n}\n",
+])
+def test_function_bodies_are_not_read(tmp_path, body):
+    """bash runs a function's body only where it is called (bash(1), FUNCTIONS: 'the body of the function is executed
+    whenever name is specified as ... a simple command'): the reader read the body's lines as the script's own, so an
+    uncalled `setup() { export NCCL_ALGO=Tree; TP=4; }` refused the script (NCCL_ALGO Tree) and would have set tp 4.
+    The body is now skipped and listed (as an if block whose condition is not constant is). Found by hand (fuzz13)."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nTP=2\n" + body + "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\\n"
+                 "    --tensor-model-parallel-size $TP \\\n"
+                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert cfg.job["tp"] == 2 and "nccl_algo" not in cfg.job
+    assert any("are function bodies, not read" in a for a in cfg.assumed)
+
+
+def test_a_launch_line_inside_a_function_is_still_read(tmp_path):
+    """`run() { torchrun ... pretrain_gpt.py ...; }` then `run`: no launch line outside the bodies, so the bodies are
+    read as the script's own lines (as before they were skipped), and said so: tp 2 from the script's $TP."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\nTP=2\nrun() {\n    torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size $TP "
+                 "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n}\nrun\n")
+    cfg = load_trainer_config(str(p), gpus=8)
+    assert cfg.job["tp"] == 2
+    assert any("read as the script's own lines: the launch line is inside one" in a for a in cfg.assumed)
+
+
+def test_a_huge_line_of_assignments_is_bounded(tmp_path):
+    """A line of 60,000 assignments (240,000 characters, past MAX_EXPANSION) is read as one assignment, whose value
+    is refused as over 200,000 characters, not split into 60,000 lines to read one by one."""
+    with pytest.raises(PlannerError, match="expand to over 200,000 characters"):
+        load_trainer_config(_script(tmp_path, "A=1 " * 60_000 + "\n"), gpus=8)

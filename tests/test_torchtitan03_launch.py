@@ -122,6 +122,26 @@ def test_last_module_and_config_win(tmp_path):
     assert (j["model"], j["tp"], j["recompute"], j["micro_batch"]) == ("llama3-70b", 8, "full", 8)
 
 
+@pytest.mark.parametrize("text, gpus", [
+    ("NGPU=4; MODULE=llama3; CONFIG=llama3_8b\nexport NGPU MODULE CONFIG\n./run_train.sh --training.local_batch_size 2\n", 4),
+    ("NGPU=4;MODULE=llama3\nCONFIG=llama3_8b ./run_train.sh --training.local_batch_size 2\n", 4),
+    ("cd /work; MODULE=llama3 CONFIG=llama3_8b NGPU=2 ./run_train.sh --training.local_batch_size 2\n", 2),
+    ("export NGPU='4;' ; MODULE=llama3 CONFIG=llama3_8b ./run_train.sh --training.local_batch_size 2\n", None),
+])
+def test_a_semicolon_list_runs_its_commands_in_turn(tmp_path, text, gpus):
+    """`NGPU=4; MODULE=llama3; CONFIG=llama3_8b` sets the three, as bash runs a ; list's commands in turn: the reader
+    kept the ';' in each value (NGPU '8;' is not a GPU count, exit 2 on a script bash runs; fuzz13, by hand). A
+    quoted ';' stays in its value (NGPU '4;' still refused); a `cd ...;` before the launch is a command not read."""
+    p = tmp_path / "run.sh"
+    p.write_text("#!/usr/bin/bash\n" + text)
+    if gpus is None:
+        with pytest.raises(PlannerError, match="NGPU"):
+            load_trainer_config(p)
+        return
+    j = load_trainer_config(p).job
+    assert (j["model"], j["gpus"], j["micro_batch"]) == ("llama3-8b", gpus, 2)
+
+
 @pytest.mark.parametrize("option, words", [
     ("--parallelism.expert_tensor_parallel_degree 2", ("expert_tensor_parallel_degree", "no expert TP axis")),
     ("--parallelism.enable_async_tensor_parallel", ("--compile.enable_async_tensor_parallel",)),

@@ -199,8 +199,19 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     if config_format is not None:
         raise PlannerError("--config-format needs a trainer config file", "give the .toml / script / .json as the first argument")
     if path is not None:
-        raw = job_yaml(path, text)
+        try:
+            raw = job_yaml(path, text)
+        except PlannerError:
+            if _shell_script(path, text):  # a launch script no reader knows, not a job YAML gone wrong
+                from ..trainers import not_a_config
+
+                raise not_a_config(path) from None
+            raise
         if not isinstance(raw, dict):
+            if _shell_script(path, text):
+                from ..trainers import not_a_config
+
+                raise not_a_config(path)
             raise PlannerError(f"{path}: expected a mapping of job fields", "see `planner schema` or the README's job file example")
         data.update(job_file_data(raw, path, Job.model_fields))
         where = f"{path}: "
@@ -262,6 +273,13 @@ def _release_note(data: dict) -> Optional[str]:
         return release_note(model, stack)
     except PlannerError:  # an unknown flavor: resolve names it
         return None
+
+
+def _shell_script(path: Path, text: Optional[str]) -> bool:
+    """A file that no trainer reader took (sniff_format) and that is a shell script by its name (.sh, .bash, .slurm,
+    .sbatch) or its first line (#!): a launch the readers do not know (Megatron-Bridge's MIMO scripts, a conversion
+    script), named so rather than as the job YAML it is not ('line 10, column 1: invalid YAML')."""
+    return path.suffix.lower() in (".sh", ".bash", ".slurm", ".sbatch") or (text or "").lstrip().startswith("#!")
 
 
 def job_yaml(path: Path, text: Optional[str] = None):

@@ -139,6 +139,17 @@ def detect_format(path) -> Optional[str]:
     return sniff_format(path)[0]
 
 
+def not_a_config(p) -> PlannerError:
+    """The error for a file that is no trainer config the readers know (sniff_format found none): load_trainer_config's,
+    and the job-YAML path's for a shell script that is no YAML either (cli/core.load_job)."""
+    return PlannerError(
+        f"{p}: not a trainer config this planner reads",
+        "a torchtitan .toml, a DeepSpeed .json with zero_optimization / train_micro_batch_size_per_gpu, or a "
+        "Megatron script or argument file with --tensor-model-parallel-size or pretrain_gpt.py, a Megatron-Bridge "
+        "run_recipe.py --recipe launch, a torchtitan "
+        "0.3.0 launch line (--module / --config); or pass --config-format " + "|".join(READ_FORMATS))
+
+
 def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str] = None, gpus: Optional[int] = None,
                         hardware: Optional[str] = None, text: Optional[str] = None,
                         parallel: Optional[dict] = None, stack: Optional[str] = None) -> TrainerConfig:
@@ -166,12 +177,7 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     if fmt is None:
         fmt, text = sniff_format(p)
         if fmt is None:
-            raise PlannerError(
-                f"{p}: not a trainer config this planner reads",
-                "a torchtitan .toml, a DeepSpeed .json with zero_optimization / train_micro_batch_size_per_gpu, or a "
-                "Megatron script or argument file with --tensor-model-parallel-size or pretrain_gpt.py, a Megatron-Bridge "
-                "run_recipe.py --recipe launch, a torchtitan "
-                "0.3.0 launch line (--module / --config); or pass --config-format " + "|".join(READ_FORMATS))
+            raise not_a_config(p)
     if fmt not in READ_FORMATS:
         raise PlannerError(f"--config-format {fmt!r} is not a trainer format", f"valid: {', '.join(READ_FORMATS)}")
     if fmt == "torchtitan":

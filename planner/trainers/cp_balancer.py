@@ -57,7 +57,23 @@ def load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored
         ignored.append(listed("ignored", key, v, "context_parallel_degree 1: never read"))
         return
     name = fmt_ignored(key, v)
-    if cp == 1:
+    if cp == 1 and stated and (v is None or v == "ptrr"):  # nothing split here, but the run's setting where CP runs:
+        # fit's CP rows (and their reproduce lines, which read the file again at their --cp) run with it, priced and
+        # checked so (plan.resolve says it is ignored at cp 1: balance_ignored_at_cp1)
+        if v is None:
+            job["cp_load_balance"] = False
+            assumed.append(listed("assumed", "cp_load_balance", False, f"{name} (no load balancing) where CP runs: "
+                                  "context_parallel_degree 1 here splits nothing; a plan at cp > 1 (fit's CP rows, or "
+                                  "--cp) runs each CP rank's one contiguous sequence chunk, the causal mask's work on "
+                                  f"the last rank, priced so (step.cp_balance_factor; {src.shard_cite}, load_balancer "
+                                  "None)"))
+        else:
+            job["cp_load_balancer"] = v
+            assumed.append(listed("assumed", "cp_load_balancer", v, f"torch's {v} load balancer where CP runs: "
+                                  "context_parallel_degree 1 here splits nothing; a plan at cp > 1 (fit's CP rows, or "
+                                  "--cp) shards with it, priced balanced and checked by its start-up rule "
+                                  f"(startup.TORCHTITAN_CP_PTRR_MASK; {src.shard_cite})"))
+    elif cp == 1:
         if stated:
             ignored.append(listed("ignored", key, v, "context_parallel_degree 1"))
     elif v is None:  # the job field cp_load_balance false: priced (step.cp_balance_factor)

@@ -648,6 +648,9 @@ class _Shell:
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
 _BLOCK_OPEN = re.compile(r"^\s*(if|case|for|while|until)\b")
+# a function definition, `name() {`, `function name {`, `function name() {` (the brace on the line: bash also takes it on
+# the next line, which the reader then reads as a `{ ...; }` group's first line)
+_FUNC_OPEN = re.compile(r"^\s*(?:function\s+[A-Za-z_][\w-]*\s*(?:\(\s*\))?|[A-Za-z_][\w-]*\s*\(\s*\))\s*\{")
 _BLOCK_CLOSE = re.compile(r"^\s*(fi|esac|done)\b")
 
 
@@ -715,6 +718,78 @@ def _quoted_words(line: str, where: str, no: int) -> list[str]:
                            "continue the line with a trailing backslash") from None
 
 
+def _assignment_words(s: str) -> Optional[list[str]]:
+    """The lines a line `[export] A=1 B="x y" ...` stands for, one assignment each as written (quotes, `$VAR`,
+    `${X:-a b}` and `$(...)` kept, for the reader to expand as it expands one assignment), where it holds two or more
+    assignments and nothing else (bash assigns, and exports, each in turn: `export CUDA_DEVICE_MAX_CONNECTIONS=1
+    NCCL_ALGO=Ring`), or a `;` list of such commands and `unset NAME ...` (`A=1; export A`, `export NCCL_ALGO=Ring;`);
+    else None (one assignment, a command line, or another list / pipe / redirection, `&|<>()` outside quotes, left as
+    read before)."""
+    if len(s) > MAX_EXPANSION:  # a line past what a value may expand to: read as one assignment, refused as such
+        return None
+    words, cur, quote, depth, k = [], [], None, 0, 0
+    while k < len(s):
+        c = s[k]
+        if quote:
+            cur.append(c)
+            if c == "\\" and quote == '"' and k + 1 < len(s):
+                cur.append(s[k + 1])
+                k += 1
+            elif c == quote:
+                quote = None
+        elif c == "\\" and k + 1 < len(s):
+            cur += [c, s[k + 1]]
+            k += 1
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif c == "$" and s[k + 1:k + 2] in ("{", "("):
+            cur += [c, s[k + 1]]
+            depth += 1
+            k += 1
+        elif depth and c in "})":
+            cur.append(c)
+            depth -= 1
+        elif depth:
+            cur.append(c)
+        elif c.isspace():
+            if cur:
+                words.append("".join(cur))
+                cur = []
+        elif c == "#" and not cur:
+            break
+        elif c == ";":
+            if cur:
+                words.append("".join(cur))
+                cur = []
+            words.append(";")
+        elif c in "&|<>()":
+            return None
+        else:
+            cur.append(c)
+        k += 1
+    if quote or depth:
+        return None
+    if cur:
+        words.append("".join(cur))
+    out, listed_ = [], ";" in words
+    while words:
+        seg = words[:words.index(";")] if ";" in words else words
+        words = words[len(seg) + 1:]
+        if not seg:
+            continue
+        if seg[0] == "unset" and len(seg) > 1:
+            out.append(" ".join(seg))
+            continue
+        export = seg[0] == "export"
+        rest = seg[1:] if export else seg
+        if not rest or not all(re.fullmatch(r"[A-Za-z_]\w*\+?=.*", w) or (export and re.fullmatch(r"[A-Za-z_]\w*", w))
+                               for w in rest):
+            return None
+        out += [("export " if export else "") + w for w in rest]
+    return out if out and (len(out) > 1 or listed_) else None
+
+
 def _strip_comment(s: str) -> str:
     try:
         return " ".join(shlex.split(s, comments=True))
@@ -728,7 +803,7 @@ _COMMAND_END = ("|", "||", "&&", ";", "&")
 
 
 def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None,
-                  env: Optional[dict] = None) -> tuple[list[str], list[str], bool]:
+                  env: Optional[dict] = None, functions_read: bool = False) -> tuple[list[str], list[str], bool]:
     """(launcher words before the script, argument words after it, whether the GPU-count
     words came from shell defaults). A file that starts with `--` is an argument file.
     heredocs: filled with the files the script writes with `cat <<EOT > $FILE` (or `cat > $FILE
@@ -747,6 +822,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     exported: set = set()  # the names the script exports (env)
     line_env: dict = {}
     depth, skipped, cmd = 0, [], None
+    functions: list = []  # the lines of function bodies, not read (`name() {` ... `}`)
     frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
     evaluated: list = []
     i = 0
@@ -773,6 +849,14 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                 sh.unknown.clear()
                 doc = "\n".join(body) if quote else sh.expand("\n".join(body))
                 heredocs[name] = (doc, (unknown | set(sh.unknown)) if not quote else unknown, no)
+            continue
+        if not functions_read and _FUNC_OPEN.match(s):  # a body runs only where its function is called: not read
+            start, brace = no, 0 if re.search(r"\}\s*(?:#.*)?$", s) else 1  # `f() { ...; }`: one line
+            while brace > 0 and i < len(lines):  # a body line that ends with `{` opens a group, one that starts with
+                inner = re.sub(r"\s+#.*$", "", lines[i][1].strip())  # `}` closes one (a quoted brace inside a
+                i += 1  # line is neither)
+                brace += inner.endswith("{") - inner.startswith("}")
+            functions.append(f"{start}-{lines[i - 1][0]}" if lines[i - 1][0] != start else str(start))
             continue
         # `if` blocks whose conditions are constant tests of known variables are evaluated
         # (DTYPE=fp8; if [[ $DTYPE == fp8 ]]); any other block is skipped and listed
@@ -815,6 +899,19 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         if any(not f[0] for f in frames):  # a branch not taken
             continue
         written = _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
+        several = _assignment_words(s)
+        if several is not None:  # `[export] A=1 B=2`, `A=1; export A`: each command read as its own line, in bash's order
+            lines[i:i] = [(no, w) for w in several[1:]]
+            s = several[0]
+            written = _quoted_words(s, where, no)
+        m_unset = re.fullmatch(r"\s*unset\s+(?:-v\s+)?([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*(?:#.*)?", s)
+        if m_unset:  # `unset NAME ...`: the variables (and their export) gone from the launch line's environment
+            for name in m_unset.group(1).split():
+                sh.vars.pop(name, None)
+                sh.arrays.pop(name, None)
+                sh.raw_arrays.pop(name, None)
+                exported.discard(name)
+            continue
         m_export = re.fullmatch(r"\s*export\s+([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*", s)
         if m_export:  # `export NAME ...`: names set before (or after) exported
             exported.update(m_export.group(1).split())
@@ -863,6 +960,11 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                     val = w[0] if len(w) == 1 else " ".join(w)
                 except ValueError:
                     pass
+                if plus:  # `NAME+=value`: bash appends to the string (bash(1), PARAMETERS)
+                    val = sh.vars.get(name, sh.arrays[name][0] if sh.arrays.get(name) else "") + val
+                    if len(val) > MAX_EXPANSION:
+                        raise PlannerError(f"{where}line {no}: the variable {name} grows past {MAX_EXPANSION:,} "
+                                           "characters", "a launch script's values are a few kB: give them as written")
                 sh.vars[name] = val
                 if seen or re.search(r"\$\{\w+:?-", rhs):
                     sh.soft.add(name)
@@ -890,6 +992,12 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                 if a is None:
                     break
                 line_env[a.group(1)] = a.group(2)
+    if cmd is None and functions:  # the launch line is inside a function (`run() { torchrun ... }; run`): the bodies
+        # read as the script's own lines, as before function bodies were skipped, and said so
+        assumed.append(noted("assumed", None, f"script lines {', '.join(functions[:8])}"
+                             f"{' ...' if len(functions) > 8 else ''} are function bodies, read as the script's own "
+                             "lines: the launch line is inside one (the reader does not follow calls)"))
+        return command_words(text, where, assumed, heredocs, env, functions_read=True)
     if evaluated:
         assumed.append(listed("assumed", "script lines", evaluated[:8], "if-conditions on the script's constants "
                               "evaluated (bash [[ ]] / [ ] tests)", show=", ".join(map(str, evaluated[:8])), spaced=True))
@@ -897,6 +1005,10 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         assumed.append(noted("assumed", repr(elem), f"read as one value, as ${{{name}[@]}}'s element is written (bash "
                              f"splits an unquoted ${{{name}[@]}} at spaces; quote it, \"${{{name}[@]}}\", for Megatron "
                              "to receive one value)"))
+    if functions:
+        assumed.append(noted("assumed", None, f"script lines {', '.join(functions[:8])}"
+                             f"{' ...' if len(functions) > 8 else ''} are function bodies, not read (bash runs a "
+                             "body only where the function is called, which the reader does not follow)"))
     if skipped:
         assumed.append(noted("assumed", None, f"script lines {', '.join(map(str, skipped[:8]))}"
                              f"{' ...' if len(skipped) > 8 else ''} inside if/case/for/while blocks whose conditions are "

@@ -681,6 +681,27 @@ def _word(where: str, w: str) -> str:
     return w
 
 
+def _commands(where: str, ln: str) -> list[tuple[list[str], str]]:
+    """The commands of one logical shell line, split at each unquoted `;` (bash runs them in turn: `NGPU=8;
+    MODULE=llama3` sets both, where shlex's words kept the ';' in the value, NGPU '8;'): each as (its words, its text
+    for the launch-line search and the notes). A quoted ';' stays in its word; a comment ends the line."""
+    lex = shlex.shlex(ln, posix=True, punctuation_chars=";")
+    lex.whitespace_split = True
+    try:
+        tokens = list(lex)
+    except ValueError as e:
+        raise PlannerError(f"{where}cannot split the shell line {ln[:60]!r}: {e}", "check its quotes") from None
+    out, cur = [], []
+    for tok in tokens + [";"]:
+        if tok and set(tok) == {";"}:
+            if cur:
+                out.append((cur, ln if len(tokens) == len(cur) else " ".join(cur)))
+            cur = []
+        else:
+            cur.append(tok)
+    return out
+
+
 def parse_launch(where: str, text: str) -> Launch:
     """The launch line of the file (module docstring): exactly one line that launches torchtitan; the file's
     other lines are shell the planner does not read (listed), except VAR=value / export VAR=value assignments,
@@ -690,22 +711,17 @@ def parse_launch(where: str, text: str) -> Launch:
     for ln in _logical_lines(text):
         if not ln or ln.startswith("#"):
             continue
-        try:
-            words = shlex.split(ln, comments=True)
-        except ValueError as e:
-            raise PlannerError(f"{where}cannot split the shell line {ln[:60]!r}: {e}", "check its quotes") from None
-        if not words:
-            continue
-        if _LAUNCH.search(ln):
-            if launch is not None:
-                raise PlannerError(f"{where}two torchtitan launch lines", "keep one launch line in the file")
-            launch = words
-            continue
-        body = words[1:] if words[0] == "export" else words
-        if body and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w) for w in body):
-            env.update(w.split("=", 1) for w in body)
-        else:
-            notes.append(noted("ignored", f"shell line {ln[:60]!r}", "not a torchtitan setting: not read"))
+        for words, cmd in _commands(where, ln):  # a `;` list's commands in turn, as bash runs them
+            if _LAUNCH.search(cmd):
+                if launch is not None:
+                    raise PlannerError(f"{where}two torchtitan launch lines", "keep one launch line in the file")
+                launch = words
+                continue
+            body = words[1:] if words[0] == "export" else words
+            if body and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w) for w in body):
+                env.update(w.split("=", 1) for w in body)
+            else:
+                notes.append(noted("ignored", f"shell line {cmd[:60]!r}", "not a torchtitan setting: not read"))
     if launch is None:
         raise PlannerError(f"{where}no torchtitan launch line (run_train.sh or -m torchtitan.train)",
                            "write MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh [--section.key value ...]")
