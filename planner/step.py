@@ -555,6 +555,7 @@ References
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from dataclasses import dataclass, field
@@ -1634,6 +1635,42 @@ class Collectives:
         self.algos = settings.nccl_algos
         p = sc.plan
         self.strides = comm.strides_by_code(p.order, tp=p.tp, cp=p.cp, pp=p.pp, dp=p.dp)
+        self.plans = None  # a terms.Groups of the batch's plans that each collective is priced once per (by_plans)
+
+    def by_plans(self, g) -> "Collectives":
+        """This pricing (the same profile, bandwidth scales, memo and `used` set), each collective priced once per group
+        of plans of `g` (a terms.Groups over the plan fields the caller's collectives read, dp_collectives) and the
+        prices laid back on every plan: where a collective's (size, group, stride) are the same bits on every plan of
+        each group (checked on every call, _by_plans; priced over the whole batch as ever where not), so the same
+        values, without distinct's sort over every plan (and stage slot) of the batch. g None: this one."""
+        if g is None:
+            return self
+        out = copy.copy(self)
+        out.plans = g
+        return out
+
+    def _by_plans(self, op, size, group, stride):
+        """by_plans' price, or None where a collective's arguments are not constant within the groups (or do not
+        run over the batch's plans on their last axis)."""
+        g = self.plans
+        if self.bw_arrays:  # candidate knob values of a fit, per plan: distinct per element (_price)
+            return None
+        args = [np.asarray(a) for a in (size, group, stride)]
+        shape = np.broadcast_shapes(*(a.shape for a in args))
+        if not shape or shape[-1] != g.n:
+            return None
+        one = []
+        for a in args:
+            if a.ndim == 0 or a.shape[-1] == 1:  # the same on every plan
+                one.append(a)
+                continue
+            r = a.take(g.first, axis=-1)
+            back = r.take(g.index, axis=-1)
+            same = (back.view(np.int64) == a.view(np.int64)) if a.dtype == np.float64 else back == a  # bits: -0.0 apart
+            if not same.all():
+                return None
+            one.append(r)
+        return np.asarray(self._price(op, *one)).take(g.index, axis=-1)
 
     def _all(self, op, size, group, stride, s_nv=None, s_in=None):
         s_nv = self.bw_nv if s_nv is None else s_nv
@@ -1656,6 +1693,14 @@ class Collectives:
         return np.where(group > 1, t, 0.0)
 
     def __call__(self, op, size, group, stride):
+        """_price's, once per group of plans where by_plans gave groups and the call's arguments allow it."""
+        if self.plans is not None:
+            out = self._by_plans(op, size, group, stride)
+            if out is not None:
+                return out
+        return self._price(op, size, group, stride)
+
+    def _price(self, op, size, group, stride):
         """coll_all once per distinct (size, group, stride); each plan pays only the collectives
         it runs (group 1 = no collective), so a profile is reported used only where it changed a time. A call
         whose group is 1 on every plan runs no collective: its zeros, without pricing one (_all's result there,
@@ -2372,9 +2417,9 @@ def sp_partial_stages(sc: StepCtx, paired: bool = True) -> tuple:
     first = weighted(sc.counts["first"], per) + emb + np.where(single, head, 0.0)
     last = weighted(sc.counts["last"], per) + head + np.where(single, emb, 0.0)
     mid = weighted(sc.counts["mid"], per)
-    if not paired:
-        return mid, first, last
     dual = sc.dual()
+    if not paired or not sc.memo["any_dual"]:  # (no plan of the batch DualPipe: np.where's values, each its own)
+        return mid, first, last
     return np.where(dual, 2.0 * mid, mid), np.where(dual, first + last, first), np.where(dual, first + last, last)
 
 
@@ -2383,7 +2428,8 @@ def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
     CRITICAL_STAGES slot's (a leading axis of 3, sp_partial_stages): where the stack sums them in one all-reduce a step
     (runs.sequence_parallel norm_grads_step_allreduce), tp > 1 and the stage has some (SP on, or query/key norms); the
     elements at the main gradients' bytes (grad_reduce_bytes; / the shard group under FSDP) over the TP group, after
-    the stage's DP gradient sync and waited on. 0 elsewhere."""
+    the stage's DP gradient sync and waited on. 0 elsewhere, and in the middle slot where no plan of the batch has a
+    middle stage (dp_comm's rule)."""
     plan = sc.plan
     runs = sc.stack.runs
     spr = None if runs is None else runs.sequence_parallel
@@ -2391,11 +2437,13 @@ def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
         return np.zeros((len(CRITICAL_STAGES),) + np.shape(plan.tp))
     fsdp = plan.sharding >= FSDP
     shard_n = plan.shard * plan.cp
-    elems = np.stack(np.broadcast_arrays(*sp_partial_stages(sc)))
+    slots = comm_stages(sc)  # the middle slot's only where some plan has a middle stage (dp_comm's rule)
+    per = dict(zip(CRITICAL_STAGES, sp_partial_stages(sc)))
+    elems = np.stack(np.broadcast_arrays(*(per[st] for st in slots)))
     size = elems * grad_reduce_bytes(sc, fsdp) / np.where(fsdp, shard_n, 1)
     on = (elems > 0) & (plan.tp > 1)
-    t = coll(comm.ALL_REDUCE, size, np.where(on, plan.tp, 1), coll.strides["tp"])
-    return np.where(on, t, 0.0)
+    t = dp_collectives(sc, coll, sp=True)(comm.ALL_REDUCE, size, np.where(on, plan.tp, 1), coll.strides["tp"])
+    return _all_slots(sc, np.where(on, t, 0.0), slots)
 
 
 def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
@@ -2526,17 +2574,49 @@ def _replica_exchange(sc: StepCtx, coll: Collectives, ar_rep, grad_shard, weight
                     + coll(comm.ALL_GATHER, weight_shard, replicas, stride), ar_rep)
 
 
+# the plan fields the DP collectives' (size, group, stride) read (dp_comm with its helpers): every PlanArrays field but
+# the micro-batch's (mbs, gbs, seq: the activations'), the recompute, SP, TP-overlap, compile, DP-overlap, fp8
+# grouped-experts, micro-batch-group and dispatcher fields, and vpp (a stage's parameters and layers are its chunks'
+# sum). A grouping only, never a value: each collective is checked constant within the groups before it is priced
+# once per group (Collectives.by_plans), and priced over every plan where not. The SP-gradient all-reduce
+# (sp_norm_grads) reads sp too (its elements: the SP-partial parameters).
+DP_COLLECTIVE_FIELDS = ("tp", "cp", "pp", "dp", "sharding", "shard", "schedule", "precision", "order", "f8r",
+                        "split_emb", "split_loss", "split_front", "split_first", "split_last", "ep", "smode", "etp")
+
+
+def dp_collectives(sc: StepCtx, coll: Collectives, sp: bool = False) -> Collectives:
+    """coll pricing each DP collective once per group of the batch's plans that share DP_COLLECTIVE_FIELDS (with sp:
+    and sp, sp_norm_grads') (Collectives.by_plans), the groups once per context (sc.memo); coll itself for one plan,
+    a batch under UNIQUE_MIN plans, per-plan bandwidth knobs, or groups more than half the batch's plans (little to
+    share)."""
+    key = "sp_plans" if sp else "dp_plans"
+    if key not in sc.memo:
+        g, plan = None, sc.plan
+        if np.ndim(plan.tp) == 1 and np.size(plan.tp) >= comm.UNIQUE_MIN and not coll.bw_arrays:
+            if sp:
+                g = dp_collectives(sc, coll).plans
+                on = np.asarray(plan.sp)
+                if g is not None and np.ndim(on) == 1 and on.min() != on.max():  # DP's groups split by SP on / off
+                    g = Groups(plan, ("sp",), code=g.index * 2 + (on != 0))
+            else:
+                g = Groups(plan, DP_COLLECTIVE_FIELDS)
+            g = g if g is not None and 2 * g.size <= g.n else None
+        sc.memo[key] = g
+    return coll.by_plans(sc.memo[key])
+
+
 def _if_any(mask, price):
     """price() where some plan's mask is set, else 0 s without pricing it: a collective that no plan of the batch runs
     (every element it gives is 0 s or masked out by its caller); the same values either way."""
     return price() if np.any(mask) else np.float64(0.0)
 
 
-def _dp_params(sc: StepCtx, pc) -> tuple:
+def _dp_params(sc: StepCtx, pc, slots: tuple = CRITICAL_STAGES) -> tuple:
     """dp_comm's parameters: (p_local, _dp_stages' per-slot dict, the dense elements each slot's traffic moves, the
-    experts' floor of it): p_local the larger end stage's dense parameters (DualPipe: the larger pair), what ZeRO-3's
-    gathers read (zero3_sync_gathers, zero3_rerun_share: one stage, DEEPSPEED_PP_ZERO); under Muon's default layout
-    the traffic is each slot's padded buffer's (muon_layout_padding [28]; 0.0 elsewhere)."""
+    experts' floor of it), each of the CRITICAL_STAGES `slots` on the leading axis: p_local the larger end stage's
+    dense parameters (DualPipe: the larger pair), what ZeRO-3's gathers read (zero3_sync_gathers, zero3_rerun_share:
+    one stage, DEEPSPEED_PP_ZERO); under Muon's default layout the traffic is each slot's padded buffer's
+    (muon_layout_padding [28]; 0.0 elsewhere)."""
     plan, settings = sc.plan, sc.settings
     # the middle composition with the most expert parameters (a function of the pipeline split
     # alone), not the slowest one: the expert traffic is that stage's
@@ -2553,10 +2633,10 @@ def _dp_params(sc: StepCtx, pc) -> tuple:
     pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
             for i in (0, 1)}
     p_local = np.where(dual, pair[0], np.maximum(split["first"][0], split["last"][0]))
-    stages = _dp_stages(sc, pc, split, mid, dual)  # every slot's parameters: the step end takes each stage's own
+    stages = _dp_stages(sc, pc, split, mid, dual, slots)  # each slot's parameters: the step end takes each stage's own
     p_dp, pad_e = stages["p"], 0.0
     if settings.optimizer == "muon" and not settings.optimizer_whole_tensors:  # job settings: Muon's layout [28]
-        pad_d, pad_e = muon_layout_padding(sc, pc, split)
+        pad_d, pad_e = muon_layout_padding(sc, pc, split, slots)
         p_dp = np.maximum(p_dp, pad_d)
     return p_local, stages, p_dp, pad_e
 
@@ -2568,10 +2648,13 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     expert-data-parallel ranks (dp_expert_comm). Each CRITICAL_STAGES slot's own (_dp_stages: its parameters, layers
     and experts), as a leading axis of 3 on total, exposed, copies, p_local and e_local: every stage reduces its own
     gradients over its own DP group, and step_time takes the step end's stage (dp_stage), not the largest of each
-    term apart (issue 22 critstage3)."""
+    term apart (issue 22 critstage3). The middle slot is priced only where some plan of the batch has a middle stage
+    (comm_stages, as the per-micro-batch terms'), 0 s elsewhere: step_end_stage leaves it out at pp <= 2."""
     plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
+    coll = dp_collectives(sc, coll)
+    slots = comm_stages(sc)
     pc = count_params(settings.model)
-    p_local, stages, p_dp, pad_e = _dp_params(sc, pc)
+    p_local, stages, p_dp, pad_e = _dp_params(sc, pc, slots)
     n_dp = stages["n"]
     shard_n = plan.shard * plan.cp
     dpcp = plan.dp * plan.cp
@@ -2653,8 +2736,19 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     e_local, e_units = stages["e"], stages["u"]
     n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, np.maximum(e_local, pad_e), total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
-    return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
-                     p_local=stages["p"], e_local=e_local, e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+    total, exposed, copies, p_dp_st, e_local = (_all_slots(sc, x, slots) for x in (
+        total + e_total, exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], e_local))
+    return DPTraffic(total=total, exposed=exposed, copies=copies, p_local=p_dp_st, e_local=e_local,
+                     e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+
+
+def _all_slots(sc: StepCtx, x, slots: tuple) -> np.ndarray:
+    """Per-slot values over comm_stages' `slots` (a leading axis) on every CRITICAL_STAGES slot: the middle slot 0 where
+    `slots` leave it out (no plan of the batch has a middle stage, so no step-end pick reads it)."""
+    if len(slots) == len(CRITICAL_STAGES):
+        return x
+    x = np.broadcast_to(x, (len(slots),) + np.shape(sc.plan.tp))
+    return np.concatenate((np.zeros((1,) + x.shape[1:]), x))
 
 
 def dp_stage(dp: DPTraffic, crit) -> DPTraffic:
@@ -2663,7 +2757,7 @@ def dp_stage(dp: DPTraffic, crit) -> DPTraffic:
                                                                                "e_local")})
 
 
-def muon_layout_padding(sc: StepCtx, pc, split):
+def muon_layout_padding(sc: StepCtx, pc, split, slots: tuple = CRITICAL_STAGES):
     """(dense, experts) elements per GPU of each CRITICAL_STAGES slot (a leading axis of 3; the middle: the
     composition with the most), its parameters and the padding of Muon's
     shard-aligned buffer (memory.muon_layout_excess's buffer floor, max(M, shard x the largest Muon parameter)) [28]:
@@ -2684,10 +2778,10 @@ def muon_layout_padding(sc: StepCtx, pc, split):
         for i in (0, 1):
             pad = muon_layout_excess(settings, plan, mu[i], big[i], shards[i])[0]
             out[end][i] = np.maximum(out[end][i], present * (params[i] + pad))
-    return tuple(np.stack(np.broadcast_arrays(*(out[st][i] for st in CRITICAL_STAGES))) for i in (0, 1))
+    return tuple(np.stack(np.broadcast_arrays(*(out[st][i] for st in slots))) for i in (0, 1))
 
 
-def _dp_stages(sc: StepCtx, pc, split, mid, dual) -> dict:
+def _dp_stages(sc: StepCtx, pc, split, mid, dual, slots: tuple = CRITICAL_STAGES) -> dict:
     """Each CRITICAL_STAGES slot's (middle, first, last; a leading axis of 3) "p" dense parameters a GPU, "n" its
     layers (the FSDP units a layer each), "e" routed-expert parameters and "u" MoE layers, what its DP traffic and
     optimizer step move and read. split: stage_param_split's, its middle the composition with the most expert
@@ -2713,7 +2807,9 @@ def _dp_stages(sc: StepCtx, pc, split, mid, dual) -> dict:
     mtp = float(pc.layers.mtp_built) * sum(moe_kind[k] for k in pc.layers.mtp_kinds) if pc.layers.mtp else 0.0
     single = plan.pp == 1
     has_mid = plan.pp > 2
-    p_mid = functools.reduce(np.maximum, [params_of(pc, sc.settings.model, plan, c, "mid")[0] for c in sc.counts["mid_all"]])
+    # the middle's compositions' parameters where a slot is the middle's (comm_stages: some plan has pp > 2; 0 else)
+    p_mid = (functools.reduce(np.maximum, [params_of(pc, sc.settings.model, plan, c, "mid")[0]
+                                           for c in sc.counts["mid_all"]]) if "mid" in slots else 0.0)
     per = {"p": (np.where(has_mid, p_mid, 0.0), split["first"][0], split["last"][0]),
            "n": (np.where(has_mid, n["mid"], 0), n["first"], n["last"]),
            "e": (np.where(has_mid, split["mid"][1], 0.0), split["first"][1], split["last"][1]),
@@ -2721,11 +2817,15 @@ def _dp_stages(sc: StepCtx, pc, split, mid, dual) -> dict:
                  weighted(sc.counts["first"], moe_kind) + np.where(single, mtp, 0.0),
                  weighted(sc.counts["last"], moe_kind) + mtp)}
     out = {}
+    any_dual = bool(np.any(dual))  # (no plan of the batch DualPipe: each slot its own stage's, as np.where gives)
     for k, (m_, f_, l_) in per.items():
         m_, f_, l_ = (np.asarray(x, dtype=np.float64) for x in (m_, f_, l_))
-        pair = f_ + l_
-        out[k] = np.stack(np.broadcast_arrays(np.where(dual, 2.0 * m_, m_), np.where(dual, pair, f_),
-                                              np.where(dual, pair, l_)))
+        row = {"mid": m_, "first": f_, "last": l_}
+        if any_dual:
+            pair = f_ + l_
+            row = {"mid": np.where(dual, 2.0 * m_, m_), "first": np.where(dual, pair, f_),
+                   "last": np.where(dual, pair, l_)}
+        out[k] = np.stack(np.broadcast_arrays(*(row[st] for st in slots)))
     return out
 
 
