@@ -532,11 +532,17 @@ def test_calibrate_gemm_times_the_moe_and_mla_shapes(cli):
 
 
 def test_expert_gradient_traffic_is_the_busiest_stages(monkeypatch):
-    """The routed-expert gradient / weight traffic a step waits for is that of the stage
-    holding the most expert parameters, first, middle or last: a middle stage can hold more
-    MoE layers than either end (DeepSeek-V3's 61 layers on pp 4: 14 layers on the first
-    stage, 3 of them dense, so 11 MoE; 16 on a middle stage; 15 on the last). Whichever stage
-    holds the most, the traffic is the same; fewer expert parameters everywhere, less."""
+    """The step waits for the stage whose own gradient work is the largest (step.step_end_stage: each stage's dense
+    plus routed-expert traffic, one stage's sum), first, middle or last: a middle stage can hold more MoE layers than
+    either end (DeepSeek-V3's 61 layers on pp 4: 14 layers on the first stage, 3 of them dense, so 11 MoE; 16 on a
+    middle stage; 15 on the last). With 1e9 expert parameters on one stage and 1e8 on the others, that stage is the
+    one waited for, whichever it is: doubling its experts adds the same seconds at every placement (the dense part
+    cancels). What is left differs by the stage's own dense traffic (until issue 22 critstage3 each term took its
+    own largest stage, so the three placements priced the same): DeepSeek-V3's dense parameters a stage, by hand
+    (attention 7,168 x 1,536 + 1,536 x 128 x 192 + 7,168 x 576 + 512 x 128 x 256 + 128 x 128 x 7,168 = 187.1 M a
+    layer; shared expert 3 x 7,168 x 2,048 = 44.0 M; dense MLP 3 x 7,168 x 18,432 = 396.4 M; embedding / output
+    129,280 x 7,168 = 926.7 M): first 14 x 187.1 + 3 x 396.4 + 11 x 44.0 + 926.7 = 5,217 M, last (15 + its MTP
+    layer's) x (187.1 + 44.0) + 926.7 >= 4,393 M, middle 16 x (187.1 + 44.0) = 3,698 M: first > last > middle."""
     import numpy as np
     from conftest import explain_job
 
@@ -562,8 +568,11 @@ def test_expert_gradient_traffic_is_the_busiest_stages(monkeypatch):
         return float(explain_job(**job)[2].time_extra["dp_comm_s"])
 
     at_first, at_mid, at_last = run((big, small, small)), run((small, big, small)), run((small, small, big))
-    assert at_mid == pytest.approx(at_first, rel=1e-12) and at_last == pytest.approx(at_first, rel=1e-12)
-    assert run((small, small, small)) < at_first and real > 0
+    twice = [run((2 * big, small, small)) - at_first, run((small, 2 * big, small)) - at_mid,
+             run((small, small, 2 * big)) - at_last]
+    assert twice[0] > 0 and twice[1] == pytest.approx(twice[0], rel=1e-9) and twice[2] == pytest.approx(twice[0], rel=1e-9)
+    assert at_first > at_last > at_mid
+    assert run((small, small, small)) < at_mid and real > 0
 
 
 # ------------------------------------------------------------------ routing and token permutation
