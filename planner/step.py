@@ -515,8 +515,26 @@ References
     interleaved 1F1B) holds those hops as (p - 1) / v x the critical stage's own transfers a micro-batch: 2 v on a
     middle stage (2 (p - 1), as the hops), 2 v - 1 on an end stage of a runtime that batches a send with the receive
     from the same neighbour and skips the side an end lacks (Stack.pipeline_p2p_batched): (p - 1) / v transfers
-    short, which pp_fill_drain adds (one transfer as that stage waits on it: the whole send, or its exposed share
-    where the stack overlaps the p2p).
+    short, which pp_fill_drain adds. Each hop is priced whole, also where the stack overlaps the steady state's p2p
+    (Megatron's interleaved overlap_p2p_comm, Llama 3's asynchronous p2p, DualPipe): the stage a hop feeds has no
+    work before its first input arrives, and the runtimes wait it before that first pass (Megatron-LM @d98e8a64
+    schedules.py forward_backward_pipelining_with_interleaving: the warm-up's first recv_forward, l. 1543-1548,
+    blocking; with overlap_p2p_comm_warmup_flush each later warm-up forward waits its receive's handle, l. 1579-1588,
+    and each cooldown backward its gradient's, l. 1973-1983; deepseek-ai/DualPipe @bb214e82 dualpipe.py step 1's
+    _forward_chunk calls _commit_and_wait_comm before the chunk's compute, l. 185-214, 285-292), so the bubble's p2p,
+    at the stage's waited share, is (p - 1) / v x count x that share against 2 (p - 1) whole transfers: pp_fill_drain
+    adds the difference (before, the hops were priced at the hidden share's remainder, nothing on a middle stage).
+    The interleaved schedule with its warm-up and flush p2p overlapped too (overlap.pp_p2p_warmup_flush_blocking off:
+    Megatron-LM --overlap-p2p-communication-warmup-flush, Llama 3's asynchronous p2p) has more: after its p - 1 fill
+    hops, each later model chunk's first micro-batch comes round the p ranks (stage p - 1's chunk k output to stage 0's
+    chunk k + 1) while stage 0 runs the round's N micro-batches (N = microbatch_group, p by default): it waits for
+    min(N, p) whole hops less the (N - p)+ chunks beyond p it runs meanwhile, v - 1 rounds in the fill and as many in
+    the drain (the backward's chunks), 2 (p v - 1) whole transfers in all at N = p (pp_comm's wrap, per step; the
+    waited warm-up of the default, pp_warmup_flush, absorbs these round trips in the first stage's own blocking sends
+    instead). A replay of the schedule's dependencies by hand: forward chunk time c, hop h, p = 4, v = 2, N = m = 4:
+    stage 3 ends micro-batch 0's chunk 0 at 3 (c + h) + c, stage 0 gets it at 4 c + 4 h, idle since 4 c (4 h); stage
+    3 ends its chunk 1 at 7 (c + h) + c = 8 c + 7 h: 7 = p v - 1 hops before the last stage's first backward, 3 in the
+    bubble's (p - 1) and 4 = min(N, p) more.
 [32] An MLA layer's TP collectives as the stack's code runs them (stack mla_tp_gathers; mla_tp_collectives), per layer
     and micro-batch over the TP group, T the micro-batch's tokens on the rank's CP shard, bf16. 'input' (torchtitan:
     the normed input gathered to every TP rank before the replicated down projections, the output reduce-scattered;
@@ -2280,7 +2298,9 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     sources (overlap.pp_p2p_overlapped): torch.distributed.pipelining's 1F1B, GPipe and Interleaved1F1B wait
     theirs (never: the receive issued after a pass and waited before the next, or held behind an earlier one on the
     group's one NCCL stream), DualPipe as DeepSeek's report states it (always; the open reference waits each
-    chunk's exchange). Per step: pp_warmup_flush's, from the same send."""
+    chunk's exchange). Per step: pp_warmup_flush's, from the same send. Then, for pp_fill_drain [31]: per micro-batch
+    of the bubble, max(count, 2 v) whole transfers (the fill's and drain's hops); per step, the interleaved schedule's
+    wrap-around hops where its warm-up and flush are overlapped too (0 elsewhere)."""
     plan, ctx = sc.plan, sc.ctx
     pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
     part = pipe_partitioned(sc)
@@ -2312,8 +2332,19 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     sends = 2.0 * vpp  # (2 vpp x, as 2.0 * vpp * x multiplies)
     ends = sends - (1.0 if sc.stack.pipeline_p2p_batched else 0.0)  # a stack setting
 
+    # where the interleaved schedule's warm-up and flush p2p are overlapped too (Megatron-LM with
+    # --overlap-p2p-communication-warmup-flush, overlap.pp_p2p_warmup_flush_blocking off; Llama 3's asynchronous p2p),
+    # each later model chunk's first micro-batch comes round the p ranks whole: [31]'s wrap-around hops
+    wrap_on = overlapped & (plan.schedule == INTERLEAVED) & (not sc.stack.overlap.pp_p2p_warmup_flush_blocking)
+    if np.any(wrap_on):  # (a stack setting and the plans' schedules: nothing to price where no plan has it)
+        n_grp = np.asarray(microbatch_group(plan.pp, plan.microbatches, plan.mbg), dtype=np.float64)
+        ranks = np.asarray(plan.pp, dtype=np.float64)
+        round_hops = np.minimum(n_grp, ranks) * pp_send  # min(N, p) whole hops a round the bubble lacks [31]
+        slack = np.maximum(n_grp - ranks, 0.0)  # the round's chunks beyond p, run while micro-batch 0 comes round
+
     def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
-        chunk = sc.nf(st) / vpp * stage_windows(sc, lt, st)[0]
+        win_f, win_b = stage_windows(sc, lt, st)
+        chunk = sc.nf(st) / vpp * win_f
         hidden = _hide(pp_send, chunk, sc.x)
         # DeepSpeed's blocking one-way sends (Stack.pipeline_p2p_sequential): a middle stage's 4 a micro-batch, the ends' 2
         count = (2.0 * sends if sc.stack.pipeline_p2p_sequential else sends) if st == "mid" else ends
@@ -2321,31 +2352,45 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
         # the warm-up's and flush's waited transfers in the same proportion (pp_warmup_flush counts a middle stage's 2 a
         # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off.
         # The bubble's p2p (pp_fill_drain): the fill's p - 1 forward hops and the drain's p - 1 backward hops, one
-        # transfer each, 2 (p - 1) = (p - 1) / v x 2 v [31]: at least 2 v transfers a micro-batch of the (p - 1) / v
-        # the bubble holds, where an end stage's own count is one fewer (batched ends); DeepSpeed's partitioned
-        # all-gathers (n_ag) ride on both, so the fill's difference leaves them out
-        return (count * per + n_ag[st] * ag, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends),
-                np.maximum(count, sends) * per + n_ag[st] * ag)
+        # whole transfer each (the stage waiting on a hop has no work before it arrives, whatever the stack overlaps),
+        # 2 (p - 1) = (p - 1) / v x 2 v [31]: at least 2 v whole transfers a micro-batch of the (p - 1) / v the bubble
+        # holds, where the stage's own count is at its waited share (per) and an end stage's one fewer (batched ends);
+        # DeepSpeed's partitioned all-gathers (n_ag) ride on both, so the fill's difference leaves them out
+        hops = np.maximum(count, sends) * pp_send + n_ag[st] * ag
+        if not np.any(wrap_on):
+            return count * per + n_ag[st] * ag, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends), hops, 0.0
+        # the wrap-around hops a step (per step, not a micro-batch of the bubble): v - 1 later rounds each way, each
+        # min(N, p) whole hops less the slack the round's other (N - p)+ chunks of the stage give (forward chunks for
+        # the fill, backward for the drain) [31]
+        fill_w = np.maximum(round_hops - slack * chunk, 0.0)
+        drain_w = np.maximum(round_hops - slack * (sc.nf(st) / vpp * win_b), 0.0)
+        wrap = np.where(wrap_on, (vpp - 1.0) * (fill_w + drain_w), 0.0)
+        return count * per + n_ag[st] * ag, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends), hops, wrap
 
     out = {st: stage(st) for st in comm_stages(sc)}
-    return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1, 2))
+    return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1, 2, 3))
 
 
-def pp_fill_drain(pp_mb, hops, frac_m) -> np.ndarray:
+def pp_fill_drain(pp_mb, hops, frac_m, wrap=0.0) -> np.ndarray:
     """Seconds per step the pipeline's fill and drain add to the bubble beyond the critical stage's own p2p [31]:
     step_time's bubble is bubble_fraction x m micro-batches of the critical stage (compute and communication), whose
-    p2p is its own count a micro-batch; the fill (the first micro-batch's forward from stage 0 to stage p - 1) and the
-    drain (its backward back) cross p - 1 stage boundaries each, one transfer a boundary whatever the stage. Under
-    1F1B and interleaved 1F1B (bubble_fraction x m = (p - 1) / v) that is 2 (p - 1) transfers, 2 v a micro-batch of
-    the bubble: a middle stage's count (2 v, or DeepSpeed's 4 v, which already covers it), one more than an end
-    stage's where the runtime batches its exchanges and skips the side an end lacks (Stack.pipeline_p2p_batched:
-    2 v - 1). Megatron-LM's warm-up forward sends are such hops, each its own blocking send, batched with nothing
-    (forward_backward_pipelining_without_interleaving: send_forward, schedules.py @d98e8a64 l. 2362; p2p_communication.py
-    l. 494-514, _communicate with only tensor_send_next, waited l. 416-419), and the cooldown's backward sends likewise
-    (l. 2474). pp_mb and hops: pp_comm's per-micro-batch values of the critical stage (its count, and
-    max(count, 2 v), each x one transfer as that stage waits on it); frac_m: bubble_fraction x m. 0 where the critical
-    stage is a middle one, at pp 1, and on stacks whose ends are priced at 2 v."""
-    return frac_m * np.maximum(hops - pp_mb, 0.0)
+    p2p is its own count a micro-batch, each transfer as that stage waits on it in the steady state (the whole send,
+    or its exposed share where the stack overlaps the p2p); the fill (the first micro-batch's forward from stage 0 to
+    stage p - 1) and the drain (its backward back) cross p - 1 stage boundaries each, one whole transfer a boundary
+    whatever the stage and the stack's overlap: the stage that waits on a hop has no work before its input arrives.
+    Under 1F1B and interleaved 1F1B (bubble_fraction x m = (p - 1) / v) that is 2 (p - 1) transfers, 2 v a
+    micro-batch of the bubble: a middle stage's count (2 v, or DeepSpeed's 4 v, which already covers it), one more
+    than an end stage's where the runtime batches its exchanges and skips the side an end lacks
+    (Stack.pipeline_p2p_batched: 2 v - 1). Megatron-LM's warm-up forward sends are such hops, each its own blocking
+    send, batched with nothing (forward_backward_pipelining_without_interleaving: send_forward, schedules.py
+    @d98e8a64 l. 2362; p2p_communication.py l. 494-514, _communicate with only tensor_send_next, waited l. 416-419),
+    and the cooldown's backward sends likewise (l. 2474); the interleaved schedule's first forward waits its input
+    whole (recv_forward, l. 1543-1548). pp_mb and hops: pp_comm's per-micro-batch values of the critical stage (its
+    count x one transfer as it waits on it, and max(count, 2 v) x one whole transfer); frac_m: bubble_fraction x m;
+    wrap: pp_comm's per-step wrap-around hops of the interleaved schedule where its warm-up and flush are overlapped
+    [31]. 0 where the critical stage is a middle one whose transfers are waited whole, at pp 1, and on stacks whose
+    ends are priced at 2 v blocking."""
+    return frac_m * np.maximum(hops - pp_mb, 0.0) + wrap
 
 
 def pipe_partitioned(sc: StepCtx) -> np.ndarray:
@@ -3561,13 +3606,14 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, lt) if moe_model else (None, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
-    pp_mb, warm, pp_hops = pp_comm(sc, coll, lt)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
+    pp_mb, warm, pp_hops, pp_wrap = pp_comm(sc, coll, lt)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
     # the critical stage: the heaviest by compute plus its own communication (each term of that one stage)
     # the heaviest stage by compute alone (with its permutation and host shares), whatever the rank order: the search's
     # floor of the plan at any order (extra's order_floor_s), as critical_stage's pick depends on the order's traffic
     heaviest_mb = comp.mb  # (compute_time's: the max of comp.stages' computes, before critical_stage replaces it)
     crit, comp = critical_stage(comp, [tp_mb, cp_mb, pp_mb] + ([ep_mb] if moe_model else []))
-    tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops))
+    tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops, pp_wrap = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm,
+                                                                                    pp_hops, pp_wrap))
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
@@ -3586,7 +3632,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # of backward (one forward's worth of GEMMs, the dgrad being the other)
     w_share = np.minimum(comp.gemm_fwd / comp.bwd_mb, 1.0)
     frac_m = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, comp.bwd_mb / comp.fwd_mb, w_share) * m
-    fill = pp_fill_drain(pp_mb, pp_hops, frac_m)  # [31] the fill's and drain's hops an end critical stage's count lacks
+    fill = pp_fill_drain(pp_mb, pp_hops, frac_m, pp_wrap)  # [31] the fill's and drain's whole hops the bubble's p2p lacks
     bubble = frac_m * t_mb + fill
     # MoE: router top-k + token permutations (memory-bound), and the all-to-alls (moe.py)
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)

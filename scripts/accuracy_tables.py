@@ -365,9 +365,16 @@ def _plan_cells(r: dict) -> str:
             f"{pct(th['mfu_6n'])} |")
 
 
+def _cp1_dp() -> int:
+    """The DP degree the top plan's TP x PP takes at CP 1 on the 16,384 GPUs (the top plan's own CP ranks become DP)."""
+    p = _top405()["plan"]
+    return L405["gpus"] // (p["tp"] * p["pp"])
+
+
 def llama405_megatron() -> str:
     """`planner fit --model llama3-405b --gpus 16384` (megatron stack): the top plan; that plan with one choice
-    changed (TP overlap off, Megatron-FSDP optim_grads sharding, CP 1 with DP 128 in either rank order); the top
+    changed (TP overlap off, Megatron-FSDP optim_grads sharding, CP 1 with the DP that takes its GPUs, _cp1_dp, in either
+    rank order); the top
     plans of `--no-tp-comm-overlap` and `--cp 1`."""
     head = ["| | TPxCPxPPxDP | vpp | sharding (mode) | micro-batch | recompute | options | GiB | fits | step s | "
             "MFU (PaLM) | MFU (6N) |", "| --- | --- | ---: | --- | ---: | --- | --- | ---: | --- | ---: | ---: | ---: |"]
@@ -375,8 +382,9 @@ def llama405_megatron() -> str:
             ("the same plan, `--no-tp-comm-overlap`", _top_variant(tp_comm_overlap=False)),
             ("the same plan, `--sharding zero2` (gradients reduced every micro-batch)",
              _top_variant(sharding="zero2", sharding_mode=None)),
-            ("the same plan at CP 1 (DP 128)", _top_variant(cp=1, dp=128)),
-            ("the same plan at CP 1 (DP 128), DP outermost", _top_variant(cp=1, dp=128, rank_order="tp-cp-pp-dp")),
+            (f"the same plan at CP 1 (DP {_cp1_dp()})", _top_variant(cp=1, dp=_cp1_dp())),
+            (f"the same plan at CP 1 (DP {_cp1_dp()}), DP outermost",
+             _top_variant(cp=1, dp=_cp1_dp(), rank_order="tp-cp-pp-dp")),
             ("top plan of `--no-tp-comm-overlap`", _fit405(tp_comm_overlap=False)[0][0]),
             ("top plan of `--cp 1`", _fit405(cp=1)[0][0])]
     return "\n".join(head + [f"| {name} | {_plan_cells(r)}" for name, r in rows])

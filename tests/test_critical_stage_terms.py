@@ -153,7 +153,7 @@ def test_partitioned_pipe_all_gathers_per_stage_by_hand():
     sc = S._context(settings, plan)
     lt = S.layer_times(sc)
     coll = S.Collectives(sc)
-    per_mb, _, _ = S.pp_comm(sc, coll, lt)  # (per micro-batch, warm-up / flush, fill / drain hops: step.py [31])
+    per_mb, _, _, _ = S.pp_comm(sc, coll, lt)  # (per micro-batch, warm-up / flush, fill / drain hops, wrap: step.py [31])
     send = _f(coll(comm.SEND_RECV, 16_777_216.0, plan.pp, coll.strides["pp"]))
     ag = _f(coll(comm.ALL_GATHER, 33_554_432.0, plan.tp, coll.strides["tp"]))
     assert send == pytest.approx(16_777_216 / 370e9 + 3.4e-6, rel=1e-6)

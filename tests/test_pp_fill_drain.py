@@ -106,3 +106,63 @@ def test_four_stage_interleaved_end_stage_fill_by_hand():
     t = js["time"]
     assert t["critical_stage"]["stage"] == "last"
     assert t["pp_fill_drain_s"] == pytest.approx(1.5 * SEND_8B, rel=1e-9)
+
+
+X = 0.189  # stack_db megatron.yaml overlap.overlapped_exposed_fraction (Lee et al. 2025, arXiv:2507.03114)
+
+
+def test_overlapped_interleaved_fill_hops_whole_by_hand():
+    """Llama 3 8B on 8 H100 of one node, pp 4, vpp 2, m 4, Megatron-LM's default (overlap_p2p_comm on with the
+    interleaved schedule, the warm-up and flush waited): the critical stage is the last, 2 v - 1 = 3 exchanges a
+    micro-batch, each at the overlapped share X S (a 4-layer chunk, milliseconds, outlasts S = 0.18 ms: _hide gives
+    X S). The bubble is (p - 1) / (v m) x m = 1.5 micro-batches of it: 1.5 x 3 X S of p2p. The fill's 3 forward hops
+    and the drain's 3 backward hops are whole (step.py [31]: the stage a hop feeds has nothing to run before it;
+    schedules.py @d98e8a64 l. 1543-1548 the first recv_forward, blocking): 6 S = 1.5 x 4 S, so
+    pp_fill_drain_s = 1.5 x (4 - 3 X) S = 1.5 x 3.433 S = 5.1495 S (before: 1.5 x (4 X - 3 X) S = 0.2835 S, the hops
+    at the overlapped share). The wrap-around round trips of the second chunk are stage 0's own blocking warm-up
+    sends (pp_warmup_flush), not here."""
+    est, js = _explain("megatron", model="llama3-8b", gpus=8, pp=4, vpp=2, global_batch=8, micro_batch=1,
+                       seq_len=8192)
+    t = js["time"]
+    assert t["critical_stage"]["stage"] == "last"
+    assert t["pp_comm_s"] == pytest.approx(4 * 3 * X * SEND_8B + t["pp_warmup_flush_s"], rel=1e-9)
+    assert t["pp_fill_drain_s"] == pytest.approx(1.5 * (4 - 3 * X) * SEND_8B, rel=1e-9)
+    assert t["pp_fill_drain_s"] == pytest.approx(5.1495 * SEND_8B, rel=1e-9)
+
+
+def test_warmup_overlapped_wrap_hops_by_hand():
+    """The same job with --overlap-p2p-communication-warmup-flush (the job's pp_p2p_overlap_warmup_flush): each later
+    model chunk's first micro-batch comes round the p ranks whole while stage 0 waits (step.py [31]; schedules.py
+    @d98e8a64 l. 1576-1588 each warm-up forward waits its receive's handle, l. 1973-1983 each cooldown backward its
+    gradient's). Hand replay, forward chunk c, hop h = S, p = 4, v = 2, N = m = 4: stage 3 ends micro-batch 0's
+    chunk 0 at 3 (c + S) + c; stage 0, done with its 4 chunk-0 forwards at 4 c, gets it at 4 c + 4 S (4 S idle);
+    stage 3 ends chunk 1 at 8 c + 7 S: p v - 1 = 7 hops, 3 of the bubble's p - 1 and min(N, p) = 4 more; the drain
+    likewise: 2 (p v - 1) = 14 S in all. The bubble holds 1.5 x 3 X S of them: pp_fill_drain_s =
+    1.5 x (4 - 3 X) S + (v - 1) x (4 S + 4 S) = 5.1495 S + 8 S = 13.1495 S.
+    With N = 8 (--microbatch-group-size-per-virtual-pipeline-stage 8, m 8) stage 0 runs 4 more chunk-0 forwards while
+    micro-batch 0 comes round: 4 S = 0.74 ms against 4 forward chunks of 4 layers (tens of ms): no wait, the fill's
+    2 (p - 1) alone: bubble (p - 1) / (v m) x m = 1.5 micro-batches, pp_fill_drain_s = 1.5 x (4 - 3 X) S."""
+    est, js = _explain("megatron", model="llama3-8b", gpus=8, pp=4, vpp=2, global_batch=8, micro_batch=1,
+                       seq_len=8192, pp_p2p_overlap_warmup_flush=True)
+    t = js["time"]
+    assert t["critical_stage"]["stage"] == "last"
+    assert t["pp_fill_drain_s"] == pytest.approx((1.5 * (4 - 3 * X) + 8) * SEND_8B, rel=1e-9)
+    assert t["pp_fill_drain_s"] == pytest.approx(13.1495 * SEND_8B, rel=1e-9)
+    est, js = _explain("megatron", model="llama3-8b", gpus=8, pp=4, vpp=2, global_batch=16, micro_batch=1,
+                       seq_len=8192, pp_p2p_overlap_warmup_flush=True, microbatch_group=8)
+    t = js["time"]
+    assert t["critical_stage"]["stage"] == "last"
+    assert t["pp_fill_drain_s"] == pytest.approx(1.5 * (4 - 3 * X) * SEND_8B, rel=1e-9)
+
+
+def test_blocking_stack_middle_stage_fill_unchanged():
+    """torchtitan (pp_p2p_overlapped never: every transfer waited whole) prices the hops as before: Llama 3 8B, pp 4
+    x FSDP2 2, 1F1B, m = 8 (global batch 16 over dp 2); critical_stage picks a middle one (8 layers a stage), 2 whole
+    exchanges a micro-batch: the
+    bubble's (p - 1) / m x m = 3 micro-batches x 2 S are the 2 (p - 1) = 6 whole hops already: pp_fill_drain_s 0 (on
+    an overlapping stack a middle stage's 2 v are at the overlapped share, and the fill adds the rest: the tests
+    above)."""
+    est, js = _explain("torchtitan", model="llama3-8b", gpus=8, pp=4, tp=1, global_batch=16, micro_batch=1,
+                       seq_len=8192, schedule="1f1b", sharding="fsdp")
+    assert js["time"]["critical_stage"]["stage"] == "middle"
+    assert float(est.time_extra["pp_fill_drain_s"]) == 0.0
