@@ -141,14 +141,19 @@ def test_several_assignments_on_one_line(tmp_path, env, want):
     assert cfg.job.get("nccl_algo") == want
 
 
-def test_several_assignments_set_launch_variables(tmp_path):
-    """`TP=2 PP=2` on one line: both set before the launch line reads them (was TP '2 PP=2', PP unexpanded)."""
+def _launch(tmp_path, head: str, mesh: str):
+    """A small Megatron launch script: `head`'s lines, then torchrun pretrain_gpt.py with `mesh`'s flags (a 4-layer GPT
+    on 8 GPUs), read by the trainer reader."""
     p = tmp_path / "run.sh"
-    p.write_text("#!/bin/bash\nTP=2 PP=2\ntorchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\\n"
-                 "    --tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP \\\n"
+    p.write_text(f"#!/bin/bash\n{head}torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py {mesh} \\\n"
                  "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
                  "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
-    cfg = load_trainer_config(str(p), gpus=8)
+    return load_trainer_config(str(p), gpus=8)
+
+
+def test_several_assignments_set_launch_variables(tmp_path):
+    """`TP=2 PP=2` on one line: both set before the launch line reads them (was TP '2 PP=2', PP unexpanded)."""
+    cfg = _launch(tmp_path, "TP=2 PP=2\n", "--tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP")
     assert (cfg.job["tp"], cfg.job["pp"]) == (2, 2)
 
 
@@ -171,12 +176,8 @@ def test_unset_and_append(tmp_path, env, want):
 def test_appended_flags_string_keeps_the_earlier_flags(tmp_path):
     """`EXTRA="--tensor-model-parallel-size 2"` then `EXTRA+=" --pipeline-model-parallel-size 2"` (Megatron-LM's
     multimodal scripts' form): both flags reach the launch line (was pp 2 only, tp 1 silently)."""
-    p = tmp_path / "run.sh"
-    p.write_text("#!/bin/bash\nEXTRA=\"--tensor-model-parallel-size 2\"\nEXTRA+=\" --pipeline-model-parallel-size 2\"\n"
-                 "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py $EXTRA \\\n"
-                 "    --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
-                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16\n")
-    cfg = load_trainer_config(str(p), gpus=8)
+    cfg = _launch(tmp_path, "EXTRA=\"--tensor-model-parallel-size 2\"\nEXTRA+=\" --pipeline-model-parallel-size 2\"\n",
+                  "$EXTRA")
     assert (cfg.job["tp"], cfg.job["pp"]) == (2, 2)
 
 
