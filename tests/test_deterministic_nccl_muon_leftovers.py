@@ -189,3 +189,17 @@ def test_the_nccl_algo_each_deterministic_check_takes():
                                                                                 deterministic_mode=False),
                    dict(nccl_algo="Ring", stack="megatron-bridge")):
         assert resolve(Job.model_validate({**BASE, **fields}))[0].nccl_algo == fields["nccl_algo"]
+
+
+def test_dated_deterministic_plan_reads_back_as_priced(cli):
+    """A deterministic job dated before 2026-07-08 (--trainer-date 2026-07-02) is priced with NCCL's own choice (no
+    NCCL_ALGO default at that commit); the Megatron export is written for the stack's own commit (export's
+    trainer_date note) and says nothing of NCCL_ALGO, so read back at that commit it took Ring (the default since
+    3ab71eeb3e) and `fit --export` refused its own file ('nccl_algo: None priced, 'Ring' read back': scripts/fuzz.py
+    seed 106, precision-flags). The read-back passes the plan's trainer_date, as it passes every field the file cannot
+    hold (cli/export.check_readback)."""
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--pp", "1", "--cp", "1", "--seq-len", "2048",
+            "--global-batch", "32", "--deterministic-mode", "--trainer-date", "2026-07-02", "--no-tp-comm-overlap", "--top", "1",
+            "--export", "megatron")
+    assert r.exit_code == 0, r.stderr
+    assert "NCCL_ALGO" not in r.stdout  # nothing set: NCCL's own choice, as priced
