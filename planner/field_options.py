@@ -124,7 +124,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("cp_load_balancer", "str", "headtail|ptrr: the CP load balancer by name (torchtitan's "
                 "--parallelism.context_parallel_load_balancer; stacks torchtitan and torchtitan-0.3 only), both priced "
                 "as the balanced split; ptrr under CP needs a FlexAttention model (--attention-backend flex): start-up "
-                "rule TORCHTITAN_CP_PTRR_MASK (default: the stack's, headtail)"),
+                "rule TORCHTITAN_CP_PTRR_MASK; another name (one torch does not build) is refused under CP: start-up "
+                "rule TORCHTITAN_CP_LOAD_BALANCER_NAME (default: the stack's, headtail)"),
     FieldOption("fsdp_symm_mem", "bool", "FSDP's all-gathers on symmetric memory (torchtitan 0.3 "
                 "--parallelism.enable_fsdp_symm_mem; stack torchtitan-0.3 only): refused below compute capability 9.0, "
                 "start-up rule TORCHTITAN_FSDP_SYMM_MEM_SM90 (default off)"),

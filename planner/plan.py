@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, get_args
 
 import numpy as np
 
@@ -33,8 +33,8 @@ from .offload import HOST_MEMORY_EFFICIENCY
 
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
-from .schema import (BYTES_PER_PARAM_PRESETS, MAX_COUNT, MODE_SETTING_DEFAULTS, BytesPerParam, Hardware, Job, ModelSpec,
-                     Stack, split_fields, ZERO3_KEYS)
+from .schema import (BYTES_PER_PARAM_PRESETS, MAX_COUNT, MODE_SETTING_DEFAULTS, BytesPerParam, CPLoadBalancer, Hardware, Job,
+                     ModelSpec, Stack, split_fields, ZERO3_KEYS)
 from .startup import (BY_CODE, cluster_of, stack_lacks_sp, stack_sp_norm_grads_unreduced, CODES as BY_CODE_KEYS, layer_kinds_assumed, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
                       split_overdrawn, stack_order_ok)
 
@@ -3045,7 +3045,10 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=
                            f"it off ({origin})", "leave cp_load_balance out, or choose --stack torchtitan or torchtitan-0.3")
     if job.cp_load_balancer is not None:
         have = runs.cp_load_balancers if runs is not None else None
-        if have is None or job.cp_load_balancer not in have:
+        # a name torch's cp_shard does not build (neither headtail nor ptrr) is kept, as the trainer config states it,
+        # for the start-up rule TORCHTITAN_CP_LOAD_BALANCER_NAME (refused at cp > 1, where torchtitan stops in the first
+        # step; at cp 1 never read); a name torch builds that the stack's option lacks is refused here
+        if have is None or (job.cp_load_balancer not in have and job.cp_load_balancer in get_args(CPLoadBalancer)):
             what = (f"has no option naming a CP load balancer ({stack.origin} runs.cp_load_balancers)" if have is None
                     else f"builds {', '.join(have)} ({stack.origin} runs.cp_load_balancers)")
             raise PlannerError(f"{where}cp_load_balancer {job.cp_load_balancer} is set but stack "

@@ -363,7 +363,8 @@ AttentionKernel = Literal["flash2", "cudnn", "flex"]  # compute.ATTENTION_KERNEL
 # the attention module a trainer's model code builds (torchtitan main's flavor attn_type, torchtitan 0.3.0's model_registry
 # attn_backend): what its start-up checks read (startup.TORCHTITAN_VARLEN_CP), priced by the kernel it runs (AttentionKernel)
 AttentionBackend = Literal["sdpa", "flex", "varlen"]
-# torch's named CP load balancers torchtitan's context_parallel_load_balancer builds (job field cp_load_balancer)
+# torch's named CP load balancers torchtitan's context_parallel_load_balancer builds (job field cp_load_balancer, which
+# also carries a name torch does not build, as a trainer config states it: startup.TORCHTITAN_CP_LOAD_BALANCER_NAME)
 CPLoadBalancer = Literal["headtail", "ptrr"]
 # the job settings a trainer's deterministic mode refuses at start-up (stack_db runs.deterministic_refuses; start-up
 # rules MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH, planner/startup.py codes 91-93; _USE_FLASH_ATTN /
@@ -2172,9 +2173,11 @@ class StackDefaults(BaseModel):
                     "cross_entropy_fusion, attention_kernel flash2, use_flash_attn), laid here by plan.resolve for the "
                     "start-up rules MEGATRON_DETERMINISTIC_CE_FUSION / _FLASH / _USE_FLASH_ATTN; the TP overlap is the "
                     "plan's (PlanArrays.tpo), the experts the model's (_MOE)")
-    cp_load_balancer: Optional[CPLoadBalancer] = Field(
+    cp_load_balancer: Optional[str] = Field(
         default=None, description="the CP load balancer the job names (the job's cp_load_balancer, laid here by "
-                                  "plan.resolve for the start-up rules: TORCHTITAN_CP_PTRR_MASK); null: the stack's own")
+                                  "plan.resolve for the start-up rules: TORCHTITAN_CP_PTRR_MASK, and "
+                                  "TORCHTITAN_CP_LOAD_BALANCER_NAME for a name torch's cp_shard does not build); null: "
+                                  "the stack's own")
     bf16_layers_max: int = Field(
         default=0, ge=0, description="the larger of the job's bf16_layers_at_start and bf16_layers_at_end (laid here by "
                                      "plan.resolve for the start-up rules: MEGATRON_BF16_LAYERS_STAGE); 0: none")
@@ -4321,14 +4324,17 @@ class Job(BaseModel):
                     "runs at that rank's (2 cp - 1) / cp of the balanced share (step.cp_balance_factor; torchtitan "
                     "parallelism.context_parallel_load_balancer None, valid only on a stack with the option: stack_db "
                     "runs.cp_no_load_balance); fit never searches it (it is never faster)")
-    cp_load_balancer: Optional[CPLoadBalancer] = Field(
+    cp_load_balancer: Optional[str] = Field(
         json_schema_extra=STACK_ONLY,
-        default=None,
+        default=None, min_length=1,
         description="the load balancer that splits the sequence over the CP ranks, by name, where CP runs balanced "
                     "(torchtitan parallelism.context_parallel_load_balancer: headtail, torch's _HeadTailLoadBalancer, "
                     "or ptrr, _PTRRLoadBalancer over the FlexAttention BlockMask; both priced as the balanced split): "
                     "ptrr under CP only where the model builds FlexAttention (torchtitan cp_shard raises otherwise: "
-                    "start-up rule TORCHTITAN_CP_PTRR_MASK); valid only on a stack with the option (stack_db "
+                    "start-up rule TORCHTITAN_CP_PTRR_MASK); any other name is one torch's cp_shard does not build: "
+                    "kept as the trainer config states it, ignored at cp 1 (cp_shard runs only where CP does) and "
+                    "refused at cp > 1 (ValueError 'Invalid load_balancer_type' in the first step: start-up rule "
+                    "TORCHTITAN_CP_LOAD_BALANCER_NAME); valid only on a stack with the option (stack_db "
                     "runs.cp_load_balancers) and not with cp_load_balance false; default: the stack's (headtail)")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
         json_schema_extra=STACK_ONLY,

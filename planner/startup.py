@@ -198,6 +198,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             cp_load_balancer ptrr with cp > 1 where the model builds no FlexAttention (attention_backend
                             not flex): main @e347b1e5e distributed/context_parallel.py cp_shard l. 191-206, 0.3.0
                             distributed/context_parallel/api.py l. 225-259 raise (code 90)
+  TORCHTITAN_CP_LOAD_BALANCER_NAME (the torchtitan set, runs.cp_load_balancers) the job's cp_load_balancer a name
+                            torch's cp_shard does not build (not headtail, ptrr or None) with cp > 1: main @e347b1e5e
+                            distributed/context_parallel.py l. 207-211, 0.3.0 api.py l. 260-264 raise in the first step
+                            (code 105, FIXED_CODE_RULES)
   MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (codes 91-93, the megatron set, each where the stack's
                             runs.deterministic_refuses lists the setting): the job's deterministic_mode with the plan's TP
                             overlap (Megatron-LM @d98e8a64 training/determinism.py l. 24, 141-148, since 3ab71eeb3e), the
@@ -2693,6 +2697,29 @@ def _tt_cp_ptrr_mask(model, stack, plan) -> np.ndarray:
     return np.full(np.shape(plan.tp), bad, dtype=bool) & (np.asarray(plan.cp) > 1)
 
 
+def _unbuilt_balancer(stack) -> str | None:
+    """The job's CP load balancer where it is a name torch's cp_shard does not build (neither headtail nor ptrr: the
+    stack's defaults.cp_load_balancer, laid by plan.apply_startup_switches from the job's cp_load_balancer); None
+    otherwise."""
+    from typing import get_args
+
+    from .schema import CPLoadBalancer
+    name = stack.defaults.cp_load_balancer if stack is not None else None
+    return name if name is not None and name not in get_args(CPLoadBalancer) else None
+
+
+def _tt_cp_load_balancer_name(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_CP_LOAD_BALANCER_NAME: the job's CP load balancer a name torch's cp_shard does not build
+    (_unbuilt_balancer), with cp > 1 (cp_shard runs only where CP is enabled)."""
+    bad = _unbuilt_balancer(stack) is not None  # a job setting: every plan alike
+    return np.full(np.shape(plan.tp), bad, dtype=bool) & (np.asarray(plan.cp) > 1)
+
+
+def _tt_cp_load_balancer_detail(model, stack, plan, cluster) -> str:
+    """The name the refused plan's job states (StartupRule.detail)."""
+    return f"context_parallel_load_balancer {_unbuilt_balancer(stack)!r}"
+
+
 # TORCHTITAN_CP_PTRR_MASK (code 90, issue 22 ttchecks): torch's PTRR load balancer is built from the attention's BlockMask.
 #   main @e347b1e5e   distributed/context_parallel.py cp_shard l. 191-206: load_balancer_type "ptrr" raises ValueError
 #                     ('PTRRLoadBalancer requires attention_masks to be a BlockMask, but got None or dict[str, BlockMask]',
@@ -3113,6 +3140,32 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "(num_layers_per_pipeline_rank = len(self.layers), a model chunk's)",
         "use a vpp that divides recompute_layers, or a recompute_layers that is a multiple of vpp",
         _megatron_recompute_layers_vpp)),
+    # TORCHTITAN_CP_LOAD_BALANCER_NAME (code 105, issue 22 cpbal; fuzz13 seed 104): torchtitan's
+    #   parallelism.context_parallel_load_balancer (`str | None`, default "headtail": main @e347b1e5e config/
+    #   job_config.py l. 431, 0.3.0 config/configs.py l. 235) is passed as it is to cp_shard, which builds headtail or ptrr
+    #   (None, or any falsy value, builds none) and raises ValueError ("Invalid load_balancer_type '...'. Must be one of:
+    #   'headtail', 'ptrr', or None") for any other name: main distributed/context_parallel.py l. 184-211 (the raise
+    #   l. 207-211), 0.3.0 distributed/context_parallel/api.py l. 218-264 (l. 260-264). cp_shard runs only where CP is
+    #   enabled (main train.py l. 469-477, 0.3.0 trainer.py l. 750-759: prepare_context_parallel_input under
+    #   parallel_dims.cp_enabled), so the name is never read at cp 1 and stops the first step at cp > 1. Which
+    #   spellings are such a name: on main's TOML any string but headtail / ptrr, the string "None" too (TOML has no null;
+    #   config/manager.py _dict_to_dataclass passes the file's string as it is); on 0.3's command line any word but
+    #   those and None (tyro parses the word None as None for `str | None`). Both readers keep the name as the job's
+    #   cp_load_balancer (trainers/cp_balancer.load_balancer), which plan.apply_startup_switches lays on the stack's
+    #   defaults; a job field set by hand reads alike. Listed where the stack has the option (runs.cp_load_balancers:
+    #   both torchtitan stacks), as TORCHTITAN_CP_PTRR_MASK
+    (105, StartupRule(
+        "TORCHTITAN_CP_LOAD_BALANCER_NAME", "torchtitan",
+        "context parallelism with a CP load balancer torch's cp_shard does not build (it builds headtail, ptrr or "
+        "None)",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/context_parallel.py cp_shard l. 184-211 (ValueError 'Invalid "
+        "load_balancer_type ... Must be one of: 'headtail', 'ptrr', or None', l. 207-211), called from train.py "
+        "l. 469-477 where cp is enabled; torchtitan 0.3.0 (release/0.3 @4f9e9a47d): torchtitan/distributed/"
+        "context_parallel/api.py cp_shard l. 218-264 (l. 260-264), trainer.py l. 750-759",
+        "name headtail (the default) or ptrr (context_parallel_load_balancer), or None for no load balancing "
+        "(--no-cp-load-balance; main's TOML has no None: torchtitan's command line "
+        "--parallelism.context_parallel_load_balancer None), or use cp 1",
+        _tt_cp_load_balancer_name, detail=_tt_cp_load_balancer_detail, option="cp_load_balancers")),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

@@ -179,12 +179,15 @@ def test_main_toml_balanced_names(tmp_path, value):
 
 def test_main_toml_none_string_refused(cli, tmp_path):
     """A TOML "None" is the string 'None', which cp_shard refuses at cp > 1 (ValueError 'Invalid load_balancer_type',
-    l. 207-211): refused naming it, the hint giving the command-line None; at cp 1 never read (ignored)."""
+    l. 207-211): kept as the job's cp_load_balancer and refused by start-up rule TORCHTITAN_CP_LOAD_BALANCER_NAME (code
+    105) naming it, the hint giving the command-line None; at cp 1 never read (ignored; tests/test_cp_balancer_name.py:
+    fit's CP rows refused alike)."""
     assert_one_error(cli("explain", str(_toml(tmp_path, 2, '"None"')), "--gpus", "8", "--hardware", "h100-sxm"),
-                     "context_parallel_load_balancer = 'None'", "cp_shard l. 138-246", "Invalid load_balancer_type",
-                     "--parallelism.context_parallel_load_balancer None on torchtitan's command line")
+                     "context_parallel_load_balancer 'None'", "breaks start-up rule TORCHTITAN_CP_LOAD_BALANCER_NAME",
+                     "cp_shard l. 184-211", "Invalid load_balancer_type",
+                     "torchtitan's command line --parallelism.context_parallel_load_balancer None")
     cfg = load_trainer_config(_toml(tmp_path, 1, '"None"'), gpus=8, hardware="h100-sxm")
-    assert "cp_load_balance" not in cfg.job
+    assert "cp_load_balance" not in cfg.job and cfg.job["cp_load_balancer"] == "None"
     assert any("context_parallel_load_balancer" in x and "never read" in x for x in cfg.ignored)
 
 

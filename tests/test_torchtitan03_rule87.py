@@ -184,11 +184,16 @@ def test_load_balancer_empty_is_refused(cli, tmp_path):
 
 
 def test_load_balancer_unknown_name(cli, tmp_path):
-    """Refused under CP (cp_shard raises in the first step), ignored at cp 1 (cp_shard never runs)."""
+    """Refused under CP (cp_shard raises in the first step: start-up rule TORCHTITAN_CP_LOAD_BALANCER_NAME, code 105),
+    ignored at cp 1 (cp_shard never runs) and kept as the job's for the plans at cp > 1 fit searches
+    (tests/test_cp_balancer_name.py)."""
     p = _line(tmp_path, "--parallelism.context_parallel_degree 2 --parallelism.context_parallel_load_balancer zigzag")
-    assert_one_error(cli("check", str(p), "--hardware", "h100-sxm"), "cp_shard l. 217-264", "Invalid load_balancer_type")
+    assert_one_error(cli("check", str(p), "--hardware", "h100-sxm"), "api.py cp_shard l. 218-264",
+                     "Invalid load_balancer_type", "context_parallel_load_balancer 'zigzag'",
+                     "breaks start-up rule TORCHTITAN_CP_LOAD_BALANCER_NAME")
     p = _line(tmp_path, "--parallelism.context_parallel_load_balancer zigzag", name="cp1.sh")
     cfg = load_trainer_config(p, hardware="h100-sxm")
+    assert cfg.job["cp_load_balancer"] == "zigzag"
     assert any(i.startswith("parallelism.context_parallel_load_balancer=zigzag (context_parallel_degree 1")
                for i in cfg.ignored)
 

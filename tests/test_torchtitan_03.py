@@ -45,12 +45,13 @@ def test_entry_is_its_own_release():
     # entry listing the other's absent; TORCHTITAN_VARLEN_CP (86, varlencp) in both; TORCHTITAN_FSDP_SYMM_MEM_SM90 and
     # TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX (87-89, rule87) on 0.3's only: they check options (StartupRule.option)
     # which only 0.3's entry has (runs.fsdp_symm_mem, runs.spmd_typechecking; main @e347b1e5e has neither, ttchecks);
-    # TORCHTITAN_CP_PTRR_MASK (90, ttchecks) in both, which both name the CP balancers (runs.cp_load_balancers).
+    # TORCHTITAN_CP_PTRR_MASK (90, ttchecks) in both, which both name the CP balancers (runs.cp_load_balancers), and so
+    # TORCHTITAN_CP_LOAD_BALANCER_NAME (105, cpbal: a name torch's cp_shard does not build, at cp > 1).
     # A rule that can never fire on an entry is not listed there (rules_for): TORCHTITAN_MTP_PP_CP (79, option runs.mtp)
     # and TORCHTITAN_HYBRIDEP (82, dispatcher hybridep) on 0.3's only, torchtitan's DeepEP checks (48-51, dispatcher
     # deepep) on main's only (0.3's runs.moe_dispatchers: alltoall, hybridep)
-    assert [c for c, _ in rules_for(old)] == [28, 29, 30, 31, 32, 48, 49, 50, 51, 52, 53, 54, 56, 62, 63, 65, 66, 67, 68, 73, 74, 75, 80, 81, 83, 84, 86, 90]
-    assert [c for c, _ in rules_for(new)] == [31, 32, 52, 54, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 97]  # 97: its launch line spells the split by layers_per_stage only
+    assert [c for c, _ in rules_for(old)] == [28, 29, 30, 31, 32, 48, 49, 50, 51, 52, 53, 54, 56, 62, 63, 65, 66, 67, 68, 73, 74, 75, 80, 81, 83, 84, 86, 90, 105]
+    assert [c for c, _ in rules_for(new)] == [31, 32, 52, 54, 58, 59, 60, 61, 62, 65, 66, 67, 68, 73, 74, 75, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 97, 105]  # 97: its launch line spells the split by layers_per_stage only
     assert "hybridep" in new.runs.moe_dispatchers and "hybridep" not in old.runs.moe_dispatchers
     assert new.runs.mtp and not old.runs.mtp
     assert [c.code for c in old.runs.model_codes] == ["llama3", "llama4", "deepseek_v3", "qwen3", "gpt_oss"]

@@ -36,7 +36,8 @@ def load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored
                   src: BalancerSource, run_cp: int | None = None) -> None:
     """parallelism.context_parallel_load_balancer (0.3: configs.py l. 235; main @e347b1e5e: config/job_config.py
     l. 431; default "headtail" in both): "" refused as both refuse it at start-up; a name torch's cp_shard does not
-    build refused where CP runs (it raises in the first step); None (no load balancing: contiguous sequence chunks, the
+    build kept as the job's cp_load_balancer, refused where CP runs by the start-up rule TORCHTITAN_CP_LOAD_BALANCER_NAME (it
+    raises in the first step) and listed as ignored at cp 1; None (no load balancing: contiguous sequence chunks, the
     causal mask's work piled on the last CP rank) read as the job field cp_load_balance false where CP runs (the
     attention core at the last rank's share, step.cp_balance_factor); the default and ptrr are the balanced split
     (step.cp_kernel_factor). One function for both releases' readers (torchtitan03's option loop with LB_03,
@@ -49,12 +50,15 @@ def load_balancer(where: str, v, stated: bool, job: dict, assumed: list, ignored
                            "'context_parallel_load_balancer cannot be an empty string. Use None to disable load "
                            "balancing.')", src.none_hint)
     if v is not None and v not in CP_LOAD_BALANCERS:
-        if cp > 1:
-            raise PlannerError(f"{where}{src.key}{repr(v) if src.quote else v}: torch's CP sharding builds "
-                               f"{' or '.join(CP_LOAD_BALANCERS)} (or None), and {src.release} stops in the first step "
-                               f"with context_parallel_degree {cp} ({src.shard_cite}: ValueError 'Invalid "
-                               "load_balancer_type')", src.none_hint)
-        ignored.append(listed("ignored", key, v, "context_parallel_degree 1: never read"))
+        # a name torch's cp_shard does not build: the job's cp_load_balancer as stated, refused at cp > 1 by the start-up
+        # rule TORCHTITAN_CP_LOAD_BALANCER_NAME (code 105: ValueError 'Invalid load_balancer_type' in the first step),
+        # so fit's CP rows are masked as explain of their reproduce lines (the file read again at --cp) refuses them
+        job["cp_load_balancer"] = v
+        if cp == 1:
+            ignored.append(listed("ignored", key, v, "context_parallel_degree 1: never read; a plan at cp > 1 (fit's CP "
+                                  f"rows, or --cp) would stop in {src.release}'s first step, refused by start-up rule "
+                                  f"TORCHTITAN_CP_LOAD_BALANCER_NAME ({src.shard_cite}: ValueError 'Invalid "
+                                  "load_balancer_type')"))
         return
     name = fmt_ignored(key, v)
     if cp == 1 and stated and (v is None or v == "ptrr"):  # nothing split here, but the run's setting where CP runs:

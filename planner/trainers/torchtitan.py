@@ -50,7 +50,8 @@ Read and modelled (section.key -> planner job field):
                                    pipeline_parallel_first/last_stage_less_layers (the
                                    embedding and output counted in the split: 0 or 1)
                                    context_parallel_load_balancer (headtail | ptrr: balanced;
-                                   "" and other names refused at cp > 1 as torchtitan stops [11])
+                                   "" refused; other names -> cp_load_balancer, refused at
+                                   cp > 1 as torchtitan stops: TORCHTITAN_CP_LOAD_BALANCER_NAME [11])
   [activation_checkpoint] mode (none|selective|full), selective_ac_option ('op' or an
                                    integer n: every n-th layer of a stage fully recomputed)
   [compile] enable, components ("model")

@@ -53,7 +53,8 @@ priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.
   debug.spmd_typechecking (default false, l. 356) -> spmd_typechecking (refused with PP, and with selective AC over
       FlexAttention, under spmd_types: TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)
   parallelism.context_parallel_load_balancer (default "headtail", l. 235): "" refused (l. 262-266), a name torch's
-      cp_shard does not build refused under CP, None (no load balancing) under CP -> cp_load_balance false (the
+      cp_shard does not build -> cp_load_balancer as stated (refused under CP: start-up rule
+      TORCHTITAN_CP_LOAD_BALANCER_NAME; ignored at cp 1), None (no load balancing) under CP -> cp_load_balance false (the
       attention core at the last CP rank's share: step.cp_balance_factor; cp_balancer.load_balancer; written back by the export)
   parallelism.context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
       backward step captured in a CUDA graph, trainer.py l. 613-614) -> not priced: listed (a stated non-default
