@@ -3147,7 +3147,7 @@ def _deterministic_switches(job: Job, stack, warnings: list, where: str = "", hw
 
 
 # The NCCL_ALGO values a trainer's deterministic mode takes (start-up rules MEGATRON_DETERMINISTIC_NCCL_ALGO / _CHOICE,
-# codes 106-107, where the stack's runs.deterministic_refuses lists nccl_algo_tokens / nccl_algo_choice):
+# codes 103-104, where the stack's runs.deterministic_refuses lists nccl_algo_tokens / nccl_algo_choice):
 # NVIDIA/Megatron-LM @d98e8a64 megatron/training/determinism.py l. 48 ACCEPTED_NCCL_ALGO_TOKENS, each of the value's
 # comma-separated tokens (stripped, empty ones dropped) among them, l. 88-93; its older validate_args (ac08742c96 to
 # 3ab71eeb3e's parent 465264b7dd arguments.py l. 1513-1515) and NVIDIA-NeMo/Megatron-Bridge @dc805f5cf

@@ -368,7 +368,7 @@ AttentionBackend = Literal["sdpa", "flex", "varlen"]
 CPLoadBalancer = Literal["headtail", "ptrr"]
 # the job settings a trainer's deterministic mode refuses at start-up (stack_db runs.deterministic_refuses; start-up
 # rules MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH, planner/startup.py codes 91-93; _USE_FLASH_ATTN /
-# _MOE, codes 98-99: checks an older trainer commit ran, dated since / until; _NCCL_ALGO / _NCCL_CHOICE, codes 106-107:
+# _MOE, codes 98-99: checks an older trainer commit ran, dated since / until; _NCCL_ALGO / _NCCL_CHOICE, codes 103-104:
 # the job's nccl_algo)
 DeterministicSetting = Literal["tp_comm_overlap", "cross_entropy_fusion", "flash_attention", "use_flash_attn", "moe",
                                "nccl_algo_tokens", "nccl_algo_choice"]

@@ -219,7 +219,7 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             --num-layers-at-start/end-in-bf16) above num_layers // pp: Megatron-LM @d98e8a64
                             transformer_config.py l. 1532-1555 raises (code 96,
                             FIXED_CODE_RULES)
-  MEGATRON_DETERMINISTIC_NCCL_ALGO, _NCCL_CHOICE (codes 106-107, FIXED_CODE_RULES; the megatron set, where the
+  MEGATRON_DETERMINISTIC_NCCL_ALGO, _NCCL_CHOICE (codes 103-104, FIXED_CODE_RULES; the megatron set, where the
                             stack's runs.deterministic_refuses lists nccl_algo_tokens / nccl_algo_choice) the job's
                             deterministic_mode with an nccl_algo determinism.py @d98e8a64 l. 87-93 refuses (a token
                             outside Ring, CollnetDirect, CollnetChain, ^NVLS; since 3ab71eeb3e), or that is not one of
