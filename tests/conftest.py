@@ -29,6 +29,18 @@ def _model_cache(tmp_path_factory):
         os.environ[CACHE_ENV] = old
 
 
+def resolve_verdict(**job):
+    """The start-up verdict of resolving `job`: the PlannerError's message where resolve refuses it, else None (the
+    rule tests' one shape: a plan a trainer accepts or the rule naming why not)."""
+    from planner.errors import PlannerError
+
+    try:
+        resolve(Job(**job))
+    except PlannerError as e:
+        return e.message
+    return None
+
+
 def explain_job(**fields):
     """(settings, plan, estimate, json) for one job; hardware defaults to h100-sxm."""
     job = Job(**fields)

@@ -25,9 +25,8 @@ import json
 
 import pytest
 
-from conftest import assert_one_error
+from conftest import assert_one_error, resolve_verdict
 from planner.catalog import load_stack
-from planner.errors import PlannerError
 from planner.plan import resolve
 from planner.schema import Job
 from planner.search import fit
@@ -54,11 +53,7 @@ def _launch(tmp_path, name: str = "nosuch", typecheck: bool = False):
 
 
 def _verdict(**job):
-    try:
-        resolve(Job(**{**BASE, **job}))
-    except PlannerError as e:
-        return e.message
-    return None
+    return resolve_verdict(**{**BASE, **job})
 
 
 def test_code_and_the_stacks_that_list_it():

@@ -23,9 +23,8 @@ import json
 import numpy as np
 import pytest
 
-from conftest import assert_one_error
+from conftest import assert_one_error, resolve_verdict
 from planner.catalog import load_stack
-from planner.errors import PlannerError
 from planner.explain import evaluate
 from planner.plan import resolve
 from planner.schema import Job
@@ -41,11 +40,7 @@ BASE = dict(model="llama3-8b", gpus=8, global_batch=8, seq_len=8192, sharding="f
 
 
 def _verdict(**job):
-    try:
-        resolve(Job(**{**BASE, **job}))
-    except PlannerError as e:
-        return e.message
-    return None
+    return resolve_verdict(**{**BASE, **job})
 
 
 def test_code_and_the_stacks_that_list_it():

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import assert_one_error
+from conftest import assert_one_error, resolve_verdict
 from planner.catalog import load_stack
 from planner.errors import PlannerError
 from planner.explain import evaluate
@@ -48,11 +48,7 @@ SRC_SAC = "torchtitan/trainer.py Trainer.Config.__post_init__ l. 155-167"
 
 
 def _verdict(**job):
-    try:
-        resolve(Job(**{**BASE, **job}))
-    except PlannerError as e:
-        return e.message
-    return None
+    return resolve_verdict(**{**BASE, **job})
 
 
 def _priced(**job):

@@ -23,12 +23,12 @@ from __future__ import annotations
 import pytest
 
 from planner.catalog import load_stack
-from planner.errors import PlannerError
-from planner.plan import resolve
 from planner.schema import Job
 from planner.search import fit
 from planner.space import SpaceOptions
 from planner.startup import CODES, rules_for
+
+from conftest import resolve_verdict
 
 BASE = dict(model="llama3-8b", gpus=8, global_batch=8, sharding="fsdp")
 SRC = "release/0.3 @4f9e9a47d torchtitan/trainer.py Trainer.__init__ l. 306-315"
@@ -42,11 +42,7 @@ def test_code_and_rule_sets():
 
 
 def _verdict(stack, **job):
-    try:
-        resolve(Job(**BASE, stack=stack, **job))
-    except PlannerError as e:
-        return e.message
-    return None
+    return resolve_verdict(**BASE, stack=stack, **job)
 
 
 @pytest.mark.parametrize("job, on_03, on_main", [
