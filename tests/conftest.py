@@ -41,6 +41,13 @@ def resolve_verdict(**job):
     return None
 
 
+def h100_nvlink_ring_s(n, size):
+    """comm.py's ring collective (and pairwise all-to-all) of `size` bytes over n ranks inside one H100 NVLink domain,
+    by hand: n - 1 rounds of comm.NVLINK_LATENCY_S 3.4 us, and (n - 1) / n of the buffer at hardware_db h100-sxm's
+    nvlink 450 GB/s x comm.NVLINK_RING_EFFICIENCY 0.8222... (the hand-derived exchange tests' one formula)."""
+    return (n - 1) * 3.4e-6 + (n - 1) / n * size / (450e9 * 0.8222222222222222)
+
+
 def explain_job(**fields):
     """(settings, plan, estimate, json) for one job; hardware defaults to h100-sxm."""
     job = Job(**fields)

@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import explain_job
-
-LAT = 3.4e-6  # comm.NVLINK_LATENCY_S
-BW = 450e9 * 0.8222222222222222  # hardware_db h100-sxm nvlink x comm.NVLINK_RING_EFFICIENCY
+from conftest import explain_job, h100_nvlink_ring_s
 
 
-def _ring(n, size):
-    return (n - 1) * LAT + (n - 1) / n * size / BW
+_ring = h100_nvlink_ring_s
 
 
 def _dsv3(**kw):

@@ -23,15 +23,11 @@ import dataclasses
 
 import pytest
 
-from conftest import explain_job
+from conftest import explain_job, h100_nvlink_ring_s
 from planner.explain import evaluate, to_json
 
-LAT = 3.4e-6  # comm.NVLINK_LATENCY_S
-BW = 450e9 * 0.8222222222222222  # hardware_db h100-sxm nvlink x comm.NVLINK_RING_EFFICIENCY
 
-
-def _ring(n, size):
-    return (n - 1) * LAT + (n - 1) / n * size / BW
+_ring = h100_nvlink_ring_s
 
 
 def _job(model, **kw):

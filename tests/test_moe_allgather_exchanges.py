@@ -19,15 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import explain_job
+from conftest import explain_job, h100_nvlink_ring_s
 
 ROOT = Path(__file__).resolve().parent.parent
-LAT = 3.4e-6  # comm.NVLINK_LATENCY_S
-BW = 450e9 * 0.8222222222222222  # hardware_db h100-sxm nvlink x comm.NVLINK_RING_EFFICIENCY
 
 
-def _ring(n, size):
-    return (n - 1) * LAT + (n - 1) / n * size / BW
+_ring = h100_nvlink_ring_s
 
 
 def _mixtral(**kw):

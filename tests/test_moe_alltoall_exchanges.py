@@ -18,17 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import explain_job
+from conftest import explain_job, h100_nvlink_ring_s
 
 ROOT = Path(__file__).resolve().parent.parent
 
-LAT = 3.4e-6  # comm.NVLINK_LATENCY_S
-BW = 450e9 * 0.8222222222222222  # hardware_db h100-sxm nvlink x comm.NVLINK_RING_EFFICIENCY
 
-
-def _pairwise(n, size):
-    """comm.py's all-to-all (and ring all-gather) inside one NVLink domain: n - 1 rounds, (n - 1) / n of the buffer."""
-    return (n - 1) * LAT + (n - 1) / n * size / BW
+# comm.py's all-to-all (and ring all-gather) inside one NVLink domain: n - 1 rounds, (n - 1) / n of the buffer
+_pairwise = h100_nvlink_ring_s
 
 
 def _mixtral(**kw):
