@@ -99,16 +99,20 @@ def test_fit_ranks_no_tp_overlap_row_under_deterministic_mode():
     assert "MEGATRON_DETERMINISTIC_CE_FUSION" in e.value.message
 
 
+def _deterministic_args(tmp_path, flag: str):
+    """A 4-layer GPT's Megatron argument file at TP 2 with SP and --deterministic-mode plus `flag`, read on 8 GPUs."""
+    p = tmp_path / "run.args"
+    p.write_text("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings "
+                 "1024 --micro-batch-size 1 --global-batch-size 8 --bf16 --tensor-model-parallel-size 2 "
+                 f"--sequence-parallel --deterministic-mode {flag}\n")
+    return load_trainer_config(p, gpus=8)
+
+
 def test_check_refuses_a_megatron_script_asking_both(tmp_path):
     """`check`'s path: the Megatron reader reads both flags, resolve refuses the job naming the rule; the argument
     rules (rules.py DETERMINISTIC, DETERMINISTIC_ENV) say the same of the flags and of NCCL_ALGO Tree (determinism.py
     l. 48: Tree is no longer accepted)."""
-    args = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings "
-            "1024 --micro-batch-size 1 --global-batch-size 8 --bf16 --tensor-model-parallel-size 2 --sequence-parallel "
-            "--deterministic-mode --tp-comm-overlap")
-    p = tmp_path / "run.args"
-    p.write_text(args + "\n")
-    cfg = load_trainer_config(p, gpus=8)
+    cfg = _deterministic_args(tmp_path, "--tp-comm-overlap")
     assert cfg.job["deterministic_mode"] is True and cfg.job["tp_comm_overlap"] is True
     assert "MEGATRON_DETERMINISTIC_TP_OVERLAP" in _refused(cfg.job)
     flags = {"--tensor-model-parallel-size": "2", "--sequence-parallel": True, "--num-layers": "4",
@@ -200,12 +204,7 @@ def test_megatron_reader_reads_use_flash_attn_and_the_export_writes_it(tmp_path)
     from planner.explain import evaluate, to_json
     from planner.trainers.export import export_plan
 
-    args = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings "
-            "1024 --micro-batch-size 1 --global-batch-size 8 --bf16 --tensor-model-parallel-size 2 --sequence-parallel "
-            "--deterministic-mode --use-flash-attn")
-    p = tmp_path / "run.args"
-    p.write_text(args + "\n")
-    cfg = load_trainer_config(p, gpus=8)
+    cfg = _deterministic_args(tmp_path, "--use-flash-attn")
     assert cfg.job["use_flash_attn"] is True
     assert not any(str(n).startswith("--use-flash-attn") for n in cfg.ignored + cfg.not_modelled)
     assert "MEGATRON_DETERMINISTIC_USE_FLASH_ATTN" in _refused({**cfg.job, "trainer_date": "2025-06-01"})
