@@ -1755,11 +1755,25 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
     """The resolved job's Settings (everything the search does not vary): the model, hardware
     and stack read, the calibration profile, the files' paths and hashes, the MoE options; `vocab`:
     resolve's vocabulary padding fields (vocab_divisor, vocab_tokens, make_vocab_size_divisible_by)."""
-    bpp, bpp_name, pao, te_master, remainders = bpp
     calibration = _load_calibration(job.calibration, hw)
-    model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
     nccl_algo, env_assumed = _nccl_algo(job, stack)
-    settings = Settings(
+    return Settings(
+        **_run_fields(job, model, hw, stack, plan, bpp, calibration, power_source),
+        **_layer_option_fields(job, model, hw, stack, inherited, where),
+        **_optimizer_fields(job, hw, stack, bpp[0], calibration, where),
+        **_runtime_fields(job, model, stack, inherited, nccl_algo, env_assumed, where),
+        **_provenance_fields(job, model, hw, stack, calibration, inherited, seq_assumed),
+        **vocab,
+    )
+
+
+def _run_fields(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple,
+                calibration, power_source: str) -> dict:
+    """_settings' run: the model, hardware and stack read, the bytes per parameter (resolve's tuple: bytes,
+    name, precision-aware optimizer, TE master weights, remainders), the memory and attention models, the batch, the
+    calibration profile and the plan's pipeline split."""
+    bpp, bpp_name, pao, te_master, remainders = bpp
+    return dict(
         model=model,
         hardware=hw,
         gpus=job.gpus,
@@ -1791,6 +1805,13 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         split_first=int(plan.split_first),
         split_last=int(plan.split_last),
         microbatch_group=int(plan.mbg),
+    )
+
+
+def _layer_option_fields(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, inherited: list, where: str) -> dict:
+    """_settings' layer options, each checked against the model and the stack: MoE capacity and imbalance, the
+    bf16 / fp8 layers, fusions, CUDA graphs, the loss, recompute modules, CP balancing and SPMD checks."""
+    return dict(
         moe_capacity_factor=_capacity_factor(job, model, where),
         moe_min_capacity=_min_capacity(job, model, stack, where),
         **_imbalance_settings(job, model, stack, where),
@@ -1824,6 +1845,12 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         partition_activations=job.partition_activations,
         sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
+    )
+
+
+def _optimizer_fields(job: Job, hw: Hardware, stack: Stack, bpp, calibration, where: str) -> dict:
+    """_settings' optimizer: its kind and implementation, Muon's options, CPU offload and the host's Adam rate."""
+    return dict(
         optimizer=_optimizer(job, stack, bpp, where),
         optimizer_whole_tensors=job.optimizer_whole_tensors,
         muon_ns_steps=job.muon_ns_steps,
@@ -1838,6 +1865,14 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         offload_overlap=job.offload_overlap,
         host_fields=tuple(f for f, _ in HOST_FIELDS if getattr(job, f) is not None),
         **_host_adam(calibration, job.calibration, hw.name),
+    )
+
+
+def _runtime_fields(job: Job, model: ModelSpec, stack: Stack, inherited: list, nccl_algo, env_assumed: list,
+                    where: str) -> dict:
+    """_settings' runtime switches: kernels, deterministic mode and NCCL_ALGO, ZeRO-3 knobs, the trainer's
+    version and date, Megatron-FSDP options and the MoE dispatcher."""
+    return dict(
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=_cublas_workspace(job, stack, where),
@@ -1859,6 +1894,15 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         enable_experimental=_enable_experimental(job, stack, where),
         attention_softmax_in_fp32=job.attention_softmax_in_fp32 is not False,
         **moe_dispatch_settings(job, model, stack, inherited, where),
+    )
+
+
+def _provenance_fields(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, calibration, inherited: list,
+                       seq_assumed: list) -> dict:
+    """_settings' provenance: what was inherited and assumed, the model code's notes, the files' paths and
+    hashes, and the calibration's knobs."""
+    model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
+    return dict(
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         seq_assumed=tuple(seq_assumed),
@@ -1871,9 +1915,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         model_sha256=file_sha256(model_file),
         hardware_sha256=file_sha256(hardware_file),
         knobs=_run_knobs(calibration, stack.name, hw.name),
-        **vocab,
     )
-    return settings
 
 
 def given_setting(job: Job, name: str):
