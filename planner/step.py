@@ -1847,6 +1847,15 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
     return stage_comm(sc, {st: on(st) for st in comm_stages(sc)})
 
 
+def _mla_tp_groups(sc: StepCtx, coll: Collectives) -> tuple:
+    """What both MLA TP pricings ([30], [32]) read: the TP group's stride, one bf16 column's bytes over the
+    micro-batch's T tokens, the SP-only collectives' group (1, nothing, without SP) and the no-SP all-reduces' group
+    (1 under SP)."""
+    plan = sc.plan
+    sp_on = plan.sp > 0
+    return (coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp))
+
+
 def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
     """(forward, backward, selective re-run) seconds per micro-batch of one MLA layer's TP collectives where the
     stack gathers the latents [32] (Megatron-Core's MLASelfAttention; with mla.down_fused the collectives
@@ -1857,15 +1866,10 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
       re-run:   the up projections' SP gathers the selective policy re-runs (recompute_projections q: AG(T r_q);
                 k or v: AG(T r_kv)); 0 without SP
     0 at tp 1."""
-    plan, ctx = sc.plan, sc.ctx
-    s = coll.strides["tp"]
-    sp_on = plan.sp > 0
-    col = ctx.T * ACT_BYTES  # bytes of one bf16 column over the micro-batch's T tokens
+    s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
     q_in = col * float(mla.h if mla.q_lora_rank is None else mla.q_lora_rank)  # the q up projection's input
     kv_in = col * float(mla.kv_lora_rank)  # the kv up projection's input, the kv latent
     h = col * mla.h
-    tp_sp = np.where(sp_on, plan.tp, 1)  # the SP-only collectives: group 1 (nothing) without SP
-    tp_ar = np.where(sp_on, 1, plan.tp)  # the no-SP all-reduces: group 1 under SP
     q_ag, kv_ag = coll(comm.ALL_GATHER, q_in, tp_sp, s), coll(comm.ALL_GATHER, kv_in, tp_sp, s)
     fwd = q_ag + kv_ag + coll(comm.REDUCE_SCATTER, h, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s)
     bwd = (coll(comm.REDUCE_SCATTER, q_in, tp_sp, s) + coll(comm.REDUCE_SCATTER, kv_in, tp_sp, s)
@@ -1886,15 +1890,10 @@ def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla) -> tuple:
       forward:  SP: AG(T h) + AG(T r_q) + AG(T (r_kv + d_rope));  no SP: AG(T r_q) + AG(T (r_kv + d_rope))
       backward: SP: RS(T h) + AG(T r_q) + AG(T r_kv);             no SP: AR(T h)
     (bf16, each size the gathered tensor's); 0 at tp 1."""
-    plan, ctx = sc.plan, sc.ctx
-    s = coll.strides["tp"]
-    sp_on = plan.sp > 0
-    col = ctx.T * ACT_BYTES  # bytes of one bf16 column over the micro-batch's T tokens
+    s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
     rq, rkv, rope = float(mla.q_lora_rank), float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
-    tp_sp = np.where(sp_on, plan.tp, 1)  # the SP-only collectives: group 1 (nothing) without SP
-    tp_ar = np.where(sp_on, 1, plan.tp)  # the no-SP input gradient's all-reduce: group 1 under SP
     h = col * mla.h
-    lat = coll(comm.ALL_GATHER, col * rq, plan.tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), plan.tp, s)
+    lat = coll(comm.ALL_GATHER, col * rq, sc.plan.tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), sc.plan.tp, s)
     fwd = coll(comm.ALL_GATHER, h, tp_sp, s) + lat
     bwd = (coll(comm.REDUCE_SCATTER, h, tp_sp, s) + coll(comm.ALL_GATHER, col * rq, tp_sp, s)
            + coll(comm.ALL_GATHER, col * rkv, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s))
