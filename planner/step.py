@@ -129,7 +129,9 @@ References
     2 (pp - rank - 1) + (vpp - 1) N, + 1 with overlap_moe_expert_parallel_comm, at most vpp m;
     l. 1572-1660 and 1971-2058: without overlap_p2p_comm_warmup_flush (model_parallel_config.py
     l. 422-429, default False) the warm-up's send_forward_recv_forward and the cool-down's
-    send_backward_recv_backward are called without overlap_p2p_comm, waited on).
+    send_backward_recv_backward are called without overlap_p2p_comm, waited on). The step waits on the last
+    rank's count, (vpp - 1) N each way (pp_warmup_flush says why: the other ranks' 2 (pp - rank - 1) more run in
+    their bubble).
 [14] The output layer in fp8 (Job fp8_output_layer): pytorch/torchtitan @e347b1e5e
     torchtitan/config/job_config.py l. 741 Float8Linear.filter_fqns default [] (since a6524d8a0,
     2025-04-07, PR #1063; before it float8.py converted with module_filter_fn fqn != "output"), and
@@ -530,11 +532,25 @@ References
     chunk k + 1) while stage 0 runs the round's N micro-batches (N = microbatch_group, p by default): it waits for
     min(N, p) whole hops less the (N - p)+ chunks beyond p it runs meanwhile, v - 1 rounds in the fill and as many in
     the drain (the backward's chunks), 2 (p v - 1) whole transfers in all at N = p (pp_comm's wrap, per step; the
-    waited warm-up of the default, pp_warmup_flush, absorbs these round trips in the first stage's own blocking sends
-    instead). A replay of the schedule's dependencies by hand: forward chunk time c, hop h, p = 4, v = 2, N = m = 4:
+    slack is the waiting stage's: stage 0's forward chunks in the fill, stage p - 1's backward chunks in the drain,
+    whichever stage is the critical one). With the warm-up and flush waited (Megatron's default) these round trips
+    fit the lockstep the blocking sends make, each warm-up iteration a chunk plus one whole send on every rank, and
+    the step waits on the last stage's own blocking warm-up and flush sends instead (pp_warmup_flush, 2 (v - 1) N).
+    A replay of the schedule's dependencies by hand: forward chunk time c, hop h, p = 4, v = 2, N = m = 4:
     stage 3 ends micro-batch 0's chunk 0 at 3 (c + h) + c, stage 0 gets it at 4 c + 4 h, idle since 4 c (4 h); stage
     3 ends its chunk 1 at 7 (c + h) + c = 8 c + 7 h: 7 = p v - 1 hops before the last stage's first backward, 3 in the
     bubble's (p - 1) and 4 = min(N, p) more.
+    DualPipe keeps frac_m x 2 v (v = 1; [8]'s bubble: at F = B = W and p 16, 2 x 14 / 3 = 9.3 whole hops a step,
+    about 17.7 at DeepSeek-V3's layout with its own pass times): no closed form of its fill hops follows from the
+    code. A dependency replay of deepseek-ai/DualPipe @bb214e82 dualpipe.py DualPipe.step (steps 1-8, l. 358-425;
+    scripts/pp_schedule_replay.py dualpipe) gives [8]'s bubble at F = B = W (14 units at p 16) but puts nearly every
+    hop of the step on its path where a forward-backward pair is one op with its outputs at its end (p 16, m 120:
+    the step grows by 133 S, not 2 (p - 1) = 30 S): its steady state leaves neighbours no slack, so the fill's hops
+    cannot be told from the steady state's. The open reference waits each chunk's exchange whole anyway
+    (_commit_and_wait_comm, l. 285-292, before every chunk's compute, l. 185-214); under the runtime the stack prices
+    (deepseek: the report's overlap inside each pair, arXiv:2412.19437 sec. 3.2.1, Fig. 4) the hops the step waits
+    on depend on where inside a pair its forward output is ready, which the code leaves to the model's own
+    overlapped_forward_backward (l. 168) and the report does not give. A named approximation, kept (issue 22).
 [32] An MLA layer's TP collectives as the stack's code runs them (stack mla_tp_gathers; mla_tp_collectives), per layer
     and micro-batch over the TP group, T the micro-batch's tokens on the rank's CP shard, bf16. 'input' (torchtitan:
     the normed input gathered to every TP rank before the replicated down projections, the output reduce-scattered;
@@ -2297,9 +2313,11 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     sources (overlap.pp_p2p_overlapped): torch.distributed.pipelining's 1F1B, GPipe and Interleaved1F1B wait
     theirs (never: the receive issued after a pass and waited before the next, or held behind an earlier one on the
     group's one NCCL stream), DualPipe as DeepSeek's report states it (always; the open reference waits each
-    chunk's exchange). Per step: pp_warmup_flush's, from the same send. Then, for pp_fill_drain [31]: per micro-batch
+    chunk's exchange). Per step: pp_warmup_flush's, from the same send (the last stage's warm-up and flush sends,
+    whole where this stage's steady state charged its waited share). Then, for pp_fill_drain [31]: per micro-batch
     of the bubble, max(count, 2 v) whole transfers (the fill's and drain's hops); per step, the interleaved schedule's
-    wrap-around hops where its warm-up and flush are overlapped too (0 elsewhere)."""
+    wrap-around hops where its warm-up and flush are overlapped too (0 elsewhere; the same on every stage: the
+    stages that wait at the wrap are stage 0 in the fill and stage p - 1 in the drain)."""
     plan, ctx = sc.plan, sc.ctx
     pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
     part = pipe_partitioned(sc)
@@ -2335,36 +2353,39 @@ def pp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple:
     # --overlap-p2p-communication-warmup-flush, overlap.pp_p2p_warmup_flush_blocking off; Llama 3's asynchronous p2p),
     # each later model chunk's first micro-batch comes round the p ranks whole: [31]'s wrap-around hops
     wrap_on = overlapped & (plan.schedule == INTERLEAVED) & (not sc.stack.overlap.pp_p2p_warmup_flush_blocking)
+    wrap = 0.0
     if np.any(wrap_on):  # (a stack setting and the plans' schedules: nothing to price where no plan has it)
         n_grp = np.asarray(microbatch_group(plan.pp, plan.microbatches, plan.mbg), dtype=np.float64)
         ranks = np.asarray(plan.pp, dtype=np.float64)
         round_hops = np.minimum(n_grp, ranks) * pp_send  # min(N, p) whole hops a round the bubble lacks [31]
         slack = np.maximum(n_grp - ranks, 0.0)  # the round's chunks beyond p, run while micro-batch 0 comes round
+        # the wrap-around hops a step (per step, not a micro-batch of the bubble): v - 1 later rounds each way, each
+        # min(N, p) whole hops less the slack the round's other (N - p)+ chunks give on the stage that waits at the
+        # wrap [31]: stage 0 in the fill (micro-batch 0's chunk k output comes round from stage p - 1 to stage 0's
+        # chunk k + 1 while stage 0 runs its forwards), stage p - 1 in the drain (its chunk k gradient from stage 0's
+        # chunk k + 1, the fill's mirror, while it runs its backwards): a pipeline-wide value, the same whichever
+        # stage is the critical one (before: the critical stage's own chunk)
+        win_f0 = stage_windows(sc, lt, "first")[0]
+        win_bl = stage_windows(sc, lt, "last")[1]
+        fill_w = np.maximum(round_hops - slack * (sc.nf("first") / vpp * win_f0), 0.0)
+        drain_w = np.maximum(round_hops - slack * (sc.nf("last") / vpp * win_bl), 0.0)
+        wrap = np.where(wrap_on, (vpp - 1.0) * (fill_w + drain_w), 0.0)
 
     def stage(st):  # an overlapped send hides behind stage st's next model chunk: its layers / vpp, its mean layer
-        win_f, win_b = stage_windows(sc, lt, st)
-        chunk = sc.nf(st) / vpp * win_f
+        chunk = sc.nf(st) / vpp * stage_windows(sc, lt, st)[0]
         hidden = _hide(pp_send, chunk, sc.x)
         # DeepSpeed's blocking one-way sends (Stack.pipeline_p2p_sequential): a middle stage's 4 a micro-batch, the ends' 2
         count = (2.0 * sends if sc.stack.pipeline_p2p_sequential else sends) if st == "mid" else ends
         per = np.where(overlapped, hidden, pp_send)  # one transfer as this stage waits on it
-        # the warm-up's and flush's waited transfers in the same proportion (pp_warmup_flush counts a middle stage's 2 a
-        # chunk): a stage whose every chunk is in them waits on all its count x m, as with the overlap off.
         # The bubble's p2p (pp_fill_drain): the fill's p - 1 forward hops and the drain's p - 1 backward hops, one
         # whole transfer each (the stage waiting on a hop has no work before it arrives, whatever the stack overlaps),
         # 2 (p - 1) = (p - 1) / v x 2 v [31]: at least 2 v whole transfers a micro-batch of the (p - 1) / v the bubble
         # holds, where the stage's own count is at its waited share (per) and an end stage's one fewer (batched ends);
         # DeepSpeed's partitioned all-gathers (n_ag) ride on both, so the fill's difference leaves them out
         hops = np.maximum(count, sends) * pp_send + n_ag[st] * ag
-        if not np.any(wrap_on):
-            return count * per + n_ag[st] * ag, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends), hops, 0.0
-        # the wrap-around hops a step (per step, not a micro-batch of the bubble): v - 1 later rounds each way, each
-        # min(N, p) whole hops less the slack the round's other (N - p)+ chunks of the stage give (forward chunks for
-        # the fill, backward for the drain) [31]
-        fill_w = np.maximum(round_hops - slack * chunk, 0.0)
-        drain_w = np.maximum(round_hops - slack * (sc.nf(st) / vpp * win_b), 0.0)
-        wrap = np.where(wrap_on, (vpp - 1.0) * (fill_w + drain_w), 0.0)
-        return count * per + n_ag[st] * ag, _warmup_flush(sc, flush, (pp_send - hidden) * count / sends), hops, wrap
+        # the warm-up's and flush's waited sends on the step's path (pp_warmup_flush: the last stage's 2 W, each a
+        # whole send where the steady state charged this stage's waited share)
+        return count * per + n_ag[st] * ag, _warmup_flush(sc, flush, pp_send - hidden), hops, wrap
 
     out = {st: stage(st) for st in comm_stages(sc)}
     return tuple(stage_comm(sc, {st: x[j] for st, x in out.items()}) for j in (0, 1, 2, 3))
@@ -2493,16 +2514,38 @@ def sp_norm_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
 def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
     """Seconds per step the interleaved schedule's warm-up and flush p2p add where the stack
     overlaps its steady state's but waits on theirs (overlap.pp_p2p_warmup_flush_blocking: Megatron-LM
-    without --overlap-p2p-communication-warmup-flush [13]): the first stage's warm-up forward
-    chunks, W = min(2 (pp - 1) + (vpp - 1) N (+ 1 with the MoE EP overlap), vpp m), each send
-    waited on, and as many backward chunks of the flush: 2 W x `waited` (a send less its
-    overlapped share, as pp_comm hides it). 0 without the interleaved schedule, where the stack
-    overlaps nothing, or where it overlaps these too."""
+    without --overlap-p2p-communication-warmup-flush [13]): the sends of those phases that lie on the step's
+    path, each waited whole where the steady state charged `waited` less (a send less its overlapped share, as
+    pp_comm hides it on the critical stage): 2 W x `waited`, W = W_(p-1) = (vpp - 1) N (+ 1 with the MoE EP
+    overlap), the LAST stage's warm-up (and flush) count, whatever stage is the critical one. Why the last's:
+    Megatron-LM @d98e8a64 schedules.py get_pp_rank_microbatches (l. 964-965: num_warmup = 2 (p - r - 1) +
+    (v - 1) N, l. 969-970 + 1, l. 976-978 at most v m) gives rank r 2 (p - r - 1) more warm-up forwards (and as
+    many more flush backwards: the cool-down loop, l. 1971, runs the same count) than the last rank; those run
+    while rank r waits for its first backward, which comes back round the p - r - 1 stages below it (a round trip of
+    2 (p - r - 1) hops, the whole fill and drain hops pp_fill_drain prices), so they sit in the bubble, and the
+    chain the step waits on is the last stage's: the fill's p - 1 hops into it, its own W warm-up forwards, each
+    followed by its blocking send_forward_recv_forward (l. 1655-1657: chunks 0 .. v - 2, every one sent on, the
+    wrap to stage 0 included), its steady state, its W cool-down backwards, each a blocking
+    send_backward_recv_backward (l. 2053-2055, every one sent), and the drain's p - 1 hops. The fill's round
+    trips of the later chunks fit the lockstep these blocking sends make (each rank's warm-up iteration a forward
+    plus one whole send: micro-batch 0's chunk k output reaches stage 0 just as its N = p chunk-k forwards end),
+    so no wrap wait is priced here (pp_comm's wrap, 0 without the overlapped warm-up). 2 W - 1 sends where the MoE
+    extra forward is the last virtual stage's (chunk v - 1 of micro-batch 0, which sends nothing). A dependency
+    replay of the schedule (every rank's ops in Megatron's order, each forward waiting its input, each backward its
+    gradient, a transfer S, a blocking send waited whole, an overlapped one at share x; scripts/pp_schedule_replay.py
+    megatron; p 4 .. 16, v 2 .. 4, N = p or 2 p, a stage 20% heavier) puts 2 W_(p-1) - 1.23 of these (in (1 - x) S,
+    beyond the steady share and the 2 (p - 1) whole hops) on the step where the last stage is the heavier,
+    2 W_(p-1) + 1.07 where the middle ones are, 2 to 8 fewer on a balanced pipeline and fewer still where the first
+    stage is heavier (its surplus hides them), while the first stage's 2 W_0 exceeds the replay everywhere, by 11
+    to 77 (p 4, v 2, m 8: 5.9 balanced, 6.8 last, 9.1 middle, 4.1 first against 8; 2 W_0 = 20). Before (issue 22
+    ppedges): the first stage's
+    W_0 = 2 (p - 1) + (v - 1) N each way, scaled by the critical stage's share of a middle stage's transfers.
+    0 without the interleaved schedule, where the stack overlaps nothing, or where it overlaps these too."""
     return _warmup_flush(sc, _warmup_flush_sends(sc), waited)
 
 
 def _warmup_flush_sends(sc: StepCtx):
-    """pp_warmup_flush's (interleaved, 2 W) of the plans, or None where it is 0 for every plan."""
+    """pp_warmup_flush's (interleaved, 2 W sends) of the plans, or None where it is 0 for every plan."""
     plan, ov = sc.plan, sc.stack.overlap
     inter = plan.schedule == INTERLEAVED
     if not ov.pp_p2p_warmup_flush_blocking or ov.pp_p2p_overlapped == "never" or not np.any(inter):  # stack settings
@@ -2510,8 +2553,9 @@ def _warmup_flush_sends(sc: StepCtx):
     n = microbatch_group(plan.pp, plan.microbatches, plan.mbg)
     epo = dispatcher_rows(sc.settings, plan)[1] if _rows(sc.settings) else bool(sc.settings.ep_comm_overlap)
     moe_extra = np.where(epo & moe.ep_overlap_applies(plan), 1.0, 0.0)
-    warm = np.minimum(2.0 * (plan.pp - 1) + (plan.vpp - 1) * n + moe_extra, plan.vpp * plan.microbatches)
-    return inter, 2.0 * warm
+    # the last rank's (r = p - 1) warm-up count, l. 964-978: (v - 1) N (+ 1), at most v m (never reached: N <= m)
+    warm = np.minimum((plan.vpp - 1) * n + moe_extra, plan.vpp * plan.microbatches)
+    return inter, 2.0 * warm - moe_extra  # the extra warm-up forward (the last virtual stage's) sends nothing
 
 
 def _warmup_flush(sc: StepCtx, sends, waited) -> np.ndarray:

@@ -102,8 +102,8 @@ def test_meta_layout_with_its_stated_sharding_fits_under_the_headroom():
 
 
 def test_the_top_plans_cp2_halves_the_tokens_a_rank_holds():
-    """fit's top plan on the megatron stack until branch filldrain (now its second row; TP 8, CP 2, PP 16 x vpp 4,
-    DP 64, m = 32): the
+    """fit's top plan on the megatron stack (its second row between branches filldrain and ppedges; TP 8, CP 2,
+    PP 16 x vpp 4, DP 64, m = 32; docs/llama3_405b_16k.md "The top plan and why"): the
     middle stage (8 layers, 2 a chunk) runs 2 (16 - 1 - 1) + 3 x 16 + 1 = 77 chunk-forwards
     before its first backward (fewer than the 128 of the step), each chunk 2 layers of
     8,192 / (2 x 8) = 512 tokens a rank: 154 x 512 x 520,704 B = 41.1 GB, so it fits with no
@@ -117,9 +117,9 @@ def test_the_top_plans_cp2_halves_the_tokens_a_rank_holds():
 
 
 def test_the_top_plans_cp4_activations_by_hand():
-    """fit's top plan on the megatron stack since branch filldrain (TP 8, CP 4, PP 32 x vpp 2, DP 16, m = 128;
-    docs/llama3_405b_16k.md "The top plan and why"): Megatron's interleaved warm-up on rank r is
-    2 (p - r - 1) + (v - 1) N chunk-forwards (schedules.py @d98e8a64 get_pp_rank_microbatches l. 964-965, N = p
+    """fit's top plan on the megatron stack between branches filldrain and ppedges, its second row since (TP 8, CP 4,
+    PP 32 x vpp 2, DP 16, m = 128; docs/llama3_405b_16k.md "Why CP 2 and PP 16 again"): Megatron's interleaved
+    warm-up on rank r is 2 (p - r - 1) + (v - 1) N chunk-forwards (schedules.py @d98e8a64 get_pp_rank_microbatches l. 964-965, N = p
     micro-batches a group, model_parallel_config.py l. 567-568), capped at m v: rank 1 runs 2 x 30 + 32 = 92, + 1
     = 93 before its first backward, each chunk 2 layers of 8,192 / (4 x 8) = 256 tokens a rank:
     186 x 256 x 520,704 B = 24,793,841,664 B (23.09 GiB), no recomputation."""

@@ -57,7 +57,7 @@ def test_p2p_blocking_by_hand():
     assert on["time"]["pp_comm_s"] == pytest.approx(X * 12 * send, rel=1e-9)
     # the bubble, (p - 1) / (v m) x m = 1.5 micro-batches of the critical stage (compute + its p2p), and the fill's and
     # drain's hops, whole either way (step.py [31], pp_fill_drain). Off: the bubble's 1.5 x 3 sends and 1.5 x 1 more
-    # for the fill's 2 (p - 1) = 6 hops = 6 S; the wrap-around round trips of the later chunk are the first stage's own
+    # for the fill's 2 (p - 1) = 6 hops = 6 S; the wrap-around round trips of the later chunk fit the lockstep of the
     # blocking sends. On (warm-up and flush overlapped too): the bubble's 1.5 x 3 X S, the fill's difference
     # 1.5 x (4 - 3 X) S, and (v - 1) = 1 later round each way whose first micro-batch comes round the p = 4 ranks
     # whole (N = p = 4: no slack), 2 x 4 S = 8 S: 6 S + 8 S = 14 S = 2 (p v - 1) S. off - on = 6 S - 14 S = -8 S
@@ -73,16 +73,17 @@ def test_p2p_blocking_by_hand():
 def test_warmup_and_flush_p2p_waited_on_by_default():
     """Without --overlap-p2p-communication-warmup-flush (Megatron's default, model_parallel_config.py
     @d98e8a64 l. 422-429) the interleaved schedule's warm-up forwards and flush backwards wait on
-    their p2p (schedules.py l. 1572-1660, 1971-2058; step.py [13]). The first stage's warm-up is
-    W = min(2 (pp - 1) + (vpp - 1) N, vpp m) chunks, N = pp: with m 4, W = min(6 + 4, 8) = 8, every
-    chunk (as blocking as the overlap off); with m 16 (global batch 32), W = 10: 2 W = 20 of a middle stage's 64
-    transfers waited on, the other 44 at the overlapped share X; with the flag all 64 at X. The critical stage is
-    the last (test_p2p_blocking_by_hand), whose 2 v - 1 = 3 exchanges a micro-batch are 3/4 of a middle stage's 4,
-    its waited ones in proportion: m 4, 12 of 12; m 16, 15 of 48 waited, the other 33 at X; with the flag 48 at X."""
+    their p2p (schedules.py l. 1572-1660, 1971-2058; step.py [13]). The step waits on the last stage's warm-up
+    (step.pp_warmup_flush: the other stages' extra 2 (p - r - 1) run in their bubble): W = (vpp - 1) N forwards
+    (l. 964-965 at r = p - 1), N = pp = 4, and as many cool-down backwards, each a whole send: 2 W = 8 whole S over
+    the critical stage's (the last's, test_p2p_blocking_by_hand) steady share. With m 4: its 2 v - 1 = 3 exchanges
+    a micro-batch, 12 at X, plus 8 x (1 - X): (8 + 4 X) S (before issue 22 ppedges: the first stage's W = min(6 + 4,
+    8) = 8, scaled 3/4, all 12 whole); with m 16 (global batch 32), 48 X + 8 (1 - X) = (8 + 40 X) S (before: 15 whole
+    + 33 X); with the flag all 48 at X."""
     send = NV_LAT + 8192 * 4096 * 2 / NV_BW
-    assert _time(**KW)["time"]["pp_comm_s"] == pytest.approx(12 * send, rel=1e-9)
+    assert _time(**KW)["time"]["pp_comm_s"] == pytest.approx((8 + 4 * X) * send, rel=1e-9)
     kw = {**KW, "global_batch": 32}
-    assert _time(**kw)["time"]["pp_comm_s"] == pytest.approx((15 + 33 * X) * send, rel=1e-9)
+    assert _time(**kw)["time"]["pp_comm_s"] == pytest.approx((8 + 40 * X) * send, rel=1e-9)
     flush = _time(pp_p2p_overlap_warmup_flush=True, **kw)
     assert flush["time"]["pp_comm_s"] == pytest.approx(48 * X * send, rel=1e-9)
     assert flush["plan"]["pp_p2p_overlap_warmup_flush"] is True

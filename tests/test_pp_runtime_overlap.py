@@ -67,15 +67,17 @@ def test_megatron_interleaved_hides_the_steady_state_and_waits_the_warmup():
     """The same layout on Megatron-LM, vpp 2 (stages of 8 layers, the last critical with the output layer and loss:
     2 v - 1 = 3 exchanges a micro-batch). Each steady-state transfer costs x S (S < a chunk's 4 layers' forward, so
     _hide leaves only the share): per micro-batch first / middle / last = 3 x S, 4 x S, 3 x S; 8 x 3 x 0.189 S =
-    4.536 S over the micro-batches. The warm-up and flush: W = min(2 (p - 1) + (v - 1) N, v m) = min(6 + 4, 16) = 10
-    chunks (N = p = 4 where p divides m), each waited: 2 W (S - x S) x 3 / 4 (the last stage's share of a middle
-    stage's 4) = 20 x 0.811 x 0.75 S = 12.165 S (pp_warmup_flush_s, inside pp_comm_s): pp_comm_s = 16.701 S."""
+    4.536 S over the micro-batches. The warm-up and flush on the step's path: the last stage's W = (v - 1) N = 4
+    forwards (N = p = 4 where p divides m; schedules.py @d98e8a64 l. 964-965 at rank p - 1) and as many cool-down
+    backwards, each a whole send (chunk 0's forwards and every backward send), 2 W (S - x S) = 8 x 0.811 S = 6.488 S
+    (pp_warmup_flush_s, inside pp_comm_s; step.pp_warmup_flush says why the last stage's): pp_comm_s = 11.024 S.
+    (Before issue 22 ppedges: the first stage's W = 2 (p - 1) + (v - 1) N = 10, x 3 / 4: 12.165 S.)"""
     per, t = _run(stack="megatron", vpp=2, **LLAMA)
     assert per["first"] == pytest.approx(3 * X * S_H100, rel=1e-9)
     assert per["mid"] == pytest.approx(4 * X * S_H100, rel=1e-9)
     assert per["last"] == pytest.approx(3 * X * S_H100, rel=1e-9)
     assert t["critical_stage"]["stage"] == "last"
-    warm = 20 * (1 - X) * 0.75 * S_H100
+    warm = 8 * (1 - X) * S_H100
     assert t["pp_warmup_flush_s"] == pytest.approx(warm, rel=1e-9)
     assert t["pp_comm_s"] == pytest.approx(8 * 3 * X * S_H100 + warm, rel=1e-9)
 
