@@ -93,3 +93,24 @@ def test_wrap_slack_is_stage0_forwards_in_the_fill_and_the_last_stages_backwards
     for st in ("first", "mid", "last"):
         assert wrap[st] == pytest.approx(5 * S, rel=1e-9), st
         assert warm[st] == 0.0  # the warm-up overlapped: nothing waited whole beyond the wrap
+
+
+def test_moe_ep_overlap_adds_one_warmup_forward_that_sends_nothing():
+    """Qwen3-30B-A3B on 32 B200, pp 2 x vpp 2, EP 8, m 8 (global batch 128 over dp 16), Megatron's default p2p: with
+    --overlap-moe-expert-parallel-comm every rank runs one more warm-up forward (schedules.py @d98e8a64 l. 969-970)
+    and, the cool-down running the same count, one more backward. The last rank's W = (v - 1) N = 1 x 2 = 2 (N = p = 2)
+    becomes 3; its third warm-up forward is micro-batch 0's chunk 1, the last virtual stage, which sends nothing, while
+    its third cool-down backward sends: 2 W = 4 whole sends without the overlap, 2 x 3 - 1 = 5 with it. Each at
+    (1 - x) S where the steady state charged x S: the end slots' per-micro-batch p2p is 2 v - 1 = 3 exchanges at x S
+    (the chunk outlasts S), so S = per_mb / (3 x) and the warm-up is 4 (or 5) x (1 - x) / (3 x) x per_mb. (The pipeline
+    has no middle stage at pp 2: the middle slot is 0.)"""
+    job = dict(model="qwen3-30b-a3b", gpus=32, tp=1, pp=2, vpp=2, ep=8, sharding="zero1", bytes_per_param="megatron",
+               global_batch=128, micro_batch=1, seq_len=4096, hardware="b200", moe_rank_imbalance=1.0)
+    per_off, warm_off, _, _ = _pp_comm(**job)
+    per_on, warm_on, _, _ = _pp_comm(**job, ep_comm_overlap=True)
+    for st in ("first", "last"):
+        s = per_off[st] / (3 * X)
+        assert per_on[st] == per_off[st]
+        assert warm_off[st] == pytest.approx(4 * (1 - X) * s, rel=1e-9), st
+        assert warm_on[st] == pytest.approx(5 * (1 - X) * s, rel=1e-9), st
+    assert warm_off["mid"] == warm_on["mid"] == 0.0
