@@ -158,8 +158,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("cublas_workspace_config", "str", "the run's CUBLAS_WORKSPACE_CONFIG environment variable, e.g. :4096:8 "
                 "(default: unset, the GPU's default workspaces)"),
     FieldOption("deterministic_mode", "bool", "Megatron's deterministic kernels (Megatron --deterministic-mode; not "
-                "priced but its CUBLAS_WORKSPACE_CONFIG :4096:8 where --cublas-workspace-config is unset, and its NCCL_ALGO Ring "
-                "where --nccl-algo is unset, from 2026-07-08: stack megatron) (default: off)"),
+                "priced but, from 2026-07-08 (--trainer-date), its CUBLAS_WORKSPACE_CONFIG :4096:8 where --cublas-workspace-config "
+                "is unset and its NCCL_ALGO Ring where --nccl-algo is unset: stack megatron) (default: off)"),
     FieldOption("nccl_algo", "str", "the run's NCCL_ALGO, e.g. Ring or ^NVLS or Ring;allreduce:Tree,Ring (a launch "
                 "script's export NCCL_ALGO=...): the collectives priced with the algorithms it leaves them (default: "
                 "unset, NCCL's own choice; Ring under --deterministic-mode on stack megatron)"),

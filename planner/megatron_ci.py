@@ -35,7 +35,10 @@ How a row becomes a job (nothing is read from ids, names or notes):
     recording commit, which the CI exports before training; scripts/megatron_ci_env.py wrote it)
     becomes the job's cublas_workspace_config (PyTorch's cuBLAS workspace size, memory.py [ws]);
     a row without it keeps the GPU's default workspace, as does a row whose `env` is a name (the
-    project's reference corpus: the CI environment, "dev" or "lts", no ENV_VARS).
+    project's reference corpus: the CI environment, "dev" or "lts", no ENV_VARS). --deterministic-mode
+    sets none of its own on a row recorded before 3ab71eeb3e (2026-07-08: plan._cublas_workspace,
+    rule 3c's trainer_date), so the case's value is the row's; the plan's environment lines
+    (Settings.env_assumed) are the row's assumed lines too.
  3c. The row's recording date (`source.golden_recording_commit_date`) becomes the job's trainer_date:
     the start-up checks Megatron-LM added after it (stack_db megatron runs.deterministic_refuses:
     --deterministic-mode with --tp-comm-overlap, refused from 3ab71eeb3e, 2026-07-08) are not run on
@@ -263,6 +266,7 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
         settings, plan, _ = resolve(job)
     except PlannerError as e:
         raise Skip(f"plan refused: {e.message}") from None
+    out.assumed += list(settings.env_assumed)  # what the trainer set in the environment, dated (plan._cublas_workspace)
     out.mesh = _mesh(plan_dict(plan, settings))
     out.predicted_bytes, out.predicted_from, out.terms = last_stage_allocated(settings, plan)
     out.error = out.predicted_bytes / float(out.measured_bytes) - 1.0

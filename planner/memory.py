@@ -100,8 +100,8 @@ References
      Hopper and, from pytorch/pytorch#175344, Blackwell; 4096 KiB x 2 + 16 KiB x 8 = 8.125 MiB elsewhere),
      allocated through the caching allocator by getNewWorkspace and kept (job field cublas_workspace_config:
      the run's variable; Megatron-LM's CI sets ":4096:8" in most test cases' ENV_VARS, and Megatron-LM @d98e8a64's
-     --deterministic-mode sets it where the launcher has not: training/determinism.py l. 27-31, 114-116, read by
-     trainers/megatron.py _deterministic).
+     --deterministic-mode sets it where the launcher has not: training/determinism.py l. 27-31, 114-116, from
+     3ab71eeb3e, 2026-07-08, dated by the job's trainer_date: plan._cublas_workspace).
 [13] The caching allocator's fragmentation band: the reserved peak can exceed the point estimate
      (the allocated peak, the pools modelled as stream_pools, the stack's allocator_slack) by
      blocks split and stranded between requests of other sizes. Public reserved / allocated

@@ -778,7 +778,7 @@ class Settings:
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
     code_assumed: tuple = ()  # the trainer model code not checked (startup.model_code_assumed): the job's, not a plan's
-    env_assumed: tuple = ()  # the run's environment the trainer sets where the job gave none (_nccl_algo): the job's
+    env_assumed: tuple = ()  # the run's environment the trainer sets where the job gave none (_nccl_algo, _cublas_workspace)
     sac_reruns_exchange: bool = False  # selective recompute re-runs the EP all-to-alls (the model code's save list: sac_reruns_exchange)
     code_compiles_blocks: bool = True  # the model code compiles its blocks where the plan compiles (code_compiles_blocks)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -1872,16 +1872,17 @@ def _runtime_fields(job: Job, model: ModelSpec, stack: Stack, inherited: list, n
                     where: str) -> dict:
     """_settings' runtime switches: kernels, deterministic mode and NCCL_ALGO, ZeRO-3 knobs, the trainer's
     version and date, Megatron-FSDP options and the MoE dispatcher."""
+    cublas, cublas_assumed = _cublas_workspace(job, stack, where)
     return dict(
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
-        cublas_workspace_config=_cublas_workspace(job, stack, where),
+        cublas_workspace_config=cublas,
         deterministic_mode=bool(job.deterministic_mode),
         use_flash_attn=bool(job.use_flash_attn),
         attention_kernel_named=bool(job.attention_kernel_named),
         nccl_algos=_nccl_algos(nccl_algo, where),
         nccl_algo=nccl_algo,
-        env_assumed=tuple(env_assumed),
+        env_assumed=tuple(env_assumed) + tuple(cublas_assumed),
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
@@ -3365,29 +3366,59 @@ def _hybridep_capacity(job: Job, stack, name: str, where: str, inherited: list) 
     return float(f)
 
 
-def _cublas_workspace(job: Job, stack, where: str) -> str | None:
-    """The run's CUBLAS_WORKSPACE_CONFIG: the job's; else, under deterministic_mode (Megatron --deterministic-mode),
-    what the stack's trainer sets where the launcher has not (stack runs.deterministic_cublas_workspace: Megatron-LM
-    @d98e8a64's :4096:8, training/determinism.py l. 27-31, 114-116; none on Bridge's 905c0e386); else unset (the
-    GPU's default, memory.py [ws]). A stack whose trainer is not Megatron-LM (megatron_checks) has no such switch and
-    refuses deterministic_mode."""
+def _trainer_env_default(job: Job, stack, field: str):
+    """The environment variable the stack's trainer sets under deterministic_mode where the launcher has not (stack
+    runs.<field>, a DeterministicDefault: runs.deterministic_nccl_algo, runs.deterministic_cublas_workspace), dated:
+    None where the job is not deterministic, the stack sets none, or the job's trainer_date is older than the commit
+    that began to set it (a run of an older commit got none from its trainer); a job without a trainer_date is the
+    stack's own commit, which sets it."""
+    if not job.deterministic_mode or stack is None or stack.runs is None:
+        return None
+    d = getattr(stack.runs, field)
+    if d is None or (job.trainer_date is not None and job.trainer_date < d.since):
+        return None
+    return d
+
+
+def _cublas_workspace(job: Job, stack, where: str) -> tuple[str | None, list[str]]:
+    """The run's CUBLAS_WORKSPACE_CONFIG and its assumed line: the job's; else, under deterministic_mode (Megatron
+    --deterministic-mode), what the stack's trainer sets where the launcher has not (_trainer_env_default on stack
+    runs.deterministic_cublas_workspace: Megatron-LM @d98e8a64's :4096:8, training/determinism.py l. 27-31, 114-116,
+    since 3ab71eeb3e, 2026-07-08; none on Bridge's 905c0e386); else unset (the GPU's default, memory.py [ws]). A
+    deterministic job dated before the trainer set it, giving none, is priced at the GPU's default, its line saying
+    that PyTorch's deterministic algorithms (which the trainer turned on) need the launcher's :4096:8 or :16:8. A stack
+    whose trainer is not Megatron-LM (megatron_checks) has no such switch and refuses deterministic_mode."""
     if job.deterministic_mode and not megatron_checks(stack):
         raise PlannerError(f"{where}deterministic_mode is Megatron-LM's --deterministic-mode; stack {stack.name} has "
                            "no such switch", "leave it out, or price the plan on --stack megatron")
-    if job.cublas_workspace_config is None and job.deterministic_mode:
-        return stack.runs.deterministic_cublas_workspace
-    return job.cublas_workspace_config
+    if job.cublas_workspace_config is not None or not job.deterministic_mode:
+        return job.cublas_workspace_config, []
+    d = _trainer_env_default(job, stack, "deterministic_cublas_workspace")
+    if d is not None:
+        return d.value, [f"cublas_workspace_config={d.value}: deterministic_mode with no CUBLAS_WORKSPACE_CONFIG given, "
+                         f"which stack {stack.name}'s trainer sets to {d.value} where the launcher has not (since "
+                         f"{d.since}: {stack.origin} runs.deterministic_cublas_workspace, {d.source}); its cuBLAS "
+                         "workspaces priced at that size (memory.py [ws])"]
+    later = stack.runs.deterministic_cublas_workspace if stack.runs is not None else None
+    if later is None:
+        return None, []
+    return None, [f"cublas_workspace_config unset: deterministic_mode on a trainer dated {job.trainer_date}, before "
+                  f"stack {stack.name}'s trainer set CUBLAS_WORKSPACE_CONFIG itself (since {later.since}: {stack.origin} "
+                  "runs.deterministic_cublas_workspace); it turned on torch.use_deterministic_algorithms, under which "
+                  "PyTorch raises at the first cuBLAS GEMM unless the launcher exports CUBLAS_WORKSPACE_CONFIG=:4096:8 "
+                  "or :16:8 (aten/src/ATen/Context.cpp alertCuBLASConfigNotDeterministic): the GPU's default workspace "
+                  "priced (memory.py [ws]); give the launcher's as cublas_workspace_config"]
 
 
 def _nccl_algo(job: Job, stack) -> tuple[str | None, list[str]]:
     """The run's NCCL_ALGO and its assumed line: the job's (job field nccl_algo); else, under deterministic_mode, what
-    the stack's trainer sets where the launcher has not (stack runs.deterministic_nccl_algo: Megatron-LM @d98e8a64's
-    Ring, training/determinism.py l. 27-31, 114-116, since 3ab71eeb3e, 2026-07-08), where the job's trainer_date is
-    not older than that (a run of an older commit set none: NCCL's own choice); else unset (None)."""
-    if job.nccl_algo is not None or not job.deterministic_mode or stack is None or stack.runs is None:
+    the stack's trainer sets where the launcher has not (_trainer_env_default on stack runs.deterministic_nccl_algo:
+    Megatron-LM @d98e8a64's Ring, training/determinism.py l. 27-31, 114-116, since 3ab71eeb3e, 2026-07-08), where the
+    job's trainer_date is not older than that (a run of an older commit set none: NCCL's own choice); else unset."""
+    if job.nccl_algo is not None:
         return job.nccl_algo, []
-    d = stack.runs.deterministic_nccl_algo
-    if d is None or (job.trainer_date is not None and job.trainer_date < d.since):
+    d = _trainer_env_default(job, stack, "deterministic_nccl_algo")
+    if d is None:
         return None, []
     return d.value, [f"nccl_algo={d.value}: deterministic_mode with no NCCL_ALGO given, which stack {stack.name}'s "
                      f"trainer sets to {d.value} where the launcher has not (since {d.since}: {stack.origin} "

@@ -11,6 +11,7 @@ key names that say so (`hbm_GB`, `nvlink_GBps`); the properties convert to SI.
 # 12, CPU, .pyc cached; issue 24). Forward references are quoted ("Job").
 
 import math
+import re
 from typing import Annotated, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
@@ -2979,12 +2980,14 @@ class StackRuns(BaseModel):
         default=None, min_length=1,
         description="the MoE token dispatchers the stack runs (planner/dispatch.py); a job asking for another is refused; "
                     "null: the stack does not say (a job's dispatcher is taken as runnable, a model recipe's is not taken)")
-    deterministic_cublas_workspace: Optional[str] = Field(
-        default=None, pattern=r"^(:[0-9]+:[0-9]+)+$",
+    deterministic_cublas_workspace: Optional[DeterministicDefault] = Field(
+        default=None,
         description="the CUBLAS_WORKSPACE_CONFIG the trainer sets under its deterministic mode where the launcher has "
-                    "not (job field deterministic_mode: Megatron-LM's --deterministic-mode sets :4096:8, "
-                    "training/determinism.py); null: the trainer sets none (the job's cublas_workspace_config, else "
-                    "the GPU's default, is priced)")
+                    "not (job field deterministic_mode: Megatron-LM's --deterministic-mode sets :4096:8 from 3ab71eeb3e, "
+                    "2026-07-08, training/determinism.py), dated as deterministic_nccl_algo (plan._trainer_env_default): "
+                    "the job's cublas_workspace_config where it gives one, else this value where the job's trainer_date "
+                    "is not older than since, listed as assumed; null: the trainer sets none (the job's "
+                    "cublas_workspace_config, else the GPU's default, is priced)")
     deterministic_nccl_algo: Optional[DeterministicDefault] = Field(
         default=None,
         description="the NCCL_ALGO the trainer sets under its deterministic mode where the launcher has not (job field "
@@ -3150,6 +3153,15 @@ class StackRuns(BaseModel):
     optimizers: Optional[OptimizerRuns] = Field(
         default=None, description="the update rules the stack's code builds (job field optimizer); null: adam only")
     sources: list[str] = Field(min_length=1)
+
+    @field_validator("deterministic_cublas_workspace")
+    @classmethod
+    def _cublas_value(cls, d):
+        """The value is a CUBLAS_WORKSPACE_CONFIG (the job field cublas_workspace_config's pattern, :SIZE:COUNT pairs),
+        which memory.cublas_workspace_bytes sizes."""
+        if d is not None and not re.fullmatch(r"(:[0-9]+:[0-9]+)+", d.value):
+            raise ValueError(f"deterministic_cublas_workspace value {d.value!r}: not :SIZE:COUNT pairs (e.g. :4096:8)")
+        return d
 
     @model_validator(mode="after")
     def _unique(self) -> "StackRuns":
@@ -4178,11 +4190,13 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron --deterministic-mode (model_parallel_config.py @d98e8a64 l. 229; "
                                    "arguments.py l. 1708-1711 -> training/determinism.py): deterministic kernels, "
-                                   "slower ones not priced; it sets CUBLAS_WORKSPACE_CONFIG :4096:8 where the launcher "
-                                   "has not (determinism.py l. 27-31, 114-116 setdefault), the workspace priced where "
+                                   "slower ones not priced; from 3ab71eeb3e (2026-07-08) it sets CUBLAS_WORKSPACE_CONFIG "
+                                   ":4096:8 where the launcher has not (determinism.py l. 27-31, 114-116 setdefault: "
+                                   "stack runs.deterministic_cublas_workspace), the workspace priced where "
                                    "cublas_workspace_config is unset (memory.py [ws]), and NCCL_ALGO Ring likewise "
-                                   "(from 3ab71eeb3e, 2026-07-08: stack runs.deterministic_nccl_algo), priced where "
-                                   "nccl_algo is unset; a stack whose trainer is not Megatron-LM refuses it; default off")
+                                   "(stack runs.deterministic_nccl_algo), priced where nccl_algo is unset, on a job whose "
+                                   "trainer_date is not older; a stack whose trainer is not Megatron-LM refuses it; "
+                                   "default off")
     nccl_algo: Optional[str] = Field(
         default=None, pattern=r"^[A-Za-z^,;:]+$",
         description="the run's NCCL_ALGO environment variable (a launch script's `export NCCL_ALGO=...` or "

@@ -9,7 +9,12 @@ vars to export"); CUBLAS_WORKSPACE_CONFIG sizes PyTorch's cuBLAS workspaces (pla
     "env": {"CUBLAS_WORKSPACE_CONFIG": ":4096:8" | null, "source": "<commit>:<path>"}
 
 null where the config at that commit sets no such variable. A row whose config path does not
-exist at its recording commit (the case was renamed since) gets no `env` (unknown).
+exist at its recording commit (the case was renamed or moved since) is found by its golden file's
+content: the corpus commit's golden file blob (`git rev-parse <corpus commit>:<golden_path>`) is the
+blob the recording commit wrote, so the test-case folders holding that same blob at the recording
+commit are the case under its name then (`git ls-tree -r`), and their model_config.yaml is read there
+(`env.source` names it; `env.found_by` says so). Where no folder holds the blob, or the folders that do
+disagree on the variable, the row gets no `env` (unknown).
 
     python scripts/megatron_ci_env.py /path/to/Megatron-LM.git
 
@@ -41,13 +46,43 @@ def row_env(git_dir: str, commit: str, path: str, cache: dict) -> dict | None:
     return cache[key]
 
 
+def _git(git_dir: str, *args: str) -> str | None:
+    p = subprocess.run(["git", "-C", git_dir, *args], capture_output=True, text=True)
+    return None if p.returncode else p.stdout
+
+
+def renamed_env(git_dir: str, corpus_commit: str, commit: str, golden_path: str, cache: dict) -> dict | None:
+    """The env of a row whose model_config_path is not at its recording commit: the model_config.yaml beside each
+    file holding, at `commit`, the golden file's blob at `corpus_commit` (module docstring); None where none does or
+    their configs disagree."""
+    blob = (_git(git_dir, "rev-parse", f"{corpus_commit}:{golden_path}") or "").strip()
+    if not blob:
+        return None
+    key = ("tree", commit)
+    if key not in cache:
+        by_blob: dict = {}
+        for line in (_git(git_dir, "ls-tree", "-r", commit, "--", "tests/functional_tests/test_cases") or "").splitlines():
+            meta, path = line.split("\t", 1)
+            by_blob.setdefault(meta.split()[2], []).append(path)
+        cache[key] = by_blob
+    envs = [row_env(git_dir, commit, path.rsplit("/", 1)[0] + "/model_config.yaml", cache)
+            for path in sorted(cache[key].get(blob, ()))]
+    envs = [e for e in envs if e is not None]
+    if not envs or len({e["CUBLAS_WORKSPACE_CONFIG"] for e in envs}) != 1:
+        return None
+    return {**envs[0], "found_by": f"golden file blob {blob[:12]} at {commit[:10]} ({len(envs)} folder(s))"}
+
+
 def main(git_dir: str) -> None:
     data = json.loads(CORPUS.read_text())
+    corpus_commit = data["source"]["commit"]
     cache: dict = {}
     for r in data["rows"]:
         s = r.get("source") or {}
         env = (row_env(git_dir, s["golden_recording_commit"], s["model_config_path"], cache)
                if s.get("golden_recording_commit") and s.get("model_config_path") else None)
+        if env is None and s.get("golden_recording_commit") and s.get("golden_path"):
+            env = renamed_env(git_dir, corpus_commit, s["golden_recording_commit"], s["golden_path"], cache)
         r.pop("env", None)
         if env is not None:
             r["env"] = env

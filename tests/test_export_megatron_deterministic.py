@@ -1,7 +1,7 @@
 """Megatron --deterministic-mode as the job's deterministic_mode (issue 22, export as the trainer's own, complete
 config): the Megatron reader read the flag's CUBLAS_WORKSPACE_CONFIG (:4096:8) but not the flag, so an exported
 script ran without deterministic kernels. Now the flag is a job field that the export writes and the reader reads
-back equal. NVIDIA/Megatron-LM @d98e8a64: model_parallel_config.py l. 229 (deterministic_mode, a store_true
+back equal; its workspace is the plan's (plan._cublas_workspace, dated: tests/test_megatron_deterministic.py). NVIDIA/Megatron-LM @d98e8a64: model_parallel_config.py l. 229 (deterministic_mode, a store_true
 argument), arguments.py l. 1708-1711 -> training/determinism.py l. 27-31, 114-116 (CUBLAS_WORKSPACE_CONFIG
 setdefault ':4096:8'); stack runs.deterministic_cublas_workspace (megatron ':4096:8', megatron-bridge none)."""
 
@@ -35,9 +35,9 @@ def test_launch_reads_exports_and_reads_back_the_flag(tmp_path: Path):
     src = tmp_path / "in.args"
     src.write_text(ARGS + "\n")
     cfg = load_trainer_config(src, gpus=8)
-    assert cfg.job["deterministic_mode"] is True and cfg.job["cublas_workspace_config"] == ":4096:8"
+    assert cfg.job["deterministic_mode"] is True and "cublas_workspace_config" not in cfg.job  # the plan's (dated)
     row = _row({**cfg.job, "hardware": A100})
-    assert row["plan"]["deterministic_mode"] is True
+    assert row["plan"]["deterministic_mode"] is True and row["plan"]["cublas_workspace_config"] == ":4096:8"
     text, _ = export_plan(row["plan"], "megatron")
     assert "    --deterministic-mode \\" in text.splitlines()
     assert "export CUBLAS_WORKSPACE_CONFIG=:4096:8" in text.splitlines()

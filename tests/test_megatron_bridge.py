@@ -49,10 +49,11 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     # (tests/test_deterministic_nccl_muon_leftovers.py), its source the last of Bridge's
     assert (ob["muon_ns_steps_multiple"], om["muon_ns_steps_multiple"]) == (5, None)
     assert ob["sources"][-1].startswith("muon_ns_steps_multiple: ") and "v0.1.0" in ob["sources"][-1]
-    # runs.deterministic_cublas_workspace: Megatron-LM @d98e8a64's --deterministic-mode sets :4096:8 (determinism.py);
-    # Bridge's pinned 905c0e386 has no determinism.py and Bridge sets none (training/config.py l. 1445-1469)
-    assert (bridge["runs"].pop("deterministic_cublas_workspace"), mega["runs"].pop("deterministic_cublas_workspace")) \
-        == (None, ":4096:8")
+    # runs.deterministic_cublas_workspace: Megatron-LM @d98e8a64's --deterministic-mode sets :4096:8 (determinism.py,
+    # from 3ab71eeb3e, 2026-07-08); Bridge's pinned 905c0e386 has no determinism.py and Bridge sets none
+    # (training/config.py l. 1445-1469)
+    cb, cm = bridge["runs"].pop("deterministic_cublas_workspace"), mega["runs"].pop("deterministic_cublas_workspace")
+    assert cb is None and (cm["value"], cm["since"]) == (":4096:8", "2026-07-08") and "l. 27-31" in cm["source"]
     # runs.deterministic_nccl_algo: likewise, determinism.py's NCCL_ALGO Ring (from 3ab71eeb3e, 2026-07-08); none on Bridge
     nb, nm = bridge["runs"].pop("deterministic_nccl_algo"), mega["runs"].pop("deterministic_nccl_algo")
     assert nb is None and (nm["value"], nm["since"]) == ("Ring", "2026-07-08") and "determinism.py l. 27-31" in nm["source"]

@@ -364,14 +364,33 @@ def test_cublas_workspace_config_sizes_pytorchs_workspaces(rows):
     assert rows[rid]["terms"]["workspaces"] == 2 * 8_519_680 + 4 * 2**20
 
 
+def test_deterministic_rows_carry_their_cases_workspace():
+    """Every deterministic corpus row with an argument file was recorded before 3ab71eeb3e (2026-07-08), when
+    Megatron-LM set no CUBLAS_WORKSPACE_CONFIG itself (plan._cublas_workspace prices none then): its value is the
+    case's ENV_VARS at the recording commit, :4096:8 for all of them (scripts/megatron_ci_env.py), so none is priced
+    at a GPU default that PyTorch's deterministic algorithms would have refused. 176 rows' cases were renamed since
+    and are found by their golden file's blob at the recording commit: 137 deterministic (131 A100, 6 H100), and of
+    the 39 others 10 with :4096:8, 29 with none."""
+    rows = [r for r in load_corpus(CORPUS)["rows"] if r.get("args_file")]
+    det = [r for r in rows if "--deterministic-mode" in (DATA / r["args_file"]).read_text().split()]
+    early = [r for r in det if r["source"]["golden_recording_commit_date"][:10] < "2026-07-08"]
+    assert {(r.get("env") or {}).get("CUBLAS_WORKSPACE_CONFIG") for r in early} == {":4096:8"}
+    found = [r for r in rows if "found_by" in (r.get("env") or {})]
+    assert len(found) == 176 and sum(r in det for r in found) == 137
+    assert sorted(str(r["env"]["CUBLAS_WORKSPACE_CONFIG"]) for r in found if r not in det) == [":4096:8"] * 10 + ["None"] * 29
+
+
 def test_reference_corpus_env_is_the_ci_environment_name(tmp_path):
     """The project's reference corpus (the file this copy was trimmed from) has `env` as the CI
     environment's name, "dev" or "lts" (golden_values_{env}_{platform}.json), where this copy has
     scripts/megatron_ci_env.py's ENV_VARS mapping. `planner validate` reads the reference file as it
     is: a name carries no ENV_VARS, so the row is priced as one whose case sets none (it raised an
-    AttributeError traceback before). The deterministic A100 row keeps its 2 x 32 MiB + 4 MiB from the
-    reader's --deterministic-mode rule (training/determinism.py sets :4096:8 itself), the
-    non-deterministic one the A100 default, 2 x 8.125 MiB + 4 MiB, as with `env` null."""
+    AttributeError traceback before). Both rows get the A100 default, 2 x 8.125 MiB + 4 MiB, as with
+    `env` null: the non-deterministic one by its case; the deterministic one (recorded 2026-04-14, its
+    trainer_date) because Megatron-LM sets CUBLAS_WORKSPACE_CONFIG :4096:8 itself only from 3ab71eeb3e,
+    2026-07-08 (stack runs.deterministic_cublas_workspace since; plan._cublas_workspace), and the name
+    carries no launcher's value: the line says PyTorch needed one (this copy's env holds the case's
+    :4096:8: 2 x 32 MiB + 4 MiB, test_cublas_workspace_config_sizes_pytorchs_workspaces)."""
     ids = ("gpt__gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files__lts_dgx_a100",
            "gpt__gpt3_mcore_te_tp2_pp2_cp2_etp4_nondeterministic_dp_last__lts_dgx_a100")
     data = load_corpus(CORPUS)
@@ -383,8 +402,10 @@ def test_reference_corpus_env_is_the_ci_environment_name(tmp_path):
     path.write_text(json.dumps(dict(data, rows=keep)))
     got = {r["row_id"]: r for r in report_corpus(path)["rows"]}
     assert got[ids[0]]["skipped"] is None and got[ids[1]]["skipped"] is None
-    assert got[ids[0]]["terms"]["workspaces"] == 2 * 32 * 2**20 + 4 * 2**20
-    assert got[ids[1]]["terms"]["workspaces"] == 2 * 8_519_680 + 4 * 2**20
+    assert got[ids[0]]["terms"]["workspaces"] == got[ids[1]]["terms"]["workspaces"] == 2 * 8_519_680 + 4 * 2**20
+    assert [a[:62] for a in got[ids[0]]["assumed"] if a.startswith("cublas_workspace_config")] == [
+        "cublas_workspace_config unset: deterministic_mode on a trainer"]
+    assert not any(a.startswith("cublas_workspace_config") for a in got[ids[1]]["assumed"])
     assert not any("CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS" in a for r in got.values() for a in r["assumed"])
 
 

@@ -351,10 +351,10 @@ NOT_MODELLED = {
     "--deterministic-mode": "deterministic kernels only (model_parallel_config.py l. 229 'usually means slower "
                             "execution'; training/determinism.py: torch.use_deterministic_algorithms, NCCL_ALGO Ring; TE's "
                             "attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, extensions/transformer_engine.py l. "
-                            "2155-2161): slower backward kernels than priced (the flag is the job's deterministic_mode, its "
-                            "CUBLAS_WORKSPACE_CONFIG read: _deterministic; what it refuses at start-up is checked, "
-                            "dated by the job's trainer_date: --tp-comm-overlap from 2026-07-08 and "
-                            "--cross-entropy-loss-fusion from 2024-07-25 (rules MEGATRON_DETERMINISTIC_TP_OVERLAP, "
+                            "2155-2161): slower backward kernels than priced (the flag is the job's deterministic_mode, the "
+                            "CUBLAS_WORKSPACE_CONFIG :4096:8 it sets from 2026-07-08 priced, plan._cublas_workspace; what "
+                            "it refuses at start-up is checked, dated by the job's trainer_date: --tp-comm-overlap from "
+                            "2026-07-08 and --cross-entropy-loss-fusion from 2024-07-25 (rules MEGATRON_DETERMINISTIC_TP_OVERLAP, "
                             "_CE_FUSION), --use-flash-attn from 2024-05-04 to 2026-07-08 and an MoE model from "
                             "2024-07-25 to 2024-08-02 (_USE_FLASH_ATTN, _MOE), an NCCL_ALGO token outside Ring, "
                             "CollnetDirect, CollnetChain, ^NVLS from 2026-07-08 and a value not one of Tree, Ring, "
@@ -1714,7 +1714,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["ep_comm_overlap"] = True
     _read_wgrad_deferral(where, flags, job)
     _read_empty_cache(where, flags, job)
-    _deterministic(flags, job, assumed)
+    _deterministic(flags, job)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
     for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
@@ -3216,12 +3216,6 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
                                           "Optional[Literal['fp32', 'fp64']]")
 
 
-# what --deterministic-mode sets in the environment where the launcher has not (NVIDIA/Megatron-LM @d98e8a64
-# megatron/training/arguments.py l. 1708-1711 -> training/determinism.py apply_determinism_to_args, l. 27-31
-# DETERMINISM_ENV_VAR_DEFAULTS, l. 114-116 env.setdefault): PyTorch's cuBLAS workspaces (planner/memory.py [ws])
-DETERMINISTIC_CUBLAS_WORKSPACE = ":4096:8"
-
-
 #: a launch script's top-level `export CUBLAS_WORKSPACE_CONFIG=:SIZE:COUNT...` (the job field's pattern, schema.Job)
 _CUBLAS_EXPORT = re.compile(r"^[ \t]*export[ \t]+CUBLAS_WORKSPACE_CONFIG=(['\"]?)((?::[0-9]+:[0-9]+)+)\1[ \t]*(?:#.*)?$",
                             re.MULTILINE)
@@ -3240,7 +3234,7 @@ def read_nccl_algo(env: dict, job: dict, assumed: list) -> None:
 def _exported_cublas(text: str, cfg) -> None:
     """A launch script that exports CUBLAS_WORKSPACE_CONFIG (the export writes it so: export._megatron) -> the job's
     cublas_workspace_config, its last export; it wins over --deterministic-mode's, which Megatron sets only where the
-    launcher has not (training/determinism.py @d98e8a64 l. 114-116 env.setdefault; _deterministic)."""
+    launcher has not (training/determinism.py @d98e8a64 l. 114-116 env.setdefault; plan._cublas_workspace)."""
     found = _CUBLAS_EXPORT.findall(text)
     if found:
         cfg.job["cublas_workspace_config"] = found[-1][1]
@@ -3249,23 +3243,17 @@ def _exported_cublas(text: str, cfg) -> None:
                                   "(planner/memory.py [ws])"))
 
 
-def _deterministic(flags: dict, job: dict, assumed: list) -> None:
-    """--deterministic-mode -> the job's cublas_workspace_config :4096:8, what Megatron-LM @d98e8a64 sets (setdefault:
-    a CUBLAS_WORKSPACE_CONFIG the launcher exports wins, which the script does not show; listed as assumed). Before
-    determinism.py (3ab71eeb3e, 2026-07-08) Megatron set none but called torch.use_deterministic_algorithms(True),
-    under which PyTorch refuses cuBLAS unless CUBLAS_WORKSPACE_CONFIG is :4096:8 or :16:8, so such runs set one of
-    the two themselves; the Megatron CI cases that state it state :4096:8. Its slower kernels stay not modelled
-    (NOT_MODELLED)."""
+def _deterministic(flags: dict, job: dict) -> None:
+    """--deterministic-mode -> the job's deterministic_mode. The CUBLAS_WORKSPACE_CONFIG and NCCL_ALGO it sets where
+    the launcher has not are the plan's, dated by the job's trainer_date (plan._cublas_workspace, _nccl_algo on stack
+    runs.deterministic_cublas_workspace / deterministic_nccl_algo: Megatron-LM sets them from 3ab71eeb3e,
+    2026-07-08, training/determinism.py @d98e8a64 l. 27-31, 114-116), listed as assumed there; a script's export is
+    the job's own (_exported_cublas, read_nccl_algo) and wins. Its slower kernels stay not modelled (NOT_MODELLED)."""
     if _on(flags, "--use-flash-attn"):  # read by no model code at @d98e8a64 (arguments.py l. 2910); refused beside
         job["use_flash_attn"] = True  # --deterministic-mode from ac08742c96 to 3ab71eeb3e (MEGATRON_DETERMINISTIC_USE_FLASH_ATTN)
     if not _on(flags, "--deterministic-mode"):
         return
     job["deterministic_mode"] = True  # the job field the export writes back as the flag (export._megatron)
-    job["cublas_workspace_config"] = DETERMINISTIC_CUBLAS_WORKSPACE
-    assumed.append(listed("assumed", "cublas_workspace_config", DETERMINISTIC_CUBLAS_WORKSPACE,
-                          "--deterministic-mode sets "
-                          "CUBLAS_WORKSPACE_CONFIG where the launcher has not (training/determinism.py @d98e8a64 l. 27-31, "
-                          "114-116): 32 MiB cuBLAS workspaces (planner/memory.py [ws])"))
 
 
 def _on(flags: dict, flag: str) -> bool:
