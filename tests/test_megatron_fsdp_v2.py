@@ -285,6 +285,13 @@ def test_v2_reader_and_export_round_trip(tmp_path):
     assert cfg.job["mfsdp_v2"] is True and "mfsdp_double_buffer" not in cfg.job
     assert not any("megatron-fsdp-version" in str(u) for u in cfg.unmodelled)
     assert any(str(i).startswith("--fsdp-double-buffer") and "v2 reads no" in str(i) for i in cfg.ignored)
+    # the assumed lines name what v2 moves (memory.py [v2]) and its own buffers' code, not version 1's
+    (v2_line,) = [str(a) for a in cfg.assumed if str(a).startswith("mfsdp_v2=")]
+    for item in ("mcore_fsdp_adapter.py l. 570-583", "module.py l. 78-84", "module.py l. 427-432",
+                 "parameter_group.py l. 269-279"):
+        assert item in v2_line, item
+    (mode_line,) = [str(a) for a in cfg.assumed if str(a).startswith("sharding_mode=")]
+    assert "experimental/parameter_group.py @d98e8a64" in mode_line and "param_and_grad_buffer.py" not in mode_line
     f.write_text(ARGS.replace(" --", "\n--") + "\n")
     r = CliRunner().invoke(app, ["explain", str(f), "--gpus", "8", "--hardware", "h100-sxm", "--format", "json"])
     assert r.exit_code == 0, r.output
