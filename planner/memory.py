@@ -1195,7 +1195,9 @@ References
        the gathered root too (post_backward reshards before it reduces, module.py l. 427-432): W R and their
        reduce-scatter input W R beside the kept tensors. The excess of max(the gathered root + W R + 6 T h, 2 W R) +
        the kept tensors over the backward's peak (_v2_root_end): the kernel's moment wherever the gathered root is
-       W R;
+       W R. A tied output layer's gradient waits in the shared weight's AccumulateGrad input buffer until the
+       embedding's is added to it (pytorch torch/csrc/autograd/input_buffer.cpp accumulate): W V h / t more at the
+       kernel's moment (Llama 3.2 1B on 32 GPUs at seq 32: the end is the peak, 2,294,990,848 B);
      - the reduce-scatter stream's pool (stream_pools, reserved only): each input, and from the second micro-batch
        (zero_grad(set_to_none=True), fully_sharded_optimizer.py l. 108-117, leaves the sharded gradients unset at
        the first: reduced in place, parameter_group.py l. 417-434) or where the main gradients' dtype is not the
@@ -3905,6 +3907,9 @@ class _PerLayer:
         # v2's root unit (pp 1), parameters a GPU: what its gradients and its reduce-scatter input hold [v2]
         self.v2_root = np.where(self.v2 & single, pc.embedding / tp + pc.position + pc.embedding_norm + out_nu
                                 + pc.final_norm + _mtp_non_unit(settings, pc, plan), 0.0)
+        # a tied output layer's gradient waits in its AccumulateGrad's input buffer for the embedding's, the two added
+        # there: at the embedding's kernel both are live, V h / t more than the root's parameters [v2]
+        self.v2_tied = np.where(self.v2 & single & (not pc.output), pc.embedding / tp, 0.0)
         self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
 
     def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
@@ -4530,7 +4535,10 @@ def _v2_root_end(per: _PerLayer, held, base, allocated) -> tuple:
     embedding's, the backward's last. Two moments, the activations freed:
     - the embedding's weight-gradient kernel: its fp32 partial sums and incoming gradient (6 B T h, [eg]) beside the
       root's gradients W R (the output layer's, held from the start of the backward, and the embedding's being made)
-      and the gathered root: kept + gathered + W R + 6 T h;
+      and the gathered root: kept + gathered + W R + 6 T h; with a tied output layer (R then holds V h / t once) the
+      output layer's gradient waits in the shared weight's AccumulateGrad input buffer (one node a leaf, run once
+      both gradients are in) and the embedding's new one is added to it there afterwards (pytorch
+      torch/csrc/autograd/input_buffer.cpp accumulate: old_var.add_(var) in place): W V h / t more (per.v2_tied);
     - the root's copy-in: post_backward reshards before it reduces (module.py l. 427-432: _reshard_parameter_groups
       releases the gathered root, parameter_group.py l. 316-326, then _reduce_gradient_groups allocates the
       reduce-scatter input W R, l. 328-351), and the embedding's incoming gradient is gone: the autograd engine frees a
@@ -4542,7 +4550,7 @@ def _v2_root_end(per: _PerLayer, held, base, allocated) -> tuple:
     The compute stream's part (the input is on the reduce-scatter stream, _v2_rs_pool): the kernel's moment."""
     kept, gathered = held
     grads = per.settings.bpp.weights * per.v2_root
-    kernel = kept + gathered + grads + per.v2_emb_wgrad
+    kernel = kept + gathered + grads + per.settings.bpp.weights * per.v2_tied + per.v2_emb_wgrad
     end = np.maximum(kernel, kept + 2.0 * grads)
     excess = np.where(per.v2, np.maximum(end - allocated, 0.0), 0.0)
     return excess, np.maximum(base, np.where(per.v2, kernel, 0.0)), allocated + excess

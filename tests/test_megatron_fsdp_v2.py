@@ -139,6 +139,23 @@ def test_v2_root_end_is_the_peak_by_hand():
     assert float(m["fsdp_end_of_backward"]) > 0.0
 
 
+def test_v2_tied_output_gradient_at_the_root_end_by_hand():
+    """Llama 3.2 1B (V 128,256, h 2,048, output layer tied to the embedding), 32 GPUs, seq 32: the root R = V h + h =
+    262,670,336 parameters (2 R B gathered). The tied weight is one leaf, one AccumulateGrad node fed twice: the output
+    layer's gradient (2 V h B) waits in its input buffer from the start of the backward and the embedding's is added
+    to it there (input_buffer.cpp accumulate) after the embedding's kernel, which runs beside it: kept + the gathered
+    root 2 R + the root's gradients 2 R + the output layer's 2 V h + 6 T h = kept + 525,340,672 x 2 + 525,336,576 +
+    393,216, the allocated peak (2,294,990,848 B; without the waiting gradient 1,769,654,272 B, below the backward's
+    peak)."""
+    m = _mem(True, seq=32, gpus=32, gb=32, model="llama3.2-1b")
+    root = 128_256 * 2048 + 2048
+    assert float(m["fsdp_unsharded_ends"]) == 2 * root == 525_340_672
+    kept = sum(float(m[k]) for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "model_buffers"))
+    end = kept + 2 * root + 2 * root + 2 * 128_256 * 2048 + 6 * 32 * 2048
+    assert float(allocated_bytes(m)) == end == 2_294_990_848
+    assert float(m["fsdp_end_of_backward"]) > 0.0
+
+
 def test_v2_reduce_scatter_pool_by_hand():
     """The reduce-scatter stream's pool (reserved, not allocated): each unit's input W u, and from the second
     micro-batch its sharded output W u / dp (zero_grad(set_to_none=True) leaves the sharded gradients unset at the
