@@ -1173,15 +1173,31 @@ References
        and the neighbour's dense unit (E_i's pre-hook prefetches it) are gathered: fsdp_gathered_units = W (max (D + E)
        + max D) in place of 2 W max (D + E), E a kind's local experts (/ (etp ep)), the bound attained where the
        largest dense layer borders the largest MoE layer (DeepSeek's first MoE layer in the backward); each unit's
-       reduce-scatter input is its own, u = max(max D, max E) at the copy-in (_v2_units). The unit gradients stay
-       W (D + E + V h): E_i's post-backward frees its experts' gradients before the attention's, but the MoE block's
-       own (router, shared experts) can be beside them; not split;
+       reduce-scatter input is its own, u = max(max D, max E) at the copy-in (_v2_units). The unit gradients
+       (issue 21, mfsdp3) are W (max(max D, max E) + V h), not W (D + E + V h): the MoE block's forward runs the
+       shared experts, then the router, the dispatch, the experts and the combine (moe_layer.py l. 658-694), so its
+       backward, which autograd's ready queue runs latest-created node first (the experts' GEMMs before the
+       router's and the shared experts' nodes, the AccumulateGrad nodes at once: sequence_nr UINT64_MAX, pytorch/pytorch
+       @55f1a796 torch/csrc/autograd/functions/accumulate_grad.cpp l. 17-22), completes E_i's gradients
+       before any of D_i's (router, shared experts, norms, attention); E_i's post-backward copies them into its
+       input and drops them (parameter_group.py l. 346-351) before D_i's first, and D_i's post-backward drops D_i's
+       before L_i-1's backward: one of the two at a time (_v2_units' third figure, the copy-in's unit). Not priced:
+       with --moe-shared-expert-overlap the shared experts' fc2 runs in the combine, after the experts
+       (token_dispatcher.py l. 871-873), so its gradient (h f_s) can sit beside E_i's (no job field sets it);
      - the root at the backward's end (fsdp_end_of_backward): the root's post-backward runs after the embedding's
-       gradient, the backward's last; the gathered root (fsdp_unsharded_ends), its gradients W R (R the root's
-       parameters: embedding, output layer, final norm) and their reduce-scatter input W R beside the kept tensors,
-       the activations freed, or the moment before, the embedding's weight-gradient kernel's partial sums and
-       incoming gradient (6 B T h, [eg]) beside W R: the excess of max(2 W R, W R + 6 T h) + the gathered root + the
-       kept tensors over the backward's peak (_v2_root_end);
+       gradient, the backward's last. Two moments, the activations freed: the embedding's weight-gradient kernel,
+       its fp32 partial sums and incoming gradient (6 B T h, [eg]) beside the root's gradients W R (R the root's
+       parameters: embedding, output layer, final norm) and the gathered root (fsdp_unsharded_ends); and the root's
+       copy-in (issue 21, mfsdp3), by which the embedding's incoming gradient is freed (the autograd engine drops a
+       node's inputs when its call returns, before the AccumulateGrad task it queues runs the post-accumulate-grad
+       hook: pytorch/pytorch @e1253a95 torch/csrc/autograd/engine.cpp call_function, evaluate_function; torch >= 2.1
+       accumulate_grad.cpp AccumulateGrad::apply calls tensor_post_acc_grad_hooks after accumulating) and
+       the gathered root too (post_backward reshards before it reduces, module.py l. 427-432): W R and their
+       reduce-scatter input W R beside the kept tensors. The excess of max(the gathered root + W R + 6 T h, 2 W R) +
+       the kept tensors over the backward's peak (_v2_root_end): the kernel's moment wherever the gathered root is
+       W R. A tied output layer's gradient waits in the shared weight's AccumulateGrad input buffer until the
+       embedding's is added to it (pytorch torch/csrc/autograd/input_buffer.cpp accumulate): W V h / t more at the
+       kernel's moment (Llama 3.2 1B on 32 GPUs at seq 32: the end is the peak, 2,294,990,848 B);
      - the reduce-scatter stream's pool (stream_pools, reserved only): each input, and from the second micro-batch
        (zero_grad(set_to_none=True), fully_sharded_optimizer.py l. 108-117, leaves the sharded gradients unset at
        the first: reduced in place, parameter_group.py l. 417-434) or where the main gradients' dtype is not the
@@ -1193,13 +1209,28 @@ References
        of it (_v2_rs_pool). The output itself never sets the allocated peak: it is allocated once the unit's
        gradients are dropped, W u / dp beside the input W u below the copy-in's gradients and input 2 W u. The
        all-gather stream's pool holds the root and two units at most, what the peak holds: none beyond it.
+     - the model-weight cast after the optimizer step (issue 21, mfsdp3; in optimizer_step, or the term its moment
+       first exceeds the peak in, [opt]): FullyShardedOptimizer's step (MixedPrecisionOptimizer.step_with_ready_grads,
+       optimizer/optimizer.py l. 777-813) runs the inner step, then _copy_main_params_to_model_params
+       (fully_sharded_optimizer.py l. 148-150), sync_model_weights_from_main_weights: for each parameter group in
+       turn, self.model_weight = self.main_weight.cast(bf16) on the all-gather stream (parameter_group.py l. 269-279):
+       DBuffer.cast allocates a new buffer of the group's shard and copies into it (experimental/dbuffer.py l.
+       287-294, 308-315), the old shard dropped only by that assignment, so one group's 16-bit shard is allocated
+       twice: the largest, W max(u / dp, E / edp, R / dp) (v2_cast), while the fp32 gradient copies [sg] are still
+       held (restored after step_with_ready_grads returns, fully_sharded_optimizer.py l. 137-146) and the inner
+       step's temporaries freed (none: Megatron's Adam is fused, [opt]): the step's moment is kept + [sg] +
+       max(temporaries, the cast).
+       Reserved: none beyond that moment, the new shard comes from the all-gather stream's own cached blocks (the
+       gathered units and the root, each at least its size, freed after the backward) and the next group's from the
+       old shard just freed;
      Llama 3 8B tp 1 on 8 (u = 218,112,000; V h = 525,336,576), full recompute: gathered 2 u x 2 = 872,448,000 B (v1
      1,744,896,000), unit gradients 2 (u + V h) = 1,486,897,152 B (v1 g V h = 2 x 525,336,576 with bf16 main
-     gradients), no queue excess (v1 1.30 GiB); at seq 512 the root's end 874,725,376 B over the peak and its pool
-     2 x 1,050,677,248 x 9 / 8 = 2,364,023,808 B reserved; DeepSeek-V2-Lite ep 8 on 16: gathered (100,405,760 +
-     81,007,104) x 2 B in place of 4 x 100,405,760 (tests/test_megatron_fsdp_v2.py). Not priced: the all-gather
-     stream's model-weight cast at the step (a unit's shard W u / dp at a time), --use-nccl-ub's symmetric-memory pool
-     (v2 refuses fsdp_manual_registration, the reader with it).
+     gradients), no queue excess (v1 1.30 GiB); at seq 512 the root's end 20,376,740,864 B, below the backward's
+     peak, and its pool 2 x 1,050,677,248 x 9 / 8 = 2,364,023,808 B reserved; on 2 GPUs the step's cast 2 R / 2 =
+     1,050,677,248 B; DeepSeek-V2-Lite ep 8 on 16: gathered (100,405,760 + 81,007,104) x 2 B in place of 4 x
+     100,405,760, unit gradients 2 (81,007,104 + V h) (was 2 (100,405,760 + V h)), the step's cast the experts'
+     2 x 69,206,016 / 2 (tests/test_megatron_fsdp_v2.py). Not priced: --use-nccl-ub's symmetric-memory pool (v2
+     refuses fsdp_manual_registration, the reader with it).
 [bp] Megatron-FSDP's bucket padding: not priced, as noise (issue 21, mfsdpouter). NVIDIA/Megatron-LM @d98e8a64
      megatron_fsdp/param_and_grad_buffer.py _get_parameter_groups l. 1876-1913 gives each parameter group (a layer unit's
      parameters of one dtype, dense or expert) a chunk_size_factor c, the largest row size (shape[1:]) made the lcm
@@ -3876,6 +3907,9 @@ class _PerLayer:
         # v2's root unit (pp 1), parameters a GPU: what its gradients and its reduce-scatter input hold [v2]
         self.v2_root = np.where(self.v2 & single, pc.embedding / tp + pc.position + pc.embedding_norm + out_nu
                                 + pc.final_norm + _mtp_non_unit(settings, pc, plan), 0.0)
+        # a tied output layer's gradient waits in its AccumulateGrad's input buffer for the embedding's, the two added
+        # there: at the embedding's kernel both are live, V h / t more than the root's parameters [v2]
+        self.v2_tied = np.where(self.v2 & single & (not pc.output), pc.embedding / tp, 0.0)
         self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
 
     def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
@@ -3910,12 +3944,15 @@ class _PerLayer:
         db_grads = np.where(self.queue_db & (layer > 0), np.minimum(chunk, 2.0) * self.queue_grad_bytes * layer, 0.0)
         self.fsdp_units["mfsdp_double_buffer"] = self.fsdp_units["mfsdp_double_buffer"] + db_grads
         self.db_pools = self.fsdp_units["mfsdp_double_buffer"]
-        # Megatron-FSDP v2 [v2]: the backward's peak holds the layer unit's autograd gradients (the parameters' dtype,
-        # W B: no gradient-accumulation fusion under v2) beside the root unit's output-layer gradient (the embedding's
-        # where tied), held from the output layer's backward to the root's post-backward at the end
+        # Megatron-FSDP v2 [v2]: the backward's peak holds one unit's autograd gradients (the parameters' dtype, W B: no
+        # gradient-accumulation fusion under v2) beside the root unit's output-layer gradient (the embedding's where
+        # tied), held from the output layer's backward to the root's post-backward at the end; the unit: the layer with
+        # its experts, or under EP the larger of its dense part and its experts (each freed at its own post-backward,
+        # the experts' first: v2_units[2], the unit one reduce-scatter input holds)
         w = self.settings.bpp.weights
         out_held = float(pc.output or pc.embedding) / self.vdiv
-        self.fsdp_units["fsdp_unit_grads"] = np.where(self.v2, w * (layer + out_held), self.fsdp_units["fsdp_unit_grads"])
+        self.fsdp_units["fsdp_unit_grads"] = np.where(self.v2, w * (self.v2_units[2] + out_held),
+                                                      self.fsdp_units["fsdp_unit_grads"])
         # Megatron-FSDP v2's reduce-scatter stream pool [v2]: each unit's reduce-scatter input (W B a parameter) and,
         # from the second micro-batch or where the main gradients' dtype is not the parameters', its sharded output
         # (W u / the unit's DP group) are allocated on that stream and freed there, cached for it alone: the largest
@@ -3927,6 +3964,12 @@ class _PerLayer:
         o = ((plan.microbatches > 1) | (self.settings.bpp.gradients != w)).astype(np.float64)
         self.v2_rs_pool = np.where(self.v2, w * np.maximum.reduce([d_unit * (1.0 + o / dp), e_unit * (1.0 + o / edp),
                                                                    self.v2_root * (1.0 + o / dp)]), 0.0)
+        # Megatron-FSDP v2's model-weight cast after the optimizer step [v2]: each parameter group's 16-bit shard made
+        # anew from its fp32 main weights before the old one is dropped (parameter_group.py l. 269-279), one group at a
+        # time: the largest shard, W (the layer's, the experts' or the root's unit) / its DP group, where main weights
+        # are kept (master > 0: main_params_dtype fp32)
+        self.v2_cast = np.where(self.v2 & (self.settings.bpp.master > 0), w * np.maximum.reduce(
+            [d_unit / dp, e_unit / edp, self.v2_root / dp]), 0.0)
         # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
         # zero2 (its queue's buckets are this term's alone) [rs]
         self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
@@ -4391,7 +4434,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         pools, grads_pooled = pools - np.minimum(excess, grads_pooled), grads_pooled - np.minimum(excess, grads_pooled)
     z2_input = _zero2_reduce_input(per, held_all, n, buf)  # the unit's reduce-scatter input beyond the peak [rs]
     # Megatron-FSDP v2's root unit at the backward's end: (its excess, the compute stream's most, the peak with it) [v2]
-    v2 = _v2_root_end(per, kept + per.ends[end], allocated, allocated + z2_input)
+    v2 = _v2_root_end(per, (kept, per.ends[end]), allocated, allocated + z2_input)
     fsdp["fsdp_end_of_backward"], allocated = fsdp["fsdp_end_of_backward"] + v2[0], v2[2]
     excess = _forward_moments(per, counts if twin is None else counts + twin[0], kept - states.grad_pool + act, allocated)
     buf, allocated = buf + excess, allocated + excess
@@ -4401,7 +4444,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
-    temps = temps + _muon_temp(per, counts, n, end, twin, single, holds_loss, (params, e_part))  # Muon's [mu]
+    # Muon's [mu]; Megatron-FSDP v2's model-weight cast, once the step's own temporaries are freed (0 elsewhere) [v2]
+    temps = np.maximum(temps + _muon_temp(per, counts, n, end, twin, single, holds_loss, (params, e_part)), per.v2_cast)
     states, allocated, kept, staging = _offload_staging(per, states, allocated, kept, counts, (end, twin, single, holds_loss))  # [off]
     temps = (temps, _reduce_copy(per, params, end, counts))  # the BF16_Optimizer's all-reduce after the backward [bo]
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
@@ -4485,20 +4529,31 @@ def _v2_units(pc: ParamCounts, plan: PlanArrays) -> tuple:
 def _v2_root_end(per: _PerLayer, held, base, allocated) -> tuple:
     """Megatron-FSDP v2's root unit at the end of the backward [v2]: (its excess over `allocated`, the backward's peak
     `base` with the layer units' copy-in; the most the compute stream holds, max(base, at the end); allocated + the
-    excess), the excess 0 where the plan does not run v2. The
-    root (the embedding, the output layer, the final norm: R parameters a GPU, per.v2_root) runs its post-backward once
-    every parameter of it has its gradient (module.py @d98e8a64 l. 278-296), after the embedding's, the backward's last:
-    its gradients W R (the output layer's, held from the start of the backward, and the embedding's) beside the
-    gathered root (`held`: the kept tensors and the unsharded ends, fsdp_unsharded_ends), the activations freed, and
-    then its reduce-scatter input W R (parameter_group.py l. 328-351) before they are dropped: held + 2 W R; or, the
-    moment before, the embedding's weight-gradient kernel's fp32 partial sums and incoming gradient (6 B T h, [eg])
-    beside the root's gradients: held + W R + 6 T h. The compute stream's part (the input on the reduce-scatter
-    stream, _v2_rs_pool): held + W R + 6 T h."""
-    w = per.settings.bpp.weights
-    grads = w * per.v2_root
-    end = held + grads + np.maximum(grads, per.v2_emb_wgrad)
+    excess), the excess 0 where the plan does not run v2. `held`: (the kept tensors, the gathered root:
+    fsdp_unsharded_ends). The root (the embedding, the output layer, the final norm: R parameters a GPU, per.v2_root)
+    runs its post-backward once every parameter of it has its gradient (module.py @d98e8a64 l. 278-296), after the
+    embedding's, the backward's last. Two moments, the activations freed:
+    - the embedding's weight-gradient kernel: its fp32 partial sums and incoming gradient (6 B T h, [eg]) beside the
+      root's gradients W R (the output layer's, held from the start of the backward, and the embedding's being made)
+      and the gathered root: kept + gathered + W R + 6 T h; with a tied output layer (R then holds V h / t once) the
+      output layer's gradient waits in the shared weight's AccumulateGrad input buffer (one node a leaf, run once
+      both gradients are in) and the embedding's new one is added to it there afterwards (pytorch
+      torch/csrc/autograd/input_buffer.cpp accumulate: old_var.add_(var) in place): W V h / t more (per.v2_tied);
+    - the root's copy-in: post_backward reshards before it reduces (module.py l. 427-432: _reshard_parameter_groups
+      releases the gathered root, parameter_group.py l. 316-326, then _reduce_gradient_groups allocates the
+      reduce-scatter input W R, l. 328-351), and the embedding's incoming gradient is gone: the autograd engine frees a
+      node's inputs when its call returns (pytorch/pytorch @e1253a95 torch/csrc/autograd/engine.cpp call_function: the
+      inputs moved out of the node's InputBuffer are a local of the call; evaluate_function then queues the
+      AccumulateGrad task), before that task runs the post-accumulate-grad hook (torch >= 2.1
+      functions/accumulate_grad.cpp AccumulateGrad::apply): kept + 2 W R, which never
+      exceeds the kernel's moment while the gathered root is W R.
+    The compute stream's part (the input is on the reduce-scatter stream, _v2_rs_pool): the kernel's moment."""
+    kept, gathered = held
+    grads = per.settings.bpp.weights * per.v2_root
+    kernel = kept + gathered + grads + per.settings.bpp.weights * per.v2_tied + per.v2_emb_wgrad
+    end = np.maximum(kernel, kept + 2.0 * grads)
     excess = np.where(per.v2, np.maximum(end - allocated, 0.0), 0.0)
-    return excess, np.maximum(base, np.where(per.v2, held + grads + per.v2_emb_wgrad, 0.0)), allocated + excess
+    return excess, np.maximum(base, np.where(per.v2, kernel, 0.0)), allocated + excess
 
 
 def _v2_rs_pool(per: _PerLayer, later, compute, moments):

@@ -13,7 +13,11 @@ megatron/core/distributed/fsdp/src/megatron_fsdp/experimental/:
   (parameter_group.py l. 328-351) and dropped; no GradReducePipeline queue. The root's output-layer gradient is kept to
   the root's post-backward, after the embedding's, at the end of the backward;
 - the root unit is released after the backward: not held at the optimizer step's moment (v1 keeps its non-unit buckets
-  for the whole step, [nu]).
+  for the whole step, [nu]); its copy-in comes after its gathered weights are released (module.py l. 427-432);
+- after the optimizer step each parameter group's fp32 main weights are cast into a new bf16 shard before the old one
+  is dropped (parameter_group.py l. 269-279): the largest shard in the step's moment;
+- under EP each MoE layer's experts are a unit of their own (mcore_fsdp_adapter.py l. 570-583): their gradients and
+  the dense part's are held one at a time.
 
 Llama 3 8B, tp 1, 8 GPUs: u = 218,112,000 a layer unit (2 h^2 + 2 h (h / 4) + 3 h f + 2 h), V h = 128,256 x 4,096 =
 525,336,576, W = 2 B (bf16 gradients, mixed16).
@@ -79,31 +83,77 @@ def test_v2_reduce_scatter_input_by_hand():
     assert float(v2["zero2_reduce_input"]) == 2 * U - 2 * 4096 * 512 - buf == 364_855_296
 
 
-def test_v2_root_unit_released_before_the_step():
-    """2 GPUs, seq 512: the optimizer step's moment (states + v1's kept non-unit buckets + the fp32 gradient copy
-    4 P / 2, [sg]) is the peak in both; v2 releases the root unit after the backward, so the peak is lower by the
-    kept buckets, (2 V h + 4,096) x 2 = 2,101,354,496 B."""
-    v1, v2 = _mem(False, seq=512, gpus=2, gb=2), _mem(True, seq=512, gpus=2, gb=2)
-    assert float(allocated_bytes(v1)) - float(allocated_bytes(v2)) == (2 * VH + 4096) * 2 == 2_101_354_496
-
-
 R = 2 * VH + 4096  # the root unit: embedding, output layer (untied), final norm
+P = 8_030_261_248  # Llama 3 8B's parameters
+
+
+def test_v2_root_unit_released_before_the_step():
+    """2 GPUs, seq 512: the optimizer step's moment (states 16 P / 2 + the fp32 gradient copy 4 P / 2, [sg]) is the
+    peak in both. v1 keeps its non-unit buckets there, 2 R = 2,101,354,496 B; v2 releases the root unit after the
+    backward but, after the inner step, casts each parameter group's fp32 main weights into a new bf16 shard before
+    dropping the old one (parameter_group.py l. 269-279, dbuffer.py l. 287-294, 308-315), the [sg] copies still held
+    (fully_sharded_optimizer.py l. 137-146): the largest shard, the root's, 2 R / 2 = 1,050,677,248 B (a layer's
+    2 u / 2 = 218,112,000). So the peak is 8 P + 2 P + R + the workspaces and rotary tables, lower than v1's by
+    2 R - R = 1,050,677,248 B."""
+    v1, v2 = _mem(False, seq=512, gpus=2, gb=2), _mem(True, seq=512, gpus=2, gb=2)
+    rest = float(v2["workspaces"]) + float(v2["model_buffers"])
+    assert float(allocated_bytes(v2)) == 8 * P + 2 * P + R + rest == 81_454_216_192
+    assert float(allocated_bytes(v1)) - float(allocated_bytes(v2)) == 2 * R - R == 1_050_677_248
 
 
 def test_v2_root_end_of_backward_by_hand():
-    """The root's post-backward runs after the embedding's gradient, the backward's last (module.py l. 278-296): the
-    kept tensors (states, workspaces, rotary tables), the gathered root (fsdp_unsharded_ends, 2 R), its gradients
-    2 R and their reduce-scatter input 2 R (parameter_group.py l. 328-351), R = 2 V h + h = 1,050,677,248. At seq 512
-    that moment is the allocated peak: 2 x 1,050,677,248 x 2 over the rest; its excess over the backward's peak with
-    the copy-in (zero2_reduce_input) is fsdp_end_of_backward = 874,725,376 B. At seq 4,096 the backward's peak (the
-    loss's logits, 1 GiB of activations) stays above it: 0."""
+    """The root's post-backward runs after the embedding's gradient, the backward's last (module.py l. 278-296). Two
+    moments, the activations freed: the embedding's weight-gradient kernel, its fp32 partial sums and incoming
+    gradient 6 B T h ([eg]) beside the root's gradients 2 R and the gathered root (fsdp_unsharded_ends, 2 R); then the
+    root's copy-in, by which the gathered root is released (post_backward reshards before it reduces, module.py
+    l. 427-432) and the incoming gradient freed (the autograd engine drops a node's inputs when its call returns,
+    before the AccumulateGrad node's post-accumulate-grad hook runs): the gradients 2 R and their reduce-scatter input
+    2 R. R = 2 V h + h = 1,050,677,248. The end: kept + max(2 R + 2 R + 6 T h, 2 R + 2 R) = kept + 4 R + 6 T h.
+    Llama 3 8B at seq 512 on 8: kept (states, workspaces, rotary tables) 16,161,448,960 + 4 R + 6 x 512 x 4,096 =
+    20,376,740,864 B, below the backward's peak (21,590,787,072): fsdp_end_of_backward 0 (874,725,376 when the
+    gathered root was counted at the copy-in)."""
     assert R == 1_050_677_248
     m = _mem(True, seq=512)
     kept = sum(float(m[k]) for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "model_buffers"))
+    assert kept == 16_161_448_960
     assert float(m["fsdp_unsharded_ends"]) == 2 * R
-    assert float(allocated_bytes(m)) == kept + 2 * R + 2 * R + 2 * R
-    assert float(m["fsdp_end_of_backward"]) == 874_725_376
-    assert float(_mem(True)["fsdp_end_of_backward"]) == 0.0
+    assert kept + 4 * R + 6 * 512 * 4096 == 20_376_740_864 < float(allocated_bytes(m)) == 21_590_787_072
+    assert float(m["fsdp_end_of_backward"]) == 0.0
+
+
+def test_v2_root_end_is_the_peak_by_hand():
+    """gpt-oss-20b (V 201,088, h 2,880, output layer untied, 24 layers of 32 experts), ep 8 on 32, seq 256: the root
+    R = 2 x 201,088 x 2,880 + 2,880 = 1,158,269,760 parameters, 2 R B gathered (fsdp_unsharded_ends); the experts
+    (4 a GPU) and the attention are small units beside it, so the root's end is the allocated peak: the kept tensors
+    (states, workspaces, rotary tables), the MoE dispatchers' attributes ([dh]: the alltoall dispatcher's bf16
+    probabilities and bool routing map, 24 layers x 256 tokens x 32 experts x 3 B = 589,824), the gathered root 2 R,
+    its gradients 2 R and the embedding kernel's 6 T h = 6 x 256 x 2,880 = 4,423,680: 15,196,200,224 B (the copy-in's
+    2 R + 2 R after the gathered root's release is 4,423,680 B lower; counting the gathered root there gave
+    2 R - 6 T h more)."""
+    m = _mem(True, seq=256, gpus=32, gb=32, model="gpt-oss-20b", ep=8)
+    root = 2 * 201_088 * 2_880 + 2_880
+    assert root == 1_158_269_760 and float(m["fsdp_unsharded_ends"]) == 2 * root
+    kept = sum(float(m[k]) for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "model_buffers"))
+    moe = 24 * 256 * 32 * 3
+    assert float(allocated_bytes(m)) == kept + moe + 2 * root + 2 * root + 6 * 256 * 2880 == 15_196_200_224
+    assert float(m["fsdp_end_of_backward"]) > 0.0
+
+
+def test_v2_tied_output_gradient_at_the_root_end_by_hand():
+    """Llama 3.2 1B (V 128,256, h 2,048, output layer tied to the embedding), 32 GPUs, seq 32: the root R = V h + h =
+    262,670,336 parameters (2 R B gathered). The tied weight is one leaf, one AccumulateGrad node fed twice: the output
+    layer's gradient (2 V h B) waits in its input buffer from the start of the backward and the embedding's is added
+    to it there (input_buffer.cpp accumulate) after the embedding's kernel, which runs beside it: kept + the gathered
+    root 2 R + the root's gradients 2 R + the output layer's 2 V h + 6 T h = kept + 525,340,672 x 2 + 525,336,576 +
+    393,216, the allocated peak (2,294,990,848 B; without the waiting gradient 1,769,654,272 B, below the backward's
+    peak)."""
+    m = _mem(True, seq=32, gpus=32, gb=32, model="llama3.2-1b")
+    root = 128_256 * 2048 + 2048
+    assert float(m["fsdp_unsharded_ends"]) == 2 * root == 525_340_672
+    kept = sum(float(m[k]) for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "model_buffers"))
+    end = kept + 2 * root + 2 * root + 2 * 128_256 * 2048 + 6 * 32 * 2048
+    assert float(allocated_bytes(m)) == end == 2_294_990_848
+    assert float(m["fsdp_end_of_backward"]) > 0.0
 
 
 def test_v2_reduce_scatter_pool_by_hand():
@@ -114,17 +164,18 @@ def test_v2_reduce_scatter_pool_by_hand():
     batch 16 on 8), 2 R = 2,101,354,496 B at one (the layer's 2 u x 9 / 8 = 490,752,000 below). At seq 4,096 the
     backward's peak holds nothing on that stream: reserved - allocated = the pool. The output never moves the
     allocated peak (it comes once the unit's gradients are dropped, 2 u / 8 beside the input 2 u, below the copy-in's
-    gradients and input): allocated is the same at one and two micro-batches. At seq 512 the root's end is the
-    allocated peak with its input on that stream, and the reserved peak is the backward's peak (the compute stream's
-    most) + the pool: reserved - allocated = 2,364,023,808 - 874,725,376 - 364,855,296 = 1,124,443,136 B."""
+    gradients and input): allocated is the same at one and two micro-batches. At seq 512 the allocated peak is the
+    backward's with the layer's copy-in, its input (364,855,296 B beyond the rest) on that stream, and the reserved
+    peak the backward's peak without it (the compute stream's most) + the pool: reserved - allocated =
+    2,364,023,808 - 364,855,296 = 1,999,168,512 B."""
     two, one = _mem(True), _mem(True, gb=8)
     assert float(reserved_bytes(two)) - float(allocated_bytes(two)) == 2 * R * 9 / 8 == 2_364_023_808
     assert float(reserved_bytes(one)) - float(allocated_bytes(one)) == 2 * R == 2_101_354_496
     assert float(allocated_bytes(one)) == float(allocated_bytes(two))
     end = _mem(True, seq=512)
     assert float(end["zero2_reduce_input"]) == 364_855_296
-    assert float(reserved_bytes(end)) - float(allocated_bytes(end)) == 2 * R * 9 / 8 - 874_725_376 - 364_855_296
-    assert float(end["stream_pools"]) == 1_124_443_136
+    assert float(reserved_bytes(end)) - float(allocated_bytes(end)) == 2 * R * 9 / 8 - 364_855_296
+    assert float(end["stream_pools"]) == 1_999_168_512
     assert float(_mem(False)["stream_pools"]) == 0.0  # version 1: no such pool (its buffers are persistent)
 
 
@@ -156,6 +207,39 @@ def test_v2_experts_a_unit_of_their_own_under_ep():
     short = _dsv2(8, 512)
     buf = float(short["recompute_buffer"])
     assert float(short["zero2_reduce_input"]) == pytest.approx(2 * D_DENSE - 2 * 2048 * 512 - buf, rel=1e-12)
+
+
+VH_LITE = 102_400 * 2048  # DeepSeek-V2-Lite's output layer, untied
+
+
+def test_v2_unit_gradients_under_ep_by_hand():
+    """The MoE block's forward runs the shared experts, the router, the dispatch, the experts, the combine
+    (moe_layer.py l. 658-694); autograd runs the latest-created ready node first and each AccumulateGrad at once, so
+    the experts' gradients are complete before any of the layer's dense part's (router, shared experts, norms, MLA),
+    and E_i's post-backward drops them (parameter_group.py l. 346-351) before D_i's first: one unit's gradients at a
+    time beside the output layer's (2 V h, held to the root's post-backward). ep 8 on 16: max(D_dense, D_moe,
+    8 experts) = D_dense = 81,007,104: 2 x (81,007,104 + 209,715,200) = 581,444,608 B (2 x (D_moe + 8 experts + V h) =
+    620,241,920 before); ep 4: 16 experts 138,412,032 the largest: 2 x (138,412,032 + 209,715,200) = 696,254,464 B;
+    ep 1: the experts in their layer's unit, 2 x (31,199,744 + 64 x 8,650,752 + 209,715,200) = 1,589,126,144 B."""
+    assert float(_dsv2(8, 4096)["fsdp_unit_grads"]) == 2 * (D_DENSE + VH_LITE) == 581_444_608
+    assert float(_dsv2(4, 4096)["fsdp_unit_grads"]) == 2 * (16 * EXPERT + VH_LITE) == 696_254_464
+    assert float(_dsv2(1, 4096)["fsdp_unit_grads"]) == 2 * (D_MOE + 64 * EXPERT + VH_LITE) == 1_589_126_144
+
+
+def test_v2_step_cast_of_the_experts_shard_by_hand():
+    """ep 8 on 16, seq 512: the optimizer step's moment is the peak: the states, the fp32 gradient copy [sg] (4 B a
+    local parameter: twice the bf16 gradient shards), the dispatchers' attributes ([dh]: 26 MoE layers x 512 tokens
+    x 64 experts x 3 B = 2,555,904), the workspaces and rotary tables, and the model-weight cast's largest shard
+    (parameter_group.py l. 269-279): the experts' unit over the expert DP group of 16 / 8 = 2, 2 x 69,206,016 / 2 =
+    69,206,016 B (the root's 2 x 419,432,448 / 16 = 52,429,056, the dense layer's 2 x 81,007,104 / 16 =
+    10,125,888)."""
+    m = _dsv2(8, 512)
+    states = sum(float(m[k]) for k in ("weights", "gradients", "master_weights", "adam"))
+    rest = float(m["workspaces"]) + float(m["model_buffers"])
+    root = 2 * VH_LITE + 2048
+    assert max(2 * 8 * EXPERT / 2, 2 * root / 16, 2 * D_DENSE / 16) == 2 * 8 * EXPERT / 2 == 69_206_016
+    assert float(allocated_bytes(m)) == pytest.approx(
+        states + 2 * float(m["gradients"]) + 26 * 512 * 64 * 3 + rest + 69_206_016, rel=1e-15)
 
 
 def test_v2_job_refusals():
@@ -218,6 +302,13 @@ def test_v2_reader_and_export_round_trip(tmp_path):
     assert cfg.job["mfsdp_v2"] is True and "mfsdp_double_buffer" not in cfg.job
     assert not any("megatron-fsdp-version" in str(u) for u in cfg.unmodelled)
     assert any(str(i).startswith("--fsdp-double-buffer") and "v2 reads no" in str(i) for i in cfg.ignored)
+    # the assumed lines name what v2 moves (memory.py [v2]) and its own buffers' code, not version 1's
+    (v2_line,) = [str(a) for a in cfg.assumed if str(a).startswith("mfsdp_v2=")]
+    for item in ("mcore_fsdp_adapter.py l. 570-583", "module.py l. 78-84", "module.py l. 427-432",
+                 "parameter_group.py l. 269-279"):
+        assert item in v2_line, item
+    (mode_line,) = [str(a) for a in cfg.assumed if str(a).startswith("sharding_mode=")]
+    assert "experimental/parameter_group.py @d98e8a64" in mode_line and "param_and_grad_buffer.py" not in mode_line
     f.write_text(ARGS.replace(" --", "\n--") + "\n")
     r = CliRunner().invoke(app, ["explain", str(f), "--gpus", "8", "--hardware", "h100-sxm", "--format", "json"])
     assert r.exit_code == 0, r.output

@@ -2660,6 +2660,16 @@ def _megatron_fsdp_buffers(flags: dict, where: str, job: dict, assumed: list, ig
     whole = {"megatron_fsdp_optim": "the 16-bit weights and the main gradients whole",
              "megatron_fsdp_optim_grads": "the 16-bit weights whole, the main gradients sharded"}.get(
                  mode, "the 16-bit weights and the main gradients sharded")
+    if job.get("mfsdp_v2"):  # version 2's buffers (its own line, mfsdp_v2, lists what moves)
+        assumed.append(listed("assumed", "sharding_mode", mode,
+                              f"--use-megatron-fsdp ({level}) --megatron-fsdp-version 2 priced from Megatron-FSDP v2's "
+                              "own buffers (megatron_fsdp/experimental/parameter_group.py @d98e8a64 FsdpParameterGroup "
+                              f"l. 155-214): {whole}, the fp32 main weights (--megatron-fsdp-main-params-dtype fp32) and "
+                              "Adam's moments sharded; its gathered units, unit gradients, reduce-scatter inputs and "
+                              "weight cast as the mfsdp_v2 line says (memory.py [v2]) and the step's fp32 gradient copy "
+                              "([sg]); not priced: the shards' padding (experimental/layout.py l. 40-78 pads as version "
+                              "1 does: noise, planner/memory.py [bp])"))
+        return
     assumed.append(listed("assumed", "sharding_mode", mode,
                           f"--use-megatron-fsdp ({level}) priced from Megatron-FSDP's own buffers "
                           f"(param_and_grad_buffer.py @d98e8a64 _init_each_parameter_group_buffers l. 2324-3127): {whole}, "
@@ -2754,11 +2764,16 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
         assumed.append(listed("assumed", "mfsdp_v2", True,
             "--megatron-fsdp-version 2: FullyShardedDataParallelV2 (mcore_fsdp_adapter.py @d98e8a64 l. 489-601) over "
             "megatron_fsdp/experimental/'s buffers: the fp32 main weights, the 16-bit weights and the main gradients "
-            "sharded over dp x cp as version 1's optim_grads_params (parameter_group.py l. 155-214), one layer unit "
-            "prefetched (module.py l. 318-353, 402-425), each unit's gradients copied into one reduce-scatter input and "
-            "no queue (module.py l. 434-452, parameter_group.py l. 328-351), the root unit (embedding, output layer, final "
-            "norm) released after the forward and the backward, its output-layer gradient held to the backward's end "
-            "(planner/memory.py [v2])"))
+            "sharded over dp x cp as version 1's optim_grads_params (parameter_group.py l. 155-214), one unit "
+            "prefetched (module.py l. 318-353, 402-425), under expert parallelism each MoE layer's experts a unit of "
+            "their own over the expert data-parallel group (mcore_fsdp_adapter.py l. 570-583), so one layer's dense "
+            "part or its experts' gradients at a time; each unit's gradients copied into one reduce-scatter input and "
+            "no queue (module.py l. 434-452, parameter_group.py l. 328-351), the inputs and sharded outputs cached for "
+            "the reduce-scatter stream alone (reserved, module.py l. 78-84); the root unit (embedding, output layer, "
+            "final norm) released after the forward and the backward, its output-layer gradient held to the backward's "
+            "end, its copy-in after its gathered weights are released (module.py l. 427-432); after the optimizer "
+            "step each parameter group's fp32 main weights cast into a new 16-bit shard before the old one is "
+            "dropped (parameter_group.py l. 269-279) (planner/memory.py [v2])"))
         if [f for f in MFSDP_DOUBLE_BUFFER_FLAGS if f in flags]:  # (--fsdp-double-buffer: the others are refused above)
             ignored.append(listed_all("ignored", [(f, True) for f in MFSDP_DOUBLE_BUFFER_FLAGS if f in flags],
                                       "Megatron-FSDP v2 reads no fsdp_double_buffer: its buffers are allocated on "
