@@ -1706,6 +1706,30 @@ class FSDPSpec(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class TPCollectiveBytes(BaseModel):
+    """Bytes per element each tensor-parallel collective of a layer's linear pair moves under a low-precision recipe
+    with sequence parallelism (step.py [33], step.tp_bytes): the column-parallel linear's (QKV, FC1, an up projection)
+    input all-gathered before its GEMM, the row-parallel linear's (the output projection, FC2) output reduce-scattered
+    after it, and backward the row-parallel linear's output gradient all-gathered and the column-parallel linear's
+    input gradient reduce-scattered. Scales included (a block-scaled recipe's per-block scales, gathered beside the
+    data). Without sequence parallelism the pair is two all-reduces, at bf16 whatever the recipe."""
+
+    model_config = Strict
+    input_all_gather: float = Field(gt=0, description="forward: the column-parallel linear's input, all-gathered "
+                                                      "(quantized before the gather where the recipe does)")
+    output_reduce_scatter: float = Field(gt=0, description="forward: the row-parallel linear's output, reduce-scattered")
+    grad_output_all_gather: float = Field(gt=0, description="backward: the row-parallel linear's output gradient, "
+                                                            "all-gathered (quantized before the gather where the recipe "
+                                                            "does)")
+    grad_input_reduce_scatter: float = Field(gt=0, description="backward: the column-parallel linear's input gradient, "
+                                                               "reduce-scattered")
+    amax_all_reduce_bytes: float = Field(ge=0, description="bytes of the all-reduce over the TP group before each "
+                                                           "quantized all-gather (the local amax, so that every rank "
+                                                           "casts with one scale: current scaling, NVFP4's per-tensor "
+                                                           "scale); 0: none")
+    sources: list[str] = Field(min_length=1)
+
+
 class FP8Attention(BaseModel):
     """What a recipe's fp8 fused attention (Transformer Engine FusedAttnFunc, FP8 backend) saves for its
     backward and where it runs (memory.py [fa8], step.py fp8_core)."""
@@ -1768,6 +1792,11 @@ class FP8Recipe(BaseModel):
     fp8_attention: Optional[FP8Attention] = Field(
         default=None, description="the stack can run the fused attention in this recipe (a job's fp8_attention: "
                                   "Transformer Engine's fp8_dpa); null: a job setting it is refused")
+    tp_collective_bytes: Optional[TPCollectiveBytes] = Field(
+        default=None, description="bytes per element of each TP collective of a layer's linear pair under sequence "
+                                  "parallelism (step.py [33]): Transformer Engine quantizes a column-parallel linear's "
+                                  "input and a row-parallel linear's output gradient before their all-gathers; null: "
+                                  "every TP collective at bf16 (2 B), as the stack's TP runs under this recipe")
     grouped_experts_recipe: Optional[str] = Field(
         default=None, description="MoE: the recipe (a key of fp8_recipes) whose figures (gemm_speed, "
                                   "cast_bytes_per_element, gemms) price the routed experts' grouped GEMMs where they run "

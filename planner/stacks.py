@@ -115,6 +115,20 @@ def _dpa_column(stack: Stack, attr: str, none: float = 2.0) -> np.ndarray:
     return np.array([float(getattr(f, attr)) if f is not None else none for f in specs], dtype=np.float64)
 
 
+# the TP collectives of a layer's linear pair a recipe's tp_collective_bytes prices (schema.TPCollectiveBytes)
+TP_COLLECTIVES = ("input_all_gather", "output_reduce_scatter", "grad_output_all_gather", "grad_input_reduce_scatter")
+
+
+def _tp_column(stack: Stack, attr: str, none=None) -> np.ndarray:
+    """A recipe's TP collective figure (TPCollectiveBytes `attr`) per recipe code; `none` (None: ACT_BYTES, 2 B,
+    bf16) where the recipe has no table, or the stack lacks the recipe."""
+    from .layers.common import ACT_BYTES
+
+    none = ACT_BYTES if none is None else none
+    specs = [stack.fp8_recipes[n].tp_collective_bytes if n in stack.fp8_recipes else None for n in FP8_RECIPES]
+    return np.array([float(getattr(t, attr)) if t is not None else none for t in specs], dtype=np.float64)
+
+
 def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
     """The figures of the low-precision recipe `code` (plan.FP8_RECIPE_CODES) on this stack:
     GEMM speed relative to the precision's plateau (times, with `hw`, the recipe's dense peak
@@ -191,6 +205,9 @@ def _recipe_tables(stack: Stack) -> dict[str, np.ndarray]:
         "cp_inputs_bf16": _dpa_column(stack, "cp_inputs_bf16_bytes", 0.0),
         "low_fwd": low_fwd,
         "low_bwd": low_bwd,
+        # each TP collective's bytes an element under SP (tp_collective_bytes, step.py [33]; bf16 where none)
+        **{f"tp_{k}": _tp_column(stack, k) for k in TP_COLLECTIVES},
+        "tp_amax": _tp_column(stack, "amax_all_reduce_bytes", 0.0),
         # the routed experts' grouped GEMMs run converted (_grouped_figures, step.py [16])
         "grouped_speed": speed[g],
         "grouped_cast_bytes": cast[g],

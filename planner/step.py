@@ -583,8 +583,38 @@ References
     projection's: --recompute-modules mla_up_proj, l. 171-174, 983-988: CheckpointWithoutOutput re-runs
     qkv_up_proj_and_rope_apply, l. 855-981, in the backward; no collective without SP). TE's re-gather of the
     up projections' input for the wgrad GEMM under SP (linear.py l. 916) is not priced, as for every
-    column-parallel SP linear here; under fp8 TE gathers the quantized input (linear.py l. 360-364, 1 B), priced
-    at bf16 as every TP collective here.
+    column-parallel SP linear here; under fp8 TE gathers the quantized input (linear.py l. 360-364), priced at the
+    recipe's width [33].
+[33] Each TP collective of a layer's linear pair at the width it moves under a low-precision recipe (issue 22; stack_db
+    fp8_recipes tp_collective_bytes, schema.TPCollectiveBytes, with the sources; tp_bytes): under SP Transformer
+    Engine (NVIDIA/TransformerEngine @4329ff84, transformer_engine/pytorch) quantizes a column-parallel linear's input
+    before its all-gather (module/layernorm_linear.py l. 207-290: the norm writes the quantized output, then
+    distributed.py gather_along_first_dim with the input quantizer row-wise only; module/linear.py l. 330-371,
+    layernorm_mlp.py l. 454-476 the same) and a row-parallel linear's output gradient before its backward all-gather
+    (module/base.py grad_output_preprocess l. 1610-1631, the quantizer row- and column-wise), while the output's and
+    the input gradient's reduce-scatters run on the GEMMs' bf16 outputs (distributed.py reduce_scatter_along_first_dim
+    l. 928-950). Per element: delayed and tensorwise 1 B each way (_all_gather_fp8 l. 982-1072: the row-wise data,
+    the scale not gathered, the transpose made after); MXFP8 1.03125 B forward and 2.0625 B backward (_all_gather_mxfp8
+    l. 1509-1637: 1 B and an e8m0 scale per 32 for each usage held, the output gradient both); blockwise the same with
+    fp32 scales per 128 (_start_all_gather_fp8_blockwise l. 1076-1223); NVFP4 0.5625 B forward and 1.125 B backward
+    (_all_gather_nvfp4 l. 1324-1506: 0.5 B and an e4m3 scale per 16). A pair of size T h x mult then costs, per
+    way, forward RS(T h mult x output_reduce_scatter) + AG(T h mult x input_all_gather) + the amax all-reduce,
+    backward RS(T h mult x grad_input_reduce_scatter) + AG(T h mult x grad_output_all_gather) + the amax
+    all-reduce (tp_pair_ways); MLA's up projections' gathers and linear_proj's pair ([32]) and the fused down
+    projection's input gather ([30]) take the same widths; the all-reduces without SP,
+    the expert-TP pair, DeepSpeed's gating gather, Megatron's own mappings (the rotary key's gather, the fused latents')
+    stay bf16. Under --tp-comm-overlap Megatron-LM @d98e8a64 initializes TE's userbuffers in its FP8 mode with --fp8
+    (megatron/training/initialize.py l. 229-244) and the all-gather buffers hold uint8 (TE module/base.py initialize_ub
+    l. 310-321, 366, 448-451): the same bytes, hidden as every TP collective here. The layers a low-precision plan keeps
+    bf16 (--first-last-layers-bf16: bf16_end_layers) pay bf16 widths (_bf16_end_tp). torchtitan's TP stays bf16 under
+    every recipe (no table): @e347b1e5e models/llama3/infra/parallelize.py l. 76-94 applies torchao's
+    Float8ColwiseParallel (fp8 gathers) only where "float8" is a member of model.converters, a name that commit does not
+    register (startup.py TORCHTITAN_MX_TP_COMPILE's note), and rowwise and MX converters never. Tensorwise and NVFP4
+    all-reduce the local amax over the TP group before each quantized gather (layernorm_linear.py l. 1902-1970,
+    linear.py l. 2094-2140 with_amax_reduction; csrc/quantizer.cpp l. 919-926, 2339-2369): one all-reduce of
+    amax_all_reduce_bytes (4 B, 8 B) a gather, synchronous (amax_reduce). Not priced: TE's re-gather of a
+    column-parallel input for the wgrad GEMM (linear.py l. 897-923, layernorm_linear.py l. 727-749: under fp8 at the
+    input's width; not priced at bf16 either).
 """
 
 from __future__ import annotations
@@ -617,7 +647,7 @@ from .pipeline import (INTERLEAVED, ONE_F_ONE_B, bubble_fraction, dualpipe_alone
                        heaviest_stage_index, reduce_queue_overrun, stage_end_kinds, stage_kind_counts, plan_stage_layers)
 from .recompute_modules import block_rerun_times, rerun_kernel_bytes, reruns_dense_mlp, reruns_moe_block
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch, tp_overlap
-from .stacks import default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import TP_COLLECTIVES, default_stack, embedding_grad_shard, fp8_recipe, grad_accum_bytes, kernel_bytes, main_grad_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .stacks import outer_optim
 from .moe import optimizer_shards
 from .terms import Groups, Terms, with_fields
@@ -1766,7 +1796,7 @@ class Collectives:
 def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
     """TP collectives per micro-batch of each stage (CRITICAL_STAGES -> seconds, stage_comm: each with its own
     layers, n and rc; step_time takes the critical stage's) [2]: each block with a TP-split output
-    runs one all-reduce (or reduce-scatter + all-gather under SP) of T h bf16 each way (an MoE
+    runs one all-reduce (or reduce-scatter + all-gather under SP, at the recipe's widths [33]) of T h each way (an MoE
     MLP's moves the top_k c dispatched copies of each token); a recomputed layer repeats its
     forward ones; the stack's selective policy may re-run some of an attention layer's. With
     TP-communication overlap [7] each is split into tp chunks that ring-exchange while the GEMM
@@ -1791,58 +1821,10 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
     s = coll.strides["tp"]
     msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
     sp_on = plan.sp > 0
-    tp_ar, tp_sp = np.where(sp_on, 1, plan.tp), np.where(sp_on, plan.tp, 1)
-
-    def pair(mult):  # one forward "all-reduce" worth
-        size = msg * mult
-        return np.where(sp_on, coll(comm.REDUCE_SCATTER, size, tp_sp, s) + coll(comm.ALL_GATHER, size, tp_sp, s),
-                        coll(comm.ALL_REDUCE, size, tp_ar, s))
-
-    # the overlap as it runs: off for an MLA model on a stack that turns it off (plan.tp_overlap, stack
-    # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
-    # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
-    tpo = tp_overlap(sc.settings, plan) > 0
-
-    def hidden(t, passes, g):
-        return np.where(tpo, np.minimum(np.maximum(t - passes * g, 0.0) + t / ctx.tp, t), t)
-
-    one = pair(1.0)
-    per = {1.0: one}
-    # recompute_tp_collectives forward all-gathers re-run a layer, priced as half as many pairs (an all-gather and a
-    # reduce-scatter); where the eager reduce-scatters are on no save list (memory.tp_collectives_rerun [tk]) each
-    # re-run all-gather's block re-runs its reduce-scatter too: as many pairs as all-gathers
-    rtc = sc.stack.selective.recompute_tp_collectives
-    sel_tp = np.where(plan.recompute == RC_SELECTIVE,
-                      np.where(tp_collectives_rerun(sc.settings, plan), rtc, rtc / 2.0), 0.0)
-    latents = sc.stack.mla_tp_gathers == "latents"  # a stack setting [32]
-    plain, again = [], []  # per kind: a layer's forward-and-backward collectives, a recomputed layer's
-    for i, kind in enumerate(sc.ll.kinds):
-        pairs = np.float64(0.0)
-        # an MLA layer whose stack gathers the latents: its own collectives [32] in place of the block's pair
-        mla = kind.mixer if latents and isinstance(kind.mixer, MLA) else None  # a stack setting, a model's kind
-        f_l, b_l, r_l = mla_tp_collectives(sc, coll, mla) if mla is not None else (0.0, 0.0, 0.0)
-        for mult in (() if mla is not None else kind.mixer.tp_pairs) + kind.mlp.tp_pairs:
-            if mult == "moe":
-                pairs = pairs + etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp)
-                continue
-            if mult not in per:
-                per[mult] = pair(mult)
-            pairs = pairs + per[mult]
-        extra = ((sel_tp * one if kind.mixer.selective_core else 0.0)
-                 + np.where(plan.recompute == RC_SELECTIVE, r_l, 0.0))  # MLA's up projections' re-run gathers [32]
-        # a checkpointed dense MLP or MoE block (recompute_modules mlp, moe) re-runs its forward collectives once more
-        # in the backward (the SP all-gather and reduce-scatter, the expert-TP pair: planner/recompute_modules.py)
-        if reruns_dense_mlp(sc.stack.selective, kind) or reruns_moe_block(sc.stack.selective, kind):  # policy, kind
-            block = np.float64(0.0)
-            for mult in kind.mlp.tp_pairs:
-                block = block + (etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp) if mult == "moe"
-                                 else per.setdefault(mult, pair(mult)))
-            extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
-        g = lt.gemm_fwd[i]
-        # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
-        f_x, b_x = mla_fused_gathers(sc, coll, kind.mixer) if getattr(kind.mixer, "down_fused", False) else (0.0, 0.0)
-        plain.append(hidden(2.0 * pairs + f_l + b_l + extra, 3.0, g) + f_x + b_x)
-        again.append(hidden(3.0 * pairs + 2.0 * f_l + b_l, 4.0, g) + 2.0 * f_x + b_x)
+    tb = tp_bytes(sc)
+    plain, again = tp_layer_seconds(sc, coll, lt, tb)
+    # the bf16 layers' extra per stage (Megatron --first-last-layers-bf16)
+    ends = _bf16_end_tp(sc, tb, plain, again, lambda w: tp_layer_seconds(sc, coll, lt, w))
     gather = sync = None
     if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
         gather = coll(comm.ALL_GATHER, msg / np.where(sp_on, plan.tp, 1), plan.tp, s)
@@ -1858,9 +1840,148 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
         if sync is not None:
             out = [o + (n + rc) * (getattr(k.mixer, "tp_synced", 0.0) + getattr(k.mlp, "tp_synced", 0.0)) * sync
                    for o, k in zip(out, sc.ll.kinds)]
-        return sc.mean(st, out)
+        return sc.mean(st, out) if ends is None else sc.mean(st, out) + ends[st]
 
     return stage_comm(sc, {st: on(st) for st in comm_stages(sc)})
+
+
+def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
+    """way(mult, back=False): seconds per micro-batch of one way of a block's TP pair of size T h x mult [2] [33]: under
+    SP the reduce-scatter and the all-gather at tb's widths (tp_bytes: forward output_reduce_scatter and
+    input_all_gather, backward grad_input_reduce_scatter and grad_output_all_gather) and the amax all-reduce before the
+    gather, else the all-reduce (bf16 whatever the recipe). Each collective priced once per (width, size), the
+    backward way the forward's where their widths agree (bf16)."""
+    plan = sc.plan
+    s = coll.strides["tp"]
+    msg = sc.ctx.T * sc.settings.model.hidden_size * ACT_BYTES
+    sp_on = plan.sp > 0
+    tp_ar, tp_sp = np.where(sp_on, 1, plan.tp), np.where(sp_on, plan.tp, 1)
+    am = amax_reduce(coll, tb, tp_sp, s)  # before each quantized SP gather (0 s without SP)
+    alike = all(np.array_equal(tb[a], tb[b]) for a, b in (("input_all_gather", "grad_output_all_gather"),
+                                                          ("output_reduce_scatter", "grad_input_reduce_scatter")))
+    priced, ways = {}, {}
+
+    def at(op, name, mult):  # one collective of T h x mult: an SP one at width tb[name], else the all-reduce
+        key = (op, mult) if op == comm.ALL_REDUCE else (op, next(k for k in TP_COLLECTIVES
+                                                                 if np.array_equal(tb[k], tb[name])), mult)
+        if key not in priced:
+            priced[key] = (coll(op, msg * mult, tp_ar, s) if op == comm.ALL_REDUCE
+                           else coll(op, msg * mult * tb[name], tp_sp, s))
+        return priced[key]
+
+    def way(mult, back=False):
+        key = (mult, bool(back and not alike))
+        if key not in ways:
+            ag, rs = (("grad_output_all_gather", "grad_input_reduce_scatter") if key[1]
+                      else ("input_all_gather", "output_reduce_scatter"))
+            ways[key] = np.where(sp_on, at(comm.REDUCE_SCATTER, rs, mult) + at(comm.ALL_GATHER, ag, mult) + am,
+                                 at(comm.ALL_REDUCE, rs, mult))
+        return ways[key]
+    return way
+
+
+def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tuple:
+    """tp_comm's per-kind seconds per micro-batch at the TP widths tb (tp_bytes [33]): (a layer's forward and backward
+    collectives, a recomputed layer's), each a list over the layer kinds, with the overlap as it runs (tp_comm's
+    docstring: the pairs, MLA's own [30] [32], the selective policy's re-runs)."""
+    plan, ctx = sc.plan, sc.ctx
+    way = tp_pair_ways(sc, coll, tb)
+    # the overlap as it runs: off for an MLA model on a stack that turns it off (plan.tp_overlap, stack
+    # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
+    # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
+    tpo = tp_overlap(sc.settings, plan) > 0
+
+    def hidden(t, passes, g):
+        return np.where(tpo, np.minimum(np.maximum(t - passes * g, 0.0) + t / ctx.tp, t), t)
+
+    # recompute_tp_collectives forward all-gathers re-run a layer, priced as half as many pairs (an all-gather and a
+    # reduce-scatter); where the eager reduce-scatters are on no save list (memory.tp_collectives_rerun [tk]) each
+    # re-run all-gather's block re-runs its reduce-scatter too: as many pairs as all-gathers
+    rtc = sc.stack.selective.recompute_tp_collectives
+    sel_tp = np.where(plan.recompute == RC_SELECTIVE,
+                      np.where(tp_collectives_rerun(sc.settings, plan), rtc, rtc / 2.0), 0.0)
+    latents = sc.stack.mla_tp_gathers == "latents"  # a stack setting [32]
+    one = way(1.0)
+    plain, again = [], []
+    for i, kind in enumerate(sc.ll.kinds):
+        pairs_f = pairs_b = np.float64(0.0)
+        # an MLA layer whose stack gathers the latents: its own collectives [32] in place of the block's pair
+        mla = kind.mixer if latents and isinstance(kind.mixer, MLA) else None  # a stack setting, a model's kind
+        f_l, b_l, r_l = mla_tp_collectives(sc, coll, mla, tb) if mla is not None else (0.0, 0.0, 0.0)
+        for mult in (() if mla is not None else kind.mixer.tp_pairs) + kind.mlp.tp_pairs:
+            if mult == "moe":  # the expert-TP pair and DeepSpeed's gating gather: bf16 each way
+                both = etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp)
+                pairs_f = pairs_f + both
+                pairs_b = pairs_b + both
+                continue
+            pairs_f = pairs_f + way(mult)
+            pairs_b = pairs_b + way(mult, back=True)
+        extra = ((sel_tp * one if kind.mixer.selective_core else 0.0)
+                 + np.where(plan.recompute == RC_SELECTIVE, r_l, 0.0))  # MLA's up projections' re-run gathers [32]
+        # a checkpointed dense MLP or MoE block (recompute_modules mlp, moe) re-runs its forward collectives once more
+        # in the backward (the SP all-gather and reduce-scatter, the expert-TP pair: planner/recompute_modules.py)
+        if reruns_dense_mlp(sc.stack.selective, kind) or reruns_moe_block(sc.stack.selective, kind):  # policy, kind
+            block = np.float64(0.0)
+            for mult in kind.mlp.tp_pairs:
+                block = block + (etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp) if mult == "moe"
+                                 else way(mult))
+            extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
+        g = lt.gemm_fwd[i]
+        # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
+        f_x, b_x = (mla_fused_gathers(sc, coll, kind.mixer, tb) if getattr(kind.mixer, "down_fused", False)
+                    else (0.0, 0.0))
+        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g) + f_x + b_x)
+        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g) + 2.0 * f_x + b_x)
+    return plain, again
+
+
+def tp_bytes(sc: StepCtx) -> dict:
+    """[33] Each TP collective of a layer's linear pair (stacks.TP_COLLECTIVES), its width over bf16 per plan: the
+    plan's recipe's tp_collective_bytes / ACT_BYTES where the plan runs low precision (sc.fp8), 1.0 (bf16, 2 B an
+    element) elsewhere and where the recipe has no table (stack_db fp8_recipes tp_collective_bytes); and "amax", the
+    bytes of the all-reduce before each quantized gather (amax_all_reduce_bytes; 0 where none)."""
+    out = {k: np.where(sc.fp8, sc.recipe[f"tp_{k}"] / ACT_BYTES, 1.0) for k in TP_COLLECTIVES}
+    out["amax"] = np.where(sc.fp8, sc.recipe["tp_amax"], 0.0)
+    # one value on every plan (a search of one precision and recipe): that scalar, so that the collectives' sizes keep
+    # their own shapes (Collectives prices each distinct size once; the same values)
+    return {k: v.flat[0] if v.size and np.all(v == v.flat[0]) else v for k, v in out.items()}
+
+
+BF16_WIDTHS = {**dict.fromkeys(TP_COLLECTIVES, 1.0), "amax": 0.0}  # tp_bytes of a bf16 plan [33]
+
+
+def amax_reduce(coll: Collectives, tb, group, stride) -> np.ndarray:
+    """[33] Seconds of the amax all-reduce before one quantized TP all-gather (tp_bytes' "amax" bytes over the TP
+    group; none, 0 s, where the plan's recipe has none, at tp 1, or under `group` 1)."""
+    a = tb["amax"]
+    if not np.any(a > 0):
+        return np.float64(0.0)
+    return coll(comm.ALL_REDUCE, a, np.where(a > 0, group, 1), stride)
+
+
+def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
+    """[33] The bf16 end layers' (Megatron --first-last-layers-bf16, bf16_end_layers) extra TP seconds per micro-batch
+    on each comm_stages slot, a low-precision plan's kept-bf16 layers priced at bf16 widths: per kind the layers of
+    that kind the stage holds (pipeline.stage_end_kinds) times (bf16 - plan widths) of a layer's collectives, and on
+    the layers full recompute re-runs their re-run's too (stage_end_kinds rerun), with _bf16_end's stage weights
+    (stage 0 none at pp 1, the middle only at pp > 2). tb: the plans' widths (tp_bytes); kinds: tp_comm's pricing of
+    each kind at given widths. None where the job keeps no layer bf16, no plan runs low precision or every TP
+    collective of the plans' recipes is bf16 anyway (the same seconds)."""
+    n0, n1 = sc.settings.bf16_layers
+    if not (n0 or n1) or not np.any(sc.fp8) or all(np.all(tb[k] == v) for k, v in BF16_WIDTHS.items()):
+        return None
+    plan = sc.plan
+    p16, a16 = kinds(BF16_WIDTHS)
+    d_p = [np.where(sc.fp8, x16 - x, 0.0) for x16, x in zip(p16, plain)]
+    d_a = [np.where(sc.fp8, (y16 - y) - (x16 - x), 0.0) for x16, x, y16, y in zip(p16, plain, a16, again)]
+    counts = stage_end_kinds(sc.ll, plan, n0, n1)
+    cap = sc.settings.recompute_layers  # a job setting, not searched
+    reruns = counts if cap is None else stage_end_kinds(sc.ll, plan, n0, n1, rerun=True, cap=cap)
+    full = plan.recompute == RC_FULL
+    keep = (np.where(plan.pp == 1, 0.0, 1.0), np.where(plan.pp > 2, 1.0, 0.0), np.float64(1.0))  # first, middle, last
+    slot = {"first": 0, "mid": 1, "last": 2}
+    return {st: keep[slot[st]] * (weighted(counts[slot[st]], d_p) + np.where(full, weighted(reruns[slot[st]], d_a), 0.0))
+            for st in CRITICAL_STAGES}
 
 
 def _mla_tp_groups(sc: StepCtx, coll: Collectives) -> tuple:
@@ -1872,7 +1993,7 @@ def _mla_tp_groups(sc: StepCtx, coll: Collectives) -> tuple:
     return (coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp))
 
 
-def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
+def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
     """(forward, backward, selective re-run) seconds per micro-batch of one MLA layer's TP collectives where the
     stack gathers the latents [32] (Megatron-Core's MLASelfAttention; with mla.down_fused the collectives
     FusedMLASelfAttention shares with it, its own in mla_fused_gathers [30]), over the TP group, T = the
@@ -1881,15 +2002,22 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
       backward: SP: RS(T r_q) + RS(T r_kv) + RS(T d_rope) [not fused] + AG(T h);  no SP: AR(T r_q) + AR(T r_kv)
       re-run:   the up projections' SP gathers the selective policy re-runs (recompute_projections q: AG(T r_q);
                 k or v: AG(T r_kv)); 0 without SP
-    0 at tp 1."""
+    0 at tp 1. tb: each TP linear collective's width over bf16 (tp_bytes [33]; None: bf16): the up projections' input
+    gathers (Transformer Engine column-parallel linears) at input_all_gather, linear_proj's output reduce-scatter and
+    output-gradient gather at output_reduce_scatter and grad_output_all_gather, the up projections' input-gradient
+    reduce-scatters at grad_input_reduce_scatter; the rotary key's (Megatron's own mappings) and the all-reduces bf16."""
     s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
+    w = tb or BF16_WIDTHS
+    am = amax_reduce(coll, w, tp_sp, s)  # before each quantized gather
     q_in = col * float(mla.h if mla.q_lora_rank is None else mla.q_lora_rank)  # the q up projection's input
     kv_in = col * float(mla.kv_lora_rank)  # the kv up projection's input, the kv latent
     h = col * mla.h
-    q_ag, kv_ag = coll(comm.ALL_GATHER, q_in, tp_sp, s), coll(comm.ALL_GATHER, kv_in, tp_sp, s)
-    fwd = q_ag + kv_ag + coll(comm.REDUCE_SCATTER, h, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s)
-    bwd = (coll(comm.REDUCE_SCATTER, q_in, tp_sp, s) + coll(comm.REDUCE_SCATTER, kv_in, tp_sp, s)
-           + coll(comm.ALL_GATHER, h, tp_sp, s) + coll(comm.ALL_REDUCE, q_in, tp_ar, s)
+    ag_in, rs_in = w["input_all_gather"], w["grad_input_reduce_scatter"]
+    q_ag, kv_ag = coll(comm.ALL_GATHER, q_in * ag_in, tp_sp, s) + am, coll(comm.ALL_GATHER, kv_in * ag_in, tp_sp, s) + am
+    fwd = (q_ag + kv_ag + coll(comm.REDUCE_SCATTER, h * w["output_reduce_scatter"], tp_sp, s)
+           + coll(comm.ALL_REDUCE, h, tp_ar, s))
+    bwd = (coll(comm.REDUCE_SCATTER, q_in * rs_in, tp_sp, s) + coll(comm.REDUCE_SCATTER, kv_in * rs_in, tp_sp, s)
+           + coll(comm.ALL_GATHER, h * w["grad_output_all_gather"], tp_sp, s) + am + coll(comm.ALL_REDUCE, q_in, tp_ar, s)
            + coll(comm.ALL_REDUCE, kv_in, tp_ar, s))
     if not mla.down_fused:  # the unfused layer's rotary key, gathered along the sequence (a job setting)
         rope = col * float(mla.qk_rope_head_dim)
@@ -1900,18 +2028,21 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
     return fwd, bwd, np.asarray(again, dtype=np.float64)
 
 
-def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla) -> tuple:
+def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
     """(forward, backward) seconds per micro-batch of one MLA layer's fused down projection's own TP collectives [30]
     (layers/attention.py MLA.down_fused), over the TP group, T = the micro-batch's tokens on the rank's CP shard:
       forward:  SP: AG(T h) + AG(T r_q) + AG(T (r_kv + d_rope));  no SP: AG(T r_q) + AG(T (r_kv + d_rope))
       backward: SP: RS(T h) + AG(T r_q) + AG(T r_kv);             no SP: AR(T h)
-    (bf16, each size the gathered tensor's); 0 at tp 1."""
+    (each size the gathered tensor's; bf16 but for linear_qkv_down_proj's, a Transformer Engine LayerNormLinear: its
+    input gather at tb's input_all_gather width and its input gradient's reduce-scatter at grad_input_reduce_scatter,
+    tp_bytes [33]; tb None: bf16); 0 at tp 1."""
     s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
+    w = tb or BF16_WIDTHS
     rq, rkv, rope = float(mla.q_lora_rank), float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
     h = col * mla.h
     lat = coll(comm.ALL_GATHER, col * rq, sc.plan.tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), sc.plan.tp, s)
-    fwd = coll(comm.ALL_GATHER, h, tp_sp, s) + lat
-    bwd = (coll(comm.REDUCE_SCATTER, h, tp_sp, s) + coll(comm.ALL_GATHER, col * rq, tp_sp, s)
+    fwd = coll(comm.ALL_GATHER, h * w["input_all_gather"], tp_sp, s) + amax_reduce(coll, w, tp_sp, s) + lat
+    bwd = (coll(comm.REDUCE_SCATTER, h * w["grad_input_reduce_scatter"], tp_sp, s) + coll(comm.ALL_GATHER, col * rq, tp_sp, s)
            + coll(comm.ALL_GATHER, col * rkv, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s))
     return fwd, bwd
 

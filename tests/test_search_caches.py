@@ -61,8 +61,14 @@ def test_fp8_recipe_figures_are_the_stacks_fields_per_code():
         assert f["gemm_speed"][c] == (float(r.gemm_speed) if r else 1.0)
         assert bool(f["allgather_fp8"][c]) == (bool(r.allgather_fp8) if r else False)
         assert f["low_fwd"][c] == (float("fprop" in r.gemms) if r else 1.0)
+        # the TP collectives' widths (step.py [33]): the recipe's tp_collective_bytes, 2 B (bf16) and no amax without
+        t = r.tp_collective_bytes if r else None
+        assert f["tp_grad_output_all_gather"][c] == (float(t.grad_output_all_gather) if t else 2.0)
+        assert f["tp_amax"][c] == (float(t.amax_all_reduce_bytes) if t else 0.0)
     assert set(f) == {"gemm_speed", "cast_bytes", "allgather_fp8", "output_layer_bf16", "dpa_qkv", "dpa_qkv_cp", "dpa_out",
                       "cp_ring_kv", "cp_ring_dkv", "cp_merge_out", "cp_inputs_bf16", "low_fwd", "low_bwd",
+                      "tp_input_all_gather", "tp_output_reduce_scatter", "tp_grad_output_all_gather",
+                      "tp_grad_input_reduce_scatter", "tp_amax",
                       "grouped_speed", "grouped_cast_bytes", "grouped_low_fwd", "grouped_low_bwd", "grouped_align"}
     # the routed experts' grouped figures: _grouped_figures' own numbers, the grouped recipe's speed at its own
     # peak ratio (mxfp8's dense peak over fp8's: 1.5 on a B200 made so; the catalog's GPUs list them equal)
