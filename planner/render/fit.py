@@ -117,6 +117,10 @@ def row_command(job, row: dict, config: tuple | None) -> str:
     path, given, kept, axes = config
     if given and "--mfsdp-outer-optim" in given and not row["plan"].get("mfsdp_outer_optim"):
         given = [a for a in given if a != "--mfsdp-outer-optim"]  # HSDP rows only (explain_args)
+    if kept and row["plan"]["recompute"] != "full":  # the file's full-recompute settings: `explain CONFIG --recompute
+        from ..plan import FULL_ONLY_FIELDS  # none|selective` drops them (cli/core.command_line_recompute)
+
+        kept = [k for k in kept if k.split("=")[0] not in FULL_ONLY_FIELDS]
     args = config_explain_args(path, job, row, axes)
     if given and "--global-batch" in given and "--global-batch" in args:  # the fit's own option, repeated below
         i = args.index("--global-batch")
