@@ -13,16 +13,10 @@ from .explain import explain_table
 
 
 def _sharding(p: dict) -> str:
-    """The row's level, or its stack's mode where the level's first mode is another (issue 22:
-    torchtitan's fsdp2_no_reshard beside fsdp2), or the mode in the stack's own words where its stack_db
-    entry gives them (plan sharding_label: megatron's 'Megatron-FSDP optim_grads', not 'zero2')."""
-    from ..catalog import load_stack
-    from ..plan import named_mode
+    """The row's sharding as the table shows it (render/common.sharding_text, validate's column too)."""
+    from .common import sharding_text
 
-    mode = p.get("sharding_mode")
-    name = p.get("sharding_label") or (
-        mode if named_mode(load_stack(p["stack"]) if p.get("stack") else None, mode) else p["sharding"])
-    return name + (f"/{p['shard_group']}" if p["shard_group"] else "")
+    return sharding_text(p)
 
 
 def stack_options_text(p: dict) -> str:
