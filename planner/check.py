@@ -435,9 +435,21 @@ class Suggestion:
             return None
         return self.order_before, after
 
+    def change_text(self, c: Change) -> str:
+        """A change's text, a sharding change's levels in the stack's own words where it gives them (stack_db
+        runs.sharding label, explain's plan sharding_label: 'sharding zero1 -> Megatron-FSDP optim_grads', the mode the
+        checked plan runs, where 'zero2' would read as DeepSpeed's ZeRO-2)."""
+        if c.knob != "sharding":
+            return c.text
+        before, after = self.plan_before or {}, self.ev.res["plan"]
+        head, _, _ = c.text.partition(" -> ")
+        if before.get("sharding_label") and head == f"sharding {before['sharding']}":
+            head = f"sharding {before['sharding_label']}"
+        return f"{head} -> {after.get('sharding_label') or c.text.partition(' -> ')[2]}"
+
     @property
     def description(self) -> str:
-        text = " + ".join(c.text for c in self.changes)
+        text = " + ".join(self.change_text(c) for c in self.changes)
         dp = self.ev.res["plan"]["dp"]
         text += f" (DP {self.dp_before} -> {dp})" if dp != self.dp_before else ""
         if self.plan_before is not None and self.plan_before["sharding"] == "hsdp" and self.ev.res["plan"]["sharding"] == "fsdp" \

@@ -246,6 +246,15 @@ def critical_stage_json(settings: Settings, est: Estimate, pick) -> dict:
     return {"stage": name, "layers": int(pick(est.time_extra["critical_stage_layers"])), "holds": holds}
 
 
+def step_end_json(est: Estimate, pick) -> dict:
+    """The stages whose step-end work the time terms hold (step.step_end_extras; step.step_end_stage picks each as the
+    largest of the stages' own, not the critical stage's): `gradients`, the stage whose DP gradient sync and
+    SP-gradient all-reduce end the step (dp_comm_s, dp_comm_exposed_s, the DP copies in compute_s, tp_sp_norm_grads_s
+    in tp_comm_s), `optimizer`, the stage whose optimizer step does (optimizer_s); step.CRITICAL_STAGE_NAMES."""
+    return {k: CRITICAL_STAGE_NAMES[int(pick(est.time_extra[key]))]
+            for k, key in (("gradients", "step_end_grads_stage"), ("optimizer", "step_end_optimizer_stage"))}
+
+
 def _throughput_json(settings: Settings, plan: PlanArrays, est: Estimate, pick, step_s, i, ramp) -> dict:
     """to_json's "throughput": the estimate's rates and, where the job sets tokens, the run's steps, days and
     GPU-hours (each ramp phase's where the job ramps its batch)."""
@@ -283,6 +292,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
     flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}
     time = _time_json(est, pick)
     time["critical_stage"] = critical_stage_json(settings, est, pick)
+    time["step_end_stages"] = step_end_json(est, pick)
     thr = _throughput_json(settings, plan, est, pick, time["step_s"], i, ramp)
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face

@@ -2785,6 +2785,14 @@ def _mode_dp_overlap(job: Job, stack, plan: PlanArrays, opts: dict, inherited: l
                             "backward, exposed (ZeRO-1: one IPG buffer)")
 
 
+# Job fields that only full recompute reads, and the value that leaves each out (_check_job_options refuses them at
+# recompute none or selective): Megatron's block window (--recompute-method block --recompute-num-layers,
+# memory.recomputed_layers) and DeepSpeed's partitioned checkpoint inputs (memory.py [pa]). The search's probe runs
+# without them and fixes recompute full where a job sets one (space.settings_for, space.recompute_choices); a
+# command-line recompute other than full drops a file's (cli/core.command_line_recompute)
+FULL_ONLY_FIELDS = {"recompute_layers": None, "partition_activations": False}
+
+
 def _check_job_options(job: Job, model: ModelSpec, where: str, *, dp: int, gbs: int, seq: int, schedule: str) -> None:
     """Job-level checks (not rules of a plan): hsdp's shard group, recompute_layers, the BigScience sync and
     DeepSpeed's partitioned checkpoints each against the settings they need."""

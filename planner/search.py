@@ -1963,7 +1963,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group"),
              ("cp_comm_type", "--cp-comm-type"), ("hierarchical_cp_sizes", "--hierarchical-context-parallel-sizes"),
              ("moe_aux_loss_coeff", "--moe-aux-loss-coeff"), ("moe_z_loss_coeff", "--moe-z-loss-coeff"),
-             ("first_stage_layers", "--first-stage-layers"), ("last_stage_layers", "--last-stage-layers")]
+             ("first_stage_layers", "--first-stage-layers"), ("last_stage_layers", "--last-stage-layers"),
+             ("recompute_layers", "--recompute-layers")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d.get("batch_size_schedule"):  # the row's batch ramp (its global_batch is the last phase's)
         from .batch_ramp import to_megatron
@@ -2049,6 +2050,8 @@ def config_explain_args(path: str, job: Job, row: dict, axes: tuple = ()) -> lis
         args += ["--shard-group", str(d["shard_group"])]
     args += ["--recompute", str(d["recompute"]), "--sequence-parallel" if d["sequence_parallel"] else "--no-sequence-parallel",
              "--schedule", str(d["schedule"]), "--rank-order", str(d["rank_order"])]
+    if d.get("recompute_layers") is not None:  # the row's block window (fit_config.fixed_by_pins), where a reader would
+        args += ["--recompute-layers", str(d["recompute_layers"])]  # work it out anew at the row's pp (torchtitan's)
     if "moe_capacity_factor" in row["plan"]:  # a mixture-of-experts model: its expert axes
         args += ["--ep", str(d["ep"]), "--etp", str(d.get("etp") or d["tp"])]
     else:  # a dense row: the expert axes the file sets, as the row has them (ep 1, etp its tp)

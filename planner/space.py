@@ -107,8 +107,8 @@ from .errors import PlannerError
 from .pipeline import INTERLEAVED, SPLIT_CODES, layers_on_heaviest_stage, schedule_code
 from .stacks import stack_of
 from .plan import (
-    FSDP, HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule, ep_comm_overlap,
-    muon_layout_missing, muon_param_layout, resolve,
+    FSDP, FULL_ONLY_FIELDS, HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule,
+    ep_comm_overlap, muon_layout_missing, muon_param_layout, resolve,
 )
 from .catalog import load_stack
 from .stacks import sharding_traits
@@ -878,6 +878,11 @@ def _probe_micro_batch(job: Job) -> int:
     return m if int(job.global_batch) % m == 0 else 1
 
 
+def full_recompute_fields(job: Job) -> tuple[str, ...]:
+    """The FULL_ONLY_FIELDS a job sets (to other than the value that leaves it out)."""
+    return tuple(k for k, off in FULL_ONLY_FIELDS.items() if getattr(job, k) != off)
+
+
 def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Settings, int, int, list[str]]:
     """Settings shared by every candidate, from a job's non-searched fields: resolve()
     itself run on a one-GPU plan (so the model, hardware, batch and precision rules and
@@ -909,13 +914,30 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # one is refused by resolve, naming it)
     v2 = next((m for m in (runs.sharding if runs is not None else []) if m.mfsdp_v2), None) if job.mfsdp_v2 else None
     mode = dict(sharding_mode=v2.name) if v2 is not None else {}
+    # the job's full-recompute settings (recompute_layers: Megatron's block window; partition_activations: its kept
+    # inputs split over TP): plan._check_job_options refuses them at any other recompute, the probe's none among
+    # them, so the probe runs without them and they are laid on the Settings after; the search prices full
+    # recompute only then (recompute_choices: the job fixes recompute full)
+    full_only = full_recompute_fields(job)
     one = job.model_copy(update=dict(
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=_probe_micro_batch(job),
         sharding=(WHOLE_TENSOR_LEVELS[0] if job.optimizer_whole_tensors else v2.level if v2 is not None else level),
         shard_group=None, **mode,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
-        ep_comm_overlap=False, **hcp, **disp, **uneven))
+        ep_comm_overlap=False, **hcp, **disp, **uneven, **{k: FULL_ONLY_FIELDS[k] for k in full_only}))
     settings, plan, warnings = resolve(one, where)
+    if full_only:
+        if job.recompute != "full" and "recompute" in job.model_fields_set:  # the job's own recompute contradicts them
+            raise PlannerError(f"{where}{' and '.join(full_only)} need{'s' if len(full_only) == 1 else ''} recompute full "
+                               f"(got {job.recompute})", f"set recompute: full, or remove {' and '.join(full_only)}")
+        from .plan import _check_stack_option_fields, with_default
+
+        _check_stack_option_fields(job, settings.stack, where)  # a stack without partition_activations, before the search
+        settings = replace(settings, recompute_layers=job.recompute_layers, partition_activations=job.partition_activations,
+                           stack=with_default(settings.stack, "recompute_layers_set", job.recompute_layers))
+        shown = " and ".join(f"{k} {getattr(job, k)}" if k == "recompute_layers" else k for k in full_only)
+        warnings = warnings + [f"{shown}: {'a setting' if len(full_only) == 1 else 'settings'} of full recompute only, "
+                               "so every plan searched runs recompute full"]
     if uneven:
         from .plan import uneven_split_error
 
@@ -1107,6 +1129,25 @@ def _check_names(precision: str, opts: SpaceOptions, runs=None) -> int:
         if r not in RECOMPUTE_CODES:
             raise PlannerError(f"unknown --recompute {r!r}", f"valid: {', '.join(RECOMPUTE_CODES)}")
     return prec
+
+
+def recompute_choices(settings: Settings, opts: SpaceOptions, where: str = "") -> tuple[str, ...]:
+    """The recompute names the search tries: the pinned ones (--recompute), else every one; full only where the
+    job sets a FULL_ONLY_FIELDS field (settings_for lays them on the Settings), which fixes recompute full: a pin
+    naming another is refused (exit 2), since its rows would price the field at a recompute that never reads it."""
+    full_only = [k for k in FULL_ONLY_FIELDS if getattr(settings, k) != FULL_ONLY_FIELDS[k]]
+    if not full_only:
+        return tuple(opts.recompute or RECOMPUTE_CODES)
+    other = [r for r in opts.recompute or () if r != "full"]
+    if other:
+        shown = " and ".join(f"{k} {getattr(settings, k)}" if k == "recompute_layers" else k for k in full_only)
+        raise PlannerError(f"{where}--recompute {','.join(opts.recompute)}: the job's {shown} "
+                           f"{'is' if len(full_only) == 1 else 'are'} full recompute's "
+                           f"(explain refuses it at recompute {other[0]}, as Megatron-LM refuses "
+                           f"a --recompute-method at granularity selective: NVIDIA/Megatron-LM @d98e8a64 "
+                           f"megatron/training/arguments.py l. 1425-1427): the job fixes recompute full",
+                           f"use --recompute full, or leave --recompute out, or remove {' and '.join(full_only)}")
+    return ("full",)
 
 
 def _check_features(stack, opts: SpaceOptions) -> None:
@@ -1358,7 +1399,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     i64 = np.int64
     prec = _check_names(precision, opts, settings.stack.runs if settings.stack is not None else None)
     _check_features(settings.stack, opts)
-    RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
+    RC = np.array(sorted({RECOMPUTE_CODES[r] for r in recompute_choices(settings, opts)}), dtype=i64)
     O = order_choices(opts.rank_orders)
     reasons: dict = {}
     runs = settings.stack.runs if settings.stack is not None else None

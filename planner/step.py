@@ -3836,7 +3836,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
              **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
-             **critical_stage_extras(sc, crit),
+             **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
              **mamba_scan_time(sc, lt, crit), **gating_einsum_time(sc, lt, crit), **off,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
@@ -3882,6 +3882,22 @@ def critical_stage_extras(sc: StepCtx, crit) -> dict:
     n = sc.n
     layers = pick(crit, {"mid": n["mid"], "first": n["first"], "last": np.where(dual, n["first"] + n["last"], n["last"])})
     return {"critical_stage": code, "critical_stage_layers": np.asarray(layers, dtype=np.int64)}
+
+
+def step_end_extras(sc: StepCtx, end_grads, end_opt) -> dict:
+    """Which stage's step-end work step_time's terms hold (explain names them beside the critical stage, whose terms
+    the rest are): step_end_grads_stage, the stage whose DP gradient sync and SP-gradient all-reduce end the step
+    (step_end_stage over dp_comm's exposed + sp_norm_grads: dp_comm_s, dp_comm_exposed_s, the DP copies in compute_s,
+    tp_sp_norm_grads_s in tp_comm_s), and step_end_optimizer_stage, the stage whose optimizer step does (step_end_stage
+    over optimizer_time: optimizer_s). Each an index into CRITICAL_STAGE_NAMES as critical_stage_extras' (3 at pp 1;
+    DualPipe's end slots, each the end ranks' pair of stages (_dp_stages), 4)."""
+    plan = sc.plan
+    dual = dualpipe_pairs(plan)
+
+    def code(slot):
+        return np.where(plan.pp == 1, 3, np.where(dual & (slot != CRITICAL_STAGES.index("mid")), 4, slot)).astype(np.int64)
+
+    return {"step_end_grads_stage": code(end_grads), "step_end_optimizer_stage": code(end_opt)}
 
 
 def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:

@@ -25,11 +25,13 @@ def _run(*args):
 
 
 def test_stack_data_labels_megatron_fsdp_optim_grads_only():
-    """megatron and megatron-bridge label their optim_grads mode; no other mode of theirs, and no mode of
+    """megatron and megatron-bridge label their optim_grads mode and their optim_grads_params mode (the fsdp level's
+    first, beside torch FSDP2: tests/test_sharding_label_text.py); no other mode of theirs, and no mode of
     megatron-deepspeed (DeepSpeed's own zero2) or torchtitan, carries a label."""
     for name in ("megatron", "megatron-bridge"):
         labels = {m.name: m.label for m in load_stack(name).runs.sharding if m.label}
-        assert labels == {"megatron_fsdp_optim_grads": "Megatron-FSDP optim_grads"}, name
+        assert labels == {"megatron_fsdp_optim_grads": "Megatron-FSDP optim_grads",
+                          "megatron_fsdp_optim_grads_params": "Megatron-FSDP optim_grads_params"}, name
     for name in ("megatron-deepspeed", "torchtitan"):
         assert not [m.name for m in load_stack(name).runs.sharding if m.label], name
 

@@ -847,7 +847,7 @@ def test_check_offers_nvidia_cp2_for_the_fp8_script(cli):
     assert all(t2[k] == t1[k] for k in ("weights", "quantized_weights", "gradients", "master_weights", "adam"))
     assert f"{cp['total_bytes'] / 2**30:.1f}" == "63.5" and f"{cp['step_s']:.2f}" == "10.04"
     order = [s["description"].split(" [")[0] for s in sugg]
-    assert order.index("sharding zero1 -> zero2") < order.index("CP 1 -> 2 (DP 8 -> 4)") < order.index("TP 1 -> 2 with sequence parallelism (DP 8 -> 4)")
+    assert order.index("sharding zero1 -> Megatron-FSDP optim_grads") < order.index("CP 1 -> 2 (DP 8 -> 4)") < order.index("TP 1 -> 2 with sequence parallelism (DP 8 -> 4)")
     assert [s["step_s"] for s in sugg] == sorted(s["step_s"] for s in sugg)
     text = cli("check", FP8_SH).stdout
     assert ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2; num-microbatches 16 -> 32 (Megatron derives it: "

@@ -143,6 +143,22 @@ def command_line_sharding(data: dict, given: dict) -> list[str]:
     return lines
 
 
+def command_line_recompute(data: dict, given: dict) -> list[str]:
+    """The file's full-recompute settings (plan.FULL_ONLY_FIELDS: Megatron's block window recompute_layers, DeepSpeed's
+    partition_activations) that a command-line recompute other than full replaces, each taken out of `data` and
+    returned as a line: resolve refuses them at recompute none or selective (plan._check_job_options, as Megatron-LM
+    refuses a --recompute-method at granularity selective: arguments.py @d98e8a64 l. 1425-1427), and an option beats
+    the file's value (issue 22). For a trainer config and a job YAML alike: `fit CONFIG` prints a row of recompute
+    none as `explain CONFIG --recompute none ...` (search.config_explain_args), which would otherwise be refused."""
+    from ..plan import FULL_ONLY_FIELDS
+
+    if given.get("recompute", "full") == "full":
+        return []
+    return [_assumed(k, f"the file's {data.pop(k)} is not kept: full recompute's, and the command line's recompute "
+                     f"{given['recompute']} re-runs no whole layer") for k, off in FULL_ONLY_FIELDS.items()
+            if k not in given and data.get(k, off) != off]
+
+
 # the command-line options a trainer config's reader reads the file under (load_trainer_config's parallel): the mesh,
 # at which a DeepSpeed JSON's batch keys and a torchtitan TOML's -1 degrees and batch are read, and the batch and
 # length options a torchtitan TOML works its local batch and tokens out at (torchtitan.read_sections)
@@ -175,7 +191,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
 
         command_line_tp(cfg, data, given, f"{path}: ")
         megatron_bridge.command_line_tp(cfg, data, given, f"{path}: ")  # Bridge refuses SP at tp 1
-        cfg.assumed += command_line_sharding(data, given)
+        cfg.assumed += command_line_sharding(data, given) + command_line_recompute(data, given)
         cfg.assumed += command_line_spellings(data, given)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
             one_rank_mesh(data, given["stack"], cfg.assumed)
@@ -217,7 +233,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         where = f"{path}: "
     given = {k: v for k, v in overrides.items() if v is not None}
     if path is not None and (lines := replaced(data, given) + command_line_sharding(data, given)
-                             + command_line_spellings(data, given)):
+                             + command_line_recompute(data, given) + command_line_spellings(data, given)):
         note(f"{path}: {'; '.join(lines)}")  # flags beat the job file's values, each named (issue 24)
     data.update(given)
     if "model" not in data:

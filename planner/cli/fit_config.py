@@ -65,11 +65,16 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
     read: list = []
     own, where = load_job(path, {**overrides, **pins}, config_format, read)
     given = {k for k, v in {**overrides, **pins}.items() if v is not None}
-    keep = {k for k, v in overrides.items() if v is not None}
+    fixed = fixed_by_pins(own, pins)
+    keep = {k for k, v in overrides.items() if v is not None} | set(fixed)
     data = {k: v for k, v in own.model_dump(exclude_unset=True).items() if k not in PLAN_FIELDS or k in keep}
     job = validate(Job, data, str(path))
     bounds = bounds or {}
-    fields = [k for k in PLAN_FIELDS if k in own.model_fields_set and k not in given]
+    if fixed:
+        note(f"{path}: the file's own {', '.join(f'{k}={getattr(own, k)}' for k in fixed)} is kept in every row, as a "
+             f"count of a stage's layers: the command line's --recompute full fixes full recompute, whose block window "
+             f"it is (a row's explain command names it)")
+    fields = [k for k in PLAN_FIELDS if k in own.model_fields_set and k not in given and k not in fixed]
     if own.moe_dispatcher is not None and "moe_dispatcher" not in given and _file_dispatcher(own):
         fields.append("moe_dispatcher")  # searched (fit's search_dispatchers: no --moe-dispatcher), as TP overlap is
     if fields:
@@ -80,6 +85,14 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
         note(f"{path}: fit searches the plan: the file's own {listed} are searched over, not pinned (its own plan is "
              f"priced and ranked below; an option pins one{example})")
     return job, own, where, read[0] if read else None
+
+
+def fixed_by_pins(own: Job, pins: dict) -> tuple:
+    """The PLAN_FIELDS the file sets that only mean something at one value of an axis the command line pins to that
+    value, kept in the search job (every row is priced with them): recompute_layers (Megatron's --recompute-num-layers,
+    torchtitan's every n-th layer: full recompute's block window) where --recompute full is given. Kept as the file's
+    count of a stage's layers, which the readers work out at the file's (or the command line's) pp and vpp."""
+    return ("recompute_layers",) if pins.get("recompute") == "full" and own.recompute_layers is not None else ()
 
 
 def _file_dispatcher(own: Job) -> bool:
@@ -150,7 +163,7 @@ def file_axes(own: Job) -> tuple:
 def unkept(own: Job, overrides: dict, pins: dict) -> list[str]:
     """'recompute_layers=4' for each EXPLAIN_KEEPS field the file set and the command line did not: the rows'
     explain commands say that `planner explain CONFIG` keeps it, where the row was priced without it."""
-    given = {k for k, v in {**overrides, **pins}.items() if v is not None}
+    given = {k for k, v in {**overrides, **pins}.items() if v is not None} | set(fixed_by_pins(own, pins))
     return [f"{k}={getattr(own, k)}" for k in EXPLAIN_KEEPS if k in own.model_fields_set and k not in given]
 
 

@@ -460,6 +460,20 @@ def print_skipped(rows: list[dict]) -> None:
             out.print(f"  {r['id']}: {r['skipped']}", highlight=False, markup=False)
 
 
+def sharding_text(p: dict) -> str:
+    """A plan's (explain's JSON `plan`) sharding in a table cell (fit's sharding column, validate's): its level, or its
+    stack's mode where the level's first mode is another (issue 22: torchtitan's fsdp2_no_reshard beside fsdp2), or
+    the mode in the stack's own words where its stack_db entry gives them (plan sharding_label: megatron's
+    'Megatron-FSDP optim_grads', not 'zero2'); '/N' its HSDP shard group."""
+    from ..catalog import load_stack
+    from ..plan import named_mode
+
+    mode = p.get("sharding_mode")
+    name = p.get("sharding_label") or (
+        mode if named_mode(load_stack(p["stack"]) if p.get("stack") else None, mode) else p["sharding"])
+    return name + (f"/{p['shard_group']}" if p["shard_group"] else "")
+
+
 def pct(x: Optional[float], missing: str = "") -> str:
     """A fraction as a percentage with one decimal: 0.4123 -> '41.2%'; None -> `missing`."""
     return missing if x is None else f"{100 * x:.1f}%"

@@ -155,6 +155,25 @@ TIME_ROWS = [
 ]
 
 
+def _step_end_text(t: dict) -> str:
+    """', but for the step's end: ...' naming the stages whose step-end work the terms hold (time.step_end_stages:
+    step.step_end_stage, each the largest of the stages' own, not the critical stage's), '' where the JSON has none."""
+    ends = t.get("step_end_stages")
+    if not ends:
+        return ""
+    whose = {"end pair": "the end pair's"}
+    g, o = (whose.get(ends[k], f"the {ends[k]} stage's") for k in ("gradients", "optimizer"))
+    grads = (["the DP / sharding communication"] if t["dp_comm_s"] > 0 else []) + (
+        ["the SP-gradient all-reduce (in TP)"] if "tp_sp_norm_grads_s" in t else [])
+    if not grads:
+        said = f"the optimizer step is {o}"
+    elif g == o:
+        said = f"{', '.join(grads)} and the optimizer step are {g}"
+    else:
+        said = f"{' and '.join(grads)} {'are' if len(grads) > 1 else 'is'} {g}, the optimizer step {o}"
+    return f", but for the step's end (each stage's own, the largest counted): {said}"
+
+
 def time_table(res: dict) -> None:
     """The step-time breakdown and throughput of explain's JSON."""
     t, thr = res["time"], res["throughput"]
@@ -184,7 +203,8 @@ def time_table(res: dict) -> None:
         held = "".join(f" + {h}" for h in cs["holds"])
         comm = "TP, CP, PP and EP" if "ep_comm_s" in t else "TP, CP and PP"
         out.print(f"  critical pipeline stage: {label} ({cs['layers']} layers{held}), the slowest micro-batch by its "
-                  f"compute plus its own {comm} communication; the compute and communication terms above are that stage's")
+                  f"compute plus its own {comm} communication; the compute and communication terms above are that stage's"
+                  + _step_end_text(t))
     hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
     if t["dp_comm_s"] > 0:
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")

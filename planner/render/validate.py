@@ -8,7 +8,7 @@ from typing import Optional
 
 from rich.table import Table
 
-from .common import Format, emit, out, print_skipped, print_wide, signed_pct
+from .common import Format, emit, out, print_skipped, print_wide, sharding_text, signed_pct
 
 # Abbreviations of assumed fields in the table's last column.
 _ABBREV = {
@@ -84,8 +84,9 @@ def render_table(data: dict, title: str = "planner validate") -> None:
     runs = data["runs"]
     shown = [r for r in runs if r["skipped"] is None or r["predicted_memory_gib"] is not None]
     tab = Table(title=title, title_justify="left")
-    for name, justify in (("id", "left"), ("hardware", "left"), ("mesh", "left"), ("pred tok/s/GPU", "right"),
-                          ("published", "right"), ("error", "right"), ("mem GiB pred/pub", "right"), ("assumed", "left")):
+    for name, justify in (("id", "left"), ("hardware", "left"), ("mesh", "left"), ("sharding", "left"),
+                          ("pred tok/s/GPU", "right"), ("published", "right"), ("error", "right"),
+                          ("mem GiB pred/pub", "right"), ("assumed", "left")):
         tab.add_column(name, justify=justify, overflow="fold")
     for r in shown:
         mem = _num(r["predicted_memory_gib"])
@@ -94,7 +95,9 @@ def render_table(data: dict, title: str = "planner validate") -> None:
         pub = _num(r["published_tokens_per_s_per_gpu"])
         if r.get("published_from") == "iteration_time_s":
             pub += "*"
-        tab.add_row(r["id"], r["hardware"] or "", r["mesh"] or "", _num(r["predicted_tokens_per_s_per_gpu"]),
+        # the plan's sharding as fit's column shows it (the stack's own words where stack_db gives them: sharding_label)
+        shard = sharding_text(r["plan"]) if r.get("plan") else ""
+        tab.add_row(r["id"], r["hardware"] or "", r["mesh"] or "", shard, _num(r["predicted_tokens_per_s_per_gpu"]),
                     pub, signed_pct(r["error"]), mem, _abbrev(r["assumed"]))
     # piped output (files, CI logs, tests) gets room for the ids
     print_wide(tab, 170)
