@@ -190,3 +190,12 @@ def test_arithmetic_inside_an_array_element(tmp_path):
     job = _job(tmp_path, "--train-iters 1000", "--train-iters $((1000 * 2))")
     assert job["tokens"] == 2000 * 128 * 8192 == 2_097_152_000
     assert job["global_batch"] == 128 and job["micro_batch"] == 1  # the lines after it still in the array
+
+
+def test_megatron_deepspeed_marker_without_config_is_named(cli, tmp_path):
+    """A script that is Megatron-DeepSpeed's by `--no-pipeline-parallel` alone (megatron_deepspeed.MDS_MARKERS), with
+    no --deepspeed and no --deepspeed_config (Megatron-DeepSpeed's rebase/ds_pretrain_gpt_1.3B_megatron_checkpointing.sh,
+    read whole once the `|` inside its $(...) no longer ends the launch line): the error names the flag it has; it
+    named a --deepspeed the script does not give."""
+    p = _variant(tmp_path, "    --mock-data\n", "    --mock-data\n    --no-pipeline-parallel\n")
+    assert_one_error(cli("check", p, "--gpus", "8"), "--no-pipeline-parallel without --deepspeed_config")
