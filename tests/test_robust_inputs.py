@@ -147,7 +147,8 @@ def test_megatron_script_bad_numbers_exit_2(cli, tmp_path, old, new, needle):
 def test_megatron_script_arithmetic_is_bash_arithmetic(tmp_path):
     """$(( )) is read by planner/trainers/shell_arith.py, never eval: bash's precedence (unary
     minus above **: -2**2 is 4), octal 010 = 8, hex, C division; an expression it does not read
-    (a shift) stays unexpanded, so a modelled flag set from it is an error naming the flag."""
+    (a shift) stays unexpanded, so a modelled flag set from it is an error naming the line, the flag and the whole
+    expression."""
     from planner.errors import PlannerError
     from planner.trainers import load_trainer_config
     from planner.trainers.shell_arith import ShellArithError, evaluate
@@ -159,7 +160,9 @@ def test_megatron_script_arithmetic_is_bash_arithmetic(tmp_path):
             evaluate(e)
     cfg = load_trainer_config(_variant(tmp_path, SH, "TP_SIZE=2", "TWO=1\nTP_SIZE=$(( (TWO + 1) * 4 / 3 ))"))
     assert cfg.job["tp"] == 2
-    with pytest.raises(PlannerError, match="--tensor-model-parallel-size .* is not a whole number"):
+    # the whole expression, its line (TP_SIZE= is line 17 of train_llama3_8b.sh) and the flag (issue 22 (d))
+    with pytest.raises(PlannerError, match=r"shift\.sh: line 17: --tensor-model-parallel-size '\$\(\( 1 << 1 \)\)': bash "
+                                           "arithmetic the reader does not run"):
         load_trainer_config(_variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=$(( 1 << 1 ))", "shift.sh"))
 
 

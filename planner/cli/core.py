@@ -178,7 +178,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     if fmt is not None:
         cfg = load_trainer_config(path, fmt=fmt, text=text, model=overrides.get("model"), gpus=overrides.get("gpus"),
                                   hardware=overrides.get("hardware"),
-                                  parallel={k: overrides.get(k) for k in PARALLEL_KEYS}, stack=overrides.get("stack"))
+                                  parallel={k: overrides.get(k) for k in PARALLEL_KEYS}, stack=overrides.get("stack"),
+                                  overrides={k: v for k, v in overrides.items() if v is not None})
         data.update(cfg.job)
         if trainer_out is not None:
             trainer_out.append(cfg)

@@ -152,7 +152,8 @@ def not_a_config(p) -> PlannerError:
 
 def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str] = None, gpus: Optional[int] = None,
                         hardware: Optional[str] = None, text: Optional[str] = None,
-                        parallel: Optional[dict] = None, stack: Optional[str] = None) -> TrainerConfig:
+                        parallel: Optional[dict] = None, stack: Optional[str] = None,
+                        overrides: Optional[dict] = None) -> TrainerConfig:
     """Read a trainer config. fmt: 'torchtitan' | 'megatron' | 'deepspeed' (default:
     detect_format). model / gpus / hardware: what the command line gave (--model, --gpus,
     --hardware); the file's own values win where it has them, and a disagreement is an error.
@@ -164,7 +165,9 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     pipeline keys at the command line's pp, local / global batch under --micro-batch / --global-batch, tokens
     from steps: torchtitan.read_sections); the other readers take their files' degrees.
     stack: the command line's --stack, whose model codes a torchtitan [model] name is checked
-    against (torchtitan.model_code_line)."""
+    against (torchtitan.model_code_line). overrides: the job fields the command line gives (cli/core.py load_job lays
+    them over the file), which a Megatron script's flag set from a substitution the reader does not run takes
+    (megatron._unread_substitutions)."""
     from ..schema import MAX_COUNT
 
     p = Path(path)
@@ -192,6 +195,7 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .deepspeed import read
     extra = ({"parallel": parallel} if fmt in ("deepspeed", "torchtitan-0.3") else {})
     extra.update({"stack": stack} if fmt in ("torchtitan", "megatron", "megatron-deepspeed") else {})
+    extra.update({"overrides": overrides} if fmt in ("megatron", "megatron-deepspeed") else {})
     if fmt == "torchtitan":  # the mesh the job runs, where the file leaves degrees to torchtitan (torchtitan.read_sections)
         extra["parallel"] = parallel
     cfg = read(p, text, model=model, gpus=gpus, hardware=hardware, **extra)

@@ -6,10 +6,14 @@ MDS_MARKERS, read from the flags, never the file name) is read here and then as 
 DeepSpeed flags and the ds_config JSON it names or writes with `cat <<EOT > $FILE` (megatron_deepspeed.py).
 
 The script is not run. Backslash continuations are joined; top-level shell assignments
-(`NAME=value`, `export NAME=value`, `NAME=${NAME:-default}`, arrays `NAME=( ... )` and
-`NAME+=( ... )`, `$(( a * b ))` of known integers) are expanded into the command line;
-lines inside `if/case/for/while` blocks are not evaluated (listed as assumed); a `$VAR` it
-cannot expand stays as written, and a modelled flag whose value is unexpanded is an error.
+(`NAME=value`, `export NAME=value`, `export -n NAME`, `declare [-x|+x|-i] NAME=value` and
+`typeset` / `local` / `readonly`, `NAME=${NAME:-default}`, `${NAME:=default}`, `${NAME:+alt}`,
+`${NAME-default}`, `${NAME=default}`, arrays `NAME=( ... )` and `NAME+=( ... )`, `$(( a * b ))` of
+known integers) are expanded into the command line; lines inside `if/case/for/while` blocks are
+not evaluated (listed as assumed); a `$VAR` it cannot expand stays as written, a command
+substitution `$( ... )` or arithmetic it does not evaluate stays one word as written, and a
+modelled flag whose value is unexpanded is an error (naming the script line of a substitution)
+unless the command line gives the job field the flag sets (COMMAND_LINE_FLAGS: flags beat files).
 The words are split with shlex. Before the script name, torchrun's `--nproc_per_node` x
 `--nnodes` give the GPU count.
 
@@ -578,7 +582,9 @@ MAX_ARRAY = 20_000  # elements of one array
 class _Shell:
     """The little of bash a launch script needs to expand its torchrun line."""
 
-    _VAR = re.compile(r"\$\{(\w+)(\[@\]|\[\*\])?(?::?-([^}]*))?\}|\$(\w+)|\$\(\((.*?)\)\)")
+    # ${NAME}, ${NAME[@]}, ${NAME[*]}, ${NAME OP WORD} with OP one of bash's `-` `=` `+` `?` with or without `:`
+    # (bash(1), Parameter Expansion; WORD may hold one level of ${...}), $NAME, $(( arithmetic ))
+    _VAR = re.compile(r"\$\{(\w+)(\[@\]|\[\*\])?(?:(:?[-=+?])((?:[^{}]|\{[^{}]*\})*))?\}|\$(\w+)|\$\(\((.*?)\)\)")
 
     def __init__(self, where: str = ""):
         self.where = where
@@ -588,6 +594,18 @@ class _Shell:
         self.soft: set[str] = set()  # variables whose value is a ${X:-default}
         self.unknown: set[str] = set()
         self.kept_whole: list[tuple[str, str]] = []  # (array, element with spaces) expanded unquoted
+        self.line = 0  # the script line being read (command_words sets it)
+        # the command substitutions $(...) and the arithmetic $(( )) left unexpanded, as they stand in the expanded
+        # text, each with the script line it is written on (its first): a flag whose value holds one names it
+        self.substitutions: dict[str, int] = {}
+
+    def _value(self, name: str) -> Optional[str]:
+        """The variable's value (an array's first element, as bash gives $A), None where the script does not set it."""
+        if name in self.vars:
+            return self.vars[name]
+        if name in self.arrays:
+            return self.arrays[name][0] if self.arrays[name] else ""
+        return None
 
     def expand(self, s: str, soft_seen: Optional[set] = None) -> str:
         """`s` with its variables expanded. An array's elements stay words of their own, quoted
@@ -595,19 +613,23 @@ class _Shell:
         an element that starts with a flag ("--fp8-format hybrid", NVIDIA's llama3 fp8 script)
         is split so, as the script means; an element that is a quoted value
         (--step-batch-size-schedule "0:16 2.4B:320 ...", NVIDIA's gpt3 script) is kept one value,
-        as it means, which bash would split (kept_whole records it for a note)."""
+        as it means, which bash would split (kept_whole records it for a note).
+        ${X-w} / ${X:-w} give w where X is unset (or, with `:`, empty); ${X=w} / ${X:=w} likewise and assign it to
+        X; ${X+w} / ${X:+w} give w where X is set (non-empty) and nothing else; ${X?w} / ${X:?w} give X where set,
+        else stay unexpanded (bash stops the script there). A default taken marks the variable soft (soft_seen)."""
         quoted = set(re.findall(r'"\$\{(\w+)\[@\]\}"', s))
         s = re.sub(r'"\$\{(\w+)\[@\]\}"', r"${\1[@]}", s)
 
         def sub(m):
-            name, arr, default, plain, arith = m.groups()
+            name, arr, op, word, plain, arith = m.groups()
             if arith is not None:  # bash arithmetic, read by shell_arith (never Python's eval)
                 inner = self.expand(arith, soft_seen)
                 inner = re.sub(r"\b([A-Za-z_]\w*)\b", lambda mm: self.vars.get(mm.group(1), mm.group(0)), inner)
                 try:
                     v = shell_arith.evaluate(inner)
                 except shell_arith.ShellArithError as e:
-                    raise PlannerError(f"{self.where}$(( {arith.strip()[:60]} )): {e}",
+                    raise PlannerError(f"{self.where}{f'line {self.line}: ' if self.line else ''}$(( {arith.strip()[:60]} )): "
+                                       f"{e}",
                                        "bash refuses it (or wraps it around): write the number the script means") from None
                 return m.group(0) if v is None else str(v)
             name = name or plain
@@ -617,7 +639,7 @@ class _Shell:
                         return " ".join(self.arrays[name])
                     words = []
                     for e in self.arrays[name]:
-                        if name not in quoted and re.search(r"\s", e):
+                        if name not in quoted and re.search(r"\s", e) and substitutions(e) != [e]:  # (a `$(( ))` is one)
                             if e.lstrip().startswith("-"):  # "--fp8-format hybrid": bash's word split, as meant
                                 words += e.split()
                                 continue
@@ -626,24 +648,76 @@ class _Shell:
                     return " ".join(shlex.quote(w) for w in words)
                 self.unknown.add(name)
                 return m.group(0)
-            if name in self.vars:
+            value = self._value(name)
+            is_set = value is not None and (value != "" or not (op or "").startswith(":"))  # `:`: set and not empty
+            if op is None or op in ("?", ":?"):
+                if value is not None and (op is None or is_set):
+                    if soft_seen is not None and name in self.soft:
+                        soft_seen.add(name)
+                    return value
+                self.unknown.add(name)
+                return m.group(0)
+            if op in ("+", ":+"):  # the alternative where set, else nothing
+                if soft_seen is not None and (name in self.soft or value is None):
+                    soft_seen.add(name)
+                return self.expand(word, soft_seen) if is_set else ""
+            if is_set:  # `-` / `=`: the value where set
                 if soft_seen is not None and name in self.soft:
                     soft_seen.add(name)
-                return self.vars[name]
-            if name in self.arrays:
-                return self.arrays[name][0] if self.arrays[name] else ""
-            if default is not None:
-                if soft_seen is not None:
-                    soft_seen.add(name)
-                return self.expand(default, soft_seen)
-            self.unknown.add(name)
-            return m.group(0)
+                return value
+            if soft_seen is not None:
+                soft_seen.add(name)
+            default = self.expand(word, soft_seen)
+            if op in ("=", ":="):  # assigned as well as given (`: ${NNODES:=1}`)
+                self.vars[name] = default
+                self.arrays.pop(name, None)
+                self.soft.add(name)
+            return default
 
         out = self._VAR.sub(sub, s)
         if len(out) > MAX_EXPANSION:
             raise PlannerError(f"{self.where}the script's variables expand to over {MAX_EXPANSION:,} characters in one "
                                "line", "a launch script's lines are a few kB: give the arguments as written")
+        for expr in substitutions(out):
+            self.substitutions.setdefault(expr, self.line)
         return out
+
+
+def substitutions(text: str) -> list[str]:
+    """The command substitutions `$(...)` and arithmetic `$((...))` in `text` (outermost, parentheses balanced; an
+    unclosed one to the end of the text), as written."""
+    out, k = [], text.find("$(")
+    while k >= 0:
+        depth, j = 0, k + 1
+        while j < len(text):
+            depth += (text[j] == "(") - (text[j] == ")")
+            if depth == 0:
+                break
+            j += 1
+        out.append(text[k:j + 1])
+        k = text.find("$(", j + 1)
+    return out
+
+
+def rejoined(words: list[str]) -> list[str]:
+    """shlex's words with a command substitution or arithmetic that spaces split (`$((`, `A`, `<<`, `7`, `))`;
+    `$(nvidia-smi`, `-L`, `|`, `wc`, `-l)`) joined back into the one word bash reads it as, its parentheses
+    balanced."""
+    out: list[str] = []
+    k = 0
+    while k < len(words):
+        w = words[k]
+        k += 1
+        if "$(" in w:
+            depth, j, joined = w.count("(") - w.count(")"), k, w
+            while depth > 0 and j < len(words):
+                depth += words[j].count("(") - words[j].count(")")
+                joined += " " + words[j]
+                j += 1
+            if depth <= 0:  # an unclosed `$((` (bash's syntax error) keeps the words as they are
+                w, k = joined, j
+        out.append(w)
+    return out
 
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
@@ -722,7 +796,8 @@ def _assignment_words(s: str) -> Optional[list[str]]:
     """The lines a line `[export] A=1 B="x y" ...` stands for, one assignment each as written (quotes, `$VAR`,
     `${X:-a b}` and `$(...)` kept, for the reader to expand as it expands one assignment), where it holds two or more
     assignments and nothing else (bash assigns, and exports, each in turn: `export CUDA_DEVICE_MAX_CONNECTIONS=1
-    NCCL_ALGO=Ring`), or a `;` list of such commands and `unset NAME ...` (`A=1; export A`, `export NCCL_ALGO=Ring;`);
+    NCCL_ALGO=Ring`), or a `;` list of such commands, `unset NAME ...` and declarations (`declare -x A=1`, `export -n
+    A`: _declaration) (`A=1; export A`, `export NCCL_ALGO=Ring;`);
     else None (one assignment, a command line, or another list / pipe / redirection, `&|<>()` outside quotes, left as
     read before)."""
     if len(s) > MAX_EXPANSION:  # a line past what a value may expand to: read as one assignment, refused as such
@@ -778,7 +853,8 @@ def _assignment_words(s: str) -> Optional[list[str]]:
         words = words[len(seg) + 1:]
         if not seg:
             continue
-        if seg[0] == "unset" and len(seg) > 1:
+        if (seg[0] in ("unset", "declare", "typeset", "local", "readonly") or seg[0] == "export" and len(seg) > 1
+                and seg[1][:1] in "-+") and len(seg) > 1:  # read as its own line (_declaration)
             out.append(" ".join(seg))
             continue
         export = seg[0] == "export"
@@ -788,6 +864,91 @@ def _assignment_words(s: str) -> Optional[list[str]]:
             return None
         out += [("export " if export else "") + w for w in rest]
     return out if out and (len(out) > 1 or listed_) else None
+
+
+# bash's declaration builtins (bash(1), SHELL BUILTIN COMMANDS): `export -n`, `declare` / `typeset` / `local` /
+# `readonly` with their options, then names and NAME=value words
+_DECLARE = re.compile(r"^\s*(export|declare|typeset|local|readonly)((?:\s+(?:[-+][A-Za-z]+|--))*)(?:\s+(.*?))?\s*$")
+_UNEXPORT = re.compile(r"\s*export\s+-n\s+([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*(?:#.*)?")
+
+
+def _declaration(s: str) -> Optional[list[str]]:
+    """The lines a declaration stands for, as the reader reads them: `declare -x A=1 B` -> `export A=1`, `export B`;
+    `declare A=1` / `typeset` / `local` / `readonly A=1` -> `A=1` (a name without a value: nothing); `export -n A=1 B`
+    and `declare +x A` -> `A=1`, `export -n A`, `export -n B` (the export taken back, the variable kept: bash(1) export
+    -n); `declare -i N=4*2` -> `N=$(( 4*2 ))` (an integer variable's value is arithmetic); `-f` / `-F` / `-p` (functions,
+    printing) -> nothing. None: a plain `export` (read as before), a name reference or case folding (`-n` of declare,
+    `-l`, `-u`, left unread as before), or words that are no assignments."""
+    m = _DECLARE.match(s)
+    if m is None:
+        return None
+    cmd, opts, rest = m.group(1), [o for o in m.group(2).split() if o != "--"], (m.group(3) or "")  # `--`: options end
+    if cmd == "export" and not m.group(2).split():
+        return None
+    on = set("".join(o[1:] for o in opts if o[0] == "-"))
+    off = set("".join(o[1:] for o in opts if o[0] == "+"))
+    if on & set("fFp"):
+        return []
+    unexport = (cmd == "export" and "n" in on) or "x" in off
+    if cmd != "export" and on & set("nlu"):
+        return None
+    export = not unexport and (cmd == "export" or "x" in on)
+    if not rest.strip() or rest.lstrip().startswith("#"):
+        return []
+    arr = re.match(r"([A-Za-z_]\w*)\+?=\(", rest)
+    if arr:  # an array (`declare -a A=(x y)`): read by the array assignment, whose elements may run on
+        return [("export " if export else "") + rest] + ([f"export -n {arr.group(1)}"] if unexport else [])
+    words = _assignment_words("export " + rest + " ;")
+    if words is None:
+        return None
+    out = []
+    for w in (w[len("export "):] for w in words):
+        name, eq, value = w.partition("=")
+        name = name.rstrip("+")
+        if eq and "i" in on and not w[len(name)] == "+":  # an integer variable: its value is arithmetic
+            inner = value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+            w = f"{name}=$(( {inner} ))"
+        if eq:
+            out.append(("export " if export else "") + w)
+        elif export:
+            out.append(f"export {name}")
+        if unexport:
+            out.append(f"export -n {name}")
+    return out
+
+
+def _array_end(text: str) -> Optional[int]:
+    """Where the `)` that closes an array assignment's `(` stands in `text` (the text after the `(`), or None where
+    it is not there: a `)` of a `$( )` / `$(( ))` / `${ }` inside it, inside quotes or in a comment does not close it
+    (bash(1), Arrays: `A=(--train-iters $((1000 << 1)))`)."""
+    quote, depth, k = None, 0, 0
+    while k < len(text):
+        c = text[k]
+        if quote:
+            if c == "\\" and quote == '"':
+                k += 1
+            elif c == quote:
+                quote = None
+        elif c == "\\":
+            k += 1
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (k == 0 or text[k - 1].isspace()):
+            nl = text.find("\n", k)
+            if nl < 0:
+                return None
+            k = nl
+        elif c == "$" and text[k + 1:k + 2] in ("(", "{"):
+            depth += 1
+            k += 1
+        elif depth and c in "({":
+            depth += 1
+        elif depth and c in ")}":
+            depth -= 1
+        elif c == ")":
+            return k
+        k += 1
+    return None
 
 
 def _strip_comment(s: str) -> str:
@@ -803,7 +964,8 @@ _COMMAND_END = ("|", "||", "&&", ";", "&")
 
 
 def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None,
-                  env: Optional[dict] = None, functions_read: bool = False) -> tuple[list[str], list[str], bool]:
+                  env: Optional[dict] = None, functions_read: bool = False,
+                  subs: Optional[dict] = None) -> tuple[list[str], list[str], bool]:
     """(launcher words before the script, argument words after it, whether the GPU-count
     words came from shell defaults). A file that starts with `--` is an argument file.
     heredocs: filled with the files the script writes with `cat <<EOT > $FILE` (or `cat > $FILE
@@ -812,7 +974,9 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     as written); Megatron-DeepSpeed's scripts write their ds_config.json so.
     env: filled with the environment the launch line runs in, as far as the script sets it: the variables it
     exports at its top level (`export NAME=value`, or `export NAME` after `NAME=value`), their values when the
-    launch line runs, and the assignments before the launcher on that line (`NCCL_ALGO=Ring torchrun ...`)."""
+    launch line runs, and the assignments before the launcher on that line (`NCCL_ALGO=Ring torchrun ...`).
+    subs: filled with the command substitutions and arithmetic the reader left unexpanded, {as expanded: script
+    line} (_Shell.substitutions)."""
     lines = _join_continuations(text)
     body = [(no, ln) for no, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if body and body[0][1].lstrip().startswith("-"):
@@ -832,6 +996,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         s = line.strip()
         if not s or s.startswith("#"):
             continue
+        sh.line = no
         m_doc = _HEREDOC.match(s)
         if m_doc:  # the body is the file's text, never commands: skipped here, kept where it is written
             g = m_doc.groups()
@@ -899,6 +1064,14 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         if any(not f[0] for f in frames):  # a branch not taken
             continue
         written = _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
+        m_unexport = _UNEXPORT.fullmatch(s)
+        if m_unexport:  # `export -n NAME ...`: the names no longer exported, their values kept
+            exported.difference_update(m_unexport.group(1).split())
+            continue
+        declared = _declaration(s)
+        if declared is not None:  # `declare -x A=1`, `readonly A=1`, `export -n A=1`: read as the lines they stand for
+            lines[i:i] = [(no, w) for w in declared]
+            continue
         several = _assignment_words(s)
         if several is not None:  # `[export] A=1 B=2`, `A=1; export A`: each command read as its own line, in bash's order
             lines[i:i] = [(no, w) for w in several[1:]]
@@ -929,12 +1102,14 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             name, plus, rhs = m.groups()
             if rhs.startswith("("):
                 parts = [rhs[1:]]
-                while ")" not in _strip_comment(parts[-1]) and i < len(lines):
+                # the array ends at its own `)`, not one inside `$(( ))`, `$( )`, quotes or a comment
+                while (")" not in parts[-1] or _array_end("\n".join(parts)) is None) and i < len(lines):
                     _quoted_words(lines[i][1], where, lines[i][0])  # each element line's quotes as written
                     parts.append(lines[i][1])
                     i += 1
                 inner = "\n".join(parts)
-                inner = inner[: inner.rfind(")")]
+                end = _array_end(inner)
+                inner = inner[:end] if end is not None else inner[: inner.rfind(")")]
                 elems = []
                 raw = []
                 for ln in inner.splitlines():
@@ -944,7 +1119,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                         pass
                     ln = sh.expand(ln)
                     try:
-                        elems += shlex.split(ln, comments=True)
+                        elems += rejoined(shlex.split(ln, comments=True))
                     except ValueError:
                         elems.append(ln)
                 sh.arrays[name] = (sh.arrays.get(name, []) if plus else []) + elems
@@ -972,7 +1147,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         expanded_seen: set = set()
         ex = sh.expand(s, expanded_seen)
         try:
-            words = shlex.split(ex, comments=True)
+            words = rejoined(shlex.split(ex, comments=True))
         except ValueError:
             continue
         words = _inline_shell_c(words)
@@ -997,7 +1172,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         assumed.append(noted("assumed", None, f"script lines {', '.join(functions[:8])}"
                              f"{' ...' if len(functions) > 8 else ''} are function bodies, read as the script's own "
                              "lines: the launch line is inside one (the reader does not follow calls)"))
-        return command_words(text, where, assumed, heredocs, env, functions_read=True)
+        return command_words(text, where, assumed, heredocs, env, functions_read=True, subs=subs)
     if evaluated:
         assumed.append(listed("assumed", "script lines", evaluated[:8], "if-conditions on the script's constants "
                               "evaluated (bash [[ ]] / [ ] tests)", show=", ".join(map(str, evaluated[:8])), spaced=True))
@@ -1020,6 +1195,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     words, k, raw_line = cmd
     if env is not None:
         env.update(line_env)
+    if subs is not None:
+        subs.update(sh.substitutions)
     return words[:k], words[k + 1:], _soft_launcher(sh, raw_line)
 
 
@@ -1036,6 +1213,7 @@ class ScriptWords(typing.NamedTuple):
     assumed: list        # what splitting it assumed (command_words' notes)
     heredocs: dict       # the files it writes with `cat <<EOT > $FILE` (command_words' heredocs)
     env: dict = {}       # the environment its launch line runs in, as far as the script sets it (command_words' env)
+    subs: dict = {}      # the substitutions left unexpanded, {text: script line} (command_words' subs)
 
 
 def read_script_words(path: Optional[Path], text: Optional[str], where: str, hint: str) -> ScriptWords:
@@ -1047,11 +1225,12 @@ def read_script_words(path: Optional[Path], text: Optional[str], where: str, hin
     assumed: list[str] = []
     heredocs: dict = {}
     env: dict = {}
+    subs: dict = {}
     try:
-        launch, words, soft = command_words(text, where, assumed, heredocs, env)
+        launch, words, soft = command_words(text, where, assumed, heredocs, env, subs=subs)
     except ValueError as e:  # shlex: unbalanced quotes
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
-    return ScriptWords(text, launch, words, soft, assumed, heredocs, env)
+    return ScriptWords(text, launch, words, soft, assumed, heredocs, env, subs)
 
 
 def _drop_redirections(words: list[str]) -> list[str]:
@@ -1273,10 +1452,68 @@ def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
     return n * m
 
 
+# the Megatron flags a command-line option replaces, by the job field it sets (cli/core.py load_job lays the option over
+# the file): {flag: (job field, option)}. The option's value stands for the flag's own where the script gives the flag a
+# substitution the reader does not run (_unread_substitutions)
+COMMAND_LINE_FLAGS = {
+    "--tensor-model-parallel-size": ("tp", "--tp"), "--pipeline-model-parallel-size": ("pp", "--pp"),
+    "--context-parallel-size": ("cp", "--cp"), "--expert-model-parallel-size": ("ep", "--ep"),
+    "--expert-tensor-parallel-size": ("etp", "--etp"), "--num-virtual-stages-per-pipeline-rank": ("vpp", "--vpp"),
+    "--num-layers-per-virtual-pipeline-stage": ("vpp", "--vpp"),
+    "--micro-batch-size": ("micro_batch", "--micro-batch"), "--global-batch-size": ("global_batch", "--global-batch"),
+    "--seq-length": ("seq_len", "--seq-len"), "--mtp-num-layers": ("mtp_layers", "--mtp-layers"),
+    "--recompute-num-layers": ("recompute_layers", "--recompute-layers"),
+    "--microbatch-group-size-per-virtual-pipeline-stage": ("microbatch_group", "--microbatch-group"),
+    "--moe-expert-capacity-factor": ("moe_capacity_factor", "--moe-capacity-factor"),
+    "--train-iters": ("tokens", "--tokens"), "--train-samples": ("tokens", "--tokens"),
+    "--moe-expert-parallel-size": ("ep", "--ep"),  # Megatron-DeepSpeed's (megatron_deepspeed.split_flags)
+}
+MAX_SHOWN = 300  # characters of an unread substitution an error shows (a fuzzed one may run to MAX_EXPANSION)
+
+
+def _unread_substitutions(flags: dict, subs: dict, where: str, overrides: dict) -> list:
+    """The flags of COMMAND_LINE_FLAGS whose value holds a command substitution `$(...)` or arithmetic `$((...))` the
+    reader does not run (a `$(nproc)`, a `$(( A << 7 ))`), or a variable the script does not set: where the command
+    line gives the job field the flag sets (flags beat files), the flag reads the option's value (--num-layers-per-virtual-pipeline-stage as
+    --num-virtual-stages-per-pipeline-rank, --train-iters / --train-samples dropped for --tokens) and an assumed note
+    names the script's value it replaces; where it does not, a substitution is an error naming the file, the script
+    line, the flag and the whole expression, hinting the option (a variable: the flag's own reading names it, as
+    before: megatron_model._int). Returns the notes."""
+    notes = []
+    for flag, (field_, option) in COMMAND_LINE_FLAGS.items():
+        value = flags.get(flag)
+        if not isinstance(value, str) or not re.search(r"\$[({\w]", value):
+            continue
+        no = next((n for e, n in subs.items() if e in value), None)
+        at = f"line {no}: " if no else ""
+        what = ("bash arithmetic the reader does not run" if "$((" in value else
+                "a command substitution the reader does not run" if "$(" in value else
+                "a variable the script does not set")
+        if overrides.get(field_) is None:
+            if "$(" not in value:
+                continue
+            shown = value if len(value) <= MAX_SHOWN else value[:MAX_SHOWN] + "..."
+            raise PlannerError(f"{where}{at}{flag} {shown!r}: {what}",
+                               f"write the number it gives in the script, or give {option} N on the command line "
+                               f"(it replaces the script's {flag})")
+        given = overrides[field_]
+        shown = value if len(value) <= MAX_SHOWN else value[:MAX_SHOWN] + "..."
+        del flags[flag]
+        if flag == "--num-layers-per-virtual-pipeline-stage":
+            flags["--num-virtual-stages-per-pipeline-rank"] = str(given)
+        elif field_ != "tokens":
+            flags[flag] = str(given)
+        notes.append(listed("assumed", field_, given, f"the command line's {option} replaces the script's {flag} "
+                            f"{shown} ({at}{what}; flags beat the file)"))
+    return notes
+
+
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None, stack: Optional[str] = None) -> TrainerConfig:
+         hardware: Optional[str] = None, stack: Optional[str] = None, overrides: Optional[dict] = None) -> TrainerConfig:
     """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the command
-    line's --stack, which a Megatron-DeepSpeed script of the 2021 fork is read on (megatron_deepspeed.STACK_2021)."""
+    line's --stack, which a Megatron-DeepSpeed script of the 2021 fork is read on (megatron_deepspeed.STACK_2021).
+    overrides: the job fields the command line gives (cli/core.py load_job), which stand for a flag the script sets
+    from a substitution the reader does not run (_unread_substitutions)."""
     where = f"{path}: "
     split = read_script_words(path, text, where, "give a launch script or a file of Megatron arguments")
     text, launch, words, soft, assumed, heredocs = split[:6]
@@ -1286,16 +1523,20 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}--position-embedding-type alibi: Megatron-LM has no ALiBi (its choices: "
                                "learned_absolute, rope, mrope, relative, none)",
                                "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
+        unread = _unread_substitutions(flags, split.subs, where, overrides or {})
         cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                          hardware=hardware, label=Path(path).name)
-        _exported_cublas(text, cfg)
+        cfg.assumed += unread
+        _exported_cublas(split.env, cfg)
         read_nccl_algo(split.env, cfg.job, cfg.assumed)
         return cfg
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
     flags, stray = parse_flags(words, where, mds.MDS_NARGS)
+    unread = _unread_substitutions(flags, split.subs, where, overrides or {})
     ds, *extra = mds.split_flags(flags, where, stack)
     cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                      hardware=hardware, label=Path(path).name, model_fields=mds.model_fields(ds))
+    cfg.assumed += unread
     mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra), stack)
     read_nccl_algo(split.env, cfg.job, cfg.assumed)
     return cfg
@@ -3231,9 +3472,10 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
                                           "Optional[Literal['fp32', 'fp64']]")
 
 
-#: a launch script's top-level `export CUBLAS_WORKSPACE_CONFIG=:SIZE:COUNT...` (the job field's pattern, schema.Job)
-_CUBLAS_EXPORT = re.compile(r"^[ \t]*export[ \t]+CUBLAS_WORKSPACE_CONFIG=(['\"]?)((?::[0-9]+:[0-9]+)+)\1[ \t]*(?:#.*)?$",
-                            re.MULTILINE)
+#: the :SIZE:COUNT pairs PyTorch reads of CUBLAS_WORKSPACE_CONFIG (pytorch aten/src/ATen/cuda/CublasHandlePool.cpp
+#: parseChosenWorkspaceSize: std::regex ":([0-9]+):([0-9]+)" searched through the value; none found: TORCH_WARN "Could
+#: not parse CUBLAS_WORKSPACE_CONFIG, using default workspace size")
+_CUBLAS_PAIR = re.compile(r":[0-9]+:[0-9]+")
 
 
 def read_nccl_algo(env: dict, job: dict, assumed: list) -> None:
@@ -3246,16 +3488,29 @@ def read_nccl_algo(env: dict, job: dict, assumed: list) -> None:
                               "sets it): its collectives priced with the algorithms it leaves them"))
 
 
-def _exported_cublas(text: str, cfg) -> None:
+def _exported_cublas(env: dict, cfg) -> None:
     """A launch script that exports CUBLAS_WORKSPACE_CONFIG (the export writes it so: export._megatron) -> the job's
-    cublas_workspace_config, its last export; it wins over --deterministic-mode's, which Megatron sets only where the
-    launcher has not (training/determinism.py @d98e8a64 l. 114-116 env.setdefault; plan._cublas_workspace)."""
-    found = _CUBLAS_EXPORT.findall(text)
-    if found:
-        cfg.job["cublas_workspace_config"] = found[-1][1]
-        cfg.assumed.append(listed("assumed", "cublas_workspace_config", found[-1][1],
-                                  "the script exports CUBLAS_WORKSPACE_CONFIG "
-                                  "(planner/memory.py [ws])"))
+    cublas_workspace_config: its value in the launch line's environment (ScriptWords.env: the last export before the
+    launch line, one of several assignments of one `export A=1 B=2` too, not one taken back by `export -n`, or the
+    line's own `CUBLAS_WORKSPACE_CONFIG=... torchrun`); it wins over --deterministic-mode's, which Megatron sets only
+    where the launcher has not (training/determinism.py @d98e8a64 l. 114-116 env.setdefault; dated:
+    plan._cublas_workspace). PyTorch reads the :SIZE:COUNT pairs it finds in the value (_CUBLAS_PAIR), those pairs are
+    the job's; a value with none is listed as ignored, as PyTorch warns and takes its default workspace (priced so:
+    memory.py [ws])."""
+    value = env.get("CUBLAS_WORKSPACE_CONFIG")
+    if value is None:
+        return
+    pairs = "".join(_CUBLAS_PAIR.findall(value))
+    if not pairs:
+        cfg.ignored.append(listed("ignored", "CUBLAS_WORKSPACE_CONFIG", value, "no :SIZE:COUNT pair in it: PyTorch "
+                                  "warns and takes its default cuBLAS workspace (CublasHandlePool.cpp "
+                                  "parseChosenWorkspaceSize), as priced (planner/memory.py [ws])"))
+        return
+    value = pairs
+    cfg.job["cublas_workspace_config"] = value
+    cfg.assumed.append(listed("assumed", "cublas_workspace_config", value,
+                              "the script exports CUBLAS_WORKSPACE_CONFIG "
+                              "(planner/memory.py [ws])"))
 
 
 def _deterministic(flags: dict, job: dict) -> None:

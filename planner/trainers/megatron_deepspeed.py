@@ -633,8 +633,10 @@ def config_text(ds: dict, where: str, script: Path, heredocs: dict) -> tuple[str
     """(the ds_config's name as shown, its text): the script's own heredoc for that file, else the
     file relative to the script (launch_files.launch_file, the lookup the Megatron-Bridge reader shares)."""
     named = [f for f in CONFIG_FLAGS if f in ds]
-    if not named:
-        raise PlannerError(f"{where}--deepspeed without --deepspeed_config: the DeepSpeed engine needs its JSON "
+    if not named:  # named by the marker the script has (`--no-pipeline-parallel` without --deepspeed: rebase's
+        # ds_pretrain_gpt_1.3B_megatron_checkpointing.sh, whose error named a --deepspeed it does not give)
+        marker = next((f for f in MDS_MARKERS if f in ds), "--deepspeed")
+        raise PlannerError(f"{where}{marker} without --deepspeed_config: the DeepSpeed engine needs its JSON "
                            f"({MDS_COMMIT} megatron/training.py _create_ds_config_dict)",
                            "add --deepspeed_config ds_config.json, the file the job runs with")
     if len(named) > 1 and len({str(ds[f]) for f in named}) > 1:

@@ -1,0 +1,201 @@
+"""The Megatron launch-script reader's bash (planner/trainers/megatron.py command_words, _Shell, _declaration,
+_exported_cublas, _unread_substitutions): the shell forms issue 22's fuzz pass and the launch scripts of the
+Megatron-LM / Megatron-DeepSpeed / Bridge mirrors use, each read as bash reads it (bash(1): SHELL BUILTIN COMMANDS
+for export / declare / typeset / local / readonly; Parameter Expansion for ${X:=w}, ${X:+w}, ${X-w}, ${X=w};
+Arrays; Command Substitution and Arithmetic Expansion), and flags beat files where the script sets a flag from a
+substitution the reader does not run. Each test failed on the reader before these forms were read.
+
+The scripts are tests/data/trainer_configs/train_llama3_8b.sh with one line changed: Llama 3 8B on one node of 8
+(GPUS_PER_NODE=8, NUM_NODES=1), TP_SIZE=2 (line 17), MICRO_BATCH_SIZE=1 (line 19), GLOBAL_BATCH_SIZE=128,
+SEQ_LENGTH=8192, --train-iters 1000 (line 52), `export CUDA_DEVICE_MAX_CONNECTIONS=1` (line 9)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_error
+from planner.errors import PlannerError
+from planner.trainers import load_trainer_config
+from planner.trainers.rules import megatron_script_errors
+
+SH = Path(__file__).parent / "data" / "trainer_configs" / "train_llama3_8b.sh"
+
+
+def _variant(tmp_path: Path, old: str, new: str, name: str = "run.sh") -> Path:
+    text = SH.read_text()
+    assert old in text, old
+    p = tmp_path / name
+    p.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return p
+
+
+def _job(tmp_path, old, new, **kw) -> dict:
+    return load_trainer_config(_variant(tmp_path, old, new), fmt="megatron", gpus=8, **kw).job
+
+
+# ------------------------------------------------------------ (a) declarations
+@pytest.mark.parametrize("line,tp", [
+    ("declare TP_SIZE=4", 4), ("typeset TP_SIZE=4", 4), ("readonly TP_SIZE=4", 4), ("local TP_SIZE=4", 4),
+    ("declare -r TP_SIZE=4", 4), ("declare -x TP_SIZE=4", 4), ("declare -i TP_SIZE=2*2", 4),  # -i: 2*2 = 4
+    ("readonly TP_SIZE=4 CP_SIZE=1", 4), ("X=1; declare -g TP_SIZE=8", 8),
+])
+def test_declarations_assign(tmp_path, line, tp):
+    """`declare NAME=value` (and typeset / local / readonly, with their options) assigns as `NAME=value` does; the
+    reader left such a line unread, and $TP_SIZE unexpanded was an error."""
+    assert _job(tmp_path, "TP_SIZE=2", line)["tp"] == tp
+
+
+def test_declare_x_exports_and_export_n_takes_it_back(tmp_path):
+    """`declare -x NCCL_ALGO=Ring` exports it: the job's nccl_algo Ring (megatron.read_nccl_algo). `export -n NAME`
+    keeps the variable and drops its export (bash(1) export -n): the launch line's environment has no NCCL_ALGO,
+    so the job has none; the reader read `export -n NCCL_ALGO` as no command and kept it exported."""
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1", "declare -x NCCL_ALGO=Ring")
+    assert job["nccl_algo"] == "Ring"
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1", "export NCCL_ALGO=Ring\nexport -n NCCL_ALGO")
+    assert "nccl_algo" not in job
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1", "export -n NCCL_ALGO=Ring")
+    assert "nccl_algo" not in job  # assigned, not exported
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1", "export -n NCCL_ALGO=Ring\nexport NCCL_ALGO")
+    assert job["nccl_algo"] == "Ring"  # the value export -n assigned, exported again
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1", "export NCCL_ALGO=Ring; declare +x NCCL_ALGO")
+    assert "nccl_algo" not in job
+
+
+def test_declare_x_sets_the_environment_megatron_checks():
+    """CUDA_DEVICE_MAX_CONNECTIONS exported by `declare -x`: Megatron-LM's rule for TP 2 without FSDP
+    (rules.py MAX_CONN: it needs CUDA_DEVICE_MAX_CONNECTIONS=1) holds; the reader did not see the export and
+    the rule failed ('tp 2 / cp 1 without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1 (got None)')."""
+    text = SH.read_text()
+    assert "MAX_CONN" not in [k for k, _ in megatron_script_errors(text)]
+    declared = text.replace("export CUDA_DEVICE_MAX_CONNECTIONS=1", "declare -x CUDA_DEVICE_MAX_CONNECTIONS=1")
+    assert "MAX_CONN" not in [k for k, _ in megatron_script_errors(declared)]
+    unexported = text.replace("export CUDA_DEVICE_MAX_CONNECTIONS=1", "declare +x CUDA_DEVICE_MAX_CONNECTIONS=1")
+    assert "MAX_CONN" in [k for k, _ in megatron_script_errors(unexported)]
+
+
+# ------------------------------------------------------------ (b) parameter expansion
+@pytest.mark.parametrize("line,tp", [
+    (": ${TP_SIZE:=4}", 4),  # assigns 4 and expands (the `: ${X:=w}` idiom)
+    ("TP_SIZE=${TP_SIZE:=4}", 4),
+    (": ${TP_SIZE=4}", 4),  # unset: assigned
+    ("TP_SIZE=\n: ${TP_SIZE:=4}", 4),  # `:=`: empty counts as unset
+    ("ON=1\nTP_SIZE=${ON:+4}", 4),  # `:+`: the alternative where set and not empty
+    ("ON=\nTP_SIZE=${ON:+8}4", 4),  # empty: nothing
+    ("ON=\nTP_SIZE=${ON+4}", 4),  # `+`: set (even empty)
+    ("E=\nTP_SIZE=${E:-4}", 4),  # `:-` on an empty variable gives the default (the reader gave the empty value)
+    ("E=8\nTP_SIZE=${E-4}", 8),
+    ("TP_SIZE=${NOT_SET-4}", 4),
+    ("TWO=2\nTP_SIZE=${NOT_SET:-${TWO}}", 2),  # a default holding ${...}
+])
+def test_parameter_expansion(tmp_path, line, tp):
+    assert _job(tmp_path, "TP_SIZE=2", line)["tp"] == tp
+
+
+def test_assigned_default_is_soft_for_the_gpu_count(tmp_path):
+    """`: ${GPUS_PER_NODE:=8}` is a shell default as ${GPUS_PER_NODE:-8} is: --gpus 16 replaces torchrun's count
+    (megatron._soft_launcher) rather than disagreeing with it."""
+    p = _variant(tmp_path, "GPUS_PER_NODE=8", ": ${GPUS_PER_NODE:=8}")
+    assert load_trainer_config(p, fmt="megatron", gpus=16).job["gpus"] == 16
+    assert load_trainer_config(p, fmt="megatron").job["gpus"] == 8  # the default, 8 x NUM_NODES 1
+
+
+# ------------------------------------------------------------ (c) several assignments after export
+def test_cublas_workspace_among_several_exports(tmp_path):
+    """`export CUBLAS_WORKSPACE_CONFIG=:4096:8 OTHER=1`: the job's cublas_workspace_config :4096:8 (memory.py [ws]);
+    _exported_cublas's own pattern read a lone assignment only and left the job at the GPU's default."""
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1",
+               "export CUBLAS_WORKSPACE_CONFIG=:4096:8 CUDA_DEVICE_MAX_CONNECTIONS=1")
+    assert job["cublas_workspace_config"] == ":4096:8"
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1", "declare -x CUBLAS_WORKSPACE_CONFIG=':16:8'")
+    assert job["cublas_workspace_config"] == ":16:8"
+    # an export taken back is not the launch's environment; a variable exported later is
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1",
+               "export CUBLAS_WORKSPACE_CONFIG=:4096:8\nexport -n CUBLAS_WORKSPACE_CONFIG")
+    assert "cublas_workspace_config" not in job
+    job = _job(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1", "WS=:4096:8:16:8\nexport CUBLAS_WORKSPACE_CONFIG=$WS")
+    assert job["cublas_workspace_config"] == ":4096:8:16:8"
+
+
+def test_cublas_workspace_without_a_pair_is_listed(tmp_path):
+    """A value with no :SIZE:COUNT pair: PyTorch warns and takes its default workspace (CublasHandlePool.cpp
+    parseChosenWorkspaceSize), so the job keeps the default and the value is listed as ignored, not dropped."""
+    cfg = load_trainer_config(_variant(tmp_path, "export CUDA_DEVICE_MAX_CONNECTIONS=1",
+                                       "export CUBLAS_WORKSPACE_CONFIG=4096 X=1"), fmt="megatron", gpus=8)
+    assert "cublas_workspace_config" not in cfg.job
+    assert [n.entries for n in cfg.ignored if n.head and n.head.startswith("CUBLAS")] == [
+        (("CUBLAS_WORKSPACE_CONFIG", 4096),)]
+
+
+# ------------------------------------------------------------ (d) substitutions and the command line
+def test_substitution_error_names_line_flag_and_whole_expression(cli, tmp_path):
+    """`MICRO_BATCH_SIZE=$(( GLOBAL_BATCH_SIZE << 7 ))` (a shift: shell_arith leaves it) and `$(nproc)`: the error
+    shows the whole expression (it showed '$((', shlex's first word of it), names the file, the line it is written
+    on (19) and the flag, and hints the option that replaces it."""
+    for expr, what in (("$(( GLOBAL_BATCH_SIZE << 7 ))", "bash arithmetic"), ("$(nproc)", "a command substitution"),
+                       ("$(( $(nproc) / 8 ))", "bash arithmetic")):
+        p = _variant(tmp_path, "MICRO_BATCH_SIZE=1", f"MICRO_BATCH_SIZE={expr}")
+        assert_one_error(cli("check", p, "--gpus", "8"),
+                         f"{p}: line 19: --micro-batch-size '{expr}': {what} the reader does not run",
+                         "give --micro-batch N on the command line")
+
+
+def test_command_line_replaces_an_unread_substitution(cli, tmp_path):
+    """Flags beat files: `check SCRIPT --micro-batch 2` reads the script with micro-batch 2 where the script's
+    --micro-batch-size is a substitution the reader does not run (it exited 2 before the option could replace it),
+    with an assumed note naming the script's value; the verdict is the one of the script with MICRO_BATCH_SIZE=2."""
+    p = _variant(tmp_path, "MICRO_BATCH_SIZE=1", "MICRO_BATCH_SIZE=$(( GLOBAL_BATCH_SIZE << 7 ))")
+    r = cli("check", p, "--gpus", "8", "--micro-batch", "2", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    [res] = json.loads(r.stdout)
+    two = cli("check", _variant(tmp_path, "MICRO_BATCH_SIZE=1", "MICRO_BATCH_SIZE=2", "two.sh"), "--gpus", "8",
+              "--format", "json")
+    [want] = json.loads(two.stdout)
+    assert res["plan"]["micro_batch"] == 2
+    assert (res["plan"], res["memory"], res["verdict"]) == (want["plan"], want["memory"], want["verdict"])
+    assert ("micro_batch=2: the command line's --micro-batch replaces the script's --micro-batch-size "
+            "$(( GLOBAL_BATCH_SIZE << 7 )) (line 19: bash arithmetic the reader does not run; flags beat the file)"
+            in r.stdout + r.stderr)
+
+
+def test_command_line_replaces_an_unset_variable(cli, tmp_path):
+    """A flag set from a variable the script does not set (`--tensor-model-parallel-size $TP_SIZE` with no TP_SIZE=,
+    a condition the reader cannot evaluate in Megatron-DeepSpeed's MoE scripts): --tp 2 replaces it; without the
+    option the flag's own reading names it (exit 2), as before."""
+    p = _variant(tmp_path, "TP_SIZE=2", "NOT_TP=2")
+    assert_one_error(cli("check", p, "--gpus", "8"), "--tensor-model-parallel-size '$TP_SIZE' is not a whole number")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=8, overrides={"tp": 2})
+    assert cfg.job["tp"] == 2
+    assert [n.entries for n in cfg.assumed if n.message and "$TP_SIZE" in n.message] == [(("tp", 2),)]
+
+
+def test_command_line_tokens_replace_unread_train_iters(tmp_path):
+    """--train-iters $((1000 << 1)) with --tokens: the flag is not read (no tokens from the file: load_job lays the
+    option's 1e9 over it), the note names the script's value; without the option, an error on line 52."""
+    p = _variant(tmp_path, "--train-iters 1000", "--train-iters $((1000 << 1))")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=8, overrides={"tokens": 1e9})
+    assert "tokens" not in cfg.job
+    assert [n.entries for n in cfg.assumed if n.message and "--train-iters $((1000 << 1)) (line 52" in n.message] == [
+        (("tokens", 1e9),)]
+    with pytest.raises(PlannerError, match=r"line 52: --train-iters '\$\(\(1000 << 1\)\)'"):
+        load_trainer_config(p, fmt="megatron", gpus=8)
+
+
+def test_arithmetic_inside_an_array_element(tmp_path):
+    """`--train-iters $((1000 * 2))` inside TRAINING_ARGS=( ... ): the array ends at its own `)`, not at the
+    arithmetic's (the reader ended it there and read the rest of the array as commands). tokens = iterations x
+    global batch x sequence length = 2,000 x 128 x 8,192 = 2,097,152,000."""
+    job = _job(tmp_path, "--train-iters 1000", "--train-iters $((1000 * 2))")
+    assert job["tokens"] == 2000 * 128 * 8192 == 2_097_152_000
+    assert job["global_batch"] == 128 and job["micro_batch"] == 1  # the lines after it still in the array
+
+
+def test_megatron_deepspeed_marker_without_config_is_named(cli, tmp_path):
+    """A script that is Megatron-DeepSpeed's by `--no-pipeline-parallel` alone (megatron_deepspeed.MDS_MARKERS), with
+    no --deepspeed and no --deepspeed_config (Megatron-DeepSpeed's rebase/ds_pretrain_gpt_1.3B_megatron_checkpointing.sh,
+    read whole once the `|` inside its $(...) no longer ends the launch line): the error names the flag it has; it
+    named a --deepspeed the script does not give."""
+    p = _variant(tmp_path, "    --mock-data\n", "    --mock-data\n    --no-pipeline-parallel\n")
+    assert_one_error(cli("check", p, "--gpus", "8"), "--no-pipeline-parallel without --deepspeed_config")
