@@ -453,7 +453,8 @@ References
     (layer_wise_optimizer.py l. 173-180, shard_params l. 614-641; the experts over the expert-data-parallel ranks):
     1 / (dp x cp) of the stage's dense matrices and 1 / edp of its E / ep experts a layer on average, at sharding
     zero1, but never less than the largest matrix of each (a parameter is never split: the worst rank holds it whole,
-    _muon_stage_max), all of them at sharding none (no distributed optimizer); the stage with the most. The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
+    _muon_stages), all of them at sharding none (no distributed optimizer); each stage's own, in its optimizer step
+    (step_time's step-end pick, muon_stage_terms). The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
     all-gather a matrix over the TP group, the experts' over the expert-TP group, waited on) are in tp_comm
     (muon_gather_time, extra tp_muon_gather_s). The layer-wise optimizer's DP traffic (dp_comm, layerwise_legacy):
     with its default layout the distributed optimizer's reduce-scatter and bucketed all-gather over the padded
@@ -3384,7 +3385,7 @@ def muon_gemm_slowdown(hw, prec: str) -> float:
 
 
 def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
-    """Seconds per step of Muon's Newton-Schulz iterations on one GPU of the stage with the most [28]: each layer
+    """Seconds per step of Muon's Newton-Schulz iterations on one GPU of each stage (_muon_stages' slots) [28]: each layer
     kind's whole matrices' time, summed over the stage's layers (+ a learned position table on the first stage, the
     multi-token-prediction modules on the last), the dense ones / (dp x cp) and the routed experts / (ep x the
     expert-data-parallel ranks) at sharding zero1 (Muon's layer-wise distributed optimizer; the rank's E / ep experts,
@@ -3395,9 +3396,9 @@ def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     tp, etp, blockwise = sc.plan.tp, moe.etp_of(sc.plan), muon_blockwise(sc)
     slow = muon_gemm_slowdown(hw, sc.settings.muon_fp32_matmul_prec)  # a job setting
     if muon_distributed_mode(sc):  # a job setting: each TP rank's shard, the Gram on the unpartitioned side
-        return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_distributed(mats, tp, etp), hw, cal, steps,
+        return _muon_stages(sc, dp, lambda mats: _ns_seconds(muon_distributed(mats, tp, etp), hw, cal, steps,
                                                                  oriented=True, slow=slow))
-    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_local(mats, tp, etp, blockwise), hw, cal, steps,
+    return _muon_stages(sc, dp, lambda mats: _ns_seconds(muon_local(mats, tp, etp, blockwise), hw, cal, steps,
                                                              slow=slow))
 
 
@@ -3420,7 +3421,7 @@ def muon_gram_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
     other TP modes. Inside tp_comm."""
     plan = sc.plan
     if not muon_distributed_mode(sc):  # a job setting
-        return 0.0 * plan.tp
+        return np.zeros((len(CRITICAL_STAGES),) + np.shape(plan.tp))
     s_tp = coll.strides["tp"]
     etp = moe.etp_of(plan)
     s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"] if sc.ll.has_experts else s_tp
@@ -3436,7 +3437,7 @@ def muon_gram_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
                 d = d + count * (steps * coll(comm.ALL_REDUCE, b * gram * gram, plan.tp, s_tp)
                                  + coll(comm.ALL_REDUCE, MUON_NORM_BYTES, plan.tp, s_tp))
         return d, e
-    return _muon_stage_max(sc, dp, grams)
+    return _muon_stages(sc, dp, grams)
 
 
 # the normalisation's all-reduce under the distributed TP mode: one fp32 scalar, (x * x).sum() of the fp32 momentum
@@ -3470,8 +3471,8 @@ def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarra
                 d = d + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, plan.tp, s_tp)
         return d, e
     if sc.settings.muon_tp_mode != "duplicated":  # a job setting: blockwise and distributed gather nothing
-        return 0.0 * plan.tp
-    return _muon_stage_max(sc, dp, gathers)
+        return np.zeros((len(CRITICAL_STAGES),) + np.shape(plan.tp))
+    return _muon_stages(sc, dp, gathers)
 
 
 # the fp32 momentum Muon's duplicated TP mode all-gathers, bytes an element (muon_utils.py v0.3.0 l. 273-274:
@@ -3515,8 +3516,11 @@ def _layerwise_gather(sc: StepCtx, coll: Collectives, bucketed, size, group, str
     return np.where(dp_overlap(sc.stack, sc.plan) > 0, ag, coll(comm.ALL_GATHER, size, group, stride))
 
 
-def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
-    """The stage with the most of price(matrices) -> (dense, experts) seconds [28], on the stage's worst rank: each
+def _muon_stages(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
+    """Each CRITICAL_STAGES slot's (a leading axis of 3: middle, first, last) price(matrices) -> (dense, experts)
+    seconds [28], on the stage's worst rank (the middle: the composition with the most; 0 at pp <= 2, where there is
+    no middle stage and step_end_stage leaves the slot out; DualPipe: a rank's two stages, first + last on the end
+    ranks, as _dp_stages pairs them): each
     layer kind's, weighted by the stage's layers, + a learned position table (max_seq x h) on the first stage and the
     MTP modules (eh_proj h x 2h and one layer each) on the last; at sharding zero1 the dense / (dp x cp) and the
     experts / (ep x edp), but never below the largest single matrix of the stage, dense and expert each (the
@@ -3579,7 +3583,11 @@ def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
                  np.maximum(mtp_big[0], np.where(single, pos, 0.0)), mtp_big[1])
     # the middle stages' candidate compositions (C, K, ...): the one with the most, not the slowest's (counts["mid"])
     mids = sc.counts.get("mid_all", sc.counts["mid"][None])
-    return functools.reduce(np.maximum, (stage(c, "mid", 0.0, 0.0, 0.0, 0.0) for c in mids), np.maximum(first, last))
+    mid = np.where(plan.pp > 2, functools.reduce(np.maximum, (stage(c, "mid", 0.0, 0.0, 0.0, 0.0) for c in mids)), 0.0)
+    dual = dualpipe_pairs(plan)
+    if np.any(dual):  # every rank steps its two stages [8] (_dp_stages)
+        mid, first, last = np.where(dual, 2.0 * mid, mid), np.where(dual, first + last, first), np.where(dual, first + last, last)
+    return np.stack(np.broadcast_arrays(mid, first, last))
 
 
 # DeepSpeed's BF16_Optimizer's HBM bytes a parameter (optimizer_time): each micro-batch's cast-and-add of the bf16
@@ -3722,13 +3730,15 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
-    opt_st = optimizer_time(sc, dp_st)
-    end_opt = step_end_stage(sc, opt_st)
+    opt_st, muon_st = optimizer_time(sc, dp_st), muon_stage_terms(sc, coll, dp_st)
+    # the optimizer step's stage: each stage's whole step, its Adam / Muon update and Muon's Newton-Schulz and TP
+    # collectives [28] (muon_stage_terms), the one with the largest sum (step_end_stage)
+    end_opt = step_end_stage(sc, functools.reduce(np.add, muon_st.values(), opt_st))
     opt = _pick(end_opt, *opt_st)
     off = {}
-    muon = {"muon_ns": muon_ns_time(sc, dp)} if sc.settings.optimizer == "muon" else {}  # a job setting [28]
-    muon_gather = muon_gather_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
-    muon_gram = muon_gram_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
+    muon = {"muon_ns": _pick(end_opt, *muon_st["muon_ns"])} if muon_st else {}  # a job setting [28]
+    muon_gather, muon_gram = ((_pick(end_opt, *muon_st[k]) for k in ("gather", "gram")) if muon_st
+                              else (0.0 * tied, 0.0 * tied))  # [28], inside tp_comm
     if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
         off = offload_parts(sc, dp_stage(dp_st, end_opt), comp)
         opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
@@ -3755,6 +3765,17 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     return terms, extra
 
 
+def muon_stage_terms(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> dict:
+    """Muon's per-stage step terms [28], each (3, ...) in CRITICAL_STAGES' order (_muon_stages): "muon_ns" the
+    Newton-Schulz iterations (muon_ns_time), "gather" and "gram" its TP collectives (muon_gather_time,
+    muon_gram_time, inside tp_comm); {} without Muon (a job setting). Part of each stage's optimizer step, after the
+    gradient norm's all-reduce (step_end_stage), so step_time picks them with optimizer_time's, one stage's."""
+    if sc.settings.optimizer != "muon":
+        return {}
+    return {"muon_ns": muon_ns_time(sc, dp), "gather": muon_gather_time(sc, coll, dp),
+            "gram": muon_gram_time(sc, coll, dp)}
+
+
 def step_end_stage(sc: StepCtx, per) -> np.ndarray:
     """The CRITICAL_STAGES slot (_heaviest's index, its tie rule) whose step-end work `per` (a leading axis of 3, each
     slot's own seconds: dp_comm's, sp_norm_grads', optimizer_time's) is the largest; the middle slot left out where no
@@ -3773,9 +3794,10 @@ def step_end_stage(sc: StepCtx, per) -> np.ndarray:
     part here is each stage's once-a-step exposure (dp_comm's exposed less its per-micro-batch part, m x mb, which
     lies on the stage's path through the schedule and is the critical stage's: step_time). The
     DP parameter all-gather (sharded modes), which runs after the step behind the next forward, is counted in the
-    gradient part with the rest of dp_comm's (a named approximation); Muon's Newton-Schulz and TP terms keep
-    _muon_stage_max's largest stage (issue 22 critstage3: before, each term was its own largest stage, an upper
-    bound where the stages differ)."""
+    gradient part with the rest of dp_comm's (a named approximation). Muon's Newton-Schulz and TP collectives
+    (muon_stage_terms) are each stage's own, in its optimizer step's sum (issue 22 critdp: before, _muon_stage_max's
+    largest stage beside the optimizer's, an upper bound where the stages differ; critstage3: each term its own
+    largest stage)."""
     return _heaviest(np.where(sc.plan.pp > 2, per[0], -np.inf), per[1], per[2])
 
 
