@@ -2835,11 +2835,14 @@ def dp_windows(sc: StepCtx, comp: Compute, slots: tuple) -> Compute:
     stage_passes; a leading axis of len(slots)): the windows dp_comm's transfers hide behind on each stage, known
     before critical_stage picks one (so the per-micro-batch part can weigh in that pick: no circularity). At pp 1 every
     slot the last's: the one stage is the whole model with the output layer (compute_time prices it there; the first
-    slot's passes lack the head), as its DP traffic is the whole model's in both slots."""
+    slot's passes lack the head), as its DP traffic is the whole model's in both slots. Under DualPipe the first slot
+    the last's too: both hold the end ranks' pair (_dp_stages), whose passes are the last slot's (stage_passes: the
+    pair's mean, as the compute), not stage 0's alone."""
     one = sc.plan.pp == 1
+    as_last = {"mid": one, "first": one | dualpipe_pairs(sc.plan), "last": False}
     last = comp.passes[CRITICAL_STAGES.index("last")]
-    idx = [CRITICAL_STAGES.index(st) for st in slots]
-    fwd, bwd = (np.stack(np.broadcast_arrays(*(np.where(one, last[j], comp.passes[i][j]) for i in idx)))
+    fwd, bwd = (np.stack(np.broadcast_arrays(*(np.where(as_last[st], last[j], comp.passes[CRITICAL_STAGES.index(st)][j])
+                                               for st in slots)))
                 for j in (0, 1))
     return dataclasses.replace(comp, fwd_mb=fwd, bwd_mb=bwd)
 

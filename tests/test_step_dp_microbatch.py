@@ -135,3 +135,21 @@ def test_exposure_splits_into_per_microbatch_and_step_end_parts():
         assert float(dp.mb[i]) == pytest.approx((M - 1) / M * want, rel=1e-12)
         assert float(dp.exposed[i]) - M * float(dp.mb[i]) >= want * (1.0 - 1e-12)
     assert float(comp.passes[LAST_I][1]) > float(comp.passes[FIRST_I][1])  # the windows differ: each stage's own
+
+
+def test_dualpipe_end_slots_share_the_pairs_windows():
+    """DualPipe (deepseek stack, Llama 3 8B pp 4, 8 layers a stage): the end ranks hold stage 0 and stage 3 (the
+    first and last slots' traffic both the pair's, _dp_stages), and run their passes paired, the last slot's passes
+    the pair's mean (stage_passes); so both end slots hide the pair's traffic behind the pair's windows, and their
+    exposure is the same (stage 0's own backward, without the output layer's two thirds, would leave more of the
+    pair's traffic exposed: a step end that was no rank's)."""
+    s, p, _ = resolve(Job(model="llama3-8b", gpus=8, pp=4, micro_batch=1, global_batch=16, sharding="zero1",
+                          precision="fp8", stack="deepseek", mtp_layers=0))
+    sc, lt, comp = step._compute_pass(s, p, picked=False)
+    assert bool(step.dualpipe_pairs(p))
+    win = step.dp_windows(sc, comp, step.comm_stages(sc))
+    last = comp.passes[LAST_I]
+    assert float(comp.passes[FIRST_I][1]) < float(last[1])  # stage 0 alone: no output layer
+    assert [float(win.fwd_mb[FIRST_I]), float(win.bwd_mb[FIRST_I])] == [float(last[0]), float(last[1])]
+    dp = step.dp_comm(sc, step.Collectives(sc), comp, lt)
+    assert float(dp.exposed[FIRST_I]) == float(dp.exposed[LAST_I]) > 0
