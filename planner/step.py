@@ -455,7 +455,8 @@ References
     (layer_wise_optimizer.py l. 173-180, shard_params l. 614-641; the experts over the expert-data-parallel ranks):
     1 / (dp x cp) of the stage's dense matrices and 1 / edp of its E / ep experts a layer on average, at sharding
     zero1, but never less than the largest matrix of each (a parameter is never split: the worst rank holds it whole,
-    _muon_stage_max), all of them at sharding none (no distributed optimizer); the stage with the most. The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
+    _muon_stages), all of them at sharding none (no distributed optimizer); each stage's own, in its optimizer step
+    (step_time's step-end pick, muon_stage_terms). The TP all-gathers of the momenta (4 B an element of each TP-split matrix's whole, one
     all-gather a matrix over the TP group, the experts' over the expert-TP group, waited on) are in tp_comm
     (muon_gather_time, extra tp_muon_gather_s). The layer-wise optimizer's DP traffic (dp_comm, layerwise_legacy):
     with its default layout the distributed optimizer's reduce-scatter and bucketed all-gather over the padded
@@ -1468,9 +1469,9 @@ def stage_passes(sc: StepCtx, lt: LayerTimes, logits) -> tuple:
     (stage_windows: the forward as GPU work, without the MoE host gaps), the backward with what selective recompute
     re-runs and the fully recomputed layers' forwards, the last stage's with the output layer and loss (a third
     forward, two thirds backward, head_time's 3x); DualPipe's end-rank slot the pair's mean (dualpipe_end_rank's).
-    What the step reads of the critical stage's passes: the windows its DP transfers hide behind (dp_comm) and the
-    bubble's pass ratio and weight-gradient share (step_time): the 1F1B / interleaved flush waits on the slowest
-    stage's forward + backward (Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py
+    What the step reads of them: each stage's, the windows its DP transfers hide behind (dp_comm, dp_windows); the
+    critical stage's, the bubble's pass ratio and weight-gradient share (step_time): the 1F1B / interleaved flush
+    waits on the slowest stage's forward + backward (Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py
     forward_backward_pipelining_without_interleaving: warm-up l. 2333-2376, steady 1F1B l. 2378-2448, cool-down
     l. 2450-2480, every pass between blocking p2p with its neighbours, so the pipeline runs at the slowest stage's pace, step_time's t_mb). The bf16
     layers' extra (bf16_end_passes: forward, backward with full recompute's re-run of them, forward GEMMs) is in the
@@ -1575,15 +1576,21 @@ def stage_comm(sc: StepCtx, per: dict) -> dict:
     return dict(per, last=np.where(dual, 0.5 * (per["first"] + per["last"]), per["last"]))
 
 
+def stage_totals(comp: Compute, comms: list) -> list:
+    """Each CRITICAL_STAGES slot's micro-batch: its compute plus its own exposed communication (comms: each term's
+    per-stage dict, stage_comm, added in step_time's order); -inf where the slot is no stage."""
+    tot = [comp.stages[i][0] for i in range(3)]
+    for c in comms:
+        tot = [t + c[st] for t, st in zip(tot, CRITICAL_STAGES)]
+    return tot
+
+
 def critical_stage(comp: Compute, comms: list) -> tuple:
     """(crit, Compute of the critical stage): the stage the pipeline waits on is the one whose micro-batch, compute
     plus its own exposed communication (comms: each term's per-stage dict, stage_comm, in step_time's order), takes
     longest; its compute, permutation, host and unfused shares replace comp's (the heaviest by compute alone). crit
     indexes CRITICAL_STAGES; each term is then taken from that one stage (pick), never the heaviest of each."""
-    tot = [comp.stages[i][0] for i in range(3)]
-    for c in comms:
-        tot = [t + c[st] for t, st in zip(tot, CRITICAL_STAGES)]
-    crit = _heaviest(*tot)
+    crit = _heaviest(*stage_totals(comp, comms))
     mb, perm, host, unf = (_pick(crit, *(comp.stages[i][j] for i in range(3))) for j in range(4))
     fwd, bwd, gemm = (_pick(crit, *(comp.passes[i][j] for i in range(3))) for j in range(3))
     return crit, dataclasses.replace(comp, mb=mb, perm=perm, host=host, unfused=unf, fwd_mb=fwd, bwd_mb=bwd,
@@ -2708,6 +2715,10 @@ class DPTraffic:
     e_local: np.ndarray  # routed-expert parameters per GPU (DualPipe: pair)
     e_shard: np.ndarray  # the experts' shard group
     counts: tuple = (1.0, 1.0, 1.0)  # (gradient reductions, FSDP all-gathers, FSDP reduce-scatters) a step (offload.py)
+    # of exposed, the per-micro-batch share a micro-batch (dp_comm: (m - 1) x the exposure of each micro-batch's own
+    # transfers before the last, / m): on the stage's critical path with its passes (critical_stage), 0 s where the
+    # mode moves nothing every micro-batch; exposed - m x mb is the step-end part (step_end_stage)
+    mb: np.ndarray = 0.0
 
 
 def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
@@ -2865,13 +2876,24 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
     placed at the finer of the two axes' strides [5]; then the routed experts' over their
     expert-data-parallel ranks (dp_expert_comm). Each CRITICAL_STAGES slot's own (_dp_stages: its parameters, layers
-    and experts), as a leading axis of 3 on total, exposed, copies, p_local and e_local: every stage reduces its own
+    and experts), as a leading axis of 3 on total, exposed, copies, p_local, e_local and mb: every stage reduces its own
     gradients over its own DP group, and step_time takes the step end's stage (dp_stage), not the largest of each
-    term apart (issue 22 critstage3). The middle slot is priced only where some plan of the batch has a middle stage
-    (comm_stages, as the per-micro-batch terms'), 0 s elsewhere: step_end_stage leaves it out at pp <= 2."""
+    term apart (issue 22 critstage3). Each slot's transfers hide behind that stage's own passes (dp_windows, from
+    comp.passes: comp need not be critical_stage's), so the exposure is known before the critical stage is: mb, the
+    per-micro-batch part a micro-batch ((m - 1) x what one micro-batch's own transfers expose, / m: ZeRO-2's
+    reduce-scatter after each micro-batch, FSDP's gathers and reductions every micro-batch), weighs in
+    critical_stage's pick with the stage's compute, and exposed - m x mb (the last micro-batch's, the step's first
+    gather and its edges, the once-a-step reductions and gathers) is the step end's (step_end_stage; issue 22 critdp:
+    before, the whole hid behind the critical stage's passes and went to the step end only, the pick made without
+    it). The routed experts' traffic (dp_expert_comm) is all step-end part (a named approximation: it hides behind what
+    the dense traffic leaves of the stage's window, not split a micro-batch); so is a queued stack's [26] (the first
+    stage's queue overrunning the pipeline's compute at the step's end). The middle slot is priced only where some
+    plan of the batch has a middle stage (comm_stages, as the per-micro-batch terms'), 0 s elsewhere: step_end_stage
+    leaves it out at pp <= 2."""
     plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
     coll = dp_collectives(sc, coll)
     slots = comm_stages(sc)
+    comp = dp_windows(sc, comp, slots)  # each slot's own passes: the windows its transfers hide behind
     pc = count_params(settings.model)
     p_local, stages, p_dp, pad_e = _dp_params(sc, pc, slots)
     n_dp = stages["n"]
@@ -2921,10 +2943,42 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
         sync = zero3_sync_gathers(sc, coll, lt, w_per, grad_reduce_bytes(sc, fsdp), np.where(sharded, shard_n, 1),
                                   dp_stride, p_local, fsdp & tr["allreduce"])
     rerun = zero3_rerun_share(sc, p_local)  # [23] the re-run forward's gathers, stage weights a micro-batch
-    f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync, rerun)
+    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync, rerun)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_dp / sc.hbm, 0.0)
+    n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, n_b, (zero, allred, rs_g, ar_g, ar_inst),
+                                                                  ag_w, stream_mb)
+    one_dp = dpcp == 1
+    total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
+    # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
+    # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
+    # a stack that prefetches its FSDP / ZeRO-3 gathers whatever the setting exposes the reductions alone [19]
+    always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
+    off = np.where(always, f_gathers, total)
+    on = dp_overlap(sc.stack, plan) > 0
+    exposed = np.where(one_dp, 0.0, np.where(on, np.where(fsdp, f_exposed, ddp_exposed), off))
+    # the per-micro-batch part: (m - 1) x what each micro-batch's own transfers expose (the last one's, the step's
+    # first gather and the edges at the step's end), the same branches as `exposed`; without overlap each reduction
+    # (ZeRO-2) or FSDP transfer of a micro-batch whole, or the gathers alone hidden where they always overlap [19]
+    x_off = np.where(fsdp, np.where(always, f_x[1], f_x[2]), np.where(tr["reduce_mb"], ddp_grad, 0.0))
+    x_mb = np.where(one_dp, 0.0, np.where(on, np.where(fsdp, f_x[0], ddp_x), x_off))
+    mb_part = np.minimum((sc.m - 1.0) * x_mb, exposed)  # (the minimum absorbs rounding: exposed holds it)
+    e_local, e_units = stages["e"], stages["u"]
+    n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
+    e_total, e_exposed = dp_expert_comm(sc, coll, comp, np.maximum(e_local, pad_e), total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
+    total, exposed, copies, p_dp_st, e_local, mb_part = (_all_slots(sc, x, slots) for x in (
+        total + e_total, exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], e_local, mb_part))
+    return DPTraffic(total=total, exposed=exposed, copies=copies, p_local=p_dp_st, e_local=e_local,
+                     e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs), mb=mb_part / sc.m)
+
+
+def ddp_traffic(sc: StepCtx, comp: Compute, tr, n_b, grads, ag_w, stream_mb=None) -> tuple:
+    """dp_comm's DDP / ZeRO-1 / ZeRO-2 traffic (the modes below FSDP): (gradient reductions a step, one reduction's
+    seconds, total, exposed, one micro-batch's own exposure: 0 s where reduced once a step or queued [26]). grads:
+    (zero, allred, reduce-scatter, all-reduce, optimizer instances' all-reduce) of one pass over the gradients; ag_w
+    the weights' all-gather; comp's passes each stage's (dp_windows)."""
+    zero, allred, rs_g, ar_g, ar_inst = grads
     # DDP / ZeRO-1: gradients once per step behind the last micro-batch's backward; ZeRO-2
     # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
     # the accumulated gradients (DeepSpeed stage_1_and_2.py; "gradient reduction is required
@@ -2938,27 +2992,34 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
     g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
-    ddp_exposed = np.minimum(n_red * (_hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge)
-                             + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
-    # a stack whose runtime queues the per-micro-batch reductions behind the schedule's later passes [26]
+    ddp_x = _hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge  # one reduction's exposure
+    ddp_exposed = np.minimum(n_red * ddp_x + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
+    ddp_x = np.where(tr["reduce_mb"], ddp_x, 0.0)  # a micro-batch's own (ZeRO-2), 0 s where reduced once a step
+    # a stack whose runtime queues the per-micro-batch reductions behind the schedule's later passes [26]: what the
+    # first stage's queue runs past the pipeline's compute, at the step's end (no per-micro-batch part)
     if sc.stack.overlap.grad_reduce_queued:  # a stack setting (the plan's mode and schedule: masks there)
-        ddp_exposed = queued_reductions(sc, comp, zero & ~allred & tr["reduce_mb"], ddp_grad, n_red, ddp_exposed,
-                                        _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total, stream_mb)
-    one_dp = dpcp == 1
-    total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
-    # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
-    # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
-    # a stack that prefetches its FSDP / ZeRO-3 gathers whatever the setting exposes the reductions alone [19]
-    always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
-    off = np.where(always, f_gathers, total)
-    exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), off))
-    e_local, e_units = stages["e"], stages["u"]
-    n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
-    e_total, e_exposed = dp_expert_comm(sc, coll, comp, np.maximum(e_local, pad_e), total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
-    total, exposed, copies, p_dp_st, e_local = (_all_slots(sc, x, slots) for x in (
-        total + e_total, exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], e_local))
-    return DPTraffic(total=total, exposed=exposed, copies=copies, p_local=p_dp_st, e_local=e_local,
-                     e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs))
+        ddp_exposed, queued = queued_reductions(sc, comp, zero & ~allred & tr["reduce_mb"], ddp_grad, n_red,
+                                                ddp_exposed, _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge,
+                                                ddp_total, stream_mb)
+        ddp_x = np.where(queued, 0.0, ddp_x)
+    return n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x
+
+
+def dp_windows(sc: StepCtx, comp: Compute, slots: tuple) -> Compute:
+    """comp with fwd_mb and bwd_mb each `slots` stage's own forward and backward a micro-batch (comp.passes,
+    stage_passes; a leading axis of len(slots)): the windows dp_comm's transfers hide behind on each stage, known
+    before critical_stage picks one (so the per-micro-batch part can weigh in that pick: no circularity). At pp 1 every
+    slot the last's: the one stage is the whole model with the output layer (compute_time prices it there; the first
+    slot's passes lack the head), as its DP traffic is the whole model's in both slots. Under DualPipe the first slot
+    the last's too: both hold the end ranks' pair (_dp_stages), whose passes are the last slot's (stage_passes: the
+    pair's mean, as the compute), not stage 0's alone."""
+    one = sc.plan.pp == 1
+    as_last = {"mid": one, "first": one | dualpipe_pairs(sc.plan), "last": False}
+    last = comp.passes[CRITICAL_STAGES.index("last")]
+    fwd, bwd = (np.stack(np.broadcast_arrays(*(np.where(as_last[st], last[j], comp.passes[CRITICAL_STAGES.index(st)][j])
+                                               for st in slots)))
+                for j in (0, 1))
+    return dataclasses.replace(comp, fwd_mb=fwd, bwd_mb=bwd)
 
 
 def _all_slots(sc: StepCtx, x, slots: tuple) -> np.ndarray:
@@ -2973,7 +3034,7 @@ def _all_slots(sc: StepCtx, x, slots: tuple) -> np.ndarray:
 def dp_stage(dp: DPTraffic, crit) -> DPTraffic:
     """One stage's DP traffic of dp_comm's per-slot values: each plan's CRITICAL_STAGES slot `crit` (_heaviest's)."""
     return dataclasses.replace(dp, **{f: _pick(crit, *getattr(dp, f)) for f in ("total", "exposed", "copies", "p_local",
-                                                                               "e_local")})
+                                                                               "e_local", "mb")})
 
 
 def muon_layout_padding(sc: StepCtx, pc, split, slots: tuple = CRITICAL_STAGES):
@@ -3055,8 +3116,10 @@ def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_e
     overlap.grad_reduce_queued [26]), under 1F1B, the interleaved schedule or one stage; `ddp_exposed` (dp_comm's
     rule) elsewhere. Each chunk's reduction is issued as its backward ends and drained in issue order on one
     stream; what the first stage's queue runs past the pipeline's compute (pipeline.reduce_queue_overrun [12],
-    in the compute stream's micro-batch `stream_mb`, split forward : backward as the critical stage's passes) is
-    exposed, the rest hides with the stack's exposed share; plus the weights' all-gather (`param_exposed`)."""
+    in the compute stream's micro-batch `stream_mb`, split forward : backward as the stage's own passes) is
+    exposed, the rest hides with the stack's exposed share; plus the weights' all-gather (`param_exposed`). Returns
+    (exposed, the plans whose reductions queue): comp's passes each dp_comm slot's own (dp_windows), stream_mb the
+    pipeline's pace before any DP part (step_time: the slowest stage's micro-batch)."""
     plan = sc.plan
     queued = per_mb & ((plan.pp == 1) | (plan.schedule == ONE_F_ONE_B) | (plan.schedule == INTERLEAVED))
     stream = comp.fwd_mb + comp.bwd_mb if stream_mb is None else stream_mb
@@ -3066,7 +3129,7 @@ def queued_reductions(sc: StepCtx, comp: Compute, per_mb, ddp_grad, n_red, ddp_e
                                    stream * fwd_share, stream * (1.0 - fwd_share), ddp_grad)
     grads = n_red * ddp_grad
     over = np.minimum(over, grads)
-    return np.where(queued, np.minimum(over + (grads - over) * sc.x + param_exposed, ddp_total), ddp_exposed)
+    return np.where(queued, np.minimum(over + (grads - over) * sc.x + param_exposed, ddp_total), ddp_exposed), queued
 
 
 def zero3_rerun_share(sc: StepCtx, p_local):
@@ -3100,7 +3163,8 @@ def zero3_rerun_share(sc: StepCtx, p_local):
 
 
 def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.0):
-    """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed) of FSDP/HSDP per step [5], as the plan's
+    """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed, per-micro-batch shares) of FSDP/HSDP per
+    step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
     weights in forward and, where the mode reshards after forward, another in backward (one
     that keeps them unsharded to the backward gathers in forward only); a reduce-scatter of the
@@ -3121,7 +3185,9 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.
     synchronises (SyncGathers, zero3_sync_gathers [22]): its gathers and reductions, per micro-batch, in place of the
     units' and buckets' (the layers' reductions there once a micro-batch: the mode's grad_reduce microbatch). rerun:
     DeepSpeed ZeRO-3's extra gathers under full recompute, a share of the weights a micro-batch [23]
-    (zero3_rerun_share), gathered in the backward beside its own gather where the mode reshards."""
+    (zero3_rerun_share), gathered in the backward beside its own gather where the mode reshards. The sixth value:
+    what one micro-batch's own transfers expose of the exposed, the gathers-only and the total figures (each of them
+    (m - 1) x that + the step's first gather, last reductions and edges, >= 0): dp_comm's per-micro-batch part."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = coll3
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
@@ -3132,12 +3198,17 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.
     n_rs = np.where(tr["reduce_mb"], m, 1.0)
     per_mb = n_rs == m
     n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+    ar_mb = np.where(n_ar == m, ar_hsdp, 0.0)  # a micro-batch's replica all-reduce (HSDP's replica_mb)
     if sync is not None:  # [22] one deep, synchronised: the layers' gathers and reductions as the fetches run them
         total = n_ag * sync.gather_pass + n_rs * sync.reduce_mb + n_ar * ar_hsdp
         bwd_g = np.where(reshard, sync.bwd_gathers, 0.0)
-        exposed = m * (sync.fwd + np.where(reshard, sync.bwd, sync.bwd - sync.bwd_gathers)) + n_ar * ar_hsdp
+        x_on = sync.fwd + np.where(reshard, sync.bwd, sync.bwd - sync.bwd_gathers)
+        exposed = m * x_on + n_ar * ar_hsdp
+        x_g = sync.fwd + bwd_g + np.where(per_mb, sync.reduce_mb, 0.0) + ar_mb
         gathers = m * (sync.fwd + bwd_g) + n_rs * sync.reduce_mb + n_ar * ar_hsdp  # [19] the reductions waited on
-        return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
+        x_all = np.where(reshard, 2.0 + extra, 1.0) * sync.gather_pass + np.where(per_mb, sync.reduce_mb, 0.0) + ar_mb
+        return (total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total),
+                (x_on + ar_mb, x_g, x_all))
     total = n_ag * ag_w + n_rs * rs_g + n_ar * ar_hsdp
     ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
     ag_b = np.where(reshard, ag_w * (1.0 + extra), 0.0)  # backward all-gather of one micro-batch (+ the re-run's [23])
@@ -3156,8 +3227,15 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
     # [19] the gathers hidden as above (a backward one behind its micro-batch's backward), the reductions exposed
     gathers = fwd_ag + m * bwd_of(0.0) + ag_edge + n_rs * rs_g + n_ar * ar_hsdp
+    # each micro-batch's own share of each (the sixth value; dp_comm's per-micro-batch part): its forward gather where
+    # the mode gathers every forward (not keep_pp / regather_pp: once over the step's forwards), its backward's gather
+    # and reductions; without overlap each transfer a micro-batch runs whole (n_ag / m of the weights' gathers)
+    x_fwd = np.where(keep_pp | regather, 0.0, _hide(ag_w, comp.fwd_mb, x))
+    ag_mb = np.where(keep_pp, 0.0, np.where(regather, 1.0, np.where(reshard, 2.0 + extra, 1.0))) * ag_w
+    rs_mb = np.where(per_mb, rs_g, 0.0)
+    x_mb = (x_fwd + bwd_of(rs_b), x_fwd + bwd_of(0.0) + rs_mb + ar_mb, ag_mb + rs_mb + ar_mb)
     # each piece is at most its own traffic, so exposed <= total; the minimum only absorbs rounding
-    return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
+    return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total), x_mb
 
 
 def sync_cycle(gathers, computes, prefetch, x, after=None):
@@ -3485,7 +3563,7 @@ def muon_gemm_slowdown(hw, prec: str) -> float:
 
 
 def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
-    """Seconds per step of Muon's Newton-Schulz iterations on one GPU of the stage with the most [28]: each layer
+    """Seconds per step of Muon's Newton-Schulz iterations on one GPU of each stage (_muon_stages' slots) [28]: each layer
     kind's whole matrices' time, summed over the stage's layers (+ a learned position table on the first stage, the
     multi-token-prediction modules on the last), the dense ones / (dp x cp) and the routed experts / (ep x the
     expert-data-parallel ranks) at sharding zero1 (Muon's layer-wise distributed optimizer; the rank's E / ep experts,
@@ -3496,9 +3574,9 @@ def muon_ns_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     tp, etp, blockwise = sc.plan.tp, moe.etp_of(sc.plan), muon_blockwise(sc)
     slow = muon_gemm_slowdown(hw, sc.settings.muon_fp32_matmul_prec)  # a job setting
     if muon_distributed_mode(sc):  # a job setting: each TP rank's shard, the Gram on the unpartitioned side
-        return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_distributed(mats, tp, etp), hw, cal, steps,
+        return _muon_stages(sc, dp, lambda mats: _ns_seconds(muon_distributed(mats, tp, etp), hw, cal, steps,
                                                                  oriented=True, slow=slow))
-    return _muon_stage_max(sc, dp, lambda mats: _ns_seconds(muon_local(mats, tp, etp, blockwise), hw, cal, steps,
+    return _muon_stages(sc, dp, lambda mats: _ns_seconds(muon_local(mats, tp, etp, blockwise), hw, cal, steps,
                                                              slow=slow))
 
 
@@ -3521,7 +3599,7 @@ def muon_gram_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
     other TP modes. Inside tp_comm."""
     plan = sc.plan
     if not muon_distributed_mode(sc):  # a job setting
-        return 0.0 * plan.tp
+        return np.zeros((len(CRITICAL_STAGES),) + np.shape(plan.tp))
     s_tp = coll.strides["tp"]
     etp = moe.etp_of(plan)
     s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"] if sc.ll.has_experts else s_tp
@@ -3537,7 +3615,7 @@ def muon_gram_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarray:
                 d = d + count * (steps * coll(comm.ALL_REDUCE, b * gram * gram, plan.tp, s_tp)
                                  + coll(comm.ALL_REDUCE, MUON_NORM_BYTES, plan.tp, s_tp))
         return d, e
-    return _muon_stage_max(sc, dp, grams)
+    return _muon_stages(sc, dp, grams)
 
 
 # the normalisation's all-reduce under the distributed TP mode: one fp32 scalar, (x * x).sum() of the fp32 momentum
@@ -3571,8 +3649,8 @@ def muon_gather_time(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> np.ndarra
                 d = d + count * coll(comm.ALL_GATHER, MUON_GATHER_ELEMENT_BYTES * rows * cols, plan.tp, s_tp)
         return d, e
     if sc.settings.muon_tp_mode != "duplicated":  # a job setting: blockwise and distributed gather nothing
-        return 0.0 * plan.tp
-    return _muon_stage_max(sc, dp, gathers)
+        return np.zeros((len(CRITICAL_STAGES),) + np.shape(plan.tp))
+    return _muon_stages(sc, dp, gathers)
 
 
 # the fp32 momentum Muon's duplicated TP mode all-gathers, bytes an element (muon_utils.py v0.3.0 l. 273-274:
@@ -3616,8 +3694,11 @@ def _layerwise_gather(sc: StepCtx, coll: Collectives, bucketed, size, group, str
     return np.where(dp_overlap(sc.stack, sc.plan) > 0, ag, coll(comm.ALL_GATHER, size, group, stride))
 
 
-def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
-    """The stage with the most of price(matrices) -> (dense, experts) seconds [28], on the stage's worst rank: each
+def _muon_stages(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
+    """Each CRITICAL_STAGES slot's (a leading axis of 3: middle, first, last) price(matrices) -> (dense, experts)
+    seconds [28], on the stage's worst rank (the middle: the composition with the most; 0 at pp <= 2, where there is
+    no middle stage and step_end_stage leaves the slot out; DualPipe: a rank's two stages, first + last on the end
+    ranks, as _dp_stages pairs them): each
     layer kind's, weighted by the stage's layers, + a learned position table (max_seq x h) on the first stage and the
     MTP modules (eh_proj h x 2h and one layer each) on the last; at sharding zero1 the dense / (dp x cp) and the
     experts / (ep x edp), but never below the largest single matrix of the stage, dense and expert each (the
@@ -3680,7 +3761,11 @@ def _muon_stage_max(sc: StepCtx, dp: DPTraffic, price) -> np.ndarray:
                  np.maximum(mtp_big[0], np.where(single, pos, 0.0)), mtp_big[1])
     # the middle stages' candidate compositions (C, K, ...): the one with the most, not the slowest's (counts["mid"])
     mids = sc.counts.get("mid_all", sc.counts["mid"][None])
-    return functools.reduce(np.maximum, (stage(c, "mid", 0.0, 0.0, 0.0, 0.0) for c in mids), np.maximum(first, last))
+    mid = np.where(plan.pp > 2, functools.reduce(np.maximum, (stage(c, "mid", 0.0, 0.0, 0.0, 0.0) for c in mids)), 0.0)
+    dual = dualpipe_pairs(plan)
+    if np.any(dual):  # every rank steps its two stages [8] (_dp_stages)
+        mid, first, last = np.where(dual, 2.0 * mid, mid), np.where(dual, first + last, first), np.where(dual, first + last, last)
+    return np.stack(np.broadcast_arrays(mid, first, last))
 
 
 # DeepSpeed's BF16_Optimizer's HBM bytes a parameter (optimizer_time): each micro-batch's cast-and-add of the bf16
@@ -3785,22 +3870,33 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # the heaviest stage by compute alone (with its permutation and host shares), whatever the rank order: the search's
     # floor of the plan at any order (extra's order_floor_s), as critical_stage's pick depends on the order's traffic
     heaviest_mb = comp.mb  # (compute_time's: the max of comp.stages' computes, before critical_stage replaces it)
-    crit, comp = critical_stage(comp, [tp_mb, cp_mb, pp_mb] + ([ep_mb] if moe_model else []))
+    comms = [tp_mb, cp_mb, pp_mb] + ([ep_mb] if moe_model else [])
+    # each stage's DP traffic behind its own passes (dp_windows), before the pick: its per-micro-batch part (dp_st.mb:
+    # ZeRO-2's reduce-scatter after each micro-batch, FSDP's gathers and reductions every micro-batch) is on that
+    # stage's path and weighs in the pick; the pace before it (the slowest stage's compute and per-micro-batch traffic,
+    # the compute stream's micro-batch [26]) is the queue's stream
+    dp_st = dp_comm(sc, coll, comp, lt, stream_mb=functools.reduce(np.maximum, stage_totals(comp, comms)))
+    crit, comp = critical_stage(comp, comms + [dict(zip(CRITICAL_STAGES, dp_st.mb))])
     tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops, pp_wrap = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm,
                                                                                     pp_hops, pp_wrap))
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
         ep_info = {k: pick(crit, v) if isinstance(v, dict) else v for k, v in ep_info.items()}
-    t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
-    dp_st = dp_comm(sc, coll, comp, lt, stream_mb=t_mb)  # t_mb: the compute stream's micro-batch, the pipeline's unit [26]
+    # the critical stage's per-micro-batch DP exposure: in its micro-batch, so in the bubble's unit too (the fill and
+    # drain wait on the stage's passes, each followed by its exposed reduction / gather as in the steady state)
+    dp_mb = _pick(crit, *dp_st.mb)
+    t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0) + dp_mb
     tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on
-    # the step's end (step_end_stage): each stage's own DP gradient sync and SP-gradient all-reduce [27], the stage
-    # whose sum is the largest; its optimizer step after the gradient norm's all-reduce, likewise
+    # the step's end (step_end_stage): each stage's own once-a-step DP work (its exposure less the per-micro-batch
+    # part, the critical stage's above) and SP-gradient all-reduce [27], the stage whose sum is the largest; its
+    # optimizer step after the gradient norm's all-reduce, likewise
     sp_st = sp_norm_grads(sc, coll)
-    end_grads = step_end_stage(sc, dp_st.exposed + sp_st)
-    dp, sp_grads = dp_stage(dp_st, end_grads), _pick(end_grads, *sp_st)
     m = sc.m
+    dp_once = dp_st.exposed - m * dp_st.mb
+    end_grads = step_end_stage(sc, dp_once + sp_st)
+    dp, sp_grads = dp_stage(dp_st, end_grads), _pick(end_grads, *sp_st)
+    dp_exposed = m * dp_mb + _pick(end_grads, *dp_once)
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own, the critical stage's (stage_passes): backward / forward, and the weight-gradient GEMMs' share
     # of backward (one forward's worth of GEMMs, the dgrad being the other)
@@ -3812,19 +3908,21 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
-    opt_st = optimizer_time(sc, dp_st)
-    end_opt = step_end_stage(sc, opt_st)
+    opt_st, muon_st = optimizer_time(sc, dp_st), muon_stage_terms(sc, coll, dp_st)
+    # the optimizer step's stage: each stage's whole step, its Adam / Muon update and Muon's Newton-Schulz and TP
+    # collectives [28] (muon_stage_terms), the one with the largest sum (step_end_stage)
+    end_opt = step_end_stage(sc, functools.reduce(np.add, muon_st.values(), opt_st))
     opt = _pick(end_opt, *opt_st)
     off = {}
-    muon = {"muon_ns": muon_ns_time(sc, dp)} if sc.settings.optimizer == "muon" else {}  # a job setting [28]
-    muon_gather = muon_gather_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
-    muon_gram = muon_gram_time(sc, coll, dp) if muon else 0.0 * tied  # [28], inside tp_comm
+    muon = {"muon_ns": _pick(end_opt, *muon_st["muon_ns"])} if muon_st else {}  # a job setting [28]
+    muon_gather, muon_gram = ((_pick(end_opt, *muon_st[k]) for k in ("gather", "gram")) if muon_st
+                              else (0.0 * tied, 0.0 * tied))  # [28], inside tp_comm
     if offload.switches(sc.settings)[0] > 0:  # a job setting: the CPU steps the optimizer (planner/offload.py)
         off = offload_parts(sc, dp_stage(dp_st, end_opt), comp)
         opt = (off["offload_cpu_adam_s"] if "offload_gpu_adam_s" not in off
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather + muon_gram, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
-                  dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
+                  dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt, crit),
              # a lower bound of the step at every rank order (search._step_parts' floor): the compute-heaviest stage's
              # micro-batches, the DP copies and the optimizer step. The critical stage's compute plus its own traffic
@@ -3845,6 +3943,17 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     return terms, extra
 
 
+def muon_stage_terms(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> dict:
+    """Muon's per-stage step terms [28], each (3, ...) in CRITICAL_STAGES' order (_muon_stages): "muon_ns" the
+    Newton-Schulz iterations (muon_ns_time), "gather" and "gram" its TP collectives (muon_gather_time,
+    muon_gram_time, inside tp_comm); {} without Muon (a job setting). Part of each stage's optimizer step, after the
+    gradient norm's all-reduce (step_end_stage), so step_time picks them with optimizer_time's, one stage's."""
+    if sc.settings.optimizer != "muon":
+        return {}
+    return {"muon_ns": muon_ns_time(sc, dp), "gather": muon_gather_time(sc, coll, dp),
+            "gram": muon_gram_time(sc, coll, dp)}
+
+
 def step_end_stage(sc: StepCtx, per) -> np.ndarray:
     """The CRITICAL_STAGES slot (_heaviest's index, its tie rule) whose step-end work `per` (a leading axis of 3, each
     slot's own seconds: dp_comm's, sp_norm_grads', optimizer_time's) is the largest; the middle slot left out where no
@@ -3859,11 +3968,14 @@ def step_end_stage(sc: StepCtx, per) -> np.ndarray:
     with every pipeline stage, or the whole world under the distributed optimizer, optimizer.py
     get_grad_stats_parallel_group l. 322-339), which every stage waits on, and only then steps its own parameters
     (step_with_ready_grads). So the step ends at the largest of the stages' gradient work (this over dp + SP), then
-    the largest of their optimizer steps (this over optimizer_time): two maxima, each one stage's whole work. The
+    the largest of their optimizer steps (this over optimizer_time): two maxima, each one stage's whole work. The DP
+    part here is each stage's once-a-step exposure (dp_comm's exposed less its per-micro-batch part, m x mb, which
+    lies on the stage's path through the schedule and is the critical stage's: step_time). The
     DP parameter all-gather (sharded modes), which runs after the step behind the next forward, is counted in the
-    gradient part with the rest of dp_comm's (a named approximation); Muon's Newton-Schulz and TP terms keep
-    _muon_stage_max's largest stage (issue 22 critstage3: before, each term was its own largest stage, an upper
-    bound where the stages differ)."""
+    gradient part with the rest of dp_comm's (a named approximation). Muon's Newton-Schulz and TP collectives
+    (muon_stage_terms) are each stage's own, in its optimizer step's sum (issue 22 critdp: before, _muon_stage_max's
+    largest stage beside the optimizer's, an upper bound where the stages differ; critstage3: each term its own
+    largest stage)."""
     return _heaviest(np.where(sc.plan.pp > 2, per[0], -np.inf), per[1], per[2])
 
 

@@ -357,3 +357,17 @@ def test_config_line_level_drops_the_files_shard_group(cli, tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["plan"]["shard_group"] == 8
     rows = _config_rows_agree(cli, FUZZ / "job-fields-18-18.yaml")
     assert all(row["plan"]["sharding"] != "hsdp" for row in rows)
+
+
+@pytest.mark.parametrize("overlap", ["--dp-comm-overlap", "--no-dp-comm-overlap"])
+def test_per_microbatch_dp_traffic_in_the_critical_stage(cli, overlap):
+    """ZeRO-2 on megatron (Megatron-FSDP optim_grads: a reduce-scatter after every micro-batch) at pp 2: each stage's
+    per-micro-batch DP exposure behind its own passes weighs in the critical-stage pick (step.dp_comm's mb, issue 22
+    critdp); fit's 1-d rows and explain's 0-d plan give the same terms, DP overlap on and off."""
+    base = ["--model", "llama3-8b", "--gpus", "16", "--tp", "4", "--pp", "2", "--sharding", "zero2", "--global-batch",
+            "32", "--seq-len", "2048", "--stack", "megatron", overlap]
+    job = Job(model="llama3-8b", gpus=16, seq_len=2048, global_batch=32, stack="megatron")
+    rows = _agree(cli, job, base + ["--top", "4"], least=3)
+    for row in rows:
+        assert row["plan"]["pp"] == 2 and row["plan"]["sharding"] == "zero2", row["plan"]
+        assert row["time"]["dp_comm_exposed_s"] > 0

@@ -30,7 +30,7 @@ EMB = 128256 * 4096 // 2  # the input embedding's (and the output layer's) vocab
 
 
 def _parts(**job):
-    s, p, _ = resolve(Job(**BASE, **job))
+    s, p, _ = resolve(Job(**{**BASE, **job}))
     sc, _, comp = _compute_pass(s, p)
     return s, p, sc, Collectives(sc), comp
 
@@ -74,3 +74,38 @@ def test_optimizer_step_is_the_largest_stages_middle_included():
     assert float(t.optimizer) == pytest.approx(want, rel=1e-12) and want == pytest.approx(5.4259e-3, rel=1e-4)
     end = (6 * LAYER + EMB + 4096) / 2 * 30.0 / (3.35e12 * 0.9)
     assert end == pytest.approx(4.5624e-3, rel=1e-4) and float(t.optimizer) > end
+
+
+def test_muon_step_is_one_stages_whole_optimizer_step():
+    """Muon (issue 22 critdp): its Newton-Schulz iterations and TP all-gathers run in each stage's optimizer step,
+    after the gradient norm's all-reduce, beside the elementwise update (step.muon_stage_terms), so the step holds
+    the stage whose sum is the largest, all of its terms. pp 4 split 7 / 9 / 9 / 7 at sharding none (dp 1, 8 GPUs:
+    every rank steps all of its stage's matrices). The elementwise update reads and writes 30 B a parameter (as
+    above) over every parameter, the embedding and output layer included: the first stage 262,668,288 +
+    7 x 109,060,096 = 1,026,088,960, a middle one 9 x 109,060,096 = 981,540,864, the last 1,026,093,056 (with the
+    final norm), so the last stage's update is the longest, 1,026,093,056 x 30 / 3.015e12 = 1.02099e-2 s, the middle's
+    9.7666e-3 s. Muon's matrices are the layers' (the embedding and output layer are Adam's), so at sharding none a
+    stage's Newton-Schulz and gathers scale with its layers: the middle's 9 / 7 of the first's and the last's, whose
+    2 extra layers' iterations outweigh the 0.44 ms of update. The step takes the middle stage's update, iterations
+    and gathers; before, the last stage's update beside the middle's iterations (two stages)."""
+    s, p, sc, coll, comp = _parts(gpus=8, pp=4, first_stage_layers=7, last_stage_layers=7, optimizer="muon",
+                                  sharding="none")
+    assert {k: int(v) for k, v in sc.n.items()} == {"first": 7, "mid": 9, "last": 7}
+    from planner.step import muon_stage_terms, optimizer_time
+    dp = dp_comm(sc, coll, comp)
+    mid, first, last = CRITICAL_STAGES.index("mid"), CRITICAL_STAGES.index("first"), CRITICAL_STAGES.index("last")
+    opt = optimizer_time(sc, dp)
+    hbm = 3.35e12 * 0.9
+    assert float(opt[mid]) == pytest.approx(9 * LAYER * 30.0 / hbm, rel=1e-12)
+    assert float(opt[last]) == pytest.approx((7 * LAYER + EMB + 4096) * 30.0 / hbm, rel=1e-12)
+    assert float(opt[last]) > float(opt[first]) > float(opt[mid])
+    mu = muon_stage_terms(sc, coll, dp)
+    for k in ("muon_ns", "gather"):
+        assert float(mu[k][mid]) == pytest.approx(9 / 7 * float(mu[k][first]), rel=1e-12)
+        assert float(mu[k][last]) == pytest.approx(float(mu[k][first]), rel=1e-12)
+    assert float(mu["muon_ns"][mid] - mu["muon_ns"][last]) > float(opt[last] - opt[mid])
+    t, extra = step_time(s, p)
+    assert float(t.optimizer) == pytest.approx(9 * LAYER * 30.0 / hbm, rel=1e-12)
+    assert float(t.optimizer) == pytest.approx(9.7666e-3, rel=1e-4)
+    assert float(t.muon_ns) == pytest.approx(float(mu["muon_ns"][mid]), rel=1e-12)
+    assert float(extra["tp_muon_gather_s"]) == pytest.approx(float(mu["gather"][mid]), rel=1e-12)
