@@ -724,7 +724,11 @@ def _best(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok, nvls_tree_ok, c
     times = []
     x, table = _costed(op, size_bytes, ranks, bandwidth, latency, np.full_like(op, candidates[0]), **link)
     _check_codes(op, np.asarray(candidates, dtype=np.int64))
+    present = {a for _, a, _ in table}
     for c in candidates:
+        if c not in present:  # no pair of the table is algorithm c: _algorithm_time's +inf on every element
+            times.append(np.full(x.n.shape, np.inf))
+            continue
         t = _algorithm_time(x, table, c)
         t = np.where(AUTO_OK[np.clip(op, 0, len(OP_CODES) - 1), c], t, np.inf)
         if c in allowed:
