@@ -1850,10 +1850,24 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
 def _mla_tp_groups(sc: StepCtx, coll: Collectives) -> tuple:
     """What both MLA TP pricings ([30], [32]) read: the TP group's stride, one bf16 column's bytes over the
     micro-batch's T tokens, the SP-only collectives' group (1, nothing, without SP) and the no-SP all-reduces' group
-    (1 under SP)."""
+    (1 under SP), each distinct tuple of the four among the batch's plans once (comm.distinct), and `back`, which lays
+    a value priced on those tuples back on every plan: a collective's price is elementwise in (size, group, stride)
+    (Collectives), so each plan gets its own value, where [30] and [32] priced their up to 13 collectives a kind over
+    every plan (distinct's sort over the batch in each call). Once per context and pricing (sc.memo); every plan as
+    it is under per-plan bandwidth knobs (coll.bw_arrays: per plan, not per tuple) or below comm.UNIQUE_MIN plans."""
+    hit = sc.memo.get("mla_tp_groups")
+    if hit is not None and hit[0] is coll:
+        return hit[1]
     plan = sc.plan
     sp_on = plan.sp > 0
-    return (coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp))
+    args = (coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp))
+    d = None if coll.bw_arrays else comm.distinct(*args)
+    if d is None or d.index is None:
+        out = args + (lambda x: x,)
+    else:
+        out = d.values + (lambda x: x if np.ndim(x) == 0 else d.expand(x),)
+    sc.memo["mla_tp_groups"] = (coll, out)
+    return out
 
 
 def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
@@ -1866,7 +1880,7 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
       re-run:   the up projections' SP gathers the selective policy re-runs (recompute_projections q: AG(T r_q);
                 k or v: AG(T r_kv)); 0 without SP
     0 at tp 1."""
-    s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
+    s, col, tp_sp, tp_ar, back = _mla_tp_groups(sc, coll)
     q_in = col * float(mla.h if mla.q_lora_rank is None else mla.q_lora_rank)  # the q up projection's input
     kv_in = col * float(mla.kv_lora_rank)  # the kv up projection's input, the kv latent
     h = col * mla.h
@@ -1881,7 +1895,7 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla) -> tuple:
         bwd = bwd + coll(comm.REDUCE_SCATTER, rope, tp_sp, s)
     rerun = sc.stack.selective.recompute_projections  # the job's selective policy (a stack / job setting)
     again = (q_ag if "q" in rerun else 0.0) + (kv_ag if ("k" in rerun or "v" in rerun) else 0.0)
-    return fwd, bwd, np.asarray(again, dtype=np.float64)
+    return back(fwd), back(bwd), back(np.asarray(again, dtype=np.float64))
 
 
 def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla) -> tuple:
@@ -1890,14 +1904,15 @@ def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla) -> tuple:
       forward:  SP: AG(T h) + AG(T r_q) + AG(T (r_kv + d_rope));  no SP: AG(T r_q) + AG(T (r_kv + d_rope))
       backward: SP: RS(T h) + AG(T r_q) + AG(T r_kv);             no SP: AR(T h)
     (bf16, each size the gathered tensor's); 0 at tp 1."""
-    s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
+    s, col, tp_sp, tp_ar, back = _mla_tp_groups(sc, coll)
+    tp = tp_sp * tp_ar  # the TP group, with or without SP (the other group is 1)
     rq, rkv, rope = float(mla.q_lora_rank), float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
     h = col * mla.h
-    lat = coll(comm.ALL_GATHER, col * rq, sc.plan.tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), sc.plan.tp, s)
+    lat = coll(comm.ALL_GATHER, col * rq, tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), tp, s)
     fwd = coll(comm.ALL_GATHER, h, tp_sp, s) + lat
     bwd = (coll(comm.REDUCE_SCATTER, h, tp_sp, s) + coll(comm.ALL_GATHER, col * rq, tp_sp, s)
            + coll(comm.ALL_GATHER, col * rkv, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s))
-    return fwd, bwd
+    return back(fwd), back(bwd)
 
 
 def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
