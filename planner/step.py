@@ -2202,6 +2202,20 @@ def _cores_run_twice(sc: StepCtx, mixer, st: str = "mid") -> np.ndarray:
     return rc + np.where(sel_core, n - rc, 0.0)
 
 
+def _ring_sends(coll: Collectives, kv, dkv, ring_cp, stride) -> tuple:
+    """cp_ring_comm's three sends (the local K/V, the dK/dV alone, both in one buffer) over the ring's ranks, priced in
+    one call once per distinct (kv, dkv, ring ranks, stride) of the batch's plans (comm.distinct) and laid back on
+    every plan: a send's price is elementwise (Collectives), so each plan gets its own, where the call's distinct
+    sorted the three sends of every plan. Every plan as it is under per-plan bandwidth knobs (coll.bw_arrays) or below
+    comm.UNIQUE_MIN plans."""
+    d = None if coll.bw_arrays else comm.distinct(kv, dkv, ring_cp, stride)
+    if d is not None and d.index is not None:
+        kv, dkv, ring_cp, stride = d.values
+    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, ring_cp, stride)
+    out = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3), np.stack([sizes[4]] * 3))
+    return tuple(out) if d is None or d.index is None else tuple(d.expand(t) for t in out)
+
+
 def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
     """((forward exposed, total), (backward exposed, total)) seconds of one ring-attention
     layer's K/V exchange per micro-batch, as the stack runs it (schema.ContextParallelSpec).
@@ -2243,9 +2257,7 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
 
     # the sends' sizes priced in one call (one pass over the plans' distinct tuples): the local
     # K/V, the dK/dV alone, and both in one buffer
-    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, ring_cp, stride)
-    t_kv, t_dkv, t_both = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3),
-                               np.stack([sizes[4]] * 3))
+    t_kv, t_dkv, t_both = _ring_sends(coll, kv, dkv, ring_cp, stride)
 
     def kv_pass(method, window):  # (exposed, total) of one pass's K/V exchange
         if method == "ring":
