@@ -522,13 +522,17 @@ class _Shared(NamedTuple):
     Bv_loc: np.ndarray
 
 
-def _shared(x: _Inputs) -> _Shared:
+def _shared(x: _Inputs, all_reduce: bool = True) -> _Shared:
     """nf = n as floats, g = m ranks per domain (at most n), N = n/m domains, and the terms
-    of the ring, the hierarchical all-reduce, the trees and NVLS that others reuse."""
+    of the ring, the hierarchical all-reduce, the trees and NVLS that others reuse. all_reduce
+    False (no element is an all-reduce): the flat terms alone (nf, log_n, rs_ag), the others None,
+    which only the all-reduce's algorithms read."""
     nf = x.n.astype(np.float64)
-    g = np.minimum(x.gl, x.n).astype(np.float64)
     log_n = np.ceil(np.log2(nf))
     rs_ag = (nf - 1.0) / nf * x.S  # ring / recursive reduce-scatter, all-gather, all-to-all
+    if not all_reduce:
+        return _Shared(nf, log_n, rs_ag, *(None,) * (len(_Shared._fields) - 3))
+    g = np.minimum(x.gl, x.n).astype(np.float64)
     # hierarchical: local reduce-scatter + all-gather on S, inter-domain ring on S/g
     n_inter = nf / g
     h_local = 2.0 * (g - 1.0) / g * x.S
@@ -549,25 +553,38 @@ def _shared(x: _Inputs) -> _Shared:
 def _algorithm_table(x: _Inputs) -> list[tuple[np.ndarray, int, _Cost]]:
     """(op mask, algorithm code, cost) for every (operation, algorithm) pair that exists: the
     pair applies where the op mask holds and the element asks for the algorithm; `cost` is
-    its terms computed for every element (they do not depend on x.algo)."""
-    c = _shared(x)
-    S, nf, op = x.S, c.nf, x.op
+    its terms computed for every element (they do not depend on x.algo). The pairs of an
+    operation no element asks for are left out (their mask holds nowhere, so no element could
+    take their terms: the same values, without pricing them), but for an empty op array."""
+    op = x.op
     is_ar = op == ALL_REDUCE
     is_rsag = (op == REDUCE_SCATTER) | (op == ALL_GATHER)
-    return [
-        (is_ar, RING, _flat(x, 2.0 * (nf - 1.0), 2.0 * c.rs_ag)),
-        (is_ar, TREE, _tree(x, c)),
-        (is_ar, PARAMETER_SERVER, _flat(x, 2.0, (nf - 1.0) * S)),
-        (is_ar, HIERARCHICAL, _hierarchical(x, c)),
-        (is_ar, NVLS, _nvls(x)),
-        (is_ar, NVLS_TREE, _nvls_tree(x, c)),
-        (is_ar, COLLNET, _collnet(x, c)),
-        (is_rsag, RING, _flat(x, nf - 1.0, c.rs_ag)),
-        (is_rsag, TREE, _flat(x, c.log_n, c.rs_ag)),
-        (is_rsag, PAT, _pat(x, c)),
-        (op == ALL_TO_ALL, DIRECT, _flat(x, nf - 1.0, c.rs_ag)),
-        (op == SEND_RECV, DIRECT, _Cost(S, 1.0, x.a, S / x.B)),
-    ]
+    is_a2a, is_p2p = op == ALL_TO_ALL, op == SEND_RECV
+    on = [bool(m.any()) or not op.size for m in (is_ar, is_rsag, is_a2a, is_p2p)]
+    c = _shared(x, on[0])
+    S, nf = x.S, c.nf
+    out = []
+    if on[0]:
+        out += [
+            (is_ar, RING, _flat(x, 2.0 * (nf - 1.0), 2.0 * c.rs_ag)),
+            (is_ar, TREE, _tree(x, c)),
+            (is_ar, PARAMETER_SERVER, _flat(x, 2.0, (nf - 1.0) * S)),
+            (is_ar, HIERARCHICAL, _hierarchical(x, c)),
+            (is_ar, NVLS, _nvls(x)),
+            (is_ar, NVLS_TREE, _nvls_tree(x, c)),
+            (is_ar, COLLNET, _collnet(x, c)),
+        ]
+    if on[1]:
+        out += [
+            (is_rsag, RING, _flat(x, nf - 1.0, c.rs_ag)),
+            (is_rsag, TREE, _flat(x, c.log_n, c.rs_ag)),
+            (is_rsag, PAT, _pat(x, c)),
+        ]
+    if on[2]:
+        out.append((is_a2a, DIRECT, _flat(x, nf - 1.0, c.rs_ag)))
+    if on[3]:
+        out.append((is_p2p, DIRECT, _Cost(S, 1.0, x.a, S / x.B)))
+    return out
 
 
 def _flat(x: _Inputs, rounds, sent) -> _Cost:
@@ -707,7 +724,11 @@ def _best(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok, nvls_tree_ok, c
     times = []
     x, table = _costed(op, size_bytes, ranks, bandwidth, latency, np.full_like(op, candidates[0]), **link)
     _check_codes(op, np.asarray(candidates, dtype=np.int64))
+    present = {a for _, a, _ in table}
     for c in candidates:
+        if c not in present:  # no pair of the table is algorithm c: _algorithm_time's +inf on every element
+            times.append(np.full(x.n.shape, np.inf))
+            continue
         t = _algorithm_time(x, table, c)
         t = np.where(AUTO_OK[np.clip(op, 0, len(OP_CODES) - 1), c], t, np.inf)
         if c in allowed:

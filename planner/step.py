@@ -1707,6 +1707,7 @@ class Collectives:
         p = sc.plan
         self.strides = comm.strides_by_code(p.order, tp=p.tp, cp=p.cp, pp=p.pp, dp=p.dp)
         self.plans = None  # a terms.Groups of the batch's plans that each collective is priced once per (by_plans)
+        self._last = None  # (size, group, stride, their comm.distinct) of the last call priced over the batch (_distinct)
 
     def by_plans(self, g) -> "Collectives":
         """This pricing (the same profile, bandwidth scales, memo and `used` set), each collective priced once per group
@@ -1771,6 +1772,18 @@ class Collectives:
                 return out
         return self._price(op, size, group, stride)
 
+    def _distinct(self, size, group, stride):
+        """comm.distinct(size, group, stride), the last call's again where the same three objects come back: a pair of
+        collectives over one group and size (tp_comm's and etp_pair's reduce-scatter and all-gather, the allgather
+        dispatcher's), priced in turn. The objects are held, so their ids stay theirs, and the planner never writes an
+        array in place: the same tuples."""
+        last = self._last
+        if last is not None and last[0] is size and last[1] is group and last[2] is stride:
+            return last[3]
+        d = comm.distinct(size, group, stride)
+        self._last = (size, group, stride, d)
+        return d
+
     def _price(self, op, size, group, stride):
         """coll_all once per distinct (size, group, stride); each plan pays only the collectives
         it runs (group 1 = no collective), so a profile is reported used only where it changed a time. A call
@@ -1782,7 +1795,7 @@ class Collectives:
             d = comm.distinct(size, group, stride, self.bw_nv, self.bw_in)
             return d.expand(self._all(op, *d.values))
         if self.memo is None:
-            d = comm.distinct(size, group, stride)
+            d = self._distinct(size, group, stride)
             return d.expand(self._all(op, *d.values))
         args = [np.asarray(x).ravel() for x in np.broadcast_arrays(size, group, stride)]
         shape = np.broadcast(size, group, stride).shape
@@ -1991,13 +2004,31 @@ def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
             for st in CRITICAL_STAGES}
 
 
-def _mla_tp_groups(sc: StepCtx, coll: Collectives) -> tuple:
+def _mla_tp_groups(sc: StepCtx, coll: Collectives, tb=None) -> tuple:
     """What both MLA TP pricings ([30], [32]) read: the TP group's stride, one bf16 column's bytes over the
     micro-batch's T tokens, the SP-only collectives' group (1, nothing, without SP) and the no-SP all-reduces' group
-    (1 under SP)."""
+    (1 under SP), each distinct tuple of the four among the batch's plans once (comm.distinct), and `back`, which lays
+    a value priced on those tuples back on every plan: a collective's price is elementwise in (size, group, stride)
+    (Collectives), so each plan gets its own value, where [30] and [32] priced their up to 13 collectives a kind over
+    every plan (distinct's sort over the batch in each call). Once per context and pricing (sc.memo); every plan as
+    it is under per-plan bandwidth knobs (coll.bw_arrays: per plan, not per tuple), under per-plan collective widths
+    (tb, tp_bytes [33]: a batch of plans of several precisions or recipes; its widths are per plan too) or below
+    comm.UNIQUE_MIN plans."""
+    whole = tb is not None and any(np.ndim(v) > 0 for v in tb.values())  # widths per plan: no reduction
+    key = "mla_tp_groups_whole" if whole else "mla_tp_groups"
+    hit = sc.memo.get(key)
+    if hit is not None and hit[0] is coll:
+        return hit[1]
     plan = sc.plan
     sp_on = plan.sp > 0
-    return (coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp))
+    args = (coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp))
+    d = None if (whole or coll.bw_arrays) else comm.distinct(*args)
+    if d is None or d.index is None:
+        out = args + (lambda x: x,)
+    else:
+        out = d.values + (lambda x: x if np.ndim(x) == 0 else d.expand(x),)
+    sc.memo[key] = (coll, out)
+    return out
 
 
 def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
@@ -2013,7 +2044,7 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
     gathers (Transformer Engine column-parallel linears) at input_all_gather, linear_proj's output reduce-scatter and
     output-gradient gather at output_reduce_scatter and grad_output_all_gather, the up projections' input-gradient
     reduce-scatters at grad_input_reduce_scatter; the rotary key's (Megatron's own mappings) and the all-reduces bf16."""
-    s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
+    s, col, tp_sp, tp_ar, back = _mla_tp_groups(sc, coll, tb)
     w = tb or BF16_WIDTHS
     am = amax_reduce(coll, w, tp_sp, s)  # before each quantized gather
     q_in = col * float(mla.h if mla.q_lora_rank is None else mla.q_lora_rank)  # the q up projection's input
@@ -2032,7 +2063,7 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
         bwd = bwd + coll(comm.REDUCE_SCATTER, rope, tp_sp, s)
     rerun = sc.stack.selective.recompute_projections  # the job's selective policy (a stack / job setting)
     again = (q_ag if "q" in rerun else 0.0) + (kv_ag if ("k" in rerun or "v" in rerun) else 0.0)
-    return fwd, bwd, np.asarray(again, dtype=np.float64)
+    return back(fwd), back(bwd), back(np.asarray(again, dtype=np.float64))
 
 
 def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
@@ -2043,15 +2074,16 @@ def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
     (each size the gathered tensor's; bf16 but for linear_qkv_down_proj's, a Transformer Engine LayerNormLinear: its
     input gather at tb's input_all_gather width and its input gradient's reduce-scatter at grad_input_reduce_scatter,
     tp_bytes [33]; tb None: bf16); 0 at tp 1."""
-    s, col, tp_sp, tp_ar = _mla_tp_groups(sc, coll)
+    s, col, tp_sp, tp_ar, back = _mla_tp_groups(sc, coll, tb)
     w = tb or BF16_WIDTHS
+    tp = tp_sp * tp_ar  # the TP group, with or without SP (the other group is 1)
     rq, rkv, rope = float(mla.q_lora_rank), float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
     h = col * mla.h
-    lat = coll(comm.ALL_GATHER, col * rq, sc.plan.tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), sc.plan.tp, s)
+    lat = coll(comm.ALL_GATHER, col * rq, tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), tp, s)
     fwd = coll(comm.ALL_GATHER, h * w["input_all_gather"], tp_sp, s) + amax_reduce(coll, w, tp_sp, s) + lat
     bwd = (coll(comm.REDUCE_SCATTER, h * w["grad_input_reduce_scatter"], tp_sp, s) + coll(comm.ALL_GATHER, col * rq, tp_sp, s)
            + coll(comm.ALL_GATHER, col * rkv, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s))
-    return fwd, bwd
+    return back(fwd), back(bwd)
 
 
 def gating_gather(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
@@ -2341,6 +2373,20 @@ def _cores_run_twice(sc: StepCtx, mixer, st: str = "mid") -> np.ndarray:
     return rc + np.where(sel_core, n - rc, 0.0)
 
 
+def _ring_sends(coll: Collectives, kv, dkv, ring_cp, stride) -> tuple:
+    """cp_ring_comm's three sends (the local K/V, the dK/dV alone, both in one buffer) over the ring's ranks, priced in
+    one call once per distinct (kv, dkv, ring ranks, stride) of the batch's plans (comm.distinct) and laid back on
+    every plan: a send's price is elementwise (Collectives), so each plan gets its own, where the call's distinct
+    sorted the three sends of every plan. Every plan as it is under per-plan bandwidth knobs (coll.bw_arrays) or below
+    comm.UNIQUE_MIN plans."""
+    d = None if coll.bw_arrays else comm.distinct(kv, dkv, ring_cp, stride)
+    if d is not None and d.index is not None:
+        kv, dkv, ring_cp, stride = d.values
+    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, ring_cp, stride)
+    out = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3), np.stack([sizes[4]] * 3))
+    return tuple(out) if d is None or d.index is None else tuple(d.expand(t) for t in out)
+
+
 def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
     """((forward exposed, total), (backward exposed, total)) seconds of one ring-attention
     layer's K/V exchange per micro-batch, as the stack runs it (schema.ContextParallelSpec).
@@ -2382,9 +2428,7 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
 
     # the sends' sizes priced in one call (one pass over the plans' distinct tuples): the local
     # K/V, the dK/dV alone, and both in one buffer
-    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, ring_cp, stride)
-    t_kv, t_dkv, t_both = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3),
-                               np.stack([sizes[4]] * 3))
+    t_kv, t_dkv, t_both = _ring_sends(coll, kv, dkv, ring_cp, stride)
 
     def kv_pass(method, window):  # (exposed, total) of one pass's K/V exchange
         if method == "ring":
