@@ -19,7 +19,9 @@ list; a pinned value is taken as given, and the constraint check then says if it
   etp        expert tensor parallelism (MoE models, on a stack with its own expert TP: stack_db
              runs.expert_tensor_parallel): divisors of the NVLink domain (as tp), with etp x ep
              dividing tp*dp*cp (Megatron's folded expert grid, planner/moe.py); elsewhere tp
-  vpp        1 when pp = 1 (no pipeline, no virtual stages); else 1 .. floor(L / pp)
+  vpp        1 when pp = 1 (no pipeline, no virtual stages); else 1 .. floor((L + e) / pp), e the end
+             units the stack counts as layers (torchtitan: the embedding and the output, input_weight /
+             output_weight 1 each by default; 0 elsewhere), e.g. vpp 17 at pp 2 for 32 layers
              (pp, vpp) such that pp*vpp chunks of ceil(L/(pp vpp)) layers hold at most
              `--max-layer-slack` (default 2) layers more than the model: an even split, or
              the first and the last stage one layer lighter each, as Llama 3 405B's 126
