@@ -1462,7 +1462,10 @@ References
      2 t - 1 chunks of T / t rows: none of the defaults is one) register it with register_user_buffer_collective
      (userbuffers/userbuffers-host.cpp l. 514-738: cuMemCreate rounded up to the minimum multicast granularity,
      or cudaMalloc): 24 B x T h per GPU in bf16 (Llama 3 70B at 8192 tokens: 1.5 GiB), 8 + 4 x 2 = 16 B with
-     fp8 (+ 24 with bf16 layers under fp8; nvfp4 runs args.fp8 None: bf16). By the run's Transformer Engine
+     fp8 (+ 24 with bf16 layers under fp8; nvfp4 runs args.fp8 None: bf16). Megatron passes FP8 for every
+     --fp8-recipe (initialize.py l. 230-233), so delayed, tensorwise and mxfp8 are 16 alike; blockwise and nvfp4 with
+     the overlap do not start (TE's all-gather fill has no branch for their quantizers: start-up rule 106
+     MEGATRON_TP_OVERLAP_QUANTIZER; tests/test_tp_overlap_quantizer.py). By the run's Transformer Engine
      release (job field te_version, else the stack's memory.te_version, 2.17.1; planner/te_version.py, read at
      every tag v1.6-v2.18): before 2.7 no "external" method, 10 buffers, 6 all-gather (20 B x T h in bf16,
      6 + 8 = 14 with fp8: NeMo 24.07's TE 1.8, the Nemotron-8B record 0.125 GiB lower); before 2.10 the

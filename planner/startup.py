@@ -202,6 +202,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             torch's cp_shard does not build (not headtail, ptrr or None) with cp > 1: main @e347b1e5e
                             distributed/context_parallel.py l. 207-211, 0.3.0 api.py l. 260-264 raise in the first step
                             (code 105, FIXED_CODE_RULES)
+  MEGATRON_TP_OVERLAP_QUANTIZER (the megatron set) the plan's TP overlap (tp > 1) with the blockwise fp8 recipe or
+                            nvfp4: TE @4329ff84 module/base.py fill_userbuffers_buffer_for_all_gather l. 720 raises
+                            'Unsupported quantizer for Userbuffers' (nvfp4: get_ub l. 550-560 first) (code 106,
+                            FIXED_CODE_RULES)
   MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (codes 91-93, the megatron set, each where the stack's
                             runs.deterministic_refuses lists the setting): the job's deterministic_mode with the plan's TP
                             overlap (Megatron-LM @d98e8a64 training/determinism.py l. 24, 141-148, since 3ab71eeb3e), the
@@ -2886,6 +2890,18 @@ def _mla_fusion_tp_overlap(model, stack, plan) -> np.ndarray:
     return tpo
 
 
+def _tp_overlap_quantizer(model, stack, plan) -> np.ndarray:
+    """MEGATRON_TP_OVERLAP_QUANTIZER: the plan's TP overlap (tpo, tp > 1) with a recipe whose quantizer Transformer
+    Engine's userbuffers cannot all-gather: fp8 blockwise (Float8BlockQuantizer) or the nvfp4 precision
+    (NVFP4Quantizer); delayed, tensorwise and mxfp8 pass (fill_userbuffers_buffer_for_all_gather's branches)."""
+    from .precisions import FP8, FP8_RECIPE_CODES, NVFP4
+
+    tpo = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
+    prec = np.asarray(plan.precision)
+    blockwise = (prec == FP8) & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["blockwise"])
+    return tpo & (blockwise | (prec == NVFP4))
+
+
 def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
     """MEGATRON_BF16_LAYERS_STAGE: an fp8 plan whose bf16 layers at either end (the larger of the job's
     bf16_layers_at_start / _end: the stack's defaults.bf16_layers_max, laid by plan.apply_startup_switches) are more
@@ -3166,6 +3182,33 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "(--no-cp-load-balance; main's TOML has no None: torchtitan's command line "
         "--parallelism.context_parallel_load_balancer None), or use cp 1",
         _tt_cp_load_balancer_name, detail=_tt_cp_load_balancer_detail, option="cp_load_balancers")),
+    # MEGATRON_TP_OVERLAP_QUANTIZER (code 106, issue 22 ubfp8): with --tp-comm-overlap each TE linear of qkv / proj /
+    #   fc1 / fc2 fills its all-gather userbuffer through fill_userbuffers_buffer_for_all_gather (NVIDIA/
+    #   TransformerEngine @4329ff84, TE 2.17.1, the release NVIDIA/Megatron-LM @d98e8a64 pyproject.toml l. 246 pins:
+    #   transformer_engine/pytorch/module/base.py l. 573-720; called in module/linear.py l. 364-370, l. 908, l. 1116
+    #   for the input, dgrad and wgrad all-gathers), whose only quantized branches are Float8Quantizer /
+    #   Float8CurrentScalingQuantizer (delayed, tensorwise: l. 623-644) and MXFP8Quantizer (l. 646-717); any other
+    #   quantizer raises ValueError 'Unsupported quantizer for Userbuffers' (l. 720) at the first forward: the
+    #   blockwise recipe's Float8BlockQuantizer and nvfp4's NVFP4Quantizer. (nvfp4 under Megatron: args.fp8 is None,
+    #   so initialize.py l. 230-233 registers only the NONE set, and the module's get_ub(name, fp8=True) raises
+    #   KeyError first: base.py get_ub l. 550-560.) Never supported: TE v2.3, the first release with Float8BlockScaling
+    #   (a8f0fe03b, 2025-04-10), raised NotImplementedError 'Comm+GEMM overlap is only supported with FP8 delayed
+    #   scaling or per-tensor current scaling' (module/linear.py l. 149-155 there); ce0b46c4d (2025-05-07, v2.4,
+    #   'MXFP8 support in Userbuffers' #1711) added the MXFP8 branch and the l. 720 raise. A variant rule
+    #   (VARIANT_RULES: tpo and the fp8 recipe are variant fields): fit ranks no overlapped blockwise / nvfp4 row
+    (106, StartupRule(
+        "MEGATRON_TP_OVERLAP_QUANTIZER", "megatron",
+        "TP communication overlap (--tp-comm-overlap) with the blockwise fp8 recipe or nvfp4: Transformer Engine's "
+        "userbuffers all-gather only delayed / tensorwise fp8 and mxfp8 tensors",
+        "NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, pinned by NVIDIA/Megatron-LM @d98e8a64 pyproject.toml l. 246) "
+        "transformer_engine/pytorch/module/base.py fill_userbuffers_buffer_for_all_gather l. 573-720 (ValueError "
+        "'Unsupported quantizer for Userbuffers', l. 720: no Float8BlockQuantizer or NVFP4Quantizer branch), called "
+        "in module/linear.py l. 364-370; nvfp4: get_ub l. 550-560 (Megatron registers only the NONE set under "
+        "--fp4-format, args.fp8 None: megatron/training/initialize.py l. 230-233); TE v2.3 module/linear.py "
+        "l. 149-155 (delayed or per-tensor current scaling only)",
+        "turn the TP overlap off (--no-tp-comm-overlap, drop --tp-comm-overlap), or use fp8 recipe tensorwise / "
+        "delayed (mxfp8 on Blackwell)",
+        _tp_overlap_quantizer)),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
@@ -3277,7 +3320,7 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
 COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
 VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_MXFP8_ROWS",
                                  "MEGATRON_FP8_WIDTHS", "MEGATRON_DETERMINISTIC_TP_OVERLAP",
-                                 "MEGATRON_MLA_FUSION_TP_OVERLAP")
+                                 "MEGATRON_MLA_FUSION_TP_OVERLAP", "MEGATRON_TP_OVERLAP_QUANTIZER")
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
