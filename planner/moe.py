@@ -148,17 +148,35 @@ def alltoall_bytes(block, ctx):
 
 def alone_pass_share(plan, m):
     """Share of a stage's forward (and of its backward) chunk passes that run alone under the
-    combined 1F1B schedule [8], their all-to-alls with nothing to hide behind: with one stage
-    the first micro-batch's forward and the last one's backward (1 of m each); interleaved,
-    the warm-up forwards and cool-down backwards of the first stage, 2 (p-1) + (v-1) N + 1 of
-    its m v passes (Megatron-Core's interleaved warm-up with microbatch_group_size_per_vp_stage
-    N: p, or the plan's mbg, pipeline.py [10]; one more for the overlap; the first stage has the
-    most, an upper bound for the others), at most all of them."""
+    combined 1F1B schedule [8], their all-to-alls with nothing to hide behind, as step_time
+    charges it: on the m micro-batches of the critical stage and on the bubble's (p - 1) / v
+    (pipeline.bubble_fraction x m for 1F1B / interleaved 1F1B), both at ep_comm's one per-micro-
+    batch figure, so the share is that of the step's critical path: (W + p - 1) / (m v + p - 1).
+    With one stage: the first micro-batch's forward and the last one's backward, 1 of m each.
+    Pipelined (Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py
+    get_pp_rank_microbatches l. 964-978: rank r warms up with 2 (p - r - 1) + (v - 1) N forwards,
+    + 1 with --overlap-moe-expert-parallel-comm (l. 969-970), at most m v; the cool-down loop,
+    l. 1971, runs as many backwards alone; each steady step is one combined forward + backward,
+    combined_1f1b.py combined_1f1b_schedule_for_interleaved_pipelining): the path the step waits on
+    is the fill's p - 1 forward chunk passes into the last stage (each a warm-up pass of its rank:
+    alone), the last stage's m v passes, of which its W = min((v - 1) N + 1, m v) warm-up forwards
+    and as many cool-down backwards are alone, and the drain's p - 1 backward chunk passes (cool-
+    down passes: alone). Rank r's 2 (p - r - 1) further warm-up forwards (and flush backwards) run
+    while it waits for its first backward, round the p - r - 1 stages below it: they sit in the
+    bubble, whatever stage is the critical one (as step.pp_warmup_flush found for the sends).
+    N: microbatch_group_size_per_vp_stage, p or the plan's mbg (pipeline.py [10]). A dependency
+    replay of the combined schedule (each rank's ops in Megatron's order, a warm-up forward f + a,
+    a combined step f + b, a cool-down backward b + a; scripts/pp_schedule_replay.py megatron-ep:
+    p 2 .. 8, v 2, 4, m 4 .. 32, N p or 1.5 p) puts exactly (W + p - 1) x 2a on the step of a
+    balanced pipeline and where the last or the middle stages are 20% heavier, up to one pass more
+    where the first is. Before (issue 22 alonepass): the first stage's 2 (p - 1) + (v - 1) N + 1 of m v,
+    which charged (1 + (p - 1) / (m v)) of it, 11.5 to 13.1 passes where the replay has 8 (p 4,
+    v 2, m 8 .. 32)."""
     p, v = plan.pp.astype(np.float64), plan.vpp.astype(np.float64)
     n = np.where(np.asarray(plan.mbg) > 0, plan.mbg, p).astype(np.float64)
     passes = np.asarray(m, dtype=np.float64) * v
-    warm = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * n + 1.0, 1.0)
-    return np.minimum(warm, passes) / np.maximum(passes, 1.0)
+    warm = np.minimum(np.where(p > 1, (v - 1.0) * n + 1.0, 1.0), passes)
+    return np.minimum((warm + p - 1.0) / np.maximum(passes + p - 1.0, 1.0), 1.0)
 
 
 def expert_dp(plan) -> np.ndarray:

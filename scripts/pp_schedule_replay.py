@@ -14,6 +14,7 @@ dualpipe: deepseek-ai/DualPipe @bb214e82 dualpipe/dualpipe.py DualPipe.step (l. 
     _weight_chunk; a transfer arrives S after the op that makes it, the sender not held.
 
     PYTHONPATH=. python scripts/pp_schedule_replay.py megatron
+    PYTHONPATH=. python scripts/pp_schedule_replay.py megatron-ep   (moe.alone_pass_share: megatron_ep_step)
     PYTHONPATH=. python scripts/pp_schedule_replay.py dualpipe
 """
 
@@ -59,6 +60,51 @@ def megatron_step(p, v, m, n, f, b, s, x, warm_blocking=True) -> float:
                 t[r] = end + ((s if blocking else x * s) if sends else 0.0)
                 idx[r] += 1
                 moved = True
+    assert all(idx[r] == len(ops[r]) for r in range(p))
+    return max(t)
+
+
+def megatron_ep_step(p, v, m, n, f, b, a) -> float:
+    """The step of the interleaved schedule under --overlap-moe-expert-parallel-comm (moe.alone_pass_share): rank r's
+    warm-up count + 1 (get_pp_rank_microbatches l. 969-970), each steady step one combined op (the forward of k + W
+    and the backward of k, combined_1f1b.py combined_1f1b_schedule_for_interleaved_pipelining: both inputs before it,
+    both outputs at its end, f + b with its all-to-alls hidden), a warm-up forward alone f + a, a cool-down backward
+    alone b + a; no p2p time."""
+    table = []
+    for g in range(0, m, n):
+        for c in range(v):
+            table += [(mb, c) for mb in range(g, min(g + n, m))]
+    total = m * v
+    ops = []
+    for r in range(p):
+        w = min(2 * (p - r - 1) + (v - 1) * n + 1, total)
+        ops.append([(("F", k),) for k in range(w)] + [(("F", k + w), ("B", k)) for k in range(total - w)]
+                   + [(("B", k),) for k in range(total - w, total)])
+    done, t, idx, moved = {}, [0.0] * p, [0] * p, True
+    while moved:
+        moved = False
+        for r in range(p):
+            while idx[r] < len(ops[r]):
+                op, ready, keys = ops[r][idx[r]], 0.0, []
+                for kind, k in op:
+                    mb, c = table[k]
+                    if kind == "F":
+                        src = None if (r == 0 and c == 0) else (("F", r - 1, mb, c) if r else ("F", p - 1, mb, c - 1))
+                    else:
+                        c = v - 1 - c
+                        src = None if (r == p - 1 and c == v - 1) else (("B", r + 1, mb, c) if r < p - 1 else ("B", 0, mb, c + 1))
+                    if src is not None and src not in done:
+                        break
+                    ready = max(ready, done[src]) if src is not None else ready
+                    keys.append((kind, r, mb, c))
+                else:
+                    dur = f[r] + b[r] if len(op) == 2 else (f[r] + a if op[0][0] == "F" else b[r] + a)
+                    end = max(t[r], ready) + dur
+                    for key in keys:
+                        done[key] = end
+                    t[r], idx[r], moved = end, idx[r] + 1, True
+                    continue
+                break
     assert all(idx[r] == len(ops[r]) for r in range(p))
     return max(t)
 
@@ -179,6 +225,19 @@ def main(which: str) -> None:
                 need = (comm - m * count * x - (p - 1) / v * 2 * v) / (1 - x)
                 print(f"p {p:2d} v {v} m {m:2d} N {n:2d} {name:8s} replay {need:6.2f}   2 W_(p-1) {2 * (v - 1) * n:3d}"
                       f"   2 W_0 {2 * min(2 * (p - 1) + (v - 1) * n, m * v):3d}")
+    elif which == "megatron-ep":
+        print("EP overlap: the all-to-all passes alone on the step ((step(a) - step(0)) / 2a), chunk forward 1, "
+              "backward 2 (x 1.2 where heavier), a = 0.3; W_(p-1) + p - 1 (moe.alone_pass_share) and the first "
+              "stage's W_0 x (1 + (p - 1) / (m v)) (before)")
+        for p, v, m, n in [(4, 2, 8, 4), (4, 2, 16, 4), (4, 2, 32, 4), (4, 4, 16, 4), (8, 2, 16, 8), (8, 4, 32, 8),
+                           (4, 2, 12, 6), (4, 2, 4, 4), (2, 2, 8, 2)]:
+            for name, fr in [("balanced", [1.0] * p), ("last", [1.0] * (p - 1) + [1.2]),
+                             ("middle", [1.0] + [1.2] * (p - 2) + [1.0]), ("first", [1.2] + [1.0] * (p - 1))]:
+                f, b = list(fr), [2 * a for a in fr]
+                alone = (megatron_ep_step(p, v, m, n, f, b, 0.3) - megatron_ep_step(p, v, m, n, f, b, 0.0)) / 0.6
+                w_last, w_0 = min((v - 1) * n + 1, m * v), min(2 * (p - 1) + (v - 1) * n + 1, m * v)
+                print(f"p {p:2d} v {v} m {m:2d} N {n:2d} {name:8s} replay {alone:6.2f}   W_(p-1) + p - 1 "
+                      f"{w_last + p - 1:3d}   before {w_0 * (1 + (p - 1) / (m * v)):6.2f}")
     else:
         print("DualPipe: step, bubble (step - n (F + B + W)), [8] Table 2's (p/2 - 1)(F&B + B - 3W), and d step / d S "
               "(the hops on the step's path) of the replay")

@@ -683,16 +683,23 @@ def test_ep_overlap_one_stage_by_hand():
 
 
 def test_ep_overlap_alone_passes_interleaved():
-    """Interleaved, pp 2, vpp 2, m 8: the first stage's warm-up of 2 (p-1) + (v-1) p + 1 = 5
-    forward chunk passes (and as many cool-down backwards) of its m v = 16 run alone: 5/16.
-    pp 4, vpp 2, m 4: 2 x 3 + 4 + 1 = 11 >= 8 passes, all alone (nothing to pair with).
+    """The alone passes on the step's critical path (moe.alone_pass_share): the last stage's warm-up
+    W = (v - 1) N + 1 forwards (Megatron-LM @d98e8a64 schedules.py l. 964-970, r = p - 1: no 2 (p - r - 1)
+    term; + 1 for the overlap; N = p) and as many cool-down backwards, plus the fill's and the drain's
+    p - 1 chunk passes (warm-up / cool-down passes of their ranks), over the path's m v + p - 1 passes
+    (step_time: m micro-batches plus the bubble's (p - 1) / v, one figure a micro-batch):
+    pp 4, vpp 2, m 8: W = 4 + 1 = 5, (5 + 3) / (16 + 3) = 8/19 (the first stage's 2 x 3 + 5 = 11 of
+    16 before: its 6 extra warm-ups sit in the bubble). pp 4, vpp 2, m 4: W = min(5, 8) = 5,
+    (5 + 3) / (8 + 3) = 8/11 (1.0 before). pp 2, vpp 2, m 8: W = 2 + 1 = 3, (3 + 1) / 17 = 4/17.
     pp 1: 1 of m."""
     from planner import moe
 
+    _, p48, _, _ = _qwen3(gpus=32, pp=4, vpp=2, global_batch=64)  # dp 8, m 8
+    assert float(moe.alone_pass_share(p48, 8)) == 8 / 19
     _, p22, _, _ = _qwen3(gpus=32, pp=2, vpp=2, global_batch=128)  # dp 16, m 8
-    assert float(moe.alone_pass_share(p22, 8)) == 5 / 16
+    assert float(moe.alone_pass_share(p22, 8)) == 4 / 17
     _, p42, _, _ = _qwen3(gpus=32, pp=4, vpp=2, global_batch=32)
-    assert float(moe.alone_pass_share(p42, 4)) == 1.0
+    assert float(moe.alone_pass_share(p42, 4)) == 8 / 11
     _, p1, _, _ = _qwen3(global_batch=64)
     assert float(moe.alone_pass_share(p1, 8)) == 1 / 8
 

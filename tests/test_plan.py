@@ -179,15 +179,15 @@ def test_microbatch_group_cli_and_fit_counts(cli, tmp_path):
 
 
 def test_microbatch_group_in_the_ep_overlap_alone_passes():
-    """The combined 1F1B's passes without a partner on the first stage (moe.alone_pass_share): the
-    interleaved warm-up 2(p - 1) + (v - 1) N + 1 of the m v chunk passes: pp 4, vpp 2, m 12: 11 of
-    24 with N = pp (no group), 13 of 24 with N 6."""
+    """The combined 1F1B's passes without a partner on the step's path (moe.alone_pass_share): the last
+    stage's interleaved warm-up (v - 1) N + 1 plus the fill's p - 1, of the m v + p - 1 chunk passes:
+    pp 4, vpp 2, m 12: (5 + 3) / 27 with N = pp (no group), (7 + 3) / 27 with N 6."""
     from planner.moe import alone_pass_share
     from planner.plan import PlanArrays
 
     plan = PlanArrays(tp=1, cp=1, pp=4, vpp=2, dp=8, mbs=1, gbs=96, seq=4096, sharding=0, shard=8, recompute=0, sp=0,
                       schedule=2, precision=0, ep=8, mbg=[0, 6])
-    assert alone_pass_share(plan, 12).tolist() == [11 / 24, 13 / 24]
+    assert alone_pass_share(plan, 12).tolist() == [8 / 27, 10 / 27]
 
 
 def test_a_loss_end_no_split_holds_is_refused(cli):
