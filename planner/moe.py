@@ -126,8 +126,8 @@ References
     needs expert_model_parallel_size > 1, virtual pipeline stages when pipeline parallel,
     the alltoall/flex dispatcher, no full recompute; megatron/core/pipeline_parallel/
     schedules.py (commit 4dabc623) forward_backward_pipelining_with_interleaving: warm-up
-    2 (p - rank - 1) + (v - 1) p; later versions (get_pp_rank_microbatches, read in copies of
-    the file, not at a stored NVIDIA commit) add one warm-up micro-batch with the overlap.
+    2 (p - rank - 1) + (v - 1) p; @d98e8a64 get_pp_rank_microbatches l. 964-970 adds one
+    warm-up micro-batch with the overlap (alone_pass_share counts the last rank's on the path).
 """
 
 from __future__ import annotations
