@@ -2574,6 +2574,10 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
     if job.te_version is not None and (note := te_newer_note(job.te_version)):
         warnings.append(note)
     _check_early_step(job, stack, plan, where, warnings)
+    if job.partition_activations and int(np.asarray(plan.tp).max()) == 1:  # nothing the user gave is silently dropped
+        warnings.append("partition_activations at tp 1: nothing to split (DeepSpeed @38327e07 activation_checkpointing/"
+                        "checkpointing.py l. 258-262, 280-286: the whole input kept, no all-gather at model-parallel "
+                        "size 1), so it prices nothing here and an exported file does not carry it")
     if job.deepspeed_zero3 and job.sharding not in ("fsdp", "hsdp"):  # nothing the user gave is silently dropped
         warnings.append(f"deepspeed_zero3 {dict(job.deepspeed_zero3)} at sharding {job.sharding}: DeepSpeed reads these "
                         "in its stage-3 engine only (memory.py [z3]), so they price nothing here and an exported file "
@@ -3932,7 +3936,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
         **_moe_plan_fields(plan, settings, at),
-        **_job_switch_fields(settings, fixed, g("cp")),
+        **_job_switch_fields(settings, fixed, g("cp"), g("tp")),
         # the job's outer-DP optimizer sharding, on the plans it acts on: the HSDP ones (memory.py [oo])
         **({"mfsdp_outer_optim": True} if settings.mfsdp_outer_optim and g("sharding") == HSDP else {}),
         "power_limit_w": settings.power_limit_w,
@@ -3977,7 +3981,7 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
     }
 
 
-def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
+def _job_switch_fields(settings: Settings, fixed: dict, cp: int, tp: int) -> dict:
     """plan_dict's job switches, each only where the job (or the plan's sharding mode, fixed: mode_settings)
     sets it away from the stack's default, in the order the JSON has always listed them."""
     return {
@@ -4023,7 +4027,11 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int) -> dict:
         # the CP load balancer named (startup.TORCHTITAN_CP_PTRR_MASK); none at cp 1, where nothing is split
         **({"cp_load_balancer": settings.cp_load_balancer} if settings.cp_load_balancer is not None and cp > 1 else {}),
         **({"spmd_typechecking": True} if settings.spmd_typechecking else {}),
-        **({"partition_activations": True} if settings.partition_activations else {}),
+        # DeepSpeed's partitioned checkpoint inputs; none at tp 1, where nothing is split: DeepSpeed @38327e07
+        # activation_checkpointing/checkpointing.py l. 258-262 (a 1/mp_size partition, the whole input at mp_size 1)
+        # and l. 280-286 (no all-gather where mp_size == 1), and the reader leaves the flag out at tp 1
+        # (trainers/megatron_deepspeed.py: 'tensor-parallel size 1: nothing to split'), so an exported row reads back
+        **({"partition_activations": True} if settings.partition_activations and tp > 1 else {}),
         **({"sync_tp_duplicated_parameters": True} if settings.sync_tp_duplicated_parameters else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),

@@ -129,4 +129,27 @@ def test_cli_recompute_none_drops_the_files_window(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "row 1 in full:" in ln)
     assert "--recompute none" in line and "it keeps the file's recompute_layers" not in line
-    assert "recompute=full, recompute_layers=2" in next(ln for ln in r.stderr.splitlines() if "fit searches the plan" in ln)
+    searched = next(ln for ln in r.stderr.splitlines() if "fit searches the plan" in ln)
+    assert "recompute=full, sequence_parallel=true" in searched and "recompute_layers=2 (searched" not in searched
+
+
+def test_cli_fit_config_note_says_the_window_is_dropped(cli, tmp_path):
+    """fit's 'searched over' note listed the file's recompute_layers among the axes it searches, but the search job
+    drops it (fit_config.PLAN_FIELDS, kept only under --recompute full: fixed_by_pins): its rows of full recompute
+    re-run every layer of a stage (schema Job.recompute_layers' default, all). The note now says so, and the rows of
+    full recompute under --recompute full,selective (the window not pinned) carry no recompute_layers."""
+    path = _script(tmp_path)
+    r = cli("fit", path, "--top", "3000", "--recompute", "full,selective", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "fit searches the plan" in ln)
+    assert line.endswith("; the file's recompute_layers=2 (full recompute's block window) is dropped from the search: "
+                         "its rows of full recompute re-run every layer of a stage (--recompute full keeps it in every "
+                         "row)"), line
+    assert "recompute=full (searched within the command line's --recompute full,selective), sequence_parallel" in line
+    rows = json.loads(r.stdout)["rows"]
+    full = [x["plan"]["recompute_layers"] for x in rows if x["plan"]["recompute"] == "full"]
+    assert full and set(full) == {None}
+    # pinned: kept, and the searched-over note no longer mentions the window at all
+    k = cli("fit", path, "--top", "1", "--recompute", "full")
+    assert k.exit_code == 0, k.stderr
+    assert "recompute_layers=2 (full recompute's block window) is dropped" not in k.stderr

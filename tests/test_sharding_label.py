@@ -24,13 +24,16 @@ def _run(*args):
     return r
 
 
-def test_stack_data_labels_megatron_fsdp_optim_grads_only():
-    """megatron and megatron-bridge label their optim_grads mode and their optim_grads_params mode (the fsdp level's
-    first, beside torch FSDP2: tests/test_sharding_label_text.py); no other mode of theirs, and no mode of
-    megatron-deepspeed (DeepSpeed's own zero2) or torchtitan, carries a label."""
+def test_stack_data_labels_the_megatron_fsdp_strategies_only():
+    """megatron and megatron-bridge label their optim mode (the zero1 level's second, beside the distributed
+    optimizer, issue 22 ux2), their optim_grads mode and their optim_grads_params mode (the fsdp level's first, beside
+    torch FSDP2: tests/test_sharding_label_text.py), each by its --data-parallel-sharding-strategy choice
+    (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3190-3192); no other mode of theirs, and no mode
+    of megatron-deepspeed (DeepSpeed's own zero2) or torchtitan, carries a label."""
     for name in ("megatron", "megatron-bridge"):
         labels = {m.name: m.label for m in load_stack(name).runs.sharding if m.label}
-        assert labels == {"megatron_fsdp_optim_grads": "Megatron-FSDP optim_grads",
+        assert labels == {"megatron_fsdp_optim": "Megatron-FSDP optim",
+                          "megatron_fsdp_optim_grads": "Megatron-FSDP optim_grads",
                           "megatron_fsdp_optim_grads_params": "Megatron-FSDP optim_grads_params"}, name
     for name in ("megatron-deepspeed", "torchtitan"):
         assert not [m.name for m in load_stack(name).runs.sharding if m.label], name
@@ -53,3 +56,17 @@ def test_explain_and_fit_tables_use_the_label():
     assert len(rows) == 2 and all("Megatron-FSDP optim_grads" in ln and "zero2" not in ln for ln in rows), fit
     ds = _run("fit", *JOB, "--stack", "megatron-deepspeed", "--top", "1").output
     assert [ln for ln in ds.splitlines() if ln.startswith("│") and "zero2" in ln], ds
+
+
+def test_megatron_fsdp_optim_is_shown_by_its_strategy():
+    """--sharding megatron_fsdp_optim (Megatron-FSDP's optim strategy, level zero1): explain's plan line says
+    'Megatron-FSDP optim (level zero1)' and the JSON plan keeps sharding 'zero1' beside the label; the zero1 level's
+    other mode, the distributed optimizer, has no label (its plan line says zero1)."""
+    job = JOB[:-1] + ["megatron_fsdp_optim", "--stack", "megatron"]
+    assert "  Megatron-FSDP optim (level zero1), micro-batch" in _run("explain", *job).output
+    p = json.loads(_run("explain", *job, "--format", "json").stdout)["plan"]
+    assert (p["sharding"], p["sharding_mode"], p["sharding_label"]) == (
+        "zero1", "megatron_fsdp_optim", "Megatron-FSDP optim")
+    d = json.loads(_run("explain", *(JOB[:-1] + ["distributed_optimizer", "--stack", "megatron"]),
+                        "--format", "json").stdout)["plan"]
+    assert (d["sharding"], d["sharding_mode"]) == ("zero1", "distributed_optimizer") and "sharding_label" not in d

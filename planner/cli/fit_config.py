@@ -77,13 +77,22 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
     fields = [k for k in PLAN_FIELDS if k in own.model_fields_set and k not in given and k not in fixed]
     if own.moe_dispatcher is not None and "moe_dispatcher" not in given and _file_dispatcher(own):
         fields.append("moe_dispatcher")  # searched (fit's search_dispatchers: no --moe-dispatcher), as TP overlap is
-    if fields:
+    # the file's full-recompute window is not searched: the search job drops it (PLAN_FIELDS), so its rows of full
+    # recompute re-run every layer of a stage (schema Job.recompute_layers' default); --recompute full keeps it
+    # (fixed_by_pins). Said as dropped, not listed among the axes searched over.
+    dropped = [k for k in fields if k == "recompute_layers"]
+    fields = [k for k in fields if k not in dropped]
+    if fields or dropped:
         listed = ", ".join(f"{k}={_shown(getattr(own, k))}" + (f" (searched within the command line's {bounds[k]})"
                                                                if k in bounds else "") for k in fields)
         eg = next((k for k in fields if k in _PIN_OPTIONS), None)  # an axis fit's --NAME VALUE pins
         example = f", e.g. --{eg.replace('_', '-')} {getattr(own, eg)}" if eg is not None else ""
-        note(f"{path}: fit searches the plan: the file's own {listed} are searched over, not pinned (its own plan is "
-             f"priced and ranked below; an option pins one{example})")
+        searched = (f"the file's own {listed} are searched over, not pinned (its own plan is priced and ranked below; an "
+                    f"option pins one{example})") if fields else "its own plan is priced and ranked below"
+        window = (f"; the file's recompute_layers={own.recompute_layers} (full recompute's block window) is dropped from "
+                  f"the search: its rows of full recompute re-run every layer of a stage (--recompute full keeps it "
+                  f"in every row)") if dropped else ""
+        note(f"{path}: fit searches the plan: {searched}{window}")
     return job, own, where, read[0] if read else None
 
 
