@@ -24,12 +24,29 @@ import collections
 import sys
 
 
-def megatron_step(p, v, m, n, f, b, s, x, warm_blocking=True) -> float:
-    """The step (the last rank's op end) of the interleaved schedule, f / b: each rank's chunk forward / backward."""
+def _chunk_table(m, v, n) -> list:
+    """Megatron's interleaved order: a rank's k-th forward is (micro-batch, model chunk) table[k], groups of n
+    micro-batches through each chunk in turn (get_model_chunk_id / get_microbatch_id)."""
     table = []
     for g in range(0, m, n):
         for c in range(v):
             table += [(mb, c) for mb in range(g, min(g + n, m))]
+    return table
+
+
+def _source(kind, r, mb, c, p, v) -> tuple:
+    """(chunk, the op it waits for or None) of rank r's forward / backward of micro-batch mb at table chunk c: a
+    forward takes the previous rank's output (rank 0 the last rank's of the previous chunk), a backward the next
+    rank's gradient (the last rank the first rank's of the next chunk; backward chunks run in reverse)."""
+    if kind == "F":
+        return c, None if (r == 0 and c == 0) else (("F", r - 1, mb, c) if r else ("F", p - 1, mb, c - 1))
+    c = v - 1 - c
+    return c, None if (r == p - 1 and c == v - 1) else (("B", r + 1, mb, c) if r < p - 1 else ("B", 0, mb, c + 1))
+
+
+def megatron_step(p, v, m, n, f, b, s, x, warm_blocking=True) -> float:
+    """The step (the last rank's op end) of the interleaved schedule, f / b: each rank's chunk forward / backward."""
+    table = _chunk_table(m, v, n)
     total = m * v
     ops = []
     for r in range(p):
@@ -45,13 +62,9 @@ def megatron_step(p, v, m, n, f, b, s, x, warm_blocking=True) -> float:
             while idx[r] < len(ops[r]):
                 kind, k, blocking = ops[r][idx[r]]
                 mb, c = table[k]
-                if kind == "F":
-                    src = None if (r == 0 and c == 0) else (("F", r - 1, mb, c) if r else ("F", p - 1, mb, c - 1))
-                else:
-                    c = v - 1 - c
-                    src = None if (r == p - 1 and c == v - 1) else (("B", r + 1, mb, c) if r < p - 1 else ("B", 0, mb, c + 1))
-                    if ("F", r, mb, c) not in done:
-                        break
+                c, src = _source(kind, r, mb, c, p, v)
+                if kind == "B" and ("F", r, mb, c) not in done:
+                    break
                 if src is not None and src not in done:
                     break
                 end = max(t[r], done[src] + s if src is not None else 0.0) + (f[r] if kind == "F" else b[r])
@@ -70,10 +83,7 @@ def megatron_ep_step(p, v, m, n, f, b, a) -> float:
     and the backward of k, combined_1f1b.py combined_1f1b_schedule_for_interleaved_pipelining: both inputs before it,
     both outputs at its end, f + b with its all-to-alls hidden), a warm-up forward alone f + a, a cool-down backward
     alone b + a; no p2p time."""
-    table = []
-    for g in range(0, m, n):
-        for c in range(v):
-            table += [(mb, c) for mb in range(g, min(g + n, m))]
+    table = _chunk_table(m, v, n)
     total = m * v
     ops = []
     for r in range(p):
@@ -88,11 +98,7 @@ def megatron_ep_step(p, v, m, n, f, b, a) -> float:
                 op, ready, keys = ops[r][idx[r]], 0.0, []
                 for kind, k in op:
                     mb, c = table[k]
-                    if kind == "F":
-                        src = None if (r == 0 and c == 0) else (("F", r - 1, mb, c) if r else ("F", p - 1, mb, c - 1))
-                    else:
-                        c = v - 1 - c
-                        src = None if (r == p - 1 and c == v - 1) else (("B", r + 1, mb, c) if r < p - 1 else ("B", 0, mb, c + 1))
+                    c, src = _source(kind, r, mb, c, p, v)
                     if src is not None and src not in done:
                         break
                     ready = max(ready, done[src]) if src is not None else ready
