@@ -442,10 +442,10 @@ class Suggestion:
         if c.knob != "sharding":
             return c.text
         before, after = self.plan_before or {}, self.ev.res["plan"]
-        head, _, _ = c.text.partition(" -> ")
+        head, _, tail = c.text.partition(" -> ")
         if before.get("sharding_label") and head == f"sharding {before['sharding']}":
             head = f"sharding {before['sharding_label']}"
-        return f"{head} -> {after.get('sharding_label') or c.text.partition(' -> ')[2]}"
+        return f"{head} -> {after.get('sharding_label') or tail}"
 
     @property
     def description(self) -> str:

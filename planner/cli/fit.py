@@ -434,10 +434,10 @@ def _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, reco
 
 def _plan_text(p: dict) -> str:
     """'TP1xCP1xPP1xDP8 (zero1, micro-batch 1 x 16, recompute none)' of a plan_dict."""
-    from ..render.fit import _sharding  # the table's sharding column
+    from ..render.common import sharding_text  # the table's sharding column (fit's, validate's)
 
     vpp = f", vpp {p['vpp']}" if p["vpp"] > 1 else ""
-    return (f"TP{p['tp']}xCP{p['cp']}xPP{p['pp']}xDP{p['dp']} ({_sharding(p)}{vpp}, "
+    return (f"TP{p['tp']}xCP{p['cp']}xPP{p['pp']}xDP{p['dp']} ({sharding_text(p)}{vpp}, "
             f"micro-batch {p['micro_batch']} x {p['microbatches_per_step']}, recompute {p['recompute']})")
 
 

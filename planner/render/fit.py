@@ -8,15 +8,9 @@ import shlex
 
 from ..search import config_explain_args, explain_args
 from ..space import RANK_ORDERS_TP_INNER
-from .common import Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, pct, print_rows, seconds
+from .common import (Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, pct, print_rows, seconds,
+                     sharding_text)
 from .explain import explain_table
-
-
-def _sharding(p: dict) -> str:
-    """The row's sharding as the table shows it (render/common.sharding_text, validate's column too)."""
-    from .common import sharding_text
-
-    return sharding_text(p)
 
 
 def stack_options_text(p: dict) -> str:
@@ -186,7 +180,7 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool, config: tuple | No
     table_rows = []
     for i, r in enumerate(rows, 1):
         p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
-        cells = [str(i), mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
+        cells = [str(i), mesh(p), str(p["vpp"]), sharding_text(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
                  p["recompute"], "on" if p["sequence_parallel"] else "off", stack_options_text(p)]
         if show_ep:  # EP, and the expert TP where it is not tp (MoE parallel folding: "8/etp1")
             etp = p.get("etp") or p["tp"]
