@@ -1720,7 +1720,7 @@ from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
 from .stacks import allreduce_bucket_params, grad_accum_bytes, main_grad_bytes, mfsdp_v2, own_master, reduce_queue_units
 from .stacks import step_grads as mode_step_grads
-from .te_version import te_userbuffers
+from .te_version import run_te_version, te_userbuffers
 from .terms import Groups, KeyedPlan, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -5311,7 +5311,7 @@ def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:
     mem, h = stack_of(settings).memory, float(settings.model.hidden_size)
     on = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
     T = mb_tokens(plan).astype(np.float64)
-    te_version = settings.te_version or mem.te_version  # the run's Transformer Engine, else the stack's
+    te_version = run_te_version(settings.te_version, stack_of(settings))  # the run's Transformer Engine, else the stack's
     ag, rs, beside = te_userbuffers(te_version) if te_version else (0, 0, True)  # userbuffers need one (schema)
     if mem.tp_overlap_buffers == "userbuffers":
         fp8 = np.asarray(plan.precision) == FP8

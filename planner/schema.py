@@ -2244,6 +2244,11 @@ class StackDefaults(BaseModel):
     mfsdp_v2: Optional[bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's mfsdp_v2, laid on the stack by "
                                   "plan.resolve where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it")
+    te_version: Optional[str] = Field(
+        default=None, description="not a stack file's setting (null there): the job's te_version (the Transformer "
+                                  "Engine release the run used), laid on the stack by plan.resolve where start-up rule "
+                                  "MEGATRON_TP_OVERLAP_QUANTIZER reads it (te_version.run_te_version; null: the stack's "
+                                  "memory.te_version)")
     muon_qkv_split: Optional[bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's Muon with its q / k / v split "
                                   "(optimizer muon and muon_split_qkv), laid on the stack by plan.stack_for_states "
@@ -2261,6 +2266,9 @@ class StackDefaults(BaseModel):
         if self.mfsdp_v2 is not None:
             raise ValueError("defaults.mfsdp_v2 is the job's (laid by plan.resolve), not a stack file's setting: leave it "
                              "out")
+        if self.te_version is not None:
+            raise ValueError("defaults.te_version is the job's (laid by plan.resolve), not a stack file's setting: give "
+                             "the stack's release as memory.te_version")
         if self.muon_qkv_split is not None:
             raise ValueError("defaults.muon_qkv_split is the job's (laid by plan.stack_for_states from optimizer and "
                              "muon_split_qkv), not a stack file's setting: leave it out")

@@ -204,8 +204,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             (code 105, FIXED_CODE_RULES)
   MEGATRON_TP_OVERLAP_QUANTIZER (the megatron set) the plan's TP overlap (tp > 1) with the blockwise fp8 recipe or
                             nvfp4: TE @4329ff84 module/base.py fill_userbuffers_buffer_for_all_gather l. 720 raises
-                            'Unsupported quantizer for Userbuffers' (nvfp4: get_ub l. 550-560 first) (code 106,
-                            FIXED_CODE_RULES)
+                            'Unsupported quantizer for Userbuffers' (nvfp4: get_ub l. 550-560 first); or with mxfp8 where
+                            the run's TE (te_version, else the stack's) is before 2.4: v2.3 module/linear.py l. 149-155
+                            raises, the MXFP8 branch since ce0b46c4d (v2.4) (code 106, FIXED_CODE_RULES)
   MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (codes 91-93, the megatron set, each where the stack's
                             runs.deterministic_refuses lists the setting): the job's deterministic_mode with the plan's TP
                             overlap (Megatron-LM @d98e8a64 training/determinism.py l. 24, 141-148, since 3ab71eeb3e), the
@@ -2890,16 +2891,42 @@ def _mla_fusion_tp_overlap(model, stack, plan) -> np.ndarray:
     return tpo
 
 
+def _ub_mxfp8_too_old(stack) -> bool:
+    """Whether the run's Transformer Engine (te_version.run_te_version: the job's te_version, laid on defaults by
+    plan.resolve, else the stack's memory.te_version) predates userbuffers' MXFP8 all-gather (TE_UB_MXFP8, v2.4); a
+    stack without Transformer Engine (None) has no userbuffers to refuse it."""
+    from .te_version import TE_UB_MXFP8, run_te_version, te_release
+
+    te = run_te_version(stack.defaults.te_version, stack) if stack is not None else None
+    return te is not None and te_release(te) < TE_UB_MXFP8
+
+
 def _tp_overlap_quantizer(model, stack, plan) -> np.ndarray:
     """MEGATRON_TP_OVERLAP_QUANTIZER: the plan's TP overlap (tpo, tp > 1) with a recipe whose quantizer Transformer
     Engine's userbuffers cannot all-gather: fp8 blockwise (Float8BlockQuantizer) or the nvfp4 precision
-    (NVFP4Quantizer); delayed, tensorwise and mxfp8 pass (fill_userbuffers_buffer_for_all_gather's branches)."""
+    (NVFP4Quantizer) on every release, mxfp8 (MXFP8Quantizer) on a run's Transformer Engine before 2.4
+    (_ub_mxfp8_too_old); delayed and tensorwise pass (fill_userbuffers_buffer_for_all_gather's branches)."""
     from .precisions import FP8, FP8_RECIPE_CODES, NVFP4
 
     tpo = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
     prec = np.asarray(plan.precision)
-    blockwise = (prec == FP8) & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["blockwise"])
-    return tpo & (blockwise | (prec == NVFP4))
+    f8r = np.asarray(plan.f8r)
+    blockwise = (prec == FP8) & (f8r == FP8_RECIPE_CODES["blockwise"])
+    mxfp8 = (prec == FP8) & (f8r == FP8_RECIPE_CODES["mxfp8"]) & _ub_mxfp8_too_old(stack)
+    return tpo & (blockwise | mxfp8 | (prec == NVFP4))
+
+
+def _tp_overlap_quantizer_detail(model, stack, plan, cluster) -> str:
+    """The refused plan's recipe, and for mxfp8 the run's Transformer Engine release (StartupRule.detail)."""
+    from .precisions import FP8_RECIPES, NVFP4
+    from .te_version import run_te_version
+
+    if int(np.asarray(plan.precision)) == NVFP4:
+        return "nvfp4"
+    recipe = FP8_RECIPES[int(np.asarray(plan.f8r))]
+    if recipe != "mxfp8":
+        return f"fp8 recipe {recipe}"
+    return f"fp8 recipe mxfp8 on Transformer Engine {run_te_version(stack.defaults.te_version, stack)}"
 
 
 def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
@@ -3193,22 +3220,32 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
     #   so initialize.py l. 230-233 registers only the NONE set, and the module's get_ub(name, fp8=True) raises
     #   KeyError first: base.py get_ub l. 550-560.) Never supported: TE v2.3, the first release with Float8BlockScaling
     #   (a8f0fe03b, 2025-04-10), raised NotImplementedError 'Comm+GEMM overlap is only supported with FP8 delayed
-    #   scaling or per-tensor current scaling' (module/linear.py l. 149-155 there); ce0b46c4d (2025-05-07, v2.4,
-    #   'MXFP8 support in Userbuffers' #1711) added the MXFP8 branch and the l. 720 raise. A variant rule
-    #   (VARIANT_RULES: tpo and the fp8 recipe are variant fields): fit ranks no overlapped blockwise / nvfp4 row
+    #   scaling or per-tensor current scaling' (module/linear.py l. 149-155 there; layernorm_linear.py l. 164-170,
+    #   layernorm_mlp.py l. 209-215 alike). MXFP8 by release: that v2.3 check (recipe.float8_per_tensor_scaling(),
+    #   DelayedScaling or Float8CurrentScaling only; v2.0-v2.1 DelayedScaling only) refuses MXFP8BlockScaling too, in
+    #   every TE 2.x before 2.4; ce0b46c4d (2025-05-07, first tagged v2.4: 'MXFP8 support in Userbuffers' #1711)
+    #   replaced it with fill_userbuffers_buffer_for_all_gather and its MXFP8 branch (v2.4 module/base.py l. 424-557,
+    #   the branch l. 487, the raise l. 557). So mxfp8 with the overlap is refused where the run's Transformer Engine
+    #   (the job's te_version, else the stack's memory.te_version: te_version.run_te_version, as memory.py [ub] reads
+    #   it) is older than 2.4 (te_version.TE_UB_MXFP8). Blockwise and nvfp4 have no branch in any release read: v2.18
+    #   base.py l. 730 and main d0067d0d (2026-08-22) l. 754 raise the same; no newer release to date them from. A
+    #   variant rule (VARIANT_RULES: tpo and the fp8 recipe are variant fields): fit ranks no overlapped blockwise /
+    #   nvfp4 row, nor an mxfp8 one on a te_version before 2.4
     (106, StartupRule(
         "MEGATRON_TP_OVERLAP_QUANTIZER", "megatron",
-        "TP communication overlap (--tp-comm-overlap) with the blockwise fp8 recipe or nvfp4: Transformer Engine's "
-        "userbuffers all-gather only delayed / tensorwise fp8 and mxfp8 tensors",
+        "TP communication overlap (--tp-comm-overlap) with the blockwise fp8 recipe or nvfp4, or with mxfp8 on a "
+        "Transformer Engine before 2.4: Transformer Engine's userbuffers all-gather only delayed / tensorwise fp8 and "
+        "(from 2.4) mxfp8 tensors",
         "NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, pinned by NVIDIA/Megatron-LM @d98e8a64 pyproject.toml l. 246) "
         "transformer_engine/pytorch/module/base.py fill_userbuffers_buffer_for_all_gather l. 573-720 (ValueError "
-        "'Unsupported quantizer for Userbuffers', l. 720: no Float8BlockQuantizer or NVFP4Quantizer branch), called "
-        "in module/linear.py l. 364-370; nvfp4: get_ub l. 550-560 (Megatron registers only the NONE set under "
-        "--fp4-format, args.fp8 None: megatron/training/initialize.py l. 230-233); TE v2.3 module/linear.py "
-        "l. 149-155 (delayed or per-tensor current scaling only)",
+        "'Unsupported quantizer for Userbuffers', l. 720: no Float8BlockQuantizer or NVFP4Quantizer branch; the same "
+        "at v2.18 l. 730 and main d0067d0d l. 754), called in module/linear.py l. 364-370; nvfp4: get_ub l. 550-560 "
+        "(Megatron registers only the NONE set under --fp4-format, args.fp8 None: megatron/training/initialize.py "
+        "l. 230-233); TE v2.3 module/linear.py l. 149-155 (NotImplementedError: delayed or per-tensor current scaling "
+        "only, mxfp8 included); the MXFP8 branch since ce0b46c4d (v2.4, #1711: base.py l. 487)",
         "turn the TP overlap off (--no-tp-comm-overlap, drop --tp-comm-overlap), or use fp8 recipe tensorwise / "
-        "delayed (mxfp8 on Blackwell)",
-        _tp_overlap_quantizer)),
+        "delayed (mxfp8 on Blackwell with Transformer Engine 2.4 or later: te_version)",
+        _tp_overlap_quantizer, detail=_tp_overlap_quantizer_detail)),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

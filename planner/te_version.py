@@ -26,6 +26,20 @@ tag from v1.6 to v2.18 and at the stack's pinned 4329ff84 = 2.17.1):
               overheads', #2377; base.py no longer repeats) the overlapped GEMMs' 3 workspaces are a
               tensor of their own beside the plain one (@4329ff84 gemm.py l. 42-61).
 
+  quantizers  which quantized tensors the overlapped GEMMs' userbuffers carry (start-up rule
+              MEGATRON_TP_OVERLAP_QUANTIZER): up to v2.3 each TE linear refuses a userbuffers
+              overlap under any fp8 recipe but the per-tensor ones with NotImplementedError
+              'Comm+GEMM overlap is only supported with FP8 delayed scaling or per-tensor current
+              scaling' (v2.3 module/linear.py l. 149-155, layernorm_linear.py l. 164-170,
+              layernorm_mlp.py l. 209-215: recipe.float8_per_tensor_scaling(), DelayedScaling or
+              Float8CurrentScaling; v2.0-v2.1 delayed only), MXFP8BlockScaling (since v2.0)
+              included. ce0b46c4d (2025-05-07, first tagged v2.4, 'MXFP8 support in Userbuffers',
+              #1711) replaced that check with fill_userbuffers_buffer_for_all_gather, whose
+              MXFP8Quantizer branch (v2.4 module/base.py l. 424-557, the branch l. 487) carries
+              MXFP8 tensors: TE_UB_MXFP8. Float8BlockQuantizer (blockwise) and NVFP4Quantizer have
+              no branch in any release read: 'Unsupported quantizer for Userbuffers' at v2.4
+              l. 557, 4329ff84 (2.17.1) l. 720, v2.18 l. 730 and main d0067d0d (2026-08-22) l. 754.
+
 TE_USERBUFFERS holds the three spans: (first release, all-gather buffers, reduce-scatter buffers,
 whether the overlapped GEMMs' workspaces sit beside the plain one). Releases before 1.6 are
 refused (initialize_ub's lists are not read there). Versions compare as (major, minor); a patch
@@ -46,6 +60,17 @@ TE_USERBUFFERS = (
 TE_OLDEST = TE_USERBUFFERS[0][0]
 # the newest release tag read (module docstring: v1.6 to v2.18); a later one is priced as the last span, with a note
 TE_NEWEST_READ = (2, 18)
+
+
+# the first release whose userbuffers all-gather MXFP8 tensors (module docstring, quantizers: ce0b46c4d, v2.4)
+TE_UB_MXFP8 = (2, 4)
+
+
+def run_te_version(te_version: str | None, stack) -> str | None:
+    """The run's Transformer Engine release: the job's te_version where it gives one, else the stack's
+    memory.te_version (None: the stack runs no Transformer Engine). What memory.py [ub] prices the userbuffers at
+    and start-up rule MEGATRON_TP_OVERLAP_QUANTIZER reads (the job's laid on stack defaults.te_version)."""
+    return te_version or (stack.memory.te_version if stack is not None else None)
 
 
 def te_release(version: str) -> tuple[int, int]:

@@ -95,8 +95,8 @@ RANKS = {
     # CPU offload's host bytes, link copies and CPU step (job fields offload_optimizer / offload_param): a leaf that
     # memory, step and explain read
     "planner.offload": 20,
-    # Transformer Engine releases and what TP overlap allocates by release (job field te_version): a leaf that plan and
-    # memory read
+    # Transformer Engine releases and what TP overlap allocates and carries by release (job field te_version): a leaf
+    # that plan, memory and startup (MEGATRON_TP_OVERLAP_QUANTIZER) read
     "planner.te_version": 20,
 }
 

@@ -14,6 +14,10 @@ NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, the release NVIDIA/Megatron-LM @d
   ValueError 'Unsupported quantizer for Userbuffers' (l. 720): blockwise (Float8BlockQuantizer) and nvfp4
   (NVFP4Quantizer; under Megatron's fp4 args.fp8 is None, so only the NONE set is registered and get_ub(name,
   fp8=True), l. 550-560, raises first). Start-up rule 106 MEGATRON_TP_OVERLAP_QUANTIZER.
+- mxfp8 by release (planner/te_version.py, quantizers): up to v2.3 each TE linear raises NotImplementedError 'Comm+GEMM
+  overlap is only supported with FP8 delayed scaling or per-tensor current scaling' under any other recipe (v2.3
+  module/linear.py l. 149-155); ce0b46c4d ('MXFP8 support in Userbuffers' #1711, first tagged v2.4) added the MXFP8
+  branch. The rule reads the run's release as memory.py [ub] does (job te_version, else the stack's 2.17.1).
 
 Llama 3 405B (model_zoo: hidden 16,384), TP 8, SP, micro-batch 1, seq 8,192, cp 1: T = 8,192, T h = 134,217,728:
 bf16 24 T h = 3,221,225,472 B (3 GiB); fp8 16 T h = 2,147,483,648 B (2 GiB), delayed and tensorwise on H100 and mxfp8
@@ -110,3 +114,52 @@ def test_fit_ranks_no_overlapped_blockwise_row(cli, model, gpus, extra):
     assert block and all(x["plan"]["fp8_recipe"] == "blockwise" for x in block)
     assert not any(x["plan"].get("tp_comm_overlap") for x in block)
     assert any(x["plan"].get("tp_comm_overlap") and x["plan"]["tp"] > 1 for x in rows("tensorwise"))
+
+
+@pytest.mark.parametrize("stack", ["megatron", "megatron-bridge"])
+def test_mxfp8_overlap_by_te_version(stack):
+    """405B, tp 8, mxfp8 on B200 with the overlap: refused at te_version 2.3 (before ce0b46c4d's MXFP8 userbuffers
+    branch, TE 2.4), naming the recipe and the release; resolved at te_version 2.4 and at the stack's own 2.17.1 (no
+    te_version); at 2.3 without the overlap it resolves (the rule, not the release, refuses)."""
+    fields = dict(L405, stack=stack, hardware="b200", precision="fp8", fp8_recipe="mxfp8")
+    with pytest.raises(PlannerError, match=r"MEGATRON_TP_OVERLAP_QUANTIZER") as e:
+        resolve(Job(**fields, te_version="2.3"))
+    assert "fp8 recipe mxfp8 on Transformer Engine 2.3" in str(e.value)
+    resolve(Job(**fields, te_version="2.4"))
+    resolve(Job(**fields))
+    resolve(Job(**{**fields, "tp_comm_overlap": False}, te_version="2.3"))
+    # tensorwise with the overlap at 2.3: the per-tensor recipes pass there (v2.3 linear.py l. 149-151)
+    resolve(Job(**{**fields, "fp8_recipe": "tensorwise", "hardware": "h100-sxm"}, te_version="2.3"))
+
+
+def test_rule_and_memory_read_one_te_version():
+    """The rule and memory.py [ub] read the run's release through te_version.run_te_version: the job's te_version,
+    else the stack's memory.te_version (2.17.1 on megatron); a stack file cannot state defaults.te_version."""
+    from planner.schema import StackDefaults
+    from planner.catalog import load_stack
+    from planner.te_version import run_te_version
+
+    stack = load_stack("megatron")
+    assert run_te_version(None, stack) == "2.17.1"
+    assert run_te_version("2.3", stack) == "2.3"
+    assert run_te_version(None, None) is None
+    with pytest.raises(ValueError, match="defaults.te_version is the job's"):
+        StackDefaults.model_validate({**stack.defaults.model_dump(), "te_version": "2.3"})
+
+
+def test_fit_ranks_no_overlapped_mxfp8_row_before_te_2_4(cli):
+    """fit of Llama 3 70B on 64 B200 with mxfp8 on the megatron stack: at te_version 2.3 no ranked row has the
+    overlap (the variant rule masks those rows); at 2.4 overlapped rows at tp > 1 are ranked (so it can fail)."""
+    base = ("fit", "--model", "llama3-70b", "--gpus", "64", "--precision", "fp8", "--fp8-recipe", "mxfp8",
+            "--hardware", "b200", "--stack", "megatron", "--format", "json", "--top", "30")
+
+    def rows(te):
+        r = cli(*base, "--te-version", te)
+        assert r.exit_code == 0, r.stderr
+        d = json.loads(r.stdout)
+        return d["rows"] if isinstance(d, dict) else d
+
+    old = rows("2.3")
+    assert old and all(x["plan"]["fp8_recipe"] == "mxfp8" for x in old)
+    assert not any(x["plan"].get("tp_comm_overlap") for x in old)
+    assert any(x["plan"].get("tp_comm_overlap") and x["plan"]["tp"] > 1 for x in rows("2.4"))
