@@ -222,19 +222,65 @@ def test_a_launch_line_whose_own_plan_is_the_top_row(cli):
 
 def test_a_file_setting_explain_keeps_is_said_in_the_row_command(cli, tmp_path):
     """A Megatron --microbatch-group-size-per-virtual-pipeline-stage is the interleaved schedule's at the file's
-    pp: fit searches without it (listed among the searched values), and the rows' `planner explain CONFIG`
+    pp: fit searches without it (the note says it is dropped), and the rows' `planner explain CONFIG`
     command, which keeps it (no option clears it), says so."""
-    text = open(D + "train_llama3_8b.sh").read()
-    flag = "    --tensor-model-parallel-size $TP_SIZE"
-    assert flag in text
-    script = tmp_path / "train.sh"
-    script.write_text(text.replace(flag, flag + " --microbatch-group-size-per-virtual-pipeline-stage 4"))
+    script = _with_group(tmp_path)
     r = cli("fit", script, "--top", "1")
     assert r.exit_code == 0, r.stderr
     assert "microbatch_group=4" in _line(r.stderr, "fit searches the plan")
     assert "(it keeps the file's microbatch_group=4, which the row was priced without" in r.stdout
     r = cli("fit", D + "train_llama3_8b.sh", "--top", "1")
     assert "it keeps the file's" not in r.stdout
+
+
+def _with_group(tmp_path):
+    """train_llama3_8b.sh (TP 2, SP, 8 H100, global batch 128) with --microbatch-group-size-per-virtual-pipeline-stage
+    4 (the reader's microbatch_group, planner/trainers/megatron.py)."""
+    text = open(D + "train_llama3_8b.sh").read()
+    flag = "    --tensor-model-parallel-size $TP_SIZE"
+    assert flag in text
+    script = tmp_path / "train.sh"
+    script.write_text(text.replace(flag, flag + " --microbatch-group-size-per-virtual-pipeline-stage 4"))
+    return script
+
+
+def test_the_files_microbatch_group_is_said_dropped_not_searched(cli, tmp_path):
+    """fit does not vary microbatch_group (no SpaceOptions axis): the search job drops the file's 4 and every
+    interleaved row runs the stack's rule, N = pp (PlanArrays.mbg 0: no microbatch_group in a row's plan). The note
+    says so, not 'searched over'; --microbatch-group 4 keeps it in every row, and the note then names it nowhere."""
+    script = _with_group(tmp_path)
+    r = cli("fit", script, "--schedule", "interleaved", "--top", "5", "--format", "json")
+    rows = _json(r)["rows"]
+    assert rows and all(x["plan"]["schedule"] == "interleaved" and "microbatch_group" not in x["plan"] for x in rows)
+    line = _line(r.stderr, "fit searches the plan")
+    searched, _, rest = line.partition("are searched over")
+    assert "microbatch_group" not in searched
+    assert ("the file's microbatch_group=4 (the interleaved schedule's micro-batches per virtual stage) is dropped from "
+            "the search: its interleaved rows group pp micro-batches") in rest
+    kept = cli("fit", script, "--schedule", "interleaved", "--microbatch-group", "4", "--top", "5", "--format", "json")
+    assert {x["plan"].get("microbatch_group") for x in _json(kept)["rows"]} == {4}
+    assert "microbatch_group" not in _line(kept.stderr, "fit searches the plan")
+
+
+def test_the_files_tp_comm_overlap_is_listed_only_where_fit_varies_it(cli):
+    """train_llama3_8b_tp1_tp_comm_overlap.sh sets --tp-comm-overlap (at TP 1, which Megatron refuses: --tp 2 pins
+    the TP it runs at): the megatron stack overlaps TP, so fit tries it off and on (space.variant_choices), the note
+    lists tp_comm_overlap=true among the searched values and the rows hold both. Megatron-Bridge's DeepSeek-V3
+    script (tp_comm_overlap false): the stack turns the overlap off for multi-head latent attention
+    (overlap.tp_comm_overlap_off_with_mla), so fit tries it off only: the note says so instead of listing it, and
+    no row has it."""
+    r = cli("fit", D + "train_llama3_8b_tp1_tp_comm_overlap.sh", "--tp", "2", "--top", "30", "--format", "json")
+    rows = _json(r)["rows"]
+    line = _line(r.stderr, "fit searches the plan")
+    assert "tp_comm_overlap=true are searched over" in line and "is not searched" not in line
+    assert {x["plan"]["tp_comm_overlap"] for x in rows} == {True, False}
+    r = cli("fit", D + "bridge_deepseek_v3_h800.sh", "--top", "10", "--format", "json")
+    rows = _json(r)["rows"]
+    searched, _, rest = _line(r.stderr, "fit searches the plan").partition("are searched over")
+    assert "tp_comm_overlap" not in searched
+    assert ("the file's tp_comm_overlap=false is not searched: every row runs without TP overlap, as stack "
+            "megatron-bridge turns it off for a model with multi-head latent attention (deepseek-v3;") in rest
+    assert rows and not any(x["plan"].get("tp_comm_overlap") for x in rows)
 
 
 DSV3 = D + "deepseek_v3_2048_h800.yaml"  # DeepSeek-V3's published layout (PP 16, EP 64, ZeRO-1) on 2,048 H800, megatron

@@ -7,7 +7,7 @@ recipe, stack, optimizer dtypes and every other setting the reader reads. It is 
 path `check`, `explain` and `budget` read it by (core.load_job), with every option laid over it
 and named in a note (flags beat file values). The plan axes `fit` searches (PLAN_FIELDS) are not
 pinned by the file: the search job is the file's job without them, and a note lists the file's own
-values that fit searches over instead. The file's own plan, as the command line amends it, is
+values that fit searches over instead (and those it drops or runs at one value: config_jobs). The file's own plan, as the command line amends it, is
 priced by explain's path (core.explain_json: what `planner explain CONFIG` with the same options
 prints) and ranked among the plans the search found (search.rank_config). Where that plan lies outside a
 default bound of the search the command line did not give (the layer slack, the rank orders), the bound is
@@ -34,7 +34,11 @@ from .core import explain_json, load_job
 # --microbatch-group-size-per-virtual-pipeline-stage the interleaved schedule's at its pp
 # (microbatch_group), TP overlap needs TP > 1 and SP (tp_comm_overlap: fit tries it where the
 # stack has it, the faster per plan), a sharding mode is one of its level's (sharding_mode).
-# A file's value of one of these is searched over, not pinned, unless the command line gives it.
+# A file's value of one of these is not pinned unless the command line gives it: the search job drops
+# it, and the note says what fit does instead (config_jobs): the axes and sharding_mode, sequence_parallel,
+# rank_order are searched over; recompute_layers and microbatch_group are dropped (DROPPED: the search
+# varies neither, its rows run the default, Job's and pipeline.microbatch_group's); tp_comm_overlap is
+# searched where space.variant_choices tries it off and on, else every row runs without it (_overlap_fixed).
 # The MoE dispatcher is a stack option fit searches as it searches TP overlap (search.dispatcher_settings:
 # every one the stack runs, the faster per plan, unless --moe-dispatcher pins one): the file's is listed in
 # the note beside these, but kept in the search job, where it is what `explain CONFIG` takes (the dispatcher
@@ -43,6 +47,12 @@ PLAN_FIELDS = ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "ep", "etp", "shard
                "recompute", "recompute_layers", "sequence_parallel", "schedule", "microbatch_group", "rank_order",
                "tp_comm_overlap")
 
+# the PLAN_FIELDS the search job drops and the search does not vary (no SpaceOptions axis, no variant column): every
+# row runs the default: full recompute re-runs every layer of a stage (Job.recompute_layers None), the interleaved
+# schedule groups the stack's rule's N micro-batches per virtual stage (PlanArrays.mbg 0: pipeline.microbatch_group,
+# pp where it divides the micro-batches, Megatron's default). The note says so, not "searched over"; the command
+# line's option keeps the file's value in every row (--recompute full for the window: fixed_by_pins; --microbatch-group)
+DROPPED = ("recompute_layers", "microbatch_group")
 
 # the plan axes fit's options spell --NAME VALUE (name with hyphens)
 _PIN_OPTIONS = ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "ep", "etp", "sharding", "shard_group", "recompute", "schedule")
@@ -77,12 +87,12 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
     fields = [k for k in PLAN_FIELDS if k in own.model_fields_set and k not in given and k not in fixed]
     if own.moe_dispatcher is not None and "moe_dispatcher" not in given and _file_dispatcher(own):
         fields.append("moe_dispatcher")  # searched (fit's search_dispatchers: no --moe-dispatcher), as TP overlap is
-    # the file's full-recompute window is not searched: the search job drops it (PLAN_FIELDS), so its rows of full
-    # recompute re-run every layer of a stage (schema Job.recompute_layers' default); --recompute full keeps it
-    # (fixed_by_pins). Said as dropped, not listed among the axes searched over.
-    dropped = [k for k in fields if k == "recompute_layers"]
-    fields = [k for k in fields if k not in dropped]
-    if fields or dropped:
+    # what the search does not vary is said as dropped or kept off, not listed among the axes searched over: the
+    # file's full-recompute window and micro-batch group (DROPPED), and a TP overlap the search tries at one value
+    dropped = [k for k in fields if k in DROPPED]
+    off = _overlap_fixed(job, pins, where) if "tp_comm_overlap" in fields else None
+    fields = [k for k in fields if k not in dropped and not (k == "tp_comm_overlap" and off is not None)]
+    if fields or dropped or off is not None:
         listed = ", ".join(f"{k}={_shown(getattr(own, k))}" + (f" (searched within the command line's {bounds[k]})"
                                                                if k in bounds else "") for k in fields)
         eg = next((k for k in fields if k in _PIN_OPTIONS), None)  # an axis fit's --NAME VALUE pins
@@ -91,9 +101,36 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
                     f"option pins one{example})") if fields else "its own plan is priced and ranked below"
         window = (f"; the file's recompute_layers={own.recompute_layers} (full recompute's block window) is dropped from "
                   f"the search: its rows of full recompute re-run every layer of a stage (--recompute full keeps it "
-                  f"in every row)") if dropped else ""
-        note(f"{path}: fit searches the plan: {searched}{window}")
+                  f"in every row)") if "recompute_layers" in dropped else ""
+        group = (f"; the file's microbatch_group={own.microbatch_group} (the interleaved schedule's micro-batches per "
+                 f"virtual stage) is dropped from the search: its interleaved rows group pp micro-batches, the stack's "
+                 f"rule (Megatron's default; --microbatch-group {own.microbatch_group} keeps it in every row)"
+                 ) if "microbatch_group" in dropped else ""
+        overlap = (f"; the file's tp_comm_overlap={_shown(own.tp_comm_overlap)} is not searched: every row runs without "
+                   f"TP overlap, as {off}") if off is not None else ""
+        note(f"{path}: fit searches the plan: {searched}{window}{group}{overlap}")
     return job, own, where, read[0] if read else None
+
+
+def _overlap_fixed(job: Job, pins: dict, where: str) -> Optional[str]:
+    """Why fit tries the search job's TP overlap at one value only (off in every row), or None where it tries it off
+    and on: the search's own list (space.variant_choices' tpo column: off only where the stack has no TP overlap or
+    turns it off for the model's multi-head latent attention, plan.mla_drops_tp_overlap), or a command-line pin that
+    leaves no row it runs in (space.Space.variant_ok: tp > 1 with sequence parallelism)."""
+    from ..plan import mla_drops_tp_overlap
+    from ..space import settings_for, variant_choices
+
+    if pins.get("tp") == 1 or pins.get("sequence_parallel") is False:
+        flag = "--tp 1" if pins.get("tp") == 1 else "--no-sequence-parallel"
+        return f"the command line's {flag} leaves no row it runs in (it needs tp > 1 with sequence parallelism)"
+    settings = settings_for(job, where=where)[0]
+    stack, model = settings.stack, settings.model
+    if len(set(variant_choices(stack, job, where, settings.hardware, model)[:, 0].tolist())) > 1:
+        return None
+    if mla_drops_tp_overlap(stack, model, job.trainer_date):
+        return (f"stack {stack.name} turns it off for a model with multi-head latent attention ({model.name}; "
+                f"{stack.origin} overlap.tp_comm_overlap_off_with_mla)")
+    return f"stack {stack.name} has no TP communication overlap ({stack.origin} overlap.tp_comm_overlap_supported)"
 
 
 def fixed_by_pins(own: Job, pins: dict) -> tuple:
