@@ -268,7 +268,7 @@ def test_the_files_tp_comm_overlap_is_listed_only_where_fit_varies_it(cli):
     lists tp_comm_overlap=true among the searched values and the rows hold both. Megatron-Bridge's DeepSeek-V3
     script (tp_comm_overlap false): the stack turns the overlap off for multi-head latent attention
     (overlap.tp_comm_overlap_off_with_mla), so fit tries it off only: the note says so instead of listing it, and
-    no row has it."""
+    no row has it; likewise where a --no-sequence-parallel pin leaves no row the overlap runs in."""
     r = cli("fit", D + "train_llama3_8b_tp1_tp_comm_overlap.sh", "--tp", "2", "--top", "30", "--format", "json")
     rows = _json(r)["rows"]
     line = _line(r.stderr, "fit searches the plan")
@@ -281,6 +281,13 @@ def test_the_files_tp_comm_overlap_is_listed_only_where_fit_varies_it(cli):
     assert ("the file's tp_comm_overlap=false is not searched: every row runs without TP overlap, as stack "
             "megatron-bridge turns it off for a model with multi-head latent attention (deepseek-v3;") in rest
     assert rows and not any(x["plan"].get("tp_comm_overlap") for x in rows)
+    # train_llama3_8b.sh (TP 2, SP, tp_comm_overlap false) with --no-sequence-parallel: no row can overlap TP
+    r = cli("fit", D + "train_llama3_8b.sh", "--no-sequence-parallel", "--top", "5", "--format", "json")
+    searched, _, rest = _line(r.stderr, "fit searches the plan").partition("are searched over")
+    assert "tp_comm_overlap" not in searched
+    assert ("the file's tp_comm_overlap=false is not searched: every row runs without TP overlap, as the command line's "
+            "--no-sequence-parallel leaves no row it runs in") in rest
+    assert not any(x["plan"]["tp_comm_overlap"] for x in _json(r)["rows"])
 
 
 DSV3 = D + "deepseek_v3_2048_h800.yaml"  # DeepSeek-V3's published layout (PP 16, EP 64, ZeRO-1) on 2,048 H800, megatron
