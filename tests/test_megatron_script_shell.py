@@ -76,6 +76,29 @@ def test_declare_x_sets_the_environment_megatron_checks():
     assert "MAX_CONN" in [k for k, _ in megatron_script_errors(unexported)]
 
 
+MAX = "export CUDA_DEVICE_MAX_CONNECTIONS=1"
+
+
+@pytest.mark.parametrize("line, refused", [
+    (MAX, False),
+    (MAX + "\nexport -n CUDA_DEVICE_MAX_CONNECTIONS", True),  # the export taken back (bash(1) export -n)
+    (MAX + "\nunset CUDA_DEVICE_MAX_CONNECTIONS", True),
+    ("DTYPE=bf16\nif [[ $DTYPE == fp8 ]]; then\n    " + MAX + "\nfi", True),  # a branch not taken
+    ("DTYPE=fp8\nif [[ $DTYPE == fp8 ]]; then\n    " + MAX + "\nfi", False),  # the branch taken
+    ("DTYPE=bf16\nif [[ $DTYPE == fp8 ]]; then\n    :\nelse\n    " + MAX + "\nfi", False),
+])
+def test_script_errors_take_the_environment_the_reader_evaluates(line, refused):
+    """megatron_script_errors reads the launch line's environment only as the reader evaluates the script
+    (ScriptWords.env): TP 2 without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1 (rules.py MAX_CONN), so a script whose
+    export is taken back (`export -n`, `unset`) or sits in an `if` branch not taken is refused, and one whose export
+    runs is not. The rule matched `export NAME=value` lines in the text before, and counted the export taken back, unset or in the branch
+    not taken as set."""
+    text = SH.read_text()
+    assert MAX in text
+    keys = [k for k, _ in megatron_script_errors(text.replace(MAX, line, 1))]
+    assert ("MAX_CONN" in keys) is refused, keys
+
+
 # ------------------------------------------------------------ (b) parameter expansion
 @pytest.mark.parametrize("line,tp", [
     (": ${TP_SIZE:=4}", 4),  # assigns 4 and expands (the `: ${X:=w}` idiom)

@@ -10,7 +10,8 @@ in `fit`.
 
 `megatron_errors(flags, world, env)` -> [(key, message)], empty when Megatron would start;
 `megatron_script_errors(text)` reads a launch script first (planner/trainers/megatron.py's
-parser: the torchrun counts give the world size, `export NAME=value` lines the environment).
+parser: the torchrun counts give the world size, the launch line's environment as the reader evaluates the
+script, ScriptWords.env, the environment).
 
 Sources (file @d98e8a64, what is asserted):
   WORLD          megatron/training/arguments.py validate_args: world size % (tp pp cp) == 0
@@ -627,7 +628,9 @@ def _split_errors(flags, world, pp, dp, mbs, gbs, L) -> list[tuple[str, str]]:
 def megatron_script_errors(text: str, where: str = "", *, gpus_per_domain: int | None = None,
                            capability: tuple[int, int] | None = None) -> list[tuple[str, str]]:
     """megatron_errors for a launch script: its torchrun line's arguments and GPU count, and
-    the `export NAME=value` lines as the environment (gpus_per_domain, capability: the hardware's,
+    the environment that line runs in as the reader evaluates the script (ScriptWords.env: the names exported
+    when the launch line runs, `export -n` / `declare +x` / `unset` taking an export back, exports in constant `if`
+    branches only where the branch is taken, `NCCL_ALGO=... torchrun`) (gpus_per_domain, capability: the hardware's,
     as megatron_errors takes them). A script the reader cannot split (an unbalanced quote) or without the
     launcher's counts is bad input (PlannerError), as the Megatron reader refuses it."""
     from ..errors import PlannerError
@@ -636,9 +639,10 @@ def megatron_script_errors(text: str, where: str = "", *, gpus_per_domain: int |
     split = read_script_words(None, text, where, "")
     launch, words = split.launch, split.words
     flags, _ = parse_flags(words, where)
-    # the `export NAME=value` lines, over them the launch line's environment as the reader evaluates it
-    # (ScriptWords.env: exports inside constant if blocks, `NCCL_ALGO=... torchrun`)
-    env = {**dict(re.findall(r"^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", text, flags=re.M)), **split.env}
+    # the launch line's environment as the reader evaluates it, the one the Megatron reader's job takes
+    # (read_nccl_algo, _exported_cublas): no `export NAME=value` text match, which counted an export taken back or in
+    # a branch not taken (tests/test_megatron_script_shell.py)
+    env = dict(split.env)
     world = _launcher_gpus(list(launch), where)
     if world is None:
         raise PlannerError(f"{where}no torchrun --nproc_per_node/--nnodes to give the world size",
