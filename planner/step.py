@@ -3487,12 +3487,15 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket)
       their own parameter group (param_and_grad_buffer.py l. 1787-1799, (fsdp_unit_id, is_expert_param) l. 1948),
       whose buffers are over the expert groups (l. 2590-2612, get_fsdp_group(is_expert_parallel=...)), reduced in
       the same post-backward hook as the dense groups, every backward under optim_grads / optim_grads_params
-      (megatron_fsdp.py l. 754-787, grad_reduce_every_bprop) and on the last micro-batch under no_shard / optim;
+      (megatron_fsdp.py _process_post_backward_gradients l. 707-787, grad_reduce_every_bprop l. 761-764) and on
+      the last micro-batch under no_shard / optim;
     - torchtitan @e347b1e5e torchtitan/models/llama4/infra/parallelize.py apply_fsdp: each MoE block's routed experts
       their own FSDP2 unit over the edp mesh with the block's reshard_after_forward (l. 381-409), prefetched with
-      their block (l. 446-492), so gathered and reduce-scattered as often as the dense units; a stage's first forward
-      unit (the embedding, or the first block) and last backward one are dense, so the experts' units lie inside its
-      passes: none of theirs is an edge (dp_comm's `edge`).
+      their block where ep > 1 (l. 437-497), so gathered and reduce-scattered as often as the dense units.
+
+    A stage's first forward unit or bucket (the embedding's, or its first layer's attention) and its last backward
+    one are dense, so the experts' lie inside its passes: none of theirs is an edge (dp_comm's `edge`, assumed for
+    Megatron's buckets, which follow the parameters' reverse order).
 
     Under HSDP the experts, sharded over the shard group's expert-data-parallel ranks, are
     replicated over the dp / shard_group replicas as the dense parameters are (memory.py's
@@ -4010,9 +4013,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     dp, sp_grads = dp_stage(dp_st, end_grads), _pick(end_grads, *sp_st)
     dp_exposed = m * dp_mb + _pick(end_grads, *dp_once)
     # of it and of the DP traffic, the routed experts' (dp_comm's e_* parts, the same stages')
-    experts = ({"dp_comm_experts_s": dp.e_total,
-                "dp_comm_experts_exposed_s": m * _pick(crit, *dp_st.e_mb) + _pick(end_grads, *(dp_st.e_exposed - m * dp_st.e_mb))}
-               if moe_model else {})
+    experts = ({"dp_comm_experts_s": dp.e_total, "dp_comm_experts_exposed_s": m * _pick(crit, *dp_st.e_mb)
+                + _pick(end_grads, *(dp_st.e_exposed - m * dp_st.e_mb))} if moe_model else {})
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own, the critical stage's (stage_passes): backward / forward, and the weight-gradient GEMMs' share
     # of backward (one forward's worth of GEMMs, the dgrad being the other)
@@ -4085,7 +4087,8 @@ def step_end_stage(sc: StepCtx, per) -> np.ndarray:
     get_grad_stats_parallel_group l. 322-339), which every stage waits on, and only then steps its own parameters
     (step_with_ready_grads). So the step ends at the largest of the stages' gradient work (this over dp + SP), then
     the largest of their optimizer steps (this over optimizer_time): two maxima, each one stage's whole work. The DP
-    part here is each stage's once-a-step exposure (dp_comm's exposed less its per-micro-batch part, m x mb, which
+    part here is each stage's once-a-step exposure, its dense and routed experts' traffic alike (dp_comm's exposed less
+    its per-micro-batch part, m x mb, which
     lies on the stage's path through the schedule and is the critical stage's: step_time). The
     DP parameter all-gather (sharded modes), which runs after the step behind the next forward, is counted in the
     gradient part with the rest of dp_comm's (a named approximation). Muon's Newton-Schulz and TP collectives

@@ -6,7 +6,7 @@ reduce-scatters of the experts' gradients a step hid behind one backward, and no
 The stacks reduce the experts' gradients when they reduce the dense ones: Megatron-LM @d98e8a64 distributed_data_
 parallel.py puts the expert parameters in their own buffers over the expert-data-parallel group (l. 284-329) and bucket
 groups (l. 342-355), reduced from the same backward hook (l. 553-587); Megatron-FSDP reduces each unit's expert
-parameter group every backward under optim_grads (megatron_fsdp.py l. 754-787, grad_reduce_every_bprop); torchtitan
+parameter group every backward under optim_grads (megatron_fsdp.py l. 707-787, grad_reduce_every_bprop); torchtitan
 @e347b1e5e wraps the routed experts as their own FSDP2 unit over the edp mesh (models/llama4/infra/parallelize.py
 l. 381-409).
 
