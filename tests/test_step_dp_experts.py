@@ -107,3 +107,17 @@ def test_zero1_expert_reductions_stay_at_the_step_end(tiny):
     for i in ENDS:
         assert float(dp.e_mb[i]) == 0.0 and float(dp.mb[i]) == 0.0
         assert float(dp.e_exposed[i]) == pytest.approx(rs + ag, rel=1e-12)
+
+
+def test_fsdp_expert_unit_gathers_and_reduce_scatters_are_per_microbatch_part(tiny):
+    """FSDP (megatron's, resharding after forward under pp 2: each unit gathered in the forward and again in the
+    backward, its gradients reduce-scattered every micro-batch), DP overlap off: the stage's one expert unit (its MoE
+    layer) moves X_e = 2 A_e + R_e a micro-batch, e_mb = 3/4 X_e and e_exposed = 4 X_e (before: e_mb 0)."""
+    s, p, sc, lt, comp, dp = _parts(tiny, sharding="fsdp", dp_comm_overlap=False)
+    tr = step.sharding_traits(s.stack, p)
+    assert bool(tr["reshard"]) and bool(tr["reduce_mb"]) and not bool(tr["keep_pp"] | tr["regather_pp"])
+    assert not s.stack.overlap.fsdp_gathers_overlap_always and s.stack.fsdp.fsdp_bucket_params is None
+    rs, ag = _expert_colls(sc, p)
+    for i in ENDS:
+        assert float(dp.e_mb[i]) == pytest.approx((M - 1) / M * (2.0 * ag + rs), rel=1e-12)
+        assert float(dp.e_exposed[i]) == pytest.approx(M * (2.0 * ag + rs), rel=1e-12)
