@@ -2789,9 +2789,6 @@ class DPColls:
     def __add__(self, other: "DPColls") -> "DPColls":
         return DPColls(*(a + b for a, b in zip(self.parts(), other.parts())))
 
-    def scaled(self, k) -> "DPColls":
-        return DPColls(*(a * k for a in self.parts()))
-
 
 def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
     """Bytes per gradient element the data-parallel reduction moves: the stack's
@@ -2963,9 +2960,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     figure what it adds to the dense part's (e_total, e_exposed, e_mb), each slot's own (before, all of it step-end
     part, hidden behind what the dense traffic left of the stage's whole window); a queued stack's [26] is all
     step-end part (the first stage's queue overrunning the pipeline's compute at the step's end). The middle slot is
-    priced only where some
-    plan of the batch has a middle stage (comm_stages, as the per-micro-batch terms'), 0 s elsewhere: step_end_stage
-    leaves it out at pp <= 2."""
+    priced only where some plan of the batch has a middle stage (comm_stages, as the per-micro-batch terms'), 0 s
+    elsewhere: step_end_stage leaves it out at pp <= 2."""
     plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
     coll = dp_collectives(sc, coll)
     slots = comm_stages(sc)
@@ -3283,7 +3279,8 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync
     reduce-scatter and the replica all-reduce) passes of its micro-batch. A stack that issues
     the backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
     nothing to hide it behind. c: one pass's collectives over the weights (DPColls: its all-gather,
-    reduce-scatter and replica all-reduce read). The fifth value is the exposed time when only the all-gathers overlap and every
+    reduce-scatter and replica all-reduce read). The fifth value is the exposed time when only the all-gathers
+    overlap and every
     reduce-scatter and replica all-reduce is waited on by the compute stream (DeepSpeed ZeRO-3 without
     overlap_comm [19]): the same gathers hidden as above, the reductions whole. sync: a stack that fetches one deep and
     synchronises (SyncGathers, zero3_sync_gathers [22]): its gathers and reductions, per micro-batch, in place of the
@@ -4088,8 +4085,8 @@ def step_end_stage(sc: StepCtx, per) -> np.ndarray:
     (step_with_ready_grads). So the step ends at the largest of the stages' gradient work (this over dp + SP), then
     the largest of their optimizer steps (this over optimizer_time): two maxima, each one stage's whole work. The DP
     part here is each stage's once-a-step exposure, its dense and routed experts' traffic alike (dp_comm's exposed less
-    its per-micro-batch part, m x mb, which
-    lies on the stage's path through the schedule and is the critical stage's: step_time). The
+    its per-micro-batch part, m x mb, which lies on the stage's path through the schedule and is the critical stage's:
+    step_time). The
     DP parameter all-gather (sharded modes), which runs after the step behind the next forward, is counted in the
     gradient part with the rest of dp_comm's (a named approximation). Muon's Newton-Schulz and TP collectives
     (muon_stage_terms) are each stage's own, in its optimizer step's sum (issue 22 critdp: before, _muon_stage_max's
