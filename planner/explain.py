@@ -194,7 +194,12 @@ def _time_json(est: Estimate, pick) -> dict:
         # inside pp_comm_s: the interleaved schedule's warm-up and flush p2p the stack waits on (step.py [13])
         "pp_warmup_flush_s": _num(pick(est.time_extra["pp_warmup_flush_s"])),
         "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),
-        "dp_comm_exposed_s": t["dp_comm_exposed_s"], "bubble_s": t["bubble_s"],
+        "dp_comm_exposed_s": t["dp_comm_exposed_s"],
+        # of dp_comm_s and dp_comm_exposed_s, a MoE model's: the routed experts' over their expert-data-parallel ranks
+        # (step.dp_expert_comm; its per-micro-batch part and step-end part with the dense ones', the same stages')
+        **({k: _num(pick(est.time_extra[k])) for k in ("dp_comm_experts_s", "dp_comm_experts_exposed_s")}
+           if "dp_comm_experts_s" in est.time_extra else {}),
+        "bubble_s": t["bubble_s"],
         # inside bubble_s, where priced: the fill's and drain's p2p hops an end critical stage's own count lacks (step.py [31])
         **({"pp_fill_drain_s": _num(pick(est.time_extra["pp_fill_drain_s"]))}
            if float(pick(est.time_extra.get("pp_fill_drain_s", 0.0))) > 0 else {}),

@@ -66,12 +66,15 @@ their all-to-alls exposed (alone_pass_share). Applied where Megatron-Core allows
 Expert gradients. Reduced (DDP all-reduce, ZeRO reduce-scatter + all-gather, FSDP per
 micro-batch) over the expert-data-parallel ranks (expert_shard; DDP: expert_dp), at their place
 in the expert grid (expert_strides["edp"]), in
-buckets as the dense gradients; they hide behind what the dense DP traffic leaves of the same
-compute window (the backward and forward of the last micro-batch; every micro-batch under
-FSDP), at the stack's exposed share. The Adam step reads and writes their shard.
+buckets as the dense gradients (FSDP: a unit a MoE layer), reduced and gathered when the dense
+ones are (step.dp_expert_comm: Megatron's expert bucket groups, Megatron-FSDP's expert parameter
+groups, torchtitan's expert FSDP2 units): every micro-batch where the mode does so (ZeRO-2,
+FSDP), the stage's per-micro-batch DP part, else once a step, the step end's; they hide behind
+what the dense DP traffic leaves of the same windows (each micro-batch's backward and forward),
+at the stack's exposed share (step.dp_exposure). The Adam step reads and writes their shard.
 
 Approximations (named, not fitted): the EP all-to-all overlap taken against the middle
-stage's mean layer; no HSDP replica all-reduce or FSDP buffer copies for the experts.
+stage's mean layer; no FSDP buffer copies for the experts (their HSDP replica all-reduce is priced: step.dp_expert_comm).
 DeepSeek's DualPipe ([1] sec. 3.2.1) is a pipeline schedule (planner/pipeline.py [8]) that
 hides the all-to-alls as the combined 1F1B does (step.ep_comm); node-deduplicated, node-limited
 and fp8 dispatch are the dispatcher's (planner/dispatch.py: DeepEP's kernels are DeepSeek's).

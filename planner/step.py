@@ -2763,6 +2763,31 @@ class DPTraffic:
     # transfers before the last, / m): on the stage's critical path with its passes (critical_stage), 0 s where the
     # mode moves nothing every micro-batch; exposed - m x mb is the step-end part (step_end_stage)
     mb: np.ndarray = 0.0
+    # of total, exposed and mb, the routed experts' (dp_expert_comm, over their expert-data-parallel ranks; 0 s on a
+    # model without them): what they add behind the windows the dense traffic leaves (dp_exposure)
+    e_total: np.ndarray = 0.0
+    e_exposed: np.ndarray = 0.0
+    e_mb: np.ndarray = 0.0
+
+
+@dataclass
+class DPColls:
+    """One pass's DP collectives over a stage's parameters (seconds; dp_comm's dense, dp_expert_comm's routed
+    experts'), each the sum of its buckets' or units': ag the weights' all-gather, rs the gradients' reduce-scatter
+    (an all-reduce under an fsdp mode that all-reduces [21]), ar the gradients' all-reduce (DDP, a zero1 mode that
+    all-reduces), rep HSDP's exchange across the replicas, inst the all-reduce across a zero1 mode's optimizer
+    instances (each 0 s where the plan runs none)."""
+    ag: Any
+    rs: Any
+    ar: Any
+    rep: Any
+    inst: Any
+
+    def parts(self) -> tuple:
+        return self.ag, self.rs, self.ar, self.rep, self.inst
+
+    def __add__(self, other: "DPColls") -> "DPColls":
+        return DPColls(*(a + b for a, b in zip(self.parts(), other.parts())))
 
 
 def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
@@ -2929,11 +2954,14 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     critical_stage's pick with the stage's compute, and exposed - m x mb (the last micro-batch's, the step's first
     gather and its edges, the once-a-step reductions and gathers) is the step end's (step_end_stage; issue 22 critdp:
     before, the whole hid behind the critical stage's passes and went to the step end only, the pick made without
-    it). The routed experts' traffic (dp_expert_comm) is all step-end part (a named approximation: it hides behind what
-    the dense traffic leaves of the stage's window, not split a micro-batch); so is a queued stack's [26] (the first
-    stage's queue overrunning the pipeline's compute at the step's end). The middle slot is priced only where some
-    plan of the batch has a middle stage (comm_stages, as the per-micro-batch terms'), 0 s elsewhere: step_end_stage
-    leaves it out at pp <= 2."""
+    it). The routed experts' traffic (dp_expert_comm) splits the same way: run with the dense collectives through the
+    same rules and windows (dp_exposure), reduced and gathered when the dense ones are (Megatron DDP's expert bucket
+    groups, Megatron-FSDP's expert parameter groups, torchtitan's expert FSDP2 units: dp_expert_comm), its part of each
+    figure what it adds to the dense part's (e_total, e_exposed, e_mb), each slot's own (before, all of it step-end
+    part, hidden behind what the dense traffic left of the stage's whole window); a queued stack's [26] is all
+    step-end part (the first stage's queue overrunning the pipeline's compute at the step's end). The middle slot is
+    priced only where some plan of the batch has a middle stage (comm_stages, as the per-micro-batch terms'), 0 s
+    elsewhere: step_end_stage leaves it out at pp <= 2."""
     plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
     coll = dp_collectives(sc, coll)
     slots = comm_stages(sc)
@@ -2987,42 +3015,68 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
         sync = zero3_sync_gathers(sc, coll, lt, w_per, grad_reduce_bytes(sc, fsdp), np.where(sharded, shard_n, 1),
                                   dp_stride, p_local, fsdp & tr["allreduce"])
     rerun = zero3_rerun_share(sc, p_local)  # [23] the re-run forward's gathers, stage weights a micro-batch
-    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync, rerun)
+    dense = DPColls(ag=ag_w, rs=rs_g, ar=ar_g, rep=ar_hsdp, inst=ar_inst)
+    # what never hides: the stage's first unit's (bucket's) all-gather and its last one's reduction, 1/n_b of the dense
+    # collectives (a stage's first forward unit and last backward one are dense: dp_expert_comm's units lie inside)
+    edge = DPColls(*(x / n_b for x in dense.parts()))
+    run = functools.partial(dp_exposure, sc, comp, tr, (fsdp, zero, allred), edge=edge, sync=sync, rerun=rerun,
+                            stream_mb=stream_mb)
+    total, exposed, mb_part, (n_red, n_ag, n_rs) = run(dense)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_dp / sc.hbm, 0.0)
-    n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, n_b, (zero, allred, rs_g, ar_g, ar_inst),
-                                                                  ag_w, stream_mb)
     one_dp = dpcp == 1
-    total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
+    d_total, d_exposed, d_mb = (np.where(one_dp, 0.0, x) for x in (total, exposed, mb_part))
+    # the routed experts' over their expert-data-parallel ranks (which dp x cp = 1 need not leave one): the same
+    # collectives a pass, reduced and gathered when the dense ones are, behind the same windows (dp_exposure over the
+    # dense and the experts' together; the experts' part what they add to the dense part's figures)
+    e_total = e_exposed = e_mb = np.zeros(np.shape(total))
+    if sc.ll.has_experts:  # a model setting
+        routed = dp_expert_comm(sc, coll, np.maximum(stages["e"], pad_e), stages["u"], ddp_bucket)
+        j_total, j_exposed, j_mb, _ = run(dense + routed)
+        e_total, e_exposed, e_mb = (np.maximum(j - d, 0.0) for j, d in ((j_total, total), (j_exposed, exposed),
+                                                                         (j_mb, mb_part)))
+    total, exposed, copies, p_dp_st, e_local, mb_part, e_total, e_exposed, e_mb = (_all_slots(sc, x, slots) for x in (
+        d_total + e_total, d_exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], stages["e"],
+        d_mb + e_mb, e_total, e_exposed, e_mb))
+    return DPTraffic(total=total, exposed=exposed, copies=copies, p_local=p_dp_st, e_local=e_local,
+                     e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs), mb=mb_part / sc.m, e_total=e_total,
+                     e_exposed=e_exposed, e_mb=e_mb / sc.m)
+
+
+def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, sync=None, rerun=0.0,
+                stream_mb=None) -> tuple:
+    """(total, exposed, per-micro-batch part x m, (gradient reductions, FSDP all-gathers, FSDP reduce-scatters) a step)
+    of one pass's DP collectives `c` as the plan's mode moves them (fsdp_traffic at the FSDP levels, ddp_traffic below:
+    masks (fsdp, zero, allred), tr stacks.sharding_traits), `edge` the part of them that never hides; dp_comm's for
+    the dense traffic, and for the dense and routed experts' together (their windows shared). The per-micro-batch part:
+    (m - 1) x what each micro-batch's own transfers expose (the last one's, the step's first gather and the edges at
+    the step's end), the same branches as `exposed`; without overlap each reduction (ZeRO-2) or FSDP transfer of a
+    micro-batch whole, or the gathers alone hidden where they always overlap [19]. comp's passes each dp_comm slot's
+    own (dp_windows)."""
+    fsdp, zero, allred = masks
+    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, c, edge, tr, sync, rerun)
+    n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, (zero, allred), c, edge, stream_mb)
+    total = np.where(fsdp, f_total, ddp_total)
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
     # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
     # a stack that prefetches its FSDP / ZeRO-3 gathers whatever the setting exposes the reductions alone [19]
     always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
     off = np.where(always, f_gathers, total)
-    on = dp_overlap(sc.stack, plan) > 0
-    exposed = np.where(one_dp, 0.0, np.where(on, np.where(fsdp, f_exposed, ddp_exposed), off))
-    # the per-micro-batch part: (m - 1) x what each micro-batch's own transfers expose (the last one's, the step's
-    # first gather and the edges at the step's end), the same branches as `exposed`; without overlap each reduction
-    # (ZeRO-2) or FSDP transfer of a micro-batch whole, or the gathers alone hidden where they always overlap [19]
+    on = dp_overlap(sc.stack, sc.plan) > 0
+    exposed = np.where(on, np.where(fsdp, f_exposed, ddp_exposed), off)
     x_off = np.where(fsdp, np.where(always, f_x[1], f_x[2]), np.where(tr["reduce_mb"], ddp_grad, 0.0))
-    x_mb = np.where(one_dp, 0.0, np.where(on, np.where(fsdp, f_x[0], ddp_x), x_off))
-    mb_part = np.minimum((sc.m - 1.0) * x_mb, exposed)  # (the minimum absorbs rounding: exposed holds it)
-    e_local, e_units = stages["e"], stages["u"]
-    n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
-    e_total, e_exposed = dp_expert_comm(sc, coll, comp, np.maximum(e_local, pad_e), total, (n_ag, n_rs, e_units, ddp_bucket), n_ar)
-    total, exposed, copies, p_dp_st, e_local, mb_part = (_all_slots(sc, x, slots) for x in (
-        total + e_total, exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], e_local, mb_part))
-    return DPTraffic(total=total, exposed=exposed, copies=copies, p_local=p_dp_st, e_local=e_local,
-                     e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs), mb=mb_part / sc.m)
+    x_mb = np.where(on, np.where(fsdp, f_x[0], ddp_x), x_off)
+    mb = np.minimum((sc.m - 1.0) * x_mb, exposed)  # (the minimum absorbs rounding: exposed holds it)
+    return total, exposed, mb, (n_red, n_ag, n_rs)
 
 
-def ddp_traffic(sc: StepCtx, comp: Compute, tr, n_b, grads, ag_w, stream_mb=None) -> tuple:
+def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, stream_mb=None) -> tuple:
     """dp_comm's DDP / ZeRO-1 / ZeRO-2 traffic (the modes below FSDP): (gradient reductions a step, one reduction's
-    seconds, total, exposed, one micro-batch's own exposure: 0 s where reduced once a step or queued [26]). grads:
-    (zero, allred, reduce-scatter, all-reduce, optimizer instances' all-reduce) of one pass over the gradients; ag_w
-    the weights' all-gather; comp's passes each stage's (dp_windows)."""
-    zero, allred, rs_g, ar_g, ar_inst = grads
+    seconds, total, exposed, one micro-batch's own exposure: 0 s where reduced once a step or queued [26]). masks:
+    (zero, allred); c one pass's collectives (its reduce-scatter, all-reduce, optimizer instances' all-reduce and the
+    weights' all-gather), edge their part that never hides (dp_exposure); comp's passes each stage's (dp_windows)."""
+    zero, allred = masks
     # DDP / ZeRO-1: gradients once per step behind the last micro-batch's backward; ZeRO-2
     # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
     # the accumulated gradients (DeepSpeed stage_1_and_2.py; "gradient reduction is required
@@ -3032,17 +3086,18 @@ def ddp_traffic(sc: StepCtx, comp: Compute, tr, n_b, grads, ag_w, stream_mb=None
     # first bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward
     # pass (not the whole of it on top: exposed <= total)
     n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
-    ddp_grad = np.where(zero & ~allred, rs_g, ar_g) + ar_inst
-    ddp_param = np.where(zero, ag_w, 0.0)
+    reduce_scatter = zero & ~allred
+    ddp_grad = np.where(reduce_scatter, c.rs, c.ar) + c.inst
+    ddp_param = np.where(zero, c.ag, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
-    g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
+    g_edge, p_edge = np.where(reduce_scatter, edge.rs, edge.ar) + edge.inst, np.where(zero, edge.ag, 0.0)
     ddp_x = _hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge  # one reduction's exposure
     ddp_exposed = np.minimum(n_red * ddp_x + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
     ddp_x = np.where(tr["reduce_mb"], ddp_x, 0.0)  # a micro-batch's own (ZeRO-2), 0 s where reduced once a step
     # a stack whose runtime queues the per-micro-batch reductions behind the schedule's later passes [26]: what the
     # first stage's queue runs past the pipeline's compute, at the step's end (no per-micro-batch part)
     if sc.stack.overlap.grad_reduce_queued:  # a stack setting (the plan's mode and schedule: masks there)
-        ddp_exposed, queued = queued_reductions(sc, comp, zero & ~allred & tr["reduce_mb"], ddp_grad, n_red,
+        ddp_exposed, queued = queued_reductions(sc, comp, reduce_scatter & tr["reduce_mb"], ddp_grad, n_red,
                                                 ddp_exposed, _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge,
                                                 ddp_total, stream_mb)
         ddp_x = np.where(queued, 0.0, ddp_x)
@@ -3078,7 +3133,8 @@ def _all_slots(sc: StepCtx, x, slots: tuple) -> np.ndarray:
 def dp_stage(dp: DPTraffic, crit) -> DPTraffic:
     """One stage's DP traffic of dp_comm's per-slot values: each plan's CRITICAL_STAGES slot `crit` (_heaviest's)."""
     return dataclasses.replace(dp, **{f: _pick(crit, *getattr(dp, f)) for f in ("total", "exposed", "copies", "p_local",
-                                                                               "e_local", "mb")})
+                                                                               "e_local", "mb", "e_total", "e_exposed",
+                                                                               "e_mb")})
 
 
 def muon_layout_padding(sc: StepCtx, pc, split, slots: tuple = CRITICAL_STAGES):
@@ -3206,7 +3262,7 @@ def zero3_rerun_share(sc: StepCtx, p_local):
     return sc.rc["mid"] * sc.mean("mid", again) / np.maximum(p_local, 1.0)
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.0):
+def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync=None, rerun=0.0):
     """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed, per-micro-batch shares) of FSDP/HSDP per
     step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
@@ -3217,23 +3273,26 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.
     runtime's no-sync (regather_pp), the first forward's gather and one per backward, one reduce
     per step. HSDP's all-reduce across the
     replicas (ar_hsdp) runs with every reduce-scatter or once per step (the mode's
-    replica_reduce). The first unit's all-gather and the last unit's reduce-scatter (1/n_b of
-    each: a layer, or a bucket) and the last replica all-reduce never hide; the rest hides
+    replica_reduce). The first unit's all-gather and the last unit's reduce-scatter (`edge`: 1/n_b of
+    the dense ones, a layer or a bucket) and the last replica all-reduce never hide; the rest hides
     behind the forward (all-gathers) and the backward (the backward all-gather, the
     reduce-scatter and the replica all-reduce) passes of its micro-batch. A stack that issues
     the backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
-    nothing to hide it behind. coll3: (all-gather, reduce-scatter, replica all-reduce) of one
-    pass over the weights. The fifth value is the exposed time when only the all-gathers overlap and every
+    nothing to hide it behind. c: one pass's collectives over the weights (DPColls: its all-gather,
+    reduce-scatter and replica all-reduce read). The fifth value is the exposed time when only the all-gathers
+    overlap and every
     reduce-scatter and replica all-reduce is waited on by the compute stream (DeepSpeed ZeRO-3 without
     overlap_comm [19]): the same gathers hidden as above, the reductions whole. sync: a stack that fetches one deep and
     synchronises (SyncGathers, zero3_sync_gathers [22]): its gathers and reductions, per micro-batch, in place of the
-    units' and buckets' (the layers' reductions there once a micro-batch: the mode's grad_reduce microbatch). rerun:
+    units' and buckets' (the layers' reductions there once a micro-batch: the mode's grad_reduce microbatch; its trace
+    holds every GEMM row's module, the routed experts' too, memory.zero3_modules, so c's beyond the dense add only
+    their replica all-reduce). rerun:
     DeepSpeed ZeRO-3's extra gathers under full recompute, a share of the weights a micro-batch [23]
     (zero3_rerun_share), gathered in the backward beside its own gather where the mode reshards. The sixth value:
     what one micro-batch's own transfers expose of the exposed, the gathers-only and the total figures (each of them
     (m - 1) x that + the step's first gather, last reductions and edges, >= 0): dp_comm's per-micro-batch part."""
     plan, m, x = sc.plan, sc.m, sc.x
-    ag_w, rs_g, ar_hsdp = coll3
+    ag_w, rs_g, ar_hsdp = c.ag, c.rs, c.rep
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
     extra = np.where(reshard & ~keep_pp & ~regather, rerun, 0.0)  # [23]
     # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
@@ -3254,7 +3313,7 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.
         return (total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total),
                 (x_on + ar_mb, x_g, x_all))
     total = n_ag * ag_w + n_rs * rs_g + n_ar * ar_hsdp
-    ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
+    ag_edge, rs_edge = edge.ag, edge.rs  # never hide: taken out of what can hide
     ag_b = np.where(reshard, ag_w * (1.0 + extra), 0.0)  # backward all-gather of one micro-batch (+ the re-run's [23])
     # reduce-scatter (and replica all-reduce) of one micro-batch
     rs_b = np.where(per_mb, rs_g, 0.0) + np.where(n_ar == m, ar_hsdp, 0.0)
@@ -3405,14 +3464,35 @@ def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_
                        bwd_gathers=gathers_b, gather_pass=n * sc.mean("mid", lay_g) + rest, reduce_mb=reduce_mb)
 
 
-def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense, n_ar=1.0):
-    """(total, exposed) routed-expert gradient traffic (and FSDP/ZeRO weight gathers) over the
-    expert-data-parallel ranks, tp dp cp / (etp ep) (tp shard group cp / (etp ep): moe.expert_dp,
-    moe.expert_shard), at their place in the folded expert grid (moe.expert_strides), on
-    each stage (dp_comm's slots: its own experts and dense traffic), in one collective a MoE layer (FSDP) or the dense traffic's buckets
-    (DDP / ZeRO); it hides behind what the dense traffic leaves of the same compute window. dense: the dense traffic's
-    (all-gathers, reduce-scatters, the stage's MoE layers (_dp_stages), DDP bucket); n_ar: HSDP's replica all-reduces a
-    step (fsdp_traffic's).
+def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket) -> DPColls:
+    """The routed experts' DP collectives of one pass over their parameters (e_local, each dp_comm slot's: its own
+    experts), gradient reductions and FSDP / ZeRO weight gathers over the expert-data-parallel ranks, tp dp cp / (etp
+    ep) (tp shard group cp / (etp ep): moe.expert_dp, moe.expert_shard), at their place in the folded expert grid
+    (moe.expert_strides), in one collective a MoE layer (FSDP: e_units, _dp_stages) or the dense traffic's buckets
+    (DDP / ZeRO: ddp_bucket parameters). dp_comm runs them with the dense ones (dp_exposure): reduced and gathered when
+    the dense ones are, every micro-batch where the mode does so (ZeRO-2's reduce-scatter, FSDP's gathers and
+    reductions: its per-micro-batch part), once a step elsewhere (the step end's), behind the same windows. As the
+    stacks run them:
+
+    - Megatron-LM @d98e8a64 megatron/core/distributed/distributed_data_parallel.py: the expert parameters' buffers
+      over the expert-data-parallel group (l. 284-329: intra_expt_dp_group), bucketed at the dense bucket size into
+      their own bucket groups (expert_parallel_bucket_groups, l. 342-355), each bucket's reduction issued by the same
+      backward hook as the dense ones' (l. 553-587, register_grad_ready), on the last micro-batch (param_and_grad_
+      buffer.py l. 863-885, is_last_microbatch, which no_sync l. 589-600 sets on both groups alike); the distributed
+      optimizer's all-gather likewise over both;
+    - Megatron-FSDP (megatron/core/distributed/fsdp/src/megatron_fsdp/ @d98e8a64): each FSDP unit's expert parameters
+      their own parameter group (param_and_grad_buffer.py l. 1787-1799, (fsdp_unit_id, is_expert_param) l. 1948),
+      whose buffers are over the expert groups (l. 2590-2612, get_fsdp_group(is_expert_parallel=...)), reduced in
+      the same post-backward hook as the dense groups, every backward under optim_grads / optim_grads_params
+      (megatron_fsdp.py _process_post_backward_gradients l. 707-787, grad_reduce_every_bprop l. 761-764) and on
+      the last micro-batch under no_shard / optim;
+    - torchtitan @e347b1e5e torchtitan/models/llama4/infra/parallelize.py apply_fsdp: each MoE block's routed experts
+      their own FSDP2 unit over the edp mesh with the block's reshard_after_forward (l. 381-409), prefetched with
+      their block where ep > 1 (l. 437-497), so gathered and reduce-scattered as often as the dense units.
+
+    A stage's first forward unit or bucket (the embedding's, or its first layer's attention) and its last backward
+    one are dense, so the experts' lie inside its passes: none of theirs is an edge (dp_comm's `edge`, assumed for
+    Megatron's buckets, which follow the parameters' reverse order).
 
     Under HSDP the experts, sharded over the shard group's expert-data-parallel ranks, are
     replicated over the dp / shard_group replicas as the dense parameters are (memory.py's
@@ -3420,11 +3500,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     the replicas too, the dense ar_hsdp's group (torchtitan: fully_shard(experts,
     mesh=["dp_replicate", "efsdp"]), models/llama4/infra/parallelize.py @e347b1e5e l. 188-194 and
     apply_fsdp l. 385-409, a 2-D mesh: reduce-scatter over efsdp, all-reduce over dp_replicate, torch
-    _fsdp_collectives.foreach_reduce; issue 22, left out before)."""
+    _fsdp_collectives.foreach_reduce; issue 22, left out before); zero1's optimizer instances' all-reduce too."""
     plan, fs = sc.plan, sc.stack.fsdp
-    if not sc.ll.has_experts:
-        return np.float64(0.0), np.float64(0.0)
-    n_ag, n_rs, e_units, ddp_bucket = dense
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
@@ -3452,21 +3529,12 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     # the BF16_Optimizer's all-reduce (dp_traffic), and Muon's layer-wise optimizer on its legacy path [28]
     allred = zero & (tr_all | layerwise_legacy(sc))
     ar_ge = _if_any(~sharded | allred, lambda: e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp)))
-    # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     replicas = plan.dp // np.maximum(plan.shard, 1)
     # HSDP's replicas, or zero1's optimizer instances (dp_traffic's ar_inst: the experts' shards too)
     rep_on = (plan.sharding == HSDP) | (zero & (plan.shard < plan.dp))
     ar_he = np.where(rep_on, _if_any(rep_on, lambda: coll(comm.ALL_REDUCE, e_local * red / np.maximum(e_shard, 1),
                                                           replicas, coll.strides["dp"] * plan.shard)), 0.0)
-    e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge + n_ar * ar_he,
-                       np.where(zero, n_rs * (np.where(allred, ar_ge, rs_ge) + ar_he) + ag_we, n_rs * ar_ge))
-    window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
-    left = np.maximum(window - dense_total, 0.0)
-    # dp_comm_overlap off: all exposed, but the gathers of a stack that prefetches them whatever the setting [19]
-    e_gathers = np.where(fsdp, n_ag * ag_we, 0.0)
-    off = np.where(fsdp & sc.stack.overlap.fsdp_gathers_overlap_always,
-                   _hide(e_gathers, left, sc.x) + e_total - e_gathers, e_total)
-    return e_total, np.where(dp_overlap(sc.stack, plan) > 0, _hide(e_total, left, sc.x), off)
+    return DPColls(ag=ag_we, rs=rs_ge, ar=ar_ge, rep=np.where(fsdp, ar_he, 0.0), inst=np.where(zero, ar_he, 0.0))
 
 
 # ----------------------------------------------------------------------------- optimizer, assembly
@@ -3941,6 +4009,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     end_grads = step_end_stage(sc, dp_once + sp_st)
     dp, sp_grads = dp_stage(dp_st, end_grads), _pick(end_grads, *sp_st)
     dp_exposed = m * dp_mb + _pick(end_grads, *dp_once)
+    # of it and of the DP traffic, the routed experts' (dp_comm's e_* parts, the same stages')
+    experts = ({"dp_comm_experts_s": dp.e_total, "dp_comm_experts_exposed_s": m * _pick(crit, *dp_st.e_mb)
+                + _pick(end_grads, *(dp_st.e_exposed - m * dp_st.e_mb))} if moe_model else {})
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own, the critical stage's (stage_passes): backward / forward, and the weight-gradient GEMMs' share
     # of backward (one forward's worth of GEMMs, the dgrad being the other)
@@ -3967,7 +4038,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                else np.maximum(off["offload_cpu_adam_s"], off["offload_gpu_adam_s"])) + off["offload_link_exposed_s"]
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb + sp_grads + muon_gather + muon_gram, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=opt, **ep_terms, **muon)
-    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt, crit),
+    extra = {"dp_comm_s": dp.total, **experts, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt, crit),
              # a lower bound of the step at every rank order (search._step_parts' floor): the compute-heaviest stage's
              # micro-batches, the DP copies and the optimizer step. The critical stage's compute plus its own traffic
              # is >= the compute-heaviest stage's compute plus its own >= that compute, and the step holds m x the
@@ -4013,8 +4084,9 @@ def step_end_stage(sc: StepCtx, per) -> np.ndarray:
     get_grad_stats_parallel_group l. 322-339), which every stage waits on, and only then steps its own parameters
     (step_with_ready_grads). So the step ends at the largest of the stages' gradient work (this over dp + SP), then
     the largest of their optimizer steps (this over optimizer_time): two maxima, each one stage's whole work. The DP
-    part here is each stage's once-a-step exposure (dp_comm's exposed less its per-micro-batch part, m x mb, which
-    lies on the stage's path through the schedule and is the critical stage's: step_time). The
+    part here is each stage's once-a-step exposure, its dense and routed experts' traffic alike (dp_comm's exposed less
+    its per-micro-batch part, m x mb, which lies on the stage's path through the schedule and is the critical stage's:
+    step_time). The
     DP parameter all-gather (sharded modes), which runs after the step behind the next forward, is counted in the
     gradient part with the rest of dp_comm's (a named approximation). Muon's Newton-Schulz and TP collectives
     (muon_stage_terms) are each stage's own, in its optimizer step's sum (issue 22 critdp: before, _muon_stage_max's

@@ -207,7 +207,10 @@ def time_table(res: dict) -> None:
                   + _step_end_text(t))
     hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
     if t["dp_comm_s"] > 0:
-        out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
+        e = t.get("dp_comm_experts_s", 0.0)  # a MoE model's routed experts' share (step.dp_expert_comm)
+        experts = (f"; of it the routed experts' {e:,.4g} s over their expert-DP ranks, "
+                   f"{e - t['dp_comm_experts_exposed_s']:,.4g} s of theirs hidden" if e > 0 else "")
+        out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute{experts}")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")
