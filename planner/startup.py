@@ -3432,6 +3432,13 @@ VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_
                                  "MEGATRON_TE_RECIPE_RELEASE")
 
 
+# the VARIANT_RULES that refuse the plan's TP overlap (tpo at tp > 1) from the job's and the stack's settings, the
+# model's code and the fp8 recipe alone, so every overlapped plan of a recipe alike: fit CONFIG's note names the one
+# that leaves the search no overlapped row (cli/fit_config._overlap_fixed)
+OVERLAP_RULES = ("TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_DETERMINISTIC_TP_OVERLAP", "MEGATRON_MLA_FUSION_TP_OVERLAP",
+                 "MEGATRON_TP_OVERLAP_QUANTIZER")
+
+
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
     """Where one of the stack's VARIANT_RULES breaks the plan (its variant fields set)."""
     return _broken_of(model, stack, plan, VARIANT_RULES, cluster)
