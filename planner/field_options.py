@@ -152,7 +152,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("dummy_wgrads", "str", "the dummy weight gradients the run's code version returns: per_call|none|cached "
                 "(Transformer Engine before #1651 per_call; no trainer flag) (default: the stack's)"),
     FieldOption("te_version", "str", "the Transformer Engine release the run used, e.g. 1.8 (TP overlap's userbuffers and "
-                "cuBLAS workspaces by release, mxfp8 with TP overlap from 2.4: start-up rule 106; no trainer flag) (default: the stack's, 2.17.1 on megatron)"),
+                "cuBLAS workspaces by release, mxfp8 with TP overlap from 2.4: start-up rule 106, each fp8 recipe from its "
+                "first release: rule 107; no trainer flag) (default: the stack's, 2.17.1 on megatron)"),
     FieldOption("rope_cache", "str", "the rotary tables the run's code version keeps: none|model|layer|model_cp "
                 "(torchtitan before 02d24f017 model; no trainer flag) (default: the stack's)"),
     FieldOption("cublas_workspace_config", "str", "the run's CUBLAS_WORKSPACE_CONFIG environment variable, e.g. :4096:8 "

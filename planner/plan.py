@@ -2621,7 +2621,8 @@ def _job_stack(job: Job, stack0, model: ModelSpec, hw, seq, warnings: list, wher
     stack = with_default(stack, "mla_down_proj_fusion", True if job.mla_down_proj_fusion else None)
     # where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it (a job setting)
     stack = with_default(stack, "mfsdp_v2", True if job.mfsdp_v2 else None)
-    # where start-up rule MEGATRON_TP_OVERLAP_QUANTIZER reads it (te_version.run_te_version, as memory.py [ub] does)
+    # where start-up rules MEGATRON_TP_OVERLAP_QUANTIZER and MEGATRON_TE_RECIPE_RELEASE read it (te_version.run_te_version,
+    # as memory.py [ub] does)
     stack = with_default(stack, "te_version", job.te_version)
     return job, stack, model, features
 

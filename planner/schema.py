@@ -2246,9 +2246,9 @@ class StackDefaults(BaseModel):
                                   "plan.resolve where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it")
     te_version: Optional[str] = Field(
         default=None, description="not a stack file's setting (null there): the job's te_version (the Transformer "
-                                  "Engine release the run used), laid on the stack by plan.resolve where start-up rule "
-                                  "MEGATRON_TP_OVERLAP_QUANTIZER reads it (te_version.run_te_version; null: the stack's "
-                                  "memory.te_version)")
+                                  "Engine release the run used), laid on the stack by plan.resolve where start-up rules "
+                                  "MEGATRON_TP_OVERLAP_QUANTIZER and MEGATRON_TE_RECIPE_RELEASE read it "
+                                  "(te_version.run_te_version; null: the stack's memory.te_version)")
     muon_qkv_split: Optional[bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's Muon with its q / k / v split "
                                   "(optimizer muon and muon_split_qkv), laid on the stack by plan.stack_for_states "

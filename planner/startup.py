@@ -207,6 +207,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             'Unsupported quantizer for Userbuffers' (nvfp4: get_ub l. 550-560 first); or with mxfp8 where
                             the run's TE (te_version, else the stack's) is before 2.4: v2.3 module/linear.py l. 149-155
                             raises, the MXFP8 branch since ce0b46c4d (v2.4) (code 106, FIXED_CODE_RULES)
+  MEGATRON_TE_RECIPE_RELEASE (the megatron set) the plan's fp8 recipe or nvfp4 on a run's TE (te_version, else the
+                            stack's) that does not build it: tensorwise before 2.2, mxfp8 before 2.1 (Megatron-LM
+                            @d98e8a64 fp8_utils.py l. 770, 798-804), blockwise before 2.3, nvfp4 before 2.8 (TE
+                            common/recipe/__init__.py by tag) (code 107, FIXED_CODE_RULES)
   MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (codes 91-93, the megatron set, each where the stack's
                             runs.deterministic_refuses lists the setting): the job's deterministic_mode with the plan's TP
                             overlap (Megatron-LM @d98e8a64 training/determinism.py l. 24, 141-148, since 3ab71eeb3e), the
@@ -2891,42 +2895,81 @@ def _mla_fusion_tp_overlap(model, stack, plan) -> np.ndarray:
     return tpo
 
 
-def _ub_mxfp8_too_old(stack) -> bool:
-    """Whether the run's Transformer Engine (te_version.run_te_version: the job's te_version, laid on defaults by
-    plan.resolve, else the stack's memory.te_version) predates userbuffers' MXFP8 all-gather (TE_UB_MXFP8, v2.4); a
-    stack without Transformer Engine (None) has no userbuffers to refuse it."""
-    from .te_version import TE_UB_MXFP8, run_te_version, te_release
+def _run_te(stack) -> str | None:
+    """The run's Transformer Engine release (te_version.run_te_version: the job's te_version, laid on defaults by
+    plan.resolve, else the stack's memory.te_version); None: the stack runs no Transformer Engine."""
+    from .te_version import run_te_version
 
-    te = run_te_version(stack.defaults.te_version, stack) if stack is not None else None
-    return te is not None and te_release(te) < TE_UB_MXFP8
+    return run_te_version(stack.defaults.te_version, stack) if stack is not None else None
+
+
+def _recipe_rows(plan) -> dict[str, np.ndarray]:
+    """Where each plan runs each quantized recipe (names of precisions.FP8_RECIPES; nvfp4: the nvfp4 precision)."""
+    from .precisions import FP8, FP8_RECIPE_CODES, NVFP4
+
+    prec, f8r = np.asarray(plan.precision), np.asarray(plan.f8r)
+    rows = {n: (prec == FP8) & (f8r == c) for n, c in FP8_RECIPE_CODES.items() if n != "nvfp4"}
+    rows["nvfp4"] = prec == NVFP4
+    return rows
+
+
+def _recipe_of(plan) -> str:
+    """The recipe a 0-d plan runs (_recipe_rows' names), for a refusal's detail."""
+    from .precisions import FP8_RECIPES, NVFP4
+
+    return "nvfp4" if int(np.asarray(plan.precision)) == NVFP4 else FP8_RECIPES[int(np.asarray(plan.f8r))]
 
 
 def _tp_overlap_quantizer(model, stack, plan) -> np.ndarray:
-    """MEGATRON_TP_OVERLAP_QUANTIZER: the plan's TP overlap (tpo, tp > 1) with a recipe whose quantizer Transformer
-    Engine's userbuffers cannot all-gather: fp8 blockwise (Float8BlockQuantizer) or the nvfp4 precision
-    (NVFP4Quantizer) on every release, mxfp8 (MXFP8Quantizer) on a run's Transformer Engine before 2.4
-    (_ub_mxfp8_too_old); delayed and tensorwise pass (fill_userbuffers_buffer_for_all_gather's branches)."""
-    from .precisions import FP8, FP8_RECIPE_CODES, NVFP4
+    """MEGATRON_TP_OVERLAP_QUANTIZER: the plan's TP overlap (tpo, tp > 1) with a recipe whose quantizer the run's
+    Transformer Engine's userbuffers cannot all-gather (te_version.ub_refuses, TE_UB_RECIPE_FIRST): fp8 blockwise
+    (Float8BlockQuantizer) or the nvfp4 precision (NVFP4Quantizer) on every release, mxfp8 (MXFP8Quantizer) before 2.4;
+    delayed passes everywhere, tensorwise wherever the release builds it. A recipe the release does not build at all
+    is MEGATRON_TE_RECIPE_RELEASE's (te_version.recipe_missing), not this rule's."""
+    from .te_version import recipe_missing, ub_refuses
 
     tpo = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
-    prec = np.asarray(plan.precision)
-    f8r = np.asarray(plan.f8r)
-    blockwise = (prec == FP8) & (f8r == FP8_RECIPE_CODES["blockwise"])
-    mxfp8 = (prec == FP8) & (f8r == FP8_RECIPE_CODES["mxfp8"]) & _ub_mxfp8_too_old(stack)
-    return tpo & (blockwise | mxfp8 | (prec == NVFP4))
+    te = _run_te(stack)
+    bad = np.zeros(np.shape(tpo), dtype=bool)
+    for recipe, rows in _recipe_rows(plan).items():
+        # te is the run's release, one per job (not a searched quantity): which recipes it refuses is a constant
+        if ub_refuses(recipe, te) and not recipe_missing(recipe, te):
+            bad = bad | rows
+    return tpo & bad
 
 
 def _tp_overlap_quantizer_detail(model, stack, plan, cluster) -> str:
     """The refused plan's recipe, and for mxfp8 the run's Transformer Engine release (StartupRule.detail)."""
-    from .precisions import FP8_RECIPES, NVFP4
-    from .te_version import run_te_version
-
-    if int(np.asarray(plan.precision)) == NVFP4:
+    recipe = _recipe_of(plan)
+    if recipe == "nvfp4":
         return "nvfp4"
-    recipe = FP8_RECIPES[int(np.asarray(plan.f8r))]
     if recipe != "mxfp8":
         return f"fp8 recipe {recipe}"
-    return f"fp8 recipe mxfp8 on Transformer Engine {run_te_version(stack.defaults.te_version, stack)}"
+    return f"fp8 recipe mxfp8 on Transformer Engine {_run_te(stack)}"
+
+
+def _te_recipe_release(model, stack, plan) -> np.ndarray:
+    """MEGATRON_TE_RECIPE_RELEASE: the plan's fp8 recipe (or nvfp4) where the run's Transformer Engine release
+    predates it as Megatron-LM builds it (te_version.recipe_missing, TE_RECIPE_FIRST: tensorwise 2.2, mxfp8 2.1,
+    blockwise 2.3, nvfp4 2.8); delayed on every release; a stack without Transformer Engine refuses none."""
+    from .te_version import recipe_missing
+
+    te = _run_te(stack)
+    bad = np.zeros(np.broadcast(np.asarray(plan.tp), np.asarray(plan.precision), np.asarray(plan.f8r)).shape, dtype=bool)
+    for recipe, rows in _recipe_rows(plan).items():
+        if recipe_missing(recipe, te):  # te: one per job (not searched)
+            bad = bad | rows
+    return bad
+
+
+def _te_recipe_release_detail(model, stack, plan, cluster) -> str:
+    """The refused plan's recipe, the run's release and the first one that builds it (StartupRule.detail)."""
+    from .te_version import TE_RECIPE_FIRST
+
+    recipe = _recipe_of(plan)
+    first = ".".join(map(str, TE_RECIPE_FIRST[recipe]))
+    what = "nvfp4" if recipe == "nvfp4" else f"fp8 recipe {recipe}"
+    return f"{what} on Transformer Engine {_run_te(stack)} (first built on {first})"
 
 
 def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
@@ -3228,7 +3271,10 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
     #   the branch l. 487, the raise l. 557). So mxfp8 with the overlap is refused where the run's Transformer Engine
     #   (the job's te_version, else the stack's memory.te_version: te_version.run_te_version, as memory.py [ub] reads
     #   it) is older than 2.4 (te_version.TE_UB_MXFP8). Blockwise and nvfp4 have no branch in any release read: v2.18
-    #   base.py l. 730 and main d0067d0d (2026-08-22) l. 754 raise the same; no newer release to date them from. A
+    #   base.py l. 730 and main d0067d0d (2026-08-22) l. 754 raise the same; no newer release to date them from.
+    #   Tensorwise: v2.0-v2.1's check is delayed-only (linear.py l. 120-126 at v2.0, l. 130-136 at v2.1), but those
+    #   releases have no Float8CurrentScaling at all: a recipe the release lacks is MEGATRON_TE_RECIPE_RELEASE's
+    #   (code 107), so this rule tests only recipes the release builds (te_version.TE_UB_RECIPE_FIRST, ub_refuses). A
     #   variant rule (VARIANT_RULES: tpo and the fp8 recipe are variant fields): fit ranks no overlapped blockwise /
     #   nvfp4 row, nor an mxfp8 one on a te_version before 2.4
     (106, StartupRule(
@@ -3243,9 +3289,34 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "(Megatron registers only the NONE set under --fp4-format, args.fp8 None: megatron/training/initialize.py "
         "l. 230-233); TE v2.3 module/linear.py l. 149-155 (NotImplementedError: delayed or per-tensor current scaling "
         "only, mxfp8 included); the MXFP8 branch since ce0b46c4d (v2.4, #1711: base.py l. 487)",
-        "turn the TP overlap off (--no-tp-comm-overlap, drop --tp-comm-overlap), or use fp8 recipe tensorwise / "
-        "delayed (mxfp8 on Blackwell with Transformer Engine 2.4 or later: te_version)",
+        "turn the TP overlap off (--no-tp-comm-overlap, drop --tp-comm-overlap), or use fp8 recipe tensorwise "
+        "(Transformer Engine 2.2 or later) / delayed (mxfp8 on Blackwell with Transformer Engine 2.4 or later: "
+        "te_version)",
         _tp_overlap_quantizer, detail=_tp_overlap_quantizer_detail)),
+    # MEGATRON_TE_RECIPE_RELEASE (code 107): the job's fp8 recipe (or nvfp4) on a Transformer Engine release that does
+    #   not build it (te_version.TE_RECIPE_FIRST; the release as rule 106 and memory.py [ub] read it, run_te_version).
+    #   TE's recipe classes by tag (transformer_engine/common/recipe/__init__.py): DelayedScaling in every release read
+    #   (v1.13 l. 54), MXFP8BlockScaling from v2.0 (l. 165), Float8CurrentScaling from v2.2 (l. 187, 77fa1e596 #1471),
+    #   Float8BlockScaling from v2.3 (l. 298, a8f0fe03b #1559), NVFP4BlockScaling from v2.8 (l. 381, 3f5b47549 #2177).
+    #   Megatron-LM @d98e8a64 megatron/core/fp8_utils.py get_fp8_recipe (l. 752-810) builds only delayed below TE
+    #   2.1.0 (assert l. 798-804: so mxfp8 from 2.1, though TE 2.0 has the class), tensorwise from 2.2.0.dev0
+    #   (l. 777), blockwise from 2.3.0.dev0 (l. 781), else ValueError (l. 792-797); fp4_utils.py get_fp4_recipe
+    #   (l. 219-245) raises ValueError below 2.7.0.dev0 and where NVFP4BlockScaling is missing (l. 223-232: 2.7). A
+    #   different refusal from 106 (the recipe itself does not exist there, with or without TP overlap). A variant rule
+    #   (VARIANT_RULES: the fp8 recipe is a variant field): fit ranks no row of a recipe the release lacks
+    (107, StartupRule(
+        "MEGATRON_TE_RECIPE_RELEASE", "megatron",
+        "the fp8 recipe (or nvfp4) on a Transformer Engine release that does not build it: tensorwise before 2.2, "
+        "mxfp8 before 2.1, blockwise before 2.3, nvfp4 before 2.8 (the job's te_version, else the stack's)",
+        "NVIDIA/TransformerEngine transformer_engine/common/recipe/__init__.py: MXFP8BlockScaling from v2.0 (l. 165), "
+        "Float8CurrentScaling from v2.2 (l. 187), Float8BlockScaling from v2.3 (l. 298), NVFP4BlockScaling from v2.8 "
+        "(l. 381; absent at v2.7); NVIDIA/Megatron-LM @d98e8a64 megatron/core/fp8_utils.py get_fp8_recipe l. 770-810 "
+        "(below TE 2.1.0 delayed only, assert l. 798-804; tensorwise >= 2.2.0.dev0 l. 777, blockwise >= 2.3.0.dev0 "
+        "l. 781, else ValueError l. 792-797), megatron/core/fp4_utils.py get_fp4_recipe l. 219-245 (ValueError below "
+        "2.7.0.dev0, AttributeError -> ValueError l. 223-232)",
+        "use a recipe the release builds (delayed on every release), or give the Transformer Engine release the run "
+        "used (te_version; tensorwise 2.2, mxfp8 2.1, blockwise 2.3, nvfp4 2.8 or later)",
+        _te_recipe_release, detail=_te_recipe_release_detail)),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
@@ -3357,7 +3428,15 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
 COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
 VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_MXFP8_ROWS",
                                  "MEGATRON_FP8_WIDTHS", "MEGATRON_DETERMINISTIC_TP_OVERLAP",
-                                 "MEGATRON_MLA_FUSION_TP_OVERLAP", "MEGATRON_TP_OVERLAP_QUANTIZER")
+                                 "MEGATRON_MLA_FUSION_TP_OVERLAP", "MEGATRON_TP_OVERLAP_QUANTIZER",
+                                 "MEGATRON_TE_RECIPE_RELEASE")
+
+
+# the VARIANT_RULES that refuse the plan's TP overlap (tpo at tp > 1) from the job's and the stack's settings, the
+# model's code and the fp8 recipe alone, so every overlapped plan of a recipe alike: fit CONFIG's note names the one
+# that leaves the search no overlapped row (cli/fit_config._overlap_fixed)
+OVERLAP_RULES = ("TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_DETERMINISTIC_TP_OVERLAP", "MEGATRON_MLA_FUSION_TP_OVERLAP",
+                 "MEGATRON_TP_OVERLAP_QUANTIZER")
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:

@@ -39,6 +39,25 @@ tag from v1.6 to v2.18 and at the stack's pinned 4329ff84 = 2.17.1):
               MXFP8 tensors: TE_UB_MXFP8. Float8BlockQuantizer (blockwise) and NVFP4Quantizer have
               no branch in any release read: 'Unsupported quantizer for Userbuffers' at v2.4
               l. 557, 4329ff84 (2.17.1) l. 720, v2.18 l. 730 and main d0067d0d (2026-08-22) l. 754.
+              By release (TE_UB_RECIPE_FIRST): v2.0-v2.1 delayed scaling only (`not
+              get_fp8_recipe().delayed()` raises 'Comm+GEMM overlap is only supported with FP8
+              delayed scaling': v2.0 module/linear.py l. 120-126, v2.1 l. 130-136); v2.2-v2.3 the
+              per-tensor recipes (float8_per_tensor_scaling(): v2.2 linear.py l. 134-140, v2.3
+              l. 149-155); from v2.4 mxfp8 too.
+
+  recipes     which fp8 / fp4 recipes a release builds at all (start-up rule
+              MEGATRON_TE_RECIPE_RELEASE; TE_RECIPE_FIRST), read in
+              transformer_engine/common/recipe/__init__.py at each tag: DelayedScaling in every
+              release read (v1.13 l. 54); MXFP8BlockScaling from v2.0 (l. 165; 544dd14b4);
+              Float8CurrentScaling (planner's tensorwise) from v2.2 (l. 187; 77fa1e596, #1471);
+              Float8BlockScaling (blockwise) from v2.3 (l. 298; a8f0fe03b, #1559);
+              NVFP4BlockScaling from v2.8 (l. 381; 3f5b47549, #2177; absent at v2.7). Megatron-LM
+              @d98e8a64 builds them through megatron/core/fp8_utils.py get_fp8_recipe l. 752-810:
+              below TE 2.1.0 it asserts the delayed recipe (l. 770, 798-804), so mxfp8 needs 2.1 there
+              although TE 2.0 has the class; tensorwise is gated at 2.2.0.dev0 (l. 777), blockwise
+              at 2.3.0.dev0 (l. 781), else ValueError (l. 792-797); nvfp4 through
+              megatron/core/fp4_utils.py get_fp4_recipe l. 219-245 (ValueError below 2.7.0.dev0,
+              and where the class is missing, AttributeError -> ValueError l. 223-232: so 2.8).
 
 TE_USERBUFFERS holds the three spans: (first release, all-gather buffers, reduce-scatter buffers,
 whether the overlapped GEMMs' workspaces sit beside the plain one). Releases before 1.6 are
@@ -62,8 +81,33 @@ TE_OLDEST = TE_USERBUFFERS[0][0]
 TE_NEWEST_READ = (2, 18)
 
 
+# the first release whose userbuffers carry each recipe's tensors under TP overlap (module docstring, quantizers);
+# None: no release read does (no branch in fill_userbuffers_buffer_for_all_gather up to v2.18 / main d0067d0d); a
+# recipe not listed (delayed) from the oldest release read. Tensorwise's coincides with the recipe's first release
+# (TE_RECIPE_FIRST): v2.0-v2.1 refuse it only in the sense that they lack it
+TE_UB_RECIPE_FIRST = {"tensorwise": (2, 2), "mxfp8": (2, 4), "blockwise": None, "nvfp4": None}
 # the first release whose userbuffers all-gather MXFP8 tensors (module docstring, quantizers: ce0b46c4d, v2.4)
-TE_UB_MXFP8 = (2, 4)
+TE_UB_MXFP8 = TE_UB_RECIPE_FIRST["mxfp8"]
+
+# the first release Megatron-LM @d98e8a64 builds each recipe on (module docstring, recipes: the later of the TE
+# recipe class's first release and Megatron's own version gate); a recipe not listed (delayed): every release read
+TE_RECIPE_FIRST = {"tensorwise": (2, 2), "mxfp8": (2, 1), "blockwise": (2, 3), "nvfp4": (2, 8)}
+
+
+def recipe_missing(recipe: str, version: str | None) -> bool:
+    """Whether the Transformer Engine release `version` (None: no Transformer Engine, nothing to refuse) predates
+    `recipe` (TE_RECIPE_FIRST)."""
+    first = TE_RECIPE_FIRST.get(recipe)
+    return version is not None and first is not None and te_release(version) < first
+
+
+def ub_refuses(recipe: str, version: str | None) -> bool:
+    """Whether the userbuffers of release `version` refuse `recipe`'s tensors under TP overlap, the recipe being one
+    the release builds (TE_UB_RECIPE_FIRST; None version: the recipes no release read carries)."""
+    if recipe not in TE_UB_RECIPE_FIRST:
+        return False
+    first = TE_UB_RECIPE_FIRST[recipe]
+    return first is None or (version is not None and te_release(version) < first)
 
 
 def run_te_version(te_version: str | None, stack) -> str | None:

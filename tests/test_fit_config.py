@@ -290,6 +290,77 @@ def test_the_files_tp_comm_overlap_is_listed_only_where_fit_varies_it(cli):
     assert not any(x["plan"]["tp_comm_overlap"] for x in _json(r)["rows"])
 
 
+def _job_yaml(tmp_path, name, **fields):
+    """A planner job file (YAML) of Llama 3 8B on 8 H100, megatron, global batch 128, seq 8,192, TP 2 with SP and TP
+    overlap, with `fields` on top (key: YAML value text)."""
+    base = dict(model="llama3-8b", hardware="h100-sxm", gpus="8", stack="megatron", global_batch="128",
+                seq_len="8192", tp="2", sequence_parallel="true", tp_comm_overlap="true")
+    path = tmp_path / name
+    path.write_text("".join(f"{k}: {v}\n" for k, v in {**base, **fields}.items()))
+    return path
+
+
+def _note_parts(r) -> tuple[str, str]:
+    """(the searched list, the rest) of the 'fit searches the plan' note."""
+    note = _line(r.stderr, "fit searches the plan").partition("fit searches the plan:")[2]  # past the file's path
+    searched, _, rest = note.partition("are searched over")
+    return searched, rest
+
+
+@pytest.mark.parametrize("fields, said", [
+    # Megatron-LM @d98e8a64 determinism.py l. 24, 141-148: --deterministic-mode refuses --tp-comm-overlap
+    (dict(deterministic_mode="true"), "start-up rule MEGATRON_DETERMINISTIC_TP_OVERLAP (code 91) refuses it: "
+                                      "deterministic_mode refuses TP communication overlap"),
+    # TE's userbuffers have no Float8BlockQuantizer branch (@4329ff84 base.py l. 720): the pinned recipe refuses it
+    (dict(precision="fp8", fp8_recipe="blockwise"), "start-up rule MEGATRON_TP_OVERLAP_QUANTIZER (code 106) refuses it "
+                                                   "(fp8 recipe blockwise): TP communication overlap"),
+])
+def test_the_files_tp_comm_overlap_a_rule_refuses_is_said_not_searched(cli, tmp_path, fields, said):
+    """The stack tries TP overlap off and on (space.variant_choices), but a setting of the file makes a start-up rule
+    refuse every overlapped row (startup.OVERLAP_RULES): the note says tp_comm_overlap=true is not searched and names
+    the rule, and no ranked row has it. The same file without that setting (delayed fp8 for the recipe) lists it among
+    the searched values (so the check can fail)."""
+    r = cli("fit", _job_yaml(tmp_path, "job.yaml", **fields), "--top", "10", "--format", "json")
+    searched, rest = _note_parts(r)
+    assert "tp_comm_overlap" not in searched and "sequence_parallel=true" in searched
+    assert f"the file's tp_comm_overlap=true is not searched: every row runs without TP overlap, as {said}" in rest
+    assert not any(x["plan"]["tp_comm_overlap"] for x in _json(r)["rows"])
+    plain = {k: v for k, v in fields.items() if k != "deterministic_mode"}
+    plain = {**plain, "fp8_recipe": "delayed"} if "fp8_recipe" in plain else plain
+    r = cli("fit", _job_yaml(tmp_path, "plain.yaml", **plain), "--top", "1", "--format", "json")
+    searched, rest = _note_parts(r)
+    assert "tp_comm_overlap=true" in searched and "is not searched" not in rest
+
+
+def test_the_files_tp_comm_overlap_refused_by_the_mla_fusion_rule(cli, tmp_path):
+    """DeepSeek-V2 (q_lora_rank 1536) with mla_down_proj_fusion on megatron, trainer_date 2025-03-01 (before
+    4e6ae3a2d2, 2025-04-24, from which the stack turns TP overlap off for MLA: the search would not try it at all):
+    the search tries the overlap, but start-up rule MEGATRON_MLA_FUSION_TP_OVERLAP (code 101) refuses every overlapped
+    row; the note says so."""
+    path = _job_yaml(tmp_path, "mla.yaml", model="deepseek-v2", gpus="256", global_batch="1024", seq_len="4096",
+                     mla_down_proj_fusion="true", trainer_date='"2025-03-01"')
+    r = cli("fit", path, "--top", "3", "--format", "json")
+    searched, rest = _note_parts(r)
+    assert "tp_comm_overlap" not in searched
+    assert ("the file's tp_comm_overlap=true is not searched: every row runs without TP overlap, as start-up rule "
+            "MEGATRON_MLA_FUSION_TP_OVERLAP (code 101) refuses it") in rest
+    assert not any(x["plan"]["tp_comm_overlap"] for x in _json(r)["rows"])
+
+
+def test_the_files_sequence_parallel_under_a_tp_1_pin_is_said_not_searched(cli, tmp_path):
+    """With --tp 1 every row runs without SP (space: SP only where tp > 1): the file's sequence_parallel=true is said
+    not searched, not listed among the searched values, and every row has tp 1 without SP; without the pin it is
+    listed (test_the_files_tp_comm_overlap_a_rule_refuses_is_said_not_searched)."""
+    r = cli("fit", _job_yaml(tmp_path, "job.yaml"), "--tp", "1", "--top", "5", "--format", "json")
+    note = _line(r.stderr, "fit searches the plan").partition("fit searches the plan:")[2]
+    # nothing the file sets is searched now: tp pinned, SP and the overlap at one value
+    assert note.startswith(" its own plan is priced and ranked below;") and "are searched over" not in note
+    assert ("the file's sequence_parallel=true is not searched: every row runs without sequence parallelism, as the "
+            "command line's --tp 1 leaves no row it runs in (it splits across TP ranks)") in note
+    rows = _json(r)["rows"]
+    assert rows and all(x["plan"]["tp"] == 1 and not x["plan"]["sequence_parallel"] for x in rows)
+
+
 DSV3 = D + "deepseek_v3_2048_h800.yaml"  # DeepSeek-V3's published layout (PP 16, EP 64, ZeRO-1) on 2,048 H800, megatron
 
 

@@ -96,7 +96,7 @@ RANKS = {
     # memory, step and explain read
     "planner.offload": 20,
     # Transformer Engine releases and what TP overlap allocates and carries by release (job field te_version): a leaf
-    # that plan, memory and startup (MEGATRON_TP_OVERLAP_QUANTIZER) read
+    # that plan, memory and startup (MEGATRON_TP_OVERLAP_QUANTIZER, MEGATRON_TE_RECIPE_RELEASE) read
     "planner.te_version": 20,
 }
 

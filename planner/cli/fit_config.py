@@ -22,6 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from ..catalog import validate
 from ..errors import PlannerError
 from ..render.common import note
@@ -38,7 +40,9 @@ from .core import explain_json, load_job
 # it, and the note says what fit does instead (config_jobs): the axes and sharding_mode, sequence_parallel,
 # rank_order are searched over; recompute_layers and microbatch_group are dropped (DROPPED: the search
 # varies neither, its rows run the default, Job's and pipeline.microbatch_group's); tp_comm_overlap is
-# searched where space.variant_choices tries it off and on, else every row runs without it (_overlap_fixed).
+# searched where space.variant_choices tries it off and on and no start-up rule of startup.OVERLAP_RULES refuses
+# every overlapped row, else every row runs without it (_overlap_fixed, _overlap_refused); sequence_parallel likewise
+# where a --tp 1 pin or the stack leaves no SP row (_sp_fixed).
 # The MoE dispatcher is a stack option fit searches as it searches TP overlap (search.dispatcher_settings:
 # every one the stack runs, the faster per plan, unless --moe-dispatcher pins one): the file's is listed in
 # the note beside these, but kept in the search job, where it is what `explain CONFIG` takes (the dispatcher
@@ -91,8 +95,10 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
     # file's full-recompute window and micro-batch group (DROPPED), and a TP overlap the search tries at one value
     dropped = [k for k in fields if k in DROPPED]
     off = _overlap_fixed(job, pins, where) if "tp_comm_overlap" in fields else None
-    fields = [k for k in fields if k not in dropped and not (k == "tp_comm_overlap" and off is not None)]
-    if fields or dropped or off is not None:
+    sp_off = _sp_fixed(job.stack, pins) if "sequence_parallel" in fields else None
+    fields = [k for k in fields if k not in dropped and not (k == "tp_comm_overlap" and off is not None)
+              and not (k == "sequence_parallel" and sp_off is not None)]
+    if fields or dropped or off is not None or sp_off is not None:
         listed = ", ".join(f"{k}={_shown(getattr(own, k))}" + (f" (searched within the command line's {bounds[k]})"
                                                                if k in bounds else "") for k in fields)
         eg = next((k for k in fields if k in _PIN_OPTIONS), None)  # an axis fit's --NAME VALUE pins
@@ -108,15 +114,19 @@ def config_jobs(path: Path, overrides: dict, pins: dict, config_format: Optional
                  ) if "microbatch_group" in dropped else ""
         overlap = (f"; the file's tp_comm_overlap={_shown(own.tp_comm_overlap)} is not searched: every row runs without "
                    f"TP overlap, as {off}") if off is not None else ""
-        note(f"{path}: fit searches the plan: {searched}{window}{group}{overlap}")
+        sp = (f"; the file's sequence_parallel={_shown(own.sequence_parallel)} is not searched: every row runs without "
+              f"sequence parallelism, as {sp_off}") if sp_off is not None else ""
+        note(f"{path}: fit searches the plan: {searched}{window}{group}{sp}{overlap}")
     return job, own, where, read[0] if read else None
 
 
 def _overlap_fixed(job: Job, pins: dict, where: str) -> Optional[str]:
-    """Why fit tries the search job's TP overlap at one value only (off in every row), or None where it tries it off
-    and on: the search's own list (space.variant_choices' tpo column: off only where the stack has no TP overlap or
-    turns it off for the model's multi-head latent attention, plan.mla_drops_tp_overlap), or a command-line pin that
-    leaves no row it runs in (space.Space.variant_ok: tp > 1 with sequence parallelism)."""
+    """Why fit ranks the search job's TP overlap at one value only (off in every row), or None where its ranked rows
+    can hold it off and on: the search's own list (space.variant_choices' tpo column: off only where the stack has no
+    TP overlap or turns it off for the model's multi-head latent attention, plan.mla_drops_tp_overlap), a start-up rule
+    that refuses every overlapped row of that list (_overlap_refused: the file's deterministic_mode, its
+    mla_down_proj_fusion, its pinned fp8 recipe), or a command-line pin that leaves no row it runs in
+    (space.Space.variant_ok: tp > 1 with sequence parallelism)."""
     from ..plan import mla_drops_tp_overlap
     from ..space import settings_for, variant_choices
 
@@ -125,12 +135,57 @@ def _overlap_fixed(job: Job, pins: dict, where: str) -> Optional[str]:
         return f"the command line's {flag} leaves no row it runs in (it needs tp > 1 with sequence parallelism)"
     settings = settings_for(job, where=where)[0]
     stack, model = settings.stack, settings.model
-    if len(set(variant_choices(stack, job, where, settings.hardware, model)[:, 0].tolist())) > 1:
-        return None
+    rows = variant_choices(stack, job, where, settings.hardware, model)
+    if len(set(rows[:, 0].tolist())) > 1:
+        return _overlap_refused(settings, job, rows[rows[:, 0] > 0])
     if mla_drops_tp_overlap(stack, model, job.trainer_date):
         return (f"stack {stack.name} turns it off for a model with multi-head latent attention ({model.name}; "
                 f"{stack.origin} overlap.tp_comm_overlap_off_with_mla)")
     return f"stack {stack.name} has no TP communication overlap ({stack.origin} overlap.tp_comm_overlap_supported)"
+
+
+def _overlap_refused(settings, job: Job, on) -> Optional[str]:
+    """The start-up rules that refuse every overlapped variant row `on` (variant_choices' rows with tpo 1), named with
+    their codes and texts, or None where one of them passes (the search then ranks overlapped rows where they are
+    faster). The rules are startup.OVERLAP_RULES, which read the overlap at tp > 1 with job and stack settings, the
+    model's code and the fp8 recipe only: one probe plan at tp 2 per row stands for every overlapped candidate."""
+    from types import SimpleNamespace
+
+    from ..precisions import PRECISION_CODES
+    from ..space import VARIANT_FIELDS
+    from ..startup import CODES, OVERLAP_RULES, rules_for
+
+    n = len(on)
+    probe = SimpleNamespace(tp=np.full(n, 2, dtype=np.int64), tpo=on[:, VARIANT_FIELDS.index("tpo")],
+                            precision=np.full(n, PRECISION_CODES[job.precision], dtype=np.int64),
+                            f8r=on[:, VARIANT_FIELDS.index("f8r")])
+    bad, said = np.zeros(n, dtype=bool), []
+    for _, rule in rules_for(settings.stack):
+        if rule.key in OVERLAP_RULES:
+            hit = np.asarray(rule.check(settings.model, settings.stack, probe, None), dtype=bool)
+            if hit.any():
+                bad = bad | hit
+                i = int(np.argmax(hit))  # a refused row's figures (StartupRule.detail: a 0-d plan)
+                row = SimpleNamespace(**{k: np.asarray(v)[i] for k, v in vars(probe).items()})
+                detail = f" ({rule.detail(settings.model, settings.stack, row, None)})" if rule.detail else ""
+                said.append(f"start-up rule {rule.key} (code {CODES[rule.key]}) refuses it{detail}: "
+                            f"{rule.text_on(settings.stack)}")
+    return "; ".join(said) if bad.all() else None
+
+
+def _sp_fixed(stack_name: str, pins: dict) -> Optional[str]:
+    """Why fit runs every row at one sequence_parallel (off), or None where it tries it off and on (space: SP on and
+    off where tp > 1, off at tp 1; a stack whose code has none refuses SP, start-up rule STACK_SEQUENCE_PARALLEL)."""
+    from ..catalog import load_stack
+    from ..startup import stack_lacks_sp
+
+    if pins.get("tp") == 1:
+        return "the command line's --tp 1 leaves no row it runs in (it splits across TP ranks)"
+    stack = load_stack(stack_name)
+    if stack_lacks_sp(stack):
+        return (f"stack {stack.name} has no sequence parallelism ({stack.origin} runs.sequence_parallel supported "
+                f"false: start-up rule STACK_SEQUENCE_PARALLEL)")
+    return None
 
 
 def fixed_by_pins(own: Job, pins: dict) -> tuple:
