@@ -18,7 +18,7 @@ import pytest
 
 from conftest import assert_one_error
 from planner.errors import PlannerError
-from planner.trainers import load_trainer_config
+from planner.trainers import load_trainer_config, megatron
 from planner.trainers.rules import megatron_script_errors
 
 SH = Path(__file__).parent / "data" / "trainer_configs" / "train_llama3_8b.sh"
@@ -262,9 +262,9 @@ def test_array_operations_apply_per_element(tmp_path):
 
 
 def test_nested_default_is_soft_for_the_gpu_count(tmp_path):
-    """GPUS_PER_NODE=${G:-${H:-8}}: a shell default two levels down is still a default (megatron._soft_launcher):
-    --gpus 16 replaces torchrun's count; without it the default, 8 x NUM_NODES 1."""
-    p = _variant(tmp_path, "GPUS_PER_NODE=8", "GPUS_PER_NODE=${G:-${H:-8}}")
+    """GPUS_PER_NODE=${G:-${H:-${I:-8}}}: a shell default three levels down is still a default
+    (megatron._soft_launcher): --gpus 16 replaces torchrun's count; without it the default, 8 x NUM_NODES 1."""
+    p = _variant(tmp_path, "GPUS_PER_NODE=8", "GPUS_PER_NODE=${G:-${H:-${I:-8}}}")
     assert load_trainer_config(p, fmt="megatron", gpus=16).job["gpus"] == 16
     assert load_trainer_config(p, fmt="megatron").job["gpus"] == 8
 
@@ -296,12 +296,43 @@ def test_unreadable_expansion_names_line_flag_and_expression(cli, tmp_path, line
 
 
 def test_backquoted_words_stay_one_word(tmp_path):
-    """`` `date +%s` `` is one word, as bash reads it (shlex split it at its space: `+%s`` was a stray word), and
-    stays unread (no note that bash would split it: the space is inside the substitution); ${TB:-tb/${RUN:-`...`}}
-    likewise."""
+    """`` `date +%s` `` is one word, as bash reads it (shlex split it at its space into `run-`date` and `+%s``), and
+    stays unread (no note that bash would split it: the space is inside the substitution); so is a backquote inside a
+    default three levels down, ${TB:-tb/${RUN:-${HOST:-`hostname -s`}}}."""
     p = _variant(tmp_path, "    --mock-data\n", "    --mock-data\n    --wandb-exp-name run-`date +%s`\n"
-                 "    --tensorboard-dir ${TB:-tb/${RUN:-`hostname -s`}}\n")
+                 "    --tensorboard-dir ${TB:-tb/${RUN:-${HOST:-`hostname -s`}}}\n")
+    split = megatron.read_script_words(p, None, "x: ", "")
+    k = split.words.index("--wandb-exp-name")
+    assert split.words[k:k + 4] == ["--wandb-exp-name", "run-`date +%s`", "--tensorboard-dir", "tb/`hostname -s`"]
+    assert split.subs["`date +%s`"] == split.subs["`hostname -s`"] == 78  # DATA_ARGS=( opens on line 78
     cfg = load_trainer_config(p, fmt="megatron", gpus=8)
-    [logging] = [n.entries for n in cfg.ignored if n.entries and n.entries[0][0] == "--wandb-exp-name"]
-    assert logging[:2] == (("--wandb-exp-name", "run-`date +%s`"), ("--tensorboard-dir", "tb/`hostname -s`"))
     assert not [n for n in cfg.assumed if n.message and "read as one value" in n.message]
+
+
+@pytest.mark.parametrize("lines,expr,want", [
+    # each `want` is bash 5.2.15's `printf %s "<expr>"` after the lines
+    ("X=a.b.a.b", "${X/a/Z} ${X//a/Z} ${X/#a/Z} ${X/%b/Z} ${X/a} ${X//./}", "Z.b.a.b Z.b.Z.b Z.b.a.b a.b.a.Z .b.a.b abab"),
+    ("X=abc", "[${X//x*/Z}] [${X/#/P}] [${X/%/S}] [${X//*/Z}]", "[abc] [Pabc] [abcS] [Z]"),
+    ("X=abcabc", "${X#*b} ${X##*b} ${X%b*} ${X%%b*} ${X#[a-b]} ${X#[!a]} ${X%[[:alpha:]]}",
+     "cabc c abca a bcabc abcabc abcab"),
+    ("X='a b  c'", "${X// /_}", "a_b__c"),
+    ("X=hello", "${X^} ${X^^} ${X^^[lo]} ${X,} ${X^^l}", "Hello HELLO heLLO hello heLLo"),
+    ("X=HeLLo", "${X,,} ${X,} ${X,,[L]}", "hello heLLo Hello"),
+    ("X='a*b'; P='*'", "${X/\\*/S} ${X/'*'/S} ${X/[*]/S} ${X/$P/S} ${X/\"$P\"/S}", "aSb aSb aSb S aSb"),
+    ("X=abc", "${X/b/x\\y} ${X/b/'x y'}", "axyc ax yc"),
+    ("X=abcdef", "[${X: -10}] [${X:10}] [${X:2:0}] ${X:0:100} ${X:(-3):2} ${X:-1}", "[] [] [] abcdef de abcdef"),
+    ("nodelist='n[1-4],m'", "${nodelist%%[*} ${nodelist#*[} ${nodelist%%,*}", "n 1-4],m n[1-4]"),
+    ("A=(a b); A=x; A+=y", "${A[*]}", "xy b"),  # `A=x` sets an array's element 0
+    ("A=(); B=('' '')", "[${A[@]:-x}] [${A[@]-z}] [${B[*]:+y}]", "[x] [z] [y]"),
+    ("ARR=(1 2 3); declare -n AR=ARR", "${AR[1]} ${#AR[@]} ${!AR}", "2 3 ARR"),
+    ("declare -n M=T; M=v", "${T-unset} $M", "v v"),
+    ("T=keep; declare -n M=T; unset M", "${T-unset}", "unset"),  # unset through the reference
+    ("declare -n K=Z; K=1; unset -n K", "${K-unset} $Z", "unset 1"),  # -n: the reference itself
+    ("declare -n Q=Y; declare +n Q", "$Q", "Y"),
+    ("declare -l D; : ${D:=XYZ}", "$D", "xyz"),
+])
+def test_expansions_as_bash_gives_them(lines, expr, want):
+    """_Shell against bash, form by form (shell_pattern.py's matching included), through the launch line's words."""
+    from planner.trainers.megatron import command_words
+    _, words, _ = command_words(lines.replace("; ", "\n") + f'\ntorchrun pretrain_gpt.py --v "{expr}"\n', "x: ", [])
+    assert words == ["--v", want]

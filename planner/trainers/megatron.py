@@ -6,12 +6,14 @@ MDS_MARKERS, read from the flags, never the file name) is read here and then as 
 DeepSpeed flags and the ds_config JSON it names or writes with `cat <<EOT > $FILE` (megatron_deepspeed.py).
 
 The script is not run. Backslash continuations are joined; top-level shell assignments
-(`NAME=value`, `export NAME=value`, `export -n NAME`, `declare [-x|+x|-i] NAME=value` and
-`typeset` / `local` / `readonly`, `NAME=${NAME:-default}`, `${NAME:=default}`, `${NAME:+alt}`,
-`${NAME-default}`, `${NAME=default}`, arrays `NAME=( ... )` and `NAME+=( ... )`, `$(( a * b ))` of
-known integers) are expanded into the command line; lines inside `if/case/for/while` blocks are
-not evaluated (listed as assumed); a `$VAR` it cannot expand stays as written, a command
-substitution `$( ... )` or arithmetic it does not evaluate stays one word as written, and a
+(`NAME=value`, `export NAME=value`, `export -n NAME`, `declare [-x|+x|-i|-l|-u|-n] NAME=value` and
+`typeset` / `local` / `readonly`, arrays `NAME=( ... )` and `NAME+=( ... )`) are read and bash's
+parameter expansion (`${NAME:-default}` and the other defaults, nested; `${#NAME}`, `${NAME:off:len}`,
+`${NAME#p}` and the other pattern removals, `${NAME/p/r}`, case modification, `${!NAME}`: _Shell,
+shell_pattern.py), `$(( a * b ))` / `$[ a * b ]` of known integers are expanded into the command line;
+lines inside `if/case/for/while` blocks are not evaluated (listed as assumed); a `$VAR` it cannot
+expand stays as written, a command substitution `$( ... )` / `` `...` ``, arithmetic it does not
+evaluate or an expansion it cannot evaluate statically stays one word as written, and a
 modelled flag whose value is unexpanded is an error (naming the script line of a substitution)
 unless the command line gives the job field the flag sets (COMMAND_LINE_FLAGS: flags beat files).
 The words are split with shlex. Before the script name, torchrun's `--nproc_per_node` x
