@@ -18,7 +18,7 @@ import pytest
 
 from conftest import assert_one_error
 from planner.errors import PlannerError
-from planner.trainers import load_trainer_config
+from planner.trainers import load_trainer_config, megatron
 from planner.trainers.rules import megatron_script_errors
 
 SH = Path(__file__).parent / "data" / "trainer_configs" / "train_llama3_8b.sh"
@@ -222,3 +222,140 @@ def test_megatron_deepspeed_marker_without_config_is_named(cli, tmp_path):
     named a --deepspeed the script does not give."""
     p = _variant(tmp_path, "    --mock-data\n", "    --mock-data\n    --no-pipeline-parallel\n")
     assert_one_error(cli("check", p, "--gpus", "8"), "--no-pipeline-parallel without --deepspeed_config")
+
+
+# ------------------------------------------------------------ (e) the rest of bash's parameter expansion, declare
+# attributes, `$[ ]` and backquotes (GNU Bash Reference Manual 5.2: 3.5.3 Shell Parameter Expansion, 3.5.4 Command
+# Substitution, 3.5.5 Arithmetic Expansion, 4.2 declare). Each expected value is bash 5.2.15's: the comment after a
+# case is what `bash -c '<the lines>; echo $TP_SIZE'` printed. Each case failed on the reader before (an error naming
+# the flag, or a value bash does not give).
+@pytest.mark.parametrize("line,tp", [
+    ("V=abcd\nTP_SIZE=${#V}", 4),  # bash: 4 (the length)
+    ("A=(x y z w)\nTP_SIZE=${#A[@]}", 4),  # bash: 4 (the count)
+    ("A=(x yyyy)\nTP_SIZE=${#A[1]}", 4),  # bash: 4 (an element's length)
+    ("V=tp8\nTP_SIZE=${V/tp/}", 8),  # bash: 8
+    ("V=x4x\nTP_SIZE=${V//x/}", 4),  # bash: 4 (every match)
+    ("V=a4a\nTP_SIZE=${V/#a/}\nTP_SIZE=${TP_SIZE/%a/}", 4),  # bash: 4 (anchored at the start, then the end)
+    ("V=a-b\nTP_SIZE=${V/a-b/8}", 8),  # bash: 8
+    ("V=8192\nTP_SIZE=${V:0:1}", 8),  # bash: 8 (substring)
+    ("V=8192\nTP_SIZE=${V: -1}", 2),  # bash: 2 (a negative offset counts from the end)
+    ("V=84192\nTP_SIZE=${V:(-4):1}", 4),  # bash: 4
+    ("V=482\nTP_SIZE=${V:1:-1}", 8),  # bash: 8 (a negative length ends that far from the end)
+    ("K=1\nV=0842\nTP_SIZE=${V:K+1:1}", 4),  # bash: 4 (the offset is arithmetic)
+    ("P=run/tp4.cfg\nQ=${P##*tp}\nTP_SIZE=${Q%.*}", 4),  # bash: 4 (longest prefix, shortest suffix)
+    ("L=4:8:2\nTP_SIZE=${L%%:*}", 4),  # bash: 4 (longest suffix)
+    ("L=4:8:2\nTP_SIZE=${L##*:}", 2),  # bash: 2
+    ("L=8x2\nTP_SIZE=${L#[0-9]x}", 2),  # bash: 2 (a bracket expression)
+    ("L='a*8'\nTP_SIZE=${L#a\\*}", 8),  # bash: 8 (an escaped `*` is literal)
+    ("TP_SIZE=${A:-${B:-${C:-4}}}", 4),  # bash: 4 (defaults nested past one level)
+    ("C=8\nTP_SIZE=${A:-${B:-${C:-4}}}", 8),  # bash: 8
+    ("TP_SIZE=${A:-${B:-${C:-${D:-8}}}}", 8),  # bash: 8
+    ("TP_SIZE=$[ 2 * 2 ]", 4),  # bash: 4 (the old arithmetic form)
+    ("N=2\nTP_SIZE=$[N*4]", 8),  # bash: 8
+    ("X=1+1\nTP_SIZE=$(( X * 2 ))", 4),  # bash: 4 (X's value is its own sub-expression: (1+1)*2, not 1+1*2 = 3)
+    ("declare -n REF=TP_SIZE\nREF=4", 4),  # bash: 4 (assigned through the name reference)
+    ("T=8\ndeclare -n REF=T\nTP_SIZE=$REF", 8),  # bash: 8
+    ("declare -n REF\nREF=T\nT=4\nTP_SIZE=$REF", 4),  # bash: 4 (a reference's first assignment names its variable)
+    ("T=4\nN=T\nTP_SIZE=${!N}", 4),  # bash: 4 (indirection)
+    ("declare -i TP_SIZE\nTP_SIZE=2*2", 4),  # bash: 4 (-i holds for later assignments)
+    ("declare -i TP_SIZE=2\nTP_SIZE+=2", 4),  # bash: 4 (`+=` of an integer adds)
+    ("declare -u D=fp8\nTP_SIZE=2\nif [[ $D == FP8 ]]; then\nTP_SIZE=4\nfi", 4),  # bash: 4 (-u: upper case)
+    ("declare -l D\nD=FP8\nTP_SIZE=2\nif [[ $D == fp8 ]]; then\nTP_SIZE=4\nfi", 4),  # bash: 4 (-l: lower case)
+    ("declare -lu D=Fp8\nTP_SIZE=2\nif [[ $D == Fp8 ]]; then\nTP_SIZE=4\nfi", 4),  # bash: 4 (-l with -u: neither)
+    ("D=fp8\nTP_SIZE=2\nif [[ ${D^^} == FP8 ]] && [[ ${D^} == Fp8 ]]; then\nTP_SIZE=4\nfi", 4),  # bash: 4
+    ("D=FP8\nTP_SIZE=2\nif [[ ${D,,} == fp8 ]] && [[ ${D,} == fP8 ]]; then\nTP_SIZE=4\nfi", 4),  # bash: 4
+])
+def test_more_parameter_expansion(tmp_path, line, tp):
+    assert _job(tmp_path, "TP_SIZE=2", line)["tp"] == tp
+
+
+def test_array_operations_apply_per_element(tmp_path):
+    """An operation on ${A[@]} applies to each element (bash: `A=(--tp=4 --cp=1); echo ${A[@]/#--tp=/--tensor-}`
+    prints `--tensor-4 --cp=1`; `A=(a b c); echo ${A[@]:1}` prints `b c`), quoted or not."""
+    p = _variant(tmp_path, "    --tensor-model-parallel-size $TP_SIZE\n", "    --tp=4\n")
+    for use in ("${MODEL_PARALLEL_ARGS[@]/#--tp=/--tensor-model-parallel-size=}",
+                '"${MODEL_PARALLEL_ARGS[@]/#--tp=/--tensor-model-parallel-size=}"'):
+        p.write_text(_variant(tmp_path, "    --tensor-model-parallel-size $TP_SIZE\n", "    --tp=4\n", "a.sh")
+                     .read_text().replace("${MODEL_PARALLEL_ARGS[@]}", use))
+        assert load_trainer_config(p, fmt="megatron", gpus=8).job["tp"] == 4, use
+    text = SH.read_text().replace("    --tensor-model-parallel-size $TP_SIZE\n", "    --tensor-model-parallel-size 8\n"
+                                  "    --tensor-model-parallel-size $TP_SIZE\n")  # the first one dropped by :2
+    (tmp_path / "b.sh").write_text(text.replace("${MODEL_PARALLEL_ARGS[@]}", "${MODEL_PARALLEL_ARGS[@]:2}"))
+    assert load_trainer_config(tmp_path / "b.sh", fmt="megatron", gpus=8).job["tp"] == 2
+
+
+def test_nested_default_is_soft_for_the_gpu_count(tmp_path):
+    """GPUS_PER_NODE=${G:-${H:-${I:-8}}}: a shell default three levels down is still a default
+    (megatron._soft_launcher): --gpus 16 replaces torchrun's count; without it the default, 8 x NUM_NODES 1."""
+    p = _variant(tmp_path, "GPUS_PER_NODE=8", "GPUS_PER_NODE=${G:-${H:-${I:-8}}}")
+    assert load_trainer_config(p, fmt="megatron", gpus=16).job["gpus"] == 16
+    assert load_trainer_config(p, fmt="megatron").job["gpus"] == 8
+
+
+@pytest.mark.parametrize("lines,expr,what,no", [
+    ("MICRO_BATCH_SIZE=`nproc --all`", "`nproc --all`", "a command substitution the reader does not run", 19),
+    ("MICRO_BATCH_SIZE=$[ GLOBAL_BATCH_SIZE << 7 ]", "$[ GLOBAL_BATCH_SIZE << 7 ]",
+     "bash arithmetic the reader does not run", 19),
+    # bash 5.2 puts the match for an unquoted `&` (a[b]c), bash 5.1 a literal & (a&c): which bash runs is not known
+    ("V=1\nMICRO_BATCH_SIZE=${V/1/&}", "${V/1/&}", "a parameter expansion the reader does not evaluate", 20),
+    ("V=1\nMICRO_BATCH_SIZE=${V@Q}", "${V@Q}", "a parameter expansion the reader does not evaluate", 20),
+    # bash: 'V: -9: substring expression < 0', the command not run
+    ("V=1\nMICRO_BATCH_SIZE=${V:0:-9}", "${V:0:-9}", "a parameter expansion the reader does not evaluate", 20),
+    ("declare -A M=([mbs]=1)\nMICRO_BATCH_SIZE=${M[mbs]}", "${M[mbs]}",  # an associative array (bash: 1)
+     "a parameter expansion the reader does not evaluate", 20),
+    ("A=(1 2)\nA[5]=3\nMICRO_BATCH_SIZE=${A[0]}", "${A[0]}",  # a sparse array (bash: 1)
+     "a parameter expansion the reader does not evaluate", 21),
+    ("V=1\nMICRO_BATCH_SIZE=${V/@(1)/2}", "${V/@(1)/2}",  # an extended pattern: shopt extglob not followed
+     "a parameter expansion the reader does not evaluate", 20),
+])
+def test_unreadable_expansion_names_line_flag_and_expression(cli, tmp_path, lines, expr, what, no):
+    """What the reader cannot evaluate statically stays one unreadable word, as a `$(...)` does: the error names the
+    file, the script line, the flag and the expression, and --micro-batch on the command line replaces it."""
+    p = _variant(tmp_path, "MICRO_BATCH_SIZE=1", lines)
+    assert_one_error(cli("check", p, "--gpus", "8"), f"{p}: line {no}: --micro-batch-size '{expr}': {what}",
+                     "give --micro-batch N on the command line")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=8, overrides={"micro_batch": 2})
+    assert cfg.job["micro_batch"] == 2
+
+
+def test_backquoted_words_stay_one_word(tmp_path):
+    """`` `date +%s` `` is one word, as bash reads it (shlex split it at its space into `run-`date` and `+%s``), and
+    stays unread (no note that bash would split it: the space is inside the substitution); so is a backquote inside a
+    default three levels down, ${TB:-tb/${RUN:-${HOST:-`hostname -s`}}}."""
+    p = _variant(tmp_path, "    --mock-data\n", "    --mock-data\n    --wandb-exp-name run-`date +%s`\n"
+                 "    --tensorboard-dir ${TB:-tb/${RUN:-${HOST:-`hostname -s`}}}\n")
+    split = megatron.read_script_words(p, None, "x: ", "")
+    k = split.words.index("--wandb-exp-name")
+    assert split.words[k:k + 4] == ["--wandb-exp-name", "run-`date +%s`", "--tensorboard-dir", "tb/`hostname -s`"]
+    assert split.subs["`date +%s`"] == split.subs["`hostname -s`"] == 78  # DATA_ARGS=( opens on line 78
+    cfg = load_trainer_config(p, fmt="megatron", gpus=8)
+    assert not [n for n in cfg.assumed if n.message and "read as one value" in n.message]
+
+
+@pytest.mark.parametrize("lines,expr,want", [
+    # each `want` is bash 5.2.15's `printf %s "<expr>"` after the lines
+    ("X=a.b.a.b", "${X/a/Z} ${X//a/Z} ${X/#a/Z} ${X/%b/Z} ${X/a} ${X//./}", "Z.b.a.b Z.b.Z.b Z.b.a.b a.b.a.Z .b.a.b abab"),
+    ("X=abc", "[${X//x*/Z}] [${X/#/P}] [${X/%/S}] [${X//*/Z}]", "[abc] [Pabc] [abcS] [Z]"),
+    ("X=abcabc", "${X#*b} ${X##*b} ${X%b*} ${X%%b*} ${X#[a-b]} ${X#[!a]} ${X%[[:alpha:]]}",
+     "cabc c abca a bcabc abcabc abcab"),
+    ("X='a b  c'", "${X// /_}", "a_b__c"),
+    ("X=hello", "${X^} ${X^^} ${X^^[lo]} ${X,} ${X^^l}", "Hello HELLO heLLO hello heLLo"),
+    ("X=HeLLo", "${X,,} ${X,} ${X,,[L]}", "hello heLLo Hello"),
+    ("X='a*b'; P='*'", "${X/\\*/S} ${X/'*'/S} ${X/[*]/S} ${X/$P/S} ${X/\"$P\"/S}", "aSb aSb aSb S aSb"),
+    ("X=abc", "${X/b/x\\y} ${X/b/'x y'}", "axyc ax yc"),
+    ("X=abcdef", "[${X: -10}] [${X:10}] [${X:2:0}] ${X:0:100} ${X:(-3):2} ${X:-1}", "[] [] [] abcdef de abcdef"),
+    ("nodelist='n[1-4],m'", "${nodelist%%[*} ${nodelist#*[} ${nodelist%%,*}", "n 1-4],m n[1-4]"),
+    ("A=(a b); A=x; A+=y", "${A[*]}", "xy b"),  # `A=x` sets an array's element 0
+    ("A=(); B=('' '')", "[${A[@]:-x}] [${A[@]-z}] [${B[*]:+y}]", "[x] [z] [y]"),
+    ("ARR=(1 2 3); declare -n AR=ARR", "${AR[1]} ${#AR[@]} ${!AR}", "2 3 ARR"),
+    ("declare -n M=T; M=v", "${T-unset} $M", "v v"),
+    ("T=keep; declare -n M=T; unset M", "${T-unset}", "unset"),  # unset through the reference
+    ("declare -n K=Z; K=1; unset -n K", "${K-unset} $Z", "unset 1"),  # -n: the reference itself
+    ("declare -n Q=Y; declare +n Q", "$Q", "Y"),
+    ("declare -l D; : ${D:=XYZ}", "$D", "xyz"),
+])
+def test_expansions_as_bash_gives_them(lines, expr, want):
+    """_Shell against bash, form by form (shell_pattern.py's matching included), through the launch line's words."""
+    from planner.trainers.megatron import command_words
+    _, words, _ = command_words(lines.replace("; ", "\n") + f'\ntorchrun pretrain_gpt.py --v "{expr}"\n', "x: ", [])
+    assert words == ["--v", want]

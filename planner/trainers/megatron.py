@@ -6,12 +6,14 @@ MDS_MARKERS, read from the flags, never the file name) is read here and then as 
 DeepSpeed flags and the ds_config JSON it names or writes with `cat <<EOT > $FILE` (megatron_deepspeed.py).
 
 The script is not run. Backslash continuations are joined; top-level shell assignments
-(`NAME=value`, `export NAME=value`, `export -n NAME`, `declare [-x|+x|-i] NAME=value` and
-`typeset` / `local` / `readonly`, `NAME=${NAME:-default}`, `${NAME:=default}`, `${NAME:+alt}`,
-`${NAME-default}`, `${NAME=default}`, arrays `NAME=( ... )` and `NAME+=( ... )`, `$(( a * b ))` of
-known integers) are expanded into the command line; lines inside `if/case/for/while` blocks are
-not evaluated (listed as assumed); a `$VAR` it cannot expand stays as written, a command
-substitution `$( ... )` or arithmetic it does not evaluate stays one word as written, and a
+(`NAME=value`, `export NAME=value`, `export -n NAME`, `declare [-x|+x|-i|-l|-u|-n] NAME=value` and
+`typeset` / `local` / `readonly`, arrays `NAME=( ... )` and `NAME+=( ... )`) are read and bash's
+parameter expansion (`${NAME:-default}` and the other defaults, nested; `${#NAME}`, `${NAME:off:len}`,
+`${NAME#p}` and the other pattern removals, `${NAME/p/r}`, case modification, `${!NAME}`: _Shell,
+shell_pattern.py), `$(( a * b ))` / `$[ a * b ]` of known integers are expanded into the command line;
+lines inside `if/case/for/while` blocks are not evaluated (listed as assumed); a `$VAR` it cannot
+expand stays as written, a command substitution `$( ... )` / `` `...` ``, arithmetic it does not
+evaluate or an expansion it cannot evaluate statically stays one word as written, and a
 modelled flag whose value is unexpanded is an error (naming the script line of a substitution)
 unless the command line gives the job field the flag sets (COMMAND_LINE_FLAGS: flags beat files).
 The words are split with shlex. Before the script name, torchrun's `--nproc_per_node` x
@@ -222,6 +224,7 @@ from __future__ import annotations
 
 import math
 import re
+import functools
 import shlex
 from pathlib import Path
 import typing
@@ -230,7 +233,7 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..schema import RecomputeModule, split_fields
-from . import shell_arith
+from . import shell_arith, shell_pattern
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, resolve_gpus,
                write_model_file)
 from .report import Note, about, json_value, listed, listed_all, noted
@@ -580,11 +583,21 @@ MAX_ARRAY = 20_000  # elements of one array
 
 
 class _Shell:
-    """The little of bash a launch script needs to expand its torchrun line."""
-
-    # ${NAME}, ${NAME[@]}, ${NAME[*]}, ${NAME OP WORD} with OP one of bash's `-` `=` `+` `?` with or without `:`
-    # (bash(1), Parameter Expansion; WORD may hold one level of ${...}), $NAME, $(( arithmetic ))
-    _VAR = re.compile(r"\$\{(\w+)(\[@\]|\[\*\])?(?:(:?[-=+?])((?:[^{}]|\{[^{}]*\})*))?\}|\$(\w+)|\$\(\((.*?)\)\)")
+    """The little of bash a launch script needs to expand its torchrun line: its variables (scalars and indexed
+    arrays, with the attributes declare gives them: -i integer, -l / -u case, -n name reference; GNU Bash Reference
+    Manual 5.2, 4.2 Bash Builtin Commands, declare) and the expansions of 3.5.3 Shell Parameter Expansion,
+    3.5.4 Command Substitution and 3.5.5 Arithmetic Expansion of that manual, each checked by running bash 5.2.15
+    (tests/test_megatron_script_shell.py carries the outputs). $NAME, ${NAME}, ${NAME[@]} / ${NAME[*]} /
+    ${NAME[i]}; ${NAME OP WORD} with OP one of `-` `=` `+` `?` with or without `:` (WORD nested to any depth);
+    ${#NAME} (length; ${#A[@]}: the count); ${NAME:offset} / ${NAME:offset:length} (arithmetic; a negative offset
+    counts from the end, a negative length ends that far from it); ${NAME#p} / ## / % / %% and ${NAME/p/r} / // /
+    /# / /% (bash patterns: shell_pattern.py); ${NAME^p} / ^^ / , / ,, (case); ${!NAME} (indirection, or a name
+    reference's target); on an array's [@] / [*] each operation applies per element, as bash applies it; $(( ))
+    and the old $[ ] arithmetic (shell_arith, never Python's eval). A command substitution `$( )` or `` ` ` `` is
+    never run: it stays as written, one word (rejoined), and is recorded (substitutions) so a flag that holds it
+    names its line; so does an expansion the reader cannot evaluate (an unreadable word): `${X@Q}`, `${!P*}`, an
+    extended pattern, bash's own errors (`${X:1:-9}` 'substring expression < 0', `${A[@]:=w}`), a variable the
+    reader holds but cannot read (an associative array, an array written with [i]= subscripts, opaque)."""
 
     def __init__(self, where: str = ""):
         self.where = where
@@ -595,18 +608,195 @@ class _Shell:
         self.unknown: set[str] = set()
         self.kept_whole: list[tuple[str, str]] = []  # (array, element with spaces) expanded unquoted
         self.line = 0  # the script line being read (command_words sets it)
-        # the command substitutions $(...) and the arithmetic $(( )) left unexpanded, as they stand in the expanded
-        # text, each with the script line it is written on (its first): a flag whose value holds one names it
+        # the command substitutions $(...) / `...`, the arithmetic $(( )) / $[ ] and the parameter expansions left
+        # unexpanded, as they stand in the expanded text, each with the script line it is written on (its first): a
+        # flag whose value holds one names it
         self.substitutions: dict[str, int] = {}
+        self.refs: dict[str, Optional[str]] = {}  # name references (declare -n): name -> the variable it names
+        self.attrs: dict[str, set] = {}  # declare's -i / -l / -u attributes, by variable
+        self.opaque: set[str] = set()  # variables set in ways the reader does not read (declare -A, A[i]=v, ([i]=v))
+        self.depth = 0  # the expansions being read, one inside another (MAX_NESTING)
+
+    # ---------------------------------------------------------------- variables
+    def _target(self, name: str) -> Optional[str]:
+        """The variable `name` stands for through name references (`declare -n R=TP`: R stands for TP); None for a
+        chain over MAX_NAMEREF references (a circular one: bash warns and reads the variable unset)."""
+        for _ in range(MAX_NAMEREF):
+            if self.refs.get(name) is None:
+                return name
+            name = self.refs[name]
+        return None
 
     def _value(self, name: str) -> Optional[str]:
-        """The variable's value (an array's first element, as bash gives $A), None where the script does not set it."""
+        """The variable's value (an array's first element, as bash gives $A), None where the script does not set it
+        (or sets it so the reader cannot read it)."""
+        name = self._target(name)
+        if name is None or name in self.opaque:
+            return None
         if name in self.vars:
             return self.vars[name]
         if name in self.arrays:
             return self.arrays[name][0] if self.arrays[name] else ""
         return None
 
+    def _lookup(self, name: str, sub: Optional[str]):
+        """(state, value) of NAME or NAME[sub]: state "unknown" where the script does not set the variable (its
+        environment may: left unexpanded), "unread" where the reader cannot read it, "unset" / "set" else; value a
+        str, or the list of elements for a [@] / [*] subscript."""
+        t = self._target(name) if _NAME.fullmatch(name) else name
+        if t is None:
+            return "unknown", None
+        if t in self.opaque:
+            return "unread", None
+        elems = self.arrays.get(t, [self.vars[t]] if t in self.vars else None)
+        if sub in ("@", "*"):
+            return ("unknown", None) if elems is None else ("set", list(elems))
+        if sub is not None:
+            idx = self._arith_value(sub, None, f"${{{name}[{sub}]}}")
+            if idx is None or elems is None:
+                return ("unread" if idx is None else "unknown"), None
+            idx += len(elems) if idx < 0 else 0
+            if idx < 0:  # bash: 'bad array subscript'
+                return "unread", None
+            return ("set", elems[idx]) if idx < len(elems) else ("unset", None)
+        if elems is None:
+            return "unknown", None
+        return ("set", elems[0]) if elems else ("unset", None)
+
+    def assign(self, name: str, value: str, append: bool = False) -> None:
+        """NAME=value (append: NAME+=value) as bash assigns it: through a name reference, where a reference with no
+        variable yet takes `value` as the one it names (`declare -n R; R=TP`; a value that is no name: bash's
+        'invalid variable name for name reference', the reference dropped); with the variable's attributes (-i: the
+        value is arithmetic, `+=` adds; -l / -u: lower / upper case); into element 0 of an array."""
+        if name in self.refs and self.refs[name] is None:
+            if _NAME.fullmatch(value) and value != name:
+                self.refs[name] = value
+            else:
+                self.refs.pop(name)
+            return
+        t = self._target(name)
+        if t is None:
+            return
+        attrs = self.attrs.get(t, set())
+        old = self._value(t) if append else None
+        if "i" in attrs:
+            value = self._arith_text(f"{old or 0} + ({value})" if append else value)
+            old = None
+        elif attrs & {"l", "u"}:
+            value = value.lower() if "l" in attrs else value.upper()
+        value = (old or "") + value
+        self.opaque.discard(t)
+        if t in self.arrays:
+            self.arrays[t][:1] = [value]
+        else:
+            self.vars[t] = value
+
+    def assign_array(self, name: str, elems: list[str], raw: list[str], append: bool = False) -> None:
+        """NAME=( ... ) / NAME+=( ... ): through a name reference, each element with the -i / -l / -u attributes; an
+        element written `[i]=v` (a subscript: a sparse array the reader's lists do not hold) leaves it unreadable."""
+        t = self._target(name)
+        if t is None:
+            return
+        attrs = self.attrs.get(t, set())
+        if "i" in attrs:
+            elems = [self._arith_text(e) for e in elems]
+        elif attrs & {"l", "u"}:
+            elems = [e.lower() if "l" in attrs else e.upper() for e in elems]
+        base = (self.arrays[t] if t in self.arrays else [self.vars[t]] if t in self.vars else []) if append else []
+        self.vars.pop(t, None)
+        self.arrays[t] = base + elems
+        self.raw_arrays[t] = (self.raw_arrays.get(t, []) if append else []) + raw
+        if any(re.match(r"\[[^\]]*\]\+?=", w) for w in raw):
+            self.opaque.add(t)
+        elif not append:
+            self.opaque.discard(t)
+
+    def unset(self, name: str, ref: bool = False) -> Optional[str]:
+        """`unset NAME` (through a name reference: bash unsets the variable it names) or, ref, `unset -n NAME` (the
+        reference itself); the variable unset."""
+        if ref:
+            self.refs.pop(name, None)
+            t = name
+        else:
+            t = self._target(name)
+            if t is None:
+                return None
+        for d in (self.vars, self.arrays, self.raw_arrays, self.attrs):
+            d.pop(t, None)
+        self.opaque.discard(t)
+        self.soft.discard(t)
+        return t
+
+    def declare(self, name: str, on: set, off: set, valued: bool) -> None:
+        """declare's attributes of NAME (on: -x, off: +x), before any value the same command assigns: -n makes NAME a
+        name reference (the variable it names is the value assigned, or without one NAME's own value), +n makes it
+        a variable holding that name; -i, -l, -u (-l turns -u off and -u -l; both in one command set neither: bash
+        5.2.15 gives `declare -lu Q=AbC` the value AbC and `declare -p Q` 'declare -- Q="AbC"'); -A (associative)
+        leaves the variable unreadable."""
+        if "n" in on and name not in self.refs:
+            cur = self.vars.pop(name, None)
+            self.refs[name] = cur if not valued and cur and _NAME.fullmatch(cur) and cur != name else None
+        elif "n" in on and valued:  # `declare -n R=B` of a reference: it names B now
+            self.refs[name] = None
+        if "n" in off and name in self.refs:
+            target = self.refs.pop(name)
+            if target is not None:
+                self.vars[name] = target
+        t = self._target(name)
+        if t is None or "n" in on:
+            return
+        if "A" in on:
+            self.opaque.add(t)
+        a = self.attrs.setdefault(t, set())
+        if {"l", "u"} <= on:
+            a -= {"l", "u"}
+        else:
+            for c, other in (("l", "u"), ("u", "l")):
+                if c in on:
+                    a.discard(other)
+                    a.add(c)
+        a |= on & {"i"}
+        a -= off & {"i", "l", "u"}
+
+    # ---------------------------------------------------------------- arithmetic
+    def _arith_value(self, expr: str, soft_seen: Optional[set], shown: str, expanded: bool = False) -> Optional[int]:
+        """The value of bash arithmetic `expr` (its $-expansions first, unless expanded; a variable's value read as
+        a parenthesised sub-expression, as bash evaluates it, an empty one as 0); None where shell_arith does not
+        evaluate it (a name the script does not set, a shift, ...). What bash refuses is bad input."""
+        inner = expr if expanded else self.expand(expr, soft_seen)
+        for _ in range(MAX_NAMEREF):  # a variable's value may name variables: bash evaluates it in turn
+            def name(mm):
+                v = self._value(mm.group(1))
+                if v is None:
+                    return mm.group(0)
+                v = v.strip()
+                return "0" if v == "" else v if re.fullmatch(r"\d+", v) else f"({v})"
+            nxt = re.sub(r"\b([A-Za-z_]\w*)\b", name, inner)
+            if nxt == inner or len(nxt) > shell_arith.MAX_CHARS:
+                break
+            inner = nxt
+        try:
+            return shell_arith.evaluate(inner)
+        except shell_arith.ShellArithError as e:
+            raise PlannerError(f"{self.where}{f'line {self.line}: ' if self.line else ''}{shown[:70]}: {e}",
+                               "bash refuses it (or wraps it around): write the number the script means") from None
+
+    def _arith(self, expr: str, written: str, soft_seen: Optional[set]) -> str:
+        """$(( expr )) / $[ expr ]: the number, or as written where the reader does not evaluate it."""
+        v = self._arith_value(expr, soft_seen, written if written.startswith("$[") else f"$(( {expr.strip()[:60]} ))")
+        return written if v is None else str(v)
+
+    def _arith_text(self, expr: str) -> str:
+        """An integer variable's value (declare -i): `expr` (expanded) evaluated, or `$(( expr ))` left unexpanded
+        and recorded where the reader does not evaluate it."""
+        v = self._arith_value(expr, None, f"$(( {expr.strip()[:60]} ))", expanded=True)
+        if v is not None:
+            return str(v)
+        text = f"$(( {expr} ))"
+        self.substitutions.setdefault(text, self.line)
+        return text
+
+    # ---------------------------------------------------------------- expansion
     def expand(self, s: str, soft_seen: Optional[set] = None) -> str:
         """`s` with its variables expanded. An array's elements stay words of their own, quoted
         for the shlex split that follows ("${A[@]}"). An unquoted ${A[@]} word-splits in bash:
@@ -616,65 +806,12 @@ class _Shell:
         as it means, which bash would split (kept_whole records it for a note).
         ${X-w} / ${X:-w} give w where X is unset (or, with `:`, empty); ${X=w} / ${X:=w} likewise and assign it to
         X; ${X+w} / ${X:+w} give w where X is set (non-empty) and nothing else; ${X?w} / ${X:?w} give X where set,
-        else stay unexpanded (bash stops the script there). A default taken marks the variable soft (soft_seen)."""
-        quoted = set(re.findall(r'"\$\{(\w+)\[@\]\}"', s))
-        s = re.sub(r'"\$\{(\w+)\[@\]\}"', r"${\1[@]}", s)
-
-        def sub(m):
-            name, arr, op, word, plain, arith = m.groups()
-            if arith is not None:  # bash arithmetic, read by shell_arith (never Python's eval)
-                inner = self.expand(arith, soft_seen)
-                inner = re.sub(r"\b([A-Za-z_]\w*)\b", lambda mm: self.vars.get(mm.group(1), mm.group(0)), inner)
-                try:
-                    v = shell_arith.evaluate(inner)
-                except shell_arith.ShellArithError as e:
-                    raise PlannerError(f"{self.where}{f'line {self.line}: ' if self.line else ''}$(( {arith.strip()[:60]} )): "
-                                       f"{e}",
-                                       "bash refuses it (or wraps it around): write the number the script means") from None
-                return m.group(0) if v is None else str(v)
-            name = name or plain
-            if arr:
-                if name in self.arrays:
-                    if arr == "[*]":
-                        return " ".join(self.arrays[name])
-                    words = []
-                    for e in self.arrays[name]:
-                        if name not in quoted and re.search(r"\s", e) and substitutions(e) != [e]:  # (a `$(( ))` is one)
-                            if e.lstrip().startswith("-"):  # "--fp8-format hybrid": bash's word split, as meant
-                                words += e.split()
-                                continue
-                            self.kept_whole.append((name, e))  # a quoted value: one value, as meant
-                        words.append(e)
-                    return " ".join(shlex.quote(w) for w in words)
-                self.unknown.add(name)
-                return m.group(0)
-            value = self._value(name)
-            is_set = value is not None and (value != "" or not (op or "").startswith(":"))  # `:`: set and not empty
-            if op is None or op in ("?", ":?"):
-                if value is not None and (op is None or is_set):
-                    if soft_seen is not None and name in self.soft:
-                        soft_seen.add(name)
-                    return value
-                self.unknown.add(name)
-                return m.group(0)
-            if op in ("+", ":+"):  # the alternative where set, else nothing
-                if soft_seen is not None and (name in self.soft or value is None):
-                    soft_seen.add(name)
-                return self.expand(word, soft_seen) if is_set else ""
-            if is_set:  # `-` / `=`: the value where set
-                if soft_seen is not None and name in self.soft:
-                    soft_seen.add(name)
-                return value
-            if soft_seen is not None:
-                soft_seen.add(name)
-            default = self.expand(word, soft_seen)
-            if op in ("=", ":="):  # assigned as well as given (`: ${NNODES:=1}`)
-                self.vars[name] = default
-                self.arrays.pop(name, None)
-                self.soft.add(name)
-            return default
-
-        out = self._VAR.sub(sub, s)
+        else stay unexpanded (bash stops the script there). A default taken marks the variable soft (soft_seen).
+        A backslash-escaped character stays as written (`\\$X` is no expansion)."""
+        # a quoted "${A[@]}" (or "${A[@]OP}", each element operated on) is its elements as words of their own
+        quoted = set(re.findall(r'"\$\{(\w+)\[@\][^"]*\}"', s))
+        s = re.sub(r'"(\$\{\w+\[@\][^"]*\})"', r"\1", s)
+        out = self._scan(s, soft_seen, quoted)
         if len(out) > MAX_EXPANSION:
             raise PlannerError(f"{self.where}the script's variables expand to over {MAX_EXPANSION:,} characters in one "
                                "line", "a launch script's lines are a few kB: give the arguments as written")
@@ -682,45 +819,358 @@ class _Shell:
             self.substitutions.setdefault(expr, self.line)
         return out
 
+    def _scan(self, s: str, soft_seen: Optional[set], quoted: set) -> str:
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise PlannerError(f"{self.where}{f'line {self.line}: ' if self.line else ''}expansions nested over "
+                                   f"{MAX_NESTING} deep", "a launch script nests a default or a substitution a few "
+                                   "levels: give the value as written")
+            return self._scan_text(s, soft_seen, quoted)
+        finally:
+            self.depth -= 1
+
+    def _scan_text(self, s: str, soft_seen: Optional[set], quoted: set) -> str:
+        out, i, n = [], 0, len(s)
+        while i < n:
+            c = s[i]
+            if c == "\\":
+                out.append(s[i:i + 2])
+                i += 2
+                continue
+            if c == "`":  # a command substitution (the old form): never run, kept with its variables expanded
+                j = i + 1
+                while j < n and s[j] != "`":
+                    j += 2 if s[j] == "\\" else 1
+                out.append("`" + self._scan(s[i + 1:j], soft_seen, quoted) + s[j:j + 1])
+                i = j + 1
+                continue
+            if c != "$" or i + 1 >= n:
+                out.append(c)
+                i += 1
+                continue
+            nxt = s[i + 1]
+            if nxt in "([{":
+                k = _closing(s, i + 1)
+                if k is None:  # a lone quote inside (`${X:-it's}`): brackets counted alone
+                    k = _closing(s, i + 1, quotes=False)
+                if k is None:  # unclosed: bash's syntax error; kept as written (its variables expanded for `$(`)
+                    out.append(s[i:i + 2] + (self._scan(s[i + 2:], soft_seen, quoted) if nxt == "(" else s[i + 2:]))
+                    break
+                if nxt == "(" and s[i + 2:i + 3] == "(" and _closing(s, i + 2) == k - 1:
+                    out.append(self._arith(s[i + 3:k - 1], s[i:k + 1], soft_seen))
+                elif nxt == "(":
+                    out.append("$(" + self._scan(s[i + 2:k], soft_seen, quoted) + ")")
+                elif nxt == "[":
+                    out.append(self._arith(s[i + 2:k], s[i:k + 1], soft_seen))
+                else:
+                    out.append(self._param(s[i + 2:k], s[i:k + 1], soft_seen, quoted))
+                i = k + 1
+                continue
+            m = _DOLLAR_NAME.match(s, i)
+            if m:
+                value = self._value(m.group(1))
+                if value is None:
+                    self.unknown.add(m.group(1))
+                    out.append(m.group(0))
+                else:
+                    if soft_seen is not None and self._target(m.group(1)) in self.soft:
+                        soft_seen.add(m.group(1))
+                    out.append(value)
+                i = m.end()
+                continue
+            out.append(c)
+            i += 1
+        return "".join(out)
+
+    def _unread(self, written: str) -> str:
+        """An expansion the reader does not evaluate: kept as written and recorded (an unreadable word)."""
+        self.substitutions.setdefault(written, self.line)
+        return written
+
+    def _render(self, name: str, elems: list[str], star: bool, quoted: set) -> str:
+        if star:
+            return " ".join(elems)
+        words = []
+        for e in elems:
+            if name not in quoted and re.search(r"\s", functools.reduce(lambda t, x: t.replace(x, ""), substitutions(e), e)):
+                # (spaces inside a `$(( ))` or `$( )` are no split of the value)
+                if e.lstrip().startswith("-"):  # "--fp8-format hybrid": bash's word split, as meant
+                    words += e.split()
+                    continue
+                self.kept_whole.append((name, e))  # a quoted value: one value, as meant
+            words.append(e)
+        return " ".join(shlex.quote(w) for w in words)
+
+    def _param(self, body: str, written: str, soft_seen: Optional[set], quoted: set) -> str:
+        """One ${body} (written: as the script writes it)."""
+        m = _PARAM.match(body)
+        if m is None:
+            return self._unread(written)  # bash's 'bad substitution'
+        prefix, name = m.group(1) or m.group(2), m.group(3)
+        j, sub = m.end(), None
+        if j < len(body) and body[j] == "[" and _NAME.fullmatch(name):
+            k = _closing(body, j)
+            if k is None:
+                return self._unread(written)
+            sub, j = body[j + 1:k].strip(), k + 1
+        rest, many, star = body[j:], sub in ("@", "*"), sub == "*"
+        t = self._target(name) if _NAME.fullmatch(name) else name
+        soft = t is not None and t in self.soft
+
+        def seen():
+            if soft and soft_seen is not None:
+                soft_seen.add(name)
+
+        if prefix == "!":  # ${!NAME}: a name reference's target, else the variable NAME's value names
+            if rest or sub is not None:
+                return self._unread(written)  # ${!A[@]} (keys), ${!P*} (names): not read
+            if name in self.refs:
+                return self.refs[name] or ""
+            state, v = self._lookup(name, None)
+            if state == "unknown":
+                self.unknown.add(name)
+                return written
+            if state != "set" or not _NAME.fullmatch(v):
+                return self._unread(written)
+            return self._param(v, "${" + v + "}", soft_seen, quoted)
+        state, v = self._lookup(name, sub)
+        if state == "unread":
+            return self._unread(written)
+        if prefix == "#":  # ${#NAME}: the length; ${#A[@]}: the count
+            if rest:
+                return self._unread(written)
+            if state == "unknown":
+                self.unknown.add(name)
+                return written
+            seen()
+            return str(len(v) if v is not None else 0)
+        if not rest:
+            if state == "unknown":
+                self.unknown.add(name)
+                return written
+            seen()
+            return self._render(name, v, star, quoted) if many else (v or "")
+        mo = re.match(r":?[-=+?]", rest)
+        if mo:  # the defaults and alternatives
+            op, word = mo.group(0), rest[mo.end():]
+            is_set = state == "set" and (not many or len(v) > 0)
+            null = (" ".join(v) if many else v) == "" if is_set else True
+            cond = is_set and not (op.startswith(":") and null)
+            if op in ("?", ":?"):
+                if cond:
+                    seen()
+                    return self._render(name, v, star, quoted) if many else v
+                self.unknown.add(name)
+                return written
+            if op in ("+", ":+"):  # the alternative where set, else nothing
+                if soft_seen is not None and (soft or state != "set"):
+                    soft_seen.add(name)
+                return self.expand(word, soft_seen) if cond else ""
+            if cond:  # `-` / `=`: the value where set
+                seen()
+                return self._render(name, v, star, quoted) if many else v
+            if soft_seen is not None:
+                soft_seen.add(name)
+            default = self.expand(word, soft_seen)
+            if op in ("=", ":="):  # assigned as well as given (`: ${NNODES:=1}`)
+                if sub is not None or not _NAME.fullmatch(name) or t is None:
+                    return self._unread(written)  # bash: 'cannot assign in this way'
+                self.assign(name, default)
+                self.soft.add(self._target(name) or name)
+                return self._value(name) or ""
+            return default
+        if state == "unknown":
+            self.unknown.add(name)
+            return written
+        seen()
+        vals = v if many else [v or ""]
+        if rest.startswith(":"):  # ${X:offset[:length]}
+            got = self._substring(v if many else vals[0], rest[1:], many, soft_seen, written)
+            if got is None:
+                return self._unread(written)
+            return self._render(name, got, star, quoted) if many else got
+        if rest[:1] in "#%":
+            op = rest[:2] if rest[:2] in ("##", "%%") else rest[:1]
+            pat = self.expand(rest[len(op):], soft_seen)
+            out = [shell_pattern.remove(e, op, pat) for e in vals]
+        elif rest[:1] == "/":
+            op = next(o for o in ("//", "/#", "/%", "/") if rest.startswith(o))
+            parts = _split_top(rest[len(op):], "/", 1)
+            pat = self.expand(parts[0], soft_seen)
+            rep = shell_pattern.replacement(self.expand(parts[1], soft_seen)) if len(parts) > 1 else ""
+            out = [None] if rep is None else [shell_pattern.replace(e, op, pat, rep) for e in vals]
+        elif rest[:1] in "^,":
+            op = rest[:2] if rest[:2] in ("^^", ",,") else rest[:1]
+            pat = self.expand(rest[len(op):], soft_seen)
+            out = [shell_pattern.case(e, op, pat) for e in vals]
+        else:  # ${X@Q} and the other transformations, or bash's 'bad substitution'
+            return self._unread(written)
+        if any(o is None for o in out):
+            return self._unread(written)
+        return self._render(name, out, star, quoted) if many else out[0]
+
+    def _substring(self, v, spec: str, many: bool, soft_seen: Optional[set], written: str):
+        """${X:offset[:length]} of the string v (many: the list of elements v); None where bash errs
+        ('substring expression < 0') or the reader does not evaluate the arithmetic."""
+        parts = _split_top(spec, ":", 1)
+        nums = [self._arith_value(p, soft_seen, written) if p.strip() else 0 for p in parts]
+        if any(x is None for x in nums):
+            return None
+        off, n = nums[0], len(v)
+        if off < 0:
+            off += n
+            if off < 0:
+                return [] if many else ""
+        if off > n:
+            return [] if many else ""
+        if len(nums) == 1:
+            return v[off:]
+        end = nums[1]
+        if end < 0:
+            if many:
+                return None
+            end += n
+            if end < off:
+                return None
+            return v[off:end]
+        return v[off:off + end]
+
+
+MAX_NAMEREF = 8  # name references followed, and rounds of a variable's arithmetic read in turn: a bound on work
+MAX_NESTING = 64  # expansions read one inside another (`${A:-${B:-...}}`): a bound on work, not a bash limit
+_NAME = re.compile(r"[A-Za-z_]\w*")
+# the parameter of a ${...}: `#` (length) or `!` (indirection) first, then a name, a positional number or a special
+_PARAM = re.compile(r"(?:(#)(?=[A-Za-z_\d@*#?$!-])|(!)(?=[A-Za-z_]))?([A-Za-z_]\w*|\d+|[@*#?$!0-])")
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+_DOLLAR_NAME = re.compile(r"\$(\w+)")
+
+
+def _closing(s: str, k: int, quotes: bool = True) -> Optional[int]:
+    """The index of the bracket that closes the `(`, `[` or `{` at s[k] (brackets of its kind inside counted, as bash
+    counts braces alone in a ${...}: `${L%%[*}`; backslash escapes and, with quotes, quoted text skipped); None where
+    it does not close."""
+    o, depth, j, quote = s[k], 1, k + 1, None
+    while j < len(s):
+        c = s[j]
+        if quote:
+            if c == "\\" and quote == '"':
+                j += 1
+            elif c == quote:
+                quote = None
+        elif c == "\\":
+            j += 1
+        elif quotes and c in "'\"":
+            quote = c
+        elif c in (o, _PAIRS[o]):
+            depth += 1 if c == o else -1
+            if not depth:
+                return j
+        j += 1
+    return None
+
+
+def _split_top(s: str, sep: str, maxsplit: int) -> list[str]:
+    """`s` split at `sep` where it stands outside quotes, backslash escapes and $( ) / ${ } / $[ ] (and, for `:`,
+    any parentheses or brackets: the offset `(-3)` of ${X:(-3):2})."""
+    out, cur, k, quote, depth = [], [], 0, None, 0
+    while k < len(s):
+        c = s[k]
+        if quote:
+            quote = None if c == quote else quote
+        elif c == "\\":
+            cur.append(s[k:k + 2])
+            k += 2
+            continue
+        elif c in "'\"":
+            quote = c
+        elif c == "$" and s[k + 1:k + 2] in ("(", "{", "["):
+            kk = _closing(s, k + 1)
+            if kk is not None:
+                cur.append(s[k:kk + 1])
+                k = kk + 1
+                continue
+        elif sep == ":" and c in "([":
+            depth += 1
+        elif sep == ":" and c in ")]":
+            depth -= 1
+        elif c == sep and not depth and len(out) < maxsplit:
+            out.append("".join(cur))
+            cur = []
+            k += 1
+            continue
+        cur.append(c)
+        k += 1
+    return out + ["".join(cur)]
+
 
 def substitutions(text: str) -> list[str]:
-    """The command substitutions `$(...)` and arithmetic `$((...))` in `text` (outermost, parentheses balanced; an
-    unclosed one to the end of the text), as written."""
-    out, k = [], text.find("$(")
-    while k >= 0:
-        depth, j = 0, k + 1
-        while j < len(text):
-            depth += (text[j] == "(") - (text[j] == ")")
-            if depth == 0:
-                break
-            j += 1
-        out.append(text[k:j + 1])
-        k = text.find("$(", j + 1)
-    return out
+    """The command substitutions `$(...)` / `` `...` `` and arithmetic `$((...))` / `$[...]` in `text` (outermost,
+    brackets balanced; an unclosed one to the end of the text), as written."""
+    out, k = [], 0
+    while True:
+        m = _SUBST.search(text, k)
+        if m is None:
+            return out
+        b = m.start()
+        if text[b] == "`":
+            j = b + 1
+            while j < len(text) and text[j] != "`":
+                j += 2 if text[j] == "\\" else 1
+        else:
+            o, c = text[b + 1], _PAIRS[text[b + 1]]
+            depth, j = 0, b + 1
+            while j < len(text):
+                depth += (text[j] == o) - (text[j] == c)
+                if depth == 0:
+                    break
+                j += 1
+        out.append(text[b:j + 1])
+        k = j + 1
+
+
+_SUBST = re.compile(r"\$[(\[]|`")
+
+
+def _open_after(w: str, stack: list[str]) -> list[str]:
+    """The expansions still open after the word `w`, given those open before it (stack: the closers awaited)."""
+    for k, c in enumerate(w):
+        if c == "`":
+            if stack and stack[-1] == "`":
+                stack.pop()
+            else:
+                stack.append("`")
+        elif c in _PAIRS and (stack or (k and w[k - 1] == "$")):
+            stack.append(_PAIRS[c])
+        elif stack and c == stack[-1]:
+            stack.pop()
+    return stack
 
 
 def rejoined(words: list[str]) -> list[str]:
-    """shlex's words with a command substitution or arithmetic that spaces split (`$((`, `A`, `<<`, `7`, `))`;
-    `$(nvidia-smi`, `-L`, `|`, `wc`, `-l)`) joined back into the one word bash reads it as, its parentheses
-    balanced."""
+    """shlex's words with a command substitution, arithmetic or parameter expansion that spaces split (`$((`, `A`,
+    `<<`, `7`, `))`; `$(nvidia-smi`, `-L`, `|`, `wc`, `-l)`; `` `date ``, `` +%s` ``; `${X:?set`, `X}`) joined back
+    into the one word bash reads it as, its brackets balanced."""
     out: list[str] = []
     k = 0
     while k < len(words):
         w = words[k]
         k += 1
-        if "$(" in w:
-            depth, j, joined = w.count("(") - w.count(")"), k, w
-            while depth > 0 and j < len(words):
-                depth += words[j].count("(") - words[j].count(")")
+        if "$(" in w or "$[" in w or "${" in w or "`" in w:
+            stack = _open_after(w, [])
+            j, joined = k, w
+            while stack and j < len(words):
+                stack = _open_after(words[j], stack)
                 joined += " " + words[j]
                 j += 1
-            if depth <= 0:  # an unclosed `$((` (bash's syntax error) keeps the words as they are
+            if not stack:  # an unclosed one (bash's syntax error) keeps the words as they are
                 w, k = joined, j
         out.append(w)
     return out
 
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
+_ELEMENT = re.compile(r"^\s*([A-Za-z_]\w*)\[[^\]]*\]\+?=")  # an array element assigned, `A[i]=v`
 _BLOCK_OPEN = re.compile(r"^\s*(if|case|for|while|until)\b")
 # a function definition, `name() {`, `function name {`, `function name() {` (the brace on the line: bash also takes it on
 # the next line, which the reader then reads as a `{ ...; }` group's first line)
@@ -872,13 +1322,16 @@ _DECLARE = re.compile(r"^\s*(export|declare|typeset|local|readonly)((?:\s+(?:[-+
 _UNEXPORT = re.compile(r"\s*export\s+-n\s+([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*(?:#.*)?")
 
 
-def _declaration(s: str) -> Optional[list[str]]:
-    """The lines a declaration stands for, as the reader reads them: `declare -x A=1 B` -> `export A=1`, `export B`;
-    `declare A=1` / `typeset` / `local` / `readonly A=1` -> `A=1` (a name without a value: nothing); `export -n A=1 B`
-    and `declare +x A` -> `A=1`, `export -n A`, `export -n B` (the export taken back, the variable kept: bash(1) export
-    -n); `declare -i N=4*2` -> `N=$(( 4*2 ))` (an integer variable's value is arithmetic); `-f` / `-F` / `-p` (functions,
-    printing) -> nothing. None: a plain `export` (read as before), a name reference or case folding (`-n` of declare,
-    `-l`, `-u`, left unread as before), or words that are no assignments."""
+def _declaration(s: str) -> Optional[tuple[list[str], list[tuple[str, set, set, bool]]]]:
+    """(the lines a declaration stands for, as the reader reads them, and the attributes it gives each name, for
+    _Shell.declare: (name, attributes on, attributes off, whether the command assigns it a value)). Lines: `declare
+    -x A=1 B` -> `export A=1`, `export B`; `declare A=1` / `typeset` / `local` / `readonly A=1` -> `A=1` (a name
+    without a value: nothing); `export -n A=1 B` and `declare +x A` -> `A=1`, `export -n A`, `export -n B` (the export
+    taken back, the variable kept: bash(1) export -n); `-f` / `-F` / `-p` (functions, printing) -> nothing.
+    Attributes: -i (integer: the value, and every later one, is arithmetic), -l / -u (lower / upper case),
+    -n (a name reference: `declare -n R=TP` -> R stands for TP), -A (associative: not read), each `+` to take it off
+    (GNU Bash Reference Manual 5.2, 4.2 Bash Builtin Commands, declare). None: a plain `export` (read as before),
+    or words that are no assignments."""
     m = _DECLARE.match(s)
     if m is None:
         return None
@@ -888,33 +1341,31 @@ def _declaration(s: str) -> Optional[list[str]]:
     on = set("".join(o[1:] for o in opts if o[0] == "-"))
     off = set("".join(o[1:] for o in opts if o[0] == "+"))
     if on & set("fFp"):
-        return []
+        return [], []
     unexport = (cmd == "export" and "n" in on) or "x" in off
-    if cmd != "export" and on & set("nlu"):
-        return None
     export = not unexport and (cmd == "export" or "x" in on)
+    kept = set("ilunA") if cmd != "export" else set()  # export's -n is its own (unexport)
     if not rest.strip() or rest.lstrip().startswith("#"):
-        return []
+        return [], []
     arr = re.match(r"([A-Za-z_]\w*)\+?=\(", rest)
     if arr:  # an array (`declare -a A=(x y)`): read by the array assignment, whose elements may run on
-        return [("export " if export else "") + rest] + ([f"export -n {arr.group(1)}"] if unexport else [])
+        return ([("export " if export else "") + rest] + ([f"export -n {arr.group(1)}"] if unexport else []),
+                [(arr.group(1), on & kept, off & kept, True)])
     words = _assignment_words("export " + rest + " ;")
     if words is None:
         return None
-    out = []
+    out, attrs = [], []
     for w in (w[len("export "):] for w in words):
         name, eq, value = w.partition("=")
         name = name.rstrip("+")
-        if eq and "i" in on and not w[len(name)] == "+":  # an integer variable: its value is arithmetic
-            inner = value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
-            w = f"{name}=$(( {inner} ))"
+        attrs.append((name, on & kept, off & kept, bool(eq)))
         if eq:
             out.append(("export " if export else "") + w)
         elif export:
             out.append(f"export {name}")
         if unexport:
             out.append(f"export -n {name}")
-    return out
+    return out, attrs
 
 
 def _array_end(text: str) -> Optional[int]:
@@ -1066,28 +1517,31 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         written = _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
         m_unexport = _UNEXPORT.fullmatch(s)
         if m_unexport:  # `export -n NAME ...`: the names no longer exported, their values kept
-            exported.difference_update(m_unexport.group(1).split())
+            exported.difference_update(sh._target(n) or n for n in m_unexport.group(1).split())
             continue
         declared = _declaration(s)
-        if declared is not None:  # `declare -x A=1`, `readonly A=1`, `export -n A=1`: read as the lines they stand for
-            lines[i:i] = [(no, w) for w in declared]
+        if declared is not None:  # `declare -x A=1`, `readonly A=1`, `export -n A=1`: read as the lines they stand for,
+            for name, on, off, valued in declared[1]:  # after the attributes it gives (-i, -l, -u, -n, -A)
+                sh.declare(name, on, off, valued)
+            lines[i:i] = [(no, w) for w in declared[0]]
             continue
         several = _assignment_words(s)
         if several is not None:  # `[export] A=1 B=2`, `A=1; export A`: each command read as its own line, in bash's order
             lines[i:i] = [(no, w) for w in several[1:]]
             s = several[0]
             written = _quoted_words(s, where, no)
-        m_unset = re.fullmatch(r"\s*unset\s+(?:-v\s+)?([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*(?:#.*)?", s)
-        if m_unset:  # `unset NAME ...`: the variables (and their export) gone from the launch line's environment
-            for name in m_unset.group(1).split():
-                sh.vars.pop(name, None)
-                sh.arrays.pop(name, None)
-                sh.raw_arrays.pop(name, None)
-                exported.discard(name)
+        m_unset = re.fullmatch(r"\s*unset\s+(?:-([vfn])\s+)?([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*(?:#.*)?", s)
+        if m_unset:  # `unset NAME ...`: the variables (and their export) gone from the launch line's environment;
+            for name in m_unset.group(2).split() if m_unset.group(1) != "f" else ():  # -n: a name reference itself
+                exported.discard(sh.unset(name, ref=m_unset.group(1) == "n"))  # (-f: functions, no variable)
             continue
         m_export = re.fullmatch(r"\s*export\s+([A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*)\s*", s)
-        if m_export:  # `export NAME ...`: names set before (or after) exported
-            exported.update(m_export.group(1).split())
+        if m_export:  # `export NAME ...`: names set before (or after) exported (a name reference: the variable it names)
+            exported.update(sh._target(n) or n for n in m_export.group(1).split())
+            continue
+        m_elem = _ELEMENT.match(s)
+        if m_elem:  # `A[i]=v`: an element assigned (a sparse array the reader's lists do not hold): A unreadable
+            sh.opaque.add(sh._target(m_elem.group(1)) or m_elem.group(1))
             continue
         m = _ASSIGN.match(s)
         # `NAME=value cmd ...`: assignments for the command alone, a command line (its launcher or script after them)
@@ -1095,7 +1549,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                     and len(written) > 1 and re.fullmatch(r"[A-Za-z_]\w*=.*", written[0]) is not None
                     and any(w.split("/")[-1] in _LAUNCHERS or ARGS_SCRIPT.search(w) for w in written[1:]))
         if m and not prefixed and m.group(1) and s.lstrip().startswith("export"):
-            exported.add(m.group(1))
+            exported.add(sh._target(m.group(1)) or m.group(1))
         # a launcher as a whole word of the first word (`X=torchrun`), not inside a value: DS_CONFIG=./deepspeed.json
         # is an assignment (Megatron-DeepSpeed's examples)
         if m and not prefixed and not any(re.search(rf"(^|[=/]){w}$", s.split()[0]) for w in _LAUNCHERS):
@@ -1122,11 +1576,10 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                         elems += rejoined(shlex.split(ln, comments=True))
                     except ValueError:
                         elems.append(ln)
-                sh.arrays[name] = (sh.arrays.get(name, []) if plus else []) + elems
-                if len(sh.arrays[name]) > MAX_ARRAY:
+                sh.assign_array(name, elems, raw, bool(plus))
+                if len(sh.arrays.get(sh._target(name) or name, ())) > MAX_ARRAY:
                     raise PlannerError(f"{where}line {no}: the array {name} grows past {MAX_ARRAY:,} elements",
                                        "a launch script's argument arrays hold tens of words: give them as written")
-                sh.raw_arrays[name] = (sh.raw_arrays.get(name, []) if plus else []) + raw
             else:
                 seen: set = set()
                 val = sh.expand(rhs, seen)
@@ -1135,14 +1588,13 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                     val = w[0] if len(w) == 1 else " ".join(w)
                 except ValueError:
                     pass
-                if plus:  # `NAME+=value`: bash appends to the string (bash(1), PARAMETERS)
-                    val = sh.vars.get(name, sh.arrays[name][0] if sh.arrays.get(name) else "") + val
-                    if len(val) > MAX_EXPANSION:
-                        raise PlannerError(f"{where}line {no}: the variable {name} grows past {MAX_EXPANSION:,} "
-                                           "characters", "a launch script's values are a few kB: give them as written")
-                sh.vars[name] = val
+                # `NAME+=value`: bash appends to the string (bash(1), PARAMETERS); through a name reference, with
+                sh.assign(name, val, bool(plus))  # the variable's -i / -l / -u attributes (_Shell.assign)
+                if len(sh._value(name) or "") > MAX_EXPANSION:
+                    raise PlannerError(f"{where}line {no}: the variable {name} grows past {MAX_EXPANSION:,} "
+                                       "characters", "a launch script's values are a few kB: give them as written")
                 if seen or re.search(r"\$\{\w+:?-", rhs):
-                    sh.soft.add(name)
+                    sh.soft.add(sh._target(name) or name)
             continue
         expanded_seen: set = set()
         ex = sh.expand(s, expanded_seen)
@@ -1472,8 +1924,9 @@ MAX_SHOWN = 300  # characters of an unread substitution an error shows (a fuzzed
 
 
 def _unread_substitutions(flags: dict, subs: dict, where: str, overrides: dict) -> list:
-    """The flags of COMMAND_LINE_FLAGS whose value holds a command substitution `$(...)` or arithmetic `$((...))` the
-    reader does not run (a `$(nproc)`, a `$(( A << 7 ))`), or a variable the script does not set: where the command
+    """The flags of COMMAND_LINE_FLAGS whose value holds a command substitution `$(...)` / `` `...` `` or arithmetic
+    `$((...))` / `$[...]` the reader does not run (a `$(nproc)`, a `$(( A << 7 ))`), a parameter expansion it does not
+    evaluate (_Shell: `${V/b/&}`, `${V@Q}`), or a variable the script does not set: where the command
     line gives the job field the flag sets (flags beat files), the flag reads the option's value (--num-layers-per-virtual-pipeline-stage as
     --num-virtual-stages-per-pipeline-rank, --train-iters / --train-samples dropped for --tokens) and an assumed note
     names the script's value it replaces; where it does not, a substitution is an error naming the file, the script
@@ -1482,15 +1935,18 @@ def _unread_substitutions(flags: dict, subs: dict, where: str, overrides: dict) 
     notes = []
     for flag, (field_, option) in COMMAND_LINE_FLAGS.items():
         value = flags.get(flag)
-        if not isinstance(value, str) or not re.search(r"\$[({\w]", value):
+        if not isinstance(value, str) or not re.search(r"\$[({\[\w]|`", value):
             continue
-        no = next((n for e, n in subs.items() if e in value), None)
+        hit = [e for e in subs if e in value]
+        no = subs[hit[0]] if hit else None
         at = f"line {no}: " if no else ""
-        what = ("bash arithmetic the reader does not run" if "$((" in value else
-                "a command substitution the reader does not run" if "$(" in value else
+        unrun = "$(" in value or "$[" in value or "`" in value
+        what = ("bash arithmetic the reader does not run" if "$((" in value or "$[" in value else
+                "a command substitution the reader does not run" if unrun else
+                "a parameter expansion the reader does not evaluate" if hit else
                 "a variable the script does not set")
         if overrides.get(field_) is None:
-            if "$(" not in value:
+            if not unrun and not hit:
                 continue
             shown = value if len(value) <= MAX_SHOWN else value[:MAX_SHOWN] + "..."
             raise PlannerError(f"{where}{at}{flag} {shown!r}: {what}",
