@@ -4529,6 +4529,13 @@ def _v2_units(pc: ParamCounts, plan: PlanArrays) -> tuple:
     return layer, np.where(apart, d_max, layer), np.where(apart, np.maximum(d_max, e_max), layer), np.where(apart, e_max, 0.0)
 
 
+def _unpriced(*operands) -> np.ndarray:
+    """0.0 in the shape an elementwise expression of `operands` has (their broadcast shape): what a np.where reads
+    from a branch no plan of the batch takes, in place of pricing it (every element of the np.where then comes from
+    its other branch, as it did; the shape, and so every later broadcast, is the same)."""
+    return np.zeros(np.broadcast_shapes(*(np.shape(x) for x in operands)))
+
+
 def _v2_root_end(per: _PerLayer, held, base, allocated) -> tuple:
     """Megatron-FSDP v2's root unit at the end of the backward [v2]: (its excess over `allocated`, the backward's peak
     `base` with the layer units' copy-in; the most the compute stream holds, max(base, at the end); allocated + the
@@ -4552,6 +4559,10 @@ def _v2_root_end(per: _PerLayer, held, base, allocated) -> tuple:
       exceeds the kernel's moment while the gathered root is W R.
     The compute stream's part (the input is on the reduce-scatter stream, _v2_rs_pool): the kernel's moment."""
     kept, gathered = held
+    if not np.any(per.v2):  # no plan of the batch runs v2: every element of the np.where below is 0.0 (_unpriced)
+        kernel = _unpriced(kept, gathered, per.v2_root, per.v2_tied, per.v2_emb_wgrad)
+        excess = np.where(per.v2, _unpriced(kernel, allocated), 0.0)
+        return excess, np.maximum(base, np.where(per.v2, kernel, 0.0)), allocated + excess
     grads = per.settings.bpp.weights * per.v2_root
     kernel = kept + gathered + grads + per.settings.bpp.weights * per.v2_tied + per.v2_emb_wgrad
     end = np.maximum(kernel, kept + 2.0 * grads)
@@ -4567,6 +4578,8 @@ def _v2_rs_pool(per: _PerLayer, later, compute, moments):
     a later moment (the forward's, the optimizer step's: `later` > 0, none on the reduce-scatter stream) is the
     allocated peak, the pool whole; else the pool less what the allocated peak (`moments`: the copy-ins) adds on it."""
     pool = per.v2_rs_pool
+    if not np.any(per.v2):  # no plan of the batch runs v2 (_unpriced)
+        return np.where(per.v2, _unpriced(later, pool, compute, moments), 0.0)
     return np.where(per.v2, np.where(later > 0, pool, np.maximum(pool + compute - moments, 0.0)), 0.0)
 
 
@@ -4589,10 +4602,13 @@ def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
     # Megatron-FSDP v2 [v2]: the reduce-scatter input (W B a parameter: the gradients' dtype) allocated beside the
     # unit's gradients, which the peak holds (fsdp_unit_grads), then the gradients freed and the input dropped once its
     # reduce-scatter is queued (stream-ordered: the next unit's reuses it): max(W u - a - buf, 0)
-    v2 = np.where((u > 0) & (np.asarray(n) > 0),
-                  np.maximum(per.settings.bpp.weights * u - a - buf, 0.0), 0.0)
+    # (each branch priced where some plan of the batch takes it: _unpriced)
+    v2 = (np.where((u > 0) & (np.asarray(n) > 0), np.maximum(per.settings.bpp.weights * u - a - buf, 0.0), 0.0)
+          if np.any(per.v2) else _unpriced(u, n, a, buf))
     # a mode running Megatron-FSDP's reduce-scatter queue (stack runs.sharding reduce_queue_units) [rs]
-    return np.where(per.queue_on, _reduce_queue(per, u, a, n), np.where(per.v2, v2, fsdp2))
+    queue = (_reduce_queue(per, u, a, n) if np.any(per.queue_on) else
+             _unpriced(u, n, a, per.plan.vpp, per.queue_cap, per.queue_db, per.queue_held, per.queue_grad_bytes))
+    return np.where(per.queue_on, queue, np.where(per.v2, v2, fsdp2))
 
 
 def _reduce_queue(per: _PerLayer, u, a, n):

@@ -49,7 +49,7 @@ from .precisions import (BF16, FP8, FP8_RECIPE_CODES, FP8_RECIPES, NVFP4, PRECIS
                          RECIPE_PEAK, recipe_precision, recipe_unsupported)
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
-DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
+from .defaults import DEFAULT_GLOBAL_BATCH_TOKENS  # noqa: E402,F401 (the seed's batch, sec. 2.1: planner/defaults.py)
 # The training length of a job that gives no seq_len (issue 24). A model's context (a Hugging Face
 # config's max_position_embeddings, a model entry's max_seq_len) is the context it serves, often
 # extended after pre-training, not the length it trains at: DeepSeek-V3's config says 163,840, its

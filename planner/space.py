@@ -214,15 +214,11 @@ def uncompiled_choices(stack, job: Job, variants: np.ndarray) -> np.ndarray:
     return np.array(out, dtype=np.int64) if out else none
 
 
-RANK_ORDERS_TP_INNER = "tp-inner"
-RANK_ORDERS_ALL = "all"
+# the --rank-orders names and the layers a pipeline split may lack by default ([4] sec. 3.3.2): planner/defaults.py,
+# which `planner fit --help` reads without importing this module
+from .defaults import DEFAULT_LAYER_SLACK, RANK_ORDERS_ALL, RANK_ORDERS_TP_INNER  # noqa: E402,F401
+
 SP_OFF_ON = np.array([1, 0], dtype=np.int64)  # searched SP values, on first
-# Layers a pipeline split may lack: pp*vpp chunks of ceil(L/(pp*vpp)) layers may hold up to
-# this many layers more than the model, i.e. the first and the last stage one layer lighter
-# each, as Llama 3 405B's 126 layers on 16 stages of 8 ([4] sec. 3.3.2: "we reduce one
-# Transformer layer each from the first and the last stages", which carry the embedding and
-# the output layer).
-DEFAULT_LAYER_SLACK = 2
 
 
 # ------------------------------------------------------------------------ options

@@ -91,6 +91,46 @@ def test_help_lists_the_commands_without_importing_them():
     assert not [m for m in mods if m.split(".")[0] in ("numpy", "pydantic", "pydantic_core", "rich", "yaml")]
 
 
+# What a command's --help never imports (issue 24): the cost models, the schema's pydantic classes, numpy, and pydantic
+# itself (typer 0.29 coerces an unset --help of the group through a pydantic TypeAdapter: planner.cli._PlannerGroup
+# gives it False). `planner fit --help` cost 1.72e9 instructions with them, 0.57e9 without (cachegrind, README).
+HELP_NEVER_IMPORTS = ("numpy", "pydantic", "pydantic_core", "planner.schema", "planner.catalog", "planner.plan",
+                      "planner.search", "planner.space", "planner.explain", "planner.check", "planner.step",
+                      "planner.memory", "planner.render.fit", "planner.render.check")
+
+
+def test_a_command_help_imports_no_cost_model():
+    """`planner fit --help` and `planner check --help` print the options (every one of them: the help text is the one
+    the commands had when their modules imported the cost models, tests/test_cli_*) without importing the search, the
+    schema, numpy or pydantic."""
+    for args, own in ((["fit", "--help"], "planner.cli.fit"), (["check", "--help"], "planner.cli.check")):
+        res = _planner_process(*args)
+        assert res["code"] == 0, args
+        mods = res["modules"]
+        assert own in mods and "planner.cli.core" in mods  # the list is the run's
+        assert not _never(mods, HELP_NEVER_IMPORTS), f"planner {' '.join(args)} imported {_never(mods, HELP_NEVER_IMPORTS)}"
+
+
+def test_a_command_imports_what_it_runs_at_start_up():
+    """Without --help, planner.cli.app_for imports what the command runs on (the topic modules' import_runtime) before
+    planner/__main__.py freezes start-up's objects: the search's and the schema's classes are frozen, not scanned by
+    the collector while the search runs; with --help it does not."""
+    code = ("import json, sys; from planner.cli import app_for; app_for({args!r}); "
+            "print(json.dumps(sorted(sys.modules)))")
+    for args, want in ((["fit", "--model", "llama3-8b", "--gpus", "8"], True), (["fit", "--help"], False),
+                       (["check", "job.yaml"], True), (["explain", "--model", "llama3-8b", "--help"], False)):
+        r = subprocess.run([sys.executable, "-c", code.format(args=args)], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        mods = set(json.loads(r.stdout.splitlines()[-1]))
+        runs = {"planner.schema", "planner.plan", "planner.explain", "numpy", "pydantic"}
+        if args[0] == "fit":
+            runs |= {"planner.search", "planner.render.fit"}
+        if args[0] == "check":
+            runs |= {"planner.check", "planner.render.check"}
+        assert (runs <= mods) is want and (not (runs & mods)) is (not want), (args, sorted(runs & mods))
+
+
 def test_the_command_list_is_the_commands_own():
     """The list `planner --help` prints from planner.cli.SUMMARIES is, byte for byte, the one
     the app with every command prints (each command's name and the first paragraph of its own

@@ -44,6 +44,18 @@ class _PlannerGroup(HelpGroup):
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def get_help_option(self, ctx):
+        """click's --help with False, not None, as its value where the command line leaves it out: typer (0.29)
+        coerces a parameter's None through a pydantic TypeAdapter it builds on first use (typer/_coercion.py
+        build_runtime_param), so `planner fit --help`, which leaves the group's own --help out, imported pydantic
+        for it (3.3e8 of the command's 9.6e8 instructions, cachegrind) before printing fit's help. An unset flag is
+        False (the help callback tests its truth only); a bool is passed through uncoerced (typer/core.py
+        _TyperParameter.process_value)."""
+        opt = super().get_help_option(ctx)
+        if opt is not None and opt.default is None:
+            opt.default = False
+        return opt
+
 
 def _command_path(group, prog: str, args) -> str:
     """The command a command line runs, from its leading words that name a command of the group (or of a command
@@ -200,7 +212,24 @@ def app_for(args: list[str]) -> typer.Typer:
     if args in ([], ["--help"]):
         return listing_app()
     mod = _COMMAND_MODULE.get(args[0]) if args else None
-    return build_app(mod) if mod is not None else __getattr__("app")
+    app = build_app(mod) if mod is not None else __getattr__("app")
+    if "--help" not in args:
+        import_runtime(mod or _MODULES)
+    return app
+
+
+def import_runtime(modules) -> None:
+    """The modules the commands of `modules` run on (each topic module's import_runtime, where it has one: core,
+    fit and check import the cost models, pydantic's schema and numpy inside the commands, so that their --help
+    prints without them), imported now, at start-up: planner/__main__.py freezes what start-up made, so that the
+    collector never scans those objects while the command runs. A command line with --help skips this: click prints
+    the help before any command runs (a command run anyway imports what it uses itself, only later)."""
+    from importlib import import_module
+
+    for name in modules:
+        load = getattr(import_module(f"{__name__}.{name}"), "import_runtime", None)
+        if load is not None:
+            load()
 
 
 def main(argv=None) -> None:

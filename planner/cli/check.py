@@ -9,12 +9,20 @@ from typing import Optional
 
 import typer
 
-from ..check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
 from .common import Format, FormatOption, cli_errors, report_error, warn
 from .core import job_option_names, job_options, load_job, plan_parameters, with_parameters
 from ..errors import PlannerError
-from ..render.check import emit_check, print_job
 from ..render.common import check_finite
+
+# planner/check.py (pydantic, the cost models) and its renderer are imported where a command runs, not here:
+# `planner check --help` prints the options without them (import_runtime; issue 24, start-up).
+
+
+def import_runtime() -> None:
+    """The modules `planner check` and `planner schema` run on, imported at start-up by planner.cli.app_for unless
+    the command line asks only for --help (planner/__main__.py freezes what start-up made)."""
+    from .. import check  # noqa: F401
+    from ..render import check as _check  # noqa: F401
 from ..trainers.report import with_config
 from ..units import parse_seconds
 
@@ -34,6 +42,9 @@ def register(app: typer.Typer) -> None:
         Every plan option `planner explain` takes applies to every file and overrides what the
         file says (a note names each value it replaces). Exit 0 when every job passes, 1 when
         any fails, 2 when any input is invalid."""
+        from ..check import Gates, TimeModelUnavailable, check_job, worst_exit
+        from ..render.check import emit_check, print_job
+
         config_format = plan_kw.pop("config_format", None)
         headroom, calibration = plan_kw.get("headroom"), plan_kw.get("calibration")
         if headroom is not None and not (0.0 <= headroom < 1.0):
@@ -99,4 +110,6 @@ def register(app: typer.Typer) -> None:
     ):
         """Print the JSON Schema of a job file (or a model or hardware file), for editors
         and CI validators."""
+        from ..check import json_schema
+
         typer.echo(json.dumps(json_schema(what), indent=2))

@@ -13,8 +13,6 @@ import inspect
 import math
 import sys
 
-import numpy as np
-
 import typer
 
 from ..errors import PlannerError
@@ -43,7 +41,10 @@ def cli_errors(fn):
         try:
             _finite_options(kwargs, names)
             # numpy's overflow warnings never reach the user: a result that overflowed is
-            # refused as a whole before it is printed (render.common.check_finite)
+            # refused as a whole before it is printed (render.common.check_finite). (Imported
+            # here: a command's --help never runs this, and prints without numpy.)
+            import numpy as np
+
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 return fn(*args, **kwargs)
         except PlannerError as e:

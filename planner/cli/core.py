@@ -11,21 +11,24 @@ import typer
 
 import sys
 
-from ..catalog import (job_file_data, list_hardware, list_models, list_stacks, load_hardware, load_model, load_stack,
-                       read_yaml, validate)
 from .common import Format, FormatOption, QuietOption, cli_errors, note, warn
 from ..errors import PlannerError
-from .. import recipe
 from ..files import parse_yaml
-from ..explain import evaluate, to_json
-from ..params import count_params
-from ..plan import resolve
-from ..render.catalog import emit_hardware, emit_models, emit_stacks
-from ..render.explain import emit_explain
 from ..field_options import FIELD_NAMES, FIELD_OPTIONS, command_line_spellings
-from ..schema import Job, Sharding
 from ..trainers import READ_FORMATS, default_trainer_seq, load_trainer_config, one_rank_mesh, sniff_format, words_of
 from ..units import parse_count
+
+# The catalog, the schema's pydantic classes, the cost models and the renderers are imported where a command runs,
+# not here: a command's --help (explain's, and fit's, check's, budget's and export's, which take options declared
+# here) prints without them (import_runtime; issue 24, start-up).
+
+
+def import_runtime() -> None:
+    """The modules explain, models, stacks and hardware (and the commands that load a job here) run on, imported at
+    start-up by planner.cli.app_for unless the command line asks only for --help (planner/__main__.py freezes what
+    start-up made; the functions' own imports find them loaded)."""
+    from .. import catalog, explain, params, plan, recipe, schema  # noqa: F401
+    from ..render import catalog as _catalog, explain as _explain  # noqa: F401
 
 
 def report_trainer_config(cfg) -> None:
@@ -59,6 +62,8 @@ def group_by_reason(entries: list) -> list[str]:
 
 def stack_only_fields() -> tuple[str, ...]:
     """The Job fields marked as one stack's options (schema.STACK_ONLY), in declaration order."""
+    from ..schema import Job
+
     return tuple(k for k, f in Job.model_fields.items() if (f.json_schema_extra or {}).get("stack_only"))
 
 
@@ -100,6 +105,8 @@ def replaced_defaults(data: dict, given: dict) -> list[str]:
 
 def _level_of(mode: str, stack_name) -> Optional[str]:
     """The sharding level of the stack's mode `mode`; None for an unknown stack or mode (resolve names it)."""
+    from ..catalog import load_stack
+
     try:
         runs = load_stack(stack_name).runs if stack_name is not None else None
     except PlannerError:
@@ -126,6 +133,8 @@ def command_line_sharding(data: dict, given: dict) -> list[str]:
     command-line mode chooses its own level (_mode_level). For a trainer config (its reader's assumed lines) and
     a job YAML (a note) alike: `fit JOB.yaml` prints each row as `explain JOB.yaml --sharding MODE ...`
     (search.config_explain_args), whose mode replaces the file's level."""
+    from ..schema import Job
+
     lines: list[str] = []
     if "sharding_mode" in data and "sharding_mode" not in given and (
             given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
@@ -172,6 +181,10 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     argument file, DeepSpeed JSON: planner/trainers, detected or named by config_format)
     with CLI options laid over it. trainer_out: a list the trainer config read (TrainerConfig)
     is appended to, for `planner check` to spell its suggestions in the file's own keys."""
+    from .. import recipe
+    from ..catalog import job_file_data, validate
+    from ..schema import Job
+
     data: dict = {}
     where = ""
     fmt, text = (None, None) if path is None else sniff_format(path, config_format)  # the file is read once
@@ -259,6 +272,9 @@ def explain_json(job: Job, where: str, trainer=None) -> tuple[dict, object]:
     """`planner explain --format json` of one job, and its Settings: resolve, evaluate, to_json, the
     trainer config's block (trainer: the TrainerConfig load_job read, or None) and the plan's warnings.
     The one path `explain` and `fit CONFIG`'s own plan (planner/cli/fit_config.py) price a job by."""
+    from ..explain import evaluate, to_json
+    from ..plan import resolve
+
     settings, plan, warnings = resolve(job, where)
     res = to_json(settings, plan, evaluate(settings, plan))
     if trainer is not None:  # the reader's assumed lines and what it did not price, as data (planner/trainers/report.py)
@@ -301,6 +317,8 @@ def _shell_script(path: Path, text: Optional[str]) -> bool:
 
 def job_yaml(path: Path, text: Optional[str] = None):
     """The data of a job YAML: parsed from `text` when sniff_format already read it, else read."""
+    from ..catalog import read_yaml
+
     return read_yaml(path) if text is None else parse_yaml(text, str(path))
 
 
@@ -327,7 +345,12 @@ def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[P
     return job, f"{from_fit} row {row}: "
 
 
-SHARDING_LEVELS = get_args(Sharding)
+@functools.cache
+def sharding_levels() -> tuple[str, ...]:
+    """The sharding levels (schema.Sharding's values): --sharding takes one of them or a stack's mode."""
+    from ..schema import Sharding
+
+    return get_args(Sharding)
 
 
 def job_options(
@@ -349,7 +372,7 @@ def job_options(
         seq_len=seq_len, shard_group=shard_group, recompute=recompute,
         # --sharding takes a level or one of the stack's modes (stack_db runs.sharding, e.g.
         # fsdp2_no_reshard): a mode sets sharding_mode, whose level resolve reads
-        **({"sharding_mode": sharding} if sharding is not None and sharding not in SHARDING_LEVELS else {"sharding": sharding}),
+        **({"sharding_mode": sharding} if sharding is not None and sharding not in sharding_levels() else {"sharding": sharding}),
         sequence_parallel=sequence_parallel, precision=precision, schedule=schedule,
         bytes_per_param=bytes_per_param, activation_model=activation_model, attention=attention,
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
@@ -479,6 +502,8 @@ def _field_adapter(name: str):
     from typing import Annotated
 
     from pydantic import TypeAdapter
+
+    from ..schema import Job
 
     f = Job.model_fields[name]
     return TypeAdapter(Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation)
@@ -624,6 +649,8 @@ def register(app: typer.Typer) -> None:
         """Memory, FLOPs, step time and MFU of one training plan, term by term. The job file
         is a planner job YAML or a trainer's own config (torchtitan TOML, Megatron launch
         script / argument file, DeepSpeed JSON with --model)."""
+        from ..render.explain import emit_explain
+
         overrides = job_options(
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
@@ -648,7 +675,9 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def models(fmt: Format = FormatOption):
         """List the model catalog (model_zoo/) and torchtitan's flavors (--model torchtitan:<code>/<flavor>)."""
-        from ..catalog import list_model_names
+        from ..catalog import list_model_names, load_model
+        from ..params import count_params
+        from ..render.catalog import emit_models
         from ..plan import default_seq_len
         from ..trainers.torchtitan_flavors import is_flavor_name
 
@@ -672,6 +701,9 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def stacks_cmd(fmt: Format = FormatOption):
         """List the software-stack catalog (stack_db/): kernels, recompute, overlap, fp8 recipes."""
+        from ..catalog import list_stacks, load_stack
+        from ..render.catalog import emit_stacks
+
         rows = []
         for name in list_stacks():
             st = load_stack(name)
@@ -687,6 +719,9 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def hardware_cmd(fmt: Format = FormatOption):
         """List the hardware catalog (hardware_db/)."""
+        from ..catalog import list_hardware, load_hardware
+        from ..render.catalog import emit_hardware
+
         rows = []
         for name in list_hardware():
             h = load_hardware(name)

@@ -13,13 +13,20 @@ from ..render.common import note, progress
 from .core import (ConfigFormatOption, field_values, with_field_options, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from .. import files
+from ..defaults import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_LAYER_SLACK, RANK_ORDERS_ALL, RANK_ORDERS_TP_INNER
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
-from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS, EMBEDDING_GRAD_SKIP_SOURCE
-from ..render.fit import emit_fit, emit_fit_row
-from ..search import OBJECTIVES, fit, rank_config, row_objective
-from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_ALL, RANK_ORDERS_TP_INNER, SpaceOptions
 from ..units import parse_count, refuse_repeat, refuse_thousands_separator
+
+# The search, its cost models and its renderer (numpy, pydantic, the schema's classes) are imported where the command
+# runs, not here: `planner fit --help` prints the options without them (import_runtime; issue 24, start-up).
+
+
+def import_runtime() -> None:
+    """The modules `planner fit` runs on, imported at start-up by planner.cli.app_for unless the command line asks
+    only for --help (planner/__main__.py freezes what start-up made; the command's own imports find them loaded)."""
+    from .. import plan, search, space  # noqa: F401
+    from ..render import fit  # noqa: F401
 
 DEFAULT_TOP = 10
 
@@ -163,6 +170,10 @@ def register(app: typer.Typer) -> None:
         Given a trainer config (or a job YAML), the job is the file's, as `planner explain`
         reads it, every option beating the file's value with a note; its plan is searched, not
         pinned, and is priced and ranked beside the rows (stderr; `config_plan` in json|yaml)."""
+        from ..render.fit import emit_fit, emit_fit_row
+        from ..search import OBJECTIVES, fit, rank_config, row_objective
+        from ..space import SpaceOptions
+
         if gpus is not None and ".." in str(gpus):
             from ..budget import parse_gpu_list
 
@@ -411,7 +422,7 @@ def _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, reco
     mode of the stack, as explain's: job_options), for `fit CONFIG`: each beats the file's value as any option
     does (core.load_job, with its note), so that the file's own plan is the one `planner explain CONFIG` prices
     with the same options. A comma list pins the search only (SpaceOptions), not the file's plan."""
-    from .core import SHARDING_LEVELS
+    from .core import sharding_levels
 
     def one(text, option):
         v = _ints(text, option)
@@ -429,7 +440,7 @@ def _pins(tp, cp, pp, vpp, dp, micro_batch, ep, etp, sharding, shard_group, reco
                 micro_batch=one(micro_batch, "--micro-batch"), ep=one(ep, "--ep"), etp=one(etp, "--etp"),
                 shard_group=one(shard_group, "--shard-group"), recompute=one_name(recompute, "--recompute"),
                 sequence_parallel=sequence_parallel, schedule=one_name(schedule, "--schedule"), rank_order=order,
-                **({"sharding_mode": mode} if mode is not None and mode not in SHARDING_LEVELS else {"sharding": mode}))
+                **({"sharding_mode": mode} if mode is not None and mode not in sharding_levels() else {"sharding": mode}))
 
 
 def _plan_text(p: dict) -> str:
@@ -481,6 +492,8 @@ def _trainer_bug_rows(rows: list[dict], said: list[str]) -> dict[str, list[int]]
     """{warning: the 1-based rows it holds for} for the searched rows' own warnings on a trainer bug that only some rows
     meet (plan._embedding_grad_skip_warning: Megatron-LM's skipped embedding all-reduce, named by its source constant),
     those not already said for the whole search; each row's warnings are explain's (search.fit resolves every row)."""
+    from ..plan import EMBEDDING_GRAD_SKIP_SOURCE
+
     out: dict[str, list[int]] = {}
     for i, row in enumerate(rows, 1):
         for w in row.get("warnings", []):

@@ -16,11 +16,19 @@ stderr. Human units (GB, GiB, TFLOP/s, days) appear only here.
     calibrate.py   `planner calibrate nccl|gemm`
 """
 
-from .catalog import list_table
-from .common import GB, GiB, emit, flatten, gb, gib, human_count, to_csv
-from .explain import TIME_ROWS, explain_table, time_table
-
 __all__ = [
     "GB", "GiB", "TIME_ROWS", "emit", "explain_table", "flatten", "gb", "gib", "human_count", "list_table",
     "time_table", "to_csv",
 ]
+# where each name of __all__ lives: imported on first use (PEP 562), so that importing render.common (every command,
+# and every command's --help) does not import catalog.py's and explain.py's rich tables (issue 24, start-up)
+_HOME = {"list_table": "catalog", "TIME_ROWS": "explain", "explain_table": "explain", "time_table": "explain",
+         **dict.fromkeys(("GB", "GiB", "emit", "flatten", "gb", "gib", "human_count", "to_csv"), "common")}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
