@@ -1979,6 +1979,54 @@ def amax_reduce(coll: Collectives, tb, group, stride) -> np.ndarray:
     return coll(comm.ALL_REDUCE, a, np.where(a > 0, group, 1), stride)
 
 
+def fp8_gemms_per_layer(sc: StepCtx) -> list:
+    """[34] Per layer kind, the fp8 GEMMs of one layer on a rank: its GEMM rows' counts (a TE module's num_gemms: 1 a
+    linear, the local experts E / ep a grouped linear) times the share of the row the plan's recipe converts (converted:
+    under Transformer Engine every row but the MoE router, no TE module)."""
+    out = []
+    for kind in sc.ll.kinds:
+        rows = kind.mixer.gemms(sc.ctx) + kind.mlp.gemms(sc.ctx)
+        shares = converted(sc, kind.mixer, kind.mlp, rows)
+        out.append(sum((np.asarray(c, dtype=np.float64) * shares.get(r.name, np.float64(1.0)) for r, c in rows),
+                       np.float64(0.0)))
+    return out
+
+
+def amax_group(sc: StepCtx, coll: Collectives) -> tuple:
+    """[34] (size, stride) of Megatron-Core's amax reduction group, TP x DP x CP (parallel_state.py
+    _TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP): tp cp dp ranks at the smallest stride of its axes of degree > 1 (1 where
+    none is; a named approximation: exact where the three axes are contiguous in the rank order, pp outermost or 1;
+    where pp lies between them the group's ranks spread over more NVLink domains than priced)."""
+    plan = sc.plan
+    big = np.iinfo(np.int64).max
+    st = functools.reduce(np.minimum, [np.where(d > 1, coll.strides[ax], big)
+                                       for ax, d in (("tp", plan.tp), ("cp", plan.cp), ("dp", plan.dp))])
+    return plan.tp * plan.cp * plan.dp, np.where(st == big, 1, st)
+
+
+def fp8_amax_comm(sc: StepCtx, coll: Collectives) -> dict | None:
+    """[34] Delayed scaling's amax reductions per micro-batch on each CRITICAL_STAGES slot (stage_comm), None where no
+    plan's recipe has any (stack_db fp8_recipes amax_reduction): per model chunk (plan.vpp a stage) and fp8_autocast
+    region (regions_per_chunk), one all-reduce of the forward buffer (forward_bytes_per_gemm x the stage's fp8 GEMMs,
+    fp8_gemms_per_layer over its layers) and one of the backward buffer (backward_bytes_per_gemm x them) over the amax
+    group (amax_group), synchronous on the compute stream: exposed."""
+    fwd, bwd = sc.recipe["amax_fwd"], sc.recipe["amax_bwd"]
+    on = sc.fp8 & (fwd > 0)
+    if not np.any(on):
+        return None
+    size, stride = amax_group(sc, coll)
+    group = np.where(on, size, 1)
+    per_layer = fp8_gemms_per_layer(sc)
+    regions = np.asarray(sc.plan.vpp, dtype=np.float64) * sc.recipe["amax_regions"]
+
+    def on_stage(st):
+        gemms = sc.nf(st) * sc.mean(st, per_layer)  # the stage's fp8 GEMMs, every chunk's layers
+        return np.where(on, regions * (coll(comm.ALL_REDUCE, fwd * gemms, group, stride)
+                                       + coll(comm.ALL_REDUCE, bwd * gemms, group, stride)), 0.0)
+
+    return stage_comm(sc, {st: on_stage(st) for st in comm_stages(sc)})
+
+
 def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
     """[33] The bf16 end layers' (Megatron --first-last-layers-bf16, bf16_end_layers) extra TP seconds per micro-batch
     on each comm_stages slot, a low-precision plan's kept-bf16 layers priced at bf16 widths: per kind the layers of
@@ -3906,6 +3954,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     sc, lt, comp = _compute_pass(settings, plan, picked=False)  # critical_stage picks the stage's compute
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)
+    amax_mb = fp8_amax_comm(sc, coll)  # [34] delayed scaling's amax reductions, on the stage's path inside tp_comm
+    if amax_mb is not None:
+        tp_mb = {k: tp_mb[k] + amax_mb[k] for k in tp_mb}
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, lt) if moe_model else (None, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
@@ -3923,6 +3974,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     crit, comp = critical_stage(comp, comms + [dict(zip(CRITICAL_STAGES, dp_st.mb))])
     tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops, pp_wrap = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm,
                                                                                     pp_hops, pp_wrap))
+    amax_mb = None if amax_mb is None else pick(crit, amax_mb)
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
@@ -3977,6 +4029,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
+             **({"tp_fp8_amax_s": m * amax_mb} if amax_mb is not None else {}),
              **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
              **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
