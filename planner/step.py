@@ -616,6 +616,35 @@ References
     amax_all_reduce_bytes (4 B, 8 B) a gather, synchronous (amax_reduce). Not priced: TE's re-gather of a
     column-parallel input for the wgrad GEMM (linear.py l. 897-923, layernorm_linear.py l. 727-749: under fp8 at the
     input's width; not priced at bf16 either).
+[34] Delayed scaling's amax reductions (stack_db fp8_recipes amax_reduction, schema.AmaxReduction; fp8_amax_comm, inside
+    tp_comm, its own key tp_fp8_amax_s). NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch: under
+    DelayedScaling each fp8 module registers, once, its current amax row (amax_history[0], one fp32 a quantizer:
+    num_gemms x 3 forward, input, weight and output, num_gemms x 2 backward, the output and input gradients, module/
+    base.py l. 1060-1062) in a global buffer keyed by (recipe, amax group) (quantization.py
+    add_fp8_tensors_to_global_buffer l. 491-556): every module of the rank, all its layers and model chunks, in one
+    buffer. At the exit of the outermost fp8_autocast region, grad enabled, the forward buffer is concatenated and
+    all-reduced (max) over the group, async_op False (autocast_exit l. 762-772, reduce_and_update_fp8_tensors
+    l. 646-702, reduce_tensor_across_group_op_max l. 635-644); the region's first fp8 module flags its backward
+    (linear.py _check_fp8_reduce_and_update l. 242-249, l. 1335-1344), which reduces the backward buffer (l. 1362-1370;
+    layernorm_linear.py l. 1137, layernorm_mlp.py l. 1794, grouped_linear.py l. 897): one reduction each way a region.
+    Current scaling, MXFP8, blockwise and NVFP4 register nothing (their TP amax is [33]'s). NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/transformer_block.py l. 619-660 opens one region around the whole TransformerBlock
+    forward under delayed scaling (each layer its own under the other recipes): one a model chunk a micro-batch;
+    fp8_utils.py l. 857-865 passes get_amax_reduction_group(with_context_parallel=True): TP x DP x CP
+    (parallel_state.py l. 1877-1890, 1298-1309) unless --tp-only-amax-red (not read: the default priced). Per micro-
+    batch a stage pays vpp x (AR(12 B x G) + AR(8 B x G)), G its fp8 GEMMs (fp8_gemms_per_layer: every GEMM row but the
+    router, a grouped linear's local experts each), over amax_group (tp cp dp ranks at the smallest stride of its axes:
+    a named approximation where pp lies between them), synchronous: exposed. Latency-bound (Llama 3 8B on 8 H100 at
+    tp 2: 1,536 B and 1,024 B, 46 us a micro-batch). Only NCCL's Simple protocol is modelled (comm.py): its LL
+    protocol at these sizes is not. Not priced: under full recompute TE's checkpoint re-enters an autocast in the
+    backward (distributed.py _CheckpointFunction.backward l. 437-443), whose exit reduces the forward buffer again (one
+    more a checkpointed chunk), and autocast_enter at depth 0 sets is_first_fp8_module, which the recompute phase
+    restores after each module (linear.py l. 245-248): every re-run module's backward reduces the backward buffer (TE
+    PR #3213, open, addresses the duplicate updates) -- no tests/data run does full recompute under delayed scaling.
+    torchtitan's float8 (torchao) scales dynamically (no amax history, no region buffer): the per-weight amax
+    all-reduce over the FSDP group of its fp8 all-gather (tensorwise, enable_fsdp_float8_all_gather), or one a step
+    for every weight with precompute_float8_dynamic_scale_for_fsdp (trainers/torchtitan.py lists it not_modelled), is
+    not priced here either.
 """
 
 from __future__ import annotations
