@@ -636,11 +636,15 @@ References
     router, a grouped linear's local experts each), over amax_group (tp cp dp ranks at the smallest stride of its axes:
     a named approximation where pp lies between them), synchronous: exposed. Latency-bound (Llama 3 8B on 8 H100 at
     tp 2: 1,536 B and 1,024 B, 46 us a micro-batch). Only NCCL's Simple protocol is modelled (comm.py): its LL
-    protocol at these sizes is not. Not priced: under full recompute TE's checkpoint re-enters an autocast in the
-    backward (distributed.py _CheckpointFunction.backward l. 437-443), whose exit reduces the forward buffer again (one
-    more a checkpointed chunk), and autocast_enter at depth 0 sets is_first_fp8_module, which the recompute phase
-    restores after each module (linear.py l. 245-248): every re-run module's backward reduces the backward buffer (TE
-    PR #3213, open, addresses the duplicate updates) -- no tests/data run does full recompute under delayed scaling.
+    protocol at these sizes is not. Full recompute (Megatron's te_checkpoint under fp8, recompute.py @d98e8a64
+    l. 128-141, TE's reentrant checkpoint): the forward runs under no_grad, where the chunk's first module still consumes
+    the region's flag; the backward re-runs each checkpoint under a new autocast (distributed.py _CheckpointFunction.
+    backward l. 437-443), whose exit at depth 0, grad enabled, reduces the forward buffer again (one more a
+    checkpoint); its autocast_enter at depth 0 sets is_first_fp8_module (quantization.py l. 744-745, after
+    activation_recompute_forward's restore, distributed.py l. 265-268), which the recompute phase puts back after each
+    module's check (linear.py l. 245-248): every re-run module's backward reduces the backward buffer (TE PR #3213, open
+    on 2026-07-15, "Fix duplicate FP8 state updates during activation checkpoint recomputation"). Priced so
+    (fp8_amax_comm's rc terms); no tests/data run does full recompute under delayed scaling: unchecked.
     torchtitan's float8 (torchao) scales dynamically (no amax history, no region buffer): the per-weight amax
     all-reduce over the FSDP group of its fp8 all-gather (tensorwise, enable_fsdp_float8_all_gather), or one a step
     for every weight with precompute_float8_dynamic_scale_for_fsdp (trainers/torchtitan.py lists it not_modelled), is
@@ -2008,17 +2012,19 @@ def amax_reduce(coll: Collectives, tb, group, stride) -> np.ndarray:
     return coll(comm.ALL_REDUCE, a, np.where(a > 0, group, 1), stride)
 
 
-def fp8_gemms_per_layer(sc: StepCtx) -> list:
-    """[34] Per layer kind, the fp8 GEMMs of one layer on a rank: its GEMM rows' counts (a TE module's num_gemms: 1 a
-    linear, the local experts E / ep a grouped linear) times the share of the row the plan's recipe converts (converted:
-    under Transformer Engine every row but the MoE router, no TE module)."""
-    out = []
+def fp8_gemms_per_layer(sc: StepCtx) -> tuple:
+    """[34] Per layer kind, (the fp8 GEMMs of one layer on a rank, its fp8 modules): its GEMM rows' counts (a TE
+    module's num_gemms: 1 a linear, the local experts E / ep a grouped linear) times the share of the row the plan's
+    recipe converts (converted: under Transformer Engine every row but the MoE router, no TE module), and the rows
+    converted at all (each row one TE module: a linear, a grouped linear)."""
+    gemms, modules = [], []
     for kind in sc.ll.kinds:
         rows = kind.mixer.gemms(sc.ctx) + kind.mlp.gemms(sc.ctx)
         shares = converted(sc, kind.mixer, kind.mlp, rows)
-        out.append(sum((np.asarray(c, dtype=np.float64) * shares.get(r.name, np.float64(1.0)) for r, c in rows),
-                       np.float64(0.0)))
-    return out
+        w = [np.asarray(shares.get(r.name, np.float64(1.0)), dtype=np.float64) for r, _ in rows]
+        gemms.append(sum((np.asarray(c, dtype=np.float64) * x for (_, c), x in zip(rows, w)), np.float64(0.0)))
+        modules.append(sum(((x > 0).astype(np.float64) for x in w), np.float64(0.0)))
+    return gemms, modules
 
 
 def amax_group(sc: StepCtx, coll: Collectives) -> tuple:
@@ -2038,20 +2044,27 @@ def fp8_amax_comm(sc: StepCtx, coll: Collectives) -> dict | None:
     plan's recipe has any (stack_db fp8_recipes amax_reduction): per model chunk (plan.vpp a stage) and fp8_autocast
     region (regions_per_chunk), one all-reduce of the forward buffer (forward_bytes_per_gemm x the stage's fp8 GEMMs,
     fp8_gemms_per_layer over its layers) and one of the backward buffer (backward_bytes_per_gemm x them) over the amax
-    group (amax_group), synchronous on the compute stream: exposed."""
+    group (amax_group), synchronous on the compute stream: exposed. Under full recompute (the stage's rc re-run layers,
+    each its own checkpoint: Megatron's block method, and uniform at --recompute-num-layers 1, a named approximation
+    otherwise) each re-run's autocast exit reduces the forward buffer once more, and every re-run fp8 module's backward
+    reduces the backward buffer, in place of the region's one (the first module's flag is consumed in the no-grad
+    forward)."""
     fwd, bwd = sc.recipe["amax_fwd"], sc.recipe["amax_bwd"]
     on = sc.fp8 & (fwd > 0)
     if not np.any(on):
         return None
     size, stride = amax_group(sc, coll)
     group = np.where(on, size, 1)
-    per_layer = fp8_gemms_per_layer(sc)
+    per_layer, modules = fp8_gemms_per_layer(sc)
     regions = np.asarray(sc.plan.vpp, dtype=np.float64) * sc.recipe["amax_regions"]
 
     def on_stage(st):
         gemms = sc.nf(st) * sc.mean(st, per_layer)  # the stage's fp8 GEMMs, every chunk's layers
-        return np.where(on, regions * (coll(comm.ALL_REDUCE, fwd * gemms, group, stride)
-                                       + coll(comm.ALL_REDUCE, bwd * gemms, group, stride)), 0.0)
+        rc = sc.rc[st]  # full recompute: a checkpoint a re-run layer, each re-run fp8 module's backward its own
+        n_fwd = regions + rc
+        n_bwd = np.where(rc > 0, rc * sc.mean(st, modules), regions)
+        return np.where(on, n_fwd * coll(comm.ALL_REDUCE, fwd * gemms, group, stride)
+                        + n_bwd * coll(comm.ALL_REDUCE, bwd * gemms, group, stride), 0.0)
 
     return stage_comm(sc, {st: on_stage(st) for st in comm_stages(sc)})
 

@@ -34,7 +34,8 @@ def test_llama3_8b_tp2_dp4_delayed_hand_derived(explain):
     368.07 us a step."""
     s, p, js, sc, coll = _ctx(explain, fp8_recipe="delayed")
     assert int(p.dp) == 4 and int(p.vpp) == 1 and int(p.microbatches) == 8
-    assert [float(g) for g in fp8_gemms_per_layer(sc)] == [4.0]
+    gemms, modules = fp8_gemms_per_layer(sc)
+    assert [float(g) for g in gemms] == [4.0] and [float(m) for m in modules] == [4.0]
     size, stride = amax_group(sc, coll)
     assert int(size) == 8 and int(stride) == 1
     bw = comm.NVLS_ALGBW_PER_RING_BUSBW * 370e9
@@ -80,3 +81,16 @@ def test_chunks_and_group_across_nodes(explain):
     got = fp8_amax_comm(sc, coll)
     assert float(got["first"]) == pytest.approx(2.0 * float(one), rel=1e-12)
     assert float(got["last"]) == pytest.approx(2.0 * float(one), rel=1e-12)
+
+
+def test_full_recompute_reduces_per_checkpoint_and_per_module(explain):
+    """Full recompute, every layer its own TE checkpoint: the backward's 32 re-runs each reduce the forward buffer at
+    their autocast's exit (33 forward reductions a micro-batch with the block's own) and each re-run fp8 module's
+    backward reduces the backward buffer (32 layers x 4 modules = 128, the block's one consumed in the no-grad
+    forward): 33 AR(1,536 B) + 128 AR(1,024 B) = 33 x 23.0056 + 128 x 23.0037 us = 3.7036 ms a micro-batch."""
+    s, p, js, sc, coll = _ctx(explain, fp8_recipe="delayed", recompute="full")
+    assert float(sc.rc["last"]) == 32.0
+    bw = comm.NVLS_ALGBW_PER_RING_BUSBW * 370e9
+    want = 33 * (comm.NVLS_LATENCY_S + 1536.0 / bw) + 128 * (comm.NVLS_LATENCY_S + 1024.0 / bw)
+    assert want == pytest.approx(3.7036e-3, rel=1e-4)
+    assert float(fp8_amax_comm(sc, coll)["last"]) == pytest.approx(want, rel=1e-9)
