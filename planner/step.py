@@ -632,7 +632,7 @@ References
     forward under delayed scaling (each layer its own under the other recipes): one a model chunk a micro-batch;
     fp8_utils.py l. 857-865 passes get_amax_reduction_group(with_context_parallel=True): TP x DP x CP
     (parallel_state.py l. 1877-1890, 1298-1309); TransformerConfig.tp_only_amax_red (TP x CP instead, transformer_config.py
-    l. 646, default False) has no command-line argument at @d98e8a64 (arguments.py l. 2306-2335). Per micro-
+    l. 646, default False) has no command-line argument at @d98e8a64 (arguments.py l. 2307-2335). Per micro-
     batch a stage pays vpp x (AR(12 B x G) + AR(8 B x G)), G its fp8 GEMMs (fp8_gemms_per_layer: every GEMM row but the
     router, a grouped linear's local experts each), over amax_group (tp cp dp ranks at the smallest stride of its axes:
     a named approximation where pp lies between them), synchronous: exposed. Latency-bound (Llama 3 8B on 8 H100 at
