@@ -1730,6 +1730,24 @@ class TPCollectiveBytes(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class AmaxReduction(BaseModel):
+    """Transformer Engine's delayed-scaling amax reduction (step.py [34], step.fp8_amax_comm): at each fp8_autocast
+    region's exit every fp8 module's current forward amaxes, concatenated into one buffer, are all-reduced (max) over
+    the region's amax reduction group, and at the backward's end of the region (the first module's backward) the
+    backward ones; synchronous on the compute stream. The buffer holds every module of the rank registered with the
+    region's recipe and group (all its layers, every model chunk), per fp8 GEMM of the module the bytes below."""
+
+    model_config = Strict
+    forward_bytes_per_gemm: float = Field(gt=0, description="bytes of the forward buffer per fp8 GEMM (TE: 3 fp32 "
+                                                            "amaxes a GEMM, the input, weight and output quantizers)")
+    backward_bytes_per_gemm: float = Field(gt=0, description="bytes of the backward buffer per fp8 GEMM (TE: 2 fp32 "
+                                                             "amaxes a GEMM, the output and input gradients)")
+    regions_per_chunk: float = Field(gt=0, description="fp8_autocast regions a micro-batch's forward of one model "
+                                                       "chunk opens (Megatron-Core under delayed scaling: one, the "
+                                                       "whole TransformerBlock); each one reduction each way")
+    sources: list[str] = Field(min_length=1)
+
+
 class FP8Attention(BaseModel):
     """What a recipe's fp8 fused attention (Transformer Engine FusedAttnFunc, FP8 backend) saves for its
     backward and where it runs (memory.py [fa8], step.py fp8_core)."""
@@ -1797,6 +1815,10 @@ class FP8Recipe(BaseModel):
                                   "parallelism (step.py [33]): Transformer Engine quantizes a column-parallel linear's "
                                   "input and a row-parallel linear's output gradient before their all-gathers; null: "
                                   "every TP collective at bf16 (2 B), as the stack's TP runs under this recipe")
+    amax_reduction: Optional[AmaxReduction] = Field(
+        default=None, description="delayed scaling's per-region amax all-reduce over the amax reduction group (TP x DP "
+                                  "x CP in Megatron-Core: step.py [34]); null: none (current scaling's per-gather TP "
+                                  "amax is tp_collective_bytes.amax_all_reduce_bytes)")
     grouped_experts_recipe: Optional[str] = Field(
         default=None, description="MoE: the recipe (a key of fp8_recipes) whose figures (gemm_speed, "
                                   "cast_bytes_per_element, gemms) price the routed experts' grouped GEMMs where they run "

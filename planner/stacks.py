@@ -129,6 +129,12 @@ def _tp_column(stack: Stack, attr: str, none=None) -> np.ndarray:
     return np.array([float(getattr(t, attr)) if t is not None else none for t in specs], dtype=np.float64)
 
 
+def _amax_column(stack: Stack, attr: str) -> np.ndarray:
+    """A recipe's amax_reduction figure (schema.AmaxReduction `attr`) per recipe code; 0 where the recipe has none."""
+    specs = [stack.fp8_recipes[n].amax_reduction if n in stack.fp8_recipes else None for n in FP8_RECIPES]
+    return np.array([float(getattr(a, attr)) if a is not None else 0.0 for a in specs], dtype=np.float64)
+
+
 def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
     """The figures of the low-precision recipe `code` (plan.FP8_RECIPE_CODES) on this stack:
     GEMM speed relative to the precision's plateau (times, with `hw`, the recipe's dense peak
@@ -208,6 +214,10 @@ def _recipe_tables(stack: Stack) -> dict[str, np.ndarray]:
         # each TP collective's bytes an element under SP (tp_collective_bytes, step.py [33]; bf16 where none)
         **{f"tp_{k}": _tp_column(stack, k) for k in TP_COLLECTIVES},
         "tp_amax": _tp_column(stack, "amax_all_reduce_bytes", 0.0),
+        # delayed scaling's per-region amax buffer all-reduce (amax_reduction, step.py [34]; 0 where none)
+        **{f"amax_{k}": _amax_column(stack, a) for k, a in (("fwd", "forward_bytes_per_gemm"),
+                                                            ("bwd", "backward_bytes_per_gemm"),
+                                                            ("regions", "regions_per_chunk"))},
         # the routed experts' grouped GEMMs run converted (_grouped_figures, step.py [16])
         "grouped_speed": speed[g],
         "grouped_cast_bytes": cast[g],

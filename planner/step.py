@@ -616,6 +616,40 @@ References
     amax_all_reduce_bytes (4 B, 8 B) a gather, synchronous (amax_reduce). Not priced: TE's re-gather of a
     column-parallel input for the wgrad GEMM (linear.py l. 897-923, layernorm_linear.py l. 727-749: under fp8 at the
     input's width; not priced at bf16 either).
+[34] Delayed scaling's amax reductions (stack_db fp8_recipes amax_reduction, schema.AmaxReduction; fp8_amax_comm, inside
+    tp_comm, its own key tp_fp8_amax_s). NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch: under
+    DelayedScaling each fp8 module registers, once, its current amax row (amax_history[0], one fp32 a quantizer:
+    num_gemms x 3 forward, input, weight and output, num_gemms x 2 backward, the output and input gradients, module/
+    base.py l. 1060-1062) in a global buffer keyed by (recipe, amax group) (quantization.py
+    add_fp8_tensors_to_global_buffer l. 491-556): every module of the rank, all its layers and model chunks, in one
+    buffer. At the exit of the outermost fp8_autocast region, grad enabled, the forward buffer is concatenated and
+    all-reduced (max) over the group, async_op False (autocast_exit l. 762-772, reduce_and_update_fp8_tensors
+    l. 646-702, reduce_tensor_across_group_op_max l. 635-644); the region's first fp8 module flags its backward
+    (linear.py _check_fp8_reduce_and_update l. 242-249, l. 1335-1344), which reduces the backward buffer (l. 1362-1370;
+    layernorm_linear.py l. 1137, layernorm_mlp.py l. 1794, grouped_linear.py l. 897): one reduction each way a region.
+    Current scaling, MXFP8, blockwise and NVFP4 register nothing (their TP amax is [33]'s). NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/transformer_block.py l. 619-660 opens one region around the whole TransformerBlock
+    forward under delayed scaling (each layer its own under the other recipes): one a model chunk a micro-batch;
+    fp8_utils.py l. 857-865 passes get_amax_reduction_group(with_context_parallel=True): TP x DP x CP
+    (parallel_state.py l. 1877-1890, 1298-1309); TransformerConfig.tp_only_amax_red (TP x CP instead, transformer_config.py
+    l. 646, default False) has no command-line argument at @d98e8a64 (arguments.py l. 2307-2335). Per micro-
+    batch a stage pays vpp x (AR(12 B x G) + AR(8 B x G)), G its fp8 GEMMs (fp8_gemms_per_layer: every GEMM row but the
+    router, a grouped linear's local experts each), over amax_group (tp cp dp ranks at the smallest stride of its axes:
+    a named approximation where pp lies between them), synchronous: exposed. Latency-bound (Llama 3 8B on 8 H100 at
+    tp 2: 1,536 B and 1,024 B, 46 us a micro-batch). Only NCCL's Simple protocol is modelled (comm.py): its LL
+    protocol at these sizes is not. Full recompute (Megatron's te_checkpoint under fp8, recompute.py @d98e8a64
+    l. 128-141, TE's reentrant checkpoint): the forward runs under no_grad, where the chunk's first module still consumes
+    the region's flag; the backward re-runs each checkpoint under a new autocast (distributed.py _CheckpointFunction.
+    backward l. 437-443), whose exit at depth 0, grad enabled, reduces the forward buffer again (one more a
+    checkpoint); its autocast_enter at depth 0 sets is_first_fp8_module (quantization.py l. 744-745, after
+    activation_recompute_forward's restore, distributed.py l. 265-268), which the recompute phase puts back after each
+    module's check (linear.py l. 245-248): every re-run module's backward reduces the backward buffer (TE PR #3213, open
+    on 2026-07-15, "Fix duplicate FP8 state updates during activation checkpoint recomputation"). Priced so
+    (fp8_amax_comm's rc terms); no tests/data run does full recompute under delayed scaling: unchecked.
+    torchtitan's float8 (torchao) scales dynamically (no amax history, no region buffer): the per-weight amax
+    all-reduce over the FSDP group of its fp8 all-gather (tensorwise, enable_fsdp_float8_all_gather), or one a step
+    for every weight with precompute_float8_dynamic_scale_for_fsdp (trainers/torchtitan.py lists it not_modelled), is
+    not priced here either.
 """
 
 from __future__ import annotations
@@ -1977,6 +2011,63 @@ def amax_reduce(coll: Collectives, tb, group, stride) -> np.ndarray:
     if not np.any(a > 0):
         return np.float64(0.0)
     return coll(comm.ALL_REDUCE, a, np.where(a > 0, group, 1), stride)
+
+
+def fp8_gemms_per_layer(sc: StepCtx) -> tuple:
+    """[34] Per layer kind, (the fp8 GEMMs of one layer on a rank, its fp8 modules): its GEMM rows' counts (a TE
+    module's num_gemms: 1 a linear, the local experts E / ep a grouped linear) times the share of the row the plan's
+    recipe converts (converted: under Transformer Engine every row but the MoE router, no TE module), and the rows
+    converted at all (each row one TE module: a linear, a grouped linear)."""
+    gemms, modules = [], []
+    for kind in sc.ll.kinds:
+        rows = kind.mixer.gemms(sc.ctx) + kind.mlp.gemms(sc.ctx)
+        shares = converted(sc, kind.mixer, kind.mlp, rows)
+        w = [np.asarray(shares.get(r.name, np.float64(1.0)), dtype=np.float64) for r, _ in rows]
+        gemms.append(sum((np.asarray(c, dtype=np.float64) * x for (_, c), x in zip(rows, w)), np.float64(0.0)))
+        modules.append(sum(((x > 0).astype(np.float64) for x in w), np.float64(0.0)))
+    return gemms, modules
+
+
+def amax_group(sc: StepCtx, coll: Collectives) -> tuple:
+    """[34] (size, stride) of Megatron-Core's amax reduction group, TP x DP x CP (parallel_state.py
+    _TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP): tp cp dp ranks at the smallest stride of its axes of degree > 1 (1 where
+    none is; a named approximation: exact where the three axes are contiguous in the rank order, pp outermost or 1;
+    where pp lies between them the group's ranks spread over more NVLink domains than priced)."""
+    plan = sc.plan
+    big = np.iinfo(np.int64).max
+    st = functools.reduce(np.minimum, [np.where(d > 1, coll.strides[ax], big)
+                                       for ax, d in (("tp", plan.tp), ("cp", plan.cp), ("dp", plan.dp))])
+    return plan.tp * plan.cp * plan.dp, np.where(st == big, 1, st)
+
+
+def fp8_amax_comm(sc: StepCtx, coll: Collectives) -> dict | None:
+    """[34] Delayed scaling's amax reductions per micro-batch on each CRITICAL_STAGES slot (stage_comm), None where no
+    plan's recipe has any (stack_db fp8_recipes amax_reduction): per model chunk (plan.vpp a stage) and fp8_autocast
+    region (regions_per_chunk), one all-reduce of the forward buffer (forward_bytes_per_gemm x the stage's fp8 GEMMs,
+    fp8_gemms_per_layer over its layers) and one of the backward buffer (backward_bytes_per_gemm x them) over the amax
+    group (amax_group), synchronous on the compute stream: exposed. Under full recompute (the stage's rc re-run layers,
+    each its own checkpoint: Megatron's block method, and uniform at --recompute-num-layers 1, a named approximation
+    otherwise) each re-run's autocast exit reduces the forward buffer once more, and every re-run fp8 module's backward
+    reduces the backward buffer, in place of the region's one (the first module's flag is consumed in the no-grad
+    forward)."""
+    fwd, bwd = sc.recipe["amax_fwd"], sc.recipe["amax_bwd"]
+    on = sc.fp8 & (fwd > 0)
+    if not np.any(on):
+        return None
+    size, stride = amax_group(sc, coll)
+    group = np.where(on, size, 1)
+    per_layer, modules = fp8_gemms_per_layer(sc)
+    regions = np.asarray(sc.plan.vpp, dtype=np.float64) * sc.recipe["amax_regions"]
+
+    def on_stage(st):
+        gemms = sc.nf(st) * sc.mean(st, per_layer)  # the stage's fp8 GEMMs, every chunk's layers
+        rc = sc.rc[st]  # full recompute: a checkpoint a re-run layer, each re-run fp8 module's backward its own
+        n_fwd = regions + rc
+        n_bwd = np.where(rc > 0, rc * sc.mean(st, modules), regions)
+        return np.where(on, n_fwd * coll(comm.ALL_REDUCE, fwd * gemms, group, stride)
+                        + n_bwd * coll(comm.ALL_REDUCE, bwd * gemms, group, stride), 0.0)
+
+    return stage_comm(sc, {st: on_stage(st) for st in comm_stages(sc)})
 
 
 def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
@@ -3974,6 +4065,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     sc, lt, comp = _compute_pass(settings, plan, picked=False)  # critical_stage picks the stage's compute
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)
+    amax_mb = fp8_amax_comm(sc, coll)  # [34] delayed scaling's amax reductions, on the stage's path inside tp_comm
+    if amax_mb is not None:
+        tp_mb = {k: tp_mb[k] + amax_mb[k] for k in tp_mb}
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, lt) if moe_model else (None, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
@@ -3991,6 +4085,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     crit, comp = critical_stage(comp, comms + [dict(zip(CRITICAL_STAGES, dp_st.mb))])
     tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops, pp_wrap = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm,
                                                                                     pp_hops, pp_wrap))
+    amax_mb = None if amax_mb is None else pick(crit, amax_mb)
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
@@ -4048,6 +4143,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
+             **({"tp_fp8_amax_s": m * amax_mb} if amax_mb is not None else {}),
              **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
              **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
