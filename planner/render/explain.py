@@ -208,6 +208,9 @@ def time_table(res: dict) -> None:
     hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
     if t["dp_comm_s"] > 0:
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
+    if "tp_wgrad_regather_s" in t:  # step.py [34]
+        out.print(f"  of TP communication, {t['tp_wgrad_regather_s']:,.4g} s per step are the backward's re-gathers of the "
+                  "column-parallel linears' sequence-parallel inputs for their wgrad GEMMs, exposed past their dgrad GEMMs")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")
