@@ -2123,7 +2123,9 @@ class MemoryReporting(BaseModel):
                     "of the sequence per model chunk (per MLA layer, at most 32, with multi-latent attention: "
                     "memory.py [mr]); none: not kept (or not priced)")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
-                                                      "(DTensor) instead of re-gathering it in backward (Megatron)")
+                                                      "(DTensor) instead of re-gathering it in backward (Megatron); "
+                                                      "false: the backward's re-gathers for the wgrad GEMMs are priced "
+                                                      "in tp_comm (step.py [35], tp_wgrad_regather_s)")
     sources: list[str] = Field(min_length=1)
 
     @field_validator("te_version")

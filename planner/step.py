@@ -44,7 +44,9 @@ Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
       or with SP a reduce-scatter + all-gather pair each [2]; +2 with full recompute. Exposed
       (Megatron's default), or with tp_comm_overlap hidden behind the layer's GEMMs except
       the first of tp chunks [7]. Once a step, with SP on a stack that sums them so (Megatron), the all-reduce of
-      the SP-partial gradients (norms, row-parallel biases, router) after the backward, exposed [27].
+      the SP-partial gradients (norms, row-parallel biases, router) after the backward, exposed [27]. With SP on a
+      stack whose linears save their input's shard (Transformer Engine, Megatron's own), each backward re-gathers
+      the column-parallel linears' inputs for the wgrad GEMMs, behind their dgrad GEMMs [35].
   CP  ring attention as the stack runs it (stack_db context_parallel, [4]): each pass runs
       one attention kernel per ring step (1/cp of the core each, at FlashAttention-2's rate
       for the step's block of keys: cp_kernel_factor), the K/V (and backward dK/dV) transfers
@@ -503,8 +505,9 @@ References
     column-parallel linear's (an upper bound, named). TP communication overlap does not apply: Megatron's
     userbuffers cover the buffer names qkv, proj, fc1, fc2 (megatron/core/extensions/transformer_engine.py l.
     1176-1186; TransformerEngine base.py initialize_ub l. 310-336 registers no qkv_down_proj). TE's re-gather of
-    the normed input for the wgrad GEMM in backward (layernorm_linear.py l. 744-748, async beside the dgrad GEMM)
-    is not priced, as for every column-parallel SP linear here.
+    the normed input for the wgrad GEMM in backward (layernorm_linear.py l. 724-749, async beside the dgrad GEMM):
+    T h at the recipe's input width, behind linear_qkv_down_proj's dgrad GEMM, as every column-parallel SP linear's
+    ([35], regather_seconds).
 [31] The pipeline's fill and drain hops (pp_fill_drain, in the bubble term; extra pp_fill_drain_s). The first
     micro-batch's forward crosses the p - 1 stage boundaries one after another before the last stage starts (the
     fill), its backward crosses them back (the drain): 2 (p - 1) transfers on the step's critical path, whatever
@@ -582,10 +585,11 @@ References
     A re-run forward repeats the forward ones: full recompute, and under selective recompute the up projections'
     gathers where the policy re-runs them (recompute_projections q -> the q up projection's, k / v -> the kv up
     projection's: --recompute-modules mla_up_proj, l. 171-174, 983-988: CheckpointWithoutOutput re-runs
-    qkv_up_proj_and_rope_apply, l. 855-981, in the backward; no collective without SP). TE's re-gather of the
-    up projections' input for the wgrad GEMM under SP (linear.py l. 916) is not priced, as for every
-    column-parallel SP linear here; under fp8 TE gathers the quantized input (linear.py l. 360-364), priced at the
-    recipe's width [33].
+    qkv_up_proj_and_rope_apply, l. 855-981, in the backward; no collective without SP). Under fp8 TE gathers the
+    quantized input (linear.py l. 360-364), priced at the recipe's width [33]. TE's re-gather of the up projections'
+    inputs for their wgrad GEMMs under SP (linear.py l. 897-923: T r_q, T r_kv; T h for linear_q_proj) is priced
+    behind each one's dgrad GEMM, as every column-parallel SP linear's ([35], regather_seconds), once a backward,
+    whatever the policy re-runs.
 [33] Each TP collective of a layer's linear pair at the width it moves under a low-precision recipe (issue 22; stack_db
     fp8_recipes tp_collective_bytes, schema.TPCollectiveBytes, with the sources; tp_bytes): under SP Transformer
     Engine (NVIDIA/TransformerEngine @4329ff84, transformer_engine/pytorch) quantizes a column-parallel linear's input
@@ -613,9 +617,8 @@ References
     register (startup.py TORCHTITAN_MX_TP_COMPILE's note), and rowwise and MX converters never. Tensorwise and NVFP4
     all-reduce the local amax over the TP group before each quantized gather (layernorm_linear.py l. 1902-1970,
     linear.py l. 2094-2140 with_amax_reduction; csrc/quantizer.cpp l. 919-926, 2339-2369): one all-reduce of
-    amax_all_reduce_bytes (4 B, 8 B) a gather, synchronous (amax_reduce). Not priced: TE's re-gather of a
-    column-parallel input for the wgrad GEMM (linear.py l. 897-923, layernorm_linear.py l. 727-749: under fp8 at the
-    input's width; not priced at bf16 either).
+    amax_all_reduce_bytes (4 B, 8 B) a gather, synchronous (amax_reduce). TE's re-gather of a column-parallel input
+    for the wgrad GEMM moves the saved quantized input at input_all_gather's width, with no amax all-reduce ([35]).
 [34] Delayed scaling's amax reductions (stack_db fp8_recipes amax_reduction, schema.AmaxReduction; fp8_amax_comm, inside
     tp_comm, its own key tp_fp8_amax_s). NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch: under
     DelayedScaling each fp8 module registers, once, its current amax row (amax_history[0], one fp32 a quantizer:
@@ -650,6 +653,40 @@ References
     all-reduce over the FSDP group of its fp8 all-gather (tensorwise, enable_fsdp_float8_all_gather), or one a step
     for every weight with precompute_float8_dynamic_scale_for_fsdp (trainers/torchtitan.py lists it not_modelled), is
     not priced here either.
+[35] The backward's re-gather of a column-parallel linear's sequence-parallel input for its weight-gradient GEMM
+    (regather_inputs, regather_seconds; extra tp_wgrad_regather_s, inside tp_comm). Under SP a column-parallel linear
+    all-gathers its sequence-sharded input before the forward GEMM but saves only its own shard for the backward, so
+    the wgrad GEMM (dW = dY^T X over the whole sequence) needs it gathered again. NVIDIA/TransformerEngine @4329ff84
+    transformer_engine/pytorch/module/linear.py: backward_input_needs_gather = weight requires grad, parallel_mode
+    'column' and sequence_parallel (l. 1869-1873); the forward saves inputmat, the local (un-gathered) input (l. 541-
+    563); the backward gathers it, gather_along_first_dim(..., async_op=True) (l. 897-923), before the dgrad GEMM
+    (l. 997-1010), and waits on it only before the wgrad GEMM (l. 1083-1085); module/layernorm_linear.py the same for
+    the fused-norm QKV and fc1 (ln_out saved local, l. 440-446, ln_out_needs_gather; the gather l. 724-749; the wait
+    l. 942-944). Under fp8 the saved input is already quantized: delayed / tensorwise gather their row-wise data
+    (the transpose made after), MXFP8 / blockwise / NVFP4 the column-wise data the wgrad GEMM reads (l. 899-905), at
+    the recipe's input_all_gather width ([33]: 1 B; 1.03125 B; 0.5625 B), with no new amax all-reduce (the quantizer
+    ran in the forward). With --tp-comm-overlap Megatron-LM @d98e8a64 passes ub_bulk_dgrad = tp_comm_bulk_dgrad
+    (default True, model_parallel_config.py l. 276; extensions/transformer_engine.py l. 1458-1459), and TE fills the
+    userbuffers all-gather buffer instead (linear.py l. 907-913, layernorm_linear.py l. 734-740), the dgrad GEMM
+    running with bulk_overlap (linear.py l. 1009, layernorm_linear.py l. 831): the same gather beside the same GEMM
+    (TE turns the bulk overlap off where ub_overlap_rs_dgrad, linear.py l. 1537-1541, which Megatron leaves off:
+    tp_comm_overlap_rs_dgrad default False, l. 291). Megatron's own linears (the output layer, the local spec) do the
+    same (megatron/core/tensor_parallel/layers.py l. 666-687: the async all-gather, grad_output.matmul(weight), then
+    handle.wait()), and microsoft/Megatron-DeepSpeed @f4157bea megatron/core/tensor_parallel/layers.py l. 293-320
+    (stack megatron-deepspeed under --sequence-parallel). Priced per layer and micro-batch, once a backward (a
+    recomputed layer's re-run is a forward: its forward gather is in the pairs' 2 x forward; its backward gathers
+    once): per column-parallel linear on a gathered input (regather_inputs: attention's qkv and the MLP's fc1 on T h,
+    the Mamba / Gated DeltaNet in_proj on T h; MLA's up projections on the latents where the stack gathers them, [32],
+    the fused down projection on T h, [30]) one all-gather over the TP group of T x its input's columns, hidden behind
+    that linear's dgrad GEMM (its forward GEMM's seconds: the dgrad runs the forward's shape, [1]) as the file's other
+    async transfers beside compute (_hide at the stack's overlapped_exposed_fraction): max(AG - dgrad, 0) + the
+    overlapped part x the fraction. On a stack whose SP linears save their all-gathered input (stack
+    memory.tp_saves_gathered_input: torchtitan, whose DTensor ColwiseParallel redistributes the Shard(1) input to
+    Replicate before F.linear and autograd saves that gathered tensor, memory.py counting it held, kind_activation_bytes
+    gathered_input) nothing is re-gathered: 0 s. Not priced: the output layer's re-gather (its forward gather is not
+    priced either: head_time), the shared experts' (their TP collectives are not modelled, planner/moe.py), and the
+    hiding's share of the dgrad GEMM that the tp_comm_overlap pricing already counts as a TP collective's window
+    (hidden(): its 3 x forward GEMMs), a named approximation.
 """
 
 from __future__ import annotations
@@ -830,6 +867,9 @@ class LayerTimes:
     unf_bwd: list = field(default_factory=list)
     eager_fwd: list = field(default_factory=list)  # eager attention: the core's named terms (compute.eager_core_terms), else None
     eager_bwd: list = field(default_factory=list)
+    # the forward seconds of each GEMM row whose input the SP all-gather feeds (REGATHER_ROWS), the window of its
+    # dgrad GEMM, beside which Transformer Engine re-gathers that input for the wgrad GEMM [35]
+    sp_gemms: list = field(default_factory=list)
 
 
 def moe_dispatch_bytes(mlp, ctx, settings):
@@ -970,7 +1010,16 @@ def layer_times(sc: StepCtx) -> LayerTimes:
                            np.float64(0.0)) / hbm + (wgrad if sfx else 0.0))
         out.cp_fwd.append(cp_f)
         out.cp_bwd.append(cp_b)
+        # [35] the dgrad window of each column-parallel linear on an SP-gathered input: its row's forward seconds at
+        # the plan's GEMM rate (the dgrad GEMM runs the forward's shape [1])
+        out.sp_gemms.append({n: times[n] / sc.speed for n in REGATHER_ROWS if n in times})
     return out
+
+
+# [35] the GEMM rows whose input a sequence-parallel all-gather feeds: the blocks' sp_input_gemm (attention's qkv, the
+# MLP's fc1, the Mamba and Gated DeltaNet in_proj) and MLA's column-parallel up projections (and its fused down
+# projection) where the stack gathers the latents
+REGATHER_ROWS = ("qkv", "mlp_up", "mamba_in", "gdn_in", "mla_q", "mla_q_up", "mla_kv_up", "mla_qkv_down")
 
 
 def fp8_core(sc: StepCtx, mixer):
@@ -1847,7 +1896,7 @@ class Collectives:
 
 
 # ----------------------------------------------------------------------------- TP, EP, CP, PP
-def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
+def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, parts: dict | None = None) -> dict:
     """TP collectives per micro-batch of each stage (CRITICAL_STAGES -> seconds, stage_comm: each with its own
     layers, n and rc; step_time takes the critical stage's) [2]: each block with a TP-split output
     runs one all-reduce (or reduce-scatter + all-gather under SP, at the recipe's widths [33]) of T h each way (an MoE
@@ -1870,15 +1919,23 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
     ReduceOp.AVG, the TP group) and megatron/mpu/layers.py l. 426, 440-441 (RowParallelLinear.forward:
     all_reduce(bias)): synchronous calls before the kernels that read them, exposed. A BLOOM layer: 2
     LayerNorms x 2 + 2 biases = 6 a forward. Blocks without tp_synced (MoE, MLA, scans: the fork builds
-    none) add none."""
+    none) add none. Each layer's backward re-gathers its column-parallel linears' SP inputs for their wgrad GEMMs,
+    behind their dgrad GEMMs ([35], regather_seconds): once a micro-batch, recomputed or not; `parts`, where given,
+    gets that share of each stage's seconds under "regather" (step_time's tp_wgrad_regather_s)."""
     plan, ctx = sc.plan, sc.ctx
     s = coll.strides["tp"]
     msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
     sp_on = plan.sp > 0
     tb = tp_bytes(sc)
-    plain, again = tp_layer_seconds(sc, coll, lt, tb)
+    plain, again, regather = tp_layer_seconds(sc, coll, lt, tb)
+    at_bf16 = {}  # tp_layer_seconds at the bf16 widths, once (the pairs' and the re-gathers' bf16 end layers)
+
+    def kinds(w):
+        if "w" not in at_bf16:
+            at_bf16["w"] = tp_layer_seconds(sc, coll, lt, w)
+        return at_bf16["w"]
     # the bf16 layers' extra per stage (Megatron --first-last-layers-bf16)
-    ends = _bf16_end_tp(sc, tb, plain, again, lambda w: tp_layer_seconds(sc, coll, lt, w))
+    ends = _bf16_end_tp(sc, tb, plain, again, lambda w: kinds(w)[:2])
     gather = sync = None
     if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
         gather = coll(comm.ALL_GATHER, msg / np.where(sp_on, plan.tp, 1), plan.tp, s)
@@ -1896,6 +1953,10 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> dict:
                    for o, k in zip(out, sc.ll.kinds)]
         return sc.mean(st, out) if ends is None else sc.mean(st, out) + ends[st]
 
+    if parts is not None:  # [35] the re-gathers' share: every layer once (plain and again hold the same), bf16 ends
+        r_ends = _bf16_end_tp(sc, tb, regather, regather, lambda w: (kinds(w)[2],) * 2)
+        parts["regather"] = stage_comm(sc, {st: sc.mean(st, [sc.nf(st) * r for r in regather])
+                                            + (0.0 if r_ends is None else r_ends[st]) for st in comm_stages(sc)})
     return stage_comm(sc, {st: on(st) for st in comm_stages(sc)})
 
 
@@ -1936,10 +1997,12 @@ def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
 
 def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tuple:
     """tp_comm's per-kind seconds per micro-batch at the TP widths tb (tp_bytes [33]): (a layer's forward and backward
-    collectives, a recomputed layer's), each a list over the layer kinds, with the overlap as it runs (tp_comm's
-    docstring: the pairs, MLA's own [30] [32], the selective policy's re-runs)."""
+    collectives, a recomputed layer's, the backward's wgrad input re-gathers inside both), each a list over the layer
+    kinds, with the overlap as it runs (tp_comm's docstring: the pairs, MLA's own [30] [32], the selective policy's
+    re-runs, the re-gathers [35]); and the re-gathers' own exposed seconds, a list over the kinds (regather_seconds)."""
     plan, ctx = sc.plan, sc.ctx
     way = tp_pair_ways(sc, coll, tb)
+    regather = regather_seconds(sc, coll, lt, tb)
     # the overlap as it runs: off for an MLA model on a stack that turns it off (plan.tp_overlap, stack
     # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
     # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
@@ -1984,9 +2047,51 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
         # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
         f_x, b_x = (mla_fused_gathers(sc, coll, kind.mixer, tb) if getattr(kind.mixer, "down_fused", False)
                     else (0.0, 0.0))
-        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g) + f_x + b_x)
-        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g) + 2.0 * f_x + b_x)
-    return plain, again
+        # the backward's wgrad input re-gathers [35]: once a micro-batch, a re-run layer's too (the re-run is a forward)
+        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g) + f_x + b_x + regather[i])
+        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g) + 2.0 * f_x + b_x + regather[i])
+    return plain, again, regather
+
+
+def regather_inputs(sc: StepCtx, kind) -> list:
+    """[35] (gathered elements per token, GEMM row) of each column-parallel linear of layer `kind` whose input the SP
+    all-gather feeds and whose backward re-gathers it for the wgrad GEMM: the blocks' sp_input_gemm on their T h input
+    (attention's qkv, the MLP's fc1, the Mamba / Gated DeltaNet in_proj); an MLA layer where the stack gathers the
+    latents (stack mla_tp_gathers latents, [32]) its up projections' inputs, r_q (h without a q latent: linear_q_proj)
+    and r_kv, and with the fused down projection ([30]) linear_qkv_down_proj's T h. Not an MLA layer under
+    mla_tp_gathers input (its gathered input feeds replicated down projections), nor an MoE MLP (the experts read the
+    dispatcher's rows; the shared experts' TP collectives are not modelled, planner/moe.py)."""
+    mixer, out = kind.mixer, []
+    if isinstance(mixer, MLA) and sc.stack.mla_tp_gathers == "latents":  # a model's kind, a stack setting [32]
+        q = (float(mixer.h), "mla_q") if mixer.q_lora_rank is None else (float(mixer.q_lora_rank), "mla_q_up")
+        out = [q, (float(mixer.kv_lora_rank), "mla_kv_up")] + ([(float(mixer.h), "mla_qkv_down")] if mixer.down_fused
+                                                               else [])
+    h = float(sc.settings.model.hidden_size)
+    return out + [(h, b.sp_input_gemm) for b in (mixer, kind.mlp) if getattr(b, "sp_input_gemm", None)]
+
+
+def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list:
+    """[35] Per layer kind, the exposed seconds per micro-batch of the backward's re-gathers of the column-parallel
+    linears' sequence-parallel inputs for their wgrad GEMMs (regather_inputs): each an all-gather over the TP group of
+    T x its input's elements at the recipe's input_all_gather width (tb, tp_bytes [33]; TE gathers the saved quantized
+    input, no amax all-reduce), issued async before the linear's dgrad GEMM and waited on before its wgrad GEMM, so
+    hidden behind that dgrad GEMM (the row's forward seconds, lt.sp_gemms) at the stack's exposed share (_hide, sc.x).
+    0 without SP, at tp 1, and on a stack whose SP linears save their all-gathered input instead (stack
+    memory.tp_saves_gathered_input: DTensor's autograd saves the gathered tensor, memory.py counts it held)."""
+    kinds = sc.ll.kinds
+    if sc.stack.memory.tp_saves_gathered_input or not np.any((sc.plan.sp > 0) & (sc.plan.tp > 1)):  # stack, plans
+        return [np.float64(0.0)] * len(kinds)
+    s = coll.strides["tp"]
+    tp_sp = np.where(sc.plan.sp > 0, sc.plan.tp, 1)  # no SP: no gather (group 1, 0 s)
+    col = sc.ctx.T * ACT_BYTES * tb["input_all_gather"]  # one gathered column's bytes over the micro-batch's tokens
+    out = []
+    for i, kind in enumerate(kinds):
+        rows = lt.sp_gemms[i]
+        t = np.float64(0.0)
+        for width, name in regather_inputs(sc, kind):
+            t = t + _hide(coll(comm.ALL_GATHER, col * width, tp_sp, s), rows.get(name, 0.0), sc.x)
+        out.append(t)
+    return out
 
 
 def tp_bytes(sc: StepCtx) -> dict:
@@ -4064,7 +4169,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     """Named time terms (seconds) whose sum is the step time, plus informational extras."""
     sc, lt, comp = _compute_pass(settings, plan, picked=False)  # critical_stage picks the stage's compute
     coll = Collectives(sc)
-    tp_mb = tp_comm(sc, coll, lt)
+    tp_parts = {}
+    tp_mb = tp_comm(sc, coll, lt, tp_parts)
     amax_mb = fp8_amax_comm(sc, coll)  # [34] delayed scaling's amax reductions, on the stage's path inside tp_comm
     if amax_mb is not None:
         tp_mb = {k: tp_mb[k] + amax_mb[k] for k in tp_mb}
@@ -4086,6 +4192,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops, pp_wrap = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm,
                                                                                     pp_hops, pp_wrap))
     amax_mb = None if amax_mb is None else pick(crit, amax_mb)
+    regather = pick(crit, tp_parts["regather"])  # [35] the critical stage's re-gathers, inside tp_mb
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
@@ -4144,6 +4251,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
              **({"tp_fp8_amax_s": m * amax_mb} if amax_mb is not None else {}),
+             "tp_wgrad_regather_s": m * regather,  # [35] inside tp_comm (and the bubble's micro-batches hold it too)
              **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
              **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),

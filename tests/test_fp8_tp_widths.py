@@ -39,8 +39,10 @@ def _tp(**kw):
     _, _, _, js = explain_job(**{**base, **kw})
     assert js["plan"]["microbatches_per_step"] == M
     t = js["time"]
-    # tp_comm_s less delayed scaling's amax all-reduces over TP x DP (step.py [34], tests/test_fp8_amax.py): the pairs'
-    return t["tp_comm_s"] - t.get("tp_fp8_amax_s", 0.0), t.get("tp_sp_norm_grads_s", 0.0), js
+    # tp_comm_s less delayed scaling's amax all-reduces over TP x DP (step.py [34], tests/test_fp8_amax.py) and the
+    # backward's wgrad input re-gathers (step.py [35], their own key: tests/test_tp_wgrad_regather.py): the pairs'
+    return (t["tp_comm_s"] - t.get("tp_fp8_amax_s", 0.0) - t.get("tp_wgrad_regather_s", 0.0),
+            t.get("tp_sp_norm_grads_s", 0.0), js)
 
 
 def test_bf16_pairs_unchanged_by_hand():
@@ -155,9 +157,10 @@ def test_dsv3_mla_latents_at_fp8_widths():
     assert (mla, dense) == (pytest.approx(51.012e-6, rel=1e-4), pytest.approx(79.352e-6, rel=1e-4))
     _, _, _, b16 = _job("deepseek-v3")
     _, _, _, f8 = _job("deepseek-v3", precision="fp8", fp8_recipe="delayed")
-    # fp8's tp_comm_s also holds delayed scaling's amax all-reduces over TP x DP (step.py [34]; tests/test_fp8_amax.py)
+    # fp8's tp_comm_s also holds delayed scaling's amax all-reduces over TP x DP (step.py [34]; tests/test_fp8_amax.py);
+    # both hold the backward's wgrad input re-gathers (step.py [35]), apart
     amax = f8["time"]["tp_fp8_amax_s"]
     assert amax > 0 and "tp_fp8_amax_s" not in b16["time"]
-    assert b16["time"]["tp_comm_s"] - (f8["time"]["tp_comm_s"] - amax) == pytest.approx(2 * (61 * mla + 3 * dense),
-                                                                                        rel=1e-9)
+    pairs = [t["tp_comm_s"] - t["tp_wgrad_regather_s"] for t in (b16["time"], f8["time"])]
+    assert pairs[0] - (pairs[1] - amax) == pytest.approx(2 * (61 * mla + 3 * dense), rel=1e-9)
     assert 2 * (61 * mla + 3 * dense) == pytest.approx(6.700e-3, rel=1e-4)

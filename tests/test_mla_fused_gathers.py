@@ -32,8 +32,10 @@ def _dsv3(**kw):
 
 def _per_layer_comm(js):
     """tp_comm_s less the once-a-step SP gradient all-reduce (step.py [27]: the fused projection's weight is
-    TP-split, so fewer duplicated gradients, a different term)."""
-    return js["time"]["tp_comm_s"] - js["time"].get("tp_sp_norm_grads_s", 0.0)
+    TP-split, so fewer duplicated gradients, a different term) and the backward's wgrad input re-gathers (step.py [35],
+    their own key: the fused projection's T h among them, tests/test_tp_wgrad_regather.py)."""
+    return (js["time"]["tp_comm_s"] - js["time"].get("tp_sp_norm_grads_s", 0.0)
+            - js["time"].get("tp_wgrad_regather_s", 0.0))
 
 
 def test_fused_gathers_by_hand():

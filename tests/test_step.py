@@ -50,7 +50,11 @@ def test_tp_sp_is_reduce_scatter_plus_all_gather(explain):
     # + 4,096 fp32 main gradients = 1,064,960 B, NVLS on 8 H100s
     norms = nvls_allreduce((2 * 4096 * 32 + 4096) * 4)
     assert js["time"]["tp_sp_norm_grads_s"] == pytest.approx(norms, rel=1e-9)
-    assert js["time"]["tp_comm_s"] == pytest.approx(2 * 32 * 4 * 2 * rs + norms, rel=1e-9)
+    # and the backward's re-gathers of the QKV and fc1 inputs for their wgrad GEMMs (step.py [35]: 2 all-gathers of
+    # T h a layer, each behind its dgrad GEMM at the stack's exposed share, tests/test_tp_wgrad_regather.py)
+    rg = js["time"]["tp_wgrad_regather_s"]
+    assert 0 < rg <= 2 * 32 * 2 * rs
+    assert js["time"]["tp_comm_s"] == pytest.approx(2 * 32 * 4 * 2 * rs + norms + rg, rel=1e-9)
 
 
 def test_full_recompute_repeats_forward_tp_collectives(explain):
@@ -251,10 +255,13 @@ def test_tp_comm_overlap_leaves_first_chunk_exposed(explain):
     """With TP-communication overlap the collectives hide behind the layer's GEMMs (they are
     shorter here), except the first of tp chunks: exposed = total / tp."""
     kw = dict(model="llama3-70b", gpus=512, tp=8, sharding="zero1")
-    # less the once-a-step all-reduce of the SP-partial norm gradients (step.py [27]), which nothing overlaps
-    plain, over = (t["tp_comm_s"] - t["tp_sp_norm_grads_s"]
-                   for t in (explain(**kw)[3]["time"], explain(tp_comm_overlap=True, **kw)[3]["time"]))
+    # less the once-a-step all-reduce of the SP-partial norm gradients (step.py [27]), which nothing overlaps, and the
+    # backward's wgrad input re-gathers (step.py [35]), behind the dgrad GEMMs with or without the overlap: the same
+    ts = [explain(**kw)[3]["time"], explain(tp_comm_overlap=True, **kw)[3]["time"]]
+    plain, over = (t["tp_comm_s"] - t["tp_sp_norm_grads_s"] - t["tp_wgrad_regather_s"] for t in ts)
     assert over == pytest.approx(plain / 8)
+    assert ts[0]["tp_wgrad_regather_s"] == pytest.approx(ts[1]["tp_wgrad_regather_s"], rel=1e-12)
+    assert ts[0]["tp_wgrad_regather_s"] > 0
 
 
 def test_tp_comm_overlap_needs_sp(cli):

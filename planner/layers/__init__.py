@@ -14,7 +14,9 @@ projection_shares(ctx), elementwise_bytes(ctx, kernel_bytes, "" | "_bwd"),
 cast_elements(ctx), tensors(ctx, attention) (the activation table, common.py), and mixers
 core_kernel_flops(ctx) / core_model_flops(seq, causal, cp), cp_ring(ctx) (attention: what its
 context-parallel ring moves) or cp_collectives(ctx) (the others); tp_pairs says
-which TP collective pairs the block runs each way. A mixer whose core runs on the CUDA cores
+which TP collective pairs the block runs each way, sp_input_gemm which of its GEMM rows is the
+column-parallel linear on the SP-gathered T h input (None: none; step.py [35] prices its
+backward re-gather for the wgrad GEMM). A mixer whose core runs on the CUDA cores
 (Mamba's selective scan) adds scan_times(ctx, rates, hbm), its own roofline, which step.py
 prices in place of the attention rates.
 

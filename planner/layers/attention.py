@@ -299,6 +299,7 @@ class Attention:
     selective_core = True
     cp_overlaps_core = True  # ring attention's K/V sends run beside the core [7]
     tp_pairs = (1.0,)  # one TP collective pair (all-reduce, or RS + AG under SP) each way
+    sp_input_gemm = "qkv"  # the column-parallel GEMM whose T h input the SP all-gather feeds (step.py [35])
 
     @property
     def tp_synced(self) -> float:
@@ -575,6 +576,7 @@ class MLA:
     selective_core = True
     cp_overlaps_core = True
     tp_pairs = (1.0,)
+    sp_input_gemm = None  # its column-parallel inputs are the latents, not T h (step.mla_regathers [35])
     rope = True
     bias = False
     label = "mla"

@@ -140,6 +140,7 @@ class GatedDeltaNetBlock:
     selective_core = False
     cp_overlaps_core = False
     tp_pairs = (1.0,)
+    sp_input_gemm = "gdn_in"  # the column-parallel in_proj fed by the SP all-gather of T h (step.py [35])
 
     @property
     def label(self) -> str:

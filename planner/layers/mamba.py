@@ -232,6 +232,7 @@ class Mamba2Block:
     selective_core = False
     cp_overlaps_core = False
     tp_pairs = (1.0,)  # in_proj column-, out_proj row-parallel: one pair each way [3], [6]
+    sp_input_gemm = "mamba_in"  # the column-parallel in_proj fed by the SP all-gather of T h (step.py [35])
 
     @property
     def label(self) -> str:
@@ -358,6 +359,7 @@ class Mamba1Block:
     has_core = True
     selective_core = False
     cp_overlaps_core = False
+    sp_input_gemm = "mamba_in"  # in_proj, column-parallel on the gathered T h (x_proj's pair is an all-reduce's: step.py [35])
 
     @property
     def label(self) -> str:

@@ -62,6 +62,7 @@ class DenseMLP:
     has_core = False
     selective_core = False
     cp_overlaps_core = False
+    sp_input_gemm = "mlp_up"  # fc1, column-parallel on the SP all-gather of T h (step.py [35])
 
     @property
     def label(self) -> str:
@@ -150,6 +151,7 @@ class NoBlock:
     selective_core = False
     cp_overlaps_core = False
     tp_pairs = ()
+    sp_input_gemm = None
     label = "none"
 
     def params(self) -> BlockParams:

@@ -483,6 +483,9 @@ class MoEMLP:
     has_core = False
     selective_core = False
     cp_overlaps_core = False
+    # the experts' GEMMs read the dispatcher's rows (no SP gather of their own); the shared experts' fc1 gathers T h
+    # under SP, its TP collectives not modelled (planner/moe.py), its backward re-gather neither (step.py [35])
+    sp_input_gemm = None
 
     @property
     def label(self) -> str:

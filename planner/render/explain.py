@@ -211,6 +211,9 @@ def time_table(res: dict) -> None:
         experts = (f"; of it the routed experts' {e:,.4g} s over their expert-DP ranks, "
                    f"{e - t['dp_comm_experts_exposed_s']:,.4g} s of theirs hidden" if e > 0 else "")
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute{experts}")
+    if "tp_wgrad_regather_s" in t:  # step.py [35]
+        out.print(f"  of TP communication, {t['tp_wgrad_regather_s']:,.4g} s per step are the backward's re-gathers of the "
+                  "column-parallel linears' sequence-parallel inputs for their wgrad GEMMs, exposed past their dgrad GEMMs")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")
