@@ -39,6 +39,14 @@ L405 = dict(model="llama3-405b", gpus=1024, tp=8, pp=16, sequence_parallel=True,
             seq_len=8192, micro_batch=1, tp_comm_overlap=True)
 
 
+def _fit_rows(cli, *args):
+    """The ranked rows of `planner fit ... --format json` (exit 0 asserted)."""
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    return d["rows"] if isinstance(d, dict) else d
+
+
 @pytest.mark.parametrize("hardware, precision, recipe, per_th", [
     ("h100-sxm", "bf16", None, 24),         # 12 x 2 B
     ("h100-sxm", "fp8", "delayed", 16),     # 8 x 1 B + 4 x 2 B
@@ -105,10 +113,7 @@ def test_fit_ranks_no_overlapped_blockwise_row(cli, model, gpus, extra):
             "--top", "30", *hw, *extra)
 
     def rows(recipe):
-        r = cli(*base, "--fp8-recipe", recipe)
-        assert r.exit_code == 0, r.stderr
-        d = json.loads(r.stdout)
-        return d["rows"] if isinstance(d, dict) else d
+        return _fit_rows(cli, *base, "--fp8-recipe", recipe)
 
     block = rows("blockwise")
     assert block and all(x["plan"]["fp8_recipe"] == "blockwise" for x in block)
@@ -154,10 +159,7 @@ def test_fit_ranks_no_overlapped_mxfp8_row_before_te_2_4(cli):
             "--hardware", "b200", "--stack", "megatron", "--format", "json", "--top", "30")
 
     def rows(te):
-        r = cli(*base, "--te-version", te)
-        assert r.exit_code == 0, r.stderr
-        d = json.loads(r.stdout)
-        return d["rows"] if isinstance(d, dict) else d
+        return _fit_rows(cli, *base, "--te-version", te)
 
     old = rows("2.3")
     assert old and all(x["plan"]["fp8_recipe"] == "mxfp8" for x in old)
