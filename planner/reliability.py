@@ -257,7 +257,7 @@ class CheckpointTime:
     """Seconds per checkpoint.
 
     write_s: the whole job's bytes over the storage system's aggregate write bandwidth.
-    copy_s:  one GPU's shard over its host link (device to CPU memory).
+    copy_s:  one GPU's shard (its GPU-held part under CPU offload) over its host link (device to CPU memory).
     pause_s: what training waits for: max(write_s, copy_s) when saving synchronously (the two
              stages are pipelined, the slower one sets the pace); copy_s when saving
              asynchronously [8], with write_s running in the background, which must finish
@@ -270,19 +270,23 @@ class CheckpointTime:
 
 
 def checkpoint_time(
-    bytes_per_gpu, n_gpus, storage_Bps, async_save=False, host_Bps=PCIE_GEN5_X16_BPS
+    bytes_per_gpu, n_gpus, storage_Bps, async_save=False, host_Bps=PCIE_GEN5_X16_BPS, copy_bytes=None
 ) -> CheckpointTime:
     """Checkpoint write time and training pause; `storage_Bps` is the aggregate write
     bandwidth the job gets from its storage (for scale, Llama 3 [3] sec. 3.3.1: Tectonic,
     7,500 servers, 2 TB/s sustained and 7 TB/s peak, shared by everything on the cluster).
-    `async_save` may be a bool array (np.where, no branch).
+    `async_save` may be a bool array (np.where, no branch). `copy_bytes`: what of the shard
+    crosses the host link, where part of it is in host memory already (CPU offload); None:
+    the whole shard.
     """
     b = _nonnegative("checkpoint bytes per GPU", bytes_per_gpu, "pass the per-GPU shard size")
+    c = b if copy_bytes is None else _nonnegative("checkpoint bytes copied to the host", copy_bytes,
+                                                  "pass the GPU-held part of the shard")
     g = _positive("GPU count", n_gpus, "use --gpus with a positive integer")
     s = _positive("storage bandwidth", storage_Bps, "use --checkpoint-bandwidth in GB/s, e.g. 100")
     h = _positive("host link bandwidth", host_Bps, "PCIe Gen5 x16 gives 64e9 B/s each way")
     write = b * g / s
-    copy = b / h
+    copy = c / h
     pause = np.where(np.asarray(async_save, dtype=bool), copy, np.maximum(write, copy))
     return CheckpointTime(write_s=_out(write), copy_s=_out(copy), pause_s=_out(pause))
 

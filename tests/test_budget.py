@@ -196,6 +196,34 @@ def test_async_checkpoint_pause_is_the_host_copy(cli):
     assert any("asynchronous" in n for n in js["notes"])
 
 
+# llama3-8b on 8 GPUs, tp 1, zero1 (megatron's distributed optimizer), fp32 Adam without the precision-aware optimizer:
+# the rank's partition L8 = 8,030,261,248 / 8 = 1,003,782,656 parameters (vocab 128,256 = 128 x 1,002: no padding at
+# tp 1), master 4 + moments 8 B each: 12 L8 = 12,045,391,872 B, wherever the optimizer holds it (budget.py [6])
+OFFLOAD_8B = ("--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", "megatron", "--sharding", "zero1",
+              "--bytes-per-param", "megatron", "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024",
+              "--recompute", "full", "--tokens", "1e12", "--mc-runs", "0")
+
+
+@pytest.mark.parametrize("fraction, on_gpu", [("1", 0.0), ("0.5", 0.5)])
+def test_offloaded_optimizer_is_checkpointed(cli, fraction, on_gpu):
+    """CPU offload: the checkpoint writes the rank's whole partition, host part included (Megatron-LM @d98e8a64
+    distrib_optimizer.py l. 1103-1105); only the GPU-held part crosses the host link. Before, the shard was the GPU's
+    terms only, 0 B at fraction 1, and budget divided the job's bytes by it (ZeroDivisionError: fuzz seed 114)."""
+    l8 = 8_030_261_248 // 8
+    base = _json(cli, *OFFLOAD_8B)["checkpoint"]
+    ck = _json(cli, *OFFLOAD_8B, "--offload-optimizer", "cpu", "--offload-fraction", fraction, "--async-checkpoint")[
+        "checkpoint"]
+    for c in (base, ck):
+        assert c["master_weights_bytes_per_gpu"] == pytest.approx(4 * l8, rel=1e-12)
+        assert c["optimizer_bytes_per_gpu"] == pytest.approx(8 * l8, rel=1e-12)
+        assert c["job_bytes"] == pytest.approx(96 * l8, rel=1e-12)
+    assert ck["write_s"] == base["write_s"] == pytest.approx(96 * l8 / 2e12, rel=1e-12)
+    # the host copy: the GPU's share of the 12 L8 B over 64 GB/s (0 s at fraction 1, 94.1 ms at 0.5); async pause = it
+    assert ck["copy_s"] == pytest.approx(on_gpu * 12 * l8 / 64e9, rel=1e-12, abs=1e-15)
+    assert ck["pause_s"] == ck["copy_s"]
+    assert base["copy_s"] == pytest.approx(12 * l8 / 64e9, rel=1e-12)
+
+
 def test_monte_carlo_is_capped(cli):
     # 45.4 days checkpointed every second is 3.9 M segments per run: over the 5 M cap for 20 runs
     js = _json(cli, *PLAN_70B, "--mfu", "0.4", "--checkpoint-interval", "1s", "--checkpoint-save-s", "0.001")
