@@ -684,9 +684,18 @@ References
     memory.tp_saves_gathered_input: torchtitan, whose DTensor ColwiseParallel redistributes the Shard(1) input to
     Replicate before F.linear and autograd saves that gathered tensor, memory.py counting it held, kind_activation_bytes
     gathered_input) nothing is re-gathered: 0 s. Not priced: the output layer's re-gather (its forward gather is not
-    priced either: head_time), the shared experts' (their TP collectives are not modelled, planner/moe.py), and the
-    hiding's share of the dgrad GEMM that the tp_comm_overlap pricing already counts as a TP collective's window
-    (hidden(): its 3 x forward GEMMs), a named approximation.
+    priced either: head_time), and the shared experts' (their TP collectives are not modelled, planner/moe.py).
+    Under tp_comm_overlap the pairs hide behind a pool of the layer's GEMMs (tp_layer_seconds' hidden(): 3 x its
+    forward GEMMs, 4 x for a re-run layer), which held these dgrad GEMMs too, so that one GEMM hid two transfers.
+    In TE's userbuffers backward it does not: with Megatron's defaults (ub_bulk_dgrad and ub_bulk_wgrad on,
+    ub_overlap_rs_dgrad off) a column-parallel SP linear's dgrad GEMM runs beside the bulk all-gather of its input
+    (the re-gather: linear.py @4329ff84 l. 799-805 ub_type_dgrad AG on ub_obj_dgrad, the fill l. 907-913, the GEMM
+    with bulk_overlap l. 997-1010), while the pair's backward reduce-scatter of that linear's dgrad output runs in the
+    bulk overlap of its wgrad GEMM (l. 805-807 ub_type_wgrad RS, dgrad read back from ub_obj_wgrad l. 1031-1032, the
+    wgrad GEMM's bulk_overlap l. 1178-1181); the row-parallel linear's grad-output gather overlaps its own dgrad
+    (ub_overlap_ag, l. 789-793). So the re-gathered linears' dgrad GEMMs (regather_windows: their rows' forward
+    seconds) leave the pairs' pool wherever the plan re-gathers (regather_on): the pairs hide behind 3 x the forward
+    GEMMs less those (before issue headsp the pool kept them and each hid both its re-gather and the pairs' share).
 """
 
 from __future__ import annotations
@@ -2007,9 +2016,12 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
     # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
     # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
     tpo = tp_overlap(sc.settings, plan) > 0
+    # [35] the dgrad GEMMs of the linears whose inputs are re-gathered hide those re-gathers (TE's ub_bulk_dgrad): under
+    # the overlap they are not the pairs' window too, which loses them (0 where nothing is re-gathered: regather_seconds)
+    taken = regather_windows(sc, lt)
 
-    def hidden(t, passes, g):
-        return np.where(tpo, np.minimum(np.maximum(t - passes * g, 0.0) + t / ctx.tp, t), t)
+    def hidden(t, passes, g, d):
+        return np.where(tpo, np.minimum(np.maximum(t - (passes * g - d), 0.0) + t / ctx.tp, t), t)
 
     # recompute_tp_collectives forward all-gathers re-run a layer, priced as half as many pairs (an all-gather and a
     # reduce-scatter); where the eager reduce-scatters are on no save list (memory.tp_collectives_rerun [tk]) each
@@ -2048,8 +2060,9 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
         f_x, b_x = (mla_fused_gathers(sc, coll, kind.mixer, tb) if getattr(kind.mixer, "down_fused", False)
                     else (0.0, 0.0))
         # the backward's wgrad input re-gathers [35]: once a micro-batch, a re-run layer's too (the re-run is a forward)
-        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g) + f_x + b_x + regather[i])
-        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g) + 2.0 * f_x + b_x + regather[i])
+        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g, taken[i]) + f_x + b_x + regather[i])
+        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g, taken[i]) + 2.0 * f_x + b_x
+                     + regather[i])
     return plain, again, regather
 
 
@@ -2070,6 +2083,29 @@ def regather_inputs(sc: StepCtx, kind) -> list:
     return out + [(h, b.sp_input_gemm) for b in (mixer, kind.mlp) if getattr(b, "sp_input_gemm", None)]
 
 
+def regather_on(sc: StepCtx):
+    """[35] Per plan, whether the backward re-gathers the SP linears' inputs: SP on at tp > 1, on a stack whose SP linears
+    save their local shard (not stack memory.tp_saves_gathered_input); False (a scalar) where no plan does."""
+    if sc.stack.memory.tp_saves_gathered_input:  # a stack setting
+        return np.False_
+    return (sc.plan.sp > 0) & (sc.plan.tp > 1)
+
+
+def regather_windows(sc: StepCtx, lt: LayerTimes) -> list:
+    """[35] Per layer kind, the seconds per micro-batch of the dgrad GEMMs that hide the re-gathers (each
+    regather_inputs row's forward seconds, lt.sp_gemms), on the plans that re-gather (regather_on), else 0: what the
+    tp_comm_overlap pricing takes out of the pairs' window (tp_layer_seconds' hidden())."""
+    on = regather_on(sc)
+    if not np.any(on):
+        return [np.float64(0.0)] * len(sc.ll.kinds)
+    out = []
+    for i, kind in enumerate(sc.ll.kinds):
+        rows = lt.sp_gemms[i]
+        d = sum((rows.get(name, 0.0) for _, name in regather_inputs(sc, kind)), np.float64(0.0))
+        out.append(np.where(on, d, 0.0))
+    return out
+
+
 def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list:
     """[35] Per layer kind, the exposed seconds per micro-batch of the backward's re-gathers of the column-parallel
     linears' sequence-parallel inputs for their wgrad GEMMs (regather_inputs): each an all-gather over the TP group of
@@ -2079,7 +2115,7 @@ def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list
     0 without SP, at tp 1, and on a stack whose SP linears save their all-gathered input instead (stack
     memory.tp_saves_gathered_input: DTensor's autograd saves the gathered tensor, memory.py counts it held)."""
     kinds = sc.ll.kinds
-    if sc.stack.memory.tp_saves_gathered_input or not np.any((sc.plan.sp > 0) & (sc.plan.tp > 1)):  # stack, plans
+    if not np.any(regather_on(sc)):  # stack, plans
         return [np.float64(0.0)] * len(kinds)
     s = coll.strides["tp"]
     tp_sp = np.where(sc.plan.sp > 0, sc.plan.tp, 1)  # no SP: no gather (group 1, 0 s)
