@@ -133,7 +133,7 @@ def test_overlap_pairs_lose_the_regathered_dgrad_window():
     m = 8): the 2 pairs each way are 8 collectives of T h x 2 B = 8,388,608 B over 8 ranks, 7 x 3.4 + 7/8 x
     8,388,608 / 370e9 = 43.638 us each, t = 349.10 us a layer and micro-batch; it outlasts 3 g - d (not 3 g), so the
     pairs' exposed seconds are max(t - (3 g - d), 0) + t / 8, and the step's m x L x that (tp_comm_s less the SP norm
-    grads and the re-gathers, which keep their own seconds)."""
+    grads, the re-gathers and the head's collectives, [36], which keep their own seconds)."""
     from planner import step
 
     settings, plan, _, js = explain_job(model="llama3-8b", gpus=8, tp=8, pp=1, sharding="zero1",
@@ -152,7 +152,7 @@ def test_overlap_pairs_lose_the_regathered_dgrad_window():
     per = max(t - (3 * g - d), 0.0) + t / 8
     assert per > t / 8  # before: 3 g outlasted t, only the first chunk t / tp exposed
     tm = js["time"]
-    pairs = tm["tp_comm_s"] - tm["tp_sp_norm_grads_s"] - tm["tp_wgrad_regather_s"]
+    pairs = tm["tp_comm_s"] - tm["tp_sp_norm_grads_s"] - tm["tp_wgrad_regather_s"] - tm["tp_head_s"]
     assert pairs == pytest.approx(m * L * per, rel=1e-9)
     # the re-gathers themselves keep their dgrad GEMMs whole (_hide at the stack's share)
     w = lt.sp_gemms[0]
