@@ -2125,7 +2125,10 @@ class MemoryReporting(BaseModel):
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron); "
                                                       "false: the backward's re-gathers for the wgrad GEMMs are priced "
-                                                      "in tp_comm (step.py [35], tp_wgrad_regather_s)")
+                                                      "in tp_comm (step.py [35], tp_wgrad_regather_s); true also: "
+                                                      "the output layer's input-gradient collective runs synchronously "
+                                                      "(DTensor's redistribute), false: async beside its wgrad GEMM "
+                                                      "(Megatron's, step.py [36])")
     sources: list[str] = Field(min_length=1)
 
     @field_validator("te_version")

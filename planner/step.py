@@ -683,10 +683,56 @@ References
     overlapped part x the fraction. On a stack whose SP linears save their all-gathered input (stack
     memory.tp_saves_gathered_input: torchtitan, whose DTensor ColwiseParallel redistributes the Shard(1) input to
     Replicate before F.linear and autograd saves that gathered tensor, memory.py counting it held, kind_activation_bytes
-    gathered_input) nothing is re-gathered: 0 s. Not priced: the output layer's re-gather (its forward gather is not
-    priced either: head_time), the shared experts' (their TP collectives are not modelled, planner/moe.py), and the
-    hiding's share of the dgrad GEMM that the tp_comm_overlap pricing already counts as a TP collective's window
-    (hidden(): its 3 x forward GEMMs), a named approximation.
+    gathered_input) nothing is re-gathered: 0 s. Not priced here: the output layer's re-gather (its forward gather not
+    priced either before [36]: head_tp_seconds prices both), and the shared experts' (their TP collectives are not modelled, planner/moe.py).
+    Under tp_comm_overlap the pairs hide behind a pool of the layer's GEMMs (tp_layer_seconds' hidden(): 3 x its
+    forward GEMMs, 4 x for a re-run layer), which held these dgrad GEMMs too, so that one GEMM hid two transfers.
+    In TE's userbuffers backward it does not: with Megatron's defaults (ub_bulk_dgrad and ub_bulk_wgrad on,
+    ub_overlap_rs_dgrad off) a column-parallel SP linear's dgrad GEMM runs beside the bulk all-gather of its input
+    (the re-gather: linear.py @4329ff84 l. 799-805 ub_type_dgrad AG on ub_obj_dgrad, the fill l. 907-913, the GEMM
+    with bulk_overlap l. 997-1010), while the pair's backward reduce-scatter of that linear's dgrad output runs in the
+    bulk overlap of its wgrad GEMM (l. 805-807 ub_type_wgrad RS, dgrad read back from ub_obj_wgrad l. 1031-1032, the
+    wgrad GEMM's bulk_overlap l. 1178-1181); the row-parallel linear's grad-output gather overlaps its own dgrad
+    (ub_overlap_ag, l. 789-793). So the re-gathered linears' dgrad GEMMs (regather_windows: their rows' forward
+    seconds) leave the pairs' pool wherever the plan re-gathers (regather_on): the pairs hide behind 3 x the forward
+    GEMMs less those (before issue headsp the pool kept them and each hid both its re-gather and the pairs' share).
+[36] The TP collectives outside the layers: the embedding, the output layer and the vocab-parallel loss (head_tp_seconds,
+    loss_tp_seconds; extra tp_head_s, inside tp_comm), per micro-batch, T h bf16 each (ACT_BYTES) unless said, over the
+    TP group; 0 at tp 1. NVIDIA/Megatron-LM @d98e8a64: the embedding, VocabParallelEmbedding (megatron/core/
+    tensor_parallel/layers.py l. 336-385), reduce-scatters its partial output into the sequence-parallel layout under SP
+    (reduce_scatter_embeddings, l. 367-380; models/common/embeddings/language_model_embedding.py l. 51-56: without a
+    learned absolute position embedding or token types), whose backward all-gathers the gradient (mappings.py
+    reduce_scatter_to_sequence_parallel_region), and all-reduces it without SP (reduce_from_tensor_model_parallel_region,
+    l. 381-383; identity backward): under SP one reduce-scatter forward and one all-gather backward, else one
+    all-reduce, synchronous, on the first stage. A learned absolute position embedding (GPT-3 style) or
+    microsoft/Megatron-DeepSpeed's embedding all-reduces and then splits the sequence (scatter_to_sequence_parallel_region,
+    backward an all-gather): priced as the reduce-scatter, a named approximation (short by an all-reduce less a
+    reduce-scatter). pytorch/torchtitan @e347b1e5e torchtitan/models/llama3/infra/parallelize.py apply_tp: tok_embeddings
+    RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)): the same reduce-scatter forward, all-gather
+    backward. The output layer (gpt_model.py l. 272-295: tensor_parallel.ColumnParallelLinear, TE's LM head only under
+    MXFP8's output projection, priced the same at bf16 widths: a named approximation) under SP all-gathers its
+    sequence-sharded input forward (layers.py LinearWithGradAccumulationAndAsyncCommunication.forward l. 628,
+    synchronous); its backward re-gathers the saved local input for the wgrad GEMM, async beside the dgrad GEMM
+    (l. 674-687, [35]), and reduce-scatters the input gradient, async beside the wgrad GEMM (l. 701-707, waited
+    l. 790); without SP it all-reduces the input gradient, async the same way (allreduce_dgrad, l. 694-696, 807-808).
+    Each async transfer hides behind that GEMM (the output GEMM's one-pass seconds, head_gemm) by _hide at the stack's
+    exposed share. torchtitan's output ColwiseParallel(input_layouts=Shard(1), use_local_output=not loss_parallel)
+    all-gathers the input forward (DTensor redistribute Shard(1) -> Replicate, synchronous), saves the gathered input
+    (stack memory.tp_saves_gathered_input: no re-gather) and reduce-scatters the input gradient in the backward's
+    redistribute, synchronous: exposed (the stack flag selects DTensor's synchronous redistribute: a stack setting).
+    The loss keeps the logits vocab-parallel (V / t a rank, head_time) and reduces T fp32 values a row forward
+    (loss_tp_seconds): Megatron's vocab_parallel_cross_entropy (tensor_parallel/cross_entropy.py l. 130, 146-152: the
+    logits' max, the predicted logit, the sum of exps) three all-reduces of 4 T B; cross_entropy_loss_fusion's
+    native one (fusions/fused_cross_entropy.py l. 94, 112-114: the max, then predicted logit and sum of exps batched)
+    two, of 4 T B and 8 T B; TE's (NVIDIA/TransformerEngine @4329ff84 pytorch/triton/cross_entropy.py l. 46, 76-82,
+    cross_entropy_fusion_impl te) one all_gather_into_tensor of 3 fp32 a row (12 T B a rank). DTensor's loss_parallel
+    (torchtitan's default) is priced as the unfused three all-reduces (torch.distributed.tensor.parallel loss.py's
+    _log_softmax max and sum and the NLL's target gather each reduce over the mesh: from the PyTorch source, no copy
+    here: unverified). Synchronous: exposed. The output layer and the loss run on the last stage, the embedding on the
+    first (at pp 1 the one stage holds both); each multi-token prediction module embeds its shifted tokens, runs the
+    output layer and its loss again (megatron/core/transformer/multi_token_prediction.py l. 1476, 1013, 1027): its own
+    set on the last stage. DualPipe's end ranks pair the first and last stages' as their compute (stage_comm). Before
+    branch headsp none of these was priced.
 """
 
 from __future__ import annotations
@@ -1372,19 +1418,33 @@ def _share_list(v):
     return v if isinstance(v, list) else [v]
 
 
-def head_time(sc: StepCtx) -> np.ndarray:
-    """The output layer and the loss per micro-batch: the [T, V/t, h] GEMM forward and backward
-    (3x), bf16 where the fp8 recipe keeps it there (unless the job's fp8_output_layer), with its
-    fp8 casts where it runs in fp8 [14], and the loss reading and writing the logits."""
+def head_gemm(sc: StepCtx) -> tuple:
+    """(seconds of the output layer's [T, V/t, h] GEMM, one pass, per micro-batch; where it runs in bf16 under an fp8
+    recipe that keeps it there, unless the job's fp8_output_layer): head_time's 3x, and the window the output layer's
+    backward TP transfers hide behind ([36], head_tp_seconds). Once per context (sc.memo)."""
+    got = sc.memo.get("head_gemm")
+    if got is not None:
+        return got
     settings, plan, ctx = sc.settings, sc.plan, sc.ctx
-    hw, V, h = settings.hardware, settings.model.vocab_size, settings.model.hidden_size
-    gemm_scale = settings.knobs.gemm_efficiency_scale
+    hw, gemm_scale = settings.hardware, settings.knobs.gemm_efficiency_scale
     shape = output_gemm_shape(settings.model, ctx.tp, ctx.T)
     out_gemm = price_gemms(shape, hw, plan.precision, sc.gemm_cal)["output_layer"] / sc.speed
     bf16_out = sc.fp8 & sc.recipe["output_layer_bf16"] & (not settings.fp8_output_layer)
     if np.any(bf16_out):
         out16 = price_gemms(shape, hw, np.zeros_like(plan.precision), sc.gemm_cal)["output_layer"] / gemm_scale
         out_gemm = np.where(bf16_out, out16, out_gemm)
+    got = sc.memo["head_gemm"] = (out_gemm, bf16_out)
+    return got
+
+
+def head_time(sc: StepCtx) -> np.ndarray:
+    """The output layer and the loss per micro-batch: the [T, V/t, h] GEMM forward and backward
+    (3x), bf16 where the fp8 recipe keeps it there (unless the job's fp8_output_layer), with its
+    fp8 casts where it runs in fp8 [14], and the loss reading and writing the logits."""
+    settings, ctx = sc.settings, sc.ctx
+    V, h = settings.model.vocab_size, settings.model.hidden_size
+    shape = output_gemm_shape(settings.model, ctx.tp, ctx.T)
+    out_gemm, bf16_out = head_gemm(sc)
     # fp8 casts as a layer's (step.layer_times): the input T h and the weight V/t h forward, twice
     # that backward [14]
     cast = np.where(sc.fp8 & ~bf16_out, 3.0 * sc.recipe["cast_bytes"] * (ctx.T * h + V / ctx.tp * h), 0.0) / sc.hbm
@@ -1953,11 +2013,53 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, parts: dict | None =
                    for o, k in zip(out, sc.ll.kinds)]
         return sc.mean(st, out) if ends is None else sc.mean(st, out) + ends[st]
 
+    head = head_tp_seconds(sc, coll)  # [36] the embedding's, the output layer's and the loss's
     if parts is not None:  # [35] the re-gathers' share: every layer once (plain and again hold the same), bf16 ends
         r_ends = _bf16_end_tp(sc, tb, regather, regather, lambda w: (kinds(w)[2],) * 2)
         parts["regather"] = stage_comm(sc, {st: sc.mean(st, [sc.nf(st) * r for r in regather])
                                             + (0.0 if r_ends is None else r_ends[st]) for st in comm_stages(sc)})
-    return stage_comm(sc, {st: on(st) for st in comm_stages(sc)})
+        parts["head"] = stage_comm(sc, {st: head[st] for st in comm_stages(sc)})
+    return stage_comm(sc, {st: on(st) + head[st] for st in comm_stages(sc)})
+
+
+def head_tp_seconds(sc: StepCtx, coll: Collectives) -> dict:
+    """[36] The TP collectives of the embedding, the output layer and the vocab-parallel loss, per micro-batch: {"first":
+    the embedding's, "last": the output layer's and the loss's, with the embedding's at pp 1 (one stage holds both) and
+    each multi-token prediction module's own embedding, output layer and loss}; 0 at tp 1. stage_comm pairs them on
+    DualPipe's end ranks."""
+    plan, ctx = sc.plan, sc.ctx
+    s = coll.strides["tp"]
+    msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES  # T h bf16 (a named approximation under MXFP8's TE head)
+    sp_on = plan.sp > 0
+    tp_sp, tp_ar = np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp)  # group 1: no such collective, 0 s
+    g, _ = head_gemm(sc)
+    # the embedding: under SP the reduce-scatter forward, its all-gather backward; else the all-reduce forward
+    emb = coll(comm.REDUCE_SCATTER, msg, tp_sp, s) + coll(comm.ALL_GATHER, msg, tp_sp, s) + coll(comm.ALL_REDUCE, msg,
+                                                                                                  tp_ar, s)
+    # the output layer: under SP its input's all-gather forward; backward the input gradient's reduce-scatter (all-reduce
+    # without SP), async beside the wgrad GEMM where the stack's linears save their local input (Megatron's), else
+    # synchronous (DTensor's redistribute); and the re-gather behind the dgrad GEMM where the stack re-gathers ([35])
+    dgrad = coll(comm.REDUCE_SCATTER, msg, tp_sp, s) + coll(comm.ALL_REDUCE, msg, tp_ar, s)
+    if not sc.stack.memory.tp_saves_gathered_input:  # a stack setting
+        dgrad = _hide(dgrad, g, sc.x)
+    regather = np.where(regather_on(sc), _hide(coll(comm.ALL_GATHER, msg, tp_sp, s), g, sc.x), 0.0)
+    head = coll(comm.ALL_GATHER, msg, tp_sp, s) + dgrad + regather + loss_tp_seconds(sc, coll)
+    mtp = float(sc.ll.mtp)  # each module its embedding, output layer and loss
+    last = head + np.where(plan.pp == 1, emb, 0.0) + mtp * (head + emb)
+    return {"first": emb, "last": last, "mid": np.float64(0.0)}
+
+
+def loss_tp_seconds(sc: StepCtx, coll: Collectives) -> np.ndarray:
+    """[36] The vocab-parallel cross-entropy's forward collectives over TP per micro-batch, on T fp32 values a row:
+    unfused (Megatron's vocab_parallel_cross_entropy, DTensor's loss_parallel) three all-reduces of 4 T B; the job's
+    cross_entropy_fusion native two, of 4 T B and 8 T B; TE's (impl te) one all-gather of 12 T B a rank."""
+    plan, T = sc.plan, sc.ctx.T
+    s = coll.strides["tp"]
+    if not sc.settings.cross_entropy_fusion:  # job settings
+        return 3.0 * coll(comm.ALL_REDUCE, np.float64(4.0) * T, plan.tp, s)
+    if te_loss(sc.settings):
+        return coll(comm.ALL_GATHER, 12.0 * T * plan.tp, plan.tp, s)
+    return coll(comm.ALL_REDUCE, np.float64(4.0) * T, plan.tp, s) + coll(comm.ALL_REDUCE, np.float64(8.0) * T, plan.tp, s)
 
 
 def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
@@ -2007,9 +2109,12 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
     # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
     # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
     tpo = tp_overlap(sc.settings, plan) > 0
+    # [35] the dgrad GEMMs of the linears whose inputs are re-gathered hide those re-gathers (TE's ub_bulk_dgrad): under
+    # the overlap they are not the pairs' window too, which loses them (0 where nothing is re-gathered: regather_seconds)
+    taken = regather_windows(sc, lt)
 
-    def hidden(t, passes, g):
-        return np.where(tpo, np.minimum(np.maximum(t - passes * g, 0.0) + t / ctx.tp, t), t)
+    def hidden(t, passes, g, d):
+        return np.where(tpo, np.minimum(np.maximum(t - (passes * g - d), 0.0) + t / ctx.tp, t), t)
 
     # recompute_tp_collectives forward all-gathers re-run a layer, priced as half as many pairs (an all-gather and a
     # reduce-scatter); where the eager reduce-scatters are on no save list (memory.tp_collectives_rerun [tk]) each
@@ -2048,8 +2153,9 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
         f_x, b_x = (mla_fused_gathers(sc, coll, kind.mixer, tb) if getattr(kind.mixer, "down_fused", False)
                     else (0.0, 0.0))
         # the backward's wgrad input re-gathers [35]: once a micro-batch, a re-run layer's too (the re-run is a forward)
-        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g) + f_x + b_x + regather[i])
-        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g) + 2.0 * f_x + b_x + regather[i])
+        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g, taken[i]) + f_x + b_x + regather[i])
+        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g, taken[i]) + 2.0 * f_x + b_x
+                     + regather[i])
     return plain, again, regather
 
 
@@ -2070,6 +2176,29 @@ def regather_inputs(sc: StepCtx, kind) -> list:
     return out + [(h, b.sp_input_gemm) for b in (mixer, kind.mlp) if getattr(b, "sp_input_gemm", None)]
 
 
+def regather_on(sc: StepCtx):
+    """[35] Per plan, whether the backward re-gathers the SP linears' inputs: SP on at tp > 1, on a stack whose SP linears
+    save their local shard (not stack memory.tp_saves_gathered_input); False (a scalar) where no plan does."""
+    if sc.stack.memory.tp_saves_gathered_input:  # a stack setting
+        return np.False_
+    return (sc.plan.sp > 0) & (sc.plan.tp > 1)
+
+
+def regather_windows(sc: StepCtx, lt: LayerTimes) -> list:
+    """[35] Per layer kind, the seconds per micro-batch of the dgrad GEMMs that hide the re-gathers (each
+    regather_inputs row's forward seconds, lt.sp_gemms), on the plans that re-gather (regather_on), else 0: what the
+    tp_comm_overlap pricing takes out of the pairs' window (tp_layer_seconds' hidden())."""
+    on = regather_on(sc)
+    if not np.any(on):
+        return [np.float64(0.0)] * len(sc.ll.kinds)
+    out = []
+    for i, kind in enumerate(sc.ll.kinds):
+        rows = lt.sp_gemms[i]
+        d = sum((rows.get(name, 0.0) for _, name in regather_inputs(sc, kind)), np.float64(0.0))
+        out.append(np.where(on, d, 0.0))
+    return out
+
+
 def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list:
     """[35] Per layer kind, the exposed seconds per micro-batch of the backward's re-gathers of the column-parallel
     linears' sequence-parallel inputs for their wgrad GEMMs (regather_inputs): each an all-gather over the TP group of
@@ -2079,7 +2208,7 @@ def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list
     0 without SP, at tp 1, and on a stack whose SP linears save their all-gathered input instead (stack
     memory.tp_saves_gathered_input: DTensor's autograd saves the gathered tensor, memory.py counts it held)."""
     kinds = sc.ll.kinds
-    if sc.stack.memory.tp_saves_gathered_input or not np.any((sc.plan.sp > 0) & (sc.plan.tp > 1)):  # stack, plans
+    if not np.any(regather_on(sc)):  # stack, plans
         return [np.float64(0.0)] * len(kinds)
     s = coll.strides["tp"]
     tp_sp = np.where(sc.plan.sp > 0, sc.plan.tp, 1)  # no SP: no gather (group 1, 0 s)
@@ -4193,6 +4322,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                                                                                     pp_hops, pp_wrap))
     amax_mb = None if amax_mb is None else pick(crit, amax_mb)
     regather = pick(crit, tp_parts["regather"])  # [35] the critical stage's re-gathers, inside tp_mb
+    head_tp = pick(crit, tp_parts["head"])  # [36] the critical stage's embedding / output layer / loss TP, inside tp_mb
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
@@ -4252,6 +4382,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
              **({"tp_fp8_amax_s": m * amax_mb} if amax_mb is not None else {}),
              "tp_wgrad_regather_s": m * regather,  # [35] inside tp_comm (and the bubble's micro-batches hold it too)
+             "tp_head_s": m * head_tp,  # [36] inside tp_comm
              **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
              **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),

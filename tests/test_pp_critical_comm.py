@@ -57,17 +57,20 @@ def test_first_stage_critical_carries_its_own_tp_traffic():
     # less the backward's wgrad input re-gathers (step.py [35]), which count the stage's own layers too
     rg = parts["regather"]
     assert rg["first"] == pytest.approx(11 / 7 * rg["mid"], rel=1e-12) and rg["first"] > 0
-    tp = {k: v - rg[k] for k, v in tp.items()}
+    # and the embedding's (the first stage's), the output layer's and the loss's (the last's) TP collectives ([36])
+    hd = parts["head"]
+    assert hd["first"] > 0 and hd["last"] > 0 and hd["mid"] == 0
+    tp = {k: v - rg[k] - hd[k] for k, v in tp.items()}
     c = _tp_layer(sc)
     assert c > 0
     assert tp["first"] == pytest.approx(11 * c, rel=1e-12)
     assert tp["mid"] == pytest.approx(7 * c, rel=1e-12) and tp["last"] == pytest.approx(7 * c, rel=1e-12)
-    crit, crit_comp = step.critical_stage(comp, [{k: v + rg[k] for k, v in tp.items()}])
+    crit, crit_comp = step.critical_stage(comp, [{k: v + rg[k] + hd[k] for k, v in tp.items()}])
     assert step.CRITICAL_STAGES[int(crit)] == "first"
     assert crit_comp.mb == pytest.approx(11 * _layer(lt), rel=1e-12)
     t = to_json(s, p, evaluate(s, p))["time"]
     # (plus the step's one all-reduce of the SP-partial gradients, step.py [27], a term of its own)
-    assert t["tp_comm_s"] - t["tp_sp_norm_grads_s"] - t["tp_wgrad_regather_s"] == pytest.approx(16 * 11 * c, rel=1e-9)
+    assert (t["tp_comm_s"] - t.get("tp_head_s", 0.0)) - t["tp_sp_norm_grads_s"] - t["tp_wgrad_regather_s"] == pytest.approx(16 * 11 * c, rel=1e-9)
     assert t["tp_wgrad_regather_s"] == pytest.approx(16 * rg["first"], rel=1e-9)
     assert t["compute_s"] == pytest.approx(16 * 11 * _layer(lt), rel=1e-9)
 
@@ -95,7 +98,7 @@ def test_communication_can_make_the_middle_stage_critical():
     step.tp_comm(sc, step.Collectives(sc), lt, parts)
     assert d["tp_wgrad_regather_s"] == pytest.approx(64 * parts["regather"]["mid"], rel=1e-9)
     assert parts["regather"]["mid"] == pytest.approx(9 / 7 * parts["regather"]["last"], rel=1e-12)
-    assert d["tp_comm_s"] - d["tp_sp_norm_grads_s"] - d["tp_wgrad_regather_s"] == pytest.approx(64 * 9 * c, rel=1e-9)
+    assert (d["tp_comm_s"] - d.get("tp_head_s", 0.0)) - d["tp_sp_norm_grads_s"] - d["tp_wgrad_regather_s"] == pytest.approx(64 * 9 * c, rel=1e-9)
 
 
 def test_bf16_layers_by_global_index():

@@ -123,3 +123,53 @@ def test_mla_latents_by_hand():
     want = 2 * X * (61 * (q + kv) + 3 * h)
     assert js["time"]["tp_wgrad_regather_s"] == pytest.approx(want, rel=1e-9)
     assert want == pytest.approx(0.77340e-3, rel=1e-4)
+
+
+def test_overlap_pairs_lose_the_regathered_dgrad_window():
+    """Under tp_comm_overlap TE hides the re-gather behind the column-parallel linear's dgrad GEMM (ub_bulk_dgrad) and
+    the pair's backward reduce-scatter behind its wgrad GEMM (ub_bulk_wgrad; TE @4329ff84 linear.py l. 799-807), so
+    the re-gathered linears' dgrad GEMMs (QKV and fc1: their rows' forward seconds, lt.sp_gemms) leave the pairs'
+    pool of 3 x the layer's forward GEMMs g (step.py [35], regather_windows). TP 8 on one node, seq 1,024 (T = 1,024,
+    m = 8): the 2 pairs each way are 8 collectives of T h x 2 B = 8,388,608 B over 8 ranks, 7 x 3.4 + 7/8 x
+    8,388,608 / 370e9 = 43.638 us each, t = 349.10 us a layer and micro-batch; it outlasts 3 g - d (not 3 g), so the
+    pairs' exposed seconds are max(t - (3 g - d), 0) + t / 8, and the step's m x L x that (tp_comm_s less the SP norm
+    grads, the re-gathers and the head's collectives, [36], which keep their own seconds)."""
+    from planner import step
+
+    settings, plan, _, js = explain_job(model="llama3-8b", gpus=8, tp=8, pp=1, sharding="zero1",
+                                        bytes_per_param="megatron", global_batch=8, micro_batch=1, seq_len=1024,
+                                        stack="megatron", hardware="h100-sxm", precision="bf16", tp_comm_overlap=True)
+    m = js["plan"]["microbatches_per_step"]
+    assert m == 8
+    one = _ring(8, 1024 * 4096 * 2)
+    assert one == pytest.approx(43.638e-6, rel=1e-4)
+    t = 8 * one
+    sc, lt, _ = step._compute_pass(settings, plan)
+    g = float(lt.gemm_fwd[0])
+    d = float(lt.sp_gemms[0]["qkv"] + lt.sp_gemms[0]["mlp_up"])
+    assert 0 < d < g
+    assert 3 * g - d < t < 3 * g  # the moved window is what exposes part of the pairs here
+    per = max(t - (3 * g - d), 0.0) + t / 8
+    assert per > t / 8  # before: 3 g outlasted t, only the first chunk t / tp exposed
+    tm = js["time"]
+    pairs = tm["tp_comm_s"] - tm["tp_sp_norm_grads_s"] - tm["tp_wgrad_regather_s"] - tm["tp_head_s"]
+    assert pairs == pytest.approx(m * L * per, rel=1e-9)
+    # the re-gathers themselves keep their dgrad GEMMs whole (_hide at the stack's share)
+    w = lt.sp_gemms[0]
+    reg = sum(max(_ring(8, 1024 * 4096 * 2) - float(w[n]), 0.0) + min(_ring(8, 1024 * 4096 * 2), float(w[n])) * X
+              for n in ("qkv", "mlp_up"))
+    assert tm["tp_wgrad_regather_s"] == pytest.approx(m * L * reg, rel=1e-9)
+
+
+def test_no_window_taken_without_regather():
+    """Where nothing is re-gathered (no SP: tp_comm_overlap needs SP, so a plan without overlap; or torchtitan, which
+    saves the gathered input) regather_windows is 0 a kind: the pairs keep 3 x the forward GEMMs."""
+    from planner import step
+
+    settings, plan, _, _ = _job(stack="torchtitan", sharding="fsdp", bytes_per_param="mixed16")
+    sc, lt, _ = step._compute_pass(settings, plan)
+    assert [float(x) for x in step.regather_windows(sc, lt)] == [0.0] * len(sc.ll.kinds)
+    settings, plan, _, _ = _job()
+    sc, lt, _ = step._compute_pass(settings, plan)
+    w = lt.sp_gemms[0]
+    assert float(step.regather_windows(sc, lt)[0]) == pytest.approx(float(w["qkv"] + w["mlp_up"]), rel=1e-12)

@@ -214,6 +214,9 @@ def time_table(res: dict) -> None:
     if "tp_wgrad_regather_s" in t:  # step.py [35]
         out.print(f"  of TP communication, {t['tp_wgrad_regather_s']:,.4g} s per step are the backward's re-gathers of the "
                   "column-parallel linears' sequence-parallel inputs for their wgrad GEMMs, exposed past their dgrad GEMMs")
+    if "tp_head_s" in t:  # step.py [36]
+        out.print(f"  of TP communication, {t['tp_head_s']:,.4g} s per step are the critical stage's embedding, output "
+                  "layer and vocab-parallel loss collectives")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")
