@@ -214,6 +214,10 @@ def time_table(res: dict) -> None:
     if "tp_wgrad_regather_s" in t:  # step.py [35]
         out.print(f"  of TP communication, {t['tp_wgrad_regather_s']:,.4g} s per step are the backward's re-gathers of the "
                   "column-parallel linears' sequence-parallel inputs for their wgrad GEMMs, exposed past their dgrad GEMMs")
+    if "tp_shared_experts_s" in t:  # step.py [36]
+        out.print(f"  of TP communication, {t['tp_shared_experts_s']:,.4g} s per step are the MoE layers' shared experts' "
+                  "own TP collectives (fc1's all-gather, fc2's reduce-scatter under SP, all-reduces without; each way), "
+                  "exposed")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")
