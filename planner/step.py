@@ -1045,8 +1045,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
 
 # [35] the GEMM rows whose input a sequence-parallel all-gather feeds: the blocks' sp_input_gemm (attention's qkv, the
 # MLP's fc1, the Mamba and Gated DeltaNet in_proj) and MLA's column-parallel up projections (and its fused down
-# projection) where the stack gathers the latents
-REGATHER_ROWS = ("qkv", "mlp_up", "mamba_in", "gdn_in", "mla_q", "mla_q_up", "mla_kv_up", "mla_qkv_down")
+# projection) where the stack gathers the latents, the shared experts' fc1 where they run their own pair ([36])
+REGATHER_ROWS = ("qkv", "mlp_up", "mamba_in", "gdn_in", "mla_q", "mla_q_up", "mla_kv_up", "mla_qkv_down", "shared_up")
 
 
 def fp8_core(sc: StepCtx, mixer):

@@ -46,3 +46,39 @@ def test_torchtitan_shared_experts_have_no_pair_of_their_own():
     reduce-scatter (apply_moe_ep_tp): no collective of their own, no key."""
     _, _, _, js = explain_job(stack="torchtitan", sharding="fsdp", **BASE)
     assert "tp_shared_experts_s" not in js["time"]
+
+
+def test_without_the_stack_setting_the_pair_and_the_fc1_regathers_go(tmp_path):
+    """The megatron entry with moe_shared_experts_tp_pair false (a user stack file): no tp_shared_experts_s, and
+    tp_comm_s less by that key plus the shared experts' fc1 wgrad re-gathers (step.py [35]): each an all-gather of
+    T h (16 MiB) over 2 ranks, hidden behind fc1's dgrad GEMM at the stack's exposed share, so more than 0 and at
+    most 26 x AG(16 MiB)."""
+    import yaml
+
+    from planner import comm
+    from planner.catalog import load_hardware, stack_source
+
+    data = yaml.safe_load(stack_source("megatron").read_text(encoding="utf-8"))
+    assert data["moe_shared_experts_tp_pair"] is True
+    data["moe_shared_experts_tp_pair"] = False
+    path = tmp_path / "megatron-no-shared-pair.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    _, _, _, on = explain_job(sharding="zero1", bytes_per_param="megatron", **BASE)
+    _, _, _, off = explain_job(sharding="zero1", bytes_per_param="megatron", stack=str(path), **BASE)
+    assert "tp_shared_experts_s" not in off["time"]
+    rg = on["time"]["tp_wgrad_regather_s"] - off["time"]["tp_wgrad_regather_s"]
+    ag = float(comm.group_collective(comm.ALL_GATHER, 4096 * 2048 * 2.0, 2, 1,
+                                     comm.comm_params(load_hardware("h100-sxm")))[0].time_s)
+    assert 0 < rg <= 26 * ag * (1 + 1e-12)
+    assert on["time"]["tp_comm_s"] - off["time"]["tp_comm_s"] == pytest.approx(
+        on["time"]["tp_shared_experts_s"] + rg, rel=1e-9)
+
+
+def test_explain_text_line(cli):
+    """explain prints the share as a line of TP communication, the JSON key's value."""
+    r = cli("explain", "--model", "deepseek-v2-lite", "--gpus", "16", "--tp", "2", "--ep", "8", "--global-batch", "8",
+            "--micro-batch", "1", "--seq-len", "4096", "--no-tp-comm-overlap", "--moe-rank-imbalance", "1.0")
+    assert r.exit_code == 0, r.stderr
+    _, _, _, js = explain_job(sharding="zero1", bytes_per_param="megatron", **BASE)
+    assert f"of TP communication, {js['time']['tp_shared_experts_s']:,.4g} s per step are the MoE layers' shared " \
+           "experts' own TP collectives" in r.stdout
