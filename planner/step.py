@@ -1948,7 +1948,9 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, parts: dict | None =
     LayerNorms x 2 + 2 biases = 6 a forward. Blocks without tp_synced (MoE, MLA, scans: the fork builds
     none) add none. Each layer's backward re-gathers its column-parallel linears' SP inputs for their wgrad GEMMs,
     behind their dgrad GEMMs ([35], regather_seconds): once a micro-batch, recomputed or not; `parts`, where given,
-    gets that share of each stage's seconds under "regather" (step_time's tp_wgrad_regather_s)."""
+    gets that share of each stage's seconds under "regather" (step_time's tp_wgrad_regather_s). An MoE layer's shared
+    experts run their own pair where the stack says so ([36], shared_experts_pair); `parts` gets its share under
+    "shared" (step_time's tp_shared_experts_s)."""
     plan, ctx = sc.plan, sc.ctx
     s = coll.strides["tp"]
     msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
