@@ -698,12 +698,12 @@ References
     tp_pair_ways way(1.0), at the recipe's widths ([33]: TE's Linear quantizes fc1's input before its gather, as for a
     dense fc1), with the amax all-reduce where the recipe has one, and fc1's wgrad re-gather ([35]: regather_inputs
     shared_up; under fp8 recipes other than delayed Megatron sets save_original_input on fc1, shared_experts.py
-    l. 146-161, and TE quantizes the saved bf16 input before the backward's gather, module/linear.py l. 880-905: the
+    l. 146-161, and TE quantizes the saved bf16 input before the backward's gather, module/linear.py l. 872-913: the
     same width). mlp.py l. 228, 251 give the linears the ub names fc1 / fc2 (extensions/transformer_engine.py
     l. 1473-1487): under --tp-comm-overlap they run on userbuffers, priced inside the layer's hidden() with its other
     pairs. A selectively recomputed MoE block (recompute_modules moe) or shared-experts module (shared_experts,
-    te_checkpoint, moe_layer.py l. 517-525) re-runs their forward pair in the backward; full recompute re-runs it as
-    the layer's other forward pairs. Their share (tp_shared_experts_s) is the layer's exposed TP seconds less those
+    te_checkpoint under fp8, else tensor_parallel.checkpoint, moe_layer.py l. 517-529) re-runs their forward pair in
+    the backward; full recompute re-runs it as the layer's other forward pairs. Their share (tp_shared_experts_s) is the layer's exposed TP seconds less those
     without them. --moe-shared-expert-overlap (shared_experts.py l. 163-198, 233-362; a Bridge field, listed
     not_modelled by trainers/bridge_moe.py) sets the linears' parallel_mode None and their ub flags off and runs
     Megatron's own gather_from_sequence_parallel_region / reduce_scatter_to_sequence_parallel_region (bf16) on a
@@ -2122,7 +2122,7 @@ def regather_inputs(sc: StepCtx, kind) -> list:
     mla_tp_gathers input (its gathered input feeds replicated down projections), nor an MoE MLP's routed experts (they
     read the dispatcher's rows); the shared experts' fc1 on T h where they run their own pair ([36], shared_experts_pair:
     TE's Linear re-gathers it, at the recipe's width also where Megatron sets save_original_input on it, shared_experts.py
-    l. 146-161: the saved bf16 input is quantized before the gather, TE linear.py l. 880-905)."""
+    l. 146-161: the saved bf16 input is quantized before the gather, TE linear.py l. 872-913)."""
     mixer, out = kind.mixer, []
     if isinstance(mixer, MLA) and sc.stack.mla_tp_gathers == "latents":  # a model's kind, a stack setting [32]
         q = (float(mixer.h), "mla_q") if mixer.q_lora_rank is None else (float(mixer.q_lora_rank), "mla_q_up")
