@@ -197,6 +197,10 @@ def _time_json(est: Estimate, pick) -> dict:
         # collectives on the critical stage (step.py [36])
         **({"tp_head_s": _num(pick(est.time_extra["tp_head_s"]))}
            if float(pick(est.time_extra.get("tp_head_s", 0.0))) > 0 else {}),
+        # inside tp_comm_s, where priced (a stack whose shared experts run their own TP pair, tp > 1): the MoE layers'
+        # shared experts' all-gather / reduce-scatter (all-reduce without SP) each way, exposed (step.py [37])
+        **({"tp_shared_experts_s": _num(pick(est.time_extra["tp_shared_experts_s"]))}
+           if float(pick(est.time_extra.get("tp_shared_experts_s", 0.0))) > 0 else {}),
         # inside tp_comm_s under Muon: the duplicated TP mode's all-gathers of the momenta (step.py [28])
         **({"tp_muon_gather_s": _num(pick(est.time_extra["tp_muon_gather_s"]))} if "tp_muon_gather_s" in est.time_extra else {}),
         # inside tp_comm_s under Muon: the distributed TP mode's Gram all-reduces (step.py [28])

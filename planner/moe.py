@@ -79,9 +79,10 @@ DeepSeek's DualPipe ([1] sec. 3.2.1) is a pipeline schedule (planner/pipeline.py
 hides the all-to-alls as the combined 1F1B does (step.ep_comm); node-deduplicated, node-limited
 and fp8 dispatch are the dispatcher's (planner/dispatch.py: DeepEP's kernels are DeepSeek's).
 The folded group's placement is approximated where it straddles an axis of the grid
-(_folded_stride: the same span and members per NVLink domain). Not modelled: the shared
-experts' own TP all-gather / reduce-scatter under SP (Megatron SharedExpertMLP
-pre_forward_comm over the attention's TP group [10]), dropped tokens' effect on FLOPs.
+(_folded_stride: the same span and members per NVLink domain). The shared experts' own TP
+all-gather / reduce-scatter under SP (Megatron SharedExpertMLP over the attention's TP group
+[10]) are step.py [37]'s (stack moe_shared_experts_tp_pair). Not modelled: dropped tokens'
+effect on FLOPs.
 The dispatcher's host synchronisation (the token counts copied to the CPU before each
 dispatch all-to-all [6]) and the kernel issue time it exposes are priced by step.moe_host
 (the stack's fitted moe_host).

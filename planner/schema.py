@@ -3560,6 +3560,16 @@ class Stack(BaseModel):
                     "or input (torchtitan: the normed input gathered to every TP rank before the replicated down "
                     "projections, one all-gather / reduce-scatter pair of T h each way, as a standard attention block's); "
                     "a stack_db entry that builds MLA (runs.layer_kinds) with TP says which")
+    moe_shared_experts_tp_pair: bool = Field(
+        default=False,
+        description="whether an MoE layer's shared experts run a TP collective pair of their own (step.py [37]): true "
+                    "(Megatron-Core: SharedExpertMLP, an MLP on the attention's TP group, its column-parallel fc1 "
+                    "all-gathering the T h input under SP and its row-parallel fc2 reduce-scattering the output, one "
+                    "pair each way as a dense layer's MLP, and fc1's wgrad re-gather, step.py [35]); false (the default, "
+                    "a documented rule): none of their own, the shared experts computing on the MoE block's gathered "
+                    "input inside the block's own TP layout (torchtitan: moe.shared_experts colwise / rowwise with "
+                    "Partial output under the moe module's one input all-gather and output reduce-scatter), or a stack "
+                    "without TP or without shared experts")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")

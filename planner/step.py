@@ -683,8 +683,9 @@ References
     overlapped part x the fraction. On a stack whose SP linears save their all-gathered input (stack
     memory.tp_saves_gathered_input: torchtitan, whose DTensor ColwiseParallel redistributes the Shard(1) input to
     Replicate before F.linear and autograd saves that gathered tensor, memory.py counting it held, kind_activation_bytes
-    gathered_input) nothing is re-gathered: 0 s. Not priced here: the output layer's re-gather (its forward gather not
-    priced either before [36]: head_tp_seconds prices both), and the shared experts' (their TP collectives are not modelled, planner/moe.py).
+    gathered_input) nothing is re-gathered: 0 s. The output layer's re-gather was not priced (nor its forward gather)
+    before [36]: head_tp_seconds prices both. The shared experts' fc1 is such a linear where they run their own pair
+    ([37]).
     Under tp_comm_overlap the pairs hide behind a pool of the layer's GEMMs (tp_layer_seconds' hidden(): 3 x its
     forward GEMMs, 4 x for a re-run layer), which held these dgrad GEMMs too, so that one GEMM hid two transfers.
     In TE's userbuffers backward it does not: with Megatron's defaults (ub_bulk_dgrad and ub_bulk_wgrad on,
@@ -733,6 +734,32 @@ References
     output layer and its loss again (megatron/core/transformer/multi_token_prediction.py l. 1476, 1013, 1027): its own
     set on the last stage. DualPipe's end ranks pair the first and last stages' as their compute (stage_comm). Before
     branch headsp none of these was priced.
+[37] An MoE layer's shared experts' own TP collectives (stack moe_shared_experts_tp_pair, shared_experts_pair; extra
+    tp_shared_experts_s, inside tp_comm). NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/shared_experts.py
+    SharedExpertMLP is an MLP on the attention's TP group (l. 111-134, tp_group = pg_collection.tp), built with the
+    MLP's submodules (models/gpt/moe_module_specs.py l. 21-35, 83-84: TEColumnParallelLinear fc1, TERowParallelLinear
+    fc2, the config's sequence_parallel) and called by moe/moe_layer.py shared_experts_compute (l. 507-531) on the
+    layer's [s / tp, b, h] input: under SP fc1 all-gathers T h and fc2 reduce-scatters T h forward, the reverse
+    backward, without SP an all-reduce each way, one pair of T h each way as a dense layer's MLP: priced by the same
+    tp_pair_ways way(1.0), at the recipe's widths ([33]: TE's Linear quantizes fc1's input before its gather, as for a
+    dense fc1), with the amax all-reduce where the recipe has one, and fc1's wgrad re-gather ([35]: regather_inputs
+    shared_up; under fp8 recipes other than delayed Megatron sets save_original_input on fc1, shared_experts.py
+    l. 146-161, and TE quantizes the saved bf16 input before the backward's gather, module/linear.py l. 872-913: the
+    same width). mlp.py l. 228, 251 give the linears the ub names fc1 / fc2 (extensions/transformer_engine.py
+    l. 1473-1487): under --tp-comm-overlap they run on userbuffers, priced inside the layer's hidden() with its other
+    pairs. A selectively recomputed MoE block (recompute_modules moe) or shared-experts module (shared_experts,
+    te_checkpoint under fp8, else tensor_parallel.checkpoint, moe_layer.py l. 517-529) re-runs their forward pair in
+    the backward; full recompute re-runs it as the layer's other forward pairs. Their share (tp_shared_experts_s) is the layer's exposed TP seconds less those
+    without them. --moe-shared-expert-overlap (shared_experts.py l. 163-198, 233-362; a Bridge field, listed
+    not_modelled by trainers/bridge_moe.py) sets the linears' parallel_mode None and their ub flags off and runs
+    Megatron's own gather_from_sequence_parallel_region / reduce_scatter_to_sequence_parallel_region (bf16) on a
+    side stream beside the dispatcher's all-to-alls, fc1 then saving the gathered input (no wgrad re-gather): not
+    priced (the job is priced as without it). The gated shared expert (Qwen's, --moe-shared-expert-gate, l. 136-145,
+    203-206) adds a replicated 1 x h GEMM on the local tokens and no collective. torchtitan @e347b1e5e
+    models/llama4/infra/parallelize.py apply_moe_ep_tp l. 517-555 (which deepseek_v3's and qwen3's parallelize use):
+    the moe module's input all-gathered once (Shard(1) -> Replicate) and its Partial output reduce-scattered once,
+    moe.shared_experts.w1 / w3 colwise and w2 rowwise with Partial output inside that layout: no collective of their
+    own (moe_shared_experts_tp_pair false, the default). The deepseek stack (HAI-LLM) runs no TP (max_tp 1).
 """
 
 from __future__ import annotations
@@ -1064,8 +1091,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
 
 # [35] the GEMM rows whose input a sequence-parallel all-gather feeds: the blocks' sp_input_gemm (attention's qkv, the
 # MLP's fc1, the Mamba and Gated DeltaNet in_proj) and MLA's column-parallel up projections (and its fused down
-# projection) where the stack gathers the latents
-REGATHER_ROWS = ("qkv", "mlp_up", "mamba_in", "gdn_in", "mla_q", "mla_q_up", "mla_kv_up", "mla_qkv_down")
+# projection) where the stack gathers the latents, the shared experts' fc1 where they run their own pair ([37])
+REGATHER_ROWS = ("qkv", "mlp_up", "mamba_in", "gdn_in", "mla_q", "mla_q_up", "mla_kv_up", "mla_qkv_down", "shared_up")
 
 
 def fp8_core(sc: StepCtx, mixer):
@@ -1981,13 +2008,15 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, parts: dict | None =
     LayerNorms x 2 + 2 biases = 6 a forward. Blocks without tp_synced (MoE, MLA, scans: the fork builds
     none) add none. Each layer's backward re-gathers its column-parallel linears' SP inputs for their wgrad GEMMs,
     behind their dgrad GEMMs ([35], regather_seconds): once a micro-batch, recomputed or not; `parts`, where given,
-    gets that share of each stage's seconds under "regather" (step_time's tp_wgrad_regather_s)."""
+    gets that share of each stage's seconds under "regather" (step_time's tp_wgrad_regather_s). An MoE layer's shared
+    experts run their own pair where the stack says so ([37], shared_experts_pair); `parts` gets its share under
+    "shared" (step_time's tp_shared_experts_s)."""
     plan, ctx = sc.plan, sc.ctx
     s = coll.strides["tp"]
     msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
     sp_on = plan.sp > 0
     tb = tp_bytes(sc)
-    plain, again, regather = tp_layer_seconds(sc, coll, lt, tb)
+    plain, again, regather, sh_plain, sh_again = tp_layer_seconds(sc, coll, lt, tb)
     at_bf16 = {}  # tp_layer_seconds at the bf16 widths, once (the pairs' and the re-gathers' bf16 end layers)
 
     def kinds(w):
@@ -2019,6 +2048,14 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, parts: dict | None =
         parts["regather"] = stage_comm(sc, {st: sc.mean(st, [sc.nf(st) * r for r in regather])
                                             + (0.0 if r_ends is None else r_ends[st]) for st in comm_stages(sc)})
         parts["head"] = stage_comm(sc, {st: head[st] for st in comm_stages(sc)})
+        # [37] the shared experts' pairs' share, as on() counts the layers (n, rc re-run), bf16 ends
+        s_ends = _bf16_end_tp(sc, tb, sh_plain, sh_again, lambda w: kinds(w)[3:5])
+
+        def sh_on(st):
+            n, rc = sc.nf(st), sc.rc[st]
+            out = sc.mean(st, [(n - rc) * a + rc * b for a, b in zip(sh_plain, sh_again)])
+            return out if s_ends is None else out + s_ends[st]
+        parts["shared"] = stage_comm(sc, {st: sh_on(st) for st in comm_stages(sc)})
     return stage_comm(sc, {st: on(st) + head[st] for st in comm_stages(sc)})
 
 
@@ -2101,7 +2138,10 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
     """tp_comm's per-kind seconds per micro-batch at the TP widths tb (tp_bytes [33]): (a layer's forward and backward
     collectives, a recomputed layer's, the backward's wgrad input re-gathers inside both), each a list over the layer
     kinds, with the overlap as it runs (tp_comm's docstring: the pairs, MLA's own [30] [32], the selective policy's
-    re-runs, the re-gathers [35]); and the re-gathers' own exposed seconds, a list over the kinds (regather_seconds)."""
+    re-runs, the re-gathers [35]); the re-gathers' own exposed seconds, a list over the kinds (regather_seconds); and
+    the shared experts' pairs' share of a layer's and a recomputed layer's seconds ([37]: each the layer's exposed
+    seconds less those without the shared experts' pairs, so that the shares and the rest sum to the layer's), two lists
+    over the kinds."""
     plan, ctx = sc.plan, sc.ctx
     way = tp_pair_ways(sc, coll, tb)
     regather = regather_seconds(sc, coll, lt, tb)
@@ -2124,9 +2164,13 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
                       np.where(tp_collectives_rerun(sc.settings, plan), rtc, rtc / 2.0), 0.0)
     latents = sc.stack.mla_tp_gathers == "latents"  # a stack setting [32]
     one = way(1.0)
-    plain, again = [], []
+    plain, again, sh_plain, sh_again = [], [], [], []
+    blocks = set(sc.stack.selective.recompute_blocks)
     for i, kind in enumerate(sc.ll.kinds):
         pairs_f = pairs_b = np.float64(0.0)
+        # [37] the shared experts' own pair of T h each way (a stack setting, a model's kind), as a dense MLP's
+        sh = shared_experts_pair(sc, kind)
+        sh_f, sh_b = (way(1.0), way(1.0, back=True)) if sh else (np.float64(0.0), np.float64(0.0))
         # an MLA layer whose stack gathers the latents: its own collectives [32] in place of the block's pair
         mla = kind.mixer if latents and isinstance(kind.mixer, MLA) else None  # a stack setting, a model's kind
         f_l, b_l, r_l = mla_tp_collectives(sc, coll, mla, tb) if mla is not None else (0.0, 0.0, 0.0)
@@ -2148,15 +2192,32 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
                 block = block + (etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp) if mult == "moe"
                                  else way(mult))
             extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
+        # [37] a checkpointed MoE block (moe) or shared-experts module (shared_experts) re-runs the shared experts'
+        # forward pair in the backward (moe_layer.py l. 507-531 te_checkpoint; the policy's, the kind's)
+        sh_x = (np.where(plan.recompute == RC_SELECTIVE, sh_f, 0.0)
+                if sh and (reruns_moe_block(sc.stack.selective, kind) or "shared_experts" in blocks) else 0.0)
         g = lt.gemm_fwd[i]
         # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
         f_x, b_x = (mla_fused_gathers(sc, coll, kind.mixer, tb) if getattr(kind.mixer, "down_fused", False)
                     else (0.0, 0.0))
         # the backward's wgrad input re-gathers [35]: once a micro-batch, a re-run layer's too (the re-run is a forward)
-        plain.append(hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g, taken[i]) + f_x + b_x + regather[i])
-        again.append(hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g, taken[i]) + 2.0 * f_x + b_x
-                     + regather[i])
-    return plain, again, regather
+        p_all = hidden(pairs_f + pairs_b + f_l + b_l + extra + sh_f + sh_b + sh_x, 3.0, g, taken[i])
+        a_all = hidden(2.0 * (pairs_f + sh_f) + pairs_b + sh_b + 2.0 * f_l + b_l, 4.0, g, taken[i])
+        plain.append(p_all + f_x + b_x + regather[i])
+        again.append(a_all + 2.0 * f_x + b_x + regather[i])
+        # [37] their share: the exposed seconds less those without them (0 where the kind has none)
+        sh_plain.append(p_all - hidden(pairs_f + pairs_b + f_l + b_l + extra, 3.0, g, taken[i]) if sh
+                        else np.float64(0.0))
+        sh_again.append(a_all - hidden(2.0 * pairs_f + pairs_b + 2.0 * f_l + b_l, 4.0, g, taken[i]) if sh
+                        else np.float64(0.0))
+    return plain, again, regather, sh_plain, sh_again
+
+
+def shared_experts_pair(sc: StepCtx, kind) -> bool:
+    """[37] Whether layer `kind`'s shared experts run a TP pair of their own: the stack's moe_shared_experts_tp_pair
+    (Megatron-Core's SharedExpertMLP) and a kind with shared experts (a stack setting, a model's kind)."""
+    mlp = kind.mlp
+    return bool(sc.stack.moe_shared_experts_tp_pair and getattr(mlp, "num_shared", 0) and getattr(mlp, "fs", 0))
 
 
 def regather_inputs(sc: StepCtx, kind) -> list:
@@ -2165,15 +2226,18 @@ def regather_inputs(sc: StepCtx, kind) -> list:
     (attention's qkv, the MLP's fc1, the Mamba / Gated DeltaNet in_proj); an MLA layer where the stack gathers the
     latents (stack mla_tp_gathers latents, [32]) its up projections' inputs, r_q (h without a q latent: linear_q_proj)
     and r_kv, and with the fused down projection ([30]) linear_qkv_down_proj's T h. Not an MLA layer under
-    mla_tp_gathers input (its gathered input feeds replicated down projections), nor an MoE MLP (the experts read the
-    dispatcher's rows; the shared experts' TP collectives are not modelled, planner/moe.py)."""
+    mla_tp_gathers input (its gathered input feeds replicated down projections), nor an MoE MLP's routed experts (they
+    read the dispatcher's rows); the shared experts' fc1 on T h where they run their own pair ([37], shared_experts_pair:
+    TE's Linear re-gathers it, at the recipe's width also where Megatron sets save_original_input on it, shared_experts.py
+    l. 146-161: the saved bf16 input is quantized before the gather, TE linear.py l. 872-913)."""
     mixer, out = kind.mixer, []
     if isinstance(mixer, MLA) and sc.stack.mla_tp_gathers == "latents":  # a model's kind, a stack setting [32]
         q = (float(mixer.h), "mla_q") if mixer.q_lora_rank is None else (float(mixer.q_lora_rank), "mla_q_up")
         out = [q, (float(mixer.kv_lora_rank), "mla_kv_up")] + ([(float(mixer.h), "mla_qkv_down")] if mixer.down_fused
                                                                else [])
     h = float(sc.settings.model.hidden_size)
-    return out + [(h, b.sp_input_gemm) for b in (mixer, kind.mlp) if getattr(b, "sp_input_gemm", None)]
+    return (out + [(h, b.sp_input_gemm) for b in (mixer, kind.mlp) if getattr(b, "sp_input_gemm", None)]
+            + ([(h, "shared_up")] if shared_experts_pair(sc, kind) else []))
 
 
 def regather_on(sc: StepCtx):
@@ -4323,6 +4387,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     amax_mb = None if amax_mb is None else pick(crit, amax_mb)
     regather = pick(crit, tp_parts["regather"])  # [35] the critical stage's re-gathers, inside tp_mb
     head_tp = pick(crit, tp_parts["head"])  # [36] the critical stage's embedding / output layer / loss TP, inside tp_mb
+    shared = (pick(crit, tp_parts["shared"]) if any(shared_experts_pair(sc, k) for k in sc.ll.kinds)
+              else None)  # [37] the critical stage's shared experts' pairs, inside tp_mb (a stack setting, the kinds)
     cp_scan = None if cp_scan is None else pick(crit, cp_scan)
     if moe_model:
         ep_mb = pick(crit, ep_mb)
@@ -4383,6 +4449,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              **({"tp_fp8_amax_s": m * amax_mb} if amax_mb is not None else {}),
              "tp_wgrad_regather_s": m * regather,  # [35] inside tp_comm (and the bubble's micro-batches hold it too)
              "tp_head_s": m * head_tp,  # [36] inside tp_comm
+             **({"tp_shared_experts_s": m * shared} if shared is not None else {}),  # [37] inside tp_comm
              **({"tp_muon_gather_s": muon_gather, "tp_muon_gram_s": muon_gram} if muon else {}),
              **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),

@@ -112,7 +112,9 @@ def test_mla_latents_by_hand():
     re-gather T r_q (1,536) and T r_kv (512) bf16, AG 20.404 us and 9.068 us, each behind a dgrad GEMM of >= 2 x
     4,096 x 12,288 x 1,536 = 1.55e11 and 2 x 4,096 x 16,384 x 512 = 6.87e10 FLOPs (>= 157 us, 69 us at peak); the 3
     dense layers' fc1 re-gathers T h (7,168): 82.752 us behind >= 2 x 4,096 x 18,432 x 7,168 FLOPs; the 58 MoE
-    MLPs none (the experts read the dispatcher's rows). m x 0.189 x (61 x 29.472 + 3 x 82.752) us = 0.77340 ms."""
+    MLPs' shared experts' fc1 (their own TP pair, step.py [37]) the same T h behind >= 2 x 4,096 x 2,048 x 7,168 =
+    1.20e11 FLOPs (>= 122 us at peak; the routed experts read the dispatcher's rows: none). m x 0.189 x (61 x 29.472 +
+    (3 + 58) x 82.752) us = 2.5877 ms."""
     from test_mla_tp_collectives import _job as mla_job
 
     col = 4096 * 2
@@ -120,9 +122,9 @@ def test_mla_latents_by_hand():
     assert (q, kv, h) == (pytest.approx(20.404e-6, rel=1e-4), pytest.approx(9.068e-6, rel=1e-4),
                           pytest.approx(82.752e-6, rel=1e-4))
     _, _, _, js = mla_job("deepseek-v3")
-    want = 2 * X * (61 * (q + kv) + 3 * h)
+    want = 2 * X * (61 * (q + kv) + (3 + 58) * h)
     assert js["time"]["tp_wgrad_regather_s"] == pytest.approx(want, rel=1e-9)
-    assert want == pytest.approx(0.77340e-3, rel=1e-4)
+    assert want == pytest.approx(2.5877e-3, rel=1e-4)
 
 
 def test_overlap_pairs_lose_the_regathered_dgrad_window():

@@ -484,7 +484,8 @@ class MoEMLP:
     selective_core = False
     cp_overlaps_core = False
     # the experts' GEMMs read the dispatcher's rows (no SP gather of their own); the shared experts' fc1 gathers T h
-    # under SP, its TP collectives not modelled (planner/moe.py), its backward re-gather neither (step.py [35])
+    # under SP where the stack runs their own pair (step.shared_experts_pair: the pair and fc1's backward re-gather,
+    # step.py [37], [35])
     sp_input_gemm = None
 
     @property

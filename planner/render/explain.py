@@ -217,6 +217,10 @@ def time_table(res: dict) -> None:
     if "tp_head_s" in t:  # step.py [36]
         out.print(f"  of TP communication, {t['tp_head_s']:,.4g} s per step are the critical stage's embedding, output "
                   "layer and vocab-parallel loss collectives")
+    if "tp_shared_experts_s" in t:  # step.py [37]
+        out.print(f"  of TP communication, {t['tp_shared_experts_s']:,.4g} s per step are the MoE layers' shared experts' "
+                  "own TP collectives (fc1's all-gather, fc2's reduce-scatter under SP, all-reduces without; each way), "
+                  "exposed")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")

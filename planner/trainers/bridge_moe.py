@@ -641,7 +641,8 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
                                "--moe-shared-expert-overlap.', transformer_config.py @905c0e386 l. 1355-1362)",
                                "set model.moe_shared_expert_overlap=false, or leave shared_experts out")
         not_modelled.append(listed("not_modelled", "model.moe_shared_expert_overlap", True, "the shared expert's "
-                                   "compute overlapped with the dispatch: not priced"))
+                                   "compute and TP collectives overlapped with the dispatch on a side stream: not "
+                                   "priced, the job priced as without it (step.py [37])"))
     # fused kernels and grouped GEMM (written where on: the job's defaults are off)
     for k, f in (("model.moe_permute_fusion", "moe_permute_fusion"), ("model.moe_router_fusion", "moe_router_fusion")):
         job[f] = _bool(cfg, k, where)
