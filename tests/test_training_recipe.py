@@ -95,7 +95,9 @@ def test_bare_fit_against_deepseeks_rate(cli):
     1,066.4; with the MoE layers' shared experts' own TP pair priced (step.py [37]: SharedExpertMLP's all-gather and
     reduce-scatter of T h each way, and fc1's wgrad re-gathers) the same row at 1,071.5 (-30.6%, step 28.67 s,
     tp_comm 1.513 -> 3.419 s, of it the shared experts' 1.724 s), DeepEP alone EP 32 x expert-TP 1 (tp 2, HSDP over
-    256, full recompute, 5 x 3) at 1,032.7 (-33.1%, step 29.75 s). Before it: EP 256 (1 x 30, selective) third
+    256, full recompute, 5 x 3) at 1,032.7 (-33.1%, step 29.75 s), both on branch shexp; merged with the embedding's,
+    output layer's and loss's TP collectives (step.py [36], tp_head_s 0.060 s a step) the row is at 1,069.2 (-30.7%,
+    step 28.73 s), DeepEP alone at 1,032.0 (-33.1%, step 29.77 s). Before it: EP 256 (1 x 30, selective) third
     at 1,106.3 (step 28.39 -> 27.77 s, tp_comm 2.136 -> 1.519 s); DeepEP alone EP 32 x expert-TP 1 (tp 2, HSDP over
     256, full recompute, 5 x 3) at 1,064.8 (-31.0%, tp_comm 1.032 -> 0.690 s).
 
@@ -129,11 +131,11 @@ def test_bare_fit_against_deepseeks_rate(cli):
     _, top = _bare_top(cli)
     rate = top["throughput"]["tokens_per_s_per_gpu"]
     assert abs(rate / PUBLISHED - 1.0) > 0.25, rate  # issue 23's line missed: see the docstring
-    assert rate == pytest.approx(1071.5, abs=1)
+    assert rate == pytest.approx(1069.2, abs=1)
     r = cli("fit", *BARE, "--top", "1", "--format", "json", "--moe-dispatcher", "deepep")
     assert r.exit_code == 0, r.stderr
     deepep = json.loads(r.stdout)[0]["throughput"]["tokens_per_s_per_gpu"]
-    assert deepep == pytest.approx(1032.7, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
+    assert deepep == pytest.approx(1032.0, abs=1) and abs(deepep / PUBLISHED - 1.0) > 0.25
 
 
 def test_deepseeks_layout_is_feasible_under_the_bare_defaults(cli):
