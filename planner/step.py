@@ -984,6 +984,35 @@ def gating_einsum_times(sc: StepCtx, mlp):
     return out[0], out[1]
 
 
+def _selective_rerun(sc: StepCtx, kind, times: dict, core_f, pass_f, ew_f, pf) -> np.ndarray:
+    """layer_times' seconds a selectively recomputed layer of `kind` re-runs in the backward (before the plan's
+    recompute mask): times, its GEMM rows' seconds; core_f, pass_f, ew_f, pf its forward core, CP merges,
+    elementwise kernels and permutations."""
+    settings, plan, ctx, kb, hbm = sc.settings, sc.plan, sc.ctx, sc.kb, sc.hbm
+    sel, mixer, mlp = sc.stack.selective, kind.mixer, kind.mlp
+    # selective recompute re-runs what the stack's policy does not keep: the attention core
+    # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
+    # per-op policy); a state-space or linear-attention mixer is not recomputed
+    shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
+    # a policy that keeps the routed experts' grouped GEMMs only under compile (memory.py [gmm]) re-runs all of
+    # them without it (their forward seconds once more) and none with it, one that never keeps them (torchtitan
+    # 0.3, [gmm3]) re-runs them on every plan, whatever its projection list says (memory.expert_gemms_rerun)
+    gmm = kind.has_experts and sel.expert_gemms_kept != "always"  # memory.py [gmm], [gmm3]
+    sel_g = sum((times[name] * share for p in sel.recompute_projections
+                 for name, share in _share_list(shares.get(p)) if not (gmm and name in EXPERT_GEMMS)),
+                np.float64(0.0)) / sc.speed
+    if gmm:
+        sel_g = sel_g + np.where(expert_gemms_rerun(settings, plan), sum(
+            (times[n] for n in EXPERT_GEMMS if n in times), np.float64(0.0)) / sc.speed, 0.0)
+    core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
+    # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
+    sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
+             + (ew_f - pass_f if sel.recompute_elementwise else 0.0)
+             + rerun_kernel_bytes(sel, kind, ctx, kb) / hbm  # named norms / MoE activation (recompute_modules.py)
+             + block_rerun_times(sel, kind, ctx, kb, times, sc.speed, hbm, pf))  # mlp / moe / shared_experts
+    return sel_t
+
+
 def layer_times(sc: StepCtx) -> LayerTimes:
     """Each layer kind's forward and backward seconds: its blocks' GEMMs (forward 1x, backward
     2x at the same shapes [1]), core (compute.py [7] rates), memory-bound kernels and fp8
@@ -1048,26 +1077,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         pf, pb = pf + ein_f, pb + ein_b
         out.gate_gemm_fwd.append(ein_f)
         out.gate_gemm_bwd.append(ein_b)
-        # selective recompute re-runs what the stack's policy does not keep: the attention core
-        # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
-        # per-op policy); a state-space or linear-attention mixer is not recomputed
-        shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
-        # a policy that keeps the routed experts' grouped GEMMs only under compile (memory.py [gmm]) re-runs all of
-        # them without it (their forward seconds once more) and none with it, one that never keeps them (torchtitan
-        # 0.3, [gmm3]) re-runs them on every plan, whatever its projection list says (memory.expert_gemms_rerun)
-        gmm = kind.has_experts and sel.expert_gemms_kept != "always"  # memory.py [gmm], [gmm3]
-        sel_g = sum((times[name] * share for p in sel.recompute_projections
-                     for name, share in _share_list(shares.get(p)) if not (gmm and name in EXPERT_GEMMS)),
-                    np.float64(0.0)) / sc.speed
-        if gmm:
-            sel_g = sel_g + np.where(expert_gemms_rerun(settings, plan), sum(
-                (times[n] for n in EXPERT_GEMMS if n in times), np.float64(0.0)) / sc.speed, 0.0)
-        core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
-        # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
-        sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
-                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0)
-                 + rerun_kernel_bytes(sel, kind, ctx, kb) / hbm  # named norms / MoE activation (recompute_modules.py)
-                 + block_rerun_times(sel, kind, ctx, kb, times, sc.speed, hbm, pf))  # mlp / moe / shared_experts
+        sel_t = _selective_rerun(sc, kind, times, core_f, pass_f, ew_f, pf)
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
         out.bwd.append(g_bwd + core_b + ew_b + pb)
@@ -3416,15 +3426,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_dp / sc.hbm, 0.0)
     one_dp = dpcp == 1
     d_total, d_exposed, d_mb = (np.where(one_dp, 0.0, x) for x in (total, exposed, mb_part))
-    # the routed experts' over their expert-data-parallel ranks (which dp x cp = 1 need not leave one): the same
-    # collectives a pass, reduced and gathered when the dense ones are, behind the same windows (dp_exposure over the
-    # dense and the experts' together; the experts' part what they add to the dense part's figures)
-    e_total = e_exposed = e_mb = np.zeros(np.shape(total))
-    if sc.ll.has_experts:  # a model setting
-        routed = dp_expert_comm(sc, coll, np.maximum(stages["e"], pad_e), stages["u"], ddp_bucket)
-        j_total, j_exposed, j_mb, _ = run(dense + routed)
-        e_total, e_exposed, e_mb = (np.maximum(j - d, 0.0) for j, d in ((j_total, total), (j_exposed, exposed),
-                                                                         (j_mb, mb_part)))
+    e_total, e_exposed, e_mb = _dp_experts_part(sc, coll, run, dense, (total, exposed, mb_part),
+                                                (np.maximum(stages["e"], pad_e), stages["u"], ddp_bucket))
     total, exposed, copies, p_dp_st, e_local, mb_part, e_total, e_exposed, e_mb = (_all_slots(sc, x, slots) for x in (
         d_total + e_total, d_exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], stages["e"],
         d_mb + e_mb, e_total, e_exposed, e_mb))
@@ -3851,6 +3854,20 @@ def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_
     return SyncGathers(fwd=n * sc.mean("mid", fwd) + rest,
                        bwd=(n - rc) * sc.mean("mid", plain) + rc * sc.mean("mid", rerun) + rest + rest_r,
                        bwd_gathers=gathers_b, gather_pass=n * sc.mean("mid", lay_g) + rest, reduce_mb=reduce_mb)
+
+
+def _dp_experts_part(sc: StepCtx, coll: Collectives, run, dense: DPColls, dense_fig: tuple, units: tuple) -> tuple:
+    """dp_comm's routed experts' (total, exposed, per-micro-batch) seconds over their expert-data-parallel ranks (which
+    dp x cp = 1 need not leave one): the same collectives a pass, reduced and gathered when the dense ones are, behind
+    the same windows (run: dp_exposure over the dense and the experts' together; the experts' part what they add to
+    the dense part's figures, dense_fig); units: (the stage's local expert parameters, its MoE layers, the DDP
+    bucket). Zeros for a model without experts (a model setting)."""
+    zeros = tuple(np.zeros(np.shape(dense_fig[0])) for _ in range(3))
+    if not sc.ll.has_experts:
+        return zeros
+    routed = dp_expert_comm(sc, coll, *units)
+    joint = run(dense + routed)[:3]
+    return tuple(np.maximum(j - d, 0.0) for j, d in zip(joint, dense_fig))
 
 
 def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket) -> DPColls:

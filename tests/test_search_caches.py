@@ -65,10 +65,16 @@ def test_fp8_recipe_figures_are_the_stacks_fields_per_code():
         t = r.tp_collective_bytes if r else None
         assert f["tp_grad_output_all_gather"][c] == (float(t.grad_output_all_gather) if t else 2.0)
         assert f["tp_amax"][c] == (float(t.amax_all_reduce_bytes) if t else 0.0)
+        # delayed scaling's amax reductions (step.py [34]): the recipe's amax_reduction, 0 where it has none
+        a = r.amax_reduction if r else None
+        assert (f["amax_fwd"][c], f["amax_bwd"][c], f["amax_regions"][c]) == (
+            (float(a.forward_bytes_per_gemm), float(a.backward_bytes_per_gemm), float(a.regions_per_chunk)) if a
+            else (0.0, 0.0, 0.0))
+    assert (f["amax_fwd"][FP8_RECIPES.index("delayed")], f["amax_bwd"][FP8_RECIPES.index("delayed")]) == (12.0, 8.0)
     assert set(f) == {"gemm_speed", "cast_bytes", "allgather_fp8", "output_layer_bf16", "dpa_qkv", "dpa_qkv_cp", "dpa_out",
                       "cp_ring_kv", "cp_ring_dkv", "cp_merge_out", "cp_inputs_bf16", "low_fwd", "low_bwd",
                       "tp_input_all_gather", "tp_output_reduce_scatter", "tp_grad_output_all_gather",
-                      "tp_grad_input_reduce_scatter", "tp_amax",
+                      "tp_grad_input_reduce_scatter", "tp_amax", "amax_fwd", "amax_bwd", "amax_regions",
                       "grouped_speed", "grouped_cast_bytes", "grouped_low_fwd", "grouped_low_bwd", "grouped_align"}
     # the routed experts' grouped figures: _grouped_figures' own numbers, the grouped recipe's speed at its own
     # peak ratio (mxfp8's dense peak over fp8's: 1.5 on a B200 made so; the catalog's GPUs list them equal)
