@@ -213,11 +213,15 @@ def test_fit_searches_mxfp8_at_tp_uncompiled(cli):
     # backward, not the critical last stage's 0.11024 s (with two thirds of the output layer). The reduce-scatter
     # outlasts either, so the exposure grows by the window's difference less the stack's exposed share 0.189 of it:
     # (0.11024 - 0.10347) x 0.811 = 5.49 ms, and the first stage is the step end's (0.10544 s against the last's
-    # 0.09995 s): dp_comm_exposed_s 0.09995 -> 0.10544 s, the step 88.4070 -> 88.4125 s
+    # 0.09995 s): dp_comm_exposed_s 0.09995 -> 0.10544 s, the step 88.4070 -> 88.4125 s. The critical last stage's
+    # output layer and loss TP collectives (step.py [36], branch headsp: DTensor's synchronous all-gather of the output
+    # layer's input and reduce-scatter of its gradient, loss_parallel's three all-reduces of 4 T B, over tp 2) then
+    # added tp_head_s 0.06039 s, with its share of the bubble's micro-batches: the step 88.4125 -> 88.4733 s
     assert rows[0]["time"]["pp_comm_s"] == pytest.approx(0.370649, rel=1e-5)
     assert rows[0]["time"]["pp_fill_drain_s"] == pytest.approx(3 * 0.370649 / 512, rel=1e-5)
     assert rows[0]["time"]["dp_comm_exposed_s"] == pytest.approx(0.09995 + (0.11024 - 0.10347) * (1 - 0.189), rel=1e-3)
-    assert rows[0]["time"]["step_s"] == pytest.approx(88.4125, rel=1e-5)
+    assert rows[0]["time"]["tp_head_s"] == pytest.approx(0.060392, rel=1e-4)
+    assert rows[0]["time"]["step_s"] == pytest.approx(88.4733, rel=1e-5)
     # 128.5357 before SDPA's fp32 logsumexp was priced (planner/layers/attention.py [ls]): 20 layers x 4 micro-batches in
     # flight on the first stage x 4,096 local tokens x 32 heads a rank x 4 B = 40 MiB
     assert rows[0]["memory"]["total_bytes"] / 2**30 == pytest.approx(128.5357 + 20 * 4 * 4096 * 32 * 4 / 2**30, rel=1e-5)
