@@ -16,20 +16,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import explain_job, h100_nvlink_ring_s as _ring
+# the same Llama 3 8B TP 2 job (M = 2 micro-batches a step), T h bf16 message and exposed share as the re-gathers' tests
+from test_tp_wgrad_regather import MSG, M, X, _job
 
-X = 0.189
-MSG = 4096 * 4096 * 2  # T h x 2 B
 AG = _ring(2, MSG)
 LOSS_AR = 2 * _ring(2, 4 * 4096)  # one all-reduce of T fp32
-M = 2
-
-
-def _job(**kw):
-    base = dict(model="llama3-8b", gpus=8, tp=2, pp=1, sharding="zero1", bytes_per_param="megatron", global_batch=8,
-                micro_batch=1, seq_len=4096, stack="megatron", hardware="h100-sxm", precision="bf16")
-    settings, plan, est, js = explain_job(**{**base, **kw})
-    assert js["plan"]["microbatches_per_step"] == M
-    return settings, plan, est, js
 
 
 def test_megatron_sp_by_hand():
