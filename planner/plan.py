@@ -950,6 +950,7 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
         figures = (f" ({r.detail(model, stack, plan, cluster_of(hw, job.gpus))})"
                    if r.detail is not None and plan is not None and hw is not None else "")
         who = ("the model" if r.model_level else  # every plan alike: no degrees to name (StartupRule.model_level)
+               r.subject if r.subject is not None else  # what it reads instead of the degrees (StartupRule.subject)
                f"the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, ep {job.ep}, sharding "
                f"{job.sharding} as {job.sharding_mode}, rank order {job.rank_order})")
         return PlannerError(f"{where}{r.text_on(stack)}{figures}: {who} breaks start-up rule {r.key} of "

@@ -295,6 +295,10 @@ class StartupRule:
     reads_mbs: bool = False
     # it reads the model and the stack alone (every plan breaks it alike): its refusal names no plan's degrees
     model_level: bool = False
+    # what the refusal depends on where that is not the plan's degrees (a job or variant setting on the run's release:
+    # MEGATRON_TE_RECIPE_RELEASE's recipe on the Transformer Engine release): its message names this, with detail's
+    # figures, in place of the degrees, which it does not read
+    subject: str | None = None
 
     # the figures of a refused plan (0-d PlanArrays) for its message: (model, stack, plan, cluster) -> str
     detail: Callable | None = None
@@ -3316,7 +3320,8 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "2.7.0.dev0, AttributeError -> ValueError l. 223-232)",
         "use a recipe the release builds (delayed on every release), or give the Transformer Engine release the run "
         "used (te_version; tensorwise 2.2, mxfp8 2.1, blockwise 2.3, nvfp4 2.8 or later)",
-        _te_recipe_release, detail=_te_recipe_release_detail)),
+        _te_recipe_release, detail=_te_recipe_release_detail,
+        subject="the recipe on that Transformer Engine release")),  # the recipe and release alone, any degrees alike
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

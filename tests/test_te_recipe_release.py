@@ -64,6 +64,20 @@ def test_recipe_refused_before_its_first_release(stack, recipe, before, first):
     resolve(_job(recipe, first, False, stack))
 
 
+@pytest.mark.parametrize("tp, pp", [(8, 16), (4, 32)])
+def test_recipe_refusal_names_what_it_reads_not_the_degrees(tp, pp):
+    """Rule 107 reads the recipe and the release alone (_te_recipe_release: no degree): its message names the
+    recipe, the run's release and the first release that builds it, and no plan's degrees, the same at tp 8 pp 16
+    and tp 4 pp 32. It named the first refused plan's '(tp 8, cp 1, pp 16, ...)' before, as if they were the cause."""
+    job = _job("tensorwise", "2.1", False).model_copy(update={"tp": tp, "pp": pp})
+    with pytest.raises(PlannerError) as e:
+        resolve(job)
+    msg = str(e.value)
+    assert ("(fp8 recipe tensorwise on Transformer Engine 2.1 (first built on 2.2)): the recipe on that Transformer "
+            "Engine release breaks start-up rule MEGATRON_TE_RECIPE_RELEASE of megatron (") in msg
+    assert "the plan (" not in msg and f"tp {tp}" not in msg and f"pp {pp}" not in msg
+
+
 @pytest.mark.parametrize("recipe, refused, passes", [
     ("delayed", None, "1.6"),        # delayed-only userbuffers of v2.0-v2.1 and TE 1.x carry it
     ("tensorwise", None, "2.2"),     # v2.2 linear.py l. 134-140: per-tensor current scaling passes
