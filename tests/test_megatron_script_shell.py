@@ -359,3 +359,101 @@ def test_expansions_as_bash_gives_them(lines, expr, want):
     from planner.trainers.megatron import command_words
     _, words, _ = command_words(lines.replace("; ", "\n") + f'\ntorchrun pretrain_gpt.py --v "{expr}"\n', "x: ", [])
     assert words == ["--v", want]
+
+
+# ------------------------------------------------------------ (f) quoting, conditions, one-line if and && / || lists
+# GNU Bash Reference Manual 5.2: 3.1.2.2 Single Quotes, 3.1.2.3 Double Quotes, 3.2.4 Lists of Commands, 3.2.5.2
+# Conditional Constructs ([[ ]]: && binds tighter than ||, an unquoted right-hand side of == / != is a pattern), 3.5.8.1
+# Pattern Matching, 4.1 test. Each `want` is what bash 5.2.15 prints for `printf '%s\n' WORDS` after the lines (the
+# comment says what the reader gave before); test_bash_agrees runs bash on the same cases where bash 5.2 is on PATH.
+SHELL_CASES = [
+    # (a) single quotes keep $X, ${X}, $(( )), $( ) literal (before: 1, a1b, 3, and $(date) an unread substitution)
+    ("X=1", "'$X' \"'$X'\" '\"$X\"' 'a${X}b' '$((1+2))' '$(date)'", ["$X", "'1'", '"$X"', "a${X}b", "$((1+2))", "$(date)"]),
+    # a default word's single quotes quote unquoted and are characters in double quotes; \$ in double quotes is $
+    ("X=1", "${Z:-'$X'} \"${Z:-'$X'}\" \"\\$X\"", ["$X", "'1'", "$X"]),  # before: 1 '1' \$X
+    # (b) && / || inside one [[ ]] (before: the block not evaluated, V 0)
+    ("A=x\nB=y\nV=0\nif [[ $A == x && $B == y ]]; then\nV=1\nfi", "$V", ["1"]),
+    ("A=x\nV=0\nif [[ $A == x || $A == y && $A == z ]]; then\nV=1\nfi", "$V", ["1"]),  # && binds tighter inside [[ ]]
+    ("A=x\nV=0\nif [[ ( $A == y || $A == x ) && ! $A == z ]]; then\nV=1\nfi", "$V", ["1"]),
+    ("A=x\nV=5\nif [[ $A == y ]] || [[ $A == x ]] && [[ $A == z ]]; then\nV=1\nfi", "$V", ["5"]),  # lists: left to right
+    ("D=fp8\nV=0\nif [[ $D == fp* ]]; then\nV=1\nfi", "$V", ["1"]),  # a pattern (before: 0, compared as a string)
+    ("D=fp8\nV=0\nif [[ $D == \"fp*\" ]]; then\nV=1\nfi", "$V", ["0"]),  # quoted: literal
+    ("X=\nV=0\nif [ -n $X ]; then\nV=1\nfi", "$V", ["1"]),  # `[ -n ]`: one non-empty word, true (before: 0)
+    # (c) a one-line if, elif, else (before: 'no pretrain_gpt.py / torchrun line found', every later line skipped)
+    ("D=fp8\nV=0\nif [[ $D == fp8 ]]; then V=1; fi", "$V", ["1"]),
+    ("D=fp8\nV=0\nif [[ $D == bf16 ]]; then V=1; elif [[ $D == fp8 ]]; then V=2; else V=3; fi", "$V", ["2"]),
+    ("D=fp8\nV=0\nif [[ $D == bf16 ]]; then V=1; else V=3; W=4; fi", "$V $W", ["3", "4"]),
+    # [[ ]] && X=..., || X=..., && X || Y (before: not read, V 0)
+    ("D=fp8\nV=0\n[[ $D == fp8 ]] && V=1", "$V", ["1"]),
+    ("D=fp8\nV=0\n[[ $D == bf16 ]] || V=1", "$V", ["1"]),
+    ("D=fp8\nV=0\n[[ $D == bf16 ]] && V=1 || V=2", "$V", ["2"]),
+    ("N=4\nV=0\n[[ $N -eq 2*2 ]] && V=1\n[ $N -gt 3 ] && V=$((V+10))\ntest $N -lt 3 || export V=$((V+100))", "$V", ["111"]),
+    # (d) a variable's quote characters are characters in a pattern (before: aSc, a'S'c, aSc, 0 -> 1 swapped)
+    ("X=abc\nP=\"'b'\"", "${X/$P/S}", ["abc"]),
+    ("X=\"a'b'c\"\nP=\"'b'\"", "${X/$P/S} \"${X/$P/S}\"", ["aSc", "aSc"]),
+    ("X=abc\nQ='\"b\"'", "${X/$Q/S} ${X/\"$Q\"/S}", ["abc", "abc"]),
+    ("X=abc\nP='\\b'", "${X/$P/S} ${X/\"$P\"/S}", ["aSc", "abc"]),  # its backslash escapes unquoted, not quoted
+    ("D=\"'fp8'\"\nV=0\nif [[ \"'fp8'\" == $D ]]; then\nV=1\nfi", "$V", ["1"]),
+    # (e) a backquote inside single quotes (or a variable's value) is a character (before: the words joined into one)
+    ("X=1", "'a`b' --w x 'c`d'", ["a`b", "--w", "x", "c`d"]),
+    ("X='a`b'\nY='c`d'", "\"$X\" --w \"$Y\"", ["a`b", "--w", "c`d"]),
+]
+
+
+def _launch_words(lines: str, words: str) -> list[str]:
+    return megatron.command_words(f"{lines}\ntorchrun pretrain_gpt.py {words}\n", "x: ", [])[1]
+
+
+@pytest.mark.parametrize("lines,words,want", SHELL_CASES)
+def test_quotes_and_conditions_as_bash_reads_them(lines, words, want):
+    """The launch line's words after the lines, as bash 5.2.15 gives them (SHELL_CASES)."""
+    assert _launch_words(lines, words) == want
+
+
+def _bash_5_2():
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        return False
+    v = subprocess.run(["bash", "-c", "echo ${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}"], capture_output=True, text=True)
+    major, minor = (int(x) for x in v.stdout.split())
+    return (major, minor) >= (5, 2)
+
+
+@pytest.mark.skipif(not _bash_5_2(), reason="bash 5.2 or later not on PATH")
+@pytest.mark.parametrize("lines,words,want", SHELL_CASES)
+def test_bash_agrees(lines, words, want):
+    """SHELL_CASES' `want` is what bash itself prints (`bash -c`): the cases are bash's, not the reader's."""
+    import subprocess
+
+    out = subprocess.run(["bash", "-c", f"{lines}\nprintf '%s\\n' {words}"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.splitlines() == want, out.stderr
+
+
+@pytest.mark.parametrize("line,tp", [
+    ("DTYPE=fp8\nif [[ $DTYPE == fp8 ]]; then TP_SIZE=4; else TP_SIZE=8; fi", 4),
+    ("DTYPE=bf16\nif [[ $DTYPE == fp8 ]]; then TP_SIZE=4; else TP_SIZE=8; fi", 8),
+    ("DTYPE=fp8\nTP_SIZE=2\n[[ $DTYPE == fp8 ]] && TP_SIZE=4", 4),
+    ("DTYPE=fp8\nNODES=1\nTP_SIZE=2\nif [[ $DTYPE == fp8 && $NODES -eq 1 ]]; then\n    TP_SIZE=4\nfi", 4),
+])
+def test_constant_if_blocks_set_the_job(tmp_path, line, tp):
+    """The issue's case: a launch script's constant `if` (DTYPE=fp8; if [[ $DTYPE == fp8 ]]) evaluated on one line,
+    as a `[[ ]] && X=...` list and with && inside the [[ ]]: the job's tp is the branch's TP_SIZE. Before, the one-line
+    forms left 'no pretrain_gpt.py / torchrun line found' (the if never closed) or TP_SIZE 2, and the && one was
+    skipped (TP_SIZE 2)."""
+    job = load_trainer_config(_variant(tmp_path, "TP_SIZE=2", line), fmt="megatron", gpus=8)
+    assert job.job["tp"] == tp
+    assert any(n.message and "conditions on the script's constants evaluated" in n.message for n in job.assumed)
+
+
+def test_one_line_loop_and_unknown_list_are_listed_not_read(tmp_path):
+    """A `for ...; do ...; done` on one line is one block the reader does not run (listed; before it never closed and
+    no launch line was found), and a `[[ ]] && X=...` whose test names a variable the script does not set is not
+    evaluated (listed; bash would read the environment's): TP_SIZE stays 2."""
+    p = _variant(tmp_path, "TP_SIZE=2", "TP_SIZE=2\nfor i in 1 2; do TP_SIZE=$i; done\n[[ $FROM_ENV == x ]] && TP_SIZE=8")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=8)
+    assert cfg.job["tp"] == 2
+    msgs = [n.message for n in cfg.assumed if n.message]
+    assert any("script lines 18 inside if/case/for/while blocks whose conditions are not constant" in m for m in msgs)
+    assert any("script lines 19: && / || lists whose tests are not constant were not evaluated" in m for m in msgs)

@@ -11,7 +11,11 @@ The script is not run. Backslash continuations are joined; top-level shell assig
 parameter expansion (`${NAME:-default}` and the other defaults, nested; `${#NAME}`, `${NAME:off:len}`,
 `${NAME#p}` and the other pattern removals, `${NAME/p/r}`, case modification, `${!NAME}`: _Shell,
 shell_pattern.py), `$(( a * b ))` / `$[ a * b ]` of known integers are expanded into the command line;
-lines inside `if/case/for/while` blocks are not evaluated (listed as assumed); a `$VAR` it cannot
+quoting is bash's (single quotes literal, a variable's quote characters characters in a pattern: _Shell.expand);
+an `if` / `elif` whose condition tests the script's constants (`[[ ]]` with `&&` `||` `!` `( )` and its `==`
+patterns, `[ ]` / `test`: _condition), on one line or several (_one_line_if), picks the branch read, and a
+`[[ ... ]] && X=...` / `|| X=...` list runs what bash runs (_and_or); lines inside other `if/case/for/while`
+blocks (a one-line `for ...; done` one of them: _one_line_block) are not evaluated (listed as assumed); a `$VAR` it cannot
 expand stays as written, a command substitution `$( ... )` / `` `...` ``, arithmetic it does not
 evaluate or an expansion it cannot evaluate statically stays one word as written, and a
 modelled flag whose value is unexpanded is an error (naming the script line of a substitution)
@@ -797,7 +801,7 @@ class _Shell:
         return text
 
     # ---------------------------------------------------------------- expansion
-    def expand(self, s: str, soft_seen: Optional[set] = None) -> str:
+    def expand(self, s: str, soft_seen: Optional[set] = None, *, dq: bool = False, mode: str = "word") -> str:
         """`s` with its variables expanded. An array's elements stay words of their own, quoted
         for the shlex split that follows ("${A[@]}"). An unquoted ${A[@]} word-splits in bash:
         an element that starts with a flag ("--fp8-format hybrid", NVIDIA's llama3 fp8 script)
@@ -807,11 +811,20 @@ class _Shell:
         ${X-w} / ${X:-w} give w where X is unset (or, with `:`, empty); ${X=w} / ${X:=w} likewise and assign it to
         X; ${X+w} / ${X:+w} give w where X is set (non-empty) and nothing else; ${X?w} / ${X:?w} give X where set,
         else stay unexpanded (bash stops the script there). A default taken marks the variable soft (soft_seen).
-        A backslash-escaped character stays as written (`\\$X` is no expansion)."""
+        A backslash-escaped character stays as written (`\\$X` is no expansion).
+        Quoting as bash reads it (GNU Bash Reference Manual 5.2, 3.1.2 Quoting): text in single quotes is literal (no
+        `$X`, `$(( ))`, `` ` ``: '$X' is $X), in double quotes (dq: the text starts inside them, as a default word of a
+        "${X:-w}" does) a single quote is a character and `\\$` / `` \\` `` a literal `$` / `` ` ``. A literal `$` or
+        `` ` `` is written as LITERAL_DOLLAR / LITERAL_BACKQUOTE, so that what follows (rejoined, substitutions, the
+        words' split) never takes it for an expansion; literal() turns them back at the reader's exits. mode
+        "pattern": the text is a bash pattern (${X#p}, ${X/p/r}, [[ A == p ]]): a variable's value keeps its quote
+        characters as characters (bash does not quote-remove an expansion's result), its `*` `?` `[` and `\\` active
+        unless the expansion is in double quotes (3.5.8.1 Pattern Matching; checked with bash 5.2.15). mode "heredoc":
+        a here-document's body, where quotes are characters (3.6.6 Here Documents)."""
         # a quoted "${A[@]}" (or "${A[@]OP}", each element operated on) is its elements as words of their own
         quoted = set(re.findall(r'"\$\{(\w+)\[@\][^"]*\}"', s))
         s = re.sub(r'"(\$\{\w+\[@\][^"]*\})"', r"\1", s)
-        out = self._scan(s, soft_seen, quoted)
+        out = self._scan(s, soft_seen, quoted, dq, mode)
         if len(out) > MAX_EXPANSION:
             raise PlannerError(f"{self.where}the script's variables expand to over {MAX_EXPANSION:,} characters in one "
                                "line", "a launch script's lines are a few kB: give the arguments as written")
@@ -819,23 +832,40 @@ class _Shell:
             self.substitutions.setdefault(expr, self.line)
         return out
 
-    def _scan(self, s: str, soft_seen: Optional[set], quoted: set) -> str:
+    def _scan(self, s: str, soft_seen: Optional[set], quoted: set, dq: bool = False, mode: str = "word") -> str:
         self.depth += 1
         try:
             if self.depth > MAX_NESTING:
                 raise PlannerError(f"{self.where}{f'line {self.line}: ' if self.line else ''}expansions nested over "
                                    f"{MAX_NESTING} deep", "a launch script nests a default or a substitution a few "
                                    "levels: give the value as written")
-            return self._scan_text(s, soft_seen, quoted)
+            return self._scan_text(s, soft_seen, quoted, dq, mode)
         finally:
             self.depth -= 1
 
-    def _scan_text(self, s: str, soft_seen: Optional[set], quoted: set) -> str:
+    def _scan_text(self, s: str, soft_seen: Optional[set], quoted: set, dq: bool = False, mode: str = "word") -> str:
         out, i, n = [], 0, len(s)
+        quotes = mode != "heredoc"
         while i < n:
             c = s[i]
+            if c == "'" and quotes and not dq:  # single quotes: every character literal to the next one
+                j = s.find("'", i + 1)
+                j = n if j < 0 else j
+                out.append(s[i:j + 1].replace("$", LITERAL_DOLLAR).replace("`", LITERAL_BACKQUOTE))
+                i = j + 1
+                continue
+            if c == '"' and quotes:
+                dq = not dq
+                out.append(c)
+                i += 1
+                continue
             if c == "\\":
-                out.append(s[i:i + 2])
+                nxt = s[i + 1:i + 2]
+                if nxt in ("$", "`"):  # a literal `$` / `` ` `` (in double quotes and here-documents bash drops the
+                    lit = LITERAL_DOLLAR if nxt == "$" else LITERAL_BACKQUOTE  # backslash; outside, quote removal)
+                    out.append(lit if dq or not quotes else "\\" + lit)
+                else:
+                    out.append(s[i:i + 2])
                 i += 2
                 continue
             if c == "`":  # a command substitution (the old form): never run, kept with its variables expanded
@@ -845,12 +875,12 @@ class _Shell:
                 out.append("`" + self._scan(s[i + 1:j], soft_seen, quoted) + s[j:j + 1])
                 i = j + 1
                 continue
-            if c != "$" or i + 1 >= n:
+            if c != "$":
                 out.append(c)
                 i += 1
                 continue
-            nxt = s[i + 1]
-            if nxt in "([{":
+            nxt = s[i + 1] if i + 1 < n else ""
+            if nxt and nxt in "([{":
                 k = _closing(s, i + 1)
                 if k is None:  # a lone quote inside (`${X:-it's}`): brackets counted alone
                     k = _closing(s, i + 1, quotes=False)
@@ -864,7 +894,7 @@ class _Shell:
                 elif nxt == "[":
                     out.append(self._arith(s[i + 2:k], s[i:k + 1], soft_seen))
                 else:
-                    out.append(self._param(s[i + 2:k], s[i:k + 1], soft_seen, quoted))
+                    out.append(self._param(s[i + 2:k], s[i:k + 1], soft_seen, quoted, dq, mode))
                 i = k + 1
                 continue
             m = _DOLLAR_NAME.match(s, i)
@@ -876,10 +906,11 @@ class _Shell:
                 else:
                     if soft_seen is not None and self._target(m.group(1)) in self.soft:
                         soft_seen.add(m.group(1))
-                    out.append(value)
+                    out.append(_as_pattern(value, dq) if mode == "pattern" else value)
                 i = m.end()
                 continue
-            out.append(c)
+            # `$` before no name, bracket or special parameter (`$"`, `$ `, the line's end): a literal dollar sign
+            out.append(c if nxt and nxt in "@*#?$!-" else LITERAL_DOLLAR)
             i += 1
         return "".join(out)
 
@@ -902,8 +933,13 @@ class _Shell:
             words.append(e)
         return " ".join(shlex.quote(w) for w in words)
 
-    def _param(self, body: str, written: str, soft_seen: Optional[set], quoted: set) -> str:
-        """One ${body} (written: as the script writes it)."""
+    def _param(self, body: str, written: str, soft_seen: Optional[set], quoted: set, dq: bool = False,
+               mode: str = "word") -> str:
+        """One ${body} (written: as the script writes it; dq: inside double quotes; mode: expand's)."""
+
+        def val(x):  # a variable's value (not a default word's text): in a pattern its quote characters are characters
+            return _as_pattern(x, dq) if mode == "pattern" and x is not None else x
+
         m = _PARAM.match(body)
         if m is None:
             return self._unread(written)  # bash's 'bad substitution'
@@ -933,7 +969,7 @@ class _Shell:
                 return written
             if state != "set" or not _NAME.fullmatch(v):
                 return self._unread(written)
-            return self._param(v, "${" + v + "}", soft_seen, quoted)
+            return self._param(v, "${" + v + "}", soft_seen, quoted, dq, mode)
         state, v = self._lookup(name, sub)
         if state == "unread":
             return self._unread(written)
@@ -950,7 +986,7 @@ class _Shell:
                 self.unknown.add(name)
                 return written
             seen()
-            return self._render(name, v, star, quoted) if many else (v or "")
+            return val(self._render(name, v, star, quoted) if many else (v or ""))
         mo = re.match(r":?[-=+?]", rest)
         if mo:  # the defaults and alternatives
             op, word = mo.group(0), rest[mo.end():]
@@ -960,25 +996,26 @@ class _Shell:
             if op in ("?", ":?"):
                 if cond:
                     seen()
-                    return self._render(name, v, star, quoted) if many else v
+                    return val(self._render(name, v, star, quoted) if many else v)
                 self.unknown.add(name)
                 return written
             if op in ("+", ":+"):  # the alternative where set, else nothing
                 if soft_seen is not None and (soft or state != "set"):
                     soft_seen.add(name)
-                return self.expand(word, soft_seen) if cond else ""
+                return self.expand(word, soft_seen, dq=dq, mode=mode) if cond else ""
             if cond:  # `-` / `=`: the value where set
                 seen()
-                return self._render(name, v, star, quoted) if many else v
+                return val(self._render(name, v, star, quoted) if many else v)
             if soft_seen is not None:
                 soft_seen.add(name)
-            default = self.expand(word, soft_seen)
+            default = self.expand(word, soft_seen, dq=dq, mode=mode)
             if op in ("=", ":="):  # assigned as well as given (`: ${NNODES:=1}`)
                 if sub is not None or not _NAME.fullmatch(name) or t is None:
                     return self._unread(written)  # bash: 'cannot assign in this way'
-                self.assign(name, default)
+                # the word after quote removal, as bash assigns it (in a pattern: the word read again as a word)
+                self.assign(name, _unquoted(default if mode != "pattern" else self.expand(word, None, dq=dq)))
                 self.soft.add(self._target(name) or name)
-                return self._value(name) or ""
+                return val(self._value(name) or "")
             return default
         if state == "unknown":
             self.unknown.add(name)
@@ -989,26 +1026,26 @@ class _Shell:
             got = self._substring(v if many else vals[0], rest[1:], many, soft_seen, written)
             if got is None:
                 return self._unread(written)
-            return self._render(name, got, star, quoted) if many else got
+            return val(self._render(name, got, star, quoted) if many else got)
         if rest[:1] in "#%":
             op = rest[:2] if rest[:2] in ("##", "%%") else rest[:1]
-            pat = self.expand(rest[len(op):], soft_seen)
+            pat = self.expand(rest[len(op):], soft_seen, mode="pattern")
             out = [shell_pattern.remove(e, op, pat) for e in vals]
         elif rest[:1] == "/":
             op = next(o for o in ("//", "/#", "/%", "/") if rest.startswith(o))
             parts = _split_top(rest[len(op):], "/", 1)
-            pat = self.expand(parts[0], soft_seen)
+            pat = self.expand(parts[0], soft_seen, mode="pattern")
             rep = shell_pattern.replacement(self.expand(parts[1], soft_seen)) if len(parts) > 1 else ""
             out = [None] if rep is None else [shell_pattern.replace(e, op, pat, rep) for e in vals]
         elif rest[:1] in "^,":
             op = rest[:2] if rest[:2] in ("^^", ",,") else rest[:1]
-            pat = self.expand(rest[len(op):], soft_seen)
+            pat = self.expand(rest[len(op):], soft_seen, mode="pattern")
             out = [shell_pattern.case(e, op, pat) for e in vals]
         else:  # ${X@Q} and the other transformations, or bash's 'bad substitution'
             return self._unread(written)
         if any(o is None for o in out):
             return self._unread(written)
-        return self._render(name, out, star, quoted) if many else out[0]
+        return val(self._render(name, out, star, quoted) if many else out[0])
 
     def _substring(self, v, spec: str, many: bool, soft_seen: Optional[set], written: str):
         """${X:offset[:length]} of the string v (many: the list of elements v); None where bash errs
@@ -1035,6 +1072,38 @@ class _Shell:
                 return None
             return v[off:end]
         return v[off:off + end]
+
+
+# a literal `$` / `` ` `` in the expanded text (quoted, backslash-escaped, or a `$` that starts no expansion: _Shell.expand),
+# told from one that starts an expansion the reader left as written; literal() writes them back. Unicode private-use
+# characters, which no launch script the reader meets holds (a script that did would read them as `$` / `` ` ``)
+LITERAL_DOLLAR, LITERAL_BACKQUOTE = "\ue000", "\ue001"
+
+
+def literal(s):
+    """`s` (a str, or a list / dict of them, recursively) with the reader's literal `$` / `` ` `` written back."""
+    if isinstance(s, str):
+        return s.replace(LITERAL_DOLLAR, "$").replace(LITERAL_BACKQUOTE, "`")
+    if isinstance(s, (list, tuple)):
+        return type(s)(literal(x) for x in s)
+    if isinstance(s, dict):
+        return {literal(k): literal(v) for k, v in s.items()}
+    return s
+
+
+def _as_pattern(value: str, dq: bool) -> str:
+    """A variable's value where it stands in a bash pattern: its quote characters are characters (no quote removal
+    of an expansion's result); unquoted, its `*` `?` `[` `\\` stay active; in double quotes everything is literal
+    (shell_pattern.unquote reads `\\` and `"` escaped there)."""
+    if dq:
+        return value.replace("\\", "\\\\").replace('"', '\\"')
+    return value.replace("'", "\\'").replace('"', '\\"')
+
+
+def _unquoted(word: str) -> str:
+    """`word` after bash's quote removal (an unclosed quote: as it stands)."""
+    chars = shell_pattern.unquote(word)
+    return word if chars is None else "".join(c for c, _ in chars)
 
 
 MAX_NAMEREF = 8  # name references followed, and rounds of a variable's arithmetic read in turn: a bound on work
@@ -1186,45 +1255,392 @@ def frames_unknown(frames) -> bool:
     return any(f[0] is None for f in frames)
 
 
+def _top_split(s: str) -> Optional[list[str]]:
+    """A command line's items at its top level: the commands and, as items of their own, the list operators `;`,
+    `;;`, `&&`, `||` between them (bash(1), Lists), found outside quotes, backslash escapes, `$( )` / `${ }` / `$[ ]`,
+    backquotes and a `[[ ... ]]` (whose `&&` / `||` are its own: GNU Bash Reference Manual 5.2, 3.2.5.2 Conditional
+    Constructs); a `#` that starts a word ends the line. None where a quote or bracket does not close."""
+    items, cur, k, n, quote, dbl = [], [], 0, len(s), None, False
+
+    def at_word():
+        return not cur or cur[-1][-1:].isspace()
+
+    while k < n:
+        c = s[k]
+        if quote:
+            cur.append(c)
+            if c == "\\" and quote == '"' and k + 1 < n:
+                cur.append(s[k + 1])
+                k += 1
+            elif c == quote:
+                quote = None
+            k += 1
+            continue
+        if c == "\\":
+            cur.append(s[k:k + 2])
+            k += 2
+            continue
+        if c in "'\"":
+            quote = c
+            cur.append(c)
+            k += 1
+            continue
+        if c == "`":
+            j = k + 1
+            while j < n and s[j] != "`":
+                j += 2 if s[j] == "\\" else 1
+            if j >= n:
+                return None
+            cur.append(s[k:j + 1])
+            k = j + 1
+            continue
+        if c == "$" and s[k + 1:k + 2] in ("(", "{", "["):
+            j = _closing(s, k + 1)
+            if j is None:
+                return None
+            cur.append(s[k:j + 1])
+            k = j + 1
+            continue
+        if at_word() and s.startswith("[[", k) and (k + 2 == n or s[k + 2].isspace()):
+            dbl = True
+        elif dbl and at_word() and s.startswith("]]", k) and (k + 2 == n or s[k + 2] in " \t;&|)"):
+            dbl = False
+            cur.append("]]")
+            k += 2
+            continue
+        if c == "#" and at_word() and not dbl:
+            break
+        op = next((o for o in (";;", "&&", "||", ";") if s.startswith(o, k)), None)
+        if op is not None and not dbl:
+            items += ["".join(cur).strip(), op]
+            cur = []
+            k += len(op)
+            continue
+        cur.append(c)
+        k += 1
+    if quote or dbl:
+        return None
+    items.append("".join(cur).strip())
+    return items
+
+
+def _commands(items: list[str]) -> list[str]:
+    """_top_split's items joined into the `;`-separated commands (an and-or list one command); empty ones dropped."""
+    out, cur = [], []
+    for it in items + [";"]:
+        if it in (";", ";;"):
+            if cur and "".join(cur).strip():
+                out.append(" ".join(cur).strip())
+            cur = []
+        else:
+            cur.append(it)
+    return out
+
+
+def _first_word(cmd: str) -> str:
+    return cmd.split(None, 1)[0] if cmd.split() else ""
+
+
+def _one_line_if(s: str) -> Optional[list[str]]:
+    """The lines a one-line if (`if [[ $D == fp8 ]]; then TP=4; else TP=2; fi`, bash(1) Compound Commands) stands for,
+    in the form the reader evaluates: `if COND; then`, the body's commands a line each, `elif COND; then`, `else`,
+    `fi`. None where the line is no such if (or only its first line: `if COND; then`), or one the reader does not
+    split (`then` not after the condition, words after `fi`)."""
+    items = _top_split(s)
+    if items is None or ";" not in items and ";;" not in items:
+        return None
+    cmds = _commands(items)
+    if not cmds or _first_word(cmds[0]) != "if":
+        return None
+    out, k = [], 0
+    while k < len(cmds):
+        kw = _first_word(cmds[k])
+        rest = cmds[k][len(kw):].strip()
+        if kw in ("if", "elif"):
+            if k + 1 >= len(cmds) or _first_word(cmds[k + 1]) != "then" or not rest:
+                return None
+            out.append(f"{kw} {rest}; then")
+            body = cmds[k + 1][len("then"):].strip()
+            if body:
+                out.append(body)
+            k += 2
+            continue
+        if kw == "then" or kw == "fi" and rest:
+            return None
+        if kw == "else":
+            out.append("else")
+            if rest:
+                out.append(rest)
+        else:
+            out.append(cmds[k])
+        k += 1
+    return out if len(out) > 1 else None
+
+
+def _one_line_block(s: str) -> bool:
+    """Whether a line is a whole compound command (`for x in a b; do ...; done`, `case $X in a) ...;; esac`, an `if
+    ...; fi` the reader does not split): it opens and closes on the line, so no block stays open after it."""
+    items = _top_split(s)
+    if items is None:
+        return False
+    cmds = _commands(items)
+    return len(cmds) > 1 and _first_word(cmds[-1]) in ("fi", "done", "esac")
+
+
+# the commands an and-or list may run that the reader reads (assignments, exports, declarations, unset)
+_SIMPLE = re.compile(r"^\s*(?:[A-Za-z_]\w*\+?=|(?:export|unset|declare|typeset|local|readonly)\b)")
+_TEST_WORDS = ("[[", "[", "test", "!", "true", "false", ":")
+
+
+def _is_test(cmd: str) -> bool:
+    return _first_word(cmd) in _TEST_WORDS
+
+
+def _cond_tokens(body: str) -> Optional[list[str]]:
+    """A `[[ ]]` body's words as written (quotes, `$( )`, `${ }` kept), `&&` `||` `(` `)` tokens of their own."""
+    out, cur, k, n, quote = [], [], 0, len(body), None
+
+    def flush():
+        if cur:
+            out.append("".join(cur))
+            cur.clear()
+
+    while k < n:
+        c = body[k]
+        if quote:
+            cur.append(c)
+            if c == "\\" and quote == '"' and k + 1 < n:
+                cur.append(body[k + 1])
+                k += 1
+            elif c == quote:
+                quote = None
+        elif c == "\\":
+            cur.append(body[k:k + 2])
+            k += 1
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif c == "$" and body[k + 1:k + 2] in ("(", "{", "["):
+            j = _closing(body, k + 1)
+            if j is None:
+                return None
+            cur.append(body[k:j + 1])
+            k = j
+        elif c.isspace():
+            flush()
+        elif body.startswith("&&", k) or body.startswith("||", k):
+            flush()
+            out.append(body[k:k + 2])
+            k += 1
+        elif c in "()":
+            flush()
+            out.append(c)
+        else:
+            cur.append(c)
+        k += 1
+    if quote:
+        return None
+    flush()
+    return out
+
+
+def _known(sh: "_Shell", text: str, mode: str = "word") -> Optional[str]:
+    """`text` expanded (mode: _Shell.expand's), None where it names a variable the script does not set or holds an
+    expansion the reader leaves as written (a command substitution, arithmetic or expansion it does not evaluate)."""
+    sh.unknown.clear()
+    before = set(sh.substitutions)
+    e = sh.expand(text, mode=mode)
+    if sh.unknown or substitutions(e) or any(w in e for w in set(sh.substitutions) - before) or "${" in e:
+        sh.unknown.clear()
+        return None
+    return e
+
+
+_INT_TESTS = {"-eq": lambda a, b: a == b, "-ne": lambda a, b: a != b, "-lt": lambda a, b: a < b,
+              "-le": lambda a, b: a <= b, "-gt": lambda a, b: a > b, "-ge": lambda a, b: a >= b}
+
+
+def _dbl_test(sh: "_Shell", body: str) -> Optional[bool]:
+    """A `[[ ]]` expression (GNU Bash Reference Manual 5.2, 3.2.5.2 Conditional Constructs, 6.4 Bash Conditional
+    Expressions): `( )`, `!`, `&&` over `||` (&& binds tighter); each term `-z W`, `-n W`, a lone `W` (not empty),
+    `A == P` / `A = P` / `A != P` with P a bash pattern where unquoted (shell_pattern; quoted: literal), and `A -eq|
+    -ne|-lt|-le|-gt|-ge B` arithmetic; no word splitting. None where it holds anything else (`=~`, `<`, file tests),
+    an unknown variable or a substitution; an unknown operand of `&&` / `||` leaves the result unknown unless the
+    other decides it."""
+    toks = _cond_tokens(body)
+    if toks is None or not toks:
+        return None
+    pos = [0]
+
+    def peek():
+        return toks[pos[0]] if pos[0] < len(toks) else None
+
+    def or_():
+        v = and_()
+        while peek() == "||":
+            pos[0] += 1
+            w = and_()
+            v = True if (v is True or w is True) else (None if v is None or w is None else False)
+        return v
+
+    def and_():
+        v = not_()
+        while peek() == "&&":
+            pos[0] += 1
+            w = not_()
+            v = False if (v is False or w is False) else (None if v is None or w is None else True)
+        return v
+
+    def not_():
+        if peek() == "!":
+            pos[0] += 1
+            v = not_()
+            return None if v is None else not v
+        if peek() == "(":
+            pos[0] += 1
+            v = or_()
+            if peek() != ")":
+                raise ValueError("unclosed (")
+            pos[0] += 1
+            return v
+        return term()
+
+    def term():
+        words = []
+        while peek() is not None and peek() not in ("&&", "||", "(", ")"):
+            words.append(peek())
+            pos[0] += 1
+        if len(words) == 1:
+            w = _known(sh, words[0])
+            return None if w is None else _unquoted(w) != ""
+        if len(words) == 2 and words[0] in ("-z", "-n"):
+            w = _known(sh, words[1])
+            return None if w is None else ((_unquoted(w) == "") == (words[0] == "-z"))
+        if len(words) == 3 and words[1] in ("==", "=", "!="):
+            a, p = _known(sh, words[0]), _known(sh, words[2], mode="pattern")
+            rx = shell_pattern.compile_pattern(p) if p is not None else None
+            if a is None or rx is None:
+                return None
+            return (rx.fullmatch(_unquoted(a)) is not None) == (words[1] != "!=")
+        if len(words) == 3 and words[1] in _INT_TESTS:
+            vals = []
+            for w in (words[0], words[2]):
+                e = _known(sh, w)
+                try:
+                    v = None if e is None else sh._arith_value(_unquoted(e), None, w, expanded=True)
+                except PlannerError:
+                    v = None
+                if v is None:
+                    return None
+                vals.append(v)
+            return _INT_TESTS[words[1]](*vals)
+        if not words:
+            raise ValueError("empty term")
+        return None
+
+    try:
+        v = or_()
+    except ValueError:  # bash's syntax error in the conditional expression
+        return None
+    return v if pos[0] == len(toks) else None
+
+
+def _posix_test(words: list[str]) -> Optional[bool]:
+    """`test` / `[ ]` of its words after expansion and word splitting, by their count (GNU Bash Reference Manual 5.2,
+    4.1 Bourne Shell Builtins, test): 0 false; 1 not empty; 2 `! W`, `-z W`, `-n W`; 3 `A = B` / `A == B` / `A != B`
+    (strings, no pattern), `A -eq B` and the other integer tests (integers; else bash's error, None), `! W W`; 4 `!`
+    and three; else None."""
+    if not words:
+        return False
+    if len(words) == 1:
+        return words[0] != ""
+    if words[0] == "!" and len(words) in (2, 3, 4):
+        v = _posix_test(words[1:])
+        return None if v is None else not v
+    if len(words) == 2:
+        return (words[1] == "") == (words[0] == "-z") if words[0] in ("-z", "-n") else None
+    if len(words) == 3:
+        a, op, b = words
+        if op in ("=", "==", "!="):
+            return (a == b) == (op != "!=")
+        if op in _INT_TESTS and all(re.fullmatch(r"\s*[-+]?\d+\s*", x) for x in (a, b)):
+            return _INT_TESTS[op](int(a), int(b))
+    return None
+
+
+def _test(sh: "_Shell", cmd: str) -> Optional[bool]:
+    """The status (True: 0) of one test command: `[[ ... ]]` (_dbl_test), `[ ... ]` / `test ...` (_posix_test),
+    `true`, `false`, `:`, each after `!` (negated); None for any other command or what the reader cannot evaluate."""
+    cmd = cmd.strip()
+    neg = False
+    while cmd.startswith("!") and cmd[1:2].isspace():
+        neg, cmd = not neg, cmd[1:].strip()
+    if cmd.startswith("[[") and cmd.endswith("]]"):
+        v = _dbl_test(sh, cmd[2:-2])
+    elif cmd in ("true", ":"):
+        v = True
+    elif cmd == "false":
+        v = False
+    elif cmd.startswith("[") and cmd.endswith("]") and cmd[1:2].isspace() or cmd.startswith("test") and cmd[4:5].isspace():
+        args = cmd[1:-1] if cmd.startswith("[") else cmd[4:]
+        e = _known(sh, args)
+        try:
+            v = None if e is None else _posix_test(shlex.split(e))
+        except ValueError:
+            v = None
+    else:
+        return None
+    return None if v is None else v != neg
+
+
 def _condition(sh: "_Shell", text: str):
-    """The truth of a bash condition made of [[ ]] / [ ] tests joined by || and && (left to
-    right, as bash), each `A == B`, `A = B`, `A != B`, `-z A`, `-n A`, `A -eq|-ne|-lt|-le|-gt|-ge B`
-    on the script's known variables; None when it is anything else or names an unknown variable."""
+    """The truth of a bash condition (an if's or elif's list): tests (_test) joined by `&&` and `||`, which bash runs
+    left to right with equal precedence (bash(1), Lists: `a || b && c` is `(a || b) && c`), an unknown status
+    unknown unless what follows decides it; None when it is anything else."""
     text = text.strip()
     if text.endswith("then"):
         text = text[:-4].rstrip().rstrip(";").rstrip()
-    parts = re.split(r"\s*(\|\||&&)\s*", text)
-    value = None
-    op = None
-    for part in parts:
-        if part in ("||", "&&"):
-            op = part
-            continue
-        m = re.fullmatch(r"\[\[\s*(.*?)\s*\]\]|\[\s*(.*?)\s*\]", part)
-        if m is None:
-            return None
-        body = m.group(1) if m.group(1) is not None else m.group(2)
-        sh.unknown.clear()
-        expanded = sh.expand(body)
-        if sh.unknown:
-            return None
-        try:
-            w = shlex.split(expanded)
-        except ValueError:
-            return None
-        if len(w) == 2 and w[0] in ("-z", "-n"):
-            v = (w[1] == "") if w[0] == "-z" else (w[1] != "")
-        elif len(w) == 1 and w[0] in ("-z", "-n"):
-            v = w[0] == "-z"  # an empty expansion vanished
-        elif len(w) == 3 and w[1] in ("==", "=", "!="):
-            v = (w[0] == w[2]) if w[1] != "!=" else (w[0] != w[2])
-        elif len(w) == 3 and w[1] in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge") and all(re.fullmatch(r"-?\d+", x) for x in (w[0], w[2])):
-            a, b = int(w[0]), int(w[2])
-            v = {"-eq": a == b, "-ne": a != b, "-lt": a < b, "-le": a <= b, "-gt": a > b, "-ge": a >= b}[w[1]]
+    items = _top_split(text)
+    if items is None or ";" in items or ";;" in items or not items[0]:
+        return None
+    value = _test(sh, items[0])
+    for op, cmd in zip(items[1::2], items[2::2]):
+        if (op == "&&" and value is False) or (op == "||" and value is True):
+            continue  # not run: the status stands
+        v = _test(sh, cmd)
+        if value is None:
+            value = (False if v is False else None) if op == "&&" else (True if v is True else None)
         else:
-            return None
-        value = v if value is None else ((value or v) if op == "||" else (value and v))
+            value = v
     return value
+
+
+def _and_or(sh: "_Shell", s: str):
+    """A line that is an and-or list led by a test (`[[ $D == fp8 ]] && TP=4`, `[ -n "$X" ] || X=1`, bash(1), Lists)
+    whose other commands are tests or commands the reader reads (assignments, export, unset, declarations): ("run",
+    the commands bash runs, in order) where each test that decides it is evaluated; ("unknown", None) where one is
+    not (or a test follows a command run, which the reader would evaluate before that command); None where the line
+    is no such list (read as before: `cd x && torchrun ...`)."""
+    items = _top_split(s)
+    if items is None or ";" in items or ";;" in items or len(items) < 3 or not _is_test(items[0]):
+        return None
+    cmds = items[0::2]
+    if not all(_is_test(c) or _SIMPLE.match(c) for c in cmds[1:]):
+        return None
+    status, run = _test(sh, cmds[0]), []
+    for op, cmd in zip(items[1::2], cmds[1:]):
+        if status is None:
+            return "unknown", None
+        if (op == "&&") != status:
+            continue  # not run: the status stands
+        if _is_test(cmd):
+            if run:
+                return "unknown", None
+            status = _test(sh, cmd)
+        else:
+            run.append(cmd)
+            status = None if substitutions(cmd) else True  # an assignment's status: its substitution's, else 0
+    return "run", run
 
 
 def _quoted_words(line: str, where: str, no: int) -> list[str]:
@@ -1440,6 +1856,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     functions: list = []  # the lines of function bodies, not read (`name() {` ... `}`)
     frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
     evaluated: list = []
+    lists_unknown: list = []  # `test && cmd` lines whose tests the reader cannot evaluate
     i = 0
     while i < len(lines):
         no, line = lines[i]
@@ -1460,10 +1877,10 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             active = not depth and not frames_unknown(frames) and all(f[0] for f in frames)
             if heredocs is not None and active:
                 sh.unknown.clear()
-                name = sh.expand(target).strip("\"'")
+                name = literal(_unquoted(sh.expand(target)))
                 unknown = set(sh.unknown)
                 sh.unknown.clear()
-                doc = "\n".join(body) if quote else sh.expand("\n".join(body))
+                doc = "\n".join(body) if quote else literal(sh.expand("\n".join(body), mode="heredoc"))
                 heredocs[name] = (doc, (unknown | set(sh.unknown)) if not quote else unknown, no)
             continue
         if not functions_read and _FUNC_OPEN.match(s):  # a body runs only where its function is called: not read
@@ -1474,6 +1891,15 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                 brace += inner.endswith("{") - inner.startswith("}")
             functions.append(f"{start}-{lines[i - 1][0]}" if lines[i - 1][0] != start else str(start))
             continue
+        if _BLOCK_OPEN.match(s):
+            parts = _one_line_if(s)  # `if [[ ... ]]; then A=1; else A=2; fi`: read as the lines it stands for
+            if parts is not None:
+                lines[i:i] = [(no, p) for p in parts[1:]]
+                s = parts[0]
+            elif _one_line_block(s):  # `for ...; do ...; done` on one line: one block, opened and closed there
+                if not any(f[0] is False for f in frames):
+                    skipped.append(no)
+                continue
         # `if` blocks whose conditions are constant tests of known variables are evaluated
         # (DTYPE=fp8; if [[ $DTYPE == fp8 ]]); any other block is skipped and listed
         m_if = _IF.match(s)
@@ -1513,6 +1939,14 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             skipped.append(no)
             continue
         if any(not f[0] for f in frames):  # a branch not taken
+            continue
+        listed_ = _and_or(sh, s)
+        if listed_ is not None:  # `[[ $D == fp8 ]] && TP=4`: the commands bash runs, read as lines of their own
+            if listed_[0] == "unknown":
+                lists_unknown.append(no)
+            else:
+                lines[i:i] = [(no, c) for c in listed_[1]]
+                evaluated.append(no)
             continue
         written = _quoted_words(s, where, no)  # a line the reader reads: its quotes balanced as written
         m_unexport = _UNEXPORT.fullmatch(s)
@@ -1626,10 +2060,15 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                              "lines: the launch line is inside one (the reader does not follow calls)"))
         return command_words(text, where, assumed, heredocs, env, functions_read=True, subs=subs)
     if evaluated:
-        assumed.append(listed("assumed", "script lines", evaluated[:8], "if-conditions on the script's constants "
-                              "evaluated (bash [[ ]] / [ ] tests)", show=", ".join(map(str, evaluated[:8])), spaced=True))
+        assumed.append(listed("assumed", "script lines", evaluated[:8], "conditions on the script's constants "
+                              "evaluated (bash [[ ]] / [ ] / test in if blocks and && / || lists)",
+                              show=", ".join(map(str, evaluated[:8])), spaced=True))
+    if lists_unknown:
+        assumed.append(noted("assumed", None, f"script lines {', '.join(map(str, lists_unknown[:8]))}"
+                             f"{' ...' if len(lists_unknown) > 8 else ''}: && / || lists whose tests are not constant "
+                             "were not evaluated (the commands after them not read)"))
     for name, elem in dict.fromkeys(sh.kept_whole):
-        assumed.append(noted("assumed", repr(elem), f"read as one value, as ${{{name}[@]}}'s element is written (bash "
+        assumed.append(noted("assumed", repr(literal(elem)), f"read as one value, as ${{{name}[@]}}'s element is written (bash "
                              f"splits an unquoted ${{{name}[@]}} at spaces; quote it, \"${{{name}[@]}}\", for Megatron "
                              "to receive one value)"))
     if functions:
@@ -1646,10 +2085,10 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                            "or a file of arguments starting with --")
     words, k, raw_line = cmd
     if env is not None:
-        env.update(line_env)
+        env.update(literal(line_env))
     if subs is not None:
-        subs.update(sh.substitutions)
-    return words[:k], words[k + 1:], _soft_launcher(sh, raw_line)
+        subs.update(literal(sh.substitutions))
+    return literal(words[:k]), literal(words[k + 1:]), _soft_launcher(sh, raw_line)
 
 
 _REDIRECT = re.compile(r"(\d*|&)(>>?|<)(&\d+|&-)?")  # a redirection operator alone (its target the next word)
