@@ -81,6 +81,33 @@ References
     explain's terms as priced). Before, the shard counted the GPU's terms only: 0 B of master and moments at the
     default offload fraction 1, and `planner budget` of any such plan divided by it (ZeroDivisionError; fuzz seed 114,
     cli-options: `budget train_llama3_8b.sh --offload-optimizer cpu`).
+[7] DeepSpeed's ZeRO-Offload (the stack's cpu_offload.transfers zero_offload with the job's offload_optimizer cpu:
+    Megatron-DeepSpeed), read at microsoft/DeepSpeed @38327e07. engine.py save_checkpoint (l. 3218-3317) has every
+    rank run _save_checkpoint and, as save_zero_checkpoint (l. 1071-1076: param_rank == dp_rank, every rank of the
+    data-parallel group), _save_zero_checkpoint; both write through the TorchCheckpointEngine (_configure_checkpointing
+    l. 1049-1050; checkpoint_engine/torch_checkpoint_engine.py save l. 20-24: torch.save).
+    - Every rank writes zero_pp_rank_<dp>_mp_rank_<mp>_optim_states.pt, optimizer_state_dict = the ZeRO optimizer's
+      state_dict (_save_zero_checkpoint l. 3637-3640). At stages 1-2 (stage_1_and_2.py state_dict l. 2144-2183): the
+      base optimizer's state_dict (l. 2170: DeepSpeedCPUAdam's exp_avg and exp_avg_sq, fp32 whatever the model dtype,
+      fp32_optimizer_states True by default, ops/adam/cpu_adam.py l. 25, 150-157) and the fp32 master partition
+      without its alignment padding (SINGLE_PARTITION_OF_FP32_GROUPS, l. 2173-2174; built .float() and pinned on the
+      host under cpu_offload, l. 399-409). At stage 3 (stage3.py _rigid_state_dict l. 2548-2561): the base
+      optimizer's state_dict and the fp32 flat partitions (FP32_FLAT_GROUPS, on the host under offload_optimizer,
+      l. 901-903). So 4 B a parameter of master and 8 B of moments, the rank's partition, whatever the job's
+      bytes_per_param; these tensors are host tensors already, so none crosses the host link (torch.save serialises
+      them where they are).
+    - The data-parallel rank 0 of each model-parallel group (save_non_zero_checkpoint, l. 1068-1069) also writes the
+      module's state dict (_save_checkpoint l. 3453-3494, saved only there, l. 3492-3494; module_state_dict l.
+      2701-2712, or under the pipeline engine PipelineModule.save_state_dict, pipe/module.py l. 590-620: data-parallel
+      rank 0 writes every layer of its stage unless checkpoint_parallel_write_pipeline, off by default): the 16-bit
+      weights the GPU holds, 2 B a parameter of its model-parallel part, copied from the GPU to the host to be written.
+      At stage 3 that dict holds each partitioned parameter's placeholder (partition_parameters.py free_param l.
+      282-291: param.data = torch.empty(0)): no weights (the persistent small parameters aside).
+    So a ZeRO-Offload rank's shard is the memory terms with nothing offloaded at 4 B of master and 8 B of moments, plus
+    at stages 1-2 the `weights` term (the heaviest rank, data-parallel rank 0); the job writes N x (4 + 8 + 2) B at
+    stages 1-2, N x 12 B at stage 3; the host copy is that weights term alone (the GPU's bf16 weights). Without the
+    offload the same files are written (the moments in the job's dtype, from the GPU), where the budget keeps the
+    seed's convention above (no bf16 weights counted): not changed here.
 """
 
 from __future__ import annotations
@@ -198,6 +225,19 @@ class CheckpointShards:
 CHECKPOINT_MOMENT_BYTES = 4.0  # FusedAdam.get_unscaled_state: a moment below fp32 as .float() (fused_adam.py @4329ff84 l. 328-349) [5]
 CHECKPOINT_MASTER_BYTES = 4.0  # get_unscaled_state: a master that is not remainders, fp32 (l. 334-343, .float() otherwise) [5]
 ADAM_MOMENTS = 2  # Adam's m and v (schema.BytesPerParam.optimizer: both)
+# ZeRO-Offload's optimizer file [7]: the fp32 master partition (DeepSpeed @38327e07 stage_1_and_2.py l. 399-409 .float(),
+# stage3.py l. 901-903) and DeepSpeedCPUAdam's moments, fp32 by default (ops/adam/cpu_adam.py l. 25, 150-157)
+ZERO_OFFLOAD_MASTER_BYTES = 4.0
+ZERO_OFFLOAD_MOMENT_BYTES = 4.0
+
+
+def zero_offload(settings: Settings) -> bool:
+    """Whether the job runs DeepSpeed's ZeRO-Offload (its offload_optimizer cpu on a stack whose cpu_offload.transfers
+    is zero_offload: Megatron-DeepSpeed), whose checkpoint [7] describes."""
+    from .stacks import stack_of
+
+    spec = stack_of(settings).cpu_offload
+    return settings.offload_optimizer == "cpu" and spec is not None and spec.transfers == "zero_offload"
 
 
 @dataclass(frozen=True)
@@ -216,13 +256,22 @@ def checkpoint_bytes_per_param(settings: Settings, plan: PlanArrays) -> Checkpoi
     remainders under the distributed optimizer, Megatron-FSDP's 4 B fp32 main weights under its own modes), but where
     Megatron's distributed optimizer saves through TE's FusedAdam.get_unscaled_state (te_master, not a mode that steps
     its own master, no CPU offload) the moments are written fp32 (4 B each) and a master that is not remainders fp32;
-    the bf16 weights are written with the remainders (they restore the fp32 master together) and in pure bf16."""
+    the bf16 weights are written with the remainders (they restore the fp32 master together) and in pure bf16. Under
+    DeepSpeed's ZeRO-Offload what its files hold [7]: 4 B of master, 8 B of moments and, at ZeRO stages 1-2, the
+    16-bit weights data-parallel rank 0 writes."""
     from .memory import master_bytes
     from .stacks import own_master, stack_of
 
     bpp = settings.bpp
     shape = np.shape(plan.sharding)
     held = np.asarray(master_bytes(settings, plan), dtype=np.float64) * np.ones(shape)
+    if zero_offload(settings):  # a job setting and stack data, not searched: what DeepSpeed's ZeRO-Offload writes [7]
+        from .plan import FSDP, HSDP
+
+        module = ~np.isin(np.asarray(plan.sharding), (FSDP, HSDP))  # stage 3's module holds placeholders [7]
+        return CheckpointBytes(master=np.where(held > 0, ZERO_OFFLOAD_MASTER_BYTES, 0.0) * np.ones(shape),
+                               optimizer=ADAM_MOMENTS * ZERO_OFFLOAD_MOMENT_BYTES * np.ones(shape),
+                               weights=np.where(module, bpp.weights, 0.0) * np.ones(shape))
     own = own_master(stack_of(settings), plan)
     unscaled = bool(settings.te_master and settings.offload_optimizer != "cpu") & ~own
     remainders = bool(settings.remainders) & ~own  # the master held as int16 remainders (memory.master_bytes)
@@ -235,7 +284,8 @@ def checkpoint_bytes_per_param(settings: Settings, plan: PlanArrays) -> Checkpoi
 def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> CheckpointShards:
     """Checkpoint bytes per GPU from explain's memory terms (heaviest pipeline stage) at the bytes a parameter the
     checkpoint writes (checkpoint_bytes_per_param [5]: each term's elements, its bytes over the bytes held, times the
-    bytes written), and for the whole job from the parameter count at the same bytes; see the module docstring."""
+    bytes written; DeepSpeed's ZeRO-Offload [7]), and for the whole job from the parameter count at the same bytes;
+    see the module docstring."""
     from .memory import master_bytes
 
     bpp = settings.bpp
