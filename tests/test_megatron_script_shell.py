@@ -383,6 +383,10 @@ SHELL_CASES = [
     ("D=fp8\nV=0\nif [[ $D == fp8 ]]; then V=1; fi", "$V", ["1"]),
     ("D=fp8\nV=0\nif [[ $D == bf16 ]]; then V=1; elif [[ $D == fp8 ]]; then V=2; else V=3; fi", "$V", ["2"]),
     ("D=fp8\nV=0\nif [[ $D == bf16 ]]; then V=1; else V=3; W=4; fi", "$V $W", ["3", "4"]),
+    # a one-line if inside an if the reader does not evaluate, inside one it does: each fi closes its own if (before:
+    # the inner if opened a block its fi closed in the outer's place; 'no pretrain_gpt.py / torchrun line found')
+    ("A=x\nV=0\nif [[ $A == x ]]; then\nif [[ $UNSET_VAR == y ]]; then\nif [[ $A == x ]]; then V=5; fi\nV=6\nfi\nV=7\nfi",
+     "$V", ["7"]),
     # [[ ]] && X=..., || X=..., && X || Y (before: not read, V 0)
     ("D=fp8\nV=0\n[[ $D == fp8 ]] && V=1", "$V", ["1"]),
     ("D=fp8\nV=0\n[[ $D == bf16 ]] || V=1", "$V", ["1"]),

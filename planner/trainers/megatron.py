@@ -1903,8 +1903,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         # `if` blocks whose conditions are constant tests of known variables are evaluated
         # (DTYPE=fp8; if [[ $DTYPE == fp8 ]]); any other block is skipped and listed
         m_if = _IF.match(s)
-        if m_if and not frames_unknown(frames):
-            val = _condition(sh, m_if.group(2))
+        if m_if:  # inside a block not evaluated the if is not either: its own frame, so that its `fi` closes it
+            val = _condition(sh, m_if.group(2)) if not frames_unknown(frames) else None
             frames.append([val, bool(val)])  # [active, a branch was taken]
             if val is None:
                 skipped.append(no)
@@ -2059,6 +2059,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                              f"{' ...' if len(functions) > 8 else ''} are function bodies, read as the script's own "
                              "lines: the launch line is inside one (the reader does not follow calls)"))
         return command_words(text, where, assumed, heredocs, env, functions_read=True, subs=subs)
+    # a one-line if stands for several lines of one number: each listed once
+    evaluated, skipped = list(dict.fromkeys(evaluated)), list(dict.fromkeys(skipped))
     if evaluated:
         assumed.append(listed("assumed", "script lines", evaluated[:8], "conditions on the script's constants "
                               "evaluated (bash [[ ]] / [ ] / test in if blocks and && / || lists)",
