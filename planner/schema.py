@@ -4073,6 +4073,12 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    moe_shared_expert_overlap: Optional[bool] = Field(
+        default=None, description="MoE with shared experts: run the shared experts on a side stream beside the token "
+                                  "dispatcher's all-to-alls, their TP gather / reduce-scatter Megatron's own bf16 ones "
+                                  "(Megatron-Core --moe-shared-expert-overlap, Bridge model.moe_shared_expert_overlap; "
+                                  "step.py [38]); needs shared experts, the alltoall or flex dispatcher, no "
+                                  "ep_comm_overlap; default off")
     apply_rope_fusion: Optional[bool] = fusion_switch(
         "the stack's fused rotary kernel (Megatron-Core TransformerConfig.apply_rope_fusion; --no-rope-fusion sets "
         "false): false runs the unfused rotary (stack kernels rope_scaled)")

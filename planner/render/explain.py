@@ -221,6 +221,9 @@ def time_table(res: dict) -> None:
         out.print(f"  of TP communication, {t['tp_shared_experts_s']:,.4g} s per step are the MoE layers' shared experts' "
                   "own TP collectives (fc1's all-gather, fc2's reduce-scatter under SP, all-reduces without; each way), "
                   "exposed")
+    if "ep_shared_experts_tp_s" in t:  # step.py [38]
+        out.print(f"  of EP communication, {t['ep_shared_experts_tp_s']:,.4g} s per step are the shared experts' side-stream "
+                  "TP collectives (--moe-shared-expert-overlap) left exposed past the all-to-alls beside them")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")
