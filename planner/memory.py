@@ -1704,7 +1704,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from . import comm, offload
 from .cuda_graphs import held_output_bytes
 from .cp_comm_type import fp8_kernel_saves_qkv
-from .dispatch import ALLTOALL, HYBRIDEP, group_size, group_stride
+from .dispatch import ALLTOALL, DEEPEP, DEEPEP_LL, HYBRIDEP, group_size, group_stride
 from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
@@ -2780,6 +2780,33 @@ def torch_permute_index_saves(settings: Settings, kind: LayerKind, ctx: Ctx, pla
     return np.where(on, kept, 0.0), np.where(on, held, 0.0)
 
 
+def shared_fc1_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays):
+    """[se] Bytes one MoE layer's shared experts' fc1 (Megatron-Core's SharedExpertMLP: stack moe_shared_experts_tp_pair)
+    saves for its backward beyond the layer's tensors (norm2_out, the router's bf16 input, already counted), one
+    micro-batch on one GPU: under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, on the alltoall and
+    flex dispatchers) the gathered input T h, a tensor of its own where the side stream gathered it (SP at tp > 1),
+    at 2 B, or its quantized copy at 1 B under fp8 delayed scaling wherever the stack's linears save quantized inputs
+    (stack memory.fp8_saves_gemm_inputs); without the overlap, under delayed scaling, the quantized copy of the local
+    input, T h / rep_div at 1 B. 0 where the kind has no shared experts. A scalar 0 where nothing applies."""
+    stack = stack_of(settings)
+    mlp = kind.mlp
+    if not (stack.moe_shared_experts_tp_pair and getattr(mlp, "num_shared", 0) and getattr(mlp, "fs", 0)):
+        return 0.0  # a stack setting, the model's kind
+    from .precisions import FP8_RECIPE_CODES
+
+    th = ctx.T * float(settings.model.hidden_size)
+    te = bool(stack.memory.fp8_saves_gemm_inputs)  # a stack setting: its linears save their quantized inputs [8]
+    delayed = (plan.precision == FP8) & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["delayed"]) & te
+    gathered = np.asarray(ctx.rep_div) > 1  # SP at tp > 1: the side stream's gather is a new tensor
+    off = np.where(delayed, th / ctx.rep_div, 0.0)  # the quantized copy of the local input, 1 B an element
+    if not settings.moe_shared_expert_overlap:  # a job setting
+        return off
+    codes, _ = dispatcher_rows(settings, plan)
+    ov = np.isin(codes, (ALLTOALL, DEEPEP, DEEPEP_LL, HYBRIDEP))
+    on = np.where(delayed, th, np.where(gathered, ACT_BYTES * th, 0.0))
+    return np.where(ov, on, off)
+
+
 def torch_moe_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
     """(kept, re-run buffer, handle) of torchtitan's MoE ops beyond the layer's tensors: the router's on every
     dispatcher [tr], the standard reorder and combine's and the EP permutation index on the all-to-all plans [ro] [pi],
@@ -2847,17 +2874,22 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # DeepSpeed-MoE's dense gating saves, kept by every mode but full recompute as the routing saves are [dg]
         g_saved, g_fwd, g_bwd = gating(kind, ctx) if gating is not None else (0.0, 0.0, 0.0)
         routing = routing + g_saved
-        full = full + routing
+        # [se] the shared experts' fc1 saved input beyond norm2_out: kept as the layer's tensors are, dropped by a policy
+        # that checkpoints the MoE block or the shared experts (recompute_modules moe, shared_experts)
+        shared_in = shared_fc1_saves(settings, kind, ctx, plan)
+        full = full + routing + shared_in
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
         rr = 0.0 if reruns_moe_block(stack.selective, kind) else 1.0  # recompute_modules moe re-runs both (policy, kind)
         kept_saves = rr * saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
-        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing
+        rs = 0.0 if rr == 0.0 or "shared_experts" in stack.selective.recompute_blocks else 1.0  # policy, kind
+        kept_sel = (kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
+                                          drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves
+                    + rr * routing + rs * shared_in)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
         # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
         # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
-        sel_buffer = np.maximum(full - rr * routing - kept_saves - kind_activation_bytes(
+        sel_buffer = np.maximum(full - rr * routing - rs * shared_in - kept_saves - kind_activation_bytes(
             kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
             softmax_fp32=sm32), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
