@@ -139,8 +139,24 @@ References
      transform; MOE_GEMM_INPUTS). The
      router's GEMM runs in bf16 / fp32 and saves its bf16 input (Megatron-LM @b0cc2706 moe/moe_utils.py
      RouterGatingLinearFunction; DeepSeek-V3 arXiv:2412.19437 sec. 3.3.1 keeps the gating modules in their
-     original precision), so an MoE layer's norm2_out is 2 B under fp8. Not priced: the shared experts'
-     own quantized copy of norm2_out (their up-projection's input) beside the router's.
+     original precision), so an MoE layer's norm2_out is 2 B under fp8. The shared experts' own copy of
+     norm2_out (their up-projection's input) beside the router's: [se].
+[se] The shared experts' fc1 saved input (shared_fc1_saves; Megatron-Core's SharedExpertMLP, stack
+     moe_shared_experts_tp_pair). NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/shared_experts.py
+     l. 147-161: under fp8 with a recipe other than delayed (TE >= 2.6) and under fp4 (TE >= 2.7) Megatron sets
+     save_original_input on fc1 (unless the shared experts are recomputed), so it keeps the bf16 input, the
+     router's norm2_out (counted once); under delayed scaling it does not, and TE's Linear saves the quantized
+     input it made (module/linear.py @4329ff84 l. 541-563: inputmat, before the SP gather, so the local shard):
+     T h / rep_div at 1 B (fp8_saves_gemm_inputs' 1 B a saved GEMM input) beyond norm2_out, before branch shexpov
+     not priced. Under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, step.py [38]) fc1 runs with
+     parallel_mode None (l. 163-172) on the input the side stream gathered (l. 246-249), which it saves: a new
+     tensor of T h at 2 B where SP at tp > 1 gathers it (bf16 and the save_original_input recipes; at tp 1 the
+     input is norm2_out itself), its quantized copy of T h at 1 B under delayed scaling. Kept as the layer's
+     tensors are: dropped under full recompute (re-made in the re-run, in the re-run buffer) and by a policy that
+     checkpoints the MoE block or the shared experts (recompute_modules moe, shared_experts; the latter Megatron
+     refuses beside the overlap). The side stream's own transient (the gathered input between the gather and fc1,
+     fc1's output until fc2) is not priced beside the layer's peak: it lives while the dispatcher's buffers do,
+     a moment the activation terms do not pick.
 [tt1] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
      ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
      (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
@@ -1182,8 +1198,12 @@ References
        before any of D_i's (router, shared experts, norms, attention); E_i's post-backward copies them into its
        input and drops them (parameter_group.py l. 346-351) before D_i's first, and D_i's post-backward drops D_i's
        before L_i-1's backward: one of the two at a time (_v2_units' third figure, the copy-in's unit). Not priced:
-       with --moe-shared-expert-overlap the shared experts' fc2 runs in the combine, after the experts
-       (token_dispatcher.py l. 871-873), so its gradient (h f_s) can sit beside E_i's (no job field sets it);
+       with --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, step.py [38]) the shared experts'
+       fc2 runs in the combine, after the experts (token_dispatcher.py l. 871-873), and its backward on the side
+       stream beside the combine's gradient all-to-all, so its weight gradient (h f_s / tp) may or may not exist
+       when E_i's post-backward copies E_i's in: which comes first is a race of two streams (the side stream's
+       fc2 dgrad / wgrad against the compute stream's routed experts' backward), not an order the code fixes;
+       priced as without the overlap (no tests/data run sets the two together);
      - the root at the backward's end (fsdp_end_of_backward): the root's post-backward runs after the embedding's
        gradient, the backward's last. Two moments, the activations freed: the embedding's weight-gradient kernel,
        its fp32 partial sums and incoming gradient (6 B T h, [eg]) beside the root's gradients W R (R the root's

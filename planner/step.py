@@ -750,16 +750,51 @@ References
     pairs. A selectively recomputed MoE block (recompute_modules moe) or shared-experts module (shared_experts,
     te_checkpoint under fp8, else tensor_parallel.checkpoint, moe_layer.py l. 517-529) re-runs their forward pair in
     the backward; full recompute re-runs it as the layer's other forward pairs. Their share (tp_shared_experts_s) is the layer's exposed TP seconds less those
-    without them. --moe-shared-expert-overlap (shared_experts.py l. 163-198, 233-362; a Bridge field, listed
-    not_modelled by trainers/bridge_moe.py) sets the linears' parallel_mode None and their ub flags off and runs
-    Megatron's own gather_from_sequence_parallel_region / reduce_scatter_to_sequence_parallel_region (bf16) on a
-    side stream beside the dispatcher's all-to-alls, fc1 then saving the gathered input (no wgrad re-gather): not
-    priced (the job is priced as without it). The gated shared expert (Qwen's, --moe-shared-expert-gate, l. 136-145,
+    without them. Under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap) they run no such pair: [38].
+    The gated shared expert (Qwen's, --moe-shared-expert-gate, l. 136-145,
     203-206) adds a replicated 1 x h GEMM on the local tokens and no collective. torchtitan @e347b1e5e
     models/llama4/infra/parallelize.py apply_moe_ep_tp l. 517-555 (which deepseek_v3's and qwen3's parallelize use):
     the moe module's input all-gathered once (Shard(1) -> Replicate) and its Partial output reduce-scattered once,
     moe.shared_experts.w1 / w3 colwise and w2 rowwise with Partial output inside that layout: no collective of their
     own (moe_shared_experts_tp_pair false, the default). The deepseek stack (HAI-LLM) runs no TP (max_tp 1).
+[38] Megatron-Core's --moe-shared-expert-overlap (job field moe_shared_expert_overlap: the Megatron reader's flag,
+    Bridge's model.moe_shared_expert_overlap; export writes it back; fit takes the job's, not searched; refused without
+    shared experts, on a stack whose shared experts are not SharedExpertMLP, with the allgather dispatcher and with
+    ep_comm_overlap: plan.moe_shared_expert_overlap) (shared_overlap_segments, extra ep_shared_experts_tp_s,
+    inside ep_comm). NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/shared_experts.py l. 163-198: fc1 and fc2
+    get parallel_mode None and every ub_overlap flag off (TE's Linear then runs no TP collective of its own and no
+    userbuffers: the layer's hidden() pool under --tp-comm-overlap loses them), and l. 233-374 split the forward into
+    pre_forward_comm (gather_from_sequence_parallel_region under SP, copy_to_tensor_model_parallel_region without: bf16,
+    Megatron's own mappings, whatever the recipe), linear_fc1_forward_and_act, linear_fc2_forward, post_forward_comm
+    (reduce_scatter_to_sequence_parallel_region, reduce_from_tensor_model_parallel_region without SP) and get_output,
+    each on SharedExpertMLP.stream, a side stream; the compute stream waits on it in get_output only (l. 373). The
+    dispatcher places them (moe/token_dispatcher.py): alltoall, l. 657-658 the gather issued before permutation 1,
+    l. 697-717 the side stream waiting on the compute stream and fc1 issued right after the tokens' all-to-all ("Make
+    sure the shared experts fc1 is overlapped with dispatch A2A"), l. 858-873 fc2 and the reduce-scatter right after
+    the combine's all-to-all, l. 904-907 the output added after the unpermutation; flex (DeepEP, Hybrid-EP), l. 1972-
+    1979 the gather and fc1 after the fused dispatch kernel is issued, l. 2029-2051 fc2 and the reduce-scatter in
+    combine_postprocess, after the combine has returned. Backward: autograd runs each op's backward on its forward's
+    stream; the sequence numbers set by set_tensor_grad_fn_sequence_sr (l. 254, 316-320, 330, 356) launch the
+    reduce-scatter's backward (an all-gather) and fc2's backward with the combine's gradient all-to-all, and fc1's
+    backward (after _BackwardStreamWait, l. 88-99: once the routed experts' fc1 backward is done) with the dispatch's
+    gradient all-to-all, then the gather's backward reduce-scatter. Megatron-Core 905c0e386 (Megatron-Bridge) the same
+    pieces (token_dispatcher.py l. 628, 694, 834-835; alltoall only, transformer_config.py l. 1213-1218). Priced per
+    MoE layer and micro-batch as four segments, each an all-to-all A on the compute stream (the dispatcher's transfers,
+    dispatch.transfers) beside the side stream's GEMMs G (fc1 or fc2: the shared_up / shared_down rows' forward
+    seconds, layer_times' shared_gemms, 2x backward [1]) and one TP collective C (T h bf16 over the TP group) before or
+    after them; the segment ends at max(A, C + G), so beyond the GEMMs (in compute) it exposes max(A - G, C): the
+    all-to-all's _hide(A, G, x) (the stack's exposed share of an overlapped transfer, as the file's other overlaps) and
+    C's remainder max(C - that, 0), the extra ep_shared_experts_tp_s. Forward: the dispatch beside the gather and fc1;
+    the combine beside fc2 and the reduce-scatter (flex: both exposed whole, after the combine). Backward: the
+    combine's gradient beside the all-gather and fc2's backward; the dispatch's gradient beside fc1's backward and the
+    reduce-scatter. A re-run forward (full recompute, recompute_modules moe) repeats the forward segments. The
+    probabilities' all-to-all stays exposed (tokens A2A -> fc1 -> probs A2A, l. 712-724: after fc1 is issued), as do the
+    token counts. The shared experts' pair then leaves tp_comm ([37]: tp_shared_experts_s 0), and fc1, on the gathered
+    input it saves (memory.py [se]), re-gathers nothing ([35]: _regathers). Named approximations: the gather issued
+    before permutation 1 is priced beside the dispatch only (permutation 1 as a window is left out: an upper bound on
+    what is exposed); GEMMs on the two streams do not overlap each other (the side stream's GEMMs that outlast an
+    all-to-all run beside the routed experts' and are counted whole, as compute); the two streams' collectives share
+    the links without contention. No tests/data run sets the flag: unchecked against a measurement.
 """
 
 from __future__ import annotations
