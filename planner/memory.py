@@ -2886,29 +2886,24 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             # a windowed layer's dense [s, s] mask, which its attention kernel saves [lg3] (a stack setting and the
             # layer kind's window)
             full = full + kind.mixer.dense_mask_bytes(ctx, stack.windowed_attention.mask_bytes)
-        # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and a policy
-        # that re-runs the routed experts' activation (recompute_modules moe_act)
+        # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and moe_act's policy
         saves = getattr(kind.mlp, "unfused_saved_bytes", None)
         full = full + (saves(ctx, kb) if saves else 0.0)
         routing = route_saves(kind, ctx) if route_saves is not None else 0.0  # every mode but full ([9])
         # DeepSpeed-MoE's dense gating saves, kept by every mode but full recompute as the routing saves are [dg]
         g_saved, g_fwd, g_bwd = gating(kind, ctx) if gating is not None else (0.0, 0.0, 0.0)
         routing = routing + g_saved
-        # [se] the shared experts' fc1 saved input beyond norm2_out: kept as the layer's tensors are, dropped by a policy
-        # that checkpoints the MoE block or the shared experts (recompute_modules moe, shared_experts)
-        shared_in = shared_fc1_saves(settings, kind, ctx, plan)
+        shared_in = shared_fc1_saves(settings, kind, ctx, plan)  # [se] the shared experts' fc1 input beyond norm2_out
         full = full + routing + shared_in
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
         rr = 0.0 if reruns_moe_block(stack.selective, kind) else 1.0  # recompute_modules moe re-runs both (policy, kind)
         kept_saves = rr * saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
-        rs = 0.0 if rr == 0.0 or "shared_experts" in stack.selective.recompute_blocks else 1.0  # policy, kind
-        kept_sel = (kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                          drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves
-                    + rr * routing + rs * shared_in)
+        rs = 0.0 if "shared_experts" in stack.selective.recompute_blocks else rr  # [se] the moe / shared_experts policy
+        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
+                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing + rs * shared_in
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
-        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
-        # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
+        # the routing saves kept, not re-run, by every policy and dispatcher [sr] but moe's (rr); the unfused saves [uf]
         sel_buffer = np.maximum(full - rr * routing - rs * shared_in - kept_saves - kind_activation_bytes(
             kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
             softmax_fp32=sm32), 0.0)

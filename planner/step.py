@@ -4591,13 +4591,20 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
              **mamba_scan_time(sc, lt, crit), **gating_einsum_time(sc, lt, crit), **off,
-             **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
-                 "moe_probs_a2a_s": m * ep_info["probs"], "moe_counts_gather_s": m * ep_info["counts"],
-                 "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {}),
-             # [38] inside ep_comm: the shared experts' side-stream TP collectives' exposed remainder
-             **({"ep_shared_experts_tp_s": m * ep_info["shared_tp"]}
-                if moe_model and sc.settings.moe_shared_expert_overlap else {})}
+             **(_ep_extras(sc, m, ep_info) if moe_model else {})}
     return terms, extra
+
+
+def _ep_extras(sc: StepCtx, m, ep_info: dict) -> dict:
+    """step_time's MoE extras: the critical stage's dispatch, combine, probabilities' and counts' seconds (before
+    overlap), the selective re-run's, the EP tier; and, under --moe-shared-expert-overlap (a job setting), the shared
+    experts' side-stream TP collectives' exposed remainder inside ep_comm ([38])."""
+    out = {"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
+           "moe_probs_a2a_s": m * ep_info["probs"], "moe_counts_gather_s": m * ep_info["counts"],
+           "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]}
+    if sc.settings.moe_shared_expert_overlap:
+        out["ep_shared_experts_tp_s"] = m * ep_info["shared_tp"]
+    return out
 
 
 def muon_stage_terms(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> dict:
