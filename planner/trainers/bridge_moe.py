@@ -604,7 +604,8 @@ def _bool(cfg, k, where):
 
 def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignored: list, not_modelled: list) -> None:
     """The MoE recipe's MoE settings (after the overrides) into the job: the dispatcher, MTP, the pipeline layout,
-    the router's path and balancing, the capacity factor, the fused kernels, the EP overlap, the precision-aware
+    the router's path and balancing, the capacity factor, the fused kernels, the EP overlap, the shared-expert overlap
+    (model.moe_shared_expert_overlap: the job's moe_shared_expert_overlap, step.py [38]), the precision-aware
     optimizer's state bytes. What the planner does not price is refused or listed, naming the key."""
     from ..plan import with_mtp
     from ..schema import BYTES_PER_PARAM_PRESETS, split_fields

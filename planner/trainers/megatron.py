@@ -107,7 +107,8 @@ read). Modelled:
   the router's path (--moe-aux-loss-coeff of an auxiliary-loss type: moe_aux_loss_coeff, absent 0.0 as in Megatron-LM,
   listed as assumed; a list of types with a list of coefficients by router_balancing, the Bridge reader's rule; --moe-z-loss-coeff: moe_z_loss_coeff; --moe-router-pre-softmax: moe_router_pre_softmax;
   --moe-router-dtype: moe_router_dtype; what the router saves for its backward: planner/layers/moe.py
-  router_saved_terms),
+  router_saved_terms), --moe-shared-expert-overlap (moe_shared_expert_overlap with shared experts, planner/step.py [38];
+  listed ignored without them),
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
   schedule's N, planner/pipeline.py [10]), the fusion switches [6] (--no-rope-fusion,
   --no-bias-swiglu-fusion / --no-bias-gelu-fusion, --no-bias-dropout-fusion,
