@@ -4022,7 +4022,8 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
         # on where the plan allows it (the search applies a job's overlap only there)
         "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan))),
         # the job's --moe-shared-expert-overlap, where on (step.py [38]; export writes it back)
-        **({"moe_shared_expert_overlap": True} if settings.moe_shared_expert_overlap else {}),
+        **({"moe_shared_expert_overlap": True} if settings.moe_shared_expert_overlap
+           and settings.moe_dispatcher in ("alltoall", "deepep", "hybridep") else {}),
     }
 
 

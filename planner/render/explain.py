@@ -64,6 +64,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     if "ep_comm_overlap" in p:  # MoE models
         dual = p.get("schedule") == "dualpipe" and p.get("pp", 1) > 1  # the schedule itself hides them (step.ep_comm)
         opts.append("EP overlap by DualPipe" if dual else f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")
+    if p.get("moe_shared_expert_overlap"):  # the shared experts beside the all-to-alls (step.py [38])
+        opts.append("shared-expert overlap")
     if p.get("fp8_recipe"):
         opts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else f"{p['precision']} recipe")
     if p.get("fp8_attention"):  # the fused attention in fp8 too (step.fp8_core, memory.py [fa8])
