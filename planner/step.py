@@ -685,7 +685,7 @@ References
     Replicate before F.linear and autograd saves that gathered tensor, memory.py counting it held, kind_activation_bytes
     gathered_input) nothing is re-gathered: 0 s. The output layer's re-gather was not priced (nor its forward gather)
     before [36]: head_tp_seconds prices both. The shared experts' fc1 is such a linear where they run their own pair
-    ([37]).
+    ([37]), not under --moe-shared-expert-overlap ([38]: it saves the gathered input, _regathers).
     Under tp_comm_overlap the pairs hide behind a pool of the layer's GEMMs (tp_layer_seconds' hidden(): 3 x its
     forward GEMMs, 4 x for a re-run layer), which held these dgrad GEMMs too, so that one GEMM hid two transfers.
     In TE's userbuffers backward it does not: with Megatron's defaults (ub_bulk_dgrad and ub_bulk_wgrad on,
