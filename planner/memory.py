@@ -1724,7 +1724,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from . import comm, offload
 from .cuda_graphs import held_output_bytes
 from .cp_comm_type import fp8_kernel_saves_qkv
-from .dispatch import ALLTOALL, DEEPEP, DEEPEP_LL, HYBRIDEP, group_size, group_stride
+from .dispatch import ALLTOALL, CODES, HYBRIDEP, group_size, group_stride
 from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
@@ -2803,8 +2803,8 @@ def torch_permute_index_saves(settings: Settings, kind: LayerKind, ctx: Ctx, pla
 def shared_fc1_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays):
     """[se] Bytes one MoE layer's shared experts' fc1 (Megatron-Core's SharedExpertMLP: stack moe_shared_experts_tp_pair)
     saves for its backward beyond the layer's tensors (norm2_out, the router's bf16 input, already counted), one
-    micro-batch on one GPU: under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, on the alltoall and
-    flex dispatchers) the gathered input T h, a tensor of its own where the side stream gathered it (SP at tp > 1),
+    micro-batch on one GPU: under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, on the dispatchers
+    of stack moe_shared_expert_overlap_dispatchers) the gathered input T h, a tensor of its own where the side stream gathered it (SP at tp > 1),
     at 2 B, or its quantized copy at 1 B under fp8 delayed scaling wherever the stack's linears save quantized inputs
     (stack memory.fp8_saves_gemm_inputs); without the overlap, under delayed scaling, the quantized copy of the local
     input, T h / rep_div at 1 B. 0 where the kind has no shared experts. A scalar 0 where nothing applies."""
@@ -2822,7 +2822,7 @@ def shared_fc1_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanAr
     if not settings.moe_shared_expert_overlap:  # a job setting
         return off
     codes, _ = dispatcher_rows(settings, plan)
-    ov = np.isin(codes, (ALLTOALL, DEEPEP, DEEPEP_LL, HYBRIDEP))
+    ov = np.isin(codes, [CODES[n] for n in (stack.moe_shared_expert_overlap_dispatchers or ())])
     on = np.where(delayed, th, np.where(gathered, ACT_BYTES * th, 0.0))
     return np.where(ov, on, off)
 

@@ -3031,9 +3031,9 @@ def moe_shared_expert_overlap(job: Job, model: ModelSpec, stack, where: str = ""
     refused where Megatron-Core refuses it or the stack or model lacks it: a model without shared experts (the flag
     is "only effective when moe-shared-expert-intermediate-size is set", transformer_config.py @d98e8a64 l. 717-721:
     refused rather than dropped), a stack whose shared experts are not Megatron-Core's SharedExpertMLP (stack
-    moe_shared_experts_tp_pair false: the overlap is that class's, shared_experts.py l. 163-198), the allgather
-    dispatcher (l. 1820-1826: alltoall or flex only; 905c0e386 l. 1213-1218 alltoall only, the reader of a Bridge
-    recipe refuses flex there) and ep_comm_overlap (l. 3040-3041 'disable moe_shared_expert_overlap when enabling
+    moe_shared_experts_tp_pair false: the overlap is that class's, shared_experts.py l. 163-198; stack
+    moe_shared_expert_overlap_dispatchers null), a dispatcher the stack's list lacks (l. 1820-1826: alltoall or flex;
+    905c0e386 l. 1213-1218, megatron-bridge's: alltoall only), the shared_experts recompute module and ep_comm_overlap (l. 3040-3041 'disable moe_shared_expert_overlap when enabling
     overlap_moe_expert_parallel_comm'). fit's dispatcher search prices it only on its alltoall and flex rows
     (step.shared_overlap_on)."""
     if not job.moe_shared_expert_overlap:
@@ -3043,15 +3043,17 @@ def moe_shared_expert_overlap(job: Job, model: ModelSpec, stack, where: str = ""
         raise PlannerError(f"{where}moe_shared_expert_overlap is set but {model.name} has no shared experts "
                            "(transformer_config.py @d98e8a64 l. 717-721: only effective with "
                            "moe_shared_expert_intermediate_size)", fix)
-    if not stack.moe_shared_experts_tp_pair:
-        raise PlannerError(f"{where}stack {stack.name} does not run Megatron-Core's SharedExpertMLP, whose "
-                           "--moe-shared-expert-overlap this is (stack moe_shared_experts_tp_pair false)", fix)
+    ok = stack.moe_shared_expert_overlap_dispatchers
+    if not stack.moe_shared_experts_tp_pair or not ok:
+        raise PlannerError(f"{where}stack {stack.name} does not run Megatron-Core's SharedExpertMLP overlapped (stack "
+                           "moe_shared_experts_tp_pair, moe_shared_expert_overlap_dispatchers)", fix)
     dispatcher = job.moe_dispatcher or stack.defaults.moe_dispatcher
-    if dispatcher not in ("alltoall", "deepep", "hybridep"):
+    if dispatcher not in ok:
         raise PlannerError(f"{where}moe_shared_expert_overlap with moe_dispatcher {dispatcher}: Megatron-Core refuses it "
                            "('moe_shared_expert_overlap only works with alltoall or flex token dispatcher.', "
-                           "transformer_config.py @d98e8a64 l. 1820-1826)", "use moe_dispatcher alltoall, deepep or "
-                           "hybridep, or " + fix)
+                           "transformer_config.py @d98e8a64 l. 1820-1826; @905c0e386 l. 1213-1218 alltoall only: stack "
+                           f"{stack.name}'s moe_shared_expert_overlap_dispatchers)",
+                           f"use moe_dispatcher {' or '.join(ok)}, or " + fix)
     if "shared_experts" in (job.recompute_modules or []) and job.recompute == "selective":
         raise PlannerError(f"{where}recompute_modules shared_experts with moe_shared_expert_overlap: Megatron-Core refuses "
                            "it ('shared_experts recompute cannot work with --moe-shared-expert-overlap.', "
@@ -4022,8 +4024,8 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
         # on where the plan allows it (the search applies a job's overlap only there)
         "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan))),
         # the job's --moe-shared-expert-overlap, where on (step.py [38]; export writes it back)
-        **({"moe_shared_expert_overlap": True} if settings.moe_shared_expert_overlap
-           and settings.moe_dispatcher in ("alltoall", "deepep", "hybridep") else {}),
+        **({"moe_shared_expert_overlap": True} if settings.moe_shared_expert_overlap and settings.stack is not None
+           and settings.moe_dispatcher in (settings.stack.moe_shared_expert_overlap_dispatchers or ()) else {}),
     }
 
 

@@ -3570,6 +3570,13 @@ class Stack(BaseModel):
                     "input inside the block's own TP layout (torchtitan: moe.shared_experts colwise / rowwise with "
                     "Partial output under the moe module's one input all-gather and output reduce-scatter), or a stack "
                     "without TP or without shared experts")
+    moe_shared_expert_overlap_dispatchers: Optional[list[Literal["alltoall", "allgather", "deepep", "deepep_ll",
+                                                                  "hybridep"]]] = Field(
+        default=None,
+        description="the MoE dispatchers with which the stack runs its shared experts on a side stream beside the "
+                    "all-to-alls (Megatron-Core --moe-shared-expert-overlap, the job's moe_shared_expert_overlap, step.py "
+                    "[38]): megatron's alltoall and flex (deepep, hybridep), megatron-bridge's pinned Megatron-Core "
+                    "alltoall only; null (the default): the stack has no such overlap, a job that sets it is refused")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")

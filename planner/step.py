@@ -2704,20 +2704,26 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int, lt: LayerTimes) -> 
 
 def shared_overlap_on(sc: StepCtx):
     """[38] Per plan, whether the shared experts run overlapped: the job's moe_shared_expert_overlap (a job setting) on
-    the plan's dispatcher where Megatron-Core runs it (alltoall or flex: transformer_config.py @d98e8a64 l. 1820-1826;
-    fit's dispatcher search prices the other rows without it); False (a scalar) where no plan does."""
+    the plan's dispatcher where the stack runs it (_overlap_codes: transformer_config.py @d98e8a64 l. 1820-1826; fit's
+    dispatcher search prices the other rows without it); False (a scalar) where no plan does."""
     if not sc.settings.moe_shared_expert_overlap:
         return np.False_
     codes, _ = dispatcher_rows(sc.settings, sc.plan)
-    return np.isin(codes, (dispatch.ALLTOALL,) + dispatch.FLEX)
+    return np.isin(codes, _overlap_codes(sc))
+
+
+def _overlap_codes(sc: StepCtx) -> tuple:
+    """[38] The dispatcher codes the stack runs the shared-expert overlap with (stack
+    moe_shared_expert_overlap_dispatchers: megatron's alltoall, deepep, hybridep; megatron-bridge's alltoall)."""
+    return tuple(dispatch.CODES[n] for n in (sc.stack.moe_shared_expert_overlap_dispatchers or ()))
 
 
 def shared_overlap_kind(sc: StepCtx, kind, code: int) -> bool:
     """[38] Whether layer `kind` under dispatcher `code` runs its shared experts overlapped: the job's
-    moe_shared_expert_overlap, a dispatcher that runs it (alltoall or flex) and shared experts on a stack whose shared
-    experts are Megatron-Core's SharedExpertMLP (shared_experts_pair; a job setting, a dispatcher code, a model's kind)."""
-    return bool(sc.settings.moe_shared_expert_overlap and code in (dispatch.ALLTOALL,) + dispatch.FLEX
-                and shared_experts_pair(sc, kind))
+    moe_shared_expert_overlap, a dispatcher the stack runs it with (_overlap_codes) and shared experts on a stack whose
+    shared experts are Megatron-Core's SharedExpertMLP (shared_experts_pair; a job setting, a dispatcher code, a model's
+    kind)."""
+    return bool(sc.settings.moe_shared_expert_overlap and code in _overlap_codes(sc) and shared_experts_pair(sc, kind))
 
 
 def shared_overlap_segments(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, code: int, tr, group) -> tuple:

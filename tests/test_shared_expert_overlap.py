@@ -119,6 +119,8 @@ def test_fp8_fc1_saves(recipe, without, with_):
     (dict(moe_dispatcher="allgather"), "moe_shared_expert_overlap only works with alltoall or flex"),
     (dict(ep_comm_overlap=True), "disable moe_shared_expert_overlap when enabling"),
     (dict(stack="torchtitan", sharding="fsdp", bytes_per_param=None), "SharedExpertMLP"),
+    # Bridge's pinned Megatron-Core 905c0e386 runs it with alltoall only (stack moe_shared_expert_overlap_dispatchers)
+    (dict(stack="megatron-bridge", moe_dispatcher="deepep"), "@905c0e386 l. 1213-1218 alltoall only"),
 ])
 def test_refusals(fields, message):
     from planner.errors import PlannerError
