@@ -233,6 +233,10 @@ def _time_json(est: Estimate, pick) -> dict:
         # attention layers' K/V ring (step.cp_comm); a model with such layers only
         **({"cp_scan_comm_s": _num(pick(est.time_extra["cp_scan_comm_s"]))} if "cp_scan_comm_s" in est.time_extra else {}),
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
+        # inside ep_comm_s under --moe-shared-expert-overlap: the shared experts' side-stream TP collectives' exposed
+        # remainder beside the all-to-alls (step.py [38])
+        **({"ep_shared_experts_tp_s": _num(pick(est.time_extra["ep_shared_experts_tp_s"]))}
+           if "ep_shared_experts_tp_s" in est.time_extra else {}),
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),
         # of moe_permute_s, the critical stage's: DeepSpeed-MoE's dispatch and combine einsums (stack moe_gating, step.py [24])

@@ -99,6 +99,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "--moe-permute-fusion) (default: the stack's; Megatron-LM's off)"),
     FieldOption("moe_router_fusion", "bool", "MoE: Transformer Engine's fused router top-k and score function (Megatron "
                 "--moe-router-fusion) (default: the stack's; Megatron-LM's off)"),
+    FieldOption("moe_shared_expert_overlap", "bool", "MoE with shared experts: them on a side stream beside the "
+                "dispatcher's all-to-alls (Megatron --moe-shared-expert-overlap; alltoall or flex) (default: off)"),
     FieldOption("moe_router_padding", "bool", "MoE: the routing map padded to the fp8 / fp4 GEMMs' "
                 "alignment (Megatron --moe-router-padding-for-quantization) (default: off)"),
     FieldOption("enable_experimental", "bool", "Megatron's experimental kernels (Megatron --enable-experimental; priced: "

@@ -139,8 +139,24 @@ References
      transform; MOE_GEMM_INPUTS). The
      router's GEMM runs in bf16 / fp32 and saves its bf16 input (Megatron-LM @b0cc2706 moe/moe_utils.py
      RouterGatingLinearFunction; DeepSeek-V3 arXiv:2412.19437 sec. 3.3.1 keeps the gating modules in their
-     original precision), so an MoE layer's norm2_out is 2 B under fp8. Not priced: the shared experts'
-     own quantized copy of norm2_out (their up-projection's input) beside the router's.
+     original precision), so an MoE layer's norm2_out is 2 B under fp8. The shared experts' own copy of
+     norm2_out (their up-projection's input) beside the router's: [se].
+[se] The shared experts' fc1 saved input (shared_fc1_saves; Megatron-Core's SharedExpertMLP, stack
+     moe_shared_experts_tp_pair). NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/shared_experts.py
+     l. 147-161: under fp8 with a recipe other than delayed (TE >= 2.6) and under fp4 (TE >= 2.7) Megatron sets
+     save_original_input on fc1 (unless the shared experts are recomputed), so it keeps the bf16 input, the
+     router's norm2_out (counted once); under delayed scaling it does not, and TE's Linear saves the quantized
+     input it made (module/linear.py @4329ff84 l. 541-563: inputmat, before the SP gather, so the local shard):
+     T h / rep_div at 1 B (fp8_saves_gemm_inputs' 1 B a saved GEMM input) beyond norm2_out, before branch shexpov
+     not priced. Under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, step.py [38]) fc1 runs with
+     parallel_mode None (l. 163-172) on the input the side stream gathered (l. 246-249), which it saves: a new
+     tensor of T h at 2 B where SP at tp > 1 gathers it (bf16 and the save_original_input recipes; at tp 1 the
+     input is norm2_out itself), its quantized copy of T h at 1 B under delayed scaling. Kept as the layer's
+     tensors are: dropped under full recompute (re-made in the re-run, in the re-run buffer) and by a policy that
+     checkpoints the MoE block or the shared experts (recompute_modules moe, shared_experts; the latter Megatron
+     refuses beside the overlap). The side stream's own transient (the gathered input between the gather and fc1,
+     fc1's output until fc2) is not priced beside the layer's peak: it lives while the dispatcher's buffers do,
+     a moment the activation terms do not pick.
 [tt1] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
      ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
      (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
@@ -1182,8 +1198,12 @@ References
        before any of D_i's (router, shared experts, norms, attention); E_i's post-backward copies them into its
        input and drops them (parameter_group.py l. 346-351) before D_i's first, and D_i's post-backward drops D_i's
        before L_i-1's backward: one of the two at a time (_v2_units' third figure, the copy-in's unit). Not priced:
-       with --moe-shared-expert-overlap the shared experts' fc2 runs in the combine, after the experts
-       (token_dispatcher.py l. 871-873), so its gradient (h f_s) can sit beside E_i's (no job field sets it);
+       with --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, step.py [38]) the shared experts'
+       fc2 runs in the combine, after the experts (token_dispatcher.py l. 871-873), and its backward on the side
+       stream beside the combine's gradient all-to-all, so its weight gradient (h f_s / tp) may or may not exist
+       when E_i's post-backward copies E_i's in: which comes first is a race of two streams (the side stream's
+       fc2 dgrad / wgrad against the compute stream's routed experts' backward), not an order the code fixes;
+       priced as without the overlap (no tests/data run sets the two together);
      - the root at the backward's end (fsdp_end_of_backward): the root's post-backward runs after the embedding's
        gradient, the backward's last. Two moments, the activations freed: the embedding's weight-gradient kernel,
        its fp32 partial sums and incoming gradient (6 B T h, [eg]) beside the root's gradients W R (R the root's
@@ -1704,7 +1724,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from . import comm, offload
 from .cuda_graphs import held_output_bytes
 from .cp_comm_type import fp8_kernel_saves_qkv
-from .dispatch import ALLTOALL, HYBRIDEP, group_size, group_stride
+from .dispatch import ALLTOALL, CODES, HYBRIDEP, group_size, group_stride
 from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.attention import chunk_pad_factor
@@ -2780,6 +2800,33 @@ def torch_permute_index_saves(settings: Settings, kind: LayerKind, ctx: Ctx, pla
     return np.where(on, kept, 0.0), np.where(on, held, 0.0)
 
 
+def shared_fc1_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays):
+    """[se] Bytes one MoE layer's shared experts' fc1 (Megatron-Core's SharedExpertMLP: stack moe_shared_experts_tp_pair)
+    saves for its backward beyond the layer's tensors (norm2_out, the router's bf16 input, already counted), one
+    micro-batch on one GPU: under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap, on the dispatchers
+    of stack moe_shared_expert_overlap_dispatchers) the gathered input T h, a tensor of its own where the side stream gathered it (SP at tp > 1),
+    at 2 B, or its quantized copy at 1 B under fp8 delayed scaling wherever the stack's linears save quantized inputs
+    (stack memory.fp8_saves_gemm_inputs); without the overlap, under delayed scaling, the quantized copy of the local
+    input, T h / rep_div at 1 B. 0 where the kind has no shared experts. A scalar 0 where nothing applies."""
+    stack = stack_of(settings)
+    mlp = kind.mlp
+    if not (stack.moe_shared_experts_tp_pair and getattr(mlp, "num_shared", 0) and getattr(mlp, "fs", 0)):
+        return 0.0  # a stack setting, the model's kind
+    from .precisions import FP8_RECIPE_CODES
+
+    th = ctx.T * float(settings.model.hidden_size)
+    te = bool(stack.memory.fp8_saves_gemm_inputs)  # a stack setting: its linears save their quantized inputs [8]
+    delayed = (plan.precision == FP8) & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["delayed"]) & te
+    gathered = np.asarray(ctx.rep_div) > 1  # SP at tp > 1: the side stream's gather is a new tensor
+    off = np.where(delayed, th / ctx.rep_div, 0.0)  # the quantized copy of the local input, 1 B an element
+    if not settings.moe_shared_expert_overlap:  # a job setting
+        return off
+    codes, _ = dispatcher_rows(settings, plan)
+    ov = np.isin(codes, [CODES[n] for n in (stack.moe_shared_expert_overlap_dispatchers or ())])
+    on = np.where(delayed, th, np.where(gathered, ACT_BYTES * th, 0.0))
+    return np.where(ov, on, off)
+
+
 def torch_moe_saves(settings: Settings, kind: LayerKind, ctx: Ctx, plan: PlanArrays) -> tuple:
     """(kept, re-run buffer, handle) of torchtitan's MoE ops beyond the layer's tensors: the router's on every
     dispatcher [tr], the standard reorder and combine's and the EP permutation index on the all-to-all plans [ro] [pi],
@@ -2839,25 +2886,25 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             # a windowed layer's dense [s, s] mask, which its attention kernel saves [lg3] (a stack setting and the
             # layer kind's window)
             full = full + kind.mixer.dense_mask_bytes(ctx, stack.windowed_attention.mask_bytes)
-        # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and a policy
-        # that re-runs the routed experts' activation (recompute_modules moe_act)
+        # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and moe_act's policy
         saves = getattr(kind.mlp, "unfused_saved_bytes", None)
         full = full + (saves(ctx, kb) if saves else 0.0)
         routing = route_saves(kind, ctx) if route_saves is not None else 0.0  # every mode but full ([9])
         # DeepSpeed-MoE's dense gating saves, kept by every mode but full recompute as the routing saves are [dg]
         g_saved, g_fwd, g_bwd = gating(kind, ctx) if gating is not None else (0.0, 0.0, 0.0)
         routing = routing + g_saved
-        full = full + routing
+        shared_in = shared_fc1_saves(settings, kind, ctx, plan)  # [se] the shared experts' fc1 input beyond norm2_out
+        full = full + routing + shared_in
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
         rr = 0.0 if reruns_moe_block(stack.selective, kind) else 1.0  # recompute_modules moe re-runs both (policy, kind)
         kept_saves = rr * saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
+        rs = 0.0 if "shared_experts" in stack.selective.recompute_blocks else rr  # [se] the moe / shared_experts policy
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing
+                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing + rs * shared_in
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
-        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
-        # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
-        sel_buffer = np.maximum(full - rr * routing - kept_saves - kind_activation_bytes(
+        # the routing saves kept, not re-run, by every policy and dispatcher [sr] but moe's (rr); the unfused saves [uf]
+        sel_buffer = np.maximum(full - rr * routing - rs * shared_in - kept_saves - kind_activation_bytes(
             kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
             softmax_fp32=sm32), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input

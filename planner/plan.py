@@ -659,6 +659,8 @@ class Settings:
     moe_load_balancing: str = "aux_loss"  # the router's balancing (planner/imbalance.py BALANCING)
     pipe_partitioned: bool = False  # DeepSpeed's partitioned pipe tensors (job field, default the stack's: step.py [25])
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
+    # the shared experts on a side stream beside the dispatcher's all-to-alls (job field; step.py [38], memory.py [se])
+    moe_shared_expert_overlap: bool = False
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     padded_vocab_size: int | None = None  # the job's padded vocabulary (with_padded_vocab: model.vocab_size holds it); None: none
     # the stack's vocabulary padding (stack_db vocab_padding, vocab_divisor): the rows a multiple of vocab_divisor x tp,
@@ -1823,6 +1825,7 @@ def _layer_option_fields(job: Job, model: ModelSpec, hw: Hardware, stack: Stack,
         fp8_grouped_experts=_fp8_grouped_experts(job, model, stack, inherited, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
+        moe_shared_expert_overlap=moe_shared_expert_overlap(job, model, stack, where),
         pipe_partitioned=_pipe_partitioned(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         padded_vocab_size=job.padded_vocab_size,
@@ -3024,6 +3027,45 @@ def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_che
     return True
 
 
+def moe_shared_expert_overlap(job: Job, model: ModelSpec, stack, where: str = "") -> bool:
+    """The job's moe_shared_expert_overlap (Megatron-Core --moe-shared-expert-overlap, default off; step.py [38]),
+    refused where Megatron-Core refuses it or the stack or model lacks it: a model without shared experts (the flag
+    is "only effective when moe-shared-expert-intermediate-size is set", transformer_config.py @d98e8a64 l. 717-721:
+    refused rather than dropped), a stack whose shared experts are not Megatron-Core's SharedExpertMLP (stack
+    moe_shared_experts_tp_pair false: the overlap is that class's, shared_experts.py l. 163-198; stack
+    moe_shared_expert_overlap_dispatchers null), a dispatcher the stack's list lacks (l. 1820-1826: alltoall or flex;
+    905c0e386 l. 1213-1218, megatron-bridge's: alltoall only), the shared_experts recompute module and ep_comm_overlap (l. 3040-3041 'disable moe_shared_expert_overlap when enabling
+    overlap_moe_expert_parallel_comm'). fit's dispatcher search prices it only on its alltoall and flex rows
+    (step.shared_overlap_on)."""
+    if not job.moe_shared_expert_overlap:
+        return False
+    fix = "set moe_shared_expert_overlap: false (drop --moe-shared-expert-overlap)"
+    if model.moe is None or not model.moe.num_shared_experts:
+        raise PlannerError(f"{where}moe_shared_expert_overlap is set but {model.name} has no shared experts "
+                           "(transformer_config.py @d98e8a64 l. 717-721: only effective with "
+                           "moe_shared_expert_intermediate_size)", fix)
+    ok = stack.moe_shared_expert_overlap_dispatchers
+    if not stack.moe_shared_experts_tp_pair or not ok:
+        raise PlannerError(f"{where}stack {stack.name} does not run Megatron-Core's SharedExpertMLP overlapped (stack "
+                           "moe_shared_experts_tp_pair, moe_shared_expert_overlap_dispatchers)", fix)
+    dispatcher = job.moe_dispatcher or stack.defaults.moe_dispatcher
+    if dispatcher not in ok:
+        raise PlannerError(f"{where}moe_shared_expert_overlap with moe_dispatcher {dispatcher}: Megatron-Core refuses it "
+                           "('moe_shared_expert_overlap only works with alltoall or flex token dispatcher.', "
+                           "transformer_config.py @d98e8a64 l. 1820-1826; @905c0e386 l. 1213-1218 alltoall only: stack "
+                           f"{stack.name}'s moe_shared_expert_overlap_dispatchers)",
+                           f"use moe_dispatcher {' or '.join(ok)}, or " + fix)
+    if "shared_experts" in (job.recompute_modules or []) and job.recompute == "selective":
+        raise PlannerError(f"{where}recompute_modules shared_experts with moe_shared_expert_overlap: Megatron-Core refuses "
+                           "it ('shared_experts recompute cannot work with --moe-shared-expert-overlap.', "
+                           "transformer_config.py @905c0e386 l. 1355-1362)", "leave shared_experts out, or " + fix)
+    if job.ep_comm_overlap:
+        raise PlannerError(f"{where}moe_shared_expert_overlap with ep_comm_overlap: Megatron-Core refuses it ('disable "
+                           "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm', "
+                           "transformer_config.py @d98e8a64 l. 3040-3041)", "set ep_comm_overlap: false, or " + fix)
+    return True
+
+
 def apply_moe_dispatcher(job: Job, stack):
     """The stack with the job's moe_dispatcher as its defaults.moe_dispatcher, the dispatcher
     the start-up rules read (startup.MEGATRON_DEEPEP_GROUP); a job that names none runs the
@@ -3982,6 +4024,9 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
            and settings.stack.runs.hybridep_non_blocking else {}),
         # on where the plan allows it (the search applies a job's overlap only there)
         "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan))),
+        # the job's --moe-shared-expert-overlap, where on (step.py [38]; export writes it back)
+        **({"moe_shared_expert_overlap": True} if settings.moe_shared_expert_overlap and settings.stack is not None
+           and settings.moe_dispatcher in (settings.stack.moe_shared_expert_overlap_dispatchers or ()) else {}),
     }
 
 

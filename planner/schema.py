@@ -3570,6 +3570,13 @@ class Stack(BaseModel):
                     "input inside the block's own TP layout (torchtitan: moe.shared_experts colwise / rowwise with "
                     "Partial output under the moe module's one input all-gather and output reduce-scatter), or a stack "
                     "without TP or without shared experts")
+    moe_shared_expert_overlap_dispatchers: Optional[list[Literal["alltoall", "allgather", "deepep", "deepep_ll",
+                                                                  "hybridep"]]] = Field(
+        default=None,
+        description="the MoE dispatchers with which the stack runs its shared experts on a side stream beside the "
+                    "all-to-alls (Megatron-Core --moe-shared-expert-overlap, the job's moe_shared_expert_overlap, step.py "
+                    "[38]): megatron's alltoall and flex (deepep, hybridep), megatron-bridge's pinned Megatron-Core "
+                    "alltoall only; null (the default): the stack has no such overlap, a job that sets it is refused")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
@@ -4073,6 +4080,12 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    moe_shared_expert_overlap: Optional[bool] = Field(
+        default=None, description="MoE with shared experts: run the shared experts on a side stream beside the token "
+                                  "dispatcher's all-to-alls, their TP gather / reduce-scatter Megatron's own bf16 ones "
+                                  "(Megatron-Core --moe-shared-expert-overlap, Bridge model.moe_shared_expert_overlap; "
+                                  "step.py [38]); needs shared experts, the alltoall or flex dispatcher, no "
+                                  "ep_comm_overlap; default off")
     apply_rope_fusion: Optional[bool] = fusion_switch(
         "the stack's fused rotary kernel (Megatron-Core TransformerConfig.apply_rope_fusion; --no-rope-fusion sets "
         "false): false runs the unfused rotary (stack kernels rope_scaled)")

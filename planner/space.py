@@ -969,9 +969,11 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # since an overlapped transfer adds at most its blocking time (step._hide) and the passes
     # without a partner keep theirs (moe.alone_pass_share): a plan without it is dominated. Not
     # with the allgather dispatcher, nor with more than one MTP layer, which Megatron-Core refuses
-    # it with (plan.ep_comm_overlap: transformer_config.py @d98e8a64 l. 3016-3019, l. 3043-3046)
+    # it with (plan.ep_comm_overlap: transformer_config.py @d98e8a64 l. 3016-3019, l. 3043-3046), nor beside the job's
+    # moe_shared_expert_overlap (l. 3040-3041: plan.moe_shared_expert_overlap)
     if (job.ep_comm_overlap is None and settings.model.moe is not None and settings.stack.overlap.ep_comm_overlap_supported
-            and settings.moe_dispatcher != "allgather" and (settings.model.mtp_layers or 0) <= 1):
+            and settings.moe_dispatcher != "allgather" and (settings.model.mtp_layers or 0) <= 1
+            and not settings.moe_shared_expert_overlap):  # Megatron-Core refuses the two together (plan.py)
         job = job.model_copy(update=dict(ep_comm_overlap=True))
     epo = ep_comm_overlap(job, settings.model, settings.stack, where, plan_checks=False)
     settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), ep_comm_overlap=epo,

@@ -685,7 +685,7 @@ References
     Replicate before F.linear and autograd saves that gathered tensor, memory.py counting it held, kind_activation_bytes
     gathered_input) nothing is re-gathered: 0 s. The output layer's re-gather was not priced (nor its forward gather)
     before [36]: head_tp_seconds prices both. The shared experts' fc1 is such a linear where they run their own pair
-    ([37]).
+    ([37]), not under --moe-shared-expert-overlap ([38]: it saves the gathered input, _regathers).
     Under tp_comm_overlap the pairs hide behind a pool of the layer's GEMMs (tp_layer_seconds' hidden(): 3 x its
     forward GEMMs, 4 x for a re-run layer), which held these dgrad GEMMs too, so that one GEMM hid two transfers.
     In TE's userbuffers backward it does not: with Megatron's defaults (ub_bulk_dgrad and ub_bulk_wgrad on,
@@ -750,16 +750,51 @@ References
     pairs. A selectively recomputed MoE block (recompute_modules moe) or shared-experts module (shared_experts,
     te_checkpoint under fp8, else tensor_parallel.checkpoint, moe_layer.py l. 517-529) re-runs their forward pair in
     the backward; full recompute re-runs it as the layer's other forward pairs. Their share (tp_shared_experts_s) is the layer's exposed TP seconds less those
-    without them. --moe-shared-expert-overlap (shared_experts.py l. 163-198, 233-362; a Bridge field, listed
-    not_modelled by trainers/bridge_moe.py) sets the linears' parallel_mode None and their ub flags off and runs
-    Megatron's own gather_from_sequence_parallel_region / reduce_scatter_to_sequence_parallel_region (bf16) on a
-    side stream beside the dispatcher's all-to-alls, fc1 then saving the gathered input (no wgrad re-gather): not
-    priced (the job is priced as without it). The gated shared expert (Qwen's, --moe-shared-expert-gate, l. 136-145,
+    without them. Under --moe-shared-expert-overlap (the job's moe_shared_expert_overlap) they run no such pair: [38].
+    The gated shared expert (Qwen's, --moe-shared-expert-gate, l. 136-145,
     203-206) adds a replicated 1 x h GEMM on the local tokens and no collective. torchtitan @e347b1e5e
     models/llama4/infra/parallelize.py apply_moe_ep_tp l. 517-555 (which deepseek_v3's and qwen3's parallelize use):
     the moe module's input all-gathered once (Shard(1) -> Replicate) and its Partial output reduce-scattered once,
     moe.shared_experts.w1 / w3 colwise and w2 rowwise with Partial output inside that layout: no collective of their
     own (moe_shared_experts_tp_pair false, the default). The deepseek stack (HAI-LLM) runs no TP (max_tp 1).
+[38] Megatron-Core's --moe-shared-expert-overlap (job field moe_shared_expert_overlap: the Megatron reader's flag,
+    Bridge's model.moe_shared_expert_overlap; export writes it back; fit takes the job's, not searched; refused without
+    shared experts, on a stack whose shared experts are not SharedExpertMLP, with the allgather dispatcher and with
+    ep_comm_overlap: plan.moe_shared_expert_overlap) (shared_overlap_segments, extra ep_shared_experts_tp_s,
+    inside ep_comm). NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/shared_experts.py l. 163-198: fc1 and fc2
+    get parallel_mode None and every ub_overlap flag off (TE's Linear then runs no TP collective of its own and no
+    userbuffers: the layer's hidden() pool under --tp-comm-overlap loses them), and l. 233-374 split the forward into
+    pre_forward_comm (gather_from_sequence_parallel_region under SP, copy_to_tensor_model_parallel_region without: bf16,
+    Megatron's own mappings, whatever the recipe), linear_fc1_forward_and_act, linear_fc2_forward, post_forward_comm
+    (reduce_scatter_to_sequence_parallel_region, reduce_from_tensor_model_parallel_region without SP) and get_output,
+    each on SharedExpertMLP.stream, a side stream; the compute stream waits on it in get_output only (l. 373). The
+    dispatcher places them (moe/token_dispatcher.py): alltoall, l. 657-658 the gather issued before permutation 1,
+    l. 697-717 the side stream waiting on the compute stream and fc1 issued right after the tokens' all-to-all ("Make
+    sure the shared experts fc1 is overlapped with dispatch A2A"), l. 858-873 fc2 and the reduce-scatter right after
+    the combine's all-to-all, l. 904-907 the output added after the unpermutation; flex (DeepEP, Hybrid-EP), l. 1972-
+    1979 the gather and fc1 after the fused dispatch kernel is issued, l. 2029-2051 fc2 and the reduce-scatter in
+    combine_postprocess, after the combine has returned. Backward: autograd runs each op's backward on its forward's
+    stream; the sequence numbers set by set_tensor_grad_fn_sequence_sr (l. 254, 316-320, 330, 356) launch the
+    reduce-scatter's backward (an all-gather) and fc2's backward with the combine's gradient all-to-all, and fc1's
+    backward (after _BackwardStreamWait, l. 88-99: once the routed experts' fc1 backward is done) with the dispatch's
+    gradient all-to-all, then the gather's backward reduce-scatter. Megatron-Core 905c0e386 (Megatron-Bridge) the same
+    pieces (token_dispatcher.py l. 628, 694, 834-835; alltoall only, transformer_config.py l. 1213-1218). Priced per
+    MoE layer and micro-batch as four segments, each an all-to-all A on the compute stream (the dispatcher's transfers,
+    dispatch.transfers) beside the side stream's GEMMs G (fc1 or fc2: the shared_up / shared_down rows' forward
+    seconds, layer_times' shared_gemms, 2x backward [1]) and one TP collective C (T h bf16 over the TP group) before or
+    after them; the segment ends at max(A, C + G), so beyond the GEMMs (in compute) it exposes max(A - G, C): the
+    all-to-all's _hide(A, G, x) (the stack's exposed share of an overlapped transfer, as the file's other overlaps) and
+    C's remainder max(C - that, 0), the extra ep_shared_experts_tp_s. Forward: the dispatch beside the gather and fc1;
+    the combine beside fc2 and the reduce-scatter (flex: both exposed whole, after the combine). Backward: the
+    combine's gradient beside the all-gather and fc2's backward; the dispatch's gradient beside fc1's backward and the
+    reduce-scatter. A re-run forward (full recompute, recompute_modules moe) repeats the forward segments. The
+    probabilities' all-to-all stays exposed (tokens A2A -> fc1 -> probs A2A, l. 712-724: after fc1 is issued), as do the
+    token counts. The shared experts' pair then leaves tp_comm ([37]: tp_shared_experts_s 0), and fc1, on the gathered
+    input it saves (memory.py [se]), re-gathers nothing ([35]: _regathers). Named approximations: the gather issued
+    before permutation 1 is priced beside the dispatch only (permutation 1 as a window is left out: an upper bound on
+    what is exposed); GEMMs on the two streams do not overlap each other (the side stream's GEMMs that outlast an
+    all-to-all run beside the routed experts' and are counted whole, as compute); the two streams' collectives share
+    the links without contention. No tests/data run sets the flag: unchecked against a measurement.
 """
 
 from __future__ import annotations
@@ -943,6 +978,9 @@ class LayerTimes:
     # the forward seconds of each GEMM row whose input the SP all-gather feeds (REGATHER_ROWS), the window of its
     # dgrad GEMM, beside which Transformer Engine re-gathers that input for the wgrad GEMM [35]
     sp_gemms: list = field(default_factory=list)
+    # [38] the shared experts' fc1 and fc2 forward seconds ({"shared_up", "shared_down"}; {} without shared experts),
+    # the side stream's GEMMs beside the dispatcher's all-to-alls under --moe-shared-expert-overlap
+    shared_gemms: list = field(default_factory=list)
 
 
 def moe_dispatch_bytes(mlp, ctx, settings):
@@ -1096,6 +1134,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         # [35] the dgrad window of each column-parallel linear on an SP-gathered input: its row's forward seconds at
         # the plan's GEMM rate (the dgrad GEMM runs the forward's shape [1])
         out.sp_gemms.append({n: times[n] / sc.speed for n in REGATHER_ROWS if n in times})
+        out.shared_gemms.append({n: times[n] / sc.speed for n in ("shared_up", "shared_down") if n in times})
     return out
 
 
@@ -2181,6 +2220,9 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
         # [37] the shared experts' own pair of T h each way (a stack setting, a model's kind), as a dense MLP's
         sh = shared_experts_pair(sc, kind)
         sh_f, sh_b = (way(1.0), way(1.0, back=True)) if sh else (np.float64(0.0), np.float64(0.0))
+        if sh and sc.settings.moe_shared_expert_overlap:  # [38] on the side stream instead, priced in ep_comm
+            so = shared_overlap_on(sc)
+            sh_f, sh_b = np.where(so, 0.0, sh_f), np.where(so, 0.0, sh_b)
         # an MLA layer whose stack gathers the latents: its own collectives [32] in place of the block's pair
         mla = kind.mixer if latents and isinstance(kind.mixer, MLA) else None  # a stack setting, a model's kind
         f_l, b_l, r_l = mla_tp_collectives(sc, coll, mla, tb) if mla is not None else (0.0, 0.0, 0.0)
@@ -2250,6 +2292,15 @@ def regather_inputs(sc: StepCtx, kind) -> list:
             + ([(h, "shared_up")] if shared_experts_pair(sc, kind) else []))
 
 
+def _regathers(sc: StepCtx, name: str):
+    """[35] [38] 1 where GEMM row `name`'s input is re-gathered for its wgrad GEMM, 0 where not: the shared experts' fc1
+    under --moe-shared-expert-overlap (shared_overlap_on) runs with parallel_mode None on the input its side stream
+    gathered (shared_experts.py @d98e8a64 l. 163-172, 246-249, 267-269) and so saves that gathered input: no re-gather."""
+    if name != "shared_up" or not sc.settings.moe_shared_expert_overlap:  # a row name, a job setting
+        return 1.0
+    return np.where(shared_overlap_on(sc), 0.0, 1.0)
+
+
 def regather_on(sc: StepCtx):
     """[35] Per plan, whether the backward re-gathers the SP linears' inputs: SP on at tp > 1, on a stack whose SP linears
     save their local shard (not stack memory.tp_saves_gathered_input); False (a scalar) where no plan does."""
@@ -2268,7 +2319,7 @@ def regather_windows(sc: StepCtx, lt: LayerTimes) -> list:
     out = []
     for i, kind in enumerate(sc.ll.kinds):
         rows = lt.sp_gemms[i]
-        d = sum((rows.get(name, 0.0) for _, name in regather_inputs(sc, kind)), np.float64(0.0))
+        d = sum((rows.get(name, 0.0) * _regathers(sc, name) for _, name in regather_inputs(sc, kind)), np.float64(0.0))
         out.append(np.where(on, d, 0.0))
     return out
 
@@ -2292,7 +2343,7 @@ def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list
         rows = lt.sp_gemms[i]
         t = np.float64(0.0)
         for width, name in regather_inputs(sc, kind):
-            t = t + _hide(coll(comm.ALL_GATHER, col * width, tp_sp, s), rows.get(name, 0.0), sc.x)
+            t = t + _hide(coll(comm.ALL_GATHER, col * width, tp_sp, s), rows.get(name, 0.0), sc.x) * _regathers(sc, name)
         out.append(t)
     return out
 
@@ -2544,14 +2595,15 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
     plan, st = sc.plan, sc.settings
     codes, epo = dispatcher_rows(st, plan)
     kinds = np.unique(codes)
-    fwd, bwd, disp, comb, tier, domains, probs, counts = _ep_transfers(sc, coll, int(kinds[0]))
+    fwd, bwd, disp, comb, tier, domains, probs, counts, shf, shb = _ep_transfers(sc, coll, int(kinds[0]), lt)
     if len(kinds) > 1:  # fit's dispatcher search: each plan's dispatcher's figures (each priced per plan)
         for k in kinds[1:]:
-            f2, b2, d2, c2, t2, dom2, p2, n2 = _ep_transfers(sc, coll, int(k))
+            f2, b2, d2, c2, t2, dom2, p2, n2, sf2, sb2 = _ep_transfers(sc, coll, int(k), lt)
             on = codes == k
-            fwd, bwd, disp, comb, probs, counts = ([np.where(on, y, x) for x, y in zip(a, b)]
-                                                   for a, b in ((fwd, f2), (bwd, b2), (disp, d2), (comb, c2),
-                                                                (probs, p2), (counts, n2)))
+            fwd, bwd, disp, comb, probs, counts, shf, shb = (
+                [np.where(on, y, x) for x, y in zip(a, b)]
+                for a, b in ((fwd, f2), (bwd, b2), (disp, d2), (comb, c2), (probs, p2), (counts, n2), (shf, sf2),
+                             (shb, sb2)))
             tier, domains = np.where(on, t2, tier), np.where(on, dom2, domains)
     # the layers whose forward transfers selective recompute re-runs (the model code's save list)
     # (memory.py [xk]), and a policy that checkpoints the whole MoE block (recompute_modules moe: the dispatch and
@@ -2581,7 +2633,9 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
                 "sac_rerun": again * half_f,
                 # beside the tokens' dispatch and combine (in half_f / half_b): the probabilities' all-to-alls [12]
                 "probs": n * sc.mean(s_, probs) + twice * sc.mean(s_, probs_half),
-                "counts": pre}
+                "counts": pre,
+                # [38] of ep_mb, the shared experts' side-stream TP collectives' exposed remainder (0 without the overlap)
+                "shared_tp": n * (sc.mean(s_, shf) + sc.mean(s_, shb)) + twice * sc.mean(s_, shf)}
         ep_mb = n * (half_f + half_b) + twice * half_f + pre
         if not overlap:
             return ep_mb, info
@@ -2593,13 +2647,16 @@ def ep_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict]
 
     per = {s_: stage(s_) for s_ in comm_stages(sc)}
     info = {k: stage_comm(sc, {s_: x[1][k] for s_, x in per.items()})
-            for k in ("dispatch", "combine", "sac_rerun", "probs", "counts")}
+            for k in ("dispatch", "combine", "sac_rerun", "probs", "counts", "shared_tp")}
     return stage_comm(sc, {s_: x[0] for s_, x in per.items()}), dict(info, tier=tier, ep_domains=domains)
 
 
-def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
+def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int, lt: LayerTimes) -> tuple:
     """ep_comm's per-layer-kind lists (forward, backward, dispatch, combine seconds per micro-batch) and
-    the group's (tier, domains) of every plan under dispatcher `kind`."""
+    the group's (tier, domains) of every plan under dispatcher `kind`; with the job's --moe-shared-expert-overlap
+    on `kind` ([38], shared_overlap_segments) the forward and backward lists hold each segment's exposed seconds (the
+    all-to-all beside the shared experts' side-stream GEMMs, and their TP collectives' remainder) and the last two
+    lists that remainder's forward and backward share.""" 
     plan, ctx, st = sc.plan, sc.ctx, sc.settings
     etp = moe.etp_of(plan)
     group, link = dispatch.group_link(kind, plan, coll.strides, coll.cpar, coll.job)
@@ -2620,23 +2677,92 @@ def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
     gather = (dispatch.GatherExchanges(etp * plan.ep, tp_ep_stride, ROUTER_DTYPE_BYTES[st.moe_router_dtype],
                                        gx.routing_map_gather, gx.probs_gather, gx.combine_in_probs_dtype)
               if gx is not None else None)
-    fwd, bwd, disp, comb, probs, counts = [], [], [], [], [], []
-    for k in sc.ll.kinds:
+    fwd, bwd, disp, comb, probs, counts, shf, shb = [], [], [], [], [], [], [], []
+    for i, k in enumerate(sc.ll.kinds):
         if not k.has_experts:
-            for lst in (fwd, bwd, disp, comb, probs, counts):
+            for lst in (fwd, bwd, disp, comb, probs, counts, shf, shb):
                 lst.append(0.0)
             continue
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
                                 fp8=fp8, route_nodes=st.moe_route_nodes, etp=etp, probs_bytes=probs_bytes,
                                 counts_group=tp_ep, counts_a2a_bytes=counts_a2a, counts_bytes=c_bytes, gather=gather)
-        fwd.append(np.where(group > 1, tr.fwd, 0.0))
-        bwd.append(np.where(group > 1, tr.bwd, 0.0))
+        f_k, b_k = np.where(group > 1, tr.fwd, 0.0), np.where(group > 1, tr.bwd, 0.0)
+        sf = sb = np.float64(0.0)
+        if shared_overlap_kind(sc, k, kind):  # [38] a job setting, the dispatcher, the model's kind
+            f_k, b_k, sf, sb = shared_overlap_segments(sc, coll, lt, i, kind, tr, group)
+        fwd.append(f_k)
+        bwd.append(b_k)
+        shf.append(sf)
+        shb.append(sb)
         disp.append(np.where(group > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
         comb.append(np.where(group > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
         probs.append(np.where(group > 1, tr.probs_fwd + tr.probs_bwd, 0.0))
         counts.append(np.asarray(tr.counts_fwd, dtype=np.float64))  # its own group (tp_ep; 0 where that is 1); the
         # allgather dispatcher's routing map gather rides here (dispatch.py [13]: forward, exposed)
-    return fwd, bwd, disp, comb, link.link, link.domains, probs, counts
+    return fwd, bwd, disp, comb, link.link, link.domains, probs, counts, shf, shb
+
+
+def shared_overlap_on(sc: StepCtx):
+    """[38] Per plan, whether the shared experts run overlapped: the job's moe_shared_expert_overlap (a job setting) on
+    the plan's dispatcher where the stack runs it (_overlap_codes: transformer_config.py @d98e8a64 l. 1820-1826; fit's
+    dispatcher search prices the other rows without it); False (a scalar) where no plan does."""
+    if not sc.settings.moe_shared_expert_overlap:
+        return np.False_
+    codes, _ = dispatcher_rows(sc.settings, sc.plan)
+    return np.isin(codes, _overlap_codes(sc))
+
+
+def _overlap_codes(sc: StepCtx) -> tuple:
+    """[38] The dispatcher codes the stack runs the shared-expert overlap with (stack
+    moe_shared_expert_overlap_dispatchers: megatron's alltoall, deepep, hybridep; megatron-bridge's alltoall)."""
+    return tuple(dispatch.CODES[n] for n in (sc.stack.moe_shared_expert_overlap_dispatchers or ()))
+
+
+def shared_overlap_kind(sc: StepCtx, kind, code: int) -> bool:
+    """[38] Whether layer `kind` under dispatcher `code` runs its shared experts overlapped: the job's
+    moe_shared_expert_overlap, a dispatcher the stack runs it with (_overlap_codes) and shared experts on a stack whose
+    shared experts are Megatron-Core's SharedExpertMLP (shared_experts_pair; a job setting, a dispatcher code, a model's
+    kind)."""
+    return bool(sc.settings.moe_shared_expert_overlap and code in _overlap_codes(sc) and shared_experts_pair(sc, kind))
+
+
+def shared_overlap_segments(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, code: int, tr, group) -> tuple:
+    """[38] One MoE layer's (kind i) four segments under --moe-shared-expert-overlap, seconds per micro-batch: (forward,
+    backward) exposed seconds of the dispatcher's transfers with the shared experts beside them (the tokens' all-to-alls
+    and their TP collectives' remainder, with the probabilities' all-to-alls, tr.probs_*, unhidden), and of those the
+    TP remainder (forward, backward). Each segment runs an all-to-all A on the compute stream beside the side stream's
+    GEMMs G (the shared fc1 or fc2, forward 1x, backward 2x its forward seconds [1]) and a TP collective C before or
+    after them; the segment ends at max(A, C + G), so it exposes max(A - G, C) beyond the GEMMs' compute: the
+    all-to-all's _hide(A, G, x) and C's remainder max(C - that, 0). Forward: dispatch D_f beside the gather C and fc1;
+    combine C_f beside fc2 and the reduce-scatter (alltoall; the flex dispatcher runs fc2 after its combine returns:
+    C_f and the reduce-scatter exposed whole). Backward: the combine's gradient beside the reduce-scatter's backward
+    all-gather and fc2's backward; the dispatch's gradient beside fc1's backward and the gather's backward
+    reduce-scatter. The collectives bf16 over the TP group (Megatron's own mappings); without SP the forward gather
+    is an identity (copy_to_tensor_model_parallel_region) and the reduce-scatter an all-reduce (reduce_from_...)."""
+    plan, ctx = sc.plan, sc.ctx
+    s = coll.strides["tp"]
+    msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
+    sp_on = plan.sp > 0
+    tp_sp, tp_ar = np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp)  # group 1: no such collective, 0 s
+    ag = coll(comm.ALL_GATHER, msg, tp_sp, s)  # SP gather forward; the reduce-scatter's backward
+    red = coll(comm.REDUCE_SCATTER, msg, tp_sp, s) + coll(comm.ALL_REDUCE, msg, tp_ar, s)  # SP RS / all-reduce
+    g1, g2 = lt.shared_gemms[i]["shared_up"], lt.shared_gemms[i]["shared_down"]  # forward seconds, side stream
+    on = group > 1
+    d_f, c_f = np.where(on, tr.dispatch_fwd, 0.0), np.where(on, tr.combine_fwd, 0.0)
+    d_b, c_b = np.where(on, tr.dispatch_bwd, 0.0), np.where(on, tr.combine_bwd, 0.0)  # combine's, dispatch's gradient
+    p_f, p_b = np.where(on, tr.probs_fwd, 0.0), np.where(on, tr.probs_bwd, 0.0)
+
+    def seg(a2a, gemm, c):  # (the all-to-all's exposed seconds, the collective's remainder)
+        e = _hide(a2a, gemm, sc.x)
+        return e, np.maximum(c - e, 0.0)
+    e1, t1 = seg(d_f, g1, ag)  # dispatch: gather, then fc1 (token_dispatch, l. 697-717)
+    if code == dispatch.ALLTOALL:  # the dispatcher code (a Python int, one per _ep_transfers call)
+        e2, t2 = seg(c_f, g2, red)  # combine: fc2, then the reduce-scatter (token_combine l. 858-874)
+    else:  # flex: fc2 and the reduce-scatter in combine_postprocess, after the combine (l. 2029-2051)
+        e2, t2 = c_f, red
+    e3, t3 = seg(d_b, 2.0 * g2, ag)  # the combine's gradient beside the all-gather and fc2's backward
+    e4, t4 = seg(c_b, 2.0 * g1, red)  # the dispatch's gradient beside fc1's backward and the reduce-scatter
+    return e1 + e2 + t1 + t2 + p_f, e3 + e4 + t3 + t4 + p_b, t1 + t2, t3 + t4
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[dict, dict, dict | None]:
@@ -4471,10 +4597,20 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              **critical_stage_extras(sc, crit), **step_end_extras(sc, end_grads, end_opt),
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt, crit),
              **mamba_scan_time(sc, lt, crit), **gating_einsum_time(sc, lt, crit), **off,
-             **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
-                 "moe_probs_a2a_s": m * ep_info["probs"], "moe_counts_gather_s": m * ep_info["counts"],
-                 "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
+             **(_ep_extras(sc, m, ep_info) if moe_model else {})}
     return terms, extra
+
+
+def _ep_extras(sc: StepCtx, m, ep_info: dict) -> dict:
+    """step_time's MoE extras: the critical stage's dispatch, combine, probabilities' and counts' seconds (before
+    overlap), the selective re-run's, the EP tier; and, under --moe-shared-expert-overlap (a job setting), the shared
+    experts' side-stream TP collectives' exposed remainder inside ep_comm ([38])."""
+    out = {"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
+           "moe_probs_a2a_s": m * ep_info["probs"], "moe_counts_gather_s": m * ep_info["counts"],
+           "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]}
+    if sc.settings.moe_shared_expert_overlap:
+        out["ep_shared_experts_tp_s"] = m * ep_info["shared_tp"]
+    return out
 
 
 def muon_stage_terms(sc: StepCtx, coll: Collectives, dp: DPTraffic) -> dict:

@@ -77,6 +77,9 @@ CASES = [
     ("moe_grouped_gemm", ["--moe-grouped-gemm"], True, MOE, False, {"memory": +1}),
     ("moe_permute_fusion", ["--moe-permute-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
     ("moe_router_fusion", ["--moe-router-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
+    # the shared experts on a side stream beside the all-to-alls (step.py [38]): fc1 keeps its gathered input (memory.py [se])
+    ("moe_shared_expert_overlap", ["--moe-shared-expert-overlap"], True, dict(model="deepseek-v2-lite", gpus=16, tp=2,
+                                                                              ep=8), False, {"memory": +1, "step": -1}),
     # the routing map padded by Megatron's fused kernel: each MoE layer's dispatcher keeps an int32 copy (layers/moe.py [17])
     ("moe_router_padding", ["--moe-router-padding"], True,
      dict(MOE, precision="fp8", moe_permute_fusion=True, enable_experimental=True), False, {"memory": +1}),

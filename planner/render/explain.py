@@ -64,6 +64,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     if "ep_comm_overlap" in p:  # MoE models
         dual = p.get("schedule") == "dualpipe" and p.get("pp", 1) > 1  # the schedule itself hides them (step.ep_comm)
         opts.append("EP overlap by DualPipe" if dual else f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")
+    if p.get("moe_shared_expert_overlap"):  # the shared experts beside the all-to-alls (step.py [38])
+        opts.append("shared-expert overlap")
     if p.get("fp8_recipe"):
         opts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else f"{p['precision']} recipe")
     if p.get("fp8_attention"):  # the fused attention in fp8 too (step.fp8_core, memory.py [fa8])
@@ -221,6 +223,9 @@ def time_table(res: dict) -> None:
         out.print(f"  of TP communication, {t['tp_shared_experts_s']:,.4g} s per step are the MoE layers' shared experts' "
                   "own TP collectives (fc1's all-gather, fc2's reduce-scatter under SP, all-reduces without; each way), "
                   "exposed")
+    if "ep_shared_experts_tp_s" in t:  # step.py [38]
+        out.print(f"  of EP communication, {t['ep_shared_experts_tp_s']:,.4g} s per step are the shared experts' side-stream "
+                  "TP collectives (--moe-shared-expert-overlap) left exposed past the all-to-alls beside them")
     if "offload_cpu_adam_s" in t:  # CPU offload (planner/offload.py)
         host = res["memory"].get("host") or {}
         cap = host.get("capacity_bytes_per_node")

@@ -35,6 +35,8 @@ def stack_options_text(p: dict) -> str:
         parts.append("no DP overlap")
     if p.get("ep_comm_overlap"):
         parts.append("EP overlap")
+    if p.get("moe_shared_expert_overlap"):  # the job's --moe-shared-expert-overlap (step.py [38])
+        parts.append("shared-expert overlap")
     if p.get("moe_dispatcher") and (p.get("ep") or 1) > 1:  # the row's MoE dispatcher, where an EP group exchanges tokens
         parts.append(p["moe_dispatcher"])
     if p.get("fp8_recipe"):

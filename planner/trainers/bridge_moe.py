@@ -604,7 +604,8 @@ def _bool(cfg, k, where):
 
 def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignored: list, not_modelled: list) -> None:
     """The MoE recipe's MoE settings (after the overrides) into the job: the dispatcher, MTP, the pipeline layout,
-    the router's path and balancing, the capacity factor, the fused kernels, the EP overlap, the precision-aware
+    the router's path and balancing, the capacity factor, the fused kernels, the EP overlap, the shared-expert overlap
+    (model.moe_shared_expert_overlap: the job's moe_shared_expert_overlap, step.py [38]), the precision-aware
     optimizer's state bytes. What the planner does not price is refused or listed, naming the key."""
     from ..plan import with_mtp
     from ..schema import BYTES_PER_PARAM_PRESETS, split_fields
@@ -640,9 +641,17 @@ def moe_job(cfg: dict, co, job: dict, spec, hw, where: str, assumed: list, ignor
                                "Megatron-Core refuses it ('shared_experts recompute cannot work with "
                                "--moe-shared-expert-overlap.', transformer_config.py @905c0e386 l. 1355-1362)",
                                "set model.moe_shared_expert_overlap=false, or leave shared_experts out")
-        not_modelled.append(listed("not_modelled", "model.moe_shared_expert_overlap", True, "the shared expert's "
-                                   "compute and TP collectives overlapped with the dispatch on a side stream: not "
-                                   "priced, the job priced as without it (step.py [37])"))
+        if spec.moe is None or not spec.moe.num_shared_experts:  # "only effective" with them (transformer_config.py)
+            ignored.append(listed("ignored", "model.moe_shared_expert_overlap", True, "no shared experts: Megatron-Core "
+                                  "reads it only with moe_shared_expert_intermediate_size (transformer_config.py "
+                                  "@905c0e386 l. 612-626)"))
+        elif kind != "alltoall":
+            raise PlannerError(f"{where}model.moe_shared_expert_overlap=true with model.moe_token_dispatcher_type={kind}: "
+                               "Megatron-Core refuses it ('moe_shared_expert_overlap only works with alltoall token "
+                               "dispatcher.', transformer_config.py @905c0e386 l. 1213-1218)",
+                               "set model.moe_token_dispatcher_type=alltoall, or model.moe_shared_expert_overlap=false")
+        else:  # the shared experts on a side stream beside the all-to-alls (step.py [38], memory.py [se])
+            job["moe_shared_expert_overlap"] = True
     # fused kernels and grouped GEMM (written where on: the job's defaults are off)
     for k, f in (("model.moe_permute_fusion", "moe_permute_fusion"), ("model.moe_router_fusion", "moe_router_fusion")):
         job[f] = _bool(cfg, k, where)
@@ -802,6 +811,10 @@ def moe_overrides(plan: dict, model, rec_values: dict, notes: list, mtp: int, gr
     if kind is None:
         raise _bridge_refuse(f"moe_dispatcher {disp}: Megatron-Core's moe_token_dispatcher_type / moe_flex_dispatcher_backend "
                              "have no such dispatcher", f"price it with one of {', '.join(DISPATCHERS.values())}")
+    if plan.get("moe_shared_expert_overlap") and disp != "alltoall":
+        raise _bridge_refuse(f"moe_shared_expert_overlap with moe_dispatcher {disp}: Megatron-Core @905c0e386 runs it with "
+                             "the alltoall dispatcher only (transformer_config.py l. 1213-1218)",
+                             "price it with moe_dispatcher alltoall, or without moe_shared_expert_overlap")
     for k in ("moe_fp8_dispatch", "moe_min_capacity", "moe_hybridep_capacity_factor"):
         if plan.get(k):
             raise _bridge_refuse(f"{k} {plan[k]}: no ConfigContainer key of Megatron-Bridge @dc805f5cf runs it", f"price it without {k}")
@@ -810,8 +823,8 @@ def moe_overrides(plan: dict, model, rec_values: dict, notes: list, mtp: int, gr
                              "layer's fp8 autocast, no key keeps them bf16", "price it without fp8_grouped_experts")
     out += [("model.moe_token_dispatcher_type", kind[0]),
             ("model.moe_flex_dispatcher_backend", kind[1] or rec_values["model.moe_flex_dispatcher_backend"]),
-            # off: the plan prices no shared-expert overlap (and Bridge asserts it off under the EP overlap)
-            ("model.moe_shared_expert_overlap", False),
+            # the plan's (step.py [38]; Bridge asserts it off under the EP overlap)
+            ("model.moe_shared_expert_overlap", bool(plan.get("moe_shared_expert_overlap"))),
             ("model.moe_permute_fusion", bool(plan.get("moe_permute_fusion"))),
             ("model.moe_router_fusion", bool(plan.get("moe_router_fusion"))),
             ("model.moe_grouped_gemm", bool(plan.get("moe_grouped_gemm"))),

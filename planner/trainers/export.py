@@ -340,7 +340,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_hybridep_capacity_factor", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "spmd_backend", "fsdp_symm_mem", "spmd_typechecking", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
+            "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_hybridep_capacity_factor", "moe_fp8_dispatch", "ep_comm_overlap", "moe_shared_expert_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "spmd_backend", "fsdp_symm_mem", "spmd_typechecking", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
@@ -1444,6 +1444,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         args += _megatron_dispatcher(plan)
     if plan.get("ep_comm_overlap"):
         args.append(("--overlap-moe-expert-parallel-comm", None))
+    if plan.get("moe_shared_expert_overlap"):  # the shared experts beside the all-to-alls (step.py [38])
+        args.append(("--moe-shared-expert-overlap", None))
     if plan.get("cross_entropy_fusion_impl") == "te":
         raise _refuse(F, "cross_entropy_fusion_impl te: Megatron-LM's argument parser refuses --cross-entropy-fusion-impl te "
                          "(NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1698); Megatron-Bridge configs set it",
@@ -2469,7 +2471,7 @@ _BRIDGE_WRITTEN = {
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
-    "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental",
+    "moe_shared_expert_overlap", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental",
     "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "precision_aware_optimizer",
     "fp8_grouped_experts", "moe_load_balancing", "moe_rank_imbalance", "loss_layers_in_pipeline_split"}
 _BRIDGE_SCHEDULES = {"1f1b", "interleaved"}

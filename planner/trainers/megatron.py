@@ -111,7 +111,8 @@ read). Modelled:
   the router's path (--moe-aux-loss-coeff of an auxiliary-loss type: moe_aux_loss_coeff, absent 0.0 as in Megatron-LM,
   listed as assumed; a list of types with a list of coefficients by router_balancing, the Bridge reader's rule; --moe-z-loss-coeff: moe_z_loss_coeff; --moe-router-pre-softmax: moe_router_pre_softmax;
   --moe-router-dtype: moe_router_dtype; what the router saves for its backward: planner/layers/moe.py
-  router_saved_terms),
+  router_saved_terms), --moe-shared-expert-overlap (moe_shared_expert_overlap with shared experts, planner/step.py [38];
+  listed ignored without them),
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
   schedule's N, planner/pipeline.py [10]), the fusion switches [6] (--no-rope-fusion,
   --no-bias-swiglu-fusion / --no-bias-gelu-fusion, --no-bias-dropout-fusion,
@@ -262,6 +263,7 @@ BOOL_FLAGS = {
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
+    "--moe-shared-expert-overlap",  # the job's moe_shared_expert_overlap (step.py [38])
     "--cross-entropy-loss-fusion", "--moe-grouped-gemm", "--moe-router-force-load-balancing",
     "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-pre-softmax",
     # the model the flags define (megatron_model.py)
@@ -2850,6 +2852,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["ep"] = ep
     if "--overlap-moe-expert-parallel-comm" in flags:  # the combined 1F1B schedule (planner/moe.py [8])
         job["ep_comm_overlap"] = True
+    if "--moe-shared-expert-overlap" in flags:  # the shared experts beside the all-to-alls (step.py [38])
+        if "--moe-shared-expert-intermediate-size" in flags:
+            job["moe_shared_expert_overlap"] = True
+        else:  # "Only effective when moe-shared-expert-intermediate-size is set" (transformer_config.py l. 717-721)
+            ignored.append(listed("ignored", "--moe-shared-expert-overlap", True, "no shared experts "
+                                  "(--moe-shared-expert-intermediate-size unset): transformer_config.py @d98e8a64 "
+                                  "l. 717-721, only effective with them"))
     _read_wgrad_deferral(where, flags, job)
     _read_empty_cache(where, flags, job)
     _deterministic(flags, job)
