@@ -767,14 +767,19 @@ References
     torchtitan's TP plans make every TP-split weight a DTensor, so each converted weight's cast (float8_linear.py
     matmul_with_hp_or_float8_args l. 68-83 forward, l. 125-141 again for the dgrad GEMM) all-reduces, unless FSDP
     gathered it as float8 already (tensor_already_casted_to_fp8; fsdp_gathers_fp8); a row-parallel linear's input is a
-    Shard(-1) DTensor (its cast, in Float8RowwiseParallel._prepare_input_fn l. 123-134 or in the forward); under the
-    float8 TP styles (tensorwise: pytorch/torchtitan @e347b1e5e models/llama3/infra/parallelize.py l. 76-93, 190-241)
-    PrepareFloat8ModuleInput casts each block's Shard(1) input before its float8 all-gather (float8_tensor_parallel.py
-    l. 218-240; the column-parallel linears then find it cast, l. 59-65) and each linear's output gradient is cast on
-    its DTensor (NoopFwToFloat8BwDynamic, float8_scaling_utils.py l. 90-120). Llama 3 8B, tp 2, bf16 FSDP gathers:
-    7 + 4 forward (weights; attention and feed_forward inputs, wo and w2 inputs) and 7 + 7 backward (output gradients;
-    weights) = 25 all-reduces a layer a micro-batch, 11 where FSDP gathers fp8; full recompute's re-run forward repeats
-    the forward's. The fp8 output layer (plain ColwiseParallel, loss parallel: Shard(-1) logits) adds its weight's two
+    Shard(-1) DTensor (its cast in the forward, or in Float8RowwiseParallel._prepare_input_fn l. 123-134); a
+    column-parallel linear's output gradient reaches the Function's backward as a Shard(-1) DTensor (l. 107-123; a
+    row-parallel one's Replicate, after the all-gather its reduce-scatter's backward runs). Under torchao's float8 TP
+    styles (stack float8_tp_styles) PrepareFloat8ModuleInput casts each block's Shard(1) input before its float8
+    all-gather (float8_tensor_parallel.py l. 218-240; the column-parallel linears then find it cast, l. 59-65) and
+    every block linear's output gradient is cast on its DTensor (NoopFwToFloat8BwDynamic, float8_scaling_utils.py
+    l. 90-120). torchtitan @e347b1e5e runs the plain styles: models/llama3/infra/parallelize.py l. 76-93 tests
+    "float8" in model.converters, a name that commit no longer registers ("quantize.linear.float8"), so
+    enable_float8_tensorwise_tp is false (its TP collectives bf16 too, tests/test_fp8_tp_widths.py); before
+    8a2686c4a (2025-09-30) it ran the float8 styles. Llama 3 8B at tp 2 with bf16 FSDP gathers, plain styles: 7 + 2
+    forward (weights; wo's and w2's inputs) and 5 + 7 backward (wq, wk, wv, w1, w3's output gradients; weights) = 21
+    all-reduces a layer a micro-batch, 7 where FSDP gathers fp8 (float8 styles: 25 and 11); full recompute's re-run
+    forward repeats the forward's. The fp8 output layer (plain ColwiseParallel, Shard(-1) logits) adds its weight's two
     casts and its output gradient's on the last stage. Each all-reduce of dtensor_amax_bytes: 8 B, a 0-d float64 (an
     assumption: 2 B bf16 if DTensor resolved the Partial at the max; latency-bound either way). Under FSDP's fp8
     all-gather (fsdp_gathers_fp8) torchao's WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather (fsdp_utils.py
@@ -788,8 +793,10 @@ References
     total and exposed, step-end part). Not priced: the rowwise recipe's axiswise casts under plain TP (an amax along a
     sharded dim is a Partial vector: wo's and w2's weights and inputs; torchtitan 0.3's only float8 recipe), the
     re-runs of selective (op) recompute (torchtitan's _op_sac_save_list keeps aten.max but not the all-reduce), the
-    precompute's _foreach_norm read of the weights (memory-bound compute), and deepseek_v3's refusal of tensorwise TP
-    (models/deepseek_v3/infra/parallelize.py l. 83-87, no start-up rule). Memory: none (0-d and small buffers).
+    precompute's _foreach_norm read of the weights (memory-bound compute); the float8 styles' 1 B all-gathers and their
+    fp8 saved gathered input (the stack's are the plain styles'). deepseek_v3's NotImplementedError on tensorwise TP
+    (models/deepseek_v3/infra/parallelize.py l. 76-87) tests the same name and never fires at @e347b1e5e. Memory: none
+    (0-d amaxes; the precompute's buffer, 4 B a weight, after the backward has freed the activations).
 """
 
 from __future__ import annotations
