@@ -2449,6 +2449,14 @@ def dynamic_amax_comm(sc: StepCtx, coll: Collectives) -> dict | None:
     return stage_comm(sc, {st: on_stage(st) for st in comm_stages(sc)})
 
 
+def tp_amax_parts(sc: StepCtx, coll: Collectives) -> dict:
+    """The amax all-reduces inside tp_comm per micro-batch on each CRITICAL_STAGES slot, by extra key: delayed scaling's
+    region buffers (tp_fp8_amax_s, fp8_amax_comm [34]) and torchao float8's per-cast TP all-reduces
+    (tp_fp8_dynamic_amax_s, dynamic_amax_comm [39]), each where some plan has it."""
+    parts = {"tp_fp8_amax_s": fp8_amax_comm(sc, coll), "tp_fp8_dynamic_amax_s": dynamic_amax_comm(sc, coll)}
+    return {k: v for k, v in parts.items() if v is not None}
+
+
 def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
     """[33] The bf16 end layers' (Megatron --first-last-layers-bf16, bf16_end_layers) extra TP seconds per micro-batch
     on each comm_stages slot, a low-precision plan's kept-bf16 layers priced at bf16 widths: per kind the layers of
@@ -4499,12 +4507,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     coll = Collectives(sc)
     tp_parts = {}
     tp_mb = tp_comm(sc, coll, lt, tp_parts)
-    amax_mb = fp8_amax_comm(sc, coll)  # [34] delayed scaling's amax reductions, on the stage's path inside tp_comm
-    if amax_mb is not None:
-        tp_mb = {k: tp_mb[k] + amax_mb[k] for k in tp_mb}
-    damax_mb = dynamic_amax_comm(sc, coll)  # [39] torchao float8's per-cast amax all-reduces over TP, inside tp_comm
-    if damax_mb is not None:
-        tp_mb = {k: tp_mb[k] + damax_mb[k] for k in tp_mb}
+    amax = tp_amax_parts(sc, coll)  # [34] [39] the amax all-reduces, on the stage's path inside tp_comm
+    for part in amax.values():
+        tp_mb = {k: tp_mb[k] + part[k] for k in tp_mb}
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, lt) if moe_model else (None, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
@@ -4522,8 +4527,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     crit, comp = critical_stage(comp, comms + [dict(zip(CRITICAL_STAGES, dp_st.mb))])
     tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops, pp_wrap = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm,
                                                                                     pp_hops, pp_wrap))
-    amax_mb = None if amax_mb is None else pick(crit, amax_mb)
-    damax_mb = None if damax_mb is None else pick(crit, damax_mb)
+    amax = {k: pick(crit, v) for k, v in amax.items()}
     regather = pick(crit, tp_parts["regather"])  # [35] the critical stage's re-gathers, inside tp_mb
     head_tp = pick(crit, tp_parts["head"])  # [36] the critical stage's embedding / output layer / loss TP, inside tp_mb
     shared = (pick(crit, tp_parts["shared"]) if any(shared_experts_pair(sc, k) for k in sc.ll.kinds)
@@ -4585,8 +4589,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
-             **({"tp_fp8_amax_s": m * amax_mb} if amax_mb is not None else {}),
-             **({"tp_fp8_dynamic_amax_s": m * damax_mb} if damax_mb is not None else {}),  # [39] inside tp_comm
+             **{k: m * v for k, v in amax.items()},  # [34] [39] inside tp_comm
              "tp_wgrad_regather_s": m * regather,  # [35] inside tp_comm (and the bubble's micro-batches hold it too)
              "tp_head_s": m * head_tp,  # [36] inside tp_comm
              **({"tp_shared_experts_s": m * shared} if shared is not None else {}),  # [37] inside tp_comm
