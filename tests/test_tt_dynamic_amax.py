@@ -178,3 +178,24 @@ def test_reader_reads_precompute(tmp_path):
     cfg = load_trainer_config(p, gpus=8)
     assert cfg.job["fp8_allgather"] is True and cfg.job["fp8_precompute_scale"] is True
     assert not any("precompute" in x for x in cfg.not_modelled + cfg.ignored)
+
+
+def test_export_writes_precompute_and_reads_back(tmp_path):
+    """A plan with fp8_precompute_scale exports [quantize.linear.float8] precompute_float8_dynamic_scale_for_fsdp = true
+    beside the fp8 all-gather, and the file reads back to the same job field."""
+    import tomllib
+
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+    from planner.cli.export import resolved_plan
+
+    job = Job(model="llama3-8b", seq_len=8192, stack="torchtitan", precision="fp8", gpus=32, hardware="h200-sxm",
+              global_batch=64, sharding="fsdp", fp8_allgather=True, fp8_precompute_scale=True)
+    text, _ = export_plan(resolved_plan(job), "torchtitan")
+    assert tomllib.loads(text)["quantize"]["linear"]["float8"] == {
+        "enable_fsdp_float8_all_gather": True, "precompute_float8_dynamic_scale_for_fsdp": True, "filter_fqns": ["output"]}
+    p = tmp_path / "e.toml"
+    p.write_text(text)
+    back = load_trainer_config(p, model="llama3-8b").job
+    assert back["fp8_allgather"] is True and back["fp8_precompute_scale"] is True
