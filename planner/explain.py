@@ -189,6 +189,10 @@ def _time_json(est: Estimate, pick) -> dict:
            if float(pick(est.time_extra.get("tp_sp_norm_grads_s", 0.0))) > 0 else {}),
         # inside tp_comm_s under delayed fp8 scaling: the per-region amax all-reduces over TP x DP x CP (step.py [34])
         **({"tp_fp8_amax_s": _num(pick(est.time_extra["tp_fp8_amax_s"]))} if "tp_fp8_amax_s" in est.time_extra else {}),
+        # inside tp_comm_s under torchao float8 tensorwise at tp > 1: each cast's amax all-reduced over TP (step.py [39])
+        # (where the plan has them: a search batch prices them on its tp 1 plans too, as 0 s)
+        **({"tp_fp8_dynamic_amax_s": _num(pick(est.time_extra["tp_fp8_dynamic_amax_s"]))}
+           if float(pick(est.time_extra.get("tp_fp8_dynamic_amax_s", 0.0))) > 0 else {}),
         # inside tp_comm_s, where priced (SP, tp > 1, a stack whose SP linears save their shard): the backward's
         # re-gathers of the column-parallel linears' inputs for their wgrad GEMMs, exposed past the dgrad GEMMs (step.py [35])
         **({"tp_wgrad_regather_s": _num(pick(est.time_extra["tp_wgrad_regather_s"]))}

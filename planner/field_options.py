@@ -53,6 +53,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("fp8_allgather", "bool", "with fp8 under FSDP: the converted Linears' weights all-gathered in fp8 "
                 "(torchtitan [float8] enable_fsdp_float8_all_gather; needs a recipe with allgather_fp8: tensorwise) "
                 "(default: the stack's recipe rule)"),
+    FieldOption("fp8_precompute_scale", "bool", "with FSDP's fp8 all-gather: torchao's one amax all-reduce a step for "
+                "every converted weight (torchtitan [float8] precompute_float8_dynamic_scale_for_fsdp) in place of one "
+                "a weight in each all-gather (default: false, torchtitan's)"),
     FieldOption("fp8_grouped_experts", "bool", "with fp8 / nvfp4 on an MoE model: the routed experts' grouped GEMMs in the "
                 "low precision too (torchtitan [quantize.grouped_mm.float8] / [quantize.grouped_mm.mx] fqns = "
                 "['experts']; Megatron's TE GroupedLinear runs them so) (default: the stack's rule: torchtitan off, "

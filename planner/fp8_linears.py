@@ -23,6 +23,16 @@
     gpt_oss/train_configs/debug_model.toml l. 73; release/0.3 deepseek_v3/config_registry.py l. 259): a job
     without filter_fqns takes that. The output layer keeps its own field, fp8_output_layer (step.py [14]).
 
+[4] Which casts of a converted Linear all-reduce their amax over the TP group (tp_amax_casts; step.py [39] has the
+    code): torchtitan's TP plans make each TP-split weight a DTensor (ColwiseParallel Shard(0), RowwiseParallel
+    Shard(1)) and pass a row-parallel linear its input as a Shard(-1) DTensor (pytorch/torchtitan @e347b1e5e
+    models/llama3/infra/parallelize.py apply_tp l. 161-253, layer_plan l. 218-241); under float8 tensorwise TP
+    (l. 76-93: "float8" among model.converters and recipe_name neither rowwise nor rowwise_with_gw_hp; at @e347b1e5e
+    never, the converter being named "quantize.linear.float8": stack fp8_recipes float8_tp_styles) the blocks'
+    linears take torchao's Float8ColwiseParallel / Float8RowwiseParallel and the attention / feed_forward modules
+    PrepareFloat8ModuleInput (l. 190-207; llama4 l. 267-307 for attention and the dense feed_forward, its shared
+    experts keep the plain styles, l. 538-547).
+
 Module names (torchtitan @e347b1e5e): models/llama3/model/model.py l. 203-208 attention.wq / wk / wv / wo,
 l. 338-340 feed_forward.w1 / w2 / w3 (llama4, qwen3 the same); models/deepseek_v3/model/model.py l. 215-231
 attention.wq (no q_lora_rank) or wq_a / wq_b, wkv_a, wkv_b, wo; models/moe/moe.py l. 224 moe.router.gate, l. 445
@@ -120,6 +130,71 @@ def converted_shares(mixer, mlp, filter_fqns, recipe_codes) -> dict[str, np.ndar
 
 
 REPLICATED_ROWS = ("router", "mla_q_down", "mla_kv_down")  # linears kept whole on every TP rank (BlockParams.replicated)
+
+def converted_linears(mixer, mlp, filter_fqns, recipe_codes) -> np.ndarray:
+    """The converted Float8Linear modules of one layer of this kind (the filter of [1] [2] [3]), an array over the
+    plans' recipe codes: each holds one weight torchao casts per FSDP all-gather or scales at the step (step.py [39])."""
+    from .precisions import FP8_RECIPES
+
+    fqns = list(DEFAULT_FILTER if filter_fqns is None else filter_fqns)
+    auto = AUTO_FILTER in fqns
+    names = [f for f in fqns if f != AUTO_FILTER]
+    codes = np.asarray(recipe_codes, dtype=np.int64)
+    out = np.zeros(codes.shape)
+    for lins in torchtitan_linears(mixer, mlp).values():
+        for r in np.unique(codes).tolist():
+            recipe = FP8_RECIPES[r]
+            c = float(sum(1 for fqn, n, k in lins
+                          if not (n % 16 or k % 16 or any(f in fqn for f in names) or (auto and _small(n, k, recipe)))))
+            out = np.where(codes == r, out + c, out)
+    return out
+
+
+# [4] torchtitan's TP styles (pytorch/torchtitan @e347b1e5e models/llama3/infra/parallelize.py l. 218-241):
+# the row-parallel linears (input sharded on its last dim, Shard(-1)) and, under torchao's float8 TP styles, the
+# block inputs each module-input preparation casts before its all-gather (attention, feed_forward)
+ROWWISE_ROWS = ("attn_out", "mla_out", "mlp_down", "shared_down")
+FLOAT8_STYLE_ROWS = ("qkv", "attn_out", "mlp_up", "mlp_down")  # llama3 / llama4 / qwen3 blocks; not the shared experts
+PREPARED_ROWS = ("qkv", "mlp_up")  # PrepareFloat8ModuleInput on "attention" and "feed_forward": one cast a block
+
+
+def tp_amax_casts(mixer, mlp, filter_fqns, recipe_codes, styled) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[4] (weight casts, forward input casts, output-gradient casts) per micro-batch of one layer of this kind whose
+    tensor is a TP-sharded DTensor under torchao's dynamic tensorwise scaling, so that the cast's amax is all-reduced
+    over the TP group (step.py [39]); arrays over the plans' recipe codes. Per converted linear (the filter of [1]
+    [2] [3]) on a TP-split row (not REPLICATED_ROWS): its weight (a Shard(0) / Shard(1) DTensor: each weight cast,
+    forward and for the dgrad GEMM); a row-parallel linear's (ROWWISE_ROWS) input (Shard(-1)). Output gradients: with
+    the plain styles a column-parallel linear's (its output Shard(-1), the gradient the Function's backward receives
+    a Shard(-1) DTensor; a row-parallel linear's arrives Replicate, after the all-gather of its reduce-scatter's
+    backward); where `styled` (an array over the codes: the recipe runs torchao's float8 TP styles) every
+    FLOAT8_STYLE_ROWS linear's (NoopFwToFloat8BwDynamic on the colwise Shard(-1) and the rowwise Shard(1) output),
+    the rest's as plain, and one block-input cast per PREPARED_ROWS row converted (PrepareFloat8ModuleInput on the
+    Shard(1) input; the column-parallel linears then find it cast)."""
+    from .precisions import FP8_RECIPES
+
+    fqns = list(DEFAULT_FILTER if filter_fqns is None else filter_fqns)
+    auto = AUTO_FILTER in fqns
+    names = [f for f in fqns if f != AUTO_FILTER]
+    codes = np.asarray(recipe_codes, dtype=np.int64)
+    styled = np.asarray(styled, dtype=bool)
+    w, i, g = np.zeros(codes.shape), np.zeros(codes.shape), np.zeros(codes.shape)
+    for row, lins in torchtitan_linears(mixer, mlp).items():
+        if row in REPLICATED_ROWS:
+            continue
+        rowwise, style = row in ROWWISE_ROWS, row in FLOAT8_STYLE_ROWS
+        for r in np.unique(codes).tolist():
+            recipe = FP8_RECIPES[r]
+            c = float(sum(1 for fqn, n, k in lins
+                          if not (n % 16 or k % 16 or any(f in fqn for f in names) or (auto and _small(n, k, recipe)))))
+            at = codes == r
+            w = np.where(at, w + c, w)
+            if rowwise:
+                i = np.where(at, i + c, i)
+            # output gradients: a column-parallel linear's under either style; a row-parallel one's under the float8 style
+            g = np.where(at & (~rowwise | (styled & style)), g + c, g)
+            if row in PREPARED_ROWS and c > 0:
+                i = np.where(at & styled, i + 1.0, i)
+    return w, i, g
 
 
 def converted_param_change(mixer, mlp, filter_fqns, recipe_codes) -> tuple[np.ndarray, np.ndarray]:

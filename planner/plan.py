@@ -748,6 +748,7 @@ class Settings:
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
     filter_fqns: Optional[tuple] = None  # fp8 on torchtitan: the Linears kept bf16 (job field; step.py [18], _filter_fqns)
     fp8_allgather: Optional[bool] = None  # FSDP's fp8 weight all-gather (job field; step.gather_bytes, _fp8_allgather)
+    fp8_precompute_scale: bool = False  # torchao's per-step amax all-reduce for FSDP's fp8 gather (job field; step.py [39])
     fp8_grouped_experts: bool = True  # MoE: the routed experts' GEMMs in the low precision (job field, else the stack's; step.py [16])
     fp8_attention: bool = False  # the fused attention in fp8 (job field; step.fp8_core, memory.py [fa8], _fp8_attention)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
@@ -1822,6 +1823,7 @@ def _layer_option_fields(job: Job, model: ModelSpec, hw: Hardware, stack: Stack,
         fp8_output_layer=_fp8_output_layer(job, model, stack, where),
         filter_fqns=_filter_fqns(job, model, stack, where),
         fp8_allgather=_fp8_allgather(job, stack, where),
+        fp8_precompute_scale=_fp8_precompute_scale(job, stack, where),
         fp8_grouped_experts=_fp8_grouped_experts(job, model, stack, inherited, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
@@ -3829,6 +3831,23 @@ def _fp8_allgather(job: Job, stack: Stack, where: str) -> Optional[bool]:
     return bool(job.fp8_allgather)
 
 
+def _fp8_precompute_scale(job: Job, stack: Stack, where: str) -> bool:
+    """A job's fp8_precompute_scale (torchtitan [float8] precompute_float8_dynamic_scale_for_fsdp; step.py [39]):
+    null false, torchtitan's default (job_config.py @e347b1e5e l. 735); true only with precision fp8, a recipe with
+    FSDP's fp8 all-gather and the job's fp8_allgather not false (torchtitan reads it only with the fp8 all-gather,
+    components/quantization/float8.py @e347b1e5e l. 95-99); false is always accepted (torchtitan's default)."""
+    if not job.fp8_precompute_scale:
+        return False
+    recipe, spec = _fp8_recipe_of(job, stack, "fp8_precompute_scale", where)
+    if spec is None or not spec.allgather_fp8 or job.fp8_allgather is False:
+        raise PlannerError(f"{where}fp8_precompute_scale is true but the plan runs no fp8 FSDP all-gather (stack "
+                           f"{stack.name}, recipe {recipe}, fp8_allgather {job.fp8_allgather}): torchtitan reads it only "
+                           "with enable_fsdp_float8_all_gather (float8.py @e347b1e5e l. 95-99)",
+                           "remove fp8_precompute_scale, or choose --stack torchtitan with fp8_recipe tensorwise and "
+                           "fp8_allgather true")
+    return True
+
+
 def fp8_attention_runs(spec, hw) -> bool:
     """Whether a recipe (stack_db FP8Recipe, or None) has an fp8 attention path on this GPU
     (fp8_attention's min_compute_capability; _fp8_attention)."""
@@ -3975,6 +3994,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"fp8_output_layer": True} if settings.fp8_output_layer else {}),
         **({"filter_fqns": list(settings.filter_fqns)} if settings.filter_fqns is not None else {}),
         **({"fp8_allgather": settings.fp8_allgather} if settings.fp8_allgather is not None else {}),
+        **({"fp8_precompute_scale": True} if settings.fp8_precompute_scale else {}),
         **({"fp8_grouped_experts": bool(g("fge"))} if _grouped_experts_named(settings, g("fge"), g("precision")) else {}),
         **({"fp8_attention": True} if settings.fp8_attention else {}),
         **split_fields(g("split_emb"), g("split_loss")),

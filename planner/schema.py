@@ -1819,6 +1819,22 @@ class FP8Recipe(BaseModel):
         default=None, description="delayed scaling's per-region amax all-reduce over the amax reduction group (TP x DP "
                                   "x CP in Megatron-Core: step.py [34]); null: none (current scaling's per-gather TP "
                                   "amax is tp_collective_bytes.amax_all_reduce_bytes)")
+    dtensor_amax_bytes: float = Field(
+        default=0.0, ge=0, description="bytes of the all-reduce (MAX) over the TP group of one dynamic per-tensor cast's "
+                                       "amax where the cast tensor is a TP-sharded DTensor (torchao float8 tensorwise "
+                                       "under torchtitan's TP: the weights, the row-parallel linears' inputs, and under "
+                                       "float8_tp_styles the block inputs and the output gradients; step.py [39]); 0: none")
+    fsdp_amax_bytes: float = Field(
+        default=0.0, ge=0, description="bytes of one converted weight's amax that FSDP's fp8 all-gather all-reduces "
+                                       "(MAX) over the FSDP shard group before each gather (torchao "
+                                       "fsdp_pre_all_gather), or, with the job's fp8_precompute_scale, once a step for "
+                                       "every weight in one buffer (precompute_float8_dynamic_scale_for_fsdp; step.py "
+                                       "[39]); 0: none")
+    float8_tp_styles: bool = Field(
+        default=False, description="torchtitan applies torchao's Float8ColwiseParallel / Float8RowwiseParallel / "
+                                   "PrepareFloat8ModuleInput under this recipe (tensorwise: the block inputs cast to "
+                                   "float8 before the TP all-gather, the output gradients cast on their DTensor; "
+                                   "step.py [39])")
     grouped_experts_recipe: Optional[str] = Field(
         default=None, description="MoE: the recipe (a key of fp8_recipes) whose figures (gemm_speed, "
                                   "cast_bytes_per_element, gemms) price the routed experts' grouped GEMMs where they run "
@@ -4022,6 +4038,13 @@ class Job(BaseModel):
                                   "routed experts, the output layer unless fp8_output_layer) 2 B; false 2 B for all; "
                                   "null: the stack's recipe rule (stack_db fp8_recipes allgather_fp8). Needs a recipe "
                                   "with allgather_fp8 (torchtitan tensorwise); not Megatron's fp8_param_gather")
+    fp8_precompute_scale: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="with FSDP's fp8 all-gather (fp8_allgather): torchtitan [float8] "
+                                  "precompute_float8_dynamic_scale_for_fsdp, torchao's one all-reduce of every "
+                                  "converted weight's amax after the optimizer step in place of one all-reduce per "
+                                  "weight in each all-gather (step.py [39]); null: false, torchtitan's default "
+                                  "(job_config.py @e347b1e5e l. 735); true needs a recipe with the fp8 all-gather")
     fp8_grouped_experts: Optional[bool] = Field(
         default=None, description="with fp8 / nvfp4 on an MoE model: whether the routed experts' grouped GEMMs run in the "
                                   "plan's low precision (true: the recipe's rate, with its casts, step.py [16]) or bf16 "

@@ -214,6 +214,13 @@ def _recipe_tables(stack: Stack) -> dict[str, np.ndarray]:
         # each TP collective's bytes an element under SP (tp_collective_bytes, step.py [33]; bf16 where none)
         **{f"tp_{k}": _tp_column(stack, k) for k in TP_COLLECTIVES},
         "tp_amax": _tp_column(stack, "amax_all_reduce_bytes", 0.0),
+        # torchao float8's per-cast amax all-reduce over TP on a sharded DTensor (step.py [39]; 0 where none)
+        "dt_amax": np.array([float(stack.fp8_recipes[n].dtensor_amax_bytes) if n in stack.fp8_recipes else 0.0
+                             for n in FP8_RECIPES], dtype=np.float64),
+        "fsdp_amax": np.array([float(stack.fp8_recipes[n].fsdp_amax_bytes) if n in stack.fp8_recipes else 0.0
+                               for n in FP8_RECIPES], dtype=np.float64),
+        "f8_tp_styles": np.array([bool(stack.fp8_recipes[n].float8_tp_styles) if n in stack.fp8_recipes else False
+                                  for n in FP8_RECIPES]),
         # delayed scaling's per-region amax buffer all-reduce (amax_reduction, step.py [34]; 0 where none)
         **{f"amax_{k}": _amax_column(stack, a) for k, a in (("fwd", "forward_bytes_per_gemm"),
                                                             ("bwd", "backward_bytes_per_gemm"),

@@ -649,10 +649,8 @@ References
     module's check (linear.py l. 245-248): every re-run module's backward reduces the backward buffer (TE PR #3213, open
     on 2026-07-15, "Fix duplicate FP8 state updates during activation checkpoint recomputation"). Priced so
     (fp8_amax_comm's rc terms); no tests/data run does full recompute under delayed scaling: unchecked.
-    torchtitan's float8 (torchao) scales dynamically (no amax history, no region buffer): the per-weight amax
-    all-reduce over the FSDP group of its fp8 all-gather (tensorwise, enable_fsdp_float8_all_gather), or one a step
-    for every weight with precompute_float8_dynamic_scale_for_fsdp (trainers/torchtitan.py lists it not_modelled), is
-    not priced here either.
+    torchtitan's float8 (torchao) scales dynamically (no amax history, no region buffer): its per-cast TP amax
+    all-reduces and FSDP's fp8 all-gather amaxes are [39]'s.
 [35] The backward's re-gather of a column-parallel linear's sequence-parallel input for its weight-gradient GEMM
     (regather_inputs, regather_seconds; extra tp_wgrad_regather_s, inside tp_comm). Under SP a column-parallel linear
     all-gathers its sequence-sharded input before the forward GEMM but saves only its own shard for the backward, so
@@ -795,6 +793,45 @@ References
     what is exposed); GEMMs on the two streams do not overlap each other (the side stream's GEMMs that outlast an
     all-to-all run beside the routed experts' and are counted whole, as compute); the two streams' collectives share
     the links without contention. No tests/data run sets the flag: unchecked against a measurement.
+[39] torchao float8's dynamic-scaling collectives (stack_db fp8_recipes dtensor_amax_bytes, float8_tp_styles,
+    fsdp_amax_bytes: torchtitan's tensorwise; dynamic_amax_comm, fsdp_fp8_amax; extra tp_fp8_dynamic_amax_s). A
+    tensorwise cast takes the amax of the whole tensor (pytorch/ao @9cd41075, the nightly nearest torchtitan
+    @e347b1e5e, torchao/float8/float8_utils.py tensor_to_amax l. 57-82: torch.max(torch.abs(x))); on a TP-sharded
+    DTensor that is a Partial(max) value, which amax_to_scale's clamp (l. 45-47) needs whole: DTensor all-reduces it
+    (MAX) over the TP group before the cast, waited on (exposed). Which casts see a sharded DTensor (fp8_linears [4]):
+    torchtitan's TP plans make every TP-split weight a DTensor, so each converted weight's cast (float8_linear.py
+    matmul_with_hp_or_float8_args l. 68-83 forward, l. 125-141 again for the dgrad GEMM) all-reduces, unless FSDP
+    gathered it as float8 already (tensor_already_casted_to_fp8; fsdp_gathers_fp8); a row-parallel linear's input is a
+    Shard(-1) DTensor (its cast in the forward, or in Float8RowwiseParallel._prepare_input_fn l. 123-134); a
+    column-parallel linear's output gradient reaches the Function's backward as a Shard(-1) DTensor (l. 107-123; a
+    row-parallel one's Replicate, after the all-gather its reduce-scatter's backward runs). Under torchao's float8 TP
+    styles (stack float8_tp_styles) PrepareFloat8ModuleInput casts each block's Shard(1) input before its float8
+    all-gather (float8_tensor_parallel.py l. 218-240; the column-parallel linears then find it cast, l. 59-65) and
+    every block linear's output gradient is cast on its DTensor (NoopFwToFloat8BwDynamic, float8_scaling_utils.py
+    l. 90-120). torchtitan @e347b1e5e runs the plain styles: models/llama3/infra/parallelize.py l. 76-93 tests
+    "float8" in model.converters, a name that commit no longer registers ("quantize.linear.float8"), so
+    enable_float8_tensorwise_tp is false (its TP collectives bf16 too, tests/test_fp8_tp_widths.py); before
+    8a2686c4a (2025-09-30) it ran the float8 styles. Llama 3 8B at tp 2 with bf16 FSDP gathers, plain styles: 7 + 2
+    forward (weights; wo's and w2's inputs) and 5 + 7 backward (wq, wk, wv, w1, w3's output gradients; weights) = 21
+    all-reduces a layer a micro-batch, 7 where FSDP gathers fp8 (float8 styles: 25 and 11); full recompute's re-run
+    forward repeats the forward's. The fp8 output layer (plain ColwiseParallel, Shard(-1) logits) adds its weight's two
+    casts and its output gradient's on the last stage. Each all-reduce of dtensor_amax_bytes: 8 B, a 0-d float64 (an
+    assumption: 2 B bf16 if DTensor resolved the Partial at the max; latency-bound either way). Under FSDP's fp8
+    all-gather (fsdp_gathers_fp8) torchao's WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather (fsdp_utils.py
+    l. 228-246) all-reduces each converted weight's fp32 amax over the FSDP shard group (reduce_amax=True, the mesh FSDP
+    passes; float8_utils.py l. 74-80) before the unit's all-gather: one all-reduce of fsdp_amax_bytes (4 B) a weight in
+    each gather, on the gather's path (dp_comm adds them to each pass's all-gather, hidden as it is). With the job's
+    fp8_precompute_scale (torchtitan [float8] precompute_float8_dynamic_scale_for_fsdp, components/quantization/
+    float8.py l. 95-99, post_optimizer_hook l. 163-173) the scales come from precompute_float8_dynamic_scale_for_fsdp
+    (fsdp_utils.py l. 27-80) after each optimizer step instead: one all-reduce of every converted weight's amax stacked
+    (fp8_weights_on x 4 B) over the weights' mesh, the shard group and at tp > 1 the TP group, exposed (dp_comm's
+    total and exposed, step-end part). Not priced: the rowwise recipe's axiswise casts under plain TP (an amax along a
+    sharded dim is a Partial vector: wo's and w2's weights and inputs; torchtitan 0.3's only float8 recipe), the
+    re-runs of selective (op) recompute (torchtitan's _op_sac_save_list keeps aten.max but not the all-reduce), the
+    precompute's _foreach_norm read of the weights (memory-bound compute); the float8 styles' 1 B all-gathers and their
+    fp8 saved gathered input (the stack's are the plain styles'). deepseek_v3's NotImplementedError on tensorwise TP
+    (models/deepseek_v3/infra/parallelize.py l. 76-87) tests the same name and never fires at @e347b1e5e. Memory: none
+    (0-d amaxes; the precompute's buffer, 4 B a weight, after the backward has freed the activations).
 """
 
 from __future__ import annotations
@@ -2429,6 +2466,48 @@ def fp8_amax_comm(sc: StepCtx, coll: Collectives) -> dict | None:
     return stage_comm(sc, {st: on_stage(st) for st in comm_stages(sc)})
 
 
+def dynamic_amax_comm(sc: StepCtx, coll: Collectives) -> dict | None:
+    """[39] torchao float8's per-cast amax all-reduces over the TP group per micro-batch on each CRITICAL_STAGES slot
+    (stage_comm), None where no plan has any (a recipe with dtensor_amax_bytes, tp > 1): per layer its casts of a
+    TP-sharded DTensor (fp8_linears.tp_amax_casts): forward the block inputs and row-parallel inputs plus each converted
+    weight, backward each output gradient plus each weight again (the weights' casts none where FSDP gathers them in
+    float8 already: fp8_allgather_on); full recompute's re-run forward (the stage's rc layers) repeats the forward's; on
+    the last stage the fp8 output layer's (the job's fp8_output_layer) weight casts and its Shard(-1) logits' gradient.
+    Each one all-reduce of dtensor_amax_bytes over the TP group, waited before the cast: exposed."""
+    from .fp8_linears import tp_amax_casts
+
+    plan = sc.plan
+    b = sc.recipe["dt_amax"]
+    on = sc.fp8 & (b > 0) & (plan.tp > 1)
+    if not np.any(on):
+        return None
+    weights = np.where(fsdp_gathers_fp8(sc), 0.0, 1.0)  # [15]: gathered as float8, no weight cast
+    styled = sc.recipe["f8_tp_styles"]  # per plan: its recipe runs torchao's float8 TP styles (a stack setting)
+    fwd, bwd = [], []
+    for kind in sc.ll.kinds:
+        w, i, g = tp_amax_casts(kind.mixer, kind.mlp, sc.settings.filter_fqns, plan.f8r, styled)
+        fwd.append(i + weights * w)
+        bwd.append(g + weights * w)
+    out_casts = (1.0 + 2.0 * weights) if sc.settings.fp8_output_layer else 0.0  # a job setting [14]
+    ar = coll(comm.ALL_REDUCE, np.where(on, b, 0.0), np.where(on, plan.tp, 1), coll.strides["tp"])
+
+    def on_stage(st):
+        n = sc.nf(st) * (sc.mean(st, fwd) + sc.mean(st, bwd)) + sc.rc[st] * sc.mean(st, fwd)
+        if st == "last":
+            n = n + out_casts
+        return np.where(on, n * ar, 0.0)
+
+    return stage_comm(sc, {st: on_stage(st) for st in comm_stages(sc)})
+
+
+def tp_amax_parts(sc: StepCtx, coll: Collectives) -> dict:
+    """The amax all-reduces inside tp_comm per micro-batch on each CRITICAL_STAGES slot, by extra key: delayed scaling's
+    region buffers (tp_fp8_amax_s, fp8_amax_comm [34]) and torchao float8's per-cast TP all-reduces
+    (tp_fp8_dynamic_amax_s, dynamic_amax_comm [39]), each where some plan has it."""
+    parts = {"tp_fp8_amax_s": fp8_amax_comm(sc, coll), "tp_fp8_dynamic_amax_s": dynamic_amax_comm(sc, coll)}
+    return {k: v for k, v in parts.items() if v is not None}
+
+
 def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
     """[33] The bf16 end layers' (Megatron --first-last-layers-bf16, bf16_end_layers) extra TP seconds per micro-batch
     on each comm_stages slot, a low-precision plan's kept-bf16 layers priced at bf16 widths: per kind the layers of
@@ -3522,6 +3601,9 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # (each collective priced where some plan runs it: _if_any; the others' elements are 0 s or never read)
     ag_w = _if_any(sharded, lambda: _layerwise_gather(sc, coll, bucketed, p_dp * w_per, np.where(sharded, shard_n, 1),
                                                       dp_stride))
+    # [39] torchao's amax all-reduces of FSDP's fp8 all-gather: per weight inside each gather, or once a step
+    amax_ag, amax_step = fsdp_fp8_amax(sc, coll, slots, shard_n, dp_stride, fsdp)
+    ag_w = ag_w + amax_ag
     # an fsdp mode that all-reduces each gradient bucket whole in place of its reduce-scatter [21]
     rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
     rs_g = np.where(fsdp & tr["allreduce"], _if_any(fsdp & tr["allreduce"], lambda: bucketed(
@@ -3550,6 +3632,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_dp / sc.hbm, 0.0)
+    total, exposed = total + amax_step, exposed + amax_step  # [39] the step's precomputed scales: exposed whole
     one_dp = dpcp == 1
     d_total, d_exposed, d_mb = (np.where(one_dp, 0.0, x) for x in (total, exposed, mb_part))
     e_total, e_exposed, e_mb = _dp_experts_part(sc, coll, run, dense, (total, exposed, mb_part),
@@ -3560,6 +3643,49 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     return DPTraffic(total=total, exposed=exposed, copies=copies, p_local=p_dp_st, e_local=e_local,
                      e_shard=moe.expert_shard(plan), counts=(n_red, n_ag, n_rs), mb=mb_part / sc.m, e_total=e_total,
                      e_exposed=e_exposed, e_mb=e_mb / sc.m)
+
+
+def fsdp_gathers_fp8(sc: StepCtx) -> np.ndarray:
+    """[39] Where FSDP all-gathers the converted weights as float8 (torchao's WeightWithDynamicFloat8CastTensor):
+    fp8_allgather_on at an fsdp mode with a shard degree > 1 (torchtitan enables it only with dp_shard > 1,
+    components/quantization/float8.py @e347b1e5e l. 86-90)."""
+    plan = sc.plan
+    return fp8_allgather_on(sc.settings, plan) & (plan.sharding >= FSDP) & (plan.shard > 1)
+
+
+def fp8_weights_on(sc: StepCtx, slots: tuple) -> np.ndarray:
+    """[39] Per comm_stages slot (a leading axis), the converted Float8Linear weights the slot's stage holds: its layers'
+    (fp8_linears.converted_linears per kind, the stage's kind counts) plus the output layer's where the job converts it
+    (fp8_output_layer: the last stage, every slot at pp 1). Not DualPipe's pairs (no torchtitan schedule)."""
+    from .fp8_linears import converted_linears
+
+    plan, settings = sc.plan, sc.settings
+    per = [converted_linears(k.mixer, k.mlp, settings.filter_fqns, plan.f8r) for k in sc.ll.kinds]
+    out = 1.0 if settings.fp8_output_layer else 0.0  # a job setting [14]
+    rows = {st: weighted(sc.counts[st], per) + (out if st == "last" else np.where(plan.pp == 1, out, 0.0))
+            for st in slots}
+    return np.stack(np.broadcast_arrays(*(np.asarray(rows[st], dtype=np.float64) for st in slots)))
+
+
+def fsdp_fp8_amax(sc: StepCtx, coll: Collectives, slots: tuple, shard_n, stride, fsdp) -> tuple:
+    """[39] (per pass's all-gathers, once a step) seconds of torchao's amax all-reduces of FSDP's fp8 all-gather, per
+    comm_stages slot: where the plan gathers fp8 (fp8_allgather_on, an fsdp mode, a recipe with fsdp_amax_bytes), each
+    converted weight's amax (fsdp_amax_bytes) all-reduced over the FSDP shard group before each gather of it (a pass's
+    gathers: one a weight), or with the job's fp8_precompute_scale one all-reduce of every weight's (fp8_weights_on x
+    fsdp_amax_bytes) over that group and, at tp > 1, over the TP group, once a step after the optimizer, exposed."""
+    plan = sc.plan
+    b = sc.recipe["fsdp_amax"]
+    on = fsdp & fsdp_gathers_fp8(sc) & (b > 0) & (shard_n > 1)
+    if not np.any(on):
+        return np.float64(0.0), np.float64(0.0)
+    n_w = fp8_weights_on(sc, slots)
+    if sc.settings.fp8_precompute_scale:  # a job setting
+        size = n_w * np.where(on, b, 0.0)
+        tp_ar = np.where(plan.tp > 1, coll(comm.ALL_REDUCE, size, np.where(on, plan.tp, 1), coll.strides["tp"]), 0.0)
+        step = coll(comm.ALL_REDUCE, size, np.where(on, shard_n, 1), stride) + tp_ar
+        return np.float64(0.0), np.where(on, step, 0.0)
+    one = coll(comm.ALL_REDUCE, np.where(on, b, 0.0), np.where(on, shard_n, 1), stride)
+    return np.where(on, n_w * one, 0.0), np.float64(0.0)
 
 
 def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, sync=None, rerun=0.0,
@@ -4507,9 +4633,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     coll = Collectives(sc)
     tp_parts = {}
     tp_mb = tp_comm(sc, coll, lt, tp_parts)
-    amax_mb = fp8_amax_comm(sc, coll)  # [34] delayed scaling's amax reductions, on the stage's path inside tp_comm
-    if amax_mb is not None:
-        tp_mb = {k: tp_mb[k] + amax_mb[k] for k in tp_mb}
+    amax = tp_amax_parts(sc, coll)  # [34] [39] the amax all-reduces, on the stage's path inside tp_comm
+    for part in amax.values():
+        tp_mb = {k: tp_mb[k] + part[k] for k in tp_mb}
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, lt) if moe_model else (None, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
@@ -4527,7 +4653,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     crit, comp = critical_stage(comp, comms + [dict(zip(CRITICAL_STAGES, dp_st.mb))])
     tp_mb, cp_mb, cp_total, pp_mb, warm, pp_hops, pp_wrap = (pick(crit, x) for x in (tp_mb, cp_mb, cp_total, pp_mb, warm,
                                                                                     pp_hops, pp_wrap))
-    amax_mb = None if amax_mb is None else pick(crit, amax_mb)
+    amax = {k: pick(crit, v) for k, v in amax.items()}
     regather = pick(crit, tp_parts["regather"])  # [35] the critical stage's re-gathers, inside tp_mb
     head_tp = pick(crit, tp_parts["head"])  # [36] the critical stage's embedding / output layer / loss TP, inside tp_mb
     shared = (pick(crit, tp_parts["shared"]) if any(shared_experts_pair(sc, k) for k in sc.ll.kinds)
@@ -4589,7 +4715,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm, "pp_fill_drain_s": fill, "pp_tied_grads_s": tied, "tp_sp_norm_grads_s": sp_grads,
-             **({"tp_fp8_amax_s": m * amax_mb} if amax_mb is not None else {}),
+             **{k: m * v for k, v in amax.items()},  # [34] [39] inside tp_comm
              "tp_wgrad_regather_s": m * regather,  # [35] inside tp_comm (and the bubble's micro-batches hold it too)
              "tp_head_s": m * head_tp,  # [36] inside tp_comm
              **({"tp_shared_experts_s": m * shared} if shared is not None else {}),  # [37] inside tp_comm

@@ -119,7 +119,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
     (never read from names or notes); fp8_param_gather, fsdp_root_unit and cross_entropy_fusion likewise (null -> off;
     cross_entropy_fusion_impl null -> native); fp8_allgather null -> the stack's recipe rule
-    (allgather_fp8), listed as assumed where the recipe has an fp8 FSDP all-gather.
+    (allgather_fp8), listed as assumed where the recipe has an fp8 FSDP all-gather; fp8_precompute_scale null ->
+    false (torchtitan's default), listed as assumed where the run gathers fp8 (step.py [39]).
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
     ep > 1 without moe; tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
@@ -294,6 +295,10 @@ class RunRecord(BaseModel):
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")
+    fp8_precompute_scale: Optional[bool] = Field(
+        default=None, description="with FSDP's fp8 all-gather: the run's torchtitan [float8] "
+                                  "precompute_float8_dynamic_scale_for_fsdp (the Job field, step.py [39]); null: "
+                                  "false, torchtitan's default, listed as assumed where the run gathers fp8")
     fp8_allgather: Optional[bool] = Field(
         default=None, description="fp8 under FSDP: the run gathered the converted Linears' weights in fp8 (torchtitan "
                                   "[float8] enable_fsdp_float8_all_gather; the Job field); null: the stack's recipe "
@@ -669,13 +674,20 @@ def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
 def _fp8_allgather(rec: RunRecord, stack, stack_name: str, precision: str, recipe, assumed: _Assumed) -> dict:
     """The record's fp8_allgather (step.py [15]); null where the stack's recipe gathers fp8 (torchtitan
     tensorwise): the recipe's rule, listed as assumed."""
-    if rec.fp8_allgather is not None:
-        return {"fp8_allgather": rec.fp8_allgather}
     spec = stack.fp8_recipes.get(recipe or stack.defaults.fp8_recipe) if precision == "fp8" else None
-    if spec is not None and spec.allgather_fp8:
+    gathers = spec is not None and spec.allgather_fp8 and rec.fp8_allgather is not False
+    pre = {}
+    if rec.fp8_precompute_scale is not None:
+        pre = {"fp8_precompute_scale": rec.fp8_precompute_scale}
+    elif gathers and spec.fsdp_amax_bytes > 0:
+        assumed.add("fp8_precompute_scale", False, "not published; torchtitan's default (precompute_float8_dynamic_"
+                    "scale_for_fsdp false, job_config.py @e347b1e5e l. 735): one amax all-reduce a weight a gather")
+    if rec.fp8_allgather is not None:
+        return {"fp8_allgather": rec.fp8_allgather, **pre}
+    if gathers:
         assumed.add("fp8_allgather", True, f"not published; the {stack_name} stack's {recipe} recipe rule "
                     "(stack_db fp8_recipes allgather_fp8: the converted Linears' weights gathered in fp8)")
-    return {}
+    return pre
 
 
 def _sharding(rec: RunRecord, assumed: _Assumed) -> dict:

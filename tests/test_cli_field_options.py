@@ -40,6 +40,8 @@ CASES = [
     # fp8 details (plan._fp8_output_layer, memory.py fp8 weights [fp8w], precisions.py bf16 layers)
     ("fp8_output_layer", ["--fp8-output-layer"], True, TT_FP8, False, {"memory": -1, "step": -1}),
     ("fp8_allgather", ["--no-fp8-allgather"], False, TT_FP8, True, {"memory": +1, "step": +1}),
+    # torchao's amax all-reduces of the fp8 all-gather once a step in place of one a weight a gather (step.py [39])
+    ("fp8_precompute_scale", ["--fp8-precompute-scale"], True, TT_FP8, False, {"step": -1}),
     # attention.wq ([4096, 4096]) kept bf16: its GEMMs at the bf16 rate (step.py [18]), its weight gathered at 2 B
     # under the fp8 all-gather (memory.converted_linear_elems); saved tensors unchanged
     ("filter_fqns", ["--filter-fqns", "output,attention.wq"], ["output", "attention.wq"], TT_FP8,
@@ -399,6 +401,8 @@ def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, o
     # a value the plan refuses with the job (plan.resolve's checks, each the trainer's own): the field named
     (["--fp8-output-layer"], TT, "fp8_output_layer"),
     (["--fp8-allgather"], TT, "fp8_allgather"),
+    (["--fp8-precompute-scale"], TT, "fp8_precompute_scale"),
+    (["--fp8-precompute-scale", "--no-fp8-allgather"], TT_FP8, "fp8_precompute_scale"),
     (["--fp8-grouped-experts"], DENSE, "fp8_grouped_experts"),
     (["--fp8-param-gather"], DENSE, "fp8_param_gather"),
     (["--fp4-param-gather"], FP8, "fp4_param_gather"),

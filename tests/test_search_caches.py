@@ -71,11 +71,17 @@ def test_fp8_recipe_figures_are_the_stacks_fields_per_code():
             (float(a.forward_bytes_per_gemm), float(a.backward_bytes_per_gemm), float(a.regions_per_chunk)) if a
             else (0.0, 0.0, 0.0))
     assert (f["amax_fwd"][FP8_RECIPES.index("delayed")], f["amax_bwd"][FP8_RECIPES.index("delayed")]) == (12.0, 8.0)
+    # torchao float8's dynamic-scaling all-reduces (step.py [39]): torchtitan's tensorwise alone has them
+    t = fp8_recipe(load_stack("torchtitan"), codes)
+    tw = FP8_RECIPES.index("tensorwise")
+    assert [(float(t["dt_amax"][c]), float(t["fsdp_amax"][c]), bool(t["f8_tp_styles"][c])) for c in codes] == [
+        (8.0, 4.0, False) if c == tw else (0.0, 0.0, False) for c in codes]
+    assert float(f["dt_amax"].max()) == float(f["fsdp_amax"].max()) == 0.0  # Megatron: Transformer Engine's own [33] [34]
     assert set(f) == {"gemm_speed", "cast_bytes", "allgather_fp8", "output_layer_bf16", "dpa_qkv", "dpa_qkv_cp", "dpa_out",
                       "cp_ring_kv", "cp_ring_dkv", "cp_merge_out", "cp_inputs_bf16", "low_fwd", "low_bwd",
                       "tp_input_all_gather", "tp_output_reduce_scatter", "tp_grad_output_all_gather",
                       "tp_grad_input_reduce_scatter", "tp_amax", "amax_fwd", "amax_bwd", "amax_regions",
-                      "grouped_speed", "grouped_cast_bytes", "grouped_low_fwd", "grouped_low_bwd", "grouped_align"}
+                      "dt_amax", "fsdp_amax", "f8_tp_styles", "grouped_speed", "grouped_cast_bytes", "grouped_low_fwd", "grouped_low_bwd", "grouped_align"}
     # the routed experts' grouped figures: _grouped_figures' own numbers, the grouped recipe's speed at its own
     # peak ratio (mxfp8's dense peak over fp8's: 1.5 on a B200 made so; the catalog's GPUs list them equal)
     b200 = load_hardware("b200")

@@ -247,6 +247,9 @@ def time_table(res: dict) -> None:
     if "tp_fp8_amax_s" in t:  # delayed fp8 scaling (step.py [34])
         out.print(f"  of TP communication, {t['tp_fp8_amax_s']:,.4g} s per step are delayed fp8 scaling's amax all-reduces "
                   "over TP x DP x CP (synchronous: exposed; step.py [34])")
+    if "tp_fp8_dynamic_amax_s" in t:  # torchao float8 tensorwise under TP (step.py [39])
+        out.print(f"  of TP communication, {t['tp_fp8_dynamic_amax_s']:,.4g} s per step are torchao float8's per-cast amax "
+                  "all-reduces over TP (waited before each cast: exposed; step.py [39])")
     if "eager_core_s" in t:
         out.print(f"  of compute, {t['eager_core_s']:,.4g} s per step are the critical stage's eager attention cores: batched "
                   f"GEMMs {t['eager_core_gemms_s']:,.4g} s, softmax {t['eager_core_softmax_s']:,.4g} s, dropout "

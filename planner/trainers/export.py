@@ -342,7 +342,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_hybridep_capacity_factor", "moe_fp8_dispatch", "ep_comm_overlap", "moe_shared_expert_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "spmd_backend", "fsdp_symm_mem", "spmd_typechecking", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
+            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_precompute_scale", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "mfsdp_v2", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "attention_kernel_named", "muon_ns_steps",
@@ -949,6 +949,8 @@ def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict
         # @e347b1e5e l. 732; components/quantization/float8.py @9810191bb~1 l. 62-99)
         ag = plan.get("fp8_allgather", True)  # absent: the tensorwise recipe's rule (allgather_fp8: true)
         f8 = ({"enable_fsdp_float8_all_gather": bool(ag)} if sh > 1 else {}) if r == "tensorwise" else {"recipe_name": r}
+        if r == "tensorwise" and sh > 1 and ag and plan.get("fp8_precompute_scale"):  # step.py [39]
+            f8["precompute_float8_dynamic_scale_for_fsdp"] = True
         sec[TT_QUANTIZE["float8"]] = {**f8, "filter_fqns": out}
     for kind, name in TT_GROUPED_MM.items():
         if name in sec.get("model", {}).get("converters", []):

@@ -70,7 +70,8 @@ Read and modelled (section.key -> planner job field):
                                    enable_fsdp_float8_all_gather -> fp8_allgather (tensorwise under
                                    FSDP; unset: false, torchtitan's default, listed as assumed;
                                    refused with a recipe_name as torchtitan does),
-                                   precompute_float8_dynamic_scale_for_fsdp; ignored without the float8 converter
+                                   precompute_float8_dynamic_scale_for_fsdp -> fp8_precompute_scale (with
+                                   the fp8 all-gather; step.py [39]); ignored without the float8 converter
   [float8] / [mx] filter_fqns      -> fp8_output_layer where the list (or the default: [] for float8,
                                    ["output"] for mx) leaves the output layer converted; a filter of
                                    any other Linear not modelled
@@ -1391,7 +1392,8 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, assumed: list, ignored: list, 
     the fp8 all-gather only with recipe_name unset (tensorwise; torchtitan asserts it off with a recipe_name)
     and dp_shard > 1; the precomputed scales only with the fp8 all-gather. Read into the job's
     fp8_allgather (step.py [15]: the converted Linears' weights at 1 B); unset: false, torchtitan's
-    default (job_config.py @e347b1e5e l. 732), listed as assumed. Not the job's fp8_param_gather
+    default (job_config.py @e347b1e5e l. 732), listed as assumed; the precomputed scales into the job's
+    fp8_precompute_scale (step.py [39]; unset: false, the job's default). Not the job's fp8_param_gather
     (Megatron's fp8 parameters under the distributed optimizer, a different mechanism)."""
     key, pre = "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"
     tensorwise = job.get("precision") == "fp8" and job.get("fp8_recipe") == "tensorwise"
@@ -1420,11 +1422,8 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, assumed: list, ignored: list, 
         elif not f8.get(key) is True:
             ignored.append(listed("ignored", name, v,
                                   "read only with enable_fsdp_float8_all_gather, float8.py l. 95-99"))
-        elif v:
-            not_modelled.append(listed("not_modelled", name, v, "one amax all-reduce for every weight after the "
-                                       "optimizer step instead of one per weight in each all-gather: not priced"))
-        else:
-            ignored.append(listed("ignored", name, v, "the scales computed in each all-gather"))
+        else:  # step.py [39]: one amax all-reduce for every weight after the optimizer step, or one a weight a gather
+            job["fp8_precompute_scale"] = v
 
 
 def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
