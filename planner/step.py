@@ -2080,17 +2080,19 @@ def head_tp_seconds(sc: StepCtx, coll: Collectives) -> dict:
     sp_on = plan.sp > 0
     tp_sp, tp_ar = np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp)  # group 1: no such collective, 0 s
     g, _ = head_gemm(sc)
+    # the three collectives of T h, each priced once (the embedding's, the output layer's and its re-gather's share them)
+    rs, ag, ar = (coll(comm.REDUCE_SCATTER, msg, tp_sp, s), coll(comm.ALL_GATHER, msg, tp_sp, s),
+                  coll(comm.ALL_REDUCE, msg, tp_ar, s))
     # the embedding: under SP the reduce-scatter forward, its all-gather backward; else the all-reduce forward
-    emb = coll(comm.REDUCE_SCATTER, msg, tp_sp, s) + coll(comm.ALL_GATHER, msg, tp_sp, s) + coll(comm.ALL_REDUCE, msg,
-                                                                                                  tp_ar, s)
+    emb = rs + ag + ar
     # the output layer: under SP its input's all-gather forward; backward the input gradient's reduce-scatter (all-reduce
     # without SP), async beside the wgrad GEMM where the stack's linears save their local input (Megatron's), else
     # synchronous (DTensor's redistribute); and the re-gather behind the dgrad GEMM where the stack re-gathers ([35])
-    dgrad = coll(comm.REDUCE_SCATTER, msg, tp_sp, s) + coll(comm.ALL_REDUCE, msg, tp_ar, s)
+    dgrad = rs + ar
     if not sc.stack.memory.tp_saves_gathered_input:  # a stack setting
         dgrad = _hide(dgrad, g, sc.x)
-    regather = np.where(regather_on(sc), _hide(coll(comm.ALL_GATHER, msg, tp_sp, s), g, sc.x), 0.0)
-    head = coll(comm.ALL_GATHER, msg, tp_sp, s) + dgrad + regather + loss_tp_seconds(sc, coll)
+    regather = np.where(regather_on(sc), _hide(ag, g, sc.x), 0.0)
+    head = ag + dgrad + regather + loss_tp_seconds(sc, coll)
     mtp = float(sc.ll.mtp)  # each module its embedding, output layer and loss
     last = head + np.where(plan.pp == 1, emb, 0.0) + mtp * (head + emb)
     return {"first": emb, "last": last, "mid": np.float64(0.0)}
@@ -2159,11 +2161,15 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
     # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
     # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
     tpo = tp_overlap(sc.settings, plan) > 0
+    any_tpo = bool(np.any(tpo))
     # [35] the dgrad GEMMs of the linears whose inputs are re-gathered hide those re-gathers (TE's ub_bulk_dgrad): under
     # the overlap they are not the pairs' window too, which loses them (0 where nothing is re-gathered: regather_seconds)
     taken = regather_windows(sc, lt)
 
     def hidden(t, passes, g, d):
+        if not any_tpo:  # no plan of the batch overlaps: t on every plan, in np.where's shape
+            return np.array(np.broadcast_to(t, np.broadcast_shapes(np.shape(tpo), np.shape(t), np.shape(g), np.shape(d),
+                                                                   np.shape(ctx.tp))), dtype=np.float64)
         return np.where(tpo, np.minimum(np.maximum(t - (passes * g - d), 0.0) + t / ctx.tp, t), t)
 
     # recompute_tp_collectives forward all-gathers re-run a layer, priced as half as many pairs (an all-gather and a
@@ -2175,6 +2181,13 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
     latents = sc.stack.mla_tp_gathers == "latents"  # a stack setting [32]
     one = way(1.0)
     plain, again, sh_plain, sh_again = [], [], [], []
+    priced = {}  # a block's collectives once per equal block (kinds share their MLA mixer or MoE MLP): the same values
+
+    def once(fn, block):
+        key = (fn, block)
+        if key not in priced:
+            priced[key] = fn(sc, coll, block, tb) if fn in (mla_tp_collectives, mla_fused_gathers) else fn(sc, coll, block)
+        return priced[key]
     blocks = set(sc.stack.selective.recompute_blocks)
     for i, kind in enumerate(sc.ll.kinds):
         pairs_f = pairs_b = np.float64(0.0)
@@ -2183,10 +2196,10 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
         sh_f, sh_b = (way(1.0), way(1.0, back=True)) if sh else (np.float64(0.0), np.float64(0.0))
         # an MLA layer whose stack gathers the latents: its own collectives [32] in place of the block's pair
         mla = kind.mixer if latents and isinstance(kind.mixer, MLA) else None  # a stack setting, a model's kind
-        f_l, b_l, r_l = mla_tp_collectives(sc, coll, mla, tb) if mla is not None else (0.0, 0.0, 0.0)
+        f_l, b_l, r_l = once(mla_tp_collectives, mla) if mla is not None else (0.0, 0.0, 0.0)
         for mult in (() if mla is not None else kind.mixer.tp_pairs) + kind.mlp.tp_pairs:
             if mult == "moe":  # the expert-TP pair and DeepSpeed's gating gather: bf16 each way
-                both = etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp)
+                both = once(etp_pair, kind.mlp) + once(gating_gather, kind.mlp)
                 pairs_f = pairs_f + both
                 pairs_b = pairs_b + both
                 continue
@@ -2199,7 +2212,7 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
         if reruns_dense_mlp(sc.stack.selective, kind) or reruns_moe_block(sc.stack.selective, kind):  # policy, kind
             block = np.float64(0.0)
             for mult in kind.mlp.tp_pairs:
-                block = block + (etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp) if mult == "moe"
+                block = block + (once(etp_pair, kind.mlp) + once(gating_gather, kind.mlp) if mult == "moe"
                                  else way(mult))
             extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
         # [37] a checkpointed MoE block (moe) or shared-experts module (shared_experts) re-runs the shared experts'
@@ -2208,7 +2221,7 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
                 if sh and (reruns_moe_block(sc.stack.selective, kind) or "shared_experts" in blocks) else 0.0)
         g = lt.gemm_fwd[i]
         # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
-        f_x, b_x = (mla_fused_gathers(sc, coll, kind.mixer, tb) if getattr(kind.mixer, "down_fused", False)
+        f_x, b_x = (once(mla_fused_gathers, kind.mixer) if getattr(kind.mixer, "down_fused", False)
                     else (0.0, 0.0))
         # the backward's wgrad input re-gathers [35]: once a micro-batch, a re-run layer's too (the re-run is a forward)
         p_all = hidden(pairs_f + pairs_b + f_l + b_l + extra + sh_f + sh_b + sh_x, 3.0, g, taken[i])
@@ -2287,12 +2300,14 @@ def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list
     s = coll.strides["tp"]
     tp_sp = np.where(sc.plan.sp > 0, sc.plan.tp, 1)  # no SP: no gather (group 1, 0 s)
     col = sc.ctx.T * ACT_BYTES * tb["input_all_gather"]  # one gathered column's bytes over the micro-batch's tokens
-    out = []
+    out, gathers = [], {}  # each distinct width's all-gather priced once (the kinds' and linears' T h inputs share it)
     for i, kind in enumerate(kinds):
         rows = lt.sp_gemms[i]
         t = np.float64(0.0)
         for width, name in regather_inputs(sc, kind):
-            t = t + _hide(coll(comm.ALL_GATHER, col * width, tp_sp, s), rows.get(name, 0.0), sc.x)
+            if width not in gathers:
+                gathers[width] = coll(comm.ALL_GATHER, col * width, tp_sp, s)
+            t = t + _hide(gathers[width], rows.get(name, 0.0), sc.x)
         out.append(t)
     return out
 
