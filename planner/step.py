@@ -3442,7 +3442,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     one_dp = dpcp == 1
     d_total, d_exposed, d_mb = (np.where(one_dp, 0.0, x) for x in (total, exposed, mb_part))
     e_total, e_exposed, e_mb = _dp_experts_part(sc, coll, run, dense, (total, exposed, mb_part),
-                                                (np.maximum(stages["e"], pad_e), stages["u"], ddp_bucket))
+                                                (np.maximum(stages["e"], pad_e), stages["u"], ddp_bucket), tr=tr)
     total, exposed, copies, p_dp_st, e_local, mb_part, e_total, e_exposed, e_mb = (_all_slots(sc, x, slots) for x in (
         d_total + e_total, d_exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], stages["e"],
         d_mb + e_mb, e_total, e_exposed, e_mb))
@@ -3462,18 +3462,27 @@ def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     micro-batch whole, or the gathers alone hidden where they always overlap [19]. comp's passes each dp_comm slot's
     own (dp_windows)."""
     fsdp, zero, allred = masks
-    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, c, edge, tr, sync, rerun)
+    on = dp_overlap(sc.stack, sc.plan) > 0
+    all_on = bool(np.all(on))  # every plan overlaps: the figures without overlap are read by none (not priced)
+    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, c, edge, tr, sync, rerun, off=not all_on)
     n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, (zero, allred), c, edge, stream_mb)
     total = np.where(fsdp, f_total, ddp_total)
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
     # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
     # a stack that prefetches its FSDP / ZeRO-3 gathers whatever the setting exposes the reductions alone [19]
-    always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
-    off = np.where(always, f_gathers, total)
-    on = dp_overlap(sc.stack, sc.plan) > 0
-    exposed = np.where(on, np.where(fsdp, f_exposed, ddp_exposed), off)
-    x_off = np.where(fsdp, np.where(always, f_x[1], f_x[2]), np.where(tr["reduce_mb"], ddp_grad, 0.0))
-    x_mb = np.where(on, np.where(fsdp, f_x[0], ddp_x), x_off)
+    if all_on:  # np.where(on, ..., off)'s values and shape without the other branch (total's shape: the gathers')
+        exposed = np.where(fsdp, f_exposed, ddp_exposed)
+        exposed = np.array(np.broadcast_to(exposed, np.broadcast_shapes(*(np.shape(v) for v in (
+            on, exposed, f_gathers, total)))))
+        x_mb = np.where(fsdp, f_x[0], ddp_x)
+        x_mb = np.array(np.broadcast_to(x_mb, np.broadcast_shapes(*(np.shape(v) for v in (
+            on, x_mb, f_x[1], f_x[2], tr["reduce_mb"], ddp_grad)))))
+    else:
+        always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
+        off = np.where(always, f_gathers, total)
+        exposed = np.where(on, np.where(fsdp, f_exposed, ddp_exposed), off)
+        x_off = np.where(fsdp, np.where(always, f_x[1], f_x[2]), np.where(tr["reduce_mb"], ddp_grad, 0.0))
+        x_mb = np.where(on, np.where(fsdp, f_x[0], ddp_x), x_off)
     mb = np.minimum((sc.m - 1.0) * x_mb, exposed)  # (the minimum absorbs rounding: exposed holds it)
     return total, exposed, mb, (n_red, n_ag, n_rs)
 
@@ -3669,7 +3678,7 @@ def zero3_rerun_share(sc: StepCtx, p_local):
     return sc.rc["mid"] * sc.mean("mid", again) / np.maximum(p_local, 1.0)
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync=None, rerun=0.0):
+def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync=None, rerun=0.0, off=True):
     """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed, per-micro-batch shares) of FSDP/HSDP per
     step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
@@ -3697,7 +3706,9 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync
     DeepSpeed ZeRO-3's extra gathers under full recompute, a share of the weights a micro-batch [23]
     (zero3_rerun_share), gathered in the backward beside its own gather where the mode reshards. The sixth value:
     what one micro-batch's own transfers expose of the exposed, the gathers-only and the total figures (each of them
-    (m - 1) x that + the step's first gather, last reductions and edges, >= 0): dp_comm's per-micro-batch part."""
+    (m - 1) x that + the step's first gather, last reductions and edges, >= 0): dp_comm's per-micro-batch part. off
+    False (dp_exposure, where every plan overlaps: nothing reads them): the gathers-only figure and the sixth value's
+    last two zeros in their shapes, not priced (the sync path prices them whatever off)."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = c.ag, c.rs, c.rep
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
@@ -3736,6 +3747,14 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync
     exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
     # [19] the gathers hidden as above (a backward one behind its micro-batch's backward), the reductions exposed
+    if not off:  # (dp_exposure: every plan overlaps) the figures without overlap unread: zeros in their shapes
+        def unread(*xs):
+            return np.broadcast_to(np.float64(0.0), np.broadcast_shapes(*(np.shape(v) for v in xs)))
+        x_fwd = np.where(keep_pp | regather, 0.0, _hide(ag_w, comp.fwd_mb, x))
+        back = (ag_b, comp.bwd_mb, x, per_mb, rs_g, ar_mb)  # bwd_of(0.0)'s operands, rs_mb's and ar_mb
+        return (total, np.minimum(exposed, total), n_ag, n_rs,
+                unread(fwd_ag, ag_edge, n_rs, n_ar, ar_hsdp, total, *back),
+                (x_fwd + bwd_of(rs_b), unread(x_fwd, *back), unread(keep_pp, regather, reshard, extra, ag_w, *back[3:])))
     gathers = fwd_ag + m * bwd_of(0.0) + ag_edge + n_rs * rs_g + n_ar * ar_hsdp
     # each micro-batch's own share of each (the sixth value; dp_comm's per-micro-batch part): its forward gather where
     # the mode gathers every forward (not keep_pp / regather_pp: once over the step's forwards), its backward's gather
@@ -3871,21 +3890,23 @@ def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_
                        bwd_gathers=gathers_b, gather_pass=n * sc.mean("mid", lay_g) + rest, reduce_mb=reduce_mb)
 
 
-def _dp_experts_part(sc: StepCtx, coll: Collectives, run, dense: DPColls, dense_fig: tuple, units: tuple) -> tuple:
+def _dp_experts_part(sc: StepCtx, coll: Collectives, run, dense: DPColls, dense_fig: tuple, units: tuple,
+                     tr=None) -> tuple:
     """dp_comm's routed experts' (total, exposed, per-micro-batch) seconds over their expert-data-parallel ranks (which
     dp x cp = 1 need not leave one): the same collectives a pass, reduced and gathered when the dense ones are, behind
     the same windows (run: dp_exposure over the dense and the experts' together; the experts' part what they add to
     the dense part's figures, dense_fig); units: (the stage's local expert parameters, its MoE layers, the DDP
-    bucket). Zeros for a model without experts (a model setting)."""
+    bucket); tr: the plans' sharding_traits (dp_comm's; None: priced here). Zeros for a model without experts (a model
+    setting)."""
     zeros = tuple(np.zeros(np.shape(dense_fig[0])) for _ in range(3))
     if not sc.ll.has_experts:
         return zeros
-    routed = dp_expert_comm(sc, coll, *units)
+    routed = dp_expert_comm(sc, coll, *units, tr=tr)
     joint = run(dense + routed)[:3]
     return tuple(np.maximum(j - d, 0.0) for j, d in zip(joint, dense_fig))
 
 
-def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket) -> DPColls:
+def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket, tr=None) -> DPColls:
     """The routed experts' DP collectives of one pass over their parameters (e_local, each dp_comm slot's: its own
     experts), gradient reductions and FSDP / ZeRO weight gathers over the expert-data-parallel ranks, tp dp cp / (etp
     ep) (tp shard group cp / (etp ep): moe.expert_dp, moe.expert_shard), at their place in the folded expert grid
@@ -3921,7 +3942,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket)
     the replicas too, the dense ar_hsdp's group (torchtitan: fully_shard(experts,
     mesh=["dp_replicate", "efsdp"]), models/llama4/infra/parallelize.py @e347b1e5e l. 188-194 and
     apply_fsdp l. 385-409, a 2-D mesh: reduce-scatter over efsdp, all-reduce over dp_replicate, torch
-    _fsdp_collectives.foreach_reduce; issue 22, left out before); zero1's optimizer instances' all-reduce too."""
+    _fsdp_collectives.foreach_reduce; issue 22, left out before); zero1's optimizer instances' all-reduce too. tr: the plans'
+    stacks.sharding_traits where the caller has them (dp_comm's; None: read here)."""
     plan, fs = sc.plan, sc.stack.fsdp
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
@@ -3942,7 +3964,7 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket)
     ag_we = _if_any(sharded, lambda: _layerwise_gather(sc, coll, e_coll, e_local * w_per, np.where(sharded, e_shard, 1),
                                                        e_st))
     red = grad_reduce_bytes(sc, fsdp)
-    tr_all = sharding_traits(sc.stack, plan)["allreduce"]
+    tr_all = (sharding_traits(sc.stack, plan) if tr is None else tr)["allreduce"]  # tr: the plan's, where given
     # ZeRO-3 of April 2021 all-reduces the experts' buckets too [21]
     rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
     rs_ge = np.where(fsdp & tr_all, _if_any(fsdp & tr_all, lambda: e_coll(
