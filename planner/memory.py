@@ -1883,7 +1883,7 @@ def fp8_saved_bytes(stack) -> dict:
 
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
                           keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=(),
-                          core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES, softmax_fp32=0.0):
+                          core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES, softmax_fp32=0.0, memo=None):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
     but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor): names,
@@ -1898,12 +1898,21 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     with the core attention's state ("scores": dropped by selective recompute). core_in_bytes: bytes
     per element of the q, k, v the fused core saves, with the core's state (fp8 attention [fa8]). softmax_fp32: 1 where
     the eager core's torch softmax saves its fp32 output (torch_softmax_fp32 [sm]): the "scores" tensor 2 B a score
-    element more, per local head (0: the 16-bit output the stack's scores count)."""
+    element more, per local head (0: the 16-bit output the stack's scores count). memo: a dict the caller keeps over
+    calls of one ctx, activation_model, attention and fp8_bytes (layer_memory's), which holds the kind's tensor table
+    and the saved widths once (the same values)."""
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
     # an MoE layer's norm2_out is the router's input, saved at bf16 by its bf16 / fp32 GEMM [14]
-    width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in NVFP4_GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
-             for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
+    w_key = ("width", bool(kind.has_experts))
+    if memo is None or w_key not in memo:
+        base = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in NVFP4_GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
+                for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
+        if memo is not None:
+            memo[w_key] = base
+    else:
+        base = memo[w_key]
+    width = dict(base)  # (updated below per call)
     drops = drops if isinstance(drops, dict) else dict.fromkeys(drops, True)
     # the rows the fused core's state is kept on: False, True or a row mask (where "scores" is dropped on some)
     core = attention == "flash" and "scores" in keeps and _kept_rows(drops, "scores")
@@ -1915,7 +1924,13 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
         width.update({"q": (qkv + 1.0) / 2.0 if gated else qkv, "k": qkv, "v": qkv})
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
-    table = kind_tensors(kind, ctx, activation_model, attention)
+    t_key = ("table", kind)
+    if memo is None or t_key not in memo:
+        table = kind_tensors(kind, ctx, activation_model, attention)
+        if memo is not None:
+            memo[t_key] = table
+    else:
+        table = memo[t_key]
     # the named tensors in schema order, then the kind's own (a fixed order: the same sum every time)
     for name in [n for n in ACTIVATION_TENSORS if n in table] + [n for n in table if n not in ACTIVATION_TENSORS]:
         b, tk = table[name]
@@ -2830,9 +2845,10 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers, inputs = [], [], []
     cp_ring_bwd = cp_p2p_backward(settings, plan, stack, ctx)
+    memo = {}  # kind_activation_bytes' tables and widths, once per kind (one ctx, am, at, f8 here)
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
-                                     core_in_bytes=ci, softmax_fp32=sm32)
+                                     core_in_bytes=ci, softmax_fp32=sm32, memo=memo)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
         if stack.windowed_attention is not None and getattr(kind.mixer, "window", None) is not None:
@@ -2852,14 +2868,15 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         rr = 0.0 if reruns_moe_block(stack.selective, kind) else 1.0  # recompute_modules moe re-runs both (policy, kind)
         kept_saves = rr * saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing
+                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32,
+                                         memo=memo) + kept_saves + rr * routing
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
         # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
         # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
         sel_buffer = np.maximum(full - rr * routing - kept_saves - kind_activation_bytes(
             kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
-            softmax_fp32=sm32), 0.0)
+            softmax_fp32=sm32, memo=memo), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
@@ -4597,8 +4614,10 @@ def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
     first = count >= per.plan.microbatches * np.asarray(n, dtype=np.float64)  # every forward before the first backward
     r = per.fsdp.grad_reduce_bytes
     # (none on a stage without layers: its end units are not priced)
-    fsdp2 = np.where((u > 0) & (np.asarray(n) > 0),
-                     np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0), 0.0)
+    units = (u > 0) & (np.asarray(n) > 0)
+    # priced where some plan of the batch reads it, not queued nor v2 (else 0 s wherever read: _unpriced's zeros)
+    fsdp2 = (np.where(units, np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0),
+                      0.0) if np.any(units & ~per.queue_on & ~per.v2) else _unpriced(units, a, buf, first))
     # Megatron-FSDP v2 [v2]: the reduce-scatter input (W B a parameter: the gradients' dtype) allocated beside the
     # unit's gradients, which the peak holds (fsdp_unit_grads), then the gradients freed and the input dropped once its
     # reduce-scatter is queued (stream-ordered: the next unit's reuses it): max(W u - a - buf, 0)
