@@ -2074,21 +2074,20 @@ def head_tp_seconds(sc: StepCtx, coll: Collectives) -> dict:
     the embedding's, "last": the output layer's and the loss's, with the embedding's at pp 1 (one stage holds both) and
     each multi-token prediction module's own embedding, output layer and loss}; 0 at tp 1. stage_comm pairs them on
     DualPipe's end ranks."""
-    plan, ctx = sc.plan, sc.ctx
-    s = coll.strides["tp"]
-    msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES  # T h bf16 (a named approximation under MXFP8's TE head)
-    sp_on = plan.sp > 0
-    tp_sp, tp_ar = np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp)  # group 1: no such collective, 0 s
+    plan = sc.plan
+    # over the batch's distinct (stride, T, SP group, all-reduce group, SP) tuples, laid back on every plan (_tp_groups)
+    s, T, tp_sp, tp_ar, _, back = _tp_groups(sc, coll)  # group 1: no such collective, 0 s
+    msg = T * sc.settings.model.hidden_size * ACT_BYTES  # T h bf16 (a named approximation under MXFP8's TE head)
     g, _ = head_gemm(sc)
     # the three collectives of T h, each priced once (the embedding's, the output layer's and its re-gather's share them)
     rs, ag, ar = (coll(comm.REDUCE_SCATTER, msg, tp_sp, s), coll(comm.ALL_GATHER, msg, tp_sp, s),
                   coll(comm.ALL_REDUCE, msg, tp_ar, s))
     # the embedding: under SP the reduce-scatter forward, its all-gather backward; else the all-reduce forward
-    emb = rs + ag + ar
+    emb = back(rs + ag + ar)
     # the output layer: under SP its input's all-gather forward; backward the input gradient's reduce-scatter (all-reduce
     # without SP), async beside the wgrad GEMM where the stack's linears save their local input (Megatron's), else
     # synchronous (DTensor's redistribute); and the re-gather behind the dgrad GEMM where the stack re-gathers ([35])
-    dgrad = rs + ar
+    dgrad, ag = back(rs + ar), back(ag)
     if not sc.stack.memory.tp_saves_gathered_input:  # a stack setting
         dgrad = _hide(dgrad, g, sc.x)
     regather = np.where(regather_on(sc), _hide(ag, g, sc.x), 0.0)
@@ -2102,13 +2101,13 @@ def loss_tp_seconds(sc: StepCtx, coll: Collectives) -> np.ndarray:
     """[36] The vocab-parallel cross-entropy's forward collectives over TP per micro-batch, on T fp32 values a row:
     unfused (Megatron's vocab_parallel_cross_entropy, DTensor's loss_parallel) three all-reduces of 4 T B; the job's
     cross_entropy_fusion native two, of 4 T B and 8 T B; TE's (impl te) one all-gather of 12 T B a rank."""
-    plan, T = sc.plan, sc.ctx.T
-    s = coll.strides["tp"]
+    s, T, tp_sp, tp_ar, _, back = _tp_groups(sc, coll)  # distinct tuples, laid back on every plan (_tp_groups)
+    tp = tp_sp * tp_ar  # the TP group (one of the two is 1)
     if not sc.settings.cross_entropy_fusion:  # job settings
-        return 3.0 * coll(comm.ALL_REDUCE, np.float64(4.0) * T, plan.tp, s)
+        return back(3.0 * coll(comm.ALL_REDUCE, np.float64(4.0) * T, tp, s))
     if te_loss(sc.settings):
-        return coll(comm.ALL_GATHER, 12.0 * T * plan.tp, plan.tp, s)
-    return coll(comm.ALL_REDUCE, np.float64(4.0) * T, plan.tp, s) + coll(comm.ALL_REDUCE, np.float64(8.0) * T, plan.tp, s)
+        return back(coll(comm.ALL_GATHER, 12.0 * T * tp, tp, s))
+    return back(coll(comm.ALL_REDUCE, np.float64(4.0) * T, tp, s) + coll(comm.ALL_REDUCE, np.float64(8.0) * T, tp, s))
 
 
 def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
@@ -2117,11 +2116,9 @@ def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
     input_all_gather, backward grad_input_reduce_scatter and grad_output_all_gather) and the amax all-reduce before the
     gather, else the all-reduce (bf16 whatever the recipe). Each collective priced once per (width, size), the
     backward way the forward's where their widths agree (bf16)."""
-    plan = sc.plan
-    s = coll.strides["tp"]
-    msg = sc.ctx.T * sc.settings.model.hidden_size * ACT_BYTES
-    sp_on = plan.sp > 0
-    tp_ar, tp_sp = np.where(sp_on, 1, plan.tp), np.where(sp_on, plan.tp, 1)
+    # over the batch's distinct (stride, T, SP group, all-reduce group, SP) tuples, laid back on every plan (_tp_groups)
+    s, T, tp_sp, tp_ar, sp_on, lay = _tp_groups(sc, coll, tb)
+    msg = T * sc.settings.model.hidden_size * ACT_BYTES
     am = amax_reduce(coll, tb, tp_sp, s)  # before each quantized SP gather (0 s without SP)
     alike = all(np.array_equal(tb[a], tb[b]) for a, b in (("input_all_gather", "grad_output_all_gather"),
                                                           ("output_reduce_scatter", "grad_input_reduce_scatter")))
@@ -2140,8 +2137,8 @@ def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
         if key not in ways:
             ag, rs = (("grad_output_all_gather", "grad_input_reduce_scatter") if key[1]
                       else ("input_all_gather", "output_reduce_scatter"))
-            ways[key] = np.where(sp_on, at(comm.REDUCE_SCATTER, rs, mult) + at(comm.ALL_GATHER, ag, mult) + am,
-                                 at(comm.ALL_REDUCE, rs, mult))
+            ways[key] = lay(np.where(sp_on, at(comm.REDUCE_SCATTER, rs, mult) + at(comm.ALL_GATHER, ag, mult) + am,
+                                      at(comm.ALL_REDUCE, rs, mult)))
         return ways[key]
     return way
 
@@ -2297,16 +2294,15 @@ def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list
     kinds = sc.ll.kinds
     if not np.any(regather_on(sc)):  # stack, plans
         return [np.float64(0.0)] * len(kinds)
-    s = coll.strides["tp"]
-    tp_sp = np.where(sc.plan.sp > 0, sc.plan.tp, 1)  # no SP: no gather (group 1, 0 s)
-    col = sc.ctx.T * ACT_BYTES * tb["input_all_gather"]  # one gathered column's bytes over the micro-batch's tokens
+    s, T, tp_sp, _, _, back = _tp_groups(sc, coll, tb)  # no SP: no gather (group 1, 0 s); distinct tuples (_tp_groups)
+    col = T * ACT_BYTES * tb["input_all_gather"]  # one gathered column's bytes over the micro-batch's tokens
     out, gathers = [], {}  # each distinct width's all-gather priced once (the kinds' and linears' T h inputs share it)
     for i, kind in enumerate(kinds):
         rows = lt.sp_gemms[i]
         t = np.float64(0.0)
         for width, name in regather_inputs(sc, kind):
             if width not in gathers:
-                gathers[width] = coll(comm.ALL_GATHER, col * width, tp_sp, s)
+                gathers[width] = back(coll(comm.ALL_GATHER, col * width, tp_sp, s))
             t = t + _hide(gathers[width], rows.get(name, 0.0), sc.x)
         out.append(t)
     return out
@@ -2416,6 +2412,34 @@ def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
     slot = {"first": 0, "mid": 1, "last": 2}
     return {st: keep[slot[st]] * (weighted(counts[slot[st]], d_p) + np.where(full, weighted(reruns[slot[st]], d_a), 0.0))
             for st in CRITICAL_STAGES}
+
+
+def _tp_groups(sc: StepCtx, coll: Collectives, tb=None) -> tuple:
+    """What the layers' TP pairs (tp_pair_ways), the re-gathers (regather_seconds) and the head's collectives
+    (head_tp_seconds) read: (the TP group's stride, the micro-batch's tokens T on the rank's CP shard, the SP-only
+    collectives' group (1 without SP), the no-SP all-reduces' group (1 under SP), SP on), each distinct tuple of the
+    five among the batch's plans once (comm.distinct), and `back`, which lays a value computed on those tuples back on
+    every plan. A collective's price is elementwise in (size, group, stride) (Collectives) and the sizes are products
+    of T, so each plan gets the bits it got priced on its own, without distinct's sort over the batch in every call.
+    Once per context and pricing (sc.memo); every plan as it is under per-plan bandwidth knobs (coll.bw_arrays),
+    per-plan collective widths (tb, tp_bytes [33]: several precisions or recipes in one batch) or below
+    comm.UNIQUE_MIN plans (as _mla_tp_groups)."""
+    whole = tb is not None and any(np.ndim(v) > 0 for v in tb.values())  # widths per plan: no reduction
+    key = "tp_groups_whole" if whole else "tp_groups"
+    hit = sc.memo.get(key)
+    if hit is not None and hit[0] is coll:
+        return hit[1]
+    plan = sc.plan
+    sp_on = plan.sp > 0
+    args = (coll.strides["tp"], sc.ctx.T, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp), sp_on)
+    d = None if (whole or coll.bw_arrays) else comm.distinct(*args)
+    if d is None or d.index is None:
+        out = args + (lambda x: x,)
+    else:
+        shape = d.shape
+        out = d.values + (lambda x: np.broadcast_to(x, shape).copy() if np.ndim(x) == 0 else d.expand(x),)
+    sc.memo[key] = (coll, out)
+    return out
 
 
 def _mla_tp_groups(sc: StepCtx, coll: Collectives, tb=None) -> tuple:
