@@ -3458,7 +3458,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # collectives (a stage's first forward unit and last backward one are dense: dp_expert_comm's units lie inside)
     edge = DPColls(*(x / n_b for x in dense.parts()))
     run = functools.partial(dp_exposure, sc, comp, tr, (fsdp, zero, allred), edge=edge, sync=sync, rerun=rerun,
-                            stream_mb=stream_mb)
+                            stream_mb=stream_mb, shared={})  # (the two passes' shared figures: dp_exposure)
     total, exposed, mb_part, (n_red, n_ag, n_rs) = run(dense)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
@@ -3476,7 +3476,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
 
 
 def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, sync=None, rerun=0.0,
-                stream_mb=None) -> tuple:
+                stream_mb=None, shared=None) -> tuple:
     """(total, exposed, per-micro-batch part x m, (gradient reductions, FSDP all-gathers, FSDP reduce-scatters) a step)
     of one pass's DP collectives `c` as the plan's mode moves them (fsdp_traffic at the FSDP levels, ddp_traffic below:
     masks (fsdp, zero, allred), tr stacks.sharding_traits), `edge` the part of them that never hides; dp_comm's for
@@ -3484,12 +3484,15 @@ def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     (m - 1) x what each micro-batch's own transfers expose (the last one's, the step's first gather and the edges at
     the step's end), the same branches as `exposed`; without overlap each reduction (ZeRO-2) or FSDP transfer of a
     micro-batch whole, or the gathers alone hidden where they always overlap [19]. comp's passes each dp_comm slot's
-    own (dp_windows)."""
+    own (dp_windows). shared: a dict dp_comm keeps over its two passes (the dense, the dense and experts'), whose
+    other inputs agree: what reads no collective (the counts, the edges' figures) computed once."""
     fsdp, zero, allred = masks
     on = dp_overlap(sc.stack, sc.plan) > 0
     all_on = bool(np.all(on))  # every plan overlaps: the figures without overlap are read by none (not priced)
-    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, c, edge, tr, sync, rerun, off=not all_on)
-    n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, (zero, allred), c, edge, stream_mb)
+    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, c, edge, tr, sync, rerun, off=not all_on,
+                                                                  shared=shared)
+    n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, (zero, allred), c, edge, stream_mb,
+                                                                 shared=shared)
     total = np.where(fsdp, f_total, ddp_total)
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
     # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
@@ -3511,11 +3514,12 @@ def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     return total, exposed, mb, (n_red, n_ag, n_rs)
 
 
-def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, stream_mb=None) -> tuple:
+def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, stream_mb=None, shared=None) -> tuple:
     """dp_comm's DDP / ZeRO-1 / ZeRO-2 traffic (the modes below FSDP): (gradient reductions a step, one reduction's
     seconds, total, exposed, one micro-batch's own exposure: 0 s where reduced once a step or queued [26]). masks:
     (zero, allred); c one pass's collectives (its reduce-scatter, all-reduce, optimizer instances' all-reduce and the
-    weights' all-gather), edge their part that never hides (dp_exposure); comp's passes each stage's (dp_windows)."""
+    weights' all-gather), edge their part that never hides (dp_exposure); comp's passes each stage's (dp_windows);
+    shared: as fsdp_traffic's (the counts and the edges' figures once per dp_comm)."""
     zero, allred = masks
     # DDP / ZeRO-1: gradients once per step behind the last micro-batch's backward; ZeRO-2
     # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
@@ -3525,12 +3529,17 @@ def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     # mode's grad_reduce (stacks.sharding_traits). The last bucket's reduction of each and the
     # first bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward
     # pass (not the whole of it on top: exposed <= total)
-    n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
-    reduce_scatter = zero & ~allred
+    if shared is None or "ddp_edges" not in shared:  # (what reads no collective but the edges: once per dp_comm)
+        n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
+        reduce_scatter = zero & ~allred
+        g_edge, p_edge = np.where(reduce_scatter, edge.rs, edge.ar) + edge.inst, np.where(zero, edge.ag, 0.0)
+        if shared is not None:
+            shared["ddp_edges"] = (n_red, reduce_scatter, g_edge, p_edge)
+    else:
+        n_red, reduce_scatter, g_edge, p_edge = shared["ddp_edges"]
     ddp_grad = np.where(reduce_scatter, c.rs, c.ar) + c.inst
     ddp_param = np.where(zero, c.ag, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
-    g_edge, p_edge = np.where(reduce_scatter, edge.rs, edge.ar) + edge.inst, np.where(zero, edge.ag, 0.0)
     ddp_x = _hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge  # one reduction's exposure
     ddp_exposed = np.minimum(n_red * ddp_x + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
     ddp_x = np.where(tr["reduce_mb"], ddp_x, 0.0)  # a micro-batch's own (ZeRO-2), 0 s where reduced once a step
@@ -3702,7 +3711,8 @@ def zero3_rerun_share(sc: StepCtx, p_local):
     return sc.rc["mid"] * sc.mean("mid", again) / np.maximum(p_local, 1.0)
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync=None, rerun=0.0, off=True):
+def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync=None, rerun=0.0, off=True,
+                 shared=None):
     """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed, per-micro-batch shares) of FSDP/HSDP per
     step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
@@ -3732,17 +3742,23 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync
     what one micro-batch's own transfers expose of the exposed, the gathers-only and the total figures (each of them
     (m - 1) x that + the step's first gather, last reductions and edges, >= 0): dp_comm's per-micro-batch part. off
     False (dp_exposure, where every plan overlaps: nothing reads them): the gathers-only figure and the sixth value's
-    last two zeros in their shapes, not priced (the sync path prices them whatever off)."""
+    last two zeros in their shapes, not priced (the sync path prices them whatever off). shared: a dict kept over
+    dp_comm's passes (dp_exposure's), which holds what reads no collective once (the counts a step)."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = c.ag, c.rs, c.rep
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
-    extra = np.where(reshard & ~keep_pp & ~regather, rerun, 0.0)  # [23]
-    # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
-    # (stacks.sharding_traits regather_pp: once a backward, once the first forward)
-    n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0 + extra, 1.0) * m))
-    n_rs = np.where(tr["reduce_mb"], m, 1.0)
-    per_mb = n_rs == m
-    n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+    if shared is None or "fsdp_counts" not in shared:  # (what reads no collective: once per dp_comm, `shared`)
+        extra = np.where(reshard & ~keep_pp & ~regather, rerun, 0.0)  # [23]
+        # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
+        # (stacks.sharding_traits regather_pp: once a backward, once the first forward)
+        n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0 + extra, 1.0) * m))
+        n_rs = np.where(tr["reduce_mb"], m, 1.0)
+        per_mb = n_rs == m
+        n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+        if shared is not None:
+            shared["fsdp_counts"] = (extra, n_ag, n_rs, per_mb, n_ar)
+    else:
+        extra, n_ag, n_rs, per_mb, n_ar = shared["fsdp_counts"]
     ar_mb = np.where(n_ar == m, ar_hsdp, 0.0)  # a micro-batch's replica all-reduce (HSDP's replica_mb)
     if sync is not None:  # [22] one deep, synchronised: the layers' gathers and reductions as the fetches run them
         total = n_ag * sync.gather_pass + n_rs * sync.reduce_mb + n_ar * ar_hsdp
