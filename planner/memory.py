@@ -3827,6 +3827,9 @@ class _PerLayer:
         # to a capacity (fsdp.gather_prefetch_share), the current and prefetched layer units [pf] (or `pooled`: the double buffer [db])
         # Megatron-FSDP v2 (the job's mfsdp_v2 under a mode stating runs.sharding mfsdp_v2) [v2]
         self.v2 = mfsdp_v2(stack, plan, settings.mfsdp_v2) & fsdp_on
+        # no plan of the batch runs v2 (the job's mfsdp_v2 off, its default): v2's figures are 0 and every np.where on
+        # self.v2 takes its other branch, whose values are taken as they are, v2's not priced (_PerLayer._no_v2)
+        self.any_v2 = bool(np.any(self.v2))
         current, prefetched, layer_unit, kept_on, self.pooled = _gathered_units(pc, plan, stack, settings.mfsdp_double_buffer,
                                                                                 self.v2)
         self.fsdp_units = {
@@ -3902,6 +3905,9 @@ class _PerLayer:
         """Megatron-FSDP v2's gathered layer units (self.v2: its plans) [v2]: the largest layer with its experts and,
         where the chunk has a second layer, the unit prefetched beside it: the layer again, or under EP (each MoE
         layer's experts a unit of their own) the largest dense unit (_v2_units); self.v2_units kept for the others."""
+        if not self.any_v2:  # (no plan runs v2: np.where(self.v2, ..., x) is x)
+            self.v2_units = None
+            return
         self.v2_units = _v2_units(pc, plan)
         layer, beside, _, _ = self.v2_units
         chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
@@ -3923,6 +3929,11 @@ class _PerLayer:
         nu = {"first": np.where(single, first_nu + last_nu, first_nu), "last": np.where(single, first_nu + last_nu, last_nu),
               "mid": 0.0 * tp}
         nu_on = {st: np.where(on, v, 0.0) for st, v in nu.items()}
+        self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
+        if not self.any_v2:  # (no plan runs v2: the np.wheres below give nu_on's values and zeros)
+            self.kept_ends = {st: self._no_v2(v) for st, v in nu_on.items()}
+            self.v2_root, self.v2_tied = self._no_v2(0.0 * tp), self._no_v2(0.0 * tp)
+            return
         self.kept_ends = {st: np.where(self.v2, 0.0, v) for st, v in nu_on.items()}
         # v2's root unit (pp 1), parameters a GPU: what its gradients and its reduce-scatter input hold [v2]
         self.v2_root = np.where(self.v2 & single, pc.embedding / tp + pc.position + pc.embedding_norm + out_nu
@@ -3930,7 +3941,6 @@ class _PerLayer:
         # a tied output layer's gradient waits in its AccumulateGrad's input buffer for the embedding's, the two added
         # there: at the embedding's kernel both are live, V h / t more than the root's parameters [v2]
         self.v2_tied = np.where(self.v2 & single & (not pc.output), pc.embedding / tp, 0.0)
-        self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
 
     def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
         """The layer unit whose gradients a zero2 mode reducing every micro-batch, or a mode running Megatron-FSDP's
@@ -3950,7 +3960,8 @@ class _PerLayer:
                          & (fs.zero2_reduce_queue_params is not None) & ~self.v2)
         layer, self.queue_cap = _layer_and_queue_capacity(pc, plan, stack)
         # (Megatron-FSDP v2: the largest unit it reduce-scatters, under EP the experts apart from their layer [v2])
-        self.zero2_unit = np.where(self.v2, self.v2_units[2], np.where(z2 | self.queue_on, layer, 0.0))
+        self.zero2_unit = (np.where(self.v2, self.v2_units[2], np.where(z2 | self.queue_on, layer, 0.0)) if self.any_v2
+                           else self._no_v2(np.where(z2 | self.queue_on, layer, 0.0)))
         # under Megatron-FSDP's double buffer [db] the unit gradient the backward's peak holds beside the pools is the end
         # units' bucket (non-unit: outside the pools, allocated on demand), the embedding's or output layer's / t
         self.fsdp_units["fsdp_unit_grads"] = np.where(self.pooled > 0, np.where(
@@ -3971,6 +3982,11 @@ class _PerLayer:
         # the experts' first: v2_units[2], the unit one reduce-scatter input holds)
         w = self.settings.bpp.weights
         out_held = float(pc.output or pc.embedding) / self.vdiv
+        if not self.any_v2:  # (no plan runs v2: its figures 0, the unit gradients as above)
+            self.fsdp_units["fsdp_unit_grads"] = self._no_v2(self.fsdp_units["fsdp_unit_grads"])
+            self.v2_rs_pool, self.v2_cast = self._no_v2(0.0 * tp), self._no_v2(0.0 * tp)
+            self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
+            return
         self.fsdp_units["fsdp_unit_grads"] = np.where(self.v2, w * (self.v2_units[2] + out_held),
                                                       self.fsdp_units["fsdp_unit_grads"])
         # Megatron-FSDP v2's reduce-scatter stream pool [v2]: each unit's reduce-scatter input (W B a parameter) and,
@@ -3993,6 +4009,11 @@ class _PerLayer:
         # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
         # zero2 (its queue's buckets are this term's alone) [rs]
         self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
+
+    def _no_v2(self, x) -> np.ndarray:
+        """np.where(self.v2, ..., x) where no plan runs v2 (self.any_v2 False): x's values in the plans' shape (v2's
+        figures, each of that shape, not priced)."""
+        return np.array(np.broadcast_to(x, np.broadcast_shapes(np.shape(self.v2), np.shape(x))), dtype=np.float64)
 
     @functools.cached_property
     def state_groups(self) -> Groups:
