@@ -2845,10 +2845,11 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers, inputs = [], [], []
     cp_ring_bwd = cp_p2p_backward(settings, plan, stack, ctx)
-    memo = {}  # kind_activation_bytes' tables and widths, once per kind (one ctx, am, at, f8 here)
+    # kind_activation_bytes at this ctx, its tables and widths once per kind (memo)
+    act_bytes = functools.partial(kind_activation_bytes, ctx=ctx, activation_model=am, attention=at, gathered_input=gathered,
+                                  fp8_bytes=f8, core_in_bytes=ci, softmax_fp32=sm32, memo={})
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
-                                     core_in_bytes=ci, softmax_fp32=sm32, memo=memo)
+        full = act_bytes(kind, drops=never, core_out_bytes=co)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
         if stack.windowed_attention is not None and getattr(kind.mixer, "window", None) is not None:
@@ -2867,16 +2868,12 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
         rr = 0.0 if reruns_moe_block(stack.selective, kind) else 1.0  # recompute_modules moe re-runs both (policy, kind)
         kept_saves = rr * saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
-        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32,
-                                         memo=memo) + kept_saves + rr * routing
+        kept_sel = act_bytes(kind, keeps=keeps, drops=kd, core_out_bytes=co) + kept_saves + rr * routing
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
         # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
         # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
-        sel_buffer = np.maximum(full - rr * routing - kept_saves - kind_activation_bytes(
-            kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
-            softmax_fp32=sm32, memo=memo), 0.0)
+        sel_buffer = np.maximum(full - rr * routing - kept_saves - act_bytes(kind, keeps=sel_recomputed, drops=kd), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
