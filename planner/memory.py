@@ -1903,7 +1903,7 @@ def fp8_saved_bytes(stack) -> dict:
 
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
                           keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=(),
-                          core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES, softmax_fp32=0.0):
+                          core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES, softmax_fp32=0.0, memo=None):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
     but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor): names,
@@ -1918,12 +1918,21 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     with the core attention's state ("scores": dropped by selective recompute). core_in_bytes: bytes
     per element of the q, k, v the fused core saves, with the core's state (fp8 attention [fa8]). softmax_fp32: 1 where
     the eager core's torch softmax saves its fp32 output (torch_softmax_fp32 [sm]): the "scores" tensor 2 B a score
-    element more, per local head (0: the 16-bit output the stack's scores count)."""
+    element more, per local head (0: the 16-bit output the stack's scores count). memo: a dict the caller keeps over
+    calls of one ctx, activation_model, attention and fp8_bytes (layer_memory's), which holds the kind's tensor table
+    and the saved widths once (the same values)."""
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
     # an MoE layer's norm2_out is the router's input, saved at bf16 by its bf16 / fp32 GEMM [14]
-    width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in NVFP4_GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
-             for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
+    w_key = ("width", bool(kind.has_experts))
+    if memo is None or w_key not in memo:
+        base = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in NVFP4_GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
+                for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
+        if memo is not None:
+            memo[w_key] = base
+    else:
+        base = memo[w_key]
+    width = dict(base)  # (updated below per call)
     drops = drops if isinstance(drops, dict) else dict.fromkeys(drops, True)
     # the rows the fused core's state is kept on: False, True or a row mask (where "scores" is dropped on some)
     core = attention == "flash" and "scores" in keeps and _kept_rows(drops, "scores")
@@ -1935,7 +1944,13 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
         width.update({"q": (qkv + 1.0) / 2.0 if gated else qkv, "k": qkv, "v": qkv})
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
-    table = kind_tensors(kind, ctx, activation_model, attention)
+    t_key = ("table", kind)
+    if memo is None or t_key not in memo:
+        table = kind_tensors(kind, ctx, activation_model, attention)
+        if memo is not None:
+            memo[t_key] = table
+    else:
+        table = memo[t_key]
     # the named tensors in schema order, then the kind's own (a fixed order: the same sum every time)
     for name in [n for n in ACTIVATION_TENSORS if n in table] + [n for n in table if n not in ACTIVATION_TENSORS]:
         b, tk = table[name]
@@ -2877,9 +2892,11 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers, inputs = [], [], []
     cp_ring_bwd = cp_p2p_backward(settings, plan, stack, ctx)
+    # kind_activation_bytes at this ctx, its tables and widths once per kind (memo)
+    act_bytes = functools.partial(kind_activation_bytes, ctx=ctx, activation_model=am, attention=at, gathered_input=gathered,
+                                  fp8_bytes=f8, core_in_bytes=ci, softmax_fp32=sm32, memo={})
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
-                                     core_in_bytes=ci, softmax_fp32=sm32)
+        full = act_bytes(kind, drops=never, core_out_bytes=co)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
         if stack.windowed_attention is not None and getattr(kind.mixer, "window", None) is not None:
@@ -2899,14 +2916,13 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         rr = 0.0 if reruns_moe_block(stack.selective, kind) else 1.0  # recompute_modules moe re-runs both (policy, kind)
         kept_saves = rr * saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
         rs = 0.0 if "shared_experts" in stack.selective.recompute_blocks else rr  # [se] the moe / shared_experts policy
-        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + rr * routing + rs * shared_in
+        kept_sel = act_bytes(kind, keeps=keeps, drops=kd, core_out_bytes=co) + kept_saves + rr * routing + rs * shared_in
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
-        # the routing saves kept, not re-run, by every policy and dispatcher [sr] but moe's (rr); the unfused saves [uf]
-        sel_buffer = np.maximum(full - rr * routing - rs * shared_in - kept_saves - kind_activation_bytes(
-            kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
-            softmax_fp32=sm32), 0.0)
+        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
+        # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
+        sel_buffer = np.maximum(full - rr * routing - rs * shared_in - kept_saves
+                                - act_bytes(kind, keeps=sel_recomputed, drops=kd), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
@@ -3857,6 +3873,9 @@ class _PerLayer:
         # to a capacity (fsdp.gather_prefetch_share), the current and prefetched layer units [pf] (or `pooled`: the double buffer [db])
         # Megatron-FSDP v2 (the job's mfsdp_v2 under a mode stating runs.sharding mfsdp_v2) [v2]
         self.v2 = mfsdp_v2(stack, plan, settings.mfsdp_v2) & fsdp_on
+        # no plan of the batch runs v2 (the job's mfsdp_v2 off, its default): v2's figures are 0 and every np.where on
+        # self.v2 takes its other branch, whose values are taken as they are, v2's not priced (_PerLayer._no_v2)
+        self.any_v2 = bool(np.any(self.v2))
         current, prefetched, layer_unit, kept_on, self.pooled = _gathered_units(pc, plan, stack, settings.mfsdp_double_buffer,
                                                                                 self.v2)
         self.fsdp_units = {
@@ -3932,6 +3951,9 @@ class _PerLayer:
         """Megatron-FSDP v2's gathered layer units (self.v2: its plans) [v2]: the largest layer with its experts and,
         where the chunk has a second layer, the unit prefetched beside it: the layer again, or under EP (each MoE
         layer's experts a unit of their own) the largest dense unit (_v2_units); self.v2_units kept for the others."""
+        if not self.any_v2:  # (no plan runs v2: np.where(self.v2, ..., x) is x)
+            self.v2_units = None
+            return
         self.v2_units = _v2_units(pc, plan)
         layer, beside, _, _ = self.v2_units
         chunk = np.ceil(pc.num_layers / (plan.pp.astype(np.float64) * plan.vpp))
@@ -3953,6 +3975,11 @@ class _PerLayer:
         nu = {"first": np.where(single, first_nu + last_nu, first_nu), "last": np.where(single, first_nu + last_nu, last_nu),
               "mid": 0.0 * tp}
         nu_on = {st: np.where(on, v, 0.0) for st, v in nu.items()}
+        self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
+        if not self.any_v2:  # (no plan runs v2: the np.wheres below give nu_on's values and zeros)
+            self.kept_ends = {st: self._no_v2(v) for st, v in nu_on.items()}
+            self.v2_root, self.v2_tied = self._no_v2(0.0 * tp), self._no_v2(0.0 * tp)
+            return
         self.kept_ends = {st: np.where(self.v2, 0.0, v) for st, v in nu_on.items()}
         # v2's root unit (pp 1), parameters a GPU: what its gradients and its reduce-scatter input hold [v2]
         self.v2_root = np.where(self.v2 & single, pc.embedding / tp + pc.position + pc.embedding_norm + out_nu
@@ -3960,7 +3987,6 @@ class _PerLayer:
         # a tied output layer's gradient waits in its AccumulateGrad's input buffer for the embedding's, the two added
         # there: at the embedding's kernel both are live, V h / t more than the root's parameters [v2]
         self.v2_tied = np.where(self.v2 & single & (not pc.output), pc.embedding / tp, 0.0)
-        self.ends = {st: self.ends[st] + nu_on[st] for st in self.ends}
 
     def _reduce_parts(self, plan: PlanArrays, pc: ParamCounts, stack, tr) -> None:
         """The layer unit whose gradients a zero2 mode reducing every micro-batch, or a mode running Megatron-FSDP's
@@ -3980,7 +4006,8 @@ class _PerLayer:
                          & (fs.zero2_reduce_queue_params is not None) & ~self.v2)
         layer, self.queue_cap = _layer_and_queue_capacity(pc, plan, stack)
         # (Megatron-FSDP v2: the largest unit it reduce-scatters, under EP the experts apart from their layer [v2])
-        self.zero2_unit = np.where(self.v2, self.v2_units[2], np.where(z2 | self.queue_on, layer, 0.0))
+        self.zero2_unit = (np.where(self.v2, self.v2_units[2], np.where(z2 | self.queue_on, layer, 0.0)) if self.any_v2
+                           else self._no_v2(np.where(z2 | self.queue_on, layer, 0.0)))
         # under Megatron-FSDP's double buffer [db] the unit gradient the backward's peak holds beside the pools is the end
         # units' bucket (non-unit: outside the pools, allocated on demand), the embedding's or output layer's / t
         self.fsdp_units["fsdp_unit_grads"] = np.where(self.pooled > 0, np.where(
@@ -4001,6 +4028,11 @@ class _PerLayer:
         # the experts' first: v2_units[2], the unit one reduce-scatter input holds)
         w = self.settings.bpp.weights
         out_held = float(pc.output or pc.embedding) / self.vdiv
+        if not self.any_v2:  # (no plan runs v2: its figures 0, the unit gradients as above)
+            self.fsdp_units["fsdp_unit_grads"] = self._no_v2(self.fsdp_units["fsdp_unit_grads"])
+            self.v2_rs_pool, self.v2_cast = self._no_v2(0.0 * tp), self._no_v2(0.0 * tp)
+            self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
+            return
         self.fsdp_units["fsdp_unit_grads"] = np.where(self.v2, w * (self.v2_units[2] + out_held),
                                                       self.fsdp_units["fsdp_unit_grads"])
         # Megatron-FSDP v2's reduce-scatter stream pool [v2]: each unit's reduce-scatter input (W B a parameter) and,
@@ -4023,6 +4055,11 @@ class _PerLayer:
         # what the backward's peak already holds of the unit's gradient: fsdp_unit_grads at the fsdp levels, none at
         # zero2 (its queue's buckets are this term's alone) [rs]
         self.queue_held = np.where(self.queue_on, self.fsdp_units["fsdp_unit_grads"], 0.0)
+
+    def _no_v2(self, x) -> np.ndarray:
+        """np.where(self.v2, ..., x) where no plan runs v2 (self.any_v2 False): x's values in the plans' shape (v2's
+        figures, each of that shape, not priced)."""
+        return np.array(np.broadcast_to(x, np.broadcast_shapes(np.shape(self.v2), np.shape(x))), dtype=np.float64)
 
     @functools.cached_property
     def state_groups(self) -> Groups:
@@ -4644,8 +4681,10 @@ def _zero2_reduce_input(per: _PerLayer, held_all, n, buf):
     first = count >= per.plan.microbatches * np.asarray(n, dtype=np.float64)  # every forward before the first backward
     r = per.fsdp.grad_reduce_bytes
     # (none on a stage without layers: its end units are not priced)
-    fsdp2 = np.where((u > 0) & (np.asarray(n) > 0),
-                     np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0), 0.0)
+    units = (u > 0) & (np.asarray(n) > 0)
+    # priced where some plan of the batch reads it, not queued nor v2 (else 0 s wherever read: _unpriced's zeros)
+    fsdp2 = (np.where(units, np.maximum(np.maximum((ACT_BYTES + r) * u - a - buf, r * u - np.where(first, a, 0.0)), 0.0),
+                      0.0) if np.any(units & ~per.queue_on & ~per.v2) else _unpriced(units, a, buf, first))
     # Megatron-FSDP v2 [v2]: the reduce-scatter input (W B a parameter: the gradients' dtype) allocated beside the
     # unit's gradients, which the peak holds (fsdp_unit_grads), then the gradients freed and the input dropped once its
     # reduce-scatter is queued (stream-ordered: the next unit's reuses it): max(W u - a - buf, 0)

@@ -2150,23 +2150,24 @@ def head_tp_seconds(sc: StepCtx, coll: Collectives) -> dict:
     the embedding's, "last": the output layer's and the loss's, with the embedding's at pp 1 (one stage holds both) and
     each multi-token prediction module's own embedding, output layer and loss}; 0 at tp 1. stage_comm pairs them on
     DualPipe's end ranks."""
-    plan, ctx = sc.plan, sc.ctx
-    s = coll.strides["tp"]
-    msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES  # T h bf16 (a named approximation under MXFP8's TE head)
-    sp_on = plan.sp > 0
-    tp_sp, tp_ar = np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp)  # group 1: no such collective, 0 s
+    plan = sc.plan
+    # over the batch's distinct (stride, T, SP group, all-reduce group, SP) tuples, laid back on every plan (_tp_groups)
+    s, T, tp_sp, tp_ar, _, back = _tp_groups(sc, coll)  # group 1: no such collective, 0 s
+    msg = T * sc.settings.model.hidden_size * ACT_BYTES  # T h bf16 (a named approximation under MXFP8's TE head)
     g, _ = head_gemm(sc)
+    # the three collectives of T h, each priced once (the embedding's, the output layer's and its re-gather's share them)
+    rs, ag, ar = (coll(comm.REDUCE_SCATTER, msg, tp_sp, s), coll(comm.ALL_GATHER, msg, tp_sp, s),
+                  coll(comm.ALL_REDUCE, msg, tp_ar, s))
     # the embedding: under SP the reduce-scatter forward, its all-gather backward; else the all-reduce forward
-    emb = coll(comm.REDUCE_SCATTER, msg, tp_sp, s) + coll(comm.ALL_GATHER, msg, tp_sp, s) + coll(comm.ALL_REDUCE, msg,
-                                                                                                  tp_ar, s)
+    emb = back(rs + ag + ar)
     # the output layer: under SP its input's all-gather forward; backward the input gradient's reduce-scatter (all-reduce
     # without SP), async beside the wgrad GEMM where the stack's linears save their local input (Megatron's), else
     # synchronous (DTensor's redistribute); and the re-gather behind the dgrad GEMM where the stack re-gathers ([35])
-    dgrad = coll(comm.REDUCE_SCATTER, msg, tp_sp, s) + coll(comm.ALL_REDUCE, msg, tp_ar, s)
+    dgrad, ag = back(rs + ar), back(ag)
     if not sc.stack.memory.tp_saves_gathered_input:  # a stack setting
         dgrad = _hide(dgrad, g, sc.x)
-    regather = np.where(regather_on(sc), _hide(coll(comm.ALL_GATHER, msg, tp_sp, s), g, sc.x), 0.0)
-    head = coll(comm.ALL_GATHER, msg, tp_sp, s) + dgrad + regather + loss_tp_seconds(sc, coll)
+    regather = np.where(regather_on(sc), _hide(ag, g, sc.x), 0.0)
+    head = ag + dgrad + regather + loss_tp_seconds(sc, coll)
     mtp = float(sc.ll.mtp)  # each module its embedding, output layer and loss
     last = head + np.where(plan.pp == 1, emb, 0.0) + mtp * (head + emb)
     return {"first": emb, "last": last, "mid": np.float64(0.0)}
@@ -2176,13 +2177,13 @@ def loss_tp_seconds(sc: StepCtx, coll: Collectives) -> np.ndarray:
     """[36] The vocab-parallel cross-entropy's forward collectives over TP per micro-batch, on T fp32 values a row:
     unfused (Megatron's vocab_parallel_cross_entropy, DTensor's loss_parallel) three all-reduces of 4 T B; the job's
     cross_entropy_fusion native two, of 4 T B and 8 T B; TE's (impl te) one all-gather of 12 T B a rank."""
-    plan, T = sc.plan, sc.ctx.T
-    s = coll.strides["tp"]
+    s, T, tp_sp, tp_ar, _, back = _tp_groups(sc, coll)  # distinct tuples, laid back on every plan (_tp_groups)
+    tp = tp_sp * tp_ar  # the TP group (one of the two is 1)
     if not sc.settings.cross_entropy_fusion:  # job settings
-        return 3.0 * coll(comm.ALL_REDUCE, np.float64(4.0) * T, plan.tp, s)
+        return back(3.0 * coll(comm.ALL_REDUCE, np.float64(4.0) * T, tp, s))
     if te_loss(sc.settings):
-        return coll(comm.ALL_GATHER, 12.0 * T * plan.tp, plan.tp, s)
-    return coll(comm.ALL_REDUCE, np.float64(4.0) * T, plan.tp, s) + coll(comm.ALL_REDUCE, np.float64(8.0) * T, plan.tp, s)
+        return back(coll(comm.ALL_GATHER, 12.0 * T * tp, tp, s))
+    return back(coll(comm.ALL_REDUCE, np.float64(4.0) * T, tp, s) + coll(comm.ALL_REDUCE, np.float64(8.0) * T, tp, s))
 
 
 def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
@@ -2191,11 +2192,9 @@ def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
     input_all_gather, backward grad_input_reduce_scatter and grad_output_all_gather) and the amax all-reduce before the
     gather, else the all-reduce (bf16 whatever the recipe). Each collective priced once per (width, size), the
     backward way the forward's where their widths agree (bf16)."""
-    plan = sc.plan
-    s = coll.strides["tp"]
-    msg = sc.ctx.T * sc.settings.model.hidden_size * ACT_BYTES
-    sp_on = plan.sp > 0
-    tp_ar, tp_sp = np.where(sp_on, 1, plan.tp), np.where(sp_on, plan.tp, 1)
+    # over the batch's distinct (stride, T, SP group, all-reduce group, SP) tuples, laid back on every plan (_tp_groups)
+    s, T, tp_sp, tp_ar, sp_on, lay = _tp_groups(sc, coll, tb)
+    msg = T * sc.settings.model.hidden_size * ACT_BYTES
     am = amax_reduce(coll, tb, tp_sp, s)  # before each quantized SP gather (0 s without SP)
     alike = all(np.array_equal(tb[a], tb[b]) for a, b in (("input_all_gather", "grad_output_all_gather"),
                                                           ("output_reduce_scatter", "grad_input_reduce_scatter")))
@@ -2214,8 +2213,8 @@ def tp_pair_ways(sc: StepCtx, coll: Collectives, tb):
         if key not in ways:
             ag, rs = (("grad_output_all_gather", "grad_input_reduce_scatter") if key[1]
                       else ("input_all_gather", "output_reduce_scatter"))
-            ways[key] = np.where(sp_on, at(comm.REDUCE_SCATTER, rs, mult) + at(comm.ALL_GATHER, ag, mult) + am,
-                                 at(comm.ALL_REDUCE, rs, mult))
+            ways[key] = lay(np.where(sp_on, at(comm.REDUCE_SCATTER, rs, mult) + at(comm.ALL_GATHER, ag, mult) + am,
+                                      at(comm.ALL_REDUCE, rs, mult)))
         return ways[key]
     return way
 
@@ -2235,11 +2234,15 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
     # overlap.tp_comm_overlap_off_with_mla); the first MLA layer's linear_proj, built before the switch, keeps it in
     # Megatron-LM: priced off too, 1 linear of L layers (a named approximation)
     tpo = tp_overlap(sc.settings, plan) > 0
+    any_tpo = bool(np.any(tpo))
     # [35] the dgrad GEMMs of the linears whose inputs are re-gathered hide those re-gathers (TE's ub_bulk_dgrad): under
     # the overlap they are not the pairs' window too, which loses them (0 where nothing is re-gathered: regather_seconds)
     taken = regather_windows(sc, lt)
 
     def hidden(t, passes, g, d):
+        if not any_tpo:  # no plan of the batch overlaps: t on every plan, in np.where's shape
+            return np.array(np.broadcast_to(t, np.broadcast_shapes(np.shape(tpo), np.shape(t), np.shape(g), np.shape(d),
+                                                                   np.shape(ctx.tp))), dtype=np.float64)
         return np.where(tpo, np.minimum(np.maximum(t - (passes * g - d), 0.0) + t / ctx.tp, t), t)
 
     # recompute_tp_collectives forward all-gathers re-run a layer, priced as half as many pairs (an all-gather and a
@@ -2251,6 +2254,13 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
     latents = sc.stack.mla_tp_gathers == "latents"  # a stack setting [32]
     one = way(1.0)
     plain, again, sh_plain, sh_again = [], [], [], []
+    priced = {}  # a block's collectives once per equal block (kinds share their MLA mixer or MoE MLP): the same values
+
+    def once(fn, block):
+        key = (fn, block)
+        if key not in priced:
+            priced[key] = fn(sc, coll, block, tb) if fn in (mla_tp_collectives, mla_fused_gathers) else fn(sc, coll, block)
+        return priced[key]
     blocks = set(sc.stack.selective.recompute_blocks)
     for i, kind in enumerate(sc.ll.kinds):
         pairs_f = pairs_b = np.float64(0.0)
@@ -2262,10 +2272,10 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
             sh_f, sh_b = np.where(so, 0.0, sh_f), np.where(so, 0.0, sh_b)
         # an MLA layer whose stack gathers the latents: its own collectives [32] in place of the block's pair
         mla = kind.mixer if latents and isinstance(kind.mixer, MLA) else None  # a stack setting, a model's kind
-        f_l, b_l, r_l = mla_tp_collectives(sc, coll, mla, tb) if mla is not None else (0.0, 0.0, 0.0)
+        f_l, b_l, r_l = once(mla_tp_collectives, mla) if mla is not None else (0.0, 0.0, 0.0)
         for mult in (() if mla is not None else kind.mixer.tp_pairs) + kind.mlp.tp_pairs:
             if mult == "moe":  # the expert-TP pair and DeepSpeed's gating gather: bf16 each way
-                both = etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp)
+                both = once(etp_pair, kind.mlp) + once(gating_gather, kind.mlp)
                 pairs_f = pairs_f + both
                 pairs_b = pairs_b + both
                 continue
@@ -2278,7 +2288,7 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
         if reruns_dense_mlp(sc.stack.selective, kind) or reruns_moe_block(sc.stack.selective, kind):  # policy, kind
             block = np.float64(0.0)
             for mult in kind.mlp.tp_pairs:
-                block = block + (etp_pair(sc, coll, kind.mlp) + gating_gather(sc, coll, kind.mlp) if mult == "moe"
+                block = block + (once(etp_pair, kind.mlp) + once(gating_gather, kind.mlp) if mult == "moe"
                                  else way(mult))
             extra = extra + np.where(plan.recompute == RC_SELECTIVE, block, 0.0)
         # [37] a checkpointed MoE block (moe) or shared-experts module (shared_experts) re-runs the shared experts'
@@ -2287,7 +2297,7 @@ def tp_layer_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> tupl
                 if sh and (reruns_moe_block(sc.stack.selective, kind) or "shared_experts" in blocks) else 0.0)
         g = lt.gemm_fwd[i]
         # MLA's fused down projection's own collectives [30], exposed beside the overlap (a model / job setting)
-        f_x, b_x = (mla_fused_gathers(sc, coll, kind.mixer, tb) if getattr(kind.mixer, "down_fused", False)
+        f_x, b_x = (once(mla_fused_gathers, kind.mixer) if getattr(kind.mixer, "down_fused", False)
                     else (0.0, 0.0))
         # the backward's wgrad input re-gathers [35]: once a micro-batch, a re-run layer's too (the re-run is a forward)
         p_all = hidden(pairs_f + pairs_b + f_l + b_l + extra + sh_f + sh_b + sh_x, 3.0, g, taken[i])
@@ -2372,15 +2382,16 @@ def regather_seconds(sc: StepCtx, coll: Collectives, lt: LayerTimes, tb) -> list
     kinds = sc.ll.kinds
     if not np.any(regather_on(sc)):  # stack, plans
         return [np.float64(0.0)] * len(kinds)
-    s = coll.strides["tp"]
-    tp_sp = np.where(sc.plan.sp > 0, sc.plan.tp, 1)  # no SP: no gather (group 1, 0 s)
-    col = sc.ctx.T * ACT_BYTES * tb["input_all_gather"]  # one gathered column's bytes over the micro-batch's tokens
-    out = []
+    s, T, tp_sp, _, _, back = _tp_groups(sc, coll, tb)  # no SP: no gather (group 1, 0 s); distinct tuples (_tp_groups)
+    col = T * ACT_BYTES * tb["input_all_gather"]  # one gathered column's bytes over the micro-batch's tokens
+    out, gathers = [], {}  # each distinct width's all-gather priced once (the kinds' and linears' T h inputs share it)
     for i, kind in enumerate(kinds):
         rows = lt.sp_gemms[i]
         t = np.float64(0.0)
         for width, name in regather_inputs(sc, kind):
-            t = t + _hide(coll(comm.ALL_GATHER, col * width, tp_sp, s), rows.get(name, 0.0), sc.x) * _regathers(sc, name)
+            if width not in gathers:
+                gathers[width] = back(coll(comm.ALL_GATHER, col * width, tp_sp, s))
+            t = t + _hide(gathers[width], rows.get(name, 0.0), sc.x) * _regathers(sc, name)
         out.append(t)
     return out
 
@@ -2531,6 +2542,34 @@ def _bf16_end_tp(sc: StepCtx, tb, plain, again, kinds):
     slot = {"first": 0, "mid": 1, "last": 2}
     return {st: keep[slot[st]] * (weighted(counts[slot[st]], d_p) + np.where(full, weighted(reruns[slot[st]], d_a), 0.0))
             for st in CRITICAL_STAGES}
+
+
+def _tp_groups(sc: StepCtx, coll: Collectives, tb=None) -> tuple:
+    """What the layers' TP pairs (tp_pair_ways), the re-gathers (regather_seconds) and the head's collectives
+    (head_tp_seconds) read: (the TP group's stride, the micro-batch's tokens T on the rank's CP shard, the SP-only
+    collectives' group (1 without SP), the no-SP all-reduces' group (1 under SP), SP on), each distinct tuple of the
+    five among the batch's plans once (comm.distinct), and `back`, which lays a value computed on those tuples back on
+    every plan. A collective's price is elementwise in (size, group, stride) (Collectives) and the sizes are products
+    of T, so each plan gets the bits it got priced on its own, without distinct's sort over the batch in every call.
+    Once per context and pricing (sc.memo); every plan as it is under per-plan bandwidth knobs (coll.bw_arrays),
+    per-plan collective widths (tb, tp_bytes [33]: several precisions or recipes in one batch) or below
+    comm.UNIQUE_MIN plans (as _mla_tp_groups)."""
+    whole = tb is not None and any(np.ndim(v) > 0 for v in tb.values())  # widths per plan: no reduction
+    key = "tp_groups_whole" if whole else "tp_groups"
+    hit = sc.memo.get(key)
+    if hit is not None and hit[0] is coll:
+        return hit[1]
+    plan = sc.plan
+    sp_on = plan.sp > 0
+    args = (coll.strides["tp"], sc.ctx.T, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp), sp_on)
+    d = None if (whole or coll.bw_arrays) else comm.distinct(*args)
+    if d is None or d.index is None:
+        out = args + (lambda x: x,)
+    else:
+        shape = d.shape
+        out = d.values + (lambda x: np.broadcast_to(x, shape).copy() if np.ndim(x) == 0 else d.expand(x),)
+    sc.memo[key] = (coll, out)
+    return out
 
 
 def _mla_tp_groups(sc: StepCtx, coll: Collectives, tb=None) -> tuple:
@@ -3627,7 +3666,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     # collectives (a stage's first forward unit and last backward one are dense: dp_expert_comm's units lie inside)
     edge = DPColls(*(x / n_b for x in dense.parts()))
     run = functools.partial(dp_exposure, sc, comp, tr, (fsdp, zero, allred), edge=edge, sync=sync, rerun=rerun,
-                            stream_mb=stream_mb)
+                            stream_mb=stream_mb, shared={})  # (the two passes' shared figures: dp_exposure)
     total, exposed, mb_part, (n_red, n_ag, n_rs) = run(dense)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
@@ -3636,7 +3675,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     one_dp = dpcp == 1
     d_total, d_exposed, d_mb = (np.where(one_dp, 0.0, x) for x in (total, exposed, mb_part))
     e_total, e_exposed, e_mb = _dp_experts_part(sc, coll, run, dense, (total, exposed, mb_part),
-                                                (np.maximum(stages["e"], pad_e), stages["u"], ddp_bucket))
+                                                (np.maximum(stages["e"], pad_e), stages["u"], ddp_bucket), tr=tr)
     total, exposed, copies, p_dp_st, e_local, mb_part, e_total, e_exposed, e_mb = (_all_slots(sc, x, slots) for x in (
         d_total + e_total, d_exposed + e_exposed, np.where(dpcp > 1, copies, 0.0), stages["p"], stages["e"],
         d_mb + e_mb, e_total, e_exposed, e_mb))
@@ -3689,7 +3728,7 @@ def fsdp_fp8_amax(sc: StepCtx, coll: Collectives, slots: tuple, shard_n, stride,
 
 
 def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, sync=None, rerun=0.0,
-                stream_mb=None) -> tuple:
+                stream_mb=None, shared=None) -> tuple:
     """(total, exposed, per-micro-batch part x m, (gradient reductions, FSDP all-gathers, FSDP reduce-scatters) a step)
     of one pass's DP collectives `c` as the plan's mode moves them (fsdp_traffic at the FSDP levels, ddp_traffic below:
     masks (fsdp, zero, allred), tr stacks.sharding_traits), `edge` the part of them that never hides; dp_comm's for
@@ -3697,29 +3736,42 @@ def dp_exposure(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     (m - 1) x what each micro-batch's own transfers expose (the last one's, the step's first gather and the edges at
     the step's end), the same branches as `exposed`; without overlap each reduction (ZeRO-2) or FSDP transfer of a
     micro-batch whole, or the gathers alone hidden where they always overlap [19]. comp's passes each dp_comm slot's
-    own (dp_windows)."""
+    own (dp_windows). shared: a dict dp_comm keeps over its two passes (the dense, the dense and experts'), whose
+    other inputs agree: what reads no collective (the counts, the edges' figures) computed once."""
     fsdp, zero, allred = masks
-    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, c, edge, tr, sync, rerun)
-    n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, (zero, allred), c, edge, stream_mb)
+    on = dp_overlap(sc.stack, sc.plan) > 0
+    all_on = bool(np.all(on))  # every plan overlaps: the figures without overlap are read by none (not priced)
+    f_total, f_exposed, n_ag, n_rs, f_gathers, f_x = fsdp_traffic(sc, comp, c, edge, tr, sync, rerun, off=not all_on,
+                                                                  shared=shared)
+    n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x = ddp_traffic(sc, comp, tr, (zero, allred), c, edge, stream_mb,
+                                                                 shared=shared)
     total = np.where(fsdp, f_total, ddp_total)
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
     # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
     # a stack that prefetches its FSDP / ZeRO-3 gathers whatever the setting exposes the reductions alone [19]
-    always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
-    off = np.where(always, f_gathers, total)
-    on = dp_overlap(sc.stack, sc.plan) > 0
-    exposed = np.where(on, np.where(fsdp, f_exposed, ddp_exposed), off)
-    x_off = np.where(fsdp, np.where(always, f_x[1], f_x[2]), np.where(tr["reduce_mb"], ddp_grad, 0.0))
-    x_mb = np.where(on, np.where(fsdp, f_x[0], ddp_x), x_off)
+    if all_on:  # np.where(on, ..., off)'s values and shape without the other branch (total's shape: the gathers')
+        exposed = np.where(fsdp, f_exposed, ddp_exposed)
+        exposed = np.array(np.broadcast_to(exposed, np.broadcast_shapes(*(np.shape(v) for v in (
+            on, exposed, f_gathers, total)))))
+        x_mb = np.where(fsdp, f_x[0], ddp_x)
+        x_mb = np.array(np.broadcast_to(x_mb, np.broadcast_shapes(*(np.shape(v) for v in (
+            on, x_mb, f_x[1], f_x[2], tr["reduce_mb"], ddp_grad)))))
+    else:
+        always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
+        off = np.where(always, f_gathers, total)
+        exposed = np.where(on, np.where(fsdp, f_exposed, ddp_exposed), off)
+        x_off = np.where(fsdp, np.where(always, f_x[1], f_x[2]), np.where(tr["reduce_mb"], ddp_grad, 0.0))
+        x_mb = np.where(on, np.where(fsdp, f_x[0], ddp_x), x_off)
     mb = np.minimum((sc.m - 1.0) * x_mb, exposed)  # (the minimum absorbs rounding: exposed holds it)
     return total, exposed, mb, (n_red, n_ag, n_rs)
 
 
-def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, stream_mb=None) -> tuple:
+def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls, stream_mb=None, shared=None) -> tuple:
     """dp_comm's DDP / ZeRO-1 / ZeRO-2 traffic (the modes below FSDP): (gradient reductions a step, one reduction's
     seconds, total, exposed, one micro-batch's own exposure: 0 s where reduced once a step or queued [26]). masks:
     (zero, allred); c one pass's collectives (its reduce-scatter, all-reduce, optimizer instances' all-reduce and the
-    weights' all-gather), edge their part that never hides (dp_exposure); comp's passes each stage's (dp_windows)."""
+    weights' all-gather), edge their part that never hides (dp_exposure); comp's passes each stage's (dp_windows);
+    shared: as fsdp_traffic's (the counts and the edges' figures once per dp_comm)."""
     zero, allred = masks
     # DDP / ZeRO-1: gradients once per step behind the last micro-batch's backward; ZeRO-2
     # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
@@ -3729,12 +3781,17 @@ def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     # mode's grad_reduce (stacks.sharding_traits). The last bucket's reduction of each and the
     # first bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward
     # pass (not the whole of it on top: exposed <= total)
-    n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
-    reduce_scatter = zero & ~allred
+    if shared is None or "ddp_edges" not in shared:  # (what reads no collective but the edges: once per dp_comm)
+        n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
+        reduce_scatter = zero & ~allred
+        g_edge, p_edge = np.where(reduce_scatter, edge.rs, edge.ar) + edge.inst, np.where(zero, edge.ag, 0.0)
+        if shared is not None:
+            shared["ddp_edges"] = (n_red, reduce_scatter, g_edge, p_edge)
+    else:
+        n_red, reduce_scatter, g_edge, p_edge = shared["ddp_edges"]
     ddp_grad = np.where(reduce_scatter, c.rs, c.ar) + c.inst
     ddp_param = np.where(zero, c.ag, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
-    g_edge, p_edge = np.where(reduce_scatter, edge.rs, edge.ar) + edge.inst, np.where(zero, edge.ag, 0.0)
     ddp_x = _hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge  # one reduction's exposure
     ddp_exposed = np.minimum(n_red * ddp_x + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
     ddp_x = np.where(tr["reduce_mb"], ddp_x, 0.0)  # a micro-batch's own (ZeRO-2), 0 s where reduced once a step
@@ -3906,7 +3963,8 @@ def zero3_rerun_share(sc: StepCtx, p_local):
     return sc.rc["mid"] * sc.mean("mid", again) / np.maximum(p_local, 1.0)
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync=None, rerun=0.0):
+def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync=None, rerun=0.0, off=True,
+                 shared=None):
     """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed, per-micro-batch shares) of FSDP/HSDP per
     step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
@@ -3934,17 +3992,25 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync
     DeepSpeed ZeRO-3's extra gathers under full recompute, a share of the weights a micro-batch [23]
     (zero3_rerun_share), gathered in the backward beside its own gather where the mode reshards. The sixth value:
     what one micro-batch's own transfers expose of the exposed, the gathers-only and the total figures (each of them
-    (m - 1) x that + the step's first gather, last reductions and edges, >= 0): dp_comm's per-micro-batch part."""
+    (m - 1) x that + the step's first gather, last reductions and edges, >= 0): dp_comm's per-micro-batch part. off
+    False (dp_exposure, where every plan overlaps: nothing reads them): the gathers-only figure and the sixth value's
+    last two zeros in their shapes, not priced (the sync path prices them whatever off). shared: a dict kept over
+    dp_comm's passes (dp_exposure's), which holds what reads no collective once (the counts a step)."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = c.ag, c.rs, c.rep
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
-    extra = np.where(reshard & ~keep_pp & ~regather, rerun, 0.0)  # [23]
-    # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
-    # (stacks.sharding_traits regather_pp: once a backward, once the first forward)
-    n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0 + extra, 1.0) * m))
-    n_rs = np.where(tr["reduce_mb"], m, 1.0)
-    per_mb = n_rs == m
-    n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+    if shared is None or "fsdp_counts" not in shared:  # (what reads no collective: once per dp_comm, `shared`)
+        extra = np.where(reshard & ~keep_pp & ~regather, rerun, 0.0)  # [23]
+        # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
+        # (stacks.sharding_traits regather_pp: once a backward, once the first forward)
+        n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0 + extra, 1.0) * m))
+        n_rs = np.where(tr["reduce_mb"], m, 1.0)
+        per_mb = n_rs == m
+        n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+        if shared is not None:
+            shared["fsdp_counts"] = (extra, n_ag, n_rs, per_mb, n_ar)
+    else:
+        extra, n_ag, n_rs, per_mb, n_ar = shared["fsdp_counts"]
     ar_mb = np.where(n_ar == m, ar_hsdp, 0.0)  # a micro-batch's replica all-reduce (HSDP's replica_mb)
     if sync is not None:  # [22] one deep, synchronised: the layers' gathers and reductions as the fetches run them
         total = n_ag * sync.gather_pass + n_rs * sync.reduce_mb + n_ar * ar_hsdp
@@ -3973,6 +4039,14 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync
     exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
     # [19] the gathers hidden as above (a backward one behind its micro-batch's backward), the reductions exposed
+    if not off:  # (dp_exposure: every plan overlaps) the figures without overlap unread: zeros in their shapes
+        def unread(*xs):
+            return np.broadcast_to(np.float64(0.0), np.broadcast_shapes(*(np.shape(v) for v in xs)))
+        x_fwd = np.where(keep_pp | regather, 0.0, _hide(ag_w, comp.fwd_mb, x))
+        back = (ag_b, comp.bwd_mb, x, per_mb, rs_g, ar_mb)  # bwd_of(0.0)'s operands, rs_mb's and ar_mb
+        return (total, np.minimum(exposed, total), n_ag, n_rs,
+                unread(fwd_ag, ag_edge, n_rs, n_ar, ar_hsdp, total, *back),
+                (x_fwd + bwd_of(rs_b), unread(x_fwd, *back), unread(keep_pp, regather, reshard, extra, ag_w, *back[3:])))
     gathers = fwd_ag + m * bwd_of(0.0) + ag_edge + n_rs * rs_g + n_ar * ar_hsdp
     # each micro-batch's own share of each (the sixth value; dp_comm's per-micro-batch part): its forward gather where
     # the mode gathers every forward (not keep_pp / regather_pp: once over the step's forwards), its backward's gather
@@ -4108,21 +4182,23 @@ def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_
                        bwd_gathers=gathers_b, gather_pass=n * sc.mean("mid", lay_g) + rest, reduce_mb=reduce_mb)
 
 
-def _dp_experts_part(sc: StepCtx, coll: Collectives, run, dense: DPColls, dense_fig: tuple, units: tuple) -> tuple:
+def _dp_experts_part(sc: StepCtx, coll: Collectives, run, dense: DPColls, dense_fig: tuple, units: tuple,
+                     tr=None) -> tuple:
     """dp_comm's routed experts' (total, exposed, per-micro-batch) seconds over their expert-data-parallel ranks (which
     dp x cp = 1 need not leave one): the same collectives a pass, reduced and gathered when the dense ones are, behind
     the same windows (run: dp_exposure over the dense and the experts' together; the experts' part what they add to
     the dense part's figures, dense_fig); units: (the stage's local expert parameters, its MoE layers, the DDP
-    bucket). Zeros for a model without experts (a model setting)."""
+    bucket); tr: the plans' sharding_traits (dp_comm's; None: priced here). Zeros for a model without experts (a model
+    setting)."""
     zeros = tuple(np.zeros(np.shape(dense_fig[0])) for _ in range(3))
     if not sc.ll.has_experts:
         return zeros
-    routed = dp_expert_comm(sc, coll, *units)
+    routed = dp_expert_comm(sc, coll, *units, tr=tr)
     joint = run(dense + routed)[:3]
     return tuple(np.maximum(j - d, 0.0) for j, d in zip(joint, dense_fig))
 
 
-def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket) -> DPColls:
+def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket, tr=None) -> DPColls:
     """The routed experts' DP collectives of one pass over their parameters (e_local, each dp_comm slot's: its own
     experts), gradient reductions and FSDP / ZeRO weight gathers over the expert-data-parallel ranks, tp dp cp / (etp
     ep) (tp shard group cp / (etp ep): moe.expert_dp, moe.expert_shard), at their place in the folded expert grid
@@ -4158,7 +4234,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket)
     the replicas too, the dense ar_hsdp's group (torchtitan: fully_shard(experts,
     mesh=["dp_replicate", "efsdp"]), models/llama4/infra/parallelize.py @e347b1e5e l. 188-194 and
     apply_fsdp l. 385-409, a 2-D mesh: reduce-scatter over efsdp, all-reduce over dp_replicate, torch
-    _fsdp_collectives.foreach_reduce; issue 22, left out before); zero1's optimizer instances' all-reduce too."""
+    _fsdp_collectives.foreach_reduce; issue 22, left out before); zero1's optimizer instances' all-reduce too. tr: the plans'
+    stacks.sharding_traits where the caller has them (dp_comm's; None: read here)."""
     plan, fs = sc.plan, sc.stack.fsdp
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
@@ -4179,7 +4256,7 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, e_local, e_units, ddp_bucket)
     ag_we = _if_any(sharded, lambda: _layerwise_gather(sc, coll, e_coll, e_local * w_per, np.where(sharded, e_shard, 1),
                                                        e_st))
     red = grad_reduce_bytes(sc, fsdp)
-    tr_all = sharding_traits(sc.stack, plan)["allreduce"]
+    tr_all = (sharding_traits(sc.stack, plan) if tr is None else tr)["allreduce"]  # tr: the plan's, where given
     # ZeRO-3 of April 2021 all-reduces the experts' buckets too [21]
     rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
     rs_ge = np.where(fsdp & tr_all, _if_any(fsdp & tr_all, lambda: e_coll(
