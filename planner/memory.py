@@ -2921,8 +2921,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps, ~tp_collectives_rerun(settings, plan))
         # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] but moe's (rr), and so
         # are the unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
-        sel_buffer = np.maximum(full - rr * routing - rs * shared_in - kept_saves
-                                - act_bytes(kind, keeps=sel_recomputed, drops=kd), 0.0)
+        sel_buffer = np.maximum(full - rr * routing - rs * shared_in - kept_saves - act_bytes(kind, keeps=sel_recomputed, drops=kd), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
