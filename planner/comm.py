@@ -60,8 +60,33 @@ other: 2S each way; with N = 2 each domain is the root of one tree: S each way) 
                                    bytes as the ring (by name only)
     all-to-all  direct             pairwise exchange [1]: n-1 rounds, (n-1)/n * S
     send-recv   direct             1 round, S
-Only the Simple protocol is modelled (NCCL's choice for the messages of training: gradient
-buckets, parameter shards, activations); LL / LL128 at kilobyte sizes are not.
+Protocols [17][18]. NCCL runs each (algorithm, protocol) it enables and picks the least
+predicted time. The formulas above are the Simple protocol's (NCCL's choice for the messages
+of training: gradient buckets, parameter shards, activations). Ring and tree also run LL and
+LL128 (NVLS, NVLS-tree, CollNet and PAT Simple only; the model's parameter server,
+hierarchical all-reduce, recursive reduce-scatter / all-gather and the point-to-point
+all-to-all and send/recv are priced with Simple only), with NCCL 2.20.3's figures:
+    ring  LL / LL128 latency  baseLat + rounds x (f hwLat_NET + (1-f) hwLat_NVLink), f = 1/m
+                              the share of steps leaving a domain (0 inside one), an NVLink step
+                              at least NET_OVERHEAD_S in a ring across domains; baseLat 6.6 /
+                              14 us, hwLat NVLink 0.6 / 1.9 us, network 2.7 / 4.0 us
+          LL bandwidth        the bytes at min(B/4, llMaxBw) (a third of B for reduce-scatter
+                              and all-gather inside one domain); LL128 at 0.92 B (0.7 B with one
+                              rank per domain)
+    tree  LL / LL128 latency  baseLat + 2((m-1) hwLat_NVLink + ceil(log2 N) hwLat_NET);
+                              baseLat 6.8 / 14 us, hwLat NVLink 0.6 / 1.25, network 5.0 / 8.5 us
+          bandwidth           from the Simple tree's busBw term T (before its correction):
+                              LL max(3.8 T, 2S / llMaxBw), LL128 T / (7/9 in one domain, 120/128
+                              across), each over NCCL's medium-size correction for the protocol
+llMaxBw: 87.7 GB/s inside one domain (39.0 on Volta), 39.0 GB/s across two domains and 20.4
+across more (NCCL's Intel-CPU rows: assumed). LL128 runs where NCCL 2.20.3 enables it by
+default (compute capability 7.0, 8.0, 9.0: `ll128_default`) or where the caller names it.
+Who picks: `group_collective`, `auto_collective_times` (the search) and `best_algorithm` /
+`collective_time` given protocol=None price every (algorithm, protocol) the run allows and
+take the fastest; `collective_time` prices Simple alone unless told otherwise (the seed's
+alpha-beta figures), as does a run whose NCCL_PROTO is Simple (`nccl_proto_mask`).
+Not modelled: NCCL's per-channel caps (no channel count here), the Simple protocol's base
+latency (8.4 us a ring) and the plateau factor of multi-node rings (l. 440-443), p2p LL.
 ranks == 1 costs zero. An (operation, algorithm) pair that does not exist costs +inf time
 and NaN bytes, so that a search's argmin never picks it (see `supported`).
 
@@ -137,6 +162,19 @@ References
     with 4 GPUs per node and more than 18 nodes, segment = the first of 18, 17, ..., 1 that
     divides the node count, passed to run.SlurmExecutor(segment=...) (SLURM sbatch --segment:
     the nodes of each segment in one topology block, here one NVL72 rack).
+[17] NVIDIA/nccl src/graph/tuning.cc at v2.20.3-1 (commit b6475625), LL and LL128: baseLat
+    l. 54-59 (Tree {6.8, 14.0, 0}, Ring {6.6, 14.0, 8.4} us for LL, LL128, Simple); hwLat
+    l. 61-78 (NVLink Tree {.6, 1.25, 28}, Ring {.6, 1.9, 3.4}; NET Tree {5.0, 8.5, 28}, Ring
+    {2.7, 4.0, 14.0}); llMaxBws l. 85-90 and its index l. 140-146; network overhead
+    l. 108-118 and its floor on a multi-node ring's steps l. 242-249; LL / LL128 bandwidth
+    l. 181-185; NVLS and NVLS-tree Simple only l. 173, CollNet l. 187-188; protocol enable
+    (NCCL_PROTO, LL128's default) l. 269-323; treeCorrectionFactor l. 413-419. The LL and
+    LL128 figures are the same in v2.29.7-1's tuning.cc (l. 144-166), whose LL128 default
+    covers every capability from 7.0 (l. 494) and whose PAT runs Simple only (l. 283).
+    Protocol codes: src/include/nccl_common.h l. 39-41 (LL 0, LL128 1, Simple 2).
+[18] NVIDIA/nccl src/enqueue.cc at v2.20.3-1 topoGetAlgoInfo l. 1448-1500: every algorithm
+    and protocol's ncclTopoGetAlgoTime (tuning.cc l. 421-448, latency + bytes / bandwidth),
+    the least kept (a strict `<`: ties go to the earlier algorithm, then protocol).
 """
 
 from __future__ import annotations
@@ -327,7 +365,7 @@ PAT_LOG_LATENCY_S = 14e-6 / 3.5
 PAT_RANK_LATENCY_S = 2.8e-6
 
 # ------------------------------------------------------------------- protocols
-# NCCL's three protocols [17] (src/include/device.h NCCL_PROTO_LL 0, LL128 1, SIMPLE 2): LL sends 4 bytes of data with
+# NCCL's three protocols [17] (src/include/nccl_common.h l. 39-41: NCCL_PROTO_LL 0, LL128 1, SIMPLE 2): LL sends 4 bytes of data with
 # a 4-byte flag in each 8-byte store (the lowest latency, a quarter or a third of the bandwidth), LL128 120 bytes of
 # 128 (NVLink only), Simple whole chunks behind a fence (the full bandwidth, the highest latency).
 LL, LL128, SIMPLE = 0, 1, 2
@@ -1684,7 +1722,10 @@ def collective_report(
     params). algo: a name, a code, None (the op's default: ring, or direct for all-to-all
     and send-recv) or 'auto' (the fastest that exists where the group lands, as
     `group_collective`); a named algorithm that does not exist there is an error saying why.
-    `alternatives_s`: the time of every algorithm `auto` could pick there.
+    `alternatives_s`: the time of every algorithm `auto` could pick there. Protocols [17]: `auto`
+    prices each algorithm under the fastest protocol NCCL allows on the hardware (`proto_mask`
+    None; LL and LL128 at NCCL's own latencies, whatever `latency` says); a named or default
+    algorithm is priced under Simple (the alpha-beta formulas of the module docstring).
     """
     op = op_code(op)
     code = _algo_code(algo)
@@ -1702,6 +1743,8 @@ def collective_report(
         B, a, kw, avail, link_info = float(bandwidth), float(latency), {}, {}, dict(name="given")
     B, a = _given_link(B, a, kw, link_info, bandwidth, latency)
 
+    if code == AUTO:
+        kw["protocol"] = None  # NCCL's own protocol set
     alternatives: dict = {}
     if avail:
         for cand in AUTO_CANDIDATES:
@@ -1789,10 +1832,11 @@ def _given_link(B: float, a: float, kw: dict, link_info: dict, bandwidth, latenc
 def _report_dict(op: int, code: int, how: str, ranks, stride, size_bytes, link_info: dict,
                  cost: CollectiveCost, alternatives: dict) -> dict:
     """collective_report's answer: the collective, its link and its cost as plain numbers."""
-    c = {k: float(v) for k, v in cost.as_dict().items()}
+    c = {k: float(v) for k, v in cost.as_dict().items() if k != "protocol"}
     return dict(
         op=OP_NAMES[op],
         algorithm=ALGO_NAMES[code],
+        protocol={LL: "LL", LL128: "LL128", SIMPLE: "Simple"}[int(cost.protocol)],
         algorithm_from=how,
         ranks=int(ranks),
         stride=int(stride),
