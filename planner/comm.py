@@ -974,7 +974,9 @@ def best_algorithm(
     The conditional algorithms are candidates only where their flag is true (`availability`
     gives them for a placed group): NVLS where nvls_ok, NVLS-tree where nvls_tree_ok, CollNet
     where collnet_ok, PAT where pat_ok. `link`: the keywords of `collective_time` past
-    `algo`. Ties go to the earlier candidate."""
+    `algo`, `protocol` among them: each algorithm is timed under its fastest allowed protocol
+    (collective_time's default Simple alone; None: NCCL's set [17]). Ties go to the earlier
+    candidate."""
     return _best(op, size_bytes, ranks, bandwidth, latency, nvls_ok=nvls_ok, nvls_tree_ok=nvls_tree_ok,
                  collnet_ok=collnet_ok, pat_ok=pat_ok, candidates=candidates, **link)[0]
 
