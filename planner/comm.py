@@ -365,9 +365,9 @@ PAT_LOG_LATENCY_S = 14e-6 / 3.5
 PAT_RANK_LATENCY_S = 2.8e-6
 
 # ------------------------------------------------------------------- protocols
-# NCCL's three protocols [17] (src/include/nccl_common.h l. 39-41: NCCL_PROTO_LL 0, LL128 1, SIMPLE 2): LL sends 4 bytes of data with
-# a 4-byte flag in each 8-byte store (the lowest latency, a quarter or a third of the bandwidth), LL128 120 bytes of
-# 128 (NVLink only), Simple whole chunks behind a fence (the full bandwidth, the highest latency).
+# NCCL's three protocols [17] (src/include/nccl_common.h l. 39-41: NCCL_PROTO_LL 0, LL128 1, SIMPLE 2): LL sends 4
+# bytes of data with a 4-byte flag in each 8-byte store (the lowest latency, a quarter or a third of the bandwidth),
+# LL128 120 bytes of 128 (NVLink only), Simple whole chunks behind a fence (the full bandwidth, the highest latency).
 LL, LL128, SIMPLE = 0, 1, 2
 PROTO_CODES = {"ll": LL, "ll128": LL128, "simple": SIMPLE}
 PROTO_NAMES = {v: k for k, v in PROTO_CODES.items()}
@@ -379,7 +379,8 @@ PROTO_DEFAULT = -1  # NCCL's default set: LL, Simple, and LL128 where ll128_defa
 # (l. 173) and CollNet (l. 187-188) Simple only; PAT Simple only (v2.29.7-1 tuning.cc l. 283). The model's own
 # parameter server, hierarchical all-reduce and recursive reduce-scatter / all-gather, and the point-to-point
 # all-to-all and send/recv, are priced with Simple only (NCCL's p2p LL below NCCL_P2P_LL_THRESHOLD is not modelled).
-# Latencies [17] l. 54-78, in s: baseLat[algorithm][protocol] once a collective, hwLat[NVLink / NET][algorithm][protocol]
+# Latencies [17] l. 54-78, in s: baseLat[algorithm][protocol] once a collective, hwLat[NVLink / NET][algorithm]
+# [protocol]
 # a ring step or a tree hop. Rows: ring, tree; columns: LL, LL128 (Simple keeps the model's own figures: see
 # NVLINK_LATENCY_S, NETWORK_LATENCY_S, TREE_HOP_LATENCY_S).
 PROTO_BASE_LATENCY_S = np.array([[6.6e-6, 14.0e-6], [6.8e-6, 14.0e-6]])  # l. 57: Ring {6.6, 14.0}, Tree {6.8, 14.0}
@@ -820,14 +821,16 @@ def _ring_protocols(x: _Inputs, simple: _Cost, ll_fraction) -> tuple[_Cost, np.n
         intra = np.where(multi, max(PROTO_NVLINK_LATENCY_S[0, p], NET_OVERHEAD_S), PROTO_NVLINK_LATENCY_S[0, p])
         step = w * PROTO_NETWORK_LATENCY_S[0, p] + (1.0 - w) * intra
         terms.append(PROTO_BASE_LATENCY_S[0, p] + simple.rounds * step)
-    frac = np.where(multi, LL_RING_BW_FRACTION, LL_RING_RSAG_ONE_NODE_BW_FRACTION) if ll_fraction is None else ll_fraction
+    frac = (np.where(multi, LL_RING_BW_FRACTION, LL_RING_RSAG_ONE_NODE_BW_FRACTION) if ll_fraction is None
+            else ll_fraction)
     ll_bw = simple.sent / np.minimum(B * frac, _ll_max_bw(x, N, multi))
     ll128_bw = simple.sent / (B * np.where(g < 2.0, LL128_RING_ONE_PER_NODE_BW_FRACTION, LL128_RING_BW_FRACTION))
     return _fastest(x, simple._replace(latency=terms[0], bandwidth=ll_bw),
                     simple._replace(latency=terms[1], bandwidth=ll128_bw), simple)
 
 
-def _tree_protocols(x: _Inputs, c: _Shared, simple: _Cost, core: np.ndarray, corr_i: np.ndarray) -> tuple[_Cost, np.ndarray]:
+def _tree_protocols(x: _Inputs, c: _Shared, simple: _Cost, core: np.ndarray,
+                    corr_i: np.ndarray) -> tuple[_Cost, np.ndarray]:
     """The tree's terms under its fastest protocol [17]: LL and LL128 latency = baseLat + 2 (m - 1) NVLink hops + 2
     log2 N network hops at their hwLat (l. 251-253); bandwidth from the Simple tree's `core` seconds (its busBw,
     before NCCL's correction): LL's max(3.8 x core, 2S / llMaxBw) (l. 184), LL128's core / (7/9 in one domain,
@@ -938,6 +941,7 @@ def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost, object
     rounds = np.where(single, 0.0, rounds)
     latency_s = np.where(single, 0.0, latency_s)
     bandwidth_s = np.where(single, 0.0, bandwidth_s)
+    protocol = np.where(single, SIMPLE, protocol)  # NCCL: one rank, Ring / Simple (enqueue.cc l. 1450-1453)
     time_s = np.asarray(latency_s + bandwidth_s)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where((time_s > 0) & np.isfinite(time_s), x.S / time_s, 0.0)
