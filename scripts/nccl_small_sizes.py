@@ -1,5 +1,7 @@
 """The uncalibrated collective model against the small rows (8 B - 64 KiB) of the nccl-tests logs in
-tests/data/nccl_logs, under the Simple protocol alone and with NCCL's LL / LL128 (planner/comm.py "Protocols").
+tests/data/nccl_logs, under the Simple protocol alone, with NCCL's LL / LL128 at its tuner's figures everywhere
+(comm.LL_NETWORK_PRICED set for the run: the evidence of comm.py [19]) and as the planner prices them (LL / LL128
+inside one NVLink domain only) (planner/comm.py "Protocols").
 
 Usage: PYTHONPATH=. python scripts/nccl_small_sizes.py [--markdown]
 
@@ -43,9 +45,14 @@ def main() -> None:
             s = np.array([p.size for p in pts], dtype=np.float64)
             t = np.array([p.time for p in pts])
             rows = {}
-            for label, protocols in (("Simple", "Simple"), ("NCCL", None)):
-                cost, _, algo = comm.group_collective(comm.op_code(coll), s, n, 1, params, comm.AUTO, job_gpus=n,
-                                                      protocols=protocols)
+            for label, protocols, network_ll in (("Simple", "Simple", False), ("NCCL tuner", None, True),
+                                                 ("planner", None, False)):
+                comm.LL_NETWORK_PRICED = network_ll  # NCCL's network LL / LL128 figures priced (the evidence) or not
+                try:
+                    cost, _, algo = comm.group_collective(comm.op_code(coll), s, n, 1, params, comm.AUTO,
+                                                          job_gpus=n, protocols=protocols)
+                finally:
+                    comm.LL_NETWORK_PRICED = False
                 err = cost.time_s / t - 1.0
                 picks = sorted({f"{comm.ALGO_NAMES[int(a)]}/{comm.PROTO_NAMES[int(p)]}"
                                 for a, p in zip(np.broadcast_to(algo, s.shape), np.broadcast_to(cost.protocol, s.shape))})
@@ -56,14 +63,13 @@ def main() -> None:
                 print(f"{'- ' if md else '  '}{label}: signed median {np.median(err):+.1%}, median |err| "
                       f"{np.median(np.abs(err)):.1%}, max |err| {np.max(np.abs(err)):.1%} ({', '.join(picks)})")
             if md:
-                print("\n| size (B) | measured (us) | Simple model (us) | err | NCCL protocols (us) | err |\n"
-                      "| ---: | ---: | ---: | ---: | ---: | ---: |")
+                print("\n| size (B) | measured (us) | Simple model (us) | err | NCCL tuner (us) | err "
+                      "| planner (us) | err |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for size in np.unique(s):
                 k = s == size
-                a, b = rows["Simple"], rows["NCCL"]
-                cells = [f"{int(size):,}", " / ".join(f"{x * 1e6:.1f}" for x in t[k]), f"{a[1][k][0] * 1e6:.1f}",
-                         " / ".join(f"{x:+.1%}" for x in a[0][k]), f"{b[1][k][0] * 1e6:.1f}",
-                         " / ".join(f"{x:+.1%}" for x in b[0][k])]
+                cells = [f"{int(size):,}", " / ".join(f"{x * 1e6:.1f}" for x in t[k])]
+                for r in rows.values():
+                    cells += [f"{r[1][k][0] * 1e6:.1f}", " / ".join(f"{x:+.1%}" for x in r[0][k])]
                 print("| " + " | ".join(cells) + " |" if md else "    " + "  ".join(cells))
 
 
