@@ -602,7 +602,8 @@ def collective_time(
     NVLink; gpus_per_nic: GPUs sharing one NIC (CollNet-direct's GPU/NIC penalty).
     protocol: the NCCL protocols the algorithm may run (`proto_mask`: a code, a name, an iterable
     of them, or None for NCCL's default set, LL128 only where ll128; an int64 array of masks for
-    one each element); the fastest of them is priced [17]. Default Simple alone: the alpha-beta
+    one each element); the fastest of them is priced [17], LL / LL128 only inside one NVLink
+    domain (across domains Simple, whatever the mask: [19]). Default Simple alone: the alpha-beta
     cost of the module docstring. An algorithm none of whose protocols is allowed costs +inf.
     ll_max_bandwidth: NCCL's LL bandwidth cap inside one node (`ll_max_bandwidth`).
     """
@@ -1530,7 +1531,8 @@ def group_collective(
     the group (e.g. NVLS across domains) costs +inf. Returns (cost, link, algorithm codes).
     protocols: the NCCL protocols allowed (`proto_mask`; None: NCCL's default set on this
     hardware, `nccl_proto_mask` of a run's NCCL_PROTO); each algorithm is priced under its
-    fastest allowed protocol (cost.protocol) [17].
+    fastest allowed protocol (cost.protocol) [17], LL / LL128 only where the group has no
+    network hop (Simple alone across NVLink domains, [19]).
 
     The search's entry point: every argument but params may be an array.
     """
@@ -1762,7 +1764,8 @@ def collective_report(
     `group_collective`); a named algorithm that does not exist there is an error saying why.
     `alternatives_s`: the time of every algorithm `auto` could pick there. Protocols [17]: `auto`
     prices each algorithm under the fastest protocol NCCL allows on the hardware (`proto_mask`
-    None; LL and LL128 at NCCL's own latencies, whatever `latency` says); a named or default
+    None; LL and LL128 at NCCL's own latencies, whatever `latency` says, inside one NVLink
+    domain only: Simple across domains, [19]); a named or default
     algorithm is priced under Simple (the alpha-beta formulas of the module docstring).
     """
     op = op_code(op)

@@ -298,15 +298,10 @@ def test_auto_picks_what_exists_where_the_group_lands():
     # crossover by size on 2 x 8 A100 (no NVLS): the ring below, the tree above the point
     # where the tree's 448 us of hops are paid back by its 2x network bandwidth
     a100 = c.comm_params(load_hw("a100-sxm-80gb"))
-    _, _, algos = c.group_collective(c.ALL_REDUCE, np.array([2**20, 8 * GiB]), 16, 1, a100, protocols="Simple")
-    np.testing.assert_array_equal(algos, [c.RING, c.TREE])
-    # with NCCL's protocols (A100: LL128 on by default) the 1 MiB all-reduce runs the tree's LL128:
-    # 14 + 2 (7 x 1.25 + 8.5) = 48.5 us of latency (tuning.cc l. 57, 67, 75, 252-253) against the
-    # Simple ring's 30 steps of 4.2 us = 126.8 us
     cost, _, algos = c.group_collective(c.ALL_REDUCE, np.array([2**20, 8 * GiB]), 16, 1, a100)
-    np.testing.assert_array_equal(algos, [c.TREE, c.TREE])
-    np.testing.assert_array_equal(cost.protocol, [c.LL128, c.SIMPLE])
-    assert float(cost.latency_s[0]) == pytest.approx(48.5e-6, rel=1e-12)
+    np.testing.assert_array_equal(algos, [c.RING, c.TREE])
+    # across the two domains Simple alone, whatever NCCL's default protocols (comm.py [19])
+    np.testing.assert_array_equal(cost.protocol, [c.SIMPLE, c.SIMPLE])
 
 
 # Multi-node nccl-tests logs (tests/data/nccl_logs, sources in their first lines) against the

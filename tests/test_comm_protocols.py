@@ -1,6 +1,6 @@
 """NCCL's LL and LL128 protocols in comm.py (module docstring "Protocols", refs [17][18]): hand-derived
 times from NVIDIA/nccl src/graph/tuning.cc at v2.20.3-1 (commit b6475625), the pinned Simple path, NCCL_PROTO's
-reading, and the per-size errors against the small rows of the nccl-tests logs in tests/data/nccl_logs."""
+reading, Simple alone across NVLink domains (comm.py [19]), and the per-size errors against the small rows of the nccl-tests logs in tests/data/nccl_logs."""
 
 from __future__ import annotations
 
@@ -47,22 +47,38 @@ def test_12_byte_all_reduce_over_8_nvlink_ranks():
 
 
 def test_12_byte_all_reduce_over_2_nodes():
-    """The same 12 B all-reduce over 16 ranks on 2 H100 nodes (8 per node, N = 2 domains).
-    Tree LL (l. 57, 67, 75, 251-253): 6.8 us + 2 ((8 - 1) x 0.6 + log2 2 x 5.0) = 6.8 + 2 x 9.2 = 25.2 us; bandwidth
-    max(3.8 T, 2 x 12 B / llMaxBw) with llMaxBw = 39.0 GB/s (two nodes, Intel row, l. 87, 143-146) and T = 2 x 12 B /
-    370 GB/s / 0.92 = 70.5 ps: 24 B / 39.0 GB/s = 0.615 ns; the LL correction at 12 B is 1.0 (l. 416).
-    Ring LL: 6.6 + 30 steps x (1/8 x 2.7 + 7/8 x max(0.6, 1.0 network overhead, l. 242-248)) = 6.6 + 30 x 1.2125 =
-    42.975 us; NVLS-tree (Simple): 23 + 2 x 10 = 43 us. The least: tree LL, 25.2 us."""
+    """The same 12 B all-reduce over 16 ranks on 2 H100 nodes (8 per node, N = 2 domains): a network hop, so Simple
+    alone (comm.py [19], LL_NETWORK_PRICED False), whatever NCCL's tuner says. NVLS-tree (Simple): latency the NVLS
+    23 us + 2 x log2 2 x 10 us network = 43 us; bandwidth max(12 B / NVLS algbw, 1 x 12 B / (8 x 47 GB/s)) with the
+    NVLS algbw 480 / (2 x 7/8) = 274.3 GB/s (NVLS_ALGBW_PER_RING_BUSBW x 370 GB/s): 43.75 ps against 31.9 ps. The same as
+    protocols="Simple" (the model before the protocols)."""
     cost, link, algo = c.group_collective(c.ALL_REDUCE, 12.0, 16, 1, H100, job_gpus=16)
     assert int(link.domains) == 2 and int(link.local_ranks) == 8
+    assert int(algo) == c.NVLS_TREE and int(cost.protocol) == c.SIMPLE
+    assert float(cost.latency_s) == pytest.approx(43e-6, rel=1e-12)
+    assert float(cost.bandwidth_s) == pytest.approx(12.0 / (480e9 / 1.75), rel=1e-12)
+    simple, _, s_algo = c.group_collective(c.ALL_REDUCE, 12.0, 16, 1, H100, job_gpus=16, protocols="Simple")
+    assert int(s_algo) == c.NVLS_TREE and float(simple.time_s) == float(cost.time_s)
+    # LL named across domains: still Simple's ring (30 steps at the link's 4.225 us), not NCCL's LL figure
+    ring = c.collective_time(c.ALL_REDUCE, 12.0, 16, float(link.bandwidth), float(link.latency), c.RING,
+                             **link.algorithm_kwargs(H100), protocol="LL")
+    assert int(ring.protocol) == c.SIMPLE and float(ring.latency_s) == pytest.approx(30 * 4.225e-6, rel=1e-12)
+
+
+def test_network_ll_figures_of_nccls_tuner(monkeypatch):
+    """NCCL's own LL figures across domains (the evidence of comm.py [19], priced with LL_NETWORK_PRICED set):
+    tree LL (l. 57, 67, 75, 251-253): 6.8 us + 2 ((8 - 1) x 0.6 + log2 2 x 5.0) = 25.2 us; bandwidth max(3.8 T,
+    2 x 12 B / llMaxBw) with llMaxBw = 39.0 GB/s (two nodes, Intel row, l. 87, 143-146) and T = 2 x 12 B / 370 GB/s /
+    0.92 = 70.5 ps: 24 B / 39.0 GB/s = 0.615 ns. Ring LL: 6.6 + 30 steps x (1/8 x 2.7 + 7/8 x max(0.6, 1.0 network
+    overhead, l. 242-248)) = 42.975 us."""
+    monkeypatch.setattr(c, "LL_NETWORK_PRICED", True)
+    cost, link, algo = c.group_collective(c.ALL_REDUCE, 12.0, 16, 1, H100, job_gpus=16)
     assert int(algo) == c.TREE and int(cost.protocol) == c.LL
     assert float(cost.latency_s) == pytest.approx(25.2e-6, rel=1e-12)
     assert float(cost.bandwidth_s) == pytest.approx(24.0 / 39.0e9, rel=1e-12)
     ring = c.collective_time(c.ALL_REDUCE, 12.0, 16, float(link.bandwidth), float(link.latency), c.RING,
                              **link.algorithm_kwargs(H100), protocol="LL")
     assert float(ring.latency_s) == pytest.approx(6.6e-6 + 30 * (2.7e-6 / 8 + 7 / 8 * 1.0e-6), rel=1e-12)
-    simple, _, algo = c.group_collective(c.ALL_REDUCE, 12.0, 16, 1, H100, job_gpus=16, protocols="Simple")
-    assert int(algo) == c.NVLS_TREE and float(simple.latency_s) == pytest.approx(43e-6, rel=1e-12)
 
 
 def test_large_messages_stay_simple_and_sizes_vectorise():
@@ -110,12 +126,13 @@ def test_nccl_proto_reading():
 
 # Small rows (<= 64 KiB) of the reference logs, the model's time against the measured one (err = model / measured - 1,
 # both placements), uncalibrated, placed as calibrate.nccl.compare_to_model places them: (log, hardware, options,
-# signed median, median |err|) with NCCL's protocols; before them (Simple only) the same rows were, in turn,
-# +0.440 / 0.440, -0.230 / 0.230 and +0.070 / 0.093 (README, "Small collectives").
+# signed median, median |err|) as the planner prices them: NCCL's LL ring inside one node (Simple alone, before the
+# protocols: +0.440 / 0.440); across nodes Simple alone (the same as before; NCCL's tuner figures would give
+# -0.846 / 0.846 and -0.371 / 0.371: comm.py [19], docs/nccl_small_sizes.md).
 SMALL = [
     ("h100_8gpu_allreduce_aws-p5-batch.txt", "h100-sxm", dict(nodes=1), -0.057, 0.091),
-    ("a100_16gpu_2node_allreduce_aws-p4de-efa.txt", "tests/data/hardware/aws-p4de.yaml", dict(nodes=2), -0.846, 0.846),
-    ("h100_16gpu_2node_allreduce_dgx06-dgx07.txt", "h100-sxm", dict(), -0.371, 0.371),
+    ("a100_16gpu_2node_allreduce_aws-p4de-efa.txt", "tests/data/hardware/aws-p4de.yaml", dict(nodes=2), -0.230, 0.230),
+    ("h100_16gpu_2node_allreduce_dgx06-dgx07.txt", "h100-sxm", dict(), +0.070, 0.093),
 ]
 
 
