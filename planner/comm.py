@@ -60,8 +60,42 @@ other: 2S each way; with N = 2 each domain is the root of one tree: S each way) 
                                    bytes as the ring (by name only)
     all-to-all  direct             pairwise exchange [1]: n-1 rounds, (n-1)/n * S
     send-recv   direct             1 round, S
-Only the Simple protocol is modelled (NCCL's choice for the messages of training: gradient
-buckets, parameter shards, activations); LL / LL128 at kilobyte sizes are not.
+Protocols [17][18][19]. NCCL runs each (algorithm, protocol) it enables and picks the least
+predicted time. The formulas above are the Simple protocol's (NCCL's choice for the messages
+of training: gradient buckets, parameter shards, activations). Inside one NVLink domain (the
+collective's ranks in one domain, N = 1: no network hop) ring and tree also run LL and
+LL128 (NVLS, NVLS-tree, CollNet and PAT Simple only; the model's parameter server,
+hierarchical all-reduce, recursive reduce-scatter / all-gather and the point-to-point
+all-to-all and send/recv are priced with Simple only), with NCCL 2.20.3's figures:
+    ring  LL / LL128 latency  baseLat + rounds x (f hwLat_NET + (1-f) hwLat_NVLink), f = 1/m
+                              the share of steps leaving a domain (0 inside one), an NVLink step
+                              at least NET_OVERHEAD_S in a ring across domains; baseLat 6.6 /
+                              14 us, hwLat NVLink 0.6 / 1.9 us, network 2.7 / 4.0 us
+          LL bandwidth        the bytes at min(B/4, llMaxBw) (a third of B for reduce-scatter
+                              and all-gather inside one domain); LL128 at 0.92 B (0.7 B with one
+                              rank per domain)
+    tree  LL / LL128 latency  baseLat + 2((m-1) hwLat_NVLink + ceil(log2 N) hwLat_NET);
+                              baseLat 6.8 / 14 us, hwLat NVLink 0.6 / 1.25, network 5.0 / 8.5 us
+          bandwidth           from the Simple tree's busBw term T (before its correction):
+                              LL max(3.8 T, 2S / llMaxBw), LL128 T / (7/9 in one domain, 120/128
+                              across), each over NCCL's medium-size correction for the protocol
+llMaxBw: 87.7 GB/s inside one domain (39.0 on Volta), 39.0 GB/s across two domains and 20.4
+across more (NCCL's Intel-CPU rows: assumed). LL128 runs where NCCL 2.20.3 enables it by
+default (compute capability 7.0, 8.0, 9.0: `ll128_default`) or where the caller names it.
+Who picks: `group_collective`, `auto_collective_times` (the search) and `best_algorithm` /
+`collective_time` given protocol=None price every (algorithm, protocol) the run allows and
+take the fastest; `collective_time` prices Simple alone unless told otherwise (the seed's
+alpha-beta figures), as does a run whose NCCL_PROTO is Simple (`nccl_proto_mask`).
+Across domains (N > 1: a network hop) every collective is priced with Simple alone, whatever
+the protocols allowed (LL_NETWORK_PRICED False) [19]: NCCL's network LL / LL128 latencies
+(2.7 us a ring step, 5.0 us a tree hop) rank its protocols but understate the measured small
+collectives of tests/data/nccl_logs, which the Simple figures meet better (signed medians of
+the 8 B - 64 KiB rows, Simple -> LL / LL128: 2x8 H100 +7.0% -> -37.1%, 2x8 A100 EFA -23.0%
+-> -84.6%, 2x8 B200 all-gather -77.9% -> -91.1%; one 8-H100 node +44.0% -> -5.7%). The
+network rows of the table above (hwLat NET, llMaxBw across nodes, NET_OVERHEAD_S, LL128 with
+one rank per domain) are kept as NCCL's figures, unused while that rule holds.
+Not modelled: NCCL's per-channel caps (no channel count here), the Simple protocol's base
+latency (8.4 us a ring) and the plateau factor of multi-node rings (l. 440-443), p2p LL.
 ranks == 1 costs zero. An (operation, algorithm) pair that does not exist costs +inf time
 and NaN bytes, so that a search's argmin never picks it (see `supported`).
 
@@ -137,6 +171,30 @@ References
     with 4 GPUs per node and more than 18 nodes, segment = the first of 18, 17, ..., 1 that
     divides the node count, passed to run.SlurmExecutor(segment=...) (SLURM sbatch --segment:
     the nodes of each segment in one topology block, here one NVL72 rack).
+[17] NVIDIA/nccl src/graph/tuning.cc at v2.20.3-1 (commit b6475625), LL and LL128: baseLat
+    l. 54-59 (Tree {6.8, 14.0, 0}, Ring {6.6, 14.0, 8.4} us for LL, LL128, Simple); hwLat
+    l. 61-78 (NVLink Tree {.6, 1.25, 28}, Ring {.6, 1.9, 3.4}; NET Tree {5.0, 8.5, 28}, Ring
+    {2.7, 4.0, 14.0}); llMaxBws l. 85-90 and its index l. 140-146; network overhead
+    l. 108-118 and its floor on a multi-node ring's steps l. 242-249; LL / LL128 bandwidth
+    l. 181-185; NVLS and NVLS-tree Simple only l. 173, CollNet l. 187-188; protocol enable
+    (NCCL_PROTO, LL128's default) l. 269-323; treeCorrectionFactor l. 413-419. The LL and
+    LL128 figures are the same in v2.29.7-1's tuning.cc (l. 144-166), whose LL128 default
+    covers every capability from 7.0 (l. 494) and whose PAT runs Simple only (l. 283).
+    Protocol codes: src/include/nccl_common.h l. 39-41 (LL 0, LL128 1, Simple 2).
+[18] NVIDIA/nccl src/enqueue.cc at v2.20.3-1 topoGetAlgoInfo l. 1448-1500: every algorithm
+    and protocol's ncclTopoGetAlgoTime (tuning.cc l. 421-448, latency + bytes / bandwidth),
+    the least kept (a strict `<`: ties go to the earlier algorithm, then protocol).
+[19] Measurement: the 8 B - 64 KiB rows of the nccl-tests logs in tests/data/nccl_logs against
+    this model uncalibrated, placed as calibrate.nccl.compare_to_model places them
+    (scripts/nccl_small_sizes.py, docs/nccl_small_sizes.md), model / measured - 1, signed
+    median, Simple alone -> NCCL's protocols at tuning.cc's figures:
+    h100_8gpu_allreduce_aws-p5-batch.txt (one node) +44.0% -> -5.7% (median |err| 44.0% ->
+    9.1%); h100_16gpu_2node_allreduce_dgx06-dgx07.txt +7.0% -> -37.1%;
+    a100_16gpu_2node_allreduce_aws-p4de-efa.txt -23.0% -> -84.6%;
+    b200_16gpu_2node_allgather_google-dranet.txt -77.9% -> -91.1%. Hence LL / LL128 are priced
+    inside one NVLink domain only (LL_NETWORK_PRICED). Against it inside one node: the two rows
+    (32 and 64 KiB) of a100_8gpu_allreduce_stas00-mlengineering-TRIMMED.txt go +5.9% -> -63.8%
+    under the LL ring (an open question: two rows, one trimmed log).
 """
 
 from __future__ import annotations
@@ -326,6 +384,126 @@ PAT_BASE_LATENCY_S = 8e-6
 PAT_LOG_LATENCY_S = 14e-6 / 3.5
 PAT_RANK_LATENCY_S = 2.8e-6
 
+# ------------------------------------------------------------------- protocols
+# NCCL's three protocols [17] (src/include/nccl_common.h l. 39-41: NCCL_PROTO_LL 0, LL128 1, SIMPLE 2): LL sends 4
+# bytes of data with a 4-byte flag in each 8-byte store (the lowest latency, a quarter or a third of the bandwidth),
+# LL128 120 bytes of 128 (NVLink only), Simple whole chunks behind a fence (the full bandwidth, the highest latency).
+LL, LL128, SIMPLE = 0, 1, 2
+PROTO_CODES = {"ll": LL, "ll128": LL128, "simple": SIMPLE}
+PROTO_NAMES = {v: k for k, v in PROTO_CODES.items()}
+# Protocol sets are bit masks (bit p: protocol p allowed), so that a search holds them in int64 arrays.
+PROTO_ALL = (1 << LL) | (1 << LL128) | (1 << SIMPLE)
+PROTO_SIMPLE = 1 << SIMPLE
+PROTO_DEFAULT = -1  # NCCL's default set: LL, Simple, and LL128 where ll128_default
+# Which algorithms run other protocols than Simple [17]: ring and tree run LL, LL128 and Simple; NVLS, NVLS-tree
+# (l. 173) and CollNet (l. 187-188) Simple only; PAT Simple only (v2.29.7-1 tuning.cc l. 283). The model's own
+# parameter server, hierarchical all-reduce and recursive reduce-scatter / all-gather, and the point-to-point
+# all-to-all and send/recv, are priced with Simple only (NCCL's p2p LL below NCCL_P2P_LL_THRESHOLD is not modelled).
+# Latencies [17] l. 54-78, in s: baseLat[algorithm][protocol] once a collective, hwLat[NVLink / NET][algorithm]
+# [protocol]
+# a ring step or a tree hop. Rows: ring, tree; columns: LL, LL128 (Simple keeps the model's own figures: see
+# NVLINK_LATENCY_S, NETWORK_LATENCY_S, TREE_HOP_LATENCY_S).
+PROTO_BASE_LATENCY_S = np.array([[6.6e-6, 14.0e-6], [6.8e-6, 14.0e-6]])  # l. 57: Ring {6.6, 14.0}, Tree {6.8, 14.0}
+PROTO_NVLINK_LATENCY_S = np.array([[0.6e-6, 1.9e-6], [0.6e-6, 1.25e-6]])  # l. 67: Ring {.6, 1.9}, Tree {.6, 1.25}
+PROTO_NETWORK_LATENCY_S = np.array([[2.7e-6, 4.0e-6], [5.0e-6, 8.5e-6]])  # l. 75: Ring {2.7, 4.0}, Tree {5.0, 8.5}
+# A ring across nodes launches every step's network post: its NVLink steps take at least NCCL's network overhead,
+# 1 us on Intel x86 CPUs (2 us on AMD; assumed Intel: the catalog has no CPU vendor) [17] l. 111-118, 242-248.
+NET_OVERHEAD_S = 1.0e-6
+# LL's bandwidth: a ring's LL bus bandwidth is a quarter of Simple's (all-reduce, or any ring across nodes) or a third
+# (reduce-scatter / all-gather inside a node), at most llMaxBw [17] l. 181; a tree's LL 1/3.8 of its Simple bus
+# bandwidth, at most llMaxBw (l. 184). llMaxBw (l. 86-90, 143-146), GB/s: one node by GPU architecture (Volta 39.0,
+# Ampere 87.7, Hopper and later 87.7: `ll_max_bandwidth`), across nodes by CPU vendor and node count (Intel: 39.0 for
+# 2 nodes, 20.4 for more; assumed Intel, as NET_OVERHEAD_S).
+LL_RING_BW_FRACTION = 1.0 / 4.0
+LL_RING_RSAG_ONE_NODE_BW_FRACTION = 1.0 / 3.0
+LL_TREE_BW_FRACTION = 1.0 / 3.8
+LL_MAX_BW_VOLTA = 39.0e9
+LL_MAX_BW_AMPERE_HOPPER = 87.7e9
+LL_MAX_BW_TWO_NODES = 39.0e9
+LL_MAX_BW_MORE_NODES = 20.4e9
+# LL128's bandwidth [17]: a ring's 0.92 (120 of 128 bytes) of Simple's bus bandwidth, 0.7 where a node holds fewer
+# than two of the ring's ranks (l. 182); a tree's 7/9 of its Simple bus bandwidth in one node, 120/128 across (l. 185).
+# NCCL's per-channel caps (perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws) are not modelled: the model
+# has no channel count (on Hopper they allow 36.7 GB/s a channel, above a ring's share of NVLink at 16+ channels).
+LL128_RING_BW_FRACTION = 0.92
+LL128_RING_ONE_PER_NODE_BW_FRACTION = 0.7
+LL128_TREE_ONE_NODE_BW_FRACTION = 7.0 / 9.0
+LL128_TREE_BW_FRACTION = 120.0 / 128.0
+# The tree's medium-size correction of LL and LL128 [17] l. 415-419 (Simple's is TREE_CORRECTION).
+TREE_CORRECTION_LL = np.array(
+    [1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0]
+)
+TREE_CORRECTION_LL128 = np.array(
+    [1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0]
+)
+# NCCL enables LL128 by default only on compute capability 7.0, 8.0 and 9.0 (and only over NVLink, with every GPU of
+# one capability) [17] l. 308-319; NCCL_PROTO naming it enables it anywhere (l. 274-277). Newer releases enable it on
+# every capability from 7.0 (v2.29.7-1 tuning.cc l. 494): not this model's release.
+LL128_DEFAULT_CAPABILITIES = ("7.0", "8.0", "9.0")
+# Where LL and LL128 are priced [19]: only for a collective whose ranks all sit in one NVLink domain (no network hop).
+# Across domains NCCL's tuner figures above rank NCCL's (algorithm, protocol) pairs; as absolute times they understate
+# the measured small-size collectives of tests/data/nccl_logs (model / measured - 1, signed median of the 8 B - 64 KiB
+# rows, Simple -> NCCL's LL / LL128: h100_16gpu_2node_allreduce_dgx06-dgx07.txt +7.0% -> -37.1%,
+# a100_16gpu_2node_allreduce_aws-p4de-efa.txt -23.0% -> -84.6%, b200_16gpu_2node_allgather_google-dranet.txt -77.9%
+# -> -91.1%), while inside one node they meet it (h100_8gpu_allreduce_aws-p5-batch.txt +44.0% -> -5.7%). So a
+# collective with a network hop is priced with Simple alone (the seed's figures), whatever protocols are allowed: a
+# rule from the measured logs, not a fitted factor. The network LL / LL128 terms are kept for the record (False here).
+LL_NETWORK_PRICED = False
+
+
+def proto_mask(protocol) -> int:
+    """A protocol set as a bit mask (PROTO_SIMPLE, ...; bit p: protocol code p): a code (LL, LL128, SIMPLE), a name
+    ('LL', 'LL128', 'Simple', any case) or an iterable of them. None: PROTO_DEFAULT, NCCL's own set (LL and Simple,
+    LL128 where the hardware enables it by default: `ll128_default`)."""
+    if protocol is None:
+        return PROTO_DEFAULT
+    if isinstance(protocol, str):
+        key = protocol.strip().lower()
+        if key not in PROTO_CODES:
+            raise PlannerError(f"unknown protocol {protocol!r}", "valid: LL, LL128, Simple")
+        return 1 << PROTO_CODES[key]
+    if isinstance(protocol, (int, np.integer)):
+        p = int(protocol)
+        if p not in PROTO_NAMES:
+            raise PlannerError(f"unknown protocol code {p}", f"valid codes: {PROTO_NAMES}")
+        return 1 << p
+    mask = 0
+    for p in protocol:
+        mask |= proto_mask(p)
+    if not mask:
+        raise PlannerError("no protocol given", "name LL, LL128 or Simple")
+    return mask
+
+
+def nccl_proto_mask(text: str) -> int:
+    """The protocols NCCL_PROTO=`text` leaves (a bit mask), read as NCCL 2.20.3 reads it ([17] parseList l. 34-52,
+    l. 274-277): a `,`-list of LL, LL128, Simple, case-insensitive, a leading `^` excluding them. NCCL ignores an
+    unknown name; here it is an error. A set left empty is an error (NCCL would find no protocol)."""
+    negate = text.startswith("^")
+    names = [n.strip().lower() for n in text.lstrip("^").split(",") if n.strip()]
+    unknown = sorted(set(names) - set(PROTO_CODES))
+    if unknown:
+        raise PlannerError(f"NCCL_PROTO={text}: unknown protocol {', '.join(unknown)}", "NCCL's: LL, LL128, Simple")
+    listed = proto_mask(names) if names else 0  # (NCCL_PROTO naming LL128 enables it whatever the GPU)
+    mask = PROTO_ALL & ~listed if negate else listed
+    if not mask:
+        raise PlannerError(f"NCCL_PROTO={text} leaves no protocol", "name LL, LL128 or Simple")
+    return mask
+
+
+def ll128_default(compute_capability) -> bool:
+    """NCCL 2.20.3's default LL128 enable for a GPU of this compute capability ('9.0'; None: unknown, off) [17]."""
+    return compute_capability is not None and str(compute_capability) in LL128_DEFAULT_CAPABILITIES
+
+
+def ll_max_bandwidth(compute_capability) -> float:
+    """NCCL 2.20.3's llMaxBw inside one node, B/s [17] l. 86-90, 140: Volta's below capability 8.0, Ampere / Hopper's
+    (equal) from 8.0; an unknown capability takes Ampere / Hopper's."""
+    if compute_capability is None:
+        return LL_MAX_BW_AMPERE_HOPPER
+    major = int(str(compute_capability).split(".")[0])
+    return LL_MAX_BW_VOLTA if major < 8 else LL_MAX_BW_AMPERE_HOPPER
+
 
 # ------------------------------------------------------------------------ results
 @dataclass(frozen=True)
@@ -333,7 +511,8 @@ class CollectiveCost:
     """What one collective costs, per element of the (broadcast) inputs.
 
     time_s = latency_s + bandwidth_s. Bytes are those of the busiest rank (for the
-    parameter server: the server). algbw and busbw follow nccl-tests [4] (B/s).
+    parameter server: the server). algbw and busbw follow nccl-tests [4] (B/s). protocol:
+    the NCCL protocol priced (LL, LL128, SIMPLE; int64).
     """
 
     bytes_sent_per_rank: np.ndarray
@@ -344,6 +523,7 @@ class CollectiveCost:
     time_s: np.ndarray
     algbw: np.ndarray
     busbw: np.ndarray
+    protocol: np.ndarray
 
     def as_dict(self) -> dict[str, np.ndarray]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -399,6 +579,9 @@ def collective_time(
     tree_latency=None,
     collnet_nvls=False,
     gpus_per_nic=1.0,
+    protocol=SIMPLE,
+    ll128=False,
+    ll_max_bandwidth=LL_MAX_BW_AMPERE_HOPPER,
 ) -> CollectiveCost:
     """Alpha-beta cost of one collective (see the module docstring for every formula).
 
@@ -417,23 +600,32 @@ def collective_time(
     local latency inside a domain, the inter latency across). collnet_nvls: CollNet reduces
     inside the domain with NVLS (NCCL's NVLS + SHARP) rather than NCCL's CollNet-direct over
     NVLink; gpus_per_nic: GPUs sharing one NIC (CollNet-direct's GPU/NIC penalty).
+    protocol: the NCCL protocols the algorithm may run (`proto_mask`: a code, a name, an iterable
+    of them, or None for NCCL's default set, LL128 only where ll128; an int64 array of masks for
+    one each element); the fastest of them is priced [17], LL / LL128 only inside one NVLink
+    domain (across domains Simple, whatever the mask: [19]). Default Simple alone: the alpha-beta
+    cost of the module docstring. An algorithm none of whose protocols is allowed costs +inf.
+    ll_max_bandwidth: NCCL's LL bandwidth cap inside one node (`ll_max_bandwidth`).
     """
     return _pick_algorithm(*_costed(
         op, size_bytes, ranks, bandwidth, latency, algo, local_ranks=local_ranks, local_bandwidth=local_bandwidth,
         local_latency=local_latency, inter_bandwidth=inter_bandwidth, inter_latency=inter_latency,
         nvls_bandwidth=nvls_bandwidth, nvls_latency=nvls_latency, tree_latency=tree_latency,
-        collnet_nvls=collnet_nvls, gpus_per_nic=gpus_per_nic))
+        collnet_nvls=collnet_nvls, gpus_per_nic=gpus_per_nic, protocol=protocol, ll128=ll128,
+        ll_max_bandwidth=ll_max_bandwidth))
 
 
 def _costed(op, size_bytes, ranks, bandwidth, latency, algo=None, *, local_ranks=1, local_bandwidth=None,
             local_latency=None, inter_bandwidth=None, inter_latency=None, nvls_bandwidth=None, nvls_latency=None,
-            tree_latency=None, collnet_nvls=False, gpus_per_nic=1.0) -> tuple["_Inputs", list]:
+            tree_latency=None, collnet_nvls=False, gpus_per_nic=1.0, protocol=SIMPLE, ll128=False,
+            ll_max_bandwidth=LL_MAX_BW_AMPERE_HOPPER) -> tuple["_Inputs", list]:
     """(inputs, algorithm table) of `collective_time` (same arguments). The table's costs do
     not depend on the algorithm asked for, only its masks do (`_pick_algorithm`), so one
     table prices every algorithm (`best_algorithm`, `group_collective`)."""
     x = _collective_inputs(
         op, size_bytes, ranks, bandwidth, latency, algo, local_ranks, local_bandwidth, local_latency,
         inter_bandwidth, inter_latency, nvls_bandwidth, nvls_latency, tree_latency, collnet_nvls, gpus_per_nic,
+        protocol, ll128, ll_max_bandwidth,
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         table = _algorithm_table(x)
@@ -444,7 +636,9 @@ class _Inputs(NamedTuple):
     """collective_time's arguments as equal-shape arrays, defaults filled in: S bytes, n ranks,
     B and a the flat link; gl = m ranks per NVLink domain, Bl and al the NVLink, Bi and ai
     the network; Bv the NVLS algbw (NaN: from the NVLink's), av the NVLS latency; at the
-    tree hop latency (NaN: the link's own); cn CollNet over NVLS; gpn GPUs per NIC."""
+    tree hop latency (NaN: the link's own); cn CollNet over NVLS; gpn GPUs per NIC; pm the
+    protocol mask (`proto_mask`, PROTO_DEFAULT: NCCL's set), l128 LL128 on by default, llbw
+    NCCL's LL cap inside one node."""
 
     op: np.ndarray
     algo: np.ndarray
@@ -462,11 +656,15 @@ class _Inputs(NamedTuple):
     at: np.ndarray
     cn: np.ndarray
     gpn: np.ndarray
+    pm: np.ndarray
+    l128: np.ndarray
+    llbw: np.ndarray
 
 
 def _collective_inputs(op, size_bytes, ranks, bandwidth, latency, algo, local_ranks, local_bandwidth,
                        local_latency, inter_bandwidth, inter_latency, nvls_bandwidth, nvls_latency,
-                       tree_latency, collnet_nvls, gpus_per_nic) -> _Inputs:
+                       tree_latency, collnet_nvls, gpus_per_nic, protocol=SIMPLE, ll128=False,
+                       ll_max_bandwidth=LL_MAX_BW_AMPERE_HOPPER) -> _Inputs:
     """collective_time's arguments with their defaults, checked (PlannerError on a bad one)
     and broadcast together."""
     op = _i(op)
@@ -482,6 +680,8 @@ def _collective_inputs(op, size_bytes, ranks, bandwidth, latency, algo, local_ra
     av = _f(NVLS_LATENCY_S if nvls_latency is None else nvls_latency)
     at = np.nan if tree_latency is None else _f(tree_latency)
     cn, gpn = np.asarray(collnet_nvls, dtype=bool), _f(gpus_per_nic)
+    pm = _i(protocol) if isinstance(protocol, np.ndarray) else _i(proto_mask(protocol))  # an array: masks already
+    l128, llbw = np.asarray(ll128, dtype=bool), _f(ll_max_bandwidth)
     if np.any(n < 1):
         raise PlannerError("ranks must be at least 1", "give the number of ranks taking part in the collective")
     if np.any(S < 0) or np.any(~np.isfinite(S)):
@@ -494,7 +694,9 @@ def _collective_inputs(op, size_bytes, ranks, bandwidth, latency, algo, local_ra
         raise PlannerError("local_ranks must be at least 1")
     if np.any(gpn < 1):
         raise PlannerError("gpus_per_nic must be at least 1")
-    return _Inputs(*np.broadcast_arrays(op, algo, S, n, B, a, gl, Bl, al, Bi, ai, Bv, av, at, cn, gpn))
+    if np.any(llbw <= 0):
+        raise PlannerError("ll_max_bandwidth must be > 0 B/s")
+    return _Inputs(*np.broadcast_arrays(op, algo, S, n, B, a, gl, Bl, al, Bi, ai, Bv, av, at, cn, gpn, pm, l128, llbw))
 
 
 class _Cost(NamedTuple):
@@ -550,12 +752,14 @@ def _shared(x: _Inputs, all_reduce: bool = True) -> _Shared:
     return _Shared(nf, log_n, rs_ag, g, n_inter, h_local, multi, k_tree, levels, inter_tree, Bv_loc)
 
 
-def _algorithm_table(x: _Inputs) -> list[tuple[np.ndarray, int, _Cost]]:
-    """(op mask, algorithm code, cost) for every (operation, algorithm) pair that exists: the
-    pair applies where the op mask holds and the element asks for the algorithm; `cost` is
-    its terms computed for every element (they do not depend on x.algo). The pairs of an
-    operation no element asks for are left out (their mask holds nowhere, so no element could
-    take their terms: the same values, without pricing them), but for an empty op array."""
+def _algorithm_table(x: _Inputs) -> list[tuple[np.ndarray, int, _Cost, object]]:
+    """(op mask, algorithm code, cost, protocol) for every (operation, algorithm) pair that
+    exists: the pair applies where the op mask holds and the element asks for the algorithm;
+    `cost` is its terms computed for every element (they do not depend on x.algo), under the
+    fastest protocol the element allows (`protocol`: its codes, int64, or SIMPLE for the
+    algorithms NCCL runs with Simple only, +inf where Simple is not allowed) [17]. The pairs of
+    an operation no element asks for are left out (their mask holds nowhere, so no element
+    could take their terms: the same values, without pricing them), but for an empty op array."""
     op = x.op
     is_ar = op == ALL_REDUCE
     is_rsag = (op == REDUCE_SCATTER) | (op == ALL_GATHER)
@@ -563,28 +767,120 @@ def _algorithm_table(x: _Inputs) -> list[tuple[np.ndarray, int, _Cost]]:
     on = [bool(m.any()) or not op.size for m in (is_ar, is_rsag, is_a2a, is_p2p)]
     c = _shared(x, on[0])
     S, nf = x.S, c.nf
+    simple_only = bool((x.pm == PROTO_SIMPLE).all())  # a pinned Simple (the default of collective_time): no LL terms
+    simple_ok = _allowed(x, SIMPLE)
+    s_only = (lambda cost: cost) if bool(simple_ok.all()) else (lambda cost: cost._replace(
+        latency=np.where(simple_ok, cost.latency, np.inf)))
     out = []
     if on[0]:
+        ring_rounds, ring_sent = 2.0 * (nf - 1.0), 2.0 * c.rs_ag
+        ring = _flat(x, ring_rounds, ring_sent)
+        tree, tree_core, corr_i = _tree(x, c)
         out += [
-            (is_ar, RING, _flat(x, 2.0 * (nf - 1.0), 2.0 * c.rs_ag)),
-            (is_ar, TREE, _tree(x, c)),
-            (is_ar, PARAMETER_SERVER, _flat(x, 2.0, (nf - 1.0) * S)),
-            (is_ar, HIERARCHICAL, _hierarchical(x, c)),
-            (is_ar, NVLS, _nvls(x)),
-            (is_ar, NVLS_TREE, _nvls_tree(x, c)),
-            (is_ar, COLLNET, _collnet(x, c)),
+            (is_ar, RING, *(_simple(ring) if simple_only else _ring_protocols(x, ring, LL_RING_BW_FRACTION))),
+            (is_ar, TREE, *(_simple(tree) if simple_only else _tree_protocols(x, c, tree, tree_core, corr_i))),
+            (is_ar, PARAMETER_SERVER, s_only(_flat(x, 2.0, (nf - 1.0) * S)), SIMPLE),
+            (is_ar, HIERARCHICAL, s_only(_hierarchical(x, c)), SIMPLE),
+            (is_ar, NVLS, s_only(_nvls(x)), SIMPLE),
+            (is_ar, NVLS_TREE, s_only(_nvls_tree(x, c)), SIMPLE),
+            (is_ar, COLLNET, s_only(_collnet(x, c)), SIMPLE),
         ]
     if on[1]:
+        ring = _flat(x, nf - 1.0, c.rs_ag)
         out += [
-            (is_rsag, RING, _flat(x, nf - 1.0, c.rs_ag)),
-            (is_rsag, TREE, _flat(x, c.log_n, c.rs_ag)),
-            (is_rsag, PAT, _pat(x, c)),
+            (is_rsag, RING, *(_simple(ring) if simple_only else _ring_protocols(x, ring, None))),
+            (is_rsag, TREE, s_only(_flat(x, c.log_n, c.rs_ag)), SIMPLE),
+            (is_rsag, PAT, s_only(_pat(x, c)), SIMPLE),
         ]
     if on[2]:
-        out.append((is_a2a, DIRECT, _flat(x, nf - 1.0, c.rs_ag)))
+        out.append((is_a2a, DIRECT, s_only(_flat(x, nf - 1.0, c.rs_ag)), SIMPLE))
     if on[3]:
-        out.append((is_p2p, DIRECT, _Cost(S, 1.0, x.a, S / x.B)))
+        out.append((is_p2p, DIRECT, s_only(_Cost(S, 1.0, x.a, S / x.B)), SIMPLE))
     return out
+
+
+def _simple(cost: _Cost) -> tuple[_Cost, int]:
+    return cost, SIMPLE
+
+
+def _allowed(x: _Inputs, p: int) -> np.ndarray:
+    """Where protocol p may run: the element's protocol mask has bit p; under NCCL's default set
+    (PROTO_DEFAULT) LL and Simple everywhere, LL128 where the hardware enables it by default [17]
+    l. 271, 306-319."""
+    return np.where(x.pm < 0, x.l128 if p == LL128 else True, ((x.pm >> p) & 1) == 1)
+
+
+def _domains(x: _Inputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(g ranks per domain, N domains, N > 1) as NCCL's tuning model sees them: nRanks / nNodes and nNodes."""
+    nf = x.n.astype(np.float64)
+    g = np.minimum(x.gl, x.n).astype(np.float64)
+    N = nf / g
+    return g, N, N > 1.0 + 1e-9
+
+
+def _ll_max_bw(x: _Inputs, N: np.ndarray, multi: np.ndarray) -> np.ndarray:
+    """NCCL's llMaxBw [17] l. 143-146: the GPU's inside one node, the (Intel) CPU's across 2 or more nodes."""
+    return np.where(multi, np.where(N <= 2.0 + 1e-9, LL_MAX_BW_TWO_NODES, LL_MAX_BW_MORE_NODES), x.llbw)
+
+
+def _fastest(x: _Inputs, ll: _Cost, ll128: _Cost, simple: _Cost, multi: np.ndarray) -> tuple[_Cost, np.ndarray]:
+    """The allowed protocol of least time, per element (NCCL's least (algorithm, protocol) time [17] [18]; a tie goes
+    to the lower protocol code, as NCCL's loop over LL, LL128, Simple with a strict `<`), and its code. Bytes and
+    rounds are the same under every protocol. LL and LL128 only where the collective has no network hop (~multi:
+    its ranks in one NVLink domain); Simple alone across domains, whatever the mask allows (LL_NETWORK_PRICED, [19])."""
+    net = multi & (not LL_NETWORK_PRICED)  # across domains: Simple, even where the mask leaves only LL / LL128
+    lat = [np.where(np.where(net, p == SIMPLE, _allowed(x, p)), t.latency, np.inf)
+           for p, t in enumerate((ll, ll128, simple))]
+    t_ll, t_128, t_s = (l_ + t.bandwidth for l_, t in zip(lat, (ll, ll128, simple)))
+    use_ll = (t_ll <= t_128) & (t_ll <= t_s)
+    use_128 = ~use_ll & (t_128 <= t_s)
+    latency = np.where(use_ll, lat[LL], np.where(use_128, lat[LL128], lat[SIMPLE]))
+    bandwidth = np.where(use_ll, ll.bandwidth, np.where(use_128, ll128.bandwidth, simple.bandwidth))
+    proto = np.where(use_ll, LL, np.where(use_128, LL128, SIMPLE)).astype(np.int64)
+    return simple._replace(latency=latency, bandwidth=bandwidth), proto
+
+
+def _ring_protocols(x: _Inputs, simple: _Cost, ll_fraction) -> tuple[_Cost, np.ndarray]:
+    """A ring's terms under its fastest protocol [17]: LL and LL128 latency = baseLat + every step at hwLat, the
+    share 1/m of a ring's steps that leave a domain (group_link's f) at the network figure and the others at the
+    NVLink one (at least NET_OVERHEAD_S where the ring leaves its domain, l. 242-249); LL's bandwidth
+    min(B x ll_fraction, llMaxBw) (ll_fraction None: a quarter across domains, a third inside one, reduce-scatter
+    and all-gather, l. 181), LL128's B x 0.92, x 0.7 with one rank per domain (l. 182)."""
+    g, N, multi = _domains(x)
+    w = np.where(multi, 1.0 / g, 0.0)
+    B = x.B
+    terms = []
+    for p in (LL, LL128):
+        intra = np.where(multi, max(PROTO_NVLINK_LATENCY_S[0, p], NET_OVERHEAD_S), PROTO_NVLINK_LATENCY_S[0, p])
+        step = w * PROTO_NETWORK_LATENCY_S[0, p] + (1.0 - w) * intra
+        terms.append(PROTO_BASE_LATENCY_S[0, p] + simple.rounds * step)
+    frac = (np.where(multi, LL_RING_BW_FRACTION, LL_RING_RSAG_ONE_NODE_BW_FRACTION) if ll_fraction is None
+            else ll_fraction)
+    ll_bw = simple.sent / np.minimum(B * frac, _ll_max_bw(x, N, multi))
+    ll128_bw = simple.sent / (B * np.where(g < 2.0, LL128_RING_ONE_PER_NODE_BW_FRACTION, LL128_RING_BW_FRACTION))
+    return _fastest(x, simple._replace(latency=terms[0], bandwidth=ll_bw),
+                    simple._replace(latency=terms[1], bandwidth=ll128_bw), simple, multi)
+
+
+def _tree_protocols(x: _Inputs, c: _Shared, simple: _Cost, core: np.ndarray,
+                    corr_i: np.ndarray) -> tuple[_Cost, np.ndarray]:
+    """The tree's terms under its fastest protocol [17]: LL and LL128 latency = baseLat + 2 (m - 1) NVLink hops + 2
+    log2 N network hops at their hwLat (l. 251-253); bandwidth from the Simple tree's `core` seconds (its busBw,
+    before NCCL's correction): LL's max(3.8 x core, 2S / llMaxBw) (l. 184), LL128's core / (7/9 in one domain,
+    120/128 across) (l. 185), each over its own medium-size correction (l. 415-419)."""
+    g, multi = c.g, c.multi
+    N = c.n_inter
+    k = len(TREE_CORRECTION_LL)
+    idx = np.clip(corr_i, 0, k - 1).astype(np.int64)
+    inside = corr_i < k
+    lat = [PROTO_BASE_LATENCY_S[1, p] + 2.0 * ((g - 1.0) * PROTO_NVLINK_LATENCY_S[1, p]
+                                               + c.levels * PROTO_NETWORK_LATENCY_S[1, p]) for p in (LL, LL128)]
+    corr_ll = np.where(inside, TREE_CORRECTION_LL[idx], 1.0)
+    corr_128 = np.where(inside, TREE_CORRECTION_LL128[idx], 1.0)
+    ll_bw = np.maximum(core / LL_TREE_BW_FRACTION, 2.0 * x.S / _ll_max_bw(x, N, multi)) / corr_ll
+    ll128_bw = core / np.where(multi, LL128_TREE_BW_FRACTION, LL128_TREE_ONE_NODE_BW_FRACTION) / corr_128
+    return _fastest(x, simple._replace(latency=lat[0], bandwidth=ll_bw),
+                    simple._replace(latency=lat[1], bandwidth=ll128_bw), simple, multi)
 
 
 def _flat(x: _Inputs, rounds, sent) -> _Cost:
@@ -603,8 +899,9 @@ def _hierarchical(x: _Inputs, c: _Shared) -> _Cost:
     return _Cost(h_sent, h_rounds, h_lat, h_bw)
 
 
-def _tree(x: _Inputs, c: _Shared) -> _Cost:
-    """NCCL's tree all-reduce [5][8]."""
+def _tree(x: _Inputs, c: _Shared) -> tuple[_Cost, np.ndarray, np.ndarray]:
+    """NCCL's tree all-reduce [5][8] under Simple; with the seconds of its bandwidth term before
+    NCCL's medium-size correction and the correction's index (the other protocols' start)."""
     S, g = x.S, c.g
     t_hop_l = np.where(np.isnan(x.at), x.al, x.at)
     t_hop_i = np.where(np.isnan(x.at), x.ai, x.at)
@@ -614,11 +911,12 @@ def _tree(x: _Inputs, c: _Shared) -> _Cost:
     corr_i = np.floor(np.log2(np.maximum(S / 64.0, 1.0)))
     k_corr = len(TREE_CORRECTION)
     corr = np.where(corr_i < k_corr, TREE_CORRECTION[np.clip(corr_i, 0, k_corr - 1).astype(np.int64)], 1.0)
-    tree_bw = np.maximum(chain, c.inter_tree) / (TREE_BANDWIDTH_EFFICIENCY * corr)
+    core = np.maximum(chain, c.inter_tree) / TREE_BANDWIDTH_EFFICIENCY
+    tree_bw = core / corr
     tree_rounds = 2.0 * ((g - 1.0) + c.levels)
     tree_lat = 2.0 * ((g - 1.0) * t_hop_l + c.levels * t_hop_i)
     tree_sent = np.where(g > 1.0, 2.0 * S, np.where(c.multi, c.k_tree * S, 0.0))
-    return _Cost(tree_sent, tree_rounds, tree_lat, tree_bw)
+    return _Cost(tree_sent, tree_rounds, tree_lat, tree_bw), core, corr_i
 
 
 def _nvls(x: _Inputs) -> _Cost:
@@ -661,20 +959,22 @@ def _pat(x: _Inputs, c: _Shared) -> _Cost:
     return _Cost(c.rs_ag, c.log_n, pat_lat, pat_bw)
 
 
-def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost]]) -> CollectiveCost:
+def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost, object]]) -> CollectiveCost:
     """Each element's own (operation, algorithm) terms from `table`: NaN bytes and +inf time
     where the pair does not exist, nothing for one rank; algbw and busbw as nccl-tests [4]."""
-    where = [w & (x.algo == a) for w, a, _ in table]
-    sent = select(where, [t.sent for _, _, t in table], np.nan)
-    rounds = select(where, [t.rounds for _, _, t in table], np.nan)
-    latency_s = select(where, [t.latency for _, _, t in table], np.inf)
-    bandwidth_s = select(where, [t.bandwidth for _, _, t in table], np.inf)
+    where = [w & (x.algo == a) for w, a, _, _ in table]
+    sent = select(where, [t.sent for _, _, t, _ in table], np.nan)
+    rounds = select(where, [t.rounds for _, _, t, _ in table], np.nan)
+    latency_s = select(where, [t.latency for _, _, t, _ in table], np.inf)
+    bandwidth_s = select(where, [t.bandwidth for _, _, t, _ in table], np.inf)
+    protocol = select(where, [p for _, _, _, p in table], SIMPLE).astype(np.int64)
     # One rank: nothing to communicate.
     single = x.n == 1
     sent = np.where(single, 0.0, sent)
     rounds = np.where(single, 0.0, rounds)
     latency_s = np.where(single, 0.0, latency_s)
     bandwidth_s = np.where(single, 0.0, bandwidth_s)
+    protocol = np.where(single, SIMPLE, protocol)  # NCCL: one rank, Ring / Simple (enqueue.cc l. 1450-1453)
     time_s = np.asarray(latency_s + bandwidth_s)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where((time_s > 0) & np.isfinite(time_s), x.S / time_s, 0.0)
@@ -688,6 +988,7 @@ def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost]]) -> C
         time_s=time_s,
         algbw=algbw,
         busbw=busbw,
+        protocol=np.broadcast_to(protocol, time_s.shape),
     )
 
 
@@ -710,7 +1011,9 @@ def best_algorithm(
     The conditional algorithms are candidates only where their flag is true (`availability`
     gives them for a placed group): NVLS where nvls_ok, NVLS-tree where nvls_tree_ok, CollNet
     where collnet_ok, PAT where pat_ok. `link`: the keywords of `collective_time` past
-    `algo`. Ties go to the earlier candidate."""
+    `algo`, `protocol` among them: each algorithm is timed under its fastest allowed protocol
+    (collective_time's default Simple alone; None: NCCL's set [17]). Ties go to the earlier
+    candidate."""
     return _best(op, size_bytes, ranks, bandwidth, latency, nvls_ok=nvls_ok, nvls_tree_ok=nvls_tree_ok,
                  collnet_ok=collnet_ok, pat_ok=pat_ok, candidates=candidates, **link)[0]
 
@@ -724,7 +1027,7 @@ def _best(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok, nvls_tree_ok, c
     times = []
     x, table = _costed(op, size_bytes, ranks, bandwidth, latency, np.full_like(op, candidates[0]), **link)
     _check_codes(op, np.asarray(candidates, dtype=np.int64))
-    present = {a for _, a, _ in table}
+    present = {a for _, a, _, _ in table}
     for c in candidates:
         if c not in present:  # no pair of the table is algorithm c: _algorithm_time's +inf on every element
             times.append(np.full(x.n.shape, np.inf))
@@ -738,11 +1041,11 @@ def _best(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok, nvls_tree_ok, c
     return np.asarray(candidates, dtype=np.int64)[np.argmin(times, axis=0)], x, table
 
 
-def _algorithm_time(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost]], algo: int) -> np.ndarray:
+def _algorithm_time(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost, object]], algo: int) -> np.ndarray:
     """`_pick_algorithm(x with every element asking for algo, table).time_s` alone (the same
     sums): latency + bandwidth seconds of each element's (operation, algo), +inf where the
     pair does not exist, 0 for one rank. Only the table rows of algo can apply."""
-    rows = [(w, t) for w, a, t in table if a == algo]
+    rows = [(w, t) for w, a, t, _ in table if a == algo]
     latency_s = select([w for w, _ in rows], [t.latency for _, t in rows], np.inf) if rows else np.full(x.n.shape, np.inf)
     bandwidth_s = select([w for w, _ in rows], [t.bandwidth for _, t in rows], np.inf) if rows else latency_s
     single = x.n == 1
@@ -758,7 +1061,9 @@ class CommParams:
     NVLS all-reduce algbw inside one NVLink domain (None: NVLS_ALGBW_PER_RING_BUSBW x
     nvlink_bandwidth). sharp: the scale-out fabric reduces in its switches (IB SHARP, NCCL
     CollNet). gpus_per_nic: GPUs per scale-out NIC (gpus_per_node / rails). tree_hop_latency:
-    seconds per hop of NCCL's tree (TREE_HOP_LATENCY_S).
+    seconds per hop of NCCL's tree (TREE_HOP_LATENCY_S). ll128: NCCL enables LL128 by default
+    on the GPU (`ll128_default` of its compute_capability); ll_max_bandwidth: NCCL's LL
+    bandwidth cap inside one node (`ll_max_bandwidth`) [17].
     """
 
     name: str
@@ -780,6 +1085,8 @@ class CommParams:
     gpus_per_nic: float = 1.0
     tree_hop_latency: float = TREE_HOP_LATENCY_S
     segments: bool = False  # the hardware's nvlink_domain_allocation is "segments" (domain_in_use)
+    ll128: bool = False
+    ll_max_bandwidth: float = LL_MAX_BW_AMPERE_HOPPER
 
     @property
     def nvls_algbw(self) -> float:
@@ -831,6 +1138,8 @@ def comm_params(
         sharp=bool(sharp),
         gpus_per_nic=max(1.0, int(hw.gpus_per_node) / int(rails)),
         segments=getattr(hw, "nvlink_domain_allocation", "in_order") == "segments",
+        ll128=ll128_default(getattr(hw, "compute_capability", None)),
+        ll_max_bandwidth=ll_max_bandwidth(getattr(hw, "compute_capability", None)),
     )
 
 
@@ -945,6 +1254,8 @@ class GroupLink:
             tree_latency=params.tree_hop_latency,
             collnet_nvls=params.nvls,
             gpus_per_nic=params.gpus_per_nic,
+            ll128=params.ll128,
+            ll_max_bandwidth=params.ll_max_bandwidth,
         )
 
     def availability(self, params: "CommParams", group_size) -> dict[str, np.ndarray]:
@@ -1210,6 +1521,7 @@ def group_collective(
     job_gpus=None,
     worst_case_pods: bool = False,
     candidates=AUTO_CANDIDATES,
+    protocols=None,
 ) -> tuple[CollectiveCost, GroupLink, np.ndarray]:
     """Cost of one collective over a placed group: placement (`group_link`), then the named
     algorithm or, where algo == AUTO, the fastest one that exists there (`best_algorithm`
@@ -1217,6 +1529,10 @@ def group_collective(
     across domains, PAT with one rank per domain; of `candidates`, those the run's NCCL_ALGO leaves:
     nccl_algo_candidates). A named algorithm that does not exist for
     the group (e.g. NVLS across domains) costs +inf. Returns (cost, link, algorithm codes).
+    protocols: the NCCL protocols allowed (`proto_mask`; None: NCCL's default set on this
+    hardware, `nccl_proto_mask` of a run's NCCL_PROTO); each algorithm is priced under its
+    fastest allowed protocol (cost.protocol) [17], LL / LL128 only where the group has no
+    network hop (Simple alone across NVLink domains, [19]).
 
     The search's entry point: every argument but params may be an array.
     """
@@ -1228,13 +1544,15 @@ def group_collective(
     link = group_link(g, stride, params, pattern=traffic_pattern(op, base), job_gpus=job_gpus, worst_case_pods=worst_case_pods)
     kw = link.algorithm_kwargs(params)
     avail = link.availability(params, g)
-    best, x, table = _best(op, size_bytes, g, link.bandwidth, link.latency, candidates=candidates, **avail, **kw)
+    best, x, table = _best(op, size_bytes, g, link.bandwidth, link.latency, candidates=candidates,
+                           protocol=_i(proto_mask(protocols)), **avail, **kw)
     chosen = np.where(auto, best, algo)
     _check_codes(op, chosen)
     cost = _pick_algorithm(x._replace(algo=np.broadcast_to(chosen, x.op.shape)), table)  # = collective_time(..., chosen)
     bad = ~exists(chosen, avail) & (g > 1)
     if np.any(bad):
-        cost = CollectiveCost(**{k: np.where(bad, np.inf if k.endswith("_s") else np.nan, v) for k, v in cost.as_dict().items()})
+        cost = CollectiveCost(**{k: v if k == "protocol" else np.where(bad, np.inf if k.endswith("_s") else np.nan, v)
+                                 for k, v in cost.as_dict().items()})
     return cost, link, chosen
 
 
@@ -1244,27 +1562,29 @@ AUTO_MEMO_LIMIT = 1 << 18  # tuples kept per (params, job, op): a table is clear
 AUTO_MEMO_TABLES = 64  # tables kept (hardware x job x op): all are cleared when one more would exceed this
 
 
-def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=None, candidates=AUTO_CANDIDATES):
+def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=None, candidates=AUTO_CANDIDATES,
+                          protocols=None):
     """(time_s, latency_s, bandwidth_s, link code) of group_collective(op, size, group, stride,
     params, AUTO, job_gpus=job_gpus), each distinct (op, size, group, stride) priced once per
     process for these params and job: group_collective is elementwise, so a tuple's figures
     do not depend on the tuples priced beside it. A search asks for the same collectives in
     every step_time call (the orders and stack variants it prices after the first pass, the
     rows it explains), and a call that finds every tuple here costs no pricing at all. candidates: the algorithms
-    the run's NCCL_ALGO leaves the op (nccl_algo_candidates; default every one)."""
+    the run's NCCL_ALGO leaves the op (nccl_algo_candidates; default every one); protocols: group_collective's."""
     candidates = tuple(candidates)
     size, group, stride = np.broadcast_arrays(np.asarray(size), np.asarray(group), np.asarray(stride))
     if np.ndim(op) == 0 and size.ndim > 1 and size.size:
         # (K, n) stacked sends (step.cp_ring_comm's), which comm.distinct hands down unflattened below
         # UNIQUE_MIN elements: priced flat through the memo (elementwise: the same figures), reshaped
-        out = auto_collective_times(op, size.ravel(), group.ravel(), stride.ravel(), params, job_gpus, candidates)
+        out = auto_collective_times(op, size.ravel(), group.ravel(), stride.ravel(), params, job_gpus, candidates,
+                                    protocols)
         return tuple(x.reshape(size.shape) for x in out)
     if np.ndim(op) != 0 or size.ndim != 1 or not size.size:
         cost, link, _ = group_collective(op, size, group, stride, params, AUTO, job_gpus=job_gpus,
-                                         candidates=candidates)
+                                         candidates=candidates, protocols=protocols)
         return cost.time_s, cost.latency_s, cost.bandwidth_s, link.link
     flat = (size, group, stride)
-    key = (params, job_gpus, int(op), candidates) + tuple(a.dtype.str for a in flat)
+    key = (params, job_gpus, int(op), candidates, proto_mask(protocols)) + tuple(a.dtype.str for a in flat)
     if key not in _AUTO_MEMO and len(_AUTO_MEMO) >= AUTO_MEMO_TABLES:
         _AUTO_MEMO.clear()
     memo = _AUTO_MEMO.setdefault(key, {})
@@ -1273,7 +1593,7 @@ def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=
     if miss:
         idx = np.asarray(miss, dtype=np.int64)
         cost, link, _ = group_collective(op, size[idx], group[idx], stride[idx], params, AUTO, job_gpus=job_gpus,
-                                         candidates=candidates)
+                                         candidates=candidates, protocols=protocols)
         got = [np.broadcast_to(np.asarray(x), idx.shape).tolist()
                for x in (cost.time_s, cost.latency_s, cost.bandwidth_s, link.link)]
         if len(memo) + len(miss) > AUTO_MEMO_LIMIT:
@@ -1442,7 +1762,11 @@ def collective_report(
     params). algo: a name, a code, None (the op's default: ring, or direct for all-to-all
     and send-recv) or 'auto' (the fastest that exists where the group lands, as
     `group_collective`); a named algorithm that does not exist there is an error saying why.
-    `alternatives_s`: the time of every algorithm `auto` could pick there.
+    `alternatives_s`: the time of every algorithm `auto` could pick there. Protocols [17]: `auto`
+    prices each algorithm under the fastest protocol NCCL allows on the hardware (`proto_mask`
+    None; LL and LL128 at NCCL's own latencies, whatever `latency` says, inside one NVLink
+    domain only: Simple across domains, [19]); a named or default
+    algorithm is priced under Simple (the alpha-beta formulas of the module docstring).
     """
     op = op_code(op)
     code = _algo_code(algo)
@@ -1460,6 +1784,8 @@ def collective_report(
         B, a, kw, avail, link_info = float(bandwidth), float(latency), {}, {}, dict(name="given")
     B, a = _given_link(B, a, kw, link_info, bandwidth, latency)
 
+    if code == AUTO:
+        kw["protocol"] = None  # NCCL's own protocol set
     alternatives: dict = {}
     if avail:
         for cand in AUTO_CANDIDATES:
@@ -1547,10 +1873,11 @@ def _given_link(B: float, a: float, kw: dict, link_info: dict, bandwidth, latenc
 def _report_dict(op: int, code: int, how: str, ranks, stride, size_bytes, link_info: dict,
                  cost: CollectiveCost, alternatives: dict) -> dict:
     """collective_report's answer: the collective, its link and its cost as plain numbers."""
-    c = {k: float(v) for k, v in cost.as_dict().items()}
+    c = {k: float(v) for k, v in cost.as_dict().items() if k != "protocol"}
     return dict(
         op=OP_NAMES[op],
         algorithm=ALGO_NAMES[code],
+        protocol={LL: "LL", LL128: "LL128", SIMPLE: "Simple"}[int(cost.protocol)],
         algorithm_from=how,
         ranks=int(ranks),
         stride=int(stride),

@@ -639,8 +639,9 @@ References
     batch a stage pays vpp x (AR(12 B x G) + AR(8 B x G)), G its fp8 GEMMs (fp8_gemms_per_layer: every GEMM row but the
     router, a grouped linear's local experts each), over amax_group (tp cp dp ranks at the smallest stride of its axes:
     a named approximation where pp lies between them), synchronous: exposed. Latency-bound (Llama 3 8B on 8 H100 at
-    tp 2: 1,536 B and 1,024 B, 46 us a micro-batch). Only NCCL's Simple protocol is modelled (comm.py): its LL
-    protocol at these sizes is not. Full recompute (Megatron's te_checkpoint under fp8, recompute.py @d98e8a64
+    tp 2: 1,536 B and 1,024 B, 30.1 us a micro-batch under NCCL's LL ring, 15.0 us each: comm.py's protocols [17];
+    46 us under the Simple protocol alone, NVLS's 23 us each, before they were priced). Full recompute (Megatron's
+    te_checkpoint under fp8, recompute.py @d98e8a64
     l. 128-141, TE's reentrant checkpoint): the forward runs under no_grad, where the chunk's first module still consumes
     the region's flag; the backward re-runs each checkpoint under a new autocast (distributed.py _CheckpointFunction.
     backward l. 437-443), whose exit at depth 0, grad enabled, reduces the forward buffer again (one more a

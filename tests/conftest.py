@@ -48,6 +48,16 @@ def h100_nvlink_ring_s(n, size):
     return (n - 1) * 3.4e-6 + (n - 1) / n * size / (450e9 * 0.8222222222222222)
 
 
+def h100_nvlink_ll_ring_s(n, size, all_reduce=False):
+    """comm.py's ring under NCCL's LL protocol inside one H100 NVLink domain, by hand (comm.py "Protocols", NVIDIA/nccl
+    src/graph/tuning.cc @v2.20.3-1 l. 57, 67, 86-90, 181): baseLat 6.6 us + one 0.6 us step a round (2 (n - 1) for an
+    all-reduce, n - 1 else), the bytes of h100_nvlink_ring_s (twice for an all-reduce) at min(370 GB/s x 1/4 for an
+    all-reduce, 1/3 else, llMaxBw 87.7 GB/s): 87.7 GB/s either way on H100."""
+    rounds = 2 * (n - 1) if all_reduce else n - 1
+    moved = (2 if all_reduce else 1) * (n - 1) / n * size
+    return 6.6e-6 + rounds * 0.6e-6 + moved / min(450e9 * 0.8222222222222222 * (0.25 if all_reduce else 1 / 3), 87.7e9)
+
+
 def explain_job(**fields):
     """(settings, plan, estimate, json) for one job; hardware defaults to h100-sxm."""
     job = Job(**fields)
@@ -175,3 +185,17 @@ def unlisted_stack_file(folder, stack: str = "megatron") -> str:
 def unlisted_stack(tmp_path_factory):
     """The path of unlisted_stack_file's stack (runs.layer_kinds null)."""
     return unlisted_stack_file(tmp_path_factory.mktemp("unlisted-stack"))
+
+
+def h100_nvlink_ll128_ring_s(n, size, all_reduce=False):
+    """The same ring under NCCL's LL128 (tuning.cc @v2.20.3-1 l. 57, 67, 182): 14 us + one 1.9 us step a round, the
+    bytes at 0.92 x 370 GB/s."""
+    rounds = 2 * (n - 1) if all_reduce else n - 1
+    moved = (2 if all_reduce else 1) * (n - 1) / n * size
+    return 14.0e-6 + rounds * 1.9e-6 + moved / (450e9 * 0.8222222222222222 * 0.92)
+
+
+def h100_nvlink_ring_fastest_s(n, size):
+    """A reduce-scatter / all-gather ring inside one H100 NVLink domain under the fastest of NCCL's protocols (comm.py
+    "Protocols": the least of Simple, LL and LL128, as NCCL's tuner picks)."""
+    return min(h100_nvlink_ring_s(n, size), h100_nvlink_ll_ring_s(n, size), h100_nvlink_ll128_ring_s(n, size))

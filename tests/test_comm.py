@@ -136,7 +136,7 @@ def test_single_rank_costs_nothing():
     for op, algo in itertools.product(range(5), range(6)):
         r = c.collective_time(op, 1e9, 1, 50 * GB, 10e-6, algo)
         for k, v in r.as_dict().items():
-            assert float(v) == 0.0, (op, algo, k)
+            assert float(v) == (c.SIMPLE if k == "protocol" else 0.0), (op, algo, k)  # the protocol is a code
     r = c.collective_time(c.ALL_REDUCE, 1e9, np.array([1, 2]), 50 * GB, 10e-6)
     assert r.time_s[0] == 0 and r.time_s[1] == pytest.approx(1e9 / (50 * GB) + 2e-5)
 
@@ -298,8 +298,10 @@ def test_auto_picks_what_exists_where_the_group_lands():
     # crossover by size on 2 x 8 A100 (no NVLS): the ring below, the tree above the point
     # where the tree's 448 us of hops are paid back by its 2x network bandwidth
     a100 = c.comm_params(load_hw("a100-sxm-80gb"))
-    _, _, algos = c.group_collective(c.ALL_REDUCE, np.array([2**20, 8 * GiB]), 16, 1, a100)
+    cost, _, algos = c.group_collective(c.ALL_REDUCE, np.array([2**20, 8 * GiB]), 16, 1, a100)
     np.testing.assert_array_equal(algos, [c.RING, c.TREE])
+    # across the two domains Simple alone, whatever NCCL's default protocols (comm.py [19])
+    np.testing.assert_array_equal(cost.protocol, [c.SIMPLE, c.SIMPLE])
 
 
 # Multi-node nccl-tests logs (tests/data/nccl_logs, sources in their first lines) against the

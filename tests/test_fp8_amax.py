@@ -29,23 +29,22 @@ def _ctx(explain, **over):
 
 def test_llama3_8b_tp2_dp4_delayed_hand_derived(explain):
     """Buffers: 32 layers x 4 GEMMs = 128 fp8 GEMMs on the rank; forward 128 x 3 x 4 B = 1,536 B, backward 128 x 2 x
-    4 B = 1,024 B, each one all-reduce over the 8 ranks of TP x DP (one NVLink domain: comm.py's NVLS, 23 us + S / 274.3
-    GB/s, NVLS_ALGBW_PER_RING_BUSBW x 370 GB/s): 23.0056 + 23.0037 us = 46.0093 us a micro-batch, 8 micro-batches:
-    368.07 us a step."""
+    4 B = 1,024 B, each one all-reduce over the 8 ranks of TP x DP (one NVLink domain). NCCL's LL ring (comm.py
+    "Protocols", tuning.cc @v2.20.3-1 l. 57, 67, 181): 6.6 us + 14 steps x 0.6 us = 15.0 us + 2 x 7/8 x S at
+    min(370 GB/s / 4, 87.7 GB/s) = 87.7 GB/s: 15.0306 + 15.0204 us = 30.0511 us a micro-batch, 8 micro-batches:
+    240.41 us a step. (Under the Simple protocol alone: NVLS, 23 us + S / 274.3 GB/s, 46.0093 us and 368.07 us.)"""
     s, p, js, sc, coll = _ctx(explain, fp8_recipe="delayed")
     assert int(p.dp) == 4 and int(p.vpp) == 1 and int(p.microbatches) == 8
     gemms, modules = fp8_gemms_per_layer(sc)
     assert [float(g) for g in gemms] == [4.0] and [float(m) for m in modules] == [4.0]
     size, stride = amax_group(sc, coll)
     assert int(size) == 8 and int(stride) == 1
-    bw = comm.NVLS_ALGBW_PER_RING_BUSBW * 370e9
-    assert bw == pytest.approx(274.2857e9, rel=1e-6)
-    per_mb = (comm.NVLS_LATENCY_S + 1536.0 / bw) + (comm.NVLS_LATENCY_S + 1024.0 / bw)
-    assert per_mb == pytest.approx(46.0093e-6, rel=1e-5)
+    per_mb = (15.0e-6 + 1.75 * 1536.0 / 87.7e9) + (15.0e-6 + 1.75 * 1024.0 / 87.7e9)
+    assert per_mb == pytest.approx(30.0511e-6, rel=1e-5)
     assert float(fp8_amax_comm(sc, coll)["last"]) == pytest.approx(per_mb, rel=1e-9)
     terms, extra = step_time(s, p)
     assert float(extra["tp_fp8_amax_s"]) == pytest.approx(8 * per_mb, rel=1e-9)
-    assert js["time"]["tp_fp8_amax_s"] == pytest.approx(368.07e-6, rel=1e-4)
+    assert js["time"]["tp_fp8_amax_s"] == pytest.approx(240.41e-6, rel=1e-4)
 
 
 def test_inside_tp_comm_and_none_without_delayed(explain):
@@ -87,10 +86,10 @@ def test_full_recompute_reduces_per_checkpoint_and_per_module(explain):
     """Full recompute, every layer its own TE checkpoint: the backward's 32 re-runs each reduce the forward buffer at
     their autocast's exit (33 forward reductions a micro-batch with the block's own) and each re-run fp8 module's
     backward reduces the backward buffer (32 layers x 4 modules = 128, the block's one consumed in the no-grad
-    forward): 33 AR(1,536 B) + 128 AR(1,024 B) = 33 x 23.0056 + 128 x 23.0037 us = 3.7036 ms a micro-batch."""
+    forward): 33 AR(1,536 B) + 128 AR(1,024 B) = 33 x 15.0306 + 128 x 15.0204 us = 2.4186 ms a micro-batch (NCCL's LL
+    ring: test_llama3_8b_tp2_dp4_delayed_hand_derived; 3.7036 ms under Simple's NVLS)."""
     s, p, js, sc, coll = _ctx(explain, fp8_recipe="delayed", recompute="full")
     assert float(sc.rc["last"]) == 32.0
-    bw = comm.NVLS_ALGBW_PER_RING_BUSBW * 370e9
-    want = 33 * (comm.NVLS_LATENCY_S + 1536.0 / bw) + 128 * (comm.NVLS_LATENCY_S + 1024.0 / bw)
-    assert want == pytest.approx(3.7036e-3, rel=1e-4)
+    want = 33 * (15.0e-6 + 1.75 * 1536.0 / 87.7e9) + 128 * (15.0e-6 + 1.75 * 1024.0 / 87.7e9)
+    assert want == pytest.approx(2.4186e-3, rel=1e-4)
     assert float(fp8_amax_comm(sc, coll)["last"]) == pytest.approx(want, rel=1e-9)

@@ -67,7 +67,8 @@ def test_alltoall_time_at_the_busiest_rank_by_hand():
     h x 2 B on the busiest rank, 4 per layer, 32 layers (tests/test_moe.py's balanced figure x L
     in the bytes): pairwise all-to-all, n - 1 rounds of (n - 1)/n of the buffer. The probabilities' all-to-all
     (planner/dispatch.py [12]) moves one bf16 value a routed row, T x top-2 x L x 2 B, forward and backward; the
-    token counts' all-gather (8 x 8 x 8 B) does not depend on L."""
+    token counts' all-gather (8 x 8 x 8 B) does not depend on L; it runs NCCL's LL ring (comm.py "Protocols", tuning.cc
+    @v2.20.3-1 l. 57, 67, 181): 6.6 us + 7 steps of 0.6 us + 7/8 x 512 B at min(370 GB/s / 3, 87.7 GB/s)."""
     from planner import comm
     from planner.catalog import load_hardware
 
@@ -78,7 +79,7 @@ def test_alltoall_time_at_the_busiest_rank_by_hand():
         size = 4096 * 2 * r * 4096 * 2
         a2a = 7 * comm.NVLINK_LATENCY_S + 7 / 8 * size / bw
         probs = 7 * comm.NVLINK_LATENCY_S + 7 / 8 * (4096 * 2 * r * 2) / bw
-        counts = 7 * comm.NVLINK_LATENCY_S + 7 / 8 * 512 / bw
+        counts = 6.6e-6 + 7 * 0.6e-6 + 7 / 8 * 512 / 87.7e9
         assert js["time"]["ep_comm_s"] == pytest.approx(32 * (4 * a2a + 2 * probs + counts), rel=1e-9)
 
 

@@ -270,7 +270,8 @@ def test_alltoall_time_inside_a_node_by_hand():
     layers, over NVLink at the achievable ring bandwidth and per-round latency of comm.py. Beside
     them the megatron stack's alltoall dispatcher moves the probabilities (T x top-2 x c rows x 2 B, bf16
     router) in an all-to-all of their own, forward and backward, and all-gathers the int64 token counts,
-    8 ranks x 8 experts x 8 B, forward (planner/dispatch.py [12], the same ring's rounds and share):
+    8 ranks x 8 experts x 8 B, forward (planner/dispatch.py [12]; 512 B: NCCL's LL ring, comm.py "Protocols": 6.6 us
+    + 7 steps of 0.6 us + 7/8 x 512 B at min(370 GB/s / 3, 87.7 GB/s), tuning.cc @v2.20.3-1 l. 57, 67, 181):
     ep_comm = 32 x (4 a2a + 2 probs + counts)."""
     from planner import comm
     from planner.catalog import load_hardware
@@ -281,7 +282,7 @@ def test_alltoall_time_inside_a_node_by_hand():
         _, _, _, js = _mixtral(gpus=8, ep=8, global_batch=8, moe_capacity_factor=c)
         size = 4096 * 2 * c * 4096 * 2
         probs = _a2a_by_hand(8, 4096 * 2 * c * 2, bw, comm.NVLINK_LATENCY_S)
-        counts = _a2a_by_hand(8, 8 * 8 * 8, bw, comm.NVLINK_LATENCY_S)
+        counts = 6.6e-6 + 7 * 0.6e-6 + 7 / 8 * 512 / 87.7e9
         assert js["time"]["ep_comm_s"] == pytest.approx(
             32 * (4 * _a2a_by_hand(8, size, bw, comm.NVLINK_LATENCY_S) + 2 * probs + counts), rel=1e-9)
 

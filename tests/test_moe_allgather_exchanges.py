@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import explain_job, h100_nvlink_ring_s
+from conftest import explain_job, h100_nvlink_ll_ring_s, h100_nvlink_ring_fastest_s, h100_nvlink_ring_s
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,15 +39,18 @@ def test_routing_map_probabilities_and_combine_by_hand():
     tokens a rank, one micro-batch, 32 MoE layers, bf16 router:
       tokens' all-gather (and each other transfer of theirs): 8 x 4096 x 4096 x 2 B = 268,435,456 B:
         7 x 3.4 us + 7/8 x 268,435,456 / 370e9 = 658.618 us;
-      routing map: 8 x 4096 x 8 x 1 B = 262,144 B gathered, forward: 23.8 us + 0.620 us = 24.420 us;
-      probabilities: 8 x 4096 x 8 x 2 B = 524,288 B gathered forward and reduce-scattered backward: 25.040 us each.
-    ep_comm = 32 x (4 x 658.618 + 2 x 25.040 + 24.420) us; explain: dispatch 32 x 2 x 658.618 us, probs_a2a_s 32 x 2 x
-    25.040 us, counts_gather_s (the routing map's) 32 x 24.420 us."""
+      routing map: 8 x 4096 x 8 x 1 B = 262,144 B gathered, forward, under NCCL's LL ring (comm.py "Protocols": the
+        fastest of Simple 24.420 us, LL128 27.974 us and LL): 6.6 + 7 x 0.6 us + 7/8 x 262,144 / 87.7e9 = 13.415 us;
+      probabilities: 8 x 4096 x 8 x 2 B = 524,288 B gathered forward and reduce-scattered backward, LL: 16.031 us each
+        (Simple 25.040 us).
+    ep_comm = 32 x (4 x 658.618 + 2 x 16.031 + 13.415) us; explain: dispatch 32 x 2 x 658.618 us, probs_a2a_s 32 x 2 x
+    16.031 us, counts_gather_s (the routing map's) 32 x 13.415 us."""
     _, _, _, js = _mixtral()
     t = _ring(8, 8 * 4096 * 4096 * 2)
-    rmap, p = _ring(8, 8 * 4096 * 8 * 1), _ring(8, 8 * 4096 * 8 * 2)
-    assert t == pytest.approx(658.618e-6, rel=1e-5)
-    assert rmap == pytest.approx(24.420e-6, rel=1e-4) and p == pytest.approx(25.040e-6, rel=1e-4)
+    rmap, p = h100_nvlink_ring_fastest_s(8, 8 * 4096 * 8 * 1), h100_nvlink_ring_fastest_s(8, 8 * 4096 * 8 * 2)
+    assert t == pytest.approx(658.618e-6, rel=1e-5) and t == h100_nvlink_ring_fastest_s(8, 8 * 4096 * 4096 * 2)
+    assert rmap == pytest.approx(13.415e-6, rel=1e-4) and p == pytest.approx(16.031e-6, rel=1e-4)
+    assert rmap == h100_nvlink_ll_ring_s(8, 262144) and p == h100_nvlink_ll_ring_s(8, 524288)
     m = js["moe"]
     assert m["dispatcher"] == "allgather"
     assert m["dispatch_s"] == pytest.approx(32 * 2 * t, rel=1e-9) and m["combine_s"] == pytest.approx(32 * 2 * t, rel=1e-9)
@@ -59,12 +62,12 @@ def test_routing_map_probabilities_and_combine_by_hand():
 def test_fp32_router_widens_the_combine_and_probabilities():
     """--moe-router-dtype fp32: the combine's reduce-scatter and its gradient's all-gather move the outputs as fp32,
     536,870,912 B: 23.8 us + 7/8 x 536,870,912 / 370e9 = 1293.436 us each; the probabilities 4 B an entry
-    (1,048,576 B: 26.280 us each way); the tokens' gather and its reduce-scatter gradient stay bf16; the routing map
-    stays 1 B."""
+    (1,048,576 B: NCCL's LL ring, 6.6 + 4.2 us + 7/8 x 1,048,576 / 87.7e9 = 21.262 us each way; Simple's 26.280 us);
+    the tokens' gather and its reduce-scatter gradient stay bf16; the routing map stays 1 B."""
     _, _, _, js = _mixtral(moe_router_dtype="fp32")
     t, t32 = _ring(8, 8 * 4096 * 4096 * 2), _ring(8, 8 * 4096 * 4096 * 4)
-    p, rmap = _ring(8, 8 * 4096 * 8 * 4), _ring(8, 8 * 4096 * 8 * 1)
-    assert t32 == pytest.approx(1293.436e-6, rel=1e-5) and p == pytest.approx(26.280e-6, rel=1e-4)
+    p, rmap = h100_nvlink_ring_fastest_s(8, 8 * 4096 * 8 * 4), h100_nvlink_ring_fastest_s(8, 8 * 4096 * 8 * 1)
+    assert t32 == pytest.approx(1293.436e-6, rel=1e-5) and p == pytest.approx(21.262e-6, rel=1e-4)
     m = js["moe"]
     assert m["dispatch_s"] == pytest.approx(32 * (t + t32), rel=1e-9)  # the gather, the combine's gradient
     assert m["combine_s"] == pytest.approx(32 * (t32 + t), rel=1e-9)  # the combine, the gather's gradient

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import explain_job, h100_nvlink_ring_s
+from conftest import explain_job, h100_nvlink_ll_ring_s, h100_nvlink_ring_s
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,13 +49,14 @@ def test_probabilities_and_counts_by_hand():
       tokens' all-to-all: 4096 x 2 x 4096 x 2 B = 67,108,864 B, 4 a layer (dispatch, combine, their gradients);
       probabilities' all-to-all: 4096 x 2 rows x 2 B (bf16 router) = 16,384 B, 2 a layer (forward, backward):
         7 x 3.4 us + 7/8 x 16,384 / 370e9 = 23.8387 us;
-      counts' all-gather: 8 ranks x 8 experts x 8 B = 512 B, 1 a layer: 7 x 3.4 us + 7/8 x 512 / 370e9 = 23.8012 us.
+      counts' all-gather: 8 ranks x 8 experts x 8 B = 512 B, 1 a layer, under NCCL's LL ring (comm.py "Protocols"):
+        6.6 us + 7 x 0.6 us + 7/8 x 512 / 87.7e9 = 10.8051 us (Simple's 7 x 3.4 us + 7/8 x 512 / 370e9 = 23.8012 us).
     ep_comm = 32 x (4 t_tokens + 2 x 23.8387 us + 23.8012 us)."""
     _, _, _, js = _mixtral()
     t_tok = _pairwise(8, 4096 * 2 * 4096 * 2)
     t_p = _pairwise(8, 4096 * 2 * 2)
-    t_c = _pairwise(8, 8 * 8 * 8)
-    assert t_p == pytest.approx(23.8387e-6, rel=1e-5) and t_c == pytest.approx(23.8012e-6, rel=1e-5)
+    t_c = h100_nvlink_ll_ring_s(8, 8 * 8 * 8)
+    assert t_p == pytest.approx(23.8387e-6, rel=1e-5) and t_c == pytest.approx(10.8051e-6, rel=1e-5)
     m = js["moe"]
     assert m["probs_a2a_s"] == pytest.approx(32 * 2 * t_p, rel=1e-9)
     assert m["counts_gather_s"] == pytest.approx(32 * t_c, rel=1e-9)
@@ -68,7 +69,7 @@ def test_router_dtype_sizes_the_probabilities():
     all-gather is unchanged."""
     _, _, _, js = _mixtral(moe_router_dtype="fp32")
     assert js["moe"]["probs_a2a_s"] == pytest.approx(32 * 2 * _pairwise(8, 4096 * 2 * 4), rel=1e-9)
-    assert js["moe"]["counts_gather_s"] == pytest.approx(32 * _pairwise(8, 512), rel=1e-9)
+    assert js["moe"]["counts_gather_s"] == pytest.approx(32 * h100_nvlink_ll_ring_s(8, 512), rel=1e-9)
 
 
 def test_a_stack_without_them_prices_the_tokens_alone(tmp_path):

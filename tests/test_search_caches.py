@@ -37,8 +37,10 @@ def test_stacked_collectives_go_through_the_memo_with_group_collectives_figures(
     # priced once: a second call finds every tuple in the memo (the same figures)
     again = comm.auto_collective_times(comm.SEND_RECV, size, group, stride, params, 2048)
     assert all(np.array_equal(a, b) for a, b in zip(again, got))
-    # keyed by the algorithms the run's NCCL_ALGO leaves the op too (comm.nccl_algo_candidates; default all)
-    assert len(comm._AUTO_MEMO[(params, 2048, comm.SEND_RECV, comm.AUTO_CANDIDATES, "<f8", "<i8", "<i8")]) == 15
+    # keyed by the algorithms the run's NCCL_ALGO leaves the op too (comm.nccl_algo_candidates; default all), and by
+    # the protocols it allows (comm.proto_mask; default NCCL's set, PROTO_DEFAULT)
+    key = (params, 2048, comm.SEND_RECV, comm.AUTO_CANDIDATES, comm.PROTO_DEFAULT, "<f8", "<i8", "<i8")
+    assert len(comm._AUTO_MEMO[key]) == 15
 
 
 def test_distinct_is_np_unique_on_small_non_negative_integers():

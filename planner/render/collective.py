@@ -43,7 +43,8 @@ def link_lines(r: dict) -> list[str]:
 
 def collective_table(r: dict) -> None:
     algo = r["algorithm"] + {"default": " (default)", "auto": " (fastest, auto)", "given": ""}[r["algorithm_from"]]
-    out.print(f"[bold]{r['op']}[/bold] of {si_bytes(r['size_bytes'])} over {r['ranks']:,} ranks, algorithm {algo}")
+    out.print(f"[bold]{r['op']}[/bold] of {si_bytes(r['size_bytes'])} over {r['ranks']:,} ranks, algorithm {algo}, "
+              f"protocol {r['protocol']}")
     for line in link_lines(r):
         out.print(line, highlight=False)
     busiest = " (busiest rank: the server)" if r["algorithm"] == "parameter-server" else ""
