@@ -828,10 +828,14 @@ def fit_rows_agree(args: list[str], r) -> str | None:
     return None
 
 
-# fit CONFIG's job options that a fuzz command line gives (the config-fit kind's seed_args: what a trainer config does
-# not hold), as fit passes them to config_jobs (Job field -> value) and as explain of a row's reproduce line repeats them
+# fit CONFIG's job options that a fuzz command line gives (the config-fit and precision-flags kinds' seed_args: what a
+# trainer config does not hold), as fit passes them to config_jobs (Job field -> value) and as explain of a row's
+# reproduce line repeats them (fit's own line ends with them: render/fit.row_command's `given`). --trainer-date: the
+# precision-flags kind's fp8 functional test runs at 2026-07-02 (f34bc667), which decides what its deterministic mode
+# sets (stack megatron runs.deterministic_nccl_algo, from 2026-07-08): a line without it prices another NCCL algorithm
+# (fuzz seed 116's false failure; tests/test_fuzz.py test_fit_job_options_cover_every_seed_option)
 FIT_JOB_OPTIONS = {"--gpus": ("gpus", int), "--hardware": ("hardware", str), "--model": ("model", str),
-                   "--seq-len": ("seq_len", int)}
+                   "--seq-len": ("seq_len", int), "--trainer-date": ("trainer_date", str)}
 
 
 def _fit_job_options(args: list[str]) -> tuple[dict, list[str]]:

@@ -424,6 +424,52 @@ def test_exports_read_back_flags_a_row_that_reads_back_otherwise(tmp_path):
     assert r.exit_code == 0 and "--tensor-model-parallel-size" in r.stdout, r.stderr
 
 
+def test_fit_rows_agree_repeats_fits_trainer_date(tmp_path, monkeypatch):
+    """The fuzz pass `--runs 1000 --seed 116 --kinds cli-options,megatron-recent,newest-fields,precision-flags`
+    (precision-flags, chunk 2 input 32; its only failure): the fp8 TP2 x PP2 functional test with `--fp8-recipe
+    delayed` for tensorwise (the only change), `fit F --gpus 8 --trainer-date 2026-07-02`. Its --deterministic-mode sets
+    NCCL_ALGO Ring only from 2026-07-08 (stack megatron runs.deterministic_nccl_algo), so at the launch's date the
+    delayed-scaling amax all-reduce over TP x DP x CP = 8 ranks (step.py [34]) runs NCCL's default: 4.60035e-05 s a
+    step on row 1 (tp 1, dp 8). fit's own line ends with `--trainer-date 2026-07-02` (render/fit.row_command); the
+    check's lines left it out (FIT_JOB_OPTIONS lacked it) and explain priced Ring: 9.52045e-05 s (step 0.0336031 s
+    against fit's 0.0335539 s), a false failure of the harness, not of the planner."""
+    import json
+
+    import fuzzing
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    text = (fuzzing.CI_ARGS / fuzzing.FP8_CI_ARGS).read_text()
+    assert "--fp8-recipe tensorwise\n" in text
+    f = tmp_path / "fp8_delayed.args"
+    f.write_text(text.replace("--fp8-recipe tensorwise\n", "--fp8-recipe delayed\n"))
+    args = ["fit", str(f), "--top", "2", "--format", "json", "--gpus", "8", "--trainer-date", "2026-07-02"]
+    assert fuzzing._fit_job_options(args) == ({"gpus": 8, "trainer_date": "2026-07-02"},
+                                              ["--gpus", "8", "--trainer-date", "2026-07-02"])
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.stderr
+    row = json.loads(r.stdout)["rows"][0]
+    assert row["time"]["tp_fp8_amax_s"] == pytest.approx(4.60035e-05, rel=1e-6)
+    assert fuzzing.fit_rows_agree(args, r) is None
+    monkeypatch.delitem(fuzzing.FIT_JOB_OPTIONS, "--trainer-date")  # the check as it was: the lines priced Ring
+    why = fuzzing.fit_rows_agree(args, r)
+    assert why.startswith("row 1: planner explain --model ") and "disagrees with fit at time.step_s" in why, why
+
+
+def test_fit_job_options_cover_every_seed_option(workdir):
+    """Every option a kind checked through fit_rows_agree (config_fit_check, recent_check, plans_check) appends to
+    its seeds' command lines is one the check repeats on the rows' explain lines (FIT_JOB_OPTIONS), as fit's own line
+    does: a seed option left out prices another job (test_fit_rows_agree_repeats_fits_trainer_date)."""
+    import fuzzing
+
+    checked = (fuzzing.config_fit_check, fuzzing.recent_check, fuzzing.plans_check)
+    kinds = {k: t for k, t in targets(workdir).items() if t.check in checked}
+    assert {"config-fit", "precision-flags", "newest-fields", "job-fields", "megatron-recent"} <= set(kinds)
+    given = {a for t in kinds.values() for args in t.seed_args.values() for a in args if a.startswith("--")}
+    assert "--trainer-date" in given and given <= set(fuzzing.FIT_JOB_OPTIONS), given - set(fuzzing.FIT_JOB_OPTIONS)
+
+
 def _report(outcomes):
     tried = sum(o.tried for o in outcomes.values())
     failures = [f for o in outcomes.values() for f in o.failures]
