@@ -432,7 +432,10 @@ def test_fit_rows_agree_repeats_fits_trainer_date(tmp_path, monkeypatch):
     delayed-scaling amax all-reduce over TP x DP x CP = 8 ranks (step.py [34]) runs NCCL's default: 4.60035e-05 s a
     step on row 1 (tp 1, dp 8). fit's own line ends with `--trainer-date 2026-07-02` (render/fit.row_command); the
     check's lines left it out (FIT_JOB_OPTIONS lacked it) and explain priced Ring: 9.52045e-05 s (step 0.0336031 s
-    against fit's 0.0335539 s), a false failure of the harness, not of the planner."""
+    against fit's 0.0335539 s), a false failure of the harness, not of the planner. Since NCCL's LL protocol is priced
+    inside one NVLink domain (comm.py "Protocols") both algorithms run that 8-rank group as an LL ring, so the case is
+    checked at --gpus 16, where the group crosses two nodes (Simple alone): row 1 tp 1, dp 16, NCCL's default
+    NVLS-tree 43 us for each of the forward's and the backward's all-reduce, 8.60035e-05 s."""
     import json
 
     import fuzzing
@@ -444,13 +447,13 @@ def test_fit_rows_agree_repeats_fits_trainer_date(tmp_path, monkeypatch):
     assert "--fp8-recipe tensorwise\n" in text
     f = tmp_path / "fp8_delayed.args"
     f.write_text(text.replace("--fp8-recipe tensorwise\n", "--fp8-recipe delayed\n"))
-    args = ["fit", str(f), "--top", "2", "--format", "json", "--gpus", "8", "--trainer-date", "2026-07-02"]
-    assert fuzzing._fit_job_options(args) == ({"gpus": 8, "trainer_date": "2026-07-02"},
-                                              ["--gpus", "8", "--trainer-date", "2026-07-02"])
+    args = ["fit", str(f), "--top", "2", "--format", "json", "--gpus", "16", "--trainer-date", "2026-07-02"]
+    assert fuzzing._fit_job_options(args) == ({"gpus": 16, "trainer_date": "2026-07-02"},
+                                              ["--gpus", "16", "--trainer-date", "2026-07-02"])
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.stderr
     row = json.loads(r.stdout)["rows"][0]
-    assert row["time"]["tp_fp8_amax_s"] == pytest.approx(4.60035e-05, rel=1e-6)
+    assert row["plan"]["dp"] == 16 and row["time"]["tp_fp8_amax_s"] == pytest.approx(8.60035e-05, rel=1e-6)
     assert fuzzing.fit_rows_agree(args, r) is None
     monkeypatch.delitem(fuzzing.FIT_JOB_OPTIONS, "--trainer-date")  # the check as it was: the lines priced Ring
     why = fuzzing.fit_rows_agree(args, r)
