@@ -12,6 +12,37 @@ from planner.plan import resolve
 from planner.schema import Job
 
 
+def _build_the_cli_once():
+    """The click command typer builds from `planner.cli.app`, built once per test session as a `planner` process
+    builds it once, instead of once per CliRunner.invoke: typer.testing.CliRunner.invoke calls
+    typer.main.get_command(app) on every call (typer/testing.py), which rebuilt every command's parameters from the
+    function signatures (typer/main.py get_command_from_info, get_params_from_function) and the pydantic
+    TypeAdapters its parameters build on first use (typer/core.py _TyperParameter.get_runtime_param): about 0.4 s of
+    a 0.6 s `explain` invoke here, two thirds of the time of the tests that run the CLI in-process. The command is
+    the same object tree a process builds (no state of one invoke is kept: click makes a new Context per call, the
+    parameter sources are the context's), so every test still runs what `planner ...` runs; the first invoke of each
+    app of the session builds it as before. Every CliRunner of the tests goes through typer.testing's
+    `_get_command`, the name replaced here (a typer without it is left as it is)."""
+    import typer.testing
+
+    build = getattr(typer.testing, "_get_command", None)
+    if build is None or getattr(build, "_planner_tests_once", False):
+        return
+    built: dict[int, tuple] = {}
+
+    def get_command(typer_app):
+        got = built.get(id(typer_app))
+        if got is None or got[0] is not typer_app:  # the app is held, so its id is not reused
+            got = built[id(typer_app)] = (typer_app, build(typer_app))
+        return got[1]
+
+    get_command._planner_tests_once = True
+    typer.testing._get_command = get_command
+
+
+_build_the_cli_once()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _model_cache(tmp_path_factory):
     """Generated model files (a Megatron argument file's own model: trainers.write_model_file)

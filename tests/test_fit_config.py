@@ -80,8 +80,7 @@ def test_the_own_plan_is_explains_and_its_rank_line_gives_explains_figures(cli):
     m = re.search(r"rank (\d+) of ([\d,]+), step ([\d.]+) s, MFU ([\d.]+)%", line)
     assert m and int(m[1]) == cp["rank"] and int(m[2].replace(",", "")) == cp["of"]
     assert m[3] == f"{e['time']['step_s']:.3g}" and m[4] == f"{100 * e['throughput']['mfu']:.1f}"
-    # the pinned CP reaches the search: every row has it
-    r = cli("fit", FP8, "--cp", "2", "--top", "3", "--format", "json")
+    # the pinned CP reaches the search: every row has it (the same command's rows, above)
     assert {row["plan"]["cp"] for row in _json(r)["rows"]} == {2}
 
 
