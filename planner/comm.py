@@ -840,6 +840,21 @@ def _fastest(x: _Inputs, ll: _Cost, ll128: _Cost, simple: _Cost, multi: np.ndarr
     return simple._replace(latency=latency, bandwidth=bandwidth), proto
 
 
+def _all_net(multi: np.ndarray, simple: _Cost) -> bool:
+    """Every element's collective leaves its NVLink domain, where _fastest prices Simple alone (LL_NETWORK_PRICED
+    False, [19]) whatever the mask, and Simple's time is below +inf on each (so no tie with LL's masked +inf): the
+    LL and LL128 terms are read by no element."""
+    return (not LL_NETWORK_PRICED and multi.size > 0 and bool(multi.all())
+            and not bool(np.any(simple.latency + simple.bandwidth == np.inf)))
+
+
+def _simple_everywhere(simple: _Cost, multi: np.ndarray) -> tuple[_Cost, np.ndarray]:
+    """_fastest's result where _all_net: Simple's terms on every element and the code SIMPLE."""
+    shape = np.broadcast_shapes(multi.shape, np.shape(simple.latency), np.shape(simple.bandwidth))
+    lat, bw = (np.broadcast_to(np.asarray(v, dtype=np.float64), shape).copy() for v in (simple.latency, simple.bandwidth))
+    return simple._replace(latency=lat, bandwidth=bw), np.full(shape, SIMPLE, dtype=np.int64)
+
+
 def _ring_protocols(x: _Inputs, simple: _Cost, ll_fraction) -> tuple[_Cost, np.ndarray]:
     """A ring's terms under its fastest protocol [17]: LL and LL128 latency = baseLat + every step at hwLat, the
     share 1/m of a ring's steps that leave a domain (group_link's f) at the network figure and the others at the
@@ -847,6 +862,8 @@ def _ring_protocols(x: _Inputs, simple: _Cost, ll_fraction) -> tuple[_Cost, np.n
     min(B x ll_fraction, llMaxBw) (ll_fraction None: a quarter across domains, a third inside one, reduce-scatter
     and all-gather, l. 181), LL128's B x 0.92, x 0.7 with one rank per domain (l. 182)."""
     g, N, multi = _domains(x)
+    if _all_net(multi, simple):
+        return _simple_everywhere(simple, multi)
     w = np.where(multi, 1.0 / g, 0.0)
     B = x.B
     terms = []
@@ -869,6 +886,8 @@ def _tree_protocols(x: _Inputs, c: _Shared, simple: _Cost, core: np.ndarray,
     before NCCL's correction): LL's max(3.8 x core, 2S / llMaxBw) (l. 184), LL128's core / (7/9 in one domain,
     120/128 across) (l. 185), each over its own medium-size correction (l. 415-419)."""
     g, multi = c.g, c.multi
+    if _all_net(multi, simple):
+        return _simple_everywhere(simple, multi)
     N = c.n_inter
     k = len(TREE_CORRECTION_LL)
     idx = np.clip(corr_i, 0, k - 1).astype(np.int64)

@@ -396,6 +396,13 @@ class GatherExchanges:
     combine_probs: bool
 
 
+def _batch(coll, calls) -> list:
+    """[coll(*c) for c in calls], through coll.batch where coll has one (step.Collectives: each op's calls priced
+    together, the same values); a plain pricing function (tests, explain) call by call."""
+    batch = getattr(coll, "batch", None)
+    return batch(calls) if batch is not None else [coll(*c) for c in calls]
+
+
 def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes, etp=1,
               probs_bytes=None, counts_group=None, counts_a2a_bytes=None, counts_bytes=8.0,
               gather: GatherExchanges | None = None) -> Transfers:
@@ -418,38 +425,44 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
     tier = group_link.link
     if kind == ALLTOALL:
         size = alltoall_bytes(block, ctx)
-        a = coll(comm.ALL_TO_ALL, size, ep, stride)
-        a8 = np.where(np.asarray(fp8, dtype=bool), coll(comm.ALL_TO_ALL, size * element_bytes(True) / ACT_BYTES, ep, stride), a)
-        p = counts = np.float64(0.0)
+        calls = [(comm.ALL_TO_ALL, size, ep, stride), (comm.ALL_TO_ALL, size * element_bytes(True) / ACT_BYTES, ep, stride)]
         if probs_bytes is not None:  # a stack setting: one probability per routed row, all-to-all'd with the tokens' splits [12]
-            p = coll(comm.ALL_TO_ALL, size / (block.h * ACT_BYTES) * probs_bytes, ep, stride)
+            calls.append((comm.ALL_TO_ALL, size / (block.h * ACT_BYTES) * probs_bytes, ep, stride))
         if counts_group is not None:  # a stack setting: the int64 [E] counts of each tp_ep rank all-gathered [12]
             g, g_stride = counts_group
             g = np.asarray(g, dtype=np.float64)
-            counts = coll(comm.ALL_GATHER, g * block.num_experts * counts_bytes, g, g_stride)
+            calls.append((comm.ALL_GATHER, g * block.num_experts * counts_bytes, g, g_stride))
         if counts_a2a_bytes is not None:  # a stack setting: each rank's [E] counts all-to-all'd, E / ep to each [12]
-            counts = coll(comm.ALL_TO_ALL, block.num_experts * counts_a2a_bytes, ep, stride)
+            calls.append((comm.ALL_TO_ALL, block.num_experts * counts_a2a_bytes, ep, stride))
+        t = _batch(coll, calls)  # one pricing an op where the pricing allows (step.Collectives.batch: the same values)
+        a = t[0]
+        a8 = np.where(np.asarray(fp8, dtype=bool), t[1], a)
+        p = t[2] if probs_bytes is not None else np.float64(0.0)
+        counts = t[-1] if counts_group is not None or counts_a2a_bytes is not None else np.float64(0.0)
         return Transfers(a8, a, a, a, tier, probs_fwd=p, probs_bwd=p, counts_fwd=counts)
     if kind == ALLGATHER:
         size = ep * ctx.T / ctx.rep_div * block.h * ACT_BYTES
-        ag = coll(comm.ALL_GATHER, size, ep, stride)
-        rs = coll(comm.REDUCE_SCATTER, size, ep, stride)
         if gather is None:
+            ag, rs = _batch(coll, [(comm.ALL_GATHER, size, ep, stride), (comm.REDUCE_SCATTER, size, ep, stride)])
             return Transfers(ag, rs, ag, rs, tier)
         # [13] the combine's reduce-scatter moves the outputs cast to the probabilities' dtype (a stack setting), and so
         # does its gradient's all-gather (the dispatch backward: the combine's gradient)
         c_bytes = gather.probs_bytes if gather.combine_probs else float(ACT_BYTES)
-        rs_c = coll(comm.REDUCE_SCATTER, size * c_bytes / ACT_BYTES, ep, stride)
-        ag_c = coll(comm.ALL_GATHER, size * c_bytes / ACT_BYTES, ep, stride)
         g = np.asarray(gather.group, dtype=np.float64)
         rows = g * ctx.T / ctx.rep_div  # the tp_ep group's tokens, each rank's T / rep_div, gathered [13]
         on = np.asarray(ep, dtype=np.float64) > 1.0  # priced where the tokens' gather is (etp alone: etp_pair's)
-        p_f = p_b = rmap = np.float64(0.0)
+        calls = [(comm.ALL_GATHER, size, ep, stride), (comm.REDUCE_SCATTER, size, ep, stride),
+                 (comm.REDUCE_SCATTER, size * c_bytes / ACT_BYTES, ep, stride),
+                 (comm.ALL_GATHER, size * c_bytes / ACT_BYTES, ep, stride)]
         if gather.probs:  # a stack setting: [tokens, E] probabilities all-gathered, their gradient reduce-scattered
-            p_f = coll(comm.ALL_GATHER, rows * block.num_experts * gather.probs_bytes, g, gather.stride)
-            p_b = coll(comm.REDUCE_SCATTER, rows * block.num_experts * gather.probs_bytes, g, gather.stride)
+            calls += [(comm.ALL_GATHER, rows * block.num_experts * gather.probs_bytes, g, gather.stride),
+                      (comm.REDUCE_SCATTER, rows * block.num_experts * gather.probs_bytes, g, gather.stride)]
         if gather.routing_map:  # a stack setting: the bool [tokens, E] routing map all-gathered, forward only
-            rmap = np.where(on, coll(comm.ALL_GATHER, rows * block.num_experts * ROUTING_MAP_BYTES, g, gather.stride), 0.0)
+            calls.append((comm.ALL_GATHER, rows * block.num_experts * ROUTING_MAP_BYTES, g, gather.stride))
+        t = _batch(coll, calls)  # one pricing an op where the pricing allows (step.Collectives.batch: the same values)
+        ag, rs, rs_c, ag_c = t[:4]
+        p_f, p_b = (t[4], t[5]) if gather.probs else (np.float64(0.0), np.float64(0.0))
+        rmap = np.where(on, t[-1], 0.0) if gather.routing_map else np.float64(0.0)
         return Transfers(ag, rs_c, ag_c, rs, tier, probs_fwd=p_f, probs_bwd=p_b, counts_fwd=rmap)
     d8, d16, c16 = kernel_time(kind, tokens, block, ep, group_link, params, fp8, route_nodes, etp)
     return Transfers(d8, c16, d16, c16, tier)

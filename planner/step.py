@@ -2029,6 +2029,36 @@ class Collectives:
                 return out
         return self._price(op, size, group, stride)
 
+    def batch(self, calls) -> list:
+        """[self(op, size, group, stride) for each call of `calls`], the calls of one op priced together: their
+        broadcast arguments laid end to end and priced by one _price (one comm.distinct, one auto_collective_times),
+        then split back. A collective's price is elementwise in (size, group, stride) (_all, comm.auto_collective_times'
+        memo), so each element gets the bits its own call gives it. Each call on its own where by_plans' groups, a
+        memo, per-plan bandwidth scales or a calibration profile take part; calls of one op whose arguments' dtypes
+        differ apart (concatenation would cast them)."""
+        out = [None] * len(calls)
+        if self.plans is not None or self.memo is not None or self.bw_arrays or self.groups:
+            return [self(*c) for c in calls]
+        by_op = {}  # (op, the arguments' dtypes) -> its calls
+        for i, (op, *args) in enumerate(calls):
+            args = [np.asarray(a) for a in args]
+            by_op.setdefault((op,) + tuple(a.dtype.str for a in args), []).append((i, args))
+        for (op, *_), rows in by_op.items():
+            if len(rows) == 1:
+                i, args = rows[0]
+                out[i] = self._price(op, *args)
+                continue
+            shapes = [np.broadcast_shapes(*(a.shape for a in args)) for _, args in rows]
+            flat = [np.concatenate([np.broadcast_to(args[j], sh).ravel() for (_, args), sh in zip(rows, shapes)])
+                    for j in range(3)]
+            t = np.asarray(self._price(op, *flat))
+            at = 0
+            for (i, _), sh in zip(rows, shapes):
+                k = int(np.prod(sh, dtype=np.int64))
+                out[i] = t[at:at + k].reshape(sh)
+                at += k
+        return out
+
     def _distinct(self, size, group, stride):
         """comm.distinct(size, group, stride), the last call's again where the same three objects come back: a pair of
         collectives over one group and size (tp_comm's and etp_pair's reduce-scatter and all-gather, the allgather
@@ -2620,16 +2650,20 @@ def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
     kv_in = col * float(mla.kv_lora_rank)  # the kv up projection's input, the kv latent
     h = col * mla.h
     ag_in, rs_in = w["input_all_gather"], w["grad_input_reduce_scatter"]
-    q_ag, kv_ag = coll(comm.ALL_GATHER, q_in * ag_in, tp_sp, s) + am, coll(comm.ALL_GATHER, kv_in * ag_in, tp_sp, s) + am
-    fwd = (q_ag + kv_ag + coll(comm.REDUCE_SCATTER, h * w["output_reduce_scatter"], tp_sp, s)
-           + coll(comm.ALL_REDUCE, h, tp_ar, s))
-    bwd = (coll(comm.REDUCE_SCATTER, q_in * rs_in, tp_sp, s) + coll(comm.REDUCE_SCATTER, kv_in * rs_in, tp_sp, s)
-           + coll(comm.ALL_GATHER, h * w["grad_output_all_gather"], tp_sp, s) + am + coll(comm.ALL_REDUCE, q_in, tp_ar, s)
-           + coll(comm.ALL_REDUCE, kv_in, tp_ar, s))
+    AG, RS, AR = comm.ALL_GATHER, comm.REDUCE_SCATTER, comm.ALL_REDUCE
+    calls = [(AG, q_in * ag_in, tp_sp, s), (AG, kv_in * ag_in, tp_sp, s), (RS, h * w["output_reduce_scatter"], tp_sp, s),
+             (AR, h, tp_ar, s), (RS, q_in * rs_in, tp_sp, s), (RS, kv_in * rs_in, tp_sp, s),
+             (AG, h * w["grad_output_all_gather"], tp_sp, s), (AR, q_in, tp_ar, s), (AR, kv_in, tp_ar, s)]
     if not mla.down_fused:  # the unfused layer's rotary key, gathered along the sequence (a job setting)
         rope = col * float(mla.qk_rope_head_dim)
-        fwd = fwd + coll(comm.ALL_GATHER, rope, tp_sp, s)
-        bwd = bwd + coll(comm.REDUCE_SCATTER, rope, tp_sp, s)
+        calls += [(AG, rope, tp_sp, s), (RS, rope, tp_sp, s)]
+    t = coll.batch(calls)  # the layer's collectives, one pricing an op (Collectives.batch: the same values)
+    q_ag, kv_ag = t[0] + am, t[1] + am
+    fwd = q_ag + kv_ag + t[2] + t[3]
+    bwd = t[4] + t[5] + t[6] + am + t[7] + t[8]
+    if not mla.down_fused:
+        fwd = fwd + t[9]
+        bwd = bwd + t[10]
     rerun = sc.stack.selective.recompute_projections  # the job's selective policy (a stack / job setting)
     again = (q_ag if "q" in rerun else 0.0) + (kv_ag if ("k" in rerun or "v" in rerun) else 0.0)
     return back(fwd), back(bwd), back(np.asarray(again, dtype=np.float64))
@@ -2648,10 +2682,13 @@ def mla_fused_gathers(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
     tp = tp_sp * tp_ar  # the TP group, with or without SP (the other group is 1)
     rq, rkv, rope = float(mla.q_lora_rank), float(mla.kv_lora_rank), float(mla.qk_rope_head_dim)
     h = col * mla.h
-    lat = coll(comm.ALL_GATHER, col * rq, tp, s) + coll(comm.ALL_GATHER, col * (rkv + rope), tp, s)
-    fwd = coll(comm.ALL_GATHER, h * w["input_all_gather"], tp_sp, s) + amax_reduce(coll, w, tp_sp, s) + lat
-    bwd = (coll(comm.REDUCE_SCATTER, h * w["grad_input_reduce_scatter"], tp_sp, s) + coll(comm.ALL_GATHER, col * rq, tp_sp, s)
-           + coll(comm.ALL_GATHER, col * rkv, tp_sp, s) + coll(comm.ALL_REDUCE, h, tp_ar, s))
+    AG = comm.ALL_GATHER
+    t = coll.batch([(AG, col * rq, tp, s), (AG, col * (rkv + rope), tp, s), (AG, h * w["input_all_gather"], tp_sp, s),
+                    (comm.REDUCE_SCATTER, h * w["grad_input_reduce_scatter"], tp_sp, s), (AG, col * rq, tp_sp, s),
+                    (AG, col * rkv, tp_sp, s), (comm.ALL_REDUCE, h, tp_ar, s)])  # one pricing an op (the same values)
+    lat = t[0] + t[1]
+    fwd = t[2] + amax_reduce(coll, w, tp_sp, s) + lat
+    bwd = t[3] + t[4] + t[5] + t[6]
     return back(fwd), back(bwd)
 
 
