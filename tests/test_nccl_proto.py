@@ -196,3 +196,30 @@ def test_cli_option_and_error(cli):
     r = cli(*base, "--nccl-proto", "LL64")
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "error:" in r.output and "unknown protocol ll64" in r.output and "hint:" in r.output
+
+
+@pytest.mark.parametrize("stack", ["megatron", "megatron-deepspeed", "megatron-bridge"])
+def test_exported_launch_scripts_read_back_the_value(tmp_path, stack):
+    """Each launch-script export writes `export NCCL_PROTO=...` (as priced), and its reader reads it back into the job
+    (megatron.read_nccl_proto): the job field, not check_readback's fill-in of what a file cannot hold."""
+    from planner.trainers.export import export_plan
+
+    s, p, _ = resolve(Job(model="llama3-8b", gpus=8, global_batch=16, seq_len=2048, stack=stack, tp=2, pp=1, cp=1,
+                          micro_batch=1, nccl_proto="^LL128"))
+    row = to_json(s, p, evaluate(s, p))
+    text, _ = export_plan(row["plan"], stack)
+    assert "export NCCL_PROTO=^LL128" in text.splitlines()
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    cfg = load_trainer_config(str(path), fmt=stack, gpus=8)
+    assert cfg.job["nccl_proto"] == "^LL128"
+
+
+def test_other_formats_note_it():
+    from planner.trainers.export import export_plan
+
+    s, p, _ = resolve(Job(model="llama3-8b", gpus=8, global_batch=16, seq_len=2048, stack="torchtitan",
+                          sharding="fsdp", nccl_proto="Simple"))
+    _, notes = export_plan(to_json(s, p, evaluate(s, p))["plan"], "torchtitan")
+    assert any(n.startswith("nccl_proto Simple: NCCL reads it from the environment; launch with NCCL_PROTO=Simple")
+               for n in notes)
