@@ -321,8 +321,8 @@ def nccl_algo_candidates(text: str) -> tuple[tuple[int, ...], ...]:
     """The algorithms `best_algorithm` may pick for each op code under NCCL_ALGO=`text`: AUTO_CANDIDATES for the
     all-to-all and send/recv (point-to-point, which NCCL_ALGO does not choose), and for all-reduce, reduce-scatter
     and all-gather those of the model's candidates (AUTO_OK) the variable enables (_nccl_parse_list). Refused
-    (PlannerError): a text
-    NCCL refuses (an unknown name or function, a later entry without a function); a function left with no algorithm
+    (PlannerError): a text NCCL refuses (an unknown name or function, a later entry without a function, a second
+    `^`); a function left with no algorithm
     NCCL runs it with (NCCL fails its first such collective: enqueue.cc l. 2052-2064 'No algorithm/protocol available
     for function ... NCCL_ALGO was set to ...', ncclInvalidUsage); one left only with algorithms the model prices
     where the hardware and the group's placement offer them (NVLS, NVLS-tree, CollNet, PAT: `availability`), or not
