@@ -85,7 +85,8 @@ default (compute capability 7.0, 8.0, 9.0: `ll128_default`) or where the caller 
 Who picks: `group_collective`, `auto_collective_times` (the search) and `best_algorithm` /
 `collective_time` given protocol=None price every (algorithm, protocol) the run allows and
 take the fastest; `collective_time` prices Simple alone unless told otherwise (the seed's
-alpha-beta figures), as does a run whose NCCL_PROTO is Simple (`nccl_proto_mask`).
+alpha-beta figures), as does a run whose NCCL_PROTO is Simple (`nccl_proto_protocols`: job field
+nccl_proto, the protocols passed per op by step.Collectives).
 Across domains (N > 1: a network hop) every collective is priced with Simple alone, whatever
 the protocols allowed (LL_NETWORK_PRICED False) [19]: NCCL's network LL / LL128 latencies
 (2.7 us a ring step, 5.0 us a tree hop) rank its protocols but understate the measured small
@@ -282,17 +283,15 @@ NCCL_FUNCTION_ALGOS = {"allgather": ("ring", "pat", "nvls", "collnetdirect"),
 NCCL_FUNCTION_OPS = {"allgather": ALL_GATHER, "reducescatter": REDUCE_SCATTER, "allreduce": ALL_REDUCE}
 
 
-def nccl_algo_candidates(text: str) -> tuple[tuple[int, ...], ...]:
-    """The algorithms `best_algorithm` may pick for each op code under NCCL_ALGO=`text`: AUTO_CANDIDATES for the
-    all-to-all and send/recv (point-to-point, which NCCL_ALGO does not choose), and for all-reduce, reduce-scatter
-    and all-gather those of the model's candidates (AUTO_OK) the variable enables. Refused (PlannerError): a text
-    NCCL refuses (an unknown name or function, a later entry without a function); a function left with no algorithm
-    NCCL runs it with (NCCL fails its first such collective: enqueue.cc l. 2052-2064 'No algorithm/protocol available
-    for function ... NCCL_ALGO was set to ...', ncclInvalidUsage); one left only with algorithms the model prices
-    where the hardware and the group's placement offer them (NVLS, NVLS-tree, CollNet, PAT: `availability`), or not
-    at all (NVLS and CollNet for reduce-scatter / all-gather), where NCCL would fail or run a kernel not priced."""
-    where = f"NCCL_ALGO={text}"
-    enabled = {f: set(NCCL_ALGOS) for f in NCCL_FUNCTIONS}
+def _nccl_parse_list(text: str, var: str, elems, noun: str, nccl_names: str, example: str) -> dict:
+    """NCCL's parseList (NVIDIA/nccl @5067397c src/graph/tuning.cc l. 36-119) over `text`, the value of `var`
+    (NCCL_ALGO, NCCL_PROTO): {function: the set of `elems` (lower-case names) it enables, or None where no entry
+    names the function (NCCL's own default for it)}. `;`-separated entries, each an optional function prefix
+    (`allreduce:`; only the first entry may lack one, and it applies to every function) and a `,`-list of names,
+    case-insensitive, a leading `^` enabling every name but those; an unknown name or function is an error, as NCCL's
+    ncclInvalidUsage (PlannerError)."""
+    where = f"{var}={text}"
+    enabled: dict = {f: None for f in NCCL_FUNCTIONS}
     for i, entry in enumerate(text.split(";")):
         if not entry:
             continue
@@ -301,20 +300,37 @@ def nccl_algo_candidates(text: str) -> tuple[tuple[int, ...], ...]:
             if i:
                 raise PlannerError(f"{where}: every entry but the first needs a function prefix (NCCL's parseList: "
                                    "'All entries except the first must have a prefix')",
-                                   "write e.g. Ring;allreduce:Tree,Ring")
+                                   f"write e.g. {example}")
             prefix, names = None, entry
         funcs = [f for f in NCCL_FUNCTIONS if prefix is None or f == prefix.lower()]
         if not funcs:
             raise PlannerError(f"{where}: unknown function {prefix!r} (NCCL's: Broadcast, Reduce, AllGather, "
                                "ReduceScatter, AllReduce)", "name one of them, or give no prefix")
         negate = names.startswith("^")
-        listed = {n.lower() for n in names.lstrip("^").split(",") if n}
-        unknown = sorted(listed - set(NCCL_ALGOS))
+        listed = {n.lower() for n in names[1:].split(",") if n} if negate else {n.lower() for n in names.split(",") if n}
+        unknown = sorted(listed - set(elems))
         if unknown:
-            raise PlannerError(f"{where}: unknown algorithm {', '.join(unknown)} (NCCL's: Tree, Ring, CollNetDirect, "
-                               "CollNetChain, NVLS, NVLSTree, PAT)", "name NCCL's algorithms, comma-separated")
+            raise PlannerError(f"{where}: unknown {noun} {', '.join(unknown)} (NCCL's: {nccl_names})",
+                               f"name NCCL's {noun}s, comma-separated")
         for f in funcs:
-            enabled[f] = set(NCCL_ALGOS) - listed if negate else listed
+            enabled[f] = set(elems) - listed if negate else listed
+    return enabled
+
+
+def nccl_algo_candidates(text: str) -> tuple[tuple[int, ...], ...]:
+    """The algorithms `best_algorithm` may pick for each op code under NCCL_ALGO=`text`: AUTO_CANDIDATES for the
+    all-to-all and send/recv (point-to-point, which NCCL_ALGO does not choose), and for all-reduce, reduce-scatter
+    and all-gather those of the model's candidates (AUTO_OK) the variable enables (_nccl_parse_list). Refused
+    (PlannerError): a text NCCL refuses (an unknown name or function, a later entry without a function, a second
+    `^`); a function left with no algorithm
+    NCCL runs it with (NCCL fails its first such collective: enqueue.cc l. 2052-2064 'No algorithm/protocol available
+    for function ... NCCL_ALGO was set to ...', ncclInvalidUsage); one left only with algorithms the model prices
+    where the hardware and the group's placement offer them (NVLS, NVLS-tree, CollNet, PAT: `availability`), or not
+    at all (NVLS and CollNet for reduce-scatter / all-gather), where NCCL would fail or run a kernel not priced."""
+    where = f"NCCL_ALGO={text}"
+    parsed = _nccl_parse_list(text, "NCCL_ALGO", NCCL_ALGOS, "algorithm",
+                              "Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT", "Ring;allreduce:Tree,Ring")
+    enabled = {f: set(NCCL_ALGOS) if v is None else v for f, v in parsed.items()}
     out = [tuple(AUTO_CANDIDATES)] * len(OP_CODES)
     for func, op in NCCL_FUNCTION_OPS.items():
         runs = [a for a in NCCL_FUNCTION_ALGOS[func] if a in enabled[func]]
@@ -475,20 +491,42 @@ def proto_mask(protocol) -> int:
     return mask
 
 
+def nccl_proto_protocols(text: str) -> tuple:
+    """The protocols NCCL_PROTO=`text` leaves each op code, as group_collective's `protocols` (a tuple of protocol
+    codes; None: NCCL's default set, LL128 where the hardware enables it, `ll128_default`), read as NCCL reads it
+    (NVIDIA/nccl @5067397c src/graph/tuning.cc parseList l. 36-119, NCCL_PROTO read l. 442-457: `_nccl_parse_list`,
+    the grammar NCCL_ALGO's; a plain `,`-list with an optional leading `^` as NCCL 2.20.3 [17] l. 34-52, 269-277,
+    which ignored an unknown name where 5067397c refuses it, as here). A function no entry names keeps NCCL's default
+    (None); one an entry names gets exactly the protocols it enables (naming LL128, or `^` without it, enables LL128
+    whatever the GPU: l. 442-447, 518-535). The all-to-all and send/recv keep None (NCCL's point-to-point protocol
+    follows NCCL_P2P_LL_THRESHOLD, not NCCL_PROTO; priced Simple: not modelled). Refused (PlannerError): a text NCCL
+    refuses, and one leaving all-reduce, reduce-scatter or all-gather no protocol (NCCL fails its first such
+    collective: src/enqueue.cc l. 2052-2064 'No algorithm/protocol available ... NCCL_PROTO was set to ...',
+    ncclInvalidUsage). Ring and tree, which NCCL_ALGO always leaves (nccl_algo_candidates), run every protocol, so a
+    value accepted here leaves every collective an (algorithm, protocol) pair."""
+    parsed = _nccl_parse_list(text, "NCCL_PROTO", PROTO_CODES, "protocol", "LL, LL128, Simple", "Simple;allreduce:LL,Simple")
+    out: list = [None] * len(OP_CODES)
+    for func, op in NCCL_FUNCTION_OPS.items():
+        names = parsed[func]
+        if names is None:
+            continue
+        if not names:
+            raise PlannerError(f"NCCL_PROTO={text} leaves {OP_NAMES[op]} no protocol: NCCL fails its first one ('No "
+                               "algorithm/protocol available', NVIDIA/nccl @5067397c src/enqueue.cc l. 2052-2064)",
+                               "name LL, LL128 or Simple")
+        out[op] = tuple(sorted(PROTO_CODES[n] for n in names))
+    return tuple(out)
+
+
 def nccl_proto_mask(text: str) -> int:
-    """The protocols NCCL_PROTO=`text` leaves (a bit mask), read as NCCL 2.20.3 reads it ([17] parseList l. 34-52,
-    l. 274-277): a `,`-list of LL, LL128, Simple, case-insensitive, a leading `^` excluding them. NCCL ignores an
-    unknown name; here it is an error. A set left empty is an error (NCCL would find no protocol)."""
-    negate = text.startswith("^")
-    names = [n.strip().lower() for n in text.lstrip("^").split(",") if n.strip()]
-    unknown = sorted(set(names) - set(PROTO_CODES))
-    if unknown:
-        raise PlannerError(f"NCCL_PROTO={text}: unknown protocol {', '.join(unknown)}", "NCCL's: LL, LL128, Simple")
-    listed = proto_mask(names) if names else 0  # (NCCL_PROTO naming LL128 enables it whatever the GPU)
-    mask = PROTO_ALL & ~listed if negate else listed
-    if not mask:
-        raise PlannerError(f"NCCL_PROTO={text} leaves no protocol", "name LL, LL128 or Simple")
-    return mask
+    """The protocols NCCL_PROTO=`text` leaves the all-reduce, as a bit mask (`proto_mask`; PROTO_DEFAULT where no
+    entry names it): `nccl_proto_protocols`' reading, for a value that treats every function alike (a `,`-list with an
+    optional leading `^`); a per-function value is refused here (give it to nccl_proto_protocols)."""
+    got = nccl_proto_protocols(text)
+    ops = {got[op] for op in NCCL_FUNCTION_OPS.values()}
+    if len(ops) > 1:
+        raise PlannerError(f"NCCL_PROTO={text} sets functions apart", "read it with comm.nccl_proto_protocols")
+    return proto_mask(got[ALL_REDUCE])
 
 
 def ll128_default(compute_capability) -> bool:
@@ -1549,7 +1587,7 @@ def group_collective(
     nccl_algo_candidates). A named algorithm that does not exist for
     the group (e.g. NVLS across domains) costs +inf. Returns (cost, link, algorithm codes).
     protocols: the NCCL protocols allowed (`proto_mask`; None: NCCL's default set on this
-    hardware, `nccl_proto_mask` of a run's NCCL_PROTO); each algorithm is priced under its
+    hardware; a run's NCCL_PROTO: `nccl_proto_protocols`); each algorithm is priced under its
     fastest allowed protocol (cost.protocol) [17], LL / LL128 only where the group has no
     network hop (Simple alone across NVLink domains, [19]).
 

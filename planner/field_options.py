@@ -169,6 +169,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("nccl_algo", "str", "the run's NCCL_ALGO, e.g. Ring or ^NVLS or Ring;allreduce:Tree,Ring (a launch "
                 "script's export NCCL_ALGO=...): the collectives priced with the algorithms it leaves them (default: "
                 "unset, NCCL's own choice; Ring under --deterministic-mode on stack megatron)"),
+    FieldOption("nccl_proto", "str", "the run's NCCL_PROTO, e.g. Simple or ^LL128 or Simple;allreduce:LL,Simple (a "
+                "launch script's export NCCL_PROTO=...): the collectives priced under the protocols it leaves them, "
+                "LL / LL128 inside one NVLink domain only (default: unset, NCCL's default set)"),
     FieldOption("attention_kernel_named", "bool", "with --attention-kernel: the config names it as its backend "
                 "(Megatron-Bridge model.attention_backend flash / fused), not TE's auto choice: priced alike, but "
                 "Bridge's deterministic mode refuses a named flash2 on every GPU (stack megatron-bridge) (default: off)"),

@@ -23,7 +23,7 @@ from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .cp_rotate import ignored_at_cp1 as rotate_ignored
 from .cp_rotate import ignored_on_stack as rotate_ignored_on_stack
 from .te_version import TE_OLDEST, TE_OLDEST_HINT, te_newer_note, te_release, te_too_old
-from .comm import ORDER_NAMES, nccl_algo_candidates, order_code
+from .comm import ORDER_NAMES, SIMPLE, nccl_algo_candidates, nccl_proto_protocols, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, SPLIT_CODES, plan_stage_layers, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .imbalance import rank_load
@@ -714,6 +714,10 @@ class Settings:
     # read by step.Collectives); None: unset, NCCL's own choice among every algorithm the model has (comm.AUTO_CANDIDATES)
     nccl_algos: tuple | None = None
     nccl_algo: str | None = None  # the job's NCCL_ALGO as given (plan_dict, the exports)
+    # the protocols the run's NCCL_PROTO leaves each collective, by op code (job field nccl_proto:
+    # comm.nccl_proto_protocols, read by step.Collectives); None: unset, NCCL's default set on every collective
+    nccl_protos: tuple | None = None
+    nccl_proto: str | None = None  # the job's NCCL_PROTO as given (plan_dict, the exports)
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
     # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
@@ -781,7 +785,8 @@ class Settings:
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
     code_assumed: tuple = ()  # the trainer model code not checked (startup.model_code_assumed): the job's, not a plan's
-    env_assumed: tuple = ()  # the run's environment the trainer sets where the job gave none (_nccl_algo, _cublas_workspace)
+    env_assumed: tuple = ()  # the run's environment the trainer sets where the job gave none (_nccl_algo, _cublas_workspace),
+    # and what the model prices otherwise than the job's NCCL_PROTO says (_nccl_protos)
     sac_reruns_exchange: bool = False  # selective recompute re-runs the EP all-to-alls (the model code's save list: sac_reruns_exchange)
     code_compiles_blocks: bool = True  # the model code compiles its blocks where the plan compiles (code_compiles_blocks)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -1879,6 +1884,7 @@ def _runtime_fields(job: Job, model: ModelSpec, stack: Stack, inherited: list, n
     """_settings' runtime switches: kernels, deterministic mode and NCCL_ALGO, ZeRO-3 knobs, the trainer's
     version and date, Megatron-FSDP options and the MoE dispatcher."""
     cublas, cublas_assumed = _cublas_workspace(job, stack, where)
+    protos, proto_assumed = _nccl_protos(job.nccl_proto, where)
     return dict(
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
@@ -1888,7 +1894,9 @@ def _runtime_fields(job: Job, model: ModelSpec, stack: Stack, inherited: list, n
         attention_kernel_named=bool(job.attention_kernel_named),
         nccl_algos=_nccl_algos(nccl_algo, where),
         nccl_algo=nccl_algo,
-        env_assumed=tuple(env_assumed) + tuple(cublas_assumed),
+        nccl_protos=protos,
+        nccl_proto=job.nccl_proto,
+        env_assumed=tuple(env_assumed) + tuple(cublas_assumed) + tuple(proto_assumed),
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         te_version=job.te_version,
@@ -3486,6 +3494,24 @@ def _nccl_algo(job: Job, stack) -> tuple[str | None, list[str]]:
                      "them (comm.nccl_algo_candidates)"]
 
 
+def _nccl_protos(nccl_proto: str | None, where: str) -> tuple[tuple | None, list[str]]:
+    """The protocols the job's NCCL_PROTO (job field nccl_proto) leaves each collective (comm.nccl_proto_protocols,
+    which refuses a value NCCL refuses or one leaving a collective no protocol; None where unset), and an assumed line
+    where it leaves some collective no Simple: across NVLink domains the model prices Simple all the same (comm.py
+    [19], LL_NETWORK_PRICED), where the run runs LL or LL128."""
+    if nccl_proto is None:
+        return None, []
+    try:
+        protos = nccl_proto_protocols(nccl_proto)
+    except PlannerError as e:
+        raise PlannerError(f"{where}nccl_proto: {e.message}", e.hint) from None
+    if all(p is None or SIMPLE in p for p in protos):
+        return protos, []
+    return protos, [f"nccl_proto={nccl_proto}: leaves some collectives no Simple; those whose ranks span NVLink "
+                    "domains are priced under Simple all the same (NCCL's network LL / LL128 figures understate the "
+                    "measured small collectives: comm.py [19], LL_NETWORK_PRICED), LL / LL128 inside one domain"]
+
+
 def _nccl_algos(nccl_algo: str | None, where: str) -> tuple | None:
     """The algorithms the run's NCCL_ALGO (job field nccl_algo, or the trainer's: _nccl_algo) leaves each collective
     (comm.nccl_algo_candidates, which refuses a value NCCL refuses or the model cannot price); None where unset."""
@@ -4113,6 +4139,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int, tp: int) -> dic
         **({"use_flash_attn": True} if settings.use_flash_attn else {}),
         **({"attention_kernel_named": True} if settings.attention_kernel_named else {}),
         **({"nccl_algo": settings.nccl_algo} if settings.nccl_algo is not None else {}),
+        **({"nccl_proto": settings.nccl_proto} if settings.nccl_proto is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"trainer_date": settings.trainer_date} if settings.trainer_date is not None else {}),

@@ -4318,6 +4318,18 @@ class Job(BaseModel):
                     "NCCL runs, or only ones the model prices where the hardware offers them (NVLS, NVLSTree, CollNet, "
                     "PAT), is refused; default: unset, NCCL's own choice (under deterministic_mode, what the stack's "
                     "trainer sets: runs.deterministic_nccl_algo)")
+    nccl_proto: Optional[str] = Field(
+        default=None, pattern=r"^[A-Za-z0-9^,;:]+$",
+        description="the run's NCCL_PROTO environment variable (a launch script's `export NCCL_PROTO=...` or "
+                    "`NCCL_PROTO=... torchrun`; Megatron-LM's CI exports Simple: "
+                    "tests/functional_tests/shell_test_utils/_run_training.sh @d98e8a64 l. 58), as NCCL parses it "
+                    "(NVIDIA/nccl @5067397c src/graph/tuning.cc parseList, NCCL_ALGO's grammar: LL, LL128, Simple, "
+                    "comma-separated, ^ to exclude, `allreduce:` / `reducescatter:` / `allgather:` prefixes per "
+                    "function): the all-reduces, reduce-scatters and all-gathers are priced under the fastest protocol "
+                    "it leaves them (comm.nccl_proto_protocols; LL and LL128 only inside one NVLink domain, Simple "
+                    "across domains whatever it leaves: comm.py [19]); a value NCCL refuses, or one that leaves a "
+                    "collective no protocol, is refused; default: unset, NCCL's default set (LL128 where the GPU "
+                    "enables it)")
     attention_kernel_named: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the trainer config names attention_kernel as its attention backend (Megatron-Bridge "

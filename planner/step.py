@@ -1961,6 +1961,9 @@ class Collectives:
         self.memo = settings.comm_memo
         # the algorithms the run's NCCL_ALGO leaves each op (job field nccl_algo: comm.nccl_algo_candidates); None: all
         self.algos = settings.nccl_algos
+        # the protocols the run's NCCL_PROTO leaves each op (job field nccl_proto: comm.nccl_proto_protocols); None:
+        # NCCL's default set
+        self.protos = settings.nccl_protos
         p = sc.plan
         self.strides = comm.strides_by_code(p.order, tp=p.tp, cp=p.cp, pp=p.pp, dp=p.dp)
         self.plans = None  # a terms.Groups of the batch's plans that each collective is priced once per (by_plans)
@@ -2006,7 +2009,8 @@ class Collectives:
         s_in = self.bw_in if s_in is None else s_in
         # group_collective(op, size, group, stride, AUTO), each distinct collective priced once per process
         t, latency_s, bandwidth_s, link = comm.auto_collective_times(
-            op, size, group, stride, self.cpar, self.job, self.algos[op] if self.algos else comm.AUTO_CANDIDATES)
+            op, size, group, stride, self.cpar, self.job, self.algos[op] if self.algos else comm.AUTO_CANDIDATES,
+            self.protos[op] if self.protos else None)
         if self.bw_scaled:  # a run calibration's bandwidth scale of the tier the group's traffic crosses
             t = latency_s + bandwidth_s / np.where(link == comm.LINK_NVLINK, s_nv, s_in)
         # a calibration profile replaces the default for the (collective, scope, ranks) it

@@ -1498,6 +1498,8 @@ CLI_VALUES = {
     "mc_runs": ["0", "2"], "mc_seed": ["0", "7"], "max_layer_slack": ["0", "2", "5"],
     # NCCL's own grammar (comm.nccl_algo_candidates): names, ^ to exclude, a collective's prefix (Tree alone is refused)
     "nccl_algo": ["Ring", "^NVLS", "Ring,Tree", "allreduce:Tree;reducescatter:Ring;allgather:Ring"],
+    # NCCL_PROTO in the same grammar (comm.nccl_proto_protocols): Megatron-LM CI's simple, an exclusion, a per-function list
+    "nccl_proto": ["simple", "^LL128", "LL,Simple", "Simple;allreduce:LL,Simple"],
     # {prof}, {fit}: the calibration profile and the saved fit the kind's seeds_dir holds (Target.seed_vars)
     "calibration": ["{prof}", str(DATA / "tiny-fit.yaml"), "{d}/nosuch.yaml"], "from_fit": ["{fit}", "{d}/job.yaml"],
 }

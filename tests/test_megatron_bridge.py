@@ -26,6 +26,10 @@ OWN = {"name", "description", "version", "uncertain", "sources", "export_format"
 
 def test_megatron_bridge_is_megatron_plus_chunked_attention():
     bridge, mega = load_stack("megatron-bridge").model_dump(), load_stack("megatron").model_dump()
+    # --moe-shared-expert-overlap's dispatchers (step.py [38]): Bridge's pinned Megatron-Core 905c0e386 runs it with the
+    # alltoall dispatcher only (transformer_config.py l. 1213-1218), Megatron-LM @d98e8a64 with flex too (l. 1820-1826)
+    assert (bridge.pop("moe_shared_expert_overlap_dispatchers"), mega.pop("moe_shared_expert_overlap_dispatchers")) == (
+        ["alltoall"], ["alltoall", "deepep", "hybridep"])
     assert {k for k in bridge if bridge[k] != mega[k]} == OWN | {"runs"}
     kinds_b, kinds_m = bridge["runs"].pop("layer_kinds"), mega["runs"].pop("layer_kinds")
     # runs.sharding: megatron's modes, the Megatron-FSDP ones as Bridge runs them on Megatron-Core 905c0e386 (fp32 main

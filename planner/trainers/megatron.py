@@ -2428,6 +2428,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         cfg.assumed += unread
         _exported_cublas(split.env, cfg)
         read_nccl_algo(split.env, cfg.job, cfg.assumed)
+        read_nccl_proto(split.env, cfg.job, cfg.assumed)
         return cfg
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
     flags, stray = parse_flags(words, where, mds.MDS_NARGS)
@@ -2438,6 +2439,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg.assumed += unread
     mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra), stack)
     read_nccl_algo(split.env, cfg.job, cfg.assumed)
+    read_nccl_proto(split.env, cfg.job, cfg.assumed)
     return cfg
 
 
@@ -4392,6 +4394,18 @@ def read_nccl_algo(env: dict, job: dict, assumed: list) -> None:
         job["nccl_algo"] = env["NCCL_ALGO"]
         assumed.append(listed("assumed", "nccl_algo", env["NCCL_ALGO"], "the launch line's NCCL_ALGO (the script "
                               "sets it): its collectives priced with the algorithms it leaves them"))
+
+
+def read_nccl_proto(env: dict, job: dict, assumed: list) -> None:
+    """The launch line's NCCL_PROTO (ScriptWords.env, as read_nccl_algo) -> the job's nccl_proto: the collectives
+    priced under the protocols it leaves them (comm.nccl_proto_protocols, which refuses a value NCCL refuses or one
+    leaving a collective no protocol). Megatron-LM's and Megatron-Bridge's launch scripts alike; Megatron-LM's CI
+    exports NCCL_PROTO=simple where the launcher has not (tests/functional_tests/shell_test_utils/_run_training.sh
+    @d98e8a64 l. 58)."""
+    if env.get("NCCL_PROTO"):
+        job["nccl_proto"] = env["NCCL_PROTO"]
+        assumed.append(listed("assumed", "nccl_proto", env["NCCL_PROTO"], "the launch line's NCCL_PROTO (the script "
+                              "sets it): its collectives priced under the protocols it leaves them"))
 
 
 def _exported_cublas(env: dict, cfg) -> None:
