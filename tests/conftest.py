@@ -60,6 +60,35 @@ def _model_cache(tmp_path_factory):
         os.environ[CACHE_ENV] = old
 
 
+@pytest.fixture(scope="session")
+def megatron_ci_report():
+    """planner.megatron_ci.report_corpus of tests/data/megatron_ci/corpus.json (every row of Megatron-LM's CI
+    corpus compared, about 12 s), computed once per test session: test_megatron_ci's report fixture,
+    test_megatron_hybrid's hybrid rows and test_accuracy_tables' megatron_ci table (scripts/accuracy_tables.py
+    corpus_report, the same call on the same file) each ran it. No reader mutates it (they read rows and summary,
+    or copy the rows into their own dicts)."""
+    from pathlib import Path
+
+    from planner.megatron_ci import report_corpus
+
+    return report_corpus(Path(__file__).parent / "data" / "megatron_ci" / "corpus.json")
+
+
+@pytest.fixture(scope="session")
+def published_runs_leave_one_out():
+    """planner.calibrate.run.leave_one_out over tests/data/published_runs.yaml (every source group of >= 4 records
+    calibrated on each record in turn), computed once per test session: test_calibrate_run's loo fixture and
+    test_accuracy_tables' leave_one_out table (scripts/accuracy_tables.py loo, the same call on the same file) each
+    ran it. No reader mutates it."""
+    from pathlib import Path
+
+    from planner.calibrate.run import leave_one_out
+    from planner.validate import load_runs
+
+    data = Path(__file__).parent / "data"
+    return leave_one_out(load_runs(data / "published_runs.yaml"), data, str(data / "published_runs.yaml"))
+
+
 def resolve_verdict(**job):
     """The start-up verdict of resolving `job`: the PlannerError's message where resolve refuses it, else None (the
     rule tests' one shape: a plan a trainer accepts or the rule naming why not)."""
