@@ -89,6 +89,43 @@ def published_runs_leave_one_out():
     return leave_one_out(load_runs(data / "published_runs.yaml"), data, str(data / "published_runs.yaml"))
 
 
+class _Reports:
+    """The validate results several test files compute of the same file in one session, each computed once (by the
+    file's resolved path and the call's options): `planner validate`'s report of a runs file (planner.validate.report)
+    and of a memory-rows file (planner.memory_rows.report). The same function on the same file and options: what each
+    reader got from its own call. No reader mutates them (they read rows and summaries, or copy them)."""
+
+    def __init__(self):
+        self._got: dict = {}
+
+    def _once(self, what, fn, path, **kw):
+        from pathlib import Path
+
+        key = (what, str(Path(path).resolve()), tuple(sorted(kw.items())))
+        if key not in self._got:
+            self._got[key] = fn(path, **kw)
+        return self._got[key]
+
+    def validate(self, path, complete: bool = False) -> dict:
+        """planner.validate.report(path, complete=complete)."""
+        from planner.validate import report
+
+        return self._once("validate", report, path, complete=complete)
+
+    def memory_rows(self, path) -> dict:
+        """planner.memory_rows.report(path)."""
+        from planner import memory_rows
+
+        return self._once("memory_rows", memory_rows.report, path)
+
+
+@pytest.fixture(scope="session")
+def reports():
+    """_Reports, one for the session: test_accuracy_tables (scripts/accuracy_tables.py runs_report, memory_report),
+    test_memory_rows, test_lowprec and test_stacks each computed some of these reports of the same files."""
+    return _Reports()
+
+
 def resolve_verdict(**job):
     """The start-up verdict of resolving `job`: the PlannerError's message where resolve refuses it, else None (the
     rule tests' one shape: a plan a trainer accepts or the rule naming why not)."""
