@@ -186,15 +186,45 @@ ROUND_TRIPS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def fit_export(tmp_path_factory):
+    """fit_export(name, args) -> (result, file, row 1) of `planner fit ARGS --export megatron-bridge --output FILE`,
+    run once a module for each args (test_the_deepseek_v3_top_plan_on_2048_h800_as_written runs the dsv3-2048-h800
+    round trip's command). Row 1 is the row the export wrote (cli/fit.py hands it to export.write_export as readback,
+    imported at call time), as `fit ARGS --top 1 --format json` prints it (render/common.py emit: check_finite, then
+    json_text) without a second identical search; the search is exact (test_search's pruned ranking equals the
+    exhaustive one), so row 1 of the export's default --top is row 1 of --top 1. Nothing mutates what it returns."""
+    import planner.cli.export as export_cli
+    from planner.render.common import check_finite, json_text
+
+    from conftest import _Run
+
+    done, folder, run = {}, tmp_path_factory.mktemp("bridge-moe-exports"), _Run()
+
+    def go(name: str, args: list):
+        if tuple(args) not in done:
+            out, got, write = folder / f"{name}.sh", [], export_cli.write_export
+            export_cli.write_export = lambda p, *a, **k: (got.append(k["readback"]), write(p, *a, **k))[1]
+            try:
+                r = run("fit", *args, "--export", "megatron-bridge", "--output", out)
+            finally:
+                export_cli.write_export = write
+            if got:
+                check_finite(got)
+            done[tuple(args)] = (r, out, json.loads(json_text(got))[0] if len(got) == 1 else None)
+        return done[tuple(args)]
+
+    return go
+
+
 @pytest.mark.parametrize("name,recipe,args", ROUND_TRIPS, ids=[c[0] for c in ROUND_TRIPS])
-def test_moe_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, args):
-    out = tmp_path / f"{name}.sh"
-    r = cli("fit", *args, "--export", "megatron-bridge", "--output", out)
+def test_moe_fit_export_reads_back_as_the_priced_plan(cli, fit_export, name, recipe, args):
+    r, out, row = fit_export(name, args)
     assert r.exit_code == 0, r.stderr  # fit --export read the file back: same plan, same memory
     text = out.read_text()
     assert f"{RUN} \\\n    --recipe {recipe} \\\n" in text
     hw = args[args.index("--hardware") + 1]
-    row = json.loads(cli("fit", *args, "--top", "1", "--format", "json").stdout)[0]
+    assert row is not None  # the row of `fit ARGS --top 1 --format json` (fit_export)
     back = json.loads(cli("explain", out, "--hardware", hw, "--format", "json").stdout)
     assert plan_signature(back["plan"]) == plan_signature(row["plan"])
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
@@ -224,15 +254,13 @@ def test_moe_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recip
         assert f"export CUDA_DEVICE_MAX_CONNECTIONS={want}\n" in text
 
 
-def test_the_deepseek_v3_top_plan_on_2048_h800_as_written(cli, tmp_path):
+def test_the_deepseek_v3_top_plan_on_2048_h800_as_written(fit_export):
     """What the 2,048-H800 export holds beyond the round trip: the recipe's own layout cleared where the plan runs
     another pipeline (pp 1: null), its recompute and dispatcher written over, the fp8 recipe in its MixedPrecisionConfig
     fields (deepseek_v3.py l. 146-152 holds an object)."""
-    out = tmp_path / "dsv3.sh"
-    assert cli("fit", "--model", "deepseek-v3", "--gpus", "2048", *H800, "--export", "megatron-bridge",
-               "--output", out).exit_code == 0
-    row = json.loads(cli("fit", "--model", "deepseek-v3", "--gpus", "2048", *H800, "--top", "1", "--format",
-                         "json").stdout)[0]["plan"]
+    r, out, row = fit_export("dsv3-2048-h800", ["--model", "deepseek-v3", "--gpus", "2048", *H800])  # as the round trip
+    assert r.exit_code == 0, r.stderr
+    row = row["plan"]  # of `fit ... --top 1 --format json` (fit_export)
     text = out.read_text()
     layout = "null" if row["pp"] == 1 else None
     if layout:
