@@ -126,6 +126,37 @@ def reports():
     return _Reports()
 
 
+def fit_exports(folder, target: str):
+    """A memo for a test module's `planner fit ARGS --export TARGET --output FILE` runs: go(name, args) -> (result,
+    FILE (folder / name + ".sh"), row 1), each args run once (the first name given names the file). Row 1 is the row
+    the export wrote (cli/fit.py hands it to export.write_export as readback, imported at call time), as `fit ARGS
+    --top 1 --format json` prints it (render/common.py emit: check_finite, then json_text), without a second
+    identical search; the search is exact (test_search's pruned ranking equals the exhaustive one), so row 1 of the
+    export's default --top is row 1 of --top 1. None where the export wrote nothing. Nothing mutates what it returns."""
+    import json
+
+    import planner.cli.export as export_cli
+    from planner.render.common import check_finite, json_text
+
+    done, run = {}, _Run()
+
+    def go(name: str, args) -> tuple:
+        key = tuple(str(a) for a in args)
+        if key not in done:
+            out, got, write = folder / f"{name}.sh", [], export_cli.write_export
+            export_cli.write_export = lambda p, *a, **k: (got.append(k["readback"]), write(p, *a, **k))[1]
+            try:
+                r = run("fit", *args, "--export", target, "--output", out)
+            finally:
+                export_cli.write_export = write
+            if got:
+                check_finite(got)
+            done[key] = (r, out, json.loads(json_text(got))[0] if len(got) == 1 else None)
+        return done[key]
+
+    return go
+
+
 def resolve_verdict(**job):
     """The start-up verdict of resolving `job`: the PlannerError's message where resolve refuses it, else None (the
     rule tests' one shape: a plan a trainer accepts or the rule naming why not)."""

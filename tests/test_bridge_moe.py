@@ -12,7 +12,7 @@ from planner.errors import PlannerError
 from planner.trainers import detect_format, load_trainer_config
 from planner.trainers.export import plan_signature
 
-from conftest import assert_one_error
+from conftest import assert_one_error, fit_exports
 
 RUN = "scripts/training/run_recipe.py"
 
@@ -188,33 +188,9 @@ ROUND_TRIPS = [
 
 @pytest.fixture(scope="module")
 def fit_export(tmp_path_factory):
-    """fit_export(name, args) -> (result, file, row 1) of `planner fit ARGS --export megatron-bridge --output FILE`,
-    run once a module for each args (test_the_deepseek_v3_top_plan_on_2048_h800_as_written runs the dsv3-2048-h800
-    round trip's command). Row 1 is the row the export wrote (cli/fit.py hands it to export.write_export as readback,
-    imported at call time), as `fit ARGS --top 1 --format json` prints it (render/common.py emit: check_finite, then
-    json_text) without a second identical search; the search is exact (test_search's pruned ranking equals the
-    exhaustive one), so row 1 of the export's default --top is row 1 of --top 1. Nothing mutates what it returns."""
-    import planner.cli.export as export_cli
-    from planner.render.common import check_finite, json_text
-
-    from conftest import _Run
-
-    done, folder, run = {}, tmp_path_factory.mktemp("bridge-moe-exports"), _Run()
-
-    def go(name: str, args: list):
-        if tuple(args) not in done:
-            out, got, write = folder / f"{name}.sh", [], export_cli.write_export
-            export_cli.write_export = lambda p, *a, **k: (got.append(k["readback"]), write(p, *a, **k))[1]
-            try:
-                r = run("fit", *args, "--export", "megatron-bridge", "--output", out)
-            finally:
-                export_cli.write_export = write
-            if got:
-                check_finite(got)
-            done[tuple(args)] = (r, out, json.loads(json_text(got))[0] if len(got) == 1 else None)
-        return done[tuple(args)]
-
-    return go
+    """conftest.fit_exports for megatron-bridge: each round trip's fit --export and its row 1 run once a module
+    (test_the_deepseek_v3_top_plan_on_2048_h800_as_written runs the dsv3-2048-h800 round trip's command)."""
+    return fit_exports(tmp_path_factory.mktemp("bridge-moe-exports"), "megatron-bridge")
 
 
 @pytest.mark.parametrize("name,recipe,args", ROUND_TRIPS, ids=[c[0] for c in ROUND_TRIPS])
