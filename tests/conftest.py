@@ -157,6 +157,29 @@ def fit_exports(folder, target: str):
     return go
 
 
+def fit_table_and_rows(run, *args) -> tuple:
+    """(the click Result of `planner fit ARGS` as a table, the rows `planner fit ARGS --format json` prints) of one
+    search: the rows the table run shows (cli/fit.py hands them to render/fit.py emit_fit, imported at call time)
+    printed as the JSON run prints them (emit: check_finite, then json_text of the shown rows); the JSON run's stderr
+    notes are the table run's but for the counts note (emit_fit adds it for a machine format). None for the rows
+    where the table run printed none. For a single GPU count (with several the table shows each count's best)."""
+    import json
+
+    import planner.render.fit as render_fit
+    from planner.render.common import check_finite, json_text
+
+    shown, emit_fit = [], render_fit.emit_fit
+    render_fit.emit_fit = lambda result, rows, *a, **k: (shown.append(rows), emit_fit(result, rows, *a, **k))[1]
+    try:
+        r = run("fit", *args)
+    finally:
+        render_fit.emit_fit = emit_fit
+    if len(shown) != 1:
+        return r, None
+    check_finite(shown[0])
+    return r, json.loads(json_text(shown[0]))
+
+
 def resolve_verdict(**job):
     """The start-up verdict of resolving `job`: the PlannerError's message where resolve refuses it, else None (the
     rule tests' one shape: a plan a trainer accepts or the rule naming why not)."""

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import assert_one_error
+from conftest import assert_one_error, fit_table_and_rows
 
 from planner.render.common import GiB
 
@@ -177,12 +177,12 @@ def test_the_table_and_its_row_command(cli):
     for args in ((FP8, "--top", "2"),
                  (DS, "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--headroom", "0.05", "--tokens", "1T",
                   "--no-dp-comm-overlap", "--top", "2")):
-        r = cli("fit", *args)
+        r, rows = fit_table_and_rows(cli, *args)  # one search: the table and the JSON's rows (conftest)
         assert r.exit_code == 0, r.stderr
         cmd = re.search(r"row 1 in full: planner explain (.*)", r.stdout)[1].split()
         assert cmd[0] == args[0] and "job options" not in cmd
         step = re.search(r"│ 1 │.*│\s+([\d.]+) │\s+[\d.]+% │", r.stdout)[1]
-        j = _json(cli("fit", *args, "--format", "json"))["rows"][0]
+        j = rows[0]  # `fit ARGS --format json`'s rows[0]
         e = _json(cli("explain", *cmd, "--format", "json"))
         assert f"{e['time']['step_s']:.2f}" == step
         assert (e["time"], e["memory"], e["throughput"]) == (j["time"], j["memory"], j["throughput"])
