@@ -244,22 +244,15 @@ def test_preset_names_are_one_list():
     assert typing.get_args(BppPreset) == tuple(BYTES_PER_PARAM_PRESETS)
 
 
-def test_mtp_layers_option_beats_the_recipe_and_fits_explain_line_repeats_it(cli, monkeypatch):
+def test_mtp_layers_option_beats_the_recipe_and_fits_explain_line_repeats_it(cli):
     """--mtp-layers 0 replaces the recipe's 1 (no 'mtp_layers 1' assumed), and fit's
     'row 1 in full' explain line carries it, so that explain prices the same plan."""
-    import planner.render.fit as render_fit
-    from planner.render.common import json_text
+    from conftest import fit_table_and_rows
 
-    # one search for the JSON row and the table: the rows the table run prints (cli/fit.py imports emit_fit at call
-    # time) through json_text are what `--format json` prints of the same search (render/fit.py emit_fit: emit), and
-    # its notes on stderr are the JSON run's but for the counts note (emit_fit)
-    shown, emit_fit = [], render_fit.emit_fit
-    monkeypatch.setattr(render_fit, "emit_fit", lambda result, rows, *a, **k: (shown.append(rows), emit_fit(result, rows, *a, **k)))
-    r = cli("fit", *BARE, "--mtp-layers", "0", "--top", "1")
-    monkeypatch.undo()
+    # one search: the table and the rows --format json prints, whose notes on stderr are the table run's (conftest)
+    r, rows = fit_table_and_rows(cli, *BARE, "--mtp-layers", "0", "--top", "1")
     assert r.exit_code == 0, r.stderr
-    assert len(shown) == 1
-    assert json.loads(json_text(shown[0]))[0]["plan"]["mtp_layers"] == 0 and "mtp_layers 1 (" not in r.stderr
+    assert rows[0]["plan"]["mtp_layers"] == 0 and "mtp_layers 1 (" not in r.stderr
     line = next(x for x in r.stdout.splitlines() if "row 1 in full" in x)
     assert "--mtp-layers 0" in line
     r = cli("fit", *BARE, "--top", "1")

@@ -449,7 +449,7 @@ def test_the_deepseek_v3_layouts_rank(cli, dsv3_fit):
     assert "no searched plan prices the same" in _line(given.stderr, "your config's plan")
 
 
-def test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is(cli, tmp_path, dsv3_fit, monkeypatch):
+def test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is(cli, tmp_path, dsv3_fit):
     """A job YAML's moe_dispatcher is a stack option fit CONFIG searches (every dispatcher the stack runs, the
     faster per plan), as it searches the file's tp_comm_overlap: listed in the "fit searches the plan" note; the
     dispatcher note says `explain CONFIG` takes the file's; a row on another dispatcher names it in its explain
@@ -457,21 +457,14 @@ def test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is(cli, tmp_path, ds
     one (no search, nothing listed)."""
     path = tmp_path / "dsv3.yaml"
     path.write_text(open(DSV3).read() + "moe_dispatcher: alltoall\n")
-    import planner.render.fit as render_fit
-    from planner.render.common import json_text
-
-    shown = []  # the rows the table run prints (cli/fit.py imports emit_fit at call time): their JSON below is what
-    emit_fit = render_fit.emit_fit  # `--format json` prints of the same search (render/fit.py emit_fit: emit's json_text)
-    monkeypatch.setattr(render_fit, "emit_fit", lambda result, rows, *a, **k: (shown.append(rows), emit_fit(result, rows, *a, **k)))
-    r = cli("fit", str(path), "--top", "1")
-    monkeypatch.undo()
+    r, rows = fit_table_and_rows(cli, str(path), "--top", "1")  # one search: the table and the JSON's rows (conftest)
     assert r.exit_code == 0, r.stderr
-    assert len(shown) == 1 and len(shown[0]) == 1
+    assert rows is not None and len(rows) == 1
     assert "recompute=full, moe_dispatcher=alltoall are searched over, not pinned" in _line(r.stderr, "fit searches the plan")
     assert "explain and check take alltoall without --moe-dispatcher" in _line(r.stderr, "MoE dispatcher searched")
     assert "hybridep," in r.stdout and "--moe-dispatcher hybridep" in r.stdout  # row 1 on Hybrid-EP, its command says so
     cmd = re.search(r"row 1 in full: planner explain (.*)", r.stdout)[1].split()
-    j = json.loads(json_text(shown[0][0]))  # row 1 as `fit --top 1 --format json` prints it, not searched again
+    j = rows[0]  # row 1 as `fit --top 1 --format json` prints it, not searched again
     e = _json(cli("explain", *cmd, "--format", "json"))  # without --moe-dispatcher it would price the file's alltoall
     assert (e["plan"]["moe_dispatcher"], e["time"], e["memory"]) == ("hybridep", j["time"], j["memory"])
     plain = dsv3_fit  # the file without moe_dispatcher (its notes as the table run's: emit_fit)
