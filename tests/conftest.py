@@ -60,6 +60,126 @@ def _model_cache(tmp_path_factory):
         os.environ[CACHE_ENV] = old
 
 
+@pytest.fixture(scope="session")
+def megatron_ci_report():
+    """planner.megatron_ci.report_corpus of tests/data/megatron_ci/corpus.json (every row of Megatron-LM's CI
+    corpus compared, about 12 s), computed once per test session: test_megatron_ci's report fixture,
+    test_megatron_hybrid's hybrid rows and test_accuracy_tables' megatron_ci table (scripts/accuracy_tables.py
+    corpus_report, the same call on the same file) each ran it. No reader mutates it (they read rows and summary,
+    or copy the rows into their own dicts)."""
+    from pathlib import Path
+
+    from planner.megatron_ci import report_corpus
+
+    return report_corpus(Path(__file__).parent / "data" / "megatron_ci" / "corpus.json")
+
+
+@pytest.fixture(scope="session")
+def published_runs_leave_one_out():
+    """planner.calibrate.run.leave_one_out over tests/data/published_runs.yaml (every source group of >= 4 records
+    calibrated on each record in turn), computed once per test session: test_calibrate_run's loo fixture and
+    test_accuracy_tables' leave_one_out table (scripts/accuracy_tables.py loo, the same call on the same file) each
+    ran it. No reader mutates it."""
+    from pathlib import Path
+
+    from planner.calibrate.run import leave_one_out
+    from planner.validate import load_runs
+
+    data = Path(__file__).parent / "data"
+    return leave_one_out(load_runs(data / "published_runs.yaml"), data, str(data / "published_runs.yaml"))
+
+
+class _Reports:
+    """The validate results several test files compute of the same file in one session, each computed once (by the
+    file's resolved path and the call's options): `planner validate`'s report of a runs file (planner.validate.report)
+    and of a memory-rows file (planner.memory_rows.report). The same function on the same file and options: what each
+    reader got from its own call. No reader mutates them (they read rows and summaries, or copy them)."""
+
+    def __init__(self):
+        self._got: dict = {}
+
+    def _once(self, what, fn, path, **kw):
+        from pathlib import Path
+
+        key = (what, str(Path(path).resolve()), tuple(sorted(kw.items())))
+        if key not in self._got:
+            self._got[key] = fn(path, **kw)
+        return self._got[key]
+
+    def validate(self, path, complete: bool = False) -> dict:
+        """planner.validate.report(path, complete=complete)."""
+        from planner.validate import report
+
+        return self._once("validate", report, path, complete=complete)
+
+    def memory_rows(self, path) -> dict:
+        """planner.memory_rows.report(path)."""
+        from planner import memory_rows
+
+        return self._once("memory_rows", memory_rows.report, path)
+
+
+@pytest.fixture(scope="session")
+def reports():
+    """_Reports, one for the session: test_accuracy_tables (scripts/accuracy_tables.py runs_report, memory_report),
+    test_memory_rows, test_lowprec and test_stacks each computed some of these reports of the same files."""
+    return _Reports()
+
+
+def fit_exports(folder, target: str):
+    """A memo for a test module's `planner fit ARGS --export TARGET --output FILE` runs: go(name, args) -> (result,
+    FILE (folder / name + ".sh"), row 1), each args run once (the first name given names the file). Row 1 is the row
+    the export wrote (cli/fit.py hands it to export.write_export as readback, imported at call time), as `fit ARGS
+    --top 1 --format json` prints it (render/common.py emit: check_finite, then json_text), without a second
+    identical search; the search is exact (test_search's pruned ranking equals the exhaustive one), so row 1 of the
+    export's default --top is row 1 of --top 1. None where the export wrote nothing. Nothing mutates what it returns."""
+    import json
+
+    import planner.cli.export as export_cli
+    from planner.render.common import check_finite, json_text
+
+    done, run = {}, _Run()
+
+    def go(name: str, args) -> tuple:
+        key = tuple(str(a) for a in args)
+        if key not in done:
+            out, got, write = folder / f"{name}.sh", [], export_cli.write_export
+            export_cli.write_export = lambda p, *a, **k: (got.append(k["readback"]), write(p, *a, **k))[1]
+            try:
+                r = run("fit", *args, "--export", target, "--output", out)
+            finally:
+                export_cli.write_export = write
+            if got:
+                check_finite(got)
+            done[key] = (r, out, json.loads(json_text(got))[0] if len(got) == 1 else None)
+        return done[key]
+
+    return go
+
+
+def fit_table_and_rows(run, *args) -> tuple:
+    """(the click Result of `planner fit ARGS` as a table, the rows `planner fit ARGS --format json` prints) of one
+    search: the rows the table run shows (cli/fit.py hands them to render/fit.py emit_fit, imported at call time)
+    printed as the JSON run prints them (emit: check_finite, then json_text of the shown rows); the JSON run's stderr
+    notes are the table run's but for the counts note (emit_fit adds it for a machine format). None for the rows
+    where the table run printed none. For a single GPU count (with several the table shows each count's best)."""
+    import json
+
+    import planner.render.fit as render_fit
+    from planner.render.common import check_finite, json_text
+
+    shown, emit_fit = [], render_fit.emit_fit
+    render_fit.emit_fit = lambda result, rows, *a, **k: (shown.append(rows), emit_fit(result, rows, *a, **k))[1]
+    try:
+        r = run("fit", *args)
+    finally:
+        render_fit.emit_fit = emit_fit
+    if len(shown) != 1:
+        return r, None
+    check_finite(shown[0])
+    return r, json.loads(json_text(shown[0]))
+
+
 def resolve_verdict(**job):
     """The start-up verdict of resolving `job`: the PlannerError's message where resolve refuses it, else None (the
     rule tests' one shape: a plan a trainer accepts or the rule naming why not)."""

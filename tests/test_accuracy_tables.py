@@ -18,7 +18,16 @@ at = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(at)
 
 
-def test_every_accuracy_table_is_current():
+def test_every_accuracy_table_is_current(monkeypatch, megatron_ci_report, published_runs_leave_one_out, reports):
+    # the megatron_ci table's corpus report (at.corpus_report: report_corpus of the same file) and the leave_one_out
+    # table's (at.loo: leave_one_out of the same runs file) are conftest's, each run once a session (test_megatron_ci
+    # and test_megatron_hybrid read the first, test_calibrate_run the second)
+    monkeypatch.setattr(at, "corpus_report", lambda: megatron_ci_report)
+    monkeypatch.setattr(at, "loo", lambda: published_runs_leave_one_out)
+    # the runs files' and memory-rows files' validate reports (at.runs_report, at.memory_report: the same calls) are
+    # conftest's reports, shared with test_memory_rows, test_lowprec and test_stacks
+    monkeypatch.setattr(at, "runs_report", reports.validate)
+    monkeypatch.setattr(at, "memory_report", reports.memory_rows)
     stale, written = at.run(check=True)
     assert written == []
     assert stale == [], "stale accuracy tables (rerun PYTHONPATH=. python scripts/accuracy_tables.py): " + "; ".join(stale)

@@ -11,7 +11,7 @@ import pytest
 from planner.trainers import detect_format, load_trainer_config
 from planner.trainers.export import plan_signature
 
-from conftest import assert_one_error
+from conftest import assert_one_error, fit_exports
 
 H100 = ["--hardware", "h100-sxm", "--stack", "megatron-bridge"]
 CASES = [
@@ -56,15 +56,21 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def fit_export(tmp_path_factory):
+    """conftest.fit_exports for megatron-bridge: each case's fit --export and its row 1 run once a module (the 405B
+    preset, TP-overlap and pp 2 tests below export CASES[5], CASES[1] and CASES[-1] as the round trip does)."""
+    return fit_exports(tmp_path_factory.mktemp("bridge-launch-exports"), "megatron-bridge")
+
+
 @pytest.mark.parametrize("name,recipe,args", CASES, ids=[c[0] for c in CASES])
-def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, args):
-    out = tmp_path / f"{name}.sh"
-    r = cli("fit", *args, *H100, "--export", "megatron-bridge", "--output", out)
+def test_fit_export_reads_back_as_the_priced_plan(cli, fit_export, name, recipe, args):
+    r, out, row = fit_export(name, [*args, *H100])
     assert r.exit_code == 0, r.stderr  # fit --export read the file back: same plan, same memory
     text = out.read_text()
     assert f"scripts/training/run_recipe.py \\\n    --recipe {recipe} \\\n" in text
     assert detect_format(out) == "megatron-bridge"
-    row = json.loads(cli("fit", *args, *H100, "--top", "1", "--format", "json").stdout)[0]
+    assert row is not None  # the row of `fit ARGS --top 1 --format json` (fit_export)
     back = json.loads(cli("explain", out, "--hardware", "h100-sxm", "--format", "json").stdout)
     assert plan_signature(back["plan"]) == plan_signature(row["plan"])
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
@@ -81,9 +87,9 @@ def test_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, a
         assert f"    {key}={value} \\\n" in text
 
 
-def test_the_405b_preset_is_written_as_nvidia_runs_it(cli, tmp_path):
-    out = tmp_path / "405b.sh"
-    assert cli("fit", *CASES[5][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+def test_the_405b_preset_is_written_as_nvidia_runs_it(fit_export):
+    r, out, _ = fit_export(CASES[5][0], [*CASES[5][2], *H100])  # the round trip's export of the case
+    assert r.exit_code == 0, r.stderr
     text = out.read_text()
     assert "torchrun --nproc_per_node 8 --nnodes 128 scripts/training/run_recipe.py" in text
     for line in ("model.virtual_pipeline_model_parallel_size=8", "model.sequence_parallel=true",
@@ -203,12 +209,12 @@ def test_reader_torch_fsdp2(tmp_path):
     assert (j["cp"], j["global_batch"], j["gpus"]) == (2, 512, 8)
 
 
-def test_tp_overlap_on_a_recipe_without_comm_overlap(cli, tmp_path):
+def test_tp_overlap_on_a_recipe_without_comm_overlap(fit_export):
     """llama3_8b_pretrain_config keeps comm_overlap None (recipes/common.py l. 127): the launch makes one with a
     `_target_` dict (training/utils/omegaconf_utils.py l. 461-471), quoted for the shell, every overlap stated, and the
     DDP bucket priced, max(40e6, 1e6 x dp 32 x cp 1) = 40,000,000 (its own default would be 128 Mi at dp > 1)."""
-    out = tmp_path / "tpo.sh"
-    assert cli("fit", *CASES[1][2], *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    r, out, _ = fit_export(CASES[1][0], [*CASES[1][2], *H100])  # the round trip's export of the case
+    assert r.exit_code == 0, r.stderr
     assert ("    comm_overlap='{_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,tp_comm_overlap:true,"
             "overlap_grad_reduce:true,overlap_param_gather:true,bucket_size:40000000}' \\\n") in out.read_text()
     j = load_trainer_config(out, hardware="h100-sxm").job
@@ -523,7 +529,7 @@ def test_llama32_recipe_by_hand(tmp_path):
         load_trainer_config(f, hardware="h100-sxm", model="llama3.2-3b")
 
 
-def test_llama32_tied_embedding_under_pp(cli, tmp_path):
+def test_llama32_tied_embedding_under_pp(cli, fit_export):
     """Llama 3.2 3B at PP 2 (28 layers, 14 a stage), read back from its launch: Megatron's last stage holds its own copy
     of the tied word embedding (Narayanan et al. 2021 sec. 2.2; memory.py params_of [6]) and the first the embedding;
     by hand, a layer 3,072 x (3,072 + 2,048 + 3,072) attention + 3 x 3,072 x 8,192 MLP + 2 x 3,072 norms =
@@ -539,9 +545,9 @@ def test_llama32_tied_embedding_under_pp(cli, tmp_path):
     from planner.schema import Job
     from planner.step import Collectives, _compute_pass, step_time
 
-    out = tmp_path / "pp2.sh"
     args = CASES[-1][2]
-    assert cli("fit", *args, *H100, "--export", "megatron-bridge", "--output", out).exit_code == 0
+    r, out, _ = fit_export(CASES[-1][0], [*args, *H100])  # the round trip's export of the case
+    assert r.exit_code == 0, r.stderr
     d = json.loads(cli("explain", out, "--hardware", "h100-sxm", "--format", "json").stdout)
     st = d["memory"]["stages"]
     first, last = 14 * 100_669_440 + 394_002_432, 14 * 100_669_440 + 394_002_432 + 3_072

@@ -12,7 +12,7 @@ from planner.errors import PlannerError
 from planner.trainers import detect_format, load_trainer_config
 from planner.trainers.export import plan_signature
 
-from conftest import assert_one_error
+from conftest import assert_one_error, fit_exports
 
 RUN = "scripts/training/run_recipe.py"
 
@@ -186,15 +186,21 @@ ROUND_TRIPS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def fit_export(tmp_path_factory):
+    """conftest.fit_exports for megatron-bridge: each round trip's fit --export and its row 1 run once a module
+    (test_the_deepseek_v3_top_plan_on_2048_h800_as_written runs the dsv3-2048-h800 round trip's command)."""
+    return fit_exports(tmp_path_factory.mktemp("bridge-moe-exports"), "megatron-bridge")
+
+
 @pytest.mark.parametrize("name,recipe,args", ROUND_TRIPS, ids=[c[0] for c in ROUND_TRIPS])
-def test_moe_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recipe, args):
-    out = tmp_path / f"{name}.sh"
-    r = cli("fit", *args, "--export", "megatron-bridge", "--output", out)
+def test_moe_fit_export_reads_back_as_the_priced_plan(cli, fit_export, name, recipe, args):
+    r, out, row = fit_export(name, args)
     assert r.exit_code == 0, r.stderr  # fit --export read the file back: same plan, same memory
     text = out.read_text()
     assert f"{RUN} \\\n    --recipe {recipe} \\\n" in text
     hw = args[args.index("--hardware") + 1]
-    row = json.loads(cli("fit", *args, "--top", "1", "--format", "json").stdout)[0]
+    assert row is not None  # the row of `fit ARGS --top 1 --format json` (fit_export)
     back = json.loads(cli("explain", out, "--hardware", hw, "--format", "json").stdout)
     assert plan_signature(back["plan"]) == plan_signature(row["plan"])
     assert back["memory"]["total_bytes"] == pytest.approx(row["memory"]["total_bytes"], rel=1e-9)
@@ -224,15 +230,13 @@ def test_moe_fit_export_reads_back_as_the_priced_plan(cli, tmp_path, name, recip
         assert f"export CUDA_DEVICE_MAX_CONNECTIONS={want}\n" in text
 
 
-def test_the_deepseek_v3_top_plan_on_2048_h800_as_written(cli, tmp_path):
+def test_the_deepseek_v3_top_plan_on_2048_h800_as_written(fit_export):
     """What the 2,048-H800 export holds beyond the round trip: the recipe's own layout cleared where the plan runs
     another pipeline (pp 1: null), its recompute and dispatcher written over, the fp8 recipe in its MixedPrecisionConfig
     fields (deepseek_v3.py l. 146-152 holds an object)."""
-    out = tmp_path / "dsv3.sh"
-    assert cli("fit", "--model", "deepseek-v3", "--gpus", "2048", *H800, "--export", "megatron-bridge",
-               "--output", out).exit_code == 0
-    row = json.loads(cli("fit", "--model", "deepseek-v3", "--gpus", "2048", *H800, "--top", "1", "--format",
-                         "json").stdout)[0]["plan"]
+    r, out, row = fit_export("dsv3-2048-h800", ["--model", "deepseek-v3", "--gpus", "2048", *H800])  # as the round trip
+    assert r.exit_code == 0, r.stderr
+    row = row["plan"]  # of `fit ... --top 1 --format json` (fit_export)
     text = out.read_text()
     layout = "null" if row["pp"] == 1 else None
     if layout:

@@ -272,8 +272,10 @@ def test_batched_knobs_price_like_one_at_a_time():
 
 # ----------------------------------------------------------------------------- leave-one-out
 @pytest.fixture(scope="module")
-def loo():
-    return R.leave_one_out(load_runs(RUNS), DATA, str(RUNS))
+def loo(published_runs_leave_one_out):
+    """R.leave_one_out(load_runs(RUNS), DATA, str(RUNS)): conftest's published_runs_leave_one_out, the same call, run
+    once a session."""
+    return published_runs_leave_one_out
 
 
 def test_leave_one_out_after_one_run_within_8_percent(loo):

@@ -141,15 +141,13 @@ def test_fit_leaves_full_recompute_out_under_per_layer_graphs(cli):
     per-layer graphs searches recompute none and selective, and counts the full-recompute
     candidates it leaves out under the check (it ranked them before, then refused its own row,
     exit 2); a job that pins full recompute alone is refused with a hint about recompute."""
-    import json
+    from conftest import fit_table_and_rows
 
-    r = cli("fit", "--model", "llama3-70b", "--gpus", "24", "--seq-len", "8192", "--global-batch", "512",
-            "--cuda-graph-impl", "transformer_engine", "--format", "json")  # before: a full-recompute row, exit 2
+    # one search: the table and the rows --format json prints (conftest.fit_table_and_rows)
+    r, rows = fit_table_and_rows(cli, "--model", "llama3-70b", "--gpus", "24", "--seq-len", "8192", "--global-batch",
+                                 "512", "--cuda-graph-impl", "transformer_engine")  # before: a full-recompute row, exit 2
     assert r.exit_code == 0, r.stderr
-    rows = json.loads(r.stdout)
     assert rows and all(p["plan"]["recompute"] != "full" for p in rows)
-    r = cli("fit", "--model", "llama3-70b", "--gpus", "24", "--seq-len", "8192", "--global-batch", "512",
-            "--cuda-graph-impl", "transformer_engine")
     assert r.exit_code == 0 and "full recompute with per-layer CUDA graphs" in r.stdout
     r = cli("fit", "--model", "llama3-70b", "--gpus", "24", "--seq-len", "8192", "--global-batch", "512",
             "--cuda-graph-impl", "local", "--recompute", "full")

@@ -247,10 +247,12 @@ def test_preset_names_are_one_list():
 def test_mtp_layers_option_beats_the_recipe_and_fits_explain_line_repeats_it(cli):
     """--mtp-layers 0 replaces the recipe's 1 (no 'mtp_layers 1' assumed), and fit's
     'row 1 in full' explain line carries it, so that explain prices the same plan."""
-    r = cli("fit", *BARE, "--mtp-layers", "0", "--top", "1", "--format", "json")
+    from conftest import fit_table_and_rows
+
+    # one search: the table and the rows --format json prints, whose notes on stderr are the table run's (conftest)
+    r, rows = fit_table_and_rows(cli, *BARE, "--mtp-layers", "0", "--top", "1")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)[0]["plan"]["mtp_layers"] == 0 and "mtp_layers 1 (" not in r.stderr
-    r = cli("fit", *BARE, "--mtp-layers", "0", "--top", "1")
+    assert rows[0]["plan"]["mtp_layers"] == 0 and "mtp_layers 1 (" not in r.stderr
     line = next(x for x in r.stdout.splitlines() if "row 1 in full" in x)
     assert "--mtp-layers 0" in line
     r = cli("fit", *BARE, "--top", "1")

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import assert_one_error
+from conftest import assert_one_error, fit_table_and_rows
 
 from planner.render.common import GiB
 
@@ -177,12 +177,12 @@ def test_the_table_and_its_row_command(cli):
     for args in ((FP8, "--top", "2"),
                  (DS, "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--headroom", "0.05", "--tokens", "1T",
                   "--no-dp-comm-overlap", "--top", "2")):
-        r = cli("fit", *args)
+        r, rows = fit_table_and_rows(cli, *args)  # one search: the table and the JSON's rows (conftest)
         assert r.exit_code == 0, r.stderr
         cmd = re.search(r"row 1 in full: planner explain (.*)", r.stdout)[1].split()
         assert cmd[0] == args[0] and "job options" not in cmd
         step = re.search(r"│ 1 │.*│\s+([\d.]+) │\s+[\d.]+% │", r.stdout)[1]
-        j = _json(cli("fit", *args, "--format", "json"))["rows"][0]
+        j = rows[0]  # `fit ARGS --format json`'s rows[0]
         e = _json(cli("explain", *cmd, "--format", "json"))
         assert f"{e['time']['step_s']:.2f}" == step
         assert (e["time"], e["memory"], e["throughput"]) == (j["time"], j["memory"], j["throughput"])
@@ -363,6 +363,17 @@ def test_the_files_sequence_parallel_under_a_tp_1_pin_is_said_not_searched(cli, 
 DSV3 = D + "deepseek_v3_2048_h800.yaml"  # DeepSeek-V3's published layout (PP 16, EP 64, ZeRO-1) on 2,048 H800, megatron
 
 
+@pytest.fixture(scope="module")
+def dsv3_fit():
+    """`planner fit DSV3 --top 3 --format json`, run once for the module (the search of 2,048 GPUs with the
+    dispatchers searched is the file's slowest): test_the_deepseek_v3_layouts_rank reads its JSON and stderr,
+    test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is the plain file's notes on stderr (the notes are the
+    same in every format: render/fit.py emit_fit adds only the counts line for a machine format). Nothing mutates it."""
+    from conftest import _Run
+
+    return _Run()("fit", DSV3, "--top", "3", "--format", "json")
+
+
 def _ranks(path, overrides: dict, objective: str = "time") -> tuple:
     """fit CONFIG's rank of the file's own plan two ways, as planner/cli/fit.py runs them: the pruned search
     widened to the plan's keys (search.fit around=, what fit CONFIG runs) and every fitting plan priced
@@ -412,13 +423,13 @@ def test_the_pruned_rank_is_the_rank_among_every_fitting_plan(tmp_path, path, ov
             assert f.counts.time_evaluations < b.counts.time_evaluations and f.counts.prefilter_dropped > 0
 
 
-def test_the_deepseek_v3_layouts_rank(cli):
+def test_the_deepseek_v3_layouts_rank(cli, dsv3_fit):
     """fit CONFIG on DeepSeek-V3's published layout: 61 layers on PP 16 leave 64 - 61 = 3 layer slots empty,
     beyond the default --max-layer-slack 2 (README "DeepSeek-V3"): fit widens the bound to 3 for that split only,
     with a note, so a searched plan prices the same and `of` is the counts line's "fit"; the rank line's figures
     are the JSON's. A --max-layer-slack given on the command line is never widened: the plan then lies outside the
     searched space, `of` counts it beside the counts line's "fit", and the rank line says so."""
-    r = cli("fit", DSV3, "--top", "3", "--format", "json")
+    r = dsv3_fit
     cp = _json(r)["config_plan"]
     own = cp["explain"]["plan"]
     assert (own["tp"], own["pp"], own["vpp"], own["ep"], own["dp"], own["recompute"]) == (1, 16, 1, 64, 128, "full")
@@ -438,7 +449,7 @@ def test_the_deepseek_v3_layouts_rank(cli):
     assert "no searched plan prices the same" in _line(given.stderr, "your config's plan")
 
 
-def test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is(cli, tmp_path):
+def test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is(cli, tmp_path, dsv3_fit):
     """A job YAML's moe_dispatcher is a stack option fit CONFIG searches (every dispatcher the stack runs, the
     faster per plan), as it searches the file's tp_comm_overlap: listed in the "fit searches the plan" note; the
     dispatcher note says `explain CONFIG` takes the file's; a row on another dispatcher names it in its explain
@@ -446,16 +457,18 @@ def test_the_files_moe_dispatcher_is_searched_as_tp_overlap_is(cli, tmp_path):
     one (no search, nothing listed)."""
     path = tmp_path / "dsv3.yaml"
     path.write_text(open(DSV3).read() + "moe_dispatcher: alltoall\n")
-    r = cli("fit", str(path), "--top", "1")
+    r, rows = fit_table_and_rows(cli, str(path), "--top", "1")  # one search: the table and the JSON's rows (conftest)
     assert r.exit_code == 0, r.stderr
+    assert rows is not None and len(rows) == 1
     assert "recompute=full, moe_dispatcher=alltoall are searched over, not pinned" in _line(r.stderr, "fit searches the plan")
     assert "explain and check take alltoall without --moe-dispatcher" in _line(r.stderr, "MoE dispatcher searched")
     assert "hybridep," in r.stdout and "--moe-dispatcher hybridep" in r.stdout  # row 1 on Hybrid-EP, its command says so
     cmd = re.search(r"row 1 in full: planner explain (.*)", r.stdout)[1].split()
-    j = _json(cli("fit", str(path), "--top", "1", "--format", "json"))["rows"][0]
+    j = rows[0]  # row 1 as `fit --top 1 --format json` prints it, not searched again
     e = _json(cli("explain", *cmd, "--format", "json"))  # without --moe-dispatcher it would price the file's alltoall
     assert (e["plan"]["moe_dispatcher"], e["time"], e["memory"]) == ("hybridep", j["time"], j["memory"])
-    plain = cli("fit", DSV3, "--top", "1")
+    plain = dsv3_fit  # the file without moe_dispatcher (its notes as the table run's: emit_fit)
+    assert plain.exit_code == 0, plain.stderr
     assert "moe_dispatcher=" not in _line(plain.stderr, "fit searches the plan")
     assert "explain and check take deepep without --moe-dispatcher" in _line(plain.stderr, "MoE dispatcher searched")
     pinned = cli("fit", str(path), "--top", "1", "--moe-dispatcher", "deepep")

@@ -99,13 +99,16 @@ def test_cli_fit_config_with_recompute_full_keeps_the_files_window(cli, tmp_path
     searched over); with --recompute full the window is kept in every row, said, and the row's explain command names
     it and prices the same."""
     path = _script(tmp_path)
-    r = cli("fit", path, "--top", "1", "--recompute", "full", "--format", "json")
+    from conftest import fit_table_and_rows
+
+    # one search: the table and the rows --format json prints; the JSON run's notes are the table run's (conftest)
+    t, rows = fit_table_and_rows(cli, path, "--top", "1", "--recompute", "full")
+    r = t
     assert r.exit_code == 0, r.stderr
-    row = json.loads(r.stdout)["rows"][0]
+    row = rows[0]
     assert (row["plan"]["recompute"], row["plan"]["recompute_layers"]) == ("full", 2)
     assert (f"note: {path}: the file's own recompute_layers=2 is kept in every row, as a count of a stage's layers: "
             "the command line's --recompute full fixes full recompute") in r.stderr
-    t = cli("fit", path, "--top", "1", "--recompute", "full")
     line = next(ln for ln in t.stdout.splitlines() if "row 1 in full:" in ln)
     assert "--recompute-layers 2" in line and "it keeps the file's" not in line
     args = line.split("planner explain ", 1)[1].split()

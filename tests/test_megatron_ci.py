@@ -25,8 +25,9 @@ T = S * MBS  # tokens per micro-batch
 
 
 @pytest.fixture(scope="module")
-def report():
-    return report_corpus(CORPUS)
+def report(megatron_ci_report):
+    """report_corpus(CORPUS): conftest's megatron_ci_report, the same call, run once a session."""
+    return megatron_ci_report
 
 
 @pytest.fixture(scope="module")

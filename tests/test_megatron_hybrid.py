@@ -14,7 +14,6 @@ from planner.cli.export import check_readback
 from planner.errors import PlannerError
 from planner.explain import evaluate, to_json
 from planner.layers import layer_list
-from planner.megatron_ci import report_corpus
 from planner.memory import kind_activation_bytes
 from planner.params import count_params
 from planner.plan import resolve
@@ -187,13 +186,13 @@ def test_export_writes_the_pattern_split_at_the_plans_chunks_and_reads_back():
     assert pattern.replace("|", "").count("M") == 54 and pattern.count("*") == 10
 
 
-def test_corpus_hybrid_rows_are_compared_tier_c(capsys):
+def test_corpus_hybrid_rows_are_compared_tier_c(capsys, megatron_ci_report):
     """pretrain_hybrid.py is modelled: the six hybrid_mr training rows with a measured peak are compared, every one
     tier C (config changed since recording); the lts pp 1 row's golden values were recorded before the pattern
     existed (its trust reasons say so), so it is the one far off. nemotron3_5_lightning's MTP pattern ('/*E/*E', one
     repeated module) is priced (test_mtp_parts_price_a_module_of_their_layers), its row compared (tier B: dropless
     MoE). Printed with -s; nothing is fitted to them."""
-    report = report_corpus(DATA / "corpus.json")
+    report = megatron_ci_report  # report_corpus(DATA / "corpus.json"), run once a session (conftest)
     rows = {r["row_id"]: r for r in report["rows"]}
     hyb = {k: r for k, r in rows.items() if k.startswith("hybrid__hybrid_mr") and r["error"] is not None}
     assert len(hyb) == 6 and {r["tier"] for r in hyb.values()} == {"C"}

@@ -33,13 +33,15 @@ GiB = 2.0**30
 
 
 @pytest.fixture(scope="module")
-def measured():
-    return mr.report(MEASURED)
+def measured(reports):
+    """mr.report(MEASURED), once a session (conftest reports: test_accuracy_tables' memory tables read it too)."""
+    return reports.memory_rows(MEASURED)
 
 
 @pytest.fixture(scope="module")
-def oracle():
-    return mr.report(ORACLE)
+def oracle(reports):
+    """mr.report(ORACLE), once a session (conftest reports)."""
+    return reports.memory_rows(ORACLE)
 
 
 def by_id(data):
@@ -283,7 +285,7 @@ def test_print_the_accuracy_tables(measured, oracle, capsys):
 SWEEP = DATA / "oracle_sweep_torch2.13_tt0.3.0.yaml"
 
 
-def test_oracle_sweep_rows(capsys):
+def test_oracle_sweep_rows(capsys, reports):
     """The sweep traced here (scripts/memory_oracle, torch 2.13.0+cpu, torchtitan 0.3.0): every row
     is CUDA-routed, so every row is evaluated (the chunked ones with the job's chunked_loss) but the
     middle pipeline ranks the planner does not report;
@@ -299,7 +301,7 @@ def test_oracle_sweep_rows(capsys):
     # the reproduction of the shared oracle's reference configuration (traced_results.md: 40.22)
     ref = {r.id: r for r in rows}["sweep_8b_fsdp8_s8192_bs1_selective_ce"]
     assert ref.peak_allocated_gib == 40.22 and ref.phase_peaks_gib["loss"] == 38.263
-    data = mr.report(SWEEP)
+    data = reports.memory_rows(SWEEP)  # mr.report(SWEEP), once a session (conftest reports)
     for r in data["rows"]:
         if r["id"].endswith("_pp4_fsdp4_s8192_mb8x1_stage2"):  # neither end nor the heaviest middle stage
             assert "holds fewer" in r["skipped"], r["id"]
