@@ -2589,20 +2589,32 @@ def _tp_groups(sc: StepCtx, coll: Collectives, tb=None) -> tuple:
     Once per context and pricing (sc.memo); every plan as it is under per-plan bandwidth knobs (coll.bw_arrays),
     per-plan collective widths (tb, tp_bytes [33]: several precisions or recipes in one batch) or below
     comm.UNIQUE_MIN plans (as _mla_tp_groups)."""
+    plan = sc.plan
+    sp_on = plan.sp > 0
+    return _distinct_tuples(sc, coll, tb, "tp_groups", lambda: (
+        coll.strides["tp"], sc.ctx.T, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp), sp_on), True)
+
+
+def _distinct_tuples(sc: StepCtx, coll: Collectives, tb, key: str, make_args, spread_scalars: bool) -> tuple:
+    """_tp_groups' and _mla_tp_groups' one logic: the per-plan tuple make_args() gives, reduced to its distinct
+    tuples among the batch's plans (comm.distinct) with `back` appended, which lays a value priced on those tuples
+    back on every plan (a 0-d value spread to the batch's shape where spread_scalars, else kept 0-d); every plan as it
+    is under per-plan bandwidth knobs (coll.bw_arrays), per-plan collective widths (tb) or below comm.UNIQUE_MIN
+    plans. Once per context and pricing (sc.memo[key], "_whole" appended under per-plan widths)."""
     whole = tb is not None and any(np.ndim(v) > 0 for v in tb.values())  # widths per plan: no reduction
-    key = "tp_groups_whole" if whole else "tp_groups"
+    key = key + "_whole" if whole else key
     hit = sc.memo.get(key)
     if hit is not None and hit[0] is coll:
         return hit[1]
-    plan = sc.plan
-    sp_on = plan.sp > 0
-    args = (coll.strides["tp"], sc.ctx.T, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp), sp_on)
+    args = make_args()
     d = None if (whole or coll.bw_arrays) else comm.distinct(*args)
     if d is None or d.index is None:
         out = args + (lambda x: x,)
-    else:
+    elif spread_scalars:
         shape = d.shape
         out = d.values + (lambda x: np.broadcast_to(x, shape).copy() if np.ndim(x) == 0 else d.expand(x),)
+    else:
+        out = d.values + (lambda x: x if np.ndim(x) == 0 else d.expand(x),)
     sc.memo[key] = (coll, out)
     return out
 
@@ -2617,21 +2629,10 @@ def _mla_tp_groups(sc: StepCtx, coll: Collectives, tb=None) -> tuple:
     it is under per-plan bandwidth knobs (coll.bw_arrays: per plan, not per tuple), under per-plan collective widths
     (tb, tp_bytes [33]: a batch of plans of several precisions or recipes; its widths are per plan too) or below
     comm.UNIQUE_MIN plans."""
-    whole = tb is not None and any(np.ndim(v) > 0 for v in tb.values())  # widths per plan: no reduction
-    key = "mla_tp_groups_whole" if whole else "mla_tp_groups"
-    hit = sc.memo.get(key)
-    if hit is not None and hit[0] is coll:
-        return hit[1]
     plan = sc.plan
     sp_on = plan.sp > 0
-    args = (coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp))
-    d = None if (whole or coll.bw_arrays) else comm.distinct(*args)
-    if d is None or d.index is None:
-        out = args + (lambda x: x,)
-    else:
-        out = d.values + (lambda x: x if np.ndim(x) == 0 else d.expand(x),)
-    sc.memo[key] = (coll, out)
-    return out
+    return _distinct_tuples(sc, coll, tb, "mla_tp_groups", lambda: (
+        coll.strides["tp"], sc.ctx.T * ACT_BYTES, np.where(sp_on, plan.tp, 1), np.where(sp_on, 1, plan.tp)), False)
 
 
 def mla_tp_collectives(sc: StepCtx, coll: Collectives, mla, tb=None) -> tuple:
