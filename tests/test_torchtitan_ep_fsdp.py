@@ -219,12 +219,12 @@ def test_deepseek_v3_expert_units_are_its_moe_layers(monkeypatch, pp, units):
     seen = []
     real = step.dp_expert_comm
 
-    def spy(sc, coll, e_local, e_units, ddp_bucket):
+    def spy(sc, coll, e_local, e_units, ddp_bucket, tr=None):
         # dp_comm's slots (middle, first, last), each stage's own: the slot with the most experts
         e, u = np.asarray(e_local), np.asarray(e_units)
         i = int(np.argmax(e))
         seen.append((float(e[i]), float(u[i])))
-        return real(sc, coll, e_local, e_units, ddp_bucket)
+        return real(sc, coll, e_local, e_units, ddp_bucket, tr=tr)
 
     monkeypatch.setattr(step, "dp_expert_comm", spy)
     settings, plan, _ = resolve(Job(model="deepseek-v3", gpus=256, stack="torchtitan", hardware="h100-sxm", tp=1,

@@ -91,9 +91,11 @@ def test_sync_tp_duplicated_parameters_in_tp_comm(tmp_path):
     l. 426, 440-441): each layer forward all-reduces its two LayerNorms' weight and bias and its two row-parallel
     biases, 6 tensors of h = 14,336 bf16 = 28,672 B, over the 4 TP ranks (NVLink). A middle stage runs 6 layers'
     forwards twice (full recompute) for 128 micro-batches: 128 x 6 x 2 x 6 = 9,216 all-reduces. Each is NCCL's ring at
-    that size (comm.py): 2 (4 - 1) = 6 rounds x 3.40 us (the A100 entry's NVLink latency) + 1.5 x 28,672 B / (300 GB/s
-    x 0.822) = 20.40 + 0.17 us = 20.57 us, 0.1896 s a step, exposed in tp_comm (the same script without the flag is
-    the reference). Another stack has no such option: refused."""
+    that size under its LL protocol inside the node (comm.py "Protocols", tuning.cc @v2.20.3-1): baseLat 6.6 us + 2 (4 -
+    1) = 6 steps x 0.6 us + 1.5 x 28,672 B / (300 GB/s x 0.8222 x 1/4, below llMaxBw 87.7 GB/s) = 10.20 + 0.70 us =
+    10.90 us (Simple's 6 x 3.40 us + 1.5 x 28,672 B / (300 GB/s x 0.8222) = 20.57 us and LL128's 14 + 6 x 1.9 = 25.4 us
+    are slower), 0.1004 s a step, exposed in tp_comm (the same script without the flag is the reference; 0.1896 s under
+    Simple alone, before the protocols were priced). Another stack has no such option: refused."""
     cfg = _cfg()
     assert cfg.job["sync_tp_duplicated_parameters"] is True
     p = _variant(tmp_path, "    --sync-tp-duplicated-parameters \\\n", "")
@@ -101,9 +103,9 @@ def test_sync_tp_duplicated_parameters_in_tp_comm(tmp_path):
     assert "sync_tp_duplicated_parameters" not in cfg0.job
     t1 = evaluate_job(Job.model_validate(cfg.job))["time"]
     t0 = evaluate_job(Job.model_validate(cfg0.job))["time"]
-    one = 6 * 3.40e-6 + 1.5 * 28_672 / (300e9 * 0.822)
+    one = 6.6e-6 + 6 * 0.6e-6 + 1.5 * 28_672 / (300e9 * 0.8222222222222222 * 0.25)
     assert t1["tp_comm_s"] - t0["tp_comm_s"] == pytest.approx(9216 * one, rel=2e-3)
-    assert t1["tp_comm_s"] - t0["tp_comm_s"] == pytest.approx(0.1896, abs=2e-4)
+    assert t1["tp_comm_s"] - t0["tp_comm_s"] == pytest.approx(0.1004, abs=2e-4)
     assert t1["compute_s"] == t0["compute_s"]
     with pytest.raises(PlannerError, match=r"sync_tp_duplicated_parameters is set but stack megatron does not"):
         evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, stack="megatron",
