@@ -1257,51 +1257,48 @@ def frames_unknown(frames) -> bool:
     return any(f[0] is None for f in frames)
 
 
+def _span_end(s: str, k: int, backquotes: bool = False) -> Optional[int]:
+    """_top_split's and _cond_tokens' one step over a span that is a single piece of a word: where s[k] opens a quote
+    (a backslash escapes the next character inside double quotes only), is a backslash escape, opens `$( )` / `${ }`
+    / `$[ ]` (_closing) or, with backquotes, a backquoted command, the index just after the span; k where s[k] opens
+    none; None where the span does not close."""
+    c, n = s[k], len(s)
+    if c in "'\"":
+        j = k + 1
+        while j < n and s[j] != c:
+            j += 2 if (c == '"' and s[j] == "\\") else 1
+        return j + 1 if j < n else None
+    if c == "\\":
+        return min(k + 2, n)
+    if c == "`" and backquotes:
+        j = k + 1
+        while j < n and s[j] != "`":
+            j += 2 if s[j] == "\\" else 1
+        return j + 1 if j < n else None
+    if c == "$" and s[k + 1:k + 2] in ("(", "{", "["):
+        j = _closing(s, k + 1)
+        return None if j is None else j + 1
+    return k
+
+
 def _top_split(s: str) -> Optional[list[str]]:
     """A command line's items at its top level: the commands and, as items of their own, the list operators `;`,
     `;;`, `&&`, `||` between them (bash(1), Lists), found outside quotes, backslash escapes, `$( )` / `${ }` / `$[ ]`,
     backquotes and a `[[ ... ]]` (whose `&&` / `||` are its own: GNU Bash Reference Manual 5.2, 3.2.5.2 Conditional
     Constructs); a `#` that starts a word ends the line. None where a quote or bracket does not close."""
-    items, cur, k, n, quote, dbl = [], [], 0, len(s), None, False
+    items, cur, k, n, dbl = [], [], 0, len(s), False
 
     def at_word():
         return not cur or cur[-1][-1:].isspace()
 
     while k < n:
         c = s[k]
-        if quote:
-            cur.append(c)
-            if c == "\\" and quote == '"' and k + 1 < n:
-                cur.append(s[k + 1])
-                k += 1
-            elif c == quote:
-                quote = None
-            k += 1
-            continue
-        if c == "\\":
-            cur.append(s[k:k + 2])
-            k += 2
-            continue
-        if c in "'\"":
-            quote = c
-            cur.append(c)
-            k += 1
-            continue
-        if c == "`":
-            j = k + 1
-            while j < n and s[j] != "`":
-                j += 2 if s[j] == "\\" else 1
-            if j >= n:
-                return None
-            cur.append(s[k:j + 1])
-            k = j + 1
-            continue
-        if c == "$" and s[k + 1:k + 2] in ("(", "{", "["):
-            j = _closing(s, k + 1)
-            if j is None:
-                return None
-            cur.append(s[k:j + 1])
-            k = j + 1
+        j = _span_end(s, k, backquotes=True)
+        if j is None:
+            return None
+        if j > k:  # a quoted / escaped / bracketed span, one piece of the word
+            cur.append(s[k:j])
+            k = j
             continue
         if at_word() and s.startswith("[[", k) and (k + 2 == n or s[k + 2].isspace()):
             dbl = True
@@ -1320,7 +1317,7 @@ def _top_split(s: str) -> Optional[list[str]]:
             continue
         cur.append(c)
         k += 1
-    if quote or dbl:
+    if dbl:
         return None
     items.append("".join(cur).strip())
     return items
@@ -1400,7 +1397,7 @@ def _is_test(cmd: str) -> bool:
 
 def _cond_tokens(body: str) -> Optional[list[str]]:
     """A `[[ ]]` body's words as written (quotes, `$( )`, `${ }` kept), `&&` `||` `(` `)` tokens of their own."""
-    out, cur, k, n, quote = [], [], 0, len(body), None
+    out, cur, k, n = [], [], 0, len(body)
 
     def flush():
         if cur:
@@ -1409,25 +1406,12 @@ def _cond_tokens(body: str) -> Optional[list[str]]:
 
     while k < n:
         c = body[k]
-        if quote:
-            cur.append(c)
-            if c == "\\" and quote == '"' and k + 1 < n:
-                cur.append(body[k + 1])
-                k += 1
-            elif c == quote:
-                quote = None
-        elif c == "\\":
-            cur.append(body[k:k + 2])
-            k += 1
-        elif c in "'\"":
-            quote = c
-            cur.append(c)
-        elif c == "$" and body[k + 1:k + 2] in ("(", "{", "["):
-            j = _closing(body, k + 1)
-            if j is None:
-                return None
-            cur.append(body[k:j + 1])
-            k = j
+        j = _span_end(body, k)
+        if j is None:
+            return None
+        if j > k:  # a quoted / escaped / bracketed span, one piece of the word
+            cur.append(body[k:j])
+            k = j - 1
         elif c.isspace():
             flush()
         elif body.startswith("&&", k) or body.startswith("||", k):
@@ -1440,8 +1424,6 @@ def _cond_tokens(body: str) -> Optional[list[str]]:
         else:
             cur.append(c)
         k += 1
-    if quote:
-        return None
     flush()
     return out
 
