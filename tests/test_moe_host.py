@@ -131,3 +131,32 @@ def test_moe_records_accuracy(cli):
     assert len(err) == 32
     assert np.median(np.abs(err)) <= 0.15
     assert 0 < np.median(err) < 0.10
+
+
+def test_gpt_oss_forward_host_bound_on_h100_not_on_nvl72():
+    """docs/moe_gpt_oss.md sec. 3: the 26.04 gpt-oss records as the planner prices them. H100 (EP 8, 16 local
+    experts, 4,096 tokens a micro-batch) and B200 (EP 8) take each MoE layer's forward at the host's issue time,
+    0.4 ms + 16 x 0.44 ms = 7.44 ms, the GPU's share below it (H100: 3.5-3.9 ms, so up to 3.55 ms of forward GPU
+    time the planner might lack would not change those rows); GB200 and GB300 (EP 64, 2 local experts: issue
+    1.28 ms) are GPU-bound, nothing exposed (their forward 4.6-5.7 ms at 16,384 tokens)."""
+    from planner.step import _context, layer_times
+
+    f = _fit()
+    mh = load_stack("megatron").moe_host
+    rows = {rid: (s, p) for rid, s, p, _ in f.prepared(
+        MOE_RUNS, keep=lambda rec: rec.model == "gpt-oss-120b" and rec.id.startswith("megatron-bridge-26.04"))}
+    assert len(rows) == 4
+    for gpu, local in (("h100", 16), ("b200", 16), ("gb200", 2), ("gb300", 2)):
+        s, p = rows[f"megatron-bridge-26.04-dgx-{gpu}-gpt-oss-120b-bf16"]
+        lt = layer_times(_context(s, p))
+        issue = mh.per_layer_s + local * mh.per_local_expert_s
+        for fwd, host in zip(lt.fwd, lt.host_fwd):  # the sliding-window and the global layer kinds
+            fwd, host = float(np.ravel(fwd)[0]), float(np.ravel(host)[0])
+            if local == 16:
+                assert fwd == pytest.approx(issue, rel=1e-9) and host > 0, gpu
+            else:
+                assert host == 0.0 and fwd > issue, gpu
+    s, p = rows["megatron-bridge-26.04-dgx-h100-gpt-oss-120b-bf16"]
+    lt = layer_times(_context(s, p))
+    hidden = min(float(np.ravel(h)[0]) for h in lt.host_fwd)
+    assert hidden == pytest.approx(3.55e-3, abs=0.01e-3)
