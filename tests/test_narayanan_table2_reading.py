@@ -85,9 +85,8 @@ def test_days_column_pins_the_flop_convention(rid):
 def test_predicted_steps_price_the_full_recompute_forward():
     """The prediction side: each record is planned with full recompute (the re-run forward priced, so the
     predicted tokens/s is the like of the published one, which eq. (3) measured with it) and one micro-batch a
-    step; its hardware FLOPs a token within 1.5% of eq. (3)'s (the planner's causal-free count of the same GEMMs:
-    174.6B 1.4162e12 against 1.4340e12; the 1.2% is eq. (3)'s logit term, 6 x 2 s h V / s where the planner re-runs
-    no output layer)."""
+    step; its hardware FLOPs a token within 1.5% of eq. (3)'s (174.6B 1.4162e12 against 1.4340e12: the same layer
+    GEMMs, the attention and embedding terms counted apart)."""
     import tempfile
 
     from planner.explain import evaluate, to_json
