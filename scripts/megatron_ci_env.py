@@ -1,4 +1,5 @@
-"""Add each Megatron-LM CI corpus row's CUBLAS_WORKSPACE_CONFIG to tests/data/megatron_ci/corpus.json.
+"""Add each Megatron-LM CI corpus row's CUBLAS_WORKSPACE_CONFIG and NCCL environment to
+tests/data/megatron_ci/corpus.json.
 
 The functional tests export their model_config.yaml's ENV_VARS before training
 (NVIDIA/Megatron-LM tests/functional_tests/shell_test_utils/_run_training.sh l. 74-85, "Pull env
