@@ -201,7 +201,8 @@ def nccl_env(r: dict) -> tuple[dict, list[str]]:
     (`env.launcher`: NVIDIA/Megatron-LM tests/functional_tests/shell_test_utils/_run_training.sh from ef1888bc5c,
     2026-04-20, `export NCCL_PROTO="${NCCL_PROTO:-simple}"`, NCCL_ALGO Ring, NCCL_NVLS_ENABLE 0, exported before the
     ENV_VARS); neither set: NCCL's own choice (no field). An NCCL_ALGO the model refuses (comm.nccl_algo_candidates:
-    Tree alone leaves reduce-scatter and all-gather no algorithm, which NCCL from 2.24 fails; the 14 A100 `Tree` rows
+    Tree alone leaves reduce-scatter and all-gather no algorithm, which NCCL from 2.24 fails: v2.24.3-1 src/enqueue.cc
+    l. 1656 'no algorithm/protocol available for function'; the 14 A100 `Tree` rows
     ran, on an NCCL that still fell back to ring, NVIDIA/nccl v2.20.3-1 src/graph/tuning.cc l. 325-338, removed by
     v2.24.3-1) is left out, with a note: NCCL's own choice priced. NCCL_NVLS_ENABLE=0 has no job field: it is implied
     where NCCL_ALGO leaves no NVLS (Ring, Tree), else noted as not priced."""
