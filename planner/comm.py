@@ -63,7 +63,8 @@ other: 2S each way; with N = 2 each domain is the root of one tree: S each way) 
 Protocols [17][18][19]. NCCL runs each (algorithm, protocol) it enables and picks the least
 predicted time. The formulas above are the Simple protocol's (NCCL's choice for the messages
 of training: gradient buckets, parameter shards, activations). Inside one NVLink domain (the
-collective's ranks in one domain, N = 1: no network hop) ring and tree also run LL and
+collective's ranks in one domain, N = 1: no network hop; a GB200 / GB300 NVL72 rack is one
+domain, as NCCL's multi-node NVLink tunes it [20]) ring and tree also run LL and
 LL128 (NVLS, NVLS-tree, CollNet and PAT Simple only; the model's parameter server,
 hierarchical all-reduce, recursive reduce-scatter / all-gather and the point-to-point
 all-to-all and send/recv are priced with Simple only), with NCCL 2.20.3's figures:
@@ -195,7 +196,30 @@ References
     b200_16gpu_2node_allgather_google-dranet.txt -77.9% -> -91.1%. Hence LL / LL128 are priced
     inside one NVLink domain only (LL_NETWORK_PRICED). Against it inside one node: the two rows
     (32 and 64 KiB) of a100_8gpu_allreduce_stas00-mlengineering-TRIMMED.txt go +5.9% -> -63.8%
-    under the LL ring (an open question: two rows, one trimmed log).
+    under the LL ring: no tuner figure explains them (the log names no NCCL version and no
+    environment; NVLink, its 235 GB/s busBw; every tuning.cc from v2.7.8-1 to v2.30.7-1 puts
+    the LL ring at 10.2-15.0 us + 0.7-1.3 us there, LL128 at 36.6-40.6 us, Simple at 56 us),
+    and the command, all_reduce_perf -g 8, drives the 8 GPUs from one thread (nccl-tests'
+    ncclGroupStart / 8 launches / ncclGroupEnd an iteration), unlike a training job's process
+    per GPU: docs/nccl_small_sizes.md. The rule stays; the rows are reported, not fitted.
+[20] NCCL counts a multi-node NVLink (MNNVL) clique, an NVL72 rack's NVLink partition, as one
+    node for tuning. NVIDIA/nccl v2.20.3-1 (b6475625, the first release with MNNVL) tuning.cc
+    l. 135-136 "MNNVL support - treat as a single NVLink connected node": nNodes = comm->MNNVL
+    ? 1 : comm->nNodes, read by every nNodes term below it (llMaxBw's row l. 143-146, hw[]
+    NVLink l. 156, the ring's inter-node steps l. 162-164 and network overhead l. 243-248, the
+    tree's log2(nNodes) l. 252-253, LL128's 7/9 l. 185), with MNNVL only where the whole
+    communicator is in one clique (init.cc l. 881-917: cliqueSize == nRanks); NVLS off under
+    MNNVL there (tuning.cc l. 285-293, transport/nvls.cc l. 239-240). From v2.21.5-1
+    (ab2b89c4) the special case is gone because the clique's topologies are fused into one
+    system (graph/topo.cc l. 748-766, MNNVL = clique size > 1: init.cc l. 872), so the ring
+    search runs over the clique's GPUs and nNodes counts distinct first ring ranks (init.cc
+    l. 1110-1120): one per clique. Same at v2.30.7-1 (73cf1122): graph/topo.cc l. 1887-1920,
+    connect.cc ncclTopoPreset l. 22, 48 (ringRecv = the fused system's first ring GPU),
+    init.cc l. 1285-1297, tuning.cc l. 259-286 (nNodes = comm->nNodes), NVLS allowed under
+    MNNVL (only buffer registration off: transport/nvls.cc l. 627-628). The model's N = 1
+    for a group inside one NVLink domain (`nvlink_domain` 72, or the job's segment: [16])
+    is NCCL's nNodes = 1. Across racks v2.20.3 turns MNNVL off and counts hosts (trays of 4),
+    later releases count cliques (the model's domains); either way N > 1: Simple ([19]).
 """
 
 from __future__ import annotations

@@ -192,6 +192,50 @@ def last_stage_allocated(settings, plan) -> tuple[float, str, dict]:
     return float(np.asarray(t.total - mem.outside_bytes(t) - t.allocator_slack)), "total-reserve-slack", terms
 
 
+NCCL_FIELDS = (("NCCL_ALGO", "nccl_algo"), ("NCCL_PROTO", "nccl_proto"))
+
+
+def nccl_env(r: dict) -> tuple[dict, list[str]]:
+    """The job fields of a row's NCCL environment and the lines saying where each came from. A variable the case's
+    ENV_VARS sets (the row's `env`, at the recording commit) wins over the CI training script's default
+    (`env.launcher`: NVIDIA/Megatron-LM tests/functional_tests/shell_test_utils/_run_training.sh from ef1888bc5c,
+    2026-04-20, `export NCCL_PROTO="${NCCL_PROTO:-simple}"`, NCCL_ALGO Ring, NCCL_NVLS_ENABLE 0, exported before the
+    ENV_VARS); neither set: NCCL's own choice (no field). An NCCL_ALGO the model refuses (comm.nccl_algo_candidates:
+    Tree alone leaves reduce-scatter and all-gather no algorithm, which NCCL from 2.24 fails: v2.24.3-1 src/enqueue.cc
+    l. 1656 'no algorithm/protocol available for function'; the 14 A100 `Tree` rows
+    ran, on an NCCL that still fell back to ring, NVIDIA/nccl v2.20.3-1 src/graph/tuning.cc l. 325-338, removed by
+    v2.24.3-1) is left out, with a note: NCCL's own choice priced. NCCL_NVLS_ENABLE=0 has no job field: it is implied
+    where NCCL_ALGO leaves no NVLS (Ring, Tree), else noted as not priced."""
+    from .comm import nccl_algo_candidates, nccl_proto_protocols
+
+    env = r.get("env") if isinstance(r.get("env"), dict) else {}
+    launcher = env.get("launcher") if isinstance(env.get("launcher"), dict) else {}
+    fields: dict = {}
+    notes: list[str] = []
+    for var, field in NCCL_FIELDS:
+        case, default = env.get(var), launcher.get(var)
+        value = case if case is not None else default
+        if value is None:
+            continue
+        where = (f"in the case's ENV_VARS ({env.get('source')})" if case is not None
+                 else f"exported by the CI's training script ({launcher.get('source')})")
+        try:
+            (nccl_algo_candidates if field == "nccl_algo" else nccl_proto_protocols)(str(value))
+        except PlannerError as e:
+            notes.append(f"{var}={value} {where} not priced (NCCL's own choice instead): {e.message}")
+            continue
+        fields[field] = str(value)
+        notes.append(f"{field}={value}: {var} {where}")
+    if launcher.get("unknown") and len(fields) < len(NCCL_FIELDS):
+        notes.append("NCCL's default where the case sets no NCCL_ALGO / NCCL_PROTO: the CI launcher's are unknown ("
+                     f"{launcher['unknown']})")
+    nvls = env.get("NCCL_NVLS_ENABLE") if env.get("NCCL_NVLS_ENABLE") is not None else launcher.get("NCCL_NVLS_ENABLE")
+    if str(nvls) == "0" and fields.get("nccl_algo") not in ("Ring", "Tree"):
+        notes.append("NCCL_NVLS_ENABLE=0 not priced: no job field turns NVLS off (NCCL_ALGO "
+                     f"{fields.get('nccl_algo', 'unset')} leaves it)")
+    return fields, notes
+
+
 def evaluate_row(r: dict, base: Path) -> CIRow:
     """One row: predicted against measured last-stage peak allocated bytes, or skipped."""
     out = CIRow(row_id=r["row_id"], tier=(r.get("trust") or {}).get("memory"), family=r.get("family"), gpu=r.get("gpu"),
@@ -204,7 +248,20 @@ def evaluate_row(r: dict, base: Path) -> CIRow:
 
 
 def _predict(r: dict, base: Path, out: CIRow) -> None:
-    from .plan import plan_dict, resolve
+    from .plan import plan_dict
+
+    if out.measured_bytes is None and r.get("is_training") and r.get("args_file"):
+        raise Skip("no measured peak (the golden file has no mem-max-allocated-bytes series)")
+    settings, plan = resolve_row(r, base, out)
+    out.mesh = _mesh(plan_dict(plan, settings))
+    out.predicted_bytes, out.predicted_from, out.terms = last_stage_allocated(settings, plan)
+    out.error = out.predicted_bytes / float(out.measured_bytes) - 1.0
+
+
+def resolve_row(r: dict, base: Path, out: CIRow, nccl: bool = True):
+    """(settings, plan) of a training row's job, as `planner validate` prices it (Skip where it is not); nccl False
+    leaves the row's NCCL environment out (nccl_env), for scripts/megatron_ci_step_times.py's before / after."""
+    from .plan import resolve
     from .schema import Job
     from .catalog import format_validation_error
     from .trainers import load_trainer_config
@@ -214,8 +271,6 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
         raise Skip(f"not a training row ({r.get('kind')})")
     if not r.get("args_file"):
         raise Skip(f"no argument file: {r.get('args_skip_reason') or 'none in the corpus'}")
-    if out.measured_bytes is None:
-        raise Skip("no measured peak (the golden file has no mem-max-allocated-bytes series)")
     script = TRAINING_SCRIPTS.get(r.get("family"))
     if script is None:
         raise Skip(f"family {r.get('family')!r}: its training script is not known (module docstring, rule 2)")
@@ -248,6 +303,12 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
         cfg.job["cublas_workspace_config"] = env
         out.assumed.append(f"cublas_workspace_config={env}: CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS "
                            f"({env_vars.get('source')})")
+    # the run's NCCL_ALGO / NCCL_PROTO (the case's ENV_VARS, else what the CI's training script exported at the
+    # recording commit: scripts/megatron_ci_env.py), priced through the job's nccl_algo / nccl_proto
+    if nccl:
+        fields, notes = nccl_env(r)
+        cfg.job.update(fields)
+        out.assumed += notes
     # the trainer's commit: the row's recording commit (source.golden_recording_commit_date, its date), whose
     # Megatron-LM ran without the start-up checks added since (stack_db megatron runs.deterministic_refuses since:
     # --deterministic-mode refuses --tp-comm-overlap from 3ab71eeb3e, 2026-07-08; the gpt3_weekly ..._tp_overlap rows
@@ -267,9 +328,7 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
     except PlannerError as e:
         raise Skip(f"plan refused: {e.message}") from None
     out.assumed += list(settings.env_assumed)  # what the trainer set in the environment, dated (plan._cublas_workspace)
-    out.mesh = _mesh(plan_dict(plan, settings))
-    out.predicted_bytes, out.predicted_from, out.terms = last_stage_allocated(settings, plan)
-    out.error = out.predicted_bytes / float(out.measured_bytes) - 1.0
+    return settings, plan
 
 
 def stats(err: list[float], rows: list[CIRow]) -> dict:

@@ -1,4 +1,5 @@
-"""Add each Megatron-LM CI corpus row's CUBLAS_WORKSPACE_CONFIG to tests/data/megatron_ci/corpus.json.
+"""Add each Megatron-LM CI corpus row's CUBLAS_WORKSPACE_CONFIG and NCCL environment to
+tests/data/megatron_ci/corpus.json.
 
 The functional tests export their model_config.yaml's ENV_VARS before training
 (NVIDIA/Megatron-LM tests/functional_tests/shell_test_utils/_run_training.sh l. 74-85, "Pull env
@@ -16,6 +17,17 @@ commit are the case under its name then (`git ls-tree -r`), and their model_conf
 (`env.source` names it; `env.found_by` says so). Where no folder holds the blob, or the folders that do
 disagree on the variable, the row gets no `env` (unknown).
 
+The same config's ENV_VARS give the case's NCCL_ALGO, NCCL_PROTO and NCCL_NVLS_ENABLE (null where unset), and
+`env.launcher` what the CI's training script exported before them at the recording commit: from ef1888bc5c
+(2026-04-20, "move NCCL env vars from docker launcher to shell training script")
+tests/functional_tests/shell_test_utils/_run_training.sh sets `export NCCL_PROTO="${NCCL_PROTO:-simple}"`,
+NCCL_ALGO Ring, NCCL_COLLNET_ENABLE 0, NCCL_NVLS_ENABLE 0 (l. 58-61 at d98e8a64), defaults the case's ENV_VARS,
+exported after them, override. They are read from the script at the recording commit (`export NCCL_X="${NCCL_X:-v}"`
+lines; `env.launcher.source` names the lines) and are null before ef1888bc5c; from 4e85d74ae9 (2026-04-14) to
+ef1888bc5c only tests/test_utils/python_scripts/launch_nemo_run_workload.py (the GitHub Actions launcher) set them,
+not launch_jet_workload.py (GitLab), and a golden file does not say which CI recorded it: `env.launcher.unknown`
+says so there (planner/megatron_ci.py prices NCCL's default for it).
+
     python scripts/megatron_ci_env.py /path/to/Megatron-LM.git
 
 Run by hand when the corpus copy is refreshed; never at test time.
@@ -23,6 +35,7 @@ Run by hand when the corpus copy is refreshed; never at test time.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +53,38 @@ def row_env(git_dir: str, commit: str, path: str, cache: dict) -> dict | None:
             cache[key] = None
         else:
             env = (yaml.safe_load(p.stdout) or {}).get("ENV_VARS") or {}
-            value = env.get("CUBLAS_WORKSPACE_CONFIG")
-            cache[key] = {"CUBLAS_WORKSPACE_CONFIG": None if value is None else str(value),
+            cache[key] = {**{k: None if env.get(k) is None else str(env[k]) for k in ("CUBLAS_WORKSPACE_CONFIG", *NCCL_VARS)},
                           "source": f"{commit}:{path}"}
+    return cache[key]
+
+
+NCCL_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
+RUN_TRAINING = "tests/functional_tests/shell_test_utils/_run_training.sh"
+NEMO_RUN_LAUNCHER = "tests/test_utils/python_scripts/launch_nemo_run_workload.py"
+_EXPORT = re.compile(r'^export (NCCL_[A-Z_]+)="\$\{\1:-([^}]*)\}"')
+
+
+def launcher_env(git_dir: str, commit: str, cache: dict) -> dict:
+    """What the CI's training script exported at `commit` before the case's ENV_VARS (module docstring)."""
+    key = ("launcher", commit)
+    if key not in cache:
+        text = _git(git_dir, "show", f"{commit}:{RUN_TRAINING}") or ""
+        found = {}
+        for n, line in enumerate(text.splitlines(), 1):
+            m = _EXPORT.match(line.strip())
+            if m and m.group(1) in NCCL_VARS:
+                found[m.group(1)] = (m.group(2), n)
+        out = {k: found[k][0] if k in found else None for k in NCCL_VARS}
+        if found:
+            lines = sorted(n for _, n in found.values())
+            out["source"] = f"{commit}:{RUN_TRAINING} l. {lines[0]}-{lines[-1]}"
+        else:
+            nemo = _git(git_dir, "show", f"{commit}:{NEMO_RUN_LAUNCHER}") or ""
+            if '"NCCL_PROTO"' in nemo:
+                out["unknown"] = (f"{commit[:10]}: {NEMO_RUN_LAUNCHER} (GitHub Actions) sets NCCL_PROTO simple, "
+                                  f"NCCL_ALGO Ring, NCCL_NVLS_ENABLE 0, {RUN_TRAINING} and the GitLab launcher do not; "
+                                  "which CI recorded the golden file is not recorded")
+        cache[key] = out
     return cache[key]
 
 
@@ -68,7 +110,7 @@ def renamed_env(git_dir: str, corpus_commit: str, commit: str, golden_path: str,
     envs = [row_env(git_dir, commit, path.rsplit("/", 1)[0] + "/model_config.yaml", cache)
             for path in sorted(cache[key].get(blob, ()))]
     envs = [e for e in envs if e is not None]
-    if not envs or len({e["CUBLAS_WORKSPACE_CONFIG"] for e in envs}) != 1:
+    if not envs or len({tuple(e[k] for k in ("CUBLAS_WORKSPACE_CONFIG", *NCCL_VARS)) for e in envs}) != 1:
         return None
     return {**envs[0], "found_by": f"golden file blob {blob[:12]} at {commit[:10]} ({len(envs)} folder(s))"}
 
@@ -85,7 +127,7 @@ def main(git_dir: str) -> None:
             env = renamed_env(git_dir, corpus_commit, s["golden_recording_commit"], s["golden_path"], cache)
         r.pop("env", None)
         if env is not None:
-            r["env"] = env
+            r["env"] = {**env, "launcher": launcher_env(git_dir, s["golden_recording_commit"], cache)}
     CORPUS.write_text(json.dumps(data, indent=1) + "\n")
 
 

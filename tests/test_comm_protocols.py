@@ -65,6 +65,29 @@ def test_12_byte_all_reduce_over_2_nodes():
     assert int(ring.protocol) == c.SIMPLE and float(ring.latency_s) == pytest.approx(30 * 4.225e-6, rel=1e-12)
 
 
+def test_nvl72_rack_is_one_nccl_node():
+    """GB200 NVL72 (comm.py [20]): NCCL's multi-node NVLink tunes a rack's clique as one node (v2.20.3-1 tuning.cc
+    l. 135-136 nNodes = MNNVL ? 1 : nNodes; from v2.21.5-1 the clique's fused topology gives nNodes = 1). A 12 B
+    all-reduce over 8 ranks 4 apart (one GPU on each of 8 compute trays of 4, in one 72-GPU rack): N = 1, not the 8
+    hosts, so NCCL's LL ring: 6.6 us + 2 (8 - 1) = 14 steps x 0.6 us (NVLink) = 15.0 us; 2 x 7/8 x 12 = 21 B at
+    min(740 GB/s / 4, llMaxBw 87.7 GB/s: cc 10.0 takes the Hopper row, compCapIndex >= 90, l. 141) = 87.7 GB/s. Tree
+    LL 6.8 + 2 x 7 x 0.6 = 15.2 us, NVLS 23 us; LL128 is off on cc 10.0 under 2.20.3. Counted as 8 nodes it would be
+    Simple (comm.py [19]). A DP pair across two racks (stride 72 in a 144-GPU job): N = 2, Simple's ring, 2 rounds x
+    10 us network latency + 12 B at 47 GB/s."""
+    gb200 = c.comm_params(load_hw("gb200-nvl72"))
+    assert gb200.nvlink_domain == 72 and not gb200.ll128 and gb200.ll_max_bandwidth == 87.7e9
+    for job in (72, 128):  # one whole rack, or one 64-GPU segment of a two-rack job ([16])
+        cost, link, algo = c.group_collective(c.ALL_REDUCE, 12.0, 8, 4, gb200, job_gpus=job)
+        assert int(link.domains) == 1 and int(link.local_ranks) == 8 and float(link.bandwidth) == pytest.approx(740 * GB)
+        assert int(algo) == c.RING and int(cost.protocol) == c.LL
+        assert float(cost.latency_s) == pytest.approx(15.0e-6, rel=1e-12)
+        assert float(cost.bandwidth_s) == pytest.approx(21.0 / 87.7e9, rel=1e-12)
+    cost, link, algo = c.group_collective(c.ALL_REDUCE, 12.0, 2, 72, gb200, job_gpus=144)
+    assert int(link.domains) == 2 and int(algo) == c.RING and int(cost.protocol) == c.SIMPLE
+    assert float(cost.latency_s) == pytest.approx(2 * 10e-6, rel=1e-12)
+    assert float(cost.bandwidth_s) == pytest.approx(12.0 / 47e9, rel=1e-12)
+
+
 def test_network_ll_figures_of_nccls_tuner(monkeypatch):
     """NCCL's own LL figures across domains (the evidence of comm.py [19], priced with LL_NETWORK_PRICED set):
     tree LL (l. 57, 67, 75, 251-253): 6.8 us + 2 ((8 - 1) x 0.6 + log2 2 x 5.0) = 25.2 us; bandwidth max(3.8 T,

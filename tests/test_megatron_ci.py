@@ -410,6 +410,57 @@ def test_reference_corpus_env_is_the_ci_environment_name(tmp_path):
     assert not any("CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS" in a for r in got.values() for a in r["assumed"])
 
 
+def test_nccl_environment_of_ci_rows(rows):
+    """The rows' NCCL_ALGO / NCCL_PROTO (megatron_ci.nccl_env; scripts/megatron_ci_env.py): the case's ENV_VARS win over
+    what the CI's training script exports first, which it does from ef1888bc5c (2026-04-20: _run_training.sh
+    `export NCCL_PROTO="${NCCL_PROTO:-simple}"`, NCCL_ALGO Ring, NCCL_NVLS_ENABLE 0; l. 42-45 there, l. 58-61 at
+    d98e8a64); between 4e85d74ae9 and it only the GitHub launcher set them (unknown: NCCL's default); a Tree the model
+    refuses for all-gather is left out. Counts over the 404 rows with an argument file: 191 with the case's
+    NCCL_ALGO Ring alone (43 of them in the launcher-unknown window) and 19 with ^NVLS alone, 120 + 10 with the
+    launcher's NCCL_PROTO simple too, 12 Tree rows not priced, 52 with neither (21 in the window)."""
+    import collections
+
+    from planner.megatron_ci import nccl_env
+
+    corpus = {r["row_id"]: r for r in load_corpus(CORPUS)["rows"] if r.get("args_file")}
+    kinds = collections.Counter()
+    for r in corpus.values():
+        fields, notes = nccl_env(r)
+        kinds[(tuple(sorted(fields.items())), any(" not priced (NCCL's own choice" in n for n in notes))] += 1
+    assert len(corpus) == 404 and kinds == {
+        ((("nccl_algo", "Ring"),), False): 191, ((("nccl_algo", "Ring"), ("nccl_proto", "simple")), False): 120,
+        ((("nccl_algo", "^NVLS"),), False): 19, ((("nccl_algo", "^NVLS"), ("nccl_proto", "simple")), False): 10,
+        ((), True): 12, ((), False): 52}
+    # recorded after ef1888bc5c, case NCCL_ALGO Ring: the launcher's NCCL_PROTO simple (its source line named)
+    rid = "bert__bert_mcore_tp1_pp2__dev_dgx_h100"
+    assert nccl_env(corpus[rid])[0] == {"nccl_algo": "Ring", "nccl_proto": "simple"}
+    assert corpus[rid]["env"]["launcher"]["source"].endswith("tests/functional_tests/shell_test_utils/_run_training.sh l. 42-45")
+    # recorded at 4e85d74ae9 (the GitHub launcher's window): the case's Ring, NCCL's default protocol, a note says why
+    rid = "gpt__gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files__lts_dgx_a100"
+    fields, notes = nccl_env(corpus[rid])
+    assert fields == {"nccl_algo": "Ring"} and corpus[rid]["source"]["golden_recording_commit"].startswith("4e85d74ae9")
+    assert any(n.startswith("NCCL's default where the case sets no NCCL_ALGO / NCCL_PROTO") for n in notes)
+    # NCCL_ALGO=Tree: the model refuses it (all-gather left no algorithm), so NCCL's own choice, and the row is
+    # still compared (memory does not depend on it)
+    rid = "gpt__gpt3_mcore_te_tp1_pp1_resume_torch_dist_dist_optimizer_no_mmap_bin_files__lts_dgx_a100"
+    assert corpus[rid]["env"]["NCCL_ALGO"] == "Tree" and nccl_env(corpus[rid])[0] == {}
+    assert rows[rid]["skipped"] is None
+    assert any(a.startswith("NCCL_ALGO=Tree in the case's ENV_VARS") for a in rows[rid]["assumed"])
+    # a compared H100 row recorded at 5fe3f06658 (after ef1888bc5c): the plan prices ring alone, Simple alone, for the
+    # all-reduce, reduce-scatter and all-gather (comm codes RING 0, SIMPLE 2); without the environment NCCL's choice
+    from planner.megatron_ci import CIRow, resolve_row
+
+    rid = "gpt__gpt3_mcore_te_tp4_pp1_resume_torch_dist_dist_optimizer_overlap_grad_reduce_param_gather__dev_dgx_h100"
+    assert rows[rid]["skipped"] is None
+    assert [a[:60] for a in rows[rid]["assumed"] if a.startswith(("nccl_algo=", "nccl_proto="))] == [
+        "nccl_algo=Ring: NCCL_ALGO in the case's ENV_VARS (5fe3f06658",
+        "nccl_proto=simple: NCCL_PROTO exported by the CI's training "]
+    for nccl, algos, protos in ((True, ((0,),) * 3, ((2,),) * 3), (False, None, None)):
+        settings, _ = resolve_row(corpus[rid], DATA, CIRow(rid), nccl=nccl)
+        assert (settings.nccl_algos and settings.nccl_algos[:3], settings.nccl_protos and settings.nccl_protos[:3]) == (
+            algos, protos)
+
+
 MFSDP_ROWS = ["gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200"] + [
     "moe__gpt3_mcore_te_tp2_zp_z3_resume_torch_dist_te_8experts2parallel_top2router__" + p
     for p in ("dev_dgx_a100", "dev_dgx_gb200", "dev_dgx_h100", "dev_dgx_h100_2nd", "lts_dgx_a100")]
