@@ -68,9 +68,10 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     recipe the row's stack lacks -> skipped.
  M8 compile: the row's `compile`. sequence_parallel: `planner.sequence_parallel`, else on iff
     tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).
- M9 loss: `planner.loss: chunked` (torchtitan PR #996's 2025 chunked cross-entropy: 8 chunks of
-    the already materialised logits) -> skipped: the stack prices torchtitan 0.3.0's
-    ChunkedLossWrapper (job field chunked_loss), another implementation; `planner.loss:
+ M9 loss: `planner.loss: chunked` (torchtitan PR #996's 2025 chunked cross-entropy: the already
+    materialised logits in 8 chunks, chunked_cross_entropy_loss's num_output_chunks default, which train.py's
+    loss_fn(pred, labels) keeps: pytorch/torchtitan @f99bfc03 components/loss.py) -> the job field
+    loss_logit_chunks 8 (memory.py [ck]; not torchtitan 0.3.0's ChunkedLossWrapper, chunked_loss); `planner.loss:
     chunked_wrapper` (torchtitan's ChunkedLossWrapper, 0.3.0 and main since #2937, 2026-04-27:
     the row's `why` cites the config that sets it) -> the job field chunked_loss.
  M10 memory_kind text: starts with "reserved" -> reserved; "allocated" -> allocated; "unknown,
@@ -135,6 +136,9 @@ from .schema import Count, ModelSpec, SpmdBackend
 from .validate import Skip, _Assumed, _write_model, infer_hardware, resolve_fields
 
 GiB = 2.0**30
+#: torchtitan PR #996's chunked_cross_entropy_loss num_output_chunks default (pytorch/torchtitan @f99bfc03
+#: components/loss.py; train.py l. 373 calls loss_fn(pred, labels) with it): rule M9
+PR996_LOSS_CHUNKS = 8
 FORMAT_KEYS = ("memory_rows", "oracle_rows")
 KINDS = ("reserved", "allocated")
 
@@ -161,7 +165,7 @@ class PlannerBlock(BaseModel):
     recompute: Optional[Literal["none", "selective", "full"]] = None
     loss: Optional[Literal["default", "chunked", "chunked_wrapper"]] = Field(
         default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
-                                  "2025 chunks of the materialised logits: skipped) or chunked_wrapper (torchtitan's "
+                                  "2025 chunks of the materialised logits: the job field loss_logit_chunks 8) or chunked_wrapper (torchtitan's "
                                   "ChunkedLossWrapper: the job field chunked_loss); rule M9")
     selective_recomputes_attention: Optional[bool] = Field(
         default=None, description="the run's selective policy re-runs the attention core instead of saving its output "
@@ -568,9 +572,6 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = 
         raise Skip("model not identified: the row has no planner.model / planner.model_shape / planner.args")
     if row.planner.args is not None:
         return _args_job(row, r, stack_name, base)
-    if row.planner.loss == "chunked":
-        raise Skip("chunked cross-entropy of torchtitan PR #996 (chunks of the materialised logits): not the "
-                   "ChunkedLossWrapper the torchtitan stack prices (job field chunked_loss, 0.3.0)")
     if row.dp is None:
         raise Skip("dp not stated: the GPU count cannot be built")
     seq = row.seq
@@ -605,6 +606,7 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = 
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
                   torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
                   **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}),
+                  **({"loss_logit_chunks": PR996_LOSS_CHUNKS} if row.planner.loss == "chunked" else {}),
                   **({"selective_recomputes_attention": True} if row.planner.selective_recomputes_attention else {}),
                   **({"rope_cache": row.planner.rope_cache} if row.planner.rope_cache is not None else {}),
                   **({"fsdp_root_unit": True} if row.planner.fsdp_root_unit else {}))
