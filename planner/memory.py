@@ -3721,8 +3721,9 @@ class _PerLayer:
         keeps = stack.memory.pipeline_keeps_logits  # a stack setting
         # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward to its stage backward [tt4];
         # the part of them the loss saves by reference (kernels loss_saved_input_per_logit, in out_act) counted once [lp]
-        self.pp_logits = (np.where(plan.pp > 1, ctx.T * np.maximum(ACT_BYTES - kb["loss_saved_input_per_logit"], 0.0)
-                                   * v, 0.0)
+        # (PR #996's chunked loss, a job setting, is eager whatever the compile flag: it saves no logits by reference [ck])
+        by_ref = 0.0 if settings.loss_logit_chunks is not None else kb["loss_saved_input_per_logit"]
+        self.pp_logits = (np.where(plan.pp > 1, ctx.T * np.maximum(ACT_BYTES - by_ref, 0.0) * v, 0.0)
                           if keeps and not settings.chunked_loss else 0.0)
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]: the loop's 1 + D logits blocks
         # (the main and each MTP depth's); none under PP where the runtime keeps the logits to the stage backward [lp]

@@ -95,3 +95,25 @@ def test_rule_m9_sets_the_field(tmp_path):
     base, _ = mr.measured_job(rows["tt_pr996_llama3_8b_fsdp8_baseline"], mr.Result(id="b", group=""), tmp_path)
     assert ck["loss_logit_chunks"] == 8 and "loss_logit_chunks" not in base
     assert {k: v for k, v in ck.items() if k != "loss_logit_chunks"} == base
+
+
+def test_compiled_pipeline_keeps_the_logits_beside_the_eager_chunks():
+    """Under PP the last stage's bf16 logits are the pipeline's (pp_logits, 2 B a logit a held micro-batch): the
+    compiled plain loss saves them by reference (kernels loss_saved_input_per_logit 2: pp_logits 0), PR #996's eager
+    chunks do not, so with torch_compile on its job keeps them in pp_logits as without compile; the loss's own
+    figure (5 B a logit under PP: the first chunk's backward, 4 + 8 / 8) does not depend on the flag either."""
+    import numpy as np
+
+    from planner import memory as mem
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    job = dict(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", pp=2, micro_batch=1, global_batch=8,
+               seq_len=8192, loss_logit_chunks=8)
+    per = {}
+    for compiled in (False, True):
+        settings, plan, _ = resolve(Job(**job, torch_compile=compiled))
+        per[compiled] = mem._PerLayer(settings, plan, mem.count_params(settings.model))
+    for p in per.values():
+        assert float(np.asarray(p.pp_logits)) == 2.0 * TV and float(np.asarray(p.loss_pool)) == 0.0
+    assert float(np.asarray(per[True].out_act)) == float(np.asarray(per[False].out_act))
