@@ -243,6 +243,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "q_lora_rank and kv_lora_rank + qk_rope_head_dim) (default off)"),
     FieldOption("mfsdp_outer_optim", "bool", "Megatron-FSDP's HSDP with the fp32 main weights and Adam's moments "
                 "sharded over the replicas too (--outer-dp-sharding-strategy optim; read under sharding hsdp) (default off)"),
+    FieldOption("loss_logit_chunks", "int", "the loss of torchtitan PR #996 (@f99bfc03 chunked_cross_entropy_loss): the "
+                "materialised logits cross-entropied in this many sequence chunks, each upcast to fp32 in turn (no "
+                "trainer flag) (default: the stack's loss)", 2),
     FieldOption("fsdp_root_unit", "bool", "FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): "
                 "embedding, final norm and output kept unsharded through the backward, the last block not resharded "
                 "(default: the stack's)"),

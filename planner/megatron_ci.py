@@ -64,7 +64,20 @@ step against 787,469,312: about 2.0e9 B that the fsdp_dtensor load leaves alloca
 l. 1730-, torch.distributed.checkpoint.load_state_dict into the sharded state dict, the raw dicts put back).
 Which tensors stay referenced was not derived from the source (2.0e9 B is no whole number of bytes per parameter
 of the rank's 30.1M sharded or ~70M model-parallel parameters), so it is not priced; the first run of the same
-row is within 2.4%. The corpus marks the row tier B ("peak includes checkpoint load").
+row is within 2.4%. The corpus marks the row tier B ("peak includes checkpoint load"). The same load code stands at the
+row's recording commit ad2ab2ca12 (checkpointing.py l. 1230-1262).
+
+The LTS container's attention (issue 21 memskip; not priced). The 29 compared A100 rows of `lts` golden files recorded
+before 2025-11-06 that run --deterministic-mode with TE's default attention backend are under-predicted by 19-43%;
+priced with unfused attention (the job field attention eager) 27 of them are within -1.3..+1.0%, while the 14 `lts`
+rows recorded later are -1.3..-4.3% as priced. Megatron-LM's CI built its LTS image on nvcr.io/nvidia/pytorch:24.01-py3
+(.gitlab/stages/01.build.yml CI_MCORE_LTS_IMAGE, Dockerfile.ci.lts) until 23a1dcaf74 (2025-11-06: 25.09); the cases
+export NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, under which TransformerEngine v1.2.1 (transformer_engine/pytorch/
+attention.py l. 1999-2011, 2366-2383) disables FlashAttention 2 and, off sm90, cuDNN's arbitrary-sequence fused
+attention, leaving UnfusedDotProductAttention at seq 1,024. Not priced: the 24.01 container's TE and flash-attn
+releases are in no mirror (TE main from f2bd53c4c, 2024-01-06, keeps FlashAttention 2 deterministic with flash-attn
+>= 2.4.1), and no corpus field names a row's container (its `env` holds ENV_VARS; the environment is only in the
+golden file's name, which no rule here reads). README "Memory against Megatron-LM's CI" lists the figures.
 
 Statistics, per memory trust tier (the corpus' `trust.memory`, A/B/C: README "Trust tiers")
 and over all rows: n, the median of |error|, the signed median, the 90th percentile of |error|

@@ -297,6 +297,23 @@ References
      gradients and the fp32 reduce-scatter input, resharded first: FSDPParamGroup.post_backward) at the end of
      the backward [tt7] (below the loss's peak for every measured row). Not priced: the norms' weights (h a
      norm, bytes in the thousands).
+[ck] torchtitan PR #996's chunked cross-entropy (job field loss_logit_chunks, n chunks): pytorch/torchtitan @f99bfc03
+     (refs/pull/996/head, 2025-03-20, the PR's measured run; 9a6781f5 then left it off by default)
+     torchtitan/components/loss.py chunked_cross_entropy_loss (adapted from torchtune's ce_chunked_output_loss.py):
+     the model's bf16 logits [b, s, V] are materialised whole, logits.chunk(n, dim=1), and each chunk runs
+     cross_entropy_loss (F.cross_entropy(chunk.flatten(0, 1).float(), ...)) in turn, eagerly (loss.py's own comment:
+     the loss is not compiled); train.py @f99bfc03 l. 370-376 then `del pred` and loss.backward(). Per ATen
+     (derivatives.yaml): the .float() upcast (ToCopyBackward) and the chunk views (SplitBackward) save nothing;
+     log_softmax saves its fp32 output. Forward, at the last chunk: the bf16 logits (2 B a logit), every chunk's
+     log-softmax (4), the chunk's upcast (4 / n): 6 + 4 / n (under PP the logits are the fwd_cache's, pp_logits
+     [lp]: 4 + 4 / n). Backward, after `del pred`: autograd runs the chunks' losses one at a time (the last chunk's
+     nodes first, the highest sequence numbers), each its nll gradient and log-softmax gradient (fp32, 4 / n each;
+     loss_parallel's three, 12 / n [tt2]) beside the log-softmaxes not yet consumed: 4 + 8 / n at the first (12 / n
+     under TP); each chunk's bf16 gradient (2 / n) waits in SplitBackward's input buffer, which concatenates them
+     (2 + 2, below). The loss's peak: max of the two (6.5 B a logit at n = 8: the forward's, against the whole
+     loss's 12 at its backward, [lt]); of it, the log-softmax (4) is kept per micro-batch in flight, the rest
+     transient. Its freed blocks leave no pool [5]: the freed bf16 logits (2 B a logit) and the chunk upcasts (4 / n)
+     serve the backward's fp32 requests of 4 / n (the caching allocator splits a large free block).
 [tt11] torchtitan's routed experts converted to torchao's scaled grouped GEMMs (plan.fge: job field
      fp8_grouped_experts, searched by fit; step.py [16]) save what its bf16 grouped GEMMs save: pytorch/ao
      @9cd41075 (main 2026-02-13, the torchao nightly nearest torchtitan @e347b1e5e)
@@ -3618,6 +3635,10 @@ class _PerLayer:
         loss_t = np.where(ctx.tp > 1, kb["loss_parallel_transient_per_logit"], kb["loss_transient_per_logit"])
         if te_loss(settings):  # a job setting: TE's kernel keeps the logits alone and writes their gradient in place [te]
             fused, loss_b, loss_t = 0.0, stack.memory.te_loss_per_logit[0], 0.0
+        if settings.loss_logit_chunks is not None:  # torchtitan PR #996's chunked cross-entropy, a job setting [ck]
+            fused = 0.0
+            loss_b, loss_t = logit_chunk_loss_bytes(settings.loss_logit_chunks, ctx.tp, plan.pp,
+                                                    stack.memory.pipeline_keeps_logits)
         norm_out = (ACT_BYTES * model.hidden_size / (1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div)
                     if stack.memory.output_saves_norm_out else 0.0)
         vd = self.vdiv = vocab_tp_divisor(settings, ctx.tp)  # the largest TP rank's vocabulary rows [vs]
@@ -3700,13 +3721,16 @@ class _PerLayer:
         keeps = stack.memory.pipeline_keeps_logits  # a stack setting
         # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward to its stage backward [tt4];
         # the part of them the loss saves by reference (kernels loss_saved_input_per_logit, in out_act) counted once [lp]
-        self.pp_logits = (np.where(plan.pp > 1, ctx.T * np.maximum(ACT_BYTES - kb["loss_saved_input_per_logit"], 0.0)
-                                   * v, 0.0)
+        # (PR #996's chunked loss, a job setting, is eager whatever the compile flag: it saves no logits by reference [ck])
+        by_ref = 0.0 if settings.loss_logit_chunks is not None else kb["loss_saved_input_per_logit"]
+        self.pp_logits = (np.where(plan.pp > 1, ctx.T * np.maximum(ACT_BYTES - by_ref, 0.0) * v, 0.0)
                           if keeps and not settings.chunked_loss else 0.0)
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]: the loop's 1 + D logits blocks
         # (the main and each MTP depth's); none under PP where the runtime keeps the logits to the stage backward [lp]
         self.loss_pool = (ctx.T * kb["loss_pool_per_logit"] * v * (1.0 + float(pc.layers.mtp))
                           * (np.where(plan.pp > 1, 0.0, 1.0) if keeps else 1.0))
+        if settings.loss_logit_chunks is not None:  # PR #996's chunks: the freed blocks serve its requests [ck]
+            self.loss_pool = 0.0
 
     def _mtp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx, norm_out) -> None:
         """The multi-token-prediction modules' activations on the stage holding the loss (mtp, one micro-batch's) and
@@ -4372,6 +4396,21 @@ def _dummy_wgrads(per: _PerLayer, counts, holds_output) -> np.ndarray:
         total = total + np.where(on[j] if seen is None else on[j] & ~seen, nk, 0.0)
     # none where the plan's sharding mode runs the accumulation unfused (Megatron's --use-torch-fsdp2)
     return ACT_BYTES * total * mode_value(stack_of(per.settings), per.plan, "gradient_accumulation_fusion", True)
+
+
+def logit_chunk_loss_bytes(n: int, tp, pp, keeps_logits: bool):
+    """(bytes a logit the loss holds at its peak, of them the transient part) of torchtitan PR #996's chunked
+    cross-entropy over n chunks of the materialised logits [ck]: the forward's last chunk, the bf16 logits (2; under
+    PP the pipeline's, pp_logits, where the stack's runtime keeps them) + every chunk's saved fp32 log-softmax (4) +
+    the chunk's fp32 upcast (4 / n), or the first chunk's backward, the log-softmaxes (4) + its nll and log-softmax
+    gradients (8 / n; 12 / n under TP's loss_parallel [tt2]), whichever is larger; the log-softmaxes are kept per
+    micro-batch in flight [lt], the rest is transient."""
+    saved = 4.0
+    logits = np.where(np.asarray(pp) > 1, 0.0, ACT_BYTES) if keeps_logits else ACT_BYTES
+    fwd = logits + saved + 4.0 / n
+    bwd = saved + np.where(np.asarray(tp) > 1, 12.0, 8.0) / n
+    peak = np.maximum(fwd, bwd)
+    return peak, peak - saved
 
 
 def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):

@@ -36,6 +36,14 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     a multiple of 128 x tp (megatron/core/tokenizers/utils/build_tokenizer.py
     vocab_size_with_padding, make_vocab_size_divisible_by 128) -- the rows' 131073 -> 131200 at
     tp 1, 131584 at tp 4. No planner block: skipped.
+ M1b `planner.args: FILE` (a Megatron-LM row): FILE, relative to the rows file, is the test's own command line (its
+    MODEL_ARGS as the Megatron CI corpus writes its args/ files; the `why` cites the commit). The Megatron reader
+    (planner/trainers/megatron.py, as planner/megatron_ci.py rule 3) makes the whole job of it -- the model from the
+    flags (layers, MLA, MoE, MTP, the padded GPT-2 vocabulary) and every setting the row's text cannot carry (EP,
+    expert TP, the dispatcher, the loss fusion, the attention backend), each default listed as assumed -- on the row's
+    GPUs (dp x tp x pp x cp) and hardware (rule M3). The row's tp, pp, cp, vpp, micro_batch, global_batch, seq,
+    sharding, recompute and precision must be what the flags say (else an error naming the field); flags the reader
+    does not model, or refuses, skip the row.
  M0 `planner.excluded` (a reason, with its source) -> skipped with that reason, before any other rule.
  M2 stack: the row's `planner.stack` where given (a stack_db entry describing the code the row
     ran, its `why` citing that code; listed as assumed: the Thunder LitGPT benchmark's inductor
@@ -60,9 +68,10 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     recipe the row's stack lacks -> skipped.
  M8 compile: the row's `compile`. sequence_parallel: `planner.sequence_parallel`, else on iff
     tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).
- M9 loss: `planner.loss: chunked` (torchtitan PR #996's 2025 chunked cross-entropy: 8 chunks of
-    the already materialised logits) -> skipped: the stack prices torchtitan 0.3.0's
-    ChunkedLossWrapper (job field chunked_loss), another implementation; `planner.loss:
+ M9 loss: `planner.loss: chunked` (torchtitan PR #996's 2025 chunked cross-entropy: the already
+    materialised logits in 8 chunks, chunked_cross_entropy_loss's num_output_chunks default, which train.py's
+    loss_fn(pred, labels) keeps: pytorch/torchtitan @f99bfc03 components/loss.py) -> the job field
+    loss_logit_chunks 8 (memory.py [ck]; not torchtitan 0.3.0's ChunkedLossWrapper, chunked_loss); `planner.loss:
     chunked_wrapper` (torchtitan's ChunkedLossWrapper, 0.3.0 and main since #2937, 2026-04-27:
     the row's `why` cites the config that sets it) -> the job field chunked_loss.
  M10 memory_kind text: starts with "reserved" -> reserved; "allocated" -> allocated; "unknown,
@@ -127,6 +136,9 @@ from .schema import Count, ModelSpec, SpmdBackend
 from .validate import Skip, _Assumed, _write_model, infer_hardware, resolve_fields
 
 GiB = 2.0**30
+#: torchtitan PR #996's chunked_cross_entropy_loss num_output_chunks default (pytorch/torchtitan @f99bfc03
+#: components/loss.py; train.py l. 373 calls loss_fn(pred, labels) with it): rule M9
+PR996_LOSS_CHUNKS = 8
 FORMAT_KEYS = ("memory_rows", "oracle_rows")
 KINDS = ("reserved", "allocated")
 
@@ -138,6 +150,10 @@ class PlannerBlock(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     model: Optional[str] = Field(default=None, description="model_zoo name of the row's shape")
     model_shape: Optional[dict[str, Any]] = Field(default=None, description="ModelSpec fields; vocab_size 'padded': Megatron's rule")
+    args: Optional[str] = Field(
+        default=None, description="a Megatron-LM argument file (relative to the rows file) holding the test's own "
+                                  "command line: the row's model and settings from its flags by the Megatron reader, "
+                                  "as the Megatron CI corpus reads its rows (the `why` cites the commit): rule M1b")
     why: str = Field(description="where the shape (and any setting here) comes from")
     sequence_parallel: Optional[bool] = None
     stack: Optional[str] = Field(
@@ -149,7 +165,7 @@ class PlannerBlock(BaseModel):
     recompute: Optional[Literal["none", "selective", "full"]] = None
     loss: Optional[Literal["default", "chunked", "chunked_wrapper"]] = Field(
         default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
-                                  "2025 chunks of the materialised logits: skipped) or chunked_wrapper (torchtitan's "
+                                  "2025 chunks of the materialised logits: the job field loss_logit_chunks 8) or chunked_wrapper (torchtitan's "
                                   "ChunkedLossWrapper: the job field chunked_loss); rule M9")
     selective_recomputes_attention: Optional[bool] = Field(
         default=None, description="the run's selective policy re-runs the attention core instead of saving its output "
@@ -494,8 +510,52 @@ def _model_path(row_id: str, block: PlannerBlock, tp: int, seq: int, tmp: Path) 
     return _write_model(spec, tmp)
 
 
-def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional[str]]:
-    """(Job fields, stage to compare) of a measured row; raises Skip. Fills r.kind, r.hardware."""
+def _args_job(row: MeasuredRow, r: Result, stack_name: str, base: Optional[Path]) -> tuple[dict, Optional[str]]:
+    """Rule M1b: the job the Megatron reader makes of the row's argument file (`planner.args`, relative to the
+    rows file's folder `base`), on the row's GPUs (dp x tp x pp x cp) and hardware (rule M3) -- the path the
+    Megatron CI corpus takes (planner/megatron_ci.py rule 3). The row's own fields must say what the flags say
+    (a disagreement is an error in the file); flags the reader does not model skip the row."""
+    from .trainers import load_trainer_config
+
+    assumed = _Assumed(r.assumed)
+    if stack_name != "megatron":
+        raise PlannerError(f"row {row.id!r}: field `planner.args` is a Megatron-LM argument file, but the row's stack is "
+                           f"{stack_name}", "give planner.args only on a Megatron-LM row")
+    if base is None:
+        raise PlannerError(f"row {row.id!r}: field `planner.args`: no folder to read it from", "evaluate the rows through report(path)")
+    if row.dp is None:
+        raise Skip("dp not stated: the GPU count cannot be built")
+    hw = r.hardware = _hardware(row.gpu, assumed)
+    gpus = row.dp * row.tp * row.pp * row.cp
+    path = base / row.planner.args
+    try:
+        cfg = load_trainer_config(path, fmt="megatron", gpus=gpus, hardware=hw)
+    except PlannerError as e:
+        if not path.is_file():
+            raise PlannerError(f"row {row.id!r}: field `planner.args`: {e.message}", e.hint) from None
+        raise Skip(f"the Megatron reader refused {row.planner.args}: {e.message}") from None
+    r.assumed.extend(f"{path.name}: {x}" for x in cfg.assumed)
+    if cfg.unmodelled:
+        raise Skip("not modelled: " + "; ".join(cfg.unmodelled))
+    job = dict(cfg.job)
+    precision, _ = _precision(row, load_stack(stack_name), assumed)
+    want = dict(tp=row.tp, pp=row.pp, cp=row.cp, vpp=row.vpp or 1, micro_batch=row.micro_batch,
+                global_batch=row.global_batch, seq_len=row.seq, sharding=_sharding(row.sharding, assumed, stack_name),
+                recompute=_recompute(row, assumed), precision=precision)
+    if row.planner.sequence_parallel is not None:
+        want["sequence_parallel"] = row.planner.sequence_parallel
+    for k, v in want.items():
+        got = job.get(k, 1 if k in ("cp", "vpp") else None)
+        if v is not None and got != v:
+            raise PlannerError(f"row {row.id!r}: field `{k}` is {v!r} but its planner.args {row.planner.args} gives {got!r}",
+                               "the row's fields and the argument file describe the same run: correct one of them")
+    last_rank = "last rank" in row.memory_kind.lower() or "last pp stage" in row.memory_kind.lower()
+    return job, ("last" if (last_rank and row.pp > 1) else None)
+
+
+def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = None) -> tuple[dict, Optional[str]]:
+    """(Job fields, stage to compare) of a measured row; raises Skip. Fills r.kind, r.hardware.
+    base: the rows file's folder (rule M1b's planner.args are read from it)."""
     assumed = _Assumed(r.assumed)
     if row.memory_gib is None:
         raise Skip("no absolute figure (memory_gib null)")
@@ -509,10 +569,9 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     stack = load_stack(stack_name)
     r.kind = measured_kind(row, stack.memory.reports, assumed)
     if row.planner is None:
-        raise Skip("model not identified: the row has no planner.model / planner.model_shape")
-    if row.planner.loss == "chunked":
-        raise Skip("chunked cross-entropy of torchtitan PR #996 (chunks of the materialised logits): not the "
-                   "ChunkedLossWrapper the torchtitan stack prices (job field chunked_loss, 0.3.0)")
+        raise Skip("model not identified: the row has no planner.model / planner.model_shape / planner.args")
+    if row.planner.args is not None:
+        return _args_job(row, r, stack_name, base)
     if row.dp is None:
         raise Skip("dp not stated: the GPU count cannot be built")
     seq = row.seq
@@ -547,6 +606,7 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
                   torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
                   **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}),
+                  **({"loss_logit_chunks": PR996_LOSS_CHUNKS} if row.planner.loss == "chunked" else {}),
                   **({"selective_recomputes_attention": True} if row.planner.selective_recomputes_attention else {}),
                   **({"rope_cache": row.planner.rope_cache} if row.planner.rope_cache is not None else {}),
                   **({"fsdp_root_unit": True} if row.planner.fsdp_root_unit else {}))
@@ -603,9 +663,12 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
 
 
 # ----------------------------------------------------------------------------- driver
-def evaluate_rows(parsed: Union[MeasuredFile, OracleFile]) -> list[Result]:
+def evaluate_rows(parsed: Union[MeasuredFile, OracleFile], base: Optional[Path] = None) -> list[Result]:
+    """Each row's Result. base: the rows file's folder (rule M1b)."""
     if isinstance(parsed, MeasuredFile):
-        rows = [(row, Result(id=row.id, group=group_of(row.source), measured_gib=row.memory_gib), measured_job)
+        def job_of(row, r, tmp):
+            return measured_job(row, r, tmp, base)
+        rows = [(row, Result(id=row.id, group=group_of(row.source), measured_gib=row.memory_gib), job_of)
                 for row in parsed.memory_rows]
     else:
         rows = [(row, Result(id=row.id, group=f"oracle {row.flavor}", measured_gib=row.peak_allocated_gib), oracle_job)
@@ -646,7 +709,7 @@ def summarize(results: list[Result]) -> dict:
 def report(path: Path) -> dict:
     """The memory-rows validate result: {"format", "rows": [...], "summary": {...}}."""
     parsed = load(Path(path))
-    results = evaluate_rows(parsed)
+    results = evaluate_rows(parsed, Path(path).resolve().parent)
     return {"format": "memory_rows" if isinstance(parsed, MeasuredFile) else "oracle_rows",
             "file": str(path), "rows": [r.as_dict() for r in results], "summary": summarize(results)}
 

@@ -718,6 +718,7 @@ class Settings:
     # comm.nccl_proto_protocols, read by step.Collectives); None: unset, NCCL's default set on every collective
     nccl_protos: tuple | None = None
     nccl_proto: str | None = None  # the job's NCCL_PROTO as given (plan_dict, the exports)
+    loss_logit_chunks: int | None = None  # PR #996's chunked cross-entropy of the materialised logits (job field; memory.py [ck])
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
     # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
@@ -1394,6 +1395,13 @@ def _check_stack_option_fields(job: Job, stack, where: str) -> None:
     if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
         raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
                            f"weight gradients ({stack.origin} runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
+    if job.loss_logit_chunks is not None and stack.memory.chunked_loss_chunks is None:
+        raise PlannerError(f"{where}loss_logit_chunks is set but stack {stack.name} does not run torchtitan's loss "
+                           f"component ({stack.origin} memory.chunked_loss_chunks: none; the field is torchtitan PR #996's "
+                           "chunked_cross_entropy_loss, memory.py [ck])", "leave it out, or choose --stack torchtitan")
+    if job.loss_logit_chunks is not None and job.chunked_loss:
+        raise PlannerError(f"{where}loss_logit_chunks and chunked_loss are two losses (torchtitan PR #996's chunks of the "
+                           "materialised logits; 0.3.0's ChunkedLossWrapper): a run computes one", "give one of them")
     if job.chunked_loss and stack.memory.chunked_loss_chunks is None:
         raise PlannerError(f"{where}chunked_loss is set but stack {stack.name} has no chunked cross-entropy "
                            f"({stack.origin} memory.chunked_loss_chunks)", "leave it out, or choose --stack torchtitan")
@@ -1888,6 +1896,7 @@ def _runtime_fields(job: Job, model: ModelSpec, stack: Stack, inherited: list, n
     return dict(
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
+        loss_logit_chunks=job.loss_logit_chunks,
         cublas_workspace_config=cublas,
         deterministic_mode=bool(job.deterministic_mode),
         use_flash_attn=bool(job.use_flash_attn),
@@ -3319,6 +3328,12 @@ def _chunked_loss(job: Job, stack, inherited: list, model=None, where: str = "")
                            "leave chunked_loss out or off (--no-chunked-loss) with mtp_layers, or set mtp_layers 0")
     if mtp_plain:
         return False
+    if job.loss_logit_chunks is not None:  # PR #996's loss replaces the stack's default one (memory.py [ck])
+        if model is not None and model.mtp_layers:
+            raise PlannerError(f"{where}loss_logit_chunks with {model.mtp_layers} multi-token prediction module(s): "
+                               "torchtitan PR #996's loss takes the main logits only (@f99bfc03 components/loss.py)",
+                               "leave loss_logit_chunks out with mtp_layers")
+        return False
     if job.chunked_loss is not None:
         return bool(job.chunked_loss)
     on = bool(stack.defaults.chunked_loss and stack.memory.chunked_loss_chunks is not None)
@@ -4131,6 +4146,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int, tp: int) -> dic
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
         **({"fsdp_root_unit": True} if settings.fsdp_root_unit else {}),
+        **({"loss_logit_chunks": settings.loss_logit_chunks} if settings.loss_logit_chunks is not None else {}),
         # only the DeepSpeed ZeRO-3 settings the job changed from the stack's (memory.py [z3])
         **({"deepspeed_zero3": z3} if (z3 := exported_zero3(settings)) else {}),
         **({"cublas_workspace_config": settings.cublas_workspace_config}

@@ -4270,6 +4270,13 @@ class Job(BaseModel):
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
+    loss_logit_chunks: Optional[int] = Field(
+        default=None, ge=2, le=MAX_COUNT,
+        description="the loss as torchtitan PR #996 ran it (pytorch/torchtitan @f99bfc03 components/loss.py "
+                    "chunked_cross_entropy_loss, adapted from torchtune's CEWithChunkedOutputLoss): the materialised bf16 "
+                    "logits split into this many sequence chunks, each upcast to fp32 and cross-entropied eagerly in turn "
+                    "(8 in the PR); the loss's figures a logit are its own (memory.py [ck]), not the stack's kernels'; "
+                    "default: none, the stack's loss")
     fsdp_root_unit: bool = Field(
         default=False, description="FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28) with "
                                    "torch before #154704 (2025-06): the embedding, final norm and output layer in the "

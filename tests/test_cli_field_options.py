@@ -155,6 +155,9 @@ CASES = [
     # TE before 2.7: 10 userbuffers, not 12; before 2.10 the overlapped GEMMs' workspaces replace the plain one
     ("te_version", ["--te-version", "1.8"], "1.8", dict(DENSE, tp=2, tp_comm_overlap=True), "2.9", {"memory": -1}),
     ("rope_cache", ["--rope-cache", "model"], "model", TT, "layer", {"memory": -1}),
+    # torchtitan PR #996's loss: 6.5 B a logit at its peak where the plain loss holds 12 + a 2 B pool (memory.py [ck],
+    # tests/test_loss_logit_chunks.py); the loss's kernels' time is not re-priced
+    ("loss_logit_chunks", ["--loss-logit-chunks", "8"], 8, TT, 4, {"memory": -1}),
     ("cublas_workspace_config", ["--cublas-workspace-config", ":4096:16"], ":4096:16", DENSE, ":4096:8", {"memory": +1}),
     # Megatron-LM's :4096:8 (32 MiB) where the A100's default is 8.125 MiB (test_export_megatron_deterministic.py)
     ("deterministic_mode", ["--deterministic-mode"], True, dict(DENSE, hardware="a100-sxm-80gb", stack="megatron"), False,

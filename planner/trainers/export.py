@@ -88,6 +88,10 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("rope_cache") is not None:  # a code version's buffers (memory.py [tt9]), no setting of any format
         raise _refuse(fmt, f"rope_cache {plan['rope_cache']}: which rotary tables a run keeps is its code version's, "
                            "not a setting the file can hold", "price it without rope_cache (the stack's own)")
+    if plan.get("loss_logit_chunks") is not None:  # a code version's loss function (memory.py [ck]), no setting of any format
+        raise _refuse(fmt, f"loss_logit_chunks {plan['loss_logit_chunks']}: the chunked cross-entropy of torchtitan PR #996 "
+                           "is a code version's loss function, not a setting the file can hold",
+                      "price it without loss_logit_chunks (the stack's loss)")
     if plan.get("fsdp_root_unit"):  # a code version's FSDP wrapping (memory.py [tt10]), no setting of any format
         raise _refuse(fmt, "fsdp_root_unit: which units FSDP keeps unsharded is the code version's (torchtitan before "
                            "#1094), not a setting the file can hold", "price it without fsdp_root_unit (the stack's own)")
