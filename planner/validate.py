@@ -116,6 +116,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     --recompute-granularity selective only, so a record with them and another
     activation_recompute is skipped with the reason, as is one naming a module the planner
     does not price (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc).
+13c. bias_activation_fusion (Megatron-Core's fused bias + activation kernel) goes to the job's
+    field of that name; null -> the stack's default, listed as assumed.
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
     (never read from names or notes); fp8_param_gather, fsdp_root_unit and cross_entropy_fusion likewise (null -> off;
     cross_entropy_fusion_impl null -> native); fp8_allgather null -> the stack's recipe rule
@@ -295,6 +297,9 @@ class RunRecord(BaseModel):
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")
+    bias_activation_fusion: Optional[bool] = Field(
+        default=None, description="the run's Megatron-Core bias_activation_fusion (the fused bias + activation kernel; "
+                                  "the Job field); null: the stack's default, listed as assumed")
     fp8_precompute_scale: Optional[bool] = Field(
         default=None, description="with FSDP's fp8 all-gather: the run's torchtitan [float8] "
                                   "precompute_float8_dynamic_scale_for_fsdp (the Job field, step.py [39]); null: "
@@ -931,7 +936,7 @@ def _stated_fields(rec: RunRecord, mods, split: dict) -> dict:
     lists as inherited), and the pipeline split: the record's stated one (its flags, or its layout's),
     else the one a legal Megatron layout needs (rule 7b)."""
     out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "dummy_wgrads", "te_version",
-                                   "rank_order")
+                                   "rank_order", "bias_activation_fusion")
            if getattr(rec, f) is not None}
     if mods:
         out["recompute_modules"] = list(mods)

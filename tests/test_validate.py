@@ -381,6 +381,41 @@ def test_nemo_2407_records_run_their_launcher_config_settings(run):
                     "fp8_recipe", "bytes_per_param"} & _assumed_fields(row), suffix
 
 
+def test_nemo_2407_records_state_vpp_fusion_and_selective_policy(run):
+    """What the NeMo-Framework-Launcher 24.07 configs state beside the above: the PP 1 rows'
+    virtual_pipeline_model_parallel_size null (vpp 1), the Nemotron configs' bias_activation_fusion
+    false, and Nemotron-340B's selective granularity, which Megatron-Core core_r0.8.0 runs on the
+    attention core only (recompute_modules [core_attn]). None of them is listed as assumed (before:
+    vpp, bias_activation_fusion and selective_policy were, at the same values: no figure moved)."""
+    pp1 = ["GPT3-5B-64gpu", "GPT3-20B-64gpu", "LLAMA2-7B-8gpu", "Nemotron-8B-64gpu", "LLAMA3-8B-8gpu"]
+    nemotron = ["Nemotron-8B-64gpu", "Nemotron-22B-64gpu", "Nemotron-340B-128gpu"]
+    ids = [f"nemo-24.07-h100-fp8-{k}" for k in sorted(set(pp1) | set(nemotron))]
+    r = run("validate", DATA, "--ids", ",".join(ids), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"][len("nemo-24.07-h100-fp8-"):]: x for x in json.loads(r.stdout)["runs"]}
+    for k in pp1:
+        assert rows[k]["plan"]["vpp"] == 1 and "vpp" not in _assumed_fields(rows[k]), k
+    for k in nemotron:
+        assert rows[k]["plan"]["bias_activation_fusion"] is False, k
+        assert "bias_activation_fusion" not in _assumed_fields(rows[k]), k
+    big = rows["Nemotron-340B-128gpu"]
+    assert big["plan"]["recompute"] == "selective" and big["plan"]["recompute_modules"] == ["core_attn"]
+    assert "selective_policy" not in _assumed_fields(big)
+
+
+def test_record_bias_activation_fusion_reaches_the_job(run, tmp_path):
+    """A record's bias_activation_fusion is the job's (rule 13c); null leaves the stack's default,
+    listed as assumed (as for the Nemotron records: a squared-ReLU MLP, rule 2b)."""
+    nemotron = dict(model_name="Nemotron tiny")
+    path = _write(tmp_path, [_record("off", bias_activation_fusion=False, **nemotron), _record("unstated", **nemotron)])
+    r = run("validate", path, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    assert rows["off"]["plan"]["bias_activation_fusion"] is False
+    assert "bias_activation_fusion" not in _assumed_fields(rows["off"])
+    assert "bias_activation_fusion" in _assumed_fields(rows["unstated"])
+
+
 def test_nemo_llama2_7b_model_state_is_nemo_distributed_adams(run, tmp_path):
     """LLAMA2-7B on 8 GPUs (TP1 PP1 DP8, no recompute, SP off: the same activations either way):
     its record's memory against the old reading of it (zero_fsdp_mode null -> plain DDP, megatron
