@@ -508,8 +508,9 @@ TREE_CORRECTION_LL128 = np.array(
 # the first NCCL release whose rule covers the capability [21]: 2.20.3's switch for the GPUs it builds for (sm_90 its
 # newest: makefiles/common.mk l. 39) [17] l. 308-319; for a newer GPU, which 2.20.3's `default: pEnable &= 0` ("Other
 # cases are not tested") leaves off and which no Blackwell run used, the first release naming it: v2.25.1-1 for 10.0
-# and 12.0 (`case 100` / `case 120`), v2.27.3-1 for 10.3 (every capability from 7.0; v2.25.1-1 to v2.26.6-1 run a
-# 10.3 GPU on their sm_100 code with 10.3 in the same untested default, off). A capability not listed: off (2.20.3).
+# and 12.0 (`case 100` / `case 120`), v2.27.3-1 for 10.3 (every capability from 7.0; v2.25.1-1 to v2.26.6-1 would run
+# a 10.3 GPU on their sm_100 code, CUDA's cubin compatibility within a major capability, with 10.3 in the same
+# untested default, off). A capability not listed: off (2.20.3).
 # (enabled, release, where). The rest of the LL / LL128 figures stay 2.20.3's ([21]: what later releases change).
 LL128_DEFAULT_RULES = {
     "7.0": (True, "v2.20.3-1", "src/graph/tuning.cc l. 315 (case 70)"),
