@@ -81,8 +81,9 @@ all-to-all and send/recv are priced with Simple only), with NCCL 2.20.3's figure
                               LL max(3.8 T, 2S / llMaxBw), LL128 T / (7/9 in one domain, 120/128
                               across), each over NCCL's medium-size correction for the protocol
 llMaxBw: 87.7 GB/s inside one domain (39.0 on Volta), 39.0 GB/s across two domains and 20.4
-across more (NCCL's Intel-CPU rows: assumed). LL128 runs where NCCL 2.20.3 enables it by
-default (compute capability 7.0, 8.0, 9.0: `ll128_default`) or where the caller names it.
+across more (NCCL's Intel-CPU rows: assumed). LL128 runs where NCCL enables it by default
+(`ll128_default`: compute capability 7.0, 8.0, 9.0 as 2.20.3 does; 10.0 and 12.0 as v2.25.1-1,
+the first release with Blackwell, does; 10.3 as v2.27.3-1 does: [21]) or where the caller names it.
 Who picks: `group_collective`, `auto_collective_times` (the search) and `best_algorithm` /
 `collective_time` given protocol=None price every (algorithm, protocol) the run allows and
 take the fastest; `collective_time` prices Simple alone unless told otherwise (the seed's
@@ -220,6 +221,32 @@ References
     for a group inside one NVLink domain (`nvlink_domain` 72, or the job's segment: [16])
     is NCCL's nNodes = 1. Across racks v2.20.3 turns MNNVL off and counts hosts (trays of 4),
     later releases count cliques (the model's domains); either way N > 1: Simple ([19]).
+[21] NCCL's LL128 default for GPUs newer than 2.20.3 (whose newest build target is sm_90:
+    makefiles/common.mk l. 39; its switch [17] l. 314-319 leaves 10.0 in `default: pEnable &= 0`,
+    "Other cases are not tested", a rule for an unknown GPU, and no Blackwell run used 2.20.3).
+    The first release with Blackwell is v2.25.1-1 (80f6bda4, "Add Blackwell/SM100 support";
+    makefiles/common.mk l. 42-43 build sm_100 and sm_120; v2.24.3-1 has neither): tuning.cc
+    l. 425-439 enables LL128 by default for `case 100` and `case 120` (l. 435-436), the rest as
+    2.20.3 (NVLink inside, one capability). v2.26.2-1 to v2.26.6-1 the same (l. 426-440); from
+    v2.27.3-1 (72d24320) l. 457-464 every capability from 7.0 (`!(minCompCap < 70 || ...)`, so
+    10.3, which v2.25.1-1 to v2.26.6-1 left in the untested default); v2.28.3-1 l. 480-494 and
+    v2.29.7-1 (b91894bd) l. 481-495 the same (LL128 over C2C / PXN behind NCCL_LL128_C2C, default
+    1); v2.30.7-1 (73cf1122) l. 518-536 also across capabilities from 9.0 (l. 533). So the model
+    takes, per compute capability, the rule of the first release covering it
+    (LL128_DEFAULT_RULES): 7.0 / 8.0 / 9.0 2.20.3's, 10.0 / 12.0 v2.25.1-1's, 10.3 v2.27.3-1's,
+    all on. The B200 and GB200 logs of tests/data/nccl_logs ran 2.26.6 and 2.26.2 (LL128 on at
+    10.0). What the Blackwell releases change besides, not taken (the model keeps 2.20.3's
+    formulas): baseLat and hwLat have no per-architecture rows and keep the LL / LL128 figures of
+    [17] (v2.25.1-1 l. 120-142; v2.30.7-1 l. 151, 159, 171); llMaxBws gain a Blackwell row, one
+    node 2 x 141.0 = 282 GB/s (v2.25.1-1 l. 151-156, v2.30.7-1 l. 178-183; Hopper's 141.0 since
+    v2.21.5-1, 87.7 in 2.20.3) with the LL ring at min(llMaxBw, busBw x .5) (v2.21.5-1 on;
+    v2.25.1-1 l. 255) instead of 2.20.3's quarter / third, and LL128's ring without the 0.7 for
+    one rank a node (l. 256); the per-channel caps, not modelled (no channel count), have
+    Blackwell rows: perChMaxRingLL128Bws 2 x 36.7 (v2.25.1-1 l. 162; v2.28.3-1 l. 179), 34.5
+    (v2.29.2-1 l. 179), 40.0 GB/s (v2.29.7-1 l. 180, v2.30.7-1 l. 189) against Hopper's 36.7;
+    perChMaxTreeLL128Bws 2 x 36.7 / 2 x 29.0 (v2.25.1-1 l. 168), {55.6, 31.67, 20.0} from
+    v2.28.3-1 (l. 185; v2.30.7-1 l. 196); perChMaxTreeBws 2 x 38.7 (v2.25.1-1 l. 174), {70.0, 42.8,
+    24.0} from v2.28.3-1 (l. 191; v2.30.7-1 l. 203).
 """
 
 from __future__ import annotations
@@ -476,10 +503,24 @@ TREE_CORRECTION_LL = np.array(
 TREE_CORRECTION_LL128 = np.array(
     [1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0]
 )
-# NCCL enables LL128 by default only on compute capability 7.0, 8.0 and 9.0 (and only over NVLink, with every GPU of
-# one capability) [17] l. 308-319; NCCL_PROTO naming it enables it anywhere (l. 274-277). Newer releases enable it on
-# every capability from 7.0 (v2.29.7-1 tuning.cc l. 494): not this model's release.
-LL128_DEFAULT_CAPABILITIES = ("7.0", "8.0", "9.0")
+# NCCL's default LL128 enable by compute capability (the hardware entry's compute_capability field; only over NVLink,
+# with every GPU of one capability; NCCL_PROTO naming LL128 enables it anywhere, [17] l. 274-277), each the rule of
+# the first NCCL release whose rule covers the capability [21]: 2.20.3's switch for the GPUs it builds for (sm_90 its
+# newest: makefiles/common.mk l. 39) [17] l. 308-319; for a newer GPU, which 2.20.3's `default: pEnable &= 0` ("Other
+# cases are not tested") leaves off and which no Blackwell run used, the first release naming it: v2.25.1-1 for 10.0
+# and 12.0 (`case 100` / `case 120`), v2.27.3-1 for 10.3 (every capability from 7.0; v2.25.1-1 to v2.26.6-1 would run
+# a 10.3 GPU on their sm_100 code, CUDA's cubin compatibility within a major capability, with 10.3 in the same
+# untested default, off). A capability not listed: off (2.20.3).
+# (enabled, release, where). The rest of the LL / LL128 figures stay 2.20.3's ([21]: what later releases change).
+LL128_DEFAULT_RULES = {
+    "7.0": (True, "v2.20.3-1", "src/graph/tuning.cc l. 315 (case 70)"),
+    "8.0": (True, "v2.20.3-1", "src/graph/tuning.cc l. 316 (case 80)"),
+    "9.0": (True, "v2.20.3-1", "src/graph/tuning.cc l. 317 (case 90)"),
+    "10.0": (True, "v2.25.1-1", "src/graph/tuning.cc l. 435 (case 100)"),
+    "10.3": (True, "v2.27.3-1", "src/graph/tuning.cc l. 463 (!(minCompCap < 70 ...))"),
+    "12.0": (True, "v2.25.1-1", "src/graph/tuning.cc l. 436 (case 120)"),
+}
+LL128_DEFAULT_CAPABILITIES = tuple(cc for cc, (on, _, _) in LL128_DEFAULT_RULES.items() if on)
 # Where LL and LL128 are priced [19]: only for a collective whose ranks all sit in one NVLink domain (no network hop).
 # Across domains NCCL's tuner figures above rank NCCL's (algorithm, protocol) pairs; as absolute times they understate
 # the measured small-size collectives of tests/data/nccl_logs (model / measured - 1, signed median of the 8 B - 64 KiB
@@ -554,13 +595,17 @@ def nccl_proto_mask(text: str) -> int:
 
 
 def ll128_default(compute_capability) -> bool:
-    """NCCL 2.20.3's default LL128 enable for a GPU of this compute capability ('9.0'; None: unknown, off) [17]."""
-    return compute_capability is not None and str(compute_capability) in LL128_DEFAULT_CAPABILITIES
+    """NCCL's default LL128 enable for a GPU of this compute capability ('9.0'; None: unknown, off): the rule of the
+    first release covering it, `LL128_DEFAULT_RULES` [17][21] (2.20.3's for 7.0 - 9.0, v2.25.1-1's for 10.0 and 12.0,
+    v2.27.3-1's for 10.3); a capability not listed is off, as in 2.20.3."""
+    return compute_capability is not None and LL128_DEFAULT_RULES.get(str(compute_capability), (False,))[0]
 
 
 def ll_max_bandwidth(compute_capability) -> float:
     """NCCL 2.20.3's llMaxBw inside one node, B/s [17] l. 86-90, 140: Volta's below capability 8.0, Ampere / Hopper's
-    (equal) from 8.0; an unknown capability takes Ampere / Hopper's."""
+    (equal) from 8.0; an unknown capability takes Ampere / Hopper's. A Blackwell GPU takes 2.20.3's Hopper row as
+    2.20.3 indexes it (compCapIndex = HOPPER for capability >= 9.0), not v2.25.1-1's Blackwell row (282 GB/s), which
+    comes with that release's other LL bandwidth rule ([21])."""
     if compute_capability is None:
         return LL_MAX_BW_AMPERE_HOPPER
     major = int(str(compute_capability).split(".")[0])

@@ -4,6 +4,7 @@ reading, Simple alone across NVLink domains (comm.py [19]), and the per-size err
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,70 @@ H100 = c.comm_params(load_hw("h100-sxm"))  # NVLink 450 GB/s x 370/450 = 370 GB/
 def test_h100_params_enable_ll128_and_hopper_ll_cap():
     assert H100.ll128 and H100.ll_max_bandwidth == 87.7e9  # tuning.cc l. 89, 314-317 (case 90)
     b200 = c.comm_params(load_hw("b200"))
-    assert not b200.ll128 and b200.ll_max_bandwidth == 87.7e9  # 2.20.3: cc 10.0 falls in `default: pEnable &= 0`
+    # cc 10.0: v2.25.1-1's `case 100` (comm.py [21]; 2.20.3's untested default would leave it off); llMaxBw stays
+    # 2.20.3's Hopper row (compCapIndex HOPPER for cc >= 9.0), not v2.25.1-1's Blackwell 282 GB/s
+    assert b200.ll128 and b200.ll_max_bandwidth == 87.7e9
     assert c.ll128_default("8.0") and c.ll128_default("7.0") and not c.ll128_default(None)
     assert c.ll_max_bandwidth("7.0") == 39.0e9  # Volta's N1 row, l. 87
+
+
+def test_ll128_default_rule_by_release_covering_the_capability():
+    """comm.py [21]: each capability takes the LL128 default of the first NCCL release whose rule covers it, read
+    from the hardware entry's compute_capability (never its name)."""
+    rules = c.LL128_DEFAULT_RULES
+    assert {cc: rel for cc, (_, rel, _) in rules.items()} == {
+        "7.0": "v2.20.3-1", "8.0": "v2.20.3-1", "9.0": "v2.20.3-1",  # [17] l. 314-317
+        "10.0": "v2.25.1-1", "12.0": "v2.25.1-1",  # l. 435-436: case 100, case 120
+        "10.3": "v2.27.3-1"}  # l. 463: every capability from 7.0; v2.25.1-1 - v2.26.6-1's default left 10.3 off
+    for cc in ("7.0", "8.0", "9.0", "10.0", "10.3", "12.0"):
+        assert c.ll128_default(cc)
+    for cc in ("7.5", "8.6", "8.9", "11.0", None):  # 2.20.3's `default: pEnable &= 0`, no later row taken
+        assert not c.ll128_default(cc)
+    for name, cc in (("b200", "10.0"), ("gb200-nvl72", "10.0"), ("gb300-nvl72", "10.3"), ("a100-sxm-80gb", "8.0")):
+        hw = load_hw(name)
+        assert hw.compute_capability == cc and c.comm_params(hw).ll128
+
+
+def test_b200_ring_all_reduce_runs_ll128_under_the_blackwell_rule():
+    """A 4 MiB all-reduce over one 8-B200 node under NCCL_ALGO=Ring (NVLS, the default's pick, excluded): NVLink
+    740 GB/s (900 x 370/450), 2 x 7/8 x 4,194,304 = 7,340,032 B a rank. tuning.cc v2.20.3-1 (l. 57, 67, 181-182):
+    ring LL128 14 + 14 steps x 1.9 = 40.6 us + 7,340,032 B / (0.92 x 740 GB/s = 680.8 GB/s) = 10.781 us: 51.381 us;
+    ring Simple (the model's) 14 x 3.4 = 47.6 us + 7,340,032 / 740 GB/s = 9.919 us: 57.519 us; ring LL 6.6 + 14 x 0.6 =
+    15.0 us + 7,340,032 / min(740 / 4, 87.7) GB/s = 83.695 us: 98.695 us. So LL128 (on at cc 10.0 from v2.25.1-1,
+    comm.py [21]); under 2.20.3's rule (off) Simple's 57.519 us. LL128 wins over Simple from 14 x (3.4 - 1.9) = 21 us
+    of latency against 7,340,032 x (1/680.8 - 1/740) GB/s^-1 = 0.862 us of bandwidth. Default candidates: NVLS."""
+    b200 = c.comm_params(load_hw("b200"))
+    ring = c.nccl_algo_candidates("Ring")[c.ALL_REDUCE]
+    S, sent = 4.0 * 2**20, 2 * 7 / 8 * 4.0 * 2**20
+    cost, link, algo = c.group_collective(c.ALL_REDUCE, S, 8, 1, b200, job_gpus=8, candidates=ring)
+    assert float(link.bandwidth) == pytest.approx(740 * GB) and int(link.domains) == 1
+    assert int(algo) == c.RING and int(cost.protocol) == c.LL128
+    assert float(cost.latency_s) == pytest.approx(40.6e-6, rel=1e-12)
+    assert float(cost.bandwidth_s) == pytest.approx(sent / (0.92 * 740e9), rel=1e-12)
+    assert float(cost.time_s) == pytest.approx(51.381e-6, abs=1e-9)
+    off, _, algo = c.group_collective(c.ALL_REDUCE, S, 8, 1, replace(b200, ll128=False), job_gpus=8, candidates=ring)
+    assert int(algo) == c.RING and int(off.protocol) == c.SIMPLE
+    assert float(off.time_s) == pytest.approx(47.6e-6 + sent / 740e9, rel=1e-12)
+    assert float(off.time_s) == pytest.approx(57.519e-6, abs=1e-9)
+    ll = c.collective_time(c.ALL_REDUCE, S, 8, 740 * GB, 3.4e-6, c.RING, local_ranks=8, protocol="LL")
+    assert float(ll.time_s) == pytest.approx(15.0e-6 + sent / 87.7e9, rel=1e-12)
+    default, _, algo = c.group_collective(c.ALL_REDUCE, S, 8, 1, b200, job_gpus=8)
+    assert int(algo) == c.NVLS and int(default.protocol) == c.SIMPLE and float(default.time_s) < float(cost.time_s)
+
+
+def test_gb200_rack_reduce_scatter_runs_ll128():
+    """An 8 MiB reduce-scatter over 16 ranks of one GB200 NVL72 rack (one NCCL node, comm.py [20]), the default
+    search: 15 steps. Ring LL128 14 + 15 x 1.9 = 42.5 us + 15/16 x 8,388,608 = 7,864,320 B / 680.8 GB/s = 11.552 us:
+    54.052 us; ring Simple 15 x 3.4 = 51 us + 7,864,320 / 740 GB/s = 10.627 us: 61.627 us; ring LL 6.6 + 15 x 0.6 =
+    15.6 us + 7,864,320 / 87.7 GB/s = 89.673 us."""
+    gb200 = c.comm_params(load_hw("gb200-nvl72"))
+    sent = 15 / 16 * 8.0 * 2**20
+    cost, link, algo = c.group_collective(c.REDUCE_SCATTER, 8.0 * 2**20, 16, 1, gb200, job_gpus=72)
+    assert int(link.domains) == 1 and int(algo) == c.RING and int(cost.protocol) == c.LL128
+    assert float(cost.latency_s) == pytest.approx(42.5e-6, rel=1e-12)
+    assert float(cost.time_s) == pytest.approx(42.5e-6 + sent / (0.92 * 740e9), rel=1e-12)
+    simple, _, _ = c.group_collective(c.REDUCE_SCATTER, 8.0 * 2**20, 16, 1, gb200, job_gpus=72, protocols="Simple")
+    assert float(simple.time_s) == pytest.approx(51e-6 + sent / 740e9, rel=1e-12)
 
 
 def test_12_byte_all_reduce_over_8_nvlink_ranks():
@@ -71,11 +133,12 @@ def test_nvl72_rack_is_one_nccl_node():
     all-reduce over 8 ranks 4 apart (one GPU on each of 8 compute trays of 4, in one 72-GPU rack): N = 1, not the 8
     hosts, so NCCL's LL ring: 6.6 us + 2 (8 - 1) = 14 steps x 0.6 us (NVLink) = 15.0 us; 2 x 7/8 x 12 = 21 B at
     min(740 GB/s / 4, llMaxBw 87.7 GB/s: cc 10.0 takes the Hopper row, compCapIndex >= 90, l. 141) = 87.7 GB/s. Tree
-    LL 6.8 + 2 x 7 x 0.6 = 15.2 us, NVLS 23 us; LL128 is off on cc 10.0 under 2.20.3. Counted as 8 nodes it would be
+    LL 6.8 + 2 x 7 x 0.6 = 15.2 us, NVLS 23 us; ring LL128 (on at cc 10.0: comm.py [21]) 14 + 14 x 1.9 = 40.6 us.
+    Counted as 8 nodes it would be
     Simple (comm.py [19]). A DP pair across two racks (stride 72 in a 144-GPU job): N = 2, Simple's ring, 2 rounds x
     10 us network latency + 12 B at 47 GB/s."""
     gb200 = c.comm_params(load_hw("gb200-nvl72"))
-    assert gb200.nvlink_domain == 72 and not gb200.ll128 and gb200.ll_max_bandwidth == 87.7e9
+    assert gb200.nvlink_domain == 72 and gb200.ll128 and gb200.ll_max_bandwidth == 87.7e9
     for job in (72, 128):  # one whole rack, or one 64-GPU segment of a two-rack job ([16])
         cost, link, algo = c.group_collective(c.ALL_REDUCE, 12.0, 8, 4, gb200, job_gpus=job)
         assert int(link.domains) == 1 and int(link.local_ranks) == 8 and float(link.bandwidth) == pytest.approx(740 * GB)
@@ -130,8 +193,8 @@ def test_collective_time_defaults_to_simple_and_pins_fail_where_absent():
     # NVLS runs Simple only (tuning.cc l. 173): LL pinned, it does not exist
     nv = c.collective_time(c.ALL_REDUCE, 12.0, 8, 370 * GB, 3.4e-6, c.NVLS, protocol="LL")
     assert np.isinf(float(nv.time_s))
-    # NCCL_PROTO=LL128 enables LL128 even where the default does not (B200 under 2.20.3)
-    b200 = c.comm_params(load_hw("b200"))
+    # NCCL_PROTO=LL128 enables LL128 even where the default does not (a B200 under 2.20.3's rule: ll128 off)
+    b200 = replace(c.comm_params(load_hw("b200")), ll128=False)
     cost, _, _ = c.group_collective(c.ALL_REDUCE, 2.0**20, 8, 1, b200, job_gpus=8, protocols="LL128")
     assert int(cost.protocol) == c.LL128
 
