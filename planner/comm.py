@@ -583,17 +583,6 @@ def nccl_proto_protocols(text: str) -> tuple:
     return tuple(out)
 
 
-def nccl_proto_mask(text: str) -> int:
-    """The protocols NCCL_PROTO=`text` leaves the all-reduce, as a bit mask (`proto_mask`; PROTO_DEFAULT where no
-    entry names it): `nccl_proto_protocols`' reading, for a value that treats every function alike (a `,`-list with an
-    optional leading `^`); a per-function value is refused here (give it to nccl_proto_protocols)."""
-    got = nccl_proto_protocols(text)
-    ops = {got[op] for op in NCCL_FUNCTION_OPS.values()}
-    if len(ops) > 1:
-        raise PlannerError(f"NCCL_PROTO={text} sets functions apart", "read it with comm.nccl_proto_protocols")
-    return proto_mask(got[ALL_REDUCE])
-
-
 def ll128_default(compute_capability) -> bool:
     """NCCL's default LL128 enable for a GPU of this compute capability ('9.0'; None: unknown, off): the rule of the
     first release covering it, `LL128_DEFAULT_RULES` [17][21] (2.20.3's for 7.0 - 9.0, v2.25.1-1's for 10.0 and 12.0,

@@ -200,13 +200,14 @@ def test_collective_time_defaults_to_simple_and_pins_fail_where_absent():
 
 
 def test_nccl_proto_reading():
-    assert c.nccl_proto_mask("Simple") == c.PROTO_SIMPLE
-    assert c.nccl_proto_mask("ll,LL128") == (1 << c.LL) | (1 << c.LL128)
-    assert c.nccl_proto_mask("^LL") == (1 << c.LL128) | (1 << c.SIMPLE)
+    AR = c.ALL_REDUCE
+    assert c.proto_mask(c.nccl_proto_protocols("Simple")[AR]) == c.PROTO_SIMPLE
+    assert c.proto_mask(c.nccl_proto_protocols("ll,LL128")[AR]) == (1 << c.LL) | (1 << c.LL128)
+    assert c.proto_mask(c.nccl_proto_protocols("^LL")[AR]) == (1 << c.LL128) | (1 << c.SIMPLE)
     with pytest.raises(PlannerError):
-        c.nccl_proto_mask("LL64")
+        c.nccl_proto_protocols("LL64")
     with pytest.raises(PlannerError):
-        c.nccl_proto_mask("^LL,LL128,Simple")
+        c.nccl_proto_protocols("^LL,LL128,Simple")
     assert c.proto_mask(None) == c.PROTO_DEFAULT and c.proto_mask(["LL", c.SIMPLE]) == 0b101
 
 

@@ -40,9 +40,7 @@ def test_protocols_as_nccl_parses_the_variable():
     got = comm.nccl_proto_protocols("allreduce:Simple")
     assert (got[AR], got[RS], got[AG]) == ((SIMPLE,), None, None)
     assert comm.nccl_proto_protocols("^")[AR] == (LL, LL128, SIMPLE)
-    assert comm.nccl_proto_mask("simple") == comm.PROTO_SIMPLE
-    with pytest.raises(PlannerError, match="sets functions apart"):  # one mask for all: a per-function value refused
-        comm.nccl_proto_mask("allgather:LL")
+    assert comm.nccl_proto_protocols("simple")[AR] == (SIMPLE,)  # case-insensitive, as NCCL's strcasecmp
 
 
 @pytest.mark.parametrize("text, says", [
