@@ -99,7 +99,8 @@ Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
     first, pp - 1 -> last, 1 -> the planner's heaviest middle stage (stage 1 holds the most
     micro-batches in flight, pp - 1 under 1F1B); a stage 2 .. pp - 2 is skipped (the planner
     does not report it; it holds fewer). A row repeating another's
-    configuration (`_run2`, the plain tracker) is skipped as a duplicate.
+    configuration (its `repeat_of:` field names the row it repeats, or the plain tracker) is skipped as a
+    duplicate; a row's id is a label only (the harness reads no setting from what an id looks like).
  O5 the SPMD backend traced: the oracle scripts run torchtitan's parallelism.spmd_backend 'partial_dtensor'
     (scripts/memory_oracle/tt_fake_mem.py l. 46 --spmd-backend default, tt_fake_pp.py l. 56 and 67), not the
     release's default 'spmd_types': each row's job sets the job field spmd_backend 'partial_dtensor', whose
@@ -217,6 +218,8 @@ class OracleRow(BaseModel):
     spmd_backend: SpmdBackend = Field(description="torchtitan 0.3's parallelism.spmd_backend the trace ran (rule O5: "
                                                   "the job field spmd_backend)")
     loss_parallel: bool = False
+    repeat_of: Optional[str] = Field(default=None, description="the id of the row whose configuration this row traces "
+                                     "again (a second run): skipped as a duplicate (rule O4)")
     peak_allocated_gib: float = Field(gt=0)
     phase_peaks_gib: Optional[dict[str, Optional[float]]] = None
     at_peak_gib: Optional[dict[str, Optional[float]]] = None
@@ -268,6 +271,11 @@ def load(path: Path) -> Union[MeasuredFile, OracleFile]:
         if r.id in seen:
             raise PlannerError(f"{path}: duplicate id {r.id!r}", "give every row a unique id")
         seen.add(r.id)
+    for r in getattr(parsed, key):
+        rep = getattr(r, "repeat_of", None)
+        if rep is not None and (rep == r.id or rep not in seen):
+            raise PlannerError(f"{path}: row {r.id!r}: repeat_of {rep!r} names no other row of the file",
+                               "repeat_of is the `id:` of the row whose configuration this row traces again")
     return parsed
 
 
@@ -567,7 +575,7 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     r.kind = "allocated"
     if row.ops != CUDA_LIKE:
         raise Skip(f"ops {row.ops!r}: CPU decompositions save other tensors than CUDA runs (oracle README pitfalls 1-2)")
-    if re.search(r"_run\d+$", row.id) or row.tracker == "plain":
+    if row.repeat_of is not None or row.tracker == "plain":
         raise Skip("duplicate: the same configuration as another row, traced again" +
                    (" with the plain MemTracker" if row.tracker == "plain" else ""))
     model = _ORACLE_MODELS[row.flavor]

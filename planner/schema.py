@@ -14,7 +14,8 @@ import math
 import re
 from typing import Annotated, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from .precisions import Precision
 
@@ -28,7 +29,18 @@ Dispatcher = Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]
 # arrays, where a product of two counts (global batch x sequence length) must stay below
 # 2**63. A larger integer is refused with the field's name instead of overflowing numpy.
 MAX_COUNT = 2**31 - 1
-Count = Annotated[int, Field(le=MAX_COUNT)]
+
+
+def _not_bool(v):
+    """A count given as true / false is an error, not 1 / 0: pydantic's lax mode turns a bool into an int
+    (`num_layers: true` read as one layer, `hidden_size: true` as a width of 1), silently (audit 2026-12-07)."""
+    if isinstance(v, bool):
+        raise PydanticCustomError("int_type", "Input should be a whole number, not the boolean {value}",
+                                  {"value": str(v).lower()})
+    return v
+
+
+Count = Annotated[int, Field(le=MAX_COUNT), BeforeValidator(_not_bool)]
 # the longest period of MoE layers (moe.layer_freq, bounded by num_layers) the layer list builds one
 # object a layer of (layers._build); no published model repeats over more than a few layers
 MAX_LAYER_PERIOD = 65_536

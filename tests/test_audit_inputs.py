@@ -1,0 +1,101 @@
+"""The 2026-12-07 audit of three standards (settings from explicit fields, nothing silently
+dropped or clamped, bad input named with file / field / valid values and exit 2): one test per
+defect it found, each failing before its fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner import memory_rows as mr
+from planner.catalog import model_dir
+from planner.errors import PlannerError
+from conftest import assert_one_error
+
+DATA = Path(__file__).parent / "data" / "memory"
+ORACLE = DATA / "oracle_torchtitan_0.3.0.yaml"
+
+
+def _model(tmp_path, **fields):
+    spec = yaml.safe_load((model_dir() / "llama3-8b.yaml").read_text(encoding="utf-8"))
+    spec.update(fields)
+    p = tmp_path / "model.yaml"
+    p.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return p
+
+
+# ------------------------------------------------------------ a count given as a boolean
+@pytest.mark.parametrize("field,value", [("num_layers", True), ("hidden_size", True), ("vocab_size", True),
+                                         ("num_kv_heads", False), ("head_dim", True)])
+def test_a_count_given_as_a_boolean_is_refused(cli, tmp_path, field, value):
+    # before: pydantic's lax mode read `num_layers: true` as 1 layer and `hidden_size: true` as a width of 1
+    # (explain exit 0, "parameters: 1.96 million" for the 8B shape); schema.Count refuses a bool
+    r = cli("explain", "--model", _model(tmp_path, **{field: value}), "--gpus", "8", "--tp", "2")
+    assert_one_error(r, "model.yaml", f"`{field}`", "whole number", str(value).lower())
+
+
+def test_a_count_in_a_job_file_given_as_a_boolean_is_refused(cli, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"model": "llama3-8b", "gpus": 8, "tp": True}), encoding="utf-8")
+    r = cli("explain", job)
+    assert_one_error(r, "job.yaml", "tp", "boolean true")
+
+
+def test_counts_still_read_whole_numbers(cli, tmp_path):
+    r = cli("explain", "--model", _model(tmp_path, num_layers=2), "--gpus", "8", "--tp", "2")
+    assert r.exit_code == 0, r.stderr
+
+
+# ------------------------------------------------------------ oracle duplicates from a field, not the id
+def _oracle_copy(tmp_path, edit):
+    data = yaml.safe_load(ORACLE.read_text(encoding="utf-8"))
+    edit(data["oracle_rows"])
+    p = tmp_path / "oracle.yaml"
+    p.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return p
+
+
+def _skip_of(path, rid):
+    parsed = mr.load(path)
+    parsed.oracle_rows[:] = [r for r in parsed.oracle_rows if r.id == rid]
+    (res,) = mr.evaluate_rows(parsed)
+    return res.skipped
+
+
+def test_the_repeated_oracle_row_names_what_it_repeats():
+    rows = {r.id: r for r in mr.load(ORACLE).oracle_rows}
+    assert rows["oracle_8b_fsdp8_bs1_selective_ce_cudalike_run2"].repeat_of == "oracle_8b_fsdp8_bs1_selective_ce_cudalike"
+    assert sum(r.repeat_of is not None for r in rows.values()) == 1
+
+
+def test_an_oracle_row_is_a_duplicate_by_its_repeat_of_field_not_by_its_id(tmp_path):
+    rid = "oracle_8b_fsdp8_bs1_selective_ce_cudalike_run2"
+
+    def rename(rows):  # the same row without its field, under an id that looks like a second run
+        for r in rows:
+            if r["id"] == rid:
+                del r["repeat_of"]
+
+    skipped = _skip_of(_oracle_copy(tmp_path, rename), rid)
+    # before: re.search(r"_run\d+$", row.id) skipped it for its id alone
+    assert skipped is None or "duplicate" not in skipped
+
+    def mark(rows):  # a row with a plain id that repeats another: skipped by the field
+        for r in rows:
+            if r["id"] == "oracle_8b_fsdp8_bs2_selective_ce_cudalike":
+                r["repeat_of"] = "oracle_8b_fsdp8_bs1_selective_ce_cudalike"
+
+    skipped = _skip_of(_oracle_copy(tmp_path, mark), "oracle_8b_fsdp8_bs2_selective_ce_cudalike")
+    assert skipped is not None and "duplicate" in skipped
+
+
+def test_repeat_of_must_name_another_row(tmp_path):
+    def bad(rows):
+        rows[0]["repeat_of"] = "no_such_row"
+
+    with pytest.raises(PlannerError) as e:
+        mr.load(_oracle_copy(tmp_path, bad))
+    assert "repeat_of 'no_such_row'" in e.value.message and "oracle.yaml" in e.value.message
