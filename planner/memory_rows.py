@@ -124,7 +124,7 @@ from .catalog import format_validation_error, load_model, load_stack, read_yaml
 from .errors import PlannerError
 from .precisions import parse_precision_text
 from .explain import evaluate, to_json
-from .schema import Count, ModelSpec, SpmdBackend
+from .schema import Count, Int, ModelSpec, Real, SpmdBackend
 from .validate import Skip, _Assumed, _write_model, infer_hardware, resolve_fields
 
 GiB = 2.0**30
@@ -189,7 +189,7 @@ class MeasuredRow(BaseModel):
     recompute: str
     precision: str
     compile: bool
-    memory_gib: Optional[float] = Field(default=None, gt=0)
+    memory_gib: Optional[Real] = Field(default=None, gt=0)
     memory_kind: str
     notes: Optional[str] = None
     planner: Optional[PlannerBlock] = None
@@ -206,7 +206,7 @@ class OracleRow(BaseModel):
     fsdp: Count = Field(gt=0)
     tp: Count = Field(default=1, gt=0)
     pp: Count = Field(default=1, gt=0)
-    stage: Optional[int] = Field(default=None, ge=0, description="the traced rank's pipeline stage")
+    stage: Optional[Int] = Field(default=None, ge=0, description="the traced rank's pipeline stage")
     microbatches: Count = Field(default=1, gt=0)
     schedule: Optional[str] = None
     seq: Count = Field(gt=0)
@@ -220,9 +220,9 @@ class OracleRow(BaseModel):
     loss_parallel: bool = False
     repeat_of: Optional[str] = Field(default=None, description="the id of the row whose configuration this row traces "
                                      "again (a second run): skipped as a duplicate (rule O4)")
-    peak_allocated_gib: float = Field(gt=0)
-    phase_peaks_gib: Optional[dict[str, Optional[float]]] = None
-    at_peak_gib: Optional[dict[str, Optional[float]]] = None
+    peak_allocated_gib: Real = Field(gt=0)
+    phase_peaks_gib: Optional[dict[str, Optional[Real]]] = None
+    at_peak_gib: Optional[dict[str, Optional[Real]]] = None
 
 
 class MeasuredFile(BaseModel):
@@ -289,13 +289,13 @@ class Result:
     stack: Optional[str] = None
     hardware: Optional[str] = None
     mesh: Optional[str] = None
-    measured_gib: Optional[float] = None
-    predicted_gib: Optional[float] = None
+    measured_gib: Optional[Real] = None
+    predicted_gib: Optional[Real] = None
     predicted_from: Optional[str] = None  # the JSON key (or fallback rule) read
-    error: Optional[float] = None
-    predicted_allocated_gib: Optional[float] = None
-    predicted_reserved_gib: Optional[float] = None
-    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
+    error: Optional[Real] = None
+    predicted_allocated_gib: Optional[Real] = None
+    predicted_reserved_gib: Optional[Real] = None
+    predicted_reserved_high_gib: Optional[Real] = None  # the fragmentation band's top (memory.py [13])
     in_band: Optional[bool] = None  # a reserved row's measured peak in [predicted reserved, band top]
     assumed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

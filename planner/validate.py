@@ -175,7 +175,7 @@ from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BppPreset, BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule, split_fields
+from .schema import BppPreset, BytesPerParam, Count, Int, Job, ModelSpec, Real, RecomputeModule, Schedule, split_fields
 
 GiB = 2.0**30
 
@@ -245,15 +245,15 @@ class RunRecord(BaseModel):
     sequence_parallel: Optional[bool] = None
     precision: Optional[str] = None
     # what the source published
-    tflops_per_gpu: Optional[float] = None
+    tflops_per_gpu: Optional[Real] = None
     tflops_kind: Optional[str] = None
-    mfu: Optional[float] = None
-    hfu: Optional[float] = None
-    tokens_per_sec_per_gpu: Optional[float] = Field(default=None, gt=0)
-    iteration_time_s: Optional[float] = Field(default=None, gt=0)
-    memory_per_gpu_gib: Optional[float] = Field(default=None, gt=0)
-    peak_tflops_used_by_source: Optional[float] = None
-    implied_flops_per_token: Optional[float] = None
+    mfu: Optional[Real] = None
+    hfu: Optional[Real] = None
+    tokens_per_sec_per_gpu: Optional[Real] = Field(default=None, gt=0)
+    iteration_time_s: Optional[Real] = Field(default=None, gt=0)
+    memory_per_gpu_gib: Optional[Real] = Field(default=None, gt=0)
+    peak_tflops_used_by_source: Optional[Real] = None
+    implied_flops_per_token: Optional[Real] = None
     flops_counting: Optional[str] = None
     provenance: dict[str, str] = Field(default_factory=dict)
     notes: Optional[str] = None
@@ -325,19 +325,19 @@ class RunRecord(BaseModel):
         description="the Transformer Engine release the run used (the Job field: TP overlap's userbuffers and their cuBLAS "
                     "workspaces by release, memory.py [ub]); null: the stack's")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
-    moe_rank_imbalance: Optional[float] = Field(
+    moe_rank_imbalance: Optional[Real] = Field(
         default=None, ge=1.0, description="MoE: the busiest EP rank's routed tokens / the mean the run had (1.0: forced "
                                           "balancing, Megatron --moe-router-force-load-balancing; the Job field); null: "
                                           "the rule of moe_load_balancing (planner/imbalance.py), listed as assumed")
     moe_load_balancing: Optional[Literal["force", "aux_loss", "aux_loss_free", "sinkhorn"]] = Field(
         default=None, description="MoE: the run's router balancing (the Job field); null: the model's default "
                                   "(imbalance.default_balancing), listed as assumed")
-    moe_aux_loss_coeff: Optional[float] = Field(
+    moe_aux_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0, description="MoE: the run's auxiliary load-balancing loss coefficient, 0 where none was "
                                           "computed (the Job field; Megatron --moe-aux-loss-coeff of an aux_loss / "
                                           "seq_aux_loss / global_aux_loss type); null: Megatron's default 0.0, listed as "
                                           "assumed (a record never takes a model's training recipe)")
-    moe_z_loss_coeff: Optional[float] = Field(
+    moe_z_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0, description="MoE: the run's router z-loss coefficient (the Job field; Megatron "
                                           "--moe-z-loss-coeff); null: none")
     moe_router_pre_softmax: Optional[bool] = Field(
@@ -349,7 +349,7 @@ class RunRecord(BaseModel):
     fp8_recipe: Optional[str] = Field(
         default=None, description="the run's scaling recipe, a name of precisions.FP8_RECIPES (the Job field); null: "
                                   "the precision text's, else the stack's")
-    power_limit_w: Optional[float] = Field(default=None, gt=0)
+    power_limit_w: Optional[Real] = Field(default=None, gt=0)
     selective_ac_option: Optional[str] = Field(
         default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
                                   "(full recompute of every N-th layer)")
@@ -422,7 +422,7 @@ def load_runs(path: Path, incomplete: Optional[list] = None, lenient: bool = Fal
     if not data:
         raise PlannerError(f"{path}: no run records", "add at least one `- id: ...` record")
     records: list[RunRecord] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, Int] = {}
     for i, raw in enumerate(data):
         rid = raw.get("id") if isinstance(raw, dict) else None
         where = f"{path}: record {i}" + (f" (id {rid!r})" if rid is not None else "")
@@ -1098,18 +1098,18 @@ class Row:
     stack: Optional[str] = None
     hardware: Optional[str] = None
     mesh: Optional[str] = None
-    predicted_tokens_per_s_per_gpu: Optional[float] = None
-    published_tokens_per_s_per_gpu: Optional[float] = None
+    predicted_tokens_per_s_per_gpu: Optional[Real] = None
+    published_tokens_per_s_per_gpu: Optional[Real] = None
     published_from: Optional[str] = None
-    error: Optional[float] = None
-    predicted_memory_gib: Optional[float] = None  # the peak the stack logs (allocated or reserved: memory.reported_bytes)
-    predicted_allocated_gib: Optional[float] = None  # the heaviest stage's allocated and reserved peaks
-    predicted_reserved_gib: Optional[float] = None
-    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
-    published_memory_gib: Optional[float] = None
-    memory_error: Optional[float] = None
-    predicted_step_s: Optional[float] = None
-    predicted_mfu: Optional[float] = None
+    error: Optional[Real] = None
+    predicted_memory_gib: Optional[Real] = None  # the peak the stack logs (allocated or reserved: memory.reported_bytes)
+    predicted_allocated_gib: Optional[Real] = None  # the heaviest stage's allocated and reserved peaks
+    predicted_reserved_gib: Optional[Real] = None
+    predicted_reserved_high_gib: Optional[Real] = None  # the fragmentation band's top (memory.py [13])
+    published_memory_gib: Optional[Real] = None
+    memory_error: Optional[Real] = None
+    predicted_step_s: Optional[Real] = None
+    predicted_mfu: Optional[Real] = None
     assumed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: Optional[str] = None

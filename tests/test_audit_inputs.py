@@ -29,12 +29,13 @@ def _model(tmp_path, **fields):
 
 # ------------------------------------------------------------ a count given as a boolean
 @pytest.mark.parametrize("field,value", [("num_layers", True), ("hidden_size", True), ("vocab_size", True),
-                                         ("num_kv_heads", False), ("head_dim", True)])
+                                         ("num_kv_heads", False), ("head_dim", True),
+                                         ("rope_theta", True)])
 def test_a_count_given_as_a_boolean_is_refused(cli, tmp_path, field, value):
     # before: pydantic's lax mode read `num_layers: true` as 1 layer and `hidden_size: true` as a width of 1
     # (explain exit 0, "parameters: 1.96 million" for the 8B shape); schema.Count refuses a bool
     r = cli("explain", "--model", _model(tmp_path, **{field: value}), "--gpus", "8", "--tp", "2")
-    assert_one_error(r, "model.yaml", f"`{field}`", "whole number", str(value).lower())
+    assert_one_error(r, "model.yaml", f"`{field}`", "not the boolean " + str(value).lower())
 
 
 def test_a_count_in_a_job_file_given_as_a_boolean_is_refused(cli, tmp_path):
@@ -42,6 +43,26 @@ def test_a_count_in_a_job_file_given_as_a_boolean_is_refused(cli, tmp_path):
     job.write_text(yaml.safe_dump({"model": "llama3-8b", "gpus": 8, "tp": True}), encoding="utf-8")
     r = cli("explain", job)
     assert_one_error(r, "job.yaml", "tp", "boolean true")
+
+
+@pytest.mark.parametrize("field", ["reserve_gib", "tokens", "headroom", "global_batch_tokens"])
+def test_a_float_field_of_a_job_given_as_a_boolean_is_refused(cli, tmp_path, field):
+    # before: `reserve_gib: true` priced a 1 GiB reserve, `tokens: true` one training token (exit 0); schema.Real
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"model": "llama3-8b", "gpus": 8, field: True}), encoding="utf-8")
+    r = cli("explain", job)
+    assert_one_error(r, "job.yaml", "not the boolean true")
+
+
+def test_a_float_field_of_a_hardware_file_given_as_a_boolean_is_refused(cli, tmp_path):
+    from planner.catalog import hardware_source
+
+    hw = yaml.safe_load(hardware_source("h100-sxm").read_text(encoding="utf-8"))
+    hw["hbm_TBps"] = True  # before: 1 TB/s
+    p = tmp_path / "hw.yaml"
+    p.write_text(yaml.safe_dump(hw), encoding="utf-8")
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", p)
+    assert_one_error(r, "hw.yaml", "`hbm_TBps`", "not the boolean true")
 
 
 def test_counts_still_read_whole_numbers(cli, tmp_path):
