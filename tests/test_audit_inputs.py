@@ -120,3 +120,17 @@ def test_repeat_of_must_name_another_row(tmp_path):
     with pytest.raises(PlannerError) as e:
         mr.load(_oracle_copy(tmp_path, bad))
     assert "repeat_of 'no_such_row'" in e.value.message and "oracle.yaml" in e.value.message
+
+
+@pytest.mark.parametrize("field", ["tflops_per_gpu", "mfu", "tp"])
+def test_a_number_of_a_run_record_given_as_a_boolean_is_refused(tmp_path, field):
+    # before: validate.RunRecord read `mfu: true` as an MFU of 1.0 (100%), `tp: true` as TP 1
+    from planner.validate import load_runs
+
+    rec = yaml.safe_load((Path(__file__).parent / "data" / "published_runs.yaml").read_text(encoding="utf-8"))[0]
+    rec[field] = True
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump([rec]), encoding="utf-8")
+    with pytest.raises(PlannerError) as e:
+        load_runs(p)
+    assert "runs.yaml" in e.value.message and field in e.value.message and "boolean true" in e.value.message
