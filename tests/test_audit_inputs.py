@@ -134,3 +134,19 @@ def test_a_number_of_a_run_record_given_as_a_boolean_is_refused(tmp_path, field)
     with pytest.raises(PlannerError) as e:
         load_runs(p)
     assert "runs.yaml" in e.value.message and field in e.value.message and "boolean true" in e.value.message
+
+
+# ------------------------------------------------------------ GPU lists beyond the largest count
+BIG = 99999999999999999999  # > 2**63
+
+
+@pytest.mark.parametrize("args,needle", [
+    # before: budget.parse_gpu_list took 1e20 as a GPU count: OverflowError traceback in the sweep (exit 1)
+    (["budget", "--model", "llama3-8b", "--gpus", "8", "--tokens", "1T", "--sweep-gpus", str(BIG)], "--sweep-gpus"),
+    (["budget", "--model", "llama3-8b", "--gpus", "8", "--tokens", "1T", "--sweep-gpus", "8,2147483648"], "--sweep-gpus"),
+    (["budget", "--model", "llama3-8b", "--gpus", "8", "--tokens", "1T", "--sweep-gpus", f"1..{BIG}"], "--sweep-gpus"),
+    (["fit", "--model", "llama3-8b", "--gpus", f"1..{BIG}"], "--gpus"),
+])
+def test_gpu_lists_beyond_the_largest_count_exit_2(cli, args, needle):
+    r = cli(*args)
+    assert_one_error(r, needle, "2147483647")
