@@ -72,17 +72,19 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     loss_layers_in_pipeline_split).
  7c. A record that lacks a required field (num_layers, gpu_type, ...) is a skipped row with
     the reason; the rest of the file is read.
- 8. bytes_per_param: Megatron-LM / NeMo sources -> megatron (18 B: fp32 main grads), else
-    mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
+ 8. bytes_per_param: the record's own, else the stack's default (megatron: 18 B, fp32 main
+    grads; mixed16 16 B elsewhere) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
  9. attention (issue 22), the first that applies, listed as assumed with the rule's letter:
     (a) the record's own `attention`; (b) the stack's `defaults.attention` where its stack file
     sets one (`attention` among the keys of its `defaults:`): what the stack's code runs without
     an option, e.g. megatron-deepspeed's eager CoreAttention, as Megatron-DeepSpeed runs flash
     only with --use-flash-attn* (stack_db/megatron-deepspeed.yaml defaults.sources:
     microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 927-935, model/transformer.py
-    l. 528-531, 606-611); (c) else the date rule: eager (stores the s x s scores) for sources
-    dated 2021 or earlier, which predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022
-    [8]); flash otherwise. A stack file that leaves defaults.attention out (megatron,
+    l. 528-531, 606-611); (c) else the date rule: eager (stores the s x s scores) for a record
+    whose `source_year` is 2021 or earlier, which predates FlashAttention (Dao et al., arXiv
+    2205.14135, May 2022 [8]); flash otherwise, an undated record included. The year is the
+    record's own field, not read out of its `source` text (before the 2026-12-07 audit it was
+    the latest 19xx/20xx in that text; the catalog's records carry the same years as fields). A stack file that leaves defaults.attention out (megatron,
     torchtitan, llm-foundry, ...) has the schema's flash, which says nothing about the code a
     2021 record ran, hence (c) there.
 12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
@@ -208,6 +210,9 @@ class RunRecord(BaseModel):
     source_group: Optional[str] = None
     source: Optional[str] = None
     source_location: Optional[str] = None
+    source_year: Optional[Int] = Field(default=None, ge=1900, le=2100,
+                                       description="the year the record's source was published (rule 9c: the attention "
+                                                   "of a record that leaves it out); null: undated")
     model_name: Optional[str] = None
     moe: bool = False
     model: Optional[str] = Field(
@@ -735,8 +740,8 @@ def _precision(rec: RunRecord, assumed: _Assumed) -> tuple[str, Optional[str]]:
 
 
 def _source_year(rec: RunRecord) -> Optional[int]:
-    years = [int(y) for y in re.findall(r"\b(?:19|20)\d\d\b", rec.source or "")]
-    return max(years) if years else None
+    """The record's explicit source_year (rule 9c); never a year read out of the source's text."""
+    return rec.source_year
 
 
 def _moe_assumptions(rec: RunRecord, assumed: _Assumed) -> None:

@@ -150,3 +150,44 @@ BIG = 99999999999999999999  # > 2**63
 def test_gpu_lists_beyond_the_largest_count_exit_2(cli, args, needle):
     r = cli(*args)
     assert_one_error(r, needle, "2147483647")
+
+
+# ------------------------------------------------------------ rule 9c reads source_year, not the source's text
+def _run_record(id, **kw):
+    r = dict(id=id, model_name="GPT tiny", num_layers=4, hidden_size=1024, ffn_hidden_size=4096,
+             num_attention_heads=8, num_kv_heads=8, vocab_size=32000, seq_length=2048, global_batch_size=64,
+             micro_batch_size=1, gpu_type="H100-SXM-80GB", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
+             zero_fsdp_mode="none", activation_recompute="none", sequence_parallel=False, precision="bf16",
+             tokens_per_sec_per_gpu=1000.0, stack="megatron")
+    r.update(kw)
+    return r
+
+
+def test_attention_date_rule_reads_the_source_year_field_not_the_source_text(cli, tmp_path):
+    import json
+
+    recs = [_run_record("text-2021", source="Example et al. 2021, a training report"),
+            _run_record("field-2021", source="Example et al., a training report", source_year=2021),
+            _run_record("field-2023", source="Example et al. 2021 (cited), a 2023 report", source_year=2023)]
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump(recs), encoding="utf-8")
+    r = cli("validate", p, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    # before: the year 2021 in the source's text made text-2021 eager; undated now, so flash, said so
+    assert rows["text-2021"]["plan"]["attention"] == "flash"
+    assert "attention=flash (not published; rule 9c: source undated: FlashAttention)" in rows["text-2021"]["assumed"]
+    assert rows["field-2021"]["plan"]["attention"] == "eager"
+    assert rows["field-2023"]["plan"]["attention"] == "flash"
+
+
+def test_the_catalog_records_carry_their_source_year():
+    from planner.validate import load_runs
+
+    recs = {r.id: r for f in ("published_runs.yaml", "published_runs_moe.yaml")
+            for r in load_runs(Path(__file__).parent / "data" / f)}
+    assert recs["narayanan2021-t1-1.7B"].source_year == 2021  # Narayanan et al. 2021 (SC'21)
+    assert recs["deepseek-v3-pretraining"].source_year == 2025  # arXiv:2412.19437 (2024, v2 2025-02-18)
+    assert sum(r.source_year is not None for r in recs.values()) == 139
+    # 22 dated 2021 or before; 16 of them leave attention to rule 9c (eager), 6 state it or take their stack's
+    assert sum(r.source_year is not None and r.source_year <= 2021 for r in recs.values()) == 22

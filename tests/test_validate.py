@@ -608,14 +608,14 @@ def test_attention_rule_9_record_then_stack_default_then_date(run, tmp_path):
     stack file sets one (megatron-deepspeed: eager, microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py
     l. 927-935 --use-flash-attn* store_true, model/transformer.py l. 606-611 CoreAttention without them), whatever
     the source's date; on a stack file without the key (megatron) the date rule: 2023 flash, 2021 eager."""
-    src = dict(source="Example et al. 2023, a training report")
+    src = dict(source="Example et al. 2023, a training report", source_year=2023)
     mds = dict(src, stack="megatron-deepspeed", zero_fsdp_mode="ZeRO-1 (DeepSpeed)")  # bf16 without ZeRO: not zero0
     recs = [_record("mds-2023", **mds),
             _record("mds-2023-eager", attention="eager", **mds),
             _record("mds-2023-flash", attention="flash", **mds),
             _record("meg-2023", stack="megatron", **src),
             _record("meg-2023-flash", stack="megatron", attention="flash", **src),
-            _record("meg-2021", stack="megatron", source="Example et al. 2021")]
+            _record("meg-2021", stack="megatron", source="Example et al. 2021", source_year=2021)]
     r = run("validate", _write(tmp_path, recs), "--format", "json")
     assert r.exit_code == 0, r.stderr
     rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
