@@ -191,3 +191,35 @@ def test_the_catalog_records_carry_their_source_year():
     assert sum(r.source_year is not None for r in recs.values()) == 139
     # 22 dated 2021 or before; 16 of them leave attention to rule 9c (eager), 6 state it or take their stack's
     assert sum(r.source_year is not None and r.source_year <= 2021 for r in recs.values()) == 22
+
+
+# ------------------------------------------------------------ a Hugging Face config.json's values read as absent
+HF = dict(num_hidden_layers=32, hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+          num_key_value_heads=8, vocab_size=128256, hidden_act="silu", max_position_embeddings=8192,
+          rms_norm_eps=1e-5, rope_theta=5e5, tie_word_embeddings=False, model_type="llama")
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    # before: 0 fell through `or` to num_attention_heads (MHA) / to 4,096 positions, exit 0
+    ("num_key_value_heads", 0, "whole number > 0"),
+    ("max_position_embeddings", 0, "whole number > 0"),
+    # before: a negative dropout probability read as no dropout, exit 0
+    ("attention_dropout", -0.1, "dropout probability"),
+])
+def test_a_hf_config_value_that_is_no_value_is_refused(cli, tmp_path, key, value, needle):
+    import json
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**HF, key: value}), encoding="utf-8")
+    r = cli("explain", "--model", p, "--gpus", "8")
+    assert_one_error(r, "config.json", f"`{key}`", needle)
+
+
+def test_a_hf_config_with_null_kv_heads_is_still_mha(tmp_path):
+    import json
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**HF, "num_key_value_heads": None}), encoding="utf-8")
+    from planner.catalog import load_model
+
+    assert load_model(str(p)).kv_heads == 32  # transformers: None -> num_attention_heads
