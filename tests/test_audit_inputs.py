@@ -223,3 +223,17 @@ def test_a_hf_config_with_null_kv_heads_is_still_mha(tmp_path):
     from planner.catalog import load_model
 
     assert load_model(str(p)).kv_heads == 32  # transformers: None -> num_attention_heads
+
+
+def test_a_calibration_profile_number_given_as_a_boolean_is_refused(cli, tmp_path):
+    # before: profile.GemmRow read `tflops: true` as a measured 1 TFLOP/s GEMM
+    csv = tmp_path / "g.csv"
+    csv.write_text("M,N,K,dtype,tflops\n8192,8192,8192,bf16,600\n", encoding="utf-8")
+    prof = tmp_path / "p.yaml"
+    r = cli("calibrate", "gemm", "--from", csv, "--hardware", "h100-sxm", "--sustained", "-o", prof)
+    assert r.exit_code == 0, r.stderr
+    data = yaml.safe_load(prof.read_text(encoding="utf-8"))
+    data["gemm"]["rows"][0]["tflops"] = True
+    prof.write_text(yaml.safe_dump(data), encoding="utf-8")
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--calibration", prof)
+    assert_one_error(r, "p.yaml", "tflops", "not the boolean true")
