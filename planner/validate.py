@@ -28,12 +28,14 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     `power_limit_w` overrides the entry's power limit.
  2. Architecture (gated_mlp, norm, tied_embeddings, position_embedding, linear_bias, dropout):
     (a) from the catalog model (model_zoo/) with the identical shape (layers, hidden, ffn,
-    heads, KV heads, vocab) -- each zoo file cites its sources; else (b) from the family named
-    in model_name: Llama/Mistral/Qwen/Gemma [1]: SwiGLU, RMSNorm, RoPE, no biases, untied;
-    PaLM [2]: SwiGLU, RoPE, no biases, tied; Nemotron [3]: squared-ReLU (not gated), LayerNorm,
-    RoPE, no biases, untied; MPT (llm-foundry benchmark config, model_zoo/mpt-7b.yaml): GELU,
-    LayerNorm, learned positions, biases, tied; GPT-NeoX [4]: GELU, LayerNorm, rotary, biases,
-    untied; GPT / GPT-3 / Megatron GPT [5]: GELU, LayerNorm, learned positions, biases, dropout,
+    heads, KV heads, vocab) -- each zoo file cites its sources; else (b) from the record's
+    `family` field (never from what its model_name looks like; before the 2026-12-07 audit the
+    family was matched in model_name's text, and the 24 records of tests/data it named carry it
+    as the field now): llama (Llama/Mistral/Qwen/Gemma) [1]: SwiGLU, RMSNorm, RoPE, no biases, untied;
+    palm [2]: SwiGLU, RoPE, no biases, tied; nemotron [3]: squared-ReLU (not gated), LayerNorm,
+    RoPE, no biases, untied; mpt (llm-foundry benchmark config, model_zoo/mpt-7b.yaml): GELU,
+    LayerNorm, learned positions, biases, tied; neox (GPT-NeoX) [4]: GELU, LayerNorm, rotary, biases,
+    untied; gpt (GPT-3, Megatron GPT) [5]: GELU, LayerNorm, learned positions, biases, dropout,
     tied; else (c) gated iff ffn_hidden_size != 4 * hidden_size (the GPT MLP is 4h [6]; gated
     MLPs use ~8/3 h to keep the parameter count [1]), RMSNorm if gated else LayerNorm, RoPE,
     no biases, no dropout, untied.
@@ -210,6 +212,9 @@ class RunRecord(BaseModel):
     source_group: Optional[str] = None
     source: Optional[str] = None
     source_location: Optional[str] = None
+    family: Optional[Literal["llama", "palm", "nemotron", "mpt", "neox", "gpt"]] = Field(
+        default=None, description="the architecture family whose defaults give the architecture fields the record "
+                                  "leaves out where no catalog model has its shape (rule 2b); null: rule 2c")
     source_year: Optional[Int] = Field(default=None, ge=1900, le=2100,
                                        description="the year the record's source was published (rule 9c: the attention "
                                                    "of a record that leaves it out); null: undated")
@@ -527,21 +532,27 @@ def infer_hardware(gpu_type: str) -> tuple[Optional[str], Optional[str]]:
     return None, None
 
 
-# Family rules (rule 2b), checked in order on the lower-cased model_name.
-_FAMILIES: list[tuple[tuple[str, ...], str, dict]] = [
-    (("llama", "mistral", "mixtral", "qwen", "gemma"), "Llama-style (Touvron et al. 2023 sec. 2.2)",
-     dict(gated_mlp=True, norm="rmsnorm", tied_embeddings=False, position_embedding="rope", linear_bias=False, dropout=False)),
-    (("palm",), "PaLM (Chowdhery et al. 2022 sec. 2)",
-     dict(gated_mlp=True, norm="layernorm", tied_embeddings=True, position_embedding="rope", linear_bias=False, dropout=False)),
-    (("nemotron",), "Nemotron-4 (Parmar et al. 2024 sec. 2: squared ReLU, not gated)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=False, dropout=False)),
-    (("mpt",), "MPT llm-foundry benchmark config (model_zoo/mpt-7b.yaml)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True, dropout=False)),
-    (("neox", "pythia"), "GPT-NeoX (Black et al. 2022 sec. 2.1)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=True, dropout=False)),
-    (("gpt",), "GPT-3 / Megatron-LM GPT defaults (Brown et al. 2020; Megatron-LM arguments.py)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True, dropout=True)),
-]
+# Family rules (rule 2b): a record's `family` field names one.
+FAMILIES: dict[str, tuple[str, dict]] = {
+    "llama": ("Llama-style (Touvron et al. 2023 sec. 2.2)",
+              dict(gated_mlp=True, norm="rmsnorm", tied_embeddings=False, position_embedding="rope", linear_bias=False,
+                   dropout=False)),
+    "palm": ("PaLM (Chowdhery et al. 2022 sec. 2)",
+             dict(gated_mlp=True, norm="layernorm", tied_embeddings=True, position_embedding="rope", linear_bias=False,
+                  dropout=False)),
+    "nemotron": ("Nemotron-4 (Parmar et al. 2024 sec. 2: squared ReLU, not gated)",
+                 dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope",
+                      linear_bias=False, dropout=False)),
+    "mpt": ("MPT llm-foundry benchmark config (model_zoo/mpt-7b.yaml)",
+            dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True,
+                 dropout=False)),
+    "neox": ("GPT-NeoX (Black et al. 2022 sec. 2.1)",
+             dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=True,
+                  dropout=False)),
+    "gpt": ("GPT-3 / Megatron-LM GPT defaults (Brown et al. 2020; Megatron-LM arguments.py)",
+            dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True,
+                 dropout=True)),
+}
 
 
 def _shape(num_layers, hidden, ffn, heads, kv, vocab) -> tuple:
@@ -580,10 +591,9 @@ def infer_architecture(rec: RunRecord, assumed: _Assumed) -> dict:
         arch = {k: getattr(zoo, k) for k in ARCH_FIELDS}
         reason = f"catalog model {zoo.name} has this shape"
     else:
-        name = (rec.model_name or "").lower()
-        fam = next(((label, a) for keys, label, a in _FAMILIES if any(k in name for k in keys)), None)
+        fam = FAMILIES.get(rec.family) if rec.family is not None else None
         if fam is not None:
-            reason, arch = f"model_name {rec.model_name!r}: {fam[0]}", dict(fam[1])
+            reason, arch = f"family {rec.family}: {fam[0]}", dict(fam[1])
         else:
             ratio = rec.ffn_hidden_size / rec.hidden_size
             gated = rec.ffn_hidden_size != 4 * rec.hidden_size

@@ -237,3 +237,28 @@ def test_a_calibration_profile_number_given_as_a_boolean_is_refused(cli, tmp_pat
     prof.write_text(yaml.safe_dump(data), encoding="utf-8")
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--calibration", prof)
     assert_one_error(r, "p.yaml", "tflops", "not the boolean true")
+
+
+# ------------------------------------------------------------ rule 2b reads family, not model_name
+def test_architecture_family_comes_from_the_family_field_not_the_model_name():
+    from planner.validate import RunRecord, _Assumed, infer_architecture
+
+    # a shape no catalog model has: rule 2b or 2c
+    rec = _run_record("x", model_name="Llama-ish 1B", ffn_hidden_size=4096)
+    a = _Assumed()
+    arch = infer_architecture(RunRecord(**rec), a)
+    # before: "llama" in the name gave Llama-style (gated, RMSNorm) though ffn = 4h; now rule 2c
+    assert arch["gated_mlp"] is False and arch["norm"] == "layernorm"
+    assert all("unknown family" in s for s in a.items)
+    a = _Assumed()
+    arch = infer_architecture(RunRecord(**dict(rec, model_name="anything", family="llama")), a)
+    assert arch["gated_mlp"] is True and arch["norm"] == "rmsnorm"
+    assert all("family llama: Llama-style" in s for s in a.items)
+
+
+def test_the_catalog_records_name_their_family():
+    from planner.validate import load_runs
+
+    recs = {r.id: r for r in load_runs(Path(__file__).parent / "data" / "published_runs.yaml")}
+    assert recs["narayanan2021-t2-zero3-174.6B-384gpu"].family == "gpt"  # GPT-3 175B
+    assert sum(r.family is not None for r in recs.values()) == 24

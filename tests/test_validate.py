@@ -204,23 +204,24 @@ def test_hardware_from_gpu_type(gpu_type, name, noted):
     assert got == name and (note is not None) == noted
 
 
-@pytest.mark.parametrize("model_name, ffn, gated, reason", [
-    ("Llama-ish 1B", 2816, True, "Llama-style"),
-    ("Nemotron-8B", 4096, False, "Nemotron"),
-    ("GPT tiny", 4096, False, "GPT-3"),
-    ("mystery", 4096, False, "ffn/hidden = 4"),
-    ("mystery", 2816, True, "ffn/hidden = 2.75"),
+@pytest.mark.parametrize("model_name, family, ffn, gated, reason", [
+    ("Llama-ish 1B", "llama", 2816, True, "Llama-style"),
+    ("Nemotron-8B", "nemotron", 4096, False, "Nemotron"),
+    ("GPT tiny", "gpt", 4096, False, "GPT-3"),
+    ("mystery", None, 4096, False, "ffn/hidden = 4"),
+    ("mystery", None, 2816, True, "ffn/hidden = 2.75"),
 ])
-def test_architecture_rules(model_name, ffn, gated, reason):
+def test_architecture_rules(model_name, family, ffn, gated, reason):
     a = _Assumed()
-    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, ffn_hidden_size=ffn)), a)
+    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, family=family, ffn_hidden_size=ffn)), a)
     assert arch["gated_mlp"] is gated
     assert {s.split("=")[0] for s in a.items} == {"gated_mlp", "norm", "tied_embeddings", "position_embedding",
                                                    "linear_bias", "dropout"}
     assert all(reason in s for s in a.items)
     # A record that states gated_mlp keeps it, and it is not listed as assumed.
     a = _Assumed()
-    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, ffn_hidden_size=ffn, gated_mlp=not gated)), a)
+    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, family=family, ffn_hidden_size=ffn,
+                                                   gated_mlp=not gated)), a)
     assert arch["gated_mlp"] is (not gated) and not any(s.startswith("gated_mlp=") for s in a.items)
 
 
