@@ -124,7 +124,7 @@ from .errors import PlannerError
 from .explain import Estimate, assumed_lines, evaluate, to_json
 from .params import count_params
 from .plan import PRECISION_CODES, PlanArrays, Settings, plan_dict, resolve
-from .schema import Job
+from .schema import MAX_COUNT, Job
 
 # Aggregate checkpoint write bandwidth when none is given: Llama 3's storage, 2 TB/s
 # sustained ([2] sec. 3.3.1), shared there by a 16K-GPU job and everything else on the
@@ -577,6 +577,9 @@ def gpu_range(part: str, option: str = "--sweep-gpus") -> list[int]:
     if not (np.isfinite(a) and np.isfinite(b) and 1 <= a <= b and a == int(a) and b == int(b)):
         raise PlannerError(f"{option}: cannot read {part!r} as a range of GPU counts",
                            "write FIRST..LAST with whole numbers, FIRST <= LAST, e.g. 512..4096 (doubling)")
+    if b > MAX_COUNT:  # a count the search's int64 arithmetic holds (schema.MAX_COUNT)
+        raise PlannerError(f"{option}: {part!r} goes beyond {MAX_COUNT} GPUs",
+                           f"write GPU counts from 1 to {MAX_COUNT}, e.g. 512..4096 (doubling)")
     out, g = [], int(a)
     while g <= b:
         out.append(g)
@@ -607,6 +610,9 @@ def parse_gpu_list(text: str, option: str = "--sweep-gpus", warn: Callable[[str]
             g = float("nan")
         if not (np.isfinite(g) and g >= 1 and g == int(g)):
             raise PlannerError(f"{option}: cannot read {part!r} as a GPU count", "write positive integers separated by commas, e.g. 1024,2048,4096")
+        if g > MAX_COUNT:  # before: accepted, then an OverflowError traceback in the sweep's int64 arrays (audit 2026-12-07)
+            raise PlannerError(f"{option}: {part!r} is more than {MAX_COUNT} GPUs",
+                               f"write GPU counts from 1 to {MAX_COUNT}, separated by commas, e.g. 1024,2048,4096")
         refuse_repeat(int(g), out, option)
         out.append(int(g))
     if not out:

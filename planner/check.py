@@ -588,13 +588,29 @@ def worst_exit(codes: list[int]) -> int:
     return max(codes, default=0)
 
 
+_BOUND_KEYWORDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
+
+
+def _number_keywords(node):
+    """pydantic's JSON Schema with a number's bounds as JSON Schema keywords: a field's own bounds on a type that
+    refuses a boolean first (schema.Count, Real, Int: a before-validator) come out as pydantic's `gt` / `ge` / `lt` /
+    `le`, which a JSON Schema validator ignores; each becomes exclusiveMinimum / minimum / exclusiveMaximum / maximum
+    (only in a node whose `type` is integer or number, so no property named `gt` is touched)."""
+    if isinstance(node, list):
+        return [_number_keywords(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    num = node.get("type") in ("integer", "number")
+    return {(_BOUND_KEYWORDS[k] if num and k in _BOUND_KEYWORDS else k): _number_keywords(v) for k, v in node.items()}
+
+
 def json_schema(what: str = "job") -> dict:
     """The JSON Schema (draft 2020-12, pydantic v2) of a job, model or hardware file. A job's
     `patternProperties` are the spellings the job file loader also reads as each field
     (catalog.key_pattern: `micro-batch` for micro_batch), each validated as that field."""
     if what not in SCHEMAS:
         raise PlannerError(f"no schema named {what!r}", f"choose one of {', '.join(SCHEMAS)}")
-    out = {"$schema": JSON_SCHEMA_DIALECT, **SCHEMAS[what].model_json_schema()}
+    out = {"$schema": JSON_SCHEMA_DIALECT, **_number_keywords(SCHEMAS[what].model_json_schema())}
     if what == "job":
         from .catalog import key_pattern
 

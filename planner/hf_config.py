@@ -508,13 +508,15 @@ class Reader:
             hidden_size=h,
             ffn_hidden_size=self.count("intermediate_size"),
             num_attention_heads=self.count("num_attention_heads"),
-            num_kv_heads=self.get("num_key_value_heads", None) or self.get("num_attention_heads"),
+            # a null num_key_value_heads is MHA (transformers' configs: None -> num_attention_heads); 0, a negative
+            # or a boolean is refused by count (before the 2026-12-07 audit 0 fell through `or` to MHA, silently)
+            num_kv_heads=self.count("num_key_value_heads", None) or self.get("num_attention_heads"),
             head_dim=self._head_dim(),
             vocab_size=self.count("vocab_size"),
             gated_mlp=self._gated(),
             norm=self._norm(),
             tied_embeddings=self._tied(),
-            max_seq_len=self.get("max_position_embeddings", None) or 4096,
+            max_seq_len=self.count("max_position_embeddings", None) or 4096,  # 0 refused, not read as absent
             position_embedding=self._position(),
             linear_bias=bool(self.get("attention_bias", False) or self.get("mlp_bias", False)),
             dropout=self._dropout(),
@@ -773,6 +775,11 @@ class Reader:
         out = False
         for key in ("attention_dropout", "hidden_dropout", *GPT2_DROPOUTS):
             v = self.get(key, 0.0)
+            if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and not 0 <= v < 1:
+                # a probability (torch.nn.Dropout refuses p outside [0, 1]); before the 2026-12-07 audit a negative
+                # one read as no dropout, silently
+                raise self.err(key, f"expected a dropout probability from 0 to below 1, got {v}",
+                               "give the config.json transformers saved for the model")
             if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0:
                 out = True
         self._embedding_dropout()

@@ -108,7 +108,8 @@ Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
     first, pp - 1 -> last, 1 -> the planner's heaviest middle stage (stage 1 holds the most
     micro-batches in flight, pp - 1 under 1F1B); a stage 2 .. pp - 2 is skipped (the planner
     does not report it; it holds fewer). A row repeating another's
-    configuration (`_run2`, the plain tracker) is skipped as a duplicate.
+    configuration (its `repeat_of:` field names the row it repeats, or the plain tracker) is skipped as a
+    duplicate; a row's id is a label only (the harness reads no setting from what an id looks like).
  O5 the SPMD backend traced: the oracle scripts run torchtitan's parallelism.spmd_backend 'partial_dtensor'
     (scripts/memory_oracle/tt_fake_mem.py l. 46 --spmd-backend default, tt_fake_pp.py l. 56 and 67), not the
     release's default 'spmd_types': each row's job sets the job field spmd_backend 'partial_dtensor', whose
@@ -132,7 +133,7 @@ from .catalog import format_validation_error, load_model, load_stack, read_yaml
 from .errors import PlannerError
 from .precisions import parse_precision_text
 from .explain import evaluate, to_json
-from .schema import Count, ModelSpec, SpmdBackend
+from .schema import Count, Int, ModelSpec, Real, SpmdBackend
 from .validate import Skip, _Assumed, _write_model, infer_hardware, resolve_fields
 
 GiB = 2.0**30
@@ -204,7 +205,7 @@ class MeasuredRow(BaseModel):
     recompute: str
     precision: str
     compile: bool
-    memory_gib: Optional[float] = Field(default=None, gt=0)
+    memory_gib: Optional[Real] = Field(default=None, gt=0)
     memory_kind: str
     notes: Optional[str] = None
     planner: Optional[PlannerBlock] = None
@@ -221,7 +222,7 @@ class OracleRow(BaseModel):
     fsdp: Count = Field(gt=0)
     tp: Count = Field(default=1, gt=0)
     pp: Count = Field(default=1, gt=0)
-    stage: Optional[int] = Field(default=None, ge=0, description="the traced rank's pipeline stage")
+    stage: Optional[Int] = Field(default=None, ge=0, description="the traced rank's pipeline stage")
     microbatches: Count = Field(default=1, gt=0)
     schedule: Optional[str] = None
     seq: Count = Field(gt=0)
@@ -233,9 +234,11 @@ class OracleRow(BaseModel):
     spmd_backend: SpmdBackend = Field(description="torchtitan 0.3's parallelism.spmd_backend the trace ran (rule O5: "
                                                   "the job field spmd_backend)")
     loss_parallel: bool = False
-    peak_allocated_gib: float = Field(gt=0)
-    phase_peaks_gib: Optional[dict[str, Optional[float]]] = None
-    at_peak_gib: Optional[dict[str, Optional[float]]] = None
+    repeat_of: Optional[str] = Field(default=None, description="the id of the row whose configuration this row traces "
+                                     "again (a second run): skipped as a duplicate (rule O4)")
+    peak_allocated_gib: Real = Field(gt=0)
+    phase_peaks_gib: Optional[dict[str, Optional[Real]]] = None
+    at_peak_gib: Optional[dict[str, Optional[Real]]] = None
 
 
 class MeasuredFile(BaseModel):
@@ -284,6 +287,11 @@ def load(path: Path) -> Union[MeasuredFile, OracleFile]:
         if r.id in seen:
             raise PlannerError(f"{path}: duplicate id {r.id!r}", "give every row a unique id")
         seen.add(r.id)
+    for r in getattr(parsed, key):
+        rep = getattr(r, "repeat_of", None)
+        if rep is not None and (rep == r.id or rep not in seen):
+            raise PlannerError(f"{path}: row {r.id!r}: repeat_of {rep!r} names no other row of the file",
+                               "repeat_of is the `id:` of the row whose configuration this row traces again")
     return parsed
 
 
@@ -297,13 +305,13 @@ class Result:
     stack: Optional[str] = None
     hardware: Optional[str] = None
     mesh: Optional[str] = None
-    measured_gib: Optional[float] = None
-    predicted_gib: Optional[float] = None
+    measured_gib: Optional[Real] = None
+    predicted_gib: Optional[Real] = None
     predicted_from: Optional[str] = None  # the JSON key (or fallback rule) read
-    error: Optional[float] = None
-    predicted_allocated_gib: Optional[float] = None
-    predicted_reserved_gib: Optional[float] = None
-    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
+    error: Optional[Real] = None
+    predicted_allocated_gib: Optional[Real] = None
+    predicted_reserved_gib: Optional[Real] = None
+    predicted_reserved_high_gib: Optional[Real] = None  # the fragmentation band's top (memory.py [13])
     in_band: Optional[bool] = None  # a reserved row's measured peak in [predicted reserved, band top]
     assumed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -627,7 +635,7 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     r.kind = "allocated"
     if row.ops != CUDA_LIKE:
         raise Skip(f"ops {row.ops!r}: CPU decompositions save other tensors than CUDA runs (oracle README pitfalls 1-2)")
-    if re.search(r"_run\d+$", row.id) or row.tracker == "plain":
+    if row.repeat_of is not None or row.tracker == "plain":
         raise Skip("duplicate: the same configuration as another row, traced again" +
                    (" with the plain MemTracker" if row.tracker == "plain" else ""))
     model = _ORACLE_MODELS[row.flavor]

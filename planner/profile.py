@@ -66,17 +66,18 @@ from pathlib import Path
 from typing import Annotated, Callable, Literal, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from .catalog import read_yaml, validate
 from .errors import PlannerError
 from . import files
+from .schema import Real, _not_bool
 
 Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)  # .inf / .nan are errors
 # Integers of a profile (sizes in bytes, counts, line numbers) are at most 2**53: exact in a
 # float64, in which the cost models use them (16 GiB, the largest nccl-tests size commonly
-# swept, is 2**34).
-Int = Annotated[int, Field(le=2**53)]
+# swept, is 2**34). A boolean is no integer (schema._not_bool).
+Int = Annotated[int, Field(le=2**53), BeforeValidator(_not_bool)]
 Scope = Literal["intra-node", "inter-node"]
 SCOPES = ("intra-node", "inter-node")
 MODEL_FORMULA = "t(S) = min_k(latency_k + S*factor(n)/busbw_k)"
@@ -169,10 +170,10 @@ class Measurement(BaseModel):
     nccl_version: Optional[str] = None
     dtypes: list[str] = Field(default_factory=list)
     redops: list[str] = Field(default_factory=list)
-    min_time_us: float = Field(gt=0, description="smallest measured time of the sweep (not fitted)")
+    min_time_us: Real = Field(gt=0, description="smallest measured time of the sweep (not fitted)")
     size_bytes: list[Int]
-    time_us: list[float]
-    busbw_GBps: list[Optional[float]]
+    time_us: list[Real]
+    busbw_GBps: list[Optional[Real]]
     in_place: list[bool]
 
     @model_validator(mode="after")
@@ -188,8 +189,8 @@ class FittedRegime(BaseModel):
     """One alpha-beta line of the envelope."""
 
     model_config = Strict
-    latency_us: float = Field(ge=0)
-    busbw_GBps: float = Field(gt=0)
+    latency_us: Real = Field(ge=0)
+    busbw_GBps: Real = Field(gt=0)
     from_bytes: Int = Field(ge=0, description="smallest measured size where this line is the cheaper one")
     to_bytes: Int = Field(ge=0)
 
@@ -208,8 +209,8 @@ class Residuals(BaseModel):
     model_config = Strict
     min_size_bytes: Int = Field(ge=0)
     points: Int = Field(ge=0)
-    busbw_median_abs_rel_err: Optional[float] = Field(default=None, ge=0)
-    busbw_max_abs_rel_err: Optional[float] = Field(default=None, ge=0)
+    busbw_median_abs_rel_err: Optional[Real] = Field(default=None, ge=0)
+    busbw_max_abs_rel_err: Optional[Real] = Field(default=None, ge=0)
 
 
 class CommGroup(BaseModel):
@@ -259,7 +260,7 @@ class FitSettings(BaseModel):
     model: Literal["t(S) = min_k(latency_k + S*factor(n)/busbw_k)"] = MODEL_FORMULA
     residual: Literal["relative time error"] = "relative time error"
     loss: Literal["soft_l1"] = "soft_l1"
-    f_scale: float = Field(default=ROBUST_SCALE, gt=0)
+    f_scale: Real = Field(default=ROBUST_SCALE, gt=0)
     min_size_bytes: Int = Field(ge=0)
 
 
@@ -290,15 +291,15 @@ class GemmRow(BaseModel):
     N: Int = Field(gt=0, description="columns of B and C")
     K: Int = Field(gt=0, description="reduction dimension")
     dtype: Literal["bf16", "fp16", "fp8"]
-    tflops: float = Field(gt=0, description="2 M N K / time, 1e12 FLOP/s")
+    tflops: Real = Field(gt=0, description="2 M N K / time, 1e12 FLOP/s")
     source: str = Field(description="file:line of an ingested row, or how it was measured")
     gpu: Optional[str] = None
     dtype_as_given: Optional[str] = None
     method: Optional[str] = None
     layers: list[str] = Field(default_factory=list, description="model GEMMs of this shape (--run)")
     repeats: Optional[Int] = Field(default=None, gt=0)
-    tflops_best: Optional[float] = Field(default=None, gt=0, description="from the fastest timed call")
-    tflops_worst: Optional[float] = Field(default=None, gt=0, description="from the slowest timed call")
+    tflops_best: Optional[Real] = Field(default=None, gt=0, description="from the fastest timed call")
+    tflops_worst: Optional[Real] = Field(default=None, gt=0, description="from the slowest timed call")
 
 
 class GemmSourceFile(BaseModel):
@@ -345,13 +346,13 @@ class GemmCalibration(BaseModel):
     model_config = Strict
     gpu: str = Field(description="the GPU measured (device name, or the gpu field of the rows)")
     sm_count: Optional[Int] = Field(default=None, gt=0, description="its SMs: the wave size of the interpolation")
-    peak_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense peak of --hardware, for the efficiencies shown")
-    peak_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0)
+    peak_bf16_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="dense peak of --hardware, for the efficiencies shown")
+    peak_fp8_TFLOPS: Optional[Real] = Field(default=None, gt=0)
     sustained: bool = Field(
         default=False,
         description="rows measured at the sustained (power-limited) clock; false: benchmark bursts, "
                     "derated by compute.SUSTAINED_TENSOR_FRACTION like the hardware entries' figures")
-    power_limit_w: Optional[float] = Field(
+    power_limit_w: Optional[Real] = Field(
         default=None, gt=0,
         description="board power limit the rows were measured at, W (nvidia-smi power.limit); with sustained: "
                     "true the rates hold at this limit and compute.py's power envelope scales them to a job's limit")
@@ -383,13 +384,13 @@ class RunParameterFit(BaseModel):
     uncertainty from the fit's Jacobian (in the fit variable, see RunParameter.transform)."""
 
     model_config = Strict
-    value: float
-    prior: float
-    lower: float
-    upper: float
-    sd_fit_variable: Optional[float] = Field(default=None, ge=0, description="1-sigma of ln(value) (log1p: ln(1+value))")
-    low_1sigma: Optional[float] = None
-    high_1sigma: Optional[float] = None
+    value: Real
+    prior: Real
+    lower: Real
+    upper: Real
+    sd_fit_variable: Optional[Real] = Field(default=None, ge=0, description="1-sigma of ln(value) (log1p: ln(1+value))")
+    low_1sigma: Optional[Real] = None
+    high_1sigma: Optional[Real] = None
     at_bound: bool = False
     freed_by: list[str] = Field(default_factory=list, description="the measurements that determine it")
 
@@ -408,21 +409,21 @@ class RunMeasurement(BaseModel):
     source: str = Field(description="file: record id, or file:first-last line of the steady-state window")
     quantity: Literal["step_time", "max_reserved", "max_allocated"]
     unit: Literal["s", "bytes"]
-    measured: float = Field(gt=0)
-    sd_rel: float = Field(gt=0, description="relative 1-sigma the fit weights it by")
-    predicted_before: float
-    predicted_after: float
-    residual_before: float = Field(description="predicted_before / measured - 1")
-    residual_after: float = Field(description="predicted_after / measured - 1")
+    measured: Real = Field(gt=0)
+    sd_rel: Real = Field(gt=0, description="relative 1-sigma the fit weights it by")
+    predicted_before: Real
+    predicted_after: Real
+    residual_before: Real = Field(description="predicted_before / measured - 1")
+    residual_after: Real = Field(description="predicted_after / measured - 1")
     fitted: bool = Field(description="false: no free parameter moves it (reported, not fitted)")
     stack: str
     hardware: str
-    gpus: int = Field(gt=0)
+    gpus: Int = Field(gt=0)
     mesh: str
-    steps: Optional[int] = Field(default=None, ge=1, description="log lines in the steady-state median")
-    warmup_dropped: Optional[int] = Field(default=None, ge=0)
-    spread_rel: Optional[list[float]] = Field(default=None, description="[min, max] of the steady lines / median - 1")
-    tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    steps: Optional[Int] = Field(default=None, ge=1, description="log lines in the steady-state median")
+    warmup_dropped: Optional[Int] = Field(default=None, ge=0)
+    spread_rel: Optional[list[Real]] = Field(default=None, description="[min, max] of the steady lines / median - 1")
+    tokens_per_s_per_gpu: Optional[Real] = Field(default=None, gt=0)
     notes: list[str] = Field(default_factory=list)
 
 
@@ -430,10 +431,10 @@ class RunFitSettings(BaseModel):
     model_config = Strict
     method: Literal["scipy.optimize.least_squares (trf, bounded) on ln(predicted/measured), prior-regularized"] = \
         "scipy.optimize.least_squares (trf, bounded) on ln(predicted/measured), prior-regularized"
-    prior_sd: float = Field(gt=0, description="1-sigma of each fit variable around its prior")
+    prior_sd: Real = Field(gt=0, description="1-sigma of each fit variable around its prior")
     free: list[str] = Field(min_length=1)
-    independent_measurements: int = Field(ge=1)
-    cost: float = Field(ge=0)
+    independent_measurements: Int = Field(ge=1)
+    cost: Real = Field(ge=0)
     baseline: dict[str, Optional[str]] = Field(
         default_factory=dict,
         description="sha256 of the profile's nccl and gemm sections the fit was made over (null: absent); the run "
@@ -485,14 +486,14 @@ class HostAdamMeasurement(BaseModel):
     model_config = Strict
     source: str = Field(description="file:line (a log's first-last steady line)")
     optimizer: Literal["deepspeed_cpu_adam", "torch_fused_adam"]
-    params: float = Field(gt=0, description="elements each process steps")
+    params: Real = Field(gt=0, description="elements each process steps")
     processes: Int = Field(gt=0, description="processes of the node stepping at once (sharing its DRAM)")
-    bytes_per_param: float = Field(gt=0, description="host DRAM bytes an element (offload.host_adam_bytes, fp32 states: 28)")
-    seconds_measured: float = Field(gt=0, description="as the input gives it (a log: the median of its steady lines)")
-    copy_seconds: float = Field(default=0.0, ge=0, description="subtracted: the copy the timer spans besides the step")
-    seconds: float = Field(gt=0, description="the host Adam's own: seconds_measured - copy_seconds")
-    host_memory_GBps: float = Field(gt=0, description="the node's DRAM peak the fraction is of")
-    efficiency: float = Field(gt=0, le=1)
+    bytes_per_param: Real = Field(gt=0, description="host DRAM bytes an element (offload.host_adam_bytes, fp32 states: 28)")
+    seconds_measured: Real = Field(gt=0, description="as the input gives it (a log: the median of its steady lines)")
+    copy_seconds: Real = Field(default=0.0, ge=0, description="subtracted: the copy the timer spans besides the step")
+    seconds: Real = Field(gt=0, description="the host Adam's own: seconds_measured - copy_seconds")
+    host_memory_GBps: Real = Field(gt=0, description="the node's DRAM peak the fraction is of")
+    efficiency: Real = Field(gt=0, le=1)
     steps: Optional[Int] = Field(default=None, ge=1, description="a log's steady lines in the median")
     notes: list[str] = Field(default_factory=list)
 
@@ -503,7 +504,7 @@ class HostAdamCalibration(BaseModel):
     model_config = Strict
     formula: Literal["efficiency = processes x params x bytes_per_param / (seconds x host_memory_GBps x 1e9)"] = \
         HOST_ADAM_FORMULA
-    efficiency: float = Field(gt=0, le=1, description="the median of the measurements' efficiencies")
+    efficiency: Real = Field(gt=0, le=1, description="the median of the measurements' efficiencies")
     hardware: Optional[str] = Field(default=None, description="the hardware entry it applies to (--hardware); null: every")
     created: datetime
     inputs: list[HostAdamInput] = Field(min_length=1)

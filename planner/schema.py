@@ -14,7 +14,8 @@ import math
 import re
 from typing import Annotated, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from .precisions import Precision
 
@@ -28,7 +29,21 @@ Dispatcher = Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]
 # arrays, where a product of two counts (global batch x sequence length) must stay below
 # 2**63. A larger integer is refused with the field's name instead of overflowing numpy.
 MAX_COUNT = 2**31 - 1
-Count = Annotated[int, Field(le=MAX_COUNT)]
+
+
+def _not_bool(v):
+    """A number given as true / false is an error, not 1 / 0: pydantic's lax mode turns a bool into an int or a
+    float (`num_layers: true` read as one layer, `hidden_size: true` as a width of 1, `reserve_gib: true` as
+    1 GiB), silently (audit 2026-12-07)."""
+    if isinstance(v, bool):
+        raise PydanticCustomError("int_type", "Input should be a number, not the boolean {value}",
+                                  {"value": str(v).lower()})
+    return v
+
+
+Count = Annotated[int, Field(le=MAX_COUNT), BeforeValidator(_not_bool)]
+Real = Annotated[float, BeforeValidator(_not_bool)]  # every float field of a file: `reserve_gib: true` is not 1.0
+Int = Annotated[int, BeforeValidator(_not_bool)]  # an integer field without Count's bound
 # the longest period of MoE layers (moe.layer_freq, bounded by num_layers) the layer list builds one
 # object a layer of (layers._build); no published model repeats over more than a few layers
 MAX_LAYER_PERIOD = 65_536
@@ -132,9 +147,9 @@ class RopeScalingParams(BaseModel):
     planner/trainers/export.py)."""
 
     model_config = Strict
-    factor: float = Field(gt=0, description="rope_scaling.factor (Llama 3.1: 8.0)")
-    low_freq_factor: float = Field(gt=0, description="rope_scaling.low_freq_factor (Llama 3.1: 1.0)")
-    high_freq_factor: float = Field(gt=0, description="rope_scaling.high_freq_factor (Llama 3.1: 4.0)")
+    factor: Real = Field(gt=0, description="rope_scaling.factor (Llama 3.1: 8.0)")
+    low_freq_factor: Real = Field(gt=0, description="rope_scaling.low_freq_factor (Llama 3.1: 1.0)")
+    high_freq_factor: Real = Field(gt=0, description="rope_scaling.high_freq_factor (Llama 3.1: 4.0)")
     original_max_position_embeddings: Count = Field(
         gt=0, description="rope_scaling.original_max_position_embeddings (Llama 3.1: 8192)")
 
@@ -155,19 +170,19 @@ class YarnScalingParams(BaseModel):
     its --rotary-scaling-factor / --yarn-* flags: planner/trainers/export.py)."""
 
     model_config = Strict
-    factor: float = Field(gt=0, description="rope_scaling.factor (gpt-oss: 32.0)")
+    factor: Real = Field(gt=0, description="rope_scaling.factor (gpt-oss: 32.0)")
     original_max_position_embeddings: Count = Field(
         gt=0, description="rope_scaling.original_max_position_embeddings (gpt-oss: 4096)")
-    beta_fast: float = Field(default=32.0, gt=0, description="rope_scaling.beta_fast (transformers' default 32)")
-    beta_slow: float = Field(default=1.0, gt=0, description="rope_scaling.beta_slow (transformers' default 1)")
+    beta_fast: Real = Field(default=32.0, gt=0, description="rope_scaling.beta_fast (transformers' default 32)")
+    beta_slow: Real = Field(default=1.0, gt=0, description="rope_scaling.beta_slow (transformers' default 1)")
     truncate: bool = Field(default=True, description="rope_scaling.truncate: the correction range rounded to whole "
                                                      "dimensions (transformers' default true; gpt-oss: false)")
-    mscale: Optional[float] = Field(
+    mscale: Optional[Real] = Field(
         default=None, ge=0, description="rope_scaling.mscale (DeepSeek-V3, Kimi K2: 1.0); null: not stated. With "
                                         "mscale_all_dim it sets the attention factor (transformers _compute_yarn_parameters); "
                                         "Megatron-LM's --mscale (for MLA; without MLA where the pair gives the "
                                         "attention factor)")
-    mscale_all_dim: Optional[float] = Field(
+    mscale_all_dim: Optional[Real] = Field(
         default=None, ge=0, description="rope_scaling.mscale_all_dim (DeepSeek-V3, Kimi K2: 1.0; MLA's softmax scale "
                                         "times get_mscale(factor, mscale_all_dim)^2); null: not stated. Megatron-LM's "
                                         "--mscale-all-dim (for MLA; without MLA where the pair gives the attention "
@@ -392,7 +407,7 @@ class TrainingRecipe(BaseModel):
                                   "in bf16)")
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0, description="multi-token prediction modules trained beside the model (job field mtp_layers)")
-    moe_aux_loss_coeff: Optional[float] = Field(
+    moe_aux_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0, description="the auxiliary load-balancing loss coefficient of an MoE model's training (job "
                                           "field moe_aux_loss_coeff; a sequence-wise loss is Megatron's seq_aux_loss)")
     attention_kernel: Optional[AttentionKernel] = Field(
@@ -465,14 +480,14 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
-    hidden_dropout: Optional[float] = Field(
+    hidden_dropout: Optional[Real] = Field(
         default=None, ge=0, lt=1,
         description="the hidden dropout's probability, after each sub-block (Megatron-LM --hidden-dropout, "
                     "TransformerConfig.hidden_dropout: the bias-dropout-add's, transformer_layer.py @d98e8a64 l. 363); "
                     "null: Megatron's 0.1 where dropout, else 0. 0 with dropout keeps no hidden mask (the attention's "
                     "dropout alone): priced, the 1 B a hidden element of each sub-block's mask (dropout_masks) only "
                     "where it is above 0")
-    attention_dropout: Optional[float] = Field(
+    attention_dropout: Optional[Real] = Field(
         default=None, ge=0, lt=1,
         description="the attention dropout's probability on the softmax output (Megatron-LM --attention-dropout, "
                     "TransformerConfig.attention_dropout); null: Megatron's 0.1 where dropout, else 0. Priced, the "
@@ -506,12 +521,12 @@ class ModelSpec(BaseModel):
                     "on the first pipeline stage only). Priced: its parameters on the first stage (replicated over TP) "
                     "and its saved input, kept outside the checkpointed layers for every micro-batch the first chunk "
                     "holds (planner/memory.py [en])")
-    activation_clamp: Optional[float] = Field(
+    activation_clamp: Optional[Real] = Field(
         default=None, gt=0,
         description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
                     "activation (gpt-oss config.json swiglu_limit 7.0); null: no clamp. Priced on the routed experts "
                     "(the stack's activation_clamp kernel bytes, planner/layers/moe.py)")
-    rope_attention_factor: float = Field(
+    rope_attention_factor: Real = Field(
         default=1.0, gt=0,
         description="factor on RoPE's cos and sin (YaRN's attention factor, 0.1 ln(scaling factor) + 1 unless "
                     "rope_scaling states one); 1: none")
@@ -526,7 +541,7 @@ class ModelSpec(BaseModel):
                     "--rotary-scaling-factor, --mscale, --mscale-all-dim, rope_yarn_params; linear: "
                     "--rotary-seq-len-interpolation-factor, rope_linear_factor; dynamic, longrope: refused); priced at nothing either way (the rotary tables are computed once: the same kernel "
                     "and bytes)")
-    rope_theta: Optional[float] = Field(
+    rope_theta: Optional[Real] = Field(
         default=None, gt=0,
         description="the rotary base (config.json rope_theta: Llama 3 500,000, gpt-oss 150,000, DeepSeek-V3 10,000); "
                     "null: not stated. Priced at nothing (the rotary tables are computed once): read where a trainer's "
@@ -541,7 +556,7 @@ class ModelSpec(BaseModel):
         description="a yarn rope_scaling's numbers (config.json rope_scaling factor, original_max_position_embeddings, "
                     "beta_fast, beta_slow, truncate; its attention factor is rope_attention_factor); null: not stated "
                     "(an export that must spell them refuses). Only with rope_scaling yarn")
-    rope_linear_factor: Optional[float] = Field(
+    rope_linear_factor: Optional[Real] = Field(
         default=None, gt=0,
         description="a linear rope_scaling's factor (config.json rope_scaling.factor: every rotary layer's positions "
                     "divided by it, transformers _compute_linear_scaling_rope_parameters); null: not stated (an export "
@@ -784,7 +799,7 @@ class Fabric(BaseModel):
 
     model_config = Strict
     pod_gpus: Count = Field(gt=0, description="GPUs joined with full bisection bandwidth")
-    oversubscription: float = Field(ge=1.0, description="N in 1:N above the pod")
+    oversubscription: Real = Field(ge=1.0, description="N in 1:N above the pod")
     rails: Optional[Count] = Field(
         default=None, gt=0,
         description="scale-out NICs per node, one rail each (default: gpus_per_node, one NIC per GPU); network_Gbps "
@@ -801,8 +816,8 @@ class AttentionRate(BaseModel):
     """One attention kernel's measured bf16 rates on this GPU (head dim 128, 2k-16k keys)."""
 
     model_config = Strict
-    fwd_TFLOPS: float = Field(gt=0, description="forward")
-    bwd_TFLOPS: float = Field(gt=0, description="backward")
+    fwd_TFLOPS: Real = Field(gt=0, description="forward")
+    bwd_TFLOPS: Real = Field(gt=0, description="backward")
 
 
 class ComputeMeasured(BaseModel):
@@ -810,9 +825,9 @@ class ComputeMeasured(BaseModel):
 
     model_config = Strict
     sm_count: Count = Field(gt=0, description="streaming multiprocessors (CUs on AMD): the GEMM wave size")
-    gemm_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
-    gemm_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
-    gemm_fp4_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense NVFP4 GEMM")
+    gemm_bf16_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
+    gemm_fp8_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
+    gemm_fp4_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="best measured dense NVFP4 GEMM")
     gemm_bf16_K: Optional[Count] = Field(
         default=None, gt=0,
         description="K (the reduction dim) of the shape gemm_bf16_TFLOPS was measured at: on a GPU whose GEMMs write "
@@ -821,12 +836,12 @@ class ComputeMeasured(BaseModel):
                     "taken as the K loop's rate")
     gemm_fp8_K: Optional[Count] = Field(default=None, gt=0, description="as gemm_bf16_K, for gemm_fp8_TFLOPS")
     gemm_fp4_K: Optional[Count] = Field(default=None, gt=0, description="as gemm_bf16_K, for gemm_fp4_TFLOPS")
-    gemm_measured_hbm_TBps: Optional[float] = Field(
+    gemm_measured_hbm_TBps: Optional[Real] = Field(
         default=None, gt=0,
         description="HBM rate (TB/s) of the GPU the gemm_*_TFLOPS figures were measured on, where that is not this "
                     "entry's hbm_TBps (a figure taken from a sibling part); null: this entry's")
-    attention_fwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
-    attention_bwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention backward, bf16, head dim 128")
+    attention_fwd_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
+    attention_bwd_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="FlashAttention backward, bf16, head dim 128")
     attention_kernels: dict[Literal["cudnn"], AttentionRate] = Field(
         default_factory=dict,
         description="measured rates of the attention kernels other than FlashAttention-2 (whose figures are "
@@ -841,8 +856,8 @@ class Hardware(BaseModel):
     model_config = Strict
     name: str
     description: str = ""
-    hbm_GB: float = Field(gt=0, description="HBM capacity, vendor GB (1e9 bytes): the datasheet figure")
-    hbm_visible_GiB: Optional[float] = Field(
+    hbm_GB: Real = Field(gt=0, description="HBM capacity, vendor GB (1e9 bytes): the datasheet figure")
+    hbm_visible_GiB: Optional[Real] = Field(
         default=None, gt=0,
         description="HBM capacity the device reports to CUDA (torch.cuda.get_device_properties().total_memory = "
                     "cudaDeviceProp.totalGlobalMem; torchtitan logs it as 'CUDA capacity: ... with X GiB memory' and "
@@ -855,16 +870,16 @@ class Hardware(BaseModel):
         description="where hbm_visible_GiB was measured on another catalog GPU with the same memory (the same "
                     "package and HBM stacks, e.g. h800-sxm takes h100-sxm's): that entry's name, so a verdict says "
                     "whose measurement it used; null: measured on this GPU")
-    hbm_TBps: float = Field(gt=0, description="HBM bandwidth, TB/s (1e12 B/s)")
-    bf16_TFLOPS: float = Field(gt=0, description="dense BF16 tensor peak")
-    fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense FP8 tensor peak; null if unsupported")
-    mxfp8_TFLOPS: Optional[float] = Field(
+    hbm_TBps: Real = Field(gt=0, description="HBM bandwidth, TB/s (1e12 B/s)")
+    bf16_TFLOPS: Real = Field(gt=0, description="dense BF16 tensor peak")
+    fp8_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="dense FP8 tensor peak; null if unsupported")
+    mxfp8_TFLOPS: Optional[Real] = Field(
         default=None, gt=0, description="dense MXFP8 (1x32 blocks, e8m0 scales applied by the tensor cores) peak; "
                                         "null if the tensor cores take no block scales (Hopper and older)")
-    fp4_TFLOPS: Optional[float] = Field(
+    fp4_TFLOPS: Optional[Real] = Field(
         default=None, gt=0, description="dense NVFP4 (e2m1, 1x16 blocks of e4m3 scales) tensor peak; null if the "
                                         "GPU has no FP4 tensor cores (Hopper and older)")
-    fp32_TFLOPS: Optional[float] = Field(
+    fp32_TFLOPS: Optional[Real] = Field(
         default=None, gt=0,
         description="dense FP32 peak of the non-tensor ALUs (NVIDIA's CUDA cores, AMD's vector units), the datasheet's "
                     "'FP32' line: the rate of kernels that run no matrix instructions (Mamba's selective scan: "
@@ -874,8 +889,8 @@ class Hardware(BaseModel):
         default=None, pattern=r"^[0-9]+\.[0-9]+$",
         description="CUDA compute capability, major.minor (NVIDIA's CUDA GPUs table): the recipes whose kernels need one "
                     "(precisions.RECIPE_COMPUTE_CAPABILITY: blockwise fp8 is Hopper's); null: not known (not checked)")
-    tdp_W: float = Field(gt=0, description="rated (maximum) board power, W: the catalog's compute figures hold at it")
-    power_limit_W: Optional[float] = Field(
+    tdp_W: Real = Field(gt=0, description="rated (maximum) board power, W: the catalog's compute figures hold at it")
+    power_limit_W: Optional[Real] = Field(
         default=None, gt=0,
         description="board power limit the fleet runs at when below tdp_W (e.g. 500 W on Meta's Grand Teton H100s); "
                     "default: tdp_W. Lowers the sustained tensor-core rate (power.power_rate_fraction)")
@@ -888,36 +903,36 @@ class Hardware(BaseModel):
                     "segments of whole nodes, each inside one domain, of the most nodes <= nvlink_domain / "
                     "gpus_per_node that divides the job's node count (SLURM --segment, as NVIDIA's Megatron-Bridge "
                     "launcher requests on GB200: scripts/performance/utils/executors.py slurm_executor)")
-    nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
-    network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
+    nvlink_GBps: Real = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
+    network_Gbps: Real = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
     nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
-    pcie_GBps: Optional[float] = Field(
+    pcie_GBps: Optional[Real] = Field(
         default=None, gt=0,
         description="the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64): what CPU offload's copies between "
                     "the GPU and the host move over (planner/offload.py); null: not given (a job that offloads is refused)")
-    host_memory_GBps: Optional[float] = Field(
+    host_memory_GBps: Optional[Real] = Field(
         default=None, gt=0,
         description="host (CPU) DRAM bandwidth of one node, GB/s, the datasheet peak (channels x MT/s x 8 B x sockets; "
                     "DGX H100: 2 x 8 DDR5 channels at 4,400 MT/s with 2 DIMMs a channel, 563.2): what CPU offload's "
                     "host Adam streams its partition at (planner/offload.py [cpu-adam]); null: not given (a job that "
                     "offloads is refused)")
-    host_memory_GB: Optional[float] = Field(
+    host_memory_GB: Optional[Real] = Field(
         default=None, gt=0,
         description="host (CPU) memory of one node, vendor GB (1e9 bytes), from the system's datasheet (DGX H100: 2 TB): "
                     "the gate of CPU offload's host bytes (planner/offload.py); null: not given (the host bytes are "
                     "reported without a gate)")
-    nvls_algbw_GBps: Optional[float] = Field(
+    nvls_algbw_GBps: Optional[Real] = Field(
         default=None, gt=0,
         description="measured NVLS all-reduce algbw (size / time, GB/s) inside one NVLink domain at large sizes; "
                     "default: comm.py NVLS_ALGBW_PER_RING_BUSBW x the achievable NVLink ring bandwidth (H100 measurement)")
     fabric: Fabric
     compute: Optional[ComputeMeasured] = Field(default=None, description="measured GEMM throughput; default: see compute.py")
-    torch_cublas_workspace_MiB: Optional[float] = Field(
+    torch_cublas_workspace_MiB: Optional[Real] = Field(
         default=None, ge=0,
         description="PyTorch's default cuBLAS workspace per (handle, stream) on this GPU (aten/src/ATen/cuda/"
                     "CublasHandlePool.cpp parseChosenWorkspaceSize), allocated through the caching allocator; null: "
                     "not known (counted 0)")
-    te_workspace_MiB: Optional[float] = Field(
+    te_workspace_MiB: Optional[Real] = Field(
         default=None, ge=0,
         description="Transformer Engine's cuBLAS workspace on this GPU (cpp_extensions/gemm.py "
                     "get_cublas_workspace_size_bytes), one per device; null: not known (counted 0)")
@@ -1071,131 +1086,131 @@ class KernelBytes(BaseModel):
     activation set (memory.STANDARD_TENSORS)."""
 
     model_config = Strict
-    norm: float = Field(ge=0, description="forward, per element of the norm's [tokens, h] input, each of the 2 norms")
-    norm_bwd: float = Field(ge=0, description="backward, likewise")
-    residual: float = Field(ge=0, description="forward, per hidden element, each of the 2 residual adds")
-    residual_bwd: float = Field(ge=0, description="backward, likewise (where two gradients meet)")
-    rope: float = Field(ge=0, description="forward, per element of Q and of K (rotary models)")
-    rope_bwd: float = Field(ge=0, description="backward, likewise")
-    mlp_activation_gated: float = Field(ge=0, description="forward, gated MLP (SwiGLU), per element of the activation output (width f)")
-    mlp_activation_gated_bwd: float = Field(ge=0, description="backward, likewise")
-    mlp_activation_plain: float = Field(ge=0, description="forward, plain MLP (GeLU), per element of the activation output (width f)")
-    mlp_activation_plain_bwd: float = Field(ge=0, description="backward, likewise")
-    dropout: float = Field(ge=0, description="forward, per hidden element, each of the 2 dropouts (models with dropout)")
-    dropout_bwd: float = Field(ge=0, description="backward, likewise")
-    bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
-    rope_scaled: Optional[float] = Field(
+    norm: Real = Field(ge=0, description="forward, per element of the norm's [tokens, h] input, each of the 2 norms")
+    norm_bwd: Real = Field(ge=0, description="backward, likewise")
+    residual: Real = Field(ge=0, description="forward, per hidden element, each of the 2 residual adds")
+    residual_bwd: Real = Field(ge=0, description="backward, likewise (where two gradients meet)")
+    rope: Real = Field(ge=0, description="forward, per element of Q and of K (rotary models)")
+    rope_bwd: Real = Field(ge=0, description="backward, likewise")
+    mlp_activation_gated: Real = Field(ge=0, description="forward, gated MLP (SwiGLU), per element of the activation output (width f)")
+    mlp_activation_gated_bwd: Real = Field(ge=0, description="backward, likewise")
+    mlp_activation_plain: Real = Field(ge=0, description="forward, plain MLP (GeLU), per element of the activation output (width f)")
+    mlp_activation_plain_bwd: Real = Field(ge=0, description="backward, likewise")
+    dropout: Real = Field(ge=0, description="forward, per hidden element, each of the 2 dropouts (models with dropout)")
+    dropout_bwd: Real = Field(ge=0, description="backward, likewise")
+    bias: Real = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
+    rope_scaled: Optional[Real] = Field(
         default=None, ge=0,
         description="forward, per element of Q and of K, for a model whose rotary cos/sin carry a factor "
                     "(rope_attention_factor != 1); null: rope")
-    rope_scaled_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise; null: rope_bwd")
-    activation_clamp: float = Field(
+    rope_scaled_bwd: Optional[Real] = Field(default=None, ge=0, description="backward, likewise; null: rope_bwd")
+    activation_clamp: Real = Field(
         default=0.0, ge=0,
         description="forward, per element of a routed expert's gate+up output (width 2f) of a model with "
                     "activation_clamp, where the clamp runs as kernels of its own (0: inside the activation kernel)")
-    activation_clamp_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
-    activation_clamp_saved: float = Field(
+    activation_clamp_bwd: Real = Field(default=0.0, ge=0, description="backward, likewise")
+    activation_clamp_saved: Real = Field(
         default=0.0, ge=0,
         description="bytes per element of a routed expert's gate+up output (width 2f) of a model with activation_clamp "
                     "that the clamp, run as ops of its own, keeps for the backward beyond the activation's saved input "
                     "(the activation tensors' gate/up), where the activation is not re-run (recompute_modules moe_act): "
                     "Megatron-Core's clamps save their inputs, views of the fc1 output, while the fused activation saves "
                     "the clamped copy (0: the clamp inside the activation kernel)")
-    activation_clamp_unfused_saved: float = Field(
+    activation_clamp_unfused_saved: Real = Field(
         default=0.0, ge=0,
         description="likewise where the job turns the bias-activation fusion off: the clamps keep the fc1 output (the "
                     "table's gate/up) and the unfused activation saves the clamped gate half, a new tensor, where "
                     "without a clamp it saves a view of the fc1 output")
-    expert_bias: float = Field(
+    expert_bias: Real = Field(
         default=0.0, ge=0,
         description="forward, per element of a routed expert's output row (width h) of a model with linear biases, "
                     "where the output bias is applied outside the grouped GEMM (0: in its epilogue)")
-    expert_bias_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
-    score_softmax: Optional[float] = Field(
+    expert_bias_bwd: Real = Field(default=0.0, ge=0, description="backward, likewise")
+    score_softmax: Optional[Real] = Field(
         default=None, ge=0,
         description="eager core attention (attention: eager), forward: the scale-mask-softmax kernel's bytes per element "
                     "of the [micro-batch x heads / tp, s, s] score matrix, averaged over the whole matrix (a causal kernel "
                     "that reads only the unmasked triangle counts half its reads); null: the stack describes no eager core "
                     "attention (a job with attention eager is refused on it)")
-    score_softmax_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
-    score_softmax_max_keys: Optional[int] = Field(
+    score_softmax_bwd: Optional[Real] = Field(default=None, ge=0, description="backward, likewise")
+    score_softmax_max_keys: Optional[Int] = Field(
         default=None, ge=1,
         description="the longest key length (sequence) the fused softmax kernel takes; beyond it the stack runs its "
                     "unfused softmax (score_softmax_unfused); null: the fused kernel at every length")
-    score_softmax_causal_max_keys: Optional[int] = Field(
+    score_softmax_causal_max_keys: Optional[Int] = Field(
         default=None, ge=1,
         description="the longest key length the causal fused kernel itself takes where it is below score_softmax_max_keys "
                     "(the gate that hands it the scores): between the two a causal eager job with the fusion on stops at "
                     "its first forward (the kernel's assert; plan.fused_softmax_assert warns, the planner prices the fused "
                     "kernel); null: the gate's limit")
-    score_softmax_unfused: Optional[float] = Field(
+    score_softmax_unfused: Optional[Real] = Field(
         default=None, ge=0,
         description="forward, bytes per score element of the unfused softmax the stack runs beyond score_softmax_max_keys")
-    score_softmax_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
-    score_softmax_unfused_16bit: Optional[float] = Field(
+    score_softmax_unfused_bwd: Optional[Real] = Field(default=None, ge=0, description="backward, likewise")
+    score_softmax_unfused_16bit: Optional[Real] = Field(
         default=None, ge=0,
         description="forward, bytes per score element of that unfused softmax where the job's attention_softmax_in_fp32 "
                     "is false (no fp32 casts, no query-key layer scaling multiply: the mask and the softmax in the "
                     "16-bit input dtype); null: score_softmax_unfused (the stack prices the fp32 path either way)")
-    score_softmax_unfused_16bit_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
-    score_dropout: Optional[float] = Field(
+    score_softmax_unfused_16bit_bwd: Optional[Real] = Field(default=None, ge=0, description="backward, likewise")
+    score_dropout: Optional[Real] = Field(
         default=None, ge=0,
         description="eager core attention, forward: the attention dropout's bytes per score element (models with dropout)")
-    score_dropout_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
-    mlp_activation_gated_unfused: Optional[float] = Field(
+    score_dropout_bwd: Optional[Real] = Field(default=None, ge=0, description="backward, likewise")
+    mlp_activation_gated_unfused: Optional[Real] = Field(
         default=None, ge=0,
         description="forward, gated MLP (SwiGLU), per element of the activation output (width f), where the job turns the "
                     "stack's fused bias-activation kernel off (Job bias_activation_fusion false: Megatron "
                     "--no-bias-swiglu-fusion): the activation and the product as kernels of their own; null: the stack "
                     "has no such switch")
-    mlp_activation_gated_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
-    mlp_activation_gated_unfused_saved: Optional[float] = Field(
+    mlp_activation_gated_unfused_bwd: Optional[Real] = Field(default=None, ge=0, description="backward, likewise")
+    mlp_activation_gated_unfused_saved: Optional[Real] = Field(
         default=None, ge=0,
         description="bytes per element of the activation output (width f) the unfused gated activation saves for the "
                     "backward beyond the fused kernel's (its input): the product's two factors, new f-wide tensors")
-    expert_probs_unfused: Optional[float] = Field(
+    expert_probs_unfused: Optional[Real] = Field(
         default=None, ge=0,
         description="forward, per element of a routed expert row's activation output (width f_e / etp), where the job "
                     "turns the fused bias-activation kernel off: the routing probability multiplied in as a kernel of "
                     "its own (the fused kernel takes it); null: no such switch")
-    expert_probs_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
-    expert_probs_unfused_saved: Optional[float] = Field(
+    expert_probs_unfused_bwd: Optional[Real] = Field(default=None, ge=0, description="backward, likewise")
+    expert_probs_unfused_saved: Optional[Real] = Field(
         default=None, ge=0, description="bytes per element of that activation output the probability multiply keeps for "
                                         "the probability's gradient (the activation output itself)")
-    bias_unfused: Optional[float] = Field(
+    bias_unfused: Optional[Real] = Field(
         default=None, ge=0,
         description="forward, per output element of a biased linear whose bias add the job moves out of the stack's fused "
                     "kernel (Job bias_activation_fusion / bias_dropout_fusion false): the add as a kernel of its own (its "
                     "backward, the bias gradient's reduction over the tokens, runs either way); null: no such switch")
-    wgrad_unfused: Optional[float] = Field(
+    wgrad_unfused: Optional[Real] = Field(
         default=None, ge=0,
         description="bytes per parameter of the weight gradient a linear's weight-gradient GEMM writes as a tensor of its "
                     "own where the job turns the stack's fused gradient accumulation off (Job gradient_accumulation_fusion "
                     "false); a separate kernel then adds it into the main gradient (read it, read and write the main "
                     "gradient: bytes_per_param.gradients each); null: no such switch")
-    loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
-    loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
-    loss_transient_per_logit: float = Field(
+    loss_per_logit: Real = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
+    loss_saved_per_logit: Real = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
+    loss_transient_per_logit: Real = Field(
         ge=0, description="the part of loss_saved_per_logit that is a transient of the loss's backward (its gradients, a "
                           "cast), live for one micro-batch's loss at a time; the rest is what the loss saves until its "
                           "backward, held once per micro-batch whose loss is in flight (memory.py [lt])")
-    loss_pool_per_logit: float = Field(
+    loss_pool_per_logit: Real = Field(
         default=0.0, ge=0,
         description="bytes per logit freed before the loss's backward peak that the caching allocator cannot hand to it "
                     "(a freed block smaller than the new request): reserved, not allocated; the training loop's logits "
                     "(each of its 1 + D multi-token-prediction blocks), freed by the loop: none with PP where the "
                     "pipeline runtime keeps them (memory.pipeline_keeps_logits, memory.py [lp])")
-    loss_saved_input_per_logit: float = Field(
+    loss_saved_input_per_logit: Real = Field(
         default=0.0, ge=0,
         description="the part of what the loss saves to its backward (loss_saved_per_logit less loss_transient_per_logit) "
                     "that is its input itself, the bf16 logits tensor, saved by reference: with PP, where the runtime "
                     "keeps that same tensor (memory.pipeline_keeps_logits), counted once (memory.py [lp])")
-    norm_saved_extra: float = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
-    loss_parallel_saved_per_logit: Optional[float] = Field(
+    norm_saved_extra: Real = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
+    loss_parallel_saved_per_logit: Optional[Real] = Field(
         default=None, ge=0,
         description="with TP, bytes per logit (token x vocab / tp) the stack's vocab-parallel loss holds at the start of "
                     "its backward (torchtitan: DTensor loss_parallel); null: loss_saved_per_logit at every TP degree")
-    loss_parallel_transient_per_logit: Optional[float] = Field(
+    loss_parallel_transient_per_logit: Optional[Real] = Field(
         default=None, ge=0,
         description="with TP, the part of loss_parallel_saved_per_logit that is a transient of one micro-batch's loss "
                     "backward (memory.py [lt]); null: loss_transient_per_logit at every TP degree")
@@ -1242,7 +1257,7 @@ class SelectiveRecompute(BaseModel):
     recompute_attention_core: bool = Field(description="re-runs the attention core (QK^T, softmax, AV) forward")
     recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
     recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
-    recompute_tp_collectives: float = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
+    recompute_tp_collectives: Real = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
     ungrouped_moe_act: bool = Field(
         default=False, description="set from a job only (planner/recompute_modules.py apply_modules, never in stack_db): "
                                    "its recompute_modules name moe_act while its experts run without moe_grouped_gemm, "
@@ -1355,7 +1370,7 @@ class OverlapSpec(BaseModel):
                                    "reduce-scatter (and a replica all-reduce) is waited on by the compute stream "
                                    "(DeepSpeed ZeRO-3's overlap_comm: step.py [19]); false: dp_comm_overlap off exposes "
                                    "every DP transfer")
-    fsdp_prefetch_depth: Optional[int] = Field(
+    fsdp_prefetch_depth: Optional[Int] = Field(
         default=None, ge=1, le=1,
         description="ZeRO-3's submodule fetches: 1 where each fetch of gathered (or in-flight) parameters ends in a "
                     "device synchronize and the next all-gather is issued only when none is in flight, so a "
@@ -1371,7 +1386,7 @@ class OverlapSpec(BaseModel):
                     "false: the runtime waits for a micro-batch's reductions at the end of its backward (DeepSpeed "
                     "ZeRO-2's epilogue, Megatron-FSDP's root post-backward), so they hide behind that backward only. "
                     "FSDP-level modes are priced by step.fsdp_traffic whatever this says")
-    overlapped_exposed_fraction: float = Field(
+    overlapped_exposed_fraction: Real = Field(
         ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
                                 "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")
     sources: list[str] = Field(min_length=1)
@@ -1384,8 +1399,8 @@ class PassBytes(BaseModel):
     windowed layer), on the rank whose steps are all full-size (the ring waits for it)."""
 
     model_config = Strict
-    fixed: float = Field(ge=0)
-    per_step: float = Field(ge=0)
+    fixed: Real = Field(ge=0)
+    per_step: Real = Field(ge=0)
 
 
 class HeldBytes(BaseModel):
@@ -1393,8 +1408,8 @@ class HeldBytes(BaseModel):
     (memory.py [cp2]): `fixed` plus `per_rank` times the cp ranks."""
 
     model_config = Strict
-    fixed: float = Field(default=0.0, ge=0)
-    per_rank: float = Field(default=0.0, ge=0)
+    fixed: Real = Field(default=0.0, ge=0)
+    per_rank: Real = Field(default=0.0, ge=0)
 
 
 class CPBackwardMoment(BaseModel):
@@ -1417,9 +1432,9 @@ class CPHeld(BaseModel):
     model_config = Strict
     kv_fwd: HeldBytes = Field(default_factory=HeldBytes, description="forward, per element of the local K and V")
     kv_bwd: HeldBytes = Field(default_factory=HeldBytes, description="backward, per element of the local K and V")
-    q_fwd: float = Field(default=0.0, ge=0, description="forward, bytes per element of the query")
-    q_bwd: float = Field(default=0.0, ge=0, description="backward, bytes per element of the query")
-    o_bwd: float = Field(default=0.0, ge=0, description="backward, bytes per element of the output")
+    q_fwd: Real = Field(default=0.0, ge=0, description="forward, bytes per element of the query")
+    q_bwd: Real = Field(default=0.0, ge=0, description="backward, bytes per element of the query")
+    o_bwd: Real = Field(default=0.0, ge=0, description="backward, bytes per element of the output")
 
 
 class ContextParallelSpec(BaseModel):
@@ -1456,7 +1471,7 @@ class ContextParallelSpec(BaseModel):
                     "reduce_scatter (kernel one: the gathered K/V's gradients reduce-scattered to their ranks, the "
                     "all-gather's backward) or a2a (kernel one: all-to-alls of dQ, dK and dV back to the sequence "
                     "split)")
-    dkv_bytes: float = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
+    dkv_bytes: Real = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
     separate_kv: bool = Field(
         default=False, description="K and V travel as two collectives of half the size each (Transformer Engine's "
                                    "all-gather variant gathers k, then v); false: one collective of both")
@@ -1479,10 +1494,10 @@ class ContextParallelSpec(BaseModel):
                     "(contiguous ranks), then this spec's ring across the second (Transformer Engine's "
                     "AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group]); the sizes are the job's "
                     "(hierarchical_sizes, set at resolve)")
-    hierarchical_sizes: Optional[tuple[int, int]] = Field(
+    hierarchical_sizes: Optional[tuple[Int, Int]] = Field(
         default=None, description="the job's (a2a ranks, p2p ranks) of a hierarchical spec (Megatron "
                                   "--hierarchical-context-parallel-sizes), set at resolve (planner/cp_comm_type.py)")
-    saved_out_bytes: float = Field(
+    saved_out_bytes: Real = Field(
         default=0.0, ge=0,
         description="bytes per element of the attention output a layer saves beyond its table where the attention "
                     "core is not recomputed (the a2a variant: the kernel's own output in the head-split layout, kept "
@@ -1566,18 +1581,18 @@ class Zero3Modules(BaseModel):
     parameters (elements), named as the DeepSpeed JSON's zero_optimization keys."""
 
     model_config = Strict
-    stage3_prefetch_bucket_size: int = Field(ge=0, description="parameters fetched ahead of use (0: no prefetch)")
-    stage3_max_live_parameters: int = Field(ge=0, description="gathered parameters beyond which nothing is prefetched")
-    stage3_max_reuse_distance: int = Field(ge=0, description="a module's parameters stay gathered where the trace "
+    stage3_prefetch_bucket_size: Int = Field(ge=0, description="parameters fetched ahead of use (0: no prefetch)")
+    stage3_max_live_parameters: Int = Field(ge=0, description="gathered parameters beyond which nothing is prefetched")
+    stage3_max_reuse_distance: Int = Field(ge=0, description="a module's parameters stay gathered where the trace "
                                                              "reuses them within this many parameters")
-    stage3_param_persistence_threshold: int = Field(ge=0, description="parameters of at most this many elements "
+    stage3_param_persistence_threshold: Int = Field(ge=0, description="parameters of at most this many elements "
                                                                       "are never partitioned (always gathered)")
-    reduce_bucket_size: int = Field(ge=0, description="elements of the contiguous gradient (IPG) bucket, in the model "
+    reduce_bucket_size: Int = Field(ge=0, description="elements of the contiguous gradient (IPG) bucket, in the model "
                                                       "dtype (ZeRO-3's, and ZeRO-1/2's where their mode states "
                                                       "step_grads.ipg_buffer: memory.py [zb])")
-    sub_group_size: int = Field(ge=0, description="local partition elements of an optimizer sub-group, stepped one at a "
+    sub_group_size: Int = Field(ge=0, description="local partition elements of an optimizer sub-group, stepped one at a "
                                                   "time with its fp32 gradient copy (memory.py [z3s])")
-    contiguous_gradients: int = Field(default=1, ge=0, le=1, description="1: ZeRO-3's small gradients are copied into "
+    contiguous_gradients: Int = Field(default=1, ge=0, le=1, description="1: ZeRO-3's small gradients are copied into "
                                       "the contiguous IPG buffer, allocated once and kept all step (DeepSpeed's default "
                                       "true); 0: each stays its own tensor until its bucket is reduced (memory.py [z3g])")
     sources: list[str] = Field(min_length=1)
@@ -1587,8 +1602,8 @@ class FSDPSpec(BaseModel):
     """How the stack's data-parallel sharding moves bytes."""
 
     model_config = Strict
-    grad_reduce_bytes: float = Field(gt=0, description="bytes per gradient element reduced across DP (4 = fp32)")
-    param_gather_bytes: float = Field(gt=0, description="bytes per parameter all-gathered (bf16 = 2)")
+    grad_reduce_bytes: Real = Field(gt=0, description="bytes per gradient element reduced across DP (4 = fp32)")
+    param_gather_bytes: Real = Field(gt=0, description="bytes per parameter all-gathered (bf16 = 2)")
     reshard_after_forward_with_pp: bool = Field(description="FSDP frees the gathered weights after forward when pp > 1 "
                                                             "(else they stay unsharded across a step's micro-batches)")
     reduce_per_microbatch: bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
@@ -1597,13 +1612,13 @@ class FSDPSpec(BaseModel):
         default=False, description="DDP / ZeRO-1/2 reduce the gradient buffer itself, in the job's gradient dtype "
                                    "(bytes_per_param.gradients), not in grad_reduce_bytes (Megatron-LM's "
                                    "param_and_grad_buffer: fp32 only with grad_reduce_in_fp32)")
-    ddp_bucket_params: float = Field(gt=0, description="DDP / ZeRO-1/2: parameters per gradient-reduction bucket (one collective each)")
-    ddp_bucket_params_per_dp_rank: float = Field(default=0.0, ge=0, description="the bucket grows to at least this many "
+    ddp_bucket_params: Real = Field(gt=0, description="DDP / ZeRO-1/2: parameters per gradient-reduction bucket (one collective each)")
+    ddp_bucket_params_per_dp_rank: Real = Field(default=0.0, ge=0, description="the bucket grows to at least this many "
                                                                                "parameters per DP rank (Megatron: 1M x dp)")
-    fsdp_bucket_params: Optional[float] = Field(default=None, gt=0, description="FSDP / ZeRO-3: parameters per all-gather / "
+    fsdp_bucket_params: Optional[Real] = Field(default=None, gt=0, description="FSDP / ZeRO-3: parameters per all-gather / "
                                                                               "reduce-scatter; null: one FSDP unit (a layer) each")
-    allgather_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each all-gather copies in and out of its buffer")
-    reduce_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each gradient reduce-scatter copies into its buffer")
+    allgather_copy_bytes: Real = Field(ge=0, description="HBM bytes per unsharded parameter each all-gather copies in and out of its buffer")
+    reduce_copy_bytes: Real = Field(ge=0, description="HBM bytes per unsharded parameter each gradient reduce-scatter copies into its buffer")
     # what a sharded (FSDP / HSDP) rank holds at its allocated peak, the start of the backward
     # (planner/memory.py "FSDP"); the defaults are FSDP1 / ZeRO-3: a low-precision shard beside
     # the fp32 master, the sharded gradients live, two gathered units and one unsharded gradient
@@ -1615,8 +1630,8 @@ class FSDPSpec(BaseModel):
                                   "zero_grad(set_to_none) and allocates them during the backward)")
     unsharded_ends: list[Literal["embedding", "output"]] = Field(
         default_factory=list, description="end units kept unsharded from their forward to their backward (FSDP2's root)")
-    gathered_units_at_peak: float = Field(default=2.0, ge=0, description="layer units all-gathered at the peak (current + prefetched)")
-    gather_prefetch_share: Optional[float] = Field(
+    gathered_units_at_peak: Real = Field(default=2.0, ge=0, description="layer units all-gathered at the peak (current + prefetched)")
+    gather_prefetch_share: Optional[Real] = Field(
         default=None, gt=0,
         description="the all-gather prefetch's capacity, in parameters, as a share of the reduce-scatter queue's "
                     "(zero2_reduce_queue_params, max'd with the mode's reduce_queue_units x the average layer unit: "
@@ -1626,14 +1641,14 @@ class FSDPSpec(BaseModel):
                     "min(ceil(P / the largest layer unit), the chunk's layers) prefetched layer units are gathered, "
                     "in place of gathered_units_at_peak (Megatron-FSDP: suggested_AG_prefetch_size = "
                     "suggested_communication_unit_size // 2, 0.5; memory.py [pf]). null: gathered_units_at_peak")
-    gathered_grad_units_at_peak: float = Field(default=1.0, ge=0, description="unsharded layer gradients at the peak (in the reduce dtype)")
-    allgather_pool_units: float = Field(
+    gathered_grad_units_at_peak: Real = Field(default=1.0, ge=0, description="unsharded layer gradients at the peak (in the reduce dtype)")
+    allgather_pool_units: Real = Field(
         default=0.0, ge=0, description="flat all-gather buffers (units, param_gather_bytes each) in the all-gather "
                                        "streams' pools: reserved, not reusable by the default stream")
     reduce_output_pool: bool = Field(
         default=False, description="the sharded gradients (grad_reduce_bytes each) are views of buffers allocated on the "
                                    "reduce-scatter stream: held in its pool, reserved through the next forward")
-    pp_unsharded_grad_bytes: float = Field(
+    pp_unsharded_grad_bytes: Real = Field(
         default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
                                        "bytes per stage parameter of the unsharded gradients accumulated over the "
                                        "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
@@ -1653,7 +1668,7 @@ class FSDPSpec(BaseModel):
                                    "(grad_reduce_bytes a parameter) at the unit's post-backward, the input held until "
                                    "the next unit's post-backward (memory.py [rs], term zero2_reduce_input). false: no "
                                    "such transient (DeepSpeed ZeRO-2's IPG bucket is its own term, [zb])")
-    zero2_reduce_queue_params: Optional[float] = Field(
+    zero2_reduce_queue_params: Optional[Real] = Field(
         default=None, gt=0,
         description="the capacity of the reduce-scatter queue of the modes stating runs.sharding reduce_queue_units "
                     "(Megatron-FSDP's GradReducePipeline; at least that many average layer units): each layer's bucket (zero2_reduce_queue_grad_bytes a "
@@ -1661,7 +1676,7 @@ class FSDPSpec(BaseModel):
                     "post-backward after the queue has been drained to at most this many parameters, all freed at the "
                     "end of the micro-batch's backward (memory.py [rs], term zero2_reduce_input). null: FSDP2's "
                     "foreach_reduce, one unit's input at a time")
-    zero2_reduce_queue_grad_bytes: float = Field(
+    zero2_reduce_queue_grad_bytes: Real = Field(
         default=2.0, gt=0, description="with zero2_reduce_queue_params: bytes a parameter of a queued unsharded "
                                        "gradient bucket (Megatron-FSDP's main-gradient dtype, 'auto': the bf16 "
                                        "parameters'), where the plan's mode does not keep its own main gradients in "
@@ -1670,11 +1685,11 @@ class FSDPSpec(BaseModel):
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
                                    "allocated: memory._end_of_backward")
-    backward_gathered_units: float = Field(
+    backward_gathered_units: Real = Field(
         default=0.0, ge=0, description="layer units all-gathered (param_gather_bytes) while a layer's backward runs, "
                                        "beyond those at the loss's peak (FSDP1 BACKWARD_PRE: the current unit and the "
                                        "prefetched one); counted at that moment (memory.py [lg1])")
-    backward_grad_units: float = Field(
+    backward_grad_units: Real = Field(
         default=0.0, ge=0, description="unsharded layer-unit gradients (grad_reduce_bytes) while a layer's backward runs "
                                        "(FSDP1: the unit's flat gradient before its reduce-scatter); that moment only")
     output_grad_held: bool = Field(
@@ -1715,15 +1730,15 @@ class TPCollectiveBytes(BaseModel):
     data). Without sequence parallelism the pair is two all-reduces, at bf16 whatever the recipe."""
 
     model_config = Strict
-    input_all_gather: float = Field(gt=0, description="forward: the column-parallel linear's input, all-gathered "
+    input_all_gather: Real = Field(gt=0, description="forward: the column-parallel linear's input, all-gathered "
                                                       "(quantized before the gather where the recipe does)")
-    output_reduce_scatter: float = Field(gt=0, description="forward: the row-parallel linear's output, reduce-scattered")
-    grad_output_all_gather: float = Field(gt=0, description="backward: the row-parallel linear's output gradient, "
+    output_reduce_scatter: Real = Field(gt=0, description="forward: the row-parallel linear's output, reduce-scattered")
+    grad_output_all_gather: Real = Field(gt=0, description="backward: the row-parallel linear's output gradient, "
                                                             "all-gathered (quantized before the gather where the recipe "
                                                             "does)")
-    grad_input_reduce_scatter: float = Field(gt=0, description="backward: the column-parallel linear's input gradient, "
+    grad_input_reduce_scatter: Real = Field(gt=0, description="backward: the column-parallel linear's input gradient, "
                                                                "reduce-scattered")
-    amax_all_reduce_bytes: float = Field(ge=0, description="bytes of the all-reduce over the TP group before each "
+    amax_all_reduce_bytes: Real = Field(ge=0, description="bytes of the all-reduce over the TP group before each "
                                                            "quantized all-gather (the local amax, so that every rank "
                                                            "casts with one scale: current scaling, NVFP4's per-tensor "
                                                            "scale); 0: none")
@@ -1738,11 +1753,11 @@ class AmaxReduction(BaseModel):
     region's recipe and group (all its layers, every model chunk), per fp8 GEMM of the module the bytes below."""
 
     model_config = Strict
-    forward_bytes_per_gemm: float = Field(gt=0, description="bytes of the forward buffer per fp8 GEMM (TE: 3 fp32 "
+    forward_bytes_per_gemm: Real = Field(gt=0, description="bytes of the forward buffer per fp8 GEMM (TE: 3 fp32 "
                                                             "amaxes a GEMM, the input, weight and output quantizers)")
-    backward_bytes_per_gemm: float = Field(gt=0, description="bytes of the backward buffer per fp8 GEMM (TE: 2 fp32 "
+    backward_bytes_per_gemm: Real = Field(gt=0, description="bytes of the backward buffer per fp8 GEMM (TE: 2 fp32 "
                                                              "amaxes a GEMM, the output and input gradients)")
-    regions_per_chunk: float = Field(gt=0, description="fp8_autocast regions a micro-batch's forward of one model "
+    regions_per_chunk: Real = Field(gt=0, description="fp8_autocast regions a micro-batch's forward of one model "
                                                        "chunk opens (Megatron-Core under delayed scaling: one, the "
                                                        "whole TransformerBlock); each one reduction each way")
     sources: list[str] = Field(min_length=1)
@@ -1753,28 +1768,28 @@ class FP8Attention(BaseModel):
     backward and where it runs (memory.py [fa8], step.py fp8_core)."""
 
     model_config = Strict
-    qkv_saved_bytes: float = Field(gt=0, description="bytes per element of the quantized q, k, v the kernel saves "
+    qkv_saved_bytes: Real = Field(gt=0, description="bytes per element of the quantized q, k, v the kernel saves "
                                                      "(scales included) in place of the bf16 ones")
-    out_saved_bytes: float = Field(gt=0, description="bytes per element of the core output the kernel saves beside "
+    out_saved_bytes: Real = Field(gt=0, description="bytes per element of the core output the kernel saves beside "
                                                      "the output projection's own quantized input")
-    cp_qkv_saved_bytes: float = Field(gt=0, description="bytes per element of the q, k, v Transformer Engine's context-"
+    cp_qkv_saved_bytes: Real = Field(gt=0, description="bytes per element of the q, k, v Transformer Engine's context-"
                                                         "parallel attentions that save their own inputs (P2P ring, "
                                                         "all-gather) save under CP > 1 in place of qkv_saved_bytes "
                                                         "(memory.py [fa8]; MXFP8: the bf16 ones); the variants in "
                                                         "cp_comm_types.fp8_kernel_saves_qkv save the kernel's")
-    cp_ring_kv_bytes: float = Field(gt=0, description="bytes per element of the K/V buffers of Transformer Engine's "
+    cp_ring_kv_bytes: Real = Field(gt=0, description="bytes per element of the K/V buffers of Transformer Engine's "
                                                       "P2P context-parallel ring under this recipe (memory.py [cp3]: "
                                                       "the fp8 data where TE quantizes q, k, v before the ring, bf16 "
                                                       "where it quantizes each step's slices); the forward ring's "
                                                       "sends and the backward's K/V sends (step.py cp_ring_comm)")
-    cp_ring_dkv_bytes: float = Field(gt=0, description="bytes per element of the (ring ranks x local K/V) dK/dV "
+    cp_ring_dkv_bytes: Real = Field(gt=0, description="bytes per element of the (ring ranks x local K/V) dK/dV "
                                                        "buffer Transformer Engine's P2P ring backward all-to-alls at "
                                                        "its last step under fp8 attention in place of the bf16 "
                                                        "ring's per-step dK/dV sends (step.py cp_ring_comm)")
-    cp_merge_out_bytes: float = Field(ge=0, description="bytes per local output element the P2P ring's forward holds "
+    cp_merge_out_bytes: Real = Field(ge=0, description="bytes per local output element the P2P ring's forward holds "
                                                         "at its end beyond the layer's saved output (memory.py [cp3]: "
                                                         "the fp32 merged output and its bf16 copies not saved)")
-    cp_inputs_bf16_bytes: float = Field(ge=0, description="bytes per q, k, v element of the caller's bf16 q, k, v live "
+    cp_inputs_bf16_bytes: Real = Field(ge=0, description="bytes per q, k, v element of the caller's bf16 q, k, v live "
                                                           "through the P2P ring's forward beside the saved quantized "
                                                           "ones (memory.py [cp3]; 0 where the bf16 ones are saved)")
     cp_backward: list[CPBackwardMoment] = Field(
@@ -1794,8 +1809,8 @@ class FP8Recipe(BaseModel):
     gemms: list[Literal["fprop", "dgrad", "wgrad"]] = Field(
         default=["fprop", "dgrad", "wgrad"],
         description="the GEMMs of a linear layer that run at the low-precision rate (the rest in bf16)")
-    gemm_speed: float = Field(gt=0, le=1, description="GEMM rate relative to the hardware's fp8 GEMM plateau")
-    cast_bytes_per_element: float = Field(ge=0, description="amax + scale + cast bytes per GEMM input element, per GEMM, forward "
+    gemm_speed: Real = Field(gt=0, le=1, description="GEMM rate relative to the hardware's fp8 GEMM plateau")
+    cast_bytes_per_element: Real = Field(ge=0, description="amax + scale + cast bytes per GEMM input element, per GEMM, forward "
                                                              "(backward casts the output gradient: the same again x2)")
     allgather_fp8: bool = Field(description="the recipe can all-gather FSDP's weights in fp8 and does unless the job's "
                                             "fp8_allgather is false: the converted Linears' weights at 1 B, the rest at "
@@ -1819,12 +1834,12 @@ class FP8Recipe(BaseModel):
         default=None, description="delayed scaling's per-region amax all-reduce over the amax reduction group (TP x DP "
                                   "x CP in Megatron-Core: step.py [34]); null: none (current scaling's per-gather TP "
                                   "amax is tp_collective_bytes.amax_all_reduce_bytes)")
-    dtensor_amax_bytes: float = Field(
+    dtensor_amax_bytes: Real = Field(
         default=0.0, ge=0, description="bytes of the all-reduce (MAX) over the TP group of one dynamic per-tensor cast's "
                                        "amax where the cast tensor is a TP-sharded DTensor (torchao float8 tensorwise "
                                        "under torchtitan's TP: the weights, the row-parallel linears' inputs, and under "
                                        "float8_tp_styles the block inputs and the output gradients; step.py [39]); 0: none")
-    fsdp_amax_bytes: float = Field(
+    fsdp_amax_bytes: Real = Field(
         default=0.0, ge=0, description="bytes of one converted weight's amax that FSDP's fp8 all-gather all-reduces "
                                        "(MAX) over the FSDP shard group before each gather (torchao "
                                        "fsdp_pre_all_gather), or, with the job's fp8_precompute_scale, once a step for "
@@ -1840,7 +1855,7 @@ class FP8Recipe(BaseModel):
                                   "cast_bytes_per_element, gemms) price the routed experts' grouped GEMMs where they run "
                                   "converted under this recipe (fp8_grouped_experts true; step.py [16]): torchtitan's "
                                   "float8 grouped converter scales row-wise whatever the linear recipe; null: this recipe")
-    grouped_experts_align: Optional[int] = Field(
+    grouped_experts_align: Optional[Int] = Field(
         default=None, ge=1, description="MoE: the rows each local expert's token group is padded to a multiple of where "
                                         "the experts run converted under this recipe (layers/moe.py [12]); null: the "
                                         "stack's memory.moe_token_group_align")
@@ -1886,13 +1901,13 @@ class MemoryReporting(BaseModel):
 
     model_config = Strict
     reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
-    allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    allocator_slack: Real = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
     allocator: Literal["default", "expandable_segments"] = Field(
         default="default",
         description="the caching allocator's setting the stack launches with: PYTORCH_CUDA_ALLOC_CONF "
                     "expandable_segments:True (one growing segment per stream) or PyTorch's default; it labels the "
                     "fragmentation band (memory.py [13])")
-    blas_handles: int = Field(
+    blas_handles: Int = Field(
         default=0, ge=0,
         description="threads that run PyTorch GEMMs, each with its own cuBLAS handle and workspace (the forward on the "
                     "main thread, the backward on the autograd engine's device thread: 2)")
@@ -1905,7 +1920,7 @@ class MemoryReporting(BaseModel):
         default=False,
         description="the fused attention kernel saves its own bf16 output for its backward (TE FusedAttnFunc: q, k, v, "
                     "out); with fp8 GEMM inputs that is a tensor beside the output projection's quantized input")
-    moe_token_group_align: int = Field(
+    moe_token_group_align: Int = Field(
         default=0, ge=0,
         description="MoE: the rows each local expert's token group is padded to a multiple of before the bf16 grouped "
                     "GEMMs (torchtitan's TOKEN_GROUP_ALIGN_SIZE_M), held in the permuted buffer and its GEMMs' outputs "
@@ -1930,7 +1945,7 @@ class MemoryReporting(BaseModel):
                     "saved for the backward, as where the routing weights multiply them at the combine; false where "
                     "the weights multiply inside the expert activation and the combine's unpermute keeps only its "
                     "row map (Megatron-Core with Transformer Engine: memory.py [14])")
-    te_grouped_gemm_streams: int = Field(
+    te_grouped_gemm_streams: Int = Field(
         default=0, ge=0,
         description="Transformer Engine's grouped GEMM (MoE experts, job field moe_grouped_gemm) keeps one cuBLAS "
                     "workspace per compute stream beside the single one (cpp_extensions/gemm.py get_cublas_workspace "
@@ -1946,7 +1961,7 @@ class MemoryReporting(BaseModel):
                     "allocator (memory.py [ub]): Transformer Engine's userbuffers (one [seq x micro-batch / cp, hidden] "
                     "buffer per overlapped GEMM name, registered with register_user_buffer_collective) or torch's "
                     "symmetric-memory workspace of the TP group (async TP); null: none priced")
-    tp_overlap_workspaces: int = Field(
+    tp_overlap_workspaces: Int = Field(
         default=0, ge=0,
         description="cuBLAS workspaces (hardware te_workspace_MiB each) the GEMMs overlapped with TP communication use "
                     "beside the plain one, through the caching allocator: Transformer Engine's get_cublas_workspace(ub=True), "
@@ -1970,23 +1985,23 @@ class MemoryReporting(BaseModel):
                     "across micro-batches and steps: Transformer Engine's _fp8_workspaces, which Megatron turns on "
                     "through is_first_microbatch (memory.py [11]); with the job's fp8_param_gather the weights are "
                     "themselves quantized and only the backward's copy is kept beside them")
-    te_loss_per_logit: Optional[list[Annotated[float, Field(ge=0)]]] = Field(
+    te_loss_per_logit: Optional[list[Annotated[Real, Field(ge=0)]]] = Field(
         default=None, min_length=2, max_length=2,
         description="Transformer Engine's fused cross-entropy (Megatron-Core cross_entropy_fusion_impl te; job field "
                     "cross_entropy_fusion_impl): [bytes per logit it holds for the backward, bytes per logit its kernels "
                     "move in a step]; null: the stack has none")
-    fused_loss_extra_per_logit: Optional[float] = Field(
+    fused_loss_extra_per_logit: Optional[Real] = Field(
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
                     "loss's backward peak beyond the unfused loss (kernels.loss_saved_per_logit); null: no fused loss")
-    mtp_loss_kept_per_logit: Optional[float] = Field(
+    mtp_loss_kept_per_logit: Optional[Real] = Field(
         default=None, ge=0,
         description="bytes per logit (token x vocab / tp) each multi-token-prediction module's loss keeps from its "
                     "forward to the main loss's backward, the peak's moment (the tensors its cross-entropy saves for "
                     "its own backward: Megatron's fp32 softmax); its logits are dropped after its loss and its own "
                     "backward's transients come after the main loss's (memory.py [ml]); null: each module holds the "
                     "main loss's bytes (the loss's backward peak)")
-    chunked_loss_chunks: Optional[int] = Field(
+    chunked_loss_chunks: Optional[Int] = Field(
         default=None, gt=0,
         description="the stack's chunked cross-entropy (job field chunked_loss): the sequence chunks it runs the output "
                     "layer and the loss on, one at a time (memory._chunked_loss); null: no chunked loss")
@@ -1996,7 +2011,7 @@ class MemoryReporting(BaseModel):
                     "mtp_layers); false: the MTP layer keeps every activation and re-runs nothing under any recompute "
                     "(torchtitan 0.3 wraps model.layers only); null: as Megatron, full recompute re-runs the module "
                     "(memory.mtp_recomputed) and selective recompute applies to its layer")
-    fp8_saved_bytes: dict[Fp8SavedTensor, float] = Field(
+    fp8_saved_bytes: dict[Fp8SavedTensor, Real] = Field(
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
                     "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
@@ -2012,7 +2027,7 @@ class MemoryReporting(BaseModel):
                     "vocabulary tp does not divide unevenly (torch.chunk: the first ranks ceil(V / tp) rows): the largest "
                     "rank's rows are priced (memory.vocab_tp_divisor [vs]); false: V / tp (an even split, or a stack "
                     "that pads V to a multiple of tp)")
-    attention_lse_align: Optional[int] = Field(
+    attention_lse_align: Optional[Int] = Field(
         default=None, gt=0,
         description="the stack's fused attention core rounds each sequence's saved fp32 log-sum-exp rows up to a "
                     "multiple of this many queries (llm-foundry's Triton FlashAttention: 128; layers/attention.py "
@@ -2088,7 +2103,7 @@ class MemoryReporting(BaseModel):
         default=False,
         description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "
                     "backward frees its tensors before the first layer's backward re-materialises it); false: the two add")
-    optimizer_step_temporaries: dict[OptimizerImpl, float] = Field(
+    optimizer_step_temporaries: dict[OptimizerImpl, Real] = Field(
         default_factory=dict,
         description="the optimizer implementations the stack runs (job field optimizer_implementation) -> temporaries "
                     "the size of the GPU's optimizer parameters, in the optimizer state's dtype, its step holds at once "
@@ -2202,13 +2217,13 @@ class StackDefaults(BaseModel):
         default=None, description="what the stack's routed experts run where it has no moe_grouped_gemm switch (null "
                                   "above), with its source: a job's moe_grouped_gemm (--moe-grouped-gemm / "
                                   "--no-moe-grouped-gemm) is refused naming it (plan.moe_dispatch_settings)")
-    moe_hybridep_capacity_factor: Optional[float] = Field(
+    moe_hybridep_capacity_factor: Optional[Real] = Field(
         default=None, ge=0.0, le=1.0,
         description="HybridEP's non-blocking capacity factor a job on moe_dispatcher hybridep runs when it does not say "
                     "(job moe_hybridep_capacity_factor; 0: the blocking dispatch): the factor the trainer's shipped "
                     "configs build it with (torchtitan 0.3: config_registry.py's deepseek_v3_*_hybridep, 1.0); null: "
                     "the blocking dispatch. Only where runs.hybridep_non_blocking; cite it in sources")
-    moe_capacity_factor: Optional[float] = Field(
+    moe_capacity_factor: Optional[Real] = Field(
         default=None, ge=1.0, description="the MoE capacity factor a job runs when it does not say (job "
                                           "moe_capacity_factor: tokens beyond it dropped); null: dropless")
     moe_pad_to_capacity: Optional[bool] = Field(
@@ -2251,10 +2266,10 @@ class StackDefaults(BaseModel):
                                   "plan.resolve for the start-up rules: TORCHTITAN_CP_PTRR_MASK, and "
                                   "TORCHTITAN_CP_LOAD_BALANCER_NAME for a name torch's cp_shard does not build); null: "
                                   "the stack's own")
-    bf16_layers_max: int = Field(
+    bf16_layers_max: Int = Field(
         default=0, ge=0, description="the larger of the job's bf16_layers_at_start and bf16_layers_at_end (laid here by "
                                      "plan.resolve for the start-up rules: MEGATRON_BF16_LAYERS_STAGE); 0: none")
-    recompute_layers_set: Optional[int] = Field(
+    recompute_layers_set: Optional[Int] = Field(
         default=None, gt=0, description="the job's recompute_layers (a GPU's fully recomputed layers, laid here by "
                                         "plan.resolve for the start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP); null: none")
     attention_backend: Optional[AttentionBackend] = Field(
@@ -2407,7 +2422,7 @@ class StepGrads(BaseModel):
                                   "only where TE's FusedAdam also holds the master weights (Megatron's distributed "
                                   "optimizer: use_precision_aware_optimizer_no_fp8_or_ds_fp8, runs.low_precision_moments."
                                   "te_master, plan.Settings.te_master); null: the copy whatever the optimizer")
-    moe_group_params: Optional[float] = Field(
+    moe_group_params: Optional[Real] = Field(
         default=None, gt=0, description="the routed experts' parameters sit in optimizer groups of their own of at "
                                         "most this many elements a rank (one parameter above it alone), each "
                                         "partitioned over the expert-data-parallel group and stepped apart, its "
@@ -2489,7 +2504,7 @@ class ShardingMode(BaseModel):
                                    "--megatron-fsdp-version 2, FullyShardedDataParallelV2: its experimental buffers, "
                                    "memory.py [v2]); false: the job's mfsdp_v2 refuses the mode (start-up rule "
                                    "MEGATRON_FSDP_V2_LAYOUT) and a stack with no such mode refuses the job's mfsdp_v2")
-    grad_accum_bytes: float = Field(
+    grad_accum_bytes: Real = Field(
         default=0.0, ge=0, description="zero1: bytes a parameter of a gradient accumulation buffer over the whole stage, "
                                        "never sharded, beside the model-dtype gradients (memory.py [bo]: DeepSpeed's "
                                        "BF16_Optimizer fp32_groups_gradients_flat, 4); 0: none")
@@ -2501,7 +2516,7 @@ class ShardingMode(BaseModel):
                                    "is all-reduced whole over the shard group in place of its reduce-scatter, every "
                                    "rank keeping its partition (step.py [21]: DeepSpeed ZeRO-3 of April 2021 at its "
                                    "defaults, stage3.py @a12aaedc reduce_ipg_grads -> buffered_reduce_fallback)")
-    allreduce_bucket_params: float = Field(
+    allreduce_bucket_params: Real = Field(
         default=0.0, ge=0, description="zero1 with grad_accum_bytes and grad_allreduce: the engine's all-reduce bucket "
                                        "of the accumulation buffers after the backward, elements (memory.py [bo]: "
                                        "DeepSpeed's allreduce_no_retain gathers whole flat groups until past it, and "
@@ -2528,13 +2543,13 @@ class ShardingMode(BaseModel):
         default=True, description="the trainer runs the mode with Megatron's tp-pp-dp mapping (rank order tp-cp-pp-dp, "
                                   "--use-tp-pp-dp-mapping); false: it asserts the mapping off under the mode "
                                   "(Megatron-Bridge's Megatron-FSDP), start-up rule STACK_MODE_TP_PP_DP")
-    main_grads_bytes: Optional[float] = Field(
+    main_grads_bytes: Optional[Real] = Field(
         default=None, gt=0, description="the trainer builds the mode's main gradients in this many bytes a parameter "
                                         "whatever the job's gradient dtype says (Megatron-Core 905c0e386's Megatron-FSDP "
                                         "under Megatron-Bridge: fp32, 4); a job whose bytes_per_param.gradients differ "
                                         "is planned without the mode, and one naming it is refused (plan.stack_for_states); "
                                         "null: the job's gradient bytes")
-    reduce_queue_units: Optional[float] = Field(
+    reduce_queue_units: Optional[Real] = Field(
         default=None, ge=0, description="the mode's layer units' unsharded gradients wait in the stack's reduce-scatter "
                                         "queue (Megatron-FSDP's GradReducePipeline; the stack's fsdp."
                                         "zero2_reduce_queue_params, needed): its capacity in parameters is max(that, "
@@ -3291,8 +3306,8 @@ class MoEHostIssue(BaseModel):
     leave-one-out error (scripts/fit_moe_host.py reproduces them)."""
 
     model_config = Strict
-    per_layer_s: float = Field(ge=0, description="seconds to issue one MoE layer's forward apart from its experts")
-    per_local_expert_s: float = Field(ge=0, description="seconds more per expert held on the GPU (per-expert kernels)")
+    per_layer_s: Real = Field(ge=0, description="seconds to issue one MoE layer's forward apart from its experts")
+    per_local_expert_s: Real = Field(ge=0, description="seconds more per expert held on the GPU (per-expert kernels)")
     fit: str = Field(description="how the constants were fitted: records file, n, method, in-sample and "
                                  "leave-one-out median and signed median error")
     sources: list[str] = Field(min_length=1)
@@ -3353,8 +3368,8 @@ class WindowedAttention(BaseModel):
 
     model_config = Strict
     dense_mask: Literal[True] = Field(description="the window is a dense [s, s] additive mask (no kernel skip)")
-    mask_bytes: float = Field(gt=0, description="bytes of one mask element (the activations' dtype: 2 for bf16)")
-    lse_align: Optional[int] = Field(
+    mask_bytes: Real = Field(gt=0, description="bytes of one mask element (the activations' dtype: 2 for bf16)")
+    lse_align: Optional[Int] = Field(
         default=None, gt=0,
         description="the kernel the dense mask runs rounds each sequence's saved log-sum-exp rows up to a multiple of "
                     "this many queries (PyTorch's memory-efficient SDPA kernel: 32, layers/attention.py [ls2]); null: "
@@ -3409,7 +3424,7 @@ class MoEDenseGating(BaseModel):
 
     model_config = Strict
     implementation: Literal["dense_einsum"]
-    min_capacity: int = Field(ge=0, description="the capacity's floor, slots per expert (DeepSpeed _capacity's "
+    min_capacity: Int = Field(ge=0, description="the capacity's floor, slots per expert (DeepSpeed _capacity's "
                                                 "min_capacity; Megatron-DeepSpeed --moe-min-capacity's default)")
     sources: list[str] = Field(min_length=1)
 
@@ -3438,7 +3453,7 @@ class Stack(BaseModel):
     kernels: KernelBytes = Field(description="memory-bound kernels as the stack runs them by default (eager or fused)")
     compiled_kernels: Optional[KernelBytes] = Field(default=None, description="with torch.compile; null: the stack has no compile mode")
     attention_kernel: str = Field(description="the attention kernel (informational)")
-    attention_speed: float = Field(gt=0, description="attention rate relative to the hardware's figure for the kernel "
+    attention_speed: Real = Field(gt=0, description="attention rate relative to the hardware's figure for the kernel "
                                                     "the stack runs there (attention_kernels)")
     attention_kernels: list[AttentionKernelRule] = Field(
         default_factory=list,
@@ -3735,10 +3750,10 @@ class BytesPerParam(BaseModel):
     """
 
     model_config = Strict
-    weights: float = Field(default=2.0, ge=0)
-    gradients: float = Field(default=2.0, ge=0)
-    master: float = Field(default=4.0, ge=0, description="fp32 master copy; 0 = none (pure bf16 training)")
-    optimizer: float = Field(default=8.0, ge=0, description="Adam m and v")
+    weights: Real = Field(default=2.0, ge=0)
+    gradients: Real = Field(default=2.0, ge=0)
+    master: Real = Field(default=4.0, ge=0, description="fp32 master copy; 0 = none (pure bf16 training)")
+    optimizer: Real = Field(default=8.0, ge=0, description="Adam m and v")
 
     @property
     def total(self) -> float:
@@ -3799,7 +3814,7 @@ class BatchPhase(BaseModel):
     """One phase of a batch-size ramp (Job.batch_size_schedule; planner/batch_ramp.py)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
-    from_tokens: float = Field(ge=0, description="the phase starts when the run has consumed this many tokens "
+    from_tokens: Real = Field(ge=0, description="the phase starts when the run has consumed this many tokens "
                                                  "(Megatron's THRESHOLD; the first phase's is 0)")
     global_batch: Count = Field(gt=0, description="sequences per step in this phase")
 
@@ -3878,7 +3893,7 @@ class Job(BaseModel):
     dp: Optional[Count] = Field(default=None, gt=0, description="derived from gpus / (tp*cp*pp); if given it must match")
     micro_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
     global_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per step")
-    global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
+    global_batch_tokens: Optional[Real] = Field(default=None, gt=0, description="tokens per step")
     batch_size_schedule: Optional[list[BatchPhase]] = Field(
         default=None, min_length=1,
         description="a batch-size ramp (Megatron-LM --step-batch-size-schedule): from each phase's from_tokens the run "
@@ -3973,36 +3988,36 @@ class Job(BaseModel):
                                   "(attention_kernel); only on a stack that lists it (runs.attention_backends); default: "
                                   "the stack's defaults.attention_backend")
     causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
-    headroom: float = Field(default=0.10, ge=0.0, lt=1.0)
-    reserve_GiB: float = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")
-    tokens: Optional[float] = Field(default=None, gt=0, description="training tokens, for total FLOPs and days")
+    headroom: Real = Field(default=0.10, ge=0.0, lt=1.0)
+    reserve_GiB: Real = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")
+    tokens: Optional[Real] = Field(default=None, gt=0, description="training tokens, for total FLOPs and days")
     calibration: Optional[str] = Field(default=None, description="calibration profile YAML (planner calibrate ...)")
     stack: str = Field(default="megatron", description="software stack: catalog name (planner stacks) or a stack YAML")
     tp_comm_overlap: Optional[bool] = Field(default=None, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP; default: the stack's")
     dp_comm_overlap: Optional[bool] = Field(default=None, description="overlap gradient reduction with the backward pass and the parameter all-gather with the forward (Megatron --overlap-grad-reduce/--overlap-param-gather); default: the stack's")
     torch_compile: Optional[bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
     fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8 or nvfp4: the scaling recipe (tensorwise, rowwise, delayed, mxfp8, blockwise; nvfp4); default: the stack's")
-    power_limit_w: Optional[float] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")
+    power_limit_w: Optional[Real] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")
     # the node's host as the job's servers have it (plan._apply_host): each replaces the hardware entry's figure of the
     # same name (hardware pcie_GBps, host_memory_GBps, host_memory_GB), as power_limit_w replaces its power_limit_W;
     # read by CPU offload only (planner/offload.py)
-    pcie_gbps: Optional[float] = Field(
+    pcie_gbps: Optional[Real] = Field(
         default=None, gt=0,
         description="the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64), in place of the hardware's pcie_GBps: "
                     "what CPU offload's copies move over (planner/offload.py); default: the hardware's")
-    host_memory_gbps: Optional[float] = Field(
+    host_memory_gbps: Optional[Real] = Field(
         default=None, gt=0,
         description="the node's host DRAM bandwidth, GB/s, the datasheet peak (channels x MT/s x 8 B x sockets), in "
                     "place of the hardware's host_memory_GBps: what CPU offload's host Adam streams at "
                     "(planner/offload.py [cpu-adam]); default: the hardware's")
-    host_memory_gb: Optional[float] = Field(
+    host_memory_gb: Optional[Real] = Field(
         default=None, gt=0,
         description="the node's host memory, GB (1e9 bytes), in place of the hardware's host_memory_GB: the gate of CPU "
                     "offload's host bytes (planner/offload.py); default: the hardware's")
-    bf16_layers_at_start: int = Field(
+    bf16_layers_at_start: Int = Field(
         default=0, ge=0, description="with fp8 / nvfp4: the first transformer layers that stay bf16 (Megatron "
                                      "--first-last-layers-bf16 --num-layers-at-start-in-bf16)")
-    bf16_layers_at_end: int = Field(
+    bf16_layers_at_end: Int = Field(
         default=0, ge=0, description="with fp8 / nvfp4: the last transformer layers that stay bf16 "
                                      "(--num-layers-at-end-in-bf16)")
     fp8_output_layer: bool = Field(
@@ -4063,7 +4078,7 @@ class Job(BaseModel):
         default=False,
         description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
-    loss_layers_in_pipeline_split: Optional[int] = Field(
+    loss_layers_in_pipeline_split: Optional[Int] = Field(
         default=None, ge=0,
         description="the end of the last model chunk (the output layer, the loss and any multi-token prediction "
                     "modules) counts as this many layers of the pipeline split: the last chunk holds that many "
@@ -4357,7 +4372,7 @@ class Job(BaseModel):
                                    "which refused it (start-up rule MEGATRON_DETERMINISTIC_USE_FLASH_ATTN, a job's "
                                    "trainer_date in that range); a stack whose trainer is not Megatron-LM refuses it; "
                                    "default off")
-    deepspeed_zero3: dict[Zero3Key, Annotated[int, Field(ge=0)]] = Field(
+    deepspeed_zero3: dict[Zero3Key, Annotated[Int, Field(ge=0)]] = Field(
         json_schema_extra=STACK_ONLY,
         default_factory=dict, description="on a stack whose ZeRO-3 gathers per submodule (stack_db fsdp.zero3_modules: "
                                           "DeepSpeed), the run's zero_optimization settings by their DeepSpeed JSON keys "
@@ -4380,7 +4395,7 @@ class Job(BaseModel):
                     "order, so one rank holds the word embedding's (or output layer's) master and Adam states whole; "
                     "priced for that rank (memory.py [mu]); default off: the precomputed layout, the embedding byte-"
                     "sharded by a distributed optimizer of its own")
-    muon_ns_steps: int = Field(
+    muon_ns_steps: Int = Field(
         default=5, ge=1,
         description="with optimizer muon: Newton-Schulz steps a momentum is orthogonalized with (Megatron-LM "
                     "--muon-num-ns-steps, default 5, arguments.py @d98e8a64 l. 2648-2649): each step's three GEMMs "
@@ -4437,7 +4452,7 @@ class Job(BaseModel):
         description="cpu: the sharded parameters live in host memory too (DeepSpeed ZeRO-3 zero_optimization."
                     "offload_param device cpu; torchtitan's CPUOffloadPolicy with offload_optimizer); needs FSDP / "
                     "ZeRO-3 sharding and offload_optimizer cpu; default none")
-    offload_fraction: float = Field(
+    offload_fraction: Real = Field(
         json_schema_extra=STACK_ONLY,
         default=1.0, gt=0, le=1,
         description="with offload_optimizer cpu, the fraction of the rank's optimizer partition kept and stepped on "
@@ -4571,7 +4586,7 @@ class Job(BaseModel):
                     "re-runs the attention core in the backward. torchtitan from 2025-05-20 (#1209: cuDNN SDPA first on "
                     "compute capability >= 10.0) to 2025-12-01 (#2095: every SDPA backend on the op-SAC save list) "
                     "on Blackwell; default off")
-    defer_embedding_wgrad: Optional[int] = Field(
+    defer_embedding_wgrad: Optional[Int] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "
@@ -4591,7 +4606,7 @@ class Job(BaseModel):
     moe_route_nodes: Optional[Count] = Field(
         default=None, gt=0, description="MoE node-limited routing: each token goes to at most this many nodes "
                                         "(DeepSeek-V3 M = 4, sec. 2.1.2); default: no limit")
-    moe_capacity_factor: Optional[float] = Field(
+    moe_capacity_factor: Optional[Real] = Field(
         default=None, ge=1.0,
         description="MoE capacity factor: an expert's tokens beyond this x the mean are dropped (Megatron "
                     "--moe-expert-capacity-factor); caps the busiest rank's load (planner/imbalance.py); default: dropless")
@@ -4601,7 +4616,7 @@ class Job(BaseModel):
                     "per expert, C = max(ceil(S k cf / E), this) (Megatron-DeepSpeed --moe-min-capacity, DeepSpeed "
                     "_capacity's min_capacity; layers/moe.py [18]); refused on other stacks; default: the stack's "
                     "moe_gating.min_capacity")
-    moe_hybridep_capacity_factor: Optional[float] = Field(
+    moe_hybridep_capacity_factor: Optional[Real] = Field(
         default=None, ge=0.0, le=1.0,
         description="MoE with moe_dispatcher hybridep on a stack whose HybridEP has a non-blocking dispatch (stack "
                     "runs.hybridep_non_blocking: torchtitan 0.3's model_registry(non_blocking_capacity_factor=...)): the "
@@ -4615,7 +4630,7 @@ class Job(BaseModel):
         description="MoE: every expert's input padded to the capacity factor (Megatron --moe-pad-expert-input-to-capacity; "
                     "needs moe_capacity_factor): the busiest rank's load is the capacity factor exactly, and the alltoall and "
                     "hybridep dispatchers skip the host synchronisation (planner/dispatch.py); default false")
-    moe_rank_imbalance: Optional[float] = Field(
+    moe_rank_imbalance: Optional[Real] = Field(
         default=None, ge=1.0,
         description="MoE routing imbalance: the busiest expert-parallel rank's routed tokens / the mean, as measured "
                     "(1.0: balanced, Megatron --moe-router-force-load-balancing); default: the rule of "
@@ -4625,13 +4640,13 @@ class Job(BaseModel):
         description="MoE router balancing, for the default routing-imbalance rule (planner/imbalance.py): force, "
                     "aux_loss (Megatron aux_loss / seq_aux_loss / global_aux_loss / none), aux_loss_free (expert bias), "
                     "sinkhorn; default: aux_loss_free for a model with a router score bias, else aux_loss")
-    moe_aux_loss_coeff: Optional[float] = Field(
+    moe_aux_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0,
         description="MoE: the coefficient of the auxiliary load-balancing loss the run computes (Megatron --moe-aux-loss-coeff "
                     "for --moe-router-load-balancing-type aux_loss, seq_aux_loss or global_aux_loss; 0: none computed). "
                     "> 0: the router keeps its aux-loss scores for the backward (planner/layers/moe.py router_saved_terms); "
                     "default: the model's training recipe's (model_zoo training.moe_aux_loss_coeff), else Megatron's 0.0")
-    moe_z_loss_coeff: Optional[float] = Field(
+    moe_z_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0,
         description="MoE: the router z-loss coefficient (Megatron --moe-z-loss-coeff); > 0: the router keeps its logits for "
                     "the z-loss's backward (planner/layers/moe.py router_saved_terms); default: none (Megatron's)")

@@ -28,12 +28,14 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     `power_limit_w` overrides the entry's power limit.
  2. Architecture (gated_mlp, norm, tied_embeddings, position_embedding, linear_bias, dropout):
     (a) from the catalog model (model_zoo/) with the identical shape (layers, hidden, ffn,
-    heads, KV heads, vocab) -- each zoo file cites its sources; else (b) from the family named
-    in model_name: Llama/Mistral/Qwen/Gemma [1]: SwiGLU, RMSNorm, RoPE, no biases, untied;
-    PaLM [2]: SwiGLU, RoPE, no biases, tied; Nemotron [3]: squared-ReLU (not gated), LayerNorm,
-    RoPE, no biases, untied; MPT (llm-foundry benchmark config, model_zoo/mpt-7b.yaml): GELU,
-    LayerNorm, learned positions, biases, tied; GPT-NeoX [4]: GELU, LayerNorm, rotary, biases,
-    untied; GPT / GPT-3 / Megatron GPT [5]: GELU, LayerNorm, learned positions, biases, dropout,
+    heads, KV heads, vocab) -- each zoo file cites its sources; else (b) from the record's
+    `family` field (never from what its model_name looks like; before the 2026-12-07 audit the
+    family was matched in model_name's text, and the 24 records of tests/data it named carry it
+    as the field now): llama (Llama/Mistral/Qwen/Gemma) [1]: SwiGLU, RMSNorm, RoPE, no biases, untied;
+    palm [2]: SwiGLU, RoPE, no biases, tied; nemotron [3]: squared-ReLU (not gated), LayerNorm,
+    RoPE, no biases, untied; mpt (llm-foundry benchmark config, model_zoo/mpt-7b.yaml): GELU,
+    LayerNorm, learned positions, biases, tied; neox (GPT-NeoX) [4]: GELU, LayerNorm, rotary, biases,
+    untied; gpt (GPT-3, Megatron GPT) [5]: GELU, LayerNorm, learned positions, biases, dropout,
     tied; else (c) gated iff ffn_hidden_size != 4 * hidden_size (the GPT MLP is 4h [6]; gated
     MLPs use ~8/3 h to keep the parameter count [1]), RMSNorm if gated else LayerNorm, RoPE,
     no biases, no dropout, untied.
@@ -72,17 +74,19 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     loss_layers_in_pipeline_split).
  7c. A record that lacks a required field (num_layers, gpu_type, ...) is a skipped row with
     the reason; the rest of the file is read.
- 8. bytes_per_param: Megatron-LM / NeMo sources -> megatron (18 B: fp32 main grads), else
-    mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
+ 8. bytes_per_param: the record's own, else the stack's default (megatron: 18 B, fp32 main
+    grads; mixed16 16 B elsewhere) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
  9. attention (issue 22), the first that applies, listed as assumed with the rule's letter:
     (a) the record's own `attention`; (b) the stack's `defaults.attention` where its stack file
     sets one (`attention` among the keys of its `defaults:`): what the stack's code runs without
     an option, e.g. megatron-deepspeed's eager CoreAttention, as Megatron-DeepSpeed runs flash
     only with --use-flash-attn* (stack_db/megatron-deepspeed.yaml defaults.sources:
     microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 927-935, model/transformer.py
-    l. 528-531, 606-611); (c) else the date rule: eager (stores the s x s scores) for sources
-    dated 2021 or earlier, which predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022
-    [8]); flash otherwise. A stack file that leaves defaults.attention out (megatron,
+    l. 528-531, 606-611); (c) else the date rule: eager (stores the s x s scores) for a record
+    whose `source_year` is 2021 or earlier, which predates FlashAttention (Dao et al., arXiv
+    2205.14135, May 2022 [8]); flash otherwise, an undated record included. The year is the
+    record's own field, not read out of its `source` text (before the 2026-12-07 audit it was
+    the latest 19xx/20xx in that text; the catalog's records carry the same years as fields). A stack file that leaves defaults.attention out (megatron,
     torchtitan, llm-foundry, ...) has the schema's flash, which says nothing about the code a
     2021 record ran, hence (c) there.
 12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
@@ -177,7 +181,7 @@ from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BppPreset, BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule, split_fields
+from .schema import BppPreset, BytesPerParam, Count, Int, Job, ModelSpec, Real, RecomputeModule, Schedule, split_fields
 
 GiB = 2.0**30
 
@@ -210,6 +214,12 @@ class RunRecord(BaseModel):
     source_group: Optional[str] = None
     source: Optional[str] = None
     source_location: Optional[str] = None
+    family: Optional[Literal["llama", "palm", "nemotron", "mpt", "neox", "gpt"]] = Field(
+        default=None, description="the architecture family whose defaults give the architecture fields the record "
+                                  "leaves out where no catalog model has its shape (rule 2b); null: rule 2c")
+    source_year: Optional[Int] = Field(default=None, ge=1900, le=2100,
+                                       description="the year the record's source was published (rule 9c: the attention "
+                                                   "of a record that leaves it out); null: undated")
     model_name: Optional[str] = None
     moe: bool = False
     model: Optional[str] = Field(
@@ -247,15 +257,15 @@ class RunRecord(BaseModel):
     sequence_parallel: Optional[bool] = None
     precision: Optional[str] = None
     # what the source published
-    tflops_per_gpu: Optional[float] = None
+    tflops_per_gpu: Optional[Real] = None
     tflops_kind: Optional[str] = None
-    mfu: Optional[float] = None
-    hfu: Optional[float] = None
-    tokens_per_sec_per_gpu: Optional[float] = Field(default=None, gt=0)
-    iteration_time_s: Optional[float] = Field(default=None, gt=0)
-    memory_per_gpu_gib: Optional[float] = Field(default=None, gt=0)
-    peak_tflops_used_by_source: Optional[float] = None
-    implied_flops_per_token: Optional[float] = None
+    mfu: Optional[Real] = None
+    hfu: Optional[Real] = None
+    tokens_per_sec_per_gpu: Optional[Real] = Field(default=None, gt=0)
+    iteration_time_s: Optional[Real] = Field(default=None, gt=0)
+    memory_per_gpu_gib: Optional[Real] = Field(default=None, gt=0)
+    peak_tflops_used_by_source: Optional[Real] = None
+    implied_flops_per_token: Optional[Real] = None
     flops_counting: Optional[str] = None
     provenance: dict[str, str] = Field(default_factory=dict)
     notes: Optional[str] = None
@@ -330,19 +340,19 @@ class RunRecord(BaseModel):
         description="the Transformer Engine release the run used (the Job field: TP overlap's userbuffers and their cuBLAS "
                     "workspaces by release, memory.py [ub]); null: the stack's")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
-    moe_rank_imbalance: Optional[float] = Field(
+    moe_rank_imbalance: Optional[Real] = Field(
         default=None, ge=1.0, description="MoE: the busiest EP rank's routed tokens / the mean the run had (1.0: forced "
                                           "balancing, Megatron --moe-router-force-load-balancing; the Job field); null: "
                                           "the rule of moe_load_balancing (planner/imbalance.py), listed as assumed")
     moe_load_balancing: Optional[Literal["force", "aux_loss", "aux_loss_free", "sinkhorn"]] = Field(
         default=None, description="MoE: the run's router balancing (the Job field); null: the model's default "
                                   "(imbalance.default_balancing), listed as assumed")
-    moe_aux_loss_coeff: Optional[float] = Field(
+    moe_aux_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0, description="MoE: the run's auxiliary load-balancing loss coefficient, 0 where none was "
                                           "computed (the Job field; Megatron --moe-aux-loss-coeff of an aux_loss / "
                                           "seq_aux_loss / global_aux_loss type); null: Megatron's default 0.0, listed as "
                                           "assumed (a record never takes a model's training recipe)")
-    moe_z_loss_coeff: Optional[float] = Field(
+    moe_z_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0, description="MoE: the run's router z-loss coefficient (the Job field; Megatron "
                                           "--moe-z-loss-coeff); null: none")
     moe_router_pre_softmax: Optional[bool] = Field(
@@ -354,7 +364,7 @@ class RunRecord(BaseModel):
     fp8_recipe: Optional[str] = Field(
         default=None, description="the run's scaling recipe, a name of precisions.FP8_RECIPES (the Job field); null: "
                                   "the precision text's, else the stack's")
-    power_limit_w: Optional[float] = Field(default=None, gt=0)
+    power_limit_w: Optional[Real] = Field(default=None, gt=0)
     selective_ac_option: Optional[str] = Field(
         default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
                                   "(full recompute of every N-th layer)")
@@ -427,7 +437,7 @@ def load_runs(path: Path, incomplete: Optional[list] = None, lenient: bool = Fal
     if not data:
         raise PlannerError(f"{path}: no run records", "add at least one `- id: ...` record")
     records: list[RunRecord] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, Int] = {}
     for i, raw in enumerate(data):
         rid = raw.get("id") if isinstance(raw, dict) else None
         where = f"{path}: record {i}" + (f" (id {rid!r})" if rid is not None else "")
@@ -527,21 +537,27 @@ def infer_hardware(gpu_type: str) -> tuple[Optional[str], Optional[str]]:
     return None, None
 
 
-# Family rules (rule 2b), checked in order on the lower-cased model_name.
-_FAMILIES: list[tuple[tuple[str, ...], str, dict]] = [
-    (("llama", "mistral", "mixtral", "qwen", "gemma"), "Llama-style (Touvron et al. 2023 sec. 2.2)",
-     dict(gated_mlp=True, norm="rmsnorm", tied_embeddings=False, position_embedding="rope", linear_bias=False, dropout=False)),
-    (("palm",), "PaLM (Chowdhery et al. 2022 sec. 2)",
-     dict(gated_mlp=True, norm="layernorm", tied_embeddings=True, position_embedding="rope", linear_bias=False, dropout=False)),
-    (("nemotron",), "Nemotron-4 (Parmar et al. 2024 sec. 2: squared ReLU, not gated)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=False, dropout=False)),
-    (("mpt",), "MPT llm-foundry benchmark config (model_zoo/mpt-7b.yaml)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True, dropout=False)),
-    (("neox", "pythia"), "GPT-NeoX (Black et al. 2022 sec. 2.1)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=True, dropout=False)),
-    (("gpt",), "GPT-3 / Megatron-LM GPT defaults (Brown et al. 2020; Megatron-LM arguments.py)",
-     dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True, dropout=True)),
-]
+# Family rules (rule 2b): a record's `family` field names one.
+FAMILIES: dict[str, tuple[str, dict]] = {
+    "llama": ("Llama-style (Touvron et al. 2023 sec. 2.2)",
+              dict(gated_mlp=True, norm="rmsnorm", tied_embeddings=False, position_embedding="rope", linear_bias=False,
+                   dropout=False)),
+    "palm": ("PaLM (Chowdhery et al. 2022 sec. 2)",
+             dict(gated_mlp=True, norm="layernorm", tied_embeddings=True, position_embedding="rope", linear_bias=False,
+                  dropout=False)),
+    "nemotron": ("Nemotron-4 (Parmar et al. 2024 sec. 2: squared ReLU, not gated)",
+                 dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope",
+                      linear_bias=False, dropout=False)),
+    "mpt": ("MPT llm-foundry benchmark config (model_zoo/mpt-7b.yaml)",
+            dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True,
+                 dropout=False)),
+    "neox": ("GPT-NeoX (Black et al. 2022 sec. 2.1)",
+             dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=True,
+                  dropout=False)),
+    "gpt": ("GPT-3 / Megatron-LM GPT defaults (Brown et al. 2020; Megatron-LM arguments.py)",
+            dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True,
+                 dropout=True)),
+}
 
 
 def _shape(num_layers, hidden, ffn, heads, kv, vocab) -> tuple:
@@ -580,10 +596,9 @@ def infer_architecture(rec: RunRecord, assumed: _Assumed) -> dict:
         arch = {k: getattr(zoo, k) for k in ARCH_FIELDS}
         reason = f"catalog model {zoo.name} has this shape"
     else:
-        name = (rec.model_name or "").lower()
-        fam = next(((label, a) for keys, label, a in _FAMILIES if any(k in name for k in keys)), None)
+        fam = FAMILIES.get(rec.family) if rec.family is not None else None
         if fam is not None:
-            reason, arch = f"model_name {rec.model_name!r}: {fam[0]}", dict(fam[1])
+            reason, arch = f"family {rec.family}: {fam[0]}", dict(fam[1])
         else:
             ratio = rec.ffn_hidden_size / rec.hidden_size
             gated = rec.ffn_hidden_size != 4 * rec.hidden_size
@@ -740,8 +755,8 @@ def _precision(rec: RunRecord, assumed: _Assumed) -> tuple[str, Optional[str]]:
 
 
 def _source_year(rec: RunRecord) -> Optional[int]:
-    years = [int(y) for y in re.findall(r"\b(?:19|20)\d\d\b", rec.source or "")]
-    return max(years) if years else None
+    """The record's explicit source_year (rule 9c); never a year read out of the source's text."""
+    return rec.source_year
 
 
 def _moe_assumptions(rec: RunRecord, assumed: _Assumed) -> None:
@@ -1103,18 +1118,18 @@ class Row:
     stack: Optional[str] = None
     hardware: Optional[str] = None
     mesh: Optional[str] = None
-    predicted_tokens_per_s_per_gpu: Optional[float] = None
-    published_tokens_per_s_per_gpu: Optional[float] = None
+    predicted_tokens_per_s_per_gpu: Optional[Real] = None
+    published_tokens_per_s_per_gpu: Optional[Real] = None
     published_from: Optional[str] = None
-    error: Optional[float] = None
-    predicted_memory_gib: Optional[float] = None  # the peak the stack logs (allocated or reserved: memory.reported_bytes)
-    predicted_allocated_gib: Optional[float] = None  # the heaviest stage's allocated and reserved peaks
-    predicted_reserved_gib: Optional[float] = None
-    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
-    published_memory_gib: Optional[float] = None
-    memory_error: Optional[float] = None
-    predicted_step_s: Optional[float] = None
-    predicted_mfu: Optional[float] = None
+    error: Optional[Real] = None
+    predicted_memory_gib: Optional[Real] = None  # the peak the stack logs (allocated or reserved: memory.reported_bytes)
+    predicted_allocated_gib: Optional[Real] = None  # the heaviest stage's allocated and reserved peaks
+    predicted_reserved_gib: Optional[Real] = None
+    predicted_reserved_high_gib: Optional[Real] = None  # the fragmentation band's top (memory.py [13])
+    published_memory_gib: Optional[Real] = None
+    memory_error: Optional[Real] = None
+    predicted_step_s: Optional[Real] = None
+    predicted_mfu: Optional[Real] = None
     assumed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: Optional[str] = None

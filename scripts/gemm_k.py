@@ -72,7 +72,7 @@ def main() -> None:
         small = r["source"] == "deepgemm" and r.get("M", 1 << 30) <= 128
         hw = hardware_of(r["gpu"])
         keys = [r["source"] + (" grouped" if "groups" in r else "") + (" M <= 128" if small else ""),
-                "GPU family: " + ("Hopper" if hw.startswith("h") else hw) + (" (DeepGEMM M <= 128)" if small else ""),
+                "GPU family: " + ("Hopper" if (load_hardware(hw).capability or (0, 0))[0] == 9 else hw) + (" (DeepGEMM M <= 128)" if small else ""),
                 "all rows"] + ([] if small else ["all rows but DeepGEMM's M <= 128"])
         got = {m: rate(r, m) for m in MODELS}
         for m in MODELS:

@@ -204,23 +204,24 @@ def test_hardware_from_gpu_type(gpu_type, name, noted):
     assert got == name and (note is not None) == noted
 
 
-@pytest.mark.parametrize("model_name, ffn, gated, reason", [
-    ("Llama-ish 1B", 2816, True, "Llama-style"),
-    ("Nemotron-8B", 4096, False, "Nemotron"),
-    ("GPT tiny", 4096, False, "GPT-3"),
-    ("mystery", 4096, False, "ffn/hidden = 4"),
-    ("mystery", 2816, True, "ffn/hidden = 2.75"),
+@pytest.mark.parametrize("model_name, family, ffn, gated, reason", [
+    ("Llama-ish 1B", "llama", 2816, True, "Llama-style"),
+    ("Nemotron-8B", "nemotron", 4096, False, "Nemotron"),
+    ("GPT tiny", "gpt", 4096, False, "GPT-3"),
+    ("mystery", None, 4096, False, "ffn/hidden = 4"),
+    ("mystery", None, 2816, True, "ffn/hidden = 2.75"),
 ])
-def test_architecture_rules(model_name, ffn, gated, reason):
+def test_architecture_rules(model_name, family, ffn, gated, reason):
     a = _Assumed()
-    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, ffn_hidden_size=ffn)), a)
+    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, family=family, ffn_hidden_size=ffn)), a)
     assert arch["gated_mlp"] is gated
     assert {s.split("=")[0] for s in a.items} == {"gated_mlp", "norm", "tied_embeddings", "position_embedding",
                                                    "linear_bias", "dropout"}
     assert all(reason in s for s in a.items)
     # A record that states gated_mlp keeps it, and it is not listed as assumed.
     a = _Assumed()
-    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, ffn_hidden_size=ffn, gated_mlp=not gated)), a)
+    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, family=family, ffn_hidden_size=ffn,
+                                                   gated_mlp=not gated)), a)
     assert arch["gated_mlp"] is (not gated) and not any(s.startswith("gated_mlp=") for s in a.items)
 
 
@@ -643,14 +644,14 @@ def test_attention_rule_9_record_then_stack_default_then_date(run, tmp_path):
     stack file sets one (megatron-deepspeed: eager, microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py
     l. 927-935 --use-flash-attn* store_true, model/transformer.py l. 606-611 CoreAttention without them), whatever
     the source's date; on a stack file without the key (megatron) the date rule: 2023 flash, 2021 eager."""
-    src = dict(source="Example et al. 2023, a training report")
+    src = dict(source="Example et al. 2023, a training report", source_year=2023)
     mds = dict(src, stack="megatron-deepspeed", zero_fsdp_mode="ZeRO-1 (DeepSpeed)")  # bf16 without ZeRO: not zero0
     recs = [_record("mds-2023", **mds),
             _record("mds-2023-eager", attention="eager", **mds),
             _record("mds-2023-flash", attention="flash", **mds),
             _record("meg-2023", stack="megatron", **src),
             _record("meg-2023-flash", stack="megatron", attention="flash", **src),
-            _record("meg-2021", stack="megatron", source="Example et al. 2021")]
+            _record("meg-2021", stack="megatron", source="Example et al. 2021", source_year=2021)]
     r = run("validate", _write(tmp_path, recs), "--format", "json")
     assert r.exit_code == 0, r.stderr
     rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
