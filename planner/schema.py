@@ -4285,7 +4285,7 @@ class Job(BaseModel):
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
-    loss_logit_chunks: Optional[int] = Field(
+    loss_logit_chunks: Optional[Count] = Field(
         default=None, ge=2, le=MAX_COUNT,
         description="the loss as torchtitan PR #996 ran it (pytorch/torchtitan @f99bfc03 components/loss.py "
                     "chunked_cross_entropy_loss, adapted from torchtune's CEWithChunkedOutputLoss): the materialised bf16 "
