@@ -303,3 +303,35 @@ def test_a_switch_of_a_run_record_given_as_a_number_is_refused(cli, tmp_path):
     p.write_text(yaml.safe_dump([_run_record("r", sequence_parallel=0)]), encoding="utf-8")
     r = cli("validate", p)
     assert r.exit_code == 2 and "sequence_parallel" in r.stderr and "not the number 0" in r.stderr
+
+
+# ------------------------------------------------------------ audit2: a pinned degree no plan can use is bad input
+@pytest.mark.parametrize("args,needles", [
+    (["--dp", "3"], ["--dp 3 does not divide --gpus 8", "1, 2, 4, 8"]),
+    (["--tp", "16"], ["--tp 16 does not divide --gpus 8"]),
+    (["--cp", "16"], ["--cp 16 does not divide --gpus 8"]),
+    (["--pp", "3"], ["--pp 3 does not divide --gpus 8"]),
+    (["--ep", "2"], ["--ep 2 on llama3-8b, which has no experts", "--ep 1"]),
+    (["--tp", "2", "--dp", "8"], ["--tp 2 x --dp 8 = 16 does not divide --gpus 8"]),
+    (["--tp", "2", "--cp", "2", "--pp", "2", "--dp", "2"], ["--tp 2 x --cp 2 x --pp 2 x --dp 2 = 16, not --gpus 8"]),
+    (["--pp", "1", "--vpp", "2"], ["--vpp 2 with --pp 1", "pp >= 2"]),
+    (["--micro-batch", "3"], ["--micro-batch 3 does not divide the global batch of 2,048 sequences", "--global-batch"]),
+    (["--dp", "2", "--micro-batch", "3"], ["--dp 2 x --micro-batch 3 does not divide"]),
+])
+def test_fit_refuses_a_pinned_degree_no_plan_can_use(cli, args, needles):
+    # before: exit 1, "no plan for llama3-8b on 8 x h100-sxm satisfies the constraints" (as if plans were searched
+    # and none fitted); explain refuses the same values as bad input (plan.rule_codes MESH, BATCH, EP_EXPERTS)
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "8", *args), *needles)
+
+
+def test_fit_ep_must_divide_the_routed_experts(cli):
+    assert_one_error(cli("fit", "--model", "mixtral-8x7b", "--gpus", "16", "--ep", "16"),
+                     "--ep 16 does not divide the 8 routed experts of mixtral-8x7b", "valid: 1, 2, 4, 8")
+
+
+def test_fit_pins_that_divide_one_of_the_gpu_counts_search(cli):
+    # a range: --dp 3 divides 24 of 8..24 (exit 0 or 1 by what fits, never the pin error); nothing fits: exit 1
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8,24", "--dp", "3", "--top", "1")
+    assert r.exit_code in (0, 1) and "does not divide --gpus" not in r.stderr, r.stderr
+    r = cli("fit", "--model", "llama3-405b", "--gpus", "8", "--tp", "8")
+    assert r.exit_code == 1 and "nothing fits" in r.stderr
