@@ -44,6 +44,7 @@ RECORD_36M = """- id: layers-36m
   global_batch_size: 64
   micro_batch_size: 1
   gpu_type: H100-SXM-80GB
+  hardware: h100-sxm
   num_gpus: 8
   tp: 1
   pp: 1

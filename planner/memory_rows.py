@@ -45,20 +45,25 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     sharding, recompute and precision must be what the flags say (else an error naming the field); flags the reader
     does not model, or refuses, skip the row.
  M0 `planner.excluded` (a reason, with its source) -> skipped with that reason, before any other rule.
- M2 stack: the row's `planner.stack` where given (a stack_db entry describing the code the row
-    ran, its `why` citing that code; listed as assumed: the Thunder LitGPT benchmark's inductor
-    rows -> litgpt-benchmark), else from `framework`: torchtitan / torchtrain -> torchtitan;
-    Megatron-LM -> megatron; llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed;
-    any other (llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
- M3 hardware from `gpu` by planner.validate.infer_hardware (H100 with 94-96 GB -> the HBM2e
-    part, ...); "Blackwell" without a SKU -> b200 (the SM100 part in hardware_db). The GPU
-    changes only the capacity, never a predicted peak.
+ M2 stack: the row's `planner.stack` (a stack_db entry describing the code the row ran, its `why`
+    citing that code; listed as assumed). No stack is read from what the `framework` text looks like:
+    before the 2026-12-07 audit2 torchtitan / torchtrain -> torchtitan, Megatron-LM -> megatron,
+    llm-foundry -> llm-foundry and Megatron-DeepSpeed -> megatron-deepspeed were matched in it, and the
+    rows of tests/data that rule named carry it as the field now. No planner.stack -> skipped.
+ M3 hardware: the row's `planner.hardware` (a hardware_db name; listed as assumed with the row's `gpu`,
+    and `planner.hardware_why` where the entry is an assumption about the part `gpu` names: "Blackwell"
+    without a SKU -> b200, the SM100 part in hardware_db; H100 with 94-96 GB -> the HBM2e part). The GPU
+    changes only the capacity, never a predicted peak. Never read from the `gpu` text (before audit2 it
+    was, by the run records' former gpu_type rule); no planner.hardware -> skipped.
  M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq null -> the row's `planner.seq_len` where
     the code the row ran establishes it (its `why` cites it; listed as assumed), else skipped;
     micro_batch null -> skipped (the peak scales with both). global_batch null -> micro_batch x dp
     (no accumulation). vpp null -> 1.
- M5 sharding text: fsdp / zero3 -> fsdp (an FSDP1 row is planned with its stack's FSDP unit
-    model, stack_db `fsdp`, assumed); "distributed optimizer" / zero-1 -> zero1; none / ddp -> none; else skipped.
+ M5 sharding: the row's `planner.sharding` (none | zero1 | zero2 | fsdp | hsdp, the job field), and
+    `planner.sharding_why` where it is an assumption (listed with it: an FSDP1 row is planned with its
+    stack's FSDP unit model, stack_db `fsdp`). Never read from the `sharding` text (before audit2: fsdp /
+    zero3 -> fsdp, "distributed optimizer" / zero-1 -> zero1, none / ddp -> none were matched in it); no
+    planner.sharding -> skipped.
  M6 recompute text: starts with selective / full / none -> that mode (torchtitan selective is its
     per-op policy: stack_db torchtitan.yaml `selective`); "not stated" -> the row's
     `planner.recompute` if given (with its source), else skipped.
@@ -133,8 +138,8 @@ from .catalog import format_validation_error, load_model, load_stack, read_yaml
 from .errors import PlannerError
 from .precisions import parse_precision_text
 from .explain import evaluate, to_json
-from .schema import Count, Int, ModelSpec, Real, SpmdBackend
-from .validate import Skip, _Assumed, _write_model, infer_hardware, resolve_fields
+from .schema import Bool, Count, Int, ModelSpec, Real, Sharding, SpmdBackend
+from .validate import Skip, _Assumed, _write_model, resolve_fields
 
 GiB = 2.0**30
 #: torchtitan PR #996's chunked_cross_entropy_loss num_output_chunks default (pytorch/torchtitan @f99bfc03
@@ -156,10 +161,17 @@ class PlannerBlock(BaseModel):
                                   "command line: the row's model and settings from its flags by the Megatron reader, "
                                   "as the Megatron CI corpus reads its rows (the `why` cites the commit): rule M1b")
     why: str = Field(description="where the shape (and any setting here) comes from")
-    sequence_parallel: Optional[bool] = None
+    sequence_parallel: Optional[Bool] = None
     stack: Optional[str] = Field(
-        default=None, description="the stack_db entry of the code the row ran, where `framework` names none rule M2 "
-                                  "maps (the `why` cites the code): rule M2")
+        default=None, description="the stack_db entry of the code the row ran (the `why` cites the code): rule M2")
+    hardware: Optional[str] = Field(
+        default=None, description="the hardware_db entry of the row's `gpu` (rule M3; the GPU sets only the capacity)")
+    hardware_why: Optional[str] = Field(
+        default=None, description="why `hardware` is an assumption about the part `gpu` names (listed with it): rule M3")
+    sharding: Optional[Sharding] = Field(
+        default=None, description="the job's sharding mode for the row's `sharding` text: rule M5")
+    sharding_why: Optional[str] = Field(
+        default=None, description="why `sharding` is an assumption about the run (listed as assumed with it): rule M5")
     seq_len: Optional[Count] = Field(
         default=None, gt=0, description="the sequence length where the row's `seq` is null and the code it ran "
                                         "establishes it (the `why` cites it): rule M4")
@@ -168,13 +180,13 @@ class PlannerBlock(BaseModel):
         default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
                                   "2025 chunks of the materialised logits: the job field loss_logit_chunks 8) or chunked_wrapper (torchtitan's "
                                   "ChunkedLossWrapper: the job field chunked_loss); rule M9")
-    selective_recomputes_attention: Optional[bool] = Field(
+    selective_recomputes_attention: Optional[Bool] = Field(
         default=None, description="the run's selective policy re-runs the attention core instead of saving its output "
                                   "(the job field of that name; its `why` cites the code): rule M11")
     rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary tables the row's torchtitan version keeps, where it is not the stack "
                                   "entry's (the job field of that name; its `why` cites the code): rule M12")
-    fsdp_root_unit: Optional[bool] = Field(
+    fsdp_root_unit: Optional[Bool] = Field(
         default=None, description="the row's torchtitan wraps the embedding, final norm and output layer in FSDP2's root "
                                   "unit and keeps the last block gathered after its forward (before 83e69410, #1094, "
                                   "with torch before #154704; the job field of that name; its `why` cites the code): "
@@ -204,7 +216,7 @@ class MeasuredRow(BaseModel):
     sharding: str
     recompute: str
     precision: str
-    compile: bool
+    compile: Bool
     memory_gib: Optional[Real] = Field(default=None, gt=0)
     memory_kind: str
     notes: Optional[str] = None
@@ -233,7 +245,7 @@ class OracleRow(BaseModel):
     tracker: Literal["fsdp", "plain"]
     spmd_backend: SpmdBackend = Field(description="torchtitan 0.3's parallelism.spmd_backend the trace ran (rule O5: "
                                                   "the job field spmd_backend)")
-    loss_parallel: bool = False
+    loss_parallel: Bool = False
     repeat_of: Optional[str] = Field(default=None, description="the id of the row whose configuration this row traces "
                                      "again (a second run): skipped as a duplicate (rule O4)")
     peak_allocated_gib: Real = Field(gt=0)
@@ -405,10 +417,6 @@ def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
 
 
 # ----------------------------------------------------------------------------- measured rows
-_STACKS = (("torchtitan", "torchtitan"), ("torchtrain", "torchtitan"), ("megatron-deepspeed", "megatron-deepspeed"),
-           ("megatron-lm", "megatron"), ("llm-foundry", "llm-foundry"))
-
-
 def measured_kind(row: MeasuredRow, stack_reports: Optional[str], assumed: _Assumed) -> str:
     """Rule M10: the kind of peak the row's figure is."""
     t = row.memory_kind.strip().lower()
@@ -426,37 +434,32 @@ def measured_kind(row: MeasuredRow, stack_reports: Optional[str], assumed: _Assu
     raise Skip(f"memory_kind {row.memory_kind!r}: not a peak the harness can compare (reserved or allocated)")
 
 
-def stack_of_framework(framework: str) -> str:
-    """Rule M2."""
-    t = framework.lower()
-    for key, name in _STACKS:
-        if key in t:
-            return name
-    raise Skip(f"framework {framework!r}: no stack_db entry describes its kernels and loss "
-               "(stacks: torchtitan, megatron, llm-foundry, megatron-deepspeed)")
+def _stack(row: MeasuredRow, assumed: _Assumed) -> str:
+    """Rule M2: the row's planner.stack (never read from the `framework` text)."""
+    if row.planner is None or row.planner.stack is None:
+        raise Skip(f"framework {row.framework!r}: the row names no stack_db entry (planner.stack)")
+    assumed.add("stack", row.planner.stack, "the row's planner.stack: the stack_db entry of the code it ran (its why)")
+    return row.planner.stack
 
 
-def _hardware(gpu: str, assumed: _Assumed) -> str:
-    name, note = infer_hardware(gpu)
-    if name is None and "blackwell" in gpu.lower():
-        name, note = "b200", "Blackwell without a SKU: the SM100 part in hardware_db"
+def _hardware(row: MeasuredRow, assumed: _Assumed) -> str:
+    """Rule M3: the row's planner.hardware (never read from the `gpu` text)."""
+    name = row.planner.hardware if row.planner is not None else None
     if name is None:
-        raise Skip(f"no hardware entry for gpu {gpu!r}")
-    assumed.add("hardware", name, f"gpu {gpu!r}" + (f"; {note}" if note else "") + "; the GPU sets only the capacity")
+        raise Skip(f"no hardware entry for gpu {row.gpu!r} (planner.hardware)")
+    why = row.planner.hardware_why
+    assumed.add("hardware", name, f"gpu {row.gpu!r}" + (f"; {why}" if why else "") + "; the GPU sets only the capacity")
     return name
 
 
-def _sharding(text: str, assumed: _Assumed, stack_name: str = "") -> str:
-    t = text.lower()
-    if "distributed optimizer" in t or "zero-1" in t or "zero1" in t:
-        return "zero1"
-    if "fsdp" in t or "zero3" in t or "zero-3" in t or "full shard" in t:
-        if "fsdp1" in t or "fsdp zero3" in t:
-            assumed.add("sharding", "fsdp", f"FSDP1 planned with the {stack_name} stack's FSDP unit model (stack_db fsdp)")
-        return "fsdp"
-    if t.startswith("none") or t.startswith("ddp"):
-        return "none"
-    raise Skip(f"sharding {text!r} not recognised (fsdp, distributed optimizer / zero-1, none)")
+def _sharding(row: MeasuredRow, assumed: _Assumed) -> str:
+    """Rule M5: the row's planner.sharding (never read from the `sharding` text)."""
+    mode = row.planner.sharding if row.planner is not None else None
+    if mode is None:
+        raise Skip(f"sharding {row.sharding!r}: the row names no sharding mode (planner.sharding)")
+    if row.planner.sharding_why is not None:
+        assumed.add("sharding", mode, row.planner.sharding_why)
+    return mode
 
 
 def _recompute(row: MeasuredRow, assumed: _Assumed) -> str:
@@ -533,7 +536,7 @@ def _args_job(row: MeasuredRow, r: Result, stack_name: str, base: Optional[Path]
         raise PlannerError(f"row {row.id!r}: field `planner.args`: no folder to read it from", "evaluate the rows through report(path)")
     if row.dp is None:
         raise Skip("dp not stated: the GPU count cannot be built")
-    hw = r.hardware = _hardware(row.gpu, assumed)
+    hw = r.hardware = _hardware(row, assumed)
     gpus = row.dp * row.tp * row.pp * row.cp
     path = base / row.planner.args
     try:
@@ -548,7 +551,7 @@ def _args_job(row: MeasuredRow, r: Result, stack_name: str, base: Optional[Path]
     job = dict(cfg.job)
     precision, _ = _precision(row, load_stack(stack_name), assumed)
     want = dict(tp=row.tp, pp=row.pp, cp=row.cp, vpp=row.vpp or 1, micro_batch=row.micro_batch,
-                global_batch=row.global_batch, seq_len=row.seq, sharding=_sharding(row.sharding, assumed, stack_name),
+                global_batch=row.global_batch, seq_len=row.seq, sharding=_sharding(row, assumed),
                 recompute=_recompute(row, assumed), precision=precision)
     if row.planner.sequence_parallel is not None:
         want["sequence_parallel"] = row.planner.sequence_parallel
@@ -569,11 +572,7 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = 
         raise Skip("no absolute figure (memory_gib null)")
     if row.planner is not None and row.planner.excluded:
         raise Skip(f"excluded: {row.planner.excluded}")
-    if row.planner is not None and row.planner.stack is not None:
-        stack_name = row.planner.stack
-        assumed.add("stack", stack_name, "the row's planner.stack: the stack_db entry of the code it ran (its why)")
-    else:
-        stack_name = stack_of_framework(row.framework)
+    stack_name = _stack(row, assumed)
     stack = load_stack(stack_name)
     r.kind = measured_kind(row, stack.memory.reports, assumed)
     if row.planner is None:
@@ -590,8 +589,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = 
         raise Skip("sequence length not stated")
     if row.micro_batch is None:
         raise Skip("micro-batch not stated")
-    hw = r.hardware = _hardware(row.gpu, assumed)
-    sharding = _sharding(row.sharding, assumed, stack_name)
+    hw = r.hardware = _hardware(row, assumed)
+    sharding = _sharding(row, assumed)
     recompute = _recompute(row, assumed)
     precision, recipe = _precision(row, stack, assumed)
     gbs = row.global_batch

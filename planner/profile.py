@@ -71,7 +71,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from .catalog import read_yaml, validate
 from .errors import PlannerError
 from . import files
-from .schema import Real, _not_bool
+from .schema import Bool, Real, _not_bool
 
 Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)  # .inf / .nan are errors
 # Integers of a profile (sizes in bytes, counts, line numbers) are at most 2**53: exact in a
@@ -174,7 +174,7 @@ class Measurement(BaseModel):
     size_bytes: list[Int]
     time_us: list[Real]
     busbw_GBps: list[Optional[Real]]
-    in_place: list[bool]
+    in_place: list[Bool]
 
     @model_validator(mode="after")
     def _check(self) -> "Measurement":
@@ -348,7 +348,7 @@ class GemmCalibration(BaseModel):
     sm_count: Optional[Int] = Field(default=None, gt=0, description="its SMs: the wave size of the interpolation")
     peak_bf16_TFLOPS: Optional[Real] = Field(default=None, gt=0, description="dense peak of --hardware, for the efficiencies shown")
     peak_fp8_TFLOPS: Optional[Real] = Field(default=None, gt=0)
-    sustained: bool = Field(
+    sustained: Bool = Field(
         default=False,
         description="rows measured at the sustained (power-limited) clock; false: benchmark bursts, "
                     "derated by compute.SUSTAINED_TENSOR_FRACTION like the hardware entries' figures")
@@ -391,7 +391,7 @@ class RunParameterFit(BaseModel):
     sd_fit_variable: Optional[Real] = Field(default=None, ge=0, description="1-sigma of ln(value) (log1p: ln(1+value))")
     low_1sigma: Optional[Real] = None
     high_1sigma: Optional[Real] = None
-    at_bound: bool = False
+    at_bound: Bool = False
     freed_by: list[str] = Field(default_factory=list, description="the measurements that determine it")
 
 
@@ -415,7 +415,7 @@ class RunMeasurement(BaseModel):
     predicted_after: Real
     residual_before: Real = Field(description="predicted_before / measured - 1")
     residual_after: Real = Field(description="predicted_after / measured - 1")
-    fitted: bool = Field(description="false: no free parameter moves it (reported, not fitted)")
+    fitted: Bool = Field(description="false: no free parameter moves it (reported, not fitted)")
     stack: str
     hardware: str
     gpus: Int = Field(gt=0)

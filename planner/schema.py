@@ -41,9 +41,19 @@ def _not_bool(v):
     return v
 
 
+def _not_number(v):
+    """A switch given as a number is an error, not true / false: pydantic's lax mode reads 0 and 1 (and 0.0, 1.0)
+    as booleans (`gated_mlp: 0`, a hardware's `nvls: 1`), silently (audit2 2026-12-07). Text and numpy booleans
+    go on to pydantic's own check."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        raise PydanticCustomError("bool_type", "Input should be true or false, not the number {value}", {"value": v})
+    return v
+
+
 Count = Annotated[int, Field(le=MAX_COUNT), BeforeValidator(_not_bool)]
 Real = Annotated[float, BeforeValidator(_not_bool)]  # every float field of a file: `reserve_gib: true` is not 1.0
 Int = Annotated[int, BeforeValidator(_not_bool)]  # an integer field without Count's bound
+Bool = Annotated[bool, BeforeValidator(_not_number)]  # every boolean field of a file: `nvls: 0` is not false
 # the longest period of MoE layers (moe.layer_freq, bounded by num_layers) the layer list builds one
 # object a layer of (layers._build); no published model repeats over more than a few layers
 MAX_LAYER_PERIOD = 65_536
@@ -63,11 +73,11 @@ class MoESpec(BaseModel):
     num_shared_experts: Count = Field(default=0, ge=0, description="experts every token passes through (DeepSeek, Qwen2-MoE)")
     shared_expert_ffn_hidden_size: Optional[Count] = Field(
         default=None, gt=0, description="width of ONE shared expert; default: expert_ffn_hidden_size")
-    shared_expert_gate: bool = Field(default=False, description="a sigmoid gate (h weights) scales the shared expert's output (Qwen2-MoE)")
+    shared_expert_gate: Bool = Field(default=False, description="a sigmoid gate (h weights) scales the shared expert's output (Qwen2-MoE)")
     first_k_dense: Count = Field(default=0, ge=0, description="the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)")
     layer_freq: Count = Field(default=1, gt=0, description="every layer_freq-th layer from first_k_dense is MoE (DeepSeek moe_layer_freq)")
     router: Literal["softmax", "sigmoid"] = Field(default="softmax", description="router score function (Megatron --moe-router-score-function; what the router saves for its backward: planner/layers/moe.py router_saved_terms)")
-    expert_score_bias: bool = Field(
+    expert_score_bias: Bool = Field(
         default=False, description="a per-expert bias added to the router's scores for the top-k choice only, updated to "
                                    "balance the load (aux-loss-free balancing: DeepSeek-V3 e_score_correction_bias, "
                                    "Megatron --moe-router-enable-expert-bias, which needs a sigmoid router); E elements "
@@ -75,7 +85,7 @@ class MoESpec(BaseModel):
                                    "gradient or optimizer state; counted in the model's total as its checkpoint lists "
                                    "it: planner/layers/common.py [sb]); the default balancing rule keys on it "
                                    "(planner/imbalance.py)")
-    router_linear_bias: bool = Field(
+    router_linear_bias: Bool = Field(
         default=False, description="the router's linear has a bias of its own, E parameters a layer added to the logits "
                                    "(gpt-oss GptOssTopKRouter; Megatron-Core gives the router one exactly under "
                                    "--add-bias-linear, moe/router.py); no load balancing")
@@ -85,7 +95,7 @@ class MoESpec(BaseModel):
     groups_per_token: Optional[Count] = Field(
         default=None, gt=0, description="a token's top_k experts come from at most this many groups (DeepSeek-V3 "
                                         "topk_group 4: node-limited routing, at most 4 nodes per token)")
-    route_norm: bool = Field(
+    route_norm: Bool = Field(
         default=False, description="a token's top_k routing weights are divided by their sum (config.json "
                                    "norm_topk_prob: DeepSeek-V3, Kimi K2, the Qwen3 MoE models; torchtitan MoEArgs "
                                    "route_norm; Mixtral's and gpt-oss's routers renormalise over the top k always); "
@@ -129,7 +139,7 @@ class MLASpec(BaseModel):
     v_head_dim: Count = Field(gt=0)
     # not a model file's setting: the job's mla_down_proj_fusion (Megatron's FusedMLASelfAttention), set on a copy by
     # plan.with_fused_mla (a job setting), read by layers.layer_list (layers/attention.py MLA.down_fused)
-    _down_fused: bool = PrivateAttr(default=False)
+    _down_fused: Bool = PrivateAttr(default=False)
 
     @property
     def qk_head_dim(self) -> int:
@@ -175,7 +185,7 @@ class YarnScalingParams(BaseModel):
         gt=0, description="rope_scaling.original_max_position_embeddings (gpt-oss: 4096)")
     beta_fast: Real = Field(default=32.0, gt=0, description="rope_scaling.beta_fast (transformers' default 32)")
     beta_slow: Real = Field(default=1.0, gt=0, description="rope_scaling.beta_slow (transformers' default 1)")
-    truncate: bool = Field(default=True, description="rope_scaling.truncate: the correction range rounded to whole "
+    truncate: Bool = Field(default=True, description="rope_scaling.truncate: the correction range rounded to whole "
                                                      "dimensions (transformers' default true; gpt-oss: false)")
     mscale: Optional[Real] = Field(
         default=None, ge=0, description="rope_scaling.mscale (DeepSeek-V3, Kimi K2: 1.0); null: not stated. With "
@@ -213,7 +223,7 @@ class GlobalAttention(BaseModel):
     model_config = Strict
     kind: Literal["global"] = "global"
     position: Optional[Position] = None
-    output_gate: bool = False
+    output_gate: Bool = False
 
 
 class SlidingAttention(BaseModel):
@@ -224,7 +234,7 @@ class SlidingAttention(BaseModel):
     kind: Literal["sliding"]
     window: Count = Field(gt=0, description="keys a query attends to, itself included")
     position: Optional[Position] = None
-    output_gate: bool = False
+    output_gate: Bool = False
 
 
 class ChunkedAttention(BaseModel):
@@ -235,14 +245,14 @@ class ChunkedAttention(BaseModel):
     kind: Literal["chunked"]
     chunk: Count = Field(gt=0, description="tokens per attention chunk")
     position: Optional[Position] = None
-    output_gate: bool = False
+    output_gate: Bool = False
     # not a model file's key: set by plan._stack_chunks from the stack's chunked_attention.pads_last_chunk where the
     # sequence is longer than the chunk (the stack's code pads the sequence to whole chunks, runs every chunk whole
     # and copies the output back: layers/attention.py [13])
-    _padded: bool = PrivateAttr(default=False)
+    _padded: Bool = PrivateAttr(default=False)
     # likewise, from the stack's chunked_attention.cp_local_sequence: the code compares the CP rank's s / cp with the
     # chunk and chunks nothing at s / cp <= chunk under cp > 1 (layers/attention.py [14])
-    _local: bool = PrivateAttr(default=False)
+    _local: Bool = PrivateAttr(default=False)
 
 
 class MLAAttention(BaseModel):
@@ -279,8 +289,8 @@ class Mamba2(BaseModel):
     n_groups: Count = Field(default=1, gt=0, description="B/C groups (n_groups)")
     conv_kernel: Count = Field(default=4, gt=0, description="conv_kernel")
     chunk_size: Count = Field(default=256, gt=0, description="SSD chunk length (mamba_ssm / Megatron-Core default 256; HF chunk_size)")
-    conv_bias: bool = True
-    proj_bias: bool = False
+    conv_bias: Bool = True
+    proj_bias: Bool = False
 
 
 class Mamba1(BaseModel):
@@ -292,9 +302,9 @@ class Mamba1(BaseModel):
     state_size: Count = Field(gt=0, description="mamba_d_state (N)")
     conv_kernel: Count = Field(default=4, gt=0, description="mamba_d_conv")
     dt_rank: Count = Field(gt=0, description="mamba_dt_rank")
-    conv_bias: bool = True
-    proj_bias: bool = False
-    inner_norms: bool = Field(default=False, description="RMSNorms on dt, B and C (Jamba)")
+    conv_bias: Bool = True
+    proj_bias: Bool = False
+    inner_norms: Bool = Field(default=False, description="RMSNorms on dt, B and C (Jamba)")
 
 
 class NoMixer(BaseModel):
@@ -315,7 +325,7 @@ class DenseMLP(BaseModel):
     model_config = Strict
     kind: Literal["dense"] = "dense"
     ffn_hidden_size: Optional[Count] = Field(default=None, gt=0)
-    gated: Optional[bool] = None
+    gated: Optional[Bool] = None
 
 
 class MoEMLP(BaseModel):
@@ -462,9 +472,9 @@ class ModelSpec(BaseModel):
                     "beyond them (Qwen3: 151,669 tokens in 151,936 rows): a trainer may build fewer rows than "
                     "vocab_size, down to these, and a job's padded_vocab_size may too (plan.with_padded_vocab); at "
                     "most vocab_size; default: vocab_size (every row a token)")
-    gated_mlp: bool = Field(description="SwiGLU/GeGLU (3 matrices) instead of a plain 2-matrix MLP")
+    gated_mlp: Bool = Field(description="SwiGLU/GeGLU (3 matrices) instead of a plain 2-matrix MLP")
     norm: Literal["rmsnorm", "layernorm"]
-    tied_embeddings: bool = False
+    tied_embeddings: Bool = False
     max_seq_len: Count = Field(
         gt=0, description="the model's context length (positions; learned position tables have this many rows): often "
                           "the context it serves after long-context extension, not the length it pre-trained at. A job "
@@ -478,8 +488,8 @@ class ModelSpec(BaseModel):
                     "ROPE_MAX_SEQ_LEN_03). A job on that stack is checked against it, not max_seq_len (plan._seq_len's "
                     "beyond-context warning); priced at nothing")
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
-    linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
-    dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    linear_bias: Bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
+    dropout: Bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
     hidden_dropout: Optional[Real] = Field(
         default=None, ge=0, lt=1,
         description="the hidden dropout's probability, after each sub-block (Megatron-LM --hidden-dropout, "
@@ -501,19 +511,19 @@ class ModelSpec(BaseModel):
                     "core_transformer_config_from_args l. 314-326 sets activation_func from them. Priced as the "
                     "form's usual activation (one elementwise kernel reading and writing the same elements, its input "
                     "saved): the field keeps the model an export writes")
-    post_norms: bool = Field(
+    post_norms: Bool = Field(
         default=False,
         description="a norm on each sub-block's output before its residual add, beside the pre-norm (Gemma 2 and 3's "
                     "'sandwich' norms: transformers Gemma3DecoderLayer post_attention_layernorm and "
                     "post_feedforward_layernorm). Priced: h parameters each, the stack's norm bytes, and each one's "
                     "input saved for the backward (planner/layers/__init__.py LayerKind)")
-    qk_norm: bool = Field(
+    qk_norm: Bool = Field(
         default=False,
         description="an RMSNorm over each head's query and key after the QKV projection, before RoPE (Qwen3, Gemma 3, "
                     "Qwen3-Next: transformers' q_norm / k_norm of head_dim; Megatron --qk-layernorm), in every "
                     "softmax-attention layer. Priced: 2 d parameters a layer, the norm kernels' bytes on Q and K, and "
                     "their inputs saved for the backward (planner/layers/attention.py)")
-    embedding_norm: bool = Field(
+    embedding_norm: Bool = Field(
         default=False,
         description="a norm of the model's kind on the word embedding's output, before the first layer (BLOOM's "
                     "word_embeddings_layernorm; BigScience's Megatron-DeepSpeed --embed-layernorm, "
@@ -583,7 +593,7 @@ class ModelSpec(BaseModel):
                     "kind the main layer_pattern uses): a hybrid stack's MTP pattern (Megatron-LM --hybrid-layer-pattern "
                     "'main/*E/*E': one attention and one MoE layer a module; planner/layers/__init__.py); null: one "
                     "layer of the last layer's kind")
-    mtp_repeated_layer: bool = Field(
+    mtp_repeated_layer: Bool = Field(
         default=False,
         description="the multi-token prediction modules are one module run mtp_layers times (Megatron-LM "
                     "--mtp-use-repeated-layer, TransformerConfig.mtp_use_repeated_layer): its weights, gradients and "
@@ -804,7 +814,7 @@ class Fabric(BaseModel):
         default=None, gt=0,
         description="scale-out NICs per node, one rail each (default: gpus_per_node, one NIC per GPU); network_Gbps "
                     "stays the per-GPU share of the node's NIC rate")
-    sharp: bool = Field(
+    sharp: Bool = Field(
         default=False,
         description="the switches reduce (InfiniBand SHARP; NCCL's CollNet and NVLS+SHARP algorithms across nodes)")
     sources: list[str] = Field(min_length=1)
@@ -905,7 +915,7 @@ class Hardware(BaseModel):
                     "launcher requests on GB200: scripts/performance/utils/executors.py slurm_executor)")
     nvlink_GBps: Real = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: Real = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
-    nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
+    nvls: Bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
     pcie_GBps: Optional[Real] = Field(
         default=None, gt=0,
         description="the GPU's host link, GB/s per direction (PCIe Gen5 x16: 64): what CPU offload's copies between "
@@ -936,7 +946,7 @@ class Hardware(BaseModel):
         default=None, ge=0,
         description="Transformer Engine's cuBLAS workspace on this GPU (cpp_extensions/gemm.py "
                     "get_cublas_workspace_size_bytes), one per device; null: not known (counted 0)")
-    fp8_gemm_tn_only: Optional[bool] = Field(
+    fp8_gemm_tn_only: Optional[Bool] = Field(
         default=None,
         description="the GPU's fp8 GEMMs take only the TN layout (sm 8.9, 9.0, 12.x), so Transformer Engine keeps a "
                     "transposed copy of an fp8 tensor for the backward's GEMMs (transformer_engine/pytorch/utils.py "
@@ -1254,11 +1264,11 @@ class SelectiveRecompute(BaseModel):
     model_config = Strict
     description: str
     keeps: list[ActivationTensor] = Field(description="activation tensors kept per layer; the rest are recomputed")
-    recompute_attention_core: bool = Field(description="re-runs the attention core (QK^T, softmax, AV) forward")
+    recompute_attention_core: Bool = Field(description="re-runs the attention core (QK^T, softmax, AV) forward")
     recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
-    recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
+    recompute_elementwise: Bool = Field(description="re-runs the norms, rotary, activation and residual adds")
     recompute_tp_collectives: Real = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
-    ungrouped_moe_act: bool = Field(
+    ungrouped_moe_act: Bool = Field(
         default=False, description="set from a job only (planner/recompute_modules.py apply_modules, never in stack_db): "
                                    "its recompute_modules name moe_act while its experts run without moe_grouped_gemm, "
                                    "which Megatron-Core refuses under selective recompute (transformer_config.py @d98e8a64 "
@@ -1279,7 +1289,7 @@ class SelectiveRecompute(BaseModel):
                     "the collectives inside) before the block's backward: a dense layer's MLP (mlp), an MoE layer's "
                     "whole MoE block with its router, permutation, dispatch and combine (moe), its shared experts "
                     "(shared_experts) (Megatron-Core --recompute-modules, planner/recompute_modules.py block_drops)")
-    saves_tp_partials: bool = Field(
+    saves_tp_partials: Bool = Field(
         default=False,
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
                     "and the row-parallel MLP output it keeps is the full-length partial sum (2h, not /t): torchtitan's "
@@ -1324,17 +1334,17 @@ class OverlapSpec(BaseModel):
     """Which communication the stack overlaps with compute, and how much of it stays exposed."""
 
     model_config = Strict
-    dp_comm_overlap_supported: bool = Field(description="gradient reduction during the backward pass and parameter all-gather "
+    dp_comm_overlap_supported: Bool = Field(description="gradient reduction during the backward pass and parameter all-gather "
                                                         "during the forward (DDP/ZeRO; FSDP always prefetches)")
-    dp_comm_overlap_with_pp: bool = Field(
+    dp_comm_overlap_with_pp: Bool = Field(
         default=True, description="the DP overlap (a job's dp_comm_overlap) runs with pp > 1 too; false: the stack's "
                                   "pipeline runtime turns it off (DeepSpeed's engine sets overlap_comm False for a "
                                   "PipelineModule), so at pp > 1 the plan's dp_comm_overlap is priced and shown off "
                                   "(plan.dp_overlap: memory's IPG buffers, step's exposed DP time) and a job that asks "
                                   "for it gets a warning")
-    tp_comm_overlap_supported: bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
+    tp_comm_overlap_supported: Bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
-    tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
+    tp_comm_overlap_needs_compile: Bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
     tp_comm_overlap_off_with_mla: Optional[str] = Field(
         default=None, pattern=r"^\d{4}-\d{2}-\d{2}$",
         description="the date (YYYY-MM-DD) since which the stack turns the TP overlap off for a model with multi-head "
@@ -1342,7 +1352,7 @@ class OverlapSpec(BaseModel):
                     "tp_comm_overlap False on an MLA projection's userbuffer name, so a job's tp_comm_overlap is priced "
                     "off (plan.tp_overlap; its userbuffers still allocated) unless its trainer_date is older; fit "
                     "searches no overlapped twin (space.variant_choices); null: the overlap runs with MLA")
-    ep_comm_overlap_supported: bool = Field(
+    ep_comm_overlap_supported: Bool = Field(
         default=False, description="MoE all-to-alls of one micro-batch hidden behind another's compute (Megatron-Core "
                                    "--overlap-moe-expert-parallel-comm, the combined 1F1B schedule; planner/moe.py)")
     pp_p2p_overlapped: Literal["never", "interleaved", "always"] = Field(
@@ -1352,7 +1362,7 @@ class OverlapSpec(BaseModel):
         default=None, description="the stack's option that turns the pipeline p2p overlap off (Megatron-LM "
                                   "--no-overlap-p2p-communication): a job's pp_p2p_overlap false prices the p2p blocking "
                                   "(pp_p2p_overlapped never); null: the stack has none, and a job's pp_p2p_overlap is refused")
-    pp_p2p_warmup_flush_blocking: bool = Field(
+    pp_p2p_warmup_flush_blocking: Bool = Field(
         default=False,
         description="with the interleaved schedule's p2p overlapped, its warm-up forwards' and flush backwards' send/recv "
                     "are still waited on (Megatron-LM without --overlap-p2p-communication-warmup-flush: step.pp_warmup_flush); "
@@ -1361,10 +1371,10 @@ class OverlapSpec(BaseModel):
         default=None, description="the stack's option that overlaps the warm-up and flush p2p too (Megatron-LM "
                                   "--overlap-p2p-communication-warmup-flush): a job's pp_p2p_overlap_warmup_flush true turns "
                                   "pp_p2p_warmup_flush_blocking off; null: the stack has none, and the job field is refused")
-    fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
+    fsdp_backward_prefetch: Bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
                                                      "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
                                                      "so the backward all-gathers wait on compute and compute on them")
-    fsdp_gathers_overlap_always: bool = Field(
+    fsdp_gathers_overlap_always: Bool = Field(
         default=False, description="the FSDP / ZeRO-3 weight all-gathers are prefetched and run beside compute whatever "
                                    "the job's dp_comm_overlap, which moves only the gradient reduction: off, its "
                                    "reduce-scatter (and a replica all-reduce) is waited on by the compute stream "
@@ -1377,7 +1387,7 @@ class OverlapSpec(BaseModel):
                     "submodule's all-gather hides behind the compute queued since the previous synchronize only "
                     "(DeepSpeed a12aaedc, step.py [22]); null: the gathers are prefetched asynchronously and hide "
                     "behind the whole pass (fsdp_traffic)")
-    grad_reduce_queued: bool = Field(
+    grad_reduce_queued: Bool = Field(
         default=False,
         description="a zero2 mode that reduces every micro-batch's gradients issues each chunk's reduction when its "
                     "backward ends and the compute stream goes on with the schedule's next passes (forwards and "
@@ -1472,7 +1482,7 @@ class ContextParallelSpec(BaseModel):
                     "all-gather's backward) or a2a (kernel one: all-to-alls of dQ, dK and dV back to the sequence "
                     "split)")
     dkv_bytes: Real = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
-    separate_kv: bool = Field(
+    separate_kv: Bool = Field(
         default=False, description="K and V travel as two collectives of half the size each (Transformer Engine's "
                                    "all-gather variant gathers k, then v); false: one collective of both")
     out: PassBytes = Field(description="forward, per element of the attention output (T a d / t)")
@@ -1488,7 +1498,7 @@ class ContextParallelSpec(BaseModel):
         default=None, description="what the layer being run holds beyond its saved tensors (memory.py [cp2]); null: "
                                   "nothing priced here (the P2P ring's forward merge is memory.cp_forward_merge [cp3], "
                                   "torch's ring backward memory.cp_ring_backward [cp1])")
-    hierarchical: bool = Field(
+    hierarchical: Bool = Field(
         default=False,
         description="the a2a+p2p variant: all-to-alls of Q, K, V (and the output) inside the first hierarchical group "
                     "(contiguous ranks), then this spec's ring across the second (Transformer Engine's "
@@ -1604,11 +1614,11 @@ class FSDPSpec(BaseModel):
     model_config = Strict
     grad_reduce_bytes: Real = Field(gt=0, description="bytes per gradient element reduced across DP (4 = fp32)")
     param_gather_bytes: Real = Field(gt=0, description="bytes per parameter all-gathered (bf16 = 2)")
-    reshard_after_forward_with_pp: bool = Field(description="FSDP frees the gathered weights after forward when pp > 1 "
+    reshard_after_forward_with_pp: Bool = Field(description="FSDP frees the gathered weights after forward when pp > 1 "
                                                             "(else they stay unsharded across a step's micro-batches)")
-    reduce_per_microbatch: bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
+    reduce_per_microbatch: Bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
                                                     "accumulating unsharded gradients without sync)")
-    ddp_reduces_grad_buffer: bool = Field(
+    ddp_reduces_grad_buffer: Bool = Field(
         default=False, description="DDP / ZeRO-1/2 reduce the gradient buffer itself, in the job's gradient dtype "
                                    "(bytes_per_param.gradients), not in grad_reduce_bytes (Megatron-LM's "
                                    "param_and_grad_buffer: fp32 only with grad_reduce_in_fp32)")
@@ -1622,10 +1632,10 @@ class FSDPSpec(BaseModel):
     # what a sharded (FSDP / HSDP) rank holds at its allocated peak, the start of the backward
     # (planner/memory.py "FSDP"); the defaults are FSDP1 / ZeRO-3: a low-precision shard beside
     # the fp32 master, the sharded gradients live, two gathered units and one unsharded gradient
-    sharded_weights_copy: bool = Field(
+    sharded_weights_copy: Bool = Field(
         default=True, description="a low-precision shard of the weights beside the fp32 master (False: FSDP2 mixed "
                                   "precision keeps only the fp32 shard, cast on each all-gather)")
-    grads_at_peak: bool = Field(
+    grads_at_peak: Bool = Field(
         default=True, description="the sharded gradients are allocated at the peak (False: FSDP2 frees them with "
                                   "zero_grad(set_to_none) and allocates them during the backward)")
     unsharded_ends: list[Literal["embedding", "output"]] = Field(
@@ -1645,14 +1655,14 @@ class FSDPSpec(BaseModel):
     allgather_pool_units: Real = Field(
         default=0.0, ge=0, description="flat all-gather buffers (units, param_gather_bytes each) in the all-gather "
                                        "streams' pools: reserved, not reusable by the default stream")
-    reduce_output_pool: bool = Field(
+    reduce_output_pool: Bool = Field(
         default=False, description="the sharded gradients (grad_reduce_bytes each) are views of buffers allocated on the "
                                    "reduce-scatter stream: held in its pool, reserved through the next forward")
     pp_unsharded_grad_bytes: Real = Field(
         default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
                                        "bytes per stage parameter of the unsharded gradients accumulated over the "
                                        "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
-    pp_runtime_no_sync: bool = Field(
+    pp_runtime_no_sync: Bool = Field(
         default=False,
         description="under PP the pipeline runtime runs every micro-batch's backward with gradient sync and resharding "
                     "after backward off and reduces once, at the last (torch.distributed.pipelining stage.py "
@@ -1661,7 +1671,7 @@ class FSDPSpec(BaseModel):
                     "forward and for the forward that follows a forward: m + 1 gathers of the stage's weights a step "
                     "(planner/stacks.py sharding_traits regather_pp), its gradients accumulated unsharded and reduced "
                     "once. false: such a mode gathers in every forward and backward and reduces as its grad_reduce says")
-    zero2_unit_reduce: bool = Field(
+    zero2_unit_reduce: Bool = Field(
         default=False, description="a zero2 mode that reduces every micro-batch (runs.sharding grad_reduce microbatch) "
                                    "reduce-scatters each layer unit's gradients as FSDP2's foreach_reduce does: the "
                                    "unit's bf16 autograd gradients copied into an unsharded reduce-scatter input "
@@ -1681,7 +1691,7 @@ class FSDPSpec(BaseModel):
                                        "gradient bucket (Megatron-FSDP's main-gradient dtype, 'auto': the bf16 "
                                        "parameters'), where the plan's mode does not keep its own main gradients in "
                                        "the job's dtype (runs.sharding grads_in_job_dtype: the job's gradient bytes)")
-    end_of_backward_peak: bool = Field(
+    end_of_backward_peak: Bool = Field(
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
                                    "allocated: memory._end_of_backward")
@@ -1692,7 +1702,7 @@ class FSDPSpec(BaseModel):
     backward_grad_units: Real = Field(
         default=0.0, ge=0, description="unsharded layer-unit gradients (grad_reduce_bytes) while a layer's backward runs "
                                        "(FSDP1: the unit's flat gradient before its reduce-scatter); that moment only")
-    output_grad_held: bool = Field(
+    output_grad_held: Bool = Field(
         default=False, description="the output layer's unsharded weight gradient (param_gather_bytes a parameter) waits "
                                    "through the layers' backward for its unit's reduce-scatter, which follows the "
                                    "embedding's gradient (FSDP1's root unit holds both)")
@@ -1700,7 +1710,7 @@ class FSDPSpec(BaseModel):
         default=None, description="DeepSpeed ZeRO-3: the gathered working set is per submodule (a linear), bounded by "
                                   "DeepSpeed's prefetch, live-parameter and reuse-distance settings, not whole layer "
                                   "units (memory.py [z3]); null: FSDP's layer units (gathered_units_at_peak)")
-    zero3_rerun_regathers: bool = Field(
+    zero3_rerun_regathers: Bool = Field(
         default=False, description="DeepSpeed ZeRO-3 (needs zero3_modules): under full recompute the re-run forward "
                                    "fires every submodule's forward hook and all-gathers its parameters again, and the "
                                    "backward gathers once more those the reuse distance released after the re-run "
@@ -1812,14 +1822,14 @@ class FP8Recipe(BaseModel):
     gemm_speed: Real = Field(gt=0, le=1, description="GEMM rate relative to the hardware's fp8 GEMM plateau")
     cast_bytes_per_element: Real = Field(ge=0, description="amax + scale + cast bytes per GEMM input element, per GEMM, forward "
                                                              "(backward casts the output gradient: the same again x2)")
-    allgather_fp8: bool = Field(description="the recipe can all-gather FSDP's weights in fp8 and does unless the job's "
+    allgather_fp8: Bool = Field(description="the recipe can all-gather FSDP's weights in fp8 and does unless the job's "
                                             "fp8_allgather is false: the converted Linears' weights at 1 B, the rest at "
                                             "param_gather_bytes (step.py [15])")
-    output_layer_bf16: bool = Field(description="the output layer (logits) stays in bf16")
-    output_layer_convertible: bool = Field(
+    output_layer_bf16: Bool = Field(description="the output layer (logits) stays in bf16")
+    output_layer_convertible: Bool = Field(
         default=False, description="the stack can run the output layer in this recipe too, a job's fp8_output_layer "
                                    "(torchtitan: a filter_fqns list without 'output'); false: a job setting it is refused")
-    fp8_dispatch: bool = Field(
+    fp8_dispatch: Bool = Field(
         default=False, description="MoE: the recipe quantizes the tokens before the dispatch and sends them in fp8 with "
                                    "their scales (the combine in bf16): planner/dispatch.py prices the bytes")
     fp8_attention: Optional[FP8Attention] = Field(
@@ -1845,7 +1855,7 @@ class FP8Recipe(BaseModel):
                                        "fsdp_pre_all_gather), or, with the job's fp8_precompute_scale, once a step for "
                                        "every weight in one buffer (precompute_float8_dynamic_scale_for_fsdp; step.py "
                                        "[39]); 0: none")
-    float8_tp_styles: bool = Field(
+    float8_tp_styles: Bool = Field(
         default=False, description="torchtitan applies torchao's Float8ColwiseParallel / Float8RowwiseParallel / "
                                    "PrepareFloat8ModuleInput under this recipe (tensorwise: the block inputs cast to "
                                    "float8 before the TP all-gather, the output gradients cast on their DTensor; "
@@ -1881,7 +1891,7 @@ class CPUOffloadSpec(BaseModel):
         description="what steps the offloaded optimizer partition on the CPU: DeepSpeed's vectorised DeepSpeedCPUAdam "
                     "(ZeRO-Offload) or torch.optim's Adam on CPU tensors (FSDP2's CPUOffloadPolicy); its rate: "
                     "memory-bound on the host's DRAM, offload.host_adam_bytes)")
-    params_with_optimizer: bool = Field(
+    params_with_optimizer: Bool = Field(
         description="true: one switch moves the sharded parameters, gradients and optimizer states together (FSDP2's "
                     "CPUOffloadPolicy: offload_param and offload_optimizer both cpu, or both none); false: separate "
                     "switches (DeepSpeed zero_optimization.offload_optimizer, and offload_param at stage 3 only)")
@@ -1911,12 +1921,12 @@ class MemoryReporting(BaseModel):
         default=0, ge=0,
         description="threads that run PyTorch GEMMs, each with its own cuBLAS handle and workspace (the forward on the "
                     "main thread, the backward on the autograd engine's device thread: 2)")
-    te_workspace: bool = Field(default=False, description="Transformer Engine's GEMMs run (its own cuBLAS workspace)")
-    fp8_saves_gemm_inputs: bool = Field(
+    te_workspace: Bool = Field(default=False, description="Transformer Engine's GEMMs run (its own cuBLAS workspace)")
+    fp8_saves_gemm_inputs: Bool = Field(
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
-    attention_keeps_output: bool = Field(
+    attention_keeps_output: Bool = Field(
         default=False,
         description="the fused attention kernel saves its own bf16 output for its backward (TE FusedAttnFunc: q, k, v, "
                     "out); with fp8 GEMM inputs that is a tensor beside the output projection's quantized input")
@@ -1925,7 +1935,7 @@ class MemoryReporting(BaseModel):
         description="MoE: the rows each local expert's token group is padded to a multiple of before the bf16 grouped "
                     "GEMMs (torchtitan's TOKEN_GROUP_ALIGN_SIZE_M), held in the permuted buffer and its GEMMs' outputs "
                     "and computed by them (layers/moe.py [12]); 0: no padding (the rows as routed)")
-    mtp_embedding_copy: bool = Field(
+    mtp_embedding_copy: Bool = Field(
         default=False,
         description="under pipeline parallelism the stage holding the multi-token-prediction modules builds its own "
                     "word embedding (and learned position table), a trainable copy of the first stage's kept in sync "
@@ -1933,13 +1943,13 @@ class MemoryReporting(BaseModel):
                     "LanguageModelEmbedding): its parameters, gradients and optimizer states on the last stage "
                     "(memory.params_of [me]); false: the MTP modules use the first stage's embedding (one stage, or "
                     "DualPipe's end rank holding both)")
-    moe_token_counter: bool = Field(
+    moe_token_counter: Bool = Field(
         default=False,
         description="every MoE layer keeps a fp32 tokens-per-expert counter of E elements as a buffer, with or "
                     "without the expert score bias (torchtitan's MoE.tokens_per_expert): 4 B x E a MoE layer in "
                     "model_buffers (memory.py _router_buffer_bytes, layers/common.py [sb]); false: the counter "
                     "exists only beside the score bias (Megatron-Core's local_tokens_per_expert)")
-    moe_keeps_expert_out: bool = Field(
+    moe_keeps_expert_out: Bool = Field(
         default=True,
         description="the routed experts' outputs before the combine (moe_expert_out, 2 B x top_k x h per token) are "
                     "saved for the backward, as where the routing weights multiply them at the combine; false where "
@@ -1950,7 +1960,7 @@ class MemoryReporting(BaseModel):
         description="Transformer Engine's grouped GEMM (MoE experts, job field moe_grouped_gemm) keeps one cuBLAS "
                     "workspace per compute stream beside the single one (cpp_extensions/gemm.py get_cublas_workspace "
                     "grouped_gemm=True; common/util/multi_stream.cpp num_compute_streams 4)")
-    global_memory_buffer: bool = Field(
+    global_memory_buffer: Bool = Field(
         default=False,
         description="Megatron-Core's GlobalMemoryBuffer ('mpu'): one persistent tensor per dtype, grown to the largest "
                     "request, for the sequence-parallel all-gather of its own linears' input (the output layer; every "
@@ -1979,7 +1989,7 @@ class MemoryReporting(BaseModel):
                     "weight shape on the rank, the output layer's included); per_call, a fresh torch.empty of the "
                     "weight's shape each backward, freed by the DDP hook (one linear's at a time, as the unfused "
                     "weight gradient); none, no tensor (the GEMM accumulates and returns None)")
-    fp8_weight_cache: bool = Field(
+    fp8_weight_cache: Bool = Field(
         default=False,
         description="with fp8 or nvfp4, each linear keeps its quantized weight (and the copy its backward reads) "
                     "across micro-batches and steps: Transformer Engine's _fp8_workspaces, which Megatron turns on "
@@ -2005,7 +2015,7 @@ class MemoryReporting(BaseModel):
         default=None, gt=0,
         description="the stack's chunked cross-entropy (job field chunked_loss): the sequence chunks it runs the output "
                     "layer and the loss on, one at a time (memory._chunked_loss); null: no chunked loss")
-    mtp_checkpointed: Optional[bool] = Field(
+    mtp_checkpointed: Optional[Bool] = Field(
         default=None,
         description="whether the stack's activation checkpointing covers its multi-token prediction modules (job field "
                     "mtp_layers); false: the MTP layer keeps every activation and re-runs nothing under any recompute "
@@ -2015,13 +2025,13 @@ class MemoryReporting(BaseModel):
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
                     "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
-    moe_routing_saved: bool = Field(
+    moe_routing_saved: Bool = Field(
         default=False,
         description="an MoE layer saves its router's tensors on the job's path (in place of the generic fp32 logits) and "
                     "its permutations' row maps for the backward beside its tensors, per in-flight micro-batch, as "
                     "Megatron-Core's router and its alltoall and flex (DeepEP) dispatchers do (planner/layers/moe.py "
                     "routing_saved_bytes)")
-    vocab_split_uneven: bool = Field(
+    vocab_split_uneven: Bool = Field(
         default=False,
         description="the stack shards the embedding and output layer over TP as DTensor Shard placements, which split a "
                     "vocabulary tp does not divide unevenly (torch.chunk: the first ranks ceil(V / tp) rows): the largest "
@@ -2032,7 +2042,7 @@ class MemoryReporting(BaseModel):
         description="the stack's fused attention core rounds each sequence's saved fp32 log-sum-exp rows up to a "
                     "multiple of this many queries (llm-foundry's Triton FlashAttention: 128; layers/attention.py "
                     "[ls2]), in the layers without a window; null: the queries as they are (the flash kernels)")
-    hybridep_dispatch_saves: bool = Field(
+    hybridep_dispatch_saves: Bool = Field(
         default=False,
         description="on the moe_dispatcher hybridep plans, the MoE layer saves what torchtitan 0.3's HybridEP custom ops "
                     "keep for the backward beside its tensors, per in-flight micro-batch (planner/layers/moe.py [20], "
@@ -2052,7 +2062,7 @@ class MemoryReporting(BaseModel):
                     "(4 k + 4 B); under op-level selective recompute 'recompute_topk' keeps none of them (topk is not on "
                     "the save list: torchtitan main) and 'cache_topk' keeps topk's cached fp32 values and int64 indices "
                     "(12 k B: aten.topk on the save list, torchtitan 0.3); null: the generic fp32 scores alone")
-    reorder_combine_saves: bool = Field(
+    reorder_combine_saves: Bool = Field(
         default=False,
         description="the MoE layer's standard all-to-all path is torchtitan's reorder and combine (planner/layers/moe.py "
                     "[22], torch_reorder_saved_bytes), which keeps, per in-flight micro-batch, the argsort's int64 index "
@@ -2070,36 +2080,36 @@ class MemoryReporting(BaseModel):
                     "R received rows, E_l local experts and the token-group alignment A, on every all-to-all plan, EP 1 "
                     "too (torchtitan main: moe/utils.py _permute with generate_permute_indices); none under op-level "
                     "selective or full recompute (re-made in the re-run layer); null: not priced")
-    embedding_wgrad_transient: bool = Field(
+    embedding_wgrad_transient: Bool = Field(
         default=False,
         description="the word embedding's dense weight gradient (vocab / tp x h, in the gradient's dtype) and its "
                     "backward kernel's fp32 partial sums are a moment of their own at the end of a micro-batch's backward "
                     "on the first stage, added into the main gradient and freed by the stack's gradient hook (memory.py "
                     "[eg]; not under FSDP)")
-    output_saves_norm_out: bool = Field(
+    output_saves_norm_out: Bool = Field(
         default=False,
         description="the output layer's saved input (the final norm's output, all-gathered under SP where "
                     "tp_saves_gathered_input) is counted beside the final norm's saved input")
-    pipeline_keeps_logits: bool = Field(
+    pipeline_keeps_logits: Bool = Field(
         default=False,
         description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
                     "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
-    pipeline_keeps_stage_outputs: bool = Field(
+    pipeline_keeps_stage_outputs: Bool = Field(
         default=False,
         description="with PP, the pipeline runtime keeps every other stage's forward output, the activation sent to "
                     "the next stage (2 B x T x h, /t under SP), until that micro-batch's stage backward "
                     "(torch.distributed.pipelining fwd_cache); false: freed after the send (Megatron's "
                     "deallocate_output_tensor)")
-    loop_holds_logits: bool = Field(
+    loop_holds_logits: Bool = Field(
         default=False,
         description="the training loop keeps its reference to the bf16 logits (2 B a logit) through the whole backward, "
                     "so they are live while the layers' backward runs (memory.py [lg1])")
-    block_backward_transients: bool = Field(
+    block_backward_transients: Bool = Field(
         default=False,
         description="the recompute buffer adds what one block's backward holds at its MLP's backward (gradients of the "
                     "activation product, the output gradient, the down projection's weight gradient, re-run attention "
                     "copies: memory.block_backward_extra)")
-    loss_peak_apart: bool = Field(
+    loss_peak_apart: Bool = Field(
         default=False,
         description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "
                     "backward frees its tensors before the first layer's backward re-materialises it); false: the two add")
@@ -2120,17 +2130,17 @@ class MemoryReporting(BaseModel):
                     "the weight-decay matrices cut into two halves by tensor count in module order, then the biases "
                     "and norms (BigScience's fork, _get_params_for_weight_decay_optimization: three groups, each half "
                     "priced exactly)")
-    expands_kv_heads: bool = Field(
+    expands_kv_heads: Bool = Field(
         default=False,
         description="the model code expands K and V from the KV heads to the query heads before the attention kernel "
                     "(litgpt CausalSelfAttention: expand + reshape copies under GQA), so the kernel saves them at the "
                     "query heads' width for the backward (memory.py [lg2])")
-    cp_forward_merge: bool = Field(
+    cp_forward_merge: Bool = Field(
         default=False,
         description="under context parallelism the attention's forward is Transformer Engine's P2P ring "
                     "(AttnFuncWithCPAndKVP2P), which keeps every ring step's output, softmax statistics and received "
                     "K/V until the merge after the loop: a moment of the forward of its own (memory.py [cp3])")
-    optimizer_in_backward: bool = Field(
+    optimizer_in_backward: Bool = Field(
         default=False,
         description="the stack can step the optimizer inside the backward, per parameter, as each sharded gradient "
                     "arrives (job field early_step_in_backward: torchtitan [optimizer] early_step_in_backward, "
@@ -2153,7 +2163,7 @@ class MemoryReporting(BaseModel):
                     "model_cp: Megatron's lru_cache'd RotaryEmbedding.forward, one fp32 table of the CP rank's share "
                     "of the sequence per model chunk (per MLA layer, at most 32, with multi-latent attention: "
                     "memory.py [mr]); none: not kept (or not priced)")
-    tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
+    tp_saves_gathered_input: Bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron); "
                                                       "false: the backward's re-gathers for the wgrad GEMMs are priced "
                                                       "in tp_comm (step.py [35], tp_wgrad_regather_s); true also: "
@@ -2193,9 +2203,9 @@ class StackDefaults(BaseModel):
     """Settings a job inherits from its stack when it does not say."""
 
     model_config = Strict
-    torch_compile: bool
-    tp_comm_overlap: bool
-    dp_comm_overlap: bool
+    torch_compile: Bool
+    tp_comm_overlap: Bool
+    dp_comm_overlap: Bool
     fp8_recipe: Optional[str] = None
     microbatches_per_step: Literal["from_micro_batch", "pp"] = Field(
         description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
@@ -2203,13 +2213,13 @@ class StackDefaults(BaseModel):
     bytes_per_param: BppPreset
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"] = Field(
         default="alltoall", description="the MoE token dispatcher a job runs when it does not say (planner/dispatch.py)")
-    moe_permute_fusion: Optional[bool] = Field(
+    moe_permute_fusion: Optional[Bool] = Field(
         default=None, description="the MoE token permutation a job runs when it does not say: true Transformer Engine's "
                                   "fused kernels, false the unfused torch ops (planner/layers/moe.py unfused_dispatch_bytes); "
                                   "null: the stack has no such switch (priced fused; the job field is refused)")
-    moe_router_fusion: Optional[bool] = Field(
+    moe_router_fusion: Optional[Bool] = Field(
         default=None, description="the MoE router top-k a job runs when it does not say (as moe_permute_fusion)")
-    moe_grouped_gemm: Optional[bool] = Field(
+    moe_grouped_gemm: Optional[Bool] = Field(
         default=None, description="the routed experts as one grouped GEMM (job moe_grouped_gemm) where a job does not say: "
                                   "true Transformer Engine's GroupedLinear, its workspaces memory.te_grouped_gemm_streams; "
                                   "null: the stack has no such switch (off: no grouped-GEMM workspaces priced)")
@@ -2226,10 +2236,10 @@ class StackDefaults(BaseModel):
     moe_capacity_factor: Optional[Real] = Field(
         default=None, ge=1.0, description="the MoE capacity factor a job runs when it does not say (job "
                                           "moe_capacity_factor: tokens beyond it dropped); null: dropless")
-    moe_pad_to_capacity: Optional[bool] = Field(
+    moe_pad_to_capacity: Optional[Bool] = Field(
         default=None, description="with a capacity factor, whether every expert's input is padded to it when the job "
                                   "does not say (job moe_pad_to_capacity); null: false")
-    account_for_embedding_in_pipeline_split: bool = Field(
+    account_for_embedding_in_pipeline_split: Bool = Field(
         default=False, description="the pipeline split a job that leaves account_for_embedding_in_pipeline_split out "
                                    "runs: true where the trainer's own default counts the embedding as a layer of the "
                                    "split (torchtitan's pipeline_parallel_first_stage_less_layers = 1), false where it "
@@ -2237,22 +2247,22 @@ class StackDefaults(BaseModel):
                                    "A job's value, false included, wins (plan._job_defaults); unlike "
                                    "Stack.pipeline_ends_as_layers the trainer has a setting that turns it off; cite it "
                                    "in sources")
-    account_for_loss_in_pipeline_split: bool = Field(
+    account_for_loss_in_pipeline_split: Bool = Field(
         default=False, description="as account_for_embedding_in_pipeline_split, for the output layer and the loss "
                                    "(torchtitan's pipeline_parallel_last_stage_less_layers = 1); a job that gives "
                                    "loss_layers_in_pipeline_split keeps its own")
-    chunked_loss: bool = Field(
+    chunked_loss: Bool = Field(
         default=False, description="the loss a job that leaves chunked_loss out runs: true, the stack's chunked "
                                    "cross-entropy (memory.chunked_loss_chunks must be set; torchtitan 0.3.0's config "
                                    "functions wrap the loss in ChunkedLossWrapper); false, the plain loss")
-    fsdp_symm_mem: bool = Field(
+    fsdp_symm_mem: Bool = Field(
         default=False, description="FSDP's all-gather staging buffers in symmetric memory (the job's fsdp_symm_mem, laid "
                                    "here by plan.resolve for the start-up rules: TORCHTITAN_FSDP_SYMM_MEM_SM90)")
-    spmd_typechecking: bool = Field(
+    spmd_typechecking: Bool = Field(
         default=False, description="the training step runs under SPMD type checking (the job's spmd_typechecking where its "
                                    "spmd_backend is spmd_types, laid here by plan.resolve for the start-up rules: "
                                    "TORCHTITAN_SPMD_TYPECHECK_PP / _SAC_FLEX)")
-    deterministic_mode: bool = Field(
+    deterministic_mode: Bool = Field(
         default=False, description="the job's deterministic_mode, laid here by plan.resolve for the start-up rules "
                                    "(MEGATRON_DETERMINISTIC_*: runs.deterministic_refuses)")
     deterministic_refused: list[DeterministicSetting] = Field(
@@ -2280,26 +2290,26 @@ class StackDefaults(BaseModel):
         default="flash", description="the core attention a job runs when it does not say (job field attention; one of "
                                      "runs.attention cores where the entry lists them), listed among the settings "
                                      "taken from the stack where it is not the planner's flash")
-    fp16: bool = Field(
+    fp16: Bool = Field(
         default=False, description="the 16-bit dtype a job runs when it does not say (job field fp16): true fp16, "
                                    "false bf16 (one of runs.half_dtypes where the entry lists them), listed among "
                                    "the settings taken from the stack where true")
-    fp8_grouped_experts: bool = Field(
+    fp8_grouped_experts: Bool = Field(
         default=True, description="with fp8 / nvfp4, the routed experts' grouped GEMMs run in the plan's low precision "
                                   "when the job does not say (job field fp8_grouped_experts): true where the stack's "
                                   "low-precision context converts the experts with the rest (Megatron-Core: TE "
                                   "GroupedLinear under the layer's fp8 autocast), false where the experts stay bf16 unless "
                                   "the job names a converter for them (torchtitan: [quantize.grouped_mm.*]); cite it in "
                                   "sources")
-    precision_aware_fused_adam: Optional[bool] = Field(
+    precision_aware_fused_adam: Optional[Bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's precision-aware optimizer as TE's "
                                   "FusedAdam on the GPU (plan.precision_aware with offload_optimizer none; under the CPU "
                                   "offload Megatron's HybridDeviceOptimizer runs in its place), laid on the stack by "
                                   "plan.stack_for_states where start-up rule PRECISION_AWARE_MFSDP reads it")
-    mla_down_proj_fusion: Optional[bool] = Field(
+    mla_down_proj_fusion: Optional[Bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's mla_down_proj_fusion, laid on the "
                                   "stack by plan.resolve where start-up rule MEGATRON_MLA_FUSION_TP reads it")
-    mfsdp_v2: Optional[bool] = Field(
+    mfsdp_v2: Optional[Bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's mfsdp_v2, laid on the stack by "
                                   "plan.resolve where start-up rule MEGATRON_FSDP_V2_LAYOUT reads it")
     te_version: Optional[str] = Field(
@@ -2307,7 +2317,7 @@ class StackDefaults(BaseModel):
                                   "Engine release the run used), laid on the stack by plan.resolve where start-up rules "
                                   "MEGATRON_TP_OVERLAP_QUANTIZER and MEGATRON_TE_RECIPE_RELEASE read it "
                                   "(te_version.run_te_version; null: the stack's memory.te_version)")
-    muon_qkv_split: Optional[bool] = Field(
+    muon_qkv_split: Optional[Bool] = Field(
         default=None, description="not a stack file's setting (null there): the job's Muon with its q / k / v split "
                                   "(optimizer muon and muon_split_qkv), laid on the stack by plan.stack_for_states "
                                   "where start-up rule MUON_QKV_SPLIT_TP reads it")
@@ -2349,7 +2359,7 @@ class ModeSetting(BaseModel):
     model_config = Strict
     setting: Literal["gradient_accumulation_fusion", "fp8_param_gather", "fp16"] = Field(
         description="the Job field (Megatron --no-gradient-accumulation-fusion, --fp8-param-gather, --fp16)")
-    value: bool = Field(description="the value the trainer runs the mode with")
+    value: Bool = Field(description="the value the trainer runs the mode with")
     other: Literal["refused", "overridden"] = Field(description="what the trainer does with the other value")
     instead: Optional[str] = Field(
         default=None, pattern=r"^[a-z0-9_]+$",
@@ -2388,24 +2398,24 @@ class StepGrads(BaseModel):
     DeepSpeed ZeRO-3's is [z3s], FSDP2's [opt])."""
 
     model_config = Strict
-    flat: bool = Field(description="the partition's gradients flattened into one new tensor in their own dtype "
+    flat: Bool = Field(description="the partition's gradients flattened into one new tensor in their own dtype "
                                    "(DeepSpeed stage_1_and_2.py step: self.flatten(averaged_gradients[i]), a torch.cat)")
-    fp32: bool = Field(description="an fp32 copy of the partition's gradients where they are not fp32 (bytes_per_param."
+    fp32: Bool = Field(description="an fp32 copy of the partition's gradients where they are not fp32 (bytes_per_param."
                                    "gradients < 4): DeepSpeed's .to(fp32 dtype), Megatron's main_grad.float(); a no-op on "
                                    "fp32 gradients")
-    flat_fp32: bool = Field(default=False, description="flat and fp32: each gradient converted to fp32 first and the "
+    flat_fp32: Bool = Field(default=False, description="flat and fp32: each gradient converted to fp32 first and the "
                                                        "fp32 copies flattened (DeepSpeed's FP16_Optimizer step: "
                                                        "_flatten_dense_tensors([p.grad.to(fp32) ...])), so the flat "
                                                        "tensor is fp32 too, 4 B beside the copies' 4 B; false: the flat "
                                                        "copy in the gradients' dtype, then its fp32 copy")
-    partition_only: bool = Field(description="only the rank's partition of the gradients is still allocated at the "
+    partition_only: Bool = Field(description="only the rank's partition of the gradients is still allocated at the "
                                              "step (DeepSpeed's epilogue frees the rest before it: ZeRO-1's full "
                                              "gradients); false: every gradient the states hold (Megatron's buffer)")
-    norm_fp64: bool = Field(default=False, description="before the copies, the gradient norm takes each parameter's "
+    norm_fp64: Bool = Field(default=False, description="before the copies, the gradient norm takes each parameter's "
                                                        "piece of the partition in fp64, one at a time (DeepSpeed "
                                                        "get_grad_norm_direct: g.data.double()): 8 B x at most "
                                                        "min(the stage's largest parameter, the partition)")
-    ipg_buffer: bool = Field(default=False, description="the optimizer's backward allocates the contiguous-gradient "
+    ipg_buffer: Bool = Field(default=False, description="the optimizer's backward allocates the contiguous-gradient "
                                                         "(IPG) buffer, reduce_bucket_size elements in the model dtype, "
                                                         "two with overlap_comm, on the stage whose engine runs it (the "
                                                         "loss's) (DeepSpeed stage_1_and_2.py backward; memory.py [zb])")
@@ -2449,7 +2459,7 @@ class EmbeddingGradShard(BaseModel):
     multiple of the shard group x hidden: ceil(V/tp / n) x h elements a rank."""
 
     model_config = Strict
-    skipped_decoupled: bool = Field(description="the job's precision-aware optimizer (plan.Settings.precision_aware) "
+    skipped_decoupled: Bool = Field(description="the job's precision-aware optimizer (plan.Settings.precision_aware) "
                                                 "installs the shard as decoupled_grad and leaves param.grad None, so "
                                                 "the all-reduce returns without running (Megatron-LM @d98e8a64: "
                                                 "megatron_fsdp_use_decoupled_grad); false: it runs whatever the "
@@ -2473,20 +2483,20 @@ class ShardingMode(BaseModel):
         default=None, description="the gradients' reduction (reduce-scatter over the shard group, or DDP's all-reduce) "
                                   "after every micro-batch's backward, or once per step after the last (null: zero2 "
                                   "microbatch, none/zero1 step, fsdp/hsdp the stack's fsdp.reduce_per_microbatch)")
-    reshard_after_forward: Optional[bool] = Field(
+    reshard_after_forward: Optional[Bool] = Field(
         default=None, description="fsdp/hsdp: each unit's weights are freed after its forward and all-gathered again "
                                   "for its backward (false: kept unsharded from the forward to the backward, gathered "
                                   "once per micro-batch; null: true, under PP the stack's fsdp.reshard_after_forward_with_pp)")
     replica_reduce: Optional[Literal["microbatch", "step"]] = Field(
         default=None, description="hsdp: the all-reduce of the sharded gradients across the replicas, with every "
                                   "reduce-scatter or once per step at the last micro-batch (null: with every reduce-scatter)")
-    optimizer_instances: bool = Field(
+    optimizer_instances: Bool = Field(
         default=False, description="zero1: the optimizer can shard over groups of shard_group of the dp ranks, replicated "
                                    "across the dp / shard_group groups (Megatron-LM --num-distributed-optimizer-instances "
                                    "N = dp / shard_group: the gradients reduce-scattered within the group, the shard "
                                    "all-reduced across the groups, the weights all-gathered within it); false: the job's "
                                    "shard_group is refused under the mode (plan rule SHARD_NOT_HSDP)")
-    outer_optim: bool = Field(
+    outer_optim: Bool = Field(
         default=False, description="hsdp: the mode can also shard the fp32 main weights and Adam's moments over the "
                                    "replicas (the whole dp x cp group), the 16-bit weights and the main gradients staying "
                                    "sharded over the shard group, where the job sets mfsdp_outer_optim (Megatron-FSDP "
@@ -2499,7 +2509,7 @@ class ShardingMode(BaseModel):
                     "level, kept) and sharding_mode (Megatron's megatron_fsdp_optim_grads, 'Megatron-FSDP "
                     "optim_grads': it shards the gradients, the zero2 level, but it is not DeepSpeed's ZeRO-2); null: "
                     "the level's name, or the mode's where it is not its level's first")
-    mfsdp_v2: bool = Field(
+    mfsdp_v2: Bool = Field(
         default=False, description="fsdp: the mode runs as Megatron-FSDP v2 where the job sets mfsdp_v2 (Megatron "
                                    "--megatron-fsdp-version 2, FullyShardedDataParallelV2: its experimental buffers, "
                                    "memory.py [v2]); false: the job's mfsdp_v2 refuses the mode (start-up rule "
@@ -2508,7 +2518,7 @@ class ShardingMode(BaseModel):
         default=0.0, ge=0, description="zero1: bytes a parameter of a gradient accumulation buffer over the whole stage, "
                                        "never sharded, beside the model-dtype gradients (memory.py [bo]: DeepSpeed's "
                                        "BF16_Optimizer fp32_groups_gradients_flat, 4); 0: none")
-    grad_allreduce: bool = Field(
+    grad_allreduce: Bool = Field(
         default=False, description="zero1: the gradients are all-reduced whole over the data-parallel ranks (not "
                                    "reduce-scattered to the optimizer's partitions) before the step, and the updated "
                                    "weights all-gathered after it (step.py dp traffic: DeepSpeed's BF16_Optimizer, "
@@ -2527,7 +2537,7 @@ class ShardingMode(BaseModel):
         default=None, description="none / zero1 / zero2 (fsdp / hsdp: an fp32 copy only): the optimizer step's copies of "
                                   "the gradients (memory.py [sg]); null: none made (FSDP / ZeRO-3 modes: memory.py "
                                   "[opt], [z3s])")
-    grads_in_job_dtype: bool = Field(
+    grads_in_job_dtype: Bool = Field(
         default=False, description="the mode keeps its own main gradients in the job's gradient dtype (bytes_per_param."
                                    "gradients) at every level and reduces them in it: its data-parallel reduction, "
                                    "the gathered unit's unsharded gradient and a reduce-scatter queue's buckets move "
@@ -2539,7 +2549,7 @@ class ShardingMode(BaseModel):
                                   "shard of the optimizer's gradient, ceil(V/tp / shard group) x h elements in fp32 (the "
                                   "main weight's dtype), not the whole V/tp x h main gradient (Megatron-FSDP: "
                                   "finalize_model_grads all-reduces weight.grad._local_tensor); null: the whole gradient")
-    tp_pp_dp_mapping: bool = Field(
+    tp_pp_dp_mapping: Bool = Field(
         default=True, description="the trainer runs the mode with Megatron's tp-pp-dp mapping (rank order tp-cp-pp-dp, "
                                   "--use-tp-pp-dp-mapping); false: it asserts the mapping off under the mode "
                                   "(Megatron-Bridge's Megatron-FSDP), start-up rule STACK_MODE_TP_PP_DP")
@@ -2558,12 +2568,12 @@ class ShardingMode(BaseModel):
                                         "420-443), priced at the zero2, fsdp and hsdp levels alike (memory.py [rs], "
                                         "term zero2_reduce_input). null: no queue (FSDP2's one reduce-scatter input at "
                                         "a time where fsdp.zero2_unit_reduce says so, the fsdp levels' fsdp_unit_grads)")
-    dp_comm_overlap: Optional[bool] = Field(
+    dp_comm_overlap: Optional[Bool] = Field(
         default=None, description="the DP overlap a job that leaves dp_comm_overlap out runs under this mode, where the "
                                   "trainer's default under it differs from the stack's defaults.dp_comm_overlap "
                                   "(DeepSpeed's overlap_comm: true at ZeRO stage 3, false below; plan.mode_dp_overlap); "
                                   "null: the stack's default")
-    dp_comm_overlap_runs: bool = Field(
+    dp_comm_overlap_runs: Bool = Field(
         default=True, description="the DP overlap (a job's dp_comm_overlap) acts under this mode; false: the mode's "
                                   "optimizer has no overlapped reduction whatever the job says (DeepSpeed reads "
                                   "overlap_comm only to build its ZeRO optimizer: stage 0's FP16_Optimizer and the "
@@ -2793,17 +2803,17 @@ class ModelCode(BaseModel):
         default=None, min_length=1,
         description="the MoE token dispatchers this code builds, among the stack's runs.moe_dispatchers (null: all of "
                     "them; a dense code says none)")
-    context_parallel: bool = Field(description="whether the code's attention runs context parallelism (cp > 1)")
-    pipeline_parallel: bool = Field(description="whether the code has a pipelining function (pp > 1)")
-    async_tp: bool = Field(description="whether the code applies async TP where the job asks for it (tp_comm_overlap)")
-    compiles_blocks: bool = Field(
+    context_parallel: Bool = Field(description="whether the code's attention runs context parallelism (cp > 1)")
+    pipeline_parallel: Bool = Field(description="whether the code has a pipelining function (pp > 1)")
+    async_tp: Bool = Field(description="whether the code applies async TP where the job asks for it (tp_comm_overlap)")
+    compiles_blocks: Bool = Field(
         description="whether the code's parallelize function applies torch.compile to its transformer blocks where the "
                     "job compiles the model (torchtitan apply_compile; compile.components 'model'): false, the blocks "
                     "run eager with compile on and are priced so (the stack's eager kernels, what eager ops save, the "
                     "routed experts' grouped GEMMs re-run under selective recompute: plan.code_compiles_blocks), the "
                     "loss compiled as the job says (compile.components 'loss' is the trainer's, not the code's); "
                     "listed as assumed (startup.model_code_compile_note)")
-    sac_saves_all_to_all: bool = Field(
+    sac_saves_all_to_all: Bool = Field(
         description="whether the code's selective (per-op) activation-checkpoint save list keeps the EP token "
                     "exchange's outputs (torchtitan _op_sac_save_list holding _c10d_functional.all_to_all_single): "
                     "false, selective recompute re-runs each MoE layer's forward dispatch and combine all-to-alls in "
@@ -2924,8 +2934,8 @@ class SequenceParallelRuns(BaseModel):
     it (fit counts them, explain / check exit 2) and a job that leaves sequence_parallel out runs it off."""
 
     model_config = Strict
-    supported: bool = Field(description="the stack's code runs sequence parallelism under TP")
-    norm_grads_reduced: bool = Field(
+    supported: Bool = Field(description="the stack's code runs sequence parallelism under TP")
+    norm_grads_reduced: Bool = Field(
         default=True, description="the trainer sums over the TP group the gradients SP leaves partial on each TP rank: "
                                   "the norms' weights and biases and the row-parallel linears' biases, each rank's "
                                   "from its own 1 / tp of the sequence (Megatron-LM optimizer allreduce_layernorm_grads, "
@@ -2933,7 +2943,7 @@ class SequenceParallelRuns(BaseModel):
                                   "rank's copy steps on its shard's partial gradient and the copies diverge, and start-up "
                                   "rule STACK_SP_NORM_GRADS refuses SP at tp > 1 (a job that leaves sequence_parallel "
                                   "out runs it off); cite the code path in sources")
-    norm_grads_step_allreduce: bool = Field(
+    norm_grads_step_allreduce: Bool = Field(
         default=False, description="the trainer sums them as Megatron-Core does: one all-reduce over the TP group of all "
                                    "of a rank's SP-partial gradients flattened into one buffer, in the main gradients' "
                                    "dtype, once a step after the data-parallel gradient sync (finalize_model_grads "
@@ -2960,7 +2970,7 @@ class RecomputeRuns(listed_runs("granularities", Recompute, "recompute granulari
 
 class AttentionRuns(listed_runs(
         "cores", Literal["flash", "eager"], "attention cores",
-        eager_softmax_fusion_switch=(bool, Field(
+        eager_softmax_fusion_switch=(Bool, Field(
             default=False, description="the eager core's FusedScaleMaskSoftmax reads the job's masked_softmax_fusion "
                                        "whatever else the job sets (Megatron-DeepSpeed's CoreAttention: "
                                        "--no-masked-softmax-fusion); false: only Megatron-Core's own local core attention "
@@ -2983,7 +2993,7 @@ class HalfDtypeRuns(listed_runs("dtypes", Literal["bf16", "fp16"], "16-bit dtype
 SpmdBackend = Literal["spmd_types", "partial_dtensor", "full_dtensor"]
 
 
-class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_param_layout=(bool, Field(
+class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_param_layout=(Bool, Field(
         default=True, description="Muon's layer-wise distributed optimizer (muon at zero1) has its precomputed "
                                   "parameter layout (Megatron-LM @d98e8a64's default, --use-layer-wise-param-layout); "
                                   "false: the stack's Megatron-Core hands each parameter whole to one rank, so muon at "
@@ -2996,7 +3006,7 @@ class OptimizerRuns(listed_runs("optimizers", OptimizerName, "optimizers", muon_
                                               "rank (Megatron-LM @d98e8a64's default); blockwise runs it on each rank's "
                                               "own shard, no gather (905c0e386's); step.py [28], memory.py [mu]; cite "
                                               "the code in sources")),
-        muon_qkv_split_raises=(bool, Field(
+        muon_qkv_split_raises=(Bool, Field(
             default=False, description="Muon's q / k / v split raises where a TP rank's linear_qkv shard holds no whole "
                                        "query group (tp not dividing the KV heads): Megatron-Core 905c0e386 tags every "
                                        "linear_qkv and views the shard as rows // group rows = 0 groups, which raises "
@@ -3096,7 +3106,7 @@ class StackRuns(BaseModel):
                     "each with the date of the commit that added the check: start-up rules "
                     "MEGATRON_DETERMINISTIC_TP_OVERLAP / _CE_FUSION / _FLASH (planner/startup.py), run where the stack "
                     "lists the setting and the job's trainer_date is not older; null: none refused; cite each")
-    hybridep_non_blocking: bool = Field(
+    hybridep_non_blocking: Bool = Field(
         default=False,
         description="the stack's HybridEP dispatcher has a non-blocking dispatch sized by a capacity factor (job field "
                     "moe_hybridep_capacity_factor: torchtitan 0.3 distributed/deepep/hybridep.py); false: a job setting "
@@ -3111,20 +3121,20 @@ class StackRuns(BaseModel):
         default=None, min_length=1,
         description="the model-state presets (optimizer state dtypes) the stack's optimizer keeps; a model recipe's is "
                     "taken only where listed (planner/recipe.py); null: the stack does not say (not taken)")
-    mtp: Optional[bool] = Field(
+    mtp: Optional[Bool] = Field(
         default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
                                   "model recipe's mtp_layers is taken only where true; null: the stack does not say")
-    mtp_chunked_loss: Optional[bool] = Field(
+    mtp_chunked_loss: Optional[Bool] = Field(
         default=None, description="whether the stack's chunked cross-entropy (job field chunked_loss) runs beside its "
                                   "multi-token prediction modules; false: a job with mtp_layers takes the plain loss "
                                   "(the stack's default chunked_loss is not inherited) and a job asking both is refused; "
                                   "null: the stack does not say (no check)")
-    router_losses: Optional[bool] = Field(
+    router_losses: Optional[Bool] = Field(
         default=None, description="whether the stack's code computes the MoE router's auxiliary load-balancing loss and "
                                   "z-loss (job fields moe_aux_loss_coeff, moe_z_loss_coeff); false: a model recipe's "
                                   "moe_aux_loss_coeff is not taken (planner/recipe.py) and the torchtitan export refuses a "
                                   "plan priced with one; null: the stack does not say (taken, as every stack before)")
-    fp8_grouped_experts: Optional[list[bool]] = Field(
+    fp8_grouped_experts: Optional[list[Bool]] = Field(
         default=None, min_length=1,
         description="MoE under fp8 / nvfp4: the settings of the routed experts' grouped GEMMs the stack runs (job field "
                     "fp8_grouped_experts; true: in the plan's low precision, false: bf16); fit searches each where it "
@@ -3160,7 +3170,7 @@ class StackRuns(BaseModel):
         description="the CP load balancers the stack's option builds by name (job field cp_load_balancer: torchtitan's "
                     "parallelism.context_parallel_load_balancer headtail | ptrr, start-up rule TORCHTITAN_CP_PTRR_MASK); "
                     "null: the stack has no such option, a job naming one is refused; cite it in sources")
-    pipeline_stages_by_count_only: bool = Field(
+    pipeline_stages_by_count_only: Bool = Field(
         default=False,
         description="the stack's launch spells the pipeline split only by a layer count per stage (torchtitan 0.3's "
                     "--parallelism.pipeline_parallel_layers_per_stage on the run_train.sh command line: its "
@@ -3178,13 +3188,13 @@ class StackRuns(BaseModel):
         description="the attention kernels the stack's model code can run (job field attention_kernel): a model "
                     "recipe's attention_kernel is taken only where listed (planner/recipe.py); null: the stack does "
                     "not say (not taken). Which one runs by default is attention_kernels' rules (the stack's field)")
-    cp_rotate_method_trains: bool = Field(
+    cp_rotate_method_trains: Bool = Field(
         default=True,
         description="the job's cp_rotate_method reaches the training step's ring attention (the trainer calls torch's "
                     "set_rotate_method before training); false: training runs the stack's memory.cp_ring_backward "
                     "(torch's default) whatever the job says, the job's method listed as ignored (planner/cp_rotate.py; "
                     "torchtitan @e347b1e5e: only components/validate.py calls it); cite it in sources")
-    fsdp_one_rank: bool = Field(
+    fsdp_one_rank: Bool = Field(
         default=False,
         description="the trainer applies FSDP (fully_shard with its MixedPrecisionPolicy) at every shard degree, one "
                     "rank included (torchtitan 0.3.0: apply_fsdp_to_decoder always): a sharded mode over dp_shard x cp "
@@ -3193,7 +3203,7 @@ class StackRuns(BaseModel):
                     "(replicas of FSDP over one rank: the trainer's replicate-only mesh), and the start-up rules that "
                     "read whether FSDP runs (TORCHTITAN_FSDP_MESH, TORCHTITAN_FP32, TORCHTITAN_EP_FSDP) see it on. "
                     "false: FSDP only over more than one rank (torchtitan @e347b1e5e); cite it in sources")
-    etp_one_under_ep: bool = Field(
+    etp_one_under_ep: Bool = Field(
         default=False,
         description="the routed experts are sharded over the EP mesh only where ep > 1 (expert TP 1) and over TP "
                     "without EP (expert TP = tp), with no option to set another (torchtitan 0.3.0: the sparse mesh "
@@ -3201,7 +3211,7 @@ class StackRuns(BaseModel):
                     "search tries expert TP 1 under EP and tp without (space._etp_ok), stack rule STACK_ETP lets "
                     "expert TP 1 differ from tp under EP and start-up rule TORCHTITAN_ETP refuses any other; cite it "
                     "in sources")
-    expert_tensor_parallel_moe_only: bool = Field(
+    expert_tensor_parallel_moe_only: Bool = Field(
         default=False,
         description="the expert-TP option is read by the MoE layers alone and the trainer builds no expert grid "
                     "without them (Megatron-DeepSpeed's --enable-expert-tensor-parallelism, read where DeepSpeed-MoE "
@@ -3330,7 +3340,7 @@ class MoEAlltoAllExchanges(BaseModel):
                                   "int64 where the code sums a bool routing map (Megatron-Core routing_map.sum(dim=0)"
                                   ".long(); torchtitan 0.3 routing_map_BLE.sum), float32 where it counts with "
                                   "torch.histc (torchtitan main); set exactly where counts is")
-    probs_all_to_all: bool = Field(description="the routing probabilities move in an all-to-all of their own (one "
+    probs_all_to_all: Bool = Field(description="the routing probabilities move in an all-to-all of their own (one "
                                                "value a routed row, in the router's dtype), forward and backward")
     sources: list[str] = Field(min_length=1)
 
@@ -3349,12 +3359,12 @@ class MoEAllGatherExchanges(BaseModel):
     reduce-scatters the experts' outputs cast to the probabilities' dtype."""
 
     model_config = Strict
-    routing_map_gather: bool = Field(description="the bool [tokens, E] routing map all-gathered over the expert-TP x "
+    routing_map_gather: Bool = Field(description="the bool [tokens, E] routing map all-gathered over the expert-TP x "
                                                  "EP ranks (forward only, no gradient)")
-    probs_gather: bool = Field(description="the [tokens, E] routing probabilities all-gathered over the expert-TP x EP "
+    probs_gather: Bool = Field(description="the [tokens, E] routing probabilities all-gathered over the expert-TP x EP "
                                            "ranks in the router's dtype (forward; their gradient reduce-scattered "
                                            "backward)")
-    combine_in_probs_dtype: bool = Field(description="the combine's reduce-scatter (and its gradient's all-gather) "
+    combine_in_probs_dtype: Bool = Field(description="the combine's reduce-scatter (and its gradient's all-gather) "
                                                      "moves the experts' outputs cast to the probabilities' dtype")
     sources: list[str] = Field(min_length=1)
 
@@ -3387,13 +3397,13 @@ class ChunkedAttentionRun(BaseModel):
 
     model_config = Strict
     chunks_every_layer: Literal[True] = Field(description="every attention layer of a chunked model runs chunked")
-    pads_last_chunk: bool = Field(
+    pads_last_chunk: Bool = Field(
         default=False, description="where the sequence is longer than the chunk, the code pads it to whole chunks and "
                                    "folds them into the batch (Megatron-Bridge's chunkify): the last, partial chunk runs "
                                    "whole, c^2/2 keys, and the attention saves the padded q, k, v and output, beside a "
                                    "copy of the output folded back (layers/attention.py [13]); false: the partial "
                                    "chunk runs its real part only")
-    cp_local_sequence: bool = Field(
+    cp_local_sequence: Bool = Field(
         default=False, description="under context parallelism the code tests the CP rank's sequence, s / cp, against "
                                    "the chunk (Megatron-Bridge's Llama4SelfAttention: query.shape[0]): at cp > 1 and "
                                    "s / cp <= chunk it chunks nothing, every attention layer global attention through "
@@ -3518,13 +3528,13 @@ class Stack(BaseModel):
                     "bisection (DeepSpeed a12aaedc's partition_balanced: a binary search for the least bottleneck, "
                     "then k units a chunk from the first, the last the rest, chunks past the units empty: 10 on 4 "
                     "3, 3, 3, 1; pipeline.py [11])")
-    pipeline_ends_as_layers: bool = Field(
+    pipeline_ends_as_layers: Bool = Field(
         default=False,
         description="the stack always counts the embedding and the output layer with the loss as one layer each of the "
                     "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
                     "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
                     "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
-    pipeline_stage_layers: bool = Field(
+    pipeline_stage_layers: Bool = Field(
         default=False,
         description="the stack's trainer takes the first and the last pipeline stage's transformer layers as settings "
                     "of their own, the other layers equal on the middle stages (Megatron-LM @d98e8a64 "
@@ -3532,12 +3542,12 @@ class Stack(BaseModel):
                     "transformer_block.py get_num_layers_to_build l. 103-146; Job first_stage_layers / "
                     "last_stage_layers): fit searches where the layers the split leaves over go "
                     "(space.stage_placements). false: the stack's own split only")
-    pipeline_tied_grad_allreduce: bool = Field(
+    pipeline_tied_grad_allreduce: Bool = Field(
         default=False,
         description="at pp > 1 with tied embeddings the stack's pipeline runtime all-reduces the shared weight's gradient "
                     "between the first and the last stage once a step, after the last backward, waited on (DeepSpeed's "
                     "PipelineEngine._exec_reduce_tied_grads: step.py [20], in pp_comm). false: not priced")
-    pipeline_p2p_batched: bool = Field(
+    pipeline_p2p_batched: Bool = Field(
         default=False,
         description="the pipeline runtime runs each send with the receive from the same neighbour as one exchange "
                     "(Megatron-Core's send_forward_recv_backward / send_backward_recv_forward, "
@@ -3547,7 +3557,7 @@ class Stack(BaseModel):
                     "stage makes 2 exchanges a micro-batch and model chunk, stage 0 and stage p - 1 one fewer a "
                     "micro-batch (the first / last virtual stage's chunk), 2 v - 1 (step.pp_comm). false: every stage "
                     "priced at 2 v sends a micro-batch (a runtime whose ends are not known to differ)")
-    pipeline_p2p_sequential: bool = Field(
+    pipeline_p2p_sequential: Bool = Field(
         default=False,
         description="the pipeline runtime runs a stage's sends and receives one after another, each blocking (DeepSpeed's "
                     "PipelineEngine: deepspeed/runtime/pipe/p2p.py @38327e07 send / recv l. 46-84, async_op refused, "
@@ -3556,27 +3566,27 @@ class Stack(BaseModel):
                     "makes 4 one-way transfers a micro-batch, each end stage 2 (the first sends no gradient and receives "
                     "no activation, the last the reverse: _valid_stage), so the middle's count is twice the 2 v of "
                     "step.pp_comm. false: a stage's send and receive of a direction run together")
-    pipeline_send_partitioned_default: bool = Field(
+    pipeline_send_partitioned_default: Bool = Field(
         default=False,
         description="the stack's pipeline runtime, unless the job says otherwise (job pipe_partitioned), sends each TP "
                     "rank's 1 / tp part of a stage's output and its gradient and all-gathers the parts over the TP "
                     "group on arrival (DeepSpeed's PipelineEngine pipe_partitioned / grad_partitioned: step.py [25], "
                     "in pp_comm; dense plans at pp > 1 x tp > 1 without SP). false: whole sends, no all-gather")
-    pipeline_send_partitioned_grads: bool = Field(
+    pipeline_send_partitioned_grads: Bool = Field(
         default=True,
         description="where the partitioned pipe tensors run (pipeline_send_partitioned_default, job pipe_partitioned), "
                     "the gradient sent back is partitioned too (DeepSpeed's grad_partitioned, on since microsoft/"
                     "DeepSpeed e2fdd254e, 2021-09). false: activations only, the gradient sent whole and the sender's "
                     "output rebuilt by an all-gather before it arrives (DeepSpeed a12aaedc pipe/engine.py l. 112-113, "
                     "914-924: step.py [25])")
-    pipeline_send_partitioned_switch: bool = Field(
+    pipeline_send_partitioned_switch: Bool = Field(
         default=True,
         description="the pipeline runtime reads a setting that turns the partitioned pipe tensors off (DeepSpeed's JSON "
                     "pipeline.pipe_partitioned / grad_partitioned, since microsoft/DeepSpeed c2074b341, 2023-11): a job's "
                     "pipe_partitioned false is priced and exported. false: they run wherever the grid has TP (DeepSpeed "
                     "a12aaedc pipe/engine.py l. 112: is_pipe_partitioned = is_model_parallel), and a job's "
                     "pipe_partitioned false is refused")
-    pipeline_split_divides: bool = Field(
+    pipeline_split_divides: Bool = Field(
         default=True,
         description="with the embedding or the loss counted as a layer of the split, the layers plus the counted ends "
                     "must divide into pp x vpp chunks (Megatron-Core's TransformerConfig rule, plan rule SPLIT_UNITS). "
@@ -3591,7 +3601,7 @@ class Stack(BaseModel):
                     "or input (torchtitan: the normed input gathered to every TP rank before the replicated down "
                     "projections, one all-gather / reduce-scatter pair of T h each way, as a standard attention block's); "
                     "a stack_db entry that builds MLA (runs.layer_kinds) with TP says which")
-    moe_shared_experts_tp_pair: bool = Field(
+    moe_shared_experts_tp_pair: Bool = Field(
         default=False,
         description="whether an MoE layer's shared experts run a TP collective pair of their own (step.py [37]): true "
                     "(Megatron-Core: SharedExpertMLP, an MLP on the attention's TP group, its column-parallel fc1 "
@@ -3922,10 +3932,10 @@ class Job(BaseModel):
                     "selective policy re-runs (Megatron-Core --recompute-granularity selective --recompute-modules: "
                     "core_attn, layernorm, moe_act, mla_up_proj; planner/recompute_modules.py); default: the stack's "
                     "selective policy (Megatron's default modules: core_attn)")
-    sequence_parallel: Optional[bool] = Field(
+    sequence_parallel: Optional[Bool] = Field(
         default=None, description="default: on when tp > 1, off on a stack whose code has none (stack_db runs.sequence_parallel)")
     precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
-    fp16: bool = Field(
+    fp16: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the 16-bit dtype is fp16 with loss scaling, not bf16 (Megatron --fp16 in place of "
                                    "--bf16; with fp8 / nvfp4 the parameters' dtype): priced as bf16 (the same 2-byte width "
@@ -3987,15 +3997,15 @@ class Job(BaseModel):
                                   "context parallelism: startup.TORCHTITAN_VARLEN_CP), priced by its kernel "
                                   "(attention_kernel); only on a stack that lists it (runs.attention_backends); default: "
                                   "the stack's defaults.attention_backend")
-    causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
+    causal_attention_flops: Bool = Field(default=False, description="count causal (halved) attention FLOPs")
     headroom: Real = Field(default=0.10, ge=0.0, lt=1.0)
     reserve_GiB: Real = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")
     tokens: Optional[Real] = Field(default=None, gt=0, description="training tokens, for total FLOPs and days")
     calibration: Optional[str] = Field(default=None, description="calibration profile YAML (planner calibrate ...)")
     stack: str = Field(default="megatron", description="software stack: catalog name (planner stacks) or a stack YAML")
-    tp_comm_overlap: Optional[bool] = Field(default=None, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP; default: the stack's")
-    dp_comm_overlap: Optional[bool] = Field(default=None, description="overlap gradient reduction with the backward pass and the parameter all-gather with the forward (Megatron --overlap-grad-reduce/--overlap-param-gather); default: the stack's")
-    torch_compile: Optional[bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
+    tp_comm_overlap: Optional[Bool] = Field(default=None, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP; default: the stack's")
+    dp_comm_overlap: Optional[Bool] = Field(default=None, description="overlap gradient reduction with the backward pass and the parameter all-gather with the forward (Megatron --overlap-grad-reduce/--overlap-param-gather); default: the stack's")
+    torch_compile: Optional[Bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
     fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8 or nvfp4: the scaling recipe (tensorwise, rowwise, delayed, mxfp8, blockwise; nvfp4); default: the stack's")
     power_limit_w: Optional[Real] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")
     # the node's host as the job's servers have it (plan._apply_host): each replaces the hardware entry's figure of the
@@ -4020,7 +4030,7 @@ class Job(BaseModel):
     bf16_layers_at_end: Int = Field(
         default=0, ge=0, description="with fp8 / nvfp4: the last transformer layers that stay bf16 "
                                      "(--num-layers-at-end-in-bf16)")
-    fp8_output_layer: bool = Field(
+    fp8_output_layer: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="with fp8: the output layer (logits GEMM) runs in fp8 too, where the stack's recipe "
                                    "keeps it bf16 (torchtitan's float8 converter with filter_fqns not naming 'output': "
@@ -4036,7 +4046,7 @@ class Job(BaseModel):
                                   "(planner/fp8_linears.py, step.py [18]); the output layer's entry is fp8_output_layer's "
                                   "(an 'output' entry must agree with it); null: ['output', 'router.gate'], the shipped "
                                   "MoE configs' (the router bf16)")
-    fp8_attention: bool = Field(
+    fp8_attention: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="with fp8: the fused attention (softmax(QK^T) V and its backward) in fp8 too "
                                    "(Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer Engine's "
@@ -4044,7 +4054,7 @@ class Job(BaseModel):
                                    "forward at the fp8 attention rate (planner/step.py fp8_core, memory.py [fa8]); "
                                    "needs a recipe with fp8_attention (stack_db fp8_recipes) on a GPU it runs on; "
                                    "default off")
-    fp8_allgather: Optional[bool] = Field(
+    fp8_allgather: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="with fp8 under FSDP: whether the weight all-gather moves the converted Linears' "
                                   "weights in fp8 (torchtitan [float8] enable_fsdp_float8_all_gather, torchao "
@@ -4053,14 +4063,14 @@ class Job(BaseModel):
                                   "routed experts, the output layer unless fp8_output_layer) 2 B; false 2 B for all; "
                                   "null: the stack's recipe rule (stack_db fp8_recipes allgather_fp8). Needs a recipe "
                                   "with allgather_fp8 (torchtitan tensorwise); not Megatron's fp8_param_gather")
-    fp8_precompute_scale: Optional[bool] = Field(
+    fp8_precompute_scale: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="with FSDP's fp8 all-gather (fp8_allgather): torchtitan [float8] "
                                   "precompute_float8_dynamic_scale_for_fsdp, torchao's one all-reduce of every "
                                   "converted weight's amax after the optimizer step in place of one all-reduce per "
                                   "weight in each all-gather (step.py [39]); null: false, torchtitan's default "
                                   "(job_config.py @e347b1e5e l. 735); true needs a recipe with the fp8 all-gather")
-    fp8_grouped_experts: Optional[bool] = Field(
+    fp8_grouped_experts: Optional[Bool] = Field(
         default=None, description="with fp8 / nvfp4 on an MoE model: whether the routed experts' grouped GEMMs run in the "
                                   "plan's low precision (true: the recipe's rate, with its casts, step.py [16]) or bf16 "
                                   "(false). torchtitan @e347b1e5e runs GroupedExperts in bf16 (models/moe/moe.py l. "
@@ -4070,11 +4080,11 @@ class Job(BaseModel):
                                   "l. 99-168) converts them; Megatron-Core runs TE's GroupedLinear under the layer's fp8 "
                                   "autocast. null: the stack's rule (stack_db defaults.fp8_grouped_experts: torchtitan "
                                   "false, Megatron true), listed as assumed where it applies; docs/torchtitan_grouped_mm.md")
-    account_for_embedding_in_pipeline_split: bool = Field(
+    account_for_embedding_in_pipeline_split: Bool = Field(
         default=False,
         description="count the embedding as a layer of the pipeline split: the first chunk holds one transformer layer "
                     "fewer (Megatron-Core --account-for-embedding-in-pipeline-split; Megatron-Bridge recipes)")
-    account_for_loss_in_pipeline_split: bool = Field(
+    account_for_loss_in_pipeline_split: Bool = Field(
         default=False,
         description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
@@ -4108,42 +4118,42 @@ class Job(BaseModel):
     ep: Count = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep ranks of the folded "
                                                  "tp x dp x cp grid (etp x ep divides it; Megatron "
                                                  "--expert-model-parallel-size); MoE models only")
-    pipe_partitioned: Optional[bool] = Field(
+    pipe_partitioned: Optional[Bool] = Field(
         default=None, description="DeepSpeed's pipeline engine: send each TP rank's 1 / tp part of the stage output "
                                   "and gradient and all-gather them over the TP group on arrival (the JSON's "
                                   "pipeline.pipe_partitioned and grad_partitioned); default the stack's "
                                   "pipeline_send_partitioned_default; applies to dense plans at pp > 1 x tp > 1 "
                                   "without sequence parallelism (MoE and SP plans run it off)")
-    ep_comm_overlap: Optional[bool] = Field(
+    ep_comm_overlap: Optional[Bool] = Field(
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
-    moe_shared_expert_overlap: Optional[bool] = Field(
+    moe_shared_expert_overlap: Optional[Bool] = Field(
         default=None, description="MoE with shared experts: run the shared experts on a side stream beside the token "
                                   "dispatcher's all-to-alls, their TP gather / reduce-scatter Megatron's own bf16 ones "
                                   "(Megatron-Core --moe-shared-expert-overlap, Bridge model.moe_shared_expert_overlap; "
                                   "step.py [38]); needs shared experts, the alltoall or flex dispatcher, no "
                                   "ep_comm_overlap; default off")
-    apply_rope_fusion: Optional[bool] = fusion_switch(
+    apply_rope_fusion: Optional[Bool] = fusion_switch(
         "the stack's fused rotary kernel (Megatron-Core TransformerConfig.apply_rope_fusion; --no-rope-fusion sets "
         "false): false runs the unfused rotary (stack kernels rope_scaled)")
-    bias_activation_fusion: Optional[bool] = fusion_switch(
+    bias_activation_fusion: Optional[Bool] = fusion_switch(
         "the stack's fused bias + activation kernel (TransformerConfig.bias_activation_fusion; --no-bias-swiglu-fusion / "
         "--no-bias-gelu-fusion set false): false runs the activation and the bias add as kernels of their own (stack "
         "kernels mlp_activation_gated_unfused, expert_probs_unfused, bias_unfused), and the unfused SwiGLU keeps its two "
         "factors, the routed experts' activation its output for the probabilities' gradient; a plain (GeLU) MoE "
         "resolves it false, as Megatron-Core must run it (plan._fusion_settings)")
-    bias_dropout_fusion: Optional[bool] = fusion_switch(
+    bias_dropout_fusion: Optional[Bool] = fusion_switch(
         "the stack's fused bias-dropout-add (TransformerConfig.bias_dropout_fusion; --no-bias-dropout-fusion sets false): "
         "false adds the linear's bias as a kernel of its own (stack kernels bias_unfused)")
-    masked_softmax_fusion: Optional[bool] = fusion_switch(
+    masked_softmax_fusion: Optional[Bool] = fusion_switch(
         "Megatron-Core's fused scale-mask-softmax in its own core attention (TransformerConfig.masked_softmax_fusion; "
         "--no-masked-softmax-fusion sets false; local_core_attention only, dot_product_attention.py @d98e8a64 l. 100-109; "
         "on a stack whose eager core reads it whatever else the job sets, runs.attention eager_softmax_fusion_switch: "
         "Megatron-DeepSpeed's CoreAttention): "
         "false runs fused_softmax.py forward_torch_softmax at every key length (stack kernels score_softmax_unfused), "
         "whose softmax output is saved in fp32 under attention_softmax_in_fp32")
-    attention_softmax_in_fp32: Optional[bool] = Field(
+    attention_softmax_in_fp32: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="Megatron's attention_softmax_in_fp32 (--attention-softmax-in-fp32, or "
                                   "--apply-query-key-layer-scaling, which sets it: arguments.py @d98e8a64 l. 1713-1715): the "
@@ -4155,12 +4165,12 @@ class Job(BaseModel):
                                   "score_softmax_unfused); default: true "
                                   "(TransformerConfig's default, transformer_config.py l. 485; Megatron-LM's argument "
                                   "default is false: the Megatron reader reads the flags)")
-    gradient_accumulation_fusion: Optional[bool] = fusion_switch(
+    gradient_accumulation_fusion: Optional[Bool] = fusion_switch(
         "the weight-gradient GEMM accumulates into the main gradient (TransformerConfig.gradient_accumulation_fusion; "
         "--no-gradient-accumulation-fusion sets false): false writes each weight gradient as a bf16 tensor added into "
         "the main gradient by a kernel of its own (stack kernels wgrad_unfused), one linear's at a time; priced without "
         "FSDP (FSDP's gradient path is its own)")
-    moe_grouped_gemm: Optional[bool] = Field(
+    moe_grouped_gemm: Optional[Bool] = Field(
         default=None, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
                                   "with TE layers, its multi-stream cuBLAS workspaces); default (null, not given): the "
                                   "stack's (stack_db defaults.moe_grouped_gemm, listed as inherited; Megatron-LM's is off), "
@@ -4169,36 +4179,36 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=None, description="Megatron --transformer-impl: local runs Megatron-Core's own layers (no Transformer "
                                   "Engine GEMMs or workspace; its core attention local, eager); default: the stack's (TE)")
-    local_core_attention: bool = Field(
+    local_core_attention: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-Core's own DotProductAttention runs the core attention (--attention-backend "
                                    "local, or --transformer-impl local): eager, its scores in the global memory buffer")
-    fp8_param_gather: bool = Field(
+    fp8_param_gather: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
                                    "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "
                                    "fp8 and a stack with memory.fp8_weight_cache; default off")
-    fp4_param_gather: bool = Field(
+    fp4_param_gather: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="NVFP4 weights (Megatron --fp4-param-gather: the linears' weights kept and "
                                    "all-gathered in NVFP4, two values a byte); needs precision nvfp4 and a stack with "
                                    "memory.fp8_weight_cache; default off")
-    cross_entropy_fusion: bool = Field(
+    cross_entropy_fusion: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
-    moe_permute_fusion: Optional[bool] = Field(
+    moe_permute_fusion: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="MoE: Transformer Engine's fused token permutation (Megatron-Core moe_permute_fusion, "
                                   "--moe-permute-fusion); false runs the unfused torch ops (more HBM bytes: "
                                   "planner/layers/moe.py unfused_dispatch_bytes); default: the stack's (stack_db "
                                   "defaults.moe_permute_fusion; Megatron-LM's is off)")
-    moe_router_fusion: Optional[bool] = Field(
+    moe_router_fusion: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="MoE: Transformer Engine's fused router top-k and score function (Megatron-Core "
                                   "moe_router_fusion, --moe-router-fusion); false runs the unfused torch ops; default: "
                                   "the stack's (stack_db defaults.moe_router_fusion; Megatron-LM's is off)")
-    moe_router_padding: bool = Field(
+    moe_router_padding: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="MoE: Megatron-Core's moe_router_padding_for_quantization: the router pads the "
                                    "routing map so each expert's token count is a multiple of the fp8 / fp4 GEMMs' alignment (--moe-router-padding-for-quantization, "
@@ -4207,7 +4217,7 @@ class Job(BaseModel):
                                    "l. 2649-2659); with enable_experimental and moe_permute_fusion the padded map is a new "
                                    "int32 [tokens, experts] tensor each MoE layer's dispatcher keeps (planner/layers/moe.py "
                                    "padded_routing_map_bytes); default off")
-    enable_experimental: bool = Field(
+    enable_experimental: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron --enable-experimental (arguments.py @d98e8a64 l. 3643; global_vars.py l. "
                                    "168-169 set_experimental_flag): priced where it changes a kernel the plan runs: with "
@@ -4225,7 +4235,7 @@ class Job(BaseModel):
                                   "(2) (training.py l. 3149-3150, 3229-3230). It frees only wholly free segments between "
                                   "phases, so no priced figure moves (memory.py [13]); carried to explain's fragmentation "
                                   "band and to the exported arguments; null: 0 (stack_db runs.empty_unused_memory_level)")
-    mfsdp_double_buffer: bool = Field(
+    mfsdp_double_buffer: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-FSDP's fixed double-buffer pools (Megatron --fsdp-double-buffer, set too by "
                                    "--use-nccl-ub and --megatron-fsdp-max-pool-double-buffer: arguments.py @d98e8a64 "
@@ -4233,7 +4243,7 @@ class Job(BaseModel):
                                    "unsharded gradients, in place of the prefetch and the reduce-scatter queue "
                                    "(memory.py [db]); only the modes running Megatron-FSDP's queue (stack_db runs.sharding "
                                    "reduce_queue_units) hold them; default off")
-    mfsdp_v2: bool = Field(
+    mfsdp_v2: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-FSDP v2 (Megatron --megatron-fsdp-version 2, FullyShardedDataParallelV2, "
                                    "mcore_fsdp_adapter.py @d98e8a64 l. 489-703; megatron_fsdp/experimental/): one layer "
@@ -4243,7 +4253,7 @@ class Job(BaseModel):
                                    "gradient held to the end of the backward (memory.py [v2]); only the stacks with a "
                                    "runs.sharding mode stating mfsdp_v2 (Megatron's optim_grads_params), at tp, pp and cp 1 "
                                    "(start-up rule MEGATRON_FSDP_V2_LAYOUT); default off")
-    mla_down_proj_fusion: bool = Field(
+    mla_down_proj_fusion: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron --mla-down-proj-fusion (arguments.py @d98e8a64 l. 3566-3572; "
                                    "gpt_layer_specs.py l. 257-290): MLA's q and kv down projections as one "
@@ -4252,7 +4262,7 @@ class Job(BaseModel):
                                    "(rows / tp a rank) where the unfused ones are replicated, and one matrix for Muon, "
                                    "TP-split (layers/attention.py MLA); needs an MLA model with a q_lora_rank; only the "
                                    "stacks with runs.mla_down_proj_fusion; default off")
-    mfsdp_outer_optim: bool = Field(
+    mfsdp_outer_optim: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-FSDP's HSDP with the optimizer sharded over the replicas too (Megatron "
                                    "--outer-dp-sharding-strategy optim, Megatron-Core DistributedDataParallelConfig."
@@ -4292,7 +4302,7 @@ class Job(BaseModel):
                     "logits split into this many sequence chunks, each upcast to fp32 and cross-entropied eagerly in turn "
                     "(8 in the PR); the loss's figures a logit are its own (memory.py [ck]), not the stack's kernels'; "
                     "default: none, the stack's loss")
-    fsdp_root_unit: bool = Field(
+    fsdp_root_unit: Bool = Field(
         default=False, description="FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28) with "
                                    "torch before #154704 (2025-06): the embedding, final norm and output layer in the "
                                    "root unit, kept unsharded from the forward to the end of the backward, and the last "
@@ -4318,7 +4328,7 @@ class Job(BaseModel):
         description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "
                     "each PyTorch cuBLAS workspace is the pairs' sum of SIZE x COUNT KiB instead of the GPU's default "
                     "(hardware torch_cublas_workspace_MiB; memory.py [ws]); default: unset")
-    deterministic_mode: bool = Field(
+    deterministic_mode: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron --deterministic-mode (model_parallel_config.py @d98e8a64 l. 229; "
                                    "arguments.py l. 1708-1711 -> training/determinism.py): deterministic kernels, "
@@ -4352,7 +4362,7 @@ class Job(BaseModel):
                     "across domains whatever it leaves: comm.py [19]); a value NCCL refuses, or one that leaves a "
                     "collective no protocol, is refused; default: unset, NCCL's default set (LL128 where the GPU "
                     "enables it)")
-    attention_kernel_named: bool = Field(
+    attention_kernel_named: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the trainer config names attention_kernel as its attention backend (Megatron-Bridge "
                                    "model.attention_backend flash / fused, as the Bridge reader reads it) where "
@@ -4363,7 +4373,7 @@ class Job(BaseModel):
                                    "writes the backend; needs attention_kernel; a stack whose deterministic mode has no "
                                    "check of the backend (runs.deterministic_refuses flash_attention) refuses it; "
                                    "default off (auto where the kernel is TE's choice)")
-    use_flash_attn: bool = Field(
+    use_flash_attn: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-LM's --use-flash-attn flag (arguments.py @d98e8a64 l. 2910): the legacy "
                                    "model's FlashAttention switch, read by no model code at @d98e8a64 (Transformer "
@@ -4388,7 +4398,7 @@ class Job(BaseModel):
                     "--optimizer muon: one fp32 momentum a 2-D hidden weight matrix, orthogonalized by Newton-Schulz; "
                     "the word embedding, output layer, norms and biases keep Adam: memory.py [mu]); a stack that builds "
                     "no muon refuses it (stack_db runs.optimizers); default adam")
-    optimizer_whole_tensors: bool = Field(
+    optimizer_whole_tensors: Bool = Field(
         default=False,
         description="with optimizer muon at zero1: Megatron's layer-wise distributed optimizer on its legacy path "
                     "(--no-use-layer-wise-param-layout) hands each parameter whole to one rank, by size in ping-pong "
@@ -4418,7 +4428,7 @@ class Job(BaseModel):
                     "optimizer_config.py @d98e8a64 l. 272): medium casts X to bf16 (bf16 GEMMs), high runs fp32 data "
                     "on TF32 tensor cores, low is no precision torch knows and keeps its default highest (fp32 GEMMs "
                     "off the tensor cores); step.py [28], memory.py [mu]; default medium")
-    muon_split_qkv: bool = Field(
+    muon_split_qkv: Bool = Field(
         default=True,
         description="with optimizer muon: orthogonalize linear_qkv's q, k and v apart, split per query group (Megatron-LM "
                     "--muon-split-qkv, the default; false: --muon-no-split-qkv, arguments.py @d98e8a64 l. 2630-2632, "
@@ -4430,7 +4440,7 @@ class Job(BaseModel):
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
-    precision_aware_optimizer: Optional[bool] = Field(
+    precision_aware_optimizer: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None,
         description="the stack's precision-aware optimizer (Megatron-LM --use-precision-aware-optimizer, TE's FusedAdam; "
@@ -4459,19 +4469,19 @@ class Job(BaseModel):
                     "the host, the rest on the GPU (Megatron-LM --optimizer-offload-fraction, HybridDeviceOptimizer; "
                     "stack cpu_offload transfers hybrid_device only: the other stacks offload the whole partition); "
                     "default 1")
-    offload_overlap: bool = Field(
+    offload_overlap: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,
         description="with offload_optimizer cpu, the host link's copies and the CPU step pipelined per parameter on "
                     "their own streams (Megatron-LM --overlap-cpu-optimizer-d2h-h2d; stack cpu_offload transfers "
                     "hybrid_device only); default off")
-    early_step_in_backward: bool = Field(
+    early_step_in_backward: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the optimizer steps each parameter inside the backward, as its sharded gradient "
                                    "arrives, and frees that gradient there (torchtitan [optimizer] early_step_in_backward, "
                                    "on a stack with memory.optimizer_in_backward; memory.py [es]); refused with pipeline "
                                    "or expert parallelism, as torchtitan refuses it; default off")
-    cp_load_balance: bool = Field(
+    cp_load_balance: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=True,
         description="context parallelism load-balances the causal mask: each CP rank holds two of 2 cp sequence "
@@ -4502,13 +4512,13 @@ class Job(BaseModel):
                                   "or alltoall (one permute a ring step, beside the step before's kernel); priced "
                                   "only where the stack's training sets it (runs.cp_rotate_method_trains; the catalog "
                                   "torchtitan's does not: listed as ignored, its allgather priced); default: the stack's")
-    pp_p2p_overlap_warmup_flush: Optional[bool] = Field(
+    pp_p2p_overlap_warmup_flush: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack with a switch for it (stack_db overlap.pp_p2p_warmup_flush_switch: Megatron-LM "
                                   "--overlap-p2p-communication-warmup-flush): true overlaps the interleaved schedule's warm-up "
                                   "and flush p2p too (Megatron needs the p2p overlap on); false or null: the stack's "
                                   "(overlap.pp_p2p_warmup_flush_blocking)")
-    pp_p2p_overlap: Optional[bool] = Field(
+    pp_p2p_overlap: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack with a switch for it (stack_db overlap.pp_p2p_overlap_switch: Megatron-LM "
                                   "--no-overlap-p2p-communication): false sends and receives the pipeline's activations "
@@ -4530,27 +4540,27 @@ class Job(BaseModel):
         description="with cp_comm_type a2a+p2p: the all-to-all group's and the P2P ring's ranks, their product cp "
                     "(Megatron --hierarchical-context-parallel-sizes; the first level is contiguous ranks, "
                     "parallel_state.py create_hierarchical_groups)")
-    chunked_loss: Optional[bool] = Field(
+    chunked_loss: Optional[Bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                   "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); left out: "
                                   "the stack's defaults.chunked_loss (on for torchtitan-0.3, whose configs build it; off "
                                   "elsewhere)")
-    sync_tp_duplicated_parameters: bool = Field(
+    sync_tp_duplicated_parameters: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,
         description="every forward of a LayerNorm all-reduces its weight and bias, and of a row-parallel linear its "
                     "bias, over the TP group (averaged), before using them (BigScience's Megatron-DeepSpeed "
                     "--sync-tp-duplicated-parameters; stack_db runs.sync_tp_duplicated_parameters): small all-reduces "
                     "in step.tp_comm; default off")
-    partition_activations: bool = Field(
+    partition_activations: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,
         description="with recompute full at TP > 1: each TP rank keeps 1/tp of every checkpointed layer input and the "
                     "ranks all-gather it before the layer's re-run (DeepSpeed activation checkpointing's "
                     "partition_activations, Megatron-DeepSpeed --deepspeed-activation-checkpointing "
                     "--partition-activations; stack_db runs.partition_activations); default off")
-    fsdp_symm_mem: bool = Field(
+    fsdp_symm_mem: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,
         description="torchtitan 0.3's parallelism.enable_fsdp_symm_mem (pytorch/torchtitan release/0.3 @4f9e9a47d "
@@ -4559,7 +4569,7 @@ class Job(BaseModel):
                     "refused below compute capability 9.0 (configs.py l. 267-277, start-up rule "
                     "TORCHTITAN_FSDP_SYMM_MEM_SM90); its memory and all-gather time are not priced (listed); valid only "
                     "on a stack with the option (stack_db runs.fsdp_symm_mem); default off")
-    spmd_typechecking: bool = Field(
+    spmd_typechecking: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,
         description="torchtitan 0.3's debug.spmd_typechecking (pytorch/torchtitan release/0.3 @4f9e9a47d config/"
@@ -4578,7 +4588,7 @@ class Job(BaseModel):
                     "outputs as compiled (stack selective.tp_collectives_kept / exchange_kept priced as always; "
                     "memory.py [sb]); valid only on a stack with the option (stack_db runs.spmd_backends); null: "
                     "the stack's default")
-    selective_recomputes_attention: bool = Field(
+    selective_recomputes_attention: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,
         description="with recompute selective on a stack whose policy saves the attention kernel's output (stack_db "
@@ -4598,7 +4608,7 @@ class Job(BaseModel):
         description="MoE token dispatcher (planner/dispatch.py): alltoall (NCCL), allgather, deepep (DeepEP normal "
                     "kernels), deepep_ll (DeepEP low-latency kernels), hybridep (Megatron --moe-token-dispatcher-type, "
                     "--moe-enable-deepep, --moe-flex-dispatcher-backend); default: the stack's")
-    moe_fp8_dispatch: Optional[bool] = Field(
+    moe_fp8_dispatch: Optional[Bool] = Field(
         default=None, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.3; "
                                   "DeepEP, Hybrid-EP); the combine stays bf16; an fp8 job's only (true under bf16 is "
                                   "refused: planner/dispatch.py [11]); default: the stack's fp8 recipe's "
@@ -4625,7 +4635,7 @@ class Job(BaseModel):
                     "the host (layers/moe.py [19]); 0: the blocking dispatch (the rows routed, a host synchronisation); "
                     "default: the stack's defaults.moe_hybridep_capacity_factor (torchtitan-0.3: 1.0, what its "
                     "deepseek_v3_*_hybridep config functions build), else the blocking dispatch")
-    moe_pad_to_capacity: Optional[bool] = Field(
+    moe_pad_to_capacity: Optional[Bool] = Field(
         default=None,
         description="MoE: every expert's input padded to the capacity factor (Megatron --moe-pad-expert-input-to-capacity; "
                     "needs moe_capacity_factor): the busiest rank's load is the capacity factor exactly, and the alltoall and "
@@ -4650,7 +4660,7 @@ class Job(BaseModel):
         default=None, ge=0.0,
         description="MoE: the router z-loss coefficient (Megatron --moe-z-loss-coeff); > 0: the router keeps its logits for "
                     "the z-loss's backward (planner/layers/moe.py router_saved_terms); default: none (Megatron's)")
-    moe_router_pre_softmax: Optional[bool] = Field(
+    moe_router_pre_softmax: Optional[Bool] = Field(
         default=None,
         description="MoE: a softmax router's softmax over all experts before the top-k (Megatron --moe-router-pre-softmax), "
                     "else over the top-k logits after it; what the unfused router keeps differs (planner/layers/moe.py "

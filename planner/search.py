@@ -2246,6 +2246,88 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
     return settings.seq_assumed + settings.code_assumed + settings.env_assumed
 
 
+def check_pin_arithmetic(job: Job, opts: SpaceOptions, gpus_list: list[int], where: str = "") -> None:
+    """A pinned degree that no plan can use by plain arithmetic with --gpus, the global batch or the model is bad
+    input (exit 2, naming the option), as `explain` refuses the same values (plan.rule_codes MESH, BATCH, EP_EXPERTS,
+    the interleaved schedule's pp >= 2), not "no plan satisfies the constraints" (exit 1, which stays for plans that
+    were searched and did not fit, or that other rules refuse):
+      - each --tp / --cp / --pp / --dp / --ep value must divide one of the GPU counts; the product of the pinned
+        tp x cp x pp (x dp) of single values must divide one of them (with every one of the four pinned: equal one);
+      - --ep above 1 needs a mixture-of-experts model whose routed experts it divides;
+      - --vpp above 1 needs a --pp of at least 2 where pp is pinned;
+      - each --micro-batch must divide the global batch (sequences; with one --dp pinned, dp x micro-batch must),
+        unless the job has a batch ramp (its phases' batches are the search's to check)."""
+    settings, gbs, _, _ = settings_for(job, where=where)
+    model = settings.model
+    counts = ", ".join(f"{g:,}" for g in gpus_list)
+    one = len(gpus_list) == 1
+
+    def near() -> str:
+        """The no-plan message's suggestion (nearest_working): GPU counts near the one given with a valid plan."""
+        if not one:
+            return ""
+        g_ok, _ = nearest_working(job.model_copy(update=dict(gpus=gpus_list[0])), opts, where)
+        return f"; GPU counts near {gpus_list[0]:,} with valid plans: {', '.join(f'{g:,}' for g in g_ok)}" if g_ok else ""
+
+    def divisors_hint(flag: str) -> str:
+        if one:
+            g = gpus_list[0]
+            return f"{flag} must divide --gpus {g:,}: {', '.join(str(d) for d in _small_divisors(g))}{near()}"
+        return f"{flag} must divide one of the GPU counts ({counts})"
+
+    for flag, pins in (("--tp", opts.tp), ("--cp", opts.cp), ("--pp", opts.pp), ("--dp", opts.dp), ("--ep", opts.ep)):
+        bad = [v for v in (pins or ()) if not any(g % v == 0 for g in gpus_list)]
+        if bad:
+            raise PlannerError(f"{where}{flag} {', '.join(map(str, bad))} does not divide --gpus {counts}",
+                               divisors_hint(flag))
+    single = {n: v[0] for n, v in (("tp", opts.tp), ("cp", opts.cp), ("pp", opts.pp), ("dp", opts.dp))
+              if v is not None and len(v) == 1}
+    if len(single) > 1:
+        prod = int(np.prod(list(single.values())))
+        text = " x ".join(f"--{n} {v}" for n, v in single.items())
+        if len(single) == 4 and prod not in gpus_list:
+            raise PlannerError(f"{where}{text} = {prod:,}, not --gpus {counts}",
+                               "make the product of tp, cp, pp and dp equal the GPU count (or leave --dp out to derive it)"
+                               + near())
+        if not any(g % prod == 0 for g in gpus_list):
+            raise PlannerError(f"{where}{text} = {prod:,} does not divide --gpus {counts}",
+                               "the pinned degrees multiply into the mesh: their product must divide the GPU count" + near())
+    ep_bad = [e for e in (opts.ep or ()) if e > 1]
+    if ep_bad:
+        if model.moe is None:
+            raise PlannerError(f"{where}--ep {', '.join(map(str, ep_bad))} on {model.name}, which has no experts",
+                               "expert parallelism needs a mixture-of-experts model: leave --ep out or give --ep 1")
+        n = model.moe.num_experts
+        bad = [e for e in ep_bad if n % e]
+        if bad:
+            raise PlannerError(f"{where}--ep {', '.join(map(str, bad))} does not divide the {n} routed experts of "
+                               f"{model.name}", f"valid: {', '.join(str(d) for d in _small_divisors(n))}")
+    if opts.vpp is not None and opts.pp is not None and min(opts.vpp) > 1 and max(opts.pp) < 2:
+        raise PlannerError(f"{where}--vpp {', '.join(map(str, opts.vpp))} with --pp {', '.join(map(str, opts.pp))}: the "
+                           "interleaved schedule needs pp >= 2 and vpp >= 2",
+                           "give --pp 2 or more, or --vpp 1")
+    if opts.micro_batch is not None and not settings.batch_schedule:
+        dp = single.get("dp", 1)
+        bad = [m for m in opts.micro_batch if gbs % (dp * m)]
+        if bad:
+            what = f"--dp {dp} x --micro-batch" if "dp" in single else "--micro-batch"
+            raise PlannerError(f"{where}{what} {', '.join(map(str, bad))} does not divide the global batch of "
+                               f"{gbs:,} sequences",
+                               f"give a micro-batch {'whose product with dp' if 'dp' in single else 'that'} divides "
+                               f"{gbs:,}, or change --global-batch")
+
+
+def _small_divisors(n: int, most: int = 12) -> list[int]:
+    """The divisors of n, at most `most` of them (the smallest), for a hint."""
+    out = []
+    for d in range(1, n + 1):
+        if n % d == 0:
+            out.append(d)
+            if len(out) == most:
+                break
+    return out
+
+
 NEAREST_TRIES = 512  # values tried on each side when looking for a GPU count / global batch with a valid plan
 
 
@@ -2362,6 +2444,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     if around is not None and len(gpus_list) > 1:
         raise ValueError("fit(around=...) ranks a plan among the rows of one GPU count")
     job_assumed = check_pins(_searched_base(job, search_dispatchers), opts, where)
+    check_pin_arithmetic(_searched_base(job, search_dispatchers), opts, gpus_list, where)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     per_count = []  # each GPU count's Ranked (one per space it searched: search_one)

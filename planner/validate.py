@@ -19,13 +19,14 @@ fields itself; whatever it leaves out is inferred by the rules below, and every 
 command had to assume is listed, with its reason, in the row's `assumed` list. A record
 that cannot be evaluated is kept in the output with `skipped: <reason>`; none is dropped.
 
- 1. hardware from gpu_type (text, case-insensitive): H200 -> h200-sxm; H100 PCIe -> h100-pcie;
-    H100 with 94-96 GB HBM2e (torchtitan's lower-TDP parts [9]) -> h100-sxm-96gb-hbm2e
-    (Meta's Grand Teton part: 2.4 TB/s, 500 W power limit); other H100 -> h100-sxm; H800 ->
-    h800-sxm; A100 40 GB -> a100-sxm-40gb; A100 80 GB (or size unstated, noted) ->
-    a100-sxm-80gb; A100 PCIe -> skipped; B200, GB200, GB300, MI300X -> their catalog entries;
-    anything else (TPU v4, ...) -> skipped, "no hardware entry for <gpu_type>". A record's
-    `power_limit_w` overrides the entry's power limit.
+ 1. hardware from the record's `hardware:` field (a catalog name or a hardware YAML path; never
+    from what its gpu_type text looks like: before the 2026-12-07 audit2 the entry was matched
+    in gpu_type's text, and the 185 records of tests/data that rule named carry it as the field
+    now); `hardware_assumed:` (text) says why a record's entry is an assumption about the part
+    its source names (the three lower-TDP H100 records of torchtitan [9]: the 94-96 GB HBM2e
+    Grand Teton part, 2.4 TB/s, 500 W), and lists the entry as assumed with that reason. A
+    record without `hardware:` is skipped, "no hardware entry for <gpu_type>" (TPU v4, ...). A
+    record's `power_limit_w` overrides the entry's power limit.
  2. Architecture (gated_mlp, norm, tied_embeddings, position_embedding, linear_bias, dropout):
     (a) from the catalog model (model_zoo/) with the identical shape (layers, hidden, ffn,
     heads, KV heads, vocab) -- each zoo file cites its sources; else (b) from the record's
@@ -163,7 +164,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import tempfile
 import typing
 from dataclasses import asdict, dataclass, field
@@ -181,7 +181,7 @@ from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BppPreset, BytesPerParam, Count, Int, Job, ModelSpec, Real, RecomputeModule, Schedule, split_fields
+from .schema import Bool, BppPreset, BytesPerParam, Count, Int, Job, ModelSpec, Real, RecomputeModule, Schedule, split_fields
 
 GiB = 2.0**30
 
@@ -221,7 +221,7 @@ class RunRecord(BaseModel):
                                        description="the year the record's source was published (rule 9c: the attention "
                                                    "of a record that leaves it out); null: undated")
     model_name: Optional[str] = None
-    moe: bool = False
+    moe: Bool = False
     model: Optional[str] = Field(
         default=None, description="catalog model (model_zoo name) whose shape the record uses: mixture-of-experts and MLA "
                                   "models, whose experts the shape fields cannot carry (rule 12)")
@@ -254,7 +254,7 @@ class RunRecord(BaseModel):
     etp: Optional[Count] = Field(default=None, gt=0, description="expert tensor parallelism; null: tp (Megatron's default)")
     zero_fsdp_mode: Optional[str] = None
     activation_recompute: Optional[str] = None
-    sequence_parallel: Optional[bool] = None
+    sequence_parallel: Optional[Bool] = None
     precision: Optional[str] = None
     # what the source published
     tflops_per_gpu: Optional[Real] = None
@@ -270,13 +270,17 @@ class RunRecord(BaseModel):
     provenance: dict[str, str] = Field(default_factory=dict)
     notes: Optional[str] = None
     # overrides a user may give (otherwise inferred; see the module docstring)
-    hardware: Optional[str] = Field(default=None, description="catalog name or hardware YAML path")
-    gated_mlp: Optional[bool] = None
+    hardware: Optional[str] = Field(default=None, description="catalog name or hardware YAML path (rule 1); null: "
+                                                           "skipped (no hardware entry)")
+    hardware_assumed: Optional[str] = Field(
+        default=None, description="why `hardware` is an assumption about the part the source names (listed as assumed "
+                                  "with this reason: rule 1)")
+    gated_mlp: Optional[Bool] = None
     norm: Optional[Literal["rmsnorm", "layernorm"]] = None
-    tied_embeddings: Optional[bool] = None
+    tied_embeddings: Optional[Bool] = None
     position_embedding: Optional[Literal["rope", "learned", "alibi", "none"]] = None
-    linear_bias: Optional[bool] = None
-    dropout: Optional[bool] = None
+    linear_bias: Optional[Bool] = None
+    dropout: Optional[Bool] = None
     bytes_per_param: Optional[Union[BppPreset, BytesPerParam]] = None
     attention: Optional[Literal["flash", "eager"]] = None
     attention_kernel: Optional[Literal["flash2", "cudnn"]] = Field(
@@ -287,46 +291,46 @@ class RunRecord(BaseModel):
     rank_order: Optional[str] = Field(default=None, description="mesh axes innermost first (the Job field); null: the planner's default")
     # the software stack and its options (the Job fields of the same names); null: the stack's default
     stack: Optional[str] = Field(default=None, description="stack_db name or a stack YAML (megatron, torchtitan, llm-foundry, ...)")
-    torch_compile: Optional[bool] = None
-    tp_comm_overlap: Optional[bool] = None
-    dp_comm_overlap: Optional[bool] = None
-    ep_comm_overlap: Optional[bool] = Field(
+    torch_compile: Optional[Bool] = None
+    tp_comm_overlap: Optional[Bool] = None
+    dp_comm_overlap: Optional[Bool] = None
+    ep_comm_overlap: Optional[Bool] = Field(
         default=None, description="MoE: the run hid the EP all-to-alls (Megatron-Core --overlap-moe-expert-parallel-comm); "
                                   "null: off (Megatron-Core's default), never inferred from names or notes")
     moe_dispatcher: Optional[Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]] = Field(
         default=None, description="MoE: the run's token dispatcher (the Job field; planner/dispatch.py); null: the stack's "
                                   "default, listed as assumed")
-    moe_fp8_dispatch: Optional[bool] = Field(default=None, description="MoE: the run dispatched fp8 tokens (the Job field; "
+    moe_fp8_dispatch: Optional[Bool] = Field(default=None, description="MoE: the run dispatched fp8 tokens (the Job field; "
                                                                         "default: the stack's fp8 recipe's)")
-    moe_permute_fusion: Optional[bool] = Field(
+    moe_permute_fusion: Optional[Bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_permute_fusion (TE's fused permutation; the Job field); "
                                   "null: the stack's default (Megatron-LM's off), listed as assumed")
-    moe_grouped_gemm: Optional[bool] = Field(
+    moe_grouped_gemm: Optional[Bool] = Field(
         default=None, description="MoE: the run's experts as one grouped GEMM (Megatron-Core moe_grouped_gemm; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed, never inferred")
-    moe_router_fusion: Optional[bool] = Field(
+    moe_router_fusion: Optional[Bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")
-    bias_activation_fusion: Optional[bool] = Field(
+    bias_activation_fusion: Optional[Bool] = Field(
         default=None, description="the run's Megatron-Core bias_activation_fusion (the fused bias + activation kernel; "
                                   "the Job field); null: the stack's default, listed as assumed")
-    fp8_precompute_scale: Optional[bool] = Field(
+    fp8_precompute_scale: Optional[Bool] = Field(
         default=None, description="with FSDP's fp8 all-gather: the run's torchtitan [float8] "
                                   "precompute_float8_dynamic_scale_for_fsdp (the Job field, step.py [39]); null: "
                                   "false, torchtitan's default, listed as assumed where the run gathers fp8")
-    fp8_allgather: Optional[bool] = Field(
+    fp8_allgather: Optional[Bool] = Field(
         default=None, description="fp8 under FSDP: the run gathered the converted Linears' weights in fp8 (torchtitan "
                                   "[float8] enable_fsdp_float8_all_gather; the Job field); null: the stack's recipe "
                                   "rule (stack_db fp8_recipes allgather_fp8), listed as assumed where it applies")
-    fp8_param_gather: Optional[bool] = Field(
+    fp8_param_gather: Optional[Bool] = Field(
         default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
                                   "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
-    fsdp_root_unit: Optional[bool] = Field(
+    fsdp_root_unit: Optional[Bool] = Field(
         default=None, description="the run's torchtitan wrapped the embedding, final norm and output layer in FSDP2's "
                                   "root unit and kept the last block gathered after its forward (before torchtitan "
                                   "83e69410, #1094, with torch before pytorch #154704: memory.py [tt10]; the Job field); "
                                   "null: off (the stack entry's layout), never inferred")
-    cross_entropy_fusion: Optional[bool] = Field(
+    cross_entropy_fusion: Optional[Bool] = Field(
         default=None, description="the run fused its cross-entropy (Megatron --cross-entropy-loss-fusion, Megatron-Bridge "
                                   "cross_entropy_loss_fusion; the Job field); null: off, never inferred")
     cross_entropy_fusion_impl: Optional[Literal["native", "te"]] = Field(
@@ -355,7 +359,7 @@ class RunRecord(BaseModel):
     moe_z_loss_coeff: Optional[Real] = Field(
         default=None, ge=0.0, description="MoE: the run's router z-loss coefficient (the Job field; Megatron "
                                           "--moe-z-loss-coeff); null: none")
-    moe_router_pre_softmax: Optional[bool] = Field(
+    moe_router_pre_softmax: Optional[Bool] = Field(
         default=None, description="MoE: the run's softmax before the top-k (the Job field; Megatron "
                                   "--moe-router-pre-softmax); null: false")
     mtp_layers: Optional[Count] = Field(
@@ -369,9 +373,9 @@ class RunRecord(BaseModel):
         default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
                                   "(full recompute of every N-th layer)")
     # Megatron settings a published run states (the Job fields of the same names, passed on)
-    account_for_embedding_in_pipeline_split: Optional[bool] = Field(
+    account_for_embedding_in_pipeline_split: Optional[Bool] = Field(
         default=None, description="Megatron --account-for-embedding-in-pipeline-split; null: off (Megatron's default)")
-    account_for_loss_in_pipeline_split: Optional[bool] = Field(
+    account_for_loss_in_pipeline_split: Optional[Bool] = Field(
         default=None, description="Megatron --account-for-loss-in-pipeline-split; null: off (Megatron's default)")
     pipeline_layout: Optional[str] = Field(
         default=None, description="Megatron --pipeline-model-parallel-layout the run used (E embedding, t transformer "
@@ -503,38 +507,6 @@ class _Assumed:
     def add(self, name: str, value: Any, reason: str) -> None:
         v = str(value).lower() if isinstance(value, bool) else value
         self.items.append(f"{name}={v} ({reason})")
-
-
-def infer_hardware(gpu_type: str) -> tuple[Optional[str], Optional[str]]:
-    """(catalog hardware name or None, note) for a record's free-text gpu_type (rule 1)."""
-    t = gpu_type.lower()
-    if "gb300" in t:
-        return "gb300-nvl72", None
-    if "gb200" in t:
-        return "gb200-nvl72", None
-    if "h800" in t:
-        return "h800-sxm", None
-    if "b200" in t:
-        return "b200", None
-    if "mi300x" in t:
-        return "mi300x", None
-    if "h200" in t:
-        return "h200-sxm", None
-    if "h100" in t:
-        if "pcie" in t:
-            return "h100-pcie", None
-        if re.search(r"9[456]\s*(/\s*9[456]\s*)?gb", t) or "hbm2e" in t:
-            return "h100-sxm-96gb-hbm2e", "H100 SXM with 94-96 GB HBM2e: Meta's Grand Teton part, 2.4 TB/s, 500 W limit"
-        return "h100-sxm", None
-    if "a100" in t:
-        if "pcie" in t:
-            return None, None
-        if re.search(r"40\s*gb", t):
-            return "a100-sxm-40gb", None
-        if re.search(r"80\s*gb", t):
-            return "a100-sxm-80gb", None
-        return "a100-sxm-80gb", "memory size not stated; 80 GB SXM assumed"
-    return None, None
 
 
 # Family rules (rule 2b): a record's `family` field names one.
@@ -1177,12 +1149,11 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
         except PlannerError as e:
             raise PlannerError(f"{where}: field `hardware`: {e.message}", e.hint) from None
         row.hardware = Path(hw).stem if Path(hw).suffix else hw
+        if rec.hardware_assumed is not None:
+            assumed.add("hardware", row.hardware, f"gpu_type {rec.gpu_type!r}; {rec.hardware_assumed}")
     else:
-        name, note = infer_hardware(rec.gpu_type)
-        if name is None:
-            raise Skip(f"no hardware entry for {rec.gpu_type} (give `hardware:` with a catalog name or a hardware YAML)")
-        assumed.add("hardware", name, f"gpu_type {rec.gpu_type!r}" + (f"; {note}" if note else ""))
-        hw = row.hardware = name
+        # rule 1: no entry is read from the gpu_type text
+        raise Skip(f"no hardware entry for {rec.gpu_type} (give `hardware:` with a catalog name or a hardware YAML)")
     if pub_tok is None and rec.memory_per_gpu_gib is None:
         raise Skip(
             "nothing to compare: no tokens_per_sec_per_gpu, iteration_time_s or memory_per_gpu_gib published "

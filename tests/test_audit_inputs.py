@@ -159,7 +159,7 @@ def test_gpu_lists_beyond_the_largest_count_exit_2(cli, args, needle):
 def _run_record(id, **kw):
     r = dict(id=id, model_name="GPT tiny", num_layers=4, hidden_size=1024, ffn_hidden_size=4096,
              num_attention_heads=8, num_kv_heads=8, vocab_size=32000, seq_length=2048, global_batch_size=64,
-             micro_batch_size=1, gpu_type="H100-SXM-80GB", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
+             micro_batch_size=1, gpu_type="H100-SXM-80GB", hardware="h100-sxm", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
              zero_fsdp_mode="none", activation_recompute="none", sequence_parallel=False, precision="bf16",
              tokens_per_sec_per_gpu=1000.0, stack="megatron")
     r.update(kw)
@@ -265,3 +265,73 @@ def test_the_catalog_records_name_their_family():
     recs = {r.id: r for r in load_runs(Path(__file__).parent / "data" / "published_runs.yaml")}
     assert recs["narayanan2021-t2-zero3-174.6B-384gpu"].family == "gpt"  # GPT-3 175B
     assert sum(r.family is not None for r in recs.values()) == 24
+
+
+# ------------------------------------------------------------ audit2: a switch given as a number
+@pytest.mark.parametrize("field,value", [("gated_mlp", 0), ("tied_embeddings", 1), ("linear_bias", 0.0)])
+def test_a_switch_of_a_model_given_as_a_number_is_refused(cli, tmp_path, field, value):
+    # before: pydantic's lax mode read `gated_mlp: 0` as false (a GELU MLP priced for Llama 3 8B, exit 0);
+    # schema.Bool refuses a number
+    r = cli("explain", "--model", _model(tmp_path, **{field: value}), "--gpus", "8", "--tp", "2")
+    assert_one_error(r, "model.yaml", f"`{field}`", f"not the number {value}")
+
+
+def test_a_switch_of_a_hardware_file_given_as_a_number_is_refused(cli, tmp_path):
+    from planner.catalog import hardware_source
+
+    hw = yaml.safe_load(hardware_source("h100-sxm").read_text(encoding="utf-8"))
+    hw["nvls"] = 1  # before: NVLink SHARP on, silently
+    p = tmp_path / "hw.yaml"
+    p.write_text(yaml.safe_dump(hw), encoding="utf-8")
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", p)
+    assert_one_error(r, "hw.yaml", "`nvls`", "not the number 1")
+
+
+@pytest.mark.parametrize("field", ["torch_compile", "sequence_parallel"])
+def test_a_switch_of_a_job_file_given_as_a_number_is_refused(cli, tmp_path, field):
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"model": "llama3-8b", "gpus": 8, "tp": 2, "stack": "torchtitan", "sharding": "fsdp", field: 1}),
+                   encoding="utf-8")
+    assert_one_error(cli("explain", job), "job.yaml", field, "not the number 1")
+    job.write_text(yaml.safe_dump({"model": "llama3-8b", "gpus": 8, "tp": 2, "stack": "torchtitan", "sharding": "fsdp", field: True}),
+                   encoding="utf-8")
+    assert cli("explain", job).exit_code == 0  # true / false still read
+
+
+def test_a_switch_of_a_run_record_given_as_a_number_is_refused(cli, tmp_path):
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump([_run_record("r", sequence_parallel=0)]), encoding="utf-8")
+    r = cli("validate", p)
+    assert r.exit_code == 2 and "sequence_parallel" in r.stderr and "not the number 0" in r.stderr
+
+
+# ------------------------------------------------------------ audit2: a pinned degree no plan can use is bad input
+@pytest.mark.parametrize("args,needles", [
+    (["--dp", "3"], ["--dp 3 does not divide --gpus 8", "1, 2, 4, 8"]),
+    (["--tp", "16"], ["--tp 16 does not divide --gpus 8"]),
+    (["--cp", "16"], ["--cp 16 does not divide --gpus 8"]),
+    (["--pp", "3"], ["--pp 3 does not divide --gpus 8"]),
+    (["--ep", "2"], ["--ep 2 on llama3-8b, which has no experts", "--ep 1"]),
+    (["--tp", "2", "--dp", "8"], ["--tp 2 x --dp 8 = 16 does not divide --gpus 8"]),
+    (["--tp", "2", "--cp", "2", "--pp", "2", "--dp", "2"], ["--tp 2 x --cp 2 x --pp 2 x --dp 2 = 16, not --gpus 8"]),
+    (["--pp", "1", "--vpp", "2"], ["--vpp 2 with --pp 1", "pp >= 2"]),
+    (["--micro-batch", "3"], ["--micro-batch 3 does not divide the global batch of 2,048 sequences", "--global-batch"]),
+    (["--dp", "2", "--micro-batch", "3"], ["--dp 2 x --micro-batch 3 does not divide"]),
+])
+def test_fit_refuses_a_pinned_degree_no_plan_can_use(cli, args, needles):
+    # before: exit 1, "no plan for llama3-8b on 8 x h100-sxm satisfies the constraints" (as if plans were searched
+    # and none fitted); explain refuses the same values as bad input (plan.rule_codes MESH, BATCH, EP_EXPERTS)
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "8", *args), *needles)
+
+
+def test_fit_ep_must_divide_the_routed_experts(cli):
+    assert_one_error(cli("fit", "--model", "mixtral-8x7b", "--gpus", "16", "--ep", "16"),
+                     "--ep 16 does not divide the 8 routed experts of mixtral-8x7b", "valid: 1, 2, 4, 8")
+
+
+def test_fit_pins_that_divide_one_of_the_gpu_counts_search(cli):
+    # a range: --dp 3 divides 24 of 8..24 (exit 0 or 1 by what fits, never the pin error); nothing fits: exit 1
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8,24", "--dp", "3", "--top", "1")
+    assert r.exit_code in (0, 1) and "does not divide --gpus" not in r.stderr, r.stderr
+    r = cli("fit", "--model", "llama3-405b", "--gpus", "8", "--tp", "8")
+    assert r.exit_code == 1 and "nothing fits" in r.stderr

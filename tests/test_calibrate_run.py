@@ -312,7 +312,7 @@ def test_two_runs_differing_in_communication_free_two_knobs():
 def test_bad_run_inputs_are_named(cli, tmp_path):
     bad = tmp_path / "runs.yaml"
     rec = yaml.safe_load(ONE_RECORD.read_text())[0]
-    bad.write_text(yaml.safe_dump([{**rec, "id": "tpu-run", "gpu_type": "TPU v4"}]))
+    bad.write_text(yaml.safe_dump([{**rec, "id": "tpu-run", "gpu_type": "TPU v4", "hardware": None}]))
     assert_one_error(cli("calibrate", "run", bad, "-o", tmp_path / "p.yaml"), "record 'tpu-run'", "TPU v4")
     job = tmp_path / "job.yaml"
     job.write_text("\n".join(ln for ln in TT_JOB.read_text().splitlines() if not ln.startswith("hardware")))

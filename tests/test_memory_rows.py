@@ -193,6 +193,37 @@ def test_row_settings_from_the_planner_block():
         assert fields["selective_recomputes_attention"] is True and fields["hardware"] == "b200"
 
 
+def test_stack_hardware_and_sharding_come_from_the_planner_block_never_from_text():
+    """Rules M2, M3, M5: the row's planner.stack, planner.hardware and planner.sharding, not what its
+    `framework`, `gpu` and `sharding` text looks like (before audit2: 'torchtitan ...' -> torchtitan,
+    'NVIDIA Blackwell' -> b200, 'fsdp2' -> fsdp were matched in it). Without them the row is skipped with the
+    reason; planner.hardware_why / sharding_why are listed as assumed."""
+    import tempfile
+    rows = {r.id: r for r in mr.load(MEASURED).memory_rows}
+    nv = rows["tt_nvfp4doc_llama_bf16_fsdp4"]
+    assert (nv.planner.stack, nv.planner.hardware, nv.planner.sharding) == ("torchtitan", "b200", "fsdp")
+    with tempfile.TemporaryDirectory() as d:
+        r = mr.Result(id=nv.id, group="g")
+        fields, _ = mr.measured_job(nv, r, Path(d))
+        assert (fields["stack"], fields["hardware"], fields["sharding"]) == ("torchtitan", "b200", "fsdp")
+        assert any(a.startswith("hardware=b200 (gpu 'NVIDIA Blackwell") and "Blackwell without a SKU" in a
+                   for a in r.assumed)
+        for key, reason in (("stack", "planner.stack"), ("hardware", "planner.hardware"),
+                            ("sharding", "planner.sharding")):
+            bare = nv.model_copy(update={"planner": nv.planner.model_copy(update={key: None})})
+            with pytest.raises(mr.Skip, match=reason):
+                mr.measured_job(bare, mr.Result(id=nv.id, group="g"), Path(d))
+        # the text says one thing, the field another: the field is what is planned
+        other = nv.model_copy(update={"framework": "Megatron-LM", "gpu": "H100 80GB", "sharding": "none",
+                                      "planner": nv.planner.model_copy(update={"hardware": "h200-sxm"})})
+        fields, _ = mr.measured_job(other, mr.Result(id=nv.id, group="g"), Path(d))
+        assert (fields["stack"], fields["hardware"], fields["sharding"]) == ("torchtitan", "h200-sxm", "fsdp")
+        vic = rows["thunder_pr1261_vicuna_7b_v15_16k_fsdp8_ac"]
+        r = mr.Result(id=vic.id, group="g")
+        mr.measured_job(vic, r, Path(d))
+        assert "sharding=fsdp (FSDP1 planned with the litgpt-benchmark stack's FSDP unit model (stack_db fsdp))" in r.assumed
+
+
 def test_oracle_rules():
     o = mr.load(ORACLE)
     rows = {r.id: r for r in o.oracle_rows}

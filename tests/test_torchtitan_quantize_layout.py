@@ -331,10 +331,11 @@ def test_no_plan_hint_counts_the_uncompiled_plans(cli):
     args = [("63" if a == "64" else a) for a in FIT_MX] + ["--tp", "2", "--fp8-recipe", "mxfp8"]
     assert "63" in args and "64" not in args
     for pin in ((), ("--no-compile",)):
-        r = cli("fit", *args, *pin)
-        assert r.exit_code == 1 and "GPU counts near 63 with valid plans: 48, 64" in r.stderr, r.stderr
+        r = cli("fit", *args, *pin)  # --tp 2 cannot divide 63 GPUs: bad input (exit 2, audit2), the same suggestion
+        assert r.exit_code == 2 and "--tp 2 does not divide --gpus 63" in r.stderr, r.stderr
+        assert "GPU counts near 63 with valid plans: 48, 64" in r.stderr, r.stderr
     r = cli("fit", *args, "--compile")
-    assert r.exit_code == 1 and "GPU counts near" not in r.stderr
+    assert r.exit_code == 2 and "GPU counts near" not in r.stderr
 
 
 def test_deepseek_v3_float8_tensorwise_with_tp_has_no_rule():

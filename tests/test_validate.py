@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from planner.cli import validate as cli_validate
 from planner.plan import plan_dict
 from planner.validate import (
-    COMPLETE_GROUPS, RunRecord, _Assumed, infer_architecture, infer_hardware, is_complete, load_runs,
+    COMPLETE_GROUPS, RunRecord, _Assumed, infer_architecture, is_complete, load_runs,
 )
 
 DATA = Path(__file__).parent / "data" / "published_runs.yaml"
@@ -119,7 +119,7 @@ def _record(id: str, **kw) -> dict:
     """A small, complete run record (a 4-layer GPT-like shape on 8 H100s)."""
     r = dict(id=id, model_name="GPT tiny", num_layers=4, hidden_size=1024, ffn_hidden_size=4096,
              num_attention_heads=8, num_kv_heads=8, vocab_size=32000, seq_length=2048, global_batch_size=64,
-             micro_batch_size=1, gpu_type="H100-SXM-80GB", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
+             micro_batch_size=1, gpu_type="H100-SXM-80GB", hardware="h100-sxm", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
              zero_fsdp_mode="none", activation_recompute="none", sequence_parallel=False, precision="bf16",
              tokens_per_sec_per_gpu=1000.0)
     r.update(kw)
@@ -183,25 +183,22 @@ def test_unknown_id_or_group_is_an_error(run):
 
 
 # -------------------------------------------------------------------- inference rules
-@pytest.mark.parametrize("gpu_type, name, noted", [
-    ("A100-SXM4-80GB", "a100-sxm-80gb", False),
-    ("A100-80GB", "a100-sxm-80gb", False),
-    ("A100-40GB", "a100-sxm-40gb", False),
-    ("A100-SXM4-40GB", "a100-sxm-40gb", False),
-    ("A100", "a100-sxm-80gb", True),
-    ("H100 (DGX H100; SXM 80GB presumed)", "h100-sxm", False),
-    ("H100-SXM-80GB", "h100-sxm", False),
-    ("H100 SXM 95/96GB HBM2e, lower TDP", "h100-sxm-96gb-hbm2e", True),
-    ("H800 SXM5", "h800-sxm", False),
-    ("GB300 NVL72", "gb300-nvl72", False),
-    ("H100 PCIe", "h100-pcie", False),
-    ("H200 (8/node, 400Gb/s per GPU RDMA)", "h200-sxm", False),
-    ("TPU v4", None, False),
-    ("A100 PCIe 40GB", None, False),
-])
-def test_hardware_from_gpu_type(gpu_type, name, noted):
-    got, note = infer_hardware(gpu_type)
-    assert got == name and (note is not None) == noted
+def test_hardware_comes_from_the_field_never_from_gpu_type_text(run, tmp_path):
+    """Rule 1: the entry is the record's `hardware:` field. A record without it is skipped, whatever its gpu_type
+    text says (before audit2 'H100-SXM-80GB' was matched to h100-sxm); `hardware_assumed` lists the entry as
+    assumed with its reason; a stated entry is not listed."""
+    recs = [_record("no-field", hardware=None), _record("stated"),
+            _record("grand-teton", gpu_type="H100 SXM 95/96GB HBM2e", hardware="h100-sxm-96gb-hbm2e",
+                    hardware_assumed="the 94-96 GB HBM2e part")]
+    rows = {r["id"]: r for r in json.loads(run("validate", _write(tmp_path, recs), "--format", "json").stdout)["runs"]}
+    assert rows["no-field"]["skipped"].startswith("no hardware entry for H100-SXM-80GB")
+    assert rows["stated"]["skipped"] is None and rows["stated"]["hardware"] == "h100-sxm"
+    assert "hardware" not in _assumed_fields(rows["stated"])
+    gt = rows["grand-teton"]
+    assert gt["hardware"] == "h100-sxm-96gb-hbm2e"
+    assert "hardware=h100-sxm-96gb-hbm2e (gpu_type 'H100 SXM 95/96GB HBM2e'; the 94-96 GB HBM2e part)" in gt["assumed"]
+    shipped = load_runs(DATA)
+    assert all(r.hardware is not None for r in shipped if r.gpu_type != "TPU v4")
 
 
 @pytest.mark.parametrize("model_name, family, ffn, gated, reason", [
@@ -243,9 +240,9 @@ def test_assumed_fields_are_listed(run):
     rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
 
     nar = rows["narayanan2021-t1-1.7B"]
-    assert {"hardware", "gated_mlp", "micro_batch_size", "vpp", "precision", "attention"} <= _assumed_fields(nar)
-    # Published in the record, so not assumed: recompute full, SP off, no ZeRO, cp 1.
-    assert not {"activation_recompute", "sequence_parallel", "zero_fsdp_mode", "cp"} & _assumed_fields(nar)
+    assert {"gated_mlp", "micro_batch_size", "vpp", "precision", "attention"} <= _assumed_fields(nar)
+    # Published in the record, so not assumed: recompute full, SP off, no ZeRO, cp 1, its hardware field (rule 1).
+    assert not {"activation_recompute", "sequence_parallel", "zero_fsdp_mode", "cp", "hardware"} & _assumed_fields(nar)
     p = nar["plan"]
     assert (p["hardware"], p["micro_batch"], p["vpp"], p["recompute"], p["sharding"], p["sequence_parallel"],
             p["attention"], p["bytes_per_param"]) == ("a100-sxm-80gb", 1, 1, "full", "none", False, "eager", "megatron")
@@ -521,7 +518,7 @@ def test_summary_statistics_by_hand(run, tmp_path, monkeypatch):
         _record("r1", model_name="m1", tokens_per_sec_per_gpu=1000.0, memory_per_gpu_gib=8.0),
         _record("r2", model_name="m2", tokens_per_sec_per_gpu=2000.0),
         _record("r3", model_name="m3", tokens_per_sec_per_gpu=None, iteration_time_s=4.096),
-        _record("r4", model_name="m1", gpu_type="TPU v4"),
+        _record("r4", model_name="m1", gpu_type="TPU v4", hardware=None),
     ]
     path = _write(tmp_path, records)
     js = json.loads(run("validate", path, "--format", "json").stdout)
