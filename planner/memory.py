@@ -3636,9 +3636,8 @@ class _PerLayer:
         if te_loss(settings):  # a job setting: TE's kernel keeps the logits alone and writes their gradient in place [te]
             fused, loss_b, loss_t = 0.0, stack.memory.te_loss_per_logit[0], 0.0
         if settings.loss_logit_chunks is not None:  # torchtitan PR #996's chunked cross-entropy, a job setting [ck]
-            fused = 0.0
-            loss_b, loss_t = logit_chunk_loss_bytes(settings.loss_logit_chunks, ctx.tp, plan.pp,
-                                                    stack.memory.pipeline_keeps_logits)
+            fused, (loss_b, loss_t) = 0.0, logit_chunk_loss_bytes(settings.loss_logit_chunks, ctx.tp, plan.pp,
+                                                                  stack.memory.pipeline_keeps_logits)
         norm_out = (ACT_BYTES * model.hidden_size / (1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div)
                     if stack.memory.output_saves_norm_out else 0.0)
         vd = self.vdiv = vocab_tp_divisor(settings, ctx.tp)  # the largest TP rank's vocabulary rows [vs]
