@@ -45,8 +45,9 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     sharding, recompute and precision must be what the flags say (else an error naming the field); flags the reader
     does not model, or refuses, skip the row.
  M0 `planner.excluded` (a reason, with its source) -> skipped with that reason, before any other rule.
- M2 stack: the row's `planner.stack` (a stack_db entry describing the code the row ran, its `why`
-    citing that code; listed as assumed). No stack is read from what the `framework` text looks like:
+ M2 stack: the row's `planner.stack` (a stack_db entry describing the code the row ran), listed as assumed
+    with its `planner.stack_why` (required with it: the code / framework the row's source states it ran,
+    since the 2026-12-07 audit3; before, one generic line). No stack is read from what the `framework` text looks like:
     before the 2026-12-07 audit2 torchtitan / torchtrain -> torchtitan, Megatron-LM -> megatron,
     llm-foundry -> llm-foundry and Megatron-DeepSpeed -> megatron-deepspeed were matched in it, and the
     rows of tests/data that rule named carry it as the field now. No planner.stack -> skipped.
@@ -64,13 +65,16 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     stack's FSDP unit model, stack_db `fsdp`). Never read from the `sharding` text (before audit2: fsdp /
     zero3 -> fsdp, "distributed optimizer" / zero-1 -> zero1, none / ddp -> none were matched in it); no
     planner.sharding -> skipped.
- M6 recompute text: starts with selective / full / none -> that mode (torchtitan selective is its
-    per-op policy: stack_db torchtitan.yaml `selective`); "not stated" -> the row's
-    `planner.recompute` if given (with its source), else skipped.
- M7 precision text (planner/precisions.py parse_precision_text): bf16 / "pure bf16" -> bf16;
-    fp8 / float8 with tensorwise, rowwise or delayed, mxfp8 (mxfp8_cublas, ...) -> fp8 with
-    that recipe (the stack's default recipe when none is named, assumed); nvfp4 -> nvfp4; a
-    recipe the row's stack lacks -> skipped.
+ M6 recompute: the row's `planner.recompute` (none | selective | full, the job field; torchtitan selective is
+    its per-op policy: stack_db torchtitan.yaml `selective`), and `planner.recompute_why` where it is an
+    assumption (listed with it: the source does not state it). Never read from the `recompute` text (before
+    the 2026-12-07 audit3 its leading selective / full / none was, and "not stated" took planner.recompute;
+    the rows of tests/data carry what that rule gave); no planner.recompute -> skipped.
+ M7 precision: the row's `planner.precision` (bf16 | fp8 | nvfp4, precisions.PRECISIONS) and
+    `planner.fp8_recipe` (precisions.FP8_RECIPES; fp8 without one: the stack's default recipe, listed as
+    assumed); a recipe the row's stack lacks -> skipped. Never read from the `precision` text (before audit3
+    by planner/precisions.py parse_precision_text; the rows carry what it gave: mxfp8_cublas and
+    mxfp8_cublas_rceil -> fp8 mxfp8, float8 rowwise -> fp8 rowwise, ...); no planner.precision -> skipped.
  M8 compile: the row's `compile`. sequence_parallel: `planner.sequence_parallel`, else on iff
     tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).
  M9 loss: `planner.loss: chunked` (torchtitan PR #996's 2025 chunked cross-entropy: the already
@@ -79,11 +83,15 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     loss_logit_chunks 8 (memory.py [ck]; not torchtitan 0.3.0's ChunkedLossWrapper, chunked_loss); `planner.loss:
     chunked_wrapper` (torchtitan's ChunkedLossWrapper, 0.3.0 and main since #2937, 2026-04-27:
     the row's `why` cites the config that sets it) -> the job field chunked_loss.
- M10 memory_kind text: starts with "reserved" -> reserved; "allocated" -> allocated; "unknown,
-    most likely reserved" -> reserved (assumed); other "unknown" -> the kind the stack logs
-    (stack_db memory.reports, assumed); memory_gib null -> skipped (no figure). A row measured
-    on the last rank ("last rank" / "last PP stage" in memory_kind) compares with the last
-    stage when pp > 1.
+ M10 peak kind: the row's `planner.memory_kind` (reserved | allocated), listed as assumed with
+    `planner.memory_kind_why` where the source does not label its figure (the torchao table's
+    unlabelled column: torchtitan runs, which log max reserved; Megatron-LM PR #482's rank-0
+    'Peak_Memory_Actual': the stack's max_allocated); no planner.memory_kind -> skipped;
+    memory_gib null -> skipped (no figure). A row measured on the last rank (`planner.stage:
+    last`, Megatron-LM's last global rank) compares with the last stage when pp > 1. Never read
+    from the `memory_kind` text (before audit3 its leading reserved / allocated, "unknown, most
+    likely reserved", other "unknown" -> stack_db memory.reports, and "last rank" / "last PP
+    stage" in it were; the rows of tests/data carry what that rule gave).
  M11 `planner.selective_recomputes_attention: true` -> the job field of that name: the run's
     torchtitan version's per-op policy does not save the attention kernel it runs (torchtitan
     2025-05-20 .. 2025-12-01 on Blackwell, cuDNN SDPA: planner/memory.py [tt8]); the row's `why`
@@ -132,11 +140,11 @@ from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .catalog import format_validation_error, load_model, load_stack, read_yaml
 from .errors import PlannerError
-from .precisions import parse_precision_text
+from .precisions import FP8_RECIPES, PRECISIONS
 from .explain import evaluate, to_json
 from .schema import Bool, Count, Int, ModelSpec, Real, Sharding, SpmdBackend
 from .validate import Skip, _Assumed, _write_model, resolve_fields
@@ -175,7 +183,27 @@ class PlannerBlock(BaseModel):
     seq_len: Optional[Count] = Field(
         default=None, gt=0, description="the sequence length where the row's `seq` is null and the code it ran "
                                         "establishes it (the `why` cites it): rule M4")
-    recompute: Optional[Literal["none", "selective", "full"]] = None
+    stack_why: Optional[str] = Field(
+        default=None, description="where `stack` comes from: the code / framework the row's source states it ran "
+                                  "(listed as assumed with it; required with `stack`): rule M2")
+    memory_kind: Optional[Literal["reserved", "allocated"]] = Field(
+        default=None, description="the kind of peak the row's figure is (the allocator's reserved or allocated peak): "
+                                  "rule M10")
+    memory_kind_why: Optional[str] = Field(
+        default=None, description="why `memory_kind` is an assumption about the figure (listed as assumed with it): "
+                                  "rule M10")
+    stage: Optional[Literal["last"]] = Field(
+        default=None, description="the pipeline stage of the rank the figure was measured on (last: Megatron-LM's "
+                                  "last global rank), compared with that stage when pp > 1: rule M10")
+    recompute: Optional[Literal["none", "selective", "full"]] = Field(
+        default=None, description="the job's recompute mode for the row's `recompute` text: rule M6")
+    recompute_why: Optional[str] = Field(
+        default=None, description="why `recompute` is an assumption about the run (listed as assumed with it): rule M6")
+    precision: Optional[Literal[PRECISIONS]] = Field(
+        default=None, description="the job's precision (precisions.PRECISIONS) for the row's `precision` text: rule M7")
+    fp8_recipe: Optional[Literal[FP8_RECIPES]] = Field(
+        default=None, description="the scaling recipe the row's `precision` text names (precisions.FP8_RECIPES); "
+                                  "left out with fp8: the stack's default, listed as assumed: rule M7")
     loss: Optional[Literal["default", "chunked", "chunked_wrapper"]] = Field(
         default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
                                   "2025 chunks of the materialised logits: the job field loss_logit_chunks 8) or chunked_wrapper (torchtitan's "
@@ -191,6 +219,12 @@ class PlannerBlock(BaseModel):
                                   "unit and keeps the last block gathered after its forward (before 83e69410, #1094, "
                                   "with torch before #154704; the job field of that name; its `why` cites the code): "
                                   "rule M13")
+    @model_validator(mode="after")
+    def _stack_why(self):
+        if self.stack is not None and not (self.stack_why or "").strip():
+            raise ValueError("`stack` needs `stack_why`: the code / framework the row's source states it ran (rule M2)")
+        return self
+
     excluded: Optional[str] = Field(
         default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
                                   "or an implementation no stack_db entry describes), with the source")
@@ -417,28 +451,23 @@ def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
 
 
 # ----------------------------------------------------------------------------- measured rows
-def measured_kind(row: MeasuredRow, stack_reports: Optional[str], assumed: _Assumed) -> str:
-    """Rule M10: the kind of peak the row's figure is."""
-    t = row.memory_kind.strip().lower()
-    if t.startswith("reserved"):
-        return "reserved"
-    if t.startswith("allocated"):
-        return "allocated"
-    if t.startswith("unknown") and "most likely reserved" in t:
-        assumed.add("memory_kind", "reserved", "the source's column is unlabelled; its runs are torchtitan runs, which log max reserved")
-        return "reserved"
-    if t.startswith("unknown") and stack_reports is not None:
-        kind = "allocated" if stack_reports == "max_allocated" else "reserved"
-        assumed.add("memory_kind", kind, f"not stated; the stack logs {stack_reports}")
-        return kind
-    raise Skip(f"memory_kind {row.memory_kind!r}: not a peak the harness can compare (reserved or allocated)")
+def measured_kind(row: MeasuredRow, assumed: _Assumed) -> str:
+    """Rule M10: the kind of peak the row's figure is: its planner.memory_kind (never read from the
+    `memory_kind` text)."""
+    kind = row.planner.memory_kind if row.planner is not None else None
+    if kind is None:
+        raise Skip(f"memory_kind {row.memory_kind!r}: the row names no peak kind (planner.memory_kind: "
+                   f"{' or '.join(KINDS)})")
+    if row.planner.memory_kind_why is not None:
+        assumed.add("memory_kind", kind, row.planner.memory_kind_why)
+    return kind
 
 
 def _stack(row: MeasuredRow, assumed: _Assumed) -> str:
-    """Rule M2: the row's planner.stack (never read from the `framework` text)."""
+    """Rule M2: the row's planner.stack with its stack_why (never read from the `framework` text)."""
     if row.planner is None or row.planner.stack is None:
         raise Skip(f"framework {row.framework!r}: the row names no stack_db entry (planner.stack)")
-    assumed.add("stack", row.planner.stack, "the row's planner.stack: the stack_db entry of the code it ran (its why)")
+    assumed.add("stack", row.planner.stack, row.planner.stack_why)
     return row.planner.stack
 
 
@@ -463,29 +492,22 @@ def _sharding(row: MeasuredRow, assumed: _Assumed) -> str:
 
 
 def _recompute(row: MeasuredRow, assumed: _Assumed) -> str:
-    t = row.recompute.strip().lower()
-    if t.startswith("not stated"):
-        if row.planner is not None and row.planner.recompute is not None:
-            assumed.add("recompute", row.planner.recompute, f"not stated in the source; {row.planner.why}")
-            return row.planner.recompute
-        raise Skip(f"recompute {row.recompute!r}: not stated, and the row gives no planner.recompute")
-    for name in ("selective", "full", "none"):
-        if t.startswith(name):
-            if "not stated" in t:
-                assumed.add("recompute", name, "the source does not state it")
-            return name
-    raise Skip(f"recompute {row.recompute!r} not recognised (selective, full, none)")
+    """Rule M6: the row's planner.recompute (never read from the `recompute` text)."""
+    mode = row.planner.recompute if row.planner is not None else None
+    if mode is None:
+        raise Skip(f"recompute {row.recompute!r}: the row names no recompute mode (planner.recompute)")
+    if row.planner.recompute_why is not None:
+        assumed.add("recompute", mode, row.planner.recompute_why)
+    return mode
 
 
 def _precision(row: MeasuredRow, stack, assumed: _Assumed) -> tuple[str, Optional[str]]:
-    """(precision, recipe) of a measured row's text (planner/precisions.py parse_precision_text);
-    a recipe the stack lacks skips the row, text naming no modelled precision too."""
-    try:
-        prec, recipe = parse_precision_text(row.precision)
-    except PlannerError:
-        raise Skip(f"precision {row.precision!r} not recognised (bf16, fp8/float8 tensorwise/rowwise/delayed, mxfp8, nvfp4)") from None
+    """Rule M7: (precision, recipe) from the row's planner.precision / planner.fp8_recipe (never read from the
+    `precision` text); a recipe the stack lacks skips the row."""
+    prec = row.planner.precision if row.planner is not None else None
     if prec is None:
-        raise Skip("precision not given")
+        raise Skip(f"precision {row.precision!r}: the row names no precision (planner.precision)")
+    recipe = row.planner.fp8_recipe
     if recipe is not None and recipe not in stack.fp8_recipes:
         raise Skip(f"precision {row.precision!r}: the {stack.name} stack has no {recipe} recipe")
     if prec == "fp8" and recipe is None:
@@ -560,8 +582,7 @@ def _args_job(row: MeasuredRow, r: Result, stack_name: str, base: Optional[Path]
         if v is not None and got != v:
             raise PlannerError(f"row {row.id!r}: field `{k}` is {v!r} but its planner.args {row.planner.args} gives {got!r}",
                                "the row's fields and the argument file describe the same run: correct one of them")
-    last_rank = "last rank" in row.memory_kind.lower() or "last pp stage" in row.memory_kind.lower()
-    return job, ("last" if (last_rank and row.pp > 1) else None)
+    return job, ("last" if (row.planner.stage == "last" and row.pp > 1) else None)
 
 
 def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = None) -> tuple[dict, Optional[str]]:
@@ -574,7 +595,7 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = 
         raise Skip(f"excluded: {row.planner.excluded}")
     stack_name = _stack(row, assumed)
     stack = load_stack(stack_name)
-    r.kind = measured_kind(row, stack.memory.reports, assumed)
+    r.kind = measured_kind(row, assumed)
     if row.planner is None:
         raise Skip("model not identified: the row has no planner.model / planner.model_shape / planner.args")
     if row.planner.args is not None:
@@ -606,8 +627,7 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path, base: Optional[Path] = 
         if row.tp > 1:
             assumed.add("sequence_parallel", True, "tp > 1 (torchtitan's TP plan shards the norms' sequence; Korthikanti et al. 2022)")
     model = _model_path(row.id, row.planner, row.tp, seq, tmp)
-    last_rank = "last rank" in row.memory_kind.lower() or "last pp stage" in row.memory_kind.lower()
-    stage = "last" if (last_rank and row.pp > 1) else None
+    stage = "last" if (row.planner.stage == "last" and row.pp > 1) else None
     fields = dict(model=model, hardware=hw, gpus=row.dp * row.tp * row.pp * row.cp, tp=row.tp, pp=row.pp, cp=row.cp,
                   vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=seq, sharding=sharding,
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,

@@ -224,6 +224,79 @@ def test_stack_hardware_and_sharding_come_from_the_planner_block_never_from_text
         assert "sharding=fsdp (FSDP1 planned with the litgpt-benchmark stack's FSDP unit model (stack_db fsdp))" in r.assumed
 
 
+def test_peak_kind_stage_recompute_and_precision_come_from_the_planner_block_never_from_text(tmp_path):
+    """Rules M6, M7, M10 (audit3): the row's planner.memory_kind / stage / recompute / precision / fp8_recipe, not
+    what its `memory_kind`, `recompute` and `precision` text looks like (before audit3: 'unknown, most likely
+    reserved' -> reserved, 'last rank' -> the last stage, 'selective op' -> selective, 'mxfp8_cublas' -> fp8
+    mxfp8 were matched in it). The rows carry what the old text rule gave; the *_why fields are listed as
+    assumed; without a field the row is skipped naming it."""
+    import tempfile
+    rows = {r.id: r for r in mr.load(MEASURED).memory_rows}
+    mx, ao = rows["ao_mx_b200_llama3_8b_mxfp8_cublas"], rows["ao_mx_b200_llama3_8b_bf16"]
+    assert (mx.planner.memory_kind, mx.planner.recompute, mx.planner.precision, mx.planner.fp8_recipe) == \
+        ("reserved", "selective", "fp8", "mxfp8")
+    pp4 = rows["mlm_ft_gpt3_7b_tp1_pp4_dgx_h100"]
+    assert (pp4.planner.memory_kind, pp4.planner.stage) == ("allocated", "last")
+    with tempfile.TemporaryDirectory() as d:
+        r = mr.Result(id=mx.id, group="g")
+        fields, stage = mr.measured_job(mx, r, Path(d))
+        assert (r.kind, stage, fields["recompute"], fields["precision"], fields["fp8_recipe"]) == \
+            ("reserved", None, "selective", "fp8", "mxfp8")
+        assert any(a.startswith("memory_kind=reserved (the source's column is unlabelled") for a in r.assumed)
+        # the text says one thing, the fields another: the fields are what is planned and compared
+        other = mx.model_copy(update={"memory_kind": "allocated (last rank)", "recompute": "full", "precision": "bf16",
+                                      "planner": mx.planner.model_copy(update={
+                                          "memory_kind": "allocated", "memory_kind_why": None, "recompute": "none",
+                                          "recompute_why": "a test", "precision": "fp8", "fp8_recipe": "rowwise"})})
+        r = mr.Result(id=mx.id, group="g")
+        fields, _ = mr.measured_job(other, r, Path(d))
+        assert (r.kind, fields["recompute"], fields["precision"], fields["fp8_recipe"]) == \
+            ("allocated", "none", "fp8", "rowwise")
+        assert "recompute=none (a test)" in r.assumed and not any(a.startswith("memory_kind=") for a in r.assumed)
+        # fp8 without a recipe: the stack's default, listed as assumed
+        r = mr.Result(id=mx.id, group="g")
+        fields, _ = mr.measured_job(mx.model_copy(update={"planner": mx.planner.model_copy(update={"fp8_recipe": None})}),
+                                    r, Path(d))
+        assert "fp8_recipe" not in fields and any(a.startswith("fp8_recipe=") and "stack's default" in a for a in r.assumed)
+        # the stage is the field's: a pp 4 row without planner.stage is compared at its heaviest stage
+        _, stage = mr.measured_job(pp4, mr.Result(id=pp4.id, group="g"), Path(d), MEASURED.parent)
+        assert stage == "last"
+        bare = pp4.model_copy(update={"planner": pp4.planner.model_copy(update={"stage": None})})
+        _, stage = mr.measured_job(bare, mr.Result(id=pp4.id, group="g"), Path(d), MEASURED.parent)
+        assert stage is None
+        for key, reason in (("memory_kind", "planner.memory_kind"), ("recompute", "planner.recompute"),
+                            ("precision", "planner.precision")):
+            bare = ao.model_copy(update={"planner": ao.planner.model_copy(update={key: None})})
+            with pytest.raises(mr.Skip, match=reason):
+                mr.measured_job(bare, mr.Result(id=ao.id, group="g"), Path(d))
+    # a bad value, or a stack without its stack_why, is an error naming the row and field
+    for key, value, match in (("memory_kind", "peak", "memory_kind"), ("precision", "fp16", "precision"),
+                              ("fp8_recipe", "mxfp8_cublas", "fp8_recipe"), ("stack_why", None, "stack_why")):
+        data = yaml.safe_load(MEASURED.read_text())
+        data["memory_rows"][0]["planner"][key] = value
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(yaml.safe_dump(data))
+        with pytest.raises(PlannerError, match=match):
+            mr.load(bad)
+
+
+def test_stack_why_cites_the_code_the_row_ran():
+    """Rule M2 (audit3): every row with a planner.stack says where it comes from (planner.stack_why), and the
+    stack= assumed line carries it (before: one generic line, 'the stack_db entry of the code it ran (its why)',
+    on 17 rows whose why does not cite the stack)."""
+    import tempfile
+    rows = [r for r in mr.load(MEASURED).memory_rows if r.planner is not None and r.planner.stack is not None]
+    assert len(rows) == 21 and all(r.planner.stack_why for r in rows)
+    pr = {r.id: r for r in rows}["mlm_pr482_llama2_7b_dp8_pp2_a100"]
+    assert "Megatron-LM (2023-12)" in pr.planner.stack_why and "NVIDIA/Megatron-LM/pull/482" in pr.planner.stack_why
+    tt = {r.id: r for r in rows}["tt_trainy_h200_llama3_8b_32gpu"]
+    with tempfile.TemporaryDirectory() as d:
+        r = mr.Result(id=tt.id, group="g")
+        mr.measured_job(tt, r, Path(d))
+    assert f"stack=torchtitan ({tt.planner.stack_why})" in r.assumed
+    assert "torchtitan e7c0cae (2025-06-13)" in tt.planner.stack_why
+
+
 def test_oracle_rules():
     o = mr.load(ORACLE)
     rows = {r.id: r for r in o.oracle_rows}
