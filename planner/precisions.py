@@ -94,7 +94,8 @@ def check_precision(name, where: str = "") -> str:
     return s
 
 
-# Free text of run records and measured rows (validate.py rule 7, memory_rows.py M7): the
+# Free text of run records (validate.py rule 7; memory_rows.py M7 read measured rows' text too
+# until the 2026-12-07 audit3, which gave the rows explicit planner.precision / fp8_recipe): the
 # precision and, where the text names one, the recipe, read from the term the text STARTS with
 # (the longest, as a whole word); the rest of the text is a comment. The one place the texts'
 # precisions live: term -> (Job.precision, recipe or None, why it is assumed or None).
