@@ -54,26 +54,3 @@ def test_all_network_batches_price_simple_as_the_full_pass(monkeypatch, op):
     np.testing.assert_array_equal(algo, algo_full)
     for k in ("time_s", "latency_s", "bandwidth_s", "protocol"):
         np.testing.assert_array_equal(getattr(fast, k), getattr(full, k))
-
-
-def test_all_prices_only_the_groups_that_run_a_collective(monkeypatch):
-    """Collectives._all over a (2, 4) batch with groups of 1 among them (_on_groups): the elements with a group > 1
-    get the bits each one gets priced alone, the others 0 s, and comm.auto_collective_times sees those elements only."""
-    coll = _coll()
-    s = coll.strides["tp"]
-    sizes = np.array([[12.0, 4096.0, 33_554_432.0, 2.0**30], [6.0, 2.0**20, 33_554_432.0, 8.0]])
-    groups = np.array([[2, 1, 2, 1], [1, 2, 1, 2]])
-    seen = []
-    real = comm.auto_collective_times
-    monkeypatch.setattr(comm, "auto_collective_times", lambda op, size, *a, **k: seen.append(np.size(size))
-                        or real(op, size, *a, **k))
-    got = coll._all(comm.ALL_GATHER, sizes, groups, s)
-    assert got.shape == (2, 4) and got.dtype == np.float64 and seen == [4]
-    for i, j in np.ndindex(2, 4):
-        one = np.asarray(coll._all(comm.ALL_GATHER, sizes[i, j:j + 1], groups[i, j:j + 1], s))[0]
-        assert got[i, j].view(np.int64) == one.view(np.int64)
-    assert np.all(got[groups == 1] == 0.0) and np.all(got[groups == 2] > 0.0)
-    # the hand value of test_batch_gives_each_call_its_own_bits: 33,554,432 B over 2 NVLink ranks
-    assert float(got[0, 2]) == pytest.approx(16_777_216 / 370e9 + 3.4e-6, rel=1e-6)
-    seen.clear()
-    assert not coll._all(comm.ALL_GATHER, sizes, np.ones((2, 4), dtype=np.int64), s).any() and seen == []
