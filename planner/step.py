@@ -2005,9 +2005,6 @@ class Collectives:
         return np.asarray(self._price(op, *one)).take(g.index, axis=-1)
 
     def _all(self, op, size, group, stride, s_nv=None, s_in=None):
-        on = np.asarray(group) > 1
-        if on.ndim and not self.groups and not on.all():  # (no calibration profile: its hits read every element)
-            return self._on_groups(op, on, size, group, stride, s_nv, s_in)
         s_nv = self.bw_nv if s_nv is None else s_nv
         s_in = self.bw_in if s_in is None else s_in
         # group_collective(op, size, group, stride, AUTO), each distinct collective priced once per process
@@ -2027,21 +2024,6 @@ class Collectives:
                 self.used.add(f"{g.collective}/{g.scope}/{g.ranks}")
                 t = np.where(hit, g.time(size), t)
         return np.where(group > 1, t, 0.0)
-
-    def _on_groups(self, op, on, size, group, stride, s_nv, s_in):
-        """_all's figures priced on the elements whose group runs a collective (`on`: group > 1) alone, 0 s on the others
-        (_all's np.where(group > 1, t, 0.0) there): a collective's price is elementwise (comm.auto_collective_times), so
-        each priced element gets the bits it gets beside the others, without the per-element memo look-ups of the
-        collectives no plan runs (dp_comm's replica all-reduce beside the plans without replicas)."""
-        args = [a for a in (size, group, stride, s_nv, s_in) if a is not None]
-        shape = np.broadcast_shapes(*(np.shape(a) for a in args))
-        on = np.broadcast_to(on, shape)
-        out = np.zeros(shape)
-        if on.any():
-            sub = [None if a is None else (np.broadcast_to(a, shape)[on] if np.ndim(a) else a)
-                   for a in (size, group, stride, s_nv, s_in)]
-            out[on] = self._all(op, *sub)
-        return out
 
     def __call__(self, op, size, group, stride):
         """_price's, once per group of plans where by_plans gave groups and the call's arguments allow it."""
@@ -3710,7 +3692,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
         comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1))), rs_g)
     ar_g = _if_any(~sharded | allred, lambda: bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp)))
     rep_on = (plan.sharding == HSDP) | (zero & (plan.shard < plan.dp))  # the replicas' all-reduce: 1 rank elsewhere
-    ar_rep = _if_any(rep_on, lambda: coll(comm.ALL_REDUCE, grad_b / shard_n, np.where(  # (unread there: not priced)
+    ar_rep = _if_any(rep_on, lambda: coll(comm.ALL_REDUCE, grad_b / shard_n, np.where(  # (read only there)
         rep_on, plan.dp // np.maximum(plan.shard, 1), 1), coll.strides["dp"] * plan.shard))
     ar_hsdp = np.where(plan.sharding == HSDP, _replica_exchange(sc, coll, ar_rep, grad_b / shard_n, p_dp * w_per / shard_n), 0.0)
     # zero1 over groups of the dp ranks (Megatron's --num-distributed-optimizer-instances N, shard group dp / N): each
