@@ -3691,9 +3691,9 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     rs_g = np.where(fsdp & tr["allreduce"], _if_any(fsdp & tr["allreduce"], lambda: bucketed(
         comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1))), rs_g)
     ar_g = _if_any(~sharded | allred, lambda: bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp)))
-    replicas = plan.dp // np.maximum(plan.shard, 1)
-    ar_rep = _if_any((plan.sharding == HSDP) | (zero & (plan.shard < plan.dp)), lambda: coll(
-        comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard))
+    rep_on = (plan.sharding == HSDP) | (zero & (plan.shard < plan.dp))  # the replicas' all-reduce: 1 rank elsewhere
+    ar_rep = _if_any(rep_on, lambda: coll(comm.ALL_REDUCE, grad_b / shard_n, np.where(  # (read only there)
+        rep_on, plan.dp // np.maximum(plan.shard, 1), 1), coll.strides["dp"] * plan.shard))
     ar_hsdp = np.where(plan.sharding == HSDP, _replica_exchange(sc, coll, ar_rep, grad_b / shard_n, p_dp * w_per / shard_n), 0.0)
     # zero1 over groups of the dp ranks (Megatron's --num-distributed-optimizer-instances N, shard group dp / N): each
     # reduce-scattered shard all-reduced across the N groups (param_and_grad_buffer.py @d98e8a64 l. 735-759) [5]
@@ -4077,27 +4077,28 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, c: DPColls, edge: DPColls, tr, sync
             return _hide(ag_b + rs, comp.bwd_mb, x)  # both behind the micro-batch's backward
         return ag_b + _hide(rs, comp.bwd_mb, x)
 
+    h_fwd, b_rs = _hide(ag_w, comp.fwd_mb, x), bwd_of(rs_b)  # (a whole forward gather's, a micro-batch's backward)
     fwd_ag = np.where(keep_pp | regather, _hide(ag_w - ag_edge, m * comp.fwd_mb, x),
-                      _hide(ag_w - ag_edge, comp.fwd_mb, x) + (m - 1.0) * _hide(ag_w, comp.fwd_mb, x))
-    exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
+                      _hide(ag_w - ag_edge, comp.fwd_mb, x) + (m - 1.0) * h_fwd)
+    exposed = (fwd_ag + (m - 1.0) * b_rs + bwd_of(rs_b_last)
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
     # [19] the gathers hidden as above (a backward one behind its micro-batch's backward), the reductions exposed
     if not off:  # (dp_exposure: every plan overlaps) the figures without overlap unread: zeros in their shapes
         def unread(*xs):
             return np.broadcast_to(np.float64(0.0), np.broadcast_shapes(*(np.shape(v) for v in xs)))
-        x_fwd = np.where(keep_pp | regather, 0.0, _hide(ag_w, comp.fwd_mb, x))
+        x_fwd = np.where(keep_pp | regather, 0.0, h_fwd)
         back = (ag_b, comp.bwd_mb, x, per_mb, rs_g, ar_mb)  # bwd_of(0.0)'s operands, rs_mb's and ar_mb
         return (total, np.minimum(exposed, total), n_ag, n_rs,
                 unread(fwd_ag, ag_edge, n_rs, n_ar, ar_hsdp, total, *back),
-                (x_fwd + bwd_of(rs_b), unread(x_fwd, *back), unread(keep_pp, regather, reshard, extra, ag_w, *back[3:])))
+                (x_fwd + b_rs, unread(x_fwd, *back), unread(keep_pp, regather, reshard, extra, ag_w, *back[3:])))
     gathers = fwd_ag + m * bwd_of(0.0) + ag_edge + n_rs * rs_g + n_ar * ar_hsdp
     # each micro-batch's own share of each (the sixth value; dp_comm's per-micro-batch part): its forward gather where
     # the mode gathers every forward (not keep_pp / regather_pp: once over the step's forwards), its backward's gather
     # and reductions; without overlap each transfer a micro-batch runs whole (n_ag / m of the weights' gathers)
-    x_fwd = np.where(keep_pp | regather, 0.0, _hide(ag_w, comp.fwd_mb, x))
+    x_fwd = np.where(keep_pp | regather, 0.0, h_fwd)
     ag_mb = np.where(keep_pp, 0.0, np.where(regather, 1.0, np.where(reshard, 2.0 + extra, 1.0))) * ag_w
     rs_mb = np.where(per_mb, rs_g, 0.0)
-    x_mb = (x_fwd + bwd_of(rs_b), x_fwd + bwd_of(0.0) + rs_mb + ar_mb, ag_mb + rs_mb + ar_mb)
+    x_mb = (x_fwd + b_rs, x_fwd + bwd_of(0.0) + rs_mb + ar_mb, ag_mb + rs_mb + ar_mb)
     # each piece is at most its own traffic, so exposed <= total; the minimum only absorbs rounding
     return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total), x_mb
 
