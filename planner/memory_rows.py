@@ -481,24 +481,26 @@ def _hardware(row: MeasuredRow, assumed: _Assumed) -> str:
     return name
 
 
+def _planner_mode(row: MeasuredRow, assumed: _Assumed, field: str, noun: str) -> str:
+    """The row's planner.<field> (never read from the row's `<field>` text), listed as assumed with planner.<field>_why
+    where the row gives one; a row without it is skipped, naming the field."""
+    mode = getattr(row.planner, field) if row.planner is not None else None
+    if mode is None:
+        raise Skip(f"{field} {getattr(row, field)!r}: the row names no {noun} (planner.{field})")
+    why = getattr(row.planner, field + "_why")
+    if why is not None:
+        assumed.add(field, mode, why)
+    return mode
+
+
 def _sharding(row: MeasuredRow, assumed: _Assumed) -> str:
     """Rule M5: the row's planner.sharding (never read from the `sharding` text)."""
-    mode = row.planner.sharding if row.planner is not None else None
-    if mode is None:
-        raise Skip(f"sharding {row.sharding!r}: the row names no sharding mode (planner.sharding)")
-    if row.planner.sharding_why is not None:
-        assumed.add("sharding", mode, row.planner.sharding_why)
-    return mode
+    return _planner_mode(row, assumed, "sharding", "sharding mode")
 
 
 def _recompute(row: MeasuredRow, assumed: _Assumed) -> str:
     """Rule M6: the row's planner.recompute (never read from the `recompute` text)."""
-    mode = row.planner.recompute if row.planner is not None else None
-    if mode is None:
-        raise Skip(f"recompute {row.recompute!r}: the row names no recompute mode (planner.recompute)")
-    if row.planner.recompute_why is not None:
-        assumed.add("recompute", mode, row.planner.recompute_why)
-    return mode
+    return _planner_mode(row, assumed, "recompute", "recompute mode")
 
 
 def _precision(row: MeasuredRow, stack, assumed: _Assumed) -> tuple[str, Optional[str]]:
