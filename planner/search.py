@@ -2215,13 +2215,14 @@ def rows_of(ranked: Ranked) -> list[dict]:
     return rows
 
 
-def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
+def check_pins(job: Job, opts: SpaceOptions, where: str = "", gpus_list: list[int] | None = None) -> tuple:
     """A pinned value that no plan of this model can use is bad input (exit 2), not "no plan
     fits" (exit 1): tp must divide the attention heads and divide, or be a multiple of, the
     KV heads; cp must divide the sequence length; pp at most the layers. Returns what the job
     left out and was assumed (its training length: plan._seq_len), the job's, not a row's. A
     pinned sharding mode whose trainer refuses a setting the job gives is refused naming the
-    check (plan.stack_for_settings), not reported as unknown."""
+    check (plan.stack_for_settings), not reported as unknown. With `gpus_list`, the pinned degrees are checked
+    against the GPU counts, the global batch and the model's experts too (_check_pin_arithmetic)."""
     from .catalog import load_stack
     from .plan import SHARDING_CODES, stack_for_settings
 
@@ -2229,7 +2230,7 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
         if job.sharding_mode is None:  # a level (none, zero1, ...) whose every mode refuses the job, or a refusing mode
             key = "sharding" if n in SHARDING_CODES else "sharding_mode"
             stack_for_settings(job.model_copy(update={key: n}), load_stack(job.stack), where)
-    settings, _, seq, _ = settings_for(job, where=where)
+    settings, gbs, seq, _ = settings_for(job, where=where)
     m = settings.model
     a, k, L = m.num_attention_heads, m.kv_heads, m.num_layers
     checks = [
@@ -2243,11 +2244,14 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
         if bad:
             shown = f"valid: {', '.join(map(str, valid))}" if valid else f"use {flag} 1 to {L}"
             raise PlannerError(f"{where}{flag} {', '.join(map(str, bad))} does not fit {what}", shown)
+    if gpus_list is not None:
+        _check_pin_arithmetic(job, settings, gbs, opts, gpus_list, where)
     return settings.seq_assumed + settings.code_assumed + settings.env_assumed
 
 
-def check_pin_arithmetic(job: Job, opts: SpaceOptions, gpus_list: list[int], where: str = "") -> None:
-    """A pinned degree that no plan can use by plain arithmetic with --gpus, the global batch or the model is bad
+def _check_pin_arithmetic(job: Job, settings, gbs: int, opts: SpaceOptions, gpus_list: list[int],
+                          where: str = "") -> None:
+    """(check_pins' second half, on its resolved settings and global batch) A pinned degree that no plan can use by plain arithmetic with --gpus, the global batch or the model is bad
     input (exit 2, naming the option), as `explain` refuses the same values (plan.rule_codes MESH, BATCH, EP_EXPERTS,
     the interleaved schedule's pp >= 2), not "no plan satisfies the constraints" (exit 1, which stays for plans that
     were searched and did not fit, or that other rules refuse):
@@ -2257,7 +2261,6 @@ def check_pin_arithmetic(job: Job, opts: SpaceOptions, gpus_list: list[int], whe
       - --vpp above 1 needs a --pp of at least 2 where pp is pinned;
       - each --micro-batch must divide the global batch (sequences; with one --dp pinned, dp x micro-batch must),
         unless the job has a batch ramp (its phases' batches are the search's to check)."""
-    settings, gbs, _, _ = settings_for(job, where=where)
     model = settings.model
     counts = ", ".join(f"{g:,}" for g in gpus_list)
     one = len(gpus_list) == 1
@@ -2443,8 +2446,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     check_count(gpus_list, "--gpus")
     if around is not None and len(gpus_list) > 1:
         raise ValueError("fit(around=...) ranks a plan among the rows of one GPU count")
-    job_assumed = check_pins(_searched_base(job, search_dispatchers), opts, where)
-    check_pin_arithmetic(_searched_base(job, search_dispatchers), opts, gpus_list, where)
+    job_assumed = check_pins(_searched_base(job, search_dispatchers), opts, where, gpus_list)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     per_count = []  # each GPU count's Ranked (one per space it searched: search_one)
