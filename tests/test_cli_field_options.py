@@ -179,6 +179,9 @@ CASES = [
                                                               seq_len=4096), "^LL128", {"step": +1}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
+    # the distributed optimizer's all-gather after the step exposed whole, not behind the next forward (step.py [40])
+    ("dp_param_gather_overlap", ["--no-dp-param-gather-overlap"], False, dict(DENSE, stack="megatron", sharding="zero1"),
+     True, {"step": +1}),
     # CPU offload (planner/offload.py, tests/test_offload.py): the optimizer partition off the GPU, the CPU's step on
     ("offload_optimizer", ["--offload-optimizer", "cpu"], "cpu", dict(DENSE, stack="megatron-deepspeed", sharding="zero2"),
      "none", {"memory": -1, "step": +1}),
