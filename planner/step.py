@@ -3852,9 +3852,13 @@ def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     ddp_x = _hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge  # one reduction's exposure
     # the weights' all-gather behind the next forward but its first bucket, or with the job's dp_param_gather_overlap
     # false (a job setting, not a searched quantity) synchronous after the step, exposed whole [40]
-    param_x = (ddp_param if sc.settings.dp_param_gather_overlap is False
-               else _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge)
-    ddp_exposed = np.minimum(n_red * ddp_x + param_x, ddp_total)
+    if sc.settings.dp_param_gather_overlap is False:
+        param_x = ddp_param
+        ddp_exposed = np.minimum(n_red * ddp_x + param_x, ddp_total)
+    else:  # (summed in this order: the figures as before the field)
+        hidden = _hide(ddp_param - p_edge, comp.fwd_mb, sc.x)
+        param_x = hidden + p_edge
+        ddp_exposed = np.minimum(n_red * ddp_x + hidden + p_edge, ddp_total)
     ddp_x = np.where(tr["reduce_mb"], ddp_x, 0.0)  # a micro-batch's own (ZeRO-2), 0 s where reduced once a step
     # a stack whose runtime queues the per-micro-batch reductions behind the schedule's later passes [26]: what the
     # first stage's queue runs past the pipeline's compute, at the step's end (no per-micro-batch part)

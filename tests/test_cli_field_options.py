@@ -276,7 +276,8 @@ IDS = [c[0] for c in CASES]
 # (a fusion switch on: the stack's fused kernel; muon_tp_mode: the megatron stack's, the case's)
 OMITTED = {"optimizer": "adam", "muon_ns_steps": 5, "muon_tp_mode": "duplicated", "muon_split_qkv": True, "muon_fp32_matmul_prec": "medium", "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
-           "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
+           "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True,
+           "dp_param_gather_overlap": True}  # (left out: tied to the DP overlap, on)
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")
 OWN_TESTS = SIX + ("moe_dispatcher",)  # tests/test_dispatch_option.py
 
