@@ -165,3 +165,18 @@ def test_other_formats_refuse_it():
     assert plan["dp_param_gather_overlap"] is False
     with pytest.raises(PlannerError, match="dp_param_gather_overlap false"):
         export_plan(plan, "deepspeed")
+
+
+def test_fit_rows_say_so_and_reproduce():
+    """A fit's job value holds for every row (not searched): a zero1 / zero2 row's stack options say the gather is
+    exposed, and its reproduce line carries the option (a job that leaves it out: none)."""
+    from planner.render.fit import stack_options_text
+    from planner.search import job_field_args  # the reproduce line's job options (search.explain_args)
+    from planner.schema import Job
+
+    _, _, _, off = explain_job(**JOB, sharding="zero1", dp_param_gather_overlap=False)
+    assert stack_options_text(off["plan"]) == "param gather exposed"
+    _, _, _, on = explain_job(**JOB, sharding="zero1")
+    assert stack_options_text(on["plan"]) == "-"
+    assert job_field_args(Job(**JOB, dp_param_gather_overlap=False)) == ["--no-dp-param-gather-overlap"]
+    assert job_field_args(Job(**JOB)) == []
