@@ -180,3 +180,27 @@ def test_fit_rows_say_so_and_reproduce():
     assert stack_options_text(on["plan"]) == "-"
     assert job_field_args(Job(**JOB, dp_param_gather_overlap=False)) == ["--no-dp-param-gather-overlap"]
     assert job_field_args(Job(**JOB)) == []
+
+
+def test_explain_exposes_the_gather_of_its_bytes():
+    """End to end, Llama 3 8B on 8 GPUs at zero1 (tp, pp, cp 1: DP 8, stride 1): the weights' all-gather is
+    8,030,261,248 parameters x 2 B (bf16) in ceil(8,030,261,248 / max(40e6, 1e6 x 8)) = 201 buckets (stack_db megatron
+    fsdp ddp_bucket_params, ddp_bucket_params_per_dp_rank), each an all-gather of 2 x 8,030,261,248 / 201 B over 8
+    ranks (priced by the step's own collective model: ag = 201 x one bucket's). Overlapped, all but the first bucket
+    hides behind a forward far longer than it, the stack's exposed share x of it left: (200/201) ag x; exposed, ag
+    whole: the exposed DP time rises by (200/201) ag (1 - x)."""
+    from planner import comm
+    from planner.step import Collectives, _context
+
+    p = 8_030_261_248
+    n_b = -(-p // 40_000_000)
+    assert n_b == 201
+    settings, plan, _, on = explain_job(**JOB, sharding="zero1", tp=1, pp=1, cp=1)
+    _, _, _, off = explain_job(**JOB, sharding="zero1", tp=1, pp=1, cp=1, dp_param_gather_overlap=False)
+    sc = _context(settings, plan)
+    coll = Collectives(sc)
+    ag = n_b * float(coll(comm.ALL_GATHER, 2.0 * p / n_b, 8, coll.strides["dp"]))
+    x = float(sc.x)
+    assert 0 < x < 1 and ag < on["time"]["dp_comm_s"]
+    d = off["time"]["dp_comm_exposed_s"] - on["time"]["dp_comm_exposed_s"]
+    assert d == pytest.approx(ag * (n_b - 1) / n_b * (1 - x), rel=1e-9)
