@@ -204,3 +204,22 @@ def test_explain_exposes_the_gather_of_its_bytes():
     assert 0 < x < 1 and ag < on["time"]["dp_comm_s"]
     d = off["time"]["dp_comm_exposed_s"] - on["time"]["dp_comm_exposed_s"]
     assert d == pytest.approx(ag * (n_b - 1) / n_b * (1 - x), rel=1e-9)
+
+
+def test_check_spells_the_gather_flag_with_the_distributed_optimizer():
+    """`planner check` moving a DDP script with --overlap-grad-reduce to the distributed optimizer spells
+    --overlap-param-gather too (the plan checked hides the gather; without the flag the script would read back with it
+    exposed); a script that states it, or a plan that exposes the gather, gets no such setting."""
+    from planner.check import evaluate_job
+    from planner.schema import Job
+    from planner.trainers.spelling import spell
+
+    base = dict(model="llama3-8b", gpus=8, seq_len=4096, stack="megatron")
+    before = evaluate_job(Job(**base, sharding="none"))["plan"]
+    after = evaluate_job(Job(**base, sharding="zero1"))["plan"]
+    keys = [s.key for s in spell("megatron", ["sharding"], before, after, {}).settings]
+    assert "--use-distributed-optimizer" in keys and "--overlap-param-gather" in keys
+    keys = [s.key for s in spell("megatron", ["sharding"], before, after, {"--overlap-param-gather": True}).settings]
+    assert "--overlap-param-gather" not in keys
+    exposed = evaluate_job(Job(**base, sharding="zero1", dp_param_gather_overlap=False))["plan"]
+    assert "--overlap-param-gather" not in [s.key for s in spell("megatron", ["sharding"], before, exposed, {}).settings]

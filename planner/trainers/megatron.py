@@ -3325,7 +3325,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, unmodelled=unmodelled,
                          not_modelled=not_modelled,
-                         stated={f: flags[f] for f in ("--global-batch-size", "--step-batch-size-schedule", "--sequence-parallel")
+                         stated={f: flags[f] for f in ("--global-batch-size", "--step-batch-size-schedule", "--sequence-parallel",
+                                                       "--overlap-param-gather")
                                  if f in flags})
 
 
