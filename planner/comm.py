@@ -1209,6 +1209,14 @@ class CommParams:
         return self.nvls_bandwidth if self.nvls_bandwidth is not None else NVLS_ALGBW_PER_RING_BUSBW * self.nvlink_bandwidth
 
 
+def nvls_enabled(nccl_nvls_enable, hardware_nvls) -> bool:
+    """Whether NCCL runs NVLink SHARP under the run's NCCL_NVLS_ENABLE (job field nccl_nvls_enable) on hardware whose
+    `nvls` flag is hardware_nvls [22]: 0 never (ncclNvlsInit returns with nvlsSupport 0); 2, NCCL's default, or None
+    (unset) where the GPU reports multicast support, the hardware's flag; 1 forces it (plan._nccl_nvls_enable refuses
+    it on hardware without NVLS, so the hardware's flag too)."""
+    return bool(hardware_nvls) and nccl_nvls_enable != 0
+
+
 def comm_params(
     hw,
     *,
