@@ -1500,8 +1500,6 @@ CLI_VALUES = {
     "nccl_algo": ["Ring", "^NVLS", "Ring,Tree", "allreduce:Tree;reducescatter:Ring;allgather:Ring"],
     # NCCL_PROTO in the same grammar (comm.nccl_proto_protocols): Megatron-LM CI's simple, an exclusion, a per-function list
     "nccl_proto": ["simple", "^LL128", "LL,Simple", "Simple;allreduce:LL,Simple"],
-    # NCCL_NVLS_ENABLE (comm.nvls_enabled): off, NCCL's default (1, forced, is refused on hardware without NVLS)
-    "nccl_nvls_enable": [0, 2],
     # {prof}, {fit}: the calibration profile and the saved fit the kind's seeds_dir holds (Target.seed_vars)
     "calibration": ["{prof}", str(DATA / "tiny-fit.yaml"), "{d}/nosuch.yaml"], "from_fit": ["{fit}", "{d}/job.yaml"],
 }
