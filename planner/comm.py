@@ -44,6 +44,8 @@ other: 2S each way; with N = 2 each domain is the root of one tree: S each way) 
                                    reduced data, each rank's NIC carrying a 1/m shard:
                                    max(S / B_nvls, k_N S / (m B_x)) + NVLS_LATENCY_S +
                                    2 ceil(log2 N) a_x. Needs NVLS switches and m >= 2
+                                   (NVLS and NVLS-tree: and a run whose NCCL_NVLS_ENABLE is not 0,
+                                   job field nccl_nvls_enable, `nvls_enabled` [22])
                 collnet [5]        the switches reduce (IB SHARP): each domain sends S and
                                    receives S whatever N. Inside the domain NVLS (NCCL's
                                    NVLS + SHARP on NVLS hardware: S / B_nvls + NVLS_LATENCY_S)
@@ -83,7 +85,9 @@ all-to-all and send/recv are priced with Simple only), with NCCL 2.20.3's figure
 llMaxBw: 87.7 GB/s inside one domain (39.0 on Volta), 39.0 GB/s across two domains and 20.4
 across more (NCCL's Intel-CPU rows: assumed). LL128 runs where NCCL enables it by default
 (`ll128_default`: compute capability 7.0, 8.0, 9.0 as 2.20.3 does; 10.0 and 12.0 as v2.25.1-1,
-the first release with Blackwell, does; 10.3 as v2.27.3-1 does: [21]) or where the caller names it.
+the first release with Blackwell, does; 10.3 as v2.27.3-1 does: [21]; NCCL's other LL128
+conditions, the GPU-to-NIC path among them, hold inside one domain and are moot across: [23])
+or where the caller names it.
 Who picks: `group_collective`, `auto_collective_times` (the search) and `best_algorithm` /
 `collective_time` given protocol=None price every (algorithm, protocol) the run allows and
 take the fastest; `collective_time` prices Simple alone unless told otherwise (the seed's
@@ -247,6 +251,53 @@ References
     perChMaxTreeLL128Bws 2 x 36.7 / 2 x 29.0 (v2.25.1-1 l. 168), {55.6, 31.67, 20.0} from
     v2.28.3-1 (l. 185; v2.30.7-1 l. 196); perChMaxTreeBws 2 x 38.7 (v2.25.1-1 l. 174), {70.0, 42.8,
     24.0} from v2.28.3-1 (l. 191; v2.30.7-1 l. 203).
+[22] NCCL_NVLS_ENABLE, NVIDIA/nccl src/transport/nvls.cc at v2.20.3-1 (b6475625): l. 230
+    NCCL_PARAM(NvlsEnable, "NVLS_ENABLE", 2), read as an integer (src/misc/param.cc l. 70,
+    strtoll); ncclNvlsInit l. 233-259 leaves nvlsSupport 0 and no NVLS channels where it is 0
+    (l. 240, as where the node has 2 GPUs or fewer), asks the GPU's
+    CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED where it is 2 (l. 248-252) and forces support
+    otherwise (l. 253-255). src/enqueue.cc topoGetAlgoInfo l. 1466 skips NVLS and NVLS_TREE for
+    every collective where nvlsSupport != 1, so the tuner picks among the rest (ring, tree,
+    CollNet); NCCL's NVLS across nodes with CollNet (NVLS + SHARP, l. 1467) goes with it, which
+    the model's CollNet over NVLS inside the domain (collnet_nvls) stands for: CollNet-direct
+    there instead. ncclNvlsSetup (l. 262-263) returns before NVLS's buffers: each GPU binds
+    nChannels x 2 x (Simple buffSize 4 MiB + 2 MiB) x nHeads bytes of device memory a
+    communicator (l. 297, 309-312; cuMemCreate l. 147; DEFAULT_BUFFSIZE init.cc l. 543),
+    outside PyTorch's allocator. The planner does not price NCCL's buffers apart (the flat
+    reserve, job reserve_GiB / memory.py), so NCCL_NVLS_ENABLE=0 moves no memory figure; not
+    modelled. Same variable, default and skip through v2.29.7-1 (b91894bd: nvls.cc l. 153, 162,
+    170), the 2-GPU floor there `gpuCount < 2`; from v2.27.3-1 a forced 1 that cannot bind the
+    multicast memory fails the communicator ('Do not force-enable NVLS (NCCL_NVLS_ENABLE=1)',
+    nvls.cc l. 282-284), hence plan._nccl_nvls_enable refuses 1 on hardware without NVLS. The
+    job field nccl_nvls_enable (read from a launch script's export: trainers/megatron.py
+    read_nccl_nvls_enable; Megatron-LM's CI exports 0, tests/functional_tests/shell_test_utils/
+    _run_training.sh @d98e8a64 l. 61) reaches the step's collectives through `nvls_enabled`.
+[23] NCCL's LL128 default beyond the compute capability, src/graph/tuning.cc: at v2.20.3-1
+    l. 308-320 LL128 is on only where the graph's typeInter <= PATH_PXB, or <= PATH_PXN on
+    capability >= 9.0 (l. 311), typeIntra <= PATH_NVB (l. 312) and one capability (l. 313);
+    the same condition at v2.21.5-1 l. 308, v2.22.3-1 l. 306, v2.24.3-1 l. 423, v2.25.1-1
+    l. 428, v2.26.6-1 l. 429 (path codes src/graph/topo.h l. 55-82: LOC 0, NVL 1, NVB 2, PIX 3,
+    PXB 4, PXN 5, PHB 6, SYS 7); v2.27.3-1 l. 460 raises the Hopper+ bound to PATH_P2C where
+    NCCL_LL128_C2C (l. 211, default 1) is set (topo.h l. 62-98 adds C2C 3 and P2C 7: PIX 4,
+    PXB 5, PXN 6); v2.28.3-1 l. 482-489 and v2.29.7-1 l. 483-490 (param l. 221, 222): with
+    NCCL_LL128_C2C and capability >= 9.0 typeInter <= PATH_PXN (topo.h at v2.28.3-1 reorders
+    P2C 6 before PXN 7), else <= PATH_PXB ('Don't enable LL128 over PxN'). typeInter is the path
+    from a GPU to the NIC its ring or tree leaves the node by (PIX: same PCIe switch; PXB:
+    several; PXN: through a peer GPU over NVLink; P2C: over a Grace C2C link; PHB / SYS: through
+    the CPU); typeIntra the GPU-to-GPU path inside the node. Inside one node NCCL drops the
+    NICs from the communicator's system (src/graph/paths.cc ncclTopoTrimSystem l. 673-675: all
+    ranks local, or MNNVL), so the search keeps its starting typeInter PATH_PIX
+    (src/graph/search.cc l. 859; raised only with NICs present, l. 966-967) and the condition
+    holds; typeIntra is NVL / NVB for the GPUs of an NVLink domain, the model's only place for
+    LL / LL128, and a job runs one GPU type, so inside one domain the capability rule
+    (LL128_DEFAULT_RULES) is NCCL's whole default. Across domains typeInter is the hardware's
+    GPU-NIC PCIe placement and PXN use (NCCL_PXN_DISABLE, NCCL_P2P_PXN_LEVEL), which the hardware
+    entries do not describe (fabric.rails gives NICs per node, not where they hang: PIX on a
+    DGX H100 / HGX with a NIC a GPU on its switch, P2C on GB200's Grace-attached NICs), nor the
+    run's NCCL_LL128_C2C. Not transcribed: there the model prices Simple alone whatever LL128's
+    enable (LL_NETWORK_PRICED False, [19]), so the condition could move no figure; it becomes
+    an input (a per-hardware GPU-NIC path type and the NCCL release) the day network LL / LL128
+    are priced.
 """
 
 from __future__ import annotations
@@ -1207,6 +1258,14 @@ class CommParams:
     def nvls_algbw(self) -> float:
         """NVLS all-reduce algbw inside one NVLink domain (B/s)."""
         return self.nvls_bandwidth if self.nvls_bandwidth is not None else NVLS_ALGBW_PER_RING_BUSBW * self.nvlink_bandwidth
+
+
+def nvls_enabled(nccl_nvls_enable, hardware_nvls) -> bool:
+    """Whether NCCL runs NVLink SHARP under the run's NCCL_NVLS_ENABLE (job field nccl_nvls_enable) on hardware whose
+    `nvls` flag is hardware_nvls [22]: 0 never (ncclNvlsInit returns with nvlsSupport 0); 2, NCCL's default, or None
+    (unset) where the GPU reports multicast support, the hardware's flag; 1 forces it (plan._nccl_nvls_enable refuses
+    it on hardware without NVLS, so the hardware's flag too)."""
+    return bool(hardware_nvls) and nccl_nvls_enable != 0
 
 
 def comm_params(

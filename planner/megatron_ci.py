@@ -205,7 +205,7 @@ def last_stage_allocated(settings, plan) -> tuple[float, str, dict]:
     return float(np.asarray(t.total - mem.outside_bytes(t) - t.allocator_slack)), "total-reserve-slack", terms
 
 
-NCCL_FIELDS = (("NCCL_ALGO", "nccl_algo"), ("NCCL_PROTO", "nccl_proto"))
+NCCL_FIELDS = (("NCCL_ALGO", "nccl_algo"), ("NCCL_PROTO", "nccl_proto"), ("NCCL_NVLS_ENABLE", "nccl_nvls_enable"))
 
 
 def nccl_env(r: dict) -> tuple[dict, list[str]]:
@@ -217,9 +217,18 @@ def nccl_env(r: dict) -> tuple[dict, list[str]]:
     Tree alone leaves reduce-scatter and all-gather no algorithm, which NCCL from 2.24 fails: v2.24.3-1 src/enqueue.cc
     l. 1656 'no algorithm/protocol available for function'; the 14 A100 `Tree` rows
     ran, on an NCCL that still fell back to ring, NVIDIA/nccl v2.20.3-1 src/graph/tuning.cc l. 325-338, removed by
-    v2.24.3-1) is left out, with a note: NCCL's own choice priced. NCCL_NVLS_ENABLE=0 has no job field: it is implied
-    where NCCL_ALGO leaves no NVLS (Ring, Tree), else noted as not priced."""
+    v2.24.3-1) is left out, with a note: NCCL's own choice priced. NCCL_NVLS_ENABLE is the job's nccl_nvls_enable
+    (0: NVLS and NVLS-tree out, comm.py [22]), read as the launch-script reader reads it (megatron.read_nccl_nvls_enable:
+    0, 1 or 2; another value left out with a note)."""
     from .comm import nccl_algo_candidates, nccl_proto_protocols
+    from .trainers.megatron import NCCL_NVLS_ENABLE_VALUES
+
+    def nvls_value(text: str):
+        if text not in NCCL_NVLS_ENABLE_VALUES:
+            raise PlannerError("the planner reads 0, 1 or 2 (job field nccl_nvls_enable)")
+        return int(text)
+
+    check = {"nccl_algo": nccl_algo_candidates, "nccl_proto": nccl_proto_protocols, "nccl_nvls_enable": nvls_value}
 
     env = r.get("env") if isinstance(r.get("env"), dict) else {}
     launcher = env.get("launcher") if isinstance(env.get("launcher"), dict) else {}
@@ -233,19 +242,15 @@ def nccl_env(r: dict) -> tuple[dict, list[str]]:
         where = (f"in the case's ENV_VARS ({env.get('source')})" if case is not None
                  else f"exported by the CI's training script ({launcher.get('source')})")
         try:
-            (nccl_algo_candidates if field == "nccl_algo" else nccl_proto_protocols)(str(value))
+            priced = check[field](str(value))
         except PlannerError as e:
             notes.append(f"{var}={value} {where} not priced (NCCL's own choice instead): {e.message}")
             continue
-        fields[field] = str(value)
+        fields[field] = priced if field == "nccl_nvls_enable" else str(value)
         notes.append(f"{field}={value}: {var} {where}")
     if launcher.get("unknown") and len(fields) < len(NCCL_FIELDS):
-        notes.append("NCCL's default where the case sets no NCCL_ALGO / NCCL_PROTO: the CI launcher's are unknown ("
-                     f"{launcher['unknown']})")
-    nvls = env.get("NCCL_NVLS_ENABLE") if env.get("NCCL_NVLS_ENABLE") is not None else launcher.get("NCCL_NVLS_ENABLE")
-    if str(nvls) == "0" and fields.get("nccl_algo") not in ("Ring", "Tree"):
-        notes.append("NCCL_NVLS_ENABLE=0 not priced: no job field turns NVLS off (NCCL_ALGO "
-                     f"{fields.get('nccl_algo', 'unset')} leaves it)")
+        notes.append("NCCL's default where the case sets no NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE: the CI "
+                     f"launcher's are unknown ({launcher['unknown']})")
     return fields, notes
 
 

@@ -718,6 +718,9 @@ class Settings:
     # comm.nccl_proto_protocols, read by step.Collectives); None: unset, NCCL's default set on every collective
     nccl_protos: tuple | None = None
     nccl_proto: str | None = None  # the job's NCCL_PROTO as given (plan_dict, the exports)
+    # the run's NCCL_NVLS_ENABLE (job field nccl_nvls_enable: 0, 1, 2; None unset): 0 prices every collective on
+    # comm_params(nvls=False), NVLS and NVLS-tree out (step.Collectives, comm.nvls_enabled, comm.py [22])
+    nccl_nvls_enable: int | None = None
     loss_logit_chunks: int | None = None  # PR #996's chunked cross-entropy of the materialised logits (job field; memory.py [ck])
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
@@ -1782,6 +1785,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         **_layer_option_fields(job, model, hw, stack, inherited, where),
         **_optimizer_fields(job, hw, stack, bpp[0], calibration, where),
         **_runtime_fields(job, model, stack, inherited, nccl_algo, env_assumed, where),
+        nccl_nvls_enable=_nccl_nvls_enable(job.nccl_nvls_enable, hw, where),
         **_provenance_fields(job, model, hw, stack, calibration, inherited, seq_assumed),
         **vocab,
     )
@@ -3531,6 +3535,19 @@ def _nccl_protos(nccl_proto: str | None, where: str) -> tuple[tuple | None, list
                     "measured small collectives: comm.py [19], LL_NETWORK_PRICED), LL / LL128 inside one domain"]
 
 
+def _nccl_nvls_enable(value: int | None, hw: Hardware, where: str) -> int | None:
+    """The job's NCCL_NVLS_ENABLE (job field nccl_nvls_enable) as priced (comm.nvls_enabled, comm.py [22]); 1 (NCCL
+    forces nvlsSupport without asking the GPU: NVIDIA/nccl v2.20.3-1 src/transport/nvls.cc l. 248-255) on hardware
+    whose switches do not reduce (hardware nvls false) is refused: NCCL's multicast object cannot be made there
+    (v2.27.3-1 nvls.cc l. 282-284: 'Failed to bind NVLink SHARP (NVLS) Multicast memory ... Do not force-enable NVLS
+    (NCCL_NVLS_ENABLE=1)'), and the model has no NVLS figure for it."""
+    if value == 1 and not bool(getattr(hw, "nvls", False)):
+        raise PlannerError(f"{where}nccl_nvls_enable: 1 forces NVLink SHARP on {hw.name}, whose hardware entry has "
+                           "nvls: false (no NVLS switches): NCCL fails to bind the multicast memory (NVIDIA/nccl "
+                           "v2.27.3-1 src/transport/nvls.cc l. 282-284)", "give 0 or 2, or leave nccl_nvls_enable out")
+    return value
+
+
 def _nccl_algos(nccl_algo: str | None, where: str) -> tuple | None:
     """The algorithms the run's NCCL_ALGO (job field nccl_algo, or the trainer's: _nccl_algo) leaves each collective
     (comm.nccl_algo_candidates, which refuses a value NCCL refuses or the model cannot price); None where unset."""
@@ -4181,6 +4198,7 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int, tp: int) -> dic
         **({"attention_kernel_named": True} if settings.attention_kernel_named else {}),
         **({"nccl_algo": settings.nccl_algo} if settings.nccl_algo is not None else {}),
         **({"nccl_proto": settings.nccl_proto} if settings.nccl_proto is not None else {}),
+        **({"nccl_nvls_enable": settings.nccl_nvls_enable} if settings.nccl_nvls_enable is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
         **({"te_version": settings.te_version} if settings.te_version is not None else {}),
         **({"trainer_date": settings.trainer_date} if settings.trainer_date is not None else {}),

@@ -4370,6 +4370,16 @@ class Job(BaseModel):
                     "across domains whatever it leaves: comm.py [19]); a value NCCL refuses, or one that leaves a "
                     "collective no protocol, is refused; default: unset, NCCL's default set (LL128 where the GPU "
                     "enables it)")
+    nccl_nvls_enable: Optional[Literal[0, 1, 2]] = Field(
+        default=None,
+        description="the run's NCCL_NVLS_ENABLE environment variable (a launch script's `export NCCL_NVLS_ENABLE=0`; "
+                    "Megatron-LM's CI exports 0: tests/functional_tests/shell_test_utils/_run_training.sh @d98e8a64 "
+                    "l. 58-61), as NCCL reads it (NVIDIA/nccl v2.20.3-1 src/transport/nvls.cc l. 230-258, the same "
+                    "to v2.29.7-1: 0 no NVLink SHARP, 2 (NCCL's default) NVLS where the GPU reports multicast "
+                    "support, 1 forced on): 0 takes NVLS and NVLS-tree out of every all-reduce's candidates "
+                    "(src/enqueue.cc l. 1466) and CollNet inside the domain runs direct, not over NVLS (comm.py "
+                    "[22]); 1 on hardware without NVLS (hardware nvls false) is refused; 1 and 2 price as unset; "
+                    "default: unset, NCCL's default (the hardware's nvls flag)")
     attention_kernel_named: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the trainer config names attention_kernel as its attention backend (Megatron-Bridge "

@@ -1964,7 +1964,10 @@ class Collectives:
     def __init__(self, sc: StepCtx):
         settings = sc.settings
         prof = settings.calibration
-        self.cpar = comm.comm_params(settings.hardware)
+        # the run's NCCL_NVLS_ENABLE (job field nccl_nvls_enable): 0 takes NVLS and NVLS-tree out, CollNet direct
+        # inside the domain (comm.nvls_enabled, comm.py [22])
+        self.cpar = comm.comm_params(settings.hardware, nvls=comm.nvls_enabled(
+            settings.nccl_nvls_enable, getattr(settings.hardware, "nvls", False)))
         self.job = settings.gpus
         self.groups = [] if prof is None or getattr(prof, "nccl", None) is None else prof.nccl.groups
         self.used: set[str] = set() if sc.gemm_cal is None else {"gemm"}

@@ -4,10 +4,11 @@ tests/data/megatron_ci/corpus.json records each row's `ground_truth.step_time_s`
 the first 10% of logged samples) beside its memory. `planner validate` compares memory only; this prints the step
 time the planner predicts for the same jobs (planner/megatron_ci.py resolve_row, then step.step_time's total), err =
 predicted / measured - 1, twice: without the rows' NCCL environment (NCCL's own algorithm and protocol choice) and
-with it (megatron_ci.nccl_env: the case's ENV_VARS NCCL_ALGO / NCCL_PROTO, else the CI training script's exported
-defaults, NCCL_PROTO simple and NCCL_ALGO Ring from NVIDIA/Megatron-LM ef1888bc5c, 2026-04-20). The rows are tiny
+with it (megatron_ci.nccl_env: the case's ENV_VARS NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE, else the CI training script's exported
+defaults, NCCL_PROTO simple, NCCL_ALGO Ring and NCCL_NVLS_ENABLE 0 from NVIDIA/Megatron-LM ef1888bc5c, 2026-04-20). The rows are tiny
 models (most hidden 512, 12 layers: tests/data/megatron_ci/README.md) whose step is dominated by what the planner does not price (Python, kernel
-launches, the data loader, logging), so the errors are large and one-sided; the comparison says how much of the step
+launches, the data loader, logging; docs/host_overhead.md and scripts/megatron_ci_host_gap.py: a host floor of about
+6-10 ms per layer and micro-batch, not priced), so the errors are large and one-sided; the comparison says how much of the step
 the NCCL environment moves, not that the step model fits these runs. Nothing is fitted to them.
 
     PYTHONPATH=. python scripts/megatron_ci_step_times.py [--markdown]

@@ -237,3 +237,26 @@ def test_small_rows_of_reference_logs(log, hw, opts, signed, med):
     cost, _, _ = c.group_collective(c.op_code(coll), s, n, 1, c.comm_params(hardware), c.AUTO, job_gpus=n)
     err = cost.time_s / t - 1.0
     assert (float(np.median(err)), float(np.median(np.abs(err)))) == pytest.approx((signed, med), abs=5e-4)
+
+
+def test_ll128_enable_moves_only_collectives_inside_one_domain():
+    """comm.py [23]: NCCL's LL128 default also needs the GPU-to-NIC path (tuning.cc v2.20.3-1 l. 311; PXN / P2C behind
+    NCCL_LL128_C2C from v2.27.3-1), which holds inside one node (the NICs trimmed: paths.cc l. 673-675) and which the
+    hardware entries cannot express across nodes, where the model prices Simple alone (LL_NETWORK_PRICED False). So
+    the enable (`ll128`, from the compute capability only) moves a collective inside one NVLink domain and none
+    across. 100 MiB reduce-scatter over 64 GB200 of one rack's segment: LL128 ring, 14 us + 63 x 1.9 us + 63/64 x S /
+    (0.92 x 740 GB/s) = 133.7 us + 151.61 us = 285.31 us; with LL128 off Simple's 63 x 3.4 us + 63/64 x S / 740 GB/s
+    = 214.2 us + 139.49 us = 353.69 us. Over 128 GPUs (two segments) the same 585.49 us either way."""
+    p = c.comm_params(load_hw("gb200-nvl72"))
+    assert p.ll128 and p.nvlink_bandwidth == 740e9
+    S = 100.0 * 2 ** 20
+
+    def t(n, ll128):
+        q = replace(p, ll128=ll128)
+        return float(c.auto_collective_times(c.REDUCE_SCATTER, [S], [n], [1], q, n, c.AUTO_CANDIDATES)[0][0])
+
+    assert t(64, True) == pytest.approx(14e-6 + 63 * 1.9e-6 + 63 / 64 * S / (0.92 * 740e9), rel=1e-12)
+    assert t(64, True) == pytest.approx(285.31e-6, abs=1e-8)
+    assert t(64, False) == pytest.approx(63 * 3.4e-6 + 63 / 64 * S / 740e9, rel=1e-12)
+    assert t(64, False) == pytest.approx(353.69e-6, abs=1e-8)
+    assert t(128, True) == t(128, False) == pytest.approx(585.49e-6, abs=1e-8)

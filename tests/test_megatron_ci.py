@@ -416,8 +416,9 @@ def test_nccl_environment_of_ci_rows(rows):
     `export NCCL_PROTO="${NCCL_PROTO:-simple}"`, NCCL_ALGO Ring, NCCL_NVLS_ENABLE 0; l. 42-45 there, l. 58-61 at
     d98e8a64); between 4e85d74ae9 and it only the GitHub launcher set them (unknown: NCCL's default); a Tree the model
     refuses for all-gather is left out. Counts over the 404 rows with an argument file: 191 with the case's
-    NCCL_ALGO Ring alone (43 of them in the launcher-unknown window) and 19 with ^NVLS alone, 120 + 10 with the
-    launcher's NCCL_PROTO simple too, 12 Tree rows not priced, 52 with neither (21 in the window)."""
+    NCCL_ALGO Ring alone (43 of them in the launcher-unknown window) and 17 with ^NVLS alone, 2 with ^NVLS and the
+    case's NCCL_NVLS_ENABLE 0, 120 + 10 with the launcher's NCCL_PROTO simple and NCCL_NVLS_ENABLE 0 too, 12 Tree rows
+    not priced, 52 with neither (21 in the window)."""
     import collections
 
     from planner.megatron_ci import nccl_env
@@ -427,13 +428,15 @@ def test_nccl_environment_of_ci_rows(rows):
     for r in corpus.values():
         fields, notes = nccl_env(r)
         kinds[(tuple(sorted(fields.items())), any(" not priced (NCCL's own choice" in n for n in notes))] += 1
+    nv = ("nccl_nvls_enable", 0)
     assert len(corpus) == 404 and kinds == {
-        ((("nccl_algo", "Ring"),), False): 191, ((("nccl_algo", "Ring"), ("nccl_proto", "simple")), False): 120,
-        ((("nccl_algo", "^NVLS"),), False): 19, ((("nccl_algo", "^NVLS"), ("nccl_proto", "simple")), False): 10,
-        ((), True): 12, ((), False): 52}
-    # recorded after ef1888bc5c, case NCCL_ALGO Ring: the launcher's NCCL_PROTO simple (its source line named)
+        ((("nccl_algo", "Ring"),), False): 191, ((("nccl_algo", "Ring"), nv, ("nccl_proto", "simple")), False): 120,
+        ((("nccl_algo", "^NVLS"),), False): 17, ((("nccl_algo", "^NVLS"), nv), False): 2,
+        ((("nccl_algo", "^NVLS"), nv, ("nccl_proto", "simple")), False): 10, ((), True): 12, ((), False): 52}
+    # recorded after ef1888bc5c, case NCCL_ALGO Ring: the launcher's NCCL_PROTO simple and NCCL_NVLS_ENABLE 0 (its
+    # source line named)
     rid = "bert__bert_mcore_tp1_pp2__dev_dgx_h100"
-    assert nccl_env(corpus[rid])[0] == {"nccl_algo": "Ring", "nccl_proto": "simple"}
+    assert nccl_env(corpus[rid])[0] == {"nccl_algo": "Ring", "nccl_proto": "simple", "nccl_nvls_enable": 0}
     assert corpus[rid]["env"]["launcher"]["source"].endswith("tests/functional_tests/shell_test_utils/_run_training.sh l. 42-45")
     # recorded at 4e85d74ae9 (the GitHub launcher's window): the case's Ring, NCCL's default protocol, a note says why
     rid = "gpt__gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files__lts_dgx_a100"

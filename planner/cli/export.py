@@ -74,7 +74,7 @@ def check_readback(row: dict, target: str, text: str) -> None:
         for k in ("seq_len", "recompute", "recompute_layers", "tokens", "headroom", "reserve_GiB", "activation_model",
                   "attention", "causal_attention_flops", "calibration", "power_limit_w", "cublas_workspace_config",
                   "pcie_gbps", "host_memory_gbps", "host_memory_gb",  # the job's host (plan._apply_host)
-                  "te_version", "nccl_algo", "nccl_proto",
+                  "te_version", "nccl_algo", "nccl_proto", "nccl_nvls_enable",
                   # the trainer commit's date (export's note: the file cannot hold it): the dated defaults it sets (a
                   # deterministic run's NCCL_ALGO Ring since 2026-07-08, plan._nccl_algo) read back as priced
                   "trainer_date"):

@@ -118,6 +118,10 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         # (read back by megatron.read_nccl_proto)
         notes.append(f"nccl_proto {plan['nccl_proto']}: NCCL reads it from the environment; launch with "
                      f"NCCL_PROTO={plan['nccl_proto']} (the file cannot hold it)")
+    if plan.get("nccl_nvls_enable") is not None and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge"):
+        # likewise (read back by megatron.read_nccl_nvls_enable)
+        notes.append(f"nccl_nvls_enable {plan['nccl_nvls_enable']}: NCCL reads it from the environment; launch with "
+                     f"NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']} (the file cannot hold it)")
     if plan.get("trainer_date"):  # the trainer commit's date (plan._deterministic_switches): the file is the stack's
         notes.append(f"trainer_date {plan['trainer_date']}: the file is written for the stack's own trainer commit, "
                      "whose start-up checks it passes (the job's older commit is not a setting the file can hold)")
@@ -359,7 +363,7 @@ def plan_signature(plan: dict) -> dict:
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_precompute_scale", "fp8_attention", "fp16", "mtp_layers", "dp_param_gather_overlap", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "mfsdp_v2", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
-            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "nccl_proto", "attention_kernel_named", "muon_ns_steps",
+            "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "nccl_proto", "nccl_nvls_enable", "attention_kernel_named", "muon_ns_steps",
             "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "mla_down_proj_fusion")
     out = {k: plan.get(k) for k in keys}
     out["muon_tp_mode"] = priced_muon_tp_mode(plan)  # as priced: a stack's default is left out of its plans
@@ -1298,7 +1302,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
              # the collectives' algorithms as priced (comm.nccl_algo_candidates; read back by megatron.read_nccl_algo)
              *([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),
              # the collectives' protocols as priced (comm.nccl_proto_protocols; read back by megatron.read_nccl_proto)
-             *([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []), "",
+             *([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []),
+             # NVLink SHARP on or off as priced (comm.nvls_enabled; read back by megatron.read_nccl_nvls_enable)
+             *([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"]
+               if plan.get("nccl_nvls_enable") is not None else []), "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {_megatron_script(plan)} \\"]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
@@ -2462,6 +2469,8 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
              *(["export CUDA_DEVICE_MAX_CONNECTIONS=1"] if plan.get("sequence_parallel") else []),
              *([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),  # as priced (megatron.read_nccl_algo)
              *([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []),  # (megatron.read_nccl_proto)
+             *([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"]  # (megatron.read_nccl_nvls_enable)
+               if plan.get("nccl_nvls_enable") is not None else []),
              *(["TOKENIZER_NAME_OR_PATH=bigscience/bloom  # the run's tokenizer"]
                if ("--tokenizer-name-or-path", "$TOKENIZER_NAME_OR_PATH") in args else []),
              "DS_CONFIG=ds_config.json", "", "cat <<EOT > $DS_CONFIG", json.dumps(cfg, indent=2), "EOT", "", launch]
@@ -2487,7 +2496,7 @@ _BRIDGE_WRITTEN = {
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
     "muon_tp_mode", "muon_split_qkv", "muon_fp32_matmul_prec", "deterministic_mode", "mla_down_proj_fusion", "nccl_algo",
-    "nccl_proto", "attention_kernel_named", "muon_ns_steps"}
+    "nccl_proto", "nccl_nvls_enable", "attention_kernel_named", "muon_ns_steps"}
 # and, for a MoE recipe (bridge_moe.py moe_overrides, optimizer_overrides), its MoE and optimizer-state keys
 _BRIDGE_MOE_WRITTEN = {
     "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "ep_comm_overlap",
@@ -2831,6 +2840,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
                 f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),
              *([f"# NCCL_PROTO: as priced (the plan's nccl_proto: comm.nccl_proto_protocols)",
                 f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []),
+             *([f"# NCCL_NVLS_ENABLE: as priced (the plan's nccl_nvls_enable: comm.nvls_enabled)",
+                f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"] if plan.get("nccl_nvls_enable") is not None else []),
              "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
     body = [f"    {k}={hydra_value(v)}" for k, v in o]

@@ -2411,6 +2411,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         _exported_cublas(split.env, cfg)
         read_nccl_algo(split.env, cfg.job, cfg.assumed)
         read_nccl_proto(split.env, cfg.job, cfg.assumed)
+        read_nccl_nvls_enable(split.env, cfg.job, cfg.assumed, where)
         return cfg
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
     flags, stray = parse_flags(words, where, mds.MDS_NARGS)
@@ -2422,6 +2423,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra), stack)
     read_nccl_algo(split.env, cfg.job, cfg.assumed)
     read_nccl_proto(split.env, cfg.job, cfg.assumed)
+    read_nccl_nvls_enable(split.env, cfg.job, cfg.assumed, where)
     return cfg
 
 
@@ -4395,6 +4397,28 @@ def read_nccl_proto(env: dict, job: dict, assumed: list) -> None:
         job["nccl_proto"] = env["NCCL_PROTO"]
         assumed.append(listed("assumed", "nccl_proto", env["NCCL_PROTO"], "the launch line's NCCL_PROTO (the script "
                               "sets it): its collectives priced under the protocols it leaves them"))
+
+
+NCCL_NVLS_ENABLE_VALUES = ("0", "1", "2")  # the job field's (schema Job.nccl_nvls_enable; comm.py [22])
+
+
+def read_nccl_nvls_enable(env: dict, job: dict, assumed: list, where: str) -> None:
+    """The launch line's NCCL_NVLS_ENABLE (ScriptWords.env, as read_nccl_algo) -> the job's nccl_nvls_enable: 0 prices
+    the all-reduces without NVLS and NVLS-tree (comm.nvls_enabled, comm.py [22]). Megatron-LM's CI exports 0 where
+    the launcher has not (tests/functional_tests/shell_test_utils/_run_training.sh @d98e8a64 l. 61). NCCL reads the
+    variable as an integer (NVIDIA/nccl v2.20.3-1 src/misc/param.cc l. 70, strtoll): 0 off, 2 its default (the GPU's
+    multicast support), any other number forced on; a value other than 0, 1, 2 is refused here (no other is written
+    in practice: the error names the three)."""
+    value = env.get("NCCL_NVLS_ENABLE")
+    if value is None or value == "":
+        return
+    if value not in NCCL_NVLS_ENABLE_VALUES:
+        raise PlannerError(f"{where}NCCL_NVLS_ENABLE={value}: the planner reads 0 (NVLS off), 1 (forced on) or 2 "
+                           "(NCCL's default: where the GPU supports it) (job field nccl_nvls_enable)",
+                           "export NCCL_NVLS_ENABLE=0, 1 or 2, or leave it out")
+    job["nccl_nvls_enable"] = int(value)
+    assumed.append(listed("assumed", "nccl_nvls_enable", value, "the launch line's NCCL_NVLS_ENABLE (the script "
+                          "sets it)" + (": its all-reduces priced without NVLS and NVLS-tree" if value == "0" else "")))
 
 
 def _exported_cublas(env: dict, cfg) -> None:
