@@ -229,6 +229,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "output and all-gathers it over the TP group on arrival (the DeepSpeed JSON's pipeline.pipe_partitioned "
                 "/ grad_partitioned; dense models at pp > 1, tp > 1 without SP; on megatron-deepspeed-2021 always "
                 "on, the activations only) (default: the stack's, pipeline_send_partitioned_default)"),
+    FieldOption("dp_param_gather_overlap", "bool", "the sharded optimizer's parameter all-gather after the step hidden "
+                "behind the next forward (Megatron --overlap-param-gather, Megatron-Bridge ddp.overlap_param_gather); "
+                "--no-dp-param-gather-overlap exposes it whole, as Megatron without the flag; read at zero1 / zero2, "
+                "needs the DP overlap on (default: follows --dp-comm-overlap)"),
     FieldOption("early_step_in_backward", "bool", "the optimizer steps each parameter in the backward (torchtitan "
                 "[optimizer] early_step_in_backward) (default: off)"),
     FieldOption("deepspeed_zero3", "pairs", "DeepSpeed ZeRO-3's gathering and bucket settings, KEY=N words of "

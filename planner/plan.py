@@ -757,6 +757,9 @@ class Settings:
     filter_fqns: Optional[tuple] = None  # fp8 on torchtitan: the Linears kept bf16 (job field; step.py [18], _filter_fqns)
     fp8_allgather: Optional[bool] = None  # FSDP's fp8 weight all-gather (job field; step.gather_bytes, _fp8_allgather)
     fp8_precompute_scale: bool = False  # torchao's per-step amax all-reduce for FSDP's fp8 gather (job field; step.py [39])
+    # the sharded optimizer's once-a-step parameter all-gather hidden behind the next forward (job field; None: tied to
+    # the plan's DP overlap as it runs; step.ddp_traffic, _dp_param_gather_overlap)
+    dp_param_gather_overlap: Optional[bool] = None
     fp8_grouped_experts: bool = True  # MoE: the routed experts' GEMMs in the low precision (job field, else the stack's; step.py [16])
     fp8_attention: bool = False  # the fused attention in fp8 (job field; step.fp8_core, memory.py [fa8], _fp8_attention)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
@@ -1841,6 +1844,7 @@ def _layer_option_fields(job: Job, model: ModelSpec, hw: Hardware, stack: Stack,
         filter_fqns=_filter_fqns(job, model, stack, where),
         fp8_allgather=_fp8_allgather(job, stack, where),
         fp8_precompute_scale=_fp8_precompute_scale(job, stack, where),
+        dp_param_gather_overlap=_dp_param_gather_overlap(job, stack, where),
         fp8_grouped_experts=_fp8_grouped_experts(job, model, stack, inherited, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
@@ -3906,6 +3910,23 @@ def _fp8_precompute_scale(job: Job, stack: Stack, where: str) -> bool:
     return True
 
 
+def _dp_param_gather_overlap(job: Job, stack: Stack, where: str) -> Optional[bool]:
+    """A job's dp_param_gather_overlap (Megatron --overlap-param-gather; step.py [5], step.ddp_traffic): None where the
+    job leaves it out (tied to the plan's DP overlap as it runs: the stack's default rule before the field existed);
+    true refused where the job's DP overlap (dp_comm_overlap, else the stack's defaults.dp_comm_overlap) is off, as
+    Megatron asserts ('Must use --overlap-param-gather with --overlap-grad-reduce', megatron/training/arguments.py
+    @d98e8a64 l. 1024-1029); false always accepted (the all-gather after the step, exposed)."""
+    if job.dp_param_gather_overlap is None:
+        return None
+    dpo = job.dp_comm_overlap if job.dp_comm_overlap is not None else stack.defaults.dp_comm_overlap
+    if job.dp_param_gather_overlap and not dpo:
+        raise PlannerError(f"{where}dp_param_gather_overlap is true but dp_comm_overlap is off (stack {stack.name}): "
+                           "the parameter all-gather overlaps only beside the overlapped gradient reduction (Megatron "
+                           "asserts --overlap-param-gather with --overlap-grad-reduce, arguments.py @d98e8a64 l. 1024-1029)",
+                           "set dp_comm_overlap: true, or remove dp_param_gather_overlap")
+    return bool(job.dp_param_gather_overlap)
+
+
 def fp8_attention_runs(spec, hw) -> bool:
     """Whether a recipe (stack_db FP8Recipe, or None) has an fp8 attention path on this GPU
     (fp8_attention's min_compute_capability; _fp8_attention)."""
@@ -4053,6 +4074,10 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"filter_fqns": list(settings.filter_fqns)} if settings.filter_fqns is not None else {}),
         **({"fp8_allgather": settings.fp8_allgather} if settings.fp8_allgather is not None else {}),
         **({"fp8_precompute_scale": True} if settings.fp8_precompute_scale else {}),
+        # the optimizer's all-gather exposed after the step (step.py [40]): shown where it acts, the zero1 / zero2
+        # levels under the DP overlap as it runs (elsewhere it prices and exports as the tied default)
+        **({"dp_param_gather_overlap": False} if settings.dp_param_gather_overlap is False and g("sharding") in (
+            ZERO1, ZERO2) and int(at(dp_overlap(settings.stack, plan))) else {}),
         **({"fp8_grouped_experts": bool(g("fge"))} if _grouped_experts_named(settings, g("fge"), g("precision")) else {}),
         **({"fp8_attention": True} if settings.fp8_attention else {}),
         **split_fields(g("split_emb"), g("split_loss")),

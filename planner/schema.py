@@ -4005,6 +4005,14 @@ class Job(BaseModel):
     stack: str = Field(default="megatron", description="software stack: catalog name (planner stacks) or a stack YAML")
     tp_comm_overlap: Optional[Bool] = Field(default=None, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP; default: the stack's")
     dp_comm_overlap: Optional[Bool] = Field(default=None, description="overlap gradient reduction with the backward pass and the parameter all-gather with the forward (Megatron --overlap-grad-reduce/--overlap-param-gather); default: the stack's")
+    dp_param_gather_overlap: Optional[Bool] = Field(
+        default=None, description="the sharded optimizer's parameter all-gather after the step overlapped with the next "
+                                  "forward (Megatron --overlap-param-gather, Megatron-Bridge ddp.overlap_param_gather): "
+                                  "false exposes the whole all-gather of the updated 16-bit weights (Megatron without "
+                                  "--overlap-param-gather: DistributedOptimizer.step_with_ready_grads' synchronous "
+                                  "start_param_sync, planner/step.py [5]); read at the zero1 / zero2 levels only (the "
+                                  "FSDP levels' per-unit gathers follow dp_comm_overlap); true needs dp_comm_overlap on "
+                                  "(Megatron asserts it); default: dp_comm_overlap's value as the plan runs it")
     torch_compile: Optional[Bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
     fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8 or nvfp4: the scaling recipe (tensorwise, rowwise, delayed, mxfp8, blockwise; nvfp4); default: the stack's")
     power_limit_w: Optional[Real] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")

@@ -62,7 +62,8 @@ Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
       all-gather of the weights in forward and in backward and a reduce-scatter of the
       gradients [5]; HSDP adds an all-reduce of the sharded gradients across replicas.
       Hidden behind compute: gradient traffic behind the backward pass (of the last
-      micro-batch for DDP/ZeRO), weight all-gathers behind the forward (FSDP prefetch); the
+      micro-batch for DDP/ZeRO), weight all-gathers behind the forward (FSDP prefetch; ZeRO-1/2's
+      once-a-step gather exposed whole with the job's dp_param_gather_overlap false [40]); the
       first unit's all-gather and the last unit's reduce-scatter (1/layers of it) never
       hide. dp_comm_s is the total, dp_comm_exposed_s what is left on the critical path.
 Bubble: (p-1)/(v m) of the pipeline's busy time [6], i.e. (p-1)/v micro-batch times.
@@ -833,6 +834,19 @@ References
     fp8 saved gathered input (the stack's are the plain styles'). deepseek_v3's NotImplementedError on tensorwise TP
     (models/deepseek_v3/infra/parallelize.py l. 76-87) tests the same name and never fires at @e347b1e5e. Memory: none
     (0-d amaxes; the precompute's buffer, 4 B a weight, after the backward has freed the activations).
+[40] The sharded optimizer's parameter all-gather apart from the gradient reduction's overlap (the Job's
+    dp_param_gather_overlap; Megatron's --overlap-param-gather beside --overlap-grad-reduce, which arguments.py
+    @d98e8a64 l. 1024-1029 requires). Without it NVIDIA/Megatron-LM @d98e8a64 megatron/core/optimizer/
+    distrib_optimizer.py step_with_ready_grads (l. 3168-3198: should_sync_params = not overlap_param_gather, then
+    start_param_sync_for_bucket_group_subset) all-gathers every bucket's updated 16-bit weights right after the step,
+    synchronously (param_and_grad_buffer.py l. 386-408: async_op = overlap_param_gather and not force_sync): the whole
+    once-a-step all-gather (ddp_traffic's ddp_param: its bytes gather_bytes' over the shard group, bucketed) on the
+    critical path, where with it the buckets' gathers are dispatched asynchronously and waited on by the next
+    forward's pre-hooks (distributed_data_parallel.py l. 476-479, 614-640), hidden behind that forward but the first
+    bucket's. Read at the zero1 / zero2 levels (the distributed optimizer; Megatron-FSDP's optim / optim_grads, whose
+    start_param_sync takes the same flag: megatron_fsdp.py l. 1288-1302); the FSDP levels' per-unit gathers are the
+    FSDP path's, under dp_comm_overlap (Megatron-FSDP's optim_grads_params forces overlap_param_gather on,
+    megatron_fsdp.py l. 328-330). Left out (None) the gather follows the plan's DP overlap as it runs.
 """
 
 from __future__ import annotations
@@ -3839,14 +3853,21 @@ def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     ddp_param = np.where(zero, c.ag, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
     ddp_x = _hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge  # one reduction's exposure
-    ddp_exposed = np.minimum(n_red * ddp_x + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
+    # the weights' all-gather behind the next forward but its first bucket, or with the job's dp_param_gather_overlap
+    # false (a job setting, not a searched quantity) synchronous after the step, exposed whole [40]
+    if sc.settings.dp_param_gather_overlap is False:
+        param_x = ddp_param
+        ddp_exposed = np.minimum(n_red * ddp_x + param_x, ddp_total)
+    else:  # (summed in this order: the figures as before the field)
+        hidden = _hide(ddp_param - p_edge, comp.fwd_mb, sc.x)
+        param_x = hidden + p_edge
+        ddp_exposed = np.minimum(n_red * ddp_x + hidden + p_edge, ddp_total)
     ddp_x = np.where(tr["reduce_mb"], ddp_x, 0.0)  # a micro-batch's own (ZeRO-2), 0 s where reduced once a step
     # a stack whose runtime queues the per-micro-batch reductions behind the schedule's later passes [26]: what the
     # first stage's queue runs past the pipeline's compute, at the step's end (no per-micro-batch part)
     if sc.stack.overlap.grad_reduce_queued:  # a stack setting (the plan's mode and schedule: masks there)
         ddp_exposed, queued = queued_reductions(sc, comp, reduce_scatter & tr["reduce_mb"], ddp_grad, n_red,
-                                                ddp_exposed, _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge,
-                                                ddp_total, stream_mb)
+                                                ddp_exposed, param_x, ddp_total, stream_mb)
         ddp_x = np.where(queued, 0.0, ddp_x)
     return n_red, ddp_grad, ddp_total, ddp_exposed, ddp_x
 

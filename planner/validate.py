@@ -294,6 +294,11 @@ class RunRecord(BaseModel):
     torch_compile: Optional[Bool] = None
     tp_comm_overlap: Optional[Bool] = None
     dp_comm_overlap: Optional[Bool] = None
+    dp_param_gather_overlap: Optional[Bool] = Field(
+        default=None, description="the run's distributed-optimizer parameter all-gather overlapped with the forward "
+                                  "(Megatron --overlap-param-gather, ddp.overlap_param_gather; the Job field, "
+                                  "step.py [40]), set where the record's script or preset states it apart from the "
+                                  "gradient reduction's; null: tied to dp_comm_overlap")
     ep_comm_overlap: Optional[Bool] = Field(
         default=None, description="MoE: the run hid the EP all-to-alls (Megatron-Core --overlap-moe-expert-parallel-comm); "
                                   "null: off (Megatron-Core's default), never inferred from names or notes")
@@ -825,6 +830,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         stack=stack_name,
         tp_comm_overlap=rec.tp_comm_overlap,
         dp_comm_overlap=rec.dp_comm_overlap,
+        dp_param_gather_overlap=rec.dp_param_gather_overlap,
         torch_compile=rec.torch_compile,
         fp8_recipe=recipe,
         power_limit_w=rec.power_limit_w,

@@ -183,6 +183,9 @@ CASES = [
                                                               global_batch=32, seq_len=4096), 2, {"step": +1}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
+    # the distributed optimizer's all-gather after the step exposed whole, not behind the next forward (step.py [40])
+    ("dp_param_gather_overlap", ["--no-dp-param-gather-overlap"], False, dict(DENSE, stack="megatron", sharding="zero1"),
+     True, {"step": +1}),
     # CPU offload (planner/offload.py, tests/test_offload.py): the optimizer partition off the GPU, the CPU's step on
     ("offload_optimizer", ["--offload-optimizer", "cpu"], "cpu", dict(DENSE, stack="megatron-deepspeed", sharding="zero2"),
      "none", {"memory": -1, "step": +1}),
@@ -277,7 +280,8 @@ IDS = [c[0] for c in CASES]
 # (a fusion switch on: the stack's fused kernel; muon_tp_mode: the megatron stack's, the case's)
 OMITTED = {"optimizer": "adam", "muon_ns_steps": 5, "muon_tp_mode": "duplicated", "muon_split_qkv": True, "muon_fp32_matmul_prec": "medium", "pipe_partitioned": True, "offload_fraction": 1.0, "offload_optimizer": "none", "offload_param": "none", "cp_rotate_method": "allgather", "cp_load_balance": True, "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
-           "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
+           "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True,
+           "dp_param_gather_overlap": True}  # (left out: tied to the DP overlap, on)
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")
 OWN_TESTS = SIX + ("moe_dispatcher",)  # tests/test_dispatch_option.py
 

@@ -52,7 +52,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     )
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}"
             + (" (priced off: the trainer turns it off with MLA)" if p.get("tp_comm_overlap_runs") is False else ""),
-            f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",
+            f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}"
+            + (" (parameter all-gather exposed)" if p.get("dp_param_gather_overlap") is False else ""),
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
     if p.get("attention_kernel"):  # the kernel the attention core is timed with (compute.attention_kernel)
         opts.append(f"attention {p['attention_kernel']}" if p.get("attention", "flash") == "flash" else

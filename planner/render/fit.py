@@ -19,7 +19,8 @@ def stack_options_text(p: dict) -> str:
     or refused (space.uncompiled_choices: torchtitan's mxfp8 with TP); an MoE row with ep > 1 names its
     dispatcher (plan moe_dispatcher: 'EP overlap, deepep'); a row whose plan names fp8_grouped_experts its
     routed experts' precision ('fp8 experts', 'bf16 experts'); a row in fp16 says so first ('fp16': the job's;
-    DeepSpeed's zero0 is planned only for a job that says fp16); a row of the job's mfsdp_v2 'Megatron-FSDP v2'."""
+    DeepSpeed's zero0 is planned only for a job that says fp16); a row of the job's mfsdp_v2 'Megatron-FSDP v2'; a row whose plan exposes the optimizer's parameter
+    all-gather (the job's dp_param_gather_overlap false, at zero1 / zero2) 'param gather exposed'."""
     from ..catalog import load_stack
 
     parts = ["fp16"] if p.get("fp16") else []  # the row's 16-bit dtype where not bf16 (priced as bf16)
@@ -33,6 +34,8 @@ def stack_options_text(p: dict) -> str:
         parts.append("no compile")
     if not p.get("dp_comm_overlap", True):
         parts.append("no DP overlap")
+    elif p.get("dp_param_gather_overlap") is False:  # the job's: the optimizer's all-gather exposed (step.py [40])
+        parts.append("param gather exposed")
     if p.get("ep_comm_overlap"):
         parts.append("EP overlap")
     if p.get("moe_shared_expert_overlap"):  # the job's --moe-shared-expert-overlap (step.py [38])

@@ -92,6 +92,12 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         raise _refuse(fmt, f"loss_logit_chunks {plan['loss_logit_chunks']}: the chunked cross-entropy of torchtitan PR #996 "
                            "is a code version's loss function, not a setting the file can hold",
                       "price it without loss_logit_chunks (the stack's loss)")
+    if plan.get("dp_param_gather_overlap") is False and fmt not in ("megatron", "megatron-bridge"):
+        # the optimizer's all-gather exposed after the step (step.py [40]): Megatron's flag, no other format's setting
+        raise _refuse(fmt, "dp_param_gather_overlap false: the parameter all-gather's overlap apart from the gradient "
+                           "reduction's is Megatron's --overlap-param-gather (Megatron-Bridge ddp.overlap_param_gather); "
+                           "the format has no such setting the planner writes",
+                      "export megatron or megatron-bridge, or price it without dp_param_gather_overlap")
     if plan.get("fsdp_root_unit"):  # a code version's FSDP wrapping (memory.py [tt10]), no setting of any format
         raise _refuse(fmt, "fsdp_root_unit: which units FSDP keeps unsharded is the code version's (torchtitan before "
                            "#1094), not a setting the file can hold", "price it without fsdp_root_unit (the stack's own)")
@@ -354,7 +360,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_min_capacity", "moe_rank_load", "moe_dispatcher", "moe_hybridep_capacity_factor", "moe_fp8_dispatch", "ep_comm_overlap", "moe_shared_expert_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "spmd_backend", "fsdp_symm_mem", "spmd_typechecking", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_precompute_scale", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
+            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_precompute_scale", "fp8_attention", "fp16", "mtp_layers", "dp_param_gather_overlap", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes", "cp_load_balance", "cp_load_balancer",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
             "mfsdp_double_buffer", "mfsdp_outer_optim", "mfsdp_v2", "deepspeed_zero3", "offload_optimizer", "offload_param", "offload_fraction", "offload_overlap",
             "precision_aware_optimizer", "optimizer", "optimizer_whole_tensors", "deterministic_mode", "use_flash_attn", "nccl_algo", "nccl_proto", "nccl_nvls_enable", "attention_kernel_named", "muon_ns_steps",
@@ -1630,7 +1636,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         args.append(("--tp-comm-overlap", None))
     if plan.get("dp_comm_overlap") and not fork:
         args.append(("--overlap-grad-reduce", None))
-        if mode != "ddp" and mode != "torch_fsdp2":  # arguments.py: distributed optimizer or Megatron-FSDP only
+        # arguments.py: distributed optimizer or Megatron-FSDP only; not where the plan exposes the gather (step.py [40])
+        if mode != "ddp" and mode != "torch_fsdp2" and plan.get("dp_param_gather_overlap") is not False:
             args.append(("--overlap-param-gather", None))
     if bool(uses_tp_pp_dp_mapping(_plan_arrays(plan))):
         args.append(("--use-tp-pp-dp-mapping", None))
@@ -2484,7 +2491,7 @@ _BRIDGE_WRITTEN = {
     "gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
     "sharding_mode", "shard_group", "recompute", "recompute_layers", "recompute_modules", "sequence_parallel",
     "schedule", "precision", "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap",
-    "dp_comm_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
+    "dp_comm_overlap", "dp_param_gather_overlap", "cross_entropy_fusion", "cross_entropy_fusion_impl", "apply_rope_fusion",
     "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion", "stack",
     "bf16_layers_at_start", "bf16_layers_at_end", "fp8_param_gather", "pp_p2p_overlap", "transformer_impl",
     "mtp_layers", "cuda_graph_impl", "optimizer", "optimizer_whole_tensors", "mfsdp_double_buffer", "mfsdp_outer_optim",
@@ -2744,7 +2751,8 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
     # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off
     # under Muon, as NVIDIA's Muon recipe runs it: recipes/kimi/kimi_k2.py @dc805f5cf l. 195-197)
     dpo = bool(plan.get("dp_comm_overlap"))
-    ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", dpo and dist)]
+    ddp_ov = [("overlap_grad_reduce", dpo),  # the plan's exposed gather (step.py [40]): overlap_param_gather off
+              ("overlap_param_gather", dpo and dist and plan.get("dp_param_gather_overlap") is not False)]
     o += [(f"ddp.{k}", v) for k, v in ddp_ov]
     # pipeline p2p (Megatron-LM's default: overlapped under the interleaved schedule, batched otherwise)
     p2p = []

@@ -3271,6 +3271,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                               "--overlap-grad-reduce absent (off by default in Megatron)"))
     if "--overlap-param-gather" in flags and not job["dp_comm_overlap"]:
         ignored.append(listed("ignored", "--overlap-param-gather", True, "without --overlap-grad-reduce"))
+    elif (job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and "--overlap-param-gather" not in flags
+          and flags.get("--optimizer", "adam") not in MUON_OPTIMIZERS):
+        # the distributed optimizer's (Megatron-FSDP optim / optim_grads') all-gather after the step, synchronous
+        # without --overlap-param-gather (distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40]); Muon's
+        # layer-wise gather is step._layerwise_gather's, tied to the DP overlap as before
+        job["dp_param_gather_overlap"] = False
     job["rank_order"] = "tp-cp-pp-dp" if "--use-tp-pp-dp-mapping" in flags else "tp-cp-dp-pp"
     assumed.append(listed("assumed", "rank_order", job['rank_order'], "Megatron's parallel_state order "
                    f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}"))
@@ -3321,7 +3327,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, unmodelled=unmodelled,
                          not_modelled=not_modelled,
-                         stated={f: flags[f] for f in ("--global-batch-size", "--step-batch-size-schedule", "--sequence-parallel")
+                         stated={f: flags[f] for f in ("--global-batch-size", "--step-batch-size-schedule", "--sequence-parallel",
+                                                       "--overlap-param-gather")
                                  if f in flags})
 
 

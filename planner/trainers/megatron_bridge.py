@@ -1611,6 +1611,13 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
     elif flag("ddp.overlap_param_gather") and not dist:
         ignored.append(listed("ignored", "ddp.overlap_param_gather", True,
                               "no distributed optimizer: nothing to gather"))
+    elif (job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and not flag("ddp.overlap_param_gather")
+          and job.get("optimizer", "adam") == "adam"):
+        # the distributed optimizer's (Megatron-FSDP optim / optim_grads') all-gather after the step, synchronous
+        # without overlap_param_gather (Megatron-LM distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40]); Muon's
+        # layer-wise gather is step._layerwise_gather's, tied to the DP overlap as before (the writer's Muon recipes
+        # leave overlap_param_gather off: export._megatron_bridge)
+        job["dp_param_gather_overlap"] = False
     if job["pp"] > 1 and vpp > 1 and not flag("model.overlap_p2p_comm"):
         job["pp_p2p_overlap"] = False
     job["tp_comm_overlap"] = bool(co and co.get("tp_comm_overlap"))

@@ -36,7 +36,10 @@ fixed GPU count and global batch moves, with the knob:
               (global / (micro x dp): megatron/core/num_microbatches_calculator.py
               @d98e8a64), named as it changes; a script without --global-batch-size takes
               micro x dp (arguments.py @d98e8a64 validate_args), so the spelling adds it.
-              A rank-order change (--use-tp-pp-dp-mapping) is carried (check.py).
+              A rank-order change (--use-tp-pp-dp-mapping) is carried (check.py). A plan checked at
+              zero1 / zero2 under the DP overlap with its parameter all-gather hidden (the job's
+              dp_param_gather_overlap left out) adds --overlap-param-gather where the script lacks it
+              (_param_gather: a DDP script moved to the distributed optimizer; step.py [40]).
               --sequence-parallel as the checked plan runs it once tp > 1: Megatron turns a
               stated --sequence-parallel off at tp 1 only (arguments.py @d98e8a64 l. 1433-1439;
               the reader reads it so), so a TP rung above 1 runs it (check.py ladders,
@@ -323,7 +326,7 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
     if fmt == "torchtitan":
         settings += _torchtitan(before, after, stated)
     elif fmt == "megatron":
-        settings += _megatron(before, after, stated, notes, order)
+        settings += _megatron(before, after, stated, notes, order) + _param_gather(after, stated)
     elif fmt == "megatron-bridge":
         settings += _bridge(before, after, notes, order)
     elif fmt == "megatron-deepspeed":  # Megatron's global batch, and the JSON's batch triple at the new dp
@@ -454,6 +457,19 @@ def _megatron(before: dict, after: dict, stated: dict, notes: list, order) -> li
     elif after["global_batch"] != after["micro_batch"] * after["dp"]:  # the default, micro x dp, would move it
         out.append(Setting("--global-batch-size", after["global_batch"], f"--global-batch-size {after['global_batch']}"))
     return out
+
+
+def _param_gather(after: dict, stated: dict) -> list[Setting]:
+    """--overlap-param-gather where the plan checked hides the distributed optimizer's all-gather (zero1 / zero2 under
+    the DP overlap, its dp_param_gather_overlap left out: tied, step.py [40]) and the script does not state it (a DDP
+    script moved to the distributed optimizer): without it Megatron gathers after the step, exposed, and the script
+    would read back as another plan (megatron.py reads the flag's absence as dp_param_gather_overlap false)."""
+    if (after.get("sharding") in ("zero1", "zero2") and after.get("dp_comm_overlap")
+            and after.get("dp_param_gather_overlap") is not False and after.get("optimizer", "adam") == "adam"
+            and not stated.get("--overlap-param-gather")):
+        return [Setting("--overlap-param-gather", True, "--overlap-param-gather (the plan checked hides the distributed "
+                                                        "optimizer's parameter all-gather behind the forward)")]
+    return []
 
 
 def _bridge(before: dict, after: dict, notes: list, order) -> list[Setting]:

@@ -1,0 +1,225 @@
+"""The sharded optimizer's parameter all-gather apart from the gradient reduction's overlap (the Job's
+dp_param_gather_overlap, planner/step.py [40]): Megatron's --overlap-param-gather beside --overlap-grad-reduce
+(arguments.py @d98e8a64 l. 1024-1029 requires the latter). Without it DistributedOptimizer.step_with_ready_grads
+(distrib_optimizer.py l. 3168-3198) all-gathers the updated weights synchronously after the step: exposed whole.
+Left out, the gather follows dp_comm_overlap (nothing moves)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from planner.errors import PlannerError
+from planner.step import DPColls, ddp_traffic
+from planner.trainers import load_trainer_config
+
+from conftest import explain_job
+
+JOB = dict(model="llama3-8b", gpus=8, global_batch=64, micro_batch=1, seq_len=8192, stack="megatron")
+MEGATRON_8B = "tests/data/trainer_configs/train_llama3_8b.sh"  # --use-distributed-optimizer, both overlap flags
+RUN = "scripts/training/run_recipe.py"
+
+
+def _traffic(gather_overlap):
+    """ddp_traffic over a zero1 plan's collectives (seconds from bytes by the ring formulas, the test's own inputs):
+    a stage of 1e9 parameters on 8 ranks over a 400 GB/s link, 4 buckets; the reduce-scatter of 4 B fp32 gradients
+    (4e9 B) and the all-gather of the 2 B bf16 weights (2e9 B), each (n - 1) / n x S / B."""
+    bw, n = 400e9, 8
+    rs = (n - 1) / n * 4e9 / bw  # 8.75 ms
+    ag = (n - 1) / n * 2e9 / bw  # 4.375 ms
+    assert (rs, ag) == pytest.approx((8.75e-3, 4.375e-3), rel=1e-15)
+    c = DPColls(ag=np.float64(ag), rs=np.float64(rs), ar=0.0, rep=0.0, inst=0.0)
+    edge = DPColls(*(x / 4 for x in c.parts()))  # the first bucket's gather, the last bucket's reduction
+    sc = SimpleNamespace(m=4, x=0.1, settings=SimpleNamespace(dp_param_gather_overlap=gather_overlap),
+                         stack=SimpleNamespace(overlap=SimpleNamespace(grad_reduce_queued=False)))
+    comp = SimpleNamespace(fwd_mb=np.float64(0.1), bwd_mb=np.float64(0.2))  # windows far longer than the transfers
+    tr = {"reduce_mb": np.array(False)}  # zero1: reduced once a step
+    n_red, _, total, exposed, _ = ddp_traffic(sc, comp, tr, (np.array(True), np.array(False)), c, edge)
+    return float(n_red), float(total), float(exposed), rs, ag
+
+
+def test_exposed_all_gather_by_hand():
+    """Overlapped, each transfer but its edge bucket hides behind its window, the stack's exposed share 0.1 of it
+    left: 0.1 x 3/4 + 1/4 = 0.325 of each. Without the gather's overlap the all-gather is exposed whole: the
+    exposed time rises by 0.675 x 4.375 ms = 2.953125 ms; the total does not move."""
+    n_red, total, on, rs, ag = _traffic(None)
+    assert n_red == 1.0
+    assert total == pytest.approx(8.75e-3 + 4.375e-3, rel=1e-15)
+    assert on == pytest.approx(0.325 * (8.75e-3 + 4.375e-3), rel=1e-12)
+    assert _traffic(True)[2] == on  # true: as left out (hidden)
+    _, total_off, off, _, _ = _traffic(False)
+    assert total_off == total
+    assert off == pytest.approx(0.325 * 8.75e-3 + 4.375e-3, rel=1e-12)
+    assert off - on == pytest.approx(2.953125e-3, rel=1e-12)
+
+
+def test_explain_prices_and_shows_it_at_zero1_only():
+    """At zero1 the field false adds exposed DP time (the gather's, at most the whole DP traffic) to the step and is
+    shown in the plan; at sharding none (no gather) and under FSDP (per-unit gathers: the FSDP path, dp_comm_overlap's)
+    nothing moves and the plan leaves it out."""
+    _, _, _, on = explain_job(**JOB, sharding="zero1")
+    _, _, _, off = explain_job(**JOB, sharding="zero1", dp_param_gather_overlap=False)
+    assert "dp_param_gather_overlap" not in on["plan"]
+    assert off["plan"]["dp_param_gather_overlap"] is False
+    d = off["time"]["dp_comm_exposed_s"] - on["time"]["dp_comm_exposed_s"]
+    assert 0 < d < off["time"]["dp_comm_s"] == on["time"]["dp_comm_s"]
+    assert off["time"]["step_s"] > on["time"]["step_s"]
+    for sharding, stack in (("none", "megatron"), ("fsdp", "torchtitan")):
+        job = {**JOB, "stack": stack, "sharding": sharding}
+        _, _, _, a = explain_job(**job)
+        _, _, _, b = explain_job(**job, dp_param_gather_overlap=False)
+        assert a["time"]["step_s"] == b["time"]["step_s"]
+        assert "dp_param_gather_overlap" not in b["plan"]
+
+
+def test_true_needs_the_dp_overlap():
+    with pytest.raises(PlannerError, match="dp_param_gather_overlap is true but dp_comm_overlap is off"):
+        explain_job(**JOB, sharding="zero1", dp_comm_overlap=False, dp_param_gather_overlap=True)
+    _, _, _, h = explain_job(**JOB, sharding="zero1", dp_comm_overlap=False, dp_param_gather_overlap=False)
+    assert h["plan"]["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in h["plan"]
+
+
+def _megatron(tmp_path, drop=(), add=()):
+    text = open(MEGATRON_8B).read()
+    for f in drop:
+        assert f"    {f}\n" in text
+        text = text.replace(f"    {f}\n", "")
+    text = text.replace("    --use-distributed-optimizer\n", "    --use-distributed-optimizer\n" + "".join(
+        f"    {f}\n" for f in add))
+    p = tmp_path / "train.sh"
+    p.write_text(text)
+    return load_trainer_config(p, hardware="h100-sxm")
+
+
+def test_megatron_reader_each_combination(tmp_path):
+    """--overlap-grad-reduce with --overlap-param-gather: left out (tied, on); without it: false; neither: the DP
+    overlap off, the field left out; --overlap-param-gather alone (Megatron asserts): listed as ignored, as before."""
+    both = _megatron(tmp_path)
+    assert both.job["dp_comm_overlap"] is True and "dp_param_gather_overlap" not in both.job
+    grad = _megatron(tmp_path, drop=("--overlap-param-gather",))
+    assert grad.job["dp_comm_overlap"] is True and grad.job["dp_param_gather_overlap"] is False
+    neither = _megatron(tmp_path, drop=("--overlap-param-gather", "--overlap-grad-reduce"))
+    assert neither.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in neither.job
+    param = _megatron(tmp_path, drop=("--overlap-grad-reduce",))
+    assert param.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in param.job
+    assert any("--overlap-param-gather" in i and "without --overlap-grad-reduce" in i for i in param.ignored)
+    ddp = _megatron(tmp_path, drop=("--overlap-param-gather", "--use-distributed-optimizer"))
+    assert ddp.job["sharding"] == "none" and "dp_param_gather_overlap" not in ddp.job  # no gather to overlap
+
+
+def _bridge(tmp_path, *overrides):
+    f = tmp_path / "launch.sh"
+    f.write_text(f"torchrun --nproc_per_node 8 {RUN} --recipe llama3_8b_pretrain_config model.context_parallel_size=1 "
+                 f"{' '.join(overrides)}\n")
+    return load_trainer_config(f, hardware="h100-sxm")
+
+
+def test_bridge_reader_each_combination(tmp_path):
+    """ddp.overlap_grad_reduce / ddp.overlap_param_gather under the recipe's distributed optimizer (the
+    CommOverlapConfig's own defaults on at dp > 1: training/comm_overlap.py)."""
+    both = _bridge(tmp_path)
+    assert both.job["dp_comm_overlap"] is True and "dp_param_gather_overlap" not in both.job
+    grad = _bridge(tmp_path, "ddp.overlap_param_gather=false")
+    assert grad.job["dp_comm_overlap"] is True and grad.job["dp_param_gather_overlap"] is False
+    neither = _bridge(tmp_path, "ddp.overlap_param_gather=false", "ddp.overlap_grad_reduce=false")
+    assert neither.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in neither.job
+
+
+@pytest.mark.parametrize("fmt, spelled", [("megatron", "--overlap-param-gather"),
+                                          ("megatron-bridge", "ddp.overlap_param_gather")])
+def test_export_round_trip(tmp_path, fmt, spelled):
+    """A zero1 plan with the gather exposed exports --overlap-grad-reduce without --overlap-param-gather (Bridge:
+    ddp.overlap_param_gather false) and reads back as the same plan; the tied plan writes the gather overlapped."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan, plan_signature
+
+    job = dict(model="llama3-8b", gpus=8, global_batch=512, micro_batch=1, seq_len=8192, sharding="zero1",
+               stack="megatron" if fmt == "megatron" else "megatron-bridge", tp=1, pp=1, cp=1)
+    plan = resolved_plan(Job(**job, dp_param_gather_overlap=False))
+    assert plan["dp_param_gather_overlap"] is False
+    text, _ = export_plan(plan, fmt)
+    tied, _ = export_plan(resolved_plan(Job(**job)), fmt)
+    if fmt == "megatron":
+        assert "--overlap-grad-reduce" in text and spelled not in text and spelled in tied
+    else:
+        assert f"{spelled}=false" in text and f"{spelled}=true" in tied
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    cfg = load_trainer_config(p, hardware="h100-sxm")
+    assert cfg.job["dp_param_gather_overlap"] is False
+    back = resolved_plan(Job(**{**cfg.job, "model": "llama3-8b", "gpus": 8}))
+    assert plan_signature(back) == plan_signature(plan)
+
+
+def test_other_formats_refuse_it():
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, global_batch=64, micro_batch=1, seq_len=8192, sharding="zero1",
+                             stack="megatron-deepspeed", tp=1, pp=1, cp=1, dp_comm_overlap=True,
+                             dp_param_gather_overlap=False))
+    assert plan["dp_param_gather_overlap"] is False
+    with pytest.raises(PlannerError, match="dp_param_gather_overlap false"):
+        export_plan(plan, "deepspeed")
+
+
+def test_fit_rows_say_so_and_reproduce():
+    """A fit's job value holds for every row (not searched): a zero1 / zero2 row's stack options say the gather is
+    exposed, and its reproduce line carries the option (a job that leaves it out: none)."""
+    from planner.render.fit import stack_options_text
+    from planner.search import job_field_args  # the reproduce line's job options (search.explain_args)
+    from planner.schema import Job
+
+    _, _, _, off = explain_job(**JOB, sharding="zero1", dp_param_gather_overlap=False)
+    assert stack_options_text(off["plan"]) == "param gather exposed"
+    _, _, _, on = explain_job(**JOB, sharding="zero1")
+    assert stack_options_text(on["plan"]) == "-"
+    assert job_field_args(Job(**JOB, dp_param_gather_overlap=False)) == ["--no-dp-param-gather-overlap"]
+    assert job_field_args(Job(**JOB)) == []
+
+
+def test_explain_exposes_the_gather_of_its_bytes():
+    """End to end, Llama 3 8B on 8 GPUs at zero1 (tp, pp, cp 1: DP 8, stride 1): the weights' all-gather is
+    8,030,261,248 parameters x 2 B (bf16) in ceil(8,030,261,248 / max(40e6, 1e6 x 8)) = 201 buckets (stack_db megatron
+    fsdp ddp_bucket_params, ddp_bucket_params_per_dp_rank), each an all-gather of 2 x 8,030,261,248 / 201 B over 8
+    ranks (priced by the step's own collective model: ag = 201 x one bucket's). Overlapped, all but the first bucket
+    hides behind a forward far longer than it, the stack's exposed share x of it left: (200/201) ag x; exposed, ag
+    whole: the exposed DP time rises by (200/201) ag (1 - x)."""
+    from planner import comm
+    from planner.step import Collectives, _context
+
+    p = 8_030_261_248
+    n_b = -(-p // 40_000_000)
+    assert n_b == 201
+    settings, plan, _, on = explain_job(**JOB, sharding="zero1", tp=1, pp=1, cp=1)
+    _, _, _, off = explain_job(**JOB, sharding="zero1", tp=1, pp=1, cp=1, dp_param_gather_overlap=False)
+    sc = _context(settings, plan)
+    coll = Collectives(sc)
+    ag = n_b * float(coll(comm.ALL_GATHER, 2.0 * p / n_b, 8, coll.strides["dp"]))
+    x = float(sc.x)
+    assert 0 < x < 1 and ag < on["time"]["dp_comm_s"]
+    d = off["time"]["dp_comm_exposed_s"] - on["time"]["dp_comm_exposed_s"]
+    assert d == pytest.approx(ag * (n_b - 1) / n_b * (1 - x), rel=1e-9)
+
+
+def test_check_spells_the_gather_flag_with_the_distributed_optimizer():
+    """`planner check` moving a DDP script with --overlap-grad-reduce to the distributed optimizer spells
+    --overlap-param-gather too (the plan checked hides the gather; without the flag the script would read back with it
+    exposed); a script that states it, or a plan that exposes the gather, gets no such setting."""
+    from planner.check import evaluate_job
+    from planner.schema import Job
+    from planner.trainers.spelling import spell
+
+    base = dict(model="llama3-8b", gpus=8, seq_len=4096, stack="megatron")
+    before = evaluate_job(Job(**base, sharding="none"))["plan"]
+    after = evaluate_job(Job(**base, sharding="zero1"))["plan"]
+    keys = [s.key for s in spell("megatron", ["sharding"], before, after, {}).settings]
+    assert "--use-distributed-optimizer" in keys and "--overlap-param-gather" in keys
+    keys = [s.key for s in spell("megatron", ["sharding"], before, after, {"--overlap-param-gather": True}).settings]
+    assert "--overlap-param-gather" not in keys
+    exposed = evaluate_job(Job(**base, sharding="zero1", dp_param_gather_overlap=False))["plan"]
+    assert "--overlap-param-gather" not in [s.key for s in spell("megatron", ["sharding"], before, exposed, {}).settings]
