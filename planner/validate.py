@@ -50,7 +50,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     started with -- "none (Megatron DDP; ...)" none, "FSDP FULL_SHARD (ZeRO-3-like)" fsdp,
     "fp8 MXFP8" fp8 mxfp8, "mixed 16-bit" bf16 assumed -- and the 192 records of tests/data carry
     what that rule gave as the fields: scripts/migrate_record_fields.py, validate's CSV of every
-    file unchanged). A value outside a field's list is an error naming the file, the record, the
+    file unchanged but for the assumed names: activation_recompute= is recompute=, zero_fsdp_mode=
+    sharding=). A value outside a field's list is an error naming the file, the record, the
     field and the valid values (schema; `--lenient`: the record is skipped with that reason); the
     old keys are errors whose hint names the new field.
  4b. torchtitan's "selective" activation checkpointing [11] is not Megatron's (which re-runs
@@ -674,7 +675,7 @@ def _not_published(rec: RunRecord, text_field: str) -> str:
 def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
     """Rule 4: the record's recompute (never read from activation_recompute_text); null -> none, assumed."""
     if rec.recompute is None:
-        assumed.add("activation_recompute", "none", f"{_not_published(rec, 'activation_recompute_text')}; "
+        assumed.add("recompute", "none", f"{_not_published(rec, 'activation_recompute_text')}; "
                     "Megatron-LM default without --recompute-granularity")
         return "none"
     return rec.recompute
@@ -703,7 +704,7 @@ def _sharding(rec: RunRecord, assumed: _Assumed) -> dict:
     """Rule 6: the Job's sharding (a level) and sharding_mode, the record's fields (never read from
     zero_fsdp_mode_text); null -> none, assumed."""
     if rec.sharding is None:
-        assumed.add("zero_fsdp_mode", "none", f"{_not_published(rec, 'zero_fsdp_mode_text')}; plain data parallel assumed")
+        assumed.add("sharding", "none", f"{_not_published(rec, 'zero_fsdp_mode_text')}; plain data parallel assumed")
         return {"sharding": "none"}
     if rec.sharding == "hsdp" and rec.shard_group is None:
         raise Skip("sharding hsdp (hybrid sharding): give shard_group (DP ranks per shard group)")

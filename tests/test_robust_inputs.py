@@ -482,7 +482,7 @@ def test_validate_not_stated_sharding_is_not_fsdp(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     row = json.loads(r.stdout)["runs"][0]
     assert row["plan"]["sharding"] == "none"
-    assert any(a.startswith("zero_fsdp_mode=none ('not stated") for a in row["assumed"]), row["assumed"]
+    assert any(a.startswith("sharding=none ('not stated") for a in row["assumed"]), row["assumed"]
 
 
 @pytest.mark.parametrize("field,value,valid", [

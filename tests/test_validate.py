@@ -242,7 +242,7 @@ def test_assumed_fields_are_listed(run):
     nar = rows["narayanan2021-t1-1.7B"]
     assert {"gated_mlp", "micro_batch_size", "vpp", "precision", "attention"} <= _assumed_fields(nar)
     # Published in the record, so not assumed: recompute full, SP off, no ZeRO, cp 1, its hardware field (rule 1).
-    assert not {"activation_recompute", "sequence_parallel", "zero_fsdp_mode", "cp", "hardware"} & _assumed_fields(nar)
+    assert not {"recompute", "sequence_parallel", "sharding", "cp", "hardware"} & _assumed_fields(nar)
     p = nar["plan"]
     assert (p["hardware"], p["micro_batch"], p["vpp"], p["recompute"], p["sharding"], p["sequence_parallel"],
             p["attention"], p["bytes_per_param"]) == ("a100-sxm-80gb", 1, 1, "full", "none", False, "eager", "megatron")
@@ -250,13 +250,13 @@ def test_assumed_fields_are_listed(run):
 
     meg = rows["megatron-readme-h100-7.1B"]
     assert "sequence_parallel=true (not published; on iff tp > 1 (Korthikanti et al. 2022))" in meg["assumed"]
-    assert {"activation_recompute", "micro_batch_size"} <= _assumed_fields(meg)
+    assert {"recompute", "micro_batch_size"} <= _assumed_fields(meg)
     assert (meg["plan"]["sharding"], meg["plan"]["recompute"], meg["plan"]["sequence_parallel"]) == ("zero1", "none", True)
 
     tt = rows["torchtitan-h100-405b-128gpu-none"]
     hw = next(a for a in tt["assumed"] if a.startswith("hardware="))
     assert hw.startswith("hardware=h100-sxm") and "HBM2e" in hw
-    assert not {"micro_batch_size", "activation_recompute", "sequence_parallel", "precision"} & _assumed_fields(tt)
+    assert not {"micro_batch_size", "recompute", "sequence_parallel", "precision"} & _assumed_fields(tt)
     assert (tt["plan"]["sharding"], tt["plan"]["tp"], tt["plan"]["dp"], tt["plan"]["precision"]) == ("fsdp", 8, 16, "bf16")
     assert rows["torchtitan-h100-405b-128gpu-float8"]["plan"]["precision"] == "fp8"
 
@@ -375,7 +375,7 @@ def test_nemo_2407_records_run_their_launcher_config_settings(run):
         assert (p["sharding"], p["dp_comm_overlap"], p["fp8_recipe"], p["tp_comm_overlap"], p["recompute"]) == (
             "zero1", True, "delayed", ub, recompute), suffix
         assert p["bytes_per_param"] == {"weights": 2.0, "gradients": grad, "master": 2.0, "optimizer": 8.0}, suffix
-        assert not {"tp_comm_overlap", "sequence_parallel", "activation_recompute", "zero_fsdp_mode", "dp_comm_overlap",
+        assert not {"tp_comm_overlap", "sequence_parallel", "recompute", "sharding", "dp_comm_overlap",
                     "fp8_recipe", "bytes_per_param"} & _assumed_fields(row), suffix
 
 
