@@ -50,8 +50,8 @@ RECORD_36M = """- id: layers-36m
   pp: 1
   vpp: 1
   cp: 1
-  zero_fsdp_mode: none
-  activation_recompute: none
+  sharding: none
+  recompute: none
   sequence_parallel: false
   precision: bf16
   tokens_per_sec_per_gpu: 0.0001

@@ -73,7 +73,7 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
  M7 precision: the row's `planner.precision` (bf16 | fp8 | nvfp4, precisions.PRECISIONS) and
     `planner.fp8_recipe` (precisions.FP8_RECIPES; fp8 without one: the stack's default recipe, listed as
     assumed); a recipe the row's stack lacks -> skipped. Never read from the `precision` text (before audit3
-    by planner/precisions.py parse_precision_text; the rows carry what it gave: mxfp8_cublas and
+    by planner/precisions.py parse_precision_text, removed in audit4; the rows carry what it gave: mxfp8_cublas and
     mxfp8_cublas_rceil -> fp8 mxfp8, float8 rowwise -> fp8 rowwise, ...); no planner.precision -> skipped.
  M8 compile: the row's `compile`. sequence_parallel: `planner.sequence_parallel`, else on iff
     tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).

@@ -41,7 +41,6 @@ hardware entry whether its tensor cores run them):
 
 from __future__ import annotations
 
-import re
 from typing import Literal, Optional
 
 from .errors import PlannerError
@@ -94,46 +93,8 @@ def check_precision(name, where: str = "") -> str:
     return s
 
 
-# Free text of run records (validate.py rule 7; memory_rows.py M7 read measured rows' text too
-# until the 2026-12-07 audit3, which gave the rows explicit planner.precision / fp8_recipe): the
-# precision and, where the text names one, the recipe, read from the term the text STARTS with
-# (the longest, as a whole word); the rest of the text is a comment. The one place the texts'
-# precisions live: term -> (Job.precision, recipe or None, why it is assumed or None).
+# fp16 runs are priced as bf16 (a run record's precision_assumed, validate.py rule 7; schema.Job.fp16): the same
+# 2-byte width and dense tensor-core peak. Before the 2026-12-07 audit4 validate.py rule 7 (and memory_rows.py M7
+# until audit3) read run records' free-text precision by its leading term (PRECISION_TERMS, parse_precision_text);
+# the records carry what that gave as explicit precision / fp8_recipe fields now.
 SAME_PEAK = "fp16 and bf16 share the dense tensor-core peak on A100/H100 (hardware_db datasheet figures)"
-PRECISION_TERMS: dict[str, tuple[str, Optional[str], Optional[str]]] = {
-    "bf16": ("bf16", None, None), "bfloat16": ("bf16", None, None), "pure bf16": ("bf16", None, None),
-    "fp16": ("bf16", None, SAME_PEAK), "float16": ("bf16", None, SAME_PEAK), "mixed 16-bit": ("bf16", None, SAME_PEAK),
-    "fp8": ("fp8", None, None), "float8": ("fp8", None, None),
-    "fp8 tensorwise": ("fp8", "tensorwise", None), "float8 tensorwise": ("fp8", "tensorwise", None),
-    "fp8 current scaling": ("fp8", "tensorwise", None), "fp8-cs": ("fp8", "tensorwise", None),
-    "fp8 rowwise": ("fp8", "rowwise", None), "float8 rowwise": ("fp8", "rowwise", None),
-    "fp8 delayed": ("fp8", "delayed", None), "fp8 blockwise": ("fp8", "blockwise", None),
-    "mxfp8": ("fp8", "mxfp8", None), "fp8 mxfp8": ("fp8", "mxfp8", None), "fp8-mx": ("fp8", "mxfp8", None),
-    "mxfp8_cublas": ("fp8", "mxfp8", None), "mxfp8_cublas_rceil": ("fp8", "mxfp8", None),
-    "nvfp4": ("nvfp4", "nvfp4", None),
-}
-
-
-def leading_term(text: str, terms) -> Optional[str]:
-    """The longest of `terms` that `text` starts with (case and spacing ignored), as a whole
-    word (not followed by a letter, digit or underscore); None if none."""
-    t = " ".join(str(text).strip().lower().split())
-    best = None
-    for term in terms:
-        if t.startswith(term) and (len(t) == len(term) or not re.match(r"[a-z0-9_]", t[len(term)])):
-            if best is None or len(term) > len(best):
-                best = term
-    return best
-
-
-def parse_precision_text(text: Optional[str]) -> tuple[Optional[str], Optional[str]]:
-    """(precision, recipe or None) named by a free-text precision field (PRECISION_TERMS, by
-    its leading term); (None, None) for an empty one; raises for text starting with none."""
-    if not (text or "").strip():
-        return None, None
-    term = leading_term(text, PRECISION_TERMS)
-    if term is None:
-        raise PlannerError(f"precision {text!r} does not start with a precision the planner models",
-                           f"start it with one of: {', '.join(sorted(PRECISION_TERMS))}")
-    prec, recipe, _ = PRECISION_TERMS[term]
-    return prec, recipe

@@ -42,11 +42,18 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     no biases, no dropout, untied.
  3. micro_batch_size null -> global_batch / (dp * grad_accum_steps) when grad_accum_steps is
     given, else 1. vpp null -> 1 (plain 1F1B; vpp > 1 -> interleaved). cp null -> 1.
- 4. activation_recompute: a value starting with a term of RECOMPUTE_TERMS (full, selective,
-    none, ...); null or NOT_STATED -> none (Megatron-LM's default when --recompute-granularity
-    is unset [5]). Rules 4, 6 and 7 read only the value's leading term (the longest of the
-    field's vocabulary, as a word); the rest is a comment. A value that starts with no term is
-    an error naming the record and field (`--lenient`: the record is skipped with the reason).
+ 4. recompute from the record's `recompute:` field (the Job's none | selective | full); null -> none,
+    listed as assumed (Megatron-LM's default when --recompute-granularity is unset [5]). Rules 4, 6
+    and 7 read the explicit fields only: the source's own words are kept, unread, in
+    activation_recompute_text / zero_fsdp_mode_text / precision_text (before the 2026-12-07 audit4
+    the free-text activation_recompute, zero_fsdp_mode and precision were read by the term each
+    started with -- "none (Megatron DDP; ...)" none, "FSDP FULL_SHARD (ZeRO-3-like)" fsdp,
+    "fp8 MXFP8" fp8 mxfp8, "mixed 16-bit" bf16 assumed -- and the 192 records of tests/data carry
+    what that rule gave as the fields: scripts/migrate_record_fields.py, validate's CSV of every
+    file unchanged but for the assumed names: activation_recompute= is recompute=, zero_fsdp_mode=
+    sharding=). A value outside a field's list is an error naming the file, the record, the
+    field and the valid values (schema; `--lenient`: the record is skipped with that reason); the
+    old keys are errors whose hint names the new field.
  4b. torchtitan's "selective" activation checkpointing [11] is not Megatron's (which re-runs
     only the attention core): its 'layer' policy checkpoints every 2nd layer
     (selective_ac_option '2') and its 'op' policy saves every other matmul and recomputes the
@@ -54,19 +61,18 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     recompute of half of each stage's layers (recompute_layers = ceil(layers / pp / 2)).
  5. sequence_parallel null -> on iff tp > 1 (Korthikanti et al. 2022 [7]; Megatron recipes
     enable it with TP).
- 6. zero_fsdp_mode -> sharding by SHARDING_TERMS: ZeRO-3 / FSDP / FSDP FULL_SHARD / fully
-    sharded data parallel -> fsdp; HSDP / HYBRID_SHARD -> hsdp (needs `shard_group:`); ZeRO-2 ->
-    zero2; FSDP SHARD_GRAD_OP -> the record's stack's FSDP mode that does not reshard after forward
-    (by name: llm-foundry shard_grad_op, torchtitan fsdp2_no_reshard; skipped where the stack has
-    none); ZeRO-1 / distributed optimizer -> zero1; none / DDP -> none; null
-    or NOT_STATED ("not stated (...)") -> none (assumed).
- 7. precision by its leading term (planner/precisions.py PRECISION_TERMS): bf16 -> bf16;
-    fp8 / float8 -> fp8 (the stack's default recipe); fp8 tensorwise / current scaling / FP8-CS,
-    rowwise, delayed, blockwise, mxfp8 / FP8-MX -> fp8 with that recipe; nvfp4 -> nvfp4; fp16
-    and "mixed 16-bit" -> bf16, assumed: fp16 and bf16 have the same dense tensor-core peak on
-    A100 and H100 (hardware_db datasheet figures); null -> bf16 (assumed). The record's own
-    fp8_recipe wins over the text's; it must name one of precisions.FP8_RECIPES (else an error naming
-    them, RunRecord._known_recipe). Any other precision (fp32, int8) is an error (rule 4).
+ 6. sharding from the record's `sharding:` (the Job's none | zero1 | zero2 | fsdp | hsdp; DeepSpeed
+    ZeRO-1 / Megatron's distributed optimizer are zero1, ZeRO-3 / FSDP FULL_SHARD fsdp, HSDP /
+    HYBRID_SHARD hsdp, which needs `shard_group:`) and `sharding_mode:` (the record's stack's mode,
+    stack_db runs.sharding: FSDP SHARD_GRAD_OP is the stack's fsdp mode that does not reshard after
+    forward, llm-foundry shard_grad_op, torchtitan fsdp2_no_reshard; null: the stack's default for
+    the level); null -> none, listed as assumed (plain data parallel).
+ 7. precision from the record's `precision:` (bf16 | fp8 | nvfp4, precisions.PRECISIONS) and
+    `fp8_recipe:` (precisions.FP8_RECIPES, RunRecord._known_recipe; a recipe of another precision
+    than the record's is an error, _recipe_of_precision; null: the stack's default recipe); fp16,
+    or a 16-bit type the source does not name, is precision bf16 with `precision_assumed:` saying
+    so, listed as assumed with that reason (fp16 and bf16 have the same dense tensor-core peak on
+    A100 and H100, hardware_db datasheet figures: precisions.SAME_PEAK); null -> bf16 (assumed).
  7b. pp x vpp: a megatron record whose layers do not divide into pp x vpp chunks gets
     Megatron-Core's --account-for-embedding/loss-in-pipeline-split where they make a legal
     layout (_megatron_split), listed as assumed. A record's pipeline_layout (Megatron
@@ -119,7 +125,7 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     selective policy they make (planner/recompute_modules.py); moe_grouped_gemm likewise (null:
     the stack's default, Megatron-Core's off, listed as assumed), which moe_act needs (start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another
-    activation_recompute is skipped with the reason, as is one naming a module the planner
+    recompute is skipped with the reason, as is one naming a module the planner
     does not price (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc).
 13c. bias_activation_fusion (Megatron-Core's fused bias + activation kernel) goes to the job's
     field of that name; null -> the stack's default, listed as assumed.
@@ -131,7 +137,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
     ep > 1 without moe; tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
-    published tokens/s, iteration time or memory; with --lenient, text rules 4, 6, 7 cannot read.
+    published tokens/s, iteration time or memory; with --lenient, a record the schema refuses (an
+    unknown value of recompute, sharding, precision, ...) or a figure the hardware cannot produce.
 
 Summary statistics over the records with a tokens/s error: n, the median and the 90th
 percentile of |error| (numpy.percentile's linear interpolation, Hyndman & Fan type 7 [10]).
@@ -172,16 +179,17 @@ from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import format_validation_error, list_models, load_hardware, load_model, load_stack, model_dir, read_yaml
 from .errors import PlannerError
-from .precisions import FP8_RECIPES, PRECISION_TERMS, SAME_PEAK, leading_term
+from .precisions import FP8_RECIPES, PRECISIONS, SAME_PEAK, recipe_precision
 from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import Bool, BppPreset, BytesPerParam, Count, Int, Job, ModelSpec, Real, RecomputeModule, Schedule, split_fields
+from .schema import (Bool, BppPreset, BytesPerParam, Count, Int, Job, ModelSpec, Precision, Real, Recompute, RecomputeModule,
+                     Schedule, Sharding, split_fields)
 
 GiB = 2.0**30
 
@@ -252,10 +260,28 @@ class RunRecord(BaseModel):
     dp: Optional[Count] = Field(default=None, gt=0)
     ep: Optional[Count] = Field(default=None, gt=0)
     etp: Optional[Count] = Field(default=None, gt=0, description="expert tensor parallelism; null: tp (Megatron's default)")
-    zero_fsdp_mode: Optional[str] = None
-    activation_recompute: Optional[str] = None
+    # the run's settings in the Job's spelling (rules 4, 6, 7); the *_text fields keep the source's own words,
+    # which the planner never reads (before the 2026-12-07 audit4 rules 4, 6, 7 read them by their leading term)
+    sharding: Optional[Sharding] = Field(
+        default=None, description="the run's data-parallel sharding level (the Job field: none, zero1, zero2, fsdp, hsdp; "
+                                  "rule 6); null: none, listed as assumed")
+    sharding_mode: Optional[str] = Field(
+        default=None, description="the record's stack's sharding mode (the Job field, stack_db runs.sharding, e.g. "
+                                  "llm-foundry shard_grad_op for FSDP SHARD_GRAD_OP); null: the stack's default for the level")
+    zero_fsdp_mode_text: Optional[str] = Field(default=None, description="the source's words for the sharding (not read)")
+    recompute: Optional[Recompute] = Field(
+        default=None, description="the run's activation recompute (the Job field: none, selective, full; rule 4); null: "
+                                  "none (Megatron-LM's default), listed as assumed")
+    activation_recompute_text: Optional[str] = Field(default=None, description="the source's words for the recompute "
+                                                                              "(not read)")
     sequence_parallel: Optional[Bool] = None
-    precision: Optional[str] = None
+    precision: Optional[Precision] = Field(
+        default=None, description="the run's training precision (the Job field: bf16, fp8, nvfp4; fp16 runs as bf16, "
+                                  "precisions.SAME_PEAK; rule 7); null: bf16, listed as assumed")
+    precision_assumed: Optional[str] = Field(
+        default=None, description="why `precision` is an assumption about what the source states (fp16, or a 16-bit "
+                                  "type it does not name, priced as bf16): listed as assumed with this reason (rule 7)")
+    precision_text: Optional[str] = Field(default=None, description="the source's words for the precision (not read)")
     # what the source published
     tflops_per_gpu: Optional[Real] = None
     tflops_kind: Optional[str] = None
@@ -371,8 +397,8 @@ class RunRecord(BaseModel):
         default=None, ge=0, description="multi-token prediction modules the run trained (Megatron --mtp-num-layers, the "
                                         "Job field); null: the model's mtp_layers")
     fp8_recipe: Optional[str] = Field(
-        default=None, description="the run's scaling recipe, a name of precisions.FP8_RECIPES (the Job field); null: "
-                                  "the precision text's, else the stack's")
+        default=None, description="with precision fp8 or nvfp4, the run's scaling recipe, a name of "
+                                  "precisions.FP8_RECIPES (the Job field); null: the stack's default")
     power_limit_w: Optional[Real] = Field(default=None, gt=0)
     selective_ac_option: Optional[str] = Field(
         default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
@@ -404,7 +430,7 @@ class RunRecord(BaseModel):
         default=None, description="Megatron --cuda-graph-scope / --cuda-graph-modules (attn, moe_router, moe_preprocess, "
                                   "...): the Job field; null: none (with an impl: the whole layer)")
     recompute_modules: Optional[list[str]] = Field(
-        default=None, description="Megatron --recompute-modules with activation_recompute selective (the Job field, "
+        default=None, description="Megatron --recompute-modules with recompute selective (the Job field, "
                                   "planner/recompute_modules.py: core_attn, layernorm, moe_act, mla_up_proj, mlp, moe, "
                                   "shared_experts; rule 13b)")
 
@@ -416,6 +442,20 @@ class RunRecord(BaseModel):
         if v is not None and v not in FP8_RECIPES:
             raise ValueError(f"{v!r} is not a recipe the planner knows; valid: {', '.join(FP8_RECIPES)}")
         return v
+
+    @model_validator(mode="after")
+    def _recipe_of_precision(self) -> "RunRecord":
+        """An fp8_recipe belongs to precision fp8 (or nvfp4, its own recipe): a recipe beside another
+        precision, or beside none, contradicts it (rule 7); a sharding_mode is a mode of a level the
+        record gives (rule 6)."""
+        if self.sharding_mode is not None and self.sharding is None:
+            raise ValueError(f"sharding_mode {self.sharding_mode!r} without sharding: give its level (none, zero1, "
+                             "zero2, fsdp, hsdp)")
+        r = self.fp8_recipe
+        if r is not None and r in FP8_RECIPES and recipe_precision(r) != self.precision:
+            raise ValueError(f"fp8_recipe {r} is a recipe of precision {recipe_precision(r)}, the record's precision is "
+                             f"{self.precision or 'null (bf16)'}: give precision {recipe_precision(r)} or leave fp8_recipe out")
+        return self
 
     @property
     def published_tokens(self) -> tuple[Optional[float], Optional[str]]:
@@ -430,6 +470,28 @@ class RunRecord(BaseModel):
 
 def _only_missing(e: ValidationError) -> bool:
     return all(err.get("type") == "missing" for err in e.errors())
+
+
+# the free-text keys rules 4, 6 and 7 read by their leading term until the 2026-12-07 audit4: the setting now
+# has its own field in the Job's spelling, the source's words the *_text field
+RETIRED_KEYS = {"activation_recompute": ("recompute", "none, selective, full", "activation_recompute_text"),
+                "zero_fsdp_mode": ("sharding", "none, zero1, zero2, fsdp, hsdp (and sharding_mode: a stack's mode)",
+                                   "zero_fsdp_mode_text")}
+
+
+def _retired_key_hint(err: PlannerError, raw: dict) -> PlannerError:
+    """A record still giving a retired free-text key: the hint names the explicit field and its values."""
+    old = [k for k in RETIRED_KEYS if k in raw]
+    if not old and "field `precision`:" in err.message:
+        return PlannerError(err.message, f"precision is one of {', '.join(PRECISIONS)} (the Job's spelling; fp8's recipe "
+                                         f"in fp8_recipe: {', '.join(FP8_RECIPES)}); keep the source's words in "
+                                         "`precision_text:`")
+    if not old:
+        return err
+    k = old[0]
+    new, values, text = RETIRED_KEYS[k]
+    return PlannerError(err.message, f"`{k}` is no longer read: give `{new}:` ({values}) and keep the source's words "
+                                     f"in `{text}:`")
 
 
 def load_runs(path: Path, incomplete: Optional[list] = None, lenient: bool = False) -> list[RunRecord]:
@@ -455,7 +517,7 @@ def load_runs(path: Path, incomplete: Optional[list] = None, lenient: bool = Fal
         try:
             rec = RunRecord.model_validate(raw)
         except ValidationError as e:
-            err = format_validation_error(e, where, RunRecord)
+            err = _retired_key_hint(format_validation_error(e, where, RunRecord), raw)
             if incomplete is None or not (lenient or _only_missing(e)):
                 raise err from None
             incomplete.append({"where": where, "id": rid if rid is not None else f"record {i}",
@@ -590,29 +652,6 @@ def infer_architecture(rec: RunRecord, assumed: _Assumed) -> dict:
     return arch
 
 
-# ---- the vocabulary of the free-text fields (rules 4, 6, 7)
-# A value starts with a term of its field's vocabulary (case-insensitive; the longest term that
-# matches, followed by the end of the text or a character that is not a letter, digit or `_`); the
-# rest of the value is a comment the planner does not read ("none (Megatron DDP; ...)"). A term of
-# NOT_STATED reads as null (the field's default, listed as assumed). A value that starts with no
-# term is an error naming the record and the field (`--lenient`: the record is skipped with the
-# reason). Never a word found inside the comment: "not stated (... no FSDP column ...)" is not FSDP.
-NOT_STATED = ("not stated", "not published", "unstated", "unknown", "n/a")
-RECOMPUTE_TERMS = {"full": "full", "selective": "selective", "none": "none", "no": "none", "off": "none", "false": "none"}
-# PyTorch FSDP's SHARD_GRAD_OP: sharded at rest, kept unsharded from each forward to its backward, i.e.
-# the record's stack's FSDP mode that does not reshard after forward (schema.ShardingMode; rule 6)
-SHARD_GRAD_OP = "shard_grad_op"
-SHARDING_TERMS = {  # term -> Job.sharding (DeepSpeed ZeRO stages, PyTorch FSDP ShardingStrategy names, Megatron's)
-    "none": "none", "ddp": "none", "no sharding": "none", "no_shard": "none", "fsdp no_shard": "none",
-    "zero-0": "none", "zero0": "none",
-    "zero-1": "zero1", "zero1": "zero1", "zero stage 1": "zero1", "distributed optimizer": "zero1",
-    "zero-2": "zero2", "zero2": "zero2", "zero stage 2": "zero2", "shard_grad_op": SHARD_GRAD_OP, "fsdp shard_grad_op": SHARD_GRAD_OP,
-    "zero-3": "fsdp", "zero3": "fsdp", "zero stage 3": "fsdp", "fsdp": "fsdp", "fsdp2": "fsdp", "full_shard": "fsdp",
-    "fsdp full_shard": "fsdp", "fsdp full shard": "fsdp", "fsdp2 full shard": "fsdp", "fully sharded data parallel": "fsdp",
-    "hsdp": "hsdp", "hybrid_shard": "hsdp", "fsdp hybrid_shard": "hsdp", "hybrid shard": "hsdp", "hybrid sharding": "hsdp",
-}
-
-
 class Impossible(Skip):
     """A published figure the hardware cannot produce (an error unless --lenient)."""
 
@@ -632,40 +671,19 @@ def _check_possible(rec: RunRecord, settings, pred: dict, pub_tok: Optional[floa
                          f"{hbm:.4g} GiB of HBM of {settings.hardware.name}")
 
 
-class Unmapped(Skip):
-    """A free-text field whose value starts with no term of its vocabulary (an error unless
-    --lenient)."""
-
-    def __init__(self, fieldname: str, text: str, terms):
-        shown = text if len(text) <= 80 else text[:77] + "..."
-        super().__init__(f"field `{fieldname}`: {shown!r} does not start with a term the planner reads "
-                         f"({', '.join(sorted(set(terms)))}; or {', '.join(NOT_STATED)})")
-        self.fieldname = fieldname
-
-
-def vocabulary_term(text: str, terms) -> Optional[str]:
-    """The longest term of `terms` (or NOT_STATED) that `text` starts with, as a word; None if none."""
-    return leading_term(text, list(terms) + list(NOT_STATED))
-
-
-def _term(rec: RunRecord, fieldname: str, terms) -> Optional[str]:
-    """The field's term; None for null or a NOT_STATED term; Unmapped for text without one."""
-    text = getattr(rec, fieldname)
-    if text is None:
-        return None
-    term = vocabulary_term(text, terms)
-    if term is None:
-        raise Unmapped(fieldname, text, terms)
-    return None if term in NOT_STATED else term
+def _not_published(rec: RunRecord, text_field: str) -> str:
+    """Why a setting is assumed: the source's words where the record keeps them, else "not published"."""
+    text = getattr(rec, text_field)
+    return "not published" if text is None else repr(text)
 
 
 def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
-    term = _term(rec, "activation_recompute", RECOMPUTE_TERMS)
-    if term is None:
-        why = "not published" if rec.activation_recompute is None else f"{rec.activation_recompute!r}"
-        assumed.add("activation_recompute", "none", f"{why}; Megatron-LM default without --recompute-granularity")
+    """Rule 4: the record's recompute (never read from activation_recompute_text); null -> none, assumed."""
+    if rec.recompute is None:
+        assumed.add("recompute", "none", f"{_not_published(rec, 'activation_recompute_text')}; "
+                    "Megatron-LM default without --recompute-granularity")
         return "none"
-    return RECOMPUTE_TERMS[term]
+    return rec.recompute
 
 
 def _fp8_allgather(rec: RunRecord, stack, stack_name: str, precision: str, recipe, assumed: _Assumed) -> dict:
@@ -688,47 +706,28 @@ def _fp8_allgather(rec: RunRecord, stack, stack_name: str, precision: str, recip
 
 
 def _sharding(rec: RunRecord, assumed: _Assumed) -> dict:
-    """The Job's sharding (a level), and its sharding_mode where the text names a mode (rule 6)."""
-    term = _term(rec, "zero_fsdp_mode", SHARDING_TERMS)
-    if term is None:
-        why = "not published" if rec.zero_fsdp_mode is None else f"{rec.zero_fsdp_mode!r}"
-        assumed.add("zero_fsdp_mode", "none", f"{why}; plain data parallel assumed")
+    """Rule 6: the Job's sharding (a level) and sharding_mode, the record's fields (never read from
+    zero_fsdp_mode_text); null -> none, assumed."""
+    if rec.sharding is None:
+        assumed.add("sharding", "none", f"{_not_published(rec, 'zero_fsdp_mode_text')}; plain data parallel assumed")
         return {"sharding": "none"}
-    sharding = SHARDING_TERMS[term]
-    if sharding == SHARD_GRAD_OP:
-        return {"sharding": "fsdp", "sharding_mode": _no_reshard_mode(rec)}
-    if sharding == "hsdp" and rec.shard_group is None:
-        raise Skip(f"zero_fsdp_mode {rec.zero_fsdp_mode!r} is hybrid sharding: give shard_group (DP ranks per shard group)")
-    return {"sharding": sharding}
-
-
-def _no_reshard_mode(rec: RunRecord) -> str:
-    """The record's stack's FSDP mode that keeps the weights unsharded from the forward to the
-    backward (level fsdp, reshard_after_forward false: what SHARD_GRAD_OP runs), by name; Skip
-    where the stack has none."""
-    from .catalog import load_stack
-
-    stack = load_stack(rec.stack or "megatron")
-    runs = stack.runs.sharding if stack.runs is not None else []
-    modes = [m.name for m in runs if m.level == "fsdp" and m.reshard_after_forward is False]
-    if not modes:
-        raise Skip(f"zero_fsdp_mode {rec.zero_fsdp_mode!r} is FSDP's SHARD_GRAD_OP (sharded at rest, unsharded from each "
-                   f"forward to its backward): stack {stack.name} runs no such mode (stack_db runs.sharding)")
-    return modes[0]
+    if rec.sharding == "hsdp" and rec.shard_group is None:
+        raise Skip("sharding hsdp (hybrid sharding): give shard_group (DP ranks per shard group)")
+    out = {"sharding": rec.sharding}
+    if rec.sharding_mode is not None:
+        out["sharding_mode"] = rec.sharding_mode
+    return out
 
 
 def _precision(rec: RunRecord, assumed: _Assumed) -> tuple[str, Optional[str]]:
-    """(precision, recipe) of a record (rule 7): its text's leading term (precisions.py
-    PRECISION_TERMS), the record's own fp8_recipe first; Unmapped for text with no term."""
-    term = _term(rec, "precision", PRECISION_TERMS)
-    if term is None:
-        why = "not published" if rec.precision is None else f"{rec.precision!r}"
-        assumed.add("precision", "bf16", f"{why}: {SAME_PEAK}")
-        return "bf16", None
-    precision, recipe, why = PRECISION_TERMS[term]
-    if why is not None:
-        assumed.add("precision", precision, f"{rec.precision}: {why}")
-    return precision, rec.fp8_recipe or recipe
+    """Rule 7: (precision, recipe), the record's precision and fp8_recipe (never read from
+    precision_text); null -> bf16, assumed; precision_assumed lists it as assumed with that reason."""
+    if rec.precision is None:
+        assumed.add("precision", "bf16", f"{_not_published(rec, 'precision_text')}: {SAME_PEAK}")
+        return "bf16", rec.fp8_recipe
+    if rec.precision_assumed is not None:
+        assumed.add("precision", rec.precision, rec.precision_assumed)
+    return rec.precision, rec.fp8_recipe
 
 
 def _source_year(rec: RunRecord) -> Optional[int]:
@@ -897,15 +896,15 @@ def _attention(rec: RunRecord, stack_name: str, stack, assumed: _Assumed) -> str
 
 def _recompute_policy(rec: RunRecord, stack_name: str, stack, assumed: _Assumed):
     """(recompute, recompute_layers, recompute_modules) of a record (rules 4, 4b, 13b): its
-    activation_recompute, Megatron's --recompute-modules (selective granularity only, the priced
+    recompute, Megatron's --recompute-modules (selective granularity only, the priced
     modules only), torchtitan's selective_ac_option ('op', or N: every N-th block fully); raises Skip."""
     recompute, recompute_layers = _recompute(rec, assumed), None
     opt = rec.selective_ac_option
     mods = rec.recompute_modules
     if mods is not None:  # rule 13b: Megatron reads them under selective granularity only
         if recompute != "selective":
-            raise Skip(f"recompute_modules {mods} need activation_recompute selective (Megatron-Core reads them under "
-                       f"--recompute-granularity selective only; got {rec.activation_recompute!r})")
+            raise Skip(f"recompute_modules {mods} need recompute selective (Megatron-Core reads them under "
+                       f"--recompute-granularity selective only; got {recompute})")
         unknown = [m for m in mods if m not in typing.get_args(RecomputeModule)]
         if unknown:
             raise Skip(f"recompute_modules {unknown}: not priced (the planner prices "
@@ -915,7 +914,7 @@ def _recompute_policy(rec: RunRecord, stack_name: str, stack, assumed: _Assumed)
                     f"not published; the {stack_name} stack's selective recompute")
     if opt is not None:
         if recompute != "selective":
-            raise Skip(f"selective_ac_option {opt!r} needs activation_recompute selective (got {rec.activation_recompute!r})")
+            raise Skip(f"selective_ac_option {opt!r} needs recompute selective (got {recompute})")
         if opt.strip().isdigit() and int(opt) > 0:
             # rule 4b: torchtitan's layer policy checkpoints (fully) every N-th block
             recompute, recompute_layers = "full", max(1, math.ceil(rec.num_layers / rec.pp / int(opt)))
@@ -1188,20 +1187,18 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
 
 def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: str = "runs file",
                     calibration: Optional[str] = None, lenient: bool = False) -> Row:
-    """One row: predicted vs published, or skipped with the reason. A free-text field the
-    vocabulary cannot read (Unmapped) is an error naming the record and field; `lenient`
+    """One row: predicted vs published, or skipped with the reason. A published figure the
+    hardware cannot produce (Impossible) is an error naming the record and field; `lenient`
     skips the record with that reason instead."""
     row = new_row(rec)
     try:
         settings, plan = prepare_record(rec, row, tmpdir, base_dir, path_label, calibration)
         pred = predict(settings, plan)
         _check_possible(rec, settings, pred, row.published_tokens_per_s_per_gpu)
-    except (Unmapped, Impossible) as u:
+    except Impossible as u:
         if not lenient:
-            hint = ("start the value with one of these terms (the rest is a comment)" if isinstance(u, Unmapped) else
-                    "check the figure's units, the model, the GPU count and `hardware:`")
-            raise PlannerError(f"{path_label}: record {rec.id!r}: {u}", hint + ", or pass --lenient to skip such "
-                               "records") from None
+            raise PlannerError(f"{path_label}: record {rec.id!r}: {u}", "check the figure's units, the model, the GPU "
+                               "count and `hardware:`, or pass --lenient to skip such records") from None
         row.skipped = str(u)
         return row
     except Skip as s:

@@ -4,9 +4,11 @@
 
 Reads planner.validate's API (load_runs + validate_runs: the rows `planner validate` prints) and
 groups the rows with a tokens/s error by each record's own fields (no id or note is parsed):
-source group, stack, hardware entry, precision term, pipeline (none / 1F1B / interleaved), CP,
+source group, stack, hardware entry, precision (with its fp8 recipe; "(assumed)" where the record's
+precision_assumed says the source does not state it), pipeline (none / 1F1B / interleaved), CP,
 TP across NVLink (TP > the GPUs of one NVLink domain), sequence length, model size (parameters
-from the planner's count), DP size, sharding term and recompute term. A group whose signed
+from the planner's count), DP size, sharding (level and mode) and recompute (the explicit fields
+validate prices; before the 2026-12-07 audit4 the leading term of the free-text fields). A group whose signed
 median is far from 0 over several records is a missing or mispriced mechanism to look for
 (README "Accuracy"). --worst lists the records whose |error| is above the given fraction.
 """
@@ -20,8 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.catalog import load_hardware
-from planner.precisions import PRECISION_TERMS
-from planner.validate import RECOMPUTE_TERMS, SHARDING_TERMS, load_runs, validate_runs, vocabulary_term
+from planner.validate import load_runs, validate_runs
 
 
 def _bucket(x: float, edges: list[float], unit: str) -> str:
@@ -33,10 +34,9 @@ def _bucket(x: float, edges: list[float], unit: str) -> str:
     return f">= {lo:g} {unit}"
 
 
-def _term(text, terms) -> str:
-    if text is None:
-        return "not stated"
-    return vocabulary_term(text, terms) or "unmapped"
+def _setting(*parts) -> str:
+    """A record's explicit setting (its fields joined), "not stated" where it leaves the first out."""
+    return "not stated" if parts[0] is None else " ".join(str(p) for p in parts if p is not None)
 
 
 def features(rec, row) -> dict:
@@ -49,15 +49,15 @@ def features(rec, row) -> dict:
         "source_group": rec.source_group or "-",
         "stack": row["stack"] or "-",
         "hardware": row["hardware"] or "-",
-        "precision": _term(rec.precision, PRECISION_TERMS),
+        "precision": _setting(rec.precision, rec.fp8_recipe, "(assumed)" if rec.precision_assumed else None),
         "pipeline": "PP1" if pp == 1 else ("PP interleaved" if vpp > 1 else "PP 1F1B"),
         "cp": "CP1" if cp == 1 else "CP>1",
         "tp_vs_nvlink": "TP1" if tp == 1 else ("TP > NVLink domain" if nvl and tp > nvl else "TP within NVLink"),
         "seq_length": _bucket(rec.seq_length, [4096, 8192, 16384, 32768], "tokens"),
         "model_size": _bucket(n_params / 1e9, [3, 10, 30, 100, 300], "B (12 L h^2)"),
         "dp": _bucket(dp, [8, 32, 128, 512], "ranks"),
-        "sharding": _term(rec.zero_fsdp_mode, SHARDING_TERMS),
-        "recompute": _term(rec.activation_recompute, RECOMPUTE_TERMS),
+        "sharding": _setting(rec.sharding, rec.sharding_mode),
+        "recompute": _setting(rec.recompute),
     }
 
 

@@ -160,7 +160,7 @@ def _run_record(id, **kw):
     r = dict(id=id, model_name="GPT tiny", num_layers=4, hidden_size=1024, ffn_hidden_size=4096,
              num_attention_heads=8, num_kv_heads=8, vocab_size=32000, seq_length=2048, global_batch_size=64,
              micro_batch_size=1, gpu_type="H100-SXM-80GB", hardware="h100-sxm", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
-             zero_fsdp_mode="none", activation_recompute="none", sequence_parallel=False, precision="bf16",
+             sharding="none", recompute="none", sequence_parallel=False, precision="bf16",
              tokens_per_sec_per_gpu=1000.0, stack="megatron")
     r.update(kw)
     return r

@@ -28,7 +28,7 @@ def test_group_medians_by_hand() -> None:
     g = {(t["axis"], t["group"]): t for t in table}
     # all three: |e| 0.05 0.10 0.20 -> median 0.10; signed -0.10 0.05 0.20 -> 0.05;
     # p90 (type 7): 0.10 + 0.8 x (0.20 - 0.10) = 0.18
-    allf = g[("sharding", "fsdp full_shard")]
+    allf = g[("sharding", "fsdp")]
     assert allf["n"] == 3
     assert allf["median_abs"] == pytest.approx(0.10)
     assert allf["median_signed"] == pytest.approx(0.05)

@@ -14,7 +14,7 @@ from planner.errors import PlannerError
 from planner.layers.common import shapes
 from planner.plan import resolve
 from planner.power import power_rate_fraction
-from planner.precisions import PRECISIONS, parse_precision_text
+from planner.precisions import PRECISIONS
 from planner.schema import Job
 
 DATA = Path(__file__).parent / "data"
@@ -138,10 +138,11 @@ def test_unknown_precision_in_a_job_file_exits_2(cli, tmp_path):
 def test_validate_refuses_an_unknown_precision_with_exit_2(cli, tmp_path):
     rec = yaml.safe_load(LOWPREC.read_text())[0]
     p = tmp_path / "runs.yaml"
-    p.write_text(yaml.safe_dump([dict(rec, precision="int4 (QAT)")]))
+    p.write_text(yaml.safe_dump([dict(rec, precision="int4", precision_text="int4 (QAT)")]))
     r = cli("validate", str(p))
     assert r.exit_code == 2
-    assert "int4 (QAT)" in r.stderr and "nvfp4" in r.stderr and "Traceback" not in r.stderr
+    assert "field `precision`: Input should be 'bf16', 'fp8' or 'nvfp4'" in r.stderr and rec["id"] in r.stderr
+    assert "precision_text" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_validate_refuses_an_unknown_fp8_recipe_with_exit_2(cli, tmp_path):
@@ -168,16 +169,21 @@ def test_validate_refuses_an_unknown_fp8_recipe_with_exit_2(cli, tmp_path):
     assert "not a fp8 recipe of stack megatron" in row["skipped"]
 
 
-def test_precision_text():
-    assert parse_precision_text("NVFP4") == ("nvfp4", "nvfp4")
-    assert parse_precision_text("fp8 MXFP8 (FP8-MX)") == ("fp8", "mxfp8")
-    assert parse_precision_text("fp8 current scaling (FP8-CS)") == ("fp8", "tensorwise")
-    assert parse_precision_text("fp8 (Transformer Engine)") == ("fp8", None)
-    assert parse_precision_text("mixed 16-bit (fp16/bf16 not stated)") == ("bf16", None)
-    assert parse_precision_text(None) == (None, None)
-    with pytest.raises(PlannerError):
-        parse_precision_text("int8")
+def test_record_precision_is_the_jobs_spelling(cli, tmp_path):
+    """Rule 7 (audit4): a record's precision is bf16 | fp8 | nvfp4 and its fp8_recipe one of that
+    precision's (the words the source used, e.g. 'fp8 MXFP8 (FP8-MX)', are precision_text, not read);
+    a recipe of another precision than the record's contradicts it: exit 2 naming both."""
+    from planner.validate import RunRecord
+
     assert PRECISIONS == ("bf16", "fp8", "nvfp4")
+    rec = yaml.safe_load(LOWPREC.read_text())[0]
+    assert RunRecord.model_validate(dict(rec, precision="fp8", fp8_recipe="mxfp8")).fp8_recipe == "mxfp8"
+    for prec, recipe in (("fp8", "nvfp4"), ("nvfp4", "mxfp8"), ("bf16", "tensorwise"), (None, "tensorwise")):
+        p = tmp_path / "runs.yaml"
+        p.write_text(yaml.safe_dump([dict(rec, precision=prec, fp8_recipe=recipe)]))
+        r = cli("validate", str(p))
+        assert r.exit_code == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f"fp8_recipe {recipe} is a recipe of precision" in r.stderr and rec["id"] in r.stderr
 
 
 # ------------------------------------------------------------------ trainer configs
@@ -315,7 +321,7 @@ def test_lowprec_records_have_provenance():
         for field in ("num_gpus", "global_batch_size", "micro_batch_size", "tp", "pp", "cp", "precision",
                       "tokens_per_sec_per_gpu", "gpu_type"):
             assert field in r["provenance"], (r["id"], field)
-    precs = {parse_precision_text(r["precision"]) for r in recs}
+    precs = {(r["precision"], r.get("fp8_recipe")) for r in recs}
     assert ("nvfp4", "nvfp4") in precs and ("fp8", "mxfp8") in precs
 
 

@@ -51,7 +51,7 @@ def test_the_six_records_are_the_zero3_rows():
     # one micro-batch a step on every row: global batch = dp x micro-batch
     assert all(r.global_batch_size == r.dp * r.micro_batch_size for r in recs)
     assert {r.stack for r in recs} == {"megatron-deepspeed-2021"}
-    assert {r.activation_recompute for r in recs} == {"full"}
+    assert {r.recompute for r in recs} == {"full"}
 
 
 @pytest.mark.parametrize("rid", list(TABLE2_ZERO3))

@@ -148,7 +148,7 @@ def test_records_price_their_modules(cli):
 
     path = ROOT / "tests/data/published_runs_moe.yaml"
     recs = {r["id"]: r for r in yaml.safe_load(path.read_text()) if r.get("recompute_modules")}
-    assert len(recs) == 9 and all(r["activation_recompute"] == "selective" for r in recs.values())
+    assert len(recs) == 9 and all(r["recompute"] == "selective" for r in recs.values())
     assert sum(r["model"] == "deepseek-v3" for r in recs.values()) == 3
     r = cli("validate", str(path), "--ids", ",".join(recs), "--format", "json")
     assert r.exit_code == 0, r.stderr

@@ -456,51 +456,62 @@ def _runs(tmp_path, *edits, name="runs.yaml") -> Path:
 _DROP = object()
 
 
-def test_validate_vocabulary_reads_the_leading_term_only():
-    """The value's leading term (longest match, as a word) sets the field; the rest is a comment."""
-    from planner.validate import PRECISION_TERMS, SHARDING_TERMS, vocabulary_term
-
-    got = {t: vocabulary_term(t, SHARDING_TERMS) for t in (
-        "FSDP FULL_SHARD (ZeRO-3-like)", "FSDP SHARD_GRAD_OP", "fsdp2 full shard over 16 ranks x TP8",
-        "ZeRO-1 (DeepSpeed)", "none (Megatron DDP; optimizer states replicated across DP)",
-        "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP + distributed optimizer)",
-        "fsdpx", "Megatron DDP with FSDP")}
-    assert [SHARDING_TERMS.get(v, v) for v in got.values()] == ["fsdp", "shard_grad_op", "fsdp", "zero1", "none", "not stated",
-                                                                 None, None]
-    assert vocabulary_term("int8 (Transformer Engine)", PRECISION_TERMS) is None
-    assert vocabulary_term("nvfp4 (Transformer Engine)", PRECISION_TERMS) == "nvfp4"  # priced since issue 23
-    assert vocabulary_term("fp8 MXFP8 (FP8-MX)", PRECISION_TERMS) == "fp8 mxfp8"
-    assert vocabulary_term("fp8 linears (torchao float8 tensorwise)", PRECISION_TERMS) == "fp8"  # not a word inside
+def test_validate_prices_the_explicit_fields_not_the_text(cli, tmp_path):
+    """Rules 4, 6, 7 (2026-12-07 audit4): recompute, sharding and precision are the record's explicit
+    fields; the source's words (*_text) are not read, whatever they say. Narayanan's 39.1B record
+    (A100, PTD-P without ZeRO, full recompute, 16-bit) with texts that name FSDP, no recompute and
+    fp8 MXFP8: priced as its fields say, and with other fields as those say."""
+    texts = {"zero_fsdp_mode_text": "FSDP FULL_SHARD (ZeRO-3-like)", "activation_recompute_text": "none",
+             "precision_text": "fp8 MXFP8 (FP8-MX)"}
+    p = _runs(tmp_path, dict(texts), dict(texts, sharding="zero1", recompute="selective"))
+    r = cli("validate", p, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    plans = {i: (x["plan"]["sharding"], x["plan"]["recompute"], x["plan"]["precision"]) for i, x in rows.items()}
+    assert plans == {"r0": ("none", "full", "bf16"), "r1": ("zero1", "selective", "bf16")}
+    assert rows["r0"]["predicted_memory_gib"] != rows["r1"]["predicted_memory_gib"]
 
 
 def test_validate_not_stated_sharding_is_not_fsdp(cli, tmp_path):
-    """"not stated (... no FSDP column ...)" was priced as FSDP (a word inside the comment)."""
-    p = _runs(tmp_path, {"zero_fsdp_mode": "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP "
-                                           "+ distributed optimizer)"})
+    """"not stated (... no FSDP column ...)" was priced as FSDP (a word inside the comment); a record
+    without `sharding:` is plain data parallel, listed as assumed with the source's words."""
+    p = _runs(tmp_path, {"sharding": _DROP,
+                         "zero_fsdp_mode_text": "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP "
+                                                "+ distributed optimizer)"})
     r = cli("validate", p, "--format", "json")
     assert r.exit_code == 0, r.stderr
     row = json.loads(r.stdout)["runs"][0]
     assert row["plan"]["sharding"] == "none"
-    assert any(a.startswith("zero_fsdp_mode=none ('not stated") for a in row["assumed"]), row["assumed"]
+    assert any(a.startswith("sharding=none ('not stated") for a in row["assumed"]), row["assumed"]
 
 
-@pytest.mark.parametrize("field,value", [
-    ("precision", "int8 (Transformer Engine)"),
-    ("precision", "fp32"),
-    ("zero_fsdp_mode", "Megatron DDP with FSDP"),
-    ("activation_recompute", "sometimes"),
+@pytest.mark.parametrize("field,value,valid", [
+    ("precision", "int8", "'bf16', 'fp8' or 'nvfp4'"),
+    ("precision", "fp8 (Transformer Engine)", "'bf16', 'fp8' or 'nvfp4'"),
+    ("sharding", "zero3", "'none', 'zero1', 'zero2', 'fsdp' or 'hsdp'"),
+    ("recompute", "sometimes", "'none', 'selective' or 'full'"),
 ])
-def test_validate_unmapped_text_is_an_error_or_skipped_with_lenient(cli, tmp_path, field, value):
-    """`precision: nvfp4` was priced as bf16 (now priced as itself; int8 is not a precision the
-    planner models): text the vocabulary cannot read is an error naming
-    the record and field; --lenient skips the record with that reason, the others are priced."""
+def test_validate_unknown_value_is_an_error_or_skipped_with_lenient(cli, tmp_path, field, value, valid):
+    """A value outside the field's list (precision int8: not a precision the planner models; fp8 with
+    its words: the words go in precision_text) is an error naming the file, the record, the field and
+    the valid values, exit 2; --lenient skips the record with that reason, the others are priced."""
     p = _runs(tmp_path, {}, {field: value})
-    assert_error(cli("validate", p), "record 'r1'", f"field `{field}`", repr(value))
+    assert_error(cli("validate", p), str(p), "record 1 (id 'r1')", f"field `{field}`", valid)
     r = cli("validate", p, "--lenient", "--format", "json")
     assert r.exit_code == 0, r.stderr
-    rows = json.loads(r.stdout)["runs"]
-    assert rows[0]["skipped"] is None and rows[0]["error"] is not None
-    assert rows[1]["skipped"].startswith(f"field `{field}`: {value!r} does not start with a term the planner reads")
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    assert rows["r0"]["skipped"] is None and rows["r0"]["error"] is not None
+    assert rows["r1"]["skipped"].startswith(f"field `{field}`: Input should be {valid}")
+
+
+@pytest.mark.parametrize("old,new", [("activation_recompute", "recompute"), ("zero_fsdp_mode", "sharding")])
+def test_validate_retired_text_key_names_the_explicit_field(cli, tmp_path, old, new):
+    """A record in the pre-audit4 spelling (`activation_recompute: full`) is refused, not read as
+    unstated: the hint names the explicit field, its values and the *_text key for the words."""
+    p = _runs(tmp_path, {old: "full"})
+    r = cli("validate", p)
+    assert_error(r, "record 0 (id 'r0')", f"field `{old}`")
+    assert f"give `{new}:`" in r.stderr and f"{old}_text" in r.stderr
 
 
 def test_validate_incomplete_records_are_skipped_with_a_reason(cli, tmp_path):

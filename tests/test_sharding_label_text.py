@@ -68,8 +68,8 @@ def test_explain_and_fit_show_the_label(cli):
 
 
 def test_validate_shows_the_sharding_as_fit_does(tmp_path):
-    """A 4-layer GPT-like record on 8 H100s (tests/test_validate.py's _record) on the megatron stack: ZeRO-3 reads as
-    the fsdp level (validate.SHARDING_TERMS), which the stack runs as Megatron-FSDP optim_grads_params; 'none' as ddp,
+    """A 4-layer GPT-like record on 8 H100s (tests/test_validate.py's _record) on the megatron stack: sharding fsdp (a
+    ZeRO-3 run), which the stack runs as Megatron-FSDP optim_grads_params; 'none' as ddp,
     the level's name. The table's sharding column is fit's cell (render/common.sharding_text); the JSON row's plan
     has the label."""
     import yaml
@@ -79,11 +79,11 @@ def test_validate_shows_the_sharding_as_fit_does(tmp_path):
 
     rec = dict(model_name="GPT tiny", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
                num_kv_heads=8, vocab_size=32000, seq_length=2048, global_batch_size=64, micro_batch_size=1,
-               gpu_type="H100-SXM-80GB", hardware="h100-sxm", num_gpus=8, tp=1, pp=1, vpp=1, cp=1, activation_recompute="none",
+               gpu_type="H100-SXM-80GB", hardware="h100-sxm", num_gpus=8, tp=1, pp=1, vpp=1, cp=1, recompute="none",
                sequence_parallel=False, precision="bf16", tokens_per_sec_per_gpu=1000.0, stack="megatron")
     path = tmp_path / "runs.yaml"
-    path.write_text(yaml.safe_dump([dict(rec, id="zero3-run", zero_fsdp_mode="ZeRO-3"),
-                                    dict(rec, id="ddp-run", zero_fsdp_mode="none")], sort_keys=False))
+    path.write_text(yaml.safe_dump([dict(rec, id="zero3-run", sharding="fsdp", zero_fsdp_mode_text="ZeRO-3"),
+                                    dict(rec, id="ddp-run", sharding="none")], sort_keys=False))
     runner = CliRunner()
     r = runner.invoke(app, ["validate", str(path), "--format", "json"])
     assert r.exit_code == 0, r.stderr

@@ -117,21 +117,22 @@ def test_llm_foundry_shard_grad_op_gathers_every_micro_batch():
     assert got == pytest.approx(4 * (ag + rs), rel=1e-9)
 
 
-def test_validate_reads_shard_grad_op_as_the_stacks_no_reshard_mode(cli, tmp_path):
-    """A record's zero_fsdp_mode "FSDP SHARD_GRAD_OP" is the record's stack's FSDP mode that keeps
-    the weights from the forward to the backward (llm-foundry shard_grad_op, torchtitan
-    fsdp2_no_reshard), and a record on a stack without one is skipped with the reason."""
+def test_validate_prices_a_records_sharding_mode(cli, tmp_path):
+    """A record's FSDP SHARD_GRAD_OP run is `sharding: fsdp` with its stack's FSDP mode that keeps the
+    weights from the forward to the backward as `sharding_mode:` (llm-foundry shard_grad_op, torchtitan
+    fsdp2_no_reshard; validate rule 6); a mode the record's stack does not run is skipped with the reason."""
     import yaml
 
     from pathlib import Path
 
     runs = yaml.safe_load((Path(__file__).parent / "data" / "published_runs.yaml").read_text())
     base = dict(next(r for r in runs if r["id"] == "mosaic-mpt-7b-h100_80gb-8gpu-s2048-std"),
-                zero_fsdp_mode="FSDP SHARD_GRAD_OP")
-    recs = [dict(base, id="foundry", stack="llm-foundry"), dict(base, id="titan", stack="torchtitan", model="llama3-8b", vocab_size=128_256),  # (MPT: learned positions,
+                sharding="fsdp", zero_fsdp_mode_text="FSDP SHARD_GRAD_OP")
+    recs = [dict(base, id="foundry", stack="llm-foundry", sharding_mode="shard_grad_op"),
+            dict(base, id="titan", stack="torchtitan", model="llama3-8b", vocab_size=128_256, sharding_mode="fsdp2_no_reshard"),  # (MPT: learned positions,
             # not built on torchtitan: rule 73)
             
-            dict(base, id="meg", stack="megatron")]
+            dict(base, id="meg", stack="megatron", sharding_mode="shard_grad_op")]
     f = tmp_path / "runs.yaml"
     f.write_text(yaml.safe_dump(recs))
     r = cli("validate", str(f), "--format", "json")
@@ -139,7 +140,7 @@ def test_validate_reads_shard_grad_op_as_the_stacks_no_reshard_mode(cli, tmp_pat
     rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
     assert rows["foundry"]["plan"]["sharding_mode"] == "shard_grad_op" and rows["foundry"]["plan"]["sharding"] == "fsdp"
     assert rows["titan"]["plan"]["sharding_mode"] == "fsdp2_no_reshard"
-    assert "SHARD_GRAD_OP" in rows["meg"]["skipped"] and "megatron" in rows["meg"]["skipped"]
+    assert "shard_grad_op" in rows["meg"]["skipped"] and "megatron" in rows["meg"]["skipped"], rows["meg"]["skipped"]
 
 
 def test_megatron_fsdp_optim_is_the_distributed_optimizer():

@@ -120,7 +120,7 @@ def _record(id: str, **kw) -> dict:
     r = dict(id=id, model_name="GPT tiny", num_layers=4, hidden_size=1024, ffn_hidden_size=4096,
              num_attention_heads=8, num_kv_heads=8, vocab_size=32000, seq_length=2048, global_batch_size=64,
              micro_batch_size=1, gpu_type="H100-SXM-80GB", hardware="h100-sxm", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
-             zero_fsdp_mode="none", activation_recompute="none", sequence_parallel=False, precision="bf16",
+             sharding="none", recompute="none", sequence_parallel=False, precision="bf16",
              tokens_per_sec_per_gpu=1000.0)
     r.update(kw)
     return r
@@ -242,7 +242,7 @@ def test_assumed_fields_are_listed(run):
     nar = rows["narayanan2021-t1-1.7B"]
     assert {"gated_mlp", "micro_batch_size", "vpp", "precision", "attention"} <= _assumed_fields(nar)
     # Published in the record, so not assumed: recompute full, SP off, no ZeRO, cp 1, its hardware field (rule 1).
-    assert not {"activation_recompute", "sequence_parallel", "zero_fsdp_mode", "cp", "hardware"} & _assumed_fields(nar)
+    assert not {"recompute", "sequence_parallel", "sharding", "cp", "hardware"} & _assumed_fields(nar)
     p = nar["plan"]
     assert (p["hardware"], p["micro_batch"], p["vpp"], p["recompute"], p["sharding"], p["sequence_parallel"],
             p["attention"], p["bytes_per_param"]) == ("a100-sxm-80gb", 1, 1, "full", "none", False, "eager", "megatron")
@@ -250,13 +250,13 @@ def test_assumed_fields_are_listed(run):
 
     meg = rows["megatron-readme-h100-7.1B"]
     assert "sequence_parallel=true (not published; on iff tp > 1 (Korthikanti et al. 2022))" in meg["assumed"]
-    assert {"activation_recompute", "micro_batch_size"} <= _assumed_fields(meg)
+    assert {"recompute", "micro_batch_size"} <= _assumed_fields(meg)
     assert (meg["plan"]["sharding"], meg["plan"]["recompute"], meg["plan"]["sequence_parallel"]) == ("zero1", "none", True)
 
     tt = rows["torchtitan-h100-405b-128gpu-none"]
     hw = next(a for a in tt["assumed"] if a.startswith("hardware="))
     assert hw.startswith("hardware=h100-sxm") and "HBM2e" in hw
-    assert not {"micro_batch_size", "activation_recompute", "sequence_parallel", "precision"} & _assumed_fields(tt)
+    assert not {"micro_batch_size", "recompute", "sequence_parallel", "precision"} & _assumed_fields(tt)
     assert (tt["plan"]["sharding"], tt["plan"]["tp"], tt["plan"]["dp"], tt["plan"]["precision"]) == ("fsdp", 8, 16, "bf16")
     assert rows["torchtitan-h100-405b-128gpu-float8"]["plan"]["precision"] == "fp8"
 
@@ -274,14 +274,14 @@ def test_inline_shape_hf_model_type_reaches_the_model_code(run, tmp_path):
         return prepare_record(rec, new_row(rec), tmp_path, tmp_path)[0]
 
     # a Llama-like block (torchtitan builds no learned positions, LayerNorm or plain MLP: rule 73, docs/stack_models.md)
-    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None, gated_mlp=True, norm="rmsnorm",
+    tt = dict(stack="torchtitan", sharding="fsdp", vpp=None, gated_mlp=True, norm="rmsnorm",
               position_embedding="rope", linear_bias=False, dropout=False)
     assert settings_of(hf_model_type="llama", **tt).code_assumed == ()
     (line,) = settings_of(**tt).code_assumed
     assert line.startswith("model code: GPT tiny gives no hf_model_type")
     # on torchtitan 0.3.0 gpt_oss's code refuses cp > 1 (its configs' varlen attention): the record's code is checked
     with pytest.raises((Skip, PlannerError), match="TORCHTITAN_MODEL_CP"):
-        settings_of(hf_model_type="gpt_oss", stack="torchtitan-0.3", zero_fsdp_mode="FSDP2", vpp=None, cp=2)
+        settings_of(hf_model_type="gpt_oss", stack="torchtitan-0.3", sharding="fsdp", vpp=None, cp=2)
     # gpt_oss's code on torchtitan: checked (no `model code:` line); its one line says that code compiles no block
     # (ModelCode.compiles_blocks false: models/gpt_oss/infra/parallelize.py calls no apply_compile)
     (oss,) = settings_of(hf_model_type="gpt_oss", **tt).code_assumed
@@ -302,7 +302,7 @@ def test_validate_rows_list_the_model_code_line_explain_lists(run, tmp_path):
     from planner.validate import RunRecord, new_row, prepare_record
 
     # a Llama-like block (torchtitan builds no learned positions, LayerNorm or plain MLP: rule 73, docs/stack_models.md)
-    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None, gated_mlp=True, norm="rmsnorm",
+    tt = dict(stack="torchtitan", sharding="fsdp", vpp=None, gated_mlp=True, norm="rmsnorm",
               position_embedding="rope", linear_bias=False, dropout=False)
     recs = [_record("mixtral", hf_model_type="mixtral", **tt), _record("none", **tt),
             _record("llama", hf_model_type="llama", **tt), _record("oss", hf_model_type="gpt_oss", **tt),
@@ -375,7 +375,7 @@ def test_nemo_2407_records_run_their_launcher_config_settings(run):
         assert (p["sharding"], p["dp_comm_overlap"], p["fp8_recipe"], p["tp_comm_overlap"], p["recompute"]) == (
             "zero1", True, "delayed", ub, recompute), suffix
         assert p["bytes_per_param"] == {"weights": 2.0, "gradients": grad, "master": 2.0, "optimizer": 8.0}, suffix
-        assert not {"tp_comm_overlap", "sequence_parallel", "activation_recompute", "zero_fsdp_mode", "dp_comm_overlap",
+        assert not {"tp_comm_overlap", "sequence_parallel", "recompute", "sharding", "dp_comm_overlap",
                     "fp8_recipe", "bytes_per_param"} & _assumed_fields(row), suffix
 
 
@@ -416,13 +416,13 @@ def test_record_bias_activation_fusion_reaches_the_job(run, tmp_path):
 
 def test_nemo_llama2_7b_model_state_is_nemo_distributed_adams(run, tmp_path):
     """LLAMA2-7B on 8 GPUs (TP1 PP1 DP8, no recompute, SP off: the same activations either way):
-    its record's memory against the old reading of it (zero_fsdp_mode null -> plain DDP, megatron
+    its record's memory against the old reading of it (sharding null -> plain DDP, megatron
     preset 2 + 4 + 4 + 8 = 18 B a parameter on every rank) differs by the model state alone:
     P x (18 - (2 + 2 + (2 + 8) / 8)) = 12.75 B a parameter, P by hand for Llama 2 7B (32 layers,
     h 4096, ffn 11008, vocab 32000, untied, RMSNorm): 2 x 32000 x 4096 + 32 x (4 h^2 + 3 h ffn + 2 h) + h
     = 6,738,415,616 -> 85,914,799,104 B (80.0 GiB)."""
     rec = next(x for x in yaml.safe_load(DATA.read_text()) if x["id"] == "nemo-24.07-h100-fp8-LLAMA2-7B-8gpu")
-    old = dict(rec, id="old-reading", zero_fsdp_mode=None, bytes_per_param=None)
+    old = dict(rec, id="old-reading", sharding=None, bytes_per_param=None)
     r = run("validate", _write(tmp_path, [rec, old]), "--format", "json")
     assert r.exit_code == 0, r.stderr
     rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
@@ -478,21 +478,22 @@ def test_records_that_cannot_be_evaluated_are_listed_with_reasons(run, tmp_path)
         _record("no-tp", tp=None),
         _record("bad-batch", global_batch_size=100),  # 100 sequences over dp=8 x micro-batch 1
         _record("moe", moe=True),
-        _record("odd-recompute", activation_recompute="sometimes"),
+        _record("odd-recompute", recompute="sometimes"),
         _record("nothing-published", tokens_per_sec_per_gpu=None),
-        _record("hybrid-no-group", zero_fsdp_mode="HSDP (hybrid shard)"),
+        _record("hybrid-no-group", sharding="hsdp", zero_fsdp_mode_text="HSDP (hybrid shard)"),
     ]
-    # text the vocabulary cannot read is an error (issue 24), a skipped row with --lenient
+    # a value outside the field's list is an error (issue 24), a skipped row with --lenient
     assert run("validate", _write(tmp_path, records)).exit_code == 2
     r = run("validate", _write(tmp_path, records), "--lenient", "--format", "json")
     assert r.exit_code == 0, r.stderr
     js = json.loads(r.stdout)
     why = {x["id"]: x["skipped"] for x in js["runs"]}
-    assert list(why) == [x["id"] for x in records]  # none dropped, file order kept
+    # none dropped: the records the schema refuses (odd-recompute) first, the others in file order
+    assert list(why) == ["odd-recompute"] + [x["id"] for x in records if x["id"] != "odd-recompute"]
     assert why["no-tp"].startswith("tp not published")
     assert "global batch 100 sequences does not divide into dp=8 x micro_batch=1" in why["bad-batch"]
     assert "dense models only" in why["moe"]
-    assert "'sometimes' does not start with a term the planner reads" in why["odd-recompute"]
+    assert "field `recompute`: Input should be 'none', 'selective' or 'full'" in why["odd-recompute"]
     assert why["nothing-published"].startswith("nothing to compare")
     assert "shard_group" in why["hybrid-no-group"]
     assert js["summary"]["n"] == 0 and js["summary"]["n_skipped"] == len(records)
@@ -642,7 +643,7 @@ def test_attention_rule_9_record_then_stack_default_then_date(run, tmp_path):
     l. 927-935 --use-flash-attn* store_true, model/transformer.py l. 606-611 CoreAttention without them), whatever
     the source's date; on a stack file without the key (megatron) the date rule: 2023 flash, 2021 eager."""
     src = dict(source="Example et al. 2023, a training report", source_year=2023)
-    mds = dict(src, stack="megatron-deepspeed", zero_fsdp_mode="ZeRO-1 (DeepSpeed)")  # bf16 without ZeRO: not zero0
+    mds = dict(src, stack="megatron-deepspeed", sharding="zero1", zero_fsdp_mode_text="ZeRO-1 (DeepSpeed)")  # bf16 without ZeRO: not zero0
     recs = [_record("mds-2023", **mds),
             _record("mds-2023-eager", attention="eager", **mds),
             _record("mds-2023-flash", attention="flash", **mds),

@@ -32,8 +32,9 @@ def register(app: typer.Typer) -> None:
         tier: Optional[list[str]] = typer.Option(
             None, "--tier", help="Megatron CI corpus: only rows of this memory trust tier A|B|C (repeatable)"),
         lenient: bool = typer.Option(
-            False, "--lenient", help="skip (with the reason) a record whose free text the planner cannot read, or that "
-                                     "the schema refuses, instead of stopping with an error"),
+            False, "--lenient", help="skip (with the reason) a record that the schema refuses (a value outside a "
+                                     "field's list), or whose published figure the hardware cannot produce, instead of "
+                                     "stopping with an error"),
         fmt: Format = FormatOption,
     ) -> None:
         """Compare predicted with published tokens/s per GPU (and memory per GPU) for each run

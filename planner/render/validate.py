@@ -14,8 +14,8 @@ from .common import Format, emit, out, print_skipped, print_wide, sharding_text,
 _ABBREV = {
     "hardware": "hw", "gated_mlp": "arch", "norm": "arch", "tied_embeddings": "arch",
     "position_embedding": "arch", "linear_bias": "arch", "dropout": "arch",
-    "micro_batch_size": "mbs", "vpp": "vpp", "cp": "cp", "activation_recompute": "rc",
-    "sequence_parallel": "sp", "precision": "prec", "zero_fsdp_mode": "shard",
+    "micro_batch_size": "mbs", "vpp": "vpp", "cp": "cp", "recompute": "rc",
+    "sequence_parallel": "sp", "precision": "prec", "sharding": "shard",
     "bytes_per_param": "bpp", "attention": "attn", "stack": "stack", "tp_comm_overlap": "stk",
     "dp_comm_overlap": "stk", "torch_compile": "stk", "fp8_recipe": "stk", "selective_policy": "stk",
     "micro_batch": "mbs", "moe_rank_imbalance": "imb", "fp16": "prec",  # (the stack's 16-bit dtype, runs.half_dtypes)
