@@ -72,6 +72,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
+from .deepspeed_types import check as check_types
 from .report import Note, about, listed, noted
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
@@ -186,6 +187,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     data = files.parse_json(files.read_text(path, hint) if text is None else text, str(path), hint)
     if not isinstance(data, dict):
         raise PlannerError(f"{where}expected a JSON object", hint)
+    check_types(where, data)  # the keys DeepSpeed's pydantic models type, at its own (lax) rules: deepspeed_types.py
     ignored, assumed, not_modelled = [], [], []
     for k, v in data.items():
         if k not in MODELLED_TOP:

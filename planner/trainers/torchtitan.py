@@ -142,7 +142,7 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
-from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text
+from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text, torchtitan_types
 from .cp_balancer import BalancerSource, load_balancer
 from .report import Note, listed, listed_all, noted
 from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
@@ -566,7 +566,17 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError) as e:  # ValueError: an integer of over 4,300 digits
         raise PlannerError(f"{where}invalid TOML: {str(e)[:200]}", "check the [section] headers and key = value lines") from None
-    return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel)
+    assumed: list = []
+    custom = torchtitan_types.custom_module(data)
+    if custom is None:  # each key torchtitan @e347b1e5e types, at tyro's rules: torchtitan_types.py
+        torchtitan_types.check(where, data)
+    else:
+        assumed.append(noted("assumed", f"[job] custom_config_module {custom!r}",
+                             "the module's JobConfig is merged over torchtitan's, its fields replacing theirs with "
+                             "their own types (torchtitan/config/manager.py @e347b1e5e _merge_configs l. 119-158): the "
+                             "values' types are not checked against torchtitan's"))
+    return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel,
+                         assumed=assumed)
 
 
 def _rotate_trains(stack_name: str) -> bool:
