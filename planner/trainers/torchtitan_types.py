@@ -286,9 +286,9 @@ def check(where: str, data: dict) -> None:
             if sub in SECTIONS:
                 if not isinstance(v, dict):
                     raise PlannerError(
-                        f"{where}{sub} = {_short(v)}: torchtitan's {sub} is a section (a dataclass of "
-                        f"torchtitan/config/job_config.py {COMMIT}), which must be a [{sub}] table: its value reaches "
-                        "torchtitan's code, which reads its fields as attributes",
+                        f"{where}{sub} = {_short(v)}: [{sub}] must be a table (a [section] of key = value lines): "
+                        f"torchtitan's {sub} is a dataclass of torchtitan/config/job_config.py {COMMIT}, whose fields "
+                        "its code reads as attributes",
                         f"write [{sub}] as a section header with its keys below it")
                 walk(sub, v)
             elif key in keys:
