@@ -39,6 +39,10 @@ offload_optimizer / offload_param cpu (ZeRO-Offload, planner/offload.py; offload
 only); device nvme is not modelled (states priced on the GPU, an upper bound on memory); another
 device is an error naming the key.
 
+Before any of it, the keys DeepSpeed's pydantic models type (zero_optimization and its offload sections, the monitors,
+hybrid_engine, timers.throughput, tensor_parallel) are validated as DeepSpeed validates them, pydantic's lax mode with
+"auto" dropped (deepspeed_types.py): what DeepSpeed refuses at start-up is refused, exit 2.
+
 Inferred (listed as assumed): tp = pp = cp = 1 (a DeepSpeed JSON has no model parallelism;
 Megatron-DeepSpeed passes it as arguments: --tensor-model-parallel-size, --pipeline-model-parallel-size),
 unless the command line gives --tp / --pp / --cp, which stand for those launcher arguments: the batch
