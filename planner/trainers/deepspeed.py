@@ -191,7 +191,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     data = files.parse_json(files.read_text(path, hint) if text is None else text, str(path), hint)
     if not isinstance(data, dict):
         raise PlannerError(f"{where}expected a JSON object", hint)
-    check_types(where, data)  # the keys DeepSpeed's pydantic models type, at its own (lax) rules: deepspeed_types.py
+    # the keys DeepSpeed's pydantic models type, at its own (lax) rules (deepspeed_types.py): the keys not read here
+    # first, the read ones after the reading's own checks (their messages name the planner's choices)
+    check_types(where, data, lambda path, key: not _reads(path, key))
     ignored, assumed, not_modelled = [], [], []
     for k, v in data.items():
         if k not in MODELLED_TOP:
@@ -380,7 +382,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                           "assumed, pass --attention eager for an eager core"))
     if hardware is not None:
         job["hardware"] = hardware
+    check_types(where, data, _reads)
     return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+def _reads(path: str, key: str) -> bool:
+    """Whether read takes the key itself (the stage, MiCS, overlap_comm, ZeRO-3's knobs and ZeRO-1/2's bucket,
+    the offload sections in _offload, AutoTP's size in _autotp)."""
+    if path == "zero_optimization":
+        return key in MODELLED_ZERO or key in ZERO3_KEYS
+    return path.startswith("zero_optimization.") or (path, key) == ("tensor_parallel", "autotp_size")
 
 
 # zero_optimization.offload_optimizer / offload_param (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/

@@ -165,11 +165,12 @@ def _at(data: dict, path: str):
     return body
 
 
-def check(where: str, data: dict) -> None:
+def check(where: str, data: dict, keys=None) -> None:
     """Refuse (PlannerError, exit 2) a value of a key MODELS types that pydantic's lax validation refuses, naming the
     file, the key, the type DeepSpeed declares with its file and line, the value and pydantic's reason; and a
-    section that is not a JSON object (null allowed where the field is Optional: offload_param / offload_optimizer)."""
-    for path, (src, model, keys) in MODELS.items():
+    section that is not a JSON object (null allowed where the field is Optional: offload_param / offload_optimizer).
+    keys: which (section, key) to check (None: all; the reader checks the keys it reads after its own checks)."""
+    for path, (src, model, fields) in MODELS.items():
         body = _at(data, path)
         if body is None or body == "auto":
             continue
@@ -180,9 +181,9 @@ def check(where: str, data: dict) -> None:
                                f"{model} (microsoft/DeepSpeed {COMMIT} {src}), which pydantic refuses from anything else",
                                f'e.g. "{path.split(".")[-1]}": {{"enabled": false}}')
         for key, v in body.items():
-            if key not in keys or v == "auto":  # unknown keys: the reader's listing; "auto" dropped [2]
-                continue
-            typ, line = keys[key]
+            if key not in fields or v == "auto" or (keys is not None and not keys(path, key)):
+                continue  # unknown keys: the reader's listing; "auto" dropped [2]
+            typ, line = fields[key]
             try:
                 _adapter(typ).validate_python(v)
             except ValidationError as e:

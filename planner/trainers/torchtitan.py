@@ -571,15 +571,28 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}invalid TOML: {str(e)[:200]}", "check the [section] headers and key = value lines") from None
     assumed: list = []
     custom = torchtitan_types.custom_module(data)
-    if custom is None:  # each key torchtitan @e347b1e5e types, at tyro's rules: torchtitan_types.py
-        torchtitan_types.check(where, data)
+    if custom is None:  # each key torchtitan @e347b1e5e types, at tyro's rules (torchtitan_types.py): the keys not
+        # priced first, the priced ones after the reading's own checks (their messages name the planner's choices)
+        torchtitan_types.check(where, data, lambda path, key: not _priced(path, key))
     else:
         assumed.append(noted("assumed", f"[job] custom_config_module {custom!r}",
                              "the module's JobConfig is merged over torchtitan's, its fields replacing theirs with "
                              "their own types (torchtitan/config/manager.py @e347b1e5e _merge_configs l. 119-158): the "
                              "values' types are not checked against torchtitan's"))
-    return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel,
-                         assumed=assumed)
+    cfg = read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel,
+                        assumed=assumed)
+    if custom is None:
+        torchtitan_types.check(where, data, _priced)
+    return cfg
+
+
+def _priced(path: str, key: str) -> bool:
+    """Whether read_sections reads the TOML key (MODELLED; [quantize.linear.float8] / [quantize.linear.mx] as [float8]
+    / [mx]; [quantize.grouped_mm.*] by _grouped_experts)."""
+    if path.startswith("quantize.grouped_mm."):
+        return True
+    section = path.rsplit(".", 1)[-1] if path.startswith("quantize.linear.") else path
+    return key in MODELLED.get(section, ())
 
 
 def _rotate_trains(stack_name: str) -> bool:

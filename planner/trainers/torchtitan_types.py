@@ -274,13 +274,14 @@ def custom_module(data: dict) -> Optional[str]:
     return v if isinstance(v, str) and v else None
 
 
-def check(where: str, data: dict) -> None:
+def check(where: str, data: dict, keys=None) -> None:
     """Refuse (PlannerError, exit 2) a value of a torchtitan @e347b1e5e key that tyro warns about (tyro_warns), naming
     the file, the [section] key, the type job_config.py declares with its line, and the value; and a value that is
     not a table where torchtitan has a section. Keys and sections torchtitan has not are left to the reader (listed
-    as before). The caller skips a file with [job] custom_config_module (custom_module)."""
+    as before). The caller skips a file with [job] custom_config_module (custom_module). keys: which (section, key)
+    to check (None: all; the reader checks the keys it prices after its own, more specific, checks have run)."""
     def walk(path: str, body: dict) -> None:
-        keys = MAIN_TYPES.get(path, {})
+        fields = MAIN_TYPES.get(path, {})
         for key, v in body.items():
             sub = f"{path}.{key}" if path else key
             if sub in SECTIONS:
@@ -291,8 +292,8 @@ def check(where: str, data: dict) -> None:
                         "its code reads as attributes",
                         f"write [{sub}] as a section header with its keys below it")
                 walk(sub, v)
-            elif key in keys:
-                typ, line = keys[key]
+            elif key in fields and (keys is None or keys(path, key)):
+                typ, line = fields[key]
                 if tyro_warns(typ, v):
                     raise PlannerError(
                         f"{where}[{path}] {key} = {_short(v)} ({type(v).__name__}) is not {_want(typ)}: torchtitan "
@@ -310,3 +311,26 @@ def check(where: str, data: dict) -> None:
                         "steps > 0 or steps == -1, 'validation steps must be positive or -1')",
                         "give a positive number of validation steps, or -1 (the whole validation set)")
     walk("", data)
+    if keys is None or keys("model", "hf_assets_path"):
+        _assets_path(where, data)
+
+
+def _assets_path(where: str, data: dict) -> None:
+    """ConfigManager._validate_config [2] l. 183-221, run when the file loads: a truthy [model] tokenizer_path replaces
+    hf_assets_path (l. 195-200), which goes to os.path.exists (l. 201) and, where that finds it, str.endswith (l. 216).
+    A number there (which tyro does not warn about) is no path: a float raises TypeError in os.path.exists, a bool or
+    an int names a file descriptor (0 and 1 are open: stdin, stdout), which exists, and .endswith raises
+    AttributeError; an int naming no open descriptor reaches the tokenizer's loader as a number. Refused."""
+    model = data.get("model")
+    if not isinstance(model, dict):
+        return
+    tok = model.get("tokenizer_path")
+    key, v = ("tokenizer_path", tok) if tok else ("hf_assets_path", model.get("hf_assets_path", ""))
+    if isinstance(v, numbers.Number):
+        raise PlannerError(
+            f"{where}[model] {key} = {_short(v)} is not a path: torchtitan's ConfigManager._validate_config "
+            f"(torchtitan/config/manager.py {COMMIT} l. 195-216) passes the"
+            + (" (non-empty) tokenizer_path on as hf_assets_path and its" if key == "tokenizer_path" else "")
+            + " value to os.path.exists and str.endswith when the file loads (TypeError for a float, AttributeError "
+            "for a bool or an int naming an open file descriptor; another int reaches the tokenizer's loader)",
+            f"write {key} as a quoted path (model.hf_assets_path; tokenizer_path is its deprecated name)")
