@@ -27,7 +27,12 @@ TOML has no None, so `X | None` takes an X. Checked by running ConfigManager.par
 on one-key TOML files (a string lr, a list log_freq, a float log_freq, an int for a bool, an unknown Literal name, a
 mixed list, a table for a float: warned exactly where this rule says).
 A table where torchtitan has a section (a dataclass field) is required: a value there reaches torchtitan's code,
-which reads its fields as attributes (AttributeError), and is refused with the section's name.
+which reads its fields as attributes (AttributeError), and is refused with the section's name. Two value rules
+torchtitan runs when the file loads are refused too: [validation] steps neither > 0 nor -1
+(Validation.__post_init__, job_config.py l. 978-981: an assert), and a number for the tokenizer path ([model]
+hf_assets_path, or a non-empty tokenizer_path that replaces it: _validate_config [2] l. 195-216 passes it to
+os.path.exists and str.endswith). The keys the reader prices (torchtitan.MODELLED) are checked after its own
+checks, whose messages name the values it reads (torchtitan.read).
 
 Not checked: a file that names [job] custom_config_module, whose dataclasses _merge_configs lays over JobConfig,
 a custom field replacing the base's type ([2] l. 119-158): its types are the user's module's (listed as assumed);
