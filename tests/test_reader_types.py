@@ -166,6 +166,8 @@ DS_REFUSED = [  # (id, edit, what the error names)
     ("number-for-str", lambda d: d.update(tensorboard={"enabled": True, "output_path": 5}),
      ("tensorboard.output_path = 5 is not str", "TensorBoardConfig", "monitor/config.py l. 23")),
     ("section-not-object", lambda d: d.update(wandb=3), ("wandb = 3 must be a JSON object", "WandbConfig")),
+    ("partial-offload-stage-2", lambda d: d["zero_optimization"].update(offload_optimizer={"device": "cpu", "ratio": 0.5}),
+     ("zero_optimization.offload_optimizer.ratio = 0.5 at stage 2", "offload_ratio_check", "l. 356-361")),
     ("null-for-bool", lambda d: d.update(hybrid_engine={"enabled": None}),
      ("hybrid_engine.enabled = null is not bool", "runtime/config.py l. 548")),
 ]

@@ -13,6 +13,9 @@ takes it, by running pydantic's own validator (TypeAdapter) on the type transcri
     "yes", "no", "on", "off", "t", "f", "y", "n", "1", "0" in any case; str: a string only (no number);
   - Optional[X]: null or an X; Dict[str, Any]: an object; Path: a string;
   - the bounds the models set with Field (ge=0 on the bucket sizes and counts, 0 <= ratio <= 1).
+One model validator is a rule on values the reader checks too: an offload_optimizer ratio below 1 outside stage 3
+(offload_ratio_check, _partial_offload). Checked against DeepSpeed's own models (scripts/pydantic_rule_check.py:
+2,340 key / value cases, 0 differences).
 "auto" (the Hugging Face Trainer's placeholder) is taken anywhere: DeepSpeedConfigModel.__init__ drops every "auto"
 value before validating (config_utils.py l. 54-57; a nested model too, pydantic running its __init__). A section
 that is not a JSON object is refused as pydantic refuses it (a model from a non-dict).
@@ -193,3 +196,22 @@ def check(where: str, data: dict, keys=None) -> None:
                     f"{model}.{key} (microsoft/DeepSpeed {COMMIT} {src} l. {line}) and pydantic refuses the value at "
                     f"start-up ({why}; DeepSpeedConfigModel validates in pydantic's lax mode: config_utils.py l. 105-113)",
                     f"write {key} as {type_text(typ)}, or \"auto\"") from None
+    if keys is None or keys("zero_optimization.offload_optimizer", "ratio"):
+        _partial_offload(where, data)
+
+
+def _partial_offload(where: str, data: dict) -> None:
+    """DeepSpeedZeroConfig's model validator offload_ratio_check ([1] zero/config.py l. 356-361): an offload_optimizer
+    ratio below 1 (Twin-Flow's partial offload) asserts stage 3, a pydantic ValidationError at start-up elsewhere
+    (the stage absent: 0, the model's default, l. 91)."""
+    zero = data.get("zero_optimization")
+    off = zero.get("offload_optimizer") if isinstance(zero, dict) else None
+    if not isinstance(off, dict) or off.get("ratio", 1.0) == "auto":
+        return
+    ratio, stage = _adapter(Ratio).validate_python(off.get("ratio", 1.0)), zero.get("stage", 0)
+    if ratio < 1.0 and stage != "auto" and _adapter(ZeroStageEnum).validate_python(stage) != 3:
+        raise PlannerError(
+            f"{where}zero_optimization.offload_optimizer.ratio = {_json(off['ratio'])} at stage {_json(stage)}: DeepSpeed "
+            f"refuses partial offload below ZeRO stage 3 at start-up (DeepSpeedZeroConfig.offload_ratio_check, "
+            f"microsoft/DeepSpeed {COMMIT} {ZERO} l. 356-361: 'Partial offloading only supported for ZeRO Stage 3.')",
+            "set ratio 1 (the whole optimizer partition offloaded), or zero_optimization.stage 3")
