@@ -39,6 +39,10 @@ offload_optimizer / offload_param cpu (ZeRO-Offload, planner/offload.py; offload
 only); device nvme is not modelled (states priced on the GPU, an upper bound on memory); another
 device is an error naming the key.
 
+Before any of it, the keys DeepSpeed's pydantic models type (zero_optimization and its offload sections, the monitors,
+hybrid_engine, timers.throughput, tensor_parallel) are validated as DeepSpeed validates them, pydantic's lax mode with
+"auto" dropped (deepspeed_types.py): what DeepSpeed refuses at start-up is refused, exit 2.
+
 Inferred (listed as assumed): tp = pp = cp = 1 (a DeepSpeed JSON has no model parallelism;
 Megatron-DeepSpeed passes it as arguments: --tensor-model-parallel-size, --pipeline-model-parallel-size),
 unless the command line gives --tp / --pp / --cp, which stand for those launcher arguments: the batch
@@ -72,6 +76,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
+from .deepspeed_types import check as check_types
 from .report import Note, about, listed, noted
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
@@ -186,6 +191,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     data = files.parse_json(files.read_text(path, hint) if text is None else text, str(path), hint)
     if not isinstance(data, dict):
         raise PlannerError(f"{where}expected a JSON object", hint)
+    # the keys DeepSpeed's pydantic models type, at its own (lax) rules (deepspeed_types.py): the keys not read here
+    # first, the read ones after the reading's own checks (their messages name the planner's choices)
+    check_types(where, data, lambda path, key: not _reads(path, key))
     ignored, assumed, not_modelled = [], [], []
     for k, v in data.items():
         if k not in MODELLED_TOP:
@@ -374,7 +382,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                           "assumed, pass --attention eager for an eager core"))
     if hardware is not None:
         job["hardware"] = hardware
+    check_types(where, data, _reads)
     return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+def _reads(path: str, key: str) -> bool:
+    """Whether read takes the key itself (the stage, MiCS, overlap_comm, ZeRO-3's knobs and ZeRO-1/2's bucket,
+    the offload sections in _offload, AutoTP's size in _autotp)."""
+    if path == "zero_optimization":
+        return key in MODELLED_ZERO or key in ZERO3_KEYS
+    return path.startswith("zero_optimization.") or (path, key) == ("tensor_parallel", "autotp_size")
 
 
 # zero_optimization.offload_optimizer / offload_param (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/

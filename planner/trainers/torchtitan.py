@@ -76,6 +76,9 @@ Read and modelled (section.key -> planner job field):
                                    ["output"] for mx) leaves the output layer converted; a filter of
                                    any other Linear not modelled
   [mx] / [quantize.linear.mx] recipe_name (converter "mx" -> precision fp8, recipe mxfp8)
+Before any of it, every key torchtitan @e347b1e5e's JobConfig types is checked against its declared type at tyro's
+rule (torchtitan_types.py: a value tyro would warn about and run on is refused, exit 2; a number taken as tyro takes
+it; not with [job] custom_config_module).
 Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
 as not modelled (a setting that may change either; the plan is priced without it).
@@ -142,7 +145,7 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
-from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text
+from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text, torchtitan_types
 from .cp_balancer import BalancerSource, load_balancer
 from .report import Note, listed, listed_all, noted
 from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
@@ -566,7 +569,30 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError) as e:  # ValueError: an integer of over 4,300 digits
         raise PlannerError(f"{where}invalid TOML: {str(e)[:200]}", "check the [section] headers and key = value lines") from None
-    return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel)
+    assumed: list = []
+    custom = torchtitan_types.custom_module(data)
+    if custom is None:  # each key torchtitan @e347b1e5e types, at tyro's rules (torchtitan_types.py): the keys not
+        # priced first, the priced ones after the reading's own checks (their messages name the planner's choices)
+        torchtitan_types.check(where, data, lambda path, key: not _priced(path, key))
+    else:
+        assumed.append(noted("assumed", f"[job] custom_config_module {custom!r}",
+                             "the module's JobConfig is merged over torchtitan's, its fields replacing theirs with "
+                             "their own types (torchtitan/config/manager.py @e347b1e5e _merge_configs l. 119-158): the "
+                             "values' types are not checked against torchtitan's"))
+    cfg = read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel,
+                        assumed=assumed)
+    if custom is None:
+        torchtitan_types.check(where, data, _priced)
+    return cfg
+
+
+def _priced(path: str, key: str) -> bool:
+    """Whether read_sections reads the TOML key (MODELLED; [quantize.linear.float8] / [quantize.linear.mx] as [float8]
+    / [mx]; [quantize.grouped_mm.*] by _grouped_experts)."""
+    if path.startswith("quantize.grouped_mm."):
+        return True
+    section = path.rsplit(".", 1)[-1] if path.startswith("quantize.linear.") else path
+    return key in MODELLED.get(section, ())
 
 
 def _rotate_trains(stack_name: str) -> bool:
