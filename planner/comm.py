@@ -1764,16 +1764,21 @@ def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=
     memo = _AUTO_MEMO.setdefault(key, {})
     keys = list(zip(*(_bits(a).tolist() for a in flat)))
     miss = list({k: i for i, k in enumerate(keys) if k not in memo}.values())
+    rows = None
     if miss:
         idx = np.asarray(miss, dtype=np.int64)
         cost, link, _ = group_collective(op, size[idx], group[idx], stride[idx], params, AUTO, job_gpus=job_gpus,
                                          candidates=candidates, protocols=protocols)
         got = [np.broadcast_to(np.asarray(x), idx.shape).tolist()
                for x in (cost.time_s, cost.latency_s, cost.bandwidth_s, link.link)]
+        new = dict(zip((keys[i] for i in miss), zip(*got)))
         if len(memo) + len(miss) > AUTO_MEMO_LIMIT:
+            # the tuples found here take their figures before the table is cleared to the new ones
+            rows = [new[k] if k in new else memo[k] for k in keys]
             memo.clear()
-        memo.update(zip((keys[i] for i in miss), zip(*got)))
-    rows = [memo[k] for k in keys]
+        memo.update(new)
+    if rows is None:
+        rows = [memo[k] for k in keys]
     t, lat, bw, lk = zip(*rows)
     return (np.array(t, dtype=np.float64), np.array(lat, dtype=np.float64), np.array(bw, dtype=np.float64),
             np.array(lk, dtype=np.int64))

@@ -120,3 +120,23 @@ def test_layer_prefix_counts_each_kind_as_a_walk_over_the_layers():
         i = np.arange(ll.num_layers + 1)
         assert np.array_equal(ll.prefix(i), walk)
         assert np.array_equal(ll.prefix(i), walk)  # the second call, from the table built by the first
+
+
+def test_collective_memo_table_cleared_at_its_limit_still_prices_the_tuples_it_had(monkeypatch):
+    """A call that finds 1e6 and 2e6 in a table of 3 and brings 2 new tuples outgrows AUTO_MEMO_LIMIT 4: the table
+    is cleared to the 2 new ones, and the found tuples still get their figures (the code before raised KeyError)."""
+    params = comm.comm_params(load_hardware("h100-sxm"))
+    monkeypatch.setattr(comm, "AUTO_MEMO_LIMIT", 4)
+    comm.clear_collective_memo()
+    size, group, stride = np.array([1e6, 2e6, 4e6]), np.array([8, 8, 8]), np.array([1, 1, 1])
+    comm.auto_collective_times(comm.ALL_GATHER, size, group, stride, params, 2048)
+    (table,) = comm._AUTO_MEMO.values()
+    assert len(table) == 3
+    size2, group2, stride2 = np.array([1e6, 8e6, 2e6, 16e6]), np.array([8, 8, 8, 8]), np.array([1, 1, 1, 1])
+    got = comm.auto_collective_times(comm.ALL_GATHER, size2, group2, stride2, params, 2048)
+    assert len(table) == 2
+    cost, link, _ = comm.group_collective(comm.ALL_GATHER, size2, group2, stride2, params, comm.AUTO, job_gpus=2048)
+    want = (cost.time_s, cost.latency_s, cost.bandwidth_s, link.link)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, np.broadcast_to(w, size2.shape))
+    comm.clear_collective_memo()
