@@ -76,7 +76,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
-from .deepspeed_types import check as check_types
+from .deepspeed_types import check as check_types, coerce
 from .report import Note, about, listed, noted
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
@@ -195,6 +195,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # first, the read ones after the reading's own checks (their messages name the planner's choices)
     check_types(where, data, lambda path, key: not _reads(path, key))
     ignored, assumed, not_modelled = [], [], []
+    # the keys read here, as DeepSpeed reads them: pydantic's lax value ("false" -> false, "2" -> 2), said so
+    data, coerced = coerce(where, data, _reads)
+    for key, raw, value in coerced:
+        assumed.append(listed("assumed", key, raw, show=json.dumps(raw), reason=
+                              f"read as {json.dumps(value)}, as DeepSpeed reads it (pydantic's lax mode: "
+                             "DeepSpeedConfigModel, microsoft/DeepSpeed @38327e07 deepspeed/runtime/config_utils.py "
+                             "l. 105-113; deepspeed_types.coerce)"))
     for k, v in data.items():
         if k not in MODELLED_TOP:
             why = NO_COST.get(k)
