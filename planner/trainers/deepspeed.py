@@ -41,7 +41,9 @@ device is an error naming the key.
 
 Before any of it, the keys DeepSpeed's pydantic models type (zero_optimization and its offload sections, the monitors,
 hybrid_engine, timers.throughput, tensor_parallel) are validated as DeepSpeed validates them, pydantic's lax mode with
-"auto" dropped (deepspeed_types.py): what DeepSpeed refuses at start-up is refused, exit 2.
+"auto" dropped (deepspeed_types.py): what DeepSpeed refuses at start-up is refused, exit 2, a key such a section's
+model has not too (extra="forbid"); the keys read here that those models type are read at the value pydantic makes
+of them (deepspeed_types.coerce: "false" for overlap_comm is false, "2" for the stage 2), listed as assumed.
 
 Inferred (listed as assumed): tp = pp = cp = 1 (a DeepSpeed JSON has no model parallelism;
 Megatron-DeepSpeed passes it as arguments: --tensor-model-parallel-size, --pipeline-model-parallel-size),
