@@ -585,7 +585,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg = read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel,
                         assumed=assumed)
     if custom is None:
-        torchtitan_types.check(where, data, _priced)
+        torchtitan_types.check(where, data, _priced, known=lambda path, key: key in MODELLED.get(path, ()))
     return cfg
 
 
