@@ -110,17 +110,56 @@ def test_torchtitan_numbers_and_first_items_taken_as_tyro_takes_them(tmp_path):
     assert cfg.job["tp"] == 1 and cfg.job["sharding"] == "fsdp"
 
 
-def test_torchtitan_unknown_keys_and_custom_module_keep_their_listing(tmp_path):
-    """A key torchtitan @e347b1e5e has not (the earlier layout's [checkpoint] enable_checkpoint, a made-up key) is
-    listed as before; with [job] custom_config_module the types are the user's module's: not checked, said so."""
-    cfg = load_trainer_config(_toml(tmp_path, '[metrics]\nmade_up_key = "x"\n[checkpoint]\nenable_checkpoint = false'),
+TT_UNKNOWN = [  # (id, TOML appended, what the error and the hint name)
+    ("typo-key", "[checkpoint]\nintervall = 500", ("[checkpoint] intervall is not a key of torchtitan's JobConfig "
+                                                   "[checkpoint]", "config/manager.py _dict_to_dataclass l. 165-171",
+                                                   "did you mean 'interval'?")),
+    ("made-up-key", '[metrics]\nmade_up_key = "x"', ("[metrics] made_up_key is not a key", "valid: ")),
+    ("typo-section", "[paralelism]\ntensor_parallel_degree = 2", ("[paralelism] is not a section of torchtitan's JobConfig",
+                                                                  "did you mean 'parallelism'?")),
+    ("nested-section-key", "[quantize.linear.float8]\nrecipe = 'rowwise'", ("[quantize.linear.float8] recipe is not a key",
+                                                                             "did you mean 'recipe_name'?")),
+    ("earlier-section-key", "[float8]\nenable_fsdp_float8_all_gathers = true",
+     ("[float8] enable_fsdp_float8_all_gathers is not a key of torchtitan's [float8] (job_config.py @6404b932",
+      "valid: emulate, enable_fsdp_float8_all_gather")),
+]
+
+
+@pytest.mark.parametrize("extra,needles", [c[1:] for c in TT_UNKNOWN], ids=[c[0] for c in TT_UNKNOWN])
+def test_torchtitan_unknown_key_exits_2(cli, tmp_path, extra, needles):
+    """A key or section neither torchtitan @e347b1e5e's JobConfig nor the earlier layout the reader reads (@6404b932)
+    has: torchtitan's ConfigManager raises 'Invalid field names' when it loads the file (config/manager.py l. 165-171),
+    so the reader refuses it, the hint naming the nearest key (difflib) or the valid ones."""
+    p = _toml(tmp_path, extra)
+    r = cli("check", p, "--gpus", "8")
+    _error(r, str(p), *[n for n in needles if not n.startswith(("did you mean", "valid: "))])
+    hint = [ln for ln in r.stderr.splitlines() if ln.startswith("hint: ")][0]
+    for n in needles:
+        if n.startswith(("did you mean", "valid: ")):
+            assert n in hint, (n, hint)
+
+
+def test_torchtitan_earlier_layout_keys_and_custom_module_keep_their_listing(tmp_path):
+    """A key of the earlier layout the reader reads (@6404b932's [checkpoint] enable_checkpoint, [job] print_args), which
+    @e347b1e5e has not, is listed as before; with [job] custom_config_module the fields and types are the user's
+    module's: neither checked, said so."""
+    cfg = load_trainer_config(_toml(tmp_path, '[job]\nprint_args = false\n[checkpoint]\nenable_checkpoint = false'),
                               gpus=8)
-    assert any(a.startswith("metrics.made_up_key=x ") for a in cfg.ignored), cfg.ignored
+    assert any(a.startswith("job.print_args=false ") for a in cfg.ignored), cfg.ignored
     assert any(a.startswith("checkpoint.enable_checkpoint=false ") for a in cfg.ignored), cfg.ignored
-    cfg = load_trainer_config(_toml(tmp_path, '[job]\ncustom_config_module = "my.config"\n[optimizer]\nlr = "3e-4"'),
-                              gpus=8)
+    cfg = load_trainer_config(_toml(tmp_path, '[job]\ncustom_config_module = "my.config"\n[optimizer]\nlr = "3e-4"\n'
+                                    '[metrics]\nmy_key = 1'), gpus=8)
     assert any("custom_config_module 'my.config'" in a and "not checked" in a for a in cfg.assumed), cfg.assumed
     assert any(a.startswith("optimizer.lr=3e-4 ") for a in cfg.ignored), cfg.ignored
+    assert any(a.startswith("metrics.my_key=1 ") for a in cfg.ignored), cfg.ignored
+
+
+def test_torchtitan_earlier_table_is_not_the_current_one():
+    """EARLIER holds only keys @e347b1e5e lacks (a key in both would be typed by MAIN_TYPES and never reach it)."""
+    from planner.trainers.torchtitan_types import EARLIER
+    assert EARLIER["checkpoint"] == {"enable_checkpoint": 378} and EARLIER["training"]["compile"] == 213
+    for sec, body in EARLIER.items():
+        assert not set(body) & set(MAIN_TYPES.get(sec, {})), sec
 
 
 def test_torchtitan_type_table_rows():
@@ -181,27 +220,96 @@ def test_deepspeed_mistyped_value_exits_2(cli, tmp_path, edit, needles):
 
 def test_deepspeed_lax_values_and_auto_taken(tmp_path):
     """What pydantic's lax mode takes is read as before: "500000000" for an int, "yes" for a bool, a whole 5e8, "auto"
-    anywhere (DeepSpeedConfigModel drops it); a key no model has keeps its listing."""
+    anywhere (DeepSpeedConfigModel drops it); a top-level key DeepSpeed does not know keeps its listing (DeepSpeed's
+    top level is a dict its get_* helpers look up, the rest unread)."""
     def edit(d):
         d["zero_optimization"].update(allgather_bucket_size="500000000", reduce_scatter="yes",
-                                      stage3_max_live_parameters=1e9, sub_group_size="auto", made_up_key="x")
+                                      stage3_max_live_parameters=1e9, sub_group_size="auto")
         d["tensorboard"] = {"enabled": "false", "output_path": "auto"}
+        d["made_up_key"] = "x"
     cfg = load_trainer_config(_ds(tmp_path, edit), model="llama3-8b", gpus=8)
-    for shown in ("allgather_bucket_size=500000000 ", "reduce_scatter=yes ", "made_up_key=x "):
-        assert any(a.startswith(f"zero_optimization.{shown}") for a in cfg.not_modelled), (shown, cfg.not_modelled)
+    for shown in ("zero_optimization.allgather_bucket_size=500000000 ", "zero_optimization.reduce_scatter=yes ",
+                  "made_up_key=x "):
+        assert any(a.startswith(shown) for a in cfg.not_modelled), (shown, cfg.not_modelled)
     assert any(a.startswith("tensorboard=") for a in cfg.ignored), cfg.ignored
     assert cfg.job["sharding"] == "zero2"
 
 
-def test_deepspeed_reader_stricter_on_the_keys_it_prices(tmp_path):
-    """The keys the reader prices keep its own checks (a JSON boolean: a string "false" for overlap_comm, which
-    pydantic would take as false, is refused), ahead of which the type check refuses what pydantic refuses."""
-    with pytest.raises(PlannerError, match="overlap_comm = 'false' is not true, false"):
-        load_trainer_config(_ds(tmp_path, lambda d: d["zero_optimization"].update(overlap_comm="false")),
-                            model="llama3-8b", gpus=8)
+def _assumed(cfg, key):
+    return [a for a in cfg.assumed if a.startswith(key + "=")]
+
+
+def test_deepspeed_priced_keys_read_as_pydantic_reads_them(tmp_path):
+    """The keys the reader prices are read as DeepSpeed reads them (pydantic's lax mode: deepspeed_types.coerce), the
+    JSON's spelling listed as assumed: overlap_comm "false" prices the overlap off (it was refused before: a JSON
+    boolean only), "true" / 1 on; the stage "2" or 2.0 is ZeRO-2, "3" ZeRO-3 with its knobs as numbers from strings;
+    offload pin_memory "true" pinned; a value pydantic refuses ("maybe", stage 5, "two") is still refused."""
+    def read(edit):
+        return load_trainer_config(_ds(tmp_path, edit), model="llama3-8b", gpus=8)
+    cfg = read(lambda d: d["zero_optimization"].update(overlap_comm="false"))
+    assert cfg.job["dp_comm_overlap"] is False and cfg.stated["zero_optimization.overlap_comm"] is False
+    (note,) = _assumed(cfg, "zero_optimization.overlap_comm")
+    assert note.startswith('zero_optimization.overlap_comm="false": read as false, as DeepSpeed reads it'), note
+    assert "config_utils.py l. 105-113" in note
+    base = read(lambda d: None)
+    assert base.job["dp_comm_overlap"] is True and not _assumed(base, "zero_optimization.overlap_comm")
+    for v in ("true", "on", 1):
+        assert read(lambda d: d["zero_optimization"].update(overlap_comm=v)).job["dp_comm_overlap"] is True, v
+    for v in ("2", 2.0):
+        cfg = read(lambda d: d["zero_optimization"].update(stage=v))
+        assert cfg.job["sharding"] == "zero2" and cfg.stated["zero_optimization.stage"] == 2, v
+        assert cfg.job["deepspeed_zero3"] == base.job["deepspeed_zero3"]
+    assert not _assumed(read(lambda d: d["zero_optimization"].update(stage=2.0)), "zero_optimization.stage")
+    cfg = read(lambda d: d["zero_optimization"].update(stage="3", stage3_max_live_parameters="1000000000",
+                                                       contiguous_gradients="false",
+                                                       offload_optimizer={"device": "cpu", "pin_memory": "true"}))
+    assert cfg.job["sharding"] == "fsdp" and cfg.job["dp_comm_overlap"] is True  # stage 3's default overlap
+    assert cfg.job["deepspeed_zero3"]["stage3_max_live_parameters"] == 10**9
+    assert cfg.job["deepspeed_zero3"]["contiguous_gradients"] == 0 and cfg.job["offload_optimizer"] == "cpu"
+    assert not any("pin_memory" in a for a in cfg.not_modelled), cfg.not_modelled  # "true": pinned
+    assert len(_assumed(cfg, "zero_optimization.stage")) == 1
+    with pytest.raises(PlannerError, match="overlap_comm = 'maybe' is not true, false"):
+        read(lambda d: d["zero_optimization"].update(overlap_comm="maybe"))
     with pytest.raises(PlannerError, match=r"zero_optimization.stage = 5 is not a ZeRO stage"):
-        load_trainer_config(_ds(tmp_path, lambda d: d["zero_optimization"].update(stage=5)), model="llama3-8b", gpus=8)
+        read(lambda d: d["zero_optimization"].update(stage=5))
+    with pytest.raises(PlannerError, match=r"zero_optimization.stage = 'two' is not a ZeRO stage"):
+        read(lambda d: d["zero_optimization"].update(stage="two"))
     # a read key the reader takes (a ratio below 1: not modelled) is still checked against the model after it
     with pytest.raises(PlannerError, match=r"offload_optimizer.ratio = 1.5 is not float \(Field ge=0.0, le=1.0\)"):
-        load_trainer_config(_ds(tmp_path, lambda d: d["zero_optimization"].update(
-            offload_optimizer={"device": "cpu", "pin_memory": True, "ratio": 1.5})), model="llama3-8b", gpus=8)
+        read(lambda d: d["zero_optimization"].update(offload_optimizer={"device": "cpu", "pin_memory": True, "ratio": 1.5}))
+
+
+DS_UNKNOWN = [  # (id, edit, what the error names, the hint)
+    ("typo-in-zero", lambda d: d["zero_optimization"].update(overlap_com=True),
+     ("zero_optimization.overlap_com is not a key of DeepSpeed's DeepSpeedZeroConfig", "extra=\"forbid\"",
+      "Extra inputs are not permitted"), "did you mean 'overlap_comm'?"),
+    ("made-up-in-zero", lambda d: d["zero_optimization"].update(made_up_key="x"),
+     ("zero_optimization.made_up_key is not a key",), "valid keys of zero_optimization: allgather_bucket_size"),
+    ("typo-in-offload", lambda d: d["zero_optimization"].update(offload_optimizer={"device": "cpu", "pin_memry": True}),
+     ("zero_optimization.offload_optimizer.pin_memry is not a key of DeepSpeed's DeepSpeedZeroOffloadOptimizerConfig",
+      "offload_config.py"), "did you mean 'pin_memory'?"),
+    ("typo-in-monitor", lambda d: d.update(wandb={"enabled": False, "projet": "x"}),
+     ("wandb.projet is not a key of DeepSpeed's WandbConfig",), "did you mean 'project'?"),
+    ("typo-in-tp", lambda d: d.update(tensor_parallel={"autotp_sise": 0}),
+     ("tensor_parallel.autotp_sise is not a key of DeepSpeed's TPTrainingConfig",), "did you mean 'autotp_size'?"),
+]
+
+
+@pytest.mark.parametrize("edit,needles,hint", [c[1:] for c in DS_UNKNOWN], ids=[c[0] for c in DS_UNKNOWN])
+def test_deepspeed_unknown_key_in_a_model_section_exits_2(cli, tmp_path, edit, needles, hint):
+    """A key a DeepSpeedConfigModel section has not: pydantic's extra="forbid" (config_utils.py l. 110) stops the run
+    at start-up, so the reader refuses it, the hint naming the nearest key (difflib) or the section's keys."""
+    p = _ds(tmp_path, edit)
+    r = cli("check", p, "--model", "llama3-8b", "--gpus", "8")
+    _error(r, str(p), "@38327e07", *needles)
+    assert hint in r.stderr, r.stderr
+
+
+def test_deepspeed_model_sections_take_every_field_of_their_model(tmp_path):
+    """The fields MODELS does not type (TPTrainingConfig's dtype, tp, injection_policy_tuple; the nested offload
+    sections) are keys of the models: not refused as unknown."""
+    def edit(d):
+        d["tensor_parallel"] = {"autotp_size": 0, "dtype": "bf16", "tp": {}, "injection_policy_tuple": None}
+        d["zero_optimization"]["offload_param"] = {"device": "none"}
+    cfg = load_trainer_config(_ds(tmp_path, edit), model="llama3-8b", gpus=8)
+    assert any(a.startswith("tensor_parallel=") for a in cfg.ignored), cfg.ignored

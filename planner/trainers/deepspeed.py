@@ -41,7 +41,9 @@ device is an error naming the key.
 
 Before any of it, the keys DeepSpeed's pydantic models type (zero_optimization and its offload sections, the monitors,
 hybrid_engine, timers.throughput, tensor_parallel) are validated as DeepSpeed validates them, pydantic's lax mode with
-"auto" dropped (deepspeed_types.py): what DeepSpeed refuses at start-up is refused, exit 2.
+"auto" dropped (deepspeed_types.py): what DeepSpeed refuses at start-up is refused, exit 2, a key such a section's
+model has not too (extra="forbid"); the keys read here that those models type are read at the value pydantic makes
+of them (deepspeed_types.coerce: "false" for overlap_comm is false, "2" for the stage 2), listed as assumed.
 
 Inferred (listed as assumed): tp = pp = cp = 1 (a DeepSpeed JSON has no model parallelism;
 Megatron-DeepSpeed passes it as arguments: --tensor-model-parallel-size, --pipeline-model-parallel-size),
@@ -76,7 +78,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
-from .deepspeed_types import check as check_types
+from .deepspeed_types import check as check_types, coerce
 from .report import Note, about, listed, noted
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
@@ -195,6 +197,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # first, the read ones after the reading's own checks (their messages name the planner's choices)
     check_types(where, data, lambda path, key: not _reads(path, key))
     ignored, assumed, not_modelled = [], [], []
+    # the keys read here, as DeepSpeed reads them: pydantic's lax value ("false" -> false, "2" -> 2), said so
+    data, coerced = coerce(where, data, _reads)
+    for key, raw, value in coerced:
+        assumed.append(listed("assumed", key, raw, show=json.dumps(raw), reason=
+                              f"read as {json.dumps(value)}, as DeepSpeed reads it (pydantic's lax mode: "
+                             "DeepSpeedConfigModel, microsoft/DeepSpeed @38327e07 deepspeed/runtime/config_utils.py "
+                             "l. 105-113; deepspeed_types.coerce)"))
     for k, v in data.items():
         if k not in MODELLED_TOP:
             why = NO_COST.get(k)

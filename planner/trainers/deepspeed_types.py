@@ -15,17 +15,24 @@ takes it, by running pydantic's own validator (TypeAdapter) on the type transcri
   - the bounds the models set with Field (ge=0 on the bucket sizes and counts, 0 <= ratio <= 1).
 One model validator is a rule on values the reader checks too: an offload_optimizer ratio below 1 outside stage 3
 (offload_ratio_check, _partial_offload). Checked against DeepSpeed's own models (scripts/pydantic_rule_check.py:
-2,340 key / value cases, 0 differences).
+2,340 key / value cases, 20 unknown keys and 218 values coerce reads, 0 differences).
 "auto" (the Hugging Face Trainer's placeholder) is taken anywhere: DeepSpeedConfigModel.__init__ drops every "auto"
 value before validating (config_utils.py l. 54-57; a nested model too, pydantic running its __init__). A section
 that is not a JSON object is refused as pydantic refuses it (a model from a non-dict).
 
-The reader's own checks of the keys it prices (zero_optimization.stage, overlap_comm, mics_shard_size, the stage-3
-knobs and reduce_bucket_size it reads, offload_*.device, tensor_parallel.autotp_size, bf16 / fp16.enabled and the
-batch keys) stay as they are, stricter than pydantic (a whole JSON number or boolean): they run where the reader
-reads those keys. Keys the models do not have (pydantic's extra="forbid" refuses them: [2]) and keys outside
-these sections (bf16 / fp16's loss-scaling keys, gradient_clipping, steps_per_print, ...: read by
-get_scalar_param with no type, config_utils.py get_scalar_param l. 193-194) keep the reader's listing as before.
+The keys the reader prices and these models type (zero_optimization.stage, overlap_comm, mics_shard_size, the
+stage-3 knobs and reduce_bucket_size it reads, the offload sections' keys, tensor_parallel.autotp_size) are read as
+DeepSpeed reads them: coerce runs pydantic's validator on each and the reader prices the value pydantic makes of it
+("false" for overlap_comm prices overlap off, "2" or 2.0 for the stage is stage 2, true for the stage is stage 1 as
+ZeroStageEnum takes it), listed as assumed with the JSON's spelling (a whole float for a count, 5e8, is read as
+before, not listed); a value pydantic refuses is left for the reader's own check, which names the planner's choice,
+and check refuses it after. bf16 / fp16.enabled and the batch keys are not in these models (get_scalar_param, no
+type): the reader's own checks (a JSON boolean, a whole number) stay.
+Keys a model does not have are refused as DeepSpeed refuses them (pydantic's extra="forbid", [2]: "Extra inputs are
+not permitted" at start-up), the hint naming the nearest key the model has (difflib) or its keys; keys outside these
+sections (the top level is a dict DeepSpeed reads with get_* helpers that look up the keys they know and ignore the
+rest: bf16 / fp16's loss-scaling keys, gradient_clipping, a made-up key; config_utils.py get_scalar_param l. 193-194)
+keep the reader's listing as before.
 
 References
 [1] microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/config.py DeepSpeedZeroConfig l. 86-344 (get_zero_config
@@ -45,6 +52,7 @@ References
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from pathlib import Path
 from enum import Enum
@@ -184,8 +192,10 @@ def check(where: str, data: dict, keys=None) -> None:
                                f"{model} (microsoft/DeepSpeed {COMMIT} {src}), which pydantic refuses from anything else",
                                f'e.g. "{path.split(".")[-1]}": {{"enabled": false}}')
         for key, v in body.items():
+            if key not in fields and key not in NESTED.get(path, ()):
+                _unknown(where, path, key, src, model, fields)
             if key not in fields or v == "auto" or (keys is not None and not keys(path, key)):
-                continue  # unknown keys: the reader's listing; "auto" dropped [2]
+                continue  # "auto" dropped [2]
             typ, line = fields[key]
             try:
                 _adapter(typ).validate_python(v)
@@ -198,6 +208,59 @@ def check(where: str, data: dict, keys=None) -> None:
                     f"write {key} as {type_text(typ)}, or \"auto\"") from None
     if keys is None or keys("zero_optimization.offload_optimizer", "ratio"):
         _partial_offload(where, data)
+
+
+# the fields a section's model has that MODELS does not type: the nested offload models (zero/config.py l. 153, 160, their
+# own rows above) and TPTrainingConfig's dtype (l. 40), tensor_parallel / its alias tp (l. 50), injection_policy_tuple
+# (l. 56), which the reader neither prices nor checks; with MODELS' keys, every field and alias of each model (checked
+# against the class bodies @38327e07)
+NESTED = {"zero_optimization": ("offload_param", "offload_optimizer"),
+          "tensor_parallel": ("dtype", "tensor_parallel", "tp", "injection_policy_tuple")}
+
+
+def _unknown(where: str, path: str, key, src: str, model: str, fields: dict) -> None:
+    """A key the section's model has not: pydantic's extra="forbid" ([2] l. 110) refuses it at start-up."""
+    known = sorted(set(fields) | set(NESTED.get(path, ())))
+    near = difflib.get_close_matches(str(key), known, n=1)
+    raise PlannerError(
+        f"{where}{path}.{key} is not a key of DeepSpeed's {model} (microsoft/DeepSpeed {COMMIT} {src}): pydantic refuses "
+        "it at start-up (DeepSpeedConfigModel's extra=\"forbid\", config_utils.py l. 110: 'Extra inputs are not permitted')",
+        f"did you mean {near[0]!r}?" if near else f"valid keys of {path}: {', '.join(known)}")
+
+
+def coerce(where: str, data: dict, keys) -> tuple[dict, list[tuple[str, Any, Any]]]:
+    """The JSON with each value of a (section, key) that keys selects and MODELS types replaced by the value pydantic's
+    lax validation makes of it (an enum by its value), as DeepSpeed reads it; and the (dotted key, JSON value, value
+    read) of each whose JSON type differs from the value read's (a string or a boolean for a number, a number or a
+    string for a boolean). A value pydantic refuses, "auto" and a section that is not an object are left as they are
+    (the reader's own checks and check refuse what DeepSpeed refuses). data is not changed (a copy is returned)."""
+    out = dict(data)
+    changed: list[tuple[str, Any, Any]] = []
+    for path, (_, _, fields) in MODELS.items():
+        parts = path.split(".")
+        body = _at(data, path)
+        if not isinstance(body, dict):
+            continue
+        new = dict(body)
+        for key, v in body.items():
+            if key not in fields or v == "auto" or not keys(path, key):
+                continue
+            try:
+                r = _adapter(fields[key][0]).validate_python(v)
+            except ValidationError:
+                continue
+            r = r.value if isinstance(r, Enum) else str(r) if isinstance(r, Path) else r  # JSON values only
+            if r is v or (type(r) is type(v) and r == v):
+                continue
+            new[key] = r
+            if not (isinstance(v, float) and not isinstance(r, bool) and isinstance(r, (int, float)) and r == v):
+                changed.append((f"{path}.{key}", v, r))  # 5e8 for an int: read as before, not listed
+        cur = out
+        for part in parts[:-1]:
+            cur[part] = dict(cur[part])
+            cur = cur[part]
+        cur[parts[-1]] = new
+    return out, changed
 
 
 def _partial_offload(where: str, data: dict) -> None:

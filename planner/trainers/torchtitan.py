@@ -78,7 +78,9 @@ Read and modelled (section.key -> planner job field):
   [mx] / [quantize.linear.mx] recipe_name (converter "mx" -> precision fp8, recipe mxfp8)
 Before any of it, every key torchtitan @e347b1e5e's JobConfig types is checked against its declared type at tyro's
 rule (torchtitan_types.py: a value tyro would warn about and run on is refused, exit 2; a number taken as tyro takes
-it; not with [job] custom_config_module).
+it; not with [job] custom_config_module), and a key or section it has not is refused as its ConfigManager refuses
+it ('Invalid field names'), except the earlier layout's keys this reader also reads (torchtitan_types.EARLIER,
+@6404b932) and the earlier names it prices ([training] batch_size).
 Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
 as not modelled (a setting that may change either; the plan is priced without it).
@@ -573,7 +575,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     custom = torchtitan_types.custom_module(data)
     if custom is None:  # each key torchtitan @e347b1e5e types, at tyro's rules (torchtitan_types.py): the keys not
         # priced first, the priced ones after the reading's own checks (their messages name the planner's choices)
-        torchtitan_types.check(where, data, lambda path, key: not _priced(path, key))
+        torchtitan_types.check(where, data, lambda path, key: not _priced(path, key),
+                               known=lambda path, key: key in MODELLED.get(path, ()))
     else:
         assumed.append(noted("assumed", f"[job] custom_config_module {custom!r}",
                              "the module's JobConfig is merged over torchtitan's, its fields replacing theirs with "
@@ -582,7 +585,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg = read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack, parallel=parallel,
                         assumed=assumed)
     if custom is None:
-        torchtitan_types.check(where, data, _priced)
+        torchtitan_types.check(where, data, _priced, known=lambda path, key: key in MODELLED.get(path, ()))
     return cfg
 
 

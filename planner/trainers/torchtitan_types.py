@@ -61,6 +61,8 @@ References
 
 from __future__ import annotations
 
+import difflib
+
 import numbers
 import types
 from typing import Literal, Optional, Union, get_args, get_origin
@@ -280,11 +282,12 @@ def custom_module(data: dict) -> Optional[str]:
     return v if isinstance(v, str) and v else None
 
 
-def check(where: str, data: dict, keys=None) -> None:
+def check(where: str, data: dict, keys=None, known=None) -> None:
     """Refuse (PlannerError, exit 2) a value of a torchtitan @e347b1e5e key that tyro warns about (tyro_warns), naming
     the file, the [section] key, the type job_config.py declares with its line, and the value; and a value that is
-    not a table where torchtitan has a section. Keys and sections torchtitan has not are left to the reader (listed
-    as before). The caller skips a file with [job] custom_config_module (custom_module). keys: which (section, key)
+    not a table where torchtitan has a section; and a key or section torchtitan has not (_unknown: its ConfigManager
+    refuses it, 'Invalid field names'), unless it is a key of the earlier layout the reader also reads (EARLIER) or
+    known(section, key) says the reader prices it (an earlier name: [training] batch_size). The caller skips a file with [job] custom_config_module (custom_module). keys: which (section, key)
     to check (None: all; the reader checks the keys it prices after its own, more specific, checks have run)."""
     def walk(path: str, body: dict) -> None:
         fields = MAIN_TYPES.get(path, {})
@@ -298,7 +301,16 @@ def check(where: str, data: dict, keys=None) -> None:
                         "its code reads as attributes",
                         f"write [{sub}] as a section header with its keys below it")
                 walk(sub, v)
-            elif key in fields and (keys is None or keys(path, key)):
+            elif key not in fields:
+                if sub in EARLIER and isinstance(v, dict):  # an earlier layout's section: its keys against it
+                    walk(sub, v)
+                elif key in EARLIER.get(path, ()) or sub in EARLIER or (known is not None and known(path, key)):
+                    continue  # a key of the earlier layout the reader reads (EARLIER) or prices: its listing
+                elif path in EARLIER and path not in SECTIONS:
+                    _unknown(where, path, key, EARLIER[path])
+                else:
+                    _unknown(where, path, key)
+            elif keys is None or keys(path, key):
                 typ, line = fields[key]
                 if tyro_warns(typ, v):
                     raise PlannerError(
@@ -319,6 +331,48 @@ def check(where: str, data: dict, keys=None) -> None:
     walk("", data)
     if keys is None or keys("model", "hf_assets_path"):
         _assets_path(where, data)
+
+
+# the fields of torchtitan's earlier layout (torchtitan/config/job_config.py @6404b932, 2025-08-03, whose option names
+# the shipped tests/data/trainer_configs/llama3_8b.toml uses; the v0.1.0 linear layout, torchtitan.LINEAR_LAYOUTS) that
+# @e347b1e5e no longer has, with their lines there: the reader reads a file of either layout, so these keep the
+# reader's listing (not checked for type); a key neither layout has is refused, as both ConfigManagers refuse it
+EARLIER_COMMIT = "@6404b932"
+EARLIER: dict[str, dict[str, int]] = {
+    "job": {"use_for_integration_test": 22, "print_args": 25},
+    "training": {"compile": 213, "seed": 227, "deterministic": 230},
+    "parallelism": {"enable_compiled_autograd": 247, "pipeline_parallel_split_points": 291},
+    "checkpoint": {"enable_checkpoint": 378},
+    "float8": {"enable_fsdp_float8_all_gather": 529, "precompute_float8_dynamic_scale_for_fsdp": 532,
+               "recipe_name": 535, "filter_fqns": 538, "emulate": 545, "moe_fqns_prototype": 552},
+    "mx": {"mxfp8_dim1_cast_kernel_choice": 562, "recipe_name": 565, "filter_fqns": 571, "moe_fqns_prototype": 579},
+    "memory_estimation": {"enabled": 607},
+    "fault_tolerance": {"sync_steps": 656, "should_quantize": 662, "fragment_sync_delay": 674,
+                        "fragment_update_alpha": 688},
+    "liger_kernel": {"enable_fused_linear_cross_entropy": 702},
+    "validation": {"enabled": 728},
+}
+
+
+def _unknown(where: str, path: str, key, fields=None) -> None:
+    """A key or [section] JobConfig has not: torchtitan's ConfigManager refuses it when it loads the file
+    (config/manager.py @e347b1e5e _dict_to_dataclass l. 165-171: ValueError 'Invalid field names in <class> data',
+    at every level of the file's tables); the hint names the nearest field (difflib) or the section's fields."""
+    known = sorted(fields if fields is not None else set(MAIN_TYPES.get(path, {})) | {
+        s.split(".")[-1] for s in SECTIONS if (s.rsplit(".", 1)[0] if "." in s else "") == path})
+    if fields is not None:  # an earlier layout's section ([float8], [mx], [liger_kernel]): its fields there
+        raise PlannerError(
+            f"{where}[{path}] {key} is not a key of torchtitan's [{path}] (job_config.py {EARLIER_COMMIT}, the earlier "
+            f"layout that has the section; {COMMIT} has no [{path}]): torchtitan refuses the file when it loads it "
+            "(ConfigManager._dict_to_dataclass: 'Invalid field names')", f"valid: {', '.join(sorted(fields))}")
+    near = difflib.get_close_matches(str(key), known, n=1)
+    at = f"[{path}] {key}" if path else f"[{key}]"
+    raise PlannerError(
+        f"{where}{at} is not a {'key' if path else 'section'} of torchtitan's JobConfig{' [' + path + ']' if path else ''}: "
+        f"torchtitan {COMMIT} refuses the file when it loads it (config/manager.py _dict_to_dataclass l. 165-171: "
+        "'Invalid field names ... Please modify your .toml config file')",
+        (f"did you mean {near[0]!r}? " if near else "") + f"valid: {', '.join(known)}"
+        if len(known) <= 12 or not near else f"did you mean {near[0]!r}?")
 
 
 def _assets_path(where: str, data: dict) -> None:
