@@ -23,7 +23,8 @@ _ABBREV = {
     # the words before their colon
     "model code": "code", "torch.compile": "code",
 }
-_LEGEND = ("assumed: hw hardware (an entry the record marks hardware_assumed), arch architecture (gated MLP, norm, ...), mbs micro-batch, "
+_LEGEND = ("assumed: hw hardware (an entry the record marks hardware_assumed), "
+           "arch architecture (gated MLP, norm, ...), mbs micro-batch, "
            "vpp, cp, rc recompute, sp sequence parallel, prec precision, shard sharding, bpp bytes/param, "
            "attn attention kernel, stk stack options from the stack's defaults, imb MoE routing imbalance rule, "
            "code the trainer's model code (none covers the model, or it compiles no block) (full list: --format json)")
