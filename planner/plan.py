@@ -3915,8 +3915,21 @@ def _dp_param_gather_overlap(job: Job, stack: Stack, where: str) -> Optional[boo
     job leaves it out (tied to the plan's DP overlap as it runs: the stack's default rule before the field existed);
     true refused where the job's DP overlap (dp_comm_overlap, else the stack's defaults.dp_comm_overlap) is off, as
     Megatron asserts ('Must use --overlap-param-gather with --overlap-grad-reduce', megatron/training/arguments.py
-    @d98e8a64 l. 1024-1029); false always accepted (the all-gather after the step, exposed)."""
+    @d98e8a64 l. 1024-1029); false always accepted (the all-gather after the step, exposed). On a stack whose
+    ZeRO-1/2 gathers synchronously after the step (overlap.dp_param_gather_overlap_supported false: DeepSpeed,
+    step.py [40]) true is refused, and false is that stack's own behaviour: accepted and held as the stack's (None,
+    priced exposed by step.ddp_traffic all the same; nothing for plan_dict to show or an export to refuse)."""
     if job.dp_param_gather_overlap is None:
+        return None
+    if not stack.overlap.dp_param_gather_overlap_supported:
+        if job.dp_param_gather_overlap:
+            raise PlannerError(f"{where}dp_param_gather_overlap is true but stack {stack.name} gathers the ZeRO-1/2 "
+                               "parameters synchronously after the optimizer step whatever overlap_comm says "
+                               "(DeepSpeed's overlap_comm overlaps only the gradient reduction: microsoft/DeepSpeed "
+                               "@38327e07 deepspeed/runtime/zero/stage_1_and_2.py step l. 1927-1935, all_gather_dp_groups; "
+                               "stack_db overlap.dp_param_gather_overlap_supported false, planner/step.py [40])",
+                               "remove dp_param_gather_overlap (the stack prices the all-gather exposed), or plan on a "
+                               "Megatron stack (--overlap-param-gather)")
         return None
     dpo = job.dp_comm_overlap if job.dp_comm_overlap is not None else stack.defaults.dp_comm_overlap
     if job.dp_param_gather_overlap and not dpo:

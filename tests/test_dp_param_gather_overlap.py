@@ -22,7 +22,7 @@ MEGATRON_8B = "tests/data/trainer_configs/train_llama3_8b.sh"  # --use-distribut
 RUN = "scripts/training/run_recipe.py"
 
 
-def _traffic(gather_overlap):
+def _traffic(gather_overlap, supported=True):
     """ddp_traffic over a zero1 plan's collectives (seconds from bytes by the ring formulas, the test's own inputs):
     a stage of 1e9 parameters on 8 ranks over a 400 GB/s link, 4 buckets; the reduce-scatter of 4 B fp32 gradients
     (4e9 B) and the all-gather of the 2 B bf16 weights (2e9 B), each (n - 1) / n x S / B."""
@@ -33,7 +33,8 @@ def _traffic(gather_overlap):
     c = DPColls(ag=np.float64(ag), rs=np.float64(rs), ar=0.0, rep=0.0, inst=0.0)
     edge = DPColls(*(x / 4 for x in c.parts()))  # the first bucket's gather, the last bucket's reduction
     sc = SimpleNamespace(m=4, x=0.1, settings=SimpleNamespace(dp_param_gather_overlap=gather_overlap),
-                         stack=SimpleNamespace(overlap=SimpleNamespace(grad_reduce_queued=False)))
+                         stack=SimpleNamespace(overlap=SimpleNamespace(grad_reduce_queued=False,
+                                                                       dp_param_gather_overlap_supported=supported)))
     comp = SimpleNamespace(fwd_mb=np.float64(0.1), bwd_mb=np.float64(0.2))  # windows far longer than the transfers
     tr = {"reduce_mb": np.array(False)}  # zero1: reduced once a step
     n_red, _, total, exposed, _ = ddp_traffic(sc, comp, tr, (np.array(True), np.array(False)), c, edge)
@@ -159,12 +160,84 @@ def test_other_formats_refuse_it():
     from planner.schema import Job
     from planner.trainers.export import export_plan
 
+    # a megatron-deepspeed job's false is its stack's own (left out of the plan: the DeepSpeed tests below); a plan
+    # file that names it is refused by the DeepSpeed formats, which have no such setting
     plan = resolved_plan(Job(model="llama3-8b", gpus=8, global_batch=64, micro_batch=1, seq_len=8192, sharding="zero1",
                              stack="megatron-deepspeed", tp=1, pp=1, cp=1, dp_comm_overlap=True,
                              dp_param_gather_overlap=False))
-    assert plan["dp_param_gather_overlap"] is False
+    assert "dp_param_gather_overlap" not in plan
+    export_plan(plan, "deepspeed")
     with pytest.raises(PlannerError, match="dp_param_gather_overlap false"):
-        export_plan(plan, "deepspeed")
+        export_plan({**plan, "dp_param_gather_overlap": False}, "deepspeed")
+
+
+# ---- DeepSpeed ZeRO-1/2: the all-gather after the step is synchronous whatever overlap_comm (step.py [40]; stack_db
+# megatron-deepspeed* overlap.dp_param_gather_overlap_supported false)
+
+DS = ("megatron-deepspeed", "megatron-deepspeed-2021", "megatron-deepspeed-bigscience")
+
+
+@pytest.mark.parametrize("name", DS)
+def test_deepspeed_stacks_never_overlap_the_gather(name):
+    from planner.catalog import load_stack
+
+    assert load_stack(name).overlap.dp_param_gather_overlap_supported is False
+    assert load_stack("megatron").overlap.dp_param_gather_overlap_supported is True
+
+
+def test_deepspeed_gather_exposed_by_hand():
+    """The same collectives on a stack whose gather is never overlapped (DeepSpeed's stage_1_and_2.py step,
+    all_gather_dp_groups after the optimizer step): the job's field left out, the gather is exposed whole, as the
+    Megatron job's false: 0.325 x 8.75 ms + 4.375 ms = 7.21875 ms exposed of 13.125 ms."""
+    _, total, exposed, rs, ag = _traffic(None, supported=False)
+    assert total == pytest.approx(13.125e-3, rel=1e-15)
+    assert exposed == pytest.approx(0.325 * 8.75e-3 + 4.375e-3, rel=1e-12)
+    assert exposed == pytest.approx(7.21875e-3, rel=1e-12)
+    assert exposed == _traffic(False)[2]
+
+
+def _ds_job(**kw):
+    return dict(model="llama3-8b", gpus=8, global_batch=64, micro_batch=1, seq_len=8192, stack="megatron-deepspeed",
+                sharding="zero1", sharding_mode="zero1", tp=1, pp=1, cp=1, dp_comm_overlap=True, **kw)
+
+
+def test_deepspeed_explain_exposes_the_gather_of_its_bytes():
+    """End to end, Llama 3 8B on 8 GPUs, megatron-deepspeed ZeRO-1 at pp 1 with overlap_comm (dp_comm_overlap true):
+    8,030,261,248 parameters x 2 B gathered over the 8 DP ranks in ceil(8,030,261,248 / 5e8) = 17 buckets (stack_db
+    megatron-deepspeed fsdp.ddp_bucket_params 500,000,000, per-DP-rank 0), ag = 17 x one bucket's all-gather (the
+    step's own collective model). Against the same plan on the stack with the gather overlappable (what the planner
+    priced before), the exposed DP time is higher by the hidden part, (16/17) ag (1 - x); the total does not move."""
+    import dataclasses
+
+    from planner import comm
+    from planner.explain import evaluate, to_json
+    from planner.step import Collectives, _context
+
+    p = 8_030_261_248
+    n_b = -(-p // 500_000_000)
+    assert n_b == 17
+    settings, plan, _, ds = explain_job(**_ds_job())
+    assert settings.stack.fsdp.ddp_bucket_params == 500_000_000 and settings.stack.fsdp.ddp_bucket_params_per_dp_rank == 0
+    assert ds["plan"]["dp_comm_overlap"] is True and "dp_param_gather_overlap" not in ds["plan"]
+    st = settings.stack
+    s_hidden = dataclasses.replace(settings, stack=st.model_copy(
+        update={"overlap": st.overlap.model_copy(update={"dp_param_gather_overlap_supported": True})}))
+    hidden = to_json(s_hidden, plan, evaluate(s_hidden, plan))
+    sc = _context(settings, plan)
+    coll = Collectives(sc)
+    ag = n_b * float(coll(comm.ALL_GATHER, 2.0 * p / n_b, 8, coll.strides["dp"]))
+    x = float(sc.x)
+    assert 0 < x < 1 and ag < ds["time"]["dp_comm_s"] == hidden["time"]["dp_comm_s"]
+    d = ds["time"]["dp_comm_exposed_s"] - hidden["time"]["dp_comm_exposed_s"]
+    assert d == pytest.approx(ag * (n_b - 1) / n_b * (1 - x), rel=1e-9)
+    # the job's false is the stack's own: priced the same, nothing shown or refused at export
+    _, _, _, f = explain_job(**_ds_job(dp_param_gather_overlap=False))
+    assert f["time"]["step_s"] == ds["time"]["step_s"] and "dp_param_gather_overlap" not in f["plan"]
+
+
+def test_deepspeed_refuses_the_gather_overlapped():
+    with pytest.raises(PlannerError, match="gathers the ZeRO-1/2 parameters synchronously after the optimizer step"):
+        explain_job(**_ds_job(dp_param_gather_overlap=True))
 
 
 def test_fit_rows_say_so_and_reproduce():
