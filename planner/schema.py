@@ -2290,6 +2290,10 @@ class StackDefaults(BaseModel):
     recompute_layers_set: Optional[Int] = Field(
         default=None, gt=0, description="the job's recompute_layers (a GPU's fully recomputed layers, laid here by "
                                         "plan.resolve for the start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP); null: none")
+    dp_param_gather_overlap_set: Optional[Bool] = Field(
+        default=None, description="true where the job's dp_param_gather_overlap is true (Megatron --overlap-param-gather "
+                                  "as stated; laid here by plan.resolve for the start-up rule MEGATRON_PARAM_GATHER); "
+                                  "null: the job leaves it out or sets it false")
     attention_backend: Optional[AttentionBackend] = Field(
         default=None, description="the attention module the stack's model code builds when the job does not say (job field "
                                   "attention_backend; one of runs.attention_backends); null: the stack names none (the "

@@ -76,8 +76,25 @@ def test_explain_prices_and_shows_it_at_zero1_only():
 
 
 def test_true_needs_the_dp_overlap():
+    """On the megatron set start-up rule MEGATRON_PARAM_GATHER (code 110) refuses it (Megatron's validate_args,
+    arguments.py @d98e8a64 l. 1024-1029), with a sharding mode that shards no optimizer too; elsewhere plan.resolve."""
+    from planner.startup import CODES
+
+    assert CODES["MEGATRON_PARAM_GATHER"] == 110
+    for kw in (dict(sharding="zero1", dp_comm_overlap=False), dict(sharding="none"),
+               dict(sharding="fsdp", sharding_mode="torch_fsdp2")):
+        with pytest.raises(PlannerError, match="MEGATRON_PARAM_GATHER") as e:
+            explain_job(**{**JOB, **kw}, dp_param_gather_overlap=True)
+        assert "arguments.py validate_args l. 1024-1029" in e.value.message and "--overlap-grad-reduce" in e.value.hint
+    for kw in (dict(sharding="zero1"), dict(sharding="zero2", sharding_mode="megatron_fsdp_optim_grads"),
+               dict(sharding="fsdp", sharding_mode="megatron_fsdp_optim_grads_params")):
+        explain_job(**{**JOB, **kw}, dp_param_gather_overlap=True)  # Megatron starts: the distributed optimizer / M-FSDP
+    with pytest.raises(PlannerError, match="MEGATRON_PARAM_GATHER"):
+        explain_job(**{**JOB, "stack": "megatron-bridge"}, sharding="zero1", dp_comm_overlap=False,
+                    dp_param_gather_overlap=True)
     with pytest.raises(PlannerError, match="dp_param_gather_overlap is true but dp_comm_overlap is off"):
-        explain_job(**JOB, sharding="zero1", dp_comm_overlap=False, dp_param_gather_overlap=True)
+        explain_job(**{**JOB, "stack": "torchtitan"}, sharding="fsdp", dp_comm_overlap=False,
+                    dp_param_gather_overlap=True)
     _, _, _, h = explain_job(**JOB, sharding="zero1", dp_comm_overlap=False, dp_param_gather_overlap=False)
     assert h["plan"]["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in h["plan"]
 
@@ -87,8 +104,7 @@ def _megatron(tmp_path, drop=(), add=()):
     for f in drop:
         assert f"    {f}\n" in text
         text = text.replace(f"    {f}\n", "")
-    text = text.replace("    --use-distributed-optimizer\n", "    --use-distributed-optimizer\n" + "".join(
-        f"    {f}\n" for f in add))
+    text = text.replace("    --use-mcore-models\n", "    --use-mcore-models\n" + "".join(f"    {f}\n" for f in add))
     p = tmp_path / "train.sh"
     p.write_text(text)
     return load_trainer_config(p, hardware="h100-sxm")
@@ -103,11 +119,41 @@ def test_megatron_reader_each_combination(tmp_path):
     assert grad.job["dp_comm_overlap"] is True and grad.job["dp_param_gather_overlap"] is False
     neither = _megatron(tmp_path, drop=("--overlap-param-gather", "--overlap-grad-reduce"))
     assert neither.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in neither.job
-    param = _megatron(tmp_path, drop=("--overlap-grad-reduce",))
-    assert param.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in param.job
-    assert any("--overlap-param-gather" in i and "without --overlap-grad-reduce" in i for i in param.ignored)
+    param = _megatron(tmp_path, drop=("--overlap-grad-reduce",))  # as stated: refused at resolve (rule 110, below)
+    assert param.job["dp_comm_overlap"] is False and param.job["dp_param_gather_overlap"] is True
+    assert not any("--overlap-param-gather" in i for i in param.ignored)
     ddp = _megatron(tmp_path, drop=("--overlap-param-gather", "--use-distributed-optimizer"))
     assert ddp.job["sharding"] == "none" and "dp_param_gather_overlap" not in ddp.job  # no gather to overlap
+
+
+@pytest.mark.parametrize("drop, add, mode", [(("--overlap-grad-reduce",), (), "distributed_optimizer"),
+                                             (("--use-distributed-optimizer",), (), "ddp"),
+                                             (("--use-distributed-optimizer",), ("--use-torch-fsdp2",), "torch_fsdp2")])
+def test_megatron_reader_refuses_what_megatron_asserts(tmp_path, cli, drop, add, mode):
+    """--overlap-param-gather without --overlap-grad-reduce, or without the distributed optimizer / Megatron-FSDP /
+    dist_muon (plain DDP, torch FSDP2): Megatron's validate_args asserts (arguments.py @d98e8a64 l. 1024-1029), so
+    the script is refused at resolve by start-up rule MEGATRON_PARAM_GATHER (code 110): exit 2 with its hint, no
+    traceback (it was listed as ignored before)."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+
+    if "--use-torch-fsdp2" in add:  # torch FSDP2 wants untied embeddings, no gradient-accumulation fusion
+        add = add + ("--no-gradient-accumulation-fusion",)
+    cfg = _megatron(tmp_path, drop=drop, add=add)
+    assert cfg.job["dp_param_gather_overlap"] is True and cfg.job["sharding_mode"] == mode
+    with pytest.raises(PlannerError, match="MEGATRON_PARAM_GATHER"):
+        resolved_plan(Job(**cfg.job))
+    r = cli("explain", str(tmp_path / "train.sh"), "--hardware", "h100-sxm")
+    assert r.exit_code == 2, r.output
+    assert "MEGATRON_PARAM_GATHER" in r.stderr and "hint:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_megatron_reader_dist_muon_passes(tmp_path):
+    """--optimizer dist_muon with --overlap-param-gather and --overlap-grad-reduce but no --use-distributed-optimizer
+    passes Megatron's assert (l. 1025-1027 names dist_muon; the Muon conversion comes later, l. 1724-1737): read as
+    the distributed optimizer's level, the flag as the tie (field left out), nothing refused."""
+    cfg = _megatron(tmp_path, drop=("--use-distributed-optimizer",), add=("--optimizer dist_muon",))
+    assert cfg.job["sharding"] == "zero1" and "dp_param_gather_overlap" not in cfg.job
 
 
 def _bridge(tmp_path, *overrides):
@@ -296,3 +342,19 @@ def test_check_spells_the_gather_flag_with_the_distributed_optimizer():
     assert "--overlap-param-gather" not in keys
     exposed = evaluate_job(Job(**base, sharding="zero1", dp_param_gather_overlap=False))["plan"]
     assert "--overlap-param-gather" not in [s.key for s in spell("megatron", ["sharding"], before, exposed, {}).settings]
+
+
+def test_fit_with_the_gather_overlapped_ranks_no_ddp_row(cli):
+    """A fit job's dp_param_gather_overlap true (--overlap-param-gather) holds for every row: rule MEGATRON_PARAM_GATHER
+    (code 110) masks the rows Megatron would refuse (ddp, torch_fsdp2), which the same search without it ranks; the
+    probe (dp 1 at the stack's first level, ddp) is resolved without it (space.settings_for)."""
+    import json
+
+    args = ["fit", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "64", "--format", "json",
+            "--top", "400"]
+    r = cli(*args, "--dp-param-gather-overlap")
+    assert r.exit_code == 0, r.output
+    modes = {row["plan"]["sharding_mode"] for row in json.loads(r.stdout)}
+    assert modes and not modes & {"ddp", "torch_fsdp2"} and "distributed_optimizer" in modes
+    plain = {row["plan"]["sharding_mode"] for row in json.loads(cli(*args).stdout)}
+    assert "ddp" in plain
