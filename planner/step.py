@@ -846,7 +846,13 @@ References
     bucket's. Read at the zero1 / zero2 levels (the distributed optimizer; Megatron-FSDP's optim / optim_grads, whose
     start_param_sync takes the same flag: megatron_fsdp.py l. 1288-1302); the FSDP levels' per-unit gathers are the
     FSDP path's, under dp_comm_overlap (Megatron-FSDP's optim_grads_params forces overlap_param_gather on,
-    megatron_fsdp.py l. 328-330). Left out (None) the gather follows the plan's DP overlap as it runs.
+    megatron_fsdp.py l. 328-330). Left out (None) the gather follows the plan's DP overlap as it runs. Muon's
+    layer-wise distributed optimizer (zero1 under optimizer muon, [28]) the same: layer_wise_optimizer.py @d98e8a64
+    step_with_ready_grads (l. 965-987) all-gathers after the step unless overlap_param_gather (DDP's start_param_sync
+    of its buckets with the layout, allgather_params on the legacy path: _layerwise_gather), and Megatron-Core
+    905c0e386 (Megatron-Bridge's pin) hands config.overlap_param_gather to LayerWiseDistributedOptimizer as
+    async_allgather (optimizer/muon.py l. 347-354; layer_wise_optimizer.py l. 280-288), the forward's pre-hooks
+    gathering with ddp.overlap_param_gather (distributed_data_parallel.py l. 239-242, 350-353).
     DeepSpeed's ZeRO-1/2 has no such switch: microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/stage_1_and_2.py
     DeepSpeedZeroOptimizer.step (l. 1826-1944) ends with all_gather_dp_groups of the updated 16-bit partitions
     (l. 1927-1935, inside the OPTIMIZER_ALLGATHER timer) -> runtime/utils.py all_gather_into_tensor_dp_groups
@@ -4614,10 +4620,13 @@ def _layerwise_gather(sc: StepCtx, coll: Collectives, bucketed, size, group, str
     stack's buckets, but on Muon's layer-wise optimizer's legacy path (layerwise_legacy [28]: its gradients
     all-reduced, dp_comm's allred) without the DP overlap allgather_params' one all_gather of the rank's flattened
     shard (layer_wise_optimizer.py @d98e8a64 l. 838-853) at `stride`; with --overlap-param-gather the forward's
-    per-bucket gathers (set_bucket_layerwise_params_list)."""
+    per-bucket gathers (set_bucket_layerwise_params_list), so not where the job's dp_param_gather_overlap is false
+    (step_with_ready_grads l. 975-985 runs allgather_params then, [40])."""
     ag = bucketed(comm.ALL_GATHER, size, group)
     if not layerwise_legacy(sc):  # a job setting (zero1 only: plan._optimizer)
         return ag
+    if sc.settings.dp_param_gather_overlap is False:  # a job setting: no per-bucket gathers in the forward
+        return coll(comm.ALL_GATHER, size, group, stride)
     return np.where(dp_overlap(sc.stack, sc.plan) > 0, ag, coll(comm.ALL_GATHER, size, group, stride))
 
 

@@ -358,3 +358,62 @@ def test_fit_with_the_gather_overlapped_ranks_no_ddp_row(cli):
     assert modes and not modes & {"ddp", "torch_fsdp2"} and "distributed_optimizer" in modes
     plain = {row["plan"]["sharding_mode"] for row in json.loads(cli(*args).stdout)}
     assert "ddp" in plain
+
+
+# ---- Muon's layer-wise distributed optimizer: its all-gather follows --overlap-param-gather as the distributed
+# optimizer's does (Megatron-LM @d98e8a64 layer_wise_optimizer.py step_with_ready_grads l. 965-987; Megatron-Core
+# 905c0e386 muon.py l. 347-354, async_allgather=config.overlap_param_gather): priced, read and written alike
+
+@pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge"])
+@pytest.mark.parametrize("exposed", [False, True])
+def test_muon_round_trip(tmp_path, fmt, exposed):
+    """A zero1 Muon plan (Bridge: dist_muon, whole tensors, Megatron-Core 905c0e386's layer-wise optimizer) exports the
+    gather as priced: hidden (the field left out) with --overlap-param-gather (Bridge: ddp. and optimizer.
+    overlap_param_gather true), exposed (false) without (both false); each reads back as the same plan, and the
+    exposed one prices more exposed DP time."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan, plan_signature
+
+    job = dict(model="llama3-8b", gpus=8, global_batch=512, micro_batch=1, seq_len=8192, sharding="zero1",
+               stack="megatron" if fmt == "megatron" else "megatron-bridge", tp=1, pp=1, cp=1, optimizer="muon",
+               dp_comm_overlap=True, **({} if fmt == "megatron" else {"optimizer_whole_tensors": True}))
+    plan = resolved_plan(Job(**job, **({"dp_param_gather_overlap": False} if exposed else {})))
+    assert plan["optimizer"] == "muon" and plan.get("dp_param_gather_overlap", None) is (False if exposed else None)
+    text, _ = export_plan(plan, fmt)
+    if fmt == "megatron":
+        assert "--overlap-grad-reduce" in text and ("--overlap-param-gather" in text) is not exposed
+    else:
+        v = "false" if exposed else "true"
+        assert f"ddp.overlap_param_gather={v}" in text and f"optimizer.overlap_param_gather={v}" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    cfg = load_trainer_config(p, hardware="h100-sxm")
+    assert cfg.job.get("dp_param_gather_overlap") is (False if exposed else None)
+    back = resolved_plan(Job(**{**cfg.job, "model": "llama3-8b", "gpus": 8}))
+    assert plan_signature(back) == plan_signature(plan)
+    if exposed:
+        _, _, _, hid = explain_job(**{k: v for k, v in job.items()})
+        _, _, _, exp = explain_job(**job, dp_param_gather_overlap=False)
+        assert exp["time"]["dp_comm_exposed_s"] > hid["time"]["dp_comm_exposed_s"]
+        if fmt == "megatron":  # the layout's bucketed gather either way
+            assert exp["time"]["dp_comm_s"] == hid["time"]["dp_comm_s"]
+        else:  # whole tensors (legacy path): allgather_params' one all-gather in place of the forward's per-bucket
+            # ones (step._layerwise_gather), one latency term in place of one a bucket
+            assert exp["time"]["dp_comm_s"] < hid["time"]["dp_comm_s"]
+
+
+def test_bridge_kimi_style_muon_reads_exposed(tmp_path):
+    """NVIDIA's Kimi-K2 Muon recipe's DDP settings (recipes/kimi/kimi_k2.py @dc805f5cf l. 190-199: the distributed
+    optimizer and overlap_param_gather off, overlap_grad_reduce on) under dist_muon: the gather after the step,
+    synchronous (layer_wise_optimizer.py @905c0e386 l. 280-288), read as dp_param_gather_overlap false; ddp.
+    overlap_param_gather alone (no optimizer.overlap_param_gather: async_allgather stays off) too."""
+    common = ("optimizer.optimizer=dist_muon", "ddp.use_distributed_optimizer=false",
+              "optimizer.use_distributed_optimizer=false")
+    kimi = _bridge(tmp_path, *common, "ddp.overlap_param_gather=false")
+    assert kimi.job["sharding"] == "zero1" and kimi.job["dp_comm_overlap"] is True
+    assert kimi.job["dp_param_gather_overlap"] is False
+    half = _bridge(tmp_path, *common, "ddp.overlap_param_gather=true")
+    assert half.job["dp_param_gather_overlap"] is False
+    both = _bridge(tmp_path, *common, "ddp.overlap_param_gather=true", "optimizer.overlap_param_gather=true")
+    assert "dp_param_gather_overlap" not in both.job

@@ -3279,11 +3279,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         # Megatron asserts both (arguments.py @d98e8a64 l. 1024-1029): the flag as stated, which the start-up rule
         # MEGATRON_PARAM_GATHER (code 110) refuses at resolve (without --overlap-grad-reduce, or under ddp / torch_fsdp2)
         job["dp_param_gather_overlap"] = True
-    elif (job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and "--overlap-param-gather" not in flags
-          and flags.get("--optimizer", "adam") not in MUON_OPTIMIZERS):
+    elif job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and "--overlap-param-gather" not in flags:
         # the distributed optimizer's (Megatron-FSDP optim / optim_grads') all-gather after the step, synchronous
-        # without --overlap-param-gather (distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40]); Muon's
-        # layer-wise gather is step._layerwise_gather's, tied to the DP overlap as before
+        # without --overlap-param-gather (distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40]); so Muon's
+        # layer-wise optimizer's (layer_wise_optimizer.py l. 965-987 step_with_ready_grads: DDP's start_param_sync of
+        # its buckets, or allgather_params on the legacy path, unless overlap_param_gather defers it to the forward)
         job["dp_param_gather_overlap"] = False
     job["rank_order"] = "tp-cp-pp-dp" if "--use-tp-pp-dp-mapping" in flags else "tp-cp-dp-pp"
     assumed.append(listed("assumed", "rank_order", job['rank_order'], "Megatron's parallel_state order "
