@@ -3209,6 +3209,8 @@ def apply_startup_switches(job: Job, stack, warnings: list, where: str = "", hw=
     stack = with_default(stack, "bf16_layers_max", max(job.bf16_layers_at_start, job.bf16_layers_at_end) or None)
     # the block method's layers a GPU, read with each plan's vpp by the start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP
     stack = with_default(stack, "recompute_layers_set", job.recompute_layers)
+    # --overlap-param-gather as stated, read with each plan's DP overlap and sharding mode by MEGATRON_PARAM_GATHER
+    stack = with_default(stack, "dp_param_gather_overlap_set", True if job.dp_param_gather_overlap else None)
     return stack
 
 
@@ -3913,18 +3915,42 @@ def _fp8_precompute_scale(job: Job, stack: Stack, where: str) -> bool:
 def _dp_param_gather_overlap(job: Job, stack: Stack, where: str) -> Optional[bool]:
     """A job's dp_param_gather_overlap (Megatron --overlap-param-gather; step.py [5], step.ddp_traffic): None where the
     job leaves it out (tied to the plan's DP overlap as it runs: the stack's default rule before the field existed);
-    true refused where the job's DP overlap (dp_comm_overlap, else the stack's defaults.dp_comm_overlap) is off, as
-    Megatron asserts ('Must use --overlap-param-gather with --overlap-grad-reduce', megatron/training/arguments.py
-    @d98e8a64 l. 1024-1029); false always accepted (the all-gather after the step, exposed)."""
+    true refused where the DP overlap is off, as Megatron asserts ('Must use --overlap-param-gather with
+    --overlap-grad-reduce', megatron/training/arguments.py @d98e8a64 l. 1024-1029): on the megatron set by the start-up
+    rule MEGATRON_PARAM_GATHER (code 110, per plan: its DP overlap and sharding mode, laid on the stack by
+    apply_startup_switches), elsewhere here on the job's dp_comm_overlap, else the stack's defaults.dp_comm_overlap;
+    false always accepted (the all-gather after the step, exposed). On a stack whose
+    ZeRO-1/2 gathers synchronously after the step (overlap.dp_param_gather_overlap_supported false: DeepSpeed,
+    step.py [40]) true is refused, and false is that stack's own behaviour: accepted and held as the stack's (None,
+    priced exposed by step.ddp_traffic all the same; nothing for plan_dict to show or an export to refuse)."""
     if job.dp_param_gather_overlap is None:
         return None
+    if not stack.overlap.dp_param_gather_overlap_supported:
+        if job.dp_param_gather_overlap:
+            raise PlannerError(f"{where}dp_param_gather_overlap is true but stack {stack.name} gathers the ZeRO-1/2 "
+                               "parameters synchronously after the optimizer step whatever overlap_comm says "
+                               "(DeepSpeed's overlap_comm overlaps only the gradient reduction: microsoft/DeepSpeed "
+                               "@38327e07 deepspeed/runtime/zero/stage_1_and_2.py step l. 1927-1935, all_gather_dp_groups; "
+                               "stack_db overlap.dp_param_gather_overlap_supported false, planner/step.py [40])",
+                               "remove dp_param_gather_overlap (the stack prices the all-gather exposed), or plan on a "
+                               "Megatron stack (--overlap-param-gather)")
+        return None
     dpo = job.dp_comm_overlap if job.dp_comm_overlap is not None else stack.defaults.dp_comm_overlap
-    if job.dp_param_gather_overlap and not dpo:
+    # on the megatron set the start-up rule MEGATRON_PARAM_GATHER (code 110) refuses it per plan, with the sharding
+    # mode Megatron's assert names too; elsewhere the job's DP overlap is checked here
+    if job.dp_param_gather_overlap and not dpo and not _param_gather_rule_applies(stack):
         raise PlannerError(f"{where}dp_param_gather_overlap is true but dp_comm_overlap is off (stack {stack.name}): "
                            "the parameter all-gather overlaps only beside the overlapped gradient reduction (Megatron "
                            "asserts --overlap-param-gather with --overlap-grad-reduce, arguments.py @d98e8a64 l. 1024-1029)",
                            "set dp_comm_overlap: true, or remove dp_param_gather_overlap")
     return bool(job.dp_param_gather_overlap)
+
+
+def _param_gather_rule_applies(stack) -> bool:
+    """Whether the stack's start-up set holds MEGATRON_PARAM_GATHER (startup.rules_for: the megatron set)."""
+    from .startup import rules_for
+
+    return any(r.key == "MEGATRON_PARAM_GATHER" for _, r in rules_for(stack))
 
 
 def fp8_attention_runs(spec, hw) -> bool:

@@ -1342,6 +1342,14 @@ class OverlapSpec(BaseModel):
                                   "PipelineModule), so at pp > 1 the plan's dp_comm_overlap is priced and shown off "
                                   "(plan.dp_overlap: memory's IPG buffers, step's exposed DP time) and a job that asks "
                                   "for it gets a warning")
+    dp_param_gather_overlap_supported: Bool = Field(
+        default=True,
+        description="the ZeRO-1 / ZeRO-2 modes' once-a-step all-gather of the updated 16-bit weights can hide behind "
+                    "the next forward under the DP overlap (Megatron's --overlap-param-gather, a job's "
+                    "dp_param_gather_overlap); false: the stack gathers synchronously at the end of the optimizer "
+                    "step whatever its DP overlap moves (DeepSpeed's overlap_comm overlaps only the gradient "
+                    "reduction: stage_1_and_2.py step's all_gather_dp_groups, step.py [40]), so the gather is priced "
+                    "exposed whole and a job's dp_param_gather_overlap true is refused")
     tp_comm_overlap_supported: Bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
     tp_comm_overlap_needs_compile: Bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
@@ -2282,6 +2290,10 @@ class StackDefaults(BaseModel):
     recompute_layers_set: Optional[Int] = Field(
         default=None, gt=0, description="the job's recompute_layers (a GPU's fully recomputed layers, laid here by "
                                         "plan.resolve for the start-up rule MEGATRON_RECOMPUTE_LAYERS_VPP); null: none")
+    dp_param_gather_overlap_set: Optional[Bool] = Field(
+        default=None, description="true where the job's dp_param_gather_overlap is true (Megatron --overlap-param-gather "
+                                  "as stated; laid here by plan.resolve for the start-up rule MEGATRON_PARAM_GATHER); "
+                                  "null: the job leaves it out or sets it false")
     attention_backend: Optional[AttentionBackend] = Field(
         default=None, description="the attention module the stack's model code builds when the job does not say (job field "
                                   "attention_backend; one of runs.attention_backends); null: the stack names none (the "
@@ -4012,7 +4024,9 @@ class Job(BaseModel):
                                   "--overlap-param-gather: DistributedOptimizer.step_with_ready_grads' synchronous "
                                   "start_param_sync, planner/step.py [5]); read at the zero1 / zero2 levels only (the "
                                   "FSDP levels' per-unit gathers follow dp_comm_overlap); true needs dp_comm_overlap on "
-                                  "(Megatron asserts it); default: dp_comm_overlap's value as the plan runs it")
+                                  "(Megatron asserts it) and is refused on a stack whose overlap."
+                                  "dp_param_gather_overlap_supported is false (DeepSpeed: always exposed); default: "
+                                  "dp_comm_overlap's value as the plan runs it, exposed on such a stack")
     torch_compile: Optional[Bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
     fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8 or nvfp4: the scaling recipe (tensorwise, rowwise, delayed, mxfp8, blockwise; nvfp4); default: the stack's")
     power_limit_w: Optional[Real] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")

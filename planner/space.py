@@ -917,13 +917,22 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # them, so the probe runs without them and they are laid on the Settings after; the search prices full
     # recompute only then (recompute_choices: the job fixes recompute full)
     full_only = full_recompute_fields(job)
+    # the job's dp_param_gather_overlap true (--overlap-param-gather): the start-up rule MEGATRON_PARAM_GATHER refuses it
+    # under the probe's sharding level where that shards no optimizer (megatron's ddp), so the probe runs without it and
+    # it is laid on the Settings (and the stack, for the rule to mask the search's ddp / torch_fsdp2 rows) after
+    gather = dict(dp_param_gather_overlap=None) if job.dp_param_gather_overlap else {}
     one = job.model_copy(update=dict(
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=_probe_micro_batch(job),
         sharding=(WHOLE_TENSOR_LEVELS[0] if job.optimizer_whole_tensors else v2.level if v2 is not None else level),
         shard_group=None, **mode,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
-        ep_comm_overlap=False, **hcp, **disp, **uneven, **{k: FULL_ONLY_FIELDS[k] for k in full_only}))
+        ep_comm_overlap=False, **hcp, **disp, **uneven, **gather, **{k: FULL_ONLY_FIELDS[k] for k in full_only}))
     settings, plan, warnings = resolve(one, where)
+    if gather:
+        from .plan import _dp_param_gather_overlap, with_default
+
+        settings = replace(settings, dp_param_gather_overlap=_dp_param_gather_overlap(job, settings.stack, where),
+                           stack=with_default(settings.stack, "dp_param_gather_overlap_set", True))
     if full_only:
         if job.recompute != "full" and "recompute" in job.model_fields_set:  # the job's own recompute contradicts them
             raise PlannerError(f"{where}{' and '.join(full_only)} need{'s' if len(full_only) == 1 else ''} recompute full "

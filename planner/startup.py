@@ -211,6 +211,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             stack's) that does not build it: tensorwise before 2.2, mxfp8 before 2.1 (Megatron-LM
                             @d98e8a64 fp8_utils.py l. 770, 798-804), blockwise before 2.3, nvfp4 before 2.8 (TE
                             common/recipe/__init__.py by tag) (code 107, FIXED_CODE_RULES)
+  MEGATRON_PARAM_GATHER     (the megatron set) the job's dp_param_gather_overlap true (--overlap-param-gather) where
+                            the plan's DP overlap is off or its sharding mode is ddp or torch_fsdp2: arguments.py
+                            @d98e8a64 validate_args l. 1024-1029 asserts (code 110, FIXED_CODE_RULES)
   MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (codes 91-93, the megatron set, each where the stack's
                             runs.deterministic_refuses lists the setting): the job's deterministic_mode with the plan's TP
                             overlap (Megatron-LM @d98e8a64 training/determinism.py l. 24, 141-148, since 3ab71eeb3e), the
@@ -2989,6 +2992,16 @@ def _megatron_bf16_layers_stage(model, stack, plan) -> np.ndarray:
     return (np.asarray(plan.precision) == FP8) & (n > model.num_layers // pp)
 
 
+def _param_gather(model, stack, plan) -> np.ndarray:
+    """MEGATRON_PARAM_GATHER: the job's dp_param_gather_overlap true (defaults.dp_param_gather_overlap_set, laid by
+    plan.apply_startup_switches) where the plan's DP overlap is off or its sharding mode shards no optimizer (ddp,
+    torch_fsdp2): Megatron's validate_args asserts both (arguments.py @d98e8a64 l. 1024-1029)."""
+    dpo = np.asarray(plan.dpo)
+    if stack is None or not stack.defaults.dp_param_gather_overlap_set:  # a job setting: every candidate alike
+        return np.zeros(np.shape(dpo), dtype=bool)
+    return (dpo == 0) | mode_is(stack, plan, "ddp", "torch_fsdp2")
+
+
 def _megatron_recompute_layers_vpp(model, stack, plan) -> np.ndarray:
     """MEGATRON_RECOMPUTE_LAYERS_VPP: a full-recompute plan at pp > 1 whose job recompute_layers (a GPU's layers: the
     stack's defaults.recompute_layers_set, laid by plan.apply_startup_switches) is not a multiple of its vpp: Megatron's
@@ -3322,6 +3335,27 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "used (te_version; tensorwise 2.2, mxfp8 2.1, blockwise 2.3, nvfp4 2.8 or later)",
         _te_recipe_release, detail=_te_recipe_release_detail,
         subject="the recipe on that Transformer Engine release")),  # the recipe and release alone, any degrees alike
+    # MEGATRON_PARAM_GATHER (code 110, issue dpsplit2): Megatron-LM @d98e8a64 validate_args (arguments.py l. 1024-1029)
+    #   asserts, where --overlap-param-gather is given, --use-distributed-optimizer, --use-megatron-fsdp or --optimizer
+    #   dist_muon ('--overlap-param-gather only supported with distributed optimizer, megatron fsdp, or dist_muon') and
+    #   --overlap-grad-reduce ('Must use --overlap-param-gather with --overlap-grad-reduce'), before the Muon conversion
+    #   of l. 1724-1737 (so --optimizer muon --use-distributed-optimizer passes). Keyed on the job's
+    #   dp_param_gather_overlap true (the Megatron reader's --overlap-param-gather where it breaks either assert; a job's
+    #   field), laid on the stack's defaults.dp_param_gather_overlap_set by plan.apply_startup_switches: refused where the
+    #   plan's DP overlap (plan.dpo, --overlap-grad-reduce) is off or its sharding mode is ddp or torch_fsdp2 (neither
+    #   the distributed optimizer nor Megatron-FSDP; dist_muon reads as distributed_optimizer). The megatron set
+    #   (megatron, megatron-bridge): the Bridge reader never states the flag so, and its job field true with the DP
+    #   overlap off was refused on every stack before the rule (plan._dp_param_gather_overlap keeps that check elsewhere)
+    (110, StartupRule(
+        "MEGATRON_PARAM_GATHER", "megatron",
+        "the parameter all-gather overlapped (dp_param_gather_overlap, --overlap-param-gather) without the DP overlap "
+        "(--overlap-grad-reduce) or under a sharding mode with no sharded optimizer (ddp, torch_fsdp2)",
+        f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args l. 1024-1029 (AssertionError '--overlap-param-"
+        "gather only supported with distributed optimizer, megatron fsdp, or dist_muon', 'Must use --overlap-param-gather "
+        "with --overlap-grad-reduce')",
+        "add --overlap-grad-reduce (dp_comm_overlap: true) and the distributed optimizer or Megatron-FSDP (sharding zero1, "
+        "zero2 or fsdp with a megatron_fsdp mode), or drop --overlap-param-gather (dp_param_gather_overlap)",
+        _param_gather)),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

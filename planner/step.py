@@ -846,7 +846,24 @@ References
     bucket's. Read at the zero1 / zero2 levels (the distributed optimizer; Megatron-FSDP's optim / optim_grads, whose
     start_param_sync takes the same flag: megatron_fsdp.py l. 1288-1302); the FSDP levels' per-unit gathers are the
     FSDP path's, under dp_comm_overlap (Megatron-FSDP's optim_grads_params forces overlap_param_gather on,
-    megatron_fsdp.py l. 328-330). Left out (None) the gather follows the plan's DP overlap as it runs.
+    megatron_fsdp.py l. 328-330). Left out (None) the gather follows the plan's DP overlap as it runs. Muon's
+    layer-wise distributed optimizer (zero1 under optimizer muon, [28]) the same: layer_wise_optimizer.py @d98e8a64
+    step_with_ready_grads (l. 965-987) all-gathers after the step unless overlap_param_gather (DDP's start_param_sync
+    of its buckets with the layout, allgather_params on the legacy path: _layerwise_gather), and Megatron-Core
+    905c0e386 (Megatron-Bridge's pin) hands config.overlap_param_gather to LayerWiseDistributedOptimizer as
+    async_allgather (optimizer/muon.py l. 347-354; layer_wise_optimizer.py l. 280-288), the forward's pre-hooks
+    gathering with ddp.overlap_param_gather (distributed_data_parallel.py l. 239-242, 350-353).
+    DeepSpeed's ZeRO-1/2 has no such switch: microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/stage_1_and_2.py
+    DeepSpeedZeroOptimizer.step (l. 1826-1944) ends with all_gather_dp_groups of the updated 16-bit partitions
+    (l. 1927-1935, inside the OPTIMIZER_ALLGATHER timer) -> runtime/utils.py all_gather_into_tensor_dp_groups
+    (l. 954-962: dist.all_gather_into_tensor per group, no async_op: deepspeed/comm/comm.py l. 303-311, default
+    False) on the current stream; overlap_comm only picks reduction_stream for the gradient reduction (average_tensor
+    l. 1051-1058, reduce_ipg_grads l. 1382-1383, allreduce_and_copy l. 1530-1535). The BF16_Optimizer (the mode
+    bf16_optimizer) the same: bf16_optimizer.py step -> update_lp_params (l. 312, 423-437: all_gather_dp_groups).
+    So too at the DeepSpeed of the other DeepSpeed stacks: @77b649d16 stage_1_and_2.py l. 1748-1754,
+    bf16_optimizer.py l. 251-254; @a12aaedc stage2.py l. 1488-1520 (sequential dist.all_gather per shard). Those
+    stacks' overlap.dp_param_gather_overlap_supported false: the gather is exposed whole under overlap_comm too, and
+    a job's dp_param_gather_overlap true is refused there (plan._dp_param_gather_overlap).
 """
 
 from __future__ import annotations
@@ -3854,8 +3871,9 @@ def ddp_traffic(sc: StepCtx, comp: Compute, tr, masks, c: DPColls, edge: DPColls
     ddp_total = n_red * ddp_grad + ddp_param
     ddp_x = _hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge  # one reduction's exposure
     # the weights' all-gather behind the next forward but its first bucket, or with the job's dp_param_gather_overlap
-    # false (a job setting, not a searched quantity) synchronous after the step, exposed whole [40]
-    if sc.settings.dp_param_gather_overlap is False:
+    # false, or on a stack that gathers synchronously after the step (overlap.dp_param_gather_overlap_supported false:
+    # DeepSpeed; a job and stack setting, not a searched quantity) exposed whole [40]
+    if sc.settings.dp_param_gather_overlap is False or not sc.stack.overlap.dp_param_gather_overlap_supported:
         param_x = ddp_param
         ddp_exposed = np.minimum(n_red * ddp_x + param_x, ddp_total)
     else:  # (summed in this order: the figures as before the field)
@@ -4602,10 +4620,13 @@ def _layerwise_gather(sc: StepCtx, coll: Collectives, bucketed, size, group, str
     stack's buckets, but on Muon's layer-wise optimizer's legacy path (layerwise_legacy [28]: its gradients
     all-reduced, dp_comm's allred) without the DP overlap allgather_params' one all_gather of the rank's flattened
     shard (layer_wise_optimizer.py @d98e8a64 l. 838-853) at `stride`; with --overlap-param-gather the forward's
-    per-bucket gathers (set_bucket_layerwise_params_list)."""
+    per-bucket gathers (set_bucket_layerwise_params_list), so not where the job's dp_param_gather_overlap is false
+    (step_with_ready_grads l. 975-985 runs allgather_params then, [40])."""
     ag = bucketed(comm.ALL_GATHER, size, group)
     if not layerwise_legacy(sc):  # a job setting (zero1 only: plan._optimizer)
         return ag
+    if sc.settings.dp_param_gather_overlap is False:  # a job setting: no per-bucket gathers in the forward
+        return coll(comm.ALL_GATHER, size, group, stride)
     return np.where(dp_overlap(sc.stack, sc.plan) > 0, ag, coll(comm.ALL_GATHER, size, group, stride))
 
 

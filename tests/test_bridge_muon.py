@@ -55,14 +55,22 @@ def test_muon_under_ddp_by_hand(cli, tmp_path):
 def test_dist_muon_is_the_layer_wise_optimizer_on_whole_tensors(cli, tmp_path):
     """optimizer.optimizer=dist_muon: the layer-wise distributed optimizer (zero1, whole tensors), the same memory
     as the megatron stack's Muon at zero1 on its legacy path (--no-use-layer-wise-param-layout); ddp.overlap_param_
-    gather (its async all-gather, not priced) is noted, not dropped."""
+    gather without optimizer.overlap_param_gather (layer_wise_optimizer.py @905c0e386 l. 280-288: the all-gather after
+    the step, synchronous, async_allgather off) reads as the gather exposed (dp_param_gather_overlap false, step.py
+    [40]); with both it is noted as deferred to the forward (tests/test_dp_param_gather_overlap.py)."""
     f = _launch(tmp_path, "optimizer.optimizer=dist_muon",
                 "ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false")
     cfg = load_trainer_config(f, hardware="h100-sxm")
     j = cfg.job
     assert (j["optimizer"], j["sharding_mode"], j["sharding"], j["optimizer_whole_tensors"]) == \
         ("muon", "distributed_optimizer", "zero1", True)
-    assert any("overlap_param_gather=true: the layer-wise optimizer's parameter all-gather" in a for a in cfg.assumed)
+    assert j["dp_param_gather_overlap"] is False  # ddp.overlap_param_gather alone: async_allgather off
+    both = load_trainer_config(_launch(tmp_path, "optimizer.optimizer=dist_muon", "optimizer.overlap_param_gather=true",
+                                       "ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false",
+                                       name="both.sh"), hardware="h100-sxm")
+    assert "dp_param_gather_overlap" not in both.job
+    assert any("overlap_param_gather=true: with optimizer.overlap_param_gather: the layer-wise optimizer's parameter "
+               "all-gather" in a for a in both.assumed)
     js = json.loads(cli("explain", f, "--format", "json", "-q").stdout)
     _, _, _, mg = explain_job(model="llama3-8b", gpus=8, global_batch=512, micro_batch=1, seq_len=8192,
                               sharding="zero1", optimizer="muon", optimizer_whole_tensors=True, stack="megatron")
@@ -82,13 +90,15 @@ def test_muon_refusals(cli, tmp_path, line, needles):
     assert_one_error(cli("explain", _launch(tmp_path, line)), *needles)
 
 
-@pytest.mark.parametrize("args,written", [
-    (["--sharding", "none"], "optimizer.optimizer=muon"),
-    (["--sharding", "zero1", "--optimizer-whole-tensors"], "optimizer.optimizer=dist_muon"),
+@pytest.mark.parametrize("args,written,gather", [
+    (["--sharding", "none"], "optimizer.optimizer=muon", "false"),
+    (["--sharding", "zero1", "--optimizer-whole-tensors"], "optimizer.optimizer=dist_muon", "true"),
 ])
-def test_muon_export_round_trip(cli, tmp_path, args, written):
+def test_muon_export_round_trip(cli, tmp_path, args, written, gather):
     """export --format megatron-bridge of a Muon plan writes optimizer.optimizer with the distributed optimizer's
-    flags off, and reads back as the same plan with the same memory."""
+    flags off, and reads back as the same plan with the same memory. DDP's Muon gathers nothing (overlap_param_gather
+    false); dist_muon's all-gather hidden as the plan prices it (the DP overlap on, dp_param_gather_overlap left out):
+    ddp.overlap_param_gather true (before: false, against the plan; step.py [40])."""
     job = ["--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-bridge", "--optimizer", "muon",
            "--no-tp-comm-overlap", *args]
     out = tmp_path / "muon.sh"
@@ -96,7 +106,7 @@ def test_muon_export_round_trip(cli, tmp_path, args, written):
     assert r.exit_code == 0, r.stderr
     text = out.read_text()
     for line in (written, "ddp.use_distributed_optimizer=false", "optimizer.use_distributed_optimizer=false",
-                 "ddp.overlap_param_gather=false"):
+                 f"ddp.overlap_param_gather={gather}"):
         assert f"    {line} \\\n" in text
     a = json.loads(cli("explain", *job, "--format", "json", "-q").stdout)
     b = json.loads(cli("explain", out, "--format", "json", "-q").stdout)

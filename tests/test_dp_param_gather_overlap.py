@@ -22,7 +22,7 @@ MEGATRON_8B = "tests/data/trainer_configs/train_llama3_8b.sh"  # --use-distribut
 RUN = "scripts/training/run_recipe.py"
 
 
-def _traffic(gather_overlap):
+def _traffic(gather_overlap, supported=True):
     """ddp_traffic over a zero1 plan's collectives (seconds from bytes by the ring formulas, the test's own inputs):
     a stage of 1e9 parameters on 8 ranks over a 400 GB/s link, 4 buckets; the reduce-scatter of 4 B fp32 gradients
     (4e9 B) and the all-gather of the 2 B bf16 weights (2e9 B), each (n - 1) / n x S / B."""
@@ -33,7 +33,8 @@ def _traffic(gather_overlap):
     c = DPColls(ag=np.float64(ag), rs=np.float64(rs), ar=0.0, rep=0.0, inst=0.0)
     edge = DPColls(*(x / 4 for x in c.parts()))  # the first bucket's gather, the last bucket's reduction
     sc = SimpleNamespace(m=4, x=0.1, settings=SimpleNamespace(dp_param_gather_overlap=gather_overlap),
-                         stack=SimpleNamespace(overlap=SimpleNamespace(grad_reduce_queued=False)))
+                         stack=SimpleNamespace(overlap=SimpleNamespace(grad_reduce_queued=False,
+                                                                       dp_param_gather_overlap_supported=supported)))
     comp = SimpleNamespace(fwd_mb=np.float64(0.1), bwd_mb=np.float64(0.2))  # windows far longer than the transfers
     tr = {"reduce_mb": np.array(False)}  # zero1: reduced once a step
     n_red, _, total, exposed, _ = ddp_traffic(sc, comp, tr, (np.array(True), np.array(False)), c, edge)
@@ -75,8 +76,25 @@ def test_explain_prices_and_shows_it_at_zero1_only():
 
 
 def test_true_needs_the_dp_overlap():
+    """On the megatron set start-up rule MEGATRON_PARAM_GATHER (code 110) refuses it (Megatron's validate_args,
+    arguments.py @d98e8a64 l. 1024-1029), with a sharding mode that shards no optimizer too; elsewhere plan.resolve."""
+    from planner.startup import CODES
+
+    assert CODES["MEGATRON_PARAM_GATHER"] == 110
+    for kw in (dict(sharding="zero1", dp_comm_overlap=False), dict(sharding="none"),
+               dict(sharding="fsdp", sharding_mode="torch_fsdp2")):
+        with pytest.raises(PlannerError, match="MEGATRON_PARAM_GATHER") as e:
+            explain_job(**{**JOB, **kw}, dp_param_gather_overlap=True)
+        assert "arguments.py validate_args l. 1024-1029" in e.value.message and "--overlap-grad-reduce" in e.value.hint
+    for kw in (dict(sharding="zero1"), dict(sharding="zero2", sharding_mode="megatron_fsdp_optim_grads"),
+               dict(sharding="fsdp", sharding_mode="megatron_fsdp_optim_grads_params")):
+        explain_job(**{**JOB, **kw}, dp_param_gather_overlap=True)  # Megatron starts: the distributed optimizer / M-FSDP
+    with pytest.raises(PlannerError, match="MEGATRON_PARAM_GATHER"):
+        explain_job(**{**JOB, "stack": "megatron-bridge"}, sharding="zero1", dp_comm_overlap=False,
+                    dp_param_gather_overlap=True)
     with pytest.raises(PlannerError, match="dp_param_gather_overlap is true but dp_comm_overlap is off"):
-        explain_job(**JOB, sharding="zero1", dp_comm_overlap=False, dp_param_gather_overlap=True)
+        explain_job(**{**JOB, "stack": "torchtitan"}, sharding="fsdp", dp_comm_overlap=False,
+                    dp_param_gather_overlap=True)
     _, _, _, h = explain_job(**JOB, sharding="zero1", dp_comm_overlap=False, dp_param_gather_overlap=False)
     assert h["plan"]["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in h["plan"]
 
@@ -86,8 +104,7 @@ def _megatron(tmp_path, drop=(), add=()):
     for f in drop:
         assert f"    {f}\n" in text
         text = text.replace(f"    {f}\n", "")
-    text = text.replace("    --use-distributed-optimizer\n", "    --use-distributed-optimizer\n" + "".join(
-        f"    {f}\n" for f in add))
+    text = text.replace("    --use-mcore-models\n", "    --use-mcore-models\n" + "".join(f"    {f}\n" for f in add))
     p = tmp_path / "train.sh"
     p.write_text(text)
     return load_trainer_config(p, hardware="h100-sxm")
@@ -102,11 +119,41 @@ def test_megatron_reader_each_combination(tmp_path):
     assert grad.job["dp_comm_overlap"] is True and grad.job["dp_param_gather_overlap"] is False
     neither = _megatron(tmp_path, drop=("--overlap-param-gather", "--overlap-grad-reduce"))
     assert neither.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in neither.job
-    param = _megatron(tmp_path, drop=("--overlap-grad-reduce",))
-    assert param.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in param.job
-    assert any("--overlap-param-gather" in i and "without --overlap-grad-reduce" in i for i in param.ignored)
+    param = _megatron(tmp_path, drop=("--overlap-grad-reduce",))  # as stated: refused at resolve (rule 110, below)
+    assert param.job["dp_comm_overlap"] is False and param.job["dp_param_gather_overlap"] is True
+    assert not any("--overlap-param-gather" in i for i in param.ignored)
     ddp = _megatron(tmp_path, drop=("--overlap-param-gather", "--use-distributed-optimizer"))
     assert ddp.job["sharding"] == "none" and "dp_param_gather_overlap" not in ddp.job  # no gather to overlap
+
+
+@pytest.mark.parametrize("drop, add, mode", [(("--overlap-grad-reduce",), (), "distributed_optimizer"),
+                                             (("--use-distributed-optimizer",), (), "ddp"),
+                                             (("--use-distributed-optimizer",), ("--use-torch-fsdp2",), "torch_fsdp2")])
+def test_megatron_reader_refuses_what_megatron_asserts(tmp_path, cli, drop, add, mode):
+    """--overlap-param-gather without --overlap-grad-reduce, or without the distributed optimizer / Megatron-FSDP /
+    dist_muon (plain DDP, torch FSDP2): Megatron's validate_args asserts (arguments.py @d98e8a64 l. 1024-1029), so
+    the script is refused at resolve by start-up rule MEGATRON_PARAM_GATHER (code 110): exit 2 with its hint, no
+    traceback (it was listed as ignored before)."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+
+    if "--use-torch-fsdp2" in add:  # torch FSDP2 wants untied embeddings, no gradient-accumulation fusion
+        add = add + ("--no-gradient-accumulation-fusion",)
+    cfg = _megatron(tmp_path, drop=drop, add=add)
+    assert cfg.job["dp_param_gather_overlap"] is True and cfg.job["sharding_mode"] == mode
+    with pytest.raises(PlannerError, match="MEGATRON_PARAM_GATHER"):
+        resolved_plan(Job(**cfg.job))
+    r = cli("explain", str(tmp_path / "train.sh"), "--hardware", "h100-sxm")
+    assert r.exit_code == 2, r.output
+    assert "MEGATRON_PARAM_GATHER" in r.stderr and "hint:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_megatron_reader_dist_muon_passes(tmp_path):
+    """--optimizer dist_muon with --overlap-param-gather and --overlap-grad-reduce but no --use-distributed-optimizer
+    passes Megatron's assert (l. 1025-1027 names dist_muon; the Muon conversion comes later, l. 1724-1737): read as
+    the distributed optimizer's level, the flag as the tie (field left out), nothing refused."""
+    cfg = _megatron(tmp_path, drop=("--use-distributed-optimizer",), add=("--optimizer dist_muon",))
+    assert cfg.job["sharding"] == "zero1" and "dp_param_gather_overlap" not in cfg.job
 
 
 def _bridge(tmp_path, *overrides):
@@ -159,12 +206,84 @@ def test_other_formats_refuse_it():
     from planner.schema import Job
     from planner.trainers.export import export_plan
 
+    # a megatron-deepspeed job's false is its stack's own (left out of the plan: the DeepSpeed tests below); a plan
+    # file that names it is refused by the DeepSpeed formats, which have no such setting
     plan = resolved_plan(Job(model="llama3-8b", gpus=8, global_batch=64, micro_batch=1, seq_len=8192, sharding="zero1",
                              stack="megatron-deepspeed", tp=1, pp=1, cp=1, dp_comm_overlap=True,
                              dp_param_gather_overlap=False))
-    assert plan["dp_param_gather_overlap"] is False
+    assert "dp_param_gather_overlap" not in plan
+    export_plan(plan, "deepspeed")
     with pytest.raises(PlannerError, match="dp_param_gather_overlap false"):
-        export_plan(plan, "deepspeed")
+        export_plan({**plan, "dp_param_gather_overlap": False}, "deepspeed")
+
+
+# ---- DeepSpeed ZeRO-1/2: the all-gather after the step is synchronous whatever overlap_comm (step.py [40]; stack_db
+# megatron-deepspeed* overlap.dp_param_gather_overlap_supported false)
+
+DS = ("megatron-deepspeed", "megatron-deepspeed-2021", "megatron-deepspeed-bigscience")
+
+
+@pytest.mark.parametrize("name", DS)
+def test_deepspeed_stacks_never_overlap_the_gather(name):
+    from planner.catalog import load_stack
+
+    assert load_stack(name).overlap.dp_param_gather_overlap_supported is False
+    assert load_stack("megatron").overlap.dp_param_gather_overlap_supported is True
+
+
+def test_deepspeed_gather_exposed_by_hand():
+    """The same collectives on a stack whose gather is never overlapped (DeepSpeed's stage_1_and_2.py step,
+    all_gather_dp_groups after the optimizer step): the job's field left out, the gather is exposed whole, as the
+    Megatron job's false: 0.325 x 8.75 ms + 4.375 ms = 7.21875 ms exposed of 13.125 ms."""
+    _, total, exposed, rs, ag = _traffic(None, supported=False)
+    assert total == pytest.approx(13.125e-3, rel=1e-15)
+    assert exposed == pytest.approx(0.325 * 8.75e-3 + 4.375e-3, rel=1e-12)
+    assert exposed == pytest.approx(7.21875e-3, rel=1e-12)
+    assert exposed == _traffic(False)[2]
+
+
+def _ds_job(**kw):
+    return dict(model="llama3-8b", gpus=8, global_batch=64, micro_batch=1, seq_len=8192, stack="megatron-deepspeed",
+                sharding="zero1", sharding_mode="zero1", tp=1, pp=1, cp=1, dp_comm_overlap=True, **kw)
+
+
+def test_deepspeed_explain_exposes_the_gather_of_its_bytes():
+    """End to end, Llama 3 8B on 8 GPUs, megatron-deepspeed ZeRO-1 at pp 1 with overlap_comm (dp_comm_overlap true):
+    8,030,261,248 parameters x 2 B gathered over the 8 DP ranks in ceil(8,030,261,248 / 5e8) = 17 buckets (stack_db
+    megatron-deepspeed fsdp.ddp_bucket_params 500,000,000, per-DP-rank 0), ag = 17 x one bucket's all-gather (the
+    step's own collective model). Against the same plan on the stack with the gather overlappable (what the planner
+    priced before), the exposed DP time is higher by the hidden part, (16/17) ag (1 - x); the total does not move."""
+    import dataclasses
+
+    from planner import comm
+    from planner.explain import evaluate, to_json
+    from planner.step import Collectives, _context
+
+    p = 8_030_261_248
+    n_b = -(-p // 500_000_000)
+    assert n_b == 17
+    settings, plan, _, ds = explain_job(**_ds_job())
+    assert settings.stack.fsdp.ddp_bucket_params == 500_000_000 and settings.stack.fsdp.ddp_bucket_params_per_dp_rank == 0
+    assert ds["plan"]["dp_comm_overlap"] is True and "dp_param_gather_overlap" not in ds["plan"]
+    st = settings.stack
+    s_hidden = dataclasses.replace(settings, stack=st.model_copy(
+        update={"overlap": st.overlap.model_copy(update={"dp_param_gather_overlap_supported": True})}))
+    hidden = to_json(s_hidden, plan, evaluate(s_hidden, plan))
+    sc = _context(settings, plan)
+    coll = Collectives(sc)
+    ag = n_b * float(coll(comm.ALL_GATHER, 2.0 * p / n_b, 8, coll.strides["dp"]))
+    x = float(sc.x)
+    assert 0 < x < 1 and ag < ds["time"]["dp_comm_s"] == hidden["time"]["dp_comm_s"]
+    d = ds["time"]["dp_comm_exposed_s"] - hidden["time"]["dp_comm_exposed_s"]
+    assert d == pytest.approx(ag * (n_b - 1) / n_b * (1 - x), rel=1e-9)
+    # the job's false is the stack's own: priced the same, nothing shown or refused at export
+    _, _, _, f = explain_job(**_ds_job(dp_param_gather_overlap=False))
+    assert f["time"]["step_s"] == ds["time"]["step_s"] and "dp_param_gather_overlap" not in f["plan"]
+
+
+def test_deepspeed_refuses_the_gather_overlapped():
+    with pytest.raises(PlannerError, match="gathers the ZeRO-1/2 parameters synchronously after the optimizer step"):
+        explain_job(**_ds_job(dp_param_gather_overlap=True))
 
 
 def test_fit_rows_say_so_and_reproduce():
@@ -223,3 +342,78 @@ def test_check_spells_the_gather_flag_with_the_distributed_optimizer():
     assert "--overlap-param-gather" not in keys
     exposed = evaluate_job(Job(**base, sharding="zero1", dp_param_gather_overlap=False))["plan"]
     assert "--overlap-param-gather" not in [s.key for s in spell("megatron", ["sharding"], before, exposed, {}).settings]
+
+
+def test_fit_with_the_gather_overlapped_ranks_no_ddp_row(cli):
+    """A fit job's dp_param_gather_overlap true (--overlap-param-gather) holds for every row: rule MEGATRON_PARAM_GATHER
+    (code 110) masks the rows Megatron would refuse (ddp, torch_fsdp2), which the same search without it ranks; the
+    probe (dp 1 at the stack's first level, ddp) is resolved without it (space.settings_for)."""
+    import json
+
+    args = ["fit", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "64", "--format", "json",
+            "--top", "400"]
+    r = cli(*args, "--dp-param-gather-overlap")
+    assert r.exit_code == 0, r.output
+    modes = {row["plan"]["sharding_mode"] for row in json.loads(r.stdout)}
+    assert modes and not modes & {"ddp", "torch_fsdp2"} and "distributed_optimizer" in modes
+    plain = {row["plan"]["sharding_mode"] for row in json.loads(cli(*args).stdout)}
+    assert "ddp" in plain
+
+
+# ---- Muon's layer-wise distributed optimizer: its all-gather follows --overlap-param-gather as the distributed
+# optimizer's does (Megatron-LM @d98e8a64 layer_wise_optimizer.py step_with_ready_grads l. 965-987; Megatron-Core
+# 905c0e386 muon.py l. 347-354, async_allgather=config.overlap_param_gather): priced, read and written alike
+
+@pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge"])
+@pytest.mark.parametrize("exposed", [False, True])
+def test_muon_round_trip(tmp_path, fmt, exposed):
+    """A zero1 Muon plan (Bridge: dist_muon, whole tensors, Megatron-Core 905c0e386's layer-wise optimizer) exports the
+    gather as priced: hidden (the field left out) with --overlap-param-gather (Bridge: ddp. and optimizer.
+    overlap_param_gather true), exposed (false) without (both false); each reads back as the same plan, and the
+    exposed one prices more exposed DP time."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan, plan_signature
+
+    job = dict(model="llama3-8b", gpus=8, global_batch=512, micro_batch=1, seq_len=8192, sharding="zero1",
+               stack="megatron" if fmt == "megatron" else "megatron-bridge", tp=1, pp=1, cp=1, optimizer="muon",
+               dp_comm_overlap=True, **({} if fmt == "megatron" else {"optimizer_whole_tensors": True}))
+    plan = resolved_plan(Job(**job, **({"dp_param_gather_overlap": False} if exposed else {})))
+    assert plan["optimizer"] == "muon" and plan.get("dp_param_gather_overlap", None) is (False if exposed else None)
+    text, _ = export_plan(plan, fmt)
+    if fmt == "megatron":
+        assert "--overlap-grad-reduce" in text and ("--overlap-param-gather" in text) is not exposed
+    else:
+        v = "false" if exposed else "true"
+        assert f"ddp.overlap_param_gather={v}" in text and f"optimizer.overlap_param_gather={v}" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    cfg = load_trainer_config(p, hardware="h100-sxm")
+    assert cfg.job.get("dp_param_gather_overlap") is (False if exposed else None)
+    back = resolved_plan(Job(**{**cfg.job, "model": "llama3-8b", "gpus": 8}))
+    assert plan_signature(back) == plan_signature(plan)
+    if exposed:
+        _, _, _, hid = explain_job(**{k: v for k, v in job.items()})
+        _, _, _, exp = explain_job(**job, dp_param_gather_overlap=False)
+        assert exp["time"]["dp_comm_exposed_s"] > hid["time"]["dp_comm_exposed_s"]
+        if fmt == "megatron":  # the layout's bucketed gather either way
+            assert exp["time"]["dp_comm_s"] == hid["time"]["dp_comm_s"]
+        else:  # whole tensors (legacy path): allgather_params' one all-gather in place of the forward's per-bucket
+            # ones (step._layerwise_gather), one latency term in place of one a bucket
+            assert exp["time"]["dp_comm_s"] < hid["time"]["dp_comm_s"]
+
+
+def test_bridge_kimi_style_muon_reads_exposed(tmp_path):
+    """NVIDIA's Kimi-K2 Muon recipe's DDP settings (recipes/kimi/kimi_k2.py @dc805f5cf l. 190-199: the distributed
+    optimizer and overlap_param_gather off, overlap_grad_reduce on) under dist_muon: the gather after the step,
+    synchronous (layer_wise_optimizer.py @905c0e386 l. 280-288), read as dp_param_gather_overlap false; ddp.
+    overlap_param_gather alone (no optimizer.overlap_param_gather: async_allgather stays off) too."""
+    common = ("optimizer.optimizer=dist_muon", "ddp.use_distributed_optimizer=false",
+              "optimizer.use_distributed_optimizer=false")
+    kimi = _bridge(tmp_path, *common, "ddp.overlap_param_gather=false")
+    assert kimi.job["sharding"] == "zero1" and kimi.job["dp_comm_overlap"] is True
+    assert kimi.job["dp_param_gather_overlap"] is False
+    half = _bridge(tmp_path, *common, "ddp.overlap_param_gather=true")
+    assert half.job["dp_param_gather_overlap"] is False
+    both = _bridge(tmp_path, *common, "ddp.overlap_param_gather=true", "optimizer.overlap_param_gather=true")
+    assert "dp_param_gather_overlap" not in both.job

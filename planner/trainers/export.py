@@ -2748,12 +2748,23 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
         o.append(("optimizer.muon_fp32_matmul_prec", plan["muon_fp32_matmul_prec"]))
     if muon and plan.get("muon_ns_steps"):  # OptimizerConfig.muon_num_ns_steps (905c0e386 l. 275, default 5)
         o.append(("optimizer.muon_num_ns_steps", plan["muon_ns_steps"]))
-    # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export; off
-    # under Muon, as NVIDIA's Muon recipe runs it: recipes/kimi/kimi_k2.py @dc805f5cf l. 195-197)
+    # the data-parallel overlap (the param gather only with the distributed optimizer, as Megatron-LM's export, or
+    # Muon's layer-wise one, dist_muon at zero1), as the plan prices it (step.py [40]): hidden where the plan's
+    # dp_param_gather_overlap is left out under the DP overlap, off where it is false. The layer-wise optimizer defers
+    # its all-gather to the forward only with OptimizerConfig.overlap_param_gather (Megatron-Core 905c0e386
+    # optimizer/muon.py l. 347-354: async_allgather=config.overlap_param_gather; layer_wise_optimizer.py l. 65-71,
+    # 280-288: else allgather_params after the step, synchronous) and DDP's forward pre-hooks with ddp.overlap_param_
+    # gather (distributed_data_parallel.py l. 239-242, 350-353: 'the layer-wise optimizer sets overlap_param_gather=
+    # True without use_distributed_optimizer'); Bridge's CommOverlapConfig sets neither without the distributed
+    # optimizer (comm_overlap.py @dc805f5cf l. 631-640), so both are written. (NVIDIA's Kimi-K2 Muon recipe turns both
+    # off, recipes/kimi/kimi_k2.py l. 190-199: a plan with the gather exposed, dp_param_gather_overlap false)
     dpo = bool(plan.get("dp_comm_overlap"))
-    ddp_ov = [("overlap_grad_reduce", dpo),  # the plan's exposed gather (step.py [40]): overlap_param_gather off
-              ("overlap_param_gather", dpo and dist and plan.get("dp_param_gather_overlap") is not False)]
+    layer_wise = muon and mode == "distributed_optimizer"
+    gather = dpo and (dist or layer_wise) and plan.get("dp_param_gather_overlap") is not False
+    ddp_ov = [("overlap_grad_reduce", dpo), ("overlap_param_gather", gather)]
     o += [(f"ddp.{k}", v) for k, v in ddp_ov]
+    if layer_wise:
+        o.append(("optimizer.overlap_param_gather", gather))
     # pipeline p2p (Megatron-LM's default: overlapped under the interleaved schedule, batched otherwise)
     p2p = []
     if pp > 1:

@@ -33,7 +33,11 @@ read). Modelled:
   --recompute-method uniform|block, --recompute-num-layers, --micro-batch-size,
   --global-batch-size, --seq-length, --bf16, --fp16, --fp8-format, --fp8-recipe,
   --fp8-dot-product-attention (-> fp8_attention, _fp8_attention; not a Megatron-LM @d98e8a64 flag),
-  --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather, --use-tp-pp-dp-mapping,
+  --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather (-> dp_param_gather_overlap: false where the
+  distributed optimizer's gather runs without it under --overlap-grad-reduce; true, as stated, where Megatron's
+  validate_args asserts, l. 1024-1029: without --overlap-grad-reduce, or without --use-distributed-optimizer,
+  --use-megatron-fsdp or --optimizer dist_muon; refused then by start-up rule MEGATRON_PARAM_GATHER, code 110),
+  --use-tp-pp-dp-mapping,
   --train-iters / --train-samples (-> tokens),
   model shape: --num-layers, --hidden-size, --ffn-hidden-size, --num-attention-heads,
   --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
@@ -3269,13 +3273,17 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if not job["dp_comm_overlap"]:
         assumed.append(listed("assumed", "dp_comm_overlap", False,
                               "--overlap-grad-reduce absent (off by default in Megatron)"))
-    if "--overlap-param-gather" in flags and not job["dp_comm_overlap"]:
-        ignored.append(listed("ignored", "--overlap-param-gather", True, "without --overlap-grad-reduce"))
-    elif (job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and "--overlap-param-gather" not in flags
-          and flags.get("--optimizer", "adam") not in MUON_OPTIMIZERS):
+    if "--overlap-param-gather" in flags and (not job["dp_comm_overlap"] or not (
+            "--use-distributed-optimizer" in flags or "--use-megatron-fsdp" in flags
+            or flags.get("--optimizer") == "dist_muon")):
+        # Megatron asserts both (arguments.py @d98e8a64 l. 1024-1029): the flag as stated, which the start-up rule
+        # MEGATRON_PARAM_GATHER (code 110) refuses at resolve (without --overlap-grad-reduce, or under ddp / torch_fsdp2)
+        job["dp_param_gather_overlap"] = True
+    elif job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and "--overlap-param-gather" not in flags:
         # the distributed optimizer's (Megatron-FSDP optim / optim_grads') all-gather after the step, synchronous
-        # without --overlap-param-gather (distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40]); Muon's
-        # layer-wise gather is step._layerwise_gather's, tied to the DP overlap as before
+        # without --overlap-param-gather (distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40]); so Muon's
+        # layer-wise optimizer's (layer_wise_optimizer.py l. 965-987 step_with_ready_grads: DDP's start_param_sync of
+        # its buckets, or allgather_params on the legacy path, unless overlap_param_gather defers it to the forward)
         job["dp_param_gather_overlap"] = False
     job["rank_order"] = "tp-cp-pp-dp" if "--use-tp-pp-dp-mapping" in flags else "tp-cp-dp-pp"
     assumed.append(listed("assumed", "rank_order", job['rank_order'], "Megatron's parallel_state order "

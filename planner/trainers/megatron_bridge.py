@@ -106,6 +106,11 @@ COMMON = {
     # (recipes/utils/optimizer_utils.py @dc805f5cf distributed_fused_adam_with_cosine_annealing l. 126: "adam");
     # read by _optimizer_job (muon, dist_muon: BRIDGE_OPTIMIZERS)
     "optimizer.optimizer": "adam",
+    # the optimizer's own parameter-gather overlap: Megatron-Core 905c0e386 optimizer_config.py l. 290 (False), which
+    # Bridge's CommOverlapConfig sets beside ddp.overlap_param_gather only under the distributed optimizer
+    # (comm_overlap.py @dc805f5cf l. 631-640); Muon's layer-wise optimizer reads it (muon.py l. 347-354:
+    # async_allgather): read by _job under dist_muon
+    "optimizer.overlap_param_gather": False,
     # Muon's TP mode: Megatron-Core 905c0e386 optimizer_config.py l. 277-278 ('blockwise'; muon.py l. 273 hands it to
     # TensorParallelMuon); read by _optimizer_job (the job's muon_tp_mode where not blockwise)
     "optimizer.muon_tp_mode": "blockwise",
@@ -1601,22 +1606,30 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["sharding"] = "zero1" if dist else "none"
     layer_wise = _optimizer_job(cfg, job, dist, mfsdp or fsdp2, mp, where, assumed, flag)
     job["dp_comm_overlap"] = flag("ddp.overlap_grad_reduce")
-    if flag("ddp.overlap_param_gather") and layer_wise:
-        # the layer-wise optimizer's async all-gather (muon.py @905c0e386 l. 347-354: async_allgather=config.
-        # overlap_param_gather): priced as the megatron stack prices its legacy path's (step._layerwise_gather)
-        assumed.append(listed("assumed", "ddp.overlap_param_gather", True,
-                              "the layer-wise optimizer's parameter all-gather deferred to the "
-                              "forward (muon.py @905c0e386 l. 347-354), priced as the megatron stack's whole-tensor path's "
-                              "(step._layerwise_gather: per-bucket gathers where the DP overlap is on)"))
+    if layer_wise:
+        # Muon's layer-wise optimizer (dist_muon): its all-gather deferred to the forward's pre-hooks only with both
+        # OptimizerConfig.overlap_param_gather (muon.py @905c0e386 l. 347-354: async_allgather) and ddp.overlap_param_
+        # gather (distributed_data_parallel.py l. 239-242, 350-353: the hooks), which Bridge's CommOverlapConfig sets
+        # only under the distributed optimizer (comm_overlap.py @dc805f5cf l. 631-640); else allgather_params after
+        # the step, synchronous (layer_wise_optimizer.py l. 280-288): step.py [40], as Megatron-LM @d98e8a64's
+        # step_with_ready_grads (layer_wise_optimizer.py l. 965-987). Hidden, the field left out (tied to the DP
+        # overlap); under the DP overlap without both, false (exposed)
+        both = flag("ddp.overlap_param_gather") and flag("optimizer.overlap_param_gather")
+        if both:
+            assumed.append(listed("assumed", "ddp.overlap_param_gather", True,
+                                  "with optimizer.overlap_param_gather: the layer-wise optimizer's parameter all-gather "
+                                  "deferred to the forward (muon.py @905c0e386 l. 347-354), priced as the megatron "
+                                  "stack's whole-tensor path's (step._layerwise_gather: per-bucket gathers where the DP "
+                                  "overlap is on)"))
+        elif job["dp_comm_overlap"]:
+            job["dp_param_gather_overlap"] = False
     elif flag("ddp.overlap_param_gather") and not dist:
         ignored.append(listed("ignored", "ddp.overlap_param_gather", True,
                               "no distributed optimizer: nothing to gather"))
     elif (job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and not flag("ddp.overlap_param_gather")
           and job.get("optimizer", "adam") == "adam"):
         # the distributed optimizer's (Megatron-FSDP optim / optim_grads') all-gather after the step, synchronous
-        # without overlap_param_gather (Megatron-LM distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40]); Muon's
-        # layer-wise gather is step._layerwise_gather's, tied to the DP overlap as before (the writer's Muon recipes
-        # leave overlap_param_gather off: export._megatron_bridge)
+        # without overlap_param_gather (Megatron-LM distrib_optimizer.py @d98e8a64 l. 3168-3198; step.py [40])
         job["dp_param_gather_overlap"] = False
     if job["pp"] > 1 and vpp > 1 and not flag("model.overlap_p2p_comm"):
         job["pp_p2p_overlap"] = False

@@ -35,8 +35,9 @@ Sources (file @d98e8a64, what is asserted):
   MAX_POSITIONS  arguments.py: max_position_embeddings >= seq_length
   BATCH          megatron/core/num_microbatches_calculator.py: global batch % (micro x dp) == 0
   TP_OVERLAP     arguments.py: --tp-comm-overlap needs --sequence-parallel
-  PARAM_GATHER   arguments.py: --overlap-param-gather needs the distributed optimizer or
-                 Megatron-FSDP, and --overlap-grad-reduce
+  PARAM_GATHER   arguments.py l. 1024-1029: --overlap-param-gather needs the distributed optimizer,
+                 Megatron-FSDP or --optimizer dist_muon, and --overlap-grad-reduce (the plan rule:
+                 startup.MEGATRON_PARAM_GATHER, code 110)
   TORCH_FSDP2    arguments.py: --use-torch-fsdp2 with pp 1, ep 1, no distributed optimizer, no
                  gradient-accumulation fusion, --ckpt-format torch_dist|torch_dcp, untied
                  embeddings, CUDA_DEVICE_MAX_CONNECTIONS != 1
@@ -152,7 +153,7 @@ SOURCES = {
     "MAX_POSITIONS": "megatron/training/arguments.py validate_args",
     "BATCH": "megatron/core/num_microbatches_calculator.py",
     "TP_OVERLAP": "megatron/training/arguments.py validate_args",
-    "PARAM_GATHER": "megatron/training/arguments.py validate_args",
+    "PARAM_GATHER": "megatron/training/arguments.py validate_args l. 1024-1029",
     "TORCH_FSDP2": "megatron/training/arguments.py validate_args",
     "MEGATRON_FSDP": "megatron/training/arguments.py validate_args",
     "DISTOPT_INST": "megatron/core/parallel_state.py initialize_model_parallel",
@@ -287,8 +288,8 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
     if "--tp-comm-overlap" in flags and not sp:
         bad("TP_OVERLAP", "--tp-comm-overlap without sequence parallelism")
     if "--overlap-param-gather" in flags:
-        if not distopt:
-            bad("PARAM_GATHER", "--overlap-param-gather without the distributed optimizer or Megatron-FSDP")
+        if not distopt and flags.get("--optimizer") != "dist_muon":  # l. 1025-1027: dist_muon passes (before l. 1727)
+            bad("PARAM_GATHER", "--overlap-param-gather without the distributed optimizer, Megatron-FSDP or dist_muon")
         if "--overlap-grad-reduce" not in flags:
             bad("PARAM_GATHER", "--overlap-param-gather without --overlap-grad-reduce")
     if fsdp2:

@@ -460,13 +460,13 @@ def _megatron(before: dict, after: dict, stated: dict, notes: list, order) -> li
 
 
 def _param_gather(after: dict, stated: dict) -> list[Setting]:
-    """--overlap-param-gather where the plan checked hides the distributed optimizer's all-gather (zero1 / zero2 under
+    """--overlap-param-gather where the plan checked hides the distributed optimizer's (Adam's, or Muon's layer-wise
+    one's: step.py [40]) all-gather (zero1 / zero2 under
     the DP overlap, its dp_param_gather_overlap left out: tied, step.py [40]) and the script does not state it (a DDP
     script moved to the distributed optimizer): without it Megatron gathers after the step, exposed, and the script
     would read back as another plan (megatron.py reads the flag's absence as dp_param_gather_overlap false)."""
     if (after.get("sharding") in ("zero1", "zero2") and after.get("dp_comm_overlap")
-            and after.get("dp_param_gather_overlap") is not False and after.get("optimizer", "adam") == "adam"
-            and not stated.get("--overlap-param-gather")):
+            and after.get("dp_param_gather_overlap") is not False and not stated.get("--overlap-param-gather")):
         return [Setting("--overlap-param-gather", True, "--overlap-param-gather (the plan checked hides the distributed "
                                                         "optimizer's parameter all-gather behind the forward)")]
     return []
