@@ -3917,7 +3917,7 @@ def _dp_param_gather_overlap(job: Job, stack: Stack, where: str) -> Optional[boo
     job leaves it out (tied to the plan's DP overlap as it runs: the stack's default rule before the field existed);
     true refused where the DP overlap is off, as Megatron asserts ('Must use --overlap-param-gather with
     --overlap-grad-reduce', megatron/training/arguments.py @d98e8a64 l. 1024-1029): on the megatron set by the start-up
-    rule MEGATRON_PARAM_GATHER (code 110, per plan: its DP overlap and sharding mode, laid on the stack by
+    rule MEGATRON_PARAM_GATHER (code 108, per plan: its DP overlap and sharding mode, laid on the stack by
     apply_startup_switches), elsewhere here on the job's dp_comm_overlap, else the stack's defaults.dp_comm_overlap;
     false always accepted (the all-gather after the step, exposed). On a stack whose
     ZeRO-1/2 gathers synchronously after the step (overlap.dp_param_gather_overlap_supported false: DeepSpeed,
@@ -3936,7 +3936,7 @@ def _dp_param_gather_overlap(job: Job, stack: Stack, where: str) -> Optional[boo
                                "Megatron stack (--overlap-param-gather)")
         return None
     dpo = job.dp_comm_overlap if job.dp_comm_overlap is not None else stack.defaults.dp_comm_overlap
-    # on the megatron set the start-up rule MEGATRON_PARAM_GATHER (code 110) refuses it per plan, with the sharding
+    # on the megatron set the start-up rule MEGATRON_PARAM_GATHER (code 108) refuses it per plan, with the sharding
     # mode Megatron's assert names too; elsewhere the job's DP overlap is checked here
     if job.dp_param_gather_overlap and not dpo and not _param_gather_rule_applies(stack):
         raise PlannerError(f"{where}dp_param_gather_overlap is true but dp_comm_overlap is off (stack {stack.name}): "

@@ -213,7 +213,7 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             common/recipe/__init__.py by tag) (code 107, FIXED_CODE_RULES)
   MEGATRON_PARAM_GATHER     (the megatron set) the job's dp_param_gather_overlap true (--overlap-param-gather) where
                             the plan's DP overlap is off or its sharding mode is ddp or torch_fsdp2: arguments.py
-                            @d98e8a64 validate_args l. 1024-1029 asserts (code 110, FIXED_CODE_RULES)
+                            @d98e8a64 validate_args l. 1024-1029 asserts (code 108, FIXED_CODE_RULES)
   MEGATRON_DETERMINISTIC_TP_OVERLAP, _CE_FUSION, _FLASH (codes 91-93, the megatron set, each where the stack's
                             runs.deterministic_refuses lists the setting): the job's deterministic_mode with the plan's TP
                             overlap (Megatron-LM @d98e8a64 training/determinism.py l. 24, 141-148, since 3ab71eeb3e), the
@@ -3335,7 +3335,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
         "used (te_version; tensorwise 2.2, mxfp8 2.1, blockwise 2.3, nvfp4 2.8 or later)",
         _te_recipe_release, detail=_te_recipe_release_detail,
         subject="the recipe on that Transformer Engine release")),  # the recipe and release alone, any degrees alike
-    # MEGATRON_PARAM_GATHER (code 110, issue dpsplit2): Megatron-LM @d98e8a64 validate_args (arguments.py l. 1024-1029)
+    # MEGATRON_PARAM_GATHER (code 108, issue dpsplit2): Megatron-LM @d98e8a64 validate_args (arguments.py l. 1024-1029)
     #   asserts, where --overlap-param-gather is given, --use-distributed-optimizer, --use-megatron-fsdp or --optimizer
     #   dist_muon ('--overlap-param-gather only supported with distributed optimizer, megatron fsdp, or dist_muon') and
     #   --overlap-grad-reduce ('Must use --overlap-param-gather with --overlap-grad-reduce'), before the Muon conversion
@@ -3346,7 +3346,7 @@ FIXED_CODE_RULES: tuple[tuple[int, StartupRule], ...] = (
     #   the distributed optimizer nor Megatron-FSDP; dist_muon reads as distributed_optimizer). The megatron set
     #   (megatron, megatron-bridge): the Bridge reader never states the flag so, and its job field true with the DP
     #   overlap off was refused on every stack before the rule (plan._dp_param_gather_overlap keeps that check elsewhere)
-    (110, StartupRule(
+    (108, StartupRule(
         "MEGATRON_PARAM_GATHER", "megatron",
         "the parameter all-gather overlapped (dp_param_gather_overlap, --overlap-param-gather) without the DP overlap "
         "(--overlap-grad-reduce) or under a sharding mode with no sharded optimizer (ddp, torch_fsdp2)",

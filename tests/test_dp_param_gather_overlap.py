@@ -76,11 +76,11 @@ def test_explain_prices_and_shows_it_at_zero1_only():
 
 
 def test_true_needs_the_dp_overlap():
-    """On the megatron set start-up rule MEGATRON_PARAM_GATHER (code 110) refuses it (Megatron's validate_args,
+    """On the megatron set start-up rule MEGATRON_PARAM_GATHER (code 108) refuses it (Megatron's validate_args,
     arguments.py @d98e8a64 l. 1024-1029), with a sharding mode that shards no optimizer too; elsewhere plan.resolve."""
     from planner.startup import CODES
 
-    assert CODES["MEGATRON_PARAM_GATHER"] == 110
+    assert CODES["MEGATRON_PARAM_GATHER"] == 108
     for kw in (dict(sharding="zero1", dp_comm_overlap=False), dict(sharding="none"),
                dict(sharding="fsdp", sharding_mode="torch_fsdp2")):
         with pytest.raises(PlannerError, match="MEGATRON_PARAM_GATHER") as e:
@@ -119,7 +119,7 @@ def test_megatron_reader_each_combination(tmp_path):
     assert grad.job["dp_comm_overlap"] is True and grad.job["dp_param_gather_overlap"] is False
     neither = _megatron(tmp_path, drop=("--overlap-param-gather", "--overlap-grad-reduce"))
     assert neither.job["dp_comm_overlap"] is False and "dp_param_gather_overlap" not in neither.job
-    param = _megatron(tmp_path, drop=("--overlap-grad-reduce",))  # as stated: refused at resolve (rule 110, below)
+    param = _megatron(tmp_path, drop=("--overlap-grad-reduce",))  # as stated: refused at resolve (rule 108, below)
     assert param.job["dp_comm_overlap"] is False and param.job["dp_param_gather_overlap"] is True
     assert not any("--overlap-param-gather" in i for i in param.ignored)
     ddp = _megatron(tmp_path, drop=("--overlap-param-gather", "--use-distributed-optimizer"))
@@ -132,7 +132,7 @@ def test_megatron_reader_each_combination(tmp_path):
 def test_megatron_reader_refuses_what_megatron_asserts(tmp_path, cli, drop, add, mode):
     """--overlap-param-gather without --overlap-grad-reduce, or without the distributed optimizer / Megatron-FSDP /
     dist_muon (plain DDP, torch FSDP2): Megatron's validate_args asserts (arguments.py @d98e8a64 l. 1024-1029), so
-    the script is refused at resolve by start-up rule MEGATRON_PARAM_GATHER (code 110): exit 2 with its hint, no
+    the script is refused at resolve by start-up rule MEGATRON_PARAM_GATHER (code 108): exit 2 with its hint, no
     traceback (it was listed as ignored before)."""
     from planner.cli.export import resolved_plan
     from planner.schema import Job
@@ -346,7 +346,7 @@ def test_check_spells_the_gather_flag_with_the_distributed_optimizer():
 
 def test_fit_with_the_gather_overlapped_ranks_no_ddp_row(cli):
     """A fit job's dp_param_gather_overlap true (--overlap-param-gather) holds for every row: rule MEGATRON_PARAM_GATHER
-    (code 110) masks the rows Megatron would refuse (ddp, torch_fsdp2), which the same search without it ranks; the
+    (code 108) masks the rows Megatron would refuse (ddp, torch_fsdp2), which the same search without it ranks; the
     probe (dp 1 at the stack's first level, ddp) is resolved without it (space.settings_for)."""
     import json
 

@@ -36,7 +36,7 @@ read). Modelled:
   --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather (-> dp_param_gather_overlap: false where the
   distributed optimizer's gather runs without it under --overlap-grad-reduce; true, as stated, where Megatron's
   validate_args asserts, l. 1024-1029: without --overlap-grad-reduce, or without --use-distributed-optimizer,
-  --use-megatron-fsdp or --optimizer dist_muon; refused then by start-up rule MEGATRON_PARAM_GATHER, code 110),
+  --use-megatron-fsdp or --optimizer dist_muon; refused then by start-up rule MEGATRON_PARAM_GATHER, code 108),
   --use-tp-pp-dp-mapping,
   --train-iters / --train-samples (-> tokens),
   model shape: --num-layers, --hidden-size, --ffn-hidden-size, --num-attention-heads,
@@ -3277,7 +3277,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             "--use-distributed-optimizer" in flags or "--use-megatron-fsdp" in flags
             or flags.get("--optimizer") == "dist_muon")):
         # Megatron asserts both (arguments.py @d98e8a64 l. 1024-1029): the flag as stated, which the start-up rule
-        # MEGATRON_PARAM_GATHER (code 110) refuses at resolve (without --overlap-grad-reduce, or under ddp / torch_fsdp2)
+        # MEGATRON_PARAM_GATHER (code 108) refuses at resolve (without --overlap-grad-reduce, or under ddp / torch_fsdp2)
         job["dp_param_gather_overlap"] = True
     elif job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and "--overlap-param-gather" not in flags:
         # the distributed optimizer's (Megatron-FSDP optim / optim_grads') all-gather after the step, synchronous

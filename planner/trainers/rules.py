@@ -37,7 +37,7 @@ Sources (file @d98e8a64, what is asserted):
   TP_OVERLAP     arguments.py: --tp-comm-overlap needs --sequence-parallel
   PARAM_GATHER   arguments.py l. 1024-1029: --overlap-param-gather needs the distributed optimizer,
                  Megatron-FSDP or --optimizer dist_muon, and --overlap-grad-reduce (the plan rule:
-                 startup.MEGATRON_PARAM_GATHER, code 110)
+                 startup.MEGATRON_PARAM_GATHER, code 108)
   TORCH_FSDP2    arguments.py: --use-torch-fsdp2 with pp 1, ep 1, no distributed optimizer, no
                  gradient-accumulation fusion, --ckpt-format torch_dist|torch_dcp, untied
                  embeddings, CUDA_DEVICE_MAX_CONNECTIONS != 1
