@@ -237,6 +237,16 @@ def with_config(res: dict, cfg, job: Optional[dict] = None) -> dict:
     if cfg is None:
         return res
     block = config_report(cfg, job)
+    if cfg.fmt in ("megatron", "megatron-bridge") and "dp_param_gather_overlap" not in cfg.job:
+        # the readers leave dp_param_gather_overlap out where the file states the gather hidden (--overlap-param-gather,
+        # Bridge's ddp. and optimizer.overlap_param_gather) or there is none to hide; false where it is exposed
+        # (megatron.py, megatron_bridge.py): the tie to the DP overlap is then the file's, not assumed
+        # (plan.param_gather_assumed)
+        from ..plan import PARAM_GATHER_TIED
+
+        res["assumed"] = [a for a in res.get("assumed", ()) if a != PARAM_GATHER_TIED]
+        if not res["assumed"]:
+            del res["assumed"]
     if cfg.assumed:
         # the lines as plain text: YAML's safe dumper takes no str subclass (a Note)
         res["assumed"] = list(res.get("assumed", ())) + [str(x) for x in cfg.assumed]
