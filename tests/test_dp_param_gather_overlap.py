@@ -461,7 +461,8 @@ def test_left_out_is_listed_as_assumed_where_it_acts(cli, tmp_path):
 
 def test_trainer_config_stating_the_flag_lists_no_tie(tmp_path):
     """The Megatron reader leaves the field out where the script gives --overlap-param-gather (the tie is the file's):
-    with_config drops the line; without the flag the reader's false is the job's (no line either)."""
+    with_config drops the line; without the flag the reader's false is the job's (no line either); a script that
+    states no flag (DDP) planned at zero1 keeps it."""
     from planner.trainers.report import with_config
 
     both = _megatron(tmp_path)
@@ -471,6 +472,12 @@ def test_trainer_config_stating_the_flag_lists_no_tie(tmp_path):
     grad = _megatron(tmp_path, drop=("--overlap-param-gather",))
     _, _, _, js = explain_job(**{**grad.job, "hardware": "h100-sxm"})
     assert not any(a.startswith("dp_param_gather_overlap") for a in js.get("assumed", ()))
+    # a DDP script (no gather, no flag) planned at zero1 from the command line: the tie is not the file's, kept
+    ddp = _megatron(tmp_path, drop=("--overlap-param-gather", "--use-distributed-optimizer"))
+    assert "--overlap-param-gather" not in ddp.stated and "dp_param_gather_overlap" not in ddp.job
+    job = {k: v for k, v in ddp.job.items() if k != "sharding_mode"}
+    _, _, _, js = explain_job(**{**job, "hardware": "h100-sxm", "sharding": "zero1"})
+    assert any(a.startswith(TIED) for a in with_config(js, ddp)["assumed"])
 
 
 def test_deepspeed_says_the_gather_is_exposed(cli, tmp_path):
