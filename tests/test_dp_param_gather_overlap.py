@@ -419,7 +419,7 @@ def test_bridge_kimi_style_muon_reads_exposed(tmp_path):
     assert "dp_param_gather_overlap" not in both.job
 
 
-# ------------------------------------------------------------ the tie listed as assumed; the stack's exposed gather shown
+# ---------------------------------------------- the tie listed as assumed; the stack's exposed gather shown
 TIED = "dp_param_gather_overlap=true: left out, so it follows dp_comm_overlap"
 
 

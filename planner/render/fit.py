@@ -35,7 +35,7 @@ def stack_options_text(p: dict) -> str:
         parts.append("no compile")
     if not p.get("dp_comm_overlap", True):
         parts.append("no DP overlap")
-    elif param_gather_exposed(p):  # the job's, or the stack's (DeepSpeed): the optimizer's all-gather exposed (step.py [40])
+    elif param_gather_exposed(p):  # the job's or the stack's (DeepSpeed): the all-gather exposed (step.py [40])
         parts.append("param gather exposed")
     if p.get("ep_comm_overlap"):
         parts.append("EP overlap")

@@ -19,7 +19,7 @@ _ABBREV = {
     "bytes_per_param": "bpp", "attention": "attn", "stack": "stack", "tp_comm_overlap": "stk",
     "dp_comm_overlap": "stk", "torch_compile": "stk", "fp8_recipe": "stk", "selective_policy": "stk",
     "micro_batch": "mbs", "moe_rank_imbalance": "imb", "fp16": "prec",  # (the stack's 16-bit dtype, runs.half_dtypes)
-    "dp_param_gather_overlap": "pg",  # (tied to the DP overlap where the record leaves it out: plan.param_gather_assumed)
+    "dp_param_gather_overlap": "pg",  # (the record leaves it out: tied to the DP overlap, plan.param_gather_assumed)
     # the free-text lines of plan.code_assumed (startup.model_code_assumed, model_code_compile_note), keyed by
     # the words before their colon
     "model code": "code", "torch.compile": "code",
