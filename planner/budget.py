@@ -486,7 +486,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
     mc = b.mc
     return {
         # explain's list (explain.assumed_lines); a trainer config's lines and block follow (cli/budget.py, with_config)
-        **({"assumed": assumed} if (assumed := assumed_lines(settings)) else {}),
+        **({"assumed": assumed} if (assumed := assumed_lines(settings, plan)) else {}),
         "plan": plan_dict(plan, settings),
         "params": ex["params"]["total"],
         "fits": bool(ex["memory"]["fits"]),

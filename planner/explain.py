@@ -15,7 +15,7 @@ from . import memory as mem
 from .compute import flops_summary, price_gemms
 from .layers import layer_list
 from .params import count_params
-from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
+from .plan import FP8, PlanArrays, Settings, fp8_dispatch, param_gather_assumed, plan_dict
 from .knobs import RUN_PARAMETER_AFFECTS
 from .stacks import capacity_rows, plan_context, stack_of
 from .step import CRITICAL_STAGE_NAMES, step_time, throughput
@@ -296,12 +296,15 @@ def _throughput_json(settings: Settings, plan: PlanArrays, est: Estimate, pick, 
     return thr
 
 
-def assumed_lines(settings: Settings) -> list[str]:
-    """The job's `assumed` list (explain's and budget's JSON): what the model's file left out and a documented rule
-    filled in (settings.assumed: HF config keys), the training length where the job gave none (seq_assumed), the
-    trainer model code not checked (code_assumed) and the run's environment the trainer sets where the job gave none
-    (env_assumed: plan._nccl_algo); a trainer config's own assumed lines follow them (trainers/report.with_config)."""
-    return list(settings.assumed) + list(settings.seq_assumed) + list(settings.code_assumed) + list(settings.env_assumed)
+def assumed_lines(settings: Settings, plan: PlanArrays, i=None) -> list[str]:
+    """The plan's `assumed` list (explain's and budget's JSON, a fit row's): what the model's file left out and a
+    documented rule filled in (settings.assumed: HF config keys), the training length where the job gave none
+    (seq_assumed), the trainer model code not checked (code_assumed), the run's environment the trainer sets where
+    the job gave none (env_assumed: plan._nccl_algo) and the job's dp_param_gather_overlap left out where its tie to
+    the DP overlap acts on this plan (plan.param_gather_assumed; i indexes a 1-d PlanArrays); a trainer config's own
+    assumed lines follow them (trainers/report.with_config)."""
+    return (list(settings.assumed) + list(settings.seq_assumed) + list(settings.code_assumed)
+            + list(settings.env_assumed) + param_gather_assumed(settings, plan, i))
 
 
 def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None, placed=None,
@@ -327,7 +330,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
     moe_out = moe_report(settings, plan, est, pick, moe) if layer_list(settings.model).has_experts else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
-        **({"assumed": assumed} if (assumed := assumed_lines(settings)) else {}),
+        **({"assumed": assumed} if (assumed := assumed_lines(settings, plan, i)) else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "layers": pc.layers.described(_num(pick(plan.seq)), _num(pick(plan.cp))),  # labelled as priced at the row's cp

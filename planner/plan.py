@@ -4039,6 +4039,31 @@ def fp8_dispatch(settings, plan) -> np.ndarray:
     return (np.asarray(plan.precision) == FP8) & table[np.asarray(plan.f8r, dtype=np.int64)]
 
 
+# the assumed line of a job that leaves dp_param_gather_overlap out, where the tie acts (param_gather_assumed)
+PARAM_GATHER_TIED = ("dp_param_gather_overlap=true: left out, so it follows dp_comm_overlap (on as the plan runs), "
+                     "the parameter all-gather after the step priced behind the next forward (step.py [40]); "
+                     "Megatron's --overlap-param-gather is a flag of its own, off by default (arguments.py @d98e8a64 "
+                     "l. 3148-3149): give false for a run without it")
+
+
+def param_gather_assumed(settings: Settings, plan: PlanArrays, i=None) -> list[str]:
+    """The assumed line of the job's dp_param_gather_overlap left out (PARAM_GATHER_TIED; _dp_param_gather_overlap
+    holds it None, the documented rule tying it to the plan's DP overlap as it runs, step.ddp_traffic [40]), listed
+    where the tie acts: at zero1 / zero2 under the DP overlap as it runs, on a stack whose ZeRO-1/2 gather can
+    overlap (overlap.dp_param_gather_overlap_supported; elsewhere the stack's gather is exposed whatever the job says,
+    and with the DP overlap off, or at another level, nothing hides it either way); [] elsewhere. plan_dict's
+    dp_param_gather_overlap false is the job's other value, shown there; true is the job's own (no line).
+    i indexes a 1-d PlanArrays (explain.to_json's rows)."""
+    if settings.dp_param_gather_overlap is not None or not settings.stack.overlap.dp_param_gather_overlap_supported:
+        return []
+
+    def at(v):  # this plan's element of an array field
+        return v if i is None else np.asarray(v)[i]
+
+    acts = int(at(plan.sharding)) in (ZERO1, ZERO2) and int(at(dp_overlap(settings.stack, plan)))
+    return [PARAM_GATHER_TIED] if acts else []
+
+
 def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
     """Every resolved setting of one plan, for JSON (i indexes a 1-d PlanArrays)."""
     def at(v):  # this plan's element of an array field

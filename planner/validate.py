@@ -186,7 +186,7 @@ from .errors import PlannerError
 from .precisions import FP8_RECIPES, PRECISIONS, SAME_PEAK, recipe_precision
 from . import files
 from .explain import evaluate, to_json
-from .plan import default_micro_batch, resolve
+from .plan import default_micro_batch, param_gather_assumed, resolve
 from .stacks import DEFAULT_STACK
 from .schema import (Bool, BppPreset, BytesPerParam, Count, Int, Job, ModelSpec, Precision, Real, Recompute, RecomputeModule,
                      Schedule, Sharding, split_fields)
@@ -1179,6 +1179,10 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
     for k, v in settings.inherited:
         if not (k == "micro_batch" and rec.micro_batch_size is None):  # listed above with its rule
             assumed.add(k, v, f"not published; the {settings.stack_name} stack's default")
+    if param_gather_assumed(settings, plan):  # the record's dp_param_gather_overlap left out, where its tie acts
+        assumed.add("dp_param_gather_overlap", True, "not published; follows dp_comm_overlap as the plan runs, the "
+                    "ZeRO-1/2 parameter all-gather priced behind the next forward (step.py [40]); Megatron's "
+                    "--overlap-param-gather is a flag of its own, off by default (arguments.py @d98e8a64 l. 3148-3149)")
     # the trainer model code not checked (rule 12b: startup.model_code_assumed, and model_code_compile_note),
     # the lines explain lists (explain.to_json: settings.code_assumed)
     row.assumed.extend(settings.code_assumed)

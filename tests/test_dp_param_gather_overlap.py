@@ -417,3 +417,109 @@ def test_bridge_kimi_style_muon_reads_exposed(tmp_path):
     assert half.job["dp_param_gather_overlap"] is False
     both = _bridge(tmp_path, *common, "ddp.overlap_param_gather=true", "optimizer.overlap_param_gather=true")
     assert "dp_param_gather_overlap" not in both.job
+
+
+# ---------------------------------------------- the tie listed as assumed; the stack's exposed gather shown
+TIED = "dp_param_gather_overlap=true: left out, so it follows dp_comm_overlap"
+
+
+def _stack_line(r) -> str:
+    return next(ln for ln in r.stdout.splitlines() if ln.lstrip().startswith("stack "))
+
+
+def _explain(cli, job: dict, tmp_path, name: str):
+    import yaml
+
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(job))
+    r = cli("explain", str(p))
+    assert r.exit_code == 0, r.stderr
+    return r
+
+
+def test_left_out_is_listed_as_assumed_where_it_acts(cli, tmp_path):
+    """A Megatron zero1 job under the DP overlap that leaves the field out: explain's assumed line names the tie (the
+    gather priced hidden, Megatron's flag of its own); set false: no such line, the DP option says the gather is
+    exposed; set true: the job's own, no line. Where the tie acts on nothing (sharding none, the DP overlap off, FSDP)
+    nothing is listed; the JSON's `assumed` holds the same line."""
+    job = {**JOB, "sharding": "zero1", "dp_comm_overlap": True}
+    left = _explain(cli, job, tmp_path, "left")
+    assumed = next(ln for ln in left.stdout.splitlines() if ln.lstrip().startswith("assumed ("))
+    assert TIED in assumed and "--overlap-param-gather is a flag of its own" in assumed
+    assert _stack_line(left).split(": ", 1)[1].startswith("TP overlap off, DP overlap on, torch.compile")
+    off = _explain(cli, {**job, "dp_param_gather_overlap": False}, tmp_path, "off")
+    assert TIED not in off.stdout and "DP overlap on (parameter all-gather exposed)" in _stack_line(off)
+    on = _explain(cli, {**job, "dp_param_gather_overlap": True}, tmp_path, "on")
+    assert TIED not in on.stdout and "exposed" not in _stack_line(on)
+    _, _, _, js = explain_job(**job)
+    assert [a for a in js["assumed"] if a.startswith("dp_param_gather_overlap")] == [
+        next(a for a in js["assumed"] if a.startswith(TIED))]
+    for kw in (dict(sharding="none"), dict(dp_comm_overlap=False), dict(stack="torchtitan", sharding="fsdp")):
+        _, _, _, js = explain_job(**{**job, **kw})
+        assert not any(a.startswith("dp_param_gather_overlap") for a in js.get("assumed", ())), kw
+
+
+def test_trainer_config_stating_the_flag_lists_no_tie(tmp_path):
+    """The Megatron reader leaves the field out where the script gives --overlap-param-gather (the tie is the file's):
+    with_config drops the line; without the flag the reader's false is the job's (no line either); a script that
+    states no flag (DDP) planned at zero1 keeps it."""
+    from planner.trainers.report import with_config
+
+    both = _megatron(tmp_path)
+    _, _, _, js = explain_job(**{**both.job, "hardware": "h100-sxm"})
+    assert any(a.startswith(TIED) for a in js["assumed"])  # the plan alone: left out
+    assert not any(a.startswith(TIED) for a in with_config(js, both).get("assumed", ()))
+    grad = _megatron(tmp_path, drop=("--overlap-param-gather",))
+    _, _, _, js = explain_job(**{**grad.job, "hardware": "h100-sxm"})
+    assert not any(a.startswith("dp_param_gather_overlap") for a in js.get("assumed", ()))
+    # a DDP script (no gather, no flag) planned at zero1 from the command line: the tie is not the file's, kept
+    ddp = _megatron(tmp_path, drop=("--overlap-param-gather", "--use-distributed-optimizer"))
+    assert "--overlap-param-gather" not in ddp.stated and "dp_param_gather_overlap" not in ddp.job
+    job = {k: v for k, v in ddp.job.items() if k != "sharding_mode"}
+    _, _, _, js = explain_job(**{**job, "hardware": "h100-sxm", "sharding": "zero1"})
+    assert any(a.startswith(TIED) for a in with_config(js, ddp)["assumed"])
+
+
+def test_deepspeed_says_the_gather_is_exposed(cli, tmp_path):
+    """On megatron-deepspeed ZeRO-1 with overlap_comm the plan carries no field (the stack's gather is synchronous
+    whatever the job says, stack_db overlap.dp_param_gather_overlap_supported false): explain's DP option and fit's
+    row text say it is exposed from the stack fact, and no tie is listed; at the DP overlap off neither."""
+    from planner.render.fit import stack_options_text
+
+    r = _explain(cli, _ds_job(), tmp_path, "ds")
+    assert "DP overlap on (parameter all-gather exposed)" in _stack_line(r) and TIED not in r.stdout
+    _, _, _, js = explain_job(**_ds_job())
+    assert "dp_param_gather_overlap" not in js["plan"] and not any(
+        a.startswith("dp_param_gather_overlap") for a in js.get("assumed", ()))
+    assert stack_options_text(js["plan"]) == "param gather exposed"
+    _, _, _, off = explain_job(**{**_ds_job(), "dp_comm_overlap": False})
+    assert stack_options_text(off["plan"]) == "no DP overlap"
+    r = _explain(cli, {**_ds_job(), "dp_comm_overlap": False}, tmp_path, "ds_off")
+    assert "DP overlap off," in _stack_line(r) and "exposed" not in _stack_line(r)
+
+
+def test_validate_lists_the_tie_in_the_assumed_column(tmp_path):
+    """A record that leaves the field out (Megatron-LM README's 1.7B H100 run: the distributed optimizer, the DP
+    overlap as the megatron stack's default) lists the tie as assumed, abbreviated 'pg' in the table; the same record
+    stating false lists nothing, and its prediction moves by the exposed gather only."""
+    import yaml
+
+    from planner.render.validate import _abbrev
+    from planner.validate import evaluate_record, load_runs
+
+    src = yaml.safe_load(open("tests/data/published_runs.yaml"))
+    recs = src if isinstance(src, list) else src["runs"]
+    rec = next(r for r in recs if r["id"] == "megatron-readme-h100-1.7B")
+    assert "dp_param_gather_overlap" not in rec
+    rows = {}
+    for v in (None, False, True):
+        p = tmp_path / f"runs_{v}.yaml"
+        p.write_text(yaml.safe_dump([dict(rec, **({} if v is None else {"dp_param_gather_overlap": v}))]))
+        (one,) = load_runs(p)
+        rows[v] = evaluate_record(one, tmp_path, tmp_path)
+    (line,) = [a for a in rows[None].assumed if a.startswith("dp_param_gather_overlap")]
+    assert line.startswith("dp_param_gather_overlap=true (not published; follows dp_comm_overlap")
+    assert "pg" in _abbrev(rows[None].assumed).split()
+    for v in (False, True):
+        assert not any(a.startswith("dp_param_gather_overlap") for a in rows[v].assumed)
+    assert rows[True].predicted_step_s == rows[None].predicted_step_s < rows[False].predicted_step_s

@@ -108,6 +108,21 @@ def print_assumed(res: dict) -> None:
         out.print("  assumed (what the model file and the job leave out): " + "; ".join(own))
 
 
+def param_gather_exposed(p: dict) -> bool:
+    """Whether a plan's (explain's JSON `plan`) sharded-optimizer parameter all-gather after the step is priced exposed
+    under its DP overlap (step.ddp_traffic [40]): the job's dp_param_gather_overlap false, which plan_dict shows at
+    zero1 / zero2 under the DP overlap as it runs, or, at those levels and that overlap, a stack whose ZeRO-1/2 gathers
+    synchronously after the step (the stack fact overlap.dp_param_gather_overlap_supported false: the
+    megatron-deepspeed stacks, which the plan does not carry as a field); a text only, the figures are step.py's."""
+    if p.get("dp_param_gather_overlap") is False:
+        return True
+    if not (p.get("dp_comm_overlap") and p.get("sharding") in ("zero1", "zero2") and p.get("stack")):
+        return False
+    from ..catalog import load_stack
+
+    return not load_stack(p["stack"]).overlap.dp_param_gather_overlap_supported
+
+
 # Labels of explain's memory terms (planner/memory.py MemoryTerms keys), for every table
 # and message that names them.
 TERM_LABELS = {

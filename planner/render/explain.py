@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_count, mesh_words, out, pct, print_assumed, warn
+from .common import (Format, TERM_LABELS, capacity_text, emit, gb, gib, human_count, mesh_words, out,
+                     param_gather_exposed, pct, print_assumed, warn)
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
@@ -53,7 +54,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}"
             + (" (priced off: the trainer turns it off with MLA)" if p.get("tp_comm_overlap_runs") is False else ""),
             f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}"
-            + (" (parameter all-gather exposed)" if p.get("dp_param_gather_overlap") is False else ""),
+            + (" (parameter all-gather exposed)" if param_gather_exposed(p) else ""),  # the job's or the stack's
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
     if p.get("attention_kernel"):  # the kernel the attention core is timed with (compute.attention_kernel)
         opts.append(f"attention {p['attention_kernel']}" if p.get("attention", "flash") == "flash" else

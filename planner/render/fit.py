@@ -8,8 +8,8 @@ import shlex
 
 from ..search import config_explain_args, explain_args
 from ..space import RANK_ORDERS_TP_INNER
-from .common import (Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, pct, print_rows, seconds,
-                     sharding_text)
+from .common import (Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, param_gather_exposed, pct,
+                     print_rows, seconds, sharding_text)
 from .explain import explain_table
 
 
@@ -20,7 +20,8 @@ def stack_options_text(p: dict) -> str:
     dispatcher (plan moe_dispatcher: 'EP overlap, deepep'); a row whose plan names fp8_grouped_experts its
     routed experts' precision ('fp8 experts', 'bf16 experts'); a row in fp16 says so first ('fp16': the job's;
     DeepSpeed's zero0 is planned only for a job that says fp16); a row of the job's mfsdp_v2 'Megatron-FSDP v2'; a row whose plan exposes the optimizer's parameter
-    all-gather (the job's dp_param_gather_overlap false, at zero1 / zero2) 'param gather exposed'."""
+    all-gather (the job's dp_param_gather_overlap false, or a stack that gathers after the step: DeepSpeed's ZeRO-1/2,
+    at zero1 / zero2 under the DP overlap; common.param_gather_exposed) 'param gather exposed'."""
     from ..catalog import load_stack
 
     parts = ["fp16"] if p.get("fp16") else []  # the row's 16-bit dtype where not bf16 (priced as bf16)
@@ -34,7 +35,7 @@ def stack_options_text(p: dict) -> str:
         parts.append("no compile")
     if not p.get("dp_comm_overlap", True):
         parts.append("no DP overlap")
-    elif p.get("dp_param_gather_overlap") is False:  # the job's: the optimizer's all-gather exposed (step.py [40])
+    elif param_gather_exposed(p):  # the job's or the stack's (DeepSpeed): the all-gather exposed (step.py [40])
         parts.append("param gather exposed")
     if p.get("ep_comm_overlap"):
         parts.append("EP overlap")

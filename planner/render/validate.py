@@ -19,6 +19,7 @@ _ABBREV = {
     "bytes_per_param": "bpp", "attention": "attn", "stack": "stack", "tp_comm_overlap": "stk",
     "dp_comm_overlap": "stk", "torch_compile": "stk", "fp8_recipe": "stk", "selective_policy": "stk",
     "micro_batch": "mbs", "moe_rank_imbalance": "imb", "fp16": "prec",  # (the stack's 16-bit dtype, runs.half_dtypes)
+    "dp_param_gather_overlap": "pg",  # (the record leaves it out: tied to the DP overlap, plan.param_gather_assumed)
     # the free-text lines of plan.code_assumed (startup.model_code_assumed, model_code_compile_note), keyed by
     # the words before their colon
     "model code": "code", "torch.compile": "code",
@@ -26,7 +27,8 @@ _ABBREV = {
 _LEGEND = ("assumed: hw hardware (an entry the record marks hardware_assumed), "
            "arch architecture (gated MLP, norm, ...), mbs micro-batch, "
            "vpp, cp, rc recompute, sp sequence parallel, prec precision, shard sharding, bpp bytes/param, "
-           "attn attention kernel, stk stack options from the stack's defaults, imb MoE routing imbalance rule, "
+           "attn attention kernel, stk stack options from the stack's defaults, "
+           "pg parameter all-gather overlap (follows the DP overlap), imb MoE routing imbalance rule, "
            "code the trainer's model code (none covers the model, or it compiles no block) (full list: --format json)")
 
 

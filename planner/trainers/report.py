@@ -237,6 +237,18 @@ def with_config(res: dict, cfg, job: Optional[dict] = None) -> dict:
     if cfg is None:
         return res
     block = config_report(cfg, job)
+    if "dp_param_gather_overlap" not in cfg.job and (cfg.stated.get("--overlap-param-gather") if cfg.fmt == "megatron"
+                                                     else cfg.fmt == "megatron-bridge"):
+        # the tie of a dp_param_gather_overlap left out is the file's, not assumed (plan.param_gather_assumed), where
+        # the file states the gather hidden: a Megatron script's --overlap-param-gather (the reader's false where it
+        # lacks it under --overlap-grad-reduce), a Bridge config's ddp. (and, under dist_muon, optimizer.)
+        # overlap_param_gather, whose reader leaves the field out only then or where there is no gather to hide
+        # (megatron.py, megatron_bridge.py)
+        from ..plan import PARAM_GATHER_TIED
+
+        res["assumed"] = [a for a in res.get("assumed", ()) if a != PARAM_GATHER_TIED]
+        if not res["assumed"]:
+            del res["assumed"]
     if cfg.assumed:
         # the lines as plain text: YAML's safe dumper takes no str subclass (a Note)
         res["assumed"] = list(res.get("assumed", ())) + [str(x) for x in cfg.assumed]
