@@ -681,6 +681,17 @@ def test_fuzz_pass_run_record_with_denormal_memory_exits_2(cli, tmp_path):
     assert "512 B" in r.stderr
 
 
+def test_fuzz_seed_171_torchtitan_log_with_denormal_tps_exits_2(cli, tmp_path):
+    """Seed 171 (all kinds, branch fuzz from 0a3bb8c) found one failure: torchtitan's llama3 8B log with one
+    steady line's `tps: 1e-308` (run-log-171-0-9.log, line 12; the median 6463.5 is unmoved) raised
+    ZeroDivisionError in log_run's step-time spread (min / median - 1 rounds to -1). Exit 2 naming the line
+    and field."""
+    job = Path(__file__).parent / "data" / "training_logs" / "torchtitan_llama3_8b_8xh100.job.yaml"
+    r = cli("calibrate", "run", str(FUZZ / "run-log-171-0-9.log"), "-o", str(tmp_path / "p.yaml"), "--job", str(job))
+    assert_error(r, "tps")
+    assert "run-log-171-0-9.log:12: field `tps`: 1e-308 tokens/s per GPU against the log's median 6463.5" in r.stderr
+
+
 def test_width_rule_reads_the_pattern_not_each_layer(monkeypatch):
     """The start-up width rule (MEGATRON_FP8_WIDTHS) asked every model for ModelSpec.layer_windows, a
     tuple of num_layers entries: at num_layers 2^31 - 1 (the twenty-first fuzz pass, seed 45,

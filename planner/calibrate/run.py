@@ -492,6 +492,10 @@ def log_run(path: Path, job: Job, job_label: str, *, warmup: int = WARMUP_LINES)
     if facts.fmt == "torchtitan":
         run.tokens_per_s_per_gpu = med
         run.step_s = gbs * seq / (med * job.gpus)
+        if spread[0] <= -1.0:  # min / median - 1 rounds to -1 (a ratio under about 1e-16): 1 + spread[0] is 0 below
+            ln, _, v = min(facts.lines[warmup:], key=lambda x: x[2])
+            raise PlannerError(f"{path}:{ln}: field `tps`: {v:g} tokens/s per GPU against the log's median {med:g}: "
+                               "a step time some 1e16 times the median's is not a measurement", "give the log as torchtitan wrote it")
         run.spread = (-spread[1] / (1 + spread[1]), -spread[0] / (1 + spread[0]))  # of the step time
         mem = [m for _, m in facts.memory][warmup:]
         run.reserved_bytes = float(np.median(mem)) * GiB
