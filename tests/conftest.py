@@ -350,3 +350,12 @@ def h100_nvlink_ring_fastest_s(n, size):
     """A reduce-scatter / all-gather ring inside one H100 NVLink domain under the fastest of NCCL's protocols (comm.py
     "Protocols": the least of Simple, LL and LL128, as NCCL's tuner picks)."""
     return min(h100_nvlink_ring_s(n, size), h100_nvlink_ll_ring_s(n, size), h100_nvlink_ll128_ring_s(n, size))
+
+
+def edited_json(src, dst, edit):
+    """dst: the JSON file src with edit(data) applied to its parsed data (the readers' mistyped-value tests)."""
+    import json
+    data = json.loads(src.read_text())
+    edit(data)
+    dst.write_text(json.dumps(data), encoding="utf-8")
+    return dst

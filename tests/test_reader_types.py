@@ -15,6 +15,7 @@ import pytest
 from planner.errors import PlannerError
 from planner.trainers import load_trainer_config
 from planner.trainers.torchtitan_types import MAIN_TYPES, tyro_warns
+from conftest import edited_json
 
 TRAINERS = Path(__file__).parent / "data" / "trainer_configs"
 TOML = TRAINERS / "llama3_8b.toml"
@@ -182,11 +183,7 @@ def test_torchtitan_type_table_rows():
 
 # ------------------------------------------------------------ DeepSpeed JSON: refused where pydantic (lax) refuses
 def _ds(tmp_path, edit) -> Path:
-    data = json.loads(DS.read_text())
-    edit(data)
-    p = tmp_path / "ds.json"
-    p.write_text(json.dumps(data), encoding="utf-8")
-    return p
+    return edited_json(DS, tmp_path / "ds.json", edit)
 
 
 DS_REFUSED = [  # (id, edit, what the error names)
