@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from planner import memory as mem
 from planner.catalog import load_hardware, load_model
@@ -908,7 +909,8 @@ def test_cli_table_and_formats(cli):
                  "tokens/s", "days", "planner explain --model llama3-8b --gpus 64"):
         assert text in r.stdout
     y = cli("fit", "--model", "llama3-8b", "--gpus", "64", "--top", "2", "--format", "yaml")
-    assert y.exit_code == 0 and y.stdout.startswith("- plan:")
+    rows = yaml.safe_load(y.stdout)  # (a row's `assumed` list, where it has one, comes before its plan)
+    assert y.exit_code == 0 and len(rows) == 2 and all({"plan", "memory", "time"} <= set(row) for row in rows)
     c = cli("fit", "--model", "llama3-8b", "--gpus", "64", "--top", "2", "--format", "csv")
     assert c.exit_code == 0 and len(c.stdout.strip().splitlines()) == 3 and "time.step_s" in c.stdout
     e = cli("fit", "--model", "llama3-8b", "--gpus", "64", "--explain", "2")
