@@ -898,8 +898,8 @@ CONFIG_JSON = [(("zero_optimization", "stage"), [0, 1, 2, 3]), (("train_micro_ba
                (("zero_optimization", "offload_optimizer"), [{"device": "cpu"}, {"device": "none"}]),
                (("activation_checkpointing", "partition_activations"), [True, False])]
 # a launch script's NCCL environment (megatron.read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable, which the
-# Megatron-LM, Megatron-DeepSpeed and Megatron-Bridge launch readers call): an `export` line after the shebang, the values
-# the readers take and one they refuse (NCCL_NVLS_ENABLE 3: 0, 1, 2 only)
+# Megatron-LM, Megatron-DeepSpeed, Megatron-Bridge and torchtitan 0.3 launch readers call): an `export` line after the
+# shebang, the values the readers take and one they refuse (NCCL_NVLS_ENABLE 3: 0, 1, 2 only)
 CONFIG_ENV = ["NCCL_NVLS_ENABLE=0", "NCCL_NVLS_ENABLE=1", "NCCL_NVLS_ENABLE=2", "NCCL_NVLS_ENABLE=3", "NCCL_ALGO=Ring",
               "NCCL_PROTO=simple"]
 
