@@ -897,13 +897,18 @@ CONFIG_JSON = [(("zero_optimization", "stage"), [0, 1, 2, 3]), (("train_micro_ba
                (("bf16", "enabled"), [True, False]), (("fp16", "enabled"), [True, False]),
                (("zero_optimization", "offload_optimizer"), [{"device": "cpu"}, {"device": "none"}]),
                (("activation_checkpointing", "partition_activations"), [True, False])]
+# a launch script's NCCL environment (megatron.read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable, which the
+# Megatron-LM, Megatron-DeepSpeed, Megatron-Bridge and torchtitan 0.3 launch readers call): an `export` line after the
+# shebang, the values the readers take and one they refuse (NCCL_NVLS_ENABLE 3: 0, 1, 2 only)
+CONFIG_ENV = ["NCCL_NVLS_ENABLE=0", "NCCL_NVLS_ENABLE=1", "NCCL_NVLS_ENABLE=2", "NCCL_NVLS_ENABLE=3", "NCCL_ALGO=Ring",
+              "NCCL_PROTO=simple"]
 
 
 def _config_mutation(rng: random.Random, data: bytes, suffix: str) -> bytes:
     """One change to a trainer config that leaves it a config of its trainer: a TOML section's key or a DeepSpeed
     JSON key set to a value the trainer takes (CONFIG_TOML, CONFIG_JSON) or removed; in a launch script a flag's
     value (`--name value`) or a variable (`NAME=value`) set to another (CONFIG_VALUES), a flag removed, or a flag
-    added after another (CONFIG_FLAGS)."""
+    added after another (CONFIG_FLAGS); in a .sh launch also an NCCL variable exported (CONFIG_ENV)."""
     if suffix == ".toml":
         import tomllib
 
@@ -927,7 +932,11 @@ def _config_mutation(rng: random.Random, data: bytes, suffix: str) -> bytes:
         return json.dumps(doc, indent=2).encode()
     text = data.decode("utf-8", "replace")
     spots = [m for m in re.finditer(r"(--[\w.-]+)([ =])(?!-)([^\s\\]+)|^(\s*)([A-Z_][A-Z0-9_]*)=(\S*)", text, re.M)]
-    op = rng.randrange(4)
+    op = rng.randrange(5 if suffix == ".sh" else 4)
+    if op == 4:  # an NCCL variable exported before the launch line (after the shebang)
+        lines = text.split("\n")
+        at = 1 if lines and lines[0].startswith("#!") else 0
+        return "\n".join(lines[:at] + [f"export {rng.choice(CONFIG_ENV)}"] + lines[at:]).encode()
     if op == 3 or not spots:  # a flag added after a flag's line
         at = [m.end() for m in re.finditer(r"--[\w.-]+[^\n\\]*", text)]
         if at:

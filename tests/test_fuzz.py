@@ -230,6 +230,23 @@ def test_mutations_are_deterministic(workdir):
     assert a == b and a[0] != t.seeds["llama3-8b.yaml"]
 
 
+def test_config_mutation_exports_nccl_variables_in_launch_scripts():
+    """The config-fit kind's launch scripts get an NCCL variable exported after the shebang (CONFIG_ENV: the readers'
+    job fields nccl_algo / nccl_proto / nccl_nvls_enable, and a value refused); a Megatron argument file never."""
+    import random
+
+    from fuzzing import CONFIG_ENV, _config_mutation
+
+    sh = b"#!/bin/bash\nset -ex\ntorchrun pretrain_gpt.py --num-layers 2 --hidden-size 64\n"
+    rng = random.Random(3)
+    outs = [_config_mutation(rng, sh, ".sh").decode() for _ in range(200)]
+    exported = {ln[len("export "):] for o in outs for ln in o.splitlines()[1:2] if ln.startswith("export ")}
+    assert exported == set(CONFIG_ENV) and "NCCL_NVLS_ENABLE=3" in exported
+    assert all(o.startswith("#!/bin/bash\n") for o in outs)
+    args = b"--num-layers 2\n--hidden-size 64\n"
+    assert not any(b"export" in _config_mutation(rng, args, ".args") for _ in range(200))
+
+
 def test_check_result_flags_a_traceback_and_a_bare_exit_2():
     class R:
         def __init__(self, code, err="", exc=None):

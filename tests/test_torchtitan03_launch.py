@@ -586,3 +586,27 @@ def test_deepseek_v3_recipe_mtp_not_taken_on_0_3():
                and "TORCHTITAN_MTP_PP_CP" in n for n in notes)
     data, _ = apply({"model": "deepseek-v3", "stack": "megatron", "gpus": 256, "hardware": "h100-sxm"})
     assert data["mtp_layers"] == 1
+
+
+def test_launch_lines_nccl_environment_is_read(cli, tmp_path):
+    """NCCL reads NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE in every torchrun rank, whatever the trainer: the launch
+    file's exports are the job fields nccl_algo / nccl_proto / nccl_nvls_enable, read as the Megatron launch readers
+    read them (torchtitan03.NCCL_ENV; megatron.read_nccl_*), and listed as assumed. Found by the fuzz's config-fit
+    kind exporting them (2026-12-07): run_train_8b.sh with `export NCCL_NVLS_ENABLE=0` after its shebang was read with
+    the variable listed as "not a torchtitan setting: not read" (in the text output, one of the settings "with no
+    effect on memory or time") and priced with NVLS; any other variable is still listed as ignored."""
+    base = (DATA / "run_train_8b.sh").read_text().split("\n", 1)
+    p = tmp_path / "run.sh"
+    p.write_text(base[0] + "\nexport NCCL_NVLS_ENABLE=0\nexport NCCL_ALGO=Ring NCCL_PROTO=simple FOO=1\n" + base[1])
+    cfg = load_trainer_config(p, hardware="h100-sxm")
+    j = cfg.job
+    assert (j["nccl_nvls_enable"], j["nccl_algo"], j["nccl_proto"]) == (0, "Ring", "simple")
+    assert any(a.startswith("nccl_nvls_enable=0: the launch line's NCCL_NVLS_ENABLE") for a in cfg.assumed)
+    assert any(a.startswith("nccl_algo=Ring: the launch line's NCCL_ALGO") for a in cfg.assumed)
+    assert not any("NCCL" in i for i in cfg.ignored)
+    assert "environment FOO=1 (not a torchtitan setting: not read)" in cfg.ignored
+    assert "nccl_nvls_enable" not in load_trainer_config(DATA / "run_train_8b.sh", hardware="h100-sxm").job
+    p.write_text(base[0] + "\nexport NCCL_NVLS_ENABLE=3\n" + base[1])  # NCCL's 0 / 1 / 2 only (read_nccl_nvls_enable)
+    assert_one_error(cli("explain", str(p)), "NCCL_NVLS_ENABLE=3", "0, 1 or 2")
+    p.write_text(base[0] + "\nexport NCCL_ALGO=Tree\n" + base[1])  # all-gather left no algorithm (comm)
+    assert_one_error(cli("explain", str(p)), "NCCL_ALGO=Tree")
