@@ -610,3 +610,15 @@ def test_launch_lines_nccl_environment_is_read(cli, tmp_path):
     assert_one_error(cli("explain", str(p)), "NCCL_NVLS_ENABLE=3", "0, 1 or 2")
     p.write_text(base[0] + "\nexport NCCL_ALGO=Tree\n" + base[1])  # all-gather left no algorithm (comm)
     assert_one_error(cli("explain", str(p)), "NCCL_ALGO=Tree")
+
+
+def test_export_writes_the_nccl_environment_it_reads():
+    """The launch line's NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE are read as the job fields (above): the export writes
+    them as export lines before the torchrun line (export.nccl_exports, as the Megatron scripts do), not the note "the
+    file cannot hold it", and the line reads back as the same plan with them."""
+    row = _row(**{**T03, **dict(model="llama3-8b", gpus=8, nccl_nvls_enable=0, nccl_proto="simple")})
+    text, notes = export_plan(row["plan"], "torchtitan")
+    assert "export NCCL_PROTO=simple\nexport NCCL_NVLS_ENABLE=0\ntorchrun" in text
+    assert not any("NCCL" in n for n in notes)
+    assert parse_launch("", text).nccl == {"NCCL_PROTO": "simple", "NCCL_NVLS_ENABLE": "0"}
+    check_readback(row, "torchtitan", text)

@@ -48,6 +48,16 @@ MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  #
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
 
 
+def nccl_exports(plan: dict) -> list[str]:
+    """The plan's NCCL environment as priced, as a launch script's export lines: the collectives' algorithms
+    (comm.nccl_algo_candidates), protocols (comm.nccl_proto_protocols) and NVLink SHARP on or off (comm.nvls_enabled);
+    read back by megatron.read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable (the Megatron and Megatron-DeepSpeed
+    scripts, torchtitan 0.3.0's launch line)."""
+    return ([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []) + \
+        ([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []) + \
+        ([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"] if plan.get("nccl_nvls_enable") is not None else [])
+
+
 def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     """The file text for `plan` in `fmt` ('torchtitan' | 'megatron' | 'deepspeed' | 'megatron-deepspeed') and the
     notes: what the format cannot express, and choices the plan did not fix."""
@@ -110,15 +120,16 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         # Megatron launch script exports it (_megatron; the reader's megatron._exported_cublas), no other format holds it
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
-    if plan.get("nccl_algo") and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge"):  # the environment:
+    if plan.get("nccl_algo") and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge") and not launch:  # the environment:
         # the launch scripts export it (read back by megatron.read_nccl_algo); no other format holds it
         notes.append(f"nccl_algo {plan['nccl_algo']}: NCCL reads it from the environment; launch with "
                      f"NCCL_ALGO={plan['nccl_algo']} (the file cannot hold it)")
-    if plan.get("nccl_proto") and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge"):  # likewise
+    if plan.get("nccl_proto") and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge") and not launch:  # likewise
         # (read back by megatron.read_nccl_proto)
         notes.append(f"nccl_proto {plan['nccl_proto']}: NCCL reads it from the environment; launch with "
                      f"NCCL_PROTO={plan['nccl_proto']} (the file cannot hold it)")
-    if plan.get("nccl_nvls_enable") is not None and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge"):
+    if (plan.get("nccl_nvls_enable") is not None and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge")
+            and not launch):  # (torchtitan 0.3.0's launch line exports the three: torchtitan03.launch_text)
         # likewise (read back by megatron.read_nccl_nvls_enable)
         notes.append(f"nccl_nvls_enable {plan['nccl_nvls_enable']}: NCCL reads it from the environment; launch with "
                      f"NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']} (the file cannot hold it)")
@@ -1299,13 +1310,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
              # PyTorch's cuBLAS workspaces as priced (memory.py [ws]; read back by megatron._exported_cublas)
              *([f"export CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']}"]
                if plan.get("cublas_workspace_config") else []),
-             # the collectives' algorithms as priced (comm.nccl_algo_candidates; read back by megatron.read_nccl_algo)
-             *([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),
-             # the collectives' protocols as priced (comm.nccl_proto_protocols; read back by megatron.read_nccl_proto)
-             *([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []),
-             # NVLink SHARP on or off as priced (comm.nvls_enabled; read back by megatron.read_nccl_nvls_enable)
-             *([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"]
-               if plan.get("nccl_nvls_enable") is not None else []), "",
+             *nccl_exports(plan), "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {_megatron_script(plan)} \\"]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
@@ -2467,10 +2472,7 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
              f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}",
              # --sequence-parallel raises without it (Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 398-406)
              *(["export CUDA_DEVICE_MAX_CONNECTIONS=1"] if plan.get("sequence_parallel") else []),
-             *([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),  # as priced (megatron.read_nccl_algo)
-             *([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []),  # (megatron.read_nccl_proto)
-             *([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"]  # (megatron.read_nccl_nvls_enable)
-               if plan.get("nccl_nvls_enable") is not None else []),
+             *nccl_exports(plan),
              *(["TOKENIZER_NAME_OR_PATH=bigscience/bloom  # the run's tokenizer"]
                if ("--tokenizer-name-or-path", "$TOKENIZER_NAME_OR_PATH") in args else []),
              "DS_CONFIG=ds_config.json", "", "cat <<EOT > $DS_CONFIG", json.dumps(cfg, indent=2), "EOT", "", launch]

@@ -1527,6 +1527,9 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
             "test_no_new_cli_options.py",
             "# run on each node (torchrun --nnodes, with the cluster's rendezvous options)",
             f"# planner export: {plan['model']} on {g} x {plan['hardware']}"]
+    from .export import nccl_exports
+
+    head += nccl_exports(plan)  # the NCCL environment as priced (read back by parse_launch: NCCL_ENV)
     words = [f"torchrun --nnodes={nodes} --nproc_per_node={nproc} -m torchtitan.train --module {cf.module} "
              f"--config {cf.name}"] + opts + [f"activation-checkpoint:{sub}"]
     return "\n".join(head) + "\n" + " \\\n  ".join(words) + "\n"
