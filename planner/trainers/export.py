@@ -36,6 +36,7 @@ from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 # Megatron-LM @d98e8a64's hybrid stack (megatron_model.py [9]): the Mamba mixer settings no flag sets (mamba_mixer.py
 # l. 174-194) and the stack spec pretrain_hybrid.py builds Transformer Engine layers from
+from .megatron import nccl_exports
 from .megatron_model import GDN_CHUNK, HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for, BRIDGE_DETERMINISTIC_NCCL_ALGOS
@@ -46,16 +47,6 @@ from .spelling import hydra_value
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
-
-
-def nccl_exports(plan: dict) -> list[str]:
-    """The plan's NCCL environment as priced, as a launch script's export lines: the collectives' algorithms
-    (comm.nccl_algo_candidates), protocols (comm.nccl_proto_protocols) and NVLink SHARP on or off (comm.nvls_enabled);
-    read back by megatron.read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable (the Megatron and Megatron-DeepSpeed
-    scripts, torchtitan 0.3.0's launch line)."""
-    return ([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []) + \
-        ([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []) + \
-        ([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"] if plan.get("nccl_nvls_enable") is not None else [])
 
 
 def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:

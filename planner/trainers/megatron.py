@@ -4410,6 +4410,16 @@ def read_nccl_proto(env: dict, job: dict, assumed: list) -> None:
 NCCL_NVLS_ENABLE_VALUES = ("0", "1", "2")  # the job field's (schema Job.nccl_nvls_enable; comm.py [22])
 
 
+def nccl_exports(plan: dict) -> list[str]:
+    """The plan's NCCL environment as priced, as a launch script's export lines: the collectives' algorithms
+    (comm.nccl_algo_candidates), protocols (comm.nccl_proto_protocols) and NVLink SHARP on or off (comm.nvls_enabled);
+    read back by megatron.read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable (the Megatron and Megatron-DeepSpeed
+    scripts, torchtitan 0.3.0's launch line)."""
+    return ([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []) + \
+        ([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []) + \
+        ([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"] if plan.get("nccl_nvls_enable") is not None else [])
+
+
 def read_nccl_nvls_enable(env: dict, job: dict, assumed: list, where: str) -> None:
     """The launch line's NCCL_NVLS_ENABLE (ScriptWords.env, as read_nccl_algo) -> the job's nccl_nvls_enable: 0 prices
     the all-reduces without NVLS and NVLS-tree (comm.nvls_enabled, comm.py [22]). Megatron-LM's CI exports 0 where

@@ -1527,7 +1527,7 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
             "test_no_new_cli_options.py",
             "# run on each node (torchrun --nnodes, with the cluster's rendezvous options)",
             f"# planner export: {plan['model']} on {g} x {plan['hardware']}"]
-    from .export import nccl_exports
+    from .megatron import nccl_exports
 
     head += nccl_exports(plan)  # the NCCL environment as priced (read back by parse_launch: NCCL_ENV)
     words = [f"torchrun --nnodes={nodes} --nproc_per_node={nproc} -m torchtitan.train --module {cf.module} "
