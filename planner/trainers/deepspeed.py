@@ -79,7 +79,7 @@ from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
 from .deepspeed_types import check as check_types, coerce
-from .report import Note, about, listed, noted
+from .report import Note, about, listed, noted, short_value as _short
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
@@ -122,11 +122,6 @@ def overlap_default(stage: int) -> bool:
 
 # the stack's modes (stack_db megatron-deepspeed runs.sharding) by stage
 ZERO_MODES = {0: "zero0", 1: "zero1", 2: "zero2", 3: "zero3"}
-
-
-def _short(v) -> str:
-    r = repr(v) if not isinstance(v, int) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _num(where, key, v) -> Optional[int]:

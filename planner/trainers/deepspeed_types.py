@@ -61,6 +61,7 @@ from typing import Annotated, Any, Dict, Optional, get_args, get_origin
 from pydantic import Field, TypeAdapter, ValidationError
 
 from ..errors import PlannerError
+from .report import short_value as _short
 
 COMMIT = "@38327e07"
 Count = Annotated[int, Field(ge=0)]  # Field(pp_int(...), ge=0): the bucket sizes and counts
@@ -154,11 +155,6 @@ def type_text(typ) -> str:
         (inner,) = [a for a in get_args(typ) if a is not type(None)]
         return f"Optional[{type_text(inner)}]"
     return getattr(typ, "__name__", repr(typ).replace("typing.", ""))
-
-
-def _short(v) -> str:
-    r = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _json(v) -> str:

@@ -47,6 +47,12 @@ def _text(head: Optional[str], message: Optional[str], ruled: bool) -> str:
     return (head or "") + (f" ({message})" if message else "")
 
 
+
+def short_value(v) -> str:
+    """A value as the file gave it, cut to 60 characters (a 5,000-digit number is not echoed): the readers' messages."""
+    r = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
+    return r if len(r) <= 60 else r[:57] + "..."
+
 class Note(str):
     """A reader's line as the stderr note prints it (the str itself) with its record: `kind` (ignored, not_modelled,
     assumed or unmodelled), `entries` ((setting, value) pairs, the value as the JSON gives it; a setting None: a line

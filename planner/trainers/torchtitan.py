@@ -149,7 +149,7 @@ from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
 from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, resolve_gpus, rope_text, torchtitan_types
 from .cp_balancer import BalancerSource, load_balancer
-from .report import Note, listed, listed_all, noted
+from .report import Note, listed, listed_all, noted, short_value as _short
 from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
                                  shape_differences)
 
@@ -301,12 +301,6 @@ def _no_cost(section: str, key: str, value):
     if section == "model" and key in ("tokenizer_path", "hf_assets_path"):  # job_config.py @9810191bb~1 l. 107-115
         return "the tokenizer's files (the data pipeline)"
     return None
-
-
-def _short(v) -> str:
-    """A value as the TOML file gave it, cut to 60 characters (a 5,000-digit number is not echoed)."""
-    r = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _int(where: str, key: str, v, minimum: int = 1, allowed: tuple = ()) -> int:

@@ -68,6 +68,7 @@ import types
 from typing import Literal, Optional, Union, get_args, get_origin
 
 from ..errors import PlannerError
+from .report import short_value as _short
 
 COMMIT = "@e347b1e5e"
 # section (a dotted path for a nested dataclass) -> key -> (the type torchtitan declares, its line in job_config.py [1])
@@ -262,11 +263,6 @@ def _want(typ) -> str:
     if get_origin(typ) is list:
         return "a list of lists of strings" if get_origin(get_args(typ)[0]) is list else "a list of strings"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[typ]
-
-
-def _short(v) -> str:
-    r = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _unquoted(typ) -> bool:
