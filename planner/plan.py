@@ -4056,12 +4056,16 @@ def param_gather_assumed(settings: Settings, plan: PlanArrays, i=None) -> list[s
     i indexes a 1-d PlanArrays (explain.to_json's rows)."""
     if settings.dp_param_gather_overlap is not None or not settings.stack.overlap.dp_param_gather_overlap_supported:
         return []
+    return [PARAM_GATHER_TIED] if param_gather_acts(settings, plan, i) else []
 
+
+def param_gather_acts(settings: Settings, plan: PlanArrays, i=None) -> bool:
+    """Whether a plan's dp_param_gather_overlap acts on it (step.ddp_traffic [40]): the zero1 / zero2 levels under the
+    DP overlap as it runs (param_gather_assumed's line, plan_dict's field). i indexes a 1-d PlanArrays."""
     def at(v):  # this plan's element of an array field
         return v if i is None else np.asarray(v)[i]
 
-    acts = int(at(plan.sharding)) in (ZERO1, ZERO2) and int(at(dp_overlap(settings.stack, plan)))
-    return [PARAM_GATHER_TIED] if acts else []
+    return int(at(plan.sharding)) in (ZERO1, ZERO2) and bool(int(at(dp_overlap(settings.stack, plan))))
 
 
 def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
@@ -4127,8 +4131,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"fp8_precompute_scale": True} if settings.fp8_precompute_scale else {}),
         # the optimizer's all-gather exposed after the step (step.py [40]): shown where it acts, the zero1 / zero2
         # levels under the DP overlap as it runs (elsewhere it prices and exports as the tied default)
-        **({"dp_param_gather_overlap": False} if settings.dp_param_gather_overlap is False and g("sharding") in (
-            ZERO1, ZERO2) and int(at(dp_overlap(settings.stack, plan))) else {}),
+        **({"dp_param_gather_overlap": False} if settings.dp_param_gather_overlap is False
+           and param_gather_acts(settings, plan, i) else {}),
         **({"fp8_grouped_experts": bool(g("fge"))} if _grouped_experts_named(settings, g("fge"), g("precision")) else {}),
         **({"fp8_attention": True} if settings.fp8_attention else {}),
         **split_fields(g("split_emb"), g("split_loss")),
