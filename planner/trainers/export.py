@@ -36,7 +36,7 @@ from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE
 from . import megatron_fsdp_grad_flags, plan_bytes as _plan_bytes
 # Megatron-LM @d98e8a64's hybrid stack (megatron_model.py [9]): the Mamba mixer settings no flag sets (mamba_mixer.py
 # l. 174-194) and the stack spec pretrain_hybrid.py builds Transformer Engine layers from
-from .megatron import nccl_exports
+from .megatron import nccl_env_of, nccl_exports
 from .megatron_model import GDN_CHUNK, HYBRID_TE_SPEC, MAMBA_CHUNK, MAMBA_CONV_KERNEL
 from .megatron_bridge import BRIDGE, COMM_OVERLAP_TARGET, COMMON, MP_FIELDS, MP_PRESETS, RECIPES, SCRIPT, UB_NOTE
 from .megatron_bridge import recipe_for, BRIDGE_DETERMINISTIC_NCCL_ALGOS
@@ -111,19 +111,12 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         # Megatron launch script exports it (_megatron; the reader's megatron._exported_cublas), no other format holds it
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
-    if plan.get("nccl_algo") and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge") and not launch:  # the environment:
-        # the launch scripts export it (read back by megatron.read_nccl_algo); no other format holds it
-        notes.append(f"nccl_algo {plan['nccl_algo']}: NCCL reads it from the environment; launch with "
-                     f"NCCL_ALGO={plan['nccl_algo']} (the file cannot hold it)")
-    if plan.get("nccl_proto") and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge") and not launch:  # likewise
-        # (read back by megatron.read_nccl_proto)
-        notes.append(f"nccl_proto {plan['nccl_proto']}: NCCL reads it from the environment; launch with "
-                     f"NCCL_PROTO={plan['nccl_proto']} (the file cannot hold it)")
-    if (plan.get("nccl_nvls_enable") is not None and fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge")
-            and not launch):  # (torchtitan 0.3.0's launch line exports the three: torchtitan03.launch_text)
-        # likewise (read back by megatron.read_nccl_nvls_enable)
-        notes.append(f"nccl_nvls_enable {plan['nccl_nvls_enable']}: NCCL reads it from the environment; launch with "
-                     f"NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']} (the file cannot hold it)")
+    if fmt not in ("megatron", "megatron-deepspeed", "megatron-bridge") and not launch:  # the environment: the launch
+        # scripts and torchtitan 0.3.0's launch line export it (megatron.nccl_exports, read back by megatron.read_nccl_*);
+        # no other format holds it
+        for field, var, value in nccl_env_of(plan):
+            notes.append(f"{field} {value}: NCCL reads it from the environment; launch with {var}={value} (the file "
+                         "cannot hold it)")
     if plan.get("trainer_date"):  # the trainer commit's date (plan._deterministic_switches): the file is the stack's
         notes.append(f"trainer_date {plan['trainer_date']}: the file is written for the stack's own trainer commit, "
                      "whose start-up checks it passes (the job's older commit is not a setting the file can hold)")

@@ -4410,14 +4410,23 @@ def read_nccl_proto(env: dict, job: dict, assumed: list) -> None:
 NCCL_NVLS_ENABLE_VALUES = ("0", "1", "2")  # the job field's (schema Job.nccl_nvls_enable; comm.py [22])
 
 
+# the plan fields of the run's NCCL environment and their variables: the collectives' algorithms
+# (comm.nccl_algo_candidates), protocols (comm.nccl_proto_protocols) and NVLink SHARP on or off (comm.nvls_enabled),
+# read by read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable
+NCCL_ENV_FIELDS = (("nccl_algo", "NCCL_ALGO"), ("nccl_proto", "NCCL_PROTO"), ("nccl_nvls_enable", "NCCL_NVLS_ENABLE"))
+
+
+def nccl_env_of(plan: dict) -> list[tuple[str, str, object]]:
+    """(field, variable, value) of the plan's NCCL environment as priced: each field the plan sets (nccl_nvls_enable 0
+    included; an empty nccl_algo / nccl_proto is none)."""
+    return [(f, var, plan[f]) for f, var in NCCL_ENV_FIELDS if plan.get(f) is not None and plan.get(f) != ""]
+
+
 def nccl_exports(plan: dict) -> list[str]:
-    """The plan's NCCL environment as priced, as a launch script's export lines: the collectives' algorithms
-    (comm.nccl_algo_candidates), protocols (comm.nccl_proto_protocols) and NVLink SHARP on or off (comm.nvls_enabled);
-    read back by megatron.read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable (the Megatron and Megatron-DeepSpeed
-    scripts, torchtitan 0.3.0's launch line)."""
-    return ([f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []) + \
-        ([f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []) + \
-        ([f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"] if plan.get("nccl_nvls_enable") is not None else [])
+    """The plan's NCCL environment as priced (nccl_env_of), as a launch script's export lines, read back by
+    read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable (the Megatron and Megatron-DeepSpeed scripts, torchtitan
+    0.3.0's launch line)."""
+    return [f"export {var}={value}" for _, var, value in nccl_env_of(plan)]
 
 
 def read_nccl_nvls_enable(env: dict, job: dict, assumed: list, where: str) -> None:
