@@ -18,10 +18,14 @@ Megatron-FSDP came from the memory terms (4 + 4 = 8 B over 8), so their ratio (t
 By hand, Llama 3 8B, P = 8,030,261,248 (vocab 128,256 = 128 x 1,002: no padding at tp 1), 8 GPUs, DP 8, zero1,
 bf16-moments (weights 2, gradients 4, master 4 -> 2 as TE's remainders, moments 2 x 2), L8 = P / 8 = 1,003,782,656:
 - distributed_optimizer: job 12 P = 96,363,134,976 B; per GPU master 2 L8 = 2,007,565,312, moments 8 L8 =
-  8,030,261,248, weights 2 P = 16,060,522,496 (zero1 keeps the whole bf16 weights; explain's `weights` term).
+  8,030,261,248, weights 2 L8 = 2,007,565,312: zero1 holds the whole bf16 weights (explain's `weights` term, 2 P), but
+  Megatron's fully parallel save (on by default) shares the replicated weights' write among the 8 data-parallel ranks
+  (budget.py [8]), each about its partition's L8 elements. Before branch ckpt the shard counted the whole 2 P.
 - megatron_fsdp_optim: job 8 P = 64,242,089,984 B; per GPU master 4 L8 = 4,015,130,624, moments 4 L8 = 4,015,130,624,
   no weights; distinct shards 8 P / 8 L8 = 8 (the DP degree).
-- fp32 Adam (--bytes-per-param megatron, no precision-aware optimizer): 4 + 8 = 12 B both modes, as before.
+- fp32 Adam (--bytes-per-param megatron, no precision-aware optimizer): the distributed optimizer 4 + 8 and the model's
+  bf16 weights 2 = 14 B (budget.py [8]; 12 B before branch ckpt), Megatron-FSDP 4 + 8 = 12 B (its model state dict
+  holds the fp32 main weights, no bf16 copy beside them).
 """
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ def _job(**kw):
 
 
 @pytest.mark.parametrize("mode, master, moments, weights, job", [
-    ("distributed_optimizer", 2 * L8, 8 * L8, 2 * P, 12 * P),
+    ("distributed_optimizer", 2 * L8, 8 * L8, 2 * L8, 12 * P),
     ("megatron_fsdp_optim", 4 * L8, 4 * L8, 0, 8 * P),
 ])
 def test_precision_aware_checkpoint_bytes(explain, mode, master, moments, weights, job):
@@ -71,17 +75,19 @@ def test_megatron_fsdp_distinct_shards_is_dp():
     assert checkpoint_shards(s, plan, evaluate(s, plan)).distinct == pytest.approx(8.0, rel=1e-12)
 
 
-@pytest.mark.parametrize("mode", ["distributed_optimizer", "megatron_fsdp_optim"])
-def test_fp32_adam_unchanged(explain, mode):
-    """fp32 Adam without the precision-aware optimizer: master 4 + moments 8 = 12 B a parameter, no weights."""
+@pytest.mark.parametrize("mode, weights", [("distributed_optimizer", 2.0), ("megatron_fsdp_optim", 0.0)])
+def test_fp32_adam(explain, mode, weights):
+    """fp32 Adam without the precision-aware optimizer: master 4 + moments 8 B a parameter, and under torch_dist the
+    model's bf16 weights, 2 B (budget.py [8]); Megatron-FSDP's model state dict is its fp32 main weights."""
     s, plan, _, _ = explain(**_job(sharding_mode=mode, bytes_per_param="megatron"))
     assert not s.te_master
     ck = checkpoint_bytes_per_param(s, plan)
-    assert (float(ck.master), float(ck.optimizer), float(ck.weights)) == (4.0, 8.0, 0.0)
+    assert (float(ck.master), float(ck.optimizer), float(ck.weights)) == (4.0, 8.0, weights)
 
 
 def test_budget_cli_reports_the_written_bytes(cli):
-    """`planner budget` on the distributed optimizer: job 12 P, the bf16 weights among the saved terms."""
+    """`planner budget` on the distributed optimizer: job 12 P, the bf16 weights among the saved terms, the rank's share
+    of them (2 L8) in its shard."""
     r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--sharding", "distributed_optimizer",
             "--bytes-per-param", "bf16-moments", "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024",
             "--recompute", "full", "--tokens", "1e9", "--mc-runs", "0", "--format", "json")
@@ -89,4 +95,4 @@ def test_budget_cli_reports_the_written_bytes(cli):
     ck = json.loads(r.stdout)["checkpoint"]
     assert ck["saved_terms"] == "master_weights + adam + weights"
     assert ck["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
-    assert ck["bytes_per_gpu"] == pytest.approx(2 * L8 + 8 * L8 + 2 * P, rel=1e-12)
+    assert ck["bytes_per_gpu"] == pytest.approx(2 * L8 + 8 * L8 + 2 * L8, rel=1e-12)
