@@ -96,3 +96,105 @@ def test_budget_cli_reports_the_written_bytes(cli):
     assert ck["saved_terms"] == "master_weights + adam + weights"
     assert ck["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
     assert ck["bytes_per_gpu"] == pytest.approx(2 * L8 + 8 * L8 + 2 * L8, rel=1e-12)
+
+
+# ---------------------------------------------------------------- each stack's own bytes (budget.py [8])
+# Llama 3 70B: 70,553,706,496 parameters at the catalog's vocabulary (128,256 rows); megatron and megatron-deepspeed pad
+# it to a multiple of 128 x tp = 1,024 at tp 8, 129,024 rows: 768 x 8,192 x 2 = 12,582,912 more (stack_db vocab_padding)
+N70 = 70_553_706_496
+N70_PADDED = N70 + 768 * 8192 * 2
+PLAN_70B = ("--model", "llama3-70b", "--gpus", "4096", "--tp", "8", "--tokens", "15e12", "--mc-runs", "0")
+
+
+@pytest.mark.parametrize("stack, sharding, n, per_param, contents", [
+    # Megatron torch_dist, distributed optimizer: bf16 model weights 2 + fp32 main param 4 + exp_avg, exp_avg_sq 8
+    ("megatron", "zero1", N70_PADDED, 14, "Megatron-LM dist-ckpt"),
+    # Megatron-FSDP (fsdp_dtensor): its fp32 main weights in the model's state dict, the moments: the seed's 846 GB
+    ("megatron", "fsdp", N70_PADDED, 12, "Megatron-LM dist-ckpt"),
+    # Megatron-Bridge inherits megatron's section (no vocabulary padding on Bridge)
+    ("megatron-bridge", "zero1", N70, 14, "Megatron-LM dist-ckpt"),
+    # torchtitan DCP: FSDP2's fp32 sharded parameters (the master) and the fp32 moments: the seed's 846 GB
+    ("torchtitan", "fsdp", N70, 12, "torch.distributed.checkpoint"),
+    # DeepSpeed: rank 0's module file (2 B) beside the optimizer files (4 + 8 B); at ZeRO-3 placeholders
+    ("megatron-deepspeed", "zero1", N70_PADDED, 14, "DeepSpeed engine.save_checkpoint"),
+    ("megatron-deepspeed", "fsdp", N70_PADDED, 12, "DeepSpeed engine.save_checkpoint"),
+    # Meta's code is not public: the seed's convention, stated as the stack's data
+    ("llama3-meta", "zero2", N70, 12, "Meta's Llama 3 checkpointing"),
+])
+def test_each_stack_writes_its_own_bytes(cli, stack, sharding, n, per_param, contents):
+    """Llama 3 70B on 4,096 GPUs, tp 8, fp32 master and moments (the stacks' default bytes_per_param): one copy is n x
+    the stack's bytes a parameter. 12 B: 12 x 70,566,289,408 = 846,795,472,896 B (megatron) and 12 x 70,553,706,496 =
+    846,644,477,952 B (the seed's "846 GB"); 14 B: 987,928,051,712 B (megatron, megatron-deepspeed), 987,751,890,944 B
+    (megatron-bridge). Before branch ckpt every stack wrote 12 B."""
+    r = cli("budget", *PLAN_70B, "--stack", stack, "--sharding", sharding, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["params"] == n
+    ck = js["checkpoint"]
+    assert ck["job_bytes"] == pytest.approx(per_param * n, rel=1e-12)
+    assert ck["contents"].startswith(contents)
+    assert not any(a.startswith("checkpoint contents") for a in js.get("assumed", []))
+
+
+def test_megatron_rank_writes_its_share_of_the_weights(cli):
+    """Megatron's fully parallel save shares the replicated bf16 weights' write among the dp x cp ranks (budget.py [8]):
+    Llama 3 70B, tp 8, dp 512, zero1: a rank writes (4 + 8 + 2) B x its partition, 14 N_padded / 4,096 (within 2e-3:
+    the norms, replicated over tp, make a rank's part a little more than N / 4,096), where DeepSpeed's data-parallel
+    rank 0 writes its whole model-parallel part's weights, 2 N_padded / 8, beside its 12 B partition."""
+    meg = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron", "--sharding", "zero1", "--format", "json").stdout)
+    ck = meg["checkpoint"]
+    assert ck["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 4096, rel=2e-3)
+    assert ck["bytes_per_gpu"] == pytest.approx(14 * N70_PADDED / 4096, rel=2e-3)
+    ds = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron-deepspeed", "--sharding", "zero1", "--format",
+                        "json").stdout)["checkpoint"]
+    assert ds["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 8, rel=2e-3)
+    assert ds["master_weights_bytes_per_gpu"] + ds["optimizer_bytes_per_gpu"] == pytest.approx(
+        12 * N70_PADDED / 4096, rel=2e-3)
+
+
+def test_torchtitan_8b_is_master_and_moments(cli):
+    """Llama 3 8B on 8 GPUs, torchtitan FSDP2: 4 + 8 = 12 B a parameter, 12 L8 = 12,045,391,872 B a rank, no weights."""
+    r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", "torchtitan", "--sharding", "fsdp",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--tokens", "1e9", "--mc-runs", "0",
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    ck = json.loads(r.stdout)["checkpoint"]
+    assert ck["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
+    assert ck["bytes_per_gpu"] == pytest.approx(12 * L8, rel=1e-12)
+    assert ck["weights_bytes_per_gpu"] == 0.0 and ck["saved_terms"] == "master_weights + adam"
+
+
+def test_a_stack_without_a_checkpoint_section_is_assumed(cli, tmp_path):
+    """A user's stack file with `checkpoint: null`: the seed's convention (12 B under megatron's zero1, not 14 B), and
+    budget says so in its assumed list and the checkpoint's contents."""
+    p = tmp_path / "mine.yaml"
+    p.write_text("extends: megatron\nname: mine\nversion: mine\ncheckpoint: null\n")
+    r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", str(p), "--sharding", "zero1",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--recompute", "full", "--tokens", "1e9",
+            "--mc-runs", "0", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["checkpoint"]["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
+    assert js["checkpoint"]["contents"].startswith("the seed's convention")
+    assert [a for a in js["assumed"] if a.startswith("checkpoint contents")] == [
+        f"checkpoint contents: stack file {p.resolve()} (extends megatron) has no checkpoint section: the seed's "
+        "convention (sec. 9.2): the master weights and Adam's moments, the working weights only where there is no fp32 "
+        "master"]
+
+
+@pytest.mark.parametrize("section, needles", [
+    ("  format: x\n  model_weights_modes: [zero1]\n  model_weights_writer: replicas_share\n  sources: [a]\n",
+     ("checkpoint.model_weights_modes ['zero1']: not sharding modes of runs.sharding", "distributed_optimizer")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: replicas_share\n  saves_master: true\n"
+     "  sources: [a]\n", ("checkpoint.saves_master", "valid fields: format, model_weights_modes")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: rank0\n  sources: [a]\n",
+     ("checkpoint.model_weights_writer", "replicas_share")),
+])
+def test_bad_checkpoint_sections(cli, tmp_path, section, needles):
+    """schema.CheckpointSpec: extra fields forbidden, mode names checked against runs.sharding, the writer a choice."""
+    from conftest import assert_one_error
+
+    p = tmp_path / "bad.yaml"
+    p.write_text("extends: megatron\nname: mine\nversion: mine\ncheckpoint:\n" + section)
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(p))
+    assert_one_error(r, str(p), *needles)
