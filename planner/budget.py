@@ -121,7 +121,7 @@ References
       core/dist_checkpointing/strategies/filesystem_async.py l. 146-161), beside the optimizer's (l. 1597-1624): the
       distributed optimizer's fp32 main param shard as "param" with exp_avg and exp_avg_sq
       (optimizer/distrib_optimizer.py l. 1090-1117, dp_reshardable l. 1227-1260), or under ddp and torch_fsdp2
-      Float16OptimizerWithFloat16Params' fp32_from_fp16_params (optimizer/optimizer.py l. 1138-1200). Mixed precision:
+      Float16OptimizerWithFloat16Params. fp32_from_fp16_params (optimizer/optimizer.py l. 1138-1215). Mixed precision:
       2 + 4 + 8 = 14 B a parameter. Replicated tensors are written once, their write shared by the dp x cp group's
       ranks (fully parallel save, on by default: training/config/training_config.py l. 511; checkpointing.py l.
       862-875; dist_checkpointing/exchange_utils.py distribute_shards_to_ranks l. 121-175, each shard to the

@@ -3746,7 +3746,8 @@ class Stack(BaseModel):
                if m not in [x.name for x in runs.sharding]]
         if bad:
             raise ValueError(f"checkpoint.model_weights_modes {bad}: not sharding modes of runs.sharding "
-                             f"({', '.join(x.name for x in runs.sharding)})")
+                             f"({', '.join(x.name for x in runs.sharding)}); a file that extends a stack and narrows "
+                             f"runs.sharding restates checkpoint with the modes it keeps")
         half = "fp16" if self.defaults.fp16 else "bf16"
         if runs is not None and runs.half_dtypes is not None and half not in runs.half_dtypes.dtypes:
             raise ValueError(f"defaults.fp16 {str(self.defaults.fp16).lower()} ({half}) is not among runs.half_dtypes "
