@@ -121,7 +121,7 @@ References
       core/dist_checkpointing/strategies/filesystem_async.py l. 146-161), beside the optimizer's (l. 1597-1624): the
       distributed optimizer's fp32 main param shard as "param" with exp_avg and exp_avg_sq
       (optimizer/distrib_optimizer.py l. 1090-1117, dp_reshardable l. 1227-1260), or under ddp and torch_fsdp2
-      Float16OptimizerWithFloat16Params. fp32_from_fp16_params (optimizer/optimizer.py l. 1138-1215). Mixed precision:
+      Float16OptimizerWithFloat16Params' fp32_from_fp16_params (optimizer/optimizer.py l. 1138-1215). Mixed precision:
       2 + 4 + 8 = 14 B a parameter. Replicated tensors are written once, their write shared by the dp x cp group's
       ranks (fully parallel save, on by default: training/config/training_config.py l. 511; checkpointing.py l.
       862-875; dist_checkpointing/exchange_utils.py distribute_shards_to_ranks l. 121-175, each shard to the
@@ -314,7 +314,8 @@ def checkpoint_bytes_per_param(settings: Settings, plan: PlanArrays) -> Checkpoi
 def model_weights_written(settings: Settings, plan: PlanArrays) -> np.ndarray:
     """Where the stack's checkpoint writes the model's working weights beside the optimizer's master [8], a boolean
     array of the plan's shape: the plan's sharding mode is one of the stack's checkpoint.model_weights_modes (stack
-    data); false everywhere on a stack without a checkpoint section (the seed's convention, listed as assumed)."""
+    data); false everywhere on a stack without a checkpoint section, or without runs to name the plan's mode (the
+    seed's convention, listed as assumed: checkpoint_assumed)."""
     from .stacks import stack_of
 
     stack = stack_of(settings)
@@ -398,9 +399,13 @@ def checkpoint_assumed(settings: Settings) -> list[str]:
     from .stacks import stack_of
 
     stack = stack_of(settings)
-    if stack.checkpoint is not None:
-        return []
-    return [f"checkpoint contents: {stack.origin} has no checkpoint section: {SEED_CONVENTION}"]
+    ck = stack.checkpoint
+    if ck is None:
+        return [f"checkpoint contents: {stack.origin} has no checkpoint section: {SEED_CONVENTION}"]
+    if stack.runs is None and ck.model_weights_modes:  # model_weights_written: no mode to look the plan's up in
+        return [f"checkpoint contents: {stack.origin} has no runs.sharding to find the plan's mode among "
+                f"checkpoint.model_weights_modes: {SEED_CONVENTION}"]
+    return []
 
 
 # ---------------------------------------------------------------- the budget

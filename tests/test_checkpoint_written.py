@@ -182,6 +182,18 @@ def test_a_stack_without_a_checkpoint_section_is_assumed(cli, tmp_path):
         "master"]
 
 
+def test_a_stack_without_runs_cannot_name_the_plans_mode(cli, free_stack):
+    """The megatron stack without `runs` (conftest free_stack): its checkpoint section names modes, but there is no
+    runs.sharding to find the plan's among, so the working weights are not counted (12 P) and budget says so."""
+    r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", free_stack, "--sharding", "zero1",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--recompute", "full", "--tokens", "1e9",
+            "--mc-runs", "0", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["checkpoint"]["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
+    assert any(a.startswith("checkpoint contents:") and "has no runs.sharding" in a for a in js["assumed"])
+
+
 @pytest.mark.parametrize("section, needles", [
     ("  format: x\n  model_weights_modes: [zero1]\n  model_weights_writer: replicas_share\n  sources: [a]\n",
      ("checkpoint.model_weights_modes ['zero1']: not sharding modes of runs.sharding", "distributed_optimizer")),
