@@ -276,7 +276,8 @@ def test_monte_carlo_is_capped(cli):
 BUDGET_KEYS = {
     "training": {"tokens", "total_flops_6n", "mfu", "mfu_source", "wall_s", "days", "gpu_hours", "price_per_gpu_hour",
                  "cost", "tdp_W", "pue", "energy_J", "energy_kwh", "step_s", "steps"},
-    "checkpoint": {"saved_terms", "bytes_per_gpu", "job_bytes", "storage_Bps", "write_s", "copy_s", "pause_s", "async"},
+    "checkpoint": {"saved_terms", "contents", "bytes_per_gpu", "job_bytes", "storage_Bps", "write_s", "copy_s", "pause_s",
+                   "async"},
     "failures": {"failures_per_gpu_day", "mtbf_s", "mtbf_hours", "restart_s", "source"},
     "interval": {"young_s", "daly_s", "used_s", "rule"},
     "goodput": {"closed_form", "closed_form_daly", "monte_carlo", "monte_carlo_std", "monte_carlo_runs"},
