@@ -155,7 +155,8 @@ def test_checkpoint_size_and_write_time(cli):
     assert ck["saved_terms"] == "master_weights + adam"
     assert ck["bytes_per_gpu"] == pytest.approx(terms["master_weights"] + terms["adam"], rel=1e-12)
     assert ck["bytes_per_gpu"] == pytest.approx(12 * N_70B / 4096, rel=2e-3)
-    # one copy of the job's state: 12 B x 70.57e9 = 846.8 GB (seed: 846 GB)
+    # one copy of the job's state: 12 B x 70.57e9 = 846.8 GB (seed: 846 GB); --sharding fsdp on the default megatron
+    # stack is Megatron-FSDP, whose model state dict is its fp32 main weights (no bf16 copy: budget.py [8])
     assert ck["job_bytes"] == pytest.approx(12 * N_70B, rel=1e-12)
     # over Llama 3's 2 TB/s: 0.42 s
     assert ck["storage_Bps"] == 2e12
