@@ -19,13 +19,16 @@ How each figure is made:
                   (explain's memory terms `master_weights` + `adam`; also `weights` when the
                   plan keeps no fp32 master, since the bf16 weights are then the only copy,
                   or keeps it as TE's 16-bit remainders, which restore it only with the bf16
-                  weights [5]), at the bytes the checkpoint writes (checkpoint_bytes_per_param
-                  [5]: the memory model's master_bytes, but Adam's moments in fp32 where
-                  Megatron's distributed optimizer saves them through TE's get_unscaled_state).
-                  The bf16 working weights and the gradients are not saved otherwise (seed sec. 9.2;
-                  reliability.checkpoint_bytes_per_gpu). One full copy of the job's state is
-                  N x (those bytes per parameter) (seed sec. 9.2: 846 GB for
-                  Llama 3 70B); replicas (DDP, HSDP across groups) write it once, as PyTorch
+                  weights [5], or when the stack's checkpoint writes the model's working weights
+                  beside the master [8]: Megatron's torch_dist, DeepSpeed's module file), at the
+                  bytes the checkpoint writes (checkpoint_bytes_per_param [5]: the memory model's
+                  master_bytes, but Adam's moments in fp32 where Megatron's distributed optimizer
+                  saves them through TE's get_unscaled_state). The gradients are never saved; the
+                  working weights not otherwise (the seed's convention, sec. 9.2, for a stack that
+                  does not say: reliability.checkpoint_bytes_per_gpu). One full copy of the job's
+                  state is N x (those bytes per parameter) (seed sec. 9.2: 846 GB for Llama 3 70B at
+                  12 B, torchtitan's and Megatron-FSDP's; 14 B, 988 GB, under Megatron's distributed
+                  optimizer [8]); replicas (DDP, HSDP across groups) write it once, as PyTorch
                   DCP deduplicates replicated tensors [3]. Write time = that copy over the
                   aggregate storage bandwidth; host copy = one GPU's shard over PCIe
                   (reliability.checkpoint_time, with n = copy / shard distinct shards). The
@@ -106,8 +109,37 @@ References
     So a ZeRO-Offload rank's shard is the memory terms with nothing offloaded at 4 B of master and 8 B of moments, plus
     at stages 1-2 the `weights` term (the heaviest rank, data-parallel rank 0); the job writes N x (4 + 8 + 2) B at
     stages 1-2, N x 12 B at stage 3; the host copy is that weights term alone (the GPU's bf16 weights). Without the
-    offload the same files are written (the moments in the job's dtype, from the GPU), where the budget keeps the
-    seed's convention above (no bf16 weights counted): not changed here.
+    offload the same files are written (the moments in the job's dtype, from the GPU): [8].
+[8] What each stack's checkpoint writes beside the optimizer's master and moments, stack data (stack_db `checkpoint:`,
+    schema.CheckpointSpec; model_weights_written, replicas_share_weights): the sharding modes under which the model's
+    own state dict adds the working weights (model_weights_modes), at the job's weights dtype, and who writes replicas
+    of them (model_weights_writer). A stack without the section keeps the seed's convention (sec. 9.2: master and
+    moments only), listed as assumed (checkpoint_assumed).
+    - Megatron-LM @d98e8a64, --ckpt-format torch_dist (the default): generate_state_dict (training/checkpointing.py l.
+      1576-1595) writes the model's sharded state dict, the module's parameters, 16-bit under Float16Module
+      (training/training.py l. 2468-2470; an fp8 parameter of --fp8-param-gather dequantize()d before it is written,
+      core/dist_checkpointing/strategies/filesystem_async.py l. 146-161), beside the optimizer's (l. 1597-1624): the
+      distributed optimizer's fp32 main param shard as "param" with exp_avg and exp_avg_sq
+      (optimizer/distrib_optimizer.py l. 1090-1117, dp_reshardable l. 1227-1260), or under ddp and torch_fsdp2
+      Float16OptimizerWithFloat16Params' fp32_from_fp16_params (optimizer/optimizer.py l. 1138-1215). Mixed precision:
+      2 + 4 + 8 = 14 B a parameter. Replicated tensors are written once, their write shared by the dp x cp group's
+      ranks (fully parallel save, on by default: training/config/training_config.py l. 511; checkpointing.py l.
+      862-875; dist_checkpointing/exchange_utils.py distribute_shards_to_ranks l. 121-175, each shard to the
+      least-loaded replica): a rank's share of the weights is priced at its optimizer partition's elements (the
+      master term's), the whole model-parallel part where the optimizer is not sharded (ddp: the upper bound the
+      master and the moments take there too [3]). Megatron-FSDP (--ckpt-format fsdp_dtensor) writes its fp32 main
+      weights in the model's state dict instead [5]: 12 B, no working weights.
+    - torchtitan @e347b1e5e (components/checkpoint.py l. 202-203, save l. 478-540, _flattened_model_states_sd l.
+      737-747): DCP of the model parts' state dict, FSDP2's sharded parameters, fp32 (MixedPrecisionPolicy casts to
+      bf16 only for compute: they are the planner's master term), and the optimizers' exp_avg, exp_avg_sq: 4 + 8 =
+      12 B. The last step's save under last_save_model_only (default true; config/job_config.py l. 566-588) writes the
+      model alone in export_dtype (float32 by default): a final export, not a periodic checkpoint, not priced.
+    - DeepSpeed @38327e07 [7]: data-parallel rank 0 writes the module's 16-bit weights of its model-parallel part
+      (the heaviest shard: model_weights_writer dp_rank0), every rank its optimizer partition, the fp32 master and
+      the base optimizer's moments; at ZeRO-3 the module holds placeholders. 2 + 4 + 8 = 14 B at stages 0-2, 12 B at
+      stage 3.
+    Llama 3 8B, 8 GPUs, tp 1, zero1, fp32 Adam (tests/test_checkpoint_written.py): Megatron 14 P (4 + 8 + 2 L8 = 14 L8
+    a rank), DeepSpeed 14 P (28 L8 on rank 0), torchtitan FSDP 12 P; before branch ckpt 12 P on every stack.
 """
 
 from __future__ import annotations
@@ -265,10 +297,8 @@ def checkpoint_bytes_per_param(settings: Settings, plan: PlanArrays) -> Checkpoi
     bpp = settings.bpp
     shape = np.shape(plan.sharding)
     held = np.asarray(master_bytes(settings, plan), dtype=np.float64) * np.ones(shape)
+    module = model_weights_written(settings, plan)  # the model's state dict adds the working weights [8]
     if zero_offload(settings):  # a job setting and stack data, not searched: what DeepSpeed's ZeRO-Offload writes [7]
-        from .plan import FSDP, HSDP
-
-        module = ~np.isin(np.asarray(plan.sharding), (FSDP, HSDP))  # stage 3's module holds placeholders [7]
         return CheckpointBytes(master=np.where(held > 0, ZERO_OFFLOAD_MASTER_BYTES, 0.0) * np.ones(shape),
                                optimizer=ADAM_MOMENTS * ZERO_OFFLOAD_MOMENT_BYTES * np.ones(shape),
                                weights=np.where(module, bpp.weights, 0.0) * np.ones(shape))
@@ -277,8 +307,34 @@ def checkpoint_bytes_per_param(settings: Settings, plan: PlanArrays) -> Checkpoi
     remainders = bool(settings.remainders) & ~own  # the master held as int16 remainders (memory.master_bytes)
     master = np.where(unscaled & ~remainders & (bpp.master > 0), CHECKPOINT_MASTER_BYTES, held)
     optimizer = np.where(unscaled & (bpp.optimizer > 0), ADAM_MOMENTS * CHECKPOINT_MOMENT_BYTES, bpp.optimizer)
-    weights = np.where((bpp.master == 0) | remainders, bpp.weights, 0.0)
+    weights = np.where((bpp.master == 0) | remainders | module, bpp.weights, 0.0)
     return CheckpointBytes(master=master, optimizer=optimizer * np.ones(shape), weights=weights * np.ones(shape))
+
+
+def model_weights_written(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Where the stack's checkpoint writes the model's working weights beside the optimizer's master [8], a boolean
+    array of the plan's shape: the plan's sharding mode is one of the stack's checkpoint.model_weights_modes (stack
+    data); false everywhere on a stack without a checkpoint section, or without runs to name the plan's mode (the
+    seed's convention, listed as assumed: checkpoint_assumed)."""
+    from .stacks import stack_of
+
+    stack = stack_of(settings)
+    shape = np.shape(plan.sharding)
+    ck = stack.checkpoint
+    if ck is None or stack.runs is None or not ck.model_weights_modes:  # stack data: no mode writes them
+        return np.zeros(shape, dtype=bool)
+    col = np.array([m.name in ck.model_weights_modes for m in stack.runs.sharding])
+    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] & np.ones(shape, dtype=bool)
+
+
+def replicas_share_weights(settings: Settings) -> bool:
+    """Whether the stack's replicas of the working weights share their write (checkpoint.model_weights_writer
+    replicas_share: Megatron's fully parallel save) rather than data-parallel rank 0 writing them all (dp_rank0:
+    DeepSpeed) [8]; stack data, not searched."""
+    from .stacks import stack_of
+
+    ck = stack_of(settings).checkpoint
+    return ck is not None and ck.model_weights_writer == "replicas_share"
 
 
 def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> CheckpointShards:
@@ -292,10 +348,20 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
     ck = checkpoint_bytes_per_param(settings, plan)
     held = np.asarray(master_bytes(settings, plan), dtype=np.float64)
 
-    def shard(t):  # the terms' bytes at the bytes a parameter the checkpoint writes [5]
-        master = t.master_weights * np.where(held > 0, ck.master / np.where(held > 0, held, 1.0), 0.0)
+    share = replicas_share_weights(settings)
+    safe = np.where(held > 0, held, 1.0)
+
+    def shard(t, whole=None):  # the terms' bytes at the bytes a parameter the checkpoint writes [5]
+        master = np.where(held > 0, t.master_weights / safe * ck.master, 0.0)
         adam = t.adam * (ck.optimizer / bpp.optimizer if bpp.optimizer > 0 else 0.0)
-        return rel.checkpoint_bytes_per_gpu(master, adam, np.where(ck.weights > 0, t.weights, 0.0))
+        # the working weights [8]: where replicas share their write, the rank's share, its optimizer partition's
+        # elements (of the terms with nothing offloaded, `whole`: the partition wherever the optimizer holds it [6]),
+        # no more than the GPU holds; else (data-parallel rank 0 writing them all; no master to size a partition by)
+        # the weights the GPU holds
+        part = np.where(held > 0, (t if whole is None else whole).master_weights / safe * ck.weights, 0.0)
+        part = part if whole is None else np.minimum(part, t.weights)
+        weights = np.where(share & (held > 0), part, t.weights)
+        return rel.checkpoint_bytes_per_gpu(master, adam, np.where(ck.weights > 0, weights, 0.0))
 
     size, device = shard(est.memory), None
     if settings.offload_optimizer != "none" or settings.offload_param != "none":  # job settings, not searched [6]
@@ -303,8 +369,9 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
 
         from .memory import memory_terms
 
-        device = size.total_bytes  # what the GPU holds of it: the host copy's bytes
-        size = shard(memory_terms(replace(settings, offload_optimizer="none", offload_param="none"), plan)[0])
+        whole = memory_terms(replace(settings, offload_optimizer="none", offload_param="none"), plan)[0]
+        device = shard(est.memory, whole).total_bytes  # what the GPU holds of it: the host copy's bytes
+        size = shard(whole)
     pc = count_params(settings.model)
     n = float(pc.total)
     job = float(n * (ck.master + ck.optimizer + ck.weights))
@@ -313,6 +380,32 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
 
         job -= float(muon_param_total(pc) * (ck.optimizer - MUON_MOMENTUM_BYTES))
     return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total_bytes), device_bytes=device)
+
+
+SEED_CONVENTION = ("the seed's convention (sec. 9.2): the master weights and Adam's moments, the working weights only "
+                   "where there is no fp32 master")
+
+
+def checkpoint_contents(settings: Settings) -> str:
+    """What writes the checkpoint, as the stack's checkpoint section names it [8], or the seed's convention."""
+    from .stacks import stack_of
+
+    ck = stack_of(settings).checkpoint
+    return ck.format if ck is not None else SEED_CONVENTION + ", assumed"
+
+
+def checkpoint_assumed(settings: Settings) -> list[str]:
+    """budget's assumed line where the stack does not say what its checkpoint writes [8]."""
+    from .stacks import stack_of
+
+    stack = stack_of(settings)
+    ck = stack.checkpoint
+    if ck is None:
+        return [f"checkpoint contents: {stack.origin} has no checkpoint section: {SEED_CONVENTION}"]
+    if stack.runs is None and ck.model_weights_modes:  # model_weights_written: no mode to look the plan's up in
+        return [f"checkpoint contents: {stack.origin} has no runs.sharding to find the plan's mode among "
+                f"checkpoint.model_weights_modes: {SEED_CONVENTION}"]
+    return []
 
 
 # ---------------------------------------------------------------- the budget
@@ -486,7 +579,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
     mc = b.mc
     return {
         # explain's list (explain.assumed_lines); a trainer config's lines and block follow (cli/budget.py, with_config)
-        **({"assumed": assumed} if (assumed := assumed_lines(settings, plan)) else {}),
+        **({"assumed": assumed} if (assumed := assumed_lines(settings, plan) + checkpoint_assumed(settings)) else {}),
         "plan": plan_dict(plan, settings),
         "params": ex["params"]["total"],
         "fits": bool(ex["memory"]["fits"]),
@@ -517,6 +610,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
         },
         "checkpoint": {
             "saved_terms": "master_weights + adam" + (" + weights" if float(sz.extra_bytes) > 0 else ""),
+            "contents": checkpoint_contents(settings),
             "bytes_per_gpu": float(sz.total_bytes),
             "master_weights_bytes_per_gpu": float(sz.master_weights_bytes),
             "optimizer_bytes_per_gpu": float(sz.optimizer_bytes),

@@ -1914,6 +1914,29 @@ class CPUOffloadSpec(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class CheckpointSpec(BaseModel):
+    """What the stack's periodic checkpoint writes beside the optimizer's master weights and moments (planner/budget.py
+    [8]): whether the model's own state dict adds the working (16-bit) weights, and which rank writes them. A stack
+    without this section is priced at the seed's convention (sec. 9.2: "the FP32 master weights and Adam's two
+    averages", the working weights left out), an assumption `budget` lists."""
+
+    model_config = Strict
+    format: str = Field(min_length=1, description="what writes the checkpoint (informational), e.g. Megatron-LM "
+                                                  "dist-ckpt --ckpt-format torch_dist")
+    model_weights_modes: list[str] = Field(
+        description="the sharding modes (runs.sharding names) under which the model's state dict holds the working "
+                    "weights beside the optimizer's master copy, written at the job's weights dtype (bytes_per_param "
+                    "weights; Megatron dequantizes fp8 parameters to it); under the others the model's state dict is "
+                    "the master itself (torchtitan's fp32 FSDP2 shards, Megatron-FSDP's main weights) or placeholders "
+                    "(DeepSpeed ZeRO-3). Empty: none")
+    model_weights_writer: Literal["replicas_share", "dp_rank0"] = Field(
+        description="who writes working weights replicated across data-parallel ranks: replicas_share (Megatron "
+                    "dist-ckpt's fully parallel save: the replicas of the dp x cp group share the write, each about its "
+                    "optimizer partition's elements) or dp_rank0 (DeepSpeed's save_non_zero_checkpoint: data-parallel "
+                    "rank 0 writes its whole model-parallel part, the heaviest shard)")
+    sources: list[str] = Field(min_length=1)
+
+
 class MemoryReporting(BaseModel):
     """What the stack calls "memory", and the allocator around the tensors."""
 
@@ -3640,6 +3663,10 @@ class Stack(BaseModel):
         default=None, description="how the stack offloads model states to the host (job fields offload_optimizer, "
                                   "offload_param; planner/offload.py); null: it does not, and a job that offloads is "
                                   "refused")
+    checkpoint: Optional[CheckpointSpec] = Field(
+        default=None, description="what the stack's checkpoint writes beside the master and the moments (planner/budget.py "
+                                  "[8]); null: the seed's convention (sec. 9.2: master weights and Adam's moments, no "
+                                  "working weights), listed as assumed by `budget`")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
@@ -3714,6 +3741,13 @@ class Stack(BaseModel):
                 and self.kernels.score_softmax is None:
             raise ValueError("runs.attention lists eager but kernels.score_softmax is null: the stack describes no "
                              "eager core attention")
+        ck = self.checkpoint
+        bad = [m for m in (ck.model_weights_modes if ck is not None and runs is not None else [])
+               if m not in [x.name for x in runs.sharding]]
+        if bad:
+            raise ValueError(f"checkpoint.model_weights_modes {bad}: not sharding modes of runs.sharding "
+                             f"({', '.join(x.name for x in runs.sharding)}); a file that extends a stack and narrows "
+                             f"runs.sharding restates checkpoint with the modes it keeps")
         half = "fp16" if self.defaults.fp16 else "bf16"
         if runs is not None and runs.half_dtypes is not None and half not in runs.half_dtypes.dtypes:
             raise ValueError(f"defaults.fp16 {str(self.defaults.fp16).lower()} ({half}) is not among runs.half_dtypes "

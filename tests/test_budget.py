@@ -155,7 +155,8 @@ def test_checkpoint_size_and_write_time(cli):
     assert ck["saved_terms"] == "master_weights + adam"
     assert ck["bytes_per_gpu"] == pytest.approx(terms["master_weights"] + terms["adam"], rel=1e-12)
     assert ck["bytes_per_gpu"] == pytest.approx(12 * N_70B / 4096, rel=2e-3)
-    # one copy of the job's state: 12 B x 70.57e9 = 846.8 GB (seed: 846 GB)
+    # one copy of the job's state: 12 B x 70.57e9 = 846.8 GB (seed: 846 GB); --sharding fsdp on the default megatron
+    # stack is Megatron-FSDP, whose model state dict is its fp32 main weights (no bf16 copy: budget.py [8])
     assert ck["job_bytes"] == pytest.approx(12 * N_70B, rel=1e-12)
     # over Llama 3's 2 TB/s: 0.42 s
     assert ck["storage_Bps"] == 2e12
@@ -198,7 +199,8 @@ def test_async_checkpoint_pause_is_the_host_copy(cli):
 
 # llama3-8b on 8 GPUs, tp 1, zero1 (megatron's distributed optimizer), fp32 Adam without the precision-aware optimizer:
 # the rank's partition L8 = 8,030,261,248 / 8 = 1,003,782,656 parameters (vocab 128,256 = 128 x 1,002: no padding at
-# tp 1), master 4 + moments 8 B each: 12 L8 = 12,045,391,872 B, wherever the optimizer holds it (budget.py [6])
+# tp 1), master 4 + moments 8 B each: 12 L8 = 12,045,391,872 B, wherever the optimizer holds it (budget.py [6]), and
+# the rank's share of the model's bf16 weights, 2 L8, which stay on the GPU (budget.py [8]): 14 L8 a rank, 112 L8 a copy
 OFFLOAD_8B = ("--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", "megatron", "--sharding", "zero1",
               "--bytes-per-param", "megatron", "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024",
               "--recompute", "full", "--tokens", "1e12", "--mc-runs", "0")
@@ -216,12 +218,14 @@ def test_offloaded_optimizer_is_checkpointed(cli, fraction, on_gpu):
     for c in (base, ck):
         assert c["master_weights_bytes_per_gpu"] == pytest.approx(4 * l8, rel=1e-12)
         assert c["optimizer_bytes_per_gpu"] == pytest.approx(8 * l8, rel=1e-12)
-        assert c["job_bytes"] == pytest.approx(96 * l8, rel=1e-12)
-    assert ck["write_s"] == base["write_s"] == pytest.approx(96 * l8 / 2e12, rel=1e-12)
-    # the host copy: the GPU's share of the 12 L8 B over 64 GB/s (0 s at fraction 1, 94.1 ms at 0.5); async pause = it
-    assert ck["copy_s"] == pytest.approx(on_gpu * 12 * l8 / 64e9, rel=1e-12, abs=1e-15)
+        assert c["weights_bytes_per_gpu"] == pytest.approx(2 * l8, rel=1e-12)
+        assert c["job_bytes"] == pytest.approx(112 * l8, rel=1e-12)
+    assert ck["write_s"] == base["write_s"] == pytest.approx(112 * l8 / 2e12, rel=1e-12)
+    # the host copy: the GPU's share of the 12 L8 B of optimizer state and its 2 L8 of bf16 weights over 64 GB/s
+    # (31.4 ms at fraction 1, 125.5 ms at 0.5); async pause = it
+    assert ck["copy_s"] == pytest.approx((on_gpu * 12 + 2) * l8 / 64e9, rel=1e-12)
     assert ck["pause_s"] == ck["copy_s"]
-    assert base["copy_s"] == pytest.approx(12 * l8 / 64e9, rel=1e-12)
+    assert base["copy_s"] == pytest.approx(14 * l8 / 64e9, rel=1e-12)
 
 
 ZERO_OFFLOAD_8B = ("--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", "megatron-deepspeed", "--global-batch",
@@ -250,9 +254,11 @@ def test_zero_offload_checkpoint_is_what_deepspeed_writes(cli, sharding, weights
     assert ck["write_s"] == pytest.approx((112 if weights else 96) * l8 / 2e12, rel=1e-12)
     assert ck["copy_s"] == pytest.approx((16 * l8 / 64e9) if weights else 0.0, rel=1e-12, abs=1e-15)
     assert ck["pause_s"] == ck["copy_s"]
-    # without the offload the seed's convention stands (no bf16 weights counted; budget.py [7]'s last sentence)
+    # without the offload the same files (stack_db megatron-deepspeed checkpoint, budget.py [8]): rank 0's module file
+    # at stages 1-2, the moments in the job's dtype (fp32 here); before branch ckpt the module was left out (96 L8)
     base = _json(cli, *ZERO_OFFLOAD_8B, "--sharding", sharding)["checkpoint"]
-    assert base["job_bytes"] == pytest.approx(96 * l8, rel=1e-12) and base["weights_bytes_per_gpu"] == 0.0
+    assert base["job_bytes"] == pytest.approx((112 if weights else 96) * l8, rel=1e-12)
+    assert base["weights_bytes_per_gpu"] == pytest.approx(16 * l8 if weights else 0.0, rel=1e-12)
 
 
 def test_monte_carlo_is_capped(cli):
@@ -271,7 +277,8 @@ def test_monte_carlo_is_capped(cli):
 BUDGET_KEYS = {
     "training": {"tokens", "total_flops_6n", "mfu", "mfu_source", "wall_s", "days", "gpu_hours", "price_per_gpu_hour",
                  "cost", "tdp_W", "pue", "energy_J", "energy_kwh", "step_s", "steps"},
-    "checkpoint": {"saved_terms", "bytes_per_gpu", "job_bytes", "storage_Bps", "write_s", "copy_s", "pause_s", "async"},
+    "checkpoint": {"saved_terms", "contents", "bytes_per_gpu", "job_bytes", "storage_Bps", "write_s", "copy_s", "pause_s",
+                   "async"},
     "failures": {"failures_per_gpu_day", "mtbf_s", "mtbf_hours", "restart_s", "source"},
     "interval": {"young_s", "daly_s", "used_s", "rule"},
     "goodput": {"closed_form", "closed_form_daly", "monte_carlo", "monte_carlo_std", "monte_carlo_runs"},

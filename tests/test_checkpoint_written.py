@@ -18,10 +18,14 @@ Megatron-FSDP came from the memory terms (4 + 4 = 8 B over 8), so their ratio (t
 By hand, Llama 3 8B, P = 8,030,261,248 (vocab 128,256 = 128 x 1,002: no padding at tp 1), 8 GPUs, DP 8, zero1,
 bf16-moments (weights 2, gradients 4, master 4 -> 2 as TE's remainders, moments 2 x 2), L8 = P / 8 = 1,003,782,656:
 - distributed_optimizer: job 12 P = 96,363,134,976 B; per GPU master 2 L8 = 2,007,565,312, moments 8 L8 =
-  8,030,261,248, weights 2 P = 16,060,522,496 (zero1 keeps the whole bf16 weights; explain's `weights` term).
+  8,030,261,248, weights 2 L8 = 2,007,565,312: zero1 holds the whole bf16 weights (explain's `weights` term, 2 P), but
+  Megatron's fully parallel save (on by default) shares the replicated weights' write among the 8 data-parallel ranks
+  (budget.py [8]), each about its partition's L8 elements. Before branch ckpt the shard counted the whole 2 P.
 - megatron_fsdp_optim: job 8 P = 64,242,089,984 B; per GPU master 4 L8 = 4,015,130,624, moments 4 L8 = 4,015,130,624,
   no weights; distinct shards 8 P / 8 L8 = 8 (the DP degree).
-- fp32 Adam (--bytes-per-param megatron, no precision-aware optimizer): 4 + 8 = 12 B both modes, as before.
+- fp32 Adam (--bytes-per-param megatron, no precision-aware optimizer): the distributed optimizer 4 + 8 and the model's
+  bf16 weights 2 = 14 B (budget.py [8]; 12 B before branch ckpt), Megatron-FSDP 4 + 8 = 12 B (its model state dict
+  holds the fp32 main weights, no bf16 copy beside them).
 """
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ def _job(**kw):
 
 
 @pytest.mark.parametrize("mode, master, moments, weights, job", [
-    ("distributed_optimizer", 2 * L8, 8 * L8, 2 * P, 12 * P),
+    ("distributed_optimizer", 2 * L8, 8 * L8, 2 * L8, 12 * P),
     ("megatron_fsdp_optim", 4 * L8, 4 * L8, 0, 8 * P),
 ])
 def test_precision_aware_checkpoint_bytes(explain, mode, master, moments, weights, job):
@@ -71,17 +75,19 @@ def test_megatron_fsdp_distinct_shards_is_dp():
     assert checkpoint_shards(s, plan, evaluate(s, plan)).distinct == pytest.approx(8.0, rel=1e-12)
 
 
-@pytest.mark.parametrize("mode", ["distributed_optimizer", "megatron_fsdp_optim"])
-def test_fp32_adam_unchanged(explain, mode):
-    """fp32 Adam without the precision-aware optimizer: master 4 + moments 8 = 12 B a parameter, no weights."""
+@pytest.mark.parametrize("mode, weights", [("distributed_optimizer", 2.0), ("megatron_fsdp_optim", 0.0)])
+def test_fp32_adam(explain, mode, weights):
+    """fp32 Adam without the precision-aware optimizer: master 4 + moments 8 B a parameter, and under torch_dist the
+    model's bf16 weights, 2 B (budget.py [8]); Megatron-FSDP's model state dict is its fp32 main weights."""
     s, plan, _, _ = explain(**_job(sharding_mode=mode, bytes_per_param="megatron"))
     assert not s.te_master
     ck = checkpoint_bytes_per_param(s, plan)
-    assert (float(ck.master), float(ck.optimizer), float(ck.weights)) == (4.0, 8.0, 0.0)
+    assert (float(ck.master), float(ck.optimizer), float(ck.weights)) == (4.0, 8.0, weights)
 
 
 def test_budget_cli_reports_the_written_bytes(cli):
-    """`planner budget` on the distributed optimizer: job 12 P, the bf16 weights among the saved terms."""
+    """`planner budget` on the distributed optimizer: job 12 P, the bf16 weights among the saved terms, the rank's share
+    of them (2 L8) in its shard."""
     r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--sharding", "distributed_optimizer",
             "--bytes-per-param", "bf16-moments", "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024",
             "--recompute", "full", "--tokens", "1e9", "--mc-runs", "0", "--format", "json")
@@ -89,4 +95,118 @@ def test_budget_cli_reports_the_written_bytes(cli):
     ck = json.loads(r.stdout)["checkpoint"]
     assert ck["saved_terms"] == "master_weights + adam + weights"
     assert ck["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
-    assert ck["bytes_per_gpu"] == pytest.approx(2 * L8 + 8 * L8 + 2 * P, rel=1e-12)
+    assert ck["bytes_per_gpu"] == pytest.approx(2 * L8 + 8 * L8 + 2 * L8, rel=1e-12)
+
+
+# ---------------------------------------------------------------- each stack's own bytes (budget.py [8])
+# Llama 3 70B: 70,553,706,496 parameters at the catalog's vocabulary (128,256 rows); megatron and megatron-deepspeed pad
+# it to a multiple of 128 x tp = 1,024 at tp 8, 129,024 rows: 768 x 8,192 x 2 = 12,582,912 more (stack_db vocab_padding)
+N70 = 70_553_706_496
+N70_PADDED = N70 + 768 * 8192 * 2
+PLAN_70B = ("--model", "llama3-70b", "--gpus", "4096", "--tp", "8", "--tokens", "15e12", "--mc-runs", "0")
+
+
+@pytest.mark.parametrize("stack, sharding, n, per_param, contents", [
+    # Megatron torch_dist, distributed optimizer: bf16 model weights 2 + fp32 main param 4 + exp_avg, exp_avg_sq 8
+    ("megatron", "zero1", N70_PADDED, 14, "Megatron-LM dist-ckpt"),
+    # Megatron-FSDP (fsdp_dtensor): its fp32 main weights in the model's state dict, the moments: the seed's 846 GB
+    ("megatron", "fsdp", N70_PADDED, 12, "Megatron-LM dist-ckpt"),
+    # Megatron-Bridge inherits megatron's section (no vocabulary padding on Bridge)
+    ("megatron-bridge", "zero1", N70, 14, "Megatron-LM dist-ckpt"),
+    # torchtitan DCP: FSDP2's fp32 sharded parameters (the master) and the fp32 moments: the seed's 846 GB
+    ("torchtitan", "fsdp", N70, 12, "torch.distributed.checkpoint"),
+    # DeepSpeed: rank 0's module file (2 B) beside the optimizer files (4 + 8 B); at ZeRO-3 placeholders
+    ("megatron-deepspeed", "zero1", N70_PADDED, 14, "DeepSpeed engine.save_checkpoint"),
+    ("megatron-deepspeed", "fsdp", N70_PADDED, 12, "DeepSpeed engine.save_checkpoint"),
+    # Meta's code is not public: the seed's convention, stated as the stack's data
+    ("llama3-meta", "zero2", N70, 12, "Meta's Llama 3 checkpointing"),
+])
+def test_each_stack_writes_its_own_bytes(cli, stack, sharding, n, per_param, contents):
+    """Llama 3 70B on 4,096 GPUs, tp 8, fp32 master and moments (the stacks' default bytes_per_param): one copy is n x
+    the stack's bytes a parameter. 12 B: 12 x 70,566,289,408 = 846,795,472,896 B (megatron) and 12 x 70,553,706,496 =
+    846,644,477,952 B (the seed's "846 GB"); 14 B: 987,928,051,712 B (megatron, megatron-deepspeed), 987,751,890,944 B
+    (megatron-bridge). Before branch ckpt every stack wrote 12 B."""
+    r = cli("budget", *PLAN_70B, "--stack", stack, "--sharding", sharding, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["params"] == n
+    ck = js["checkpoint"]
+    assert ck["job_bytes"] == pytest.approx(per_param * n, rel=1e-12)
+    assert ck["contents"].startswith(contents)
+    assert not any(a.startswith("checkpoint contents") for a in js.get("assumed", []))
+
+
+def test_megatron_rank_writes_its_share_of_the_weights(cli):
+    """Megatron's fully parallel save shares the replicated bf16 weights' write among the dp x cp ranks (budget.py [8]):
+    Llama 3 70B, tp 8, dp 512, zero1: a rank writes (4 + 8 + 2) B x its partition, 14 N_padded / 4,096 (within 2e-3:
+    the norms, replicated over tp, make a rank's part a little more than N / 4,096), where DeepSpeed's data-parallel
+    rank 0 writes its whole model-parallel part's weights, 2 N_padded / 8, beside its 12 B partition."""
+    meg = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron", "--sharding", "zero1", "--format", "json").stdout)
+    ck = meg["checkpoint"]
+    assert ck["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 4096, rel=2e-3)
+    assert ck["bytes_per_gpu"] == pytest.approx(14 * N70_PADDED / 4096, rel=2e-3)
+    ds = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron-deepspeed", "--sharding", "zero1", "--format",
+                        "json").stdout)["checkpoint"]
+    assert ds["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 8, rel=2e-3)
+    assert ds["master_weights_bytes_per_gpu"] + ds["optimizer_bytes_per_gpu"] == pytest.approx(
+        12 * N70_PADDED / 4096, rel=2e-3)
+
+
+def test_torchtitan_8b_is_master_and_moments(cli):
+    """Llama 3 8B on 8 GPUs, torchtitan FSDP2: 4 + 8 = 12 B a parameter, 12 L8 = 12,045,391,872 B a rank, no weights."""
+    r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", "torchtitan", "--sharding", "fsdp",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--tokens", "1e9", "--mc-runs", "0",
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    ck = json.loads(r.stdout)["checkpoint"]
+    assert ck["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
+    assert ck["bytes_per_gpu"] == pytest.approx(12 * L8, rel=1e-12)
+    assert ck["weights_bytes_per_gpu"] == 0.0 and ck["saved_terms"] == "master_weights + adam"
+
+
+def test_a_stack_without_a_checkpoint_section_is_assumed(cli, tmp_path):
+    """A user's stack file with `checkpoint: null`: the seed's convention (12 B under megatron's zero1, not 14 B), and
+    budget says so in its assumed list and the checkpoint's contents."""
+    p = tmp_path / "mine.yaml"
+    p.write_text("extends: megatron\nname: mine\nversion: mine\ncheckpoint: null\n")
+    r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", str(p), "--sharding", "zero1",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--recompute", "full", "--tokens", "1e9",
+            "--mc-runs", "0", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["checkpoint"]["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
+    assert js["checkpoint"]["contents"].startswith("the seed's convention")
+    assert [a for a in js["assumed"] if a.startswith("checkpoint contents")] == [
+        f"checkpoint contents: stack file {p.resolve()} (extends megatron) has no checkpoint section: the seed's "
+        "convention (sec. 9.2): the master weights and Adam's moments, the working weights only where there is no fp32 "
+        "master"]
+
+
+def test_a_stack_without_runs_cannot_name_the_plans_mode(cli, free_stack):
+    """The megatron stack without `runs` (conftest free_stack): its checkpoint section names modes, but there is no
+    runs.sharding to find the plan's among, so the working weights are not counted (12 P) and budget says so."""
+    r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", free_stack, "--sharding", "zero1",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--recompute", "full", "--tokens", "1e9",
+            "--mc-runs", "0", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["checkpoint"]["job_bytes"] == pytest.approx(12 * P, rel=1e-12)
+    assert any(a.startswith("checkpoint contents:") and "has no runs.sharding" in a for a in js["assumed"])
+
+
+@pytest.mark.parametrize("section, needles", [
+    ("  format: x\n  model_weights_modes: [zero1]\n  model_weights_writer: replicas_share\n  sources: [a]\n",
+     ("checkpoint.model_weights_modes ['zero1']: not sharding modes of runs.sharding", "distributed_optimizer")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: replicas_share\n  saves_master: true\n"
+     "  sources: [a]\n", ("checkpoint.saves_master", "valid fields: format, model_weights_modes")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: rank0\n  sources: [a]\n",
+     ("checkpoint.model_weights_writer", "replicas_share")),
+])
+def test_bad_checkpoint_sections(cli, tmp_path, section, needles):
+    """schema.CheckpointSpec: extra fields forbidden, mode names checked against runs.sharding, the writer a choice."""
+    from conftest import assert_one_error
+
+    p = tmp_path / "bad.yaml"
+    p.write_text("extends: megatron\nname: mine\nversion: mine\ncheckpoint:\n" + section)
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(p))
+    assert_one_error(r, str(p), *needles)
