@@ -858,7 +858,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     _cp_job(cfg, job, where, ignored)
     if "model.softmax_type" in cfg:  # the gpt-oss recipes' per-token loss and sinks (bridge_moe.py)
         bridge_moe.gpt_oss_job(cfg, where, not_modelled)
-    read_nccl_env(split.env, job, assumed, where)  # the launch line's NCCL environment (the export writes it:
+    read_nccl_env(split.env, job, assumed)  # the launch line's NCCL environment (the export writes it:
     # export._megatron_bridge)
     _deterministic_nccl_algo(job, where, assumed)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}

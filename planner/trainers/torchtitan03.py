@@ -1064,7 +1064,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(_spell_03(e.message, run, launcher), _spell_03(e.hint, run, launcher)) from None
     job = cfg.job
     job["stack"] = STACK
-    read_nccl_env(launch.nccl, job, assumed, where)  # the launch line's NCCL environment (parse_launch)
+    read_nccl_env(launch.nccl, job, assumed)  # the launch line's NCCL environment (parse_launch)
     _rope_fits(where, cf, job.get("seq_len"))
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
     job["attention_kernel"] = cf.kernel
