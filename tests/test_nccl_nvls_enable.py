@@ -217,3 +217,15 @@ def test_cli_option_and_error(cli):
     assert js["plan"]["nccl_nvls_enable"] == 0 and js["time"]["step_s"] == pytest.approx(1.51609, abs=1e-5)
     r = cli(*base, "--nccl-nvls-enable", "3")
     assert r.exit_code == 2 and "Traceback" not in r.output and "error:" in r.output and "hint:" in r.output
+
+
+def test_forced_value_other_than_1_on_hardware_without_nvls(cli, tmp_path):
+    """NCCL_NVLS_ENABLE=3 in a script run on A100s (hardware nvls false): forced on, the job's 1, refused as 1 is
+    (NCCL @5067397c nvls.cc l. 372-380 fails the communicator whose multicast bind fails, whatever the forcing value),
+    exit 2, the assumed line saying how NCCL read 3 printed before the error."""
+    p = tmp_path / "run.sh"
+    p.write_text(SCRIPT.format(env="export NCCL_NVLS_ENABLE=3\n"))
+    r = cli("explain", str(p), "--hardware", "a100-sxm-80gb")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "nccl_nvls_enable: 1 forces NVLink SHARP on a100-sxm-80gb" in r.output
+    assert "NCCL reads '3' as 3: any number but 0 and 2 forces NVLS on, as 1 does" in r.output

@@ -4460,7 +4460,9 @@ def nccl_nvls_enable_value(text: str) -> tuple[int, str]:
     of range, and then (src/transport/nvls.cc ncclNvlsInit @5067397c l. 262-276; v2.20.3-1 l. 240-254): 0 NVLS off, 2
     the GPU's multicast support, any other number NVLS forced on, which the job field spells 1 (schema
     Job.nccl_nvls_enable: 0, 1 or 2). So any text is a value NCCL runs with: one other than 0, 1, 2 (3, -1, 0x2, yes,
-    2x) is read as NCCL reads it, never refused, and the reading is said."""
+    2x) is read as NCCL reads it, never refused, and the reading is said. A forced value on hardware without NVLS is
+    refused as 1 is (plan._nccl_nvls_enable): @5067397c nvls.cc l. 372-380 fails the communicator whose
+    multicast bind fails whatever the forcing value (v2.27.3-1 l. 282-288 failed only 1 and went on without NVLS)."""
     if text in NCCL_NVLS_ENABLE_VALUES:
         return int(text), ""
     n, shown = nccl_int(text), short_value(text)
