@@ -205,9 +205,6 @@ def last_stage_allocated(settings, plan) -> tuple[float, str, dict]:
     return float(np.asarray(t.total - mem.outside_bytes(t) - t.allocator_slack)), "total-reserve-slack", terms
 
 
-NCCL_FIELDS = (("NCCL_ALGO", "nccl_algo"), ("NCCL_PROTO", "nccl_proto"), ("NCCL_NVLS_ENABLE", "nccl_nvls_enable"))
-
-
 def nccl_env(r: dict) -> tuple[dict, list[str]]:
     """The job fields of a row's NCCL environment and the lines saying where each came from. A variable the case's
     ENV_VARS sets (the row's `env`, at the recording commit) wins over the CI training script's default
@@ -218,39 +215,43 @@ def nccl_env(r: dict) -> tuple[dict, list[str]]:
     l. 1656 'no algorithm/protocol available for function'; the 14 A100 `Tree` rows
     ran, on an NCCL that still fell back to ring, NVIDIA/nccl v2.20.3-1 src/graph/tuning.cc l. 325-338, removed by
     v2.24.3-1) is left out, with a note: NCCL's own choice priced. NCCL_NVLS_ENABLE is the job's nccl_nvls_enable
-    (0: NVLS and NVLS-tree out, comm.py [22]), read as the launch-script reader reads it (megatron.read_nccl_nvls_enable:
-    0, 1 or 2; another value left out with a note)."""
+    (0: NVLS and NVLS-tree out, comm.py [22]), read as NCCL reads it and as the launch-script reader reads it
+    (megatron.nccl_nvls_enable_value: any text is a value NCCL runs with; one other than 0, 1, 2 with NCCL's reading in
+    its note). The variables and fields: megatron.NCCL_ENV_FIELDS, the table the launch-script readers and the
+    exports read."""
     from .comm import nccl_algo_candidates, nccl_proto_protocols
-    from .trainers.megatron import NCCL_NVLS_ENABLE_VALUES
+    from .trainers.megatron import NCCL_ENV_FIELDS, nccl_nvls_enable_value
 
-    def nvls_value(text: str):
-        if text not in NCCL_NVLS_ENABLE_VALUES:
-            raise PlannerError("the planner reads 0, 1 or 2 (job field nccl_nvls_enable)")
-        return int(text)
-
-    check = {"nccl_algo": nccl_algo_candidates, "nccl_proto": nccl_proto_protocols, "nccl_nvls_enable": nvls_value}
+    check = {"nccl_algo": nccl_algo_candidates, "nccl_proto": nccl_proto_protocols}
 
     env = r.get("env") if isinstance(r.get("env"), dict) else {}
     launcher = env.get("launcher") if isinstance(env.get("launcher"), dict) else {}
     fields: dict = {}
     notes: list[str] = []
-    for var, field in NCCL_FIELDS:
+    for field, var, _ in NCCL_ENV_FIELDS:
         case, default = env.get(var), launcher.get(var)
         value = case if case is not None else default
-        if value is None:
+        if value is None or value == "":  # empty: unset, as the launch-script readers take it (NCCL_NVLS_ENABLE: NCCL
+            # too, src/misc/param.cc @5067397c l. 93)
             continue
         where = (f"in the case's ENV_VARS ({env.get('source')})" if case is not None
                  else f"exported by the CI's training script ({launcher.get('source')})")
+        if field == "nccl_nvls_enable":  # any text: NCCL's reading of it
+            fields[field], how = nccl_nvls_enable_value(str(value))
+            notes.append(f"{field}={fields[field]}: {var}={value} {where} ({how})" if how
+                         else f"{field}={value}: {var} {where}")
+            continue
         try:
-            priced = check[field](str(value))
+            check[field](str(value))
         except PlannerError as e:
             notes.append(f"{var}={value} {where} not priced (NCCL's own choice instead): {e.message}")
             continue
-        fields[field] = priced if field == "nccl_nvls_enable" else str(value)
+        fields[field] = str(value)
         notes.append(f"{field}={value}: {var} {where}")
-    if launcher.get("unknown") and len(fields) < len(NCCL_FIELDS):
-        notes.append("NCCL's default where the case sets no NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE: the CI "
-                     f"launcher's are unknown ({launcher['unknown']})")
+    if launcher.get("unknown") and len(fields) < len(NCCL_ENV_FIELDS):
+        names = " / ".join(var for _, var, _ in NCCL_ENV_FIELDS)
+        notes.append(f"NCCL's default where the case sets no {names}: the CI launcher's are unknown "
+                     f"({launcher['unknown']})")
     return fields, notes
 
 

@@ -28,7 +28,7 @@ ef1888bc5c only tests/test_utils/python_scripts/launch_nemo_run_workload.py (the
 not launch_jet_workload.py (GitLab), and a golden file does not say which CI recorded it: `env.launcher.unknown`
 says so there (planner/megatron_ci.py prices NCCL's default for it).
 
-    python scripts/megatron_ci_env.py /path/to/Megatron-LM.git
+    PYTHONPATH=. python scripts/megatron_ci_env.py /path/to/Megatron-LM.git
 
 Run by hand when the corpus copy is refreshed; never at test time.
 """
@@ -41,6 +41,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from planner.trainers.megatron import NCCL_ENV_FIELDS
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests/data/megatron_ci/corpus.json"
 
@@ -58,7 +60,7 @@ def row_env(git_dir: str, commit: str, path: str, cache: dict) -> dict | None:
     return cache[key]
 
 
-NCCL_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
+NCCL_VARS = tuple(var for _, var, _ in NCCL_ENV_FIELDS)  # the variables the planner prices (planner/megatron_ci.py)
 RUN_TRAINING = "tests/functional_tests/shell_test_utils/_run_training.sh"
 NEMO_RUN_LAUNCHER = "tests/test_utils/python_scripts/launch_nemo_run_workload.py"
 _EXPORT = re.compile(r'^export (NCCL_[A-Z_]+)="\$\{\1:-([^}]*)\}"')

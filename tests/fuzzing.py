@@ -897,9 +897,9 @@ CONFIG_JSON = [(("zero_optimization", "stage"), [0, 1, 2, 3]), (("train_micro_ba
                (("bf16", "enabled"), [True, False]), (("fp16", "enabled"), [True, False]),
                (("zero_optimization", "offload_optimizer"), [{"device": "cpu"}, {"device": "none"}]),
                (("activation_checkpointing", "partition_activations"), [True, False])]
-# a launch script's NCCL environment (megatron.read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable, which the
-# Megatron-LM, Megatron-DeepSpeed, Megatron-Bridge and torchtitan 0.3 launch readers call): an `export` line after the
-# shebang, the values the readers take and one they refuse (NCCL_NVLS_ENABLE 3: 0, 1, 2 only)
+# a launch script's NCCL environment (megatron.read_nccl_env, which the Megatron-LM, Megatron-DeepSpeed,
+# Megatron-Bridge and torchtitan 0.3 launch readers call): an `export` line after the shebang, the job field's values
+# and one only NCCL's reading gives (NCCL_NVLS_ENABLE 3: forced on, the job's 1; refused, exit 2, before 2026-12-07)
 CONFIG_ENV = ["NCCL_NVLS_ENABLE=0", "NCCL_NVLS_ENABLE=1", "NCCL_NVLS_ENABLE=2", "NCCL_NVLS_ENABLE=3", "NCCL_ALGO=Ring",
               "NCCL_PROTO=simple"]
 

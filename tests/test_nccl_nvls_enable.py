@@ -2,7 +2,9 @@
 NVIDIA/nccl v2.20.3-1 src/transport/nvls.cc l. 230-258 (0: nvlsSupport 0; 2, the default: the GPU's multicast
 support; other values forced on), src/enqueue.cc l. 1466 (NVLS and NVLS_TREE skipped without nvlsSupport). Read from a
 launch script's export (megatron.read_nccl_nvls_enable) and from the Megatron-LM CI corpus' environment
-(megatron_ci.nccl_env; the CI's _run_training.sh @d98e8a64 l. 61 exports 0). Hand-derived cases below."""
+(megatron_ci.nccl_env; the CI's _run_training.sh @d98e8a64 l. 61 exports 0), both through
+megatron.nccl_nvls_enable_value: a value other than 0, 1, 2 as NCCL reads it (C's strtoll, src/misc/param.cc).
+Hand-derived cases below."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from planner.plan import resolve
 from planner.schema import Job
 from planner.step import step_time
 from planner.trainers import load_trainer_config
+from planner.trainers.megatron import nccl_int, nccl_nvls_enable_value
 
 AR = comm.ALL_REDUCE
 H100_HW = load_hardware("h100-sxm")
@@ -131,9 +134,51 @@ def test_megatron_reader_reads_the_launch_environment(tmp_path, env, want):
     assert any("nccl_nvls_enable" in str(a) for a in cfg.assumed) == (want is not None)
 
 
-def test_bad_value_in_a_script_is_refused_naming_the_file(tmp_path):
-    with pytest.raises(PlannerError, match=r"run.sh: NCCL_NVLS_ENABLE=yes: the planner reads 0 .* 1 .* or 2"):
-        _read(tmp_path, "export NCCL_NVLS_ENABLE=yes\n")
+@pytest.mark.parametrize("text, n", [
+    ("3", 3), ("-1", -1), ("+2", 2), (" 1", 1), ("\t0", 0),  # white space, a sign
+    ("0x2", 2), ("0X1f", 31), ("010", 8), ("08", 0), ("0x", 0),  # base 0: hexadecimal, octal ("08" stops at the 8)
+    ("2x", 2), ("1.5", 1), ("yes", 0), ("-", 0),  # read to the first non-digit; no digits: 0
+    ("9223372036854775807", 2**63 - 1), ("-9223372036854775808", -2**63),  # int64's ends
+    ("9223372036854775808", None), ("99999999999999999999", None),  # ERANGE: NCCL keeps its default
+])
+def test_nccl_reads_the_text_as_strtoll(text, n):
+    """NCCL reads NCCL_NVLS_ENABLE as C's strtoll(str, nullptr, 0) reads it (NVIDIA/nccl @5067397c src/misc/param.cc
+    l. 93-99): cases worked by the C standard's rules (C11 7.22.1.4), each also glibc's strtoll (through ctypes) when
+    written."""
+    assert nccl_int(text) == n
+
+
+@pytest.mark.parametrize("text, job, how", [
+    ("0", 0, ""), ("1", 1, ""), ("2", 2, ""),
+    ("3", 1, "NCCL reads '3' as 3: any number but 0 and 2 forces NVLS on, as 1 does"),
+    ("-1", 1, "NCCL reads '-1' as -1: any number but 0 and 2 forces NVLS on, as 1 does"),
+    ("010", 1, "NCCL reads '010' as 8: any number but 0 and 2 forces NVLS on, as 1 does"),
+    ("yes", 0, "NCCL reads 'yes' as 0 (C's strtoll): NVLS off"),
+    ("0x2", 2, "NCCL reads '0x2' as 2 (C's strtoll), its default"),
+    ("99999999999999999999", 2,
+     "NCCL reads '99999999999999999999' as out of range and keeps its default 2 (NVLS where the GPU supports it)"),
+])
+def test_value_as_nccl_runs_it(text, job, how):
+    """ncclNvlsInit (src/transport/nvls.cc @5067397c l. 262-276): 0 off, 2 the GPU's multicast support, any other
+    number forced on (the job field's 1). Nothing is refused: every text is a value NCCL runs with."""
+    assert nccl_nvls_enable_value(text) == (job, how)
+
+
+@pytest.mark.parametrize("text, want", [("3", 1), ("yes", 0), ("0x2", 2), ("-1", 1)])
+def test_script_and_ci_corpus_read_a_value_alike(tmp_path, text, want):
+    """A value outside 0, 1, 2 in a launch script (megatron.read_nccl_nvls_enable) and in the Megatron-LM CI corpus'
+    environment (megatron_ci.nccl_env): the same job value and the same reading of it in the lines (before
+    2026-12-07 the script was refused, exit 2, and the corpus row's variable left out with a shorter message)."""
+    from planner.megatron_ci import nccl_env
+
+    cfg = _read(tmp_path, f"export NCCL_NVLS_ENABLE={text}\n")
+    how = nccl_nvls_enable_value(text)[1]
+    assert cfg.job["nccl_nvls_enable"] == want and how
+    assert f"nccl_nvls_enable={want}: the launch line's NCCL_NVLS_ENABLE (the script sets it; {how})" + (
+        ": its all-reduces priced without NVLS and NVLS-tree" if want == 0 else "") in cfg.assumed
+    fields, notes = nccl_env({"env": {"NCCL_NVLS_ENABLE": text, "source": "S"}})
+    assert fields == {"nccl_nvls_enable": want}
+    assert notes == [f"nccl_nvls_enable={want}: NCCL_NVLS_ENABLE={text} in the case's ENV_VARS (S) ({how})"]
 
 
 @pytest.mark.parametrize("stack", ["megatron", "megatron-deepspeed", "megatron-bridge"])
@@ -172,3 +217,15 @@ def test_cli_option_and_error(cli):
     assert js["plan"]["nccl_nvls_enable"] == 0 and js["time"]["step_s"] == pytest.approx(1.51609, abs=1e-5)
     r = cli(*base, "--nccl-nvls-enable", "3")
     assert r.exit_code == 2 and "Traceback" not in r.output and "error:" in r.output and "hint:" in r.output
+
+
+def test_forced_value_other_than_1_on_hardware_without_nvls(cli, tmp_path):
+    """NCCL_NVLS_ENABLE=3 in a script run on A100s (hardware nvls false): forced on, the job's 1, refused as 1 is
+    (NCCL @5067397c nvls.cc l. 372-380 fails the communicator whose multicast bind fails, whatever the forcing value),
+    exit 2, the assumed line saying how NCCL read 3 printed before the error."""
+    p = tmp_path / "run.sh"
+    p.write_text(SCRIPT.format(env="export NCCL_NVLS_ENABLE=3\n"))
+    r = cli("explain", str(p), "--hardware", "a100-sxm-80gb")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "nccl_nvls_enable: 1 forces NVLink SHARP on a100-sxm-80gb" in r.output
+    assert "NCCL reads '3' as 3: any number but 0 and 2 forces NVLS on, as 1 does" in r.output

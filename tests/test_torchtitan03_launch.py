@@ -591,7 +591,7 @@ def test_deepseek_v3_recipe_mtp_not_taken_on_0_3():
 def test_launch_lines_nccl_environment_is_read(cli, tmp_path):
     """NCCL reads NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE in every torchrun rank, whatever the trainer: the launch
     file's exports are the job fields nccl_algo / nccl_proto / nccl_nvls_enable, read as the Megatron launch readers
-    read them (torchtitan03.NCCL_ENV; megatron.read_nccl_*), and listed as assumed. Found by the fuzz's config-fit
+    read them (megatron.NCCL_ENV_FIELDS; megatron.read_nccl_env), and listed as assumed. Found by the fuzz's config-fit
     kind exporting them (2026-12-07): run_train_8b.sh with `export NCCL_NVLS_ENABLE=0` after its shebang was read with
     the variable listed as "not a torchtitan setting: not read" (in the text output, one of the settings "with no
     effect on memory or time") and priced with NVLS; any other variable is still listed as ignored."""
@@ -606,8 +606,12 @@ def test_launch_lines_nccl_environment_is_read(cli, tmp_path):
     assert not any("NCCL" in i for i in cfg.ignored)
     assert "environment FOO=1 (not a torchtitan setting: not read)" in cfg.ignored
     assert "nccl_nvls_enable" not in load_trainer_config(DATA / "run_train_8b.sh", hardware="h100-sxm").job
-    p.write_text(base[0] + "\nexport NCCL_NVLS_ENABLE=3\n" + base[1])  # NCCL's 0 / 1 / 2 only (read_nccl_nvls_enable)
-    assert_one_error(cli("explain", str(p)), "NCCL_NVLS_ENABLE=3", "0, 1 or 2")
+    # 3: NCCL forces NVLS on for any number but 0 and 2 (megatron.nccl_nvls_enable_value): the job's 1, said so
+    p.write_text(base[0] + "\nexport NCCL_NVLS_ENABLE=3\n" + base[1])
+    cfg = load_trainer_config(p, hardware="h100-sxm")
+    assert cfg.job["nccl_nvls_enable"] == 1
+    assert "nccl_nvls_enable=1: the launch line's NCCL_NVLS_ENABLE (the script sets it; NCCL reads '3' as 3: any " \
+           "number but 0 and 2 forces NVLS on, as 1 does)" in cfg.assumed
     p.write_text(base[0] + "\nexport NCCL_ALGO=Tree\n" + base[1])  # all-gather left no algorithm (comm)
     assert_one_error(cli("explain", str(p)), "NCCL_ALGO=Tree")
 

@@ -2833,12 +2833,7 @@ def _megatron_bridge(plan: dict, notes: list[str]) -> str:
              "# CUDA_DEVICE_MAX_CONNECTIONS: Bridge's own rule for its launches (recipes/run_plugins.py "
              "PerfEnvPlugin._set_num_cuda_device_max_connections l. 570-595)",
              f"export CUDA_DEVICE_MAX_CONNECTIONS={_bridge_max_connections(hw, tp, cp, pp, g // (tp * cp * pp), flex, a2a)}",
-             *([f"# NCCL_ALGO: as priced (the plan's nccl_algo: comm.nccl_algo_candidates){_BRIDGE_NCCL_NOTE if det else ''}",
-                f"export NCCL_ALGO={plan['nccl_algo']}"] if plan.get("nccl_algo") else []),
-             *([f"# NCCL_PROTO: as priced (the plan's nccl_proto: comm.nccl_proto_protocols)",
-                f"export NCCL_PROTO={plan['nccl_proto']}"] if plan.get("nccl_proto") else []),
-             *([f"# NCCL_NVLS_ENABLE: as priced (the plan's nccl_nvls_enable: comm.nvls_enabled)",
-                f"export NCCL_NVLS_ENABLE={plan['nccl_nvls_enable']}"] if plan.get("nccl_nvls_enable") is not None else []),
+             *nccl_exports(plan, why={"nccl_algo": _BRIDGE_NCCL_NOTE if det else ""}),  # each as priced, commented
              "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} {SCRIPT} \\", f"    --recipe {name} \\"]
     body = [f"    {k}={hydra_value(v)}" for k, v in o]

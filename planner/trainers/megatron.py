@@ -245,7 +245,7 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith, shell_pattern
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, resolve_gpus,
                write_model_file)
-from .report import Note, about, json_value, listed, listed_all, noted
+from .report import Note, about, json_value, listed, listed_all, noted, short_value
 from .megatron_model import (GDN_FLAGS, HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAGS, hybrid_mtp, hybrid_pattern,
                              INT64_MAX, VOCAB_SIZE_TOKENIZERS, catalog_vocab_rows, stack_pads_other, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
@@ -2413,9 +2413,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                          hardware=hardware, label=Path(path).name)
         cfg.assumed += unread
         _exported_cublas(split.env, cfg)
-        read_nccl_algo(split.env, cfg.job, cfg.assumed)
-        read_nccl_proto(split.env, cfg.job, cfg.assumed)
-        read_nccl_nvls_enable(split.env, cfg.job, cfg.assumed, where)
+        read_nccl_env(split.env, cfg.job, cfg.assumed)
         return cfg
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
     flags, stray = parse_flags(words, where, mds.MDS_NARGS)
@@ -2425,9 +2423,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                      hardware=hardware, label=Path(path).name, model_fields=mds.model_fields(ds))
     cfg.assumed += unread
     mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra), stack)
-    read_nccl_algo(split.env, cfg.job, cfg.assumed)
-    read_nccl_proto(split.env, cfg.job, cfg.assumed)
-    read_nccl_nvls_enable(split.env, cfg.job, cfg.assumed, where)
+    read_nccl_env(split.env, cfg.job, cfg.assumed)
     return cfg
 
 
@@ -4410,42 +4406,95 @@ def read_nccl_proto(env: dict, job: dict, assumed: list) -> None:
 NCCL_NVLS_ENABLE_VALUES = ("0", "1", "2")  # the job field's (schema Job.nccl_nvls_enable; comm.py [22])
 
 
-# the plan fields of the run's NCCL environment and their variables: the collectives' algorithms
-# (comm.nccl_algo_candidates), protocols (comm.nccl_proto_protocols) and NVLink SHARP on or off (comm.nvls_enabled),
-# read by read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable
-NCCL_ENV_FIELDS = (("nccl_algo", "NCCL_ALGO"), ("nccl_proto", "NCCL_PROTO"), ("nccl_nvls_enable", "NCCL_NVLS_ENABLE"))
+# the plan fields of the run's NCCL environment, their variables, and the cost model's function that prices each: the
+# collectives' algorithms (comm.nccl_algo_candidates), protocols (comm.nccl_proto_protocols) and NVLink SHARP on or off
+# (comm.nvls_enabled); read by read_nccl_env (the launch scripts: Megatron, Megatron-DeepSpeed, Megatron-Bridge,
+# torchtitan 0.3.0's launch line: torchtitan03.parse_launch) and megatron_ci.nccl_env (the CI corpus' environment),
+# written by nccl_exports and export's notes
+NCCL_ENV_FIELDS = (("nccl_algo", "NCCL_ALGO", "comm.nccl_algo_candidates"),
+                   ("nccl_proto", "NCCL_PROTO", "comm.nccl_proto_protocols"),
+                   ("nccl_nvls_enable", "NCCL_NVLS_ENABLE", "comm.nvls_enabled"))
 
 
 def nccl_env_of(plan: dict) -> list[tuple[str, str, object]]:
     """(field, variable, value) of the plan's NCCL environment as priced: each field the plan sets (nccl_nvls_enable 0
     included; an empty nccl_algo / nccl_proto is none)."""
-    return [(f, var, plan[f]) for f, var in NCCL_ENV_FIELDS if plan.get(f) is not None and plan.get(f) != ""]
+    return [(f, var, plan[f]) for f, var, _ in NCCL_ENV_FIELDS if plan.get(f) is not None and plan.get(f) != ""]
 
 
-def nccl_exports(plan: dict) -> list[str]:
+def nccl_exports(plan: dict, why: Optional[dict] = None) -> list[str]:
     """The plan's NCCL environment as priced (nccl_env_of), as a launch script's export lines, read back by
-    read_nccl_algo / read_nccl_proto / read_nccl_nvls_enable (the Megatron and Megatron-DeepSpeed scripts, torchtitan
-    0.3.0's launch line)."""
-    return [f"export {var}={value}" for _, var, value in nccl_env_of(plan)]
+    read_nccl_env (the Megatron and Megatron-DeepSpeed scripts, torchtitan 0.3.0's launch line). With `why` (the
+    Megatron-Bridge launch: export._megatron_bridge) each export follows a comment naming the plan field and the
+    function that priced it (NCCL_ENV_FIELDS), then why's text for that field, if any."""
+    priced_by = {f: by for f, _, by in NCCL_ENV_FIELDS}
+    lines = []
+    for field, var, value in nccl_env_of(plan):
+        if why is not None:
+            lines.append(f"# {var}: as priced (the plan's {field}: {priced_by[field]}){why.get(field, '')}")
+        lines.append(f"export {var}={value}")
+    return lines
 
 
-def read_nccl_nvls_enable(env: dict, job: dict, assumed: list, where: str) -> None:
-    """The launch line's NCCL_NVLS_ENABLE (ScriptWords.env, as read_nccl_algo) -> the job's nccl_nvls_enable: 0 prices
-    the all-reduces without NVLS and NVLS-tree (comm.nvls_enabled, comm.py [22]). Megatron-LM's CI exports 0 where
-    the launcher has not (tests/functional_tests/shell_test_utils/_run_training.sh @d98e8a64 l. 61). NCCL reads the
-    variable as an integer (NVIDIA/nccl v2.20.3-1 src/misc/param.cc l. 70, strtoll): 0 off, 2 its default (the GPU's
-    multicast support), any other number forced on; a value other than 0, 1, 2 is refused here (no other is written
-    in practice: the error names the three)."""
+# NCCL's reading of an integer variable (NVIDIA/nccl @5067397c src/misc/param.cc ncclLoadParam l. 93-99; v2.20.3-1
+# l. 68-74 the same): strtoll(str, nullptr, 0), C's: leading white space, a sign, then a 0x / 0X (hexadecimal) or 0
+# (octal) prefix or decimal digits, read up to the first character that is no digit of the base (the rest dropped);
+# no digits: 0; outside the int64 range: errno ERANGE, and NCCL keeps the parameter's default
+_STRTOLL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(?:0[xX]([0-9a-fA-F]+)|(0[0-7]*)|([1-9][0-9]*))?")
+
+
+def nccl_int(text: str) -> Optional[int]:
+    """The integer NCCL reads from a variable's text (_STRTOLL), None where strtoll finds it out of range (NCCL's
+    default then)."""
+    m = _STRTOLL.match(text)
+    sign, hexa, octal, dec = m.groups()
+    n = int(hexa, 16) if hexa else int(octal, 8) if octal else int(dec) if dec else 0
+    n = -n if sign == "-" else n
+    return n if -2**63 <= n < 2**63 else None
+
+
+def nccl_nvls_enable_value(text: str) -> tuple[int, str]:
+    """An NCCL_NVLS_ENABLE value -> (the job's nccl_nvls_enable, how NCCL reads the text where it is none of 0, 1, 2;
+    '' for those), the one reading of the launch scripts' reader (read_nccl_nvls_enable) and the CI corpus'
+    (megatron_ci.nccl_env). NCCL reads the variable as an integer (nccl_int), its default 2 where unset, empty or out
+    of range, and then (src/transport/nvls.cc ncclNvlsInit @5067397c l. 262-276; v2.20.3-1 l. 240-254): 0 NVLS off, 2
+    the GPU's multicast support, any other number NVLS forced on, which the job field spells 1 (schema
+    Job.nccl_nvls_enable: 0, 1 or 2). So any text is a value NCCL runs with: one other than 0, 1, 2 (3, -1, 0x2, yes,
+    2x) is read as NCCL reads it, never refused, and the reading is said. A forced value on hardware without NVLS is
+    refused as 1 is (plan._nccl_nvls_enable): @5067397c nvls.cc l. 372-380 fails the communicator whose
+    multicast bind fails whatever the forcing value (v2.27.3-1 l. 282-288 failed only 1 and went on without NVLS)."""
+    if text in NCCL_NVLS_ENABLE_VALUES:
+        return int(text), ""
+    n, shown = nccl_int(text), short_value(text)
+    if n is None:
+        return 2, f"NCCL reads {shown} as out of range and keeps its default 2 (NVLS where the GPU supports it)"
+    if n in (0, 2):
+        return n, f"NCCL reads {shown} as {n} (C's strtoll)" + (": NVLS off" if n == 0 else ", its default")
+    return 1, f"NCCL reads {shown} as {n}: any number but 0 and 2 forces NVLS on, as 1 does"
+
+
+def read_nccl_nvls_enable(env: dict, job: dict, assumed: list) -> None:
+    """The launch line's NCCL_NVLS_ENABLE (ScriptWords.env, as read_nccl_algo) -> the job's nccl_nvls_enable, as NCCL
+    reads it (nccl_nvls_enable_value: 0, 1 or 2, or another text read as NCCL reads it, said in the line): 0 prices
+    the all-reduces without NVLS and NVLS-tree (comm.nvls_enabled, comm.py [22]). Megatron-LM's CI exports 0 where the
+    launcher has not (tests/functional_tests/shell_test_utils/_run_training.sh @d98e8a64 l. 61)."""
     value = env.get("NCCL_NVLS_ENABLE")
     if value is None or value == "":
         return
-    if value not in NCCL_NVLS_ENABLE_VALUES:
-        raise PlannerError(f"{where}NCCL_NVLS_ENABLE={value}: the planner reads 0 (NVLS off), 1 (forced on) or 2 "
-                           "(NCCL's default: where the GPU supports it) (job field nccl_nvls_enable)",
-                           "export NCCL_NVLS_ENABLE=0, 1 or 2, or leave it out")
-    job["nccl_nvls_enable"] = int(value)
-    assumed.append(listed("assumed", "nccl_nvls_enable", value, "the launch line's NCCL_NVLS_ENABLE (the script "
-                          "sets it)" + (": its all-reduces priced without NVLS and NVLS-tree" if value == "0" else "")))
+    n, how = nccl_nvls_enable_value(value)
+    job["nccl_nvls_enable"] = n
+    assumed.append(listed("assumed", "nccl_nvls_enable", n if how else value, "the launch line's NCCL_NVLS_ENABLE (the "
+                          "script sets it" + (f"; {how}" if how else "") + ")"
+                          + (": its all-reduces priced without NVLS and NVLS-tree" if n == 0 else "")))
+
+
+def read_nccl_env(env: dict, job: dict, assumed: list) -> None:
+    """The launch line's NCCL environment (NCCL_ENV_FIELDS) -> the job's fields, in the table's order:
+    read_nccl_algo, read_nccl_proto, read_nccl_nvls_enable. The Megatron-LM, Megatron-DeepSpeed and Megatron-Bridge
+    launch scripts and torchtitan 0.3.0's launch line alike."""
+    read_nccl_algo(env, job, assumed)
+    read_nccl_proto(env, job, assumed)
+    read_nccl_nvls_enable(env, job, assumed)
 
 
 def _exported_cublas(env: dict, cfg) -> None:

@@ -612,7 +612,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """A launch of one of the SCRIPTS read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
     --config-file YAML's keys laid on them, then the command line's overrides (process_config_with_overrides's order),
     each key read by one table (the loop below), then mapped to the job."""
-    from .megatron import _launcher_gpus, read_nccl_algo, read_nccl_nvls_enable, read_nccl_proto, read_script_words
+    from .megatron import _launcher_gpus, read_nccl_env, read_script_words
     from . import match_catalog_model
 
     where = f"{path}: "
@@ -858,9 +858,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     _cp_job(cfg, job, where, ignored)
     if "model.softmax_type" in cfg:  # the gpt-oss recipes' per-token loss and sinks (bridge_moe.py)
         bridge_moe.gpt_oss_job(cfg, where, not_modelled)
-    read_nccl_algo(split.env, job, assumed)  # the launch line's NCCL_ALGO (the export writes it: export._megatron_bridge)
-    read_nccl_proto(split.env, job, assumed)  # its NCCL_PROTO likewise
-    read_nccl_nvls_enable(split.env, job, assumed, where)  # its NCCL_NVLS_ENABLE likewise
+    read_nccl_env(split.env, job, assumed)  # the launch line's NCCL environment (the export writes it:
+    # export._megatron_bridge)
     _deterministic_nccl_algo(job, where, assumed)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
     return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)

@@ -669,7 +669,7 @@ class Launch:
     options: dict
     ac: Optional[str]
     notes: list[str]
-    nccl: dict = field(default_factory=dict)  # the launch line's NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE (NCCL_ENV)
+    nccl: dict = field(default_factory=dict)  # the launch line's NCCL environment (parse_launch)
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -704,17 +704,12 @@ def _commands(where: str, ln: str) -> list[tuple[list[str], str]]:
     return out
 
 
-# the launch line's environment that NCCL reads, whatever the trainer: the job fields nccl_algo, nccl_proto and
-# nccl_nvls_enable, read as the Megatron launch readers read them (megatron.read_nccl_algo / read_nccl_proto /
-# read_nccl_nvls_enable: NVIDIA/nccl v2.20.3-1 src/misc/param.cc l. 70); before the fuzz config-fit kind exported them
-# they were listed as "not a torchtitan setting: not read" and the step priced with NVLS
-NCCL_ENV = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
-
-
 def parse_launch(where: str, text: str) -> Launch:
     """The launch line of the file (module docstring): exactly one line that launches torchtitan; the file's
     other lines are shell the planner does not read (listed), except VAR=value / export VAR=value assignments,
     which the launch line's environment takes."""
+    from .megatron import NCCL_ENV_FIELDS
+
     env: dict[str, str] = {}
     launch, notes = None, []
     for ln in _logical_lines(text):
@@ -772,7 +767,11 @@ def parse_launch(where: str, text: str) -> Launch:
                            "torchtitan 0.3.0 requires both (config/manager.py l. 87-94): --module llama3 --config llama3_8b")
     for k in ("MODULE", "CONFIG", "NGPU"):
         env.pop(k, None)
-    nccl = {k: env.pop(k) for k in NCCL_ENV if k in env}  # NCCL reads them in every torchrun rank (read: job fields)
+    # the launch line's environment that NCCL reads, whatever the trainer (megatron.NCCL_ENV_FIELDS: NCCL_ALGO,
+    # NCCL_PROTO, NCCL_NVLS_ENABLE), in every torchrun rank: the job fields, read as the Megatron launch readers read
+    # them (read: megatron.read_nccl_env); before the fuzz config-fit kind exported them they were listed as "not a
+    # torchtitan setting: not read" and the step priced with NVLS
+    nccl = {var: env.pop(var) for _, var, _ in NCCL_ENV_FIELDS if var in env}
     for k, v in env.items():
         notes.append(listed("ignored", f"environment {k}", v, "not a torchtitan setting: not read"))
     return Launch(module, config, gpus, gpus_from, soft, options, ac, notes, nccl)
@@ -1023,7 +1022,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     """The launch line in the file at `path` (module docstring), priced on stack torchtitan-0.3. parallel: the
     command line's tp / pp / cp, the mesh the job runs (torchtitan.read_sections)."""
     from . import resolve_gpus
-    from .megatron import read_nccl_algo, read_nccl_nvls_enable, read_nccl_proto
+    from .megatron import read_nccl_env
     from .torchtitan import BLOCK_CAUSAL_RULE, CITES_03, read_sections
 
     where = f"{path}: "
@@ -1065,9 +1064,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(_spell_03(e.message, run, launcher), _spell_03(e.hint, run, launcher)) from None
     job = cfg.job
     job["stack"] = STACK
-    read_nccl_algo(launch.nccl, job, assumed)  # the launch line's NCCL environment (NCCL_ENV)
-    read_nccl_proto(launch.nccl, job, assumed)
-    read_nccl_nvls_enable(launch.nccl, job, assumed, where)
+    read_nccl_env(launch.nccl, job, assumed)  # the launch line's NCCL environment (parse_launch)
     _rope_fits(where, cf, job.get("seq_len"))
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
     job["attention_kernel"] = cf.kernel
@@ -1529,7 +1526,7 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
             f"# planner export: {plan['model']} on {g} x {plan['hardware']}"]
     from .megatron import nccl_exports
 
-    head += nccl_exports(plan)  # the NCCL environment as priced (read back by parse_launch: NCCL_ENV)
+    head += nccl_exports(plan)  # the NCCL environment as priced (read back by parse_launch)
     words = [f"torchrun --nnodes={nodes} --nproc_per_node={nproc} -m torchtitan.train --module {cf.module} "
              f"--config {cf.name}"] + opts + [f"activation-checkpoint:{sub}"]
     return "\n".join(head) + "\n" + " \\\n  ".join(words) + "\n"
