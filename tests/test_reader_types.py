@@ -310,3 +310,84 @@ def test_deepspeed_model_sections_take_every_field_of_their_model(tmp_path):
         d["zero_optimization"]["offload_param"] = {"device": "none"}
     cfg = load_trainer_config(_ds(tmp_path, edit), model="llama3-8b", gpus=8)
     assert any(a.startswith("tensor_parallel=") for a in cfg.ignored), cfg.ignored
+
+
+# ------------------------------------------------------------ DeepSpeed JSON: the untyped keys as DeepSpeed computes
+# with them (bf16 / fp16.enabled and the batch keys: get_scalar_param, runtime/config.py @38327e07 l. 160-171, 244-245,
+# 527-535, config_utils.py l. 193-194: the JSON's value as it is, branched on by its truth and computed with by
+# _set_batch_related_parameters / _batch_assertion l. 919-979)
+DS_ENABLED = [  # (JSON snippet for "bf16", the job's fp16 (None: neither on), the assumed line's start or None)
+    ('{"enabled": true}', False, None),
+    ('{"enabled": "false"}', False, 'bf16.enabled="false": read as true: a non-empty string, which DeepSpeed\'s `if` '
+                                    "takes as true: the run is in bf16, not what the word says"),
+    ('{"enabled": "yes"}', False, 'bf16.enabled="yes": read as true: a non-empty string, which DeepSpeed\'s `if` takes '
+                                  "as true ("),
+    ('{"enabled": 1}', False, "bf16.enabled=1: read as true: a non-zero number, which DeepSpeed's `if` takes as true"),
+    ('{"enabled": 0}', None, "bf16.enabled=0: read as false: zero, which DeepSpeed's `if` takes as false"),
+    ('{"enabled": ""}', None, 'bf16.enabled="": read as false: an empty string'),
+    ('{"enabled": null}', None, None),
+]
+
+
+@pytest.mark.parametrize("snippet,fp16,note", DS_ENABLED, ids=[c[0] for c in DS_ENABLED])
+def test_deepspeed_enabled_read_by_its_truth(tmp_path, snippet, fp16, note):
+    """bf16.enabled is read as DeepSpeed's `if self.bfloat16_enabled():` reads it (engine.py @38327e07 l. 947, 1014,
+    1228): "false" is a non-empty string, so the run is bf16 (the job's fp16 false: bf16 on), said so as assumed; 0 and
+    "" are off (neither enabled: fp16 left out); a JSON boolean or null says nothing."""
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(bf16=json.loads(snippet))), model="llama3-8b", gpus=8)
+    assert cfg.job.get("fp16") is fp16, cfg.job
+    lines = _assumed(cfg, "bf16.enabled")
+    if note is None:
+        assert not lines, lines
+    else:
+        (line,) = lines
+        assert line.startswith(note), line
+        assert "get_bfloat16_enabled l. 167-171" in line and "l. 834-835" in line
+
+
+DS_ENABLED_REFUSED = [  # (id, edit, what the error names)
+    ("both-on-by-truth", lambda d: d.update(fp16={"enabled": "false"}),  # bf16 true + fp16 "false" (truthy)
+     ("bf16.enabled and fp16.enabled are both true (as DeepSpeed reads them)",
+      "'bfloat16 and fp16 modes cannot be simultaneously enabled'", "runtime/config.py @38327e07 l. 834-835")),
+    ("null-section", lambda d: d.update(bf16=None),
+     ("bf16 = None must be an object", "get_scalar_param(param_dict['bf16'], 'enabled', ...)", "AttributeError")),
+]
+
+DS_BATCH_REFUSED = [  # (id, edit, what the error names): what stops DeepSpeed's _batch_assertion at start-up
+    ("string", lambda d: d.update(train_batch_size="64"),
+     ('train_batch_size = "64" is not a whole number from 1', "TypeError: '>' not supported between a str and an int")),
+    ("list", lambda d: d.update(gradient_accumulation_steps=[2]),
+     ("gradient_accumulation_steps = [2] is not a whole number", "a list stops DeepSpeed at start-up")),
+    ("false", lambda d: d.update(train_micro_batch_size_per_gpu=False),
+     ("train_micro_batch_size_per_gpu = false", "false is Python's 0, which fails `assert ... > 0` (l. 925-929)")),
+    ("zero", lambda d: d.update(gradient_accumulation_steps=0),
+     ("gradient_accumulation_steps = 0", "it fails `assert ... > 0` at start-up (l. 925-929)")),
+    ("fraction", lambda d: d.update(train_micro_batch_size_per_gpu=2.5, gradient_accumulation_steps=3.2),
+     ("train_micro_batch_size_per_gpu = 2.5", "a fraction of a sample")),
+    ("float-product", lambda d: d.update(train_batch_size=32.0),  # 32.0 != 4 x 2 x 8: the assert, as with 32
+     ("train_batch_size 32 != train_micro_batch_size_per_gpu 4 x gradient_accumulation_steps 2 x 8 GPUs = 64",)),
+]
+
+
+@pytest.mark.parametrize("edit,needles", [c[1:] for c in DS_ENABLED_REFUSED + DS_BATCH_REFUSED],
+                         ids=[c[0] for c in DS_ENABLED_REFUSED + DS_BATCH_REFUSED])
+def test_deepspeed_untyped_keys_refused_where_deepspeed_stops(cli, tmp_path, edit, needles):
+    p = _ds(tmp_path, edit)
+    _error(cli("check", p, "--model", "llama3-8b", "--gpus", "8"), str(p), *needles)
+
+
+def test_deepspeed_batch_keys_computed_as_deepspeed_computes(tmp_path):
+    """A whole float (64.0) and true (Python's 1) run in DeepSpeed's arithmetic as 64 and 1: read so, listed as assumed
+    with the JSON's spelling; an integer, null (get_scalar_param's None: not given) and "auto" say nothing new."""
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=64.0)), model="llama3-8b", gpus=8)
+    assert cfg.job["global_batch"] == 64 and type(cfg.job["global_batch"]) is int and cfg.job["micro_batch"] == 4
+    (line,) = _assumed(cfg, "train_batch_size")
+    assert line.startswith("train_batch_size=64.0: read as 64: a whole float, which DeepSpeed's arithmetic takes as 64")
+    assert "_batch_assertion" in line and "l. 919-979" in line
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=16, train_micro_batch_size_per_gpu=True)),
+                              model="llama3-8b", gpus=8)  # 16 = 1 x 2 x 8
+    assert cfg.job["micro_batch"] == 1 and cfg.job["global_batch"] == 16
+    (line,) = _assumed(cfg, "train_micro_batch_size_per_gpu")
+    assert line.startswith("train_micro_batch_size_per_gpu=true: read as 1: true is Python's 1"), line
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=None)), model="llama3-8b", gpus=8)
+    assert cfg.job["global_batch"] == 64 and not _assumed(cfg, "train_batch_size")  # derived: 4 x 2 x 8
