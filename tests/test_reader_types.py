@@ -391,3 +391,65 @@ def test_deepspeed_batch_keys_computed_as_deepspeed_computes(tmp_path):
     assert line.startswith("train_micro_batch_size_per_gpu=true: read as 1: true is Python's 1"), line
     cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=None)), model="llama3-8b", gpus=8)
     assert cfg.job["global_batch"] == 64 and not _assumed(cfg, "train_batch_size")  # derived: 4 x 2 x 8
+
+
+# ------------------------------------------------------------ torchtitan TOML: unknown keys against the trainer's verdict
+UNKNOWN_FIXTURE = Path(__file__).parent / "data" / "torchtitan_unknown_keys.json"
+
+
+def _unknown_cases():
+    return json.loads(UNKNOWN_FIXTURE.read_text(encoding="utf-8"))["cases"]
+
+
+def test_torchtitan_unknown_key_fixture_holds_both_trainers_verdicts():
+    """The fixture (scripts/tyro_rule_check.py --unknown --write, torchtitan's own ConfigManager at both commits):
+    @e347b1e5e refuses every key its JobConfig has not ('Invalid field names', manager.py l. 160-172); @6404b932 takes
+    the earlier layout's keys (torchtitan_types.EARLIER: its fields) and drops every other without a word (l. 157-170),
+    [training] batch_size too (local_batch_size since 8570415c3)."""
+    from planner.trainers.torchtitan_types import EARLIER
+    cases = _unknown_cases()
+    assert len(cases) == 107
+    assert {c["@e347b1e5e"] for c in cases} == {"refused"}
+    taken = {c["toml"] for c in cases if c["@6404b932"] == "taken"}
+    assert len(taken) == sum(len(b) for b in EARLIER.values()) == 25
+    assert "[float8]\nrecipe_name = 1\n" in taken and "[training]\ncompile = 1\n" in taken
+    assert {c["@6404b932"] for c in cases if c["toml"] not in taken} == {"dropped"}
+    assert any(c["toml"] == "[training]\nbatch_size = 4\n" and c["@6404b932"] == "dropped" for c in cases)
+
+
+@pytest.mark.parametrize("case", _unknown_cases(), ids=lambda c: c["toml"].replace("\n", " ").strip())
+def test_torchtitan_reader_refuses_what_torchtitan_refuses(case):
+    """torchtitan_types.check's verdict is @e347b1e5e's (refused) for every key no layout the reader reads has; the
+    keys of the earlier layouts it reads (@6404b932's fields, and [training] batch_size, which it prices as
+    local_batch_size) are taken and named in `earlier`, whence the reader's assumed line (earlier_note) says the stack's
+    torchtitan refuses them."""
+    import tomllib
+
+    from planner.trainers.torchtitan import MODELLED
+    from planner.trainers.torchtitan_types import check
+    earlier: list = []
+    try:
+        check("case: ", tomllib.loads(case["toml"]), known=lambda p, k: k in MODELLED.get(p, ()), earlier=earlier)
+        verdict = "taken"
+    except PlannerError:
+        verdict = "refused"
+    read_earlier = case["@6404b932"] == "taken" or case["toml"] == "[training]\nbatch_size = 4\n"
+    assert verdict == ("taken" if read_earlier else case["@e347b1e5e"]), (case, verdict)
+    if verdict == "taken":
+        assert earlier, case
+
+
+def test_torchtitan_earlier_layout_note(tmp_path):
+    """The reader's assumed line for a file of the earlier layouts: which keys, that torchtitan @e347b1e5e refuses the
+    file and @6404b932 drops [training] batch_size (so the job there runs local_batch_size's default 8)."""
+    p = _toml(tmp_path, "[float8]\nemulate = false\n[checkpoint]\nenable_checkpoint = false")
+    p.write_text(p.read_text().replace("local_batch_size = 1", "batch_size = 1"), encoding="utf-8")
+    cfg = load_trainer_config(p, gpus=8)
+    (line,) = [a for a in cfg.assumed if "the earlier layout's" in a]
+    assert line.startswith("[training] batch_size, [float8], [checkpoint] enable_checkpoint: the earlier layout's "
+                           "(torchtitan/config/job_config.py @6404b932; [training] batch_size the name before "
+                           "local_batch_size, 8570415c3, 2025-06-05)"), line
+    assert "torchtitan @e347b1e5e, the stack torchtitan's, refuses the file" in line
+    assert line.endswith("so there [training] batch_size is not read and local_batch_size keeps its default, 8"), line
+    assert cfg.job["micro_batch"] == 1
+    assert not [a for a in load_trainer_config(_toml(tmp_path, ""), gpus=8).assumed if "the earlier layout's" in a]
