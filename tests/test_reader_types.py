@@ -384,6 +384,12 @@ def test_deepspeed_batch_keys_computed_as_deepspeed_computes(tmp_path):
     (line,) = _assumed(cfg, "train_batch_size")
     assert line.startswith("train_batch_size=64.0: read as 64: a whole float, which DeepSpeed's arithmetic takes as 64")
     assert "_batch_assertion" in line and "l. 919-979" in line
+    assert "PipelineEngine" not in line  # Megatron-DeepSpeed replaces train_batch_size by its own before each step
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_micro_batch_size_per_gpu=4.0)), model="llama3-8b",
+                              gpus=8)
+    assert cfg.job["micro_batch"] == 4 and type(cfg.job["micro_batch"]) is int
+    (line,) = _assumed(cfg, "train_micro_batch_size_per_gpu")
+    assert "takes as 4; but under DeepSpeed's PipelineEngine" in line and "pipe/schedule.py l. 200-201" in line, line
     cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=16, train_micro_batch_size_per_gpu=True)),
                               model="llama3-8b", gpus=8)  # 16 = 1 x 2 x 8
     assert cfg.job["micro_batch"] == 1 and cfg.job["global_batch"] == 16

@@ -8,7 +8,8 @@ published in 2025). Modelled:
     (train_batch_size = micro x accumulation x dp [1] "Batch Size Related Parameters";
     each may be "auto", the Hugging Face Trainer's placeholder [2], read as absent; otherwise read as DeepSpeed
     computes with the untyped value, _batch: a string, list, false, 0 or a fraction refused, exit 2, as
-    _batch_assertion stops DeepSpeed; 64.0 and true read as 64 and 1, listed as assumed),
+    _batch_assertion stops DeepSpeed; 64.0 and true read as 64 and 1, listed as assumed, a float
+    micro-batch with the PipelineEngine's first-step TypeError said),
   zero_optimization.stage (0 none, 1 zero1, 2 zero2, 3 fsdp: ZeRO-3 shards parameters,
     gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
     within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
@@ -186,7 +187,13 @@ def _batch(where, key, v) -> tuple[Optional[int], Optional[str]]:
     if v > MAX_COUNT:
         raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number from 1 to {MAX_COUNT}", fix)
     if isinstance(v, float):
-        return int(v), f"a whole float, which DeepSpeed's arithmetic takes as {int(v)}"
+        pipe = ("; but under DeepSpeed's PipelineEngine (Megatron-DeepSpeed's GPTModelPipe, its model without "
+                "--no-pipeline-parallel) the run stops at the first step: Megatron-DeepSpeed calls set_train_batch_size "
+                "before every step (megatron/training.py @f4157bea l. 1253-1258), which divides by this float "
+                "(runtime/engine.py l. 534-540) to a float micro-batch count that the pipeline schedule's range() "
+                "refuses (pipe/engine.py l. 526-527, 386; pipe/schedule.py l. 200-201, TypeError): write it as an "
+                "integer") if key == "train_micro_batch_size_per_gpu" else ""
+        return int(v), f"a whole float, which DeepSpeed's arithmetic takes as {int(v)}{pipe}"
     return v, None
 
 
