@@ -459,3 +459,23 @@ def test_torchtitan_earlier_layout_note(tmp_path):
     assert line.endswith("so there [training] batch_size is not read and local_batch_size keeps its default, 8"), line
     assert cfg.job["micro_batch"] == 1
     assert not [a for a in load_trainer_config(_toml(tmp_path, ""), gpus=8).assumed if "the earlier layout's" in a]
+
+
+def test_deepspeed_bfloat16_older_section_name(tmp_path):
+    """DeepSpeed reads its bf16 section as "bf16", else by the older name "bfloat16" (runtime/constants.py @38327e07
+    BFLOAT16_OLD; get_bfloat16_enabled l. 167-171): {"bfloat16": {"enabled": true}} at stage 0 is the BF16_Optimizer, as
+    "bf16" is (before, it was listed as not modelled and the job read as neither bf16 nor fp16); beside "bf16" it is
+    never read: listed as ignored."""
+    def older(d, stage):
+        d["bfloat16"] = d.pop("bf16")
+        d["zero_optimization"]["stage"] = stage
+    base = load_trainer_config(_ds(tmp_path, lambda d: d["zero_optimization"].update(stage=0)), model="llama3-8b", gpus=8)
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: older(d, 0)), model="llama3-8b", gpus=8)
+    assert cfg.job == base.job and cfg.job["sharding_mode"] == "bf16_optimizer" and cfg.job["fp16"] is False
+    assert any(a.startswith("bfloat16: read as bf16, DeepSpeed's older name") for a in cfg.assumed), cfg.assumed
+    assert not any("bfloat16" in a for a in cfg.not_modelled), cfg.not_modelled
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(bfloat16={"enabled": False})), model="llama3-8b", gpus=8)
+    assert cfg.job["fp16"] is False and cfg.job["sharding"] == "zero2"  # bf16's true, not bfloat16's false
+    assert any(a.startswith('bfloat16={"enabled":false} (DeepSpeed reads bf16 and never') for a in cfg.ignored), cfg.ignored
+    with pytest.raises(PlannerError, match=r"bfloat16 = None must be an object"):
+        load_trainer_config(_ds(tmp_path, lambda d: (d.pop("bf16"), d.update(bfloat16=None))), model="llama3-8b", gpus=8)

@@ -18,6 +18,7 @@ published in 2025). Modelled:
     BF16_Optimizer, ZERO_OPTIMIZER_ENGINE: there false, a stated true listed as ignored), bf16.enabled, fp16.enabled (-> the job's fp16, false / true, priced as bf16; read by
     their Python truth as DeepSpeed's `if` reads them, _enabled: "false" or 1 on, 0 or "" off, each listed as assumed;
     a section that is not an object, null too, refused as DeepSpeed's .get on it raises;
+    bf16's older name bfloat16 read as bf16 where bf16 is absent, ignored beside it, as get_bfloat16_enabled reads it;
     stage 0 with fp16 is the replicated FP16_Optimizer, the stack's mode zero0, which runs fp16 only),
   tensor_parallel.autotp_size (AutoTP training: absent, 0 or 1 off, the section listed as ignored; > 1 refused,
     _autotp),
@@ -88,7 +89,7 @@ from .report import Note, about, listed, noted, short_value as _short
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
-                "bf16", "fp16", "communication_data_type", "data_types", "tensor_parallel"}
+                "bf16", "bfloat16", "fp16", "communication_data_type", "data_types", "tensor_parallel"}
 # DeepSpeed's dtype spellings (microsoft/DeepSpeed @38327e07 deepspeed/runtime/config.py get_communication_data_type
 # l. 252-266: fp16, bf16, fp32, lower-cased; data_types.grad_accum_dtype through DtypeEnum, deepspeed/inference/config.py
 # l. 15-19, engine.py get_data_types l. 1023)
@@ -307,11 +308,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v,
                                        "buckets, prefetch and persistence change "
                                        "memory and overlap; not priced"))
+    # DeepSpeed's bf16 section: "bf16", else its older name "bfloat16" (runtime/constants.py @38327e07 BFLOAT16_OLD,
+    # "keeping for backwards compatibility"; get_bfloat16_enabled l. 167-171 takes the first of the two present)
+    names = {"bf16": "bfloat16" if "bfloat16" in data and "bf16" not in data else "bf16", "fp16": "fp16"}
+    if "bfloat16" in data and "bf16" in data:
+        ignored.append(listed("ignored", "bfloat16", data["bfloat16"], "DeepSpeed reads bf16 and never its older name "
+                              "bfloat16 beside it (runtime/config.py @38327e07 get_bfloat16_enabled l. 167-171: the "
+                              "first of bf16, bfloat16 present)"))
     for sec in ("bf16", "fp16"):
-        body = data.get(sec)
+        body = data.get(names[sec])
         if isinstance(body, dict):
-            ignored += [listed("ignored", f"{sec}.{k}", v, "loss scaling: numerics only") for k, v in body.items()
-                        if k != "enabled"]
+            ignored += [listed("ignored", f"{names[sec]}.{k}", v, "loss scaling: numerics only")
+                        for k, v in body.items() if k != "enabled"]
     if model is None:
         raise PlannerError(f"{where}a DeepSpeed JSON does not name the model", "pass --model NAME, a model YAML or the Hugging Face config.json")
     if gpus is None:
@@ -427,15 +435,20 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     stated["zero_optimization.overlap_comm"] = overlap  # None: absent or "auto", DeepSpeed's default at the stage
     enabled = {}
     for sec in ("bf16", "fp16"):
-        body = data.get(sec)
-        if sec in data and not isinstance(body, dict):  # null too: DeepSpeed calls .get on it (AttributeError)
-            raise PlannerError(f"{where}{sec} = {_short(body)} must be an object: DeepSpeed reads {sec}.enabled with "
-                               f"get_scalar_param(param_dict[{sec!r}], 'enabled', ...), a dict's .get (runtime/config.py "
+        name = names[sec]
+        body = data.get(name)
+        if name in data and not isinstance(body, dict):  # null too: DeepSpeed calls .get on it (AttributeError)
+            raise PlannerError(f"{where}{name} = {_short(body)} must be an object: DeepSpeed reads {name}.enabled with "
+                               f"get_scalar_param(param_dict[{name!r}], 'enabled', ...), a dict's .get (runtime/config.py "
                                "@38327e07 l. 160-171, config_utils.py l. 193-194), so anything else stops it at "
                                "start-up (AttributeError)", f"e.g. \"{sec}\": {{\"enabled\": true}}")
-        enabled[sec], how = _enabled(where, f"{sec}.enabled", (body or {}).get("enabled"))
+        if name != sec:  # the older name, read as DeepSpeed reads it
+            assumed.append(noted("assumed", name, "read as bf16, DeepSpeed's older name for the section (runtime/"
+                                 "constants.py @38327e07 BFLOAT16_OLD; get_bfloat16_enabled l. 167-171 reads bf16, "
+                                 "else bfloat16)"))
+        enabled[sec], how = _enabled(where, f"{name}.enabled", (body or {}).get("enabled"))
         if how is not None:  # not a JSON boolean: read by its truth as DeepSpeed reads it, said so
-            assumed.append(listed("assumed", f"{sec}.enabled", body["enabled"], show=json.dumps(body["enabled"]),
+            assumed.append(listed("assumed", f"{name}.enabled", body["enabled"], show=json.dumps(body["enabled"]),
                                   reason=f"read as {str(enabled[sec]).lower()}: {how} ({ENABLED_RULE})"))
     bf16, fp16 = bool(enabled["bf16"]), bool(enabled["fp16"])
     if bf16 and fp16:
@@ -445,7 +458,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     job["precision"] = "bf16"
     if fp16 or bf16:  # the 16-bit dtype the engine runs (job field fp16; left out, fp32 or "auto": the planner's bf16)
         job["fp16"] = fp16
-    auto = [f"{sec}.enabled" for sec in ("bf16", "fp16") if isinstance(data.get(sec), dict) and data[sec].get("enabled") == "auto"]
+    auto = [f"{names[sec]}.enabled" for sec in ("bf16", "fp16")
+            if isinstance(data.get(names[sec]), dict) and data[names[sec]].get("enabled") == "auto"]
     if fp16:
         assumed.append(listed("assumed", "precision", "bf16",
                               "fp16 priced as bf16 (same 2-byte width and tensor peak)"))
