@@ -479,3 +479,28 @@ def test_deepspeed_bfloat16_older_section_name(tmp_path):
     assert any(a.startswith('bfloat16={"enabled":false} (DeepSpeed reads bf16 and never') for a in cfg.ignored), cfg.ignored
     with pytest.raises(PlannerError, match=r"bfloat16 = None must be an object"):
         load_trainer_config(_ds(tmp_path, lambda d: (d.pop("bf16"), d.update(bfloat16=None))), model="llama3-8b", gpus=8)
+
+
+def test_megatron_deepspeed_dtype_conflict_reads_the_json_as_deepspeed_does(tmp_path):
+    """A Megatron-DeepSpeed script with --bf16 whose ds_config enables fp16 by a truthy value ("enabled": 1, which the
+    check `is True` missed) is refused as one with true; "bfloat16" (the older name) agrees with --bf16; bf16 true beside
+    fp16 "false" (on, by its truth) is DeepSpeed's refused pair."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_export_mds import _row
+    from planner.trainers.export import export_plan
+    text, _ = export_plan(_row(model="llama3-8b", gpus=8, tp=2, pp=2, sharding="zero1", global_batch=32, micro_batch=1,
+                               seq_len=4096)["plan"], "megatron-deepspeed")
+    on = '"bf16": {\n    "enabled": true\n  }'
+    assert on in text and "    --bf16 \\\n" in text
+    p = tmp_path / "run.sh"
+
+    def read(json_text):
+        p.write_text(text.replace(on, json_text), encoding="utf-8")
+        return load_trainer_config(p)
+    assert read(on).job["fp16"] is False
+    with pytest.raises(PlannerError, match=r"--bf16 but .*fp16.enabled on \(as DeepSpeed reads it\)"):
+        read('"fp16": {"enabled": 1}')
+    assert read('"bfloat16": {"enabled": true}').job["fp16"] is False
+    with pytest.raises(PlannerError, match="bf16.enabled and fp16.enabled are both true"):
+        read('"bf16": {"enabled": true}, "fp16": {"enabled": "false"}')
