@@ -37,8 +37,11 @@ checks, whose messages name the values it reads (torchtitan.read).
 
 Not checked: a file that names [job] custom_config_module, whose dataclasses _merge_configs lays over JobConfig,
 a custom field replacing the base's type ([2] l. 119-158): its types are the user's module's (listed as assumed);
-the keys torchtitan @e347b1e5e has not (the earlier layouts the reader also reads: [float8], [mx],
-[training] batch_size / compile, ...: read as before, listed where not priced); torchtitan 0.3.0's launch lines,
+the values of the keys torchtitan @e347b1e5e has not (the earlier layouts the reader also reads: [float8], [mx],
+[training] batch_size / compile, ...: read as before, listed where not priced, and named in one assumed line,
+earlier_note: @e347b1e5e refuses such a file, 'Invalid field names', and @6404b932 drops a key its JobConfig has not
+without a word; both verdicts for 107 unknown keys are tests/data/torchtitan_unknown_keys.json, from
+scripts/tyro_rule_check.py --unknown); torchtitan 0.3.0's launch lines,
 which tyro parses from the command line's words (torchtitan03.py BOOL_OPTIONS ... LITERAL_OPTIONS).
 
 References
