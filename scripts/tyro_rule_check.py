@@ -11,19 +11,46 @@ class, `distributed.is_initialized()` returning False); then `PYTHONPATH=.:... p
 Run on 2026-12-07: 2,303 (key, value) cases, 0 differences (model.hf_assets_path / tokenizer_path left out of the
 batches: _validate_config raises on a non-path there, torchtitan_types._assets_path; job.config_file /
 custom_config_module: the loader reads them itself; validation.steps: its __post_init__ assert).
+
+Unknown keys (issue readers3; `--unknown`): a key or [section] JobConfig has not, one a file (UNKNOWN_CASES: a made-up
+key and a near miss in every section, made-up and misspelt sections, nested tables under a section and under a key,
+each key of the earlier layout the reader also reads, torchtitan_types.EARLIER, and [training] batch_size), loaded by
+the ConfigManager on PYTHONPATH: "refused" where it raises 'Invalid field names' (@e347b1e5e manager.py l. 160-172,
+since eadca4835, 2025-08-28), "taken" where the key is a field of its JobConfig, "dropped" where it is not and the file
+loads all the same (@6404b932 manager.py l. 157-170: _dict_to_dataclass keeps the fields it has and drops the rest,
+silently). `--unknown --write COMMIT` records that commit's verdicts in tests/data/torchtitan_unknown_keys.json (the
+fixture tests/test_reader_types.py checks torchtitan_types.check against); `--unknown` alone compares check's verdict
+with the loaded torchtitan's (at @e347b1e5e: every difference is a key of the earlier layouts the reader reads).
+Run on 2026-12-07 with the folders of @e347b1e5e and @6404b932 in turn: 107 cases each; @e347b1e5e refuses all 107,
+check refuses the 81 that are not the earlier layouts' and takes the 26 that are (torchtitan_types.EARLIER's 25 and
+[training] batch_size: read as those layouts read them, listed as assumed, torchtitan_types.earlier_note); @6404b932
+refuses none: it takes the 25 EARLIER keys and drops the 82 others, [training] batch_size among them (its name since
+8570415c3, 2025-06-05: local_batch_size). Run without --unknown after this change: 2,303 cases, 0 differences.
+torchtitan release/0.3 @4f9e9a47d has no case here: it loads no TOML (its ConfigManager.parse_args, config/manager.py
+l. 34-46, builds the job from --module / --config, a config_registry function, with tyro laying the command line over
+it; no option names a file, configs.py has only save_config_file), so a TOML priced with --stack torchtitan-0.3 is
+checked against main's JobConfig as above; 0.3's own unknown command-line options are tyro's error, refused by the
+launch-line reader (torchtitan03.py, the frozen option list).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
+import sys
 import tempfile
 import warnings
 from pathlib import Path
 
+from torchtitan.config import job_config
 from torchtitan.config.manager import ConfigManager
 
-from planner.trainers.torchtitan_types import MAIN_TYPES, _is_union, tyro_warns
+from planner.errors import PlannerError
+from planner.trainers.torchtitan import MODELLED
+from planner.trainers.torchtitan_types import EARLIER, MAIN_TYPES, SECTIONS, _is_union, check, tyro_warns
+
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "torchtitan_unknown_keys.json"
 
 VALUES = ["x", 1, 1.5, True, ["x"], [1], ["x", 1], [1, "x"], [["x"]], {"a": 1}, datetime.date(2020, 1, 1),
           "selective", "bfloat16", "tensorwise", "", []]
@@ -86,5 +113,103 @@ def main() -> None:
     print(f"{cases} cases, {differences} differences")
 
 
+def unknown_cases() -> list[tuple[str, str, object]]:
+    """(section, key, value): one key a file that torchtitan @e347b1e5e's JobConfig has not ("" section: a top-level
+    key, a table value: a [section])."""
+    cases: list[tuple[str, str, object]] = []
+    for sec in sorted(SECTIONS):
+        cases.append((sec, "made_up_key", 1))
+        first = next(iter(MAIN_TYPES.get(sec, {})), None)
+        if first is not None:
+            cases.append((sec, first + "x", 1))  # a near miss
+        cases.append((sec, "made_up_table", {"a": 1}))  # [sec.made_up_table]
+    cases += [("", "made_up_section", {"a": 1}), ("", "paralelism", {"tensor_parallel_degree": 2}),
+              ("", "made_up_key", 1), ("training", "batch_size", 4)]
+    # (a table under a key that is no section, [model.name] a = 1, is a dict for a str: a type case, main()'s)
+    for sec, body in EARLIER.items():
+        for key in body:
+            cases.append((sec, key, 1))
+        if sec not in SECTIONS:
+            cases.append((sec, "made_up_key", 1))
+    return cases
+
+
+def toml_of(sec: str, key: str, v) -> str:
+    if not sec:
+        return (f"[{key}]\n" + "\n".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "\n" if isinstance(v, dict)
+                else f"{key} = {toml_value(v)}\n")
+    if isinstance(v, dict):
+        return f"[{sec}.{key}]\n" + "\n".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "\n"
+    return f"[{sec}]\n{key} = {toml_value(v)}\n"
+
+
+def is_field(path: str) -> bool:
+    """Whether the dotted path is a field of the loaded JobConfig (through its nested dataclasses)."""
+    cls = job_config.JobConfig
+    for part in path.split("."):
+        if cls is None or not dataclasses.is_dataclass(cls):
+            return False
+        f = {f.name: f for f in dataclasses.fields(cls)}.get(part)
+        if f is None:
+            return False
+        cls = f.type if dataclasses.is_dataclass(f.type) else None
+    return True
+
+
+def trainer_verdict(text: str, path: str, folder: Path) -> str:
+    p = folder / "case.toml"
+    p.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ConfigManager().parse_args(["--job.config_file", str(p)])
+        except ValueError as e:
+            if "Invalid field names" in str(e):
+                return "refused"
+            raise
+    return "taken" if is_field(path) else "dropped"
+
+
+def reader_verdict(text: str) -> str:
+    import tomllib
+    try:
+        check("case: ", tomllib.loads(text), known=lambda path, key: key in MODELLED.get(path, ()))
+    except PlannerError:
+        return "refused"
+    return "taken"
+
+
+def unknown(write: str | None) -> None:
+    rows = json.loads(FIXTURE.read_text())["cases"] if FIXTURE.exists() else []
+    by_toml = {r["toml"]: r for r in rows}
+    cases = differences = 0
+    with tempfile.TemporaryDirectory() as d:
+        for sec, key, v in unknown_cases():
+            text = toml_of(sec, key, v)
+            path = ".".join(x for x in (sec, key) if x)
+            theirs = trainer_verdict(text, path, Path(d))
+            mine = reader_verdict(text)
+            cases += 1
+            if write:
+                by_toml.setdefault(text, {"toml": text})[write] = theirs
+            elif mine != theirs:
+                differences += 1
+                print(f"DIFFERENCE {text!r}: torchtitan {theirs}, check {mine}")
+    if write:
+        FIXTURE.write_text(json.dumps({"source": FIXTURE_SOURCE, "cases": list(by_toml.values())}, indent=1) + "\n")
+    print(f"{cases} unknown-key cases, {differences} differences")
+
+
+FIXTURE_SOURCE = (
+    "scripts/tyro_rule_check.py --unknown --write COMMIT, run 2026-12-07 on pytorch/torchtitan's ConfigManager at "
+    "@e347b1e5e (torchtitan/config/manager.py _dict_to_dataclass l. 160-181: 'Invalid field names', refused) and "
+    "@6404b932 (manager.py l. 157-170: keys it has not dropped silently) with tyro v1.0.15: each case one TOML file; "
+    "'taken' = a field of that JobConfig, 'dropped' = loaded without it, 'refused' = ValueError at load")
+
+
 if __name__ == "__main__":
-    main()
+    if "--unknown" in sys.argv:
+        at = sys.argv.index("--write") + 1 if "--write" in sys.argv else None
+        unknown(sys.argv[at] if at else None)
+    else:
+        main()

@@ -310,3 +310,197 @@ def test_deepspeed_model_sections_take_every_field_of_their_model(tmp_path):
         d["zero_optimization"]["offload_param"] = {"device": "none"}
     cfg = load_trainer_config(_ds(tmp_path, edit), model="llama3-8b", gpus=8)
     assert any(a.startswith("tensor_parallel=") for a in cfg.ignored), cfg.ignored
+
+
+# ------------------------------------------------------------ DeepSpeed JSON: the untyped keys as DeepSpeed computes
+# with them (bf16 / fp16.enabled and the batch keys: get_scalar_param, runtime/config.py @38327e07 l. 160-171, 244-245,
+# 527-535, config_utils.py l. 193-194: the JSON's value as it is, branched on by its truth and computed with by
+# _set_batch_related_parameters / _batch_assertion l. 919-979)
+DS_ENABLED = [  # (JSON snippet for "bf16", the job's fp16 (None: neither on), the assumed line's start or None)
+    ('{"enabled": true}', False, None),
+    ('{"enabled": "false"}', False, 'bf16.enabled="false": read as true: a non-empty string, which DeepSpeed\'s `if` '
+                                    "takes as true: the run is in bf16, not what the word says"),
+    ('{"enabled": "yes"}', False, 'bf16.enabled="yes": read as true: a non-empty string, which DeepSpeed\'s `if` takes '
+                                  "as true ("),
+    ('{"enabled": 1}', False, "bf16.enabled=1: read as true: a non-zero number, which DeepSpeed's `if` takes as true"),
+    ('{"enabled": 0}', None, "bf16.enabled=0: read as false: zero, which DeepSpeed's `if` takes as false"),
+    ('{"enabled": ""}', None, 'bf16.enabled="": read as false: an empty string'),
+    ('{"enabled": null}', None, None),
+]
+
+
+@pytest.mark.parametrize("snippet,fp16,note", DS_ENABLED, ids=[c[0] for c in DS_ENABLED])
+def test_deepspeed_enabled_read_by_its_truth(tmp_path, snippet, fp16, note):
+    """bf16.enabled is read as DeepSpeed's `if self.bfloat16_enabled():` reads it (engine.py @38327e07 l. 947, 1014,
+    1228): "false" is a non-empty string, so the run is bf16 (the job's fp16 false: bf16 on), said so as assumed; 0 and
+    "" are off (neither enabled: fp16 left out); a JSON boolean or null says nothing."""
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(bf16=json.loads(snippet))), model="llama3-8b", gpus=8)
+    assert cfg.job.get("fp16") is fp16, cfg.job
+    lines = _assumed(cfg, "bf16.enabled")
+    if note is None:
+        assert not lines, lines
+    else:
+        (line,) = lines
+        assert line.startswith(note), line
+        assert "get_bfloat16_enabled l. 167-171" in line and "l. 834-835" in line
+
+
+DS_ENABLED_REFUSED = [  # (id, edit, what the error names)
+    ("both-on-by-truth", lambda d: d.update(fp16={"enabled": "false"}),  # bf16 true + fp16 "false" (truthy)
+     ("bf16.enabled and fp16.enabled are both true (as DeepSpeed reads them)",
+      "'bfloat16 and fp16 modes cannot be simultaneously enabled'", "runtime/config.py @38327e07 l. 834-835")),
+    ("null-section", lambda d: d.update(bf16=None),
+     ("bf16 = None must be an object", "get_scalar_param(param_dict['bf16'], 'enabled', ...)", "AttributeError")),
+]
+
+DS_BATCH_REFUSED = [  # (id, edit, what the error names): what stops DeepSpeed's _batch_assertion at start-up
+    ("string", lambda d: d.update(train_batch_size="64"),
+     ('train_batch_size = "64" is not a whole number from 1', "TypeError: '>' not supported between a str and an int")),
+    ("list", lambda d: d.update(gradient_accumulation_steps=[2]),
+     ("gradient_accumulation_steps = [2] is not a whole number", "a list stops DeepSpeed at start-up")),
+    ("false", lambda d: d.update(train_micro_batch_size_per_gpu=False),
+     ("train_micro_batch_size_per_gpu = false", "false is Python's 0, which fails `assert ... > 0` (l. 925-929)")),
+    ("zero", lambda d: d.update(gradient_accumulation_steps=0),
+     ("gradient_accumulation_steps = 0", "it fails `assert ... > 0` at start-up (l. 925-929)")),
+    ("fraction", lambda d: d.update(train_micro_batch_size_per_gpu=2.5, gradient_accumulation_steps=3.2),
+     ("train_micro_batch_size_per_gpu = 2.5", "a fraction of a sample")),
+    ("float-product", lambda d: d.update(train_batch_size=32.0),  # 32.0 != 4 x 2 x 8: the assert, as with 32
+     ("train_batch_size 32 != train_micro_batch_size_per_gpu 4 x gradient_accumulation_steps 2 x 8 GPUs = 64",)),
+]
+
+
+@pytest.mark.parametrize("edit,needles", [c[1:] for c in DS_ENABLED_REFUSED + DS_BATCH_REFUSED],
+                         ids=[c[0] for c in DS_ENABLED_REFUSED + DS_BATCH_REFUSED])
+def test_deepspeed_untyped_keys_refused_where_deepspeed_stops(cli, tmp_path, edit, needles):
+    p = _ds(tmp_path, edit)
+    _error(cli("check", p, "--model", "llama3-8b", "--gpus", "8"), str(p), *needles)
+
+
+def test_deepspeed_batch_keys_computed_as_deepspeed_computes(tmp_path):
+    """A whole float (64.0) and true (Python's 1) run in DeepSpeed's arithmetic as 64 and 1: read so, listed as assumed
+    with the JSON's spelling; an integer, null (get_scalar_param's None: not given) and "auto" say nothing new."""
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=64.0)), model="llama3-8b", gpus=8)
+    assert cfg.job["global_batch"] == 64 and type(cfg.job["global_batch"]) is int and cfg.job["micro_batch"] == 4
+    (line,) = _assumed(cfg, "train_batch_size")
+    assert line.startswith("train_batch_size=64.0: read as 64: a whole float, which DeepSpeed's arithmetic takes as 64")
+    assert "_batch_assertion" in line and "l. 919-979" in line
+    assert "PipelineEngine" not in line  # Megatron-DeepSpeed replaces train_batch_size by its own before each step
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_micro_batch_size_per_gpu=4.0)), model="llama3-8b",
+                              gpus=8)
+    assert cfg.job["micro_batch"] == 4 and type(cfg.job["micro_batch"]) is int
+    (line,) = _assumed(cfg, "train_micro_batch_size_per_gpu")
+    assert "takes as 4; but under DeepSpeed's PipelineEngine" in line and "pipe/schedule.py l. 200-201" in line, line
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=16, train_micro_batch_size_per_gpu=True)),
+                              model="llama3-8b", gpus=8)  # 16 = 1 x 2 x 8
+    assert cfg.job["micro_batch"] == 1 and cfg.job["global_batch"] == 16
+    (line,) = _assumed(cfg, "train_micro_batch_size_per_gpu")
+    assert line.startswith("train_micro_batch_size_per_gpu=true: read as 1: true is Python's 1"), line
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(train_batch_size=None)), model="llama3-8b", gpus=8)
+    assert cfg.job["global_batch"] == 64 and not _assumed(cfg, "train_batch_size")  # derived: 4 x 2 x 8
+
+
+# ------------------------------------------------------------ torchtitan TOML: unknown keys against the trainer's verdict
+UNKNOWN_FIXTURE = Path(__file__).parent / "data" / "torchtitan_unknown_keys.json"
+
+
+def _unknown_cases():
+    return json.loads(UNKNOWN_FIXTURE.read_text(encoding="utf-8"))["cases"]
+
+
+def test_torchtitan_unknown_key_fixture_holds_both_trainers_verdicts():
+    """The fixture (scripts/tyro_rule_check.py --unknown --write, torchtitan's own ConfigManager at both commits):
+    @e347b1e5e refuses every key its JobConfig has not ('Invalid field names', manager.py l. 160-172); @6404b932 takes
+    the earlier layout's keys (torchtitan_types.EARLIER: its fields) and drops every other without a word (l. 157-170),
+    [training] batch_size too (local_batch_size since 8570415c3)."""
+    from planner.trainers.torchtitan_types import EARLIER
+    cases = _unknown_cases()
+    assert len(cases) == 107
+    assert {c["@e347b1e5e"] for c in cases} == {"refused"}
+    taken = {c["toml"] for c in cases if c["@6404b932"] == "taken"}
+    assert len(taken) == sum(len(b) for b in EARLIER.values()) == 25
+    assert "[float8]\nrecipe_name = 1\n" in taken and "[training]\ncompile = 1\n" in taken
+    assert {c["@6404b932"] for c in cases if c["toml"] not in taken} == {"dropped"}
+    assert any(c["toml"] == "[training]\nbatch_size = 4\n" and c["@6404b932"] == "dropped" for c in cases)
+
+
+@pytest.mark.parametrize("case", _unknown_cases(), ids=lambda c: c["toml"].replace("\n", " ").strip())
+def test_torchtitan_reader_refuses_what_torchtitan_refuses(case):
+    """torchtitan_types.check's verdict is @e347b1e5e's (refused) for every key no layout the reader reads has; the
+    keys of the earlier layouts it reads (@6404b932's fields, and [training] batch_size, which it prices as
+    local_batch_size) are taken and named in `earlier`, whence the reader's assumed line (earlier_note) says the stack's
+    torchtitan refuses them."""
+    import tomllib
+
+    from planner.trainers.torchtitan import MODELLED
+    from planner.trainers.torchtitan_types import check
+    earlier: list = []
+    try:
+        check("case: ", tomllib.loads(case["toml"]), known=lambda p, k: k in MODELLED.get(p, ()), earlier=earlier)
+        verdict = "taken"
+    except PlannerError:
+        verdict = "refused"
+    read_earlier = case["@6404b932"] == "taken" or case["toml"] == "[training]\nbatch_size = 4\n"
+    assert verdict == ("taken" if read_earlier else case["@e347b1e5e"]), (case, verdict)
+    if verdict == "taken":
+        assert earlier, case
+
+
+def test_torchtitan_earlier_layout_note(tmp_path):
+    """The reader's assumed line for a file of the earlier layouts: which keys, that torchtitan @e347b1e5e refuses the
+    file and @6404b932 drops [training] batch_size (so the job there runs local_batch_size's default 8)."""
+    p = _toml(tmp_path, "[float8]\nemulate = false\n[checkpoint]\nenable_checkpoint = false")
+    p.write_text(p.read_text().replace("local_batch_size = 1", "batch_size = 1"), encoding="utf-8")
+    cfg = load_trainer_config(p, gpus=8)
+    (line,) = [a for a in cfg.assumed if "the earlier layout's" in a]
+    assert line.startswith("[training] batch_size, [float8], [checkpoint] enable_checkpoint: the earlier layout's "
+                           "(torchtitan/config/job_config.py @6404b932; [training] batch_size the name before "
+                           "local_batch_size, 8570415c3, 2025-06-05)"), line
+    assert "torchtitan @e347b1e5e, the stack torchtitan's, refuses the file" in line
+    assert line.endswith("so there [training] batch_size is not read and local_batch_size keeps its default, 8"), line
+    assert cfg.job["micro_batch"] == 1
+    assert not [a for a in load_trainer_config(_toml(tmp_path, ""), gpus=8).assumed if "the earlier layout's" in a]
+
+
+def test_deepspeed_bfloat16_older_section_name(tmp_path):
+    """DeepSpeed reads its bf16 section as "bf16", else by the older name "bfloat16" (runtime/constants.py @38327e07
+    BFLOAT16_OLD; get_bfloat16_enabled l. 167-171): {"bfloat16": {"enabled": true}} at stage 0 is the BF16_Optimizer, as
+    "bf16" is (before, it was listed as not modelled and the job read as neither bf16 nor fp16); beside "bf16" it is
+    never read: listed as ignored."""
+    def older(d, stage):
+        d["bfloat16"] = d.pop("bf16")
+        d["zero_optimization"]["stage"] = stage
+    base = load_trainer_config(_ds(tmp_path, lambda d: d["zero_optimization"].update(stage=0)), model="llama3-8b", gpus=8)
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: older(d, 0)), model="llama3-8b", gpus=8)
+    assert cfg.job == base.job and cfg.job["sharding_mode"] == "bf16_optimizer" and cfg.job["fp16"] is False
+    assert any(a.startswith("bfloat16: read as bf16, DeepSpeed's older name") for a in cfg.assumed), cfg.assumed
+    assert not any("bfloat16" in a for a in cfg.not_modelled), cfg.not_modelled
+    cfg = load_trainer_config(_ds(tmp_path, lambda d: d.update(bfloat16={"enabled": False})), model="llama3-8b", gpus=8)
+    assert cfg.job["fp16"] is False and cfg.job["sharding"] == "zero2"  # bf16's true, not bfloat16's false
+    assert any(a.startswith('bfloat16={"enabled":false} (DeepSpeed reads bf16 and never') for a in cfg.ignored), cfg.ignored
+    with pytest.raises(PlannerError, match=r"bfloat16 = None must be an object"):
+        load_trainer_config(_ds(tmp_path, lambda d: (d.pop("bf16"), d.update(bfloat16=None))), model="llama3-8b", gpus=8)
+
+
+def test_megatron_deepspeed_dtype_conflict_reads_the_json_as_deepspeed_does(tmp_path):
+    """A Megatron-DeepSpeed script with --bf16 whose ds_config enables fp16 by a truthy value ("enabled": 1, which the
+    check `is True` missed) is refused as one with true; "bfloat16" (the older name) agrees with --bf16; bf16 true beside
+    fp16 "false" (on, by its truth) is DeepSpeed's refused pair."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_export_mds import _row
+    from planner.trainers.export import export_plan
+    text, _ = export_plan(_row(model="llama3-8b", gpus=8, tp=2, pp=2, sharding="zero1", global_batch=32, micro_batch=1,
+                               seq_len=4096)["plan"], "megatron-deepspeed")
+    on = '"bf16": {\n    "enabled": true\n  }'
+    assert on in text and "    --bf16 \\\n" in text
+    p = tmp_path / "run.sh"
+
+    def read(json_text):
+        p.write_text(text.replace(on, json_text), encoding="utf-8")
+        return load_trainer_config(p)
+    assert read(on).job["fp16"] is False
+    with pytest.raises(PlannerError, match=r"--bf16 but .*fp16.enabled on \(as DeepSpeed reads it\)"):
+        read('"fp16": {"enabled": 1}')
+    assert read('"bfloat16": {"enabled": true}').job["fp16"] is False
+    with pytest.raises(PlannerError, match="bf16.enabled and fp16.enabled are both true"):
+        read('"bf16": {"enabled": true}, "fp16": {"enabled": "false"}')

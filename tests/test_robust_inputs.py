@@ -233,14 +233,16 @@ def test_deepspeed_enabled_auto_means_unset(tmp_path):
 
 
 @pytest.mark.parametrize("sec,key,value,needle", [
-    ("bf16", "enabled", "yes", "bf16.enabled = 'yes' is not true, false or \"auto\""),
-    # (a string "false" is false, as DeepSpeed's pydantic model reads it: tests/test_reader_types.py)
+    # (bf16.enabled "yes" / "false" is on, as DeepSpeed's untyped `if` reads a non-empty string; overlap_comm "false"
+    # off, as its pydantic model reads it: tests/test_reader_types.py)
+    (None, "train_batch_size", "64", 'train_batch_size = "64" is not a whole number from 1'),
     ("zero_optimization", "overlap_comm", "maybe", "zero_optimization.overlap_comm = 'maybe'"),
     (None, "train_batch_size", 10**400, "train_batch_size = a 401-digit number"),
     (None, "bf16", 5, "bf16 = 5 must be an object"),
 ])
 def test_deepspeed_wrong_types_exit_2(cli, tmp_path, sec, key, value, needle):
-    """A string "maybe" was read as true (bool("maybe")); a 401-digit batch passed to the model."""
+    """What DeepSpeed refuses at start-up: overlap_comm "maybe" (pydantic), a string batch size (TypeError in
+    _batch_assertion), bf16 not an object; a 401-digit batch passed to the model."""
     p = _ds(tmp_path, lambda d: (d[sec] if sec else d).update({key: value}))
     r = cli("check", p, "--model", "llama3-8b", "--gpus", "8")
     assert_error(r, str(p), needle)

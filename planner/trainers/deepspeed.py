@@ -6,13 +6,19 @@ Keys follow the DeepSpeed configuration reference [1] (deepspeed.ai/docs/config-
 published in 2025). Modelled:
   train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
     (train_batch_size = micro x accumulation x dp [1] "Batch Size Related Parameters";
-    each may be "auto", the Hugging Face Trainer's placeholder [2], read as absent),
+    each may be "auto", the Hugging Face Trainer's placeholder [2], read as absent; otherwise read as DeepSpeed
+    computes with the untyped value, _batch: a string, list, false, 0 or a fraction refused, exit 2, as
+    _batch_assertion stops DeepSpeed; 64.0 and true read as 64 and 1, listed as assumed, a float
+    micro-batch with the PipelineEngine's first-step TypeError said),
   zero_optimization.stage (0 none, 1 zero1, 2 zero2, 3 fsdp: ZeRO-3 shards parameters,
     gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
     within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
     mode), zero_optimization.overlap_comm (-> dp_comm_overlap; absent or "auto", DeepSpeed's default
     at the stage, true at stage 3 and false below, overlap_default, listed as assumed; not read at stage 0 nor by the
-    BF16_Optimizer, ZERO_OPTIMIZER_ENGINE: there false, a stated true listed as ignored), bf16.enabled, fp16.enabled (-> the job's fp16, false / true, priced as bf16;
+    BF16_Optimizer, ZERO_OPTIMIZER_ENGINE: there false, a stated true listed as ignored), bf16.enabled, fp16.enabled (-> the job's fp16, false / true, priced as bf16; read by
+    their Python truth as DeepSpeed's `if` reads them, _enabled: "false" or 1 on, 0 or "" off, each listed as assumed;
+    a section that is not an object, null too, refused as DeepSpeed's .get on it raises;
+    bf16's older name bfloat16 read as bf16 where bf16 is absent, ignored beside it, as get_bfloat16_enabled reads it;
     stage 0 with fp16 is the replicated FP16_Optimizer, the stack's mode zero0, which runs fp16 only),
   tensor_parallel.autotp_size (AutoTP training: absent, 0 or 1 off, the section listed as ignored; > 1 refused,
     _autotp),
@@ -83,7 +89,7 @@ from .report import Note, about, listed, noted, short_value as _short
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
-                "bf16", "fp16", "communication_data_type", "data_types", "tensor_parallel"}
+                "bf16", "bfloat16", "fp16", "communication_data_type", "data_types", "tensor_parallel"}
 # DeepSpeed's dtype spellings (microsoft/DeepSpeed @38327e07 deepspeed/runtime/config.py get_communication_data_type
 # l. 252-266: fp16, bf16, fp32, lower-cased; data_types.grad_accum_dtype through DtypeEnum, deepspeed/inference/config.py
 # l. 15-19, engine.py get_data_types l. 1023)
@@ -131,6 +137,81 @@ def _num(where, key, v) -> Optional[int]:
         raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number from 1 to {MAX_COUNT}",
                            f"set {key} to an integer or \"auto\"")
     return v
+
+
+# the batch keys and bf16 / fp16.enabled: no pydantic model types them; DeepSpeed reads each with get_scalar_param, the
+# JSON's value as it is (microsoft/DeepSpeed @38327e07 deepspeed/runtime/config_utils.py l. 193-194; runtime/config.py
+# get_train_batch_size l. 527-528, get_train_micro_batch_size_per_gpu l. 531-535, get_gradient_accumulation_steps
+# l. 244-245, get_fp16_enabled l. 160-164, get_bfloat16_enabled l. 167-171), and computes or branches on it as Python
+# does (BATCH_RULE, ENABLED_RULE)
+BATCH_RULE = ("DeepSpeed reads it untyped (runtime/config.py @38327e07 get_scalar_param) and computes with it: "
+              "_set_batch_related_parameters derives the missing key with // and _batch_assertion asserts each > 0 "
+              "and train_batch_size == micro x accumulation x world size (l. 919-979)")
+ENABLED_RULE = ("DeepSpeed reads it untyped (runtime/config.py @38327e07 get_bfloat16_enabled l. 167-171 / "
+                "get_fp16_enabled l. 160-164: get_scalar_param) and branches on its truth (`assert not (fp16_enabled "
+                "and bfloat16_enabled)` l. 834-835; engine.py `if self.fp16_enabled():` / `elif self.bfloat16_enabled():` "
+                "l. 944-947, 1012-1014, 1224-1228)")
+
+
+def _json_short(v) -> str:
+    """A value as the JSON spells it (true, "32"), cut as report.short_value cuts (a huge integer not echoed)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return _short(v)
+    r = json.dumps(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _batch(where, key, v) -> tuple[Optional[int], Optional[str]]:
+    """A batch key as DeepSpeed computes with it (BATCH_RULE), and how the JSON's spelling was read (None: as written).
+    Absent, null (get_scalar_param returns None: not given) or "auto" (the Hugging Face Trainer's placeholder [2]): None.
+    A string, list or object: refused, as `value > 0` raises TypeError in _batch_assertion (l. 925-929; a string
+    reaches it through _set_batch_related_parameters' arithmetic, or raises there first). true is Python's 1 (read as
+    1, said so); false, 0 or a negative count fails the `> 0` assert; a whole float (32.0) computes as the integer
+    (read as it, said so); a fraction (2.5) is no count of samples, which the planner prices: refused."""
+    if v is None or v == "auto":
+        return None, None
+    bad = f"{where}{key} = {_json_short(v)} is not a whole number from 1 to {MAX_COUNT}: {BATCH_RULE}"
+    fix = f"set {key} to an integer (without quotes) or \"auto\""
+    if not isinstance(v, (int, float)):
+        kind = "string" if isinstance(v, str) else "list" if isinstance(v, list) else "object"
+        raise PlannerError(bad + f", so a {kind} stops DeepSpeed at start-up (TypeError: '>' not supported between a "
+                           f"{type(v).__name__} and an int)", fix)
+    if isinstance(v, bool):
+        if not v:
+            raise PlannerError(bad + ": false is Python's 0, which fails `assert ... > 0` (l. 925-929)", fix)
+        return 1, "true is Python's 1, which DeepSpeed's arithmetic takes as 1"
+    if not v > 0:
+        raise PlannerError(bad + ", so it fails `assert ... > 0` at start-up (l. 925-929)", fix)
+    if isinstance(v, float) and v != int(v):
+        raise PlannerError(bad + ": a fraction of a sample, which no batch holds (DeepSpeed's float arithmetic runs "
+                           "on where the product happens to hold, the planner prices whole samples)", fix)
+    if v > MAX_COUNT:
+        raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number from 1 to {MAX_COUNT}", fix)
+    if isinstance(v, float):
+        pipe = ("; but under DeepSpeed's PipelineEngine (Megatron-DeepSpeed's GPTModelPipe, its model without "
+                "--no-pipeline-parallel) the run stops at the first step: Megatron-DeepSpeed calls set_train_batch_size "
+                "before every step (megatron/training.py @f4157bea l. 1253-1258), which divides by this float "
+                "(runtime/engine.py l. 534-540) to a float micro-batch count that the pipeline schedule's range() "
+                "refuses (pipe/engine.py l. 526-527, 386; pipe/schedule.py l. 200-201, TypeError): write it as an "
+                "integer") if key == "train_micro_batch_size_per_gpu" else ""
+        return int(v), f"a whole float, which DeepSpeed's arithmetic takes as {int(v)}{pipe}"
+    return v, None
+
+
+def _enabled(where, key, v) -> tuple[Optional[bool], Optional[str]]:
+    """bf16 / fp16.enabled as DeepSpeed takes it (ENABLED_RULE: its truth), and how the JSON's spelling was read (None:
+    a JSON boolean, absent or null). Absent or null: None (off: get_scalar_param's None, False by default);
+    "auto" (the Hugging Face Trainer's placeholder, filled from --bf16 / --fp16 at launch [2]): None, said by read.
+    Anything else is read by its Python truth: 1 on, 0 off, a non-empty string on (\"false\" too), "" off."""
+    if v is None or v == "auto" or isinstance(v, bool):
+        return (v if isinstance(v, bool) else None), None
+    on = bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("false", "0", "no", "off", "n", "f", "none", "null", "disabled"):
+        return on, ("a non-empty string, which DeepSpeed's `if` takes as true: the run is in "
+                    f"{key.split('.')[0]}, not what the word says")
+    what = (("a non-zero number" if on else "zero") if isinstance(v, (int, float)) else
+            f"{'a non-empty' if on else 'an empty'} {'string' if isinstance(v, str) else 'list' if isinstance(v, list) else 'object'}")
+    return on, f"{what}, which DeepSpeed's `if` takes as {str(on).lower()}"
 
 
 def _elements(where, key, v) -> Optional[int]:
@@ -227,11 +308,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             not_modelled.append(listed("not_modelled", f"zero_optimization.{k}", v,
                                        "buckets, prefetch and persistence change "
                                        "memory and overlap; not priced"))
+    # DeepSpeed's bf16 section: "bf16", else its older name "bfloat16" (runtime/constants.py @38327e07 BFLOAT16_OLD,
+    # "keeping for backwards compatibility"; get_bfloat16_enabled l. 167-171 takes the first of the two present)
+    names = {"bf16": "bfloat16" if "bfloat16" in data and "bf16" not in data else "bf16", "fp16": "fp16"}
+    if "bfloat16" in data and "bf16" in data:
+        ignored.append(listed("ignored", "bfloat16", data["bfloat16"], "DeepSpeed reads bf16 and never its older name "
+                              "bfloat16 beside it (runtime/config.py @38327e07 get_bfloat16_enabled l. 167-171: the "
+                              "first of bf16, bfloat16 present)"))
     for sec in ("bf16", "fp16"):
-        body = data.get(sec)
+        body = data.get(names[sec])
         if isinstance(body, dict):
-            ignored += [listed("ignored", f"{sec}.{k}", v, "loss scaling: numerics only") for k, v in body.items()
-                        if k != "enabled"]
+            ignored += [listed("ignored", f"{names[sec]}.{k}", v, "loss scaling: numerics only")
+                        for k, v in body.items() if k != "enabled"]
     if model is None:
         raise PlannerError(f"{where}a DeepSpeed JSON does not name the model", "pass --model NAME, a model YAML or the Hugging Face config.json")
     if gpus is None:
@@ -301,9 +389,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     job["gpus"] = resolve_gpus(where, None, "", gpus)
     dp = gpus // inner  # DeepSpeed's world_size: the data-parallel ranks (module docstring)
     per = "GPUs" if inner == 1 else "data-parallel ranks"
-    tbs = _num(where, "train_batch_size", data.get("train_batch_size"))
-    mbs = _num(where, "train_micro_batch_size_per_gpu", data.get("train_micro_batch_size_per_gpu"))
-    gas = _num(where, "gradient_accumulation_steps", data.get("gradient_accumulation_steps"))
+    batch = {}
+    for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
+        batch[k], how = _batch(where, k, data.get(k))
+        if how is not None:  # DeepSpeed's reading of an unusual spelling (_batch), said so
+            assumed.append(listed("assumed", k, data[k], show=json.dumps(data[k]),
+                                  reason=f"read as {batch[k]}: {how} ({BATCH_RULE})"))
+    tbs, mbs, gas = batch.values()
     # DeepSpeed derives the one missing of the three (deepspeed/runtime/config.py _set_batch_related_parameters)
     if tbs is not None and mbs is not None and gas is not None:
         if tbs != mbs * gas * dp:
@@ -337,24 +429,37 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                            "set train_micro_batch_size_per_gpu (or pass --micro-batch and --global-batch)")
     job["micro_batch"] = mbs
     job["global_batch"] = tbs
-    stated = {k: _num(where, k, data.get(k)) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
-                                                       "gradient_accumulation_steps")}
+    stated = dict(batch)
     stated["zero_optimization.mics_shard_size"] = zero.get("mics_shard_size")
     stated["zero_optimization.stage"] = stage  # absent: DeepSpeed's default 0
     stated["zero_optimization.overlap_comm"] = overlap  # None: absent or "auto", DeepSpeed's default at the stage
     enabled = {}
     for sec in ("bf16", "fp16"):
-        body = data.get(sec)
-        if body is not None and not isinstance(body, dict):
-            raise PlannerError(f"{where}{sec} = {_short(body)} must be an object", f"e.g. \"{sec}\": {{\"enabled\": true}}")
-        enabled[sec] = _bool(where, f"{sec}.enabled", (body or {}).get("enabled"), False)
+        name = names[sec]
+        body = data.get(name)
+        if name in data and not isinstance(body, dict):  # null too: DeepSpeed calls .get on it (AttributeError)
+            raise PlannerError(f"{where}{name} = {_short(body)} must be an object: DeepSpeed reads {name}.enabled with "
+                               f"get_scalar_param(param_dict[{name!r}], 'enabled', ...), a dict's .get (runtime/config.py "
+                               "@38327e07 l. 160-171, config_utils.py l. 193-194), so anything else stops it at "
+                               "start-up (AttributeError)", f"e.g. \"{sec}\": {{\"enabled\": true}}")
+        if name != sec:  # the older name, read as DeepSpeed reads it
+            assumed.append(noted("assumed", name, "read as bf16, DeepSpeed's older name for the section (runtime/"
+                                 "constants.py @38327e07 BFLOAT16_OLD; get_bfloat16_enabled l. 167-171 reads bf16, "
+                                 "else bfloat16)"))
+        enabled[sec], how = _enabled(where, f"{name}.enabled", (body or {}).get("enabled"))
+        if how is not None:  # not a JSON boolean: read by its truth as DeepSpeed reads it, said so
+            assumed.append(listed("assumed", f"{name}.enabled", body["enabled"], show=json.dumps(body["enabled"]),
+                                  reason=f"read as {str(enabled[sec]).lower()}: {how} ({ENABLED_RULE})"))
     bf16, fp16 = bool(enabled["bf16"]), bool(enabled["fp16"])
     if bf16 and fp16:
-        raise PlannerError(f"{where}bf16.enabled and fp16.enabled are both true", "DeepSpeed allows one")
+        raise PlannerError(f"{where}bf16.enabled and fp16.enabled are both true (as DeepSpeed reads them): DeepSpeed "
+                           "refuses the pair at start-up ('bfloat16 and fp16 modes cannot be simultaneously enabled', "
+                           "runtime/config.py @38327e07 l. 834-835)", "DeepSpeed allows one")
     job["precision"] = "bf16"
     if fp16 or bf16:  # the 16-bit dtype the engine runs (job field fp16; left out, fp32 or "auto": the planner's bf16)
         job["fp16"] = fp16
-    auto = [f"{sec}.enabled" for sec in ("bf16", "fp16") if isinstance(data.get(sec), dict) and data[sec].get("enabled") == "auto"]
+    auto = [f"{names[sec]}.enabled" for sec in ("bf16", "fp16")
+            if isinstance(data.get(names[sec]), dict) and data[names[sec]].get("enabled") == "auto"]
     if fp16:
         assumed.append(listed("assumed", "precision", "bf16",
                               "fp16 priced as bf16 (same 2-byte width and tensor peak)"))

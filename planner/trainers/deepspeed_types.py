@@ -27,7 +27,9 @@ DeepSpeed reads them: coerce runs pydantic's validator on each and the reader pr
 ZeroStageEnum takes it), listed as assumed with the JSON's spelling (a whole float for a count, 5e8, is read as
 before, not listed); a value pydantic refuses is left for the reader's own check, which names the planner's choice,
 and check refuses it after. bf16 / fp16.enabled and the batch keys are not in these models (get_scalar_param, no
-type): the reader's own checks (a JSON boolean, a whole number) stay.
+type): the reader takes them as DeepSpeed's own code does with the untyped value (deepspeed._enabled: its Python
+truth, so "false" is on, said so; deepspeed._batch: _batch_assertion's arithmetic, so a string, false or 0 is refused
+and 64.0 or true read as 64 and 1, said so).
 Keys a model does not have are refused as DeepSpeed refuses them (pydantic's extra="forbid", [2]: "Extra inputs are
 not permitted" at start-up), the hint naming the nearest key the model has (difflib) or its keys; keys outside these
 sections (the top level is a dict DeepSpeed reads with get_* helpers that look up the keys they know and ignore the

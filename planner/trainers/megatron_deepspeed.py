@@ -843,11 +843,13 @@ def _engine_settings(cfg, ds: dict, flags: dict, data, dj: dict, where: str, jw:
     offload fields, the host optimizer."""
     job = cfg.job
     # precision: the engine's
-    for flag, sec, other in (("--bf16", "bf16", "fp16"), ("--fp16", "fp16", "bf16")):
-        body = data.get(other) if isinstance(data, dict) else None
-        if flag in flags and isinstance(body, dict) and body.get("enabled") is True:
-            raise PlannerError(f"{where}{flag} but {jw}{other}.enabled true: DeepSpeed's engine casts the model to the "
-                               "JSON's dtype, Megatron to the flag's", f"enable {sec} in the JSON, or give --{other}")
+    for flag, sec, other, on in (("--bf16", "bf16", "fp16", True), ("--fp16", "fp16", "bf16", False)):
+        # the JSON's dtype as DeepSpeed reads it (deepspeed.read's job fp16: enabled by its truth, bf16 under its
+        # older name bfloat16 too)
+        if flag in flags and dj.get("fp16") is on:
+            raise PlannerError(f"{where}{flag} but {jw}{other}.enabled on (as DeepSpeed reads it): DeepSpeed's engine "
+                               "casts the model to the JSON's dtype, Megatron to the flag's",
+                               f"enable {sec} in the JSON, or give --{other}")
     job.pop("fp16", None)
     if "fp16" in dj:  # the engine's dtype: fp16 with loss scaling (true) or bf16 (false), the JSON's (deepspeed.read)
         job["fp16"] = dj["fp16"]

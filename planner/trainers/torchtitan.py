@@ -569,8 +569,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     custom = torchtitan_types.custom_module(data)
     if custom is None:  # each key torchtitan @e347b1e5e types, at tyro's rules (torchtitan_types.py): the keys not
         # priced first, the priced ones after the reading's own checks (their messages name the planner's choices)
+        earlier: list = []
         torchtitan_types.check(where, data, lambda path, key: not _priced(path, key),
-                               known=lambda path, key: key in MODELLED.get(path, ()))
+                               known=lambda path, key: key in MODELLED.get(path, ()), earlier=earlier)
+        if earlier:  # the earlier layouts' keys, which torchtitan @e347b1e5e refuses: read as those layouts read them
+            assumed.append(noted("assumed", None, torchtitan_types.earlier_note(earlier)))
     else:
         assumed.append(noted("assumed", f"[job] custom_config_module {custom!r}",
                              "the module's JobConfig is merged over torchtitan's, its fields replacing theirs with "

@@ -37,8 +37,11 @@ checks, whose messages name the values it reads (torchtitan.read).
 
 Not checked: a file that names [job] custom_config_module, whose dataclasses _merge_configs lays over JobConfig,
 a custom field replacing the base's type ([2] l. 119-158): its types are the user's module's (listed as assumed);
-the keys torchtitan @e347b1e5e has not (the earlier layouts the reader also reads: [float8], [mx],
-[training] batch_size / compile, ...: read as before, listed where not priced); torchtitan 0.3.0's launch lines,
+the values of the keys torchtitan @e347b1e5e has not (the earlier layouts the reader also reads: [float8], [mx],
+[training] batch_size / compile, ...: read as before, listed where not priced, and named in one assumed line,
+earlier_note: @e347b1e5e refuses such a file, 'Invalid field names', and @6404b932 drops a key its JobConfig has not
+without a word; both verdicts for 107 unknown keys are tests/data/torchtitan_unknown_keys.json, from
+scripts/tyro_rule_check.py --unknown); torchtitan 0.3.0's launch lines,
 which tyro parses from the command line's words (torchtitan03.py BOOL_OPTIONS ... LITERAL_OPTIONS).
 
 References
@@ -278,13 +281,15 @@ def custom_module(data: dict) -> Optional[str]:
     return v if isinstance(v, str) and v else None
 
 
-def check(where: str, data: dict, keys=None, known=None) -> None:
+def check(where: str, data: dict, keys=None, known=None, earlier: Optional[list] = None) -> None:
     """Refuse (PlannerError, exit 2) a value of a torchtitan @e347b1e5e key that tyro warns about (tyro_warns), naming
     the file, the [section] key, the type job_config.py declares with its line, and the value; and a value that is
     not a table where torchtitan has a section; and a key or section torchtitan has not (_unknown: its ConfigManager
     refuses it, 'Invalid field names'), unless it is a key of the earlier layout the reader also reads (EARLIER) or
     known(section, key) says the reader prices it (an earlier name: [training] batch_size). The caller skips a file with [job] custom_config_module (custom_module). keys: which (section, key)
-    to check (None: all; the reader checks the keys it prices after its own, more specific, checks have run)."""
+    to check (None: all; the reader checks the keys it prices after its own, more specific, checks have run).
+    earlier: where given, the earlier layouts' keys the file uses that @e347b1e5e refuses ('[float8]', '[training]
+    compile', ...) are appended to it (earlier_note)."""
     def walk(path: str, body: dict) -> None:
         fields = MAIN_TYPES.get(path, {})
         for key, v in body.items():
@@ -299,8 +304,13 @@ def check(where: str, data: dict, keys=None, known=None) -> None:
                 walk(sub, v)
             elif key not in fields:
                 if sub in EARLIER and isinstance(v, dict):  # an earlier layout's section: its keys against it
+                    if earlier is not None:
+                        earlier.append(f"[{sub}]")
                     walk(sub, v)
                 elif key in EARLIER.get(path, ()) or sub in EARLIER or (known is not None and known(path, key)):
+                    if earlier is not None and (path in SECTIONS or not path) and (
+                            key in EARLIER.get(path, ()) or sub in EARLIER or (path, key) == ("training", "batch_size")):
+                        earlier.append(f"[{path}] {key}" if path else f"[{key}]")  # not a key inside [float8] / [mx]
                     continue  # a key of the earlier layout the reader reads (EARLIER) or prices: its listing
                 elif path in EARLIER and path not in SECTIONS:
                     _unknown(where, path, key, EARLIER[path])
@@ -348,6 +358,20 @@ EARLIER: dict[str, dict[str, int]] = {
     "liger_kernel": {"enable_fused_linear_cross_entropy": 702},
     "validation": {"enabled": 728},
 }
+
+
+def earlier_note(keys: list) -> str:
+    """The reading rule for the earlier layouts' keys a file uses (check's `earlier`): read as those layouts read them,
+    though the stack's torchtitan refuses them and @6404b932's drops what it has not (the fixture
+    tests/data/torchtitan_unknown_keys.json, from scripts/tyro_rule_check.py --unknown, holds both verdicts)."""
+    batch = "[training] batch_size" in keys
+    return (f"{', '.join(keys)}: the earlier layout's (torchtitan/config/job_config.py {EARLIER_COMMIT}"
+            + ("; [training] batch_size the name before local_batch_size, 8570415c3, 2025-06-05" if batch else "")
+            + "), read as that layout reads them; torchtitan {COMMIT}, the stack torchtitan's, refuses the file when it loads it "
+            "('Invalid field names': config/manager.py _dict_to_dataclass l. 160-172, since eadca4835, 2025-08-28), "
+            f"and torchtitan {EARLIER_COMMIT} drops a key its JobConfig has not without a word (manager.py "
+            "l. 157-170)".replace("{COMMIT}", COMMIT)
+            + (", so there [training] batch_size is not read and local_batch_size keeps its default, 8" if batch else ""))
 
 
 def _unknown(where: str, path: str, key, fields=None) -> None:
