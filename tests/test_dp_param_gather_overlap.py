@@ -695,3 +695,18 @@ def test_bridge_ddp_with_the_recipes_gather_overlap_is_refused(cli, tmp_path):
     assert cli("explain", _launch(tmp_path, "ddp_false", *DDP, "ddp.overlap_param_gather=false"), "--hardware",
                "h100-sxm").exit_code == 0
     assert cli("explain", f, "--hardware", "h100-sxm", "--sharding", "zero1").exit_code == 0
+
+
+def test_bridge_comm_overlap_sets_the_dp_overlap_only_under_the_distributed_optimizer(tmp_path):
+    """Bridge's CommOverlapConfig.setup applies its data-parallel overlap (overlap_grad_reduce / overlap_param_gather
+    on at dp > 1, bucket_size 128 Mi) only where ddp.use_distributed_optimizer is true (comm_overlap.py @dc805f5cf
+    l. 631-640): a DDP config keeps its own fields. Before, the reader laid them on every config, so a DDP config with
+    both fields false read with the DP overlap on (and, now, would be refused for the gather it never asked for)."""
+    co = "'comm_overlap={_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,tp_comm_overlap:false}'"
+    ddp = _bridge(tmp_path, *DDP, "ddp.overlap_grad_reduce=false", "ddp.overlap_param_gather=false", co)
+    assert ddp.job["sharding"] == "none" and ddp.job["dp_comm_overlap"] is False and ddp.param_gather is False
+    assert any("not the data-parallel overlap, which it sets only under ddp.use_distributed_optimizer" in str(a)
+               for a in ddp.assumed)
+    dist = _bridge(tmp_path, "ddp.overlap_grad_reduce=false", "ddp.overlap_param_gather=false", co)
+    assert dist.job["sharding"] == "zero1" and dist.job["dp_comm_overlap"] is True and dist.param_gather is True
+    assert "dp_param_gather_overlap" not in dist.job  # the CommOverlapConfig's own, on at dp 8: the tie the file's
