@@ -71,8 +71,10 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     `fp8_recipe:` (precisions.FP8_RECIPES, RunRecord._known_recipe; a recipe of another precision
     than the record's is an error, _recipe_of_precision; null: the stack's default recipe); fp16,
     or a 16-bit type the source does not name, is precision bf16 with `precision_assumed:` saying
-    so, listed as assumed with that reason (fp16 and bf16 have the same dense tensor-core peak on
-    A100 and H100, hardware_db datasheet figures: precisions.SAME_PEAK); null -> bf16 (assumed).
+    so in the record's own words, listed as assumed with that reason followed by the planner's
+    (fp16 and bf16 have the same dense tensor-core peak on A100 and H100, hardware_db datasheet
+    figures: precisions.SAME_PEAK, added here once; a record that repeats it, or gives the reason
+    beside another precision, is an error); null -> bf16 (assumed).
  7b. pp x vpp: a megatron record whose layers do not divide into pp x vpp chunks gets
     Megatron-Core's --account-for-embedding/loss-in-pipeline-split where they make a legal
     layout (_megatron_split), listed as assumed. A record's pipeline_layout (Megatron
@@ -279,8 +281,11 @@ class RunRecord(BaseModel):
         default=None, description="the run's training precision (the Job field: bf16, fp8, nvfp4; fp16 runs as bf16, "
                                   "precisions.SAME_PEAK; rule 7); null: bf16, listed as assumed")
     precision_assumed: Optional[str] = Field(
-        default=None, description="why `precision` is an assumption about what the source states (fp16, or a 16-bit "
-                                  "type it does not name, priced as bf16): listed as assumed with this reason (rule 7)")
+        default=None, description="with precision bf16: why it is an assumption about what the source states, in the "
+                                  "record's own words (fp16, or a 16-bit type the source does not name, e.g. 'mixed "
+                                  "16-bit (fp16/bf16 not stated)'); listed as assumed with this reason, followed by "
+                                  "the planner's own why that prices as bf16 (precisions.SAME_PEAK, added once, rule "
+                                  "7), which the record does not repeat")
     precision_text: Optional[str] = Field(default=None, description="the source's words for the precision (not read)")
     # what the source published
     tflops_per_gpu: Optional[Real] = None
@@ -446,11 +451,22 @@ class RunRecord(BaseModel):
     @model_validator(mode="after")
     def _recipe_of_precision(self) -> "RunRecord":
         """An fp8_recipe belongs to precision fp8 (or nvfp4, its own recipe): a recipe beside another
-        precision, or beside none, contradicts it (rule 7); a sharding_mode is a mode of a level the
-        record gives (rule 6)."""
+        precision, or beside none, contradicts it (rule 7); so does a precision_assumed beside any precision
+        but bf16, or one that repeats precisions.SAME_PEAK (the planner adds it); a sharding_mode is a mode of
+        a level the record gives (rule 6)."""
         if self.sharding_mode is not None and self.sharding is None:
             raise ValueError(f"sharding_mode {self.sharding_mode!r} without sharding: give its level (none, zero1, "
                              "zero2, fsdp, hsdp)")
+        if self.precision_assumed is not None and self.precision != "bf16":
+            # rule 7: the reason says why a 16-bit run is priced as bf16 (SAME_PEAK follows it); beside another
+            # precision, or none (bf16 by default, listed with its own line), nothing would read it
+            raise ValueError(f"precision_assumed beside precision {self.precision or 'null'}: it says why a 16-bit "
+                             "run is priced as bf16; give precision: bf16, or leave precision_assumed out")
+        if self.precision_assumed is not None and SAME_PEAK in self.precision_assumed:
+            # the planner adds it (validate._precision): a record written before the 2026-12-07 data hygiene pass
+            raise ValueError(f"precision_assumed repeats the planner's own reason ({SAME_PEAK!r}), which it adds "
+                             "after the record's: give only what the source says, e.g. 'mixed 16-bit (fp16/bf16 not "
+                             "stated)'")
         r = self.fp8_recipe
         if r is not None and r in FP8_RECIPES and recipe_precision(r) != self.precision:
             raise ValueError(f"fp8_recipe {r} is a recipe of precision {recipe_precision(r)}, the record's precision is "
@@ -721,12 +737,13 @@ def _sharding(rec: RunRecord, assumed: _Assumed) -> dict:
 
 def _precision(rec: RunRecord, assumed: _Assumed) -> tuple[str, Optional[str]]:
     """Rule 7: (precision, recipe), the record's precision and fp8_recipe (never read from
-    precision_text); null -> bf16, assumed; precision_assumed lists it as assumed with that reason."""
+    precision_text); null -> bf16, assumed; precision_assumed lists it as assumed with that reason, then
+    precisions.SAME_PEAK (the record holds only its own reason: RunRecord._recipe_of_precision)."""
     if rec.precision is None:
         assumed.add("precision", "bf16", f"{_not_published(rec, 'precision_text')}: {SAME_PEAK}")
         return "bf16", rec.fp8_recipe
-    if rec.precision_assumed is not None:
-        assumed.add("precision", rec.precision, rec.precision_assumed)
+    if rec.precision_assumed is not None:  # the record's reason, then the planner's (added here, once)
+        assumed.add("precision", rec.precision, f"{rec.precision_assumed}: {SAME_PEAK}")
     return rec.precision, rec.fp8_recipe
 
 

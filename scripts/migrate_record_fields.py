@@ -13,14 +13,18 @@ those rules derived, so that no prediction moves:
                                   FSDP SHARD_GRAD_OP] (+ zero_fsdp_mode_text: TEXT)
     precision: TEXT            -> precision: bf16|fp8|nvfp4 [+ fp8_recipe: R where the text named
                                   one and the record had none] [+ precision_assumed: WHY for fp16 /
-                                  "mixed 16-bit", priced as bf16] (+ precision_text: TEXT)
+                                  "mixed 16-bit", priced as bf16: TEXT itself, the
+                                  record's own reason; validate.py adds SAME_PEAK]
+                                  (+ precision_text: TEXT)
 
 A text that is exactly the value it maps to (`full`, `none`, `bf16`) is not kept as *_text; a null
 stays null under the explicit name (`recompute: null`); a NOT_STATED text leaves the explicit field
 out (null: the rule's default, listed as assumed with the text as before). The per-field provenance
 keys follow the fields (provenance.activation_recompute -> provenance.recompute, zero_fsdp_mode ->
 sharding). The file is edited line by line (comments, quoting and folding of the other lines kept),
-then read back and compared with the expected records.
+then read back and compared with the expected records. Since the 2026-12-07 data hygiene pass
+precision_assumed holds the record's own reason only (validate.py adds SAME_PEAK after it, and
+refuses a record that repeats it); the script wrote "TEXT: SAME_PEAK" before.
 
 The vocabularies below are copied from planner/validate.py (RECOMPUTE_TERMS, SHARDING_TERMS,
 NOT_STATED) and planner/precisions.py (PRECISION_TERMS, SAME_PEAK, leading_term) at 0a3bb8c7, the
@@ -129,8 +133,8 @@ def new_fields(rec: dict) -> dict:
             new.append(("precision", prec))
             if recipe is not None and rec.get("fp8_recipe") is None:
                 new.append(("fp8_recipe", recipe))
-            if why is not None:
-                new.append(("precision_assumed", f"{text}: {why}"))
+            if why is not None:  # the record's own reason: validate._precision adds SAME_PEAK (why) after it
+                new.append(("precision_assumed", text))
             keep = text.strip().lower() != prec
         elif text is None:
             new, keep = [("precision", None)], False

@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from planner.errors import PlannerError
 from planner.trainers import load_trainer_config
 from planner.trainers.export import plan_signature
 
@@ -54,17 +55,24 @@ def test_muon_under_ddp_by_hand(cli, tmp_path):
 
 def test_dist_muon_is_the_layer_wise_optimizer_on_whole_tensors(cli, tmp_path):
     """optimizer.optimizer=dist_muon: the layer-wise distributed optimizer (zero1, whole tensors), the same memory
-    as the megatron stack's Muon at zero1 on its legacy path (--no-use-layer-wise-param-layout); ddp.overlap_param_
-    gather without optimizer.overlap_param_gather (layer_wise_optimizer.py @905c0e386 l. 280-288: the all-gather after
-    the step, synchronous, async_allgather off) reads as the gather exposed (dp_param_gather_overlap false, step.py
-    [40]); with both it is noted as deferred to the forward (tests/test_dp_param_gather_overlap.py)."""
+    as the megatron stack's Muon at zero1 on its legacy path (--no-use-layer-wise-param-layout); both overlap_param_
+    gather fields false (the Kimi-K2 recipe's; layer_wise_optimizer.py @905c0e386 l. 280-288: the all-gather after the
+    step, synchronous, async_allgather off) read as the gather exposed (dp_param_gather_overlap false, step.py [40]);
+    with both true it is noted as deferred to the forward (tests/test_dp_param_gather_overlap.py); ddp.overlap_param_
+    gather alone (the recipe's true) fails at the first forward and is refused (megatron_bridge._hooks_without_gather;
+    before, read as exposed)."""
     f = _launch(tmp_path, "optimizer.optimizer=dist_muon",
-                "ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false")
+                "ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false",
+                "ddp.overlap_param_gather=false")
     cfg = load_trainer_config(f, hardware="h100-sxm")
     j = cfg.job
     assert (j["optimizer"], j["sharding_mode"], j["sharding"], j["optimizer_whole_tensors"]) == \
         ("muon", "distributed_optimizer", "zero1", True)
-    assert j["dp_param_gather_overlap"] is False  # ddp.overlap_param_gather alone: async_allgather off
+    assert j["dp_param_gather_overlap"] is False  # both off: async_allgather off, no forward pre-hooks
+    with pytest.raises(PlannerError, match="ddp.overlap_param_gather=true under dist_muon without optimizer."
+                                           "overlap_param_gather"):
+        load_trainer_config(_launch(tmp_path, "optimizer.optimizer=dist_muon", "ddp.use_distributed_optimizer=false "
+                                    "optimizer.use_distributed_optimizer=false", name="half.sh"), hardware="h100-sxm")
     both = load_trainer_config(_launch(tmp_path, "optimizer.optimizer=dist_muon", "optimizer.overlap_param_gather=true",
                                        "ddp.use_distributed_optimizer=false optimizer.use_distributed_optimizer=false",
                                        name="both.sh"), hardware="h100-sxm")

@@ -406,15 +406,31 @@ def test_muon_round_trip(tmp_path, fmt, exposed):
 def test_bridge_kimi_style_muon_reads_exposed(tmp_path):
     """NVIDIA's Kimi-K2 Muon recipe's DDP settings (recipes/kimi/kimi_k2.py @dc805f5cf l. 190-199: the distributed
     optimizer and overlap_param_gather off, overlap_grad_reduce on) under dist_muon: the gather after the step,
-    synchronous (layer_wise_optimizer.py @905c0e386 l. 280-288), read as dp_param_gather_overlap false; ddp.
-    overlap_param_gather alone (no optimizer.overlap_param_gather: async_allgather stays off) too."""
+    synchronous (layer_wise_optimizer.py @905c0e386 l. 280-288), read as dp_param_gather_overlap false. ddp.
+    overlap_param_gather alone (no optimizer.overlap_param_gather: async_allgather stays off, Bridge's
+    CommOverlapConfig sets it only under the distributed optimizer, comm_overlap.py l. 631-640) is what the recipe's
+    'Muon requires both off' avoids: nothing checks it, but DDP's forward pre-hook starts the layer-wise all-gather on
+    buckets whose per-rank lists only the async path sets (param_and_grad_buffer.py @905c0e386 l. 318-336, 427-446;
+    layer_wise_optimizer.py l. 67-72): a TypeError at the first forward, so refused (before: read as false), unless the
+    command line re-chooses what it depends on (Adam at zero1, the job's own dp_param_gather_overlap)."""
     common = ("optimizer.optimizer=dist_muon", "ddp.use_distributed_optimizer=false",
               "optimizer.use_distributed_optimizer=false")
     kimi = _bridge(tmp_path, *common, "ddp.overlap_param_gather=false")
     assert kimi.job["sharding"] == "zero1" and kimi.job["dp_comm_overlap"] is True
     assert kimi.job["dp_param_gather_overlap"] is False
-    half = _bridge(tmp_path, *common, "ddp.overlap_param_gather=true")
-    assert half.job["dp_param_gather_overlap"] is False
+    with pytest.raises(PlannerError, match="ddp.overlap_param_gather=true under dist_muon without optimizer.overlap_"
+                                           "param_gather .*: the run fails at its first forward") as e:
+        _bridge(tmp_path, *common, "ddp.overlap_param_gather=true")
+    assert "recipes/kimi/kimi_k2.py @dc805f5cf l. 190-199" in e.value.message
+    assert e.value.hint == ("add ddp.overlap_param_gather=false (or optimizer.overlap_param_gather=true: the gather "
+                            "deferred to the forward)")
+    f = tmp_path / "launch.sh"  # the half file, as _bridge wrote it
+    for opts in ({"optimizer": "adam", "sharding": "zero1"}, {"dp_param_gather_overlap": False},
+                 {"stack": "megatron"}):
+        load_trainer_config(f, hardware="h100-sxm", overrides=opts)  # re-chosen: not refused
+    for opts in ({"sharding": "zero1"}, {"optimizer": "adam", "sharding": "none"}, {"stack": "megatron-bridge"}):
+        with pytest.raises(PlannerError, match="the run fails at its first forward"):
+            load_trainer_config(f, hardware="h100-sxm", overrides=opts)
     both = _bridge(tmp_path, *common, "ddp.overlap_param_gather=true", "optimizer.overlap_param_gather=true")
     assert "dp_param_gather_overlap" not in both.job
 
@@ -523,3 +539,174 @@ def test_validate_lists_the_tie_in_the_assumed_column(tmp_path):
     for v in (False, True):
         assert not any(a.startswith("dp_param_gather_overlap") for a in rows[v].assumed)
     assert rows[True].predicted_step_s == rows[None].predicted_step_s < rows[False].predicted_step_s
+
+
+# ---- a trainer config under command-line options that move where the gather acts (sharding, mode, DP overlap, stack):
+# the tie is listed as assumed exactly where it acts and the file does not state the setting (TrainerConfig.param_gather,
+# report.with_config); a file that states it false keeps its false (cli/core.command_line_param_gather); an option that
+# sets the field itself beats the file, with a note
+
+PG = "dp_param_gather_overlap"
+
+
+def _cli_json(cli, *args):
+    import json
+
+    r = cli(*args, "--hardware", "h100-sxm", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr  # check: 1 where the plan does not fit
+    d = json.loads(r.stdout)
+    return d[0] if isinstance(d, list) else d
+
+
+def _pg_lines(d):
+    return [a for a in d.get("assumed", ()) if a.startswith(PG)]
+
+
+def _launch(tmp_path, name, *overrides):
+    f = tmp_path / f"{name}.sh"
+    f.write_text(f"torchrun --nproc_per_node 8 {RUN} --recipe llama3_8b_pretrain_config model.context_parallel_size=1 "
+                 f"{' '.join(overrides)}\n")
+    return str(f)
+
+
+DDP = ("ddp.use_distributed_optimizer=false", "optimizer.use_distributed_optimizer=false")
+
+
+@pytest.mark.parametrize("command", ["explain", "check"])
+def test_bridge_ddp_config_stating_false_under_zero1_keeps_false(cli, tmp_path, command):
+    """`planner explain|check launch.sh --sharding zero1` on a Bridge DDP config that states ddp.overlap_param_gather
+    false (the Kimi-K2 / Gemma recipes' DDP settings): the file's false holds at the distributed optimizer's level
+    (Megatron-Core reads the ddp config's field there; no CommOverlapConfig here to replace it, comm_overlap.py
+    @dc805f5cf l. 631-640), priced exposed as the job's false, named once, no tie. Before, the reader left the field out
+    (nothing gathers under DDP) and with_config dropped the tie's line for every Bridge config: the gather priced
+    hidden with nothing listed."""
+    f = _launch(tmp_path, "ddp_false", *DDP, "ddp.overlap_param_gather=false")
+    d = _cli_json(cli, command, f, "--sharding", "zero1")
+    assert d["plan"]["sharding_mode"] == "distributed_optimizer" and d["plan"]["dp_comm_overlap"] is True
+    assert d["plan"][PG] is False
+    (line,) = _pg_lines(d)
+    assert line.startswith("dp_param_gather_overlap=False: the file's ddp.overlap_param_gather false, kept under the "
+                           "command line's sharding zero1")
+    same = _cli_json(cli, command, f, "--sharding", "zero1", "--no-dp-param-gather-overlap")
+    assert same["time"]["step_s"] == d["time"]["step_s"] and not _pg_lines(same)  # the option agrees with the file
+    tied = _cli_json(cli, command, _launch(tmp_path, "ddp_true", *DDP), "--sharding", "zero1")
+    assert tied["time"]["dp_comm_exposed_s"] < d["time"]["dp_comm_exposed_s"]
+    # the file's own DDP plan: nothing gathers, nothing listed or shown
+    own = _cli_json(cli, command, f)
+    assert own["plan"]["sharding"] == "none" and PG not in own["plan"] and not _pg_lines(own)
+
+
+def test_bridge_ddp_config_stating_true_under_zero1_is_the_files(cli, tmp_path):
+    """The recipe's ddp.overlap_param_gather true (recipes/common.py; the reader lists it ignored under DDP) states
+    the gather hidden for the distributed optimizer: `explain launch.sh --sharding zero1` runs the tie as the file's
+    (no line); `--no-dp-param-gather-overlap` replaces the file's true, named."""
+    f = _launch(tmp_path, "ddp_true", *DDP)
+    d = _cli_json(cli, "explain", f, "--sharding", "zero1")
+    assert d["plan"]["sharding"] == "zero1" and PG not in d["plan"] and not _pg_lines(d)
+    off = _cli_json(cli, "explain", f, "--sharding", "zero1", "--no-dp-param-gather-overlap")
+    assert off["plan"][PG] is False
+    assert _pg_lines(off) == ["dp_param_gather_overlap=False: the command line replaces the file's "
+                              "ddp.overlap_param_gather true"]
+
+
+def test_bridge_dp_overlap_from_the_command_line(cli, tmp_path):
+    """`explain launch.sh --dp-comm-overlap` on a distributed-optimizer config without overlap_grad_reduce: stating
+    ddp.overlap_param_gather false, the file's false (named); stating it true (the recipe's), the tie is the file's.
+    Under dist_muon without both overlap_param_gather fields (the Kimi-K2 recipe's ddp one false) the same false."""
+    f = _launch(tmp_path, "nogr_false", "ddp.overlap_grad_reduce=false", "ddp.overlap_param_gather=false")
+    d = _cli_json(cli, "explain", f, "--dp-comm-overlap")
+    assert d["plan"]["sharding"] == "zero1" and d["plan"][PG] is False
+    (line,) = _pg_lines(d)
+    assert "kept under the command line's dp_comm_overlap True" in line
+    t = _cli_json(cli, "explain", _launch(tmp_path, "nogr_true", "ddp.overlap_grad_reduce=false"), "--dp-comm-overlap")
+    assert PG not in t["plan"] and not _pg_lines(t)
+    muon = _launch(tmp_path, "muon", "optimizer.optimizer=dist_muon", *DDP, "ddp.overlap_grad_reduce=false",
+                   "ddp.overlap_param_gather=false")
+    m = _cli_json(cli, "explain", muon, "--dp-comm-overlap")
+    assert m["plan"]["optimizer"] == "muon" and m["plan"][PG] is False
+    (line,) = _pg_lines(m)
+    assert line.startswith("dp_param_gather_overlap=False: the file's ddp. and optimizer.overlap_param_gather false")
+
+
+def test_megatron_script_under_command_line_options(cli, tmp_path):
+    """The Megatron reader: --overlap-param-gather states the gather hidden (no line at any level; `--sharding none`:
+    nothing acts; `--no-dp-param-gather-overlap` replaces the flag, named); a script without it states nothing, so
+    `--sharding zero1` on a DDP script lists the tie as assumed (Megatron's default off: the line says so)."""
+    d = _cli_json(cli, "explain", MEGATRON_8B, "--sharding", "megatron_fsdp_optim_grads")
+    assert d["plan"]["sharding"] == "zero2" and not _pg_lines(d)
+    d = _cli_json(cli, "explain", MEGATRON_8B, "--sharding", "none")
+    assert PG not in d["plan"] and not _pg_lines(d)
+    d = _cli_json(cli, "explain", MEGATRON_8B, "--no-dp-param-gather-overlap")
+    assert _pg_lines(d) == ["dp_param_gather_overlap=False: the command line replaces the file's --overlap-param-gather "
+                            "true"]
+    _megatron(tmp_path, drop=("--overlap-param-gather", "--use-distributed-optimizer"))
+    d = _cli_json(cli, "explain", str(tmp_path / "train.sh"), "--sharding", "zero1")
+    assert d["plan"]["sharding"] == "zero1" and PG not in d["plan"]
+    (line,) = _pg_lines(d)
+    assert line.startswith(TIED) and "--overlap-param-gather is a flag of its own" in line
+
+
+def test_torchtitan_and_deepspeed_configs_on_a_megatron_stack(cli):
+    """torchtitan and DeepSpeed state no such setting (TrainerConfig.param_gather None): planned on the megatron stack
+    at zero1 from the command line the tie is listed; on their own stacks nothing acts (FSDP2; DeepSpeed's ZeRO-2
+    gathers synchronously whatever the job says)."""
+    toml, ds = "tests/data/trainer_configs/llama3_8b.toml", "tests/data/trainer_configs/ds_config_zero2.json"
+    t = _cli_json(cli, "explain", toml, "--gpus", "8", "--stack", "megatron", "--sharding", "zero1")
+    assert t["plan"]["sharding"] == "zero1" and [a[:len(TIED)] for a in _pg_lines(t)] == [TIED]
+    assert not _pg_lines(_cli_json(cli, "explain", toml, "--gpus", "8"))
+    d = _cli_json(cli, "explain", ds, "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron", "--sharding",
+                  "zero1", "--dp-comm-overlap")
+    assert [a[:len(TIED)] for a in _pg_lines(d)] == [TIED]
+    own = _cli_json(cli, "explain", ds, "--model", "llama3-8b", "--gpus", "8")
+    assert own["plan"]["sharding"] == "zero2" and not _pg_lines(own) and PG not in own["plan"]
+
+
+def test_fit_rows_of_a_bridge_config_stating_false(cli, tmp_path):
+    """`planner fit launch.sh` on the DDP config stating ddp.overlap_param_gather false: its zero1 rows carry the
+    file's false (as `explain launch.sh --sharding distributed_optimizer`, their reproduce line, prices them); the
+    DDP / FSDP rows show nothing."""
+    import json
+
+    r = cli("fit", _launch(tmp_path, "ddp_false", *DDP, "ddp.overlap_param_gather=false"), "--hardware", "h100-sxm",
+            "--format", "json", "--top", "60")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    zero1 = [p for p in (row["plan"] for row in rows) if p["sharding"] == "zero1"]
+    assert zero1 and all(p[PG] is False for p in zero1)
+    assert all(PG not in row["plan"] for row in rows if row["plan"]["sharding"] != "zero1")
+
+
+def test_bridge_ddp_with_the_recipes_gather_overlap_is_refused(cli, tmp_path):
+    """`planner explain launch.sh` / `planner fit launch.sh` on a Bridge config that turns the distributed optimizer off
+    but keeps the recipe's ddp.overlap_param_gather true (recipes/common.py; no CommOverlapConfig sets it under DDP):
+    Megatron-Core 905c0e386's DDP registers the forward pre-hooks, whose parameter all-gather takes the layer-wise path
+    without its per-rank lists: the run fails at its first forward (megatron_bridge._hooks_without_gather; before,
+    listed as ignored, 'nothing to gather'). Exit 2 with the hint, no traceback; the same config with the field false,
+    or planned at zero1 from the command line (the file's true is then the gather hidden, the tie the file's), reads."""
+    f = _launch(tmp_path, "ddp_true", *DDP)
+    for args in (("explain", f, "--hardware", "h100-sxm"), ("fit", f, "--hardware", "h100-sxm", "--top", "1"),
+                 ("explain", f, "--hardware", "h100-sxm", "--sharding", "ddp")):
+        r = cli(*args)
+        assert r.exit_code == 2, r.output
+        assert ("ddp.overlap_param_gather=true without the distributed optimizer (ddp.use_distributed_optimizer false): "
+                "the run fails at its first forward") in r.stderr
+        assert ("hint: add ddp.overlap_param_gather=false (or use the distributed optimizer: "
+                "ddp.use_distributed_optimizer=true)") in r.stderr and "Traceback" not in r.output
+    assert cli("explain", _launch(tmp_path, "ddp_false", *DDP, "ddp.overlap_param_gather=false"), "--hardware",
+               "h100-sxm").exit_code == 0
+    assert cli("explain", f, "--hardware", "h100-sxm", "--sharding", "zero1").exit_code == 0
+
+
+def test_bridge_comm_overlap_sets_the_dp_overlap_only_under_the_distributed_optimizer(tmp_path):
+    """Bridge's CommOverlapConfig.setup applies its data-parallel overlap (overlap_grad_reduce / overlap_param_gather
+    on at dp > 1, bucket_size 128 Mi) only where ddp.use_distributed_optimizer is true (comm_overlap.py @dc805f5cf
+    l. 631-640): a DDP config keeps its own fields. Before, the reader laid them on every config, so a DDP config with
+    both fields false read with the DP overlap on (and, now, would be refused for the gather it never asked for)."""
+    co = "'comm_overlap={_target_:megatron.bridge.training.comm_overlap.CommOverlapConfig,tp_comm_overlap:false}'"
+    ddp = _bridge(tmp_path, *DDP, "ddp.overlap_grad_reduce=false", "ddp.overlap_param_gather=false", co)
+    assert ddp.job["sharding"] == "none" and ddp.job["dp_comm_overlap"] is False and ddp.param_gather is False
+    assert any("not the data-parallel overlap, which it sets only under ddp.use_distributed_optimizer" in str(a)
+               for a in ddp.assumed)
+    dist = _bridge(tmp_path, "ddp.overlap_grad_reduce=false", "ddp.overlap_param_gather=false", co)
+    assert dist.job["sharding"] == "zero1" and dist.job["dp_comm_overlap"] is True and dist.param_gather is True
+    assert "dp_param_gather_overlap" not in dist.job  # the CommOverlapConfig's own, on at dp 8: the tie the file's

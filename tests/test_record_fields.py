@@ -81,8 +81,7 @@ def test_migration_writes_what_the_old_rules_read(tmp_path):
     assert a["provenance"] == {"sharding": "reported: table", "precision": "reported: table"}
     assert "sharding" not in b and b["zero_fsdp_mode_text"] == "not stated (no FSDP column)"
     assert b["recompute"] is None and "activation_recompute_text" not in b
-    assert b["precision"] == "bf16" and b["precision_assumed"] == \
-        "mixed 16-bit (fp16/bf16 not stated): " + migrate.SAME_PEAK
+    assert b["precision"] == "bf16" and b["precision_assumed"] == "mixed 16-bit (fp16/bf16 not stated)"
     assert (c["sharding"], c["sharding_mode"], c["recompute"], c["activation_recompute_text"]) == \
         ("fsdp", "shard_grad_op", "selective", "selective (attention core only)")
     assert (c["precision"], c["fp8_recipe"]) == ("fp8", "delayed")
@@ -115,3 +114,34 @@ def test_a_sharding_mode_needs_its_level(tmp_path):
         load_runs(p)
     assert str(p) in e.value.message and rec["id"] in e.value.message
     assert "sharding_mode 'shard_grad_op' without sharding" in e.value.message and "zero1, zero2, fsdp, hsdp" in e.value.message
+
+
+def test_precision_assumed_holds_the_records_reason_only(tmp_path):
+    """precision_assumed is the record's own reason (what the source says); validate adds precisions.SAME_PEAK once
+    after it: Narayanan et al. 2021's 1.7B row lists exactly the line it listed when the record carried the sentence
+    itself (before the 2026-12-07 data hygiene pass). A record that repeats SAME_PEAK, or gives the field beside a
+    precision other than bf16 (or none), is an error naming the file, the record and the fix; no shipped record
+    carries the sentence."""
+    from planner.errors import PlannerError
+    from planner.precisions import SAME_PEAK
+    from planner.validate import _Assumed, _precision
+
+    assert SAME_PEAK == "fp16 and bf16 share the dense tensor-core peak on A100/H100 (hardware_db datasheet figures)"
+    raw = yaml.safe_load((DATA / "published_runs.yaml").read_text())
+    rec = next(r for r in raw if r["id"] == "narayanan2021-t1-1.7B")
+    assert rec["precision_assumed"] == "mixed 16-bit (paper: 'mixed precision'; fp16 vs bf16 not stated)"
+    (one,) = [r for r in load_runs(DATA / "published_runs.yaml") if r.id == rec["id"]]
+    a = _Assumed()
+    assert _precision(one, a) == ("bf16", None)
+    assert a.items == ["precision=bf16 (mixed 16-bit (paper: 'mixed precision'; fp16 vs bf16 not stated): fp16 and bf16 "
+                       "share the dense tensor-core peak on A100/H100 (hardware_db datasheet figures))"]
+    for path in SHIPPED:
+        assert SAME_PEAK not in path.read_text(), path
+    p = tmp_path / "runs.yaml"
+    for bad, words in ((dict(precision_assumed=f"fp16: {SAME_PEAK}"), "repeats the planner's own reason"),
+                       (dict(precision="fp8"), "precision_assumed beside precision fp8"),
+                       (dict(precision=None), "precision_assumed beside precision null")):
+        p.write_text(yaml.safe_dump([dict(rec, **bad)]))
+        with pytest.raises(PlannerError) as e:
+            load_runs(p)
+        assert str(p) in e.value.message and rec["id"] in e.value.message and words in e.value.message

@@ -168,6 +168,40 @@ def command_line_recompute(data: dict, given: dict) -> list[str]:
             if k not in given and data.get(k, off) != off]
 
 
+# the options that choose where the gather acts (plan.param_gather_acts: the sharding level, the DP overlap as it runs)
+PARAM_GATHER_MOVERS = ("sharding", "sharding_mode", "dp_comm_overlap", "stack", "optimizer")
+
+
+def command_line_param_gather(cfg, data: dict, given: dict) -> list[str]:
+    """The trainer config's parameter all-gather overlap (TrainerConfig.param_gather) under the command line's options,
+    as lines (a value laid in `data`): flags beat files, each named (issue 22).
+    - The command line's dp_param_gather_overlap where the reader left the field out (the file states the gather's
+      overlap on, or for a mode where it does not act): named as replacing the file's setting.
+    - A file that states the gather exposed (a Bridge config's ddp.overlap_param_gather false, or dist_muon without
+      both) where its reader left the field out, since nothing gathers at the file's own sharding mode or DP overlap
+      (megatron_bridge._job): the job's false is laid, so a plan where it acts (plan.param_gather_acts: a
+      command-line sharding, mode, DP overlap, stack or optimizer; a fit's rows of zero1 / zero2) runs the file's
+      setting, not the tie (plan_dict shows it only where it acts, so elsewhere nothing moves); named where such an
+      option is given. A Megatron script without --overlap-param-gather states nothing (param_gather None): the tie
+      stays, listed as assumed where it acts (plan.param_gather_assumed)."""
+    stated, key = cfg.param_gather, cfg.param_gather_key
+    if stated is None or "dp_param_gather_overlap" in data:
+        return []  # replaced() names a command-line value over the reader's own field
+    if "dp_param_gather_overlap" in given:
+        v = given["dp_param_gather_overlap"]
+        return [] if v == stated else [
+            _assumed("dp_param_gather_overlap", f"the command line replaces the file's {key} {str(stated).lower()}",
+                     v, str(v))]
+    if stated:
+        return []  # the tie is the file's (report.with_config lists no line)
+    data["dp_param_gather_overlap"] = False
+    moved = [k for k in PARAM_GATHER_MOVERS if k in given and given[k] != data.get(k)]
+    return [_assumed("dp_param_gather_overlap", f"the file's {key} false, kept under the command line's "
+                     + ", ".join(f"{k} {given[k]}" for k in moved) + " (the options replace the file's settings they "
+                     "name, not this one): the parameter all-gather after the step exposed where it acts (step.py [40])",
+                     False, "False")] if moved else []
+
+
 # the command-line options a trainer config's reader reads the file under (load_trainer_config's parallel): the mesh,
 # at which a DeepSpeed JSON's batch keys and a torchtitan TOML's -1 degrees and batch are read, and the batch and
 # length options a torchtitan TOML works its local batch and tokens out at (torchtitan.read_sections)
@@ -207,6 +241,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         megatron_bridge.command_line_tp(cfg, data, given, f"{path}: ")  # Bridge refuses SP at tp 1
         cfg.assumed += command_line_sharding(data, given) + command_line_recompute(data, given)
         cfg.assumed += command_line_spellings(data, given)
+        cfg.assumed += command_line_param_gather(cfg, data, given)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
             one_rank_mesh(data, given["stack"], cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack"):

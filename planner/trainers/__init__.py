@@ -64,6 +64,15 @@ class TrainerConfig:
     # the batch and data-parallel keys as the file states them ('section.key' / '--flag' / JSON key ->
     # value; absent: not stated), which a `planner check` suggestion must keep consistent (spelling.py)
     stated: dict = field(default_factory=dict)
+    # the sharded optimizer's parameter all-gather overlap as the file states it, for whichever sharding mode the plan
+    # runs (the job's dp_param_gather_overlap where it acts, plan.param_gather_acts): True / False as stated (a Megatron
+    # script's --overlap-param-gather: True; a Bridge config's ddp.overlap_param_gather, under dist_muon with optimizer.
+    # overlap_param_gather, as the file resolves them: either); None where the file does not state it (a Megatron
+    # script without the flag; torchtitan, DeepSpeed: no such setting). report.with_config lists the tie as assumed
+    # only where this is None; cli/core.command_line_param_gather lays a stated False the reader left out (it acts
+    # under a command line's sharding, DP overlap, stack or optimizer, or in fit's rows) and names an option over it
+    param_gather: Optional[bool] = None
+    param_gather_key: str = ""  # the file's spelling of it (the notes name it)
 
 
 def words_of(value, strip: str = "", commas: bool = False) -> list[str]:
@@ -196,6 +205,7 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     extra = ({"parallel": parallel} if fmt in ("deepspeed", "torchtitan-0.3") else {})
     extra.update({"stack": stack} if fmt in ("torchtitan", "megatron", "megatron-deepspeed") else {})
     extra.update({"overrides": overrides} if fmt in ("megatron", "megatron-deepspeed") else {})
+    extra.update({"job_options": overrides} if fmt == "megatron-bridge" else {})
     if fmt == "torchtitan":  # the mesh the job runs, where the file leaves degrees to torchtitan (torchtitan.read_sections)
         extra["parallel"] = parallel
     cfg = read(p, text, model=model, gpus=gpus, hardware=hardware, **extra)

@@ -3331,6 +3331,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, unmodelled=unmodelled,
                          not_modelled=not_modelled,
+                         # the flag stated: the gather hidden wherever it acts; absent, Megatron's default off
+                         # (arguments.py @d98e8a64 l. 3148-3149), which the job leaves to the tie (not stated)
+                         param_gather=True if "--overlap-param-gather" in flags else None,
+                         param_gather_key="--overlap-param-gather",
                          stated={f: flags[f] for f in ("--global-batch-size", "--step-batch-size-schedule", "--sequence-parallel",
                                                        "--overlap-param-gather")
                                  if f in flags})

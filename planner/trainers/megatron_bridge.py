@@ -608,10 +608,12 @@ def _yaml_overrides(name: str, launch: Path, heredocs: dict, where: str, ignored
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None) -> TrainerConfig:
+         hardware: Optional[str] = None, job_options: Optional[dict] = None) -> TrainerConfig:
     """A launch of one of the SCRIPTS read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
     --config-file YAML's keys laid on them, then the command line's overrides (process_config_with_overrides's order),
-    each key read by one table (the loop below), then mapped to the job."""
+    each key read by one table (the loop below), then mapped to the job. job_options: the planner command line's job
+    fields, which load_job lays over the file after (a refusal of the file's own DDP settings that they re-choose is
+    not made: _rechosen)."""
     from .megatron import _launcher_gpus, read_nccl_env, read_script_words
     from . import match_catalog_model
 
@@ -827,7 +829,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     cfg["ddp.grad_reduce_in_fp32"] = mp["grad_reduce_in_fp32"]
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
-    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g)
+    job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g, job_options)
     if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
         assumed.append(noted("assumed", "comm_overlap.tp_comm_overlap_cfg", f"the recipe's {rec.ub_cfg} {UB_NOTE}"))
     # the model: the recipe's (its shape), checked against --model
@@ -862,7 +864,14 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # export._megatron_bridge)
     _deterministic_nccl_algo(job, where, assumed)
     stated = {"train.global_batch_size": cfg["train.global_batch_size"], "train.micro_batch_size": cfg["train.micro_batch_size"]}
-    return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+    # the gather's overlap as the config resolves it, whatever mode the plan runs (TrainerConfig.param_gather):
+    # ddp.overlap_param_gather, under dist_muon with optimizer.overlap_param_gather (the layer-wise optimizer's
+    # async_allgather, muon.py @905c0e386 l. 347-354); _job checked both are true / false where it read them
+    layer_wise = BRIDGE_OPTIMIZERS[cfg["optimizer.optimizer"]][1]
+    gather = cfg["ddp.overlap_param_gather"] is True and (not layer_wise or cfg["optimizer.overlap_param_gather"] is True)
+    return TrainerConfig(job=job, fmt=FMT, ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated,
+                         param_gather=gather, param_gather_key="ddp. and optimizer.overlap_param_gather" if layer_wise
+                         else "ddp.overlap_param_gather")
 
 
 
@@ -949,6 +958,48 @@ def _cp_job(cfg: dict, job: dict, where: str, ignored: list) -> None:
         ignored.append(listed("ignored", "model.hierarchical_context_parallel_sizes", sizes,
                               "read by model.cp_comm_type "
                               "a2a+p2p only, at context_parallel_size > 1", _v))
+
+
+def _rechosen(job_options: Optional[dict], job: dict) -> bool:
+    """Whether the command line's job options (cli/core.py load_job's, flags beating the file) run the file's DDP
+    overlap settings off the path _hooks_without_gather refuses: another stack (another trainer), the job's
+    dp_param_gather_overlap itself (false replaces the file's ddp.overlap_param_gather, named by cli/core.
+    command_line_param_gather; true is the gather hidden, under DDP refused by rule MEGATRON_PARAM_GATHER), or Adam at
+    a sharding level or mode other than none / ddp (the distributed optimizer or an FSDP; Muon at zero1 is the
+    layer-wise optimizer, which still reads the file's optimizer.overlap_param_gather)."""
+    opts = job_options or {}
+    if opts.get("stack") not in (None, STACK) or opts.get("dp_param_gather_overlap") is not None:
+        return True
+    sharding = opts.get("sharding_mode") or opts.get("sharding") or job["sharding"]
+    return opts.get("optimizer", job.get("optimizer", "adam")) != "muon" and sharding not in ("none", "ddp")
+
+
+def _hooks_without_gather(where: str, layer_wise: bool) -> PlannerError:
+    """ddp.overlap_param_gather true under Megatron-Core's DDP without the distributed optimizer, and without the
+    layer-wise optimizer's async all-gather (dist_muon with optimizer.overlap_param_gather): nothing refuses it at
+    start-up (neither Bridge @dc805f5cf's ConfigContainer.validate nor Megatron-Core 905c0e386's configs check the
+    pair; Megatron-LM's validate_args does, arguments.py @d98e8a64 l. 1024-1029), but the run fails at its first
+    forward: DistributedDataParallel registers the forward pre-hooks for it (distributed_data_parallel.py
+    @905c0e386 l. 353-356), whose finish_param_sync (l. 388-418) starts the bucket group's parameter all-gather
+    (param_and_grad_buffer.py l. 427-446), which without the distributed optimizer takes the layer-wise optimizer's
+    path (l. 318-336) and reads each bucket's layerwise_param_flat_sizes: None unless LayerWiseDistributedOptimizer
+    set them, which it does only with async_allgather (layer_wise_optimizer.py l. 67-72, 159-192; muon.py l. 347-354:
+    optimizer.overlap_param_gather), so max(None) raises a TypeError. NVIDIA's Kimi-K2 Muon recipe turns the field
+    off for this ('Muon requires both off', recipes/kimi/kimi_k2.py @dc805f5cf l. 190-199)."""
+    what = ("under dist_muon without optimizer.overlap_param_gather (the layer-wise optimizer's async all-gather)"
+            if layer_wise else "without the distributed optimizer (ddp.use_distributed_optimizer false)")
+    return PlannerError(
+        f"{where}ddp.overlap_param_gather=true {what}: the run fails at its first forward, though nothing checks the "
+        "pair at start-up (Megatron-Core 905c0e386 DistributedDataParallel's forward pre-hook starts the parameter "
+        "all-gather, which "
+        "without the distributed optimizer takes the layer-wise optimizer's path and reads the buckets' "
+        "layerwise_param_flat_sizes, set only by its async all-gather: param_and_grad_buffer.py l. 318-336, 427-446, "
+        "layer_wise_optimizer.py l. 67-72; a TypeError). NVIDIA's Kimi-K2 Muon recipe turns it off: 'Muon requires "
+        "both off' (recipes/kimi/kimi_k2.py @dc805f5cf l. 190-199)",
+        "add ddp.overlap_param_gather=false" + (" (or optimizer.overlap_param_gather=true: the gather deferred to the "
+                                                 "forward)" if layer_wise else
+                                                 " (or use the distributed optimizer: ddp.use_distributed_optimizer="
+                                                 "true)"))
 
 
 def _optimizer_job(cfg: dict, job: dict, dist: bool, fsdp: bool, mp: dict, where: str, assumed: list, flag) -> bool:
@@ -1230,14 +1281,23 @@ def _comm_overlap(cfg: dict, co: dict, gpus: int, assumed: list, not_modelled: l
     dp = gpus // (tp * pp * cp)
     if dp < 1:
         return  # more model-parallel ranks than GPUs: the job's check names it (a 400-digit CP had overflowed below)
+    # the data-parallel part only under the ddp config's own use_distributed_optimizer (setup l. 631-640: 'Data
+    # parallel overlap is only available with the Megatron DDP and Distributed optimizer'; setup runs before
+    # ConfigContainer.validate syncs the optimizer's, config.py l. 1936-1941): else the ddp config's own overlap fields
+    dist = cfg["ddp.use_distributed_optimizer"] is True
     own = {"overlap_p2p_comm": pp > 1 and vpp > 1, "batch_p2p_comm": pp > 1 and not vpp > 1,
-           "overlap_grad_reduce": dp > 1, "overlap_param_gather": dp > 1}
+           **({"overlap_grad_reduce": dp > 1, "overlap_param_gather": dp > 1} if dist else {})}
     for f, v in own.items():
         val = co.get(f) if co.get(f) is not None else v
         cfg[("model." if "p2p" in f else "ddp.") + f] = val
     assumed.append(noted("assumed", "comm_overlap",
                          "the recipe's CommOverlapConfig sets the p2p and data-parallel overlap "
-                         "(training/comm_overlap.py), its stated fields over its own defaults"))
+                         "(training/comm_overlap.py), its stated fields over its own defaults" if dist else
+                         "the recipe's CommOverlapConfig sets the p2p overlap (training/comm_overlap.py), its stated "
+                         "fields over its own defaults; not the data-parallel overlap, which it sets only under "
+                         "ddp.use_distributed_optimizer (l. 631-640): the ddp config's own"))
+    if not dist:
+        return  # nor the DDP bucket (_get_optimizer_overlap_cfgs' bucket_size)
     # and the DDP bucket: 128 Mi parameters where dp > 1 (_get_optimizer_overlap_cfgs l. 560-580), else Megatron-Core's
     # max(40e6, 1e6 x dp x cp) (distributed_data_parallel.py @905c0e386 l. 64-65), which the stack prices
     from ..catalog import load_stack
@@ -1471,8 +1531,9 @@ def uneven_split(job: dict, L: int, where: str) -> None:
                            UNEVEN_SOURCE)
 
 
-def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int) -> dict:
-    """The job fields of the run's values."""
+def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_modelled: list, gpus: int,
+         job_options: Optional[dict] = None) -> dict:
+    """The job fields of the run's values (job_options: the command line's job fields laid over them, _rechosen)."""
     def num(k):
         v = cfg[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -1605,6 +1666,9 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         job["sharding"] = "zero1" if dist else "none"
     layer_wise = _optimizer_job(cfg, job, dist, mfsdp or fsdp2, mp, where, assumed, flag)
     job["dp_comm_overlap"] = flag("ddp.overlap_grad_reduce")
+    if not (mfsdp or fsdp2 or dist) and flag("ddp.overlap_param_gather") and not (
+            layer_wise and flag("optimizer.overlap_param_gather")) and not _rechosen(job_options, job):
+        raise _hooks_without_gather(where, layer_wise)
     if layer_wise:
         # Muon's layer-wise optimizer (dist_muon): its all-gather deferred to the forward's pre-hooks only with both
         # OptimizerConfig.overlap_param_gather (muon.py @905c0e386 l. 347-354: async_allgather) and ddp.overlap_param_
@@ -1623,6 +1687,8 @@ def _job(cfg: dict, mp: dict, co, where: str, assumed: list, ignored: list, not_
         elif job["dp_comm_overlap"]:
             job["dp_param_gather_overlap"] = False
     elif flag("ddp.overlap_param_gather") and not dist:
+        # torch FSDP2 (which does not read it), or a command line that re-chooses the sharding (_rechosen: there the
+        # file's true states the gather hidden, TrainerConfig.param_gather)
         ignored.append(listed("ignored", "ddp.overlap_param_gather", True,
                               "no distributed optimizer: nothing to gather"))
     elif (job["dp_comm_overlap"] and job["sharding"] in ("zero1", "zero2") and not flag("ddp.overlap_param_gather")

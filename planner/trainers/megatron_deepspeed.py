@@ -1021,6 +1021,7 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     cfg.stated["--zero-stage"] = zs  # absent: Megatron-DeepSpeed's default 1
     cfg.stated["--no-pipeline-parallel"] = "--no-pipeline-parallel" in ds  # a PP change must drop it
     cfg.fmt = "megatron-deepspeed"
+    cfg.param_gather = None  # no such DeepSpeed setting: its ZeRO-1/2 gather is synchronous (step.py [40])
 
 
 def _section(text: str):

@@ -243,13 +243,13 @@ def with_config(res: dict, cfg, job: Optional[dict] = None) -> dict:
     if cfg is None:
         return res
     block = config_report(cfg, job)
-    if "dp_param_gather_overlap" not in cfg.job and (cfg.stated.get("--overlap-param-gather") if cfg.fmt == "megatron"
-                                                     else cfg.fmt == "megatron-bridge"):
+    if cfg.param_gather is True:
         # the tie of a dp_param_gather_overlap left out is the file's, not assumed (plan.param_gather_assumed), where
-        # the file states the gather hidden: a Megatron script's --overlap-param-gather (the reader's false where it
-        # lacks it under --overlap-grad-reduce), a Bridge config's ddp. (and, under dist_muon, optimizer.)
-        # overlap_param_gather, whose reader leaves the field out only then or where there is no gather to hide
-        # (megatron.py, megatron_bridge.py)
+        # the file states the gather hidden (TrainerConfig.param_gather): a Megatron script's --overlap-param-gather,
+        # a Bridge config's ddp. (and, under dist_muon, optimizer.) overlap_param_gather true, for whatever sharding
+        # mode the command line runs. A file that states it false has the job's false where it acts (the reader's,
+        # or cli/core.command_line_param_gather's under a command line that makes it act); one that does not state it
+        # (a Megatron script without the flag, torchtitan, DeepSpeed) keeps the line
         from ..plan import PARAM_GATHER_TIED
 
         res["assumed"] = [a for a in res.get("assumed", ()) if a != PARAM_GATHER_TIED]
