@@ -30,6 +30,10 @@ def test_megatron_bridge_is_megatron_plus_chunked_attention():
     # alltoall dispatcher only (transformer_config.py l. 1213-1218), Megatron-LM @d98e8a64 with flex too (l. 1820-1826)
     assert (bridge.pop("moe_shared_expert_overlap_dispatchers"), mega.pop("moe_shared_expert_overlap_dispatchers")) == (
         ["alltoall"], ["alltoall", "deepep", "hybridep"])
+    # checkpoint: megatron's section (what Megatron-Core's dist-ckpt writes) with Bridge's save path as one source more
+    ck_b, ck_m = bridge.pop("checkpoint"), mega.pop("checkpoint")
+    assert ck_b["sources"][:-1] == ck_m["sources"] and "Megatron-Bridge" in ck_b["sources"][-1]
+    assert {**ck_b, "sources": ck_m["sources"]} == ck_m
     assert {k for k in bridge if bridge[k] != mega[k]} == OWN | {"runs"}
     kinds_b, kinds_m = bridge["runs"].pop("layer_kinds"), mega["runs"].pop("layer_kinds")
     # runs.sharding: megatron's modes, the Megatron-FSDP ones as Bridge runs them on Megatron-Core 905c0e386 (fp32 main
