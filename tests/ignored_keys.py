@@ -298,7 +298,7 @@ def flag_variants(text: str, flag: str, value) -> list[tuple[str, str]]:
     if not rx.search(text):
         return []
     out = [(f"{flag} {_shell_word(new)}", rx.sub(lambda m: f"{flag} {_shell_word(new)}", text))
-           for new in changed_values(flag, value)]
+           for new in ([] if switch else changed_values(flag, value))]
     out.append((f"{flag} removed", rx.sub("", text)))
     return out
 
