@@ -2891,8 +2891,23 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         shape["(no --group-query-attention: MHA)"] = ("kv_heads", heads)
     if "--kv-channels" in flags:
         shape["--kv-channels"] = ("dhead", _int(where, flags, "--kv-channels"))
-    if "--swiglu" in flags:
-        shape["--swiglu"] = ("gated_mlp", True)
+    # the MLP's gate, the tied output layer and the linear biases: each flag's absence is Megatron's default, compared
+    # like its presence (as --qk-layernorm's below): a plain MLP without --swiglu / --quick-geglu (gated_linear_unit
+    # default False, transformer_config.py @d98e8a64 l. 221, set only by them, argument_utils.py l. 314-326), tied
+    # embeddings without --untie-embeddings-and-output-weights (share_embeddings_and_output_weights = not untie,
+    # gpt_builders.py l. 96), linear biases without --disable-bias-linear (add_bias_linear default True,
+    # transformer_config.py l. 212): the model the flags define
+    # has them so (megatron_model.py l. 803, 839, 847); before 2026-12-07 only the flags' presence was compared, so a
+    # script without --swiglu read as Llama 3 8B's gated MLP (tests/ignored_keys.py found it)
+    if "--swiglu" in flags or "--quick-geglu" in flags:
+        gate = "--swiglu" if "--swiglu" in flags else "--quick-geglu"
+        shape[gate] = ("gated_mlp", True)
+    else:
+        shape["(no --swiglu: a plain MLP)"] = ("gated_mlp", False)
+    if "--untie-embeddings-and-output-weights" not in flags:
+        shape["(no --untie-embeddings-and-output-weights: tied)"] = ("tied_embeddings", True)
+    if "--disable-bias-linear" not in flags:
+        shape["(no --disable-bias-linear: linear biases)"] = ("linear_bias", True)
     if "--normalization" in flags:
         norm = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}.get(flags["--normalization"])
         if norm is None:
