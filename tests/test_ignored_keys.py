@@ -122,3 +122,90 @@ def test_flag_variants_spell_the_flag_as_the_script_does():
     got = dict(ik.flag_variants(text, "--fp8-format", "hybrid"))
     assert got["--fp8-format e4m3"] == text.replace("hybrid", "e4m3")
     assert dict(ik.flag_variants(text, "--bf16", True)) == {"--bf16 removed": text.replace("--bf16", "")}
+
+
+def _read_text(tmp_path, name: str, text: str, **kw):
+    from planner.trainers import load_trainer_config
+
+    p = tmp_path / name
+    p.write_text(text)
+    return load_trainer_config(p, **kw)
+
+
+def test_a_script_without_swiglu_defines_a_plain_mlp(tmp_path):
+    """The finding behind megatron.py's absent-flag shape entries: train_llama3_8b.sh without --swiglu read as Llama 3
+    8B, gated MLP and all. Megatron builds a plain MLP without it (gated_linear_unit default False,
+    transformer_config.py @d98e8a64 l. 221): the flags' own model, h x ffn x L = 4,096 x 14,336 x 32 = 1,879,048,192
+    parameters fewer than Llama 3 8B's (the gate's projection)."""
+    from planner.catalog import load_model
+    from planner.params import count_params
+
+    text = (ik.CONFIGS / "train_llama3_8b.sh").read_text()
+    assert _read_text(tmp_path, "a.sh", text).job["model"] == "llama3-8b"
+    cfg = _read_text(tmp_path, "b.sh", text.replace("--swiglu", ""))
+    assert cfg.job["model"] != "llama3-8b"
+    spec = load_model(cfg.job["model"])
+    assert spec.gated_mlp is False
+    assert count_params(load_model("llama3-8b")).total - count_params(spec).total == 4096 * 14336 * 32
+    # with --model the flag's absence is a shape --model replaces, said so
+    cfg = _read_text(tmp_path, "c.sh", text.replace("--swiglu", ""), model="llama3-8b")
+    assert any("(no --swiglu: a plain MLP)" in a for a in cfg.assumed if a.startswith("model=llama3-8b: --model replaces"))
+
+
+def test_a_catalog_model_says_which_tokenizer_its_vocab_size_stands_for(tmp_path):
+    """train_llama3_8b.sh with --tokenizer-type GPT2BPETokenizer (a tokenizer that reads its files, not --vocab-size)
+    still matches Llama 3 8B by --vocab-size 128,256, and says so; with NullTokenizer, which reads the flag, nothing to
+    say."""
+    text = (ik.CONFIGS / "train_llama3_8b.sh").read_text()
+    assert not any(a.startswith("--vocab-size") for a in _read_text(tmp_path, "a.sh", text).assumed)
+    cfg = _read_text(tmp_path, "b.sh", text.replace("NullTokenizer", "GPT2BPETokenizer"))
+    assert cfg.job["model"] == "llama3-8b"
+    assert ("--vocab-size=128256: taken as the size of --tokenizer-type GPT2BPETokenizer, whose files the planner does "
+            "not read (Megatron hands --vocab-size to NullTokenizer and TikTokenizer only)") in cfg.assumed
+
+
+def _bridge_70b_fsdp_text() -> str:
+    """The Megatron-Bridge launch `export` writes for Llama 3 70B on 64 GPUs at TP 8, PP 8 under Megatron-FSDP (the
+    fuzz harness' bridge-70b-fsdp.sh, a fit row's plan): every override the export writes, a CommOverlapConfig's
+    recipe, bf16 with the fp8 fields stated."""
+    import tempfile
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    out = Path(tempfile.mkdtemp()) / "b.sh"
+    r = CliRunner().invoke(app, ["export", "--model", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "8",
+                                 "--sharding", "fsdp", "--stack", "megatron-bridge", "--format", "megatron-bridge",
+                                 "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return out.read_text()
+
+
+def test_bridge_overrides_the_run_does_not_read_are_listed(tmp_path):
+    """The Bridge reader's findings (megatron_bridge._mp_unread, _stated_unread), fixed: each stated override the run
+    replaces or never reads is listed as ignored, fp32 is said, fp8 weights without fp8 refused."""
+    from planner.errors import PlannerError
+
+    text = _bridge_70b_fsdp_text()
+    assert "mixed_precision.fp8=null" in text and "mixed_precision.fp8_recipe=tensorwise" in text
+    cfg = _read_text(tmp_path, "a.sh", text)
+    ig = {n.entries[0][0]: str(n) for n in cfg.ignored}
+    assert ig["mixed_precision.fp8_recipe"] == ("mixed_precision.fp8_recipe=tensorwise (mixed_precision.fp8 null: no "
+                                                "fp8 recipe is built, Megatron-Core reads the field only under fp8)")
+    assert ig["model.overlap_p2p_comm"].startswith("model.overlap_p2p_comm=false (the CommOverlapConfig replaces it")
+    assert ig["model.cross_entropy_fusion_impl"] == ("model.cross_entropy_fusion_impl=native "
+                                                     "(model.cross_entropy_loss_fusion false: the unfused loss)")
+    cfg = _read_text(tmp_path, "b.sh", text.replace("ddp.use_megatron_fsdp=true", "ddp.use_megatron_fsdp=false"))
+    assert "ddp.use_megatron_fsdp=false (dist.use_megatron_fsdp true turns both on (training/config.py l. 1537-1540))" \
+        in cfg.ignored
+    cfg = _read_text(tmp_path, "c.sh", text.replace("mixed_precision.bf16=true", "mixed_precision.bf16=false"))
+    assert "precision=bf16: mixed_precision bf16 and fp16 false: fp32 training, not modelled (priced as bf16)" \
+        in cfg.assumed
+    with pytest.raises(PlannerError, match="fp8 parameters without fp8 training"):
+        _read_text(tmp_path, "d.sh", text.replace("mixed_precision.fp8_param_gather=false",
+                                                  "mixed_precision.fp8_param_gather=true"))
+    # and the check finds nothing left in it (6 changes each way here; all of them under scripts/fuzz.py --ignored-keys)
+    tally = ik.run([ik.Case("bridge-70b-fsdp.sh", text.encode(), ".sh", {})], limit=6)
+    assert tally.tried == 12 and not tally.findings, "\n".join(map(str, tally.findings))
