@@ -234,6 +234,7 @@ def test_megatron_argument_file(tmp_path):
 --num-layers-per-virtual-pipeline-stage 5   # 80 / (4 x 5) = 4 virtual stages
 --num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64
 --group-query-attention --num-query-groups 8 --vocab-size 128256 --seq-length 8192
+--swiglu --untie-embeddings-and-output-weights --disable-bias-linear
 --micro-batch-size 1 --global-batch-size 512 --recompute-granularity full --recompute-method block
 --recompute-num-layers 2 --fp8-format hybrid --fp8-recipe tensorwise --tp-comm-overlap --sequence-parallel
 --exit-duration-in-mins 230
@@ -262,6 +263,7 @@ def test_megatron_vpp_flags_disagree(tmp_path):
     p = tmp_path / "args.txt"
     p.write_text("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
                  "--group-query-attention --num-query-groups 8 --pipeline-model-parallel-size 4 "
+                 "--swiglu --untie-embeddings-and-output-weights --disable-bias-linear "
                  "--num-layers-per-virtual-pipeline-stage 4 --num-virtual-stages-per-pipeline-rank 4\n")
     with pytest.raises(PlannerError, match="--num-virtual-stages-per-pipeline-rank 4 contradicts --num-layers-per-virtual-pipeline-stage 4"):
         load_trainer_config(p, gpus=8)
