@@ -213,6 +213,12 @@ CHOICES = {
     "--recompute-granularity": ["full", "selective"],
     "--recompute-method": ["uniform", "block"],
     "--split": ["949,50,1", "98,2,0"],
+    "--data-parallel-sharding-strategy": ["no_shard", "optim", "optim_grads", "optim_grads_params"],
+    # Megatron-Bridge @dc805f5cf (Megatron-Core 905c0e386 DistributedDataParallelConfig / TransformerConfig Literals)
+    "ddp.data_parallel_sharding_strategy": ["no_shard", "optim", "optim_grads", "optim_grads_params"],
+    "model.cross_entropy_fusion_impl": ["native", "te"],
+    "mixed_precision.fp8_recipe": ["tensorwise", "delayed", "mxfp8", "blockwise"],
+    "mixed_precision.fp8": ["hybrid", "e4m3"],
     # megatron/training/config/training_config.py l. 698-711: tokenizer_type's Literal
     "--tokenizer-type": ["GPT2BPETokenizer", "NullTokenizer", "HuggingFaceTokenizer", "TikTokenizer",
                          "GPTSentencePieceTokenizer", "SentencePieceTokenizer", "Llama2Tokenizer"],
@@ -544,9 +550,11 @@ def _settings(lines: list) -> list[tuple[str, object]]:
 def ignored_findings(case: Case, pricer: Pricer, tally: Tally, limit: int | None = None) -> None:
     """Each setting listed ignored, changed and removed: the same figures as the unchanged file (Finding otherwise)."""
     base = pricer.read(case)
-    if base.figures is None:
-        tally.findings.append(Finding(case.name, "?", "-", "unchanged", "crash" if base.crashed else "base-refused",
-                                      base.crashed or base.refused or ""))
+    if base.crashed:
+        tally.findings.append(Finding(case.name, "?", "-", "unchanged", "crash", base.crashed))
+        return
+    if base.figures is None:  # refused as given (a fuzz seed that stands for a refusal): nothing to compare with
+        tally.unmutable.append((case.name, f"(refused as given: {base.refused.splitlines()[0][:200]})"))
         return
     done = 0
     for key, value in _settings(base.lines["ignored"]):

@@ -3205,6 +3205,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job["shard_group"] = dp_all // instances
     else:
         job["sharding_mode"] = "ddp"
+    if "--data-parallel-sharding-strategy" in flags and "--use-megatron-fsdp" not in flags:
+        # only Megatron-FSDP reads it (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py @d98e8a64 l. 104-228,
+        # megatron_fsdp.py l. 274): before 2026-12-07 its change moved nothing and said nothing (tests/ignored_keys.py)
+        ignored.append(listed("ignored", "--data-parallel-sharding-strategy", flags["--data-parallel-sharding-strategy"],
+                              "no --use-megatron-fsdp: only Megatron-FSDP reads the strategy"))
     job["sharding"] = {"ddp": "none", "distributed_optimizer": "zero1", "megatron_fsdp_optim": "zero1",
                        "megatron_fsdp_optim_grads": "zero2", "megatron_fsdp_optim_grads_params": "fsdp",
                        "torch_fsdp2": "fsdp", "megatron_fsdp_hsdp": "hsdp"}[job["sharding_mode"]]

@@ -1237,7 +1237,8 @@ def _stated_unread(overrides: dict, source: dict, cfg: dict, co, ignored: list) 
     _get_optimizer_overlap_cfgs l. 560-580; _comm_overlap lays both); model.cross_entropy_fusion_impl without
     model.cross_entropy_loss_fusion (Megatron-Core reads the kernel's choice only for the fused loss:
     language_module.py @905c0e386 l. 141-165; _job); a false
-    ddp. / optimizer.use_distributed_optimizer or ddp. / dist.use_megatron_fsdp beside its pair's true."""
+    ddp. / optimizer.use_distributed_optimizer or ddp. / dist.use_megatron_fsdp beside its pair's true;
+    ddp.data_parallel_sharding_strategy without Megatron-FSDP."""
     replaced = []
     if co is not None:
         replaced += ["model.overlap_p2p_comm", "model.batch_p2p_comm"]
@@ -1255,6 +1256,10 @@ def _stated_unread(overrides: dict, source: dict, cfg: dict, co, ignored: list) 
             if overrides.get(k) is False and cfg.get(other) is True:
                 ignored.append(listed("ignored", k, False, f"{other} true turns both on (training/config.py "
                                       f"{lines})", _v, source.get(k)))
+    k = "ddp.data_parallel_sharding_strategy"  # Megatron-FSDP's alone (megatron/core/distributed/fsdp/, 905c0e386)
+    if k in overrides and not (cfg.get("ddp.use_megatron_fsdp") is True or cfg.get("dist.use_megatron_fsdp") is True):
+        ignored.append(listed("ignored", k, overrides[k], "no Megatron-FSDP: only Megatron-FSDP reads the strategy", _v,
+                              source.get(k)))
     k = "model.cross_entropy_fusion_impl"
     if k in overrides and cfg.get("model.cross_entropy_loss_fusion") is False:
         ignored.append(listed("ignored", k, overrides[k], "model.cross_entropy_loss_fusion false: the unfused loss",
