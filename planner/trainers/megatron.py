@@ -3282,8 +3282,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             assumed.append(listed("assumed", "fp8_recipe", "delayed", "--fp8-recipe default (arguments.py)"))
         # the flag turns fp8 training on (priced: precision fp8); its format is numerics only. Said as assumed, not
         # ignored (before 2026-12-07 listed as ignored, yet the flag removed prices bf16: tests/ignored_keys.py)
-        assumed.append(listed("assumed", "precision", "fp8", f"--fp8-format {flags['--fp8-format']}: fp8 training "
-                              "(e4m3 or hybrid: numerics only, the same fp8 GEMMs)"))
+        assumed.append(listed("assumed", "precision", "fp8", f"--fp8-format {flags['--fp8-format']} (e4m3 or hybrid: "
+                              "the same fp8 GEMMs)"))
     else:
         job["precision"] = "bf16"
         if "--fp16" in flags:
@@ -3960,6 +3960,10 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
     elif version == "1":
         ignored.append(listed("ignored", "--megatron-fsdp-version", '1',
             'the default, arguments.py @d98e8a64 l. 3158: the one priced'))
+    if version != "2" and "--use-distributed-optimizer" not in flags:
+        # said (before 2026-12-07 the flag's removal moved nothing and said nothing: tests/ignored_keys.py)
+        assumed.append(noted("assumed", "--use-distributed-optimizer", "absent: Megatron-FSDP v1 turns the distributed "
+                             "optimizer on itself, with a warning (megatron/training/arguments.py @d98e8a64 l. 1127-1134)"))
     hsdp = job.get("sharding_mode") == "megatron_fsdp_hsdp"
     if outer == "optim":
         if hsdp:
