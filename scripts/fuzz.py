@@ -161,7 +161,7 @@ def ignored_keys_pass(out: str) -> int:
     names = {c.data for c in cases}
     cases += [c for c in ik.fuzz_cases(Path(tempfile.mkdtemp(prefix="fuzz-ignored-"))) if c.data not in names]
     t0, report = time.time(), {"cases": [], "findings": []}
-    pricer = ik.Pricer()
+    pricer = ik.Pricer()  # the changed files in a temporary folder, removed at the end
     for case in cases:
         tally = ik.Tally()
         ik.ignored_findings(case, pricer, tally)
@@ -170,6 +170,7 @@ def ignored_keys_pass(out: str) -> int:
                                 "findings": len(tally.findings), "not_mutable": [k for _, k in tally.unmutable]})
         report["findings"] += [vars(f) for f in tally.findings]
         print(f"{time.time() - t0:7.0f} s  {case.name}: {tally.tried} changes, {len(tally.findings)} findings", flush=True)
+    pricer.close()
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / "ignored.json").write_text(json.dumps(report, indent=1))
     for f in report["findings"]:

@@ -36,6 +36,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
@@ -136,10 +137,16 @@ class Read:
 class Pricer:
     """load_job then explain_json (cli/core.py), the figures of a Job priced once (a Job seen before: its figures)."""
 
-    def __init__(self):
+    def __init__(self, tmp: Path | None = None):
+        """tmp: the folder the changed files are written to (a fresh temporary one by default: close() removes it)."""
         self.seen: dict[str, dict] = {}
-        self.tmp = Path(tempfile.mkdtemp(prefix="ignored-keys-"))
+        self.own = tmp is None
+        self.tmp = Path(tempfile.mkdtemp(prefix="ignored-keys-")) if tmp is None else Path(tmp)
         self.n = 0
+
+    def close(self) -> None:
+        if self.own:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def read(self, case: Case, data: bytes | None = None) -> Read:
         from planner.cli.core import explain_json, load_job
@@ -624,9 +631,14 @@ def priced_findings(case: Case, pricer: Pricer, tally: Tally, limit: int | None 
 
 
 def run(cases: list[Case], *, limit: int | None = None, priced: bool = True) -> Tally:
+    """Both checks over `cases` (at most `limit` changes each way and case), the changed files written to a temporary
+    folder removed at the end."""
     pricer, tally = Pricer(), Tally()
-    for case in cases:
-        ignored_findings(case, pricer, tally, limit)
-        if priced:
-            priced_findings(case, pricer, tally, limit)
+    try:
+        for case in cases:
+            ignored_findings(case, pricer, tally, limit)
+            if priced:
+                priced_findings(case, pricer, tally, limit)
+    finally:
+        pricer.close()
     return tally

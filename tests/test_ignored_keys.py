@@ -60,7 +60,7 @@ def test_every_shipped_config_says_what_it_ignores(case):
     assert not [u for u in tally.unmutable if not u[1].startswith("shell line")], tally.unmutable
 
 
-def test_a_priced_key_listed_ignored_is_found(monkeypatch):
+def test_a_priced_key_listed_ignored_is_found(monkeypatch, tmp_path):
     """A reader that lists a priced key as ignored (the DeepSpeed reader made to list train_micro_batch_size_per_gpu,
     which sets the micro-batch) is caught: its change moves the plan or is refused (train_batch_size 64 = micro x
     accumulation 2 x 8 GPUs no longer holds)."""
@@ -76,13 +76,13 @@ def test_a_priced_key_listed_ignored_is_found(monkeypatch):
     monkeypatch.setattr(deepspeed, "read", lying)
     (case,) = _cases({"ds_config_zero3.json"})
     tally = ik.Tally()
-    ik.ignored_findings(case, ik.Pricer(), tally)
+    ik.ignored_findings(case, ik.Pricer(tmp_path), tally)
     hits = {(f.key, f.what) for f in tally.findings}
     assert ("train_micro_batch_size_per_gpu", "ignored-refused") in hits  # 2 x 8 x 8 = 128 != 64: refused
     assert len(hits) == 1, tally.findings
 
 
-def test_an_ignored_key_left_unsaid_is_found(monkeypatch):
+def test_an_ignored_key_left_unsaid_is_found(monkeypatch, tmp_path):
     """A reader that drops its ignored lines (the DeepSpeed reader made to list nothing ignored) is caught: a change of
     steps_per_print, gradient_clipping or wall_clock_breakdown moves nothing and nothing names it."""
     from planner.trainers import deepspeed
@@ -97,7 +97,7 @@ def test_an_ignored_key_left_unsaid_is_found(monkeypatch):
     monkeypatch.setattr(deepspeed, "read", silent)
     (case,) = _cases({"ds_config_zero2.json"})
     tally = ik.Tally()
-    ik.priced_findings(case, ik.Pricer(), tally)
+    ik.priced_findings(case, ik.Pricer(tmp_path), tally)
     silent_keys = {f.key for f in tally.findings if f.what == "priced-silent"}
     assert {"steps_per_print", "gradient_clipping", "wall_clock_breakdown", "optimizer.params.lr"} <= silent_keys
 
