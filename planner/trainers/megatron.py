@@ -3484,7 +3484,13 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
     for flag, applies in (("--no-bias-swiglu-fusion", swiglu), ("--no-bias-gelu-fusion", not swiglu)):
         if flag not in flags:
             continue
-        if applies:
+        if applies and flag == "--no-bias-gelu-fusion" and not spec.linear_bias:
+            # Megatron turns bias_gelu_fusion off itself without linear biases (arguments.py @d98e8a64 l. 1604-1606):
+            # the flag changes nothing (before 2026-12-07 said nowhere: tests/ignored_keys.py); the job's field kept, so
+            # a plan exported with it reads back the same (export.py writes the flag for bias_activation_fusion false)
+            job["bias_activation_fusion"] = False
+            ignore(flag, "no linear biases: Megatron turns bias_gelu_fusion off itself (arguments.py l. 1604-1606)")
+        elif applies:
             job["bias_activation_fusion"] = False
         else:
             ignore(flag, f"bias_activation_fusion follows {'--no-bias-swiglu-fusion' if swiglu else '--no-bias-gelu-fusion'}"
