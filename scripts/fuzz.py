@@ -15,6 +15,13 @@ parse, and an option that replaces a job file's value without a note; the job-fi
 with explain, and their explain's and check's plans' exports that read back as another plan or memory) with its command line; each failing input is saved
 under OUT/inputs/ to reproduce it, and each kind's slowest input under OUT/slowest/ (its command
 line in the report's `slowest`). Exit 0 when there is no failure, 1 otherwise.
+
+    PYTHONPATH=. python scripts/fuzz.py --ignored-keys --out ignored-report
+
+runs instead the metamorphic check of the trainer readers' ignored lists (tests/ignored_keys.py) over the shipped
+trainer configs and the fuzz harness' trainer-config seeds (ignored_keys.fuzz_cases), every listed-ignored key changed
+and removed and every other key's value changed: OUT/ignored.json lists each finding (a key listed ignored whose change
+moves the price or is refused; a key not listed whose change moves nothing and says nothing), exit 1 if any.
 """
 
 from __future__ import annotations
@@ -105,7 +112,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=120, help="seconds an input may run before it is a hang")
     ap.add_argument("--kinds", default="", help="comma list of kinds (default: all)")
     ap.add_argument("--out", default="fuzz-report", help="folder for report.json and the failing inputs")
+    ap.add_argument("--ignored-keys", action="store_true",
+                    help="the ignored-lists check (tests/ignored_keys.py) over the shipped configs and fuzz seeds")
     a = ap.parse_args(argv)
+    if a.ignored_keys:
+        return ignored_keys_pass(a.out)
     from fuzzing import split_gemm, targets
 
     kinds = sorted(split_gemm(targets(Path(tempfile.mkdtemp(prefix="fuzz-kinds-")))))
@@ -140,6 +151,31 @@ def main(argv=None) -> int:
         print(f"FAIL {f['kind']} ({f['seed']}, chunk {f['chunk']} input {f['input']}): {f['why'][:200]}\n"
               f"     {' '.join(f['args'])}\n     saved: {f['saved']}")
     return 1 if failures else 0
+
+
+def ignored_keys_pass(out: str) -> int:
+    """tests/ignored_keys.py over the shipped trainer configs and the fuzz harness' trainer seeds: OUT/ignored.json."""
+    import ignored_keys as ik
+
+    cases = ik.shipped_cases()
+    names = {c.data for c in cases}
+    cases += [c for c in ik.fuzz_cases(Path(tempfile.mkdtemp(prefix="fuzz-ignored-"))) if c.data not in names]
+    t0, report = time.time(), {"cases": [], "findings": []}
+    pricer = ik.Pricer()  # the changed files in a temporary folder, removed at the end
+    for case in cases:
+        tally = ik.Tally()
+        ik.ignored_findings(case, pricer, tally)
+        ik.priced_findings(case, pricer, tally)
+        report["cases"].append({"case": case.name, "options": case.options, "tried": tally.tried,
+                                "findings": len(tally.findings), "not_mutable": [k for _, k in tally.unmutable]})
+        report["findings"] += [vars(f) for f in tally.findings]
+        print(f"{time.time() - t0:7.0f} s  {case.name}: {tally.tried} changes, {len(tally.findings)} findings", flush=True)
+    pricer.close()
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / "ignored.json").write_text(json.dumps(report, indent=1))
+    for f in report["findings"]:
+        print(f"FIND {f['case']} [{f['fmt']}] {f['key']}: {f['change']}: {f['what']}: {f['detail'][:200]}")
+    return 1 if report["findings"] else 0
 
 
 if __name__ == "__main__":

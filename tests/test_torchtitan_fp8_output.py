@@ -36,11 +36,11 @@ def test_filter_fqns_unset_converts_the_output_layer(tmp_path):
 
 
 @pytest.mark.parametrize("fqns,fp8_out,where", [
-    ('["output"]', False, "ignored"),      # the shipped train_configs: the output layer bf16
-    ('"output"', False, "ignored"),        # the command line's comma-separated string
-    ("[]", True, "ignored"),               # the default written out: the output layer fp8, priced
-    ('["output", "attention.wq"]', False, "ignored"),  # another Linear kept bf16: priced (step.py [18])
-    ('["attention.wq"]', True, "ignored"),
+    ('["output"]', False, "assumed"),      # the shipped train_configs: the output layer bf16
+    ('"output"', False, "assumed"),        # the command line's comma-separated string
+    ("[]", True, "assumed"),               # the default written out: the output layer fp8, priced
+    ('["output", "attention.wq"]', False, "assumed"),  # another Linear kept bf16: priced (step.py [18])
+    ('["attention.wq"]', True, "assumed"),  # read and priced: assumed, not ignored (tests/ignored_keys.py)
     ('["output", "layers.1.attention"]', False, "not_modelled"),  # a filter of some layers by index: not priced
 ])
 def test_filter_fqns_lists(tmp_path, fqns, fp8_out, where):
@@ -48,7 +48,7 @@ def test_filter_fqns_lists(tmp_path, fqns, fp8_out, where):
     assert cfg.job.get("fp8_output_layer", False) is fp8_out
     assert cfg.job["filter_fqns"] == ([fqns.strip('"')] if not fqns.startswith("[") else tomllib.loads(f"x = {fqns}")["x"])
     assert sum(x.startswith("float8.filter_fqns=") for x in getattr(cfg, where)) == 1
-    assert not any("fp8_output_layer" in a for a in cfg.assumed)
+    assert not any(a.startswith("fp8_output_layer=") for a in cfg.assumed)  # no default's line: the file sets it
 
 
 def test_mx_keeps_the_output_layer_bf16_by_default(tmp_path):

@@ -234,6 +234,7 @@ def test_megatron_argument_file(tmp_path):
 --num-layers-per-virtual-pipeline-stage 5   # 80 / (4 x 5) = 4 virtual stages
 --num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64
 --group-query-attention --num-query-groups 8 --vocab-size 128256 --seq-length 8192
+--swiglu --untie-embeddings-and-output-weights --disable-bias-linear
 --micro-batch-size 1 --global-batch-size 512 --recompute-granularity full --recompute-method block
 --recompute-num-layers 2 --fp8-format hybrid --fp8-recipe tensorwise --tp-comm-overlap --sequence-parallel
 --exit-duration-in-mins 230
@@ -246,7 +247,8 @@ def test_megatron_argument_file(tmp_path):
     assert j["sharding"] == "none" and j["dp_comm_overlap"] is False
     ig = "; ".join(cfg.ignored)
     assert "--exit-duration-in-mins=230 (logging, evaluation and checkpointing (between steps))" in ig
-    assert "--fp8-format=hybrid (e4m3 or hybrid: numerics only, the same fp8 GEMMs)" in ig
+    assert "--fp8-format" not in ig  # read: it turns fp8 on (tests/ignored_keys.py: removed, the plan is bf16)
+    assert "precision=fp8: --fp8-format hybrid (e4m3 or hybrid: the same fp8 GEMMs)" in cfg.assumed
     assert any(a.startswith("dp_comm_overlap=false") for a in cfg.assumed)
     resolve(Job.model_validate(j))
 
@@ -261,6 +263,7 @@ def test_megatron_vpp_flags_disagree(tmp_path):
     p = tmp_path / "args.txt"
     p.write_text("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
                  "--group-query-attention --num-query-groups 8 --pipeline-model-parallel-size 4 "
+                 "--swiglu --untie-embeddings-and-output-weights --disable-bias-linear "
                  "--num-layers-per-virtual-pipeline-stage 4 --num-virtual-stages-per-pipeline-rank 4\n")
     with pytest.raises(PlannerError, match="--num-virtual-stages-per-pipeline-rank 4 contradicts --num-layers-per-virtual-pipeline-stage 4"):
         load_trainer_config(p, gpus=8)

@@ -2887,8 +2887,23 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         shape["(no --group-query-attention: MHA)"] = ("kv_heads", heads)
     if "--kv-channels" in flags:
         shape["--kv-channels"] = ("dhead", _int(where, flags, "--kv-channels"))
-    if "--swiglu" in flags:
-        shape["--swiglu"] = ("gated_mlp", True)
+    # the MLP's gate, the tied output layer and the linear biases: each flag's absence is Megatron's default, compared
+    # like its presence (as --qk-layernorm's below): a plain MLP without --swiglu / --quick-geglu (gated_linear_unit
+    # default False, transformer_config.py @d98e8a64 l. 221, set only by them, argument_utils.py l. 314-326), tied
+    # embeddings without --untie-embeddings-and-output-weights (share_embeddings_and_output_weights = not untie,
+    # gpt_builders.py l. 96), linear biases without --disable-bias-linear (add_bias_linear default True,
+    # transformer_config.py l. 212): the model the flags define
+    # has them so (megatron_model.py l. 803, 839, 847); before 2026-12-07 only the flags' presence was compared, so a
+    # script without --swiglu read as Llama 3 8B's gated MLP (tests/ignored_keys.py found it)
+    if "--swiglu" in flags or "--quick-geglu" in flags:
+        gate = "--swiglu" if "--swiglu" in flags else "--quick-geglu"
+        shape[gate] = ("gated_mlp", True)
+    else:
+        shape["(no --swiglu: a plain MLP)"] = ("gated_mlp", False)
+    if "--untie-embeddings-and-output-weights" not in flags:
+        shape["(no --untie-embeddings-and-output-weights: tied)"] = ("tied_embeddings", True)
+    if "--disable-bias-linear" not in flags:
+        shape["(no --disable-bias-linear: linear biases)"] = ("linear_bias", True)
     if "--normalization" in flags:
         norm = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}.get(flags["--normalization"])
         if norm is None:
@@ -2960,6 +2975,14 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     spec = load_model(job["model"])
     if not from_flags_model:
         _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
+        tok = flags.get("--tokenizer-type")
+        if "--vocab-size" in flags and tok is not None and tok not in VOCAB_SIZE_TOKENIZERS:
+            # a tokenizer that reads its files, not --vocab-size (build_tokenizer.py @d98e8a64 l. 58-66, 96-102): the
+            # flag stands for its size, as the flags' own model takes it (megatron_model.padded_vocab), said so here
+            # too (before 2026-12-07 a catalog model matched with it said nothing of the tokenizer: tests/ignored_keys.py)
+            assumed.append(listed("assumed", "--vocab-size", flags["--vocab-size"], f"taken as the size of "
+                                  f"--tokenizer-type {tok}, whose files the planner does not read (Megatron hands "
+                                  "--vocab-size to NullTokenizer and TikTokenizer only)"))
         # the embedding's rows as Megatron builds them for a catalog model (the model the flags define has them
         # in its vocab_size already: megatron_model.padded_vocab): the job's padded_vocab_size (plan.with_padded_vocab)
         rows, note = catalog_vocab_rows(flags, job["model"], spec.vocab_size, tp, where,
@@ -3178,6 +3201,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job["shard_group"] = dp_all // instances
     else:
         job["sharding_mode"] = "ddp"
+    if "--data-parallel-sharding-strategy" in flags and "--use-megatron-fsdp" not in flags:
+        # only Megatron-FSDP reads it (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py @d98e8a64 l. 104-228,
+        # megatron_fsdp.py l. 274): before 2026-12-07 its change moved nothing and said nothing (tests/ignored_keys.py)
+        ignored.append(listed("ignored", "--data-parallel-sharding-strategy", flags["--data-parallel-sharding-strategy"],
+                              "no --use-megatron-fsdp: only Megatron-FSDP reads the strategy"))
     job["sharding"] = {"ddp": "none", "distributed_optimizer": "zero1", "megatron_fsdp_optim": "zero1",
                        "megatron_fsdp_optim_grads": "zero2", "megatron_fsdp_optim_grads_params": "fsdp",
                        "torch_fsdp2": "fsdp", "megatron_fsdp_hsdp": "hsdp"}[job["sharding_mode"]]
@@ -3248,8 +3276,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
             assumed.append(listed("assumed", "fp8_recipe", "delayed", "--fp8-recipe default (arguments.py)"))
-        ignored.append(listed("ignored", "--fp8-format", flags["--fp8-format"],
-                              "e4m3 or hybrid: numerics only, the same fp8 GEMMs"))
+        # the flag turns fp8 training on (priced: precision fp8); its format is numerics only. Said as assumed, not
+        # ignored (before 2026-12-07 listed as ignored, yet the flag removed prices bf16: tests/ignored_keys.py)
+        assumed.append(listed("assumed", "precision", "fp8", f"--fp8-format {flags['--fp8-format']} (e4m3 or hybrid: "
+                              "the same fp8 GEMMs)"))
     else:
         job["precision"] = "bf16"
         if "--fp16" in flags:
@@ -3454,7 +3484,13 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
     for flag, applies in (("--no-bias-swiglu-fusion", swiglu), ("--no-bias-gelu-fusion", not swiglu)):
         if flag not in flags:
             continue
-        if applies:
+        if applies and flag == "--no-bias-gelu-fusion" and not spec.linear_bias:
+            # Megatron turns bias_gelu_fusion off itself without linear biases (arguments.py @d98e8a64 l. 1604-1606):
+            # the flag changes nothing (before 2026-12-07 said nowhere: tests/ignored_keys.py); the job's field kept, so
+            # a plan exported with it reads back the same (export.py writes the flag for bias_activation_fusion false)
+            job["bias_activation_fusion"] = False
+            ignore(flag, "no linear biases: Megatron turns bias_gelu_fusion off itself (arguments.py l. 1604-1606)")
+        elif applies:
             job["bias_activation_fusion"] = False
         else:
             ignore(flag, f"bias_activation_fusion follows {'--no-bias-swiglu-fusion' if swiglu else '--no-bias-gelu-fusion'}"
@@ -3930,6 +3966,10 @@ def _mfsdp_settings(flags: dict, where: str, job: dict, assumed: list, ignored: 
     elif version == "1":
         ignored.append(listed("ignored", "--megatron-fsdp-version", '1',
             'the default, arguments.py @d98e8a64 l. 3158: the one priced'))
+    if version != "2" and "--use-distributed-optimizer" not in flags:
+        # said (before 2026-12-07 the flag's removal moved nothing and said nothing: tests/ignored_keys.py)
+        assumed.append(noted("assumed", "--use-distributed-optimizer", "absent: Megatron-FSDP v1 turns the distributed "
+                             "optimizer on itself, with a warning (megatron/training/arguments.py @d98e8a64 l. 1127-1134)"))
     hsdp = job.get("sharding_mode") == "megatron_fsdp_hsdp"
     if outer == "optim":
         if hsdp:

@@ -830,6 +830,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if co is not None:
         _comm_overlap(cfg, co, g, assumed, not_modelled)
     job = _job(cfg, mp, co, where, assumed, ignored, not_modelled, g, job_options)
+    _mp_unread(overrides, source, mp, where, assumed, ignored)
+    _stated_unread(overrides, source, cfg, co, ignored)
     if job["tp_comm_overlap"] and rec.ub_cfg and "comm_overlap" not in overrides:
         assumed.append(noted("assumed", "comm_overlap.tp_comm_overlap_cfg", f"the recipe's {rec.ub_cfg} {UB_NOTE}"))
     # the model: the recipe's (its shape), checked against --model
@@ -1233,6 +1235,85 @@ MP_TYPES = {"bf16": (bool, False), "fp16": (bool, False), "fp8": (str, True), "f
 CO_TYPES = {"tp_comm_overlap": (bool, False), "overlap_p2p_comm": (bool, True), "batch_p2p_comm": (bool, True),
             "overlap_grad_reduce": (bool, True), "overlap_param_gather": (bool, True), "bucket_size": (int, True),
             "overlap_moe_expert_parallel_comm": (bool, True), "delay_wgrad_compute": (bool, True)}
+
+
+# the MixedPrecisionConfig fields Megatron-Core reads only under fp8 (NVIDIA/Megatron-LM @905c0e386
+# transformer_config.py l. 1086-1114: the recipe and the bf16 ends validated under `if self.fp8`; fp8_utils.py l. 513-526
+# and 651: the ends kept bf16 inside the fp8 context; Bridge's reuse_grad_buf_for_mxfp8_param_ag acts on fp8 weights
+# gathered, mixed_precision.py @dc805f5cf l. 87-93), and those read only with first_last_layers_bf16 (fp8_utils.py
+# l. 515-519)
+FP8_ONLY_MP = ("fp8_recipe", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
+               "reuse_grad_buf_for_mxfp8_param_ag")
+BF16_ENDS_MP = ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")
+
+
+def _mp_unread(overrides: dict, source: dict, mp: dict, where: str, assumed: list, ignored: list) -> None:
+    """The mixed-precision overrides the run does not read, said so (before 2026-12-07 each moved nothing and said
+    nothing: tests/ignored_keys.py): without fp8 (mixed_precision.fp8 null) the FP8_ONLY_MP fields are listed as ignored
+    and fp8_param_gather true is refused, as Megatron-Core refuses fp8 parameters without fp8 (Bridge keeps fp8_param
+    equal to fp8_param_gather, mixed_precision.py @dc805f5cf l. 74-85; transformer_config.py @905c0e386 l. 1125-1126:
+    'fp8_param must be used together with fp8 mode'); under fp8 without first_last_layers_bf16 the bf16 layer counts
+    are listed as ignored; neither bf16 nor fp16 (fp32 training) is priced as bf16, listed as assumed as the Megatron
+    reader lists a script with neither --bf16 nor --fp16."""
+    def stated(f):
+        return f"mixed_precision.{f}" in overrides
+
+    def src(f):
+        return source.get(f"mixed_precision.{f}")
+    if not mp.get("fp8"):
+        if mp.get("fp8_param_gather") and stated("fp8_param_gather"):
+            raise PlannerError(f"{where}mixed_precision.fp8_param_gather=true without mixed_precision.fp8: Megatron-Core "
+                               "refuses fp8 parameters without fp8 training (transformer_config.py @905c0e386 l. 1125-1126)",
+                               "set mixed_precision.fp8=hybrid (or e4m3), or mixed_precision.fp8_param_gather=false")
+        for f in FP8_ONLY_MP:
+            if stated(f):
+                ignored.append(listed("ignored", f"mixed_precision.{f}", mp[f], "mixed_precision.fp8 null: no fp8 "
+                                      "recipe is built, Megatron-Core reads the field only under fp8", _v, src(f)))
+    elif not mp.get("first_last_layers_bf16"):
+        for f in BF16_ENDS_MP:
+            if stated(f):
+                ignored.append(listed("ignored", f"mixed_precision.{f}", mp[f], "first_last_layers_bf16 false: "
+                                      "every layer in fp8 (fp8_utils.py l. 515-519)", _v, src(f)))
+    if not mp.get("bf16") and not mp.get("fp16") and (stated("bf16") or "mixed_precision" in overrides):
+        assumed.append(listed("assumed", "precision", "bf16", "mixed_precision bf16 and fp16 false: fp32 training, "
+                              "not modelled (priced as bf16)"))
+
+
+def _stated_unread(overrides: dict, source: dict, cfg: dict, co, ignored: list) -> None:
+    """Overrides the run replaces or never reads, listed as ignored (before 2026-12-07 each moved nothing and said
+    nothing: tests/ignored_keys.py): with a CommOverlapConfig, the model's overlap_p2p_comm / batch_p2p_comm, which its
+    setup replaces (training/comm_overlap.py @dc805f5cf setup l. 613-614, _get_model_comm_overlap_cfgs l. 420-461), and
+    under the distributed optimizer the ddp's overlap_grad_reduce / overlap_param_gather (setup l. 630-640,
+    _get_optimizer_overlap_cfgs l. 560-580; _comm_overlap lays both); model.cross_entropy_fusion_impl without
+    model.cross_entropy_loss_fusion (Megatron-Core reads the kernel's choice only for the fused loss:
+    language_module.py @905c0e386 l. 141-165; _job); a false
+    ddp. / optimizer.use_distributed_optimizer or ddp. / dist.use_megatron_fsdp beside its pair's true;
+    ddp.data_parallel_sharding_strategy without Megatron-FSDP."""
+    replaced = []
+    if co is not None:
+        replaced += ["model.overlap_p2p_comm", "model.batch_p2p_comm"]
+        if cfg.get("ddp.use_distributed_optimizer") is True:
+            replaced += ["ddp.overlap_grad_reduce", "ddp.overlap_param_gather"]
+    for k in replaced:
+        if k in overrides:
+            ignored.append(listed("ignored", k, overrides[k], f"the CommOverlapConfig replaces it ({cfg[k]} read: "
+                                  "training/comm_overlap.py setup)", _v, source.get(k)))
+    # the pairs ConfigContainer turns on together, either one true (training/config.py @dc805f5cf l. 1537-1540: Megatron
+    # FSDP; l. 1944-1966: the distributed optimizer): a false one beside a true one is not read
+    for pair, lines in ((("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"), "l. 1537-1540"),
+                        (("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"), "l. 1944-1966")):
+        for k, other in (pair, pair[::-1]):
+            if overrides.get(k) is False and cfg.get(other) is True:
+                ignored.append(listed("ignored", k, False, f"{other} true turns both on (training/config.py "
+                                      f"{lines})", _v, source.get(k)))
+    k = "ddp.data_parallel_sharding_strategy"  # Megatron-FSDP's alone (megatron/core/distributed/fsdp/, 905c0e386)
+    if k in overrides and not (cfg.get("ddp.use_megatron_fsdp") is True or cfg.get("dist.use_megatron_fsdp") is True):
+        ignored.append(listed("ignored", k, overrides[k], "no Megatron-FSDP: only Megatron-FSDP reads the strategy", _v,
+                              source.get(k)))
+    k = "model.cross_entropy_fusion_impl"
+    if k in overrides and cfg.get("model.cross_entropy_loss_fusion") is False:
+        ignored.append(listed("ignored", k, overrides[k], "model.cross_entropy_loss_fusion false: the unfused loss",
+                              _v, source.get(k)))
 
 
 def _count(v: int) -> str:

@@ -1495,4 +1495,6 @@ def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, 
         not_modelled.append(listed("not_modelled", key, v, f"{what}; {', '.join(map(str, per_layer))}: a filter of "
                                    "some layers by index, not priced (step.py [18] reads a block's module names)"))
     else:
-        ignored.append(listed("ignored", key, v, f"{what}, the other Linears by filter_fqns: priced, step.py [18]"))
+        # read and priced (the job's filter_fqns / fp8_output_layer): said as assumed (before 2026-12-07 listed as
+        # ignored, whose line said it was priced: tests/ignored_keys.py)
+        assumed.append(listed("assumed", key, v, f"{what}, the other Linears by filter_fqns: priced, step.py [18]"))
