@@ -788,3 +788,30 @@ def test_fuzz_pass_config_fit_reproducer(cli):
     assert config_fit_check(args, r) is None
     r = cli(*args[:-2], "--export", "megatron")
     assert r.exit_code == 0 and "--tensor-model-parallel-size" in r.stdout, r.stderr
+
+
+def test_fuzz_seed_124_torchtitan_pp1_file_microbatch_0_under_a_pp_row(cli):
+    """Seed 124 (the four heavy kinds, branch fuzz3 from dd658e0; its only failure): torchtitan's llama3 8B CP TOML
+    (cp 2, pp 1) with `pipeline_parallel_microbatch_size = 0` (newest-fields-124-3-2.toml). At pp 1 torchtitan reads
+    no pipeline key, so `fit F --gpus 8` listed it as ignored and ranked row 1 at pp 2 (TP2xCP1xPP2xDP2, vpp 17,
+    0.141 s); explain of the row's line, which gives `--pp 2 --micro-batch 1`, refused the file's 0 before the command
+    line replaced it. The command line's micro-batch now replaces the file's unread, named, as a command-line
+    --schedule replaces the file's pipeline_parallel_schedule; without --micro-batch the 0 is still refused."""
+    from fuzzing import recent_check
+
+    f = str(FUZZ / "newest-fields-124-3-2.toml")
+    args = ["fit", f, "--top", "2", "--format", "json", "--gpus", "8"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert recent_check(args, r) is None
+    row = json.loads(r.stdout)["rows"][0]["plan"]
+    assert (row["tp"], row["cp"], row["pp"], row["vpp"], row["dp"], row["micro_batch"]) == (2, 1, 2, 17, 2, 1)
+    r = cli("explain", f, "--gpus", "8", "--tp", "2", "--cp", "1", "--pp", "2", "--vpp", "17", "--dp", "2",
+            "--micro-batch", "1", "--sharding", "fsdp2", "--recompute", "none", "--sequence-parallel", "--schedule",
+            "interleaved", "--global-batch", "4", "--no-compile", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert ("micro_batch=1: the command line replaces the file's 0 ([parallelism] pipeline_parallel_microbatch_size)"
+            in r.stderr)
+    r = cli("explain", f, "--gpus", "8", "--pp", "2")
+    assert_error(r, "pipeline_parallel_microbatch_size")
+    assert "pipeline_parallel_microbatch_size = 0 is not a whole number from 1" in r.stderr

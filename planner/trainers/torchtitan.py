@@ -955,10 +955,14 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
                            + mesh, "torchtitan accumulates gradients over global / (local x dp) steps; make it whole")
     job["global_batch"] = gbs
     if run_pp > 1:
-        mbs = _int(where, "[parallelism] pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1))
-        if cli_mb is not None and cli_mb != mbs:
+        file_mbs = par.get("pipeline_parallel_microbatch_size", 1)
+        # the command line's micro-batch replaces the file's, which is then not read (as the schedule's above): a
+        # value the file holds for pp 1, where torchtitan reads none of the pipeline keys, is listed there as ignored,
+        # and `fit CONFIG`'s rows at pp > 1 give --micro-batch (fuzz seed 124 newest-fields 3-2: a 0 there)
+        mbs = file_mbs if cli_mb is not None else _int(where, "[parallelism] pipeline_parallel_microbatch_size", file_mbs)
+        if cli_mb is not None and not (type(file_mbs) is int and cli_mb == file_mbs):
             assumed.append(listed("assumed", "micro_batch", cli_mb,
-                                  f"the command line replaces the file's {mbs} ([parallelism] "
+                                  f"the command line replaces the file's {_short(file_mbs)} ([parallelism] "
                                   "pipeline_parallel_microbatch_size" + ("" if "pipeline_parallel_microbatch_size" in par
                                   else ", its default") + ")"))
             mbs = cli_mb
