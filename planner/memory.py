@@ -1568,7 +1568,8 @@ References
      (Blackwell, one domain / several), nHeads the communicator's GPUs in the NVLink domain (at most 32), none where
      they are 2 or fewer; on hardware with NVLS (hardware nvls) unless the job's nccl_nvls_enable is 0
      (comm.nvls_enabled, comm.py [22]). The GPU's communicators: TP (tp), the gradient group (dp x cp) and the
-     expert-data-parallel group (MoE). Llama 3 8B TP 8 on 8 H100s: one communicator (TP; dp 1), 16 x 2 x 1 MiB x 8
+     expert-data-parallel group (MoE), placed as Megatron's default rank order places them whatever the plan's
+     (memory reads no rank order: fit prices it once for all orders; an assumption). Llama 3 8B TP 8 on 8 H100s: one communicator (TP; dp 1), 16 x 2 x 1 MiB x 8
      + 2 MiB = 258 MiB. Not in the reserve: that is the job's reserve_GiB, an assumption (docs/memory_mechanisms.md),
      no measurement of NCCL's NVLS memory.
 
@@ -5455,13 +5456,20 @@ def hybridep_tokens(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     return np.maximum(t, float(HYBRIDEP_CONFIGURER_MIN_TOKENS))
 
 
+# the rank order NCCL's NVLS groups are placed in [nv]: Megatron's default (--rank-order tp-cp-ep-dp-pp's mesh axes)
+NVLS_RANK_ORDER = "tp-cp-dp-pp"
+
+
 def nvls_buffer_bytes(settings: Settings, plan) -> np.ndarray:
     """Bytes per GPU of NCCL's NVLS buffers [nv] (planner/nvls_buffers.py): on hardware with NVLS and NCCL_NVLS_ENABLE
     not 0 (comm.nvls_enabled), for each of the GPU's TP group (tp ranks, stride tp's), gradient group (dp x cp
     ranks tp apart in the grid: comm.folded_stride) and, with MoE, expert-data-parallel group (tp cp dp / (etp ep)
     ranks etp ep apart), nvls_comm_bytes of its members in the GPU's NVLink domain (comm.domain_piece_columns: each
     rank its own piece, the heaviest rank's figure the GPU's), with the channels of a group inside one domain or
-    spanning domains; 0 elsewhere."""
+    spanning domains; 0 elsewhere. The groups are placed as Megatron's default rank order places them
+    (NVLS_RANK_ORDER, whatever the plan's order): memory reads no rank order (fit prices a candidate's memory once
+    for all its orders, search.py step 2), an assumption; an order that puts TP or DP farther out leaves fewer of
+    their ranks in a domain."""
     hw = settings.hardware
     shape = np.shape(plan.tp)
     if not comm.nvls_enabled(settings.nccl_nvls_enable, getattr(hw, "nvls", False)):  # job / hardware settings
@@ -5469,7 +5477,7 @@ def nvls_buffer_bytes(settings: Settings, plan) -> np.ndarray:
     cc = hw.capability  # (major, minor) or None: assumed Hopper's rule (below 10.0)
     cc = float(cc[0]) + float(cc[1]) / 10.0 if cc is not None else 9.0
     params = comm.comm_params(hw)
-    strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    strides = comm.strides_by_code(comm.order_code(NVLS_RANK_ORDER), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
     tp, cp, dp = (np.asarray(x, dtype=np.int64) for x in (plan.tp, plan.cp, plan.dp))
     groups = [(tp, strides["tp"]), (dp * cp, comm.folded_stride(dp * cp, tp, plan, strides))]
     if settings.model.moe is not None:  # a model property
