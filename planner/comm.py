@@ -263,9 +263,9 @@ References
     there instead. ncclNvlsSetup (l. 262-263) returns before NVLS's buffers: each GPU binds
     nChannels x 2 x (Simple buffSize 4 MiB + 2 MiB) x nHeads bytes of device memory a
     communicator (l. 297, 309-312; cuMemCreate l. 147; DEFAULT_BUFFSIZE init.cc l. 543),
-    outside PyTorch's allocator. The planner does not price NCCL's buffers apart (the flat
-    reserve, job reserve_GiB / memory.py), so NCCL_NVLS_ENABLE=0 moves no memory figure; not
-    modelled. Same variable, default and skip through v2.29.7-1 (b91894bd: nvls.cc l. 153, 162,
+    outside PyTorch's allocator (from v2.22.3-1 1 MiB steps, set up at the first NVLS
+    collective: planner/nvls_buffers.py), priced as the memory term nvls_buffers (memory.py
+    [nv], releases from v2.22.3-1), which NCCL_NVLS_ENABLE=0 removes. Same variable, default and skip through v2.29.7-1 (b91894bd: nvls.cc l. 153, 162,
     170), the 2-GPU floor there `gpuCount < 2`; from v2.27.3-1 a forced 1 that cannot bind the
     multicast memory fails the communicator ('Do not force-enable NVLS (NCCL_NVLS_ENABLE=1)',
     nvls.cc l. 282-284), hence plan._nccl_nvls_enable refuses 1 on hardware without NVLS. The

@@ -1559,6 +1559,20 @@ References
      @94a9f8f l. 85-87 hands it to the same Configurer, max(tokens, 512) (config.cuh l. 385-387): a rank's
      micro-batch under 512 tokens is sized at 512.
 
+[nv] NCCL's NVLink SHARP buffers (term nvls_buffers; planner/nvls_buffers.py, its references): NCCL binds them with
+     cuMemCreate for each communicator that runs an NVLS collective (NVIDIA/nccl v2.27.3-1 src/transport/nvls.cc
+     ncclNvlsBufferSetup l. 316-342), outside the caching allocator, so in the total (the gate) and not in the
+     allocated or reserved peaks, like the reserve; set up at the first NVLS collective (NCCL_RUNTIME_CONNECT,
+     src/group.cc l. 153-156) and kept, so held at every step's peak after the first. Per GPU and communicator:
+     nvlsChannels x 2 x 128 KiB x 8 steps x nHeads + 2 MiB of credits, nvlsChannels 16 (Hopper) or 24 / 32
+     (Blackwell, one domain / several), nHeads the communicator's GPUs in the NVLink domain (at most 32), none where
+     they are 2 or fewer; on hardware with NVLS (hardware nvls) unless the job's nccl_nvls_enable is 0
+     (comm.nvls_enabled, comm.py [22]). The GPU's communicators: TP (tp), the gradient group (dp x cp) and the
+     expert-data-parallel group (MoE), placed as Megatron's default rank order places them whatever the plan's
+     (memory reads no rank order: fit prices it once for all orders; an assumption). Llama 3 8B TP 8 on 8 H100s: one communicator (TP; dp 1), 16 x 2 x 1 MiB x 8
+     + 2 MiB = 258 MiB. Not in the reserve: that is the job's reserve_GiB, an assumption (docs/memory_mechanisms.md),
+     no measurement of NCCL's NVLS memory.
+
 [z3] DeepSpeed ZeRO-3's gathered working set (stack fsdp.zero3_modules, DeepSpeed's defaults; job field
      deepspeed_zero3, the DeepSpeed JSON's zero_optimization keys), at microsoft/DeepSpeed @38327e07: parameters are
      gathered per submodule, not per layer. partitioned_param_coordinator.py fetch_sub_module (l. 285-418) all-gathers
@@ -1702,7 +1716,7 @@ stage), and what the caching allocator reserves beside it: stage_memory_terms' d
 allocated peak is the live tensors, the reserved one adds the pools the allocator holds for
 other streams or cannot hand to the peak (`stream_pools`) and the stack's slack; the total
 adds what lives outside the allocator (OUTSIDE_TERMS): the reserve (CUDA context, NCCL), TP
-overlap's communication buffers [ub] and the MoE dispatcher's [ep].
+overlap's communication buffers [ub], the MoE dispatcher's [ep] and NCCL's NVLS buffers [nv].
 
 Derivation of the architecture-aware per-layer coefficient (activation_model "arch"),
 bytes stored per token per layer with 16-bit activations, following [2] sec. 4.1 term by
@@ -1744,6 +1758,7 @@ from .cp_comm_type import fp8_kernel_saves_qkv
 from .dispatch import ALLTOALL, CODES, HYBRIDEP, group_size, group_stride
 from .dispatch_codes import dispatcher_rows, plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
+from .nvls_buffers import nvls_channels, nvls_comm_bytes
 from .layers.attention import chunk_pad_factor
 from .layers.common import ACT_BYTES, kv_local, muon_distributed, muon_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
@@ -1824,9 +1839,9 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "mfsdp_double_buffer", "
 # the gradient reduction's moment beyond the peak, ZeRO-2's second partition, ZeRO-1's reduction after the backward [zb])
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
                "zero2_reduce_input", "zero12_ipg_bucket", "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "offload_norm_fp64", "offload_copy_back", "stream_pools", "allocator_slack", "tp_overlap_buffers",
-               "ep_buffers", "reserve")
+               "ep_buffers", "nvls_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
-OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
+OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "nvls_buffers", "reserve")
 
 # the fp32 gradient of a ZeRO-3 optimizer sub-group: .to(fp32_partitioned_groups_flat[i].dtype), the fp32 partition
 # (stage3.py l. 1899-1900, 902-906 .float()) [z3s]
@@ -3854,6 +3869,8 @@ class _PerLayer:
         self.tp_overlap, ub_workspaces = tp_overlap_bytes(settings, plan)
         # the MoE dispatcher's communication buffers, outside the allocator [ep]
         self.ep_buffers = dispatcher_buffer_bytes(settings, plan, ctx)
+        # NCCL's NVLS buffers of the GPU's communicators, outside the allocator [nv]
+        self.nvls = nvls_buffer_bytes(settings, plan)
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64) + ub_workspaces
         self.mpu = _mpu_buffer(settings, ctx)
         # the rotary embedding's precomputed tables [tt9]: 8 B (complex64) x seq x rotary dim / 2 each
@@ -4581,7 +4598,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
                  mpu_buffer=mpu, dummy_wgrads=dummies, zero2_reduce_input=z2_input, **step, stream_pools=pools + _v2_rs_pool(per, allocated - v2[2], *v2[1:]), allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
-                 tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
+                 tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), nvls_buffers=per.nvls, reserve=per.reserve)
 
 
 def _layer_and_queue_capacity(pc: ParamCounts, plan: PlanArrays, stack):
@@ -5365,7 +5382,8 @@ def reserved_bytes(t: Terms) -> np.ndarray:
 
 def outside_bytes(t: Terms) -> np.ndarray:
     """What the total holds outside the caching allocator (OUTSIDE_TERMS): the CUDA context and
-    NCCL reserve, and TP overlap's buffers [ub] (Terms without that term: the reserve alone)."""
+    NCCL reserve, TP overlap's buffers [ub], the MoE dispatcher's [ep] and NCCL's NVLS buffers [nv] (each
+    where Terms has it)."""
     return t.sum(*(k for k in OUTSIDE_TERMS if k in t.keys()))
 
 
@@ -5436,6 +5454,43 @@ def hybridep_tokens(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
         local = np.where(plan.pp > 1, plan.gbs / np.maximum(plan.dp, 1), plan.mbs).astype(np.float64)
         t = local * plan.seq / (plan.cp * plan.tp)
     return np.maximum(t, float(HYBRIDEP_CONFIGURER_MIN_TOKENS))
+
+
+# the rank order NCCL's NVLS groups are placed in [nv]: Megatron's default (--rank-order tp-cp-ep-dp-pp's mesh axes)
+NVLS_RANK_ORDER = "tp-cp-dp-pp"
+
+
+def nvls_buffer_bytes(settings: Settings, plan) -> np.ndarray:
+    """Bytes per GPU of NCCL's NVLS buffers [nv] (planner/nvls_buffers.py): on hardware with NVLS and NCCL_NVLS_ENABLE
+    not 0 (comm.nvls_enabled), for each of the GPU's TP group (tp ranks, stride tp's), gradient group (dp x cp
+    ranks tp apart in the grid: comm.folded_stride) and, with MoE, expert-data-parallel group (tp cp dp / (etp ep)
+    ranks etp ep apart), nvls_comm_bytes of its members in the GPU's NVLink domain (comm.domain_piece_columns: each
+    rank its own piece, the heaviest rank's figure the GPU's), with the channels of a group inside one domain or
+    spanning domains; 0 elsewhere. The groups are placed as Megatron's default rank order places them
+    (NVLS_RANK_ORDER, whatever the plan's order): memory reads no rank order (fit prices a candidate's memory once
+    for all its orders, search.py step 2), an assumption; an order that puts TP or DP farther out leaves fewer of
+    their ranks in a domain."""
+    hw = settings.hardware
+    shape = np.shape(plan.tp)
+    if not comm.nvls_enabled(settings.nccl_nvls_enable, getattr(hw, "nvls", False)):  # job / hardware settings
+        return np.zeros(shape, dtype=np.float64)
+    cc = hw.capability  # (major, minor) or None: assumed Hopper's rule (below 10.0)
+    cc = float(cc[0]) + float(cc[1]) / 10.0 if cc is not None else 9.0
+    params = comm.comm_params(hw)
+    strides = comm.strides_by_code(comm.order_code(NVLS_RANK_ORDER), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    tp, cp, dp = (np.asarray(x, dtype=np.int64) for x in (plan.tp, plan.cp, plan.dp))
+    groups = [(tp, strides["tp"]), (dp * cp, comm.folded_stride(dp * cp, tp, plan, strides))]
+    if settings.model.moe is not None:  # a model property
+        etp = np.asarray(etp_of(plan), dtype=np.int64)
+        ep = np.asarray(plan.ep, dtype=np.int64)
+        edp = np.maximum(tp * cp * dp // np.maximum(etp * ep, 1), 1)
+        groups.append((edp, comm.folded_stride(edp, etp * ep, plan, strides)))
+    total = np.zeros(shape, dtype=np.float64)
+    for size, stride in groups:
+        pieces = comm.domain_piece_columns(size, stride, params, settings.gpus)
+        channels = nvls_channels(cc, np.min(pieces, axis=-1) < size)  # the group spans NVLink domains
+        total = total + np.max(nvls_comm_bytes(pieces, channels[..., None]), axis=-1)
+    return np.broadcast_to(total, shape).astype(np.float64)
 
 
 def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:

@@ -387,9 +387,9 @@ def peaks(res: dict, stage: Optional[str] = None) -> dict:
     fallback rules of the module docstring."""
     mem = res["memory"]
     terms = mem.get("terms") or {}
-    # what lives outside the allocator (memory.OUTSIDE_TERMS: the reserve, TP overlap's and the
-    # MoE dispatcher's buffers)
-    reserve = sum(float(terms.get(k, 0.0)) for k in ("reserve", "tp_overlap_buffers", "ep_buffers"))
+    # what lives outside the allocator (memory.OUTSIDE_TERMS: the reserve, TP overlap's, the MoE
+    # dispatcher's and NCCL's NVLS buffers)
+    reserve = sum(float(terms.get(k, 0.0)) for k in ("reserve", "tp_overlap_buffers", "ep_buffers", "nvls_buffers"))
     slack = float(terms.get("allocator_slack", 0.0))
     src = mem if stage is None else (mem.get("stages") or {}).get(stage)
     prefix = "memory" if stage is None else f"memory.stages.{stage}"

@@ -45,6 +45,7 @@ _TERM_COLOURS = {
     "zero3_ipg_bucket": "#8E5C82", "zero3_persistent": "#D9B5CF", "zero3_step_grads": "#6B4562",
     "fsdp_unsharded_ends": "#8E5C82", "fsdp_unsharded_stage": "#D9B5CF", "fsdp_accumulated_grads": "#6B4562",
     "fsdp_end_of_backward": "#E8D2E2", "allocator_slack": "#9D755D", "tp_overlap_buffers": "#79706E", "ep_buffers": "#D4A6C8",
+    "nvls_buffers": "#A0CBE8",
     "reserve": "#BAB0AC",
 }
 _HATCHES = (None, "//", "..", "xx", "\\\\", "++")  # model chunk 0, 1, 2, ...

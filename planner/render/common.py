@@ -165,6 +165,7 @@ TERM_LABELS = {
     "allocator_slack": "allocator slack (reserved - allocated)",
     "tp_overlap_buffers": "TP overlap buffers (outside the allocator)",
     "ep_buffers": "MoE dispatcher buffers (outside the allocator)",
+    "nvls_buffers": "NCCL NVLS buffers (outside the allocator)",
     "reserve": "CUDA context + NCCL reserve",
 }
 

@@ -16,12 +16,12 @@ _FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "mfsdp_double_buffer", 
                "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer") + _FSDP_TERMS + (
     "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads", "zero2_reduce_input", "zero12_ipg_bucket",
-    "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "offload_norm_fp64", "offload_copy_back", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
-# a row only where the plan has it (TP overlap on; a DeepEP / Hybrid-EP dispatcher; each FSDP / ZeRO-3 buffer the
+    "zero12_grad_partition", "bf16_reduce_copy", "optimizer_step", "step_grad_copies", "offload_norm_fp64", "offload_copy_back", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "nvls_buffers", "reserve")
+# a row only where the plan has it (TP overlap on; a DeepEP / Hybrid-EP dispatcher; NCCL NVLS communicators; each FSDP / ZeRO-3 buffer the
 # plan's sharding holds; the step's gradient copies where they set the peak; DeepSpeed ZeRO-1/2's IPG buffers and
 # gradient reduction; ZeRO-Offload's fp64 norm piece and its copy of the updated partition back to the GPU where they
 # set the peak)
-_SHOWN_IF_ANY = ("tp_overlap_buffers", "ep_buffers", "step_grad_copies", "zero2_reduce_input", "zero12_ipg_bucket",
+_SHOWN_IF_ANY = ("tp_overlap_buffers", "ep_buffers", "nvls_buffers", "step_grad_copies", "zero2_reduce_input", "zero12_ipg_bucket",
                  "zero12_grad_partition", "bf16_reduce_copy", "offload_norm_fp64", "offload_copy_back") + _FSDP_TERMS
 
 
