@@ -173,7 +173,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "launch script's export NCCL_PROTO=...): the collectives priced under the protocols it leaves them, "
                 "LL / LL128 inside one NVLink domain only (default: unset, NCCL's default set)"),
     FieldOption("nccl_nvls_enable", "int", "0|1|2, the run's NCCL_NVLS_ENABLE (a launch script's export "
-                "NCCL_NVLS_ENABLE=0): 0 prices the all-reduces without NVLS and NVLS-tree; 1 (forced) refused on "
+                "NCCL_NVLS_ENABLE=0): 0 prices the all-reduces without NVLS and NVLS-tree and without NCCL's NVLS "
+                "buffers (memory.py [nv]); 1 (forced) refused on "
                 "hardware without NVLS (default: unset, NCCL's 2: the hardware's NVLS)"),
     FieldOption("attention_kernel_named", "bool", "with --attention-kernel: the config names it as its backend "
                 "(Megatron-Bridge model.attention_backend flash / fused), not TE's auto choice: priced alike, but "

@@ -4426,8 +4426,9 @@ class Job(BaseModel):
                     "to v2.29.7-1: 0 no NVLink SHARP, 2 (NCCL's default) NVLS where the GPU reports multicast "
                     "support, 1 forced on): 0 takes NVLS and NVLS-tree out of every all-reduce's candidates "
                     "(src/enqueue.cc l. 1466) and CollNet inside the domain runs direct, not over NVLS (comm.py "
-                    "[22]); 1 on hardware without NVLS (hardware nvls false) is refused; 1 and 2 price as unset; "
-                    "default: unset, NCCL's default (the hardware's nvls flag)")
+                    "[22]) and allocates no NVLS buffers (1 and 2: NCCL's cuMem buffers of each NVLS communicator, outside "
+                    "the caching allocator, memory.py [nv]); 1 on hardware without NVLS (hardware nvls false) is "
+                    "refused; 1 and 2 price as unset; default: unset, NCCL's default (the hardware's nvls flag)")
     attention_kernel_named: Bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the trainer config names attention_kernel as its attention backend (Megatron-Bridge "

@@ -178,9 +178,11 @@ CASES = [
                                                               stack="megatron", micro_batch=1, global_batch=32,
                                                               seq_len=4096), "^LL128", {"step": +1}),
     # the run's NCCL_NVLS_ENABLE 0: DDP's gradient all-reduce on one H100 node by ring, not NVLS
-    # (tests/test_nccl_nvls_enable.py)
+    # (tests/test_nccl_nvls_enable.py), and no NVLS buffers for its 8-rank group: -258 MiB (memory.py [nv],
+    # tests/test_nvls_buffers.py)
     ("nccl_nvls_enable", ["--nccl-nvls-enable", "0"], 0, dict(DENSE, tp=1, pp=1, cp=1, sharding="none", micro_batch=1,
-                                                              global_batch=32, seq_len=4096), 2, {"step": +1}),
+                                                              global_batch=32, seq_len=4096), 2,
+     {"step": +1, "memory": -1}),
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
     # the distributed optimizer's all-gather after the step exposed whole, not behind the next forward (step.py [40])
