@@ -86,11 +86,12 @@ def shipped_cases() -> list[Case]:
 
 # command-line options of the fuzz targets' command lines that load_job takes (the rest are the command's own)
 _OPTIONS = {"--model": ("model", str), "--gpus": ("gpus", int), "--hardware": ("hardware", str),
-            "--seq-len": ("seq_len", int)}
+            "--seq-len": ("seq_len", int), "--trainer-date": ("trainer_date", str)}
 
 
 def options_of(args: list[str]) -> dict:
-    """load_job's overrides from a command line's options (--model, --gpus, --hardware, --seq-len)."""
+    """load_job's overrides from a command line's options (--model, --gpus, --hardware, --seq-len, --trainer-date: the
+    precision-flags seed fp8_tp2_pp2.args is refused without its --trainer-date 2026-07-02)."""
     out = {}
     for a, b in zip(args, args[1:]):
         if a in _OPTIONS:
