@@ -212,11 +212,12 @@ def test_bridge_overrides_the_run_does_not_read_are_listed(tmp_path):
 
 
 def test_bridge_override_lines_outside_the_launch_line_are_refused(tmp_path):
-    """The check over a mutated fuzz seed (newest-fields bridge-8b.sh, mutated with random.Random("newest-fields:189:ign"):
-    tests/data/fuzz_issue24/ignored-bridge-189-0.sh): `train.global_batch_size=2048 \\` moved above the torchrun line and a
-    blank line after `train.micro_batch_size=1 \\`, which ends the launch line there. bash runs neither
+    """The check over a mutated fuzz seed (newest-fields bridge-8b.sh, mutated with
+    random.Random("newest-fields:189:ign"): tests/data/fuzz_issue24/ignored-bridge-189-0.sh):
+    `train.global_batch_size=2048 \\` moved above the torchrun line and a blank line after
+    `train.micro_batch_size=1 \\`, which ends the launch line there. bash runs neither
     `train.global_batch_size=2048 torchrun ...` (a dotted name is no assignment: a command name) nor the override lines
-    after the blank one; the reader priced the launch line's words and the recipe's global batch 512, and the 27 keys
+    after the blank one; the reader priced the launch line's words and the recipe's global batch 512, and the 29 keys
     after the blank line moved nothing and said nothing (the check's two findings, train.global_batch_size and
     model.vocab_size changed). Now refused (megatron_bridge._stray_overrides), naming the first such line."""
     from planner.errors import PlannerError
