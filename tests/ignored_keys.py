@@ -123,6 +123,28 @@ def fuzz_cases(work: Path) -> list[Case]:
     return out
 
 
+def mutated_cases(work: Path, seed: int, per_kind: int) -> list[Case]:
+    """per_kind inputs of each TRAINER_KINDS kind, its seeds mutated in turn as the fuzz pass mutates them
+    (fuzzing.mutate, random.Random(f"{kind}:{seed}:ign")), each read with the options fuzz_cases gives its seed: new
+    inputs for the check (scripts/fuzz.py --ignored-keys --mutate N --seed S). An input refused as given is skipped."""
+    import random
+
+    from fuzzing import mutate, targets
+
+    out = []
+    for kind, t in targets(work).items():
+        if kind not in TRAINER_KINDS:
+            continue
+        rng, names = random.Random(f"{kind}:{seed}:ign"), sorted(t.seeds)
+        line = next((a for a in t.args if a and a[0] in ("explain", "check")), [])
+        for i in range(per_kind):
+            name = names[i % len(names)]
+            data = mutate(rng, t, t.seeds[name])
+            out.append(Case(f"{kind}:{name}:{seed}:{i}", data, t.seed_suffix.get(name, t.suffix),
+                            options_of([*line, *t.seed_args.get(name, [])])))
+    return out
+
+
 # ------------------------------------------------------------------ reading and pricing
 @dataclass
 class Read:

@@ -235,3 +235,15 @@ def test_bridge_override_lines_outside_the_launch_line_are_refused(tmp_path):
     assert cfg.job["global_batch"] == 2048 and cfg.job["micro_batch"] == 1 and cfg.job["tp"] == 4
     tally = ik.run([ik.Case("c.sh", ("\n".join(whole) + "\n").encode(), ".sh", {})], limit=4)
     assert tally.tried == 8 and not tally.findings, "\n".join(map(str, tally.findings))
+
+
+def test_mutated_cases_reproduce_the_seed_189_input(tmp_path):
+    """scripts/fuzz.py --ignored-keys --mutate 5 --seed 189 checks the input above: ignored_keys.mutated_cases draws
+    it again byte for byte (newest-fields' first input at seed 189), read with the kind's options (none: a launch)."""
+    cases = ik.mutated_cases(tmp_path, 189, 5)
+    assert len(cases) == 5 * len(ik.TRAINER_KINDS)
+    case = next(c for c in cases if c.name == "newest-fields:bridge-8b.sh:189:0")
+    assert case.data == (ik.DATA / "fuzz_issue24" / "ignored-bridge-189-0.sh").read_bytes()
+    assert case.suffix == ".sh" and case.options == {}
+    fp8 = next(c for c in ik.fuzz_cases(tmp_path / "seeds") if c.name == "precision-flags:fp8_tp2_pp2.args")
+    assert fp8.options == {"gpus": 8, "trainer_date": "2026-07-02"}  # read as its fuzz command line reads it
