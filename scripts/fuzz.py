@@ -22,6 +22,8 @@ runs instead the metamorphic check of the trainer readers' ignored lists (tests/
 trainer configs and the fuzz harness' trainer-config seeds (ignored_keys.fuzz_cases), every listed-ignored key changed
 and removed and every other key's value changed: OUT/ignored.json lists each finding (a key listed ignored whose change
 moves the price or is refused; a key not listed whose change moves nothing and says nothing), exit 1 if any.
+With `--mutate N --seed S` it also checks N mutated inputs of each trainer kind (the fuzz pass's mutations, at most 12
+changes each way an input), each one with a finding saved under OUT/inputs/.
 """
 
 from __future__ import annotations
@@ -114,9 +116,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="fuzz-report", help="folder for report.json and the failing inputs")
     ap.add_argument("--ignored-keys", action="store_true",
                     help="the ignored-lists check (tests/ignored_keys.py) over the shipped configs and fuzz seeds")
+    ap.add_argument("--mutate", type=int, default=0,
+                    help="with --ignored-keys: also N mutated inputs of each trainer kind (ignored_keys.mutated_cases, "
+                         "--seed); the changes per input and direction then at most 12")
     a = ap.parse_args(argv)
     if a.ignored_keys:
-        return ignored_keys_pass(a.out)
+        return ignored_keys_pass(a.out, a.seed, a.mutate)
     from fuzzing import split_gemm, targets
 
     kinds = sorted(split_gemm(targets(Path(tempfile.mkdtemp(prefix="fuzz-kinds-")))))
@@ -153,19 +158,29 @@ def main(argv=None) -> int:
     return 1 if failures else 0
 
 
-def ignored_keys_pass(out: str) -> int:
-    """tests/ignored_keys.py over the shipped trainer configs and the fuzz harness' trainer seeds: OUT/ignored.json."""
+def ignored_keys_pass(out: str, seed: int = 24, mutate: int = 0) -> int:
+    """tests/ignored_keys.py over the shipped trainer configs and the fuzz harness' trainer seeds: OUT/ignored.json;
+    mutate > 0: also `mutate` mutated inputs of each trainer kind (ignored_keys.mutated_cases at `seed`), at most 12
+    changes each way an input (the first pass over them, 2026-12-07, found ignored-bridge-189-0.sh)."""
     import ignored_keys as ik
 
     cases = ik.shipped_cases()
     names = {c.data for c in cases}
     cases += [c for c in ik.fuzz_cases(Path(tempfile.mkdtemp(prefix="fuzz-ignored-"))) if c.data not in names]
+    fixed = len(cases)
+    if mutate:
+        cases += ik.mutated_cases(Path(tempfile.mkdtemp(prefix="fuzz-ignored-")), seed, mutate)
     t0, report = time.time(), {"cases": [], "findings": []}
     pricer = ik.Pricer()  # the changed files in a temporary folder, removed at the end
-    for case in cases:
+    for n, case in enumerate(cases):
         tally = ik.Tally()
-        ik.ignored_findings(case, pricer, tally)
-        ik.priced_findings(case, pricer, tally)
+        limit = None if n < fixed else 12
+        ik.ignored_findings(case, pricer, tally, limit)
+        ik.priced_findings(case, pricer, tally, limit)
+        if tally.findings and n >= fixed:  # a mutated input with a finding: saved to reproduce it
+            saved = Path(out) / "inputs" / (case.name.replace(":", "-").replace("/", "_") + case.suffix)
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            saved.write_bytes(case.data)
         report["cases"].append({"case": case.name, "options": case.options, "tried": tally.tried,
                                 "findings": len(tally.findings), "not_mutable": [k for _, k in tally.unmutable]})
         report["findings"] += [vars(f) for f in tally.findings]

@@ -86,11 +86,12 @@ def shipped_cases() -> list[Case]:
 
 # command-line options of the fuzz targets' command lines that load_job takes (the rest are the command's own)
 _OPTIONS = {"--model": ("model", str), "--gpus": ("gpus", int), "--hardware": ("hardware", str),
-            "--seq-len": ("seq_len", int)}
+            "--seq-len": ("seq_len", int), "--trainer-date": ("trainer_date", str)}
 
 
 def options_of(args: list[str]) -> dict:
-    """load_job's overrides from a command line's options (--model, --gpus, --hardware, --seq-len)."""
+    """load_job's overrides from a command line's options (--model, --gpus, --hardware, --seq-len, --trainer-date: the
+    precision-flags seed fp8_tp2_pp2.args is refused without its --trainer-date 2026-07-02)."""
     out = {}
     for a, b in zip(args, args[1:]):
         if a in _OPTIONS:
@@ -119,6 +120,28 @@ def fuzz_cases(work: Path) -> list[Case]:
             line = next((a for a in t.args if a and a[0] in ("explain", "check")), [])
             args = [*line, *t.seed_args.get(name, [])]
             out.append(Case(f"{kind}:{name}", data, t.seed_suffix.get(name, t.suffix), options_of(args)))
+    return out
+
+
+def mutated_cases(work: Path, seed: int, per_kind: int) -> list[Case]:
+    """per_kind inputs of each TRAINER_KINDS kind, its seeds mutated in turn as the fuzz pass mutates them
+    (fuzzing.mutate, random.Random(f"{kind}:{seed}:ign")), each read with the options fuzz_cases gives its seed: new
+    inputs for the check (scripts/fuzz.py --ignored-keys --mutate N --seed S). An input refused as given is skipped."""
+    import random
+
+    from fuzzing import mutate, targets
+
+    out = []
+    for kind, t in targets(work).items():
+        if kind not in TRAINER_KINDS:
+            continue
+        rng, names = random.Random(f"{kind}:{seed}:ign"), sorted(t.seeds)
+        line = next((a for a in t.args if a and a[0] in ("explain", "check")), [])
+        for i in range(per_kind):
+            name = names[i % len(names)]
+            data = mutate(rng, t, t.seeds[name])
+            out.append(Case(f"{kind}:{name}:{seed}:{i}", data, t.seed_suffix.get(name, t.suffix),
+                            options_of([*line, *t.seed_args.get(name, [])])))
     return out
 
 

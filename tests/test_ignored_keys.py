@@ -209,3 +209,41 @@ def test_bridge_overrides_the_run_does_not_read_are_listed(tmp_path):
     # and the check finds nothing left in it (6 changes each way here; all of them under scripts/fuzz.py --ignored-keys)
     tally = ik.run([ik.Case("bridge-70b-fsdp.sh", text.encode(), ".sh", {})], limit=6)
     assert tally.tried == 12 and not tally.findings, "\n".join(map(str, tally.findings))
+
+
+def test_bridge_override_lines_outside_the_launch_line_are_refused(tmp_path):
+    """The check over a mutated fuzz seed (newest-fields bridge-8b.sh, mutated with
+    random.Random("newest-fields:189:ign"): tests/data/fuzz_issue24/ignored-bridge-189-0.sh):
+    `train.global_batch_size=2048 \\` moved above the torchrun line and a blank line after
+    `train.micro_batch_size=1 \\`, which ends the launch line there. bash runs neither
+    `train.global_batch_size=2048 torchrun ...` (a dotted name is no assignment: a command name) nor the override lines
+    after the blank one; the reader priced the launch line's words and the recipe's global batch 512, and the 29 keys
+    after the blank line moved nothing and said nothing (the check's two findings, train.global_batch_size and
+    model.vocab_size changed). Now refused (megatron_bridge._stray_overrides), naming the first such line."""
+    from planner.errors import PlannerError
+
+    text = (ik.DATA / "fuzz_issue24" / "ignored-bridge-189-0.sh").read_text()
+    with pytest.raises(PlannerError, match=r"line 7: train\.global_batch_size=2048 starts a command") as e:
+        _read_text(tmp_path, "a.sh", text)
+    assert "each line but the last ending with" in e.value.hint
+    lines = text.splitlines()
+    moved = lines[:6] + lines[7:19] + [lines[6]] + lines[19:]  # the override back on the launch line, the blank kept
+    with pytest.raises(PlannerError, match=r"line 21: model\.vocab_size=128256 starts a command"):
+        _read_text(tmp_path, "b.sh", "\n".join(moved) + "\n")
+    whole = [ln for ln in moved if ln.strip()]  # and the blank line gone: one launch line, every override read
+    cfg = _read_text(tmp_path, "c.sh", "\n".join(whole) + "\n")
+    assert cfg.job["global_batch"] == 2048 and cfg.job["micro_batch"] == 1 and cfg.job["tp"] == 4
+    tally = ik.run([ik.Case("c.sh", ("\n".join(whole) + "\n").encode(), ".sh", {})], limit=4)
+    assert tally.tried == 8 and not tally.findings, "\n".join(map(str, tally.findings))
+
+
+def test_mutated_cases_reproduce_the_seed_189_input(tmp_path):
+    """scripts/fuzz.py --ignored-keys --mutate 5 --seed 189 checks the input above: ignored_keys.mutated_cases draws
+    it again byte for byte (newest-fields' first input at seed 189), read with the kind's options (none: a launch)."""
+    cases = ik.mutated_cases(tmp_path, 189, 5)
+    assert len(cases) == 5 * len(ik.TRAINER_KINDS)
+    case = next(c for c in cases if c.name == "newest-fields:bridge-8b.sh:189:0")
+    assert case.data == (ik.DATA / "fuzz_issue24" / "ignored-bridge-189-0.sh").read_bytes()
+    assert case.suffix == ".sh" and case.options == {}
+    fp8 = next(c for c in ik.fuzz_cases(tmp_path / "seeds") if c.name == "precision-flags:fp8_tp2_pp2.args")
+    assert fp8.options == {"gpus": 8, "trainer_date": "2026-07-02"}  # read as its fuzz command line reads it

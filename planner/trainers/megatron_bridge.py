@@ -607,6 +607,29 @@ def _yaml_overrides(name: str, launch: Path, heredocs: dict, where: str, ignored
     return shown, out
 
 
+# a command whose first word is a Hydra override (`model.vocab_size=128256`): not a bash assignment (a dotted name is not
+# an identifier: bash(1), DEFINITIONS "name" and PARAMETERS), so bash runs the word as a command name and the line never
+# reaches the script: a continuation broken by a blank line, or an override above the launch line
+_STRAY = re.compile(r"\s*([A-Za-z_]\w*(?:\.\w+)+)=\S*")
+
+
+def _stray_overrides(text: str, where: str) -> None:
+    """Refuse a command line that starts with a Hydra override (_STRAY): before 2026-12-07 the override lines after a
+    blank line that ended the launch line's continuation, or above the launcher, were passed over silently (their
+    keys moved no figure: tests/ignored_keys.py on a fuzz input, tests/data/fuzz_issue24/ignored-bridge-189-0.sh)."""
+    from .megatron import _join_continuations
+
+    for no, line in _join_continuations(text):
+        m = _STRAY.match(line)
+        if m and not line.lstrip().startswith("#"):
+            raise PlannerError(f"{where}line {no}: {m.group(0).strip()} starts a command: bash runs a dotted "
+                               f"{m.group(1)}=... as a command name, not an assignment, so it never reaches the "
+                               "launched script (a line continuation broken by a blank line, or an override above "
+                               "the launcher?)",
+                               "give the overrides on the launch line after the script's name, each line but "
+                               "the last ending with `\\`")
+
+
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
          hardware: Optional[str] = None, job_options: Optional[dict] = None) -> TrainerConfig:
     """A launch of one of the SCRIPTS read into the planner's job fields: the recipe's values (RECIPES, COMMON), the
@@ -626,6 +649,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                            f"{where}launches of {', '.join(sorted(names))}: one launch a file",
                            f"give a launch of {SCRIPT} --recipe NAME key=value ...")
     script = SCRIPTS[names.pop()]
+    _stray_overrides(text, where)
     # command_words splits at the script word: launch holds the launcher's words, words the script's
     ignored: list[str] = []
     not_modelled: list[str] = []
