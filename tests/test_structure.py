@@ -88,6 +88,8 @@ RANKS = {
     "planner.moe_padding": 20,
     # the MoE dispatchers' communication buffers (DeepEP, Hybrid-EP): a leaf that memory reads
     "planner.ep_buffers": 20,
+    # NCCL's NVLS buffers per communicator (memory.py [nv]): a leaf (numpy only) that memory reads
+    "planner.nvls_buffers": 20,
     # the MoE dispatchers' codes and each plan's dispatcher (fit's dispatcher search): a leaf that dispatch, step and
     # memory read
     "planner.dispatch_codes": 20,

@@ -2025,6 +2025,16 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         except ValueError:
             continue
         words = _inline_shell_c(words)
+        if cmd is not None and words and words[0].startswith("-") and ")" not in words[0]:
+            # a command line after the launch line that starts with a flag (`--micro-batch-size 1 \` or an
+            # `${ARGS[@]}` of flags): bash runs the flag as a command name ("command not found", after the training
+            # has run without it), as when a blank or commented line breaks the launch line's `\` continuation.
+            # Before 2026-12-07 these flags were passed over silently (fuzz4's finding on the Bridge reader,
+            # megatron_bridge._stray_overrides, seen here on train_llama3_8b.sh); a case pattern (`--tp)`) is not one
+            raise PlannerError(f"{where}line {no}: {literal(words[0])} starts a command after the launch line: "
+                               "bash runs a flag as a command name, so it and the words after it never reach the "
+                               "launched script (a line continuation broken by a blank or commented line?)",
+                               "give the arguments on the launch line, each line but the last ending with `\\`")
         script_at = [k for k, w in enumerate(words) if ARGS_SCRIPT.search(w.strip("\"'"))]
         end = next((k for k, w in enumerate(words) if w in _COMMAND_END and script_at and k > script_at[0]), None)
         words = words if end is None else words[:end]
