@@ -26,12 +26,23 @@ References (NVIDIA/nccl, v2.27.3-1 = 72d24320 unless said otherwise; the model f
     case, l. 153-156, calls ncclNvlsBufferSetup), not at init (only the credits then: nvls.cc l. 405, 433, nChannels x 2 x 64 B x
     nHeads, rounded up to the granularity); without it at init (init.cc l. 1171). A training step's large
     all-reduce / all-gather / reduce-scatter inside an NVLink domain are NVLS's (the tuner's fastest there: comm.py
-    [6]), run in the first step, so the buffers are held at every later step's peak. Before v2.22.3-1 the buffers
-    were set up at init with the Simple protocol's 4 MiB steps plus 2 MiB of flags each (v2.20.3-1 nvls.cc
-    l. 309-312: 6 x the figure here, 1.5 GiB for 8 GPUs on H100): not modelled.
+    [6]), run in the first step, so the buffers are held at every later step's peak. Before v2.22.3-1: [8].
 [7] The credits' allocation: 16 x 2 x 64 B x 8 = 16 KiB, rounded up to the allocation granularity
     (CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, queried at run time, nvls.cc l. 261-262): taken as 2 MiB, NCCL's
     NVLS_MEM_ALIGN_SIZE (nvls.cc l. 146; v2.20.3-1 l. 228 used it as the flags' size), an assumption.
+[8] Earlier releases (not modelled): ncclNvlsSetup set the buffers up at communicator init, nChannels
+    (comm->nChannels) x 2 x (buffSize + NVLS_MEM_ALIGN_SIZE 2 MiB of head / tail flags) x nHeads: v2.18-v2.20
+    with the Simple protocol's buffer, 4 MiB (v2.20.3-1 and v2.20.5-1 nvls.cc l. 291, 309-312: 6 x the figure
+    here a channel and head, 1.5 GiB for an 8-GPU H100 communicator at 16 channels), v2.21.5-1 with NVLS_CHUNKSIZE
+    128 KiB x 8 steps, 1 MiB (l. 233, 292, 310-314: 3 x). PyTorch's CUDA 12 wheels shipped releases before v2.22
+    into 2025 (torch 2.1.0: 2.18.1, pytorch/pytorch#112285; the build pin was v2.21.5-1 until pytorch/pytorch
+    #146073, 2025-01-30, moved it to v2.25.1-1: .ci/docker/common/install_cuda.sh '-NCCL_VERSION=v2.21.5-1'). The planner prices the
+    v2.22+ figure everywhere and carries no NCCL release: a stack (stack_db) is a trainer, not a dated environment
+    (the megatron stack prices 2021 to 2026 records), and a record names a container at most, not its NCCL; no
+    measured figure in tests/data sees these buffers (the memory rows compare the allocator's reserved or allocated
+    peak, which excludes them; the Megatron-Bridge release records run with NCCL_NVLS_ENABLE=0, validate.py rule
+    13d), so a version rule could not be checked against any figure. An older NCCL's run is under-priced: an
+    8-GPU H100 group at 16 channels bound 768 MiB (v2.21) or 1,536 MiB (v2.18-v2.20), priced 258 MiB.
 
 The communicators a plan's GPU runs NVLS on: its TP group (tp), its gradient group (Megatron's data-parallel
 group with CP, dp x cp; FSDP's shard group), and with MoE its expert-data-parallel group (tp cp dp / (etp ep)):

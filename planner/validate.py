@@ -131,6 +131,11 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     does not price (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc).
 13c. bias_activation_fusion (Megatron-Core's fused bias + activation kernel) goes to the job's
     field of that name; null -> the stack's default, listed as assumed.
+13d. nccl_nvls_enable (the run's NCCL_NVLS_ENABLE) goes to the job's field of that name; null -> unset (NCCL's
+    default 2: NVLS where the hardware has it). Megatron-Bridge's performance launcher exports
+    NCCL_NVLS_ENABLE=0 for every Slurm run (scripts/performance/utils/executors.py PERF_ENV_VARS, 'Disable NVLink
+    SHARP to save memory': l. 42 at v0.2.0, l. 43 at v0.3.0, v0.4.0, v0.5.0), set back to 1 only with nccl_ub
+    (Megatron FSDP's NCCL user buffers), so the Bridge release-table records state 0 with that line.
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
     (never read from names or notes); fp8_param_gather, fsdp_root_unit and cross_entropy_fusion likewise (null -> off;
     cross_entropy_fusion_impl null -> native); fp8_allgather null -> the stack's recipe rule
@@ -320,6 +325,10 @@ class RunRecord(BaseModel):
     shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
     schedule: Optional[Schedule] = None
     rank_order: Optional[str] = Field(default=None, description="mesh axes innermost first (the Job field); null: the planner's default")
+    nccl_nvls_enable: Optional[Literal[0, 1, 2]] = Field(
+        default=None, description="the run's NCCL_NVLS_ENABLE (the Job field: 0 no NVLink SHARP collectives and no NVLS "
+                                  "buffers, comm.py [22], memory.py [nv]), cited in provenance (e.g. Megatron-Bridge's "
+                                  "performance executor PERF_ENV_VARS, rule 13d); null: unset, NCCL's default 2")
     # the software stack and its options (the Job fields of the same names); null: the stack's default
     stack: Optional[str] = Field(default=None, description="stack_db name or a stack YAML (megatron, torchtitan, llm-foundry, ...)")
     torch_compile: Optional[Bool] = None
@@ -945,7 +954,7 @@ def _stated_fields(rec: RunRecord, mods, split: dict) -> dict:
     lists as inherited), and the pipeline split: the record's stated one (its flags, or its layout's),
     else the one a legal Megatron layout needs (rule 7b)."""
     out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "dummy_wgrads", "te_version",
-                                   "rank_order", "bias_activation_fusion")
+                                   "rank_order", "bias_activation_fusion", "nccl_nvls_enable")
            if getattr(rec, f) is not None}
     if mods:
         out["recompute_modules"] = list(mods)

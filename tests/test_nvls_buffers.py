@@ -69,3 +69,60 @@ def test_explain_shows_the_row(cli, tmp_path):
     assert row.split("│")[-2].strip() == "0.25"  # GiB: 258 MiB
     job.write_text(job.read_text() + "nccl_nvls_enable: 0\n", encoding="utf-8")
     assert "NCCL NVLS buffers" not in cli("explain", str(job)).stdout  # the row only where it is priced
+
+
+def test_bridge_release_records_run_without_nvls():
+    """Megatron-Bridge's performance launcher exports NCCL_NVLS_ENABLE=0 for every Slurm run (scripts/performance/
+    utils/executors.py PERF_ENV_VARS, l. 42 at v0.2.0, l. 43 at v0.3.0-v0.5.0): each release-table record states
+    nccl_nvls_enable 0 with that line, and prices no NVLS buffers. The same record without the field (NCCL's default)
+    binds them by hand: DeepSeek-V3 on GB200 NVL72 (25.11, EP 64 in one rack, 64 GPUs: the expert-data-parallel group
+    is 1, the gradient group dp 64 in one 72-GPU domain, 32 heads at most, 24 channels) 24 x 2 x 1 MiB x 32 + 2 MiB =
+    1,538 MiB; gpt-oss 120B on H100 (dp 16 over two 8-GPU nodes, 8 a node, 16 channels) 16 x 2 x 8 + 2 = 258 MiB."""
+    import tempfile
+    from pathlib import Path
+
+    from planner import memory
+    from planner.validate import load_runs, new_row, prepare_record
+
+    data = Path(__file__).parent / "data"
+    recs = [r for f in ("published_runs_lowprec.yaml", "published_runs_moe.yaml") for r in load_runs(data / f)
+            if r.source_group.startswith("megatron_bridge_perf_")]
+    assert len(recs) == 46
+    for r in recs:
+        assert r.nccl_nvls_enable == 0, r.id
+        assert "executors.py PERF_ENV_VARS l. 4" in r.provenance["nccl_nvls_enable"], r.id
+    by_id = {r.id: r for r in recs}
+
+    def nvls(rec):
+        with tempfile.TemporaryDirectory() as d:
+            s, p = prepare_record(rec, new_row(rec), Path(d), data)
+        return s.nccl_nvls_enable, float(memory.nvls_buffer_bytes(s, p))
+
+    for rid, mib in (("megatron-bridge-25.11-dgx-gb200-deepseek-v3-bf16", 1538),
+                     ("megatron-bridge-25.11-dgx-h100-gpt-oss-120b-bf16", 258)):
+        assert nvls(by_id[rid]) == (0, 0.0)
+        assert nvls(by_id[rid].model_copy(update={"nccl_nvls_enable": None})) == (None, mib * MIB), rid
+
+
+def test_rank_order_explain_and_fit_agree(cli, explain):
+    """Memory reads no rank order (fit prices it once for all orders), so NVLS groups are placed as Megatron's default
+    tp-cp-dp-pp places them in fit and explain alike (memory.NVLS_RANK_ORDER): tiny-fit, TP 2 PP 2 DP 4 on 16 H100s,
+    the DP group 4 ranks 2 apart in one node: 16 x 2 x 4 + 2 = 130 MiB (TP 2: none), at --use-tp-pp-dp-mapping's
+    tp-cp-pp-dp too, where the DP ranks would sit 4 apart, 2 a node (no NVLS): over by 130 MiB, the documented
+    assumption. fit's row of that order and explain of that row agree to the byte."""
+    import json
+
+    tiny = "tests/data/tiny-fit.yaml"
+    r = cli("fit", "--model", tiny, "--gpus", "16", "--hardware", "h100-sxm", "--global-batch", "16", "--top", "4000",
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    key = dict(tp=2, cp=1, pp=2, dp=4, vpp=1, micro_batch=1, sharding="none", recompute="none", sequence_parallel=True)
+    rows = [x for x in json.loads(r.stdout) if all(x["plan"].get(k) == v for k, v in key.items())]
+    assert sorted(x["plan"]["rank_order"] for x in rows) == ["tp-cp-dp-pp", "tp-cp-pp-dp"]
+    for row in rows:
+        p = row["plan"]
+        js = explain(model=tiny, gpus=16, hardware="h100-sxm", global_batch=16, seq_len=p["seq_len"], tp=2, pp=2,
+                     micro_batch=1, sharding="none", recompute="none", sequence_parallel=True,
+                     schedule=p["schedule"], tp_comm_overlap=p["tp_comm_overlap"], rank_order=p["rank_order"])[3]
+        assert row["memory"]["terms"]["nvls_buffers"] == js["memory"]["terms"]["nvls_buffers"] == 130 * MIB
+        assert row["memory"]["total_bytes"] == js["memory"]["total_bytes"], p["rank_order"]
