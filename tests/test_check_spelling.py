@@ -193,6 +193,10 @@ def test_megatron_script_without_global_batch_size(tmp_path):
 
 # ------------------------------------------------------------------------------- DeepSpeed
 DS_CLI = {"model": "llama3-8b", "gpus": 8, "seq_len": 8192}
+# the micro-batch-1 plan of the ZeRO-2 JSON at 8,192 tokens needs 71.2 GiB on the H100 since branch nvlsmem priced
+# NCCL's NVLS buffers (its 8-rank DP group: 16 x 2 x 1 MiB x 8 + 2 MiB = 258 MiB, memory.py [nv]), 0.04 GiB over the
+# usable 71.2: the tests of its spelling run it without NVLS (NCCL_NVLS_ENABLE=0), where it fits and is suggested
+DS_CLI_NO_NVLS = {**DS_CLI, "nccl_nvls_enable": 0}
 
 
 def _ds(drop: str = "", src: Path = DS2, **zero) -> str:
@@ -217,7 +221,7 @@ def test_deepspeed_micro_batch_moves_the_accumulation(tmp_path):
     refused on megatron-deepspeed, start-up rule STACK_SP_NORM_GRADS: the TP change check finds is priced SP off now). Each reads back as the
     plan checked, with the same memory: the JSON as spelled, and for TP and recompute the launcher's
     argument the spelling names given as --tp 4 / --recompute full."""
-    n, sugg = _readback(tmp_path, DS2, _ds(), DS_CLI, "deepspeed", _launcher)
+    n, sugg = _readback(tmp_path, DS2, _ds(), DS_CLI_NO_NVLS, "deepspeed", _launcher)
     assert n == len(sugg) == 3
     [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
     assert mb["trainer_settings"] == [{"key": "train_micro_batch_size_per_gpu", "value": 1},
@@ -235,12 +239,12 @@ def test_deepspeed_derived_and_defaulted_accumulation(tmp_path):
     """Without gradient_accumulation_steps DeepSpeed derives it from train_batch_size and the
     micro-batch: no key, a note (2 -> 8); without train_batch_size the accumulation's default 1
     would make the batch micro x dp, so it is spelled."""
-    n, sugg = _readback(tmp_path, DS2, _ds("gradient_accumulation_steps"), DS_CLI, "deepspeed")
+    n, sugg = _readback(tmp_path, DS2, _ds("gradient_accumulation_steps"), DS_CLI_NO_NVLS, "deepspeed")
     [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
     assert mb["trainer_settings"] == [{"key": "train_micro_batch_size_per_gpu", "value": 1}]
     assert mb["trainer_notes"] == ["gradient_accumulation_steps 2 -> 8 (DeepSpeed derives it: train_batch_size / "
                                    "(micro x dp); no key)"]
-    n, sugg = _readback(tmp_path, DS2, _ds("train_batch_size"), DS_CLI, "deepspeed")
+    n, sugg = _readback(tmp_path, DS2, _ds("train_batch_size"), DS_CLI_NO_NVLS, "deepspeed")
     [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
     assert {"key": "gradient_accumulation_steps", "value": 8} in mb["trainer_settings"]
 
@@ -253,7 +257,7 @@ def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
     8P/8 = 7.479 GiB, 92.08 GiB in all on the H100's 80 (it was priced as DDP's 16 B replicated, 140.7 GiB,
     before issue 21). ZeRO-2 is spelled "zero_optimization": {"stage": 2} with "overlap_comm": false (the file's
     true, not read at stage 0, would turn on at stage 2; dp and the batch stay) and reads back as the plan checked,
-    50.0 GiB (one IPG buffer: the file's overlap_comm read at stage 0 gave two, 50.9 GiB). PP 2 (dp 8 -> 4) cannot be written in the JSON: the spelling
+    50.3 GiB with the NVLS buffers (one IPG buffer: the file's overlap_comm read at stage 0 gave two, 50.9 GiB). PP 2 (dp 8 -> 4) cannot be written in the JSON: the spelling
     names --pipeline-model-parallel-size 2 and the accumulation 64 / (1 x 4) = 16 the JSON then needs; read
     back with --pp 2 (the reader takes the batch keys at DeepSpeed's world size, the data-parallel 4) it is the
     plan checked, still the BF16_Optimizer. TP 2 likewise."""
@@ -268,8 +272,10 @@ def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
     P = 8_030_261_248
     assert (t["weights"], t["gradients"], t["master_weights"], t["adam"]) == (2 * P, 6 * P, 4 * P / 8, 8 * P / 8)
     # 92.08 before the flash core's fp32 log-sum-exp (layers/attention.py [ls]): 32 layers x 4,096 tokens x 32 heads
-    # x 4 B = 16 MiB a micro-batch in flight
-    assert round(res["memory"]["total_bytes"] / 2**30, 2) == 92.09
+    # x 4 B = 16 MiB a micro-batch in flight; 92.09 before NCCL's NVLS buffers of the 8-rank DP group (258 MiB,
+    # memory.py [nv], branch nvlsmem)
+    assert t["nvls_buffers"] == 16 * 2 * 2**20 * 8 + 2 * 2**20
+    assert round(res["memory"]["total_bytes"] / 2**30, 2) == 92.35
     n, sugg = _readback(tmp_path, DS2, text, {**DS_CLI, "seq_len": 4096}, "deepspeed", _launcher)
     assert n == len(sugg) == 3
     [z2] = [s for s in sugg if "sharding" in s["changes"]]
@@ -281,7 +287,7 @@ def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
                                       {"key": "zero_optimization.overlap_comm", "value": False}]
     assert z2["description"] == ('sharding zero1 -> zero2 [deepspeed: "zero_optimization": {"stage": 2}; '
                                  '"zero_optimization": {"overlap_comm": false}]')
-    assert round(z2["total_bytes"] / 2**30, 1) == 50.0
+    assert round(z2["total_bytes"] / 2**30, 1) == 50.3  # 50.0 before the DP group's 258 MiB of NVLS buffers (nvlsmem)
     [pp] = [s for s in sugg if "pp" in s["changes"]]
     assert pp["trainer_unspellable"] == ["PP (Megatron-DeepSpeed's --pipeline-model-parallel-size 2, on its command line)"]
     assert pp["trainer_settings"] == [{"key": "gradient_accumulation_steps", "value": 16}]
@@ -293,7 +299,7 @@ def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
 def test_deepspeed_mics_to_zero3_written_and_read_back(tmp_path):
     """The ZeRO-3 JSON with "mics_shard_size": 2 (ZeRO-3 within pairs of GPUs: hsdp, 84.3 GiB) at 4,096
     tokens: FSDP over all 8 keeps stage 3, so only "mics_shard_size": -1 (MiCS off) is spelled, no stage
-    key; read back, it is the plan checked (39.4 GiB). Recompute full is set in the model code: read back
+    key; read back, it is the plan checked (39.7 GiB with the NVLS buffers). Recompute full is set in the model code: read back
     with --recompute full, the JSON unchanged, it is the plan checked too."""
     n, sugg = _readback(tmp_path, DS3, _ds(src=DS3, mics_shard_size=2), {**DS_CLI, "seq_len": 4096}, "deepspeed", _launcher)
     assert n == len(sugg) == 3
@@ -301,7 +307,7 @@ def test_deepspeed_mics_to_zero3_written_and_read_back(tmp_path):
     assert fsdp["changes"] == {"sharding": "fsdp", "shard_group": None}
     assert fsdp["trainer_settings"] == [{"key": "zero_optimization.mics_shard_size", "value": -1}]
     assert fsdp["description"] == 'sharding hsdp (shard group 2) -> fsdp [deepspeed: "zero_optimization": {"mics_shard_size": -1}]'
-    assert round(fsdp["total_bytes"] / 2**30, 1) == 39.4
+    assert round(fsdp["total_bytes"] / 2**30, 1) == 39.7  # 39.4 before the DP group's 258 MiB of NVLS buffers (nvlsmem)
     [rc] = [s for s in sugg if "recompute" in s["changes"]]
     assert rc["trainer_settings"] == [] and rc["trainer_unspellable"] == ["activation checkpointing (set in the model code)"]
 
@@ -461,7 +467,7 @@ def test_megatron_deepspeed_suggestions_written_and_read_back(tmp_path):
     [z1] = [s for s in sugg if s["changes"] == {"sharding": "zero1"}]
     assert z1["trainer_settings"] == [{"key": "zero_optimization.stage", "value": 1}, {"key": "--zero-stage", "value": 1}]
     [pp] = [s for s in sugg if "pp" in s["changes"]]
-    assert round(res["memory"]["total_bytes"] / 2**30, 1) == 149.9
+    assert round(res["memory"]["total_bytes"] / 2**30, 1) == 150.1  # 149.9 before the 258 MiB of NVLS buffers (nvlsmem)
     assert pp["trainer_settings"] == [{"key": "--pipeline-model-parallel-size", "value": 4},
                                       {"key": "--no-pipeline-parallel", "value": None},
                                       {"key": "gradient_accumulation_steps", "value": 128}]

@@ -52,7 +52,9 @@ def test_nemotron_h_mamba2_plain_params_not_quantized(explain):
     copies, saved = quantized_weight_terms(s, p, pc, counts["first"], "first")
     assert float(copies) == 6_771_179_520 * 2 == 13_542_359_040 == 13_543_972_992 - 1_613_952
     assert float(saved) == 0.0  # no fp8_param_gather
-    assert js["memory"]["other_bytes"] == 15_335_466_112 - 1_613_952  # before (main @38958e2) 15,335,466,112
+    # + one 8-rank NVLS communicator on H100 since branch nvlsmem (memory.py [nv]): 16 x 2 x 1 MiB x 8 + 2 MiB
+    assert js["memory"]["terms"]["nvls_buffers"] == 16 * 2 * 2**20 * 8 + 2 * 2**20
+    assert js["memory"]["other_bytes"] == 15_335_466_112 - 1_613_952 + 16 * 2 * 2**20 * 8 + 2 * 2**20  # before (main @38958e2) 15,335,466,112
     # FSDP's fp8 all-gather's elements per kind (converted_linear_elems: Megatron converts no module by filter)
     conv = converted_linear_elems(s, pc, p)
     assert [float(c) for c in conv] == [438_304_768 / 8, 536_870_912 / 8, 150_994_944 / 8]
@@ -99,7 +101,9 @@ def test_torchtitan_moe_token_counter_buffer(explain):
     s, p, est, js = explain(stack="torchtitan", **job)
     assert int(p.pp) == 1
     assert float(est.memory.model_buffers) == 48 * 4096 * 64 * 8 + 48 * 128 * 4 == 100_687_872
-    assert js["memory"]["other_bytes"] == 5_828_367_744 + 24_576  # before (main @38958e2) 5,828,367,744
+    # + one 8-rank NVLS communicator on H100 since branch nvlsmem (memory.py [nv]): 16 x 2 x 1 MiB x 8 + 2 MiB
+    assert js["memory"]["terms"]["nvls_buffers"] == 16 * 2 * 2**20 * 8 + 2 * 2**20
+    assert js["memory"]["other_bytes"] == 5_828_367_744 + 24_576 + 16 * 2 * 2**20 * 8 + 2 * 2**20  # before (main @38958e2) 5,828,367,744
     s3, p3, est3, _ = explain(stack="torchtitan-0.3", **job)
     assert float(est3.memory.model_buffers) - 48 * 4096 * 64 * 8 == 24_576
     pc = count_params(s.model)

@@ -224,7 +224,12 @@ def test_fit_searches_mxfp8_at_tp_uncompiled(cli):
     assert rows[0]["time"]["step_s"] == pytest.approx(88.4733, rel=1e-5)
     # 128.5357 before SDPA's fp32 logsumexp was priced (planner/layers/attention.py [ls]): 20 layers x 4 micro-batches in
     # flight on the first stage x 4,096 local tokens x 32 heads a rank x 4 B = 40 MiB
-    assert rows[0]["memory"]["total_bytes"] / 2**30 == pytest.approx(128.5357 + 20 * 4 * 4096 * 32 * 4 / 2**30, rel=1e-5)
+    # and since branch nvlsmem NCCL's NVLS buffers outside the allocator (memory.py [nv]): one 8-rank communicator on
+    # H100, 16 channels x 2 x 1 MiB x 8 heads + 2 MiB credits = 258 MiB
+    nvls = 16 * 2 * 2**20 * 8 + 2 * 2**20
+    assert rows[0]["memory"]["terms"]["nvls_buffers"] == nvls
+    assert rows[0]["memory"]["total_bytes"] / 2**30 == pytest.approx(128.5357 + 20 * 4 * 4096 * 32 * 4 / 2**30
+                                                                     + nvls / 2**30, rel=1e-5)
 
 
 @pytest.mark.parametrize("recipe", [None, "mxfp8"])
