@@ -20,8 +20,9 @@ source at the commit (git show from the read-only mirror), by AST:
     a `--no-` prefix (default True); a field whose metadata holds an "argparse_meta" dict literal takes its keys
     over the inferred ones; a field of another type (an enum, a Union, a Callable) is kept as 'other'.
 A real argparse.ArgumentParser(allow_abbrev=False) is built from those definitions (type 'other' parsed as str)
-and given, on top of a base argument file that reads (BASE), the cases of each flag the reader prices (VALUE_FLAGS,
-BOOL_FLAGS, BOOL_READ of megatron.py that Megatron defines): a valid value, a wrong-typed value ('x' for int and
+and given, on top of a base argument file that reads (BASE), the cases of each flag of megatron_argparse.DEFINITIONS
+(those the reader prices, VALUE_FLAGS, BOOL_FLAGS, BOOL_READ of megatron.py, that Megatron defines, and every other
+whose value argparse can refuse: store_true / store_false, int, float, choices, nargs): a valid value, a wrong-typed value ('x' for int and
 float; '1.5' for int), a value outside its choices, an explicit value for a store_true flag, the flag misspelt
 (a letter doubled). argparse's verdict (refused with its message / parsed) is compared with the reader's
 (megatron.read on the same text: refused with a PlannerError, exit 2 / read).
@@ -31,13 +32,16 @@ argparse parses, the reader refuses: a refusal of the reader's own, e.g. a value
 `--write` records every case in tests/data/megatron_argparse_cases.json, which tests/test_argparse_rules.py checks
 the reader against; `--emit` rewrites the DEFINITIONS table of planner/trainers/megatron_argparse.py, the reader's
 check (the flags it prices, as Megatron defines them).
-Run on 2026-12-07 (Python 3.12's argparse): 939 flags defined; 659 cases over the 176 priced flags Megatron defines
-(the reader prices three it does not: --add-bias-linear, --overlap-p2p-communication, earlier Megatron's, and
---export-kd-teacher-load, ModelOpt's entry script's); argparse refuses 483. Before megatron_argparse.check the reader
-read 301 of those (125 mistyped, out-of-choices or store_true-with-a-value cases, and the 176 misspelt flags) and
-refused others with its own reason; after it, it refuses each of the 307 that are not misspelt flags with argparse's
-reason, and reads the 176 misspelt flags (unknown flags, listed as unknown to the planner: the one gap left). It
-refuses 15 values argparse parses for its own reasons: 'x' for a free-text flag whose later checks want a known
+Run on 2026-12-07 (Python 3.12's argparse): 939 flags defined, 827 in DEFINITIONS (176 of them priced; the reader
+prices three Megatron does not define: --add-bias-linear, --overlap-p2p-communication, earlier Megatron's, and
+--export-kd-teacher-load, ModelOpt's entry script's); 3,136 cases, argparse refuses 2,309. Before
+megatron_argparse.check, over the priced flags' 659 cases, the reader read 301 that argparse refuses (125 mistyped,
+out-of-choices or store_true-with-a-value cases, 176 misspelt flags) and refused others with its own reason; now it
+refuses every case argparse refuses but the 827 misspelt flags with argparse's reason, and reads those (unknown
+flags, listed as unknown to the planner: the one gap left; the CI corpus's 404 argument files hold 8 flags Megatron
+@d98e8a64 does not define, in 5 files, the entry scripts' own: ModelOpt's --export-*, examples/mimo's
+--model-provider / --dataset-provider / --language-model-checkpoint / --total-seq-length). It refuses 15 values
+argparse parses for its own reasons: 'x' for a free-text flag whose later checks want a known
 name (--cp-comm-type, --cuda-graph-modules / -scope, --hybrid-*-pattern, --pipeline-model-parallel-layout,
 --step-batch-size-schedule, --window-size), a flag that needs another (--wgrad-deferral-limit,
 --use-precision-aware-optimizer, --optimizer-cpu-offload: Megatron's validate_args asserts), a T5 flag
@@ -310,8 +314,19 @@ def _misspelt(flag: str) -> str:
     return flag[:-1] + flag[-1] * 2
 
 
+def _priced(defs: dict) -> set:
+    return (megatron.VALUE_FLAGS | set(megatron.BOOL_FLAGS) | megatron.BOOL_READ) & set(defs)
+
+
+def _checked(defs: dict) -> list:
+    """The flags of megatron_argparse.DEFINITIONS (emitted): priced, or with a value argparse can refuse."""
+    return sorted(f for f, d in defs.items() if f in _priced(defs) or d["action"] in ("store_true", "store_false")
+                  or d["type"] in ("int", "float") or isinstance(d["choices"], list)
+                  or isinstance(d["nargs"], int) or d["nargs"] == "+")
+
+
 def cases(defs: dict) -> list:
-    priced = sorted((megatron.VALUE_FLAGS | set(megatron.BOOL_FLAGS) | megatron.BOOL_READ) & set(defs))
+    priced = _checked(defs)
     out = []
     for flag in priced:
         d = defs[flag]
@@ -349,8 +364,12 @@ def run() -> dict:
         # without a value then ends the line
         a, why = argparse_verdict(parser, BASE + words)
         r, rwhy = reader_verdict(BASE + words)
-        rows.append({"flag": flag, "case": kind, "words": words, "argparse": a, "argparse_message": why,
-                     "reader": r, "reader_message": rwhy})
+        row = {"flag": flag, "case": kind, "words": words, "argparse": a, "reader": r}
+        if a == "refused":
+            row["argparse_message"] = why
+        if r == "refused" and a == "parsed":  # the reader's own reason (where argparse refuses: argparse's)
+            row["reader_message"] = rwhy
+        rows.append(row)
     gaps = [x for x in rows if x["argparse"] == "refused" and x["reader"] == "read"]
     own = [x for x in rows if x["argparse"] == "parsed" and x["reader"] == "refused"]
     return {"commit": COMMIT, "base": BASE, "flags_defined": len(defs),
@@ -366,8 +385,10 @@ MARK_END = "# --- generated by scripts/argparse_rule_check.py --emit: end ---"
 
 
 def emitted(defs: dict) -> str:
-    """The DEFINITIONS table of planner/trainers/megatron_argparse.py: the flags the reader prices, as defined."""
-    priced = sorted((megatron.VALUE_FLAGS | set(megatron.BOOL_FLAGS) | megatron.BOOL_READ) & set(defs))
+    """The DEFINITIONS table of planner/trainers/megatron_argparse.py: every flag Megatron defines whose value
+    argparse can refuse (a store_true / store_false flag, an int or float type, choices, nargs), and every flag the
+    reader prices."""
+    priced = _checked(defs)
     lines = [MARK_BEGIN, f"# flag: (type, choices, action, nargs, where Megatron-LM @{COMMIT} defines it)",
              "DEFINITIONS = {"]
     for flag in priced:
