@@ -95,3 +95,16 @@ def test_a_value_from_an_unread_substitution_is_left_to_the_substitution_rules()
     with pytest.raises(PlannerError) as e:
         _read(["--tensor-model-parallel-size", "$TP"])
     assert "invalid int value" not in str(e.value)
+
+
+def test_a_list_flag_of_nargs_star_may_stand_alone(monkeypatch):
+    # argparse takes `--flag` of nargs '*' alone ([]); nargs '+' needs a word ("expected at least one argument").
+    # No flag of the table is nargs '*' at @d98e8a64 (--data-path is, a str without choices: not in it), so one is
+    # put in for the rule's sake
+    from planner.trainers import megatron_argparse
+    monkeypatch.setitem(megatron_argparse.DEFINITIONS, "--star", ("int", None, None, "*", "a test"))
+    megatron_argparse.check({"--star": True, "--recompute-modules": ["core_attn"]}, "x: ")
+    with pytest.raises(PlannerError, match=r"x: --star: invalid int value: 'a'"):
+        megatron_argparse.check({"--star": "1 a"}, "x: ")
+    with pytest.raises(PlannerError, match=r"x: --cp-comm-type: expected at least one argument"):
+        megatron_argparse.check({"--cp-comm-type": True}, "x: ")

@@ -84,6 +84,8 @@ def check(flags: dict, where: str) -> None:
             if value is not True:
                 _refuse(where, flag, f"ignored explicit argument {_shown(value)}", valid, source)
             continue
+        if value is True and nargs in ("*", "?"):  # argparse takes the flag alone (nargs '*': [], '?': its const)
+            continue
         if value is True:
             _refuse(where, flag, "expected one argument" if nargs is None else "expected at least one argument",
                     valid, source)
