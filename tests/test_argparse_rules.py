@@ -108,3 +108,15 @@ def test_a_list_flag_of_nargs_star_may_stand_alone(monkeypatch):
         megatron_argparse.check({"--star": "1 a"}, "x: ")
     with pytest.raises(PlannerError, match=r"x: --cp-comm-type: expected at least one argument"):
         megatron_argparse.check({"--cp-comm-type": True}, "x: ")
+
+
+def test_an_argument_files_quoted_list_is_read_as_the_ci_hands_it_on():
+    # Megatron's CI argument files quote a YAML list as one value ("2 2"): two words on the command line, as the
+    # reader reads them (words_of); the two CI rows that hold it still read (before the fix here they were refused)
+    rows = sorted((Path(__file__).parent / "data" / "megatron_ci" / "args").glob("*tp1_pp2_cp4_a2a_p2p_nondeterministic*"))
+    assert len(rows) == 2
+    for p in rows:
+        assert '--hierarchical-context-parallel-sizes "2 2"' in p.read_text()
+        megatron.read(p, gpus=8, hardware="h100-sxm")
+    with pytest.raises(PlannerError, match=r"--hierarchical-context-parallel-sizes: invalid int value: 'a'"):
+        _read(["--hierarchical-context-parallel-sizes", '"2 a"'])

@@ -19,6 +19,8 @@ consume_optional's "ignored explicit argument"):
     arguments" and refused here as the same value);
   - a flag of nargs N given another count of words ("expected N arguments"); nargs '+' none ("expected at least one
     argument").
+A list flag's value is read as the reader reads it (planner.trainers.words_of: an argument file's quoted "2 2" is
+two words, "['p2p']" one, commas separate), so a bash script's quoted "2 2", one word to argparse, is not refused.
 A value holding a substitution the reader did not expand (`$X`, `$(...)`, a backquote) is left to the reader's
 substitution rules (megatron._unread_substitutions). An enum's value is refused here as a choice; Megatron itself
 raises a KeyError from the enum's type callable (argparse catches only TypeError / ValueError), a traceback
@@ -39,6 +41,7 @@ from __future__ import annotations
 import re
 
 from planner.errors import PlannerError
+from planner.trainers import words_of
 
 _UNEXPANDED = re.compile(r"\$[({\[\w]|`")  # as megatron._unread_substitutions reads a value
 _CONVERT = {"int": int, "float": float}
@@ -89,7 +92,9 @@ def check(flags: dict, where: str) -> None:
         if value is True:
             _refuse(where, flag, "expected one argument" if nargs is None else "expected at least one argument",
                     valid, source)
-        words = value if isinstance(value, list) else ([value] if nargs is None else value.split())
+        # a list flag's words as the reader reads them (words_of: an argument file's quoted "2 2" or "['p2p']", as
+        # Megatron's CI hands a YAML list to the command line, is two words / one)
+        words = [value] if nargs is None else words_of(value, strip="'\"[]", commas=True)
         if any(_UNEXPANDED.search(w) for w in words):
             continue
         if nargs == "+" and not words:
