@@ -2,7 +2,8 @@
 
 tests/data/megatron_argparse_cases.json is scripts/argparse_rule_check.py's record (Megatron-LM @d98e8a64's
 definitions, read from arguments.py and the ArgumentGroupFactory dataclasses by AST; argparse run on each case): for
-each flag the reader prices, a valid value, a wrong-typed value, a value outside the choices, a value given to a
+each flag of megatron_argparse.DEFINITIONS (the 176 the reader prices and every other whose value argparse can
+refuse, 827 in all), a valid value, a wrong-typed value, a value outside the choices, a value given to a
 store_true flag, a missing value, the flag misspelt, each on top of a base argument file that reads. Each case's
 reader verdict is checked here, and every case argparse refuses but a misspelt flag is refused by the reader with
 argparse's reason (planner/trainers/megatron_argparse.py). A misspelt (unknown) flag is argparse's "unrecognized
