@@ -76,7 +76,8 @@ def hint(flag: str, otherwise: str) -> str:
 
 def check(flags: dict, where: str) -> None:
     """Refuse, naming the flag, argparse's reason and the valid values, what Megatron-LM's parser refuses among the
-    priced flags of `flags` (megatron.parse_flags: True for a bare flag, a string, or a list for a list flag)."""
+    flags of `flags` that DEFINITIONS holds (megatron.parse_flags: True for a bare flag, a string, or a list for a
+    list flag); a flag it does not hold is left to the reader (megatron.classify_unread)."""
     for flag, value in flags.items():
         d = DEFINITIONS.get(flag)
         if d is None or value is None:
