@@ -217,8 +217,10 @@ def test_reader_maps_each_flag(tmp_path):
     assert cfg.job["moe_permute_fusion"] is True and cfg.job["moe_router_fusion"] is True
     for flag in ("--moe-permute-fusion", "--moe-router-fusion"):
         assert not _listed(cfg, flag)
-    cfg = _moe("--moe-permute-fusion=false")
-    assert cfg.job["moe_permute_fusion"] is False and "moe_router_fusion" not in cfg.job
+    # store_true: a value is argparse's "ignored explicit argument", exit 2 (before 2026-12-07 `=false` read as off)
+    with pytest.raises(PlannerError, match=r"--moe-permute-fusion: ignored explicit argument 'false'"):
+        _moe("--moe-permute-fusion=false")
+    assert "moe_router_fusion" not in _moe("--moe-permute-fusion").job
     cfg = _read(tmp_path, "--moe-permute-fusion --moe-router-fusion --micro-batch-size 2")
     assert cfg.job["micro_batch"] == 2 and not {"moe_permute_fusion", "moe_router_fusion"} & set(cfg.job)
     for flag in ("--moe-permute-fusion", "--moe-router-fusion"):

@@ -253,6 +253,7 @@ from .megatron_model import (GDN_FLAGS, HYBRID_FLAGS, HYBRID_TE_SPEC, MAMBA_FLAG
 from ..batch_ramp import iters_samples, parse_megatron, rampup_phases, to_megatron
 from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 from . import megatron_deepspeed as mds
+from . import megatron_argparse
 from .megatron_deepspeed import MDS_BOOL_FLAGS
 
 # the flags that set Megatron-Core's attention_softmax_in_fp32 (arguments.py @d98e8a64 l. 3067 store_true; l. 1713-1715:
@@ -2203,7 +2204,8 @@ def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset()) ->
             continue
         if w in VALUE_FLAGS and w not in NARGS_FLAGS and w not in nargs:
             if i >= len(words):
-                raise PlannerError(f"{where}{w} needs a value", f"e.g. {w} 8")
+                raise PlannerError(f"{where}{w}: expected one argument (argparse refuses a flag without its value, "
+                                   "exit 2, before the run starts)", megatron_argparse.hint(w, f"e.g. {w} 8"))
             flags[w] = words[i]
             i += 1
             continue
@@ -2418,6 +2420,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}--position-embedding-type alibi: Megatron-LM has no ALiBi (its choices: "
                                "learned_absolute, rope, mrope, relative, none)",
                                "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
+        megatron_argparse.check(flags, where)  # what Megatron-LM's argparse refuses, exit 2 (issue argparse)
         unread = _unread_substitutions(flags, split.subs, where, overrides or {})
         cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                          hardware=hardware, label=Path(path).name)
