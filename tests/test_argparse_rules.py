@@ -92,7 +92,7 @@ def test_values_argparse_takes_still_read():
 
 
 def test_a_value_from_an_unread_substitution_is_left_to_the_substitution_rules():
-    # `$TP` unset: the reader's substitution rule refuses naming it, not argparse's type (megatron_argparse._UNEXPANDED)
+    # `$TP` unset: the reader's substitution rule refuses naming it, not argparse's type (megatron_argparse.UNEXPANDED)
     with pytest.raises(PlannerError) as e:
         _read(["--tensor-model-parallel-size", "$TP"])
     assert "invalid int value" not in str(e.value)

@@ -2376,7 +2376,7 @@ def _unread_substitutions(flags: dict, subs: dict, where: str, overrides: dict) 
     notes = []
     for flag, (field_, option) in COMMAND_LINE_FLAGS.items():
         value = flags.get(flag)
-        if not isinstance(value, str) or not re.search(r"\$[({\[\w]|`", value):
+        if not isinstance(value, str) or not megatron_argparse.UNEXPANDED.search(value):
             continue
         hit = [e for e in subs if e in value]
         no = subs[hit[0]] if hit else None

@@ -43,7 +43,9 @@ import re
 from planner.errors import PlannerError
 from planner.trainers import words_of
 
-_UNEXPANDED = re.compile(r"\$[({\[\w]|`")  # as megatron._unread_substitutions reads a value
+# a value holding a substitution the reader did not expand (`$X`, `${...}`, `$(...)`, `$[...]`, a backquote): left here
+# to megatron._unread_substitutions, which finds them with this pattern too
+UNEXPANDED = re.compile(r"\$[({\[\w]|`")
 _CONVERT = {"int": int, "float": float}
 
 
@@ -96,7 +98,7 @@ def check(flags: dict, where: str) -> None:
         # a list flag's words as the reader reads them (words_of: an argument file's quoted "2 2" or "['p2p']", as
         # Megatron's CI hands a YAML list to the command line, is two words / one)
         words = [value] if nargs is None else words_of(value, strip="'\"[]", commas=True)
-        if any(_UNEXPANDED.search(w) for w in words):
+        if any(UNEXPANDED.search(w) for w in words):
             continue
         if nargs == "+" and not words:
             _refuse(where, flag, "expected at least one argument", valid, source)
