@@ -316,7 +316,7 @@ def model_weights_written(settings: Settings, plan: PlanArrays) -> np.ndarray:
     array of the plan's shape: the plan's sharding mode is one of the stack's checkpoint.model_weights_modes (stack
     data); false everywhere on a stack without a checkpoint section, or without runs to name the plan's mode (the
     seed's convention, listed as assumed: checkpoint_assumed)."""
-    from .stacks import stack_of
+    from .stacks import mode_index, stack_of
 
     stack = stack_of(settings)
     shape = np.shape(plan.sharding)
@@ -324,7 +324,7 @@ def model_weights_written(settings: Settings, plan: PlanArrays) -> np.ndarray:
     if ck is None or stack.runs is None or not ck.model_weights_modes:  # stack data: no mode writes them
         return np.zeros(shape, dtype=bool)
     col = np.array([m.name in ck.model_weights_modes for m in stack.runs.sharding])
-    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] & np.ones(shape, dtype=bool)
+    return col[mode_index(plan, col)] & np.ones(shape, dtype=bool)
 
 
 def replicas_share_weights(settings: Settings) -> bool:

@@ -313,6 +313,12 @@ def _mode_column(stack: Stack, pick) -> np.ndarray | None:
     return np.array([pick(m) for m in runs.sharding], dtype=np.float64)
 
 
+def mode_index(plan, col) -> np.ndarray:
+    """Each plan's row of a per-mode column (its sharding mode, plan.smode; a negative code, no mode, takes the first
+    and one past the stack's modes the last)."""
+    return np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)
+
+
 def mode_value(stack: Stack, plan, setting: str, given: bool) -> np.ndarray:
     """The value of job setting `setting` each plan runs, a boolean array of the plan's shape: its
     sharding mode's where the mode fixes it (stack_db runs.sharding job_settings, schema.ModeSetting:
@@ -323,7 +329,7 @@ def mode_value(stack: Stack, plan, setting: str, given: bool) -> np.ndarray:
     col = _mode_column(stack, lambda m: next((float(x.value) for x in m.job_settings if x.setting == setting), nan))
     if col is None or bool(np.isnan(col).all()):  # a stack setting: no mode fixes it
         return np.full(np.shape(plan.tp), bool(given))
-    v = col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)]
+    v = col[mode_index(plan, col)]
     return np.where(np.isnan(v), bool(given), v > 0)
 
 
@@ -413,7 +419,7 @@ def grad_accum_bytes(stack: Stack | None, plan) -> np.ndarray:
     col = None if stack is None else _mode_column(stack, lambda m: float(m.grad_accum_bytes))
     if col is None:
         return np.zeros(shape)
-    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
+    return col[mode_index(plan, col)] * np.ones(shape)
 
 
 def main_grad_bytes(stack: Stack | None, plan, job_bytes: float, default) -> np.ndarray:
@@ -425,7 +431,7 @@ def main_grad_bytes(stack: Stack | None, plan, job_bytes: float, default) -> np.
     col = None if stack is None else _mode_column(stack, lambda m: float(m.grads_in_job_dtype))
     if col is None or not col.any():  # stack data: no mode keeps its own
         return np.asarray(default, dtype=np.float64) * np.ones(shape)
-    own = col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] > 0
+    own = col[mode_index(plan, col)] > 0
     return np.where(own, float(job_bytes), default) * np.ones(shape)
 
 
@@ -438,7 +444,7 @@ def own_master(stack: Stack | None, plan) -> np.ndarray:
     if lpm is None or not lpm.own_master_modes:  # stack data
         return np.zeros(shape, dtype=bool)
     col = _mode_column(stack, lambda m: float(m.name in lpm.own_master_modes))
-    return (col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] > 0) & np.ones(shape, dtype=bool)
+    return (col[mode_index(plan, col)] > 0) & np.ones(shape, dtype=bool)
 
 
 def embedding_grad_shard(stack: Stack | None, plan, precision_aware: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -452,7 +458,7 @@ def embedding_grad_shard(stack: Stack | None, plan, precision_aware: bool) -> tu
         return np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
     skip = _mode_column(stack, lambda m: float(m.embedding_grad_shard is not None and precision_aware
                                                and m.embedding_grad_shard.skipped_decoupled))
-    idx = np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)
+    idx = mode_index(plan, col)
     return (col[idx] > 0) & np.ones(shape, dtype=bool), (skip[idx] > 0) & np.ones(shape, dtype=bool)
 
 
@@ -465,7 +471,7 @@ def reduce_queue_units(stack: Stack | None, plan) -> np.ndarray:
     col = None if stack is None else _mode_column(stack, lambda m: nan if m.reduce_queue_units is None else float(m.reduce_queue_units))
     if col is None:
         return np.full(shape, nan)
-    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
+    return col[mode_index(plan, col)] * np.ones(shape)
 
 
 def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
@@ -476,7 +482,7 @@ def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
     col = None if stack is None else _mode_column(stack, lambda m: float(m.allreduce_bucket_params))
     if col is None:
         return np.zeros(shape)
-    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
+    return col[mode_index(plan, col)] * np.ones(shape)
 
 
 def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
