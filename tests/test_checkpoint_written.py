@@ -137,14 +137,20 @@ def test_each_stack_writes_its_own_bytes(cli, stack, sharding, n, per_param, con
 
 
 def test_megatron_rank_writes_its_share_of_the_weights(cli):
-    """Megatron's fully parallel save shares the replicated bf16 weights' write among the dp x cp ranks (budget.py [8]):
-    Llama 3 70B, tp 8, dp 512, zero1: a rank writes (4 + 8 + 2) B x its partition, 14 N_padded / 4,096 (within 2e-3:
-    the norms, replicated over tp, make a rank's part a little more than N / 4,096), where DeepSpeed's data-parallel
-    rank 0 writes its whole model-parallel part's weights, 2 N_padded / 8, beside its 12 B partition."""
+    """Megatron's fully parallel save shares the replicated bf16 weights' write among the dp x cp ranks (budget.py [8]),
+    whole tensors each (budget.py [9]): Llama 3 70B, tp 8, dp 512, zero1: a rank's optimizer partition is (4 + 8) B x
+    N_padded / 4,096 (within 2e-3: the norms, replicated over tp, make a rank's part a little more than N / 4,096), but
+    the word embedding's tensor-parallel shard, 129,024 / 8 x 8,192 = 132,120,576 elements, is one ShardedTensor that
+    one rank of its dp x cp group writes whole: 264,241,152 B, where the even share was 2 N_padded / 4,096 = 34,456,196 B
+    (before branch ckptmoe). DeepSpeed's data-parallel rank 0 writes its whole model-parallel part's weights,
+    2 N_padded / 8, beside its 12 B partition."""
     meg = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron", "--sharding", "zero1", "--format", "json").stdout)
     ck = meg["checkpoint"]
-    assert ck["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 4096, rel=2e-3)
-    assert ck["bytes_per_gpu"] == pytest.approx(14 * N70_PADDED / 4096, rel=2e-3)
+    assert ck["weights_bytes_per_gpu"] == 2 * 129_024 * 8192 // 8 == 264_241_152
+    assert ck["master_weights_bytes_per_gpu"] + ck["optimizer_bytes_per_gpu"] == pytest.approx(
+        12 * N70_PADDED / 4096, rel=2e-3)
+    assert ck["copy_s"] == pytest.approx(ck["bytes_per_gpu"] / 64e9, rel=1e-12)  # PCIe Gen5 x16, the host copy
+    assert ck["write_s"] == pytest.approx(14 * N70_PADDED / 2e12, rel=1e-12)  # one copy over 2 TB/s: not the rank's
     ds = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron-deepspeed", "--sharding", "zero1", "--format",
                         "json").stdout)["checkpoint"]
     assert ds["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 8, rel=2e-3)
