@@ -34,7 +34,10 @@ How each figure is made:
                   (reliability.checkpoint_time, with n = copy / shard distinct shards). The
                   host copy counts the GPU's whole shard, what async_save stages [3]; for
                   replicated states saved synchronously it is an upper bound, as each
-                  replica then writes only its deduplicated part.
+                  replica then writes only its deduplicated part. Megatron's replicas write
+                  whole tensors [9]; a stack that gathers the full state dict to global rank 0
+                  writes the whole copy there [10]; a stack that checkpoints only when told to
+                  is priced as if enabled, and says so [10].
   failures        reliability.mtbf_s: Llama 3's 419 unexpected interruptions in 54 days on
                   16,384 H100s [2], scaled by the GPU count, unless a rate or an MTBF is given.
   interval        reliability.young_interval (and daly_interval) on the training pause.
@@ -180,6 +183,30 @@ References
     2 x (1,409,286,144 + 33,030,144) = 2,884,632,576 B of weights a rank, where the partition's even share (experts
     over 8) priced 1,467,910,144 B before. Llama 3 70B, tp 8, dp 512: 264,241,152 B (the embedding's shard), not
     34,456,196 B.
+[10] Whether and how the stack writes its periodic checkpoint (stack_db checkpoint.state_dict, checkpoint.enabled_by;
+    full_state_dict, checkpoint_enabled):
+    - full_rank0: the whole state gathered to global rank 0, which alone writes it. Composer v0.17.2 (llm-foundry's pin,
+      mosaicml/llm-foundry @5e85bd62d setup.py: mosaicml>=0.17.2,<0.18): fsdp_config state_dict_type defaults 'full'
+      (composer/trainer/dist_strategy.py l. 149), read under FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
+      and FullOptimStateDictConfig the same (composer/core/state.py l. 79-87; State.state_dict l. 891-903: the model's
+      state dict and fsdp_get_optim_state_dict), and save_checkpoint writes the monolithic file on global rank 0 only
+      (composer/utils/checkpoint.py l. 961-965). Lightning Fabric's FSDPStrategy under state_dict_type 'full' (litgpt
+      v0.4.11 litgpt/pretrain.py l. 134: FSDPStrategy(..., state_dict_type="full", sharding_strategy="HYBRID_SHARD"))
+      gathers the model's state dict and FSDP.optim_state_dict in its full-state context and torch.saves them on global
+      rank 0 (lightning/fabric/strategies/fsdp.py save_checkpoint, read in the public code index at no pinned version).
+      Torch FSDP1 unshards for the state dict in full precision (FlatParamHandle._force_full_precision under
+      SUMMON_FULL_PARAMS: the fp32 flat parameters, not their bf16 compute copies). Priced: the rank's shard is one
+      whole copy of the job (N x the bytes a parameter [5]), one shard (distinct 1), all of it through rank 0's host
+      link (the write over the aggregate storage bandwidth as for every stack: one rank's own network link is not
+      modelled).
+    - enabled_by: the stack writes no periodic checkpoint unless a setting says so: torchtitan [checkpoint] enable
+      defaults false (pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py l. 487-489; release/0.3
+      @4f9e9a47d components/checkpointer/base.py l. 222-227, the checkpoint managers' Config), llm-foundry saves only with a save_folder (scripts/train/train.py
+      @5e85bd62d l. 313-316, default None; the pretrain YAMLs leave it commented out), lightning-thunder's
+      benchmark_litgpt.py @69ee6a218 saves nothing (no save or state_dict call). A training budget prices the run as it
+      must run to survive its failures, with checkpoints: the figures are kept, as if enabled, and `budget` says so
+      (its assumed list, checkpoint.written_by_default false, the table's note), rather than priced at 0 B, which
+      would make Young's interval 0 and the goodput that of a run whose failures cost nothing.
 """
 
 from __future__ import annotations
@@ -418,11 +445,26 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
     pc = count_params(settings.model)
     n = float(pc.total)
     job = float(n * (ck.master + ck.optimizer + ck.weights))
+    muon = 0.0
     if settings.optimizer == "muon":  # a job setting: Muon's parameters write one fp32 momentum, not Adam's two [mu]
         from .memory import MUON_MOMENTUM_BYTES, muon_param_total
 
-        job -= float(muon_param_total(pc) * (ck.optimizer - MUON_MOMENTUM_BYTES))
+        muon = float(muon_param_total(pc) * (ck.optimizer - MUON_MOMENTUM_BYTES))
+        job -= muon
+    if full_state_dict(settings):  # stack data: global rank 0 gathers and writes the whole state [10]
+        size = rel.checkpoint_bytes_per_gpu(n * ck.master, n * ck.optimizer - muon, n * ck.weights)
+        return CheckpointShards(size=size, job_bytes=job, distinct=1.0, device_bytes=None)
     return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total_bytes), device_bytes=device)
+
+
+def full_state_dict(settings: Settings) -> bool:
+    """Whether the stack's checkpoint gathers the full state dict to global rank 0, which writes it alone
+    (checkpoint.state_dict full_rank0: Composer's and Lightning Fabric's FSDP state_dict_type 'full') [10]; stack
+    data, not searched."""
+    from .stacks import stack_of
+
+    ck = stack_of(settings).checkpoint
+    return ck is not None and ck.state_dict == "full_rank0"
 
 
 @dataclass(frozen=True)
@@ -526,18 +568,40 @@ def checkpoint_contents(settings: Settings) -> str:
     return ck.format if ck is not None else SEED_CONVENTION + ", assumed"
 
 
+def checkpoint_enabled(settings: Settings) -> dict:
+    """budget JSON's checkpoint fields on who writes and whether the stack writes by default [10]:
+    `written_by_default` (false where checkpoint.enabled_by names the setting that turns it on, `enabled_by`) and
+    `writer` (every rank its shard, or global rank 0 the full state dict)."""
+    from .stacks import stack_of
+
+    ck = stack_of(settings).checkpoint
+    on = ck.enabled_by if ck is not None else None
+    return {"written_by_default": on is None, "enabled_by": on,
+            "writer": "global rank 0, the full state dict" if full_state_dict(settings) else "every rank, its shard"}
+
+
 def checkpoint_assumed(settings: Settings) -> list[str]:
-    """budget's assumed line where the stack does not say what its checkpoint writes [8]."""
+    """budget's assumed lines where the stack does not say what its checkpoint writes [8], and where it writes none
+    unless told to (checkpoint.enabled_by [10])."""
     from .stacks import stack_of
 
     stack = stack_of(settings)
     ck = stack.checkpoint
     if ck is None:
         return [f"checkpoint contents: {stack.origin} has no checkpoint section: {SEED_CONVENTION}"]
+    out = []
     if stack.runs is None and ck.model_weights_modes:  # model_weights_written: no mode to look the plan's up in
-        return [f"checkpoint contents: {stack.origin} has no runs.sharding to find the plan's mode among "
-                f"checkpoint.model_weights_modes: {SEED_CONVENTION}"]
-    return []
+        out.append(f"checkpoint contents: {stack.origin} has no runs.sharding to find the plan's mode among "
+                   f"checkpoint.model_weights_modes: {SEED_CONVENTION}")
+    if ck.enabled_by is not None:
+        out.append(f"checkpoint enabled: {stack.origin} writes no periodic checkpoint unless told to (on with: "
+                   f"{ck.enabled_by}); {CHECKPOINT_IF_ENABLED}")
+    return out
+
+
+# what budget does where the stack writes no checkpoint unless told to [10]
+CHECKPOINT_IF_ENABLED = ("priced as if enabled: without checkpoints every failure restarts the run from its first step, "
+                         "which the goodput figures do not model")
 
 
 # ---------------------------------------------------------------- the budget
@@ -743,6 +807,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
         "checkpoint": {
             "saved_terms": "master_weights + adam" + (" + weights" if float(sz.extra_bytes) > 0 else ""),
             "contents": checkpoint_contents(settings),
+            **checkpoint_enabled(settings),
             "bytes_per_gpu": float(sz.total_bytes),
             "master_weights_bytes_per_gpu": float(sz.master_weights_bytes),
             "optimizer_bytes_per_gpu": float(sz.optimizer_bytes),

@@ -216,3 +216,69 @@ def test_bad_checkpoint_sections(cli, tmp_path, section, needles):
     p.write_text("extends: megatron\nname: mine\nversion: mine\ncheckpoint:\n" + section)
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(p))
     assert_one_error(r, str(p), *needles)
+
+
+# ---------------------------------------------------------------- who writes, and whether by default (budget.py [10])
+MPT7B = ("--model", "mpt-7b", "--gpus", "64", "--tokens", "1e12", "--mc-runs", "0", "--format", "json")
+
+
+def test_llm_foundry_rank0_writes_the_full_state(cli):
+    """Composer 0.17's default FSDP state_dict_type 'full': global rank 0 gathers the fp32 parameters and
+    DecoupledAdamW's fp32 moments and writes them alone: its shard is the job's whole copy, 12 N, all of it through
+    its host link (12 N / 64 GB/s), one shard (the write 12 N / 2 TB/s as before). Before branch ckptmoe each of the
+    64 ranks was priced 12 N / 64."""
+    js = json.loads(cli("budget", *MPT7B, "--stack", "llm-foundry").stdout)
+    n, ck = js["params"], js["checkpoint"]
+    assert ck["job_bytes"] == 12 * n
+    assert ck["bytes_per_gpu"] == 12 * n and ck["weights_bytes_per_gpu"] == 0.0
+    assert (ck["master_weights_bytes_per_gpu"], ck["optimizer_bytes_per_gpu"]) == (4 * n, 8 * n)
+    assert ck["copy_s"] == pytest.approx(12 * n / 64e9, rel=1e-12)
+    assert ck["write_s"] == pytest.approx(12 * n / 2e12, rel=1e-12)
+    assert ck["pause_s"] == ck["copy_s"]  # synchronous: the slower of the two
+    assert ck["writer"] == "global rank 0, the full state dict"
+    assert ck["written_by_default"] is False and ck["enabled_by"].startswith("a save_folder")
+    assert any(a.startswith("checkpoint enabled: stack_db llm-foundry writes no periodic checkpoint unless told to (on with: a save_folder") and "priced as if enabled" in a
+               for a in js["assumed"]), js["assumed"]
+
+
+def test_litgpt_benchmark_writes_the_jobs_bytes_on_rank0(cli):
+    """litgpt's pretrain (Fabric, state_dict_type 'full') at the entry's pure-bf16: the bf16 parameters (no fp32
+    master: written, 2 B) and AdamW's bf16 moments (2 + 2 B), 6 N on global rank 0 alone; the benchmark script itself
+    saves none (enabled_by)."""
+    js = json.loads(cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", "litgpt-benchmark",
+                        "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--tokens", "1e9",
+                        "--mc-runs", "0", "--format", "json").stdout)
+    ck = js["checkpoint"]
+    assert ck["job_bytes"] == 6 * P and ck["bytes_per_gpu"] == 6 * P
+    assert (ck["weights_bytes_per_gpu"], ck["master_weights_bytes_per_gpu"], ck["optimizer_bytes_per_gpu"]) == (
+        2 * P, 0.0, 4 * P)
+    assert ck["written_by_default"] is False and "benchmark_litgpt.py" in ck["enabled_by"]
+
+
+@pytest.mark.parametrize("stack, default, text", [
+    ("torchtitan", False, "[checkpoint] enable = true"),
+    ("torchtitan-0.3", False, "enable = true"),
+    ("megatron", True, None),
+    ("megatron-deepspeed", True, None),
+])
+def test_checkpoint_enabled_by_default(cli, stack, default, text):
+    """torchtitan writes no checkpoint unless [checkpoint] enable (default false): budget keeps the figures (priced as
+    if enabled: a run without checkpoints would restart from step 0 at every failure) and says so in its JSON, its
+    assumed list and its table; a stack whose section names no enabled_by says nothing."""
+    args = ("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", stack, "--sharding", "fsdp",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--tokens", "1e9", "--mc-runs", "0")
+    r = cli(*args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    ck = js["checkpoint"]
+    assert ck["written_by_default"] is default and ck["writer"] == "every rank, its shard"
+    lines = [a for a in js.get("assumed", []) if a.startswith("checkpoint enabled:")]
+    table = " ".join(cli(*args).stdout.replace("│", " ").split())  # the table's note column, its wrapped lines joined
+    if default:
+        assert ck["enabled_by"] is None and lines == []
+        assert "default writes none" not in table
+    else:
+        assert text in ck["enabled_by"] and len(lines) == 1 and text in lines[0]
+        assert "priced as if enabled" in lines[0]
+        assert "if enabled: the stack's default writes none" in table
+        assert ck["job_bytes"] == 12 * P and ck["bytes_per_gpu"] == 12 * L8  # the figures kept
