@@ -219,14 +219,15 @@ def test_bad_checkpoint_sections(cli, tmp_path, section, needles):
 
 
 # ---------------------------------------------------------------- who writes, and whether by default (budget.py [10])
-MPT7B = ("--model", "mpt-7b", "--gpus", "64", "--tokens", "1e12", "--mc-runs", "0", "--format", "json")
+MPT7B = ("--model", "mpt-7b", "--gpus", "64", "--sharding", "fsdp", "--tokens", "1e12", "--mc-runs", "0", "--format",
+         "json")
 
 
 def test_llm_foundry_rank0_writes_the_full_state(cli):
     """Composer 0.17's default FSDP state_dict_type 'full': global rank 0 gathers the fp32 parameters and
     DecoupledAdamW's fp32 moments and writes them alone: its shard is the job's whole copy, 12 N, all of it through
     its host link (12 N / 64 GB/s), one shard (the write 12 N / 2 TB/s as before). Before branch ckptmoe each of the
-    64 ranks was priced 12 N / 64."""
+    64 FSDP ranks was priced its shard, 12 N / 64, and the pause was the write's."""
     js = json.loads(cli("budget", *MPT7B, "--stack", "llm-foundry").stdout)
     n, ck = js["params"], js["checkpoint"]
     assert ck["job_bytes"] == 12 * n
