@@ -417,7 +417,8 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
 
     share = replicas_share_weights(settings)
     safe = np.where(held > 0, held, 1.0)
-    ww = weight_writes(settings, plan, est) if share else None  # Megatron's whole tensors and expert replicas [9]
+    # Megatron's whole tensors and expert replicas [9], where the stack's replicas share a write of working weights
+    ww = weight_writes(settings, plan, est) if share and np.any(ck.weights > 0) else None
 
     def shard(t, whole=None):  # the terms' bytes at the bytes a parameter the checkpoint writes [5]
         master = np.where(held > 0, t.master_weights / safe * ck.master, 0.0)
