@@ -207,6 +207,10 @@ def test_a_stack_without_runs_cannot_name_the_plans_mode(cli, free_stack):
      "  sources: [a]\n", ("checkpoint.saves_master", "valid fields: format, model_weights_modes")),
     ("  format: x\n  model_weights_modes: []\n  model_weights_writer: rank0\n  sources: [a]\n",
      ("checkpoint.model_weights_writer", "replicas_share")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: replicas_share\n  state_dict: full\n"
+     "  sources: [a]\n", ("checkpoint.state_dict", "full_rank0")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: replicas_share\n  enabled_by: ''\n"
+     "  sources: [a]\n", ("checkpoint.enabled_by",)),
 ])
 def test_bad_checkpoint_sections(cli, tmp_path, section, needles):
     """schema.CheckpointSpec: extra fields forbidden, mode names checked against runs.sharding, the writer a choice."""
