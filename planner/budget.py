@@ -206,7 +206,10 @@ References
       benchmark_litgpt.py @69ee6a218 saves nothing (no save or state_dict call). A training budget prices the run as it
       must run to survive its failures, with checkpoints: the figures are kept, as if enabled, and `budget` says so
       (its assumed list, checkpoint.written_by_default false, the table's note), rather than priced at 0 B, which
-      would make Young's interval 0 and the goodput that of a run whose failures cost nothing.
+      would make Young's interval 0 and the goodput that of a run whose failures cost nothing. A torchtitan TOML
+      whose [checkpoint] enable is true (TrainerConfig.checkpoint_enable) runs that checkpoint: the line goes
+      (config_checkpoint; checkpoint.enabled_in_config); other readers state none (Megatron's --save /
+      --save-interval are not read for it).
 """
 
 from __future__ import annotations
@@ -598,6 +601,19 @@ def checkpoint_assumed(settings: Settings) -> list[str]:
         out.append(f"checkpoint enabled: {stack.origin} writes no periodic checkpoint unless told to (on with: "
                    f"{ck.enabled_by}); {CHECKPOINT_IF_ENABLED}")
     return out
+
+
+def config_checkpoint(res: dict, enable: bool | None) -> dict:
+    """budget's JSON after a trainer config that states the periodic checkpoint's switch (TrainerConfig.
+    checkpoint_enable: torchtitan's [checkpoint] enable) [10]: checkpoint.enabled_in_config as stated (None: not
+    stated), and where the file turns it on, the assumed "checkpoint enabled:" line dropped (the figures are the run's,
+    not an "if enabled" one). In place; returns res."""
+    res["checkpoint"]["enabled_in_config"] = enable
+    if enable is True and "assumed" in res:
+        res["assumed"] = [a for a in res["assumed"] if not a.startswith("checkpoint enabled:")]
+        if not res["assumed"]:
+            del res["assumed"]
+    return res
 
 
 # what budget does where the stack writes no checkpoint unless told to [10]

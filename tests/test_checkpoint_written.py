@@ -287,3 +287,32 @@ def test_checkpoint_enabled_by_default(cli, stack, default, text):
         assert "priced as if enabled" in lines[0]
         assert "if enabled: the stack's default writes none" in table
         assert ck["job_bytes"] == 12 * P and ck["bytes_per_gpu"] == 12 * L8  # the figures kept
+
+
+@pytest.mark.parametrize("section, stated, line", [
+    ("[checkpoint]\nenable = true\n", True, False),
+    ("[checkpoint]\nenable = false\n", False, True),
+    ("", None, True),
+])
+def test_torchtitan_config_that_enables_checkpoints(cli, tmp_path, section, stated, line):
+    """A torchtitan TOML whose [checkpoint] enable is true (job_config.py @e347b1e5e l. 487-489) runs the checkpoint
+    budget prices: the "priced as if enabled" line and the table's "if enabled" go; false or unstated keep them
+    (budget.py [10]); checkpoint.enabled_in_config says what the file states. The test config's own [checkpoint]
+    section (enable_checkpoint, an older spelling torchtitan @e347b1e5e does not read) is replaced."""
+    from pathlib import Path
+
+    base = (Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml").read_text()
+    head, _, rest = base.partition("[checkpoint]\n")
+    rest = rest[rest.index("\n[") + 1:] if "\n[" in rest else ""
+    p = tmp_path / "titan.toml"
+    p.write_text(head + section + rest)
+    args = ("budget", str(p), "--gpus", "8", "--tokens", "1e9", "--mc-runs", "0")
+    r = cli(*args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["checkpoint"]["enabled_in_config"] is stated
+    assert js["checkpoint"]["written_by_default"] is False
+    lines = [a for a in js.get("assumed", []) if a.startswith("checkpoint enabled:")]
+    assert len(lines) == (1 if line else 0)
+    table = " ".join(cli(*args).stdout.replace("│", " ").split())
+    assert ("if enabled: the stack's default writes none" in table) is line
