@@ -170,7 +170,8 @@ References
       replica (distrib_optimizer.py sharded_param_state_dp_reshardable l. 1838-1986, replica_id (instance, 0, 0), l.
       1984): the memory model's master and moments as held.
     So the rank's working-weight share is priced at the larger of its optimizer partition's elements with the experts'
-    at 1 / w_e in place of their optimizer shard's 1 / d_e (the writers' mean), and the greedy's first placements: the
+    at 1 / w_e in place of their optimizer shard's 1 / d_e (the writers' mean; never below the partition's, as the
+    dense weights' share, where the optimizer shards over fewer ranks than dp x cp), and the greedy's first placements: the
     most whole expert tensors one holder gets, ceil(n_t / w_e) s (n_t its local experts' tensors, placed first: fewest
     holders), and the stage's largest dense tensor B (the word embedding's or the output layer's V / tp x h, one
     ShardedTensor a TP rank, written whole by one rank) on the least-loaded rank, beside the floor(n_t / w_e) s of
@@ -479,8 +480,8 @@ class WeightWrites:
     ShardedTensors of a rank's local routed experts (n_t), `tensor` one's elements (s), `largest` the stage's largest
     dense tensor (B: the word embedding's or the output layer's V / tp x h rows on an end stage, 0 on a middle one),
     `floor` what the rank given the most whole tensors writes at least (max(ceil(n_t / w_e) s, B + the experts the
-    least-loaded rank holds)), `excess` the local experts' elements x (1 / w_e - 1 / d_e), what the writers' mean
-    share adds to the optimizer partition's (d_e the experts' optimizer shard, moe.optimizer_shards), `sharded` where
+    least-loaded rank holds)), `excess` the local experts' elements x max(1 / w_e - 1 / d_e, 0), what the writers'
+    mean share adds to the optimizer partition's (d_e the experts' optimizer shard, moe.optimizer_shards), `sharded` where
     the optimizer is sharded (the partition prices the weights' share: zero1 and above)."""
 
     writers: object
@@ -556,8 +557,12 @@ def weight_writes(settings: Settings, plan: PlanArrays, est: Estimate) -> Weight
     # many and are no smaller (distribute_shards_to_ranks' order: holders, then size) [9]
     least = np.where((w_e < dpcp) | (s >= largest), np.floor(n_t / w_e + 1e-9) * s, 0.0)
     floor = np.maximum(np.ceil(n_t / w_e - 1e-9) * s, largest + least)
-    return WeightWrites(writers=w_e * ones, tensors=n_t, tensor=s, largest=largest, floor=floor,
-                        excess=pick(held) * (1.0 / w_e - 1.0 / d_e), sharded=on)
+    # not below the partition's share: the dense weights' share is priced at the partition too, an upper bound where
+    # the optimizer shards over fewer ranks than the dp x cp group that shares the write (its distributed optimizer
+    # instances, moe.optimizer_shards)
+    excess = pick(held) * np.maximum(1.0 / w_e - 1.0 / d_e, 0.0)
+    return WeightWrites(writers=w_e * ones, tensors=n_t, tensor=s, largest=largest, floor=floor, excess=excess,
+                        sharded=on)
 
 
 SEED_CONVENTION = ("the seed's convention (sec. 9.2): the master weights and Adam's moments, the working weights only "
