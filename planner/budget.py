@@ -130,8 +130,9 @@ References
       862-875; dist_checkpointing/exchange_utils.py distribute_shards_to_ranks l. 121-175, each shard to the
       least-loaded replica): a rank's share of the weights is priced at its optimizer partition's elements (the
       master term's), the whole model-parallel part where the optimizer is not sharded (ddp: the upper bound the
-      master and the moments take there too [3]); the routed experts' as their main replica's group writes them [9]. Megatron-FSDP (--ckpt-format fsdp_dtensor) writes its fp32 main
-      weights in the model's state dict instead [5]: 12 B, no working weights.
+      master and the moments take there too [3]); whole tensors, the routed experts' as their main replica's group
+      writes them [9]. Megatron-FSDP (--ckpt-format fsdp_dtensor) writes its fp32 main weights in the model's state
+      dict instead [5]: 12 B, no working weights.
     - torchtitan @e347b1e5e (components/checkpoint.py l. 202-203, save l. 478-540, _flattened_model_states_sd l.
       737-747): DCP of the model parts' state dict, FSDP2's sharded parameters, fp32 (MixedPrecisionPolicy casts to
       bf16 only for compute: they are the planner's master term), and the optimizers' exp_avg, exp_avg_sq: 4 + 8 =
@@ -171,9 +172,9 @@ References
       1984): the memory model's master and moments as held.
     So the rank's working-weight share is priced at the larger of its optimizer partition's elements with the experts'
     at 1 / w_e in place of their optimizer shard's 1 / d_e (the writers' mean; never below the partition's, as the
-    dense weights' share, where the optimizer shards over fewer ranks than dp x cp), and the greedy's first placements: the
-    most whole expert tensors one holder gets, ceil(n_t / w_e) s (n_t its local experts' tensors, placed first: fewest
-    holders), and the stage's largest dense tensor B (the word embedding's or the output layer's V / tp x h, one
+    dense weights' share, where the optimizer shards over fewer ranks than dp x cp), and the greedy's first
+    placements: the most whole expert tensors one holder gets, ceil(n_t / w_e) s (n_t its local experts' tensors,
+    placed first: fewest holders), and the stage's largest dense tensor B (the word embedding's or the output layer's V / tp x h, one
     ShardedTensor a TP rank, written whole by one rank) on the least-loaded rank, beside the floor(n_t / w_e) s of
     experts that rank holds where they were placed before it. A lower bound of the greedy's heaviest rank, exact
     where the other dense tensors fit under it; not priced: a middle stage's largest layer tensor, the experts' biases
@@ -202,8 +203,8 @@ References
       modelled).
     - enabled_by: the stack writes no periodic checkpoint unless a setting says so: torchtitan [checkpoint] enable
       defaults false (pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py l. 487-489; release/0.3
-      @4f9e9a47d components/checkpointer/base.py l. 222-227, the checkpoint managers' Config), llm-foundry saves only with a save_folder (scripts/train/train.py
-      @5e85bd62d l. 313-316, default None; the pretrain YAMLs leave it commented out), lightning-thunder's
+      @4f9e9a47d components/checkpointer/base.py l. 222-227, the checkpoint managers' Config), llm-foundry saves
+      only with a save_folder (scripts/train/train.py @5e85bd62d l. 313-316, default None; the pretrain YAMLs leave it commented out), lightning-thunder's
       benchmark_litgpt.py @69ee6a218 saves nothing (no save or state_dict call). A training budget prices the run as it
       must run to survive its failures, with checkpoints: the figures are kept, as if enabled, and `budget` says so
       (its assumed list, checkpoint.written_by_default false, the table's note), rather than priced at 0 B, which
