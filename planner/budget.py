@@ -174,17 +174,17 @@ References
     at 1 / w_e in place of their optimizer shard's 1 / d_e (the writers' mean; never below the partition's, as the
     dense weights' share, where the optimizer shards over fewer ranks than dp x cp), and the greedy's first
     placements: the most whole expert tensors one holder gets, ceil(n_t / w_e) s (n_t its local experts' tensors,
-    placed first: fewest holders), and the stage's largest dense tensor B (the word embedding's or the output layer's V / tp x h, one
-    ShardedTensor a TP rank, written whole by one rank) on the least-loaded rank, beside the floor(n_t / w_e) s of
-    experts that rank holds where they were placed before it. A lower bound of the greedy's heaviest rank, exact
-    where the other dense tensors fit under it; not priced: a middle stage's largest layer tensor, the experts' biases
-    (small tensors after the weights), rank orders that do not put tp innermost, the tensor-replicated norms' write
-    (only the TP rank 0 group's: small). Mixtral 8x7B, 64 GPUs, tp 4, etp 1, ep 2, pp 4, zero1
+    placed first: fewest holders), and the stage's largest dense tensor B (the word embedding's or the output layer's
+    V / tp x h, one ShardedTensor a TP rank, written whole by one rank) on the least-loaded rank, beside the floor(n_t
+    / w_e) s of experts that rank holds where they were placed before it. A lower bound of the greedy's heaviest rank,
+    exact where the other dense tensors fit under it; not priced: a middle stage's largest layer tensor, the experts'
+    biases (small tensors after the weights), rank orders that do not put tp innermost, the tensor-replicated norms'
+    write (only the TP rank 0 group's: small). Mixtral 8x7B, 64 GPUs, tp 4, etp 1, ep 2, pp 4, zero1
     (tests/test_checkpoint_moe.py): the last stage's 4 local experts x 8 layers x 3 = 96 tensors of 58,720,256
-    elements on w_e = 4 writers (edp 8): 24 each, and the output layer's 8,064 x 4,096 rows on one of them:
-    2 x (1,409,286,144 + 33,030,144) = 2,884,632,576 B of weights a rank, where the partition's even share (experts
-    over 8) priced 1,467,910,144 B before. Llama 3 70B, tp 8, dp 512: 264,241,152 B (the embedding's shard), not
-    34,456,196 B.
+    elements on w_e = 4 writers (edp 8): 24 each, and the output layer's 8,064 x 4,096 rows on one of them: 2 x
+    (1,409,286,144 + 33,030,144) = 2,884,632,576 B of weights a rank, where the partition's even share (experts over
+    8) priced 1,467,910,144 B before. Llama 3 70B, tp 8, dp 512: 264,241,152 B (the embedding's shard), not 34,456,196
+    B.
 [10] Whether and how the stack writes its periodic checkpoint (stack_db checkpoint.state_dict, checkpoint.enabled_by;
     full_state_dict, checkpoint_enabled):
     - full_rank0: the whole state gathered to global rank 0, which alone writes it. Composer v0.17.2 (llm-foundry's pin,
@@ -202,16 +202,16 @@ References
       link (the write over the aggregate storage bandwidth as for every stack: one rank's own network link is not
       modelled).
     - enabled_by: the stack writes no periodic checkpoint unless a setting says so: torchtitan [checkpoint] enable
-      defaults false (pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py l. 487-489; release/0.3
-      @4f9e9a47d components/checkpointer/base.py l. 222-227, the checkpoint managers' Config), llm-foundry saves
-      only with a save_folder (scripts/train/train.py @5e85bd62d l. 313-316, default None; the pretrain YAMLs leave it commented out), lightning-thunder's
-      benchmark_litgpt.py @69ee6a218 saves nothing (no save or state_dict call). A training budget prices the run as it
-      must run to survive its failures, with checkpoints: the figures are kept, as if enabled, and `budget` says so
-      (its assumed list, checkpoint.written_by_default false, the table's note), rather than priced at 0 B, which
-      would make Young's interval 0 and the goodput that of a run whose failures cost nothing. A torchtitan TOML
-      whose [checkpoint] enable is true (TrainerConfig.checkpoint_enable) runs that checkpoint: the line goes
-      (config_checkpoint; checkpoint.enabled_in_config); other readers state none (Megatron's --save /
-      --save-interval are not read for it).
+      defaults false (pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py l. 487-489; release/0.3 @4f9e9a47d
+      components/checkpointer/base.py l. 222-227, the checkpoint managers' Config), llm-foundry saves only with a
+      save_folder (scripts/train/train.py @5e85bd62d l. 313-316, default None; the pretrain YAMLs leave it commented
+      out), lightning-thunder's benchmark_litgpt.py @69ee6a218 saves nothing (no save or state_dict call). A training
+      budget prices the run as it must run to survive its failures, with checkpoints: the figures are kept, as if
+      enabled, and `budget` says so (its assumed list, checkpoint.written_by_default false, the table's note), rather
+      than priced at 0 B, which would make Young's interval 0 and the goodput that of a run whose failures cost
+      nothing. A torchtitan TOML whose [checkpoint] enable is true (TrainerConfig.checkpoint_enable) runs that
+      checkpoint: the line goes (config_checkpoint; checkpoint.enabled_in_config); other readers state none
+      (Megatron's --save / --save-interval are not read for it).
 """
 
 from __future__ import annotations
