@@ -34,7 +34,10 @@ How each figure is made:
                   (reliability.checkpoint_time, with n = copy / shard distinct shards). The
                   host copy counts the GPU's whole shard, what async_save stages [3]; for
                   replicated states saved synchronously it is an upper bound, as each
-                  replica then writes only its deduplicated part.
+                  replica then writes only its deduplicated part. Megatron's replicas write
+                  whole tensors [9]; a stack that gathers the full state dict to global rank 0
+                  writes the whole copy there [10]; a stack that checkpoints only when told to
+                  is priced as if enabled, and says so [10].
   failures        reliability.mtbf_s: Llama 3's 419 unexpected interruptions in 54 days on
                   16,384 H100s [2], scaled by the GPU count, unless a rate or an MTBF is given.
   interval        reliability.young_interval (and daly_interval) on the training pause.
@@ -127,8 +130,9 @@ References
       862-875; dist_checkpointing/exchange_utils.py distribute_shards_to_ranks l. 121-175, each shard to the
       least-loaded replica): a rank's share of the weights is priced at its optimizer partition's elements (the
       master term's), the whole model-parallel part where the optimizer is not sharded (ddp: the upper bound the
-      master and the moments take there too [3]). Megatron-FSDP (--ckpt-format fsdp_dtensor) writes its fp32 main
-      weights in the model's state dict instead [5]: 12 B, no working weights.
+      master and the moments take there too [3]); whole tensors, the routed experts' as their main replica's group
+      writes them [9]. Megatron-FSDP (--ckpt-format fsdp_dtensor) writes its fp32 main weights in the model's state
+      dict instead [5]: 12 B, no working weights.
     - torchtitan @e347b1e5e (components/checkpoint.py l. 202-203, save l. 478-540, _flattened_model_states_sd l.
       737-747): DCP of the model parts' state dict, FSDP2's sharded parameters, fp32 (MixedPrecisionPolicy casts to
       bf16 only for compute: they are the planner's master term), and the optimizers' exp_avg, exp_avg_sq: 4 + 8 =
@@ -140,6 +144,74 @@ References
       stage 3.
     Llama 3 8B, 8 GPUs, tp 1, zero1, fp32 Adam (tests/test_checkpoint_written.py): Megatron 14 P (4 + 8 + 2 L8 = 14 L8
     a rank), DeepSpeed 14 P (28 L8 on rank 0), torchtitan FSDP 12 P; before branch ckpt 12 P on every stack.
+[9] Who writes the working weights' whole tensors, the routed experts' among them, under Megatron's torch_dist fully
+    parallel save (the stacks whose checkpoint.model_weights_writer is replicas_share [8]; WeightWrites,
+    weight_writes), NVIDIA/Megatron-LM
+    @d98e8a64:
+    - Each local expert's weights are ShardedTensors of their own, replicated over the expert-data-parallel group only:
+      TEGroupedMLP.sharded_state_dict (core/transformer/moe/experts.py l. 1049-1089) through TE's
+      _sharded_state_dict_grouped (core/extensions/transformer_engine.py l. 2805-2888: one tensor per expert,
+      replica_id (pp, tp, expt_dp rank), l. 2876-2887), SequentialMLP the same (experts.py l. 1526-1566: replica_id's
+      data-parallel entry the expert-DP rank, l. 1557-1564); a gated fc1 split by apply_swiglu_sharded_factory
+      (core/transformer/mlp.py l. 427-486: torch.chunk into its w and v halves, l. 479), factories built before the
+      save (dist_checkpointing/state_dict_utils.py save_preprocess l. 40). So k = 3 tensors an expert and layer
+      (gated) or 2, each F_e h / etp elements.
+    - The fully parallel save distributes within the dp x cp group (--ckpt-fully-parallel-save-process-group dp, the
+      default: training/config/training_config.py l. 559; training/checkpointing.py l. 862-868) only the shards whose
+      main replica (replica_id all zeros, dist_checkpointing/mapping.py is_main_replica l. 286-300) is in that group
+      (exchange_utils.py _build_shard_distribution l. 236-292, l. 278 and 286), each to the least-loaded of the
+      group's ranks that hold it, the shards of fewest holders first, then the largest (distribute_shards_to_ranks l.
+      121-175; fully_parallel.py l. 486-542 sets replica_id 0 on the chosen rank alone).
+    - The expert grid places etp innermost, then ep, then the expert-DP ranks (core/parallel_state.py l. 886-895,
+      the order "tp-cp-ep-dp-pp" of l. 617 with cp 1), the dense one tp innermost: a rank's dense tensor-parallel rank
+      is its index mod tp. An expert shard's edp holders lie at the stride etp ep, so the main replica's dp x cp group
+      holds w_e = edp gcd(tp, etp ep) / tp of them: edp where tp divides etp ep (the default etp = tp), fewer where
+      etp ep < tp (etp 1, ep 2, tp 4: 2 of the 4 TP ranks' groups write every expert, the others none).
+    - The optimizer's expert states are each rank's own partition over the expert-DP group, every one a main
+      replica (distrib_optimizer.py sharded_param_state_dp_reshardable l. 1838-1986, replica_id (instance, 0, 0), l.
+      1984): the memory model's master and moments as held.
+    So the rank's working-weight share is priced at the larger of its optimizer partition's elements with the experts'
+    at 1 / w_e in place of their optimizer shard's 1 / d_e (the writers' mean; never below the partition's, as the
+    dense weights' share, where the optimizer shards over fewer ranks than dp x cp), and the greedy's first
+    placements: the most whole expert tensors one holder gets, ceil(n_t / w_e) s (n_t its local experts' tensors,
+    placed first: fewest holders), and the stage's largest dense tensor B (the word embedding's or the output layer's
+    V / tp x h, one ShardedTensor a TP rank, written whole by one rank) on the least-loaded rank, beside the floor(n_t
+    / w_e) s of experts that rank holds where they were placed before it. A lower bound of the greedy's heaviest rank,
+    exact where the other dense tensors fit under it; not priced: a middle stage's largest layer tensor, the experts'
+    biases (small tensors after the weights), rank orders that do not put tp innermost, the tensor-replicated norms'
+    write (only the TP rank 0 group's: small). Mixtral 8x7B, 64 GPUs, tp 4, etp 1, ep 2, pp 4, zero1
+    (tests/test_checkpoint_moe.py): the last stage's 4 local experts x 8 layers x 3 = 96 tensors of 58,720,256
+    elements on w_e = 4 writers (edp 8): 24 each, and the output layer's 8,064 x 4,096 rows on one of them: 2 x
+    (1,409,286,144 + 33,030,144) = 2,884,632,576 B of weights a rank, where the partition's even share (experts over
+    8) priced 1,467,910,144 B before. Llama 3 70B, tp 8, dp 512: 264,241,152 B (the embedding's shard), not 34,456,196
+    B.
+[10] Whether and how the stack writes its periodic checkpoint (stack_db checkpoint.state_dict, checkpoint.enabled_by;
+    full_state_dict, checkpoint_enabled):
+    - full_rank0: the whole state gathered to global rank 0, which alone writes it. Composer v0.17.2 (llm-foundry's pin,
+      mosaicml/llm-foundry @5e85bd62d setup.py: mosaicml>=0.17.2,<0.18): fsdp_config state_dict_type defaults 'full'
+      (composer/trainer/dist_strategy.py l. 149), read under FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
+      and FullOptimStateDictConfig the same (composer/core/state.py l. 79-87; State.state_dict l. 891-903: the model's
+      state dict and fsdp_get_optim_state_dict), and save_checkpoint writes the monolithic file on global rank 0 only
+      (composer/utils/checkpoint.py l. 961-965). Lightning Fabric's FSDPStrategy under state_dict_type 'full' (litgpt
+      v0.4.11 litgpt/pretrain.py l. 134: FSDPStrategy(..., state_dict_type="full", sharding_strategy="HYBRID_SHARD"))
+      gathers the model's state dict and FSDP.optim_state_dict in its full-state context and torch.saves them on global
+      rank 0 (lightning/fabric/strategies/fsdp.py save_checkpoint, read in the public code index at no pinned version).
+      Torch FSDP1 unshards for the state dict in full precision (FlatParamHandle._force_full_precision under
+      SUMMON_FULL_PARAMS: the fp32 flat parameters, not their bf16 compute copies). Priced: the rank's shard is one
+      whole copy of the job (N x the bytes a parameter [5]), one shard (distinct 1), all of it through rank 0's host
+      link (the write over the aggregate storage bandwidth as for every stack: one rank's own network link is not
+      modelled).
+    - enabled_by: the stack writes no periodic checkpoint unless a setting says so: torchtitan [checkpoint] enable
+      defaults false (pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py l. 487-489; release/0.3 @4f9e9a47d
+      components/checkpointer/base.py l. 222-227, the checkpoint managers' Config), llm-foundry saves only with a
+      save_folder (scripts/train/train.py @5e85bd62d l. 313-316, default None; the pretrain YAMLs leave it commented
+      out), lightning-thunder's benchmark_litgpt.py @69ee6a218 saves nothing (no save or state_dict call). A training
+      budget prices the run as it must run to survive its failures, with checkpoints: the figures are kept, as if
+      enabled, and `budget` says so (its assumed list, checkpoint.written_by_default false, the table's note), rather
+      than priced at 0 B, which would make Young's interval 0 and the goodput that of a run whose failures cost
+      nothing. A torchtitan TOML whose [checkpoint] enable is true (TrainerConfig.checkpoint_enable) runs that
+      checkpoint: the line goes (config_checkpoint; checkpoint.enabled_in_config); other readers state none
+      (Megatron's --save / --save-interval are not read for it).
 """
 
 from __future__ import annotations
@@ -350,6 +422,8 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
 
     share = replicas_share_weights(settings)
     safe = np.where(held > 0, held, 1.0)
+    # Megatron's whole tensors and expert replicas [9], where the stack's replicas share a write of working weights
+    ww = weight_writes(settings, plan, est) if share and np.any(ck.weights > 0) else None
 
     def shard(t, whole=None):  # the terms' bytes at the bytes a parameter the checkpoint writes [5]
         master = np.where(held > 0, t.master_weights / safe * ck.master, 0.0)
@@ -359,6 +433,8 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
         # no more than the GPU holds; else (data-parallel rank 0 writing them all; no master to size a partition by)
         # the weights the GPU holds
         part = np.where(held > 0, (t if whole is None else whole).master_weights / safe * ck.weights, 0.0)
+        if ww is not None:  # whole tensors; the routed experts' written by their main replica's dp x cp group [9]
+            part = np.where(ww.sharded, np.maximum(part + ww.excess * ck.weights, ww.floor * ck.weights), part)
         part = part if whole is None else np.minimum(part, t.weights)
         weights = np.where(share & (held > 0), part, t.weights)
         return rel.checkpoint_bytes_per_gpu(master, adam, np.where(ck.weights > 0, weights, 0.0))
@@ -375,11 +451,119 @@ def checkpoint_shards(settings: Settings, plan: PlanArrays, est: Estimate) -> Ch
     pc = count_params(settings.model)
     n = float(pc.total)
     job = float(n * (ck.master + ck.optimizer + ck.weights))
+    muon = 0.0
     if settings.optimizer == "muon":  # a job setting: Muon's parameters write one fp32 momentum, not Adam's two [mu]
         from .memory import MUON_MOMENTUM_BYTES, muon_param_total
 
-        job -= float(muon_param_total(pc) * (ck.optimizer - MUON_MOMENTUM_BYTES))
+        muon = float(muon_param_total(pc) * (ck.optimizer - MUON_MOMENTUM_BYTES))
+        job -= muon
+    if full_state_dict(settings):  # stack data: global rank 0 gathers and writes the whole state [10]
+        size = rel.checkpoint_bytes_per_gpu(n * ck.master, n * ck.optimizer - muon, n * ck.weights)
+        return CheckpointShards(size=size, job_bytes=job, distinct=1.0, device_bytes=None)
     return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total_bytes), device_bytes=device)
+
+
+def full_state_dict(settings: Settings) -> bool:
+    """Whether the stack's checkpoint gathers the full state dict to global rank 0, which writes it alone
+    (checkpoint.state_dict full_rank0: Composer's and Lightning Fabric's FSDP state_dict_type 'full') [10]; stack
+    data, not searched."""
+    from .stacks import stack_of
+
+    ck = stack_of(settings).checkpoint
+    return ck is not None and ck.state_dict == "full_rank0"
+
+
+@dataclass(frozen=True)
+class WeightWrites:
+    """Who writes the working weights' whole tensors under Megatron's fully parallel save [9], for the heaviest
+    pipeline stage (explain's), arrays of the plan's shape, in elements a GPU (multiply by the bytes written):
+    `writers` the ranks of an expert shard's main-replica dp x cp group that hold it (w_e), `tensors` the
+    ShardedTensors of a rank's local routed experts (n_t), `tensor` one's elements (s), `largest` the stage's largest
+    dense tensor (B: the word embedding's or the output layer's V / tp x h rows on an end stage, 0 on a middle one),
+    `floor` what the rank given the most whole tensors writes at least (max(ceil(n_t / w_e) s, B + the experts the
+    least-loaded rank holds)), `excess` the local experts' elements x max(1 / w_e - 1 / d_e, 0), what the writers'
+    mean share adds to the optimizer partition's (d_e the experts' optimizer shard, moe.optimizer_shards), `sharded` where
+    the optimizer is sharded (the partition prices the weights' share: zero1 and above)."""
+
+    writers: object
+    tensors: object
+    tensor: object
+    largest: object
+    floor: object
+    excess: object
+    sharded: object
+
+
+def weight_writes(settings: Settings, plan: PlanArrays, est: Estimate) -> WeightWrites:
+    """The whole tensors behind a rank's working-weight write under Megatron's fully parallel save [9], of the heaviest
+    stage (est.stage; a middle stage: its composition with the most expert parameters): the routed experts
+    (memory.params_of's, their biases left out: small tensors written after the weights) as ShardedTensors of
+    s = F_e h / etp elements, k = 3 an expert and layer where the MLP is gated (fc1's two halves apart, and fc2) or 2,
+    n_t = (the local experts' weight elements) / s of them, of which w_e = edp gcd(tp, etp ep) / tp holders in the
+    main replica's dp x cp group write ceil(n_t / w_e) s at most, the first placed (fewest holders); then the dense
+    tensors, the largest first onto the least-loaded rank, which holds floor(n_t / w_e) s of experts where the experts
+    have fewer holders than the dp x cp ranks or as many and s >= B (else B is placed before them: B alone priced).
+    No experts: n_t = s = 0, the floor B."""
+    from dataclasses import replace
+
+    from .layers import weighted
+    from .memory import STAGE_LAST, STAGE_MIDDLE, params_of, stage_kind_counts
+    from .moe import etp_of, expert_dp, optimizer_shards
+    from .plan import ZERO1
+    from .stacks import stack_of
+
+    model = settings.model
+    shape = np.shape(plan.sharding)
+    ones = np.ones(shape)
+    pc = count_params(model)
+    stage = np.asarray(est.stage)
+    tp = np.asarray(plan.tp, dtype=np.int64)
+    single = np.asarray(plan.pp) == 1
+    # the largest dense tensor of an end stage: the vocabulary-parallel word embedding (first) and output layer (last;
+    # with tied embeddings the last stage's copy of the embedding where pp > 1), V / tp x h, V as padded (pc's) [9]
+    out_rows = pc.output if not model.tied_embeddings else np.where(single, 0.0, pc.embedding)
+    first_b, last_b = pc.embedding / tp, out_rows / tp
+    largest = np.where(stage == STAGE_MIDDLE, 0.0, np.where(
+        single, np.maximum(first_b, last_b), np.where(stage == STAGE_LAST, last_b, first_b))) * ones
+    on = (np.asarray(plan.sharding) >= ZERO1) & np.ones(shape, dtype=bool)
+    if model.moe is None or not any(p.expert for p in pc.kind_params):  # model data: no routed experts
+        zero = np.zeros(shape)
+        return WeightWrites(writers=ones, tensors=zero, tensor=zero, largest=largest, floor=largest, excess=zero,
+                            sharded=on)
+    # the routed experts' weight matrices alone (each expert's biases left out)
+    bare = replace(pc, kind_params=tuple(replace(p, expert=p.expert - p.expert_bias, expert_row_bias=0, expert_bias=0)
+                                         for p in pc.kind_params),
+                   mtp=replace(pc.mtp, expert=pc.mtp.expert - pc.mtp.expert_bias, expert_row_bias=0, expert_bias=0))
+    counts = stage_kind_counts(model, plan)
+    experts = [p.expert for p in pc.kind_params]
+    mid = counts["mid"][0]
+    for cand in counts["mid"][1:]:  # the middle composition with the most expert parameters (step.py's rule)
+        mid = np.where(weighted(cand, experts) > weighted(mid, experts), cand, mid)
+    mtp_copy = bool(stack_of(settings).memory.mtp_embedding_copy)
+    stages = (("first", counts["first"]), ("mid", mid), ("last", counts["last"]))
+    local = {st: params_of(bare, model, plan, c, st, mtp_copy=mtp_copy)[1] for st, c in stages}
+    held = {st: params_of(pc, model, plan, c, st, mtp_copy=mtp_copy)[1] for st, c in stages}
+
+    def pick(d):
+        return np.where(stage == STAGE_LAST, d["last"], np.where(stage == STAGE_MIDDLE, d["mid"], d["first"])) * ones
+
+    etp = np.asarray(etp_of(plan), dtype=np.int64)
+    f_e = model.moe.expert_ffn_hidden_size or model.ffn_hidden_size
+    s = float(f_e) * float(model.hidden_size) / etp * ones  # one expert's fc1 half or fc2, split over etp
+    n_t = np.round(pick(local) / s)
+    w_e = np.maximum(expert_dp(plan) * np.gcd(tp, etp * np.asarray(plan.ep, dtype=np.int64)) // tp, 1).astype(np.float64)
+    d_e = np.maximum(np.asarray(optimizer_shards(stack_of(settings), plan, on)[1], dtype=np.float64), 1.0)
+    dpcp = np.asarray(plan.dp * plan.cp, dtype=np.float64)
+    # the experts on the rank the largest dense tensor joins: placed before it where they have fewer holders, or as
+    # many and are no smaller (distribute_shards_to_ranks' order: holders, then size) [9]
+    least = np.where((w_e < dpcp) | (s >= largest), np.floor(n_t / w_e + 1e-9) * s, 0.0)
+    floor = np.maximum(np.ceil(n_t / w_e - 1e-9) * s, largest + least)
+    # not below the partition's share: the dense weights' share is priced at the partition too, an upper bound where
+    # the optimizer shards over fewer ranks than the dp x cp group that shares the write (its distributed optimizer
+    # instances, moe.optimizer_shards)
+    excess = pick(held) * np.maximum(1.0 / w_e - 1.0 / d_e, 0.0)
+    return WeightWrites(writers=w_e * ones, tensors=n_t, tensor=s, largest=largest, floor=floor, excess=excess,
+                        sharded=on)
 
 
 SEED_CONVENTION = ("the seed's convention (sec. 9.2): the master weights and Adam's moments, the working weights only "
@@ -394,18 +578,53 @@ def checkpoint_contents(settings: Settings) -> str:
     return ck.format if ck is not None else SEED_CONVENTION + ", assumed"
 
 
+def checkpoint_enabled(settings: Settings) -> dict:
+    """budget JSON's checkpoint fields on who writes and whether the stack writes by default [10]:
+    `written_by_default` (false where checkpoint.enabled_by names the setting that turns it on, `enabled_by`) and
+    `writer` (every rank its shard, or global rank 0 the full state dict)."""
+    from .stacks import stack_of
+
+    ck = stack_of(settings).checkpoint
+    on = ck.enabled_by if ck is not None else None
+    return {"written_by_default": on is None, "enabled_by": on,
+            "writer": "global rank 0, the full state dict" if full_state_dict(settings) else "every rank, its shard"}
+
+
 def checkpoint_assumed(settings: Settings) -> list[str]:
-    """budget's assumed line where the stack does not say what its checkpoint writes [8]."""
+    """budget's assumed lines where the stack does not say what its checkpoint writes [8], and where it writes none
+    unless told to (checkpoint.enabled_by [10])."""
     from .stacks import stack_of
 
     stack = stack_of(settings)
     ck = stack.checkpoint
     if ck is None:
         return [f"checkpoint contents: {stack.origin} has no checkpoint section: {SEED_CONVENTION}"]
+    out = []
     if stack.runs is None and ck.model_weights_modes:  # model_weights_written: no mode to look the plan's up in
-        return [f"checkpoint contents: {stack.origin} has no runs.sharding to find the plan's mode among "
-                f"checkpoint.model_weights_modes: {SEED_CONVENTION}"]
-    return []
+        out.append(f"checkpoint contents: {stack.origin} has no runs.sharding to find the plan's mode among "
+                   f"checkpoint.model_weights_modes: {SEED_CONVENTION}")
+    if ck.enabled_by is not None:
+        out.append(f"checkpoint enabled: {stack.origin} writes no periodic checkpoint unless told to (on with: "
+                   f"{ck.enabled_by}); {CHECKPOINT_IF_ENABLED}")
+    return out
+
+
+def config_checkpoint(res: dict, enable: bool | None) -> dict:
+    """budget's JSON after a trainer config that states the periodic checkpoint's switch (TrainerConfig.
+    checkpoint_enable: torchtitan's [checkpoint] enable) [10]: checkpoint.enabled_in_config as stated (None: not
+    stated), and where the file turns it on, the assumed "checkpoint enabled:" line dropped (the figures are the run's,
+    not an "if enabled" one). In place; returns res."""
+    res["checkpoint"]["enabled_in_config"] = enable
+    if enable is True and "assumed" in res:
+        res["assumed"] = [a for a in res["assumed"] if not a.startswith("checkpoint enabled:")]
+        if not res["assumed"]:
+            del res["assumed"]
+    return res
+
+
+# what budget does where the stack writes no checkpoint unless told to [10]
+CHECKPOINT_IF_ENABLED = ("priced as if enabled: without checkpoints every failure restarts the run from its first step, "
+                         "which the goodput figures do not model")
 
 
 # ---------------------------------------------------------------- the budget
@@ -611,6 +830,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
         "checkpoint": {
             "saved_terms": "master_weights + adam" + (" + weights" if float(sz.extra_bytes) > 0 else ""),
             "contents": checkpoint_contents(settings),
+            **checkpoint_enabled(settings),
             "bytes_per_gpu": float(sz.total_bytes),
             "master_weights_bytes_per_gpu": float(sz.master_weights_bytes),
             "optimizer_bytes_per_gpu": float(sz.optimizer_bytes),

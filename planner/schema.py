@@ -1934,6 +1934,18 @@ class CheckpointSpec(BaseModel):
                     "dist-ckpt's fully parallel save: the replicas of the dp x cp group share the write, each about its "
                     "optimizer partition's elements) or dp_rank0 (DeepSpeed's save_non_zero_checkpoint: data-parallel "
                     "rank 0 writes its whole model-parallel part, the heaviest shard)")
+    state_dict: Literal["sharded", "full_rank0"] = Field(
+        default="sharded",
+        description="how the state is gathered for the write: sharded (each rank writes its own shard: DCP, Megatron "
+                    "dist-ckpt, DeepSpeed's per-rank files) or full_rank0 (the full, unsharded model and optimizer state "
+                    "dicts gathered to global rank 0's CPU memory and written there alone: torch FSDP's "
+                    "FULL_STATE_DICT with rank0_only, Composer's and Lightning Fabric's state_dict_type 'full'); "
+                    "planner/budget.py [10]")
+    enabled_by: Optional[str] = Field(
+        default=None, min_length=1,
+        description="where the stack writes no periodic checkpoint unless told to: the setting that turns it on (e.g. "
+                    "torchtitan's [checkpoint] enable, default false); `budget` prices the checkpoint as if it were on "
+                    "and lists that as assumed (planner/budget.py [10]). null: written by default")
     sources: list[str] = Field(min_length=1)
 
 

@@ -137,14 +137,20 @@ def test_each_stack_writes_its_own_bytes(cli, stack, sharding, n, per_param, con
 
 
 def test_megatron_rank_writes_its_share_of_the_weights(cli):
-    """Megatron's fully parallel save shares the replicated bf16 weights' write among the dp x cp ranks (budget.py [8]):
-    Llama 3 70B, tp 8, dp 512, zero1: a rank writes (4 + 8 + 2) B x its partition, 14 N_padded / 4,096 (within 2e-3:
-    the norms, replicated over tp, make a rank's part a little more than N / 4,096), where DeepSpeed's data-parallel
-    rank 0 writes its whole model-parallel part's weights, 2 N_padded / 8, beside its 12 B partition."""
+    """Megatron's fully parallel save shares the replicated bf16 weights' write among the dp x cp ranks (budget.py [8]),
+    whole tensors each (budget.py [9]): Llama 3 70B, tp 8, dp 512, zero1: a rank's optimizer partition is (4 + 8) B x
+    N_padded / 4,096 (within 2e-3: the norms, replicated over tp, make a rank's part a little more than N / 4,096), but
+    the word embedding's tensor-parallel shard, 129,024 / 8 x 8,192 = 132,120,576 elements, is one ShardedTensor that
+    one rank of its dp x cp group writes whole: 264,241,152 B, where the even share was 2 N_padded / 4,096 = 34,456,196 B
+    (before branch ckptmoe). DeepSpeed's data-parallel rank 0 writes its whole model-parallel part's weights,
+    2 N_padded / 8, beside its 12 B partition."""
     meg = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron", "--sharding", "zero1", "--format", "json").stdout)
     ck = meg["checkpoint"]
-    assert ck["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 4096, rel=2e-3)
-    assert ck["bytes_per_gpu"] == pytest.approx(14 * N70_PADDED / 4096, rel=2e-3)
+    assert ck["weights_bytes_per_gpu"] == 2 * 129_024 * 8192 // 8 == 264_241_152
+    assert ck["master_weights_bytes_per_gpu"] + ck["optimizer_bytes_per_gpu"] == pytest.approx(
+        12 * N70_PADDED / 4096, rel=2e-3)
+    assert ck["copy_s"] == pytest.approx(ck["bytes_per_gpu"] / 64e9, rel=1e-12)  # PCIe Gen5 x16, the host copy
+    assert ck["write_s"] == pytest.approx(14 * N70_PADDED / 2e12, rel=1e-12)  # one copy over 2 TB/s: not the rank's
     ds = json.loads(cli("budget", *PLAN_70B, "--stack", "megatron-deepspeed", "--sharding", "zero1", "--format",
                         "json").stdout)["checkpoint"]
     assert ds["weights_bytes_per_gpu"] == pytest.approx(2 * N70_PADDED / 8, rel=2e-3)
@@ -201,6 +207,10 @@ def test_a_stack_without_runs_cannot_name_the_plans_mode(cli, free_stack):
      "  sources: [a]\n", ("checkpoint.saves_master", "valid fields: format, model_weights_modes")),
     ("  format: x\n  model_weights_modes: []\n  model_weights_writer: rank0\n  sources: [a]\n",
      ("checkpoint.model_weights_writer", "replicas_share")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: replicas_share\n  state_dict: full\n"
+     "  sources: [a]\n", ("checkpoint.state_dict", "full_rank0")),
+    ("  format: x\n  model_weights_modes: []\n  model_weights_writer: replicas_share\n  enabled_by: ''\n"
+     "  sources: [a]\n", ("checkpoint.enabled_by",)),
 ])
 def test_bad_checkpoint_sections(cli, tmp_path, section, needles):
     """schema.CheckpointSpec: extra fields forbidden, mode names checked against runs.sharding, the writer a choice."""
@@ -210,3 +220,99 @@ def test_bad_checkpoint_sections(cli, tmp_path, section, needles):
     p.write_text("extends: megatron\nname: mine\nversion: mine\ncheckpoint:\n" + section)
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--stack", str(p))
     assert_one_error(r, str(p), *needles)
+
+
+# ---------------------------------------------------------------- who writes, and whether by default (budget.py [10])
+MPT7B = ("--model", "mpt-7b", "--gpus", "64", "--sharding", "fsdp", "--tokens", "1e12", "--mc-runs", "0", "--format",
+         "json")
+
+
+def test_llm_foundry_rank0_writes_the_full_state(cli):
+    """Composer 0.17's default FSDP state_dict_type 'full': global rank 0 gathers the fp32 parameters and
+    DecoupledAdamW's fp32 moments and writes them alone: its shard is the job's whole copy, 12 N, all of it through
+    its host link (12 N / 64 GB/s), one shard (the write 12 N / 2 TB/s as before). Before branch ckptmoe each of the
+    64 FSDP ranks was priced its shard, 12 N / 64, and the pause was the write's."""
+    js = json.loads(cli("budget", *MPT7B, "--stack", "llm-foundry").stdout)
+    n, ck = js["params"], js["checkpoint"]
+    assert ck["job_bytes"] == 12 * n
+    assert ck["bytes_per_gpu"] == 12 * n and ck["weights_bytes_per_gpu"] == 0.0
+    assert (ck["master_weights_bytes_per_gpu"], ck["optimizer_bytes_per_gpu"]) == (4 * n, 8 * n)
+    assert ck["copy_s"] == pytest.approx(12 * n / 64e9, rel=1e-12)
+    assert ck["write_s"] == pytest.approx(12 * n / 2e12, rel=1e-12)
+    assert ck["pause_s"] == ck["copy_s"]  # synchronous: the slower of the two
+    assert ck["writer"] == "global rank 0, the full state dict"
+    assert ck["written_by_default"] is False and ck["enabled_by"].startswith("a save_folder")
+    assert any(a.startswith("checkpoint enabled: stack_db llm-foundry writes no periodic checkpoint unless told to (on with: a save_folder") and "priced as if enabled" in a
+               for a in js["assumed"]), js["assumed"]
+
+
+def test_litgpt_benchmark_writes_the_jobs_bytes_on_rank0(cli):
+    """litgpt's pretrain (Fabric, state_dict_type 'full') at the entry's pure-bf16: the bf16 parameters (no fp32
+    master: written, 2 B) and AdamW's bf16 moments (2 + 2 B), 6 N on global rank 0 alone; the benchmark script itself
+    saves none (enabled_by)."""
+    js = json.loads(cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", "litgpt-benchmark",
+                        "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--tokens", "1e9",
+                        "--mc-runs", "0", "--format", "json").stdout)
+    ck = js["checkpoint"]
+    assert ck["job_bytes"] == 6 * P and ck["bytes_per_gpu"] == 6 * P
+    assert (ck["weights_bytes_per_gpu"], ck["master_weights_bytes_per_gpu"], ck["optimizer_bytes_per_gpu"]) == (
+        2 * P, 0.0, 4 * P)
+    assert ck["written_by_default"] is False and "benchmark_litgpt.py" in ck["enabled_by"]
+
+
+@pytest.mark.parametrize("stack, default, text", [
+    ("torchtitan", False, "[checkpoint] enable = true"),
+    ("torchtitan-0.3", False, "enable = true"),
+    ("megatron", True, None),
+    ("megatron-deepspeed", True, None),
+])
+def test_checkpoint_enabled_by_default(cli, stack, default, text):
+    """torchtitan writes no checkpoint unless [checkpoint] enable (default false): budget keeps the figures (priced as
+    if enabled: a run without checkpoints would restart from step 0 at every failure) and says so in its JSON, its
+    assumed list and its table; a stack whose section names no enabled_by says nothing."""
+    args = ("budget", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--stack", stack, "--sharding", "fsdp",
+            "--global-batch", "8", "--micro-batch", "1", "--seq-len", "1024", "--tokens", "1e9", "--mc-runs", "0")
+    r = cli(*args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    ck = js["checkpoint"]
+    assert ck["written_by_default"] is default and ck["writer"] == "every rank, its shard"
+    lines = [a for a in js.get("assumed", []) if a.startswith("checkpoint enabled:")]
+    table = " ".join(cli(*args).stdout.replace("│", " ").split())  # the table's note column, its wrapped lines joined
+    if default:
+        assert ck["enabled_by"] is None and lines == []
+        assert "default writes none" not in table
+    else:
+        assert text in ck["enabled_by"] and len(lines) == 1 and text in lines[0]
+        assert "priced as if enabled" in lines[0]
+        assert "if enabled: the stack's default writes none" in table
+        assert ck["job_bytes"] == 12 * P and ck["bytes_per_gpu"] == 12 * L8  # the figures kept
+
+
+@pytest.mark.parametrize("section, stated, line", [
+    ("[checkpoint]\nenable = true\n", True, False),
+    ("[checkpoint]\nenable = false\n", False, True),
+    ("", None, True),
+])
+def test_torchtitan_config_that_enables_checkpoints(cli, tmp_path, section, stated, line):
+    """A torchtitan TOML whose [checkpoint] enable is true (job_config.py @e347b1e5e l. 487-489) runs the checkpoint
+    budget prices: the "priced as if enabled" line and the table's "if enabled" go; false or unstated keep them
+    (budget.py [10]); checkpoint.enabled_in_config says what the file states. The test config's own [checkpoint]
+    section (enable_checkpoint, an older spelling torchtitan @e347b1e5e does not read) is replaced."""
+    from pathlib import Path
+
+    base = (Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml").read_text()
+    head, _, rest = base.partition("[checkpoint]\n")
+    rest = rest[rest.index("\n[") + 1:] if "\n[" in rest else ""
+    p = tmp_path / "titan.toml"
+    p.write_text(head + section + rest)
+    args = ("budget", str(p), "--gpus", "8", "--tokens", "1e9", "--mc-runs", "0")
+    r = cli(*args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["checkpoint"]["enabled_in_config"] is stated
+    assert js["checkpoint"]["written_by_default"] is False
+    lines = [a for a in js.get("assumed", []) if a.startswith("checkpoint enabled:")]
+    assert len(lines) == (1 if line else 0)
+    table = " ".join(cli(*args).stdout.replace("│", " ").split())
+    assert ("if enabled: the stack's default writes none" in table) is line

@@ -112,6 +112,9 @@ def register(app: typer.Typer) -> None:
             from ..trainers.report import with_config
 
             with_config(res, read[0])
+            from ..budget import config_checkpoint
+
+            config_checkpoint(res, read[0].checkpoint_enable)
         res["warnings"] = warnings + res["warnings"]
         emit_budget(res, fmt)
 

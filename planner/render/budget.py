@@ -72,7 +72,10 @@ def budget_table(res: dict) -> None:
                      f"{t['price_per_gpu_hour']:g} {t['currency']} per GPU-hour (--price-per-gpu-hour), failure-free"))
     rows += [
         ("energy", f"{t['energy_kwh'] / 1e3:,.1f} MWh", f"{t['tdp_W']:,.0f} W TDP x PUE {t['pue']:g}, failure-free"),
-        ("checkpoint per GPU", f"{gb(ck['bytes_per_gpu'], 3)} GB", f"{ck['saved_terms']}; job {gb(ck['job_bytes'], 0)} GB"),
+        ("checkpoint per GPU", f"{gb(ck['bytes_per_gpu'], 3)} GB", f"{ck['saved_terms']}; job {gb(ck['job_bytes'], 0)} GB"
+         + ("; global rank 0 writes it all (full state dict)" if ck.get("writer", "").startswith("global") else "")
+         + ("" if ck.get("written_by_default", True) or ck.get("enabled_in_config") is True
+            else "; if enabled: the stack's default writes none")),
         ("checkpoint write", f"{ck['write_s']:,.2f} s", f"at {gbps(ck['storage_Bps'], 0)} ({storage})"),
         ("pause per checkpoint", f"{ck['pause_s']:,.3g} s", "copy to host memory (async)" if ck["async"] else "synchronous save"),
         ("failure rate", f"{fl['failures_per_gpu_day']:.3g} /GPU/day", _short_source(fl["source"])),

@@ -73,6 +73,10 @@ class TrainerConfig:
     # under a command line's sharding, DP overlap, stack or optimizer, or in fit's rows) and names an option over it
     param_gather: Optional[bool] = None
     param_gather_key: str = ""  # the file's spelling of it (the notes name it)
+    # the periodic checkpoint's switch as the file states it (torchtitan's [checkpoint] enable, default false): True /
+    # False as stated, None where the file does not state one; `budget` drops its "priced as if enabled" line where the
+    # file turns checkpointing on (planner/budget.py [10], config_checkpoint)
+    checkpoint_enable: Optional[bool] = None
 
 
 def words_of(value, strip: str = "", commas: bool = False) -> list[str]:

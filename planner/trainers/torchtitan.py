@@ -1085,7 +1085,10 @@ def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: 
     cpu_offload(where, tr, job, ignored)
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+    # [checkpoint] enable (job_config.py @e347b1e5e l. 487-489, default false): budget's "if enabled" (budget.py [10])
+    ck_on = data.get("checkpoint", {}).get("enable") if isinstance(data.get("checkpoint"), dict) else None
+    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated,
+                         checkpoint_enable=ck_on if isinstance(ck_on, bool) else None)
 
 
 def _tokens(where: str, steps: int, gbs: int, seq: int, flags: dict, job: dict, assumed: list,
