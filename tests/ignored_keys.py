@@ -221,8 +221,9 @@ def differ(a, b, path: str = "") -> str | None:
 
 
 def _short(v) -> str:
-    r = json.dumps(v, default=str)
-    return r if len(r) <= 80 else r[:77] + "..."
+    from planner.trainers.report import cut
+
+    return cut(json.dumps(v, default=str), 80)
 
 
 # ------------------------------------------------------------------ values changed
