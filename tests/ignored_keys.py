@@ -386,23 +386,29 @@ def json_variants(text: str, key: str, value) -> list[tuple[str, str]]:
     return out
 
 
-def json_keys(text: str) -> dict:
-    """A JSON document's settings, `a.b` -> value, every leaf (a list is a leaf)."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return {}
+def _leaves(doc, empty_leaf: bool) -> dict:
+    """A document's settings, `a.b` -> value, every leaf (a list is a leaf; an empty table one where `empty_leaf`,
+    else nothing); {} for a document that is no mapping."""
     out = {}
 
     def walk(d, pre):
         for k, v in d.items():
-            if isinstance(v, dict) and v:
+            if isinstance(v, dict) and (v or not empty_leaf):
                 walk(v, f"{pre}{k}.")
             else:
                 out[f"{pre}{k}"] = v
     if isinstance(doc, dict):
         walk(doc, "")
     return out
+
+
+def json_keys(text: str) -> dict:
+    """A JSON document's settings, `a.b` -> value, every leaf (a list is a leaf; so is an empty object)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {}
+    return _leaves(doc, True)
 
 
 def _toml_token(v) -> str:
@@ -436,20 +442,12 @@ def toml_variants(text: str, key: str, value) -> list[tuple[str, str]]:
 
 
 def toml_keys(text: str) -> dict:
+    """A TOML document's settings, `section.key` -> value, every leaf (an empty [section] none)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return {}
-    out = {}
-
-    def walk(d, pre):
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, f"{pre}{k}.")
-            else:
-                out[f"{pre}{k}"] = v
-    walk(doc, "")
-    return out
+    return _leaves(doc, False)
 
 
 def _override_re(key: str) -> re.Pattern:
