@@ -266,10 +266,19 @@ def dp_overlap(stack, plan) -> np.ndarray:
     runs = stack.runs
     if runs is not None and not all(m.dp_comm_overlap_runs for m in runs.sharding):
         col = np.array([m.dp_comm_overlap_runs for m in runs.sharding])
-        smode = np.asarray(plan.smode)
-        valid = (smode >= 0) & (smode < len(col))
-        dpo = np.where(valid & ~col[np.clip(smode, 0, len(col) - 1)], 0, dpo)
+        dpo = np.where(~mode_at(plan, col, True), 0, dpo)  # a code no mode has: the plan's dpo
     return dpo
+
+
+def mode_at(plan, col, outside) -> np.ndarray:
+    """Each plan's value of a per-mode column `col` (a row a mode of stack_db runs.sharding) at its sharding mode
+    (plan.smode), `outside` where the code names none of the stack's modes (-1: the search found none, which rule_codes'
+    STACK_SHARDING refuses): dp_overlap's and optimizer_instances' lookup. stacks.mode_index's (the cost models')
+    differs there: it takes the first mode's row for a negative code and the last's for one past the modes.
+    stack_rules' sharding rule reads its levels as this does (a code outside the modes breaks the rule), inline: a
+    comparison with the plan's level, not a column's value."""
+    smode = np.asarray(plan.smode)
+    return np.where((smode >= 0) & (smode < len(col)), col[np.clip(smode, 0, len(col) - 1)], outside)
 
 
 def mla_drops_tp_overlap(stack, model, trainer_date: Optional[str] = None) -> bool:
@@ -577,7 +586,7 @@ def stack_rules(stack, plan: PlanArrays) -> list:
     smode = np.asarray(plan.smode)
     etp = np.where(np.asarray(plan.etp) > 0, plan.etp, plan.tp)
 
-    def sharding():
+    def sharding():  # mode_at's rows (a code outside the modes: broken), compared with the plan's level
         valid = (smode >= 0) & (smode < len(levels))
         return ~valid | (levels[np.clip(smode, 0, len(levels) - 1)] != plan.sharding)
 
@@ -1582,7 +1591,9 @@ def _embedding_grad_skip_warning(job: Job, model: ModelSpec, stack, plan: PlanAr
         return
     tied = bool(stack.pipeline_tied_grad_allreduce and model.tied_embeddings)
     mtp = bool(stack.memory.mtp_embedding_copy and model.mtp_layers)
-    mode = stack.runs.sharding[min(max(int(plan.smode), 0), len(stack.runs.sharding) - 1)]  # stacks._mode_column's index
+    from .stacks import mode_index  # stacks imports plan
+
+    mode = stack.runs.sharding[int(mode_index(plan, stack.runs.sharding))]  # the cost models' row of the plan's mode
     if not (tied or mtp) or mode.embedding_grad_shard is None or not mode.embedding_grad_shard.skipped_decoupled:
         return
     copies = "the tied input and output embeddings" if tied else "the first stage's and the MTP stage's word embeddings"
@@ -2015,10 +2026,9 @@ def overridden_settings(job: Job, stack, smode: int) -> list[str]:
     """Notes for the settings the job gives that its plan's sharding mode runs otherwise (stack_db
     runs.sharding job_settings, other overridden: Megatron turns --fp8-param-gather off under
     --use-torch-fsdp2); the cost models price the mode's value (schema.ShardingMode._settings_priced)."""
-    runs = stack.runs if stack is not None else None
-    if runs is None or not 0 <= smode < len(runs.sharding):
+    m = runs_mode(stack, smode)
+    if m is None:
         return []
-    m = runs.sharding[smode]
     return [f"{x.setting} {str(not x.value).lower()} under sharding mode {m.name}: the trainer runs it "
             f"{str(x.value).lower()} ({x.source}); priced and exported so"
             for x in m.job_settings if x.other == "overridden" and mode_setting_value(job, x) not in (None, x.value)]
@@ -2029,10 +2039,10 @@ def mode_run_settings(job: Job, stack, smode: int) -> list[tuple[str, bool]]:
     job's default (stack_db runs.sharding job_settings, unset switch: Megatron's torch_fsdp2 without the
     gradient-accumulation fusion), listed with the settings taken from the stack; none under unset default
     (DeepSpeed's zero0: a job leaving fp16 out is bf16, planned without the mode)."""
-    runs = stack.runs if stack is not None else None
-    if runs is None or not 0 <= smode < len(runs.sharding):
+    m = runs_mode(stack, smode)
+    if m is None:
         return []
-    return [(x.setting, x.value) for x in runs.sharding[smode].job_settings
+    return [(x.setting, x.value) for x in m.job_settings
             if mode_setting_value(job, x) is None and x.value != MODE_SETTING_DEFAULTS[x.setting]]
 
 
@@ -2260,9 +2270,8 @@ def optimizer_instances(stack, plan) -> np.ndarray:
     runs = stack.runs if stack is not None else None
     if runs is None:
         return np.zeros(np.shape(plan.sharding), dtype=bool)
-    col = np.array([m.optimizer_instances for m in runs.sharding] + [False])
-    smode = np.asarray(plan.smode)
-    return col[np.where((smode >= 0) & (smode < len(col) - 1), smode, len(col) - 1)] & (np.asarray(plan.sharding) == ZERO1)
+    col = np.array([m.optimizer_instances for m in runs.sharding])
+    return mode_at(plan, col, False) & (np.asarray(plan.sharding) == ZERO1)
 
 
 def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
@@ -4297,10 +4306,8 @@ def _job_switch_fields(settings: Settings, fixed: dict, cp: int, tp: int) -> dic
 def mode_settings(settings: Settings, smode: int) -> dict:
     """{job setting: the value the plan's sharding mode runs it at} (stack_db runs.sharding
     job_settings); empty for a mode that fixes none, or a stack that lists no modes."""
-    runs = settings.stack.runs if settings.stack is not None else None
-    if runs is None or not 0 <= smode < len(runs.sharding):
-        return {}
-    return {x.setting: x.value for x in runs.sharding[smode].job_settings}
+    m = runs_mode(settings.stack, smode)
+    return {} if m is None else {x.setting: x.value for x in m.job_settings}
 
 
 def mode_dp_overlap(stack, mode) -> Optional[bool]:
@@ -4313,24 +4320,26 @@ def mode_dp_overlap(stack, mode) -> Optional[bool]:
     if isinstance(mode, str):
         found = [m for m in runs.sharding if m.name == mode]
         return found[0].dp_comm_overlap if found else None
-    return runs.sharding[mode].dp_comm_overlap if 0 <= mode < len(runs.sharding) else None
+    m = runs_mode(stack, mode)
+    return m.dp_comm_overlap if m is not None else None
 
 
 def runs_mode(stack, smode: int):
-    """The stack's sharding mode of index smode (stack_db runs.sharding), None where there is none."""
+    """The stack's sharding mode of index smode (stack_db runs.sharding), None where there is none (mode_at's rule, for
+    one plan)."""
     runs = stack.runs if stack is not None else None
     return runs.sharding[smode] if runs is not None and 0 <= smode < len(runs.sharding) else None
 
 
 def _mode_label(settings: Settings, smode: int):
     """The plan's sharding mode in its stack's own words (stack_db runs.sharding label), None where it gives none."""
-    runs = settings.stack.runs if settings.stack is not None else None
-    return runs.sharding[smode].label if runs is not None and 0 <= smode < len(runs.sharding) else None
+    m = runs_mode(settings.stack, smode)
+    return m.label if m is not None else None
 
 
 def _mode_name(settings: Settings, smode: int):
-    runs = settings.stack.runs if settings.stack is not None else None
-    return runs.sharding[smode].name if runs is not None and 0 <= smode < len(runs.sharding) else None
+    m = runs_mode(settings.stack, smode)
+    return m.name if m is not None else None
 
 
 def file_sha256(path: str | None) -> str | None:

@@ -315,8 +315,16 @@ def _mode_column(stack: Stack, pick) -> np.ndarray | None:
 
 def mode_index(plan, col) -> np.ndarray:
     """Each plan's row of a per-mode column (its sharding mode, plan.smode; a negative code, no mode, takes the first
-    and one past the stack's modes the last)."""
+    and one past the stack's modes the last); `col` any sequence with a row a mode of runs.sharding (only its length
+    is read). The cost models' lookup; plan.mode_at reads a code outside the modes as no mode's (dp_overlap,
+    optimizer_instances)."""
     return np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)
+
+
+def mode_row(plan, col, absent) -> np.ndarray:
+    """Each plan's value of a per-mode column (_mode_column) at its row (mode_index), or `absent` at every plan (an
+    array of plan.sharding's shape) where the stack has no runs (`col` None)."""
+    return np.full(np.shape(plan.sharding), absent) if col is None else col[mode_index(plan, col)]
 
 
 def mode_value(stack: Stack, plan, setting: str, given: bool) -> np.ndarray:
@@ -342,8 +350,7 @@ def outer_optim(stack: Stack, plan, on: bool) -> np.ndarray:
     col = _mode_column(stack, lambda m: float(m.outer_optim))
     if not on or col is None:  # a job setting, stack data
         return np.zeros(np.shape(plan.sharding), dtype=bool)
-    smode = np.clip(np.asarray(plan.smode), 0, None)
-    return (col[np.minimum(smode, len(col) - 1)] > 0) & (np.asarray(plan.sharding) == HSDP)
+    return (col[mode_index(plan, col)] > 0) & (np.asarray(plan.sharding) == HSDP)
 
 
 def mfsdp_v2(stack: Stack, plan, on: bool) -> np.ndarray:
@@ -353,8 +360,7 @@ def mfsdp_v2(stack: Stack, plan, on: bool) -> np.ndarray:
     col = _mode_column(stack, lambda m: float(m.mfsdp_v2))
     if not on or col is None:  # a job setting, stack data
         return np.zeros(np.shape(plan.sharding), dtype=bool)
-    smode = np.clip(np.asarray(plan.smode), 0, None)
-    return col[np.minimum(smode, len(col) - 1)] > 0
+    return col[mode_index(plan, col)] > 0
 
 
 def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
@@ -389,23 +395,22 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
 
     fs = stack.fsdp
     level = np.asarray(plan.sharding)
-    smode = np.clip(np.asarray(plan.smode), 0, None)
     fsdp_on = level >= FSDP
     level_reduce = np.where(fsdp_on, fs.reduce_per_microbatch, level == ZERO2)
     nan = float("nan")
     col = _mode_column(stack, lambda m: nan if m.grad_reduce is None else float(m.grad_reduce == "microbatch"))
-    given = np.full(np.shape(level), nan) if col is None else col[np.minimum(smode, len(col) - 1)]
+    given = mode_row(plan, col, nan)
     reduce_mb = np.where(np.isnan(given), level_reduce, given > 0)
     col = _mode_column(stack, lambda m: nan if m.reshard_after_forward is None else float(m.reshard_after_forward))
-    given = np.full(np.shape(level), nan) if col is None else col[np.minimum(smode, len(col) - 1)]
+    given = mode_row(plan, col, nan)
     piped = np.asarray(plan.pp) > 1
     reshard = np.where(np.isnan(given), ~piped | fs.reshard_after_forward_with_pp, given > 0) | ~fsdp_on
     keep_pp = fsdp_on & piped & ~reshard
     regather_pp = fsdp_on & piped & reshard & bool(fs.pp_runtime_no_sync)
     col = _mode_column(stack, lambda m: float(m.replica_reduce != "step"))
-    replica_mb = np.ones(np.shape(level), dtype=bool) if col is None else col[np.minimum(smode, len(col) - 1)] > 0
+    replica_mb = mode_row(plan, col, 1.0) > 0
     col = _mode_column(stack, lambda m: float(m.grad_allreduce))
-    allreduce = np.zeros(np.shape(level), dtype=bool) if col is None else col[np.minimum(smode, len(col) - 1)] > 0
+    allreduce = mode_row(plan, col, 0.0) > 0
     return {"reduce_mb": reduce_mb & ~keep_pp & ~regather_pp, "reshard": reshard, "keep_pp": keep_pp,
             "replica_mb": replica_mb, "regather_pp": regather_pp, "allreduce": allreduce,
             "accum": grad_accum_bytes(stack, plan) > 0}
@@ -417,9 +422,7 @@ def grad_accum_bytes(stack: Stack | None, plan) -> np.ndarray:
     or the stack, keeps none)."""
     shape = np.shape(plan.sharding)
     col = None if stack is None else _mode_column(stack, lambda m: float(m.grad_accum_bytes))
-    if col is None:
-        return np.zeros(shape)
-    return col[mode_index(plan, col)] * np.ones(shape)
+    return mode_row(plan, col, 0.0) * np.ones(shape)
 
 
 def main_grad_bytes(stack: Stack | None, plan, job_bytes: float, default) -> np.ndarray:
@@ -469,9 +472,7 @@ def reduce_queue_units(stack: Stack | None, plan) -> np.ndarray:
     shape = np.shape(plan.sharding)
     nan = float("nan")
     col = None if stack is None else _mode_column(stack, lambda m: nan if m.reduce_queue_units is None else float(m.reduce_queue_units))
-    if col is None:
-        return np.full(shape, nan)
-    return col[mode_index(plan, col)] * np.ones(shape)
+    return mode_row(plan, col, nan) * np.ones(shape)
 
 
 def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
@@ -480,9 +481,7 @@ def allreduce_bucket_params(stack: Stack | None, plan) -> np.ndarray:
     stack, states none)."""
     shape = np.shape(plan.sharding)
     col = None if stack is None else _mode_column(stack, lambda m: float(m.allreduce_bucket_params))
-    if col is None:
-        return np.zeros(shape)
-    return col[mode_index(plan, col)] * np.ones(shape)
+    return mode_row(plan, col, 0.0) * np.ones(shape)
 
 
 def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
@@ -492,7 +491,7 @@ def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
     none); None where no mode of the stack states it."""
     if stack.runs is None or all(m.step_grads is None for m in stack.runs.sharding):
         return None
-    smode = np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(stack.runs.sharding) - 1)
+    smode = mode_index(plan, stack.runs.sharding)  # every column has a row a mode
     out = {f: _mode_column(stack, lambda m: float(m.step_grads is not None and getattr(m.step_grads, f)))[smode]
            for f in ("flat", "fp32", "flat_fp32", "partition_only", "norm_fp64", "ipg_buffer")}
     for d in ("precision_aware", "te_master"):  # memory.py [sg]: no fp32 copy where the optimizer reads decoupled_grad
@@ -513,9 +512,7 @@ def reshard_by_default(stack: Stack, plan) -> np.ndarray:
     from .plan import FSDP
 
     col = _mode_column(stack, lambda m: float("nan") if m.reshard_after_forward is None else 0.0)
-    smode = np.clip(np.asarray(plan.smode), 0, None)
-    given = np.full(np.shape(plan.sharding), np.nan) if col is None else col[np.minimum(smode, len(col) - 1)]
-    return np.isnan(given) & (np.asarray(plan.sharding) >= FSDP)
+    return np.isnan(mode_row(plan, col, np.nan)) & (np.asarray(plan.sharding) >= FSDP)
 
 
 def te_loss(settings) -> bool:

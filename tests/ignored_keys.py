@@ -221,8 +221,9 @@ def differ(a, b, path: str = "") -> str | None:
 
 
 def _short(v) -> str:
-    r = json.dumps(v, default=str)
-    return r if len(r) <= 80 else r[:77] + "..."
+    from planner.trainers.report import cut
+
+    return cut(json.dumps(v, default=str), 80)
 
 
 # ------------------------------------------------------------------ values changed
@@ -385,23 +386,29 @@ def json_variants(text: str, key: str, value) -> list[tuple[str, str]]:
     return out
 
 
-def json_keys(text: str) -> dict:
-    """A JSON document's settings, `a.b` -> value, every leaf (a list is a leaf)."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return {}
+def _leaves(doc, empty_leaf: bool) -> dict:
+    """A document's settings, `a.b` -> value, every leaf (a list is a leaf; an empty table one where `empty_leaf`,
+    else nothing); {} for a document that is no mapping."""
     out = {}
 
     def walk(d, pre):
         for k, v in d.items():
-            if isinstance(v, dict) and v:
+            if isinstance(v, dict) and (v or not empty_leaf):
                 walk(v, f"{pre}{k}.")
             else:
                 out[f"{pre}{k}"] = v
     if isinstance(doc, dict):
         walk(doc, "")
     return out
+
+
+def json_keys(text: str) -> dict:
+    """A JSON document's settings, `a.b` -> value, every leaf (a list is a leaf; so is an empty object)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {}
+    return _leaves(doc, True)
 
 
 def _toml_token(v) -> str:
@@ -435,20 +442,12 @@ def toml_variants(text: str, key: str, value) -> list[tuple[str, str]]:
 
 
 def toml_keys(text: str) -> dict:
+    """A TOML document's settings, `section.key` -> value, every leaf (an empty [section] none)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return {}
-    out = {}
-
-    def walk(d, pre):
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, f"{pre}{k}.")
-            else:
-                out[f"{pre}{k}"] = v
-    walk(doc, "")
-    return out
+    return _leaves(doc, False)
 
 
 def _override_re(key: str) -> re.Pattern:
@@ -577,6 +576,21 @@ def _settings(lines: list) -> list[tuple[str, object]]:
     return [(k, v) for n in lines for k, v in getattr(n, "entries", ()) if k is not None]
 
 
+def _reads(case: Case, fmt: str, changes, pricer: Pricer, tally: Tally, limit: int | None):
+    """Each (key, label, changed file) of `changes` read (at most `limit` of them; the next is drawn before the
+    limit stops, as each check's own loop drew it): counted tried, a crash recorded as a Finding; yields (key, label,
+    Read) of the others, for the check's own test."""
+    for done, (key, label, data) in enumerate(changes):
+        if limit is not None and done >= limit:
+            return
+        tally.tried += 1
+        got = pricer.read(case, data)
+        if got.crashed:
+            tally.findings.append(Finding(case.name, fmt, key, label, "crash", got.crashed))
+        else:
+            yield key, label, got
+
+
 def ignored_findings(case: Case, pricer: Pricer, tally: Tally, limit: int | None = None) -> None:
     """Each setting listed ignored, changed and removed: the same figures as the unchanged file (Finding otherwise)."""
     base = pricer.read(case)
@@ -586,25 +600,20 @@ def ignored_findings(case: Case, pricer: Pricer, tally: Tally, limit: int | None
     if base.figures is None:  # refused as given (a fuzz seed that stands for a refusal): nothing to compare with
         tally.unmutable.append((case.name, f"(refused as given: {base.refused.splitlines()[0][:200]})"))
         return
-    done = 0
-    for key, value in _settings(base.lines["ignored"]):
-        vs = variants(case, base.fmt, key, value)
-        if not vs:
-            tally.unmutable.append((case.name, key))
-            continue
-        for label, data in vs:
-            if limit is not None and done >= limit:
-                return
-            done += 1
-            tally.tried += 1
-            got = pricer.read(case, data)
-            if got.crashed:
-                tally.findings.append(Finding(case.name, base.fmt, key, label, "crash", got.crashed))
-            elif got.refused is not None:
-                tally.findings.append(Finding(case.name, base.fmt, key, label, "ignored-refused",
-                                              got.refused.splitlines()[0][:300]))
-            elif (d := differ(base.figures, got.figures)) is not None:
-                tally.findings.append(Finding(case.name, base.fmt, key, label, "ignored-moves", d))
+
+    def changes():  # drawn lazily: a setting the text does not spell is counted unmutable as the loop reaches it
+        for key, value in _settings(base.lines["ignored"]):
+            vs = variants(case, base.fmt, key, value)
+            if not vs:
+                tally.unmutable.append((case.name, key))
+            yield from ((key, label, data) for label, data in vs)
+
+    for key, label, got in _reads(case, base.fmt, changes(), pricer, tally, limit):
+        if got.refused is not None:
+            tally.findings.append(Finding(case.name, base.fmt, key, label, "ignored-refused",
+                                          got.refused.splitlines()[0][:300]))
+        elif (d := differ(base.figures, got.figures)) is not None:
+            tally.findings.append(Finding(case.name, base.fmt, key, label, "ignored-moves", d))
 
 
 def _named(lines: dict, key: str) -> bool:
@@ -630,27 +639,25 @@ def priced_findings(case: Case, pricer: Pricer, tally: Tally, limit: int | None 
     if base.figures is None:
         return  # ignored_findings reports it
     ignored = {k for k, _ in _settings(base.lines["ignored"])}
-    done = 0
-    for key, value in file_keys(case, base.fmt).items():
-        parts = key.split(".")
-        if key in ignored or parts[-1] in ignored or any(".".join(parts[:i]) in ignored for i in range(1, len(parts))):
-            continue  # listed ignored (itself, as a heredoc's bare name, or a section it sits in)
-        vs = [(label, data) for label, data in variants(case, base.fmt, key, value) if not label.endswith(" removed")]
-        if value is True and not vs:  # a switch: its change is its removal
-            vs = variants(case, base.fmt, key, None)
-        for label, data in vs:
-            if limit is not None and done >= limit:
-                return
-            done += 1
-            tally.tried += 1
-            got = pricer.read(case, data)
-            if got.crashed:
-                tally.findings.append(Finding(case.name, base.fmt, key, label, "crash", got.crashed))
-            elif got.refused is not None or differ(base.figures, got.figures) is not None:
-                continue
-            elif not _named(got.lines, key) and _texts(got.lines) == _texts(base.lines):
-                tally.findings.append(Finding(case.name, base.fmt, key, label, "priced-silent",
-                                              "no figure moved and no line names it"))
+
+    def changes():
+        for key, value in file_keys(case, base.fmt).items():
+            parts = key.split(".")
+            if (key in ignored or parts[-1] in ignored
+                    or any(".".join(parts[:i]) in ignored for i in range(1, len(parts)))):
+                continue  # listed ignored (itself, as a heredoc's bare name, or a section it sits in)
+            vs = [(label, data) for label, data in variants(case, base.fmt, key, value)
+                  if not label.endswith(" removed")]
+            if value is True and not vs:  # a switch: its change is its removal
+                vs = variants(case, base.fmt, key, None)
+            yield from ((key, label, data) for label, data in vs)
+
+    for key, label, got in _reads(case, base.fmt, changes(), pricer, tally, limit):
+        if got.refused is not None or differ(base.figures, got.figures) is not None:
+            continue
+        elif not _named(got.lines, key) and _texts(got.lines) == _texts(base.lines):
+            tally.findings.append(Finding(case.name, base.fmt, key, label, "priced-silent",
+                                          "no figure moved and no line names it"))
 
 
 def run(cases: list[Case], *, limit: int | None = None, priced: bool = True) -> Tally:

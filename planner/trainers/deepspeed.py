@@ -85,7 +85,7 @@ from ..errors import PlannerError
 from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, resolve_gpus
 from .deepspeed_types import check as check_types, coerce
-from .report import Note, about, listed, noted, short_value as _short
+from .report import Note, about, cut, listed, noted, short_value as _short
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
@@ -157,8 +157,7 @@ def _json_short(v) -> str:
     """A value as the JSON spells it (true, "32"), cut as report.short_value cuts (a huge integer not echoed)."""
     if isinstance(v, int) and not isinstance(v, bool):
         return _short(v)
-    r = json.dumps(v)
-    return r if len(r) <= 60 else r[:57] + "..."
+    return cut(json.dumps(v), 60)
 
 
 def _batch(where, key, v) -> tuple[Optional[int], Optional[str]]:

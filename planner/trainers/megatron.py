@@ -2031,7 +2031,10 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             # `${ARGS[@]}` of flags): bash runs the flag as a command name ("command not found", after the training
             # has run without it), as when a blank or commented line breaks the launch line's `\` continuation.
             # Before 2026-12-07 these flags were passed over silently (fuzz4's finding on the Bridge reader,
-            # megatron_bridge._stray_overrides, seen here on train_llama3_8b.sh); a case pattern (`--tp)`) is not one
+            # megatron_bridge._stray_overrides, seen here on train_llama3_8b.sh); a case pattern (`--tp)`) is not one.
+            # That reader's own check (a dotted override that starts a line) stays there: it scans the raw text, above
+            # the launcher too, and here it would refuse a dotted word in a Megatron-LM script, passed over as another
+            # command (no pretrain_gpt.py argument is dotted); this one reads expanded words (`${ARGS[@]}`'s flags)
             raise PlannerError(f"{where}line {no}: {literal(words[0])} starts a command after the launch line: "
                                "bash runs a flag as a command name, so it and the words after it never reach the "
                                "launched script (a line continuation broken by a blank or commented line?)",

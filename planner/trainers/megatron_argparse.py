@@ -42,6 +42,7 @@ import re
 
 from planner.errors import PlannerError
 from planner.trainers import words_of
+from planner.trainers.report import cut
 
 # a value holding a substitution the reader did not expand (`$X`, `${...}`, `$(...)`, `$[...]`, a backquote): left here
 # to megatron._unread_substitutions, which finds them with this pattern too
@@ -50,8 +51,10 @@ _CONVERT = {"int": int, "float": float}
 
 
 def _shown(v) -> str:
+    """A value's words as argparse's message quotes them: cut to 80 characters before the quotes (report.short_value
+    quotes, then cuts to 60: its messages' bytes stay theirs)."""
     s = v if isinstance(v, str) else " ".join(map(str, v))
-    return repr(s if len(s) <= 80 else s[:77] + "...")
+    return repr(cut(s, 80))
 
 
 def _refuse(where: str, flag: str, reason: str, valid: str, source: str):

@@ -616,7 +616,13 @@ _STRAY = re.compile(r"\s*([A-Za-z_]\w*(?:\.\w+)+)=\S*")
 def _stray_overrides(text: str, where: str) -> None:
     """Refuse a command line that starts with a Hydra override (_STRAY): before 2026-12-07 the override lines after a
     blank line that ended the launch line's continuation, or above the launcher, were passed over silently (their
-    keys moved no figure: tests/ignored_keys.py on a fuzz input, tests/data/fuzz_issue24/ignored-bridge-189-0.sh)."""
+    keys moved no figure: tests/ignored_keys.py on a fuzz input, tests/data/fuzz_issue24/ignored-bridge-189-0.sh).
+    The same class of check as megatron.command_words' refusal of a line that starts with a flag (which this reader
+    runs too, through read_script_words), at another depth, so the two stay apart: this one scans the raw text, every
+    command line, above the launcher too; command_words reads the expanded words of the lines after the launch line
+    (a flag from `${ARGS[@]}`, which no text scan sees). This one in command_words would refuse a dotted word in a
+    Megatron-LM script, which that reader passes over (no argument of pretrain_gpt.py is dotted: another command),
+    and at command_words' depth an override above the launcher would pass again."""
     from .megatron import _join_continuations
 
     for no, line in _join_continuations(text):

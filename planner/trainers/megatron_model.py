@@ -146,7 +146,7 @@ from typing import Optional
 
 from ..errors import PlannerError
 from ..schema import MAX_COUNT
-from .report import Note, listed, noted
+from .report import Note, cut, listed, noted
 
 DEFAULT_VOCAB_DIVISOR = 128  # --make-vocab-size-divisible-by default [1]
 DEFAULT_TOKENIZER = "GPT2BPETokenizer"  # pretrain_gpt.py args_defaults [7]
@@ -219,7 +219,7 @@ def _short(v) -> str:
     r = repr(v)
     if isinstance(v, str) and re.fullmatch(r"[+-]?[0-9]{41,}", v):
         r = f"a {len(v.lstrip('+-'))}-digit number"
-    return r if len(r) <= 60 else r[:57] + "..."
+    return cut(r, 60)
 
 
 def _int(where: str, flags: dict, name: str, default=None) -> Optional[int]:

@@ -47,11 +47,16 @@ def _text(head: Optional[str], message: Optional[str], ruled: bool) -> str:
     return (head or "") + (f" ({message})" if message else "")
 
 
+def cut(text: str, n: int) -> str:
+    """`text` whole up to n characters, else its first n - 3 and "..." (n in all): how the readers' messages cut what a
+    file gave (short_value: 60 of the repr; megatron_argparse._shown: 80 of the words, then quoted)."""
+    return text if len(text) <= n else text[:n - 3] + "..."
+
 
 def short_value(v) -> str:
     """A value as the file gave it, cut to 60 characters (a 5,000-digit number is not echoed): the readers' messages."""
     r = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
-    return r if len(r) <= 60 else r[:57] + "..."
+    return cut(r, 60)
 
 class Note(str):
     """A reader's line as the stderr note prints it (the str itself) with its record: `kind` (ignored, not_modelled,
