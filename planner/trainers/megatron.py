@@ -1821,7 +1821,7 @@ _COMMAND_END = ("|", "||", "&&", ";", "&")
 
 def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None,
                   env: Optional[dict] = None, functions_read: bool = False,
-                  subs: Optional[dict] = None) -> tuple[list[str], list[str], bool]:
+                  subs: Optional[dict] = None, script: Optional[list] = None) -> tuple[list[str], list[str], bool]:
     """(launcher words before the script, argument words after it, whether the GPU-count
     words came from shell defaults). A file that starts with `--` is an argument file.
     heredocs: filled with the files the script writes with `cat <<EOT > $FILE` (or `cat > $FILE
@@ -1832,7 +1832,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     exports at its top level (`export NAME=value`, or `export NAME` after `NAME=value`), their values when the
     launch line runs, and the assignments before the launcher on that line (`NCCL_ALGO=Ring torchrun ...`).
     subs: filled with the command substitutions and arithmetic the reader left unexpanded, {as expanded: script
-    line} (_Shell.substitutions)."""
+    line} (_Shell.substitutions).
+    script: filled with the launch line's script word (nothing for an argument file)."""
     lines = _join_continuations(text)
     body = [(no, ln) for no, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if body and body[0][1].lstrip().startswith("-"):
@@ -2057,7 +2058,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         assumed.append(noted("assumed", None, f"script lines {', '.join(functions[:8])}"
                              f"{' ...' if len(functions) > 8 else ''} are function bodies, read as the script's own "
                              "lines: the launch line is inside one (the reader does not follow calls)"))
-        return command_words(text, where, assumed, heredocs, env, functions_read=True, subs=subs)
+        return command_words(text, where, assumed, heredocs, env, functions_read=True, subs=subs, script=script)
     # a one-line if stands for several lines of one number: each listed once
     evaluated, skipped = list(dict.fromkeys(evaluated)), list(dict.fromkeys(skipped))
     if evaluated:
@@ -2089,6 +2090,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         env.update(literal(line_env))
     if subs is not None:
         subs.update(literal(sh.substitutions))
+    if script is not None:
+        script.append(literal(words[k]))
     return literal(words[:k]), literal(words[k + 1:]), _soft_launcher(sh, raw_line)
 
 
@@ -2106,6 +2109,7 @@ class ScriptWords(typing.NamedTuple):
     heredocs: dict       # the files it writes with `cat <<EOT > $FILE` (command_words' heredocs)
     env: dict = {}       # the environment its launch line runs in, as far as the script sets it (command_words' env)
     subs: dict = {}      # the substitutions left unexpanded, {text: script line} (command_words' subs)
+    script: str = ""     # the launch line's script word (`pretrain_gpt.py`); "" for an argument file
 
 
 def read_script_words(path: Optional[Path], text: Optional[str], where: str, hint: str) -> ScriptWords:
@@ -2118,11 +2122,12 @@ def read_script_words(path: Optional[Path], text: Optional[str], where: str, hin
     heredocs: dict = {}
     env: dict = {}
     subs: dict = {}
+    script: list = []
     try:
-        launch, words, soft = command_words(text, where, assumed, heredocs, env, subs=subs)
+        launch, words, soft = command_words(text, where, assumed, heredocs, env, subs=subs, script=script)
     except ValueError as e:  # shlex: unbalanced quotes
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
-    return ScriptWords(text, launch, words, soft, assumed, heredocs, env, subs)
+    return ScriptWords(text, launch, words, soft, assumed, heredocs, env, subs, script[0] if script else "")
 
 
 def _drop_redirections(words: list[str]) -> list[str]:
@@ -2183,10 +2188,13 @@ def _soft_launcher(sh: _Shell, raw_line: str) -> bool:
     return soft
 
 
-def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset()) -> tuple[dict, list[str]]:
+def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset(),
+                occurrences: Optional[list] = None) -> tuple[dict, list[str]]:
     """{flag: value or True}; and words that are no flag's value (listed as ignored). nargs: flags that take a list
-    here beside NARGS_FLAGS (a Megatron-DeepSpeed script's --num-experts, nargs '+': megatron_deepspeed.MDS_NARGS)."""
-    flags: dict = {}
+    here beside NARGS_FLAGS (a Megatron-DeepSpeed script's --num-experts, nargs '+': megatron_deepspeed.MDS_NARGS).
+    A repeated flag keeps its last value, as argparse does; occurrences: filled with every (flag, value) in the
+    line's order (megatron_argparse.check_occurrences checks the earlier ones)."""
+    flags = _Occurrences(occurrences) if occurrences is not None else {}
     stray: list[str] = []
     i = 0
     while i < len(words):
@@ -2218,7 +2226,19 @@ def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset()) ->
             flags[w] = vals
         else:
             flags[w] = " ".join(vals) if vals else True
-    return flags, stray
+    return dict(flags), stray
+
+
+class _Occurrences(dict):
+    """parse_flags' flags, each value it sets recorded in `seen` too."""
+
+    def __init__(self, seen: list):
+        super().__init__()
+        self.seen = seen
+
+    def __setitem__(self, key, value):
+        self.seen.append((key, value))
+        super().__setitem__(key, value)
 
 
 SPELLED_PHASES = 4096  # _rampup_ignored spells a ramp of fewer increments (a message's length, not a model figure)
@@ -2414,13 +2434,21 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     where = f"{path}: "
     split = read_script_words(path, text, where, "give a launch script or a file of Megatron arguments")
     text, launch, words, soft, assumed, heredocs = split[:6]
-    flags, stray = parse_flags(words, where)
+    occurrences: list = []
+    flags, stray = parse_flags(words, where, occurrences=occurrences)
     if not mds.is_megatron_deepspeed(flags):
         if flags.get("--position-embedding-type") == "alibi":
             raise PlannerError(f"{where}--position-embedding-type alibi: Megatron-LM has no ALiBi (its choices: "
                                "learned_absolute, rope, mrope, relative, none)",
                                "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
-        megatron_argparse.check(flags, where)  # what Megatron-LM's argparse refuses, exit 2 (issue argparse)
+        # what Megatron-LM's argparse refuses, exit 2 (issue argparse): a value, each occurrence's, then (argparse's
+        # order: parse_args reports the unrecognized arguments after parsing the known ones) a flag neither Megatron
+        # nor the entry script defines (issue unkflags)
+        megatron_argparse.check_occurrences(occurrences, where)
+        megatron_argparse.check(flags, where)
+        read_as = megatron_argparse.unknown_flags([f for f, _ in occurrences], where, split.script,
+                                                  (overrides or {}).get("trainer_date"))
+        assumed = assumed + [listed("assumed", flag, flags[flag], why) for flag, why in read_as]
         unread = _unread_substitutions(flags, split.subs, where, overrides or {})
         cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                          hardware=hardware, label=Path(path).name)

@@ -38,6 +38,7 @@ classify_unread); the earlier occurrence of a repeated flag (argparse converts e
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from planner.errors import PlannerError
@@ -114,6 +115,110 @@ def check(flags: dict, where: str) -> None:
                     _refuse(where, flag, f"invalid {typ} value: {_shown(w)}", valid, source)
             if choices is not None and x not in (tuple(conv(c) for c in choices) if conv else choices):
                 _refuse(where, flag, f"invalid choice: {_shown(w)}", valid, source)
+
+
+def check_occurrences(occurrences: list, where: str) -> None:
+    """check() on each earlier occurrence of a repeated flag (megatron.parse_flags' [(flag, value)] in the line's
+    order): argparse converts every occurrence's value as it meets it (_get_values) and keeps the last, so a bad value
+    the last occurrence replaces is refused all the same. The last occurrences are the flags check() is given."""
+    last = {f: i for i, (f, _) in enumerate(occurrences)}
+    for i, (flag, value) in enumerate(occurrences):
+        if last[flag] == i:
+            continue
+        try:
+            check({flag: value}, where)
+        except PlannerError as e:
+            raise PlannerError(f"{e.message} (an earlier occurrence: the flag is given {sum(f == flag for f, _ in occurrences)} "
+                               "times; argparse converts each value and keeps the last)", e.hint) from None
+
+
+PARSE_ARGS = ("megatron/training/arguments.py @d98e8a64 parse_args l. 117-131: ArgumentParser(allow_abbrev=False), "
+              "parse_args() refuses a flag its parser does not define, a prefix of one too")
+# flags an older Megatron-LM's parser defined that @d98e8a64's refuses, read (as the reader reads them) only where the
+# command line's --trainer-date (the job's trainer_date: the trainer commit's date) falls in [since, until):
+# {flag: (since, until, what defined and removed it)}. Found with `git log -G"'--flag'"` over megatron/arguments.py and
+# megatron/training/arguments.py to @d98e8a64
+OLDER_FLAGS = {
+    "--overlap-p2p-communication": ("2023-05-31", "2023-10-12", "Megatron-LM f9283c5a8a (2023-05-31) added it; "
+                                    "4eeff55d1f (2023-10-12) made the overlap the default, --no-overlap-p2p-communication "
+                                    "its switch"),
+    "--no-async-tensor-model-parallel-allreduce": ("2021-09-02", "2026-01-29", "Megatron-LM 3f65246911 (2021-09-02) "
+                                                   "added it; 639c08ab82 (2026-01-29) removed it"),
+}
+
+
+def script_flags(script) -> tuple[frozenset, list, bool]:
+    """(the flags the entry script's extra_args_provider adds, the ENTRY_SCRIPTS it is taken as, whether it passes
+    ignore_unknown_args=True) for the launch line's script word `script` (None: the file names none). The rule: the
+    entry script whose path at the commit ends the word (`/opt/Megatron-LM/pretrain_gpt.py`: pretrain_gpt.py), the
+    longest where several do; else those of the word's file name (train.py: examples/mimo/train.py and
+    examples/multimodal/train.py, their flags together); else, and for an argument file, every entry script (the
+    union: a flag any of them defines is read, listed as assumed where that decides)."""
+    word = (script or "").strip("\"'")
+    hits = [p for p in ENTRY_SCRIPTS if word == p or word.endswith("/" + p)]
+    if hits:
+        hits = [max(hits, key=len)]
+    elif word:
+        hits = [p for p in ENTRY_SCRIPTS if p.rsplit("/", 1)[-1] == word.rsplit("/", 1)[-1]]
+    hits = hits or list(ENTRY_SCRIPTS)
+    flags = frozenset(f for p in hits for f in ENTRY_FLAGS[ENTRY_SCRIPTS[p][1]])
+    return flags, hits, any(ENTRY_SCRIPTS[p][0] for p in hits)
+
+
+def _older(flag: str, trainer_date) -> bool:
+    since, until, _ = OLDER_FLAGS[flag]
+    return trainer_date is not None and since <= str(trainer_date) < until
+
+
+def unknown_flags(names, where: str, script, trainer_date=None) -> list[tuple[str, str]]:
+    """Refuse, as Megatron-LM's argparse refuses it ("unrecognized arguments", exit 2, PARSE_ARGS), the first of the
+    flags `names` (in the line's order) that neither Megatron-LM @d98e8a64's parser (FLAG_NAMES) nor the launch line's
+    entry script (script_flags) defines, with the nearest defined flag as the hint (difflib); an OLDER_FLAGS flag is
+    read where trainer_date falls in its dates. Nothing is refused where the entry script passes
+    ignore_unknown_args=True (parse_known_args: none does at @d98e8a64). Returns [(flag, why)] of the flags read by a
+    rule that decides (an entry script's flag where the file names no entry script of the commit; an older flag by
+    its date), for the caller to list as assumed."""
+    extra, hits, ignores = script_flags(script)
+    if ignores:
+        return []
+    named = len(hits) < len(ENTRY_SCRIPTS)
+    out = []
+    for flag in dict.fromkeys(names):
+        if flag in FLAG_NAMES:
+            continue
+        if flag in extra:
+            if not named:
+                by = sorted((p for p in ENTRY_SCRIPTS if flag in ENTRY_FLAGS[ENTRY_SCRIPTS[p][1]]), key=len)
+                why = "the file names no entry script" if not script else f"{script} is no entry script of the commit"
+                out.append((flag, f"an entry script's flag, not Megatron-LM @d98e8a64's own ({by[0]}'s extra_args_provider "
+                                  f"defines it{f', and {len(by) - 1} other scripts' if len(by) > 1 else ''}): {why}, so "
+                                  "every entry script's flags are read (megatron_argparse.script_flags)"))
+            continue
+        if flag in OLDER_FLAGS and _older(flag, trainer_date):
+            out.append((flag, f"an older Megatron-LM's flag ({OLDER_FLAGS[flag][2]}), read for the command line's "
+                              f"--trainer-date {trainer_date}; @d98e8a64's parser refuses it"))
+            continue
+        whose = f"{hits[0]}'s extra_args_provider" if named and len(hits) == 1 else \
+            "its entry script's extra_args_provider" if named else "any entry script's extra_args_provider"
+        msg = (f"{where}{flag}: unrecognized argument (Megatron-LM's argparse refuses it, exit 2, before the run starts: "
+               f"neither Megatron-LM @d98e8a64 nor {whose} defines it)")
+        if flag in OLDER_FLAGS:
+            since, until, what = OLDER_FLAGS[flag]
+            raise PlannerError(msg, f"an older Megatron-LM's flag ({what}): drop it, or give --trainer-date between "
+                                    f"{since} and {until} for a run of that Megatron-LM ({PARSE_ARGS})")
+        known = sorted(FLAG_NAMES | extra)
+        prefix_of = [n for n in known if n.startswith(flag) and n != flag]
+        near = difflib.get_close_matches(flag, known, n=1, cutoff=0.8)
+        guess = near[0] if near else (min(prefix_of, key=len) if prefix_of else None)
+        if guess is None:
+            raise PlannerError(msg, f"no defined flag is near it: drop it, or spell it as Megatron-LM defines it "
+                                    f"({PARSE_ARGS})")
+        d = DEFINITIONS.get(guess)
+        where_defined = d[4] if d else "arguments.py" if guess in FLAG_NAMES else next(
+            ENTRY_SCRIPTS[p][2] for p in hits if guess in ENTRY_FLAGS[ENTRY_SCRIPTS[p][1]])
+        abbrev = " (a prefix of it: allow_abbrev=False, argparse takes no abbreviation)" if guess in prefix_of else ""
+        raise PlannerError(msg, f"did you mean {guess}?{abbrev} ({where_defined}; {PARSE_ARGS})")
+    return out
 
 
 # --- generated by scripts/argparse_rule_check.py --emit: begin ---
