@@ -147,6 +147,19 @@ OLDER_FLAGS = {
 }
 
 
+# flags the reader once read that Megatron-LM's parser never defined (`git log -G"'--flag'"` over megatron/arguments.py
+# and megatron/training/arguments.py to @d98e8a64 finds none), refused with what stands for them: {flag: hint}
+NEVER_DEFINED = {
+    "--add-bias-linear": "Megatron-LM's linear biases are on by default (TransformerConfig.add_bias_linear True, "
+                         "transformer_config.py @d98e8a64 l. 212; --disable-bias-linear, store_false, turns them off): "
+                         "drop it",
+    "--fp8-dot-product-attention": "TransformerConfig.fp8_dot_product_attention has no flag (arguments.py @d98e8a64 "
+                                   "l. 2333 excludes it from the generated flags; Megatron-Bridge sets it, "
+                                   "mixed_precision.fp8_dot_product_attention): drop it",
+    "--bf16-reduce": "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32",
+}
+
+
 def script_flags(script) -> tuple[frozenset, list, bool]:
     """(the flags the entry script's extra_args_provider adds, the ENTRY_SCRIPTS it is taken as, whether it passes
     ignore_unknown_args=True) for the launch line's script word `script` (None: the file names none). The rule: the
@@ -206,6 +219,8 @@ def unknown_flags(names, where: str, script, trainer_date=None) -> list[tuple[st
             since, until, what = OLDER_FLAGS[flag]
             raise PlannerError(msg, f"an older Megatron-LM's flag ({what}): drop it, or give --trainer-date between "
                                     f"{since} and {until} for a run of that Megatron-LM ({PARSE_ARGS})")
+        if flag in NEVER_DEFINED:
+            raise PlannerError(msg, f"{NEVER_DEFINED[flag]} ({PARSE_ARGS})")
         known = sorted(FLAG_NAMES | extra)
         prefix_of = [n for n in known if n.startswith(flag) and n != flag]
         near = difflib.get_close_matches(flag, known, n=1, cutoff=0.8)
