@@ -2426,9 +2426,12 @@ def _unread_substitutions(flags: dict, subs: dict, where: str, overrides: dict) 
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None, stack: Optional[str] = None, overrides: Optional[dict] = None) -> TrainerConfig:
+         hardware: Optional[str] = None, stack: Optional[str] = None, overrides: Optional[dict] = None,
+         script: Optional[str] = None) -> TrainerConfig:
     """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the command
     line's --stack, which a Megatron-DeepSpeed script of the 2021 fork is read on (megatron_deepspeed.STACK_2021).
+    script: the entry script an argument file runs with, where its record names one (the CI corpus row's: megatron_ci
+    TRAINING_SCRIPTS); a launch line's own script word wins (megatron_argparse.unknown_flags reads its flags).
     overrides: the job fields the command line gives (cli/core.py load_job), which stand for a flag the script sets
     from a substitution the reader does not run (_unread_substitutions)."""
     where = f"{path}: "
@@ -2446,7 +2449,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         # nor the entry script defines (issue unkflags)
         megatron_argparse.check_occurrences(occurrences, where)
         megatron_argparse.check(flags, where)
-        read_as = megatron_argparse.unknown_flags([f for f, _ in occurrences], where, split.script,
+        read_as = megatron_argparse.unknown_flags([f for f, _ in occurrences], where, split.script or script,
                                                   (overrides or {}).get("trainer_date"))
         assumed = assumed + [listed("assumed", flag, flags[flag], why) for flag, why in read_as]
         unread = _unread_substitutions(flags, split.subs, where, overrides or {})
