@@ -30,17 +30,24 @@ float; '1.5' for int), a value outside its choices, an explicit value for a stor
 `python scripts/argparse_rule_check.py` prints the differences (argparse refuses, the reader reads: a gap;
 argparse parses, the reader refuses: a refusal of the reader's own, e.g. a value it does not model, not a gap);
 `--write` records every case in tests/data/megatron_argparse_cases.json, which tests/test_argparse_rules.py checks
-the reader against; `--emit` rewrites the DEFINITIONS table of planner/trainers/megatron_argparse.py, the reader's
-check (the flags it prices, as Megatron defines them).
-Run on 2026-12-07 (Python 3.12's argparse): 939 flags defined, 827 in DEFINITIONS (176 of them priced; the reader
-prices three Megatron does not define: --add-bias-linear, --overlap-p2p-communication, earlier Megatron's, and
---export-kd-teacher-load, ModelOpt's entry script's); 3,136 cases, argparse refuses 2,309. Before
-megatron_argparse.check, over the priced flags' 659 cases, the reader read 301 that argparse refuses (125 mistyped,
-out-of-choices or store_true-with-a-value cases, 176 misspelt flags) and refused others with its own reason; now it
-refuses every case argparse refuses but the 827 misspelt flags with argparse's reason, and reads those (unknown
-flags, listed as unknown to the planner: the one gap left; the CI corpus's 404 argument files hold 8 flags Megatron
-@d98e8a64 does not define, in 5 files, the entry scripts' own: ModelOpt's --export-*, examples/mimo's
---model-provider / --dataset-provider / --language-model-checkpoint / --total-seq-length). It refuses 15 values
+the reader against, with every option string (flag_names) and each entry script's flags (entry_scripts, below);
+`--emit` rewrites the tables of planner/trainers/megatron_argparse.py, the reader's check: DEFINITIONS (the flags it
+prices and those whose value argparse can refuse, as Megatron defines them), OTHER_FLAGS (every other option string),
+ENTRY_FLAGS / ENTRY_SCRIPTS (entry_scripts(): each file outside tests/ that calls parse_args / parse_and_validate_args
+with an extra_args_provider, the flags that function adds, following the functions it calls into the modules it
+imports, and its ignore_unknown_args; a wrapper that runpy-runs one, pretrain_mamba.py, takes its script's).
+Run on 2026-12-07 (Python 3.12's argparse): 878 option strings defined (before 2026-12-07 939: the TransformerConfig
+factory's exclude list, given by name, was read as none, so 74 fields Megatron leaves out were counted, and a
+BooleanOptionalAction's 13 --no- forms were not), 770 in DEFINITIONS (174 of them priced; the reader prices five
+Megatron does not define: --add-bias-linear, --fp8-dot-product-attention, --cpu-offloading, never flags of Megatron-LM,
+now refused; --overlap-p2p-communication, an older Megatron-LM's, read for a --trainer-date in its dates; and
+--export-kd-teacher-load, ModelOpt's entry scripts'); 31 entry scripts, none passing ignore_unknown_args=True; 2,938
+cases, argparse refuses 2,168, the reader every one of them with argparse's reason (before unkflags the 827 misspelt
+flags were read, listed as unknown to the planner: the one gap then; the CI corpus's 404 argument files hold 8 flags
+Megatron @d98e8a64 does not define, in 5 files, the entry scripts' own: ModelOpt's --export-*, examples/mimo's
+--model-provider / --dataset-provider / --language-model-checkpoint / --total-seq-length, read as the row's script's
+or every entry script's). Before megatron_argparse.check, over the priced flags' 659 cases, the reader read 301 that
+argparse refuses (125 mistyped, out-of-choices or store_true-with-a-value cases, 176 misspelt flags). It refuses 15 values
 argparse parses for its own reasons: 'x' for a free-text flag whose later checks want a known
 name (--cp-comm-type, --cuda-graph-modules / -scope, --hybrid-*-pattern, --pipeline-model-parallel-layout,
 --step-batch-size-schedule, --window-size), a flag that needs another (--wgrad-deferral-limit,

@@ -32,7 +32,8 @@ read). Modelled:
   --recompute-granularity full|selective, --recompute-activations (= selective),
   --recompute-method uniform|block, --recompute-num-layers, --micro-batch-size,
   --global-batch-size, --seq-length, --bf16, --fp16, --fp8-format, --fp8-recipe,
-  --fp8-dot-product-attention (-> fp8_attention, _fp8_attention; not a Megatron-LM @d98e8a64 flag),
+  --fp8-dot-product-attention (-> fp8_attention, _fp8_attention; not a Megatron-LM @d98e8a64 flag: refused in a
+  Megatron-LM script, megatron_argparse.NEVER_DEFINED; read in a Megatron-DeepSpeed one),
   --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather (-> dp_param_gather_overlap: false where the
   distributed optimizer's gather runs without it under --overlap-grad-reduce; true, as stated, where Megatron's
   validate_args asserts, l. 1024-1029: without --overlap-grad-reduce, or without --use-distributed-optimizer,
@@ -42,7 +43,8 @@ read). Modelled:
   model shape: --num-layers, --hidden-size, --ffn-hidden-size, --num-attention-heads,
   --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
   --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
-  --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
+  --disable-bias-linear (--add-bias-linear, never a Megatron-LM flag, refused; read in a Megatron-DeepSpeed
+  script), --attention-dropout, --hidden-dropout,
   --max-position-embeddings, --qk-layernorm (ModelSpec.qk_norm; absent: none, Megatron's default),
   --use-rope-scaling (ModelSpec.rope_scaling llama3 at Megatron's fixed numbers, trainers.MEGATRON_LLAMA3_ROPE,
   compared like the shape; absent on a rotary model: none; --rope-scaling-factor listed as ignored, pretrain_gpt
@@ -128,7 +130,8 @@ read). Modelled:
   values is refused), --no-overlap-p2p-communication (the job's pp_p2p_overlap false: the interleaved
   schedule's p2p blocking, planner/step.py pp_comm; pp > 2 with virtual stages, start-up rule
   MEGATRON_P2P_OVERLAP_PP; --overlap-p2p-communication, its older store_true spelling of the
-  default before Megatron-LM 4eeff55d1f, read as the default with a note),
+  default before Megatron-LM 4eeff55d1f, read as the default with a note for a --trainer-date in its dates,
+  megatron_argparse.OLDER_FLAGS, else refused),
   --overlap-p2p-communication-warmup-flush (the job's pp_p2p_overlap_warmup_flush: the warm-up's
   and flush's p2p overlapped too, planner/step.py [13]), CUDA graphs (--cuda-graph-impl,
   --cuda-graph-modules / --cuda-graph-scope, --enable-cuda-graph, --external-cuda-graph -> the
@@ -349,7 +352,8 @@ KNOWN_BOOL_IGNORED = {
     *YARN_ROUND,  # store_true / store_false (arguments.py @d98e8a64 l. 2406-2410); read where yarn_built (_rope_scaling)
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
-# they change (the plan is priced without them); every flag the planner does not know is listed
+# they change (the plan is priced without them); every flag the planner does not know (that Megatron-LM or the entry
+# script defines: a flag neither defines is refused, megatron_argparse.unknown_flags) is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
     # training_config.py @d98e8a64 l. 91-104; training.py l. 4402-4411 (gc.disable(), gc.collect() once) and
@@ -4264,7 +4268,8 @@ def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
     p2p_communication.py l. 607-649), and pp must be > 2 (l. 1000-1009: start-up rule
     MEGATRON_P2P_OVERLAP_PP); without them Megatron sets the overlap off anyway (l. 1010-1017).
     --overlap-p2p-communication is the older store_true spelling of today's default (Megatron-LM
-    f9283c5a8a, 2023-05-31, replaced by 4eeff55d1f, 2023-10-12): read as the default.
+    f9283c5a8a, 2023-05-31, replaced by 4eeff55d1f, 2023-10-12): read as the default, where the command line's
+    --trainer-date falls in those dates (megatron_argparse.OLDER_FLAGS; else refused before this runs).
     --overlap-p2p-communication-warmup-flush -> the job's pp_p2p_overlap_warmup_flush true (the
     warm-up's and flush's p2p overlapped too; off by default: step.py [13])."""
     old = "--overlap-p2p-communication" in flags
