@@ -1438,8 +1438,8 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))
     if not model.tied_embeddings:
         args.append(("--untie-embeddings-and-output-weights", None))
-    # linear biases are Megatron's default (add_bias_linear True, transformer_config.py @d98e8a64 l. 212): no flag; before
-    # 2026-12-07 --add-bias-linear was written, a flag Megatron-LM's parser never defined (it refuses the script)
+    # linear biases are Megatron's default (add_bias_linear True, transformer_config.py @d98e8a64 l. 212): no flag;
+    # before 2026-12-07 --add-bias-linear was written, a flag Megatron-LM's parser never defined (it refuses the script)
     if not model.linear_bias:
         args.append(("--disable-bias-linear", None))
     # TransformerConfig.qk_layernorm: TENorm on each head's query and key, or, with MLA, the latents' norms

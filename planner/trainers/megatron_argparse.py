@@ -142,8 +142,9 @@ def check_occurrences(occurrences: list, where: str) -> None:
         try:
             check({flag: value}, where)
         except PlannerError as e:
-            raise PlannerError(f"{e.message} (an earlier occurrence: the flag is given {sum(f == flag for f, _ in occurrences)} "
-                               "times; argparse converts each value and keeps the last)", e.hint) from None
+            times = sum(f == flag for f, _ in occurrences)
+            raise PlannerError(f"{e.message} (an earlier occurrence: the flag is given {times} times; argparse converts "
+                               "each value and keeps the last)", e.hint) from None
 
 
 PARSE_ARGS = ("megatron/training/arguments.py @d98e8a64 parse_args l. 117-131: ArgumentParser(allow_abbrev=False), "
@@ -154,8 +155,8 @@ PARSE_ARGS = ("megatron/training/arguments.py @d98e8a64 parse_args l. 117-131: A
 # megatron/training/arguments.py to @d98e8a64
 OLDER_FLAGS = {
     "--overlap-p2p-communication": ("2023-05-31", "2023-10-12", "Megatron-LM f9283c5a8a (2023-05-31) added it; "
-                                    "4eeff55d1f (2023-10-12) made the overlap the default, --no-overlap-p2p-communication "
-                                    "its switch"),
+                                    "4eeff55d1f (2023-10-12) made the overlap the default, "
+                                    "--no-overlap-p2p-communication its switch"),
     "--no-async-tensor-model-parallel-allreduce": ("2021-09-02", "2026-01-29", "Megatron-LM 3f65246911 (2021-09-02) "
                                                    "added it; 639c08ab82 (2026-01-29) removed it"),
 }
@@ -217,9 +218,10 @@ def unknown_flags(names, where: str, script, trainer_date=None) -> list[tuple[st
             if not named:
                 by = sorted((p for p in ENTRY_SCRIPTS if flag in ENTRY_FLAGS[ENTRY_SCRIPTS[p][1]]), key=len)
                 why = "the file names no entry script" if not script else f"{script} is no entry script of the commit"
-                out.append((flag, f"an entry script's flag, not Megatron-LM @d98e8a64's own ({by[0]}'s extra_args_provider "
-                                  f"defines it{f', and {len(by) - 1} other scripts' if len(by) > 1 else ''}): {why}, so "
-                                  "every entry script's flags are read (megatron_argparse.script_flags)"))
+                others = f", and {len(by) - 1} other scripts" if len(by) > 1 else ""
+                out.append((flag, f"an entry script's flag, not Megatron-LM @d98e8a64's own ({by[0]}'s "
+                                  f"extra_args_provider defines it{others}): {why}, so every entry script's flags are "
+                                  "read (megatron_argparse.script_flags)"))
             continue
         if flag in OLDER_FLAGS and _older(flag, trainer_date):
             out.append((flag, f"an older Megatron-LM's flag ({OLDER_FLAGS[flag][2]}), read for the command line's "
