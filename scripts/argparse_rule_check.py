@@ -37,7 +37,8 @@ ENTRY_FLAGS / ENTRY_SCRIPTS (entry_scripts(): each file outside tests/ that call
 with an extra_args_provider, the flags that function adds, following the functions it calls into the modules it
 imports, and its ignore_unknown_args; a wrapper that runpy-runs one, pretrain_mamba.py, takes its script's).
 Run on 2026-12-07 (Python 3.12's argparse): 878 option strings defined (before 2026-12-07 939: the TransformerConfig
-factory's exclude list, given by name, was read as none, so 74 fields Megatron leaves out were counted, and a
+factory's exclude list, given by name, was read as none, so 70 option strings of fields Megatron leaves out were
+counted, and 4 of init=False fields, which build_group skips, and a
 BooleanOptionalAction's 13 --no- forms were not), 770 in DEFINITIONS (174 of them priced; the reader prices five
 Megatron does not define: --add-bias-linear, --fp8-dot-product-attention, --cpu-offloading, never flags of Megatron-LM,
 now refused; --overlap-p2p-communication, an older Megatron-LM's, read for a --trainer-date in its dates; and
@@ -212,8 +213,8 @@ def _fields(cls_name: str, seen=None) -> list:
 
 def _exclude_list(tree, node) -> list:
     """An ArgumentGroupFactory's exclude list: a literal, or a name assigned a literal list in arguments.py
-    (`exclude = [...]`, l. 2279-2372 for TransformerConfig: before 2026-12-07 a name was read as no exclusion, so 63
-    fields Megatron leaves out, --fp8-dot-product-attention among them, were counted as flags)."""
+    (`exclude = [...]`, l. 2279-2372 for TransformerConfig: before 2026-12-07 a name was read as no exclusion, so 70
+    option strings of fields Megatron leaves out, --fp8-dot-product-attention among them, were counted as flags)."""
     if isinstance(node, ast.Name):
         values = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
                   and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]

@@ -39,7 +39,8 @@ unknown_flags() refuses a flag neither Megatron's parser (FLAG_NAMES) nor the la
 with what stands for them. check_occurrences() checks a repeated flag's earlier occurrences (argparse converts each,
 the last kept). Before 2026-12-07 neither was checked here: an undefined flag was read and listed as unknown to the
 planner, so a misspelt priced flag priced Megatron's default (`--tensor-model-paralel-size 8`: TP 1), and the table
-counted TransformerConfig's 74 excluded fields as flags (the factory's exclude list given by name was read as none).
+counted 74 option strings Megatron does not define: 70 of the fields TransformerConfig's factory excludes (its
+exclude list, given by name, was read as none) and 4 of init=False fields.
 Not checked here: a Megatron-DeepSpeed script (microsoft/Megatron-DeepSpeed's own parser, megatron_deepspeed.py): its
 flag set is not generated, and a flag the reader does not know is listed as unknown to the planner, as before.
 
