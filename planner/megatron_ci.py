@@ -306,7 +306,8 @@ def resolve_row(r: dict, base: Path, out: CIRow, nccl: bool = True):
         raise Skip(f"world_size {ws!r}: the GPU count is unknown")
     args = base / r["args_file"]
     try:
-        cfg = load_trainer_config(args, fmt="megatron", gpus=ws, hardware=hw)
+        # the row's training script: the flags its extra_args_provider adds are read as its own (megatron_argparse)
+        cfg = load_trainer_config(args, fmt="megatron", gpus=ws, hardware=hw, script=script)
     except PlannerError as e:
         raise Skip(f"the Megatron reader refused it: {e.message}") from None
     out.assumed += [str(x) for x in cfg.assumed]  # the lines as text (the reader's report.Note records)

@@ -105,7 +105,8 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             --position-embedding-type rope or none (a model setting: it masks every
                             candidate of such a model)
   MEGATRON_MOE_BIAS_ETP     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__
-                            l. 2612-2615: an MoE model with --add-bias-linear asserts expert_tensor_parallel_size
+                            l. 2612-2615: an MoE model with linear biases (no --disable-bias-linear) asserts
+                            expert_tensor_parallel_size
                             == 1 ('Bias in Moe is only supported when ETP==1'; a model setting and the
                             searched etp; appended last to RULES so the other rules keep their codes)
   MEGATRON_GDN_HEADS        transformer_config.py __post_init__ l. 1500-1508: Gated DeltaNet's
@@ -713,8 +714,9 @@ RULES = RULES + (
 
 
 def _moe_bias_etp(model, stack, plan) -> np.ndarray:
-    """MEGATRON_MOE_BIAS_ETP: an MoE model with linear biases (Megatron --add-bias-linear, which
-    the export writes for model.linear_bias: the routed experts' linears carry biases too) with
+    """MEGATRON_MOE_BIAS_ETP: an MoE model with linear biases (Megatron's default add_bias_linear, which
+    the export keeps for model.linear_bias, writing no --disable-bias-linear: the routed experts' linears carry
+    biases too) with
     the experts split over more than one expert-TP rank."""
     bad = model is not None and model.moe is not None and bool(model.linear_bias)
     return bool(bad) & (etp_of(plan) > 1)
@@ -748,7 +750,8 @@ def _deepep_group(model, stack, plan) -> np.ndarray:
 RULES = RULES + (
     StartupRule(
         "MEGATRON_MOE_BIAS_ETP", "megatron",
-        "Megatron-Core runs an MoE model with linear biases (--add-bias-linear) only with expert TP 1",
+        "Megatron-Core runs an MoE model with linear biases (add_bias_linear, no --disable-bias-linear) only with "
+        "expert TP 1",
         f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ l. 2612-2615 "
         "(num_moe_experts and add_bias_linear: assert expert_tensor_parallel_size == 1, 'Bias in Moe is only supported "
         "when ETP==1')",

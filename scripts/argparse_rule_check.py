@@ -30,17 +30,25 @@ float; '1.5' for int), a value outside its choices, an explicit value for a stor
 `python scripts/argparse_rule_check.py` prints the differences (argparse refuses, the reader reads: a gap;
 argparse parses, the reader refuses: a refusal of the reader's own, e.g. a value it does not model, not a gap);
 `--write` records every case in tests/data/megatron_argparse_cases.json, which tests/test_argparse_rules.py checks
-the reader against; `--emit` rewrites the DEFINITIONS table of planner/trainers/megatron_argparse.py, the reader's
-check (the flags it prices, as Megatron defines them).
-Run on 2026-12-07 (Python 3.12's argparse): 939 flags defined, 827 in DEFINITIONS (176 of them priced; the reader
-prices three Megatron does not define: --add-bias-linear, --overlap-p2p-communication, earlier Megatron's, and
---export-kd-teacher-load, ModelOpt's entry script's); 3,136 cases, argparse refuses 2,309. Before
-megatron_argparse.check, over the priced flags' 659 cases, the reader read 301 that argparse refuses (125 mistyped,
-out-of-choices or store_true-with-a-value cases, 176 misspelt flags) and refused others with its own reason; now it
-refuses every case argparse refuses but the 827 misspelt flags with argparse's reason, and reads those (unknown
-flags, listed as unknown to the planner: the one gap left; the CI corpus's 404 argument files hold 8 flags Megatron
-@d98e8a64 does not define, in 5 files, the entry scripts' own: ModelOpt's --export-*, examples/mimo's
---model-provider / --dataset-provider / --language-model-checkpoint / --total-seq-length). It refuses 15 values
+the reader against, with every option string (flag_names) and each entry script's flags (entry_scripts, below);
+`--emit` rewrites the tables of planner/trainers/megatron_argparse.py, the reader's check: DEFINITIONS (the flags it
+prices and those whose value argparse can refuse, as Megatron defines them), OTHER_FLAGS (every other option string),
+ENTRY_FLAGS / ENTRY_SCRIPTS (entry_scripts(): each file outside tests/ that calls parse_args / parse_and_validate_args
+with an extra_args_provider, the flags that function adds, following the functions it calls into the modules it
+imports, and its ignore_unknown_args; a wrapper that runpy-runs one, pretrain_mamba.py, takes its script's).
+Run on 2026-12-07 (Python 3.12's argparse): 878 option strings defined (before 2026-12-07 939: the TransformerConfig
+factory's exclude list, given by name, was read as none, so 70 option strings of fields Megatron leaves out were
+counted, and 4 of init=False fields, which build_group skips, and a
+BooleanOptionalAction's 13 --no- forms were not), 770 in DEFINITIONS (174 of them priced; the reader prices five
+Megatron does not define: --add-bias-linear, --fp8-dot-product-attention, --cpu-offloading, never flags of Megatron-LM,
+now refused; --overlap-p2p-communication, an older Megatron-LM's, read for a --trainer-date in its dates; and
+--export-kd-teacher-load, ModelOpt's entry scripts'); 31 entry scripts, none passing ignore_unknown_args=True; 2,938
+cases, argparse refuses 2,168, the reader every one of them with argparse's reason (before unkflags the 827 misspelt
+flags were read, listed as unknown to the planner: the one gap then; the CI corpus's 404 argument files hold 8 flags
+Megatron @d98e8a64 does not define, in 5 files, the entry scripts' own: ModelOpt's --export-*, examples/mimo's
+--model-provider / --dataset-provider / --language-model-checkpoint / --total-seq-length, read as the row's script's
+or every entry script's). Before megatron_argparse.check, over the priced flags' 659 cases, the reader read 301 that
+argparse refuses (125 mistyped, out-of-choices or store_true-with-a-value cases, 176 misspelt flags). It refuses 15 values
 argparse parses for its own reasons: 'x' for a free-text flag whose later checks want a known
 name (--cp-comm-type, --cuda-graph-modules / -scope, --hybrid-*-pattern, --pipeline-model-parallel-layout,
 --step-batch-size-schedule, --window-size), a flag that needs another (--wgrad-deferral-limit,
@@ -114,6 +122,10 @@ def _from_add_argument(tree) -> dict:
             d["choices"] = [str(x) for x in c] if c is not None else "other"
         if "action" in kw:
             d["action"] = _lit(kw["action"]) if isinstance(kw["action"], ast.Constant) else "other"
+            if isinstance(kw["action"], ast.Attribute) and kw["action"].attr == "BooleanOptionalAction":
+                # argparse.BooleanOptionalAction: the flag alone, and its --no- form (Python 3.9+ argparse.py)
+                d["action"], d["type"] = "boolean_optional", None
+                names += ["--no-" + n[2:] for n in names if n.startswith("--")]
         if "nargs" in kw:
             d["nargs"] = _lit(kw["nargs"])
         if d["action"] in ("store_true", "store_false", "store_const", "count"):
@@ -199,6 +211,32 @@ def _fields(cls_name: str, seen=None) -> list:
     return out
 
 
+def _exclude_list(tree, node) -> list:
+    """An ArgumentGroupFactory's exclude list: a literal, or a name assigned a literal list in arguments.py
+    (`exclude = [...]`, l. 2279-2372 for TransformerConfig: before 2026-12-07 a name was read as no exclusion, so 70
+    option strings of fields Megatron leaves out, --fp8-dot-product-attention among them, were counted as flags)."""
+    if isinstance(node, ast.Name):
+        values = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
+        if len(values) != 1 or _lit(values[0]) is None:
+            raise SystemExit(f"exclude={node.id}: not one literal assignment in arguments.py at {COMMIT}")
+        return list(_lit(values[0]))
+    v = _lit(node)
+    if v is None:
+        raise SystemExit(f"exclude at l. {node.lineno}: not a literal")
+    return list(v)
+
+
+def _init_false(f) -> bool:
+    return isinstance(f.value, ast.Call) and getattr(f.value.func, "id", getattr(f.value.func, "attr", "")) == "field" \
+        and any(k.arg == "init" and _lit(k.value) is False for k in f.value.keywords)
+
+
+def _classvar(ann) -> bool:
+    head = ann.value if isinstance(ann, ast.Subscript) else ann
+    return getattr(head, "id", getattr(head, "attr", "")) in ("ClassVar", "InitVar")
+
+
 def _from_factories(tree) -> dict:
     defs = {}
     for node in ast.walk(tree):
@@ -209,10 +247,12 @@ def _from_factories(tree) -> dict:
         exclude = set()
         for k in node.keywords:
             if k.arg == "exclude":
-                exclude = set(_lit(k.value) or ())
+                exclude = set(_exclude_list(tree, k.value))
         for path, owner, f in _fields(cls):
             name = f.target.id
-            if name in exclude or name.startswith("_"):
+            # build_group (argument_utils.py @d98e8a64 l. 222-224) skips an excluded field and one of init=False;
+            # a ClassVar is no dataclass field
+            if name in exclude or name.startswith("_") or _init_false(f) or _classvar(f.annotation):
                 continue
             d = _annotation(f.annotation)
             default = None
@@ -264,6 +304,122 @@ def definitions() -> dict:
     return defs
 
 
+# the calls that build Megatron-LM's parser with an entry script's extra_args_provider (first positional argument or
+# keyword) and ignore_unknown_args (second or keyword): arguments.py @d98e8a64 l. 88 parse_and_validate_args, l. 117
+# parse_args
+PARSER_CALLS = ("parse_args", "parse_and_validate_args")
+
+
+def _imports(tree) -> dict:
+    """{local name: (module, name)} of every `from M import n [as a]` in a module, at any depth (a function's own
+    import, train_rl.py's `from megatron.inference.utils import add_inference_args`, counts)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                out[a.asname or a.name] = (node.module, a.name)
+    return out
+
+
+def _module_path(module: str, beside: str):
+    """The file of `module` at the commit: from the repository root (megatron.x.y, examples.mimo.z), else beside the
+    importing script (examples/multimodal/train.py's `from multimodal_args import ...`: its folder is on sys.path)."""
+    rel = module.replace(".", "/")
+    folder = beside.rsplit("/", 1)[0] + "/" if "/" in beside else ""
+    for cand in (f"{rel}.py", f"{rel}/__init__.py", f"{folder}{rel}.py", f"{folder}{rel}/__init__.py"):
+        try:
+            return cand, ast.parse(_show(cand))
+        except (subprocess.CalledProcessError, SyntaxError):
+            continue
+    return None, None
+
+
+def _provider_flags(path: str, tree, name: str, seen: set) -> set:
+    """The flags a function `name` of the module at `path` adds: its add_argument calls, and those of every function it
+    calls that the module defines or imports from the repository (followed to any depth)."""
+    if (path, name) in seen:
+        return set()
+    seen.add((path, name))
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name),
+              None)
+    if fn is None:  # imported into this module (a re-export): followed to where it is defined
+        mod = _imports(tree).get(name)
+        if mod is None:
+            return set()
+        mpath, mtree = _module_path(mod[0], path)
+        return _provider_flags(mpath, mtree, mod[1], seen) if mtree is not None else set()
+    flags = set(_from_add_argument(fn))
+    imports = _imports(tree)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id != name:
+            callee = node.func.id
+            if any(isinstance(n, ast.FunctionDef) and n.name == callee for n in tree.body):
+                flags |= _provider_flags(path, tree, callee, seen)
+            elif callee in imports:
+                mpath, mtree = _module_path(imports[callee][0], path)
+                if mtree is not None:
+                    flags |= _provider_flags(mpath, mtree, imports[callee][1], seen)
+    return flags
+
+
+def _runpy_target(tree):
+    """The script a wrapper runs as __main__ (pretrain_mamba.py @d98e8a64 l. 16-19: runpy.run_path of
+    pretrain_hybrid.py beside it), or None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "run_path":
+            for c in ast.walk(node):
+                if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(".py"):
+                    return c.value
+    return None
+
+
+def entry_scripts() -> dict:
+    """{script path at the commit: {"flags": the flags its extra_args_provider adds, "ignore_unknown": whether it
+    passes ignore_unknown_args=True (then argparse's parse_known_args: an unknown flag is dropped, not refused),
+    "source": where it builds the parser}} for every file outside tests/ that calls parse_args /
+    parse_and_validate_args with an extra_args_provider (or, like a wrapper, runs one that does). A provider chosen
+    by a condition (`add_modelopt_args if has_nvidia_modelopt else None`, pretrain_gpt.py l. 526) counts as given:
+    the flags it adds when the condition holds (nvidia-modelopt installed, as in NVIDIA's containers)."""
+    out_ = _git("grep", "-l", "-e", "extra_args_provider", "-e", "run_path", COMMIT, "--", "*.py", ":!tests",
+                ":!megatron/training/arguments.py", ":!megatron/training/training.py",
+                ":!megatron/training/initialize.py")
+    scripts, wrappers = {}, {}
+    for line in out_.splitlines():
+        path = line.split(":", 1)[1]
+        tree = ast.parse(_show(path))
+        target = _runpy_target(tree)
+        if target is not None:
+            wrappers[path] = ((path.rsplit("/", 1)[0] + "/" if "/" in path else "") + target, tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None))
+                    in PARSER_CALLS):
+                continue
+            kw = {k.arg: k.value for k in node.keywords}
+            provider = kw.get("extra_args_provider", node.args[0] if node.args else None)
+            ignore = kw.get("ignore_unknown_args", node.args[1] if len(node.args) > 1 else None)
+            if isinstance(provider, ast.IfExp):
+                provider = provider.body
+            if not isinstance(provider, ast.Name):
+                continue
+            flags = _provider_flags(path, tree, provider.id, set())
+            entry = scripts.setdefault(path, {"flags": set(), "ignore_unknown": False, "source": []})
+            entry["flags"] |= flags
+            entry["ignore_unknown"] |= _lit(ignore) is True if ignore is not None else False
+            entry["source"].append(f"{path} l. {node.lineno} ({provider.id})")
+    for path, (target, _) in wrappers.items():
+        if target in scripts and path not in scripts:
+            scripts[path] = {**scripts[target], "source": [f"{path}: runpy.run_path({target})"] + scripts[target]["source"]}
+    return {p: {"flags": sorted(e["flags"]), "ignore_unknown": e["ignore_unknown"], "source": "; ".join(e["source"])}
+            for p, e in sorted(scripts.items())}
+
+
+def flag_names(defs: dict) -> list:
+    """Every option string Megatron-LM's own parser defines at the commit (add_megatron_arguments: arguments.py's
+    add_argument calls, a BooleanOptionalAction's --no- form, the ArgumentGroupFactory fields with their --no- /
+    --disable- forms)."""
+    return sorted(defs)
+
+
 def build_parser(defs: dict) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
     done = set()
@@ -273,6 +429,10 @@ def build_parser(defs: dict) -> argparse.ArgumentParser:
         kw = {}
         if d["action"] in ("store_true", "store_false"):
             kw["action"] = d["action"]
+        elif d["action"] == "boolean_optional":
+            if name.startswith("--no-") and name[5:] in {n[2:] for n in defs}:
+                continue  # argparse adds the --no- form itself
+            kw["action"] = argparse.BooleanOptionalAction
         elif d["action"] not in (None, "store", "other"):
             kw["action"] = "store_true"  # store_const / count / a custom action: takes no value here
         else:
@@ -372,7 +532,8 @@ def run() -> dict:
         rows.append(row)
     gaps = [x for x in rows if x["argparse"] == "refused" and x["reader"] == "read"]
     own = [x for x in rows if x["argparse"] == "parsed" and x["reader"] == "refused"]
-    return {"commit": COMMIT, "base": BASE, "flags_defined": len(defs),
+    return {"commit": COMMIT, "base": BASE, "flags_defined": len(defs), "flag_names": flag_names(defs),
+            "entry_scripts": entry_scripts(),
             "definitions": {f: defs[f]["source"] for f in sorted({x["flag"] for x in rows})},
             "summary": {"cases": len(rows), "argparse_refuses": sum(x["argparse"] == "refused" for x in rows),
                         "gaps": len(gaps), "reader_refuses_what_argparse_parses": len(own)},
@@ -396,8 +557,47 @@ def emitted(defs: dict) -> str:
         choices = tuple(d["choices"]) if isinstance(d["choices"], list) else None
         lines.append(f"    {flag!r}: ({d['type']!r}, {choices!r}, {d['action']!r}, {d['nargs']!r},")
         lines.append(f"        {d['source']!r}),")
+    lines += ["}", ""]
+    lines += _packed("OTHER_FLAGS", sorted(set(flag_names(defs)) - set(priced)),
+                     f"# every other option string Megatron-LM @{COMMIT}'s own parser defines (a str flag without choices: "
+                     "it takes any word)", "frozenset({", "})")
+    entries = entry_scripts()
+    groups, scripts = {}, {}
+    for path, e in entries.items():
+        extra = tuple(f for f in e["flags"] if f not in defs)  # a flag Megatron defines too is checked as Megatron's
+        key = next((k for k, v in groups.items() if v == extra), None)
+        if key is None:
+            key = e["source"].rsplit("(", 1)[-1].rstrip(")")
+            key = key if key not in groups else f"{path}:{key}"
+            groups[key] = extra
+        scripts[path] = (e["ignore_unknown"], key, e["source"])
+    lines += ["", "# {provider: the flags an entry script's extra_args_provider adds beyond Megatron-LM's own}",
+              "ENTRY_FLAGS = {"]
+    for key, extra in groups.items():
+        lines += _packed(f"    {key!r}:", list(extra), None, "(", "),", indent="        ")
+    lines += ["}", "# {entry script at the commit: (ignore_unknown_args, its ENTRY_FLAGS key, where it builds its parser)}",
+              "ENTRY_SCRIPTS = {"]
+    for path, (ignore, key, source) in scripts.items():
+        lines.append(f"    {path!r}: ({ignore!r}, {key!r},")
+        lines.append(f"        {source!r}),")
     lines += ["}", MARK_END]
     return "\n".join(lines) + "\n"
+
+
+def _packed(head: str, names: list, comment, opening: str, closing: str, indent: str = "    ") -> list:
+    """`head opening` then the names' reprs packed into lines of at most 120 characters, then `closing`."""
+    out = ([comment] if comment else []) + [f"{head} {opening}" if head.startswith(" ") else f"{head} = {opening}"]
+    line = indent
+    for n in names:
+        item = repr(n) + ","
+        if len(line) + len(item) + 1 > 120 and line.strip():
+            out.append(line.rstrip())
+            line = indent
+        line += item + " "
+    if line.strip():
+        out.append(line.rstrip())
+    out.append((indent[:-4] if head.startswith(" ") else "") + closing)
+    return out
 
 
 def main() -> None:

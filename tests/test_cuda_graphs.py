@@ -22,7 +22,9 @@ PRESET = ["attn", "moe_router", "moe_preprocess"]  # Megatron-Core's MoE guide's
 
 def _read(tmp_path, flags: str) -> dict:
     p = tmp_path / "run.sh"
-    p.write_text("torchrun pretrain_gpt.py --model qwen3-30b-a3b --tensor-model-parallel-size 2 "
+    # the model is the command line's (load_trainer_config model=): Megatron-LM has no --model flag (before 2026-12-07
+    # the script gave one too, read as unknown to the planner; argparse refuses it)
+    p.write_text("torchrun pretrain_gpt.py --tensor-model-parallel-size 2 "
                  "--expert-model-parallel-size 8 --micro-batch-size 1 --global-batch-size 64 --seq-length 4096 "
                  "--use-distributed-optimizer --bf16 " + flags + "\n")
     return load_trainer_config(p, model="qwen3-30b-a3b", gpus=16).job

@@ -147,19 +147,17 @@ def _script(tmp_path, extra: str):
     return load_trainer_config(p)
 
 
-def test_reader_reads_the_flag(tmp_path):
-    cfg = _script(tmp_path, "--fp8-dot-product-attention")
-    assert cfg.job["fp8_attention"] is True and cfg.job["fp8_recipe"] == "delayed"
-    [a] = [x for x in cfg.assumed if x.startswith("fp8_attention=true")]
-    assert "arguments.py l. 2333" in a and "refuses it" in a
-    assert not any("fp8-dot-product-attention" in x for x in cfg.ignored + cfg.not_modelled)
-
-
-def test_reader_ignores_it_where_megatron_does(tmp_path):
-    cfg = _script(tmp_path, "--fp8-recipe blockwise --fp8-dot-product-attention")
-    assert "fp8_attention" not in cfg.job
-    [x] = [x for x in cfg.ignored if "fp8-dot-product-attention" in x]
-    assert "built without fp8_dpa" in x and "l. 781-784" in x
+def test_reader_refuses_the_flag_as_megatron_does(tmp_path):
+    """Megatron-LM @d98e8a64's parser has no --fp8-dot-product-attention (arguments.py l. 2333 excludes the field from
+    the generated flags): argparse refuses the script, and so does the reader (before 2026-12-07 it read the flag as
+    the job's fp8_attention, listing Megatron's refusal as assumed); the job field comes from --fp8-attention."""
+    for extra in ("--fp8-dot-product-attention", "--fp8-recipe blockwise --fp8-dot-product-attention"):
+        with pytest.raises(PlannerError) as e:
+            _script(tmp_path, extra)
+        assert str(e.value).endswith("--fp8-dot-product-attention: unrecognized argument (Megatron-LM's argparse "
+                                     "refuses it, exit 2, before the run starts: neither Megatron-LM @d98e8a64 nor "
+                                     "pretrain_gpt.py's extra_args_provider defines it)")
+        assert "arguments.py @d98e8a64 l. 2333" in e.value.hint
 
 
 def test_export_refuses_and_signature_has_it():

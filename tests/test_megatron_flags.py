@@ -177,10 +177,11 @@ ARGS = ("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --num-v
         "--micro-batch-size 1 --global-batch-size 48 --seq-length 8192 --bf16 --use-distributed-optimizer")
 
 
-def _read(tmp_path, extra: str, name="run.args"):
+def _read(tmp_path, extra: str, name="run.args", trainer_date=None):
     p = tmp_path / name
     p.write_text(ARGS + " " + extra + "\n")
-    return load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
+    return load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16,
+                               overrides={"trainer_date": trainer_date} if trainer_date else None)
 
 
 def _listed(cfg, flag):
@@ -190,18 +191,27 @@ def _listed(cfg, flag):
 def test_reader_maps_each_flag(tmp_path):
     cfg = _read(tmp_path, "--no-overlap-p2p-communication")
     assert cfg.job["pp_p2p_overlap"] is False and not _listed(cfg, "overlap-p2p")
-    # the older store_true spelling of today's default (Megatron-LM f9283c5a8a .. 4eeff55d1f)
-    cfg = _read(tmp_path, "--overlap-p2p-communication")
+    # the older store_true spelling of today's default (Megatron-LM f9283c5a8a .. 4eeff55d1f): @d98e8a64's parser
+    # refuses it; read for a --trainer-date in its dates (megatron_argparse.OLDER_FLAGS)
+    with pytest.raises(PlannerError, match="--overlap-p2p-communication: unrecognized argument") as e:
+        _read(tmp_path, "--overlap-p2p-communication")
+    assert "between 2023-05-31 and 2023-10-12" in e.value.hint
+    cfg = _read(tmp_path, "--overlap-p2p-communication", trainer_date="2023-08-01")
     assert "pp_p2p_overlap" not in cfg.job and not _listed(cfg, "overlap-p2p")
     assert any("older spelling" in a and "4eeff55d1f" in a for a in cfg.assumed)
-    # ignored by Megatron-LM since 2024, removed in 639c08ab82
-    cfg = _read(tmp_path, "--no-async-tensor-model-parallel-allreduce")
+    assert any("read for the command line's --trainer-date 2023-08-01" in a for a in cfg.assumed)
+    with pytest.raises(PlannerError, match="--overlap-p2p-communication: unrecognized argument"):
+        _read(tmp_path, "--overlap-p2p-communication", trainer_date="2023-10-12")  # the day it was replaced
+    # ignored by Megatron-LM since 2024, removed in 639c08ab82 (2026-01-29): refused at @d98e8a64, read before
+    with pytest.raises(PlannerError, match="--no-async-tensor-model-parallel-allreduce: unrecognized argument"):
+        _read(tmp_path, "--no-async-tensor-model-parallel-allreduce")
+    cfg = _read(tmp_path, "--no-async-tensor-model-parallel-allreduce", trainer_date="2025-06-01")
     [x] = _listed(cfg, "--no-async-tensor-model-parallel-allreduce")
     assert x in " ".join(cfg.ignored) and "639c08ab82" in x
-    # never a Megatron-LM flag
-    cfg = _read(tmp_path, "--bf16-reduce")
-    [x] = _listed(cfg, "--bf16-reduce")
-    assert x in " ".join(cfg.not_modelled) and "no such flag in Megatron-LM" in x
+    # never a Megatron-LM flag: refused whatever the date
+    for flag in ("--bf16-reduce", "--add-bias-linear"):
+        with pytest.raises(PlannerError, match=f"{flag}: unrecognized argument"):
+            _read(tmp_path, flag, trainer_date="2023-08-01")
     # TE's fused MoE kernels: on an MoE launch (--num-experts) the job's moe_permute_fusion / moe_router_fusion
     # (read, not listed); absent, the fields stay unset (the stack's default: Megatron-LM's off,
     # plan.moe_fusion_settings); on this dense launch (no --num-experts) listed as ignored, as the router padding is
@@ -280,15 +290,13 @@ def test_explain_json_names_the_setting(cli, tmp_path):
     assert "PP p2p overlap off (blocking)" in r.stdout
 
 
-def test_fp8_dot_product_attention_is_read_as_a_store_true_flag(tmp_path):
-    """--fp8-dot-product-attention (TransformerConfig.fp8_dot_product_attention, the recipe's fp8_dpa,
-    core/fp8_utils.py @d98e8a64 l. 777-788) is read as a store_true flag: the next flag is not taken as
-    its value. Without --fp8-format Megatron builds no fp8 recipe: ignored, the attention in bf16
-    (priced with --fp8-format: tests/test_fp8_attention.py)."""
-    cfg = _read(tmp_path, "--fp8-dot-product-attention --microbatch-group-size-per-virtual-pipeline-stage 4")
-    [x] = _listed(cfg, "--fp8-dot-product-attention")
-    assert x in " ".join(cfg.ignored) and "no --fp8-format" in x and "fp8_attention" not in cfg.job
-    assert cfg.job["microbatch_group"] == 4
+def test_fp8_dot_product_attention_is_refused_as_megatron_refuses_it(tmp_path):
+    """--fp8-dot-product-attention: no flag of Megatron-LM @d98e8a64 (TransformerConfig.fp8_dot_product_attention is
+    excluded from the generated flags, arguments.py l. 2333): refused, as argparse refuses it (before 2026-12-07 read
+    as a store_true flag, ignored without --fp8-format)."""
+    with pytest.raises(PlannerError, match="--fp8-dot-product-attention: unrecognized argument") as e:
+        _read(tmp_path, "--fp8-dot-product-attention --microbatch-group-size-per-virtual-pipeline-stage 4")
+    assert e.value.hint.startswith("TransformerConfig.fp8_dot_product_attention has no flag")
 
 
 def test_rampup_batch_size_is_ignored_as_megatron_lm_ignores_it(tmp_path):

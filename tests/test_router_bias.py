@@ -69,7 +69,8 @@ def _export_read_back(tmp_path, model, **job):
 
 
 def test_export_writes_the_right_flags_and_reads_them_back(tmp_path):
-    """gpt-oss: --add-bias-linear (the router's bias with it), no --moe-router-enable-expert-bias
+    """gpt-oss: no --disable-bias-linear (linear biases, Megatron's default, the router's bias with them; before
+    2026-12-07 the export wrote --add-bias-linear, which Megatron-LM's parser refuses), no --moe-router-enable-expert-bias
     (Megatron refuses it with a softmax score); read back without --model: the same two fields.
     DeepSeek-V3: --moe-router-enable-expert-bias beside --moe-router-score-function sigmoid and
     --disable-bias-linear; read back: the score bias only."""
@@ -77,7 +78,8 @@ def test_export_writes_the_right_flags_and_reads_them_back(tmp_path):
 
     text, cfg = _export_read_back(tmp_path, "gpt-oss-120b", gpus=64, ep=64, global_batch=1280, micro_batch=4,
                                   seq_len=4096, hardware="b200")
-    assert "--add-bias-linear" in text and "--moe-router-enable-expert-bias" not in text
+    assert "--disable-bias-linear" not in text and "--moe-router-enable-expert-bias" not in text
+    assert "--add-bias-linear" not in text
     m = load(cfg.job["model"])
     assert (m.linear_bias, m.moe.router_linear_bias, m.moe.expert_score_bias) == (True, True, False)
     text, cfg = _export_read_back(tmp_path, "deepseek-v3", gpus=1024, pp=16, ep=64, global_batch=1024, micro_batch=1,

@@ -123,7 +123,7 @@ def test_argument_rule_deepep_group():
 
     base = {"--num-layers": "4", "--hidden-size": "7168", "--num-attention-heads": "128", "--seq-length": "4096",
             "--max-position-embeddings": "4096", "--micro-batch-size": "1", "--global-batch-size": "2048",
-            "--num-experts": "256", "--expert-tensor-parallel-size": "1"}
+            "--num-experts": "256", "--expert-tensor-parallel-size": "1", "--disable-bias-linear": True}
     keys = lambda ep, **f: [k for k, _ in megatron_errors({**base, "--expert-model-parallel-size": str(ep), **f}, 2048)]  # noqa: E731
     flex = {"--moe-token-dispatcher-type": "flex"}
     assert keys(256, **flex) == ["DEEPEP_GROUP"]

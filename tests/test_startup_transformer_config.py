@@ -32,7 +32,7 @@ FSDP2 = dict(model="llama3-8b", gpus=16, stack="megatron", sharding_mode="torch_
 
 
 def test_moe_with_linear_biases_and_expert_tp_is_refused(cli):
-    """gpt-oss (linear_bias: the exported --add-bias-linear puts biases on the experts too) at tp 2
+    """gpt-oss (linear_bias: Megatron's default, no --disable-bias-linear, puts biases on the experts too) at tp 2
     inherits expert TP 2, which Megatron-Core asserts against ('Bias in Moe is only supported when
     ETP==1'): explain refuses it naming the rule; etp 1 on the same mesh is accepted; torchtitan,
     which has no such check, takes etp 2."""
@@ -60,24 +60,25 @@ def test_fit_never_ranks_expert_tp_for_a_model_with_linear_biases():
 
 
 def test_moe_bias_etp_on_arguments():
-    """rules.py MOE_BIAS_ETP: --num-experts with --add-bias-linear fires at the default expert TP
-    (= tp 2) and passes with --expert-tensor-parallel-size 1; without biases it passes."""
+    """rules.py MOE_BIAS_ETP: --num-experts with linear biases (Megatron's default: no --disable-bias-linear) fires at
+    the default expert TP (= tp 2) and passes with --expert-tensor-parallel-size 1; with --disable-bias-linear it
+    passes (before 2026-12-07 the rule read --add-bias-linear, a flag Megatron-LM never defined, and passed base)."""
     base = {"--num-layers": "24", "--hidden-size": "2880", "--num-attention-heads": "64", "--seq-length": "4096",
             "--max-position-embeddings": "4096", "--micro-batch-size": "1", "--global-batch-size": "64",
             "--tensor-model-parallel-size": "2", "--sequence-parallel": True, "--num-experts": "32",
             "--kv-channels": "64"}
     env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     keys = lambda f: [k for k, _ in megatron_errors(f, 16, env)]  # noqa: E731
-    assert keys({**base, "--add-bias-linear": True}) == ["MOE_BIAS_ETP"]
-    assert keys({**base, "--add-bias-linear": True, "--expert-tensor-parallel-size": "1"}) == []
-    assert keys(base) == []
+    assert keys(base) == ["MOE_BIAS_ETP"]
+    assert keys({**base, "--expert-tensor-parallel-size": "1"}) == []
+    assert keys({**base, "--disable-bias-linear": True}) == []
 
 
 def test_the_exported_gpt_oss_script_passes_megatrons_checks():
-    """The etp 1 plan exports --add-bias-linear with --expert-tensor-parallel-size 1, which the
-    transcribed checks accept."""
+    """The etp 1 plan exports its linear biases (no --disable-bias-linear) with --expert-tensor-parallel-size 1, which
+    the transcribed checks accept."""
     text, _ = export_plan(resolved_plan(Job(**GPT_OSS, etp=1)), "megatron")
-    assert "--add-bias-linear" in text and re.search(r"--expert-tensor-parallel-size 1\b", text)
+    assert "-bias-linear" not in text and re.search(r"--expert-tensor-parallel-size 1\b", text)
     assert "MOE_BIAS_ETP" not in [k for k, _ in megatron_script_errors(text)]
 
 

@@ -166,7 +166,7 @@ def not_a_config(p) -> PlannerError:
 def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str] = None, gpus: Optional[int] = None,
                         hardware: Optional[str] = None, text: Optional[str] = None,
                         parallel: Optional[dict] = None, stack: Optional[str] = None,
-                        overrides: Optional[dict] = None) -> TrainerConfig:
+                        overrides: Optional[dict] = None, script: Optional[str] = None) -> TrainerConfig:
     """Read a trainer config. fmt: 'torchtitan' | 'megatron' | 'deepspeed' (default:
     detect_format). model / gpus / hardware: what the command line gave (--model, --gpus,
     --hardware); the file's own values win where it has them, and a disagreement is an error.
@@ -208,7 +208,7 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .deepspeed import read
     extra = ({"parallel": parallel} if fmt in ("deepspeed", "torchtitan-0.3") else {})
     extra.update({"stack": stack} if fmt in ("torchtitan", "megatron", "megatron-deepspeed") else {})
-    extra.update({"overrides": overrides} if fmt in ("megatron", "megatron-deepspeed") else {})
+    extra.update({"overrides": overrides, "script": script} if fmt in ("megatron", "megatron-deepspeed") else {})
     extra.update({"job_options": overrides} if fmt == "megatron-bridge" else {})
     if fmt == "torchtitan":  # the mesh the job runs, where the file leaves degrees to torchtitan (torchtitan.read_sections)
         extra["parallel"] = parallel

@@ -1360,7 +1360,7 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
                                  "(transformer_config.py @d98e8a64 l. 2617-2625)",
                               "export the plan in another format, or plan the model with router sigmoid")
             args.append(("--moe-router-enable-expert-bias", None))
-        if moe.router_linear_bias != model.linear_bias:  # Megatron's router linear has a bias iff --add-bias-linear
+        if moe.router_linear_bias != model.linear_bias:  # Megatron's router linear has a bias iff add_bias_linear
             raise _refuse(F, f"router_linear_bias {str(moe.router_linear_bias).lower()} with linear_bias "
                              f"{str(model.linear_bias).lower()} ({plan['model']}): Megatron-Core gives the router's linear a "
                              "bias exactly when the other linears have one (moe/router.py @d98e8a64 l. 67-72: "
@@ -1438,7 +1438,10 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))
     if not model.tied_embeddings:
         args.append(("--untie-embeddings-and-output-weights", None))
-    args.append(("--disable-bias-linear", None) if not model.linear_bias else ("--add-bias-linear", None))
+    # linear biases are Megatron's default (add_bias_linear True, transformer_config.py @d98e8a64 l. 212): no flag;
+    # before 2026-12-07 --add-bias-linear was written, a flag Megatron-LM's parser never defined (it refuses the script)
+    if not model.linear_bias:
+        args.append(("--disable-bias-linear", None))
     # TransformerConfig.qk_layernorm: TENorm on each head's query and key, or, with MLA, the latents' norms
     # before the up-projections (gpt_layer_specs.py @d98e8a64 l. 240-251), which the MLA block prices
     if model.qk_norm or model.mla is not None:

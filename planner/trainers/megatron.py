@@ -32,7 +32,8 @@ read). Modelled:
   --recompute-granularity full|selective, --recompute-activations (= selective),
   --recompute-method uniform|block, --recompute-num-layers, --micro-batch-size,
   --global-batch-size, --seq-length, --bf16, --fp16, --fp8-format, --fp8-recipe,
-  --fp8-dot-product-attention (-> fp8_attention, _fp8_attention; not a Megatron-LM @d98e8a64 flag),
+  --fp8-dot-product-attention (-> fp8_attention, _fp8_attention; not a Megatron-LM @d98e8a64 flag: refused in a
+  Megatron-LM script, megatron_argparse.NEVER_DEFINED; read in a Megatron-DeepSpeed one),
   --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather (-> dp_param_gather_overlap: false where the
   distributed optimizer's gather runs without it under --overlap-grad-reduce; true, as stated, where Megatron's
   validate_args asserts, l. 1024-1029: without --overlap-grad-reduce, or without --use-distributed-optimizer,
@@ -42,7 +43,8 @@ read). Modelled:
   model shape: --num-layers, --hidden-size, --ffn-hidden-size, --num-attention-heads,
   --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
   --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
-  --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
+  --disable-bias-linear (--add-bias-linear, never a Megatron-LM flag, refused; read in a Megatron-DeepSpeed
+  script), --attention-dropout, --hidden-dropout,
   --max-position-embeddings, --qk-layernorm (ModelSpec.qk_norm; absent: none, Megatron's default),
   --use-rope-scaling (ModelSpec.rope_scaling llama3 at Megatron's fixed numbers, trainers.MEGATRON_LLAMA3_ROPE,
   compared like the shape; absent on a rotary model: none; --rope-scaling-factor listed as ignored, pretrain_gpt
@@ -128,7 +130,8 @@ read). Modelled:
   values is refused), --no-overlap-p2p-communication (the job's pp_p2p_overlap false: the interleaved
   schedule's p2p blocking, planner/step.py pp_comm; pp > 2 with virtual stages, start-up rule
   MEGATRON_P2P_OVERLAP_PP; --overlap-p2p-communication, its older store_true spelling of the
-  default before Megatron-LM 4eeff55d1f, read as the default with a note),
+  default before Megatron-LM 4eeff55d1f, read as the default with a note for a --trainer-date in its dates,
+  megatron_argparse.OLDER_FLAGS, else refused),
   --overlap-p2p-communication-warmup-flush (the job's pp_p2p_overlap_warmup_flush: the warm-up's
   and flush's p2p overlapped too, planner/step.py [13]), CUDA graphs (--cuda-graph-impl,
   --cuda-graph-modules / --cuda-graph-scope, --enable-cuda-graph, --external-cuda-graph -> the
@@ -349,7 +352,8 @@ KNOWN_BOOL_IGNORED = {
     *YARN_ROUND,  # store_true / store_false (arguments.py @d98e8a64 l. 2406-2410); read where yarn_built (_rope_scaling)
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
-# they change (the plan is priced without them); every flag the planner does not know is listed
+# they change (the plan is priced without them); every flag the planner does not know (that Megatron-LM or the entry
+# script defines: a flag neither defines is refused, megatron_argparse.unknown_flags) is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
     # training_config.py @d98e8a64 l. 91-104; training.py l. 4402-4411 (gc.disable(), gc.collect() once) and
@@ -1821,7 +1825,7 @@ _COMMAND_END = ("|", "||", "&&", ";", "&")
 
 def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None,
                   env: Optional[dict] = None, functions_read: bool = False,
-                  subs: Optional[dict] = None) -> tuple[list[str], list[str], bool]:
+                  subs: Optional[dict] = None, script: Optional[list] = None) -> tuple[list[str], list[str], bool]:
     """(launcher words before the script, argument words after it, whether the GPU-count
     words came from shell defaults). A file that starts with `--` is an argument file.
     heredocs: filled with the files the script writes with `cat <<EOT > $FILE` (or `cat > $FILE
@@ -1832,7 +1836,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
     exports at its top level (`export NAME=value`, or `export NAME` after `NAME=value`), their values when the
     launch line runs, and the assignments before the launcher on that line (`NCCL_ALGO=Ring torchrun ...`).
     subs: filled with the command substitutions and arithmetic the reader left unexpanded, {as expanded: script
-    line} (_Shell.substitutions)."""
+    line} (_Shell.substitutions).
+    script: filled with the launch line's script word (nothing for an argument file)."""
     lines = _join_continuations(text)
     body = [(no, ln) for no, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if body and body[0][1].lstrip().startswith("-"):
@@ -2060,7 +2065,7 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         assumed.append(noted("assumed", None, f"script lines {', '.join(functions[:8])}"
                              f"{' ...' if len(functions) > 8 else ''} are function bodies, read as the script's own "
                              "lines: the launch line is inside one (the reader does not follow calls)"))
-        return command_words(text, where, assumed, heredocs, env, functions_read=True, subs=subs)
+        return command_words(text, where, assumed, heredocs, env, functions_read=True, subs=subs, script=script)
     # a one-line if stands for several lines of one number: each listed once
     evaluated, skipped = list(dict.fromkeys(evaluated)), list(dict.fromkeys(skipped))
     if evaluated:
@@ -2092,6 +2097,8 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
         env.update(literal(line_env))
     if subs is not None:
         subs.update(literal(sh.substitutions))
+    if script is not None:
+        script.append(literal(words[k]))
     return literal(words[:k]), literal(words[k + 1:]), _soft_launcher(sh, raw_line)
 
 
@@ -2109,6 +2116,7 @@ class ScriptWords(typing.NamedTuple):
     heredocs: dict       # the files it writes with `cat <<EOT > $FILE` (command_words' heredocs)
     env: dict = {}       # the environment its launch line runs in, as far as the script sets it (command_words' env)
     subs: dict = {}      # the substitutions left unexpanded, {text: script line} (command_words' subs)
+    script: str = ""     # the launch line's script word (`pretrain_gpt.py`); "" for an argument file
 
 
 def read_script_words(path: Optional[Path], text: Optional[str], where: str, hint: str) -> ScriptWords:
@@ -2121,11 +2129,12 @@ def read_script_words(path: Optional[Path], text: Optional[str], where: str, hin
     heredocs: dict = {}
     env: dict = {}
     subs: dict = {}
+    script: list = []
     try:
-        launch, words, soft = command_words(text, where, assumed, heredocs, env, subs=subs)
+        launch, words, soft = command_words(text, where, assumed, heredocs, env, subs=subs, script=script)
     except ValueError as e:  # shlex: unbalanced quotes
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
-    return ScriptWords(text, launch, words, soft, assumed, heredocs, env, subs)
+    return ScriptWords(text, launch, words, soft, assumed, heredocs, env, subs, script[0] if script else "")
 
 
 def _drop_redirections(words: list[str]) -> list[str]:
@@ -2186,10 +2195,13 @@ def _soft_launcher(sh: _Shell, raw_line: str) -> bool:
     return soft
 
 
-def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset()) -> tuple[dict, list[str]]:
+def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset(),
+                occurrences: Optional[list] = None) -> tuple[dict, list[str]]:
     """{flag: value or True}; and words that are no flag's value (listed as ignored). nargs: flags that take a list
-    here beside NARGS_FLAGS (a Megatron-DeepSpeed script's --num-experts, nargs '+': megatron_deepspeed.MDS_NARGS)."""
-    flags: dict = {}
+    here beside NARGS_FLAGS (a Megatron-DeepSpeed script's --num-experts, nargs '+': megatron_deepspeed.MDS_NARGS).
+    A repeated flag keeps its last value, as argparse does; occurrences: filled with every (flag, value) in the
+    line's order (megatron_argparse.check_occurrences checks the earlier ones)."""
+    flags = _Occurrences(occurrences) if occurrences is not None else {}
     stray: list[str] = []
     i = 0
     while i < len(words):
@@ -2221,7 +2233,19 @@ def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset()) ->
             flags[w] = vals
         else:
             flags[w] = " ".join(vals) if vals else True
-    return flags, stray
+    return dict(flags), stray
+
+
+class _Occurrences(dict):
+    """parse_flags' flags, each value it sets recorded in `seen` too."""
+
+    def __init__(self, seen: list):
+        super().__init__()
+        self.seen = seen
+
+    def __setitem__(self, key, value):
+        self.seen.append((key, value))
+        super().__setitem__(key, value)
 
 
 SPELLED_PHASES = 4096  # _rampup_ignored spells a ramp of fewer increments (a message's length, not a model figure)
@@ -2409,21 +2433,32 @@ def _unread_substitutions(flags: dict, subs: dict, where: str, overrides: dict) 
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None, stack: Optional[str] = None, overrides: Optional[dict] = None) -> TrainerConfig:
+         hardware: Optional[str] = None, stack: Optional[str] = None, overrides: Optional[dict] = None,
+         script: Optional[str] = None) -> TrainerConfig:
     """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the command
     line's --stack, which a Megatron-DeepSpeed script of the 2021 fork is read on (megatron_deepspeed.STACK_2021).
+    script: the entry script an argument file runs with, where its record names one (the CI corpus row's: megatron_ci
+    TRAINING_SCRIPTS); a launch line's own script word wins (megatron_argparse.unknown_flags reads its flags).
     overrides: the job fields the command line gives (cli/core.py load_job), which stand for a flag the script sets
     from a substitution the reader does not run (_unread_substitutions)."""
     where = f"{path}: "
     split = read_script_words(path, text, where, "give a launch script or a file of Megatron arguments")
     text, launch, words, soft, assumed, heredocs = split[:6]
-    flags, stray = parse_flags(words, where)
+    occurrences: list = []
+    flags, stray = parse_flags(words, where, occurrences=occurrences)
     if not mds.is_megatron_deepspeed(flags):
         if flags.get("--position-embedding-type") == "alibi":
             raise PlannerError(f"{where}--position-embedding-type alibi: Megatron-LM has no ALiBi (its choices: "
                                "learned_absolute, rope, mrope, relative, none)",
                                "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
-        megatron_argparse.check(flags, where)  # what Megatron-LM's argparse refuses, exit 2 (issue argparse)
+        # what Megatron-LM's argparse refuses, exit 2 (issue argparse): a value, each occurrence's, then (argparse's
+        # order: parse_args reports the unrecognized arguments after parsing the known ones) a flag neither Megatron
+        # nor the entry script defines (issue unkflags)
+        megatron_argparse.check_occurrences(occurrences, where)
+        megatron_argparse.check(flags, where)
+        read_as = megatron_argparse.unknown_flags([f for f, _ in occurrences], where, split.script or script,
+                                                  (overrides or {}).get("trainer_date"))
+        assumed = assumed + [listed("assumed", flag, flags[flag], why) for flag, why in read_as]
         unread = _unread_substitutions(flags, split.subs, where, overrides or {})
         cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                          hardware=hardware, label=Path(path).name)
@@ -4236,7 +4271,8 @@ def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
     p2p_communication.py l. 607-649), and pp must be > 2 (l. 1000-1009: start-up rule
     MEGATRON_P2P_OVERLAP_PP); without them Megatron sets the overlap off anyway (l. 1010-1017).
     --overlap-p2p-communication is the older store_true spelling of today's default (Megatron-LM
-    f9283c5a8a, 2023-05-31, replaced by 4eeff55d1f, 2023-10-12): read as the default.
+    f9283c5a8a, 2023-05-31, replaced by 4eeff55d1f, 2023-10-12): read as the default, where the command line's
+    --trainer-date falls in those dates (megatron_argparse.OLDER_FLAGS; else refused before this runs).
     --overlap-p2p-communication-warmup-flush -> the job's pp_p2p_overlap_warmup_flush true (the
     warm-up's and flush's p2p overlapped too; off by default: step.py [13])."""
     old = "--overlap-p2p-communication" in flags

@@ -116,7 +116,7 @@ Sources (file @d98e8a64, what is asserted):
                  csrc/deep_ep.cpp l. 166-168; planner/startup.py MEGATRON_DEEPEP_GPU)
   (TORCH_FSDP2 also: l. 1046-1047, not with --fp16)
   MOE_BIAS_ETP   megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615: --num-experts
-                 with --add-bias-linear needs --expert-tensor-parallel-size 1 (it defaults to tp)
+                 with linear biases (no --disable-bias-linear) needs --expert-tensor-parallel-size 1 (it defaults to tp)
   MOE_ACT_GROUPED transformer_config.py __post_init__ l. 1964-1967: under selective recompute,
                  moe_act in --recompute-modules needs --moe-grouped-gemm
   EXPERT_BIAS    transformer_config.py __post_init__ l. 2617-2625: --moe-router-enable-expert-bias needs
@@ -335,8 +335,11 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
     out += _fp8_width_errors(flags, tp, etp, heads, groups)
     if _i(flags, "--num-experts") is not None and tp > 1 and not sp:
         bad("MOE_SP", f"an MoE model (--num-experts) with tp {tp} needs --sequence-parallel in training")
-    if _i(flags, "--num-experts") is not None and "--add-bias-linear" in flags and etp != 1:
-        bad("MOE_BIAS_ETP", f"an MoE model (--num-experts) with --add-bias-linear and expert TP {etp} (needs 1)")
+    # linear biases are the default (add_bias_linear True, transformer_config.py l. 212): on without --disable-bias-linear
+    # (before 2026-12-07 this read --add-bias-linear, a flag Megatron-LM never defined)
+    if _i(flags, "--num-experts") is not None and "--disable-bias-linear" not in flags and etp != 1:
+        bad("MOE_BIAS_ETP", f"an MoE model (--num-experts) with linear biases (no --disable-bias-linear) and expert TP "
+                            f"{etp} (needs 1)")
     out += _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt)
     if "--deterministic-mode" in flags:
         out += _deterministic_errors(flags, env)
