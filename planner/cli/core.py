@@ -346,8 +346,12 @@ def _release_note(data: dict) -> Optional[str]:
 def _shell_script(path: Path, text: Optional[str]) -> bool:
     """A file that no trainer reader took (sniff_format) and that is a shell script by its name (.sh, .bash, .slurm,
     .sbatch) or its first line (#!): a launch the readers do not know (Megatron-Bridge's MIMO scripts, a conversion
-    script), named so rather than as the job YAML it is not ('line 10, column 1: invalid YAML')."""
-    return path.suffix.lower() in (".sh", ".bash", ".slurm", ".sbatch") or (text or "").lstrip().startswith("#!")
+    script), named so rather than as the job YAML it is not ('line 10, column 1: invalid YAML'). Only a file
+    sniff_format read (text not None): a missing run.sh is the reader's 'cannot read (no such file)', not 'not a
+    trainer config' (before the 2026-12-07 audit5 it was the latter)."""
+    if text is None:
+        return False
+    return path.suffix.lower() in (".sh", ".bash", ".slurm", ".sbatch") or text.lstrip().startswith("#!")
 
 
 def job_yaml(path: Path, text: Optional[str] = None):

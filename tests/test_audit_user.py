@@ -1,0 +1,69 @@
+"""The 2026-12-07 audit5 (a new user's hour with the CLI: README quick start, fit / explain / check / budget / export
+on the catalog and tests/data/trainer_configs, bad input): one test per defect it fixed, each failing before its fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import assert_one_error
+
+CONFIGS = Path(__file__).parent / "data" / "trainer_configs"
+
+
+# ------------------------------------------------------------ a missing launch script
+@pytest.mark.parametrize("command", ["check", "explain", "budget", "fit"])
+def test_a_missing_shell_script_is_named_missing_not_an_unknown_format(cli, tmp_path, command):
+    # before: `planner check run.sh` of a path that does not exist said "run.sh: not a trainer config this planner
+    # reads" (cli/core._shell_script judged the name alone), sending the user to the formats' list for a typo
+    r = cli(command, tmp_path / "run.sh")
+    assert_one_error(r, "run.sh: cannot read (no such file)", "check the path")
+    assert "not a trainer config" not in r.stderr
+
+
+def test_an_unknown_shell_script_is_still_named_so(cli, tmp_path):
+    script = tmp_path / "convert.sh"
+    script.write_text("#!/bin/bash\npython convert.py --in a --out b\n", encoding="utf-8")
+    assert_one_error(cli("check", script), "convert.sh: not a trainer config this planner reads")
+
+
+# ------------------------------------------------------------ DeepSpeed ZeRO-1/2's reduce_bucket_size
+def _explain(cli, *args):
+    r = cli("explain", *args, "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_zero2_reduce_bucket_size_is_priced_and_not_warned_about(cli):
+    # before: the HF guide's ZeRO-2 JSON (reduce_bucket_size 5e8) drew "deepspeed_zero3 {'reduce_bucket_size':
+    # 500000000} at sharding zero2: DeepSpeed reads these in its stage-3 engine only ..., so they price nothing here
+    # and an exported file does not carry them", while memory.py [zb] priced the bucket and the export wrote it
+    res = _explain(cli, CONFIGS / "ds_config_zero2.json", "--model", "llama3-8b", "--gpus", "8")
+    assert res["plan"]["sharding"] == "zero2" and res["plan"]["dp_comm_overlap"] is True
+    # two IPG buffers under overlap_comm (stage_1_and_2.py l. 2038-2057), 5e8 elements of bf16 (2 B) each
+    assert res["memory"]["terms"]["zero12_ipg_bucket"] == 2 * 5e8 * 2
+    assert not [w for w in res["warnings"] if w.startswith("deepspeed_zero3")]
+
+
+def test_zero2_warns_of_the_stage3_knobs_alone(cli, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "model": "llama3-8b", "gpus": 8, "stack": "megatron-deepspeed", "sharding": "zero2", "global_batch": 64,
+        "seq_len": 4096, "dp_comm_overlap": False,
+        "deepspeed_zero3": {"reduce_bucket_size": 100_000_000, "stage3_max_live_parameters": 1000}}), encoding="utf-8")
+    res = _explain(cli, job)
+    assert res["memory"]["terms"]["zero12_ipg_bucket"] == 1e8 * 2  # one buffer without overlap_comm, 1e8 x 2 B
+    warned = [w for w in res["warnings"] if w.startswith("deepspeed_zero3")]
+    assert len(warned) == 1
+    assert warned[0].startswith("deepspeed_zero3 {'stage3_max_live_parameters': 1000} at sharding zero2: ")
+    assert "reduce_bucket_size" not in warned[0]
+    # and the export writes both (DeepSpeed's stage-2 engine ignores the stage-3 knob), as the warning now says
+    r = cli("export", job, "--format", "deepspeed", "-q")
+    assert r.exit_code == 0, r.stderr
+    zero = json.loads(r.stdout)["zero_optimization"]
+    assert zero["reduce_bucket_size"] == 100_000_000 and zero["stage3_max_live_parameters"] == 1000
+    assert "still writes them" in warned[0]
