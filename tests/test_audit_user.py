@@ -67,3 +67,17 @@ def test_zero2_warns_of_the_stage3_knobs_alone(cli, tmp_path):
     zero = json.loads(r.stdout)["zero_optimization"]
     assert zero["reduce_bucket_size"] == 100_000_000 and zero["stage3_max_live_parameters"] == 1000
     assert "still writes them" in warned[0]
+
+
+# ------------------------------------------------------------ `planner hardware`'s FP4 column
+def test_hardware_lists_the_fp4_peak(cli):
+    # before: the table had an FP4 TF column and the JSON no fp4_TFLOPS: cli/core.hardware_cmd never filled it, so the
+    # Blackwell entries that nvfp4 plans are priced on showed a blank
+    r = cli("hardware", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    fp4 = {row["name"]: row["fp4_TFLOPS"] for row in json.loads(r.stdout)}
+    # hardware_db: DGX B200 144 PF FP4 sparse / 8 GPUs / 2 = 9,000 dense; GB200 NVL72 1,440 PF / 72 / 2 = 10,000
+    assert fp4["b200"] == 9000 and fp4["gb200-nvl72"] == 10000
+    assert fp4["h100-sxm"] is None and fp4["a100-sxm-80gb"] is None  # no FP4 tensor cores
+    table = cli("hardware")
+    assert "9000.0" in next(ln for ln in table.stdout.splitlines() if ln.startswith("│ b200 "))

@@ -766,6 +766,7 @@ def register(app: typer.Typer) -> None:
             h = load_hardware(name)
             rows.append(dict(
                 name=name, hbm_GB=h.hbm_GB, hbm_visible_GiB=h.hbm_visible_GiB, hbm_TBps=h.hbm_TBps, bf16_TFLOPS=h.bf16_TFLOPS, fp8_TFLOPS=h.fp8_TFLOPS,
+                fp4_TFLOPS=h.fp4_TFLOPS,  # the table's FP4 TF column (before the 2026-12-07 audit5 never filled: blank on B200)
                 tdp_W=h.tdp_W, gpus_per_node=h.gpus_per_node, nvlink_domain=h.nvlink_domain, nvlink_GBps=h.nvlink_GBps,
                 network_Gbps=h.network_Gbps, pod_gpus=h.fabric.pod_gpus, oversubscription=h.fabric.oversubscription,
             ))
