@@ -81,3 +81,23 @@ def test_hardware_lists_the_fp4_peak(cli):
     assert fp4["h100-sxm"] is None and fp4["a100-sxm-80gb"] is None  # no FP4 tensor cores
     table = cli("hardware")
     assert "9000.0" in next(ln for ln in table.stdout.splitlines() if ln.startswith("│ b200 "))
+
+
+# ------------------------------------------------------------ every error has its hint
+@pytest.mark.parametrize("args,needle", [
+    (["collective", "--op", "all-reduce", "--size", "1GB", "-n", "8", "--bandwidth", "0"], "--bandwidth must be > 0"),
+    (["collective", "--op", "all-reduce", "--size", "1GB", "-n", "8", "--latency", "-5"], "--latency must be >= 0"),
+])
+def test_collective_link_overrides_refused_with_a_hint(cli, args, needle):
+    # before: `error: --bandwidth must be > 0, got 0 GB/s` and no hint line (README: every bad input `error: ... /
+    # hint: ...`)
+    r = cli(*args)
+    assert_one_error(r, needle, "hint: give ", "or leave it out for the hardware's")
+
+
+def test_a_config_json_that_is_no_object_is_refused_with_a_hint(cli, tmp_path):
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text("[1, 2]", encoding="utf-8")
+    r = cli("explain", "--model", folder / "config.json", "--gpus", "8")
+    assert_one_error(r, "config.json: expected a JSON object", "hint: give a Hugging Face config.json")
