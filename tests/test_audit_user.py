@@ -101,3 +101,18 @@ def test_a_config_json_that_is_no_object_is_refused_with_a_hint(cli, tmp_path):
     (folder / "config.json").write_text("[1, 2]", encoding="utf-8")
     r = cli("explain", "--model", folder / "config.json", "--gpus", "8")
     assert_one_error(r, "config.json: expected a JSON object", "hint: give a Hugging Face config.json")
+
+
+# ------------------------------------------------------------ explain's placement line under CP
+def test_placement_names_the_dp_x_cp_gradient_group(cli):
+    # before: "TP 1 x CP 2 x PP 1 x DP 8" over "... DP16 NVLink": the gradient group is DP x CP (placement.groups,
+    # Megatron's data-parallel group with CP), 8 x 2 = 16 ranks, labelled as if DP were 16
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "16", "--tp", "1", "--cp", "2", "--seq-len", "8192",
+            "--global-batch", "64", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "TP 1 x CP 2 x PP 1 x DP 8" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("placement ("))
+    assert "DP x CP 16 " in line and "; DP16 " not in line and "CP2 NVLink" in line
+    # without CP the group is DP alone and keeps its label
+    r1 = cli("explain", "--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "-q")
+    assert "DP8 " in next(ln for ln in r1.stdout.splitlines() if ln.strip().startswith("placement ("))
