@@ -1064,7 +1064,8 @@ def _mode_level(stack, job: Job, where: str) -> str:
     names = [m.name for m in runs.sharding] if runs is not None else []
     if job.sharding_mode not in names:
         raise PlannerError(f"{where}sharding_mode {job.sharding_mode!r} is not a mode of stack {stack.name}",
-                           f"its modes ({stack.origin} runs.sharding): {', '.join(names) or 'none listed'}")
+                           f"its modes ({stack.origin} runs.sharding): {', '.join(names) or 'none listed'}; or a level "
+                           "(--sharding / sharding: none, zero1, zero2, fsdp, hsdp)")
     level = runs.sharding[names.index(job.sharding_mode)].level
     if "sharding" in job.model_fields_set and job.sharding != level:
         raise PlannerError(f"{where}sharding {job.sharding} contradicts sharding_mode {job.sharding_mode} (a {level} mode)",

@@ -116,3 +116,18 @@ def test_placement_names_the_dp_x_cp_gradient_group(cli):
     # without CP the group is DP alone and keeps its label
     r1 = cli("explain", "--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "-q")
     assert "DP8 " in next(ln for ln in r1.stdout.splitlines() if ln.strip().startswith("placement ("))
+
+
+# ------------------------------------------------------------ what the hints offer
+def test_an_unknown_sharding_names_the_levels_too(cli):
+    # before: the hint listed the stack's seven modes only, not the five levels --sharding takes (none ... hsdp)
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--sharding", "zero9")
+    assert_one_error(r, "'zero9' is not a mode of stack megatron", "distributed_optimizer",
+                     "none, zero1, zero2, fsdp, hsdp")
+
+
+def test_fit_output_without_export_offers_every_format(cli, tmp_path):
+    # before: "add --export torchtitan|megatron|deepspeed": three of the five formats --export takes
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "-o", tmp_path / "run.sh")
+    assert_one_error(r, "--export torchtitan|megatron|deepspeed|megatron-deepspeed|megatron-bridge")
+    assert "megatron-bridge" in cli("fit", "--help").stdout.split("--export")[1].split("--output")[0]

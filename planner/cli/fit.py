@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
         plot: Optional[Path] = typer.Option(None, "--plot", help="draw FILE.png|svg|pdf: one count: the feasible plans (memory vs step time, Pareto front, top rows labelled) and the top rows' memory; several counts: MFU, step time, days and memory of the best plan per count (one count evaluates every feasible plan's step time: slower)"),
-        export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
+        export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed|megatron-deepspeed|megatron-bridge (see `planner export`)"),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="with --export: write the trainer config here instead of stdout (as `planner export --output`)"),
         fmt: Format = FormatOption,
         quiet: bool = QuietOption,
@@ -262,7 +262,7 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             if export is None:
                 raise PlannerError("--output writes the --export file: without --export fit writes no file",
-                                   "add --export torchtitan|megatron|deepspeed, or redirect the table (--format json > FILE)")
+                                   "add --export " + "|".join(FORMATS) + ", or redirect the table (--format json > FILE)")
             files.output_path(output, "--output")
         if plot is not None:
             from ..plot import check_plot_path
