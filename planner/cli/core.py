@@ -655,7 +655,7 @@ def register(app: typer.Typer) -> None:
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: the stack's)"),
         recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers", help="with --recompute full: re-run only this many layers per stage (Megatron --recompute-num-layers) (default: all)"),
-        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: megatron|torchtitan|llm-foundry|megatron-deepspeed|deepseek or a stack YAML (default: megatron; `planner stacks`)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: a catalog name (`planner stacks` lists them: megatron, megatron-bridge, torchtitan, torchtitan-0.3, llm-foundry, megatron-deepspeed, deepseek, ...) or a stack YAML (default: megatron)"),
         torch_compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile (stacks that have it) (default: the stack's)"),
         dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="overlap gradient reduction / parameter all-gather with compute (default: the stack's)"),
         fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="with --precision fp8: delayed|tensorwise|rowwise|mxfp8|blockwise (nvfp4: nvfp4) (default: the stack's)"),

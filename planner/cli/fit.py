@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens (e.g. 15T): adds training days"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="pin TP-communication overlap (needs SP) (default: both where the stack has it, the faster per plan)"),
-        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: megatron|torchtitan|llm-foundry|megatron-deepspeed|deepseek or a stack YAML (default: megatron)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: a catalog name (`planner stacks` lists them: megatron, megatron-bridge, torchtitan, torchtitan-0.3, llm-foundry, megatron-deepspeed, deepseek, ...) or a stack YAML (default: megatron)"),
         torch_compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="pin torch.compile (default: on where the stack has it: it never slows a step in the model)"),
         dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="pin DP-communication overlap (default: on where the stack has it)"),
         fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="pin the fp8 recipe (default: every recipe of the stack, the faster per plan)"),
