@@ -2412,8 +2412,14 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
         f"(1 - headroom {settings.headroom:g})); largest component: {top_term.replace('_bytes', '')} "
         f"{top_bytes / GiB:,.1f} GiB (largest term {raw_term} {raw_bytes / GiB:,.1f} GiB). "
         f"Searched {counts.considered:,} candidates: {counts.broke_constraint:,} broke a constraint, "
-        f"{counts.did_not_fit:,} did not fit",
-        hints[top_term],
+        f"{counts.did_not_fit:,} did not fit"
+        # the splits --max-layer-slack dropped are named here too, as where no plan satisfies the constraints (above):
+        # before the 2026-12-07 audit5 DeepSeek-V3 on its own stack and 2,048 H800s (61 layers in 16 stages: slack 3)
+        # read as "nothing fits ... PP 1" with a hint to shard the gradients, its PP 16 plan never priced
+        + (f"; {counts.slack_dropped:,} pipeline splits (pp, vpp) left out because the layers do not split evenly "
+           "enough (--max-layer-slack)" if counts.slack_dropped else ""),
+        hints[top_term] + ("; or raise --max-layer-slack to price the deeper pipelines left out" if counts.slack_dropped
+                           else ""),
     )
     e.closest = to_json(settings, plan, evaluate(settings, plan), 0)  # explain's JSON of the closest plan
     e.overflow_bytes = over

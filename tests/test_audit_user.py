@@ -131,3 +131,21 @@ def test_fit_output_without_export_offers_every_format(cli, tmp_path):
     r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "-o", tmp_path / "run.sh")
     assert_one_error(r, "--export torchtitan|megatron|deepspeed|megatron-deepspeed|megatron-bridge")
     assert "megatron-bridge" in cli("fit", "--help").stdout.split("--export")[1].split("--output")[0]
+
+
+# ------------------------------------------------------------ nothing fits, because --max-layer-slack dropped the splits
+def test_nothing_fits_names_the_pipeline_splits_max_layer_slack_left_out(cli):
+    # before: DeepSeek-V3 on its own stack and DeepSeek's 2,048 H800s read "nothing fits ... TP 1 x CP 1 x PP 1 x DP
+    # 2048 ... hint: shard the gradients (zero2/fsdp), ...": every pp > 1 split of its 61 layers (+ the MTP module) is
+    # uneven beyond the default slack of 2 (PP 16: middle stages 4 layers, the first 2, the last 3: slack 2 + 1 = 3),
+    # and the message did not say so, while the no-plan message of the same search does
+    args = ["fit", "--model", "deepseek-v3", "--gpus", "2048", "--stack", "deepseek", "--hardware", "h800-sxm", "-q"]
+    r = cli(*args)
+    assert r.exit_code == 1, r.stderr
+    assert "nothing fits" in r.stderr and "pipeline splits (pp, vpp) left out" in r.stderr
+    assert "hint:" in r.stderr and "raise --max-layer-slack" in r.stderr
+    # and raising it prices DeepSeek's PP 16 x EP 64 (arXiv:2412.19437 sec. 3.2), which then fits
+    ok = cli(*args, "--pp", "16", "--ep", "64", "--max-layer-slack", "3", "--format", "json")
+    assert ok.exit_code == 0, ok.stderr
+    row = json.loads(ok.stdout)[0]["plan"]
+    assert (row["tp"], row["pp"], row["dp"], row["ep"]) == (1, 16, 128, 64)
