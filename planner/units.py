@@ -69,6 +69,13 @@ def parse_count(text: str | int | float, what: str = "value") -> float:
     s = str(text).strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUM + r"\s*([kKMGTPE]?)", s)
     if not m:
+        # two misreadings a user makes, named (before the 2026-12-07 audit5 both were "cannot read"): a negative
+        # count, and B for billion (Megatron's --step-batch-size-schedule spelling; here G, the SI prefix)
+        if re.fullmatch(r"-\s*" + _NUM + r"\s*[kKMGTPEB]?", s):
+            raise PlannerError(f"{what} {text!r} is negative", "give a positive number")
+        if (b := re.fullmatch(_NUM + r"\s*[bB]", s)) is not None:
+            raise PlannerError(f"cannot read {what} {text!r}: B is not a prefix here",
+                               f"write billions with G ({b.group(1)}G) or as {b.group(1)}e9; the prefixes are k, M, G, T, P")
         raise PlannerError(f"cannot read {what} {text!r}", "write a number, optionally with k, M, G, T, P (e.g. 16M, 15e12)")
     return finite(float(m.group(1)) * _DEC[m.group(2)], what, text)
 

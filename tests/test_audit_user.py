@@ -149,3 +149,18 @@ def test_nothing_fits_names_the_pipeline_splits_max_layer_slack_left_out(cli):
     assert ok.exit_code == 0, ok.stderr
     row = json.loads(ok.stdout)[0]["plan"]
     assert (row["tp"], row["pp"], row["dp"], row["ep"]) == (1, 16, 128, 64)
+
+
+# ------------------------------------------------------------ counts: B for billion, a minus sign
+@pytest.mark.parametrize("value,needles", [
+    ("300B", ["cannot read --tokens '300B': B is not a prefix here", "300G", "300e9"]),
+    ("-1T", ["--tokens '-1T' is negative", "give a positive number"]),
+])
+def test_token_count_misreadings_are_named(cli, value, needles):
+    # before: both "cannot read --tokens ...", hint "write a number, optionally with k, M, G, T, P": 300B tokens is how
+    # papers write it (and Megatron's --step-batch-size-schedule reads B), and -1T is a number
+    assert_one_error(cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tokens", value), *needles)
+
+
+def test_a_negative_gpu_count_is_named_negative(cli):
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "-8"), "--gpus '-8' is negative")
