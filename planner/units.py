@@ -87,6 +87,8 @@ def parse_bytes(text: str | int | float, what: str = "size") -> float:
     s = str(text).strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUM + r"\s*((?:[kKMGTPE]i?)?)\s*([Bb]?)", s)
     if not m or (m.group(3) == "b"):
+        if re.fullmatch(r"-\s*" + _NUM + r"\s*(?:[kKMGTPE]i?)?\s*B?", s):  # named, as parse_count names it (audit5)
+            raise PlannerError(f"{what} {text!r} is negative", "give a positive size, such as 141GB or 4GiB")
         raise PlannerError(f"cannot read {what} {text!r}", "write bytes such as 141GB, 4GiB, 512MB or 1024")
     prefix = m.group(2)
     factor = _BIN[prefix[0].upper() + "i"] if prefix.endswith("i") else _DEC[prefix]
@@ -100,6 +102,8 @@ def parse_seconds(text: str | int | float, what: str = "time") -> float:
     s = str(text).strip()
     m = re.fullmatch(_NUM + r"\s*(s|ms|us|µs|ns|min|h|d)?", s)
     if not m:
+        if re.fullmatch(r"-\s*" + _NUM + r"\s*(s|ms|us|µs|ns|min|h|d)?", s):  # named, as parse_count names it (audit5)
+            raise PlannerError(f"{what} {text!r} is negative", "give a positive time, such as 30s, 10min or 12h")
         raise PlannerError(f"cannot read {what} {text!r}", "write a time such as 10us, 30s, 10min, 12h")
     return finite(float(m.group(1)) * _TIME[m.group(2) or "s"], what, text)
 

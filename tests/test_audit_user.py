@@ -164,3 +164,11 @@ def test_token_count_misreadings_are_named(cli, value, needles):
 
 def test_a_negative_gpu_count_is_named_negative(cli):
     assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "-8"), "--gpus '-8' is negative")
+
+
+def test_a_negative_time_or_size_is_named_negative(cli, tmp_path):
+    # before: "cannot read --max-step-time '-1'" / "cannot read --size '-1GB'" (units.parse_seconds / parse_bytes)
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 8\n", encoding="utf-8")
+    assert_one_error(cli("check", job, "--max-step-time", "-1"), "--max-step-time '-1' is negative", "30s")
+    assert_one_error(cli("collective", "--op", "all-reduce", "--size", "-1GB", "-n", "8"), "--size '-1GB' is negative")
