@@ -172,3 +172,16 @@ def test_a_negative_time_or_size_is_named_negative(cli, tmp_path):
     job.write_text("model: llama3-8b\ngpus: 8\ntp: 8\n", encoding="utf-8")
     assert_one_error(cli("check", job, "--max-step-time", "-1"), "--max-step-time '-1' is negative", "30s")
     assert_one_error(cli("collective", "--op", "all-reduce", "--size", "-1GB", "-n", "8"), "--size '-1GB' is negative")
+
+
+# ------------------------------------------------------------ fit --export over several GPU counts
+def test_fit_export_over_several_counts_names_the_count_and_the_mode(cli):
+    # before: "exporting row 1: tp 1, cp 1, pp 1, vpp 1, dp 16, micro-batch 1, zero2, recompute none": which of --gpus
+    # 8,16 was left to dp to tell, and "zero2" for the Megatron-FSDP optim_grads the script's flags run
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8,16", "--export", "megatron", "-q")
+    assert r.exit_code == 0, r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "exporting row 1" in ln)
+    assert line.startswith("warning: exporting row 1 of 16 GPUs: ") and "dp 16" in line
+    assert "--nnodes 2" in r.stdout  # 16 GPUs = 2 nodes x 8 (h100-sxm gpus_per_node 8)
+    sharding = line.split("micro-batch 1, ")[1].split(", recompute")[0]
+    assert sharding.startswith("zero2 as megatron_fsdp_optim") and "--use-megatron-fsdp" in r.stdout

@@ -348,8 +348,11 @@ def register(app: typer.Typer) -> None:
             if not rows:
                 raise NoFitError("no plan fits: nothing to export", "see `planner fit` without --export for the closest plan")
             p = rows[0]["plan"]
-            warn(f"exporting row 1: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
-                 f"micro-batch {p['micro_batch']}, {p['sharding']}, recompute {p['recompute']}")
+            on = f" of {p['gpus']:,} GPUs" if several else ""  # --gpus 8,16: which count's plan (audit5: dp alone told)
+            warn(f"exporting row 1{on}: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
+                 f"micro-batch {p['micro_batch']}, {p['sharding']}"
+                 + (f" as {p['sharding_mode']}" if p.get("sharding_mode") not in (None, p["sharding"]) else "")
+                 + f", recompute {p['recompute']}")
             from .export import write_export  # only here: it brings in the export and budget commands
 
             write_export(p, export, output, readback=rows[0])
