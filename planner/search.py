@@ -2226,6 +2226,15 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "", gpus_list: list[in
     from .catalog import load_stack
     from .plan import SHARDING_CODES, stack_for_settings
 
+    # pinned options that contradict each other on every plan: refused as explain refuses them (rule TP_OVERLAP_SP), not
+    # searched (before the 2026-12-07 audit5 `fit --tp 1 --tp-comm-overlap` searched every plan, then tried the GPU
+    # counts nearby for 40 s, to answer "no plan satisfies the constraints", exit 1)
+    if job.tp_comm_overlap:
+        why = ("--tp 1" if opts.tp is not None and max(opts.tp) == 1 else
+               "--no-sequence-parallel" if opts.sequence_parallel is False else None)
+        if why is not None:
+            raise PlannerError(f"{where}--tp-comm-overlap with {why}: tp_comm_overlap needs sequence parallelism with "
+                               "tp > 1", "pin --tp above 1 with sequence parallelism, or drop --tp-comm-overlap")
     for n in opts.sharding or ():
         if job.sharding_mode is None:  # a level (none, zero1, ...) whose every mode refuses the job, or a refusing mode
             key = "sharding" if n in SHARDING_CODES else "sharding_mode"

@@ -185,3 +185,27 @@ def test_fit_export_over_several_counts_names_the_count_and_the_mode(cli):
     assert "--nnodes 2" in r.stdout  # 16 GPUs = 2 nodes x 8 (h100-sxm gpus_per_node 8)
     sharding = line.split("micro-batch 1, ")[1].split(", recompute")[0]
     assert sharding.startswith("zero2 as megatron_fsdp_optim") and "--use-megatron-fsdp" in r.stdout
+
+
+# ------------------------------------------------------------ fit's pinned options the stack or each other rule out
+def test_fit_refuses_a_pinned_degree_above_the_stacks_own(cli):
+    # before: `fit --stack llm-foundry --tp 2` answered "no plan ... satisfies the constraints (0 candidates)", exit 1,
+    # no reason: stack_bounds capped max_tp at the stack's 1 and the pinned 2 emptied the axis
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--stack", "llm-foundry", "--tp", "2")
+    assert_one_error(r, "--tp 2: stack llm-foundry runs tp 1 at most", "runs.max_tp", "give --tp 1")
+    r = cli("fit", "--model", "deepseek-v3", "--gpus", "2048", "--stack", "deepseek", "--cp", "2")
+    assert_one_error(r, "--cp 2: stack deepseek runs cp 1 at most")
+
+
+@pytest.mark.parametrize("pin,named", [(["--tp", "1"], "--tp 1"), (["--no-sequence-parallel"], "--no-sequence-parallel")])
+def test_fit_refuses_tp_overlap_beside_a_pin_that_rules_it_out(cli, pin, named):
+    # before: searched every plan (each broke TP_OVERLAP_SP), then nearest_working tried 1,024 GPU counts: about 40 s
+    # of wall time on a shared machine for "no plan ... satisfies the constraints", exit 1; explain refuses it, exit 2
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--tp-comm-overlap", *pin)
+    assert_one_error(r, f"--tp-comm-overlap with {named}: tp_comm_overlap needs sequence parallelism with tp > 1")
+    # a list that keeps a tp above 1 is still searched: its TP 2 rows run the overlap
+    ok = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--tp-comm-overlap", "--tp", "1,2", "--top", "1",
+             "--format", "json", "-q")
+    assert ok.exit_code == 0, ok.stderr
+    plan = json.loads(ok.stdout)[0]["plan"]
+    assert plan["tp"] == 2 and plan["tp_comm_overlap"] is True and plan["sequence_parallel"] is True
