@@ -2235,6 +2235,15 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "", gpus_list: list[in
         if why is not None:
             raise PlannerError(f"{where}--tp-comm-overlap with {why}: tp_comm_overlap needs sequence parallelism with "
                                "tp > 1", "pin --tp above 1 with sequence parallelism, or drop --tp-comm-overlap")
+    if opts.sequence_parallel and opts.tp is not None and max(opts.tp) == 1:  # rule SP_TP
+        raise PlannerError(f"{where}--sequence-parallel with --tp 1: sequence_parallel needs tp > 1",
+                           "pin --tp above 1, or drop --sequence-parallel")
+    if opts.schedule is not None and set(opts.schedule) == {"interleaved"} and (
+            (opts.pp is not None and max(opts.pp) < 2) or (opts.vpp is not None and max(opts.vpp) < 2)):
+        pins = "--pp " + ",".join(map(str, opts.pp)) if opts.pp is not None and max(opts.pp) < 2 else \
+            "--vpp " + ",".join(map(str, opts.vpp))
+        raise PlannerError(f"{where}--schedule interleaved with {pins}: the interleaved schedule needs pp >= 2 and "
+                           "vpp >= 2", "pin --pp and --vpp at 2 or more, or another --schedule")
     for n in opts.sharding or ():
         if job.sharding_mode is None:  # a level (none, zero1, ...) whose every mode refuses the job, or a refusing mode
             key = "sharding" if n in SHARDING_CODES else "sharding_mode"

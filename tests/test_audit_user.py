@@ -209,3 +209,14 @@ def test_fit_refuses_tp_overlap_beside_a_pin_that_rules_it_out(cli, pin, named):
     assert ok.exit_code == 0, ok.stderr
     plan = json.loads(ok.stdout)[0]["plan"]
     assert plan["tp"] == 2 and plan["tp_comm_overlap"] is True and plan["sequence_parallel"] is True
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--sequence-parallel", "--tp", "1"], "--sequence-parallel with --tp 1: sequence_parallel needs tp > 1"),
+    (["--schedule", "interleaved", "--pp", "1"], "--schedule interleaved with --pp 1: the interleaved schedule needs"),
+    (["--schedule", "interleaved", "--vpp", "1"], "--schedule interleaved with --vpp 1: the interleaved schedule needs"),
+])
+def test_fit_refuses_pins_that_contradict_each_other(cli, args, needle):
+    # before: each searched (every candidate broke SP_TP / the interleaved rule), then the nearby GPU counts: 11-14 s wall
+    # on a shared machine for exit 1; explain refuses the same plan at once, exit 2
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "8", *args), needle)
