@@ -2415,13 +2415,16 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
     p = {f: int(getattr(plan, f)[0]) for f in ("tp", "cp", "pp", "vpp", "dp", "mbs", "sharding", "shard", "recompute")}
     shard = SHARDING_NAMES[p["sharding"]] + (f" (shard group {p['shard']})" if p["sharding"] == HSDP or p["shard"] != p["dp"] else "")
     desc = (f"TP {p['tp']} x CP {p['cp']} x PP {p['pp']} x DP {p['dp']}" + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
-            + f", {shard}, micro-batch {p['mbs']}, recompute {RECOMPUTE_NAMES[p['recompute']]}, on {settings.gpus:,} GPUs")
+            + f", {shard}, micro-batch {p['mbs']}, recompute {RECOMPUTE_NAMES[p['recompute']]}, on {settings.gpus:,} "
+            + ("GPU" if settings.gpus == 1 else "GPUs"))
     over = total - usable
     hints = {
         "weights_bytes": "shard the weights (--sharding fsdp), add GPUs, or use a GPU with more HBM",
         "gradients_bytes": "shard the gradients (zero2/fsdp), add GPUs, or use a GPU with more HBM",
         "optimizer_bytes": "shard the optimizer state (zero1 and up) over more GPUs, or use a GPU with more HBM",
-        "activations_bytes": "allow full recompute, more TP/CP/PP, a shorter --seq-len or a GPU with more HBM",
+        # the closest plan already recomputing fully is not told to allow it (audit5)
+        "activations_bytes": ("" if RECOMPUTE_NAMES[p["recompute"]] == "full" else "allow full recompute, ")
+        + "more TP/CP/PP, a shorter --seq-len or a GPU with more HBM",
         "other_bytes": "lower --reserve-gib or use a GPU with more HBM",
     }
     e = NoFitError(

@@ -220,3 +220,14 @@ def test_fit_refuses_pins_that_contradict_each_other(cli, args, needle):
     # before: each searched (every candidate broke SP_TP / the interleaved rule), then the nearby GPU counts: 11-14 s wall
     # on a shared machine for exit 1; explain refuses the same plan at once, exit 2
     assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "8", *args), needle)
+
+
+def test_nothing_fits_hint_does_not_offer_what_the_closest_plan_already_does(cli):
+    # before: "hint: allow full recompute, more TP/CP/PP, ..." for a closest plan at recompute full (10M tokens on 8
+    # GPUs: activations 1,415.8 GiB), and "on 1 GPUs"
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "10000000", "--global-batch", "8", "-q")
+    assert r.exit_code == 1, r.stderr
+    assert "recompute full" in r.stderr and "largest component: activations" in r.stderr
+    assert "allow full recompute" not in r.stderr and "hint: more TP/CP/PP, a shorter --seq-len" in r.stderr
+    one = cli("fit", "--model", "llama3-8b", "--gpus", "1", "-q")
+    assert one.exit_code == 1 and "on 1 GPU, needs" in one.stderr
