@@ -231,3 +231,15 @@ def test_nothing_fits_hint_does_not_offer_what_the_closest_plan_already_does(cli
     assert "allow full recompute" not in r.stderr and "hint: more TP/CP/PP, a shorter --seq-len" in r.stderr
     one = cli("fit", "--model", "llama3-8b", "--gpus", "1", "-q")
     assert one.exit_code == 1 and "on 1 GPU, needs" in one.stderr
+
+
+def test_a_rule_across_model_fields_is_not_named_a_top_level_field(cli, tmp_path):
+    # before: "error: m.yaml: field `(top level)`: Value error, num_attention_heads (32) must be a multiple of
+    # num_kv_heads (5)" and "hint: fix the field `(top level)`"
+    spec = yaml.safe_load((Path(__file__).parent.parent / "model_zoo" / "llama3-8b.yaml").read_text(encoding="utf-8"))
+    spec["num_kv_heads"] = 5
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    r = cli("explain", "--model", p, "--gpus", "8")
+    assert_one_error(r, "m.yaml: num_attention_heads (32) must be a multiple of num_kv_heads (5)", "fix the fields it names")
+    assert "(top level)" not in r.stderr and "Value error" not in r.stderr
