@@ -243,3 +243,29 @@ def test_a_rule_across_model_fields_is_not_named_a_top_level_field(cli, tmp_path
     r = cli("explain", "--model", p, "--gpus", "8")
     assert_one_error(r, "m.yaml: num_attention_heads (32) must be a multiple of num_kv_heads (5)", "fix the fields it names")
     assert "(top level)" not in r.stderr and "Value error" not in r.stderr
+
+
+# ------------------------------------------------------------ export of a plan priced on a hardware YAML
+@pytest.fixture
+def own_hardware(tmp_path):
+    """hardware_db/h100-sxm.yaml as a user's file named h100-custom (the same figures)."""
+    spec = yaml.safe_load((Path(__file__).parent.parent / "hardware_db" / "h100-sxm.yaml").read_text(encoding="utf-8"))
+    spec["name"] = "h100-custom"
+    p = tmp_path / "h100-custom.yaml"
+    p.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("stack,fmt", [("megatron", "megatron"), ("torchtitan", "torchtitan"),
+                                       ("torchtitan-0.3", "torchtitan"), ("megatron-deepspeed", "deepspeed")])
+def test_export_of_a_plan_on_a_hardware_file(cli, own_hardware, stack, fmt):
+    # before: "error: unknown hardware 'h100-custom'" (exit 2): the Megatron, torchtitan and torchtitan 0.3 writers
+    # looked the plan's GPU up by its name in the catalog, not by the file it was priced with (plan hardware_file)
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--hardware", own_hardware, "--stack", stack, "--export", fmt,
+            "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "unknown hardware" not in r.stderr
+    if fmt == "megatron":
+        assert "# hardware h100-custom: 8 GPUs = 1 node(s) x 8" in r.stdout
+    if fmt == "deepspeed":  # the read-back line names the file, which --hardware loads (the name alone it does not)
+        assert f"--hardware {own_hardware} " in r.stderr
