@@ -269,3 +269,11 @@ def test_export_of_a_plan_on_a_hardware_file(cli, own_hardware, stack, fmt):
         assert "# hardware h100-custom: 8 GPUs = 1 node(s) x 8" in r.stdout
     if fmt == "deepspeed":  # the read-back line names the file, which --hardware loads (the name alone it does not)
         assert f"--hardware {own_hardware} " in r.stderr
+
+
+def test_a_suffixed_number_in_a_job_file_gets_the_number_to_write(cli, tmp_path):
+    # before: "field `tokens`: Input should be a valid number" with "hint: fix the field `tokens`", for the 15T the
+    # command line's --tokens takes
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 8\ntokens: 15T\n", encoding="utf-8")
+    assert_one_error(cli("explain", job), "field `tokens`", "write the field `tokens` as a number: 1.5e+13")
