@@ -277,3 +277,16 @@ def test_a_suffixed_number_in_a_job_file_gets_the_number_to_write(cli, tmp_path)
     job = tmp_path / "job.yaml"
     job.write_text("model: llama3-8b\ngpus: 8\ntp: 8\ntokens: 15T\n", encoding="utf-8")
     assert_one_error(cli("explain", job), "field `tokens`", "write the field `tokens` as a number: 1.5e+13")
+
+
+def test_check_time_gate_without_a_fix_points_to_fit(cli, tmp_path):
+    # before: "no single change, nor any pair of changes, ... makes it pass" and nothing more for a time gate, while the
+    # ladders only save memory (TP and PP only go up): fit's TP 1 plans on the same 8 GPUs run above 60% MFU
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 8\n", encoding="utf-8")
+    r = cli("check", job, "--min-mfu", "0.5")
+    assert r.exit_code == 1, r.stderr
+    assert "too little MFU: 41.0% < --min-mfu 50.0%" in r.stdout  # README's check example: TP 8 on 8 GPUs, MFU 41.0%
+    assert "never lower TP or PP: `planner fit`" in r.stdout
+    fit = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--format", "json", "-q")
+    assert json.loads(fit.stdout)[0]["throughput"]["mfu"] > 0.5  # what fit finds, at the gate
