@@ -2615,14 +2615,14 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
 
         # ZeRO-1/2's engine reads reduce_bucket_size, its IPG buffer (memory.py [zb]), in a mode with step_grads.ipg_buffer:
         # priced there (before the 2026-12-07 audit5 this warning said so of it too, and that an export drops them: the
-        # DeepSpeed export writes every one, trainers/export.py)
+        # DeepSpeed export writes each that differs from the stack's defaults, plan.exported_zero3, trainers/export.py)
         sg = step_grads(stack, plan)
         read = {"reduce_bucket_size"} if sg is not None and float(np.max(sg["ipg_buffer"])) > 0 else set()
         unread = {k: v for k, v in job.deepspeed_zero3.items() if k not in read}
         if unread:
             warnings.append(f"deepspeed_zero3 {unread} at sharding {job.sharding}: DeepSpeed reads these in its "
                             "stage-3 engine only (memory.py [z3]), so they price nothing here (an exported DeepSpeed "
-                            "JSON still writes them, for DeepSpeed to ignore)")
+                            "JSON still writes those that differ from DeepSpeed's defaults, for it to ignore)")
     _embedding_grad_skip_warning(job, model, stack, plan, pao, warnings)
     _check_offload(job, stack, hw, where, warnings)
     if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py
