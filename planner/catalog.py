@@ -131,6 +131,21 @@ def format_validation_error(e: ValidationError, path: str, cls=None) -> PlannerE
         hint = f"counts are whole numbers up to {MAX_COUNT:,} (2**31 - 1)"
     elif first["type"] == "finite_number":
         hint = "give a finite number (not .inf, .nan or a value beyond 1.8e308)"
+    elif first["type"] in ("float_parsing", "int_parsing") and isinstance(first.get("input"), str):
+        # `tokens: 15T` in a file: the suffixes are the command line's (units.parse_count); say what to write (audit5)
+        from .units import parse_count
+
+        try:
+            hint = (f"write the field `{loc}` as a number: {parse_count(first['input']):.6g} (the k, M, G, T suffixes "
+                    "are the command line's)")
+        except PlannerError:
+            pass
+    if not first["loc"] and first["type"] == "value_error":
+        # a rule across fields (a model validator): no one field to name, so not "field `(top level)`" (before the
+        # 2026-12-07 audit5: "field `(top level)`: Value error, num_attention_heads (32) must be a multiple of ...")
+        text = msg.removeprefix("Value error, ")
+        return PlannerError(f"{path}: {text}{more}",
+                            hint or "fix the fields it names (the README and `planner schema` give each field's type)")
     if hint is None:  # a wrong type or value: name what to fix
         hint = f"fix the field `{loc}` (the README and `planner schema` give each field's type)"
     return PlannerError(f"{path}: field `{loc}`: {msg}{more}", hint)

@@ -1988,9 +1988,11 @@ def _check_report_args(op: int, code: int, ranks, stride, bandwidth, latency) ->
     if stride < 1:
         raise PlannerError(f"--stride must be at least 1, got {stride}", "1 = consecutive ranks; 8 = one rank per 8-GPU node")
     if bandwidth is not None and not bandwidth > 0:
-        raise PlannerError(f"--bandwidth must be > 0, got {bandwidth / 1e9:g} GB/s")
+        raise PlannerError(f"--bandwidth must be > 0, got {bandwidth / 1e9:g} GB/s",
+                           "give GB/s per rank per direction, e.g. --bandwidth 50, or leave it out for the hardware's")
     if latency is not None and not latency >= 0:
-        raise PlannerError(f"--latency must be >= 0, got {latency * 1e6:g} us")
+        raise PlannerError(f"--latency must be >= 0, got {latency * 1e6:g} us",
+                           "give microseconds a round, e.g. --latency 10, or leave it out for the hardware's")
     if code != AUTO and not bool(supported(op, code)):
         ok = [ALGO_NAMES[a] for a in range(len(ALGO_CODES)) if SUPPORTED[op, a]]
         raise PlannerError(

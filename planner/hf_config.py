@@ -1226,7 +1226,8 @@ def _mlp_name(m) -> str:
 def read(cfg: Any, path: str) -> tuple[dict, list[str]]:
     """(ModelSpec data, assumed lines) of a transformers config.json."""
     if not isinstance(cfg, dict):
-        raise PlannerError(f"{path}: expected a JSON object")
+        raise PlannerError(f"{path}: expected a JSON object",
+                          "give a Hugging Face config.json: one object of the model's fields ({\"model_type\": ..., ...})")
     r = Reader(cfg, path)
     data = r.data()
     return data, r.assumed

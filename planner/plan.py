@@ -1073,7 +1073,8 @@ def _mode_level(stack, job: Job, where: str) -> str:
     names = [m.name for m in runs.sharding] if runs is not None else []
     if job.sharding_mode not in names:
         raise PlannerError(f"{where}sharding_mode {job.sharding_mode!r} is not a mode of stack {stack.name}",
-                           f"its modes ({stack.origin} runs.sharding): {', '.join(names) or 'none listed'}")
+                           f"its modes ({stack.origin} runs.sharding): {', '.join(names) or 'none listed'}; or a level "
+                           "(--sharding / sharding: none, zero1, zero2, fsdp, hsdp)")
     level = runs.sharding[names.index(job.sharding_mode)].level
     if "sharding" in job.model_fields_set and job.sharding != level:
         raise PlannerError(f"{where}sharding {job.sharding} contradicts sharding_mode {job.sharding_mode} (a {level} mode)",
@@ -2619,9 +2620,18 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
                         "checkpointing.py l. 258-262, 280-286: the whole input kept, no all-gather at model-parallel "
                         "size 1), so it prices nothing here and an exported file does not carry it")
     if job.deepspeed_zero3 and job.sharding not in ("fsdp", "hsdp"):  # nothing the user gave is silently dropped
-        warnings.append(f"deepspeed_zero3 {dict(job.deepspeed_zero3)} at sharding {job.sharding}: DeepSpeed reads these "
-                        "in its stage-3 engine only (memory.py [z3]), so they price nothing here and an exported file "
-                        "does not carry them")
+        from .stacks import step_grads  # (stacks imports plan)
+
+        # ZeRO-1/2's engine reads reduce_bucket_size, its IPG buffer (memory.py [zb]), in a mode with step_grads.ipg_buffer:
+        # priced there (before the 2026-12-07 audit5 this warning said so of it too, and that an export drops them: the
+        # DeepSpeed export writes each that differs from the stack's defaults, plan.exported_zero3, trainers/export.py)
+        sg = step_grads(stack, plan)
+        read = {"reduce_bucket_size"} if sg is not None and float(np.max(sg["ipg_buffer"])) > 0 else set()
+        unread = {k: v for k, v in job.deepspeed_zero3.items() if k not in read}
+        if unread:
+            warnings.append(f"deepspeed_zero3 {unread} at sharding {job.sharding}: DeepSpeed reads these in its "
+                            "stage-3 engine only (memory.py [z3]), so they price nothing here (an exported DeepSpeed "
+                            "JSON still writes those that differ from DeepSpeed's defaults, for it to ignore)")
     _embedding_grad_skip_warning(job, model, stack, plan, pao, warnings)
     _check_offload(job, stack, hw, where, warnings)
     if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py

@@ -2226,6 +2226,24 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "", gpus_list: list[in
     from .catalog import load_stack
     from .plan import SHARDING_CODES, stack_for_settings
 
+    # pinned options that contradict each other on every plan: refused as explain refuses them (rule TP_OVERLAP_SP), not
+    # searched (before the 2026-12-07 audit5 `fit --tp 1 --tp-comm-overlap` searched every plan, then tried the GPU
+    # counts nearby for 40 s, to answer "no plan satisfies the constraints", exit 1)
+    if job.tp_comm_overlap:
+        why = ("--tp 1" if opts.tp is not None and max(opts.tp) == 1 else
+               "--no-sequence-parallel" if opts.sequence_parallel is False else None)
+        if why is not None:
+            raise PlannerError(f"{where}--tp-comm-overlap with {why}: tp_comm_overlap needs sequence parallelism with "
+                               "tp > 1", "pin --tp above 1 with sequence parallelism, or drop --tp-comm-overlap")
+    if opts.sequence_parallel and opts.tp is not None and max(opts.tp) == 1:  # rule SP_TP
+        raise PlannerError(f"{where}--sequence-parallel with --tp 1: sequence_parallel needs tp > 1",
+                           "pin --tp above 1, or drop --sequence-parallel")
+    if opts.schedule is not None and set(opts.schedule) == {"interleaved"} and (
+            (opts.pp is not None and max(opts.pp) < 2) or (opts.vpp is not None and max(opts.vpp) < 2)):
+        pins = "--pp " + ",".join(map(str, opts.pp)) if opts.pp is not None and max(opts.pp) < 2 else \
+            "--vpp " + ",".join(map(str, opts.vpp))
+        raise PlannerError(f"{where}--schedule interleaved with {pins}: the interleaved schedule needs pp >= 2 and "
+                           "vpp >= 2", "pin --pp and --vpp at 2 or more, or another --schedule")
     for n in opts.sharding or ():
         if job.sharding_mode is None:  # a level (none, zero1, ...) whose every mode refuses the job, or a refusing mode
             key = "sharding" if n in SHARDING_CODES else "sharding_mode"
@@ -2397,13 +2415,16 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
     p = {f: int(getattr(plan, f)[0]) for f in ("tp", "cp", "pp", "vpp", "dp", "mbs", "sharding", "shard", "recompute")}
     shard = SHARDING_NAMES[p["sharding"]] + (f" (shard group {p['shard']})" if p["sharding"] == HSDP or p["shard"] != p["dp"] else "")
     desc = (f"TP {p['tp']} x CP {p['cp']} x PP {p['pp']} x DP {p['dp']}" + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
-            + f", {shard}, micro-batch {p['mbs']}, recompute {RECOMPUTE_NAMES[p['recompute']]}, on {settings.gpus:,} GPUs")
+            + f", {shard}, micro-batch {p['mbs']}, recompute {RECOMPUTE_NAMES[p['recompute']]}, on {settings.gpus:,} "
+            + ("GPU" if settings.gpus == 1 else "GPUs"))
     over = total - usable
     hints = {
         "weights_bytes": "shard the weights (--sharding fsdp), add GPUs, or use a GPU with more HBM",
         "gradients_bytes": "shard the gradients (zero2/fsdp), add GPUs, or use a GPU with more HBM",
         "optimizer_bytes": "shard the optimizer state (zero1 and up) over more GPUs, or use a GPU with more HBM",
-        "activations_bytes": "allow full recompute, more TP/CP/PP, a shorter --seq-len or a GPU with more HBM",
+        # the closest plan already recomputing fully is not told to allow it (audit5)
+        "activations_bytes": ("" if RECOMPUTE_NAMES[p["recompute"]] == "full" else "allow full recompute, ")
+        + "more TP/CP/PP, a shorter --seq-len or a GPU with more HBM",
         "other_bytes": "lower --reserve-gib or use a GPU with more HBM",
     }
     e = NoFitError(
@@ -2412,8 +2433,14 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
         f"(1 - headroom {settings.headroom:g})); largest component: {top_term.replace('_bytes', '')} "
         f"{top_bytes / GiB:,.1f} GiB (largest term {raw_term} {raw_bytes / GiB:,.1f} GiB). "
         f"Searched {counts.considered:,} candidates: {counts.broke_constraint:,} broke a constraint, "
-        f"{counts.did_not_fit:,} did not fit",
-        hints[top_term],
+        f"{counts.did_not_fit:,} did not fit"
+        # the splits --max-layer-slack dropped are named here too, as where no plan satisfies the constraints (above):
+        # before the 2026-12-07 audit5 DeepSeek-V3 on its own stack and 2,048 H800s (61 layers in 16 stages: slack 3)
+        # read as "nothing fits ... PP 1" with a hint to shard the gradients, its PP 16 plan never priced
+        + (f"; {counts.slack_dropped:,} pipeline splits (pp, vpp) left out because the layers do not split evenly "
+           "enough (--max-layer-slack)" if counts.slack_dropped else ""),
+        hints[top_term] + ("; or raise --max-layer-slack to price the deeper pipelines left out" if counts.slack_dropped
+                           else ""),
     )
     e.closest = to_json(settings, plan, evaluate(settings, plan), 0)  # explain's JSON of the closest plan
     e.overflow_bytes = over

@@ -568,6 +568,18 @@ def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
         raise PlannerError(f"--schedule {','.join(bad)}: stack {stack.name} does not run it ({stack.origin} runs.schedules: "
                            f"{', '.join(scheds)})", f"choose among {', '.join(scheds)}")
 
+    # a pinned degree above the stack's own largest is bad input naming the stack (before the 2026-12-07 audit5 the cap
+    # below emptied the axis: `fit --stack llm-foundry --tp 2` answered "no plan ... (0 candidates)", exit 1, no reason)
+    for flag, pins, limit in (("--tp", opts.tp, runs.max_tp), ("--cp", opts.cp, runs.max_cp), ("--pp", opts.pp, runs.max_pp),
+                              ("--ep", opts.ep, runs.max_ep)):
+        over = [v for v in (pins or ()) if limit is not None and v > limit]
+        if over:
+            key = flag[2:]
+            raise PlannerError(f"{flag} {','.join(map(str, over))}: stack {stack.name} runs {key} {limit} at most "
+                               f"({stack.origin} runs.max_{key})",
+                               f"give {flag} {limit}{' (its code has no such parallelism)' if limit == 1 else ' or less'}, "
+                               "or leave it out (fit searches what the stack runs), or choose another --stack")
+
     def cap(mx, limit):
         return limit if mx is None else (mx if limit is None else min(mx, limit))
 

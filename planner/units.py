@@ -69,6 +69,13 @@ def parse_count(text: str | int | float, what: str = "value") -> float:
     s = str(text).strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUM + r"\s*([kKMGTPE]?)", s)
     if not m:
+        # two misreadings a user makes, named (before the 2026-12-07 audit5 both were "cannot read"): a negative
+        # count, and B for billion (Megatron's --step-batch-size-schedule spelling; here G, the SI prefix)
+        if re.fullmatch(r"-\s*" + _NUM + r"\s*[kKMGTPEB]?", s):
+            raise PlannerError(f"{what} {text!r} is negative", "give a positive number")
+        if (b := re.fullmatch(_NUM + r"\s*[bB]", s)) is not None:
+            raise PlannerError(f"cannot read {what} {text!r}: B is not a prefix here",
+                               f"write billions with G ({b.group(1)}G) or as {b.group(1)}e9; the prefixes are k, M, G, T, P")
         raise PlannerError(f"cannot read {what} {text!r}", "write a number, optionally with k, M, G, T, P (e.g. 16M, 15e12)")
     return finite(float(m.group(1)) * _DEC[m.group(2)], what, text)
 
@@ -80,6 +87,8 @@ def parse_bytes(text: str | int | float, what: str = "size") -> float:
     s = str(text).strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUM + r"\s*((?:[kKMGTPE]i?)?)\s*([Bb]?)", s)
     if not m or (m.group(3) == "b"):
+        if re.fullmatch(r"-\s*" + _NUM + r"\s*(?:[kKMGTPE]i?)?\s*B?", s):  # named, as parse_count names it (audit5)
+            raise PlannerError(f"{what} {text!r} is negative", "give a positive size, such as 141GB or 4GiB")
         raise PlannerError(f"cannot read {what} {text!r}", "write bytes such as 141GB, 4GiB, 512MB or 1024")
     prefix = m.group(2)
     factor = _BIN[prefix[0].upper() + "i"] if prefix.endswith("i") else _DEC[prefix]
@@ -93,6 +102,8 @@ def parse_seconds(text: str | int | float, what: str = "time") -> float:
     s = str(text).strip()
     m = re.fullmatch(_NUM + r"\s*(s|ms|us|µs|ns|min|h|d)?", s)
     if not m:
+        if re.fullmatch(r"-\s*" + _NUM + r"\s*(s|ms|us|µs|ns|min|h|d)?", s):  # named, as parse_count names it (audit5)
+            raise PlannerError(f"{what} {text!r} is negative", "give a positive time, such as 30s, 10min or 12h")
         raise PlannerError(f"cannot read {what} {text!r}", "write a time such as 10us, 30s, 10min, 12h")
     return finite(float(m.group(1)) * _TIME[m.group(2) or "s"], what, text)
 

@@ -1138,7 +1138,7 @@ def calibrate_logs(
         raise PlannerError(f"--scope: unknown scope {scope!r}", "valid: " + ", ".join(SCOPES))
     for opt, v in (("--ranks", ranks), ("--nodes", nodes)):
         if v is not None and v < 1:
-            raise PlannerError(f"{opt} {v}: must be a positive integer")
+            raise PlannerError(f"{opt} {v}: must be a positive integer", f"e.g. {opt} 8, or leave it out")
     warnings: list[str] = []
 
     def note(msg: str) -> None:

@@ -346,8 +346,12 @@ def _release_note(data: dict) -> Optional[str]:
 def _shell_script(path: Path, text: Optional[str]) -> bool:
     """A file that no trainer reader took (sniff_format) and that is a shell script by its name (.sh, .bash, .slurm,
     .sbatch) or its first line (#!): a launch the readers do not know (Megatron-Bridge's MIMO scripts, a conversion
-    script), named so rather than as the job YAML it is not ('line 10, column 1: invalid YAML')."""
-    return path.suffix.lower() in (".sh", ".bash", ".slurm", ".sbatch") or (text or "").lstrip().startswith("#!")
+    script), named so rather than as the job YAML it is not ('line 10, column 1: invalid YAML'). Only a file
+    sniff_format read (text not None): a missing run.sh is the reader's 'cannot read (no such file)', not 'not a
+    trainer config' (before the 2026-12-07 audit5 it was the latter)."""
+    if text is None:
+        return False
+    return path.suffix.lower() in (".sh", ".bash", ".slurm", ".sbatch") or text.lstrip().startswith("#!")
 
 
 def job_yaml(path: Path, text: Optional[str] = None):
@@ -651,7 +655,7 @@ def register(app: typer.Typer) -> None:
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: the stack's)"),
         recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers", help="with --recompute full: re-run only this many layers per stage (Megatron --recompute-num-layers) (default: all)"),
-        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: megatron|torchtitan|llm-foundry|megatron-deepspeed|deepseek or a stack YAML (default: megatron; `planner stacks`)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: a catalog name (`planner stacks` lists them: megatron, megatron-bridge, torchtitan, torchtitan-0.3, llm-foundry, megatron-deepspeed, deepseek, ...) or a stack YAML (default: megatron)"),
         torch_compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile (stacks that have it) (default: the stack's)"),
         dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="overlap gradient reduction / parameter all-gather with compute (default: the stack's)"),
         fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="with --precision fp8: delayed|tensorwise|rowwise|mxfp8|blockwise (nvfp4: nvfp4) (default: the stack's)"),
@@ -762,6 +766,7 @@ def register(app: typer.Typer) -> None:
             h = load_hardware(name)
             rows.append(dict(
                 name=name, hbm_GB=h.hbm_GB, hbm_visible_GiB=h.hbm_visible_GiB, hbm_TBps=h.hbm_TBps, bf16_TFLOPS=h.bf16_TFLOPS, fp8_TFLOPS=h.fp8_TFLOPS,
+                fp4_TFLOPS=h.fp4_TFLOPS,  # the table's FP4 TF column (before the 2026-12-07 audit5 never filled: blank on B200)
                 tdp_W=h.tdp_W, gpus_per_node=h.gpus_per_node, nvlink_domain=h.nvlink_domain, nvlink_GBps=h.nvlink_GBps,
                 network_Gbps=h.network_Gbps, pod_gpus=h.fabric.pod_gpus, oversubscription=h.fabric.oversubscription,
             ))

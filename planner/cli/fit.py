@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens (e.g. 15T): adds training days"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="pin TP-communication overlap (needs SP) (default: both where the stack has it, the faster per plan)"),
-        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: megatron|torchtitan|llm-foundry|megatron-deepspeed|deepseek or a stack YAML (default: megatron)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: a catalog name (`planner stacks` lists them: megatron, megatron-bridge, torchtitan, torchtitan-0.3, llm-foundry, megatron-deepspeed, deepseek, ...) or a stack YAML (default: megatron)"),
         torch_compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="pin torch.compile (default: on where the stack has it: it never slows a step in the model)"),
         dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="pin DP-communication overlap (default: on where the stack has it)"),
         fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="pin the fp8 recipe (default: every recipe of the stack, the faster per plan)"),
@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
         plot: Optional[Path] = typer.Option(None, "--plot", help="draw FILE.png|svg|pdf: one count: the feasible plans (memory vs step time, Pareto front, top rows labelled) and the top rows' memory; several counts: MFU, step time, days and memory of the best plan per count (one count evaluates every feasible plan's step time: slower)"),
-        export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
+        export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed|megatron-deepspeed|megatron-bridge (see `planner export`)"),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="with --export: write the trainer config here instead of stdout (as `planner export --output`)"),
         fmt: Format = FormatOption,
         quiet: bool = QuietOption,
@@ -262,7 +262,7 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             if export is None:
                 raise PlannerError("--output writes the --export file: without --export fit writes no file",
-                                   "add --export torchtitan|megatron|deepspeed, or redirect the table (--format json > FILE)")
+                                   "add --export " + "|".join(FORMATS) + ", or redirect the table (--format json > FILE)")
             files.output_path(output, "--output")
         if plot is not None:
             from ..plot import check_plot_path
@@ -348,8 +348,11 @@ def register(app: typer.Typer) -> None:
             if not rows:
                 raise NoFitError("no plan fits: nothing to export", "see `planner fit` without --export for the closest plan")
             p = rows[0]["plan"]
-            warn(f"exporting row 1: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
-                 f"micro-batch {p['micro_batch']}, {p['sharding']}, recompute {p['recompute']}")
+            on = f" of {p['gpus']:,} GPUs" if several else ""  # --gpus 8,16: which count's plan (audit5: dp alone told)
+            warn(f"exporting row 1{on}: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
+                 f"micro-batch {p['micro_batch']}, {p['sharding']}"
+                 + (f" as {p['sharding_mode']}" if p.get("sharding_mode") not in (None, p["sharding"]) else "")
+                 + f", recompute {p['recompute']}")
             from .export import write_export  # only here: it brings in the export and budget commands
 
             write_export(p, export, output, readback=rows[0])

@@ -64,7 +64,12 @@ def print_job(name: str, res: dict) -> None:
                    "micro-batch, more TP (up to the NVLink domain), more CP (where the stack runs it), more PP, more EP "
                    "(mixture-of-experts models) and TP overlap off makes it pass"
                    + ("; more GPUs, GPUs with more memory, or three or more of these changes together might"
-                      if any(f["kind"] == "memory" for f in res["failures"]) else ""))
+                      if any(f["kind"] == "memory" for f in res["failures"]) else "")
+                   # a time gate: the ladders only add memory-saving (audit5: `--min-mfu 0.5` on TP 8 was told nothing
+                   # helps, while fit's TP 1 FSDP plan on the same 8 GPUs runs 63.6%)
+                   + ("; the changes tried save memory and never lower TP or PP: `planner fit` with the job's model, "
+                      "GPUs and batch searches every plan against the gate's figure"
+                      if any(f["kind"] in ("step_time", "mfu") for f in res["failures"]) else ""))
         return
     by = "predicted step time" if all(s["step_s"] is not None for s in sugg) else "the documented cost order"
     typer.echo(f"  changes that pass, each checked with the same model as `planner explain` (ranked by {by}):")

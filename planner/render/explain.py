@@ -313,6 +313,8 @@ def placement_lines(res: dict) -> None:
         if g is None or g["ranks"] == 1:
             continue
         span = "" if g["nvlink_domains"] == 1 else f" over {g['nvlink_domains']} domains, {g['members_per_domain']} each"
+        if key == "dp" and res["plan"]["cp"] > 1:  # the gradient group is DP x CP (placement.groups): "DP128" beside
+            label = "DP x CP "  # the header's DP 64 read as a contradiction before the 2026-12-07 audit5
         parts.append(f"{label}{g['ranks']} {g['tier']}{span}")
     if parts:
         out.print(f"  placement (NVLink domains of {pl['nvlink_domain_in_use']} GPUs in use): " + "; ".join(parts))

@@ -274,7 +274,7 @@ def _auto_attention_kernel(plan: dict) -> str:
     from ..catalog import load_stack
     from ..compute import attention_kernel
 
-    return attention_kernel(load_stack("megatron"), load_hardware(plan["hardware"]))
+    return attention_kernel(load_stack("megatron"), load_hardware(plan.get("hardware_file") or plan["hardware"]))
 
 
 def _plan_arrays(plan: dict):
@@ -692,7 +692,7 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     from ..startup import model_code
 
     name = plan["model"]
-    kernel = load_stack("torchtitan").attention_kernel_for(load_hardware(plan["hardware"]).capability,
+    kernel = load_stack("torchtitan").attention_kernel_for(load_hardware(plan.get("hardware_file") or plan["hardware"]).capability,
                                                            plan.get("attention_kernel"))  # SDPA's, or the job's
     same = matching(model)
     runs = [fl for fl in same if ATTN_KERNELS[fl.attn_type] == kernel]
@@ -1766,7 +1766,8 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
         notes.append(f"recompute {plan['recompute']}: set in the model code (Hugging Face gradient_checkpointing), "
                      "not in a DeepSpeed JSON; pass --recompute when reading it back")
     notes.append(f"the JSON does not name the model, the GPU count or the sequence length: read it back with --model "
-                 f"{plan.get('model_file') or plan['model']} --gpus {plan['gpus']} --hardware {plan['hardware']} "
+                 f"{plan.get('model_file') or plan['model']} --gpus {plan['gpus']} "
+                 f"--hardware {plan.get('hardware_file') or plan['hardware']} "
                  f"--seq-len {plan['seq_len']}")
     return json.dumps(cfg, indent=2) + "\n"
 

@@ -1514,7 +1514,7 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
         raise _refuse(f"activation checkpointing {ac}: torchtitan 0.3.0's policies are per-op selective, full and "
                          "none (activation_checkpoint.py l. 329-337); every n-th layer is no option",
                       "price recompute selective, full (every layer) or none")
-    hw = load_hardware(plan["hardware"])
+    hw = load_hardware(plan.get("hardware_file") or plan["hardware"])  # a hardware YAML by its file (audit5)
     g, per = plan["gpus"], hw.gpus_per_node
     nodes, nproc = (g // per, per) if g % per == 0 else (1, g)
     head = ["#!/usr/bin/bash",
