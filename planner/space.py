@@ -372,6 +372,13 @@ class Space:
     # memory.placement_groups of every base row, computed once for the spaces of one parent (search.vocab_spaces:
     # the placement reads no vocabulary): (placed, each base row's group, groups); None: each memory call its own
     placement: tuple = None
+    # NCCL's NVLS buffers at each rank order (search.with_order_memory; memory.py [nv]): each base row's lightest
+    # order (the distinct order of its order_ok whose memory.nvls_buffer_bytes is least, the first of ties: its
+    # first order in the search) and what its memory at that order adds to its memory at the base row's own order
+    # (light_shift, bytes, <= 0 where that order is one of its own); None where no row's NVLS buffers differ between
+    # its orders (the search then reads no rank order for memory, as before)
+    light: np.ndarray = None
+    light_shift: np.ndarray = None
     # variant_ok's (plan, {dispatcher code: where it runs}) of the last plan it was given (held, so that its
     # identity is not reused), the dispatcher's start-up rules evaluated once per plan and dispatcher
     _dispatcher_memo: tuple = field(default=None, init=False, repr=False, compare=False)
