@@ -317,6 +317,8 @@ def order_memory(space: Space, bidx, order) -> np.ndarray:
     bidx = np.asarray(bidx, dtype=np.int64)
     order = np.broadcast_to(np.asarray(order, dtype=np.int64), np.shape(bidx))
     shape = np.shape(bidx)
+    if not bidx.size:
+        return np.zeros(shape)
     flat, o = bidx.ravel(), order.ravel()
     b = space.base
     cols = {f: np.broadcast_to(np.asarray(getattr(b, f)), np.shape(b.tp)).take(flat) for f in mem.NVLS_FIELDS
