@@ -5459,7 +5459,7 @@ def hybridep_tokens(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     return np.maximum(t, float(HYBRIDEP_CONFIGURER_MIN_TOKENS))
 
 
-# the plan fields nvls_buffer_bytes reads (search.order_memory prices it once per distinct tuple of them)
+# the plan fields nvls_buffer_bytes reads (search.with_order_memory prices it once per distinct tuple of them)
 NVLS_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "order")
 
 
@@ -5471,7 +5471,7 @@ def nvls_buffer_bytes(settings: Settings, plan) -> np.ndarray:
     rank its own piece, the heaviest rank's figure the GPU's), with the channels of a group inside one domain or
     spanning domains; 0 elsewhere. The groups are placed at the plan's rank order (plan.order, codes: an order that
     puts DP farther out leaves fewer of its ranks in a domain); fit prices a candidate's memory at its lightest
-    order and adds the difference at each other order (search.order_memory)."""
+    order and adds the difference at each other order (search.order_extra)."""
     hw = settings.hardware
     shape = np.shape(plan.tp)
     if not comm.nvls_enabled(settings.nccl_nvls_enable, getattr(hw, "nvls", False)):  # job / hardware settings

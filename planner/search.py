@@ -310,64 +310,53 @@ def fitting_memory(space: Space, bidx: np.ndarray, rcidx: np.ndarray, usable: fl
     return out, held, ~mask[bidx]
 
 
-def order_memory(space: Space, bidx, order) -> np.ndarray:
-    """memory.nvls_buffer_bytes [nv] of base rows bidx at rank-order codes `order` (the same shape, any), priced once
-    per distinct tuple of memory.NVLS_FIELDS (terms.Groups) and gathered back: the one memory term that reads the
-    rank order (step 2 of the module docstring: a candidate's memory at its lightest order, with_order_memory)."""
-    bidx = np.asarray(bidx, dtype=np.int64)
-    order = np.broadcast_to(np.asarray(order, dtype=np.int64), np.shape(bidx))
-    shape = np.shape(bidx)
-    if not bidx.size:
-        return np.zeros(shape)
-    flat, o = bidx.ravel(), order.ravel()
-    b = space.base
-    cols = {f: np.broadcast_to(np.asarray(getattr(b, f)), np.shape(b.tp)).take(flat) for f in mem.NVLS_FIELDS
-            if f != "order"}
-    cols["order"] = o
-    g = Groups(KeyedPlan(cols), mem.NVLS_FIELDS)
-    out = mem.nvls_buffer_bytes(space.settings, g.plan)
-    return np.asarray(g.expand(out) if g.active else np.broadcast_to(out, np.shape(flat)), dtype=np.float64).reshape(shape)
-
-
 def with_order_memory(space: Space) -> Space:
-    """The space with its rows' lightest rank orders (Space.light, light_shift), where NCCL's NVLS buffers [nv], the
-    one memory term that reads the order, differ between a valid row's distinct orders or between its lightest order
-    and its own (base) order; else the space unchanged. memory_totals prices a candidate at its lightest order (its
-    base-order total plus light_shift, the term being the same on every stage and in every moment: additive), so
-    step 2's `fits` is "fits at some order with variant 0", and each other order adds order_extra (>= 0)."""
+    """The space with its rows' lightest rank orders (Space.light, light_shift, nvls_group, nvls_table), where NCCL's
+    NVLS buffers [nv], the one memory term that reads the order, differ between a valid row's distinct orders or
+    between its lightest order and its own (base) order; else the space unchanged. memory_totals prices a candidate
+    at its lightest order (its base-order total plus light_shift, the term being the same on every stage and in every
+    moment: additive), so step 2's `fits` is "fits at some order with variant 0", and each other order adds
+    order_extra (>= 0). The term reads the mesh and the order only (memory.NVLS_FIELDS): priced once per distinct mesh
+    of the valid rows at each order of the space (nvls_table) and gathered."""
     st = space.settings
     if space.light is not None or not np.size(space.base.tp) or not nvls_enabled(st.nccl_nvls_enable, getattr(st.hardware, "nvls", False)):
         return space
     rows = np.flatnonzero(space.codes == OK)
     if not len(rows):
         return space
+    mesh = tuple(f for f in mem.NVLS_FIELDS if f != "order")
+    g = Groups(KeyedPlan(_columns(space.base, rows, mesh + ("order",))), mesh + ("order",))
+    plan, index, size = (g.plan, g.index, g.size) if g.active else (g.plan, np.zeros(len(rows), dtype=np.int64), 1)
     n_o = len(space.orders)
+    cols = {f: np.repeat(np.broadcast_to(np.asarray(getattr(plan, f)), (size,)), n_o) for f in mesh}
+    cols["order"] = np.tile(space.orders, size)
+    table = mem.nvls_buffer_bytes(st, KeyedPlan(cols)).reshape(size, n_o)  # (mesh and base order groups, orders)
+    own = mem.nvls_buffer_bytes(st, plan)  # at each group's own (base) order
     ok = space.order_ok[rows]
-    at = order_memory(space, np.repeat(rows, n_o).reshape(len(rows), n_o), np.broadcast_to(space.orders, ok.shape))
-    own = order_memory(space, rows, np.broadcast_to(np.asarray(space.base.order), np.shape(space.base.tp))[rows])
-    masked = np.where(ok, at, np.inf)
+    masked = np.where(ok, table[index], np.inf)
     col = np.argmin(masked, axis=1)  # the least, the first of ties (argmin's first): the first distinct order if all tie
     least = masked[np.arange(len(rows)), col]
-    shift = least - own
+    shift = least - np.broadcast_to(own, (size,))[index]
     if not np.any(shift) and np.all((masked == least[:, None]) | ~ok):  # no row's memory reads its order
         return space
     n = np.size(space.base.tp)
-    light, light_shift = np.zeros(n, dtype=np.int64), np.zeros(n)
-    light[rows], light_shift[rows] = space.orders[col], shift
-    return replace(space, light=light, light_shift=light_shift)
+    light, light_shift, group = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64)
+    light[rows], light_shift[rows], group[rows] = space.orders[col], shift, index
+    return replace(space, light=light, light_shift=light_shift, nvls_group=group, nvls_table=table)
 
 
 def order_extra(space: Space, bidx, order) -> np.ndarray:
-    """What the memory of base rows bidx at rank-order codes `order` (broadcast against bidx) adds to their
-    memory_totals (priced at their lightest order, with_order_memory): NCCL's NVLS buffers there less at the
-    lightest order, >= 0 at the orders of order_ok; 0 where the space's memory reads no order (Space.light None)."""
+    """What the memory of base rows bidx at rank-order codes `order` (the space's orders, broadcast against bidx) adds
+    to their memory_totals (priced at their lightest order, with_order_memory): NCCL's NVLS buffers there less at the
+    lightest order (Space.nvls_table), >= 0 at the orders of order_ok; 0 where the space's memory reads no order."""
     bidx = np.asarray(bidx, dtype=np.int64)
     order = np.asarray(order, dtype=np.int64)
     shape = np.broadcast(bidx, order).shape
     if space.light is None:
         return np.zeros(shape)
-    b = np.broadcast_to(bidx, shape)
-    return order_memory(space, b, np.broadcast_to(order, shape)) - order_memory(space, b, space.light[b])
+    g = space.nvls_group[bidx]
+    t = space.nvls_table
+    return t[g, np.searchsorted(space.orders, order)] - t[g, np.searchsorted(space.orders, space.light[bidx])]
 
 
 def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, cap=None) -> tuple:
@@ -1636,7 +1625,7 @@ def _light_at(space: Space, rows) -> dict:
     same lightest orders), as replace() keywords; none where the space has none."""
     if space.light is None:
         return {}
-    return {"light": space.light[rows], "light_shift": space.light_shift[rows]}
+    return {"light": space.light[rows], "light_shift": space.light_shift[rows], "nvls_group": space.nvls_group[rows]}
 
 
 def _placement_at(space: Space, rows) -> tuple | None:

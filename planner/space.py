@@ -379,6 +379,9 @@ class Space:
     # its orders (the search then reads no rank order for memory, as before)
     light: np.ndarray = None
     light_shift: np.ndarray = None
+    # ... and each base row's NVLS group (its mesh and base order's) and the term at each of `orders` by group
+    nvls_group: np.ndarray = None
+    nvls_table: np.ndarray = None
     # variant_ok's (plan, {dispatcher code: where it runs}) of the last plan it was given (held, so that its
     # identity is not reused), the dispatcher's start-up rules evaluated once per plan and dispatcher
     _dispatcher_memo: tuple = field(default=None, init=False, repr=False, compare=False)

@@ -106,7 +106,7 @@ def test_bridge_release_records_run_without_nvls():
 
 
 def test_rank_order_explain_and_fit_agree(cli, explain):
-    """The NVLS groups are placed at the plan's rank order, in fit and explain alike (search.order_memory): tiny-fit,
+    """The NVLS groups are placed at the plan's rank order, in fit and explain alike (search.order_extra): tiny-fit,
     TP 2 PP 2 DP 4 on 16 H100s (8 a node). Megatron's default tp-cp-dp-pp: TP {r, r+1} (2 a node: none), DP 4 ranks 2
     apart, {0, 2, 4, 6} in one node, 4 heads: 16 x 2 x 1 MiB x 4 + 2 MiB = 130 MiB. --use-tp-pp-dp-mapping's
     tp-cp-pp-dp: DP ranks tp x pp = 4 apart, {0, 4, 8, 12}, 2 a node: no NVLS, 0 B (before: 130 MiB there too,
