@@ -1568,11 +1568,12 @@ References
      (Blackwell, one domain / several), nHeads the communicator's GPUs in the NVLink domain (at most 32), none where
      they are 2 or fewer; on hardware with NVLS (hardware nvls) unless the job's nccl_nvls_enable is 0
      (comm.nvls_enabled, comm.py [22]). The GPU's communicators: TP (tp), the gradient group (dp x cp) and the
-     expert-data-parallel group (MoE), placed as Megatron's default rank order places them whatever the plan's
-     (memory reads no rank order: fit prices it once for all orders, and explain prices the same placement, so the
-     two agree at every order: tests/test_nvls_buffers.py; an assumption, over-priced where an order such as
-     --use-tp-pp-dp-mapping's tp-cp-pp-dp leaves fewer of a group's ranks in a domain). Llama 3 8B TP 8 on 8 H100s: one communicator (TP; dp 1), 16 x 2 x 1 MiB x 8
-     + 2 MiB = 258 MiB. Not in the reserve: that is the job's reserve_GiB, an assumption (docs/memory_mechanisms.md),
+     expert-data-parallel group (MoE), placed at the plan's rank order (plan.order): --use-tp-pp-dp-mapping's
+     tp-cp-pp-dp puts DP outside PP, fewer of its ranks in a domain (TP 2 PP 2 DP 4 on 8-GPU nodes: DP 2 a node, no
+     NVLS, where tp-cp-dp-pp holds 4 a node, 130 MiB). The one memory term that reads the order: fit prices a
+     candidate's memory at its lightest order and adds the difference at each other order (search.with_order_memory,
+     order_extra), so explain and fit agree at every order (tests/test_nvls_buffers.py). Llama 3 8B TP 8 on 8 H100s:
+     one communicator (TP; dp 1), 16 x 2 x 1 MiB x 8 + 2 MiB = 258 MiB. Not in the reserve: that is the job's reserve_GiB, an assumption (docs/memory_mechanisms.md),
      no measurement of NCCL's NVLS memory. NCCL releases before v2.22.3-1 bound more, at init (planner/
      nvls_buffers.py [8]): not modelled, no stack or record carries its NCCL release.
 

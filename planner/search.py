@@ -9,7 +9,11 @@ Order of work (every step an array operation over many candidates; the only Pyth
 run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K rows shown):
  1. constraint codes for every base row (space.constraint_codes, resolve's rules);
  2. memory of every valid (base row, recompute) candidate; fits = total <= usable HBM.
-    Memory does not depend on the rank order, so this runs once per placement class. The
+    One memory term reads the rank order, NCCL's NVLS buffers (memory.py [nv]): a candidate's
+    memory is priced once, at its lightest order (with_order_memory: the term once per distinct
+    mesh at each order, added to the base-order total), so fits means it fits at some order;
+    each other order adds order_extra (>= 0), and a (candidate, order) pair fits, is priced and
+    counted only where that total fits (_other_order_mask, _fit_orders). The
     layers' activations (memory.layer_memory) are priced once per distinct tuple of the fields
     they read over all the candidates (layer_memory_groups), each block of memory_totals
     gathering its candidates' share (terms.gather). row_groups groups candidates (base row,
@@ -18,7 +22,7 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     distinct base rows against every recompute choice at once (the plan's fields (n,), its
     recompute (R, 1)): what reads no recompute (states, placement, buffers) is priced once per
     row and broadcast against the (R, n) terms that read it;
- 3. step time of each fitting candidate at its first distinct rank order, and of its stack
+ 3. step time of each fitting candidate at its first rank order (its lightest: _first_order), and of its stack
     variants (best_variants). A variant that differs from variant 0 only in TP overlap
     changes only TPO_TERMS (tp_comm, bubble) of variant 0's terms, so its step is at least
     variant 0's step without them: it is tried only where that can reach the k-th best of

@@ -339,8 +339,9 @@ def distinct_orders(orders: np.ndarray, tp, cp, pp, dp) -> np.ndarray:
 class Space:
     """The candidates that passed every rule at the level where it could be checked, as
     `base` rows (every axis but recompute and the rank order) crossed with `recompute`;
-    rank orders are crossed in only for the time model (memory does not depend on the
-    placement). The candidates that broke a rule are only counted.
+    rank orders are crossed in for the time model (memory reads the order only through NCCL's
+    NVLS buffers: search.with_order_memory, `light` below). The candidates that broke a rule are
+    only counted.
 
     base: PlanArrays (recompute 0, order 0); codes: constraint code of each base row (rows
     that reached the last level can still break the SP and sharding rules); order_ok:

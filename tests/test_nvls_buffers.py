@@ -132,3 +132,38 @@ def test_rank_order_explain_and_fit_agree(cli, explain):
         assert row["memory"]["total_bytes"] == js["memory"]["total_bytes"], p["rank_order"]
         total[p["rank_order"]] = row["memory"]["total_bytes"]
     assert total["tp-cp-dp-pp"] - total["tp-cp-pp-dp"] == 130 * MIB
+
+def test_lightest_order_and_order_extra():
+    """search.with_order_memory / order_extra on tiny-fit's space on 16 H100s (megatron: orders tp-cp-dp-pp, the base
+    rows' own, and tp-cp-pp-dp): the TP 2 PP 2 DP 4 rows hold DP 4 ranks 2 apart in one node at tp-cp-dp-pp (130 MiB)
+    and 4 apart, 2 a node (0 B) at tp-cp-pp-dp, so their lightest order is tp-cp-pp-dp, light_shift -130 MiB, and
+    tp-cp-dp-pp adds 130 MiB; a TP 4 PP 2 DP 2 row's buffers are the same at both orders (TP 4 a node: 16 x 2 x 4 + 2 =
+    130 MiB; DP 2 a node or 1: none): light its first distinct order, no shift. memory_totals (at the lightest order) plus order_extra is
+    memory_total of the plan at each order."""
+    import planner.memory as mem
+    import planner.search as search
+    from planner.comm import order_code
+    from planner.schema import Job
+    from planner.space import SpaceOptions, build_space, settings_for, variant_choices
+
+    job = Job(model="tests/data/tiny-fit.yaml", gpus=16, hardware="h100-sxm", global_batch=16)
+    settings, gbs, seq, _ = settings_for(job)
+    space = search.with_order_memory(build_space(settings, gbs, seq, job.precision, SpaceOptions(),
+                                                 variant_choices(settings.stack, job, "", settings.hardware)))
+    b = space.base
+    default, mapping = order_code("tp-cp-dp-pp"), order_code("tp-cp-pp-dp")
+    ok = space.codes == 0
+    row = np.flatnonzero(ok & (b.tp == 2) & (b.pp == 2) & (b.dp == 4) & (b.cp == 1))[0]
+    assert int(np.asarray(b.order).flat[row]) == default  # the stack's first order: the base rows'
+    assert space.light[row] == mapping and space.light_shift[row] == -130 * MIB
+    assert search.order_extra(space, [row, row], [default, mapping]).tolist() == [130 * MIB, 0.0]
+    tp4 = np.flatnonzero(ok & (b.tp == 4) & (b.pp == 2) & (b.dp == 2) & (b.cp == 1))[0]
+    assert space.order_ok[tp4].sum() == 2 and space.light[tp4] == mapping  # (the first distinct order: every one ties)
+    assert space.light_shift[tp4] == 0.0 and search.order_extra(space, [tp4, tp4], [default, mapping]).tolist() == [0, 0]
+    p = space.plans(np.array([tp4]), np.array([0]), np.array([mapping]))
+    assert float(np.asarray(mem.nvls_buffer_bytes(settings, p)).ravel()[0]) == 130 * MIB
+    got = search.memory_totals(space, np.array([row]), np.array([0]))[0]
+    for code in (default, mapping):
+        p = space.plans(np.array([row]), np.array([0]), np.array([code]))
+        want = float(np.asarray(mem.memory_total(settings, p)).ravel()[0])
+        assert got + search.order_extra(space, row, code) == pytest.approx(want, rel=1e-12), code
