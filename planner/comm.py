@@ -1622,7 +1622,10 @@ def _piece_sets(group_size, stride, params: CommParams, job_gpus):
 def _piece_set(g: int, s: int, D: int, job: int) -> tuple[int, ...]:
     """The distinct pieces (ascending) of groups of g ranks s apart on a job of `job` GPUs in domains
     of D: the placement repeats every lcm(g s, D) ranks, so one period and the job's remainder (kept:
-    a search's start-up rules and memory model ask for the same few pairs)."""
+    a search's start-up rules and memory model ask for the same few pairs). Members s >= D apart (or a group of
+    one) sit one a domain, the domains being blocks of D consecutive ranks: (1,), without the count."""
+    if s >= D or g == 1:
+        return (1,)
     period = int(np.lcm(g * s, D))
     pieces = np.concatenate([_pieces(g, s, D, min(job, period)),
                              _pieces(g, s, D, job % period) if job > period else np.zeros(0, dtype=np.int64)])

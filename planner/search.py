@@ -332,15 +332,23 @@ def with_order_memory(space: Space) -> Space:
     g = Groups(KeyedPlan(_columns(space.base, rows, mesh + ("order",))), mesh + ("order",))
     plan, index, size = (g.plan, g.index, g.size) if g.active else (g.plan, np.zeros(len(rows), dtype=np.int64), 1)
     n_o = len(space.orders)
-    cols = {f: np.repeat(np.broadcast_to(np.asarray(getattr(plan, f)), (size,)), n_o) for f in mesh}
-    cols["order"] = np.tile(space.orders, size)
-    table = mem.nvls_buffer_bytes(st, KeyedPlan(cols)).reshape(size, n_o)  # (mesh and base order groups, orders)
-    own = mem.nvls_buffer_bytes(st, plan)  # at each group's own (base) order
     ok = space.order_ok[rows]
+    # the (group, order) pairs some row of the group runs (its distinct orders), and each group's own (base) order,
+    # in one call (the term's cost is per distinct group placement, comm.domain_piece_columns)
+    need = np.zeros(size * n_o, dtype=bool)
+    need[(index[:, None] * n_o + np.arange(n_o)[None, :])[ok]] = True
+    need = np.flatnonzero(need)
+    cols = {f: np.r_[np.broadcast_to(np.asarray(getattr(plan, f)), (size,))[need // n_o],
+                     np.broadcast_to(np.asarray(getattr(plan, f)), (size,))] for f in mesh + ("order",)}
+    cols["order"][:len(need)] = space.orders[need % n_o]
+    both = np.broadcast_to(mem.nvls_buffer_bytes(st, KeyedPlan(cols)), (len(need) + size,))
+    table = np.full(size * n_o, np.inf)  # (mesh and base order groups, orders); inf where no row runs the order
+    table[need] = both[:len(need)]
+    table, own = table.reshape(size, n_o), both[len(need):]
     masked = np.where(ok, table[index], np.inf)
     col = np.argmin(masked, axis=1)  # the least, the first of ties (argmin's first): the first distinct order if all tie
     least = masked[np.arange(len(rows)), col]
-    shift = least - np.broadcast_to(own, (size,))[index]
+    shift = least - own[index]
     if not np.any(shift) and np.all((masked == least[:, None]) | ~ok):  # no row's memory reads its order
         return space
     n = np.size(space.base.tp)
@@ -2499,7 +2507,8 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
             + (", or raise --max-layer-slack" if slack else "") + near,
         )
     settings, space, b, r, total = min(closests, key=lambda x: x[4])
-    plan = space.plans(np.array([b]), np.array([r]))
+    # at its lightest rank order, where its total was priced (with_order_memory; else the base row's own)
+    plan = space.plans(np.array([b]), np.array([r]), None if space.light is None else space.light[[b]])
     terms, _ = mem.memory_terms(settings, plan)
     cap, usable = mem.capacity(settings)
     grouped = {k: float(v[0]) for k, v in mem.grouped(terms).items() if k in mem.COMPONENTS}
