@@ -1629,18 +1629,21 @@ def _piece_set(g: int, s: int, D: int, job: int) -> tuple[int, ...]:
     period = int(np.lcm(g * s, D))
     pieces = np.concatenate([_pieces(g, s, D, min(job, period)),
                              _pieces(g, s, D, job % period) if job > period else np.zeros(0, dtype=np.int64)])
-    return tuple(int(p) for p in np.unique(pieces))
+    return tuple(int(p) for p in np.flatnonzero(np.bincount(pieces)))  # the distinct counts (each >= 1), ascending
 
 
 def _pieces(g: int, s: int, D: int, n: int) -> np.ndarray:
     """domain_pieces' count for the first n ranks: each rank's group (block r // (g s), offset r % s)
-    members in its domain (r // D)."""
+    members in its domain (r // D), counted in closed form: the ranks congruent to r mod s in
+    [lo, hi), lo the later of its block's and its domain's starts, hi the earliest of their ends and n
+    (r itself, (hi - 1 - r) // s after it, (r - lo) // s before it)."""
     if n <= 0:
         return np.zeros(0, dtype=np.int64)
     r = np.arange(n, dtype=np.int64)
-    key = ((r // (g * s)) * s + r % s) * (n // D + 1) + r // D
-    _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
-    return counts[inv]
+    block, dom = (r // (g * s)) * (g * s), (r // D) * D
+    lo = np.maximum(block, dom)
+    hi = np.minimum(np.minimum(block + g * s, dom + D), n)
+    return (hi - 1 - r) // s + 1 + (r - lo) // s
 
 
 def _place(g, s, span, job, params: CommParams) -> _Placement:
