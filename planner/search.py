@@ -315,60 +315,66 @@ def fitting_memory(space: Space, bidx: np.ndarray, rcidx: np.ndarray, usable: fl
 
 
 def with_order_memory(space: Space) -> Space:
-    """The space with its rows' lightest rank orders (Space.light, light_shift, nvls_group, nvls_table), where NCCL's
-    NVLS buffers [nv], the one memory term that reads the order, differ between a valid row's distinct orders or
-    between its lightest order and its own (base) order; else the space unchanged. memory_totals prices a candidate
-    at its lightest order (its base-order total plus light_shift, the term being the same on every stage and in every
-    moment: additive), so step 2's `fits` is "fits at some order with variant 0", and each other order adds
-    order_extra (>= 0). The term reads the mesh and the order only (memory.NVLS_FIELDS): priced once per distinct mesh
-    of the valid rows at each order of the space (nvls_table) and gathered."""
+    """The space with its rows' lightest rank orders (Space.nvls_group, light, light_shift, nvls_least, nvls_table),
+    where NCCL's NVLS buffers [nv], the one memory term that reads the order, differ between a valid row's distinct
+    orders or between its lightest order and its own (base) order; else the space unchanged. memory_totals prices a
+    candidate at its lightest order (its base-order total plus light_shift, the term being the same on every stage
+    and in every moment: additive), so step 2's `fits` is "fits at some order with variant 0", and each other order
+    adds order_extra (>= 0). The term reads the mesh and the order only (memory.NVLS_FIELDS): the valid rows are
+    grouped by their mesh, base order and order_ok row (packed), and the term priced once per group at each order it
+    runs and at its base order."""
     st = space.settings
     if space.light is not None or not np.size(space.base.tp) or not nvls_enabled(st.nccl_nvls_enable, getattr(st.hardware, "nvls", False)):
         return space
     rows = np.flatnonzero(space.codes == OK)
     if not len(rows):
         return space
-    mesh = tuple(f for f in mem.NVLS_FIELDS if f != "order")
-    g = Groups(KeyedPlan(_columns(space.base, rows, mesh + ("order",))), mesh + ("order",))
-    plan, index, size = (g.plan, g.index, g.size) if g.active else (g.plan, np.zeros(len(rows), dtype=np.int64), 1)
+    fields_ = tuple(f for f in mem.NVLS_FIELDS if f != "order") + ("order",)
+    cols = _columns(space.base, rows, fields_)
+    packed = np.packbits(space.order_ok[rows], axis=1)  # each row's distinct orders, 8 a byte
+    for j in range(packed.shape[1]):
+        cols[f"ok{j}"] = packed[:, j].astype(np.int64)
+    keys = fields_ + tuple(f"ok{j}" for j in range(packed.shape[1]))
+    g = Groups(KeyedPlan(cols), keys)
+    if g.active:
+        plan, index, size, first = g.plan, g.index, g.size, rows[g.first]
+    else:
+        plan, index, size, first = KeyedPlan(cols), np.zeros(len(rows), dtype=np.int64), 1, rows[:1]
     n_o = len(space.orders)
-    ok = space.order_ok[rows]
-    # the (group, order) pairs some row of the group runs (its distinct orders), and each group's own (base) order,
-    # in one call (the term's cost is per distinct group placement, comm.domain_piece_columns)
-    need = np.zeros(size * n_o, dtype=bool)
-    need[(index[:, None] * n_o + np.arange(n_o)[None, :])[ok]] = True
-    need = np.flatnonzero(need)
+    ok = space.order_ok[first]  # (groups, orders)
+    need = np.flatnonzero(ok.ravel())
+    # the (group, order) pairs its rows run and each group's own (base) order, in one call (the term's cost is per
+    # distinct group placement, comm.domain_piece_columns)
     cols = {f: np.r_[np.broadcast_to(np.asarray(getattr(plan, f)), (size,))[need // n_o],
-                     np.broadcast_to(np.asarray(getattr(plan, f)), (size,))] for f in mesh + ("order",)}
+                     np.broadcast_to(np.asarray(getattr(plan, f)), (size,))] for f in fields_}
     cols["order"][:len(need)] = space.orders[need % n_o]
     both = np.broadcast_to(mem.nvls_buffer_bytes(st, KeyedPlan(cols)), (len(need) + size,))
-    table = np.full(size * n_o, np.inf)  # (mesh and base order groups, orders); inf where no row runs the order
+    table = np.full(size * n_o, np.inf)  # inf where the group runs no such order
     table[need] = both[:len(need)]
     table, own = table.reshape(size, n_o), both[len(need):]
-    masked = np.where(ok, table[index], np.inf)
-    col = np.argmin(masked, axis=1)  # the least, the first of ties (argmin's first): the first distinct order if all tie
-    least = masked[np.arange(len(rows)), col]
-    shift = least - own[index]
-    if not np.any(shift) and np.all((masked == least[:, None]) | ~ok):  # no row's memory reads its order
+    col = np.argmin(table, axis=1)  # the least, the first of ties (argmin's first): the first distinct order if all tie
+    least = table[np.arange(size), col]
+    shift = least - own
+    if not np.any(shift) and np.all((table == least[:, None]) | ~ok):  # no row's memory reads its order
         return space
-    n = np.size(space.base.tp)
-    light, light_shift, group = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64)
-    light[rows], light_shift[rows], group[rows] = space.orders[col], shift, index
-    return replace(space, light=light, light_shift=light_shift, nvls_group=group, nvls_table=table)
+    group = np.zeros(np.size(space.base.tp), dtype=np.int64)
+    group[rows] = index
+    return replace(space, nvls_group=group, light=space.orders[col], light_shift=shift, nvls_least=least,
+                   nvls_table=table)
 
 
 def order_extra(space: Space, bidx, order) -> np.ndarray:
     """What the memory of base rows bidx at rank-order codes `order` (the space's orders, broadcast against bidx) adds
     to their memory_totals (priced at their lightest order, with_order_memory): NCCL's NVLS buffers there less at the
-    lightest order (Space.nvls_table), >= 0 at the orders of order_ok; 0 where the space's memory reads no order."""
+    lightest order (Space.nvls_table, nvls_least), >= 0 at the orders of order_ok; 0 where the space's memory reads no
+    order."""
     bidx = np.asarray(bidx, dtype=np.int64)
     order = np.asarray(order, dtype=np.int64)
     shape = np.broadcast(bidx, order).shape
     if space.light is None:
         return np.zeros(shape)
     g = space.nvls_group[bidx]
-    t = space.nvls_table
-    return t[g, np.searchsorted(space.orders, order)] - t[g, np.searchsorted(space.orders, space.light[bidx])]
+    return space.nvls_table[g, np.searchsorted(space.orders, order)] - space.nvls_least[g]
 
 
 def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, cap=None) -> tuple:
@@ -429,8 +435,8 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
             totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size),
                                             (placed, None if p_index is None else p_index[s], p_size),
                                             mem.take_dummies(dummies, s), None if s_index is None else s_index[s])
-        if space.light_shift is not None:  # at each row's lightest rank order (with_order_memory)
-            totals += space.light_shift[rows]
+        if space.light is not None:  # at each row's lightest rank order (with_order_memory)
+            totals += space.light_shift_of(rows)
         if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
             _phase_peaks(space, rows, index, layers, size, totals, f8r)
     if floor is not None:
@@ -470,8 +476,8 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
         q = _tile_phases(p, m, batches)
         q.recompute = rc[:, None]
         at = mem.memory_total(space.settings, q, gather(layers, np.tile(index[:, c], (1, k)), size))
-        if space.light_shift is not None:  # (at the rows' lightest order, as the last batch's totals)
-            at = at + np.tile(space.light_shift[rows[c]], k)
+        if space.light is not None:  # (at the rows' lightest order, as the last batch's totals)
+            at = at + np.tile(space.light_shift_of(rows[c]), k)
         at = np.broadcast_to(at, (len(rc), k * m))
         for j in range(k):  # the peak: np.maximum, exact in any order
             totals[:, c] = np.maximum(totals[:, c], at[:, j * m:(j + 1) * m])
@@ -1633,11 +1639,11 @@ def vocab_spaces(space: Space) -> list:
 
 
 def _light_at(space: Space, rows) -> dict:
-    """Space.light and light_shift at the base rows `rows` (a space of those rows: memory_totals prices them at the
-    same lightest orders), as replace() keywords; none where the space has none."""
+    """Space.nvls_group at the base rows `rows` (a space of those rows: memory_totals prices them at the same
+    lightest orders; the groups' own arrays are shared), as replace() keywords; none where the space has none."""
     if space.light is None:
         return {}
-    return {"light": space.light[rows], "light_shift": space.light_shift[rows], "nvls_group": space.nvls_group[rows]}
+    return {"nvls_group": space.nvls_group[rows]}
 
 
 def _placement_at(space: Space, rows) -> tuple | None:
@@ -1719,7 +1725,7 @@ def _first_order(space: Space, b) -> np.ndarray:
     least, the order its memory_totals is priced at) where the space's memory reads the order, else its first
     distinct order (the lightest too then: every order ties)."""
     if space.light is not None:
-        return space.light[b]
+        return space.lightest(b)
     return space.orders[np.argmax(space.order_ok[b], axis=1)]
 
 
@@ -2508,7 +2514,7 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
         )
     settings, space, b, r, total = min(closests, key=lambda x: x[4])
     # at its lightest rank order, where its total was priced (with_order_memory; else the base row's own)
-    plan = space.plans(np.array([b]), np.array([r]), None if space.light is None else space.light[[b]])
+    plan = space.plans(np.array([b]), np.array([r]), None if space.light is None else space.lightest([b]))
     terms, _ = mem.memory_terms(settings, plan)
     cap, usable = mem.capacity(settings)
     grouped = {k: float(v[0]) for k, v in mem.grouped(terms).items() if k in mem.COMPONENTS}

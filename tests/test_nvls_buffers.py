@@ -155,11 +155,11 @@ def test_lightest_order_and_order_extra():
     ok = space.codes == 0
     row = np.flatnonzero(ok & (b.tp == 2) & (b.pp == 2) & (b.dp == 4) & (b.cp == 1))[0]
     assert int(np.asarray(b.order).flat[row]) == default  # the stack's first order: the base rows'
-    assert space.light[row] == mapping and space.light_shift[row] == -130 * MIB
+    assert space.lightest(row) == mapping and space.light_shift_of(row) == -130 * MIB
     assert search.order_extra(space, [row, row], [default, mapping]).tolist() == [130 * MIB, 0.0]
     tp4 = np.flatnonzero(ok & (b.tp == 4) & (b.pp == 2) & (b.dp == 2) & (b.cp == 1))[0]
-    assert space.order_ok[tp4].sum() == 2 and space.light[tp4] == mapping  # (the first distinct order: every one ties)
-    assert space.light_shift[tp4] == 0.0 and search.order_extra(space, [tp4, tp4], [default, mapping]).tolist() == [0, 0]
+    assert space.order_ok[tp4].sum() == 2 and space.lightest(tp4) == mapping  # (the first distinct order: every one ties)
+    assert space.light_shift_of(tp4) == 0.0 and search.order_extra(space, [tp4, tp4], [default, mapping]).tolist() == [0, 0]
     p = space.plans(np.array([tp4]), np.array([0]), np.array([mapping]))
     assert float(np.asarray(mem.nvls_buffer_bytes(settings, p)).ravel()[0]) == 130 * MIB
     got = search.memory_totals(space, np.array([row]), np.array([0]))[0]
