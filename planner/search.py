@@ -324,7 +324,9 @@ def with_order_memory(space: Space) -> Space:
     grouped by their mesh, base order and order_ok row (packed), and the term priced once per group at each order it
     runs and at its base order."""
     st = space.settings
-    if space.light is not None or not np.size(space.base.tp) or not nvls_enabled(st.nccl_nvls_enable, getattr(st.hardware, "nvls", False)):
+    if space.light is not None or not np.size(space.base.tp):
+        return space
+    if not nvls_enabled(st.nccl_nvls_enable, getattr(st.hardware, "nvls", False)):  # job / hardware settings: no term
         return space
     rows = np.flatnonzero(space.codes == OK)
     if not len(rows):
