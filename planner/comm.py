@@ -634,11 +634,28 @@ def nccl_proto_protocols(text: str) -> tuple:
     return tuple(out)
 
 
+def gpu_capability(hw) -> tuple[int, int] | None:
+    """The GPU's compute capability as (major, minor), read from its hardware entry's `compute_capability` field
+    ('9.0', schema.Hardware); None where the entry (or a stand-in without the field) does not give it. The one
+    reading of the field for NCCL's rules: the protocols here (ll128_default, ll_max_bandwidth through comm_params)
+    and the NVLS channels of memory.py [nv] (nvls_buffers.nvls_channels)."""
+    return _capability(getattr(hw, "compute_capability", None))
+
+
+def _capability(compute_capability) -> tuple[int, int] | None:
+    """(major, minor) of a compute capability given as '9.0' or as (9, 0); None stays None."""
+    if compute_capability is None or isinstance(compute_capability, tuple):
+        return compute_capability
+    major, minor = str(compute_capability).split(".")
+    return int(major), int(minor)
+
+
 def ll128_default(compute_capability) -> bool:
-    """NCCL's default LL128 enable for a GPU of this compute capability ('9.0'; None: unknown, off): the rule of the
-    first release covering it, `LL128_DEFAULT_RULES` [17][21] (2.20.3's for 7.0 - 9.0, v2.25.1-1's for 10.0 and 12.0,
-    v2.27.3-1's for 10.3); a capability not listed is off, as in 2.20.3."""
-    return compute_capability is not None and LL128_DEFAULT_RULES.get(str(compute_capability), (False,))[0]
+    """NCCL's default LL128 enable for a GPU of this compute capability ((9, 0) or '9.0'; None: unknown, off): the rule
+    of the first release covering it, `LL128_DEFAULT_RULES` [17][21] (2.20.3's for 7.0 - 9.0, v2.25.1-1's for 10.0 and
+    12.0, v2.27.3-1's for 10.3); a capability not listed is off, as in 2.20.3."""
+    cc = _capability(compute_capability)
+    return cc is not None and LL128_DEFAULT_RULES.get(f"{cc[0]}.{cc[1]}", (False,))[0]
 
 
 def ll_max_bandwidth(compute_capability) -> float:
@@ -646,10 +663,10 @@ def ll_max_bandwidth(compute_capability) -> float:
     (equal) from 8.0; an unknown capability takes Ampere / Hopper's. A Blackwell GPU takes 2.20.3's Hopper row as
     2.20.3 indexes it (compCapIndex = HOPPER for capability >= 9.0), not v2.25.1-1's Blackwell row (282 GB/s), which
     comes with that release's other LL bandwidth rule ([21])."""
-    if compute_capability is None:
+    cc = _capability(compute_capability)
+    if cc is None:
         return LL_MAX_BW_AMPERE_HOPPER
-    major = int(str(compute_capability).split(".")[0])
-    return LL_MAX_BW_VOLTA if major < 8 else LL_MAX_BW_AMPERE_HOPPER
+    return LL_MAX_BW_VOLTA if cc[0] < 8 else LL_MAX_BW_AMPERE_HOPPER
 
 
 # ------------------------------------------------------------------------ results
@@ -1312,8 +1329,8 @@ def comm_params(
         sharp=bool(sharp),
         gpus_per_nic=max(1.0, int(hw.gpus_per_node) / int(rails)),
         segments=getattr(hw, "nvlink_domain_allocation", "in_order") == "segments",
-        ll128=ll128_default(getattr(hw, "compute_capability", None)),
-        ll_max_bandwidth=ll_max_bandwidth(getattr(hw, "compute_capability", None)),
+        ll128=ll128_default(gpu_capability(hw)),
+        ll_max_bandwidth=ll_max_bandwidth(gpu_capability(hw)),
     )
 
 
@@ -1605,22 +1622,28 @@ def _piece_sets(group_size, stride, params: CommParams, job_gpus):
 def _piece_set(g: int, s: int, D: int, job: int) -> tuple[int, ...]:
     """The distinct pieces (ascending) of groups of g ranks s apart on a job of `job` GPUs in domains
     of D: the placement repeats every lcm(g s, D) ranks, so one period and the job's remainder (kept:
-    a search's start-up rules and memory model ask for the same few pairs)."""
+    a search's start-up rules and memory model ask for the same few pairs). Members s >= D apart (or a group of
+    one) sit one a domain, the domains being blocks of D consecutive ranks: (1,), without the count."""
+    if s >= D or g == 1:
+        return (1,)
     period = int(np.lcm(g * s, D))
     pieces = np.concatenate([_pieces(g, s, D, min(job, period)),
                              _pieces(g, s, D, job % period) if job > period else np.zeros(0, dtype=np.int64)])
-    return tuple(int(p) for p in np.unique(pieces))
+    return tuple(int(p) for p in np.flatnonzero(np.bincount(pieces)))  # the distinct counts (each >= 1), ascending
 
 
 def _pieces(g: int, s: int, D: int, n: int) -> np.ndarray:
     """domain_pieces' count for the first n ranks: each rank's group (block r // (g s), offset r % s)
-    members in its domain (r // D)."""
+    members in its domain (r // D), counted in closed form: the ranks congruent to r mod s in
+    [lo, hi), lo the later of its block's and its domain's starts, hi the earliest of their ends and n
+    (r itself, (hi - 1 - r) // s after it, (r - lo) // s before it)."""
     if n <= 0:
         return np.zeros(0, dtype=np.int64)
     r = np.arange(n, dtype=np.int64)
-    key = ((r // (g * s)) * s + r % s) * (n // D + 1) + r // D
-    _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
-    return counts[inv]
+    block, dom = (r // (g * s)) * (g * s), (r // D) * D
+    lo = np.maximum(block, dom)
+    hi = np.minimum(np.minimum(block + g * s, dom + D), n)
+    return (hi - 1 - r) // s + 1 + (r - lo) // s
 
 
 def _place(g, s, span, job, params: CommParams) -> _Placement:

@@ -1568,11 +1568,12 @@ References
      (Blackwell, one domain / several), nHeads the communicator's GPUs in the NVLink domain (at most 32), none where
      they are 2 or fewer; on hardware with NVLS (hardware nvls) unless the job's nccl_nvls_enable is 0
      (comm.nvls_enabled, comm.py [22]). The GPU's communicators: TP (tp), the gradient group (dp x cp) and the
-     expert-data-parallel group (MoE), placed as Megatron's default rank order places them whatever the plan's
-     (memory reads no rank order: fit prices it once for all orders, and explain prices the same placement, so the
-     two agree at every order: tests/test_nvls_buffers.py; an assumption, over-priced where an order such as
-     --use-tp-pp-dp-mapping's tp-cp-pp-dp leaves fewer of a group's ranks in a domain). Llama 3 8B TP 8 on 8 H100s: one communicator (TP; dp 1), 16 x 2 x 1 MiB x 8
-     + 2 MiB = 258 MiB. Not in the reserve: that is the job's reserve_GiB, an assumption (docs/memory_mechanisms.md),
+     expert-data-parallel group (MoE), placed at the plan's rank order (plan.order): --use-tp-pp-dp-mapping's
+     tp-cp-pp-dp puts DP outside PP, fewer of its ranks in a domain (TP 2 PP 2 DP 4 on 8-GPU nodes: DP 2 a node, no
+     NVLS, where tp-cp-dp-pp holds 4 a node, 130 MiB). The one memory term that reads the order: fit prices a
+     candidate's memory at its lightest order and adds the difference at each other order (search.with_order_memory,
+     order_extra), so explain and fit agree at every order (tests/test_nvls_buffers.py). Llama 3 8B TP 8 on 8 H100s:
+     one communicator (TP; dp 1), 16 x 2 x 1 MiB x 8 + 2 MiB = 258 MiB. Not in the reserve: that is the job's reserve_GiB, an assumption (docs/memory_mechanisms.md),
      no measurement of NCCL's NVLS memory. NCCL releases before v2.22.3-1 bound more, at init (planner/
      nvls_buffers.py [8]): not modelled, no stack or record carries its NCCL release.
 
@@ -5459,8 +5460,8 @@ def hybridep_tokens(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     return np.maximum(t, float(HYBRIDEP_CONFIGURER_MIN_TOKENS))
 
 
-# the rank order NCCL's NVLS groups are placed in [nv]: Megatron's default (--rank-order tp-cp-ep-dp-pp's mesh axes)
-NVLS_RANK_ORDER = "tp-cp-dp-pp"
+# the plan fields nvls_buffer_bytes reads (search.with_order_memory prices it once per distinct tuple of them)
+NVLS_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "order")
 
 
 def nvls_buffer_bytes(settings: Settings, plan) -> np.ndarray:
@@ -5469,18 +5470,16 @@ def nvls_buffer_bytes(settings: Settings, plan) -> np.ndarray:
     ranks tp apart in the grid: comm.folded_stride) and, with MoE, expert-data-parallel group (tp cp dp / (etp ep)
     ranks etp ep apart), nvls_comm_bytes of its members in the GPU's NVLink domain (comm.domain_piece_columns: each
     rank its own piece, the heaviest rank's figure the GPU's), with the channels of a group inside one domain or
-    spanning domains; 0 elsewhere. The groups are placed as Megatron's default rank order places them
-    (NVLS_RANK_ORDER, whatever the plan's order): memory reads no rank order (fit prices a candidate's memory once
-    for all its orders, search.py step 2), an assumption; an order that puts TP or DP farther out leaves fewer of
-    their ranks in a domain."""
+    spanning domains; 0 elsewhere. The groups are placed at the plan's rank order (plan.order, codes: an order that
+    puts DP farther out leaves fewer of its ranks in a domain); fit prices a candidate's memory at its lightest
+    order and adds the difference at each other order (search.order_extra)."""
     hw = settings.hardware
     shape = np.shape(plan.tp)
     if not comm.nvls_enabled(settings.nccl_nvls_enable, getattr(hw, "nvls", False)):  # job / hardware settings
         return np.zeros(shape, dtype=np.float64)
-    cc = hw.capability  # (major, minor) or None: assumed Hopper's rule (below 10.0)
-    cc = float(cc[0]) + float(cc[1]) / 10.0 if cc is not None else 9.0
+    cc = comm.gpu_capability(hw)  # (major, minor) or None: assumed Hopper's rule (nvls_channels)
     params = comm.comm_params(hw)
-    strides = comm.strides_by_code(comm.order_code(NVLS_RANK_ORDER), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
     tp, cp, dp = (np.asarray(x, dtype=np.int64) for x in (plan.tp, plan.cp, plan.dp))
     groups = [(tp, strides["tp"]), (dp * cp, comm.folded_stride(dp * cp, tp, plan, strides))]
     if settings.model.moe is not None:  # a model property

@@ -77,10 +77,11 @@ def nvls_comm_bytes(local_ranks, channels) -> np.ndarray:
     return np.where(local >= NVLS_MIN_LOCAL_RANKS, b, 0.0)
 
 
-def nvls_channels(compute_capability: float, spans_domains) -> np.ndarray:
-    """NCCL's nvlsChannels [3] on a GPU of `compute_capability` for a communicator that spans NVLink domains or
-    not (bool array)."""
+def nvls_channels(compute_capability, spans_domains) -> np.ndarray:
+    """NCCL's nvlsChannels [3] on a GPU of `compute_capability` ((major, minor), comm.gpu_capability; None: not
+    given, taken as below 10.0, Hopper's rule, an assumption) for a communicator that spans NVLink domains or not
+    (bool array)."""
     spans = np.asarray(spans_domains, dtype=bool)
-    if compute_capability < 10.0:  # a hardware property, not a searched quantity
+    if compute_capability is None or tuple(compute_capability) < (10, 0):  # a hardware property, not a searched one
         return np.full(spans.shape, NVLS_CHANNELS_SM90, dtype=np.int64)
     return np.where(spans, NVLS_CHANNELS_SM100, NVLS_CHANNELS_SM100_NVL).astype(np.int64)

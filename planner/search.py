@@ -9,7 +9,11 @@ Order of work (every step an array operation over many candidates; the only Pyth
 run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K rows shown):
  1. constraint codes for every base row (space.constraint_codes, resolve's rules);
  2. memory of every valid (base row, recompute) candidate; fits = total <= usable HBM.
-    Memory does not depend on the rank order, so this runs once per placement class. The
+    One memory term reads the rank order, NCCL's NVLS buffers (memory.py [nv]): a candidate's
+    memory is priced once, at its lightest order (with_order_memory: the term once per distinct
+    mesh at each order, added to the base-order total), so fits means it fits at some order;
+    each other order adds order_extra (>= 0), and a (candidate, order) pair fits, is priced and
+    counted only where that total fits (_other_order_mask, _fit_orders). The
     layers' activations (memory.layer_memory) are priced once per distinct tuple of the fields
     they read over all the candidates (layer_memory_groups), each block of memory_totals
     gathering its candidates' share (terms.gather). row_groups groups candidates (base row,
@@ -18,7 +22,7 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     distinct base rows against every recompute choice at once (the plan's fields (n,), its
     recompute (R, 1)): what reads no recompute (states, placement, buffers) is priced once per
     row and broadcast against the (R, n) terms that read it;
- 3. step time of each fitting candidate at its first distinct rank order, and of its stack
+ 3. step time of each fitting candidate at its first rank order (its lightest: _first_order), and of its stack
     variants (best_variants). A variant that differs from variant 0 only in TP overlap
     changes only TPO_TERMS (tp_comm, bubble) of variant 0's terms, so its step is at least
     variant 0's step without them: it is tried only where that can reach the k-th best of
@@ -168,6 +172,7 @@ from . import placement
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, memory_groups, moe_arrays, phase_plans, ramp_estimates, to_json
 from .catalog import load_stack
+from .comm import nvls_enabled
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    VOCAB_TP, mode_dp_overlap, padded_rows, resolve, rule_codes, rule_reasons, stack_options,
                    with_padded_vocab)
@@ -309,6 +314,71 @@ def fitting_memory(space: Space, bidx: np.ndarray, rcidx: np.ndarray, usable: fl
     return out, held, ~mask[bidx]
 
 
+def with_order_memory(space: Space) -> Space:
+    """The space with its rows' lightest rank orders (Space.nvls_group, light, light_shift, nvls_least, nvls_table),
+    where NCCL's NVLS buffers [nv], the one memory term that reads the order, differ between a valid row's distinct
+    orders or between its lightest order and its own (base) order; else the space unchanged. memory_totals prices a
+    candidate at its lightest order (its base-order total plus light_shift, the term being the same on every stage
+    and in every moment: additive), so step 2's `fits` is "fits at some order with variant 0", and each other order
+    adds order_extra (>= 0). The term reads the mesh and the order only (memory.NVLS_FIELDS): the valid rows are
+    grouped by their mesh, base order and order_ok row (packed), and the term priced once per group at each order it
+    runs and at its base order."""
+    st = space.settings
+    if space.light is not None or not np.size(space.base.tp):
+        return space
+    if not nvls_enabled(st.nccl_nvls_enable, getattr(st.hardware, "nvls", False)):  # job / hardware settings: no term
+        return space
+    rows = np.flatnonzero(space.codes == OK)
+    if not len(rows):
+        return space
+    fields_ = tuple(f for f in mem.NVLS_FIELDS if f != "order") + ("order",)
+    cols = _columns(space.base, rows, fields_)
+    packed = np.packbits(space.order_ok[rows], axis=1)  # each row's distinct orders, 8 a byte
+    for j in range(packed.shape[1]):
+        cols[f"ok{j}"] = packed[:, j].astype(np.int64)
+    keys = fields_ + tuple(f"ok{j}" for j in range(packed.shape[1]))
+    g = Groups(KeyedPlan(cols), keys)
+    if g.active:
+        plan, index, size, first = g.plan, g.index, g.size, rows[g.first]
+    else:
+        plan, index, size, first = KeyedPlan(cols), np.zeros(len(rows), dtype=np.int64), 1, rows[:1]
+    n_o = len(space.orders)
+    ok = space.order_ok[first]  # (groups, orders)
+    need = np.flatnonzero(ok.ravel())
+    # the (group, order) pairs its rows run and each group's own (base) order, in one call (the term's cost is per
+    # distinct group placement, comm.domain_piece_columns)
+    cols = {f: np.r_[np.broadcast_to(np.asarray(getattr(plan, f)), (size,))[need // n_o],
+                     np.broadcast_to(np.asarray(getattr(plan, f)), (size,))] for f in fields_}
+    cols["order"][:len(need)] = space.orders[need % n_o]
+    both = np.broadcast_to(mem.nvls_buffer_bytes(st, KeyedPlan(cols)), (len(need) + size,))
+    table = np.full(size * n_o, np.inf)  # inf where the group runs no such order
+    table[need] = both[:len(need)]
+    table, own = table.reshape(size, n_o), both[len(need):]
+    col = np.argmin(table, axis=1)  # the least, the first of ties (argmin's first): the first distinct order if all tie
+    least = table[np.arange(size), col]
+    shift = least - own
+    if not np.any(shift) and np.all((table == least[:, None]) | ~ok):  # no row's memory reads its order
+        return space
+    group = np.zeros(np.size(space.base.tp), dtype=np.int64)
+    group[rows] = index
+    return replace(space, nvls_group=group, light=space.orders[col], light_shift=shift, nvls_least=least,
+                   nvls_table=table)
+
+
+def order_extra(space: Space, bidx, order) -> np.ndarray:
+    """What the memory of base rows bidx at rank-order codes `order` (the space's orders, broadcast against bidx) adds
+    to their memory_totals (priced at their lightest order, with_order_memory): NCCL's NVLS buffers there less at the
+    lightest order (Space.nvls_table, nvls_least), >= 0 at the orders of order_ok; 0 where the space's memory reads no
+    order."""
+    bidx = np.asarray(bidx, dtype=np.int64)
+    order = np.asarray(order, dtype=np.int64)
+    shape = np.broadcast(bidx, order).shape
+    if space.light is None:
+        return np.zeros(shape)
+    g = space.nvls_group[bidx]
+    return space.nvls_table[g, np.searchsorted(space.orders, order)] - space.nvls_least[g]
+
+
 def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, cap=None) -> tuple:
     """(memory_totals, held, the base rows given fitting_memory's floor): memory_totals' work, with
     fitting_memory's floor where cap is given."""
@@ -367,6 +437,8 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
             totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size),
                                             (placed, None if p_index is None else p_index[s], p_size),
                                             mem.take_dummies(dummies, s), None if s_index is None else s_index[s])
+        if space.light is not None:  # at each row's lightest rank order (with_order_memory)
+            totals += space.light_shift_of(rows)
         if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
             _phase_peaks(space, rows, index, layers, size, totals, f8r)
     if floor is not None:
@@ -406,6 +478,8 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
         q = _tile_phases(p, m, batches)
         q.recompute = rc[:, None]
         at = mem.memory_total(space.settings, q, gather(layers, np.tile(index[:, c], (1, k)), size))
+        if space.light is not None:  # (at the rows' lightest order, as the last batch's totals)
+            at = at + np.tile(space.light_shift_of(rows[c]), k)
         at = np.broadcast_to(at, (len(rc), k * m))
         for j in range(k):  # the peak: np.maximum, exact in any order
             totals[:, c] = np.maximum(totals[:, c], at[:, j * m:(j + 1) * m])
@@ -670,7 +744,7 @@ def _options_memory(space: Space, v: int, bidx, rcidx) -> np.ndarray:
     themselves take the options (memory_totals' f8r= replaces the recipe after the layers are priced)."""
     rows, at = np.unique(bidx, return_inverse=True)
     sub = replace(space, base=fill_variant(space.base.take(rows), space.variants[v]), dispatchers=None,
-                  placement=_placement_at(space, rows))
+                  placement=_placement_at(space, rows), **_light_at(space, rows))
     return memory_totals(sub, np.reshape(at, -1), rcidx)
 
 
@@ -765,7 +839,8 @@ def _few_memory(space: Space, settings: Settings, bidx, rcidx) -> np.ndarray:
     ~18 ms on DeepSeek-V3 / 2,048 H800's 2.8M rows, whatever the candidates), and each candidate's
     memory is its own (memory_totals' docstring), so the numbers are the same."""
     rows, at = np.unique(bidx, return_inverse=True)
-    sub = replace(space, base=space.base.take(rows), settings=settings, dispatchers=None, placement=_placement_at(space, rows))
+    sub = replace(space, base=space.base.take(rows), settings=settings, dispatchers=None, placement=_placement_at(space, rows),
+                  **_light_at(space, rows))
     return memory_totals(sub, np.reshape(at, -1), rcidx)
 
 
@@ -781,7 +856,8 @@ def _dispatchers_memory(space: Space, codes, bidx, rcidx) -> np.ndarray:
         return np.zeros((k, len(bidx)))
     base = space.base.take(np.tile(rows, k))
     base.disp = np.repeat(np.asarray(codes, dtype=np.int64), n)
-    sub = replace(space, base=base, dispatchers=None, placement=_placement_at(space, np.tile(rows, k)))
+    sub = replace(space, base=base, dispatchers=None, placement=_placement_at(space, np.tile(rows, k)),
+                  **_light_at(space, np.tile(rows, k)))
     at = np.reshape(at, -1)
     out = memory_totals(sub, (np.arange(k)[:, None] * n + at[None, :]).ravel(), np.tile(rcidx, k))
     return out.reshape(k, len(bidx))
@@ -826,7 +902,8 @@ def _other_dispatchers(space: Space, bidx, rcidx, fm, usable, floor: bool = True
     rows_of = [np.unique(kb[ok]) for ok in oks]
     base = space.base.take(np.concatenate(rows_of))
     base.disp = np.repeat(np.asarray(codes, dtype=np.int64), [len(r) for r in rows_of])
-    sub = replace(space, base=base, dispatchers=None, placement=_placement_at(space, np.concatenate(rows_of)))
+    sub = replace(space, base=base, dispatchers=None, placement=_placement_at(space, np.concatenate(rows_of)),
+                  **_light_at(space, np.concatenate(rows_of)))
     start = np.cumsum([0] + [len(r) for r in rows_of])
     at = [start[j] + np.searchsorted(rows_of[j], kb[ok]) for j, ok in enumerate(oks)]
     priced = memory_totals(sub, np.concatenate(at), np.concatenate([kr[ok] for ok in oks]))
@@ -1105,9 +1182,9 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
     k = min(top, len(fb))
     kth = max(np.partition(obj1, k - 1)[k - 1], reach_to)  # the k-th best of real candidates: >= the final k-th
     resolved = ~deferred
+    others = _other_order_mask(space, fb, first_order, fm)
     while True:
-        ok = space.order_ok[fb].copy()
-        ok[np.arange(len(fb)), np.argmax(ok, axis=1)] = False
+        ok = others.copy()
         if not keep_feasible:
             ok &= ((fm if objective == "memory" else _objective(objective, settings, space, floor1, fm, fb)) <= kth)[:, None]
         need = np.flatnonzero(~resolved & (row_counts(ok) > 0))
@@ -1555,11 +1632,20 @@ def vocab_spaces(space: Space) -> list:
         # tp's first (the rows grow with tp): on a large model its rows rank best, and their k-th best bounds the others'
         pick = np.flatnonzero((ok & (rows == r)) | (~ok if i == 0 else False))
         sub = replace(space, base=space.base.take(pick), codes=space.codes[pick], order_ok=space.order_ok[pick],
-                      placement=None if placement is None else (placement[0], placement[1][pick], placement[2]))
+                      placement=None if placement is None else (placement[0], placement[1][pick], placement[2]),
+                      **_light_at(space, pick))
         if i:
             sub = replace(sub, reasons={}, considered=0, slack_dropped=0)
         out.append(_with_rows(sub, int(r)))
     return out
+
+
+def _light_at(space: Space, rows) -> dict:
+    """Space.nvls_group at the base rows `rows` (a space of those rows: memory_totals prices them at the same
+    lightest orders; the groups' own arrays are shared), as replace() keywords; none where the space has none."""
+    if space.light is None:
+        return {}
+    return {"nvls_group": space.nvls_group[rows]}
 
 
 def _placement_at(space: Space, rows) -> tuple | None:
@@ -1580,13 +1666,12 @@ def _with_rows(space: Space, rows: int) -> Space:
     return replace(space, settings=pad(space.settings), dispatchers=disp)
 
 
-def _other_orders(space: Space, fb, fr, fv, ok, step1=None):
-    """Every rank order of the candidates (fb, fr, chosen variants fv) not yet priced (neither their first distinct
-    order nor one in `ok`), for when the bound on the orders fails: (their candidate index, order index, step
-    time). step1 given (fit's dispatcher search let candidates in): a candidate whose step is inf (no variant of it
-    fits or was tried) gets no order."""
-    rest = space.order_ok[fb].copy()
-    rest[np.arange(len(fb)), np.argmax(rest, axis=1)] = False
+def _other_orders(space: Space, fb, fr, fv, ok, first_order, fm, step1=None):
+    """Every rank order of the candidates (fb, fr, chosen variants fv, memory fm at their first order) not yet priced
+    (neither their first order nor one in `ok`) where they fit (_other_order_mask), for when the bound on the orders
+    fails: (their candidate index, order index, step time). step1 given (fit's dispatcher search let candidates in): a
+    candidate whose step is inf (no variant of it fits or was tried) gets no order."""
+    rest = _other_order_mask(space, fb, first_order, fm)
     rest &= ~ok
     if step1 is not None:
         rest &= np.isfinite(step1)[:, None]
@@ -1611,6 +1696,17 @@ def _closest(space: Space, bidx, rcidx, memory, other, least, least_code):
     return closest
 
 
+def _fit_orders(space: Space, bidx, memory, n_ord) -> np.ndarray:
+    """Of candidates (bidx, their memory_totals: at the lightest order), how many distinct rank orders fit the usable
+    HBM with variant 0 (memory + order_extra <= usable): the counts' candidates x rank orders (Counts.feasible);
+    every distinct order (n_ord) where the space's memory reads no order."""
+    if space.light is None or not len(bidx):
+        return n_ord[bidx]
+    rows, at = np.unique(bidx, return_inverse=True)
+    extra = order_extra(space, rows[:, None], space.orders[None, :])[np.reshape(at, -1)]
+    return row_counts(space.order_ok[bidx] & (memory[:, None] + extra <= mem.capacity(space.settings)[1]))
+
+
 class _Cands(NamedTuple):
     """The candidates of _search_space's steps 3-5: base rows b, recompute indices r, memory m (variant 0's; the
     chosen variant's once step 3 has chosen) and first distinct rank order."""
@@ -1627,8 +1723,25 @@ class _Cands(NamedTuple):
 
 
 def _first_order(space: Space, b) -> np.ndarray:
-    """The first distinct rank order of each base row b."""
+    """The first rank order the search prices for each base row b: its lightest (Space.light: where its memory is
+    least, the order its memory_totals is priced at) where the space's memory reads the order, else its first
+    distinct order (the lightest too then: every order ties)."""
+    if space.light is not None:
+        return space.lightest(b)
     return space.orders[np.argmax(space.order_ok[b], axis=1)]
+
+
+def _other_order_mask(space: Space, fb, first_order, fm) -> np.ndarray:
+    """(candidates, orders) bool: each candidate's distinct rank orders (order_ok) but its first, where its memory
+    there (fm, at the first order, plus order_extra) fits the usable HBM. A candidate's stack variant is chosen at its
+    first order (best_variants), where it fits; at an order whose NVLS buffers add more, a variant that no longer fits
+    makes no row there (its variant 0 would: not tried, an assumption of the per-candidate choice)."""
+    ok = space.order_ok[fb].copy()
+    ok[np.arange(len(fb)), np.searchsorted(space.orders, first_order)] = False
+    if space.light is not None:
+        extra = order_extra(space, fb[:, None], space.orders[None, :])
+        ok &= (np.asarray(fm)[:, None] + extra) <= mem.capacity(space.settings)[1]
+    return ok
 
 
 def _candidate_memory(space: Space, c: Counts, lazy: bool) -> tuple:
@@ -1667,6 +1780,7 @@ class _Others:
     usable: float
     fits: np.ndarray
     n_ord: np.ndarray  # each base row's rank orders (Space.n_orders: the counts are in candidates x rank orders)
+    fit_ord: np.ndarray  # each fitting candidate's rank orders where variant 0 fits (_fit_orders), in fits' order
     other: np.ndarray
     root: _LazyFit | None
     unpriced: np.ndarray
@@ -1686,8 +1800,15 @@ class _Others:
             at = np.r_[np.flatnonzero(fits), other]
             root = _LazyFit(space, bidx[at], rcidx[at], memory[at], usable)
         n = len(other)
-        return cls(space, bidx, rcidx, memory, usable, fits, space.n_orders, other, root, np.ones(n, dtype=bool),
+        n_ord = space.n_orders
+        return cls(space, bidx, rcidx, memory, usable, fits, n_ord, _fit_orders(space, bidx[fits], memory[fits], n_ord),
+                   other, root, np.ones(n, dtype=bool),
                    np.full(n, np.inf), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), other[:0])
+
+    def mult(self, cands: _Cands) -> np.ndarray:
+        """The rank orders each of cands counts for (Counts: candidates x rank orders): fit_ord for the fitting ones
+        (cands' first nf), every distinct order for those another dispatcher let in (appended)."""
+        return np.r_[self.fit_ord, self.n_ord[cands.b[self.nf:]]]
 
     @property
     def nf(self) -> int:
@@ -1742,7 +1863,7 @@ class _Others:
     def count(self, c: Counts) -> None:
         """A candidate (x its rank orders) fits where variant 0 or another dispatcher fits it (rescued): once."""
         mult = self.n_ord[self.bidx]
-        c.feasible = int(mult[self.fits].sum() + mult[self.other[self.rescued]].sum())
+        c.feasible = int(self.fit_ord.sum() + mult[self.other[self.rescued]].sum())
         c.did_not_fit = int(mult.sum()) - c.feasible
         c.dispatcher_unpriced = int(mult[self.other[self.unpriced]].sum())
 
@@ -1786,8 +1907,8 @@ def _kept_first_orders(space: Space, cands: _Cands, extra_of, pre, objective: st
                        c: Counts, around, n_ord):
     """Steps 3 and 4 (_first_orders) on the candidates _prefilter keeps, its bounds and seed reused: (the kept
     candidates, their extra, _first_orders' (fv, step1, floor1, ok)), or None where the fact the prefilter rests on
-    (step >= floor) fails (c.bound_fallback: every candidate is priced, as without it). n_ord: each base row's rank
-    orders (Space.n_orders)."""
+    (step >= floor) fails (c.bound_fallback: every candidate is priced, as without it). n_ord: each candidate's rank
+    orders as the counts take them (_Others.mult)."""
     keep, low, seeded, seed, seed_v0, k0, seed_best = pre
     kept = cands.take(keep)
     ke = None if extra_of is None else extra_of(np.flatnonzero(keep))
@@ -1799,7 +1920,7 @@ def _kept_first_orders(space: Space, cands: _Cands, extra_of, pre, objective: st
     if not np.all(first[1] >= low[keep]):
         c.bound_fallback = True
         return None
-    c.prefilter_dropped = int(n_ord[cands.b[~keep]].sum())  # in candidates with their rank orders, as c.feasible
+    c.prefilter_dropped = int(n_ord[~keep].sum())  # in candidates with their rank orders, as c.feasible
     return kept, ke, first
 
 
@@ -1816,6 +1937,7 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
     # as without the bounds, so that the rows before it are all found (fit's around)
     reach_to = -np.inf if around is None else float(around[0]) * (1.0 + BOUND_MARGIN)
     lazy = space.dispatchers is not None and len(space.variants) > 1  # fit's dispatcher search (_LazyFit)
+    space = with_order_memory(space)  # memory priced at each row's lightest rank order, the others adding theirs
     d = _Others.start(space, *_candidate_memory(space, c, lazy))
     cands = d.fitting()
     extra_of = _extra_of(space, cands, d.root)
@@ -1832,11 +1954,11 @@ def _search_space(space: Space, objective: str, top: int, keep_feasible: bool, a
         pre = d.with_rescued(pre, low_o)
     if pre is not None and not pre[0].any():  # another space's bound (vocab_spaces) leaves none that can rank
         c.time_evaluations += pre[2]
-        c.prefilter_dropped = int(d.n_ord[cands.b].sum())
+        c.prefilter_dropped = int(d.mult(cands).sum())
         return None, c, closest, None
     # ---- steps 3 and 4: each candidate's variant and step at its first order; which other orders can still rank
     first = None if pre is None else _kept_first_orders(space, cands, extra_of, pre, objective, top, keep_feasible, c,
-                                                        around, d.n_ord)
+                                                        around, d.mult(cands))
     if first is None:
         if pre is not None and d.unpriced.any():  # the bound failed: the other dispatchers too, where the floor left
             cands, extra_of = d.appended(cands, d.let_in(np.flatnonzero(d.unpriced), c))  # them unpriced
@@ -1864,7 +1986,7 @@ def _priced_rows(space: Space, objective: str, top: int, keep_feasible: bool, ar
     c.time_evaluations += len(pb)
     if not keep_feasible and not (np.array_equal(floor2, floor1[ri]) and np.all(step1 >= floor1) and np.all(step2 >= floor2)):
         # the cost model no longer has the two facts the bound rests on: evaluate every order
-        ri2, oi2, step3 = _other_orders(space, fb, fr, fv, ok, step1 if rescued else None)
+        ri2, oi2, step3 = _other_orders(space, fb, fr, fv, ok, first_order, fm, step1 if rescued else None)
         c.time_evaluations += len(ri2)
         ri, pb, pr, po, pv = (np.concatenate([ri, ri2]), np.concatenate([pb, fb[ri2]]), np.concatenate([pr, fr[ri2]]),
                               np.concatenate([po, space.orders[oi2]]), np.concatenate([pv, fv[ri2]]))
@@ -1875,9 +1997,15 @@ def _priced_rows(space: Space, objective: str, top: int, keep_feasible: bool, ar
     all_o = np.concatenate([first_order, po])
     all_v = np.concatenate([fv, pv])
     all_s = np.concatenate([step1, step2])
-    all_m = np.concatenate([fm, fm[ri]])
+    all_m = np.concatenate([fm, fm[ri] + order_extra(space, pb, po)])  # (the first order: the lightest, extra 0)
+    live = None
     if rescued:  # a candidate let in by another dispatcher whose every fitting variant was left untried (bounded:
         live = np.isfinite(all_s)  # it cannot rank) or that none fits (its step inf) makes no row
+    if space.light is not None:  # an other order where the chosen variant does not fit (its NVLS buffers; a deferred
+        # choice resolved after _other_order_mask read variant 0's memory) makes no row (_other_order_mask)
+        fits = np.r_[np.ones(len(fb), dtype=bool), all_m[len(fb):] <= mem.capacity(space.settings)[1]]
+        live = fits if live is None else live & fits
+    if live is not None:
         all_b, all_r, all_o, all_v, all_s, all_m = (x[live] for x in (all_b, all_r, all_o, all_v, all_s, all_m))
     all_obj = _objective(objective, space.settings, space, all_s, all_m, all_b)
     if keep_feasible:
@@ -2405,7 +2533,8 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
             + (", or raise --max-layer-slack" if slack else "") + near,
         )
     settings, space, b, r, total = min(closests, key=lambda x: x[4])
-    plan = space.plans(np.array([b]), np.array([r]))
+    # at its lightest rank order, where its total was priced (with_order_memory; else the base row's own)
+    plan = space.plans(np.array([b]), np.array([r]), None if space.light is None else space.lightest([b]))
     terms, _ = mem.memory_terms(settings, plan)
     cap, usable = mem.capacity(settings)
     grouped = {k: float(v[0]) for k, v in mem.grouped(terms).items() if k in mem.COMPONENTS}

@@ -339,8 +339,9 @@ def distinct_orders(orders: np.ndarray, tp, cp, pp, dp) -> np.ndarray:
 class Space:
     """The candidates that passed every rule at the level where it could be checked, as
     `base` rows (every axis but recompute and the rank order) crossed with `recompute`;
-    rank orders are crossed in only for the time model (memory does not depend on the
-    placement). The candidates that broke a rule are only counted.
+    rank orders are crossed in for the time model (memory reads the order only through NCCL's
+    NVLS buffers: search.with_order_memory, `light` below). The candidates that broke a rule are
+    only counted.
 
     base: PlanArrays (recompute 0, order 0); codes: constraint code of each base row (rows
     that reached the last level can still break the SP and sharding rules); order_ok:
@@ -372,9 +373,29 @@ class Space:
     # memory.placement_groups of every base row, computed once for the spaces of one parent (search.vocab_spaces:
     # the placement reads no vocabulary): (placed, each base row's group, groups); None: each memory call its own
     placement: tuple = None
+    # NCCL's NVLS buffers at each rank order (search.with_order_memory; memory.py [nv]), by NVLS group (the base rows
+    # of one mesh, base order and order_ok row): each base row's group (nvls_group), and per group its lightest order
+    # (light: the distinct order of its order_ok whose memory.nvls_buffer_bytes is least, the first of ties; its
+    # first order in the search), what its memory at that order adds to its memory at its own order (light_shift,
+    # bytes, <= 0 where that order is one of its own), the term there (nvls_least) and at each of `orders`
+    # (nvls_table, inf where the group runs no such order); None where no row's NVLS buffers differ between its
+    # orders (the search then reads no rank order for memory, as before)
+    nvls_group: np.ndarray = None
+    light: np.ndarray = None
+    light_shift: np.ndarray = None
+    nvls_least: np.ndarray = None
+    nvls_table: np.ndarray = None
     # variant_ok's (plan, {dispatcher code: where it runs}) of the last plan it was given (held, so that its
     # identity is not reused), the dispatcher's start-up rules evaluated once per plan and dispatcher
     _dispatcher_memo: tuple = field(default=None, init=False, repr=False, compare=False)
+
+    def lightest(self, b) -> np.ndarray:
+        """The lightest rank order of base rows b (search.with_order_memory; only where `light` is set)."""
+        return self.light[self.nvls_group[b]]
+
+    def light_shift_of(self, b) -> np.ndarray:
+        """light_shift of base rows b (0 where `light` is not set)."""
+        return np.zeros(np.shape(b)) if self.light is None else self.light_shift[self.nvls_group[b]]
 
     @property
     def n_orders(self) -> np.ndarray:

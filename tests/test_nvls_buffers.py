@@ -25,8 +25,9 @@ def test_bytes_per_communicator_by_hand():
 
 def test_channels_by_capability():
     """16 below compute capability 10.0 (NVLS_NCHANNELS_SM90); Blackwell 24 inside one domain, 32 across."""
-    assert nvls_channels(9.0, np.array([False, True])).tolist() == [16, 16]
-    assert nvls_channels(10.0, np.array([False, True])).tolist() == [24, 32]
+    assert nvls_channels((9, 0), np.array([False, True])).tolist() == [16, 16]
+    assert nvls_channels((10, 0), np.array([False, True])).tolist() == [24, 32]
+    assert nvls_channels(None, np.array([False, True])).tolist() == [16, 16]  # not given: Hopper's rule
 
 
 def test_llama3_8b_tp8_on_8_h100(explain):
@@ -105,11 +106,12 @@ def test_bridge_release_records_run_without_nvls():
 
 
 def test_rank_order_explain_and_fit_agree(cli, explain):
-    """Memory reads no rank order (fit prices it once for all orders), so NVLS groups are placed as Megatron's default
-    tp-cp-dp-pp places them in fit and explain alike (memory.NVLS_RANK_ORDER): tiny-fit, TP 2 PP 2 DP 4 on 16 H100s,
-    the DP group 4 ranks 2 apart in one node: 16 x 2 x 4 + 2 = 130 MiB (TP 2: none), at --use-tp-pp-dp-mapping's
-    tp-cp-pp-dp too, where the DP ranks would sit 4 apart, 2 a node (no NVLS): over by 130 MiB, the documented
-    assumption. fit's row of that order and explain of that row agree to the byte."""
+    """The NVLS groups are placed at the plan's rank order, in fit and explain alike (search.order_extra): tiny-fit,
+    TP 2 PP 2 DP 4 on 16 H100s (8 a node). Megatron's default tp-cp-dp-pp: TP {r, r+1} (2 a node: none), DP 4 ranks 2
+    apart, {0, 2, 4, 6} in one node, 4 heads: 16 x 2 x 1 MiB x 4 + 2 MiB = 130 MiB. --use-tp-pp-dp-mapping's
+    tp-cp-pp-dp: DP ranks tp x pp = 4 apart, {0, 4, 8, 12}, 2 a node: no NVLS, 0 B (before: 130 MiB there too,
+    over-priced). fit's row of each order and explain of that row agree to the byte, and their totals differ by
+    exactly the 130 MiB."""
     import json
 
     tiny = "tests/data/tiny-fit.yaml"
@@ -119,10 +121,49 @@ def test_rank_order_explain_and_fit_agree(cli, explain):
     key = dict(tp=2, cp=1, pp=2, dp=4, vpp=1, micro_batch=1, sharding="none", recompute="none", sequence_parallel=True)
     rows = [x for x in json.loads(r.stdout) if all(x["plan"].get(k) == v for k, v in key.items())]
     assert sorted(x["plan"]["rank_order"] for x in rows) == ["tp-cp-dp-pp", "tp-cp-pp-dp"]
+    want = {"tp-cp-dp-pp": 130 * MIB, "tp-cp-pp-dp": 0.0}
+    total = {}
     for row in rows:
         p = row["plan"]
         js = explain(model=tiny, gpus=16, hardware="h100-sxm", global_batch=16, seq_len=p["seq_len"], tp=2, pp=2,
                      micro_batch=1, sharding="none", recompute="none", sequence_parallel=True,
                      schedule=p["schedule"], tp_comm_overlap=p["tp_comm_overlap"], rank_order=p["rank_order"])[3]
-        assert row["memory"]["terms"]["nvls_buffers"] == js["memory"]["terms"]["nvls_buffers"] == 130 * MIB
+        assert row["memory"]["terms"]["nvls_buffers"] == js["memory"]["terms"]["nvls_buffers"] == want[p["rank_order"]]
         assert row["memory"]["total_bytes"] == js["memory"]["total_bytes"], p["rank_order"]
+        total[p["rank_order"]] = row["memory"]["total_bytes"]
+    assert total["tp-cp-dp-pp"] - total["tp-cp-pp-dp"] == 130 * MIB
+
+def test_lightest_order_and_order_extra():
+    """search.with_order_memory / order_extra on tiny-fit's space on 16 H100s (megatron: orders tp-cp-dp-pp, the base
+    rows' own, and tp-cp-pp-dp): the TP 2 PP 2 DP 4 rows hold DP 4 ranks 2 apart in one node at tp-cp-dp-pp (130 MiB)
+    and 4 apart, 2 a node (0 B) at tp-cp-pp-dp, so their lightest order is tp-cp-pp-dp, light_shift -130 MiB, and
+    tp-cp-dp-pp adds 130 MiB; a TP 4 PP 2 DP 2 row's buffers are the same at both orders (TP 4 a node: 16 x 2 x 4 + 2 =
+    130 MiB; DP 2 a node or 1: none): light its first distinct order, no shift. memory_totals (at the lightest order) plus order_extra is
+    memory_total of the plan at each order."""
+    import planner.memory as mem
+    import planner.search as search
+    from planner.comm import order_code
+    from planner.schema import Job
+    from planner.space import SpaceOptions, build_space, settings_for, variant_choices
+
+    job = Job(model="tests/data/tiny-fit.yaml", gpus=16, hardware="h100-sxm", global_batch=16)
+    settings, gbs, seq, _ = settings_for(job)
+    space = search.with_order_memory(build_space(settings, gbs, seq, job.precision, SpaceOptions(),
+                                                 variant_choices(settings.stack, job, "", settings.hardware)))
+    b = space.base
+    default, mapping = order_code("tp-cp-dp-pp"), order_code("tp-cp-pp-dp")
+    ok = space.codes == 0
+    row = np.flatnonzero(ok & (b.tp == 2) & (b.pp == 2) & (b.dp == 4) & (b.cp == 1))[0]
+    assert int(np.asarray(b.order).flat[row]) == default  # the stack's first order: the base rows'
+    assert space.lightest(row) == mapping and space.light_shift_of(row) == -130 * MIB
+    assert search.order_extra(space, [row, row], [default, mapping]).tolist() == [130 * MIB, 0.0]
+    tp4 = np.flatnonzero(ok & (b.tp == 4) & (b.pp == 2) & (b.dp == 2) & (b.cp == 1))[0]
+    assert space.order_ok[tp4].sum() == 2 and space.lightest(tp4) == mapping  # (the first distinct order: every one ties)
+    assert space.light_shift_of(tp4) == 0.0 and search.order_extra(space, [tp4, tp4], [default, mapping]).tolist() == [0, 0]
+    p = space.plans(np.array([tp4]), np.array([0]), np.array([mapping]))
+    assert float(np.asarray(mem.nvls_buffer_bytes(settings, p)).ravel()[0]) == 130 * MIB
+    got = search.memory_totals(space, np.array([row]), np.array([0]))[0]
+    for code in (default, mapping):
+        p = space.plans(np.array([row]), np.array([0]), np.array([code]))
+        want = float(np.asarray(mem.memory_total(settings, p)).ravel()[0])
+        assert got + search.order_extra(space, row, code) == pytest.approx(want, rel=1e-12), code

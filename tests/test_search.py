@@ -504,17 +504,20 @@ def test_prefilter_dropped_counted_and_shown(cli, monkeypatch):
     seen = []
     real = search._prefilter
 
-    def spy(space, fb, *args, **kw):
-        out = real(space, fb, *args, **kw)
-        seen.append((space, fb, out))
+    def spy(space, fb, fr, fm, *args, **kw):
+        out = real(space, fb, fr, fm, *args, **kw)
+        seen.append((space, fb, fm, out))
         return out
 
     monkeypatch.setattr(search, "_prefilter", spy)
     res = fit(Job(model="llama3-70b", gpus=512), top=5)
-    # one _prefilter a space it bounds (search.vocab_spaces: one a padded vocabulary), the counts their sum
-    seen = [(sp, fb, out) for sp, fb, out in seen if out is not None]
+    # one _prefilter a space it bounds (search.vocab_spaces: one a padded vocabulary), the counts their sum, each
+    # candidate with its rank orders where it fits (search._fit_orders: NCCL's NVLS buffers differ between orders)
+    seen = [(sp, fb, fm, out) for sp, fb, fm, out in seen if out is not None]
     assert len(seen) >= 2
-    assert res.counts.prefilter_dropped == sum(int(sp.n_orders[fb[~out[0]]].sum()) for sp, fb, out in seen) > 0
+    assert res.counts.prefilter_dropped == sum(int(search._fit_orders(sp, fb[~out[0]], fm[~out[0]], sp.n_orders).sum())
+                                               for sp, fb, fm, out in seen) > 0
+    seen = [(sp, fb, out) for sp, fb, fm, out in seen]
     assert res.counts.prefilter_dropped > sum(int((~out[0]).sum()) for _, _, out in seen)
     assert res.counts.prefilter_dropped < res.counts.feasible
     assert min(out[1][~out[0]].min() for _, _, out in seen if (~out[0]).any()) > res.rows[-1]["time"]["step_s"]
