@@ -931,6 +931,11 @@ class _Shell:
             return " ".join(elems)
         words = []
         for e in elems:
+            if name not in quoted and not e.strip():
+                # an unquoted ${A[@]}'s empty (or blank) element is no word: bash removes an unquoted implicit null
+                # argument (Bash Reference Manual 5.2, 3.5.7 Word Splitting; bash 5.2.15: A=(x "" y); printf '[%s]' ${A[@]}
+                # gives [x][y]); a quoted "${A[@]}" keeps it an empty argument
+                continue
             if name not in quoted and re.search(r"\s", functools.reduce(lambda t, x: t.replace(x, ""), substitutions(e), e)):
                 # (spaces inside a `$(( ))` or `$( )` are no split of the value)
                 if e.lstrip().startswith("-"):  # "--fp8-format hybrid": bash's word split, as meant
