@@ -290,3 +290,38 @@ def test_an_unquoted_array_s_empty_element_is_no_word(tmp_path):
         pricer.close()
     assert base.figures is not None and got.refused is None and got.crashed is None
     assert ik.differ(base.figures, got.figures) is None
+
+
+@pytest.mark.parametrize("kind", ["seq_aux_loss", "global_aux_loss", "none"])
+def test_a_balancing_type_priced_as_aux_loss_is_said(kind):
+    """The ignored-keys check with the argparse choices (seeds 198, 199): the fuzz seed newest-fields muon.args (the CI
+    args file moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon, `--moe-router-load-balancing-type aux_loss`, read
+    with --gpus 8) changed to seq_aux_loss moved nothing and said nothing. planner/imbalance.py prices aux_loss,
+    seq_aux_loss, global_aux_loss and none alike (the aux_loss rule), so the price stays; the reader now lists the type
+    as assumed, naming the rule it is priced by (megatron.router_balancing, both Megatron readers)."""
+    src = (ik.DATA / "megatron_ci" / "args" / "moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100.args")
+    text = src.read_text()
+    assert "--moe-router-load-balancing-type aux_loss\n" in text
+    case = ik.Case("muon.args", text.encode(), ".args", {"gpus": 8})
+    changed = text.replace("--moe-router-load-balancing-type aux_loss\n", f"--moe-router-load-balancing-type {kind}\n")
+    pricer = ik.Pricer()
+    try:
+        base, got = pricer.read(case), pricer.read(case, changed.encode())
+    finally:
+        pricer.close()
+    assert base.figures is not None and got.figures is not None
+    assert ik.differ(base.figures, got.figures) is None  # priced alike (imbalance.py's aux_loss rule)
+    said = [str(a) for a in got.lines["assumed"] if str(a).startswith(f"--moe-router-load-balancing-type {kind}")]
+    assert said == [f"--moe-router-load-balancing-type {kind}: priced by planner/imbalance.py's aux_loss rule, which "
+                    "prices aux_loss, seq_aux_loss, global_aux_loss and none alike and quantile_balancing as "
+                    "aux_loss_free (a per-expert bias); "
+                    + ("an auxiliary loss computed where the coefficient is above 0" if kind != "none"
+                       else "no auxiliary loss computed")]
+    assert not [a for a in base.lines["assumed"] if str(a).startswith("--moe-router-load-balancing-type aux_loss")]
+    tally = ik.Tally()
+    pricer = ik.Pricer()
+    try:
+        ik.priced_findings(ik.Case("muon.args", changed.encode(), ".args", {"gpus": 8}), pricer, tally)
+    finally:
+        pricer.close()
+    assert tally.tried > 10 and not tally.findings, "\n".join(map(str, tally.findings))
