@@ -8,7 +8,8 @@ exit codes and error shapes and cannot see either lie; this module does:
 
 - ignored_findings(case): for each setting the reader lists as ignored, the file changed at that key alone (a
   type-preserving change, `changed_values`: a number doubled, a bool flipped, a string from the trainer's choices where
-  CHOICES knows them, else another string; and the key removed) must price to the same plan: explain's JSON (the plan,
+  CHOICES or Megatron-LM's argparse table (megatron_argparse.DEFINITIONS) knows them, else another string; and the key
+  removed) must price to the same plan: explain's JSON (the plan,
   its memory terms, stages and total, its time terms) equal to the unchanged file's. A change refused (exit 2) is a
   finding too: a key that is checked is read, and "ignored" then says less than the reader does.
 - priced_findings(case): for each key the file sets that is not listed ignored, the change of its value (not its
@@ -265,24 +266,39 @@ CHOICES = {
 }
 
 
+def _argparse_choices(key: str):
+    """A Megatron-LM flag's argparse choices (planner/trainers/megatron_argparse.DEFINITIONS, generated from
+    arguments.py @d98e8a64): a value outside them is refused as Megatron refuses it (since the argparse merge, 75a9be2),
+    so the change of an ignored flag with choices is another of its choices, not the value with '_x' added."""
+    if not key.startswith("--"):
+        return None
+    from planner.trainers.megatron_argparse import DEFINITIONS
+
+    d = DEFINITIONS.get(key)
+    return list(d[1]) if d and d[1] else None
+
+
 def _num(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def changed_values(key: str, v) -> list:
     """Type-preserving changes of a setting's value: a bool flipped, a number doubled (0: 1 / 0.5), a string another of
-    CHOICES[key] (else the string with '_x' added; a number written as a string, doubled), a list with its first item
+    CHOICES[key] or a Megatron-LM flag's argparse choices (else the string with '_x' added; a number written as a
+    string, doubled; a number among its flag's choices, another of them), a list with its first item
     changed; a mapping: one change per leaf (returned as the whole mapping changed). A switch (None, or True for a flag
     given without a value): none (its change is its removal)."""
     short = key.rsplit(".", 1)[-1] if "." in key and not key.startswith("-") else key
+    choices = CHOICES.get(key) or CHOICES.get(short) or _argparse_choices(key)
     if v is None:
         return []
     if isinstance(v, bool):
         return [not v]
     if _num(v):
+        if choices and str(v) in choices:  # an int flag with choices (--timing-log-level 0|1|2): another of them
+            return [type(v)(c) for c in choices if c != str(v)][:1]
         return [(v * 2 if v else 1) if isinstance(v, int) else (v * 2 if v else 0.5)]
     if isinstance(v, str):
-        choices = CHOICES.get(key) or CHOICES.get(short)
         if choices:
             other = [c for c in choices if c != v]
             return other[:1]

@@ -247,3 +247,81 @@ def test_mutated_cases_reproduce_the_seed_189_input(tmp_path):
     assert case.suffix == ".sh" and case.options == {}
     fp8 = next(c for c in ik.fuzz_cases(tmp_path / "seeds") if c.name == "precision-flags:fp8_tp2_pp2.args")
     assert fp8.options == {"gpus": 8, "trainer_date": "2026-07-02"}  # read as its fuzz command line reads it
+
+
+def test_an_ignored_flag_with_argparse_choices_changes_to_another_choice():
+    """Since the argparse merge (75a9be2) the Megatron reader refuses a value outside a flag's argparse choices, as
+    Megatron-LM does (megatron_argparse.DEFINITIONS, @d98e8a64): the check's change of an ignored flag with choices is
+    another of its choices (the first pass after the merge, scripts/fuzz.py --ignored-keys --mutate 10 --seed 196,
+    reported `--ckpt-format torch_dist_x` and 31 like it as refused ignored keys); a flag without choices keeps the
+    '_x' change, and a number among an int flag's choices becomes another of them, not its double."""
+    assert ik.changed_values("--ckpt-format", "torch_dist") == ["torch"]
+    assert ik.changed_values("--distributed-backend", "nccl") == ["gloo"]
+    assert ik.changed_values("--dist-ckpt-strictness", "log_all") == ["assume_ok_unexpected"]
+    assert ik.changed_values("--timing-log-level", 2) == [0]
+    assert ik.changed_values("--timing-log-level", "2") == ["0"]  # a number written as a string
+    assert ik.changed_values("--data-cache-path", "/cache") == ["/cache_x"]
+    assert ik.changed_values("--lr-decay-style", "cosine") == ["constant"]  # CHOICES first, as before
+
+
+def test_an_unquoted_array_s_empty_element_is_no_word(tmp_path):
+    """The ignored-keys check of the shipped train_llama3_8b_h100_fp8.sh (scripts/fuzz.py --ignored-keys, seed 196):
+    `--split` removed leaves `""` in the array DATA_ARGS_LIST, expanded unquoted (`${DATA_ARGS_LIST[@]}`) on the
+    torchrun line (tests/data/fuzz_issue24/ignored-megatron-split-removed.sh). bash drops an unquoted empty element
+    (null argument removal; bash 5.2.15: A=("--tiktoken-pattern v2" "" "--num-layers 4"); printf '[%s]' ${A[@]} gives
+    [--tiktoken-pattern][v2][--num-layers][4]); the reader kept it as a word '' that became part of the flag before
+    it, `--tiktoken-pattern 'v2 '`, refused as an invalid choice. Now the file prices as the shipped one does
+    (`--split` is listed ignored)."""
+    head = ("#!/bin/bash\nA=(\n  \"--tiktoken-pattern v2\"\n  \"\"\n  \"   \"\n  \"--num-layers 4\"\n)\n"
+            "torchrun pretrain_gpt.py ${A[@]} --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --bf16 "
+            "--tokenizer-type NullTokenizer --vocab-size 32000 --ffn-hidden-size 2048\n")
+    cfg = _read_text(tmp_path, "a.sh", head, gpus=8)
+    import yaml
+
+    assert yaml.safe_load(open(cfg.job["model"]))["num_layers"] == 4  # the element after the empty ones read
+    assert any(str(x).startswith("--tiktoken-pattern=v2 ") for x in cfg.ignored)
+    shipped = next(c for c in ik.shipped_cases() if c.name == "train_llama3_8b_h100_fp8.sh")
+    pricer = ik.Pricer()
+    try:
+        base = pricer.read(shipped)
+        got = pricer.read(shipped, (ik.DATA / "fuzz_issue24" / "ignored-megatron-split-removed.sh").read_bytes())
+    finally:
+        pricer.close()
+    assert base.figures is not None and got.refused is None and got.crashed is None
+    assert ik.differ(base.figures, got.figures) is None
+
+
+@pytest.mark.parametrize("kind", ["seq_aux_loss", "global_aux_loss", "none"])
+def test_a_balancing_type_priced_as_aux_loss_is_said(kind):
+    """The ignored-keys check with the argparse choices (seeds 198, 199): the fuzz seed newest-fields muon.args (the CI
+    args file moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon, `--moe-router-load-balancing-type aux_loss`, read
+    with --gpus 8) changed to seq_aux_loss moved nothing and said nothing. planner/imbalance.py prices aux_loss,
+    seq_aux_loss, global_aux_loss and none alike (the aux_loss rule), so the price stays; the reader now lists the type
+    as assumed, naming the rule it is priced by (megatron.router_balancing, both Megatron readers)."""
+    src = (ik.DATA / "megatron_ci" / "args" / "moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100.args")
+    text = src.read_text()
+    assert "--moe-router-load-balancing-type aux_loss\n" in text
+    case = ik.Case("muon.args", text.encode(), ".args", {"gpus": 8})
+    changed = text.replace("--moe-router-load-balancing-type aux_loss\n", f"--moe-router-load-balancing-type {kind}\n")
+    pricer = ik.Pricer()
+    try:
+        base, got = pricer.read(case), pricer.read(case, changed.encode())
+    finally:
+        pricer.close()
+    assert base.figures is not None and got.figures is not None
+    assert ik.differ(base.figures, got.figures) is None  # priced alike (imbalance.py's aux_loss rule)
+    said = [str(a) for a in got.lines["assumed"] if str(a).startswith(f"--moe-router-load-balancing-type {kind}")]
+    assert said == [f"--moe-router-load-balancing-type {kind}: priced by planner/imbalance.py's aux_loss rule, which "
+                    "prices aux_loss, seq_aux_loss, global_aux_loss and none alike and quantile_balancing as "
+                    "aux_loss_free (a per-expert bias); "
+                    + ("an auxiliary loss computed where the coefficient is above 0" if kind != "none"
+                       else "no auxiliary loss computed")]
+    assert not [a for a in base.lines["assumed"] if str(a).startswith("--moe-router-load-balancing-type aux_loss")]
+    tally = ik.Tally()
+    pricer = ik.Pricer()
+    try:
+        ik.priced_findings(ik.Case("muon.args", changed.encode(), ".args", {"gpus": 8}), pricer, tally)
+    finally:
+        pricer.close()
+    assert tally.tried > 10 and not tally.findings, "\n".join(map(str, tally.findings))

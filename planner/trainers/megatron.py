@@ -935,6 +935,11 @@ class _Shell:
             return " ".join(elems)
         words = []
         for e in elems:
+            if name not in quoted and not e.strip():
+                # an unquoted ${A[@]}'s empty (or blank) element is no word: bash removes an unquoted implicit null
+                # argument (Bash Reference Manual 5.2, 3.5.7 Word Splitting; bash 5.2.15: A=(x "" y); printf '[%s]' ${A[@]}
+                # gives [x][y]); a quoted "${A[@]}" keeps it an empty argument
+                continue
             if name not in quoted and re.search(r"\s", functools.reduce(lambda t, x: t.replace(x, ""), substitutions(e), e)):
                 # (spaces inside a `$(( ))` or `$( )` are no split of the value)
                 if e.lstrip().startswith("-"):  # "--fp8-format hybrid": bash's word split, as meant
@@ -4355,7 +4360,8 @@ def router_balancing(kind, coeff, force: bool, expert_bias: bool, rules: Balanci
     - force load balancing is balanced routing (moe_rank_imbalance 1.0); else the expert bias is aux_loss_free; else
       the type names the rule (BALANCING_TYPES; planner/imbalance.py), a list aux_loss;
     - one type: its coefficient is the loss's where the type is an auxiliary loss, else none is computed (0.0;
-      get_aux_loss_coeff); Sinkhorn asserts a coefficient of 0 (rules.sinkhorn_at); a list of coefficients beside
+      get_aux_loss_coeff); a type priced by another's rule (seq_aux_loss, global_aux_loss and none as aux_loss,
+      quantile_balancing as aux_loss_free) is listed as assumed, saying so; Sinkhorn asserts a coefficient of 0 (rules.sinkhorn_at); a list of coefficients beside
       an auxiliary type or sinkhorn is refused (get_aux_loss_coeff returns the list, which the router compares with
       0), beside `none` or quantile_balancing never read (listed as assumed);
     - a list of types (transformer_config.py: a list of coefficients of the same length, asserted): the router
@@ -4422,6 +4428,15 @@ def router_balancing(kind, coeff, force: bool, expert_bias: bool, rules: Balanci
         raise PlannerError(f"{where}{tk}{s}sinkhorn with {ck}{s}{_shown(coeff)}: Megatron-Core {c} asserts a "
                            f"coefficient of 0 under Sinkhorn ({rules.sinkhorn_at}: 'Sinkhorn routing does not support "
                            "aux loss'), so the run stops at its first step", f"give {ck}{s}0, or another type")
+    if kind != BALANCING_TYPES[kind]:  # seq_aux_loss, global_aux_loss, none, quantile_balancing: read, priced alike
+        rule = BALANCING_TYPES[kind]
+        assumed.append(Note(f"{tk}{s}{kind}", "assumed", ((tk, kind),),
+                            (f"priced by planner/imbalance.py's {rule} rule, which prices aux_loss, seq_aux_loss, "
+                             "global_aux_loss and none alike and quantile_balancing as aux_loss_free (a per-expert bias)"
+                             if not job else "the routing imbalance is the "
+                             + ("forced balancing's" if force else "expert bias's") + " (planner/imbalance.py)")
+                            + ("; an auxiliary loss computed where the coefficient is above 0" if kind in AUX_LOSS_TYPES
+                               else "; no auxiliary loss computed")))
     if not job:
         job["moe_load_balancing"] = BALANCING_TYPES[kind]
     job["moe_aux_loss_coeff"] = float(coeff) if kind in AUX_LOSS_TYPES else 0.0
