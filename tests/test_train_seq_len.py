@@ -34,7 +34,7 @@ PUBLISHED = {"gemma3-27b": 32768, "mixtral-8x7b": 32768, "llama3-8b": 8192, "lla
 # entries whose context exceeds 4,096 and whose developers publish no pre-training length (in the
 # sources read): they train HF_DEFAULT_SEQ, the context they serve listed beside it
 UNPUBLISHED = {"jamba-v0.1": 262144, "llama3.2-1b": 131072, "llama3.2-3b": 131072, "llama4-maverick": 1048576,
-               "llama4-scout": 8192, "mistral-7b": 8192,
+               "llama4-scout": 10485760, "mistral-7b": 8192,
                "mixtral-8x22b": 65536, "nemotron-h-56b": 8192, "qwen3-next-80b-a3b": 262144}
 
 
