@@ -2363,6 +2363,18 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "", gpus_list: list[in
         if why is not None:
             raise PlannerError(f"{where}--tp-comm-overlap with {why}: tp_comm_overlap needs sequence parallelism with "
                                "tp > 1", "pin --tp above 1 with sequence parallelism, or drop --tp-comm-overlap")
+    # rule TPO_COMPILE: a stack whose TP overlap is async TP under torch.compile (stack_db overlap
+    # tp_comm_overlap_needs_compile: torchtitan @e347b1e5e torchtitan/distributed/tensor_parallel.py l. 16-23,
+    # maybe_enable_async_tp raises 'Async TP requires 'model' in --compile.components and --compile.enable'); before
+    # 2026-12-07 `fit --stack torchtitan --no-compile --tp-comm-overlap` searched every plan and the GPU counts nearby
+    if job.tp_comm_overlap and job.torch_compile is False:
+        ov = getattr(load_stack(job.stack), "overlap", None)
+        if ov is not None and ov.tp_comm_overlap_needs_compile:
+            raise PlannerError(f"{where}--tp-comm-overlap with --no-compile: tp_comm_overlap on stack {job.stack} is "
+                               "async TP, which needs torch_compile (stack_db overlap tp_comm_overlap_needs_compile; "
+                               "torchtitan @e347b1e5e torchtitan/distributed/tensor_parallel.py l. 20-23 raises 'Async "
+                               "TP requires 'model' in --compile.components and --compile.enable')",
+                               "drop --no-compile (or give --compile), or drop --tp-comm-overlap")
     if opts.sequence_parallel and opts.tp is not None and max(opts.tp) == 1:  # rule SP_TP
         raise PlannerError(f"{where}--sequence-parallel with --tp 1: sequence_parallel needs tp > 1",
                            "pin --tp above 1, or drop --sequence-parallel")
@@ -2451,6 +2463,38 @@ def _check_pin_arithmetic(job: Job, settings, gbs: int, opts: SpaceOptions, gpus
         if bad:
             raise PlannerError(f"{where}--ep {', '.join(map(str, bad))} does not divide the {n} routed experts of "
                                f"{model.name}", f"valid: {', '.join(str(d) for d in _small_divisors(n))}")
+    # rule EP_DPCP (plan.rule_codes): Megatron-Core folds the expert grid etp x ep x expert-dp into one pipeline stage's
+    # tp x dp x cp ranks (hsdp: tp x shard_group x cp; parallel_state.py), GPU count / pp of them: a pinned etp x ep
+    # that divides no GPU count over a pinned pp fits no plan. Refused only where no pair of the pinned lists can
+    # (a list that keeps one is searched); before 2026-12-07 `fit --gpus 8 --ep 8 --etp 8` searched for 11-14 s
+    if opts.etp is not None and opts.ep is not None:
+        pps = opts.pp or (1,)
+        fits = [(t, e) for t in opts.etp for e in opts.ep
+                if any(g % p == 0 and (g // p) % (t * e) == 0 for g in gpus_list for p in pps)]
+        if not fits:
+            pairs = ", ".join(f"{t * e:,}" for t in opts.etp for e in opts.ep)
+            stages = f" / --pp {', '.join(map(str, opts.pp))}" if opts.pp is not None else ""
+            raise PlannerError(f"{where}--etp {', '.join(map(str, opts.etp))} x --ep {', '.join(map(str, opts.ep))} = "
+                               f"{pairs} does not divide --gpus {counts}{stages}: the expert grid (etp x ep x expert-dp) "
+                               "folds into a pipeline stage's tp x dp x cp ranks (Megatron-Core parallel_state.py; "
+                               "rule EP_DPCP)", "give --etp x --ep dividing the GPU count per stage, or leave --etp out "
+                               "(etp defaults to tp)")
+    # rule HSDP_SHARD / SHARD_NOT_HSDP: a shard group divides dp (or is dp), and dp divides the GPU count: a pinned
+    # group that divides no GPU count (no pinned dp) fits no plan; before 2026-12-07 `fit --gpus 64 --sharding hsdp
+    # --shard-group 3` searched for 11-14 s, then answered exit 1
+    if opts.shard_group:
+        dps = opts.dp
+        bad = [s for s in opts.shard_group
+               if not any(g % s == 0 for g in gpus_list) or (dps is not None and not any(d % s == 0 for d in dps))]
+        if bad:
+            whose = f"--dp {', '.join(map(str, dps))}" if dps is not None and any(g % s == 0 for g in gpus_list
+                                                                                   for s in bad) else f"--gpus {counts}"
+            raise PlannerError(f"{where}--shard-group {', '.join(map(str, bad))} does not divide {whose}: a shard "
+                               "group divides the data-parallel degree (rule HSDP_SHARD), which divides the GPU count",
+                               (f"give a divisor of --dp {dps[0]}: {', '.join(map(str, _small_divisors(dps[0])))}"
+                                if dps is not None and len(dps) == 1 else
+                                f"give a divisor of --gpus {gpus_list[0]:,}: {', '.join(map(str, _small_divisors(gpus_list[0])))}"
+                                if one else f"give a divisor of one of the GPU counts ({counts})"))
     if opts.vpp is not None and opts.pp is not None and min(opts.vpp) > 1 and max(opts.pp) < 2:
         raise PlannerError(f"{where}--vpp {', '.join(map(str, opts.vpp))} with --pp {', '.join(map(str, opts.pp))}: the "
                            "interleaved schedule needs pp >= 2 and vpp >= 2",

@@ -443,7 +443,7 @@ def test_budget_json_lists_what_was_assumed(cli, tmp_path):
     d.mkdir()
     (d / "config.json").write_text(json.dumps(GEMMA2_NO_TIE))
     job = tmp_path / "job.yaml"
-    job.write_text(f"model: {d}\ngpus: 8\nglobal_batch: 8\ntokens: 1.0e9\n")
+    job.write_text(f"model: {d}\ngpus: 8\nglobal_batch: 8\ntokens: 1.0e9\nstack: megatron-bridge\n")  # post-norms: not megatron's
     b = _json(cli, str(job), "--mc-runs", "0")
     assert b["assumed"] == [
         "tie_word_embeddings absent: tied input/output embeddings (transformers' PretrainedConfig default: True)",

@@ -59,7 +59,7 @@ def test_a_window_as_long_as_the_sequence_is_refused_and_global_layers_are_not()
 def test_fit_never_ranks_a_windowed_model_on_the_ring():
     """gemma3-27b (52 sliding layers of 1,024) on 64 H100 at its 32K pre-training length: no row
     with cp > 1 under the default p2p; with cp_comm_type a2a the cp 2 rows come back."""
-    job = dict(model="gemma3-27b", gpus=64, seq_len=32768, global_batch=512)
+    job = dict(model="gemma3-27b", gpus=64, seq_len=32768, global_batch=512, stack="megatron-bridge")  # post-norms
     opts = SpaceOptions(tp=(8,), cp=(1, 2), pp=(1, 2))
     rows = fit(Job(**job), opts=opts, top=200).rows
     assert rows and all(r["plan"]["cp"] == 1 for r in rows)

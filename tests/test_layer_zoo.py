@@ -255,7 +255,7 @@ def test_keys_that_do_not_change_the_cost_are_accepted():
 def test_text_config_plans_the_text_model_and_notes_the_vision_tower(cli):
     # --padded-vocab-size: the text model's own 262,208 rows (megatron pads them to 262,272 at tp 1, stack_db vocab_padding)
     r = cli("explain", "--model", ARCH / "gemma-3-27b-it", "--gpus", "8", "--seq-len", "4096", "--global-batch", "8",
-            "--padded-vocab-size", "262208", "--format", "json")
+            "--padded-vocab-size", "262208", "--stack", "megatron-bridge", "--format", "json")
     assert r.exit_code == 0, r.stderr
     js = json.loads(r.stdout)
     assert js["params"]["total"] == count_params(load_model("gemma3-27b")).total
@@ -264,7 +264,8 @@ def test_text_config_plans_the_text_model_and_notes_the_vision_tower(cli):
     assert "vocab_size absent: transformers' Gemma3TextConfig default 262208" in assumed
     assert "tie_word_embeddings absent: transformers' Gemma3TextConfig default True" in assumed
     assert "sliding_window_pattern absent: transformers' Gemma3TextConfig default 6" in assumed
-    r = cli("explain", "--model", ARCH / "gemma-3-27b-it", "--gpus", "8", "--seq-len", "4096", "--global-batch", "8")
+    r = cli("explain", "--model", ARCH / "gemma-3-27b-it", "--gpus", "8", "--seq-len", "4096", "--global-batch", "8",
+            "--stack", "megatron-bridge")
     assert "vision tower not planned: text model only" in r.stdout
 
 
@@ -324,7 +325,7 @@ def test_fit_and_explain_run_on_every_new_model(cli, name, gpus, unlisted_stack)
     (start-up rule STACK_LAYER_KIND, tests/test_stack_layer_kinds.py)."""
     import json
 
-    stack = {"jamba-v0.1": unlisted_stack, "llama4-scout": "torchtitan", "llama4-maverick": "torchtitan"}.get(name)
+    stack = {"jamba-v0.1": unlisted_stack, "gemma3-27b": "megatron-bridge", "llama4-scout": "torchtitan", "llama4-maverick": "torchtitan"}.get(name)
     extra = ("--stack", stack) if stack else ()
     r = cli("fit", "--model", name, "--gpus", str(gpus), "--seq-len", "4096", "--top", "1", "--format", "json", *extra)
     assert r.exit_code == 0, r.stderr

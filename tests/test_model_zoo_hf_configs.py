@@ -228,7 +228,7 @@ SEQ_FROM = {
     "llama3.2-1b": "max_position_embeddings",  # the context it serves; Meta publishes no pre-training length
     "llama3.2-3b": "max_position_embeddings",
     "llama4-maverick": "max_position_embeddings",
-    "llama4-scout": "rope_scaling.original_max_position_embeddings",
+    "llama4-scout": "max_position_embeddings",  # 10,485,760 served; 8,192 is RoPE scaling's original, no training length
     "mistral-7b": None,  # paper Table 1 context_len 8192; config.json max_position_embeddings 32768
     "mixtral-8x7b": "max_position_embeddings",
     "mixtral-8x22b": "max_position_embeddings",

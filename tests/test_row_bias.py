@@ -144,7 +144,7 @@ def test_qk_norms_all_reduced_without_sp(explain):
     Gemma 3 27B (62 layers, q_norm and k_norm of head_dim 128 each) at tp 8, SP off: 62 x 256 = 15,872 fp32 main
     gradients, 63,488 B in one all-reduce over the 8 TP ranks a step; Llama 3 8B (no qk norms) SP off: none."""
     s, p, est, js = explain(model="gemma3-27b", gpus=8, micro_batch=1, global_batch=8, seq_len=4096,
-                            hardware="h100-sxm", stack="megatron", tp=8, sequence_parallel=False)
+                            hardware="h100-sxm", stack="megatron-bridge", tp=8, sequence_parallel=False)
     assert int(p.sp) == 0 and s.bpp.gradients == 4.0
     sc, _, _ = _compute_pass(s, p)
     coll = Collectives(sc)

@@ -47,7 +47,7 @@ BUILT_ON = {
     "megatron-gpt-1.7b": GPT_STACKS,
     # Gemma 3: post-norms (litgpt post_attention_norm / post_mlp_norm; Megatron-Bridge's gemma3 layers), q/k norms,
     # five windowed layers to one global (Megatron-Core window_attn_skip_freq): Megatron only
-    "gemma3-27b": {"megatron", "megatron-bridge"},  # megatron-bridge: megatron's kinds and forms plus chunked
+    "gemma3-27b": {"megatron-bridge"},  # megatron builds no post-norms (TransformerLayerSubmodules @d98e8a64); Bridge's gemma3_layer_spec does
     # gpt-oss: router bias and clamped SwiGLU (Megatron-Core; torchtitan's gpt_oss code), windows on the even layers
     "gpt-oss-20b": {"megatron", "megatron-bridge", "torchtitan", "torchtitan-0.3"},
     # Mistral: a window on every layer (torchtitan main windows only gpt_oss's even layers, l. 274)
@@ -107,6 +107,7 @@ def test_which_stacks_build_the_model(model):
     ("llm-foundry", "gpt-oss-20b", {"router_linear_bias", "activation_clamp", "windows_alternate"}),
     ("llm-foundry", "gemma3-27b", {"post_norms", "window_placement"}),
     ("torchtitan", "gemma3-27b", {"post_norms", "window_placement"}),
+    ("megatron", "gemma3-27b", {"post_norms"}),
     ("torchtitan", "mistral-7b", {"windows_every_layer"}),
     ("megatron-deepspeed", "qwen3-30b-a3b", {"qk_norm"}),
     ("deepseek", "qwen3-30b-a3b", {"qk_norm"}),

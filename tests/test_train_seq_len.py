@@ -34,7 +34,7 @@ PUBLISHED = {"gemma3-27b": 32768, "mixtral-8x7b": 32768, "llama3-8b": 8192, "lla
 # entries whose context exceeds 4,096 and whose developers publish no pre-training length (in the
 # sources read): they train HF_DEFAULT_SEQ, the context they serve listed beside it
 UNPUBLISHED = {"jamba-v0.1": 262144, "llama3.2-1b": 131072, "llama3.2-3b": 131072, "llama4-maverick": 1048576,
-               "llama4-scout": 8192, "mistral-7b": 8192,
+               "llama4-scout": 10485760, "mistral-7b": 8192,
                "mixtral-8x22b": 65536, "nemotron-h-56b": 8192, "qwen3-next-80b-a3b": 262144}
 
 
@@ -45,25 +45,25 @@ def _explain(cli, *args):
 
 
 def test_gemma3_27b_trains_its_published_32k_not_the_131k_it_serves(cli):
-    d = _explain(cli, "--model", "gemma3-27b", "--gpus", "64", "--tp", "8")
+    d = _explain(cli, "--model", "gemma3-27b", "--stack", "megatron-bridge", "--gpus", "64", "--tp", "8")
     assert d["plan"]["seq_len"] == 32768
     assert d["plan"]["global_batch"] == DEFAULT_GLOBAL_BATCH_TOKENS // 32768 == 512  # 16,777,216 / 32,768
     seq = [a for a in d["assumed"] if a.startswith("seq_len=")]
     assert len(seq) == 1 and seq[0].startswith("seq_len=32,768: the published pre-training length")
     assert "arXiv:2503.19786, sec. 5.3 'Enabling long context'" in seq[0] and "131,072 is the context" in seq[0]
     # fit says so too (a note), and no longer splits 131,072-token sequences over CP 16
-    r = cli("fit", "--model", "gemma3-27b", "--gpus", "64", "--top", "1")
+    r = cli("fit", "--model", "gemma3-27b", "--stack", "megatron-bridge", "--gpus", "64", "--top", "1")
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith("gemma3-27b on 64 x h100-sxm, global batch 512 x 32,768 tokens,")
     assert "note: gemma3-27b: assumed: seq_len=32,768: the published pre-training length" in r.stderr
 
 
 def test_a_flag_or_job_field_replaces_the_published_length(cli, tmp_path):
-    d = _explain(cli, "--model", "gemma3-27b", "--gpus", "64", "--tp", "8", "--seq-len", "131072")
+    d = _explain(cli, "--model", "gemma3-27b", "--stack", "megatron-bridge", "--gpus", "64", "--tp", "8", "--seq-len", "131072")
     assert d["plan"]["seq_len"] == 131072 and d["plan"]["global_batch"] == 128
     assert not any(a.startswith("seq_len=") for a in d.get("assumed", []))
     job = tmp_path / "job.yaml"
-    job.write_text("model: gemma3-27b\ngpus: 64\ntp: 8\nseq_len: 8192\n", encoding="utf-8")
+    job.write_text("model: gemma3-27b\nstack: megatron-bridge\ngpus: 64\ntp: 8\nseq_len: 8192\n", encoding="utf-8")
     r = cli("explain", str(job), "--format", "json")
     assert r.exit_code in (0, 1), r.stderr
     d = json.loads(r.stdout)
@@ -92,9 +92,9 @@ def test_every_long_context_entry_cites_its_length_or_gets_the_documented_defaul
         # a model with a layer kind megatron does not build (Jamba, Llama 4: start-up rule STACK_LAYER_KIND) on
         # megatron's figures from a stack file listing no layer kinds (tests/conftest.py unlisted_stack)
         from planner.catalog import load_stack
-        from planner.startup import missing_layer_features
+        from planner.startup import layer_gaps
 
-        stack = {"stack": unlisted_stack} if missing_layer_features(m, load_stack("megatron")) else {}
+        stack = {"stack": unlisted_stack} if layer_gaps(m, load_stack("megatron")) else {}
         settings, plan, _ = resolve(Job(model=name, gpus=1, **stack))
         seq = int(plan.seq)
         lines = list(settings.seq_assumed)

@@ -221,6 +221,17 @@ def _other_release(stack_name, fmt: str, plan: Optional[dict] = None) -> None:
         return
     if own.runs is None or other.runs is None or own.runs.startup_rules != other.runs.startup_rules:
         return
+    if other.version == own.version and other.name not in MDS_FORKS:
+        # the same release (a user's copy of the shipped file, say): what is missing is the file's export_format,
+        # which says that its plans are written as the format's stack's file (_written_as); before 2026-12-07 this
+        # was refused as "another release" of the trainer, which it is not
+        where = other.origin if other.file is not None else f"stack {other.name}"
+        raise PlannerError(f"export {fmt}: the plan was priced on stack {other.name} ({where}), which runs the release "
+                           f"this format's files are written for ({own.version.split(';')[0]}) but is not the shipped "
+                           f"stack {own.name} and gives no export_format: the planner writes {fmt} files for stack "
+                           f"{own.name}'s plans and for a stack that says its plans are written as them",
+                           f"add `export_format: {fmt}` to the stack file (its plans are then written as stack "
+                           f"{own.name}'s file, a note saying so), or price it on --stack {own.name}, then export")
     raise PlannerError(f"export {fmt}: the plan was priced on stack {other.name} ({other.version.split(';')[0]}), another "
                        f"release of the trainer than the one this format's files are written for (stack {own.name}: "
                        f"{own.version.split(';')[0]}); the option names and what the release runs differ",
