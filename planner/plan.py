@@ -270,6 +270,14 @@ def dp_overlap(stack, plan) -> np.ndarray:
     return dpo
 
 
+def mode_index(plan, col) -> np.ndarray:
+    """Each plan's row of a per-mode column (its sharding mode, plan.smode; a negative code, no mode, takes the first
+    and one past the stack's modes the last); `col` any sequence with a row a mode of runs.sharding (only its length
+    is read). The cost models' lookup; mode_at reads a code outside the modes as no mode's (dp_overlap,
+    optimizer_instances). Defined here, not in stacks.py (which re-exports it), as plan.py reads it and stacks imports plan."""
+    return np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)
+
+
 def mode_at(plan, col, outside) -> np.ndarray:
     """Each plan's value of a per-mode column `col` (a row a mode of stack_db runs.sharding) at its sharding mode
     (plan.smode), `outside` where the code names none of the stack's modes (-1: the search found none, which rule_codes'
@@ -1592,8 +1600,6 @@ def _embedding_grad_skip_warning(job: Job, model: ModelSpec, stack, plan: PlanAr
         return
     tied = bool(stack.pipeline_tied_grad_allreduce and model.tied_embeddings)
     mtp = bool(stack.memory.mtp_embedding_copy and model.mtp_layers)
-    from .stacks import mode_index  # stacks imports plan
-
     mode = stack.runs.sharding[int(mode_index(plan, stack.runs.sharding))]  # the cost models' row of the plan's mode
     if not (tied or mtp) or mode.embedding_grad_shard is None or not mode.embedding_grad_shard.skipped_decoupled:
         return
@@ -2620,13 +2626,13 @@ def resolve(job: Job, where: str = "", *, rules: list | None = None) -> tuple[Se
                         "checkpointing.py l. 258-262, 280-286: the whole input kept, no all-gather at model-parallel "
                         "size 1), so it prices nothing here and an exported file does not carry it")
     if job.deepspeed_zero3 and job.sharding not in ("fsdp", "hsdp"):  # nothing the user gave is silently dropped
-        from .stacks import step_grads  # (stacks imports plan)
-
         # ZeRO-1/2's engine reads reduce_bucket_size, its IPG buffer (memory.py [zb]), in a mode with step_grads.ipg_buffer:
         # priced there (before the 2026-12-07 audit5 this warning said so of it too, and that an export drops them: the
         # DeepSpeed export writes each that differs from the stack's defaults, plan.exported_zero3, trainers/export.py)
-        sg = step_grads(stack, plan)
-        read = {"reduce_bucket_size"} if sg is not None and float(np.max(sg["ipg_buffer"])) > 0 else set()
+        # (stacks.step_grads' ipg_buffer column, read here from the plan's modes: stacks imports plan)
+        modes = ([stack.runs.sharding[int(i)] for i in np.unique(mode_index(plan, stack.runs.sharding))]
+                 if stack.runs is not None and stack.runs.sharding else [])
+        read = {"reduce_bucket_size"} if any(m.step_grads is not None and m.step_grads.ipg_buffer for m in modes) else set()
         unread = {k: v for k, v in job.deepspeed_zero3.items() if k not in read}
         if unread:
             warnings.append(f"deepspeed_zero3 {unread} at sharding {job.sharding}: DeepSpeed reads these in its "

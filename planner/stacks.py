@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from .catalog import DEFAULT_STACK, load_stack
-from .plan import FP8_RECIPES, FUSION_SWITCHES, RECIPE_PEAK
+from .plan import FP8_RECIPES, FUSION_SWITCHES, RECIPE_PEAK, mode_index  # mode_index: plan.py's (plan reads it; stacks imports plan)
 from .schema import Stack
 
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
@@ -311,14 +311,6 @@ def _mode_column(stack: Stack, pick) -> np.ndarray | None:
     if runs is None:
         return None
     return np.array([pick(m) for m in runs.sharding], dtype=np.float64)
-
-
-def mode_index(plan, col) -> np.ndarray:
-    """Each plan's row of a per-mode column (its sharding mode, plan.smode; a negative code, no mode, takes the first
-    and one past the stack's modes the last); `col` any sequence with a row a mode of runs.sharding (only its length
-    is read). The cost models' lookup; plan.mode_at reads a code outside the modes as no mode's (dp_overlap,
-    optimizer_instances)."""
-    return np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)
 
 
 def mode_row(plan, col, absent) -> np.ndarray:
