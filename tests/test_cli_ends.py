@@ -70,3 +70,43 @@ def test_fit_csv_puts_the_sharding_label_beside_the_mode_when_the_first_row_has_
     cols = _header(two.stdout)
     assert cols[cols.index("plan.sharding_mode") + 1] == "plan.sharding_label"
     assert [c for c in cols if c != "plan.sharding_label"] == _header(one.stdout)
+
+
+# ------------------------------------------------------------ pipeline --format
+def test_pipeline_json_gives_the_simulation(cli):
+    # before: `planner pipeline` had no --format (no such option, exit 2)
+    r = cli("pipeline", "--pp", "4", "--microbatches", "8", "--closed-form", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    # 1F1B, p 4, m 8, T_F 1, T_B 2: step (m + p - 1)(T_F + T_B) = 33, each stage busy 8 x 3 = 24, bubble 9 / 24
+    assert (res["schedule"], res["pp"], res["microbatches"], res["step_units"]) == ("1f1b", 4, 8, 33.0)
+    assert res["bubble"] == 0.375 and res["closed_form"]["bubble"] == 0.375
+    assert [s["peak_stored"] for s in res["stages"]] == [4.0, 3.0, 2.0, 1.0] == res["closed_form"]["peak_stored"]
+    assert [s["busy_units"] for s in res["stages"]] == [24.0] * 4
+    assert len(res["passes"]) == 4 * 8 * 2  # a forward and a backward per stage and micro-batch
+    first = res["passes"][0]
+    assert (first["stage"], first["kind"], first["microbatch"], first["start_units"], first["end_units"]) == (
+        0, "F", 0, 0.0, 1.0)
+
+
+def test_pipeline_csv_is_one_line_a_stage_and_yaml_parses(cli):
+    import yaml
+
+    r = cli("pipeline", "--pp", "2", "--microbatches", "4", "--schedule", "gpipe", "--format", "csv")
+    assert r.exit_code == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    # GPipe, p 2, m 4: step (m + p - 1)(T_F + T_B) = 15; stage 0 holds all 4 micro-batches, as does stage 1
+    assert [(x["stage"], x["peak_stored"], x["step_units"]) for x in rows] == [("0", "4.0", "15.0"),
+                                                                               ("1", "4.0", "15.0")]
+    y = cli("pipeline", "--pp", "2", "--microbatches", "4", "--format", "yaml")
+    assert y.exit_code == 0, y.stderr
+    res = yaml.safe_load(y.stdout)  # 1F1B: the same step, 15, but stage 0 holds min(m, p) = 2 and stage 1 one
+    assert (res["step_units"], [s["peak_stored"] for s in res["stages"]]) == (15.0, [2.0, 1.0])
+    assert "closed_form" not in res
+
+
+def test_pipeline_table_is_unchanged_by_the_format_option(cli):
+    r = cli("pipeline", "--pp", "2", "--microbatches", "4", "--schedule", "gpipe")
+    assert r.exit_code == 0
+    assert r.stdout == ("GPipe\n  stage 0: 0123...aabbccdd   peak stored: 4\n  stage 1: .0123aabbccdd..   peak stored: 4\n"
+                        "  step takes 15 units, each stage busy 12: idle 20% of the time\n")
