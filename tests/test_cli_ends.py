@@ -110,3 +110,22 @@ def test_pipeline_table_is_unchanged_by_the_format_option(cli):
     assert r.exit_code == 0
     assert r.stdout == ("GPipe\n  stage 0: 0123...aabbccdd   peak stored: 4\n  stage 1: .0123aabbccdd..   peak stored: 4\n"
                         "  step takes 15 units, each stage busy 12: idle 20% of the time\n")
+
+
+# ------------------------------------------------------------ check --tokens
+def test_check_tokens_prints_the_runs_days_and_gpu_hours_as_explain_does(cli, tmp_path):
+    # before: `check JOB --tokens 1T` printed nothing of the tokens (only its JSON had the figures): a flag that
+    # looked ignored. 1e12 tokens / (2,048 x 8,192 tokens a step) = 59,604.6 steps
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 16\nsharding: fsdp\n", encoding="utf-8")
+    r = cli("check", job, "--tokens", "1T")
+    assert r.exit_code == 0, r.stderr
+    ex = cli("explain", "--model", "llama3-8b", "--gpus", "16", "--sharding", "fsdp", "--tokens", "1T", "-f", "json")
+    thr = json.loads(ex.stdout)["throughput"]
+    assert thr["training_steps"] == pytest.approx(1e12 / (2048 * 8192))
+    line = r.stdout.splitlines()[1]
+    assert line == (f"  training for 1e+12 tokens: 59,605 steps, {thr['training_days']:,.1f} days, "
+                    f"{thr['gpu_hours']:,.0f} GPU-hours (failure-free; see `planner budget`)")
+    assert thr["gpu_hours"] == pytest.approx(thr["training_days"] * 24 * 16)
+    plain = cli("check", job)
+    assert "training" not in plain.stdout  # without tokens no line
