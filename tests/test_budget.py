@@ -355,8 +355,20 @@ def test_sweep_table(cli):
 
 
 def test_sweep_count_that_cannot_hold_the_mesh(cli):
-    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,1000"), "--sweep-gpus 1,000", "dp=125")
-    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4,4096"), "--sweep-gpus 4", "does not divide")
+    # a count the mesh or the batch cannot divide is left out, named on stderr and in its row; the others are priced
+    # (before 2026-12-07 it failed the whole sweep, exit 2); only a sweep where no count runs is refused
+    r = cli("budget", *PLAN_70B, "--sweep-gpus", "4096,1000", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["gpus"], x["dp"]) for x in rows] == [(4096, 512), (1000, None)]
+    assert rows[1]["skipped"] == "global batch 2,048 sequences does not divide into dp=125 x micro_batch=1"
+    assert rows[1]["days"] is None and rows[0]["skipped"] is None
+    assert r.stderr.startswith("warning: --sweep-gpus 1,000 left out: global batch 2,048 sequences does not divide "
+                               "into dp=125")
+    r = cli("budget", *PLAN_70B, "--sweep-gpus", "4,4096", "--format", "json")
+    assert r.exit_code == 0 and "warning: --sweep-gpus 4 left out: tp=8 x cp=1 x pp=1 = 8 does not divide" in r.stderr
+    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4,1000"), "the plan runs at none of the counts",
+                     "4: tp=8 x cp=1 x pp=1 = 8 does not divide", "1,000: global batch 2,048", "dp=125")
     assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,abc"), "--sweep-gpus", "'abc'")
 
 

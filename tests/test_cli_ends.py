@@ -129,3 +129,22 @@ def test_check_tokens_prints_the_runs_days_and_gpu_hours_as_explain_does(cli, tm
     assert thr["gpu_hours"] == pytest.approx(thr["training_days"] * 24 * 16)
     plain = cli("check", job)
     assert "training" not in plain.stdout  # without tokens no line
+
+
+# ------------------------------------------------------------ budget --sweep-gpus with a count that cannot run
+def test_a_sweep_prices_the_counts_that_run_and_names_the_one_left_out(cli):
+    # the audit's command: llama3-70b's default plan (TP 1, global batch 2,048, micro-batch 1) cannot run on 4,096
+    # GPUs (dp 4,096 does not divide 2,048 sequences); before, the whole sweep failed, exit 2
+    r = cli("budget", "--model", "llama3-70b", "--tokens", "15T", "--sweep-gpus", "512..4096", "--format", "csv")
+    assert r.exit_code == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [(x["gpus"], x["dp"], x["skipped"]) for x in rows[:3]] == [("512", "512", ""), ("1024", "1024", ""),
+                                                                     ("2048", "2048", "")]
+    assert rows[3]["gpus"] == "4096" and rows[3]["days"] == ""
+    assert rows[3]["skipped"] == "global batch 2,048 sequences does not divide into dp=4096 x micro_batch=1"
+    assert rows[3]["hint"] == "use a global batch that is a multiple of 4096, or change micro_batch / the mesh"
+    assert r.stderr.splitlines() == [
+        "warning: --sweep-gpus 4,096 left out: global batch 2,048 sequences does not divide into dp=4096 x "
+        "micro_batch=1 (use a global batch that is a multiple of 4096, or change micro_batch / the mesh)"]
+    table = cli("budget", "--model", "llama3-70b", "--tokens", "15T", "--sweep-gpus", "512..4096")
+    assert table.exit_code == 0 and "\n2,048  1x1x1x2048" in table.stdout and "4,096" not in table.stdout

@@ -99,10 +99,17 @@ def register(app: typer.Typer) -> None:
         if counts is not None:
             with progress("budget sweep", len(counts)) as tick:
                 rows = sweep(job, counts, opts, where, progress=tick)
+            priced = [r for r in rows if r["skipped"] is None]
+            if not priced:
+                raise PlannerError("--sweep-gpus: the plan runs at none of the counts: " + "; ".join(
+                    f"{r['gpus']:,}: {r['skipped']}" for r in rows), "; ".join(dict.fromkeys(r["hint"] for r in rows)))
+            for r in rows:
+                if r["skipped"] is not None:
+                    warn(f"--sweep-gpus {r['gpus']:,} left out: {r['skipped']} ({r['hint']})")
             if plot is not None:
                 from ..plot import save_figure, sweep_figure
 
-                save_figure(sweep_figure(rows, f"{job.model} on {job.hardware}, {job.tokens:.3g} tokens"), plot)
+                save_figure(sweep_figure(priced, f"{job.model} on {job.hardware}, {job.tokens:.3g} tokens"), plot)
                 sys.stderr.write(f"wrote {plot}\n")
             emit_sweep(rows, job, opts, fmt)
             return
