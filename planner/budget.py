@@ -786,14 +786,18 @@ def plan_budget(settings: Settings, plan: PlanArrays, opts: BudgetOptions, est: 
     return budget_json(settings, plan, ex, b, src, opts)
 
 
+NO_FIT = "the plan does not fit"  # the start of budget_json's warning (cli/budget.py adds the way to a plan that fits)
+
+
 def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: dict, opts: BudgetOptions) -> dict:
     thr = ex["throughput"]
     sz = b.shards.size
     warnings = []
     if not ex["memory"]["fits"]:
         warnings.append(
-            f"the plan does not fit: {ex['memory']['total_bytes'] / 1e9:,.1f} GB per GPU against "
-            f"{ex['memory']['usable_bytes'] / 1e9:,.1f} GB usable; the budget assumes it runs (see `planner explain`)"
+            f"{NO_FIT}: {ex['memory']['total_bytes'] / 1e9:,.1f} GB per GPU against "
+            f"{ex['memory']['usable_bytes'] / 1e9:,.1f} GB usable ({ex['memory']['total_bytes'] / ex['memory']['usable_bytes']:.0%} "
+            "of it; `planner explain` with the same options shows where the memory goes)"
         )
     mc = b.mc
     return {

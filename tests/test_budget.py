@@ -33,9 +33,10 @@ PLAN_70B = ("--model", "llama3-70b", "--gpus", "4096", "--tp", "8", "--sharding"
 SEED_9_2 = ("--mtbf-hours", "12", "--checkpoint-save-s", "30", "--restart-s", "600")
 
 
-def _json(cli, *args):
+def _json(cli, *args, code=0):
+    """budget's JSON; `code` 1 for a plan that does not fit (printed, exit 1)."""
     r = cli("budget", *args, "--format", "json")
-    assert r.exit_code == 0, r.stderr
+    assert r.exit_code == code, r.stderr
     return json.loads(r.stdout)
 
 
@@ -456,7 +457,8 @@ def test_budget_json_lists_what_was_assumed(cli, tmp_path):
     (d / "config.json").write_text(json.dumps(GEMMA2_NO_TIE))
     job = tmp_path / "job.yaml"
     job.write_text(f"model: {d}\ngpus: 8\nglobal_batch: 8\ntokens: 1.0e9\n")
-    b = _json(cli, str(job), "--mc-runs", "0")
+    b = _json(cli, str(job), "--mc-runs", "0", code=1)  # 9B unsharded on 8 GPUs does not fit: exit 1, all printed
+    assert b["fits"] is False
     assert b["assumed"] == [
         "tie_word_embeddings absent: tied input/output embeddings (transformers' PretrainedConfig default: True)",
         "seq_len=4,096: a Hugging Face config's default training length (plan.HF_DEFAULT_SEQ); its "
@@ -469,7 +471,7 @@ def test_budget_json_lists_what_was_assumed(cli, tmp_path):
             in cli("budget", str(job), "--mc-runs", "0").stdout)
     plain = tmp_path / "plain.yaml"
     plain.write_text("model: llama3-8b\ngpus: 8\nglobal_batch: 8\nseq_len: 8192\ntokens: 1.0e9\n")
-    assert "assumed" not in _json(cli, str(plain), "--mc-runs", "0")
+    assert "assumed" not in _json(cli, str(plain), "--mc-runs", "0", code=1)  # 8B unsharded on 8: no fit, exit 1
     assert "assumed" not in json.loads(cli("explain", str(plain), "--format", "json").stdout)
 
 
