@@ -136,15 +136,67 @@ def test_a_sweep_prices_the_counts_that_run_and_names_the_one_left_out(cli):
     # the audit's command: llama3-70b's default plan (TP 1, global batch 2,048, micro-batch 1) cannot run on 4,096
     # GPUs (dp 4,096 does not divide 2,048 sequences); before, the whole sweep failed, exit 2
     r = cli("budget", "--model", "llama3-70b", "--tokens", "15T", "--sweep-gpus", "512..4096", "--format", "csv")
-    assert r.exit_code == 0, r.stderr
+    assert r.exit_code == 1, r.stderr  # priced, but the default plan (TP 1, no sharding) fits at none of the counts
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [(x["gpus"], x["dp"], x["skipped"]) for x in rows[:3]] == [("512", "512", ""), ("1024", "1024", ""),
                                                                      ("2048", "2048", "")]
     assert rows[3]["gpus"] == "4096" and rows[3]["days"] == ""
     assert rows[3]["skipped"] == "global batch 2,048 sequences does not divide into dp=4096 x micro_batch=1"
     assert rows[3]["hint"] == "use a global batch that is a multiple of 4096, or change micro_batch / the mesh"
+    assert [x["fits"] for x in rows[:3]] == ["False"] * 3
     assert r.stderr.splitlines() == [
         "warning: --sweep-gpus 4,096 left out: global batch 2,048 sequences does not divide into dp=4096 x "
-        "micro_batch=1 (use a global batch that is a multiple of 4096, or change micro_batch / the mesh)"]
+        "micro_batch=1 (use a global batch that is a multiple of 4096, or change micro_batch / the mesh)",
+        "warning: the plan does not fit at any count priced (512, 1024, 2048 GPUs): it cannot run, so these days and "
+        "costs are of no run (exit 1). Find plans that fit with `planner fit --model llama3-70b --gpus 512,1024,2048 "
+        "--format json > fit.json`, then budget one with `planner budget --from-fit fit.json --row 1 --tokens "
+        "1.5e+13`"]
     table = cli("budget", "--model", "llama3-70b", "--tokens", "15T", "--sweep-gpus", "512..4096")
-    assert table.exit_code == 0 and "\n2,048  1x1x1x2048" in table.stdout and "4,096" not in table.stdout
+    assert table.exit_code == 1 and "\n2,048  1x1x1x2048" in table.stdout and "4,096" not in table.stdout
+
+
+def test_a_sweep_that_fits_somewhere_exits_0_and_none_that_runs_exits_2(cli):
+    base = ("budget", "--model", "llama3-70b", "--tp", "8", "--sharding", "fsdp", "--tokens", "15T", "--mc-runs", "0")
+    r = cli(*base, "--sweep-gpus", "2048,2050", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["gpus"], x["dp"], x["fits"]) for x in rows] == [(2048, 256, True), (2050, None, None)]
+    assert rows[1]["skipped"].startswith("tp=8 x cp=1 x pp=1 = 8 does not divide --gpus 2050")
+    assert_one_error(cli(*base, "--sweep-gpus", "2050,4100"), "the plan runs at none of the counts: 2,050: tp=8",
+                     "4,100: tp=8")
+
+
+# ------------------------------------------------------------ budget of a plan that does not fit
+def test_budget_of_a_plan_that_does_not_fit_says_so_and_exits_1(cli, tmp_path):
+    # the audit's command: llama3-8b's default plan on 8 GPUs, 190.5 GB a GPU; before: a warning and exit 0
+    r = cli("budget", "--model", "llama3-8b", "--gpus", "8", "--tokens", "1T", "--mc-runs", "0", "--format", "json")
+    assert r.exit_code == 1
+    res = json.loads(r.stdout)  # the budget is still printed
+    assert res["fits"] is False and res["training"]["steps"] == pytest.approx(1e12 / (2048 * 8192))
+    want = ("the plan does not fit: 190.5 GB per GPU against 76.4 GB usable (249% of it; `planner explain` with the "
+            "same options shows where the memory goes): it cannot run, so these days and costs are of no run (exit "
+            "1). Find plans that fit with `planner fit --model llama3-8b --gpus 8 --format json > fit.json`, then "
+            "budget one with `planner budget --from-fit fit.json --row 1 --tokens 1e+12`")
+    assert res["warnings"] == [want] and r.stderr.splitlines() == [f"warning: {want}"]
+    # the flow the warning gives: fit's JSON, then budget --from-fit of its first row, which fits
+    fit = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--format", "json")
+    assert fit.exit_code == 0
+    saved = tmp_path / "fit.json"
+    saved.write_text(fit.stdout, encoding="utf-8")
+    b = cli("budget", "--from-fit", saved, "--row", "1", "--tokens", "1e+12", "--mc-runs", "0", "--format", "json")
+    assert b.exit_code == 0, b.stderr
+    got = json.loads(b.stdout)
+    assert got["fits"] is True and got["warnings"] == []
+    assert got["training"]["step_s"] == pytest.approx(json.loads(fit.stdout)[0]["time"]["step_s"], rel=1e-12)
+
+
+# ------------------------------------------------------------ explain of a plan above HBM
+def test_explain_of_a_plan_above_hbm_exits_0_and_says_it_does_not_fit(cli, tmp_path):
+    # decided and documented (README, exit codes): explain is the breakdown of why; check is the gate (exit 1)
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8")
+    assert r.exit_code == 0
+    assert "  does not fit: 224.3% of 79.1 GiB HBM (measured, as CUDA reports it)" in r.stdout
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\n", encoding="utf-8")
+    gate = cli("check", job)
+    assert gate.exit_code == 1 and gate.stdout.startswith(f"FAIL {job}: llama3-8b on 8 x h100-sxm: 177.4 GiB")
