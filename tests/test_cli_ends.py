@@ -187,6 +187,8 @@ def test_budget_of_a_plan_that_does_not_fit_says_so_and_exits_1(cli, tmp_path):
     assert b.exit_code == 0, b.stderr
     got = json.loads(b.stdout)
     assert got["fits"] is True and got["warnings"] == []
+    # the saved row's tokens is null: --tokens replaces nothing (before: "the command line replaces the file's None")
+    assert "replaces" not in b.stderr
     assert got["training"]["step_s"] == pytest.approx(json.loads(fit.stdout)[0]["time"]["step_s"], rel=1e-12)
 
 
