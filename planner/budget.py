@@ -786,14 +786,18 @@ def plan_budget(settings: Settings, plan: PlanArrays, opts: BudgetOptions, est: 
     return budget_json(settings, plan, ex, b, src, opts)
 
 
+NO_FIT = "the plan does not fit"  # the start of budget_json's warning (cli/budget.py adds the way to a plan that fits)
+
+
 def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: dict, opts: BudgetOptions) -> dict:
     thr = ex["throughput"]
     sz = b.shards.size
     warnings = []
     if not ex["memory"]["fits"]:
         warnings.append(
-            f"the plan does not fit: {ex['memory']['total_bytes'] / 1e9:,.1f} GB per GPU against "
-            f"{ex['memory']['usable_bytes'] / 1e9:,.1f} GB usable; the budget assumes it runs (see `planner explain`)"
+            f"{NO_FIT}: {ex['memory']['total_bytes'] / 1e9:,.1f} GB per GPU against "
+            f"{ex['memory']['usable_bytes'] / 1e9:,.1f} GB usable ({ex['memory']['total_bytes'] / ex['memory']['usable_bytes']:.0%} "
+            "of it; `planner explain` with the same options shows where the memory goes)"
         )
     mc = b.mc
     return {
@@ -936,12 +940,19 @@ def parse_gpu_list(text: str, option: str = "--sweep-gpus", warn: Callable[[str]
     return out
 
 
+# a --sweep-gpus row's keys (a count left out has them all null but gpus, skipped and hint)
+SWEEP_COLUMNS = ("gpus", "tp", "cp", "pp", "dp", "microbatches_per_step", "fits", "mfu", "step_s", "days", "gpu_hours",
+                 "cost", "currency", "energy_kwh", "checkpoint_bytes_per_gpu", "pause_s", "mtbf_hours", "interval_s",
+                 "goodput", "effective_days", "effective_gpu_hours", "effective_cost", "skipped", "hint")
+
+
 def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "", progress=None) -> list[dict]:
     """Re-resolve the plan at each GPU count with dp derived (tp, cp, pp and the global batch
     fixed), evaluate it and return one flat row per count. A job MTBF (opts.job_mtbf_s) is
     taken at the job's own GPU count and scaled as a per-GPU rate. The Monte-Carlo runs only
-    for the single-plan budget; rows carry the closed-form goodput. progress(done, total,
-    gpus): called after each count."""
+    for the single-plan budget; rows carry the closed-form goodput. A count the plan cannot run at
+    is a row with `skipped` (the reason) and `hint`, every figure None; the caller refuses a sweep
+    in which every count is skipped. progress(done, total, gpus): called after each count."""
     o = BudgetOptions(**{**opts.__dict__, "mc_runs": 0, "mtbf_gpus": opts.mtbf_gpus or job.gpus})
     o.check()
     rows = []
@@ -949,7 +960,13 @@ def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "",
         try:
             settings, plan, warnings = resolve(job.model_copy(update={"gpus": g, "dp": None}), where)
         except PlannerError as e:
-            raise PlannerError(f"--sweep-gpus {g:,}: {e.message}", e.hint) from None
+            # a count the plan cannot run at (the mesh or the batch does not divide it, a start-up rule): left out,
+            # its row says why (every figure null), the others priced; the command refuses the sweep only when no
+            # count runs (before 2026-12-07 one such count failed the whole sweep, exit 2)
+            rows.append({**dict.fromkeys(SWEEP_COLUMNS), "gpus": g, "skipped": e.message, "hint": e.hint})
+            if progress is not None:
+                progress(len(rows), len(gpu_counts), g)
+            continue
         js = plan_budget(settings, plan, o)
         p, t, ck, fl, gp, ef = (js[k] for k in ("plan", "training", "checkpoint", "failures", "goodput", "effective"))
         rows.append({
@@ -960,7 +977,7 @@ def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "",
             "checkpoint_bytes_per_gpu": ck["bytes_per_gpu"], "pause_s": ck["pause_s"],
             "mtbf_hours": fl["mtbf_hours"], "interval_s": js["interval"]["used_s"],
             "goodput": gp["closed_form"], "effective_days": ef["days"], "effective_gpu_hours": ef["gpu_hours"],
-            "effective_cost": ef["cost"],
+            "effective_cost": ef["cost"], "skipped": None, "hint": None,
         })
         if progress is not None:
             progress(len(rows), len(gpu_counts), g)

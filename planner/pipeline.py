@@ -1309,20 +1309,45 @@ def timeline_text(sim: Simulation) -> str:
     return "\n".join(lines)
 
 
-def closed_form_text(sim: Simulation) -> str:
-    """The cost model's closed forms next to what the simulation found."""
+def closed_form(sim: Simulation) -> dict:
+    """The cost model's closed forms for the simulated schedule: the bubble's formula and value, and the peak stored
+    micro-batches per stage (inflight_microbatches)."""
     code, p, m, v = sim.schedule, sim.stages, sim.microbatches, sim.vpp
     r = float(sim.t_b / sim.t_f)
     wf = float(sim.t_w / sim.t_b) if code == ZERO_BUBBLE_H1 else DEFAULT_W_FRACTION
-    cf_bubble = float(bubble_fraction(p, m, v, code, backward_ratio=r, w_fraction=wf))
-    cf_peak = [float(inflight_microbatches(p, m, v, code, stage=s)) for s in range(p)]
     formula = {
         GPIPE: "(p-1)/m",
         ONE_F_ONE_B: "(p-1)/m",
         INTERLEAVED: "(p-1)/(v*m)",
         ZERO_BUBBLE_H1: "((p-1)(T_F+T_B) - (min(m,p)-1)min(T_W,T_F,T_B))/(m(T_F+T_B+T_W))",
     }[code]
-    peaks = ",".join(f"{x:g}" for x in cf_peak)
+    return {"bubble_formula": formula,
+            "bubble": float(bubble_fraction(p, m, v, code, backward_ratio=r, w_fraction=wf)),
+            "peak_stored": [float(inflight_microbatches(p, m, v, code, stage=s)) for s in range(p)]}
+
+
+def simulation_report(sim: Simulation, with_closed_form: bool = False) -> dict:
+    """`planner pipeline --format json|yaml`: the schedule, its durations and step (in the caller's time units, as
+    --tf / --tb give them), per stage the busy time, idle fraction and peak stored micro-batches (a chunk pass counts
+    1/v), every pass (stage, kind F / B / W, micro-batch, chunk, start, end), and with `with_closed_form` the cost
+    model's closed forms. Exact fractions become floats."""
+    rep = {"schedule": SCHEDULE_NAMES[sim.schedule], "pp": sim.stages, "microbatches": sim.microbatches,
+           "vpp": sim.vpp, "tf_units": float(sim.t_f), "tb_units": float(sim.t_b), "tw_units": float(sim.t_w),
+           "step_units": sim.step_time, "bubble": sim.bubble,
+           "stages": [{"stage": s, "busy_units": float(sim.busy[s]), "idle_fraction": sim.idle_fraction[s],
+                       "peak_stored": float(sim.peak_stored[s])} for s in range(sim.stages)],
+           "passes": [{"stage": x.stage, "kind": x.kind, "microbatch": x.microbatch, "chunk": x.chunk,
+                       "start_units": float(x.start), "end_units": float(x.end)} for x in sim.passes]}
+    if with_closed_form:
+        rep["closed_form"] = closed_form(sim)
+    return rep
+
+
+def closed_form_text(sim: Simulation) -> str:
+    """The cost model's closed forms next to what the simulation found."""
+    cf = closed_form(sim)
+    formula, cf_bubble = cf["bubble_formula"], cf["bubble"]
+    peaks = ",".join(f"{x:g}" for x in cf["peak_stored"])
     return (
         f"  bubble (idle / useful): simulated {sim.bubble:.4g}, closed form {formula} = {cf_bubble:.4g}\n"
         f"  peak stored per stage: simulated {','.join(_fmt(x) for x in sim.peak_stored)}, closed form {peaks}"

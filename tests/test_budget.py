@@ -33,9 +33,10 @@ PLAN_70B = ("--model", "llama3-70b", "--gpus", "4096", "--tp", "8", "--sharding"
 SEED_9_2 = ("--mtbf-hours", "12", "--checkpoint-save-s", "30", "--restart-s", "600")
 
 
-def _json(cli, *args):
+def _json(cli, *args, code=0):
+    """budget's JSON; `code` 1 for a plan that does not fit (printed, exit 1)."""
     r = cli("budget", *args, "--format", "json")
-    assert r.exit_code == 0, r.stderr
+    assert r.exit_code == code, r.stderr
     return json.loads(r.stdout)
 
 
@@ -355,8 +356,20 @@ def test_sweep_table(cli):
 
 
 def test_sweep_count_that_cannot_hold_the_mesh(cli):
-    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,1000"), "--sweep-gpus 1,000", "dp=125")
-    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4,4096"), "--sweep-gpus 4", "does not divide")
+    # a count the mesh or the batch cannot divide is left out, named on stderr and in its row; the others are priced
+    # (before 2026-12-07 it failed the whole sweep, exit 2); only a sweep where no count runs is refused
+    r = cli("budget", *PLAN_70B, "--sweep-gpus", "4096,1000", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["gpus"], x["dp"]) for x in rows] == [(4096, 512), (1000, None)]
+    assert rows[1]["skipped"] == "global batch 2,048 sequences does not divide into dp=125 x micro_batch=1"
+    assert rows[1]["days"] is None and rows[0]["skipped"] is None
+    assert r.stderr.startswith("warning: --sweep-gpus 1,000 left out: global batch 2,048 sequences does not divide "
+                               "into dp=125")
+    r = cli("budget", *PLAN_70B, "--sweep-gpus", "4,4096", "--format", "json")
+    assert r.exit_code == 0 and "warning: --sweep-gpus 4 left out: tp=8 x cp=1 x pp=1 = 8 does not divide" in r.stderr
+    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4,1000"), "the plan runs at none of the counts",
+                     "4: tp=8 x cp=1 x pp=1 = 8 does not divide", "1,000: global batch 2,048", "dp=125")
     assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,abc"), "--sweep-gpus", "'abc'")
 
 
@@ -444,7 +457,8 @@ def test_budget_json_lists_what_was_assumed(cli, tmp_path):
     (d / "config.json").write_text(json.dumps(GEMMA2_NO_TIE))
     job = tmp_path / "job.yaml"
     job.write_text(f"model: {d}\ngpus: 8\nglobal_batch: 8\ntokens: 1.0e9\nstack: megatron-bridge\n")  # post-norms: not megatron's
-    b = _json(cli, str(job), "--mc-runs", "0")
+    b = _json(cli, str(job), "--mc-runs", "0", code=1)  # 9B unsharded on 8 GPUs does not fit: exit 1, all printed
+    assert b["fits"] is False
     assert b["assumed"] == [
         "tie_word_embeddings absent: tied input/output embeddings (transformers' PretrainedConfig default: True)",
         "seq_len=4,096: a Hugging Face config's default training length (plan.HF_DEFAULT_SEQ); its "
@@ -457,7 +471,7 @@ def test_budget_json_lists_what_was_assumed(cli, tmp_path):
             in cli("budget", str(job), "--mc-runs", "0").stdout)
     plain = tmp_path / "plain.yaml"
     plain.write_text("model: llama3-8b\ngpus: 8\nglobal_batch: 8\nseq_len: 8192\ntokens: 1.0e9\n")
-    assert "assumed" not in _json(cli, str(plain), "--mc-runs", "0")
+    assert "assumed" not in _json(cli, str(plain), "--mc-runs", "0", code=1)  # 8B unsharded on 8: no fit, exit 1
     assert "assumed" not in json.loads(cli("explain", str(plain), "--format", "json").stdout)
 
 

@@ -185,7 +185,8 @@ def test_row_without_from_fit_is_refused(cli, cmd):
     fuzz kind."""
     base = ("--model", "llama3-8b", "--gpus", "8")
     assert_one_error(cli(*cmd, *base, "--row", "3"), "--row 3 picks a row of a saved fit, and no --from-fit is given")
-    assert cli(*cmd, *base, "--row", "1").exit_code == 0
+    # (budget: llama3-8b's default plan on 8 GPUs does not fit, printed with exit 1)
+    assert cli(*cmd, *base, "--row", "1").exit_code == (1 if cmd[0] == "budget" else 0)
 
 
 @pytest.mark.parametrize("cmd", [("explain",), ("fit", "--top", "1"), ("budget", "--mc-runs", "0")])

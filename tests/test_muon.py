@@ -171,7 +171,7 @@ def test_budget_checkpoint_writes_one_momentum_a_muon_parameter(cli):
     def job_bytes(opt):
         r = cli("budget", "--model", "llama3-8b", "--gpus", 8, "--stack", "megatron", "--sharding", "zero1",
                 "--optimizer", opt, "--tokens", "1T", "--format", "json")
-        assert r.exit_code == 0, r.stderr
+        assert r.exit_code == 1, r.stderr  # zero1 on 8 GPUs does not fit (106.1 GB a GPU under Adam): printed, exit 1
         return json.loads(r.stdout)["checkpoint"]["job_bytes"]
 
     P, M = 8_030_261_248, 6_979_321_856

@@ -67,7 +67,8 @@ def test_budget_sweep_plot(cli, tmp_path):
     out = tmp_path / "sweep.png"
     r = cli("budget", "--model", "llama3-8b", "--tp", 2, "--tokens", "1T", "--sweep-gpus", "64,128,256",
             "--price-per-gpu-hour", 2, "--plot", out)
-    assert r.exit_code == 0, r.stderr
+    # TP 2 without sharding fits at none of the counts: exit 1 (a budget of plans that cannot run), the picture drawn
+    assert r.exit_code == 1, r.stderr
     (h, w), n = _png(out)
     assert (h, w) == (420, 1300) and n > 10
     r = cli("budget", "--model", "llama3-8b", "--gpus", 64, "--tokens", "1T", "--plot", out)

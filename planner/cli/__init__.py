@@ -26,7 +26,8 @@ class _PlannerGroup(HelpGroup):
     """The `planner` command group: click's own usage errors (a missing argument, a bad
     option value, an unknown option) in the planner's one-line form, `error: ...` then
     `hint: ...` on stderr and exit 2, instead of typer's boxed panel. `--help` and a bare
-    `planner` (the command list) are unchanged."""
+    `planner` both print the command list on stdout and exit 0 (as a bare `git` does: asking for
+    nothing is not an error; click's no_args_is_help would print it on stderr with exit 2)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -35,7 +36,8 @@ class _PlannerGroup(HelpGroup):
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _click_exc.ClickException as e:
             if type(e).__name__ == "NoArgsIsHelpError":  # click >= 8.2: a bare group prints its help
-                e.show()
+                sys.stdout.write(e.format_message() + "\n")  # --help's text and exit code
+                sys.exit(0)
             else:
                 report_usage_error(e, _command_path(self, prog_name or "planner", args))
             sys.exit(e.exit_code)

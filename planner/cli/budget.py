@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from ..budget import (
-    DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
+    DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, NO_FIT, BudgetOptions, parse_gpu_list, plan_budget, sweep,
 )
 from ..trainers import load_trainer_config, sniff_format
 from .common import Format, FormatOption, cli_errors, warn
@@ -38,6 +38,27 @@ def _yaml_has_gpus(job_file, config_format=None, model=None) -> bool:
             return False
     raw = job_yaml(job_file, text)
     return isinstance(raw, dict) and raw.get("gpus") is not None
+
+
+def _fit_pointer(warning: str, job, gpus: str | None = None) -> str:
+    """budget.py's no-fit warning with the way out the README's budget flow gives: `planner fit` with the job's model,
+    GPUs (`gpus`: a sweep's counts, which fit takes as a list), hardware, stack and batch options as given (saved as
+    JSON), then `budget --from-fit` of its first row."""
+    import shlex
+
+    from ..schema import Job
+
+    defaults = {k: f.default for k, f in Job.model_fields.items()}
+    args = ["planner", "fit", "--model", str(job.model), "--gpus", gpus or str(job.gpus)]
+    for key, flag in (("hardware", "--hardware"), ("stack", "--stack"), ("global_batch", "--global-batch"),
+                      ("seq_len", "--seq-len")):
+        v = getattr(job, key, None)
+        if v is not None and v != defaults.get(key):
+            args += [flag, str(v)]
+    fit = " ".join(shlex.quote(a) for a in args + ["--format", "json"])
+    return (f"{warning}: it cannot run, so these days and costs are of no run (exit 1). Find plans that fit with "
+            f"`{fit} > fit.json`, then budget one with `planner budget --from-fit fit.json --row 1 --tokens "
+            f"{job.tokens:g}`")
 
 
 def register(app: typer.Typer) -> None:
@@ -99,12 +120,24 @@ def register(app: typer.Typer) -> None:
         if counts is not None:
             with progress("budget sweep", len(counts)) as tick:
                 rows = sweep(job, counts, opts, where, progress=tick)
+            priced = [r for r in rows if r["skipped"] is None]
+            if not priced:
+                raise PlannerError("--sweep-gpus: the plan runs at none of the counts: " + "; ".join(
+                    f"{r['gpus']:,}: {r['skipped']}" for r in rows), "; ".join(dict.fromkeys(r["hint"] for r in rows)))
+            for r in rows:
+                if r["skipped"] is not None:
+                    warn(f"--sweep-gpus {r['gpus']:,} left out: {r['skipped']} ({r['hint']})")
             if plot is not None:
                 from ..plot import save_figure, sweep_figure
 
-                save_figure(sweep_figure(rows, f"{job.model} on {job.hardware}, {job.tokens:.3g} tokens"), plot)
+                save_figure(sweep_figure(priced, f"{job.model} on {job.hardware}, {job.tokens:.3g} tokens"), plot)
                 sys.stderr.write(f"wrote {plot}\n")
             emit_sweep(rows, job, opts, fmt)
+            if not any(r["fits"] for r in priced):  # as a single budget of a plan that does not fit: exit 1
+                counts_run = ",".join(str(r["gpus"]) for r in priced)
+                warn(_fit_pointer(f"{NO_FIT} at any count priced ({counts_run.replace(',', ', ')} GPUs)", job,
+                                  counts_run))
+                raise typer.Exit(1)
             return
         settings, plan, warnings = resolve(job, where)
         res = plan_budget(settings, plan, opts)
@@ -115,8 +148,15 @@ def register(app: typer.Typer) -> None:
             from ..budget import config_checkpoint
 
             config_checkpoint(res, read[0].checkpoint_enable)
+        if not res["fits"]:
+            res["warnings"] = [_fit_pointer(w, job) if w.startswith(NO_FIT) else w for w in res["warnings"]]
         res["warnings"] = warnings + res["warnings"]
         emit_budget(res, fmt)
+        if not res["fits"]:
+            # README exit codes: 1 = does not fit. The budget is printed (as fit prints its closest plan on exit 1),
+            # but its days and costs are those of a run that cannot start: a script reading the exit code sees so
+            # (before 2026-12-07: a warning and exit 0)
+            raise typer.Exit(1)
 
     app.command("budget")(cli_errors(with_parameters(budget, plan_params)))
 

@@ -55,6 +55,16 @@ def register(app: typer.Typer) -> None:
         size_bytes = parse_bytes(size, "--size")
         op_c = comm.op_code(op)
         algo_c = comm._algo_code(algo)
+        if size_bytes == 0 and op_c in (comm.ALL_REDUCE, comm.REDUCE_SCATTER, comm.ALL_GATHER):
+            from ..errors import PlannerError
+
+            # NVIDIA/nccl @b6475625 (2.20.3-1, the release comm.py [5] cites) src/enqueue.cc taskAppend l. 1865: a
+            # collective of count 0 returns ncclSuccess before any task is made: no round, no time. Send / recv
+            # (and all-to-all, a group of sends and receives) are still enqueued at count 0, so they stay priced.
+            raise PlannerError(
+                f"--size 0: NCCL returns at once from a zero-count {comm.OP_NAMES[op_c]} (no kernel, no round: "
+                "NVIDIA/nccl 2.20.3-1 src/enqueue.cc taskAppend l. 1865), so there is nothing to price",
+                "give the buffer's size in bytes, above 0, e.g. --size 1GiB")
         if ranks < 1:
             from ..errors import PlannerError
 

@@ -78,9 +78,11 @@ def _assumed(setting: str, rule: str, value=None, shown: Optional[str] = None):
 
 def replaced(data: dict, given: dict) -> list[str]:
     """'k=v: the command line replaces the file's old' for each option in `given` that changes a
-    value the file (`data`) sets: an option beats the file, never silently (issues 22, 24)."""
+    value the file (`data`) sets: an option beats the file, never silently (issues 22, 24). A key the file holds as
+    null (a saved fit row's `tokens` where the fit had none) sets nothing, so an option there replaces nothing (before
+    2026-12-07: "tokens=1e12: the command line replaces the file's None")."""
     return [_assumed(k, f"the command line replaces the file's {data[k]}", v, f"{v}") for k, v in given.items()
-            if k in data and data[k] != v]
+            if k in data and data[k] is not None and data[k] != v]
 
 
 def replaced_defaults(data: dict, given: dict) -> list[str]:

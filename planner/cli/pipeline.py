@@ -1,7 +1,9 @@
 """`planner pipeline`: simulate a pipeline schedule and print (or draw) its timeline.
 
-Output is plain text through typer.echo, character for character the seed's section 5.3
-notation (digits forward, letters backward, dots idle; see planner/pipeline.py).
+The table format is plain text through typer.echo, character for character the seed's section 5.3
+notation (digits forward, letters backward, dots idle; see planner/pipeline.py); --format
+json|yaml|csv print the simulation's report (pipeline.simulation_report) through
+render/pipeline.py, the one renderer every command's machine formats go through.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from .common import cli_errors
+from .common import Format, FormatOption, cli_errors
 
 
 def _stages(pp: Optional[int], stages: Optional[int]) -> int:
@@ -43,19 +45,25 @@ def register(app: typer.Typer) -> None:
         closed_form: bool = typer.Option(
             False, "--closed-form", help="also print the cost model's closed-form bubble and peaks next to the simulation"
         ),
+        fmt: Format = FormatOption,
     ) -> None:
         """Simulate a pipeline schedule: text timeline, step time, idle time and peak stored
         micro-batches per stage (digits forward, letters backward, dots idle)."""
-        from ..pipeline import closed_form_text, simulate, timeline_text
+        from ..pipeline import closed_form_text, simulate, simulation_report, timeline_text
+        from ..render.pipeline import emit_pipeline
 
         sim = simulate(_stages(pp, stages), microbatches, schedule, vpp=vpp, t_f=tf, t_b=tb, t_w=tw)
-        text = timeline_text(sim)
+        text = timeline_text(sim) if fmt == Format.table else None
         if plot is not None:
             from ..plot import plot_timeline
 
             plot_timeline(sim, plot)
-        typer.echo(text)
-        if closed_form:
-            typer.echo(closed_form_text(sim))
+
+        def table() -> None:
+            typer.echo(text)
+            if closed_form:
+                typer.echo(closed_form_text(sim))
+
+        emit_pipeline(simulation_report(sim, closed_form), fmt, table)
         if plot is not None:
             typer.echo(f"wrote {plot}", err=True)

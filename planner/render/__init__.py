@@ -13,6 +13,7 @@ stderr. Human units (GB, GiB, TFLOP/s, days) appear only here.
     check.py       `planner check`
     validate.py    `planner validate`
     collective.py  `planner collective`
+    pipeline.py    `planner pipeline` (json, yaml, csv; the text timeline is planner/pipeline.py's)
     calibrate.py   `planner calibrate nccl|gemm`
 """
 

@@ -110,7 +110,7 @@ def sweep_table(rows: list[dict], job, opts) -> None:
     cols = ["GPUs", "mesh", "MFU", "days", "GPU-h"] + ([f"cost\n{opts.currency}"] if priced else []) + [
         "MTBF\nh", "ckpt\nmin", "good-\nput", "eff.\ndays"]
     body = []
-    for r in rows:
+    for r in (r for r in rows if r["skipped"] is None):  # the counts left out are named on stderr (cli/budget.py)
         cells = [f"{r['gpus']:,}", mesh(r) + ("" if r["fits"] else " no fit"),
                  pct(r["mfu"]), f"{r['days']:,.1f}", millions(r["gpu_hours"])]
         if priced:

@@ -33,6 +33,24 @@ def time_text(res: dict) -> str:
     return ", ".join(parts)
 
 
+def training_text(res: dict) -> str:
+    """With --tokens (or a job's `tokens`): the run's steps, days and GPU-hours, explain's training line (before
+    2026-12-07 check's table left them out, so `check ... --tokens 1T` looked like a flag it ignored; its JSON had
+    them). A failing job's figures are those of its plan as written, which does not run."""
+    thr = res.get("throughput") or {}
+    if "training_days" not in thr:
+        return ""
+    tokens = (res.get("flops") or {}).get("training_tokens")
+    text = (f"  training{f' for {tokens:.4g} tokens' if tokens else ''}: {thr['training_steps']:,.0f} steps, "
+            f"{thr['training_days']:,.1f} days, {thr['gpu_hours']:,.0f} GPU-hours (failure-free; see `planner budget`)")
+    if "training_days_ramp" in thr:
+        text += (f"; with the batch ramp {thr['training_steps_ramp']:,.0f} steps, {thr['training_days_ramp']:,.1f} "
+                 f"days, {thr['gpu_hours_ramp']:,.0f} GPU-hours")
+    if res.get("verdict") == "fail":
+        text += " (the plan as written, which does not pass)"
+    return text
+
+
 def print_job(name: str, res: dict) -> None:
     m = res["memory"]
     timing = time_text(res)
@@ -40,6 +58,9 @@ def print_job(name: str, res: dict) -> None:
     line = (f"{res['verdict'].upper()} {name}: {p['model']} on {p['gpus']:,} x {p['hardware']}: {memory_line(m)}"
             + (f"; {timing}" if timing else ""))
     typer.echo(line)
+    training = training_text(res)
+    if training:
+        typer.echo(training)
     if res["verdict"] == "pass":
         return
     for f in res["failures"]:

@@ -202,11 +202,54 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return rows
 
 
+def csv_columns(flat: list[dict]) -> list[str]:
+    """One header for every row, whatever rows a command prints: the columns ordered by what the rows say (a key
+    before the key that follows it in some row: a topological order of those pairs), ties by the smallest position
+    a key has in any row, then by name. It depends on the set of rows, not on their order, so a key that only some
+    rows carry (plan.sharding_label, given where stack_db names the mode) stands in the same place whichever row comes
+    first (before 2026-12-07 the header was the keys in first-seen order: such a key came last when the first row
+    lacked it and mid-plan when it had it). Keys in an order no two rows agree on (a cycle) follow first-seen."""
+    import heapq
+
+    after: dict[str, set] = {}
+    pos: dict[str, int] = {}
+    seen: dict[str, None] = {}
+    for r in flat:
+        keys = list(r)
+        for i, k in enumerate(keys):
+            seen.setdefault(k)
+            pos[k] = min(pos.get(k, i), i)
+            after.setdefault(k, set())
+            if i:
+                after[keys[i - 1]].add(k)
+    need = dict.fromkeys(seen, 0)
+    for k, nxt in after.items():
+        for n in nxt:
+            need[n] += 1
+    ready = [(pos[k], k) for k, c in need.items() if c == 0]
+    heapq.heapify(ready)
+    cols: list[str] = []
+    while len(cols) < len(seen):
+        if not ready:  # a cycle: take the first-seen key left
+            k = next(k for k in seen if need[k] > 0)
+            need[k] = 0
+            heapq.heappush(ready, (pos[k], k))
+        _, k = heapq.heappop(ready)
+        if need[k] < 0:
+            continue
+        cols.append(k)
+        need[k] = -1
+        for n in after[k]:
+            if need[n] > 0:
+                need[n] -= 1
+                if need[n] == 0:
+                    heapq.heappush(ready, (pos[n], n))
+    return cols
+
+
 def to_csv(records: Iterable[dict]) -> str:
     flat = [flatten(r) for r in records]
-    cols: list[str] = []
-    for r in flat:
-        cols += [c for c in r if c not in cols]
+    cols = csv_columns(flat)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
