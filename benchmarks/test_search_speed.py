@@ -24,6 +24,10 @@ CASES = {
     # issue 23's bare DeepSeek-V3 command (published setup: 2,048 H800, 15,360 x 4,096 tokens)
     "deepseek-v3 on 2,048 H800, 15,360 x 4,096": dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm",
                                                      global_batch=15360, seq_len=4096),
+    # the new-user audit's MoE and hybrid (Gated DeltaNet + attention) fits, each on 64 H100 at its defaults
+    # (branch speed6): `planner fit --model qwen3-30b-a3b --gpus 64`, `planner fit --model qwen3-next-80b-a3b --gpus 64`
+    "qwen3-30b-a3b on 64 H100": dict(model="qwen3-30b-a3b", gpus=64),
+    "qwen3-next-80b-a3b on 64 H100": dict(model="qwen3-next-80b-a3b", gpus=64),
     # a batch ramp (planner/batch_ramp.py: each phase's step and memory priced, search.step_times):
     # Llama 3 405B's, 4M -> 8M tokens at 252M -> 16M at 2.87T of 15.6T (arXiv:2407.21783 sec. 3.4.1),
     # at 8,192-token sequences throughout (the planner keeps one length: Meta's first phase ran 4,096)

@@ -1019,7 +1019,7 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     cols = [0] + ([DISPATCHER_COLUMN] if space.dispatchers is not None else [])
     only_tpo = lambda v: bool(np.array_equal(np.delete(space.variants[v], cols), np.delete(space.variants[0], cols)))  # noqa: E731
     plan = space.plans(bidx, rcidx)
-    for group in _variant_groups(space):
+    for group in _variant_groups(space, int(np.count_nonzero(can))):
         if bound is not None and space.dispatchers is not None and any(only_tpo(v) for v in group):
             # the bound on the best steps found so far (real steps of these candidates: their k-th
             # is still >= the final k-th), tighter after each group that lowered some
@@ -1057,7 +1057,16 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     return var, step, floor, evaluated, deferred, True, can, v0
 
 
-def _variant_groups(space: Space) -> list:
+# best_variants' candidates (those that can still rank, `can`) at or below which a dispatcher search's variants are
+# priced in one step_times call (_variant_groups): a step_times call's fixed cost (its collectives, whatever the
+# candidates) is about as much as 2,000 candidates' own (qwen3-30b-a3b / 64 H100, `planner fit`'s dispatcher search:
+# ~10 ms a call of 9-45 candidates, ~39 ms one of 5,810: process_time, branch speed6). One call saves each later
+# run's call (~2,000 candidates' worth) and prices at most what the bound would have spared there, a run's
+# variants (2 in that search: a dispatcher's TP-overlap pair) of these candidates: 1,024 at most, under 2,000
+ONE_CALL_CANDIDATES = 512
+
+
+def _variant_groups(space: Space, candidates: int = ONE_CALL_CANDIDATES + 1) -> list:
     """best_variants' order of work: the stack variants after variant 0, one at a time, or with a
     dispatcher search in runs of one dispatcher (its TP-overlap and fp8-recipe variants), each run priced
     by one step_times call (each step_time call pays a fixed cost for its collectives, TIME_CHUNK's
@@ -1065,7 +1074,11 @@ def _variant_groups(space: Space) -> list:
     (step.dispatcher_rows), so all the runs could be one call, but the bound is tightened after each run
     (best_variants), and that prunes more than the calls cost: one run for every dispatcher, measured
     (branch disprow, the same output), took DeepSeek-V3 / 2,048 H800's whole process from 8.987e9 to
-    9.113e9 instructions (+1.4%, cachegrind, PYTHONHASHSEED=0)."""
+    9.113e9 instructions (+1.4%, cachegrind, PYTHONHASHSEED=0). Not so for few candidates (`candidates`:
+    best_variants' that can still rank): at most ONE_CALL_CANDIDATES of them, every variant is one run, one
+    call (the bound's pruning saves less than a call costs; the choices are the same, as the bound only defers)."""
+    if space.dispatchers is not None and len(space.variants) > 1 and candidates <= ONE_CALL_CANDIDATES:
+        return [list(range(1, len(space.variants)))]
     if space.dispatchers is None:
         return [[v] for v in range(1, len(space.variants))]
     codes = space.variants[:, DISPATCHER_COLUMN]

@@ -519,12 +519,14 @@ def _retired_key_hint(err: PlannerError, raw: dict) -> PlannerError:
                                      f"in `{text}:`")
 
 
-def load_runs(path: Path, incomplete: Optional[list] = None, lenient: bool = False) -> list[RunRecord]:
+def load_runs(path: Path, incomplete: Optional[list] = None, lenient: bool = False,
+              parsed: Optional[list] = None) -> list[RunRecord]:
     """Read and validate a runs file; any problem is a PlannerError naming the file, the
     record (index and id) and the field. With `incomplete` (a list): a record that only lacks
     required fields (`lenient`: that the schema refuses for any reason) is appended there as
-    {where, id, group, reason} and left out, so the rest of the file is still read."""
-    data = read_yaml(path)
+    {where, id, group, reason} and left out, so the rest of the file is still read. parsed:
+    [the file's YAML data], already parsed by the caller (report's), else the file is read here."""
+    data = read_yaml(path) if parsed is None else parsed[0]
     if not isinstance(data, list):
         raise PlannerError(
             f"{path}: expected a YAML list of run records, got {type(data).__name__}",
@@ -1295,18 +1297,19 @@ def validate_runs(records: list[RunRecord], base_dir: Path = Path("."), path_lab
 
 
 def report(path: Path, groups=None, ids=None, complete: bool = False, calibration: Optional[str] = None,
-           lenient: bool = False) -> dict:
+           lenient: bool = False, parsed: Optional[list] = None) -> dict:
     """The `validate` result: {"runs": [row dicts], "summary": {...}}. A calibration profile
     (planner calibrate) replaces the default figures it covers in every prediction. A record
     that lacks a required field is a skipped row with the reason (`lenient`: any record the
-    schema refuses), not the end of the file."""
+    schema refuses), not the end of the file. parsed: [the file's YAML data] where the caller
+    has parsed `path` already (cli/validate.py), read instead of parsing it again."""
     path = Path(path)
     if calibration is not None:
         from .profile import load_profile
 
         load_profile(calibration)  # a bad profile is bad input, once
     incomplete: list[dict] = []
-    loaded = load_runs(path, incomplete=incomplete, lenient=lenient)
+    loaded = load_runs(path, incomplete=incomplete, lenient=lenient, parsed=parsed)
     if not loaded and incomplete:
         raise PlannerError(f"{path}: no record can be read ({incomplete[0]['where']}: {incomplete[0]['reason']})",
                            "give each record the fields of tests/data/published_runs.yaml")
